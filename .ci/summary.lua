@@ -1,0 +1,58 @@
+-- Sums every suite of `make test` into one closing line:
+--   N passed, N failed[, N skipped]
+-- Usage: lua5.4 .ci/summary.lua BUILD_DIR...
+-- Each BUILD_DIR holds ctest's JUnit report (ctest.xml) and busted's TAP
+-- report (busted.tap). C tests count once each; the ctest entry that wraps
+-- busted is not counted, its specs are. A suite whose report is missing
+-- counts as one failure, so a crash can never read as a pass.
+local passed, failed, skipped = 0, 0, 0
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+for _, dir in ipairs(arg) do
+  local xml = read(dir .. "/ctest.xml")
+  if not xml then
+    io.stderr:write(dir .. "/ctest.xml: missing (ctest did not finish)\n")
+    failed = failed + 1
+  else
+    for attrs, body in xml:gmatch("<testcase(.-)>(.-)</testcase>") do
+      local name = attrs:match('name="([^"]*)"')
+      local status = attrs:match('status="([^"]*)"')
+      if name ~= "busted" then
+        if status == "run" and not body:find("<failure") then
+          passed = passed + 1
+        elseif status == "notrun" or status == "disabled" then
+          skipped = skipped + 1
+        else
+          failed = failed + 1
+        end
+      end
+    end
+  end
+  local tap = read(dir .. "/busted.tap")
+  local planned = tap and tap:match("\n1%.%.(%d+)") or (tap and tap:match("^1%.%.(%d+)"))
+  if not planned then
+    io.stderr:write(dir .. "/busted.tap: no TAP plan (busted did not finish)\n")
+    failed = failed + 1
+  end
+  for line in (tap or ""):gmatch("[^\n]+") do
+    if line:match("^ok %d+ %- # SKIP") then
+      skipped = skipped + 1
+    elseif line:match("^ok %d+") then
+      passed = passed + 1
+    elseif line:match("^not ok %d+") then
+      failed = failed + 1
+    end
+  end
+end
+
+local line = string.format("%d passed, %d failed", passed, failed)
+if skipped > 0 then line = line .. string.format(", %d skipped", skipped) end
+print(line)
+os.exit(failed == 0 and passed > 0)

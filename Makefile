@@ -1,0 +1,65 @@
+# protocall: the two commands a user needs are `make run` and `make test`.
+# Everything builds with CMake into build/<kind>/.
+#   make run      install missing packages, build, run examples/quickstart.lua
+#   make test     the same set-up, then every test on the release build and
+#                 on the sanitizer build; the last line is "N passed, N failed"
+#   make bench    every benchmark in bench/ (not part of make test)
+#   make memcheck the spec suite under valgrind
+#   make lint     cppcheck and clang-tidy over core/ and bindings/
+#   make format   clang-format over all C
+
+JOBS    ?= $(shell nproc)
+RELEASE := build/release
+ASAN    := build/asan
+CMAKE_FLAGS ?= -DPROTOCALL_WERROR=ON
+C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find core bindings -name '*.[ch]')
+
+.PHONY: all deps build build-asan run test bench memcheck lint format clean
+
+all: build
+
+deps:
+	@./.ci/install-deps
+
+$(RELEASE)/CMakeCache.txt: | deps
+	@cmake -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+
+$(ASAN)/CMakeCache.txt: | deps
+	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DPROTOCALL_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+
+build: deps $(RELEASE)/CMakeCache.txt
+	@cmake --build $(RELEASE) -j $(JOBS) -- --no-print-directory -s
+
+build-asan: deps $(ASAN)/CMakeCache.txt
+	@cmake --build $(ASAN) -j $(JOBS) -- --no-print-directory -s
+
+run: build
+	$(RELEASE)/protocall examples/quickstart.lua
+
+test: build build-asan
+	@rm -f $(RELEASE)/ctest.xml $(RELEASE)/busted.tap $(ASAN)/ctest.xml $(ASAN)/busted.tap
+	@echo "== release build"
+	-@cd $(RELEASE) && ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
+	@echo "== sanitizer build (AddressSanitizer with leak detection, UndefinedBehaviorSanitizer)"
+	-@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
+	@lua5.4 .ci/summary.lua $(RELEASE) $(ASAN)
+
+bench: build
+	@for b in bench/*_bench.lua; do $(RELEASE)/protocall $$b || exit 1; done
+
+memcheck: build
+	valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	  $(RELEASE)/protocall $$(command -v busted) -o TAP
+
+lint: build
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	  --suppress=missingIncludeSystem --std=c11 -I core -I bindings/lua core bindings
+	clang-tidy -p $(RELEASE) --quiet --warnings-as-errors='*' \
+	  $$(find core bindings -name '*.c' -not -path 'core/tests/*')
+
+format:
+	clang-format -i $(filter %.c %.h,$(C_SOURCES))
+
+clean:
+	rm -rf build

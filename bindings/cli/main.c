@@ -1,0 +1,177 @@
+/* The `protocall` command: Lua 5.4 with the protocall module preloaded.
+ *
+ *   protocall [options] [script [args...]]
+ *     -e stat   run the Lua statement 'stat'
+ *     -l mod    require 'mod' into the global 'mod'
+ *     -v        print the version
+ *     --        stop handling options
+ *     -         run standard input
+ *
+ * As Lua's own lua.c: 'arg' holds the script name at 0, its arguments at
+ * 1..n and the command's options at negative indices; everything runs under
+ * lua_pcall with a traceback handler; an error prints to stderr and the
+ * command exits 1. */
+#include "protocall.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *progname = "protocall";
+
+static void print_usage(void) {
+  fprintf(stderr,
+          "usage: %s [options] [script [args]]\n"
+          "Available options are:\n"
+          "  -e stat   execute string 'stat'\n"
+          "  -l mod    require library 'mod' into global 'mod'\n"
+          "  -v        show version information\n"
+          "  --        stop handling options\n"
+          "  -         stop handling options and execute stdin\n",
+          progname);
+}
+
+static int report(lua_State *L, int status) {
+  if (status != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "%s: %s\n", progname, msg ? msg : "(error object is not a string)");
+    fflush(stderr);
+    lua_pop(L, 1);
+  }
+  return status;
+}
+
+/* Message handler: append a traceback, and use __tostring on error objects
+ * such as pc.Error. */
+static int msghandler(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
+      msg = lua_tostring(L, -1);
+    } else {
+      msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+static int docall(lua_State *L, int narg, int nres) {
+  int base = lua_gettop(L) - narg;
+  lua_pushcfunction(L, msghandler);
+  lua_insert(L, base);
+  int status = lua_pcall(L, narg, nres, base);
+  lua_remove(L, base);
+  return status;
+}
+
+static int dochunk(lua_State *L, int status) {
+  if (status == LUA_OK) status = docall(L, 0, 0);
+  return report(L, status);
+}
+
+static int dolibrary(lua_State *L, const char *name) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, name);
+  int status = docall(L, 1, 1);
+  if (status == LUA_OK) lua_setglobal(L, name);
+  return report(L, status);
+}
+
+/* arg = { [-n..-1] = options, [0] = script, [1..] = script args } */
+static void createargtable(lua_State *L, char **argv, int argc, int script) {
+  lua_createtable(L, argc - script - 1, script + 1);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - script);
+  }
+  lua_setglobal(L, "arg");
+}
+
+static int runscript(lua_State *L, char **argv, int argc, int script) {
+  const char *fname = argv[script];
+  if (strcmp(fname, "-") == 0 && strcmp(argv[script - 1], "--") != 0) fname = NULL; /* stdin */
+  int status = luaL_loadfile(L, fname);
+  if (status == LUA_OK) {
+    int n = argc - script - 1;
+    luaL_checkstack(L, n + 3, "too many arguments to script");
+    for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
+    status = docall(L, n, LUA_MULTRET);
+  }
+  return report(L, status);
+}
+
+/* Finds the script's index in argv (0 when there is none); -1 on a bad
+ * option. Sets *version when -v is given. */
+static int collectargs(char **argv, int argc, int *version) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' || strcmp(a, "-") == 0) return i;
+    if (strcmp(a, "--") == 0) return i + 1 < argc ? i + 1 : 0;
+    if (strcmp(a, "-v") == 0) {
+      *version = 1;
+    } else if (strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0) {
+      if (++i >= argc) return -1;
+    } else {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The protected main: all Lua work happens in here (as lua.c's pmain). */
+static int pmain(lua_State *L) {
+  int argc = (int)lua_tointeger(L, 1);
+  char **argv = (char **)lua_touserdata(L, 2);
+  int version = 0, ran = 0;
+  int script = collectargs(argv, argc, &version);
+  luaL_checkversion(L);
+  if (script < 0) {
+    print_usage();
+    return 0;
+  }
+  if (version) printf("protocall %s (%s)\n", PROTOCALL_VERSION, LUA_RELEASE);
+  luaL_openlibs(L);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, luaopen_protocall);
+  lua_setfield(L, -2, "protocall");
+  lua_pop(L, 1);
+  createargtable(L, argv, argc, script > 0 ? script : 0);
+  int last = script > 0 ? script : argc;
+  for (int i = 1; i < last; i++) {
+    if (strcmp(argv[i], "-e") == 0) {
+      const char *code = argv[++i];
+      ran = 1;
+      if (dochunk(L, luaL_loadbuffer(L, code, strlen(code), "=(command line)")) != LUA_OK) return 0;
+    } else if (strcmp(argv[i], "-l") == 0) {
+      if (dolibrary(L, argv[++i]) != LUA_OK) return 0;
+    }
+  }
+  if (script > 0) {
+    if (runscript(L, argv, argc, script) != LUA_OK) return 0;
+  } else if (!ran && !version) {
+    print_usage();
+    return 0;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  if (argv[0] && argv[0][0]) progname = argv[0];
+  lua_State *L = luaL_newstate();
+  if (L == NULL) {
+    fprintf(stderr, "%s: cannot create state: not enough memory\n", progname);
+    return EXIT_FAILURE;
+  }
+  lua_pushcfunction(L, pmain);
+  lua_pushinteger(L, argc);
+  lua_pushlightuserdata(L, argv);
+  int status = lua_pcall(L, 2, 1, 0);
+  int ok = lua_toboolean(L, -1);
+  report(L, status);
+  lua_close(L);
+  return (ok && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+}

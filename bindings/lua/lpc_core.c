@@ -1,0 +1,41 @@
+/* luaopen_protocall_core: the C part of the module, what init.lua requires.
+ * Each concern adds its functions through an lpc_open_* call below. */
+#include "protocall.h"
+#include "status.h"
+
+#include <lauxlib.h>
+
+/* -- name = core.code_name(number)   -- "UNAVAILABLE", or nil outside 0..16 */
+static int lpc_code_name(lua_State *L) {
+  const char *name = pc_Code_Name((int)luaL_checkinteger(L, 1));
+  if (name == NULL) return 0;
+  lua_pushstring(L, name);
+  return 1;
+}
+
+/* -- number = core.code_number(name)   -- 14 for "UNAVAILABLE", or nil */
+static int lpc_code_number(lua_State *L) {
+  size_t len;
+  const char *name = luaL_checklstring(L, 1, &len);
+  int code = pc_Code_FromName(name, len);
+  if (code < 0) return 0;
+  lua_pushinteger(L, code);
+  return 1;
+}
+
+/* -- code_name = core.code_from_http(status)   -- gRPC code for an HTTP status */
+static int lpc_code_from_http(lua_State *L) {
+  lua_pushstring(L, pc_Code_Name(pc_Code_FromHttpStatus((int)luaL_checkinteger(L, 1))));
+  return 1;
+}
+
+int luaopen_protocall_core(lua_State *L) {
+  static const luaL_Reg funcs[] = {{"code_name", lpc_code_name},
+                                   {"code_number", lpc_code_number},
+                                   {"code_from_http", lpc_code_from_http},
+                                   {NULL, NULL}};
+  luaL_newlib(L, funcs);
+  lua_pushliteral(L, PROTOCALL_VERSION);
+  lua_setfield(L, -2, "VERSION");
+  return 1;
+}

@@ -1,0 +1,21 @@
+--- protocall: protobuf messages and RPC call policies for Lua.
+-- `require "protocall"` returns this table. The C part is `protocall.core`;
+-- each concern adds its functions here (see API.md for the contract).
+local core = require "protocall.core"
+
+local M = {}
+
+--- The library's version string ("0.1.0").
+M.VERSION = core.VERSION
+
+--- Canonical gRPC status codes by name and by number
+-- (grpc/grpc doc/statuscodes.md): `pc.codes.UNAVAILABLE == 14`,
+-- `pc.codes[14] == "UNAVAILABLE"`.
+M.codes = {}
+for n = 0, 16 do
+  local name = core.code_name(n)
+  M.codes[name] = n
+  M.codes[n] = name
+end
+
+return M

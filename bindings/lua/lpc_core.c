@@ -1,5 +1,7 @@
 /* luaopen_protocall_core: the C part of the module, what init.lua requires.
- * Each concern adds its functions through an lpc_open_* call below. */
+ * Each concern adds its functions through an lpc_open_* call (lpc.h); the
+ * status codes' functions live here too. */
+#include "lpc.h"
 #include "protocall.h"
 #include "status.h"
 
@@ -29,13 +31,19 @@ static int lpc_code_from_http(lua_State *L) {
   return 1;
 }
 
-int luaopen_protocall_core(lua_State *L) {
+void lpc_open_status(lua_State *L) {
   static const luaL_Reg funcs[] = {{"code_name", lpc_code_name},
                                    {"code_number", lpc_code_number},
                                    {"code_from_http", lpc_code_from_http},
                                    {NULL, NULL}};
-  luaL_newlib(L, funcs);
+  luaL_setfuncs(L, funcs, 0);
+}
+
+int luaopen_protocall_core(lua_State *L) {
+  lua_newtable(L);
   lua_pushliteral(L, PROTOCALL_VERSION);
   lua_setfield(L, -2, "VERSION");
+  /* One line per concern (see lpc.h). */
+  lpc_open_status(L);
   return 1;
 }

@@ -1,6 +1,7 @@
 --- protocall: protobuf messages and RPC call policies for Lua.
 -- `require "protocall"` returns this table. The C part is `protocall.core`;
--- each concern adds its functions here (see API.md for the contract).
+-- each concern is a file under lua/protocall/ whose `install(M, core)` adds
+-- its public names to this table (API.md is the contract).
 local core = require "protocall.core"
 
 local M = {}
@@ -16,6 +17,12 @@ for n = 0, 16 do
   local name = core.code_name(n)
   M.codes[name] = n
   M.codes[n] = name
+end
+
+-- One line per concern, in dependency order.
+for _, name in ipairs {
+} do
+  require(name).install(M, core)
 end
 
 return M

@@ -1,0 +1,12 @@
+/* Private to bindings/lua: each concern of the C module has one opener that
+ * adds its functions and metatables to the module table at the top of the
+ * stack. luaopen_protocall_core (lpc_core.c) calls them in order; add yours
+ * to the list there. */
+#ifndef LPC_H
+#define LPC_H
+
+#include <lua.h>
+
+void lpc_open_status(lua_State *L);
+
+#endif

@@ -1,0 +1,42 @@
+/* Arenas: bump allocation of many small objects, freed all at once.
+ *
+ * Everything the core allocates goes through a pc_Alloc, which has
+ * lua_Alloc's shape, so a host (or the Lua binding) can supply its own
+ * allocator and every byte stays accounted. */
+#ifndef PC_ARENA_H
+#define PC_ARENA_H
+
+#include <stddef.h>
+
+/* lua_Alloc's contract: nsize == 0 frees 'ptr' and returns NULL; otherwise
+ * (re)allocates 'ptr' from 'osize' to 'nsize' bytes, returning NULL on
+ * failure (and leaving 'ptr' intact). */
+typedef void *pc_Alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+
+/* The C library's realloc/free behind pc_Alloc. */
+void *pc_DefaultAlloc(void *ud, void *ptr, size_t osize, size_t nsize);
+
+typedef struct pc_Arena pc_Arena;
+
+/* A new, empty arena drawing blocks from 'alloc' ('ud' passed through); NULL
+ * when 'alloc' fails. A NULL 'alloc' means pc_DefaultAlloc. */
+pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud);
+
+/* Frees every block and the arena itself. NULL is allowed. */
+void pc_Arena_Free(pc_Arena *a);
+
+/* 'size' bytes aligned to 8 (max_align_t where that is less), valid until
+ * the arena is freed; NULL on allocation failure. Memory is not zeroed. */
+void *pc_Arena_Malloc(pc_Arena *a, size_t size);
+
+/* As pc_Arena_Malloc, zeroed. */
+void *pc_Arena_Calloc(pc_Arena *a, size_t size);
+
+/* A NUL-terminated copy of the 'len' bytes at 's' (which may hold NULs);
+ * NULL on allocation failure. */
+char *pc_Arena_StrDup(pc_Arena *a, const char *s, size_t len);
+
+/* Bytes obtained from the allocator so far, blocks and header included. */
+size_t pc_Arena_SpaceAllocated(const pc_Arena *a);
+
+#endif

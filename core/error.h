@@ -1,0 +1,27 @@
+/* Error details out of the core: the first error wins (upb, nanopb).
+ *
+ * Core functions return a status and, when given a non-NULL pc_Error*, write
+ * a readable message naming the subject and the place
+ * ("demo.User.name: truncated varint at offset 17",
+ * "a.proto:3:10: expected \";\""). A later pc_Error_Set on the same error
+ * does nothing, so the innermost (first) cause is the one reported. */
+#ifndef PC_ERROR_H
+#define PC_ERROR_H
+
+#define PC_ERROR_MAX 512
+
+typedef struct {
+  int set;                 /* non-zero once a message is written */
+  char msg[PC_ERROR_MAX];  /* NUL-terminated; truncated to fit */
+} pc_Error;
+
+/* Clears 'e' (NULL allowed). */
+void pc_Error_Init(pc_Error *e);
+
+/* printf-style message into 'e' unless 'e' is NULL or already set. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void pc_Error_Set(pc_Error *e, const char *fmt, ...);
+
+#endif

@@ -545,8 +545,7 @@ int pc_Message_MergeField(pc_Message *dst, const pc_Message *src, const pc_Field
   return 1;
 }
 
-int pc_Message_Merge(pc_Message *dst, const pc_Message *src, const pc_MessageDef *m,
-                     pc_Arena *a) {
+int pc_Message_Merge(pc_Message *dst, const pc_Message *src, const pc_MessageDef *m, pc_Arena *a) {
   for (uint32_t i = 0; i < m->field_count; i++)
     if (!pc_Message_MergeField(dst, src, &m->fields[i], a)) return 0;
   size_t n;

@@ -239,6 +239,10 @@ static const char *default_text(lua_State *L, pc_Arena *a, pc_Pool *pool, const 
     } else {
       lua_pushvalue(L, v);
     }
+  } else if (lua_isinteger(L, v) && (fd->type == kPc_Type_Uint64 || fd->type == kPc_Type_Fixed64)) {
+    char buf[32]; /* any Lua integer, as two's complement (API.md "Messages") */
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)(lua_Unsigned)lua_tointeger(L, v));
+    lua_pushstring(L, buf);
   } else if (lua_isinteger(L, v)) {
     lua_pushfstring(L, "%I", lua_tointeger(L, v));
   } else if (lua_type(L, v) == LUA_TNUMBER) {
@@ -306,7 +310,10 @@ static void map_entry(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *self
     f->packed = -1;
     resolve_type(L, pool, a, self, where, i == 0 ? k : v, i == 0 ? klen : vlen, f);
   }
-  if (e->fields[0].type_name != NULL) luaL_error(L, "%s: bad map key type in '%s'", where, spell);
+  pc_FieldType kt = e->fields[0].type;
+  if (e->fields[0].type_name != NULL || kt == kPc_Type_Float || kt == kPc_Type_Double ||
+      kt == kPc_Type_Bytes)
+    luaL_error(L, "%s: bad map key type in '%s'", where, spell);
   const char *parent = self;
   size_t plen = strlen(parent);
   char *tn = arena_calloc(L, a, plen + strlen(ename) + 3);
@@ -324,6 +331,7 @@ static int lpc_pool_message(lua_State *L) {
   luaL_checktype(L, base + 1, LUA_TTABLE);
   int fields = base + 1, opts = base + 2;
   int proto2 = 0;
+  lua_settop(L, opts);
   if (!lua_isnoneornil(L, opts)) {
     luaL_checktype(L, opts, LUA_TTABLE);
     lua_getfield(L, opts, "syntax");
@@ -340,6 +348,25 @@ static int lpc_pool_message(lua_State *L) {
   pc_Arena *a = lpc_newarena(L); /* scratch, freed by the collector */
   pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
   pc_MessageDesc *md = arena_calloc(L, a, sizeof(pc_MessageDesc));
+  if (!lua_isnoneornil(L, opts) && lua_getfield(L, opts, "extensions") != LUA_TNIL) {
+    /* {{from, to}, ...}, both inclusive as in .proto's "extensions 100 to 199" */
+    if (!proto2 || lua_type(L, -1) != LUA_TTABLE)
+      return luaL_error(L, "%s: extensions = {{from, to}, ...} needs syntax \"proto2\"", full);
+    size_t nr = lua_rawlen(L, -1);
+    md->extension_ranges = arena_calloc(L, a, nr * sizeof(pc_ExtensionRangeDesc));
+    for (size_t i = 0; i < nr; i++) {
+      lua_rawgeti(L, -1, (lua_Integer)i + 1);
+      lua_rawgeti(L, -1, 1);
+      lua_rawgeti(L, -2, 2);
+      if (!lua_isinteger(L, -2) || !lua_isinteger(L, -1))
+        return luaL_error(L, "%s: extensions = {{from, to}, ...} expected", full);
+      md->extension_ranges[i].range.start = (int32_t)lua_tointeger(L, -2);
+      md->extension_ranges[i].range.end = (int32_t)lua_tointeger(L, -1) + 1;
+      lua_pop(L, 3);
+    }
+    md->extension_range_count = nr;
+  }
+  if (!lua_isnoneornil(L, opts)) lua_pop(L, 1);
   lua_pushfstring(L, "lua:%s", full);
   fd->name = arena_str(L, a, lua_tostring(L, -1), lua_rawlen(L, -1));
   lua_pop(L, 1);
@@ -434,6 +461,74 @@ static int lpc_pool_message(lua_State *L) {
   return 1;
 }
 
+/* -- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...})
+ * Declares proto2 extensions of message 'extendee' (one synthetic file);
+ * every extension's full name must share one package. */
+static int lpc_pool_extend(lua_State *L) {
+  int base, pidx;
+  pc_Pool *pool = bound_pool(L, &base, &pidx);
+  const char *extendee = luaL_checkstring(L, base);
+  luaL_checktype(L, base + 1, LUA_TTABLE);
+  int list = base + 1;
+  lua_settop(L, list);
+  if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", extendee);
+  if (pc_Pool_FindMessage(pool, extendee) == NULL)
+    return luaL_error(L, "%s: unknown message type", extendee);
+  pc_Arena *a = lpc_newarena(L);
+  pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
+  size_t n = lua_rawlen(L, list);
+  fd->syntax = kPc_Syntax_Proto2;
+  fd->extensions = arena_calloc(L, a, n * sizeof(pc_FieldDesc));
+  fd->extension_count = n;
+  const char *dotted = lua_pushfstring(L, ".%s", extendee);
+  const char *ext_ee = arena_str(L, a, dotted, strlen(dotted));
+  lua_pop(L, 1);
+  const char *first = NULL;
+  for (size_t i = 0; i < n; i++) {
+    pc_FieldDesc *f = &fd->extensions[i];
+    f->oneof_index = -1;
+    f->packed = -1;
+    f->label = kPc_Label_Optional;
+    f->extendee = ext_ee;
+    if (lua_rawgeti(L, list, (lua_Integer)i + 1) != LUA_TTABLE)
+      return luaL_error(L, "%s: extension %d: {full_name, type, number} expected", extendee,
+                        (int)i + 1);
+    int t = lua_gettop(L);
+    lua_rawgeti(L, t, 1);
+    lua_rawgeti(L, t, 2);
+    lua_rawgeti(L, t, 3);
+    if (lua_type(L, -3) != LUA_TSTRING || lua_type(L, -2) != LUA_TSTRING || !lua_isinteger(L, -1))
+      return luaL_error(L, "%s: extension %d: {full_name, type, number} expected", extendee,
+                        (int)i + 1);
+    const char *full = lua_tostring(L, -3);
+    const char *pkg, *name;
+    split_name(L, a, arena_str(L, a, full, strlen(full)), &pkg, &name);
+    if (i == 0) {
+      fd->package = pkg;
+      first = lua_pushfstring(L, "lua:extend:%s", full);
+      first = arena_str(L, a, first, strlen(first));
+      lua_pop(L, 1);
+    } else if ((pkg == NULL) != (fd->package == NULL) || (pkg && strcmp(pkg, fd->package) != 0))
+      return luaL_error(L, "%s: every extension of one pc.extend must share a package", full);
+    f->name = name;
+    lua_Integer num = lua_tointeger(L, -1);
+    f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
+    size_t tlen;
+    const char *spell = lua_tolstring(L, -2, &tlen);
+    resolve_type(L, pool, a, "", full, spell, tlen, f);
+    if (opt_bool(L, t, "repeated")) f->label = kPc_Label_Repeated;
+    if (lua_getfield(L, t, "default") != LUA_TNIL)
+      f->default_value = default_text(L, a, pool, full, f, lua_gettop(L));
+    lua_settop(L, t - 1);
+  }
+  if (n == 0) return 0;
+  fd->name = first;
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (pc_Pool_AddFile(pool, fd, &err) == NULL) return luaL_error(L, "%s", err.msg);
+  return 0;
+}
+
 static int cmp_values(const void *x, const void *y) {
   const pc_EnumValueDesc *a = x, *b = y;
   if (a->number != b->number) return a->number < b->number ? -1 : 1;
@@ -447,6 +542,7 @@ static int lpc_pool_enum(lua_State *L) {
   const char *full = luaL_checkstring(L, base);
   luaL_checktype(L, base + 1, LUA_TTABLE);
   int values = base + 1, proto2 = 0;
+  lua_settop(L, base + 2);
   if (lua_type(L, base + 2) == LUA_TTABLE) {
     lua_getfield(L, base + 2, "syntax");
     proto2 = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "proto2") == 0;
@@ -617,13 +713,11 @@ static int lpc_pool_is_frozen(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg pool_funcs[] = {{"message", lpc_pool_message},
-                                      {"enum", lpc_pool_enum},
-                                      {"type", lpc_pool_type},
-                                      {"fields", lpc_pool_fields},
-                                      {"freeze", lpc_pool_freeze},
-                                      {"is_frozen", lpc_pool_is_frozen},
-                                      {NULL, NULL}};
+static const luaL_Reg pool_funcs[] = {
+    {"message", lpc_pool_message},     {"enum", lpc_pool_enum},
+    {"extend", lpc_pool_extend},       {"type", lpc_pool_type},
+    {"fields", lpc_pool_fields},       {"freeze", lpc_pool_freeze},
+    {"is_frozen", lpc_pool_is_frozen}, {NULL, NULL}};
 
 /* -- fns = core.pool_functions(pool)   (message, enum, type, fields, freeze,
  * is_frozen as functions bound to 'pool', for pc.* on the default pool) */

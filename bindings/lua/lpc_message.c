@@ -8,6 +8,7 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 static char kRefsKey;  /* registry: ephemeron table anchor -> refs table */
@@ -33,6 +34,27 @@ typedef struct {
   const pc_FieldDef *f;
 } Container;
 
+/* Raises "file:line: <message>" naming the nearest Lua caller, also when a
+ * C function such as table.insert stands between it and the metamethod. */
+static int msg_error(lua_State *L, const char *fmt, ...) {
+  lua_Debug ar;
+  int level = 1, found = 0;
+  while (!found && lua_getstack(L, level++, &ar)) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0) {
+      lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+      found = 1;
+    }
+  }
+  if (!found) lua_pushliteral(L, "");
+  va_list argp;
+  va_start(argp, fmt);
+  lua_pushvfstring(L, fmt, argp);
+  va_end(argp);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
 /* -- Arenas and anchors ---------------------------------------------------- */
 
 static int lpc_arena_gc(lua_State *L) {
@@ -50,7 +72,7 @@ pc_Arena *lpc_newarena(lua_State *L) {
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);
   h->arena = pc_Arena_New(f, ud);
-  if (h->arena == NULL) luaL_error(L, "not enough memory");
+  if (h->arena == NULL) msg_error(L, "not enough memory");
   h->reported = pc_Arena_SpaceAllocated(h->arena);
   return h->arena;
 }
@@ -156,7 +178,7 @@ static void set_ref(lua_State *L, int a, const void *key, int v) {
 }
 
 static void nomem(lua_State *L) {
-  luaL_error(L, "not enough memory");
+  msg_error(L, "not enough memory");
 }
 
 /* -- Types and views ------------------------------------------------------- */
@@ -269,12 +291,13 @@ static const char *tname(lua_State *L, int idx) {
 
 static int no_field(lua_State *L, const pc_MessageDef *def, int key) {
   if (lua_type(L, key) == LUA_TSTRING)
-    return luaL_error(L, "%s.%s: no such field", def->full_name, lua_tostring(L, key));
-  return luaL_error(L, "%s: field name expected, got %s", def->full_name, tname(L, key));
+    return msg_error(L, "%s.%s: no such field", def->full_name, lua_tostring(L, key));
+  return msg_error(L, "%s: field name expected, got %s", def->full_name, tname(L, key));
 }
 
 /* The field named by the key at 'key', through the names table at 'names'. */
 static const pc_FieldDef *lookup(lua_State *L, const pc_MessageDef *def, int names, int key) {
+  key = lua_absindex(L, key);
   lua_pushvalue(L, key);
   if (lua_rawget(L, names) != LUA_TNUMBER) no_field(L, def, key);
   const pc_FieldDef *f = &def->fields[lua_tointeger(L, -1)];
@@ -306,7 +329,7 @@ static int lpc_view_index(lua_State *L) {
 /* -- Checked conversions --------------------------------------------------- */
 
 static int type_error(lua_State *L, const char *name, const char *expected, int idx) {
-  return luaL_error(L, "%s: %s expected, got %s", name, expected, tname(L, idx));
+  return msg_error(L, "%s: %s expected, got %s", name, expected, tname(L, idx));
 }
 
 static lua_Integer check_integer(lua_State *L, const char *name, int idx) {
@@ -315,13 +338,13 @@ static lua_Integer check_integer(lua_State *L, const char *name, int idx) {
   lua_Number n = lua_tonumber(L, idx);
   lua_Integer i = 0;
   if (floor(n) != n || !lua_numbertointeger(n, &i))
-    luaL_error(L, "%s: number has no integer representation", name);
+    msg_error(L, "%s: number has no integer representation", name);
   return i;
 }
 
 static void check_range(lua_State *L, const char *name, lua_Integer i, lua_Integer lo,
                         lua_Integer hi, const char *type) {
-  if (i < lo || i > hi) luaL_error(L, "%s: value %I out of range for %s", name, i, type);
+  if (i < lo || i > hi) msg_error(L, "%s: value %I out of range for %s", name, i, type);
 }
 
 static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
@@ -330,14 +353,14 @@ static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, 
     size_t len;
     const char *s = lua_tolstring(L, idx, &len);
     const pc_EnumValueDef *v = pc_EnumDef_FindByName(e, s, len);
-    if (v == NULL) luaL_error(L, "%s: unknown value '%s' for enum %s", name, s, e->full_name);
+    if (v == NULL) msg_error(L, "%s: unknown value '%s' for enum %s", name, s, e->full_name);
     return v->number;
   }
   if (lua_type(L, idx) != LUA_TNUMBER) type_error(L, name, "enum value name or number", idx);
   lua_Integer i = check_integer(L, name, idx);
   check_range(L, name, i, INT32_MIN, INT32_MAX, "enum");
   if (e->closed && pc_EnumDef_FindByNumber(e, (int32_t)i) == NULL)
-    luaL_error(L, "%s: %I is not a value of closed enum %s", name, i, e->full_name);
+    msg_error(L, "%s: %I is not a value of closed enum %s", name, i, e->full_name);
   return (int32_t)i;
 }
 
@@ -412,8 +435,8 @@ static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const c
 static void check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
                            const pc_MessageDef *vdef, const pc_Message *target) {
   int r = pc_Message_Contains(value, vdef, target);
-  if (r == 1) luaL_error(L, "%s: a message cannot contain itself", name);
-  if (r == 2) luaL_error(L, "%s: messages nested deeper than %d", name, PC_MESSAGE_MAX_DEPTH);
+  if (r == 1) msg_error(L, "%s: a message cannot contain itself", name);
+  if (r == 2) msg_error(L, "%s: messages nested deeper than %d", name, PC_MESSAGE_MAX_DEPTH);
 }
 
 /* One element for a repeated field / map value: converted into 'out',
@@ -450,7 +473,7 @@ static void push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v) {
 }
 
 static const char *container_len_error(lua_State *L, int idx, const char *name) {
-  luaL_error(L, "%s: list expected, got %s", name, tname(L, idx));
+  msg_error(L, "%s: list expected, got %s", name, tname(L, idx));
   return NULL;
 }
 
@@ -492,12 +515,12 @@ static pc_Array *build_array(lua_State *L, const pc_FieldDef *f, int idx, pc_Mes
   while (lua_next(L, idx)) {
     count++;
     if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || (size_t)lua_tointeger(L, -2) > n) {
-      luaL_error(L, "%s: list expected, got a table with key %s", f->full_name,
-                 luaL_tolstring(L, -2, NULL));
+      msg_error(L, "%s: list expected, got a table with key %s", f->full_name,
+                luaL_tolstring(L, -2, NULL));
     }
     lua_pop(L, 1);
   }
-  if (count != n) luaL_error(L, "%s: list expected, got a table with holes", f->full_name);
+  if (count != n) msg_error(L, "%s: list expected, got a table with holes", f->full_name);
   if (n > 0 && !pc_Array_Resize(arr, n, elem, arena)) nomem(L);
   for (size_t i = 0; i < n; i++) {
     lua_rawgeti(L, idx, (lua_Integer)i + 1);
@@ -527,7 +550,7 @@ static pc_Map *build_map(lua_State *L, const pc_FieldDef *f, int idx, pc_Message
   if (lua_type(L, idx) != LUA_TTABLE) {
     Container *c = luaL_testudata(L, idx, MAP_MT);
     if (c == NULL || c->f->message != f->message)
-      luaL_error(L, "%s: table expected, got %s", f->full_name, tname(L, idx));
+      msg_error(L, "%s: table expected, got %s", f->full_name, tname(L, idx));
     lua_newtable(L); /* copy through a plain table */
     const pc_Map *src = pc_Message_Get(c->msg, c->f).map;
     for (size_t i = 0; src != NULL && i < src->size; i++) {
@@ -661,7 +684,7 @@ static void construct(lua_State *L, const pc_MessageDef *def, int t, int mt, int
   t = lua_absindex(L, t);
   luaL_checkstack(L, 20, "message nesting too deep");
   if (visit(L, t, -1, visited))
-    luaL_error(L, "%s: table with a cycle given to the constructor", def->full_name);
+    msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
   pc_Message *msg = new_standalone(L, def, mt);
   int obj = lua_gettop(L);
   lua_getmetatable(L, obj);
@@ -686,13 +709,16 @@ static void construct(lua_State *L, const pc_MessageDef *def, int t, int mt, int
 /* -- m = T{...} or T() */
 int lpc_type_call(lua_State *L) {
   const pc_MessageDef *def = lpc_checktype(L, 1);
-  lua_getiuservalue(L, 1, 2);
-  int mt = lua_gettop(L);
   if (lua_isnoneornil(L, 2)) {
-    new_standalone(L, def, mt);
+    lua_settop(L, 1);
+    lua_getiuservalue(L, 1, 2);
+    new_standalone(L, def, 2);
     return 1;
   }
   luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
+  lua_getiuservalue(L, 1, 2);
+  int mt = 3;
   int visited = 0;
   construct(L, def, 2, mt, &visited);
   return 1;
@@ -723,13 +749,13 @@ static int lpc_repeated_newindex(lua_State *L) {
   lua_Integer i = check_integer(L, f->full_name, 2);
   if (lua_isnil(L, 3)) {
     if ((size_t)i != size || i < 1)
-      return luaL_error(L, "%s: only the last element (%I) can be removed, not %I", f->full_name,
-                        (lua_Integer)size, i);
+      return msg_error(L, "%s: only the last element (%I) can be removed, not %I", f->full_name,
+                       (lua_Integer)size, i);
     arr->size--;
     return 0;
   }
   if (i < 1 || (size_t)i > size + 1)
-    return luaL_error(L, "%s: index %I out of range (size %I)", f->full_name, i, (lua_Integer)size);
+    return msg_error(L, "%s: index %I out of range (size %I)", f->full_name, i, (lua_Integer)size);
   lua_getiuservalue(L, 1, 1);
   int a = push_anchor(L, -1);
   Holder *h = anchor_holder(L, a);
@@ -845,7 +871,7 @@ static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, in
     *oneof = pc_MessageDef_FindOneof(def, name, len);
     if (*oneof != NULL) return NULL;
   }
-  luaL_error(L, "%s.%s: no such field", def->full_name, name);
+  msg_error(L, "%s.%s: no such field", def->full_name, name);
   return NULL;
 }
 
@@ -897,7 +923,7 @@ static int lpc_message_which_oneof(lua_State *L) {
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   const pc_OneofDef *o = pc_MessageDef_FindOneof(def, name, len);
-  if (o == NULL) return luaL_error(L, "%s: no oneof named '%s'", def->full_name, name);
+  if (o == NULL) return msg_error(L, "%s: no oneof named '%s'", def->full_name, name);
   const pc_FieldDef *f = pc_Message_WhichOneof(msg, o);
   if (f == NULL) return 0;
   lua_pushstring(L, f->name);
@@ -975,8 +1001,8 @@ static int lpc_message_merge(lua_State *L) {
   pc_Message *d = lpc_checkmessage(L, 1, &dd);
   pc_Message *s = lpc_checkmessage(L, 2, &sd);
   if (dd != sd)
-    return luaL_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name,
-                      sd->full_name);
+    return msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name,
+                     sd->full_name);
   if (d == s) return 0;
   check_no_cycle(L, dd->full_name, s, sd, d);
   merge(L, 1, 2);
@@ -994,10 +1020,10 @@ static int lpc_message_eq(lua_State *L) {
 static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def, int arg) {
   const char *name = luaL_checkstring(L, arg);
   const pc_FieldDef *f = pc_Pool_FindExtension(def->file->pool, name);
-  if (f == NULL) luaL_error(L, "%s: no extension named '%s'", def->full_name, name);
+  if (f == NULL) msg_error(L, "%s: no extension named '%s'", def->full_name, name);
   if (f->containing != def)
-    luaL_error(L, "%s: '%s' extends %s, not this type", def->full_name, name,
-               f->containing->full_name);
+    msg_error(L, "%s: '%s' extends %s, not this type", def->full_name, name,
+              f->containing->full_name);
   return f;
 }
 

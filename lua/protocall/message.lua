@@ -23,6 +23,11 @@ function M.install(pc, core)
   --- Enum = pc.enum(full_name, {NAME = number, ...} [, {syntax = "proto2"}]):
   -- a table mapping names to numbers and numbers to names.
   pc.enum = fns.enum
+  --- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...}):
+  -- declares proto2 extensions of a message declared with
+  -- {syntax = "proto2", extensions = {{from, to}, ...}}; reach them with
+  -- pc.get_extension / pc.set_extension.
+  pc.extend = fns.extend
   --- pc.type(full_name) -> Type, Enum or nil.
   pc.type = fns.type
   --- pc.fields(T) -> list of {name, number, type, type_name, label, oneof,

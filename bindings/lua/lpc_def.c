@@ -20,10 +20,6 @@ typedef struct {
   pc_Pool *pool;
 } PoolBox;
 
-typedef struct {
-  const pc_MessageDef *def;
-} TypeBox;
-
 /* -- Pools ------------------------------------------------------------------ */
 
 pc_Pool *lpc_checkpool(lua_State *L, int idx) {
@@ -76,6 +72,7 @@ void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
   lua_pop(L, 1);
   TypeBox *t = lua_newuserdatauv(L, sizeof(TypeBox), 3);
   t->def = def;
+  t->lookup = NULL;
   luaL_setmetatable(L, TYPE_MT);
   lpc_pushpool(L, def->file->pool);
   lua_setiuservalue(L, -2, 1);

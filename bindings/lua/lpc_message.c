@@ -15,7 +15,6 @@ static char kRefsKey;  /* registry: ephemeron table anchor -> refs table */
 static char kDefKey;   /* metatable field: lightuserdata def */
 static char kKindKey;  /* metatable field: kStandalone / kView */
 static char kTypeKey;  /* metatable field: the Type */
-static char kNamesKey; /* metatable field: field name -> index table */
 static char kVisitKey; /* registry: tables being converted (cycle check) */
 
 enum { kStandalone = 1, kView = 2 };
@@ -295,35 +294,128 @@ static int no_field(lua_State *L, const pc_MessageDef *def, int key) {
   return msg_error(L, "%s: field name expected, got %s", def->full_name, tname(L, key));
 }
 
-/* The field named by the key at 'key', through the names table at 'names'. */
-static const pc_FieldDef *lookup(lua_State *L, const pc_MessageDef *def, int names, int key) {
-  key = lua_absindex(L, key);
-  lua_pushvalue(L, key);
-  if (lua_rawget(L, names) != LUA_TNUMBER) no_field(L, def, key);
-  const pc_FieldDef *f = &def->fields[lua_tointeger(L, -1)];
-  lua_pop(L, 1);
-  return f;
+/* Per-type field lookup without allocation: open addressing keyed by the
+ * address of the field name's interned Lua string (short strings are
+ * interned, so a key string read from Lua code is that very string). The
+ * strings are kept alive by the userdata's user value. */
+enum { kRead_Other, kRead_U32, kRead_I32, kRead_I64, kRead_F64, kRead_F32, kRead_Bool };
+
+typedef struct {
+  const void *key; /* the name's TString, as lua_topointer gives it */
+  const pc_FieldDef *f;
+  uint32_t offset; /* f->offset, for the direct read */
+  uint32_t read;   /* kRead_*: a plain slot read directly, or kRead_Other */
+} LookupEntry;
+
+typedef struct {
+  const pc_MessageDef *def;
+  size_t mask;
+  LookupEntry e[1];
+} Lookup;
+
+static uint32_t read_kind(const pc_FieldDef *f) {
+  if (f->slot > kPc_Slot_64 || f->hasbit >= 0 || f->case_offset != 0) return kRead_Other;
+  switch (f->type) {
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return kRead_U32;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Enum: return kRead_I32;
+  case kPc_Type_Double: return kRead_F64;
+  case kPc_Type_Float: return kRead_F32;
+  case kPc_Type_Bool: return kRead_Bool;
+  default: return kRead_I64;
+  }
 }
 
-static int index_common(lua_State *L, pc_Message *msg) {
-  const pc_MessageDef *def = lua_touserdata(L, lua_upvalueindex(2));
-  const pc_FieldDef *f = lookup(L, def, lua_upvalueindex(1), 2);
+/* Strings are separate allocations at least 16 bytes apart: the address
+ * bits above the alignment spread well enough for a table this small. */
+static size_t hash_ptr(const void *p) {
+  return (size_t)((uintptr_t)p >> 4);
+}
+
+static const LookupEntry *probe(const Lookup *lk, const void *p) {
+  size_t i = hash_ptr(p) & lk->mask;
+  for (;;) {
+    if (lk->e[i].key == NULL) return NULL; /* also when p is NULL (a number) */
+    if (lk->e[i].key == p) return &lk->e[i];
+    i = (i + 1) & lk->mask;
+  }
+}
+
+/* The field named by the key at 'key' (raises when there is none), through
+ * the Lookup at 'lk'; names longer than Lua's short strings fall back to a
+ * search by name. */
+static const pc_FieldDef *lookup_slow(lua_State *L, const pc_MessageDef *def, int key) {
+  if (lua_type(L, key) == LUA_TSTRING) {
+    size_t len;
+    const pc_FieldDef *f;
+    const char *name = lua_tolstring(L, key, &len);
+    f = pc_MessageDef_FindFieldByName(def, name, len);
+    if (f != NULL) return f;
+  }
+  no_field(L, def, key);
+  return NULL;
+}
+
+static int index_common(lua_State *L, const char *msg) {
+  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
+  const LookupEntry *e = probe(lk, lua_topointer(L, 2));
+  if (e != NULL) {
+    const char *p = msg + e->offset;
+    switch (e->read) {
+    case kRead_U32: {
+      uint32_t v;
+      memcpy(&v, p, 4);
+      lua_pushinteger(L, (lua_Integer)v);
+      return 1;
+    }
+    case kRead_I32: {
+      int32_t v;
+      memcpy(&v, p, 4);
+      lua_pushinteger(L, (lua_Integer)v);
+      return 1;
+    }
+    case kRead_I64: {
+      int64_t v;
+      memcpy(&v, p, 8);
+      lua_pushinteger(L, (lua_Integer)v);
+      return 1;
+    }
+    case kRead_F64: {
+      double v;
+      memcpy(&v, p, 8);
+      lua_pushnumber(L, v);
+      return 1;
+    }
+    case kRead_F32: {
+      float v;
+      memcpy(&v, p, 4);
+      lua_pushnumber(L, (lua_Number)v);
+      return 1;
+    }
+    case kRead_Bool: lua_pushboolean(L, *p != 0); return 1;
+    default: break;
+    }
+  }
+  const pc_FieldDef *f = e != NULL ? e->f : lookup_slow(L, lk->def, 2);
   if (f->slot <= kPc_Slot_String) {
-    push_scalar(L, f, pc_Message_Get(msg, f));
+    push_scalar(L, f, pc_Message_Get((pc_Message *)msg, f));
     return 1;
   }
-  push_field(L, 1, msg, f);
+  push_field(L, 1, (pc_Message *)msg, f);
   return 1;
 }
 
 /* -- v = m.name   (standalone message) */
 static int lpc_message_index(lua_State *L) {
-  return index_common(L, lua_touserdata(L, 1));
+  return index_common(L, (const char *)lua_touserdata(L, 1));
 }
 
 /* -- v = m.name   (view) */
 static int lpc_view_index(lua_State *L) {
-  return index_common(L, *(pc_Message **)lua_touserdata(L, 1));
+  return index_common(L, *(const char **)lua_touserdata(L, 1));
 }
 
 /* -- Checked conversions --------------------------------------------------- */
@@ -334,11 +426,9 @@ static int type_error(lua_State *L, const char *name, const char *expected, int 
 
 static lua_Integer check_integer(lua_State *L, const char *name, int idx) {
   if (lua_type(L, idx) != LUA_TNUMBER) type_error(L, name, "integer", idx);
-  if (lua_isinteger(L, idx)) return lua_tointeger(L, idx);
-  lua_Number n = lua_tonumber(L, idx);
-  lua_Integer i = 0;
-  if (floor(n) != n || !lua_numbertointeger(n, &i))
-    msg_error(L, "%s: number has no integer representation", name);
+  int exact;
+  lua_Integer i = lua_tointegerx(L, idx, &exact); /* floats only when integral */
+  if (!exact) msg_error(L, "%s: number has no integer representation", name);
   return i;
 }
 
@@ -413,7 +503,7 @@ static pc_Value check_scalar(lua_State *L, const pc_FieldDef *f, const char *nam
   return v;
 }
 
-static void construct(lua_State *L, const pc_MessageDef *def, int t, int mt, int *visited);
+static void construct(lua_State *L, int type, int t, int *visited);
 
 /* The message for a field of type 'def' from the value at 'idx' (a message
  * of that type, or a table to construct one from); pushes its object. */
@@ -421,7 +511,11 @@ static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const c
                                  int *visited) {
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) {
-    construct(L, def, idx, 0, visited);
+    luaL_checkstack(L, 20, "message nesting too deep");
+    lpc_pushtype(L, def);
+    int type = lua_gettop(L);
+    construct(L, type, idx, visited);
+    lua_remove(L, type);
     return lua_touserdata(L, -1);
   }
   const pc_MessageDef *d = NULL;
@@ -632,8 +726,14 @@ static void set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef 
 }
 
 static void newindex_common(lua_State *L, pc_Message *msg) {
-  const pc_MessageDef *def = lua_touserdata(L, lua_upvalueindex(2));
-  const pc_FieldDef *f = lookup(L, def, lua_upvalueindex(1), 2);
+  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
+  const LookupEntry *e = probe(lk, lua_topointer(L, 2));
+  const pc_FieldDef *f = e ? e->f : lookup_slow(L, lk->def, 2);
+  if (f->hasbit < 0 && f->case_offset == 0 && f->slot <= kPc_Slot_64 && !lua_isnil(L, 3)) {
+    pc_Value v = check_scalar(L, f, f->full_name, 3);
+    memcpy((char *)msg + f->offset, &v, pc_Slot_Size(f->slot));
+    return;
+  }
   int visited = 0;
   set_field(L, 1, msg, f, 3, &visited);
 }
@@ -678,37 +778,43 @@ static int visit(lua_State *L, int t, int on, int *visited) {
   return was;
 }
 
-/* Pushes a new standalone message of 'def' filled from the table at 't';
- * 'mt' is its metatable's index or 0. */
-static void construct(lua_State *L, const pc_MessageDef *def, int t, int mt, int *visited) {
-  t = lua_absindex(L, t);
-  luaL_checkstack(L, 20, "message nesting too deep");
-  if (visit(L, t, -1, visited))
+/* Pushes a new standalone message filled from the table at 't'; 'type' is
+ * the index of its Type (whose user value 2 is the instance metatable). */
+static void construct(lua_State *L, int type, int t, int *visited) {
+  const TypeBox *tb = lua_touserdata(L, type);
+  const pc_MessageDef *def = tb->def;
+  if (*visited && visit(L, t, -1, visited))
     msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
-  pc_Message *msg = new_standalone(L, def, mt);
-  int obj = lua_gettop(L);
-  lua_getmetatable(L, obj);
-  lua_rawgetp(L, -1, &kNamesKey);
+  lua_getiuservalue(L, type, 2);
+  pc_Message *msg = new_standalone(L, def, lua_gettop(L));
   lua_remove(L, -2);
-  int names = lua_gettop(L);
+  int obj = lua_gettop(L);
   int marked = 0;
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    const pc_FieldDef *f = lookup(L, def, names, -2);
-    if (f->message != NULL && !marked && lua_type(L, -1) == LUA_TTABLE) {
+    int v = obj + 2;
+    const LookupEntry *e = probe(tb->lookup, lua_topointer(L, v - 1));
+    const pc_FieldDef *f = e ? e->f : lookup_slow(L, def, v - 1);
+    if (f->slot <= kPc_Slot_64 && f->hasbit < 0 && f->case_offset == 0 && !lua_isnil(L, v)) {
+      pc_Value x = check_scalar(L, f, f->full_name, v); /* plain slot: store directly */
+      memcpy((char *)msg + f->offset, &x, pc_Slot_Size(f->slot));
+      lua_settop(L, v - 1);
+      continue;
+    }
+    if (f->message != NULL && !marked && lua_type(L, v) == LUA_TTABLE) {
       visit(L, t, 1, visited);
       marked = 1;
     }
-    set_field(L, obj, msg, f, -1, visited);
-    lua_pop(L, 1);
+    set_field(L, obj, msg, f, v, visited);
+    lua_settop(L, v - 1);
   }
   if (marked) visit(L, t, 0, visited);
-  lua_settop(L, obj);
 }
 
 /* -- m = T{...} or T() */
 int lpc_type_call(lua_State *L) {
-  const pc_MessageDef *def = lpc_checktype(L, 1);
+  /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
+  const pc_MessageDef *def = *(const pc_MessageDef **)lua_touserdata(L, 1);
   if (lua_isnoneornil(L, 2)) {
     lua_settop(L, 1);
     lua_getiuservalue(L, 1, 2);
@@ -717,10 +823,8 @@ int lpc_type_call(lua_State *L) {
   }
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2);
-  lua_getiuservalue(L, 1, 2);
-  int mt = 3;
   int visited = 0;
-  construct(L, def, 2, mt, &visited);
+  construct(L, 1, 2, &visited);
   return 1;
 }
 
@@ -1139,12 +1243,10 @@ static int lpc_set_tostring(lua_State *L) {
 static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind) {
   lua_createtable(L, 0, 10);
   lua_pushvalue(L, names);
-  lua_pushlightuserdata(L, (void *)def);
-  lua_pushcclosure(L, kind == kStandalone ? lpc_message_index : lpc_view_index, 2);
+  lua_pushcclosure(L, kind == kStandalone ? lpc_message_index : lpc_view_index, 1);
   lua_setfield(L, -2, "__index");
   lua_pushvalue(L, names);
-  lua_pushlightuserdata(L, (void *)def);
-  lua_pushcclosure(L, kind == kStandalone ? lpc_message_newindex : lpc_view_newindex, 2);
+  lua_pushcclosure(L, kind == kStandalone ? lpc_message_newindex : lpc_view_newindex, 1);
   lua_setfield(L, -2, "__newindex");
   lua_pushcfunction(L, lpc_message_eq);
   lua_setfield(L, -2, "__eq");
@@ -1158,18 +1260,32 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_rawsetp(L, -2, &kDefKey);
   lua_pushinteger(L, kind);
   lua_rawsetp(L, -2, &kKindKey);
-  lua_pushvalue(L, names);
-  lua_rawsetp(L, -2, &kNamesKey);
 }
 
 void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def) {
   type_idx = lua_absindex(L, type_idx);
-  lua_createtable(L, 0, (int)def->field_count);
+  size_t cap = 4;
+  while (cap < 2 * (size_t)def->field_count) cap *= 2;
+  Lookup *lk = lua_newuserdatauv(L, sizeof(Lookup) + (cap - 1) * sizeof(LookupEntry), 1);
+  memset(lk, 0, sizeof(Lookup) + (cap - 1) * sizeof(LookupEntry));
+  lk->mask = cap - 1;
+  lk->def = def;
   int names = lua_gettop(L);
+  lua_createtable(L, (int)def->field_count, 0); /* keeps the name strings */
   for (uint32_t i = 0; i < def->field_count; i++) {
-    lua_pushinteger(L, (lua_Integer)i);
-    lua_setfield(L, names, def->fields[i].name);
+    lua_pushstring(L, def->fields[i].name);
+    if (lua_rawlen(L, -1) <= 40) { /* LUAI_MAXSHORTLEN: interned */
+      size_t j = hash_ptr(lua_topointer(L, -1)) & lk->mask;
+      while (lk->e[j].key != NULL) j = (j + 1) & lk->mask;
+      lk->e[j].key = lua_topointer(L, -1);
+      lk->e[j].f = &def->fields[i];
+      lk->e[j].offset = def->fields[i].offset;
+      lk->e[j].read = read_kind(&def->fields[i]);
+    }
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
+  lua_setiuservalue(L, names, 1);
+  ((TypeBox *)lua_touserdata(L, type_idx))->lookup = lk;
   make_mt(L, def, names, kStandalone);
   lua_pushvalue(L, type_idx);
   lua_rawsetp(L, -2, &kTypeKey);

@@ -25,6 +25,13 @@
 
 #include <lua.h>
 
+/* A "protocall.Type" userdata: its def, and its field lookup (owned by the
+ * instance metatables it holds in user values 2 and 3). */
+typedef struct {
+  const pc_MessageDef *def;
+  const void *lookup;
+} TypeBox;
+
 /* The pool of the "protocall.Pool" userdata at 'idx' (raises otherwise). */
 pc_Pool *lpc_checkpool(lua_State *L, int idx);
 

@@ -424,7 +424,8 @@ static const char *join(Builder *b, const char *scope, const char *name) {
     memcpy(r, scope, ls);
     r[ls++] = '.';
   }
-  memcpy(r + ls, name, ln + 1);
+  memcpy(r + ls, name, ln);
+  r[ls + ln] = '\0';
   return r;
 }
 

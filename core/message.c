@@ -303,16 +303,17 @@ pc_Value *pc_Map_Find(const pc_Map *map, pc_SlotKind k, pc_Value key) {
   return found ? &map->entries[map->index[i] - 1].value : NULL;
 }
 
+static void reindex(pc_Map *map, pc_SlotKind k) {
+  memset(map->index, 0, map->index_cap * sizeof(uint32_t));
+  for (size_t e = 0; e < map->size; e++) index_insert(map, k, e);
+}
+
 static int rebuild_index(pc_Map *map, pc_SlotKind k, size_t cap, pc_Arena *a) {
-  uint32_t *index = map->index;
-  if (cap != map->index_cap) {
-    index = pc_Arena_Malloc(a, cap * sizeof(uint32_t));
-    if (index == NULL) return 0;
-  }
-  memset(index, 0, cap * sizeof(uint32_t));
+  uint32_t *index = pc_Arena_Malloc(a, cap * sizeof(uint32_t));
+  if (index == NULL) return 0;
   map->index = index;
   map->index_cap = cap;
-  for (size_t e = 0; e < map->size; e++) index_insert(map, k, e);
+  reindex(map, k);
   return 1;
 }
 
@@ -352,7 +353,7 @@ int pc_Map_Delete(pc_Map *map, pc_SlotKind k, pc_Value key) {
   size_t e = map->index[i] - 1;
   map->entries[e] = map->entries[map->size - 1];
   map->size--;
-  rebuild_index(map, k, map->index_cap, NULL); /* same capacity: no allocation */
+  reindex(map, k);
   return 1;
 }
 
@@ -652,10 +653,10 @@ static int contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Mess
     int r = 0;
     if (f->slot == kPc_Slot_Message) {
       r = contains(v.m, f->message, needle, depth + 1);
-    } else if (f->slot == kPc_Slot_Array) {
+    } else if (f->slot == kPc_Slot_Array && v.a != NULL) {
       for (size_t j = 0; j < v.a->size && !r; j++)
         r = contains(pc_Array_Get(v.a, j, kPc_Slot_Message).m, f->message, needle, depth + 1);
-    } else if (f->slot == kPc_Slot_Map) {
+    } else if (f->slot == kPc_Slot_Map && v.map != NULL) {
       const pc_FieldDef *vf = pc_FieldDef_MapValue(f);
       if (vf->message == NULL) continue;
       for (size_t j = 0; j < v.map->size && !r; j++)

@@ -231,7 +231,10 @@ static const char *default_text(lua_State *L, pc_Arena *a, pc_Pool *pool, const 
       const pc_EnumDef *e = pc_Pool_FindEnum(pool, fd->type_name + 1);
       const pc_EnumValueDef *ev =
           e ? pc_EnumDef_FindByNumber(e, (int32_t)lua_tointeger(L, v)) : NULL;
-      if (ev == NULL) luaL_error(L, "%s: default is not a value of the enum", where);
+      if (ev == NULL) {
+        luaL_error(L, "%s: default is not a value of the enum", where);
+        return NULL;
+      }
       lua_pushstring(L, ev->name);
     } else {
       lua_pushvalue(L, v);
@@ -269,8 +272,10 @@ static void map_entry(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *self
                       const char *spell, pc_FieldDesc *fd, pc_MessageDesc *md) {
   size_t len = strlen(spell);
   const char *comma = strchr(spell, ',');
-  if (comma == NULL || spell[len - 1] != '>')
+  if (comma == NULL || spell[len - 1] != '>') {
     luaL_error(L, "%s: bad map type '%s' (map<key,value> expected)", where, spell);
+    return;
+  }
   const char *k = spell + 4, *v = comma + 1;
   size_t klen = (size_t)(comma - k), vlen = (size_t)(spell + len - 1 - v);
   while (klen > 0 && k[0] == ' ') k++, klen--;

@@ -35,7 +35,11 @@ typedef struct {
 
 /* Raises "file:line: <message>" naming the nearest Lua caller, also when a
  * C function such as table.insert stands between it and the metamethod. */
-static int msg_error(lua_State *L, const char *fmt, ...) {
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+static int
+msg_error(lua_State *L, const char *fmt, ...) {
   lua_Debug ar;
   int level = 1, found = 0;
   while (!found && lua_getstack(L, level++, &ar)) {
@@ -51,7 +55,12 @@ static int msg_error(lua_State *L, const char *fmt, ...) {
   lua_pushvfstring(L, fmt, argp);
   va_end(argp);
   lua_concat(L, 2);
-  return lua_error(L);
+  lua_error(L);
+#if defined(__GNUC__)
+  __builtin_unreachable();
+#else
+  return 0;
+#endif
 }
 
 /* -- Arenas and anchors ---------------------------------------------------- */
@@ -108,9 +117,19 @@ pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def) {
   return kind == kStandalone ? p : *(pc_Message **)p;
 }
 
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+static void not_a_message(lua_State *L, int idx) {
+  luaL_typeerror(L, idx, "message");
+#if defined(__GNUC__)
+  __builtin_unreachable();
+#endif
+}
+
 pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def) {
   pc_Message *m = lpc_tomessage(L, idx, def);
-  if (m == NULL) luaL_typeerror(L, idx, "message");
+  if (m == NULL) not_a_message(L, idx);
   return m;
 }
 
@@ -443,7 +462,7 @@ static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, 
     size_t len;
     const char *s = lua_tolstring(L, idx, &len);
     const pc_EnumValueDef *v = pc_EnumDef_FindByName(e, s, len);
-    if (v == NULL) msg_error(L, "%s: unknown value '%s' for enum %s", name, s, e->full_name);
+    if (v == NULL) return msg_error(L, "%s: unknown value '%s' for enum %s", name, s, e->full_name);
     return v->number;
   }
   if (lua_type(L, idx) != LUA_TNUMBER) type_error(L, name, "enum value name or number", idx);
@@ -579,8 +598,10 @@ static pc_Array *build_array(lua_State *L, const pc_FieldDef *f, int idx, pc_Mes
   if (lua_type(L, idx) == LUA_TUSERDATA) {
     Container *c = luaL_testudata(L, idx, REPEATED_MT);
     if (c == NULL || c->f->type != f->type || c->f->message != f->message ||
-        c->f->enumdef != f->enumdef)
+        c->f->enumdef != f->enumdef) {
       container_len_error(L, idx, f->full_name);
+      return NULL;
+    }
     src_arr = pc_Message_Get(c->msg, c->f).a;
   } else if (lua_type(L, idx) != LUA_TTABLE) {
     container_len_error(L, idx, f->full_name);
@@ -643,8 +664,10 @@ static pc_Map *build_map(lua_State *L, const pc_FieldDef *f, int idx, pc_Message
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   if (lua_type(L, idx) != LUA_TTABLE) {
     Container *c = luaL_testudata(L, idx, MAP_MT);
-    if (c == NULL || c->f->message != f->message)
+    if (c == NULL || c->f->message != f->message) {
       msg_error(L, "%s: table expected, got %s", f->full_name, tname(L, idx));
+      return NULL;
+    }
     lua_newtable(L); /* copy through a plain table */
     const pc_Map *src = pc_Message_Get(c->msg, c->f).map;
     for (size_t i = 0; src != NULL && i < src->size; i++) {
@@ -716,7 +739,10 @@ static void set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef 
   }
   if (f->is_extension) {
     pc_Value *cell = pc_Message_MutableExtension(msg, f, arena);
-    if (cell == NULL) nomem(L);
+    if (cell == NULL) {
+      nomem(L);
+      return;
+    }
     *cell = val;
   } else {
     pc_Message_Set(msg, f, val);
@@ -981,7 +1007,7 @@ static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, in
 
 /* -- bool = pc.has(m, name)   (name: a field or a oneof) */
 static int lpc_message_has(lua_State *L) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   const pc_OneofDef *o = NULL;
   const pc_FieldDef *f = check_field(L, def, 2, &o);
@@ -1000,7 +1026,7 @@ static void clear_refs(lua_State *L, int obj, pc_Message *msg, const pc_MessageD
 
 /* -- pc.clear(m [, name])   (one field, every member of a oneof, or all) */
 static int lpc_message_clear(lua_State *L) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   if (lua_isnoneornil(L, 2)) {
     clear_refs(L, 1, msg, def);
@@ -1022,7 +1048,7 @@ static int lpc_message_clear(lua_State *L) {
 
 /* -- name = pc.which_oneof(m, oneof)   (nil when no member is set) */
 static int lpc_message_which_oneof(lua_State *L) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
@@ -1036,7 +1062,7 @@ static int lpc_message_which_oneof(lua_State *L) {
 
 /* -- T = pc.type_of(m)   (nil for a value that is not a message) */
 static int lpc_message_type_of(lua_State *L) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   if (lpc_tomessage(L, 1, &def) == NULL) return 0;
   lpc_pushtype(L, def);
   return 1;
@@ -1044,7 +1070,7 @@ static int lpc_message_type_of(lua_State *L) {
 
 /* -- copy = pc.clone(m)   (deep; the copy shares nothing with m) */
 static int lpc_message_clone(lua_State *L) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   pc_Message *src = lpc_checkmessage(L, 1, &def);
   pc_Message *dst = new_standalone(L, def, 0);
   int obj = lua_gettop(L);
@@ -1056,7 +1082,7 @@ static int lpc_message_clone(lua_State *L) {
 
 /* Merges the message at 'src' into the object at 'dst' (same type). */
 static void merge(lua_State *L, int dst, int src) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   pc_Message *d = lpc_checkmessage(L, dst, &def), *s = lpc_tomessage(L, src, NULL);
   int a = push_anchor(L, dst);
   Holder *h = anchor_holder(L, a);
@@ -1101,7 +1127,7 @@ static void merge(lua_State *L, int dst, int src) {
 
 /* -- pc.merge(dst, src)   (protobuf merge: see pc_Message_Merge; same type) */
 static int lpc_message_merge(lua_State *L) {
-  const pc_MessageDef *dd, *sd;
+  const pc_MessageDef *dd = NULL, *sd = NULL;
   pc_Message *d = lpc_checkmessage(L, 1, &dd);
   pc_Message *s = lpc_checkmessage(L, 2, &sd);
   if (dd != sd)
@@ -1115,7 +1141,7 @@ static int lpc_message_merge(lua_State *L) {
 
 /* -- a == b   (same type and equal values) */
 static int lpc_message_eq(lua_State *L) {
-  const pc_MessageDef *da, *db;
+  const pc_MessageDef *da = NULL, *db = NULL;
   pc_Message *a = lpc_tomessage(L, 1, &da), *b = lpc_tomessage(L, 2, &db);
   lua_pushboolean(L, a != NULL && b != NULL && da == db && pc_Message_Equal(a, b, da));
   return 1;
@@ -1124,7 +1150,10 @@ static int lpc_message_eq(lua_State *L) {
 static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def, int arg) {
   const char *name = luaL_checkstring(L, arg);
   const pc_FieldDef *f = pc_Pool_FindExtension(def->file->pool, name);
-  if (f == NULL) msg_error(L, "%s: no extension named '%s'", def->full_name, name);
+  if (f == NULL) {
+    msg_error(L, "%s: no extension named '%s'", def->full_name, name);
+    return NULL;
+  }
   if (f->containing != def)
     msg_error(L, "%s: '%s' extends %s, not this type", def->full_name, name,
               f->containing->full_name);
@@ -1133,7 +1162,7 @@ static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def
 
 /* -- v = pc.get_extension(m, "pkg.name")   (its default when unset) */
 static int lpc_message_get_extension(lua_State *L) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   const pc_FieldDef *f = check_extension(L, def, 2);
   if (f->label == kPc_Label_Repeated) {
@@ -1147,7 +1176,7 @@ static int lpc_message_get_extension(lua_State *L) {
 
 /* -- pc.set_extension(m, "pkg.name", v)   (nil clears) */
 static int lpc_message_set_extension(lua_State *L) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   const pc_FieldDef *f = check_extension(L, def, 2);
   lua_settop(L, 3);
@@ -1187,7 +1216,7 @@ static int lpc_message_is(lua_State *L) {
 /* -- bytes = core.sizeof(m)   (bytes of the message's own block: for the
  * benchmarks and tests of the layout) */
 static int lpc_message_sizeof(lua_State *L) {
-  const pc_MessageDef *def;
+  const pc_MessageDef *def = NULL;
   lpc_checkmessage(L, 1, &def);
   lua_pushinteger(L, (lua_Integer)def->size);
   return 1;

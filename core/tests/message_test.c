@@ -139,6 +139,10 @@ static void test_layouts(void) {
   const pc_MessageDef *three = pc_Pool_FindMessage(pool, "t.Three");
   const pc_MessageDef *mixed = pc_Pool_FindMessage(pool, "t.Mixed");
   CHECK(three != NULL && mixed != NULL);
+  if (three == NULL || mixed == NULL) {
+    pc_Pool_Free(pool);
+    return;
+  }
   /* Three uint32: the internal pointer then 12 bytes of slots. */
   CHECK(three->size == 24);
   CHECK(three->fields[0].offset == 8);

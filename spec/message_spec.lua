@@ -667,6 +667,20 @@ describe("messages", function()
       assert.are.equal(8, core.sizeof(pool:message("t.Empty", {})()))
     end)
 
+    it("does not grow a long-lived message whose string field is overwritten", function()
+      local s = Shape()
+      for i = 1, 100000 do s.name = "name " .. i end
+      assert.are.equal("name 100000", s.name)
+      assert.are.equal(0, core.arena_size(s))
+      collectgarbage()
+      local before = collectgarbage("count")
+      for i = 1, 100000 do s.name = "again " .. i end
+      collectgarbage()
+      assert.is_true(collectgarbage("count") < before + 64)
+      s.nums = { 1 }
+      assert.is_true(core.arena_size(s) > 0) -- containers live in the arena
+    end)
+
     it("stays flat while making and dropping messages", function()
       local T = pool:message("t.Churn", { { "s", "string", 1 }, { "n", "int32", 2, repeated = true } })
       local function churn(n)

@@ -120,7 +120,8 @@ pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def) {
 #if defined(__GNUC__)
 __attribute__((noreturn))
 #endif
-static void not_a_message(lua_State *L, int idx) {
+static void
+not_a_message(lua_State *L, int idx) {
   luaL_typeerror(L, idx, "message");
 #if defined(__GNUC__)
   __builtin_unreachable();
@@ -698,8 +699,11 @@ static void set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef 
                       int *visited) {
   obj = lua_absindex(L, obj);
   v = lua_absindex(L, v);
+  int singular_string = f->label != kPc_Label_Repeated && !f->is_extension &&
+                        (f->type == kPc_Type_String || f->type == kPc_Type_Bytes);
   if (lua_isnil(L, v)) {
-    if (f->message != NULL && f->label != kPc_Label_Repeated && !f->is_extension) {
+    if ((f->message != NULL || singular_string) && f->label != kPc_Label_Repeated &&
+        !f->is_extension) {
       int a = push_anchor(L, obj);
       set_ref(L, a, pc_Message_Slot(msg, f), v);
       lua_pop(L, 1);
@@ -711,6 +715,17 @@ static void set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef 
                f->type != kPc_Type_Bytes;
   if (scalar && !f->is_extension) {
     pc_Message_Set(msg, f, check_scalar(L, f, f->full_name, v));
+    return;
+  }
+  if (singular_string) {
+    /* The slot points into the Lua string, which the anchor keeps (under
+     * the slot's address, so overwriting a field in a loop holds only the
+     * last string, and needs no arena). */
+    pc_Value val = check_scalar(L, f, f->full_name, v);
+    int a = push_anchor(L, obj);
+    set_ref(L, a, pc_Message_Slot(msg, f), v);
+    pc_Message_Set(msg, f, val);
+    lua_settop(L, a - 1);
     return;
   }
   int a = push_anchor(L, obj);
@@ -1019,7 +1034,7 @@ static void clear_refs(lua_State *L, int obj, pc_Message *msg, const pc_MessageD
   int a = push_anchor(L, obj);
   lua_pushnil(L);
   for (uint32_t i = 0; i < def->field_count; i++)
-    if (def->fields[i].slot == kPc_Slot_Message)
+    if (def->fields[i].slot == kPc_Slot_Message || def->fields[i].slot == kPc_Slot_String)
       set_ref(L, a, pc_Message_Slot(msg, &def->fields[i]), -1);
   lua_pop(L, 2);
 }
@@ -1207,6 +1222,20 @@ static int lpc_message_add_unknown(lua_State *L) {
   return 0;
 }
 
+/* -- bytes = core.arena_size(m)   (bytes the arena of m's anchor has taken
+ * from the allocator, 0 when it has none: for tests and benchmarks) */
+static int lpc_message_arena_size(lua_State *L) {
+  lpc_checkmessage(L, 1, NULL);
+  int a = push_anchor(L, 1);
+  Holder *h = luaL_testudata(L, a, ARENA_MT);
+  if (h == NULL) {
+    push_refs(L, a, 0);
+    if (lua_istable(L, -1) && lua_rawgeti(L, -1, 1) != LUA_TNIL) h = lua_touserdata(L, -1);
+  }
+  lua_pushinteger(L, h ? (lua_Integer)pc_Arena_SpaceAllocated(h->arena) : 0);
+  return 1;
+}
+
 /* -- bool = core.is_message(v) */
 static int lpc_message_is(lua_State *L) {
   lua_pushboolean(L, lpc_tomessage(L, 1, NULL) != NULL);
@@ -1338,6 +1367,7 @@ void lpc_open_message(lua_State *L) {
                                    {"unknown_fields", lpc_message_unknown},
                                    {"add_unknown_fields", lpc_message_add_unknown},
                                    {"is_message", lpc_message_is},
+                                   {"arena_size", lpc_message_arena_size},
                                    {"sizeof", lpc_message_sizeof},
                                    {"set_message_tostring", lpc_set_tostring},
                                    {"_bench_const_index", lpc_bench_const_index},

@@ -52,7 +52,7 @@ typedef union {
   struct pc_Map *map;
 } pc_Value;
 
-/* A repeated field: 'size' elements of pc_Slot_ElemSize(slot) bytes each
+/* A repeated field: 'size' elements of pc_Slot_Size(slot) bytes each
  * ('data' has room for 'cap'). Elements are stored as the field's slot kind
  * (messages as pc_Message *). */
 typedef struct pc_Array {

@@ -416,8 +416,8 @@ function P.install(M, core)
   -- returns its first result. Without `retry` one attempt is made; without
   -- `timeout` none is set; per call, pc.DEFAULT (or leaving the option out)
   -- means the callable's default and false turns it off. The metadata list
-  -- is a read-only view made once when the call has no per-call metadata,
-  -- else a fresh copy owned by the call. Failures raise a pc.Error (a
+  -- is a read-only view made once when the call has no per-call metadata
+  -- (writes raise), else a fresh copy for each attempt. Failures raise a pc.Error (a
   -- target's non-pc.Error value becomes UNKNOWN with `value`) or a
   -- pc.RetryError. `clock()` returns seconds (default: monotonic),
   -- `sleep(s)` may yield the running coroutine (default: nanosleep),
@@ -451,8 +451,18 @@ function P.install(M, core)
     end
     local cache, plans = core.plan_cache(size), {}
 
-    -- The retry loop, after the first attempt failed with `err`.
-    local function retry_loop(plan, request, md, start, err)
+    -- The metadata of a call with per-call pairs `m`: a fresh list of fresh
+    -- pairs, the caller's then the defaults'.
+    local function merge(m)
+      local okm, list = pcall(copy_pairs, {}, m, "metadata", 1)
+      if not okm then error("bad argument #2 to 'callable' (" .. list .. ")", 4) end
+      for _, p in ipairs(default_pairs) do list[#list + 1] = { p[1], p[2] } end
+      return list
+    end
+
+    -- The retry loop, after the first attempt failed with `err`. `m` is the
+    -- call's own metadata (each attempt gets a fresh merge), or nil.
+    local function retry_loop(plan, request, m, start, err)
       local e = normalize(err)
       if not plan.needs_start then error(e, 0) end
       local predicate, on_error, compression = plan.predicate, plan.on_error, plan.compression
@@ -468,14 +478,14 @@ function P.install(M, core)
         local timeout = state:next_attempt(clock())
         if timeout == false then error(give_up(e, attempts, "no_time"), 0) end
         attempts = attempts + 1
-        local okc, res = pcall(fn, request, timeout, md, compression)
+        local okc, res = pcall(fn, request, timeout, m and merge(m) or default_md, compression)
         if okc then return res end
         e = normalize(res)
       end
     end
 
     local function on_fail(request, start, err, plan)
-      return retry_loop(plan or default_plan, request, default_md, start, err)
+      return retry_loop(plan or default_plan, request, nil, start, err)
     end
 
     -- The per-call path in Lua: metadata, misuse, and plans the cache
@@ -516,16 +526,11 @@ function P.install(M, core)
         end
       end
       local md = default_md
-      if m ~= nil then
-        local okm, list = pcall(copy_pairs, {}, m, "metadata", 1)
-        if not okm then error("bad argument #2 to 'callable' (" .. list .. ")", 3) end
-        for _, p in ipairs(default_pairs) do list[#list + 1] = { p[1], p[2] } end
-        md = list
-      end
+      if m ~= nil then md = merge(m) end
       local start = plan.needs_start and clock() or nil
       local okc, res = pcall(fn, request, plan.first, md, plan.compression)
       if okc then return res end
-      return retry_loop(plan, request, md, start, res)
+      return retry_loop(plan, request, m, start, res)
     end
 
     local methods = {}

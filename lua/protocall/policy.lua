@@ -11,8 +11,9 @@ local P = {}
 
 local error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, rawlen =
   error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, rawlen
+local select = select
 local format = string.format
-local mtype = math.type
+local mtype, floor, tointeger, math_random = math.type, math.floor, math.tointeger, math.random
 
 function P.install(M, core)
   local codes = M.codes
@@ -225,10 +226,10 @@ function P.install(M, core)
       argerror(fname, "timeout: number or false expected, got " .. type(f.timeout), level + 1)
     end
     local n = f.max_attempts
-    if n ~= nil and (mtype(n) == nil or n < 1 or n ~= math.floor(n)) then
+    if n ~= nil and (mtype(n) == nil or n < 1 or n ~= floor(n)) then
       argerror(fname, "max_attempts: positive integer expected, got " .. tostring(n), level + 1)
     end
-    if n ~= nil then f.max_attempts = math.tointeger(n) end
+    if n ~= nil then f.max_attempts = tointeger(n) end
     if f.predicate == nil then f.predicate = if_transient_error end
     if not is_callable(f.predicate) then
       argerror(fname, "predicate: function expected, got " .. type(f.predicate), level + 1)
@@ -433,7 +434,7 @@ function P.install(M, core)
     for _, k in ipairs { "clock", "sleep", "random" } do
       if d[k] ~= nil and not is_callable(d[k]) then bad(k .. ": function expected, got " .. type(d[k])) end
     end
-    local clock, sleep, random = d.clock or core.monotonic, d.sleep or core.sleep, d.random or math.random
+    local clock, sleep, random = d.clock or core.monotonic, d.sleep or core.sleep, d.random or math_random
     local ok, default_plan = pcall(make_plan, d.retry, d.timeout, d.compression, 1)
     if not ok then bad(default_plan) end
     local default_pairs = {}
@@ -527,7 +528,11 @@ function P.install(M, core)
       end
       local md = default_md
       if m ~= nil then md = merge(m) end
-      local start = plan.needs_start and clock() or nil
+      local start
+      if plan.needs_start then
+        start = clock()
+        if type(start) ~= "number" then error("clock: number expected, got " .. type(start), 3) end
+      end
       local okc, res = pcall(fn, request, plan.first, md, plan.compression)
       if okc then return res end
       return retry_loop(plan, request, m, start, res)

@@ -60,6 +60,14 @@ describe("pc.Error", function()
     assert.are.equal(pc.Error, getmetatable(e))
   end)
 
+  it("keeps other fields as given and does not share the table it was made from", function()
+    local fields = { code = "UNAVAILABLE", message = "down", method = "/demo.Greeter/Hello" }
+    local e = pc.Error(fields)
+    assert.are.equal("/demo.Greeter/Hello", e.method)
+    assert.are_not.equal(fields, e)
+    assert.is_nil(getmetatable(fields))
+  end)
+
   it("takes a code number and prints the bare code without a message", function()
     local e = pc.Error { code = 7 }
     assert.are.equal("PERMISSION_DENIED", e.code)
@@ -71,8 +79,8 @@ describe("pc.Error", function()
       message_of(pc.Error, { code = "NOPE" }))
     assert.are.equal("bad argument #1 to 'Error' (code: gRPC status name or number expected, got OK)",
       message_of(pc.Error, { code = "OK" }))
-    assert.are.equal("bad argument #1 to 'Error' (unknown field 'mesage')",
-      message_of(pc.Error, { code = "UNKNOWN", mesage = "x" }))
+    assert.are.equal("bad argument #1 to 'Error' (table expected, got string)",
+      message_of(pc.Error, "UNAVAILABLE"))
     assert.are.equal("bad argument #1 to 'Error' (retry_delay: number of seconds expected, got soon)",
       message_of(pc.Error, { code = "UNKNOWN", retry_delay = "soon" }))
   end)

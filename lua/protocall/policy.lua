@@ -40,7 +40,8 @@ function P.install(M, core)
   -- backoff sleep; negative means "do not retry"); `local` true for
   -- failures protocall raises itself that would recur (never retried by
   -- pc.if_transient_error); `value` the original Lua value when a target
-  -- raised something that was not a pc.Error (code "UNKNOWN").
+  -- raised something that was not a pc.Error (code "UNKNOWN"). Other
+  -- fields are kept as given (a transport's own, such as `method`).
   -- tostring(err) is "UNAVAILABLE: connection refused". Raises on a bad
   -- field. `getmetatable(err) == pc.Error` tells an error apart.
   local Error = { __name = "protocall.Error" }
@@ -50,16 +51,9 @@ function P.install(M, core)
     if m == nil or m == "" then return tostring(e.code) end
     return tostring(e.code) .. ": " .. tostring(m)
   end
-  local ERROR_FIELDS = {
-    code = true, message = true, details = true, metadata = true, retry_delay = true,
-    ["local"] = true, value = true,
-  }
   setmetatable(Error, {
     __call = function(_, t)
       if type(t) ~= "table" then argerror("Error", "table expected, got " .. type(t), 2) end
-      for k in next, t do
-        if not ERROR_FIELDS[k] then argerror("Error", format("unknown field '%s'", tostring(k)), 2) end
-      end
       local code = codes[t.code]
       if type(code) == "number" then code = t.code end
       if type(code) ~= "string" or code == "OK" then
@@ -75,10 +69,10 @@ function P.install(M, core)
       if t["local"] ~= nil and type(t["local"]) ~= "boolean" then
         argerror("Error", "local: boolean expected, got " .. type(t["local"]), 2)
       end
-      return setmetatable({
-        code = code, message = t.message, details = t.details, metadata = t.metadata,
-        retry_delay = d, ["local"] = t["local"], value = t.value,
-      }, Error)
+      local e = {}
+      for k, v in next, t do e[k] = v end -- other fields (a transport's own) are kept
+      e.code = code
+      return setmetatable(e, Error)
     end,
   })
   M.Error = Error

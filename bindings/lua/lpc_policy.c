@@ -353,13 +353,13 @@ static int plan_from_opts(lua_State *L, int *plan) {
 
 /* -- response = callable(request [, opts])   -- the __call of a callable */
 static int lpc_callable_call(lua_State *L) {
-  int plan = 0, start = 0, needs_start;
-  if (lua_type(L, 3) > LUA_TNIL) {
+  int plan = 0, start = 0, needs_start, top = lua_gettop(L);
+  if (top >= 3 && lua_type(L, 3) > LUA_TNIL) {
     lua_settop(L, 3);
     int r = plan_from_opts(L, &plan);
     if (r <= 0) return to_lua(L, r < 0);
-  } else {
-    lua_settop(L, 2);
+  } else if (top < 2) {
+    lua_settop(L, 2); /* the request at 2, even when none was passed */
   }
   if (plan) {
     lua_rawgeti(L, plan, PLAN_NEEDSTART);

@@ -449,9 +449,24 @@ function P.install(M, core)
     -- The metadata of a call with per-call pairs `m`: a fresh list of fresh
     -- pairs, the caller's then the defaults'.
     local function merge(m)
-      local okm, list = pcall(copy_pairs, {}, m, "metadata", 1)
-      if not okm then error("bad argument #2 to 'callable' (" .. list .. ")", 4) end
-      for _, p in ipairs(default_pairs) do list[#list + 1] = { p[1], p[2] } end
+      if type(m) ~= "table" then
+        error("bad argument #2 to 'callable' (metadata: list of {key, value} pairs expected, got "
+          .. type(m) .. ")", 4)
+      end
+      local list, n = {}, #m
+      for i = 1, n do
+        local p = m[i]
+        local k, v
+        if type(p) == "table" then k, v = p[1], p[2] end
+        if type(k) ~= "string" or type(v) ~= "string" then
+          error(format("bad argument #2 to 'callable' (metadata: pair %d: {key, value} of strings expected)", i), 4)
+        end
+        list[i] = { k, v }
+      end
+      for i = 1, #default_pairs do
+        local p = default_pairs[i]
+        list[n + i] = { p[1], p[2] }
+      end
       return list
     end
 

@@ -502,6 +502,38 @@ describe("wrap_method", function()
       message_of(pc.wrap_method(print, { retry = pc.Retry(), clock = function() return "now" end }), 1))
   end)
 
+  it("checks what clock and random return", function()
+    local function call_with(t)
+      t.retry = pc.Retry()
+      t.sleep = function() end
+      return pc.wrap_method(fail_with(unavailable()), t)
+    end
+    assert.are.equal("random: number expected, got nil",
+      message_of(call_with { random = function() end, clock = function() return 0 end }, 1))
+    local n = 0
+    assert.are.equal("clock: number expected, got nil", message_of(call_with {
+      clock = function() n = n + 1; if n == 1 then return 0 end end }, 1))
+    assert.are.equal("clock: number expected, got boolean", message_of(call_with {
+      clock = function() return true end }, 1, { timeout = 3 }))
+  end)
+
+  it("retries without a budget when Retry's timeout is false, up to max_attempts", function()
+    local w = world(1)
+    local call = pc.wrap_method(w.target(fail_with(unavailable())),
+      w.opts { retry = pc.Retry { timeout = false, initial = 1000, maximum = 1000, max_attempts = 4 } })
+    assert.are.equal(4, raised(call, "req").attempts)
+    assert.are.same({ 1000, 1000, 1000 }, w.sleeps)
+  end)
+
+  it("lets errors raised by a predicate or on_error through", function()
+    local call = pc.wrap_method(fail_with(unavailable()),
+      { retry = pc.Retry { predicate = function() error("predicate broke", 0) end } })
+    assert.are.equal("predicate broke", raised(call, 1))
+    call = pc.wrap_method(fail_with(unavailable()),
+      { retry = pc.Retry { on_error = function() error("log full", 0) end } })
+    assert.are.equal("log full", raised(call, 1))
+  end)
+
   it("sleeps for real with the default monotonic clock and nanosleep", function()
     local n = 0
     local call = pc.wrap_method(function()

@@ -470,6 +470,11 @@ function P.install(M, core)
       return list
     end
 
+    local function checked(what, v)
+      if type(v) ~= "number" then error(what .. ": number expected, got " .. type(v), 0) end
+      return v
+    end
+
     -- The retry loop, after the first attempt failed with `err`. `m` is the
     -- call's own metadata (each attempt gets a fresh merge), or nil.
     local function retry_loop(plan, request, m, start, err)
@@ -481,11 +486,12 @@ function P.install(M, core)
       while true do
         if not predicate(e) then error(e, 0) end
         if on_error then on_error(e) end
-        local pushback = e.retry_delay
-        local delay, why = state:on_error(clock(), pushback == nil and random() or 0, pushback)
+        local pushback, r = e.retry_delay, 0
+        if pushback == nil then r = checked("random", random()) end
+        local delay, why = state:on_error(checked("clock", clock()), r, pushback)
         if not delay then error(give_up(e, attempts, why), 0) end
         sleep(delay)
-        local timeout = state:next_attempt(clock())
+        local timeout = state:next_attempt(checked("clock", clock()))
         if timeout == false then error(give_up(e, attempts, "no_time"), 0) end
         attempts = attempts + 1
         local okc, res = pcall(fn, request, timeout, m and merge(m) or default_md, compression)
@@ -538,10 +544,7 @@ function P.install(M, core)
       local md = default_md
       if m ~= nil then md = merge(m) end
       local start
-      if plan.needs_start then
-        start = clock()
-        if type(start) ~= "number" then error("clock: number expected, got " .. type(start), 3) end
-      end
+      if plan.needs_start then start = checked("clock", clock()) end
       local okc, res = pcall(fn, request, plan.first, md, plan.compression)
       if okc then return res end
       return retry_loop(plan, request, m, start, res)

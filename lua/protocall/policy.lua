@@ -158,7 +158,7 @@ function P.install(M, core)
 
   local fields = setmetatable({}, { __mode = "k" })
 
-  local function immutable_class(name, methods, show)
+  local function immutable_class(name, methods, show, hint)
     local class = { __name = name }
     class.__index = function(self, k)
       local v = fields[self][k]
@@ -166,7 +166,7 @@ function P.install(M, core)
       return methods[k]
     end
     class.__newindex = function()
-      error(name .. " is immutable (its with_* methods return changed copies)", 2)
+      error(name .. " is immutable" .. hint, 2)
     end
     class.__tostring = function(self) return show(fields[self]) end
     class.__metatable = class -- getmetatable(obj) == pc.Retry; no setmetatable
@@ -198,7 +198,7 @@ function P.install(M, core)
     return format("Retry{initial=%s, maximum=%s, multiplier=%s, timeout=%s%s}", f.initial,
       f.maximum, f.multiplier, tostring(f.timeout),
       f.max_attempts and ", max_attempts=" .. f.max_attempts or "")
-  end)
+  end, " (its with_* methods return changed copies)")
 
   local RETRY_FIELDS = {
     initial = true, maximum = true, multiplier = true, timeout = true, max_attempts = true,
@@ -285,7 +285,7 @@ function P.install(M, core)
   local ExponentialTimeout = immutable_class("protocall.ExponentialTimeout", {}, function(f)
     return format("ExponentialTimeout{initial=%s, maximum=%s, multiplier=%s, deadline=%s}",
       f.initial, f.maximum, f.multiplier, tostring(f.deadline))
-  end)
+  end, "")
   local XT_FIELDS = { initial = true, maximum = true, multiplier = true, deadline = true }
   --- pc.ExponentialTimeout{initial=5, maximum=30, multiplier=2, deadline=120}:
   -- attempt timeouts initial, initial*multiplier, ... up to maximum, each

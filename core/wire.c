@@ -80,12 +80,15 @@ const uint8_t *pc_Wire_ReadLength(const uint8_t *p, const uint8_t *end, size_t *
  * (bounded by the depth limit and by PC_WIRE_SKIP_MAX_GROUPS, so no
  * recursion and no allocation). */
 const uint8_t *pc_Wire_SkipField(const uint8_t *p, const uint8_t *end, uint32_t field,
-                                 pc_WireType wt, int depth_left, pc_WireStatus *st) {
+                                 pc_WireType wt, int depth_left, pc_WireStatus *st,
+                                 const uint8_t **at) {
   uint32_t open[PC_WIRE_SKIP_MAX_GROUPS];
   int max = depth_left < (int)(sizeof open / sizeof open[0]) ? depth_left
                                                              : (int)(sizeof open / sizeof open[0]);
   int n = 0;
+  const uint8_t *tagpos = p; /* the end-group errors point at the tag */
   for (;;) {
+    *at = p;
     switch (wt) {
     case kPc_Wire_Varint: {
       uint64_t v;
@@ -122,6 +125,7 @@ const uint8_t *pc_Wire_SkipField(const uint8_t *p, const uint8_t *end, uint32_t 
       open[n++] = field;
       break;
     case kPc_Wire_EndGroup:
+      *at = tagpos;
       if (n == 0) {
         *st = kPc_WireStatus_UnmatchedEndGroup;
         return NULL;
@@ -135,10 +139,12 @@ const uint8_t *pc_Wire_SkipField(const uint8_t *p, const uint8_t *end, uint32_t 
     default: *st = kPc_WireStatus_BadWireType; return NULL;
     }
     if (n == 0) return p;
+    *at = p;
     if (p >= end) {
       *st = kPc_WireStatus_Truncated;
       return NULL;
     }
+    tagpos = p;
     p = pc_Wire_ReadTag(p, end, &field, &wt, st);
     if (p == NULL) return NULL;
   }

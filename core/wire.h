@@ -94,9 +94,12 @@ const uint8_t *pc_Wire_ReadLength(const uint8_t *p, const uint8_t *end, size_t *
  * groups included: a group's contents are skipped up to the end-group with
  * the same number, each nested group counting one level against
  * 'depth_left' (the levels still allowed; 0 means no group may open).
- * An end-group ('wt' 4) is an error here: the caller matches its own. */
+ * An end-group ('wt' 4) is an error here: the caller matches its own.
+ * On error returns NULL with '*st' set and '*at' at the start of the value
+ * or tag that failed. */
 const uint8_t *pc_Wire_SkipField(const uint8_t *p, const uint8_t *end, uint32_t field,
-                                 pc_WireType wt, int depth_left, pc_WireStatus *st);
+                                 pc_WireType wt, int depth_left, pc_WireStatus *st,
+                                 const uint8_t **at);
 
 /* ZigZag (sint32/sint64). */
 static inline uint32_t pc_Wire_ZigZagEncode32(int32_t n) {

@@ -122,14 +122,22 @@ static void test_tags(void) {
   CHECK(tag((const uint8_t *)"", 0, &f, &wt) == kPc_WireStatus_Truncated);
 }
 
+static size_t skip_at; /* offset of the last skip error */
+
 static pc_WireStatus skip(const uint8_t *s, size_t n, int depth, size_t *used) {
   uint32_t f;
   pc_WireType wt;
   pc_WireStatus st = kPc_WireStatus_Ok;
+  const uint8_t *at = NULL;
+  skip_at = 0;
   const uint8_t *p = pc_Wire_ReadTag(s, s + n, &f, &wt, &st);
   if (p == NULL) return st;
-  p = pc_Wire_SkipField(p, s + n, f, wt, depth, &st);
-  if (p == NULL) return st;
+  p = pc_Wire_SkipField(p, s + n, f, wt, depth, &st, &at);
+  if (p == NULL) {
+    CHECK(at >= s && at <= s + n);
+    skip_at = (size_t)(at - s);
+    return st;
+  }
   *used = (size_t)(p - s);
   return kPc_WireStatus_Ok;
 }
@@ -152,9 +160,12 @@ static void test_skip(void) {
   CHECK(skip(B(0x1b, 0x08, 0x01, 0x1c, 0xff), d, &used) == kPc_WireStatus_Ok && used == 4);
   CHECK(skip(B(0x1b, 0x1c), d, &used) == kPc_WireStatus_Ok && used == 2);
   CHECK(skip(B(0x1b, 0x0b, 0x0c, 0x1c), d, &used) == kPc_WireStatus_Ok && used == 4);
-  CHECK(skip(B(0x1b, 0x08, 0x01), d, &used) == kPc_WireStatus_Truncated);
+  CHECK(skip(B(0x1b, 0x08, 0x01), d, &used) == kPc_WireStatus_Truncated && skip_at == 3);
+  CHECK(skip(B(0x1b, 0x08, 0x01, 0x0a, 0x05), d, &used) == kPc_WireStatus_LengthPastEnd &&
+        skip_at == 4);
   CHECK(skip(B(0x1b), d, &used) == kPc_WireStatus_Truncated);
-  CHECK(skip(B(0x1b, 0x24), d, &used) == kPc_WireStatus_GroupMismatch);
+  CHECK(skip(B(0x1b, 0x24), d, &used) == kPc_WireStatus_GroupMismatch && skip_at == 1);
+  CHECK(skip(B(0x1b, 0x08, 0x01, 0x24), d, &used) == kPc_WireStatus_GroupMismatch && skip_at == 3);
   CHECK(skip(B(0x1c), d, &used) == kPc_WireStatus_UnmatchedEndGroup);
   CHECK(skip(B(0x1b, 0x0e), d, &used) == kPc_WireStatus_BadWireType);
   CHECK(skip(B(0x1b, 0x00), d, &used) == kPc_WireStatus_FieldZero);

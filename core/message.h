@@ -215,9 +215,15 @@ pc_Message *pc_Message_Clone(const pc_Message *src, const pc_MessageDef *m, pc_A
  * unknown bytes. */
 int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageDef *m);
 
+/* Nesting deeper than this is refused by pc_Message_Contains (the decoder
+ * stops at 100). */
+#define PC_MESSAGE_MAX_DEPTH 200
+
 /* Whether 'needle' is reachable from 'msg' (msg itself included), through
- * sub-messages, repeated messages, map values and extensions. The Lua
- * binding refuses an assignment that would make a message contain itself. */
+ * sub-messages, repeated messages, map values and extensions: 1 when it is,
+ * 0 when not, 2 when 'msg' nests deeper than PC_MESSAGE_MAX_DEPTH (so the
+ * answer is unknown). The Lua binding refuses an assignment that would make
+ * a message contain itself. */
 int pc_Message_Contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle);
 
 #endif

@@ -169,7 +169,7 @@ describe("wire format", function()
     assert.are.equal("t.I64.r: truncated input at offset 1", fails("t.I64", "08 80"))
     assert.are.equal("t.I64.r: varint longer than 10 bytes at offset 1",
       fails("t.I64", "08 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 10 10 03"))
-    assert.are.equal("t.Bin.text: length runs past the end of the input at offset 1",
+    assert.are.equal("t.Bin.raw: length runs past the end of the input at offset 1",
       fails("t.Bin", "12 05 61 62"))
   end)
 

@@ -91,7 +91,8 @@ def rand_scalar(rng, f):
         return bytes(rng.randint(0, 255) for _ in range(rng.randint(0, 20)))
     if t == FD.TYPE_ENUM:
         values = [v.number for v in f.enum_type.values]
-        closed = f.enum_type.file.syntax != "proto3"
+        closed = (f.enum_type.file.syntax != "proto3" or f.file.syntax != "proto3"
+                  or f.is_extension or f.containing_type.file.syntax != "proto3")
         if not closed and rng.random() < 0.2:
             return rng.choice([-1, 99, 2**31 - 1, -2**31])
         return rng.choice(values)

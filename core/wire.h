@@ -149,6 +149,11 @@ void pc_WireWriter_Init(pc_WireWriter *w, pc_Alloc *alloc, void *ud);
 /* Frees the buffer; the writer is empty and usable again. */
 void pc_WireWriter_Free(pc_WireWriter *w);
 
+/* Empties the writer, keeping its buffer for reuse. */
+static inline void pc_WireWriter_Reset(pc_WireWriter *w) {
+  if (w->buf != NULL) w->ptr = w->buf + w->cap;
+}
+
 /* Makes room for 'n' more bytes in front; 0 on allocation failure (the
  * contents are kept). */
 int pc_WireWriter_GrowFor(pc_WireWriter *w, size_t n);

@@ -209,9 +209,10 @@ static inline int pc_WireWriter_PutFixed64(pc_WireWriter *w, uint64_t v) {
 }
 
 static inline int pc_WireWriter_PutBytes(pc_WireWriter *w, const void *p, size_t n) {
+  if (n == 0) return 1;
   if (!pc_WireWriter_Reserve(w, n)) return 0;
   w->ptr -= n;
-  if (n > 0) memcpy(w->ptr, p, n);
+  memcpy(w->ptr, p, n);
   return 1;
 }
 

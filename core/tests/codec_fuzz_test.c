@@ -73,6 +73,9 @@ int main(void) {
       "\x01\x88\x80\x80\x80\x40\xd2\x09",
       "\x00\xf8\xff\xff\xff\x0f\x01",
       "\x01\x0a\x05\x61\x62",
+      /* libFuzzer with clang's UBSan: an empty string written first, into a
+       * writer with no buffer yet (the NUL terminator is the length 0) */
+      "\x01\xd2\x01",
   };
   for (size_t i = 0; i < sizeof kRegressions / sizeof kRegressions[0]; i++)
     LLVMFuzzerTestOneInput((const uint8_t *)kRegressions[i], strlen(kRegressions[i]) + 1);

@@ -215,7 +215,11 @@ static int put_map(Enc *e, const pc_FieldDef *f, const pc_Map *map) {
 static int present(const pc_Message *msg, const pc_FieldDef *f) {
   const char *slot = (const char *)msg + f->offset;
   if (f->hasbit >= 0) return (((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1;
-  if (f->oneof != NULL) return pc_Message_Has(msg, f);
+  if (f->oneof != NULL) {
+    uint32_t which;
+    memcpy(&which, (const char *)msg + f->case_offset, 4);
+    return which == (uint32_t)f->number;
+  }
   switch (f->slot) {
   case kPc_Slot_Bool: return *slot != 0;
   case kPc_Slot_32: {

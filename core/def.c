@@ -728,6 +728,9 @@ static int build_field(Builder *b, pc_FieldDef *f, const pc_FieldDesc *d, const 
   } else if (d->type_name != NULL) {
     return fail(b, "%s: scalar field with a type_name '%s'", f->full_name, d->type_name);
   }
+  if (f->enumdef != NULL && f->enumdef->closed && b->file->syntax == kPc_Syntax_Proto3 &&
+      d->extendee == NULL)
+    return fail(b, "%s: enum %s is not a proto3 enum", f->full_name, f->enumdef->full_name);
   f->proto3_optional = (uint8_t)(d->proto3_optional != 0);
   int repeated = d->label == kPc_Label_Repeated;
   f->is_map = (uint8_t)(repeated && f->message != NULL && f->message->map_entry);

@@ -513,31 +513,41 @@ static int merge_ext(pc_Message *dst, const pc_Extension *e, pc_Arena *a) {
   return copy_value(d, e->value, slot, NULL, a);
 }
 
-int pc_Message_Merge(pc_Message *dst, const pc_Message *src, const pc_MessageDef *m, pc_Arena *a) {
-  for (uint32_t i = 0; i < m->field_count; i++) {
-    const pc_FieldDef *f = &m->fields[i];
-    if (!pc_Message_Has(src, f)) continue;
-    pc_Value v = pc_Message_Get(src, f);
-    if (f->slot == kPc_Slot_Array) {
-      pc_Array *d = pc_Message_MutableArray(dst, f, a);
-      if (d == NULL || !merge_array(d, v.a, f, a)) return 0;
-    } else if (f->slot == kPc_Slot_Map) {
-      pc_Map *d = pc_Message_MutableMap(dst, f, a);
-      if (d == NULL || !merge_map(d, v.map, f, a)) return 0;
-    } else if (f->slot == kPc_Slot_Message) {
-      pc_Value cur = pc_Message_Get(dst, f);
-      if (!pc_Message_Has(dst, f) || cur.m == NULL) {
-        cur.m = pc_Message_New(f->message, a);
-        if (cur.m == NULL) return 0;
-        pc_Message_Set(dst, f, cur);
-      }
-      if (!pc_Message_Merge(cur.m, v.m, f->message, a)) return 0;
-    } else {
-      pc_Value c;
-      if (!copy_value(&c, v, f->slot, NULL, a)) return 0;
-      pc_Message_Set(dst, f, c);
-    }
+int pc_Message_MergeField(pc_Message *dst, const pc_Message *src, const pc_FieldDef *f,
+                          pc_Arena *a) {
+  if (f->is_extension) {
+    size_t pos;
+    const pc_Extension *e = find_ext(src, f, &pos);
+    return e == NULL || merge_ext(dst, e, a);
   }
+  if (!pc_Message_Has(src, f)) return 1;
+  pc_Value v = pc_Message_Get(src, f);
+  if (f->slot == kPc_Slot_Array) {
+    pc_Array *d = pc_Message_MutableArray(dst, f, a);
+    return d != NULL && merge_array(d, v.a, f, a);
+  }
+  if (f->slot == kPc_Slot_Map) {
+    pc_Map *d = pc_Message_MutableMap(dst, f, a);
+    return d != NULL && merge_map(d, v.map, f, a);
+  }
+  if (f->slot == kPc_Slot_Message) {
+    pc_Value cur = pc_Message_Get(dst, f);
+    if (!pc_Message_Has(dst, f) || cur.m == NULL) {
+      cur.m = pc_Message_New(f->message, a);
+      if (cur.m == NULL) return 0;
+      pc_Message_Set(dst, f, cur);
+    }
+    return pc_Message_Merge(cur.m, v.m, f->message, a);
+  }
+  pc_Value c;
+  if (!copy_value(&c, v, f->slot, NULL, a)) return 0;
+  pc_Message_Set(dst, f, c);
+  return 1;
+}
+
+int pc_Message_Merge(pc_Message *dst, const pc_Message *src, const pc_MessageDef *m, pc_Arena *a) {
+  for (uint32_t i = 0; i < m->field_count; i++)
+    if (!pc_Message_MergeField(dst, src, &m->fields[i], a)) return 0;
   size_t n;
   const char *u = pc_Message_GetUnknown(src, &n);
   if (n > 0 && !pc_Message_AddUnknown(dst, u, n, a)) return 0;

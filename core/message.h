@@ -207,6 +207,11 @@ int pc_StringView_Copy(pc_StringView *out, const char *data, size_t size, pc_Are
  * allocation failure (dst then holds part of src, still valid). */
 int pc_Message_Merge(pc_Message *dst, const pc_Message *src, const pc_MessageDef *m, pc_Arena *a);
 
+/* Merges one field (regular or extension) of 'src' into 'dst' with the
+ * rules of pc_Message_Merge; does nothing when 'src' does not have it. */
+int pc_Message_MergeField(pc_Message *dst, const pc_Message *src, const pc_FieldDef *f,
+                          pc_Arena *a);
+
 /* A deep copy of 'src' in 'a', or NULL. */
 pc_Message *pc_Message_Clone(const pc_Message *src, const pc_MessageDef *m, pc_Arena *a);
 

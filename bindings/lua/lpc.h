@@ -8,5 +8,7 @@
 #include <lua.h>
 
 void lpc_open_status(lua_State *L);
+void lpc_open_def(lua_State *L);     /* pools, types, declarations (lpc_def.c) */
+void lpc_open_message(lua_State *L); /* message instances (lpc_message.c) */
 
 #endif

@@ -45,5 +45,7 @@ int luaopen_protocall_core(lua_State *L) {
   lua_setfield(L, -2, "VERSION");
   /* One line per concern (see lpc.h). */
   lpc_open_status(L);
+  lpc_open_def(L);
+  lpc_open_message(L);
   return 1;
 }

@@ -37,7 +37,8 @@ int luaopen_protocall(lua_State *L) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
-  if (init == NULL) return luaL_error(L, "protocall: the library was built without lua/protocall/init.lua");
+  if (init == NULL)
+    return luaL_error(L, "protocall: the library was built without lua/protocall/init.lua");
   lua_pushlightuserdata(L, (void *)init);
   lua_pushcclosure(L, lpc_load_embedded, 1);
   lua_call(L, 0, 1);

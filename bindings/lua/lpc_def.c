@@ -1,0 +1,773 @@
+/* Pools, types and enums as Lua values, and the Lua declarations
+ * pc.message / pc.enum (API.md "Schemas"): a declaration becomes a one-type
+ * pc_FileDesc added with pc_Pool_AddFile, as every other schema source. */
+#include "lpc.h"
+#include "lpc_msg.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POOL_MT "protocall.Pool"
+#define TYPE_MT "protocall.Type"
+
+static char kPoolsKey;   /* registry: weak-valued pc_Pool* -> Pool */
+static char kTypesKey;   /* registry: weak-valued def -> Type / Enum */
+static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
+
+typedef struct {
+  pc_Pool *pool;
+} PoolBox;
+
+typedef struct {
+  const pc_MessageDef *def;
+} TypeBox;
+
+/* -- Pools ------------------------------------------------------------------ */
+
+pc_Pool *lpc_checkpool(lua_State *L, int idx) {
+  PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
+  return b->pool;
+}
+
+static int lpc_pool_gc(lua_State *L) {
+  PoolBox *b = luaL_checkudata(L, 1, POOL_MT);
+  pc_Pool_Free(b->pool);
+  b->pool = NULL;
+  return 0;
+}
+
+/* -- pool = core.pool_new()   (an empty pool) */
+static int lpc_pool_new(lua_State *L) {
+  PoolBox *b = lua_newuserdatauv(L, sizeof(PoolBox), 0);
+  b->pool = NULL;
+  luaL_setmetatable(L, POOL_MT);
+  void *ud;
+  lua_Alloc f = lua_getallocf(L, &ud);
+  b->pool = pc_Pool_New(f, ud);
+  if (b->pool == NULL) return luaL_error(L, "not enough memory");
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
+  lua_pushvalue(L, -2);
+  lua_rawsetp(L, -2, b->pool);
+  lua_pop(L, 1);
+  return 1;
+}
+
+void lpc_pushpool(lua_State *L, const pc_Pool *pool) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
+  lua_rawgetp(L, -1, pool);
+  lua_remove(L, -2);
+}
+
+/* -- Types ------------------------------------------------------------------ */
+
+const pc_MessageDef *lpc_checktype(lua_State *L, int idx) {
+  TypeBox *t = luaL_checkudata(L, idx, TYPE_MT);
+  return t->def;
+}
+
+void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kTypesKey);
+  if (lua_rawgetp(L, -1, def) != LUA_TNIL) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  TypeBox *t = lua_newuserdatauv(L, sizeof(TypeBox), 3);
+  t->def = def;
+  luaL_setmetatable(L, TYPE_MT);
+  lpc_pushpool(L, def->file->pool);
+  lua_setiuservalue(L, -2, 1);
+  lpc_maketype_metatables(L, -1, def);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, def);
+  lua_remove(L, -2);
+}
+
+/* -- v = T.full_name, T.name */
+static int lpc_type_index(lua_State *L) {
+  const pc_MessageDef *def = lpc_checktype(L, 1);
+  const char *k = lua_tostring(L, 2);
+  if (k != NULL && strcmp(k, "full_name") == 0)
+    lua_pushstring(L, def->full_name);
+  else if (k != NULL && strcmp(k, "name") == 0)
+    lua_pushstring(L, def->name);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+/* -- s = tostring(T)   ("protocall.Type(demo.Point)") */
+static int lpc_type_tostring(lua_State *L) {
+  lua_pushfstring(L, "protocall.Type(%s)", lpc_checktype(L, 1)->full_name);
+  return 1;
+}
+
+/* Pushes the Enum table of 'e': {NAME = number, [number] = NAME}. */
+static void push_enum(lua_State *L, const pc_EnumDef *e) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kTypesKey);
+  if (lua_rawgetp(L, -1, e) != LUA_TNIL) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  lua_createtable(L, (int)e->value_count, (int)e->value_count);
+  for (uint32_t i = e->value_count; i-- > 0;) {
+    lua_pushinteger(L, e->values[i].number);
+    lua_setfield(L, -2, e->values[i].name);
+    lua_pushstring(L, e->values[i].name);
+    lua_rawseti(L, -2, e->values[i].number);
+  }
+  lua_createtable(L, 0, 4);
+  lua_pushfstring(L, "%s", e->full_name);
+  lua_setfield(L, -2, "__name");
+  lua_pushlightuserdata(L, (void *)e);
+  lua_rawsetp(L, -2, &kEnumDefKey);
+  lpc_pushpool(L, e->file->pool);
+  lua_setfield(L, -2, "pool"); /* keeps the pool alive */
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, e);
+  lua_remove(L, -2);
+}
+
+/* -- Declarations ------------------------------------------------------------- */
+
+/* The pool the function works on: its upvalue (functions bound to a pool)
+ * or argument 1 (methods); *base is the first argument after the pool. */
+static pc_Pool *bound_pool(lua_State *L, int *base, int *pool_idx) {
+  if (lua_type(L, lua_upvalueindex(1)) == LUA_TUSERDATA) {
+    *base = 1;
+    *pool_idx = lua_upvalueindex(1);
+  } else {
+    *base = 2;
+    *pool_idx = 1;
+  }
+  return lpc_checkpool(L, *pool_idx);
+}
+
+static const char *arena_str(lua_State *L, pc_Arena *a, const char *s, size_t len) {
+  char *r = pc_Arena_StrDup(a, s, len);
+  if (r == NULL) luaL_error(L, "not enough memory");
+  return r;
+}
+
+static void *arena_calloc(lua_State *L, pc_Arena *a, size_t size) {
+  void *p = pc_Arena_Calloc(a, size ? size : 1);
+  if (p == NULL) luaL_error(L, "not enough memory");
+  return p;
+}
+
+/* Splits "pkg.sub.Name" into package (or NULL) and name. */
+static void split_name(lua_State *L, pc_Arena *a, const char *full, const char **pkg,
+                       const char **name) {
+  const char *dot = strrchr(full, '.');
+  if (dot == NULL) {
+    *pkg = NULL;
+    *name = full;
+    return;
+  }
+  *pkg = arena_str(L, a, full, (size_t)(dot - full));
+  *name = dot + 1;
+}
+
+static int opt_bool(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  int v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Resolves a field's type spelling (scalar keyword, or a message / enum
+ * full name; 'self' is the type being declared) into 'fd'. */
+static void resolve_type(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *self,
+                         const char *where, const char *spell, size_t len, pc_FieldDesc *fd) {
+  pc_FieldType t = pc_FieldType_FromName(spell, len);
+  if (t != 0) {
+    fd->type = t;
+    return;
+  }
+  if (len > 0 && spell[0] == '.') {
+    spell++;
+    len--;
+  }
+  char *name = (char *)arena_str(L, a, spell, len);
+  char *dotted = arena_calloc(L, a, len + 2);
+  dotted[0] = '.';
+  memcpy(dotted + 1, name, len + 1);
+  fd->type_name = dotted;
+  if (strcmp(name, self) == 0 || pc_Pool_FindMessage(pool, name) != NULL)
+    fd->type = kPc_Type_Message;
+  else if (pc_Pool_FindEnum(pool, name) != NULL)
+    fd->type = kPc_Type_Enum;
+  else
+    luaL_error(L, "%s: unknown type '%s'", where, name);
+}
+
+/* Text form of a Lua default for descriptor.proto's default_value. */
+static const char *default_text(lua_State *L, pc_Arena *a, pc_Pool *pool, const char *where,
+                                const pc_FieldDesc *fd, int v) {
+  luaL_Buffer b;
+  if (fd->type == kPc_Type_Bytes || fd->type == kPc_Type_String) {
+    if (lua_type(L, v) != LUA_TSTRING) luaL_error(L, "%s: default must be a string", where);
+    size_t n;
+    const char *s = lua_tolstring(L, v, &n);
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < n; i++) {
+      unsigned char c = (unsigned char)s[i];
+      if (fd->type == kPc_Type_Bytes &&
+          (c < 32 || c >= 127 || c == '\\' || c == '"' || c == '\'')) {
+        char esc[8];
+        snprintf(esc, sizeof esc, "\\%03o", c);
+        luaL_addstring(&b, esc);
+      } else {
+        luaL_addchar(&b, (char)c);
+      }
+    }
+    luaL_pushresult(&b);
+  } else if (fd->type == kPc_Type_Bool) {
+    if (!lua_isboolean(L, v)) luaL_error(L, "%s: default must be a boolean", where);
+    lua_pushstring(L, lua_toboolean(L, v) ? "true" : "false");
+  } else if (fd->type == kPc_Type_Enum) {
+    if (lua_type(L, v) == LUA_TNUMBER) {
+      const pc_EnumDef *e = pc_Pool_FindEnum(pool, fd->type_name + 1);
+      const pc_EnumValueDef *ev =
+          e ? pc_EnumDef_FindByNumber(e, (int32_t)lua_tointeger(L, v)) : NULL;
+      if (ev == NULL) luaL_error(L, "%s: default is not a value of the enum", where);
+      lua_pushstring(L, ev->name);
+    } else {
+      lua_pushvalue(L, v);
+    }
+  } else if (lua_isinteger(L, v) && (fd->type == kPc_Type_Uint64 || fd->type == kPc_Type_Fixed64)) {
+    char buf[32]; /* any Lua integer, as two's complement (API.md "Messages") */
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)(lua_Unsigned)lua_tointeger(L, v));
+    lua_pushstring(L, buf);
+  } else if (lua_isinteger(L, v)) {
+    lua_pushfstring(L, "%I", lua_tointeger(L, v));
+  } else if (lua_type(L, v) == LUA_TNUMBER) {
+    lua_Number n = lua_tonumber(L, v);
+    char buf[64];
+    if (n != n)
+      snprintf(buf, sizeof buf, "nan");
+    else if (n > 1e308 * 10)
+      snprintf(buf, sizeof buf, "inf");
+    else if (n < -1e308 * 10)
+      snprintf(buf, sizeof buf, "-inf");
+    else
+      snprintf(buf, sizeof buf, "%.17g", (double)n);
+    lua_pushstring(L, buf);
+  } else {
+    luaL_error(L, "%s: default must be a number", where);
+  }
+  size_t len;
+  const char *s = lua_tolstring(L, -1, &len);
+  const char *r = arena_str(L, a, s, len);
+  lua_pop(L, 1);
+  return r;
+}
+
+/* Adds a map entry type for field 'fd' ("map<K,V>") to 'md' (which has room). */
+static void map_entry(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *self, const char *where,
+                      const char *spell, pc_FieldDesc *fd, pc_MessageDesc *md) {
+  size_t len = strlen(spell);
+  const char *comma = strchr(spell, ',');
+  if (comma == NULL || spell[len - 1] != '>')
+    luaL_error(L, "%s: bad map type '%s' (map<key,value> expected)", where, spell);
+  const char *k = spell + 4, *v = comma + 1;
+  size_t klen = (size_t)(comma - k), vlen = (size_t)(spell + len - 1 - v);
+  while (klen > 0 && k[0] == ' ') k++, klen--;
+  while (klen > 0 && k[klen - 1] == ' ') klen--;
+  while (vlen > 0 && v[0] == ' ') v++, vlen--;
+  while (vlen > 0 && v[vlen - 1] == ' ') vlen--;
+  pc_MessageDesc *e = &md->nested[md->nested_count++];
+  memset(e, 0, sizeof(*e));
+  /* "attrs" -> "AttrsEntry", "my_map" -> "MyMapEntry" (protoc's rule) */
+  size_t n = strlen(fd->name);
+  char *ename = arena_calloc(L, a, n + 6);
+  size_t j = 0;
+  int up = 1;
+  for (size_t i = 0; i < n; i++) {
+    char c = fd->name[i];
+    if (c == '_') {
+      up = 1;
+      continue;
+    }
+    ename[j++] = (char)(up && c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    up = 0;
+  }
+  memcpy(ename + j, "Entry", 6);
+  e->name = ename;
+  e->map_entry = 1;
+  e->fields = arena_calloc(L, a, 2 * sizeof(pc_FieldDesc));
+  e->field_count = 2;
+  for (int i = 0; i < 2; i++) {
+    pc_FieldDesc *f = &e->fields[i];
+    f->name = i == 0 ? "key" : "value";
+    f->number = i + 1;
+    f->label = kPc_Label_Optional;
+    f->oneof_index = -1;
+    f->packed = -1;
+    resolve_type(L, pool, a, self, where, i == 0 ? k : v, i == 0 ? klen : vlen, f);
+  }
+  pc_FieldType kt = e->fields[0].type;
+  if (e->fields[0].type_name != NULL || kt == kPc_Type_Float || kt == kPc_Type_Double ||
+      kt == kPc_Type_Bytes)
+    luaL_error(L, "%s: bad map key type in '%s'", where, spell);
+  const char *parent = self;
+  size_t plen = strlen(parent);
+  char *tn = arena_calloc(L, a, plen + strlen(ename) + 3);
+  snprintf(tn, plen + strlen(ename) + 3, ".%s.%s", parent, ename);
+  fd->type = kPc_Type_Message;
+  fd->type_name = tn;
+  fd->label = kPc_Label_Repeated;
+}
+
+/* -- T = pc.message(full_name, fields, opts)   (API.md "Schemas") */
+static int lpc_pool_message(lua_State *L) {
+  int base, pidx;
+  pc_Pool *pool = bound_pool(L, &base, &pidx);
+  const char *full = luaL_checkstring(L, base);
+  luaL_checktype(L, base + 1, LUA_TTABLE);
+  int fields = base + 1, opts = base + 2;
+  int proto2 = 0;
+  lua_settop(L, opts);
+  if (!lua_isnoneornil(L, opts)) {
+    luaL_checktype(L, opts, LUA_TTABLE);
+    lua_getfield(L, opts, "syntax");
+    const char *syn = lua_tostring(L, -1);
+    if (syn != NULL && strcmp(syn, "proto2") == 0)
+      proto2 = 1;
+    else if (syn != NULL && strcmp(syn, "proto3") != 0)
+      return luaL_error(L, "%s: syntax must be \"proto2\" or \"proto3\"", full);
+    lua_pop(L, 1);
+  }
+  if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", full);
+  if (pc_Pool_FindMessage(pool, full) || pc_Pool_FindEnum(pool, full))
+    return luaL_error(L, "%s: already defined", full);
+  pc_Arena *a = lpc_newarena(L); /* scratch, freed by the collector */
+  pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
+  pc_MessageDesc *md = arena_calloc(L, a, sizeof(pc_MessageDesc));
+  if (!lua_isnoneornil(L, opts) && lua_getfield(L, opts, "extensions") != LUA_TNIL) {
+    /* {{from, to}, ...}, both inclusive as in .proto's "extensions 100 to 199" */
+    if (!proto2 || lua_type(L, -1) != LUA_TTABLE)
+      return luaL_error(L, "%s: extensions = {{from, to}, ...} needs syntax \"proto2\"", full);
+    size_t nr = lua_rawlen(L, -1);
+    md->extension_ranges = arena_calloc(L, a, nr * sizeof(pc_ExtensionRangeDesc));
+    for (size_t i = 0; i < nr; i++) {
+      lua_rawgeti(L, -1, (lua_Integer)i + 1);
+      lua_rawgeti(L, -1, 1);
+      lua_rawgeti(L, -2, 2);
+      if (!lua_isinteger(L, -2) || !lua_isinteger(L, -1))
+        return luaL_error(L, "%s: extensions = {{from, to}, ...} expected", full);
+      md->extension_ranges[i].range.start = (int32_t)lua_tointeger(L, -2);
+      md->extension_ranges[i].range.end = (int32_t)lua_tointeger(L, -1) + 1;
+      lua_pop(L, 3);
+    }
+    md->extension_range_count = nr;
+  }
+  if (!lua_isnoneornil(L, opts)) lua_pop(L, 1);
+  lua_pushfstring(L, "lua:%s", full);
+  fd->name = arena_str(L, a, lua_tostring(L, -1), lua_rawlen(L, -1));
+  lua_pop(L, 1);
+  fd->syntax = proto2 ? kPc_Syntax_Proto2 : kPc_Syntax_Proto3;
+  const char *self = arena_str(L, a, full, strlen(full));
+  split_name(L, a, self, &fd->package, &md->name);
+  fd->messages = md;
+  fd->message_count = 1;
+  size_t n = lua_rawlen(L, fields);
+  md->fields = arena_calloc(L, a, n * sizeof(pc_FieldDesc));
+  md->nested = arena_calloc(L, a, n * sizeof(pc_MessageDesc));
+  md->oneofs = arena_calloc(L, a, 2 * n * sizeof(pc_OneofDesc));
+  size_t synthetic = 0;
+  const char **synth_names = arena_calloc(L, a, n * sizeof(char *));
+  for (size_t i = 0; i < n; i++) {
+    pc_FieldDesc *f = &md->fields[i];
+    f->oneof_index = -1;
+    f->packed = -1;
+    f->label = kPc_Label_Optional;
+    if (lua_rawgeti(L, fields, (lua_Integer)i + 1) != LUA_TTABLE)
+      return luaL_error(L, "%s: field %d: {name, type, number} expected", full, (int)i + 1);
+    int t = lua_gettop(L);
+    lua_rawgeti(L, t, 1);
+    lua_rawgeti(L, t, 2);
+    lua_rawgeti(L, t, 3);
+    if (lua_type(L, -3) != LUA_TSTRING || lua_type(L, -2) != LUA_TSTRING || !lua_isinteger(L, -1))
+      return luaL_error(L, "%s: field %d: {name, type, number} expected", full, (int)i + 1);
+    f->name = arena_str(L, a, lua_tostring(L, -3), lua_rawlen(L, -3));
+    lua_Integer num = lua_tointeger(L, -1);
+    f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
+    lua_pushfstring(L, "%s.%s", full, f->name);
+    const char *where = lua_tostring(L, -1);
+    size_t tlen;
+    const char *spell = lua_tolstring(L, -3, &tlen);
+    int repeated = opt_bool(L, t, "repeated");
+    if (strncmp(spell, "map<", 4) == 0) {
+      if (repeated) return luaL_error(L, "%s: a map cannot be repeated", where);
+      map_entry(L, pool, a, self, where, spell, f, md);
+    } else {
+      resolve_type(L, pool, a, self, where, spell, tlen, f);
+      if (repeated) f->label = kPc_Label_Repeated;
+    }
+    if (opt_bool(L, t, "required")) {
+      if (!proto2) return luaL_error(L, "%s: required fields are not allowed in proto3", where);
+      f->label = kPc_Label_Required;
+    }
+    if (lua_getfield(L, t, "packed") != LUA_TNIL) f->packed = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (lua_getfield(L, t, "json_name") == LUA_TSTRING)
+      f->json_name = arena_str(L, a, lua_tostring(L, -1), lua_rawlen(L, -1));
+    lua_pop(L, 1);
+    if (lua_getfield(L, t, "oneof") != LUA_TNIL) {
+      if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "%s: oneof must be a name", where);
+      const char *o = lua_tostring(L, -1);
+      size_t k = 0;
+      while (k < md->oneof_count && strcmp(md->oneofs[k].name, o) != 0) k++;
+      if (k == md->oneof_count) md->oneofs[md->oneof_count++].name = arena_str(L, a, o, strlen(o));
+      f->oneof_index = (int32_t)k;
+    }
+    lua_pop(L, 1);
+    if (opt_bool(L, t, "optional") && !proto2) {
+      if (f->oneof_index >= 0 || f->label != kPc_Label_Optional)
+        return luaL_error(L, "%s: optional cannot be combined with oneof or repeated", where);
+      f->proto3_optional = 1;
+      synth_names[synthetic++] = f->name;
+      f->oneof_index = -2; /* set below, after the real oneofs */
+    }
+    if (lua_getfield(L, t, "default") != LUA_TNIL) {
+      if (!proto2) return luaL_error(L, "%s: default values need syntax \"proto2\"", where);
+      f->default_value = default_text(L, a, pool, where, f, lua_gettop(L));
+    }
+    lua_settop(L, t - 1);
+  }
+  md->field_count = n;
+  /* Synthetic oneofs ("_name") for proto3 optional come after real ones. */
+  size_t s = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (md->fields[i].oneof_index != -2) continue;
+    size_t len = strlen(synth_names[s]);
+    char *on = arena_calloc(L, a, len + 2);
+    on[0] = '_';
+    memcpy(on + 1, synth_names[s], len + 1);
+    md->oneofs[md->oneof_count].name = on;
+    md->fields[i].oneof_index = (int32_t)md->oneof_count++;
+    s++;
+  }
+  pc_Error err;
+  pc_Error_Init(&err);
+  const pc_FileDef *file = pc_Pool_AddFile(pool, fd, &err);
+  if (file == NULL) return luaL_error(L, "%s", err.msg);
+  lpc_pushtype(L, &file->messages[0]);
+  return 1;
+}
+
+/* -- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...})
+ * Declares proto2 extensions of message 'extendee' (one synthetic file);
+ * every extension's full name must share one package. */
+static int lpc_pool_extend(lua_State *L) {
+  int base, pidx;
+  pc_Pool *pool = bound_pool(L, &base, &pidx);
+  const char *extendee = luaL_checkstring(L, base);
+  luaL_checktype(L, base + 1, LUA_TTABLE);
+  int list = base + 1;
+  lua_settop(L, list);
+  if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", extendee);
+  if (pc_Pool_FindMessage(pool, extendee) == NULL)
+    return luaL_error(L, "%s: unknown message type", extendee);
+  pc_Arena *a = lpc_newarena(L);
+  pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
+  size_t n = lua_rawlen(L, list);
+  fd->syntax = kPc_Syntax_Proto2;
+  fd->extensions = arena_calloc(L, a, n * sizeof(pc_FieldDesc));
+  fd->extension_count = n;
+  const char *dotted = lua_pushfstring(L, ".%s", extendee);
+  const char *ext_ee = arena_str(L, a, dotted, strlen(dotted));
+  lua_pop(L, 1);
+  const char *first = NULL;
+  for (size_t i = 0; i < n; i++) {
+    pc_FieldDesc *f = &fd->extensions[i];
+    f->oneof_index = -1;
+    f->packed = -1;
+    f->label = kPc_Label_Optional;
+    f->extendee = ext_ee;
+    if (lua_rawgeti(L, list, (lua_Integer)i + 1) != LUA_TTABLE)
+      return luaL_error(L, "%s: extension %d: {full_name, type, number} expected", extendee,
+                        (int)i + 1);
+    int t = lua_gettop(L);
+    lua_rawgeti(L, t, 1);
+    lua_rawgeti(L, t, 2);
+    lua_rawgeti(L, t, 3);
+    if (lua_type(L, -3) != LUA_TSTRING || lua_type(L, -2) != LUA_TSTRING || !lua_isinteger(L, -1))
+      return luaL_error(L, "%s: extension %d: {full_name, type, number} expected", extendee,
+                        (int)i + 1);
+    const char *full = lua_tostring(L, -3);
+    const char *pkg, *name;
+    split_name(L, a, arena_str(L, a, full, strlen(full)), &pkg, &name);
+    if (i == 0) {
+      fd->package = pkg;
+      first = lua_pushfstring(L, "lua:extend:%s", full);
+      first = arena_str(L, a, first, strlen(first));
+      lua_pop(L, 1);
+    } else if ((pkg == NULL) != (fd->package == NULL) || (pkg && strcmp(pkg, fd->package) != 0))
+      return luaL_error(L, "%s: every extension of one pc.extend must share a package", full);
+    f->name = name;
+    lua_Integer num = lua_tointeger(L, -1);
+    f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
+    size_t tlen;
+    const char *spell = lua_tolstring(L, -2, &tlen);
+    resolve_type(L, pool, a, "", full, spell, tlen, f);
+    if (opt_bool(L, t, "repeated")) f->label = kPc_Label_Repeated;
+    if (lua_getfield(L, t, "default") != LUA_TNIL)
+      f->default_value = default_text(L, a, pool, full, f, lua_gettop(L));
+    lua_settop(L, t - 1);
+  }
+  if (n == 0) return 0;
+  fd->name = first;
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (pc_Pool_AddFile(pool, fd, &err) == NULL) return luaL_error(L, "%s", err.msg);
+  return 0;
+}
+
+static int cmp_values(const void *x, const void *y) {
+  const pc_EnumValueDesc *a = x, *b = y;
+  if (a->number != b->number) return a->number < b->number ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+/* -- Enum = pc.enum(full_name, {NAME = number, ...} [, {syntax = "proto2"}]) */
+static int lpc_pool_enum(lua_State *L) {
+  int base, pidx;
+  pc_Pool *pool = bound_pool(L, &base, &pidx);
+  const char *full = luaL_checkstring(L, base);
+  luaL_checktype(L, base + 1, LUA_TTABLE);
+  int values = base + 1, proto2 = 0;
+  lua_settop(L, base + 2);
+  if (lua_type(L, base + 2) == LUA_TTABLE) {
+    lua_getfield(L, base + 2, "syntax");
+    proto2 = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "proto2") == 0;
+    lua_pop(L, 1);
+  }
+  if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", full);
+  if (pc_Pool_FindMessage(pool, full) || pc_Pool_FindEnum(pool, full))
+    return luaL_error(L, "%s: already defined", full);
+  pc_Arena *a = lpc_newarena(L);
+  pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
+  pc_EnumDesc *ed = arena_calloc(L, a, sizeof(pc_EnumDesc));
+  lua_pushfstring(L, "lua:%s", full);
+  fd->name = arena_str(L, a, lua_tostring(L, -1), lua_rawlen(L, -1));
+  lua_pop(L, 1);
+  fd->syntax = proto2 ? kPc_Syntax_Proto2 : kPc_Syntax_Proto3;
+  split_name(L, a, arena_str(L, a, full, strlen(full)), &fd->package, &ed->name);
+  fd->enums = ed;
+  fd->enum_count = 1;
+  size_t n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, values)) {
+    n++;
+    lua_pop(L, 1);
+  }
+  ed->values = arena_calloc(L, a, n * sizeof(pc_EnumValueDesc));
+  lua_pushnil(L);
+  while (lua_next(L, values)) {
+    if (lua_type(L, -2) != LUA_TSTRING || !lua_isinteger(L, -1))
+      return luaL_error(L, "%s: {NAME = number, ...} expected", full);
+    lua_Integer v = lua_tointeger(L, -1);
+    if (v < INT32_MIN || v > INT32_MAX)
+      return luaL_error(L, "%s.%s: value out of range for int32", full, lua_tostring(L, -2));
+    pc_EnumValueDesc *ev = &ed->values[ed->value_count++];
+    ev->name = arena_str(L, a, lua_tostring(L, -2), lua_rawlen(L, -2));
+    ev->number = (int32_t)v;
+    lua_pop(L, 1);
+  }
+  qsort(ed->values, ed->value_count, sizeof(pc_EnumValueDesc), cmp_values);
+  for (size_t i = 1; i < ed->value_count; i++)
+    if (ed->values[i].number == ed->values[i - 1].number) ed->allow_alias = 1;
+  if (!proto2 && (n == 0 || ed->values[0].number > 0)) {
+    /* Negative numbers sort first; a proto3 enum must start at 0. */
+    size_t z = 0;
+    while (z < n && ed->values[z].number != 0) z++;
+    if (z == n)
+      return luaL_error(L, "%s: a proto3 enum needs a value numbered 0 (or {syntax = \"proto2\"})",
+                        full);
+  }
+  for (size_t z = 0; !proto2 && z < n; z++)
+    if (ed->values[z].number == 0 && z > 0) {
+      pc_EnumValueDesc zero = ed->values[z];
+      memmove(&ed->values[1], &ed->values[0], z * sizeof(pc_EnumValueDesc));
+      ed->values[0] = zero;
+      break;
+    }
+  pc_Error err;
+  pc_Error_Init(&err);
+  const pc_FileDef *file = pc_Pool_AddFile(pool, fd, &err);
+  if (file == NULL) return luaL_error(L, "%s", err.msg);
+  push_enum(L, &file->enums[0]);
+  return 1;
+}
+
+/* -- T = pc.type(full_name)   (a message Type, an Enum, or nil) */
+static int lpc_pool_type(lua_State *L) {
+  int base, pidx;
+  pc_Pool *pool = bound_pool(L, &base, &pidx);
+  const char *name = luaL_checkstring(L, base);
+  if (name[0] == '.') name++;
+  const pc_MessageDef *m = pc_Pool_FindMessage(pool, name);
+  if (m != NULL) {
+    lpc_pushtype(L, m);
+    return 1;
+  }
+  const pc_EnumDef *e = pc_Pool_FindEnum(pool, name);
+  if (e == NULL) return 0;
+  push_enum(L, e);
+  return 1;
+}
+
+static const char *label_name(pc_Label l) {
+  return l == kPc_Label_Repeated ? "repeated" : l == kPc_Label_Required ? "required" : "optional";
+}
+
+static const char *type_spelling(lua_State *L, const pc_FieldDef *f) {
+  if (f->message) return f->message->full_name;
+  if (f->enumdef) return f->enumdef->full_name;
+  (void)L;
+  return pc_FieldType_Name(f->type);
+}
+
+static void push_default(lua_State *L, const pc_FieldDef *f) {
+  if (!f->has_default) {
+    lua_pushnil(L);
+    return;
+  }
+  switch (f->type) {
+  case kPc_Type_Double: lua_pushnumber(L, f->default_value.d); break;
+  case kPc_Type_Float: lua_pushnumber(L, f->default_value.f); break;
+  case kPc_Type_Bool: lua_pushboolean(L, f->default_value.b); break;
+  case kPc_Type_String:
+  case kPc_Type_Bytes: lua_pushlstring(L, f->default_value.s.data, f->default_value.s.size); break;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: lua_pushinteger(L, f->default_value.u32); break;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: lua_pushinteger(L, (lua_Integer)f->default_value.i64); break;
+  default: lua_pushinteger(L, f->default_value.i32); break;
+  }
+}
+
+/* -- infos = pc.fields(T)   (declaration order; see API.md "Schemas") */
+static int lpc_pool_fields(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  int arg = lua_type(L, 1) == LUA_TUSERDATA && luaL_testudata(L, 1, POOL_MT) ? 2 : 1;
+  def = lpc_checktype(L, arg);
+  lua_createtable(L, (int)def->field_count, 0);
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    lua_createtable(L, 0, 10);
+    lua_pushstring(L, f->name);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, f->number);
+    lua_setfield(L, -2, "number");
+    if (f->is_map) {
+      const pc_FieldDef *k = pc_FieldDef_MapKey(f), *v = pc_FieldDef_MapValue(f);
+      lua_pushfstring(L, "map<%s,%s>", pc_FieldType_Name(k->type), type_spelling(L, v));
+    } else {
+      lua_pushstring(L, pc_FieldType_Name(f->type));
+    }
+    lua_setfield(L, -2, "type");
+    if (f->message || f->enumdef) {
+      lua_pushstring(L, type_spelling(L, f));
+      lua_setfield(L, -2, "type_name");
+    }
+    lua_pushstring(L, label_name(f->label));
+    lua_setfield(L, -2, "label");
+    if (f->oneof) {
+      lua_pushstring(L, f->oneof->name);
+      lua_setfield(L, -2, "oneof");
+    }
+    lua_pushstring(L, f->json_name);
+    lua_setfield(L, -2, "json_name");
+    lua_pushboolean(L, f->packed);
+    lua_setfield(L, -2, "packed");
+    lua_pushboolean(L, f->has_presence);
+    lua_setfield(L, -2, "has_presence");
+    push_default(L, f);
+    lua_setfield(L, -2, "default");
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+/* -- pool:freeze()   (further declarations and loads raise) */
+static int lpc_pool_freeze(lua_State *L) {
+  int base, pidx;
+  pc_Pool_Freeze(bound_pool(L, &base, &pidx));
+  return 0;
+}
+
+/* -- bool = pool:is_frozen() */
+static int lpc_pool_is_frozen(lua_State *L) {
+  int base, pidx;
+  lua_pushboolean(L, pc_Pool_IsFrozen(bound_pool(L, &base, &pidx)));
+  return 1;
+}
+
+static const luaL_Reg pool_funcs[] = {
+    {"message", lpc_pool_message},     {"enum", lpc_pool_enum},
+    {"extend", lpc_pool_extend},       {"type", lpc_pool_type},
+    {"fields", lpc_pool_fields},       {"freeze", lpc_pool_freeze},
+    {"is_frozen", lpc_pool_is_frozen}, {NULL, NULL}};
+
+/* -- fns = core.pool_functions(pool)   (message, enum, type, fields, freeze,
+ * is_frozen as functions bound to 'pool', for pc.* on the default pool) */
+static int lpc_pool_functions(lua_State *L) {
+  lpc_checkpool(L, 1);
+  lua_newtable(L);
+  for (const luaL_Reg *r = pool_funcs; r->name; r++) {
+    lua_pushvalue(L, 1);
+    lua_pushcclosure(L, r->func, 1);
+    lua_setfield(L, -2, r->name);
+  }
+  return 1;
+}
+
+void lpc_open_def(lua_State *L) {
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kTypesKey);
+  /* Pool: methods in core.Pool, which other concerns extend (pool:load ...). */
+  luaL_newmetatable(L, POOL_MT);
+  lua_pushcfunction(L, lpc_pool_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_newtable(L);
+  luaL_setfuncs(L, pool_funcs, 0);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -4, "Pool");
+  lua_setfield(L, -2, "__index");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, TYPE_MT);
+  lua_pushcfunction(L, lpc_type_call);
+  lua_setfield(L, -2, "__call");
+  lua_pushcfunction(L, lpc_type_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lpc_type_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+  static const luaL_Reg funcs[] = {
+      {"pool_new", lpc_pool_new}, {"pool_functions", lpc_pool_functions}, {NULL, NULL}};
+  luaL_setfuncs(L, funcs, 0);
+}

@@ -1,0 +1,1230 @@
+/* Messages as Lua values (API.md "Messages"): the per-type metatables with
+ * C __index / __newindex, checked conversions, live repeated and map
+ * containers, and the module functions pc.has, pc.clear, pc.which_oneof,
+ * pc.type_of, pc.clone, pc.merge, pc.get_extension, pc.set_extension.
+ * Ownership is described in lpc_msg.h. */
+#include "lpc.h"
+#include "lpc_msg.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+static char kRefsKey;  /* registry: ephemeron table anchor -> refs table */
+static char kDefKey;   /* metatable field: lightuserdata def */
+static char kKindKey;  /* metatable field: kStandalone / kView */
+static char kTypeKey;  /* metatable field: the Type */
+static char kNamesKey; /* metatable field: field name -> index table */
+static char kVisitKey; /* registry: tables being converted (cycle check) */
+
+enum { kStandalone = 1, kView = 2 };
+
+#define ARENA_MT    "protocall.Arena"
+#define REPEATED_MT "protocall.Repeated"
+#define MAP_MT      "protocall.Map"
+
+typedef struct {
+  pc_Arena *arena;
+  size_t reported; /* bytes already reported to the collector */
+} Holder;
+
+typedef struct {
+  pc_Message *msg;
+  const pc_FieldDef *f;
+} Container;
+
+/* Raises "file:line: <message>" naming the nearest Lua caller, also when a
+ * C function such as table.insert stands between it and the metamethod. */
+static int msg_error(lua_State *L, const char *fmt, ...) {
+  lua_Debug ar;
+  int level = 1, found = 0;
+  while (!found && lua_getstack(L, level++, &ar)) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0) {
+      lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+      found = 1;
+    }
+  }
+  if (!found) lua_pushliteral(L, "");
+  va_list argp;
+  va_start(argp, fmt);
+  lua_pushvfstring(L, fmt, argp);
+  va_end(argp);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+/* -- Arenas and anchors ---------------------------------------------------- */
+
+static int lpc_arena_gc(lua_State *L) {
+  Holder *h = luaL_checkudata(L, 1, ARENA_MT);
+  pc_Arena_Free(h->arena);
+  h->arena = NULL;
+  return 0;
+}
+
+pc_Arena *lpc_newarena(lua_State *L) {
+  Holder *h = lua_newuserdatauv(L, sizeof(Holder), 0);
+  h->arena = NULL;
+  h->reported = 0;
+  luaL_setmetatable(L, ARENA_MT);
+  void *ud;
+  lua_Alloc f = lua_getallocf(L, &ud);
+  h->arena = pc_Arena_New(f, ud);
+  if (h->arena == NULL) msg_error(L, "not enough memory");
+  h->reported = pc_Arena_SpaceAllocated(h->arena);
+  return h->arena;
+}
+
+static void pace(lua_State *L, Holder *h) {
+  size_t now = pc_Arena_SpaceAllocated(h->arena);
+  if (now - h->reported >= 4096) {
+    lua_gc(L, LUA_GCSTEP, (int)((now - h->reported) / 1024));
+    h->reported = now;
+  }
+}
+
+void lpc_pacearena(lua_State *L, int idx) {
+  pace(L, luaL_checkudata(L, idx, ARENA_MT));
+}
+
+static int meta_int(lua_State *L, int mt, void *key) {
+  lua_rawgetp(L, mt, key);
+  int v = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return NULL;
+  lua_rawgetp(L, -1, &kDefKey);
+  const pc_MessageDef *d = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  int kind = d ? meta_int(L, lua_gettop(L), &kKindKey) : 0;
+  lua_pop(L, 1);
+  if (d == NULL) return NULL;
+  if (def != NULL) *def = d;
+  void *p = lua_touserdata(L, idx);
+  return kind == kStandalone ? p : *(pc_Message **)p;
+}
+
+pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def) {
+  pc_Message *m = lpc_tomessage(L, idx, def);
+  if (m == NULL) luaL_typeerror(L, idx, "message");
+  return m;
+}
+
+static int is_standalone(lua_State *L, int idx) {
+  lua_getmetatable(L, idx);
+  int kind = meta_int(L, lua_gettop(L), &kKindKey);
+  lua_pop(L, 1);
+  return kind == kStandalone;
+}
+
+/* Pushes the anchor of the message at 'idx'; returns its absolute index. */
+static int push_anchor(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (is_standalone(L, idx))
+    lua_pushvalue(L, idx);
+  else
+    lua_getiuservalue(L, idx, 1);
+  return lua_gettop(L);
+}
+
+/* Pushes the refs table of the anchor at 'a' (created when 'create'), or
+ * nil. */
+static void push_refs(lua_State *L, int a, int create) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kRefsKey);
+  lua_pushvalue(L, a);
+  if (lua_rawget(L, -2) == LUA_TNIL && create) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 2);
+    lua_pushvalue(L, a);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_remove(L, -2);
+}
+
+/* The arena holder of the anchor at 'a' (made for a standalone message on
+ * first need). */
+static Holder *anchor_holder(lua_State *L, int a) {
+  Holder *h = luaL_testudata(L, a, ARENA_MT);
+  if (h != NULL) return h;
+  push_refs(L, a, 1);
+  if (lua_rawgeti(L, -1, 1) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lpc_newarena(L);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, 1);
+  }
+  h = lua_touserdata(L, -1);
+  lua_pop(L, 2);
+  return h;
+}
+
+/* refs[key] = value at 'v' (nil allowed) in the refs of the anchor at 'a'. */
+static void set_ref(lua_State *L, int a, const void *key, int v) {
+  v = lua_absindex(L, v);
+  push_refs(L, a, !lua_isnil(L, v));
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushvalue(L, v);
+  lua_rawsetp(L, -2, key);
+  lua_pop(L, 1);
+}
+
+static void nomem(lua_State *L) {
+  msg_error(L, "not enough memory");
+}
+
+/* -- Types and views ------------------------------------------------------- */
+
+static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
+  lpc_pushtype(L, def);
+  lua_getiuservalue(L, -1, kind == kStandalone ? 2 : 3);
+  lua_remove(L, -2);
+}
+
+void lpc_pushview(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx) {
+  anchor_idx = lua_absindex(L, anchor_idx);
+  pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), 1);
+  *p = msg;
+  lua_pushvalue(L, anchor_idx);
+  lua_setiuservalue(L, -2, 1);
+  push_instance_mt(L, def, kView);
+  lua_setmetatable(L, -2);
+}
+
+static pc_Message *new_standalone(lua_State *L, const pc_MessageDef *def, int mt) {
+  void *p = lua_newuserdatauv(L, def->size, 0);
+  pc_Message_Init(def, p);
+  if (mt != 0)
+    lua_pushvalue(L, mt);
+  else
+    push_instance_mt(L, def, kStandalone);
+  lua_setmetatable(L, -2);
+  return p;
+}
+
+/* Pushes the Lua object for sub-message 'msg' reached from the anchor at
+ * 'a' through 'key' (a slot address or the message itself): the object
+ * stored there, or a new view remembered there. */
+static void push_submessage(lua_State *L, int a, const pc_MessageDef *def, pc_Message *msg,
+                            const void *key) {
+  if (msg == NULL) {
+    lua_pushnil(L);
+    return;
+  }
+  push_refs(L, a, 1);
+  if (lua_rawgetp(L, -1, key) != LUA_TNIL && lpc_tomessage(L, -1, NULL) == msg) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  lpc_pushview(L, def, msg, a);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, key);
+  lua_remove(L, -2);
+}
+
+/* -- Reading --------------------------------------------------------------- */
+
+static void push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
+  switch (f->type) {
+  case kPc_Type_Double: lua_pushnumber(L, v.d); break;
+  case kPc_Type_Float: lua_pushnumber(L, (lua_Number)v.f); break;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64: lua_pushinteger(L, (lua_Integer)v.i64); break;
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: lua_pushinteger(L, (lua_Integer)v.u64); break;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: lua_pushinteger(L, (lua_Integer)v.u32); break;
+  case kPc_Type_Bool: lua_pushboolean(L, v.b); break;
+  case kPc_Type_String:
+  case kPc_Type_Bytes: lua_pushlstring(L, v.s.size ? v.s.data : "", v.s.size); break;
+  default: lua_pushinteger(L, (lua_Integer)v.i32); break;
+  }
+}
+
+static void push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
+  obj = lua_absindex(L, obj);
+  Container *c = lua_newuserdatauv(L, sizeof(Container), 1);
+  c->msg = msg;
+  c->f = f;
+  lua_pushvalue(L, obj);
+  lua_setiuservalue(L, -2, 1);
+  luaL_setmetatable(L, f->is_map ? MAP_MT : REPEATED_MT);
+}
+
+/* Pushes the value of field 'f' of the message object at 'obj'. */
+static void push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
+  if (f->label == kPc_Label_Repeated) {
+    push_container(L, obj, msg, f);
+  } else if (f->message != NULL) {
+    pc_Value v = pc_Message_Get(msg, f);
+    if (v.m == NULL) {
+      lua_pushnil(L);
+      return;
+    }
+    int a = push_anchor(L, obj);
+    const void *key = f->is_extension ? (const void *)v.m : pc_Message_Slot(msg, f);
+    push_submessage(L, a, f->message, v.m, key);
+    lua_remove(L, a);
+  } else {
+    push_scalar(L, f, pc_Message_Get(msg, f));
+  }
+}
+
+static const char *tname(lua_State *L, int idx) {
+  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) {
+    const char *n = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the metatable still holds it */
+    return n;
+  }
+  return luaL_typename(L, idx);
+}
+
+static int no_field(lua_State *L, const pc_MessageDef *def, int key) {
+  if (lua_type(L, key) == LUA_TSTRING)
+    return msg_error(L, "%s.%s: no such field", def->full_name, lua_tostring(L, key));
+  return msg_error(L, "%s: field name expected, got %s", def->full_name, tname(L, key));
+}
+
+/* The field named by the key at 'key', through the names table at 'names'. */
+static const pc_FieldDef *lookup(lua_State *L, const pc_MessageDef *def, int names, int key) {
+  key = lua_absindex(L, key);
+  lua_pushvalue(L, key);
+  if (lua_rawget(L, names) != LUA_TNUMBER) no_field(L, def, key);
+  const pc_FieldDef *f = &def->fields[lua_tointeger(L, -1)];
+  lua_pop(L, 1);
+  return f;
+}
+
+static int index_common(lua_State *L, pc_Message *msg) {
+  const pc_MessageDef *def = lua_touserdata(L, lua_upvalueindex(2));
+  const pc_FieldDef *f = lookup(L, def, lua_upvalueindex(1), 2);
+  if (f->slot <= kPc_Slot_String) {
+    push_scalar(L, f, pc_Message_Get(msg, f));
+    return 1;
+  }
+  push_field(L, 1, msg, f);
+  return 1;
+}
+
+/* -- v = m.name   (standalone message) */
+static int lpc_message_index(lua_State *L) {
+  return index_common(L, lua_touserdata(L, 1));
+}
+
+/* -- v = m.name   (view) */
+static int lpc_view_index(lua_State *L) {
+  return index_common(L, *(pc_Message **)lua_touserdata(L, 1));
+}
+
+/* -- Checked conversions --------------------------------------------------- */
+
+static int type_error(lua_State *L, const char *name, const char *expected, int idx) {
+  return msg_error(L, "%s: %s expected, got %s", name, expected, tname(L, idx));
+}
+
+static lua_Integer check_integer(lua_State *L, const char *name, int idx) {
+  if (lua_type(L, idx) != LUA_TNUMBER) type_error(L, name, "integer", idx);
+  if (lua_isinteger(L, idx)) return lua_tointeger(L, idx);
+  lua_Number n = lua_tonumber(L, idx);
+  lua_Integer i = 0;
+  if (floor(n) != n || !lua_numbertointeger(n, &i))
+    msg_error(L, "%s: number has no integer representation", name);
+  return i;
+}
+
+static void check_range(lua_State *L, const char *name, lua_Integer i, lua_Integer lo,
+                        lua_Integer hi, const char *type) {
+  if (i < lo || i > hi) msg_error(L, "%s: value %I out of range for %s", name, i, type);
+}
+
+static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
+  const pc_EnumDef *e = f->enumdef;
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    const pc_EnumValueDef *v = pc_EnumDef_FindByName(e, s, len);
+    if (v == NULL) msg_error(L, "%s: unknown value '%s' for enum %s", name, s, e->full_name);
+    return v->number;
+  }
+  if (lua_type(L, idx) != LUA_TNUMBER) type_error(L, name, "enum value name or number", idx);
+  lua_Integer i = check_integer(L, name, idx);
+  check_range(L, name, i, INT32_MIN, INT32_MAX, "enum");
+  if (e->closed && pc_EnumDef_FindByNumber(e, (int32_t)i) == NULL)
+    msg_error(L, "%s: %I is not a value of closed enum %s", name, i, e->full_name);
+  return (int32_t)i;
+}
+
+/* The scalar (or string, as a view into the Lua string) at 'idx' for a
+ * field of f's type; raises naming 'name'. */
+static pc_Value check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
+  pc_Value v;
+  memset(&v, 0, sizeof(v));
+  switch (f->type) {
+  case kPc_Type_Double:
+  case kPc_Type_Float:
+    if (lua_type(L, idx) != LUA_TNUMBER) type_error(L, name, "number", idx);
+    if (f->type == kPc_Type_Double)
+      v.d = (double)lua_tonumber(L, idx);
+    else
+      v.f = (float)lua_tonumber(L, idx);
+    break;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: v.i64 = (int64_t)check_integer(L, name, idx); break;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: {
+    lua_Integer i = check_integer(L, name, idx);
+    check_range(L, name, i, INT32_MIN, INT32_MAX, pc_FieldType_Name(f->type));
+    v.i32 = (int32_t)i;
+    break;
+  }
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: {
+    lua_Integer i = check_integer(L, name, idx);
+    check_range(L, name, i, 0, UINT32_MAX, pc_FieldType_Name(f->type));
+    v.u32 = (uint32_t)i;
+    break;
+  }
+  case kPc_Type_Bool:
+    if (!lua_isboolean(L, idx)) type_error(L, name, "boolean", idx);
+    v.b = (uint8_t)lua_toboolean(L, idx);
+    break;
+  case kPc_Type_String:
+  case kPc_Type_Bytes:
+    if (lua_type(L, idx) != LUA_TSTRING) type_error(L, name, "string", idx);
+    v.s.data = lua_tolstring(L, idx, &v.s.size);
+    break;
+  case kPc_Type_Enum: v.i32 = check_enum(L, f, name, idx); break;
+  default: type_error(L, name, "scalar", idx);
+  }
+  return v;
+}
+
+static void construct(lua_State *L, const pc_MessageDef *def, int t, int mt, int *visited);
+
+/* The message for a field of type 'def' from the value at 'idx' (a message
+ * of that type, or a table to construct one from); pushes its object. */
+static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const char *name, int idx,
+                                 int *visited) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    construct(L, def, idx, 0, visited);
+    return lua_touserdata(L, -1);
+  }
+  const pc_MessageDef *d = NULL;
+  pc_Message *m = lpc_tomessage(L, idx, &d);
+  if (m == NULL || d != def) type_error(L, name, def->full_name, idx);
+  lua_pushvalue(L, idx);
+  return m;
+}
+
+/* Refuses storing 'value' (type 'vdef') anywhere inside 'target'. */
+static void check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
+                           const pc_MessageDef *vdef, const pc_Message *target) {
+  int r = pc_Message_Contains(value, vdef, target);
+  if (r == 1) msg_error(L, "%s: a message cannot contain itself", name);
+  if (r == 2) msg_error(L, "%s: messages nested deeper than %d", name, PC_MESSAGE_MAX_DEPTH);
+}
+
+/* One element for a repeated field / map value: converted into 'out',
+ * strings copied into 'arena', messages kept alive from the anchor 'a'. */
+static void check_element(lua_State *L, const pc_FieldDef *f, const char *name, int idx,
+                          pc_Message *target, int a, pc_Arena *arena, int *visited, pc_Value *out) {
+  if (f->message != NULL) {
+    pc_Message *m = check_message(L, f->message, name, idx, visited);
+    check_no_cycle(L, name, m, f->message, target);
+    set_ref(L, a, m, -1);
+    lua_pop(L, 1);
+    memset(out, 0, sizeof(*out));
+    out->m = m;
+    return;
+  }
+  *out = check_scalar(L, f, name, idx);
+  if (f->type == kPc_Type_String || f->type == kPc_Type_Bytes) {
+    if (!pc_StringView_Copy(&out->s, out->s.data, out->s.size, arena)) nomem(L);
+  }
+}
+
+/* Pushes one element 'v' (of field 'ef') of the container at 'c'. */
+static void push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v) {
+  if (ef->message == NULL) {
+    push_scalar(L, ef, v);
+    return;
+  }
+  c = lua_absindex(L, c);
+  lua_getiuservalue(L, c, 1);
+  int a = push_anchor(L, -1);
+  push_submessage(L, a, ef->message, v.m, v.m);
+  lua_replace(L, a - 1);
+  lua_settop(L, a - 1);
+}
+
+static const char *container_len_error(lua_State *L, int idx, const char *name) {
+  msg_error(L, "%s: list expected, got %s", name, tname(L, idx));
+  return NULL;
+}
+
+/* A new array holding the list at 'idx'. */
+static pc_Array *build_array(lua_State *L, const pc_FieldDef *f, int idx, pc_Message *target, int a,
+                             pc_Arena *arena, int *visited) {
+  idx = lua_absindex(L, idx);
+  const pc_Array *src_arr = NULL;
+  if (lua_type(L, idx) == LUA_TUSERDATA) {
+    Container *c = luaL_testudata(L, idx, REPEATED_MT);
+    if (c == NULL || c->f->type != f->type || c->f->message != f->message ||
+        c->f->enumdef != f->enumdef)
+      container_len_error(L, idx, f->full_name);
+    src_arr = pc_Message_Get(c->msg, c->f).a;
+  } else if (lua_type(L, idx) != LUA_TTABLE) {
+    container_len_error(L, idx, f->full_name);
+  }
+  pc_Array *arr = pc_Array_New(arena);
+  if (arr == NULL) nomem(L);
+  size_t elem = pc_FieldDef_ElemSize(f);
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+  if (src_arr != NULL) {
+    if (src_arr->size > 0 && !pc_Array_Resize(arr, src_arr->size, elem, arena)) nomem(L);
+    for (size_t i = 0; i < src_arr->size; i++) {
+      pc_Value v = pc_Array_Get(src_arr, i, slot);
+      if (slot == kPc_Slot_String && !pc_StringView_Copy(&v.s, v.s.data, v.s.size, arena)) nomem(L);
+      if (slot == kPc_Slot_Message) {
+        lua_geti(L, idx, (lua_Integer)i + 1); /* the element's object */
+        check_no_cycle(L, f->full_name, v.m, f->message, target);
+        set_ref(L, a, v.m, -1);
+        lua_pop(L, 1);
+      }
+      pc_Array_Set(arr, i, slot, v);
+    }
+    return arr;
+  }
+  size_t n = lua_rawlen(L, idx), count = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    count++;
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || (size_t)lua_tointeger(L, -2) > n) {
+      msg_error(L, "%s: list expected, got a table with key %s", f->full_name,
+                luaL_tolstring(L, -2, NULL));
+    }
+    lua_pop(L, 1);
+  }
+  if (count != n) msg_error(L, "%s: list expected, got a table with holes", f->full_name);
+  if (n > 0 && !pc_Array_Resize(arr, n, elem, arena)) nomem(L);
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, idx, (lua_Integer)i + 1);
+    pc_Value v;
+    check_element(L, f, f->full_name, -1, target, a, arena, visited, &v);
+    pc_Array_Set(arr, i, slot, v);
+    lua_pop(L, 1);
+  }
+  return arr;
+}
+
+static pc_Value check_key(lua_State *L, const pc_FieldDef *f, int idx, pc_Arena *arena) {
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f);
+  pc_Value k = check_scalar(L, kf, f->full_name, idx);
+  if (kf->type == kPc_Type_String && arena != NULL &&
+      !pc_StringView_Copy(&k.s, k.s.data, k.s.size, arena))
+    nomem(L);
+  return k;
+}
+
+/* A new map holding the table at 'idx'. */
+static pc_Map *build_map(lua_State *L, const pc_FieldDef *f, int idx, pc_Message *target, int a,
+                         pc_Arena *arena, int *visited) {
+  idx = lua_absindex(L, idx);
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  if (lua_type(L, idx) != LUA_TTABLE) {
+    Container *c = luaL_testudata(L, idx, MAP_MT);
+    if (c == NULL || c->f->message != f->message)
+      msg_error(L, "%s: table expected, got %s", f->full_name, tname(L, idx));
+    lua_newtable(L); /* copy through a plain table */
+    const pc_Map *src = pc_Message_Get(c->msg, c->f).map;
+    for (size_t i = 0; src != NULL && i < src->size; i++) {
+      push_scalar(L, kf, src->entries[i].key);
+      push_elem(L, idx, vf, src->entries[i].value);
+      lua_rawset(L, -3);
+    }
+    pc_Map *m = build_map(L, f, -1, target, a, arena, visited);
+    lua_pop(L, 1);
+    return m;
+  }
+  pc_Map *map = pc_Map_New(arena);
+  if (map == NULL) nomem(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    pc_Value k = check_key(L, f, -2, arena), v;
+    check_element(L, vf, f->full_name, -1, target, a, arena, visited, &v);
+    if (pc_Map_Set(map, ks, k, v, arena) == NULL) nomem(L);
+    lua_pop(L, 1);
+  }
+  return map;
+}
+
+/* -- Writing --------------------------------------------------------------- */
+
+/* m[f] = value at 'v' for the message object at 'obj'. */
+static void set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int v,
+                      int *visited) {
+  obj = lua_absindex(L, obj);
+  v = lua_absindex(L, v);
+  if (lua_isnil(L, v)) {
+    if (f->message != NULL && f->label != kPc_Label_Repeated && !f->is_extension) {
+      int a = push_anchor(L, obj);
+      set_ref(L, a, pc_Message_Slot(msg, f), v);
+      lua_pop(L, 1);
+    }
+    pc_Message_ClearField(msg, f);
+    return;
+  }
+  int scalar = f->label != kPc_Label_Repeated && f->message == NULL && f->type != kPc_Type_String &&
+               f->type != kPc_Type_Bytes;
+  if (scalar && !f->is_extension) {
+    pc_Message_Set(msg, f, check_scalar(L, f, f->full_name, v));
+    return;
+  }
+  int a = push_anchor(L, obj);
+  Holder *h = NULL;
+  pc_Arena *arena = NULL;
+  if (f->message == NULL || f->label == kPc_Label_Repeated || f->is_extension) {
+    h = anchor_holder(L, a);
+    arena = h->arena;
+  }
+  pc_Value val;
+  memset(&val, 0, sizeof(val));
+  if (f->is_map) {
+    val.map = build_map(L, f, v, msg, a, arena, visited);
+  } else if (f->label == kPc_Label_Repeated) {
+    val.a = build_array(L, f, v, msg, a, arena, visited);
+  } else if (f->message != NULL) {
+    val.m = check_message(L, f->message, f->full_name, v, visited);
+    check_no_cycle(L, f->full_name, val.m, f->message, msg);
+    set_ref(L, a, f->is_extension ? (const void *)val.m : pc_Message_Slot(msg, f), -1);
+    lua_pop(L, 1);
+  } else {
+    val = check_scalar(L, f, f->full_name, v);
+    if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
+        !pc_StringView_Copy(&val.s, val.s.data, val.s.size, arena))
+      nomem(L);
+  }
+  if (f->is_extension) {
+    pc_Value *cell = pc_Message_MutableExtension(msg, f, arena);
+    if (cell == NULL) nomem(L);
+    *cell = val;
+  } else {
+    pc_Message_Set(msg, f, val);
+  }
+  if (h != NULL) pace(L, h);
+  lua_settop(L, a - 1);
+}
+
+static void newindex_common(lua_State *L, pc_Message *msg) {
+  const pc_MessageDef *def = lua_touserdata(L, lua_upvalueindex(2));
+  const pc_FieldDef *f = lookup(L, def, lua_upvalueindex(1), 2);
+  int visited = 0;
+  set_field(L, 1, msg, f, 3, &visited);
+}
+
+/* -- m.name = v   (standalone message) */
+static int lpc_message_newindex(lua_State *L) {
+  newindex_common(L, lua_touserdata(L, 1));
+  return 0;
+}
+
+/* -- m.name = v   (view) */
+static int lpc_view_newindex(lua_State *L) {
+  newindex_common(L, *(pc_Message **)lua_touserdata(L, 1));
+  return 0;
+}
+
+/* Marks (on = 1) or unmarks the table at 't' as being converted; with
+ * on = -1 only checks. Returns whether it was marked. The table of marks
+ * lives in the registry; the first mark of a top-level conversion
+ * (*visited == 0) starts a fresh one, so marks left by a conversion that
+ * raised are forgotten. */
+static int visit(lua_State *L, int t, int on, int *visited) {
+  if (*visited == 0) {
+    if (on != 1) return 0;
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &kVisitKey);
+    *visited = 1;
+  }
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kVisitKey);
+  lua_pushvalue(L, t);
+  int was = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 1);
+  if (on >= 0) {
+    lua_pushvalue(L, t);
+    if (on)
+      lua_pushboolean(L, 1);
+    else
+      lua_pushnil(L);
+    lua_rawset(L, -3);
+  }
+  lua_pop(L, 1);
+  return was;
+}
+
+/* Pushes a new standalone message of 'def' filled from the table at 't';
+ * 'mt' is its metatable's index or 0. */
+static void construct(lua_State *L, const pc_MessageDef *def, int t, int mt, int *visited) {
+  t = lua_absindex(L, t);
+  luaL_checkstack(L, 20, "message nesting too deep");
+  if (visit(L, t, -1, visited))
+    msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
+  pc_Message *msg = new_standalone(L, def, mt);
+  int obj = lua_gettop(L);
+  lua_getmetatable(L, obj);
+  lua_rawgetp(L, -1, &kNamesKey);
+  lua_remove(L, -2);
+  int names = lua_gettop(L);
+  int marked = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const pc_FieldDef *f = lookup(L, def, names, -2);
+    if (f->message != NULL && !marked && lua_type(L, -1) == LUA_TTABLE) {
+      visit(L, t, 1, visited);
+      marked = 1;
+    }
+    set_field(L, obj, msg, f, -1, visited);
+    lua_pop(L, 1);
+  }
+  if (marked) visit(L, t, 0, visited);
+  lua_settop(L, obj);
+}
+
+/* -- m = T{...} or T() */
+int lpc_type_call(lua_State *L) {
+  const pc_MessageDef *def = lpc_checktype(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    lua_settop(L, 1);
+    lua_getiuservalue(L, 1, 2);
+    new_standalone(L, def, 2);
+    return 1;
+  }
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
+  lua_getiuservalue(L, 1, 2);
+  int mt = 3;
+  int visited = 0;
+  construct(L, def, 2, mt, &visited);
+  return 1;
+}
+
+/* -- Repeated containers ----------------------------------------------------- */
+
+static Container *check_container(lua_State *L, int idx, const char *mt) {
+  return luaL_checkudata(L, idx, mt);
+}
+
+/* -- v = c[i]   (repeated; nil outside 1..#c) */
+static int lpc_repeated_index(lua_State *L) {
+  Container *c = check_container(L, 1, REPEATED_MT);
+  const pc_Array *arr = pc_Message_Get(c->msg, c->f).a;
+  lua_Integer i = lua_tointeger(L, 2);
+  if (!lua_isinteger(L, 2) || arr == NULL || i < 1 || (size_t)i > arr->size) return 0;
+  push_elem(L, 1, c->f, pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f)));
+  return 1;
+}
+
+/* -- c[i] = v   (1..#c replaces, #c+1 appends, c[#c] = nil removes the last) */
+static int lpc_repeated_newindex(lua_State *L) {
+  Container *c = check_container(L, 1, REPEATED_MT);
+  const pc_FieldDef *f = c->f;
+  pc_Array *arr = pc_Message_Get(c->msg, f).a;
+  size_t size = arr ? arr->size : 0;
+  lua_Integer i = check_integer(L, f->full_name, 2);
+  if (lua_isnil(L, 3)) {
+    if ((size_t)i != size || i < 1)
+      return msg_error(L, "%s: only the last element (%I) can be removed, not %I", f->full_name,
+                       (lua_Integer)size, i);
+    arr->size--;
+    return 0;
+  }
+  if (i < 1 || (size_t)i > size + 1)
+    return msg_error(L, "%s: index %I out of range (size %I)", f->full_name, i, (lua_Integer)size);
+  lua_getiuservalue(L, 1, 1);
+  int a = push_anchor(L, -1);
+  Holder *h = anchor_holder(L, a);
+  int visited = 0;
+  pc_Value v;
+  check_element(L, f, f->full_name, 3, c->msg, a, h->arena, &visited, &v);
+  if ((size_t)i == size + 1) {
+    arr = pc_Message_MutableArray(c->msg, f, h->arena);
+    if (arr == NULL || !pc_Array_Append(arr, &v, pc_FieldDef_ElemSize(f), h->arena)) nomem(L);
+  } else {
+    pc_Array_Set(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(f), v);
+  }
+  pace(L, h);
+  return 0;
+}
+
+/* -- n = #c */
+static int lpc_container_len(lua_State *L) {
+  Container *c = lua_touserdata(L, 1);
+  pc_Value v = pc_Message_Get(c->msg, c->f);
+  size_t n = c->f->is_map ? (v.map ? v.map->size : 0) : (v.a ? v.a->size : 0);
+  lua_pushinteger(L, (lua_Integer)n);
+  return 1;
+}
+
+static int repeated_next(lua_State *L) {
+  lua_Integer i = luaL_checkinteger(L, 2) + 1;
+  lua_pushinteger(L, i);
+  if (lua_geti(L, 1, i) == LUA_TNIL) return 1;
+  return 2;
+}
+
+/* -- for i, v in pairs(c)   (repeated: as ipairs) */
+static int lpc_repeated_pairs(lua_State *L) {
+  check_container(L, 1, REPEATED_MT);
+  lua_pushcfunction(L, repeated_next);
+  lua_pushvalue(L, 1);
+  lua_pushinteger(L, 0);
+  return 3;
+}
+
+/* -- Map containers ---------------------------------------------------------- */
+
+/* -- v = c[k]   (nil when absent; a key of the wrong type raises) */
+static int lpc_map_index(lua_State *L) {
+  Container *c = check_container(L, 1, MAP_MT);
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f), *vf = pc_FieldDef_MapValue(c->f);
+  pc_Value k = check_key(L, c->f, 2, NULL);
+  const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, pc_FieldDef_ElemSlot(kf), k);
+  if (v == NULL) return 0;
+  push_elem(L, 1, vf, *v);
+  return 1;
+}
+
+/* -- c[k] = v   (nil removes) */
+static int lpc_map_newindex(lua_State *L) {
+  Container *c = check_container(L, 1, MAP_MT);
+  const pc_FieldDef *f = c->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  if (lua_isnil(L, 3)) {
+    pc_Value k = check_key(L, f, 2, NULL);
+    pc_Map_Delete(pc_Message_Get(c->msg, f).map, ks, k);
+    return 0;
+  }
+  lua_getiuservalue(L, 1, 1);
+  int a = push_anchor(L, -1);
+  Holder *h = anchor_holder(L, a);
+  pc_Value k = check_key(L, f, 2, NULL), v;
+  int visited = 0;
+  check_element(L, vf, f->full_name, 3, c->msg, a, h->arena, &visited, &v);
+  pc_Map *map = pc_Message_MutableMap(c->msg, f, h->arena);
+  if (map == NULL) nomem(L);
+  if (pc_Map_Find(map, ks, k) == NULL && ks == kPc_Slot_String &&
+      !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena))
+    nomem(L);
+  if (pc_Map_Set(map, ks, k, v, h->arena) == NULL) nomem(L);
+  pace(L, h);
+  return 0;
+}
+
+static int map_next(lua_State *L) {
+  Container *c = lua_touserdata(L, 1);
+  lua_Integer i = lua_tointeger(L, lua_upvalueindex(1));
+  const pc_Map *map = pc_Message_Get(c->msg, c->f).map;
+  if (map == NULL || (size_t)i >= map->size) return 0;
+  lua_pushinteger(L, i + 1);
+  lua_replace(L, lua_upvalueindex(1));
+  push_scalar(L, pc_FieldDef_MapKey(c->f), map->entries[i].key);
+  push_elem(L, 1, pc_FieldDef_MapValue(c->f), map->entries[i].value);
+  return 2;
+}
+
+/* -- for k, v in pairs(c)   (map: in insertion order) */
+static int lpc_map_pairs(lua_State *L) {
+  check_container(L, 1, MAP_MT);
+  lua_pushinteger(L, 0);
+  lua_pushcclosure(L, map_next, 1);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+/* -- Module functions ---------------------------------------------------------- */
+
+/* The field or oneof named by argument 'arg' of the message type. */
+static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, int arg,
+                                      const pc_OneofDef **oneof) {
+  size_t len;
+  const char *name = luaL_checklstring(L, arg, &len);
+  const pc_FieldDef *f = pc_MessageDef_FindFieldByName(def, name, len);
+  if (f != NULL) return f;
+  if (oneof != NULL) {
+    *oneof = pc_MessageDef_FindOneof(def, name, len);
+    if (*oneof != NULL) return NULL;
+  }
+  msg_error(L, "%s.%s: no such field", def->full_name, name);
+  return NULL;
+}
+
+/* -- bool = pc.has(m, name)   (name: a field or a oneof) */
+static int lpc_message_has(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  const pc_OneofDef *o = NULL;
+  const pc_FieldDef *f = check_field(L, def, 2, &o);
+  lua_pushboolean(L, f ? pc_Message_Has(msg, f) : pc_Message_WhichOneof(msg, o) != NULL);
+  return 1;
+}
+
+static void clear_refs(lua_State *L, int obj, pc_Message *msg, const pc_MessageDef *def) {
+  int a = push_anchor(L, obj);
+  lua_pushnil(L);
+  for (uint32_t i = 0; i < def->field_count; i++)
+    if (def->fields[i].slot == kPc_Slot_Message)
+      set_ref(L, a, pc_Message_Slot(msg, &def->fields[i]), -1);
+  lua_pop(L, 2);
+}
+
+/* -- pc.clear(m [, name])   (one field, every member of a oneof, or all) */
+static int lpc_message_clear(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  if (lua_isnoneornil(L, 2)) {
+    clear_refs(L, 1, msg, def);
+    pc_Message_Clear(msg, def);
+    return 0;
+  }
+  const pc_OneofDef *o = NULL;
+  const pc_FieldDef *f = check_field(L, def, 2, &o);
+  lua_settop(L, 2);
+  lua_pushnil(L);
+  int visited = 0;
+  if (f != NULL) {
+    set_field(L, 1, msg, f, 3, &visited);
+  } else {
+    for (uint32_t i = 0; i < o->field_count; i++) set_field(L, 1, msg, o->fields[i], 3, &visited);
+  }
+  return 0;
+}
+
+/* -- name = pc.which_oneof(m, oneof)   (nil when no member is set) */
+static int lpc_message_which_oneof(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  size_t len;
+  const char *name = luaL_checklstring(L, 2, &len);
+  const pc_OneofDef *o = pc_MessageDef_FindOneof(def, name, len);
+  if (o == NULL) return msg_error(L, "%s: no oneof named '%s'", def->full_name, name);
+  const pc_FieldDef *f = pc_Message_WhichOneof(msg, o);
+  if (f == NULL) return 0;
+  lua_pushstring(L, f->name);
+  return 1;
+}
+
+/* -- T = pc.type_of(m)   (nil for a value that is not a message) */
+static int lpc_message_type_of(lua_State *L) {
+  const pc_MessageDef *def;
+  if (lpc_tomessage(L, 1, &def) == NULL) return 0;
+  lpc_pushtype(L, def);
+  return 1;
+}
+
+/* -- copy = pc.clone(m)   (deep; the copy shares nothing with m) */
+static int lpc_message_clone(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *src = lpc_checkmessage(L, 1, &def);
+  pc_Message *dst = new_standalone(L, def, 0);
+  int obj = lua_gettop(L);
+  Holder *h = anchor_holder(L, obj);
+  if (!pc_Message_Merge(dst, src, def, h->arena)) nomem(L);
+  pace(L, h);
+  return 1;
+}
+
+/* Merges the message at 'src' into the object at 'dst' (same type). */
+static void merge(lua_State *L, int dst, int src) {
+  const pc_MessageDef *def;
+  pc_Message *d = lpc_checkmessage(L, dst, &def), *s = lpc_tomessage(L, src, NULL);
+  int a = push_anchor(L, dst);
+  Holder *h = anchor_holder(L, a);
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    if (!pc_Message_Has(s, f)) continue;
+    if (f->slot == kPc_Slot_Message && pc_Message_Has(d, f)) {
+      /* The sub-message may be owned elsewhere: merge through its object. */
+      push_field(L, dst, d, f);
+      push_field(L, src, s, f);
+      merge(L, -2, -1);
+      lua_pop(L, 2);
+      continue;
+    }
+    if (f->slot == kPc_Slot_Message) {
+      lua_pushnil(L);
+      set_ref(L, a, pc_Message_Slot(d, f), -1);
+      lua_pop(L, 1);
+    }
+    if (!pc_Message_MergeField(d, s, f, h->arena)) nomem(L);
+  }
+  size_t n;
+  const char *u = pc_Message_GetUnknown(s, &n);
+  if (n > 0 && !pc_Message_AddUnknown(d, u, n, h->arena)) nomem(L);
+  const pc_Extension *e = pc_Message_Extensions(s, &n);
+  for (size_t i = 0; i < n; i++) {
+    const pc_FieldDef *f = e[i].field;
+    if (f->message != NULL && f->label != kPc_Label_Repeated &&
+        pc_Message_GetExtension(d, f) != NULL) {
+      push_field(L, dst, d, f);
+      push_field(L, src, s, f);
+      merge(L, -2, -1);
+      lua_pop(L, 2);
+      e = pc_Message_Extensions(s, &n);
+      continue;
+    }
+    if (!pc_Message_MergeField(d, s, f, h->arena)) nomem(L);
+  }
+  pace(L, h);
+  lua_settop(L, a - 1);
+}
+
+/* -- pc.merge(dst, src)   (protobuf merge: see pc_Message_Merge; same type) */
+static int lpc_message_merge(lua_State *L) {
+  const pc_MessageDef *dd, *sd;
+  pc_Message *d = lpc_checkmessage(L, 1, &dd);
+  pc_Message *s = lpc_checkmessage(L, 2, &sd);
+  if (dd != sd)
+    return msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name,
+                     sd->full_name);
+  if (d == s) return 0;
+  check_no_cycle(L, dd->full_name, s, sd, d);
+  merge(L, 1, 2);
+  return 0;
+}
+
+/* -- a == b   (same type and equal values) */
+static int lpc_message_eq(lua_State *L) {
+  const pc_MessageDef *da, *db;
+  pc_Message *a = lpc_tomessage(L, 1, &da), *b = lpc_tomessage(L, 2, &db);
+  lua_pushboolean(L, a != NULL && b != NULL && da == db && pc_Message_Equal(a, b, da));
+  return 1;
+}
+
+static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def, int arg) {
+  const char *name = luaL_checkstring(L, arg);
+  const pc_FieldDef *f = pc_Pool_FindExtension(def->file->pool, name);
+  if (f == NULL) msg_error(L, "%s: no extension named '%s'", def->full_name, name);
+  if (f->containing != def)
+    msg_error(L, "%s: '%s' extends %s, not this type", def->full_name, name,
+              f->containing->full_name);
+  return f;
+}
+
+/* -- v = pc.get_extension(m, "pkg.name")   (its default when unset) */
+static int lpc_message_get_extension(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  const pc_FieldDef *f = check_extension(L, def, 2);
+  if (f->label == kPc_Label_Repeated) {
+    int a = push_anchor(L, 1);
+    Holder *h = anchor_holder(L, a);
+    if (pc_Message_MutableArray(msg, f, h->arena) == NULL) nomem(L);
+  }
+  push_field(L, 1, msg, f);
+  return 1;
+}
+
+/* -- pc.set_extension(m, "pkg.name", v)   (nil clears) */
+static int lpc_message_set_extension(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  const pc_FieldDef *f = check_extension(L, def, 2);
+  lua_settop(L, 3);
+  int visited = 0;
+  set_field(L, 1, msg, f, 3, &visited);
+  return 0;
+}
+
+/* -- bytes = core.unknown_fields(m)   (raw wire bytes kept, "" when none) */
+static int lpc_message_unknown(lua_State *L) {
+  pc_Message *msg = lpc_checkmessage(L, 1, NULL);
+  size_t n;
+  const char *u = pc_Message_GetUnknown(msg, &n);
+  lua_pushlstring(L, n ? u : "", n);
+  return 1;
+}
+
+/* -- core.add_unknown_fields(m, bytes)   (appends raw wire bytes; for tests
+ * and codecs: the bytes are not checked here) */
+static int lpc_message_add_unknown(lua_State *L) {
+  pc_Message *msg = lpc_checkmessage(L, 1, NULL);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  int a = push_anchor(L, 1);
+  Holder *h = anchor_holder(L, a);
+  if (!pc_Message_AddUnknown(msg, s, n, h->arena)) nomem(L);
+  pace(L, h);
+  return 0;
+}
+
+/* -- bool = core.is_message(v) */
+static int lpc_message_is(lua_State *L) {
+  lua_pushboolean(L, lpc_tomessage(L, 1, NULL) != NULL);
+  return 1;
+}
+
+/* -- bytes = core.sizeof(m)   (bytes of the message's own block: for the
+ * benchmarks and tests of the layout) */
+static int lpc_message_sizeof(lua_State *L) {
+  const pc_MessageDef *def;
+  lpc_checkmessage(L, 1, &def);
+  lua_pushinteger(L, (lua_Integer)def->size);
+  return 1;
+}
+
+/* The benchmark floor: a userdata whose __index returns a constant. */
+static int const_index(lua_State *L) {
+  lua_pushinteger(L, 0);
+  return 1;
+}
+
+/* -- u = core._bench_const_index()   (internal: the benchmark's baseline) */
+static int lpc_bench_const_index(lua_State *L) {
+  lua_newuserdatauv(L, 8, 0);
+  if (luaL_newmetatable(L, "protocall._BenchConst")) {
+    lua_pushcfunction(L, const_index);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+/* -- Per-type metatables ------------------------------------------------------- */
+
+static void push_tostring(lua_State *L);
+
+/* -- s = tostring(m)   (through the Lua layer's formatter) */
+static int lpc_message_tostring(lua_State *L) {
+  push_tostring(L);
+  if (lua_isnil(L, -1)) {
+    lua_pushfstring(L, "%s: %p", tname(L, 1), lua_topointer(L, 1));
+    return 1;
+  }
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+static char kToStringKey;
+
+static void push_tostring(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kToStringKey);
+}
+
+/* -- core.set_message_tostring(fn)   (the Lua layer's formatter) */
+static int lpc_set_tostring(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kToStringKey);
+  return 0;
+}
+
+static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind) {
+  lua_createtable(L, 0, 10);
+  lua_pushvalue(L, names);
+  lua_pushlightuserdata(L, (void *)def);
+  lua_pushcclosure(L, kind == kStandalone ? lpc_message_index : lpc_view_index, 2);
+  lua_setfield(L, -2, "__index");
+  lua_pushvalue(L, names);
+  lua_pushlightuserdata(L, (void *)def);
+  lua_pushcclosure(L, kind == kStandalone ? lpc_message_newindex : lpc_view_newindex, 2);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, lpc_message_eq);
+  lua_setfield(L, -2, "__eq");
+  lua_pushcfunction(L, lpc_message_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushstring(L, def->full_name);
+  lua_setfield(L, -2, "__name");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pushlightuserdata(L, (void *)def);
+  lua_rawsetp(L, -2, &kDefKey);
+  lua_pushinteger(L, kind);
+  lua_rawsetp(L, -2, &kKindKey);
+  lua_pushvalue(L, names);
+  lua_rawsetp(L, -2, &kNamesKey);
+}
+
+void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def) {
+  type_idx = lua_absindex(L, type_idx);
+  lua_createtable(L, 0, (int)def->field_count);
+  int names = lua_gettop(L);
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    lua_pushinteger(L, (lua_Integer)i);
+    lua_setfield(L, names, def->fields[i].name);
+  }
+  make_mt(L, def, names, kStandalone);
+  lua_pushvalue(L, type_idx);
+  lua_rawsetp(L, -2, &kTypeKey);
+  lua_setiuservalue(L, type_idx, 2);
+  make_mt(L, def, names, kView);
+  lua_pushvalue(L, type_idx);
+  lua_rawsetp(L, -2, &kTypeKey);
+  lua_setiuservalue(L, type_idx, 3);
+  lua_pop(L, 1);
+}
+
+void lpc_open_message(lua_State *L) {
+  static const luaL_Reg funcs[] = {{"has", lpc_message_has},
+                                   {"clear", lpc_message_clear},
+                                   {"which_oneof", lpc_message_which_oneof},
+                                   {"type_of", lpc_message_type_of},
+                                   {"clone", lpc_message_clone},
+                                   {"merge", lpc_message_merge},
+                                   {"get_extension", lpc_message_get_extension},
+                                   {"set_extension", lpc_message_set_extension},
+                                   {"unknown_fields", lpc_message_unknown},
+                                   {"add_unknown_fields", lpc_message_add_unknown},
+                                   {"is_message", lpc_message_is},
+                                   {"sizeof", lpc_message_sizeof},
+                                   {"set_message_tostring", lpc_set_tostring},
+                                   {"_bench_const_index", lpc_bench_const_index},
+                                   {NULL, NULL}};
+  luaL_setfuncs(L, funcs, 0);
+  /* Ephemeron table: an anchor keeps what its memory points to alive. */
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kRefsKey);
+  luaL_newmetatable(L, ARENA_MT);
+  lua_pushcfunction(L, lpc_arena_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+  static const luaL_Reg rep[] = {{"__index", lpc_repeated_index},
+                                 {"__newindex", lpc_repeated_newindex},
+                                 {"__len", lpc_container_len},
+                                 {"__pairs", lpc_repeated_pairs},
+                                 {NULL, NULL}};
+  luaL_newmetatable(L, REPEATED_MT);
+  luaL_setfuncs(L, rep, 0);
+  lua_pop(L, 1);
+  static const luaL_Reg map[] = {{"__index", lpc_map_index},
+                                 {"__newindex", lpc_map_newindex},
+                                 {"__len", lpc_container_len},
+                                 {"__pairs", lpc_map_pairs},
+                                 {NULL, NULL}};
+  luaL_newmetatable(L, MAP_MT);
+  luaL_setfuncs(L, map, 0);
+  lua_pop(L, 1);
+}

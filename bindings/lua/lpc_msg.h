@@ -1,0 +1,64 @@
+/* Private to bindings/lua: messages, types and pools as Lua values, shared by
+ * lpc_def.c (pools, types, declarations), lpc_message.c (instances) and the
+ * wire codec's binding (decode into an arena, encode any message).
+ *
+ * Lua objects:
+ *   "protocall.Pool"    userdata {pc_Pool *}: owns the pool.
+ *   "protocall.Type"    userdata {def}, user values: 1 its Pool, 2 the
+ *                       metatable of standalone instances, 3 the metatable
+ *                       of views; calling it makes an instance.
+ *   "protocall.Arena"   userdata {pc_Arena *}: owns an arena (decoded trees,
+ *                       and what Lua-made messages point to).
+ *   message, standalone one block: the message's slots ARE the userdata's
+ *                       memory (def->size bytes, no user value).
+ *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
+ *                       object owning the memory (an Arena or a standalone
+ *                       message).
+ * A standalone message is its own anchor. What a message's memory points to
+ * that the anchor's arena does not own is kept alive from a per-anchor table
+ * in an ephemeron table in the registry. */
+#ifndef LPC_MSG_H
+#define LPC_MSG_H
+
+#include "def.h"
+#include "message.h"
+
+#include <lua.h>
+
+/* The pool of the "protocall.Pool" userdata at 'idx' (raises otherwise). */
+pc_Pool *lpc_checkpool(lua_State *L, int idx);
+
+/* Pushes the Pool userdata that owns 'pool' (created by this state). */
+void lpc_pushpool(lua_State *L, const pc_Pool *pool);
+
+/* Pushes the Type of 'def' (cached; made on first use). */
+void lpc_pushtype(lua_State *L, const pc_MessageDef *def);
+
+/* The def of the Type at 'idx' (raises "bad argument ... (protocall.Type
+ * expected, got ...)"). */
+const pc_MessageDef *lpc_checktype(lua_State *L, int idx);
+
+/* Pushes a new "protocall.Arena" userdata and returns its arena (raises on
+ * allocation failure, before anything is owned). */
+pc_Arena *lpc_newarena(lua_State *L);
+
+/* Pushes a message view of 'msg' (type 'def') whose memory is owned by the
+ * anchor at 'anchor_idx' (an Arena userdata or a standalone message). */
+void lpc_pushview(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx);
+
+/* The message at 'idx' and its type, or NULL when it is not a message. */
+pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def);
+
+/* As lpc_tomessage, raising a bad-argument error when it is not one. */
+pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def);
+
+/* Tells Lua's collector about arena memory it cannot see: call after
+ * filling the arena of the Arena userdata at 'idx'. */
+void lpc_pacearena(lua_State *L, int idx);
+
+/* Used between lpc_def.c and lpc_message.c: the two instance metatables
+ * of a new Type (its user values 2 and 3), and calling a Type. */
+void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def);
+int lpc_type_call(lua_State *L);
+
+#endif

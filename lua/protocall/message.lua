@@ -1,0 +1,136 @@
+--- Messages and Lua declarations (API.md "Schemas" and "Messages").
+-- The work is in C (bindings/lua/lpc_def.c, lpc_message.c); this file
+-- names it in the module and adds the two functions that only format:
+-- `tostring(m)` and `pc.to_table(m)`.
+local M = {}
+
+local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
+local format, concat, sort = string.format, table.concat, table.sort
+
+function M.install(pc, core)
+  local default = core.pool_new()
+  local fns = core.pool_functions(default)
+  local Pool = core.Pool
+
+  --- The pool `pc.*` works on; other protocall modules add pool methods
+  -- to `core.Pool` and bind them to this pool (internal).
+  pc._default_pool = default
+
+  --- T = pc.message(full_name, fields [, {syntax = "proto2"}]): declares a
+  -- message type (one synthetic file "lua:<full_name>"); raises on a bad
+  -- declaration, naming the type and field.
+  pc.message = fns.message
+  --- Enum = pc.enum(full_name, {NAME = number, ...} [, {syntax = "proto2"}]):
+  -- a table mapping names to numbers and numbers to names.
+  pc.enum = fns.enum
+  --- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...}):
+  -- declares proto2 extensions of a message declared with
+  -- {syntax = "proto2", extensions = {{from, to}, ...}}; reach them with
+  -- pc.get_extension / pc.set_extension.
+  pc.extend = fns.extend
+  --- pc.type(full_name) -> Type, Enum or nil.
+  pc.type = fns.type
+  --- pc.fields(T) -> list of {name, number, type, type_name, label, oneof,
+  -- json_name, packed, has_presence, default} in declaration order.
+  pc.fields = fns.fields
+  --- pc.pool() -> a new independent Pool (methods: message, enum, type,
+  -- fields, freeze, is_frozen, and what other modules add).
+  function pc.pool() return core.pool_new() end
+
+  pc.has = core.has
+  pc.clear = core.clear
+  pc.which_oneof = core.which_oneof
+  pc.type_of = core.type_of
+  pc.clone = core.clone
+  pc.merge = core.merge
+  pc.get_extension = core.get_extension
+  pc.set_extension = core.set_extension
+
+  local fields_of = setmetatable({}, { __mode = "k" })
+  local function fields(T)
+    local f = fields_of[T]
+    if not f then
+      f = Pool.fields(T)
+      fields_of[T] = f
+    end
+    return f
+  end
+
+  local is_message, type_of, has = core.is_message, core.type_of, core.has
+
+  local function quote(s)
+    return '"' .. s:gsub('[%c"\\\128-\255]', function(c)
+      if c == '"' then return '\\"' elseif c == "\\" then return "\\\\" end
+      return format("\\%03d", c:byte())
+    end) .. '"'
+  end
+
+  local show
+  local function show_value(v)
+    if type(v) == "string" then return quote(v) end
+    if is_message(v) then return show(v) end
+    return tostring(v)
+  end
+
+  local function is_map(info) return info.type:sub(1, 4) == "map<" end
+
+  show = function(m)
+    local parts = {}
+    for _, info in ipairs(fields(type_of(m))) do
+      local name = info.name
+      if has(m, name) then
+        local v = m[name]
+        if is_map(info) then
+          local items = {}
+          for k, x in pairs(v) do items[#items + 1] = "[" .. show_value(k) .. "]=" .. show_value(x) end
+          sort(items)
+          parts[#parts + 1] = name .. "={" .. concat(items, ", ") .. "}"
+        elseif info.label == "repeated" then
+          local items = {}
+          for i = 1, #v do items[i] = show_value(v[i]) end
+          parts[#parts + 1] = name .. "={" .. concat(items, ", ") .. "}"
+        else
+          parts[#parts + 1] = name .. "=" .. show_value(v)
+        end
+      end
+    end
+    return type_of(m).full_name .. "{" .. concat(parts, ", ") .. "}"
+  end
+  core.set_message_tostring(show)
+
+  local to_table
+  local function plain(v)
+    if is_message(v) then return to_table(v) end
+    return v
+  end
+
+  --- t = pc.to_table(m): plain tables of the set fields (nested messages
+  -- as tables, repeated fields as lists, maps as tables; enums as numbers).
+  to_table = function(m)
+    if not is_message(m) then
+      error("bad argument #1 to 'to_table' (message expected, got " .. type(m) .. ")", 2)
+    end
+    local t = {}
+    for _, info in ipairs(fields(type_of(m))) do
+      local name = info.name
+      if has(m, name) then
+        local v = m[name]
+        if is_map(info) then
+          local r = {}
+          for k, x in pairs(v) do r[k] = plain(x) end
+          t[name] = r
+        elseif info.label == "repeated" then
+          local r = {}
+          for i = 1, #v do r[i] = plain(v[i]) end
+          t[name] = r
+        else
+          t[name] = plain(v)
+        end
+      end
+    end
+    return t
+  end
+  pc.to_table = to_table
+end
+
+return M

@@ -1,0 +1,686 @@
+-- Messages (API.md "Messages") and Lua declarations (API.md "Schemas").
+local pc = require "protocall"
+local core = require "protocall.core"
+
+-- Runs fn, which must raise `text` at this file's line (the caller's line).
+local function fails(text, fn)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "no error raised")
+  assert.is_string(err)
+  assert.matches("message_spec%.lua:%d+: ", err)
+  assert.are.equal(text, (err:gsub("^[^:]*:%d+: ", "")))
+end
+
+local pool = pc.pool()
+local Color = pool:enum("t.Color", { RED = 0, GREEN = 1, BLUE = 2 })
+local Strict = pool:enum("t.Strict", { ONE = 1, TWO = 2 }, { syntax = "proto2" })
+local Point = pool:message("t.Point", { { "x", "int32", 1 }, { "y", "int32", 2 } })
+local Other = pool:message("t.Other", { { "x", "int32", 1 } })
+local Scalars = pool:message("t.Scalars", {
+  { "d", "double", 1 }, { "f", "float", 2 }, { "i64", "int64", 3 }, { "u64", "uint64", 4 },
+  { "i32", "int32", 5 }, { "f64", "fixed64", 6 }, { "f32", "fixed32", 7 }, { "b", "bool", 8 },
+  { "s", "string", 9 }, { "by", "bytes", 12 }, { "u32", "uint32", 13 }, { "e", "t.Color", 14 },
+  { "sf32", "sfixed32", 15 }, { "sf64", "sfixed64", 16 }, { "s32", "sint32", 17 },
+  { "s64", "sint64", 18 },
+})
+local Shape = pool:message("t.Shape", {
+  { "name", "string", 1 },
+  { "tags", "string", 2, repeated = true },
+  { "attrs", "map<string,int64>", 3 },
+  { "p", "t.Point", 4 },
+  { "r", "double", 5, oneof = "shape" },
+  { "s", "string", 6, oneof = "shape" },
+  { "q", "t.Point", 7, oneof = "shape" },
+  { "note", "string", 8, optional = true },
+  { "color", "t.Color", 9 },
+  { "points", "t.Point", 10, repeated = true },
+  { "nums", "int32", 11, repeated = true },
+  { "by_name", "map<string,t.Point>", 12 },
+  { "next", "t.Shape", 13 },
+  { "kids", "t.Shape", 14, repeated = true },
+  { "colors", "t.Color", 16, repeated = true },
+})
+local P2 = pool:message("t.P2", {
+  { "i", "int32", 1, default = -7 }, { "u", "uint64", 2, default = -1 },
+  { "d", "double", 3, default = 1.5 }, { "f", "float", 4, default = 0.25 },
+  { "b", "bool", 5, default = true }, { "s", "string", 6, default = "hi" },
+  { "by", "bytes", 7, default = "a\0\255" }, { "e", "t.Strict", 8, default = "TWO" },
+  { "e0", "t.Strict", 9 }, { "plain", "int32", 10 }, { "req", "int32", 11, required = true },
+  { "m", "t.Point", 12 },
+}, { syntax = "proto2", extensions = { { 100, 199 } } })
+pool:extend("t.P2", {
+  { "t.ext_int", "int32", 100, default = 42 },
+  { "t.ext_str", "string", 101 },
+  { "t.ext_list", "int32", 102, repeated = true },
+  { "t.ext_point", "t.Point", 103 },
+})
+
+describe("pc.message and pc.enum", function()
+  it("declare types found by full name, in a pool of their own", function()
+    assert.are.equal("t.Point", Point.full_name)
+    assert.are.equal("Point", Point.name)
+    assert.are.equal(Point, pool:type("t.Point"))
+    assert.are.equal(Point, pool:type(".t.Point"))
+    assert.are.equal(Color, pool:type("t.Color"))
+    assert.is_nil(pool:type("t.Nope"))
+    assert.is_nil(pc.type("t.Point")) -- the default pool is another pool
+    assert.are.equal("protocall.Type(t.Point)", tostring(Point))
+  end)
+
+  it("make enums tables of names and numbers", function()
+    assert.are.equal(1, Color.GREEN)
+    assert.are.equal("GREEN", Color[1])
+    assert.are.equal(2, Strict.TWO)
+  end)
+
+  it("reflect fields in declaration order", function()
+    local f = pool:fields(Shape)
+    assert.are.equal(15, #f)
+    assert.are.same({ name = "name", number = 1, type = "string", label = "optional",
+                      json_name = "name", packed = false, has_presence = false }, f[1])
+    assert.are.equal("repeated", f[2].label)
+    assert.are.equal("map<string,int64>", f[3].type)
+    assert.are.equal("t.Point", f[4].type_name)
+    assert.are.equal("message", f[4].type)
+    assert.are.equal("shape", f[5].oneof)
+    assert.is_true(f[8].has_presence)
+    assert.is_nil(f[8].oneof) -- proto3 optional's synthetic oneof is hidden
+    assert.are.equal("enum", f[9].type)
+    assert.is_true(f[11].packed)
+    assert.are.equal("map<string,t.Point>", f[12].type)
+    local d = pool:fields(P2)
+    assert.are.equal(-7, d[1].default)
+    assert.are.equal(-1, d[2].default)
+    assert.are.equal("a\0\255", d[7].default)
+    assert.are.equal(2, d[8].default)
+    assert.are.equal("required", d[11].label)
+    assert.are.equal(pc.fields, pc.fields) -- also a module function
+  end)
+
+  it("refuse bad declarations naming the type and field", function()
+    fails("t.Point: already defined", function() pool:message("t.Point", {}) end)
+    fails("t.Bad.p: unknown type 't.Nope'", function()
+      pool:message("t.Bad", { { "p", "t.Nope", 1 } })
+    end)
+    fails("t.Bad.x: field number out of range 1..536870911", function()
+      pool:message("t.Bad", { { "x", "int32", 0 } })
+    end)
+    fails("t.Bad.y: field number already used by x", function()
+      pool:message("t.Bad", { { "x", "int32", 1 }, { "y", "int32", 1 } })
+    end)
+    fails("t.Bad.x: default values need syntax \"proto2\"", function()
+      pool:message("t.Bad", { { "x", "int32", 1, default = 1 } })
+    end)
+    fails("t.Bad.x: required fields are not allowed in proto3", function()
+      pool:message("t.Bad", { { "x", "int32", 1, required = true } })
+    end)
+    fails("t.Bad: field 1: {name, type, number} expected", function()
+      pool:message("t.Bad", { { "x", 1 } })
+    end)
+    fails("t.Bad.m: bad map key type in 'map<double,int32>'", function()
+      pool:message("t.Bad", { { "m", "map<double,int32>", 1 } })
+    end)
+    fails("t.E: a proto3 enum needs a value numbered 0 (or {syntax = \"proto2\"})", function()
+      pool:enum("t.E", { A = 1 })
+    end)
+    assert.is_nil(pool:type("t.Bad")) -- nothing half-added
+  end)
+
+  it("declare recursive types", function()
+    local s = Shape { next = { next = { name = "deep" } } }
+    assert.are.equal("deep", s.next.next.name)
+  end)
+
+  it("keep pools apart and refuse declarations once frozen", function()
+    local a, b = pc.pool(), pc.pool()
+    local A = a:message("x.M", { { "v", "int32", 1 } })
+    local B = b:message("x.M", { { "v", "string", 1 } })
+    assert.are_not.equal(A, B)
+    assert.are.equal(1, A { v = 1 }.v)
+    assert.are.equal("1", B { v = "1" }.v)
+    assert.is_false(a:is_frozen())
+    a:freeze()
+    assert.is_true(a:is_frozen())
+    fails("x.N: the pool is frozen", function() a:message("x.N", {}) end)
+    assert.are.equal(A, a:type("x.M"))
+  end)
+
+  it("declare a three-field type with the default pool functions", function()
+    local T = pc.message("spec.Three", { { "foo", "uint32", 1 }, { "bar", "uint32", 2 },
+                                         { "baz", "uint32", 3 } })
+    assert.are.equal(T, pc.type("spec.Three"))
+    assert.are.equal(3, #pc.fields(T))
+  end)
+end)
+
+describe("messages", function()
+  it("read defaults when unset", function()
+    local m = Scalars()
+    for _, k in ipairs { "i64", "u64", "i32", "f64", "f32", "u32", "e", "sf32", "sf64", "s32", "s64" } do
+      assert.are.equal(0, m[k])
+      assert.is_true(math.type(m[k]) == "integer")
+    end
+    assert.are.equal(0.0, m.d)
+    assert.are.equal("float", math.type(m.d))
+    assert.are.equal(0.0, m.f)
+    assert.is_false(m.b)
+    assert.are.equal("", m.s)
+    assert.are.equal("", m.by)
+    assert.is_nil(Shape().p)
+  end)
+
+  it("round-trip every scalar type", function()
+    local m = Scalars {
+      d = 1.25, f = 0.5, i64 = math.mininteger, u64 = -1, i32 = -2147483648, f64 = math.maxinteger,
+      f32 = 4294967295, b = true, s = "héllo", by = "\0\1\255", u32 = 4294967295, e = 2,
+      sf32 = 2147483647, sf64 = -5, s32 = -3, s64 = math.mininteger,
+    }
+    assert.are.equal(1.25, m.d)
+    assert.are.equal(0.5, m.f)
+    assert.are.equal(math.mininteger, m.i64)
+    assert.are.equal(-1, m.u64)
+    assert.is_true(math.ult(1, m.u64)) -- 2^64-1 as two's complement
+    assert.are.equal(-2147483648, m.i32)
+    assert.are.equal(math.maxinteger, m.f64)
+    assert.are.equal(4294967295, m.f32)
+    assert.is_true(m.b)
+    assert.are.equal("héllo", m.s)
+    assert.are.equal("\0\1\255", m.by)
+    assert.are.equal(4294967295, m.u32)
+    assert.are.equal(2, m.e)
+    assert.are.equal(2147483647, m.sf32)
+    assert.are.equal(-5, m.sf64)
+    assert.are.equal(-3, m.s32)
+    assert.are.equal(math.mininteger, m.s64)
+    m.f = 0.1
+    assert.are.equal(0.1 - 0.1 % 1e-8, m.f - m.f % 1e-8) -- stored as float
+    assert.are_not.equal(0.1, m.f)
+  end)
+
+  it("take integral floats into integer fields", function()
+    local m = Scalars { i32 = 3.0, u64 = 2.0 ^ 40 }
+    assert.are.equal(3, m.i32)
+    assert.are.equal("integer", math.type(m.i32))
+    assert.are.equal(1 << 40, m.u64)
+    m.d = 3
+    assert.are.equal(3.0, m.d)
+    assert.are.equal("float", math.type(m.d))
+  end)
+
+  it("check integer ranges and types with the caller's line", function()
+    local m = Scalars()
+    fails("t.Scalars.i32: integer expected, got string", function() m.i32 = "1" end)
+    fails("t.Scalars.i32: value 2147483648 out of range for int32", function() m.i32 = 2 ^ 31 | 0 end)
+    fails("t.Scalars.i32: value -2147483649 out of range for int32", function() m.i32 = -2147483649 end)
+    fails("t.Scalars.s32: value 2147483648 out of range for sint32", function() m.s32 = 2147483648 end)
+    fails("t.Scalars.u32: value -1 out of range for uint32", function() m.u32 = -1 end)
+    fails("t.Scalars.f32: value 4294967296 out of range for fixed32", function() m.f32 = 1 << 32 end)
+    fails("t.Scalars.i32: number has no integer representation", function() m.i32 = 1.5 end)
+    fails("t.Scalars.i32: number has no integer representation", function() m.i32 = 0 / 0 end)
+    fails("t.Scalars.i64: number has no integer representation", function() m.i64 = 2 ^ 63 end)
+    fails("t.Scalars.i32: number has no integer representation", function() m.i32 = 2 ^ 63 end)
+    fails("t.Scalars.d: number expected, got string", function() m.d = "1.5" end)
+    fails("t.Scalars.b: boolean expected, got number", function() m.b = 1 end)
+    fails("t.Scalars.s: string expected, got number", function() m.s = 1 end)
+    fails("t.Scalars.by: string expected, got table", function() m.by = {} end)
+    fails("t.Scalars.i32: integer expected, got t.Point", function() m.i32 = Point() end)
+    assert.are.equal(0, m.i32) -- nothing was stored
+    assert.are.equal(Scalars(), m)
+  end)
+
+  it("keep NUL bytes in both string and bytes", function()
+    local m = Scalars { s = "a\0b", by = "a\0b" }
+    assert.are.equal("a\0b", m.s)
+    assert.are.equal("a\0b", m.by)
+  end)
+
+  it("refuse unknown fields, in reads, writes and constructors", function()
+    local p = Point()
+    fails("t.Point.z: no such field", function() return p.z end)
+    fails("t.Point.z: no such field", function() p.z = 1 end)
+    fails("t.Point.z: no such field", function() Point { z = 1 } end)
+    fails("t.Point: field name expected, got number", function() Point { 1 } end)
+    fails("t.Point: field name expected, got number", function() return p[1] end)
+  end)
+
+  it("clear a field when assigned nil", function()
+    local m = Scalars { i32 = 5, s = "x" }
+    m.i32 = nil
+    m.s = nil
+    assert.are.equal(0, m.i32)
+    assert.are.equal("", m.s)
+    local s = Shape { p = { x = 1 } }
+    s.p = nil
+    assert.is_nil(s.p)
+  end)
+
+  it("take enums by name or number; proto3 enums are open, proto2 closed", function()
+    local s = Shape { color = "BLUE" }
+    assert.are.equal(2, s.color)
+    s.color = 1
+    assert.are.equal(1, s.color)
+    s.color = 7 -- open: unknown numbers are kept
+    assert.are.equal(7, s.color)
+    fails("t.Shape.color: unknown value 'PINK' for enum t.Color", function() s.color = "PINK" end)
+    fails("t.Shape.color: enum value name or number expected, got boolean", function() s.color = true end)
+    fails("t.Shape.color: value 4294967296 out of range for enum", function() s.color = 1 << 32 end)
+    local m = P2 { e0 = "TWO" }
+    assert.are.equal(2, m.e0)
+    fails("t.P2.e0: 7 is not a value of closed enum t.Strict", function() m.e0 = 7 end)
+    assert.are.equal(2, m.e0)
+    assert.are.equal(1, P2().e0) -- the first value is the default
+    fails("t.Bad.e: enum t.Strict is not a proto3 enum", function()
+      pool:message("t.Bad", { { "e", "t.Strict", 1 } })
+    end)
+  end)
+
+  describe("sub-messages", function()
+    it("build from nested tables", function()
+      local s = Shape { p = { x = 1, y = 2 } }
+      assert.are.equal(1, s.p.x)
+      assert.are.equal(pc.type_of(s.p), Point)
+    end)
+
+    it("read as the same object twice", function()
+      local s = Shape { p = { x = 1 } }
+      assert.are.equal(s.p, s.p)
+      assert.is_true(rawequal(s.p, s.p))
+    end)
+
+    it("store the assigned message itself (reference semantics)", function()
+      local p = Point { x = 1 }
+      local s = Shape { p = p }
+      assert.is_true(rawequal(p, s.p))
+      p.x = 9
+      assert.are.equal(9, s.p.x)
+      s.p.y = 3
+      assert.are.equal(3, p.y)
+      local t = Shape()
+      t.p = p
+      assert.is_true(rawequal(t.p, s.p))
+    end)
+
+    it("keep an assigned message alive after the last outside reference goes", function()
+      local s = Shape()
+      s.p = Point { x = 11 }
+      s.next = Shape { name = "n", p = { y = 3 } }
+      collectgarbage()
+      collectgarbage()
+      assert.are.equal(11, s.p.x)
+      assert.are.equal("n", s.next.name)
+      assert.are.equal(3, s.next.p.y)
+    end)
+
+    it("keep the parent alive through a sub-message read from it", function()
+      local p
+      do
+        local s = Shape { next = { p = { x = 4 }, tags = { "a" } } }
+        local c = pc.clone(s) -- a clone's sub-messages live in its arena
+        p = c.next.p
+      end
+      collectgarbage()
+      collectgarbage()
+      assert.are.equal(4, p.x)
+    end)
+
+    it("refuse a message of another type", function()
+      fails("t.Shape.p: t.Point expected, got t.Other", function() Shape { p = Other() } end)
+      fails("t.Shape.p: t.Point expected, got number", function() Shape { p = 1 } end)
+    end)
+
+    it("refuse making a message contain itself", function()
+      local a = Shape()
+      fails("t.Shape.next: a message cannot contain itself", function() a.next = a end)
+      local b = Shape { next = a }
+      fails("t.Shape.next: a message cannot contain itself", function() a.next = b end)
+      fails("t.Shape.kids: a message cannot contain itself", function() a.kids = { b } end)
+      fails("t.Shape.kids: a message cannot contain itself", function() table.insert(a.kids, b) end)
+      assert.is_nil(a.next)
+      assert.are.equal(0, #a.kids)
+    end)
+
+    it("refuse a table with a cycle given to a constructor", function()
+      local t = { name = "loop" }
+      t.next = t
+      fails("t.Shape: table with a cycle given to the constructor", function() Shape(t) end)
+      local u = { kids = {} }
+      u.kids[1] = u
+      fails("t.Shape: table with a cycle given to the constructor", function() Shape(u) end)
+      -- the same table twice (not a cycle) is fine
+      local leaf = { x = 1 }
+      local s = Shape { points = { leaf, leaf }, p = leaf }
+      assert.are.equal(2, #s.points)
+    end)
+  end)
+
+  describe("repeated fields", function()
+    it("read as live containers", function()
+      local s = Shape { tags = { "a", "b" } }
+      local tags = s.tags
+      assert.are.equal(2, #tags)
+      assert.are.equal("a", tags[1])
+      assert.is_nil(tags[3])
+      assert.is_nil(tags[0])
+      table.insert(tags, "c")
+      assert.are.equal(3, #s.tags)
+      assert.are.equal("c", s.tags[3])
+      tags[1] = "A"
+      assert.are.equal("A", s.tags[1])
+      table.insert(tags, 1, "first")
+      assert.are.same({ "first", "A", "b", "c" }, pc.to_table(s).tags)
+      assert.are.equal("c", table.remove(tags))
+      assert.are.equal(3, #tags)
+      local seen = {}
+      for i, v in ipairs(tags) do seen[i] = v end
+      assert.are.same({ "first", "A", "b" }, seen)
+      local seen2 = {}
+      for i, v in pairs(tags) do seen2[i] = v end
+      assert.are.same(seen, seen2)
+    end)
+
+    it("are replaced by assigning a table or another container", function()
+      local s = Shape { nums = { 1, 2, 3 } }
+      s.nums = { 9 }
+      assert.are.equal(1, #s.nums)
+      assert.are.equal(9, s.nums[1])
+      local t = Shape { nums = s.nums }
+      s.nums[1] = 8
+      assert.are.equal(9, t.nums[1]) -- copied, not shared
+      s.nums = {}
+      assert.are.equal(0, #s.nums)
+      assert.is_false(pc.has(s, "nums"))
+    end)
+
+    it("check elements and indexes", function()
+      local s = Shape()
+      fails("t.Shape.nums: integer expected, got string", function() s.nums = { 1, "2" } end)
+      fails("t.Shape.nums: integer expected, got string", function() table.insert(s.nums, "x") end)
+      fails("t.Shape.nums: value 2147483648 out of range for int32", function() s.nums[1] = 1 << 31 end)
+      fails("t.Shape.nums: index 3 out of range (size 0)", function() s.nums[3] = 1 end)
+      fails("t.Shape.nums: list expected, got a table with key x", function() s.nums = { x = 1 } end)
+      fails("t.Shape.nums: list expected, got number", function() s.nums = 5 end)
+      fails("t.Shape.nums: list expected, got a table with holes", function() s.nums = { 1, nil, 3 } end)
+      s.nums = { 1, 2 }
+      fails("t.Shape.nums: only the last element (2) can be removed, not 1", function() s.nums[1] = nil end)
+      assert.are.same({ 1, 2 }, pc.to_table(s).nums)
+    end)
+
+    it("hold messages, made from tables, read back as the same objects", function()
+      local p = Point { x = 5 }
+      local s = Shape { points = { { x = 1 }, p } }
+      assert.are.equal(1, s.points[1].x)
+      assert.is_true(rawequal(p, s.points[2]))
+      assert.is_true(rawequal(s.points[1], s.points[1]))
+      table.insert(s.points, { y = 2 })
+      assert.are.equal(2, s.points[3].y)
+      fails("t.Shape.points: t.Point expected, got t.Other", function() s.points[1] = Other() end)
+    end)
+
+    it("hold enums by name", function()
+      local s = Shape { colors = { "RED", 2 } }
+      assert.are.same({ 0, 2 }, pc.to_table(s).colors)
+    end)
+  end)
+
+  describe("maps", function()
+    it("read as live containers", function()
+      local s = Shape { attrs = { a = 1, b = 2 } }
+      local m = s.attrs
+      assert.are.equal(2, #m)
+      assert.are.equal(1, m.a)
+      assert.is_nil(m.zz)
+      m.c = 3
+      assert.are.equal(3, s.attrs.c)
+      m.a = nil
+      assert.is_nil(s.attrs.a)
+      local seen = {}
+      for k, v in pairs(m) do seen[k] = v end
+      assert.are.same({ b = 2, c = 3 }, seen)
+      s.attrs = { z = 26 }
+      assert.are.same({ z = 26 }, pc.to_table(s).attrs)
+    end)
+
+    it("take every legal key type", function()
+      local keys = {
+        int32 = { -1, 5 }, int64 = { math.mininteger, 7 }, uint32 = { 4294967295, 1 },
+        uint64 = { -1, 2 }, sint32 = { -3, 3 }, sint64 = { -4, 4 }, fixed32 = { 0, 9 },
+        fixed64 = { -1, 8 }, sfixed32 = { -9, 9 }, sfixed64 = { -10, 10 }, bool = { true, false },
+        string = { "", "k" },
+      }
+      for ktype, ks in pairs(keys) do
+        local T = pool:message("t.Map_" .. ktype, { { "m", "map<" .. ktype .. ",string>", 1 } })
+        local m = T { m = { [ks[1]] = "one", [ks[2]] = "two" } }
+        assert.are.equal("one", m.m[ks[1]])
+        assert.are.equal("two", m.m[ks[2]])
+        assert.are.equal(2, #m.m)
+        m.m[ks[1]] = nil
+        assert.is_nil(m.m[ks[1]])
+        assert.are.equal(1, #m.m)
+      end
+    end)
+
+    it("check keys and values", function()
+      local s = Shape()
+      fails("t.Shape.attrs: string expected, got number", function() s.attrs = { [1] = 1 } end)
+      fails("t.Shape.attrs: integer expected, got string", function() s.attrs = { a = "x" } end)
+      fails("t.Shape.attrs: string expected, got boolean", function() return s.attrs[true] end)
+      fails("t.Shape.attrs: table expected, got number", function() s.attrs = 3 end)
+    end)
+
+    it("hold message values", function()
+      local p = Point { x = 1 }
+      local s = Shape { by_name = { a = p, b = { y = 2 } } }
+      assert.is_true(rawequal(p, s.by_name.a))
+      assert.are.equal(2, s.by_name.b.y)
+      assert.is_true(rawequal(s.by_name.b, s.by_name.b))
+      local t = Shape { by_name = s.by_name }
+      assert.are.equal(2, t.by_name.b.y)
+    end)
+  end)
+
+  describe("oneofs and presence", function()
+    it("setting one member clears the others", function()
+      local s = Shape { r = 1.5 }
+      assert.are.equal("r", pc.which_oneof(s, "shape"))
+      s.s = "str"
+      assert.are.equal("s", pc.which_oneof(s, "shape"))
+      assert.are.equal(0.0, s.r)
+      assert.is_false(pc.has(s, "r"))
+      s.q = { x = 1 }
+      assert.are.equal("q", pc.which_oneof(s, "shape"))
+      assert.are.equal("", s.s)
+      assert.are.equal(1, s.q.x)
+      s.r = 2
+      assert.is_nil(s.q)
+      assert.is_true(pc.has(s, "shape"))
+      pc.clear(s, "shape")
+      assert.is_nil(pc.which_oneof(s, "shape"))
+      assert.is_false(pc.has(s, "shape"))
+      fails("t.Shape: no oneof named 'nope'", function() pc.which_oneof(s, "nope") end)
+    end)
+
+    it("tracks explicit presence (proto3 optional, messages, proto2)", function()
+      local s = Shape()
+      assert.is_false(pc.has(s, "note"))
+      s.note = ""
+      assert.is_true(pc.has(s, "note"))
+      assert.is_false(pc.has(s, "name"))
+      s.name = ""
+      assert.is_false(pc.has(s, "name")) -- implicit presence: zero is unset
+      s.name = "x"
+      assert.is_true(pc.has(s, "name"))
+      assert.is_false(pc.has(s, "p"))
+      s.p = {}
+      assert.is_true(pc.has(s, "p"))
+      local m = P2()
+      assert.is_false(pc.has(m, "plain"))
+      m.plain = 0
+      assert.is_true(pc.has(m, "plain"))
+      fails("t.Shape.zz: no such field", function() pc.has(s, "zz") end)
+    end)
+
+    it("reads proto2 defaults until set", function()
+      local m = P2()
+      assert.are.equal(-7, m.i)
+      assert.are.equal(-1, m.u)
+      assert.are.equal(1.5, m.d)
+      assert.are.equal(0.25, m.f)
+      assert.is_true(m.b)
+      assert.are.equal("hi", m.s)
+      assert.are.equal("a\0\255", m.by)
+      assert.are.equal(2, m.e)
+      assert.are.equal(1, m.e0)
+      m.i = 3
+      assert.are.equal(3, m.i)
+      m.i = nil
+      assert.are.equal(-7, m.i)
+    end)
+  end)
+
+  describe("extensions", function()
+    it("are reached by full name", function()
+      local m = P2()
+      assert.are.equal(42, pc.get_extension(m, "t.ext_int"))
+      pc.set_extension(m, "t.ext_int", 5)
+      assert.are.equal(5, pc.get_extension(m, "t.ext_int"))
+      pc.set_extension(m, "t.ext_str", "s")
+      assert.are.equal("s", pc.get_extension(m, "t.ext_str"))
+      pc.set_extension(m, "t.ext_point", { x = 3 })
+      assert.are.equal(3, pc.get_extension(m, "t.ext_point").x)
+      assert.is_true(rawequal(pc.get_extension(m, "t.ext_point"), pc.get_extension(m, "t.ext_point")))
+      local list = pc.get_extension(m, "t.ext_list")
+      table.insert(list, 7)
+      assert.are.equal(7, pc.get_extension(m, "t.ext_list")[1])
+      pc.set_extension(m, "t.ext_int", nil)
+      assert.are.equal(42, pc.get_extension(m, "t.ext_int"))
+      local c = pc.clone(m)
+      assert.are.equal(c, m)
+      assert.are.equal(3, pc.get_extension(c, "t.ext_point").x)
+    end)
+
+    it("check names and values", function()
+      local m = P2()
+      fails("t.P2: no extension named 't.nope'", function() pc.get_extension(m, "t.nope") end)
+      fails("t.Point: 't.ext_int' extends t.P2, not this type", function()
+        pc.get_extension(Point(), "t.ext_int")
+      end)
+      fails("t.ext_int: integer expected, got string", function() pc.set_extension(m, "t.ext_int", "1") end)
+      fails("t.ext_bad: number is not in an extension range of t.P2", function()
+        pool:extend("t.P2", { { "t.ext_bad", "int32", 5 } })
+      end)
+    end)
+  end)
+
+  describe("module functions", function()
+    it("pc.clear clears one field or all", function()
+      local s = Shape { name = "n", p = { x = 1 }, tags = { "a" } }
+      pc.clear(s, "name")
+      assert.are.equal("", s.name)
+      assert.are.equal(1, s.p.x)
+      pc.clear(s)
+      assert.is_nil(s.p)
+      assert.are.equal(0, #s.tags)
+      assert.are.equal(Shape(), s)
+    end)
+
+    it("pc.type_of gives the Type", function()
+      assert.are.equal(Point, pc.type_of(Point()))
+      assert.is_nil(pc.type_of({}))
+    end)
+
+    it("pc.clone copies deeply", function()
+      local s = Shape { name = "n", p = { x = 1 }, tags = { "a" }, attrs = { k = 1 },
+                        points = { { x = 2 } }, by_name = { a = { y = 1 } } }
+      local c = pc.clone(s)
+      assert.are.equal(s, c)
+      c.p.x = 5
+      c.tags[1] = "b"
+      c.attrs.k = 2
+      c.points[1].x = 3
+      c.by_name.a.y = 9
+      assert.are.equal(1, s.p.x)
+      assert.are.equal("a", s.tags[1])
+      assert.are.equal(1, s.attrs.k)
+      assert.are.equal(2, s.points[1].x)
+      assert.are.equal(1, s.by_name.a.y)
+      assert.are_not.equal(s, c)
+    end)
+
+    it("pc.merge follows protobuf merge rules", function()
+      local p = Point { x = 1 }
+      local dst = Shape { name = "d", p = p, tags = { "a" }, attrs = { k = 1, j = 1 }, r = 1 }
+      local src = Shape { p = { y = 2 }, tags = { "b" }, attrs = { k = 2 }, s = "x", color = 2 }
+      pc.merge(dst, src)
+      assert.are.equal("d", dst.name)
+      assert.is_true(rawequal(p, dst.p)) -- merged into, not replaced
+      assert.are.equal(1, p.x)
+      assert.are.equal(2, p.y)
+      assert.are.same({ "a", "b" }, pc.to_table(dst).tags)
+      assert.are.same({ k = 2, j = 1 }, pc.to_table(dst).attrs)
+      assert.are.equal("s", pc.which_oneof(dst, "shape"))
+      assert.are.equal(2, dst.color)
+      src.p.y = 7
+      assert.are.equal(2, p.y) -- nothing shared with src
+      fails("bad argument #2 to 'merge' (t.Shape expected, got t.Point)", function() pc.merge(dst, p) end)
+    end)
+
+    it("== compares by value", function()
+      assert.are.equal(Point { x = 1 }, Point { x = 1 })
+      assert.are_not.equal(Point { x = 1 }, Point { x = 2 })
+      assert.is_false(Point { x = 1 } == Other { x = 1 })
+      assert.are.equal(Shape { attrs = { a = 1, b = 2 } }, Shape { attrs = { b = 2, a = 1 } })
+      assert.are_not.equal(Shape { note = "" }, Shape())
+      assert.are.equal(Shape { name = "" }, Shape())
+    end)
+
+    it("tostring prints one readable line", function()
+      local s = Shape { name = "a\n\"b\"", tags = { "x" }, p = { x = 1 }, attrs = { k = 2 }, r = 0.5 }
+      assert.are.equal('t.Shape{name="a\\010\\"b\\"", tags={"x"}, attrs={["k"]=2}, p=t.Point{x=1}, r=0.5}',
+                       tostring(s))
+      assert.are.equal("t.Point{}", tostring(Point()))
+    end)
+
+    it("pc.to_table gives plain tables of the set fields", function()
+      local s = Shape { name = "n", p = { x = 1 }, points = { { y = 2 } }, by_name = { a = { x = 3 } } }
+      assert.are.same({ name = "n", p = { x = 1 }, points = { { y = 2 } }, by_name = { a = { x = 3 } } },
+                      pc.to_table(s))
+    end)
+
+    it("keeps unknown bytes through clone and comparison", function()
+      local p = Point { x = 1 }
+      core.add_unknown_fields(p, "\x18\x05")
+      assert.are.equal("\x18\x05", core.unknown_fields(p))
+      local c = pc.clone(p)
+      assert.are.equal("\x18\x05", core.unknown_fields(c))
+      assert.are.equal(p, c)
+      assert.are_not.equal(p, Point { x = 1 })
+    end)
+  end)
+
+  describe("memory", function()
+    after_each(function() collectgarbage() end)
+
+    it("uses one small block for a three-uint32 message", function()
+      local T = pool:message("t.Three", { { "foo", "uint32", 1 }, { "bar", "uint32", 2 },
+                                          { "baz", "uint32", 3 } })
+      assert.are.equal(24, core.sizeof(T()))
+      assert.are.equal(8, core.sizeof(pool:message("t.Empty", {})()))
+    end)
+
+    it("stays flat while making and dropping messages", function()
+      local T = pool:message("t.Churn", { { "s", "string", 1 }, { "n", "int32", 2, repeated = true } })
+      local function churn(n)
+        for i = 1, n do
+          local m = T { s = "some string " .. i, n = { i, i + 1 } }
+          m.s = "other"
+        end
+      end
+      churn(20000)
+      collectgarbage()
+      local before = collectgarbage("count")
+      churn(200000)
+      collectgarbage()
+      assert.is_true(collectgarbage("count") < before + 512, "memory grew")
+    end)
+  end)
+end)

@@ -10,30 +10,50 @@ local function hex(s)
   return (s:gsub(".", function(c) return string.format("%02x ", c:byte()) end):gsub(" $", ""))
 end
 
+-- The table's schemas, as `protoc -o` of these two files (made once with
+-- Debian's protoc; loading them also exercises pc.load_descriptor_set):
+-- t.proto:
+-- syntax = "proto3";
+-- package t;
+-- enum E { ZERO = 0; MINUS_ONE = -1; }
+-- message Neg { E e = 1; int32 i = 2; sint32 s = 3; }
+-- message Ints { repeated int32 v = 1; }
+-- message Unpacked { repeated int32 v = 31 [packed = false]; }
+-- message A { int32 f = 1; }
+-- message B { repeated A items = 1; }
+-- message Sub { int32 x = 1; }
+-- message M { map<int32, Sub> m = 1; map<string, string> s = 2; }
+-- message Empty {}
+-- message I64 { int64 r = 1; uint64 u = 2; fixed64 f = 3; sint64 s = 4; }
+-- message Bin { string text = 1; bytes raw = 2; }
+-- message Rec { Rec child = 1; int32 v = 2; }
+-- t2.proto:
+-- syntax = "proto2";
+-- package t2;
+-- message Inner { optional int32 f1 = 1; optional int32 f2 = 2; repeated int32 r = 3; }
+-- message Outer { optional Inner sub = 5; }
+-- message G { optional group Grp = 3 { optional int32 a = 1; } }
+local CASES_PB = unhex(
+  "0ac7040a07742e70726f746f12017422350a034e656712120a016518012001280e32042e742e45520165120c0a016918" ..
+  "0220012805520169120c0a017318032001281152017322140a04496e7473120c0a0176180120032805520176221c0a08" ..
+  "556e7061636b656412100a0176181f200328054202100052017622110a0141120c0a0166180120012805520166221f0a" ..
+  "0142121a0a056974656d7318012003280b32042e742e4152056974656d7322130a03537562120c0a0178180120012805" ..
+  "52017822ad010a014d12190a016d18012003280b320b2e742e4d2e4d456e74727952016d12190a017318022003280b32" ..
+  "0b2e742e4d2e53456e7472795201731a3c0a064d456e74727912100a036b657918012001280552036b6579121c0a0576" ..
+  "616c756518022001280b32062e742e537562520576616c75653a0238011a340a0653456e74727912100a036b65791801" ..
+  "2001280952036b657912140a0576616c7565180220012809520576616c75653a02380122070a05456d707479223d0a03" ..
+  "493634120c0a0172180120012803520172120c0a0175180220012804520175120c0a0166180320012806520166120c0a" ..
+  "0173180420012812520173222b0a0342696e12120a047465787418012001280952047465787412100a03726177180220" ..
+  "01280c520372617722310a03526563121c0a056368696c6418012001280b32062e742e52656352056368696c64120c0a" ..
+  "01761802200128055201762a250a014512080a045a45524f100012160a094d494e55535f4f4e4510ffffffffffffffff" ..
+  "ff01620670726f746f330aa2010a0874322e70726f746f1202743222350a05496e6e6572120e0a026631180120012805" ..
+  "52026631120e0a02663218022001280552026632120c0a017218032003280552017222240a054f75746572121b0a0373" ..
+  "756218052001280b32092e74322e496e6e6572520373756222350a0147121b0a0367727018032001280a32092e74322e" ..
+  "472e47727052036772701a130a03477270120c0a0161180120012805520161"
+)
+
 local pool = pc.pool()
-assert(pool:load([[
-syntax = "proto3";
-package t;
-enum E { ZERO = 0; MINUS_ONE = -1; }
-message Neg { E e = 1; int32 i = 2; sint32 s = 3; }
-message Ints { repeated int32 v = 1; }
-message Unpacked { repeated int32 v = 31 [packed = false]; }
-message A { int32 f = 1; }
-message B { repeated A items = 1; }
-message Sub { int32 x = 1; }
-message M { map<int32, Sub> m = 1; map<string, string> s = 2; }
-message Empty {}
-message I64 { int64 r = 1; uint64 u = 2; fixed64 f = 3; sint64 s = 4; }
-message Bin { string text = 1; bytes raw = 2; }
-message Rec { Rec child = 1; int32 v = 2; }
-]], { name = "t.proto" }))
-assert(pool:load([[
-syntax = "proto2";
-package t2;
-message Inner { optional int32 f1 = 1; optional int32 f2 = 2; repeated int32 r = 3; }
-message Outer { optional Inner sub = 5; }
-message G { optional group Grp = 3 { optional int32 a = 1; } }
-]], { name = "t2.proto" }))
+assert(pool:load_descriptor_set(CASES_PB))
 
 local function T(name) return assert(pool:type(name), name) end
 
@@ -215,9 +235,7 @@ describe("wire format", function()
 
   it("writes -0.0 and skips proto3 defaults", function()
     local p = pc.pool()
-    assert(p:load([[syntax = "proto3"; package z; message D { double d = 1; float f = 2; string s = 3; }]],
-      { name = "z.proto" }))
-    local D = p:type "z.D"
+    local D = p:message("z.D", { { "d", "double", 1 }, { "f", "float", 2 }, { "s", "string", 3 } })
     assert.are.equal("", pc.encode(D { d = 0.0, f = 0.0, s = "" }))
     assert.are.equal("09 00 00 00 00 00 00 00 80 15 00 00 00 80", hex(pc.encode(D { d = -0.0, f = -0.0 })))
   end)

@@ -47,5 +47,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_status(L);
   lpc_open_def(L);
   lpc_open_message(L);
+  lpc_open_codec(L);
   return 1;
 }

@@ -22,6 +22,7 @@ end
 -- One line per concern, in dependency order.
 for _, name in ipairs {
   "protocall.message",
+  "protocall.codec",
 } do
   require(name).install(M, core)
 end

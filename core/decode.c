@@ -468,6 +468,18 @@ static const uint8_t *decode_message(Dec *d, const uint8_t *p, const uint8_t *en
     const pc_FieldDef *f = find_field(d, m, num, &hint);
     if (f != NULL) {
       pc_WireType want = wire_type_of(f->type);
+      if (wt == want && f->slot <= kPc_Slot_64 && f->oneof == NULL && !f->is_extension &&
+          (f->type != kPc_Type_Enum || f->enumdef == NULL || !f->enumdef->closed)) {
+        /* The hot path: a singular number into its slot. */
+        pc_Value v;
+        const uint8_t *vp = p;
+        p = read_number(p, end, f->type, &v, &st);
+        if (p == NULL) return fail(d, m, f, 0, st, vp);
+        store_number((char *)msg + f->offset, f->slot, &v);
+        if (f->hasbit >= 0)
+          ((uint8_t *)msg)[8 + f->hasbit / 8] |= (uint8_t)(1u << (f->hasbit % 8));
+        continue;
+      }
       if (wt == want ||
           (wt == kPc_Wire_Len && f->label == kPc_Label_Repeated && is_scalar_numeric(f->type))) {
         p = read_field(d, tagpos, p, end, msg, m, f, wt);

@@ -250,3 +250,41 @@ describe("wire format", function()
     assert.are.equal("2", back.s.b)
   end)
 end)
+
+describe("pc.decode and pc.encode arguments", function()
+  it("takes max_depth", function()
+    local s = "\10\2\10\0" -- child { child {} }
+    assert.is_not_nil(pc.decode(T "t.Rec", s, { max_depth = 2 }))
+    local m, err = pc.decode(T "t.Rec", s, { max_depth = 1 })
+    assert.is_nil(m)
+    assert.are.equal("t.Rec.child: nesting too deep at offset 3", err)
+    assert.has_error(function() pc.decode(T "t.Rec", s, { max_depth = 0 }) end,
+      "bad argument #3 to 'decode' (max_depth must be in 1..10000)")
+  end)
+
+  it("raises on misuse with Lua's wording", function()
+    assert.has_error(function() pc.decode(T "t.Rec", 5) end,
+      "bad argument #2 to 'decode' (string expected, got number)")
+    assert.has_error(function() pc.decode("t.Rec", "") end)
+    assert.has_error(function() pc.encode({}) end)
+    assert.has_error(function() pc.encode(T "t.Rec" {}, 5) end)
+  end)
+
+  it("decodes all-number types with unknown fields too", function()
+    local m = assert(pc.decode(T "t.I64", unhex "08 01 f8 01 07 10 02"))
+    assert.are.equal(1, m.r)
+    assert.are.equal(2, m.u)
+    assert.are.equal("08 01 10 02 f8 01 07", hex(pc.encode(m)))
+    m.r = 5
+    assert.are.equal("08 05 10 02 f8 01 07", hex(pc.encode(m)))
+  end)
+
+  it("round-trips uint64 and fixed64 above 2^63 as negative integers", function()
+    local m = T "t.I64" { u = -1, f = math.mininteger, s = math.mininteger, r = math.maxinteger }
+    local back = assert(pc.decode(T "t.I64", pc.encode(m)))
+    assert.are.equal(-1, back.u)
+    assert.are.equal(math.mininteger, back.f)
+    assert.are.equal(math.mininteger, back.s)
+    assert.are.equal(math.maxinteger, back.r)
+  end)
+end)

@@ -12,20 +12,13 @@ function M.install(pc, core)
   -- encoding, byte for byte what the C++ library writes (field-number
   -- order, unknown fields last); `deterministic` sorts map entries by key.
   -- Raises on a non-message.
-  function pc.encode(m, opts)
-    return encode(m, opts ~= nil and opts.deterministic and true or false)
-  end
+  pc.encode = encode
 
   --- m | nil, err = pc.decode(T, bytes [, {max_depth = 100}]): a new message
   -- of type T from its wire encoding. Malformed input returns nil and
   -- "<subject>: <reason> at offset <n>" (the subject names the field);
   -- nesting deeper than max_depth (default 100) is malformed.
-  function pc.decode(T, bytes, opts)
-    if type(bytes) ~= "string" then
-      error("bad argument #2 to 'decode' (string expected, got " .. type(bytes) .. ")", 2)
-    end
-    return decode(T, bytes, opts ~= nil and opts.max_depth or nil)
-  end
+  pc.decode = decode
 
   --- names | nil, err = pool:load_descriptor_set(bytes): adds every file of
   -- a serialized google.protobuf.FileDescriptorSet (`protoc -o

@@ -50,6 +50,8 @@ typedef struct {
   char undefined_resolved[256];
   int undeclared_file;
   char undeclared_name[256];
+  const pc_FieldDesc **seen; /* extensions of the file checked so far */
+  size_t nseen, capseen;
 } R;
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -630,16 +632,19 @@ static int check_extension(R *r, const pc_FieldDesc *x) {
   return 1;
 }
 
-/* Every extension in the table with extendee 'ext' and 'number', other
- * than 'self'. */
-static const pc_FieldDesc *extension_clash(const R *r, const pc_FieldDesc *self, int only_self) {
+/* Another extension of the same message with the same number. */
+static const Sym *extension_clash(const R *r, const pc_FieldDesc *self) {
   for (size_t i = 0; i < r->cap; i++) {
     const Sym *s = &r->slots[i];
     if (s->name == NULL || s->kind != kSymField || s->owner != NULL) continue;
     const pc_FieldDesc *f = s->desc;
     if (f == self || f->extendee == NULL) continue;
-    if (only_self && s->file != file_index_self(r)) continue;
-    if (f->number == self->number && strcmp(f->extendee, self->extendee) == 0) return f;
+    if (s->file == file_index_self(r)) {
+      int seen = 0; /* only clashes with extensions checked before, as protoc */
+      for (size_t k = 0; k < r->nseen && !seen; k++) seen = r->seen[k] == f;
+      if (!seen) continue;
+    }
+    if (f->number == self->number && strcmp(f->extendee, self->extendee) == 0) return s;
   }
   return NULL;
 }
@@ -647,11 +652,20 @@ static const pc_FieldDesc *extension_clash(const R *r, const pc_FieldDesc *self,
 static int check_extensions(R *r, pc_FieldDesc *xs, size_t n, const char *scope) {
   for (size_t i = 0; i < n; i++) {
     if (!check_field(r, &xs[i], 1, NULL) || !check_extension(r, &xs[i])) return 0;
-    const pc_FieldDesc *other = extension_clash(r, &xs[i], 0);
+    const Sym *other = extension_clash(r, &xs[i]);
     if (other != NULL)
       return fail_at(r, xs[i].line, xs[i].column,
-                     "Extension number %d has already been used in \"%s\" by extension \"%s\".",
-                     xs[i].number, xs[i].extendee + 1, other->name);
+                     "Extension number %d has already been used in \"%s\" by extension \"%.*s\".",
+                     xs[i].number, xs[i].extendee + 1, (int)other->len, other->name);
+    if (r->nseen == r->capseen) {
+      size_t nc = r->capseen ? r->capseen * 2 : 16;
+      const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, nc * sizeof *grown);
+      if (grown == NULL) return oom(r);
+      if (r->nseen) memcpy(grown, r->seen, r->nseen * sizeof *grown);
+      r->seen = grown;
+      r->capseen = nc;
+    }
+    r->seen[r->nseen++] = &xs[i];
   }
   (void)scope;
   return 1;

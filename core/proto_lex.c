@@ -41,6 +41,23 @@ static void step(pc_Lexer *lx) {
   }
 }
 
+/* Moves to 'to' (at or after lx->p), counting lines; the column is
+ * recounted from the last newline, tabs included. */
+static void advance_to(pc_Lexer *lx, const char *to) {
+  const char *line_start = NULL;
+  for (const char *q = lx->p; q < to; q++) {
+    if (*q == '\n') {
+      lx->line++;
+      line_start = q + 1;
+    }
+  }
+  if (line_start != NULL) {
+    lx->col = 0;
+    lx->p = line_start;
+  }
+  while (lx->p < to) step(lx);
+}
+
 static int fail(pc_Lexer *lx, const char *msg) {
   lx->error = msg;
   lx->error_line = lx->line + 1;
@@ -56,22 +73,32 @@ static int peekc(const pc_Lexer *lx, size_t ahead) {
 static int skip_space(pc_Lexer *lx) {
   for (;;) {
     int c = peekc(lx, 0);
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
+    if (c == ' ') {
+      const char *q = lx->p + 1;
+      while (q < lx->end && *q == ' ') q++;
+      lx->col += (int)(q - lx->p);
+      lx->p = q;
+    } else if (c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
       step(lx);
     } else if (c == '/' && peekc(lx, 1) == '/') {
-      while (lx->p < lx->end && *lx->p != '\n') step(lx);
-    } else if (c == '/' && peekc(lx, 1) == '*') {
-      step(lx);
-      step(lx);
-      for (;;) {
-        if (lx->p >= lx->end) return fail(lx, "End-of-file inside block comment.");
-        if (*lx->p == '*' && peekc(lx, 1) == '/') {
-          step(lx);
-          step(lx);
-          break;
-        }
-        step(lx);
+      /* to the end of the line; the newline resets the column */
+      const char *nl = memchr(lx->p, '\n', (size_t)(lx->end - lx->p));
+      if (nl == NULL) {
+        advance_to(lx, lx->end);
+      } else {
+        lx->p = nl;
       }
+    } else if (c == '/' && peekc(lx, 1) == '*') {
+      const char *q = lx->p + 2;
+      for (;;) {
+        if (q + 1 >= lx->end) {
+          advance_to(lx, lx->end);
+          return fail(lx, "End-of-file inside block comment.");
+        }
+        if (q[0] == '*' && q[1] == '/') break;
+        q++;
+      }
+      advance_to(lx, q + 2);
     } else {
       return 1;
     }
@@ -165,7 +192,10 @@ int pc_Lexer_Next(pc_Lexer *lx, pc_Token *t) {
   }
   int c = (unsigned char)*lx->p;
   if (is_letter(c)) {
-    while (is_letter(peekc(lx, 0)) || is_digit(peekc(lx, 0))) step(lx);
+    const char *q = lx->p + 1;
+    while (q < lx->end && (is_letter((unsigned char)*q) || is_digit((unsigned char)*q))) q++;
+    lx->col += (int)(q - lx->p);
+    lx->p = q;
     t->kind = kPc_Tok_Ident;
   } else if (is_digit(c) || (c == '.' && is_digit(peekc(lx, 1)))) {
     if (!lex_number(lx, t)) return 0;

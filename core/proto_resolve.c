@@ -128,7 +128,15 @@ static const pc_FileDesc *file_of(const R *r, int index) {
 static int add_sym(R *r, const char *name, SymKind kind, int file, const void *desc,
                    const void *owner, int line, int col) {
   size_t len = strlen(name);
-  Sym *s = find(r, name, len);
+  if ((r->count + 1) * 2 > r->cap && !grow_table(r)) return 0;
+  size_t i = (size_t)hash(name, len) & (r->cap - 1);
+  Sym *s = NULL;
+  for (; r->slots[i].name != NULL; i = (i + 1) & (r->cap - 1)) {
+    if (r->slots[i].len == len && memcmp(r->slots[i].name, name, len) == 0) {
+      s = &r->slots[i];
+      break;
+    }
+  }
   if (s != NULL) {
     if (file != file_index_self(r)) return 1; /* deps were validated; first wins */
     if (kind == kSymPackage) {
@@ -147,9 +155,6 @@ static int add_sym(R *r, const char *name, SymKind kind, int file, const void *d
     return fail_at(r, line, col, "\"%s\" is already defined in \"%.*s\".", dot + 1,
                    (int)(dot - name), name);
   }
-  if ((r->count + 1) * 2 > r->cap && !grow_table(r)) return 0;
-  size_t i = (size_t)hash(name, len) & (r->cap - 1);
-  while (r->slots[i].name != NULL) i = (i + 1) & (r->cap - 1);
   r->slots[i].name = name;
   r->slots[i].len = len;
   r->slots[i].kind = kind;
@@ -192,12 +197,15 @@ static int add_message_syms(R *r, const char *scope, const pc_MessageDesc *m, in
   if (depth > MAX_DEPTH) return fail_at(r, m->line, m->column, "Message nesting too deep.");
   char *full = join(r, scope, m->name);
   if (full == NULL || !add_sym(r, full, kSymMessage, file, m, NULL, m->line, m->column)) return 0;
-  for (size_t i = 0; i < m->oneof_count; i++) {
+  /* a dependency's fields and oneofs are never looked up, and cannot clash
+   * with this file's names without their message clashing first */
+  int self = file == file_index_self(r);
+  for (size_t i = 0; self && i < m->oneof_count; i++) {
     char *n = join(r, full, m->oneofs[i].name);
     if (n == NULL || !add_sym(r, n, kSymOneof, file, &m->oneofs[i], m, m->line, m->column))
       return 0;
   }
-  for (size_t i = 0; i < m->field_count; i++) {
+  for (size_t i = 0; self && i < m->field_count; i++) {
     char *n = join(r, full, m->fields[i].name);
     if (n == NULL ||
         !add_sym(r, n, kSymField, file, &m->fields[i], m, m->fields[i].line, m->fields[i].column))
@@ -214,6 +222,23 @@ static int add_message_syms(R *r, const char *scope, const pc_MessageDesc *m, in
       return 0;
   }
   return 1;
+}
+
+static size_t count_message_syms(const pc_MessageDesc *m, int depth) {
+  size_t n = 1 + m->oneof_count + m->field_count + m->extension_count;
+  if (depth > MAX_DEPTH) return n;
+  for (size_t i = 0; i < m->nested_count; i++) n += count_message_syms(&m->nested[i], depth + 1);
+  for (size_t i = 0; i < m->enum_count; i++) n += 1 + m->enums[i].value_count;
+  return n;
+}
+
+/* About how many symbols 'f' adds (packages counted generously). */
+static size_t count_file_syms(const pc_FileDesc *f) {
+  size_t n = 8 + f->extension_count;
+  for (size_t i = 0; i < f->message_count; i++) n += count_message_syms(&f->messages[i], 0);
+  for (size_t i = 0; i < f->enum_count; i++) n += 1 + f->enums[i].value_count;
+  for (size_t i = 0; i < f->service_count; i++) n += 1 + f->services[i].method_count;
+  return n;
 }
 
 static int add_file_syms(R *r, const pc_FileDesc *f, int file) {
@@ -1650,6 +1675,12 @@ int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const
     mark_public(&r, d);
     r.visible[d] = 1;
   }
+  size_t estimate = count_file_syms(file);
+  for (size_t i = 0; i < dep_count; i++) estimate += count_file_syms(deps[i]);
+  r.cap = 64;
+  while (r.cap < estimate * 2) r.cap *= 2;
+  r.slots = pc_Arena_Calloc(arena, r.cap * sizeof *r.slots);
+  if (r.slots == NULL) return oom(&r);
   for (size_t i = 0; i < dep_count; i++)
     if (!add_file_syms(&r, deps[i], (int)i)) return 0;
   if (!add_file_syms(&r, file, file_index_self(&r))) return 0;

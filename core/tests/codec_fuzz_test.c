@@ -6,9 +6,21 @@
 #include "check.h"
 
 #include "../fuzz/codec_fuzz.c"
-#include "../fuzz/codec_fuzz_seeds.h"
 
 #include <stdio.h>
+
+/* A seed from core/fuzz/codec_seeds/ (a type byte, then a message with most
+ * fields set, encoded by Debian's protoc --encode from text). */
+static size_t read_seed(const char *name, uint8_t *buf, size_t cap) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/core/fuzz/codec_seeds/%s", PC_SOURCE_DIR, name);
+  FILE *f = fopen(path, "rb");
+  CHECK(f != NULL);
+  if (f == NULL) return 0;
+  size_t n = fread(buf, 1, cap, f);
+  fclose(f);
+  return n;
+}
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 static uint64_t next(void) {
@@ -85,13 +97,17 @@ int main(void) {
   LLVMFuzzerTestOneInput(deep, 200001);
   free(deep);
 
-  LLVMFuzzerTestOneInput(kSeedP2, sizeof kSeedP2);
-  LLVMFuzzerTestOneInput(kSeedP3, sizeof kSeedP3);
+  static uint8_t seed2[2048], seed3[2048];
+  size_t n2 = read_seed("p2.bin", seed2, sizeof seed2);
+  size_t n3 = read_seed("p3.bin", seed3, sizeof seed3);
+  CHECK(n2 > 100 && n3 > 100);
+  LLVMFuzzerTestOneInput(seed2, n2);
+  LLVMFuzzerTestOneInput(seed3, n3);
   long iters = getenv("PC_FUZZ_ITERS") ? atol(getenv("PC_FUZZ_ITERS")) : 100000;
   static uint8_t buf[4096];
   for (long i = 0; i < iters; i++) {
-    const uint8_t *seed = (i & 1) ? kSeedP3 : kSeedP2;
-    size_t n = (i & 1) ? sizeof kSeedP3 : sizeof kSeedP2;
+    const uint8_t *seed = (i & 1) ? seed3 : seed2;
+    size_t n = (i & 1) ? n3 : n2;
     n = mutate(seed, n, buf, sizeof buf);
     LLVMFuzzerTestOneInput(buf, n);
   }

@@ -269,6 +269,72 @@ static int put_extension(Enc *e, const pc_Extension *x) {
   return put_element(e, f, &x->value);
 }
 
+/* Prepends varint 'v' at 'p' (room known to be there); returns the new start. */
+static inline uint8_t *varint_down(uint8_t *p, uint64_t v) {
+  if (v < 0x80) {
+    *--p = (uint8_t)v;
+    return p;
+  }
+  size_t n = pc_Wire_VarintSize(v);
+  uint8_t *q = p -= n;
+  while (v >= 0x80) {
+    *q++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *q = (uint8_t)v;
+  return p;
+}
+
+/* A singular number that is not a oneof member: presence, value and tag
+ * written in one reservation. Returns 0 on allocation failure. */
+static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f) {
+  const char *slot = (const char *)msg + f->offset;
+  uint64_t v;
+  if (f->slot == kPc_Slot_Bool) {
+    v = *(const uint8_t *)slot != 0;
+    if (f->hasbit < 0 && v == 0) return 1;
+  } else if (f->slot == kPc_Slot_32) {
+    uint32_t u;
+    memcpy(&u, slot, 4);
+    if (f->hasbit < 0 && u == 0) return 1;
+    v = u;
+  } else {
+    memcpy(&v, slot, 8);
+    if (f->hasbit < 0 && v == 0) return 1;
+  }
+  if (f->hasbit >= 0 && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1))
+    return 1;
+  pc_WireWriter *w = e->w;
+  if (!pc_WireWriter_Reserve(w, 2 * PC_WIRE_MAX_VARINT))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  uint8_t *p = w->ptr;
+  pc_WireType wt = kPc_Wire_Varint;
+  switch (f->type) {
+  case kPc_Type_Float:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Sfixed32:
+    p -= 4;
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
+    wt = kPc_Wire_Fixed32;
+    break;
+  case kPc_Type_Double:
+  case kPc_Type_Fixed64:
+  case kPc_Type_Sfixed64:
+    p -= 8;
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    wt = kPc_Wire_Fixed64;
+    break;
+  case kPc_Type_Int32:
+  case kPc_Type_Enum: p = varint_down(p, (uint64_t)(int64_t)(int32_t)(uint32_t)v); break;
+  case kPc_Type_Sint32: p = varint_down(p, pc_Wire_ZigZagEncode32((int32_t)(uint32_t)v)); break;
+  case kPc_Type_Sint64: p = varint_down(p, pc_Wire_ZigZagEncode64((int64_t)v)); break;
+  default: p = varint_down(p, v); break;
+  }
+  w->ptr = varint_down(p, (uint64_t)(uint32_t)f->number << 3 | (uint32_t)wt);
+  return 1;
+}
+
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m) {
   if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep, NULL);
   pc_WireWriter *w = e->w;
@@ -285,7 +351,12 @@ static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m)
     if (j > 0 && (i == 0 || xs[j - 1].field->number > m->fields_by_number[i - 1]->number)) {
       if (!put_extension(e, &xs[--j])) return 0;
     } else {
-      if (!put_field(e, msg, m->fields_by_number[--i])) return 0;
+      const pc_FieldDef *f = m->fields_by_number[--i];
+      if (f->slot <= kPc_Slot_64 && f->oneof == NULL) {
+        if (!put_number_field(e, msg, f)) return 0;
+      } else if (!put_field(e, msg, f)) {
+        return 0;
+      }
     }
   }
   e->depth--;

@@ -127,11 +127,11 @@ static pc_FileDesc *reader_schema(pc_Arena *a) {
     f->packed = -1;
     f->deprecated = -1;
     if (kRows[i].type_name != NULL) {
-      size_t n = sizeof "." PKG - 1 + strlen(kRows[i].type_name);
-      char *tn = pc_Arena_Malloc(a, n + 1);
+      size_t pre = sizeof "." PKG - 1, len = strlen(kRows[i].type_name);
+      char *tn = pc_Arena_Malloc(a, pre + len + 1);
       if (tn == NULL) return NULL;
-      strcpy(tn, "." PKG);
-      strcat(tn, kRows[i].type_name);
+      memcpy(tn, "." PKG, pre);
+      memcpy(tn + pre, kRows[i].type_name, len + 1);
       f->type_name = tn;
     }
   }

@@ -245,12 +245,12 @@ static int put_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f) {
   const char *slot = (const char *)msg + f->offset;
   if (f->is_map) {
     const pc_Map *map;
-    memcpy(&map, slot, sizeof map);
+    memcpy(&map, slot, sizeof(const pc_Map *));
     return put_map(e, f, map);
   }
   if (f->label == kPc_Label_Repeated) {
     const pc_Array *arr;
-    memcpy(&arr, slot, sizeof arr);
+    memcpy(&arr, slot, sizeof(const pc_Array *));
     return put_repeated(e, f, arr);
   }
   if (!present(msg, f)) return 1;
@@ -305,7 +305,7 @@ static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f)
   if (f->hasbit >= 0 && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1))
     return 1;
   pc_WireWriter *w = e->w;
-  if (!pc_WireWriter_Reserve(w, 2 * PC_WIRE_MAX_VARINT))
+  if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
   uint8_t *p = w->ptr;
   pc_WireType wt = kPc_Wire_Varint;

@@ -21,7 +21,7 @@
 
 #define LPC_CODECSTATE     "protocall.CodecState"
 /* A buffer grown past this is freed after use rather than kept. */
-#define LPC_ENCODEBUF_KEEP (64 * 1024)
+#define LPC_ENCODEBUF_KEEP ((size_t)64 * 1024)
 
 /* Per-state scratch, the upvalue of encode and decode. */
 typedef struct {

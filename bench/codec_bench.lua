@@ -98,11 +98,15 @@ for _, c in ipairs(CASES) do
   c.msg = assert(pc.decode(c.T, c.bytes))
 end
 
+-- Operations per callgrind run (the run is repeated with twice as many).
+local CALLGRIND_ITERS = { point = 20000, rich = 2000, otlp_traces = 100, test_all_types_proto3 = 100 }
+
 local spec_cases = {}
 for _, c in ipairs(CASES) do
   local T, bytes, msg = c.T, c.bytes, c.msg
   spec_cases[#spec_cases + 1] = {
     name = "decode " .. c.name,
+    callgrind_iters = CALLGRIND_ITERS[c.name],
     fn = function(n)
       local decode = pc.decode
       for _ = 1, n do decode(T, bytes) end
@@ -110,6 +114,7 @@ for _, c in ipairs(CASES) do
   }
   spec_cases[#spec_cases + 1] = {
     name = "encode " .. c.name,
+    callgrind_iters = CALLGRIND_ITERS[c.name],
     fn = function(n)
       local encode = pc.encode
       for _ = 1, n do encode(msg) end
@@ -147,7 +152,7 @@ local function instr(cmd, case, op)
     os.remove(out)
     return ok and t or nil
   end
-  local n = case == "point" and 20000 or 500
+  local n = CALLGRIND_ITERS[case]
   local a, b = total(n), total(2 * n)
   return a and b and (b - a) / n or nil
 end

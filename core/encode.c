@@ -35,6 +35,22 @@ static int is_fixed64(pc_FieldType t) {
   return t == kPc_Type_Double || t == kPc_Type_Fixed64 || t == kPc_Type_Sfixed64;
 }
 
+/* Prepends varint 'v' at 'p' (room known to be there); returns the new start. */
+static inline uint8_t *varint_down(uint8_t *p, uint64_t v) {
+  if (v < 0x80) {
+    *--p = (uint8_t)v;
+    return p;
+  }
+  size_t n = pc_Wire_VarintSize(v);
+  uint8_t *q = p -= n;
+  while (v >= 0x80) {
+    *q++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *q = (uint8_t)v;
+  return p;
+}
+
 /* Writes one numeric value (no tag) of type 't' stored as at 'src'. */
 static int put_number(pc_WireWriter *w, pc_FieldType t, const void *src) {
   uint32_t u32;
@@ -82,6 +98,20 @@ static pc_WireType wire_type(pc_FieldType t) {
 
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m);
 
+/* A length-delimited string or bytes value with its tag, in one
+ * reservation. */
+static int put_string(Enc *e, const pc_FieldDef *f, const pc_StringView *s) {
+  pc_WireWriter *w = e->w;
+  if (s->size > SIZE_MAX - 2 * PC_WIRE_MAX_VARINT ||
+      !pc_WireWriter_Reserve(w, s->size + 2 * PC_WIRE_MAX_VARINT))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  uint8_t *p = w->ptr - s->size;
+  if (s->size > 0) memcpy(p, s->data, s->size);
+  p = varint_down(p, s->size);
+  w->ptr = varint_down(p, (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
+  return 1;
+}
+
 /* One element of field 'f' (its value at 'src', of the element slot kind)
  * with its tag. */
 static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
@@ -89,12 +119,7 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
   uint32_t num = (uint32_t)f->number;
   switch (f->type) {
   case kPc_Type_String:
-  case kPc_Type_Bytes: {
-    const pc_StringView *s = src;
-    if (!pc_WireWriter_PutBytes(w, s->data, s->size) || !pc_WireWriter_PutVarint(w, s->size))
-      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-    break;
-  }
+  case kPc_Type_Bytes: return put_string(e, f, src);
   case kPc_Type_Message: {
     const pc_Message *sub = *(pc_Message *const *)src;
     size_t before = pc_WireWriter_Size(w);
@@ -269,22 +294,6 @@ static int put_extension(Enc *e, const pc_Extension *x) {
   return put_element(e, f, &x->value);
 }
 
-/* Prepends varint 'v' at 'p' (room known to be there); returns the new start. */
-static inline uint8_t *varint_down(uint8_t *p, uint64_t v) {
-  if (v < 0x80) {
-    *--p = (uint8_t)v;
-    return p;
-  }
-  size_t n = pc_Wire_VarintSize(v);
-  uint8_t *q = p -= n;
-  while (v >= 0x80) {
-    *q++ = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  *q = (uint8_t)v;
-  return p;
-}
-
 /* A singular number that is not a oneof member: presence, value and tag
  * written in one reservation. Returns 0 on allocation failure. */
 static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f) {
@@ -338,12 +347,18 @@ static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f)
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m) {
   if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep, NULL);
   pc_WireWriter *w = e->w;
-  size_t usize;
-  const char *unknown = pc_Message_GetUnknown(msg, &usize);
-  if (usize > 0 && !pc_WireWriter_PutBytes(w, unknown, usize))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, NULL);
+  /* Offset 0 holds the internal part (unknown bytes, extensions), or NULL
+   * (message.h's layout). */
+  const pc_MessageInternal *in;
+  memcpy(&in, msg, sizeof in);
   size_t xcount = 0;
-  const pc_Extension *xs = m->extension_range_count ? pc_Message_Extensions(msg, &xcount) : NULL;
+  const pc_Extension *xs = NULL;
+  if (in != NULL) {
+    if (in->unknown_size > 0 && !pc_WireWriter_PutBytes(w, in->unknown, in->unknown_size))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, NULL);
+    xs = in->ext;
+    xcount = in->ext_count;
+  }
   /* Fields and extensions merged, highest number first. */
   uint32_t i = m->field_count;
   size_t j = xcount;

@@ -450,10 +450,17 @@ static const uint8_t *decode_message(Dec *d, const uint8_t *p, const uint8_t *en
     const uint8_t *tagpos = p;
     uint32_t num;
     pc_WireType wt;
-    if (*p < 0x80) {
-      num = *p >> 3;
-      wt = (pc_WireType)(*p & 7);
-      p++;
+    if (*p < 0x80 || (end - p >= 2 && p[1] < 0x80)) {
+      /* One- and two-byte tags inline (fields up to 2047). */
+      uint32_t t;
+      if (*p < 0x80) {
+        t = *p++;
+      } else {
+        t = (uint32_t)(p[0] & 0x7f) | (uint32_t)p[1] << 7;
+        p += 2;
+      }
+      num = t >> 3;
+      wt = (pc_WireType)(t & 7);
       if (num == 0) return fail(d, m, NULL, 0, kPc_WireStatus_FieldZero, tagpos);
       if (wt > kPc_Wire_Fixed32) return fail(d, m, NULL, num, kPc_WireStatus_BadWireType, tagpos);
     } else {

@@ -68,6 +68,10 @@ static inline const uint8_t *pc_Wire_ReadVarint(const uint8_t *p, const uint8_t 
     *v = *p;
     return p + 1;
   }
+  if (end - p >= 2 && p[1] < 0x80) {
+    *v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+    return p + 2;
+  }
   return pc_Wire_ReadVarintSlow(p, end, v, st);
 }
 

@@ -225,6 +225,12 @@ static void cases(void) {
         erris("t.I64.r: varint longer than 10 bytes at offset 1"));
   CHECK(!dec("t.Bin", "12 05 61 62") &&
         erris("t.Bin.raw: length runs past the end of the input at offset 1"));
+  /* non-minimal tags are accepted (the decoder's inline two-byte path) */
+  m = dec("t.I64", "88 00 05 90 80 00 06");
+  CHECK(m && get(m, "t.I64", "r").i64 == 5 && get(m, "t.I64", "u").u64 == 6);
+  CHECK(m && eq(enc("t.I64", m, 0), "08 05 10 06"));
+  CHECK(!dec("t.I64", "80 00 05") && erris("t.I64: field number 0 at offset 0"));
+  CHECK(!dec("t.I64", "8e 00") && erris("t.I64 field 1: invalid wire type at offset 0"));
   m = dec("t.I64", "08 80 80 80 80 80 80 80 80 80 00");
   CHECK(m && get(m, "t.I64", "r").i64 == 0 && eq(enc("t.I64", m, 0), ""));
   /* UTF-8 in proto3 strings only */

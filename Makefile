@@ -3,7 +3,9 @@
 #   make run      install missing packages, build, run examples/quickstart.lua
 #   make test     the same set-up, then every test on the release build and
 #                 on the sanitizer build; the last line is "N passed, N failed"
-#   make bench    every benchmark in bench/ (not part of make test);
+#   make bench    every benchmark in bench/ (not part of make test)
+#   make fuzz     every libFuzzer target in core/fuzz for FUZZ_SECONDS each
+#                 (make test runs a FUZZ_SLICE-second slice of each);
 #                 BENCH_ARGS=--callgrind adds exact instruction counts
 #   make memcheck the spec suite under valgrind
 #   make lint     cppcheck and clang-tidy over core/ and bindings/
@@ -12,10 +14,13 @@
 JOBS    ?= $(shell nproc)
 RELEASE := build/release
 ASAN    := build/asan
+FUZZ    := build/fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_SLICE   ?= 20
 CMAKE_FLAGS ?= -DPROTOCALL_WERROR=ON
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find core bindings -name '*.[ch]')
 
-.PHONY: all deps build build-asan run test bench memcheck lint format clean
+.PHONY: all deps build build-asan build-fuzz run test fuzz bench memcheck lint format clean
 
 all: build
 
@@ -34,17 +39,30 @@ build: deps $(RELEASE)/CMakeCache.txt
 build-asan: deps $(ASAN)/CMakeCache.txt
 	@cmake --build $(ASAN) -j $(JOBS) -- --no-print-directory -s
 
+# The fuzz build dir is configured on every use so FUZZ_SECONDS / FUZZ_SLICE
+# take effect (a no-op for CMake when nothing changed).
+build-fuzz: deps
+	@cmake -S . -B $(FUZZ) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \
+	  -DPROTOCALL_FUZZ=ON -DPROTOCALL_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(FUZZ) --target protocall_fuzz -j $(JOBS) -- --no-print-directory -s
+
+fuzz: build-fuzz
+	@cd $(FUZZ) && ctest --output-on-failure --timeout 0 -V
+
 run: build
 	$(RELEASE)/protocall examples/quickstart.lua
 
 test: build build-asan
-	@rm -f $(RELEASE)/ctest.xml $(RELEASE)/busted.tap $(ASAN)/ctest.xml $(ASAN)/busted.tap
+	@$(MAKE) --no-print-directory build-fuzz FUZZ_SECONDS=$(FUZZ_SLICE)
+	@rm -f $(RELEASE)/ctest.xml $(RELEASE)/busted.tap $(ASAN)/ctest.xml $(ASAN)/busted.tap $(FUZZ)/ctest.xml
 	@echo "== release build"
 	-@cd $(RELEASE) && ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
 	@echo "== sanitizer build (AddressSanitizer with leak detection, UndefinedBehaviorSanitizer)"
 	-@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
-	@lua5.4 .ci/summary.lua $(RELEASE) $(ASAN)
+	@echo "== fuzz slice ($(FUZZ_SLICE) s per libFuzzer target)"
+	-@cd $(FUZZ) && ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
+	@lua5.4 .ci/summary.lua $(RELEASE) $(ASAN) $(FUZZ)
 
 bench: build
 	@for b in bench/*_bench.lua; do $(RELEASE)/protocall $$b $(BENCH_ARGS) || exit 1; done

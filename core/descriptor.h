@@ -77,10 +77,12 @@ typedef struct {
   const char *default_value; /* 7; NULL when none. protoc's text form: bytes
                                 C-escaped, enums by value name, floats as
                                 written ("inf", "-inf", "nan") */
-  int32_t oneof_index;   /* 9; -1 when not in a oneof */
-  const char *json_name; /* 10; NULL when not set */
-  int proto3_optional;   /* 17 */
-  pc_OptionsDesc options; /* 8: FieldOptions */
+  size_t default_value_len;  /* bytes at default_value when a string default
+                                holds NUL bytes; 0 means strlen() */
+  int32_t oneof_index;       /* 9; -1 when not in a oneof */
+  const char *json_name;     /* 10; NULL when not set */
+  int proto3_optional;       /* 17 */
+  pc_OptionsDesc options;    /* 8: FieldOptions */
   /* FieldOptions decoded: packed (2) and deprecated (3); -1 unset, 0, 1 */
   int packed;
   int deprecated;

@@ -11,5 +11,7 @@ void lpc_open_status(lua_State *L);
 void lpc_open_def(lua_State *L);     /* pools, types, declarations (lpc_def.c) */
 void lpc_open_message(lua_State *L); /* message instances (lpc_message.c) */
 void lpc_open_policy(lua_State *L);
+void lpc_open_codec(lua_State *L);   /* wire encode/decode, descriptor sets (lpc_codec.c) */
+void lpc_open_parse(lua_State *L);
 
 #endif

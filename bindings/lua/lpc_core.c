@@ -48,5 +48,7 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_def(L);
   lpc_open_message(L);
   lpc_open_policy(L);
+  lpc_open_codec(L);
+  lpc_open_parse(L);
   return 1;
 }

@@ -23,6 +23,7 @@ end
 for _, name in ipairs {
   "protocall.message",
   "protocall.policy",
+  "protocall.codec",
 } do
   require(name).install(M, core)
 end

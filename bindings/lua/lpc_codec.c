@@ -1,0 +1,183 @@
+/* The wire codec as Lua functions: core.encode, core.decode and
+ * core.load_descriptor_set (lua/protocall/codec.lua makes them pc.*).
+ *
+ * Decoding makes one "protocall.Arena" userdata first, so everything the
+ * decoder allocates has an owner before anything can raise; the result is
+ * a view of the root message anchored to that arena (no Lua object per
+ * sub-message until Lua reads one). A message type whose fields are all
+ * numbers decodes straight into a standalone message (one userdata, no
+ * arena), unless the input carries unknown fields. Encoding writes into a
+ * per-state reusable buffer held by a userdata (an upvalue), so an error
+ * raised by lua_pushlstring leaks nothing and small encodes allocate
+ * nothing. */
+#include "decode.h"
+#include "descriptor_set.h"
+#include "encode.h"
+#include "lpc.h"
+#include "lpc_msg.h"
+#include "wire.h"
+
+#include <lauxlib.h>
+
+#define LPC_CODECSTATE     "protocall.CodecState"
+/* A buffer grown past this is freed after use rather than kept. */
+#define LPC_ENCODEBUF_KEEP ((size_t)64 * 1024)
+
+/* Per-state scratch, the upvalue of encode and decode. */
+typedef struct {
+  pc_WireWriter w;   /* the encode buffer */
+  pc_Arena *scratch; /* decode's arena for all-number types; stays empty
+                        (no block) unless the input had unknown fields */
+} CodecState;
+
+static int lpc_codecstate_gc(lua_State *L) {
+  CodecState *cs = luaL_checkudata(L, 1, LPC_CODECSTATE);
+  pc_WireWriter_Free(&cs->w);
+  pc_Arena_Free(cs->scratch);
+  cs->scratch = NULL;
+  return 0;
+}
+
+/* Whether every field of 'def' is a singular number (no pointer slot) and
+ * it takes no extensions: then a decoded message needs no arena unless
+ * the input has unknown fields. */
+static int all_numbers(const pc_MessageDef *def) {
+  if (def->extension_range_count > 0) return 0;
+  for (uint32_t i = 0; i < def->field_count; i++)
+    if (def->fields[i].slot > kPc_Slot_64) return 0;
+  return 1;
+}
+
+/* -- bytes = pc.encode(m [, {deterministic = true}])
+ * m: a message; deterministic: sort map entries by key. Raises on a
+ * non-message, on nesting past PC_ENCODE_MAX_DEPTH and when memory runs
+ * out. */
+static int lpc_codec_encode(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  pc_EncodeOptions opts = {0};
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    opts.deterministic = lua_getfield(L, 2, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  pc_WireWriter *w = &((CodecState *)lua_touserdata(L, lua_upvalueindex(1)))->w;
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_WireWriter_Reset(w);
+  pc_EncodeStatus st = pc_Encode(msg, def, &opts, w, &err);
+  if (st != kPc_EncodeStatus_Ok) {
+    pc_WireWriter_Free(w);
+    return luaL_error(L, "%s", err.msg);
+  }
+  lua_pushlstring(L, (const char *)pc_WireWriter_Data(w), pc_WireWriter_Size(w));
+  if (w->cap > LPC_ENCODEBUF_KEEP) pc_WireWriter_Free(w);
+  return 1;
+}
+
+/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100}])
+ * T: a message Type; bytes: string; max_depth: levels of nesting allowed
+ * below the root (default 100). Returns the message, or nil and
+ * "<subject>: <reason> at offset <n>" for malformed input. Raises when
+ * memory runs out. */
+static int lpc_codec_decode(lua_State *L) {
+  const pc_MessageDef *def = lpc_checktype(L, 1);
+  size_t len;
+  if (lua_type(L, 2) != LUA_TSTRING) luaL_typeerror(L, 2, "string");
+  const char *bytes = lua_tolstring(L, 2, &len);
+  pc_DecodeOptions opts = {0, 0};
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
+      lua_Integer d = luaL_checkinteger(L, -1);
+      luaL_argcheck(L, d >= 1 && d <= 10000, 3, "max_depth must be in 1..10000");
+      opts.max_depth = (int)d;
+    }
+    lua_pop(L, 1);
+  }
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_DecodeStatus st;
+  if (all_numbers(def)) {
+    CodecState *cs = lua_touserdata(L, lua_upvalueindex(1));
+    if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
+      return luaL_error(L, "not enough memory");
+    size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
+    pc_Message *msg = lua_newuserdatauv(L, def->size, 0);
+    pc_Message_Init(def, msg);
+    lua_getiuservalue(L, 1, 2); /* the Type's metatable of standalone instances */
+    lua_setmetatable(L, -2);
+    st = pc_Decode(bytes, len, msg, def, cs->scratch, &opts, &err);
+    if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
+      if (st == kPc_DecodeStatus_Ok) return 1;
+      lua_pushnil(L);
+      lua_pushstring(L, err.msg);
+      return 2;
+    }
+    /* Unknown fields went to the scratch arena: drop it, decode again below. */
+    pc_Arena_Free(cs->scratch);
+    cs->scratch = NULL;
+    lua_pop(L, 1);
+    pc_Error_Init(&err);
+  }
+  pc_Arena *a = lpc_newarena(L);
+  int arena_idx = lua_gettop(L);
+  pc_Message *msg = pc_Message_New(def, a);
+  if (msg == NULL) return luaL_error(L, "not enough memory");
+  st = pc_Decode(bytes, len, msg, def, a, &opts, &err);
+  lpc_pacearena(L, arena_idx);
+  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+  if (st != kPc_DecodeStatus_Ok) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lpc_pushview(L, def, msg, arena_idx);
+  return 1;
+}
+
+/* -- names | nil, err = core.load_descriptor_set(pool, bytes)
+ * Adds every file of a serialized FileDescriptorSet to 'pool' (files the
+ * pool already has by name are skipped). Returns the list of the added
+ * files' names in order, or nil and the reason. */
+static int lpc_codec_load_descriptor_set(lua_State *L) {
+  pc_Pool *pool = lpc_checkpool(L, 1);
+  size_t len;
+  if (lua_type(L, 2) != LUA_TSTRING) luaL_typeerror(L, 2, "string");
+  const char *bytes = lua_tolstring(L, 2, &len);
+  pc_Error err;
+  pc_Error_Init(&err);
+  size_t first;
+  long added = pc_Pool_AddDescriptorSet(pool, bytes, len, &first, &err);
+  if (added < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lua_createtable(L, (int)added, 0);
+  for (long i = 0; i < added; i++) {
+    lua_pushstring(L, pc_Pool_File(pool, first + (size_t)i)->name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+void lpc_open_codec(lua_State *L) {
+  CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
+  pc_WireWriter_Init(&cs->w, NULL, NULL);
+  cs->scratch = NULL;
+  if (luaL_newmetatable(L, LPC_CODECSTATE)) {
+    lua_pushcfunction(L, lpc_codecstate_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+  }
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_codec_encode, 1);
+  lua_setfield(L, -3, "encode");
+  lua_pushcclosure(L, lpc_codec_decode, 1);
+  lua_setfield(L, -2, "decode");
+  lua_pushcfunction(L, lpc_codec_load_descriptor_set);
+  lua_setfield(L, -2, "load_descriptor_set");
+}

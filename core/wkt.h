@@ -1,0 +1,22 @@
+/* The well-known types built in: google/protobuf/{any, api, descriptor,
+ * duration, empty, field_mask, source_context, struct, timestamp, type,
+ * wrappers}.proto as .proto source text compiled into the library, so an
+ * import of any of them resolves with no file on disk (pc_LoadProto falls
+ * back to them when the caller's source function has no such file). The
+ * text is protocall's own; names, numbers and options are protobuf's, so
+ * parsing and resolving one gives the FileDescriptorProto protoc gives. */
+#ifndef PC_WKT_H
+#define PC_WKT_H
+
+#include <stddef.h>
+
+/* The .proto text of the built-in file with import name 'name'
+ * ("google/protobuf/timestamp.proto"), its length in '*len' (when 'len' is
+ * not NULL); NULL when 'name' is not one of them. Static storage. */
+const char *pc_Wkt_Source(const char *name, size_t *len);
+
+/* The import name of the i-th built-in file (0-based, in alphabetical
+ * order), or NULL past the last. */
+const char *pc_Wkt_Name(size_t i);
+
+#endif

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""Corpus proof for the .proto parser (issue 5): for every .proto under
+CORPUS/protos/<project>/, the FileDescriptorProto protocall builds (printed as
+JSON by the proto_dump tool) must equal, field by field, the one protoc built
+in CORPUS/descriptors/<project>.pb. The built-in well-known types are also
+compared with CORPUS/descriptors/wkt.pb (loaded with no import path).
+
+protoc's side is read with Debian's python3-protobuf (descriptor_pb2) and
+turned into the same JSON shape as proto_dump's: descriptor.proto field
+names, only the fields that are set (ListFields), enums as numbers, options
+as the hex of their serialized bytes. Each difference prints as a path:
+  opentelemetry/proto/trace/v1/trace.proto: message_type[Span].field[3 trace_id].json_name: "x" vs "y"
+(ours first, then protoc's).
+
+Usage: proto_compare.py CORPUS_DIR PROTO_DUMP
+Exit 0 when equal, 1 on a difference, 77 (skip) when the corpus is absent
+and env CI is not set.
+"""
+import json
+import os
+import subprocess
+import sys
+
+from google.protobuf import descriptor_pb2
+
+WKT = ["any", "api", "descriptor", "duration", "empty", "field_mask",
+       "source_context", "struct", "timestamp", "type", "wrappers"]
+
+
+def to_json(msg):
+    out = {}
+    for fd, val in msg.ListFields():
+        if fd.name == "source_code_info":
+            continue
+        if fd.name == "options":
+            out["options"] = val.SerializeToString().hex()
+        elif fd.label == fd.LABEL_REPEATED:
+            if fd.message_type is not None:
+                out[fd.name] = [to_json(v) for v in val]
+            else:
+                out[fd.name] = list(val)
+        elif fd.message_type is not None:
+            out[fd.name] = to_json(val)
+        else:
+            out[fd.name] = val
+    return out
+
+
+def label(item, i):
+    if isinstance(item, dict) and "name" in item:
+        return "%d %s" % (i, item["name"])
+    return str(i)
+
+
+def compare(ours, theirs, path, diffs):
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for k in sorted(set(ours) | set(theirs)):
+            p = path + "." + k if path else k
+            if k not in ours:
+                diffs.append("%s: (absent) vs %s" % (p, json.dumps(theirs[k])[:200]))
+            elif k not in theirs:
+                diffs.append("%s: %s vs (absent)" % (p, json.dumps(ours[k])[:200]))
+            else:
+                compare(ours[k], theirs[k], p, diffs)
+    elif isinstance(ours, list) and isinstance(theirs, list):
+        for i in range(max(len(ours), len(theirs))):
+            if i >= len(ours):
+                diffs.append("%s[%s]: (absent) vs present" % (path, label(theirs[i], i)))
+            elif i >= len(theirs):
+                diffs.append("%s[%s]: present vs (absent)" % (path, label(ours[i], i)))
+            else:
+                compare(ours[i], theirs[i], "%s[%s]" % (path, label(theirs[i], i)), diffs)
+    elif ours != theirs:
+        diffs.append("%s: %s vs %s" % (path, json.dumps(ours), json.dumps(theirs)))
+
+
+def dump(tool, args):
+    r = subprocess.run([tool] + args, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, r.stderr.strip()
+    return {f["name"]: f for f in json.loads(r.stdout)["file"]}, None
+
+
+def main():
+    corpus, tool = sys.argv[1], sys.argv[2]
+    protos = os.path.join(corpus, "protos")
+    if not os.path.isdir(protos):
+        msg = "proto_compare: corpus absent (%s)" % protos
+        if os.environ.get("CI"):
+            print(msg + ": FAIL (CI is set)")
+            return 1
+        print(msg + ": SKIP")
+        return 77
+    failed = 0
+    compared = 0
+    runs = []
+    for project in sorted(os.listdir(protos)):
+        root = os.path.join(protos, project)
+        files = []
+        for d, _, names in os.walk(root):
+            for n in names:
+                if n.endswith(".proto"):
+                    files.append(os.path.relpath(os.path.join(d, n), root))
+        runs.append((project, ["-I", root] + sorted(files)))
+    runs.append(("wkt", ["google/protobuf/%s.proto" % n for n in WKT]))
+    for project, args in runs:
+        fds = descriptor_pb2.FileDescriptorSet()
+        with open(os.path.join(corpus, "descriptors", project + ".pb"), "rb") as f:
+            fds.ParseFromString(f.read())
+        ours, err = dump(tool, args)
+        builtin = "-I" not in args
+        what = project + (" (built-in well-known types)" if builtin else "")
+        if ours is None:
+            print("%s: load failed: %s" % (what, err))
+            failed += 1
+            continue
+        for fp in fds.file:
+            if builtin and fp.name not in ours:
+                continue  # compiler/plugin.proto is not built in
+            compared += 1
+            if fp.name not in ours:
+                print("%s: %s: not loaded" % (what, fp.name))
+                failed += 1
+                continue
+            diffs = []
+            compare(ours[fp.name], to_json(fp), "", diffs)
+            if diffs:
+                failed += 1
+                for d in diffs:
+                    print("%s: %s" % (fp.name, d))
+    print("proto_compare: %d files compared, %d differ" % (compared, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,5 +8,6 @@
 #include <lua.h>
 
 void lpc_open_status(lua_State *L);
+void lpc_open_grpc(lua_State *L);
 
 #endif

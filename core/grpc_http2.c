@@ -19,6 +19,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 /* Large enough for any header line a gRPC server sends (libcurl stalls on
  * a header line longer than its receive buffer). */
 #define RECEIVE_BUFFER (256 * 1024)
@@ -45,6 +49,8 @@ struct pc_GrpcChannel {
   int tls;
   size_t live_calls;
   int closing; /* freed by its owner while calls were alive */
+  int running; /* transfers in 'multi' */
+  int sock;    /* the socket libcurl opened last, -1 when closed */
 };
 
 struct pc_GrpcCall {
@@ -54,6 +60,10 @@ struct pc_GrpcCall {
   struct curl_slist *headers_out;
   char *url;
   int in_multi; /* added to ch->multi, transfer running */
+  int reuse_only; /* asked for plain HTTP/2: must not open a connection */
+  int reopen;     /* ...and libcurl tried to: restart with prior knowledge */
+  int restarts;   /* transfers run again (restart_transfer) */
+  int grpc_body;  /* the response is HTTP 200 application/grpc */
   int done;     /* transfer over (finished, failed or cancelled) */
   int ended;    /* 'status' is final */
   int failed;   /* 'status' was set early by a local failure */
@@ -461,7 +471,12 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
   if (n == 0) {
     /* End of a header block: after a 1xx comes another status line; after
      * the final one, anything more is trailers. */
-    if (c->hstate == 1) c->hstate = (c->http_status >= 100 && c->http_status < 200) ? 0 : 2;
+    if (c->hstate == 1) {
+      c->hstate = (c->http_status >= 100 && c->http_status < 200) ? 0 : 2;
+      const pc_GrpcPair *ct = find_pair(c, 0, "content-type");
+      c->grpc_body = c->hstate == 2 && c->http_status == 200 && ct != NULL &&
+                     ct->value_len >= 16 && memcmp(ct->value, "application/grpc", 16) == 0;
+    }
     return total;
   }
   if (c->hstate == 0) {
@@ -490,6 +505,7 @@ static size_t on_body(char *data, size_t size, size_t nitems, void *ud) {
   pc_GrpcCall *c = ud;
   size_t n = size * nitems;
   if (c->failed) return 0;
+  if (!c->grpc_body) return n; /* an HTTP error page: the status decides */
   if (!buf_reserve(c->ch, &c->rbuf, n)) {
     fail(c, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
     return 0;
@@ -510,6 +526,82 @@ static size_t on_body(char *data, size_t size, size_t nitems, void *ud) {
     c->scan += 5 + (size_t)len;
   }
   return n;
+}
+
+/* -- connection reuse ---------------------------------------------------- */
+
+/* libcurl 7.88.1 fails every request after the first on a reused h2c
+ * connection when CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE is set (curl issue
+ * 10634, fixed in 7.89): it stacks a second HTTP/2 layer on the reused
+ * connection. So a call asks for prior knowledge only when it will open
+ * a connection, and plain HTTP/2 when it will reuse the live one. Plain
+ * HTTP/2 must never open a connection (that would be HTTP/1.1 with
+ * Upgrade: h2c, which gRPC servers refuse): the open-socket callback
+ * refuses, and the call restarts with prior knowledge (nothing was sent).
+ * The channel tracks its socket through the open/close callbacks. */
+
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a) {
+  pc_GrpcCall *c = ud;
+  (void)purpose;
+  if (c->reuse_only) {
+    c->reopen = 1;
+    return CURL_SOCKET_BAD;
+  }
+  curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+  if (fd != CURL_SOCKET_BAD) c->ch->sock = fd;
+  return fd;
+}
+
+static int on_close_socket(void *ud, curl_socket_t fd) {
+  pc_GrpcChannel *ch = ud;
+  if (fd == ch->sock) ch->sock = -1;
+  return close(fd);
+}
+
+/* Whether the channel's connection can carry the next call. An idle
+ * HTTP/2 connection has nothing to read; anything readable while idle
+ * (end of file, an error, GOAWAY, a PING) and the connection is dropped so
+ * the next call opens a fresh one. */
+static int connection_usable(pc_GrpcChannel *ch) {
+  if (ch->sock < 0) return 0;
+  struct pollfd p;
+  p.fd = ch->sock;
+  p.events = POLLIN;
+  p.revents = 0;
+  int r = poll(&p, 1, 0);
+  if (r == 0) return 1;
+  if (r < 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return 0;
+  if (ch->running == 0) return 0;
+  char b;
+  return recv(ch->sock, &b, 1, MSG_PEEK) > 0;
+}
+
+/* Closes an idle connection that cannot be reused: a new multi handle has
+ * an empty connection cache. Returns 0 on allocation failure. */
+static int drop_connection(pc_GrpcChannel *ch) {
+  CURLM *m = curl_multi_init();
+  if (m == NULL) return 0;
+  curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+  curl_multi_cleanup(ch->multi);
+  ch->multi = m;
+  ch->sock = -1;
+  return 1;
+}
+
+/* Sets the call's HTTP version: prior knowledge for a new h2c connection
+ * (always when 'fresh'), plain HTTP/2 to reuse the live one, TLS with ALPN
+ * for https. Returns 0 when libcurl refuses. */
+static int set_version(pc_GrpcCall *c, int fresh) {
+  pc_GrpcChannel *ch = c->ch;
+  long version = CURL_HTTP_VERSION_2TLS;
+  c->reuse_only = 0;
+  if (!ch->tls) {
+    int reuse = !fresh && connection_usable(ch);
+    if (!reuse && ch->running == 0 && ch->sock >= 0 && !drop_connection(ch)) return 0;
+    version = reuse ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    c->reuse_only = reuse;
+  }
+  return curl_easy_setopt(c->easy, CURLOPT_HTTP_VERSION, version) == CURLE_OK;
 }
 
 /* -- channel ------------------------------------------------------------- */
@@ -538,6 +630,7 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *
   ch->ud = ud;
   ch->tls = tls;
   ch->max_receive = opts->max_receive ? opts->max_receive : PC_GRPC_DEFAULT_MAX_RECEIVE;
+  ch->sock = -1;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     mem(ch, ch, sizeof *ch, 0);
     pc_Error_Set(err, "libcurl failed to initialise");
@@ -672,9 +765,11 @@ static int setup_easy(pc_GrpcCall *c, const pc_GrpcCallSettings *s) {
   }
   int ok = 1;
   ok &= curl_easy_setopt(e, CURLOPT_URL, c->url) == CURLE_OK;
-  ok &= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, ch->tls ? (long)CURL_HTTP_VERSION_2TLS
-                                                          : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE) ==
-        CURLE_OK;
+  ok &= set_version(c, 0);
+  ok &= curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) == CURLE_OK;
+  ok &= curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, (void *)c) == CURLE_OK;
+  ok &= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket) == CURLE_OK;
+  ok &= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, (void *)ch) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L) == CURLE_OK;
   if (getenv("PC_DEBUG")) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
   ok &= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK;
@@ -735,6 +830,7 @@ pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void 
   if (c->easy == NULL || !setup_easy(c, s)) goto fail_oom;
   if (curl_multi_add_handle(ch->multi, c->easy) != CURLM_OK) goto fail_oom;
   c->in_multi = 1;
+  ch->running++;
   return c;
 fail_oom:
   pc_GrpcCall_Free(c);
@@ -748,8 +844,43 @@ static void stop_transfer(pc_GrpcCall *c) {
   if (c->in_multi) {
     curl_multi_remove_handle(c->ch->multi, c->easy);
     c->in_multi = 0;
+    c->ch->running--;
   }
   c->done = 1;
+}
+
+/* Runs the transfer again from the start; 0 when libcurl refuses. Used
+ * when nothing of the call reached a server handler: libcurl refused to
+ * open a connection in plain HTTP/2 mode ('reopen', then on a fresh
+ * connection), or libcurl 7.88 lost an early response (below). */
+static int restart_transfer(pc_GrpcCall *c, int fresh) {
+  pc_GrpcChannel *ch = c->ch;
+  curl_multi_remove_handle(ch->multi, c->easy);
+  ch->running--;
+  c->in_multi = 0;
+  c->restarts++;
+  c->reopen = 0;
+  c->errbuf[0] = '\0';
+  c->hstate = 0;
+  c->http_status = 0;
+  c->grpc_body = 0;
+  c->pairs[0].count = c->pairs[1].count = 0;
+  c->rbuf.len = c->rpos = c->scan = 0;
+  if (!set_version(c, fresh) || curl_multi_add_handle(ch->multi, c->easy) != CURLM_OK) return 0;
+  c->in_multi = 1;
+  ch->running++;
+  return 1;
+}
+
+/* libcurl 7.88 fails a transfer with CURLE_HTTP2_STREAM and no message
+ * ("stream N closed" in its verbose log) when the server answered and
+ * closed the stream before the request body was all sent: a gRPC server
+ * does that when it rejects a call before reading the request (unknown
+ * method, Trailers-Only), and libcurl drops the response headers. No
+ * handler saw the request, so running the call again is safe. */
+static int lost_early_response(const pc_GrpcCall *c, CURLcode r) {
+  return r == CURLE_HTTP2_STREAM && c->errbuf[0] == '\0' && c->hstate == 0 && !c->failed &&
+         c->restarts < 3;
 }
 
 /* Marks every finished transfer of the channel as done (any of its calls
@@ -764,6 +895,8 @@ static void collect_done(pc_GrpcChannel *ch) {
     CURLcode r = m->data.result;
     curl_easy_getinfo(e, CURLINFO_PRIVATE, &priv);
     pc_GrpcCall *c = (pc_GrpcCall *)(void *)priv;
+    if (c->reopen && c->restarts < 3 && restart_transfer(c, 1)) continue;
+    if (lost_early_response(c, r) && restart_transfer(c, 0)) continue;
     c->result = r;
     stop_transfer(c);
   }

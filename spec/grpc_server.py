@@ -1,6 +1,7 @@
 """Test servers for spec/grpc_spec.lua, run with Debian's /usr/bin/python3.
 
     grpc_server.py grpc PORT     a real gRPC server (python3-grpcio), service test.Test
+    grpc_server.py tls PORT CERT KEY   the same over TLS with that certificate (PEM files)
     grpc_server.py h2 PORT       a scripted HTTP/2 peer (python3-h2) for replies
                                  grpcio will not produce (HTTP errors, RST_STREAM, ...)
     grpc_server.py garbage PORT  answers every connection with bytes that are not HTTP/2
@@ -40,7 +41,7 @@ def announce(port):
 
 # -- grpc: python3-grpcio, generic handlers on raw bytes ----------------------
 
-def serve_grpc(port):
+def serve_grpc(port, tls=None):
     from concurrent import futures
     import grpc
 
@@ -97,6 +98,10 @@ def serve_grpc(port):
         """"N": N bytes of b"x"."""
         return b"x" * int(request.decode())
 
+    def peer(request, ctx):
+        """The client's address and port: equal for calls on one connection."""
+        return ctx.peer().encode()
+
     def fail_with(request, ctx):
         """"CODE MESSAGE...": status CODE with MESSAGE (any text)."""
         code, _, message = request.decode().partition(" ")
@@ -112,12 +117,21 @@ def serve_grpc(port):
         "Compressed": grpc.unary_unary_rpc_method_handler(compressed),
         "Big": grpc.unary_unary_rpc_method_handler(big),
         "FailWith": grpc.unary_unary_rpc_method_handler(fail_with),
+        "Peer": grpc.unary_unary_rpc_method_handler(peer),
     }
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
                          options=[("grpc.max_send_message_length", 64 << 20),
                                   ("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Test", handlers),))
-    port = server.add_insecure_port("127.0.0.1:%d" % port)
+    if tls:
+        with open(tls[0], "rb") as f:
+            cert = f.read()
+        with open(tls[1], "rb") as f:
+            key = f.read()
+        creds = grpc.ssl_server_credentials([(key, cert)])
+        port = server.add_secure_port("127.0.0.1:%d" % port, creds)
+    else:
+        port = server.add_insecure_port("127.0.0.1:%d" % port)
     server.start()
     announce(port)
     server.wait_for_termination()
@@ -273,6 +287,8 @@ def main():
     threading.Thread(target=lifetime, daemon=True).start()
     if mode == "grpc":
         serve_grpc(port)
+    elif mode == "tls":
+        serve_grpc(port, tls=(sys.argv[3], sys.argv[4]))
     elif mode == "h2":
         serve_sockets(port, h2_connection)
     elif mode == "garbage":

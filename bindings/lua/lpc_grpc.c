@@ -33,7 +33,7 @@ static ChannelBox *check_channel(lua_State *L, int idx) {
 }
 
 /* -- ch = core.grpc_channel(target, ca_file|nil, max_receive|nil, user_agent|nil)
- * Raises on a target that is not http://host:port or https://host:port. */
+ * -- nil, err   when the target is not http://host:port or https://host:port */
 static int lpc_grpc_channel(lua_State *L) {
   pc_GrpcChannelOptions o;
   memset(&o, 0, sizeof o);
@@ -51,7 +51,11 @@ static int lpc_grpc_channel(lua_State *L) {
   pc_Error err;
   pc_Error_Init(&err);
   b->ch = pc_GrpcChannel_New(&o, alloc, ud, &err);
-  if (b->ch == NULL) return luaL_argerror(L, 1, err.msg);
+  if (b->ch == NULL) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
   return 1;
 }
 
@@ -121,21 +125,33 @@ static CallBox *start_call(lua_State *L, int chidx, int idx) {
   return b;
 }
 
+/* Keys the transport consumes; users see the rest (as grpc's libraries). */
+static int reserved_key(const pc_GrpcPair *p) {
+  static const char *const keys[] = {"content-type", "grpc-status", "grpc-message",
+                                     "grpc-encoding", "grpc-accept-encoding"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    if (strlen(keys[i]) == p->key_len && memcmp(keys[i], p->key, p->key_len) == 0) return 1;
+  }
+  return 0;
+}
+
 static void push_pairs(lua_State *L, const pc_GrpcCall *call, int trailers) {
   size_t n = pc_GrpcCall_MetadataCount(call, trailers);
   lua_createtable(L, (int)n, 0);
+  lua_Integer k = 0;
   for (size_t i = 0; i < n; i++) {
     const pc_GrpcPair *p = pc_GrpcCall_Metadata(call, trailers, i);
+    if (reserved_key(p)) continue;
     lua_createtable(L, 2, 0);
     lua_pushlstring(L, p->key, p->key_len);
     lua_rawseti(L, -2, 1);
     lua_pushlstring(L, p->value, p->value_len);
     lua_rawseti(L, -2, 2);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
+    lua_rawseti(L, -2, ++k);
   }
 }
 
-/* Pushes {headers = ..., trailers = ...}. */
+/* Pushes {headers = ..., trailers = ...} without the reserved keys. */
 static void push_metadata(lua_State *L, const pc_GrpcCall *call) {
   lua_createtable(L, 0, 2);
   push_pairs(L, call, 0);

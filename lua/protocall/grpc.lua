@@ -4,8 +4,7 @@
 -- responses. The C side (core/grpc_http2.c through libcurl + nghttp2) does
 -- framing, gzip, grpc-timeout, metadata and status; this file shapes
 -- options, settings and error objects.
-local setmetatable, type, error, pairs, pcall, tostring =
-  setmetatable, type, error, pairs, pcall, tostring
+local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
 local floor = math.floor
 
 local M = {}
@@ -133,8 +132,8 @@ function M.install(pc, core)
     if max ~= nil and (max ~= floor(max) or max < 1) then
       error("pc.grpc: option 'max_receive_size' must be a positive integer", 2)
     end
-    local ok, channel = pcall(core.grpc_channel, target, opts.ca_file, max, opts.user_agent)
-    if not ok then error("pc.grpc: " .. tostring(channel), 2) end
+    local channel, err = core.grpc_channel(target, opts.ca_file, max, opts.user_agent)
+    if channel == nil then error("pc.grpc: " .. err, 2) end
     return setmetatable({
       channel = channel, target = target, compression = opts.compression,
       metadata = opts.metadata,

@@ -42,7 +42,7 @@ struct pc_GrpcChannel {
   void *ud;
   CURLM *multi;
   char *base; /* target without a trailing '/' */
-  size_t base_len;
+  size_t base_len, base_size;
   char *ca_file;
   char *user_agent;
   size_t max_receive;
@@ -59,20 +59,21 @@ struct pc_GrpcCall {
   CURL *easy;
   struct curl_slist *headers_out;
   char *url;
-  int in_multi; /* added to ch->multi, transfer running */
+  size_t url_size;
+  int in_multi;   /* added to ch->multi, transfer running */
   int reuse_only; /* asked for plain HTTP/2: must not open a connection */
   int reopen;     /* ...and libcurl tried to: restart with prior knowledge */
   int restarts;   /* transfers run again (restart_transfer) */
   int grpc_body;  /* the response is HTTP 200 application/grpc */
-  int done;     /* transfer over (finished, failed or cancelled) */
-  int ended;    /* 'status' is final */
-  int failed;   /* 'status' was set early by a local failure */
+  int done;       /* transfer over (finished, failed or cancelled) */
+  int ended;      /* 'status' is final */
+  int failed;     /* 'status' was set early by a local failure */
   CURLcode result;
   double deadline; /* monotonic seconds; < 0: none */
   Buf req;         /* the framed request */
   Buf rbuf;        /* response body: consumed below 'rpos', whole messages below 'scan' */
   size_t rpos, scan;
-  Buf dbuf; /* the last decompressed message */
+  Buf dbuf;   /* the last decompressed message */
   int hstate; /* 0 before a status line, 1 in headers, 2 in trailers */
   long http_status;
   Pairs pairs[2]; /* headers, trailers */
@@ -173,7 +174,8 @@ size_t pc_Grpc_PercentDecode(char *s, size_t len) {
   size_t o = 0;
   for (size_t i = 0; i < len; i++) {
     int hi, lo;
-    if (s[i] == '%' && i + 2 < len && (hi = hexval(s[i + 1])) >= 0 && (lo = hexval(s[i + 2])) >= 0) {
+    if (s[i] == '%' && i + 2 < len && (hi = hexval(s[i + 1])) >= 0 &&
+        (lo = hexval(s[i + 2])) >= 0) {
       s[o++] = (char)(hi * 16 + lo);
       i += 2;
     } else {
@@ -319,10 +321,10 @@ static pc_Code code_from_rst(const char *errbuf) {
   const char *p = strstr(errbuf, "(err ");
   if (p == NULL) return kPc_Code_Unavailable; /* connection lost, GOAWAY */
   switch (atoi(p + 5)) {
-  case 7: return kPc_Code_Unavailable;       /* REFUSED_STREAM */
-  case 8: return kPc_Code_Cancelled;         /* CANCEL */
+  case 7: return kPc_Code_Unavailable;        /* REFUSED_STREAM */
+  case 8: return kPc_Code_Cancelled;          /* CANCEL */
   case 11: return kPc_Code_ResourceExhausted; /* ENHANCE_YOUR_CALM */
-  case 12: return kPc_Code_PermissionDenied; /* INADEQUATE_SECURITY */
+  case 12: return kPc_Code_PermissionDenied;  /* INADEQUATE_SECURITY */
   default: return kPc_Code_Internal;
   }
 }
@@ -356,8 +358,10 @@ static void decide_status(pc_GrpcCall *c) {
   if (gs != NULL) {
     int code = 0, ok = gs->value_len > 0 && gs->value_len <= 2;
     for (size_t i = 0; ok && i < gs->value_len; i++) {
-      if (gs->value[i] < '0' || gs->value[i] > '9') ok = 0;
-      else code = code * 10 + (gs->value[i] - '0');
+      if (gs->value[i] < '0' || gs->value[i] > '9')
+        ok = 0;
+      else
+        code = code * 10 + (gs->value[i] - '0');
     }
     if (!ok || code >= PC_CODE_COUNT) {
       st->code = kPc_Code_Unknown;
@@ -388,8 +392,10 @@ static void decide_status(pc_GrpcCall *c) {
       long long ms = 0;
       int valid = pb->value_len > 0 && pb->value_len <= 12;
       for (size_t i = 0; valid && i < pb->value_len; i++) {
-        if (pb->value[i] < '0' || pb->value[i] > '9') valid = 0;
-        else ms = ms * 10 + (pb->value[i] - '0');
+        if (pb->value[i] < '0' || pb->value[i] > '9')
+          valid = 0;
+        else
+          ms = ms * 10 + (pb->value[i] - '0');
       }
       st->has_pushback = 1;
       st->no_retry = !valid;
@@ -427,8 +433,7 @@ static void finish_status(pc_GrpcCall *c) {
 
 /* -- libcurl callbacks --------------------------------------------------- */
 
-static int add_pair(pc_GrpcCall *c, int block, const char *k, size_t kn, const char *v,
-                    size_t vn) {
+static int add_pair(pc_GrpcCall *c, int block, const char *k, size_t kn, const char *v, size_t vn) {
   Pairs *ps = &c->pairs[block];
   if (ps->count == ps->cap) {
     size_t cap = ps->cap ? ps->cap * 2 : 8;
@@ -474,8 +479,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
     if (c->hstate == 1) {
       c->hstate = (c->http_status >= 100 && c->http_status < 200) ? 0 : 2;
       const pc_GrpcPair *ct = find_pair(c, 0, "content-type");
-      c->grpc_body = c->hstate == 2 && c->http_status == 200 && ct != NULL &&
-                     ct->value_len >= 16 && memcmp(ct->value, "application/grpc", 16) == 0;
+      c->grpc_body = c->hstate == 2 && c->http_status == 200 && ct != NULL && ct->value_len >= 16 &&
+                     memcmp(ct->value, "application/grpc", 16) == 0;
     }
     return total;
   }
@@ -611,8 +616,10 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *
   if (alloc == NULL) alloc = pc_DefaultAlloc;
   const char *t = opts->target ? opts->target : "";
   int tls;
-  if (strncmp(t, "http://", 7) == 0 && t[7] != '\0' && t[7] != '/') tls = 0;
-  else if (strncmp(t, "https://", 8) == 0 && t[8] != '\0' && t[8] != '/') tls = 1;
+  if (strncmp(t, "http://", 7) == 0 && t[7] != '\0' && t[7] != '/')
+    tls = 0;
+  else if (strncmp(t, "https://", 8) == 0 && t[8] != '\0' && t[8] != '/')
+    tls = 1;
   else {
     pc_Error_Set(err, "target '%.200s': expected http://host:port or https://host:port", t);
     return NULL;
@@ -637,6 +644,7 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *
     return NULL;
   }
   ch->base = dup_cstr(ch, t);
+  if (ch->base) ch->base_size = strlen(t) + 1;
   ch->user_agent = dup_cstr(ch, opts->user_agent ? opts->user_agent : "protocall");
   if (opts->ca_file) ch->ca_file = dup_cstr(ch, opts->ca_file);
   ch->multi = curl_multi_init();
@@ -661,7 +669,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
     return;
   }
   if (ch->multi) curl_multi_cleanup(ch->multi);
-  free_cstr(ch, ch->base);
+  if (ch->base) mem(ch, ch->base, ch->base_size, 0);
   free_cstr(ch, ch->user_agent);
   free_cstr(ch, ch->ca_file);
   pc_Alloc *alloc = ch->alloc;
@@ -686,8 +694,7 @@ static int frame_request(pc_GrpcCall *c, const void *request, size_t len, int gz
     z.zalloc = z_alloc;
     z.zfree = z_free;
     z.opaque = ch;
-    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-        Z_OK)
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
       return 0;
     size_t bound = deflateBound(&z, (uLong)len);
     if (!buf_reserve(ch, &c->req, 5 + bound)) {
@@ -792,8 +799,7 @@ static int setup_easy(pc_GrpcCall *c, const pc_GrpcCallSettings *s) {
 pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void *request,
                                size_t len, const pc_GrpcCallSettings *s, pc_Error *err) {
   if (path == NULL || path[0] != '/') {
-    pc_Error_Set(err, "method path '%.200s': expected /package.Service/Method",
-                 path ? path : "");
+    pc_Error_Set(err, "method path '%.200s': expected /package.Service/Method", path ? path : "");
     return NULL;
   }
   for (const char *p = path; *p; p++) {
@@ -812,9 +818,11 @@ pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void 
   ch->live_calls++;
   c->deadline = s->timeout >= 0 ? now_seconds() + s->timeout : -1;
   c->arena = pc_Arena_New(ch->alloc, ch->ud);
+  if (c->arena == NULL) goto fail_oom;
   size_t plen = strlen(path);
   c->url = mem(ch, NULL, 0, ch->base_len + plen + 1);
-  if (c->arena == NULL || c->url == NULL) goto fail_oom;
+  if (c->url == NULL) goto fail_oom;
+  c->url_size = ch->base_len + plen + 1;
   memcpy(c->url, ch->base, ch->base_len);
   memcpy(c->url + ch->base_len, path, plen + 1);
   c->status.message = "";
@@ -918,7 +926,8 @@ static int take_message(pc_GrpcCall *c, const char **data, size_t *len) {
     return 0;
   }
   const pc_GrpcPair *enc = find_pair(c, 0, "grpc-encoding");
-  if (enc == NULL || enc->value_len == 0 || (enc->value_len == 8 && memcmp(enc->value, "identity", 8) == 0)) {
+  if (enc == NULL || enc->value_len == 0 ||
+      (enc->value_len == 8 && memcmp(enc->value, "identity", 8) == 0)) {
     fail(c, kPc_Code_Internal, 1, "response message is compressed but no grpc-encoding was given");
     return 0;
   }
@@ -1041,7 +1050,7 @@ void pc_GrpcCall_Free(pc_GrpcCall *call) {
   stop_transfer(c);
   if (c->easy) curl_easy_cleanup(c->easy);
   curl_slist_free_all(c->headers_out);
-  if (c->url) mem(ch, c->url, strlen(c->url) + 1, 0);
+  if (c->url) mem(ch, c->url, c->url_size, 0);
   buf_free(ch, &c->req);
   buf_free(ch, &c->rbuf);
   buf_free(ch, &c->dbuf);

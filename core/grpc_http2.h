@@ -62,9 +62,9 @@ typedef struct {
   size_t message_len;
   const char *details;
   size_t details_len;
-  int local;         /* raised on this side for a failure that would recur */
-  int has_pushback;  /* grpc-retry-pushback-ms was present */
-  int no_retry;      /* ...and negative or malformed: do not retry (A6) */
+  int local;          /* raised on this side for a failure that would recur */
+  int has_pushback;   /* grpc-retry-pushback-ms was present */
+  int no_retry;       /* ...and negative or malformed: do not retry (A6) */
   double retry_delay; /* ...and valid: the delay in seconds */
 } pc_GrpcStatus;
 

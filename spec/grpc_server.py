@@ -141,6 +141,9 @@ def serve_grpc(port, tls=None):
 
 GRPC_CT = ("content-type", "application/grpc")
 
+# RST_STREAM error codes received from clients, in order (for "Resets").
+RESETS = []
+
 
 def frame(payload, flag=0):
     return bytes([flag]) + len(payload).to_bytes(4, "big") + payload
@@ -201,6 +204,12 @@ def h2_reply(h, sid, method, arg):
         h.send_headers(sid, ok200 + [("x-big", "y" * 40000)])
         h.send_data(sid, frame(b"ok"))
         h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "Hang":  # headers, then nothing until the client gives up
+        h.send_headers(sid, ok200)
+    elif method == "Resets":  # the RST_STREAM codes clients sent so far
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(",".join(str(c) for c in RESETS).encode()))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
     elif method == "Goaway":
         h.close_connection(error_code=0, last_stream_id=0)
     else:
@@ -233,6 +242,9 @@ def h2_connection(conn):
                 elif isinstance(ev, h2.events.DataReceived):
                     streams[ev.stream_id][1] += ev.data
                     h.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamReset):
+                    RESETS.append(ev.error_code)
+                    streams.pop(ev.stream_id, None)
                 elif isinstance(ev, h2.events.StreamEnded):
                     path, body = streams.pop(ev.stream_id)
                     method = path.rsplit("/", 1)[-1]

@@ -127,8 +127,8 @@ static CallBox *start_call(lua_State *L, int chidx, int idx) {
 
 /* Keys the transport consumes; users see the rest (as grpc's libraries). */
 static int reserved_key(const pc_GrpcPair *p) {
-  static const char *const keys[] = {"content-type", "grpc-status", "grpc-message",
-                                     "grpc-encoding", "grpc-accept-encoding"};
+  static const char *const keys[] = {"content-type", "grpc-status", "grpc-message", "grpc-encoding",
+                                     "grpc-accept-encoding"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     if (strlen(keys[i]) == p->key_len && memcmp(keys[i], p->key, p->key_len) == 0) return 1;
   }
@@ -218,8 +218,10 @@ static int lpc_grpcchannel_unary(lua_State *L) {
     if (st->code == kPc_Code_Ok) {
       lua_pushliteral(L, "INTERNAL");
       lua_setfield(L, -2, "code");
-      if (got) lua_pushfstring(L, "unary call received %d response messages", extra + 1);
-      else lua_pushliteral(L, "unary call received no response message");
+      if (got)
+        lua_pushfstring(L, "unary call received %d response messages", extra + 1);
+      else
+        lua_pushliteral(L, "unary call received no response message");
       lua_setfield(L, -2, "message");
     }
   }

@@ -10,6 +10,7 @@
 #include "grpc_http2.h"
 
 #include <curl/curl.h>
+#define ZLIB_CONST /* next_in is const */
 #include <zlib.h>
 
 #include <stdarg.h>
@@ -320,7 +321,7 @@ static const pc_GrpcPair *find_pair(const pc_GrpcCall *c, int block, const char 
 static pc_Code code_from_rst(const char *errbuf) {
   const char *p = strstr(errbuf, "(err ");
   if (p == NULL) return kPc_Code_Unavailable; /* connection lost, GOAWAY */
-  switch (atoi(p + 5)) {
+  switch (strtol(p + 5, NULL, 10)) {
   case 7: return kPc_Code_Unavailable;        /* REFUSED_STREAM */
   case 8: return kPc_Code_Cancelled;          /* CANCEL */
   case 11: return kPc_Code_ResourceExhausted; /* ENHANCE_YOUR_CALM */
@@ -701,7 +702,7 @@ static int frame_request(pc_GrpcCall *c, const void *request, size_t len, int gz
       deflateEnd(&z);
       return 0;
     }
-    z.next_in = (Bytef *)(uintptr_t)request;
+    z.next_in = (const Bytef *)request;
     z.avail_in = (uInt)len;
     z.next_out = (Bytef *)c->req.p + 5;
     z.avail_out = (uInt)bound;
@@ -946,7 +947,7 @@ static int take_message(pc_GrpcCall *c, const char **data, size_t *len) {
     fail(c, kPc_Code_ResourceExhausted, 1, "out of memory decompressing a response");
     return 0;
   }
-  z.next_in = (Bytef *)(uintptr_t)body;
+  z.next_in = (const Bytef *)body;
   z.avail_in = (uInt)n;
   c->dbuf.len = 0;
   int r = Z_OK;

@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-#define PC_GRPC_DEFAULT_MAX_RECEIVE (4u * 1024u * 1024u)
+#define PC_GRPC_DEFAULT_MAX_RECEIVE ((size_t)4 * 1024 * 1024)
 
 typedef struct pc_GrpcChannel pc_GrpcChannel;
 typedef struct pc_GrpcCall pc_GrpcCall;

@@ -3,7 +3,8 @@
 #   make run      install missing packages, build, run examples/quickstart.lua
 #   make test     the same set-up, then every test on the release build and
 #                 on the sanitizer build; the last line is "N passed, N failed"
-#   make bench    every benchmark in bench/ (not part of make test)
+#   make bench    every benchmark in bench/ (not part of make test);
+#                 BENCH_ARGS=--callgrind adds exact instruction counts
 #   make memcheck the spec suite under valgrind
 #   make lint     cppcheck and clang-tidy over core/ and bindings/
 #   make format   clang-format over all C
@@ -46,7 +47,7 @@ test: build build-asan
 	@lua5.4 .ci/summary.lua $(RELEASE) $(ASAN)
 
 bench: build
-	@for b in bench/*_bench.lua; do $(RELEASE)/protocall $$b || exit 1; done
+	@for b in bench/*_bench.lua; do $(RELEASE)/protocall $$b $(BENCH_ARGS) || exit 1; done
 
 memcheck: build
 	valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \

@@ -6,7 +6,7 @@
 
 #define PC_ARENA_ALIGN 8
 #define PC_ARENA_FIRST_BLOCK 256
-#define PC_ARENA_MAX_BLOCK (64 * 1024)
+#define PC_ARENA_MAX_BLOCK ((size_t)64 * 1024)
 
 typedef struct pc_Block {
   struct pc_Block *next;
@@ -88,7 +88,7 @@ static void *arena_grow(pc_Arena *a, size_t size) {
 
 void *pc_Arena_Malloc(pc_Arena *a, size_t size) {
   size = align_up(size == 0 ? 1 : size);
-  if ((size_t)(a->end - a->ptr) >= size && a->ptr != NULL) {
+  if (a->ptr != NULL && (size_t)(a->end - a->ptr) >= size) {
     void *p = a->ptr;
     a->ptr += size;
     return p;

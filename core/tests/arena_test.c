@@ -26,6 +26,7 @@ static int fill(pc_Arena *a) {
 int main(void) {
   pc_Arena *a = pc_Arena_New(NULL, NULL);
   CHECK(a != NULL);
+  if (a == NULL) return 1;
   CHECK(fill(a));
   CHECK(pc_Arena_SpaceAllocated(a) >= 200000);
   int *z = pc_Arena_Calloc(a, 64 * sizeof(int));

@@ -1,0 +1,170 @@
+--- bench/harness.lua: the shared benchmark runner.
+--
+-- Usage (from the repository root, as `make bench` does):
+--   build/release/protocall bench/x_bench.lua [--callgrind] [--quick]
+--
+--   local H = require "bench.harness"
+--   H.run {
+--     title = "what is measured",
+--     baseline = { name = "bare call", fn = function(n) for _ = 1, n do f() end end },
+--     cases = {
+--       { name = "callable", fn = function(n) ... end,
+--         goal = "<= bare + 60 ns",            -- text printed beside the figure
+--         check = function(ns, base_ns) return ns - base_ns <= 60 end },  -- optional
+--     },
+--   }
+--
+-- Each `fn(n)` performs the operation n times (set-up outside the loop, in
+-- the closure). The harness finds n so that one run takes at least 50 ms,
+-- runs once to warm up, then takes the best of 5 runs; it measures the
+-- baseline in the same run and prints ns/op and the ratio to the baseline
+-- next to the goal. Times are wall-clock (clock_gettime through os.clock is
+-- not used: CPU time of a 2-core shared machine is no better).
+--
+-- With --callgrind every case (and the baseline) is also run in its own
+-- process under `valgrind --tool=callgrind`, once with n and once with 2n
+-- iterations; the difference of the two instruction totals divided by n is
+-- the exact instruction count per operation, start-up excluded. These
+-- counts do not drift with machine load, so they are what a regression
+-- check compares.
+--
+-- H.report(rows) prints extra figures (memory, sizes) in the same table
+-- shape: rows = { {name=, value=, unit=, goal=, ok=}, ... }.
+local H = {}
+
+local clock = os.clock
+do
+  -- A wall clock with sub-microsecond resolution when protocall.core has one.
+  local ok, core = pcall(require, "protocall.core")
+  if ok and core.monotonic then clock = core.monotonic end
+end
+
+local MIN_TIME = 0.05
+local RUNS = 5
+
+local function parse_args()
+  local opts = {}
+  local i = 1
+  while arg and arg[i] do
+    local a = arg[i]
+    if a == "--callgrind" then opts.callgrind = true
+    elseif a == "--quick" then opts.quick = true
+    elseif a == "--only" then opts.only = arg[i + 1]; i = i + 1
+    elseif a == "--iters" then opts.iters = tonumber(arg[i + 1]); i = i + 1
+    end
+    i = i + 1
+  end
+  return opts
+end
+
+local function time_once(fn, n)
+  collectgarbage()
+  local t0 = clock()
+  fn(n)
+  return clock() - t0
+end
+
+--- Nanoseconds per operation of fn: best of RUNS after a warm-up, with n
+-- grown until one run takes MIN_TIME seconds. Returns ns, n.
+function H.measure(fn, quick)
+  local n = 1
+  while true do
+    local t = time_once(fn, n)
+    if t >= (quick and MIN_TIME / 10 or MIN_TIME) or n >= 2 ^ 30 then break end
+    n = n * (t > 0 and math.max(2, math.min(10, math.ceil(MIN_TIME / t * 1.2))) or 10)
+    n = math.floor(n)
+  end
+  local best = math.huge
+  for _ = 1, quick and 1 or RUNS do
+    local t = time_once(fn, n)
+    if t < best then best = t end
+  end
+  return best / n * 1e9, n
+end
+
+local function script_path()
+  return arg and arg[0] or "?"
+end
+
+local function callgrind_total(case, n)
+  local out = os.tmpname()
+  local cmd = string.format(
+    "valgrind --tool=callgrind --callgrind-out-file=%s %s %s --only %q --iters %d >/dev/null 2>&1",
+    out, arg[-1] or "protocall", script_path(), case, n)
+  local ok = os.execute(cmd)
+  local f = io.open(out, "r")
+  local total
+  if f then
+    for line in f:lines() do
+      local v = line:match("^summary:%s+(%d+)") or line:match("^totals:%s+(%d+)")
+      if v then total = tonumber(v) end
+    end
+    f:close()
+  end
+  os.remove(out)
+  if not ok or not total then return nil end
+  return total
+end
+
+--- Instructions per operation of the case named `name` (see the header).
+function H.instructions(name, n)
+  local a = callgrind_total(name, n)
+  local b = callgrind_total(name, 2 * n)
+  if not a or not b then return nil end
+  return (b - a) / n
+end
+
+local function fmt_num(x)
+  if x == nil then return "-" end
+  if x >= 100 then return string.format("%.0f", x) end
+  if x >= 10 then return string.format("%.1f", x) end
+  return string.format("%.2f", x)
+end
+
+--- Runs a benchmark table (see the header) and prints its figures.
+function H.run(spec)
+  local opts = parse_args()
+  local all = { spec.baseline }
+  for _, c in ipairs(spec.cases) do all[#all + 1] = c end
+  if opts.only then -- child process of --callgrind: run one case, print nothing
+    for _, c in ipairs(all) do
+      if c.name == opts.only then c.fn(opts.iters or 1000) return end
+    end
+    error("no case named " .. opts.only)
+  end
+  print(string.format("\n## %s", spec.title))
+  print(string.format("%-44s %12s %8s  %-26s %s", "case", "ns/op", "ratio", "goal", opts.callgrind and "instr/op" or ""))
+  local base_ns = H.measure(spec.baseline.fn, opts.quick)
+  local results = {}
+  for i, c in ipairs(all) do
+    local ns = i == 1 and base_ns or H.measure(c.fn, opts.quick)
+    local verdict = ""
+    if c.check then verdict = c.check(ns, base_ns) and "  ok" or "  MISSED" end
+    local ir = opts.callgrind and H.instructions(c.name, c.callgrind_iters or 20000) or nil
+    print(string.format("%-44s %12s %8s  %-26s %s%s", c.name, fmt_num(ns),
+      fmt_num(ns / base_ns) .. "x", (c.goal or (i == 1 and "(baseline)" or "")) , ir and fmt_num(ir) or "", verdict))
+    results[c.name] = { ns = ns, ratio = ns / base_ns, instructions = ir }
+  end
+  return results
+end
+
+--- Prints extra figures: rows = { {name=, value=, unit=, goal=, ok=}, ... }.
+function H.report(title, rows)
+  print(string.format("\n## %s", title))
+  print(string.format("%-44s %16s  %-26s", "figure", "value", "goal"))
+  for _, r in ipairs(rows) do
+    local verdict = r.ok == nil and "" or (r.ok and "  ok" or "  MISSED")
+    print(string.format("%-44s %16s  %-26s%s", r.name, fmt_num(r.value) .. " " .. (r.unit or ""), r.goal or "", verdict))
+  end
+end
+
+--- Resident set size of this process in bytes (Linux /proc), or nil.
+function H.rss()
+  local f = io.open("/proc/self/statm", "r")
+  if not f then return nil end
+  local _, resident = f:read("n", "n")
+  f:close()
+  return resident and resident * 4096 or nil
+end
+
+return H

@@ -6,6 +6,8 @@
                                  grpcio will not produce (HTTP errors, RST_STREAM, ...)
     grpc_server.py garbage PORT  answers every connection with bytes that are not HTTP/2
     grpc_server.py silent PORT   accepts connections and never answers
+    grpc_server.py client PORT SIZE SECONDS   (for bench/) python3-grpcio client calling
+                                 test.Test/Echo with SIZE bytes for SECONDS; prints calls/s
 
 PORT 0 picks a free loopback port. The first line printed is "PORT PID".
 Every server exits when its standard input reaches end of file (the spec
@@ -293,8 +295,27 @@ def silent_connection(conn):
         conn.close()
 
 
+def bench_client(port, size, seconds):
+    import grpc
+
+    channel = grpc.insecure_channel("127.0.0.1:%d" % port)
+    echo = channel.unary_unary("/test.Test/Echo")
+    request = b"x" * size
+    for _ in range(100):  # warm up: connection, first calls
+        echo(request)
+    n, start = 0, time.monotonic()
+    while time.monotonic() - start < seconds:
+        echo(request)
+        n += 1
+    sys.stdout.write("%.1f\n" % (n / (time.monotonic() - start)))
+    channel.close()
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
+    if mode == "client":
+        bench_client(port, int(sys.argv[3]), float(sys.argv[4]))
+        return
     threading.Thread(target=watch_stdin, daemon=True).start()
     threading.Thread(target=lifetime, daemon=True).start()
     if mode == "grpc":

@@ -5,47 +5,8 @@
 local pc = require "protocall"
 local core = require "protocall.core"
 
-local PYTHON = "/usr/bin/python3"
-local SERVER = "spec/grpc_server.py"
-
--- Wall-clock seconds (Lua's os.clock is processor time).
-local function now()
-  local f = io.popen("date +%s.%N")
-  local t = tonumber(f:read("*l"))
-  f:close()
-  return t
-end
-
--- Starts `grpc_server.py MODE PORT ...`; the server exits when the pipe
--- held here closes, so it cannot outlive a failed spec.
-local function spawn(mode, port, ...)
-  local out = os.tmpname()
-  local args = table.concat({ mode, tostring(port or 0), ... }, " ")
-  local pipe = io.popen("exec " .. PYTHON .. " " .. SERVER .. " " .. args .. " > " .. out
-                        .. " 2>/dev/null", "w")
-  for _ = 1, 200 do
-    local f = io.open(out)
-    local line = f and f:read("*l")
-    if f then f:close() end
-    if line then
-      os.remove(out)
-      local p, pid = line:match("^(%d+) (%d+)$")
-      return { port = tonumber(p), pid = pid, pipe = pipe, url = "http://127.0.0.1:" .. p }
-    end
-    os.execute("sleep 0.05")
-  end
-  pipe:close()
-  os.remove(out)
-  error("grpc_server.py " .. mode .. " did not start")
-end
-
-local function stop(server)
-  if server and server.pipe then
-    os.execute("kill -9 " .. server.pid .. " 2>/dev/null")
-    server.pipe:close()
-    server.pipe = nil
-  end
-end
+local helper = require "grpc_helper"
+local now, spawn, stop = helper.now, helper.spawn, helper.stop
 
 -- The error object a call raised (the call must fail).
 local function failure(fn, ...)

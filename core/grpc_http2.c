@@ -345,6 +345,19 @@ static pc_Code code_from_curl(CURLcode r, const char *errbuf) {
   }
 }
 
+/* libcurl 7.88 fails a transfer with CURLE_HTTP2_STREAM and no message
+ * ("stream N closed" in its verbose log) when the server answered and
+ * closed the stream before libcurl sent the request body: a gRPC server
+ * does that when it rejects a call before reading the request (unknown
+ * method, Trailers-Only), and libcurl drops the response headers. No
+ * handler saw the request, so running the call again is safe; on a new
+ * connection (prior knowledge) the race goes the other way. */
+static int lost_early_response(const pc_GrpcCall *c, CURLcode r) {
+  return r == CURLE_HTTP2_STREAM && c->errbuf[0] == '\0' && c->hstate == 0 && !c->failed;
+}
+
+#define MAX_RESTARTS 3
+
 /* Decides the status once the transfer is over (unless a local failure
  * already did): grpc-status from the trailers, else from a Trailers-Only
  * header block, else the transfer's error, else the HTTP status. */
@@ -402,6 +415,13 @@ static void decide_status(pc_GrpcCall *c) {
       st->no_retry = !valid;
       st->retry_delay = valid ? (double)ms / 1000.0 : 0;
     }
+    return;
+  }
+  if (lost_early_response(c, c->result)) {
+    static const char kLost[] = "the server ended the call before reading the request, and "
+                                "libcurl 7.88 lost its status";
+    st->code = kPc_Code_Unknown;
+    set_message(c, kLost, sizeof kLost - 1);
     return;
   }
   if (c->result != CURLE_OK) {
@@ -755,9 +775,7 @@ static int add_metadata(pc_GrpcCall *c, const pc_GrpcPair *p) {
   return ok;
 }
 
-static int setup_easy(pc_GrpcCall *c, const pc_GrpcCallSettings *s) {
-  pc_GrpcChannel *ch = c->ch;
-  CURL *e = c->easy;
+static int build_headers(pc_GrpcCall *c, const pc_GrpcCallSettings *s) {
   if (!add_header(c, "content-type: application/grpc") || !add_header(c, "te: trailers") ||
       !add_header(c, "grpc-accept-encoding: gzip") || !add_header(c, "Expect:") ||
       !add_header(c, "Accept:"))
@@ -771,15 +789,23 @@ static int setup_easy(pc_GrpcCall *c, const pc_GrpcCallSettings *s) {
   for (size_t i = 0; i < s->metadata_count; i++) {
     if (!add_metadata(c, &s->metadata[i])) return 0;
   }
-  int ok = 1;
+  return 1;
+}
+
+/* A new easy handle for the call's transfer (a restart gets a new one, as
+ * libcurl 7.88 keeps stream state in a handle); 'fresh' as set_version. */
+static int new_easy(pc_GrpcCall *c, int fresh) {
+  pc_GrpcChannel *ch = c->ch;
+  if (c->easy) curl_easy_cleanup(c->easy);
+  CURL *e = c->easy = curl_easy_init();
+  if (e == NULL) return 0;
+  int ok = set_version(c, fresh);
   ok &= curl_easy_setopt(e, CURLOPT_URL, c->url) == CURLE_OK;
-  ok &= set_version(c, 0);
   ok &= curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, (void *)c) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, (void *)ch) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L) == CURLE_OK;
-  if (getenv("PC_DEBUG")) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
   ok &= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)RECEIVE_BUFFER) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK;
@@ -835,8 +861,7 @@ pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void 
     return c;
   }
   if (!frame_request(c, request, len, s->gzip)) goto fail_oom;
-  c->easy = curl_easy_init();
-  if (c->easy == NULL || !setup_easy(c, s)) goto fail_oom;
+  if (!build_headers(c, s) || !new_easy(c, 0)) goto fail_oom;
   if (curl_multi_add_handle(ch->multi, c->easy) != CURLM_OK) goto fail_oom;
   c->in_multi = 1;
   ch->running++;
@@ -861,7 +886,9 @@ static void stop_transfer(pc_GrpcCall *c) {
 /* Runs the transfer again from the start; 0 when libcurl refuses. Used
  * when nothing of the call reached a server handler: libcurl refused to
  * open a connection in plain HTTP/2 mode ('reopen', then on a fresh
- * connection), or libcurl 7.88 lost an early response (below). */
+ * connection), or libcurl 7.88 lost an early response (below). 'fresh'
+ * as set_version; -1: a fresh connection unless other calls use this one
+ * (an early response is not lost on a new connection). */
 static int restart_transfer(pc_GrpcCall *c, int fresh) {
   pc_GrpcChannel *ch = c->ch;
   curl_multi_remove_handle(ch->multi, c->easy);
@@ -875,21 +902,11 @@ static int restart_transfer(pc_GrpcCall *c, int fresh) {
   c->grpc_body = 0;
   c->pairs[0].count = c->pairs[1].count = 0;
   c->rbuf.len = c->rpos = c->scan = 0;
-  if (!set_version(c, fresh) || curl_multi_add_handle(ch->multi, c->easy) != CURLM_OK) return 0;
+  if (fresh < 0) fresh = ch->running == 0;
+  if (!new_easy(c, fresh) || curl_multi_add_handle(ch->multi, c->easy) != CURLM_OK) return 0;
   c->in_multi = 1;
   ch->running++;
   return 1;
-}
-
-/* libcurl 7.88 fails a transfer with CURLE_HTTP2_STREAM and no message
- * ("stream N closed" in its verbose log) when the server answered and
- * closed the stream before the request body was all sent: a gRPC server
- * does that when it rejects a call before reading the request (unknown
- * method, Trailers-Only), and libcurl drops the response headers. No
- * handler saw the request, so running the call again is safe. */
-static int lost_early_response(const pc_GrpcCall *c, CURLcode r) {
-  return r == CURLE_HTTP2_STREAM && c->errbuf[0] == '\0' && c->hstate == 0 && !c->failed &&
-         c->restarts < 3;
 }
 
 /* Marks every finished transfer of the channel as done (any of its calls
@@ -904,8 +921,10 @@ static void collect_done(pc_GrpcChannel *ch) {
     CURLcode r = m->data.result;
     curl_easy_getinfo(e, CURLINFO_PRIVATE, &priv);
     pc_GrpcCall *c = (pc_GrpcCall *)(void *)priv;
-    if (c->reopen && c->restarts < 3 && restart_transfer(c, 1)) continue;
-    if (lost_early_response(c, r) && restart_transfer(c, 0)) continue;
+    if (c->restarts < MAX_RESTARTS) {
+      if (c->reopen && restart_transfer(c, 1)) continue;
+      if (lost_early_response(c, r) && restart_transfer(c, -1)) continue;
+    }
     c->result = r;
     stop_transfer(c);
   }

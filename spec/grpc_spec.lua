@@ -46,6 +46,12 @@ describe("pc.grpc", function()
       assert.are.equal("", t:unary("/test.Test/Echo", ""))
     end)
 
+    it("moves a 3 MiB message both ways, plain and gzip", function()
+      local big = string.rep("0123456789abcdef", 3 * 65536)
+      assert.is_true(big == t:unary("/test.Test/Echo", big, { timeout = 20 }))
+      assert.is_true(big == t:unary("/test.Test/Echo", big, { timeout = 20, compression = "gzip" }))
+    end)
+
     it("reuses one connection across calls", function()
       local first = t:unary("/test.Test/Peer", "")
       assert.are.equal(first, t:unary("/test.Test/Peer", ""))

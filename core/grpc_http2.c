@@ -51,6 +51,7 @@ struct pc_GrpcChannel {
   size_t live_calls;
   int closing; /* freed by its owner while calls were alive */
   int running; /* transfers in 'multi' */
+  CURL *spare; /* an easy handle a finished call left for the next one */
   int sock;    /* the socket libcurl opened last, -1 when closed */
 };
 
@@ -689,6 +690,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
     ch->closing = 1; /* the last call frees it */
     return;
   }
+  if (ch->spare) curl_easy_cleanup(ch->spare);
   if (ch->multi) curl_multi_cleanup(ch->multi);
   if (ch->base) mem(ch, ch->base, ch->base_size, 0);
   free_cstr(ch, ch->user_agent);
@@ -797,7 +799,10 @@ static int build_headers(pc_GrpcCall *c, const pc_GrpcCallSettings *s) {
 static int new_easy(pc_GrpcCall *c, int fresh) {
   pc_GrpcChannel *ch = c->ch;
   if (c->easy) curl_easy_cleanup(c->easy);
-  CURL *e = c->easy = curl_easy_init();
+  CURL *e = ch->spare;
+  ch->spare = NULL;
+  if (e == NULL) e = curl_easy_init();
+  c->easy = e;
   if (e == NULL) return 0;
   int ok = set_version(c, fresh);
   ok &= curl_easy_setopt(e, CURLOPT_URL, c->url) == CURLE_OK;
@@ -1068,7 +1073,13 @@ void pc_GrpcCall_Free(pc_GrpcCall *call) {
   pc_GrpcCall *c = call;
   pc_GrpcChannel *ch = c->ch;
   stop_transfer(c);
-  if (c->easy) curl_easy_cleanup(c->easy);
+  if (c->easy && ch->spare == NULL && !ch->closing) {
+    /* Kept for the next call: saves its set-up and receive buffer. */
+    curl_easy_reset(c->easy);
+    ch->spare = c->easy;
+  } else if (c->easy) {
+    curl_easy_cleanup(c->easy);
+  }
   curl_slist_free_all(c->headers_out);
   if (c->url) mem(ch, c->url, c->url_size, 0);
   buf_free(ch, &c->req);

@@ -800,6 +800,7 @@ static int new_easy(pc_GrpcCall *c, int fresh) {
   pc_GrpcChannel *ch = c->ch;
   if (c->easy) curl_easy_cleanup(c->easy);
   CURL *e = ch->spare;
+  int spare = e != NULL;
   ch->spare = NULL;
   if (e == NULL) e = curl_easy_init();
   c->easy = e;
@@ -812,7 +813,7 @@ static int new_easy(pc_GrpcCall *c, int fresh) {
   ok &= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, (void *)ch) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK;
-  ok &= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)RECEIVE_BUFFER) == CURLE_OK;
+  if (!spare) ok &= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)RECEIVE_BUFFER) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->req.p) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->req.len) == CURLE_OK;
@@ -1074,8 +1075,8 @@ void pc_GrpcCall_Free(pc_GrpcCall *call) {
   pc_GrpcChannel *ch = c->ch;
   stop_transfer(c);
   if (c->easy && ch->spare == NULL && !ch->closing) {
-    /* Kept for the next call: saves its set-up and receive buffer. */
-    curl_easy_reset(c->easy);
+    /* Kept for the next call, which sets every option again but the
+     * receive buffer's size (libcurl refuses to change it once allocated). */
     ch->spare = c->easy;
   } else if (c->easy) {
     curl_easy_cleanup(c->easy);

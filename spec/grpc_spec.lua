@@ -401,6 +401,10 @@ describe("pc.grpc", function()
                        "pc.grpc: option 'max_receive_size' must be a positive integer")
       assert.has_error(function() t:unary("no-slash", "") end,
                        "method path 'no-slash': expected /package.Service/Method")
+      assert.has_error(function() t:unary("/a.B/C", {}) end,
+                       "bad argument #2 to 'unary' (string expected, got table)")
+      assert.has_error(function() t:server_stream("/a.B/C", "", 5) end,
+                       "bad argument #3 to 'server_stream' (table expected, got number)")
     end)
 
     it("refuses calls on a closed transport", function()

@@ -49,7 +49,18 @@ end
 
 -- Settings of one call: {timeout = seconds or nil, metadata = {{k, v}, ...},
 -- compression = "gzip" | "identity" | nil, with_metadata = boolean}.
-local function settings_of(self, settings, level)
+local function settings_of(self, name, path, request, settings, level)
+  if type(path) ~= "string" then
+    error("bad argument #1 to '" .. name .. "' (string expected, got " .. type(path) .. ")", level + 1)
+  end
+  if type(request) ~= "string" then
+    error("bad argument #2 to '" .. name .. "' (string expected, got " .. type(request) .. ")",
+          level + 1)
+  end
+  if settings ~= nil and type(settings) ~= "table" then
+    error("bad argument #3 to '" .. name .. "' (table expected, got " .. type(settings) .. ")",
+          level + 1)
+  end
   settings = settings or {}
   local compression = settings.compression
   if compression == nil then compression = self.compression end
@@ -69,7 +80,7 @@ end
 -- error object with the canonical `code` on any failure; raises a string
 -- on misuse (bad metadata key or value, bad path, closed transport).
 function Transport:unary(path, request, settings)
-  local timeout, md, gzip, want_md = settings_of(self, settings, 2)
+  local timeout, md, gzip, want_md = settings_of(self, "unary", path, request, settings, 2)
   local ok, a, b = self.channel:unary(path, request, timeout, md, gzip, want_md)
   if ok then return a, b end
   a.method = path
@@ -82,7 +93,7 @@ end
 -- object. `timeout` covers the whole stream. The fourth value is the call,
 -- closed (cancelled, RST_STREAM) when the loop is left early.
 function Transport:server_stream(path, request, settings)
-  local timeout, md, gzip = settings_of(self, settings, 2)
+  local timeout, md, gzip = settings_of(self, "server_stream", path, request, settings, 2)
   local call = self.channel:start(path, request, timeout, md, gzip)
   local finished = false
   local function iterate()

@@ -381,6 +381,27 @@ describe("pc.grpc", function()
       assert.are.equal("stream failed after 2", err.message)
     end)
 
+    it("bounds a whole stream by its deadline", function()
+      local t0 = now()
+      local err = failure(function()
+        for _ in h:server_stream("/raw.Test/Hang", "", { timeout = 0.3 }) do end
+      end)
+      assert.are.equal("DEADLINE_EXCEEDED", err.code)
+      assert.is_true(now() - t0 < 1.3)
+    end)
+
+    it("exposes response metadata through the call object", function()
+      local iter, _, _, call = t:server_stream("/test.Test/Metadata", "",
+                                               { metadata = { { "x-s", "v" } } })
+      assert.are.equal("1", iter())
+      assert.is_nil(iter())
+      assert.is_nil(iter())
+      local md = call:metadata()
+      assert.are.equal("v", find(md.headers, "x-s"))
+      assert.are.equal("v", find(md.trailers, "t-x-s"))
+      call:close()
+    end)
+
     it("cancels a stream left early, and interleaves with unary calls", function()
       for m in t:server_stream("/test.Test/Stream", "1000") do
         assert.are.equal("message 1", m)

@@ -90,8 +90,10 @@ end
 --- Server-streaming call: `for bytes in transport:server_stream(path,
 -- request_bytes, settings) do ... end`. The iterator returns each response
 -- message, then nil after a status OK; any other status raises the error
--- object. `timeout` covers the whole stream. The fourth value is the call,
--- closed (cancelled, RST_STREAM) when the loop is left early.
+-- object. `timeout` covers the whole stream. The fourth value is the call:
+-- `call:metadata()` -> {headers = pairs, trailers = pairs} received so far,
+-- `call:close()` cancels it (RST_STREAM) if still running; a generic `for`
+-- closes it when the loop ends or is left early.
 function Transport:server_stream(path, request, settings)
   local timeout, md, gzip = settings_of(self, "server_stream", path, request, settings, 2)
   local call = self.channel:start(path, request, timeout, md, gzip)
@@ -102,7 +104,6 @@ function Transport:server_stream(path, request, settings)
     if msg ~= nil then return msg end
     finished = true
     local st = call:status()
-    call:close()
     if st.code ~= "OK" then
       st.method = path
       error(new_error(st), 0)

@@ -13,6 +13,11 @@
  * grpc-retry-pushback-ms trailer of gRFC A6. See GRPC-TRANSPORT-NOTES.md
  * for what libcurl does with trailers, RST_STREAM and GOAWAY.
  *
+ * Debian's libcurl 7.88.1 has two HTTP/2 bugs that grpc_http2.c works
+ * around ("connection reuse"): prior knowledge breaks a reused h2c
+ * connection, and a response that arrives before the request body is
+ * lost (the call is run again on a new connection; no handler saw it).
+ *
  * Nothing here raises or prints; failures of a call become its status. Not
  * thread-safe: a channel and its calls belong to one thread. */
 #ifndef PC_GRPC_HTTP2_H
@@ -74,8 +79,8 @@ typedef struct {
 pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *alloc, void *ud,
                                    pc_Error *err);
 
-/* Closes the connection and frees the channel. Every call on it must be
- * freed first. NULL is allowed. */
+/* Closes the connection and frees the channel; when calls on it are still
+ * alive, that happens when the last one is freed. NULL is allowed. */
 void pc_GrpcChannel_Free(pc_GrpcChannel *ch);
 
 /* Checks one request metadata entry: the key is 1+ chars of [0-9a-z_.-],

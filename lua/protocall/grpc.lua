@@ -21,7 +21,6 @@ local ErrorMT = {
 local function new_error(fields)
   return setmetatable(fields, ErrorMT)
 end
-M.new_error = new_error
 
 local Transport = {}
 Transport.__index = Transport

@@ -85,9 +85,20 @@ describe("pc.grpc", function()
     end)
 
     it("maps an unknown method to UNIMPLEMENTED", function()
+      -- grpcio answers before reading the request; libcurl 7.88 can lose
+      -- such an answer when it comes before the request body is sent. The
+      -- transport runs the call again on a new connection, which wins the
+      -- race except on a very slow client (valgrind): then the status says
+      -- it was lost, never something else.
       local err = failure(t.unary, t, "/test.Test/Nope", "")
-      assert.are.equal("UNIMPLEMENTED", err.code, err.message)
+      if err.code ~= "UNIMPLEMENTED" then
+        assert.are.equal("UNKNOWN", err.code, err.message)
+        assert.are.equal("the server ended the call before reading the request, and "
+                         .. "libcurl 7.88 lost its status", err.message)
+      end
+      assert.are.equal("UNIMPLEMENTED", failure(h.unary, h, "/raw.Test/Nope", "").code)
     end)
+
   end)
 
   describe("metadata", function()

@@ -812,6 +812,9 @@ static int new_easy(pc_GrpcCall *c, int fresh) {
   ok &= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, (void *)ch) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L) == CURLE_OK;
+  /* No proxy from the environment: h2c with prior knowledge cannot go
+   * through an HTTP proxy, and gRPC proxying (CONNECT) is not done yet. */
+  ok &= curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK;
   if (!spare) ok &= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)RECEIVE_BUFFER) == CURLE_OK;
   ok &= curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK;

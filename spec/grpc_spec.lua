@@ -63,7 +63,8 @@ describe("pc.grpc", function()
       assert.are.equal("NOT_FOUND", err.code)
       assert.are.equal("no such row", err.message)
       assert.are.equal("/test.Test/FailWith", err.method)
-      assert.are.equal("NOT_FOUND: no such row (/test.Test/FailWith)", tostring(err))
+      assert.are.equal("NOT_FOUND: no such row", tostring(err))
+      assert.are.equal(pc.Error, getmetatable(err))
       assert.is_nil(err["local"])
     end)
 
@@ -129,9 +130,9 @@ describe("pc.grpc", function()
       local err = failure(h.unary, h, "/raw.Test/BinMetadata", "")
       assert.are.equal("INVALID_ARGUMENT", err.code)
       assert.are.equal("bad arg%ZZ%", err.message)
-      assert.are.equal("\0\1\254", find(err.metadata.headers, "x-pad-bin"))
-      assert.are.equal("\255", find(err.metadata.headers, "x-pad2-bin"))
-      assert.are.equal("\255", find(err.metadata.trailers, "x-unpad-bin"))
+      assert.are.equal("\0\1\254", find(err.headers, "x-pad-bin"))
+      assert.are.equal("\255", find(err.headers, "x-pad2-bin"))
+      assert.are.equal("\255", find(err.metadata, "x-unpad-bin"))
       assert.are.equal("\8\3\18\3bad", err.details)
     end)
 
@@ -155,7 +156,7 @@ describe("pc.grpc", function()
       local err = failure(h.unary, h, "/raw.Test/TrailersOnly", "")
       assert.are.equal("NOT_FOUND", err.code)
       assert.are.equal("no such thing", err.message)
-      assert.are.equal("yes", find(err.metadata.headers, "x-only"))
+      assert.are.equal("yes", find(err.headers, "x-only"))
     end)
   end)
 
@@ -382,8 +383,41 @@ describe("pc.grpc", function()
       for _, v in ipairs { "-1", "abc", "" } do
         local err = failure(h.unary, h, "/raw.Test/Pushback", v)
         assert.is_true(err.no_retry, v)
-        assert.is_nil(err.retry_delay)
+        assert.are.equal(-1, err.retry_delay)
       end
+    end)
+  end)
+
+  describe("under the call policies (pc.wrap_method)", function()
+    local function wrapped(tr, path, counter)
+      return pc.wrap_method(function(req, timeout, md, compression)
+        counter.n = counter.n + 1
+        return tr:unary(path, req, { timeout = timeout, metadata = md, compression = compression })
+      end, { retry = pc.Retry { initial = 0.01, maximum = 0.05, timeout = 5 } })
+    end
+
+    it("retries UNAVAILABLE until the server succeeds", function()
+      local c = { n = 0 }
+      assert.are.equal("ok after 2", wrapped(t, "/test.Test/FailThenSucceed", c)("id-p 2 UNAVAILABLE"))
+      assert.are.equal(3, c.n)
+    end)
+
+    it("does not retry when the server's pushback says so", function()
+      local c = { n = 0 }
+      local ok, err = pcall(wrapped(h, "/raw.Test/Pushback", c), "-1")
+      assert.is_false(ok)
+      assert.are.equal(pc.RetryError, getmetatable(err))
+      assert.are.equal("UNAVAILABLE", err.cause.code)
+      assert.are.equal(1, c.n)
+    end)
+
+    it("does not retry a local RESOURCE_EXHAUSTED", function()
+      local c = { n = 0 }
+      local ok, err = pcall(wrapped(t, "/test.Test/Big", c), "5000000")
+      assert.is_false(ok)
+      assert.are.equal(pc.Error, getmetatable(err))
+      assert.are.equal("RESOURCE_EXHAUSTED", err.code)
+      assert.are.equal(1, c.n)
     end)
   end)
 

@@ -8,6 +8,7 @@
 #include <lua.h>
 
 void lpc_open_status(lua_State *L);
+void lpc_open_policy(lua_State *L);
 void lpc_open_grpc(lua_State *L);
 
 #endif

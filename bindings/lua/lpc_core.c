@@ -45,6 +45,7 @@ int luaopen_protocall_core(lua_State *L) {
   lua_setfield(L, -2, "VERSION");
   /* One line per concern (see lpc.h). */
   lpc_open_status(L);
+  lpc_open_policy(L);
   lpc_open_grpc(L);
   return 1;
 }

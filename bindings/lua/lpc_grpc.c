@@ -1,10 +1,11 @@
 /* gRPC over HTTP/2 channels and calls for Lua (core/grpc_http2.h).
  *
  * The binding speaks bytes and status tables; lua/protocall/grpc.lua turns
- * them into the transport object and error objects. A status table is
+ * them into the transport object and pc.Error objects. A status table is
  *   { code = "UNAVAILABLE", message = "...", details = bytes or nil,
- *     local = true or nil, retry_delay = seconds or nil, no_retry = true or nil,
- *     metadata = { headers = {{k, v}, ...}, trailers = {{k, v}, ...} } }
+ *     local = true or nil, retry_delay = seconds or nil,
+ *     no_retry = true or nil (then retry_delay = -1),
+ *     metadata = {{k, v}, ...} (trailers), headers = {{k, v}, ...} }
  * Every C call lives in a "protocall.GrpcCall" userdata from before it
  * starts, so nothing leaks when Lua raises. */
 #include "grpc_http2.h"
@@ -178,12 +179,16 @@ static void push_status(lua_State *L, const pc_GrpcCall *call) {
   if (st->has_pushback && st->no_retry) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "no_retry");
+    lua_pushinteger(L, -1); /* pc.Error: a negative delay means "do not retry" */
+    lua_setfield(L, -2, "retry_delay");
   } else if (st->has_pushback) {
     lua_pushnumber(L, st->retry_delay);
     lua_setfield(L, -2, "retry_delay");
   }
-  push_metadata(L, call);
+  push_pairs(L, call, 1);
   lua_setfield(L, -2, "metadata");
+  push_pairs(L, call, 0);
+  lua_setfield(L, -2, "headers");
 }
 
 /* -- ok, response, md = ch:unary(path, request, timeout, metadata, gzip, want_md)

@@ -9,18 +9,13 @@ local floor = math.floor
 
 local M = {}
 
--- Errors raised by the transport: plain tables made by this one function
--- (fields: code, message, details, metadata = {headers=, trailers=},
--- retry_delay, no_retry, local, method). The call policies' pc.Error can
--- replace it.
-local ErrorMT = {
-  __tostring = function(e)
-    return e.code .. ": " .. tostring(e.message) .. " (" .. tostring(e.method) .. ")"
-  end,
-}
-local function new_error(fields)
-  return setmetatable(fields, ErrorMT)
-end
+-- Failures raise pc.Error (lua/protocall/policy.lua, installed first) with
+-- the transport's fields: code, message, details (grpc-status-details-bin
+-- bytes), metadata (trailers as {key, value} pairs), headers (response
+-- headers, same shape), retry_delay (grpc-retry-pushback-ms in seconds; -1
+-- with no_retry = true for a negative or malformed value), local (true for
+-- a failure protocall found that would recur), method (the call's path).
+local new_error
 
 local Transport = {}
 Transport.__index = Transport
@@ -118,6 +113,7 @@ function Transport:close()
 end
 
 function M.install(pc, core)
+  new_error = pc.Error
   --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port"
   -- (HTTP/2 without TLS, prior knowledge) or "https://host:port" (TLS,
   -- verification on, the system CA store). opts: `ca_file` (PEM bundle),

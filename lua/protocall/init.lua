@@ -21,6 +21,7 @@ end
 
 -- One line per concern, in dependency order.
 for _, name in ipairs {
+  "protocall.policy",
   "protocall.grpc",
 } do
   require(name).install(M, core)

@@ -13,5 +13,6 @@ void lpc_open_message(lua_State *L); /* message instances (lpc_message.c) */
 void lpc_open_policy(lua_State *L);
 void lpc_open_codec(lua_State *L);   /* wire encode/decode, descriptor sets (lpc_codec.c) */
 void lpc_open_parse(lua_State *L);
+void lpc_open_grpc(lua_State *L);
 
 #endif

@@ -50,5 +50,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_policy(L);
   lpc_open_codec(L);
   lpc_open_parse(L);
+  lpc_open_grpc(L);
   return 1;
 }

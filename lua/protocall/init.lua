@@ -24,6 +24,7 @@ for _, name in ipairs {
   "protocall.message",
   "protocall.policy",
   "protocall.codec",
+  "protocall.grpc",
 } do
   require(name).install(M, core)
 end

@@ -1,0 +1,336 @@
+"""Test servers for spec/grpc_spec.lua, run with Debian's /usr/bin/python3.
+
+    grpc_server.py grpc PORT     a real gRPC server (python3-grpcio), service test.Test
+    grpc_server.py tls PORT CERT KEY   the same over TLS with that certificate (PEM files)
+    grpc_server.py h2 PORT       a scripted HTTP/2 peer (python3-h2) for replies
+                                 grpcio will not produce (HTTP errors, RST_STREAM, ...)
+    grpc_server.py garbage PORT  answers every connection with bytes that are not HTTP/2
+    grpc_server.py silent PORT   accepts connections and never answers
+    grpc_server.py client PORT SIZE SECONDS   (for bench/) python3-grpcio client calling
+                                 test.Test/Echo with SIZE bytes for SECONDS; prints calls/s
+
+PORT 0 picks a free loopback port. The first line printed is "PORT PID".
+Every server exits when its standard input reaches end of file (the spec
+holds the writing end: io.popen(cmd, "w")), so a spec that fails or dies
+cannot leave it running, and after two minutes in any case.
+
+Requests and responses of test.Test are raw bytes (no codegen, no
+messages): the request's text is the argument, as each method says.
+"""
+import base64
+import os
+import socket
+import sys
+import threading
+import time
+
+
+def watch_stdin():
+    while sys.stdin.buffer.read(4096):
+        pass
+    os._exit(0)
+
+
+def lifetime():
+    time.sleep(120)
+    os._exit(0)
+
+
+def announce(port):
+    sys.stdout.write("%d %d\n" % (port, os.getpid()))
+    sys.stdout.flush()
+
+
+# -- grpc: python3-grpcio, generic handlers on raw bytes ----------------------
+
+def serve_grpc(port, tls=None):
+    from concurrent import futures
+    import grpc
+
+    failures = {}
+    lock = threading.Lock()
+
+    def echo(request, ctx):
+        """Echo: the request bytes back."""
+        return request
+
+    def fail_then_succeed(request, ctx):
+        """"ID N CODE": fails N times with CODE (per ID), then returns b"ok after N"."""
+        key, n, code = request.decode().split()
+        with lock:
+            seen = failures.get(key, 0)
+            failures[key] = seen + 1
+        if seen < int(n):
+            ctx.abort(grpc.StatusCode[code], "failure %d of %s" % (seen + 1, n))
+        return b"ok after %d" % seen
+
+    def sleep(request, ctx):
+        """"SECONDS": sleeps, then returns b"slept" (stops early when cancelled)."""
+        end = time.monotonic() + float(request.decode())
+        while time.monotonic() < end and ctx.is_active():
+            time.sleep(0.01)
+        return b"slept"
+
+    def stream(request, ctx):
+        """"N": N responses b"message I" (server streaming)."""
+        for i in range(int(request.decode())):
+            yield b"message %d" % (i + 1)
+
+    def stream_then_fail(request, ctx):
+        """"N CODE": N responses, then status CODE."""
+        n, code = request.decode().split()
+        for i in range(int(n)):
+            yield b"message %d" % (i + 1)
+        ctx.abort(grpc.StatusCode[code], "stream failed after %s" % n)
+
+    def metadata(request, ctx):
+        """Request metadata whose key starts with "x-" back as response
+        headers and trailers (trailer keys get a "t-" prefix)."""
+        md = [(k, v) for k, v in ctx.invocation_metadata() if k.startswith("x-")]
+        ctx.send_initial_metadata(md)
+        ctx.set_trailing_metadata([("t-" + k, v) for k, v in md])
+        return b"%d" % len(md)
+
+    def compressed(request, ctx):
+        """"TEXT": TEXT repeated 100 times, sent gzip-compressed."""
+        ctx.set_compression(grpc.Compression.Gzip)
+        return request * 100
+
+    def big(request, ctx):
+        """"N": N bytes of b"x"."""
+        return b"x" * int(request.decode())
+
+    def peer(request, ctx):
+        """The client's address and port: equal for calls on one connection."""
+        return ctx.peer().encode()
+
+    def fail_with(request, ctx):
+        """"CODE MESSAGE...": status CODE with MESSAGE (any text)."""
+        code, _, message = request.decode().partition(" ")
+        ctx.abort(grpc.StatusCode[code], message)
+
+    handlers = {
+        "Echo": grpc.unary_unary_rpc_method_handler(echo),
+        "FailThenSucceed": grpc.unary_unary_rpc_method_handler(fail_then_succeed),
+        "Sleep": grpc.unary_unary_rpc_method_handler(sleep),
+        "Stream": grpc.unary_stream_rpc_method_handler(stream),
+        "StreamThenFail": grpc.unary_stream_rpc_method_handler(stream_then_fail),
+        "Metadata": grpc.unary_unary_rpc_method_handler(metadata),
+        "Compressed": grpc.unary_unary_rpc_method_handler(compressed),
+        "Big": grpc.unary_unary_rpc_method_handler(big),
+        "FailWith": grpc.unary_unary_rpc_method_handler(fail_with),
+        "Peer": grpc.unary_unary_rpc_method_handler(peer),
+    }
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
+                         options=[("grpc.max_send_message_length", 64 << 20),
+                                  ("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Test", handlers),))
+    if tls:
+        with open(tls[0], "rb") as f:
+            cert = f.read()
+        with open(tls[1], "rb") as f:
+            key = f.read()
+        creds = grpc.ssl_server_credentials([(key, cert)])
+        port = server.add_secure_port("127.0.0.1:%d" % port, creds)
+    else:
+        port = server.add_insecure_port("127.0.0.1:%d" % port)
+    server.start()
+    announce(port)
+    server.wait_for_termination()
+
+
+# -- h2: a scripted HTTP/2 peer (python3-h2) ----------------------------------
+
+GRPC_CT = ("content-type", "application/grpc")
+
+# RST_STREAM error codes received from clients, in order (for "Resets").
+RESETS = []
+
+
+def frame(payload, flag=0):
+    return bytes([flag]) + len(payload).to_bytes(4, "big") + payload
+
+
+def h2_reply(h, sid, method, arg):
+    """What each method of the scripted peer answers; 'arg' is the request
+    message's text."""
+    ok200 = [(":status", "200"), GRPC_CT]
+    if method.startswith("Http"):  # HttpNNN: that status, no grpc-status
+        h.send_headers(sid, [(":status", method[4:]), ("content-type", "text/plain")])
+        h.send_data(sid, b"not grpc", end_stream=True)
+    elif method == "Zero":
+        h.send_headers(sid, ok200)
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "Two":
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(b"one") + frame(b"two"))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "TrailersOnly":
+        h.send_headers(sid, ok200 + [("grpc-status", "5"), ("grpc-message", "no%20such%20thing"),
+                                     ("x-only", "yes")], end_stream=True)
+    elif method == "Pushback":  # arg: the grpc-retry-pushback-ms value
+        h.send_headers(sid, ok200)
+        h.send_headers(sid, [("grpc-status", "14"), ("grpc-message", "busy"),
+                             ("grpc-retry-pushback-ms", arg)], end_stream=True)
+    elif method == "Rst":  # arg: the RST_STREAM error code
+        h.send_headers(sid, ok200)
+        h.reset_stream(sid, error_code=int(arg))
+    elif method == "CompressedNoEncoding":
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(b"abc", flag=1))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "UnofferedEncoding":
+        h.send_headers(sid, ok200 + [("grpc-encoding", "br")])
+        h.send_data(sid, frame(b"abc", flag=1))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "Truncated":
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(b"x" * 100)[:20])
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "NoStatus":
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(b"hello"), end_stream=True)
+    elif method == "BadStatus":
+        h.send_headers(sid, ok200)
+        h.send_headers(sid, [("grpc-status", "abc")], end_stream=True)
+    elif method == "BinMetadata":  # padded in headers, unpadded in trailers, details
+        h.send_headers(sid, ok200 + [("x-pad-bin", base64.b64encode(b"\x00\x01\xfe").decode()),
+                                     ("x-pad2-bin", base64.b64encode(b"\xff").decode())])
+        h.send_data(sid, frame(b"ok"))
+        h.send_headers(sid, [("grpc-status", "3"), ("grpc-message", "bad%20arg%ZZ%"),
+                             ("x-unpad-bin", base64.b64encode(b"\xff").decode().rstrip("=")),
+                             ("grpc-status-details-bin",
+                              base64.b64encode(b"\x08\x03\x12\x03bad").decode().rstrip("="))],
+                       end_stream=True)
+    elif method == "BigHeader":  # one 40 KiB header line
+        h.send_headers(sid, ok200 + [("x-big", "y" * 40000)])
+        h.send_data(sid, frame(b"ok"))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "Hang":  # headers, then nothing until the client gives up
+        h.send_headers(sid, ok200)
+    elif method == "Resets":  # the RST_STREAM codes clients sent so far
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(",".join(str(c) for c in RESETS).encode()))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "Goaway":
+        h.close_connection(error_code=0, last_stream_id=0)
+    else:
+        h.send_headers(sid, ok200)
+        h.send_headers(sid, [("grpc-status", "12"), ("grpc-message", "no method " + method)],
+                       end_stream=True)
+
+
+def h2_connection(conn):
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.settings
+
+    config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8",
+                                       validate_inbound_headers=False)
+    h = h2.connection.H2Connection(config=config)
+    h.local_settings = h2.settings.Settings(client=False)
+    h.initiate_connection()
+    conn.sendall(h.data_to_send())
+    streams = {}
+    try:
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            for ev in h.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    streams[ev.stream_id] = [dict(ev.headers)[":path"], b""]
+                elif isinstance(ev, h2.events.DataReceived):
+                    streams[ev.stream_id][1] += ev.data
+                    h.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamReset):
+                    RESETS.append(ev.error_code)
+                    streams.pop(ev.stream_id, None)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    path, body = streams.pop(ev.stream_id)
+                    method = path.rsplit("/", 1)[-1]
+                    h2_reply(h, ev.stream_id, method, body[5:].decode("latin-1"))
+            out = h.data_to_send()
+            if out:
+                conn.sendall(out)
+            if h.state_machine.state == h2.connection.ConnectionState.CLOSED:
+                return
+    except (OSError, KeyError):
+        return
+    finally:
+        conn.close()
+
+
+def serve_sockets(port, handle):
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(16)
+    announce(ls.getsockname()[1])
+    while True:
+        conn, _ = ls.accept()
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+
+def garbage_connection(conn):
+    try:
+        conn.recv(65536)
+        conn.sendall(b"SSH-2.0-OpenSSH_9.2 this is not HTTP/2\r\n" * 8)
+        while conn.recv(65536):
+            pass
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def silent_connection(conn):
+    try:
+        while conn.recv(65536):
+            pass
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def bench_client(port, size, seconds):
+    import grpc
+
+    channel = grpc.insecure_channel("127.0.0.1:%d" % port)
+    echo = channel.unary_unary("/test.Test/Echo")
+    request = b"x" * size
+    for _ in range(100):  # warm up: connection, first calls
+        echo(request)
+    n, start = 0, time.monotonic()
+    while time.monotonic() - start < seconds:
+        echo(request)
+        n += 1
+    sys.stdout.write("%.1f\n" % (n / (time.monotonic() - start)))
+    channel.close()
+
+
+def main():
+    mode, port = sys.argv[1], int(sys.argv[2])
+    if mode == "client":
+        bench_client(port, int(sys.argv[3]), float(sys.argv[4]))
+        return
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    threading.Thread(target=lifetime, daemon=True).start()
+    if mode == "grpc":
+        serve_grpc(port)
+    elif mode == "tls":
+        serve_grpc(port, tls=(sys.argv[3], sys.argv[4]))
+    elif mode == "h2":
+        serve_sockets(port, h2_connection)
+    elif mode == "garbage":
+        serve_sockets(port, garbage_connection)
+    elif mode == "silent":
+        serve_sockets(port, silent_connection)
+    else:
+        sys.exit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()

@@ -14,5 +14,6 @@ void lpc_open_policy(lua_State *L);
 void lpc_open_codec(lua_State *L);   /* wire encode/decode, descriptor sets (lpc_codec.c) */
 void lpc_open_parse(lua_State *L);
 void lpc_open_grpc(lua_State *L);
+void lpc_open_load(lua_State *L);  /* pool:load, services (lpc_load.c) */
 
 #endif

@@ -51,5 +51,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_codec(L);
   lpc_open_parse(L);
   lpc_open_grpc(L);
+  lpc_open_load(L);
   return 1;
 }

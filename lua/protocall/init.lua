@@ -25,6 +25,8 @@ for _, name in ipairs {
   "protocall.policy",
   "protocall.codec",
   "protocall.grpc",
+  "protocall.load",
+  "protocall.service",
 } do
   require(name).install(M, core)
 end

@@ -345,6 +345,12 @@ pc_Value *pc_Map_Set(pc_Map *map, pc_SlotKind k, pc_Value key, pc_Value value, p
   return &map->entries[map->size++].value;
 }
 
+void pc_Map_Clear(pc_Map *map) {
+  if (map == NULL) return;
+  map->size = 0;
+  if (map->index != NULL) memset(map->index, 0, map->index_cap * sizeof(uint32_t));
+}
+
 int pc_Map_Delete(pc_Map *map, pc_SlotKind k, pc_Value key) {
   if (map == NULL || map->size == 0) return 0;
   int found;

@@ -169,6 +169,9 @@ pc_Value *pc_Map_Find(const pc_Map *map, pc_SlotKind kslot, pc_Value key);
  * allocation failure (map unchanged). */
 pc_Value *pc_Map_Set(pc_Map *map, pc_SlotKind kslot, pc_Value key, pc_Value value, pc_Arena *a);
 
+/* Removes every entry, keeping the storage. NULL allowed. */
+void pc_Map_Clear(pc_Map *map);
+
 /* Removes 'key' if present (the last entry takes its place). Returns 1 when
  * removed. */
 int pc_Map_Delete(pc_Map *map, pc_SlotKind kslot, pc_Value key);

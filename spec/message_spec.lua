@@ -416,6 +416,61 @@ describe("messages", function()
       fails("t.Shape.points: t.Point expected, got t.Other", function() s.points[1] = Other() end)
     end)
 
+    it("are one object per field, kept in step with the field", function()
+      local a, b, c = Point { x = 1 }, Point { x = 2 }, Point { x = 3 }
+      local s = Shape { points = { a, b } }
+      assert.is_true(rawequal(s.points, s.points))
+      table.insert(s.points, 1, c)
+      assert.is_true(rawequal(c, s.points[1]))
+      assert.is_true(rawequal(a, s.points[2]))
+      assert.is_true(rawequal(b, s.points[3]))
+      s.points = s.points -- assigning a field to itself changes nothing
+      assert.are.equal(3, #s.points)
+      assert.is_true(rawequal(b, s.points[3]))
+      local kept = s.points
+      pc.clear(s)
+      assert.are.equal(0, #kept)
+      table.insert(kept, { x = 9 })
+      assert.are.equal(9, s.points[1].x)
+    end)
+
+    it("keep their elements alive, and only those", function()
+      local s = Shape()
+      s.points = { Point { x = 1 }, { x = 2 } }
+      s.by_name = { k = Point { y = 5 } }
+      collectgarbage()
+      collectgarbage()
+      assert.are.equal(1, s.points[1].x)
+      assert.are.equal(2, s.points[2].x)
+      assert.are.equal(5, s.by_name.k.y)
+      local weak = setmetatable({}, { __mode = "v" })
+      weak[1] = s.points[1]
+      s.points[1] = { x = 7 }
+      s.by_name.k = nil
+      collectgarbage()
+      collectgarbage()
+      assert.is_nil(weak[1]) -- the replaced element is no longer held
+      assert.are.equal(7, s.points[1].x)
+    end)
+
+    it("reuse their storage when replaced in a loop", function()
+      local s = Shape { nums = { 1, 2, 3 } }
+      local size = core.arena_size(s)
+      for i = 1, 10000 do s.nums = { i, i + 1, i + 2 } end
+      assert.are.equal(size, core.arena_size(s))
+      assert.are.same({ 10000, 10001, 10002 }, pc.to_table(s).nums)
+      for i = 1, 1000 do s.points = { { x = i } } end
+      collectgarbage()
+      local before = collectgarbage("count")
+      for i = 1, 20000 do
+        s.points = { { x = i } }
+        s.by_name.k = { y = i }
+      end
+      collectgarbage()
+      assert.is_true(collectgarbage("count") < before + 64, "memory grew")
+      assert.are.equal(20000, s.points[1].x)
+    end)
+
     it("hold enums by name", function()
       local s = Shape { colors = { "RED", 2 } }
       assert.are.same({ 0, 2 }, pc.to_table(s).colors)

@@ -35,11 +35,7 @@ typedef struct {
 
 /* Raises "file:line: <message>" naming the nearest Lua caller, also when a
  * C function such as table.insert stands between it and the metamethod. */
-#if defined(__GNUC__)
-__attribute__((noreturn))
-#endif
-static int
-msg_error(lua_State *L, const char *fmt, ...) {
+static _Noreturn void msg_error(lua_State *L, const char *fmt, ...) {
   lua_Debug ar;
   int level = 1, found = 0;
   while (!found && lua_getstack(L, level++, &ar)) {
@@ -58,8 +54,6 @@ msg_error(lua_State *L, const char *fmt, ...) {
   lua_error(L);
 #if defined(__GNUC__)
   __builtin_unreachable();
-#else
-  return 0;
 #endif
 }
 
@@ -117,11 +111,7 @@ pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def) {
   return kind == kStandalone ? p : *(pc_Message **)p;
 }
 
-#if defined(__GNUC__)
-__attribute__((noreturn))
-#endif
-static void
-not_a_message(lua_State *L, int idx) {
+static _Noreturn void not_a_message(lua_State *L, int idx) {
   luaL_typeerror(L, idx, "message");
 #if defined(__GNUC__)
   __builtin_unreachable();
@@ -196,7 +186,7 @@ static void set_ref(lua_State *L, int a, const void *key, int v) {
   lua_pop(L, 1);
 }
 
-static void nomem(lua_State *L) {
+static _Noreturn void nomem(lua_State *L) {
   msg_error(L, "not enough memory");
 }
 
@@ -270,14 +260,37 @@ static void push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
   }
 }
 
+/* Pushes the container of repeated or map field 'f' of the message object at
+ * 'obj': one object per field of a message, remembered by the anchor under
+ * the slot's address + 1 (extensions get a new one each time). User values:
+ * 1 the message object, 2 the table of element objects (message elements:
+ * index or key -> the object the slot points to), or nil. */
 static void push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
   obj = lua_absindex(L, obj);
-  Container *c = lua_newuserdatauv(L, sizeof(Container), 1);
+  int a = 0;
+  const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
+  if (!f->is_extension) {
+    a = push_anchor(L, obj);
+    push_refs(L, a, 1);
+    if (lua_rawgetp(L, -1, key) == LUA_TUSERDATA) {
+      lua_replace(L, a);
+      lua_settop(L, a);
+      return;
+    }
+    lua_pop(L, 1);
+  }
+  Container *c = lua_newuserdatauv(L, sizeof(Container), 2);
   c->msg = msg;
   c->f = f;
   lua_pushvalue(L, obj);
   lua_setiuservalue(L, -2, 1);
   luaL_setmetatable(L, f->is_map ? MAP_MT : REPEATED_MT);
+  if (a != 0) {
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, a + 1, key);
+    lua_replace(L, a);
+    lua_settop(L, a);
+  }
 }
 
 /* Pushes the value of field 'f' of the message object at 'obj'. */
@@ -308,10 +321,10 @@ static const char *tname(lua_State *L, int idx) {
   return luaL_typename(L, idx);
 }
 
-static int no_field(lua_State *L, const pc_MessageDef *def, int key) {
+static _Noreturn void no_field(lua_State *L, const pc_MessageDef *def, int key) {
   if (lua_type(L, key) == LUA_TSTRING)
-    return msg_error(L, "%s.%s: no such field", def->full_name, lua_tostring(L, key));
-  return msg_error(L, "%s: field name expected, got %s", def->full_name, tname(L, key));
+    msg_error(L, "%s.%s: no such field", def->full_name, lua_tostring(L, key));
+  msg_error(L, "%s: field name expected, got %s", def->full_name, tname(L, key));
 }
 
 /* Per-type field lookup without allocation: open addressing keyed by the
@@ -440,8 +453,8 @@ static int lpc_view_index(lua_State *L) {
 
 /* -- Checked conversions --------------------------------------------------- */
 
-static int type_error(lua_State *L, const char *name, const char *expected, int idx) {
-  return msg_error(L, "%s: %s expected, got %s", name, expected, tname(L, idx));
+static _Noreturn void type_error(lua_State *L, const char *name, const char *expected, int idx) {
+  msg_error(L, "%s: %s expected, got %s", name, expected, tname(L, idx));
 }
 
 static lua_Integer check_integer(lua_State *L, const char *name, int idx) {
@@ -463,8 +476,8 @@ static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, 
     size_t len;
     const char *s = lua_tolstring(L, idx, &len);
     const pc_EnumValueDef *v = pc_EnumDef_FindByName(e, s, len);
-    if (v == NULL) return msg_error(L, "%s: unknown value '%s' for enum %s", name, s, e->full_name);
-    return v->number;
+    if (v != NULL) return v->number;
+    msg_error(L, "%s: unknown value '%s' for enum %s", name, s, e->full_name);
   }
   if (lua_type(L, idx) != LUA_TNUMBER) type_error(L, name, "enum value name or number", idx);
   lua_Integer i = check_integer(L, name, idx);
@@ -553,143 +566,271 @@ static void check_no_cycle(lua_State *L, const char *name, const pc_Message *val
   if (r == 2) msg_error(L, "%s: messages nested deeper than %d", name, PC_MESSAGE_MAX_DEPTH);
 }
 
-/* One element for a repeated field / map value: converted into 'out',
- * strings copied into 'arena', messages kept alive from the anchor 'a'. */
-static void check_element(lua_State *L, const pc_FieldDef *f, const char *name, int idx,
-                          pc_Message *target, int a, pc_Arena *arena, int *visited, pc_Value *out) {
-  if (f->message != NULL) {
-    pc_Message *m = check_message(L, f->message, name, idx, visited);
-    check_no_cycle(L, name, m, f->message, target);
-    set_ref(L, a, m, -1);
-    lua_pop(L, 1);
-    memset(out, 0, sizeof(*out));
-    out->m = m;
-    return;
-  }
-  *out = check_scalar(L, f, name, idx);
-  if (f->type == kPc_Type_String || f->type == kPc_Type_Bytes) {
-    if (!pc_StringView_Copy(&out->s, out->s.data, out->s.size, arena)) nomem(L);
-  }
+/* Pushes the object of a message element (field 'f', from the value at
+ * 'idx': a message, or a table to construct one from), refusing cycles
+ * through 'target'. */
+static pc_Message *elem_object(lua_State *L, const pc_FieldDef *f, int idx, pc_Message *target,
+                               int *visited) {
+  pc_Message *m = check_message(L, f->message, f->full_name, idx, visited);
+  check_no_cycle(L, f->full_name, m, f->message, target);
+  return m;
 }
 
-/* Pushes one element 'v' (of field 'ef') of the container at 'c'. */
-static void push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v) {
+/* Remembers the message object at 'v' (or forgets, when nil) as element
+ * 'key' (a stack index) of the container at 'c'. */
+static void keep_elem(lua_State *L, int c, int key, int v) {
+  c = lua_absindex(L, c);
+  key = lua_absindex(L, key);
+  v = lua_absindex(L, v);
+  const Container *cont = lua_touserdata(L, c);
+  if (cont->f->is_extension) { /* no remembered container: keep by address */
+    if (lua_isnil(L, v)) return;
+    lua_getiuservalue(L, c, 1);
+    int a = push_anchor(L, -1);
+    set_ref(L, a, lpc_tomessage(L, v, NULL), v);
+    lua_settop(L, a - 2);
+    return;
+  }
+  if (lua_getiuservalue(L, c, 2) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    if (lua_isnil(L, v)) return;
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, c, 2);
+  }
+  lua_pushvalue(L, key);
+  lua_pushvalue(L, v);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
+/* Pushes element 'v' (of field 'ef', at Lua key 'key') of the container at
+ * 'c': scalars as values, messages as the remembered object or a new view. */
+static void push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key) {
   if (ef->message == NULL) {
     push_scalar(L, ef, v);
     return;
   }
+  if (v.m == NULL) {
+    lua_pushnil(L);
+    return;
+  }
   c = lua_absindex(L, c);
+  key = lua_absindex(L, key);
+  const Container *cont = lua_touserdata(L, c);
   lua_getiuservalue(L, c, 1);
   int a = push_anchor(L, -1);
-  push_submessage(L, a, ef->message, v.m, v.m);
+  if (cont->f->is_extension) {
+    push_submessage(L, a, ef->message, v.m, v.m);
+  } else {
+    if (lua_getiuservalue(L, c, 2) == LUA_TTABLE) {
+      lua_pushvalue(L, key);
+      lua_rawget(L, -2);
+      if (lpc_tomessage(L, -1, NULL) == v.m) {
+        lua_replace(L, a - 1);
+        lua_settop(L, a - 1);
+        return;
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lpc_pushview(L, ef->message, v.m, a);
+    keep_elem(L, c, key, -1);
+  }
   lua_replace(L, a - 1);
   lua_settop(L, a - 1);
 }
 
-static const char *container_len_error(lua_State *L, int idx, const char *name) {
-  msg_error(L, "%s: list expected, got %s", name, tname(L, idx));
-  return NULL;
+/* Element 'i' (1-based) of the list at 'src' as a value for the array: the
+ * element objects of messages come from the table at 'objs'. */
+static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Integer i, int objs,
+                            pc_Arena *arena) {
+  pc_Value v;
+  memset(&v, 0, sizeof(v));
+  if (f->message != NULL) {
+    lua_rawgeti(L, objs, i);
+    v.m = lpc_tomessage(L, -1, NULL);
+    lua_pop(L, 1);
+    return v;
+  }
+  lua_geti(L, src, i);
+  v = check_scalar(L, f, f->full_name, -1);
+  if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
+      !pc_StringView_Copy(&v.s, v.s.data, v.s.size, arena))
+    nomem(L);
+  lua_pop(L, 1);
+  return v;
 }
 
-/* A new array holding the list at 'idx'. */
-static pc_Array *build_array(lua_State *L, const pc_FieldDef *f, int idx, pc_Message *target, int a,
-                             pc_Arena *arena, int *visited) {
-  idx = lua_absindex(L, idx);
-  const pc_Array *src_arr = NULL;
-  if (lua_type(L, idx) == LUA_TUSERDATA) {
-    Container *c = luaL_testudata(L, idx, REPEATED_MT);
-    if (c == NULL || c->f->type != f->type || c->f->message != f->message ||
-        c->f->enumdef != f->enumdef) {
-      container_len_error(L, idx, f->full_name);
-      return NULL;
+/* Replaces the elements of the repeated field of the container at 'c' with
+ * the list at 'src' (a table or a repeated container of the same element
+ * type). Everything is checked before the field changes; the array's
+ * storage is reused when it is large enough. */
+static void fill_array(lua_State *L, int c, int src, int *visited) {
+  c = lua_absindex(L, c);
+  src = lua_absindex(L, src);
+  const Container *cont = lua_touserdata(L, c);
+  pc_Message *msg = cont->msg;
+  const pc_FieldDef *f = cont->f;
+  lua_Integer n = 0;
+  if (lua_type(L, src) == LUA_TTABLE) {
+    n = (lua_Integer)lua_rawlen(L, src);
+    lua_Integer count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, src)) {
+      count++;
+      if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n)
+        msg_error(L, "%s: list expected, got a table with key %s", f->full_name,
+                  luaL_tolstring(L, -2, NULL));
+      lua_pop(L, 1);
     }
-    src_arr = pc_Message_Get(c->msg, c->f).a;
-  } else if (lua_type(L, idx) != LUA_TTABLE) {
-    container_len_error(L, idx, f->full_name);
+    if (count != n) msg_error(L, "%s: list expected, got a table with holes", f->full_name);
+  } else {
+    const Container *other = luaL_testudata(L, src, REPEATED_MT);
+    if (other == NULL || other->f->type != f->type || other->f->message != f->message ||
+        other->f->enumdef != f->enumdef)
+      msg_error(L, "%s: list expected, got %s", f->full_name, tname(L, src));
+    n = luaL_len(L, src);
   }
-  pc_Array *arr = pc_Array_New(arena);
-  if (arr == NULL) nomem(L);
+  /* Pass 1: check every element; message objects into a new table. */
+  lua_createtable(L, f->message ? (int)n : 0, 0);
+  int objs = lua_gettop(L);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, src, i);
+    if (f->message != NULL) {
+      elem_object(L, f, -1, msg, visited);
+      lua_rawseti(L, objs, i);
+    } else {
+      check_scalar(L, f, f->full_name, -1);
+    }
+    lua_pop(L, 1);
+  }
+  /* Pass 2: store. */
+  lua_getiuservalue(L, c, 1);
+  int a = push_anchor(L, -1);
+  Holder *h = anchor_holder(L, a);
+  pc_Array *arr = pc_Message_MutableArray(msg, f, h->arena);
   size_t elem = pc_FieldDef_ElemSize(f);
   pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
-  if (src_arr != NULL) {
-    if (src_arr->size > 0 && !pc_Array_Resize(arr, src_arr->size, elem, arena)) nomem(L);
-    for (size_t i = 0; i < src_arr->size; i++) {
-      pc_Value v = pc_Array_Get(src_arr, i, slot);
-      if (slot == kPc_Slot_String && !pc_StringView_Copy(&v.s, v.s.data, v.s.size, arena)) nomem(L);
-      if (slot == kPc_Slot_Message) {
-        lua_geti(L, idx, (lua_Integer)i + 1); /* the element's object */
-        check_no_cycle(L, f->full_name, v.m, f->message, target);
-        set_ref(L, a, v.m, -1);
-        lua_pop(L, 1);
-      }
-      pc_Array_Set(arr, i, slot, v);
-    }
-    return arr;
-  }
-  size_t n = lua_rawlen(L, idx), count = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    count++;
-    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || (size_t)lua_tointeger(L, -2) > n) {
-      msg_error(L, "%s: list expected, got a table with key %s", f->full_name,
-                luaL_tolstring(L, -2, NULL));
-    }
-    lua_pop(L, 1);
-  }
-  if (count != n) msg_error(L, "%s: list expected, got a table with holes", f->full_name);
-  if (n > 0 && !pc_Array_Resize(arr, n, elem, arena)) nomem(L);
-  for (size_t i = 0; i < n; i++) {
-    lua_rawgeti(L, idx, (lua_Integer)i + 1);
-    pc_Value v;
-    check_element(L, f, f->full_name, -1, target, a, arena, visited, &v);
-    pc_Array_Set(arr, i, slot, v);
-    lua_pop(L, 1);
-  }
-  return arr;
-}
-
-static pc_Value check_key(lua_State *L, const pc_FieldDef *f, int idx, pc_Arena *arena) {
-  const pc_FieldDef *kf = pc_FieldDef_MapKey(f);
-  pc_Value k = check_scalar(L, kf, f->full_name, idx);
-  if (kf->type == kPc_Type_String && arena != NULL &&
-      !pc_StringView_Copy(&k.s, k.s.data, k.s.size, arena))
+  if (arr == NULL) {
     nomem(L);
-  return k;
+    return; /* (nomem raises) */
+  }
+  if (arr->cap < (size_t)n) {
+    pc_Array fresh = {NULL, 0, 0}; /* new storage: the old values stay readable from 'src' */
+    if (!pc_Array_Resize(&fresh, (size_t)n, elem, h->arena)) nomem(L);
+    for (lua_Integer i = 1; i <= n; i++)
+      pc_Array_Set(&fresh, (size_t)i - 1, slot, array_value(L, f, src, i, objs, h->arena));
+    *arr = fresh;
+  } else {
+    /* Values first (src may be this very field), then the stores. */
+    for (lua_Integer i = 1; i <= n; i++) {
+      pc_Value v = array_value(L, f, src, i, objs, h->arena);
+      if ((size_t)i > arr->size) arr->size = (size_t)i;
+      pc_Array_Set(arr, (size_t)i - 1, slot, v);
+    }
+    arr->size = (size_t)n;
+  }
+  if (f->is_extension) {
+    for (lua_Integer i = 1; i <= n && f->message != NULL; i++) {
+      lua_rawgeti(L, objs, i);
+      set_ref(L, a, lpc_tomessage(L, -1, NULL), -1);
+      lua_pop(L, 1);
+    }
+  } else {
+    lua_pushvalue(L, objs);
+    lua_setiuservalue(L, c, 2);
+  }
+  pace(L, h);
+  lua_settop(L, objs - 1);
 }
 
-/* A new map holding the table at 'idx'. */
-static pc_Map *build_map(lua_State *L, const pc_FieldDef *f, int idx, pc_Message *target, int a,
-                         pc_Arena *arena, int *visited) {
-  idx = lua_absindex(L, idx);
-  const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+/* Replaces the entries of the map field of the container at 'c' with the
+ * table (or map container of the same type) at 'src'; checked first. */
+static void fill_map(lua_State *L, int c, int src, int *visited) {
+  c = lua_absindex(L, c);
+  src = lua_absindex(L, src);
+  const Container *cont = lua_touserdata(L, c);
+  pc_Message *msg = cont->msg;
+  const pc_FieldDef *f = cont->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
-  if (lua_type(L, idx) != LUA_TTABLE) {
-    Container *c = luaL_testudata(L, idx, MAP_MT);
-    if (c == NULL || c->f->message != f->message) {
-      msg_error(L, "%s: table expected, got %s", f->full_name, tname(L, idx));
-      return NULL;
+  if (lua_type(L, src) != LUA_TTABLE) {
+    const Container *other = luaL_testudata(L, src, MAP_MT);
+    if (other == NULL || other->f->message != f->message) {
+      msg_error(L, "%s: table expected, got %s", f->full_name, tname(L, src));
+      return; /* (msg_error raises) */
     }
-    lua_newtable(L); /* copy through a plain table */
-    const pc_Map *src = pc_Message_Get(c->msg, c->f).map;
-    for (size_t i = 0; src != NULL && i < src->size; i++) {
-      push_scalar(L, kf, src->entries[i].key);
-      push_elem(L, idx, vf, src->entries[i].value);
+    lua_newtable(L); /* copy through a plain table: src may be this very map */
+    const pc_Map *m = pc_Message_Get(other->msg, other->f).map;
+    for (size_t i = 0; m != NULL && i < m->size; i++) {
+      push_scalar(L, kf, m->entries[i].key);
+      push_elem(L, src, vf, m->entries[i].value, -1);
       lua_rawset(L, -3);
     }
-    pc_Map *m = build_map(L, f, -1, target, a, arena, visited);
-    lua_pop(L, 1);
-    return m;
+    lua_replace(L, src);
   }
-  pc_Map *map = pc_Map_New(arena);
-  if (map == NULL) nomem(L);
+  /* Pass 1: check keys and values; message objects by key. */
+  lua_newtable(L);
+  int objs = lua_gettop(L);
   lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    pc_Value k = check_key(L, f, -2, arena), v;
-    check_element(L, vf, f->full_name, -1, target, a, arena, visited, &v);
-    if (pc_Map_Set(map, ks, k, v, arena) == NULL) nomem(L);
+  while (lua_next(L, src)) {
+    check_scalar(L, kf, f->full_name, -2);
+    if (vf->message != NULL) {
+      elem_object(L, vf, -1, msg, visited);
+      lua_pushvalue(L, -3);
+      lua_insert(L, -2);
+      lua_rawset(L, objs);
+    } else {
+      check_scalar(L, vf, f->full_name, -1);
+    }
     lua_pop(L, 1);
   }
-  return map;
+  /* Pass 2: store into the emptied map. */
+  lua_getiuservalue(L, c, 1);
+  int a = push_anchor(L, -1);
+  Holder *h = anchor_holder(L, a);
+  pc_Map *map = pc_Message_MutableMap(msg, f, h->arena);
+  if (map == NULL) nomem(L);
+  pc_Map_Clear(map);
+  lua_pushnil(L);
+  while (lua_next(L, src)) {
+    pc_Value k = check_scalar(L, kf, f->full_name, -2), v;
+    if (ks == kPc_Slot_String && !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena)) nomem(L);
+    if (vf->message != NULL) {
+      memset(&v, 0, sizeof(v));
+      lua_pushvalue(L, -2);
+      lua_rawget(L, objs);
+      v.m = lpc_tomessage(L, -1, NULL);
+      lua_pop(L, 1);
+    } else {
+      v = check_scalar(L, vf, f->full_name, -1);
+      if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) &&
+          !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
+        nomem(L);
+    }
+    if (pc_Map_Set(map, ks, k, v, h->arena) == NULL) nomem(L);
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, objs);
+  lua_setiuservalue(L, c, 2);
+  pace(L, h);
+  lua_settop(L, objs - 1);
+}
+
+/* Empties the repeated or map field 'f' keeping its storage for reuse. */
+static void empty_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
+  pc_Value v = pc_Message_Get(msg, f);
+  if (f->is_map) {
+    if (v.map != NULL) pc_Map_Clear(v.map);
+  } else if (v.a != NULL) {
+    v.a->size = 0;
+  }
+  if (!f->is_extension) {
+    push_container(L, obj, msg, f);
+    lua_pushnil(L);
+    lua_setiuservalue(L, -2, 2);
+    lua_pop(L, 1);
+  }
 }
 
 /* -- Writing --------------------------------------------------------------- */
@@ -701,9 +842,26 @@ static void set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef 
   v = lua_absindex(L, v);
   int singular_string = f->label != kPc_Label_Repeated && !f->is_extension &&
                         (f->type == kPc_Type_String || f->type == kPc_Type_Bytes);
+  if (lua_isnil(L, v) && f->label == kPc_Label_Repeated) {
+    empty_container(L, obj, msg, f);
+    return;
+  }
+  if (f->label == kPc_Label_Repeated) {
+    if (f->is_extension) {
+      int a = push_anchor(L, obj);
+      if (pc_Message_MutableArray(msg, f, anchor_holder(L, a)->arena) == NULL) nomem(L);
+      lua_settop(L, a - 1);
+    }
+    push_container(L, obj, msg, f);
+    if (f->is_map)
+      fill_map(L, -1, v, visited);
+    else
+      fill_array(L, -1, v, visited);
+    lua_pop(L, 1);
+    return;
+  }
   if (lua_isnil(L, v)) {
-    if ((f->message != NULL || singular_string) && f->label != kPc_Label_Repeated &&
-        !f->is_extension) {
+    if ((f->message != NULL || singular_string) && !f->is_extension) {
       int a = push_anchor(L, obj);
       set_ref(L, a, pc_Message_Slot(msg, f), v);
       lua_pop(L, 1);
@@ -731,17 +889,13 @@ static void set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef 
   int a = push_anchor(L, obj);
   Holder *h = NULL;
   pc_Arena *arena = NULL;
-  if (f->message == NULL || f->label == kPc_Label_Repeated || f->is_extension) {
+  if (f->message == NULL || f->is_extension) {
     h = anchor_holder(L, a);
     arena = h->arena;
   }
   pc_Value val;
   memset(&val, 0, sizeof(val));
-  if (f->is_map) {
-    val.map = build_map(L, f, v, msg, a, arena, visited);
-  } else if (f->label == kPc_Label_Repeated) {
-    val.a = build_array(L, f, v, msg, a, arena, visited);
-  } else if (f->message != NULL) {
+  if (f->message != NULL) {
     val.m = check_message(L, f->message, f->full_name, v, visited);
     check_no_cycle(L, f->full_name, val.m, f->message, msg);
     set_ref(L, a, f->is_extension ? (const void *)val.m : pc_Message_Slot(msg, f), -1);
@@ -881,7 +1035,7 @@ static int lpc_repeated_index(lua_State *L) {
   const pc_Array *arr = pc_Message_Get(c->msg, c->f).a;
   lua_Integer i = lua_tointeger(L, 2);
   if (!lua_isinteger(L, 2) || arr == NULL || i < 1 || (size_t)i > arr->size) return 0;
-  push_elem(L, 1, c->f, pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f)));
+  push_elem(L, 1, c->f, pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f)), 2);
   return 1;
 }
 
@@ -892,27 +1046,37 @@ static int lpc_repeated_newindex(lua_State *L) {
   pc_Array *arr = pc_Message_Get(c->msg, f).a;
   size_t size = arr ? arr->size : 0;
   lua_Integer i = check_integer(L, f->full_name, 2);
+  lua_settop(L, 3);
   if (lua_isnil(L, 3)) {
     if ((size_t)i != size || i < 1)
-      return msg_error(L, "%s: only the last element (%I) can be removed, not %I", f->full_name,
-                       (lua_Integer)size, i);
+      msg_error(L, "%s: only the last element (%I) can be removed, not %I", f->full_name,
+                (lua_Integer)size, i);
     arr->size--;
+    if (f->message != NULL) keep_elem(L, 1, 2, 3);
     return 0;
   }
   if (i < 1 || (size_t)i > size + 1)
-    return msg_error(L, "%s: index %I out of range (size %I)", f->full_name, i, (lua_Integer)size);
+    msg_error(L, "%s: index %I out of range (size %I)", f->full_name, i, (lua_Integer)size);
+  int visited = 0;
+  pc_Value v;
+  memset(&v, 0, sizeof(v));
+  if (f->message != NULL)
+    v.m = elem_object(L, f, 3, c->msg, &visited); /* at 4 */
+  else
+    v = check_scalar(L, f, f->full_name, 3);
   lua_getiuservalue(L, 1, 1);
   int a = push_anchor(L, -1);
   Holder *h = anchor_holder(L, a);
-  int visited = 0;
-  pc_Value v;
-  check_element(L, f, f->full_name, 3, c->msg, a, h->arena, &visited, &v);
+  if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
+      !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
+    nomem(L);
   if ((size_t)i == size + 1) {
     arr = pc_Message_MutableArray(c->msg, f, h->arena);
     if (arr == NULL || !pc_Array_Append(arr, &v, pc_FieldDef_ElemSize(f), h->arena)) nomem(L);
   } else {
     pc_Array_Set(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(f), v);
   }
+  if (f->message != NULL) keep_elem(L, 1, 2, 4);
   pace(L, h);
   return 0;
 }
@@ -948,10 +1112,10 @@ static int lpc_repeated_pairs(lua_State *L) {
 static int lpc_map_index(lua_State *L) {
   Container *c = check_container(L, 1, MAP_MT);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f), *vf = pc_FieldDef_MapValue(c->f);
-  pc_Value k = check_key(L, c->f, 2, NULL);
+  pc_Value k = check_scalar(L, kf, c->f->full_name, 2);
   const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, pc_FieldDef_ElemSlot(kf), k);
   if (v == NULL) return 0;
-  push_elem(L, 1, vf, *v);
+  push_elem(L, 1, vf, *v, 2);
   return 1;
 }
 
@@ -960,23 +1124,33 @@ static int lpc_map_newindex(lua_State *L) {
   Container *c = check_container(L, 1, MAP_MT);
   const pc_FieldDef *f = c->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  lua_settop(L, 3);
+  pc_Value k = check_scalar(L, kf, f->full_name, 2);
   if (lua_isnil(L, 3)) {
-    pc_Value k = check_key(L, f, 2, NULL);
     pc_Map_Delete(pc_Message_Get(c->msg, f).map, ks, k);
+    if (vf->message != NULL) keep_elem(L, 1, 2, 3);
     return 0;
   }
+  int visited = 0;
+  pc_Value v;
+  memset(&v, 0, sizeof(v));
+  if (vf->message != NULL)
+    v.m = elem_object(L, vf, 3, c->msg, &visited); /* at 4 */
+  else
+    v = check_scalar(L, vf, f->full_name, 3);
   lua_getiuservalue(L, 1, 1);
   int a = push_anchor(L, -1);
   Holder *h = anchor_holder(L, a);
-  pc_Value k = check_key(L, f, 2, NULL), v;
-  int visited = 0;
-  check_element(L, vf, f->full_name, 3, c->msg, a, h->arena, &visited, &v);
+  if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) &&
+      !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
+    nomem(L);
   pc_Map *map = pc_Message_MutableMap(c->msg, f, h->arena);
   if (map == NULL) nomem(L);
   if (pc_Map_Find(map, ks, k) == NULL && ks == kPc_Slot_String &&
       !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena))
     nomem(L);
   if (pc_Map_Set(map, ks, k, v, h->arena) == NULL) nomem(L);
+  if (vf->message != NULL) keep_elem(L, 1, 2, 4);
   pace(L, h);
   return 0;
 }
@@ -988,8 +1162,9 @@ static int map_next(lua_State *L) {
   if (map == NULL || (size_t)i >= map->size) return 0;
   lua_pushinteger(L, i + 1);
   lua_replace(L, lua_upvalueindex(1));
+  lua_settop(L, 1);
   push_scalar(L, pc_FieldDef_MapKey(c->f), map->entries[i].key);
-  push_elem(L, 1, pc_FieldDef_MapValue(c->f), map->entries[i].value);
+  push_elem(L, 1, pc_FieldDef_MapValue(c->f), map->entries[i].value, 2);
   return 2;
 }
 
@@ -1026,17 +1201,26 @@ static int lpc_message_has(lua_State *L) {
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   const pc_OneofDef *o = NULL;
   const pc_FieldDef *f = check_field(L, def, 2, &o);
-  lua_pushboolean(L, f ? pc_Message_Has(msg, f) : pc_Message_WhichOneof(msg, o) != NULL);
+  lua_pushboolean(L,
+                  f ? pc_Message_Has(msg, f) : o != NULL && pc_Message_WhichOneof(msg, o) != NULL);
   return 1;
 }
 
-static void clear_refs(lua_State *L, int obj, pc_Message *msg, const pc_MessageDef *def) {
-  int a = push_anchor(L, obj);
+/* Clears every field (containers keep their storage), the unknown bytes and
+ * the extensions of the message object at 1. */
+static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
+  lua_settop(L, 1);
   lua_pushnil(L);
+  int visited = 0;
   for (uint32_t i = 0; i < def->field_count; i++)
-    if (def->fields[i].slot == kPc_Slot_Message || def->fields[i].slot == kPc_Slot_String)
-      set_ref(L, a, pc_Message_Slot(msg, &def->fields[i]), -1);
-  lua_pop(L, 2);
+    set_field(L, 1, msg, &def->fields[i], 2, &visited);
+  size_t n;
+  const pc_Extension *e = pc_Message_Extensions(msg, &n);
+  while (n > 0) {
+    pc_Message_ClearField(msg, e[n - 1].field);
+    e = pc_Message_Extensions(msg, &n);
+  }
+  pc_Message_DiscardUnknown(msg);
 }
 
 /* -- pc.clear(m [, name])   (one field, every member of a oneof, or all) */
@@ -1044,8 +1228,7 @@ static int lpc_message_clear(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   if (lua_isnoneornil(L, 2)) {
-    clear_refs(L, 1, msg, def);
-    pc_Message_Clear(msg, def);
+    clear_all(L, msg, def);
     return 0;
   }
   const pc_OneofDef *o = NULL;
@@ -1055,7 +1238,7 @@ static int lpc_message_clear(lua_State *L) {
   int visited = 0;
   if (f != NULL) {
     set_field(L, 1, msg, f, 3, &visited);
-  } else {
+  } else if (o != NULL) {
     for (uint32_t i = 0; i < o->field_count; i++) set_field(L, 1, msg, o->fields[i], 3, &visited);
   }
   return 0;
@@ -1068,8 +1251,8 @@ static int lpc_message_which_oneof(lua_State *L) {
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   const pc_OneofDef *o = pc_MessageDef_FindOneof(def, name, len);
-  if (o == NULL) return msg_error(L, "%s: no oneof named '%s'", def->full_name, name);
-  const pc_FieldDef *f = pc_Message_WhichOneof(msg, o);
+  if (o == NULL) msg_error(L, "%s: no oneof named '%s'", def->full_name, name);
+  const pc_FieldDef *f = o != NULL ? pc_Message_WhichOneof(msg, o) : NULL;
   if (f == NULL) return 0;
   lua_pushstring(L, f->name);
   return 1;
@@ -1146,8 +1329,7 @@ static int lpc_message_merge(lua_State *L) {
   pc_Message *d = lpc_checkmessage(L, 1, &dd);
   pc_Message *s = lpc_checkmessage(L, 2, &sd);
   if (dd != sd)
-    return msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name,
-                     sd->full_name);
+    msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name, sd->full_name);
   if (d == s) return 0;
   check_no_cycle(L, dd->full_name, s, sd, d);
   merge(L, 1, 2);

@@ -1,0 +1,322 @@
+-- Loading .proto source, services, the in-process server and transport, and
+-- clients (API.md "Schemas" and "Services", issue 7).
+local pc = require "protocall"
+
+local ROUTE = [[
+syntax = "proto3";
+package svc;
+import "google/protobuf/timestamp.proto";
+message Point { int32 x = 1; int32 y = 2; }
+message Route { string name = 1; repeated Point points = 2; google.protobuf.Timestamp at = 3; }
+message Distance { double length = 1; uint32 legs = 2; }
+service Router {
+  rpc Measure(Route) returns (Distance);
+  rpc Walk(Route) returns (stream Point);
+  rpc Record(stream Point) returns (Distance);
+  rpc Chat(stream Point) returns (stream Point);
+}
+]]
+
+local pool = pc.pool()
+assert(pool:load(ROUTE, { name = "svc/route.proto" }))
+local Point, Route, Distance = pool:type("svc.Point"), pool:type("svc.Route"), pool:type("svc.Distance")
+
+local function raised(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok)
+  return err
+end
+
+-- A fake clock and sleep for retries.
+local function world()
+  local w = { t = 0, sleeps = 0 }
+  function w.clock() return w.t end
+  function w.sleep(s) w.sleeps = w.sleeps + 1; w.t = w.t + s end
+  function w.random() return 1 end
+  return w
+end
+
+local function length(route)
+  local len = 0
+  for i = 2, #route.points do
+    local a, b = route.points[i - 1], route.points[i]
+    len = len + math.sqrt((a.x - b.x) ^ 2 + (a.y - b.y) ^ 2)
+  end
+  return len
+end
+
+describe("pc.load", function()
+  it("returns the file with its types, services and imports", function()
+    local f = pool:file("svc/route.proto")
+    assert.are.equal("svc", f.package)
+    assert.are.equal("proto3", f.syntax)
+    assert.are.same({ "svc.Point", "svc.Route", "svc.Distance" }, f.messages)
+    assert.are.same({ "svc.Router" }, f.services)
+    assert.are.same({ "google/protobuf/timestamp.proto" }, f.dependencies)
+    assert.is_not_nil(pool:type("google.protobuf.Timestamp"))
+  end)
+
+  it("names file:line:column and what was expected", function()
+    local p = pc.pool()
+    local ok, err = p:load('syntax = "proto3";\nmessage A {\n  int32 x = 1\n}\n', { name = "bad.proto" })
+    assert.is_nil(ok)
+    assert.matches("^bad%.proto:4:1: ", err)
+    assert.is_nil(p:type("A"))
+    ok, err = p:load('syntax = "proto3";\nmessage A { Missing m = 1; }\n', { name = "m.proto" })
+    assert.is_nil(ok)
+    assert.matches("^m%.proto:2:13: .*Missing", err)
+  end)
+
+  it("loads the same text twice harmlessly and refuses other text under a loaded name", function()
+    local p = pc.pool()
+    local src = 'syntax = "proto3"; package t; message A { int32 x = 1; }'
+    local a = assert(p:load(src))
+    local b = assert(p:load(src))
+    assert.are.equal(a.name, b.name)
+    assert.matches("^source%-%x+%.proto$", a.name)
+    assert(p:load(src, { name = "a.proto" }) == nil or true)
+    local ok, err = p:load('syntax = "proto3"; package t; message B { int32 x = 1; }', { name = a.name })
+    assert.is_nil(ok)
+    assert.are.equal(a.name .. ": a different file of this name is already loaded", err)
+  end)
+
+  it("resolves imports through import_paths and reports missing ones", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/lib"))
+    local f = assert(io.open(dir .. "/lib/shared.proto", "w"))
+    f:write('syntax = "proto3"; package lib; message Shared { string s = 1; }')
+    f:close()
+    f = assert(io.open(dir .. "/main.proto", "w"))
+    f:write('syntax = "proto3"; package app; import "lib/shared.proto"; message M { lib.Shared s = 1; }')
+    f:close()
+    local p = pc.pool()
+    local file = assert(p:load_file(dir .. "/main.proto", { import_paths = { dir } }))
+    assert.are.equal("main.proto", file.name)
+    assert.are.equal("lib.Shared", p:type("lib.Shared").full_name)
+    local m = p:type("app.M"){ s = { s = "hi" } }
+    assert.are.equal("hi", m.s.s)
+    local ok, err = pc.pool():load('syntax = "proto3"; import "nowhere/x.proto";', { name = "n.proto" })
+    assert.is_nil(ok)
+    assert.matches("nowhere/x%.proto", err)
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("refuses loads into a frozen pool", function()
+    local p = pc.pool()
+    p:freeze()
+    local ok, err = p:load('syntax = "proto3"; message A {}', { name = "f.proto" })
+    assert.is_nil(ok)
+    assert.are.equal("f.proto: pool is frozen", err)
+  end)
+
+  it("reads a missing file as an error, not a raise", function()
+    local ok, err = pc.pool():load_file("/nonexistent/x.proto")
+    assert.is_nil(ok)
+    assert.are.equal("/nonexistent/x.proto: File not found.", err)
+  end)
+
+  it("describes services and their methods", function()
+    local s = pool:service("svc.Router")
+    assert.are.equal("Router", s.name)
+    assert.are.equal(4, #s.methods)
+    local m = s.methods.Measure
+    assert.are.equal("/svc.Router/Measure", m.path)
+    assert.are.equal(Route, m.input)
+    assert.are.equal(Distance, m.output)
+    assert.is_false(m.server_streaming)
+    assert.is_true(s.methods.Walk.server_streaming)
+    assert.is_true(s.methods.Chat.client_streaming)
+    assert.is_nil(pool:service("svc.Nope"))
+  end)
+end)
+
+describe("pc.server and pc.inproc", function()
+  it("round-trips a unary call through the wire format", function()
+    local seen
+    local server = pc.server({ ["svc.Router"] = {
+      Measure = function(route, ctx)
+        seen = { route = route, ctx = ctx }
+        return { length = length(route), legs = #route.points - 1 }
+      end,
+    } }, { pool = pool })
+    local t = pc.inproc(server)
+    local bytes = t:unary("/svc.Router/Measure", pc.encode(Route{ points = { { x = 0, y = 0 }, { x = 3, y = 4 } } }),
+      { timeout = 2, metadata = { { "k", "v" } } })
+    local d = pc.decode(Distance, bytes)
+    assert.are.equal(5, d.length)
+    assert.are.equal(1, d.legs)
+    assert.are.equal("svc.Router.Measure", seen.ctx.method)
+    assert.are.same({ { "k", "v" } }, seen.ctx.metadata)
+    assert.are.equal(2, seen.ctx.timeout)
+    assert.is_number(seen.ctx.deadline)
+  end)
+
+  it("turns handler failures into statuses", function()
+    local server = pc.server({ ["svc.Router"] = {
+      Measure = function(route)
+        if route.name == "denied" then error(pc.Error{ code = "PERMISSION_DENIED", message = "no" }) end
+        if route.name == "bad" then return Point{} end
+        error("boom")
+      end,
+    } }, { pool = pool })
+    local t = pc.inproc(server)
+    local err = raised(t.unary, t, "/svc.Router/Measure", pc.encode(Route{ name = "denied" }))
+    assert.are.equal("PERMISSION_DENIED", err.code)
+    err = raised(t.unary, t, "/svc.Router/Measure", pc.encode(Route{ name = "x" }))
+    assert.are.equal("UNKNOWN", err.code)
+    assert.matches("svc%.Router%.Measure: .*boom", err.message)
+    err = raised(t.unary, t, "/svc.Router/Measure", pc.encode(Route{ name = "bad" }))
+    assert.are.equal("INTERNAL", err.code)
+    assert.matches("svc.Distance expected, got svc.Point", err.message, 1, true)
+    err = raised(t.unary, t, "/svc.Router/Walk", pc.encode(Route{}))
+    assert.are.equal("UNIMPLEMENTED", err.code)
+    err = raised(t.unary, t, "/svc.Router/Measure", "\x0a\x05")
+    assert.are.equal("INTERNAL", err.code)
+    assert.matches("request failed to decode", err.message)
+  end)
+
+  it("refuses unknown services, methods and non-function handlers", function()
+    assert.has_error(function() pc.server({ ["svc.Nope"] = {} }, { pool = pool }) end,
+      "pc.server: unknown service 'svc.Nope'")
+    assert.has_error(function() pc.server({ ["svc.Router"] = { Nope = print } }, { pool = pool }) end,
+      "pc.server: svc.Router has no method 'Nope'")
+    assert.has_error(function() pc.server({ ["svc.Router"] = { Measure = 1 } }, { pool = pool }) end,
+      "pc.server: svc.Router.Measure: function expected, got number")
+  end)
+end)
+
+describe("pc.client", function()
+  local function router(handlers) return pc.inproc(pc.server({ ["svc.Router"] = handlers }, { pool = pool })) end
+
+  it("calls with a message or a plain table and returns a message", function()
+    local stub = pc.client("svc.Router", { pool = pool, transport = router {
+      Measure = function(route) return Distance{ length = length(route), legs = #route.points - 1 } end,
+    } })
+    local d = stub:Measure{ points = { { x = 0, y = 0 }, { x = 3, y = 4 }, { x = 3, y = 0 } } }
+    assert.are.equal(Distance, pc.type_of(d))
+    assert.are.equal(9, d.length)
+    d = stub:Measure(Route{ points = { { x = 1, y = 1 } } })
+    assert.are.equal(0, d.legs)
+    local err = raised(stub.Measure, stub, Point{})
+    assert.matches("svc.Router.Measure request: svc.Route expected, got svc.Point", err, 1, true)
+    err = raised(stub.Measure, stub, { nope = 1 })
+    assert.matches("svc.Route", err, 1, true)
+  end)
+
+  it("retries a flaky handler under the client's retry policy", function()
+    local w, calls = world(), 0
+    local stub = pc.client("svc.Router", {
+      pool = pool, retry = pc.Retry{ initial = 1 }, timeout = 30,
+      clock = w.clock, sleep = w.sleep, random = w.random,
+      transport = router {
+        Measure = function()
+          calls = calls + 1
+          if calls < 3 then error(pc.Error{ code = "UNAVAILABLE", message = "flaky" }) end
+          return { legs = calls }
+        end,
+      },
+    })
+    assert.are.equal(3, stub:Measure{}.legs)
+    assert.are.equal(3, calls)
+    assert.are.equal(2, w.sleeps)
+    calls = 0
+    local err = raised(stub.Measure, stub, {}, { retry = false })
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal(1, calls)
+  end)
+
+  it("sends the attempt's timeout and the merged metadata to the handler", function()
+    local seen
+    local stub = pc.client("svc.Router", {
+      pool = pool, timeout = 7, metadata = { { "x-default", "1" } },
+      transport = router { Measure = function(_, ctx) seen = ctx; return {} end },
+    })
+    stub:Measure({}, { metadata = { { "x-call", "2" } } })
+    assert.is_true(seen.timeout > 6 and seen.timeout <= 7)
+    assert.are.same({ { "x-call", "2" }, { "x-default", "1" } }, seen.metadata)
+  end)
+
+  it("applies per-method defaults over the service's", function()
+    local seen
+    local stub = pc.client("svc.Router", {
+      pool = pool, timeout = 7, methods = { Measure = { timeout = 3 } },
+      transport = router { Measure = function(_, ctx) seen = ctx; return {} end },
+    })
+    stub:Measure{}
+    assert.is_true(seen.timeout > 2 and seen.timeout <= 3)
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = {}, methods = { Nope = {} } }) end,
+      "pc.client: svc.Router has no method 'Nope'")
+  end)
+
+  it("streams server responses", function()
+    local stub = pc.client("svc.Router", { pool = pool, transport = router {
+      Walk = function(route, ctx) for _, p in ipairs(route.points) do ctx.send(p) end end,
+    } })
+    local xs = {}
+    for p in stub:Walk{ points = { { x = 1 }, { x = 2 }, { x = 3 } } } do xs[#xs + 1] = p.x end
+    assert.are.same({ 1, 2, 3 }, xs)
+    local n = 0
+    for _ in stub:Walk{} do n = n + 1 end
+    assert.are.equal(0, n)
+  end)
+
+  it("retries a stream only before its first response", function()
+    local w = world()
+    local attempts, script = 0, nil
+    -- A transport whose stream fails per `script` before or after responses.
+    local transport = {
+      server_stream = function(_, _, _, _)
+        attempts = attempts + 1
+        local step = script[attempts]
+        local i = 0
+        return function()
+          i = i + 1
+          local item = step[i]
+          if type(item) == "table" then error(item, 0) end
+          return item and pc.encode(Point{ x = item })
+        end
+      end,
+    }
+    local stub = pc.client("svc.Router", { pool = pool, transport = transport, retry = pc.Retry{},
+      clock = w.clock, sleep = w.sleep, random = w.random })
+    local unavailable = pc.Error{ code = "UNAVAILABLE", message = "reset" }
+    script = { { unavailable }, { 1, 2 } }
+    local xs = {}
+    for p in stub:Walk{} do xs[#xs + 1] = p.x end
+    assert.are.same({ 1, 2 }, xs)
+    assert.are.equal(2, attempts)
+    attempts, script = 0, { { 1, unavailable }, { 5 } }
+    local iter = stub:Walk{}
+    assert.are.equal(1, iter().x)
+    local err = raised(iter)
+    assert.are.equal(unavailable, err)
+    assert.are.equal(1, attempts)
+  end)
+
+  it("fails a response that does not decode with INTERNAL, local, not retried", function()
+    local attempts = 0
+    local stub = pc.client("svc.Router", { pool = pool, retry = pc.Retry{}, transport = {
+      unary = function() attempts = attempts + 1; return "\x0a\xff" end,
+    } })
+    local err = raised(stub.Measure, stub, {})
+    assert.are.equal("INTERNAL", err.code)
+    assert.is_true(err["local"])
+    assert.matches("^svc%.Router%.Measure: response failed to decode", err.message)
+    assert.are.equal(1, attempts)
+  end)
+
+  it("refuses client-streaming methods, a missing transport and unknown services", function()
+    local stub = pc.client("svc.Router", { pool = pool, transport = {} })
+    assert.has_error(function() stub:Record{} end,
+      "svc.Router.Record: client-streaming and bidirectional calls are not supported yet")
+    assert.has_error(function() stub:Chat{} end,
+      "svc.Router.Chat: client-streaming and bidirectional calls are not supported yet")
+    assert.has_error(function() pc.client("svc.Router", { pool = pool }) end,
+      "pc.client: option 'transport' is required (pc.inproc(server) or pc.grpc(target))")
+    assert.has_error(function() pc.client("svc.Nope", { pool = pool, transport = {} }) end,
+      "pc.client: unknown service 'svc.Nope'")
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = {}, retires = 1 }) end,
+      "pc.client: unknown option 'retires'")
+  end)
+end)

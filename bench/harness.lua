@@ -35,6 +35,7 @@ local H = {}
 local clock = os.clock
 do
   -- A wall clock with sub-microsecond resolution when protocall.core has one.
+  pcall(require, "protocall") -- in the protocall host this registers protocall.core
   local ok, core = pcall(require, "protocall.core")
   if ok and core.monotonic then clock = core.monotonic end
 end

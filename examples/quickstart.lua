@@ -1,44 +1,77 @@
--- protocall quickstart: run with `make run` (or build/release/protocall examples/quickstart.lua).
+-- protocall quickstart: `make run` runs it (build/release/protocall examples/quickstart.lua).
+-- With `--target http://127.0.0.1:PORT` it calls a real gRPC server instead of the
+-- in-process one (examples/route_server.py serves the same demo.Router).
 local pc = require "protocall"
 
-print(("protocall %s"):format(pc.VERSION))
-print(("status UNAVAILABLE is code %d"):format(pc.codes.UNAVAILABLE))
-
--- Messages: declare types in Lua (or load .proto files), then use them like tables.
-local Point = pc.message("demo.Point", { { "x", "int32", 1 }, { "y", "int32", 2 } })
-local Shape = pc.message("demo.Shape", {
-  { "name", "string", 1 },
-  { "corners", "demo.Point", 2, repeated = true },
-  { "tags", "map<string,int64>", 3 },
-})
-local s = Shape { name = "triangle", corners = { { x = 0, y = 0 }, { x = 4, y = 0 } } }
-table.insert(s.corners, Point { x = 0, y = 3 })
-s.tags.sides = 3
-print(s) --> demo.Shape{name="triangle", corners={demo.Point{}, demo.Point{x=4}, demo.Point{y=3}}, tags={["sides"]=3}}
-print(("%d corners, the last at y=%d"):format(#s.corners, s.corners[3].y))
-local ok, err = pcall(function() s.corners[1].x = "four" end)
-print(ok, err) --> false  ...: demo.Point.x: integer expected, got string
-
--- A call retried through a deliberately flaky function: it fails twice with
--- UNAVAILABLE, then answers. Sleeps are real but tiny (initial 10 ms).
-local attempts = 0
-local function flaky(request, timeout)
-  attempts = attempts + 1
-  print(("  attempt %d: request %q, timeout %.3f s"):format(attempts, request, timeout))
-  if attempts < 3 then
-    error(pc.Error { code = "UNAVAILABLE", message = "connection refused" })
-  end
-  return "hello, " .. request
+local target
+for i = 1, #arg do
+  if arg[i] == "--target" then target = arg[i + 1] end
 end
-local core = require "protocall.core"
-local say_hello = pc.wrap_method(flaky, {
-  retry = pc.Retry { initial = 0.01, maximum = 0.05,
-    on_error = function(err) print("  retrying after: " .. tostring(err)) end },
-  timeout = 2,
+local here = (arg[0] or ""):match("^(.*)/[^/]*$") or "."
+
+-- 1. Schemas: load a .proto file (imports resolve through import_paths).
+local file = assert(pc.load_file(here .. "/route.proto", { import_paths = { here } }))
+print(("loaded %s: messages %s; service %s"):format(file.name, table.concat(file.messages, ", "),
+  file.services[1]))
+local Point, Route, Distance = pc.type("demo.Point"), pc.type("demo.Route"), pc.type("demo.Distance")
+
+-- 2. Messages: compact C slots used like tables, checked on every write.
+local route = Route { name = "triangle", points = { { x = 0, y = 0 }, { x = 3, y = 4 } } }
+table.insert(route.points, Point { x = 3, y = 0 })
+route.labels.kind = "demo"
+print("route:   " .. tostring(route))
+local ok, err = pcall(function() route.points[1].x = "four" end)
+print("bad write: " .. tostring(err))
+
+-- 3. Wire format: byte-exact encode and decode.
+local bytes = pc.encode(route)
+print(("encoded: %d bytes: %s"):format(#bytes, (bytes:gsub(".", function(c) return ("%02x"):format(c:byte()) end))))
+assert(pc.decode(Route, bytes) == route)
+local _, decode_err = pc.decode(Route, bytes:sub(1, 5))
+print("decoding 5 bytes of it: " .. tostring(decode_err))
+
+-- 4. A service: a deliberately flaky in-process handler, called through a
+-- client whose methods are cached callables with a retry policy.
+local transport
+local attempts = 0
+if target then
+  transport = pc.grpc(target)
+  print("calling demo.Router at " .. target)
+else
+  local server = pc.server {
+    ["demo.Router"] = {
+      Measure = function(r, ctx)
+        attempts = attempts + 1
+        print(("  server: attempt %d, deadline in %.2f s"):format(attempts, ctx.deadline - pc.now()))
+        if attempts < 3 then error(pc.Error { code = "UNAVAILABLE", message = "flaky server" }) end
+        local len = 0
+        for i = 2, #r.points do
+          local a, b = r.points[i - 1], r.points[i]
+          len = len + math.sqrt((a.x - b.x) ^ 2 + (a.y - b.y) ^ 2)
+        end
+        return Distance { length = len, legs = #r.points - 1 }
+      end,
+      Walk = function(r, ctx)
+        for _, p in ipairs(r.points) do ctx.send(p) end
+      end,
+    },
+  }
+  transport = pc.inproc(server)
+  print("calling demo.Router in process")
+end
+
+local router = pc.client("demo.Router", {
+  transport = transport,
+  timeout = 5,
+  retry = pc.Retry { initial = 0.02, maximum = 0.1,
+    on_error = function(e) print("  client: retrying after " .. tostring(e)) end },
   sleep = function(s)
-    print(("  sleeping %.4f s"):format(s))
-    core.sleep(s)
+    print(("  client: sleeping %.3f s (full jitter)"):format(s))
+    pc.sleep(s)
   end,
 })
-print("calling a flaky method with pc.Retry:")
-print("  -> " .. say_hello("world"))
+local distance = router:Measure(route)
+print(("Measure -> %s"):format(tostring(distance)))
+io.write("Walk ->")
+for p in router:Walk(route) do io.write((" (%d,%d)"):format(p.x, p.y)) end
+print()

@@ -90,6 +90,8 @@ static int lpc_type_index(lua_State *L) {
     lua_pushstring(L, def->full_name);
   else if (k != NULL && strcmp(k, "name") == 0)
     lua_pushstring(L, def->name);
+  else if (k != NULL && strcmp(k, "pool") == 0)
+    lua_getiuservalue(L, 1, 1);
   else
     lua_pushnil(L);
   return 1;

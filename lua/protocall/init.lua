@@ -24,6 +24,7 @@ for _, name in ipairs {
   "protocall.message",
   "protocall.policy",
   "protocall.codec",
+  "protocall.text",
   "protocall.grpc",
   "protocall.load",
   "protocall.service",

@@ -569,6 +569,13 @@ function P.install(M, core)
 
     return callable
   end
+
+  --- seconds = pc.now(): the monotonic clock callables use by default
+  -- (clock_gettime(CLOCK_MONOTONIC)); handlers compare it with ctx.deadline.
+  M.now = core.monotonic
+  --- pc.sleep(seconds): the default sleep of callables (nanosleep; resumes
+  -- after a signal until the time has passed).
+  M.sleep = core.sleep
 end
 
 return P

@@ -1,0 +1,76 @@
+"""A real gRPC server for examples/quickstart.lua --target, in Python.
+
+    /usr/bin/python3 examples/route_server.py [PORT]
+
+Serves demo.Router from examples/route.proto with Debian's python3-grpcio and
+python3-protobuf (no generated code: protoc compiles the schema to a
+descriptor set at start-up). Measure fails twice with UNAVAILABLE for each
+route name, then answers, so the client's retry policy shows. Prints the
+address it listens on; stops on Ctrl-C.
+"""
+import math
+import os
+import subprocess
+import sys
+from concurrent import futures
+
+import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_types():
+    out = subprocess.run(
+        ["protoc", "-I", HERE, "--descriptor_set_out=/dev/stdout", "route.proto"],
+        check=True, capture_output=True).stdout
+    fds = descriptor_pb2.FileDescriptorSet.FromString(out)
+    pool = descriptor_pool.DescriptorPool()
+    for f in fds.file:
+        pool.Add(f)
+    factory = message_factory.MessageFactory(pool)
+    return {n: factory.GetPrototype(pool.FindMessageTypeByName("demo." + n))
+            for n in ("Point", "Route", "Distance")}
+
+
+def main():
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 50051
+    types = load_types()
+    Route, Distance = types["Route"], types["Distance"]
+    failures = {}
+
+    def measure(route, context):
+        n = failures.get(route.name, 0)
+        if n < 2:
+            failures[route.name] = n + 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "flaky server")
+        pts = route.points
+        length = sum(math.hypot(pts[i].x - pts[i - 1].x, pts[i].y - pts[i - 1].y)
+                     for i in range(1, len(pts)))
+        return Distance(length=length, legs=max(len(pts) - 1, 0))
+
+    def walk(route, context):
+        for p in route.points:
+            yield p
+
+    handler = grpc.method_handlers_generic_handler("demo.Router", {
+        "Measure": grpc.unary_unary_rpc_method_handler(
+            measure, request_deserializer=Route.FromString,
+            response_serializer=Distance.SerializeToString),
+        "Walk": grpc.unary_stream_rpc_method_handler(
+            walk, request_deserializer=Route.FromString,
+            response_serializer=types["Point"].SerializeToString),
+    })
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port("127.0.0.1:%d" % port)
+    server.start()
+    print("demo.Router listening on http://127.0.0.1:%d" % port, flush=True)
+    try:
+        server.wait_for_termination()
+    except KeyboardInterrupt:
+        server.stop(0)
+
+
+if __name__ == "__main__":
+    main()

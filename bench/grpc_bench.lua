@@ -3,13 +3,11 @@
 -- one call at a time. The python server bounds every client here (issue 7
 -- measures ~3,400 calls/s from it); the C++ server comparison comes later.
 -- Baseline: a 10-byte echo; cases vary the payload, compression and shape
--- (per-call time as the harness's clock measures it: wall-clock once
--- protocall.core has `monotonic`, until then processor time of this
--- process, i.e. the client's own cost). Then calls per second on the wall
--- clock, next to Debian's python3-grpcio client against the same server.
+-- (wall-clock time per call). Then calls per second next to Debian's
+-- python3-grpcio client against the same server.
+local pc = require "protocall" -- first: the harness then finds core.monotonic
 local H = require "bench.harness"
 local helper = require "spec.grpc_helper"
-local pc = require "protocall"
 
 local server = helper.spawn("grpc")
 local t = pc.grpc(server.url)

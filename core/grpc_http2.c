@@ -49,10 +49,11 @@ struct pc_GrpcChannel {
   size_t max_receive;
   int tls;
   size_t live_calls;
-  int closing; /* freed by its owner while calls were alive */
-  int running; /* transfers in 'multi' */
-  CURL *spare; /* an easy handle a finished call left for the next one */
-  int sock;    /* the socket libcurl opened last, -1 when closed */
+  int closing;     /* freed by its owner while calls were alive */
+  int running;     /* transfers in 'multi' */
+  CURL *spare;     /* an easy handle a finished call left for the next one */
+  int sock;        /* the socket libcurl opened last, -1 when closed */
+  unsigned closes; /* how many times libcurl closed that socket */
 };
 
 struct pc_GrpcCall {
@@ -72,6 +73,7 @@ struct pc_GrpcCall {
   int failed;     /* 'status' was set early by a local failure */
   CURLcode result;
   double deadline; /* monotonic seconds; < 0: none */
+  unsigned closes; /* ch->closes when the transfer started */
   Buf req;         /* the framed request */
   Buf rbuf;        /* response body: consumed below 'rpos', whole messages below 'scan' */
   size_t rpos, scan;
@@ -433,9 +435,13 @@ static void decide_status(pc_GrpcCall *c) {
     set_message(c, text, (size_t)n);
     return;
   }
-  char text[96];
-  int n = snprintf(text, sizeof text, "no grpc-status in the response (HTTP status %ld)",
-                   c->http_status);
+  char text[160];
+  int n = snprintf(text, sizeof text, "no grpc-status in the response (HTTP status %ld)%s",
+                   c->http_status,
+                   c->grpc_body && c->ch->closes != c->closes
+                       ? "; the connection closed with it (GOAWAY?), and libcurl 7.88 "
+                         "drops trailers then"
+                       : "");
   st->code = pc_Code_FromHttpStatus((int)c->http_status);
   set_message(c, text, (size_t)n);
 }
@@ -581,7 +587,10 @@ static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_
 
 static int on_close_socket(void *ud, curl_socket_t fd) {
   pc_GrpcChannel *ch = ud;
-  if (fd == ch->sock) ch->sock = -1;
+  if (fd == ch->sock) {
+    ch->sock = -1;
+    ch->closes++;
+  }
   return close(fd);
 }
 
@@ -853,6 +862,7 @@ pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void 
   c->ch = ch;
   ch->live_calls++;
   c->deadline = s->timeout >= 0 ? now_seconds() + s->timeout : -1;
+  c->closes = ch->closes;
   c->arena = pc_Arena_New(ch->alloc, ch->ud);
   if (c->arena == NULL) goto fail_oom;
   size_t plen = strlen(path);

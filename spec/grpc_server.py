@@ -212,6 +212,15 @@ def h2_reply(h, sid, method, arg):
         h.send_headers(sid, ok200)
         h.send_data(sid, frame(",".join(str(c) for c in RESETS).encode()))
         h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "AnswerThenGoaway":  # a whole answer, then GOAWAY; the socket stays open
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(b"last"))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+        h.close_connection(error_code=0, last_stream_id=sid)
+    elif method == "Ok":
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(b"ok"))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
     elif method == "Goaway":
         h.close_connection(error_code=0, last_stream_id=0)
     else:
@@ -224,6 +233,7 @@ def h2_connection(conn):
     import h2.config
     import h2.connection
     import h2.events
+    import h2.exceptions
     import h2.settings
 
     config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8",
@@ -233,12 +243,26 @@ def h2_connection(conn):
     h.initiate_connection()
     conn.sendall(h.data_to_send())
     streams = {}
+    lock = threading.Lock()
+
+    def later_goaway(last):
+        with lock:
+            h.close_connection(error_code=0, last_stream_id=last)
+            conn.sendall(h.data_to_send())
+        streams["linger"] = True
+
     try:
         while True:
             data = conn.recv(65536)
             if not data:
                 return
-            for ev in h.receive_data(data):
+            lock.acquire()
+            try:
+                events = h.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                lock.release()
+                continue
+            for ev in events:
                 if isinstance(ev, h2.events.RequestReceived):
                     streams[ev.stream_id] = [dict(ev.headers)[":path"], b""]
                 elif isinstance(ev, h2.events.DataReceived):
@@ -250,11 +274,21 @@ def h2_connection(conn):
                 elif isinstance(ev, h2.events.StreamEnded):
                     path, body = streams.pop(ev.stream_id)
                     method = path.rsplit("/", 1)[-1]
-                    h2_reply(h, ev.stream_id, method, body[5:].decode("latin-1"))
+                    if method == "GoawayLater":  # answer, then GOAWAY on the idle connection
+                        h2_reply(h, ev.stream_id, "Ok", "")
+                        threading.Timer(0.1, later_goaway, (ev.stream_id,)).start()
+                    else:
+                        h2_reply(h, ev.stream_id, method, body[5:].decode("latin-1"))
+                    if method == "AnswerThenGoaway":
+                        streams["linger"] = True
             out = h.data_to_send()
             if out:
                 conn.sendall(out)
+            lock.release()
             if h.state_machine.state == h2.connection.ConnectionState.CLOSED:
+                if streams.get("linger"):  # AnswerThenGoaway: keep the socket open, idle
+                    while conn.recv(65536):
+                        pass
                 return
     except (OSError, KeyError):
         return

@@ -363,6 +363,31 @@ describe("pc.grpc", function()
       end
     end)
 
+    it("moves to a new connection after a graceful GOAWAY on an idle one", function()
+      local tr = pc.grpc(peer.url)
+      assert.are.equal("ok", tr:unary("/raw.Test/GoawayLater", ""))
+      os.execute("sleep 0.3")
+      assert.are.equal("ok", tr:unary("/raw.Test/Ok", ""))
+      assert.are.equal("ok", tr:unary("/raw.Test/Ok", ""))
+      tr:close()
+    end)
+
+    it("never reports OK when libcurl drops trailers that come with a GOAWAY", function()
+      local tr = pc.grpc(peer.url)
+      for _ = 1, 2 do
+        local ok, res = pcall(tr.unary, tr, "/raw.Test/AnswerThenGoaway", "")
+        if ok then -- a libcurl that keeps the trailers
+          assert.are.equal("last", res)
+        else
+          assert.are.equal("UNKNOWN", res.code)
+          assert.are.equal("no grpc-status in the response (HTTP status 200); the connection "
+                           .. "closed with it (GOAWAY?), and libcurl 7.88 drops trailers then",
+                           res.message)
+        end
+      end
+      tr:close()
+    end)
+
     it("maps GOAWAY before an answer to UNAVAILABLE", function()
       assert.are.equal("UNAVAILABLE", failure(h.unary, h, "/raw.Test/Goaway", "").code)
       -- the next call opens a new connection

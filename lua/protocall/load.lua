@@ -68,8 +68,8 @@ function M.install(pc, core)
       sources[pool] = known
     end
     local loaded = file_info(pool, name)
-    if loaded then
-      if known[name] == source then return loaded end
+    if loaded then -- an import or a descriptor set brought it: its text is not known
+      if known[name] == nil or known[name] == source then return loaded end
       return nil, name .. ": a different file of this name is already loaded"
     end
     local ok, err = load_proto(pool, name, source, opts.import_paths or {})

@@ -173,7 +173,7 @@ static char *join(R *r, const char *scope, const char *name) {
     return NULL;
   }
   if (a) {
-    memcpy(s, scope, a);
+    memcpy(s, scope, a + 1);
     s[a++] = '.';
   }
   memcpy(s + a, name, b + 1);
@@ -343,7 +343,7 @@ static const Sym *lookup(R *r, const char *name, const char *relative_to, int ty
   char buf[1024];
   size_t scope = strlen(relative_to);
   if (scope + nlen + 2 > sizeof buf) return NULL;
-  memcpy(buf, relative_to, scope);
+  memcpy(buf, relative_to, scope + 1);
   for (;;) {
     while (scope > 0 && buf[scope - 1] != '.') scope--;
     if (scope == 0) return find_visible(r, name, nlen);
@@ -684,9 +684,9 @@ static int check_extensions(R *r, pc_FieldDesc *xs, size_t n, const char *scope)
                      xs[i].number, xs[i].extendee + 1, (int)other->len, other->name);
     if (r->nseen == r->capseen) {
       size_t nc = r->capseen ? r->capseen * 2 : 16;
-      const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, nc * sizeof *grown);
+      const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, nc * sizeof(const pc_FieldDesc *));
       if (grown == NULL) return oom(r);
-      if (r->nseen) memcpy(grown, r->seen, r->nseen * sizeof *grown);
+      if (r->nseen) memcpy(grown, r->seen, r->nseen * sizeof(const pc_FieldDesc *));
       r->seen = grown;
       r->capseen = nc;
     }
@@ -857,9 +857,9 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
       return fail_at(r, c->line, c->col, "Value must be integer for %s option \"%s\".", tw, fn);
     }
     if (f->type == kPc_Type_Sint32) {
-      bits = (uint32_t)(((uint32_t)x << 1) ^ (uint32_t)((int32_t)x >> 31));
+      bits = (uint32_t)(((uint32_t)x << 1) ^ (x < 0 ? UINT32_MAX : 0u));
     } else if (f->type == kPc_Type_Sint64) {
-      bits = ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
+      bits = ((uint64_t)x << 1) ^ (x < 0 ? UINT64_MAX : 0u);
     } else if (f->type == kPc_Type_Sfixed32) {
       bits = (uint32_t)(int32_t)x;
       wt = 5;
@@ -1202,7 +1202,7 @@ static int text_value(T *t, Ents *e, const pc_FieldDesc *f, const Sym *owner, in
     const pc_EnumDesc *en = es ? es->desc : NULL;
     int found = 0;
     for (size_t i = 0; en && i < en->value_count && !found; i++)
-      found = strcmp(en->values[i].name, v.s) == 0;
+      found = v.s != NULL && strcmp(en->values[i].name, v.s) == 0;
     if (!found)
       return text_fail(t, "Unknown enumeration value of \"%s\" for field \"%s\".", v.s, f->name);
   }
@@ -1429,7 +1429,7 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
                    "Option \"(%.*s)\" unknown. Ensure that your proto definition file imports "
                    "the proto which defines the option.",
                    (int)u->lens[0], u->parts[0]);
-  const pc_FieldDesc *chain[16];
+  const pc_FieldDesc *chain[16] = {NULL};
   for (size_t i = 0; i < u->nparts; i++) {
     const pc_FieldDesc *f = NULL;
     char part[512];

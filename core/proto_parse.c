@@ -697,6 +697,7 @@ static int parse_default(P *p, pc_FieldDesc *f) {
     uint64_t max =
         (f->type == kPc_Type_Uint32 || f->type == kPc_Type_Fixed32) ? UINT32_MAX : UINT64_MAX;
     uint64_t v = 0;
+    if (try_consume(p, "-")) return error(p, "Unsigned field can't have negative default value.");
     if (!consume_u64(p, max, &v, "Expected integer for field default value.")) return 0;
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
     break;
@@ -1074,6 +1075,22 @@ static int parse_enum(P *p, pc_EnumDesc *e) {
   }
   if (p->failed) return 0;
   e->allow_alias = o.bools[2] == 1;
+  if (o.bools[2] == 0)
+    return error(p,
+                 "\"%s\" declares 'option allow_alias = false;' which has no effect. Please remove "
+                 "the declaration.",
+                 e->name);
+  if (o.bools[2] == 1) {
+    int shared = 0;
+    for (size_t i = 0; i < e->value_count && !shared; i++)
+      for (size_t k = 0; k < i && !shared; k++) shared = e->values[i].number == e->values[k].number;
+    if (!shared)
+      return error(p,
+                   "\"%s\" declares support for enum aliases but no enum values share field "
+                   "numbers. Please remove the unnecessary 'option allow_alias = true;' "
+                   "declaration.",
+                   e->name);
+  }
   return opts_finish(p, &o, &e->options);
 }
 

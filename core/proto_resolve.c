@@ -532,6 +532,21 @@ static const pc_MessageDesc *nested_named(const pc_MessageDesc *m, const char *n
   return NULL;
 }
 
+static int lower_no_underscore(const char **p) {
+  while (**p == '_') (*p)++;
+  int c = (unsigned char)**p;
+  if (c) (*p)++;
+  return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
+}
+
+static int same_json_key(const char *a, const char *b) {
+  for (;;) {
+    int x = lower_no_underscore(&a), y = lower_no_underscore(&b);
+    if (x != y) return 0;
+    if (x == 0) return 1;
+  }
+}
+
 static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
   char *full = join(r, scope, m->name);
   if (full == NULL) return 0;
@@ -578,6 +593,16 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
                        "Enum type \"%.*s\" is not a proto3 enum, but is used in \"%s\" which is "
                        "a proto3 message type.",
                        (int)s->len, s->name, full);
+    }
+  }
+  for (size_t i = 0; proto3 && i < m->field_count; i++) {
+    /* protoc's rule: unique after lower-casing and dropping underscores */
+    for (size_t k = 0; k < i; k++) {
+      if (same_json_key(m->fields[i].name, m->fields[k].name))
+        return fail_at(r, m->fields[i].line, m->fields[i].column,
+                       "The JSON camel-case name of field \"%s\" conflicts with field \"%s\". This "
+                       "is not allowed in proto3.",
+                       m->fields[i].name, m->fields[k].name);
     }
   }
   for (size_t i = 0; i < m->oneof_count; i++) {
@@ -641,9 +666,6 @@ static int is_options_message(const char *dotted_name) {
 
 /* Extensions: inside a declared range of their extendee, number unused. */
 static int check_extension(R *r, const pc_FieldDesc *x) {
-  if (r->file->syntax == kPc_Syntax_Proto3 && !is_options_message(x->extendee))
-    return fail_at(r, x->line, x->column,
-                   "Extensions in proto3 are only allowed for defining options.");
   const Sym *s = find_full(r, x->extendee);
   if (s == NULL || s->kind != kSymMessage) return 1;
   const pc_MessageDesc *m = s->desc;
@@ -654,6 +676,9 @@ static int check_extension(R *r, const pc_FieldDesc *x) {
   if (!in_range)
     return fail_at(r, x->line, x->column, "\"%s\" does not declare %d as an extension number.",
                    x->extendee + 1, x->number);
+  if (r->file->syntax == kPc_Syntax_Proto3 && !is_options_message(x->extendee))
+    return fail_at(r, x->line, x->column,
+                   "Extensions in proto3 are only allowed for defining options.");
   return 1;
 }
 

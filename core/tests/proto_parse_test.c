@@ -48,6 +48,33 @@ static const char *load_error(const char *src, const Mem *extra) {
     CHECK(strcmp(got_, want) == 0);                                                                \
   } while (0)
 
+#define ERR2(src, extra, want)                                                                     \
+  do {                                                                                             \
+    const char *got_ = load_error(src, extra);                                                     \
+    if (strcmp(got_, want) != 0) fprintf(stderr, "got:  %s\nwant: %s\n", got_, want);              \
+    CHECK(strcmp(got_, want) == 0);                                                                \
+  } while (0)
+
+static void import_errors(void) {
+  static const Mem p2[] = {{"p2.proto", "syntax = \"proto2\";\nenum E { X = 1; }"}, {NULL, NULL}};
+  ERR2("syntax = \"proto3\";\nimport \"p2.proto\";\nmessage A { E e = 1; }", p2,
+       "t.proto:3:15: Enum type \"E\" is not a proto3 enum, but is used in \"A\" which is a "
+       "proto3 message type.");
+  static const Mem chain[] = {{"a.proto", "syntax = \"proto3\"; package a; message A {}"},
+                              {"b.proto", "syntax = \"proto3\"; import \"a.proto\";"},
+                              {"c.proto", "syntax = \"proto3\"; import public \"a.proto\";"},
+                              {NULL, NULL}};
+  ERR2("syntax = \"proto3\";\nimport \"b.proto\";\nmessage T { a.A a = 1; }", chain,
+       "t.proto:3:17: \"a.A\" seems to be defined in \"a.proto\", which is not imported by "
+       "\"t.proto\".  To use it here, please add the necessary import.");
+  ERR2("syntax = \"proto3\";\nimport \"c.proto\";\nmessage T { a.A a = 1; }", chain, "");
+  ERR2("syntax = \"proto3\";\nimport \"c.proto\";\nmessage A {}", chain, "");
+  static const Mem dup[] = {{"d.proto", "syntax = \"proto3\"; package p; message A {}"},
+                            {NULL, NULL}};
+  ERR2("syntax = \"proto3\";\npackage p;\nimport \"d.proto\";\nmessage A {}", dup,
+       "t.proto:4:9: \"p.A\" is already defined in file \"d.proto\".");
+}
+
 static void errors(void) {
   /* syntax and tokens */
   ERR("syntax = \"proto4\";",
@@ -168,6 +195,30 @@ static void errors(void) {
       "t.proto:2:19: Explicit default values are not allowed in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { optional group G = 1 {} }",
       "t.proto:2:28: Groups are not supported in proto3 syntax.");
+  ERR("syntax = \"proto3\";\nmessage A { int32 foo_bar = 1; int32 fooBar = 2; }",
+      "t.proto:2:38: The JSON camel-case name of field \"fooBar\" conflicts with field "
+      "\"foo_bar\". This is not allowed in proto3.");
+  ERR("syntax = \"proto3\";\nenum E { option allow_alias = true; A = 0; B = 1; }\n",
+      "t.proto:3:1: \"E\" declares support for enum aliases but no enum values share field "
+      "numbers. Please remove the unnecessary 'option allow_alias = true;' declaration.");
+  ERR("syntax = \"proto2\";\nmessage M { optional uint32 a = 1 [default = -1]; }",
+      "t.proto:2:47: Unsigned field can't have negative default value.");
+  ERR("syntax = \"proto3\";\nmessage M { oneof o { map<int32,int32> m = 1; } }",
+      "t.proto:2:23: Map fields are not allowed in oneofs.");
+  ERR("syntax = \"proto2\";\nmessage M { extensions 10 to 20; }\n"
+      "extend M { optional int32 e = 10 [json_name = \"x\"]; }",
+      "t.proto:3:27: option json_name is not allowed on extension fields.");
+  ERR("syntax = \"proto3\";\nmessage M { option message_set_wire_format = true; }",
+      "t.proto:2:9: MessageSet is not supported in proto3.");
+  ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
+      "message M {}\nextend M { int32 e = 1; }",
+      "t.proto:4:18: \"M\" does not declare 1 as an extension number.");
+  ERR("syntax = \"proto3\";\nimport \"t.proto\";",
+      "File recursively imports itself: t.proto -> t.proto");
+  ERR("syntax = \"proto3\";\nmessage M { int32 a = 09; }",
+      "t.proto:2:24: Numbers starting with leading zero must be in octal.");
+  ERR("syntax = \"proto3\";\noption java_package.x = \"a\";",
+      "t.proto:2:8: Option \"java_package\" is an atomic type, not a message.");
   ERR("syntax = \"proto3\";\nmessage M { extensions 10 to 20; }",
       "t.proto:2:9: Extension ranges are not allowed in proto3.");
 }
@@ -186,7 +237,7 @@ static const char kShapes[] =
     "message M {\n"
     "  map<string, google.protobuf.Timestamp> times = 1;\n"
     "  optional int32 count = 2;\n"
-    "  int32 _count = 3;\n"
+    "  oneof _count { int32 c3 = 3; }\n"
     "  optional string name = 4 [json_name = \"NAME\", deprecated = true];\n"
     "  oneof kind { bytes raw = 5; M sub = 6; }\n"
     "  reserved 10 to max;\n"
@@ -231,13 +282,13 @@ static void shapes(void) {
   CHECK(e->fields[1].type == kPc_Type_Message && e->fields[0].type == kPc_Type_String);
   CHECK(m->fields[0].label == kPc_Label_Repeated &&
         strcmp(m->fields[0].type_name, ".demo.v1.M.TimesEntry") == 0);
-  /* real oneof first, then synthetic ones; "_count" is taken by a field */
-  CHECK(m->oneof_count == 3 && strcmp(m->oneofs[0].name, "kind") == 0);
-  CHECK(strcmp(m->oneofs[1].name, "X_count") == 0 && m->fields[1].oneof_index == 1);
-  CHECK(strcmp(m->oneofs[2].name, "_name") == 0 && m->fields[1].proto3_optional);
+  /* real oneofs first, then synthetic ones; "_count" is taken by a oneof */
+  CHECK(m->oneof_count == 4 && strcmp(m->oneofs[0].name, "_count") == 0);
+  CHECK(strcmp(m->oneofs[1].name, "kind") == 0 && m->fields[2].oneof_index == 0);
+  CHECK(strcmp(m->oneofs[2].name, "X_count") == 0 && m->fields[1].oneof_index == 2);
+  CHECK(strcmp(m->oneofs[3].name, "_name") == 0 && m->fields[1].proto3_optional);
   CHECK(strcmp(m->fields[3].json_name, "NAME") == 0 && m->fields[3].deprecated == 1);
-  CHECK(strcmp(m->fields[2].json_name, "Count") == 0);
-  CHECK(m->fields[4].oneof_index == 0 && m->fields[5].type == kPc_Type_Message);
+  CHECK(m->fields[4].oneof_index == 1 && m->fields[5].type == kPc_Type_Message);
   CHECK(m->reserved_range_count == 1 && m->reserved_ranges[0].end == 536870912);
   CHECK(m->fields[6].packed == 0 && m->fields[6].options.size == 2);
   CHECK(m->fields[0].line == 6 && m->fields[0].column == 42);
@@ -296,6 +347,7 @@ static void no_leak(void) {
 
 int main(void) {
   errors();
+  import_errors();
   shapes();
   builtins();
   no_leak();

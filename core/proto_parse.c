@@ -400,14 +400,7 @@ static int parse_opt_value(P *p, OptVal *v) {
   switch (p->cur.kind) {
   case kPc_Tok_End: return error(p, "Unexpected end of stream while parsing option value.");
   case kPc_Tok_Ident:
-    if (neg) {
-      if (!(at(p, "inf") || at(p, "nan")))
-        return error(p, "Identifier after '-' symbol must be inf or nan.");
-      v->kind = kValDouble;
-      v->d = at(p, "inf") ? -INFINITY : NAN;
-      advance(p);
-      return !p->failed;
-    }
+    if (neg) return error(p, "Invalid '-' symbol before identifier.");
     v->kind = kValIdent;
     v->s = dup_tok(p, &p->cur);
     v->slen = p->cur.len;

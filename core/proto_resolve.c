@@ -495,6 +495,13 @@ static int check_map_entry(R *r, const pc_MessageDesc *entry, const pc_FieldDesc
       key->type == kPc_Type_Message || key->type == kPc_Type_Enum || key->type == kPc_Type_Group)
     return fail_at(r, f->line, f->column,
                    "Key in map fields cannot be float/double, bytes or message types.");
+  const pc_FieldDesc *value = &entry->fields[1];
+  if (value->type == kPc_Type_Enum) {
+    const Sym *s = find_full(r, value->type_name);
+    const pc_EnumDesc *e = s ? s->desc : NULL;
+    if (e != NULL && e->value_count > 0 && e->values[0].number != 0)
+      return fail_at(r, f->line, f->column, "Enum value in map must define 0 as the first value.");
+  }
   return 1;
 }
 

@@ -154,6 +154,8 @@ static void errors(void) {
   /* maps, defaults, options */
   ERR("syntax = \"proto3\";\nmessage A { map<double, string> m = 1; }",
       "t.proto:2:33: Key in map fields cannot be float/double, bytes or message types.");
+  ERR("syntax = \"proto2\";\nenum E { ONE = 1; }\nmessage A { map<int32, E> m = 1; }",
+      "t.proto:3:27: Enum value in map must define 0 as the first value.");
   ERR("syntax = \"proto3\";\nmessage A { repeated map<int32, int32> m = 1; }",
       "t.proto:2:22: Field labels (required/optional/repeated) are not allowed on map fields.");
   ERR("syntax = \"proto2\";\nenum E { A = 0; }\nmessage M { optional E e = 1 [default = B]; }",

@@ -329,8 +329,16 @@ static void builtins(void) {
   pc_Arena_Free(a);
 }
 
+static const char kCustom[] =
+    "syntax = \"proto2\";\n"
+    "import \"google/protobuf/descriptor.proto\";\n"
+    "import \"s.proto\";\n"
+    "message R { repeated int32 n = 1; optional R r = 2; }\n"
+    "extend google.protobuf.MessageOptions { optional R r = 50000; optional int32 i = 50001; }\n"
+    "message C { option (r) = { n: [1, 2] r { n: 3 } }; option (i) = -1; option (r).n = 4; }\n";
+
 static void no_leak(void) {
-  Mem files[] = {{"s.proto", kShapes}, {NULL, NULL}};
+  Mem files[] = {{"s.proto", kShapes}, {"c.proto", kCustom}, {NULL, NULL}};
   for (long n = 1;; n++) {
     fail_reset(n);
     pc_Arena *a = pc_Arena_New(fail_alloc, NULL);
@@ -338,8 +346,9 @@ static void no_leak(void) {
     pc_Error_Init(&err);
     if (a != NULL) {
       pc_ProtoSet set = {0};
-      pc_FileDesc *f = pc_LoadProto(a, &set, "s.proto", mem_source, files, &err);
+      pc_FileDesc *f = pc_LoadProto(a, &set, "c.proto", mem_source, files, &err);
       CHECK(f != NULL || strcmp(err.msg, "out of memory") == 0);
+      if (f != NULL) CHECK(f->messages[1].options.size == 31); /* as protoc */
       pc_Arena_Free(a);
     }
     CHECK(fail_live == 0);

@@ -852,6 +852,8 @@ static const char *field_full_name(R *r, const pc_FieldDesc *f, char *buf, size_
   return buf;
 }
 
+#define FN() field_full_name(r, f, fn, sizeof fn)
+
 static const char *kTypeWord[19] = {NULL,    "double",  "float",  "int64",   "uint64",
                                     "int32", "uint64",  "uint32", "boolean", "string",
                                     "group", "message", "string", "uint32",  "enum",
@@ -862,8 +864,7 @@ static const char *kTypeWord[19] = {NULL,    "double",  "float",  "int64",   "ui
  * OptionInterpreter::SetOptionValue. */
 static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, int packed_body) {
   R *r = c->r;
-  char fn[256];
-  field_full_name(r, f, fn, sizeof fn);
+  char fn[256]; /* the field's full name, filled by FN() for errors only */
   const char *tw = kTypeWord[f->type];
   uint64_t bits = 0;
   int wt = 0;
@@ -879,14 +880,14 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     int64_t x;
     if (v->kind == kVPos) {
       if (v->u > (is64 ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX))
-        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, fn);
+        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
       x = (int64_t)v->u;
     } else if (v->kind == kVNeg) {
       if (!is64 && v->i < INT32_MIN)
-        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, fn);
+        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
       x = v->i;
     } else {
-      return fail_at(r, c->line, c->col, "Value must be integer for %s option \"%s\".", tw, fn);
+      return fail_at(r, c->line, c->col, "Value must be integer for %s option \"%s\".", tw, FN());
     }
     if (f->type == kPc_Type_Sint32) {
       bits = (uint32_t)(((uint32_t)x << 1) ^ (x < 0 ? UINT32_MAX : 0u));
@@ -910,9 +911,9 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     int is64 = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
     if (v->kind != kVPos)
       return fail_at(r, c->line, c->col, "Value must be non-negative integer for %s option \"%s\".",
-                     tw, fn);
+                     tw, FN());
     if (!is64 && v->u > UINT32_MAX)
-      return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, fn);
+      return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
     bits = v->u;
     if (f->type == kPc_Type_Fixed32) wt = 5;
     if (f->type == kPc_Type_Fixed64) wt = 1;
@@ -928,7 +929,7 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     } else if (v->kind == kVNeg) {
       d = (double)v->i;
     } else {
-      return fail_at(r, c->line, c->col, "Value must be number for %s option \"%s\".", tw, fn);
+      return fail_at(r, c->line, c->col, "Value must be number for %s option \"%s\".", tw, FN());
     }
     if (f->type == kPc_Type_Float) {
       float fl = (float)d;
@@ -944,12 +945,13 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
   }
   case kPc_Type_Bool:
     if (v->kind != kVIdent)
-      return fail_at(r, c->line, c->col, "Value must be identifier for boolean option \"%s\".", fn);
+      return fail_at(r, c->line, c->col, "Value must be identifier for boolean option \"%s\".",
+                     FN());
     if (strcmp(v->s, "true") == 0) {
       bits = 1;
     } else if (strcmp(v->s, "false") != 0) {
       return fail_at(r, c->line, c->col,
-                     "Value must be \"true\" or \"false\" for boolean option \"%s\".", fn);
+                     "Value must be \"true\" or \"false\" for boolean option \"%s\".", FN());
     }
     break;
   case kPc_Type_Enum: {
@@ -958,13 +960,13 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     if (v->kind == kVPos || v->kind == kVNeg) {
       if (!c->failed_text)
         return fail_at(r, c->line, c->col,
-                       "Value must be identifier for enum-valued option \"%s\".", fn);
+                       "Value must be identifier for enum-valued option \"%s\".", FN());
       bits = v->kind == kVPos ? v->u : (uint64_t)v->i;
       break;
     }
     if (v->kind != kVIdent)
       return fail_at(r, c->line, c->col, "Value must be identifier for enum-valued option \"%s\".",
-                     fn);
+                     FN());
     int found = 0;
     for (size_t i = 0; e && i < e->value_count && !found; i++)
       if (strcmp(e->values[i].name, v->s) == 0) {
@@ -974,22 +976,24 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     if (!found)
       return fail_at(r, c->line, c->col,
                      "Enum type \"%s\" has no value named \"%s\" for option \"%s\".",
-                     f->type_name + 1, v->s, fn);
+                     f->type_name + 1, v->s, FN());
     break;
   }
   case kPc_Type_String:
   case kPc_Type_Bytes:
     if (v->kind != kVString)
       return fail_at(r, c->line, c->col, "Value must be quoted string for string option \"%s\".",
-                     fn);
+                     FN());
     return buf_tag(r, b, (uint32_t)f->number, 2) && buf_varint(r, b, v->slen) &&
            buf_put(r, b, v->s, v->slen);
-  default: return fail_at(r, c->line, c->col, "Option \"%s\" is not a scalar.", fn);
+  default: return fail_at(r, c->line, c->col, "Option \"%s\" is not a scalar.", FN());
   }
   if (!packed_body && !buf_tag(r, b, (uint32_t)f->number, wt)) return 0;
   if (wt == 0) return buf_varint(r, b, bits);
   return buf_fixed(r, b, bits, wt == 5 ? 4 : 8);
 }
+
+#undef FN
 
 /* ---- text format (aggregate option values) ------------------------------- */
 
@@ -1116,6 +1120,8 @@ static int text_scalar(T *t, Val *v, const pc_FieldDesc *f) {
     uint64_t u;
     if (!pc_Token_Int(&t->cur, &u)) return text_fail(t, "Integer out of range.");
     if (f->type == kPc_Type_Float || f->type == kPc_Type_Double) {
+      if (t->cur.len > 1 && t->cur.text[0] == '0') /* hex and octal, as protoc 21 */
+        return text_fail(t, "Expect a decimal number, got: %.*s", (int)t->cur.len, t->cur.text);
       v->kind = kVDouble;
       v->d = neg ? -(double)u : (double)u;
     } else if (neg) {

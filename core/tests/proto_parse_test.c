@@ -188,6 +188,11 @@ static void errors(void) {
       "extend google.protobuf.FileOptions { R r = 50000; }\noption (r) = { t: 1 };",
       "t.proto:5:8: Error while parsing option value for \"r\": Message type \"R\" has no field "
       "named \"t\".");
+  ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
+      "message R { double d = 1; }\n"
+      "extend google.protobuf.FileOptions { R r = 50000; }\noption (r) = { d: 0x10 };",
+      "t.proto:5:8: Error while parsing option value for \"r\": Expect a decimal number, got: "
+      "0x10");
   /* proto3 rules */
   ERR("syntax = \"proto3\";\nenum E { A = 1; }",
       "t.proto:2:10: The first enum value must be zero in proto3.");

@@ -88,6 +88,11 @@ typedef struct {
   int deprecated;
   /* Where it was declared, for errors (0 when unknown) */
   int line, column;
+  /* Where its type, number and default value were written (the .proto
+   * parser's, for errors placed as protoc places them; 0 when unknown) */
+  int type_line, type_column;
+  int number_line, number_column;
+  int default_line, default_column;
 } pc_FieldDesc;
 
 typedef struct {

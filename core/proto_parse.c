@@ -518,7 +518,9 @@ static int add_uninterpreted(P *p, Opts *o, const NamePart *parts, size_t nparts
   case kValAggregate: ok = buf_lenbytes(p, &u, 8, v->s, v->slen); break;
   }
   if (!ok || !buf_tag(p, &u, 1000, 0) || !buf_varint(p, &u, (uint64_t)line) ||
-      !buf_tag(p, &u, 1001, 0) || !buf_varint(p, &u, (uint64_t)col))
+      !buf_tag(p, &u, 1001, 0) || !buf_varint(p, &u, (uint64_t)col) || !buf_tag(p, &u, 1002, 0) ||
+      !buf_varint(p, &u, (uint64_t)v->line) || !buf_tag(p, &u, 1003, 0) ||
+      !buf_varint(p, &u, (uint64_t)v->col))
     return 0;
   o->present = 1;
   return buf_lenbytes(p, &o->unint, 999, u.p, u.n);
@@ -657,6 +659,8 @@ static int parse_default(P *p, pc_FieldDesc *f) {
   if (f->default_value != NULL) return error(p, "Already set option \"default\".");
   advance(p); /* default */
   if (!expect(p, "=")) return 0;
+  f->default_line = p->cur.line;
+  f->default_column = p->cur.column;
   char buf[64];
   if (f->type == 0) {
     /* message or enum, not known yet: the token as written */
@@ -861,6 +865,8 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
         next.text[0] == '<')
       is_map = 1;
   }
+  f->type_line = p->cur.line;
+  f->type_column = p->cur.column;
   if (is_map) {
     if (f->oneof_index >= 0) return error(p, "Map fields are not allowed in oneofs.");
     if (has_label)
@@ -889,6 +895,8 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
   f->line = name_tok.line;
   f->column = name_tok.column;
   if (!expect_msg(p, "=", "Missing field number.")) return 0;
+  f->number_line = p->cur.line;
+  f->number_column = p->cur.column;
   if (!consume_int(p, &f->number, "Expected field number.")) return 0;
   int explicit_json = 0;
   if (!parse_field_options(p, f, &explicit_json)) return 0;
@@ -897,7 +905,7 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
 
   if (f->type == kPc_Type_Group) {
     if (p->syntax == kPc_Syntax_Proto3)
-      return error_at(p, name_tok.line, name_tok.column,
+      return error_at(p, f->type_line, f->type_column,
                       "Groups are not supported in proto3 syntax.");
     if (name[0] < 'A' || name[0] > 'Z')
       return error_at(p, name_tok.line, name_tok.column,
@@ -951,6 +959,8 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
       kv->deprecated = -1;
       kv->line = name_tok.line;
       kv->column = name_tok.column;
+      kv->type_line = f->type_line;
+      kv->type_column = f->type_column;
     }
     f = &(*fs.arr)[fi];
     f->type_name = e->name;

@@ -404,6 +404,17 @@ static const Sym *find_full(const R *r, const char *dotted_name) {
 
 /* ---- type resolution ------------------------------------------------------- */
 
+/* The position of a field's type, number or default value, else of the
+ * field. */
+#define AT_TYPE(f)                                                                                 \
+  (f)->type_line ? (f)->type_line : (f)->line, (f)->type_line ? (f)->type_column : (f)->column
+#define AT_NUMBER(f)                                                                               \
+  (f)->number_line ? (f)->number_line : (f)->line,                                                 \
+      (f)->number_line ? (f)->number_column : (f)->column
+#define AT_DEFAULT(f)                                                                              \
+  (f)->default_line ? (f)->default_line : (f)->line,                                               \
+      (f)->default_line ? (f)->default_column : (f)->column
+
 static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
   if (f->extendee != NULL) {
     const Sym *s = lookup(r, f->extendee, full, 0);
@@ -414,25 +425,25 @@ static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
   }
   if (f->type_name == NULL) return 1;
   const Sym *s = lookup(r, f->type_name, full, 1);
-  if (s == NULL) return not_defined(r, f->line, f->column, f->type_name);
-  if (!is_type(s)) return fail_at(r, f->line, f->column, "\"%s\" is not a type.", f->type_name);
+  if (s == NULL) return not_defined(r, AT_TYPE(f), f->type_name);
+  if (!is_type(s)) return fail_at(r, AT_TYPE(f), "\"%s\" is not a type.", f->type_name);
   if (f->type == kPc_Type_Group) {
     if (s->kind != kSymMessage)
-      return fail_at(r, f->line, f->column, "\"%s\" is not a message type.", f->type_name);
+      return fail_at(r, AT_TYPE(f), "\"%s\" is not a message type.", f->type_name);
   } else if (f->type == 0) {
     f->type = s->kind == kSymMessage ? kPc_Type_Message : kPc_Type_Enum;
   }
   if ((f->type_name = dotted(r, s)) == NULL) return 0;
   if (f->default_value != NULL) {
     if (f->type != kPc_Type_Enum)
-      return fail_at(r, f->line, f->column, "Messages can't have default values.");
+      return fail_at(r, AT_DEFAULT(f), "Messages can't have default values.");
     const pc_EnumDesc *e = s->desc;
     int found = 0;
     for (size_t i = 0; i < e->value_count && !found; i++)
       found = strcmp(e->values[i].name, f->default_value) == 0;
     if (!found)
-      return fail_at(r, f->line, f->column, "Enum type \"%.*s\" has no value named \"%s\".",
-                     (int)s->len, s->name, f->default_value);
+      return fail_at(r, AT_DEFAULT(f), "Enum type \"%.*s\" has no value named \"%s\".", (int)s->len,
+                     s->name, f->default_value);
   }
   return 1;
 }
@@ -462,23 +473,21 @@ static int is_packable(pc_FieldType t) {
 
 static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_MessageDesc *m) {
   (void)m;
-  if (f->number <= 0)
-    return fail_at(r, f->line, f->column, "Field numbers must be positive integers.");
+  if (f->number <= 0) return fail_at(r, AT_NUMBER(f), "Field numbers must be positive integers.");
   if (!is_extension && f->number > MAX_FIELD_NUMBER)
-    return fail_at(r, f->line, f->column, "Field numbers cannot be greater than %d.",
-                   MAX_FIELD_NUMBER);
+    return fail_at(r, AT_NUMBER(f), "Field numbers cannot be greater than %d.", MAX_FIELD_NUMBER);
   if (f->number >= 19000 && f->number <= 19999)
-    return fail_at(r, f->line, f->column,
+    return fail_at(r, AT_NUMBER(f),
                    "Field numbers 19000 through 19999 are reserved for the protocol buffer "
                    "library implementation.");
   if (r->file->syntax == kPc_Syntax_Proto3) {
     if (f->label == kPc_Label_Required)
-      return fail_at(r, f->line, f->column, "Required fields are not allowed in proto3.");
+      return fail_at(r, AT_TYPE(f), "Required fields are not allowed in proto3.");
     if (f->default_value != NULL)
-      return fail_at(r, f->line, f->column, "Explicit default values are not allowed in proto3.");
+      return fail_at(r, AT_DEFAULT(f), "Explicit default values are not allowed in proto3.");
   }
   if (f->packed == 1 && (f->label != kPc_Label_Repeated || !is_packable(f->type)))
-    return fail_at(r, f->line, f->column,
+    return fail_at(r, AT_TYPE(f),
                    "[packed = true] can only be specified for repeated primitive fields.");
   if (is_extension && f->json_name != NULL) {
     char buf[256];
@@ -493,14 +502,14 @@ static int check_map_entry(R *r, const pc_MessageDesc *entry, const pc_FieldDesc
   const pc_FieldDesc *key = &entry->fields[0];
   if (key->type == kPc_Type_Float || key->type == kPc_Type_Double || key->type == kPc_Type_Bytes ||
       key->type == kPc_Type_Message || key->type == kPc_Type_Enum || key->type == kPc_Type_Group)
-    return fail_at(r, f->line, f->column,
+    return fail_at(r, AT_TYPE(f),
                    "Key in map fields cannot be float/double, bytes or message types.");
   const pc_FieldDesc *value = &entry->fields[1];
   if (value->type == kPc_Type_Enum) {
     const Sym *s = find_full(r, value->type_name);
     const pc_EnumDesc *e = s ? s->desc : NULL;
     if (e != NULL && e->value_count > 0 && e->values[0].number != 0)
-      return fail_at(r, f->line, f->column, "Enum value in map must define 0 as the first value.");
+      return fail_at(r, AT_TYPE(f), "Enum value in map must define 0 as the first value.");
   }
   return 1;
 }
@@ -567,7 +576,7 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     if (!check_field(r, f, 0, m)) return 0;
     for (size_t k = 0; k < i; k++)
       if (m->fields[k].number == f->number)
-        return fail_at(r, f->line, f->column,
+        return fail_at(r, AT_NUMBER(f),
                        "Field number %d has already been used in \"%s\" by field \"%s\".",
                        f->number, full, m->fields[k].name);
     for (size_t k = 0; k < m->extension_range_count; k++) {
@@ -596,7 +605,7 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     if (proto3 && f->type == kPc_Type_Enum && f->type_name) {
       const Sym *s = find_full(r, f->type_name);
       if (s != NULL && file_of(r, s->file)->syntax != kPc_Syntax_Proto3)
-        return fail_at(r, f->line, f->column,
+        return fail_at(r, AT_TYPE(f),
                        "Enum type \"%.*s\" is not a proto3 enum, but is used in \"%s\" which is "
                        "a proto3 message type.",
                        (int)s->len, s->name, full);
@@ -681,7 +690,7 @@ static int check_extension(R *r, const pc_FieldDesc *x) {
     in_range = m->extension_ranges[i].range.start <= x->number &&
                x->number < m->extension_ranges[i].range.end;
   if (!in_range)
-    return fail_at(r, x->line, x->column, "\"%s\" does not declare %d as an extension number.",
+    return fail_at(r, AT_NUMBER(x), "\"%s\" does not declare %d as an extension number.",
                    x->extendee + 1, x->number);
   if (r->file->syntax == kPc_Syntax_Proto3 && !is_options_message(x->extendee))
     return fail_at(r, x->line, x->column,
@@ -711,7 +720,7 @@ static int check_extensions(R *r, pc_FieldDesc *xs, size_t n, const char *scope)
     if (!check_field(r, &xs[i], 1, NULL) || !check_extension(r, &xs[i])) return 0;
     const Sym *other = extension_clash(r, &xs[i]);
     if (other != NULL)
-      return fail_at(r, xs[i].line, xs[i].column,
+      return fail_at(r, AT_NUMBER(&xs[i]),
                      "Extension number %d has already been used in \"%s\" by extension \"%.*s\".",
                      xs[i].number, xs[i].extendee + 1, (int)other->len, other->name);
     if (r->nseen == r->capseen) {
@@ -1374,7 +1383,8 @@ typedef struct {
   int is_ext[16];
   size_t nparts;
   Val v;
-  int line, col;
+  int line, col;   /* of the name */
+  int vline, vcol; /* of the value */
 } Unint;
 
 static int decode_unint(const uint8_t *p, const uint8_t *end, Unint *u) {
@@ -1440,12 +1450,14 @@ static int decode_unint(const uint8_t *p, const uint8_t *end, Unint *u) {
     }
     case 1000:
     case 1001:
+    case 1002:
+    case 1003:
       q = start;
       read_varint(&q, p, &x);
-      if (num == 1000)
-        u->line = (int)x;
-      else
-        u->col = (int)x;
+      if (num == 1000) u->line = (int)x;
+      if (num == 1001) u->col = (int)x;
+      if (num == 1002) u->vline = (int)x;
+      if (num == 1003) u->vcol = (int)x;
       break;
     default: break;
     }
@@ -1528,15 +1540,17 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
       (*nnames)++;
     }
   }
-  Ctx c = {r, u->line, u->col, dbg, 0};
+  Ctx c = {r, u->vline, u->vcol, dbg, 0}; /* value errors point at the value */
   Buf val = {0};
   if (leaf->type == kPc_Type_Message || leaf->type == kPc_Type_Group) {
-    if (u->v.kind != kVAggregate)
-      return fail_at(r, u->line, u->col,
+    if (u->v.kind != kVAggregate) {
+      char full[256];
+      return fail_at(r, u->vline, u->vcol,
                      "Option \"%s\" is a message. To set the entire message, use syntax like "
                      "\"%s = { <proto text format> }\". To set fields within it, use syntax like "
                      "\"%s.foo = value\".",
-                     dbg, dbg, dbg);
+                     field_full_name(r, leaf, full, sizeof full), leaf->name, leaf->name);
+    }
     const Sym *ms = find_full(r, leaf->type_name);
     if (ms == NULL) return fail_at(r, u->line, u->col, "Option \"%s\" unknown.", dbg);
     char optname[256];

@@ -58,14 +58,14 @@ static const char *load_error(const char *src, const Mem *extra) {
 static void import_errors(void) {
   static const Mem p2[] = {{"p2.proto", "syntax = \"proto2\";\nenum E { X = 1; }"}, {NULL, NULL}};
   ERR2("syntax = \"proto3\";\nimport \"p2.proto\";\nmessage A { E e = 1; }", p2,
-       "t.proto:3:15: Enum type \"E\" is not a proto3 enum, but is used in \"A\" which is a "
+       "t.proto:3:13: Enum type \"E\" is not a proto3 enum, but is used in \"A\" which is a "
        "proto3 message type.");
   static const Mem chain[] = {{"a.proto", "syntax = \"proto3\"; package a; message A {}"},
                               {"b.proto", "syntax = \"proto3\"; import \"a.proto\";"},
                               {"c.proto", "syntax = \"proto3\"; import public \"a.proto\";"},
                               {NULL, NULL}};
   ERR2("syntax = \"proto3\";\nimport \"b.proto\";\nmessage T { a.A a = 1; }", chain,
-       "t.proto:3:17: \"a.A\" seems to be defined in \"a.proto\", which is not imported by "
+       "t.proto:3:13: \"a.A\" seems to be defined in \"a.proto\", which is not imported by "
        "\"t.proto\".  To use it here, please add the necessary import.");
   ERR2("syntax = \"proto3\";\nimport \"c.proto\";\nmessage T { a.A a = 1; }", chain, "");
   ERR2("syntax = \"proto3\";\nimport \"c.proto\";\nmessage A {}", chain, "");
@@ -101,17 +101,17 @@ static void errors(void) {
       "t.proto:5:10: \"a\" is already defined in \"p.A\".");
   ERR("syntax = \"proto2\";\npackage p;\nenum E { A = 0; }\nenum F { A = 1; }",
       "t.proto:4:10: \"A\" is already defined in \"p\".");
-  ERR("syntax = \"proto3\";\nmessage A { Foo a = 1; }", "t.proto:2:17: \"Foo\" is not defined.");
+  ERR("syntax = \"proto3\";\nmessage A { Foo a = 1; }", "t.proto:2:13: \"Foo\" is not defined.");
   ERR("syntax = \"proto3\";\npackage p;\nmessage Bar { message Baz {} }\nmessage Foo {\n"
       "  message Bar {}\n  Bar.Baz baz = 1;\n}",
-      "t.proto:6:11: \"Bar.Baz\" is resolved to \"p.Foo.Bar.Baz\", which is not defined. The "
+      "t.proto:6:3: \"Bar.Baz\" is resolved to \"p.Foo.Bar.Baz\", which is not defined. The "
       "innermost scope is searched first in name resolution. Consider using a leading '.'(i.e., "
       "\".Bar.Baz\") to start from the outermost scope.");
   ERR("syntax = \"proto3\";\npackage p;\nmessage A { int32 x = 1; p.A.x y = 2; }",
-      "t.proto:3:32: \"p.A.x\" is not a type.");
+      "t.proto:3:26: \"p.A.x\" is not a type.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/any.proto\";\n"
       "message A { google.protobuf.Duration d = 1; }",
-      "t.proto:3:38: \"google.protobuf.Duration\" is not defined.");
+      "t.proto:3:13: \"google.protobuf.Duration\" is not defined.");
   ERR("syntax = \"proto3\";\nimport \"missing.proto\";",
       "t.proto: Import \"missing.proto\" was not found or had errors.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/any.proto\";\n"
@@ -123,13 +123,13 @@ static void errors(void) {
       "t.proto:3:17: \"E\" is not a message type.");
   /* numbers */
   ERR("syntax = \"proto3\";\npackage p;\nmessage A {\n  int32 a = 1;\n  string b = 1;\n}",
-      "t.proto:5:10: Field number 1 has already been used in \"p.A\" by field \"a\".");
+      "t.proto:5:14: Field number 1 has already been used in \"p.A\" by field \"a\".");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 0; }",
-      "t.proto:2:19: Field numbers must be positive integers.");
+      "t.proto:2:23: Field numbers must be positive integers.");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 536870912; }",
-      "t.proto:2:19: Field numbers cannot be greater than 536870911.");
+      "t.proto:2:23: Field numbers cannot be greater than 536870911.");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 19000; }",
-      "t.proto:2:19: Field numbers 19000 through 19999 are reserved for the protocol buffer "
+      "t.proto:2:23: Field numbers 19000 through 19999 are reserved for the protocol buffer "
       "library implementation.");
   ERR("syntax = \"proto3\";\nmessage A {\n  reserved 2, 5 to 8;\n  int32 a = 6;\n}",
       "t.proto:4:9: Field \"a\" uses reserved number 6.");
@@ -143,29 +143,29 @@ static void errors(void) {
       "t.proto:2:49: Extension range 10 to 20 includes field \"a\" (12).");
   ERR("syntax = \"proto2\";\npackage p;\nmessage M { extensions 100 to 200; }\n"
       "extend M { optional int32 e = 300; }",
-      "t.proto:4:27: \"p.M\" does not declare 300 as an extension number.");
+      "t.proto:4:31: \"p.M\" does not declare 300 as an extension number.");
   ERR("syntax = \"proto2\";\npackage p;\nmessage M { extensions 100 to 200; }\n"
       "extend M { optional int32 e = 150; optional int32 f = 150; }",
-      "t.proto:4:51: Extension number 150 has already been used in \"p.M\" by extension \"p.e\".");
+      "t.proto:4:55: Extension number 150 has already been used in \"p.M\" by extension \"p.e\".");
   ERR("syntax = \"proto2\";\nenum E { A = 0; B = 0; }",
       "t.proto:2:17: \"B\" uses the same enum value as \"A\". If this is intended, set 'option "
       "allow_alias = true;' to the enum definition.");
   ERR("syntax = \"proto2\";\nenum E { }", "t.proto:2:6: Enums must contain at least one value.");
   /* maps, defaults, options */
   ERR("syntax = \"proto3\";\nmessage A { map<double, string> m = 1; }",
-      "t.proto:2:33: Key in map fields cannot be float/double, bytes or message types.");
+      "t.proto:2:13: Key in map fields cannot be float/double, bytes or message types.");
   ERR("syntax = \"proto2\";\nenum E { ONE = 1; }\nmessage A { map<int32, E> m = 1; }",
-      "t.proto:3:27: Enum value in map must define 0 as the first value.");
+      "t.proto:3:13: Enum value in map must define 0 as the first value.");
   ERR("syntax = \"proto3\";\nmessage A { repeated map<int32, int32> m = 1; }",
       "t.proto:2:22: Field labels (required/optional/repeated) are not allowed on map fields.");
   ERR("syntax = \"proto2\";\nenum E { A = 0; }\nmessage M { optional E e = 1 [default = B]; }",
-      "t.proto:3:24: Enum type \"E\" has no value named \"B\".");
+      "t.proto:3:41: Enum type \"E\" has no value named \"B\".");
   ERR("syntax = \"proto2\";\nmessage N {}\nmessage M { optional N n = 1 [default = 1]; }",
-      "t.proto:3:24: Messages can't have default values.");
+      "t.proto:3:41: Messages can't have default values.");
   ERR("syntax = \"proto2\";\nmessage M { optional int32 n = 1 [default = 1.5]; }",
       "t.proto:2:45: Expected integer for field default value.");
   ERR("syntax = \"proto2\";\nmessage A { optional int32 a = 1 [packed = true]; }",
-      "t.proto:2:28: [packed = true] can only be specified for repeated primitive fields.");
+      "t.proto:2:22: [packed = true] can only be specified for repeated primitive fields.");
   ERR("syntax = \"proto3\";\noption foo = 1;",
       "t.proto:2:8: Option \"foo\" unknown. Ensure that your proto definition file imports the "
       "proto which defines the option.");
@@ -182,26 +182,32 @@ static void errors(void) {
       "proto which defines the option.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
       "extend google.protobuf.FileOptions { int32 small = 50000; }\noption (small) = 3000000000;",
-      "t.proto:4:8: Value out of range for int32 option \"small\".");
+      "t.proto:4:18: Value out of range for int32 option \"small\".");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
       "message R { string s = 1; }\n"
       "extend google.protobuf.FileOptions { R r = 50000; }\noption (r) = { t: 1 };",
-      "t.proto:5:8: Error while parsing option value for \"r\": Message type \"R\" has no field "
+      "t.proto:5:14: Error while parsing option value for \"r\": Message type \"R\" has no field "
       "named \"t\".");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
       "message R { double d = 1; }\n"
       "extend google.protobuf.FileOptions { R r = 50000; }\noption (r) = { d: 0x10 };",
-      "t.proto:5:8: Error while parsing option value for \"r\": Expect a decimal number, got: "
+      "t.proto:5:14: Error while parsing option value for \"r\": Expect a decimal number, got: "
       "0x10");
+  ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
+      "message R { string s = 1; }\n"
+      "extend google.protobuf.FileOptions { R r = 50000; }\noption (r) = 5;",
+      "t.proto:5:14: Option \"r\" is a message. To set the entire message, use syntax like "
+      "\"r = { <proto text format> }\". To set fields within it, use syntax like \"r.foo = "
+      "value\".");
   /* proto3 rules */
   ERR("syntax = \"proto3\";\nenum E { A = 1; }",
       "t.proto:2:10: The first enum value must be zero in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { required int32 a = 1; }",
-      "t.proto:2:28: Required fields are not allowed in proto3.");
+      "t.proto:2:22: Required fields are not allowed in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 1 [default = 5]; }",
-      "t.proto:2:19: Explicit default values are not allowed in proto3.");
+      "t.proto:2:36: Explicit default values are not allowed in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { optional group G = 1 {} }",
-      "t.proto:2:28: Groups are not supported in proto3 syntax.");
+      "t.proto:2:22: Groups are not supported in proto3 syntax.");
   ERR("syntax = \"proto3\";\nmessage A { int32 foo_bar = 1; int32 fooBar = 2; }",
       "t.proto:2:38: The JSON camel-case name of field \"fooBar\" conflicts with field "
       "\"foo_bar\". This is not allowed in proto3.");
@@ -219,7 +225,7 @@ static void errors(void) {
       "t.proto:2:9: MessageSet is not supported in proto3.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
       "message M {}\nextend M { int32 e = 1; }",
-      "t.proto:4:18: \"M\" does not declare 1 as an extension number.");
+      "t.proto:4:22: \"M\" does not declare 1 as an extension number.");
   ERR("syntax = \"proto3\";\nimport \"t.proto\";",
       "File recursively imports itself: t.proto -> t.proto");
   ERR("syntax = \"proto3\";\nmessage M { int32 a = 09; }",

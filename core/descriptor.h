@@ -79,15 +79,20 @@ typedef struct {
                                 written ("inf", "-inf", "nan") */
   size_t default_value_len;  /* bytes at default_value when a string default
                                 holds NUL bytes; 0 means strlen() */
-  int32_t oneof_index;       /* 9; -1 when not in a oneof */
-  const char *json_name;     /* 10; NULL when not set */
-  int proto3_optional;       /* 17 */
-  pc_OptionsDesc options;    /* 8: FieldOptions */
+  int32_t oneof_index;   /* 9; -1 when not in a oneof */
+  const char *json_name; /* 10; NULL when not set */
+  int proto3_optional;   /* 17 */
+  pc_OptionsDesc options; /* 8: FieldOptions */
   /* FieldOptions decoded: packed (2) and deprecated (3); -1 unset, 0, 1 */
   int packed;
   int deprecated;
   /* Where it was declared, for errors (0 when unknown) */
   int line, column;
+  /* Where its type, number and default value were written (the .proto
+   * parser's, for errors placed as protoc places them; 0 when unknown) */
+  int type_line, type_column;
+  int number_line, number_column;
+  int default_line, default_column;
 } pc_FieldDesc;
 
 typedef struct {

@@ -119,11 +119,8 @@ static int lex_string(pc_Lexer *lx) {
     if (c == '\\') {
       step(lx);
       c = peekc(lx, 0);
-      if (c >= 0 && strchr("abfnrtv\\?'\"", c) != NULL) {
-        step(lx);
-      } else if (c >= '0' && c <= '7') {
-        step(lx);
-      } else if ((c == 'x' || c == 'X') && is_hex(peekc(lx, 1))) {
+      if ((c >= 0 && strchr("abfnrtv\\?'\"", c) != NULL) || (c >= '0' && c <= '7') ||
+          ((c == 'x' || c == 'X') && is_hex(peekc(lx, 1)))) {
         step(lx);
       } else if (c == 'u' || c == 'U') {
         int n = c == 'u' ? 4 : 8;

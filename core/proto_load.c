@@ -29,12 +29,12 @@ static int append(L *l, pc_FileDesc *f) {
   pc_ProtoSet *s = l->set;
   if (s->count == s->cap) {
     size_t nc = s->cap ? s->cap * 2 : 16;
-    pc_FileDesc **n = pc_Arena_Malloc(l->a, nc * sizeof *n);
+    pc_FileDesc **n = pc_Arena_Malloc(l->a, nc * sizeof(pc_FileDesc *));
     if (n == NULL) {
       pc_Error_Set(l->err, "out of memory");
       return 0;
     }
-    if (s->count) memcpy(n, s->files, s->count * sizeof *n);
+    if (s->count) memcpy(n, s->files, s->count * sizeof(pc_FileDesc *));
     s->files = n;
     s->cap = nc;
   }
@@ -91,7 +91,8 @@ static pc_FileDesc *load(L *l, const char *name, const char *importer) {
   for (size_t i = 0; i < f->dependency_count; i++)
     if (load(l, f->dependencies[i], f->name) == NULL) return NULL;
   l->depth--;
-  const pc_FileDesc **deps = pc_Arena_Malloc(l->a, (l->set->count + 1) * sizeof *deps);
+  const pc_FileDesc **deps =
+      pc_Arena_Malloc(l->a, (l->set->count + 1) * sizeof(const pc_FileDesc *));
   if (deps == NULL) {
     pc_Error_Set(l->err, "out of memory");
     return NULL;

@@ -23,7 +23,11 @@ typedef int pc_ProtoSource(void *ud, const char *name, const char **src, size_t 
                            pc_Error *err);
 
 /* Files loaded so far, imports first. Zero-initialize; storage lives in the
- * arena passed to pc_LoadProto (always the same arena for one set). */
+ * arena passed to pc_LoadProto (always the same arena for one set). A set
+ * may be seeded with files already resolved elsewhere (say, those a schema
+ * pool holds, emitted as pc_FileDesc): point 'files' at an array of 'count'
+ * of them with 'cap' = 'count' (it is copied, not written, when the set
+ * grows); imports of those names are then taken from the set, not read. */
 typedef struct {
   pc_FileDesc **files;
   size_t count, cap;

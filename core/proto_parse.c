@@ -248,56 +248,56 @@ static const char *const kIdempotency[] = {"IDEMPOTENCY_UNKNOWN", "NO_SIDE_EFFEC
                                            NULL};
 
 typedef struct {
-  OptKind kind;
   const char *name;
-  uint32_t number;
-  char type; /* 'b' bool, 's' string, 'e' enum */
   const char *const *values;
-  int first_value;
   const char *enum_type;
+  OptKind kind;
+  uint32_t number;
+  int first_value;
+  char type; /* 'b' bool, 's' string, 'e' enum */
 } StdOpt;
 
 /* descriptor.proto's standard options (protobuf 21). */
 static const StdOpt kStdOpts[] = {
-    {kFileOpts, "java_package", 1, 's', NULL, 0, NULL},
-    {kFileOpts, "java_outer_classname", 8, 's', NULL, 0, NULL},
-    {kFileOpts, "java_multiple_files", 10, 'b', NULL, 0, NULL},
-    {kFileOpts, "java_generate_equals_and_hash", 20, 'b', NULL, 0, NULL},
-    {kFileOpts, "java_string_check_utf8", 27, 'b', NULL, 0, NULL},
-    {kFileOpts, "optimize_for", 9, 'e', kOptimizeMode, 1,
-     "google.protobuf.FileOptions.OptimizeMode"},
-    {kFileOpts, "go_package", 11, 's', NULL, 0, NULL},
-    {kFileOpts, "cc_generic_services", 16, 'b', NULL, 0, NULL},
-    {kFileOpts, "java_generic_services", 17, 'b', NULL, 0, NULL},
-    {kFileOpts, "py_generic_services", 18, 'b', NULL, 0, NULL},
-    {kFileOpts, "php_generic_services", 42, 'b', NULL, 0, NULL},
-    {kFileOpts, "deprecated", 23, 'b', NULL, 0, NULL},
-    {kFileOpts, "cc_enable_arenas", 31, 'b', NULL, 0, NULL},
-    {kFileOpts, "objc_class_prefix", 36, 's', NULL, 0, NULL},
-    {kFileOpts, "csharp_namespace", 37, 's', NULL, 0, NULL},
-    {kFileOpts, "swift_prefix", 39, 's', NULL, 0, NULL},
-    {kFileOpts, "php_class_prefix", 40, 's', NULL, 0, NULL},
-    {kFileOpts, "php_namespace", 41, 's', NULL, 0, NULL},
-    {kFileOpts, "php_metadata_namespace", 44, 's', NULL, 0, NULL},
-    {kFileOpts, "ruby_package", 45, 's', NULL, 0, NULL},
-    {kMessageOpts, "message_set_wire_format", 1, 'b', NULL, 0, NULL},
-    {kMessageOpts, "no_standard_descriptor_accessor", 2, 'b', NULL, 0, NULL},
-    {kMessageOpts, "deprecated", 3, 'b', NULL, 0, NULL},
-    {kMessageOpts, "map_entry", 7, 'b', NULL, 0, NULL},
-    {kFieldOpts, "ctype", 1, 'e', kCType, 0, "google.protobuf.FieldOptions.CType"},
-    {kFieldOpts, "packed", 2, 'b', NULL, 0, NULL},
-    {kFieldOpts, "jstype", 6, 'e', kJSType, 0, "google.protobuf.FieldOptions.JSType"},
-    {kFieldOpts, "lazy", 5, 'b', NULL, 0, NULL},
-    {kFieldOpts, "unverified_lazy", 15, 'b', NULL, 0, NULL},
-    {kFieldOpts, "deprecated", 3, 'b', NULL, 0, NULL},
-    {kFieldOpts, "weak", 10, 'b', NULL, 0, NULL},
-    {kEnumOpts, "allow_alias", 2, 'b', NULL, 0, NULL},
-    {kEnumOpts, "deprecated", 3, 'b', NULL, 0, NULL},
-    {kEnumValueOpts, "deprecated", 1, 'b', NULL, 0, NULL},
-    {kServiceOpts, "deprecated", 33, 'b', NULL, 0, NULL},
-    {kMethodOpts, "deprecated", 33, 'b', NULL, 0, NULL},
-    {kMethodOpts, "idempotency_level", 34, 'e', kIdempotency, 0,
-     "google.protobuf.MethodOptions.IdempotencyLevel"},
+    {"java_package", NULL, NULL, kFileOpts, 1, 0, 's'},
+    {"java_outer_classname", NULL, NULL, kFileOpts, 8, 0, 's'},
+    {"java_multiple_files", NULL, NULL, kFileOpts, 10, 0, 'b'},
+    {"java_generate_equals_and_hash", NULL, NULL, kFileOpts, 20, 0, 'b'},
+    {"java_string_check_utf8", NULL, NULL, kFileOpts, 27, 0, 'b'},
+    {"optimize_for", kOptimizeMode, "google.protobuf.FileOptions.OptimizeMode", kFileOpts, 9, 1,
+     'e'},
+    {"go_package", NULL, NULL, kFileOpts, 11, 0, 's'},
+    {"cc_generic_services", NULL, NULL, kFileOpts, 16, 0, 'b'},
+    {"java_generic_services", NULL, NULL, kFileOpts, 17, 0, 'b'},
+    {"py_generic_services", NULL, NULL, kFileOpts, 18, 0, 'b'},
+    {"php_generic_services", NULL, NULL, kFileOpts, 42, 0, 'b'},
+    {"deprecated", NULL, NULL, kFileOpts, 23, 0, 'b'},
+    {"cc_enable_arenas", NULL, NULL, kFileOpts, 31, 0, 'b'},
+    {"objc_class_prefix", NULL, NULL, kFileOpts, 36, 0, 's'},
+    {"csharp_namespace", NULL, NULL, kFileOpts, 37, 0, 's'},
+    {"swift_prefix", NULL, NULL, kFileOpts, 39, 0, 's'},
+    {"php_class_prefix", NULL, NULL, kFileOpts, 40, 0, 's'},
+    {"php_namespace", NULL, NULL, kFileOpts, 41, 0, 's'},
+    {"php_metadata_namespace", NULL, NULL, kFileOpts, 44, 0, 's'},
+    {"ruby_package", NULL, NULL, kFileOpts, 45, 0, 's'},
+    {"message_set_wire_format", NULL, NULL, kMessageOpts, 1, 0, 'b'},
+    {"no_standard_descriptor_accessor", NULL, NULL, kMessageOpts, 2, 0, 'b'},
+    {"deprecated", NULL, NULL, kMessageOpts, 3, 0, 'b'},
+    {"map_entry", NULL, NULL, kMessageOpts, 7, 0, 'b'},
+    {"ctype", kCType, "google.protobuf.FieldOptions.CType", kFieldOpts, 1, 0, 'e'},
+    {"packed", NULL, NULL, kFieldOpts, 2, 0, 'b'},
+    {"jstype", kJSType, "google.protobuf.FieldOptions.JSType", kFieldOpts, 6, 0, 'e'},
+    {"lazy", NULL, NULL, kFieldOpts, 5, 0, 'b'},
+    {"unverified_lazy", NULL, NULL, kFieldOpts, 15, 0, 'b'},
+    {"deprecated", NULL, NULL, kFieldOpts, 3, 0, 'b'},
+    {"weak", NULL, NULL, kFieldOpts, 10, 0, 'b'},
+    {"allow_alias", NULL, NULL, kEnumOpts, 2, 0, 'b'},
+    {"deprecated", NULL, NULL, kEnumOpts, 3, 0, 'b'},
+    {"deprecated", NULL, NULL, kEnumValueOpts, 1, 0, 'b'},
+    {"deprecated", NULL, NULL, kServiceOpts, 33, 0, 'b'},
+    {"deprecated", NULL, NULL, kMethodOpts, 33, 0, 'b'},
+    {"idempotency_level", kIdempotency, "google.protobuf.MethodOptions.IdempotencyLevel",
+     kMethodOpts, 34, 0, 'e'},
 };
 
 typedef struct {
@@ -400,14 +400,7 @@ static int parse_opt_value(P *p, OptVal *v) {
   switch (p->cur.kind) {
   case kPc_Tok_End: return error(p, "Unexpected end of stream while parsing option value.");
   case kPc_Tok_Ident:
-    if (neg) {
-      if (!(at(p, "inf") || at(p, "nan")))
-        return error(p, "Identifier after '-' symbol must be inf or nan.");
-      v->kind = kValDouble;
-      v->d = at(p, "inf") ? -INFINITY : NAN;
-      advance(p);
-      return !p->failed;
-    }
+    if (neg) return error(p, "Invalid '-' symbol before identifier.");
     v->kind = kValIdent;
     v->s = dup_tok(p, &p->cur);
     v->slen = p->cur.len;
@@ -460,7 +453,7 @@ static int set_std_option(P *p, Opts *o, const StdOpt *so, const OptVal *v) {
   Buf *b = &o->std;
   size_t start = b->n;
   if (so->type == 'b') {
-    if (v->kind != kValIdent)
+    if (v->kind != kValIdent || v->s == NULL)
       return error_at(p, v->line, v->col, "Value must be identifier for boolean option \"%s\".",
                       full);
     if (strcmp(v->s, "true") == 0) {
@@ -477,7 +470,7 @@ static int set_std_option(P *p, Opts *o, const StdOpt *so, const OptVal *v) {
                       full);
     int found = -1;
     for (int i = 0; so->values[i]; i++)
-      if (strcmp(so->values[i], v->s) == 0) found = i + so->first_value;
+      if (v->s != NULL && strcmp(so->values[i], v->s) == 0) found = i + so->first_value;
     if (found < 0)
       return error_at(p, v->line, v->col,
                       "Enum type \"%s\" has no value named \"%s\" for option \"%s\".",
@@ -525,7 +518,9 @@ static int add_uninterpreted(P *p, Opts *o, const NamePart *parts, size_t nparts
   case kValAggregate: ok = buf_lenbytes(p, &u, 8, v->s, v->slen); break;
   }
   if (!ok || !buf_tag(p, &u, 1000, 0) || !buf_varint(p, &u, (uint64_t)line) ||
-      !buf_tag(p, &u, 1001, 0) || !buf_varint(p, &u, (uint64_t)col))
+      !buf_tag(p, &u, 1001, 0) || !buf_varint(p, &u, (uint64_t)col) || !buf_tag(p, &u, 1002, 0) ||
+      !buf_varint(p, &u, (uint64_t)v->line) || !buf_tag(p, &u, 1003, 0) ||
+      !buf_varint(p, &u, (uint64_t)v->col))
     return 0;
   o->present = 1;
   return buf_lenbytes(p, &o->unint, 999, u.p, u.n);
@@ -609,9 +604,9 @@ static void format_g(double v, int digits, char out[32]) {
 
 void pc_FormatDouble(double v, char out[32]) {
   if (isnan(v)) {
-    strcpy(out, "nan");
+    memcpy(out, "nan", 4);
   } else if (isinf(v)) {
-    strcpy(out, v > 0 ? "inf" : "-inf");
+    memcpy(out, v > 0 ? "inf" : "-inf", v > 0 ? 4 : 5);
   } else {
     format_g(v, DBL_DIG, out);
     if (strtod(out, NULL) != v) format_g(v, DBL_DIG + 2, out);
@@ -620,9 +615,9 @@ void pc_FormatDouble(double v, char out[32]) {
 
 void pc_FormatFloat(float v, char out[32]) {
   if (isnan(v)) {
-    strcpy(out, "nan");
+    memcpy(out, "nan", 4);
   } else if (isinf(v)) {
-    strcpy(out, v > 0 ? "inf" : "-inf");
+    memcpy(out, v > 0 ? "inf" : "-inf", v > 0 ? 4 : 5);
   } else {
     format_g(v, FLT_DIG, out);
     if (strtof(out, NULL) != v) format_g(v, FLT_DIG + 3, out);
@@ -664,6 +659,8 @@ static int parse_default(P *p, pc_FieldDesc *f) {
   if (f->default_value != NULL) return error(p, "Already set option \"default\".");
   advance(p); /* default */
   if (!expect(p, "=")) return 0;
+  f->default_line = p->cur.line;
+  f->default_column = p->cur.column;
   char buf[64];
   if (f->type == 0) {
     /* message or enum, not known yet: the token as written */
@@ -684,7 +681,7 @@ static int parse_default(P *p, pc_FieldDesc *f) {
             ? (uint64_t)INT64_MAX
             : (uint64_t)INT32_MAX;
     int neg = try_consume(p, "-");
-    uint64_t v;
+    uint64_t v = 0;
     if (!consume_u64(p, max + (neg ? 1 : 0), &v, "Expected integer for field default value."))
       return 0;
     snprintf(buf, sizeof buf, "%s%llu", neg ? "-" : "", (unsigned long long)v);
@@ -696,7 +693,8 @@ static int parse_default(P *p, pc_FieldDesc *f) {
   case kPc_Type_Fixed64: {
     uint64_t max =
         (f->type == kPc_Type_Uint32 || f->type == kPc_Type_Fixed32) ? UINT32_MAX : UINT64_MAX;
-    uint64_t v;
+    uint64_t v = 0;
+    if (try_consume(p, "-")) return error(p, "Unsigned field can't have negative default value.");
     if (!consume_u64(p, max, &v, "Expected integer for field default value.")) return 0;
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
     break;
@@ -715,9 +713,9 @@ static int parse_default(P *p, pc_FieldDesc *f) {
   }
   case kPc_Type_Bool:
     if (try_consume(p, "true")) {
-      strcpy(buf, "true");
+      memcpy(buf, "true", 5);
     } else if (try_consume(p, "false")) {
-      strcpy(buf, "false");
+      memcpy(buf, "false", 6);
     } else {
       return error(p, "Expected \"true\" or \"false\".");
     }
@@ -833,7 +831,8 @@ static char *map_entry_name(P *p, const char *field) {
     if (c == '_') {
       cap = 1;
     } else if (cap) {
-      out[k++] = (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
+      if (c >= 'a' && c <= 'z') c = (char)(c - 'a' + 'A');
+      out[k++] = c;
       cap = 0;
     } else {
       out[k++] = c;
@@ -866,6 +865,8 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
         next.text[0] == '<')
       is_map = 1;
   }
+  f->type_line = p->cur.line;
+  f->type_column = p->cur.column;
   if (is_map) {
     if (f->oneof_index >= 0) return error(p, "Map fields are not allowed in oneofs.");
     if (has_label)
@@ -894,6 +895,8 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
   f->line = name_tok.line;
   f->column = name_tok.column;
   if (!expect_msg(p, "=", "Missing field number.")) return 0;
+  f->number_line = p->cur.line;
+  f->number_column = p->cur.column;
   if (!consume_int(p, &f->number, "Expected field number.")) return 0;
   int explicit_json = 0;
   if (!parse_field_options(p, f, &explicit_json)) return 0;
@@ -902,7 +905,7 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
 
   if (f->type == kPc_Type_Group) {
     if (p->syntax == kPc_Syntax_Proto3)
-      return error_at(p, name_tok.line, name_tok.column,
+      return error_at(p, f->type_line, f->type_column,
                       "Groups are not supported in proto3 syntax.");
     if (name[0] < 'A' || name[0] > 'Z')
       return error_at(p, name_tok.line, name_tok.column,
@@ -956,6 +959,8 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
       kv->deprecated = -1;
       kv->line = name_tok.line;
       kv->column = name_tok.column;
+      kv->type_line = f->type_line;
+      kv->type_column = f->type_column;
     }
     f = &(*fs.arr)[fi];
     f->type_name = e->name;
@@ -991,7 +996,7 @@ static int parse_field(P *p, FieldSink fs, MsgSink ms, const char *extendee) {
 
 static int parse_extend(P *p, FieldSink fs, MsgSink ms) {
   advance(p); /* extend */
-  const char *extendee;
+  const char *extendee = NULL;
   if (!parse_user_type(p, &extendee) || !expect(p, "{")) return 0;
   do {
     if (p->cur.kind == kPc_Tok_End)
@@ -1073,6 +1078,22 @@ static int parse_enum(P *p, pc_EnumDesc *e) {
   }
   if (p->failed) return 0;
   e->allow_alias = o.bools[2] == 1;
+  if (o.bools[2] == 0)
+    return error(p,
+                 "\"%s\" declares 'option allow_alias = false;' which has no effect. Please remove "
+                 "the declaration.",
+                 e->name);
+  if (o.bools[2] == 1) {
+    int shared = 0;
+    for (size_t i = 0; i < e->value_count && !shared; i++)
+      for (size_t k = 0; k < i && !shared; k++) shared = e->values[i].number == e->values[k].number;
+    if (!shared)
+      return error(p,
+                   "\"%s\" declares support for enum aliases but no enum values share field "
+                   "numbers. Please remove the unnecessary 'option allow_alias = true;' "
+                   "declaration.",
+                   e->name);
+  }
   return opts_finish(p, &o, &e->options);
 }
 

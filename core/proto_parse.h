@@ -15,9 +15,9 @@
  * fields and encoded into the options bytes in field-number order.
  * Options naming an extension, `(pkg.ext).field = value`, need the
  * extension's type: they are kept, as in protoc, as uninterpreted_option
- * (field 999) entries after the standard ones, each carrying the line (field
- * 1000) and column (field 1001) it was written at; pc_ResolveProto replaces
- * them with the encoded values. json_name is filled for every field
+ * (field 999) entries after the standard ones, each carrying the line and
+ * column of its name (fields 1000, 1001) and of its value (1002, 1003);
+ * pc_ResolveProto replaces them with the encoded values. json_name is filled for every field
  * (explicit, or pc_JsonName's default, as protoc writes descriptor sets).
  * Default values take protoc's text form (integers in decimal, floats
  * through "%.15g"/"%.17g", bytes C-escaped, enum value names as written). */

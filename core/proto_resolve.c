@@ -173,7 +173,7 @@ static char *join(R *r, const char *scope, const char *name) {
     return NULL;
   }
   if (a) {
-    memcpy(s, scope, a);
+    memcpy(s, scope, a + 1);
     s[a++] = '.';
   }
   memcpy(s + a, name, b + 1);
@@ -343,7 +343,7 @@ static const Sym *lookup(R *r, const char *name, const char *relative_to, int ty
   char buf[1024];
   size_t scope = strlen(relative_to);
   if (scope + nlen + 2 > sizeof buf) return NULL;
-  memcpy(buf, relative_to, scope);
+  memcpy(buf, relative_to, scope + 1);
   for (;;) {
     while (scope > 0 && buf[scope - 1] != '.') scope--;
     if (scope == 0) return find_visible(r, name, nlen);
@@ -404,6 +404,17 @@ static const Sym *find_full(const R *r, const char *dotted_name) {
 
 /* ---- type resolution ------------------------------------------------------- */
 
+/* The position of a field's type, number or default value, else of the
+ * field. */
+#define AT_TYPE(f)                                                                                 \
+  (f)->type_line ? (f)->type_line : (f)->line, (f)->type_line ? (f)->type_column : (f)->column
+#define AT_NUMBER(f)                                                                               \
+  (f)->number_line ? (f)->number_line : (f)->line,                                                 \
+      (f)->number_line ? (f)->number_column : (f)->column
+#define AT_DEFAULT(f)                                                                              \
+  (f)->default_line ? (f)->default_line : (f)->line,                                               \
+      (f)->default_line ? (f)->default_column : (f)->column
+
 static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
   if (f->extendee != NULL) {
     const Sym *s = lookup(r, f->extendee, full, 0);
@@ -414,25 +425,25 @@ static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
   }
   if (f->type_name == NULL) return 1;
   const Sym *s = lookup(r, f->type_name, full, 1);
-  if (s == NULL) return not_defined(r, f->line, f->column, f->type_name);
-  if (!is_type(s)) return fail_at(r, f->line, f->column, "\"%s\" is not a type.", f->type_name);
+  if (s == NULL) return not_defined(r, AT_TYPE(f), f->type_name);
+  if (!is_type(s)) return fail_at(r, AT_TYPE(f), "\"%s\" is not a type.", f->type_name);
   if (f->type == kPc_Type_Group) {
     if (s->kind != kSymMessage)
-      return fail_at(r, f->line, f->column, "\"%s\" is not a message type.", f->type_name);
+      return fail_at(r, AT_TYPE(f), "\"%s\" is not a message type.", f->type_name);
   } else if (f->type == 0) {
     f->type = s->kind == kSymMessage ? kPc_Type_Message : kPc_Type_Enum;
   }
   if ((f->type_name = dotted(r, s)) == NULL) return 0;
   if (f->default_value != NULL) {
     if (f->type != kPc_Type_Enum)
-      return fail_at(r, f->line, f->column, "Messages can't have default values.");
+      return fail_at(r, AT_DEFAULT(f), "Messages can't have default values.");
     const pc_EnumDesc *e = s->desc;
     int found = 0;
     for (size_t i = 0; i < e->value_count && !found; i++)
       found = strcmp(e->values[i].name, f->default_value) == 0;
     if (!found)
-      return fail_at(r, f->line, f->column, "Enum type \"%.*s\" has no value named \"%s\".",
-                     (int)s->len, s->name, f->default_value);
+      return fail_at(r, AT_DEFAULT(f), "Enum type \"%.*s\" has no value named \"%s\".", (int)s->len,
+                     s->name, f->default_value);
   }
   return 1;
 }
@@ -462,23 +473,21 @@ static int is_packable(pc_FieldType t) {
 
 static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_MessageDesc *m) {
   (void)m;
-  if (f->number <= 0)
-    return fail_at(r, f->line, f->column, "Field numbers must be positive integers.");
+  if (f->number <= 0) return fail_at(r, AT_NUMBER(f), "Field numbers must be positive integers.");
   if (!is_extension && f->number > MAX_FIELD_NUMBER)
-    return fail_at(r, f->line, f->column, "Field numbers cannot be greater than %d.",
-                   MAX_FIELD_NUMBER);
+    return fail_at(r, AT_NUMBER(f), "Field numbers cannot be greater than %d.", MAX_FIELD_NUMBER);
   if (f->number >= 19000 && f->number <= 19999)
-    return fail_at(r, f->line, f->column,
+    return fail_at(r, AT_NUMBER(f),
                    "Field numbers 19000 through 19999 are reserved for the protocol buffer "
                    "library implementation.");
   if (r->file->syntax == kPc_Syntax_Proto3) {
     if (f->label == kPc_Label_Required)
-      return fail_at(r, f->line, f->column, "Required fields are not allowed in proto3.");
+      return fail_at(r, AT_TYPE(f), "Required fields are not allowed in proto3.");
     if (f->default_value != NULL)
-      return fail_at(r, f->line, f->column, "Explicit default values are not allowed in proto3.");
+      return fail_at(r, AT_DEFAULT(f), "Explicit default values are not allowed in proto3.");
   }
   if (f->packed == 1 && (f->label != kPc_Label_Repeated || !is_packable(f->type)))
-    return fail_at(r, f->line, f->column,
+    return fail_at(r, AT_TYPE(f),
                    "[packed = true] can only be specified for repeated primitive fields.");
   if (is_extension && f->json_name != NULL) {
     char buf[256];
@@ -493,8 +502,15 @@ static int check_map_entry(R *r, const pc_MessageDesc *entry, const pc_FieldDesc
   const pc_FieldDesc *key = &entry->fields[0];
   if (key->type == kPc_Type_Float || key->type == kPc_Type_Double || key->type == kPc_Type_Bytes ||
       key->type == kPc_Type_Message || key->type == kPc_Type_Enum || key->type == kPc_Type_Group)
-    return fail_at(r, f->line, f->column,
+    return fail_at(r, AT_TYPE(f),
                    "Key in map fields cannot be float/double, bytes or message types.");
+  const pc_FieldDesc *value = &entry->fields[1];
+  if (value->type == kPc_Type_Enum) {
+    const Sym *s = find_full(r, value->type_name);
+    const pc_EnumDesc *e = s ? s->desc : NULL;
+    if (e != NULL && e->value_count > 0 && e->values[0].number != 0)
+      return fail_at(r, AT_TYPE(f), "Enum value in map must define 0 as the first value.");
+  }
   return 1;
 }
 
@@ -532,6 +548,21 @@ static const pc_MessageDesc *nested_named(const pc_MessageDesc *m, const char *n
   return NULL;
 }
 
+static int lower_no_underscore(const char **p) {
+  while (**p == '_') (*p)++;
+  int c = (unsigned char)**p;
+  if (c) (*p)++;
+  return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
+}
+
+static int same_json_key(const char *a, const char *b) {
+  for (;;) {
+    int x = lower_no_underscore(&a), y = lower_no_underscore(&b);
+    if (x != y) return 0;
+    if (x == 0) return 1;
+  }
+}
+
 static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
   char *full = join(r, scope, m->name);
   if (full == NULL) return 0;
@@ -545,7 +576,7 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     if (!check_field(r, f, 0, m)) return 0;
     for (size_t k = 0; k < i; k++)
       if (m->fields[k].number == f->number)
-        return fail_at(r, f->line, f->column,
+        return fail_at(r, AT_NUMBER(f),
                        "Field number %d has already been used in \"%s\" by field \"%s\".",
                        f->number, full, m->fields[k].name);
     for (size_t k = 0; k < m->extension_range_count; k++) {
@@ -574,10 +605,20 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     if (proto3 && f->type == kPc_Type_Enum && f->type_name) {
       const Sym *s = find_full(r, f->type_name);
       if (s != NULL && file_of(r, s->file)->syntax != kPc_Syntax_Proto3)
-        return fail_at(r, f->line, f->column,
+        return fail_at(r, AT_TYPE(f),
                        "Enum type \"%.*s\" is not a proto3 enum, but is used in \"%s\" which is "
                        "a proto3 message type.",
                        (int)s->len, s->name, full);
+    }
+  }
+  for (size_t i = 0; proto3 && i < m->field_count; i++) {
+    /* protoc's rule: unique after lower-casing and dropping underscores */
+    for (size_t k = 0; k < i; k++) {
+      if (same_json_key(m->fields[i].name, m->fields[k].name))
+        return fail_at(r, m->fields[i].line, m->fields[i].column,
+                       "The JSON camel-case name of field \"%s\" conflicts with field \"%s\". This "
+                       "is not allowed in proto3.",
+                       m->fields[i].name, m->fields[k].name);
     }
   }
   for (size_t i = 0; i < m->oneof_count; i++) {
@@ -641,9 +682,6 @@ static int is_options_message(const char *dotted_name) {
 
 /* Extensions: inside a declared range of their extendee, number unused. */
 static int check_extension(R *r, const pc_FieldDesc *x) {
-  if (r->file->syntax == kPc_Syntax_Proto3 && !is_options_message(x->extendee))
-    return fail_at(r, x->line, x->column,
-                   "Extensions in proto3 are only allowed for defining options.");
   const Sym *s = find_full(r, x->extendee);
   if (s == NULL || s->kind != kSymMessage) return 1;
   const pc_MessageDesc *m = s->desc;
@@ -652,8 +690,11 @@ static int check_extension(R *r, const pc_FieldDesc *x) {
     in_range = m->extension_ranges[i].range.start <= x->number &&
                x->number < m->extension_ranges[i].range.end;
   if (!in_range)
-    return fail_at(r, x->line, x->column, "\"%s\" does not declare %d as an extension number.",
+    return fail_at(r, AT_NUMBER(x), "\"%s\" does not declare %d as an extension number.",
                    x->extendee + 1, x->number);
+  if (r->file->syntax == kPc_Syntax_Proto3 && !is_options_message(x->extendee))
+    return fail_at(r, x->line, x->column,
+                   "Extensions in proto3 are only allowed for defining options.");
   return 1;
 }
 
@@ -679,14 +720,14 @@ static int check_extensions(R *r, pc_FieldDesc *xs, size_t n, const char *scope)
     if (!check_field(r, &xs[i], 1, NULL) || !check_extension(r, &xs[i])) return 0;
     const Sym *other = extension_clash(r, &xs[i]);
     if (other != NULL)
-      return fail_at(r, xs[i].line, xs[i].column,
+      return fail_at(r, AT_NUMBER(&xs[i]),
                      "Extension number %d has already been used in \"%s\" by extension \"%.*s\".",
                      xs[i].number, xs[i].extendee + 1, (int)other->len, other->name);
     if (r->nseen == r->capseen) {
       size_t nc = r->capseen ? r->capseen * 2 : 16;
-      const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, nc * sizeof *grown);
+      const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, nc * sizeof(const pc_FieldDesc *));
       if (grown == NULL) return oom(r);
-      if (r->nseen) memcpy(grown, r->seen, r->nseen * sizeof *grown);
+      if (r->nseen) memcpy(grown, r->seen, r->nseen * sizeof(const pc_FieldDesc *));
       r->seen = grown;
       r->capseen = nc;
     }
@@ -820,6 +861,8 @@ static const char *field_full_name(R *r, const pc_FieldDesc *f, char *buf, size_
   return buf;
 }
 
+#define FN() field_full_name(r, f, fn, sizeof fn)
+
 static const char *kTypeWord[19] = {NULL,    "double",  "float",  "int64",   "uint64",
                                     "int32", "uint64",  "uint32", "boolean", "string",
                                     "group", "message", "string", "uint32",  "enum",
@@ -830,8 +873,7 @@ static const char *kTypeWord[19] = {NULL,    "double",  "float",  "int64",   "ui
  * OptionInterpreter::SetOptionValue. */
 static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, int packed_body) {
   R *r = c->r;
-  char fn[256];
-  field_full_name(r, f, fn, sizeof fn);
+  char fn[256]; /* the field's full name, filled by FN() for errors only */
   const char *tw = kTypeWord[f->type];
   uint64_t bits = 0;
   int wt = 0;
@@ -847,19 +889,19 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     int64_t x;
     if (v->kind == kVPos) {
       if (v->u > (is64 ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX))
-        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, fn);
+        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
       x = (int64_t)v->u;
     } else if (v->kind == kVNeg) {
       if (!is64 && v->i < INT32_MIN)
-        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, fn);
+        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
       x = v->i;
     } else {
-      return fail_at(r, c->line, c->col, "Value must be integer for %s option \"%s\".", tw, fn);
+      return fail_at(r, c->line, c->col, "Value must be integer for %s option \"%s\".", tw, FN());
     }
     if (f->type == kPc_Type_Sint32) {
-      bits = (uint32_t)(((uint32_t)x << 1) ^ (uint32_t)((int32_t)x >> 31));
+      bits = (uint32_t)(((uint32_t)x << 1) ^ (x < 0 ? UINT32_MAX : 0u));
     } else if (f->type == kPc_Type_Sint64) {
-      bits = ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
+      bits = ((uint64_t)x << 1) ^ (x < 0 ? UINT64_MAX : 0u);
     } else if (f->type == kPc_Type_Sfixed32) {
       bits = (uint32_t)(int32_t)x;
       wt = 5;
@@ -878,9 +920,9 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     int is64 = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
     if (v->kind != kVPos)
       return fail_at(r, c->line, c->col, "Value must be non-negative integer for %s option \"%s\".",
-                     tw, fn);
+                     tw, FN());
     if (!is64 && v->u > UINT32_MAX)
-      return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, fn);
+      return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
     bits = v->u;
     if (f->type == kPc_Type_Fixed32) wt = 5;
     if (f->type == kPc_Type_Fixed64) wt = 1;
@@ -896,7 +938,7 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     } else if (v->kind == kVNeg) {
       d = (double)v->i;
     } else {
-      return fail_at(r, c->line, c->col, "Value must be number for %s option \"%s\".", tw, fn);
+      return fail_at(r, c->line, c->col, "Value must be number for %s option \"%s\".", tw, FN());
     }
     if (f->type == kPc_Type_Float) {
       float fl = (float)d;
@@ -912,12 +954,13 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
   }
   case kPc_Type_Bool:
     if (v->kind != kVIdent)
-      return fail_at(r, c->line, c->col, "Value must be identifier for boolean option \"%s\".", fn);
+      return fail_at(r, c->line, c->col, "Value must be identifier for boolean option \"%s\".",
+                     FN());
     if (strcmp(v->s, "true") == 0) {
       bits = 1;
     } else if (strcmp(v->s, "false") != 0) {
       return fail_at(r, c->line, c->col,
-                     "Value must be \"true\" or \"false\" for boolean option \"%s\".", fn);
+                     "Value must be \"true\" or \"false\" for boolean option \"%s\".", FN());
     }
     break;
   case kPc_Type_Enum: {
@@ -926,13 +969,13 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     if (v->kind == kVPos || v->kind == kVNeg) {
       if (!c->failed_text)
         return fail_at(r, c->line, c->col,
-                       "Value must be identifier for enum-valued option \"%s\".", fn);
+                       "Value must be identifier for enum-valued option \"%s\".", FN());
       bits = v->kind == kVPos ? v->u : (uint64_t)v->i;
       break;
     }
     if (v->kind != kVIdent)
       return fail_at(r, c->line, c->col, "Value must be identifier for enum-valued option \"%s\".",
-                     fn);
+                     FN());
     int found = 0;
     for (size_t i = 0; e && i < e->value_count && !found; i++)
       if (strcmp(e->values[i].name, v->s) == 0) {
@@ -942,22 +985,24 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
     if (!found)
       return fail_at(r, c->line, c->col,
                      "Enum type \"%s\" has no value named \"%s\" for option \"%s\".",
-                     f->type_name + 1, v->s, fn);
+                     f->type_name + 1, v->s, FN());
     break;
   }
   case kPc_Type_String:
   case kPc_Type_Bytes:
     if (v->kind != kVString)
       return fail_at(r, c->line, c->col, "Value must be quoted string for string option \"%s\".",
-                     fn);
+                     FN());
     return buf_tag(r, b, (uint32_t)f->number, 2) && buf_varint(r, b, v->slen) &&
            buf_put(r, b, v->s, v->slen);
-  default: return fail_at(r, c->line, c->col, "Option \"%s\" is not a scalar.", fn);
+  default: return fail_at(r, c->line, c->col, "Option \"%s\" is not a scalar.", FN());
   }
   if (!packed_body && !buf_tag(r, b, (uint32_t)f->number, wt)) return 0;
   if (wt == 0) return buf_varint(r, b, bits);
   return buf_fixed(r, b, bits, wt == 5 ? 4 : 8);
 }
+
+#undef FN
 
 /* ---- text format (aggregate option values) ------------------------------- */
 
@@ -1084,6 +1129,8 @@ static int text_scalar(T *t, Val *v, const pc_FieldDesc *f) {
     uint64_t u;
     if (!pc_Token_Int(&t->cur, &u)) return text_fail(t, "Integer out of range.");
     if (f->type == kPc_Type_Float || f->type == kPc_Type_Double) {
+      if (t->cur.len > 1 && t->cur.text[0] == '0') /* hex and octal, as protoc 21 */
+        return text_fail(t, "Expect a decimal number, got: %.*s", (int)t->cur.len, t->cur.text);
       v->kind = kVDouble;
       v->d = neg ? -(double)u : (double)u;
     } else if (neg) {
@@ -1202,7 +1249,7 @@ static int text_value(T *t, Ents *e, const pc_FieldDesc *f, const Sym *owner, in
     const pc_EnumDesc *en = es ? es->desc : NULL;
     int found = 0;
     for (size_t i = 0; en && i < en->value_count && !found; i++)
-      found = strcmp(en->values[i].name, v.s) == 0;
+      found = v.s != NULL && strcmp(en->values[i].name, v.s) == 0;
     if (!found)
       return text_fail(t, "Unknown enumeration value of \"%s\" for field \"%s\".", v.s, f->name);
   }
@@ -1336,7 +1383,8 @@ typedef struct {
   int is_ext[16];
   size_t nparts;
   Val v;
-  int line, col;
+  int line, col;   /* of the name */
+  int vline, vcol; /* of the value */
 } Unint;
 
 static int decode_unint(const uint8_t *p, const uint8_t *end, Unint *u) {
@@ -1402,12 +1450,14 @@ static int decode_unint(const uint8_t *p, const uint8_t *end, Unint *u) {
     }
     case 1000:
     case 1001:
+    case 1002:
+    case 1003:
       q = start;
       read_varint(&q, p, &x);
-      if (num == 1000)
-        u->line = (int)x;
-      else
-        u->col = (int)x;
+      if (num == 1000) u->line = (int)x;
+      if (num == 1001) u->col = (int)x;
+      if (num == 1002) u->vline = (int)x;
+      if (num == 1003) u->vcol = (int)x;
       break;
     default: break;
     }
@@ -1429,7 +1479,7 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
                    "Option \"(%.*s)\" unknown. Ensure that your proto definition file imports "
                    "the proto which defines the option.",
                    (int)u->lens[0], u->parts[0]);
-  const pc_FieldDesc *chain[16];
+  const pc_FieldDesc *chain[16] = {NULL};
   for (size_t i = 0; i < u->nparts; i++) {
     const pc_FieldDesc *f = NULL;
     char part[512];
@@ -1490,15 +1540,17 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
       (*nnames)++;
     }
   }
-  Ctx c = {r, u->line, u->col, dbg, 0};
+  Ctx c = {r, u->vline, u->vcol, dbg, 0}; /* value errors point at the value */
   Buf val = {0};
   if (leaf->type == kPc_Type_Message || leaf->type == kPc_Type_Group) {
-    if (u->v.kind != kVAggregate)
-      return fail_at(r, u->line, u->col,
+    if (u->v.kind != kVAggregate) {
+      char full[256];
+      return fail_at(r, u->vline, u->vcol,
                      "Option \"%s\" is a message. To set the entire message, use syntax like "
                      "\"%s = { <proto text format> }\". To set fields within it, use syntax like "
                      "\"%s.foo = value\".",
-                     dbg, dbg, dbg);
+                     field_full_name(r, leaf, full, sizeof full), leaf->name, leaf->name);
+    }
     const Sym *ms = find_full(r, leaf->type_name);
     if (ms == NULL) return fail_at(r, u->line, u->col, "Option \"%s\" unknown.", dbg);
     char optname[256];

@@ -48,6 +48,33 @@ static const char *load_error(const char *src, const Mem *extra) {
     CHECK(strcmp(got_, want) == 0);                                                                \
   } while (0)
 
+#define ERR2(src, extra, want)                                                                     \
+  do {                                                                                             \
+    const char *got_ = load_error(src, extra);                                                     \
+    if (strcmp(got_, want) != 0) fprintf(stderr, "got:  %s\nwant: %s\n", got_, want);              \
+    CHECK(strcmp(got_, want) == 0);                                                                \
+  } while (0)
+
+static void import_errors(void) {
+  static const Mem p2[] = {{"p2.proto", "syntax = \"proto2\";\nenum E { X = 1; }"}, {NULL, NULL}};
+  ERR2("syntax = \"proto3\";\nimport \"p2.proto\";\nmessage A { E e = 1; }", p2,
+       "t.proto:3:13: Enum type \"E\" is not a proto3 enum, but is used in \"A\" which is a "
+       "proto3 message type.");
+  static const Mem chain[] = {{"a.proto", "syntax = \"proto3\"; package a; message A {}"},
+                              {"b.proto", "syntax = \"proto3\"; import \"a.proto\";"},
+                              {"c.proto", "syntax = \"proto3\"; import public \"a.proto\";"},
+                              {NULL, NULL}};
+  ERR2("syntax = \"proto3\";\nimport \"b.proto\";\nmessage T { a.A a = 1; }", chain,
+       "t.proto:3:13: \"a.A\" seems to be defined in \"a.proto\", which is not imported by "
+       "\"t.proto\".  To use it here, please add the necessary import.");
+  ERR2("syntax = \"proto3\";\nimport \"c.proto\";\nmessage T { a.A a = 1; }", chain, "");
+  ERR2("syntax = \"proto3\";\nimport \"c.proto\";\nmessage A {}", chain, "");
+  static const Mem dup[] = {{"d.proto", "syntax = \"proto3\"; package p; message A {}"},
+                            {NULL, NULL}};
+  ERR2("syntax = \"proto3\";\npackage p;\nimport \"d.proto\";\nmessage A {}", dup,
+       "t.proto:4:9: \"p.A\" is already defined in file \"d.proto\".");
+}
+
 static void errors(void) {
   /* syntax and tokens */
   ERR("syntax = \"proto4\";",
@@ -74,17 +101,17 @@ static void errors(void) {
       "t.proto:5:10: \"a\" is already defined in \"p.A\".");
   ERR("syntax = \"proto2\";\npackage p;\nenum E { A = 0; }\nenum F { A = 1; }",
       "t.proto:4:10: \"A\" is already defined in \"p\".");
-  ERR("syntax = \"proto3\";\nmessage A { Foo a = 1; }", "t.proto:2:17: \"Foo\" is not defined.");
+  ERR("syntax = \"proto3\";\nmessage A { Foo a = 1; }", "t.proto:2:13: \"Foo\" is not defined.");
   ERR("syntax = \"proto3\";\npackage p;\nmessage Bar { message Baz {} }\nmessage Foo {\n"
       "  message Bar {}\n  Bar.Baz baz = 1;\n}",
-      "t.proto:6:11: \"Bar.Baz\" is resolved to \"p.Foo.Bar.Baz\", which is not defined. The "
+      "t.proto:6:3: \"Bar.Baz\" is resolved to \"p.Foo.Bar.Baz\", which is not defined. The "
       "innermost scope is searched first in name resolution. Consider using a leading '.'(i.e., "
       "\".Bar.Baz\") to start from the outermost scope.");
   ERR("syntax = \"proto3\";\npackage p;\nmessage A { int32 x = 1; p.A.x y = 2; }",
-      "t.proto:3:32: \"p.A.x\" is not a type.");
+      "t.proto:3:26: \"p.A.x\" is not a type.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/any.proto\";\n"
       "message A { google.protobuf.Duration d = 1; }",
-      "t.proto:3:38: \"google.protobuf.Duration\" is not defined.");
+      "t.proto:3:13: \"google.protobuf.Duration\" is not defined.");
   ERR("syntax = \"proto3\";\nimport \"missing.proto\";",
       "t.proto: Import \"missing.proto\" was not found or had errors.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/any.proto\";\n"
@@ -96,13 +123,13 @@ static void errors(void) {
       "t.proto:3:17: \"E\" is not a message type.");
   /* numbers */
   ERR("syntax = \"proto3\";\npackage p;\nmessage A {\n  int32 a = 1;\n  string b = 1;\n}",
-      "t.proto:5:10: Field number 1 has already been used in \"p.A\" by field \"a\".");
+      "t.proto:5:14: Field number 1 has already been used in \"p.A\" by field \"a\".");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 0; }",
-      "t.proto:2:19: Field numbers must be positive integers.");
+      "t.proto:2:23: Field numbers must be positive integers.");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 536870912; }",
-      "t.proto:2:19: Field numbers cannot be greater than 536870911.");
+      "t.proto:2:23: Field numbers cannot be greater than 536870911.");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 19000; }",
-      "t.proto:2:19: Field numbers 19000 through 19999 are reserved for the protocol buffer "
+      "t.proto:2:23: Field numbers 19000 through 19999 are reserved for the protocol buffer "
       "library implementation.");
   ERR("syntax = \"proto3\";\nmessage A {\n  reserved 2, 5 to 8;\n  int32 a = 6;\n}",
       "t.proto:4:9: Field \"a\" uses reserved number 6.");
@@ -116,27 +143,29 @@ static void errors(void) {
       "t.proto:2:49: Extension range 10 to 20 includes field \"a\" (12).");
   ERR("syntax = \"proto2\";\npackage p;\nmessage M { extensions 100 to 200; }\n"
       "extend M { optional int32 e = 300; }",
-      "t.proto:4:27: \"p.M\" does not declare 300 as an extension number.");
+      "t.proto:4:31: \"p.M\" does not declare 300 as an extension number.");
   ERR("syntax = \"proto2\";\npackage p;\nmessage M { extensions 100 to 200; }\n"
       "extend M { optional int32 e = 150; optional int32 f = 150; }",
-      "t.proto:4:51: Extension number 150 has already been used in \"p.M\" by extension \"p.e\".");
+      "t.proto:4:55: Extension number 150 has already been used in \"p.M\" by extension \"p.e\".");
   ERR("syntax = \"proto2\";\nenum E { A = 0; B = 0; }",
       "t.proto:2:17: \"B\" uses the same enum value as \"A\". If this is intended, set 'option "
       "allow_alias = true;' to the enum definition.");
   ERR("syntax = \"proto2\";\nenum E { }", "t.proto:2:6: Enums must contain at least one value.");
   /* maps, defaults, options */
   ERR("syntax = \"proto3\";\nmessage A { map<double, string> m = 1; }",
-      "t.proto:2:33: Key in map fields cannot be float/double, bytes or message types.");
+      "t.proto:2:13: Key in map fields cannot be float/double, bytes or message types.");
+  ERR("syntax = \"proto2\";\nenum E { ONE = 1; }\nmessage A { map<int32, E> m = 1; }",
+      "t.proto:3:13: Enum value in map must define 0 as the first value.");
   ERR("syntax = \"proto3\";\nmessage A { repeated map<int32, int32> m = 1; }",
       "t.proto:2:22: Field labels (required/optional/repeated) are not allowed on map fields.");
   ERR("syntax = \"proto2\";\nenum E { A = 0; }\nmessage M { optional E e = 1 [default = B]; }",
-      "t.proto:3:24: Enum type \"E\" has no value named \"B\".");
+      "t.proto:3:41: Enum type \"E\" has no value named \"B\".");
   ERR("syntax = \"proto2\";\nmessage N {}\nmessage M { optional N n = 1 [default = 1]; }",
-      "t.proto:3:24: Messages can't have default values.");
+      "t.proto:3:41: Messages can't have default values.");
   ERR("syntax = \"proto2\";\nmessage M { optional int32 n = 1 [default = 1.5]; }",
       "t.proto:2:45: Expected integer for field default value.");
   ERR("syntax = \"proto2\";\nmessage A { optional int32 a = 1 [packed = true]; }",
-      "t.proto:2:28: [packed = true] can only be specified for repeated primitive fields.");
+      "t.proto:2:22: [packed = true] can only be specified for repeated primitive fields.");
   ERR("syntax = \"proto3\";\noption foo = 1;",
       "t.proto:2:8: Option \"foo\" unknown. Ensure that your proto definition file imports the "
       "proto which defines the option.");
@@ -153,21 +182,56 @@ static void errors(void) {
       "proto which defines the option.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
       "extend google.protobuf.FileOptions { int32 small = 50000; }\noption (small) = 3000000000;",
-      "t.proto:4:8: Value out of range for int32 option \"small\".");
+      "t.proto:4:18: Value out of range for int32 option \"small\".");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
       "message R { string s = 1; }\n"
       "extend google.protobuf.FileOptions { R r = 50000; }\noption (r) = { t: 1 };",
-      "t.proto:5:8: Error while parsing option value for \"r\": Message type \"R\" has no field "
+      "t.proto:5:14: Error while parsing option value for \"r\": Message type \"R\" has no field "
       "named \"t\".");
+  ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
+      "message R { double d = 1; }\n"
+      "extend google.protobuf.FileOptions { R r = 50000; }\noption (r) = { d: 0x10 };",
+      "t.proto:5:14: Error while parsing option value for \"r\": Expect a decimal number, got: "
+      "0x10");
+  ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
+      "message R { string s = 1; }\n"
+      "extend google.protobuf.FileOptions { R r = 50000; }\noption (r) = 5;",
+      "t.proto:5:14: Option \"r\" is a message. To set the entire message, use syntax like "
+      "\"r = { <proto text format> }\". To set fields within it, use syntax like \"r.foo = "
+      "value\".");
   /* proto3 rules */
   ERR("syntax = \"proto3\";\nenum E { A = 1; }",
       "t.proto:2:10: The first enum value must be zero in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { required int32 a = 1; }",
-      "t.proto:2:28: Required fields are not allowed in proto3.");
+      "t.proto:2:22: Required fields are not allowed in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 1 [default = 5]; }",
-      "t.proto:2:19: Explicit default values are not allowed in proto3.");
+      "t.proto:2:36: Explicit default values are not allowed in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { optional group G = 1 {} }",
-      "t.proto:2:28: Groups are not supported in proto3 syntax.");
+      "t.proto:2:22: Groups are not supported in proto3 syntax.");
+  ERR("syntax = \"proto3\";\nmessage A { int32 foo_bar = 1; int32 fooBar = 2; }",
+      "t.proto:2:38: The JSON camel-case name of field \"fooBar\" conflicts with field "
+      "\"foo_bar\". This is not allowed in proto3.");
+  ERR("syntax = \"proto3\";\nenum E { option allow_alias = true; A = 0; B = 1; }\n",
+      "t.proto:3:1: \"E\" declares support for enum aliases but no enum values share field "
+      "numbers. Please remove the unnecessary 'option allow_alias = true;' declaration.");
+  ERR("syntax = \"proto2\";\nmessage M { optional uint32 a = 1 [default = -1]; }",
+      "t.proto:2:47: Unsigned field can't have negative default value.");
+  ERR("syntax = \"proto3\";\nmessage M { oneof o { map<int32,int32> m = 1; } }",
+      "t.proto:2:23: Map fields are not allowed in oneofs.");
+  ERR("syntax = \"proto2\";\nmessage M { extensions 10 to 20; }\n"
+      "extend M { optional int32 e = 10 [json_name = \"x\"]; }",
+      "t.proto:3:27: option json_name is not allowed on extension fields.");
+  ERR("syntax = \"proto3\";\nmessage M { option message_set_wire_format = true; }",
+      "t.proto:2:9: MessageSet is not supported in proto3.");
+  ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"
+      "message M {}\nextend M { int32 e = 1; }",
+      "t.proto:4:22: \"M\" does not declare 1 as an extension number.");
+  ERR("syntax = \"proto3\";\nimport \"t.proto\";",
+      "File recursively imports itself: t.proto -> t.proto");
+  ERR("syntax = \"proto3\";\nmessage M { int32 a = 09; }",
+      "t.proto:2:24: Numbers starting with leading zero must be in octal.");
+  ERR("syntax = \"proto3\";\noption java_package.x = \"a\";",
+      "t.proto:2:8: Option \"java_package\" is an atomic type, not a message.");
   ERR("syntax = \"proto3\";\nmessage M { extensions 10 to 20; }",
       "t.proto:2:9: Extension ranges are not allowed in proto3.");
 }
@@ -186,7 +250,7 @@ static const char kShapes[] =
     "message M {\n"
     "  map<string, google.protobuf.Timestamp> times = 1;\n"
     "  optional int32 count = 2;\n"
-    "  int32 _count = 3;\n"
+    "  oneof _count { int32 c3 = 3; }\n"
     "  optional string name = 4 [json_name = \"NAME\", deprecated = true];\n"
     "  oneof kind { bytes raw = 5; M sub = 6; }\n"
     "  reserved 10 to max;\n"
@@ -231,13 +295,13 @@ static void shapes(void) {
   CHECK(e->fields[1].type == kPc_Type_Message && e->fields[0].type == kPc_Type_String);
   CHECK(m->fields[0].label == kPc_Label_Repeated &&
         strcmp(m->fields[0].type_name, ".demo.v1.M.TimesEntry") == 0);
-  /* real oneof first, then synthetic ones; "_count" is taken by a field */
-  CHECK(m->oneof_count == 3 && strcmp(m->oneofs[0].name, "kind") == 0);
-  CHECK(strcmp(m->oneofs[1].name, "X_count") == 0 && m->fields[1].oneof_index == 1);
-  CHECK(strcmp(m->oneofs[2].name, "_name") == 0 && m->fields[1].proto3_optional);
+  /* real oneofs first, then synthetic ones; "_count" is taken by a oneof */
+  CHECK(m->oneof_count == 4 && strcmp(m->oneofs[0].name, "_count") == 0);
+  CHECK(strcmp(m->oneofs[1].name, "kind") == 0 && m->fields[2].oneof_index == 0);
+  CHECK(strcmp(m->oneofs[2].name, "X_count") == 0 && m->fields[1].oneof_index == 2);
+  CHECK(strcmp(m->oneofs[3].name, "_name") == 0 && m->fields[1].proto3_optional);
   CHECK(strcmp(m->fields[3].json_name, "NAME") == 0 && m->fields[3].deprecated == 1);
-  CHECK(strcmp(m->fields[2].json_name, "Count") == 0);
-  CHECK(m->fields[4].oneof_index == 0 && m->fields[5].type == kPc_Type_Message);
+  CHECK(m->fields[4].oneof_index == 1 && m->fields[5].type == kPc_Type_Message);
   CHECK(m->reserved_range_count == 1 && m->reserved_ranges[0].end == 536870912);
   CHECK(m->fields[6].packed == 0 && m->fields[6].options.size == 2);
   CHECK(m->fields[0].line == 6 && m->fields[0].column == 42);
@@ -276,8 +340,16 @@ static void builtins(void) {
   pc_Arena_Free(a);
 }
 
+static const char kCustom[] =
+    "syntax = \"proto2\";\n"
+    "import \"google/protobuf/descriptor.proto\";\n"
+    "import \"s.proto\";\n"
+    "message R { repeated int32 n = 1; optional R r = 2; }\n"
+    "extend google.protobuf.MessageOptions { optional R r = 50000; optional int32 i = 50001; }\n"
+    "message C { option (r) = { n: [1, 2] r { n: 3 } }; option (i) = -1; option (r).n = 4; }\n";
+
 static void no_leak(void) {
-  Mem files[] = {{"s.proto", kShapes}, {NULL, NULL}};
+  Mem files[] = {{"s.proto", kShapes}, {"c.proto", kCustom}, {NULL, NULL}};
   for (long n = 1;; n++) {
     fail_reset(n);
     pc_Arena *a = pc_Arena_New(fail_alloc, NULL);
@@ -285,8 +357,9 @@ static void no_leak(void) {
     pc_Error_Init(&err);
     if (a != NULL) {
       pc_ProtoSet set = {0};
-      pc_FileDesc *f = pc_LoadProto(a, &set, "s.proto", mem_source, files, &err);
+      pc_FileDesc *f = pc_LoadProto(a, &set, "c.proto", mem_source, files, &err);
       CHECK(f != NULL || strcmp(err.msg, "out of memory") == 0);
+      if (f != NULL) CHECK(f->messages[1].options.size == 31); /* as protoc */
       pc_Arena_Free(a);
     }
     CHECK(fail_live == 0);
@@ -296,6 +369,7 @@ static void no_leak(void) {
 
 int main(void) {
   errors();
+  import_errors();
   shapes();
   builtins();
   no_leak();

@@ -13,6 +13,10 @@ as the hex of their serialized bytes. Each difference prints as a path:
 (ours first, then protoc's).
 
 Usage: proto_compare.py CORPUS_DIR PROTO_DUMP
+       proto_compare.py --protoc DIR PROTO_DUMP
+The second form compiles every .proto under DIR with Debian's protoc
+(-I DIR -I /usr/include --include_imports) and compares the same way: the
+differential test on the project's own tricky fixtures.
 Exit 0 when equal, 1 on a difference, 77 (skip) when the corpus is absent
 and env CI is not set.
 """
@@ -20,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from google.protobuf import descriptor_pb2
 
@@ -81,7 +86,59 @@ def dump(tool, args):
     return {f["name"]: f for f in json.loads(r.stdout)["file"]}, None
 
 
+def proto_files(root):
+    files = []
+    for d, _, names in os.walk(root):
+        for n in names:
+            if n.endswith(".proto"):
+                files.append(os.path.relpath(os.path.join(d, n), root))
+    return sorted(files)
+
+
+def compare_set(what, fds, ours, builtin):
+    compared = failed = 0
+    for fp in fds.file:
+        if builtin and fp.name not in ours:
+            continue  # compiler/plugin.proto is not built in
+        compared += 1
+        if fp.name not in ours:
+            print("%s: %s: not loaded" % (what, fp.name))
+            failed += 1
+            continue
+        diffs = []
+        compare(ours[fp.name], to_json(fp), "", diffs)
+        if diffs:
+            failed += 1
+            for d in diffs:
+                print("%s: %s" % (fp.name, d))
+    return compared, failed
+
+
+def main_protoc(root, tool):
+    files = proto_files(root)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "set.pb")
+        r = subprocess.run(["protoc", "-I", root, "-I", "/usr/include", "--include_imports",
+                            "--descriptor_set_out=" + out] + files,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print("protoc failed: " + r.stderr.strip())
+            return 1
+        fds = descriptor_pb2.FileDescriptorSet()
+        with open(out, "rb") as f:
+            fds.ParseFromString(f.read())
+    ours, err = dump(tool, ["-I", root] + files)
+    if ours is None:
+        print("load failed: %s" % err)
+        return 1
+    compared, failed = compare_set(root, fds, ours, False)
+    print("proto_compare: %d files compared, %d differ" % (compared, failed))
+    return 1 if failed else 0
+
+
 def main():
+    if sys.argv[1] == "--protoc":
+        return main_protoc(sys.argv[2], sys.argv[3])
     corpus, tool = sys.argv[1], sys.argv[2]
     protos = os.path.join(corpus, "protos")
     if not os.path.isdir(protos):
@@ -96,12 +153,44 @@ def main():
     runs = []
     for project in sorted(os.listdir(protos)):
         root = os.path.join(protos, project)
-        files = []
-        for d, _, names in os.walk(root):
-            for n in names:
-                if n.endswith(".proto"):
-                    files.append(os.path.relpath(os.path.join(d, n), root))
-        runs.append((project, ["-I", root] + sorted(files)))
+        runs.append((project, ["-I", root] + proto_files(root)))
+    runs.append(("wkt", ["google/protobuf/%s.proto" % n for n in WKT]))
+    for project, args in runs:
+        fds = descriptor_pb2.FileDescriptorSet()
+        with open(os.path.join(corpus, "descriptors", project + ".pb"), "rb") as f:
+            fds.ParseFromString(f.read())
+        ours, err = dump(tool, args)
+        builtin = "-I" not in args
+        what = project + (" (built-in well-known types)" if builtin else "")
+        if ours is None:
+            print("%s: load failed: %s" % (what, err))
+            failed += 1
+            continue
+        c, f = compare_set(what, fds, ours, builtin)
+        compared += c
+        failed += f
+    print("proto_compare: %d files compared, %d differ" % (compared, failed))
+    return 1 if failed else 0
+
+
+def main():
+    if sys.argv[1] == "--protoc":
+        return main_protoc(sys.argv[2], sys.argv[3])
+    corpus, tool = sys.argv[1], sys.argv[2]
+    protos = os.path.join(corpus, "protos")
+    if not os.path.isdir(protos):
+        msg = "proto_compare: corpus absent (%s)" % protos
+        if os.environ.get("CI"):
+            print(msg + ": FAIL (CI is set)")
+            return 1
+        print(msg + ": SKIP")
+        return 77
+    failed = 0
+    compared = 0
+    runs = []
+    for project in sorted(os.listdir(protos)):
+        root = os.path.join(protos, project)
+        runs.append((project, ["-I", root] + proto_files(root)))
     runs.append(("wkt", ["google/protobuf/%s.proto" % n for n in WKT]))
     for project, args in runs:
         fds = descriptor_pb2.FileDescriptorSet()

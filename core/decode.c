@@ -483,8 +483,7 @@ static const uint8_t *decode_message(Dec *d, const uint8_t *p, const uint8_t *en
         p = read_number(p, end, f->type, &v, &st);
         if (p == NULL) return fail(d, m, f, 0, st, vp);
         store_number((char *)msg + f->offset, f->slot, &v);
-        if (f->hasbit >= 0)
-          ((uint8_t *)msg)[8 + f->hasbit / 8] |= (uint8_t)(1u << (f->hasbit % 8));
+        if (f->hasbit >= 0) ((uint8_t *)msg)[8 + f->hasbit / 8] |= (uint8_t)(1u << (f->hasbit % 8));
         continue;
       }
       if (wt == want ||

@@ -102,8 +102,8 @@ static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m)
  * reservation. */
 static int put_string(Enc *e, const pc_FieldDef *f, const pc_StringView *s) {
   pc_WireWriter *w = e->w;
-  if (s->size > SIZE_MAX - 2 * PC_WIRE_MAX_VARINT ||
-      !pc_WireWriter_Reserve(w, s->size + 2 * PC_WIRE_MAX_VARINT))
+  if (s->size > SIZE_MAX - (size_t)2 * PC_WIRE_MAX_VARINT ||
+      !pc_WireWriter_Reserve(w, s->size + (size_t)2 * PC_WIRE_MAX_VARINT))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
   uint8_t *p = w->ptr - s->size;
   if (s->size > 0) memcpy(p, s->data, s->size);
@@ -266,17 +266,20 @@ static int present(const pc_Message *msg, const pc_FieldDef *f) {
   }
 }
 
+/* The pointer stored at 'slot' (which may be unaligned for the reader). */
+static const void *load_ptr(const void *slot) {
+  const void *p;
+  memcpy(&p, slot, sizeof p);
+  return p;
+}
+
 static int put_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f) {
   const char *slot = (const char *)msg + f->offset;
   if (f->is_map) {
-    const pc_Map *map;
-    memcpy(&map, slot, sizeof(const pc_Map *));
-    return put_map(e, f, map);
+    return put_map(e, f, load_ptr(slot));
   }
   if (f->label == kPc_Label_Repeated) {
-    const pc_Array *arr;
-    memcpy(&arr, slot, sizeof(const pc_Array *));
-    return put_repeated(e, f, arr);
+    return put_repeated(e, f, load_ptr(slot));
   }
   if (!present(msg, f)) return 1;
   if (f->oneof != NULL && (f->slot == kPc_Slot_Message)) {
@@ -349,8 +352,7 @@ static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m)
   pc_WireWriter *w = e->w;
   /* Offset 0 holds the internal part (unknown bytes, extensions), or NULL
    * (message.h's layout). */
-  const pc_MessageInternal *in;
-  memcpy(&in, msg, sizeof in);
+  const pc_MessageInternal *in = load_ptr(msg);
   size_t xcount = 0;
   const pc_Extension *xs = NULL;
   if (in != NULL) {

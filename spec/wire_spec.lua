@@ -319,3 +319,19 @@ describe("oneofs on the wire", function()
     assert.are.equal("08 00", hex(pc.encode(O { a = 0 })))
   end)
 end)
+
+describe("encode and decode across kinds of messages", function()
+  it("encodes views, standalone messages and other types in turn", function()
+    local outer = assert(pc.decode(T "t2.Outer", unhex "2a 04 08 0a 10 2a"))
+    local view = outer.sub
+    local own = T "t2.Inner" { f1 = 10, f2 = 42 }
+    for _ = 1, 3 do
+      assert.are.equal("08 0a 10 2a", hex(pc.encode(view)))
+      assert.are.equal("08 0a 10 2a", hex(pc.encode(own)))
+      assert.are.equal("2a 04 08 0a 10 2a", hex(pc.encode(outer)))
+      assert.has_error(function() pc.encode(T "t2.Inner") end)
+      assert.are.equal(10, pc.decode(T "t2.Inner", "\8\10").f1)
+      assert.are.equal(10, pc.decode(T "t2.Outer", "\42\2\8\10").sub.f1)
+    end
+  end)
+end)

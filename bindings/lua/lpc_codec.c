@@ -28,7 +28,49 @@ typedef struct {
   pc_WireWriter w;   /* the encode buffer */
   pc_Arena *scratch; /* decode's arena for all-number types; stays empty
                         (no block) unless the input had unknown fields */
+  /* The last message metatable encode met and what it means (user value 1
+   * keeps that metatable alive, so the pointer cannot be reused), and the
+   * last Type decode met (user value 2). Saves the generic checks on the
+   * common loop of one type. */
+  const void *mt;
+  const pc_MessageDef *mt_def;
+  int mt_standalone;
+  const void *type;
+  const pc_MessageDef *type_def;
 } CodecState;
+
+#define CODEC_STATE lua_upvalueindex(1)
+
+/* The message at 1 and its type, as lpc_checkmessage, through the cache. */
+static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageDef **def) {
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
+    int hit = lua_topointer(L, -1) == cs->mt;
+    lua_pop(L, 1);
+    if (hit) {
+      void *p = lua_touserdata(L, 1);
+      *def = cs->mt_def;
+      return cs->mt_standalone ? p : *(pc_Message **)p;
+    }
+  }
+  pc_Message *msg = lpc_checkmessage(L, 1, def);
+  lua_getmetatable(L, 1);
+  cs->mt = lua_topointer(L, -1);
+  lua_setiuservalue(L, CODEC_STATE, 1);
+  cs->mt_def = *def;
+  cs->mt_standalone = msg == lua_touserdata(L, 1);
+  return msg;
+}
+
+/* The Type at 1, as lpc_checktype, through the cache. */
+static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
+  const pc_MessageDef *def = lpc_checktype(L, 1);
+  cs->type = lua_touserdata(L, 1);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, CODEC_STATE, 2);
+  cs->type_def = def;
+  return def;
+}
 
 static int lpc_codecstate_gc(lua_State *L) {
   CodecState *cs = luaL_checkudata(L, 1, LPC_CODECSTATE);
@@ -54,14 +96,15 @@ static int all_numbers(const pc_MessageDef *def) {
  * out. */
 static int lpc_codec_encode(lua_State *L) {
   const pc_MessageDef *def;
-  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  CodecState *cs = lua_touserdata(L, CODEC_STATE);
+  pc_Message *msg = check_message(L, cs, &def);
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
     opts.deterministic = lua_getfield(L, 2, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
     lua_pop(L, 1);
   }
-  pc_WireWriter *w = &((CodecState *)lua_touserdata(L, lua_upvalueindex(1)))->w;
+  pc_WireWriter *w = &cs->w;
   pc_Error err;
   pc_Error_Init(&err);
   pc_WireWriter_Reset(w);
@@ -81,7 +124,8 @@ static int lpc_codec_encode(lua_State *L) {
  * "<subject>: <reason> at offset <n>" for malformed input. Raises when
  * memory runs out. */
 static int lpc_codec_decode(lua_State *L) {
-  const pc_MessageDef *def = lpc_checktype(L, 1);
+  CodecState *cs = lua_touserdata(L, CODEC_STATE);
+  const pc_MessageDef *def = check_type(L, cs);
   size_t len;
   if (lua_type(L, 2) != LUA_TSTRING) luaL_typeerror(L, 2, "string");
   const char *bytes = lua_tolstring(L, 2, &len);
@@ -99,7 +143,6 @@ static int lpc_codec_decode(lua_State *L) {
   pc_Error_Init(&err);
   pc_DecodeStatus st;
   if (all_numbers(def)) {
-    CodecState *cs = lua_touserdata(L, lua_upvalueindex(1));
     if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
       return luaL_error(L, "not enough memory");
     size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
@@ -163,9 +206,12 @@ static int lpc_codec_load_descriptor_set(lua_State *L) {
 }
 
 void lpc_open_codec(lua_State *L) {
-  CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
+  CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 2);
   pc_WireWriter_Init(&cs->w, NULL, NULL);
   cs->scratch = NULL;
+  cs->mt = cs->type = NULL;
+  cs->mt_def = cs->type_def = NULL;
+  cs->mt_standalone = 0;
   if (luaL_newmetatable(L, LPC_CODECSTATE)) {
     lua_pushcfunction(L, lpc_codecstate_gc);
     lua_setfield(L, -2, "__gc");

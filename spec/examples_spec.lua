@@ -1,0 +1,80 @@
+-- The examples run green: the quickstart in process and against a real gRPC
+-- server (examples/route_server.py on Debian's python3-grpcio), and the
+-- payload decoder on a corpus payload. They run through the `protocall`
+-- command of the build under test ($PROTOCALL_BIN, set by .ci/busted).
+local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+local CORPUS = "../shared/corpus"
+
+local function run(cmd)
+  local h = io.popen(cmd .. " 2>&1")
+  local out = h:read("a")
+  local ok, _, code = h:close()
+  return out, ok and 0 or code
+end
+
+local function free_port()
+  local out = run([[/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']])
+  return assert(tonumber(out:match("%d+")))
+end
+
+describe("examples/quickstart.lua", function()
+  it("runs in process: loads the schema, encodes, retries a flaky handler, streams", function()
+    local out, code = run(BIN .. " examples/quickstart.lua")
+    assert.are.equal(0, code, out)
+    assert.matches("loaded route.proto", out, 1, true)
+    assert.matches("demo.Point.x: integer expected, got string", out, 1, true)
+    assert.matches("encoded: 36 bytes: 0a08747269616e676c65", out, 1, true)
+    assert.matches("server: attempt 3", out, 1, true)
+    assert.are.equal(2, select(2, out:gsub("client: retrying after UNAVAILABLE: flaky server", "")))
+    assert.matches("Measure -> demo.Distance{length=9.0, legs=2}", out, 1, true)
+    assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
+  end)
+
+  it("calls a real gRPC server with --target", function()
+    local port = free_port()
+    local server = io.popen("exec /usr/bin/python3 examples/route_server.py " .. port .. " >/dev/null 2>&1", "w")
+    local out, code
+    for _ = 1, 100 do -- until the server listens
+      out, code = run(BIN .. " examples/quickstart.lua --target http://127.0.0.1:" .. port)
+      if code == 0 or not out:match("UNAVAILABLE: .*[Cc]onnect") then break end
+      os.execute("sleep 0.1")
+    end
+    os.execute("pkill -f 'examples/route_server.py " .. port .. "'")
+    server:close()
+    assert.are.equal(0, code, out)
+    assert.matches("calling demo.Router at http://127.0.0.1:" .. port, out, 1, true)
+    assert.matches("Measure -> demo.Distance{length=9.0, legs=2}", out, 1, true)
+    assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
+  end)
+end)
+
+describe("examples/decode.lua", function()
+  it("prints a corpus payload as protoc --decode does", function()
+    local f = io.open(CORPUS .. "/payloads/grpc/route_guide_feature.bin", "rb")
+    if not f then
+      if os.getenv("CI") then error("corpus missing at " .. CORPUS .. " (required when CI is set)") end
+      pending("corpus not found at " .. CORPUS .. ": decode example skipped")
+      return
+    end
+    f:close()
+    local out, code = run(BIN .. " examples/decode.lua -I " .. CORPUS .. "/protos/grpc/examples/protos "
+      .. "route_guide.proto routeguide.Feature " .. CORPUS .. "/payloads/grpc/route_guide_feature.bin")
+    assert.are.equal(0, code, out)
+    assert.are.equal('name: "Patriots Path, Mendham, NJ 07945, USA"\nlocation {\n  latitude: 407838351\n'
+      .. '  longitude: -746143763\n}\n', out)
+  end)
+
+  it("fails with the byte offset on a truncated payload and a usage line without arguments", function()
+    local tmp = os.tmpname()
+    local f = assert(io.open(tmp, "wb"))
+    f:write("\10\5ab")
+    f:close()
+    local out, code = run(BIN .. " examples/decode.lua -I examples route.proto demo.Route " .. tmp)
+    os.remove(tmp)
+    assert.are_not.equal(0, code)
+    assert.matches("demo.Route.name: length runs past the end of the input at offset 1", out, 1, true)
+    out, code = run(BIN .. " examples/decode.lua")
+    assert.are_not.equal(0, code)
+    assert.matches("^usage: protocall examples/decode.lua", out)
+  end)
+end)

@@ -40,8 +40,11 @@ describe("codec over the corpus", function()
   end
 
   it("loads every descriptor set, files in order", function()
-    local names = assert(pc.pool():load_descriptor_set(read(CORPUS .. "/descriptors/grpc.pb")))
-    assert.are.equal(5, #names)
+    local files = assert(pc.pool():load_descriptor_set(read(CORPUS .. "/descriptors/grpc.pb")))
+    assert.are.equal(5, #files)
+    assert.are.equal("examples/protos/helloworld.proto", files[1].name)
+    assert.are.equal("helloworld", files[1].package)
+    assert.are.equal("proto3", files[1].syntax)
     for _, project in ipairs { "wkt", "protobuf", "opentelemetry", "grpc", "googleapis" } do
       assert.is_not_nil(pool_for(project))
     end

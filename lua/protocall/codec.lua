@@ -3,10 +3,11 @@
 -- core/encode.c, core/decode.c, core/descriptor_set.c).
 local M = {}
 
-local type, error = type, error
+local type, error, ipairs = type, error, ipairs
 
 function M.install(pc, core)
   local encode, decode, load_set = core.encode, core.decode, core.load_descriptor_set
+  local file_info = core.file_info
 
   --- bytes = pc.encode(m [, {deterministic = true}]): the message's wire
   -- encoding, byte for byte what the C++ library writes (field-number
@@ -20,18 +21,26 @@ function M.install(pc, core)
   -- nesting deeper than max_depth (default 100) is malformed.
   pc.decode = decode
 
-  --- names | nil, err = pool:load_descriptor_set(bytes): adds every file of
+  --- files | nil, err = pool:load_descriptor_set(bytes): adds every file of
   -- a serialized google.protobuf.FileDescriptorSet (`protoc -o
-  -- --include_imports`) to the pool, extensions included; files the pool
-  -- already has by name are skipped. Returns the list of added file names.
+  -- --include_imports`) to the pool, extensions included, read with the
+  -- project's own codec; files the pool already has by name are skipped.
+  -- Returns the list of the added files as file tables (as pool:load
+  -- returns: {name, package, syntax, messages, enums, services,
+  -- dependencies}), or nil and "descriptor set: <subject>: <reason> at
+  -- offset <n>" / the pool's validation error.
   function core.Pool.load_descriptor_set(pool, bytes)
     if type(bytes) ~= "string" then
       error("bad argument #1 to 'load_descriptor_set' (string expected, got " .. type(bytes) .. ")", 2)
     end
-    return load_set(pool, bytes)
+    local names, err = load_set(pool, bytes)
+    if not names then return nil, err end
+    local files = {}
+    for i, name in ipairs(names) do files[i] = file_info(pool, name) end
+    return files
   end
 
-  --- names | nil, err = pc.load_descriptor_set(bytes [, {pool = p}]): the
+  --- files | nil, err = pc.load_descriptor_set(bytes [, {pool = p}]): the
   -- same on the default pool (or opts.pool).
   function pc.load_descriptor_set(bytes, opts)
     local pool = opts ~= nil and opts.pool or pc._default_pool

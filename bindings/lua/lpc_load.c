@@ -8,6 +8,7 @@
  * this file supplies file text from a string or the import paths, seeds the
  * load with the files the pool already holds, and adds what is new. */
 #include "def.h"
+#include "descriptor_write.h"
 #include "lpc.h"
 #include "lpc_msg.h"
 #include "proto_load.h"
@@ -17,8 +18,8 @@
 #include <string.h>
 
 typedef struct {
-  pc_Arena *arena;          /* owned by an Arena userdata on the stack */
-  const char *main_name;    /* the file given as a string, or NULL */
+  pc_Arena *arena;       /* owned by an Arena userdata on the stack */
+  const char *main_name; /* the file given as a string, or NULL */
   const char *main_source;
   size_t main_len;
   const char **paths; /* import paths, in the arena */
@@ -221,9 +222,43 @@ static int lpc_service_info(lua_State *L) {
   return 1;
 }
 
+#define WRITER_MT "protocall.DescriptorWriter"
+
+static int lpc_writer_gc(lua_State *L) {
+  pc_WireWriter_Free(luaL_checkudata(L, 1, WRITER_MT));
+  return 0;
+}
+
+/* -- bytes | nil = core.file_descriptor_bytes(pool, name)
+ * The loaded file 'name' serialized as a google.protobuf.FileDescriptorProto
+ * (core/descriptor_write.h: protoc's bytes); nil when the pool has no file
+ * of that name. Raises when memory runs out. Issue 5 item 5. */
+static int lpc_file_descriptor_bytes(lua_State *L) {
+  pc_Pool *pool = lpc_checkpool(L, 1);
+  const pc_FileDesc *fd = pc_Pool_FileDesc(pool, luaL_checkstring(L, 2));
+  if (fd == NULL) return 0;
+  /* The buffer belongs to a userdata, so a raising push cannot leak it. */
+  pc_WireWriter *w = lua_newuserdatauv(L, sizeof *w, 0);
+  void *ud;
+  lua_Alloc alloc = lua_getallocf(L, &ud);
+  pc_WireWriter_Init(w, alloc, ud);
+  luaL_setmetatable(L, WRITER_MT);
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (!pc_FileDesc_Write(fd, w, &err)) return luaL_error(L, "%s", err.msg);
+  lua_pushlstring(L, (const char *)pc_WireWriter_Data(w), pc_WireWriter_Size(w));
+  pc_WireWriter_Free(w);
+  return 1;
+}
+
 void lpc_open_load(lua_State *L) {
+  luaL_newmetatable(L, WRITER_MT);
+  lua_pushcfunction(L, lpc_writer_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
   static const luaL_Reg funcs[] = {{"load_proto", lpc_load_proto},
                                    {"file_info", lpc_file_info},
+                                   {"file_descriptor_bytes", lpc_file_descriptor_bytes},
                                    {"service_info", lpc_service_info},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);

@@ -17,14 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-  pc_Arena *arena;       /* owned by an Arena userdata on the stack */
-  const char *main_name; /* the file given as a string, or NULL */
-  const char *main_source;
-  size_t main_len;
-  const char **paths; /* import paths, in the arena */
-  size_t path_count;
-} SourceCtx;
+typedef lpc_SourceCtx SourceCtx;
 
 /* Reads the whole file at 'path' into the arena: 1 found, 0 absent, -1 error. */
 static int read_file(pc_Arena *a, const char *path, const char **src, size_t *len, pc_Error *err) {
@@ -78,6 +71,26 @@ static int source_fn(void *ud, const char *name, const char **src, size_t *len, 
   return 0;
 }
 
+int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *err) {
+  /* Seed with the pool's files so imports of loaded files are not reread. */
+  size_t seeded = pc_Pool_FileCount(pool);
+  pc_ProtoSet set = {NULL, 0, 0};
+  if (seeded > 0) {
+    set.files = pc_Arena_Malloc(c->arena, seeded * sizeof(pc_FileDesc *));
+    if (set.files == NULL) {
+      pc_Error_Set(err, "%s: out of memory", name);
+      return 0;
+    }
+    for (size_t i = 0; i < seeded; i++) /* read only: the set copies before growing */
+      set.files[i] = (pc_FileDesc *)pc_Pool_FileDesc(pool, pc_Pool_File(pool, i)->name);
+    set.count = set.cap = seeded;
+  }
+  if (pc_LoadProto(c->arena, &set, name, source_fn, c, err) == NULL) return 0;
+  for (size_t i = seeded; i < set.count; i++)
+    if (pc_Pool_AddFile(pool, set.files[i], err) == NULL) return 0;
+  return 1;
+}
+
 /* -- name | nil, err = core.load_proto(pool, name, source|nil, {import_path, ...})
  * Loads the file 'name' (its text is 'source', or read through the import
  * paths when 'source' is nil) with everything it imports into 'pool'.
@@ -113,29 +126,12 @@ static int lpc_load_proto(lua_State *L) {
     if (c.paths[i] == NULL) return luaL_error(L, "out of memory");
     lua_pop(L, 1);
   }
-  /* Seed with the pool's files so imports of loaded files are not reread. */
-  size_t seeded = pc_Pool_FileCount(pool);
-  pc_ProtoSet set = {NULL, 0, 0};
-  if (seeded > 0) {
-    set.files = pc_Arena_Malloc(c.arena, seeded * sizeof(pc_FileDesc *));
-    if (set.files == NULL) return luaL_error(L, "out of memory");
-    for (size_t i = 0; i < seeded; i++) /* read only: the set copies before growing */
-      set.files[i] = (pc_FileDesc *)pc_Pool_FileDesc(pool, pc_Pool_File(pool, i)->name);
-    set.count = set.cap = seeded;
-  }
   pc_Error err;
   pc_Error_Init(&err);
-  if (pc_LoadProto(c.arena, &set, name, source_fn, &c, &err) == NULL) {
+  if (!lpc_load_into(pool, &c, name, &err)) {
     lua_pushnil(L);
     lua_pushstring(L, err.set ? err.msg : "load failed");
     return 2;
-  }
-  for (size_t i = seeded; i < set.count; i++) {
-    if (pc_Pool_AddFile(pool, set.files[i], &err) == NULL) {
-      lua_pushnil(L);
-      lua_pushstring(L, err.msg);
-      return 2;
-    }
   }
   lpc_pacearena(L, arena_idx);
   lua_pushstring(L, name);

@@ -36,6 +36,21 @@ static int put_options(W *w, uint32_t field, const pc_OptionsDesc *o) {
   return !o->present || put_bytes(w, field, o->data, o->size);
 }
 
+/* Options of a description made without their bytes (Lua declarations):
+ * the decoded standard options written as protoc would, in number order.
+ * 'flags' lists {number, value} for the options to write (value -1: not
+ * set). */
+static int put_decoded_options(W *w, uint32_t field, const int (*flags)[2], size_t n) {
+  size_t start = pc_WireWriter_Size(w);
+  for (size_t i = n; i-- > 0;)
+    if (flags[i][1] >= 0)
+      TRY(pc_WireWriter_PutVarint(w, (uint64_t)flags[i][1]) &&
+          pc_WireWriter_PutTag(w, (uint32_t)flags[i][0], kPc_Wire_Varint));
+  if (pc_WireWriter_Size(w) == start) return 1;
+  return pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - start) &&
+         pc_WireWriter_PutTag(w, field, kPc_Wire_Len);
+}
+
 /* Closes a sub-message whose contents started at writer size 'start'. */
 static int close_len(W *w, uint32_t field, size_t start) {
   return pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - start) &&
@@ -80,7 +95,12 @@ static int put_field(W *w, uint32_t field, const pc_FieldDesc *f) {
     TRY(put_json_name(w, f->name));
   }
   if (f->oneof_index >= 0) TRY(put_int32(w, 9, f->oneof_index));
-  TRY(put_options(w, 8, &f->options));
+  if (f->options.present) {
+    TRY(put_options(w, 8, &f->options));
+  } else { /* FieldOptions packed 2, deprecated 3 */
+    const int flags[2][2] = {{2, f->packed}, {3, f->deprecated == 1 ? 1 : -1}};
+    TRY(put_decoded_options(w, 8, flags, 2));
+  }
   if (f->default_value != NULL) {
     size_t n = f->default_value_len ? f->default_value_len : strlen(f->default_value);
     TRY(put_bytes(w, 7, f->default_value, n));
@@ -104,7 +124,12 @@ static int put_enum(W *w, uint32_t field, const pc_EnumDesc *e) {
   size_t start = pc_WireWriter_Size(w);
   TRY(put_names(w, 5, e->reserved_names, e->reserved_name_count));
   TRY(put_ranges(w, 4, e->reserved_ranges, e->reserved_range_count));
-  TRY(put_options(w, 3, &e->options));
+  if (e->options.present) {
+    TRY(put_options(w, 3, &e->options));
+  } else { /* EnumOptions allow_alias 2 */
+    const int flags[1][2] = {{2, e->allow_alias ? 1 : -1}};
+    TRY(put_decoded_options(w, 3, flags, 1));
+  }
   for (size_t i = e->value_count; i-- > 0;) {
     const pc_EnumValueDesc *v = &e->values[i];
     size_t vstart = pc_WireWriter_Size(w);
@@ -130,7 +155,12 @@ static int put_message(W *w, uint32_t field, const pc_MessageDesc *m) {
     TRY(put_options(w, 2, &m->oneofs[i].options) && put_str(w, 1, m->oneofs[i].name) &&
         close_len(w, 8, ostart));
   }
-  TRY(put_options(w, 7, &m->options));
+  if (m->options.present) {
+    TRY(put_options(w, 7, &m->options));
+  } else { /* MessageOptions message_set_wire_format 1, map_entry 7 */
+    const int flags[2][2] = {{1, m->message_set_wire_format ? 1 : -1}, {7, m->map_entry ? 1 : -1}};
+    TRY(put_decoded_options(w, 7, flags, 2));
+  }
   TRY(put_fields(w, 6, m->extensions, m->extension_count));
   for (size_t i = m->extension_range_count; i-- > 0;) {
     const pc_ExtensionRangeDesc *r = &m->extension_ranges[i];

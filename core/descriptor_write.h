@@ -8,8 +8,11 @@
  * description has none, as `protoc -o` writes it); client_streaming /
  * server_streaming and proto3_optional only when true; syntax only for
  * proto3 (protoc omits "proto2"); every *Options message copied verbatim
- * from pc_OptionsDesc (custom options included) when 'present'. This is
- * what a reflection service or a protoc plugin needs. */
+ * from pc_OptionsDesc (custom options included) when 'present', else, for
+ * descriptions made without option bytes (Lua declarations), the decoded
+ * standard options that are set (packed, deprecated, map_entry,
+ * message_set_wire_format, allow_alias) written as protoc writes them.
+ * This is what a reflection service or a protoc plugin needs. */
 #ifndef PC_DESCRIPTOR_WRITE_H
 #define PC_DESCRIPTOR_WRITE_H
 

@@ -87,6 +87,24 @@ describe("pc.file_descriptor", function()
       "bad argument #1 to 'file_descriptor' (string expected, got number)")
   end)
 
+  it("describes Lua declarations as protoc would the same .proto", function()
+    local pool = pc.pool()
+    pool:message("ld.X", { { "a_b", "int32", 1 }, { "m", "map<string,int64>", 2 },
+                           { "o", "double", 3, oneof = "k" } })
+    local m = assert(pool:file_descriptor("lua:ld.X"))
+    local x = m.message_type[1]
+    assert.equal("aB", x.field[1].json_name)
+    assert.equal(".ld.X.MEntry", x.field[2].type_name)
+    assert.is_true(x.nested_type[1].options.map_entry) -- written though the declaration has no option bytes
+    assert.equal("k", x.oneof_decl[1].name)
+    -- the same message from .proto text describes the same message_type
+    assert(pool:load('syntax = "proto3"; package ld2; message X { int32 a_b = 1; map<string, int64> m = 2; ' ..
+      'oneof k { double o = 3; } }', { name = "ld2.proto" }))
+    local p = assert(pool:file_descriptor("ld2.proto")).message_type[1]
+    p.field[2].type_name = ".ld.X.MEntry"
+    assert.equal(pc.encode(p), pc.encode(x))
+  end)
+
   it("serves a frozen pool without descriptor.proto from a private pool", function()
     local pool = pc.pool()
     assert(pool:load('syntax = "proto3"; message Z { bytes b = 1; }', { name = "z.proto" }))

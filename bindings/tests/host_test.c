@@ -12,7 +12,7 @@
  *   - a host transport under pc.client with a retry policy (status codes,
  *     metadata, timeout, release at lua_close);
  *   - host time: pc.now, pc.sleep and the retry backoff use the host's clock
- *     and sleep, per state. */
+ *     and sleep, per state; a host sleep may yield the running coroutine. */
 #include "check.h"
 #include "protocall.h"
 
@@ -446,11 +446,47 @@ static void transport_and_time(void) {
   protocall_pool_free(pool);
 }
 
+/* A host sleep that suspends the running coroutine; the "loop" (the
+ * script's resume loop here) advances the clock and resumes it. */
+static int yielding_sleep(lua_State *L, void *ud, double seconds) {
+  FakeTime *t = ud;
+  t->now += seconds;
+  t->slept += seconds;
+  t->sleeps++;
+  return lua_yield(L, 0);
+}
+
+static void yielding_time(void) {
+  pc_Pool *pool = demo_pool();
+  protocall_pool_freeze(pool);
+  Backend b = {protocall_pool_type(pool, "demo.Route"), 0, 2, 0, 0, ""};
+  FakeTime ft = {0.0, 0, 0};
+  lua_State *L = new_state(pool);
+  protocall_settime(L, fake_clock, yielding_sleep, &ft);
+  protocall_pushtransport(L, measure, NULL, &b);
+  lua_setglobal(L, "t");
+  CHECK(run(
+      L, "local stub = pc.client('demo.Router', {transport = t, pool = pool,\n"
+         "  retry = pc.Retry{initial = 1, maximum = 8, timeout = 600}})\n"
+         "local co = coroutine.create(function() return stub:Measure{name = 'co', legs = 1} end)\n"
+         "local yields, ok, r = 0\n"
+         "repeat\n"
+         "  ok, r = coroutine.resume(co)\n"
+         "  assert(ok, tostring(r))\n"
+         "  if coroutine.status(co) == 'suspended' then yields = yields + 1 end\n"
+         "until coroutine.status(co) == 'dead'\n"
+         "assert(yields == 2 and r.legs == 2, yields)\n"));
+  CHECK(b.calls == 3 && ft.sleeps == 2);
+  lua_close(L);
+  protocall_pool_free(pool);
+}
+
 int main(void) {
   pools();
   messages();
   unknown_pool();
   shared_pool();
   transport_and_time();
+  yielding_time();
   return CHECK_DONE();
 }

@@ -89,10 +89,13 @@ PROTOCALL_API void protocall_pool_free(pc_Pool *pool);
  * text, or NULL to read the file 'name' from 'import_paths'. Imports are
  * read from 'import_paths' (a NULL-terminated list of folders, NULL for
  * none), in order; the well-known types google/protobuf/ *.proto are built
- * in. Files the pool holds already are reused. Returns 1, or 0 with the
- * message in 'err' (parse, resolve and validation errors as
- * "file.proto:line:column: what is wrong"; "pool is frozen"); on failure
- * the pool keeps the imports that loaded before the failing file. */
+ * in. Files the pool holds already, 'name' included, are reused, not read
+ * again (so loading a name twice keeps the first text). Returns 1, or 0
+ * with the message in 'err': parse and resolve errors as
+ * "file.proto:line:column: what is wrong" (nothing is added), "b.proto:
+ * File not found.", "<name>: pool is frozen", or a pool validation error
+ * such as a name another file defined (the files added before the one that
+ * failed stay). */
 PROTOCALL_API int protocall_pool_load(pc_Pool *pool, const char *name, const char *source,
                                       size_t len, const char *const *import_paths, char *err,
                                       size_t errsize);

@@ -285,7 +285,10 @@ static pc_FieldDesc *cp_fields(Copier *c, const pc_FieldDesc *src, size_t n) {
     r[i].name = cp_str(c, src[i].name);
     r[i].type_name = cp_str(c, src[i].type_name);
     r[i].extendee = cp_str(c, src[i].extendee);
-    r[i].default_value = cp_str(c, src[i].default_value);
+    if (src[i].default_value_len != 0) /* a string default holding NUL bytes */
+      r[i].default_value = cp_mem(c, src[i].default_value, src[i].default_value_len + 1);
+    else
+      r[i].default_value = cp_str(c, src[i].default_value);
     r[i].json_name = cp_str(c, src[i].json_name);
     cp_options(c, &r[i].options);
   }

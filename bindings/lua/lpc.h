@@ -5,15 +5,29 @@
 #ifndef LPC_H
 #define LPC_H
 
+#include "protocall.h"
+
 #include <lua.h>
+
+/* The state's time source: the host's clock and sleep (protocall_settime),
+ * NULL for the defaults (CLOCK_MONOTONIC, nanosleep). */
+typedef struct {
+  protocall_ClockFn *clock;
+  protocall_SleepFn *sleep;
+  void *ud;
+} lpc_Time;
+
+/* The state's time source, made (all defaults) on first use (lpc_policy.c). */
+lpc_Time *lpc_gettime(lua_State *L);
 
 void lpc_open_status(lua_State *L);
 void lpc_open_def(lua_State *L);     /* pools, types, declarations (lpc_def.c) */
 void lpc_open_message(lua_State *L); /* message instances (lpc_message.c) */
 void lpc_open_policy(lua_State *L);
-void lpc_open_codec(lua_State *L);   /* wire encode/decode, descriptor sets (lpc_codec.c) */
+void lpc_open_codec(lua_State *L); /* wire encode/decode, descriptor sets (lpc_codec.c) */
 void lpc_open_parse(lua_State *L);
 void lpc_open_grpc(lua_State *L);
-void lpc_open_load(lua_State *L);  /* pool:load, services (lpc_load.c) */
+void lpc_open_load(lua_State *L); /* pool:load, services (lpc_load.c) */
+void lpc_open_host(lua_State *L); /* host transports (lpc_host.c) */
 
 #endif

@@ -52,5 +52,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_parse(L);
   lpc_open_grpc(L);
   lpc_open_load(L);
+  lpc_open_host(L);
   return 1;
 }

@@ -18,6 +18,7 @@ static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
 
 typedef struct {
   pc_Pool *pool;
+  int owned; /* 0: a host's pool (protocall_pushpool), never freed here */
 } PoolBox;
 
 /* -- Pools ------------------------------------------------------------------ */
@@ -29,7 +30,7 @@ pc_Pool *lpc_checkpool(lua_State *L, int idx) {
 
 static int lpc_pool_gc(lua_State *L) {
   PoolBox *b = luaL_checkudata(L, 1, POOL_MT);
-  pc_Pool_Free(b->pool);
+  if (b->owned) pc_Pool_Free(b->pool);
   b->pool = NULL;
   return 0;
 }
@@ -38,6 +39,7 @@ static int lpc_pool_gc(lua_State *L) {
 static int lpc_pool_new(lua_State *L) {
   PoolBox *b = lua_newuserdatauv(L, sizeof(PoolBox), 0);
   b->pool = NULL;
+  b->owned = 1;
   luaL_setmetatable(L, POOL_MT);
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);
@@ -48,6 +50,22 @@ static int lpc_pool_new(lua_State *L) {
   lua_rawsetp(L, -2, b->pool);
   lua_pop(L, 1);
   return 1;
+}
+
+void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
+  if (lua_rawgetp(L, -1, pool) != LUA_TNIL) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  PoolBox *b = lua_newuserdatauv(L, sizeof(PoolBox), 0);
+  b->pool = pool;
+  b->owned = 0;
+  luaL_setmetatable(L, POOL_MT);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, pool);
+  lua_remove(L, -2);
 }
 
 void lpc_pushpool(lua_State *L, const pc_Pool *pool) {

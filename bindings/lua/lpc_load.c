@@ -8,6 +8,7 @@
  * this file supplies file text from a string or the import paths, seeds the
  * load with the files the pool already holds, and adds what is new. */
 #include "def.h"
+#include "descriptor_write.h"
 #include "lpc.h"
 #include "lpc_msg.h"
 #include "proto_load.h"
@@ -16,14 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-  pc_Arena *arena;          /* owned by an Arena userdata on the stack */
-  const char *main_name;    /* the file given as a string, or NULL */
-  const char *main_source;
-  size_t main_len;
-  const char **paths; /* import paths, in the arena */
-  size_t path_count;
-} SourceCtx;
+typedef lpc_SourceCtx SourceCtx;
 
 /* Reads the whole file at 'path' into the arena: 1 found, 0 absent, -1 error. */
 static int read_file(pc_Arena *a, const char *path, const char **src, size_t *len, pc_Error *err) {
@@ -77,6 +71,26 @@ static int source_fn(void *ud, const char *name, const char **src, size_t *len, 
   return 0;
 }
 
+int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *err) {
+  /* Seed with the pool's files so imports of loaded files are not reread. */
+  size_t seeded = pc_Pool_FileCount(pool);
+  pc_ProtoSet set = {NULL, 0, 0};
+  if (seeded > 0) {
+    set.files = pc_Arena_Malloc(c->arena, seeded * sizeof(pc_FileDesc *));
+    if (set.files == NULL) {
+      pc_Error_Set(err, "%s: out of memory", name);
+      return 0;
+    }
+    for (size_t i = 0; i < seeded; i++) /* read only: the set copies before growing */
+      set.files[i] = (pc_FileDesc *)pc_Pool_FileDesc(pool, pc_Pool_File(pool, i)->name);
+    set.count = set.cap = seeded;
+  }
+  if (pc_LoadProto(c->arena, &set, name, source_fn, c, err) == NULL) return 0;
+  for (size_t i = seeded; i < set.count; i++)
+    if (pc_Pool_AddFile(pool, set.files[i], err) == NULL) return 0;
+  return 1;
+}
+
 /* -- name | nil, err = core.load_proto(pool, name, source|nil, {import_path, ...})
  * Loads the file 'name' (its text is 'source', or read through the import
  * paths when 'source' is nil) with everything it imports into 'pool'.
@@ -112,29 +126,12 @@ static int lpc_load_proto(lua_State *L) {
     if (c.paths[i] == NULL) return luaL_error(L, "out of memory");
     lua_pop(L, 1);
   }
-  /* Seed with the pool's files so imports of loaded files are not reread. */
-  size_t seeded = pc_Pool_FileCount(pool);
-  pc_ProtoSet set = {NULL, 0, 0};
-  if (seeded > 0) {
-    set.files = pc_Arena_Malloc(c.arena, seeded * sizeof(pc_FileDesc *));
-    if (set.files == NULL) return luaL_error(L, "out of memory");
-    for (size_t i = 0; i < seeded; i++) /* read only: the set copies before growing */
-      set.files[i] = (pc_FileDesc *)pc_Pool_FileDesc(pool, pc_Pool_File(pool, i)->name);
-    set.count = set.cap = seeded;
-  }
   pc_Error err;
   pc_Error_Init(&err);
-  if (pc_LoadProto(c.arena, &set, name, source_fn, &c, &err) == NULL) {
+  if (!lpc_load_into(pool, &c, name, &err)) {
     lua_pushnil(L);
     lua_pushstring(L, err.set ? err.msg : "load failed");
     return 2;
-  }
-  for (size_t i = seeded; i < set.count; i++) {
-    if (pc_Pool_AddFile(pool, set.files[i], &err) == NULL) {
-      lua_pushnil(L);
-      lua_pushstring(L, err.msg);
-      return 2;
-    }
   }
   lpc_pacearena(L, arena_idx);
   lua_pushstring(L, name);
@@ -221,9 +218,43 @@ static int lpc_service_info(lua_State *L) {
   return 1;
 }
 
+#define WRITER_MT "protocall.DescriptorWriter"
+
+static int lpc_writer_gc(lua_State *L) {
+  pc_WireWriter_Free(luaL_checkudata(L, 1, WRITER_MT));
+  return 0;
+}
+
+/* -- bytes | nil = core.file_descriptor_bytes(pool, name)
+ * The loaded file 'name' serialized as a google.protobuf.FileDescriptorProto
+ * (core/descriptor_write.h: protoc's bytes); nil when the pool has no file
+ * of that name. Raises when memory runs out. Issue 5 item 5. */
+static int lpc_file_descriptor_bytes(lua_State *L) {
+  pc_Pool *pool = lpc_checkpool(L, 1);
+  const pc_FileDesc *fd = pc_Pool_FileDesc(pool, luaL_checkstring(L, 2));
+  if (fd == NULL) return 0;
+  /* The buffer belongs to a userdata, so a raising push cannot leak it. */
+  pc_WireWriter *w = lua_newuserdatauv(L, sizeof *w, 0);
+  void *ud;
+  lua_Alloc alloc = lua_getallocf(L, &ud);
+  pc_WireWriter_Init(w, alloc, ud);
+  luaL_setmetatable(L, WRITER_MT);
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (!pc_FileDesc_Write(fd, w, &err)) return luaL_error(L, "%s", err.msg);
+  lua_pushlstring(L, (const char *)pc_WireWriter_Data(w), pc_WireWriter_Size(w));
+  pc_WireWriter_Free(w);
+  return 1;
+}
+
 void lpc_open_load(lua_State *L) {
+  luaL_newmetatable(L, WRITER_MT);
+  lua_pushcfunction(L, lpc_writer_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
   static const luaL_Reg funcs[] = {{"load_proto", lpc_load_proto},
                                    {"file_info", lpc_file_info},
+                                   {"file_descriptor_bytes", lpc_file_descriptor_bytes},
                                    {"service_info", lpc_service_info},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);

@@ -38,6 +38,10 @@ pc_Pool *lpc_checkpool(lua_State *L, int idx);
 /* Pushes the Pool userdata that owns 'pool' (created by this state). */
 void lpc_pushpool(lua_State *L, const pc_Pool *pool);
 
+/* Pushes the Pool userdata of a host's pool (protocall_pushpool): the one
+ * this state already has for it, else a new one that does not free it. */
+void lpc_pushhostpool(lua_State *L, pc_Pool *pool);
+
 /* Pushes the Type of 'def' (cached; made on first use). */
 void lpc_pushtype(lua_State *L, const pc_MessageDef *def);
 
@@ -62,6 +66,23 @@ pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def);
 /* Tells Lua's collector about arena memory it cannot see: call after
  * filling the arena of the Arena userdata at 'idx'. */
 void lpc_pacearena(lua_State *L, int idx);
+
+/* Where .proto text comes from when loading (lpc_load.c): the main file
+ * given as text, else the import paths in order, else the built-in
+ * well-known types. */
+typedef struct {
+  pc_Arena *arena;       /* scratch: paths, file text, loaded descriptions */
+  const char *main_name; /* the file given as text, or NULL */
+  const char *main_source;
+  size_t main_len;
+  const char **paths; /* import paths */
+  size_t path_count;
+} lpc_SourceCtx;
+
+/* Loads the file 'name' and what it imports into 'pool' (files the pool
+ * holds are reused, not read). Never raises. Returns 1, or 0 with 'err'
+ * set; the pool then keeps the files added before the failing one. */
+int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *err);
 
 /* Used between lpc_def.c and lpc_message.c: the two instance metatables
  * of a new Type (its user values 2 and 3), and calling a Type. */

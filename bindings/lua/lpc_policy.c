@@ -16,16 +16,43 @@
 #include <math.h>
 #include <string.h>
 
-/* -- seconds = core.monotonic()   -- clock_gettime(CLOCK_MONOTONIC) */
+/* The state's time source (protocall_settime): one userdata per state in
+ * the registry, upvalue 1 of core.monotonic and core.sleep. */
+static char kTimeKey;
+
+lpc_Time *lpc_gettime(lua_State *L) {
+  lpc_Time *t;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kTimeKey) == LUA_TUSERDATA) {
+    t = lua_touserdata(L, -1);
+  } else {
+    lua_pop(L, 1);
+    t = lua_newuserdatauv(L, sizeof *t, 0);
+    memset(t, 0, sizeof *t);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &kTimeKey);
+  }
+  lua_pop(L, 1); /* the registry keeps it */
+  return t;
+}
+
+static double now(const lpc_Time *t) {
+  return t->clock != NULL ? t->clock(t->ud) : pc_Clock_Monotonic();
+}
+
+/* -- seconds = core.monotonic()   -- the host's clock (protocall_settime),
+ * else clock_gettime(CLOCK_MONOTONIC) */
 static int lpc_monotonic(lua_State *L) {
-  lua_pushnumber(L, pc_Clock_Monotonic());
+  lua_pushnumber(L, now(lua_touserdata(L, lua_upvalueindex(1))));
   return 1;
 }
 
-/* -- core.sleep(seconds)   -- nanosleep; raises when it fails */
+/* -- core.sleep(seconds)   -- the host's sleep (protocall_settime; it may
+ * yield), else nanosleep; raises when nanosleep fails */
 static int lpc_sleep(lua_State *L) {
-  if (pc_Clock_Sleep(luaL_checknumber(L, 1)) != 0)
-    return luaL_error(L, "sleep: %s", strerror(errno));
+  const lpc_Time *t = lua_touserdata(L, lua_upvalueindex(1));
+  double s = luaL_checknumber(L, 1);
+  if (t->sleep != NULL) return t->sleep(L, t->ud, s);
+  if (pc_Clock_Sleep(s) != 0) return luaL_error(L, "sleep: %s", strerror(errno));
   return 0;
 }
 
@@ -374,7 +401,7 @@ static int lpc_callable_call(lua_State *L) {
       if (lua_type(L, -1) != LUA_TNUMBER)
         return luaL_error(L, "clock: number expected, got %s", luaL_typename(L, -1));
     } else {
-      lua_pushnumber(L, pc_Clock_Monotonic());
+      lua_pushnumber(L, now(lpc_gettime(L)));
     }
     start = lua_gettop(L);
   }
@@ -412,7 +439,6 @@ static int lpc_callable_new(lua_State *L) {
 
 void lpc_open_policy(lua_State *L) {
   static const luaL_Reg funcs[] = {
-      {"monotonic", lpc_monotonic},     {"sleep", lpc_sleep},
       {"check_retry", lpc_check_retry}, {"check_timeout", lpc_check_timeout},
       {"policy", lpc_policy_new},       {"plan_cache", lpc_plancache_new},
       {"callable", lpc_callable_new},   {NULL, NULL}};
@@ -436,4 +462,11 @@ void lpc_open_policy(lua_State *L) {
     lua_pop(L, 1);
   }
   luaL_setfuncs(L, funcs, 0);
+  lpc_gettime(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kTimeKey);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_monotonic, 1);
+  lua_setfield(L, -3, "monotonic");
+  lua_pushcclosure(L, lpc_sleep, 1);
+  lua_setfield(L, -2, "sleep");
 }

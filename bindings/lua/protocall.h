@@ -1,16 +1,35 @@
-/* protocall for C hosts that embed Lua 5.4.
+/* protocall for C hosts that embed Lua 5.4 (API.md "C embedding").
  *
- * Link the host against the protocall library and liblua; then either
+ * Link: the static library libprotocall.a (the core and the Lua binding,
+ * built by CMake as target protocall_static), liblua5.4, libcurl, zlib and
+ * libm; include this header (bindings/lua/). examples/host.c is a complete
+ * host, built and run by ctest.
+ *
+ * Open the module in a state with
  *   luaL_requiref(L, "protocall", luaopen_protocall, 0);
  * or put luaopen_protocall in package.preload["protocall"] so scripts can
- * `require "protocall"`. No file on disk is needed: the Lua layer
- * (the files under lua/protocall/) is built into the library. Every piece of state lives
- * in the lua_State's registry, so two lua_States in one process are
- * independent. */
+ * `require "protocall"`. No file on disk is needed: the Lua layer (the files
+ * under lua/protocall/) is built into the library.
+ *
+ * No global state: everything a state needs lives in its registry, so two
+ * lua_States in one process are independent. The only thing they may share
+ * is a FROZEN pool the host owns (see "Pools" below).
+ *
+ * Conventions: sizes are bytes, times are seconds (double). Strings taken
+ * with a length may hold NUL bytes; strings without one are NUL-terminated.
+ * Functions taking 'err' and 'errsize' write a NUL-terminated message there
+ * on failure ('err' may be NULL), as the Lua API words it
+ * ("a.proto:3:10: expected \";\"", "demo.User.name: truncated varint at
+ * offset 17"). Functions whose name has no lua_State never raise and never
+ * call Lua; functions taking a lua_State raise Lua errors as Lua's own API
+ * does (out of memory, bad arguments), so call them under lua_pcall when
+ * that matters. */
 #ifndef PROTOCALL_H
 #define PROTOCALL_H
 
 #include <lua.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #if defined(_WIN32)
 #define PROTOCALL_API __declspec(dllexport)
@@ -19,6 +38,18 @@
 #endif
 
 #define PROTOCALL_VERSION "0.1.0"
+
+/* The core's types (core/def.h, core/message.h, core/arena.h), opaque here.
+ * A host that needs more than this header gives may include those headers
+ * too (the same types) and call the core directly; that interface is the
+ * core's and less stable than this one. */
+typedef struct pc_Pool pc_Pool;             /* a set of schemas */
+typedef struct pc_MessageDef pc_MessageDef; /* a message type of a pool */
+typedef struct pc_Arena pc_Arena;           /* memory of C-side messages */
+typedef void pc_Message;                    /* a message instance */
+
+/* ---------------------------------------------------------------------------
+ * Opening the module */
 
 /* -- protocall = require "protocall"
  * Opens the whole module: registers the built-in Lua layer in
@@ -30,5 +61,255 @@ PROTOCALL_API int luaopen_protocall(lua_State *L);
 /* -- core = require "protocall.core"
  * Opens only the C part (what lua/protocall/init.lua requires). Returns 1. */
 PROTOCALL_API int luaopen_protocall_core(lua_State *L);
+
+/* ---------------------------------------------------------------------------
+ * Pools: schemas loaded from C
+ *
+ * A pool made here is the host's: it lives until protocall_pool_free, and
+ * protocall_pushpool hands it to Lua states without giving it away. One
+ * pool may be SHARED by several lua_States, in one thread or several at
+ * once, once it is frozen (protocall_pool_freeze): a frozen pool never
+ * changes, every read of it is a read of immutable memory, and each state
+ * keeps its own Lua objects for it (its Pool userdata, and one Type per
+ * message type, cached per (state, type)). Messages live in the state that
+ * made them. The host must keep the pool alive until every state it was
+ * pushed into is closed (lua_close), then free it; no reference counting.
+ * Loading into a pool (from C, or pool:load in Lua) is refused once it is
+ * frozen; an unfrozen host pool must be used by one state / thread at a
+ * time. */
+
+/* A new empty pool (malloc-backed), or NULL when out of memory. */
+PROTOCALL_API pc_Pool *protocall_pool_new(void);
+
+/* Frees the pool and every type in it. NULL allowed. See above for when. */
+PROTOCALL_API void protocall_pool_free(pc_Pool *pool);
+
+/* Loads .proto text and what it imports into 'pool'. 'name' is the file's
+ * name (in errors and imports, "pkg/a.proto"); 'source' its 'len' bytes of
+ * text, or NULL to read the file 'name' from 'import_paths'. Imports are
+ * read from 'import_paths' (a NULL-terminated list of folders, NULL for
+ * none), in order; the well-known types google/protobuf/ *.proto are built
+ * in. Files the pool holds already, 'name' included, are reused, not read
+ * again (so loading a name twice keeps the first text). Returns 1, or 0
+ * with the message in 'err': parse and resolve errors as
+ * "file.proto:line:column: what is wrong" (nothing is added), "b.proto:
+ * File not found.", "<name>: pool is frozen", or a pool validation error
+ * such as a name another file defined (the files added before the one that
+ * failed stay). */
+PROTOCALL_API int protocall_pool_load(pc_Pool *pool, const char *name, const char *source,
+                                      size_t len, const char *const *import_paths, char *err,
+                                      size_t errsize);
+
+/* Loads a serialized google.protobuf.FileDescriptorSet ('len' bytes, as
+ * `protoc --include_imports -o` writes) into 'pool'; files it holds by name
+ * already are skipped. Returns the number of files added, or -1 with the
+ * message in 'err'. */
+PROTOCALL_API long protocall_pool_load_descriptor_set(pc_Pool *pool, const char *bytes, size_t len,
+                                                      char *err, size_t errsize);
+
+/* Refuses further loads from now on (idempotent); required before the
+ * pool is shared by several states. */
+PROTOCALL_API void protocall_pool_freeze(pc_Pool *pool);
+
+/* The message type "pkg.Name" (no leading dot) of 'pool', or NULL. Valid
+ * as long as the pool. */
+PROTOCALL_API const pc_MessageDef *protocall_pool_type(const pc_Pool *pool, const char *full_name);
+
+/* The full name of a type ("pkg.Name"); valid as long as its pool. */
+PROTOCALL_API const char *protocall_type_name(const pc_MessageDef *type);
+
+/* ---------------------------------------------------------------------------
+ * Messages in C
+ *
+ * A C-side message and everything it holds live in a pc_Arena, freed at
+ * once with protocall_arena_free (the message is never freed alone).
+ * Values written are copied into the arena. */
+
+/* A new arena (malloc-backed), or NULL when out of memory. */
+PROTOCALL_API pc_Arena *protocall_arena_new(void);
+
+/* Frees the arena and every message in it. NULL allowed. */
+PROTOCALL_API void protocall_arena_free(pc_Arena *arena);
+
+/* A new empty message of 'type' in 'arena', or NULL when out of memory. */
+PROTOCALL_API pc_Message *protocall_message_new(const pc_MessageDef *type, pc_Arena *arena);
+
+/* Results of the field accessors below. */
+enum {
+  PROTOCALL_OK = 0,
+  PROTOCALL_NO_FIELD = -1,      /* the type has no field of that name */
+  PROTOCALL_WRONG_TYPE = -2,    /* the field's type does not take that value
+                                   (maps are not reached by these functions) */
+  PROTOCALL_OUT_OF_RANGE = -3,  /* an integer outside the field's range, or
+                                   an enum number the (closed) enum lacks */
+  PROTOCALL_OUT_OF_MEMORY = -4, /* the arena's allocation failed */
+  PROTOCALL_NOT_SET = -5        /* get: a message field that is not set */
+};
+
+/* Setters by field name. On a repeated field they APPEND one element.
+ *   set_integer: int32, int64, uint32, uint64 (any int64: two's complement,
+ *                as Lua integers), sint*, fixed*, sfixed*, enum, bool
+ *                (0 or 1); range-checked for 32-bit fields.
+ *   set_number:  float, double.
+ *   set_string:  string and bytes, copied into 'arena' (UTF-8 is not
+ *                checked here; a proto3 peer refuses a string that is not).
+ * Return PROTOCALL_OK or a negative result above. */
+PROTOCALL_API int protocall_set_integer(pc_Message *msg, const pc_MessageDef *type,
+                                        const char *field, int64_t value, pc_Arena *arena);
+PROTOCALL_API int protocall_set_number(pc_Message *msg, const pc_MessageDef *type,
+                                       const char *field, double value, pc_Arena *arena);
+PROTOCALL_API int protocall_set_string(pc_Message *msg, const pc_MessageDef *type,
+                                       const char *field, const char *data, size_t len,
+                                       pc_Arena *arena);
+
+/* The sub-message of a message field to fill in: a singular field's (made
+ * empty in 'arena' when unset), or, on a repeated field, a new element
+ * appended. '*sub_type' (may be NULL) receives its type. NULL when there
+ * is no such message field or memory runs out. */
+PROTOCALL_API pc_Message *protocall_mutable_message(pc_Message *msg, const pc_MessageDef *type,
+                                                    const char *field, pc_Arena *arena,
+                                                    const pc_MessageDef **sub_type);
+
+/* Getters by field name of singular fields (an unset field reads its
+ * default, as in Lua): the same type groups as the setters; get_string
+ * points into the message's memory; get_message gives PROTOCALL_NOT_SET
+ * for an unset message field. Return PROTOCALL_OK or a negative result. */
+PROTOCALL_API int protocall_get_integer(const pc_Message *msg, const pc_MessageDef *type,
+                                        const char *field, int64_t *value);
+PROTOCALL_API int protocall_get_number(const pc_Message *msg, const pc_MessageDef *type,
+                                       const char *field, double *value);
+PROTOCALL_API int protocall_get_string(const pc_Message *msg, const pc_MessageDef *type,
+                                       const char *field, const char **data, size_t *len);
+PROTOCALL_API int protocall_get_message(const pc_Message *msg, const pc_MessageDef *type,
+                                        const char *field, const pc_Message **sub,
+                                        const pc_MessageDef **sub_type);
+
+/* Repeated fields: the number of elements of a repeated (or map) field,
+ * and element 'index' (0-based) of a repeated message field. Return
+ * PROTOCALL_OK, or PROTOCALL_WRONG_TYPE for a singular field (for
+ * get_message_at: a field that is not repeated messages) and
+ * PROTOCALL_OUT_OF_RANGE for an index past the end. */
+PROTOCALL_API int protocall_get_size(const pc_Message *msg, const pc_MessageDef *type,
+                                     const char *field, size_t *size);
+PROTOCALL_API int protocall_get_message_at(const pc_Message *msg, const pc_MessageDef *type,
+                                           const char *field, size_t index, const pc_Message **sub,
+                                           const pc_MessageDef **sub_type);
+
+/* Serializes 'msg' (of 'type'); the bytes are allocated in 'arena' and
+ * '*len' receives their number. 'deterministic' non-zero sorts map entries
+ * by key (as pc.encode(m, {deterministic = true})). NULL with the message
+ * in 'err' when memory runs out or nesting is too deep. */
+PROTOCALL_API const char *protocall_encode(const pc_Message *msg, const pc_MessageDef *type,
+                                           int deterministic, pc_Arena *arena, size_t *len,
+                                           char *err, size_t errsize);
+
+/* Parses 'len' bytes as a message of 'type' into a new message in 'arena'
+ * (bytes copied; the input may go once this returns). NULL with the
+ * message in 'err' for malformed input ("<field>: <reason> at offset <n>")
+ * or when memory runs out. */
+PROTOCALL_API pc_Message *protocall_decode(const pc_MessageDef *type, const char *bytes, size_t len,
+                                           pc_Arena *arena, char *err, size_t errsize);
+
+/* A deep copy of 'msg' in 'arena', or NULL when memory runs out. */
+PROTOCALL_API pc_Message *protocall_clone(const pc_Message *msg, const pc_MessageDef *type,
+                                          pc_Arena *arena);
+
+/* ---------------------------------------------------------------------------
+ * Between C and a lua_State */
+
+/* Pushes the state's Pool for the host's 'pool' (the same Lua value on
+ * every call while the state holds it): scripts use its methods
+ * (pool:type("pkg.Name"), pool:file_descriptor(name), ...) and pass it as
+ * `pool =` where the API takes one (pc.client, pc.server, pc.load, ...).
+ * The state never frees the pool; see "Pools" for sharing and lifetime. */
+PROTOCALL_API void protocall_pushpool(lua_State *L, pc_Pool *pool);
+
+/* Pushes a Lua message that is a deep copy of 'msg' (of 'type'); the copy
+ * belongs to the state, 'msg' stays the caller's. 'type' must come from a
+ * pool this state knows: one pushed with protocall_pushpool (do that
+ * first) or one the state made itself. Raises otherwise ("protocall:
+ * <type>: its pool is not known to this state"), or when memory runs
+ * out. */
+PROTOCALL_API void protocall_pushmessage(lua_State *L, const pc_MessageDef *type,
+                                         const pc_Message *msg);
+
+/* The message at stack index 'idx' and its type ('*type' may be NULL), or
+ * NULL when the value is not a protocall message. The message is the Lua
+ * value's memory: read it while the value is alive and unchanged, or
+ * protocall_clone it into an arena of the host's. Never raises. */
+PROTOCALL_API const pc_Message *protocall_tomessage(lua_State *L, int idx,
+                                                    const pc_MessageDef **type);
+
+/* ---------------------------------------------------------------------------
+ * Host transports: RPCs through the host's own network stack
+ *
+ * A host transport is a C function doing one unary call. It is pushed as a
+ * Lua value that works as `pc.client(service, {transport = t, ...})` (the
+ * transport shape of lua/protocall/service.lua), so the client's retry and
+ * timeout policies apply around it, once per attempt. */
+
+typedef struct {
+  const char *key, *value; /* "x-trace", "abc"; '-bin' values are raw bytes */
+  size_t key_len, value_len;
+} protocall_Metadata;
+
+typedef struct {
+  const char *path;    /* "/pkg.Service/Method" */
+  const char *request; /* the serialized request message */
+  size_t request_len;
+  double timeout;                     /* seconds this attempt may take; negative: no timeout */
+  const protocall_Metadata *metadata; /* the call's pairs, in order */
+  size_t metadata_count;
+  const char *compression; /* "gzip", or NULL for none */
+} protocall_Request;
+
+/* Performs one unary call; everything in 'req' is valid until it returns.
+ * On success pushes the response bytes (one Lua string) and returns
+ * PROTOCALL_OK. On failure returns the gRPC status code (1..16, say 14 for
+ * UNAVAILABLE) and pushes the status message (a string; nothing pushed
+ * reads as ""); the call then fails with pc.Error{code = <name>, message =
+ * <message>}, which the retry policy sees (UNAVAILABLE is retried by
+ * default). It may also raise a Lua error (lua_error), which reaches the
+ * caller as is. It may block (run the host's event loop until the response
+ * is there); it must not yield. 'ud' is the value given to
+ * protocall_pushtransport. */
+typedef int protocall_UnaryFn(lua_State *L, void *ud, const protocall_Request *req);
+
+/* Called with 'ud' once the transport value is collected (or the state
+ * closed). */
+typedef void protocall_ReleaseFn(void *ud);
+
+/* Pushes a transport (a Lua value) calling 'unary'; 'release' (may be
+ * NULL) is called with 'ud' when it is collected. Server-streaming methods
+ * through it fail with UNIMPLEMENTED. Requires the module opened in 'L'
+ * (luaopen_protocall); raises otherwise, or when out of memory (then
+ * 'release' is not called). */
+PROTOCALL_API void protocall_pushtransport(lua_State *L, protocall_UnaryFn *unary,
+                                           protocall_ReleaseFn *release, void *ud);
+
+/* ---------------------------------------------------------------------------
+ * Host time: the clock and sleep of call policies
+ *
+ * By default callables read CLOCK_MONOTONIC and sleep with nanosleep
+ * (pc.now, pc.sleep). A host with an event loop installs its own per
+ * state; from then on pc.now(), pc.sleep(s) and every callable made or
+ * called in that state (retry backoff, deadlines, timeouts) use them,
+ * except where a script passes its own `clock =` / `sleep =`. */
+
+/* Seconds, never decreasing (the host loop's notion of now). */
+typedef double protocall_ClockFn(void *ud);
+
+/* Waits 'seconds' (>= 0; fractions allowed). Called as the body of a
+ * lua_CFunction from Lua code: return 0 after waiting, or suspend the
+ * running coroutine with `return lua_yield(L, 0);` and resume it from the
+ * host loop when the time has passed (the retry loop is Lua, so the yield
+ * is allowed). May raise. */
+typedef int protocall_SleepFn(lua_State *L, void *ud, double seconds);
+
+/* Installs 'clock' and 'sleep' (either NULL: the default) with 'ud' for
+ * state 'L'. Call it before or after opening the module; the last call
+ * wins. Raises only when out of memory. */
+PROTOCALL_API void protocall_settime(lua_State *L, protocall_ClockFn *clock,
+                                     protocall_SleepFn *sleep, void *ud);
 
 #endif

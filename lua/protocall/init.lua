@@ -28,6 +28,7 @@ for _, name in ipairs {
   "protocall.grpc",
   "protocall.load",
   "protocall.service",
+  "protocall.host",
 } do
   require(name).install(M, core)
 end

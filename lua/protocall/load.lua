@@ -3,7 +3,7 @@
 -- resolving are in C (core/proto_load.h through bindings/lua/lpc_load.c).
 local M = {}
 
-local type, error, ipairs, setmetatable, tostring = type, error, ipairs, setmetatable, tostring
+local type, error, ipairs, setmetatable, tostring, assert = type, error, ipairs, setmetatable, tostring, assert
 local format, byte = string.format, string.byte
 
 -- A name for source given without one: the same text gets the same name,
@@ -126,13 +126,53 @@ function M.install(pc, core)
     return file_info(pool, tostring(name))
   end
 
+  local file_descriptor_bytes = core.file_descriptor_bytes
+  local DESCRIPTOR_PROTO = "google/protobuf/descriptor.proto"
+  local FDP = "google.protobuf.FileDescriptorProto"
+  -- For frozen pools without descriptor.proto: one private pool per state.
+  local descriptor_pool
+
+  -- The FileDescriptorProto Type to decode into: the pool's own (loading
+  -- the built-in descriptor.proto into it when absent), or, for a frozen
+  -- pool that lacks it, the state's private pool's.
+  local function descriptor_type(pool)
+    local T = Pool.type(pool, FDP)
+    if T then return T end
+    if Pool.is_frozen(pool) then
+      if not descriptor_pool then
+        descriptor_pool = core.pool_new()
+        assert(load_proto(descriptor_pool, DESCRIPTOR_PROTO, nil, {}))
+      end
+      return Pool.type(descriptor_pool, FDP)
+    end
+    assert(load_proto(pool, DESCRIPTOR_PROTO, nil, {}))
+    return Pool.type(pool, FDP)
+  end
+
+  --- m | nil, err = pool:file_descriptor(name): the loaded file `name` as
+  -- a `google.protobuf.FileDescriptorProto` message (what `protoc -o`
+  -- writes for it, without source info: `pc.encode(m)` gives protoc's
+  -- bytes). Its type comes from the built-in `descriptor.proto`, loaded
+  -- into the pool on first use (a frozen pool without it uses a private
+  -- pool of the state instead). nil and "<name>: no such file in the pool"
+  -- when the file is not loaded. Issue 5 item 5.
+  function Pool.file_descriptor(pool, name)
+    if type(name) ~= "string" then
+      error("bad argument #1 to 'file_descriptor' (string expected, got " .. type(name) .. ")", 2)
+    end
+    local bytes = file_descriptor_bytes(pool, name)
+    if not bytes then return nil, name .. ": no such file in the pool" end
+    return pc.decode(descriptor_type(pool), bytes)
+  end
+
   local function on(opts) return opts ~= nil and type(opts) == "table" and opts.pool or pc._default_pool end
   --- pc.load(source, opts), pc.load_file(path, opts), pc.service(name),
-  -- pc.file(name): the pool methods on the default pool (or `opts.pool`).
+  -- pc.file(name), pc.file_descriptor(name): the pool methods on the default pool (or `opts.pool`).
   function pc.load(source, opts) return Pool.load(on(opts), source, opts) end
   function pc.load_file(path, opts) return Pool.load_file(on(opts), path, opts) end
   function pc.service(full_name) return Pool.service(pc._default_pool, full_name) end
   function pc.file(name) return Pool.file(pc._default_pool, name) end
+  function pc.file_descriptor(name) return Pool.file_descriptor(pc._default_pool, name) end
 end
 
 return M

@@ -28,10 +28,12 @@ typedef struct {
   pc_WireWriter w;   /* the encode buffer */
   pc_Arena *scratch; /* decode's arena for all-number types; stays empty
                         (no block) unless the input had unknown fields */
-  /* The last message metatable encode met and what it means (user value 1
-   * keeps that metatable alive, so the pointer cannot be reused), and the
-   * last Type decode met (user value 2). Saves the generic checks on the
-   * common loop of one type. */
+  /* The last message metatable encode met and what it means, and the last
+   * Type decode met. Saves the generic checks on the common loop of one
+   * type. They are held weakly (slots 1 and 2 of the weak-valued table,
+   * upvalue 2 of encode and decode), so the cache never keeps a type or its pool alive; a
+   * pointer counts as a hit only while its slot still holds the object, so
+   * an address reused after a collection cannot hit. */
   const void *mt;
   const pc_MessageDef *mt_def;
   int mt_standalone;
@@ -40,11 +42,24 @@ typedef struct {
 } CodecState;
 
 #define CODEC_STATE lua_upvalueindex(1)
+#define CODEC_CACHE lua_upvalueindex(2)
+
+/* Whether weak slot 'slot' still holds an object (see CodecState). */
+static int still_cached(lua_State *L, int slot) {
+  int alive = lua_rawgeti(L, CODEC_CACHE, slot) != LUA_TNIL;
+  lua_pop(L, 1);
+  return alive;
+}
+
+/* Pops the value on top into weak slot 'slot'. */
+static void cache(lua_State *L, int slot) {
+  lua_rawseti(L, CODEC_CACHE, slot);
+}
 
 /* The message at 1 and its type, as lpc_checkmessage, through the cache. */
 static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageDef **def) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
-    int hit = lua_topointer(L, -1) == cs->mt;
+    int hit = lua_topointer(L, -1) == cs->mt && still_cached(L, 1);
     lua_pop(L, 1);
     if (hit) {
       void *p = lua_touserdata(L, 1);
@@ -55,7 +70,7 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
   pc_Message *msg = lpc_checkmessage(L, 1, def);
   lua_getmetatable(L, 1);
   cs->mt = lua_topointer(L, -1);
-  lua_setiuservalue(L, CODEC_STATE, 1);
+  cache(L, 1);
   cs->mt_def = *def;
   cs->mt_standalone = msg == lua_touserdata(L, 1);
   return msg;
@@ -63,11 +78,12 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
 
 /* The Type at 1, as lpc_checktype, through the cache. */
 static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
-  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type && still_cached(L, 2))
+    return cs->type_def;
   const pc_MessageDef *def = lpc_checktype(L, 1);
   cs->type = lua_touserdata(L, 1);
   lua_pushvalue(L, 1);
-  lua_setiuservalue(L, CODEC_STATE, 2);
+  cache(L, 2);
   cs->type_def = def;
   return def;
 }
@@ -206,7 +222,7 @@ static int lpc_codec_load_descriptor_set(lua_State *L) {
 }
 
 void lpc_open_codec(lua_State *L) {
-  CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 2);
+  CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
   pc_WireWriter_Init(&cs->w, NULL, NULL);
   cs->scratch = NULL;
   cs->mt = cs->type = NULL;
@@ -219,10 +235,16 @@ void lpc_open_codec(lua_State *L) {
     lua_setfield(L, -2, "__metatable");
   }
   lua_setmetatable(L, -2);
-  lua_pushvalue(L, -1);
-  lua_pushcclosure(L, lpc_codec_encode, 1);
-  lua_setfield(L, -3, "encode");
-  lua_pushcclosure(L, lpc_codec_decode, 1);
+  lua_createtable(L, 2, 0); /* the weak cache */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, lpc_codec_encode, 2);
+  lua_setfield(L, -4, "encode");
+  lua_pushcclosure(L, lpc_codec_decode, 2);
   lua_setfield(L, -2, "decode");
   lua_pushcfunction(L, lpc_codec_load_descriptor_set);
   lua_setfield(L, -2, "load_descriptor_set");

@@ -19,7 +19,9 @@ end
 -- standard input closes; returns {port=, pid=, url="http://127.0.0.1:PORT"}.
 -- The pipe to its standard input is held here, so it cannot outlive a
 -- failed spec. `label` names it in the error raised when it does not start.
-function M.spawn_command(command, label)
+-- `pattern` (optional) reads the first line instead: one capture, the port
+-- (no pid then: M.stop closes the pipe, and the server stops at end of file).
+function M.spawn_command(command, label, pattern)
   local out = os.tmpname()
   local pipe = io.popen("exec " .. command .. " > " .. out .. " 2>/dev/null", "w")
   for _ = 1, 200 do
@@ -28,7 +30,12 @@ function M.spawn_command(command, label)
     if f then f:close() end
     if line then
       os.remove(out)
-      local p, pid = line:match("^(%d+) (%d+)$")
+      local p, pid
+      if pattern then p = line:match(pattern) else p, pid = line:match("^(%d+) (%d+)$") end
+      if not p then
+        pipe:close()
+        error(label .. " printed '" .. line .. "'")
+      end
       return { port = tonumber(p), pid = pid, pipe = pipe, url = "http://127.0.0.1:" .. p }
     end
     os.execute("sleep 0.05")
@@ -48,7 +55,7 @@ end
 --- Kills a server from M.spawn or M.spawn_command (SIGKILL: no goodbye on its connections).
 function M.stop(server)
   if server and server.pipe then
-    os.execute("kill -9 " .. server.pid .. " 2>/dev/null")
+    if server.pid then os.execute("kill -9 " .. server.pid .. " 2>/dev/null") end
     server.pipe:close()
     server.pipe = nil
   end

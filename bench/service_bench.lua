@@ -6,7 +6,11 @@
 --    server (bench/grpc_cpp, Debian's libgrpc++-dev, built here with
 --    `make -C bench/grpc_cpp`), for protocall (pc.client with messages, and
 --    the bare pc.grpc transport with bytes), Debian's python3-grpcio client
---    and the C++ gRPC client, alternating, best of 3 runs of ~1 s each.
+--    and the C++ gRPC client, alternating, best of 3 runs of ~1 s each;
+-- 3. backpressure of a server stream left unread (python3-grpcio server,
+--    spec/grpc_server.py: faults.Faults/Stream, 2,000 replies of 10 kB):
+--    the growth of this process's resident memory while the stream waits
+--    alone, and while unary calls run on the same connection.
 local pc = require "protocall" -- first: the harness then finds core.monotonic
 local H = require "bench.harness"
 local helper = require "spec.grpc_helper"
@@ -113,4 +117,32 @@ local ok, err = pcall(function()
 end)
 t:close()
 helper.stop(cpp)
+if not ok then error(err, 0) end
+
+assert(pc.load_file("spec/fixtures/protos/grpc/faults.proto",
+                    { import_paths = { "spec/fixtures/protos" } }))
+local py = helper.spawn("grpc")
+local faults = pc.client("faults.Faults", { transport = pc.grpc(py.url) })
+ok, err = pcall(function()
+  faults:Echo { text = "warm up" }
+  local function mb(bytes) return bytes / 1e6 end
+  collectgarbage()
+  local r0 = H.rss()
+  local iter = faults:Stream { count = 2000, size = 10000 }
+  assert(iter().index == 1)
+  os.execute("sleep 1")
+  assert(iter().index == 2)
+  local alone = H.rss()
+  local t0 = helper.now()
+  while helper.now() - t0 < 2 do faults:Echo { text = "x" } end
+  local shared = H.rss()
+  local n = 2
+  for _ in iter do n = n + 1 end
+  assert(n == 2000)
+  H.report("an unread server stream of 20 MB (2,000 x 10 kB): resident memory growth", {
+    { name = "stream alone, 1 s unread", value = mb(alone - r0), unit = "MB" },
+    { name = "then 2 s of unary calls on its connection", value = mb(shared - r0), unit = "MB" },
+  })
+end)
+helper.stop(py)
 if not ok then error(err, 0) end

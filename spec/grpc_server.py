@@ -221,8 +221,9 @@ def faults_handlers():
         n = count(req)
         if n <= req.failures:
             ctx.abort(grpc.StatusCode[req.code], "failure %d of %d" % (n, req.failures))
+        payload = b"x" * req.size
         for i in range(req.count):
-            yield Reply(index=i + 1, attempts=n)
+            yield Reply(index=i + 1, attempts=n, payload=payload)
 
     def stream_then_fail(req, ctx):
         n = count(req)

@@ -16,8 +16,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: echo_client PORT SIZE SECONDS\n");
     return 2;
   }
-  auto channel = grpc::CreateChannel(std::string("127.0.0.1:") + argv[1],
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(std::string("127.0.0.1:") + argv[1], grpc::InsecureChannelCredentials());
   auto stub = bench::Echo::NewStub(channel);
   bench::Msg request;
   request.set_data(std::string(static_cast<size_t>(std::atol(argv[2])), 'x'));

@@ -22,7 +22,7 @@ class EchoService final : public bench::Echo::Service {
   }
 };
 
-}  // namespace
+} // namespace
 
 int main(int argc, char **argv) {
   int port = argc > 1 ? std::atoi(argv[1]) : 0;

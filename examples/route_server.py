@@ -5,13 +5,16 @@
 Serves demo.Router from examples/route.proto with Debian's python3-grpcio and
 python3-protobuf (no generated code: protoc compiles the schema to a
 descriptor set at start-up). Measure fails twice with UNAVAILABLE for each
-route name, then answers, so the client's retry policy shows. Prints the
-address it listens on; stops on Ctrl-C.
+route name, then answers, so the client's retry policy shows. PORT 0 picks
+a free one. Prints the address it listens on; stops on Ctrl-C, or when its
+standard input reaches end of file (Ctrl-D; spec/examples_spec.lua holds a
+pipe to it).
 """
 import math
 import os
 import subprocess
 import sys
+import threading
 from concurrent import futures
 
 import grpc
@@ -63,9 +66,16 @@ def main():
     })
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port("127.0.0.1:%d" % port)
+    port = server.add_insecure_port("127.0.0.1:%d" % port)
     server.start()
     print("demo.Router listening on http://127.0.0.1:%d" % port, flush=True)
+
+    def stop_at_eof():
+        while sys.stdin.read(4096):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=stop_at_eof, daemon=True).start()
     try:
         server.wait_for_termination()
     except KeyboardInterrupt:

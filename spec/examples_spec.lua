@@ -2,6 +2,7 @@
 -- server (examples/route_server.py on Debian's python3-grpcio), and the
 -- payload decoder on a corpus payload. They run through the `protocall`
 -- command of the build under test ($PROTOCALL_BIN, set by .ci/busted).
+local helper = require "grpc_helper"
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
 local CORPUS = "../shared/corpus"
 
@@ -12,10 +13,6 @@ local function run(cmd)
   return out, ok and 0 or code
 end
 
-local function free_port()
-  local out = run([[/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']])
-  return assert(tonumber(out:match("%d+")))
-end
 
 describe("examples/quickstart.lua", function()
   it("runs in process: loads the schema, encodes, retries a flaky handler, streams", function()
@@ -31,18 +28,14 @@ describe("examples/quickstart.lua", function()
   end)
 
   it("calls a real gRPC server with --target", function()
-    local port = free_port()
-    local server = io.popen("exec /usr/bin/python3 examples/route_server.py " .. port .. " >/dev/null 2>&1", "w")
-    local out, code
-    for _ = 1, 100 do -- until the server listens
-      out, code = run(BIN .. " examples/quickstart.lua --target http://127.0.0.1:" .. port)
-      if code == 0 or not out:match("UNAVAILABLE: .*[Cc]onnect") then break end
-      os.execute("sleep 0.1")
-    end
-    os.execute("pkill -f 'examples/route_server.py " .. port .. "'")
-    server:close()
+    local server = helper.spawn_command("/usr/bin/python3 examples/route_server.py 0",
+                                        "examples/route_server.py",
+                                        "^demo%.Router listening on http://127%.0%.0%.1:(%d+)$")
+    local out, code = run(BIN .. " examples/quickstart.lua --target " .. server.url)
+    helper.stop(server)
     assert.are.equal(0, code, out)
-    assert.matches("calling demo.Router at http://127.0.0.1:" .. port, out, 1, true)
+    assert.matches("calling demo.Router at " .. server.url, out, 1, true)
+    assert.matches("client: retrying after UNAVAILABLE: flaky server", out, 1, true)
     assert.matches("Measure -> demo.Distance{length=9.0, legs=2}", out, 1, true)
     assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
   end)

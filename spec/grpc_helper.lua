@@ -14,34 +14,48 @@ function M.now()
   return t
 end
 
---- Starts `grpc_server.py MODE PORT ...` (PORT 0: a free one) and returns
--- {port=, pid=, url="http://127.0.0.1:PORT"}. The server exits when the
--- pipe held here closes, so it cannot outlive a failed spec.
-function M.spawn(mode, port, ...)
+--- Starts the server command `command` (a shell word list, run with
+-- exec) that prints "PORT PID" as its first line and exits when its
+-- standard input closes; returns {port=, pid=, url="http://127.0.0.1:PORT"}.
+-- The pipe to its standard input is held here, so it cannot outlive a
+-- failed spec. `label` names it in the error raised when it does not start.
+-- `pattern` (optional) reads the first line instead: one capture, the port
+-- (no pid then: M.stop closes the pipe, and the server stops at end of file).
+function M.spawn_command(command, label, pattern)
   local out = os.tmpname()
-  local args = table.concat({ mode, tostring(port or 0), ... }, " ")
-  local pipe = io.popen("exec " .. PYTHON .. " " .. SERVER .. " " .. args .. " > " .. out
-                        .. " 2>/dev/null", "w")
+  local pipe = io.popen("exec " .. command .. " > " .. out .. " 2>/dev/null", "w")
   for _ = 1, 200 do
     local f = io.open(out)
     local line = f and f:read("*l")
     if f then f:close() end
     if line then
       os.remove(out)
-      local p, pid = line:match("^(%d+) (%d+)$")
+      local p, pid
+      if pattern then p = line:match(pattern) else p, pid = line:match("^(%d+) (%d+)$") end
+      if not p then
+        pipe:close()
+        error(label .. " printed '" .. line .. "'")
+      end
       return { port = tonumber(p), pid = pid, pipe = pipe, url = "http://127.0.0.1:" .. p }
     end
     os.execute("sleep 0.05")
   end
   pipe:close()
   os.remove(out)
-  error("grpc_server.py " .. mode .. " did not start")
+  error(label .. " did not start")
 end
 
---- Kills a server from M.spawn (SIGKILL: no goodbye on its connections).
+--- Starts `grpc_server.py MODE PORT ...` (PORT 0: a free one), as
+-- M.spawn_command.
+function M.spawn(mode, port, ...)
+  local args = table.concat({ mode, tostring(port or 0), ... }, " ")
+  return M.spawn_command(PYTHON .. " " .. SERVER .. " " .. args, "grpc_server.py " .. mode)
+end
+
+--- Kills a server from M.spawn or M.spawn_command (SIGKILL: no goodbye on its connections).
 function M.stop(server)
   if server and server.pipe then
-    os.execute("kill -9 " .. server.pid .. " 2>/dev/null")
+    if server.pid then os.execute("kill -9 " .. server.pid .. " 2>/dev/null") end
     server.pipe:close()
     server.pipe = nil
   end

@@ -15,7 +15,14 @@ holds the writing end: io.popen(cmd, "w")), so a spec that fails or dies
 cannot leave it running, and after two minutes in any case.
 
 Requests and responses of test.Test are raw bytes (no codegen, no
-messages): the request's text is the argument, as each method says.
+messages): the request's text is the argument, as each method says. The
+grpc and tls modes also serve faults.Faults, a message service
+(spec/fixtures/protos/grpc/faults.proto, compiled by protoc at start-up,
+message classes from python3-protobuf's message_factory).
+
+    grpc_server.py client PORT SIZE SECONDS PATH   the same client calling
+                                 PATH with a message whose field 1 holds SIZE
+                                 bytes (faults.Request.text, bench.Msg.data)
 """
 import base64
 import os
@@ -109,7 +116,7 @@ def serve_grpc(port, tls=None):
         code, _, message = request.decode().partition(" ")
         ctx.abort(grpc.StatusCode[code], message)
 
-    handlers = {
+    raw_handlers = {
         "Echo": grpc.unary_unary_rpc_method_handler(echo),
         "FailThenSucceed": grpc.unary_unary_rpc_method_handler(fail_then_succeed),
         "Sleep": grpc.unary_unary_rpc_method_handler(sleep),
@@ -124,7 +131,10 @@ def serve_grpc(port, tls=None):
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
                          options=[("grpc.max_send_message_length", 64 << 20),
                                   ("grpc.so_reuseport", 0)])
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Test", handlers),))
+    server.add_generic_rpc_handlers((
+        grpc.method_handlers_generic_handler("test.Test", raw_handlers),
+        grpc.method_handlers_generic_handler("faults.Faults", faults_handlers()),
+    ))
     if tls:
         with open(tls[0], "rb") as f:
             cert = f.read()
@@ -137,6 +147,116 @@ def serve_grpc(port, tls=None):
     server.start()
     announce(port)
     server.wait_for_termination()
+
+
+# -- faults.Faults: a message service ----------------------------------------
+
+PROTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "protos")
+
+
+def faults_handlers():
+    import subprocess
+    import grpc
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    out = subprocess.run(["protoc", "-I", PROTOS, "--descriptor_set_out=/dev/stdout",
+                          "grpc/faults.proto"], check=True, capture_output=True).stdout
+    pool = descriptor_pool.DescriptorPool()
+    for f in descriptor_pb2.FileDescriptorSet.FromString(out).file:
+        pool.Add(f)
+    factory = message_factory.MessageFactory(pool)
+    Request = factory.GetPrototype(pool.FindMessageTypeByName("faults.Request"))
+    Reply = factory.GetPrototype(pool.FindMessageTypeByName("faults.Reply"))
+
+    counts = {}
+    lock = threading.Lock()
+
+    def count(req):
+        """Counts one attempt for req.id; returns the count so far."""
+        with lock:
+            n = counts.get(req.id, 0) + 1
+            if req.id:
+                counts[req.id] = n
+        return n
+
+    def echo(req, ctx):
+        return Reply(text=req.text, attempts=count(req))
+
+    def fail_then_succeed(req, ctx):
+        n = count(req)
+        if n <= req.failures:
+            ctx.abort(grpc.StatusCode[req.code], "failure %d of %d" % (n, req.failures))
+        return Reply(text="ok after %d" % (n - 1), attempts=n)
+
+    def sleep(req, ctx):
+        end = time.monotonic() + req.seconds
+        while time.monotonic() < end and ctx.is_active():
+            time.sleep(0.01)
+        return Reply(text="slept", attempts=count(req))
+
+    def big(req, ctx):
+        return Reply(payload=b"x" * req.size, attempts=count(req))
+
+    def metadata(req, ctx):
+        md = [(k, v) for k, v in ctx.invocation_metadata() if k.startswith("x-")]
+        return Reply(metadata=[dict(key=k, value=v if isinstance(v, str) else v.hex())
+                               for k, v in md], attempts=count(req))
+
+    def compressed(req, ctx):
+        ctx.set_compression(grpc.Compression.Gzip)
+        return Reply(text=req.text * 100, attempts=count(req))
+
+    def pushback(req, ctx):
+        n = count(req)
+        if n <= req.failures:
+            ctx.set_trailing_metadata([("grpc-retry-pushback-ms", req.pushback)])
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "busy, retry in %s ms" % req.pushback)
+        return Reply(text="ok after %d" % (n - 1), attempts=n)
+
+    def attempts(req, ctx):
+        with lock:
+            return Reply(attempts=counts.get(req.id, 0))
+
+    def stream(req, ctx):
+        n = count(req)
+        if n <= req.failures:
+            ctx.abort(grpc.StatusCode[req.code], "failure %d of %d" % (n, req.failures))
+        payload = b"x" * req.size
+        for i in range(req.count):
+            yield Reply(index=i + 1, attempts=n, payload=payload)
+
+    def stream_then_fail(req, ctx):
+        n = count(req)
+        for i in range(req.count):
+            yield Reply(index=i + 1, attempts=n)
+        ctx.abort(grpc.StatusCode[req.code], "stream failed after %d" % req.count)
+
+    def unary(fn, serializer=Reply.SerializeToString):
+        return grpc.unary_unary_rpc_method_handler(
+            fn, request_deserializer=Request.FromString, response_serializer=serializer)
+
+    def server_stream(fn):
+        return grpc.unary_stream_rpc_method_handler(
+            fn, request_deserializer=Request.FromString,
+            response_serializer=Reply.SerializeToString)
+
+    def undecodable(reply):
+        """Reply.payload (field 2) announcing 5 bytes and holding 2."""
+        return b"\x12\x05ab"
+
+    return {
+        "Echo": unary(echo),
+        "FailThenSucceed": unary(fail_then_succeed),
+        "Sleep": unary(sleep),
+        "Big": unary(big),
+        "Metadata": unary(metadata),
+        "Compressed": unary(compressed),
+        "Pushback": unary(pushback),
+        "Undecodable": unary(echo, serializer=undecodable),
+        "Attempts": unary(attempts),
+        "Stream": server_stream(stream),
+        "StreamThenFail": server_stream(stream_then_fail),
+    }
 
 
 # -- h2: a scripted HTTP/2 peer (python3-h2) ----------------------------------
@@ -329,12 +449,22 @@ def silent_connection(conn):
         conn.close()
 
 
-def bench_client(port, size, seconds):
+def bench_client(port, size, seconds, path=None):
     import grpc
 
     channel = grpc.insecure_channel("127.0.0.1:%d" % port)
-    echo = channel.unary_unary("/test.Test/Echo")
-    request = b"x" * size
+    if path is None:
+        echo = channel.unary_unary("/test.Test/Echo")
+        request = b"x" * size
+    else:
+        echo = channel.unary_unary(path)
+        length, n = b"", size
+        while True:  # field 1 (length-delimited): tag, varint length, bytes
+            length += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                break
+        request = b"\x0a" + length + b"x" * size
     for _ in range(100):  # warm up: connection, first calls
         echo(request)
     n, start = 0, time.monotonic()
@@ -348,7 +478,8 @@ def bench_client(port, size, seconds):
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "client":
-        bench_client(port, int(sys.argv[3]), float(sys.argv[4]))
+        bench_client(port, int(sys.argv[3]), float(sys.argv[4]),
+                     sys.argv[5] if len(sys.argv) > 5 else None)
         return
     threading.Thread(target=watch_stdin, daemon=True).start()
     threading.Thread(target=lifetime, daemon=True).start()

@@ -83,8 +83,9 @@ function M.install(pc, core)
   local Inproc = { __name = "protocall.Inproc" }
   Inproc.__index = Inproc
 
-  -- Runs the handler of `path` on request bytes; returns the list of
-  -- response messages (one for unary) or raises pc.Error.
+  -- Runs the handler of `path` on request bytes; returns the response
+  -- message (unary) or the list of response messages (streaming), or
+  -- raises pc.Error. Only a streaming call's context gets `send`.
   local function serve(server, path, request, settings, streaming)
     local entry = server.methods[path]
     if not entry then return error(status("UNIMPLEMENTED", "unknown method " .. tostring(path)), 0) end
@@ -92,19 +93,29 @@ function M.install(pc, core)
     if info.client_streaming then
       error(status("UNIMPLEMENTED", info.full_name .. ": client streaming is not supported yet"), 0)
     end
-    settings = settings or {}
     local req, err = decode(info.input, request)
     if not req then error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 0) end
-    local timeout = settings.timeout
-    local metadata = {}
-    for i, kv in ipairs(settings.metadata or {}) do metadata[i] = { kv[1], kv[2] } end
-    local sent = {}
+    local timeout, metadata = nil, {}
+    if settings then
+      timeout = settings.timeout
+      local md = settings.metadata
+      if md then
+        for i = 1, #md do
+          local kv = md[i]
+          metadata[i] = { kv[1], kv[2] }
+        end
+      end
+    end
     local ctx = {
       method = info.full_name, metadata = metadata, timeout = timeout,
       deadline = timeout and now() + timeout or nil,
     }
-    function ctx.send(response)
-      sent[#sent + 1] = as_message(info.output, response, info.full_name .. " response", 2)
+    local sent
+    if streaming then
+      sent = {}
+      function ctx.send(response)
+        sent[#sent + 1] = as_message(info.output, response, info.full_name .. " response", 2)
+      end
     end
     local ok, result = pcall(entry.handler, req, ctx)
     if not ok then
@@ -126,9 +137,10 @@ function M.install(pc, core)
     if result == nil then
       error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
     end
+    if is_message(result) and type_of(result) == info.output then return result end
     local okc, resp = pcall(as_message, info.output, result, info.full_name .. " response", 1)
     if not okc then error(status("INTERNAL", tostring(resp)), 0) end
-    return { resp }
+    return resp
   end
 
   --- transport = pc.inproc(server): the in-process transport, the embedded
@@ -143,7 +155,7 @@ function M.install(pc, core)
 
   --- bytes = inproc:unary(path, request_bytes, settings)
   function Inproc:unary(path, request, settings)
-    return encode(serve(self.server, path, request, settings, false)[1])
+    return encode(serve(self.server, path, request, settings, false))
   end
 
   --- for bytes in inproc:server_stream(path, request_bytes, settings) do ... end

@@ -1,0 +1,51 @@
+// A C++ gRPC server for bench/service_bench.lua (Debian's libgrpc++-dev):
+// bench.Echo/Echo returns its request. Usage: echo_server PORT (0: a free
+// loopback port). Prints "PORT PID" once listening, as spec/grpc_server.py
+// does, and exits when its standard input reaches end of file.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include "echo.grpc.pb.h"
+
+namespace {
+
+class EchoService final : public bench::Echo::Service {
+  grpc::Status Echo(grpc::ServerContext *, const bench::Msg *request, bench::Msg *reply) override {
+    *reply = *request;
+    return grpc::Status::OK;
+  }
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int port = argc > 1 ? std::atoi(argv[1]) : 0;
+  EchoService service;
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
+                           &bound);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound == 0) {
+    std::fprintf(stderr, "echo_server: cannot listen on port %d\n", port);
+    return 1;
+  }
+  std::printf("%d %d\n", bound, static_cast<int>(getpid()));
+  std::fflush(stdout);
+  std::thread watch([] {
+    char buf[4096];
+    while (read(0, buf, sizeof buf) > 0) {
+    }
+    std::_Exit(0);
+  });
+  server->Wait();
+  watch.join();
+  return 0;
+}

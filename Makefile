@@ -74,8 +74,11 @@ memcheck: build
 lint: build
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --std=c11 -I core -I bindings/lua core bindings
-	clang-tidy -p $(RELEASE) --quiet --warnings-as-errors='*' \
-	  $$(find core bindings -name '*.c' -not -path 'core/tests/*')
+	@echo "clang-tidy over core/ and bindings/ (compile_commands.json of $(RELEASE))"
+	@out=$$(find core bindings -name '*.c' -not -path 'core/tests/*' -not -path 'bindings/tests/*' | \
+	  xargs -P $(JOBS) -n 4 clang-tidy -p $(RELEASE) --quiet --warnings-as-errors='*' 2>&1); \
+	  status=$$?; printf '%s\n' "$$out" | grep -v -e '^[0-9]* warnings\{0,1\} generated\.$$' -e '^$$'; \
+	  exit $$status
 
 format:
 	clang-format -i $(filter %.c %.h,$(C_SOURCES))

@@ -576,3 +576,52 @@ const char *pc_Wkt_Source(const char *name, size_t *len) {
 const char *pc_Wkt_Name(size_t i) {
   return i < sizeof kWkt / sizeof kWkt[0] ? kWkt[i].name : NULL;
 }
+
+/* Top-level types of each built-in file (descriptor.proto's listed apart). */
+static const struct {
+  const char *type, *file;
+} kWktTypes[] = {
+    {"Any", "any"},           {"Api", "api"},
+    {"Method", "api"},        {"Mixin", "api"},
+    {"Duration", "duration"}, {"Empty", "empty"},
+    {"FieldMask", "field_mask"}, {"SourceContext", "source_context"},
+    {"Struct", "struct"},     {"Value", "struct"},
+    {"ListValue", "struct"},  {"NullValue", "struct"},
+    {"Timestamp", "timestamp"}, {"Type", "type"},
+    {"Field", "type"},        {"Enum", "type"},
+    {"EnumValue", "type"},    {"Option", "type"},
+    {"Syntax", "type"},       {"DoubleValue", "wrappers"},
+    {"FloatValue", "wrappers"}, {"Int64Value", "wrappers"},
+    {"UInt64Value", "wrappers"}, {"Int32Value", "wrappers"},
+    {"UInt32Value", "wrappers"}, {"BoolValue", "wrappers"},
+    {"StringValue", "wrappers"}, {"BytesValue", "wrappers"},
+    {"FileDescriptorSet", "descriptor"}, {"FileDescriptorProto", "descriptor"},
+    {"DescriptorProto", "descriptor"}, {"ExtensionRangeOptions", "descriptor"},
+    {"FieldDescriptorProto", "descriptor"}, {"OneofDescriptorProto", "descriptor"},
+    {"EnumDescriptorProto", "descriptor"}, {"EnumValueDescriptorProto", "descriptor"},
+    {"ServiceDescriptorProto", "descriptor"}, {"MethodDescriptorProto", "descriptor"},
+    {"FileOptions", "descriptor"}, {"MessageOptions", "descriptor"},
+    {"FieldOptions", "descriptor"}, {"OneofOptions", "descriptor"},
+    {"EnumOptions", "descriptor"}, {"EnumValueOptions", "descriptor"},
+    {"ServiceOptions", "descriptor"}, {"MethodOptions", "descriptor"},
+    {"UninterpretedOption", "descriptor"}, {"SourceCodeInfo", "descriptor"},
+    {"GeneratedCodeInfo", "descriptor"}};
+
+const char *pc_Wkt_FileOf(const char *full_name) {
+  static const char prefix[] = "google.protobuf.";
+  if (strncmp(full_name, prefix, sizeof prefix - 1) != 0) return NULL;
+  const char *top = full_name + sizeof prefix - 1;
+  size_t len = strcspn(top, ".");
+  for (size_t i = 0; i < sizeof kWktTypes / sizeof kWktTypes[0]; i++) {
+    if (strlen(kWktTypes[i].type) == len && memcmp(kWktTypes[i].type, top, len) == 0) {
+      for (size_t j = 0; pc_Wkt_Name(j) != NULL; j++) {
+        const char *f = pc_Wkt_Name(j); /* "google/protobuf/<file>.proto" */
+        const char *base = f + sizeof "google/protobuf/" - 1;
+        size_t blen = strlen(kWktTypes[i].file);
+        if (strncmp(base, kWktTypes[i].file, blen) == 0 && strcmp(base + blen, ".proto") == 0)
+          return f;
+      }
+    }
+  }
+  return NULL;
+}

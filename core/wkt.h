@@ -19,4 +19,10 @@ const char *pc_Wkt_Source(const char *name, size_t *len);
  * order), or NULL past the last. */
 const char *pc_Wkt_Name(size_t i);
 
+/* The import name of the built-in file that defines the google.protobuf
+ * message or enum 'full_name' ("google.protobuf.Timestamp" ->
+ * "google/protobuf/timestamp.proto"; nested names by their outermost
+ * type), or NULL when 'full_name' is not a well-known type. */
+const char *pc_Wkt_FileOf(const char *full_name);
+
 #endif

@@ -1,6 +1,7 @@
 -- Decode a binary protobuf payload and print it in text format, as
--- `protoc --decode` does:
+-- `protoc --decode` does (extensions and unknown fields are not printed):
 --   protocall examples/decode.lua [-I DIR]... FILE.proto TYPE PAYLOAD.bin
+-- PAYLOAD "-" reads standard input.
 -- e.g. protocall examples/decode.lua -I ../shared/corpus/protos/grpc/examples/protos \
 --        route_guide.proto routeguide.Feature ../shared/corpus/payloads/grpc/route_guide_feature.bin
 local pc = require "protocall"
@@ -20,7 +21,7 @@ while i <= #arg do
 end
 local proto, type_name, payload = rest[1], rest[2], rest[3]
 if not payload then
-  io.stderr:write("usage: protocall examples/decode.lua [-I DIR]... FILE.proto TYPE PAYLOAD.bin\n")
+  io.stderr:write("usage: protocall examples/decode.lua [-I DIR]... FILE.proto TYPE PAYLOAD.bin|-\n")
   os.exit(2)
 end
 
@@ -43,10 +44,15 @@ local ok, err = pc.load_file(path, { import_paths = paths, name = proto })
 if not ok then fail(err) end
 local T = pc.type(type_name)
 if not T or not T.full_name then fail(type_name .. ": no such message type in " .. proto) end
-local f = io.open(payload, "rb")
-if not f then fail(payload .. ": cannot open") end
-local bytes = f:read("a")
-f:close()
+local bytes
+if payload == "-" then
+  bytes = io.stdin:read("a")
+else
+  local f, open_err = io.open(payload, "rb")
+  if not f then fail(open_err) end
+  bytes = f:read("a")
+  f:close()
+end
 local m, derr = pc.decode(T, bytes)
 if not m then fail(payload .. ": " .. derr) end
 io.write(pc.to_text(m))

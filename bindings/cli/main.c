@@ -6,6 +6,8 @@
  *     -v        print the version
  *     --        stop handling options
  *     -         run standard input
+ * With no script and no -e, standard input runs when it is not a terminal
+ * (`echo 'print(1)' | protocall`); on a terminal the usage is printed.
  *
  * As Lua's own lua.c: 'arg' holds the script name at 0, its arguments at
  * 1..n and the command's options at negative indices; everything runs under
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *progname = "protocall";
 
@@ -121,6 +124,13 @@ static int collectargs(char **argv, int argc, int *version) {
   return 0;
 }
 
+/* Runs standard input as a chunk (no script named, stdin not a terminal). */
+static int runscript_stdin(lua_State *L) {
+  int status = luaL_loadfile(L, NULL);
+  if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
+  return report(L, status);
+}
+
 /* The protected main: all Lua work happens in here (as lua.c's pmain). */
 static int pmain(lua_State *L) {
   int argc = (int)lua_tointeger(L, 1);
@@ -152,8 +162,11 @@ static int pmain(lua_State *L) {
   if (script > 0) {
     if (runscript(L, argv, argc, script) != LUA_OK) return 0;
   } else if (!ran && !version) {
-    print_usage();
-    return 0;
+    if (isatty(STDIN_FILENO)) { /* no interactive mode: say how to use it */
+      print_usage();
+      return 0;
+    }
+    if (runscript_stdin(L) != LUA_OK) return 0; /* as lua.c: run what is piped in */
   }
   lua_pushboolean(L, 1);
   return 1;

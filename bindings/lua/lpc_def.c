@@ -214,6 +214,8 @@ static void resolve_type(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *s
   dotted[0] = '.';
   memcpy(dotted + 1, name, len + 1);
   fd->type_name = dotted;
+  if (pc_Pool_FindMessage(pool, name) == NULL && pc_Pool_FindEnum(pool, name) == NULL)
+    lpc_load_wkt(L, pool, name); /* google.protobuf.* on first use */
   if (strcmp(name, self) == 0 || pc_Pool_FindMessage(pool, name) != NULL)
     fd->type = kPc_Type_Message;
   else if (pc_Pool_FindEnum(pool, name) != NULL)
@@ -345,6 +347,32 @@ static void map_entry(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *self
   fd->label = kPc_Label_Repeated;
 }
 
+/* Raises "<where>: unknown option 'k' (expected ...)" for a key of the table
+ * at 't' other than 1..npos and the names in 'allowed' (NULL-terminated), so
+ * a misspelt option cannot be silently ignored. */
+static void check_keys(lua_State *L, int t, const char *where, lua_Integer npos,
+                       const char *const *allowed, const char *expected) {
+  lua_pushnil(L);
+  while (lua_next(L, t) != 0) {
+    lua_pop(L, 1);
+    if (lua_isinteger(L, -1)) {
+      lua_Integer k = lua_tointeger(L, -1);
+      if (k >= 1 && k <= npos) continue;
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *k = lua_tostring(L, -1);
+      const char *const *a = allowed;
+      while (*a != NULL && strcmp(*a, k) != 0) a++;
+      if (*a != NULL) continue;
+    }
+    luaL_error(L, "%s: unknown option '%s' (expected %s)", where, luaL_tolstring(L, -1, NULL),
+               expected);
+  }
+}
+
+static const char *const kFieldOptions[] = {"repeated", "required", "optional", "packed",
+                                            "json_name", "oneof", "default", NULL};
+static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
+
 /* -- T = pc.message(full_name, fields, opts)   (API.md "Schemas") */
 static int lpc_pool_message(lua_State *L) {
   int base, pidx;
@@ -356,6 +384,8 @@ static int lpc_pool_message(lua_State *L) {
   lua_settop(L, opts);
   if (!lua_isnoneornil(L, opts)) {
     luaL_checktype(L, opts, LUA_TTABLE);
+    static const char *const kMessageOptions[] = {"syntax", "extensions", NULL};
+    check_keys(L, opts, full, 0, kMessageOptions, "syntax or extensions");
     lua_getfield(L, opts, "syntax");
     const char *syn = lua_tostring(L, -1);
     if (syn != NULL && strcmp(syn, "proto2") == 0)
@@ -421,6 +451,8 @@ static int lpc_pool_message(lua_State *L) {
     f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
     lua_pushfstring(L, "%s.%s", full, f->name);
     const char *where = lua_tostring(L, -1);
+    check_keys(L, t, where, 3, kFieldOptions,
+               "repeated, required, optional, packed, json_name, oneof or default");
     size_t tlen;
     const char *spell = lua_tolstring(L, -3, &tlen);
     int repeated = opt_bool(L, t, "repeated");
@@ -537,6 +569,7 @@ static int lpc_pool_extend(lua_State *L) {
     f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
     size_t tlen;
     const char *spell = lua_tolstring(L, -2, &tlen);
+    check_keys(L, t, full, 3, kExtensionOptions, "repeated or default");
     resolve_type(L, pool, a, "", full, spell, tlen, f);
     if (opt_bool(L, t, "repeated")) f->label = kPc_Label_Repeated;
     if (lua_getfield(L, t, "default") != LUA_TNIL)
@@ -635,12 +668,19 @@ static int lpc_pool_type(lua_State *L) {
   const char *name = luaL_checkstring(L, base);
   if (name[0] == '.') name++;
   const pc_MessageDef *m = pc_Pool_FindMessage(pool, name);
+  const pc_EnumDef *e = m ? NULL : pc_Pool_FindEnum(pool, name);
+  if (m == NULL && e == NULL && lpc_load_wkt(L, pool, name)) { /* google.protobuf.* */
+    m = pc_Pool_FindMessage(pool, name);
+    e = m ? NULL : pc_Pool_FindEnum(pool, name);
+  }
   if (m != NULL) {
     lpc_pushtype(L, m);
     return 1;
   }
-  const pc_EnumDef *e = pc_Pool_FindEnum(pool, name);
-  if (e == NULL) return 0;
+  if (e == NULL) {
+    lua_pushnil(L);
+    return 1;
+  }
   push_enum(L, e);
   return 1;
 }

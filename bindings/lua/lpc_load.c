@@ -12,6 +12,7 @@
 #include "lpc.h"
 #include "lpc_msg.h"
 #include "proto_load.h"
+#include "wkt.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -89,6 +90,22 @@ int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *e
   for (size_t i = seeded; i < set.count; i++)
     if (pc_Pool_AddFile(pool, set.files[i], err) == NULL) return 0;
   return 1;
+}
+
+int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name) {
+  const char *file = pc_Wkt_FileOf(full_name);
+  if (file == NULL || pc_Pool_IsFrozen(pool)) return 0;
+  if (pc_Pool_FindFile(pool, file) != NULL) return 1;
+  lpc_SourceCtx c;
+  memset(&c, 0, sizeof c); /* no text, no import paths: the built-ins answer */
+  c.arena = lpc_newarena(L);
+  int idx = lua_gettop(L);
+  pc_Error err;
+  pc_Error_Init(&err);
+  int ok = lpc_load_into(pool, &c, file, &err);
+  lpc_pacearena(L, idx);
+  lua_remove(L, idx);
+  return ok;
 }
 
 /* -- name | nil, err = core.load_proto(pool, name, source|nil, {import_path, ...})

@@ -84,6 +84,13 @@ typedef struct {
  * set; the pool then keeps the files added before the failing one. */
 int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *err);
 
+/* Adds the built-in well-known-type file defining 'full_name'
+ * ("google.protobuf.Timestamp") to 'pool' when it lacks it, so those types
+ * are there on first use. 1 when the pool has the file now; 0 when
+ * 'full_name' is no well-known type or the pool is frozen. Raises only
+ * when memory runs out. */
+int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name);
+
 /* Used between lpc_def.c and lpc_message.c: the two instance metatables
  * of a new Type (its user values 2 and 3), and calling a Type. */
 void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def);

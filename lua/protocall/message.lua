@@ -69,6 +69,7 @@ function M.install(pc, core)
   local function show_value(v)
     if type(v) == "string" then return quote(v) end
     if is_message(v) then return show(v) end
+    if v ~= v then return "nan" end -- not the C library's "-nan"
     return tostring(v)
   end
 

@@ -1,6 +1,7 @@
 /* The .proto parser. Statement by statement as protoc's compiler/parser.cc
  * (same grammar, same error texts); see proto_parse.h for what it keeps. */
 #include "proto_parse.h"
+#include "wire.h"
 
 #include "proto_lex.h"
 
@@ -180,36 +181,15 @@ static void *push(P *p, void *arrp, size_t *count, size_t *cap, size_t size) {
   return slot;
 }
 
-typedef struct {
-  uint8_t *p;
-  size_t n, cap;
-} Buf;
+/* Options are written front to back (core/wire.h). */
+typedef pc_ByteBuf Buf;
 
 static int buf_put(P *p, Buf *b, const void *data, size_t len) {
-  if (b->n + len > b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 64;
-    while (nc < b->n + len) nc *= 2;
-    uint8_t *n = pc_Arena_Malloc(p->a, nc);
-    if (n == NULL) return oom(p);
-    if (b->n) memcpy(n, b->p, b->n);
-    b->p = n;
-    b->cap = nc;
-  }
-  if (len) memcpy(b->p + b->n, data, len);
-  b->n += len;
-  return 1;
+  return pc_ByteBuf_Put(b, p->a, data, len) || oom(p);
 }
 
 static int buf_varint(P *p, Buf *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    tmp[n] = (uint8_t)(v & 0x7F);
-    v >>= 7;
-    if (v) tmp[n] |= 0x80;
-    n++;
-  } while (v);
-  return buf_put(p, b, tmp, n);
+  return pc_ByteBuf_PutVarint(b, p->a, v) || oom(p);
 }
 
 static int buf_tag(P *p, Buf *b, uint32_t number, int wt) {

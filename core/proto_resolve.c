@@ -2,6 +2,7 @@
  * proto_resolve.h. Follows protoc's descriptor.cc (DescriptorBuilder and
  * OptionInterpreter): same lookups, same error texts. */
 #include "proto_resolve.h"
+#include "wire.h"
 
 #include "proto_lex.h"
 #include "proto_parse.h"
@@ -748,36 +749,15 @@ static int check_message_extensions(R *r, const char *scope, pc_MessageDesc *m) 
 
 /* ---- custom options -------------------------------------------------------- */
 
-typedef struct {
-  uint8_t *p;
-  size_t n, cap;
-} Buf;
+/* Option values are written front to back (core/wire.h). */
+typedef pc_ByteBuf Buf;
 
 static int buf_put(R *r, Buf *b, const void *data, size_t len) {
-  if (b->n + len > b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 64;
-    while (nc < b->n + len) nc *= 2;
-    uint8_t *n = pc_Arena_Malloc(r->a, nc);
-    if (n == NULL) return oom(r);
-    if (b->n) memcpy(n, b->p, b->n);
-    b->p = n;
-    b->cap = nc;
-  }
-  if (len) memcpy(b->p + b->n, data, len);
-  b->n += len;
-  return 1;
+  return pc_ByteBuf_Put(b, r->a, data, len) || oom(r);
 }
 
 static int buf_varint(R *r, Buf *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    tmp[n] = (uint8_t)(v & 0x7F);
-    v >>= 7;
-    if (v) tmp[n] |= 0x80;
-    n++;
-  } while (v);
-  return buf_put(r, b, tmp, n);
+  return pc_ByteBuf_PutVarint(b, r->a, v) || oom(r);
 }
 
 static int buf_tag(R *r, Buf *b, uint32_t number, int wt) {
@@ -785,9 +765,7 @@ static int buf_tag(R *r, Buf *b, uint32_t number, int wt) {
 }
 
 static int buf_fixed(R *r, Buf *b, uint64_t v, int bytes) {
-  uint8_t le[8];
-  for (int i = 0; i < bytes; i++) le[i] = (uint8_t)(v >> (8 * i));
-  return buf_put(r, b, le, (size_t)bytes);
+  return pc_ByteBuf_PutFixed(b, r->a, v, bytes) || oom(r);
 }
 
 static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {

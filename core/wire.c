@@ -221,3 +221,36 @@ int pc_WireWriter_GrowFor(pc_WireWriter *w, size_t n) {
   w->ptr = nb + cap - used;
   return 1;
 }
+
+int pc_ByteBuf_Put(pc_ByteBuf *b, pc_Arena *a, const void *data, size_t len) {
+  if (len > b->cap - b->n) {
+    if (len > SIZE_MAX / 2 - b->n) return 0;
+    size_t nc = b->cap ? b->cap * 2 : 64;
+    while (nc < b->n + len) nc *= 2;
+    uint8_t *n = pc_Arena_Malloc(a, nc);
+    if (n == NULL) return 0;
+    if (b->n) memcpy(n, b->p, b->n);
+    b->p = n;
+    b->cap = nc;
+  }
+  if (len) memcpy(b->p + b->n, data, len);
+  b->n += len;
+  return 1;
+}
+
+int pc_ByteBuf_PutVarint(pc_ByteBuf *b, pc_Arena *a, uint64_t v) {
+  uint8_t tmp[PC_WIRE_MAX_VARINT];
+  size_t n = 0;
+  while (v >= 0x80) {
+    tmp[n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  tmp[n++] = (uint8_t)v;
+  return pc_ByteBuf_Put(b, a, tmp, n);
+}
+
+int pc_ByteBuf_PutFixed(pc_ByteBuf *b, pc_Arena *a, uint64_t v, int bytes) {
+  uint8_t le[8];
+  for (int i = 0; i < bytes && i < 8; i++) le[i] = (uint8_t)(v >> (8 * i));
+  return pc_ByteBuf_Put(b, a, le, (size_t)(bytes < 8 ? bytes : 8));
+}

@@ -220,4 +220,26 @@ static inline int pc_WireWriter_PutBytes(pc_WireWriter *w, const void *p, size_t
   return 1;
 }
 
+
+/* -- Appending ----------------------------------------------------------- */
+
+/* A byte buffer appended to front to back and grown in a pc_Arena (old
+ * storage stays in the arena until it is freed): for small encodings built
+ * in order, such as the options messages the .proto compiler writes. 'p'
+ * holds 'n' bytes, room for 'cap'. Zero-initialize. Each Put returns 1, or
+ * 0 when the arena cannot grow (the contents are kept). */
+typedef struct {
+  uint8_t *p;
+  size_t n, cap;
+} pc_ByteBuf;
+
+int pc_ByteBuf_Put(pc_ByteBuf *b, pc_Arena *a, const void *data, size_t len);
+int pc_ByteBuf_PutVarint(pc_ByteBuf *b, pc_Arena *a, uint64_t v);
+/* The low 'bytes' (4 or 8) bytes of 'v', little-endian. */
+int pc_ByteBuf_PutFixed(pc_ByteBuf *b, pc_Arena *a, uint64_t v, int bytes);
+
+static inline int pc_ByteBuf_PutTag(pc_ByteBuf *b, pc_Arena *a, uint32_t number, pc_WireType wt) {
+  return pc_ByteBuf_PutVarint(b, a, (uint64_t)number << 3 | (uint32_t)wt);
+}
+
 #endif

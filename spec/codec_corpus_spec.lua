@@ -7,26 +7,15 @@
 -- fails when env CI is set.
 local pc = require "protocall"
 
-local CORPUS = "../shared/corpus"
+local corpus = require "corpus"
+local CORPUS = corpus.dir
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return corpus.read(path:sub(#CORPUS + 2)) end
 
 local manifest = read(CORPUS .. "/payloads/MANIFEST.tsv")
 
 describe("codec over the corpus", function()
-  if not manifest then
-    it("needs ../shared/corpus", function()
-      if os.getenv("CI") then error("corpus missing at " .. CORPUS .. " (required when CI is set)") end
-      pending("corpus not found at " .. CORPUS .. ": corpus round trip skipped")
-    end)
-    return
-  end
+  if not corpus.read("payloads/MANIFEST.tsv") then return it("needs the corpus", function() corpus.skip(pending, "corpus round trip") end) end
 
   local pools = {}
   local function pool_for(project)

@@ -7,15 +7,10 @@
 -- to an equal message). Skips visibly without the corpus, fails when env CI is set.
 local pc = require "protocall"
 
-local CORPUS = "../shared/corpus"
+local corpus = require "corpus"
+local CORPUS = corpus.dir
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return corpus.read(path:sub(#CORPUS + 2)) end
 
 -- The files of a serialized FileDescriptorSet as {name, bytes} pairs, read
 -- with string.unpack (so the test does not depend on the decoder under test).
@@ -114,14 +109,7 @@ describe("pc.file_descriptor", function()
     assert.is_nil(pool:type("google.protobuf.FileDescriptorProto"))
   end)
 
-  local sets = read(CORPUS .. "/descriptors/wkt.pb")
-  if not sets then
-    it("needs ../shared/corpus", function()
-      if os.getenv("CI") then error("corpus missing at " .. CORPUS .. " (required when CI is set)") end
-      pending("corpus not found at " .. CORPUS .. ": descriptor corpus comparison skipped")
-    end)
-    return
-  end
+  if not corpus.read("descriptors/wkt.pb") then return it("needs the corpus", function() corpus.skip(pending, "descriptor corpus comparison") end) end
 
   -- Files whose options carry custom options (extensions of *Options)
   -- that the same pool defines: protoc keeps those options in source order

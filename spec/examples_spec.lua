@@ -4,7 +4,8 @@
 -- command of the build under test ($PROTOCALL_BIN, set by .ci/busted).
 local helper = require "grpc_helper"
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
-local CORPUS = "../shared/corpus"
+local corpus = require "corpus"
+local CORPUS = corpus.dir
 
 local function run(cmd)
   local h = io.popen(cmd .. " 2>&1")
@@ -43,13 +44,7 @@ end)
 
 describe("examples/decode.lua", function()
   it("prints a corpus payload as protoc --decode does", function()
-    local f = io.open(CORPUS .. "/payloads/grpc/route_guide_feature.bin", "rb")
-    if not f then
-      if os.getenv("CI") then error("corpus missing at " .. CORPUS .. " (required when CI is set)") end
-      pending("corpus not found at " .. CORPUS .. ": decode example skipped")
-      return
-    end
-    f:close()
+    if not corpus.read("payloads/grpc/route_guide_feature.bin") then return corpus.skip(pending, "decode example") end
     local out, code = run(BIN .. " examples/decode.lua -I " .. CORPUS .. "/protos/grpc/examples/protos "
       .. "route_guide.proto routeguide.Feature " .. CORPUS .. "/payloads/grpc/route_guide_feature.bin")
     assert.are.equal(0, code, out)

@@ -3,18 +3,14 @@
 -- .proto source by pc.load_file, decoded by pc.decode and printed, reads
 -- exactly as `protoc --decode` prints it. This runs the parser, the loader,
 -- the decoder and the printer against the reference in one go. Skips visibly
--- without the corpus or protoc; fails then when env CI is set.
+-- without the corpus; fails then when env CI is set (protoc is installed
+-- by .ci/install-deps).
 local pc = require "protocall"
 
-local CORPUS = "../shared/corpus"
+local corpus = require "corpus"
+local CORPUS = corpus.dir
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return corpus.read(path:sub(#CORPUS + 2)) end
 
 -- Payloads whose text protocall does not print like protoc, and why.
 local EXPECTED_DIFFERENT = {
@@ -49,15 +45,8 @@ describe("pc.to_text", function()
     assert.has_error(function() pc.to_text({}) end, "bad argument #1 to 'to_text' (message expected, got table)")
   end)
 
-  local manifest = read(CORPUS .. "/payloads/MANIFEST.tsv")
-  local protoc = os.execute("command -v protoc >/dev/null 2>&1")
-  if not manifest or not protoc then
-    it("needs ../shared/corpus and protoc", function()
-      if os.getenv("CI") then error("corpus or protoc missing (required when CI is set)") end
-      pending("corpus or protoc not found: text format differential skipped")
-    end)
-    return
-  end
+  if not corpus.read("payloads/MANIFEST.tsv") then return it("needs the corpus", function() corpus.skip(pending, "text format differential") end) end
+  local manifest = corpus.read("payloads/MANIFEST.tsv")
 
   local pools = {}
   for line in manifest:gmatch("[^\n]+") do

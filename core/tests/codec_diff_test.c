@@ -9,6 +9,7 @@
  * Skips when the corpus or /usr/bin/python3 is absent (fails if CI is set). */
 #include "arena.h"
 #include "check.h"
+#include "corpus.h"
 #include "decode.h"
 #include "descriptor_set.h"
 #include "encode.h"
@@ -18,37 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CORPUS PC_SOURCE_DIR "/../shared/corpus"
 #define TOOL   PC_SOURCE_DIR "/spec/tools/wire_diff.py"
 
 static const char *kProjects[] = {"wkt", "protobuf", "opentelemetry", "grpc", "googleapis"};
 #define NPROJ (sizeof kProjects / sizeof kProjects[0])
-
-static char *slurp(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf != NULL) buf[n] = '\0';
-  *size = (size_t)n;
-  return buf;
-}
-
-static int skip_or_fail(const char *why) {
-  if (getenv("CI") != NULL) {
-    fprintf(stderr, "%s (required when CI is set)\n", why);
-    return 1;
-  }
-  printf("SKIPPED: %s\n", why);
-  return 0;
-}
 
 static size_t unhex(const char *h, size_t n, char *out) {
   for (size_t i = 0; i + 1 < n + 1 && i < n / 2; i++) {
@@ -60,8 +34,8 @@ static size_t unhex(const char *h, size_t n, char *out) {
 }
 
 int main(void) {
-  if (access(CORPUS "/descriptors/protobuf.pb", R_OK) != 0) return skip_or_fail("corpus absent");
-  if (access("/usr/bin/python3", X_OK) != 0) return skip_or_fail("/usr/bin/python3 absent");
+  if (access(CORPUS "/descriptors/protobuf.pb", R_OK) != 0) return corpus_missing("corpus " CORPUS);
+  if (access("/usr/bin/python3", X_OK) != 0) return corpus_missing("/usr/bin/python3");
   const char *seed = getenv("PC_DIFF_SEED") ? getenv("PC_DIFF_SEED") : "4";
   char gen[512], cases[256], out[256], cmd[1400];
   snprintf(cases, sizeof cases, "wire_diff_cases.tsv");
@@ -72,7 +46,7 @@ int main(void) {
   printf("seed %s\n", seed);
   fflush(stdout);
   if (system("/usr/bin/python3 -c 'import google.protobuf' 2>/dev/null") != 0)
-    return skip_or_fail("python3-protobuf absent");
+    return corpus_missing("python3-protobuf");
   if (system(gen) != 0) {
     fprintf(stderr, "the generator failed\n");
     return 1;

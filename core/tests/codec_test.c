@@ -7,6 +7,7 @@
  * message) when the corpus is absent, fails when env CI is set. */
 #include "arena.h"
 #include "check.h"
+#include "corpus.h"
 #include "decode.h"
 #include "descriptor_set.h"
 #include "encode.h"
@@ -16,23 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORPUS PC_SOURCE_DIR "/../shared/corpus"
-
-static char *slurp(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  *size = (size_t)n;
-  return buf;
-}
 
 static pc_Pool *load_set(const char *project) {
   char path[512];
@@ -136,12 +120,7 @@ int main(void) {
   size_t msize;
   char *manifest = slurp(CORPUS "/payloads/MANIFEST.tsv", &msize);
   if (manifest == NULL) {
-    if (getenv("CI") != NULL) {
-      fprintf(stderr, "corpus missing at %s (required when CI is set)\n", CORPUS);
-      return 1;
-    }
-    printf("SKIPPED: corpus not found at %s\n", CORPUS);
-    return 0;
+    return corpus_missing("corpus " CORPUS);
   }
   manifest[msize] = '\0';
   pc_Pool *pools[NPROJ];

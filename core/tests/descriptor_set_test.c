@@ -6,6 +6,7 @@
  * without the corpus (fails when env CI is set). */
 #include "arena.h"
 #include "check.h"
+#include "corpus.h"
 #include "descriptor_set.h"
 #include "failalloc.h"
 #include "proto_load.h"
@@ -14,23 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORPUS PC_SOURCE_DIR "/../shared/corpus"
-
-static char *slurp(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  *size = (size_t)n;
-  return buf;
-}
 
 typedef struct {
   const char *dir;
@@ -231,12 +215,7 @@ int main(void) {
   size_t size;
   char *probe = slurp(CORPUS "/descriptors/wkt.pb", &size);
   if (probe == NULL) {
-    if (getenv("CI") != NULL) {
-      fprintf(stderr, "corpus missing at %s (required when CI is set)\n", CORPUS);
-      return 1;
-    }
-    printf("SKIPPED: corpus not found at %s\n", CORPUS);
-    return CHECK_DONE();
+    return CHECK_DONE() ? 1 : corpus_missing("corpus " CORPUS);
   }
   free(probe);
   const char *projects[] = {"wkt", "protobuf", "opentelemetry", "grpc", "googleapis"};

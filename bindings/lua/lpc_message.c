@@ -8,6 +8,9 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <string.h>
 
@@ -1579,6 +1582,21 @@ static int lpc_bench_const_index(lua_State *L) {
   return 1;
 }
 
+/* -- in_use, free = core._heap_stats()   (internal, for the benchmarks: bytes
+ * malloc has handed out, chunk headers included, and bytes it holds free;
+ * nothing on a C library other than glibc >= 2.33) */
+static int lpc_heap_stats(lua_State *L) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 mi = mallinfo2();
+  lua_pushinteger(L, (lua_Integer)mi.uordblks);
+  lua_pushinteger(L, (lua_Integer)mi.fordblks);
+  return 2;
+#else
+  (void)L;
+  return 0;
+#endif
+}
+
 /* -- Per-type metatables ------------------------------------------------------- */
 
 static void push_tostring(lua_State *L);
@@ -1736,6 +1754,7 @@ void lpc_open_message(lua_State *L) {
                                    {"sizeof", lpc_message_sizeof},
                                    {"set_message_tostring", lpc_set_tostring},
                                    {"_bench_const_index", lpc_bench_const_index},
+                                   {"_heap_stats", lpc_heap_stats},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
   /* Ephemeron table: an anchor keeps what its memory points to alive. */

@@ -56,8 +56,8 @@ static int is_zero(const void *p, size_t n) {
 
 /* The offset-0 word of an empty message of type 'm'. */
 static void set_type_word(void *msg, const pc_MessageDef *m) {
-  uintptr_t w = (uintptr_t)m | 1;
-  memcpy(msg, &w, sizeof(w));
+  const char *w = (const char *)m + 1; /* defs are pointer-aligned: bit 0 free */
+  memcpy(msg, &w, sizeof(void *));
 }
 
 pc_Message *pc_Message_New(const pc_MessageDef *m, pc_Arena *a) {
@@ -73,9 +73,9 @@ void pc_Message_Init(const pc_MessageDef *m, void *mem) {
 
 /* The internal part, or NULL while offset 0 holds the tagged def. */
 static pc_MessageInternal *internal(const pc_Message *msg) {
-  uintptr_t w;
-  memcpy(&w, msg, sizeof(w));
-  return (w & 1) ? NULL : (pc_MessageInternal *)w;
+  pc_MessageInternal *in;
+  memcpy(&in, msg, sizeof(void *));
+  return ((uintptr_t)in & 1) ? NULL : in;
 }
 
 static pc_MessageInternal *mutable_internal(pc_Message *msg, pc_Arena *a) {
@@ -84,7 +84,7 @@ static pc_MessageInternal *mutable_internal(pc_Message *msg, pc_Arena *a) {
     in = pc_Arena_Calloc(a, sizeof(*in));
     if (in != NULL) {
       in->def = pc_Message_Def(msg);
-      memcpy(msg, &in, sizeof(in));
+      memcpy(msg, &in, sizeof(void *));
     }
   }
   return in;

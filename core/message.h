@@ -114,10 +114,10 @@ void pc_Message_Init(const pc_MessageDef *m, void *mem);
 
 /* The type of a message (from its offset-0 word; see the layout above). */
 static inline const pc_MessageDef *pc_Message_Def(const pc_Message *msg) {
-  uintptr_t w;
-  memcpy(&w, msg, sizeof(w));
-  if (w & 1) return (const pc_MessageDef *)(w - 1);
-  return ((const pc_MessageInternal *)w)->def;
+  const char *w;
+  memcpy(&w, msg, sizeof(void *));
+  if ((uintptr_t)w & 1) return (const pc_MessageDef *)(const void *)(w - 1);
+  return ((const pc_MessageInternal *)(const void *)w)->def;
 }
 
 /* Slot address of a regular (non-extension) field. */

@@ -767,7 +767,7 @@ static int cmp_field_number(const void *x, const void *y) {
   return (a > c) - (a < c);
 }
 
-/* Layout: internal pointer, hasbits, oneof cases, then slots by size. */
+/* Layout: type word, hasbits, oneof cases, then slots by size. */
 static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
   uint32_t hasbits = 0;
   for (uint32_t i = 0; i < m->field_count; i++) {

@@ -119,12 +119,16 @@ struct pc_MessageDef {
   const pc_RangeDesc *extension_ranges; /* end exclusive */
   uint32_t extension_range_count;
   uint8_t map_entry;
-  /* Layout: a message is 'size' bytes: the internal pointer (offset 0),
-   * presence bits from byte 8 ('hasbit_count' bits), oneof case slots,
-   * then field slots from the largest to the smallest. */
+  /* Layout: a message is 'size' bytes: the type word (offset 0, see
+   * message.h), presence bits from byte 8 ('hasbit_count' bits), oneof case
+   * slots, then field slots from the largest to the smallest. */
   uint32_t size;
   uint32_t hasbit_count;
   uint32_t index; /* declaration order in its file (depth-first) */
+  /* The one mutable member, for the program that owns the pool (the Lua
+   * binding keeps the type's field lookup here, so a message's type word
+   * leads to it); NULL from the core, which never reads it. */
+  void *binding;
 };
 
 struct pc_EnumValueDef {

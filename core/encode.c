@@ -350,9 +350,10 @@ static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f)
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m) {
   if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep, NULL);
   pc_WireWriter *w = e->w;
-  /* Offset 0 holds the internal part (unknown bytes, extensions), or NULL
-   * (message.h's layout). */
+  /* Offset 0 holds the internal part (unknown bytes, extensions), or the
+   * def with bit 0 set when there is none (message.h's layout). */
   const pc_MessageInternal *in = load_ptr(msg);
+  if (((uintptr_t)in & 1) != 0) in = NULL;
   size_t xcount = 0;
   const pc_Extension *xs = NULL;
   if (in != NULL) {

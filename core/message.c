@@ -54,23 +54,38 @@ static int is_zero(const void *p, size_t n) {
 
 /* -- Instances ------------------------------------------------------------ */
 
+/* The offset-0 word of an empty message of type 'm'. */
+static void set_type_word(void *msg, const pc_MessageDef *m) {
+  const char *w = (const char *)m + 1; /* defs are pointer-aligned: bit 0 free */
+  memcpy(msg, &w, sizeof(void *));
+}
+
 pc_Message *pc_Message_New(const pc_MessageDef *m, pc_Arena *a) {
-  return pc_Arena_Calloc(a, m->size);
+  void *msg = pc_Arena_Calloc(a, m->size);
+  if (msg != NULL) set_type_word(msg, m);
+  return msg;
 }
 
 void pc_Message_Init(const pc_MessageDef *m, void *mem) {
   memset(mem, 0, m->size);
+  set_type_word(mem, m);
 }
 
+/* The internal part, or NULL while offset 0 holds the tagged def. */
 static pc_MessageInternal *internal(const pc_Message *msg) {
-  return *(pc_MessageInternal *const *)msg;
+  pc_MessageInternal *in;
+  memcpy(&in, msg, sizeof(void *));
+  return ((uintptr_t)in & 1) ? NULL : in;
 }
 
 static pc_MessageInternal *mutable_internal(pc_Message *msg, pc_Arena *a) {
   pc_MessageInternal *in = internal(msg);
   if (in == NULL) {
     in = pc_Arena_Calloc(a, sizeof(*in));
-    if (in != NULL) *(pc_MessageInternal **)msg = in;
+    if (in != NULL) {
+      in->def = pc_Message_Def(msg);
+      memcpy(msg, &in, sizeof(void *));
+    }
   }
   return in;
 }
@@ -200,7 +215,7 @@ void pc_Message_ClearField(pc_Message *msg, const pc_FieldDef *f) {
 }
 
 void pc_Message_Clear(pc_Message *msg, const pc_MessageDef *m) {
-  memset(msg, 0, m->size);
+  pc_Message_Init(m, msg);
 }
 
 const pc_FieldDef *pc_Message_WhichOneof(const pc_Message *msg, const pc_OneofDef *o) {

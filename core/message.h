@@ -1,9 +1,11 @@
 /* Messages: slotted instances laid out by their pc_MessageDef.
  *
- * A message is 'def->size' bytes of memory (no type pointer inside: the
- * caller always knows the def, as upb's minitables):
- *   offset 0        pc_MessageInternal * (unknown bytes, extensions), NULL
- *                   until needed
+ * A message is 'def->size' bytes of memory:
+ *   offset 0        one word naming the type: its pc_MessageDef * with bit 0
+ *                   set, until the message gets unknown bytes or
+ *                   extensions; then its pc_MessageInternal * (bit 0 clear),
+ *                   whose 'def' names the type (pc_Message_Def reads it: a
+ *                   binding finds the type of a block it is handed)
  *   offset 8        presence bits (bit i of byte 8 + i/8), one per field
  *                   whose pc_FieldDef.hasbit >= 0
  *   then            one uint32_t case slot per real oneof (the set member's
@@ -11,7 +13,8 @@
  *   then            field slots, largest first (pc_FieldDef.offset, .slot)
  * Slot contents by pc_SlotKind: Bool uint8_t, 32 int32_t/uint32_t/float,
  * 64 int64_t/uint64_t/double, String pc_StringView, Message pc_Message *,
- * Array pc_Array *, Map pc_Map *. A zeroed block is an empty message.
+ * Array pc_Array *, Map pc_Map *. An empty message is a zeroed block with
+ * the type word set (pc_Message_New, pc_Message_Init).
  *
  * Memory: everything a message points to (strings, sub-messages, arrays,
  * maps, unknown bytes, extensions) is created in a pc_Arena the caller
@@ -28,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef void pc_Message;
 
@@ -82,7 +86,8 @@ typedef struct {
 /* What offset 0 points to once a message has unknown fields or
  * extensions. */
 typedef struct pc_MessageInternal {
-  char *unknown; /* raw wire bytes of unknown fields, in arrival order */
+  const pc_MessageDef *def; /* the message's type (offset 0 held it before) */
+  char *unknown;            /* raw wire bytes of unknown fields, in arrival order */
   size_t unknown_size, unknown_cap;
   pc_Extension *ext; /* sorted by field number */
   size_t ext_count, ext_cap;
@@ -103,8 +108,17 @@ pc_SlotKind pc_FieldDef_ElemSlot(const pc_FieldDef *f);
 /* A new empty message of type 'm' in 'a'; NULL on allocation failure. */
 pc_Message *pc_Message_New(const pc_MessageDef *m, pc_Arena *a);
 
-/* Turns 'def->size' bytes at 'mem' into an empty message (zeroes them). */
+/* Turns 'def->size' bytes at 'mem' into an empty message (zeroes them and
+ * sets the type word). */
 void pc_Message_Init(const pc_MessageDef *m, void *mem);
+
+/* The type of a message (from its offset-0 word; see the layout above). */
+static inline const pc_MessageDef *pc_Message_Def(const pc_Message *msg) {
+  const char *w;
+  memcpy(&w, msg, sizeof(void *));
+  if ((uintptr_t)w & 1) return (const pc_MessageDef *)(const void *)(w - 1);
+  return ((const pc_MessageInternal *)(const void *)w)->def;
+}
 
 /* Slot address of a regular (non-extension) field. */
 static inline void *pc_Message_Slot(pc_Message *msg, const pc_FieldDef *f) {

@@ -228,6 +228,38 @@ describe("messages", function()
     assert.are.equal(Scalars(), m)
   end)
 
+  it("check constructor values as writes do (plain slots are stored directly)", function()
+    local m = Scalars { i32 = -5, u32 = 4294967295, i64 = math.mininteger, u64 = -1, d = 1, f = 0.5,
+                        b = false, sf32 = -2147483648, f32 = 0, s32 = 2147483647 }
+    assert.are.same({ -5, 4294967295, math.mininteger, -1, 1.0, 0.5, false, -2147483648, 0, 2147483647 },
+                    { m.i32, m.u32, m.i64, m.u64, m.d, m.f, m.b, m.sf32, m.f32, m.s32 })
+    assert.are.equal("float", math.type(m.d))
+    fails("t.Scalars.u32: value -1 out of range for uint32", function() return Scalars { u32 = -1 } end)
+    fails("t.Scalars.i32: value 2147483648 out of range for int32", function() return Scalars { i32 = 1 << 31 } end)
+    fails("t.Scalars.i32: integer expected, got string", function() return Scalars { i32 = "1" } end)
+    fails("t.Scalars.i32: number has no integer representation", function() return Scalars { i32 = 1.5 } end)
+    fails("t.Scalars.d: number expected, got string", function() return Scalars { d = "1.5" } end)
+    fails("t.Scalars.b: boolean expected, got number", function() return Scalars { b = 1 } end)
+    fails("t.Scalars.e: unknown value 'PINK' for enum t.Color", function() return Scalars { e = "PINK" } end)
+    fails("t.Scalars: field name expected, got number", function() return Scalars { 1 } end)
+    assert.are.equal(2, Scalars({ e = "BLUE" }).e)
+  end)
+
+  it("find fields of messages holding unknown bytes (the type word moved aside)", function()
+    local m = Scalars { u32 = 7, d = 2.5 }
+    core.add_unknown_fields(m, "\xa8\x06\x01") -- field 101, varint 1
+    assert.are.equal(7, m.u32)
+    m.u32 = 8
+    m.i64 = 9
+    assert.are.same({ 8, 2.5, 9 }, { m.u32, m.d, m.i64 })
+    fails("t.Scalars.nope: no such field", function() return m.nope end)
+    local view = pc.decode(Scalars, pc.encode(m))
+    assert.are.equal("\xa8\x06\x01", core.unknown_fields(view))
+    assert.are.same({ 8, 2.5, 9 }, { view.u32, view.d, view.i64 })
+    view.u32 = 10
+    assert.are.equal(10, view.u32)
+  end)
+
   it("keep NUL bytes in both string and bytes", function()
     local m = Scalars { s = "a\0b", by = "a\0b" }
     assert.are.equal("a\0b", m.s)

@@ -90,7 +90,6 @@ void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
   lua_pop(L, 1);
   TypeBox *t = lua_newuserdatauv(L, sizeof(TypeBox), 3);
   t->def = def;
-  t->lookup = NULL;
   luaL_setmetatable(L, TYPE_MT);
   lpc_pushpool(L, def->file->pool);
   lua_setiuservalue(L, -2, 1);

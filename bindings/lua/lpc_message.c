@@ -8,6 +8,9 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <string.h>
 
@@ -18,6 +21,14 @@ static char kTypeKey;  /* metatable field: the Type */
 static char kVisitKey; /* registry: tables being converted (cycle check) */
 
 enum { kStandalone = 1, kView = 2 };
+
+/* The field access paths are inlined into each metamethod (the kind of
+ * message a constant there). */
+#if defined(__GNUC__)
+#define LPC_INLINE static inline __attribute__((always_inline))
+#else
+#define LPC_INLINE static inline
+#endif
 
 #define ARENA_MT    "protocall.Arena"
 #define REPEATED_MT "protocall.Repeated"
@@ -330,24 +341,39 @@ static _Noreturn void no_field(lua_State *L, const pc_MessageDef *def, int key) 
 /* Per-type field lookup without allocation: open addressing keyed by the
  * address of the field name's interned Lua string (short strings are
  * interned, so a key string read from Lua code is that very string). The
- * strings are kept alive by the userdata's user value. */
+ * strings are kept alive by the userdata's user value. A message's type
+ * word (core/message.h) leads to its def, whose 'binding' is the Lookup:
+ * __index and __newindex find the type without an upvalue or a user value
+ * (their upvalue only keeps the Lookup alive). */
 enum { kRead_Other, kRead_U32, kRead_I32, kRead_I64, kRead_F64, kRead_F32, kRead_Bool };
+
+/* How a plain slot takes a Lua value without the general path: integers
+ * range-checked here, the rest (enums, strings, messages, presence) through
+ * set_field. */
+enum { kWrite_Other, kWrite_U32, kWrite_I32, kWrite_I64, kWrite_F64, kWrite_F32, kWrite_Bool };
 
 typedef struct {
   const void *key; /* the name's TString, as lua_topointer gives it */
-  const pc_FieldDef *f;
-  uint32_t offset; /* f->offset, for the direct read */
-  uint32_t read;   /* kRead_*: a plain slot read directly, or kRead_Other */
+  uint32_t offset; /* the field's offset, for the direct read and write */
+  uint8_t read;    /* kRead_*: a plain slot read directly, or kRead_Other */
+  uint8_t write;   /* kWrite_* */
 } LookupEntry;
 
 typedef struct {
   const pc_MessageDef *def;
   size_t mask;
+  unsigned shift;             /* hash: (address >> shift) & mask */
+  const pc_FieldDef **fields; /* fields[i] is the field of e[i] (after e) */
   LookupEntry e[1];
 } Lookup;
 
-static uint32_t read_kind(const pc_FieldDef *f) {
-  if (f->slot > kPc_Slot_64 || f->hasbit >= 0 || f->case_offset != 0) return kRead_Other;
+static int plain_slot(const pc_FieldDef *f) {
+  return f->slot <= kPc_Slot_64 && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
+         f->label != kPc_Label_Repeated;
+}
+
+static uint8_t read_kind(const pc_FieldDef *f) {
+  if (!plain_slot(f)) return kRead_Other;
   switch (f->type) {
   case kPc_Type_Uint32:
   case kPc_Type_Fixed32: return kRead_U32;
@@ -362,19 +388,47 @@ static uint32_t read_kind(const pc_FieldDef *f) {
   }
 }
 
-/* Strings are separate allocations at least 16 bytes apart: the address
- * bits above the alignment spread well enough for a table this small. */
-static size_t hash_ptr(const void *p) {
-  return (size_t)((uintptr_t)p >> 4);
+static uint8_t write_kind(const pc_FieldDef *f) {
+  if (!plain_slot(f)) return kWrite_Other;
+  switch (f->type) {
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return kWrite_U32;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: return kWrite_I32;
+  case kPc_Type_Double: return kWrite_F64;
+  case kPc_Type_Float: return kWrite_F32;
+  case kPc_Type_Bool: return kWrite_Bool;
+  case kPc_Type_Enum: return kWrite_Other; /* names, closed enums */
+  default: return kWrite_I64;              /* any Lua integer */
+  }
 }
 
-static const LookupEntry *probe(const Lookup *lk, const void *p) {
-  size_t i = hash_ptr(p) & lk->mask;
+/* Strings are separate allocations: the address bits above the
+ * alignment tell them apart. Each type picks the shift (and table size)
+ * that puts every name in its first slot when it can (see make_lookup). */
+static size_t hash_ptr(const void *p, unsigned shift) {
+  return (size_t)((uintptr_t)p >> shift);
+}
+
+/* Empty entries hold the Lookup's own address (never a string), so a NULL
+ * key (a number) is a miss without a test. */
+static const LookupEntry *probe_more(const Lookup *lk, const void *p, size_t i) {
   for (;;) {
-    if (lk->e[i].key == NULL) return NULL; /* also when p is NULL (a number) */
-    if (lk->e[i].key == p) return &lk->e[i];
+    if (lk->e[i].key == (const void *)lk) return NULL;
     i = (i + 1) & lk->mask;
+    if (lk->e[i].key == p) return &lk->e[i];
   }
+}
+
+LPC_INLINE const LookupEntry *probe(const Lookup *lk, const void *p) {
+  size_t i = hash_ptr(p, lk->shift) & lk->mask;
+  if (lk->e[i].key == p) return &lk->e[i];
+  return probe_more(lk, p, i);
+}
+
+static const pc_FieldDef *entry_field(const Lookup *lk, const LookupEntry *e) {
+  return lk->fields[e - lk->e];
 }
 
 /* The field named by the key at 'key' (raises when there is none), through
@@ -392,63 +446,79 @@ static const pc_FieldDef *lookup_slow(lua_State *L, const pc_MessageDef *def, in
   return NULL;
 }
 
-static int index_common(lua_State *L, const char *msg) {
-  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
-  const LookupEntry *e = probe(lk, lua_topointer(L, 2));
-  if (e != NULL) {
-    const char *p = msg + e->offset;
-    switch (e->read) {
-    case kRead_U32: {
-      uint32_t v;
-      memcpy(&v, p, 4);
-      lua_pushinteger(L, (lua_Integer)v);
-      return 1;
-    }
-    case kRead_I32: {
-      int32_t v;
-      memcpy(&v, p, 4);
-      lua_pushinteger(L, (lua_Integer)v);
-      return 1;
-    }
-    case kRead_I64: {
-      int64_t v;
-      memcpy(&v, p, 8);
-      lua_pushinteger(L, (lua_Integer)v);
-      return 1;
-    }
-    case kRead_F64: {
-      double v;
-      memcpy(&v, p, 8);
-      lua_pushnumber(L, v);
-      return 1;
-    }
-    case kRead_F32: {
-      float v;
-      memcpy(&v, p, 4);
-      lua_pushnumber(L, (lua_Number)v);
-      return 1;
-    }
-    case kRead_Bool: lua_pushboolean(L, *p != 0); return 1;
-    default: break;
-    }
-  }
-  const pc_FieldDef *f = e != NULL ? e->f : lookup_slow(L, lk->def, 2);
+/* The general read of m[key] (not a plain slot, or a key the Lookup does
+ * not hold). */
+static int index_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, char *msg) {
+  const pc_FieldDef *f = e != NULL ? entry_field(lk, e) : lookup_slow(L, lk->def, 2);
   if (f->slot <= kPc_Slot_String) {
-    push_scalar(L, f, pc_Message_Get((pc_Message *)msg, f));
+    push_scalar(L, f, pc_Message_Get(msg, f));
     return 1;
   }
-  push_field(L, 1, (pc_Message *)msg, f);
+  push_field(L, 1, msg, f);
   return 1;
+}
+
+/* The message memory of the object at 1 (a standalone message's block or
+ * the memory a view points to). */
+LPC_INLINE char *msg_at1(lua_State *L, int kind) {
+  void *p = lua_touserdata(L, 1);
+  return kind == kStandalone ? (char *)p : *(char **)p;
+}
+
+/* Inlined into both __index functions: the plain slots are read here, the
+ * most common kinds tested first. The key is probed before the message is
+ * fetched, so fewer values live across the API calls. */
+LPC_INLINE int index_common(lua_State *L, int kind) {
+  char *msg = msg_at1(L, kind);
+  const Lookup *lk = pc_Message_Def(msg)->binding;
+  const LookupEntry *e = probe(lk, lua_topointer(L, 2));
+  if (e == NULL) return index_slow(L, lk, e, msg);
+  const char *p = msg + e->offset;
+  if (e->read == kRead_U32) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    lua_pushinteger(L, (lua_Integer)v);
+    return 1;
+  }
+  if (e->read == kRead_I32) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    lua_pushinteger(L, (lua_Integer)v);
+    return 1;
+  }
+  if (e->read == kRead_I64) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    lua_pushinteger(L, (lua_Integer)v);
+    return 1;
+  }
+  if (e->read == kRead_F64) {
+    double v;
+    memcpy(&v, p, 8);
+    lua_pushnumber(L, v);
+    return 1;
+  }
+  if (e->read == kRead_F32) {
+    float v;
+    memcpy(&v, p, 4);
+    lua_pushnumber(L, (lua_Number)v);
+    return 1;
+  }
+  if (e->read == kRead_Bool) {
+    lua_pushboolean(L, *p != 0);
+    return 1;
+  }
+  return index_slow(L, lk, e, msg);
 }
 
 /* -- v = m.name   (standalone message) */
 static int lpc_message_index(lua_State *L) {
-  return index_common(L, (const char *)lua_touserdata(L, 1));
+  return index_common(L, kStandalone);
 }
 
 /* -- v = m.name   (view) */
 static int lpc_view_index(lua_State *L) {
-  return index_common(L, *(const char **)lua_touserdata(L, 1));
+  return index_common(L, kView);
 }
 
 /* -- Checked conversions --------------------------------------------------- */
@@ -920,11 +990,57 @@ static void set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef 
   lua_settop(L, a - 1);
 }
 
-static void newindex_common(lua_State *L, pc_Message *msg) {
-  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
-  const LookupEntry *e = probe(lk, lua_topointer(L, 2));
-  const pc_FieldDef *f = e ? e->f : lookup_slow(L, lk->def, 2);
-  if (f->hasbit < 0 && f->case_offset == 0 && f->slot <= kPc_Slot_64 && !lua_isnil(L, 3)) {
+/* Stores the value at 'v' into the plain slot of 'e' when it is exactly
+ * what the slot takes (an integer in range, a number, a boolean): 1 when
+ * stored, 0 when the general path must check it (and raise). */
+LPC_INLINE int store_plain(lua_State *L, char *msg, const LookupEntry *e, int v) {
+  char *p = msg + e->offset;
+  switch (e->write) {
+  case kWrite_U32:
+  case kWrite_I32:
+  case kWrite_I64: {
+    if (!lua_isinteger(L, v)) return 0;
+    lua_Integer i = lua_tointegerx(L, v, NULL);
+    if (e->write == kWrite_I64) {
+      int64_t x = (int64_t)i;
+      memcpy(p, &x, 8);
+    } else if (e->write == kWrite_U32) {
+      if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
+      uint32_t x = (uint32_t)i;
+      memcpy(p, &x, 4);
+    } else {
+      if (i < INT32_MIN || i > INT32_MAX) return 0;
+      int32_t x = (int32_t)i;
+      memcpy(p, &x, 4);
+    }
+    return 1;
+  }
+  case kWrite_F64:
+  case kWrite_F32: {
+    if (lua_type(L, v) != LUA_TNUMBER) return 0;
+    lua_Number d = lua_tonumberx(L, v, NULL);
+    if (e->write == kWrite_F64) {
+      double x = (double)d;
+      memcpy(p, &x, 8);
+    } else {
+      float x = (float)d;
+      memcpy(p, &x, 4);
+    }
+    return 1;
+  }
+  case kWrite_Bool:
+    if (!lua_isboolean(L, v)) return 0;
+    *p = (char)lua_toboolean(L, v);
+    return 1;
+  default: return 0;
+  }
+}
+
+/* m[key] = value at 3 for the message 'msg', when store_plain did not
+ * take it. */
+static void newindex_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, pc_Message *msg) {
+  const pc_FieldDef *f = e ? entry_field(lk, e) : lookup_slow(L, lk->def, 2);
+  if (plain_slot(f) && !lua_isnil(L, 3)) {
     pc_Value v = check_scalar(L, f, f->full_name, 3);
     memcpy((char *)msg + f->offset, &v, pc_Slot_Size(f->slot));
     return;
@@ -933,15 +1049,23 @@ static void newindex_common(lua_State *L, pc_Message *msg) {
   set_field(L, 1, msg, f, 3, &visited);
 }
 
+LPC_INLINE void newindex_common(lua_State *L, int kind) {
+  char *msg = msg_at1(L, kind);
+  const Lookup *lk = pc_Message_Def(msg)->binding;
+  const LookupEntry *e = probe(lk, lua_topointer(L, 2));
+  if (e != NULL && store_plain(L, msg, e, 3)) return;
+  newindex_slow(L, lk, e, msg);
+}
+
 /* -- m.name = v   (standalone message) */
 static int lpc_message_newindex(lua_State *L) {
-  newindex_common(L, lua_touserdata(L, 1));
+  newindex_common(L, kStandalone);
   return 0;
 }
 
 /* -- m.name = v   (view) */
 static int lpc_view_newindex(lua_State *L) {
-  newindex_common(L, *(pc_Message **)lua_touserdata(L, 1));
+  newindex_common(L, kView);
   return 0;
 }
 
@@ -974,25 +1098,33 @@ static int visit(lua_State *L, int t, int on, int *visited) {
 }
 
 /* Pushes a new standalone message filled from the table at 't'; 'type' is
- * the index of its Type (whose user value 2 is the instance metatable). */
+ * the index of its Type (whose user value 2 is the instance metatable).
+ * One pass over the table: each key is found by its string's address and
+ * plain slots take their values directly; the one allocation is the
+ * message's block. */
 static void construct(lua_State *L, int type, int t, int *visited) {
-  const TypeBox *tb = lua_touserdata(L, type);
-  const pc_MessageDef *def = tb->def;
+  const pc_MessageDef *def = ((const TypeBox *)lua_touserdata(L, type))->def;
+  const Lookup *lk = def->binding;
   if (*visited && visit(L, t, -1, visited))
     msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
+  char *msg = lua_newuserdatauv(L, def->size, 0);
+  pc_Message_Init(def, msg);
   lua_getiuservalue(L, type, 2);
-  pc_Message *msg = new_standalone(L, def, lua_gettop(L));
-  lua_remove(L, -2);
+  lua_setmetatable(L, -2);
   int obj = lua_gettop(L);
   int marked = 0;
   lua_pushnil(L);
   while (lua_next(L, t)) {
+    const LookupEntry *e = probe(lk, lua_topointer(L, -2));
+    if (e != NULL && store_plain(L, msg, e, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
     int v = obj + 2;
-    const LookupEntry *e = probe(tb->lookup, lua_topointer(L, v - 1));
-    const pc_FieldDef *f = e ? e->f : lookup_slow(L, def, v - 1);
-    if (f->slot <= kPc_Slot_64 && f->hasbit < 0 && f->case_offset == 0 && !lua_isnil(L, v)) {
+    const pc_FieldDef *f = e ? entry_field(lk, e) : lookup_slow(L, def, v - 1);
+    if (plain_slot(f) && !lua_isnil(L, v)) {
       pc_Value x = check_scalar(L, f, f->full_name, v); /* plain slot: store directly */
-      memcpy((char *)msg + f->offset, &x, pc_Slot_Size(f->slot));
+      memcpy(msg + f->offset, &x, pc_Slot_Size(f->slot));
       lua_settop(L, v - 1);
       continue;
     }
@@ -1009,17 +1141,17 @@ static void construct(lua_State *L, int type, int t, int *visited) {
 /* -- m = T{...} or T() */
 int lpc_type_call(lua_State *L) {
   /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
-  const pc_MessageDef *def = *(const pc_MessageDef **)lua_touserdata(L, 1);
-  if (lua_isnoneornil(L, 2)) {
-    lua_settop(L, 1);
-    lua_getiuservalue(L, 1, 2);
-    new_standalone(L, def, 2);
+  int t = lua_type(L, 2);
+  if (t == LUA_TTABLE) {
+    int visited = 0;
+    construct(L, 1, 2, &visited);
     return 1;
   }
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lua_settop(L, 2);
-  int visited = 0;
-  construct(L, 1, 2, &visited);
+  if (t != LUA_TNONE && t != LUA_TNIL) luaL_checktype(L, 2, LUA_TTABLE);
+  const pc_MessageDef *def = *(const pc_MessageDef **)lua_touserdata(L, 1);
+  lua_settop(L, 1);
+  lua_getiuservalue(L, 1, 2);
+  new_standalone(L, def, 2);
   return 1;
 }
 
@@ -1450,6 +1582,21 @@ static int lpc_bench_const_index(lua_State *L) {
   return 1;
 }
 
+/* -- in_use, free = core._heap_stats()   (internal, for the benchmarks: bytes
+ * malloc has handed out, chunk headers included, and bytes it holds free;
+ * nothing on a C library other than glibc >= 2.33) */
+static int lpc_heap_stats(lua_State *L) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 mi = mallinfo2();
+  lua_pushinteger(L, (lua_Integer)mi.uordblks);
+  lua_pushinteger(L, (lua_Integer)mi.fordblks);
+  return 2;
+#else
+  (void)L;
+  return 0;
+#endif
+}
+
 /* -- Per-type metatables ------------------------------------------------------- */
 
 static void push_tostring(lua_State *L);
@@ -1482,7 +1629,7 @@ static int lpc_set_tostring(lua_State *L) {
 
 static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind) {
   lua_createtable(L, 0, 10);
-  lua_pushvalue(L, names);
+  lua_pushvalue(L, names); /* keeps the Lookup that def->binding points to */
   lua_pushcclosure(L, kind == kStandalone ? lpc_message_index : lpc_view_index, 1);
   lua_setfield(L, -2, "__index");
   lua_pushvalue(L, names);
@@ -1502,30 +1649,84 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_rawsetp(L, -2, &kKindKey);
 }
 
-void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def) {
-  type_idx = lua_absindex(L, type_idx);
-  size_t cap = 4;
-  while (cap < 2 * (size_t)def->field_count) cap *= 2;
-  Lookup *lk = lua_newuserdatauv(L, sizeof(Lookup) + (cap - 1) * sizeof(LookupEntry), 1);
-  memset(lk, 0, sizeof(Lookup) + (cap - 1) * sizeof(LookupEntry));
-  lk->mask = cap - 1;
-  lk->def = def;
-  int names = lua_gettop(L);
+/* Picks the table size and shift of a Lookup for the 'n' name addresses
+ * in 'keys': the smallest size (at least twice the names) and shift that
+ * give every name its own first slot, trying up to four times the size;
+ * otherwise the smallest size with shift 4 (names then share slots and
+ * probing finds them). */
+static void lookup_shape(const void *const *keys, size_t n, size_t *cap, unsigned *shift) {
+  size_t min = 4;
+  while (min < 2 * n) min *= 2;
+  *cap = min;
+  *shift = 4;
+  if (n > 64) return;
+  for (size_t c = min; c <= 4 * min; c *= 2) {
+    for (unsigned sh = 3; sh <= 12; sh++) {
+      uint64_t used[8] = {0}; /* c <= 512 slots */
+      size_t i = 0;
+      for (; i < n; i++) {
+        size_t j = hash_ptr(keys[i], sh) & (c - 1);
+        if (used[j / 64] & ((uint64_t)1 << (j % 64))) break;
+        used[j / 64] |= (uint64_t)1 << (j % 64);
+      }
+      if (i == n) {
+        *cap = c;
+        *shift = sh;
+        return;
+      }
+    }
+  }
+}
+
+/* Pushes the Lookup of 'def' (a userdata whose user value is the table of
+ * the interned field names it is keyed by). */
+static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   lua_createtable(L, (int)def->field_count, 0); /* keeps the name strings */
+  int names = lua_gettop(L);
+  const void *small[64];
+  size_t n = 0;
   for (uint32_t i = 0; i < def->field_count; i++) {
     lua_pushstring(L, def->fields[i].name);
+    if (n < 64 && lua_rawlen(L, -1) <= 40) small[n++] = lua_topointer(L, -1);
+    lua_rawseti(L, names, (lua_Integer)i + 1);
+  }
+  size_t cap;
+  unsigned shift;
+  lookup_shape(small, def->field_count <= 64 ? n : 65, &cap, &shift);
+  size_t entries = sizeof(Lookup) + (cap - 1) * sizeof(LookupEntry);
+  size_t size = entries + cap * sizeof(const pc_FieldDef *);
+  Lookup *lk = lua_newuserdatauv(L, size, 1);
+  memset(lk, 0, size);
+  lk->mask = cap - 1;
+  lk->shift = shift;
+  lk->def = def;
+  lk->fields = (const pc_FieldDef **)(void *)((char *)lk + entries);
+  for (size_t j = 0; j < cap; j++) lk->e[j].key = lk;
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    lua_rawgeti(L, names, (lua_Integer)i + 1);
     if (lua_rawlen(L, -1) <= 40) { /* LUAI_MAXSHORTLEN: interned */
-      size_t j = hash_ptr(lua_topointer(L, -1)) & lk->mask;
-      while (lk->e[j].key != NULL) j = (j + 1) & lk->mask;
+      size_t j = hash_ptr(lua_topointer(L, -1), shift) & lk->mask;
+      while (lk->e[j].key != lk) j = (j + 1) & lk->mask;
       lk->e[j].key = lua_topointer(L, -1);
-      lk->e[j].f = &def->fields[i];
       lk->e[j].offset = def->fields[i].offset;
       lk->e[j].read = read_kind(&def->fields[i]);
+      lk->e[j].write = write_kind(&def->fields[i]);
+      lk->fields[j] = &def->fields[i];
     }
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
+    lua_pop(L, 1);
   }
-  lua_setiuservalue(L, names, 1);
-  ((TypeBox *)lua_touserdata(L, type_idx))->lookup = lk;
+  lua_pushvalue(L, names);
+  lua_setiuservalue(L, -2, 1);
+  lua_remove(L, names);
+}
+
+void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def) {
+  type_idx = lua_absindex(L, type_idx);
+  make_lookup(L, def);
+  int names = lua_gettop(L);
+  /* The one Type of 'def' alive at a time (the weak cache of lpc_def.c
+   * gives it out) owns this Lookup: instances keep their Type alive. */
+  ((pc_MessageDef *)def)->binding = lua_touserdata(L, names);
   make_mt(L, def, names, kStandalone);
   lua_pushvalue(L, type_idx);
   lua_rawsetp(L, -2, &kTypeKey);
@@ -1553,6 +1754,7 @@ void lpc_open_message(lua_State *L) {
                                    {"sizeof", lpc_message_sizeof},
                                    {"set_message_tostring", lpc_set_tostring},
                                    {"_bench_const_index", lpc_bench_const_index},
+                                   {"_heap_stats", lpc_heap_stats},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
   /* Ephemeron table: an anchor keeps what its memory points to alive. */

@@ -25,11 +25,11 @@
 
 #include <lua.h>
 
-/* A "protocall.Type" userdata: its def, and its field lookup (owned by the
- * instance metatables it holds in user values 2 and 3). */
+/* A "protocall.Type" userdata: its def (whose 'binding' is the type's
+ * field lookup, owned by the instance metatables the Type holds in user
+ * values 2 and 3). */
 typedef struct {
   const pc_MessageDef *def;
-  const void *lookup;
 } TypeBox;
 
 /* The pool of the "protocall.Pool" userdata at 'idx' (raises otherwise). */

@@ -294,8 +294,18 @@ static void test_messages(void) {
   CHECK(!pc_Message_Equal(m, c, mixed));
   size_t n;
   CHECK(pc_Message_GetUnknown(c, &n) != NULL && n == 2);
+  CHECK(pc_Message_Def(c) == mixed); /* through the internal part */
   pc_Message_Clear(c, mixed);
   CHECK(!pc_Message_Has(c, fc) && pc_Message_GetUnknown(c, &n) == NULL && n == 0);
+  CHECK(pc_Message_Def(c) == mixed); /* the type word again */
+  const pc_MessageDef *three = pc_Pool_FindMessage(pool, "t.Three");
+  pc_Message *fresh = pc_Message_New(three, a);
+  CHECK(fresh != NULL && pc_Message_Def(fresh) == three);
+  uint64_t block[32]; /* aligned as an arena block */
+  CHECK(three->size <= sizeof(block));
+  pc_Message_Init(three, block);
+  CHECK(pc_Message_Def(block) == three && pc_Message_GetUnknown(block, &n) == NULL);
+  CHECK(pc_Message_AddUnknown(block, "\x08\x01", 2, a) && pc_Message_Def(block) == three);
   pc_Arena_Free(a);
   pc_Pool_Free(pool);
 }

@@ -125,10 +125,6 @@ struct pc_MessageDef {
   uint32_t size;
   uint32_t hasbit_count;
   uint32_t index; /* declaration order in its file (depth-first) */
-  /* The one mutable member, for the program that owns the pool (the Lua
-   * binding keeps the type's field lookup here, so a message's type word
-   * leads to it); NULL from the core, which never reads it. */
-  void *binding;
 };
 
 struct pc_EnumValueDef {

@@ -341,10 +341,9 @@ static _Noreturn void no_field(lua_State *L, const pc_MessageDef *def, int key) 
 /* Per-type field lookup without allocation: open addressing keyed by the
  * address of the field name's interned Lua string (short strings are
  * interned, so a key string read from Lua code is that very string). The
- * strings are kept alive by the userdata's user value. A message's type
- * word (core/message.h) leads to its def, whose 'binding' is the Lookup:
- * __index and __newindex find the type without an upvalue or a user value
- * (their upvalue only keeps the Lookup alive). */
+ * strings are kept alive by the userdata's user value. The Lookup is this
+ * state's (a frozen pool's defs are shared by several states): __index and
+ * __newindex have it as their upvalue, the Type in its TypeBox. */
 enum { kRead_Other, kRead_U32, kRead_I32, kRead_I64, kRead_F64, kRead_F32, kRead_Bool };
 
 /* How a plain slot takes a Lua value without the general path: integers
@@ -469,8 +468,8 @@ LPC_INLINE char *msg_at1(lua_State *L, int kind) {
  * most common kinds tested first. The key is probed before the message is
  * fetched, so fewer values live across the API calls. */
 LPC_INLINE int index_common(lua_State *L, int kind) {
+  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = msg_at1(L, kind);
-  const Lookup *lk = pc_Message_Def(msg)->binding;
   const LookupEntry *e = probe(lk, lua_topointer(L, 2));
   if (e == NULL) return index_slow(L, lk, e, msg);
   const char *p = msg + e->offset;
@@ -1050,8 +1049,8 @@ static void newindex_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, 
 }
 
 LPC_INLINE void newindex_common(lua_State *L, int kind) {
+  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = msg_at1(L, kind);
-  const Lookup *lk = pc_Message_Def(msg)->binding;
   const LookupEntry *e = probe(lk, lua_topointer(L, 2));
   if (e != NULL && store_plain(L, msg, e, 3)) return;
   newindex_slow(L, lk, e, msg);
@@ -1103,8 +1102,9 @@ static int visit(lua_State *L, int t, int on, int *visited) {
  * plain slots take their values directly; the one allocation is the
  * message's block. */
 static void construct(lua_State *L, int type, int t, int *visited) {
-  const pc_MessageDef *def = ((const TypeBox *)lua_touserdata(L, type))->def;
-  const Lookup *lk = def->binding;
+  const TypeBox *box = lua_touserdata(L, type);
+  const pc_MessageDef *def = box->def;
+  const Lookup *lk = box->lookup;
   if (*visited && visit(L, t, -1, visited))
     msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
   char *msg = lua_newuserdatauv(L, def->size, 0);
@@ -1629,7 +1629,7 @@ static int lpc_set_tostring(lua_State *L) {
 
 static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind) {
   lua_createtable(L, 0, 10);
-  lua_pushvalue(L, names); /* keeps the Lookup that def->binding points to */
+  lua_pushvalue(L, names); /* the Lookup, read by the metamethod */
   lua_pushcclosure(L, kind == kStandalone ? lpc_message_index : lpc_view_index, 1);
   lua_setfield(L, -2, "__index");
   lua_pushvalue(L, names);
@@ -1724,9 +1724,9 @@ void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *de
   type_idx = lua_absindex(L, type_idx);
   make_lookup(L, def);
   int names = lua_gettop(L);
-  /* The one Type of 'def' alive at a time (the weak cache of lpc_def.c
-   * gives it out) owns this Lookup: instances keep their Type alive. */
-  ((pc_MessageDef *)def)->binding = lua_touserdata(L, names);
+  /* The Type owns this Lookup through its metatables: instances keep
+   * their Type alive. */
+  ((TypeBox *)lua_touserdata(L, type_idx))->lookup = lua_touserdata(L, names);
   make_mt(L, def, names, kStandalone);
   lua_pushvalue(L, type_idx);
   lua_rawsetp(L, -2, &kTypeKey);

@@ -25,11 +25,13 @@
 
 #include <lua.h>
 
-/* A "protocall.Type" userdata: its def (whose 'binding' is the type's
- * field lookup, owned by the instance metatables the Type holds in user
- * values 2 and 3). */
+/* A "protocall.Type" userdata: its def, and its field lookup in this
+ * lua_State (owned by the instance metatables the Type holds in user values
+ * 2 and 3; per state, since it is keyed by this state's strings: a frozen
+ * pool's defs are shared by several states and never written). */
 typedef struct {
   const pc_MessageDef *def;
+  const void *lookup;
 } TypeBox;
 
 /* The pool of the "protocall.Pool" userdata at 'idx' (raises otherwise). */

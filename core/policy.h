@@ -83,9 +83,9 @@ void pc_CallState_Start(pc_CallState *c, const pc_RetryParams *r, const pc_Timeo
                         double start);
 
 typedef enum {
-  kPc_Verdict_Retry = 0,   /* sleep '*sleep' seconds, then pc_CallState_NextAttempt */
-  kPc_Verdict_MaxAttempts, /* give up: max_attempts attempts made */
-  kPc_Verdict_Deadline,    /* give up: now + sleep would pass the retry deadline */
+  kPc_Verdict_Retry = 0,    /* sleep '*sleep' seconds, then pc_CallState_NextAttempt */
+  kPc_Verdict_MaxAttempts,  /* give up: max_attempts attempts made */
+  kPc_Verdict_Deadline,     /* give up: now + sleep would pass the retry deadline */
   kPc_Verdict_PushbackStop, /* give up: the server's pushback is negative (gRPC A6) */
   kPc_Verdict_NoTime        /* give up: now + sleep would reach the call's deadline */
 } pc_Verdict;

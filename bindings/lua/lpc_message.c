@@ -1016,7 +1016,9 @@ int lpc_type_call(lua_State *L) {
     new_standalone(L, def, 2);
     return 1;
   }
-  luaL_checktype(L, 2, LUA_TTABLE);
+  if (!lua_istable(L, 2)) /* named as the caller sees it: T(fields) */
+    msg_error(L, "bad argument #1 to '%s' (table expected, got %s)", def->full_name,
+              luaL_typename(L, 2));
   lua_settop(L, 2);
   int visited = 0;
   construct(L, 1, 2, &visited);

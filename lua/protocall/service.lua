@@ -25,21 +25,23 @@ function M.install(pc, core)
   end
 
   -- The request as a message of `T`: a message of that type as is, a plain
-  -- table converted (raising the constructor's error on a bad field).
+  -- table converted (raising the constructor's error on a bad field, after
+  -- `what`). Raises at `level` (0: no position).
   local function as_message(T, value, what, level)
+    local lv = level > 0 and level + 1 or 0
     if is_message(value) then
       if type_of(value) ~= T then
-        error(format("%s: %s expected, got %s", what, T.full_name, type_of(value).full_name), level + 1)
+        error(format("%s: %s expected, got %s", what, T.full_name, type_of(value).full_name), lv)
       end
       return value
     end
     if type(value) ~= "table" then
-      error(format("%s: %s or a table expected, got %s", what, T.full_name, type(value)), level + 1)
+      error(format("%s: %s or a table expected, got %s", what, T.full_name, type(value)), lv)
     end
     local ok, m = pcall(T, value)
     if not ok then
       if type(m) == "string" then m = m:gsub("^[^:\n]*:%d+: ", "", 1) end
-      error(format("%s: %s", what, tostring(m)), level + 1)
+      error(format("%s: %s", what, tostring(m)), lv)
     end
     return m
   end

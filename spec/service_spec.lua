@@ -350,12 +350,33 @@ describe("pc.client", function()
     assert.is_false(ok)
     assert.are.equal("spec/service_spec.lua:" .. line .. ": svc.Router.Measure request: svc.Route.nope: "
       .. "no such field", err)
+    line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(function() stub:Measure({}, { timot = 1 }) end)
+    assert.are.equal("spec/service_spec.lua:" .. line .. ": bad argument #2 to 'Measure' (unknown option "
+      .. "'timot')", err)
+    assert.has_error(function() stub:Measure({}, { timeout = -1 }) end,
+      "bad argument #2 to 'Measure' (timeout: positive number expected)")
+    assert.has_error(function() stub:Measure({}, "fast") end,
+      "bad argument #2 to 'Measure' (table of options expected, got string)")
     assert.are.equal(0, attempts)
     assert.are.equal("DEFAULT ok", (function()
       stub:Measure({}, { metadata = pc.DEFAULT, compression = "gzip" })
       return "DEFAULT ok"
     end)())
     assert.are.equal(1, attempts)
+  end)
+
+  it("refuses unknown or bad per-method options where the client is made", function()
+    local transport = router { Measure = function() return {} end }
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = transport,
+      methods = { Measure = { timout = 1 } } }) end, "pc.client: methods.Measure: unknown option 'timout'")
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = transport,
+      methods = { Measure = 5 } }) end, "pc.client: methods.Measure: table expected, got number")
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() pc.client("svc.Router", { pool = pool, transport = transport, timeout = -1 }) end)
+    assert.is_false(ok)
+    assert.are.equal("spec/service_spec.lua:" .. line .. ": pc.client: svc.Router.Measure: timeout: positive "
+      .. "number expected", err)
   end)
 
   it("names the service and method when a stub has no such method", function()

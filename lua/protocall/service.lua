@@ -325,7 +325,12 @@ function M.install(pc, core)
   --   for response in stub:StreamMethod(request [, opts]) do ... end
   -- `request` is a message of the input type or a plain table of it.
   -- Client-streaming and bidirectional methods raise "not supported yet".
-  -- Raises on a missing transport, an unknown service, method or option.
+  -- Raises on a missing transport, an unknown service, method or option,
+  -- metadata that is not a list of {key, value} pairs with lowercase gRPC
+  -- header names, or a compression other than "gzip" / "identity"; a stub
+  -- method raises such misuse of its per-call options at its caller's line
+  -- (as "bad argument #2 to 'Method'") before any attempt, and indexing a
+  -- method the service lacks raises "pkg.Service has no method 'Name'".
   function pc.client(service_name, opts)
     if type(service_name) ~= "string" then
       error("bad argument #1 to 'client' (string expected, got " .. type(service_name) .. ")", 2)
@@ -350,10 +355,16 @@ function M.install(pc, core)
       if not info.methods[name] then
         error(format("pc.client: %s has no method '%s'", service_name, tostring(name)), 2)
       end
-      if type(per) == "table" then
-        problem = options_problem(per)
-        if problem then error(format("pc.client: methods.%s: %s", name, problem), 2) end
+      if type(per) ~= "table" then
+        error(format("pc.client: methods.%s: table expected, got %s", name, type(per)), 2)
       end
+      for k in pairs(per) do
+        if not POLICY_KEYS[k] then
+          error(format("pc.client: methods.%s: unknown option '%s'", name, tostring(k)), 2)
+        end
+      end
+      problem = options_problem(per)
+      if problem then error(format("pc.client: methods.%s: %s", name, problem), 2) end
     end
     local stub = {}
     for _, m in ipairs(info.methods) do
@@ -364,7 +375,12 @@ function M.install(pc, core)
         end
       else
         local target = m.server_streaming and stream_target(transport, m) or unary_target(transport, m)
-        local callable = pc.wrap_method(target, defaults_for(opts, per_method[m.name]))
+        local okw, callable = pcall(pc.wrap_method, target, defaults_for(opts, per_method[m.name]))
+        if not okw then
+          local msg = tostring(callable):gsub("^[^:\n]*:%d+: ", "", 1)
+          msg = msg:match("^bad argument #2 to 'wrap_method' %((.*)%)$") or msg
+          error(format("pc.client: %s: %s", full, msg), 2)
+        end
         local name = m.name
         stub[name] = function(_, request, call_opts)
           local bytes = encode(as_message(input, request, full .. " request", 2))
@@ -373,7 +389,13 @@ function M.install(pc, core)
             local bad = options_problem(call_opts)
             if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
           end
-          return callable(bytes, call_opts)
+          local ok, res = pcall(callable, bytes, call_opts)
+          if ok then return res end
+          -- the callable's misuse errors, at this caller's line and name
+          local inner = type(res) == "string"
+            and res:gsub("^[^:\n]*:%d+: ", "", 1):match("^bad argument #2 to 'callable' %((.*)%)$")
+          if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), 2) end
+          error(res, 0)
         end
       end
     end

@@ -441,6 +441,19 @@ describe("in-process server streaming", function()
     assert.are.equal("svc.Router.Walk response: svc.Point.nope: no such field", err.message)
   end)
 
+  it("takes a returned list of responses after the sent ones, and refuses anything else", function()
+    local xs = {}
+    for p in walker(function(_, ctx) ctx.send{ x = 1 }; return { { x = 2 }, Point{ x = 3 } } end):Walk{} do
+      xs[#xs + 1] = p.x
+    end
+    assert.are.same({ 1, 2, 3 }, xs)
+    for _, bad in ipairs { { x = 1 }, Point{ x = 1 }, "x" } do
+      local err = raised(function() for _ in walker(function() return bad end):Walk{} do end end)
+      assert.are.equal("INTERNAL", err.code)
+      assert.are.equal("svc.Router.Walk: handler must return a list of responses or nil", err.message)
+    end
+  end)
+
   it("passes the handler's own yields through to the running coroutine", function()
     local stub = walker(function(_, ctx)
       for i = 1, 2 do

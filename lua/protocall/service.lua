@@ -12,7 +12,7 @@ local M = {}
 
 local type, error, pairs, ipairs, pcall, getmetatable, setmetatable, tostring =
   type, error, pairs, ipairs, pcall, getmetatable, setmetatable, tostring
-local format = string.format
+local format, mtype = string.format, math.type
 
 function M.install(pc, core)
   local Error, encode, decode, type_of, is_message = pc.Error, pc.encode, pc.decode, pc.type_of, core.is_message
@@ -212,7 +212,13 @@ function M.install(pc, core)
         end
         if co_status(co) == "dead" then
           local result = r[2]
-          if result ~= nil and (type(result) ~= "table" or is_message(result)) then
+          local list = result == nil or (type(result) == "table" and not is_message(result))
+          if list and result ~= nil then
+            for k in pairs(result) do
+              if mtype(k) ~= "integer" then list = false; break end
+            end
+          end
+          if not list then
             finished = true
             error(status("INTERNAL", info.full_name .. ": handler must return a list of responses or nil"), 0)
           end
@@ -220,6 +226,7 @@ function M.install(pc, core)
           return iterate()
         end
         if r[2] == SEND then
+          args = pack() -- ctx.send returns nothing
           if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
           return encode(r[3])
         end

@@ -544,6 +544,11 @@ describe("wrap_method", function()
     assert.is_false(ok)
     assert.are.equal("spec/policy_spec.lua:" .. line .. ":", err:match("^[^:]*:%d+:"))
     assert.are.equal(0, attempts)
+    -- the read-only metadata a call hands out is good metadata for another call
+    local inner = pc.wrap_method(function(_, _, md) return md[1][1] .. "=" .. md[1][2] .. " " .. #md end)
+    local outer = pc.wrap_method(function(r, _, md) return inner(r, { metadata = md }) end,
+      { metadata = { { "x-a", "1" } } })
+    assert.are.equal("x-a=1 1", outer("r"))
     -- bytes under a -bin key
     assert.are.equal(1, pc.wrap_method(function(_, _, md) return #md end)("r", { metadata = { { "x-b-bin", "\0\255" } } }))
     assert.are.equal("bad argument #1 to 'wrap_method' (function expected, got nil)",

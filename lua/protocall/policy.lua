@@ -12,8 +12,7 @@ local P = {}
 local error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, rawlen =
   error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, rawlen
 local select = select
-local format, find = string.format, string.find
-local pairs = pairs
+local format = string.format
 local mtype, floor, tointeger, math_random = math.type, math.floor, math.tointeger, math.random
 
 function P.install(M, core)
@@ -338,46 +337,13 @@ function P.install(M, core)
     })
   end
 
-  local RESERVED = { ["content-type"] = true, te = true, ["user-agent"] = true }
-
   -- What is wrong with metadata `md`, or nil when it is a list of
   -- {key, value} string pairs whose keys are gRPC header names (lowercase
   -- letters, digits, '_', '-', '.'; not grpc-*, content-type, te or
   -- user-agent) and whose values are printable ASCII unless the key ends in
-  -- "-bin". The one wording every place metadata enters uses (the same as
-  -- the transport's, core/grpc_http2.c pc_GrpcPair_Check).
-  local function metadata_problem(md)
-    if type(md) ~= "table" then
-      return "metadata: list of {key, value} pairs expected, got " .. type(md)
-    end
-    local n = #md
-    for k in pairs(md) do
-      if mtype(k) ~= "integer" or k < 1 or k > n then
-        return format("metadata: list of {key, value} pairs expected, got a table with key %s",
-          type(k) == "string" and format("%q", k) or tostring(k))
-      end
-    end
-    for i = 1, n do
-      local p = md[i]
-      local k, v
-      if type(p) == "table" then k, v = p[1], p[2] end
-      if type(k) ~= "string" or type(v) ~= "string" or next(p, next(p, next(p))) ~= nil then
-        return format("metadata: pair %d: {key, value} of strings expected", i)
-      end
-      if k == "" then return "metadata key is empty" end
-      local shown = #k > 64 and k:sub(1, 64) or k
-      if not find(k, "^[a-z0-9_.%-]+$") then
-        return format("metadata key '%s': only lowercase letters, digits, '_', '-', '.'", shown)
-      end
-      if RESERVED[k] or find(k, "^grpc%-") then
-        return format("metadata key '%s' is reserved for the transport", shown)
-      end
-      if not find(k, "%-bin$") and not find(v, "^[ -~]*$") then
-        return format("metadata '%s': value must be printable ASCII (use a '-bin' key for bytes)", shown)
-      end
-    end
-    return nil
-  end
+  -- "-bin" (bindings/lua/lpc_grpc.c, core/grpc_http2.c pc_GrpcPair_Check).
+  -- The one wording every place metadata enters uses.
+  local metadata_problem = core.metadata_problem
   --- pc._metadata_problem(md) -> message | nil: the shared metadata check
   -- (internal: grpc.lua and service.lua raise with it at their callers).
   M._metadata_problem = metadata_problem

@@ -137,6 +137,7 @@ pc_Verdict pc_CallState_OnError(pc_CallState *c, double now, double random01, do
     s = pushback;
   }
   if (now + s > c->retry_deadline) return kPc_Verdict_Deadline;
+  if (now + s >= c->call_deadline) return kPc_Verdict_NoTime;
   *sleep = s;
   return kPc_Verdict_Retry;
 }

@@ -83,16 +83,18 @@ void pc_CallState_Start(pc_CallState *c, const pc_RetryParams *r, const pc_Timeo
                         double start);
 
 typedef enum {
-  kPc_Verdict_Retry = 0,   /* sleep '*sleep' seconds, then pc_CallState_NextAttempt */
-  kPc_Verdict_MaxAttempts, /* give up: max_attempts attempts made */
-  kPc_Verdict_Deadline,    /* give up: now + sleep would pass the retry deadline */
-  kPc_Verdict_PushbackStop /* give up: the server's pushback is negative (gRPC A6) */
+  kPc_Verdict_Retry = 0,    /* sleep '*sleep' seconds, then pc_CallState_NextAttempt */
+  kPc_Verdict_MaxAttempts,  /* give up: max_attempts attempts made */
+  kPc_Verdict_Deadline,     /* give up: now + sleep would pass the retry deadline */
+  kPc_Verdict_PushbackStop, /* give up: the server's pushback is negative (gRPC A6) */
+  kPc_Verdict_NoTime        /* give up: now + sleep would reach the call's deadline */
 } pc_Verdict;
 
 /* After a retryable error at 'now': whether to try again and how long to
  * sleep first. 'pushback' is the error's retry delay in seconds, or NaN
  * when it has none; it replaces the drawn sleep (cap * random01), and the
- * cap grows either way. */
+ * cap grows either way. Gives up without sleeping when now + sleep would
+ * pass the retry deadline, or reach or pass the call's deadline. */
 pc_Verdict pc_CallState_OnError(pc_CallState *c, double now, double random01, double pushback,
                                 double *sleep);
 

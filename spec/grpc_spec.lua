@@ -136,17 +136,34 @@ describe("pc.grpc", function()
       assert.are.equal("\8\3\18\3bad", err.details)
     end)
 
-    it("refuses invalid request metadata before sending", function()
-      assert.has_error(function()
-        t:unary("/test.Test/Echo", "", { metadata = { { "Bad-Key", "v" } } })
-      end, "metadata key 'Bad-Key': only lowercase letters, digits, '_', '-', '.'")
-      assert.has_error(function()
-        t:unary("/test.Test/Echo", "", { metadata = { { "grpc-timeout", "1S" } } })
-      end, "metadata key 'grpc-timeout' is reserved for the transport")
-      assert.has_error(function()
-        t:unary("/test.Test/Echo", "", { metadata = { { "x-a", "line\nbreak" } } })
-      end, "metadata 'x-a': value must be printable ASCII (use a '-bin' key for bytes)")
+    it("refuses invalid request metadata before sending, at the caller's line", function()
+      local function refused(metadata, message)
+        local ok, err = pcall(t.unary, t, "/test.Test/Echo", "", { metadata = metadata })
+        assert.is_false(ok)
+        assert.are.equal(message, (err:gsub("^spec/grpc_spec%.lua:%d+: ", "")))
+      end
+      refused({ { "Bad-Key", "v" } }, "metadata key 'Bad-Key': only lowercase letters, digits, '_', '-', '.'")
+      refused({ { "grpc-timeout", "1S" } }, "metadata key 'grpc-timeout' is reserved for the transport")
+      refused({ { "x-a", "line\nbreak" } },
+        "metadata 'x-a': value must be printable ASCII (use a '-bin' key for bytes)")
+      refused({ ["x-a"] = "1" }, 'metadata: list of {key, value} pairs expected, got a table with key "x-a"')
+      local line = debug.getinfo(1, "l").currentline + 1
+      local ok, err = pcall(function() t:unary("/test.Test/Echo", "", { metadata = { { "X", "1" } } }) end)
+      assert.is_false(ok)
+      assert.are.equal("spec/grpc_spec.lua:" .. line .. ":", err:match("^[^:]*:%d+:"))
     end)
+
+    it("refuses bad metadata and an unreadable ca_file in pc.grpc itself", function()
+      assert.has_error(function() pc.grpc(server.url, { metadata = { ["x-a"] = "1" } }) end,
+        'pc.grpc: metadata: list of {key, value} pairs expected, got a table with key "x-a"')
+      assert.has_error(function() pc.grpc(server.url, { metadata = { { "x-a", "1", "2" } } }) end,
+        "pc.grpc: metadata: pair 1: {key, value} of strings expected")
+      local ok, err = pcall(pc.grpc, "https://127.0.0.1:1", { ca_file = "/nonexistent/ca.pem" })
+      assert.is_false(ok)
+      assert.are.equal("pc.grpc: option 'ca_file': cannot read /nonexistent/ca.pem: "
+        .. "No such file or directory", (err:gsub("^[^:]*:%d+: ", "")))
+    end)
+
 
     it("survives a 40 KiB response header", function()
       assert.are.equal("ok", h:unary("/raw.Test/BigHeader", "", { timeout = 5 }))

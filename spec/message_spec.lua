@@ -273,6 +273,7 @@ describe("messages", function()
     fails("t.Point.z: no such field", function() Point { z = 1 } end)
     fails("t.Point: field name expected, got number", function() Point { 1 } end)
     fails("t.Point: field name expected, got number", function() return p[1] end)
+    fails("bad argument #1 to 't.Point' (table expected, got string)", function() Point("\8\1") end)
   end)
 
   it("clear a field when assigned nil", function()

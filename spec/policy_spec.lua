@@ -77,8 +77,10 @@ describe("pc.Error", function()
   it("rejects bad fields", function()
     assert.are.equal("bad argument #1 to 'Error' (code: gRPC status name or number expected, got NOPE)",
       message_of(pc.Error, { code = "NOPE" }))
-    assert.are.equal("bad argument #1 to 'Error' (code: gRPC status name or number expected, got OK)",
+    assert.are.equal("bad argument #1 to 'Error' (code: OK is not an error status (a failure needs another code))",
       message_of(pc.Error, { code = "OK" }))
+    assert.are.equal("bad argument #1 to 'Error' (code: OK is not an error status (a failure needs another code))",
+      message_of(pc.Error, { code = 0 }))
     assert.are.equal("bad argument #1 to 'Error' (table expected, got string)",
       message_of(pc.Error, "UNAVAILABLE"))
     assert.are.equal("bad argument #1 to 'Error' (retry_delay: number of seconds expected, got soon)",
@@ -323,6 +325,34 @@ describe("wrap_method", function()
       .. "deadline); last error: UNAVAILABLE: connection refused", tostring(err))
   end)
 
+  it("gives up at once, without sleeping, when the drawn sleep would reach the call's deadline", function()
+    local w = world(0.999)
+    local last
+    local call = pc.wrap_method(w.target(function()
+      last = unavailable()
+      error(last, 0)
+    end), w.opts { timeout = 3, retry = pc.Retry { initial = 1, maximum = 4, multiplier = 2, timeout = 10 } })
+    local err = raised(call, "req")
+    -- attempts at 0, 0.999 and 2.997; the next sleep (3.996) would pass t = 3
+    assert.are.same({ 0.999, 1.998 }, w.sleeps)
+    assert.are.equal(3, #w.attempts)
+    assert.is_true(math.abs(w.t - 2.997) < 1e-9)
+    assert.are.equal(pc.RetryError, getmetatable(err))
+    assert.are.equal(3, err.attempts)
+    assert.are.equal(last, err.cause)
+    assert.are.equal("RetryError: gave up after 3 attempts (no time left before the call's "
+      .. "deadline); last error: UNAVAILABLE: connection refused", tostring(err))
+    -- a server's pushback is held to the same rule: 2 s left, 2 s asked
+    w = world(1)
+    local pushback = pc.Error { code = "UNAVAILABLE", retry_delay = 2 }
+    call = pc.wrap_method(w.target(function() w.t = w.t + 1; error(pushback, 0) end),
+      w.opts { timeout = 3, retry = pc.Retry() })
+    err = raised(call, "req")
+    assert.are.same({}, w.sleeps)
+    assert.are.equal(1, err.attempts)
+    assert.are.equal(pushback, err.cause)
+  end)
+
   it("case: a non-retryable error is raised as is; on_error sees each retryable one", function()
     local w = world(0)
     local denied = pc.Error { code = "PERMISSION_DENIED", message = "no" }
@@ -490,11 +520,42 @@ describe("wrap_method", function()
       message_of(call, "r", "fast"))
     assert.are.equal("bad argument #2 to 'callable' (metadata: pair 1: {key, value} of strings expected)",
       message_of(call, "r", { metadata = { { "k", 1 } } }))
+    assert.are.equal("bad argument #2 to 'callable' (metadata: list of {key, value} pairs expected, got a table "
+      .. 'with key "x-a")', message_of(call, "r", { metadata = { ["x-a"] = "1" } }))
+    assert.are.equal("bad argument #2 to 'callable' (metadata: list of {key, value} pairs expected, got a table "
+      .. 'with key "x-b")', message_of(call, "r", { metadata = { { "x-a", "1" }, ["x-b"] = "2" } }))
+    assert.are.equal("bad argument #2 to 'callable' (metadata: pair 1: {key, value} of strings expected)",
+      message_of(call, "r", { metadata = { { "k", "v", "extra" } } }))
+    assert.are.equal("bad argument #2 to 'callable' (metadata key 'X-Up': only lowercase letters, digits, "
+      .. "'_', '-', '.')", message_of(call, "r", { metadata = { { "X-Up", "1" } } }))
+    assert.are.equal("bad argument #2 to 'callable' (metadata key 'grpc-timeout' is reserved for the "
+      .. "transport)", message_of(call, "r", { metadata = { { "grpc-timeout", "1S" } } }))
+    assert.are.equal("bad argument #2 to 'callable' (metadata 'x-a': value must be printable ASCII (use a "
+      .. "'-bin' key for bytes))", message_of(call, "r", { metadata = { { "x-a", "a\nb" } } }))
+    assert.are.equal("bad argument #2 to 'wrap_method' (metadata: list of {key, value} pairs expected, got a "
+      .. 'table with key "x-a")', message_of(pc.wrap_method, print, { metadata = { ["x-a"] = "1" } }))
+    assert.are.equal("bad argument #2 to 'wrap_method' (metadata: list of {key, value} pairs expected, got "
+      .. "string)", message_of(pc.wrap_method, print, { metadata = "x-a: 1" }))
+    -- raised at the caller's line, before any attempt
+    local attempts = 0
+    local counted = pc.wrap_method(function() attempts = attempts + 1 end)
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() counted("r", { metadata = { ["x-a"] = "1" } }) end)
+    assert.is_false(ok)
+    assert.are.equal("spec/policy_spec.lua:" .. line .. ":", err:match("^[^:]*:%d+:"))
+    assert.are.equal(0, attempts)
+    -- the read-only metadata a call hands out is good metadata for another call
+    local inner = pc.wrap_method(function(_, _, md) return md[1][1] .. "=" .. md[1][2] .. " " .. #md end)
+    local outer = pc.wrap_method(function(r, _, md) return inner(r, { metadata = md }) end,
+      { metadata = { { "x-a", "1" } } })
+    assert.are.equal("x-a=1 1", outer("r"))
+    -- bytes under a -bin key
+    assert.are.equal(1, pc.wrap_method(function(_, _, md) return #md end)("r", { metadata = { { "x-b-bin", "\0\255" } } }))
     assert.are.equal("bad argument #1 to 'wrap_method' (function expected, got nil)",
       message_of(pc.wrap_method, nil))
     assert.are.equal("bad argument #2 to 'wrap_method' (timeout: positive number expected)",
       message_of(pc.wrap_method, print, { timeout = 0 }))
-    assert.are.equal("bad argument #1 to 'wrap_method' (unknown field 'retries')",
+    assert.are.equal("bad argument #2 to 'wrap_method' (unknown field 'retries')",
       message_of(pc.wrap_method, print, { retries = pc.Retry() }))
     assert.are.equal("bad argument #2 to 'wrap_method' (cache_size: integer in 0..4096 expected, got -1)",
       message_of(pc.wrap_method, print, { cache_size = -1 }))

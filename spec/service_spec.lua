@@ -157,6 +157,7 @@ describe("pc.server and pc.inproc", function()
       Measure = function(route)
         if route.name == "denied" then error(pc.Error{ code = "PERMISSION_DENIED", message = "no" }) end
         if route.name == "bad" then return Point{} end
+        if route.name == "nofield" then return { nope = 1 } end
         error("boom")
       end,
     } }, { pool = pool })
@@ -169,6 +170,9 @@ describe("pc.server and pc.inproc", function()
     err = raised(t.unary, t, "/svc.Router/Measure", pc.encode(Route{ name = "bad" }))
     assert.are.equal("INTERNAL", err.code)
     assert.matches("svc.Distance expected, got svc.Point", err.message, 1, true)
+    err = raised(t.unary, t, "/svc.Router/Measure", pc.encode(Route{ name = "nofield" }))
+    assert.are.equal("INTERNAL", err.code)
+    assert.are.equal("svc.Router.Measure response: svc.Distance.nope: no such field", err.message)
     err = raised(t.unary, t, "/svc.Router/Walk", pc.encode(Route{}))
     assert.are.equal("UNIMPLEMENTED", err.code)
     err = raised(t.unary, t, "/svc.Router/Measure", "\x0a\x05")
@@ -318,5 +322,175 @@ describe("pc.client", function()
       "pc.client: unknown service 'svc.Nope'")
     assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = {}, retires = 1 }) end,
       "pc.client: unknown option 'retires'")
+  end)
+
+  it("refuses bad metadata and compression at the caller's line, before any attempt", function()
+    local attempts = 0
+    local transport = router { Measure = function() attempts = attempts + 1; return {} end }
+    local map_md = 'metadata: list of {key, value} pairs expected, got a table with key "x-a"'
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = transport,
+      metadata = { ["x-a"] = "1" } }) end, "pc.client: " .. map_md)
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = transport,
+      methods = { Measure = { metadata = { ["x-a"] = "1" } } } }) end, "pc.client: methods.Measure: " .. map_md)
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = transport,
+      compression = "brotli" }) end, [[pc.client: compression 'brotli': expected "gzip" or "identity"]])
+    local stub = pc.client("svc.Router", { pool = pool, transport = transport })
+    assert.has_error(function() stub:Measure({}, { metadata = { ["x-a"] = "1" } }) end,
+      "bad argument #2 to 'Measure' (" .. map_md .. ")")
+    assert.has_error(function() stub:Measure({}, { metadata = { { "X-Upper", "2" } } }) end,
+      "bad argument #2 to 'Measure' (metadata key 'X-Upper': only lowercase letters, digits, '_', '-', '.')")
+    assert.has_error(function() stub:Measure({}, { compression = "brotli" }) end,
+      [[bad argument #2 to 'Measure' (compression 'brotli': expected "gzip" or "identity")]])
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() stub:Measure({}, { metadata = { ["x-a"] = "1" } }) end)
+    assert.is_false(ok)
+    assert.are.equal("spec/service_spec.lua:" .. line .. ":", err:match("^[^:]*:%d+:"))
+    line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(function() stub:Measure({ nope = 1 }) end)
+    assert.is_false(ok)
+    assert.are.equal("spec/service_spec.lua:" .. line .. ": svc.Router.Measure request: svc.Route.nope: "
+      .. "no such field", err)
+    line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(function() stub:Measure({}, { timot = 1 }) end)
+    assert.are.equal("spec/service_spec.lua:" .. line .. ": bad argument #2 to 'Measure' (unknown option "
+      .. "'timot')", err)
+    assert.has_error(function() stub:Measure({}, { timeout = -1 }) end,
+      "bad argument #2 to 'Measure' (timeout: positive number expected)")
+    assert.has_error(function() stub:Measure({}, "fast") end,
+      "bad argument #2 to 'Measure' (table of options expected, got string)")
+    assert.are.equal(0, attempts)
+    assert.are.equal("DEFAULT ok", (function()
+      stub:Measure({}, { metadata = pc.DEFAULT, compression = "gzip" })
+      return "DEFAULT ok"
+    end)())
+    assert.are.equal(1, attempts)
+  end)
+
+  it("refuses unknown or bad per-method options where the client is made", function()
+    local transport = router { Measure = function() return {} end }
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = transport,
+      methods = { Measure = { timout = 1 } } }) end, "pc.client: methods.Measure: unknown option 'timout'")
+    assert.has_error(function() pc.client("svc.Router", { pool = pool, transport = transport,
+      methods = { Measure = 5 } }) end, "pc.client: methods.Measure: table expected, got number")
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() pc.client("svc.Router", { pool = pool, transport = transport, timeout = -1 }) end)
+    assert.is_false(ok)
+    assert.are.equal("spec/service_spec.lua:" .. line .. ": pc.client: svc.Router.Measure: timeout: positive "
+      .. "number expected", err)
+  end)
+
+  it("names the service and method when a stub has no such method", function()
+    local stub = pc.client("svc.Router", { pool = pool, transport = {} })
+    assert.has_error(function() stub:Nope({}) end, "svc.Router has no method 'Nope'")
+    assert.has_error(function() return stub.measure end, "svc.Router has no method 'measure'")
+  end)
+end)
+
+describe("in-process server streaming", function()
+  local function walker(handler, opts)
+    local o = { pool = pool, transport = pc.inproc(pc.server({ ["svc.Router"] = { Walk = handler } }, { pool = pool })) }
+    for k, v in pairs(opts or {}) do o[k] = v end
+    return pc.client("svc.Router", o)
+  end
+
+  it("hands each response to the caller as it is sent", function()
+    local log = {}
+    local stub = walker(function(_, ctx)
+      for i = 1, 3 do log[#log + 1] = "send " .. i; ctx.send{ x = i } end
+      log[#log + 1] = "end"
+    end)
+    for p in stub:Walk{} do log[#log + 1] = "got " .. p.x end
+    assert.are.same({ "send 1", "got 1", "send 2", "got 2", "send 3", "got 3", "end" }, log)
+  end)
+
+  it("stops the handler when the caller leaves the loop early", function()
+    local sent = 0
+    local stub = walker(function(_, ctx) for i = 1, 100 do sent = i; ctx.send{ x = i } end end)
+    for p in stub:Walk{} do if p.x == 2 then break end end
+    assert.are.equal(2, sent)
+    -- through the transport, the closing value stops it at once
+    local t = pc.inproc(pc.server({ ["svc.Router"] = { Walk = function(_, ctx)
+      local guard <close> = setmetatable({}, { __close = function() sent = "closed" end })
+      for i = 1, 100 do ctx.send{ x = i } end
+    end } }, { pool = pool }))
+    for bytes in t:server_stream("/svc.Router/Walk", pc.encode(Route{}), {}) do
+      assert.are.equal(1, pc.decode(Point, bytes).x)
+      break
+    end
+    assert.are.equal("closed", sent)
+  end)
+
+  it("delivers the responses sent before a handler error, then raises it", function()
+    local stub = walker(function(_, ctx)
+      ctx.send{ x = 1 }
+      ctx.send{ x = 2 }
+      error(pc.Error{ code = "INTERNAL", message = "mid-stream" })
+    end)
+    local iter = stub:Walk{}
+    assert.are.equal(1, iter().x)
+    assert.are.equal(2, iter().x)
+    local err = raised(iter)
+    assert.are.equal("INTERNAL", err.code)
+    assert.are.equal("mid-stream", err.message)
+    assert.is_nil(iter())
+    -- a bad response is an INTERNAL status naming no protocall file
+    iter = walker(function(_, ctx) ctx.send{ x = 1 }; ctx.send{ nope = 1 } end):Walk{}
+    assert.are.equal(1, iter().x)
+    err = raised(iter)
+    assert.are.equal("INTERNAL", err.code)
+    assert.are.equal("svc.Router.Walk response: svc.Point.nope: no such field", err.message)
+  end)
+
+  it("takes a returned list of responses after the sent ones, and refuses anything else", function()
+    local xs = {}
+    for p in walker(function(_, ctx) ctx.send{ x = 1 }; return { { x = 2 }, Point{ x = 3 } } end):Walk{} do
+      xs[#xs + 1] = p.x
+    end
+    assert.are.same({ 1, 2, 3 }, xs)
+    for _, bad in ipairs { { x = 1 }, Point{ x = 1 }, "x" } do
+      local err = raised(function() for _ in walker(function() return bad end):Walk{} do end end)
+      assert.are.equal("INTERNAL", err.code)
+      assert.are.equal("svc.Router.Walk: handler must return a list of responses or nil", err.message)
+    end
+  end)
+
+  it("passes the handler's own yields through to the running coroutine", function()
+    local stub = walker(function(_, ctx)
+      for i = 1, 2 do
+        local answer = coroutine.yield("sleep", i)
+        ctx.send{ x = answer }
+      end
+    end)
+    local got, yields = {}, {}
+    local co = coroutine.wrap(function()
+      for p in stub:Walk{} do got[#got + 1] = p.x end
+      return "done"
+    end)
+    local a, b = co()
+    while a ~= "done" do
+      yields[#yields + 1] = a .. " " .. b
+      a, b = co(b * 10)
+    end
+    assert.are.same({ "sleep 1", "sleep 2" }, yields)
+    assert.are.same({ 10, 20 }, got)
+  end)
+
+  it("raises DEADLINE_EXCEEDED as soon as the deadline has passed, between messages", function()
+    local sent = 0
+    local stub = walker(function(_, ctx)
+      ctx.send{ x = 1 }
+      sent = 1
+      while pc.now() <= ctx.deadline do end -- busy until the deadline
+      ctx.send{ x = 2 }
+      sent = 2
+      for i = 3, 100 do ctx.send{ x = i }; sent = i end
+    end, { timeout = 0.05 })
+    local iter = stub:Walk{}
+    assert.are.equal(1, iter().x)
+    local err = raised(iter)
+    assert.are.equal("DEADLINE_EXCEEDED", err.code)
+    assert.are.equal("svc.Router.Walk: deadline exceeded", err.message)
+    assert.are.equal(1, sent)
+    assert.is_nil(iter())
   end)
 end)

@@ -268,6 +268,16 @@ describe("pc.decode and pc.encode arguments", function()
     assert.has_error(function() pc.decode("t.Rec", "") end)
     assert.has_error(function() pc.encode({}) end)
     assert.has_error(function() pc.encode(T "t.Rec" {}, 5) end)
+    -- named 'decode' and 'encode' however they are called (pcall gives no name)
+    local function message_of(...) return select(2, pcall(...)) end
+    assert.are.equal("bad argument #2 to 'decode' (string expected, got nil)", message_of(pc.decode, T "t.Rec", nil))
+    assert.are.equal("bad argument #1 to 'decode' (protocall.Type expected, got string)",
+      message_of(pc.decode, "t.Rec", ""))
+    assert.are.equal("bad argument #3 to 'decode' (table expected, got number)", message_of(pc.decode, T "t.Rec", "", 1))
+    assert.are.equal("bad argument #3 to 'decode' (max_depth must be in 1..10000)",
+      message_of(pc.decode, T "t.Rec", "", { max_depth = 1.5 }))
+    assert.are.equal("bad argument #1 to 'encode' (message expected, got table)", message_of(pc.encode, {}))
+    assert.are.equal("bad argument #2 to 'encode' (table expected, got number)", message_of(pc.encode, T "t.Rec" {}, 5))
   end)
 
   it("decodes all-number types with unknown fields too", function()

@@ -56,6 +56,24 @@ static void cache(lua_State *L, int slot) {
   lua_rawseti(L, CODEC_CACHE, slot);
 }
 
+/* Raises "bad argument #arg to 'fname' (msg)". encode and decode name
+ * themselves: luaL_argerror, when the call site gives no name (pcall),
+ * would find 'protocall.core.decode' through package.loaded. */
+static _Noreturn void codec_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
+  luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
+#if defined(__GNUC__)
+  __builtin_unreachable();
+#endif
+}
+
+/* As luaL_typeerror, named as codec_argerror. */
+static _Noreturn void codec_typeerror(lua_State *L, int arg, const char *fname,
+                                      const char *expected) {
+  const char *got = luaL_getmetafield(L, arg, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                       : luaL_typename(L, arg);
+  codec_argerror(L, arg, fname, lua_pushfstring(L, "%s expected, got %s", expected, got));
+}
+
 /* The message at 1 and its type, as lpc_checkmessage, through the cache. */
 static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageDef **def) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
@@ -67,7 +85,8 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
       return cs->mt_standalone ? p : *(pc_Message **)p;
     }
   }
-  pc_Message *msg = lpc_checkmessage(L, 1, def);
+  pc_Message *msg = lpc_tomessage(L, 1, def);
+  if (msg == NULL) codec_typeerror(L, 1, "encode", "message");
   lua_getmetatable(L, 1);
   cs->mt = lua_topointer(L, -1);
   cache(L, 1);
@@ -80,6 +99,8 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
 static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type && still_cached(L, 2))
     return cs->type_def;
+  if (luaL_testudata(L, 1, "protocall.Type") == NULL)
+    codec_typeerror(L, 1, "decode", "protocall.Type");
   const pc_MessageDef *def = lpc_checktype(L, 1);
   cs->type = lua_touserdata(L, 1);
   lua_pushvalue(L, 1);
@@ -116,7 +137,7 @@ static int lpc_codec_encode(lua_State *L) {
   pc_Message *msg = check_message(L, cs, &def);
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 2)) {
-    luaL_checktype(L, 2, LUA_TTABLE);
+    if (!lua_istable(L, 2)) codec_typeerror(L, 2, "encode", "table");
     opts.deterministic = lua_getfield(L, 2, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
     lua_pop(L, 1);
   }
@@ -143,14 +164,16 @@ static int lpc_codec_decode(lua_State *L) {
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
   const pc_MessageDef *def = check_type(L, cs);
   size_t len;
-  if (lua_type(L, 2) != LUA_TSTRING) luaL_typeerror(L, 2, "string");
+  if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
   pc_DecodeOptions opts = {0, 0};
   if (!lua_isnoneornil(L, 3)) {
-    luaL_checktype(L, 3, LUA_TTABLE);
+    if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
     if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
-      lua_Integer d = luaL_checkinteger(L, -1);
-      luaL_argcheck(L, d >= 1 && d <= 10000, 3, "max_depth must be in 1..10000");
+      int isint;
+      lua_Integer d = lua_tointegerx(L, -1, &isint);
+      if (!isint || d < 1 || d > 10000)
+        codec_argerror(L, 3, "decode", "max_depth must be in 1..10000");
       opts.max_depth = (int)d;
     }
     lua_pop(L, 1);

@@ -269,6 +269,62 @@ static int lpc_grpccall_status(lua_State *L) {
   return 1;
 }
 
+/* -- nil | message = core.metadata_problem(md)
+ * What is wrong with 'md' as call metadata, or nil: it must be a list of
+ * {key, value} string pairs (no other keys; a table with a metatable,
+ * such as the read-only views calls hand out, is read through __len and
+ * __index only) each of which pc_GrpcPair_Check accepts. The one check
+ * every place metadata enters uses (pc._metadata_problem). */
+static int lpc_grpc_metadata_problem(lua_State *L) {
+  if (!lua_istable(L, 1)) {
+    lua_pushfstring(L, "metadata: list of {key, value} pairs expected, got %s",
+                    luaL_typename(L, 1));
+    return 1;
+  }
+  lua_settop(L, 1);
+  lua_Integer n = luaL_len(L, 1);
+  if (!lua_getmetatable(L, 1)) {
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+      lua_pop(L, 1);
+      lua_Integer k = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+      if (k < 1 || k > n) {
+        if (lua_type(L, -1) == LUA_TSTRING)
+          lua_pushfstring(
+              L, "metadata: list of {key, value} pairs expected, got a table with key \"%s\"",
+              lua_tostring(L, -1));
+        else
+          lua_pushfstring(L,
+                          "metadata: list of {key, value} pairs expected, got a table with key %s",
+                          luaL_tolstring(L, -1, NULL));
+        return 1;
+      }
+    }
+  } else {
+    lua_pop(L, 1);
+  }
+  for (lua_Integer i = 1; i <= n; i++) {
+    pc_GrpcPair p;
+    int ok = lua_geti(L, 1, i) == LUA_TTABLE && luaL_len(L, 2) == 2 &&
+             lua_geti(L, 2, 1) == LUA_TSTRING && lua_geti(L, 2, 2) == LUA_TSTRING;
+    if (!ok) {
+      lua_pushfstring(L, "metadata: pair %I: {key, value} of strings expected", i);
+      return 1;
+    }
+    p.key = lua_tolstring(L, 3, &p.key_len);
+    p.value = lua_tolstring(L, 4, &p.value_len);
+    pc_Error err;
+    pc_Error_Init(&err);
+    if (!pc_GrpcPair_Check(&p, &err)) {
+      lua_pushstring(L, err.msg);
+      return 1;
+    }
+    lua_settop(L, 1);
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
 /* -- md = call:metadata()   -- {headers=, trailers=} received so far */
 static int lpc_grpccall_metadata(lua_State *L) {
   CallBox *b = check_call(L);
@@ -318,6 +374,7 @@ void lpc_open_grpc(lua_State *L) {
   static const luaL_Reg funcs[] = {{"grpc_channel", lpc_grpc_channel},
                                    {"grpc_timeout", lpc_grpc_timeout},
                                    {"grpc_percent_decode", lpc_grpc_percent_decode},
+                                   {"metadata_problem", lpc_grpc_metadata_problem},
                                    {NULL, NULL}};
   luaL_newmetatable(L, CHANNEL_MT);
   luaL_newlib(L, channel_methods);

@@ -1147,8 +1147,10 @@ int lpc_type_call(lua_State *L) {
     construct(L, 1, 2, &visited);
     return 1;
   }
-  if (t != LUA_TNONE && t != LUA_TNIL) luaL_checktype(L, 2, LUA_TTABLE);
   const pc_MessageDef *def = *(const pc_MessageDef **)lua_touserdata(L, 1);
+  if (t != LUA_TNONE && t != LUA_TNIL) /* named as the caller sees it: T(fields) */
+    msg_error(L, "bad argument #1 to '%s' (table expected, got %s)", def->full_name,
+              luaL_typename(L, 2));
   lua_settop(L, 1);
   lua_getiuservalue(L, 1, 2);
   new_standalone(L, def, 2);

@@ -164,7 +164,8 @@ static int lpc_policy_start(lua_State *L) {
 }
 
 /* -- sleep | nil, reason = state:on_error(now, random01, pushback|nil)
- * -- reason: "max_attempts", "deadline" or "pushback" */
+ * -- reason: "max_attempts", "deadline", "pushback" or "no_time" (the
+ * -- sleep would reach the call's deadline) */
 static int lpc_callstate_on_error(lua_State *L) {
   pc_CallState *c = luaL_checkudata(L, 1, CALLSTATE);
   double now = luaL_checknumber(L, 2);
@@ -184,6 +185,10 @@ static int lpc_callstate_on_error(lua_State *L) {
   case kPc_Verdict_PushbackStop:
     lua_pushnil(L);
     lua_pushliteral(L, "pushback");
+    return 2;
+  case kPc_Verdict_NoTime:
+    lua_pushnil(L);
+    lua_pushliteral(L, "no_time");
     return 2;
   }
   return luaL_error(L, "on_error: unknown verdict");

@@ -139,9 +139,36 @@ static void test_attempt_budget(void) {
   CHECK(pc_CallState_OnError(&c, now, 0, NAN, &sleep) == kPc_Verdict_Retry);
   CHECK(pc_CallState_NextAttempt(&c, now, &timeout) == kPc_Attempt_Timed && timeout == 200);
   now += 200;
-  CHECK(pc_CallState_OnError(&c, now, 0, NAN, &sleep) == kPc_Verdict_Retry && sleep == 0);
-  CHECK(pc_CallState_NextAttempt(&c, now, &timeout) == kPc_Attempt_NoTime);
+  /* A sleep (even of 0) that would reach the call's deadline: give up. */
+  CHECK(pc_CallState_OnError(&c, now, 0, NAN, &sleep) == kPc_Verdict_NoTime && sleep == 0);
   CHECK(c.attempts == 3 && now == 600);
+}
+
+/* Timeout 3, Retry{1, 4, 2, timeout 10}: the third attempt fails with
+ * 0.5 s left; the drawn sleep of 4 would pass the call's deadline, so the
+ * call gives up without sleeping. */
+static void test_sleep_past_call_deadline(void) {
+  pc_RetryParams r = {1, 4, 2, 10, 0};
+  pc_TimeoutParams t = fixed(3);
+  pc_CallState c;
+  double sleep, timeout;
+  pc_CallState_Start(&c, &r, &t, 100);
+  CHECK(pc_CallState_OnError(&c, 100, 0.5, NAN, &sleep) == kPc_Verdict_Retry && sleep == 0.5);
+  CHECK(pc_CallState_NextAttempt(&c, 100.5, &timeout) == kPc_Attempt_Timed && timeout == 2.5);
+  CHECK(pc_CallState_OnError(&c, 100.5, 1, NAN, &sleep) == kPc_Verdict_Retry && sleep == 2);
+  CHECK(pc_CallState_NextAttempt(&c, 102.5, &timeout) == kPc_Attempt_Timed && timeout == 0.5);
+  CHECK(pc_CallState_OnError(&c, 102.5, 1, NAN, &sleep) == kPc_Verdict_NoTime && sleep == 0);
+  CHECK(c.attempts == 3);
+  /* A sleep that would end exactly at the deadline gives up too. */
+  pc_CallState_Start(&c, &r, &t, 100);
+  CHECK(pc_CallState_OnError(&c, 100, 1, NAN, &sleep) == kPc_Verdict_Retry && sleep == 1);
+  CHECK(pc_CallState_NextAttempt(&c, 101, &timeout) == kPc_Attempt_Timed && timeout == 2);
+  CHECK(pc_CallState_OnError(&c, 101, 1, NAN, &sleep) == kPc_Verdict_NoTime);
+  /* A pushback is held to the same rule. */
+  pc_CallState_Start(&c, &r, &t, 100);
+  CHECK(pc_CallState_OnError(&c, 100, 1, 3, &sleep) == kPc_Verdict_NoTime);
+  CHECK(pc_CallState_OnError(&c, 100, 1, 2.5, &sleep) == kPc_Verdict_Retry && sleep == 2.5);
+  CHECK(c.attempts == 1);
 }
 
 /* An exponential timeout: min(next value, time left to its deadline). */
@@ -274,6 +301,7 @@ int main(void) {
   test_first_timeouts();
   test_retry_deadline();
   test_attempt_budget();
+  test_sleep_past_call_deadline();
   test_exponential_attempts();
   test_max_attempts_and_pushback();
   test_plan_cache();

@@ -5,7 +5,7 @@
 -- framing, gzip, grpc-timeout, metadata and status; this file shapes
 -- options, settings and error objects.
 local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
-local floor = math.floor
+local floor, io_open = math.floor, io.open
 
 local M = {}
 
@@ -16,6 +16,8 @@ local M = {}
 -- with no_retry = true for a negative or malformed value), local (true for
 -- a failure protocall found that would recur), method (the call's path).
 local new_error
+-- pc._metadata_problem (policy.lua): the shared metadata check.
+local metadata_problem
 
 local Transport = {}
 Transport.__index = Transport
@@ -63,6 +65,10 @@ local function settings_of(self, name, path, request, settings, level)
   if timeout ~= nil and type(timeout) ~= "number" then
     error("timeout: seconds (a number) or nil expected, got " .. type(timeout), level + 1)
   end
+  if settings.metadata ~= nil then
+    local problem = metadata_problem(settings.metadata)
+    if problem then error(problem, level + 1) end
+  end
   return timeout, merged_metadata(self.metadata, settings.metadata), gzip, settings.with_metadata
 end
 
@@ -72,7 +78,7 @@ end
 -- `settings_of` above; `timeout` in seconds is sent as grpc-timeout and
 -- enforced here too (a timeout <= 0 fails at once). Raises the transport's
 -- error object with the canonical `code` on any failure; raises a string
--- on misuse (bad metadata key or value, bad path, closed transport).
+-- at the caller's line on misuse (bad metadata, bad path, closed transport).
 function Transport:unary(path, request, settings)
   local timeout, md, gzip, want_md = settings_of(self, "unary", path, request, settings, 2)
   local ok, a, b = self.channel:unary(path, request, timeout, md, gzip, want_md)
@@ -114,13 +120,15 @@ end
 
 function M.install(pc, core)
   new_error = pc.Error
+  metadata_problem = pc._metadata_problem
   --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port"
   -- (HTTP/2 without TLS, prior knowledge) or "https://host:port" (TLS,
   -- verification on, the system CA store). opts: `ca_file` (PEM bundle),
   -- `max_receive_size` (bytes, default 4 MiB; a larger response message
   -- fails with RESOURCE_EXHAUSTED, local = true), `compression` ("gzip" for
   -- every call), `metadata` (list of {key, value} sent with every call;
-  -- keys ending in "-bin" carry bytes), `user_agent`. All calls share one
+  -- keys ending in "-bin" carry bytes), `user_agent`. Raises on a bad
+  -- option, bad metadata, or a `ca_file` that cannot be read. All calls share one
   -- multiplexed connection, reused across calls and reopened when lost.
   function pc.grpc(target, opts)
     if type(target) ~= "string" then
@@ -135,6 +143,15 @@ function M.install(pc, core)
       end
     end
     check_compression(opts.compression, 2)
+    if opts.metadata ~= nil then
+      local problem = metadata_problem(opts.metadata)
+      if problem then error("pc.grpc: " .. problem, 2) end
+    end
+    if opts.ca_file ~= nil then
+      local f, why = io_open(opts.ca_file, "rb")
+      if not f then error("pc.grpc: option 'ca_file': cannot read " .. why, 2) end
+      f:close()
+    end
     local max = opts.max_receive_size
     if max ~= nil and (max ~= floor(max) or max < 1) then
       error("pc.grpc: option 'max_receive_size' must be a positive integer", 2)

@@ -25,8 +25,8 @@ function P.install(M, core)
   end
 
   -- Error text naming the function, as luaL_argerror would.
-  local function argerror(fname, msg, level)
-    error(format("bad argument #1 to '%s' (%s)", fname, msg), level + 1)
+  local function argerror(fname, msg, level, arg)
+    error(format("bad argument #%d to '%s' (%s)", arg or 1, fname, msg), level + 1)
   end
 
   ---------------------------------------------------------------------------
@@ -56,7 +56,10 @@ function P.install(M, core)
       if type(t) ~= "table" then argerror("Error", "table expected, got " .. type(t), 2) end
       local code = codes[t.code]
       if type(code) == "number" then code = t.code end
-      if type(code) ~= "string" or code == "OK" then
+      if code == "OK" then
+        argerror("Error", "code: OK is not an error status (a failure needs another code)", 2)
+      end
+      if type(code) ~= "string" then
         argerror("Error", "code: gRPC status name or number expected, got " .. tostring(t.code), 2)
       end
       if t.message ~= nil and type(t.message) ~= "string" then
@@ -173,11 +176,11 @@ function P.install(M, core)
     return class
   end
 
-  local function check_fields(fname, t, known, level)
+  local function check_fields(fname, t, known, level, arg)
     if t == nil then return {} end
-    if type(t) ~= "table" then argerror(fname, "table expected, got " .. type(t), level + 1) end
+    if type(t) ~= "table" then argerror(fname, "table expected, got " .. type(t), level + 1, arg) end
     for k in next, t do
-      if not known[k] then argerror(fname, format("unknown field '%s'", tostring(k)), level + 1) end
+      if not known[k] then argerror(fname, format("unknown field '%s'", tostring(k)), level + 1, arg) end
     end
     return t
   end
@@ -334,20 +337,16 @@ function P.install(M, core)
     })
   end
 
-  -- A fresh list of fresh {key, value} pairs from `list` (validated).
-  local function copy_pairs(out, list, what, level)
-    if type(list) ~= "table" then
-      error(format("%s: list of {key, value} pairs expected, got %s", what, type(list)), level + 1)
-    end
-    for i, p in ipairs(list) do
-      local k, v = type(p) == "table" and p[1], type(p) == "table" and p[2]
-      if type(k) ~= "string" or type(v) ~= "string" then
-        error(format("%s: pair %d: {key, value} of strings expected", what, i), level + 1)
-      end
-      out[#out + 1] = { k, v }
-    end
-    return out
-  end
+  -- What is wrong with metadata `md`, or nil when it is a list of
+  -- {key, value} string pairs whose keys are gRPC header names (lowercase
+  -- letters, digits, '_', '-', '.'; not grpc-*, content-type, te or
+  -- user-agent) and whose values are printable ASCII unless the key ends in
+  -- "-bin" (bindings/lua/lpc_grpc.c, core/grpc_http2.c pc_GrpcPair_Check).
+  -- The one wording every place metadata enters uses.
+  local metadata_problem = core.metadata_problem
+  --- pc._metadata_problem(md) -> message | nil: the shared metadata check
+  -- (internal: grpc.lua and service.lua raise with it at their callers).
+  M._metadata_problem = metadata_problem
 
   ---------------------------------------------------------------------------
   -- Plans: the resolved, immutable, call-independent part of a call.
@@ -423,7 +422,7 @@ function P.install(M, core)
   -- resolved once when wrapping, outside it). Raises on bad arguments.
   function M.wrap_method(fn, defaults)
     if not is_callable(fn) then argerror("wrap_method", "function expected, got " .. type(fn), 2) end
-    local d = check_fields("wrap_method", defaults, CALLABLE_DEFAULTS, 2)
+    local d = check_fields("wrap_method", defaults, CALLABLE_DEFAULTS, 2, 2)
     local function bad(msg) error("bad argument #2 to 'wrap_method' (" .. msg .. ")", 3) end
     for _, k in ipairs { "clock", "sleep", "random" } do
       if d[k] ~= nil and not is_callable(d[k]) then bad(k .. ": function expected, got " .. type(d[k])) end
@@ -433,8 +432,9 @@ function P.install(M, core)
     if not ok then bad(default_plan) end
     local default_pairs = {}
     if d.metadata ~= nil then
-      local okm, msg = pcall(copy_pairs, default_pairs, d.metadata, "metadata", 1)
-      if not okm then bad(msg) end
+      local problem = metadata_problem(d.metadata)
+      if problem then bad(problem) end
+      for i, p in ipairs(d.metadata) do default_pairs[i] = { p[1], p[2] } end
     end
     local frozen = {}
     for i, p in ipairs(default_pairs) do frozen[i] = freeze(p) end
@@ -449,19 +449,12 @@ function P.install(M, core)
     -- The metadata of a call with per-call pairs `m`: a fresh list of fresh
     -- pairs, the caller's then the defaults'.
     local function merge(m)
-      if type(m) ~= "table" then
-        error("bad argument #2 to 'callable' (metadata: list of {key, value} pairs expected, got "
-          .. type(m) .. ")", 4)
-      end
+      local problem = metadata_problem(m)
+      if problem then error("bad argument #2 to 'callable' (" .. problem .. ")", 4) end
       local list, n = {}, #m
       for i = 1, n do
         local p = m[i]
-        local k, v
-        if type(p) == "table" then k, v = p[1], p[2] end
-        if type(k) ~= "string" or type(v) ~= "string" then
-          error(format("bad argument #2 to 'callable' (metadata: pair %d: {key, value} of strings expected)", i), 4)
-        end
-        list[i] = { k, v }
+        list[i] = { p[1], p[2] }
       end
       for i = 1, #default_pairs do
         local p = default_pairs[i]

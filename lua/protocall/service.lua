@@ -12,7 +12,7 @@ local M = {}
 
 local type, error, pairs, ipairs, pcall, getmetatable, setmetatable, tostring =
   type, error, pairs, ipairs, pcall, getmetatable, setmetatable, tostring
-local format = string.format
+local format, mtype = string.format, math.type
 
 function M.install(pc, core)
   local Error, encode, decode, type_of, is_message = pc.Error, pc.encode, pc.decode, pc.type_of, core.is_message
@@ -25,18 +25,25 @@ function M.install(pc, core)
   end
 
   -- The request as a message of `T`: a message of that type as is, a plain
-  -- table converted (raising the constructor's error on a bad field).
+  -- table converted (raising the constructor's error on a bad field, after
+  -- `what`). Raises at `level` (0: no position).
   local function as_message(T, value, what, level)
+    local lv = level > 0 and level + 1 or 0
     if is_message(value) then
       if type_of(value) ~= T then
-        error(format("%s: %s expected, got %s", what, T.full_name, type_of(value).full_name), level + 1)
+        error(format("%s: %s expected, got %s", what, T.full_name, type_of(value).full_name), lv)
       end
       return value
     end
     if type(value) ~= "table" then
-      error(format("%s: %s or a table expected, got %s", what, T.full_name, type(value)), level + 1)
+      error(format("%s: %s or a table expected, got %s", what, T.full_name, type(value)), lv)
     end
-    return T(value)
+    local ok, m = pcall(T, value)
+    if not ok then
+      if type(m) == "string" then m = m:gsub("^[^:\n]*:%d+: ", "", 1) end
+      error(format("%s: %s", what, tostring(m)), lv)
+    end
+    return m
   end
 
   ---------------------------------------------------------------------------
@@ -83,10 +90,10 @@ function M.install(pc, core)
   local Inproc = { __name = "protocall.Inproc" }
   Inproc.__index = Inproc
 
-  -- Runs the handler of `path` on request bytes; returns the response
-  -- message (unary) or the list of response messages (streaming), or
-  -- raises pc.Error. Only a streaming call's context gets `send`.
-  local function serve(server, path, request, settings, streaming)
+  -- The handler entry, method info, decoded request and context of a call
+  -- of `path`; raises pc.Error. Only a streaming call's context gets `send`
+  -- (set by the caller).
+  local function prepare(server, path, request, settings)
     local entry = server.methods[path]
     if not entry then return error(status("UNIMPLEMENTED", "unknown method " .. tostring(path)), 0) end
     local info = entry.info
@@ -110,36 +117,28 @@ function M.install(pc, core)
       method = info.full_name, metadata = metadata, timeout = timeout,
       deadline = timeout and now() + timeout or nil,
     }
-    local sent
-    if streaming then
-      sent = {}
-      function ctx.send(response)
-        sent[#sent + 1] = as_message(info.output, response, info.full_name .. " response", 2)
-      end
-    end
-    local ok, result = pcall(entry.handler, req, ctx)
-    if not ok then
-      if getmetatable(result) == Error then error(result, 0) end
-      error(status("UNKNOWN", info.full_name .. ": " .. tostring(result), { value = result }), 0)
-    end
+    return entry, info, req, ctx
+  end
+
+  -- What a handler raised, as the call's status: a pc.Error as is,
+  -- anything else UNKNOWN with the message kept.
+  local function handler_failure(info, result)
+    if getmetatable(result) == Error then return result end
+    return status("UNKNOWN", info.full_name .. ": " .. tostring(result), { value = result })
+  end
+
+  local function check_deadline(info, ctx)
     if ctx.deadline and now() > ctx.deadline then
       error(status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded"), 0)
     end
-    if streaming then
-      if result ~= nil then
-        if type(result) ~= "table" or is_message(result) then
-          error(status("INTERNAL", info.full_name .. ": handler must return a list of responses or nil"), 0)
-        end
-        for _, r in ipairs(result) do ctx.send(r) end
-      end
-      return sent
-    end
-    if result == nil then
-      error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
-    end
-    if is_message(result) and type_of(result) == info.output then return result end
-    local okc, resp = pcall(as_message, info.output, result, info.full_name .. " response", 1)
-    if not okc then error(status("INTERNAL", tostring(resp)), 0) end
+  end
+
+  -- A response as a message of the output type, or an INTERNAL status
+  -- (whose message names no file of protocall).
+  local function response_of(info, value)
+    if is_message(value) and type_of(value) == info.output then return value end
+    local ok, resp = pcall(as_message, info.output, value, info.full_name .. " response", 0)
+    if not ok then error(status("INTERNAL", tostring(resp)), 0) end
     return resp
   end
 
@@ -155,19 +154,87 @@ function M.install(pc, core)
 
   --- bytes = inproc:unary(path, request_bytes, settings)
   function Inproc:unary(path, request, settings)
-    return encode(serve(self.server, path, request, settings, false))
+    local entry, info, req, ctx = prepare(self.server, path, request, settings)
+    local ok, result = pcall(entry.handler, req, ctx)
+    if not ok then error(handler_failure(info, result), 0) end
+    check_deadline(info, ctx)
+    if result == nil then
+      error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
+    end
+    return encode(response_of(info, result))
   end
 
+  local SEND = setmetatable({}, { __name = "protocall.inproc.send" }) -- ctx.send's yield tag
+  local co_create, co_resume, co_yield, co_status, co_close =
+    coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, coroutine.close
+  local pack, unpack = table.pack, table.unpack
+
+  local Closer = { __name = "protocall.InprocStream" }
+  Closer.__index = Closer
+  Closer.__close = function(self) self.close() end
+
   --- for bytes in inproc:server_stream(path, request_bytes, settings) do ... end
-  -- The handler runs to completion first; its responses then come one by one.
+  -- The handler runs in a coroutine: each ctx.send hands its response to
+  -- the iterator as it is sent; other yields of the handler (a sleep
+  -- yielding to an outer scheduler) pass through to the running coroutine
+  -- and resume the handler with its results. A handler's error is raised
+  -- after the responses sent before it; DEADLINE_EXCEEDED is raised once
+  -- the deadline has passed (checked before each response and at the end).
+  -- A handler may also return a list of responses. The fourth value closes
+  -- the stream (stopping the handler); a generic `for` left early closes it,
+  -- and an iterator dropped unfinished never resumes the handler.
   function Inproc:server_stream(path, request, settings)
-    local list = serve(self.server, path, request, settings, true)
-    local i = 0
-    return function()
-      i = i + 1
-      local r = list[i]
-      return r and encode(r)
+    local entry, info, req, ctx = prepare(self.server, path, request, settings)
+    function ctx.send(response)
+      co_yield(SEND, response_of(info, response))
     end
+    local co = co_create(entry.handler)
+    local args = pack(req, ctx)
+    local returned, i, finished = nil, 0, false
+    local function close()
+      finished = true
+      if co_status(co) == "suspended" then co_close(co) end
+    end
+    local function iterate()
+      if finished then return nil end
+      if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
+      if returned then
+        i = i + 1
+        local r = returned[i]
+        if r == nil then finished = true; return nil end
+        return encode(response_of(info, r))
+      end
+      while true do
+        local r = pack(co_resume(co, unpack(args, 1, args.n)))
+        if not r[1] then
+          finished = true
+          error(handler_failure(info, r[2]), 0)
+        end
+        if co_status(co) == "dead" then
+          local result = r[2]
+          local list = result == nil or (type(result) == "table" and not is_message(result))
+          if list and result ~= nil then
+            for k in pairs(result) do
+              if mtype(k) ~= "integer" then list = false; break end
+            end
+          end
+          if not list then
+            finished = true
+            error(status("INTERNAL", info.full_name .. ": handler must return a list of responses or nil"), 0)
+          end
+          returned = result or {}
+          return iterate()
+        end
+        if r[2] == SEND then
+          args = pack() -- ctx.send returns nothing
+          if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
+          return encode(r[3])
+        end
+        -- a yield of the handler's own: pass it through, resume with the answer
+        args = pack(co_yield(unpack(r, 2, r.n)))
+      end
+    end
+    return iterate, nil, nil, setmetatable({ close = close }, Closer)
   end
 
   ---------------------------------------------------------------------------
@@ -177,6 +244,26 @@ function M.install(pc, core)
   local CLIENT_KEYS = { transport = true, pool = true, methods = true, cache_size = true,
                         clock = true, sleep = true, random = true }
   for k in pairs(POLICY_KEYS) do CLIENT_KEYS[k] = true end
+
+  local metadata_problem = pc._metadata_problem
+
+  -- What is wrong with compression `c` as a call option, or nil: the
+  -- transports know "gzip" and "identity" (false and nil: none).
+  local function compression_problem(c)
+    if c == nil or c == false or c == "gzip" or c == "identity" then return nil end
+    return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
+  end
+
+  -- What is wrong with the policy options in `t` (client, method or call
+  -- level), or nil. Retry and timeout are checked by pc.wrap_method.
+  local function options_problem(t)
+    if t.metadata ~= nil and t.metadata ~= pc.DEFAULT then
+      local problem = metadata_problem(t.metadata)
+      if problem then return problem end
+    end
+    if t.compression ~= pc.DEFAULT then return compression_problem(t.compression) end
+    return nil
+  end
 
   local function defaults_for(opts, per)
     local d = {
@@ -245,7 +332,12 @@ function M.install(pc, core)
   --   for response in stub:StreamMethod(request [, opts]) do ... end
   -- `request` is a message of the input type or a plain table of it.
   -- Client-streaming and bidirectional methods raise "not supported yet".
-  -- Raises on a missing transport, an unknown service, method or option.
+  -- Raises on a missing transport, an unknown service, method or option,
+  -- metadata that is not a list of {key, value} pairs with lowercase gRPC
+  -- header names, or a compression other than "gzip" / "identity"; a stub
+  -- method raises such misuse of its per-call options at its caller's line
+  -- (as "bad argument #2 to 'Method'") before any attempt, and indexing a
+  -- method the service lacks raises "pkg.Service has no method 'Name'".
   function pc.client(service_name, opts)
     if type(service_name) ~= "string" then
       error("bad argument #1 to 'client' (string expected, got " .. type(service_name) .. ")", 2)
@@ -263,11 +355,23 @@ function M.install(pc, core)
     local pool = opts.pool or pc._default_pool
     local info = pool:service(service_name)
     if not info then error("pc.client: unknown service '" .. service_name .. "'", 2) end
+    local problem = options_problem(opts)
+    if problem then error("pc.client: " .. problem, 2) end
     local per_method = opts.methods or {}
-    for name in pairs(per_method) do
+    for name, per in pairs(per_method) do
       if not info.methods[name] then
         error(format("pc.client: %s has no method '%s'", service_name, tostring(name)), 2)
       end
+      if type(per) ~= "table" then
+        error(format("pc.client: methods.%s: table expected, got %s", name, type(per)), 2)
+      end
+      for k in pairs(per) do
+        if not POLICY_KEYS[k] then
+          error(format("pc.client: methods.%s: unknown option '%s'", name, tostring(k)), 2)
+        end
+      end
+      problem = options_problem(per)
+      if problem then error(format("pc.client: methods.%s: %s", name, problem), 2) end
     end
     local stub = {}
     for _, m in ipairs(info.methods) do
@@ -278,15 +382,33 @@ function M.install(pc, core)
         end
       else
         local target = m.server_streaming and stream_target(transport, m) or unary_target(transport, m)
-        local callable = pc.wrap_method(target, defaults_for(opts, per_method[m.name]))
-        stub[m.name] = function(_, request, call_opts)
+        local okw, callable = pcall(pc.wrap_method, target, defaults_for(opts, per_method[m.name]))
+        if not okw then
+          local msg = tostring(callable):gsub("^[^:\n]*:%d+: ", "", 1)
+          msg = msg:match("^bad argument #2 to 'wrap_method' %((.*)%)$") or msg
+          error(format("pc.client: %s: %s", full, msg), 2)
+        end
+        local name = m.name
+        stub[name] = function(_, request, call_opts)
           local bytes = encode(as_message(input, request, full .. " request", 2))
           if call_opts == nil then return callable(bytes) end
-          return callable(bytes, call_opts)
+          if type(call_opts) == "table" then
+            local bad = options_problem(call_opts)
+            if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+          end
+          local ok, res = pcall(callable, bytes, call_opts)
+          if ok then return res end
+          -- the callable's misuse errors, at this caller's line and name
+          local inner = type(res) == "string"
+            and res:gsub("^[^:\n]*:%d+: ", "", 1):match("^bad argument #2 to 'callable' %((.*)%)$")
+          if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), 2) end
+          error(res, 0)
         end
       end
     end
-    return stub
+    return setmetatable(stub, { __index = function(_, k)
+      error(format("%s has no method '%s'", service_name, tostring(k)), 2)
+    end })
   end
 end
 

@@ -291,7 +291,7 @@ enum {
   UV_TIMEOUT,     /* the defaults' first timeout, or nil */
   UV_METADATA,    /* the defaults' read-only metadata view */
   UV_COMPRESSION, /* the default compression, or nil */
-  UV_CLOCK,       /* the callable's clock, or false for the monotonic one */
+  UV_CLOCK,       /* the callable's clock, or (light userdata) the state's lpc_Time */
   UV_NEEDSTART,   /* whether the defaults' plan retries (so needs the start time) */
   UV_ONFAIL,      /* on_fail(request, start, err, plan|nil) -> response: the retry loop */
   UV_ONOPTS,      /* on_opts(request, opts, missed) -> response: the per-call path */
@@ -400,13 +400,13 @@ static int lpc_callable_call(lua_State *L) {
     needs_start = lua_toboolean(L, lua_upvalueindex(UV_NEEDSTART));
   }
   if (needs_start) {
-    if (lua_toboolean(L, lua_upvalueindex(UV_CLOCK))) {
+    if (lua_type(L, lua_upvalueindex(UV_CLOCK)) == LUA_TLIGHTUSERDATA) {
+      lua_pushnumber(L, now(lua_touserdata(L, lua_upvalueindex(UV_CLOCK))));
+    } else {
       lua_pushvalue(L, lua_upvalueindex(UV_CLOCK));
       lua_call(L, 0, 1);
       if (lua_type(L, -1) != LUA_TNUMBER)
         return luaL_error(L, "clock: number expected, got %s", luaL_typename(L, -1));
-    } else {
-      lua_pushnumber(L, now(lpc_gettime(L)));
     }
     start = lua_gettop(L);
   }
@@ -433,6 +433,10 @@ static int lpc_callable_new(lua_State *L) {
   luaL_checktype(L, 8, LUA_TFUNCTION);
   luaL_checkudata(L, 9, PLANCACHE);
   luaL_checktype(L, 10, LUA_TTABLE);
+  if (!lua_toboolean(L, 5)) { /* the state's time, found once (the registry keeps it) */
+    lua_pushlightuserdata(L, lpc_gettime(L));
+    lua_replace(L, 5);
+  }
   lua_settop(L, UV_NAMES - 1);
   lua_pushliteral(L, "retry");
   lua_pushliteral(L, "timeout");

@@ -432,6 +432,11 @@ static const char *join(Builder *b, const char *scope, const char *name) {
   return r;
 }
 
+/* A name for an error message: a missing one reads as empty. */
+static const char *shown(const char *s) {
+  return s != NULL ? s : "";
+}
+
 static int valid_ident(const char *s) {
   if (s == NULL || *s == '\0' || (*s >= '0' && *s <= '9')) return 0;
   for (; *s; s++) {
@@ -458,7 +463,7 @@ static int add_local(Builder *b, const char *name, int kind, void *def) {
 static int build_enum(Builder *b, const pc_EnumDesc *d, const char *scope,
                       const pc_MessageDef *containing) {
   pc_EnumDef *e = &b->enums[b->nenum++];
-  if (!valid_ident(d->name)) return fail(b, "%s: invalid enum name '%s'", b->file->name, d->name);
+  if (!valid_ident(d->name)) return fail(b, "%s: invalid enum name '%s'", b->file->name, shown(d->name));
   e->name = d->name;
   e->full_name = join(b, scope, d->name);
   if (e->full_name == NULL) return oom(b);
@@ -470,7 +475,7 @@ static int build_enum(Builder *b, const pc_EnumDesc *d, const char *scope,
   if (v == NULL) return oom(b);
   for (size_t i = 0; i < d->value_count; i++) {
     if (!valid_ident(d->values[i].name))
-      return fail(b, "%s: invalid enum value name '%s'", e->full_name, d->values[i].name);
+      return fail(b, "%s: invalid enum value name '%s'", e->full_name, shown(d->values[i].name));
     v[i].name = d->values[i].name;
     v[i].number = d->values[i].number;
     v[i].full_name = join(b, scope, d->values[i].name);
@@ -496,7 +501,7 @@ static int build_names(Builder *b, const pc_MessageDesc *d, size_t n, const char
     pc_MessageDef *m = &b->msgs[b->nmsg];
     m->index = b->nmsg++;
     if (!valid_ident(d[i].name))
-      return fail(b, "%s: invalid message name '%s'", b->file->name, d[i].name);
+      return fail(b, "%s: invalid message name '%s'", b->file->name, shown(d[i].name));
     m->name = d[i].name;
     m->full_name = join(b, scope, d[i].name);
     if (m->full_name == NULL) return oom(b);
@@ -691,7 +696,7 @@ static pc_SlotKind slot_of(pc_FieldType t) {
 /* Fills one field (regular or extension) from its description. */
 static int build_field(Builder *b, pc_FieldDef *f, const pc_FieldDesc *d, const char *scope,
                        uint32_t index) {
-  if (!valid_ident(d->name)) return fail(b, "%s: invalid field name '%s'", scope, d->name);
+  if (!valid_ident(d->name)) return fail(b, "%s: invalid field name '%s'", scope, shown(d->name));
   f->name = d->name;
   f->full_name = join(b, scope, d->name);
   if (f->full_name == NULL) return oom(b);
@@ -926,7 +931,7 @@ static int build_services(Builder *b, const pc_FileDesc *d) {
   for (size_t i = 0; i < d->service_count; i++) {
     const pc_ServiceDesc *sd = &d->services[i];
     pc_ServiceDef *s = &b->svcs[i];
-    if (!valid_ident(sd->name)) return fail(b, "%s: invalid service name '%s'", d->name, sd->name);
+    if (!valid_ident(sd->name)) return fail(b, "%s: invalid service name '%s'", d->name, shown(sd->name));
     s->name = sd->name;
     s->full_name = join(b, d->package, sd->name);
     s->file = b->file;

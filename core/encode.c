@@ -4,7 +4,8 @@
 #include <string.h>
 
 /* ORDER ENCODESTATUS */
-static const char *const encode_status_text[] = {"ok", "out of memory", "nesting too deep"};
+static const char *const encode_status_text[] = {"ok", "out of memory", "nesting too deep",
+                                                  "invalid UTF-8 in a string field"};
 
 const char *pc_EncodeStatus_String(pc_EncodeStatus s) {
   if ((unsigned)s >= sizeof encode_status_text / sizeof encode_status_text[0])
@@ -102,6 +103,9 @@ static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m)
  * reservation. */
 static int put_string(Enc *e, const pc_FieldDef *f, const pc_StringView *s) {
   pc_WireWriter *w = e->w;
+  if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
+      !pc_Wire_ValidUtf8((const uint8_t *)s->data, s->size))
+    return enc_fail(e, kPc_EncodeStatus_BadUtf8, f);
   if (s->size > SIZE_MAX - (size_t)2 * PC_WIRE_MAX_VARINT ||
       !pc_WireWriter_Reserve(w, s->size + (size_t)2 * PC_WIRE_MAX_VARINT))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);

@@ -27,7 +27,9 @@
 typedef enum {
   kPc_EncodeStatus_Ok = 0,
   kPc_EncodeStatus_OutOfMemory,
-  kPc_EncodeStatus_TooDeep /* nesting past PC_ENCODE_MAX_DEPTH */
+  kPc_EncodeStatus_TooDeep, /* nesting past PC_ENCODE_MAX_DEPTH */
+  kPc_EncodeStatus_BadUtf8  /* a proto3 string field that is not UTF-8 (the
+                               decoder would refuse it; the spec forbids it) */
 } pc_EncodeStatus;
 
 /* Sub-messages nest at most this deep when encoding (the stack's bound). */

@@ -38,3 +38,61 @@ describe("declarations", function()
     assert.is_nil(pc.type("google.protobuf.NoSuchType"))
   end)
 end)
+
+describe("hostile input found by testing", function()
+  it("refuses to encode a proto3 string that is not UTF-8 (decode would refuse it)", function()
+    local p = pc.pool()
+    local M = p:message("u.M", { { "s", "string", 1 }, { "m", "map<string,string>", 2 },
+                                 { "b", "bytes", 3 } })
+    assert.has_error(function() pc.encode(M{ s = "\255\254" }) end, "u.M.s: invalid UTF-8 in a string field")
+    assert.has_error(function() pc.encode(M{ m = { ["\192\128"] = "x" } }) end,
+      "u.M.MEntry.key: invalid UTF-8 in a string field")
+    assert.are.equal("\26\1\255", pc.encode(M{ b = "\255" }))
+    local P2 = p:message("u.P2", { { "s", "string", 1 } }, { syntax = "proto2" })
+    assert.are.equal("\10\1\255", pc.encode(P2{ s = "\255" })) -- proto2 strings are not checked
+  end)
+
+  it("refuses an injected clock that returns NaN or a random source out of [0, 1]", function()
+    local function failing() error(pc.Error{ code = "UNAVAILABLE" }) end
+    local f = pc.wrap_method(failing, { retry = pc.Retry{ initial = 0.01, timeout = 1 },
+      clock = function() return 0 / 0 end, sleep = function() end })
+    assert.matches("^clock: finite number expected", select(2, pcall(f, 1)))
+    local t = 0
+    local g = pc.wrap_method(failing, { retry = pc.Retry{ initial = 0.01, timeout = 1 },
+      clock = function() return t end, sleep = function() end, random = function() return 2 end })
+    assert.are.equal("random: number in [0, 1] expected, got 2", select(2, pcall(g, 1)))
+  end)
+
+  it("ends a retry loop whose clock goes backwards", function()
+    local t, sleeps = 100, 0
+    local f = pc.wrap_method(function() error(pc.Error{ code = "UNAVAILABLE" }) end,
+      { retry = pc.Retry{ initial = 0.01, timeout = 1 }, clock = function() t = t - 1 return t end,
+        sleep = function() sleeps = sleeps + 1 end, random = function() return 1 end })
+    local ok, err = pcall(f, 1)
+    assert.is_false(ok)
+    assert.are.equal(getmetatable(pc.RetryError{ cause = pc.Error{ code = "UNAVAILABLE" }, attempts = 1 }), getmetatable(err))
+    assert.is_true(sleeps < 10)
+  end)
+
+  it("answers load_file of a folder with nil and the reason", function()
+    local ok, err = pc.load_file("/tmp")
+    assert.is_nil(ok)
+    assert.are.equal("/tmp: Is a directory", err)
+    assert.has_error(function() pc.load("syntax = 'proto3';", { pool = "x" }) end,
+      "option 'pool': protocall.Pool expected, got string")
+  end)
+
+  it("prints a deep message in time linear in its size", function()
+    local p = pc.pool()
+    local P = p:message("d.P", { { "i", "int32", 1 }, { "sub", "d.P", 2 } })
+    local m = P{}
+    local cur = m
+    for _ = 1, 3000 do
+      local n = P{}
+      cur.sub = n
+      cur = n
+    end
+    local s = tostring(m)
+    assert.are.equal(3001 * #"d.P{}" + 3000 * #"sub=", #s)
+  end)
+end)

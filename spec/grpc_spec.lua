@@ -519,7 +519,25 @@ describe("pc.grpc", function()
       assert.has_error(function() pc.grpc("http://h:1", { bogus = 1 }) end,
                        "pc.grpc: unknown option 'bogus'")
       assert.has_error(function() pc.grpc("http://h:1", { max_receive_size = -1 }) end,
-                       "pc.grpc: option 'max_receive_size' must be a positive integer")
+                       "pc.grpc: option 'max_receive_size' must be an integer in 1..2^31-1")
+      assert.has_error(function() pc.grpc("http://h:1", { max_receive_size = 2 ^ 63 }) end,
+                       "pc.grpc: option 'max_receive_size' must be an integer in 1..2^31-1")
+      -- C would cut the target at the NUL and connect to another host
+      assert.has_error(function() pc.grpc("http://127.0.0.1\0.evil:47102") end,
+                       "pc.grpc: target 'http://127.0.0.1?.evil:47102': control characters and spaces are not allowed")
+      assert.has_error(function() pc.grpc("http://127.0.0.1:99999") end,
+                       "pc.grpc: target 'http://127.0.0.1:99999': port must be in 1..65535")
+      assert.has_error(function() pc.grpc("http://:1") end, "pc.grpc: target 'http://:1': no host")
+      assert.has_error(function() pc.grpc("http://h") end,
+                       "pc.grpc: target 'http://h': h2c needs a port (http://host:port)")
+      assert.has_error(function() pc.grpc("http://h:1", 5) end,
+                       "bad argument #2 to 'grpc' (table expected, got number)")
+      assert.has_error(function() pc.grpc("http://h:1", { user_agent = "a\r\nx: y" }) end,
+                       "pc.grpc: option 'user_agent' must not hold control characters")
+      local md = {}
+      for i = 1, 1001 do md[i] = { "k" .. i, "v" } end
+      assert.has_error(function() pc.grpc("http://h:1", { metadata = md }) end,
+                       "pc.grpc: metadata: 1001 pairs, at most 1000")
       assert.has_error(function() t:unary("no-slash", "") end,
                        "method path 'no-slash': expected /package.Service/Method")
       assert.has_error(function() t:unary("/a.B/C", {}) end,

@@ -269,11 +269,18 @@ static int lpc_grpccall_status(lua_State *L) {
   return 1;
 }
 
+/* Bounds on one metadata list: HTTP/2 peers refuse far less (gRPC servers
+ * take 8 KiB of headers by default), and libcurl's header list costs time
+ * quadratic in its length, so a huge list would overrun any deadline. */
+#define LPC_METADATA_MAX_PAIRS 1000
+#define LPC_METADATA_MAX_BYTES (64 * 1024)
+
 /* -- nil | message = core.metadata_problem(md)
  * What is wrong with 'md' as call metadata, or nil: it must be a list of
  * {key, value} string pairs (no other keys; a table with a metatable,
  * such as the read-only views calls hand out, is read through __len and
- * __index only) each of which pc_GrpcPair_Check accepts. The one check
+ * __index only) each of which pc_GrpcPair_Check accepts, at most
+ * LPC_METADATA_MAX_PAIRS pairs and LPC_METADATA_MAX_BYTES. The one check
  * every place metadata enters uses (pc._metadata_problem). */
 static int lpc_grpc_metadata_problem(lua_State *L) {
   if (!lua_istable(L, 1)) {
@@ -303,6 +310,11 @@ static int lpc_grpc_metadata_problem(lua_State *L) {
   } else {
     lua_pop(L, 1);
   }
+  if (n > LPC_METADATA_MAX_PAIRS) {
+    lua_pushfstring(L, "metadata: %I pairs, at most %d", n, LPC_METADATA_MAX_PAIRS);
+    return 1;
+  }
+  size_t total = 0;
   for (lua_Integer i = 1; i <= n; i++) {
     pc_GrpcPair p;
     int ok = lua_geti(L, 1, i) == LUA_TTABLE && luaL_len(L, 2) == 2 &&
@@ -313,6 +325,11 @@ static int lpc_grpc_metadata_problem(lua_State *L) {
     }
     p.key = lua_tolstring(L, 3, &p.key_len);
     p.value = lua_tolstring(L, 4, &p.value_len);
+    total += p.key_len + p.value_len;
+    if (total > LPC_METADATA_MAX_BYTES) {
+      lua_pushfstring(L, "metadata: more than %d bytes of keys and values", LPC_METADATA_MAX_BYTES);
+      return 1;
+    }
     pc_Error err;
     pc_Error_Init(&err);
     if (!pc_GrpcPair_Check(&p, &err)) {

@@ -407,6 +407,8 @@ static int lpc_callable_call(lua_State *L) {
       lua_call(L, 0, 1);
       if (lua_type(L, -1) != LUA_TNUMBER)
         return luaL_error(L, "clock: number expected, got %s", luaL_typename(L, -1));
+      if (!isfinite(lua_tonumber(L, -1)))
+        return luaL_error(L, "clock: finite number expected, got %s", lua_tostring(L, -1));
     }
     start = lua_gettop(L);
   }

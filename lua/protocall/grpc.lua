@@ -118,6 +118,28 @@ function Transport:close()
   self.channel:close()
 end
 
+-- Whether `target` is "http://host:port" or "https://host[:port]" that
+-- libcurl will read as written: nil when it is, else what is wrong. A
+-- control character (a NUL above all: C would cut the string there and
+-- reach another host) or a space is refused.
+local MAX_RECEIVE_LIMIT = 2 ^ 31 - 1
+
+local function target_problem(target)
+  if target:find("[%c ]") then return "control characters and spaces are not allowed" end
+  local scheme, rest = target:match("^(https?)://(.*)$")
+  if not scheme then return "expected http://host:port or https://host:port" end
+  local host, port = rest:match("^(%[[%x:.]+%]):?(%d*)/?$")
+  if not host then host, port = rest:match("^([^:/%[%]]+):?(%d*)/?$") end
+  if not host or host == "" then return "no host" end
+  if port == "" then
+    if scheme == "http" then return "h2c needs a port (http://host:port)" end
+  else
+    local n = tonumber(port)
+    if n < 1 or n > 65535 then return "port must be in 1..65535" end
+  end
+  return nil
+end
+
 function M.install(pc, core)
   new_error = pc.Error
   metadata_problem = pc._metadata_problem
@@ -133,6 +155,11 @@ function M.install(pc, core)
   function pc.grpc(target, opts)
     if type(target) ~= "string" then
       error("bad argument #1 to 'grpc' (string expected, got " .. type(target) .. ")", 2)
+    end
+    local problem = target_problem(target)
+    if problem then error("pc.grpc: target '" .. target:gsub("%c", "?") .. "': " .. problem, 2) end
+    if opts ~= nil and type(opts) ~= "table" then
+      error("bad argument #2 to 'grpc' (table expected, got " .. type(opts) .. ")", 2)
     end
     opts = opts or {}
     for k, v in pairs(opts) do
@@ -153,8 +180,11 @@ function M.install(pc, core)
       f:close()
     end
     local max = opts.max_receive_size
-    if max ~= nil and (max ~= floor(max) or max < 1) then
-      error("pc.grpc: option 'max_receive_size' must be a positive integer", 2)
+    if max ~= nil and (max ~= floor(max) or max < 1 or max > MAX_RECEIVE_LIMIT) then
+      error("pc.grpc: option 'max_receive_size' must be an integer in 1..2^31-1", 2)
+    end
+    if opts.user_agent ~= nil and opts.user_agent:find("%c") then
+      error("pc.grpc: option 'user_agent' must not hold control characters", 2)
     end
     local channel, err = core.grpc_channel(target, opts.ca_file, max, opts.user_agent)
     if channel == nil then error("pc.grpc: " .. err, 2) end

@@ -3,7 +3,8 @@
 -- resolving are in C (core/proto_load.h through bindings/lua/lpc_load.c).
 local M = {}
 
-local type, error, ipairs, setmetatable, tostring, assert = type, error, ipairs, setmetatable, tostring, assert
+local type, error, ipairs, setmetatable, getmetatable, tostring, assert =
+  type, error, ipairs, setmetatable, getmetatable, tostring, assert
 local format, byte = string.format, string.byte
 
 -- A name for source given without one: the same text gets the same name,
@@ -105,8 +106,9 @@ function M.install(pc, core)
     end
     local f = io.open(path, "rb")
     if not f then return nil, path .. ": File not found." end
-    local source = f:read("a")
+    local source, why = f:read("a")
     f:close()
+    if not source then return nil, path .. ": " .. tostring(why) end -- a folder, say
     return Pool.load(pool, source, { name = name, import_paths = paths })
   end
 
@@ -165,7 +167,15 @@ function M.install(pc, core)
     return pc.decode(descriptor_type(pool), bytes)
   end
 
-  local function on(opts) return opts ~= nil and type(opts) == "table" and opts.pool or pc._default_pool end
+  local Pool_mt = getmetatable(pc._default_pool)
+  local function on(opts)
+    local pool = type(opts) == "table" and opts.pool or nil
+    if pool == nil then return pc._default_pool end
+    if getmetatable(pool) ~= Pool_mt then
+      error("option 'pool': protocall.Pool expected, got " .. type(pool), 3)
+    end
+    return pool
+  end
   --- pc.load(source, opts), pc.load_file(path, opts), pc.service(name),
   -- pc.file(name), pc.file_descriptor(name): the pool methods on the default pool (or `opts.pool`).
   function pc.load(source, opts) return Pool.load(on(opts), source, opts) end

@@ -66,36 +66,62 @@ function M.install(pc, core)
   end
 
   local show
+  -- A scalar as tostring(m) shows it.
   local function show_value(v)
     if type(v) == "string" then return quote(v) end
-    if is_message(v) then return show(v) end
     if v ~= v then return "nan" end -- not the C library's "-nan"
     return tostring(v)
   end
 
   local function is_map(info) return info.type:sub(1, 4) == "map<" end
 
-  show = function(m)
-    local parts = {}
-    for _, info in ipairs(fields(type_of(m))) do
+  -- Appends the text of `m` to `out` (one buffer for the whole tree, so a
+  -- deep message prints in time linear in its size).
+  local emit_message
+  local function emit(out, v)
+    if is_message(v) then return emit_message(out, v) end
+    out[#out + 1] = show_value(v)
+  end
+
+  emit_message = function(out, m)
+    local T = type_of(m)
+    out[#out + 1] = T.full_name .. "{"
+    local sep = ""
+    for _, info in ipairs(fields(T)) do
       local name = info.name
       if has(m, name) then
+        out[#out + 1] = sep
+        sep = ", "
         local v = m[name]
         if is_map(info) then
           local items = {}
-          for k, x in pairs(v) do items[#items + 1] = "[" .. show_value(k) .. "]=" .. show_value(x) end
+          for k, x in pairs(v) do
+            local o = { "[", show_value(k), "]=" }
+            emit(o, x)
+            items[#items + 1] = concat(o)
+          end
           sort(items)
-          parts[#parts + 1] = name .. "={" .. concat(items, ", ") .. "}"
+          out[#out + 1] = name .. "={" .. concat(items, ", ") .. "}"
         elseif info.label == "repeated" then
-          local items = {}
-          for i = 1, #v do items[i] = show_value(v[i]) end
-          parts[#parts + 1] = name .. "={" .. concat(items, ", ") .. "}"
+          out[#out + 1] = name .. "={"
+          for i = 1, #v do
+            if i > 1 then out[#out + 1] = ", " end
+            emit(out, v[i])
+          end
+          out[#out + 1] = "}"
         else
-          parts[#parts + 1] = name .. "=" .. show_value(v)
+          out[#out + 1] = name .. "="
+          emit(out, v)
         end
       end
     end
-    return type_of(m).full_name .. "{" .. concat(parts, ", ") .. "}"
+    out[#out + 1] = "}"
+  end
+
+  show = function(m)
+    local out = {}
+    emit_message(out, m)
+    return concat(out)
   end
   core.set_message_tostring(show)
 

@@ -14,6 +14,7 @@ local error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, ra
 local select = select
 local format = string.format
 local mtype, floor, tointeger, math_random = math.type, math.floor, math.tointeger, math.random
+local huge = math.huge
 
 function P.install(M, core)
   local codes = M.codes
@@ -463,8 +464,15 @@ function P.install(M, core)
       return list
     end
 
+    -- What an injected clock or random source returned, checked: a finite
+    -- number (NaN would make every deadline test false and retry forever),
+    -- for random one in [0, 1].
     local function checked(what, v)
       if type(v) ~= "number" then error(what .. ": number expected, got " .. type(v), 0) end
+      if v ~= v or v == huge or v == -huge then error(what .. ": finite number expected, got " .. tostring(v), 0) end
+      if what == "random" and (v < 0 or v > 1) then
+        error("random: number in [0, 1] expected, got " .. tostring(v), 0)
+      end
       return v
     end
 
@@ -476,15 +484,23 @@ function P.install(M, core)
       local predicate, on_error, compression = plan.predicate, plan.on_error, plan.compression
       local state = plan.policy:start(start)
       local attempts = 1
+      local last = start
+      -- The clock as the loop sees it: never earlier than before, so a clock
+      -- that goes backwards cannot hold the deadline off for ever.
+      local function now()
+        local t = checked("clock", clock())
+        if t > last then last = t end
+        return last
+      end
       while true do
         if not predicate(e) then error(e, 0) end
         if on_error then on_error(e) end
         local pushback, r = e.retry_delay, 0
         if pushback == nil then r = checked("random", random()) end
-        local delay, why = state:on_error(checked("clock", clock()), r, pushback)
+        local delay, why = state:on_error(now(), r, pushback)
         if not delay then error(give_up(e, attempts, why), 0) end
         sleep(delay)
-        local timeout = state:next_attempt(checked("clock", clock()))
+        local timeout = state:next_attempt(now())
         if timeout == false then error(give_up(e, attempts, "no_time"), 0) end
         attempts = attempts + 1
         local okc, res = pcall(fn, request, timeout, m and merge(m) or default_md, compression)

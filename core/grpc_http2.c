@@ -47,6 +47,7 @@ struct pc_GrpcChannel {
   char *ca_file;
   char *user_agent;
   size_t max_receive;
+  size_t max_unread; /* bytes a call may hold unread (pc_GrpcCall_Buffered) */
   int tls;
   size_t live_calls;
   int closing;     /* freed by its owner while calls were alive */
@@ -71,6 +72,8 @@ struct pc_GrpcCall {
   int done;       /* transfer over (finished, failed or cancelled) */
   int ended;      /* 'status' is final */
   int failed;     /* 'status' was set early by a local failure */
+  int paused;     /* on_body paused the transfer: too much unread */
+  int discard;    /* being stopped: on_body drops what libcurl still holds */
   CURLcode result;
   double deadline; /* monotonic seconds; < 0: none */
   unsigned closes; /* ch->closes when the transfer started */
@@ -537,8 +540,13 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
 static size_t on_body(char *data, size_t size, size_t nitems, void *ud) {
   pc_GrpcCall *c = ud;
   size_t n = size * nitems;
+  if (c->discard) return n;
   if (c->failed) return 0;
   if (!c->grpc_body) return n; /* an HTTP error page: the status decides */
+  if (c->rbuf.len - c->rpos >= c->ch->max_unread) {
+    c->paused = 1;
+    return CURL_WRITEFUNC_PAUSE;
+  }
   if (!buf_reserve(c->ch, &c->rbuf, n)) {
     fail(c, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
     return 0;
@@ -668,6 +676,12 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *
   ch->ud = ud;
   ch->tls = tls;
   ch->max_receive = opts->max_receive ? opts->max_receive : PC_GRPC_DEFAULT_MAX_RECEIVE;
+  ch->max_unread = opts->max_unread;
+  if (ch->max_unread == 0) {
+    ch->max_unread = ch->max_receive > SIZE_MAX / 4 ? SIZE_MAX : ch->max_receive * 4;
+    if (ch->max_unread < PC_GRPC_MIN_UNREAD) ch->max_unread = PC_GRPC_MIN_UNREAD;
+  }
+  if (ch->max_unread < ch->max_receive + 5) ch->max_unread = ch->max_receive + 5;
   ch->sock = -1;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     mem(ch, ch, sizeof *ch, 0);
@@ -894,6 +908,14 @@ oom:
 
 /* Stops the transfer (RST_STREAM if it is still open). */
 static void stop_transfer(pc_GrpcCall *c) {
+  if (c->in_multi && c->paused) {
+    /* libcurl 7.88 breaks the connection (a framing error on every other
+     * stream) when a paused transfer is removed: unpause it first, its
+     * held data going nowhere. */
+    c->discard = 1;
+    c->paused = 0;
+    curl_easy_pause(c->easy, CURLPAUSE_CONT);
+  }
   if (c->in_multi) {
     curl_multi_remove_handle(c->ch->multi, c->easy);
     c->in_multi = 0;
@@ -915,6 +937,7 @@ static int restart_transfer(pc_GrpcCall *c, int fresh) {
   c->in_multi = 0;
   c->restarts++;
   c->reopen = 0;
+  c->paused = 0;
   c->errbuf[0] = '\0';
   c->hstate = 0;
   c->http_status = 0;
@@ -1032,6 +1055,10 @@ int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len) {
     c->scan -= c->rpos;
     c->rpos = 0;
   }
+  if (c->paused && c->in_multi && c->rbuf.len < c->ch->max_unread) {
+    c->paused = 0;
+    curl_easy_pause(c->easy, CURLPAUSE_CONT);
+  }
   for (;;) {
     if (c->ended) return 0;
     if (c->failed) {
@@ -1067,6 +1094,10 @@ int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len) {
     int numfds = 0;
     curl_multi_poll(ch->multi, NULL, 0, (int)wait_ms, &numfds);
   }
+}
+
+size_t pc_GrpcCall_Buffered(const pc_GrpcCall *call) {
+  return call->rbuf.cap;
 }
 
 const pc_GrpcStatus *pc_GrpcCall_Status(const pc_GrpcCall *call) {

@@ -30,6 +30,7 @@
 #include <stddef.h>
 
 #define PC_GRPC_DEFAULT_MAX_RECEIVE ((size_t)4 * 1024 * 1024)
+#define PC_GRPC_MIN_UNREAD          ((size_t)1024 * 1024)
 
 typedef struct pc_GrpcChannel pc_GrpcChannel;
 typedef struct pc_GrpcCall pc_GrpcCall;
@@ -39,6 +40,7 @@ typedef struct {
   const char *ca_file;    /* PEM bundle for https; NULL: the system store */
   const char *user_agent; /* NULL: "protocall" */
   size_t max_receive;     /* largest response message in bytes; 0: 4 MiB */
+  size_t max_unread;      /* see pc_GrpcCall_Buffered; 0: the default */
 } pc_GrpcChannelOptions;
 
 /* One metadata entry. Keys are lowercase; a key ending in "-bin" has a
@@ -102,6 +104,9 @@ pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void 
  * the call has ended (see pc_GrpcCall_Status). Never blocks past the call's
  * deadline. */
 int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len);
+
+/* Bytes the call holds for response data received but not yet read. */
+size_t pc_GrpcCall_Buffered(const pc_GrpcCall *call);
 
 /* The status once pc_GrpcCall_Next has returned 0; NULL before. */
 const pc_GrpcStatus *pc_GrpcCall_Status(const pc_GrpcCall *call);

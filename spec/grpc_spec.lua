@@ -495,6 +495,104 @@ describe("pc.grpc", function()
     end)
   end)
 
+  describe("flow control (a stream left unread while other calls run)", function()
+    -- max_receive_size 64 KiB: the unread limit is its default floor, 1 MiB.
+    local LIMIT = 1024 * 1024
+    local f
+
+    local function rss_kib()
+      for l in io.lines("/proc/self/status") do
+        local v = l:match("^VmRSS:%s+(%d+)")
+        if v then return tonumber(v) end
+      end
+    end
+
+    -- n unary calls on f, each within its 5 s deadline; 'each' runs after each.
+    local function unary_calls(n, each)
+      for i = 1, n do
+        assert.are.equal("u" .. i, f:unary("/test.Test/Echo", "u" .. i, { timeout = 5 }))
+        if each then each() end
+      end
+    end
+
+    before_each(function() f = pc.grpc(server.url, { max_receive_size = 65536 }) end)
+    after_each(function() f:close() end)
+
+    it("pauses the stream at the limit, other calls go on, then it resumes in order", function()
+      -- 10,000 x 10 kB = 100 MB, far more than libcurl's 32 MiB stream window.
+      local iter, _, _, call = f:server_stream("/test.Test/StreamSized", "10000 10000",
+                                               { timeout = 60 })
+      assert.are.equal("message 1 ", iter():sub(1, 10))
+      local r0, most, rss_most = rss_kib(), 0, 0
+      unary_calls(3000, function()
+        most = math.max(most, call:buffered())
+        rss_most = math.max(rss_most, rss_kib())
+      end)
+      -- The call's buffer stays within the limit (grown by doubling) ...
+      assert.is_true(most > LIMIT / 2, "the stream was not read: " .. most)
+      assert.is_true(most <= 2 * LIMIT, "the unread buffer grew to " .. most)
+      -- ... and libcurl holds at most its stream window (32 MiB) besides.
+      assert.is_true(rss_most - r0 < 48 * 1024, "RSS grew by " .. (rss_most - r0) .. " KiB")
+      local n = 1
+      for m in iter do
+        n = n + 1
+        local head = "message " .. n .. " "
+        assert.are.equal(head, m:sub(1, #head))
+        assert.are.equal(10000, #m)
+      end
+      assert.are.equal(10000, n)
+    end)
+
+    it("takes the limit from max_unread_size, at least one whole message", function()
+      local g = pc.grpc(server.url, { max_receive_size = 65536, max_unread_size = 4 * LIMIT })
+      local iter, _, _, call = g:server_stream("/test.Test/StreamSized", "3000 10000")
+      iter()
+      local most = 0
+      for i = 1, 1500 do
+        assert.are.equal("v", g:unary("/test.Test/Echo", "v", { timeout = 5 }))
+        most = math.max(most, call:buffered())
+        if i % 100 == 0 then
+          for _ = 1, 5 do iter() end
+        end
+      end
+      assert.is_true(most > LIMIT, "the stream was not read past 1 MiB: " .. most)
+      assert.is_true(most <= 8 * LIMIT, "the unread buffer grew to " .. most)
+      call:close()
+      g:close()
+      assert.has_error(function() pc.grpc(server.url, { max_unread_size = 0 }) end,
+                       "pc.grpc: option 'max_unread_size' must be a positive integer")
+    end)
+
+    it("releases a paused stream that is closed, and the connection goes on", function()
+      local iter, _, _, call = f:server_stream("/test.Test/StreamSized", "10000 10000")
+      iter()
+      unary_calls(500)
+      assert.is_true(call:buffered() > LIMIT / 2)
+      call:close()
+      unary_calls(200)
+      local n = 0
+      for _ in f:server_stream("/test.Test/StreamSized", "50 10000") do n = n + 1 end
+      assert.are.equal(50, n)
+    end)
+
+    it("releases a paused stream whose iterator is dropped", function()
+      local iter = f:server_stream("/test.Test/StreamSized", "10000 10000")
+      iter()
+      unary_calls(500)
+      iter = nil -- luacheck: ignore
+      collectgarbage()
+      collectgarbage()
+      unary_calls(200)
+      for _ = 1, 3 do
+        local it2, _, _, call = f:server_stream("/test.Test/StreamSized", "5000 10000")
+        assert.are.equal("message 1 ", it2():sub(1, 10))
+        unary_calls(200)
+        call:close()
+      end
+      assert.are.equal("end", f:unary("/test.Test/Echo", "end", { timeout = 5 }))
+    end)
+  end)
+
   describe("options", function()
     it("refuses bad targets and options", function()
       assert.has_error(function() pc.grpc("ftp://x") end,

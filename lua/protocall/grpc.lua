@@ -21,7 +21,8 @@ local Transport = {}
 Transport.__index = Transport
 
 local TRANSPORT_OPTIONS = {
-  ca_file = "string", max_receive_size = "number", compression = "string",
+  ca_file = "string", max_receive_size = "number", max_unread_size = "number",
+  compression = "string",
   metadata = "table", user_agent = "string",
 }
 
@@ -139,7 +140,11 @@ function M.install(pc, core)
     if max ~= nil and (max ~= floor(max) or max < 1) then
       error("pc.grpc: option 'max_receive_size' must be a positive integer", 2)
     end
-    local channel, err = core.grpc_channel(target, opts.ca_file, max, opts.user_agent)
+    local unread = opts.max_unread_size
+    if unread ~= nil and (unread ~= floor(unread) or unread < 1) then
+      error("pc.grpc: option 'max_unread_size' must be a positive integer", 2)
+    end
+    local channel, err = core.grpc_channel(target, opts.ca_file, max, opts.user_agent, unread)
     if channel == nil then error("pc.grpc: " .. err, 2) end
     return setmetatable({
       channel = channel, target = target, compression = opts.compression,

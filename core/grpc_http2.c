@@ -47,7 +47,8 @@ struct pc_GrpcChannel {
   char *ca_file;
   char *user_agent;
   size_t max_receive;
-  size_t max_unread; /* bytes a call may hold unread (pc_GrpcCall_Buffered) */
+  size_t max_unread;   /* bytes a call may hold unread (pc_GrpcCall_Next) */
+  pc_GrpcCall *driver; /* the call whose pc_GrpcCall_Next runs libcurl */
   int tls;
   size_t live_calls;
   int closing;     /* freed by its owner while calls were alive */
@@ -72,8 +73,6 @@ struct pc_GrpcCall {
   int done;       /* transfer over (finished, failed or cancelled) */
   int ended;      /* 'status' is final */
   int failed;     /* 'status' was set early by a local failure */
-  int paused;     /* on_body paused the transfer: too much unread */
-  int discard;    /* being stopped: on_body drops what libcurl still holds */
   CURLcode result;
   double deadline; /* monotonic seconds; < 0: none */
   unsigned closes; /* ch->closes when the transfer started */
@@ -540,12 +539,21 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
 static size_t on_body(char *data, size_t size, size_t nitems, void *ud) {
   pc_GrpcCall *c = ud;
   size_t n = size * nitems;
-  if (c->discard) return n;
   if (c->failed) return 0;
   if (!c->grpc_body) return n; /* an HTTP error page: the status decides */
-  if (c->rbuf.len - c->rpos >= c->ch->max_unread) {
-    c->paused = 1;
-    return CURL_WRITEFUNC_PAUSE;
+  size_t unread = c->rbuf.len - c->rpos;
+  if (c != c->ch->driver && (unread > c->ch->max_unread || n > c->ch->max_unread - unread)) {
+    /* Read while another call drives the connection, past the limit. A
+     * hard bound, not flow control: libcurl 7.88 loses other streams'
+     * trailers while one is paused (CURL_WRITEFUNC_PAUSE), so a stream the
+     * consumer does not keep up with is failed and cancelled instead. */
+    fail(c, kPc_Code_ResourceExhausted, 1,
+         "server stream: %zu bytes received but not read (limit %zu bytes): the consumer fell "
+         "too far behind",
+         unread + n, c->ch->max_unread);
+    buf_free(c->ch, &c->rbuf);
+    c->rpos = c->scan = 0;
+    return 0;
   }
   if (!buf_reserve(c->ch, &c->rbuf, n)) {
     fail(c, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
@@ -681,7 +689,9 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *
     ch->max_unread = ch->max_receive > SIZE_MAX / 4 ? SIZE_MAX : ch->max_receive * 4;
     if (ch->max_unread < PC_GRPC_MIN_UNREAD) ch->max_unread = PC_GRPC_MIN_UNREAD;
   }
-  if (ch->max_unread < ch->max_receive + 5) ch->max_unread = ch->max_receive + 5;
+  if (ch->max_receive > SIZE_MAX / 2 || ch->max_unread < ch->max_receive + 5 + RECEIVE_BUFFER)
+    ch->max_unread =
+        ch->max_receive > SIZE_MAX / 2 ? SIZE_MAX : ch->max_receive + 5 + RECEIVE_BUFFER;
   ch->sock = -1;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     mem(ch, ch, sizeof *ch, 0);
@@ -908,14 +918,6 @@ oom:
 
 /* Stops the transfer (RST_STREAM if it is still open). */
 static void stop_transfer(pc_GrpcCall *c) {
-  if (c->in_multi && c->paused) {
-    /* libcurl 7.88 breaks the connection (a framing error on every other
-     * stream) when a paused transfer is removed: unpause it first, its
-     * held data going nowhere. */
-    c->discard = 1;
-    c->paused = 0;
-    curl_easy_pause(c->easy, CURLPAUSE_CONT);
-  }
   if (c->in_multi) {
     curl_multi_remove_handle(c->ch->multi, c->easy);
     c->in_multi = 0;
@@ -937,7 +939,6 @@ static int restart_transfer(pc_GrpcCall *c, int fresh) {
   c->in_multi = 0;
   c->restarts++;
   c->reopen = 0;
-  c->paused = 0;
   c->errbuf[0] = '\0';
   c->hstate = 0;
   c->http_status = 0;
@@ -1055,10 +1056,6 @@ int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len) {
     c->scan -= c->rpos;
     c->rpos = 0;
   }
-  if (c->paused && c->in_multi && c->rbuf.len < c->ch->max_unread) {
-    c->paused = 0;
-    curl_easy_pause(c->easy, CURLPAUSE_CONT);
-  }
   for (;;) {
     if (c->ended) return 0;
     if (c->failed) {
@@ -1084,7 +1081,9 @@ int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len) {
       if (left * 1000 < wait_ms) wait_ms = left * 1000 + 1;
     }
     int running = 0;
+    ch->driver = c;
     CURLMcode mr = curl_multi_perform(ch->multi, &running);
+    ch->driver = NULL;
     collect_done(ch);
     if (mr != CURLM_OK) {
       fail(c, kPc_Code_Internal, 0, "libcurl: %s", curl_multi_strerror(mr));

@@ -84,9 +84,12 @@ def serve_grpc(port, tls=None):
             yield b"message %d" % (i + 1)
 
     def stream_sized(request, ctx):
-        """"N SIZE": N responses b"message I" padded with '.' to SIZE bytes."""
-        n, size = (int(x) for x in request.decode().split())
+        """"N SIZE [MS]": N responses b"message I" padded with '.' to SIZE
+        bytes, MS milliseconds apart (default 0)."""
+        n, size, ms = ([int(x) for x in request.decode().split()] + [0])[:3]
         for i in range(n):
+            if ms:
+                time.sleep(ms / 1000)
             yield (b"message %d " % (i + 1)).ljust(size, b".")
 
     def stream_then_fail(request, ctx):

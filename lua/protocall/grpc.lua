@@ -88,7 +88,15 @@ end
 -- object. `timeout` covers the whole stream. The fourth value is the call:
 -- `call:metadata()` -> {headers = pairs, trailers = pairs} received so far,
 -- `call:close()` cancels it (RST_STREAM) if still running; a generic `for`
--- closes it when the loop ends or is left early.
+-- closes it when the loop ends or is left early; `call:buffered()` is the
+-- bytes it holds for received, unread data. Other calls on the transport
+-- read this stream too: when what they read for it would take its unread
+-- bytes past the transport's `max_unread_size`, the iterator raises RESOURCE_EXHAUSTED (local = true,
+-- "server stream: N bytes received but not read (limit M bytes): the
+-- consumer fell too far behind") and the stream is cancelled, its unread
+-- messages dropped; the other calls go on (a hard bound: libcurl 7.88
+-- cannot pause one HTTP/2 stream without harming the others). A stream
+-- read with no other calls running is never failed this way, however slow.
 function Transport:server_stream(path, request, settings)
   local timeout, md, gzip = settings_of(self, "server_stream", path, request, settings, 2)
   local call = self.channel:start(path, request, timeout, md, gzip)
@@ -119,7 +127,10 @@ function M.install(pc, core)
   -- (HTTP/2 without TLS, prior knowledge) or "https://host:port" (TLS,
   -- verification on, the system CA store). opts: `ca_file` (PEM bundle),
   -- `max_receive_size` (bytes, default 4 MiB; a larger response message
-  -- fails with RESOURCE_EXHAUSTED, local = true), `compression` ("gzip" for
+  -- fails with RESOURCE_EXHAUSTED, local = true), `max_unread_size` (bytes
+  -- a server stream may hold received but unread, default the larger of 4 x
+  -- max_receive_size and 1 MiB, at least max_receive_size + 256 KiB + 5;
+  -- see Transport:server_stream), `compression` ("gzip" for
   -- every call), `metadata` (list of {key, value} sent with every call;
   -- keys ending in "-bin" carry bytes), `user_agent`. All calls share one
   -- multiplexed connection, reused across calls and reopened when lost.

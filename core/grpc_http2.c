@@ -904,6 +904,15 @@ pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void 
     return c;
   }
   if (!frame_request(c, request, len, s->gzip)) goto fail_oom;
+  if (!ch->tls && ch->running > 0 && ch->sock < 0) {
+    /* Another call is about to open the connection: let it open its
+     * socket, so this one reuses it in plain HTTP/2 (set_version) rather
+     * than asking for prior knowledge on it too, which libcurl 7.88 turns
+     * into "Error in the HTTP2 framing layer" (a stream started but not
+     * read yet, then a unary call). */
+    int running = 0;
+    curl_multi_perform(ch->multi, &running);
+  }
   if (!build_headers(c, s) || !new_easy(c, 0)) goto fail_oom;
   if (curl_multi_add_handle(ch->multi, c->easy) != CURLM_OK) goto fail_oom;
   c->in_multi = 1;

@@ -485,6 +485,17 @@ describe("pc.grpc", function()
       call:close()
     end)
 
+    it("carries a unary call started before a new stream was read", function()
+      local g = pc.grpc(server.url)
+      local iter, _, _, call = g:server_stream("/test.Test/Stream", "2")
+      assert.are.equal("first", g:unary("/test.Test/Echo", "first", { timeout = 5 }))
+      assert.are.equal("message 1", iter())
+      assert.are.equal("message 2", iter())
+      assert.is_nil(iter())
+      call:close()
+      g:close()
+    end)
+
     it("cancels a stream left early, and interleaves with unary calls", function()
       for m in t:server_stream("/test.Test/Stream", "1000") do
         assert.are.equal("message 1", m)

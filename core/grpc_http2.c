@@ -26,7 +26,7 @@
 
 /* Large enough for any header line a gRPC server sends (libcurl stalls on
  * a header line longer than its receive buffer). */
-#define RECEIVE_BUFFER (256 * 1024)
+#define RECEIVE_BUFFER ((size_t)256 * 1024)
 
 typedef struct {
   char *p;

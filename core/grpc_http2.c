@@ -26,7 +26,7 @@
 
 /* Large enough for any header line a gRPC server sends (libcurl stalls on
  * a header line longer than its receive buffer). */
-#define RECEIVE_BUFFER (256 * 1024)
+#define RECEIVE_BUFFER ((size_t)256 * 1024)
 
 typedef struct {
   char *p;
@@ -47,6 +47,8 @@ struct pc_GrpcChannel {
   char *ca_file;
   char *user_agent;
   size_t max_receive;
+  size_t max_unread;   /* bytes a call may hold unread (pc_GrpcCall_Next) */
+  pc_GrpcCall *driver; /* the call whose pc_GrpcCall_Next runs libcurl */
   int tls;
   size_t live_calls;
   int closing;     /* freed by its owner while calls were alive */
@@ -539,6 +541,20 @@ static size_t on_body(char *data, size_t size, size_t nitems, void *ud) {
   size_t n = size * nitems;
   if (c->failed) return 0;
   if (!c->grpc_body) return n; /* an HTTP error page: the status decides */
+  size_t unread = c->rbuf.len - c->rpos;
+  if (c != c->ch->driver && (unread > c->ch->max_unread || n > c->ch->max_unread - unread)) {
+    /* Read while another call drives the connection, past the limit. A
+     * hard bound, not flow control: libcurl 7.88 loses other streams'
+     * trailers while one is paused (CURL_WRITEFUNC_PAUSE), so a stream the
+     * consumer does not keep up with is failed and cancelled instead. */
+    fail(c, kPc_Code_ResourceExhausted, 1,
+         "server stream: %zu bytes received but not read (limit %zu bytes): the consumer fell "
+         "too far behind",
+         unread + n, c->ch->max_unread);
+    buf_free(c->ch, &c->rbuf);
+    c->rpos = c->scan = 0;
+    return 0;
+  }
   if (!buf_reserve(c->ch, &c->rbuf, n)) {
     fail(c, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
     return 0;
@@ -668,6 +684,14 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *
   ch->ud = ud;
   ch->tls = tls;
   ch->max_receive = opts->max_receive ? opts->max_receive : PC_GRPC_DEFAULT_MAX_RECEIVE;
+  ch->max_unread = opts->max_unread;
+  if (ch->max_unread == 0) {
+    ch->max_unread = ch->max_receive > SIZE_MAX / 4 ? SIZE_MAX : ch->max_receive * 4;
+    if (ch->max_unread < PC_GRPC_MIN_UNREAD) ch->max_unread = PC_GRPC_MIN_UNREAD;
+  }
+  if (ch->max_receive > SIZE_MAX / 2 || ch->max_unread < ch->max_receive + 5 + RECEIVE_BUFFER)
+    ch->max_unread =
+        ch->max_receive > SIZE_MAX / 2 ? SIZE_MAX : ch->max_receive + 5 + RECEIVE_BUFFER;
   ch->sock = -1;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     mem(ch, ch, sizeof *ch, 0);
@@ -880,6 +904,15 @@ pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void 
     return c;
   }
   if (!frame_request(c, request, len, s->gzip)) goto fail_oom;
+  if (!ch->tls && ch->running > 0 && ch->sock < 0) {
+    /* Another call is about to open the connection: let it open its
+     * socket, so this one reuses it in plain HTTP/2 (set_version) rather
+     * than asking for prior knowledge on it too, which libcurl 7.88 turns
+     * into "Error in the HTTP2 framing layer" (a stream started but not
+     * read yet, then a unary call). */
+    int running = 0;
+    curl_multi_perform(ch->multi, &running);
+  }
   if (!build_headers(c, s) || !new_easy(c, 0)) goto fail_oom;
   if (curl_multi_add_handle(ch->multi, c->easy) != CURLM_OK) goto fail_oom;
   c->in_multi = 1;
@@ -1057,7 +1090,9 @@ int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len) {
       if (left * 1000 < wait_ms) wait_ms = left * 1000 + 1;
     }
     int running = 0;
+    ch->driver = c;
     CURLMcode mr = curl_multi_perform(ch->multi, &running);
+    ch->driver = NULL;
     collect_done(ch);
     if (mr != CURLM_OK) {
       fail(c, kPc_Code_Internal, 0, "libcurl: %s", curl_multi_strerror(mr));
@@ -1067,6 +1102,10 @@ int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len) {
     int numfds = 0;
     curl_multi_poll(ch->multi, NULL, 0, (int)wait_ms, &numfds);
   }
+}
+
+size_t pc_GrpcCall_Buffered(const pc_GrpcCall *call) {
+  return call->rbuf.cap;
 }
 
 const pc_GrpcStatus *pc_GrpcCall_Status(const pc_GrpcCall *call) {

@@ -30,6 +30,7 @@
 #include <stddef.h>
 
 #define PC_GRPC_DEFAULT_MAX_RECEIVE ((size_t)4 * 1024 * 1024)
+#define PC_GRPC_MIN_UNREAD          ((size_t)1024 * 1024)
 
 typedef struct pc_GrpcChannel pc_GrpcChannel;
 typedef struct pc_GrpcCall pc_GrpcCall;
@@ -39,6 +40,10 @@ typedef struct {
   const char *ca_file;    /* PEM bundle for https; NULL: the system store */
   const char *user_agent; /* NULL: "protocall" */
   size_t max_receive;     /* largest response message in bytes; 0: 4 MiB */
+  size_t max_unread;      /* per call, bytes received but not yet read; 0: the
+                           * larger of 4 x max_receive and 1 MiB. Never below
+                           * max_receive + 5 + 256 KiB (one whole message and
+                           * one read). See pc_GrpcCall_Next. */
 } pc_GrpcChannelOptions;
 
 /* One metadata entry. Keys are lowercase; a key ending in "-bin" has a
@@ -100,8 +105,26 @@ pc_GrpcCall *pc_GrpcCall_Start(pc_GrpcChannel *ch, const char *path, const void 
 /* Waits for the next response message: returns 1 and points '*data' and
  * '*len' at it (valid until the next pc_GrpcCall_Next or _Free), or 0 when
  * the call has ended (see pc_GrpcCall_Status). Never blocks past the call's
- * deadline. */
+ * deadline.
+ *
+ * Every call on a channel is read whenever any of them is driven, so a
+ * server stream its consumer leaves unread fills up while other calls run.
+ * When data read for it while another call's pc_GrpcCall_Next runs would
+ * take its received-but-unread bytes past the channel's max_unread, the
+ * call fails with RESOURCE_EXHAUSTED (local = 1, "server stream: N
+ * bytes received but not read (limit M bytes): the consumer fell too far
+ * behind"), its buffer is freed (messages not yet read are lost) and the
+ * stream is cancelled (RST_STREAM); the connection and other calls go on.
+ * Its own pc_GrpcCall_Next reads only when no whole message is held, so
+ * a consumer reading alone is never failed, however slow. This is a hard
+ * bound, not flow control: libcurl 7.88's pause
+ * (CURL_WRITEFUNC_PAUSE) makes other streams on the connection lose their
+ * trailers. */
 int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len);
+
+/* Bytes the call holds (allocated) for response data received but not yet
+ * read; 0 once a call failed for passing max_unread. */
+size_t pc_GrpcCall_Buffered(const pc_GrpcCall *call);
 
 /* The status once pc_GrpcCall_Next has returned 0; NULL before. */
 const pc_GrpcStatus *pc_GrpcCall_Status(const pc_GrpcCall *call);

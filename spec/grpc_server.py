@@ -83,6 +83,15 @@ def serve_grpc(port, tls=None):
         for i in range(int(request.decode())):
             yield b"message %d" % (i + 1)
 
+    def stream_sized(request, ctx):
+        """"N SIZE [MS]": N responses b"message I" padded with '.' to SIZE
+        bytes, MS milliseconds apart (default 0)."""
+        n, size, ms = ([int(x) for x in request.decode().split()] + [0])[:3]
+        for i in range(n):
+            if ms:
+                time.sleep(ms / 1000)
+            yield (b"message %d " % (i + 1)).ljust(size, b".")
+
     def stream_then_fail(request, ctx):
         """"N CODE": N responses, then status CODE."""
         n, code = request.decode().split()
@@ -122,6 +131,7 @@ def serve_grpc(port, tls=None):
         "Sleep": grpc.unary_unary_rpc_method_handler(sleep),
         "Stream": grpc.unary_stream_rpc_method_handler(stream),
         "StreamThenFail": grpc.unary_stream_rpc_method_handler(stream_then_fail),
+        "StreamSized": grpc.unary_stream_rpc_method_handler(stream_sized),
         "Metadata": grpc.unary_unary_rpc_method_handler(metadata),
         "Compressed": grpc.unary_unary_rpc_method_handler(compressed),
         "Big": grpc.unary_unary_rpc_method_handler(big),

@@ -502,6 +502,17 @@ describe("pc.grpc", function()
       call:close()
     end)
 
+    it("carries a unary call started before a new stream was read", function()
+      local g = pc.grpc(server.url)
+      local iter, _, _, call = g:server_stream("/test.Test/Stream", "2")
+      assert.are.equal("first", g:unary("/test.Test/Echo", "first", { timeout = 5 }))
+      assert.are.equal("message 1", iter())
+      assert.are.equal("message 2", iter())
+      assert.is_nil(iter())
+      call:close()
+      g:close()
+    end)
+
     it("cancels a stream left early, and interleaves with unary calls", function()
       for m in t:server_stream("/test.Test/Stream", "1000") do
         assert.are.equal("message 1", m)
@@ -509,6 +520,129 @@ describe("pc.grpc", function()
         break
       end
       assert.are.equal("after", t:unary("/test.Test/Echo", "after"))
+    end)
+  end)
+
+  describe("a server stream left unread while other calls run", function()
+    -- max_receive_size 64 KiB: the unread limit is its floor, 1 MiB.
+    local LIMIT = 1024 * 1024
+    local BEHIND = "^server stream: %d+ bytes received but not read %(limit 1048576 bytes%): "
+                   .. "the consumer fell too far behind$"
+    local sanitized = io.open("/proc/self/maps"):read("a"):find("libasan", 1, true) ~= nil
+    local f
+
+    local function rss_kib()
+      for l in io.lines("/proc/self/status") do
+        local v = l:match("^VmRSS:%s+(%d+)")
+        if v then return tonumber(v) end
+      end
+    end
+
+    -- n unary calls on f, each within its 5 s deadline; 'each' runs after each.
+    local function unary_calls(n, each)
+      for i = 1, n do
+        assert.are.equal("u" .. i, f:unary("/test.Test/Echo", "u" .. i, { timeout = 5 }))
+        if each then each() end
+      end
+    end
+
+    before_each(function() f = pc.grpc(server.url, { max_receive_size = 65536 }) end)
+    after_each(function() f:close() end)
+
+    it("is failed with RESOURCE_EXHAUSTED at the limit, and the other calls go on", function()
+      -- 10,000 x 10 kB = 100 MB.
+      local iter, _, _, call = f:server_stream("/test.Test/StreamSized", "10000 10000",
+                                               { timeout = 60 })
+      assert.are.equal("message 1 ", iter():sub(1, 10))
+      local r0, most, rss_most = rss_kib(), 0, 0
+      unary_calls(2000, function()
+        most = math.max(most, call:buffered())
+        rss_most = math.max(rss_most, rss_kib())
+      end)
+      assert.is_true(most <= 2 * LIMIT, "the unread buffer grew to " .. most)
+      assert.are.equal(0, call:buffered())
+      if not sanitized then -- ASan keeps freed memory in quarantine
+        assert.is_true(rss_most - r0 < 32 * 1024, "RSS grew by " .. (rss_most - r0) .. " KiB")
+      end
+      local err = failure(function() for _ in iter do end end)
+      assert.are.equal("RESOURCE_EXHAUSTED", err.code)
+      assert.is_true(err["local"])
+      assert.matches(BEHIND, err.message)
+      unary_calls(50)
+    end)
+
+    -- Reads every message of 'iter', checking order and size; 'each' runs after each.
+    local function read_all(iter, size, each)
+      local n = 0
+      for m in iter do
+        n = n + 1
+        local head = "message " .. n .. " "
+        assert.are.equal(head, m:sub(1, #head))
+        assert.are.equal(size, #m)
+        if each then each(n) end
+      end
+      return n
+    end
+
+    it("never fails a consumer reading alone, however slow", function()
+      -- 30 MB; the consumer stops now and then while the server goes on.
+      local n = read_all(f:server_stream("/test.Test/StreamSized", "3000 10000"), 10000,
+                         function(i) if i % 500 == 0 then os.execute("sleep 0.1") end end)
+      assert.are.equal(3000, n)
+    end)
+
+    it("never fails a consumer that keeps up while other calls run", function()
+      -- 4 MB, 2 ms apart; a unary call every 25 messages (50 ms of the
+      -- server's time) leaves far less than 1 MiB unread, even under valgrind.
+      local n = read_all(f:server_stream("/test.Test/StreamSized", "400 10000 2"), 10000,
+                         function(i) if i % 25 == 0 then unary_calls(1) end end)
+      assert.are.equal(400, n)
+    end)
+
+    it("takes the limit from max_unread_size", function()
+      local g = pc.grpc(server.url, { max_receive_size = 65536, max_unread_size = 4 * LIMIT })
+      -- Paced (1 ms apart): past 1 MiB unread without failing, then past 4 MiB.
+      local iter, _, _, call = g:server_stream("/test.Test/StreamSized", "5000 10000 1")
+      iter()
+      local most = 0
+      for _ = 1, 100000 do
+        assert.are.equal("v", g:unary("/test.Test/Echo", "v", { timeout = 5 }))
+        local b = call:buffered()
+        most = math.max(most, b)
+        if b == 0 then break end -- failed
+      end
+      assert.is_true(most > LIMIT, "the stream was not read past 1 MiB: " .. most)
+      assert.is_true(most <= 8 * LIMIT, "the unread buffer grew to " .. most)
+      local err = failure(function() for _ in iter do end end)
+      assert.are.equal("RESOURCE_EXHAUSTED", err.code)
+      assert.matches("limit 4194304 bytes", err.message, 1, true)
+      g:close()
+      assert.has_error(function() pc.grpc(server.url, { max_unread_size = 0 }) end,
+                       "pc.grpc: option 'max_unread_size' must be a positive integer")
+    end)
+
+    it("releases a stream closed mid-way, and the connection goes on", function()
+      -- Paced (1 ms apart) so that it is still running when closed.
+      local iter, _, _, call = f:server_stream("/test.Test/StreamSized", "10000 10000 1")
+      iter()
+      unary_calls(20)
+      assert.is_true(call:buffered() > 0)
+      call:close()
+      unary_calls(200)
+      local n = 0
+      for _ in f:server_stream("/test.Test/StreamSized", "50 10000") do n = n + 1 end
+      assert.are.equal(50, n)
+    end)
+
+    it("releases a stream whose iterator is dropped mid-way", function()
+      local iter = f:server_stream("/test.Test/StreamSized", "10000 10000 1")
+      iter()
+      unary_calls(20)
+      iter = nil -- luacheck: ignore
+      collectgarbage()
+      collectgarbage()
+      unary_calls(200)
+      assert.are.equal("end", f:unary("/test.Test/Echo", "end", { timeout = 5 }))
     end)
   end)
 

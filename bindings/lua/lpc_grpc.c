@@ -33,7 +33,8 @@ static ChannelBox *check_channel(lua_State *L, int idx) {
   return b;
 }
 
-/* -- ch = core.grpc_channel(target, ca_file|nil, max_receive|nil, user_agent|nil)
+/* -- ch = core.grpc_channel(target, ca_file|nil, max_receive|nil, user_agent|nil,
+ *                          max_unread|nil)
  * -- nil, err   when the target is not http://host:port or https://host:port */
 static int lpc_grpc_channel(lua_State *L) {
   pc_GrpcChannelOptions o;
@@ -44,6 +45,9 @@ static int lpc_grpc_channel(lua_State *L) {
   luaL_argcheck(L, max >= 0, 3, "max_receive must be >= 0");
   o.max_receive = (size_t)max;
   o.user_agent = luaL_optstring(L, 4, "protocall/" PROTOCALL_VERSION);
+  lua_Integer unread = luaL_optinteger(L, 5, 0);
+  luaL_argcheck(L, unread >= 0, 5, "max_unread must be >= 0");
+  o.max_unread = (size_t)unread;
   ChannelBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->ch = NULL;
   luaL_setmetatable(L, CHANNEL_MT);
@@ -261,6 +265,13 @@ static int lpc_grpccall_next(lua_State *L) {
   return 1;
 }
 
+/* -- n = call:buffered()   -- bytes held for received, unread response data */
+static int lpc_grpccall_buffered(lua_State *L) {
+  CallBox *b = check_call(L);
+  lua_pushinteger(L, (lua_Integer)pc_GrpcCall_Buffered(b->call));
+  return 1;
+}
+
 /* -- status = call:status()   -- the status table once next() returned nil */
 static int lpc_grpccall_status(lua_State *L) {
   CallBox *b = check_call(L);
@@ -383,11 +394,10 @@ void lpc_open_grpc(lua_State *L) {
                                              {"start", lpc_grpcchannel_start},
                                              {"close", lpc_grpcchannel_close},
                                              {NULL, NULL}};
-  static const luaL_Reg call_methods[] = {{"next", lpc_grpccall_next},
-                                          {"status", lpc_grpccall_status},
-                                          {"metadata", lpc_grpccall_metadata},
-                                          {"close", lpc_grpccall_close},
-                                          {NULL, NULL}};
+  static const luaL_Reg call_methods[] = {
+      {"next", lpc_grpccall_next},     {"buffered", lpc_grpccall_buffered},
+      {"status", lpc_grpccall_status}, {"metadata", lpc_grpccall_metadata},
+      {"close", lpc_grpccall_close},   {NULL, NULL}};
   static const luaL_Reg funcs[] = {{"grpc_channel", lpc_grpc_channel},
                                    {"grpc_timeout", lpc_grpc_timeout},
                                    {"grpc_percent_decode", lpc_grpc_percent_decode},

@@ -39,7 +39,7 @@ static int pair_ok(const char *k, const char *v, const char *want_err) {
 
 /* Start a call to a port nothing listens on; it must end UNAVAILABLE. */
 static int refused_call(pc_Alloc *alloc, int *unavailable) {
-  pc_GrpcChannelOptions o = {"http://127.0.0.1:1/", NULL, NULL, 0};
+  pc_GrpcChannelOptions o = {"http://127.0.0.1:1/", NULL, NULL, 0, 0};
   pc_Error err;
   pc_Error_Init(&err);
   pc_GrpcChannel *ch = pc_GrpcChannel_New(&o, alloc, NULL, &err);
@@ -94,7 +94,7 @@ int main(void) {
   CHECK(pair_ok("x-a", "a\r\nb",
                 "metadata 'x-a': value must be printable ASCII (use a '-bin' key for bytes)"));
 
-  pc_GrpcChannelOptions bad = {"ftp://h", NULL, NULL, 0};
+  pc_GrpcChannelOptions bad = {"ftp://h", NULL, NULL, 0, 0};
   pc_Error err;
   pc_Error_Init(&err);
   CHECK(pc_GrpcChannel_New(&bad, NULL, NULL, &err) == NULL);

@@ -23,7 +23,8 @@ local Transport = {}
 Transport.__index = Transport
 
 local TRANSPORT_OPTIONS = {
-  ca_file = "string", max_receive_size = "number", compression = "string",
+  ca_file = "string", max_receive_size = "number", max_unread_size = "number",
+  compression = "string",
   metadata = "table", user_agent = "string",
 }
 
@@ -93,7 +94,15 @@ end
 -- object. `timeout` covers the whole stream. The fourth value is the call:
 -- `call:metadata()` -> {headers = pairs, trailers = pairs} received so far,
 -- `call:close()` cancels it (RST_STREAM) if still running; a generic `for`
--- closes it when the loop ends or is left early.
+-- closes it when the loop ends or is left early; `call:buffered()` is the
+-- bytes it holds for received, unread data. Other calls on the transport
+-- read this stream too: when what they read for it would take its unread
+-- bytes past the transport's `max_unread_size`, the iterator raises RESOURCE_EXHAUSTED (local = true,
+-- "server stream: N bytes received but not read (limit M bytes): the
+-- consumer fell too far behind") and the stream is cancelled, its unread
+-- messages dropped; the other calls go on (a hard bound: libcurl 7.88
+-- cannot pause one HTTP/2 stream without harming the others). A stream
+-- read with no other calls running is never failed this way, however slow.
 function Transport:server_stream(path, request, settings)
   local timeout, md, gzip = settings_of(self, "server_stream", path, request, settings, 2)
   local call = self.channel:start(path, request, timeout, md, gzip)
@@ -147,7 +156,10 @@ function M.install(pc, core)
   -- (HTTP/2 without TLS, prior knowledge) or "https://host:port" (TLS,
   -- verification on, the system CA store). opts: `ca_file` (PEM bundle),
   -- `max_receive_size` (bytes, default 4 MiB; a larger response message
-  -- fails with RESOURCE_EXHAUSTED, local = true), `compression` ("gzip" for
+  -- fails with RESOURCE_EXHAUSTED, local = true), `max_unread_size` (bytes
+  -- a server stream may hold received but unread, default the larger of 4 x
+  -- max_receive_size and 1 MiB, at least max_receive_size + 256 KiB + 5;
+  -- see Transport:server_stream), `compression` ("gzip" for
   -- every call), `metadata` (list of {key, value} sent with every call;
   -- keys ending in "-bin" carry bytes), `user_agent`. Raises on a bad
   -- option, bad metadata, or a `ca_file` that cannot be read. All calls share one
@@ -186,7 +198,11 @@ function M.install(pc, core)
     if opts.user_agent ~= nil and opts.user_agent:find("%c") then
       error("pc.grpc: option 'user_agent' must not hold control characters", 2)
     end
-    local channel, err = core.grpc_channel(target, opts.ca_file, max, opts.user_agent)
+    local unread = opts.max_unread_size
+    if unread ~= nil and (unread ~= floor(unread) or unread < 1) then
+      error("pc.grpc: option 'max_unread_size' must be a positive integer", 2)
+    end
+    local channel, err = core.grpc_channel(target, opts.ca_file, max, opts.user_agent, unread)
     if channel == nil then error("pc.grpc: " .. err, 2) end
     return setmetatable({
       channel = channel, target = target, compression = opts.compression,

@@ -151,6 +151,7 @@ const uint8_t *pc_Wire_SkipField(const uint8_t *p, const uint8_t *end, uint32_t 
 }
 
 int pc_Wire_ValidUtf8(const uint8_t *s, size_t len) {
+  if (len == 0) return 1; /* 's' may be NULL then (an empty string slot) */
   const uint8_t *end = s + len;
   while (s < end) {
     /* ASCII runs eight bytes at a time. */

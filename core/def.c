@@ -772,6 +772,13 @@ static int cmp_field_number(const void *x, const void *y) {
   return (a > c) - (a < c);
 }
 
+/* By name, then declaration order (a field's index). */
+static int cmp_field_name(const void *x, const void *y) {
+  const pc_FieldDef *a = *(const pc_FieldDef *const *)x, *c = *(const pc_FieldDef *const *)y;
+  int r = strcmp(a->name, c->name);
+  return r != 0 ? r : (a->index > c->index) - (a->index < c->index);
+}
+
 /* Layout: type word, hasbits, oneof cases, then slots by size. */
 static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
   uint32_t hasbits = 0;
@@ -889,9 +896,6 @@ static int build_bodies(Builder *b, const pc_MessageDesc *d, size_t n, uint32_t 
       if (fd->extendee != NULL)
         return fail(b, "%s.%s: an extension among the fields", m->full_name, fd->name);
       if (!build_field(b, f, fd, m->full_name, (uint32_t)j)) return 0;
-      for (size_t k = 0; k < j; k++)
-        if (strcmp(fields[k].name, f->name) == 0)
-          return fail(b, "%s: duplicate field name%s", f->full_name, "");
       if (fd->oneof_index >= 0) {
         if ((size_t)fd->oneof_index >= md->oneof_count || fd->label == kPc_Label_Repeated)
           return fail(b, "%s: bad oneof index or repeated oneof member%s", f->full_name, "");
@@ -907,6 +911,11 @@ static int build_bodies(Builder *b, const pc_MessageDesc *d, size_t n, uint32_t 
       o->synthetic = (uint8_t)(o->field_count == 1 && o->fields[0]->proto3_optional);
       if (o->synthetic) ((pc_FieldDef *)o->fields[0])->oneof = NULL;
     }
+    /* Duplicate names, by sorting (messages may have many thousand fields). */
+    qsort(by_num, md->field_count, sizeof(pc_FieldDef *), cmp_field_name);
+    for (size_t j = 1; j < md->field_count; j++)
+      if (strcmp(by_num[j]->name, by_num[j - 1]->name) == 0)
+        return fail(b, "%s: duplicate field name%s", by_num[j]->full_name, "");
     qsort(by_num, md->field_count, sizeof(pc_FieldDef *), cmp_field_number);
     for (size_t j = 1; j < md->field_count; j++)
       if (by_num[j]->number == by_num[j - 1]->number)

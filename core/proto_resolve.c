@@ -556,12 +556,52 @@ static int lower_no_underscore(const char **p) {
   return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
 }
 
-static int same_json_key(const char *a, const char *b) {
-  for (;;) {
-    int x = lower_no_underscore(&a), y = lower_no_underscore(&b);
-    if (x != y) return 0;
-    if (x == 0) return 1;
+/* protoc's JSON key of a field name: lower-cased, underscores dropped. */
+static char *json_key(R *r, const char *name) {
+  char *k = pc_Arena_Malloc(r->a, strlen(name) + 1);
+  if (k == NULL) return NULL;
+  size_t n = 0;
+  for (int c; (c = lower_no_underscore(&name)) != 0;) k[n++] = (char)c;
+  k[n] = '\0';
+  return k;
+}
+
+/* Duplicates among a message's fields in O(n log n) (a message may have
+ * many thousand fields): items sorted by key, then by declaration index. */
+typedef struct {
+  int32_t number;
+  const char *key; /* NULL when comparing numbers */
+  size_t index;
+} DupItem;
+
+static int dup_key_cmp(const DupItem *a, const DupItem *b) {
+  if (a->key != NULL) return strcmp(a->key, b->key);
+  return (a->number > b->number) - (a->number < b->number);
+}
+
+static int dup_cmp(const void *pa, const void *pb) {
+  const DupItem *a = pa, *b = pb;
+  int c = dup_key_cmp(a, b);
+  if (c != 0) return c;
+  return (a->index > b->index) - (a->index < b->index);
+}
+
+/* The smallest declaration index whose key an earlier item has, with that
+ * earliest item's index in '*first'; SIZE_MAX when all keys differ. The
+ * error the pairwise loop of protoc reports, found by sorting. */
+static size_t first_duplicate(DupItem *items, size_t n, size_t *first) {
+  qsort(items, n, sizeof *items, dup_cmp);
+  size_t best = SIZE_MAX;
+  for (size_t g = 0; g < n;) {
+    size_t h = g + 1;
+    while (h < n && dup_key_cmp(&items[g], &items[h]) == 0) h++;
+    if (h - g > 1 && items[g + 1].index < best) {
+      best = items[g + 1].index;
+      *first = items[g].index;
+    }
+    g = h;
   }
+  return best;
 }
 
 static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
@@ -572,14 +612,18 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     return fail_at(r, m->line, m->column, "Extension ranges are not allowed in proto3.");
   if (proto3 && m->message_set_wire_format)
     return fail_at(r, m->line, m->column, "MessageSet is not supported in proto3.");
+  DupItem *items = pc_Arena_Malloc(r->a, (m->field_count + 1) * sizeof *items);
+  if (items == NULL) return oom(r);
+  for (size_t i = 0; i < m->field_count; i++)
+    items[i] = (DupItem){m->fields[i].number, NULL, i};
+  size_t dup_first = 0, dup = first_duplicate(items, m->field_count, &dup_first);
   for (size_t i = 0; i < m->field_count; i++) {
     const pc_FieldDesc *f = &m->fields[i];
     if (!check_field(r, f, 0, m)) return 0;
-    for (size_t k = 0; k < i; k++)
-      if (m->fields[k].number == f->number)
-        return fail_at(r, AT_NUMBER(f),
-                       "Field number %d has already been used in \"%s\" by field \"%s\".",
-                       f->number, full, m->fields[k].name);
+    if (i == dup)
+      return fail_at(r, AT_NUMBER(f),
+                     "Field number %d has already been used in \"%s\" by field \"%s\".",
+                     f->number, full, m->fields[dup_first].name);
     for (size_t k = 0; k < m->extension_range_count; k++) {
       pc_RangeDesc x = m->extension_ranges[k].range;
       if (x.start <= f->number && f->number < x.end)
@@ -612,15 +656,18 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
                        (int)s->len, s->name, full);
     }
   }
-  for (size_t i = 0; proto3 && i < m->field_count; i++) {
-    /* protoc's rule: unique after lower-casing and dropping underscores */
-    for (size_t k = 0; k < i; k++) {
-      if (same_json_key(m->fields[i].name, m->fields[k].name))
-        return fail_at(r, m->fields[i].line, m->fields[i].column,
-                       "The JSON camel-case name of field \"%s\" conflicts with field \"%s\". This "
-                       "is not allowed in proto3.",
-                       m->fields[i].name, m->fields[k].name);
+  if (proto3) { /* protoc's rule: unique after lower-casing and dropping underscores */
+    for (size_t i = 0; i < m->field_count; i++) {
+      char *key = json_key(r, m->fields[i].name);
+      if (key == NULL) return oom(r);
+      items[i] = (DupItem){0, key, i};
     }
+    size_t k = 0, i = first_duplicate(items, m->field_count, &k);
+    if (i != SIZE_MAX)
+      return fail_at(r, m->fields[i].line, m->fields[i].column,
+                     "The JSON camel-case name of field \"%s\" conflicts with field \"%s\". This "
+                     "is not allowed in proto3.",
+                     m->fields[i].name, m->fields[k].name);
   }
   for (size_t i = 0; i < m->oneof_count; i++) {
     int used = 0;

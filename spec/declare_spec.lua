@@ -82,6 +82,24 @@ describe("hostile input found by testing", function()
       "option 'pool': protocall.Pool expected, got string")
   end)
 
+  it("checks messages of many thousand fields without pairwise loops, and names duplicates", function()
+    local t = { 'syntax = "proto3"; package big; message A {' }
+    for i = 1, 20000 do t[#t + 1] = ("int32 f%d = %d;"):format(i, i < 19000 and i or i + 1000) end
+    t[#t + 1] = "}"
+    local p = pc.pool()
+    assert(p:load(table.concat(t), { name = "big.proto" }))
+    assert.are.equal(20000, #pc.fields(p:type("big.A")))
+    local ok, err = pc.pool():load('syntax = "proto3"; message A { int32 a = 1; int32 b = 2; int32 c = 1; '
+      .. 'int32 a_b = 4; int32 aB = 5; }', { name = "d.proto" })
+    assert.is_nil(ok)
+    assert.are.equal('d.proto:1:68: Field number 1 has already been used in "A" by field "a".', err)
+    ok, err = pc.pool():load('syntax = "proto3"; message A { int32 a_b = 4; int32 aB = 5; int32 ab = 6; }',
+      { name = "j.proto" })
+    assert.are.equal('j.proto:1:53: The JSON camel-case name of field "aB" conflicts with field "a_b". '
+      .. "This is not allowed in proto3.", err)
+    assert.has_error(function() p:message("x.D", { { "a", "int32", 1 }, { "b", "int32", 2 }, { "a", "int32", 3 } }) end)
+  end)
+
   it("prints a deep message in time linear in its size", function()
     local p = pc.pool()
     local P = p:message("d.P", { { "i", "int32", 1 }, { "sub", "d.P", 2 } })

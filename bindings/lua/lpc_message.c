@@ -1694,7 +1694,7 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   }
   size_t cap;
   unsigned shift;
-  lookup_shape(small, def->field_count <= 64 ? n : 65, &cap, &shift);
+  lookup_shape(small, def->field_count <= 64 ? n : def->field_count, &cap, &shift);
   size_t entries = sizeof(Lookup) + (cap - 1) * sizeof(LookupEntry);
   size_t size = entries + cap * sizeof(const pc_FieldDef *);
   Lookup *lk = lua_newuserdatauv(L, size, 1);

@@ -494,3 +494,27 @@ describe("in-process server streaming", function()
     assert.is_nil(iter())
   end)
 end)
+
+describe("messages that cannot be encoded", function()
+  it("fail a handler's response with INTERNAL and a request at the caller", function()
+    local p = pc.pool()
+    assert(p:load('syntax = "proto3"; package u8; message R { string s = 1; } '
+      .. 'service S { rpc Hello(R) returns (R); rpc W(R) returns (stream R); }', { name = "u8.proto" }))
+    local c = pc.client("u8.S", { pool = p, transport = pc.inproc(pc.server({ ["u8.S"] = {
+      Hello = function() return { s = "\255" } end,
+      W = function(_, ctx) ctx.send({ s = "ok" }); ctx.send({ s = "\255" }) end,
+    } }, { pool = p })) })
+    local ok, err = pcall(c.Hello, c, {})
+    assert.is_false(ok)
+    assert.are.equal("INTERNAL", err.code)
+    assert.are.equal("u8.S.Hello: response failed to encode: u8.R.s: invalid UTF-8 in a string field", err.message)
+    ok, err = pcall(c.Hello, c, { s = "\255" })
+    assert.is_false(ok)
+    assert.are.equal("u8.S.Hello request: u8.R.s: invalid UTF-8 in a string field", err)
+    local it = c:W{}
+    assert.are.equal("ok", it().s)
+    ok, err = pcall(it)
+    assert.is_false(ok)
+    assert.are.equal("INTERNAL", err.code)
+  end)
+end)

@@ -152,6 +152,16 @@ function M.install(pc, core)
     return setmetatable({ server = server }, Inproc)
   end
 
+  -- A handler's response on the wire; one that cannot be encoded (a proto3
+  -- string that is not UTF-8, nesting too deep) fails the call with
+  -- INTERNAL, as a gRPC server's serialization failure does.
+  local function response_bytes(info, m)
+    local ok, bytes = pcall(encode, m)
+    if ok then return bytes end
+    error(status("INTERNAL", info.full_name .. ": response failed to encode: "
+      .. tostring(bytes):gsub("^[^:\n]*:%d+: ", "", 1)), 0)
+  end
+
   --- bytes = inproc:unary(path, request_bytes, settings)
   function Inproc:unary(path, request, settings)
     local entry, info, req, ctx = prepare(self.server, path, request, settings)
@@ -161,7 +171,7 @@ function M.install(pc, core)
     if result == nil then
       error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
     end
-    return encode(response_of(info, result))
+    return response_bytes(info, response_of(info, result))
   end
 
   local SEND = setmetatable({}, { __name = "protocall.inproc.send" }) -- ctx.send's yield tag
@@ -202,7 +212,7 @@ function M.install(pc, core)
         i = i + 1
         local r = returned[i]
         if r == nil then finished = true; return nil end
-        return encode(response_of(info, r))
+        return response_bytes(info, response_of(info, r))
       end
       while true do
         local r = pack(co_resume(co, unpack(args, 1, args.n)))
@@ -228,7 +238,7 @@ function M.install(pc, core)
         if r[2] == SEND then
           args = pack() -- ctx.send returns nothing
           if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
-          return encode(r[3])
+          return response_bytes(info, r[3])
         end
         -- a yield of the handler's own: pass it through, resume with the answer
         args = pack(co_yield(unpack(r, 2, r.n)))
@@ -390,7 +400,10 @@ function M.install(pc, core)
         end
         local name = m.name
         stub[name] = function(_, request, call_opts)
-          local bytes = encode(as_message(input, request, full .. " request", 2))
+          local okE, bytes = pcall(encode, as_message(input, request, full .. " request", 2))
+          if not okE then
+            error(full .. " request: " .. tostring(bytes):gsub("^[^:\n]*:%d+: ", "", 1), 2)
+          end
           if call_opts == nil then return callable(bytes) end
           if type(call_opts) == "table" then
             local bad = options_problem(call_opts)

@@ -1,4 +1,5 @@
 #include "def.h"
+#include "message.h"
 
 #include <errno.h>
 #include <math.h>
@@ -675,24 +676,6 @@ static int parse_default(Builder *b, pc_FieldDef *f, const char *text) {
   return fail(b, "%s: bad default value '%s'", f->full_name, text);
 }
 
-static pc_SlotKind slot_of(pc_FieldType t) {
-  switch (t) {
-  case kPc_Type_Bool: return kPc_Slot_Bool;
-  case kPc_Type_Int32:
-  case kPc_Type_Uint32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Fixed32:
-  case kPc_Type_Sfixed32:
-  case kPc_Type_Float:
-  case kPc_Type_Enum: return kPc_Slot_32;
-  case kPc_Type_String:
-  case kPc_Type_Bytes: return kPc_Slot_String;
-  case kPc_Type_Message:
-  case kPc_Type_Group: return kPc_Slot_Message;
-  default: return kPc_Slot_64;
-  }
-}
-
 /* Fills one field (regular or extension) from its description. */
 static int build_field(Builder *b, pc_FieldDef *f, const pc_FieldDesc *d, const char *scope,
                        uint32_t index) {
@@ -743,7 +726,7 @@ static int build_field(Builder *b, pc_FieldDef *f, const pc_FieldDesc *d, const 
   f->proto3_optional = (uint8_t)(d->proto3_optional != 0);
   int repeated = d->label == kPc_Label_Repeated;
   f->is_map = (uint8_t)(repeated && f->message != NULL && f->message->map_entry);
-  f->slot = f->is_map ? kPc_Slot_Map : repeated ? kPc_Slot_Array : slot_of(d->type);
+  f->slot = f->is_map ? kPc_Slot_Map : repeated ? kPc_Slot_Array : pc_FieldDef_ElemSlot(f);
   int scalar = d->type != kPc_Type_String && d->type != kPc_Type_Bytes && f->message == NULL;
   if (repeated && scalar)
     f->packed = (uint8_t)(d->packed >= 0 ? d->packed : b->file->syntax == kPc_Syntax_Proto3);

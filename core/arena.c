@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PC_ARENA_ALIGN 8
+#define PC_ARENA_ALIGN       8
 #define PC_ARENA_FIRST_BLOCK 256
-#define PC_ARENA_MAX_BLOCK ((size_t)64 * 1024)
+#define PC_ARENA_MAX_BLOCK   ((size_t)64 * 1024)
 
 typedef struct pc_Block {
   struct pc_Block *next;

@@ -464,7 +464,8 @@ static int add_local(Builder *b, const char *name, int kind, void *def) {
 static int build_enum(Builder *b, const pc_EnumDesc *d, const char *scope,
                       const pc_MessageDef *containing) {
   pc_EnumDef *e = &b->enums[b->nenum++];
-  if (!valid_ident(d->name)) return fail(b, "%s: invalid enum name '%s'", b->file->name, shown(d->name));
+  if (!valid_ident(d->name))
+    return fail(b, "%s: invalid enum name '%s'", b->file->name, shown(d->name));
   e->name = d->name;
   e->full_name = join(b, scope, d->name);
   if (e->full_name == NULL) return oom(b);
@@ -923,7 +924,8 @@ static int build_services(Builder *b, const pc_FileDesc *d) {
   for (size_t i = 0; i < d->service_count; i++) {
     const pc_ServiceDesc *sd = &d->services[i];
     pc_ServiceDef *s = &b->svcs[i];
-    if (!valid_ident(sd->name)) return fail(b, "%s: invalid service name '%s'", d->name, shown(sd->name));
+    if (!valid_ident(sd->name))
+      return fail(b, "%s: invalid service name '%s'", d->name, shown(sd->name));
     s->name = sd->name;
     s->full_name = join(b, d->package, sd->name);
     s->file = b->file;

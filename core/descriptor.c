@@ -3,10 +3,10 @@
 #include <string.h>
 
 /* ORDER TYPE: index = pc_FieldType */
-static const char *const kTypeNames[19] = {
-    NULL,     "double", "float", "int64",   "uint64", "int32",   "fixed64",
-    "fixed32", "bool",  "string", "group",  "message", "bytes", "uint32",
-    "enum",   "sfixed32", "sfixed64", "sint32", "sint64"};
+static const char *const kTypeNames[19] = {NULL,       "double",   "float",   "int64",  "uint64",
+                                           "int32",    "fixed64",  "fixed32", "bool",   "string",
+                                           "group",    "message",  "bytes",   "uint32", "enum",
+                                           "sfixed32", "sfixed64", "sint32",  "sint64"};
 
 const char *pc_FieldType_Name(int type) {
   if (type < 1 || type > 18) return NULL;

@@ -43,11 +43,7 @@ typedef enum {
 } pc_FieldType;
 
 /* FieldDescriptorProto.Label */
-typedef enum {
-  kPc_Label_Optional = 1,
-  kPc_Label_Required = 2,
-  kPc_Label_Repeated = 3
-} pc_Label;
+typedef enum { kPc_Label_Optional = 1, kPc_Label_Required = 2, kPc_Label_Repeated = 3 } pc_Label;
 
 typedef enum { kPc_Syntax_Proto2 = 2, kPc_Syntax_Proto3 = 3 } pc_Syntax;
 
@@ -66,23 +62,23 @@ typedef struct {
 } pc_RangeDesc;
 
 typedef struct {
-  const char *name;      /* 1 */
-  int32_t number;        /* 3 */
-  pc_Label label;        /* 4 */
-  pc_FieldType type;     /* 5; 0 when only type_name is known (parser output
-                            before resolution: message or enum) */
-  const char *type_name; /* 6; NULL for scalars. As written (relative) or
-                            fully qualified with a leading dot */
-  const char *extendee;  /* 2; NULL unless an extension */
+  const char *name;          /* 1 */
+  int32_t number;            /* 3 */
+  pc_Label label;            /* 4 */
+  pc_FieldType type;         /* 5; 0 when only type_name is known (parser output
+                                before resolution: message or enum) */
+  const char *type_name;     /* 6; NULL for scalars. As written (relative) or
+                                fully qualified with a leading dot */
+  const char *extendee;      /* 2; NULL unless an extension */
   const char *default_value; /* 7; NULL when none. protoc's text form: bytes
                                 C-escaped, enums by value name, floats as
                                 written ("inf", "-inf", "nan") */
   size_t default_value_len;  /* bytes at default_value when a string default
                                 holds NUL bytes; 0 means strlen() */
-  int32_t oneof_index;   /* 9; -1 when not in a oneof */
-  const char *json_name; /* 10; NULL when not set */
-  int proto3_optional;   /* 17 */
-  pc_OptionsDesc options; /* 8: FieldOptions */
+  int32_t oneof_index;       /* 9; -1 when not in a oneof */
+  const char *json_name;     /* 10; NULL when not set */
+  int proto3_optional;       /* 17 */
+  pc_OptionsDesc options;    /* 8: FieldOptions */
   /* FieldOptions decoded: packed (2) and deprecated (3); -1 unset, 0, 1 */
   int packed;
   int deprecated;
@@ -141,7 +137,7 @@ typedef struct pc_MessageDesc {
   size_t oneof_count;     /* 8 */
   pc_OptionsDesc options; /* 7: MessageOptions; map_entry (7) decoded below */
   int map_entry;
-  int message_set_wire_format; /* MessageOptions 1 */
+  int message_set_wire_format;   /* MessageOptions 1 */
   pc_RangeDesc *reserved_ranges; /* 9; end exclusive */
   size_t reserved_range_count;
   const char **reserved_names; /* 10 */

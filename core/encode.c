@@ -5,7 +5,7 @@
 
 /* ORDER ENCODESTATUS */
 static const char *const encode_status_text[] = {"ok", "out of memory", "nesting too deep",
-                                                  "invalid UTF-8 in a string field"};
+                                                 "invalid UTF-8 in a string field"};
 
 const char *pc_EncodeStatus_String(pc_EncodeStatus s) {
   if ((unsigned)s >= sizeof encode_status_text / sizeof encode_status_text[0])

@@ -11,8 +11,8 @@
 #define PC_ERROR_MAX 512
 
 typedef struct {
-  int set;                 /* non-zero once a message is written */
-  char msg[PC_ERROR_MAX];  /* NUL-terminated; truncated to fit */
+  int set;                /* non-zero once a message is written */
+  char msg[PC_ERROR_MAX]; /* NUL-terminated; truncated to fit */
 } pc_Error;
 
 /* Clears 'e' (NULL allowed). */

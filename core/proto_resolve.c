@@ -614,16 +614,15 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     return fail_at(r, m->line, m->column, "MessageSet is not supported in proto3.");
   DupItem *items = pc_Arena_Malloc(r->a, (m->field_count + 1) * sizeof *items);
   if (items == NULL) return oom(r);
-  for (size_t i = 0; i < m->field_count; i++)
-    items[i] = (DupItem){m->fields[i].number, NULL, i};
+  for (size_t i = 0; i < m->field_count; i++) items[i] = (DupItem){m->fields[i].number, NULL, i};
   size_t dup_first = 0, dup = first_duplicate(items, m->field_count, &dup_first);
   for (size_t i = 0; i < m->field_count; i++) {
     const pc_FieldDesc *f = &m->fields[i];
     if (!check_field(r, f, 0, m)) return 0;
     if (i == dup)
       return fail_at(r, AT_NUMBER(f),
-                     "Field number %d has already been used in \"%s\" by field \"%s\".",
-                     f->number, full, m->fields[dup_first].name);
+                     "Field number %d has already been used in \"%s\" by field \"%s\".", f->number,
+                     full, m->fields[dup_first].name);
     for (size_t k = 0; k < m->extension_range_count; k++) {
       pc_RangeDesc x = m->extension_ranges[k].range;
       if (x.start <= f->number && f->number < x.end)

@@ -220,7 +220,6 @@ static inline int pc_WireWriter_PutBytes(pc_WireWriter *w, const void *p, size_t
   return 1;
 }
 
-
 /* -- Appending ----------------------------------------------------------- */
 
 /* A byte buffer appended to front to back and grown in a pc_Arena (old

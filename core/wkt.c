@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+/* clang-format off: .proto text, one source line per line */
 static const char k_any[] =
     "syntax = \"proto3\";\n"
     "package google.protobuf;\n"
@@ -563,6 +564,7 @@ static const struct {
     {"google/protobuf/wrappers.proto", k_wrappers, sizeof k_wrappers - 1},
 };
 
+/* clang-format on */
 const char *pc_Wkt_Source(const char *name, size_t *len) {
   for (size_t i = 0; i < sizeof kWkt / sizeof kWkt[0]; i++) {
     if (strcmp(kWkt[i].name, name) == 0) {
@@ -580,32 +582,55 @@ const char *pc_Wkt_Name(size_t i) {
 /* Top-level types of each built-in file (descriptor.proto's listed apart). */
 static const struct {
   const char *type, *file;
-} kWktTypes[] = {
-    {"Any", "any"},           {"Api", "api"},
-    {"Method", "api"},        {"Mixin", "api"},
-    {"Duration", "duration"}, {"Empty", "empty"},
-    {"FieldMask", "field_mask"}, {"SourceContext", "source_context"},
-    {"Struct", "struct"},     {"Value", "struct"},
-    {"ListValue", "struct"},  {"NullValue", "struct"},
-    {"Timestamp", "timestamp"}, {"Type", "type"},
-    {"Field", "type"},        {"Enum", "type"},
-    {"EnumValue", "type"},    {"Option", "type"},
-    {"Syntax", "type"},       {"DoubleValue", "wrappers"},
-    {"FloatValue", "wrappers"}, {"Int64Value", "wrappers"},
-    {"UInt64Value", "wrappers"}, {"Int32Value", "wrappers"},
-    {"UInt32Value", "wrappers"}, {"BoolValue", "wrappers"},
-    {"StringValue", "wrappers"}, {"BytesValue", "wrappers"},
-    {"FileDescriptorSet", "descriptor"}, {"FileDescriptorProto", "descriptor"},
-    {"DescriptorProto", "descriptor"}, {"ExtensionRangeOptions", "descriptor"},
-    {"FieldDescriptorProto", "descriptor"}, {"OneofDescriptorProto", "descriptor"},
-    {"EnumDescriptorProto", "descriptor"}, {"EnumValueDescriptorProto", "descriptor"},
-    {"ServiceDescriptorProto", "descriptor"}, {"MethodDescriptorProto", "descriptor"},
-    {"FileOptions", "descriptor"}, {"MessageOptions", "descriptor"},
-    {"FieldOptions", "descriptor"}, {"OneofOptions", "descriptor"},
-    {"EnumOptions", "descriptor"}, {"EnumValueOptions", "descriptor"},
-    {"ServiceOptions", "descriptor"}, {"MethodOptions", "descriptor"},
-    {"UninterpretedOption", "descriptor"}, {"SourceCodeInfo", "descriptor"},
-    {"GeneratedCodeInfo", "descriptor"}};
+} kWktTypes[] = {{"Any", "any"},
+                 {"Api", "api"},
+                 {"Method", "api"},
+                 {"Mixin", "api"},
+                 {"Duration", "duration"},
+                 {"Empty", "empty"},
+                 {"FieldMask", "field_mask"},
+                 {"SourceContext", "source_context"},
+                 {"Struct", "struct"},
+                 {"Value", "struct"},
+                 {"ListValue", "struct"},
+                 {"NullValue", "struct"},
+                 {"Timestamp", "timestamp"},
+                 {"Type", "type"},
+                 {"Field", "type"},
+                 {"Enum", "type"},
+                 {"EnumValue", "type"},
+                 {"Option", "type"},
+                 {"Syntax", "type"},
+                 {"DoubleValue", "wrappers"},
+                 {"FloatValue", "wrappers"},
+                 {"Int64Value", "wrappers"},
+                 {"UInt64Value", "wrappers"},
+                 {"Int32Value", "wrappers"},
+                 {"UInt32Value", "wrappers"},
+                 {"BoolValue", "wrappers"},
+                 {"StringValue", "wrappers"},
+                 {"BytesValue", "wrappers"},
+                 {"FileDescriptorSet", "descriptor"},
+                 {"FileDescriptorProto", "descriptor"},
+                 {"DescriptorProto", "descriptor"},
+                 {"ExtensionRangeOptions", "descriptor"},
+                 {"FieldDescriptorProto", "descriptor"},
+                 {"OneofDescriptorProto", "descriptor"},
+                 {"EnumDescriptorProto", "descriptor"},
+                 {"EnumValueDescriptorProto", "descriptor"},
+                 {"ServiceDescriptorProto", "descriptor"},
+                 {"MethodDescriptorProto", "descriptor"},
+                 {"FileOptions", "descriptor"},
+                 {"MessageOptions", "descriptor"},
+                 {"FieldOptions", "descriptor"},
+                 {"OneofOptions", "descriptor"},
+                 {"EnumOptions", "descriptor"},
+                 {"EnumValueOptions", "descriptor"},
+                 {"ServiceOptions", "descriptor"},
+                 {"MethodOptions", "descriptor"},
+                 {"UninterpretedOption", "descriptor"},
+                 {"SourceCodeInfo", "descriptor"},
+                 {"GeneratedCodeInfo", "descriptor"}};
 
 const char *pc_Wkt_FileOf(const char *full_name) {
   static const char prefix[] = "google.protobuf.";

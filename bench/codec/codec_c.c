@@ -104,8 +104,7 @@ int main(int argc, char **argv) {
     if (m == NULL) return 1;
     if (argc >= 8) {
       if (strcmp(argv[5], names[i]) == 0)
-        (strcmp(argv[6], "decode") == 0 ? time_decode : time_encode)(m, buf, size,
-                                                                     atol(argv[7]));
+        (strcmp(argv[6], "decode") == 0 ? time_decode : time_encode)(m, buf, size, atol(argv[7]));
     } else {
       printf("%s %.2f %.2f\n", names[i], best(time_decode, m, buf, size),
              best(time_encode, m, buf, size));

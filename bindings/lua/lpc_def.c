@@ -368,8 +368,8 @@ static void check_keys(lua_State *L, int t, const char *where, lua_Integer npos,
   }
 }
 
-static const char *const kFieldOptions[] = {"repeated", "required", "optional", "packed",
-                                            "json_name", "oneof", "default", NULL};
+static const char *const kFieldOptions[] = {"repeated",  "required", "optional", "packed",
+                                            "json_name", "oneof",    "default",  NULL};
 static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
 
 /* -- T = pc.message(full_name, fields, opts)   (API.md "Schemas") */

@@ -284,7 +284,7 @@ static int lpc_grpccall_status(lua_State *L) {
  * take 8 KiB of headers by default), and libcurl's header list costs time
  * quadratic in its length, so a huge list would overrun any deadline. */
 #define LPC_METADATA_MAX_PAIRS 1000
-#define LPC_METADATA_MAX_BYTES (64 * 1024)
+#define LPC_METADATA_MAX_BYTES ((size_t)64 * 1024)
 
 /* -- nil | message = core.metadata_problem(md)
  * What is wrong with 'md' as call metadata, or nil: it must be a list of
@@ -338,7 +338,8 @@ static int lpc_grpc_metadata_problem(lua_State *L) {
     p.value = lua_tolstring(L, 4, &p.value_len);
     total += p.key_len + p.value_len;
     if (total > LPC_METADATA_MAX_BYTES) {
-      lua_pushfstring(L, "metadata: more than %d bytes of keys and values", LPC_METADATA_MAX_BYTES);
+      lua_pushfstring(L, "metadata: more than %d bytes of keys and values",
+                      (int)LPC_METADATA_MAX_BYTES);
       return 1;
     }
     pc_Error err;

@@ -416,7 +416,7 @@ static int lpc_host_unary(lua_State *L) {
   r.timeout = lua_isnumber(L, 5) ? lua_tonumber(L, 5) : -1;
   lua_getfield(L, 4, "compression"); /* 6 */
   r.compression = lua_tostring(L, 6);
-  lua_getfield(L, 4, "metadata"); /* 7 */
+  lua_getfield(L, 4, "metadata");                            /* 7 */
   size_t n = lua_istable(L, 7) ? (size_t)luaL_len(L, 7) : 0; /* may be a read-only view */
   protocall_Metadata *md = lua_newuserdatauv(L, (n ? n : 1) * sizeof *md, 0); /* 8 */
   luaL_checkstack(L, (int)(2 * n) + LUA_MINSTACK, "too much metadata");

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TOOL   PC_SOURCE_DIR "/spec/tools/wire_diff.py"
+#define TOOL PC_SOURCE_DIR "/spec/tools/wire_diff.py"
 
 static const char *kProjects[] = {"wkt", "protobuf", "opentelemetry", "grpc", "googleapis"};
 #define NPROJ (sizeof kProjects / sizeof kProjects[0])

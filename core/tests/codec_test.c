@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static pc_Pool *load_set(const char *project) {
   char path[512];
   snprintf(path, sizeof path, "%s/descriptors/%s.pb", CORPUS, project);

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CORPUS PC_SOURCE_DIR "/../shared/corpus"
+#define CORPUS      PC_SOURCE_DIR "/../shared/corpus"
 #define CORPUS_SKIP 77
 
 /* The whole file at 'path' (NUL-terminated, for text), its size in

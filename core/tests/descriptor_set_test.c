@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct {
   const char *dir;
   char *buf;

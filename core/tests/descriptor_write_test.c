@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const char kProto[] =
     "syntax = \"proto2\";\n"
     "package t;\n"

@@ -7,9 +7,9 @@
 
 #include <stdlib.h>
 
-static long fail_at = 0;     /* fail the fail_at-th allocation; 0 = never */
-static long fail_count = 0;  /* allocations so far */
-static int fail_hit = 0;     /* whether the failure happened */
+static long fail_at = 0;        /* fail the fail_at-th allocation; 0 = never */
+static long fail_count = 0;     /* allocations so far */
+static int fail_hit = 0;        /* whether the failure happened */
 static long long fail_live = 0; /* bytes allocated and not yet freed */
 
 static void fail_reset(long at) {

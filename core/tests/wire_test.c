@@ -208,7 +208,7 @@ static void test_utf8(void) {
   CHECK(utf8("\xf4\x8f\xbf\xbf")); /* U+10FFFF */
   CHECK(utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
   CHECK(pc_Wire_ValidUtf8((const uint8_t *)"a\0b", 3)); /* NUL is valid */
-  CHECK(pc_Wire_ValidUtf8(NULL, 0)); /* an empty string slot holds no pointer */
+  CHECK(pc_Wire_ValidUtf8(NULL, 0));                    /* an empty string slot holds no pointer */
   CHECK(!utf8("\x80"));                                 /* lone continuation */
   CHECK(!utf8("\xbf"));
   CHECK(!utf8("\xc0\x80"));     /* overlong NUL */

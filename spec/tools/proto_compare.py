@@ -173,53 +173,5 @@ def main():
     return 1 if failed else 0
 
 
-def main():
-    if sys.argv[1] == "--protoc":
-        return main_protoc(sys.argv[2], sys.argv[3])
-    corpus, tool = sys.argv[1], sys.argv[2]
-    protos = os.path.join(corpus, "protos")
-    if not os.path.isdir(protos):
-        msg = "proto_compare: corpus absent (%s)" % protos
-        if os.environ.get("CI"):
-            print(msg + ": FAIL (CI is set)")
-            return 1
-        print(msg + ": SKIP")
-        return 77
-    failed = 0
-    compared = 0
-    runs = []
-    for project in sorted(os.listdir(protos)):
-        root = os.path.join(protos, project)
-        runs.append((project, ["-I", root] + proto_files(root)))
-    runs.append(("wkt", ["google/protobuf/%s.proto" % n for n in WKT]))
-    for project, args in runs:
-        fds = descriptor_pb2.FileDescriptorSet()
-        with open(os.path.join(corpus, "descriptors", project + ".pb"), "rb") as f:
-            fds.ParseFromString(f.read())
-        ours, err = dump(tool, args)
-        builtin = "-I" not in args
-        what = project + (" (built-in well-known types)" if builtin else "")
-        if ours is None:
-            print("%s: load failed: %s" % (what, err))
-            failed += 1
-            continue
-        for fp in fds.file:
-            if builtin and fp.name not in ours:
-                continue  # compiler/plugin.proto is not built in
-            compared += 1
-            if fp.name not in ours:
-                print("%s: %s: not loaded" % (what, fp.name))
-                failed += 1
-                continue
-            diffs = []
-            compare(ours[fp.name], to_json(fp), "", diffs)
-            if diffs:
-                failed += 1
-                for d in diffs:
-                    print("%s: %s" % (fp.name, d))
-    print("proto_compare: %d files compared, %d differ" % (compared, failed))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
     sys.exit(main())

@@ -32,6 +32,19 @@ describe("declarations", function()
     assert.is_not_nil(p:file("google/protobuf/struct.proto"))
   end)
 
+  it("come with a descriptor set that imports them without carrying them", function()
+    local a = pc.pool()
+    assert(a:load('syntax = "proto3"; package s; import "google/protobuf/timestamp.proto"; '
+      .. "message M { google.protobuf.Timestamp at = 1; }", { name = "s.proto" }))
+    local fdp = pc.encode(a:file_descriptor("s.proto"))
+    assert(#fdp < 128)
+    local set = "\10" .. string.char(#fdp) .. fdp -- FileDescriptorSet{file = [s.proto]}, no imports
+    local b = pc.pool()
+    local files = assert(b:load_descriptor_set(set))
+    assert.are.equal(1, #files)
+    assert.are.equal("\10\2\8\3", pc.encode(b:type("s.M"){ at = { seconds = 3 } }))
+  end)
+
   it("answer nil for a name that is no type", function()
     assert.are.equal(1, select("#", pc.type("no.such.Type")))
     assert.is_nil(pc.type("no.such.Type"))

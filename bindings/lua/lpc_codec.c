@@ -222,6 +222,27 @@ static int lpc_codec_decode(lua_State *L) {
  * Adds every file of a serialized FileDescriptorSet to 'pool' (files the
  * pool already has by name are skipped). Returns the list of the added
  * files' names in order, or nil and the reason. */
+/* A set made without --include_imports names well-known types it does not
+ * carry: add the built-in files it imports and lacks first (as pc.load
+ * does for an import). A set that does not read is left to
+ * pc_Pool_AddDescriptorSet to report. */
+static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes, size_t len) {
+  pc_Arena *a = lpc_newarena(L);
+  pc_FileDesc *files;
+  size_t count;
+  if (pc_DescriptorSet_Read(bytes, len, a, &files, &count, NULL)) {
+    for (size_t i = 0; i < count; i++) {
+      for (size_t d = 0; d < files[i].dependency_count; d++) {
+        const char *dep = files[i].dependencies[d];
+        size_t k = 0;
+        while (k < count && strcmp(files[k].name, dep) != 0) k++;
+        if (k == count) lpc_load_builtin(L, pool, dep);
+      }
+    }
+  }
+  lua_pop(L, 1); /* the arena, to the collector */
+}
+
 static int lpc_codec_load_descriptor_set(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
   size_t len;
@@ -229,6 +250,7 @@ static int lpc_codec_load_descriptor_set(lua_State *L) {
   const char *bytes = lua_tolstring(L, 2, &len);
   pc_Error err;
   pc_Error_Init(&err);
+  load_builtin_imports(L, pool, bytes, len);
   size_t first;
   long added = pc_Pool_AddDescriptorSet(pool, bytes, len, &first, &err);
   if (added < 0) {

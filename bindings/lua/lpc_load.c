@@ -94,7 +94,11 @@ int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *e
 
 int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name) {
   const char *file = pc_Wkt_FileOf(full_name);
-  if (file == NULL || pc_Pool_IsFrozen(pool)) return 0;
+  return file != NULL && lpc_load_builtin(L, pool, file);
+}
+
+int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
+  if (pc_Wkt_Source(file, NULL) == NULL || pc_Pool_IsFrozen(pool)) return 0;
   if (pc_Pool_FindFile(pool, file) != NULL) return 1;
   lpc_SourceCtx c;
   memset(&c, 0, sizeof c); /* no text, no import paths: the built-ins answer */

@@ -93,6 +93,10 @@ int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *e
  * when memory runs out. */
 int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name);
 
+/* The same by file name ("google/protobuf/timestamp.proto"): 1 when the
+ * pool has that built-in file now, 0 when it is none or the pool is frozen. */
+int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file);
+
 /* Used between lpc_def.c and lpc_message.c: the two instance metatables
  * of a new Type (its user values 2 and 3), and calling a Type. */
 void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def);

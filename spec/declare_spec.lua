@@ -45,6 +45,18 @@ describe("declarations", function()
     assert.are.equal("\10\2\8\3", pc.encode(b:type("s.M"){ at = { seconds = 3 } }))
   end)
 
+  it("are not kept alive by the codec's cache of the last type it met", function()
+    local probe = setmetatable({}, { __mode = "k" })
+    do
+      local p = pc.pool()
+      local T = p:message("gc.T", { { "a", "int32", 1 } })
+      assert.are.equal(1, pc.decode(T, pc.encode(T{ a = 1 })).a)
+      probe[p] = true
+    end
+    for _ = 1, 3 do collectgarbage() end
+    assert.is_nil(next(probe))
+  end)
+
   it("answer nil for a name that is no type", function()
     assert.are.equal(1, select("#", pc.type("no.such.Type")))
     assert.is_nil(pc.type("no.such.Type"))

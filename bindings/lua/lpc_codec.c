@@ -30,10 +30,10 @@ typedef struct {
                         (no block) unless the input had unknown fields */
   /* The last message metatable encode met and what it means, and the last
    * Type decode met. Saves the generic checks on the common loop of one
-   * type. They are held weakly (slots 1 and 2 of the weak-valued table,
-   * upvalue 2 of encode and decode), so the cache never keeps a type or its pool alive; a
-   * pointer counts as a hit only while its slot still holds the object, so
-   * an address reused after a collection cannot hit. */
+   * type. Slots 1 and 2 of the table in upvalue 2 of encode and decode hold
+   * them, so an address cannot be reused while it is cached; a finalizer
+   * that runs once per collection cycle (clear_cache) empties the cache, so
+   * it never keeps a dropped type or its pool alive past the next cycle. */
   const void *mt;
   const pc_MessageDef *mt_def;
   int mt_standalone;
@@ -44,16 +44,26 @@ typedef struct {
 #define CODEC_STATE lua_upvalueindex(1)
 #define CODEC_CACHE lua_upvalueindex(2)
 
-/* Whether weak slot 'slot' still holds an object (see CodecState). */
-static int still_cached(lua_State *L, int slot) {
-  int alive = lua_rawgeti(L, CODEC_CACHE, slot) != LUA_TNIL;
-  lua_pop(L, 1);
-  return alive;
-}
-
-/* Pops the value on top into weak slot 'slot'. */
+/* Pops the value on top into cache slot 'slot' (see CodecState). */
 static void cache(lua_State *L, int slot) {
   lua_rawseti(L, CODEC_CACHE, slot);
+}
+
+/* __gc of a sentinel made once per collection cycle: forgets the cached
+ * types (upvalue 1 the CodecState, 2 the cache table, 3 the sentinel's
+ * metatable), then leaves a new sentinel for the next cycle. */
+static int clear_cache(lua_State *L) {
+  CodecState *cs = lua_touserdata(L, lua_upvalueindex(1));
+  cs->mt = cs->type = NULL;
+  cs->mt_def = cs->type_def = NULL;
+  lua_pushnil(L);
+  lua_rawseti(L, lua_upvalueindex(2), 1);
+  lua_pushnil(L);
+  lua_rawseti(L, lua_upvalueindex(2), 2);
+  lua_newtable(L);
+  lua_pushvalue(L, lua_upvalueindex(3));
+  lua_setmetatable(L, -2);
+  return 0;
 }
 
 /* Raises "bad argument #arg to 'fname' (msg)". encode and decode name
@@ -77,7 +87,7 @@ static _Noreturn void codec_typeerror(lua_State *L, int arg, const char *fname,
 /* The message at 1 and its type, as lpc_checkmessage, through the cache. */
 static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageDef **def) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
-    int hit = lua_topointer(L, -1) == cs->mt && still_cached(L, 1);
+    int hit = lua_topointer(L, -1) == cs->mt;
     lua_pop(L, 1);
     if (hit) {
       void *p = lua_touserdata(L, 1);
@@ -97,8 +107,7 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
 
 /* The Type at 1, as lpc_checktype, through the cache. */
 static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
-  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type && still_cached(L, 2))
-    return cs->type_def;
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
   if (luaL_testudata(L, 1, "protocall.Type") == NULL)
     codec_typeerror(L, 1, "decode", "protocall.Type");
   const pc_MessageDef *def = lpc_checktype(L, 1);
@@ -280,11 +289,19 @@ void lpc_open_codec(lua_State *L) {
     lua_setfield(L, -2, "__metatable");
   }
   lua_setmetatable(L, -2);
-  lua_createtable(L, 2, 0); /* the weak cache */
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "v");
-  lua_setfield(L, -2, "__mode");
+  lua_createtable(L, 2, 0); /* the cache */
+  /* The first sentinel: a garbage table whose __gc (clear_cache) runs at
+   * the end of the next cycle and leaves the next sentinel. */
+  lua_createtable(L, 0, 1); /* its metatable */
+  lua_pushvalue(L, -3);
+  lua_pushvalue(L, -3);
+  lua_pushvalue(L, -3);
+  lua_pushcclosure(L, clear_cache, 3);
+  lua_setfield(L, -2, "__gc");
+  lua_newtable(L);
+  lua_insert(L, -2);
   lua_setmetatable(L, -2);
+  lua_pop(L, 1);
   lua_pushvalue(L, -2);
   lua_pushvalue(L, -2);
   lua_pushcclosure(L, lpc_codec_encode, 2);

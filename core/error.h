@@ -8,6 +8,8 @@
 #ifndef PC_ERROR_H
 #define PC_ERROR_H
 
+#include <stdarg.h>
+
 #define PC_ERROR_MAX 512
 
 typedef struct {
@@ -23,5 +25,9 @@ void pc_Error_Init(pc_Error *e);
 __attribute__((format(printf, 2, 3)))
 #endif
 void pc_Error_Set(pc_Error *e, const char *fmt, ...);
+
+/* "file:line:col: <message>" (just "file: <message>" when 'line' <= 0),
+ * as .proto errors read, into 'e' unless it is NULL or already set. */
+void pc_Error_SetAtV(pc_Error *e, const char *file, int line, int col, const char *fmt, va_list ap);
 
 #endif

@@ -36,12 +36,10 @@ __attribute__((format(printf, 4, 5)))
 static int
 error_at(P *p, int line, int col, const char *fmt, ...) {
   if (!p->failed) {
-    char msg[PC_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    pc_Error_SetAtV(p->err, p->name, line, col, fmt, ap);
     va_end(ap);
-    pc_Error_Set(p->err, "%s:%d:%d: %s", p->name, line, col, msg);
   }
   p->failed = 1;
   p->cur.kind = kPc_Tok_End; /* stops every loop */
@@ -1185,6 +1183,28 @@ static int parse_message_reserved(P *p, pc_MessageDesc *m, Caps *c) {
 
 static int parse_message(P *p, pc_MessageDesc *m);
 
+/* Parses a message (an enum) definition and appends it to a list of them:
+ * the file's, or a message's nested ones. */
+static int append_message(P *p, MsgSink to) {
+  pc_MessageDesc m;
+  memset(&m, 0, sizeof m);
+  if (!parse_message(p, &m)) return 0;
+  pc_MessageDesc *slot = push(p, to.arr, to.count, to.cap, sizeof *slot);
+  if (slot == NULL) return 0;
+  *slot = m;
+  return 1;
+}
+
+static int append_enum(P *p, pc_EnumDesc **arr, size_t *count, size_t *cap) {
+  pc_EnumDesc e;
+  memset(&e, 0, sizeof e);
+  if (!parse_enum(p, &e)) return 0;
+  pc_EnumDesc *slot = push(p, arr, count, cap, sizeof *slot);
+  if (slot == NULL) return 0;
+  *slot = e;
+  return 1;
+}
+
 static int parse_message_block(P *p, pc_MessageDesc *m) {
   if (++p->depth > MAX_DEPTH) return error(p, "Message nesting too deep.");
   if (!expect(p, "{")) return 0;
@@ -1201,23 +1221,9 @@ static int parse_message_block(P *p, pc_MessageDesc *m) {
     if (try_consume(p, ";")) continue;
     int ok;
     if (at(p, "message")) {
-      pc_MessageDesc sub;
-      memset(&sub, 0, sizeof sub);
-      ok = parse_message(p, &sub);
-      if (ok) {
-        pc_MessageDesc *slot = push(p, ms.arr, ms.count, ms.cap, sizeof *slot);
-        ok = slot != NULL;
-        if (ok) *slot = sub;
-      }
+      ok = append_message(p, ms);
     } else if (at(p, "enum")) {
-      pc_EnumDesc e;
-      memset(&e, 0, sizeof e);
-      ok = parse_enum(p, &e);
-      if (ok) {
-        pc_EnumDesc *slot = push(p, &m->enums, &m->enum_count, &c.enums, sizeof *slot);
-        ok = slot != NULL;
-        if (ok) *slot = e;
-      }
+      ok = append_enum(p, &m->enums, &m->enum_count, &c.enums);
     } else if (at(p, "extensions")) {
       ok = parse_ranges(p, m, &c);
     } else if (at(p, "reserved")) {
@@ -1397,23 +1403,9 @@ static int parse_file(P *p, pc_FileDesc *file) {
     int ok = 1;
     if (try_consume(p, ";")) continue;
     if (at(p, "message")) {
-      pc_MessageDesc m;
-      memset(&m, 0, sizeof m);
-      ok = parse_message(p, &m);
-      if (ok) {
-        pc_MessageDesc *slot = push(p, ms.arr, ms.count, ms.cap, sizeof *slot);
-        ok = slot != NULL;
-        if (ok) *slot = m;
-      }
+      ok = append_message(p, ms);
     } else if (at(p, "enum")) {
-      pc_EnumDesc e;
-      memset(&e, 0, sizeof e);
-      ok = parse_enum(p, &e);
-      if (ok) {
-        pc_EnumDesc *slot = push(p, &file->enums, &file->enum_count, &ecap, sizeof *slot);
-        ok = slot != NULL;
-        if (ok) *slot = e;
-      }
+      ok = append_enum(p, &file->enums, &file->enum_count, &ecap);
     } else if (at(p, "service")) {
       pc_ServiceDesc s;
       memset(&s, 0, sizeof s);

@@ -63,15 +63,10 @@ __attribute__((format(printf, 4, 5)))
 static int
 fail_at(R *r, int line, int col, const char *fmt, ...) {
   if (!r->failed) {
-    char msg[PC_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    pc_Error_SetAtV(r->err, r->file->name, line, col, fmt, ap);
     va_end(ap);
-    if (line > 0)
-      pc_Error_Set(r->err, "%s:%d:%d: %s", r->file->name, line, col, msg);
-    else
-      pc_Error_Set(r->err, "%s: %s", r->file->name, msg);
   }
   r->failed = 1;
   return 0;

@@ -4,7 +4,7 @@
 #   make test     the same set-up, then every test on the release build and
 #                 on the sanitizer build; the last line is "N passed, N failed"
 #   make bench    every benchmark in bench/ (not part of make test)
-#   make fuzz     every libFuzzer target in core/fuzz for FUZZ_SECONDS each
+#   make fuzz     every libFuzzer target in core/*/fuzz for FUZZ_SECONDS each
 #                 (make test runs a FUZZ_SLICE-second slice of each);
 #                 BENCH_ARGS=--callgrind adds exact instruction counts
 #   make memcheck the spec suite under valgrind
@@ -75,7 +75,7 @@ lint: build
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --std=c11 -I core -I bindings/lua core bindings
 	@echo "clang-tidy over core/ and bindings/ (compile_commands.json of $(RELEASE))"
-	@out=$$(find core bindings -name '*.c' -not -path 'core/tests/*' -not -path 'bindings/tests/*' | \
+	@out=$$(find core bindings -name '*.c' -not -name '*_test.c' -not -name proto_dump.c | \
 	  xargs -P $(JOBS) -n 4 clang-tidy -p $(RELEASE) --quiet --warnings-as-errors='*' 2>&1); \
 	  status=$$?; printf '%s\n' "$$out" | grep -v -e '^[0-9]* warnings\{0,1\} generated\.$$' -e '^$$'; \
 	  exit $$status

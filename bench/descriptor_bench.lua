@@ -1,6 +1,6 @@
 -- Descriptors out (issue 5 item 5): a large loaded file
 -- (google/pubsub/v1/pubsub.proto, 27 KB as a FileDescriptorProto) written
--- as protoc's bytes by the C writer (core/descriptor_write.c), and as a
+-- as protoc's bytes by the C writer (core/wire/descriptor_write.c), and as a
 -- message with pool:file_descriptor (write, then decode into
 -- descriptor.proto's types). Baseline: pc.decode of those same bytes into
 -- a FileDescriptorProto, what a user would do with protoc's own output

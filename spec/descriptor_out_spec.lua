@@ -116,7 +116,7 @@ describe("pc.file_descriptor", function()
   -- (they are unknown fields to protoc's own descriptor.proto), while the
   -- message decodes them as extensions, and encoding writes fields in
   -- number order. Their bytes differ only in that order, so they compare
-  -- as decoded messages (==). The C writer (core/tests/descriptor_write_test.c)
+  -- as decoded messages (==). The C writer (core/wire/descriptor_write_test.c)
   -- gives protoc's bytes for these files too.
   local reordered = {
     protobuf = { "google/protobuf/unittest_custom_options.proto" },

@@ -1,5 +1,5 @@
 -- core.parse_proto (internal): the C .proto parser and resolver from Lua.
--- The rule-by-rule error texts are pinned in core/tests/proto_parse_test.c
+-- The rule-by-rule error texts are pinned in core/compiler/parse_test.c
 -- and the equality with protoc over the corpus in the proto_corpus test;
 -- these specs pin the Lua entry point.
 require "protocall"

@@ -4,10 +4,10 @@
  * SET.pb is a descriptor set of point.proto, the OTLP trace service and
  * test_messages_proto3 (with imports). Prints "case decode_ns encode_ns". */
 #define _POSIX_C_SOURCE 199309L
-#include "arena.h"
-#include "decode.h"
-#include "descriptor_set.h"
-#include "encode.h"
+#include "base/arena.h"
+#include "wire/decode.h"
+#include "wire/descriptor_set.h"
+#include "wire/encode.h"
 
 #include <stdio.h>
 #include <stdlib.h>

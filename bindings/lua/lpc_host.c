@@ -5,14 +5,14 @@
  * message.h, encode.h, decode.h, proto_load.h): it never raises and
  * reports through return values and an 'err' buffer. The functions taking
  * a lua_State keep their state in that state's registry. */
-#include "decode.h"
-#include "def.h"
-#include "descriptor_set.h"
-#include "encode.h"
+#include "wire/decode.h"
+#include "schema/def.h"
+#include "wire/descriptor_set.h"
+#include "wire/encode.h"
 #include "lpc.h"
 #include "lpc_msg.h"
-#include "message.h"
-#include "status.h"
+#include "message/message.h"
+#include "base/status.h"
 #include "protocall.h"
 
 #include <lauxlib.h>

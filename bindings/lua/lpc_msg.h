@@ -1,5 +1,5 @@
 /* Private to bindings/lua: messages, types and pools as Lua values, shared by
- * lpc_def.c (pools, types, declarations), lpc_message.c (instances) and the
+ * lpc_schema.c (pools, types, declarations), lpc_message.c (instances) and the
  * wire codec's binding (decode into an arena, encode any message).
  *
  * Lua objects:
@@ -20,8 +20,8 @@
 #ifndef LPC_MSG_H
 #define LPC_MSG_H
 
-#include "def.h"
-#include "message.h"
+#include "schema/def.h"
+#include "message/message.h"
 
 #include <lua.h>
 
@@ -69,7 +69,7 @@ pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def);
  * filling the arena of the Arena userdata at 'idx'. */
 void lpc_pacearena(lua_State *L, int idx);
 
-/* Where .proto text comes from when loading (lpc_load.c): the main file
+/* Where .proto text comes from when loading (lpc_compiler.c): the main file
  * given as text, else the import paths in order, else the built-in
  * well-known types. */
 typedef struct {
@@ -97,7 +97,7 @@ int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name);
  * pool has that built-in file now, 0 when it is none or the pool is frozen. */
 int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file);
 
-/* Used between lpc_def.c and lpc_message.c: the two instance metatables
+/* Used between lpc_schema.c and lpc_message.c: the two instance metatables
  * of a new Type (its user values 2 and 3), and calling a Type. */
 void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def);
 int lpc_type_call(lua_State *L);

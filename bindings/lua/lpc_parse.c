@@ -1,11 +1,11 @@
-/* core.parse_proto: the .proto parser and resolver (core/proto_load.h)
+/* core.parse_proto: the .proto parser and resolver (core/compiler/load.h)
  * from Lua, INTERNAL: for specs and benchmarks until pc.load / pc.load_file
  * feed the schema pool. Descriptions come back as plain Lua tables shaped
  * like descriptor.proto's FileDescriptorProto (field names as there, enums
  * as numbers, options as their serialized bytes). */
-#include "arena.h"
+#include "base/arena.h"
 #include "lpc.h"
-#include "proto_load.h"
+#include "compiler/load.h"
 
 #include <lauxlib.h>
 #include <string.h>

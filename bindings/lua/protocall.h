@@ -39,7 +39,7 @@
 
 #define PROTOCALL_VERSION "0.1.0"
 
-/* The core's types (core/def.h, core/message.h, core/arena.h), opaque here.
+/* The core's types (core/schema/def.h, core/message/message.h, core/base/arena.h), opaque here.
  * A host that needs more than this header gives may include those headers
  * too (the same types) and call the core directly; that interface is the
  * core's and less stable than this one. */

@@ -22,11 +22,11 @@ end
 -- One line per concern, in dependency order.
 for _, name in ipairs {
   "protocall.message",
-  "protocall.policy",
-  "protocall.codec",
+  "protocall.call",
+  "protocall.wire",
   "protocall.text",
-  "protocall.grpc",
-  "protocall.load",
+  "protocall.net",
+  "protocall.compiler",
   "protocall.service",
   "protocall.host",
 } do

@@ -1,0 +1,492 @@
+/* The C host API (bindings/lua/protocall.h), linked as a host links it
+ * (libprotocall.a, liblua):
+ *   - pools from C: .proto text with imports, descriptor sets, errors,
+ *     freeze;
+ *   - messages from C: setters and getters by name with their errors,
+ *     encode, decode, clone;
+ *   - issue 5 item 4: ONE frozen pool shared by two lua_States used from two
+ *     threads at once, each building, encoding and decoding messages,
+ *     reading the file descriptor, and moving messages between C and Lua;
+ *     the pool outlives both states and is freed by the host (ASan in the
+ *     sanitizer build sees any use after free or leak);
+ *   - a host transport under pc.client with a retry policy (status codes,
+ *     metadata, timeout, release at lua_close);
+ *   - host time: pc.now, pc.sleep and the retry backoff use the host's clock
+ *     and sleep, per state; a host sleep may yield the running coroutine. */
+#include "testing/check.h"
+#include "protocall.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char kProto[] = "syntax = \"proto3\";\n"
+                             "package demo;\n"
+                             "import \"google/protobuf/timestamp.proto\";\n"
+                             "message Point { int32 x = 1; int32 y = 2; }\n"
+                             "message Route {\n"
+                             "  string name = 1;\n"
+                             "  repeated Point points = 2;\n"
+                             "  uint32 legs = 3;\n"
+                             "  double length = 4;\n"
+                             "  repeated int64 ids = 5;\n"
+                             "  bool closed = 6;\n"
+                             "  Color color = 7;\n"
+                             "  google.protobuf.Timestamp at = 8;\n"
+                             "  map<string, string> labels = 9;\n"
+                             "}\n"
+                             "enum Color { NONE = 0; RED = 1; }\n"
+                             "service Router { rpc Measure(Route) returns (Route); }\n";
+
+/* A state with the standard libraries and protocall opened as the global
+ * `pc`, and 'pool' (when given) as the global `pool`. */
+static lua_State *new_state(pc_Pool *pool) {
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  luaL_requiref(L, "protocall", luaopen_protocall, 0);
+  lua_setglobal(L, "pc");
+  if (pool != NULL) {
+    protocall_pushpool(L, pool);
+    lua_setglobal(L, "pool");
+  }
+  return L;
+}
+
+/* Runs 'code' in L; 1 when it ran without error (the error printed). */
+static int run(lua_State *L, const char *code) {
+  if (luaL_dostring(L, code) != LUA_OK) {
+    fprintf(stderr, "lua: %s\n", luaL_tolstring(L, -1, NULL));
+    lua_pop(L, 2);
+    return 0;
+  }
+  return 1;
+}
+
+static pc_Pool *demo_pool(void) {
+  pc_Pool *pool = protocall_pool_new();
+  char err[256];
+  CHECK(protocall_pool_load(pool, "demo/route.proto", kProto, sizeof kProto - 1, NULL, err,
+                            sizeof err));
+  return pool;
+}
+
+static void pools(void) {
+  char err[256];
+  pc_Pool *pool = demo_pool();
+  CHECK(protocall_pool_type(pool, "demo.Route") != NULL);
+  CHECK(protocall_pool_type(pool, "google.protobuf.Timestamp") != NULL); /* built-in import */
+  CHECK(protocall_pool_type(pool, "demo.Nope") == NULL);
+  CHECK(strcmp(protocall_type_name(protocall_pool_type(pool, "demo.Point")), "demo.Point") == 0);
+  /* Loading the same file again is harmless. */
+  CHECK(protocall_pool_load(pool, "demo/route.proto", kProto, sizeof kProto - 1, NULL, err,
+                            sizeof err));
+  /* Errors name the place. */
+  const char bad[] = "syntax = \"proto3\";\nmessage X { int32 a = 1 }\n";
+  CHECK(!protocall_pool_load(pool, "bad.proto", bad, sizeof bad - 1, NULL, err, sizeof err));
+  CHECK(strcmp(err, "bad.proto:2:26: Expected \";\".") == 0 || strstr(err, "bad.proto:2:") == err);
+  /* Import paths: a missing import is reported. */
+  const char *paths[] = {PC_SOURCE_DIR "/examples", NULL};
+  const char imp[] = "syntax = \"proto3\"; import \"route.proto\"; import \"none.proto\";";
+  CHECK(!protocall_pool_load(pool, "imp.proto", imp, sizeof imp - 1, paths, err, sizeof err));
+  CHECK(strstr(err, "none.proto") != NULL);
+  /* A file read from the import paths (source NULL), into another pool
+   * (it declares demo.Point too). */
+  pc_Pool *other = protocall_pool_new();
+  CHECK(protocall_pool_load(other, "route.proto", NULL, 0, paths, err, sizeof err));
+  CHECK(protocall_pool_type(other, "demo.Distance") != NULL);
+  /* The same names in one pool are refused. */
+  CHECK(!protocall_pool_load(pool, "route.proto", NULL, 0, paths, err, sizeof err));
+  CHECK(strstr(err, "demo.Point") != NULL);
+  protocall_pool_free(other);
+  /* A descriptor set: malformed input fails with a message. */
+  CHECK(protocall_pool_load_descriptor_set(pool, "\x0a\x05x", 3, err, sizeof err) == -1);
+  CHECK(strncmp(err, "descriptor set:", 15) == 0);
+  /* Frozen: loads are refused. */
+  protocall_pool_freeze(pool);
+  CHECK(!protocall_pool_load(pool, "z.proto", "syntax = \"proto3\";", 18, NULL, err, sizeof err));
+  CHECK(strcmp(err, "z.proto: pool is frozen") == 0);
+  protocall_pool_free(pool);
+}
+
+static void messages(void) {
+  pc_Pool *pool = demo_pool();
+  const pc_MessageDef *R = protocall_pool_type(pool, "demo.Route");
+  pc_Arena *a = protocall_arena_new();
+  pc_Message *m = protocall_message_new(R, a);
+  CHECK(protocall_set_string(m, R, "name", "loop\0x", 6, a) == PROTOCALL_OK);
+  CHECK(protocall_set_integer(m, R, "legs", 4294967295, a) == PROTOCALL_OK);
+  CHECK(protocall_set_integer(m, R, "legs", -1, a) == PROTOCALL_OUT_OF_RANGE);
+  CHECK(protocall_set_integer(m, R, "closed", 2, a) == PROTOCALL_OUT_OF_RANGE);
+  CHECK(protocall_set_integer(m, R, "closed", 1, a) == PROTOCALL_OK);
+  CHECK(protocall_set_integer(m, R, "color", 1, a) == PROTOCALL_OK);
+  CHECK(protocall_set_number(m, R, "length", 2.5, a) == PROTOCALL_OK);
+  CHECK(protocall_set_number(m, R, "name", 2.5, a) == PROTOCALL_WRONG_TYPE);
+  CHECK(protocall_set_integer(m, R, "nope", 1, a) == PROTOCALL_NO_FIELD);
+  CHECK(protocall_set_string(m, R, "labels", "x", 1, a) == PROTOCALL_WRONG_TYPE); /* a map */
+  CHECK(protocall_set_integer(m, R, "ids", -7, a) == PROTOCALL_OK); /* repeated: appends */
+  CHECK(protocall_set_integer(m, R, "ids", 8, a) == PROTOCALL_OK);
+  const pc_MessageDef *P = NULL;
+  for (int i = 0; i < 3; i++) {
+    pc_Message *p = protocall_mutable_message(m, R, "points", a, &P);
+    CHECK(p != NULL);
+    CHECK(protocall_set_integer(p, P, "x", i, a) == PROTOCALL_OK);
+  }
+  const pc_MessageDef *TS = NULL;
+  pc_Message *at = protocall_mutable_message(m, R, "at", a, &TS);
+  CHECK(protocall_set_integer(at, TS, "seconds", 1700000000, a) == PROTOCALL_OK);
+  CHECK(protocall_mutable_message(m, R, "at", a, NULL) == at); /* the same one */
+  CHECK(protocall_mutable_message(m, R, "legs", a, NULL) == NULL);
+
+  size_t len;
+  char err[256];
+  const char *bytes = protocall_encode(m, R, 1, a, &len, err, sizeof err);
+  CHECK(bytes != NULL && len > 0);
+  pc_Message *d = protocall_decode(R, bytes, len, a, err, sizeof err);
+  CHECK(d != NULL);
+  const char *s;
+  size_t slen;
+  int64_t i64;
+  double num;
+  CHECK(protocall_get_string(d, R, "name", &s, &slen) == PROTOCALL_OK);
+  CHECK(slen == 6 && memcmp(s, "loop\0x", 6) == 0);
+  CHECK(protocall_get_integer(d, R, "legs", &i64) == PROTOCALL_OK && i64 == 4294967295);
+  CHECK(protocall_get_integer(d, R, "closed", &i64) == PROTOCALL_OK && i64 == 1);
+  CHECK(protocall_get_integer(d, R, "color", &i64) == PROTOCALL_OK && i64 == 1);
+  CHECK(protocall_get_number(d, R, "length", &num) == PROTOCALL_OK && num == 2.5);
+  CHECK(protocall_get_integer(d, R, "ids", &i64) == PROTOCALL_WRONG_TYPE); /* repeated */
+  const pc_Message *sub;
+  const pc_MessageDef *subT;
+  CHECK(protocall_get_message(d, R, "at", &sub, &subT) == PROTOCALL_OK && subT == TS);
+  CHECK(protocall_get_integer(sub, TS, "seconds", &i64) == PROTOCALL_OK && i64 == 1700000000);
+  pc_Message *empty = protocall_message_new(R, a);
+  CHECK(protocall_get_message(empty, R, "at", &sub, NULL) == PROTOCALL_NOT_SET);
+  CHECK(protocall_get_integer(empty, R, "legs", &i64) == PROTOCALL_OK && i64 == 0);
+  /* Malformed input names the offset. */
+  CHECK(protocall_decode(R, "\x0a\x05x", 3, a, err, sizeof err) == NULL);
+  CHECK(strstr(err, "offset") != NULL);
+  pc_Message *c = protocall_clone(d, R, a);
+  CHECK(c != NULL);
+  size_t clen;
+  const char *cbytes = protocall_encode(c, R, 1, a, &clen, err, sizeof err);
+  CHECK(clen == len && memcmp(cbytes, bytes, len) == 0);
+
+  /* Into Lua and back: the Lua message is a copy that compares equal. */
+  lua_State *L = new_state(pool);
+  protocall_pushmessage(L, R, m);
+  lua_setglobal(L, "m");
+  CHECK(run(L, "assert(pc.type_of(m) == pool:type('demo.Route'))\n"
+               "assert(m.name == 'loop\\0x' and m.legs == 4294967295 and #m.points == 3)\n"
+               "assert(m.points[3].x == 2 and m.at.seconds == 1700000000)\n"
+               "m2 = pool:type('demo.Route'){name = 'back', points = {{y = 9}}}"));
+  lua_pushlstring(L, bytes, len);
+  CHECK(luaL_dostring(L, "return pc.encode(m, {deterministic = true})") == LUA_OK);
+  CHECK(lua_rawlen(L, -1) == len && memcmp(lua_tostring(L, -1), bytes, len) == 0);
+  lua_settop(L, 0);
+  lua_getglobal(L, "m2");
+  const pc_MessageDef *T2 = NULL;
+  const pc_Message *m2 = protocall_tomessage(L, -1, &T2);
+  CHECK(m2 != NULL && T2 == R);
+  if (m2 == NULL) return;
+  pc_Message *kept = protocall_clone(m2, R, a); /* the host's copy outlives the state */
+  lua_pushinteger(L, 1);
+  CHECK(protocall_tomessage(L, -1, NULL) == NULL);
+  lua_close(L);
+  CHECK(protocall_get_string(kept, R, "name", &s, &slen) == PROTOCALL_OK);
+  CHECK(slen == 4 && memcmp(s, "back", 4) == 0);
+  protocall_arena_free(a);
+  protocall_pool_free(pool);
+}
+
+/* protocall_pushmessage of a type from a pool the state never saw raises. */
+typedef struct {
+  const pc_MessageDef *type;
+  pc_Message *msg;
+} PushArgs;
+
+static int push_unknown(lua_State *L) {
+  PushArgs *p = lua_touserdata(L, 1);
+  protocall_pushmessage(L, p->type, p->msg);
+  return 1;
+}
+
+static void unknown_pool(void) {
+  pc_Pool *pool = demo_pool();
+  const pc_MessageDef *P = protocall_pool_type(pool, "demo.Point");
+  pc_Arena *a = protocall_arena_new();
+  PushArgs args = {P, protocall_message_new(P, a)};
+  lua_State *L = new_state(NULL);
+  lua_pushcfunction(L, push_unknown);
+  lua_pushlightuserdata(L, &args);
+  CHECK(lua_pcall(L, 1, 1, 0) != LUA_OK);
+  CHECK(strcmp(lua_tostring(L, -1), "protocall: demo.Point: its pool is not known to this state") ==
+        0);
+  lua_close(L);
+  protocall_arena_free(a);
+  protocall_pool_free(pool);
+}
+
+/* -- One frozen pool, two states, two threads ------------------------------- */
+
+typedef struct {
+  pc_Pool *pool;
+  int id;
+  int ok;
+  long checksum;
+} Worker;
+
+static const char kWork[] =
+    "local id, n = ...\n"
+    "local Route, Point = pool:type('demo.Route'), pool:type('demo.Point')\n"
+    "local sum = 0\n"
+    "for i = 1, n do\n"
+    "  local r = Route{name = 'r' .. id .. '-' .. i, legs = i, ids = {i, -i},\n"
+    "                  points = {{x = i, y = id}, Point{x = -i}}, labels = {k = tostring(i)},\n"
+    "                  color = 'RED', at = {seconds = i}}\n"
+    "  local bytes = pc.encode(r, {deterministic = true})\n"
+    "  local back = assert(pc.decode(Route, bytes))\n"
+    "  assert(back == r and back.points[1].y == id and back.labels.k == tostring(i))\n"
+    "  sum = sum + back.legs + #bytes\n"
+    "end\n"
+    "local fd = assert(pool:file_descriptor('demo/route.proto'))\n"
+    "assert(fd.message_type[2].name == 'Route' and fd.dependency[1] == "
+    "'google/protobuf/timestamp.proto')\n"
+    "assert(pool:is_frozen())\n"
+    "local ok, err = pool:load('syntax = \"proto3\";', {name = 'x.proto'})\n"
+    "assert(ok == nil and err == 'x.proto: pool is frozen')\n"
+    "return sum\n";
+
+static void *work(void *arg) {
+  Worker *w = arg;
+  lua_State *L = new_state(w->pool);
+  const pc_MessageDef *P = protocall_pool_type(w->pool, "demo.Point");
+  pc_Arena *a = protocall_arena_new();
+  w->ok = 1;
+  for (int round = 0; round < 5 && w->ok; round++) {
+    if (luaL_loadstring(L, kWork) != LUA_OK) {
+      w->ok = 0;
+      break;
+    }
+    lua_pushinteger(L, w->id);
+    lua_pushinteger(L, 300);
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+      fprintf(stderr, "worker %d: %s\n", w->id, lua_tostring(L, -1));
+      w->ok = 0;
+      break;
+    }
+    w->checksum += (long)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    /* C -> Lua -> C in this state while the other thread does the same. */
+    pc_Message *p = protocall_message_new(P, a);
+    protocall_set_integer(p, P, "x", w->id * 100 + round, a);
+    protocall_pushmessage(L, P, p);
+    lua_setglobal(L, "p");
+    if (luaL_dostring(L, "p.y = p.x + 1; return p") != LUA_OK) {
+      w->ok = 0;
+      break;
+    }
+    const pc_MessageDef *T = NULL;
+    const pc_Message *back = protocall_tomessage(L, -1, &T);
+    int64_t y = 0;
+    if (back == NULL || T != P || protocall_get_integer(back, P, "y", &y) != PROTOCALL_OK ||
+        y != w->id * 100 + round + 1)
+      w->ok = 0;
+    lua_pop(L, 1);
+  }
+  lua_close(L);
+  protocall_arena_free(a);
+  return NULL;
+}
+
+static void shared_pool(void) {
+  pc_Pool *pool = demo_pool();
+  protocall_pool_freeze(pool);
+  Worker w[2] = {{pool, 1, 0, 0}, {pool, 2, 0, 0}};
+  pthread_t t[2];
+  int started[2];
+  for (int i = 0; i < 2; i++) started[i] = pthread_create(&t[i], NULL, work, &w[i]) == 0;
+  for (int i = 0; i < 2; i++) {
+    CHECK(started[i]);
+    if (started[i]) pthread_join(t[i], NULL);
+    CHECK(w[i].ok);
+  }
+  CHECK(w[0].checksum > 0 && w[1].checksum > 0);
+  /* The same pool, pushed twice into one state, is one Lua value; its Types
+   * are per state. */
+  lua_State *A = new_state(pool), *B = new_state(pool);
+  protocall_pushpool(A, pool);
+  lua_getglobal(A, "pool");
+  CHECK(lua_rawequal(A, -1, -2));
+  CHECK(run(A, "assert(pool:type('demo.Point') == pool:type('demo.Point'))"));
+  CHECK(run(B, "assert(pool:type('demo.Point'){x = 1}.x == 1)"));
+  lua_close(A);
+  lua_close(B);
+  protocall_pool_free(pool); /* after every state that saw it */
+}
+
+/* -- Host transport ----------------------------------------------------------- */
+
+typedef struct {
+  const pc_MessageDef *route;
+  int calls;
+  int fail_first; /* UNAVAILABLE for this many calls */
+  int released;
+  double last_timeout;
+  char last_meta[64];
+} Backend;
+
+/* Route -> Route: the name echoed, legs doubled; fails 'fail_first' times. */
+static int measure(lua_State *L, void *ud, const protocall_Request *req) {
+  Backend *b = ud;
+  b->calls++;
+  b->last_timeout = req->timeout;
+  b->last_meta[0] = '\0';
+  for (size_t i = 0; i < req->metadata_count; i++)
+    if (req->metadata[i].key_len == 7 && memcmp(req->metadata[i].key, "x-trace", 7) == 0)
+      snprintf(b->last_meta, sizeof b->last_meta, "%.*s", (int)req->metadata[i].value_len,
+               req->metadata[i].value);
+  if (strcmp(req->path, "/demo.Router/Measure") != 0) {
+    lua_pushfstring(L, "no method %s", req->path);
+    return 12; /* UNIMPLEMENTED */
+  }
+  if (b->calls <= b->fail_first) {
+    lua_pushliteral(L, "backend warming up");
+    return 14; /* UNAVAILABLE */
+  }
+  pc_Arena *a = protocall_arena_new();
+  char err[256];
+  pc_Message *in = protocall_decode(b->route, req->request, req->request_len, a, err, sizeof err);
+  if (in == NULL) {
+    protocall_arena_free(a);
+    lua_pushstring(L, err);
+    return 3; /* INVALID_ARGUMENT */
+  }
+  const char *name;
+  size_t nlen;
+  protocall_get_string(in, b->route, "name", &name, &nlen);
+  pc_Message *out = protocall_message_new(b->route, a);
+  protocall_set_string(out, b->route, "name", name, nlen, a);
+  int64_t legs = 0;
+  protocall_get_integer(in, b->route, "legs", &legs);
+  protocall_set_integer(out, b->route, "legs", legs * 2, a);
+  size_t len;
+  const char *bytes = protocall_encode(out, b->route, 0, a, &len, err, sizeof err);
+  lua_pushlstring(L, bytes, len); /* may raise: nothing of ours is unowned but 'a' */
+  protocall_arena_free(a);
+  return PROTOCALL_OK;
+}
+
+static void release(void *ud) {
+  ((Backend *)ud)->released++;
+}
+
+/* -- Host time ---------------------------------------------------------------- */
+
+typedef struct {
+  double now;
+  double slept;
+  int sleeps;
+} FakeTime;
+
+static double fake_clock(void *ud) {
+  return ((FakeTime *)ud)->now;
+}
+
+static int fake_sleep(lua_State *L, void *ud, double seconds) {
+  (void)L;
+  FakeTime *t = ud;
+  t->now += seconds;
+  t->slept += seconds;
+  t->sleeps++;
+  return 0;
+}
+
+static void transport_and_time(void) {
+  pc_Pool *pool = demo_pool();
+  protocall_pool_freeze(pool);
+  Backend b = {protocall_pool_type(pool, "demo.Route"), 0, 2, 0, 0, ""};
+  FakeTime ft = {1000.0, 0, 0};
+  lua_State *L = new_state(pool);
+  lua_State *other = new_state(NULL);
+  protocall_settime(L, fake_clock, fake_sleep, &ft);
+  protocall_pushtransport(L, measure, release, &b);
+  lua_setglobal(L, "t");
+  CHECK(run(L, "assert(pc.now() == 1000.0)\n"
+               "pc.sleep(2.5)\n"
+               "assert(pc.now() == 1002.5)\n"
+               "stub = pc.client('demo.Router', {transport = t, pool = pool,\n"
+               "  retry = pc.Retry{initial = 1, maximum = 8, timeout = 600}, timeout = 30,\n"
+               "  metadata = {{'x-trace', 'abc'}}})\n"
+               "local r = stub:Measure{name = 'loop', legs = 21}\n"
+               "assert(r.name == 'loop' and r.legs == 42, tostring(r))\n"));
+  CHECK(b.calls == 3);   /* two UNAVAILABLE, then the response */
+  CHECK(ft.sleeps == 3); /* pc.sleep and two backoff sleeps on the host's clock */
+  CHECK(b.last_timeout > 0 && b.last_timeout <= 30);
+  CHECK(strcmp(b.last_meta, "abc") == 0);
+  /* A status the host returns is a pc.Error; streaming is refused. */
+  CHECK(run(L, "local ok, e = pcall(t.unary, t, '/demo.Router/Nope', '', {metadata = {}})\n"
+               "assert(not ok and getmetatable(e) == pc.Error, tostring(e))\n"
+               "assert(e.code == 'UNIMPLEMENTED' and e.message == 'no method /demo.Router/Nope')\n"
+               "local ok2, e2 = pcall(t.server_stream, t, '/demo.Router/Walk', '', {})\n"
+               "assert(not ok2 and e2.code == 'UNIMPLEMENTED' and e2['local'] == true)\n"));
+  /* Each state has its own time source. */
+  FakeTime ft2 = {5.0, 0, 0};
+  protocall_settime(other, fake_clock, fake_sleep, &ft2);
+  CHECK(run(other, "assert(pc.now() == 5.0); pc.sleep(1); assert(pc.now() == 6.0)"));
+  CHECK(ft2.sleeps == 1 && ft.sleeps == 3);
+  lua_pushnumber(L, ft.now);
+  lua_setglobal(L, "expected");
+  CHECK(run(L, "assert(pc.now() == expected)"));
+  lua_close(other);
+  CHECK(b.released == 0);
+  lua_close(L);
+  CHECK(b.released == 1);
+  protocall_pool_free(pool);
+}
+
+/* A host sleep that suspends the running coroutine; the "loop" (the
+ * script's resume loop here) advances the clock and resumes it. */
+static int yielding_sleep(lua_State *L, void *ud, double seconds) {
+  FakeTime *t = ud;
+  t->now += seconds;
+  t->slept += seconds;
+  t->sleeps++;
+  return lua_yield(L, 0);
+}
+
+static void yielding_time(void) {
+  pc_Pool *pool = demo_pool();
+  protocall_pool_freeze(pool);
+  Backend b = {protocall_pool_type(pool, "demo.Route"), 0, 2, 0, 0, ""};
+  FakeTime ft = {0.0, 0, 0};
+  lua_State *L = new_state(pool);
+  protocall_settime(L, fake_clock, yielding_sleep, &ft);
+  protocall_pushtransport(L, measure, NULL, &b);
+  lua_setglobal(L, "t");
+  CHECK(run(
+      L, "local stub = pc.client('demo.Router', {transport = t, pool = pool,\n"
+         "  retry = pc.Retry{initial = 1, maximum = 8, timeout = 600}})\n"
+         "local co = coroutine.create(function() return stub:Measure{name = 'co', legs = 1} end)\n"
+         "local yields, ok, r = 0\n"
+         "repeat\n"
+         "  ok, r = coroutine.resume(co)\n"
+         "  assert(ok, tostring(r))\n"
+         "  if coroutine.status(co) == 'suspended' then yields = yields + 1 end\n"
+         "until coroutine.status(co) == 'dead'\n"
+         "assert(yields == 2 and r.legs == 2, yields)\n"));
+  CHECK(b.calls == 3 && ft.sleeps == 2);
+  lua_close(L);
+  protocall_pool_free(pool);
+}
+
+int main(void) {
+  pools();
+  messages();
+  unknown_pool();
+  shared_pool();
+  transport_and_time();
+  yielding_time();
+  return CHECK_DONE();
+}

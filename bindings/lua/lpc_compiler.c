@@ -1,0 +1,282 @@
+/* Loading .proto source into a pool, and services as Lua values.
+ *
+ *   pool:load(source, opts), pool:load_file(path, opts)   (lua/protocall/compiler.lua)
+ *   pool:service(full_name)
+ *
+ * Parsing and resolving are the core's (proto_load.h: parse, load imports
+ * depth first, resolve as protoc; wkt.h: the built-in well-known types);
+ * this file supplies file text from a string or the import paths, seeds the
+ * load with the files the pool already holds, and adds what is new. */
+#include "schema/def.h"
+#include "wire/descriptor_write.h"
+#include "lpc.h"
+#include "lpc_msg.h"
+#include "compiler/load.h"
+#include "schema/wkt.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef lpc_SourceCtx SourceCtx;
+
+/* Reads the whole file at 'path' into the arena: 1 found, 0 absent, -1 error. */
+static int read_file(pc_Arena *a, const char *path, const char **src, size_t *len, pc_Error *err) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return 0;
+  size_t cap = 4096, n = 0;
+  char *buf = pc_Arena_Malloc(a, cap);
+  while (buf != NULL) {
+    n += fread(buf + n, 1, cap - n, f);
+    if (n < cap) break;
+    char *bigger = pc_Arena_Malloc(a, cap * 2); /* the old buffer stays in the arena */
+    if (bigger != NULL) memcpy(bigger, buf, n);
+    buf = bigger;
+    cap *= 2;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (buf == NULL) {
+    pc_Error_Set(err, "%s: out of memory", path);
+    return -1;
+  }
+  if (bad) {
+    pc_Error_Set(err, "%s: read error", path);
+    return -1;
+  }
+  *src = buf;
+  *len = n;
+  return 1;
+}
+
+static int source_fn(void *ud, const char *name, const char **src, size_t *len, pc_Error *err) {
+  SourceCtx *c = ud;
+  if (c->main_name != NULL && strcmp(name, c->main_name) == 0) {
+    *src = c->main_source;
+    *len = c->main_len;
+    return 1;
+  }
+  for (size_t i = 0; i < c->path_count; i++) {
+    size_t plen = strlen(c->paths[i]), nlen = strlen(name);
+    char *full = pc_Arena_Malloc(c->arena, plen + nlen + 2);
+    if (full == NULL) {
+      pc_Error_Set(err, "%s: out of memory", name);
+      return -1;
+    }
+    memcpy(full, c->paths[i], plen);
+    full[plen] = '/';
+    memcpy(full + plen + 1, name, nlen + 1);
+    int r = read_file(c->arena, full, src, len, err);
+    if (r != 0) return r;
+  }
+  return 0;
+}
+
+int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *err) {
+  /* Seed with the pool's files so imports of loaded files are not reread. */
+  size_t seeded = pc_Pool_FileCount(pool);
+  pc_ProtoSet set = {NULL, 0, 0};
+  if (seeded > 0) {
+    set.files = pc_Arena_Malloc(c->arena, seeded * sizeof(pc_FileDesc *));
+    if (set.files == NULL) {
+      pc_Error_Set(err, "%s: out of memory", name);
+      return 0;
+    }
+    for (size_t i = 0; i < seeded; i++) /* read only: the set copies before growing */
+      set.files[i] = (pc_FileDesc *)pc_Pool_FileDesc(pool, pc_Pool_File(pool, i)->name);
+    set.count = set.cap = seeded;
+  }
+  if (pc_LoadProto(c->arena, &set, name, source_fn, c, err) == NULL) return 0;
+  for (size_t i = seeded; i < set.count; i++)
+    if (pc_Pool_AddFile(pool, set.files[i], err) == NULL) return 0;
+  return 1;
+}
+
+int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name) {
+  const char *file = pc_Wkt_FileOf(full_name);
+  return file != NULL && lpc_load_builtin(L, pool, file);
+}
+
+int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
+  if (pc_Wkt_Source(file, NULL) == NULL || pc_Pool_IsFrozen(pool)) return 0;
+  if (pc_Pool_FindFile(pool, file) != NULL) return 1;
+  lpc_SourceCtx c;
+  memset(&c, 0, sizeof c); /* no text, no import paths: the built-ins answer */
+  c.arena = lpc_newarena(L);
+  int idx = lua_gettop(L);
+  pc_Error err;
+  pc_Error_Init(&err);
+  int ok = lpc_load_into(pool, &c, file, &err);
+  lpc_pacearena(L, idx);
+  lua_remove(L, idx);
+  return ok;
+}
+
+/* -- name | nil, err = core.load_proto(pool, name, source|nil, {import_path, ...})
+ * Loads the file 'name' (its text is 'source', or read through the import
+ * paths when 'source' is nil) with everything it imports into 'pool'.
+ * Returns the file's name; nil and "file.proto:line:col: ..." on a parse,
+ * resolve or pool error. Files the pool already holds are reused, not read;
+ * nothing is added unless the whole file set resolved. */
+static int lpc_load_proto(lua_State *L) {
+  pc_Pool *pool = lpc_checkpool(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  SourceCtx c;
+  memset(&c, 0, sizeof c);
+  if (!lua_isnil(L, 3)) {
+    c.main_name = name;
+    c.main_source = luaL_checklstring(L, 3, &c.main_len);
+  }
+  luaL_checktype(L, 4, LUA_TTABLE);
+  if (pc_Pool_IsFrozen(pool)) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: pool is frozen", name);
+    return 2;
+  }
+  c.arena = lpc_newarena(L); /* scratch, freed by the collector */
+  int arena_idx = lua_gettop(L);
+  c.path_count = lua_rawlen(L, 4);
+  c.paths = pc_Arena_Malloc(c.arena, (c.path_count + 1) * sizeof(char *));
+  if (c.paths == NULL) return luaL_error(L, "out of memory");
+  for (size_t i = 0; i < c.path_count; i++) {
+    lua_rawgeti(L, 4, (lua_Integer)i + 1);
+    size_t len;
+    const char *p = lua_tolstring(L, -1, &len);
+    if (p == NULL) return luaL_error(L, "import_paths[%d]: string expected", (int)i + 1);
+    c.paths[i] = pc_Arena_StrDup(c.arena, p, len);
+    if (c.paths[i] == NULL) return luaL_error(L, "out of memory");
+    lua_pop(L, 1);
+  }
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (!lpc_load_into(pool, &c, name, &err)) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.set ? err.msg : "load failed");
+    return 2;
+  }
+  lpc_pacearena(L, arena_idx);
+  lua_pushstring(L, name);
+  return 1;
+}
+
+/* -- info | nil = core.file_info(pool, name)
+ * {name=, package=, syntax="proto2"|"proto3", messages={full names},
+ *  enums={full names}, services={full names}, dependencies={names}} */
+static int lpc_file_info(lua_State *L) {
+  pc_Pool *pool = lpc_checkpool(L, 1);
+  const pc_FileDef *f = pc_Pool_FindFile(pool, luaL_checkstring(L, 2));
+  if (f == NULL) return 0;
+  lua_createtable(L, 0, 7);
+  lua_pushstring(L, f->name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, f->package);
+  lua_setfield(L, -2, "package");
+  lua_pushstring(L, f->syntax == kPc_Syntax_Proto3 ? "proto3" : "proto2");
+  lua_setfield(L, -2, "syntax");
+  lua_createtable(L, (int)f->message_count, 0);
+  for (uint32_t i = 0; i < f->message_count; i++) {
+    lua_pushstring(L, f->messages[i].full_name);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "messages");
+  lua_createtable(L, (int)f->enum_count, 0);
+  for (uint32_t i = 0; i < f->enum_count; i++) {
+    lua_pushstring(L, f->enums[i].full_name);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "enums");
+  lua_createtable(L, (int)f->service_count, 0);
+  for (uint32_t i = 0; i < f->service_count; i++) {
+    lua_pushstring(L, f->services[i].full_name);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "services");
+  lua_createtable(L, (int)f->desc->dependency_count, 0);
+  for (size_t i = 0; i < f->desc->dependency_count; i++) {
+    lua_pushstring(L, f->desc->dependencies[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "dependencies");
+  return 1;
+}
+
+/* -- info | nil = core.service_info(pool, full_name)
+ * {name=, full_name=, methods={{name=, full_name=, path="/pkg.Svc/M",
+ *  input=Type, output=Type, client_streaming=bool, server_streaming=bool},
+ *  ...}} with methods also indexed by name. */
+static int lpc_service_info(lua_State *L) {
+  pc_Pool *pool = lpc_checkpool(L, 1);
+  const pc_ServiceDef *s = pc_Pool_FindService(pool, luaL_checkstring(L, 2));
+  if (s == NULL) return 0;
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, s->name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, s->full_name);
+  lua_setfield(L, -2, "full_name");
+  lua_createtable(L, (int)s->method_count, (int)s->method_count);
+  for (uint32_t i = 0; i < s->method_count; i++) {
+    const pc_MethodDef *m = &s->methods[i];
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, m->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, m->full_name);
+    lua_setfield(L, -2, "full_name");
+    lua_pushfstring(L, "/%s/%s", s->full_name, m->name);
+    lua_setfield(L, -2, "path");
+    lpc_pushtype(L, m->input);
+    lua_setfield(L, -2, "input");
+    lpc_pushtype(L, m->output);
+    lua_setfield(L, -2, "output");
+    lua_pushboolean(L, m->client_streaming);
+    lua_setfield(L, -2, "client_streaming");
+    lua_pushboolean(L, m->server_streaming);
+    lua_setfield(L, -2, "server_streaming");
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, m->name);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "methods");
+  return 1;
+}
+
+#define WRITER_MT "protocall.DescriptorWriter"
+
+static int lpc_writer_gc(lua_State *L) {
+  pc_WireWriter_Free(luaL_checkudata(L, 1, WRITER_MT));
+  return 0;
+}
+
+/* -- bytes | nil = core.file_descriptor_bytes(pool, name)
+ * The loaded file 'name' serialized as a google.protobuf.FileDescriptorProto
+ * (core/wire/descriptor_write.h: protoc's bytes); nil when the pool has no file
+ * of that name. Raises when memory runs out. Issue 5 item 5. */
+static int lpc_file_descriptor_bytes(lua_State *L) {
+  pc_Pool *pool = lpc_checkpool(L, 1);
+  const pc_FileDesc *fd = pc_Pool_FileDesc(pool, luaL_checkstring(L, 2));
+  if (fd == NULL) return 0;
+  /* The buffer belongs to a userdata, so a raising push cannot leak it. */
+  pc_WireWriter *w = lua_newuserdatauv(L, sizeof *w, 0);
+  void *ud;
+  lua_Alloc alloc = lua_getallocf(L, &ud);
+  pc_WireWriter_Init(w, alloc, ud);
+  luaL_setmetatable(L, WRITER_MT);
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (!pc_FileDesc_Write(fd, w, &err)) return luaL_error(L, "%s", err.msg);
+  lua_pushlstring(L, (const char *)pc_WireWriter_Data(w), pc_WireWriter_Size(w));
+  pc_WireWriter_Free(w);
+  return 1;
+}
+
+void lpc_open_load(lua_State *L) {
+  luaL_newmetatable(L, WRITER_MT);
+  lua_pushcfunction(L, lpc_writer_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  static const luaL_Reg funcs[] = {{"load_proto", lpc_load_proto},
+                                   {"file_info", lpc_file_info},
+                                   {"file_descriptor_bytes", lpc_file_descriptor_bytes},
+                                   {"service_info", lpc_service_info},
+                                   {NULL, NULL}};
+  luaL_setfuncs(L, funcs, 0);
+}

@@ -1,0 +1,313 @@
+/* The wire codec as Lua functions: core.encode, core.decode and
+ * core.load_descriptor_set (lua/protocall/wire.lua makes them pc.*).
+ *
+ * Decoding makes one "protocall.Arena" userdata first, so everything the
+ * decoder allocates has an owner before anything can raise; the result is
+ * a view of the root message anchored to that arena (no Lua object per
+ * sub-message until Lua reads one). A message type whose fields are all
+ * numbers decodes straight into a standalone message (one userdata, no
+ * arena), unless the input carries unknown fields. Encoding writes into a
+ * per-state reusable buffer held by a userdata (an upvalue), so an error
+ * raised by lua_pushlstring leaks nothing and small encodes allocate
+ * nothing. */
+#include "wire/decode.h"
+#include "wire/descriptor_set.h"
+#include "wire/encode.h"
+#include "lpc.h"
+#include "lpc_msg.h"
+#include "wire/wire.h"
+
+#include <lauxlib.h>
+
+#define LPC_CODECSTATE     "protocall.CodecState"
+/* A buffer grown past this is freed after use rather than kept. */
+#define LPC_ENCODEBUF_KEEP ((size_t)64 * 1024)
+
+/* Per-state scratch, the upvalue of encode and decode. */
+typedef struct {
+  pc_WireWriter w;   /* the encode buffer */
+  pc_Arena *scratch; /* decode's arena for all-number types; stays empty
+                        (no block) unless the input had unknown fields */
+  /* The last message metatable encode met and what it means, and the last
+   * Type decode met. Saves the generic checks on the common loop of one
+   * type. Slots 1 and 2 of the table in upvalue 2 of encode and decode hold
+   * them, so an address cannot be reused while it is cached; a finalizer
+   * that runs once per collection cycle (clear_cache) empties the cache, so
+   * it never keeps a dropped type or its pool alive past the next cycle. */
+  const void *mt;
+  const pc_MessageDef *mt_def;
+  int mt_standalone;
+  const void *type;
+  const pc_MessageDef *type_def;
+} CodecState;
+
+#define CODEC_STATE lua_upvalueindex(1)
+#define CODEC_CACHE lua_upvalueindex(2)
+
+/* Pops the value on top into cache slot 'slot' (see CodecState). */
+static void cache(lua_State *L, int slot) {
+  lua_rawseti(L, CODEC_CACHE, slot);
+}
+
+/* __gc of a sentinel made once per collection cycle: forgets the cached
+ * types (upvalue 1 the CodecState, 2 the cache table, 3 the sentinel's
+ * metatable), then leaves a new sentinel for the next cycle. */
+static int clear_cache(lua_State *L) {
+  CodecState *cs = lua_touserdata(L, lua_upvalueindex(1));
+  cs->mt = cs->type = NULL;
+  cs->mt_def = cs->type_def = NULL;
+  lua_pushnil(L);
+  lua_rawseti(L, lua_upvalueindex(2), 1);
+  lua_pushnil(L);
+  lua_rawseti(L, lua_upvalueindex(2), 2);
+  lua_newtable(L);
+  lua_pushvalue(L, lua_upvalueindex(3));
+  lua_setmetatable(L, -2);
+  return 0;
+}
+
+/* Raises "bad argument #arg to 'fname' (msg)". encode and decode name
+ * themselves: luaL_argerror, when the call site gives no name (pcall),
+ * would find 'protocall.core.decode' through package.loaded. */
+static _Noreturn void codec_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
+  luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
+#if defined(__GNUC__)
+  __builtin_unreachable();
+#endif
+}
+
+/* As luaL_typeerror, named as codec_argerror. */
+static _Noreturn void codec_typeerror(lua_State *L, int arg, const char *fname,
+                                      const char *expected) {
+  const char *got = luaL_getmetafield(L, arg, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                       : luaL_typename(L, arg);
+  codec_argerror(L, arg, fname, lua_pushfstring(L, "%s expected, got %s", expected, got));
+}
+
+/* The message at 1 and its type, as lpc_checkmessage, through the cache. */
+static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageDef **def) {
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
+    int hit = lua_topointer(L, -1) == cs->mt;
+    lua_pop(L, 1);
+    if (hit) {
+      void *p = lua_touserdata(L, 1);
+      *def = cs->mt_def;
+      return cs->mt_standalone ? p : *(pc_Message **)p;
+    }
+  }
+  pc_Message *msg = lpc_tomessage(L, 1, def);
+  if (msg == NULL) codec_typeerror(L, 1, "encode", "message");
+  lua_getmetatable(L, 1);
+  cs->mt = lua_topointer(L, -1);
+  cache(L, 1);
+  cs->mt_def = *def;
+  cs->mt_standalone = msg == lua_touserdata(L, 1);
+  return msg;
+}
+
+/* The Type at 1, as lpc_checktype, through the cache. */
+static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
+  if (luaL_testudata(L, 1, "protocall.Type") == NULL)
+    codec_typeerror(L, 1, "decode", "protocall.Type");
+  const pc_MessageDef *def = lpc_checktype(L, 1);
+  cs->type = lua_touserdata(L, 1);
+  lua_pushvalue(L, 1);
+  cache(L, 2);
+  cs->type_def = def;
+  return def;
+}
+
+static int lpc_codecstate_gc(lua_State *L) {
+  CodecState *cs = luaL_checkudata(L, 1, LPC_CODECSTATE);
+  pc_WireWriter_Free(&cs->w);
+  pc_Arena_Free(cs->scratch);
+  cs->scratch = NULL;
+  return 0;
+}
+
+/* Whether every field of 'def' is a singular number (no pointer slot) and
+ * it takes no extensions: then a decoded message needs no arena unless
+ * the input has unknown fields. */
+static int all_numbers(const pc_MessageDef *def) {
+  if (def->extension_range_count > 0) return 0;
+  for (uint32_t i = 0; i < def->field_count; i++)
+    if (def->fields[i].slot > kPc_Slot_64) return 0;
+  return 1;
+}
+
+/* -- bytes = pc.encode(m [, {deterministic = true}])
+ * m: a message; deterministic: sort map entries by key. Raises on a
+ * non-message, on nesting past PC_ENCODE_MAX_DEPTH and when memory runs
+ * out. */
+static int lpc_codec_encode(lua_State *L) {
+  const pc_MessageDef *def;
+  CodecState *cs = lua_touserdata(L, CODEC_STATE);
+  pc_Message *msg = check_message(L, cs, &def);
+  pc_EncodeOptions opts = {0};
+  if (!lua_isnoneornil(L, 2)) {
+    if (!lua_istable(L, 2)) codec_typeerror(L, 2, "encode", "table");
+    opts.deterministic = lua_getfield(L, 2, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  pc_WireWriter *w = &cs->w;
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_WireWriter_Reset(w);
+  pc_EncodeStatus st = pc_Encode(msg, def, &opts, w, &err);
+  if (st != kPc_EncodeStatus_Ok) {
+    pc_WireWriter_Free(w);
+    return luaL_error(L, "%s", err.msg);
+  }
+  lua_pushlstring(L, (const char *)pc_WireWriter_Data(w), pc_WireWriter_Size(w));
+  if (w->cap > LPC_ENCODEBUF_KEEP) pc_WireWriter_Free(w);
+  return 1;
+}
+
+/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100}])
+ * T: a message Type; bytes: string; max_depth: levels of nesting allowed
+ * below the root (default 100). Returns the message, or nil and
+ * "<subject>: <reason> at offset <n>" for malformed input. Raises when
+ * memory runs out. */
+static int lpc_codec_decode(lua_State *L) {
+  CodecState *cs = lua_touserdata(L, CODEC_STATE);
+  const pc_MessageDef *def = check_type(L, cs);
+  size_t len;
+  if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
+  const char *bytes = lua_tolstring(L, 2, &len);
+  pc_DecodeOptions opts = {0, 0};
+  if (!lua_isnoneornil(L, 3)) {
+    if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
+    if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
+      int isint;
+      lua_Integer d = lua_tointegerx(L, -1, &isint);
+      if (!isint || d < 1 || d > 10000)
+        codec_argerror(L, 3, "decode", "max_depth must be in 1..10000");
+      opts.max_depth = (int)d;
+    }
+    lua_pop(L, 1);
+  }
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_DecodeStatus st;
+  if (all_numbers(def)) {
+    if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
+      return luaL_error(L, "not enough memory");
+    size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
+    pc_Message *msg = lua_newuserdatauv(L, def->size, 0);
+    pc_Message_Init(def, msg);
+    lua_getiuservalue(L, 1, 2); /* the Type's metatable of standalone instances */
+    lua_setmetatable(L, -2);
+    st = pc_Decode(bytes, len, msg, def, cs->scratch, &opts, &err);
+    if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
+      if (st == kPc_DecodeStatus_Ok) return 1;
+      lua_pushnil(L);
+      lua_pushstring(L, err.msg);
+      return 2;
+    }
+    /* Unknown fields went to the scratch arena: drop it, decode again below. */
+    pc_Arena_Free(cs->scratch);
+    cs->scratch = NULL;
+    lua_pop(L, 1);
+    pc_Error_Init(&err);
+  }
+  pc_Arena *a = lpc_newarena(L);
+  int arena_idx = lua_gettop(L);
+  pc_Message *msg = pc_Message_New(def, a);
+  if (msg == NULL) return luaL_error(L, "not enough memory");
+  st = pc_Decode(bytes, len, msg, def, a, &opts, &err);
+  lpc_pacearena(L, arena_idx);
+  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+  if (st != kPc_DecodeStatus_Ok) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lpc_pushview(L, def, msg, arena_idx);
+  return 1;
+}
+
+/* -- names | nil, err = core.load_descriptor_set(pool, bytes)
+ * Adds every file of a serialized FileDescriptorSet to 'pool' (files the
+ * pool already has by name are skipped). Returns the list of the added
+ * files' names in order, or nil and the reason. */
+/* A set made without --include_imports names well-known types it does not
+ * carry: add the built-in files it imports and lacks first (as pc.load
+ * does for an import). A set that does not read is left to
+ * pc_Pool_AddDescriptorSet to report. */
+static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes, size_t len) {
+  pc_Arena *a = lpc_newarena(L);
+  pc_FileDesc *files;
+  size_t count;
+  if (pc_DescriptorSet_Read(bytes, len, a, &files, &count, NULL)) {
+    for (size_t i = 0; i < count; i++) {
+      for (size_t d = 0; d < files[i].dependency_count; d++) {
+        const char *dep = files[i].dependencies[d];
+        size_t k = 0;
+        while (k < count && strcmp(files[k].name, dep) != 0) k++;
+        if (k == count) lpc_load_builtin(L, pool, dep);
+      }
+    }
+  }
+  lua_pop(L, 1); /* the arena, to the collector */
+}
+
+static int lpc_codec_load_descriptor_set(lua_State *L) {
+  pc_Pool *pool = lpc_checkpool(L, 1);
+  size_t len;
+  if (lua_type(L, 2) != LUA_TSTRING) luaL_typeerror(L, 2, "string");
+  const char *bytes = lua_tolstring(L, 2, &len);
+  pc_Error err;
+  pc_Error_Init(&err);
+  load_builtin_imports(L, pool, bytes, len);
+  size_t first;
+  long added = pc_Pool_AddDescriptorSet(pool, bytes, len, &first, &err);
+  if (added < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lua_createtable(L, (int)added, 0);
+  for (long i = 0; i < added; i++) {
+    lua_pushstring(L, pc_Pool_File(pool, first + (size_t)i)->name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+void lpc_open_codec(lua_State *L) {
+  CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
+  pc_WireWriter_Init(&cs->w, NULL, NULL);
+  cs->scratch = NULL;
+  cs->mt = cs->type = NULL;
+  cs->mt_def = cs->type_def = NULL;
+  cs->mt_standalone = 0;
+  if (luaL_newmetatable(L, LPC_CODECSTATE)) {
+    lua_pushcfunction(L, lpc_codecstate_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+  }
+  lua_setmetatable(L, -2);
+  lua_createtable(L, 2, 0); /* the cache */
+  /* The first sentinel: a garbage table whose __gc (clear_cache) runs at
+   * the end of the next cycle and leaves the next sentinel. */
+  lua_createtable(L, 0, 1); /* its metatable */
+  lua_pushvalue(L, -3);
+  lua_pushvalue(L, -3);
+  lua_pushvalue(L, -3);
+  lua_pushcclosure(L, clear_cache, 3);
+  lua_setfield(L, -2, "__gc");
+  lua_newtable(L);
+  lua_insert(L, -2);
+  lua_setmetatable(L, -2);
+  lua_pop(L, 1);
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, lpc_codec_encode, 2);
+  lua_setfield(L, -4, "encode");
+  lua_pushcclosure(L, lpc_codec_decode, 2);
+  lua_setfield(L, -2, "decode");
+  lua_pushcfunction(L, lpc_codec_load_descriptor_set);
+  lua_setfield(L, -2, "load_descriptor_set");
+}

@@ -1,0 +1,116 @@
+#include "base/arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PC_ARENA_ALIGN       8
+#define PC_ARENA_FIRST_BLOCK 256
+#define PC_ARENA_MAX_BLOCK   ((size_t)64 * 1024)
+
+typedef struct pc_Block {
+  struct pc_Block *next;
+  size_t size; /* bytes of this block, header included */
+} pc_Block;
+
+struct pc_Arena {
+  pc_Alloc *alloc;
+  void *ud;
+  pc_Block *blocks;
+  char *ptr, *end; /* free space in the newest block */
+  size_t allocated;
+  size_t next_block; /* size of the next ordinary block */
+};
+
+void *pc_DefaultAlloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  (void)osize;
+  if (nsize == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, nsize);
+}
+
+pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud) {
+  if (alloc == NULL) alloc = pc_DefaultAlloc;
+  pc_Arena *a = alloc(ud, NULL, 0, sizeof(pc_Arena));
+  if (a == NULL) return NULL;
+  a->alloc = alloc;
+  a->ud = ud;
+  a->blocks = NULL;
+  a->ptr = a->end = NULL;
+  a->allocated = sizeof(pc_Arena);
+  a->next_block = PC_ARENA_FIRST_BLOCK;
+  return a;
+}
+
+void pc_Arena_Free(pc_Arena *a) {
+  if (a == NULL) return;
+  pc_Block *b = a->blocks;
+  while (b != NULL) {
+    pc_Block *next = b->next;
+    a->alloc(a->ud, b, b->size, 0);
+    b = next;
+  }
+  a->alloc(a->ud, a, sizeof(pc_Arena), 0);
+}
+
+static size_t align_up(size_t n) {
+  return (n + PC_ARENA_ALIGN - 1) & ~(size_t)(PC_ARENA_ALIGN - 1);
+}
+
+/* Slow path: a new block large enough for 'size'. Large requests get a block
+ * of their own behind the current one, so the free space is not wasted. */
+static void *arena_grow(pc_Arena *a, size_t size) {
+  size_t header = align_up(sizeof(pc_Block));
+  if (size > SIZE_MAX - header) return NULL;
+  size_t want = size + header;
+  int own = want > a->next_block / 2;
+  size_t bsize = own ? want : a->next_block;
+  pc_Block *b = a->alloc(a->ud, NULL, 0, bsize);
+  if (b == NULL) return NULL;
+  b->size = bsize;
+  a->allocated += bsize;
+  char *mem = (char *)b + header;
+  if (own && a->blocks != NULL) {
+    b->next = a->blocks->next;
+    a->blocks->next = b;
+    return mem;
+  }
+  b->next = a->blocks;
+  a->blocks = b;
+  a->ptr = mem + size;
+  a->end = (char *)b + bsize;
+  if (a->next_block < PC_ARENA_MAX_BLOCK) a->next_block *= 2;
+  return mem;
+}
+
+void *pc_Arena_Malloc(pc_Arena *a, size_t size) {
+  size = align_up(size == 0 ? 1 : size);
+  if (a->ptr != NULL && (size_t)(a->end - a->ptr) >= size) {
+    void *p = a->ptr;
+    a->ptr += size;
+    return p;
+  }
+  return arena_grow(a, size);
+}
+
+void *pc_Arena_Calloc(pc_Arena *a, size_t size) {
+  void *p = pc_Arena_Malloc(a, size);
+  if (p != NULL) memset(p, 0, size);
+  return p;
+}
+
+char *pc_Arena_StrDup(pc_Arena *a, const char *s, size_t len) {
+  if (len == SIZE_MAX) return NULL;
+  char *p = pc_Arena_Malloc(a, len + 1);
+  if (p == NULL) return NULL;
+  if (len > 0) memcpy(p, s, len);
+  p[len] = '\0';
+  return p;
+}
+
+size_t pc_Arena_SpaceAllocated(const pc_Arena *a) {
+  return a->allocated;
+}

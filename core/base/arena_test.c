@@ -1,0 +1,48 @@
+/* Arena: alignment, large blocks, strings, accounting, and no leak when any
+ * allocation fails. */
+#include "base/arena.h"
+#include "testing/check.h"
+#include "testing/failalloc.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static int fill(pc_Arena *a) {
+  for (int i = 0; i < 200; i++) {
+    char *p = pc_Arena_Malloc(a, (size_t)(i % 37) + 1);
+    if (p == NULL) return 0;
+    CHECK(((uintptr_t)p & 7) == 0);
+    memset(p, 0xab, (size_t)(i % 37) + 1);
+  }
+  char *big = pc_Arena_Malloc(a, 200000);
+  if (big == NULL) return 0;
+  memset(big, 1, 200000);
+  char *s = pc_Arena_StrDup(a, "a\0b", 3);
+  if (s == NULL) return 0;
+  CHECK(memcmp(s, "a\0b", 4) == 0);
+  return 1;
+}
+
+int main(void) {
+  pc_Arena *a = pc_Arena_New(NULL, NULL);
+  CHECK(a != NULL);
+  if (a == NULL) return 1;
+  CHECK(fill(a));
+  CHECK(pc_Arena_SpaceAllocated(a) >= 200000);
+  int *z = pc_Arena_Calloc(a, 64 * sizeof(int));
+  for (int i = 0; i < 64; i++) CHECK(z[i] == 0);
+  pc_Arena_Free(a);
+  pc_Arena_Free(NULL);
+
+  for (long n = 1;; n++) {
+    fail_reset(n);
+    pc_Arena *f = pc_Arena_New(fail_alloc, NULL);
+    if (f != NULL) {
+      fill(f);
+      pc_Arena_Free(f);
+    }
+    CHECK(fail_live == 0);
+    if (!fail_hit) break;
+  }
+  return CHECK_DONE();
+}

@@ -1,0 +1,1818 @@
+/* Name resolution, validation and custom option interpretation; see
+ * proto_resolve.h. Follows protoc's descriptor.cc (DescriptorBuilder and
+ * OptionInterpreter): same lookups, same error texts. */
+#include "compiler/resolve_internal.h"
+#include "wire/wire.h"
+
+#include "compiler/lex_internal.h"
+#include "compiler/parse_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FIELD_NUMBER 536870911
+#define MAX_DEPTH        64
+
+typedef enum {
+  kSymPackage = 1,
+  kSymMessage,
+  kSymEnum,
+  kSymEnumValue,
+  kSymField,
+  kSymOneof,
+  kSymService,
+  kSymMethod
+} SymKind;
+
+typedef struct {
+  const char *name; /* full name, no leading dot */
+  size_t len;
+  SymKind kind;
+  int file;          /* index into deps; dep_count means the file itself */
+  const void *desc;  /* pc_MessageDesc, pc_EnumDesc, pc_FieldDesc, ... */
+  const void *owner; /* enum of a value; message of a field */
+} Sym;
+
+typedef struct {
+  pc_Arena *a;
+  pc_Error *err;
+  pc_FileDesc *file;
+  const pc_FileDesc *const *deps;
+  size_t ndeps;
+  Sym *slots;
+  size_t cap, count;
+  unsigned char *visible; /* per file index */
+  int failed;
+  /* details of the last failed lookup, for protoc's error texts */
+  char undefined_resolved[256];
+  int undeclared_file;
+  char undeclared_name[256];
+  const pc_FieldDesc **seen; /* extensions of the file checked so far */
+  size_t nseen, capseen;
+} R;
+
+/* ---- errors ---------------------------------------------------------------- */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static int
+fail_at(R *r, int line, int col, const char *fmt, ...) {
+  if (!r->failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    pc_Error_SetAtV(r->err, r->file->name, line, col, fmt, ap);
+    va_end(ap);
+  }
+  r->failed = 1;
+  return 0;
+}
+
+static int oom(R *r) {
+  if (!r->failed) pc_Error_Set(r->err, "out of memory");
+  r->failed = 1;
+  return 0;
+}
+
+/* ---- symbol table ---------------------------------------------------------- */
+
+static uint64_t hash(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+static Sym *find(const R *r, const char *name, size_t len) {
+  if (r->cap == 0) return NULL;
+  size_t i = (size_t)hash(name, len) & (r->cap - 1);
+  while (r->slots[i].name != NULL) {
+    if (r->slots[i].len == len && memcmp(r->slots[i].name, name, len) == 0) return &r->slots[i];
+    i = (i + 1) & (r->cap - 1);
+  }
+  return NULL;
+}
+
+static int grow_table(R *r) {
+  size_t nc = r->cap ? r->cap * 2 : 256;
+  Sym *ns = pc_Arena_Calloc(r->a, nc * sizeof *ns);
+  if (ns == NULL) return oom(r);
+  for (size_t k = 0; k < r->cap; k++) {
+    if (r->slots[k].name == NULL) continue;
+    size_t i = (size_t)hash(r->slots[k].name, r->slots[k].len) & (nc - 1);
+    while (ns[i].name != NULL) i = (i + 1) & (nc - 1);
+    ns[i] = r->slots[k];
+  }
+  r->slots = ns;
+  r->cap = nc;
+  return 1;
+}
+
+static int file_index_self(const R *r) {
+  return (int)r->ndeps;
+}
+
+static const pc_FileDesc *file_of(const R *r, int index) {
+  return index == file_index_self(r) ? r->file : r->deps[index];
+}
+
+/* Adds 'name' (arena string); for the file itself, a clash is protoc's
+ * "already defined" error at 'line':'col'. */
+static int add_sym(R *r, const char *name, SymKind kind, int file, const void *desc,
+                   const void *owner, int line, int col) {
+  size_t len = strlen(name);
+  if ((r->count + 1) * 2 > r->cap && !grow_table(r)) return 0;
+  size_t i = (size_t)hash(name, len) & (r->cap - 1);
+  Sym *s = NULL;
+  for (; r->slots[i].name != NULL; i = (i + 1) & (r->cap - 1)) {
+    if (r->slots[i].len == len && memcmp(r->slots[i].name, name, len) == 0) {
+      s = &r->slots[i];
+      break;
+    }
+  }
+  if (s != NULL) {
+    if (file != file_index_self(r)) return 1; /* deps were validated; first wins */
+    if (kind == kSymPackage) {
+      if (s->kind == kSymPackage) return 1;
+      return fail_at(r, line, col,
+                     "\"%s\" is already defined (as something other than a package) in file "
+                     "\"%s\".",
+                     name, file_of(r, s->file)->name);
+    }
+    if (s->file != file) {
+      return fail_at(r, line, col, "\"%s\" is already defined in file \"%s\".", name,
+                     file_of(r, s->file)->name);
+    }
+    const char *dot = strrchr(name, '.');
+    if (dot == NULL) return fail_at(r, line, col, "\"%s\" is already defined.", name);
+    return fail_at(r, line, col, "\"%s\" is already defined in \"%.*s\".", dot + 1,
+                   (int)(dot - name), name);
+  }
+  r->slots[i].name = name;
+  r->slots[i].len = len;
+  r->slots[i].kind = kind;
+  r->slots[i].file = file;
+  r->slots[i].desc = desc;
+  r->slots[i].owner = owner;
+  r->count++;
+  return 1;
+}
+
+static char *join(R *r, const char *scope, const char *name) {
+  size_t a = scope ? strlen(scope) : 0, b = strlen(name);
+  char *s = pc_Arena_Malloc(r->a, a + b + 2);
+  if (s == NULL) {
+    oom(r);
+    return NULL;
+  }
+  if (a) {
+    memcpy(s, scope, a + 1);
+    s[a++] = '.';
+  }
+  memcpy(s + a, name, b + 1);
+  return s;
+}
+
+static int add_enum_syms(R *r, const char *scope, const pc_EnumDesc *e, int file) {
+  char *full = join(r, scope, e->name);
+  if (full == NULL || !add_sym(r, full, kSymEnum, file, e, NULL, e->line, e->column)) return 0;
+  for (size_t i = 0; i < e->value_count; i++) {
+    /* C++ scoping: values are siblings of their enum */
+    char *v = join(r, scope, e->values[i].name);
+    if (v == NULL || !add_sym(r, v, kSymEnumValue, file, &e->values[i], e, e->values[i].line,
+                              e->values[i].column))
+      return 0;
+  }
+  return 1;
+}
+
+static int add_message_syms(R *r, const char *scope, const pc_MessageDesc *m, int file, int depth) {
+  if (depth > MAX_DEPTH) return fail_at(r, m->line, m->column, "Message nesting too deep.");
+  char *full = join(r, scope, m->name);
+  if (full == NULL || !add_sym(r, full, kSymMessage, file, m, NULL, m->line, m->column)) return 0;
+  /* a dependency's fields and oneofs are never looked up, and cannot clash
+   * with this file's names without their message clashing first */
+  int self = file == file_index_self(r);
+  for (size_t i = 0; self && i < m->oneof_count; i++) {
+    char *n = join(r, full, m->oneofs[i].name);
+    if (n == NULL || !add_sym(r, n, kSymOneof, file, &m->oneofs[i], m, m->line, m->column))
+      return 0;
+  }
+  for (size_t i = 0; self && i < m->field_count; i++) {
+    char *n = join(r, full, m->fields[i].name);
+    if (n == NULL ||
+        !add_sym(r, n, kSymField, file, &m->fields[i], m, m->fields[i].line, m->fields[i].column))
+      return 0;
+  }
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (!add_message_syms(r, full, &m->nested[i], file, depth + 1)) return 0;
+  for (size_t i = 0; i < m->enum_count; i++)
+    if (!add_enum_syms(r, full, &m->enums[i], file)) return 0;
+  for (size_t i = 0; i < m->extension_count; i++) {
+    char *n = join(r, full, m->extensions[i].name);
+    if (n == NULL || !add_sym(r, n, kSymField, file, &m->extensions[i], NULL, m->extensions[i].line,
+                              m->extensions[i].column))
+      return 0;
+  }
+  return 1;
+}
+
+static size_t count_message_syms(const pc_MessageDesc *m, int depth) {
+  size_t n = 1 + m->oneof_count + m->field_count + m->extension_count;
+  if (depth > MAX_DEPTH) return n;
+  for (size_t i = 0; i < m->nested_count; i++) n += count_message_syms(&m->nested[i], depth + 1);
+  for (size_t i = 0; i < m->enum_count; i++) n += 1 + m->enums[i].value_count;
+  return n;
+}
+
+/* About how many symbols 'f' adds (packages counted generously). */
+static size_t count_file_syms(const pc_FileDesc *f) {
+  size_t n = 8 + f->extension_count;
+  for (size_t i = 0; i < f->message_count; i++) n += count_message_syms(&f->messages[i], 0);
+  for (size_t i = 0; i < f->enum_count; i++) n += 1 + f->enums[i].value_count;
+  for (size_t i = 0; i < f->service_count; i++) n += 1 + f->services[i].method_count;
+  return n;
+}
+
+static int add_file_syms(R *r, const pc_FileDesc *f, int file) {
+  const char *pkg = f->package;
+  if (pkg != NULL && pkg[0]) {
+    for (const char *d = pkg;; d++) {
+      if (*d == '.' || *d == '\0') {
+        char *prefix = pc_Arena_StrDup(r->a, pkg, (size_t)(d - pkg));
+        if (prefix == NULL) return oom(r);
+        if (!add_sym(r, prefix, kSymPackage, file, f, NULL, 0, 0)) return 0;
+        if (*d == '\0') break;
+      }
+    }
+  } else {
+    pkg = NULL;
+  }
+  for (size_t i = 0; i < f->message_count; i++)
+    if (!add_message_syms(r, pkg, &f->messages[i], file, 0)) return 0;
+  for (size_t i = 0; i < f->enum_count; i++)
+    if (!add_enum_syms(r, pkg, &f->enums[i], file)) return 0;
+  for (size_t i = 0; i < f->service_count; i++) {
+    const pc_ServiceDesc *s = &f->services[i];
+    char *n = join(r, pkg, s->name);
+    if (n == NULL || !add_sym(r, n, kSymService, file, s, NULL, s->line, s->column)) return 0;
+    for (size_t k = 0; k < s->method_count; k++) {
+      char *mn = join(r, n, s->methods[k].name);
+      if (mn == NULL || !add_sym(r, mn, kSymMethod, file, &s->methods[k], s, s->methods[k].line,
+                                 s->methods[k].column))
+        return 0;
+    }
+  }
+  for (size_t i = 0; i < f->extension_count; i++) {
+    char *n = join(r, pkg, f->extensions[i].name);
+    if (n == NULL || !add_sym(r, n, kSymField, file, &f->extensions[i], NULL, f->extensions[i].line,
+                              f->extensions[i].column))
+      return 0;
+  }
+  return 1;
+}
+
+/* ---- lookups ------------------------------------------------------------- */
+
+static int dep_index(const R *r, const char *name) {
+  for (size_t i = 0; i < r->ndeps; i++)
+    if (strcmp(r->deps[i]->name, name) == 0) return (int)i;
+  return -1;
+}
+
+/* Marks 'f' visible, then its public imports, recursively. */
+static void mark_public(R *r, int index) {
+  if (r->visible[index]) return;
+  r->visible[index] = 1;
+  const pc_FileDesc *f = r->deps[index];
+  for (size_t i = 0; i < f->public_dependency_count; i++) {
+    int32_t d = f->public_dependencies[i];
+    if (d < 0 || (size_t)d >= f->dependency_count) continue;
+    int k = dep_index(r, f->dependencies[d]);
+    if (k >= 0) mark_public(r, k);
+  }
+}
+
+static int in_package(const pc_FileDesc *f, const char *name, size_t len) {
+  if (f->package == NULL) return 0;
+  size_t n = strlen(f->package);
+  return n >= len && memcmp(f->package, name, len) == 0 && (n == len || f->package[len] == '.');
+}
+
+/* protoc's FindSymbol: a symbol of a file this file can see. */
+static const Sym *find_visible(R *r, const char *name, size_t len) {
+  const Sym *s = find(r, name, len);
+  if (s == NULL) return NULL;
+  if (s->file == file_index_self(r) || r->visible[s->file]) return s;
+  if (s->kind == kSymPackage) {
+    if (in_package(r->file, name, len)) return s;
+    for (size_t i = 0; i < r->ndeps; i++)
+      if (r->visible[i] && in_package(r->deps[i], name, len)) return s;
+  }
+  r->undeclared_file = s->file;
+  snprintf(r->undeclared_name, sizeof r->undeclared_name, "%.*s", (int)len, name);
+  return NULL;
+}
+
+static int is_type(const Sym *s) {
+  return s->kind == kSymMessage || s->kind == kSymEnum;
+}
+
+static int is_aggregate(const Sym *s) {
+  return s->kind == kSymMessage || s->kind == kSymEnum || s->kind == kSymPackage ||
+         s->kind == kSymService;
+}
+
+/* protoc's LookupSymbolNoPlaceholder: 'name' relative to the scope of the
+ * element named 'relative_to' (innermost scope first; a leading dot makes
+ * it absolute). 'types_only' skips non-type symbols of the same name. */
+static const Sym *lookup(R *r, const char *name, const char *relative_to, int types_only) {
+  r->undefined_resolved[0] = '\0';
+  r->undeclared_file = -1;
+  if (name[0] == '.') return find_visible(r, name + 1, strlen(name + 1));
+  size_t nlen = strlen(name);
+  const char *dot = strchr(name, '.');
+  size_t first = dot ? (size_t)(dot - name) : nlen;
+  char buf[1024];
+  size_t scope = strlen(relative_to);
+  if (scope + nlen + 2 > sizeof buf) return NULL;
+  memcpy(buf, relative_to, scope + 1);
+  for (;;) {
+    while (scope > 0 && buf[scope - 1] != '.') scope--;
+    if (scope == 0) return find_visible(r, name, nlen);
+    scope--; /* drop the dot: buf[0..scope) is the enclosing scope */
+    buf[scope] = '.';
+    memcpy(buf + scope + 1, name, first);
+    size_t len = scope + 1 + first;
+    const Sym *s = find_visible(r, buf, len);
+    if (s != NULL) {
+      if (first < nlen) {
+        if (is_aggregate(s)) {
+          memcpy(buf + len, name + first, nlen - first);
+          len += nlen - first;
+          s = find_visible(r, buf, len);
+          if (s == NULL)
+            snprintf(r->undefined_resolved, sizeof r->undefined_resolved, "%.*s", (int)len, buf);
+          return s;
+        }
+      } else if (!types_only || is_type(s)) {
+        return s;
+      }
+    }
+  }
+}
+
+static int not_defined(R *r, int line, int col, const char *name) {
+  if (r->undeclared_file >= 0)
+    return fail_at(r, line, col,
+                   "\"%s\" seems to be defined in \"%s\", which is not imported by \"%s\".  To "
+                   "use it here, please add the necessary import.",
+                   r->undeclared_name, file_of(r, r->undeclared_file)->name, r->file->name);
+  if (r->undefined_resolved[0])
+    return fail_at(r, line, col,
+                   "\"%s\" is resolved to \"%s\", which is not defined. The innermost scope is "
+                   "searched first in name resolution. Consider using a leading '.'(i.e., "
+                   "\".%s\") to start from the outermost scope.",
+                   name, r->undefined_resolved, name);
+  return fail_at(r, line, col, "\"%s\" is not defined.", name);
+}
+
+static const char *dotted(R *r, const Sym *s) {
+  char *out = pc_Arena_Malloc(r->a, s->len + 2);
+  if (out == NULL) {
+    oom(r);
+    return NULL;
+  }
+  out[0] = '.';
+  memcpy(out + 1, s->name, s->len);
+  out[s->len + 1] = '\0';
+  return out;
+}
+
+static const Sym *find_full(const R *r, const char *dotted_name) {
+  if (dotted_name == NULL) return NULL;
+  if (dotted_name[0] == '.') dotted_name++;
+  return find(r, dotted_name, strlen(dotted_name));
+}
+
+/* ---- type resolution ------------------------------------------------------- */
+
+/* The position of a field's type, number or default value, else of the
+ * field. */
+#define AT_TYPE(f)                                                                                 \
+  (f)->type_line ? (f)->type_line : (f)->line, (f)->type_line ? (f)->type_column : (f)->column
+#define AT_NUMBER(f)                                                                               \
+  (f)->number_line ? (f)->number_line : (f)->line,                                                 \
+      (f)->number_line ? (f)->number_column : (f)->column
+#define AT_DEFAULT(f)                                                                              \
+  (f)->default_line ? (f)->default_line : (f)->line,                                               \
+      (f)->default_line ? (f)->default_column : (f)->column
+
+static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
+  if (f->extendee != NULL) {
+    const Sym *s = lookup(r, f->extendee, full, 0);
+    if (s == NULL) return not_defined(r, f->line, f->column, f->extendee);
+    if (s->kind != kSymMessage)
+      return fail_at(r, f->line, f->column, "\"%s\" is not a message type.", f->extendee);
+    if ((f->extendee = dotted(r, s)) == NULL) return 0;
+  }
+  if (f->type_name == NULL) return 1;
+  const Sym *s = lookup(r, f->type_name, full, 1);
+  if (s == NULL) return not_defined(r, AT_TYPE(f), f->type_name);
+  if (!is_type(s)) return fail_at(r, AT_TYPE(f), "\"%s\" is not a type.", f->type_name);
+  if (f->type == kPc_Type_Group) {
+    if (s->kind != kSymMessage)
+      return fail_at(r, AT_TYPE(f), "\"%s\" is not a message type.", f->type_name);
+  } else if (f->type == 0) {
+    f->type = s->kind == kSymMessage ? kPc_Type_Message : kPc_Type_Enum;
+  }
+  if ((f->type_name = dotted(r, s)) == NULL) return 0;
+  if (f->default_value != NULL) {
+    if (f->type != kPc_Type_Enum)
+      return fail_at(r, AT_DEFAULT(f), "Messages can't have default values.");
+    const pc_EnumDesc *e = s->desc;
+    int found = 0;
+    for (size_t i = 0; i < e->value_count && !found; i++)
+      found = strcmp(e->values[i].name, f->default_value) == 0;
+    if (!found)
+      return fail_at(r, AT_DEFAULT(f), "Enum type \"%.*s\" has no value named \"%s\".", (int)s->len,
+                     s->name, f->default_value);
+  }
+  return 1;
+}
+
+static int resolve_message(R *r, const char *scope, pc_MessageDesc *m) {
+  char *full = join(r, scope, m->name);
+  if (full == NULL) return 0;
+  for (size_t i = 0; i < m->field_count; i++) {
+    char *n = join(r, full, m->fields[i].name);
+    if (n == NULL || !resolve_field(r, &m->fields[i], n)) return 0;
+  }
+  for (size_t i = 0; i < m->extension_count; i++) {
+    char *n = join(r, full, m->extensions[i].name);
+    if (n == NULL || !resolve_field(r, &m->extensions[i], n)) return 0;
+  }
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (!resolve_message(r, full, &m->nested[i])) return 0;
+  return 1;
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+static int is_packable(pc_FieldType t) {
+  return t != kPc_Type_String && t != kPc_Type_Bytes && t != kPc_Type_Message &&
+         t != kPc_Type_Group && t != 0;
+}
+
+static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_MessageDesc *m) {
+  (void)m;
+  if (f->number <= 0) return fail_at(r, AT_NUMBER(f), "Field numbers must be positive integers.");
+  if (!is_extension && f->number > MAX_FIELD_NUMBER)
+    return fail_at(r, AT_NUMBER(f), "Field numbers cannot be greater than %d.", MAX_FIELD_NUMBER);
+  if (f->number >= 19000 && f->number <= 19999)
+    return fail_at(r, AT_NUMBER(f),
+                   "Field numbers 19000 through 19999 are reserved for the protocol buffer "
+                   "library implementation.");
+  if (r->file->syntax == kPc_Syntax_Proto3) {
+    if (f->label == kPc_Label_Required)
+      return fail_at(r, AT_TYPE(f), "Required fields are not allowed in proto3.");
+    if (f->default_value != NULL)
+      return fail_at(r, AT_DEFAULT(f), "Explicit default values are not allowed in proto3.");
+  }
+  if (f->packed == 1 && (f->label != kPc_Label_Repeated || !is_packable(f->type)))
+    return fail_at(r, AT_TYPE(f),
+                   "[packed = true] can only be specified for repeated primitive fields.");
+  if (is_extension && f->json_name != NULL) {
+    char buf[256];
+    pc_JsonName(f->name, buf, sizeof buf);
+    if (strcmp(buf, f->json_name) != 0)
+      return fail_at(r, f->line, f->column, "option json_name is not allowed on extension fields.");
+  }
+  return 1;
+}
+
+static int check_map_entry(R *r, const pc_MessageDesc *entry, const pc_FieldDesc *f) {
+  const pc_FieldDesc *key = &entry->fields[0];
+  if (key->type == kPc_Type_Float || key->type == kPc_Type_Double || key->type == kPc_Type_Bytes ||
+      key->type == kPc_Type_Message || key->type == kPc_Type_Enum || key->type == kPc_Type_Group)
+    return fail_at(r, AT_TYPE(f),
+                   "Key in map fields cannot be float/double, bytes or message types.");
+  const pc_FieldDesc *value = &entry->fields[1];
+  if (value->type == kPc_Type_Enum) {
+    const Sym *s = find_full(r, value->type_name);
+    const pc_EnumDesc *e = s ? s->desc : NULL;
+    if (e != NULL && e->value_count > 0 && e->values[0].number != 0)
+      return fail_at(r, AT_TYPE(f), "Enum value in map must define 0 as the first value.");
+  }
+  return 1;
+}
+
+static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
+  if (e->value_count == 0)
+    return fail_at(r, e->line, e->column, "Enums must contain at least one value.");
+  if (r->file->syntax == kPc_Syntax_Proto3 && e->values[0].number != 0)
+    return fail_at(r, e->values[0].line, e->values[0].column,
+                   "The first enum value must be zero in proto3.");
+  for (size_t i = 0; i < e->value_count; i++) {
+    const pc_EnumValueDesc *v = &e->values[i];
+    for (size_t k = 0; k < e->reserved_range_count; k++)
+      if (e->reserved_ranges[k].start <= v->number && v->number <= e->reserved_ranges[k].end)
+        return fail_at(r, v->line, v->column, "Enum value \"%s\" uses reserved number %d.", v->name,
+                       v->number);
+    for (size_t k = 0; k < e->reserved_name_count; k++)
+      if (strcmp(e->reserved_names[k], v->name) == 0)
+        return fail_at(r, v->line, v->column, "Enum value \"%s\" is reserved.", v->name);
+    if (!e->allow_alias) {
+      for (size_t k = 0; k < i; k++)
+        if (e->values[k].number == v->number)
+          return fail_at(r, v->line, v->column,
+                         "\"%s%s%s\" uses the same enum value as \"%s%s%s\". If this is "
+                         "intended, set 'option allow_alias = true;' to the enum definition.",
+                         scope ? scope : "", scope ? "." : "", v->name, scope ? scope : "",
+                         scope ? "." : "", e->values[k].name);
+    }
+  }
+  return 1;
+}
+
+static const pc_MessageDesc *nested_named(const pc_MessageDesc *m, const char *name) {
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (strcmp(m->nested[i].name, name) == 0) return &m->nested[i];
+  return NULL;
+}
+
+static int lower_no_underscore(const char **p) {
+  while (**p == '_') (*p)++;
+  int c = (unsigned char)**p;
+  if (c) (*p)++;
+  return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
+}
+
+/* protoc's JSON key of a field name: lower-cased, underscores dropped. */
+static char *json_key(R *r, const char *name) {
+  char *k = pc_Arena_Malloc(r->a, strlen(name) + 1);
+  if (k == NULL) return NULL;
+  size_t n = 0;
+  for (int c; (c = lower_no_underscore(&name)) != 0;) k[n++] = (char)c;
+  k[n] = '\0';
+  return k;
+}
+
+/* Duplicates among a message's fields in O(n log n) (a message may have
+ * many thousand fields): items sorted by key, then by declaration index. */
+typedef struct {
+  int32_t number;
+  const char *key; /* NULL when comparing numbers */
+  size_t index;
+} DupItem;
+
+static int dup_key_cmp(const DupItem *a, const DupItem *b) {
+  if (a->key != NULL) return strcmp(a->key, b->key);
+  return (a->number > b->number) - (a->number < b->number);
+}
+
+static int dup_cmp(const void *pa, const void *pb) {
+  const DupItem *a = pa, *b = pb;
+  int c = dup_key_cmp(a, b);
+  if (c != 0) return c;
+  return (a->index > b->index) - (a->index < b->index);
+}
+
+/* The smallest declaration index whose key an earlier item has, with that
+ * earliest item's index in '*first'; SIZE_MAX when all keys differ. The
+ * error the pairwise loop of protoc reports, found by sorting. */
+static size_t first_duplicate(DupItem *items, size_t n, size_t *first) {
+  qsort(items, n, sizeof *items, dup_cmp);
+  size_t best = SIZE_MAX;
+  for (size_t g = 0; g < n;) {
+    size_t h = g + 1;
+    while (h < n && dup_key_cmp(&items[g], &items[h]) == 0) h++;
+    if (h - g > 1 && items[g + 1].index < best) {
+      best = items[g + 1].index;
+      *first = items[g].index;
+    }
+    g = h;
+  }
+  return best;
+}
+
+static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
+  char *full = join(r, scope, m->name);
+  if (full == NULL) return 0;
+  int proto3 = r->file->syntax == kPc_Syntax_Proto3;
+  if (proto3 && m->extension_range_count > 0)
+    return fail_at(r, m->line, m->column, "Extension ranges are not allowed in proto3.");
+  if (proto3 && m->message_set_wire_format)
+    return fail_at(r, m->line, m->column, "MessageSet is not supported in proto3.");
+  DupItem *items = pc_Arena_Malloc(r->a, (m->field_count + 1) * sizeof *items);
+  if (items == NULL) return oom(r);
+  for (size_t i = 0; i < m->field_count; i++) items[i] = (DupItem){m->fields[i].number, NULL, i};
+  size_t dup_first = 0, dup = first_duplicate(items, m->field_count, &dup_first);
+  for (size_t i = 0; i < m->field_count; i++) {
+    const pc_FieldDesc *f = &m->fields[i];
+    if (!check_field(r, f, 0, m)) return 0;
+    if (i == dup)
+      return fail_at(r, AT_NUMBER(f),
+                     "Field number %d has already been used in \"%s\" by field \"%s\".", f->number,
+                     full, m->fields[dup_first].name);
+    for (size_t k = 0; k < m->extension_range_count; k++) {
+      pc_RangeDesc x = m->extension_ranges[k].range;
+      if (x.start <= f->number && f->number < x.end)
+        return fail_at(r, f->line, f->column,
+                       "Extension range %d to %d includes field \"%s\" (%d).", x.start, x.end - 1,
+                       f->name, f->number);
+    }
+    for (size_t k = 0; k < m->reserved_range_count; k++) {
+      pc_RangeDesc x = m->reserved_ranges[k];
+      if (x.start <= f->number && f->number < x.end)
+        return fail_at(r, f->line, f->column, "Field \"%s\" uses reserved number %d.", f->name,
+                       f->number);
+    }
+    for (size_t k = 0; k < m->reserved_name_count; k++)
+      if (strcmp(m->reserved_names[k], f->name) == 0)
+        return fail_at(r, f->line, f->column, "Field name \"%s\" is reserved.", f->name);
+    if (f->type == kPc_Type_Message && f->label == kPc_Label_Repeated && f->type_name) {
+      const Sym *s = find_full(r, f->type_name);
+      const pc_MessageDesc *entry = s && s->kind == kSymMessage ? s->desc : NULL;
+      if (entry != NULL && entry->map_entry && entry == nested_named(m, entry->name) &&
+          entry->field_count == 2 && !check_map_entry(r, entry, f))
+        return 0;
+    }
+    if (proto3 && f->type == kPc_Type_Enum && f->type_name) {
+      const Sym *s = find_full(r, f->type_name);
+      if (s != NULL && file_of(r, s->file)->syntax != kPc_Syntax_Proto3)
+        return fail_at(r, AT_TYPE(f),
+                       "Enum type \"%.*s\" is not a proto3 enum, but is used in \"%s\" which is "
+                       "a proto3 message type.",
+                       (int)s->len, s->name, full);
+    }
+  }
+  if (proto3) { /* protoc's rule: unique after lower-casing and dropping underscores */
+    for (size_t i = 0; i < m->field_count; i++) {
+      char *key = json_key(r, m->fields[i].name);
+      if (key == NULL) return oom(r);
+      items[i] = (DupItem){0, key, i};
+    }
+    size_t k = 0, i = first_duplicate(items, m->field_count, &k);
+    if (i != SIZE_MAX)
+      return fail_at(r, m->fields[i].line, m->fields[i].column,
+                     "The JSON camel-case name of field \"%s\" conflicts with field \"%s\". This "
+                     "is not allowed in proto3.",
+                     m->fields[i].name, m->fields[k].name);
+  }
+  for (size_t i = 0; i < m->oneof_count; i++) {
+    int used = 0;
+    for (size_t k = 0; k < m->field_count && !used; k++) used = m->fields[k].oneof_index == (int)i;
+    if (!used) return fail_at(r, m->line, m->column, "Oneof must have at least one field.");
+  }
+  for (size_t i = 0; i < m->extension_range_count; i++) {
+    pc_RangeDesc a = m->extension_ranges[i].range;
+    if (a.start <= 0)
+      return fail_at(r, m->line, m->column, "Extension numbers must be positive integers.");
+    if (a.end > MAX_FIELD_NUMBER + 1 && !m->message_set_wire_format)
+      return fail_at(r, m->line, m->column, "Extension numbers cannot be greater than %d.",
+                     MAX_FIELD_NUMBER);
+    if (a.start >= a.end)
+      return fail_at(r, m->line, m->column,
+                     "Extension range end number must be greater than start number.");
+    for (size_t k = 0; k < m->reserved_range_count; k++) {
+      pc_RangeDesc b = m->reserved_ranges[k];
+      if (a.end > b.start && b.end > a.start)
+        return fail_at(r, m->line, m->column,
+                       "Extension range %d to %d overlaps with reserved range %d to %d.", a.start,
+                       a.end - 1, b.start, b.end - 1);
+    }
+    for (size_t k = 0; k < i; k++) {
+      pc_RangeDesc b = m->extension_ranges[k].range;
+      if (a.end > b.start && b.end > a.start)
+        return fail_at(r, m->line, m->column,
+                       "Extension range %d to %d overlaps with already-defined range %d to %d.",
+                       a.start, a.end - 1, b.start, b.end - 1);
+    }
+  }
+  for (size_t i = 0; i < m->reserved_range_count; i++) {
+    pc_RangeDesc a = m->reserved_ranges[i];
+    if (a.start <= 0)
+      return fail_at(r, m->line, m->column, "Reserved numbers must be positive integers.");
+    if (a.start >= a.end)
+      return fail_at(r, m->line, m->column,
+                     "Reserved range end number must be greater than start number.");
+    for (size_t k = 0; k < i; k++) {
+      pc_RangeDesc b = m->reserved_ranges[k];
+      if (a.end > b.start && b.end > a.start)
+        return fail_at(r, m->line, m->column,
+                       "Reserved range %d to %d overlaps with already-defined range %d to %d.",
+                       a.start, a.end - 1, b.start, b.end - 1);
+    }
+  }
+  for (size_t i = 0; i < m->extension_count; i++)
+    if (!check_field(r, &m->extensions[i], 1, NULL)) return 0;
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (!check_message(r, full, &m->nested[i])) return 0;
+  for (size_t i = 0; i < m->enum_count; i++)
+    if (!check_enum(r, full, &m->enums[i])) return 0;
+  return 1;
+}
+
+static int is_options_message(const char *dotted_name) {
+  return strncmp(dotted_name, ".google.protobuf.", 17) == 0 && strlen(dotted_name) > 24 &&
+         strcmp(dotted_name + strlen(dotted_name) - 7, "Options") == 0;
+}
+
+/* Extensions: inside a declared range of their extendee, number unused. */
+static int check_extension(R *r, const pc_FieldDesc *x) {
+  const Sym *s = find_full(r, x->extendee);
+  if (s == NULL || s->kind != kSymMessage) return 1;
+  const pc_MessageDesc *m = s->desc;
+  int in_range = 0;
+  for (size_t i = 0; i < m->extension_range_count && !in_range; i++)
+    in_range = m->extension_ranges[i].range.start <= x->number &&
+               x->number < m->extension_ranges[i].range.end;
+  if (!in_range)
+    return fail_at(r, AT_NUMBER(x), "\"%s\" does not declare %d as an extension number.",
+                   x->extendee + 1, x->number);
+  if (r->file->syntax == kPc_Syntax_Proto3 && !is_options_message(x->extendee))
+    return fail_at(r, x->line, x->column,
+                   "Extensions in proto3 are only allowed for defining options.");
+  return 1;
+}
+
+/* Another extension of the same message with the same number. */
+static const Sym *extension_clash(const R *r, const pc_FieldDesc *self) {
+  for (size_t i = 0; i < r->cap; i++) {
+    const Sym *s = &r->slots[i];
+    if (s->name == NULL || s->kind != kSymField || s->owner != NULL) continue;
+    const pc_FieldDesc *f = s->desc;
+    if (f == self || f->extendee == NULL) continue;
+    if (s->file == file_index_self(r)) {
+      int seen = 0; /* only clashes with extensions checked before, as protoc */
+      for (size_t k = 0; k < r->nseen && !seen; k++) seen = r->seen[k] == f;
+      if (!seen) continue;
+    }
+    if (f->number == self->number && strcmp(f->extendee, self->extendee) == 0) return s;
+  }
+  return NULL;
+}
+
+static int check_extensions(R *r, pc_FieldDesc *xs, size_t n, const char *scope) {
+  for (size_t i = 0; i < n; i++) {
+    if (!check_field(r, &xs[i], 1, NULL) || !check_extension(r, &xs[i])) return 0;
+    const Sym *other = extension_clash(r, &xs[i]);
+    if (other != NULL)
+      return fail_at(r, AT_NUMBER(&xs[i]),
+                     "Extension number %d has already been used in \"%s\" by extension \"%.*s\".",
+                     xs[i].number, xs[i].extendee + 1, (int)other->len, other->name);
+    if (r->nseen == r->capseen) {
+      size_t nc = r->capseen ? r->capseen * 2 : 16;
+      const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, nc * sizeof(const pc_FieldDesc *));
+      if (grown == NULL) return oom(r);
+      if (r->nseen) memcpy(grown, r->seen, r->nseen * sizeof(const pc_FieldDesc *));
+      r->seen = grown;
+      r->capseen = nc;
+    }
+    r->seen[r->nseen++] = &xs[i];
+  }
+  (void)scope;
+  return 1;
+}
+
+static int check_message_extensions(R *r, const char *scope, pc_MessageDesc *m) {
+  char *full = join(r, scope, m->name);
+  if (full == NULL) return 0;
+  if (!check_extensions(r, m->extensions, m->extension_count, full)) return 0;
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (!check_message_extensions(r, full, &m->nested[i])) return 0;
+  return 1;
+}
+
+/* ---- custom options -------------------------------------------------------- */
+
+/* Option values are written front to back (core/wire/wire.h). */
+typedef pc_ByteBuf Buf;
+
+static int buf_put(R *r, Buf *b, const void *data, size_t len) {
+  return pc_ByteBuf_Put(b, r->a, data, len) || oom(r);
+}
+
+static int buf_varint(R *r, Buf *b, uint64_t v) {
+  return pc_ByteBuf_PutVarint(b, r->a, v) || oom(r);
+}
+
+static int buf_tag(R *r, Buf *b, uint32_t number, int wt) {
+  return buf_varint(r, b, ((uint64_t)number << 3) | (uint64_t)wt);
+}
+
+static int buf_fixed(R *r, Buf *b, uint64_t v, int bytes) {
+  return pc_ByteBuf_PutFixed(b, r->a, v, bytes) || oom(r);
+}
+
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    uint8_t c = *(*p)++;
+    v |= (uint64_t)(c & 0x7F) << shift;
+    if (!(c & 0x80)) {
+      *out = v;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Skips one field's value of wire type 'wt'; 0 when malformed. */
+static int skip_value(const uint8_t **p, const uint8_t *end, int wt, uint32_t number, int depth) {
+  uint64_t v;
+  switch (wt) {
+  case 0: return read_varint(p, end, &v);
+  case 1:
+    if (end - *p < 8) return 0;
+    *p += 8;
+    return 1;
+  case 5:
+    if (end - *p < 4) return 0;
+    *p += 4;
+    return 1;
+  case 2:
+    if (!read_varint(p, end, &v) || v > (uint64_t)(end - *p)) return 0;
+    *p += v;
+    return 1;
+  case 3:
+    if (depth > MAX_DEPTH) return 0;
+    for (;;) {
+      uint64_t tag;
+      if (!read_varint(p, end, &tag)) return 0;
+      if ((tag & 7) == 4) return (tag >> 3) == number;
+      if (!skip_value(p, end, (int)(tag & 7), (uint32_t)(tag >> 3), depth + 1)) return 0;
+    }
+  default: return 0;
+  }
+}
+
+/* A value to store, from an option statement or a text-format literal. */
+typedef enum { kVIdent, kVPos, kVNeg, kVDouble, kVString, kVAggregate, kVNone } VKind;
+
+typedef struct {
+  VKind kind;
+  uint64_t u;
+  int64_t i;
+  double d;
+  const char *s;
+  size_t slen;
+} Val;
+
+typedef struct {
+  R *r;
+  int line, col;
+  const char *option_name; /* "(foo).bar" as written, for errors */
+  int failed_text;         /* text-format error wording instead of option wording */
+} Ctx;
+
+static const char *field_full_name(R *r, const pc_FieldDesc *f, char *buf, size_t cap) {
+  for (size_t i = 0; i < r->cap; i++)
+    if (r->slots[i].name && r->slots[i].desc == f) {
+      snprintf(buf, cap, "%.*s", (int)r->slots[i].len, r->slots[i].name);
+      return buf;
+    }
+  snprintf(buf, cap, "%s", f->name);
+  return buf;
+}
+
+#define FN() field_full_name(r, f, fn, sizeof fn)
+
+static const char *kTypeWord[19] = {NULL,    "double",  "float",  "int64",   "uint64",
+                                    "int32", "uint64",  "uint32", "boolean", "string",
+                                    "group", "message", "string", "uint32",  "enum",
+                                    "int32", "int64",   "int32",  "int64"};
+
+/* Encodes 'v' for scalar or enum field 'f' (tag included unless
+ * 'packed_body'); the option-statement checks and wording of protoc's
+ * OptionInterpreter::SetOptionValue. */
+static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, int packed_body) {
+  R *r = c->r;
+  char fn[256]; /* the field's full name, filled by FN() for errors only */
+  const char *tw = kTypeWord[f->type];
+  uint64_t bits = 0;
+  int wt = 0;
+  switch (f->type) {
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64: {
+    int is64 =
+        f->type == kPc_Type_Int64 || f->type == kPc_Type_Sint64 || f->type == kPc_Type_Sfixed64;
+    int64_t x;
+    if (v->kind == kVPos) {
+      if (v->u > (is64 ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX))
+        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
+      x = (int64_t)v->u;
+    } else if (v->kind == kVNeg) {
+      if (!is64 && v->i < INT32_MIN)
+        return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
+      x = v->i;
+    } else {
+      return fail_at(r, c->line, c->col, "Value must be integer for %s option \"%s\".", tw, FN());
+    }
+    if (f->type == kPc_Type_Sint32) {
+      bits = (uint32_t)(((uint32_t)x << 1) ^ (x < 0 ? UINT32_MAX : 0u));
+    } else if (f->type == kPc_Type_Sint64) {
+      bits = ((uint64_t)x << 1) ^ (x < 0 ? UINT64_MAX : 0u);
+    } else if (f->type == kPc_Type_Sfixed32) {
+      bits = (uint32_t)(int32_t)x;
+      wt = 5;
+    } else if (f->type == kPc_Type_Sfixed64) {
+      bits = (uint64_t)x;
+      wt = 1;
+    } else {
+      bits = (uint64_t)x;
+    }
+    break;
+  }
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: {
+    int is64 = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+    if (v->kind != kVPos)
+      return fail_at(r, c->line, c->col, "Value must be non-negative integer for %s option \"%s\".",
+                     tw, FN());
+    if (!is64 && v->u > UINT32_MAX)
+      return fail_at(r, c->line, c->col, "Value out of range for %s option \"%s\".", tw, FN());
+    bits = v->u;
+    if (f->type == kPc_Type_Fixed32) wt = 5;
+    if (f->type == kPc_Type_Fixed64) wt = 1;
+    break;
+  }
+  case kPc_Type_Float:
+  case kPc_Type_Double: {
+    double d;
+    if (v->kind == kVDouble) {
+      d = v->d;
+    } else if (v->kind == kVPos) {
+      d = (double)v->u;
+    } else if (v->kind == kVNeg) {
+      d = (double)v->i;
+    } else {
+      return fail_at(r, c->line, c->col, "Value must be number for %s option \"%s\".", tw, FN());
+    }
+    if (f->type == kPc_Type_Float) {
+      float fl = (float)d;
+      uint32_t u32;
+      memcpy(&u32, &fl, 4);
+      bits = u32;
+      wt = 5;
+    } else {
+      memcpy(&bits, &d, 8);
+      wt = 1;
+    }
+    break;
+  }
+  case kPc_Type_Bool:
+    if (v->kind != kVIdent)
+      return fail_at(r, c->line, c->col, "Value must be identifier for boolean option \"%s\".",
+                     FN());
+    if (strcmp(v->s, "true") == 0) {
+      bits = 1;
+    } else if (strcmp(v->s, "false") != 0) {
+      return fail_at(r, c->line, c->col,
+                     "Value must be \"true\" or \"false\" for boolean option \"%s\".", FN());
+    }
+    break;
+  case kPc_Type_Enum: {
+    const Sym *es = find_full(r, f->type_name);
+    const pc_EnumDesc *e = es ? es->desc : NULL;
+    if (v->kind == kVPos || v->kind == kVNeg) {
+      if (!c->failed_text)
+        return fail_at(r, c->line, c->col,
+                       "Value must be identifier for enum-valued option \"%s\".", FN());
+      bits = v->kind == kVPos ? v->u : (uint64_t)v->i;
+      break;
+    }
+    if (v->kind != kVIdent)
+      return fail_at(r, c->line, c->col, "Value must be identifier for enum-valued option \"%s\".",
+                     FN());
+    int found = 0;
+    for (size_t i = 0; e && i < e->value_count && !found; i++)
+      if (strcmp(e->values[i].name, v->s) == 0) {
+        found = 1;
+        bits = (uint64_t)(int64_t)e->values[i].number;
+      }
+    if (!found)
+      return fail_at(r, c->line, c->col,
+                     "Enum type \"%s\" has no value named \"%s\" for option \"%s\".",
+                     f->type_name + 1, v->s, FN());
+    break;
+  }
+  case kPc_Type_String:
+  case kPc_Type_Bytes:
+    if (v->kind != kVString)
+      return fail_at(r, c->line, c->col, "Value must be quoted string for string option \"%s\".",
+                     FN());
+    return buf_tag(r, b, (uint32_t)f->number, 2) && buf_varint(r, b, v->slen) &&
+           buf_put(r, b, v->s, v->slen);
+  default: return fail_at(r, c->line, c->col, "Option \"%s\" is not a scalar.", FN());
+  }
+  if (!packed_body && !buf_tag(r, b, (uint32_t)f->number, wt)) return 0;
+  if (wt == 0) return buf_varint(r, b, bits);
+  return buf_fixed(r, b, bits, wt == 5 ? 4 : 8);
+}
+
+#undef FN
+
+/* ---- text format (aggregate option values) ------------------------------- */
+
+typedef struct {
+  Ctx *c;
+  pc_Lexer lx;
+  pc_Token cur;
+  int bad;
+} T;
+
+typedef struct {
+  uint32_t number;
+  int packed; /* value bytes without tag, to be joined into one record */
+  size_t off, len;
+} Ent;
+
+typedef struct {
+  Buf data;
+  Ent *ents;
+  size_t n, cap;
+} Ents;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int
+text_fail(T *t, const char *fmt, ...) {
+  if (!t->bad) {
+    char msg[PC_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fail_at(t->c->r, t->c->line, t->c->col, "Error while parsing option value for \"%s\": %s",
+            t->c->option_name, msg);
+  }
+  t->bad = 1;
+  t->cur.kind = kPc_Tok_End;
+  return 0;
+}
+
+static void text_next(T *t) {
+  if (t->bad) return;
+  if (!pc_Lexer_Next(&t->lx, &t->cur)) text_fail(t, "%s", t->lx.error);
+}
+
+static int text_at(const T *t, const char *s) {
+  size_t n = strlen(s);
+  return (t->cur.kind == kPc_Tok_Ident || t->cur.kind == kPc_Tok_Symbol) && t->cur.len == n &&
+         memcmp(t->cur.text, s, n) == 0;
+}
+
+static int text_try(T *t, const char *s) {
+  if (!text_at(t, s)) return 0;
+  text_next(t);
+  return !t->bad;
+}
+
+static int text_expect(T *t, const char *s) {
+  if (text_try(t, s)) return 1;
+  return text_fail(t, "Expected \"%s\", found \"%.*s\".", s, (int)t->cur.len, t->cur.text);
+}
+
+static int ents_add(R *r, Ents *e, uint32_t number, int packed, const Buf *src) {
+  if (e->n == e->cap) {
+    size_t nc = e->cap ? e->cap * 2 : 8;
+    Ent *ne = pc_Arena_Malloc(r->a, nc * sizeof *ne);
+    if (ne == NULL) return oom(r);
+    if (e->n) memcpy(ne, e->ents, e->n * sizeof *ne);
+    e->ents = ne;
+    e->cap = nc;
+  }
+  Ent *x = &e->ents[e->n++];
+  x->number = number;
+  x->packed = packed;
+  x->off = e->data.n;
+  x->len = src->n;
+  return buf_put(r, &e->data, src->p, src->n);
+}
+
+/* Serializes collected entries in field-number order (stable), packing
+ * runs of packed values of one field into one record. */
+static int ents_finish(R *r, Ents *e, Buf *out) {
+  for (size_t i = 1; i < e->n; i++) {
+    Ent x = e->ents[i];
+    size_t j = i;
+    while (j > 0 && e->ents[j - 1].number > x.number) {
+      e->ents[j] = e->ents[j - 1];
+      j--;
+    }
+    e->ents[j] = x;
+  }
+  for (size_t i = 0; i < e->n;) {
+    Ent *x = &e->ents[i];
+    if (!x->packed) {
+      if (!buf_put(r, out, e->data.p + x->off, x->len)) return 0;
+      i++;
+      continue;
+    }
+    size_t total = 0, k = i;
+    while (k < e->n && e->ents[k].number == x->number && e->ents[k].packed)
+      total += e->ents[k++].len;
+    if (!buf_tag(r, out, x->number, 2) || !buf_varint(r, out, total)) return 0;
+    for (; i < k; i++)
+      if (!buf_put(r, out, e->data.p + e->ents[i].off, e->ents[i].len)) return 0;
+  }
+  return 1;
+}
+
+static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int depth);
+static int text_any(T *t, const Sym *any, Ents *e, const char *url, const char *type, int depth);
+
+static int is_packed(const R *r, const pc_FieldDesc *f, const Sym *owner) {
+  if (f->label != kPc_Label_Repeated || !is_packable(f->type)) return 0;
+  if (f->packed >= 0) return f->packed;
+  return owner != NULL && file_of(r, owner->file)->syntax == kPc_Syntax_Proto3;
+}
+
+static int text_scalar(T *t, Val *v, const pc_FieldDesc *f) {
+  memset(v, 0, sizeof *v);
+  int neg = text_try(t, "-");
+  if (t->bad) return 0;
+  if (t->cur.kind == kPc_Tok_Int) {
+    uint64_t u;
+    if (!pc_Token_Int(&t->cur, &u)) return text_fail(t, "Integer out of range.");
+    if (f->type == kPc_Type_Float || f->type == kPc_Type_Double) {
+      if (t->cur.len > 1 && t->cur.text[0] == '0') /* hex and octal, as protoc 21 */
+        return text_fail(t, "Expect a decimal number, got: %.*s", (int)t->cur.len, t->cur.text);
+      v->kind = kVDouble;
+      v->d = neg ? -(double)u : (double)u;
+    } else if (neg) {
+      if (u > (uint64_t)INT64_MAX + 1) return text_fail(t, "Integer out of range.");
+      v->kind = kVNeg;
+      v->i = (int64_t)(0 - u);
+    } else {
+      v->kind = kVPos;
+      v->u = u;
+    }
+    if (f->type == kPc_Type_Bool) {
+      if (neg || u > 1) return text_fail(t, "Integer out of range.");
+      v->kind = kVIdent;
+      v->s = u ? "true" : "false";
+    }
+  } else if (t->cur.kind == kPc_Tok_Float) {
+    v->kind = kVDouble;
+    v->d = pc_Token_Float(&t->cur);
+    if (neg) v->d = -v->d;
+  } else if (t->cur.kind == kPc_Tok_Ident) {
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)t->cur.len, t->cur.text);
+    if (f->type == kPc_Type_Float || f->type == kPc_Type_Double) {
+      v->kind = kVDouble;
+      if (strcmp(word, "inf") == 0 || strcmp(word, "infinity") == 0 ||
+          strcmp(word, "Infinity") == 0 || strcmp(word, "INF") == 0) {
+        v->d = neg ? -INFINITY : INFINITY;
+      } else if (strcmp(word, "nan") == 0 || strcmp(word, "NaN") == 0 || strcmp(word, "NAN") == 0) {
+        v->d = NAN;
+      } else {
+        return text_fail(t, "Expected double, got: %s", word);
+      }
+    } else if (neg) {
+      return text_fail(t, "Expected integer, got: %s", word);
+    } else if (f->type == kPc_Type_Bool) {
+      v->kind = kVIdent;
+      if (strcmp(word, "true") == 0 || strcmp(word, "True") == 0 || strcmp(word, "t") == 0) {
+        v->s = "true";
+      } else if (strcmp(word, "false") == 0 || strcmp(word, "False") == 0 ||
+                 strcmp(word, "f") == 0) {
+        v->s = "false";
+      } else {
+        return text_fail(t, "Invalid value for boolean field \"%s\". Value: \"%s\".", f->name,
+                         word);
+      }
+    } else {
+      v->kind = kVIdent;
+      v->s = pc_Arena_StrDup(t->c->r->a, t->cur.text, t->cur.len);
+      if (v->s == NULL) return oom(t->c->r);
+    }
+  } else if (t->cur.kind == kPc_Tok_String && !neg) {
+    size_t raw = 0;
+    pc_Lexer save = t->lx;
+    pc_Token tk = t->cur;
+    while (tk.kind == kPc_Tok_String) {
+      raw += tk.len;
+      if (!pc_Lexer_Next(&save, &tk)) break;
+    }
+    char *s = pc_Arena_Malloc(t->c->r->a, raw + 1);
+    if (s == NULL) return oom(t->c->r);
+    size_t n = 0;
+    while (t->cur.kind == kPc_Tok_String) {
+      n += pc_Token_Unescape(&t->cur, s + n);
+      text_next(t);
+    }
+    v->kind = kVString;
+    v->s = s;
+    v->slen = n;
+    return !t->bad;
+  } else {
+    return text_fail(t, "Expected value, found \"%.*s\".", (int)t->cur.len, t->cur.text);
+  }
+  text_next(t);
+  return !t->bad;
+}
+
+/* One value of field 'f' (of message 'owner') into 'e'. */
+static int text_value(T *t, Ents *e, const pc_FieldDesc *f, const Sym *owner, int message_set,
+                      int depth) {
+  R *r = t->c->r;
+  Buf one = {0};
+  if (f->type == kPc_Type_Message || f->type == kPc_Type_Group) {
+    const char *close;
+    if (text_try(t, "{")) {
+      close = "}";
+    } else if (text_try(t, "<")) {
+      close = ">";
+    } else {
+      return text_fail(t, "Expected \"{\", found \"%.*s\".", (int)t->cur.len, t->cur.text);
+    }
+    const Sym *ms = find_full(r, f->type_name);
+    if (ms == NULL || ms->kind != kSymMessage) return text_fail(t, "Unknown message type.");
+    Buf body = {0};
+    if (!text_message(t, ms, &body, close, depth + 1)) return 0;
+    if (message_set && f->extendee != NULL) {
+      /* MessageSet item: group 1 { type_id 2, message 3 } */
+      if (!buf_tag(r, &one, 1, 3) || !buf_tag(r, &one, 2, 0) ||
+          !buf_varint(r, &one, (uint64_t)f->number) || !buf_tag(r, &one, 3, 2) ||
+          !buf_varint(r, &one, body.n) || !buf_put(r, &one, body.p, body.n) ||
+          !buf_tag(r, &one, 1, 4))
+        return 0;
+    } else if (f->type == kPc_Type_Group) {
+      if (!buf_tag(r, &one, (uint32_t)f->number, 3) || !buf_put(r, &one, body.p, body.n) ||
+          !buf_tag(r, &one, (uint32_t)f->number, 4))
+        return 0;
+    } else if (!buf_tag(r, &one, (uint32_t)f->number, 2) || !buf_varint(r, &one, body.n) ||
+               !buf_put(r, &one, body.p, body.n)) {
+      return 0;
+    }
+    return ents_add(r, e, message_set && f->extendee ? 1 : (uint32_t)f->number, 0, &one);
+  }
+  Val v;
+  if (!text_scalar(t, &v, f)) return 0;
+  if (f->type == kPc_Type_Enum && v.kind == kVIdent) {
+    const Sym *es = find_full(r, f->type_name);
+    const pc_EnumDesc *en = es ? es->desc : NULL;
+    int found = 0;
+    for (size_t i = 0; en && i < en->value_count && !found; i++)
+      found = v.s != NULL && strcmp(en->values[i].name, v.s) == 0;
+    if (!found)
+      return text_fail(t, "Unknown enumeration value of \"%s\" for field \"%s\".", v.s, f->name);
+  }
+  int packed = is_packed(r, f, owner);
+  int saved = t->c->failed_text;
+  t->c->failed_text = 1;
+  int ok = encode_scalar(t->c, &one, f, &v, packed);
+  t->c->failed_text = saved;
+  return ok && ents_add(r, e, (uint32_t)f->number, packed, &one);
+}
+
+static const pc_FieldDesc *find_field(const pc_MessageDesc *m, const char *name, size_t len) {
+  for (size_t i = 0; i < m->field_count; i++)
+    if (strlen(m->fields[i].name) == len && memcmp(m->fields[i].name, name, len) == 0)
+      return &m->fields[i];
+  /* a group by its type name */
+  for (size_t i = 0; i < m->field_count; i++) {
+    const pc_FieldDesc *f = &m->fields[i];
+    if (f->type != kPc_Type_Group || f->type_name == NULL) continue;
+    const char *dot = strrchr(f->type_name, '.');
+    const char *tn = dot ? dot + 1 : f->type_name;
+    if (strlen(tn) == len && memcmp(tn, name, len) == 0) return f;
+  }
+  return NULL;
+}
+
+/* An expanded google.protobuf.Any, `[type.googleapis.com/pkg.Msg] { ... }`:
+ * type_url (1) and the message's bytes as value (2). */
+static int text_any(T *t, const Sym *any, Ents *e, const char *url, const char *type, int depth) {
+  R *r = t->c->r;
+  if (any->len != 19 || memcmp(any->name, "google.protobuf.Any", 19) != 0)
+    return text_fail(t, "Message type \"%.*s\" has no field named \"%s\".", (int)any->len,
+                     any->name, url);
+  const Sym *ms = find(r, type, strlen(type));
+  if (ms == NULL || ms->kind != kSymMessage)
+    return text_fail(t, "Could not find type \"%s\" stored in google.protobuf.Any.", url);
+  text_try(t, ":");
+  const char *close;
+  if (text_try(t, "{")) {
+    close = "}";
+  } else if (text_try(t, "<")) {
+    close = ">";
+  } else {
+    return text_fail(t, "Expected \"{\", found \"%.*s\".", (int)t->cur.len, t->cur.text);
+  }
+  Buf body = {0}, one = {0}, two = {0};
+  size_t ulen = strlen(url);
+  if (!text_message(t, ms, &body, close, depth + 1)) return 0;
+  return buf_tag(r, &one, 1, 2) && buf_varint(r, &one, ulen) && buf_put(r, &one, url, ulen) &&
+         ents_add(r, e, 1, 0, &one) && buf_tag(r, &two, 2, 2) && buf_varint(r, &two, body.n) &&
+         buf_put(r, &two, body.p, body.n) && ents_add(r, e, 2, 0, &two);
+}
+
+static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int depth) {
+  R *r = t->c->r;
+  if (depth > MAX_DEPTH) return text_fail(t, "Message is too deep");
+  const pc_MessageDesc *m = msym->desc;
+  Ents e;
+  memset(&e, 0, sizeof e);
+  char mname[256];
+  snprintf(mname, sizeof mname, "%.*s", (int)msym->len, msym->name);
+  while (!(close ? text_at(t, close) : t->cur.kind == kPc_Tok_End)) {
+    if (t->bad) return 0;
+    if (t->cur.kind == kPc_Tok_End) return text_fail(t, "Expected \"%s\".", close);
+    const pc_FieldDesc *f = NULL;
+    if (text_try(t, "[")) {
+      char name[512];
+      size_t n = 0;
+      while (!text_at(t, "]") && t->cur.kind != kPc_Tok_End && n + t->cur.len < sizeof name) {
+        memcpy(name + n, t->cur.text, t->cur.len);
+        n += t->cur.len;
+        text_next(t);
+      }
+      name[n] = '\0';
+      if (!text_expect(t, "]")) return 0;
+      const char *slash = strrchr(name, '/');
+      if (slash != NULL) {
+        if (!text_any(t, msym, &e, name, slash + 1, depth)) return 0;
+        if (!text_try(t, ";")) text_try(t, ",");
+        continue;
+      }
+      const Sym *s = lookup(r, name, mname, 0);
+      if (s != NULL && s->kind == kSymField) {
+        f = s->desc;
+      } else if (s != NULL && s->kind == kSymMessage && m->message_set_wire_format) {
+        const pc_MessageDesc *fm = s->desc;
+        for (size_t i = 0; i < fm->extension_count && f == NULL; i++) {
+          const Sym *es = find_full(r, fm->extensions[i].extendee);
+          if (es == msym) f = &fm->extensions[i];
+        }
+      }
+      if (f == NULL || f->extendee == NULL || find_full(r, f->extendee) != msym)
+        return text_fail(t, "Extension \"%s\" is not defined or is not an extension of \"%s\".",
+                         name, mname);
+    } else {
+      if (t->cur.kind != kPc_Tok_Ident)
+        return text_fail(t, "Expected identifier, got: %.*s", (int)t->cur.len, t->cur.text);
+      f = find_field(m, t->cur.text, t->cur.len);
+      if (f == NULL)
+        return text_fail(t, "Message type \"%s\" has no field named \"%.*s\".", mname,
+                         (int)t->cur.len, t->cur.text);
+      text_next(t);
+    }
+    int is_msg = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
+    if (!text_try(t, ":") && !is_msg)
+      return text_fail(t, "Expected \":\", found \"%.*s\".", (int)t->cur.len, t->cur.text);
+    if (t->bad) return 0;
+    if (f->label == kPc_Label_Repeated && text_try(t, "[")) {
+      if (!text_try(t, "]")) {
+        do {
+          if (!text_value(t, &e, f, msym, m->message_set_wire_format, depth)) return 0;
+        } while (text_try(t, ","));
+        if (!text_expect(t, "]")) return 0;
+      }
+    } else if (!text_value(t, &e, f, msym, m->message_set_wire_format, depth)) {
+      return 0;
+    }
+    if (!text_try(t, ";")) text_try(t, ",");
+    if (t->bad) return 0;
+  }
+  if (close) text_next(t);
+  if (t->bad) return 0;
+  return ents_finish(r, &e, out);
+}
+
+/* ---- interpreting uninterpreted_option entries ------------------------------ */
+
+typedef struct {
+  const char *parts[16];
+  size_t lens[16];
+  int is_ext[16];
+  size_t nparts;
+  Val v;
+  int line, col;   /* of the name */
+  int vline, vcol; /* of the value */
+} Unint;
+
+static int decode_unint(const uint8_t *p, const uint8_t *end, Unint *u) {
+  memset(u, 0, sizeof *u);
+  u->v.kind = kVNone;
+  while (p < end) {
+    uint64_t tag, x = 0;
+    if (!read_varint(&p, end, &tag)) return 0;
+    uint32_t num = (uint32_t)(tag >> 3);
+    int wt = (int)(tag & 7);
+    const uint8_t *start = p;
+    if (!skip_value(&p, end, wt, num, 0)) return 0;
+    const uint8_t *q = start;
+    if (wt == 2) read_varint(&q, p, &x);
+    switch (num) {
+    case 2: {
+      if (wt != 2 || u->nparts == 16) return 0;
+      size_t k = u->nparts++;
+      while (q < p) {
+        uint64_t t2, y;
+        if (!read_varint(&q, p, &t2)) return 0;
+        if ((t2 >> 3) == 1 && (t2 & 7) == 2) {
+          if (!read_varint(&q, p, &y) || y > (uint64_t)(p - q)) return 0;
+          u->parts[k] = (const char *)q;
+          u->lens[k] = (size_t)y;
+          q += y;
+        } else if ((t2 >> 3) == 2 && (t2 & 7) == 0) {
+          if (!read_varint(&q, p, &y)) return 0;
+          u->is_ext[k] = (int)y;
+        } else if (!skip_value(&q, p, (int)(t2 & 7), (uint32_t)(t2 >> 3), 0)) {
+          return 0;
+        }
+      }
+      break;
+    }
+    case 3:
+    case 7:
+    case 8:
+      if (wt != 2) return 0;
+      u->v.kind = num == 3 ? kVIdent : num == 7 ? kVString : kVAggregate;
+      u->v.s = (const char *)q;
+      u->v.slen = (size_t)(p - q);
+      break;
+    case 4:
+      q = start;
+      read_varint(&q, p, &x);
+      u->v.kind = kVPos;
+      u->v.u = x;
+      break;
+    case 5:
+      q = start;
+      read_varint(&q, p, &x);
+      u->v.kind = kVNeg;
+      u->v.i = (int64_t)x;
+      break;
+    case 6: {
+      if (wt != 1) return 0;
+      uint64_t bits = 0;
+      for (int i = 0; i < 8; i++) bits |= (uint64_t)start[i] << (8 * i);
+      memcpy(&u->v.d, &bits, 8);
+      u->v.kind = kVDouble;
+      break;
+    }
+    case 1000:
+    case 1001:
+    case 1002:
+    case 1003:
+      q = start;
+      read_varint(&q, p, &x);
+      if (num == 1000) u->line = (int)x;
+      if (num == 1001) u->col = (int)x;
+      if (num == 1002) u->vline = (int)x;
+      if (num == 1003) u->vcol = (int)x;
+      break;
+    default: break;
+    }
+  }
+  return 1;
+}
+
+/* Interprets one option into 'out' (one encoded record). 'scope' is the
+ * full name of the element (protoc's name_scope); 'opts_type' the full name
+ * of its *Options message. */
+static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_type, Buf *out,
+                         char **names, size_t *nnames) {
+  char dbg[512];
+  size_t dn = 0;
+  dbg[0] = '\0';
+  const Sym *msym = find(r, opts_type, strlen(opts_type));
+  if (msym == NULL)
+    return fail_at(r, u->line, u->col,
+                   "Option \"(%.*s)\" unknown. Ensure that your proto definition file imports "
+                   "the proto which defines the option.",
+                   (int)u->lens[0], u->parts[0]);
+  const pc_FieldDesc *chain[16] = {NULL};
+  for (size_t i = 0; i < u->nparts; i++) {
+    const pc_FieldDesc *f = NULL;
+    char part[512];
+    snprintf(part, sizeof part, "%.*s", (int)u->lens[i], u->parts[i]);
+    dn += (size_t)snprintf(dbg + dn, sizeof dbg - dn, u->is_ext[i] ? "%s(%s)" : "%s%s",
+                           dn ? "." : "", part);
+    if (dn >= sizeof dbg) dn = sizeof dbg - 1;
+    if (u->is_ext[i]) {
+      const Sym *s = lookup(r, part, scope, 0);
+      if (s != NULL && s->kind == kSymField) f = s->desc;
+      if (f == NULL) {
+        if (r->undefined_resolved[0])
+          return fail_at(r, u->line, u->col,
+                         "Option \"%s\" is resolved to \"(%s)\", which is not defined. The "
+                         "innermost scope is searched first in name resolution. Consider using a "
+                         "leading '.'(i.e., \"(.%s\") to start from the outermost scope.",
+                         dbg, r->undefined_resolved, dbg + 1);
+        return fail_at(r, u->line, u->col,
+                       "Option \"%s\" unknown. Ensure that your proto definition file imports "
+                       "the proto which defines the option.",
+                       dbg);
+      }
+      if (f->extendee == NULL || find_full(r, f->extendee) != msym) {
+        const pc_MessageDesc *om = msym->desc;
+        return fail_at(r, u->line, u->col,
+                       "Option field \"%s\" is not a field or extension of message \"%s\".", dbg,
+                       om->name);
+      }
+    } else {
+      f = find_field(msym->desc, part, strlen(part));
+      if (f == NULL)
+        return fail_at(r, u->line, u->col,
+                       "Option \"%s\" unknown. Ensure that your proto definition file imports "
+                       "the proto which defines the option.",
+                       dbg);
+    }
+    chain[i] = f;
+    if (i + 1 < u->nparts) {
+      if (f->type != kPc_Type_Message && f->type != kPc_Type_Group)
+        return fail_at(r, u->line, u->col, "Option \"%s\" is an atomic type, not a message.", dbg);
+      if (f->label == kPc_Label_Repeated)
+        return fail_at(r, u->line, u->col,
+                       "Option field \"%s\" is a repeated message. Repeated message options "
+                       "must be initialized using an aggregate value.",
+                       dbg);
+      msym = find_full(r, f->type_name);
+      if (msym == NULL) return fail_at(r, u->line, u->col, "Option \"%s\" unknown.", dbg);
+    }
+  }
+  const pc_FieldDesc *leaf = chain[u->nparts - 1];
+  if (leaf->label != kPc_Label_Repeated) {
+    for (size_t i = 0; i < *nnames; i++)
+      if (strcmp(names[i], dbg) == 0)
+        return fail_at(r, u->line, u->col, "Option \"%s\" was already set.", dbg);
+    if (*nnames < 64) {
+      names[*nnames] = pc_Arena_StrDup(r->a, dbg, strlen(dbg));
+      if (names[*nnames] == NULL) return oom(r);
+      (*nnames)++;
+    }
+  }
+  Ctx c = {r, u->vline, u->vcol, dbg, 0}; /* value errors point at the value */
+  Buf val = {0};
+  if (leaf->type == kPc_Type_Message || leaf->type == kPc_Type_Group) {
+    if (u->v.kind != kVAggregate) {
+      char full[256];
+      return fail_at(r, u->vline, u->vcol,
+                     "Option \"%s\" is a message. To set the entire message, use syntax like "
+                     "\"%s = { <proto text format> }\". To set fields within it, use syntax like "
+                     "\"%s.foo = value\".",
+                     field_full_name(r, leaf, full, sizeof full), leaf->name, leaf->name);
+    }
+    const Sym *ms = find_full(r, leaf->type_name);
+    if (ms == NULL) return fail_at(r, u->line, u->col, "Option \"%s\" unknown.", dbg);
+    char optname[256];
+    snprintf(optname, sizeof optname, "%s", leaf->name);
+    c.option_name = optname;
+    T t;
+    memset(&t, 0, sizeof t);
+    t.c = &c;
+    pc_Lexer_Init(&t.lx, u->v.s, u->v.slen);
+    text_next(&t);
+    Buf body = {0};
+    if (!text_message(&t, ms, &body, NULL, 0) || r->failed) return 0;
+    if (leaf->type == kPc_Type_Group) {
+      if (!buf_tag(r, &val, (uint32_t)leaf->number, 3) || !buf_put(r, &val, body.p, body.n) ||
+          !buf_tag(r, &val, (uint32_t)leaf->number, 4))
+        return 0;
+    } else if (!buf_tag(r, &val, (uint32_t)leaf->number, 2) || !buf_varint(r, &val, body.n) ||
+               !buf_put(r, &val, body.p, body.n)) {
+      return 0;
+    }
+  } else {
+    if (u->v.kind == kVAggregate)
+      return fail_at(r, u->line, u->col, "Option \"%s\" is an atomic type, not a message.", dbg);
+    Val v = u->v;
+    char *ident = NULL;
+    if (v.kind == kVIdent) {
+      ident = pc_Arena_StrDup(r->a, v.s, v.slen);
+      if (ident == NULL) return oom(r);
+      v.s = ident;
+    }
+    if (!encode_scalar(&c, &val, leaf, &v, 0)) return 0;
+  }
+  /* wrap in the intermediate messages, innermost first */
+  for (size_t i = u->nparts - 1; i-- > 0;) {
+    Buf wrap = {0};
+    const pc_FieldDesc *f = chain[i];
+    if (f->type == kPc_Type_Group) {
+      if (!buf_tag(r, &wrap, (uint32_t)f->number, 3) || !buf_put(r, &wrap, val.p, val.n) ||
+          !buf_tag(r, &wrap, (uint32_t)f->number, 4))
+        return 0;
+    } else if (!buf_tag(r, &wrap, (uint32_t)f->number, 2) || !buf_varint(r, &wrap, val.n) ||
+               !buf_put(r, &wrap, val.p, val.n)) {
+      return 0;
+    }
+    val = wrap;
+  }
+  return buf_put(r, out, val.p, val.n);
+}
+
+static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opts_type) {
+  if (!o->present || o->size == 0) return 1;
+  const uint8_t *p = o->data, *end = o->data + o->size;
+  int any = 0;
+  while (p < end) {
+    uint64_t tag;
+    if (!read_varint(&p, end, &tag)) break;
+    if ((tag >> 3) == 999) any = 1;
+    if (!skip_value(&p, end, (int)(tag & 7), (uint32_t)(tag >> 3), 0)) break;
+  }
+  if (!any) return 1;
+  Buf out = {0};
+  char *names[64];
+  size_t nnames = 0;
+  p = o->data;
+  while (p < end) {
+    const uint8_t *start = p;
+    uint64_t tag, len;
+    if (!read_varint(&p, end, &tag)) return fail_at(r, 0, 0, "malformed options");
+    if ((tag >> 3) != 999) {
+      if (!skip_value(&p, end, (int)(tag & 7), (uint32_t)(tag >> 3), 0))
+        return fail_at(r, 0, 0, "malformed options");
+      if (!buf_put(r, &out, start, (size_t)(p - start))) return 0;
+      continue;
+    }
+    if ((tag & 7) != 2 || !read_varint(&p, end, &len) || len > (uint64_t)(end - p))
+      return fail_at(r, 0, 0, "malformed options");
+    Unint u;
+    if (!decode_unint(p, p + len, &u) || u.nparts == 0)
+      return fail_at(r, 0, 0, "malformed options");
+    p += len;
+    if (!interpret_one(r, &u, scope, opts_type, &out, names, &nnames)) return 0;
+  }
+  o->data = out.p;
+  o->size = out.n;
+  return 1;
+}
+
+static int interpret_field(R *r, pc_FieldDesc *f, const char *scope) {
+  char *full = join(r, scope, f->name);
+  return full != NULL && interpret(r, &f->options, full, "google.protobuf.FieldOptions");
+}
+
+static int interpret_enum(R *r, pc_EnumDesc *e, const char *scope) {
+  char *full = join(r, scope, e->name);
+  if (full == NULL || !interpret(r, &e->options, full, "google.protobuf.EnumOptions")) return 0;
+  for (size_t i = 0; i < e->value_count; i++) {
+    char *vn = join(r, full, e->values[i].name);
+    if (vn == NULL || !interpret(r, &e->values[i].options, vn, "google.protobuf.EnumValueOptions"))
+      return 0;
+  }
+  return 1;
+}
+
+static int interpret_message(R *r, pc_MessageDesc *m, const char *scope) {
+  char *full = join(r, scope, m->name);
+  if (full == NULL || !interpret(r, &m->options, full, "google.protobuf.MessageOptions")) return 0;
+  for (size_t i = 0; i < m->field_count; i++)
+    if (!interpret_field(r, &m->fields[i], full)) return 0;
+  for (size_t i = 0; i < m->oneof_count; i++) {
+    char *on = join(r, full, m->oneofs[i].name);
+    if (on == NULL || !interpret(r, &m->oneofs[i].options, on, "google.protobuf.OneofOptions"))
+      return 0;
+  }
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (!interpret_message(r, &m->nested[i], full)) return 0;
+  for (size_t i = 0; i < m->enum_count; i++)
+    if (!interpret_enum(r, &m->enums[i], full)) return 0;
+  for (size_t i = 0; i < m->extension_range_count; i++)
+    if (!interpret(r, &m->extension_ranges[i].options, full,
+                   "google.protobuf.ExtensionRangeOptions"))
+      return 0;
+  for (size_t i = 0; i < m->extension_count; i++)
+    if (!interpret_field(r, &m->extensions[i], full)) return 0;
+  return 1;
+}
+
+/* ---- float defaults ----------------------------------------------------------- */
+
+static int float_defaults(R *r, pc_FieldDesc *fs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    pc_FieldDesc *f = &fs[i];
+    if (f->type != kPc_Type_Float || f->default_value == NULL) continue;
+    char buf[32];
+    pc_FormatFloat((float)strtod(f->default_value, NULL), buf);
+    if (strcmp(f->default_value, "-nan") == 0) strcpy(buf, "nan");
+    f->default_value = pc_Arena_StrDup(r->a, buf, strlen(buf));
+    if (f->default_value == NULL) return oom(r);
+  }
+  return 1;
+}
+
+static int message_float_defaults(R *r, pc_MessageDesc *m) {
+  if (!float_defaults(r, m->fields, m->field_count) ||
+      !float_defaults(r, m->extensions, m->extension_count))
+    return 0;
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (!message_float_defaults(r, &m->nested[i])) return 0;
+  return 1;
+}
+
+/* ---- entry point ---------------------------------------------------------- */
+
+int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const *deps,
+                    size_t dep_count, pc_Error *err) {
+  R r;
+  memset(&r, 0, sizeof r);
+  r.a = arena;
+  r.err = err;
+  r.file = file;
+  r.deps = deps;
+  r.ndeps = dep_count;
+  r.undeclared_file = -1;
+  r.visible = pc_Arena_Calloc(arena, dep_count + 1);
+  if (r.visible == NULL) return oom(&r);
+
+  /* imports: each once, each present */
+  for (size_t i = 0; i < file->dependency_count; i++) {
+    for (size_t k = 0; k < i; k++)
+      if (strcmp(file->dependencies[k], file->dependencies[i]) == 0)
+        return fail_at(&r, 0, 0, "Import \"%s\" was listed twice.", file->dependencies[i]);
+    int d = dep_index(&r, file->dependencies[i]);
+    if (d < 0)
+      return fail_at(&r, 0, 0, "Import \"%s\" was not found or had errors.", file->dependencies[i]);
+    mark_public(&r, d);
+    r.visible[d] = 1;
+  }
+  size_t estimate = count_file_syms(file);
+  for (size_t i = 0; i < dep_count; i++) estimate += count_file_syms(deps[i]);
+  r.cap = 64;
+  while (r.cap < estimate * 2) r.cap *= 2;
+  r.slots = pc_Arena_Calloc(arena, r.cap * sizeof *r.slots);
+  if (r.slots == NULL) return oom(&r);
+  for (size_t i = 0; i < dep_count; i++)
+    if (!add_file_syms(&r, deps[i], (int)i)) return 0;
+  if (!add_file_syms(&r, file, file_index_self(&r))) return 0;
+
+  const char *pkg = file->package && file->package[0] ? file->package : NULL;
+  for (size_t i = 0; i < file->message_count; i++)
+    if (!resolve_message(&r, pkg, &file->messages[i])) return 0;
+  for (size_t i = 0; i < file->extension_count; i++) {
+    char *n = join(&r, pkg, file->extensions[i].name);
+    if (n == NULL || !resolve_field(&r, &file->extensions[i], n)) return 0;
+  }
+  for (size_t i = 0; i < file->service_count; i++) {
+    pc_ServiceDesc *s = &file->services[i];
+    char *sn = join(&r, pkg, s->name);
+    if (sn == NULL) return 0;
+    for (size_t k = 0; k < s->method_count; k++) {
+      pc_MethodDesc *md = &s->methods[k];
+      char *mn = join(&r, sn, md->name);
+      if (mn == NULL) return 0;
+      const char **types[2] = {&md->input_type, &md->output_type};
+      for (int j = 0; j < 2; j++) {
+        const Sym *t = lookup(&r, *types[j], mn, 0);
+        if (t == NULL) return not_defined(&r, md->line, md->column, *types[j]);
+        if (t->kind != kSymMessage)
+          return fail_at(&r, md->line, md->column, "\"%s\" is not a message type.", *types[j]);
+        if ((*types[j] = dotted(&r, t)) == NULL) return 0;
+      }
+    }
+  }
+
+  for (size_t i = 0; i < file->message_count; i++)
+    if (!check_message(&r, pkg, &file->messages[i])) return 0;
+  for (size_t i = 0; i < file->enum_count; i++)
+    if (!check_enum(&r, pkg, &file->enums[i])) return 0;
+  if (!check_extensions(&r, file->extensions, file->extension_count, pkg)) return 0;
+  for (size_t i = 0; i < file->message_count; i++)
+    if (!check_message_extensions(&r, pkg, &file->messages[i])) return 0;
+
+  for (size_t i = 0; i < file->message_count; i++)
+    if (!message_float_defaults(&r, &file->messages[i])) return 0;
+  if (!float_defaults(&r, file->extensions, file->extension_count)) return 0;
+
+  /* custom options, now that every type is known */
+  char *dummy = join(&r, pkg, "dummy");
+  if (dummy == NULL || !interpret(&r, &file->options, dummy, "google.protobuf.FileOptions"))
+    return 0;
+  for (size_t i = 0; i < file->message_count; i++)
+    if (!interpret_message(&r, &file->messages[i], pkg)) return 0;
+  for (size_t i = 0; i < file->enum_count; i++)
+    if (!interpret_enum(&r, &file->enums[i], pkg)) return 0;
+  for (size_t i = 0; i < file->extension_count; i++)
+    if (!interpret_field(&r, &file->extensions[i], pkg)) return 0;
+  for (size_t i = 0; i < file->service_count; i++) {
+    pc_ServiceDesc *s = &file->services[i];
+    char *sn = join(&r, pkg, s->name);
+    if (sn == NULL || !interpret(&r, &s->options, sn, "google.protobuf.ServiceOptions")) return 0;
+    for (size_t k = 0; k < s->method_count; k++) {
+      char *mn = join(&r, sn, s->methods[k].name);
+      if (mn == NULL || !interpret(&r, &s->methods[k].options, mn, "google.protobuf.MethodOptions"))
+        return 0;
+    }
+  }
+  return !r.failed;
+}

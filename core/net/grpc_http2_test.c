@@ -1,0 +1,119 @@
+/* The gRPC transport's pure parts (grpc-timeout, percent and base64
+ * decoding, metadata checks), a call to a closed port ending UNAVAILABLE,
+ * and every allocation failure of channel and call set-up leaking
+ * nothing. The calls against real servers are in spec/grpc_spec.lua. */
+#include "testing/check.h"
+#include "testing/failalloc.h"
+#include "net/grpc_http2.h"
+
+#include <string.h>
+
+static int timeout_is(double seconds, const char *want) {
+  char out[16];
+  size_t n = pc_Grpc_FormatTimeout(seconds, out);
+  return n == strlen(want) && strcmp(out, want) == 0;
+}
+
+static int decoded_is(const char *in, const char *want) {
+  char buf[64];
+  size_t n = strlen(in);
+  memcpy(buf, in, n);
+  n = pc_Grpc_PercentDecode(buf, n);
+  return n == strlen(want) && memcmp(buf, want, n) == 0;
+}
+
+static int base64_is(const char *in, const char *want, size_t want_len) {
+  unsigned char out[64];
+  size_t n = pc_Grpc_Base64Decode(in, strlen(in), out);
+  return n == want_len && memcmp(out, want, n) == 0;
+}
+
+static int pair_ok(const char *k, const char *v, const char *want_err) {
+  pc_GrpcPair p = {k, strlen(k), v, strlen(v)};
+  pc_Error err;
+  pc_Error_Init(&err);
+  int ok = pc_GrpcPair_Check(&p, &err);
+  if (want_err == NULL) return ok && !err.set;
+  return !ok && strcmp(err.msg, want_err) == 0;
+}
+
+/* Start a call to a port nothing listens on; it must end UNAVAILABLE. */
+static int refused_call(pc_Alloc *alloc, int *unavailable) {
+  pc_GrpcChannelOptions o = {"http://127.0.0.1:1/", NULL, NULL, 0, 0};
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_GrpcChannel *ch = pc_GrpcChannel_New(&o, alloc, NULL, &err);
+  if (ch == NULL) return 0;
+  pc_GrpcPair md[2] = {{"x-a", 3, "b", 1}, {"x-b-bin", 7, "\0\1", 2}};
+  pc_GrpcCallSettings s = {5.0, md, 2, 1};
+  pc_GrpcCall *call = pc_GrpcCall_Start(ch, "/a.B/C", "hello", 5, &s, &err);
+  if (call == NULL) {
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  const char *data;
+  size_t len;
+  int got = pc_GrpcCall_Next(call, &data, &len);
+  const pc_GrpcStatus *st = pc_GrpcCall_Status(call);
+  *unavailable = !got && st != NULL && st->code == kPc_Code_Unavailable && st->message_len > 0;
+  pc_GrpcChannel_Free(ch); /* deferred: the call is alive */
+  pc_GrpcCall_Free(call);  /* frees the channel too */
+  return 1;
+}
+
+int main(void) {
+  CHECK(timeout_is(0.05, "50000000n"));
+  CHECK(timeout_is(1, "1000000u"));
+  CHECK(timeout_is(200, "200000m"));
+  CHECK(timeout_is(1e6, "1000000S"));
+  CHECK(timeout_is(1e8, "1666667M"));
+  CHECK(timeout_is(1e12, "99999999H"));
+  CHECK(timeout_is(1e-12, "1n"));
+  CHECK(timeout_is(0.099999999, "99999999n"));
+  CHECK(timeout_is(0.1000000001, "100001u"));
+
+  CHECK(decoded_is("a%20b", "a b"));
+  CHECK(decoded_is("100%", "100%"));
+  CHECK(decoded_is("%zz%4", "%zz%4"));
+  CHECK(decoded_is("%C3%A9", "\xc3\xa9"));
+
+  CHECK(base64_is("AAH/", "\x00\x01\xff", 3));
+  CHECK(base64_is("/w==", "\xff", 1));
+  CHECK(base64_is("/w", "\xff", 1));
+  CHECK(base64_is("", "", 0));
+  unsigned char out[8];
+  CHECK(pc_Grpc_Base64Decode("a", 1, out) == (size_t)-1);
+  CHECK(pc_Grpc_Base64Decode("a*bc", 4, out) == (size_t)-1);
+
+  CHECK(pair_ok("x-a.b_c", "printable ~", NULL));
+  CHECK(pair_ok("x-bin", "\x01\xff", NULL));
+  CHECK(pair_ok("X-A", "v", "metadata key 'X-A': only lowercase letters, digits, '_', '-', '.'"));
+  CHECK(pair_ok("", "v", "metadata key is empty"));
+  CHECK(pair_ok("grpc-x", "v", "metadata key 'grpc-x' is reserved for the transport"));
+  CHECK(pair_ok("te", "v", "metadata key 'te' is reserved for the transport"));
+  CHECK(pair_ok("x-a", "a\r\nb",
+                "metadata 'x-a': value must be printable ASCII (use a '-bin' key for bytes)"));
+
+  pc_GrpcChannelOptions bad = {"ftp://h", NULL, NULL, 0, 0};
+  pc_Error err;
+  pc_Error_Init(&err);
+  CHECK(pc_GrpcChannel_New(&bad, NULL, NULL, &err) == NULL);
+  CHECK(strcmp(err.msg, "target 'ftp://h': expected http://host:port or https://host:port") == 0);
+
+  int unavailable = 0;
+  CHECK(refused_call(NULL, &unavailable));
+  CHECK(unavailable);
+
+  /* Every allocation failing in turn: no leak, and a clean refusal. */
+  for (long n = 1;; n++) {
+    fail_reset(n);
+    int ok = refused_call(fail_alloc, &unavailable);
+    if (fail_live != 0) fprintf(stderr, "leak %lld bytes failing allocation %ld\n", fail_live, n);
+    CHECK(fail_live == 0);
+    if (!fail_hit) {
+      CHECK(ok && unavailable);
+      break;
+    }
+  }
+  return CHECK_DONE();
+}

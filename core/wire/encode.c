@@ -1,0 +1,404 @@
+#include "wire/encode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ORDER ENCODESTATUS */
+static const char *const encode_status_text[] = {"ok", "out of memory", "nesting too deep",
+                                                 "invalid UTF-8 in a string field"};
+
+const char *pc_EncodeStatus_String(pc_EncodeStatus s) {
+  if ((unsigned)s >= sizeof encode_status_text / sizeof encode_status_text[0])
+    return "unknown encode status";
+  return encode_status_text[s];
+}
+
+typedef struct {
+  pc_WireWriter *w;
+  int deterministic;
+  int depth;
+  pc_EncodeStatus status;
+  const char *where; /* full name of the field being written at the error */
+} Enc;
+
+static int enc_fail(Enc *e, pc_EncodeStatus st, const pc_FieldDef *f) {
+  if (e->status == kPc_EncodeStatus_Ok) {
+    e->status = st;
+    e->where = f != NULL ? f->full_name : NULL;
+  }
+  return 0;
+}
+
+static int is_fixed32(pc_FieldType t) {
+  return t == kPc_Type_Float || t == kPc_Type_Fixed32 || t == kPc_Type_Sfixed32;
+}
+static int is_fixed64(pc_FieldType t) {
+  return t == kPc_Type_Double || t == kPc_Type_Fixed64 || t == kPc_Type_Sfixed64;
+}
+
+/* Prepends varint 'v' at 'p' (room known to be there); returns the new start. */
+static inline uint8_t *varint_down(uint8_t *p, uint64_t v) {
+  if (v < 0x80) {
+    *--p = (uint8_t)v;
+    return p;
+  }
+  size_t n = pc_Wire_VarintSize(v);
+  uint8_t *q = p -= n;
+  while (v >= 0x80) {
+    *q++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *q = (uint8_t)v;
+  return p;
+}
+
+/* Writes one numeric value (no tag) of type 't' stored as at 'src'. */
+static int put_number(pc_WireWriter *w, pc_FieldType t, const void *src) {
+  uint32_t u32;
+  uint64_t u64;
+  switch (t) {
+  case kPc_Type_Bool: return pc_WireWriter_PutVarint(w, *(const uint8_t *)src != 0);
+  case kPc_Type_Float:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Sfixed32: memcpy(&u32, src, 4); return pc_WireWriter_PutFixed32(w, u32);
+  case kPc_Type_Double:
+  case kPc_Type_Fixed64:
+  case kPc_Type_Sfixed64: memcpy(&u64, src, 8); return pc_WireWriter_PutFixed64(w, u64);
+  case kPc_Type_Int32:
+  case kPc_Type_Enum: {
+    int32_t i;
+    memcpy(&i, src, 4);
+    return pc_WireWriter_PutVarint(w, (uint64_t)(int64_t)i);
+  }
+  case kPc_Type_Uint32: memcpy(&u32, src, 4); return pc_WireWriter_PutVarint(w, u32);
+  case kPc_Type_Sint32: {
+    int32_t i;
+    memcpy(&i, src, 4);
+    return pc_WireWriter_PutVarint(w, pc_Wire_ZigZagEncode32(i));
+  }
+  case kPc_Type_Sint64: {
+    int64_t i;
+    memcpy(&i, src, 8);
+    return pc_WireWriter_PutVarint(w, pc_Wire_ZigZagEncode64(i));
+  }
+  default: memcpy(&u64, src, 8); return pc_WireWriter_PutVarint(w, u64);
+  }
+}
+
+static pc_WireType wire_type(pc_FieldType t) {
+  if (is_fixed32(t)) return kPc_Wire_Fixed32;
+  if (is_fixed64(t)) return kPc_Wire_Fixed64;
+  switch (t) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes:
+  case kPc_Type_Message: return kPc_Wire_Len;
+  case kPc_Type_Group: return kPc_Wire_StartGroup;
+  default: return kPc_Wire_Varint;
+  }
+}
+
+static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m);
+
+/* A length-delimited string or bytes value with its tag, in one
+ * reservation. */
+static int put_string(Enc *e, const pc_FieldDef *f, const pc_StringView *s) {
+  pc_WireWriter *w = e->w;
+  if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
+      !pc_Wire_ValidUtf8((const uint8_t *)s->data, s->size))
+    return enc_fail(e, kPc_EncodeStatus_BadUtf8, f);
+  if (s->size > SIZE_MAX - (size_t)2 * PC_WIRE_MAX_VARINT ||
+      !pc_WireWriter_Reserve(w, s->size + (size_t)2 * PC_WIRE_MAX_VARINT))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  uint8_t *p = w->ptr - s->size;
+  if (s->size > 0) memcpy(p, s->data, s->size);
+  p = varint_down(p, s->size);
+  w->ptr = varint_down(p, (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
+  return 1;
+}
+
+/* One element of field 'f' (its value at 'src', of the element slot kind)
+ * with its tag. */
+static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
+  pc_WireWriter *w = e->w;
+  uint32_t num = (uint32_t)f->number;
+  switch (f->type) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: return put_string(e, f, src);
+  case kPc_Type_Message: {
+    const pc_Message *sub = *(pc_Message *const *)src;
+    size_t before = pc_WireWriter_Size(w);
+    if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
+    if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    break;
+  }
+  case kPc_Type_Group: {
+    const pc_Message *sub = *(pc_Message *const *)src;
+    if (!pc_WireWriter_PutTag(w, num, kPc_Wire_EndGroup))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
+    break;
+  }
+  default:
+    if (!put_number(w, f->type, src)) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    break;
+  }
+  if (!pc_WireWriter_PutTag(w, num, wire_type(f->type)))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  return 1;
+}
+
+static int put_packed(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
+  pc_WireWriter *w = e->w;
+  size_t elem = pc_FieldDef_ElemSize(f);
+  size_t before = pc_WireWriter_Size(w);
+  const char *data = arr->data;
+  for (size_t i = arr->size; i-- > 0;)
+    if (!put_number(w, f->type, data + i * elem))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before) ||
+      !pc_WireWriter_PutTag(w, (uint32_t)f->number, kPc_Wire_Len))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  return 1;
+}
+
+static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
+  if (arr == NULL || arr->size == 0) return 1;
+  if (f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
+      f->type != kPc_Type_Message && f->type != kPc_Type_Group)
+    return put_packed(e, f, arr);
+  size_t elem = pc_FieldDef_ElemSize(f);
+  const char *data = arr->data;
+  for (size_t i = arr->size; i-- > 0;)
+    if (!put_element(e, f, data + i * elem)) return 0;
+  return 1;
+}
+
+/* Map key order for deterministic output. */
+typedef struct {
+  const pc_MapEntry *entry;
+  pc_FieldType ktype;
+} SortItem;
+
+static int key_cmp(const void *pa, const void *pb) {
+  const SortItem *a = pa, *b = pb;
+  const pc_Value *x = &a->entry->key, *y = &b->entry->key;
+  switch (a->ktype) {
+  case kPc_Type_Bool: return (x->b != 0) - (y->b != 0);
+  case kPc_Type_String:
+  case kPc_Type_Bytes: {
+    size_t n = x->s.size < y->s.size ? x->s.size : y->s.size;
+    int c = n ? memcmp(x->s.data, y->s.data, n) : 0;
+    if (c != 0) return c;
+    return (x->s.size > y->s.size) - (x->s.size < y->s.size);
+  }
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: return (x->i32 > y->i32) - (x->i32 < y->i32);
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return (x->u32 > y->u32) - (x->u32 < y->u32);
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64: return (x->i64 > y->i64) - (x->i64 < y->i64);
+  default: return (x->u64 > y->u64) - (x->u64 < y->u64);
+  }
+}
+
+static int put_map_entry(Enc *e, const pc_FieldDef *f, const pc_FieldDef *kf, const pc_FieldDef *vf,
+                         const pc_MapEntry *ent) {
+  pc_WireWriter *w = e->w;
+  size_t before = pc_WireWriter_Size(w);
+  if (!put_element(e, vf, &ent->value) || !put_element(e, kf, &ent->key)) return 0;
+  if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before) ||
+      !pc_WireWriter_PutTag(w, (uint32_t)f->number, kPc_Wire_Len))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  return 1;
+}
+
+static int put_map(Enc *e, const pc_FieldDef *f, const pc_Map *map) {
+  if (map == NULL || map->size == 0) return 1;
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  if (!e->deterministic || map->size == 1) {
+    for (size_t i = map->size; i-- > 0;)
+      if (!put_map_entry(e, f, kf, vf, &map->entries[i])) return 0;
+    return 1;
+  }
+  pc_WireWriter *w = e->w;
+  if (map->size > SIZE_MAX / sizeof(SortItem)) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  size_t bytes = map->size * sizeof(SortItem);
+  SortItem *items = w->alloc(w->ud, NULL, 0, bytes);
+  if (items == NULL) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  for (size_t i = 0; i < map->size; i++) {
+    items[i].entry = &map->entries[i];
+    items[i].ktype = kf->type;
+  }
+  qsort(items, map->size, sizeof(SortItem), key_cmp);
+  int ok = 1;
+  for (size_t i = map->size; ok && i-- > 0;) ok = put_map_entry(e, f, kf, vf, items[i].entry);
+  w->alloc(w->ud, items, bytes, 0);
+  return ok;
+}
+
+/* Whether singular regular field 'f' is present (pc_Message_Has's rules,
+ * inline for the common cases). */
+static int present(const pc_Message *msg, const pc_FieldDef *f) {
+  const char *slot = (const char *)msg + f->offset;
+  if (f->hasbit >= 0) return (((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1;
+  if (f->oneof != NULL) {
+    uint32_t which;
+    memcpy(&which, (const char *)msg + f->case_offset, 4);
+    return which == (uint32_t)f->number;
+  }
+  switch (f->slot) {
+  case kPc_Slot_Bool: return *slot != 0;
+  case kPc_Slot_32: {
+    uint32_t v;
+    memcpy(&v, slot, 4);
+    return v != 0;
+  }
+  case kPc_Slot_64: {
+    uint64_t v;
+    memcpy(&v, slot, 8);
+    return v != 0;
+  }
+  case kPc_Slot_String: return ((const pc_StringView *)(const void *)slot)->size != 0;
+  default: {
+    const void *ptr;
+    memcpy(&ptr, slot, sizeof ptr);
+    return ptr != NULL;
+  }
+  }
+}
+
+/* The pointer stored at 'slot' (which may be unaligned for the reader). */
+static const void *load_ptr(const void *slot) {
+  const void *p;
+  memcpy(&p, slot, sizeof p);
+  return p;
+}
+
+static int put_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f) {
+  const char *slot = (const char *)msg + f->offset;
+  if (f->is_map) {
+    return put_map(e, f, load_ptr(slot));
+  }
+  if (f->label == kPc_Label_Repeated) {
+    return put_repeated(e, f, load_ptr(slot));
+  }
+  if (!present(msg, f)) return 1;
+  if (f->oneof != NULL && (f->slot == kPc_Slot_Message)) {
+    /* A oneof member's slot may be shared; read it through the API. */
+    pc_Value v = pc_Message_Get(msg, f);
+    return put_element(e, f, &v.m);
+  }
+  return put_element(e, f, slot);
+}
+
+static int put_extension(Enc *e, const pc_Extension *x) {
+  const pc_FieldDef *f = x->field;
+  if (f->label == kPc_Label_Repeated) return put_repeated(e, f, x->value.a);
+  if ((f->type == kPc_Type_Message || f->type == kPc_Type_Group) && x->value.m == NULL) return 1;
+  return put_element(e, f, &x->value);
+}
+
+/* A singular number that is not a oneof member: presence, value and tag
+ * written in one reservation. Returns 0 on allocation failure. */
+static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f) {
+  const char *slot = (const char *)msg + f->offset;
+  uint64_t v;
+  if (f->slot == kPc_Slot_Bool) {
+    v = *(const uint8_t *)slot != 0;
+    if (f->hasbit < 0 && v == 0) return 1;
+  } else if (f->slot == kPc_Slot_32) {
+    uint32_t u;
+    memcpy(&u, slot, 4);
+    if (f->hasbit < 0 && u == 0) return 1;
+    v = u;
+  } else {
+    memcpy(&v, slot, 8);
+    if (f->hasbit < 0 && v == 0) return 1;
+  }
+  if (f->hasbit >= 0 && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1))
+    return 1;
+  pc_WireWriter *w = e->w;
+  if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  uint8_t *p = w->ptr;
+  pc_WireType wt = kPc_Wire_Varint;
+  switch (f->type) {
+  case kPc_Type_Float:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Sfixed32:
+    p -= 4;
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
+    wt = kPc_Wire_Fixed32;
+    break;
+  case kPc_Type_Double:
+  case kPc_Type_Fixed64:
+  case kPc_Type_Sfixed64:
+    p -= 8;
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    wt = kPc_Wire_Fixed64;
+    break;
+  case kPc_Type_Int32:
+  case kPc_Type_Enum: p = varint_down(p, (uint64_t)(int64_t)(int32_t)(uint32_t)v); break;
+  case kPc_Type_Sint32: p = varint_down(p, pc_Wire_ZigZagEncode32((int32_t)(uint32_t)v)); break;
+  case kPc_Type_Sint64: p = varint_down(p, pc_Wire_ZigZagEncode64((int64_t)v)); break;
+  default: p = varint_down(p, v); break;
+  }
+  w->ptr = varint_down(p, (uint64_t)(uint32_t)f->number << 3 | (uint32_t)wt);
+  return 1;
+}
+
+static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m) {
+  if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep, NULL);
+  pc_WireWriter *w = e->w;
+  /* Offset 0 holds the internal part (unknown bytes, extensions), or the
+   * def with bit 0 set when there is none (message.h's layout). */
+  const pc_MessageInternal *in = load_ptr(msg);
+  if (((uintptr_t)in & 1) != 0) in = NULL;
+  size_t xcount = 0;
+  const pc_Extension *xs = NULL;
+  if (in != NULL) {
+    if (in->unknown_size > 0 && !pc_WireWriter_PutBytes(w, in->unknown, in->unknown_size))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, NULL);
+    xs = in->ext;
+    xcount = in->ext_count;
+  }
+  /* Fields and extensions merged, highest number first. */
+  uint32_t i = m->field_count;
+  size_t j = xcount;
+  while (i > 0 || j > 0) {
+    if (j > 0 && (i == 0 || xs[j - 1].field->number > m->fields_by_number[i - 1]->number)) {
+      if (!put_extension(e, &xs[--j])) return 0;
+    } else {
+      const pc_FieldDef *f = m->fields_by_number[--i];
+      if (f->slot <= kPc_Slot_64 && f->oneof == NULL) {
+        if (!put_number_field(e, msg, f)) return 0;
+      } else if (!put_field(e, msg, f)) {
+        return 0;
+      }
+    }
+  }
+  e->depth--;
+  return 1;
+}
+
+pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,
+                          const pc_EncodeOptions *opts, pc_WireWriter *w, pc_Error *err) {
+  Enc e;
+  e.w = w;
+  e.deterministic = opts != NULL && opts->deterministic;
+  e.depth = 0;
+  e.status = kPc_EncodeStatus_Ok;
+  e.where = NULL;
+  if (!encode_message(&e, msg, m)) {
+    if (e.where != NULL)
+      pc_Error_Set(err, "%s: %s", e.where, pc_EncodeStatus_String(e.status));
+    else
+      pc_Error_Set(err, "%s: %s", m->full_name, pc_EncodeStatus_String(e.status));
+    return e.status;
+  }
+  return kPc_EncodeStatus_Ok;
+}

@@ -1,0 +1,188 @@
+--- Loading `.proto` source (API.md "Schemas"): pc.load, pc.load_file and
+-- their pool methods, plus service reflection (pool:service). Parsing and
+-- resolving are in C (core/compiler/load.h through bindings/lua/lpc_compiler.c).
+local M = {}
+
+local type, error, ipairs, setmetatable, getmetatable, tostring, assert =
+  type, error, ipairs, setmetatable, getmetatable, tostring, assert
+local format, byte = string.format, string.byte
+
+-- A name for source given without one: the same text gets the same name,
+-- so loading it twice is harmless.
+local function source_name(source)
+  local h = 2166136261
+  for i = 1, #source do h = ((h ~ byte(source, i)) * 16777619) & 0xffffffff end
+  return format("source-%08x.proto", h)
+end
+
+local function check_opts(fname, opts, level)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    error(format("bad argument #2 to '%s' (table expected, got %s)", fname, type(opts)), level + 1)
+  end
+  if opts.name ~= nil and type(opts.name) ~= "string" then
+    error(format("%s: option 'name' must be a string, got %s", fname, type(opts.name)), level + 1)
+  end
+  local paths = opts.import_paths
+  if paths ~= nil then
+    if type(paths) ~= "table" then
+      error(format("%s: option 'import_paths' must be a list of strings", fname), level + 1)
+    end
+    for i, p in ipairs(paths) do
+      if type(p) ~= "string" then
+        error(format("%s: import_paths[%d] must be a string, got %s", fname, i, type(p)), level + 1)
+      end
+    end
+  end
+  return opts
+end
+
+local function dirname(path)
+  return path:match("^(.*)/[^/]*$") or "."
+end
+
+function M.install(pc, core)
+  local Pool = core.Pool
+  local load_proto, file_info, service_info = core.load_proto, core.file_info, core.service_info
+  -- pool -> {file name -> source text} for files loaded from strings, so a
+  -- second load under the same name with other text is refused.
+  local sources = setmetatable({}, { __mode = "k" })
+
+  --- file | nil, err = pool:load(source, opts): adds the `.proto` text
+  -- `source` and what it imports to the pool. opts: `name` (the file's name
+  -- in the pool, in errors and for imports; default "source-<hash>.proto"),
+  -- `import_paths` (folders searched for imports; the well-known types
+  -- google/protobuf/*.proto are built in). Returns a file table {name,
+  -- package, syntax, messages, enums, services, dependencies} (full names);
+  -- nil and "file.proto:line:column: what is wrong" on an error, with the
+  -- pool unchanged. Loading the same text under the same name again returns
+  -- the loaded file; other text under a loaded name is an error.
+  function Pool.load(pool, source, opts)
+    if type(source) ~= "string" then
+      error("bad argument #1 to 'load' (string expected, got " .. type(source) .. ")", 2)
+    end
+    opts = check_opts("load", opts, 2)
+    local name = opts.name or source_name(source)
+    local known = sources[pool]
+    if not known then
+      known = {}
+      sources[pool] = known
+    end
+    local loaded = file_info(pool, name)
+    if loaded then -- an import or a descriptor set brought it: its text is not known
+      if known[name] == nil or known[name] == source then return loaded end
+      return nil, name .. ": a different file of this name is already loaded"
+    end
+    local ok, err = load_proto(pool, name, source, opts.import_paths or {})
+    if not ok then return nil, err end
+    known[name] = source
+    return file_info(pool, name)
+  end
+
+  --- file | nil, err = pool:load_file(path, opts): as pool:load, reading
+  -- the file at `path`. Its name in the pool is `opts.name`, else `path`
+  -- relative to the first import path that holds it, else `path` with its
+  -- folder searched for imports after `import_paths`.
+  function Pool.load_file(pool, path, opts)
+    if type(path) ~= "string" then
+      error("bad argument #1 to 'load_file' (string expected, got " .. type(path) .. ")", 2)
+    end
+    opts = check_opts("load_file", opts, 2)
+    local paths = {}
+    for i, p in ipairs(opts.import_paths or {}) do paths[i] = p end
+    local name = opts.name
+    if not name then
+      for _, p in ipairs(paths) do
+        local prefix = p:sub(-1) == "/" and p or p .. "/"
+        if path:sub(1, #prefix) == prefix then
+          name = path:sub(#prefix + 1)
+          break
+        end
+      end
+    end
+    if not name then
+      name = path
+      paths[#paths + 1] = dirname(path)
+    end
+    local f = io.open(path, "rb")
+    if not f then return nil, path .. ": File not found." end
+    local source, why = f:read("a")
+    f:close()
+    if not source then return nil, path .. ": " .. tostring(why) end -- a folder, say
+    return Pool.load(pool, source, { name = name, import_paths = paths })
+  end
+
+  --- info | nil = pool:service(full_name): {name, full_name, methods} where
+  -- each method is {name, full_name, path = "/pkg.Service/Method", input =
+  -- Type, output = Type, client_streaming, server_streaming}, listed in
+  -- order and by name.
+  function Pool.service(pool, full_name)
+    if type(full_name) ~= "string" then
+      error("bad argument #1 to 'service' (string expected, got " .. type(full_name) .. ")", 2)
+    end
+    return service_info(pool, full_name)
+  end
+
+  --- info | nil = pool:file(name): the loaded file's table (see pool:load).
+  function Pool.file(pool, name)
+    return file_info(pool, tostring(name))
+  end
+
+  local file_descriptor_bytes = core.file_descriptor_bytes
+  local DESCRIPTOR_PROTO = "google/protobuf/descriptor.proto"
+  local FDP = "google.protobuf.FileDescriptorProto"
+  -- For frozen pools without descriptor.proto: one private pool per state.
+  local descriptor_pool
+
+  -- The FileDescriptorProto Type to decode into: the pool's own (loading
+  -- the built-in descriptor.proto into it when absent), or, for a frozen
+  -- pool that lacks it, the state's private pool's.
+  local function descriptor_type(pool)
+    local T = Pool.type(pool, FDP)
+    if T then return T end
+    if Pool.is_frozen(pool) then
+      if not descriptor_pool then
+        descriptor_pool = core.pool_new()
+        assert(load_proto(descriptor_pool, DESCRIPTOR_PROTO, nil, {}))
+      end
+      return Pool.type(descriptor_pool, FDP)
+    end
+    assert(load_proto(pool, DESCRIPTOR_PROTO, nil, {}))
+    return Pool.type(pool, FDP)
+  end
+
+  --- m | nil, err = pool:file_descriptor(name): the loaded file `name` as
+  -- a `google.protobuf.FileDescriptorProto` message (what `protoc -o`
+  -- writes for it, without source info: `pc.encode(m)` gives protoc's
+  -- bytes). Its type comes from the built-in `descriptor.proto`, loaded
+  -- into the pool on first use (a frozen pool without it uses a private
+  -- pool of the state instead). nil and "<name>: no such file in the pool"
+  -- when the file is not loaded. Issue 5 item 5.
+  function Pool.file_descriptor(pool, name)
+    if type(name) ~= "string" then
+      error("bad argument #1 to 'file_descriptor' (string expected, got " .. type(name) .. ")", 2)
+    end
+    local bytes = file_descriptor_bytes(pool, name)
+    if not bytes then return nil, name .. ": no such file in the pool" end
+    return pc.decode(descriptor_type(pool), bytes)
+  end
+
+  local Pool_mt = getmetatable(pc._default_pool)
+  local function on(opts)
+    local pool = type(opts) == "table" and opts.pool or nil
+    if pool == nil then return pc._default_pool end
+    if getmetatable(pool) ~= Pool_mt then
+      error("option 'pool': protocall.Pool expected, got " .. type(pool), 3)
+    end
+    return pool
+  end
+  --- pc.load(source, opts), pc.load_file(path, opts), pc.service(name),
+  -- pc.file(name), pc.file_descriptor(name): the pool methods on the default pool (or `opts.pool`).
+  function pc.load(source, opts) return Pool.load(on(opts), source, opts) end
+  function pc.load_file(path, opts) return Pool.load_file(on(opts), path, opts) end
+  function pc.service(full_name) return Pool.service(pc._default_pool, full_name) end
+  function pc.file(name) return Pool.file(pc._default_pool, name) end
+  function pc.file_descriptor(name) return Pool.file_descriptor(pc._default_pool, name) end
+end
+
+return M

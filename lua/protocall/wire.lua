@@ -1,0 +1,51 @@
+--- The wire format (API.md "Messages", issue 4): pc.encode, pc.decode and
+-- pc.load_descriptor_set. The work is in C (bindings/lua/lpc_wire.c over
+-- core/wire/encode.c, core/wire/decode.c, core/wire/descriptor_set.c).
+local M = {}
+
+local type, error, ipairs = type, error, ipairs
+
+function M.install(pc, core)
+  local encode, decode, load_set = core.encode, core.decode, core.load_descriptor_set
+  local file_info = core.file_info
+
+  --- bytes = pc.encode(m [, {deterministic = true}]): the message's wire
+  -- encoding, byte for byte what the C++ library writes (field-number
+  -- order, unknown fields last); `deterministic` sorts map entries by key.
+  -- Raises on a non-message.
+  pc.encode = encode
+
+  --- m | nil, err = pc.decode(T, bytes [, {max_depth = 100}]): a new message
+  -- of type T from its wire encoding. Malformed input returns nil and
+  -- "<subject>: <reason> at offset <n>" (the subject names the field);
+  -- nesting deeper than max_depth (default 100) is malformed.
+  pc.decode = decode
+
+  --- files | nil, err = pool:load_descriptor_set(bytes): adds every file of
+  -- a serialized google.protobuf.FileDescriptorSet (`protoc -o
+  -- --include_imports`) to the pool, extensions included, read with the
+  -- project's own codec; files the pool already has by name are skipped.
+  -- Returns the list of the added files as file tables (as pool:load
+  -- returns: {name, package, syntax, messages, enums, services,
+  -- dependencies}), or nil and "descriptor set: <subject>: <reason> at
+  -- offset <n>" / the pool's validation error.
+  function core.Pool.load_descriptor_set(pool, bytes)
+    if type(bytes) ~= "string" then
+      error("bad argument #1 to 'load_descriptor_set' (string expected, got " .. type(bytes) .. ")", 2)
+    end
+    local names, err = load_set(pool, bytes)
+    if not names then return nil, err end
+    local files = {}
+    for i, name in ipairs(names) do files[i] = file_info(pool, name) end
+    return files
+  end
+
+  --- files | nil, err = pc.load_descriptor_set(bytes [, {pool = p}]): the
+  -- same on the default pool (or opts.pool).
+  function pc.load_descriptor_set(bytes, opts)
+    local pool = opts ~= nil and opts.pool or pc._default_pool
+    return core.Pool.load_descriptor_set(pool, bytes)
+  end
+end
+
+return M

@@ -45,13 +45,13 @@ int luaopen_protocall_core(lua_State *L) {
   lua_setfield(L, -2, "VERSION");
   /* One line per concern (see lpc.h). */
   lpc_open_status(L);
-  lpc_open_def(L);
+  lpc_open_schema(L);
   lpc_open_message(L);
-  lpc_open_policy(L);
-  lpc_open_codec(L);
+  lpc_open_call(L);
+  lpc_open_wire(L);
   lpc_open_parse(L);
-  lpc_open_grpc(L);
-  lpc_open_load(L);
+  lpc_open_net(L);
+  lpc_open_compiler(L);
   lpc_open_host(L);
   return 1;
 }

@@ -448,7 +448,7 @@ static int lpc_callable_new(lua_State *L) {
   return 1;
 }
 
-void lpc_open_policy(lua_State *L) {
+void lpc_open_call(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"check_retry", lpc_check_retry}, {"check_timeout", lpc_check_timeout},
       {"policy", lpc_policy_new},       {"plan_cache", lpc_plancache_new},

@@ -10,7 +10,6 @@
 #include "schema/def.h"
 #include "wire/descriptor_write.h"
 #include "lpc.h"
-#include "lpc_msg.h"
 #include "compiler/load.h"
 #include "schema/wkt.h"
 
@@ -268,7 +267,7 @@ static int lpc_file_descriptor_bytes(lua_State *L) {
   return 1;
 }
 
-void lpc_open_load(lua_State *L) {
+void lpc_open_compiler(lua_State *L) {
   luaL_newmetatable(L, WRITER_MT);
   lua_pushcfunction(L, lpc_writer_gc);
   lua_setfield(L, -2, "__gc");

@@ -10,7 +10,6 @@
 #include "wire/descriptor_set.h"
 #include "wire/encode.h"
 #include "lpc.h"
-#include "lpc_msg.h"
 #include "message/message.h"
 #include "base/status.h"
 #include "protocall.h"

@@ -4,7 +4,6 @@
  * pc.type_of, pc.clone, pc.merge, pc.get_extension, pc.set_extension.
  * Ownership is described in lpc_msg.h. */
 #include "lpc.h"
-#include "lpc_msg.h"
 
 #include <lauxlib.h>
 #include <math.h>

@@ -390,7 +390,7 @@ static int lpc_grpc_percent_decode(lua_State *L) {
   return 1;
 }
 
-void lpc_open_grpc(lua_State *L) {
+void lpc_open_net(lua_State *L) {
   static const luaL_Reg channel_methods[] = {{"unary", lpc_grpcchannel_unary},
                                              {"start", lpc_grpcchannel_start},
                                              {"close", lpc_grpcchannel_close},

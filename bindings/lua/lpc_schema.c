@@ -2,7 +2,6 @@
  * pc.message / pc.enum (API.md "Schemas"): a declaration becomes a one-type
  * pc_FileDesc added with pc_Pool_AddFile, as every other schema source. */
 #include "lpc.h"
-#include "lpc_msg.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -793,7 +792,7 @@ static int lpc_pool_functions(lua_State *L) {
   return 1;
 }
 
-void lpc_open_def(lua_State *L) {
+void lpc_open_schema(lua_State *L) {
   lua_newtable(L);
   lua_createtable(L, 0, 1);
   lua_pushliteral(L, "v");

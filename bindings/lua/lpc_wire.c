@@ -14,7 +14,6 @@
 #include "wire/descriptor_set.h"
 #include "wire/encode.h"
 #include "lpc.h"
-#include "lpc_msg.h"
 #include "wire/wire.h"
 
 #include <lauxlib.h>
@@ -275,7 +274,7 @@ static int lpc_codec_load_descriptor_set(lua_State *L) {
   return 1;
 }
 
-void lpc_open_codec(lua_State *L) {
+void lpc_open_wire(lua_State *L) {
   CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
   pc_WireWriter_Init(&cs->w, NULL, NULL);
   cs->scratch = NULL;

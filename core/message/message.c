@@ -2,38 +2,6 @@
 
 #include <string.h>
 
-size_t pc_Slot_Size(pc_SlotKind slot) {
-  switch (slot) {
-  case kPc_Slot_Bool: return 1;
-  case kPc_Slot_32: return 4;
-  case kPc_Slot_64: return 8;
-  case kPc_Slot_String: return sizeof(pc_StringView);
-  default: return sizeof(void *);
-  }
-}
-
-pc_SlotKind pc_FieldDef_ElemSlot(const pc_FieldDef *f) {
-  switch (f->type) {
-  case kPc_Type_Bool: return kPc_Slot_Bool;
-  case kPc_Type_Int32:
-  case kPc_Type_Uint32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Fixed32:
-  case kPc_Type_Sfixed32:
-  case kPc_Type_Float:
-  case kPc_Type_Enum: return kPc_Slot_32;
-  case kPc_Type_String:
-  case kPc_Type_Bytes: return kPc_Slot_String;
-  case kPc_Type_Message:
-  case kPc_Type_Group: return kPc_Slot_Message;
-  default: return kPc_Slot_64;
-  }
-}
-
-size_t pc_FieldDef_ElemSize(const pc_FieldDef *f) {
-  return pc_Slot_Size(pc_FieldDef_ElemSlot(f));
-}
-
 static pc_Value load(const void *p, pc_SlotKind slot) {
   pc_Value v;
   memset(&v, 0, sizeof(v));

@@ -39,6 +39,8 @@ typedef struct {
   const char *data; /* not NUL-terminated in general; may be NULL if size 0 */
   size_t size;
 } pc_StringView;
+_Static_assert(sizeof(pc_StringView) == sizeof(const char *) + sizeof(size_t),
+               "pc_Slot_Size (schema/def.h) gives a string slot this size");
 
 /* One value of any field type (what a slot, an array element, a map key or
  * value, or an extension holds). */
@@ -92,16 +94,6 @@ typedef struct pc_MessageInternal {
   pc_Extension *ext; /* sorted by field number */
   size_t ext_count, ext_cap;
 } pc_MessageInternal;
-
-/* Bytes one element of the slot kind takes (1, 4, 8, 16 or a pointer). */
-size_t pc_Slot_Size(pc_SlotKind slot);
-
-/* Element size of a repeated field's array (the element's slot size). */
-size_t pc_FieldDef_ElemSize(const pc_FieldDef *f);
-
-/* The slot kind of one element of 'f' (for repeated / map fields the
- * element's, not kPc_Slot_Array / Map). */
-pc_SlotKind pc_FieldDef_ElemSlot(const pc_FieldDef *f);
 
 /* -- Instances ----------------------------------------------------------- */
 

@@ -1,13 +1,9 @@
 #include "schema/def.h"
-#include "message/message.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ORDER SLOT */
-static const uint8_t kSlotSize[7] = {1, 4, 8, 16, sizeof(void *), sizeof(void *), sizeof(void *)};
 
 enum { kKind_File = 1, kKind_Message, kKind_Enum, kKind_Service, kKind_Extension };
 
@@ -786,7 +782,7 @@ static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
     uint32_t size = sizes[s], align = size > 8 ? 8 : size;
     for (uint32_t i = 0; i < m->field_count; i++) {
       pc_FieldDef *f = &fields[i];
-      if (f->oneof != NULL || kSlotSize[f->slot] != size) continue;
+      if (f->oneof != NULL || pc_Slot_Size(f->slot) != size) continue;
       off = (off + align - 1) & ~(align - 1);
       f->offset = off;
       off += size;
@@ -796,7 +792,7 @@ static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
       if (o->synthetic) continue;
       uint32_t biggest = 0;
       for (uint32_t j = 0; j < o->field_count; j++)
-        if (kSlotSize[o->fields[j]->slot] > biggest) biggest = kSlotSize[o->fields[j]->slot];
+        if (pc_Slot_Size(o->fields[j]->slot) > biggest) biggest = pc_Slot_Size(o->fields[j]->slot);
       if (biggest != size) continue;
       off = (off + align - 1) & ~(align - 1);
       for (uint32_t j = 0; j < o->field_count; j++) {

@@ -32,7 +32,7 @@ typedef struct pc_ServiceDef pc_ServiceDef;
 typedef struct pc_MethodDef pc_MethodDef;
 
 /* How a field's value is stored in its slot (core/message/message.h), which also
- * fixes the slot's size. ORDER SLOT: kSlotSize in def.c. */
+ * fixes the slot's size (pc_Slot_Size). */
 typedef enum {
   kPc_Slot_Bool = 0,    /* 1 byte: bool stored as uint8_t 0/1 */
   kPc_Slot_32 = 1,      /* 4 bytes: int32/sint32/sfixed32/enum (int32_t),
@@ -93,6 +93,43 @@ struct pc_FieldDef {
                                     first value's number when not given) */
   const char *default_text;      /* descriptor's text form, or NULL */
 };
+
+/* Bytes one element of the slot kind takes: 1, 4, 8, 16 (a pc_StringView
+ * of message/message.h: a pointer and a size) or a pointer. */
+static inline size_t pc_Slot_Size(pc_SlotKind slot) {
+  switch (slot) {
+  case kPc_Slot_Bool: return 1;
+  case kPc_Slot_32: return 4;
+  case kPc_Slot_64: return 8;
+  case kPc_Slot_String: return sizeof(const char *) + sizeof(size_t);
+  default: return sizeof(void *);
+  }
+}
+
+/* The slot kind of one element of 'f' (for repeated / map fields the
+ * element's, not kPc_Slot_Array / Map). */
+static inline pc_SlotKind pc_FieldDef_ElemSlot(const pc_FieldDef *f) {
+  switch (f->type) {
+  case kPc_Type_Bool: return kPc_Slot_Bool;
+  case kPc_Type_Int32:
+  case kPc_Type_Uint32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Float:
+  case kPc_Type_Enum: return kPc_Slot_32;
+  case kPc_Type_String:
+  case kPc_Type_Bytes: return kPc_Slot_String;
+  case kPc_Type_Message:
+  case kPc_Type_Group: return kPc_Slot_Message;
+  default: return kPc_Slot_64;
+  }
+}
+
+/* Element size of a repeated field's array (the element's slot size). */
+static inline size_t pc_FieldDef_ElemSize(const pc_FieldDef *f) {
+  return pc_Slot_Size(pc_FieldDef_ElemSlot(f));
+}
 
 struct pc_OneofDef {
   const char *name;

@@ -1252,10 +1252,40 @@ static int parse_message_block(P *p, pc_MessageDesc *m) {
   return opts_finish(p, &o, &m->options);
 }
 
+/* A set of names (open addressing over arena memory), so each synthetic
+ * oneof's clash check is O(1) instead of a scan of the message. */
+typedef struct {
+  const char **slots;
+  size_t cap;
+} NameSet;
+
+static size_t name_hash(const char *s) {
+  size_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+/* 1 when 'name' is in the set; otherwise adds it when 'add' and returns 0. */
+static int name_set_has(NameSet *set, const char *name, int add) {
+  size_t i = name_hash(name) & (set->cap - 1);
+  for (; set->slots[i] != NULL; i = (i + 1) & (set->cap - 1))
+    if (strcmp(set->slots[i], name) == 0) return 1;
+  if (add) set->slots[i] = name;
+  return 0;
+}
+
 /* protoc's GenerateSyntheticOneofs: "_name" (prefixed with X until unique)
  * for each proto3 optional field, after the real oneofs. */
 static int synthetic_oneofs(P *p, pc_MessageDesc *m) {
-  size_t cap = m->oneof_count;
+  size_t cap = m->oneof_count, optional = 0;
+  for (size_t i = 0; i < m->field_count; i++) optional += m->fields[i].proto3_optional != 0;
+  if (optional == 0) return 1;
+  NameSet set = {NULL, 16};
+  while (set.cap < 2 * (m->field_count + m->oneof_count + optional)) set.cap *= 2;
+  set.slots = pc_Arena_Calloc(p->a, set.cap * sizeof(const char *));
+  if (set.slots == NULL) return oom(p);
+  for (size_t k = 0; k < m->field_count; k++) name_set_has(&set, m->fields[k].name, 1);
+  for (size_t k = 0; k < m->oneof_count; k++) name_set_has(&set, m->oneofs[k].name, 1);
   for (size_t i = 0; i < m->field_count; i++) {
     pc_FieldDesc *f = &m->fields[i];
     if (!f->proto3_optional) continue;
@@ -1272,12 +1302,7 @@ static int synthetic_oneofs(P *p, pc_MessageDesc *m) {
         name[extra - 1] = '_';
         memcpy(name + extra, f->name, n + 1);
       }
-      int clash = 0;
-      for (size_t k = 0; k < m->field_count && !clash; k++)
-        clash = strcmp(m->fields[k].name, name) == 0;
-      for (size_t k = 0; k < m->oneof_count && !clash; k++)
-        clash = strcmp(m->oneofs[k].name, name) == 0;
-      if (!clash) break;
+      if (!name_set_has(&set, name, 1)) break;
       extra++;
     }
     pc_OneofDesc *od = push(p, &m->oneofs, &m->oneof_count, &cap, sizeof *od);

@@ -37,6 +37,13 @@ typedef struct {
   const void *owner; /* enum of a value; message of a field */
 } Sym;
 
+/* An extension by (extendee, number), with its full name for errors. */
+struct ExtEntry {
+  const pc_FieldDesc *f; /* NULL: free */
+  const char *name;
+  size_t len;
+};
+
 typedef struct {
   pc_Arena *a;
   pc_Error *err;
@@ -51,8 +58,10 @@ typedef struct {
   char undefined_resolved[256];
   int undeclared_file;
   char undeclared_name[256];
-  const pc_FieldDesc **seen; /* extensions of the file checked so far */
-  size_t nseen, capseen;
+  /* (extendee, number) of the dependencies' extensions and of the file's
+   * extensions checked so far, hashed for extension_clash */
+  struct ExtEntry *exts;
+  size_t ext_cap, ext_count;
 } R;
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -510,57 +519,6 @@ static int check_map_entry(R *r, const pc_MessageDesc *entry, const pc_FieldDesc
   return 1;
 }
 
-static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
-  if (e->value_count == 0)
-    return fail_at(r, e->line, e->column, "Enums must contain at least one value.");
-  if (r->file->syntax == kPc_Syntax_Proto3 && e->values[0].number != 0)
-    return fail_at(r, e->values[0].line, e->values[0].column,
-                   "The first enum value must be zero in proto3.");
-  for (size_t i = 0; i < e->value_count; i++) {
-    const pc_EnumValueDesc *v = &e->values[i];
-    for (size_t k = 0; k < e->reserved_range_count; k++)
-      if (e->reserved_ranges[k].start <= v->number && v->number <= e->reserved_ranges[k].end)
-        return fail_at(r, v->line, v->column, "Enum value \"%s\" uses reserved number %d.", v->name,
-                       v->number);
-    for (size_t k = 0; k < e->reserved_name_count; k++)
-      if (strcmp(e->reserved_names[k], v->name) == 0)
-        return fail_at(r, v->line, v->column, "Enum value \"%s\" is reserved.", v->name);
-    if (!e->allow_alias) {
-      for (size_t k = 0; k < i; k++)
-        if (e->values[k].number == v->number)
-          return fail_at(r, v->line, v->column,
-                         "\"%s%s%s\" uses the same enum value as \"%s%s%s\". If this is "
-                         "intended, set 'option allow_alias = true;' to the enum definition.",
-                         scope ? scope : "", scope ? "." : "", v->name, scope ? scope : "",
-                         scope ? "." : "", e->values[k].name);
-    }
-  }
-  return 1;
-}
-
-static const pc_MessageDesc *nested_named(const pc_MessageDesc *m, const char *name) {
-  for (size_t i = 0; i < m->nested_count; i++)
-    if (strcmp(m->nested[i].name, name) == 0) return &m->nested[i];
-  return NULL;
-}
-
-static int lower_no_underscore(const char **p) {
-  while (**p == '_') (*p)++;
-  int c = (unsigned char)**p;
-  if (c) (*p)++;
-  return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
-}
-
-/* protoc's JSON key of a field name: lower-cased, underscores dropped. */
-static char *json_key(R *r, const char *name) {
-  char *k = pc_Arena_Malloc(r->a, strlen(name) + 1);
-  if (k == NULL) return NULL;
-  size_t n = 0;
-  for (int c; (c = lower_no_underscore(&name)) != 0;) k[n++] = (char)c;
-  k[n] = '\0';
-  return k;
-}
-
 /* Duplicates among a message's fields in O(n log n) (a message may have
  * many thousand fields): items sorted by key, then by declaration index. */
 typedef struct {
@@ -597,6 +555,61 @@ static size_t first_duplicate(DupItem *items, size_t n, size_t *first) {
     g = h;
   }
   return best;
+}
+
+static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
+  if (e->value_count == 0)
+    return fail_at(r, e->line, e->column, "Enums must contain at least one value.");
+  if (r->file->syntax == kPc_Syntax_Proto3 && e->values[0].number != 0)
+    return fail_at(r, e->values[0].line, e->values[0].column,
+                   "The first enum value must be zero in proto3.");
+  size_t dup_first = 0, dup = SIZE_MAX;
+  if (!e->allow_alias) {
+    DupItem *items = pc_Arena_Malloc(r->a, e->value_count * sizeof *items);
+    if (items == NULL) return oom(r);
+    for (size_t i = 0; i < e->value_count; i++) items[i] = (DupItem){e->values[i].number, NULL, i};
+    dup = first_duplicate(items, e->value_count, &dup_first);
+  }
+  for (size_t i = 0; i < e->value_count; i++) {
+    const pc_EnumValueDesc *v = &e->values[i];
+    for (size_t k = 0; k < e->reserved_range_count; k++)
+      if (e->reserved_ranges[k].start <= v->number && v->number <= e->reserved_ranges[k].end)
+        return fail_at(r, v->line, v->column, "Enum value \"%s\" uses reserved number %d.", v->name,
+                       v->number);
+    for (size_t k = 0; k < e->reserved_name_count; k++)
+      if (strcmp(e->reserved_names[k], v->name) == 0)
+        return fail_at(r, v->line, v->column, "Enum value \"%s\" is reserved.", v->name);
+    if (i == dup)
+      return fail_at(r, v->line, v->column,
+                     "\"%s%s%s\" uses the same enum value as \"%s%s%s\". If this is "
+                     "intended, set 'option allow_alias = true;' to the enum definition.",
+                     scope ? scope : "", scope ? "." : "", v->name, scope ? scope : "",
+                     scope ? "." : "", e->values[dup_first].name);
+  }
+  return 1;
+}
+
+static const pc_MessageDesc *nested_named(const pc_MessageDesc *m, const char *name) {
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (strcmp(m->nested[i].name, name) == 0) return &m->nested[i];
+  return NULL;
+}
+
+static int lower_no_underscore(const char **p) {
+  while (**p == '_') (*p)++;
+  int c = (unsigned char)**p;
+  if (c) (*p)++;
+  return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
+}
+
+/* protoc's JSON key of a field name: lower-cased, underscores dropped. */
+static char *json_key(R *r, const char *name) {
+  char *k = pc_Arena_Malloc(r->a, strlen(name) + 1);
+  if (k == NULL) return NULL;
+  size_t n = 0;
+  for (int c; (c = lower_no_underscore(&name)) != 0;) k[n++] = (char)c;
+  k[n] = '\0';
+  return k;
 }
 
 static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
@@ -663,10 +676,14 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
                      "is not allowed in proto3.",
                      m->fields[i].name, m->fields[k].name);
   }
-  for (size_t i = 0; i < m->oneof_count; i++) {
-    int used = 0;
-    for (size_t k = 0; k < m->field_count && !used; k++) used = m->fields[k].oneof_index == (int)i;
-    if (!used) return fail_at(r, m->line, m->column, "Oneof must have at least one field.");
+  if (m->oneof_count > 0) {
+    unsigned char *used = pc_Arena_Calloc(r->a, m->oneof_count);
+    if (used == NULL) return oom(r);
+    for (size_t k = 0; k < m->field_count; k++)
+      if (m->fields[k].oneof_index >= 0 && (size_t)m->fields[k].oneof_index < m->oneof_count)
+        used[m->fields[k].oneof_index] = 1;
+    for (size_t i = 0; i < m->oneof_count; i++)
+      if (!used[i]) return fail_at(r, m->line, m->column, "Oneof must have at least one field.");
   }
   for (size_t i = 0; i < m->extension_range_count; i++) {
     pc_RangeDesc a = m->extension_ranges[i].range;
@@ -740,42 +757,74 @@ static int check_extension(R *r, const pc_FieldDesc *x) {
   return 1;
 }
 
-/* Another extension of the same message with the same number. */
-static const Sym *extension_clash(const R *r, const pc_FieldDesc *self) {
+static size_t ext_hash(const char *extendee, int32_t number) {
+  return (size_t)(hash(extendee, strlen(extendee)) ^
+                  ((uint64_t)(uint32_t)number * 0x9E3779B97F4A7C15ull));
+}
+
+/* Adds an extension to the (extendee, number) table; when one is already
+ * there, points '*clash' at it instead (the table unchanged). */
+static int ext_add(R *r, struct ExtEntry e, const struct ExtEntry **clash) {
+  if ((r->ext_count + 1) * 2 > r->ext_cap) {
+    size_t nc = r->ext_cap ? r->ext_cap * 2 : 64;
+    struct ExtEntry *grown = pc_Arena_Calloc(r->a, nc * sizeof *grown);
+    if (grown == NULL) return oom(r);
+    for (size_t k = 0; k < r->ext_cap; k++) {
+      const pc_FieldDesc *g = r->exts[k].f;
+      if (g == NULL) continue;
+      size_t i = ext_hash(g->extendee, g->number) & (nc - 1);
+      while (grown[i].f != NULL) i = (i + 1) & (nc - 1);
+      grown[i] = r->exts[k];
+    }
+    r->exts = grown;
+    r->ext_cap = nc;
+  }
+  size_t i = ext_hash(e.f->extendee, e.f->number) & (r->ext_cap - 1);
+  for (; r->exts[i].f != NULL; i = (i + 1) & (r->ext_cap - 1)) {
+    const pc_FieldDesc *g = r->exts[i].f;
+    if (g->number == e.f->number && strcmp(g->extendee, e.f->extendee) == 0) {
+      *clash = &r->exts[i];
+      return 1;
+    }
+  }
+  r->exts[i] = e;
+  r->ext_count++;
+  return 1;
+}
+
+/* The table starts with every extension of the dependencies; the file's
+ * own are added as they are checked, so a clash is reported only with one
+ * checked before, as protoc does. */
+static int ext_table_init(R *r) {
+  if (r->exts != NULL) return 1;
+  r->ext_cap = 64;
+  r->exts = pc_Arena_Calloc(r->a, r->ext_cap * sizeof *r->exts);
+  if (r->exts == NULL) return oom(r);
   for (size_t i = 0; i < r->cap; i++) {
     const Sym *s = &r->slots[i];
     if (s->name == NULL || s->kind != kSymField || s->owner != NULL) continue;
     const pc_FieldDesc *f = s->desc;
-    if (f == self || f->extendee == NULL) continue;
-    if (s->file == file_index_self(r)) {
-      int seen = 0; /* only clashes with extensions checked before, as protoc */
-      for (size_t k = 0; k < r->nseen && !seen; k++) seen = r->seen[k] == f;
-      if (!seen) continue;
-    }
-    if (f->number == self->number && strcmp(f->extendee, self->extendee) == 0) return s;
+    if (s->file == file_index_self(r) || f->extendee == NULL) continue;
+    const struct ExtEntry *clash = NULL; /* deps were validated; first wins */
+    if (!ext_add(r, (struct ExtEntry){f, s->name, s->len}, &clash)) return 0;
   }
-  return NULL;
+  return 1;
 }
 
 static int check_extensions(R *r, pc_FieldDesc *xs, size_t n, const char *scope) {
+  if (n > 0 && !ext_table_init(r)) return 0;
   for (size_t i = 0; i < n; i++) {
     if (!check_field(r, &xs[i], 1, NULL) || !check_extension(r, &xs[i])) return 0;
-    const Sym *other = extension_clash(r, &xs[i]);
+    if (xs[i].extendee == NULL) continue;
+    char *full = join(r, scope, xs[i].name);
+    if (full == NULL) return 0;
+    const struct ExtEntry *other = NULL;
+    if (!ext_add(r, (struct ExtEntry){&xs[i], full, strlen(full)}, &other)) return 0;
     if (other != NULL)
       return fail_at(r, AT_NUMBER(&xs[i]),
                      "Extension number %d has already been used in \"%s\" by extension \"%.*s\".",
                      xs[i].number, xs[i].extendee + 1, (int)other->len, other->name);
-    if (r->nseen == r->capseen) {
-      size_t nc = r->capseen ? r->capseen * 2 : 16;
-      const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, nc * sizeof(const pc_FieldDesc *));
-      if (grown == NULL) return oom(r);
-      if (r->nseen) memcpy(grown, r->seen, r->nseen * sizeof(const pc_FieldDesc *));
-      r->seen = grown;
-      r->capseen = nc;
-    }
-    r->seen[r->nseen++] = &xs[i];
   }
-  (void)scope;
   return 1;
 }
 

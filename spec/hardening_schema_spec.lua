@@ -101,3 +101,97 @@ describe("large schemas", function()
     assert(elapsed < 10, ("took %.1f s"):format(elapsed))
   end)
 end)
+
+--- protoc's stderr and exit status on `args` (run from the repository
+--- root), or nil when protoc is not installed.
+local function protoc(args)
+  if not io.open("/usr/bin/protoc", "rb") then return nil end
+  local out = os.tmpname()
+  local ok = os.execute("/usr/bin/protoc " .. args .. " 2>" .. out)
+  local f = io.open(out, "rb")
+  local text = f:read("a")
+  f:close()
+  os.remove(out)
+  return text, ok == true
+end
+
+describe("loading files", function()
+  local VIRTUAL = "spec/fixtures/virtual"
+
+  it("takes a path that is not on disk as a name inside the import paths, as protoc", function()
+    local pool = pc.pool()
+    local file = assert(pool:load_file("google/api/http.proto", { import_paths = { VIRTUAL } }))
+    assert.are.equal("google/api/http.proto", file.name)
+    assert.are.same({ "google/api/dep.proto" }, file.dependencies)
+    assert(pool:type("google.api.Http"))
+    local text, ok = protoc("-I " .. VIRTUAL .. " -o /dev/null google/api/http.proto")
+    if text then assert.are.same({ "", true }, { text, ok }) end
+    -- absent everywhere: still not found
+    assert.are.same({ nil, "google/api/nope.proto: File not found." },
+      { pool:load_file("google/api/nope.proto", { import_paths = { VIRTUAL } }) })
+  end)
+
+  it("says an import names a folder or no file at all", function()
+    local opts = { import_paths = { VIRTUAL } }
+    assert.are.same({ nil, 'imports_folder.proto: Import "google" was not found or had errors ('
+      .. VIRTUAL .. '/google is a folder).' },
+      { pc.pool():load_file(VIRTUAL .. "/imports_folder.proto", opts) })
+    assert.are.same({ nil, 'imports_empty.proto: Import "" was not found or had errors (an empty '
+      .. 'file name).' }, { pc.pool():load_file(VIRTUAL .. "/imports_empty.proto", opts) })
+    -- protoc's verdict: not found (it says so on two lines)
+    local text = protoc("-I " .. VIRTUAL .. " -o /dev/null imports_folder.proto")
+    if text then
+      assert.are.equal('google: File not found.\nimports_folder.proto:3:1: Import "google" was not '
+        .. 'found or had errors.\n', text)
+    end
+  end)
+
+  it("names the import a descriptor set lacks and the file importing it", function()
+    local pool = pc.pool()
+    assert(pool:load('syntax = "proto3"; package a; message A {}', { name = "a.proto" }))
+    assert(pool:load('syntax = "proto3"; package b; import "a.proto"; message B { a.A a = 1; }',
+      { name = "b.proto" }))
+    local set = pool:type("google.protobuf.FileDescriptorSet")
+    local bytes = pc.encode(set{ file = { pool:file_descriptor("b.proto") } })
+    assert.are.same({ nil, "descriptor set: b.proto imports a.proto, which is neither in the set "
+      .. "nor in the pool (b.B.a: unknown type '.a.A')" }, { pc.pool():load_descriptor_set(bytes) })
+    -- with the import first in the pool, the same set loads
+    local other = pc.pool()
+    assert(other:load('syntax = "proto3"; package a; message A {}', { name = "a.proto" }))
+    assert(other:load_descriptor_set(bytes))
+  end)
+
+  it("names a map whose value is a group, as protoc", function()
+    local src = 'syntax = "proto2";\nmessage M {\n  map<string, group> m = 1;\n}\n'
+    assert.are.same({ nil, "mg.proto: Field with message or enum type missing type_name." },
+      { pc.pool():load(src, { name = "mg.proto" }) })
+  end)
+end)
+
+describe("argument errors", function()
+  local P = pc.message("hardening.P", { { "x", "int32", 1 } })
+
+  local function raised(f, ...)
+    local ok, err = pcall(f, ...)
+    assert.is_false(ok)
+    return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+  end
+
+  it("are Lua's own form for options that are not tables", function()
+    assert.are.equal("bad argument #2 to 'to_text' (table expected, got number)",
+      raised(function() return pc.to_text(P{ x = 1 }, 5) end))
+    assert.are.equal("bad argument #2 to 'load_descriptor_set' (table expected, got number)",
+      raised(function() return pc.load_descriptor_set("", 5) end))
+    assert.are.equal("bad argument #2 to 'server' (table expected, got number)",
+      raised(function() return pc.server({}, 5) end))
+  end)
+
+  it("refuse a number where a full name is expected", function()
+    assert.are.equal("bad argument #1 to 'message' (string expected, got number)",
+      raised(function() return pc.message(1.5, {}) end))
+    assert.are.equal("bad argument #1 to 'enum' (string expected, got number)",
+      raised(function() return pc.enum(7, { A = 0 }) end))
+    assert.are.equal("bad argument #1 to 'extend' (string expected, got number)",
+      raised(function() return pc.extend(7, {}) end))
+  end)
+end)

@@ -13,18 +13,22 @@
 #include "compiler/load.h"
 #include "schema/wkt.h"
 
+#include <errno.h>
 #include <lauxlib.h>
 #include <stdio.h>
 #include <string.h>
 
 typedef lpc_SourceCtx SourceCtx;
 
-/* Reads the whole file at 'path' into the arena: 1 found, 0 absent, -1 error. */
+/* Reads the whole file at 'path' into the arena: 1 found, 0 absent (a
+ * folder of that name is absent too, as protoc takes it, noted in 'err'),
+ * -1 error. */
 static int read_file(pc_Arena *a, const char *path, const char **src, size_t *len, pc_Error *err) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return 0;
   size_t cap = 4096, n = 0;
   char *buf = pc_Arena_Malloc(a, cap);
+  errno = 0;
   while (buf != NULL) {
     n += fread(buf + n, 1, cap - n, f);
     if (n < cap) break;
@@ -33,14 +37,18 @@ static int read_file(pc_Arena *a, const char *path, const char **src, size_t *le
     buf = bigger;
     cap *= 2;
   }
-  int bad = ferror(f);
+  int bad = ferror(f), why = errno;
   fclose(f);
   if (buf == NULL) {
     pc_Error_Set(err, "%s: out of memory", path);
     return -1;
   }
+  if (bad && why == EISDIR) {
+    pc_Error_Set(err, "%s is a folder", path);
+    return 0;
+  }
   if (bad) {
-    pc_Error_Set(err, "%s: read error", path);
+    pc_Error_Set(err, "%s: %s", path, strerror(why));
     return -1;
   }
   *src = buf;

@@ -371,11 +371,18 @@ static const char *const kFieldOptions[] = {"repeated",  "required", "optional",
                                             "json_name", "oneof",    "default",  NULL};
 static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
 
+/* A full name argument: a string, not a number Lua would convert
+ * ("bad argument #1 to 'message' (string expected, got number)"). */
+static const char *check_name(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TSTRING) luaL_typeerror(L, idx, "string");
+  return lua_tostring(L, idx);
+}
+
 /* -- T = pc.message(full_name, fields, opts)   (API.md "Schemas") */
 static int lpc_pool_message(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *full = luaL_checkstring(L, base);
+  const char *full = check_name(L, base);
   luaL_checktype(L, base + 1, LUA_TTABLE);
   int fields = base + 1, opts = base + 2;
   int proto2 = 0;
@@ -519,7 +526,7 @@ static int lpc_pool_message(lua_State *L) {
 static int lpc_pool_extend(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *extendee = luaL_checkstring(L, base);
+  const char *extendee = check_name(L, base);
   luaL_checktype(L, base + 1, LUA_TTABLE);
   int list = base + 1;
   lua_settop(L, list);
@@ -592,7 +599,7 @@ static int cmp_values(const void *x, const void *y) {
 static int lpc_pool_enum(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *full = luaL_checkstring(L, base);
+  const char *full = check_name(L, base);
   luaL_checktype(L, base + 1, LUA_TTABLE);
   int values = base + 1, proto2 = 0;
   lua_settop(L, base + 2);

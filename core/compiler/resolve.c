@@ -428,6 +428,9 @@ static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
       return fail_at(r, f->line, f->column, "\"%s\" is not a message type.", f->extendee);
     if ((f->extendee = dotted(r, s)) == NULL) return 0;
   }
+  if (f->type_name == NULL && (f->type == kPc_Type_Message || f->type == kPc_Type_Group ||
+                               f->type == kPc_Type_Enum)) /* map<string, group>, say */
+    return fail_at(r, 0, 0, "Field with message or enum type missing type_name.");
   if (f->type_name == NULL) return 1;
   const Sym *s = lookup(r, f->type_name, full, 1);
   if (s == NULL) return not_defined(r, AT_TYPE(f), f->type_name);

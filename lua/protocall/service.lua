@@ -67,6 +67,9 @@ function M.install(pc, core)
     if type(services) ~= "table" then
       error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)
     end
+    if opts ~= nil and type(opts) ~= "table" then
+      error("bad argument #2 to 'server' (table expected, got " .. type(opts) .. ")", 2)
+    end
     local pool = opts and opts.pool or pc._default_pool
     local methods = {}
     for sname, handlers in pairs(services) do

@@ -139,6 +139,9 @@ function M.install(pc, core)
     if not is_message(m) then
       error("bad argument #1 to 'to_text' (message expected, got " .. type(m) .. ")", 2)
     end
+    if opts ~= nil and type(opts) ~= "table" then
+      error("bad argument #2 to 'to_text' (table expected, got " .. type(opts) .. ")", 2)
+    end
     local out = {}
     print_message(m, out, 0, opts ~= nil and opts.utf8)
     return concat(out)

@@ -43,6 +43,9 @@ function M.install(pc, core)
   --- files | nil, err = pc.load_descriptor_set(bytes [, {pool = p}]): the
   -- same on the default pool (or opts.pool).
   function pc.load_descriptor_set(bytes, opts)
+    if opts ~= nil and type(opts) ~= "table" then
+      error("bad argument #2 to 'load_descriptor_set' (table expected, got " .. type(opts) .. ")", 2)
+    end
     local pool = opts ~= nil and opts.pool or pc._default_pool
     return core.Pool.load_descriptor_set(pool, bytes)
   end

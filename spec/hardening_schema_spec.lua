@@ -195,3 +195,136 @@ describe("argument errors", function()
       raised(function() return pc.extend(7, {}) end))
   end)
 end)
+
+describe("verdicts of protoc 3.21.12", function()
+  local DESCRIPTOR = 'import "google/protobuf/descriptor.proto";\n'
+  local OPTION_O = DESCRIPTOR .. "message O { optional int32 a = 1; optional int32 b = 2; "
+    .. "oneof k { int32 c = 3; int32 d = 4; } optional group G = 5 { optional int32 x = 1; } }\n"
+    .. "extend google.protobuf.FileOptions { optional O o = 50000; }\n"
+  -- {file name, source, protoc's first error ("" when it accepts)}
+  local cases = {
+    { "enum_prefix.proto", 'syntax = "proto3";\nenum Foo {\n  FOO_UNKNOWN = 0;\n  BAR = 1;\n  FOO_BAR = 2;\n}\n',
+      "enum_prefix.proto:5:3: Enum name FOO_BAR has the same name as BAR if you ignore case and "
+      .. "strip out the enum name prefix (if any). This is error-prone and can lead to undefined "
+      .. "behavior. Please avoid doing this. If you are using allow_alias, please assign the same "
+      .. "numeric value to both enums." },
+    { "enum_prefix_alias.proto", 'syntax = "proto3";\nenum Foo {\n  option allow_alias = true;\n'
+      .. "  FOO_UNKNOWN = 0;\n  UNKNOWN = 0;\n}\n", "" },
+    { "enum_prefix_proto2.proto", 'syntax = "proto2";\nenum E {\n  E_A = 0;\n  A = 1;\n}\n', "" },
+    { "required_ext.proto", 'syntax = "proto2";\npackage p;\nmessage M { extensions 100 to 199; }\n'
+      .. "message N {\n  extend M { required int32 x = 100; }\n}\n",
+      "required_ext.proto:5:23: The extension p.N.x cannot be required." },
+    { "message_set_field.proto", 'syntax = "proto2";\nmessage M {\n  option message_set_wire_format = true;\n'
+      .. "  extensions 4 to max;\n  optional int32 a = 1;\n}\n",
+      "message_set_field.proto:5:18: MessageSets cannot have fields, only extensions." },
+    { "message_set_ext.proto", 'syntax = "proto2";\nmessage M {\n  option message_set_wire_format = true;\n'
+      .. "  extensions 4 to max;\n}\nextend M { optional int32 e = 5; }\n",
+      "message_set_ext.proto:6:21: Extensions of MessageSets must be optional messages." },
+    { "reserved_twice.proto", 'syntax = "proto2";\nmessage M {\n  reserved "a", "b", "a";\n}\n',
+      'reserved_twice.proto:2:9: Field name "a" is reserved multiple times.' },
+    { "enum_reserved_twice.proto", 'syntax = "proto2";\nenum E {\n  A = 0;\n  reserved "X", "Y", "X";\n}\n',
+      'enum_reserved_twice.proto:2:6: Enum value "X" is reserved multiple times.' },
+    { "lazy_scalar.proto", 'syntax = "proto2";\nmessage M {\n  optional int32 a = 1 [lazy = true];\n}\n',
+      "lazy_scalar.proto:3:12: [lazy = true] can only be specified for submessage fields." },
+    { "lazy_message.proto", 'syntax = "proto2";\nmessage M {\n  optional M a = 1 [lazy = true];\n}\n', "" },
+    { "jstype_int32.proto", 'syntax = "proto2";\nmessage M {\n  optional int32 a = 1 [jstype = JS_STRING];\n}\n',
+      "jstype_int32.proto:3:12: jstype is only allowed on int64, uint64, sint64, fixed64 or sfixed64 fields." },
+    { "jstype_int64.proto", 'syntax = "proto2";\nmessage M {\n  optional int64 a = 1 [jstype = JS_STRING];\n'
+      .. "  optional string b = 2 [jstype = JS_NORMAL];\n}\n", "" },
+    { "aggregate_twice.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { a: 1 a: 2 };\n",
+      'aggregate_twice.proto:5:14: Error while parsing option value for "o": Non-repeated field "a" '
+      .. "is specified multiple times." },
+    { "aggregate_oneof.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { c: 1 d: 2 };\n",
+      'aggregate_oneof.proto:5:14: Error while parsing option value for "o": Field "d" is specified '
+      .. 'along with field "c", another member of oneof "k".' },
+    { "aggregate_group_lower.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { g { x: 1 } };\n",
+      'aggregate_group_lower.proto:5:14: Error while parsing option value for "o": Message type "O" '
+      .. 'has no field named "g".' },
+    { "aggregate_group.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { G { x: 1 } };\n", "" },
+    { "escape_upper_x.proto", 'syntax = "proto2";\nmessage M {\n  optional string s = 1 [default = "\\X41"];\n}\n',
+      "escape_upper_x.proto:3:38: Invalid escape sequence in string literal." },
+    { "escape_x_alone.proto", 'syntax = "proto2";\nmessage M { optional string s = 1 [default = "\\xZ"]; }\n',
+      "escape_x_alone.proto:2:49: Expected hex digits for escape sequence." },
+    { "escape_big_u.proto", 'syntax = "proto2";\nmessage M { optional string s = 1 [default = "\\U00210000"]; }\n',
+      "escape_big_u.proto:2:51: Expected eight hex digits up to 10ffff for \\U escape sequence" },
+    { "nul_comment.proto", 'syntax = "proto2";\n// a \0 b\nmessage M {}\n',
+      "nul_comment.proto:2:6: Invalid control characters encountered in text." },
+    { "nul_block_comment.proto", 'syntax = "proto2";\n/* a \0 b */\nmessage M {}\n',
+      "nul_block_comment.proto:2:6: End-of-file inside block comment." },
+    { "nested_comment.proto", 'syntax = "proto2";\n/* a /* b */\nmessage M {}\n',
+      'nested_comment.proto:2:7: "/*" inside block comment.  Block comments cannot be nested.' },
+    { "stream_type.proto", 'syntax = "proto3";\nmessage M {}\nmessage stream {}\nservice S {\n'
+      .. "  rpc A (stream) returns (stream stream);\n}\n", "stream_type.proto:5:16: Expected type name." },
+    { "stream_of_stream.proto", 'syntax = "proto3";\nmessage stream {}\nservice S {\n'
+      .. "  rpc A (stream stream) returns (stream stream);\n}\n", "" },
+    { "bom.proto", '\239\187\191syntax = "proto3";\nmessage M {}\n', "" },
+    { "bom_columns.proto", '\239\187\191syntax = "proto3"; message M { int32 x = 1 }\n',
+      'bom_columns.proto:1:47: Expected ";".' },
+    { "bom_inside.proto", 'syntax = "proto3";\n\239\187\191message M {}\n',
+      "bom_inside.proto:2:1: Interpreting non ascii codepoint 239." },
+    { "aggregate_hash.proto", 'syntax = "proto2";\n' .. OPTION_O
+      .. "option (o) = {\n  # a comment\n  a: 1\n};\nmessage M { option (mo) = { a: 1 # b: 2\n  c: 3 }; }\n"
+      .. "extend google.protobuf.MessageOptions { optional O mo = 50000; }\n", "" },
+    { "aggregate_deep.proto", 'syntax = "proto2";\n' .. DESCRIPTOR
+      .. "message D { optional D d = 1; optional int32 a = 2; }\n"
+      .. "extend google.protobuf.FileOptions { optional D deep = 50001; }\n"
+      .. "option (deep) = { " .. ("d { "):rep(149) .. "a: 1" .. (" }"):rep(149) .. " };\n", "" },
+  }
+
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local function write(name, src)
+    local f = assert(io.open(dir .. "/" .. name, "wb"))
+    f:write(src)
+    f:close()
+  end
+
+  for _, c in ipairs(cases) do
+    it((c[3] == "" and "accepts " or "rejects ") .. c[1], function()
+      local files, err = pc.pool():load(c[2], { name = c[1] })
+      assert.are.equal(c[3], files and "" or err)
+      write(c[1], c[2])
+      local text = protoc("-I " .. dir .. " -o /dev/null " .. dir .. "/" .. c[1])
+      if text then
+        local first = ""
+        for line in text:gmatch("[^\n]+") do
+          if not line:find("warning") then first = line break end
+        end
+        assert.are.equal(c[3], first)
+      end
+    end)
+  end
+
+  it("accepts an import chain 70 files deep", function()
+    local n = 70
+    for i = 1, n do
+      write(("chain%d.proto"):format(i), ('syntax = "proto3";\n%smessage C%d {}\n'):format(
+        i < n and ('import "chain%d.proto";\n'):format(i + 1) or "", i))
+    end
+    assert(pc.pool():load_file(dir .. "/chain1.proto", { import_paths = { dir } }))
+    local text, ok = protoc("-I " .. dir .. " -o /dev/null " .. dir .. "/chain1.proto")
+    if text then assert.is_true(ok) end
+  end)
+
+  it("decodes \\U past 10FFFF and UTF-16 surrogate pairs as protoc", function()
+    local src = 'syntax = "proto2";\nmessage M {\n  optional string s = 1 [default = "\\U00110000"];\n'
+      .. '  optional string t = 2 [default = "\\ud83d\\ude00"];\n}\n'
+    local pool = pc.pool()
+    assert(pool:load(src, { name = "escapes.proto" }))
+    local fields = pool:file_descriptor("escapes.proto").message_type[1].field
+    assert.are.equal("\\U00110000", fields[1].default_value)
+    assert.are.equal("\240\159\152\128", fields[2].default_value)
+    write("escapes.proto", src)
+    if protoc("-I " .. dir .. " -o " .. dir .. "/escapes.pb " .. dir .. "/escapes.proto") then
+      local f = assert(io.open(dir .. "/escapes.pb", "rb"))
+      local set = pool:type("google.protobuf.FileDescriptorSet")
+      local theirs = assert(pc.decode(set, f:read("a"))).file[1].message_type[1].field
+      f:close()
+      assert.are.equal(theirs[1].default_value, fields[1].default_value)
+      assert.are.equal(theirs[2].default_value, fields[2].default_value)
+    end
+  end)
+
+  teardown(function() os.execute("rm -rf " .. dir) end)
+end)

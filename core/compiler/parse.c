@@ -1353,25 +1353,18 @@ static int parse_service(P *p, pc_ServiceDesc *s) {
     md->line = tok.line;
     md->column = tok.column;
     if (!expect(p, "(")) return 0;
+    /* `stream` first is always the keyword, as in protoc: a type named
+     * stream is written `(stream stream)` and means a stream of it */
     if (at(p, "stream")) {
-      pc_Lexer save = p->lx;
-      pc_Token next;
-      /* `stream` is a keyword unless it is the type name itself */
-      if (pc_Lexer_Next(&save, &next) && !(next.kind == kPc_Tok_Symbol && next.text[0] == ')')) {
-        md->client_streaming = 1;
-        advance(p);
-      }
+      md->client_streaming = 1;
+      advance(p);
     }
     if (!parse_user_type(p, &md->input_type) || !expect(p, ")") || !expect(p, "returns") ||
         !expect(p, "("))
       return 0;
     if (at(p, "stream")) {
-      pc_Lexer save = p->lx;
-      pc_Token next;
-      if (pc_Lexer_Next(&save, &next) && !(next.kind == kPc_Tok_Symbol && next.text[0] == ')')) {
-        md->server_streaming = 1;
-        advance(p);
-      }
+      md->server_streaming = 1;
+      advance(p);
     }
     if (!parse_user_type(p, &md->output_type) || !expect(p, ")")) return 0;
     Opts mo;
@@ -1495,6 +1488,7 @@ pc_FileDesc *pc_ParseProto(pc_Arena *arena, const char *name, const char *src, s
   p.err = err;
   p.name = name;
   pc_Lexer_Init(&p.lx, src, len);
+  pc_Lexer_SkipBom(&p.lx);
   pc_FileDesc *file = pc_Arena_Calloc(arena, sizeof *file);
   if (file == NULL) {
     oom(&p);

@@ -16,6 +16,9 @@
 
 #define MAX_FIELD_NUMBER 536870911
 #define MAX_DEPTH        64
+/* Aggregate option values nest this deep at most (protoc sets no limit;
+ * this one bounds the recursion of the text reader to a small stack). */
+#define MAX_TEXT_DEPTH   300
 
 typedef enum {
   kSymPackage = 1,
@@ -479,6 +482,30 @@ static int is_packable(pc_FieldType t) {
          t != kPc_Type_Group && t != 0;
 }
 
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
+static int skip_value(const uint8_t **p, const uint8_t *end, int wt, uint32_t number, int depth);
+
+/* The last varint of field 'number' in serialized options (a standard
+ * option the parser wrote), or 0 when absent or malformed. */
+static uint64_t opt_varint(const pc_OptionsDesc *o, uint32_t number) {
+  const uint8_t *p = o->data, *end = o->data + o->size;
+  uint64_t found = 0, tag, v;
+  while (o->data != NULL && p < end && read_varint(&p, end, &tag)) {
+    if ((uint32_t)(tag >> 3) == number && (tag & 7) == 0) {
+      if (!read_varint(&p, end, &v)) return 0;
+      found = v;
+    } else if (!skip_value(&p, end, (int)(tag & 7), (uint32_t)(tag >> 3), 0)) {
+      return 0;
+    }
+  }
+  return found;
+}
+
+static int is_64bit_integer(pc_FieldType t) {
+  return t == kPc_Type_Int64 || t == kPc_Type_Uint64 || t == kPc_Type_Sint64 ||
+         t == kPc_Type_Fixed64 || t == kPc_Type_Sfixed64;
+}
+
 static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_MessageDesc *m) {
   (void)m;
   if (f->number <= 0) return fail_at(r, AT_NUMBER(f), "Field numbers must be positive integers.");
@@ -497,6 +524,14 @@ static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_M
   if (f->packed == 1 && (f->label != kPc_Label_Repeated || !is_packable(f->type)))
     return fail_at(r, AT_TYPE(f),
                    "[packed = true] can only be specified for repeated primitive fields.");
+  /* FieldOptions lazy (5), unverified_lazy (15), jstype (6), as protoc's
+   * ValidateFieldOptions */
+  if ((opt_varint(&f->options, 5) || opt_varint(&f->options, 15)) && f->type != kPc_Type_Message)
+    return fail_at(r, AT_TYPE(f), "[lazy = true] can only be specified for submessage fields.");
+  uint64_t jstype = opt_varint(&f->options, 6);
+  if (jstype != 0 && !is_64bit_integer(f->type))
+    return fail_at(r, AT_TYPE(f),
+                   "jstype is only allowed on int64, uint64, sint64, fixed64 or sfixed64 fields.");
   if (is_extension && f->json_name != NULL) {
     char buf[256];
     pc_JsonName(f->name, buf, sizeof buf);
@@ -560,9 +595,101 @@ static size_t first_duplicate(DupItem *items, size_t n, size_t *first) {
   return best;
 }
 
+/* A reserved name listed twice: protoc's error at the message's or enum's
+ * name. */
+static int reserved_once(R *r, const char *const *names, size_t n, int line, int col, int in_enum) {
+  if (n < 2) return 1;
+  DupItem *items = pc_Arena_Malloc(r->a, n * sizeof *items);
+  if (items == NULL) return oom(r);
+  for (size_t i = 0; i < n; i++) items[i] = (DupItem){0, names[i], i};
+  size_t first = 0, dup = first_duplicate(items, n, &first);
+  if (dup == SIZE_MAX) return 1;
+  if (in_enum)
+    return fail_at(r, line, col, "Enum value \"%s\" is reserved multiple times.", names[dup]);
+  return fail_at(r, line, col, "Field name \"%s\" is reserved multiple times.", names[dup]);
+}
+
+static char lower(char c) {
+  return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+/* Where 'value' goes on once the prefix is removed: past the enum's name
+ * compared lower-cased with underscores skipped, and the underscores after
+ * it; 0 when the name is not a prefix or nothing would remain. */
+static size_t prefix_end(const char *enum_name, const char *value) {
+  size_t i = 0, n = strlen(value);
+  for (const char *p = enum_name; *p != '\0'; p++) {
+    if (*p == '_') continue;
+    while (i < n && value[i] == '_') i++;
+    if (i == n || lower(value[i]) != lower(*p)) return 0;
+    i++;
+  }
+  while (i < n && value[i] == '_') i++;
+  return i < n ? i : 0;
+}
+
+static char *enum_value_key(R *r, const char *enum_name, const char *value) {
+  size_t start = prefix_end(enum_name, value), n = strlen(value);
+  char *k = pc_Arena_Malloc(r->a, n - start + 1);
+  if (k == NULL) return NULL;
+  size_t m = 0;
+  int upper = 1;
+  for (size_t j = start; j < n; j++) {
+    if (value[j] == '_') {
+      upper = 1;
+      continue;
+    }
+    char c = lower(value[j]);
+    k[m++] = upper && c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
+    upper = 0;
+  }
+  k[m] = '\0';
+  return k;
+}
+
+/* proto3: two values whose names agree once the enum's prefix is dropped
+ * and case ignored, with different numbers (protoc's
+ * CheckEnumValueUniqueness; proto2 only warns). By sorting: the first value
+ * of each key stands, a later one with another number is the error. */
+static int check_enum_prefixes(R *r, const pc_EnumDesc *e) {
+  if (r->file->syntax != kPc_Syntax_Proto3 || e->value_count < 2) return 1;
+  DupItem *items = pc_Arena_Malloc(r->a, e->value_count * sizeof *items);
+  if (items == NULL) return oom(r);
+  for (size_t i = 0; i < e->value_count; i++) {
+    char *k = enum_value_key(r, e->name, e->values[i].name);
+    if (k == NULL) return oom(r);
+    items[i] = (DupItem){0, k, i};
+  }
+  qsort(items, e->value_count, sizeof *items, dup_cmp);
+  size_t best = SIZE_MAX, first = 0;
+  for (size_t g = 0; g < e->value_count;) {
+    size_t h = g + 1;
+    const pc_EnumValueDesc *head = &e->values[items[g].index];
+    for (; h < e->value_count && dup_key_cmp(&items[g], &items[h]) == 0; h++) {
+      const pc_EnumValueDesc *v = &e->values[items[h].index];
+      if (items[h].index < best && v->number != head->number && strcmp(v->name, head->name) != 0) {
+        best = items[h].index;
+        first = items[g].index;
+      }
+    }
+    g = h;
+  }
+  if (best == SIZE_MAX) return 1;
+  const pc_EnumValueDesc *v = &e->values[best];
+  return fail_at(r, v->line, v->column,
+                 "Enum name %s has the same name as %s if you ignore case and strip out the enum "
+                 "name prefix (if any). This is error-prone and can lead to undefined behavior. "
+                 "Please avoid doing this. If you are using allow_alias, please assign the same "
+                 "numeric value to both enums.",
+                 v->name, e->values[first].name);
+}
+
 static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
   if (e->value_count == 0)
     return fail_at(r, e->line, e->column, "Enums must contain at least one value.");
+  if (!reserved_once(r, e->reserved_names, e->reserved_name_count, e->line, e->column, 1) ||
+      !check_enum_prefixes(r, e))
+    return 0;
   if (r->file->syntax == kPc_Syntax_Proto3 && e->values[0].number != 0)
     return fail_at(r, e->values[0].line, e->values[0].column,
                    "The first enum value must be zero in proto3.");
@@ -623,6 +750,7 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     return fail_at(r, m->line, m->column, "Extension ranges are not allowed in proto3.");
   if (proto3 && m->message_set_wire_format)
     return fail_at(r, m->line, m->column, "MessageSet is not supported in proto3.");
+  if (!reserved_once(r, m->reserved_names, m->reserved_name_count, m->line, m->column, 0)) return 0;
   DupItem *items = pc_Arena_Malloc(r->a, (m->field_count + 1) * sizeof *items);
   if (items == NULL) return oom(r);
   for (size_t i = 0; i < m->field_count; i++) items[i] = (DupItem){m->fields[i].number, NULL, i};
@@ -630,6 +758,8 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
   for (size_t i = 0; i < m->field_count; i++) {
     const pc_FieldDesc *f = &m->fields[i];
     if (!check_field(r, f, 0, m)) return 0;
+    if (m->message_set_wire_format)
+      return fail_at(r, f->line, f->column, "MessageSets cannot have fields, only extensions.");
     if (i == dup)
       return fail_at(r, AT_NUMBER(f),
                      "Field number %d has already been used in \"%s\" by field \"%s\".", f->number,
@@ -757,6 +887,8 @@ static int check_extension(R *r, const pc_FieldDesc *x) {
   if (r->file->syntax == kPc_Syntax_Proto3 && !is_options_message(x->extendee))
     return fail_at(r, x->line, x->column,
                    "Extensions in proto3 are only allowed for defining options.");
+  if (m->message_set_wire_format && (x->label != kPc_Label_Optional || x->type != kPc_Type_Message))
+    return fail_at(r, AT_TYPE(x), "Extensions of MessageSets must be optional messages.");
   return 1;
 }
 
@@ -818,9 +950,11 @@ static int check_extensions(R *r, pc_FieldDesc *xs, size_t n, const char *scope)
   if (n > 0 && !ext_table_init(r)) return 0;
   for (size_t i = 0; i < n; i++) {
     if (!check_field(r, &xs[i], 1, NULL) || !check_extension(r, &xs[i])) return 0;
-    if (xs[i].extendee == NULL) continue;
     char *full = join(r, scope, xs[i].name);
     if (full == NULL) return 0;
+    if (xs[i].label == kPc_Label_Required)
+      return fail_at(r, AT_TYPE(&xs[i]), "The extension %s cannot be required.", full);
+    if (xs[i].extendee == NULL) continue;
     const struct ExtEntry *other = NULL;
     if (!ext_add(r, (struct ExtEntry){&xs[i], full, strlen(full)}, &other)) return 0;
     if (other != NULL)
@@ -1332,11 +1466,12 @@ static int text_value(T *t, Ents *e, const pc_FieldDesc *f, const Sym *owner, in
   return ok && ents_add(r, e, (uint32_t)f->number, packed, &one);
 }
 
+/* A field of an option name part ("(opt).a.b"): by field name, as
+ * protoc's OptionInterpreter looks it up, or a group by its type name. */
 static const pc_FieldDesc *find_field(const pc_MessageDesc *m, const char *name, size_t len) {
   for (size_t i = 0; i < m->field_count; i++)
     if (strlen(m->fields[i].name) == len && memcmp(m->fields[i].name, name, len) == 0)
       return &m->fields[i];
-  /* a group by its type name */
   for (size_t i = 0; i < m->field_count; i++) {
     const pc_FieldDesc *f = &m->fields[i];
     if (f->type != kPc_Type_Group || f->type_name == NULL) continue;
@@ -1345,6 +1480,29 @@ static const pc_FieldDesc *find_field(const pc_MessageDesc *m, const char *name,
     if (strlen(tn) == len && memcmp(tn, name, len) == 0) return f;
   }
   return NULL;
+}
+
+/* protoc's text format field lookup: by name, else by the lower-cased
+ * name when that is a group's field; a group is then named by its type
+ * ("MyGroup { ... }"), never by its field name. */
+static const pc_FieldDesc *text_find_field(const pc_MessageDesc *m, const char *name, size_t len) {
+  const pc_FieldDesc *found = NULL;
+  for (size_t i = 0; i < m->field_count && found == NULL; i++)
+    if (strlen(m->fields[i].name) == len && memcmp(m->fields[i].name, name, len) == 0)
+      found = &m->fields[i];
+  for (size_t i = 0; i < m->field_count && found == NULL; i++) {
+    const pc_FieldDesc *f = &m->fields[i];
+    size_t k = 0;
+    while (k < len && f->name[k] != '\0' && f->name[k] == lower(name[k])) k++;
+    if (k == len && f->name[k] == '\0' && f->type == kPc_Type_Group) found = f;
+  }
+  if (found != NULL && found->type == kPc_Type_Group) {
+    const char *tn = found->type_name ? found->type_name : "";
+    const char *dot = strrchr(tn, '.');
+    tn = dot ? dot + 1 : tn;
+    if (strlen(tn) != len || memcmp(tn, name, len) != 0) return NULL;
+  }
+  return found;
 }
 
 /* An expanded google.protobuf.Any, `[type.googleapis.com/pkg.Msg] { ... }`:
@@ -1376,18 +1534,26 @@ static int text_any(T *t, const Sym *any, Ents *e, const char *url, const char *
 
 static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int depth) {
   R *r = t->c->r;
-  if (depth > MAX_DEPTH) return text_fail(t, "Message is too deep");
+  if (depth > MAX_TEXT_DEPTH) return text_fail(t, "Message is too deep");
   const pc_MessageDesc *m = msym->desc;
   Ents e;
   memset(&e, 0, sizeof e);
   char mname[256];
   snprintf(mname, sizeof mname, "%.*s", (int)msym->len, msym->name);
+  /* what is set so far, as protoc's HasField sees it: singular fields by
+   * index (extensions in a list), the member set of each oneof */
+  unsigned char *set = pc_Arena_Calloc(r->a, m->field_count + 1);
+  const pc_FieldDesc **oneof_set = pc_Arena_Calloc(r->a, (m->oneof_count + 1) * sizeof *oneof_set);
+  const pc_FieldDesc **exts_set = NULL;
+  size_t nexts = 0, capexts = 0;
+  if (set == NULL || oneof_set == NULL) return oom(r);
+  int proto3 = file_of(r, msym->file)->syntax == kPc_Syntax_Proto3;
   while (!(close ? text_at(t, close) : t->cur.kind == kPc_Tok_End)) {
     if (t->bad) return 0;
     if (t->cur.kind == kPc_Tok_End) return text_fail(t, "Expected \"%s\".", close);
     const pc_FieldDesc *f = NULL;
+    char name[512];
     if (text_try(t, "[")) {
-      char name[512];
       size_t n = 0;
       while (!text_at(t, "]") && t->cur.kind != kPc_Tok_End && n + t->cur.len < sizeof name) {
         memcpy(name + n, t->cur.text, t->cur.len);
@@ -1418,11 +1584,45 @@ static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int 
     } else {
       if (t->cur.kind != kPc_Tok_Ident)
         return text_fail(t, "Expected identifier, got: %.*s", (int)t->cur.len, t->cur.text);
-      f = find_field(m, t->cur.text, t->cur.len);
+      f = text_find_field(m, t->cur.text, t->cur.len);
       if (f == NULL)
         return text_fail(t, "Message type \"%s\" has no field named \"%.*s\".", mname,
                          (int)t->cur.len, t->cur.text);
+      snprintf(name, sizeof name, "%.*s", (int)t->cur.len, t->cur.text);
       text_next(t);
+    }
+    /* protoc: a singular field once (a proto3 field without presence is
+     * "set" only when not zero, which this reader does not track, so it is
+     * not checked), one member per oneof */
+    int implicit = proto3 && f->extendee == NULL && f->oneof_index < 0 && !f->proto3_optional &&
+                   f->type != kPc_Type_Message && f->type != kPc_Type_Group;
+    if (f->label != kPc_Label_Repeated && !implicit) {
+      int again = 0;
+      if (f->extendee == NULL) {
+        again = set[f - m->fields];
+        set[f - m->fields] = 1;
+      } else {
+        for (size_t i = 0; i < nexts && !again; i++) again = exts_set[i] == f;
+        if (!again && nexts == capexts) {
+          capexts = capexts ? capexts * 2 : 8;
+          const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, capexts * sizeof *grown);
+          if (grown == NULL) return oom(r);
+          if (nexts) memcpy(grown, exts_set, nexts * sizeof *grown);
+          exts_set = grown;
+        }
+        if (!again) exts_set[nexts++] = f;
+      }
+      if (again)
+        return text_fail(t, "Non-repeated field \"%s\" is specified multiple times.", name);
+    }
+    if (f->extendee == NULL && f->oneof_index >= 0 && (size_t)f->oneof_index < m->oneof_count) {
+      const pc_FieldDesc *other = oneof_set[f->oneof_index];
+      if (other != NULL && other != f)
+        return text_fail(t,
+                         "Field \"%s\" is specified along with field \"%s\", another member of "
+                         "oneof \"%s\".",
+                         name, other->name, m->oneofs[f->oneof_index].name);
+      oneof_set[f->oneof_index] = f;
     }
     int is_msg = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
     if (!text_try(t, ":") && !is_msg)
@@ -1631,6 +1831,10 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
     memset(&t, 0, sizeof t);
     t.c = &c;
     pc_Lexer_Init(&t.lx, u->v.s, u->v.slen);
+    /* protoc reads the value as text format, where '#' starts a comment;
+     * the value is its tokens joined on one line, so a comment runs to the
+     * end of the value */
+    t.lx.hash_comments = 1;
     text_next(&t);
     Buf body = {0};
     if (!text_message(&t, ms, &body, NULL, 0) || r->failed) return 0;

@@ -610,7 +610,8 @@ static int reserved_once(R *r, const char *const *names, size_t n, int line, int
 }
 
 static char lower(char c) {
-  return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+  if (c >= 'A' && c <= 'Z') return (char)(c - 'A' + 'a');
+  return c;
 }
 
 /* Where 'value' goes on once the prefix is removed: past the enum's name
@@ -640,7 +641,8 @@ static char *enum_value_key(R *r, const char *enum_name, const char *value) {
       continue;
     }
     char c = lower(value[j]);
-    k[m++] = upper && c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
+    if (upper && c >= 'a' && c <= 'z') c = (char)(c - 'a' + 'A');
+    k[m++] = c;
     upper = 0;
   }
   k[m] = '\0';
@@ -1543,7 +1545,8 @@ static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int 
   /* what is set so far, as protoc's HasField sees it: singular fields by
    * index (extensions in a list), the member set of each oneof */
   unsigned char *set = pc_Arena_Calloc(r->a, m->field_count + 1);
-  const pc_FieldDesc **oneof_set = pc_Arena_Calloc(r->a, (m->oneof_count + 1) * sizeof *oneof_set);
+  const pc_FieldDesc **oneof_set =
+      pc_Arena_Calloc(r->a, (m->oneof_count + 1) * sizeof(const pc_FieldDesc *));
   const pc_FieldDesc **exts_set = NULL;
   size_t nexts = 0, capexts = 0;
   if (set == NULL || oneof_set == NULL) return oom(r);
@@ -1605,9 +1608,10 @@ static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int 
         for (size_t i = 0; i < nexts && !again; i++) again = exts_set[i] == f;
         if (!again && nexts == capexts) {
           capexts = capexts ? capexts * 2 : 8;
-          const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, capexts * sizeof *grown);
+          const pc_FieldDesc **grown =
+              pc_Arena_Malloc(r->a, capexts * sizeof(const pc_FieldDesc *));
           if (grown == NULL) return oom(r);
-          if (nexts) memcpy(grown, exts_set, nexts * sizeof *grown);
+          if (nexts) memcpy(grown, exts_set, nexts * sizeof(const pc_FieldDesc *));
           exts_set = grown;
         }
         if (!again) exts_set[nexts++] = f;

@@ -515,12 +515,14 @@ static int build_enum(Builder *b, const pc_EnumDesc *d, const char *scope,
     if (v[i].full_name == NULL) return oom(b);
   }
   /* Duplicates by sorting (an enum may have a hundred thousand values). */
-  const pc_EnumValueDef **by_name = pc_Arena_Malloc(b->a, d->value_count * sizeof(*by_name));
-  const pc_EnumValueDef **by_num = pc_Arena_Malloc(b->a, d->value_count * sizeof(*by_num));
+  const pc_EnumValueDef **by_name =
+      pc_Arena_Malloc(b->a, d->value_count * sizeof(const pc_EnumValueDef *));
+  const pc_EnumValueDef **by_num =
+      pc_Arena_Malloc(b->a, d->value_count * sizeof(const pc_EnumValueDef *));
   if (by_name == NULL || by_num == NULL) return oom(b);
   for (size_t i = 0; i < d->value_count; i++) by_name[i] = by_num[i] = &v[i];
-  qsort(by_name, d->value_count, sizeof(*by_name), cmp_value_name);
-  qsort(by_num, d->value_count, sizeof(*by_num), cmp_value_number);
+  qsort(by_name, d->value_count, sizeof(const pc_EnumValueDef *), cmp_value_name);
+  qsort(by_num, d->value_count, sizeof(const pc_EnumValueDef *), cmp_value_number);
   for (size_t i = 1; i < d->value_count; i++) {
     if (strcmp(by_name[i]->name, by_name[i - 1]->name) == 0)
       return fail(b, "%s: duplicate enum value '%s'", e->full_name, by_name[i]->name);
@@ -1032,10 +1034,10 @@ static int check_unique_after_types(Builder *b) {
     if (rest[i].kind == rest[i - 1].kind && strcmp(rest[i].name, rest[i - 1].name) == 0)
       return fail(b, "%s: '%s' is defined twice", b->file->name, rest[i].name);
   if (b->next < 2) return 1;
-  const pc_FieldDef **xs = pc_Arena_Malloc(b->a, b->next * sizeof(*xs));
+  const pc_FieldDef **xs = pc_Arena_Malloc(b->a, b->next * sizeof(const pc_FieldDef *));
   if (xs == NULL) return oom(b);
   for (uint32_t i = 0; i < b->next; i++) xs[i] = &b->exts[i];
-  qsort(xs, b->next, sizeof(*xs), cmp_ext);
+  qsort(xs, b->next, sizeof(const pc_FieldDef *), cmp_ext);
   for (uint32_t i = 1; i < b->next; i++)
     if (xs[i]->containing == xs[i - 1]->containing && xs[i]->number == xs[i - 1]->number)
       return fail(b, "%s: number already used by extension %s", xs[i]->full_name,

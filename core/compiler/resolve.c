@@ -488,9 +488,10 @@ static int skip_value(const uint8_t **p, const uint8_t *end, int wt, uint32_t nu
 /* The last varint of field 'number' in serialized options (a standard
  * option the parser wrote), or 0 when absent or malformed. */
 static uint64_t opt_varint(const pc_OptionsDesc *o, uint32_t number) {
+  if (o->data == NULL) return 0;
   const uint8_t *p = o->data, *end = o->data + o->size;
   uint64_t found = 0, tag, v;
-  while (o->data != NULL && p < end && read_varint(&p, end, &tag)) {
+  while (p < end && read_varint(&p, end, &tag)) {
     if ((uint32_t)(tag >> 3) == number && (tag & 7) == 0) {
       if (!read_varint(&p, end, &v)) return 0;
       found = v;

@@ -265,6 +265,32 @@ describe("verdicts of protoc 3.21.12", function()
     { "aggregate_hash.proto", 'syntax = "proto2";\n' .. OPTION_O
       .. "option (o) = {\n  # a comment\n  a: 1\n};\nmessage M { option (mo) = { a: 1 # b: 2\n  c: 3 }; }\n"
       .. "extend google.protobuf.MessageOptions { optional O mo = 50000; }\n", "" },
+    -- positions: where protoc 3.21.12 places these errors
+    { "map_label.proto", 'syntax = "proto3";\nmessage M {\n  repeated map<string, int32> m = 1;\n}\n',
+      "map_label.proto:3:15: Field labels (required/optional/repeated) are not allowed on map fields." },
+    { "enum_first.proto", 'syntax = "proto3";\nenum E {\n  A = 1;\n}\n',
+      "enum_first.proto:3:7: The first enum value must be zero in proto3." },
+    { "enum_same.proto", 'syntax = "proto2";\nenum E { A = 0; B = 0; }\n',
+      'enum_same.proto:2:21: "B" uses the same enum value as "A". If this is intended, set '
+      .. "'option allow_alias = true;' to the enum definition." },
+    { "method_type.proto", 'syntax = "proto2";\nservice S { rpc A (M) returns (M); }\n',
+      'method_type.proto:2:20: "M" is not defined.' },
+    { "method_output.proto", 'syntax = "proto2";\nenum E { A = 0; }\nmessage M {}\n'
+      .. "service S { rpc A (M) returns (E); }\n", 'method_output.proto:4:32: "E" is not a message type.' },
+    { "extendee.proto", 'syntax = "proto2";\nextend Nope { optional int32 x = 6; }\n',
+      'extendee.proto:2:8: "Nope" is not defined.' },
+    { "range_order.proto", 'syntax = "proto2";\nmessage M {\n  extensions 10 to 5;\n}\n',
+      "range_order.proto:3:14: Extension range end number must be greater than start number." },
+    { "range_overlap.proto", 'syntax = "proto2";\nmessage M { extensions 1 to 10; extensions 5 to 20; }\n',
+      "range_overlap.proto:2:24: Extension range 5 to 20 overlaps with already-defined range 1 to 10." },
+    { "option_twice.proto", 'syntax = "proto2";\nmessage M { optional string s = 1 [ctype = CORD, ctype = CORD]; }\n',
+      'option_twice.proto:2:50: Option "ctype" was already set.' },
+    { "repeated_default.proto", 'syntax = "proto2";\nmessage M { repeated int32 a = 1 [default = 1]; }\n',
+      "repeated_default.proto:2:45: Repeated fields can't have default values." },
+    { "map_default.proto", 'syntax = "proto2";\nmessage M { map<string, int32> m = 1 [default = 1]; }\n',
+      "map_default.proto:2:49: Repeated fields can't have default values." },
+    { "reserved_number.proto", 'syntax = "proto2";\nmessage M { optional int32 a = 1; reserved 1; }\n',
+      'reserved_number.proto: Field "a" uses reserved number 1.' },
     { "aggregate_deep.proto", 'syntax = "proto2";\n' .. DESCRIPTOR
       .. "message D { optional D d = 1; optional int32 a = 2; }\n"
       .. "extend google.protobuf.FileOptions { optional D deep = 50001; }\n"

@@ -421,12 +421,13 @@ typedef struct {
   int is_ext;
 } NamePart;
 
-static int set_std_option(P *p, Opts *o, const StdOpt *so, const OptVal *v) {
+/* 'line', 'col': the option name's position (protoc's for "already set"). */
+static int set_std_option(P *p, Opts *o, const StdOpt *so, const OptVal *v, int line, int col) {
   char full[160];
   snprintf(full, sizeof full, "%s.%s", kOptMessage[so->kind], so->name);
   for (size_t i = 0; i < o->n; i++)
     if (o->ents[i].number == so->number)
-      return error_at(p, v->line, v->col, "Option \"%s\" was already set.", so->name);
+      return error_at(p, line, col, "Option \"%s\" was already set.", so->name);
   uint64_t value = 0;
   Buf *b = &o->std;
   size_t start = b->n;
@@ -547,7 +548,7 @@ static int parse_option_body(P *p, Opts *o) {
         if (nparts > 1)
           return error_at(p, line, col, "Option \"%s\" is an atomic type, not a message.",
                           so->name);
-        return set_std_option(p, o, so, &v);
+        return set_std_option(p, o, so, &v, line, col);
       }
     }
     return error_at(p, line, col,
@@ -833,22 +834,26 @@ static pc_FieldDesc *new_field(P *p, FieldSink fs) {
  * field's index in the sink (its address moves when the sink grows). */
 static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_label) {
   pc_FieldDesc *f = &(*fs.arr)[fi];
-  int is_map = 0;
+  int is_map = 0, next_line = 0, next_col = 0;
   pc_FieldType key_type = 0, value_type = 0;
   const char *key_name = NULL, *value_name = NULL;
   if (at(p, "map")) {
     pc_Lexer save = p->lx;
     pc_Token next;
     if (pc_Lexer_Next(&save, &next) && next.kind == kPc_Tok_Symbol && next.len == 1 &&
-        next.text[0] == '<')
+        next.text[0] == '<') {
       is_map = 1;
+      next_line = next.line;
+      next_col = next.column;
+    }
   }
   f->type_line = p->cur.line;
   f->type_column = p->cur.column;
   if (is_map) {
     if (f->oneof_index >= 0) return error(p, "Map fields are not allowed in oneofs.");
-    if (has_label)
-      return error(p, "Field labels (required/optional/repeated) are not allowed on map fields.");
+    if (has_label) /* protoc reports it at the '<' */
+      return error_at(p, next_line, next_col,
+                      "Field labels (required/optional/repeated) are not allowed on map fields.");
     if (f->extendee) return error(p, "Map fields are not allowed to be extensions.");
     f->label = kPc_Label_Repeated;
     advance(p);
@@ -963,10 +968,15 @@ static int parse_label(P *p, pc_FieldDesc *f) {
   return 0;
 }
 
-static int parse_field(P *p, FieldSink fs, MsgSink ms, const char *extendee) {
+/* 'at': where the extendee was written (line, column), for an extension. */
+static int parse_field(P *p, FieldSink fs, MsgSink ms, const char *extendee, const int at[2]) {
   pc_FieldDesc *f = new_field(p, fs);
   if (f == NULL) return 0;
   f->extendee = extendee;
+  if (at != NULL) {
+    f->extendee_line = at[0];
+    f->extendee_column = at[1];
+  }
   size_t fi = *fs.count - 1;
   int has_label = parse_label(p, f);
   return parse_field_rest(p, fs, fi, ms, has_label);
@@ -975,11 +985,12 @@ static int parse_field(P *p, FieldSink fs, MsgSink ms, const char *extendee) {
 static int parse_extend(P *p, FieldSink fs, MsgSink ms) {
   advance(p); /* extend */
   const char *extendee = NULL;
+  int at[2] = {p->cur.line, p->cur.column};
   if (!parse_user_type(p, &extendee) || !expect(p, "{")) return 0;
   do {
     if (p->cur.kind == kPc_Tok_End)
       return p->failed ? 0 : error(p, "Reached end of input in extend definition (missing '}').");
-    if (!parse_field(p, fs, ms, extendee)) return 0;
+    if (!parse_field(p, fs, ms, extendee, at)) return 0;
   } while (!try_consume(p, "}") && !p->failed);
   return !p->failed;
 }
@@ -1040,9 +1051,10 @@ static int parse_enum(P *p, pc_EnumDesc *e) {
       if (v->name == NULL) return 0;
       v->line = tok.line;
       v->column = tok.column;
-      if (!expect_msg(p, "=", "Missing numeric value for enum constant.") ||
-          !consume_signed_int(p, &v->number, "Expected integer."))
-        return 0;
+      if (!expect_msg(p, "=", "Missing numeric value for enum constant.")) return 0;
+      v->number_line = p->cur.line;
+      v->number_column = p->cur.column;
+      if (!consume_signed_int(p, &v->number, "Expected integer.")) return 0;
       if (try_consume(p, "[")) {
         Opts vo;
         opts_init(&vo, kEnumValueOpts);
@@ -1121,6 +1133,8 @@ static int parse_ranges(P *p, pc_MessageDesc *m, Caps *c) {
         push(p, &m->extension_ranges, &m->extension_range_count, &c->ranges, sizeof *r);
     if (r == NULL) return 0;
     int32_t start, end;
+    r->line = p->cur.line;
+    r->column = p->cur.column;
     if (!consume_int(p, &start, "Expected field number range.")) return 0;
     end = start;
     if (try_consume(p, "to")) {
@@ -1235,7 +1249,7 @@ static int parse_message_block(P *p, pc_MessageDesc *m) {
     } else if (at(p, "oneof")) {
       ok = parse_oneof(p, m, &c);
     } else {
-      ok = parse_field(p, fs, ms, NULL);
+      ok = parse_field(p, fs, ms, NULL, NULL);
     }
     if (!ok) return 0;
   }
@@ -1359,6 +1373,8 @@ static int parse_service(P *p, pc_ServiceDesc *s) {
       md->client_streaming = 1;
       advance(p);
     }
+    md->type_line[0] = p->cur.line;
+    md->type_column[0] = p->cur.column;
     if (!parse_user_type(p, &md->input_type) || !expect(p, ")") || !expect(p, "returns") ||
         !expect(p, "("))
       return 0;
@@ -1366,6 +1382,8 @@ static int parse_service(P *p, pc_ServiceDesc *s) {
       md->server_streaming = 1;
       advance(p);
     }
+    md->type_line[1] = p->cur.line;
+    md->type_column[1] = p->cur.column;
     if (!parse_user_type(p, &md->output_type) || !expect(p, ")")) return 0;
     Opts mo;
     opts_init(&mo, kMethodOpts);

@@ -423,12 +423,22 @@ static const Sym *find_full(const R *r, const char *dotted_name) {
   (f)->default_line ? (f)->default_line : (f)->line,                                               \
       (f)->default_line ? (f)->default_column : (f)->column
 
+#define AT_VALUE_NUMBER(v)                                                                         \
+  (v)->number_line ? (v)->number_line : (v)->line,                                                 \
+      (v)->number_line ? (v)->number_column : (v)->column
+#define AT_EXTENDEE(f)                                                                             \
+  (f)->extendee_line ? (f)->extendee_line : (f)->line,                                             \
+      (f)->extendee_line ? (f)->extendee_column : (f)->column
+#define AT_RANGE(x, m) (x)->line ? (x)->line : (m)->line, (x)->line ? (x)->column : (m)->column
+
 static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
+  if (f->default_value != NULL && f->label == kPc_Label_Repeated) /* before the type's checks */
+    return fail_at(r, AT_DEFAULT(f), "Repeated fields can't have default values.");
   if (f->extendee != NULL) {
     const Sym *s = lookup(r, f->extendee, full, 0);
-    if (s == NULL) return not_defined(r, f->line, f->column, f->extendee);
+    if (s == NULL) return not_defined(r, AT_EXTENDEE(f), f->extendee);
     if (s->kind != kSymMessage)
-      return fail_at(r, f->line, f->column, "\"%s\" is not a message type.", f->extendee);
+      return fail_at(r, AT_EXTENDEE(f), "\"%s\" is not a message type.", f->extendee);
     if ((f->extendee = dotted(r, s)) == NULL) return 0;
   }
   if (f->type_name == NULL && (f->type == kPc_Type_Message || f->type == kPc_Type_Group ||
@@ -694,7 +704,7 @@ static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
       !check_enum_prefixes(r, e))
     return 0;
   if (r->file->syntax == kPc_Syntax_Proto3 && e->values[0].number != 0)
-    return fail_at(r, e->values[0].line, e->values[0].column,
+    return fail_at(r, AT_VALUE_NUMBER(&e->values[0]),
                    "The first enum value must be zero in proto3.");
   size_t dup_first = 0, dup = SIZE_MAX;
   if (!e->allow_alias) {
@@ -707,13 +717,12 @@ static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
     const pc_EnumValueDesc *v = &e->values[i];
     for (size_t k = 0; k < e->reserved_range_count; k++)
       if (e->reserved_ranges[k].start <= v->number && v->number <= e->reserved_ranges[k].end)
-        return fail_at(r, v->line, v->column, "Enum value \"%s\" uses reserved number %d.", v->name,
-                       v->number);
+        return fail_at(r, 0, 0, "Enum value \"%s\" uses reserved number %d.", v->name, v->number);
     for (size_t k = 0; k < e->reserved_name_count; k++)
       if (strcmp(e->reserved_names[k], v->name) == 0)
         return fail_at(r, v->line, v->column, "Enum value \"%s\" is reserved.", v->name);
     if (i == dup)
-      return fail_at(r, v->line, v->column,
+      return fail_at(r, AT_VALUE_NUMBER(v),
                      "\"%s%s%s\" uses the same enum value as \"%s%s%s\". If this is "
                      "intended, set 'option allow_alias = true;' to the enum definition.",
                      scope ? scope : "", scope ? "." : "", v->name, scope ? scope : "",
@@ -777,8 +786,8 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     for (size_t k = 0; k < m->reserved_range_count; k++) {
       pc_RangeDesc x = m->reserved_ranges[k];
       if (x.start <= f->number && f->number < x.end)
-        return fail_at(r, f->line, f->column, "Field \"%s\" uses reserved number %d.", f->name,
-                       f->number);
+        return fail_at(r, 0, 0, "Field \"%s\" uses reserved number %d.", f->name,
+                       f->number); /* protoc gives no position */
     }
     for (size_t k = 0; k < m->reserved_name_count; k++)
       if (strcmp(m->reserved_names[k], f->name) == 0)
@@ -823,25 +832,26 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
   }
   for (size_t i = 0; i < m->extension_range_count; i++) {
     pc_RangeDesc a = m->extension_ranges[i].range;
+    const pc_ExtensionRangeDesc *x = &m->extension_ranges[i];
     if (a.start <= 0)
-      return fail_at(r, m->line, m->column, "Extension numbers must be positive integers.");
+      return fail_at(r, AT_RANGE(x, m), "Extension numbers must be positive integers.");
     if (a.end > MAX_FIELD_NUMBER + 1 && !m->message_set_wire_format)
-      return fail_at(r, m->line, m->column, "Extension numbers cannot be greater than %d.",
+      return fail_at(r, AT_RANGE(x, m), "Extension numbers cannot be greater than %d.",
                      MAX_FIELD_NUMBER);
     if (a.start >= a.end)
-      return fail_at(r, m->line, m->column,
+      return fail_at(r, AT_RANGE(x, m),
                      "Extension range end number must be greater than start number.");
     for (size_t k = 0; k < m->reserved_range_count; k++) {
       pc_RangeDesc b = m->reserved_ranges[k];
       if (a.end > b.start && b.end > a.start)
-        return fail_at(r, m->line, m->column,
+        return fail_at(r, AT_RANGE(x, m),
                        "Extension range %d to %d overlaps with reserved range %d to %d.", a.start,
                        a.end - 1, b.start, b.end - 1);
     }
     for (size_t k = 0; k < i; k++) {
       pc_RangeDesc b = m->extension_ranges[k].range;
-      if (a.end > b.start && b.end > a.start)
-        return fail_at(r, m->line, m->column,
+      if (a.end > b.start && b.end > a.start) /* protoc: at the earlier range */
+        return fail_at(r, AT_RANGE(&m->extension_ranges[k], m),
                        "Extension range %d to %d overlaps with already-defined range %d to %d.",
                        a.start, a.end - 1, b.start, b.end - 1);
     }
@@ -2035,9 +2045,11 @@ int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const
       const char **types[2] = {&md->input_type, &md->output_type};
       for (int j = 0; j < 2; j++) {
         const Sym *t = lookup(&r, *types[j], mn, 0);
-        if (t == NULL) return not_defined(&r, md->line, md->column, *types[j]);
+        int line = md->type_line[j] ? md->type_line[j] : md->line;
+        int col = md->type_line[j] ? md->type_column[j] : md->column;
+        if (t == NULL) return not_defined(&r, line, col, *types[j]);
         if (t->kind != kSymMessage)
-          return fail_at(&r, md->line, md->column, "\"%s\" is not a message type.", *types[j]);
+          return fail_at(&r, line, col, "\"%s\" is not a message type.", *types[j]);
         if ((*types[j] = dotted(&r, t)) == NULL) return 0;
       }
     }

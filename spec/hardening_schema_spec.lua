@@ -289,6 +289,14 @@ describe("verdicts of protoc 3.21.12", function()
       "repeated_default.proto:2:45: Repeated fields can't have default values." },
     { "map_default.proto", 'syntax = "proto2";\nmessage M { map<string, int32> m = 1 [default = 1]; }\n',
       "map_default.proto:2:49: Repeated fields can't have default values." },
+    { "map_in_oneof.proto", 'syntax = "proto2";\nmessage M { oneof o { map<string, int32> m = 1; } }\n',
+      "map_in_oneof.proto:2:26: Map fields are not allowed in oneofs." },
+    { "map_extension.proto", 'syntax = "proto2";\nextend M { map<string, int32> m = 1; }\n'
+      .. "message M { extensions 1 to 5; }\n",
+      "map_extension.proto:2:15: Map fields are not allowed to be extensions." },
+    { "json_extension.proto", 'syntax = "proto2";\nmessage M { extensions 1 to max; }\n'
+      .. 'extend M { optional int32 a = 1 [json_name = "x"]; }\n',
+      "json_extension.proto:3:34: option json_name is not allowed on extension fields." },
     { "reserved_number.proto", 'syntax = "proto2";\nmessage M { optional int32 a = 1; reserved 1; }\n',
       'reserved_number.proto: Field "a" uses reserved number 1.' },
     { "aggregate_deep.proto", 'syntax = "proto2";\n' .. DESCRIPTOR

@@ -732,6 +732,8 @@ static int parse_field_options(P *p, pc_FieldDesc *f, int *explicit_json) {
       if (!parse_default(p, f)) return 0;
     } else if (at(p, "json_name")) {
       if (*explicit_json) return error(p, "Already set option \"json_name\".");
+      f->json_line = p->cur.line;
+      f->json_column = p->cur.column;
       advance(p);
       if (!expect(p, "=")) return 0;
       f->json_name = consume_string(p, "Expected string for JSON name.", NULL);
@@ -850,11 +852,13 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
   f->type_line = p->cur.line;
   f->type_column = p->cur.column;
   if (is_map) {
-    if (f->oneof_index >= 0) return error(p, "Map fields are not allowed in oneofs.");
-    if (has_label) /* protoc reports it at the '<' */
+    if (f->oneof_index >= 0)
+      return error_at(p, next_line, next_col, "Map fields are not allowed in oneofs.");
+    if (has_label) /* protoc reports these at the '<' */
       return error_at(p, next_line, next_col,
                       "Field labels (required/optional/repeated) are not allowed on map fields.");
-    if (f->extendee) return error(p, "Map fields are not allowed to be extensions.");
+    if (f->extendee)
+      return error_at(p, next_line, next_col, "Map fields are not allowed to be extensions.");
     f->label = kPc_Label_Repeated;
     advance(p);
     advance(p);

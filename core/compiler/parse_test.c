@@ -217,10 +217,10 @@ static void errors(void) {
   ERR("syntax = \"proto2\";\nmessage M { optional uint32 a = 1 [default = -1]; }",
       "t.proto:2:47: Unsigned field can't have negative default value.");
   ERR("syntax = \"proto3\";\nmessage M { oneof o { map<int32,int32> m = 1; } }",
-      "t.proto:2:23: Map fields are not allowed in oneofs.");
+      "t.proto:2:26: Map fields are not allowed in oneofs.");
   ERR("syntax = \"proto2\";\nmessage M { extensions 10 to 20; }\n"
       "extend M { optional int32 e = 10 [json_name = \"x\"]; }",
-      "t.proto:3:27: option json_name is not allowed on extension fields.");
+      "t.proto:3:35: option json_name is not allowed on extension fields.");
   ERR("syntax = \"proto3\";\nmessage M { option message_set_wire_format = true; }",
       "t.proto:2:9: MessageSet is not supported in proto3.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"

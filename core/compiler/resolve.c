@@ -547,7 +547,9 @@ static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_M
     char buf[256];
     pc_JsonName(f->name, buf, sizeof buf);
     if (strcmp(buf, f->json_name) != 0)
-      return fail_at(r, f->line, f->column, "option json_name is not allowed on extension fields.");
+      return fail_at(r, f->json_line ? f->json_line : f->line,
+                     f->json_line ? f->json_column : f->column,
+                     "option json_name is not allowed on extension fields.");
   }
   return 1;
 }

@@ -90,6 +90,7 @@ typedef struct {
   int number_line, number_column;
   int default_line, default_column;
   int extendee_line, extendee_column;
+  int json_line, json_column; /* of an explicit json_name option */
 } pc_FieldDesc;
 
 typedef struct {

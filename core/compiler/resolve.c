@@ -210,8 +210,8 @@ static int add_message_syms(R *r, const char *scope, const pc_MessageDesc *m, in
   int self = file == file_index_self(r);
   for (size_t i = 0; self && i < m->oneof_count; i++) {
     char *n = join(r, full, m->oneofs[i].name);
-    if (n == NULL || !add_sym(r, n, kSymOneof, file, &m->oneofs[i], m, m->line, m->column))
-      return 0;
+    /* a oneof can clash only with an earlier oneof: protoc gives no position */
+    if (n == NULL || !add_sym(r, n, kSymOneof, file, &m->oneofs[i], m, 0, 0)) return 0;
   }
   for (size_t i = 0; self && i < m->field_count; i++) {
     char *n = join(r, full, m->fields[i].name);

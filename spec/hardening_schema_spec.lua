@@ -316,6 +316,28 @@ describe("verdicts of protoc 3.21.12", function()
     f:close()
   end
 
+  -- text format values in aggregates: protoc's TextFormat wording
+  local function value_case(syntax, ty, value, verdict)
+    local label = syntax == "proto2" and "optional " or ""
+    local name = ("value_%s_%d.proto"):format(syntax, #cases + 1)
+    cases[#cases + 1] = { name, ('syntax = "%s";\n%senum E { Z = 0; }\nmessage O { %s%s a = 1; }\n'
+      .. "extend google.protobuf.FileOptions { %sO s = 50000; }\noption (s) = { a: %s };\n"):format(
+      syntax, DESCRIPTOR, label, ty, label, value),
+      verdict == "" and "" or name .. ':6:14: Error while parsing option value for "s": ' .. verdict }
+  end
+  value_case("proto3", "int32", '"x"', 'Expected integer, got: "x"')
+  value_case("proto3", "uint32", "-1", "Expected integer, got: -")
+  value_case("proto3", "int32", "-x", "Expected integer, got: x")
+  value_case("proto3", "double", '"x"', 'Expected double, got: "x"')
+  value_case("proto3", "bool", '"x"', 'Expected identifier, got: "x"')
+  value_case("proto3", "E", "1.5", "Expected integer or identifier, got: 1.5")
+  value_case("proto3", "string", "abc", "Expected string, got: abc")
+  value_case("proto3", "int32", "-3000000000", "Integer out of range (3000000000)")
+  value_case("proto3", "bool", "2", "Integer out of range (2)")
+  value_case("proto3", "double", "99999999999999999999", "")
+  value_case("proto3", "E", "5", "")
+  value_case("proto2", "E", "-1", 'Unknown enumeration value of "-1" for field "a".')
+
   for _, c in ipairs(cases) do
     it((c[3] == "" and "accepts " or "rejects ") .. c[1], function()
       local files, err = pc.pool():load(c[2], { name = c[1] })

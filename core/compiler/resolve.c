@@ -1341,20 +1341,79 @@ static int is_packed(const R *r, const pc_FieldDesc *f, const Sym *owner) {
   return owner != NULL && file_of(r, owner->file)->syntax == kPc_Syntax_Proto3;
 }
 
+/* The token kinds protoc's text format parser takes for a value of 'f'
+ * ('after_minus': the token after a leading '-'); otherwise its "Expected
+ * <what>, got: <token>". */
+static int text_value_kind(T *t, const pc_FieldDesc *f, int after_minus) {
+  pc_TokKind k = t->cur.kind;
+  const char *want = NULL;
+  switch (f->type) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: want = k == kPc_Tok_String ? NULL : "string"; break;
+  case kPc_Type_Bool: want = k == kPc_Tok_Int || k == kPc_Tok_Ident ? NULL : "identifier"; break;
+  case kPc_Type_Uint32:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Fixed64: want = k == kPc_Tok_Int ? NULL : "integer"; break;
+  case kPc_Type_Float:
+  case kPc_Type_Double:
+    want = k == kPc_Tok_Int || k == kPc_Tok_Float || k == kPc_Tok_Ident ||
+                   (!after_minus && text_at(t, "-"))
+               ? NULL
+               : "double";
+    break;
+  case kPc_Type_Enum:
+    if (after_minus)
+      want = k == kPc_Tok_Int ? NULL : "integer";
+    else
+      want = k == kPc_Tok_Int || k == kPc_Tok_Ident || text_at(t, "-") ? NULL
+                                                                       : "integer or identifier";
+    break;
+  default: /* signed integers */
+    want = k == kPc_Tok_Int || (!after_minus && text_at(t, "-")) ? NULL : "integer";
+  }
+  if (want == NULL) return 1;
+  return text_fail(t, "Expected %s, got: %.*s", want, (int)t->cur.len, t->cur.text);
+}
+
+/* The largest magnitude protoc's text format parser takes in an integer
+ * token for a field of type 'type' (after a '-' when 'neg'). */
+static uint64_t text_int_max(pc_FieldType type, int neg) {
+  switch (type) {
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Enum: return (uint64_t)INT32_MAX + (neg ? 1 : 0);
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64: return (uint64_t)INT64_MAX + (neg ? 1 : 0);
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return UINT32_MAX;
+  case kPc_Type_Bool: return 1;
+  default: return UINT64_MAX;
+  }
+}
+
 static int text_scalar(T *t, Val *v, const pc_FieldDesc *f) {
   memset(v, 0, sizeof *v);
+  if (!text_value_kind(t, f, 0)) return 0;
   int neg = text_try(t, "-");
-  if (t->bad) return 0;
+  if (t->bad || (neg && !text_value_kind(t, f, 1))) return 0;
   if (t->cur.kind == kPc_Tok_Int) {
-    uint64_t u;
-    if (!pc_Token_Int(&t->cur, &u)) return text_fail(t, "Integer out of range.");
-    if (f->type == kPc_Type_Float || f->type == kPc_Type_Double) {
+    uint64_t u = 0;
+    int is_float = f->type == kPc_Type_Float || f->type == kPc_Type_Double;
+    int fits = pc_Token_Int(&t->cur, &u);
+    if (!is_float && (!fits || u > text_int_max(f->type, neg)))
+      return text_fail(t, "Integer out of range (%.*s)", (int)t->cur.len, t->cur.text);
+    if (is_float) {
       if (t->cur.len > 1 && t->cur.text[0] == '0') /* hex and octal, as protoc 21 */
         return text_fail(t, "Expect a decimal number, got: %.*s", (int)t->cur.len, t->cur.text);
       v->kind = kVDouble;
-      v->d = neg ? -(double)u : (double)u;
+      char digits[400];
+      snprintf(digits, sizeof digits, "%.*s", (int)t->cur.len, t->cur.text);
+      v->d = fits ? (double)u : strtod(digits, NULL); /* past 2^64: as a decimal */
+      if (neg) v->d = -v->d;
     } else if (neg) {
-      if (u > (uint64_t)INT64_MAX + 1) return text_fail(t, "Integer out of range.");
       v->kind = kVNeg;
       v->i = (int64_t)(0 - u);
     } else {
@@ -1362,7 +1421,6 @@ static int text_scalar(T *t, Val *v, const pc_FieldDesc *f) {
       v->u = u;
     }
     if (f->type == kPc_Type_Bool) {
-      if (neg || u > 1) return text_fail(t, "Integer out of range.");
       v->kind = kVIdent;
       v->s = u ? "true" : "false";
     }
@@ -1472,6 +1530,16 @@ static int text_value(T *t, Ents *e, const pc_FieldDesc *f, const Sym *owner, in
       found = v.s != NULL && strcmp(en->values[i].name, v.s) == 0;
     if (!found)
       return text_fail(t, "Unknown enumeration value of \"%s\" for field \"%s\".", v.s, f->name);
+  }
+  if (f->type == kPc_Type_Enum && (v.kind == kVPos || v.kind == kVNeg)) {
+    /* a number: a closed (proto2) enum must have it, as protoc checks */
+    const Sym *es = find_full(r, f->type_name);
+    const pc_EnumDesc *en = es ? es->desc : NULL;
+    long long n = v.kind == kVPos ? (long long)v.u : (long long)v.i;
+    int found = en == NULL || file_of(r, es->file)->syntax == kPc_Syntax_Proto3;
+    for (size_t i = 0; en && i < en->value_count && !found; i++) found = en->values[i].number == n;
+    if (!found)
+      return text_fail(t, "Unknown enumeration value of \"%lld\" for field \"%s\".", n, f->name);
   }
   int packed = is_packed(r, f, owner);
   int saved = t->c->failed_text;

@@ -299,6 +299,9 @@ describe("verdicts of protoc 3.21.12", function()
       "json_extension.proto:3:34: option json_name is not allowed on extension fields." },
     { "oneof_twice.proto", 'syntax = "proto3";\nmessage M { oneof o { int32 a = 1; } oneof o { int32 b = 2; } }\n',
       'oneof_twice.proto: "o" is already defined in "M".' },
+    { "reserved_backwards.proto", 'syntax = "proto2";\nmessage M { reserved 5 to 1; }\n', "" },
+    { "enum_reserved_backwards.proto", 'syntax = "proto2";\nenum E { A = 0; reserved 1 to 0; }\n',
+      "enum_reserved_backwards.proto: Reserved range end number must be greater than start number." },
     { "reserved_number.proto", 'syntax = "proto2";\nmessage M { optional int32 a = 1; reserved 1; }\n',
       'reserved_number.proto: Field "a" uses reserved number 1.' },
     { "aggregate_deep.proto", 'syntax = "proto2";\n' .. DESCRIPTOR

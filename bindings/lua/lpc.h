@@ -23,18 +23,19 @@ typedef struct {
 /* The state's time source, made (all defaults) on first use (lpc_call.c). */
 lpc_Time *lpc_gettime(lua_State *L);
 
-void lpc_open_status(lua_State *L);
-void lpc_open_schema(lua_State *L);  /* pools, types, declarations (lpc_schema.c) */
-void lpc_open_message(lua_State *L); /* message instances (lpc_message.c) */
-void lpc_open_call(lua_State *L);
-void lpc_open_wire(lua_State *L); /* wire encode/decode, descriptor sets (lpc_wire.c) */
-void lpc_open_parse(lua_State *L);
-void lpc_open_net(lua_State *L);
+void lpc_open_status(lua_State *L);   /* status codes (lpc_base.c) */
+void lpc_open_schema(lua_State *L);   /* pools, types, declarations (lpc_schema.c) */
+void lpc_open_message(lua_State *L);  /* message instances (lpc_message_ops.c) */
+void lpc_open_call(lua_State *L);     /* policies, callables (lpc_call.c) */
+void lpc_open_wire(lua_State *L);     /* encode, decode, descriptor sets (lpc_wire.c) */
+void lpc_open_parse(lua_State *L);    /* the .proto parser as tables (lpc_parse.c) */
+void lpc_open_net(lua_State *L);      /* the gRPC channel (lpc_net.c) */
 void lpc_open_compiler(lua_State *L); /* pool:load, services (lpc_compiler.c) */
 void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
 
-/* Messages, types and pools as Lua values, shared by
- * lpc_schema.c (pools, types, declarations), lpc_message.c (instances) and the
+/* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
+ * types, declarations), the message files (instances: lpc_anchor.c,
+ * lpc_scalar.c, lpc_message.c, lpc_construct.c, lpc_message_ops.c) and the
  * wire codec's binding (decode into an arena, encode any message).
  *
  * Lua objects:

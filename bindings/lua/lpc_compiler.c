@@ -153,7 +153,7 @@ static int lpc_writer_gc(lua_State *L) {
 /* -- bytes | nil = core.file_descriptor_bytes(pool, name)
  * The loaded file 'name' serialized as a google.protobuf.FileDescriptorProto
  * (core/wire/descriptor_write.h: protoc's bytes); nil when the pool has no file
- * of that name. Raises when memory runs out. Issue 5 item 5. */
+ * of that name. Raises when memory runs out. */
 static int lpc_file_descriptor_bytes(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
   const pc_FileDesc *fd = pc_Pool_FileDesc(pool, luaL_checkstring(L, 2));

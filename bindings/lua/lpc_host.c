@@ -2,7 +2,7 @@
  * and pools into a lua_State, host transports and host time.
  *
  * Everything here without a lua_State is plain C over the core (def.h,
- * message.h, encode.h, decode.h, proto_load.h): it never raises and
+ * message/message.h, wire/encode.h, wire/decode.h, compiler/import.h): it never raises and
  * reports through return values and an 'err' buffer. The functions taking
  * a lua_State keep their state in that state's registry. */
 #include "wire/decode.h"

@@ -1,5 +1,5 @@
 /* Pools, types and enums as Lua values, and the Lua declarations
- * pc.message / pc.enum (API.md "Schemas"): a declaration becomes a one-type
+ * pc.message / pc.enum (README "Schemas"): a declaration becomes a one-type
  * pc_FileDesc added with pc_Pool_AddFile, as every other schema source. */
 #include "lpc.h"
 #include "schema/wkt.h"
@@ -265,7 +265,7 @@ static const char *default_text(lua_State *L, pc_Arena *a, pc_Pool *pool, const 
       lua_pushvalue(L, v);
     }
   } else if (lua_isinteger(L, v) && (fd->type == kPc_Type_Uint64 || fd->type == kPc_Type_Fixed64)) {
-    char buf[32]; /* any Lua integer, as two's complement (API.md "Messages") */
+    char buf[32]; /* any Lua integer, as two's complement (README "Messages") */
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)(lua_Unsigned)lua_tointeger(L, v));
     lua_pushstring(L, buf);
   } else if (lua_isinteger(L, v)) {
@@ -376,7 +376,7 @@ static const char *const kFieldOptions[] = {"repeated",  "required", "optional",
                                             "json_name", "oneof",    "default",  NULL};
 static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
 
-/* -- T = pc.message(full_name, fields, opts)   (API.md "Schemas") */
+/* -- T = pc.message(full_name, fields, opts)   (README "Schemas") */
 static int lpc_pool_message(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
@@ -721,7 +721,7 @@ static void push_default(lua_State *L, const pc_FieldDef *f) {
   }
 }
 
-/* -- infos = pc.fields(T)   (declaration order; see API.md "Schemas") */
+/* -- infos = pc.fields(T)   (declaration order; see README "Schemas") */
 static int lpc_pool_fields(lua_State *L) {
   const pc_MessageDef *def = NULL;
   int arg = lua_type(L, 1) == LUA_TUSERDATA && luaL_testudata(L, 1, POOL_MT) ? 2 : 1;

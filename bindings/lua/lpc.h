@@ -94,6 +94,11 @@ pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def);
 /* As lpc_tomessage, raising a bad-argument error when it is not one. */
 pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def);
 
+/* Pushes the weak table (__mode 'mode': "k", "v") the registry holds at
+ * 'key', making it on first use, so opening the module again in a state
+ * keeps what live objects rely on (lpc_anchor.c). */
+void lpc_registry_table(lua_State *L, void *key, const char *mode);
+
 /* Tells Lua's collector about arena memory it cannot see: call after
  * filling the arena of the Arena userdata at 'idx'. */
 void lpc_pacearena(lua_State *L, int idx);

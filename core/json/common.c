@@ -86,12 +86,7 @@ static int plain_key(const char *k, size_t n) {
   return 1;
 }
 
-static void put_path(Out *o, const pc_JsonPath *p) {
-  if (p == NULL) {
-    put(o, "$", 1);
-    return;
-  }
-  put_path(o, p->up);
+static void put_step(Out *o, const pc_JsonPath *p) {
   char num[32];
   if (p->key == NULL) {
     int n = snprintf(num, sizeof num, "[%zu]", p->index);
@@ -115,6 +110,27 @@ static void put_path(Out *o, const pc_JsonPath *p) {
     }
     put(o, "\"]", 2);
   }
+}
+
+/* Steps printed at each end of a deep path; the middle becomes "...". */
+#define PATH_ENDS 8
+
+/* The steps from the root down to 'p' ('i' steps lie above it, 'n' in all). */
+static void put_steps(Out *o, const pc_JsonPath *p, size_t i, size_t n) {
+  if (p == NULL) return;
+  put_steps(o, p->up, i - 1, n);
+  if (n > 2 * PATH_ENDS && i >= PATH_ENDS && i < n - PATH_ENDS) {
+    if (i == PATH_ENDS) put(o, "...", 3);
+    return;
+  }
+  put_step(o, p);
+}
+
+static void put_path(Out *o, const pc_JsonPath *p) {
+  size_t n = 0;
+  for (const pc_JsonPath *q = p; q != NULL; q = q->up) n++;
+  put(o, "$", 1);
+  if (n > 0) put_steps(o, p, n - 1, n);
 }
 
 void pc_Json_Fail(pc_Error *err, const pc_JsonPath *path, const char *fmt, ...) {

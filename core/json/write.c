@@ -78,9 +78,8 @@ static int newline(W *w, int level) {
 
 static const char kHex[] = "0123456789abcdef";
 
-/* A JSON string of 'n' bytes already known to be UTF-8. */
-static int put_escaped(W *w, const char *s, size_t n) {
-  if (!putch(w, '"')) return 0;
+/* The inside of a JSON string of 'n' bytes already known to be UTF-8. */
+static int put_escaped_body(W *w, const char *s, size_t n) {
   size_t run = 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -107,7 +106,20 @@ static int put_escaped(W *w, const char *s, size_t n) {
     }
     if (!put(w, e, en)) return 0;
   }
-  return put(w, s + run, n - run) && putch(w, '"');
+  return put(w, s + run, n - run);
+}
+
+static int put_escaped(W *w, const char *s, size_t n) {
+  return putch(w, '"') && put_escaped_body(w, s, n) && putch(w, '"');
+}
+
+/* The scratch arena, made on first use; NULL (status set) on failure. */
+static pc_Arena *scratch_of(W *w) {
+  if (w->scratch == NULL && (w->scratch = pc_Arena_New(w->out->alloc, w->out->ud)) == NULL) {
+    w->status = kPc_JsonStatus_OutOfMemory;
+    pc_Error_Set(w->err, "not enough memory");
+  }
+  return w->scratch;
 }
 
 static int put_string(W *w, const pc_JsonPath *path, const char *s, size_t n) {
@@ -120,6 +132,7 @@ static int put_double(W *w, double d, int quote_specials) {
   if (isnan(d)) return quote_specials ? PUTS(w, "\"NaN\"") : 0;
   if (isinf(d))
     return quote_specials ? (d > 0 ? PUTS(w, "\"Infinity\"") : PUTS(w, "\"-Infinity\"")) : 0;
+  if (d == 0) return signbit(d) ? PUTS(w, "-0.0") : putch(w, '0'); /* "-0" reads as 0 in some */
   char buf[40];
   int n = 0;
   for (int prec = 15; prec <= 17; prec++) {
@@ -132,6 +145,7 @@ static int put_double(W *w, double d, int quote_specials) {
 static int put_float(W *w, float f) {
   if (isnan(f)) return PUTS(w, "\"NaN\"");
   if (isinf(f)) return f > 0 ? PUTS(w, "\"Infinity\"") : PUTS(w, "\"-Infinity\"");
+  if (f == 0) return signbit(f) ? PUTS(w, "-0.0") : putch(w, '0');
   char buf[40];
   int n = 0;
   for (int prec = 6; prec <= 9; prec++) {
@@ -340,17 +354,18 @@ static int write_fieldmask(W *w, const pc_Message *msg, const pc_MessageDef *m,
   for (size_t i = 0; arr != NULL && i < arr->size; i++) {
     pc_StringView p = pc_Array_Get(arr, i, kPc_Slot_String).s;
     if (i > 0 && !putch(w, ',')) return 0;
-    if (!reserve(w, p.size)) return 0;
-    size_t n = pc_Json_SnakeToCamel(p.data, p.size, w->out->data + w->out->size);
+    pc_Arena *a = scratch_of(w);
+    char *camel = a != NULL ? pc_Arena_Malloc(a, p.size + 1) : NULL;
+    if (camel == NULL) {
+      w->status = kPc_JsonStatus_OutOfMemory;
+      pc_Error_Set(w->err, "not enough memory");
+      return 0;
+    }
+    size_t n = pc_Json_SnakeToCamel(p.data, p.size, camel);
     if (n == (size_t)-1 || !pc_Wire_ValidUtf8((const uint8_t *)p.data, p.size))
       FAIL(w, path, "FieldMask path \"%.*s\" has no JSON form", (int)(p.size > 200 ? 200 : p.size),
            p.data);
-    for (size_t k = 0; k < n; k++) {
-      unsigned char c = (unsigned char)w->out->data[w->out->size + k];
-      if (c < 0x20 || c == '"' || c == '\\' || c == ',')
-        FAIL(w, path, "FieldMask path \"%.*s\" has no JSON form", (int)p.size, p.data);
-    }
-    w->out->size += n;
+    if (!put_escaped_body(w, camel, n)) return 0;
   }
   return putch(w, '"');
 }
@@ -421,11 +436,7 @@ static int write_any(W *w, const pc_Message *msg, const pc_MessageDef *m, const 
   if (t == NULL)
     FAIL(w, path, "Any type \"%.*s\" is not in the pool", (int)(url.size > 200 ? 200 : url.size),
          url.data);
-  if (w->scratch == NULL && (w->scratch = pc_Arena_New(w->out->alloc, w->out->ud)) == NULL) {
-    w->status = kPc_JsonStatus_OutOfMemory;
-    pc_Error_Set(w->err, "not enough memory");
-    return 0;
-  }
+  if (scratch_of(w) == NULL) return 0;
   pc_Message *inner = pc_Message_New(t, w->scratch);
   if (inner == NULL) {
     w->status = kPc_JsonStatus_OutOfMemory;

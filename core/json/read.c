@@ -1091,9 +1091,10 @@ pc_JsonStatus pc_Json_Read(const char *json, size_t len, pc_Message *msg, const 
     pc_Error_Set(err, "not enough memory");
     return kPc_JsonStatus_OutOfMemory;
   }
-  /* JSON nesting: each message level may add an array or a map level, and
-   * Struct values nest without bound but are messages too. */
-  P ps = {json, json, json + len, scratch, err, 2 * max_depth + 2, kPc_JsonStatus_Ok};
+  /* JSON nesting: a message level is at most two JSON levels (a repeated
+   * field's array or a map's object, then the message), so this bound lets
+   * the message depth check speak first. */
+  P ps = {json, json, json + len, scratch, err, 2 * max_depth + 4, kPc_JsonStatus_Ok};
   JNode *root = parse_value(&ps, NULL, 0);
   if (root != NULL) {
     skip_ws(&ps);

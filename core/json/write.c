@@ -4,6 +4,7 @@
 #include "wire/decode.h"
 #include "wire/wire.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -135,7 +136,9 @@ static int put_double(W *w, double d, int quote_specials) {
   if (d == 0) return signbit(d) ? PUTS(w, "-0.0") : putch(w, '0'); /* "-0" reads as 0 in some */
   char buf[40];
   int n = 0;
-  for (int prec = 15; prec <= 17; prec++) {
+  /* A normal double's shortest form has 15 digits or more when %.15g does
+   * not read back (DBL_DIG); a subnormal's may have fewer. */
+  for (int prec = fabs(d) < DBL_MIN ? 1 : 15; prec <= 17; prec++) {
     n = snprintf(buf, sizeof buf, "%.*g", prec, d);
     if (strtod(buf, NULL) == d) break;
   }
@@ -148,7 +151,7 @@ static int put_float(W *w, float f) {
   if (f == 0) return signbit(f) ? PUTS(w, "-0.0") : putch(w, '0');
   char buf[40];
   int n = 0;
-  for (int prec = 6; prec <= 9; prec++) {
+  for (int prec = fabsf(f) < FLT_MIN ? 1 : 6; prec <= 9; prec++) {
     n = snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
     if ((float)strtod(buf, NULL) == f) break;
   }

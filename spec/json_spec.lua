@@ -369,3 +369,16 @@ describe("pc.from_json", function()
     assert.is_truthy(pc.from_json(M, '{"lv":' .. v .. "}", { max_depth = 200 }))
   end)
 end)
+
+describe("examples/quickstart.lua", function()
+  it("round-trips a JSON request through the client", function()
+    local bin = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+    local h = io.popen(bin .. " examples/quickstart.lua 2>&1")
+    local out = h:read("a")
+    assert.is_true(h:close(), out)
+    assert.matches('JSON request:  {"name":"json","points":[{"x":1,"y":1},{"x":4,"y":5}],"labels":{"via":"gateway"}}',
+      out, 1, true)
+    assert.matches('JSON response: {"length":5,"legs":1}', out, 1, true)
+    assert.matches('bad JSON: $.points[0].x: invalid integer "four" at offset 34', out, 1, true)
+  end)
+end)

@@ -32,6 +32,7 @@ void lpc_open_net(lua_State *L);
 void lpc_open_compiler(lua_State *L); /* pool:load, services (lpc_compiler.c) */
 void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
 void lpc_open_json(lua_State *L);     /* proto3 JSON (lpc_json.c) */
+void lpc_open_text(lua_State *L);     /* text format (lpc_text.c) */
 
 /* Messages, types and pools as Lua values, shared by
  * lpc_schema.c (pools, types, declarations), lpc_message.c (instances) and the

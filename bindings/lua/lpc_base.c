@@ -54,5 +54,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_compiler(L);
   lpc_open_host(L);
   lpc_open_json(L);
+  lpc_open_text(L);
   return 1;
 }

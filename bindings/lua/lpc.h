@@ -126,6 +126,19 @@ int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name);
  * pool has that built-in file now, 0 when it is none or the pool is frozen. */
 int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file);
 
+/* Options tables of the codecs (lpc_json.c, used by lpc_text.c too). Each
+ * raises "bad argument #idx to 'fname' (...)", named so that a pcall'd call
+ * does not name the core table. */
+void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg);
+/* The table at 'idx' (nil or none allowed) has only keys among 'names'
+ * (NULL-terminated). */
+void lpc_check_options(lua_State *L, int idx, const char *fname, const char *const *names);
+/* Integer field 'name' of the table at 'idx' in lo..hi, or 'dflt' when
+ * absent (or when there is no table). */
+int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi, int dflt);
+/* The pool of field "pool" of the table at 'idx' (a Pool userdata), or NULL. */
+const pc_Pool *lpc_opt_pool(lua_State *L, int idx);
+
 /* Used between lpc_schema.c and lpc_message.c: the two instance metatables
  * of a new Type (its user values 2 and 3), and calling a Type. */
 void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def);

@@ -43,18 +43,19 @@ static int load_wanted(lua_State *L, const pc_Pool *pool, Finder *f) {
   return ok;
 }
 
-/* Raises "bad argument #arg to 'fname' (msg)" (named, as lpc_wire.c does,
- * so a pcall'd call does not name the core table). */
-static _Noreturn void json_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
+void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
   luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
+}
+
+/* As lpc_argerror, marked as not returning for the compiler. */
+static _Noreturn void json_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
+  lpc_argerror(L, arg, fname, msg);
 #if defined(__GNUC__)
   __builtin_unreachable();
 #endif
 }
 
-/* The options table at 'idx' (nil or none allowed): checks that every key
- * is one of 'names' (NULL-terminated). */
-static void check_option_names(lua_State *L, int idx, const char *fname, const char *const *names) {
+void lpc_check_options(lua_State *L, int idx, const char *fname, const char *const *names) {
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
     json_argerror(L, idx, fname,
@@ -79,9 +80,8 @@ static int opt_bool(lua_State *L, int idx, const char *name) {
   return v;
 }
 
-/* Integer option 'name' in lo..hi, or 'dflt' when absent. */
-static int opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi,
-                   int dflt) {
+int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi,
+                int dflt) {
   if (lua_isnoneornil(L, idx)) return dflt;
   int v = dflt;
   if (lua_getfield(L, idx, name) != LUA_TNIL) {
@@ -96,7 +96,7 @@ static int opt_int(lua_State *L, int idx, const char *fname, const char *name, i
   return v;
 }
 
-static const pc_Pool *opt_pool(lua_State *L, int idx) {
+const pc_Pool *lpc_opt_pool(lua_State *L, int idx) {
   if (lua_isnoneornil(L, idx)) return NULL;
   const pc_Pool *pool = NULL;
   if (lua_getfield(L, idx, "pool") != LUA_TNIL) pool = lpc_checkpool(L, lua_gettop(L));
@@ -124,7 +124,7 @@ static int lpc_to_json(lua_State *L) {
   if (msg == NULL)
     json_argerror(L, 1, "to_json",
                   lua_pushfstring(L, "message expected, got %s", luaL_typename(L, 1)));
-  check_option_names(L, 2, "to_json", names);
+  lpc_check_options(L, 2, "to_json", names);
   Finder finder;
   finder.want[0] = '\0';
   pc_JsonWriteOptions o;
@@ -132,8 +132,8 @@ static int lpc_to_json(lua_State *L) {
   o.emit_defaults = opt_bool(L, 2, "emit_defaults");
   o.proto_names = opt_bool(L, 2, "proto_names");
   o.enums_as_ints = opt_bool(L, 2, "enums_as_ints");
-  o.indent = opt_int(L, 2, "to_json", "indent", 0, 16, 0);
-  o.pool = opt_pool(L, 2);
+  o.indent = lpc_opt_int(L, 2, "to_json", "indent", 0, 16, 0);
+  o.pool = lpc_opt_pool(L, 2);
   o.find_type = find_type;
   o.find_type_ud = &finder;
   const pc_Pool *pool = o.pool != NULL ? o.pool : def->file->pool;
@@ -168,15 +168,15 @@ static int lpc_from_json(lua_State *L) {
                   lua_pushfstring(L, "string expected, got %s", luaL_typename(L, 2)));
   size_t len;
   const char *s = lua_tolstring(L, 2, &len);
-  check_option_names(L, 3, "from_json", names);
+  lpc_check_options(L, 3, "from_json", names);
   Finder finder;
   finder.want[0] = '\0';
   pc_JsonReadOptions o;
   memset(&o, 0, sizeof o);
   o.ignore_unknown = opt_bool(L, 3, "ignore_unknown");
   o.max_depth =
-      opt_int(L, 3, "from_json", "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
-  o.pool = opt_pool(L, 3);
+      lpc_opt_int(L, 3, "from_json", "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
+  o.pool = lpc_opt_pool(L, 3);
   o.find_type = find_type;
   o.find_type_ud = &finder;
   const pc_Pool *pool = o.pool != NULL ? o.pool : def->file->pool;

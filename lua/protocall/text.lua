@@ -274,6 +274,17 @@ function M.install(pc, core)
     print_message(m, out, 0, opts ~= nil and opts.utf8)
     return concat(out)
   end
+
+  --- m | nil, err = pc.from_text(T, s [, {max_depth = 100, pool = p}]): a
+  -- new message of type T from protobuf text format, parsed as `protoc
+  -- --encode` parses it (core/text/text.h states the grammar): field names
+  -- (groups by their type's name), [pkg.ext] extensions, expanded Any
+  -- ([type.googleapis.com/pkg.T] { ... }), { } or < >, lists [a, b],
+  -- adjacent strings concatenated with every C escape, inf / nan, enums by
+  -- name or number, # comments. Bad input returns nil and
+  -- "line:col: what" (both from 1). `pool` is where extensions and Any
+  -- types are found (default T's pool). Raises on bad arguments.
+  pc.from_text = core.from_text
 end
 
 return M

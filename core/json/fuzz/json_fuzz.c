@@ -23,8 +23,8 @@ static const pc_MessageDef *fuzz_type(void) {
   if (m == NULL) {
     size_t first;
     pc_Pool *pool = pc_Pool_New(NULL, NULL);
-    if (pool == NULL ||
-        pc_Pool_AddDescriptorSet(pool, (const char *)kJsonFuzzPb, sizeof kJsonFuzzPb, &first, NULL) <= 0)
+    if (pool == NULL || pc_Pool_AddDescriptorSet(pool, (const char *)kJsonFuzzPb,
+                                                 sizeof kJsonFuzzPb, &first, NULL) <= 0)
       abort();
     m = pc_Pool_FindMessage(pool, "jf.J");
     if (m == NULL) abort();
@@ -33,7 +33,8 @@ static const pc_MessageDef *fuzz_type(void) {
 }
 
 /* Writes 'msg' into 'out' (emptied first) or aborts. */
-static void write_or_die(const pc_Message *msg, const pc_MessageDef *m, int indent, pc_JsonBuf *out) {
+static void write_or_die(const pc_Message *msg, const pc_MessageDef *m, int indent,
+                         pc_JsonBuf *out) {
   pc_JsonWriteOptions o;
   memset(&o, 0, sizeof o);
   o.indent = indent;

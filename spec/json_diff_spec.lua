@@ -1,8 +1,8 @@
 -- pc.to_json / pc.from_json against Debian's python3-protobuf json_format
 -- (spec/tools/json_diff.py, run with /usr/bin/python3): seeded random
 -- messages of every type of every corpus descriptor set (about three
--- seconds' worth) are printed by both, must be equal as JSON values and
--- parse in the other to the same message; every corpus payload's .json
+-- seconds' worth) and every corpus binary payload are printed by both,
+-- must be equal as JSON values and parse in the other to the same message; every corpus payload's .json
 -- (python3-protobuf's) reads to the message its binary holds (that part is
 -- core/json/json_test.c). Env JSON_DIFF_SEED picks another seed. Skips
 -- visibly without the corpus; fails then when env CI is set.
@@ -43,6 +43,15 @@ describe("proto3 JSON against python3-protobuf json_format", function()
     local ok, out = run(string.format("/usr/bin/python3 %s gen %s %s --seed %s --count 1500 --seconds 3",
       TOOL, DESC, cases, os.getenv("JSON_DIFF_SEED") or "14"))
     assert(ok, out)
+    -- The corpus's binary payloads join the random messages.
+    local g = assert(io.open(cases, "a"))
+    for line in corpus.read("payloads/MANIFEST.tsv"):gmatch("[^\n]+") do
+      local file, _, mtype, _, _, format = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)")
+      if format == "binary" then
+        g:write(file:match("^[^/]+"), "\t", mtype, "\t", bytes_to_hex(assert(corpus.read("payloads/" .. file))), "\n")
+      end
+    end
+    g:close()
     local f = assert(io.open(ours, "w"))
     local n = 0
     for line in io.lines(cases) do

@@ -122,6 +122,10 @@ describe("pc.to_json", function()
       value = pc.encode(D{ seconds = 2 }) } }
     assert.are.equal('{"any":{"@type":"type.googleapis.com/google.protobuf.Duration","value":"2s"}}', pc.to_json(m))
     assert.are.equal('{"any":{}}', pc.to_json(M{ any = {} }))
+    -- Empty's JSON is an ordinary message's: no "value" member
+    m = M{ any = any{ type_url = "t/google.protobuf.Empty" } }
+    assert.are.equal('{"any":{"@type":"t/google.protobuf.Empty"}}', pc.to_json(m))
+    assert.are.equal(pc.encode(m), pc.encode(assert(pc.from_json(M, pc.to_json(m)))))
   end)
 
   it("loads a well-known type an Any names that the pool lacks", function()

@@ -26,8 +26,8 @@
  * ("-1.5s", within +-315576000000 s), FieldMask (camelCase paths joined by
  * commas), Struct / Value / ListValue (plain JSON), the wrappers (their
  * value), Empty ({}), Any ({"@type": url, fields...}, or "value" holding the
- * special form of a well-known type; the type is looked up in the options'
- * pool, else the message's). */
+ * special form of a well-known type other than Empty; the type is looked
+ * up in the options' pool, else the message's). */
 #ifndef PC_JSON_H
 #define PC_JSON_H
 

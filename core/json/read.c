@@ -919,7 +919,8 @@ static int read_any(R *r, const JNode *v, pc_Message *msg, const pc_MessageDef *
     RFAIL(r, &tstep, type->off, "type \"%.*s\" is not in the pool", SHOW(type->s, type->n));
   pc_Message *inner = pc_Message_New(t, r->a);
   if (inner == NULL) return r_oom(r);
-  if (pc_Json_WktOf(t) != kWkt_None) {
+  pc_JsonWkt inner_wkt = pc_Json_WktOf(t);
+  if (inner_wkt != kWkt_None && inner_wkt != kWkt_Empty) {
     const JNode *value = NULL;
     for (const JNode *e = v->first; e != NULL; e = e->next) {
       if (e == type) continue;
@@ -947,7 +948,8 @@ static int read_any(R *r, const JNode *v, pc_Message *msg, const pc_MessageDef *
   pc_WireWriter_Init(&ww, NULL, NULL);
   pc_Error eerr;
   pc_Error_Init(&eerr);
-  pc_EncodeStatus es = pc_Encode(inner, t, NULL, &ww, &eerr);
+  static const pc_EncodeOptions kDeterministic = {1}; /* stable bytes: maps by key */
+  pc_EncodeStatus es = pc_Encode(inner, t, &kDeterministic, &ww, &eerr);
   pc_Value val;
   int ok =
       es == kPc_EncodeStatus_Ok && pc_StringView_Copy(&val.s, (const char *)pc_WireWriter_Data(&ww),
@@ -985,9 +987,10 @@ static int read_wkt(R *r, pc_JsonWkt wkt, const JNode *v, pc_Message *msg, const
   }
   default: /* Empty: an object without members */
     if (v->type != J_OBJECT) RFAIL(r, path, v->off, "object expected, got %s", kind_name(v->type));
-    if (v->count > 0 && !r->o->ignore_unknown) {
-      pc_JsonPath step = {path, v->first->key, v->first->keylen, 0};
-      RFAIL(r, &step, v->first->keyoff, "google.protobuf.Empty has no fields");
+    for (const JNode *e = v->first; e != NULL && !r->o->ignore_unknown; e = e->next) {
+      if (e == r->skip) continue; /* an Any's "@type" */
+      pc_JsonPath step = {path, e->key, e->keylen, 0};
+      RFAIL(r, &step, e->keyoff, "google.protobuf.Empty has no fields");
     }
     return 1;
   }

@@ -459,7 +459,10 @@ static int write_any(W *w, const pc_Message *msg, const pc_MessageDef *m, const 
   if (w->o->indent > 0 && !putch(w, ' ')) return 0;
   if (!put_string(w, path, url.data, url.size)) return 0;
   int first = 0;
-  if (pc_Json_WktOf(t) != kWkt_None) {
+  /* A well-known type with a JSON form of its own goes under "value"
+   * (Empty's form is an ordinary message's, so it does not). */
+  pc_JsonWkt inner_wkt = pc_Json_WktOf(t);
+  if (inner_wkt != kWkt_None && inner_wkt != kWkt_Empty) {
     pc_JsonPath step = {path, "value", 5, 0};
     if (!begin_member(w, &first, level, "value", 5)) return 0;
     if (!write_message(w, inner, t, &step, depth + 1, level + 1)) return 0;

@@ -532,7 +532,8 @@ static int read_expanded_any(TP *tp, pc_Message *msg, const pc_MessageDef *m, co
   if (!read_message_value(tp, t, &inner, depth + 1)) return 0;
   pc_WireWriter w;
   pc_WireWriter_Init(&w, NULL, NULL);
-  pc_EncodeStatus es = pc_Encode(inner.m, t, NULL, &w, NULL);
+  static const pc_EncodeOptions kDeterministic = {1}; /* stable bytes: maps by key */
+  pc_EncodeStatus es = pc_Encode(inner.m, t, &kDeterministic, &w, NULL);
   pc_Value val;
   int ok =
       es == kPc_EncodeStatus_Ok && pc_StringView_Copy(&val.s, (const char *)pc_WireWriter_Data(&w),

@@ -115,10 +115,10 @@ local rows = {}
 for _, c in ipairs(CASES) do
   for _, op in ipairs { "to", "from" } do
     local ns = results[op .. "_json " .. c.name].ns
-    rows[#rows + 1] = { name = ("%s_json %s: MB/s"):format(op, c.name), value = #c.json / ns * 1e3, unit = "MB/s" }
-    rows[#rows + 1] = { name = ("%s_json %s: vs C++ util"):format(op, c.name), value = cpp[c.name][op] / ns,
+    rows[#rows + 1] = { name = ("%s_json %s"):format(op, c.name), value = #c.json / ns * 1e3, unit = "MB/s" }
+    rows[#rows + 1] = { name = ("%s_json %s vs C++"):format(op, c.name), value = cpp[c.name][op] / ns,
       unit = "x", goal = ">= 1.0x", ok = cpp[c.name][op] / ns >= 1.0 }
-    rows[#rows + 1] = { name = ("%s_json %s: vs python json_format"):format(op, c.name),
+    rows[#rows + 1] = { name = ("%s_json %s vs python"):format(op, c.name),
       value = py[c.name][op] / ns, unit = "x" }
   end
 end

@@ -69,7 +69,8 @@ static int same(const pc_Message *a, const pc_Message *b, const pc_MessageDef *m
   int ok = pc_Encode(a, m, &eo, &wa, NULL) == kPc_EncodeStatus_Ok &&
            pc_Encode(b, m, &eo, &wb, NULL) == kPc_EncodeStatus_Ok &&
            pc_WireWriter_Size(&wa) == pc_WireWriter_Size(&wb) &&
-           memcmp(pc_WireWriter_Data(&wa), pc_WireWriter_Data(&wb), pc_WireWriter_Size(&wa)) == 0;
+           (pc_WireWriter_Size(&wa) == 0 ||
+            memcmp(pc_WireWriter_Data(&wa), pc_WireWriter_Data(&wb), pc_WireWriter_Size(&wa)) == 0);
   pc_WireWriter_Free(&wa);
   pc_WireWriter_Free(&wb);
   return ok;

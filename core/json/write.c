@@ -50,6 +50,7 @@ oom:
 }
 
 static int put(W *w, const char *s, size_t n) {
+  if (n == 0) return 1; /* 's' may be NULL then (an empty string view) */
   if (!reserve(w, n)) return 0;
   memcpy(w->out->data + w->out->size, s, n);
   w->out->size += n;
@@ -81,6 +82,7 @@ static const char kHex[] = "0123456789abcdef";
 
 /* The inside of a JSON string of 'n' bytes already known to be UTF-8. */
 static int put_escaped_body(W *w, const char *s, size_t n) {
+  if (n == 0) return 1;
   size_t run = 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];

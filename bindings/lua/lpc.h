@@ -137,7 +137,7 @@ void lpc_check_options(lua_State *L, int idx, const char *fname, const char *con
  * absent (or when there is no table). */
 int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi, int dflt);
 /* The pool of field "pool" of the table at 'idx' (a Pool userdata), or NULL. */
-const pc_Pool *lpc_opt_pool(lua_State *L, int idx);
+pc_Pool *lpc_opt_pool(lua_State *L, int idx);
 
 /* Used between lpc_schema.c and lpc_message.c: the two instance metatables
  * of a new Type (its user values 2 and 3), and calling a Type. */

@@ -26,18 +26,17 @@ typedef struct {
 static const pc_MessageDef *find_type(void *ud, const pc_Pool *pool, const char *full_name) {
   const pc_MessageDef *m = pc_Pool_FindMessage(pool, full_name);
   Finder *f = ud;
-  if (m == NULL && f->want[0] == '\0' && pc_Wkt_FileOf(full_name) != NULL &&
-      strlen(full_name) < sizeof f->want)
-    strcpy(f->want, full_name);
+  size_t n = strlen(full_name);
+  if (m == NULL && f->want[0] == '\0' && pc_Wkt_FileOf(full_name) != NULL && n < sizeof f->want)
+    memcpy(f->want, full_name, n + 1);
   return m;
 }
 
 /* After a failed run: loads the type 'f' recorded into 'pool' and clears
  * it; 1 when that added something (so a second run may succeed). */
-static int load_wanted(lua_State *L, const pc_Pool *pool, Finder *f) {
+static int load_wanted(lua_State *L, pc_Pool *pool, Finder *f) {
   if (f->want[0] == '\0') return 0;
-  int ok = pc_Pool_FindMessage(pool, f->want) == NULL &&
-           lpc_load_wkt(L, (pc_Pool *)(uintptr_t)pool, f->want) &&
+  int ok = pc_Pool_FindMessage(pool, f->want) == NULL && lpc_load_wkt(L, pool, f->want) &&
            pc_Pool_FindMessage(pool, f->want) != NULL;
   f->want[0] = '\0';
   return ok;
@@ -96,11 +95,20 @@ int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int 
   return v;
 }
 
-const pc_Pool *lpc_opt_pool(lua_State *L, int idx) {
+pc_Pool *lpc_opt_pool(lua_State *L, int idx) {
   if (lua_isnoneornil(L, idx)) return NULL;
-  const pc_Pool *pool = NULL;
+  pc_Pool *pool = NULL;
   if (lua_getfield(L, idx, "pool") != LUA_TNIL) pool = lpc_checkpool(L, lua_gettop(L));
   lua_pop(L, 1);
+  return pool;
+}
+
+/* The pool that owns 'def' (through its Type's Pool userdata). */
+static pc_Pool *pool_of(lua_State *L, const pc_MessageDef *def) {
+  lpc_pushtype(L, def);
+  lua_getiuservalue(L, -1, 1);
+  pc_Pool *pool = lpc_checkpool(L, -1);
+  lua_pop(L, 2);
   return pool;
 }
 
@@ -133,10 +141,11 @@ static int lpc_to_json(lua_State *L) {
   o.proto_names = opt_bool(L, 2, "proto_names");
   o.enums_as_ints = opt_bool(L, 2, "enums_as_ints");
   o.indent = lpc_opt_int(L, 2, "to_json", "indent", 0, 16, 0);
-  o.pool = lpc_opt_pool(L, 2);
+  pc_Pool *pool = lpc_opt_pool(L, 2);
+  o.pool = pool;
   o.find_type = find_type;
   o.find_type_ud = &finder;
-  const pc_Pool *pool = o.pool != NULL ? o.pool : def->file->pool;
+  if (pool == NULL) pool = pool_of(L, def);
   pc_Error err;
   pc_JsonStatus st;
   do {
@@ -176,10 +185,11 @@ static int lpc_from_json(lua_State *L) {
   o.ignore_unknown = opt_bool(L, 3, "ignore_unknown");
   o.max_depth =
       lpc_opt_int(L, 3, "from_json", "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
-  o.pool = lpc_opt_pool(L, 3);
+  pc_Pool *pool = lpc_opt_pool(L, 3);
+  o.pool = pool;
   o.find_type = find_type;
   o.find_type_ud = &finder;
-  const pc_Pool *pool = o.pool != NULL ? o.pool : def->file->pool;
+  if (pool == NULL) pool = pool_of(L, def);
   for (;;) {
     pc_Arena *a = lpc_newarena(L);
     int arena_idx = lua_gettop(L);

@@ -113,7 +113,7 @@ static void put_step(Out *o, const pc_JsonPath *p) {
 }
 
 /* Steps printed at each end of a deep path; the middle becomes "...". */
-#define PATH_ENDS 8
+#define PATH_ENDS ((size_t)8)
 
 /* The steps from the root down to 'p' ('i' steps lie above it, 'n' in all). */
 static void put_steps(Out *o, const pc_JsonPath *p, size_t i, size_t n) {

@@ -448,8 +448,8 @@ static IntResult exact_integer(const char *s, size_t n, uint64_t *mag, int *neg)
   long total = (long)(de - ds) + (long)(fe - fs); /* digits in all */
   long int_digits = (long)(de - ds) + exp;        /* digits left of the point */
   for (long k = 0; k < total; k++) {
-    char c = k < (long)(de - ds) ? s[ds + (size_t)k] : s[fs + (size_t)(k - (long)(de - ds))];
-    int d = c - '0';
+    size_t at = k < (long)(de - ds) ? ds + (size_t)k : fs + (size_t)(k - (long)(de - ds));
+    int d = s[at] - '0';
     if (k >= int_digits) {
       if (d != 0) return INT_FRACTION;
       continue;
@@ -1041,10 +1041,10 @@ static int read_message(R *r, const JNode *v, pc_Message *msg, const pc_MessageD
   const JNode *seen_small[32], *oneof_small[8];
   const JNode **seen = seen_small, **oneof_seen = oneof_small;
   if (m->field_count > 32 &&
-      (seen = pc_Arena_Calloc(r->scratch, m->field_count * sizeof *seen)) == NULL)
+      (seen = pc_Arena_Calloc(r->scratch, m->field_count * sizeof(const JNode *))) == NULL)
     return r_oom(r);
   if (m->oneof_count > 8 &&
-      (oneof_seen = pc_Arena_Calloc(r->scratch, m->oneof_count * sizeof *oneof_seen)) == NULL)
+      (oneof_seen = pc_Arena_Calloc(r->scratch, m->oneof_count * sizeof(const JNode *))) == NULL)
     return r_oom(r);
   if (m->field_count <= 32) memset(seen_small, 0, sizeof seen_small);
   if (m->oneof_count <= 8) memset(oneof_small, 0, sizeof oneof_small);

@@ -529,6 +529,7 @@ static int read_expanded_any(TP *tp, pc_Message *msg, const pc_MessageDef *m, co
     return fail_at(tp, at, "could not find type \"%s\" stored in google.protobuf.Any", url);
   if (is_sym(tp, ':')) next(tp);
   pc_Value inner;
+  memset(&inner, 0, sizeof inner);
   if (!read_message_value(tp, t, &inner, depth + 1)) return 0;
   pc_WireWriter w;
   pc_WireWriter_Init(&w, NULL, NULL);

@@ -374,6 +374,28 @@ describe("pc.from_json", function()
   end)
 end)
 
+describe("errors on a real document", function()
+  local corpus = require "corpus"
+  it("name the JSON path and the byte offset of the bad character", function()
+    local doc = corpus.read("payloads/opentelemetry/otlp_traces.json")
+    if not doc then return corpus.skip(pending, "otlp_traces.json") end
+    local q = pc.pool()
+    assert(q:load_descriptor_set(assert(corpus.read("descriptors/opentelemetry.pb"))))
+    local T = q:type("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
+    assert(pc.from_json(T, doc))
+    -- spoil the third traceId (a span's link): its first base64 character becomes '!'
+    local n = 0
+    local bad = doc:gsub('"traceId":%s*"(.)', function(c)
+      n = n + 1
+      if n == 3 then return '"traceId": "!' end
+    end)
+    local err = select(2, pc.from_json(T, bad))
+    local at = tonumber(err:match(" at offset (%d+)$"))
+    assert.are.equal("$.resourceSpans[0].scopeSpans[0].spans[0].links[1].traceId: invalid base64 at offset 12543", err)
+    assert.are.equal("!", bad:sub(at + 1, at + 1))
+  end)
+end)
+
 describe("examples/quickstart.lua", function()
   it("round-trips a JSON request through the client", function()
     local bin = os.getenv("PROTOCALL_BIN") or "build/release/protocall"

@@ -232,6 +232,15 @@ describe("protocall call", function()
     assert.matches("^3 response messages in [%d.]+ s\n$", err)
   end)
 
+  it("shows a stream's progress on stderr only when stderr is a terminal", function()
+    -- script(1) gives the command a terminal; without one (above) stderr stays empty
+    local cmd = BIN .. " call -plaintext " .. FAULTS .. [[ -d '{\"count\": 2}' 127.0.0.1:]] .. server.port
+      .. " faults.Faults/Stream"
+    local out, err, code = run("script -qec \"" .. cmd .. "\" /dev/null")
+    assert.are.equal(0, code, err)
+    assert.matches("\r2 received, [%d.]+ s ", out)
+  end)
+
   it("exits 64 + the status code with the error on stderr", function()
     local out, err, code = call([[-d '{"failures": 1, "code": "NOT_FOUND"}' TARGET faults.Faults/FailThenSucceed]])
     assert.are.equal(64 + 5, code)

@@ -164,7 +164,8 @@ static void preload_protocall(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* Runs `require("protocall.cli").main({argv[1], ...})` (after `require
+/* Runs `require("protocall.cli").main({argv[1], ...}, {stderr_is_terminal
+ * = ...})` (after `require
  * "protocall"`, which registers the embedded Lua layer); its integer
  * result is the exit status. */
 static int runcommand(lua_State *L, char **argv, int argc) {
@@ -182,7 +183,10 @@ static int runcommand(lua_State *L, char **argv, int argc) {
       lua_pushstring(L, argv[i]);
       lua_rawseti(L, -2, i);
     }
-    status = docall(L, 1, 1);
+    lua_createtable(L, 0, 1); /* what Lua cannot see itself */
+    lua_pushboolean(L, isatty(STDERR_FILENO));
+    lua_setfield(L, -2, "stderr_is_terminal");
+    status = docall(L, 2, 1);
     if (status == LUA_OK) command_status = (int)lua_tointeger(L, -1);
   }
   return report(L, status);

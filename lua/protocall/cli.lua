@@ -10,6 +10,7 @@ local pc = require "protocall"
 local M = {}
 
 local stdout, stderr = io.stdout, io.stderr
+local terminal = false -- stderr is a terminal: progress lines (M.main's env)
 local concat, format, sort = table.concat, string.format, table.sort
 
 -- -- Flags -------------------------------------------------------------------
@@ -623,7 +624,9 @@ function COMMANDS.call.run(flags, args)
         count = count + 1
         stdout:write(render(r, fmt, flags))
         stdout:flush()
+        if terminal then stderr:write(format("\r%d received, %.1f s ", count, pc.now() - started)) end
       end
+      if terminal then stderr:write("\r\27[K") end
     else
       stdout:write(render(stub[name](stub, request), fmt, flags))
       count = 1
@@ -648,9 +651,12 @@ function COMMANDS.help.run(_, args)
   return 0
 end
 
---- status = M.main(args): runs the subcommand args[1] with args[2..] and
--- returns the exit status (see the top of this file).
-function M.main(args)
+--- status = M.main(args [, env]): runs the subcommand args[1] with
+-- args[2..] and returns the exit status (see the top of this file). `env`
+-- tells what the process sees: `stderr_is_terminal` (progress of streams on
+-- stderr; nothing is shown when stderr is not a terminal).
+function M.main(args, env)
+  terminal = env ~= nil and env.stderr_is_terminal == true
   local cmd = args[1]
   if cmd == "--help" or cmd == "-h" then cmd = "help" end
   local c = COMMANDS[cmd]

@@ -89,3 +89,16 @@ describe("pc.to_text", function()
     assert.are.same({}, bad)
   end)
 end)
+
+describe("pc.to_text one_line", function()
+  it("prints the message on one line, as python's text_format as_one_line does", function()
+    local pc = require "protocall"
+    local p = pc.pool()
+    assert(p:load('syntax = "proto3"; package ol; message P { int32 x = 1; string s = 2; }'
+      .. ' message R { string name = 1; repeated P points = 2; }', { name = "ol.proto" }))
+    local R = p:type("ol.R")
+    local m = R{ name = "a\nb", points = { { x = 1, s = "q r" }, {} } }
+    assert.are.equal('name: "a\\nb" points { x: 1 s: "q r" } points { }', pc.to_text(m, { one_line = true }))
+    assert.are.equal("", pc.to_text(R{}, { one_line = true }))
+  end)
+end)

@@ -259,10 +259,12 @@ function M.install(pc, core)
     end
   end
 
-  --- text = pc.to_text(m [, {utf8 = true}]): the message in protobuf text
-  -- format, as `protoc --decode` prints it (see the file's header); with
-  -- utf8, string fields keep their UTF-8 bytes instead of octal escapes.
-  -- Raises on a non-message.
+  --- text = pc.to_text(m [, {utf8 = true, one_line = true}]): the message
+  -- in protobuf text format, as `protoc --decode` prints it (see the file's
+  -- header); with utf8, string fields keep their UTF-8 bytes instead of
+  -- octal escapes; with one_line, everything on one line with single spaces
+  -- (`name: "x" points { x: 1 }`, as the C++ library's ShortDebugString and
+  -- python's as_one_line print it). Raises on a non-message.
   function pc.to_text(m, opts)
     if not is_message(m) then
       error("bad argument #1 to 'to_text' (message expected, got " .. type(m) .. ")", 2)
@@ -272,7 +274,11 @@ function M.install(pc, core)
     end
     local out = {}
     print_message(m, out, 0, opts ~= nil and opts.utf8)
-    return concat(out)
+    local text = concat(out)
+    if opts ~= nil and opts.one_line then -- strings hold no raw newline: each is escaped
+      text = text:gsub("\n *", " "):gsub(" $", "")
+    end
+    return text
   end
 
   --- m | nil, err = pc.from_text(T, s [, {max_depth = 100, pool = p}]): a

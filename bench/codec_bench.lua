@@ -231,9 +231,14 @@ for _, c in ipairs(USER_CASES) do
     local decode = pb.decode
     for _ = 1, n do walk(plan, decode(name, bytes)) end
   end)
+  user_cases[#user_cases + 1] = { name = "T{...}->encode " .. c.name, callgrind_iters = c.iters,
+    fn = function(n)
+      local encode = pc.encode
+      for _ = 1, n do encode(T(tbl)) end
+    end }
   add("table->encode", function(n)
     local encode = pc.encode
-    for _ = 1, n do encode(T(tbl)) end
+    for _ = 1, n do encode(T, tbl) end
   end, function(n)
     local encode = pb.encode
     for _ = 1, n do encode(name, tbl) end

@@ -32,6 +32,14 @@ void lpc_open_parse(lua_State *L);    /* the .proto parser as tables (lpc_parse.
 void lpc_open_net(lua_State *L);      /* the gRPC channel (lpc_net.c) */
 void lpc_open_compiler(lua_State *L); /* pool:load, services (lpc_compiler.c) */
 void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
+void lpc_open_table(lua_State *L);    /* plain tables to wire bytes (lpc_table.c) */
+
+/* Pushes the wire encoding of the plain table at 't' as a message of the
+ * Type at 'type' and returns 1; returns 0 (nothing pushed, nothing
+ * raised) when the table needs T{...}'s checks: the caller then builds
+ * T{...} and encodes it (see lpc_table.c). Raises only when memory runs
+ * out. */
+int lpc_encode_table(lua_State *L, int type, int t);
 
 /* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
  * types, declarations), the message files (instances: lpc_anchor.c,

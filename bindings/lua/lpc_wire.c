@@ -83,6 +83,40 @@ static _Noreturn void codec_typeerror(lua_State *L, int arg, const char *fname,
   codec_argerror(L, arg, fname, lua_pushfstring(L, "%s expected, got %s", expected, got));
 }
 
+/* The Type at 1 through the cache, or NULL when it is no Type. */
+static const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
+  if (luaL_testudata(L, 1, "protocall.Type") == NULL) return NULL;
+  const pc_MessageDef *def = lpc_checktype(L, 1);
+  cs->type = lua_touserdata(L, 1);
+  lua_pushvalue(L, 1);
+  cache(L, 2);
+  cs->type_def = def;
+  return def;
+}
+
+/* pc.encode(T, table [, opts]): the table's encoding pushed by the direct
+ * path (lpc_table.c) and 1; else T{...} replaces the Type at 1 (raising
+ * T{...}'s error for a table it refuses) and 0, and the caller encodes
+ * that message with the options at 3. */
+static int encode_table(lua_State *L) {
+  if (lua_type(L, 2) != LUA_TTABLE) codec_typeerror(L, 2, "encode", "table");
+  int deterministic = 0;
+  if (!lua_isnoneornil(L, 3)) {
+    if (!lua_istable(L, 3)) codec_typeerror(L, 3, "encode", "table");
+    deterministic = lua_getfield(L, 3, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  if (!deterministic && lpc_encode_table(L, 1, 2)) return 1;
+  lua_pushcfunction(L, lpc_type_call);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_call(L, 2, 1);
+  lua_replace(L, 1);
+  lua_remove(L, 2);
+  return 0;
+}
+
 /* The message at 1 and its type, as lpc_checkmessage, through the cache. */
 static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageDef **def) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
@@ -94,6 +128,7 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
       return cs->mt_standalone ? p : *(pc_Message **)p;
     }
   }
+  if (test_type(L, cs) != NULL && encode_table(L)) return NULL;
   pc_Message *msg = lpc_tomessage(L, 1, def);
   if (msg == NULL) codec_typeerror(L, 1, "encode", "message");
   lua_getmetatable(L, 1);
@@ -106,14 +141,8 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
 
 /* The Type at 1, as lpc_checktype, through the cache. */
 static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
-  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
-  if (luaL_testudata(L, 1, "protocall.Type") == NULL)
-    codec_typeerror(L, 1, "decode", "protocall.Type");
-  const pc_MessageDef *def = lpc_checktype(L, 1);
-  cs->type = lua_touserdata(L, 1);
-  lua_pushvalue(L, 1);
-  cache(L, 2);
-  cs->type_def = def;
+  const pc_MessageDef *def = test_type(L, cs);
+  if (def == NULL) codec_typeerror(L, 1, "decode", "protocall.Type");
   return def;
 }
 
@@ -136,13 +165,17 @@ static int all_numbers(const pc_MessageDef *def) {
 }
 
 /* -- bytes = pc.encode(m [, {deterministic = true}])
- * m: a message; deterministic: sort map entries by key. Raises on a
- * non-message, on nesting past PC_ENCODE_MAX_DEPTH and when memory runs
- * out. */
+ * -- bytes = pc.encode(T, table [, {deterministic = true}])
+ * m: a message; T: a message Type and table the fields as T{...} takes
+ * them (the same bytes as pc.encode(T(table)), without making message
+ * objects: lpc_table.c); deterministic: sort map entries by key. Raises on
+ * a non-message, on what T{...} refuses (the same error), on nesting past
+ * PC_ENCODE_MAX_DEPTH and when memory runs out. */
 static int lpc_codec_encode(lua_State *L) {
   const pc_MessageDef *def;
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
   pc_Message *msg = check_message(L, cs, &def);
+  if (msg == NULL) return 1; /* pc.encode(T, table): the direct path's bytes */
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 2)) {
     if (!lua_istable(L, 2)) codec_typeerror(L, 2, "encode", "table");

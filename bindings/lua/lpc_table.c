@@ -1,0 +1,567 @@
+/* Plain Lua tables straight to wire bytes: pc.encode(T, table) without
+ * making message objects (lpc_wire.c calls lpc_encode_table).
+ *
+ * The table is walked with the type's Lookup (the field found by the
+ * address of the key's interned string, as T{...} does) and written front
+ * to back into a per-state buffer: a message's fields are gathered with
+ * lua_next (each value left on the Lua stack), sorted by field number and
+ * written, so the bytes are those pc.encode(T{...}) writes (field-number
+ * order; maps in the table's traversal order, which is the order T{...}
+ * inserts them in). A sub-message's length takes one byte before its
+ * contents are known and the contents move when it needs more.
+ *
+ * This path never raises for bad input: anything it does not take exactly
+ * as T{...} would (an unknown field, a wrong type, a value out of range,
+ * a message object inside the table, two members of one oneof, a list
+ * with holes or keys in hash order, a proto3 string that is not UTF-8,
+ * types with required fields or groups, nesting past
+ * LPC_TABLE_MAX_DEPTH) makes it return 0, and the caller builds T{...}
+ * and encodes that, which raises the very error T{...} and pc.encode
+ * raise, or encodes what this path declined. */
+#include "lpc.h"
+#include "wire/wire.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+/* Levels of nesting this path takes; deeper tables go through T{...}. */
+#define LPC_TABLE_MAX_DEPTH 64
+/* A buffer grown past this is freed after use rather than kept. */
+#define LPC_TABLE_BUF_KEEP  ((size_t)64 * 1024)
+/* Distinct sub-message types one encode remembers the Lookups of. */
+#define LPC_TABLE_TYPES     32
+
+static char lpc_table_key; /* registry: the TableState userdata */
+
+/* Entries of TableState.slot (a power of two). */
+#define LPC_TABLE_SLOTS 64
+
+/* A message type met during a call: its Lookup and whether this path
+ * takes it (plain_type). */
+typedef struct {
+  const pc_MessageDef *def;
+  const Lookup *lk;
+  int plain;
+} TypeInfo;
+
+/* A field gathered from a table: its def and the stack index of its value. */
+typedef struct {
+  const pc_FieldDef *f;
+  int idx;
+} Gathered;
+
+/* Per-state scratch, kept between calls (freed by __gc). */
+typedef struct {
+  lua_Alloc alloc;
+  void *ud;
+  uint8_t *buf; /* the output, front to back */
+  size_t len, cap;
+  Gathered *g; /* fields being written, a stack over the nesting levels */
+  size_t glen, gcap;
+  int *pos; /* sort_gathered's scratch: a stack index per field */
+  size_t pcap;
+  /* The Lookups of the sub-message types met during this call; their Types
+   * are kept alive in the user value table (slots 1..ntypes) until the call
+   * ends. */
+  TypeInfo types[LPC_TABLE_TYPES];
+  int ntypes;
+  /* types[] by the def's address: a direct-mapped index (0: none). */
+  uint8_t slot[LPC_TABLE_SLOTS];
+} TableState;
+
+typedef struct {
+  lua_State *L;
+  TableState *s;
+  int depth;
+} Enc;
+
+static int tablestate_gc(lua_State *L) {
+  TableState *s = lua_touserdata(L, 1);
+  if (s->buf != NULL) s->alloc(s->ud, s->buf, s->cap, 0);
+  if (s->g != NULL) s->alloc(s->ud, s->g, s->gcap * sizeof(Gathered), 0);
+  if (s->pos != NULL) s->alloc(s->ud, s->pos, s->pcap * sizeof(int), 0);
+  s->pos = NULL;
+  s->pcap = 0;
+  s->buf = NULL;
+  s->g = NULL;
+  s->cap = s->gcap = 0;
+  return 0;
+}
+
+/* Room for 'n' more bytes (raises when memory runs out: the buffer is the
+ * state's, so nothing leaks). */
+static uint8_t *reserve_slow(Enc *e, size_t n) {
+  TableState *s = e->s;
+  size_t cap = s->cap ? s->cap : 256;
+  while (cap - s->len < n) {
+    if (cap > SIZE_MAX / 2) luaL_error(e->L, "not enough memory");
+    cap *= 2;
+  }
+  uint8_t *p = s->alloc(s->ud, s->buf, s->cap, cap);
+  if (p == NULL) luaL_error(e->L, "not enough memory");
+  s->buf = p;
+  s->cap = cap;
+  return s->buf + s->len;
+}
+
+static inline uint8_t *reserve(Enc *e, size_t n) {
+  TableState *s = e->s;
+  if (s->cap - s->len >= n) return s->buf + s->len;
+  return reserve_slow(e, n);
+}
+
+static inline uint8_t *put_varint_at(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+/* A tag and a varint, in one reservation. */
+static inline void put_tag_varint(Enc *e, uint32_t tag, uint64_t v) {
+  uint8_t *p = reserve(e, 2 * PC_WIRE_MAX_VARINT);
+  p = put_varint_at(p, tag);
+  p = put_varint_at(p, v);
+  e->s->len = (size_t)(p - e->s->buf);
+}
+
+static inline void put_varint(Enc *e, uint64_t v) {
+  uint8_t *p = reserve(e, PC_WIRE_MAX_VARINT);
+  e->s->len = (size_t)(put_varint_at(p, v) - e->s->buf);
+}
+
+static inline void put_fixed(Enc *e, uint64_t v, int bytes) {
+  uint8_t *p = reserve(e, 8);
+  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
+  e->s->len += (size_t)bytes;
+}
+
+/* Opens a length-delimited value: one byte kept for its length. Returns
+ * where its contents start. */
+static inline size_t open_len(Enc *e) {
+  reserve(e, 1);
+  return ++e->s->len;
+}
+
+/* Writes the length of the value opened at 'start', moving its contents
+ * when the length takes more than one byte. */
+static void close_len(Enc *e, size_t start) {
+  TableState *s = e->s;
+  size_t n = s->len - start;
+  if (n < 0x80) {
+    s->buf[start - 1] = (uint8_t)n;
+    return;
+  }
+  size_t extra = pc_Wire_VarintSize(n) - 1;
+  reserve(e, extra);
+  memmove(s->buf + start + extra, s->buf + start, n);
+  put_varint_at(s->buf + start - 1, n);
+  s->len += extra;
+}
+
+static int is_fixed32(pc_FieldType t) {
+  return t == kPc_Type_Float || t == kPc_Type_Fixed32 || t == kPc_Type_Sfixed32;
+}
+static int is_fixed64(pc_FieldType t) {
+  return t == kPc_Type_Double || t == kPc_Type_Fixed64 || t == kPc_Type_Sfixed64;
+}
+
+static uint32_t wire_type(pc_FieldType t) {
+  if (is_fixed32(t)) return kPc_Wire_Fixed32;
+  if (is_fixed64(t)) return kPc_Wire_Fixed64;
+  if (t == kPc_Type_String || t == kPc_Type_Bytes || t == kPc_Type_Message) return kPc_Wire_Len;
+  return kPc_Wire_Varint;
+}
+
+static inline uint32_t tag_of(const pc_FieldDef *f, uint32_t wt) {
+  return (uint32_t)f->number << 3 | wt;
+}
+
+/* The number at 'idx' for a field of f's (numeric, enum or bool) type as
+ * the wire value (sign-extended, ZigZag, or the float's bits): 1, or 0
+ * when T{...} would refuse it. '*zero' says whether it is the field's
+ * implicit default. */
+static int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *out, int *zero) {
+  int t = lua_type(L, idx);
+  switch (f->type) {
+  case kPc_Type_Bool:
+    if (t != LUA_TBOOLEAN) return 0;
+    *out = (uint64_t)lua_toboolean(L, idx);
+    *zero = *out == 0;
+    return 1;
+  case kPc_Type_Double: {
+    if (t != LUA_TNUMBER) return 0;
+    double d = (double)lua_tonumber(L, idx);
+    memcpy(out, &d, 8);
+    *zero = *out == 0;
+    return 1;
+  }
+  case kPc_Type_Float: {
+    if (t != LUA_TNUMBER) return 0;
+    float x = (float)lua_tonumber(L, idx);
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    *out = u;
+    *zero = u == 0;
+    return 1;
+  }
+  case kPc_Type_Enum:
+    if (t == LUA_TSTRING) {
+      size_t len;
+      const char *name = lua_tolstring(L, idx, &len);
+      const pc_EnumValueDef *v = pc_EnumDef_FindByName(f->enumdef, name, len);
+      if (v == NULL) return 0;
+      *out = (uint64_t)(int64_t)v->number;
+      *zero = v->number == 0;
+      return 1;
+    }
+    break;
+  default: break;
+  }
+  if (t != LUA_TNUMBER) return 0;
+  int exact;
+  lua_Integer i = lua_tointegerx(L, idx, &exact);
+  if (!exact) return 0;
+  *zero = i == 0;
+  switch (f->type) {
+  case kPc_Type_Enum:
+    if (i < INT32_MIN || i > INT32_MAX) return 0;
+    if (f->enumdef->closed && pc_EnumDef_FindByNumber(f->enumdef, (int32_t)i) == NULL) return 0;
+    *out = (uint64_t)(int64_t)i;
+    return 1;
+  case kPc_Type_Int32:
+  case kPc_Type_Sfixed32:
+    if (i < INT32_MIN || i > INT32_MAX) return 0;
+    *out = f->type == kPc_Type_Int32 ? (uint64_t)(int64_t)i : (uint64_t)(uint32_t)(int32_t)i;
+    return 1;
+  case kPc_Type_Sint32:
+    if (i < INT32_MIN || i > INT32_MAX) return 0;
+    *out = pc_Wire_ZigZagEncode32((int32_t)i);
+    return 1;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32:
+    if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
+    *out = (uint64_t)i;
+    return 1;
+  case kPc_Type_Sint64: *out = pc_Wire_ZigZagEncode64((int64_t)i); return 1;
+  case kPc_Type_Int64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64:
+  case kPc_Type_Sfixed64: *out = (uint64_t)i; return 1;
+  default: return 0;
+  }
+}
+
+/* Writes the number 'v' (number_value's form) without its tag. */
+static inline void put_number(Enc *e, pc_FieldType t, uint64_t v) {
+  if (is_fixed32(t))
+    put_fixed(e, v, 4);
+  else if (is_fixed64(t))
+    put_fixed(e, v, 8);
+  else
+    put_varint(e, v);
+}
+
+/* Whether a value of 'f' is written even at its default. */
+static inline int explicit_presence(const pc_FieldDef *f) {
+  return f->hasbit >= 0 || f->oneof != NULL || f->is_extension;
+}
+
+/* A string or bytes value with its tag; 0 when T{...} or the encoder
+ * would refuse it. 'always': written even when empty. */
+static int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
+  lua_State *L = e->L;
+  if (lua_type(L, idx) != LUA_TSTRING) return 0;
+  size_t len;
+  const char *p = lua_tolstring(L, idx, &len);
+  if (len == 0 && !always) return 1;
+  if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
+      !pc_Wire_ValidUtf8((const uint8_t *)p, len))
+    return 0;
+  if (len > SIZE_MAX - 2 * PC_WIRE_MAX_VARINT) luaL_error(L, "not enough memory");
+  uint8_t *q = reserve(e, len + 2 * PC_WIRE_MAX_VARINT);
+  q = put_varint_at(q, tag_of(f, kPc_Wire_Len));
+  q = put_varint_at(q, len);
+  memcpy(q, p, len);
+  e->s->len = (size_t)(q - e->s->buf) + len;
+  return 1;
+}
+
+static int encode_message(Enc *e, const TypeInfo *ti, int t);
+
+/* Whether T{...} and pc.encode take every message of type 'def' the same
+ * way this path does: no required fields, no groups. */
+static int plain_type(const pc_MessageDef *def) {
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    if (f->label == kPc_Label_Required || f->type == kPc_Type_Group) return 0;
+  }
+  return 1;
+}
+
+static inline size_t slot_of(const pc_MessageDef *def) {
+  return ((uintptr_t)def >> 4) & (LPC_TABLE_SLOTS - 1);
+}
+
+/* Remembers 'def' with its Lookup for the rest of the call. */
+static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const Lookup *lk) {
+  TypeInfo *t = &s->types[s->ntypes++];
+  t->def = def;
+  t->lk = lk;
+  t->plain = plain_type(def);
+  if (s->slot[slot_of(def)] == 0) s->slot[slot_of(def)] = (uint8_t)s->ntypes;
+  return t;
+}
+
+/* The message type 'def' with its Lookup (its Type kept alive until the
+ * call ends); NULL when the call has met too many types. */
+static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
+  TableState *s = e->s;
+  uint8_t k = s->slot[slot_of(def)];
+  if (k != 0 && s->types[k - 1].def == def) return &s->types[k - 1];
+  for (int i = 0; i < s->ntypes; i++)
+    if (s->types[i].def == def) return &s->types[i];
+  if (s->ntypes == LPC_TABLE_TYPES) return NULL;
+  lua_State *L = e->L;
+  lpc_pushtype(L, def);
+  const Lookup *lk = ((const TypeBox *)lua_touserdata(L, -1))->lookup;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  lua_getiuservalue(L, -1, 1);
+  lua_rotate(L, -3, -1); /* state, table, Type */
+  lua_rawseti(L, -2, s->ntypes + 1);
+  lua_pop(L, 2);
+  return remember(s, def, lk);
+}
+
+/* A sub-message from the table at 'idx' with its tag (field 'f'). */
+static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
+  if (lua_type(e->L, idx) != LUA_TTABLE || f->type != kPc_Type_Message) return 0;
+  const TypeInfo *ti = type_of(e, f->message);
+  if (ti == NULL) return 0;
+  put_varint(e, tag_of(f, kPc_Wire_Len));
+  size_t start = open_len(e);
+  if (!encode_message(e, ti, idx)) return 0;
+  close_len(e, start);
+  return 1;
+}
+
+/* One value of field 'f' (a singular field, an element or a map entry's
+ * key or value) with its tag. 'always': written even at its default. */
+static int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
+  switch (f->type) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: return put_string(e, f, idx, always);
+  case kPc_Type_Message:
+  case kPc_Type_Group: return put_message(e, f, idx);
+  default: {
+    uint64_t v;
+    int zero;
+    if (!number_value(e->L, f, idx, &v, &zero)) return 0;
+    if (zero && !always) return 1;
+    if (is_fixed32(f->type) || is_fixed64(f->type)) {
+      put_varint(e, tag_of(f, wire_type(f->type)));
+      put_fixed(e, v, is_fixed32(f->type) ? 4 : 8);
+    } else {
+      put_tag_varint(e, tag_of(f, kPc_Wire_Varint), v);
+    }
+    return 1;
+  }
+  }
+}
+
+/* The list at 'idx' for the repeated field 'f': keys 1..n met in order by
+ * lua_next (a table built as a list has them in its array part), else 0. */
+static int put_repeated(Enc *e, const pc_FieldDef *f, int idx) {
+  lua_State *L = e->L;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  int packed = f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
+               f->type != kPc_Type_Message && f->type != kPc_Type_Group;
+  size_t start = 0;
+  lua_Integer expect = 1;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect) {
+      lua_pop(L, 2);
+      return 0;
+    }
+    if (packed) {
+      uint64_t v;
+      int zero;
+      if (!number_value(L, f, -1, &v, &zero)) {
+        lua_pop(L, 2);
+        return 0;
+      }
+      if (expect == 1) {
+        put_varint(e, tag_of(f, kPc_Wire_Len));
+        start = open_len(e);
+      }
+      put_number(e, f->type, v);
+    } else if (!put_value(e, f, lua_gettop(L), 1)) {
+      lua_pop(L, 2);
+      return 0;
+    }
+    expect++;
+    lua_pop(L, 1);
+  }
+  if (packed && expect > 1) close_len(e, start);
+  return 1;
+}
+
+/* The table at 'idx' for the map field 'f': entries in traversal order. */
+static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
+  lua_State *L = e->L;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int top = lua_gettop(L);
+    put_varint(e, tag_of(f, kPc_Wire_Len));
+    size_t start = open_len(e);
+    if (!put_value(e, kf, top - 1, 1) || !put_value(e, vf, top, 1)) {
+      lua_pop(L, 2);
+      return 0;
+    }
+    close_len(e, start);
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+static int put_field(Enc *e, const pc_FieldDef *f, int idx) {
+  if (f->is_map) return put_map(e, f, idx);
+  if (f->label == kPc_Label_Repeated) return put_repeated(e, f, idx);
+  return put_value(e, f, idx, explicit_presence(f));
+}
+
+/* The field of the key at -2 in 'lk', or NULL when T{...} knows none. */
+static const pc_FieldDef *field_of(lua_State *L, const Lookup *lk) {
+  const LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
+  if (le != NULL) return lpc_entry_field(lk, le);
+  if (lua_type(L, -2) != LUA_TSTRING) return NULL;
+  size_t len;
+  const char *name = lua_tolstring(L, -2, &len);
+  return pc_MessageDef_FindFieldByName(lk->def, name, len);
+}
+
+/* Puts the 'n' fields gathered at 'g' in field-number order: insertion
+ * for a few, else through their places in 'def' (linear in its fields). */
+static void sort_gathered(Enc *e, const pc_MessageDef *def, Gathered *g, size_t n) {
+  TableState *s = e->s;
+  if (n <= 12) {
+    for (size_t k = 1; k < n; k++) {
+      Gathered x = g[k];
+      size_t i = k;
+      for (; i > 0 && g[i - 1].f->number > x.f->number; i--) g[i] = g[i - 1];
+      g[i] = x;
+    }
+    return;
+  }
+  size_t count = def->field_count;
+  if (s->pcap < count) {
+    int *p = s->alloc(s->ud, s->pos, s->pcap * sizeof(int), count * sizeof(int));
+    if (p == NULL) luaL_error(e->L, "not enough memory");
+    s->pos = p;
+    s->pcap = count;
+  }
+  memset(s->pos, 0, count * sizeof(int));
+  for (size_t k = 0; k < n; k++) s->pos[g[k].f - def->fields] = g[k].idx;
+  size_t m = 0;
+  for (size_t k = 0; k < count && m < n; k++) {
+    const pc_FieldDef *f = def->fields_by_number[k];
+    int idx = s->pos[f - def->fields];
+    if (idx != 0) {
+      g[m].f = f;
+      g[m].idx = idx;
+      m++;
+    }
+  }
+}
+
+/* Appends the encoding of the table at 't' as a message of type 'def'. */
+static int encode_message(Enc *e, const TypeInfo *ti, int t) {
+  lua_State *L = e->L;
+  TableState *s = e->s;
+  const pc_MessageDef *def = ti->def;
+  const Lookup *lk = ti->lk;
+  if (++e->depth > LPC_TABLE_MAX_DEPTH || !ti->plain ||
+      !lua_checkstack(L, 2 * (int)def->field_count + 8))
+    return 0;
+  int base = lua_gettop(L);
+  size_t g0 = s->glen;
+  /* Gather: each value stays on the stack, its key copied for lua_next. */
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const pc_FieldDef *f = field_of(L, lk);
+    if (f == NULL || f->is_extension) return 0;
+    if (s->glen == s->gcap) {
+      size_t cap = s->gcap ? 2 * s->gcap : 64;
+      Gathered *g = s->alloc(s->ud, s->g, s->gcap * sizeof(Gathered), cap * sizeof(Gathered));
+      if (g == NULL) luaL_error(L, "not enough memory");
+      s->g = g;
+      s->gcap = cap;
+    }
+    size_t i = s->glen++;
+    if (f->oneof != NULL) { /* one member per oneof */
+      for (size_t j = g0; j < i; j++)
+        if (s->g[j].f->oneof == f->oneof) return 0;
+    }
+    s->g[i].f = f;
+    s->g[i].idx = lua_gettop(L);
+    lua_pushvalue(L, -2);
+  }
+  sort_gathered(e, def, s->g + g0, s->glen - g0);
+  for (size_t i = g0; i < s->glen; i++)
+    if (!put_field(e, s->g[i].f, s->g[i].idx)) return 0;
+  s->glen = g0;
+  lua_settop(L, base);
+  e->depth--;
+  return 1;
+}
+
+int lpc_encode_table(lua_State *L, int type, int t) {
+  t = lua_absindex(L, t);
+  const TypeBox *box = lua_touserdata(L, type);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  TableState *s = lua_touserdata(L, -1);
+  lua_pop(L, 1); /* the registry keeps it */
+  int top = lua_gettop(L);
+  Enc e = {L, s, 0};
+  s->len = 0;
+  s->glen = 0;
+  s->ntypes = 0;
+  /* The root's Type is the argument: remembered without being kept. */
+  int ok = encode_message(&e, remember(s, box->def, box->lookup), t);
+  if (s->ntypes > 1) { /* the Types the call kept alive */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+    lua_getiuservalue(L, -1, 1);
+    for (int i = 2; i <= s->ntypes; i++) {
+      lua_pushnil(L);
+      lua_rawseti(L, -2, i);
+    }
+  }
+  for (int i = 0; i < s->ntypes; i++) s->slot[slot_of(s->types[i].def)] = 0;
+  s->ntypes = 0;
+  lua_settop(L, top);
+  if (ok) lua_pushlstring(L, (const char *)s->buf, s->len);
+  if (s->cap > LPC_TABLE_BUF_KEEP) {
+    s->alloc(s->ud, s->buf, s->cap, 0);
+    s->buf = NULL;
+    s->cap = 0;
+  }
+  return ok;
+}
+
+void lpc_open_table(lua_State *L) {
+  TableState *s = lua_newuserdatauv(L, sizeof *s, 1);
+  memset(s, 0, sizeof *s);
+  s->alloc = lua_getallocf(L, &s->ud);
+  lua_createtable(L, LPC_TABLE_TYPES, 0);
+  lua_setiuservalue(L, -2, 1);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, tablestate_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+}

@@ -244,8 +244,9 @@ for _, c in ipairs(USER_CASES) do
     for _ = 1, n do encode(name, tbl) end
   end)
   add("decode->table", function(n)
-    local decode, to_table = pc.decode, pc.to_table
-    for _ = 1, n do to_table(decode(T, bytes)) end
+    local decode = pc.decode
+    local opts = { table = true }
+    for _ = 1, n do decode(T, bytes, opts) end
   end, function(n)
     local decode = pb.decode
     for _ = 1, n do decode(name, bytes) end

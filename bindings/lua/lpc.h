@@ -41,6 +41,11 @@ void lpc_open_table(lua_State *L);    /* plain tables to wire bytes (lpc_table.c
  * out. */
 int lpc_encode_table(lua_State *L, int type, int t);
 
+/* Pushes the plain table of 'msg' (type 'def') in pc.to_table's shape:
+ * set fields by name, sub-messages as tables, lists, maps as tables,
+ * enums as numbers (lpc_table.c). */
+void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def);
+
 /* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
  * types, declarations), the message files (instances: lpc_anchor.c,
  * lpc_scalar.c, lpc_message.c, lpc_construct.c, lpc_message_ops.c) and the

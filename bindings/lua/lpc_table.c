@@ -1,5 +1,7 @@
 /* Plain Lua tables straight to wire bytes: pc.encode(T, table) without
- * making message objects (lpc_wire.c calls lpc_encode_table).
+ * making message objects (lpc_wire.c calls lpc_encode_table); and back:
+ * a message tree as plain tables in one pass (core.to_table, and
+ * pc.decode(T, bytes, {table = true}) through lpc_push_plain).
  *
  * The table is walked with the type's Lookup (the field found by the
  * address of the key's interned string, as T{...} does) and written front
@@ -553,6 +555,70 @@ int lpc_encode_table(lua_State *L, int type, int t) {
   return ok;
 }
 
+/* -- Messages to plain tables ---------------------------------------------- */
+
+static void push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def);
+
+/* Pushes one element or singular value of 'f' as pc.to_table shows it. */
+static void push_plain_value(lua_State *L, const pc_FieldDef *f, pc_Value v) {
+  if (f->type == kPc_Type_Message || f->type == kPc_Type_Group) {
+    if (v.m == NULL)
+      lua_createtable(L, 0, 0);
+    else
+      push_plain(L, v.m, f->message);
+  } else {
+    lpc_push_scalar(L, f, v);
+  }
+}
+
+/* Pushes the plain table of 'msg' (type 'def'): its set fields by name,
+ * sub-messages as tables, repeated fields as lists, maps as tables, enums
+ * as numbers (pc.to_table's shape). Extensions and unknown fields are
+ * left out. */
+static void push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def) {
+  luaL_checkstack(L, 6, "message nesting too deep");
+  int present = 0;
+  for (uint32_t i = 0; i < def->field_count; i++) present += pc_Message_Has(msg, &def->fields[i]);
+  lua_createtable(L, 0, present);
+  for (uint32_t i = 0; i < def->field_count && present > 0; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    if (!pc_Message_Has(msg, f)) continue;
+    present--;
+    pc_Value v = pc_Message_Get(msg, f);
+    if (f->is_map) {
+      const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+      lua_createtable(L, 0, (int)v.map->size);
+      for (size_t k = 0; k < v.map->size; k++) {
+        lpc_push_scalar(L, kf, v.map->entries[k].key);
+        push_plain_value(L, vf, v.map->entries[k].value);
+        lua_rawset(L, -3);
+      }
+    } else if (f->label == kPc_Label_Repeated) {
+      pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+      lua_createtable(L, (int)v.a->size, 0);
+      for (size_t k = 0; k < v.a->size; k++) {
+        push_plain_value(L, f, pc_Array_Get(v.a, k, slot));
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+      }
+    } else {
+      push_plain_value(L, f, v);
+    }
+    lua_setfield(L, -2, f->name);
+  }
+}
+
+void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def) {
+  push_plain(L, msg, def);
+}
+
+/* -- t = core.to_table(m)   (pc.to_table: message.lua checks m) */
+static int lpc_to_table(lua_State *L) {
+  const pc_MessageDef *def;
+  const pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  push_plain(L, msg, def);
+  return 1;
+}
+
 void lpc_open_table(lua_State *L) {
   TableState *s = lua_newuserdatauv(L, sizeof *s, 1);
   memset(s, 0, sizeof *s);
@@ -564,4 +630,6 @@ void lpc_open_table(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  lua_pushcfunction(L, lpc_to_table);
+  lua_setfield(L, -2, "to_table");
 }

@@ -196,9 +196,10 @@ static int lpc_codec_encode(lua_State *L) {
   return 1;
 }
 
-/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100}])
+/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, table = true}])
  * T: a message Type; bytes: string; max_depth: levels of nesting allowed
- * below the root (default 100). Returns the message, or nil and
+ * below the root (default 100); table: return plain Lua tables in
+ * pc.to_table's shape instead of a message. Returns the message, or nil and
  * "<subject>: <reason> at offset <n>" for malformed input. Raises when
  * memory runs out. */
 static int lpc_codec_decode(lua_State *L) {
@@ -208,8 +209,11 @@ static int lpc_codec_decode(lua_State *L) {
   if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
   pc_DecodeOptions opts = {0, 0};
+  int as_table = 0;
   if (!lua_isnoneornil(L, 3)) {
     if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
+    as_table = lua_getfield(L, 3, "table") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
     if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
       int isint;
       lua_Integer d = lua_tointegerx(L, -1, &isint);
@@ -232,7 +236,10 @@ static int lpc_codec_decode(lua_State *L) {
     lua_setmetatable(L, -2);
     st = pc_Decode(bytes, len, msg, def, cs->scratch, &opts, &err);
     if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
-      if (st == kPc_DecodeStatus_Ok) return 1;
+      if (st == kPc_DecodeStatus_Ok) {
+        if (as_table) lpc_push_plain(L, msg, def);
+        return 1;
+      }
       lua_pushnil(L);
       lua_pushstring(L, err.msg);
       return 2;
@@ -255,7 +262,10 @@ static int lpc_codec_decode(lua_State *L) {
     lua_pushstring(L, err.msg);
     return 2;
   }
-  lpc_pushview(L, def, msg, arena_idx);
+  if (as_table)
+    lpc_push_plain(L, msg, def);
+  else
+    lpc_pushview(L, def, msg, arena_idx);
   return 1;
 }
 

@@ -1,6 +1,7 @@
--- pc.encode(T, table): plain tables straight to wire bytes (bindings/lua/lpc_table.c).
--- Every table gives the bytes pc.encode(T(table)) gives, and every table T{...}
--- refuses raises T{...}'s very error.
+-- Plain Lua tables and the wire (bindings/lua/lpc_table.c). pc.encode(T, table):
+-- every table gives the bytes pc.encode(T(table)) gives, and every table T{...}
+-- refuses raises T{...}'s very error. pc.to_table(m) and pc.decode(T, bytes,
+-- {table = true}): the tables a walk of the message through its fields gives.
 local pc = require "protocall"
 local corpus = require "corpus"
 
@@ -134,5 +135,82 @@ describe("pc.encode(T, table)", function()
     local otlp = corpus.read("payloads/opentelemetry/otlp_traces.bin")
     local T = pools.opentelemetry:type("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
     assert.are.equal(otlp, pc.encode(T, pc.to_table(pc.decode(T, otlp))))
+  end)
+
+  end)
+
+-- The reference: a message walked through pc.fields and reads, as a Lua
+-- program would build its plain table.
+local function walk_table(m)
+  local t = {}
+  for _, info in ipairs(pc.fields(pc.type_of(m))) do
+    local name = info.name
+    if pc.has(m, name) then
+      local v = m[name]
+      local function plain(x) if type(x) == "userdata" then return walk_table(x) end return x end
+      if info.type:sub(1, 4) == "map<" then
+        local r = {}
+        for k, x in pairs(v) do r[k] = plain(x) end
+        t[name] = r
+      elseif info.label == "repeated" then
+        local r = {}
+        for i = 1, #v do r[i] = plain(v[i]) end
+        t[name] = r
+      else
+        t[name] = plain(v)
+      end
+    end
+  end
+  return t
+end
+
+-- Deep equality where NaN equals NaN (the corpus carries NaNs).
+local function same_tables(a, b, path)
+  path = path or "t"
+  assert(type(a) == type(b), path .. ": " .. type(a) .. " against " .. type(b))
+  if type(a) ~= "table" then
+    assert(a == b or (a ~= a and b ~= b), path .. ": " .. tostring(a) .. " against " .. tostring(b))
+    return
+  end
+  for k, v in pairs(a) do same_tables(v, b[k], path .. "." .. tostring(k)) end
+  for k in pairs(b) do assert(a[k] ~= nil, path .. "." .. tostring(k) .. ": not expected") end
+end
+
+describe("pc.to_table and pc.decode(T, bytes, {table = true})", function()
+  it("give the tables a walk of the message gives", function()
+    local m = All { i32 = -5, u64 = -1, fl = 1.5, s = "x", e = "TWO", sub = { child = {} },
+      ri = { 1, 2 }, rsub = { {}, { x = 1 } }, re = { 1, 0 }, ms = { a = "b" }, mi = { [7] = { x = 7 } },
+      mb = { [true] = 0 }, oi = 0, opt = 0 }
+    local want = walk_table(m)
+    assert.are.same(want, pc.to_table(m))
+    assert.are.same(want, pc.decode(All, pc.encode(m), { table = true }))
+    assert.are.same({}, pc.decode(All, "", { table = true }))
+    assert.are.same({ x = 3 }, pc.decode(Sub, "\8\3", { table = true }))
+    local Point = pool:message("te.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 } }) -- all numbers
+    assert.are.same({ y = 2 }, pc.decode(Point, "\16\2", { table = true }))
+    local none, err = pc.decode(All, "\8", { table = true })
+    assert.is_nil(none)
+    assert.matches("te.All.i32", err)
+  end)
+
+  it("match the walk for every binary corpus payload", function()
+    local manifest = corpus.read("payloads/MANIFEST.tsv")
+    if not manifest then return corpus.skip(pending, "corpus payloads to tables") end
+    local pools = {}
+    for line in manifest:gmatch("[^\n]+") do
+      local file, _, mtype, _, _, format = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)")
+      if format == "binary" then
+        local project = file:match("^([^/]+)/")
+        if not pools[project] then
+          pools[project] = pc.pool()
+          assert(pools[project]:load_descriptor_set(assert(corpus.read("descriptors/" .. project .. ".pb"))))
+        end
+        local T = assert(pools[project]:type(mtype), mtype)
+        local bytes = assert(corpus.read("payloads/" .. file))
+        local want = walk_table(assert(pc.decode(T, bytes)))
+        same_tables(want, pc.to_table(pc.decode(T, bytes)), file)
+        same_tables(want, pc.decode(T, bytes, { table = true }), file)
+      end
+    end
   end)
 end)

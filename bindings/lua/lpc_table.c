@@ -571,39 +571,85 @@ static void push_plain_value(lua_State *L, const pc_FieldDef *f, pc_Value v) {
   }
 }
 
+/* Whether the regular field 'f' of 'msg' is set (pc_Message_Has's rules,
+ * inline), with its value in '*v' when it is. */
+static inline int plain_get(const pc_Message *msg, const pc_FieldDef *f, pc_Value *v) {
+  const char *slot = (const char *)msg + f->offset;
+  if (f->case_offset != 0) {
+    uint32_t which;
+    memcpy(&which, (const char *)msg + f->case_offset, 4);
+    if (which != (uint32_t)f->number) return 0;
+    *v = pc_Message_Get(msg, f);
+    return 1;
+  }
+  int has = f->hasbit >= 0;
+  if (has && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1)) return 0;
+  switch (f->slot) {
+  case kPc_Slot_Bool: v->b = *(const uint8_t *)slot; return has || v->b != 0;
+  case kPc_Slot_32: memcpy(&v->u32, slot, 4); return has || v->u32 != 0;
+  case kPc_Slot_64: memcpy(&v->u64, slot, 8); return has || v->u64 != 0;
+  case kPc_Slot_String: memcpy(&v->s, slot, sizeof v->s); return has || v->s.size != 0;
+  case kPc_Slot_Array: memcpy(&v->a, slot, sizeof v->a); return v->a != NULL && v->a->size > 0;
+  case kPc_Slot_Map:
+    memcpy(&v->map, slot, sizeof v->map);
+    return v->map != NULL && v->map->size > 0;
+  default: memcpy(&v->m, slot, sizeof v->m); return v->m != NULL;
+  }
+}
+
+/* Sets field 'f' (value 'v') of the table on top. */
+static void plain_field(lua_State *L, const pc_FieldDef *f, pc_Value v) {
+  if (f->is_map) {
+    const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+    lua_createtable(L, 0, (int)v.map->size);
+    for (size_t k = 0; k < v.map->size; k++) {
+      lpc_push_scalar(L, kf, v.map->entries[k].key);
+      push_plain_value(L, vf, v.map->entries[k].value);
+      lua_rawset(L, -3);
+    }
+  } else if (f->label == kPc_Label_Repeated) {
+    pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+    lua_createtable(L, (int)v.a->size, 0);
+    for (size_t k = 0; k < v.a->size; k++) {
+      push_plain_value(L, f, pc_Array_Get(v.a, k, slot));
+      lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+  } else {
+    push_plain_value(L, f, v);
+  }
+  lua_setfield(L, -2, f->name);
+}
+
+/* Fields gathered in one pass before the table is made (its size known);
+ * types with more fields count first. */
+#define LPC_PLAIN_GATHER 32
+
 /* Pushes the plain table of 'msg' (type 'def'): its set fields by name,
  * sub-messages as tables, repeated fields as lists, maps as tables, enums
  * as numbers (pc.to_table's shape). Extensions and unknown fields are
  * left out. */
 static void push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def) {
   luaL_checkstack(L, 6, "message nesting too deep");
-  int present = 0;
-  for (uint32_t i = 0; i < def->field_count; i++) present += pc_Message_Has(msg, &def->fields[i]);
-  lua_createtable(L, 0, present);
-  for (uint32_t i = 0; i < def->field_count && present > 0; i++) {
-    const pc_FieldDef *f = &def->fields[i];
-    if (!pc_Message_Has(msg, f)) continue;
-    present--;
-    pc_Value v = pc_Message_Get(msg, f);
-    if (f->is_map) {
-      const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
-      lua_createtable(L, 0, (int)v.map->size);
-      for (size_t k = 0; k < v.map->size; k++) {
-        lpc_push_scalar(L, kf, v.map->entries[k].key);
-        push_plain_value(L, vf, v.map->entries[k].value);
-        lua_rawset(L, -3);
-      }
-    } else if (f->label == kPc_Label_Repeated) {
-      pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
-      lua_createtable(L, (int)v.a->size, 0);
-      for (size_t k = 0; k < v.a->size; k++) {
-        push_plain_value(L, f, pc_Array_Get(v.a, k, slot));
-        lua_rawseti(L, -2, (lua_Integer)k + 1);
-      }
-    } else {
-      push_plain_value(L, f, v);
+  uint32_t count = def->field_count;
+  pc_Value v;
+  if (count <= LPC_PLAIN_GATHER) {
+    const pc_FieldDef *fs[LPC_PLAIN_GATHER];
+    pc_Value vs[LPC_PLAIN_GATHER];
+    int n = 0;
+    for (uint32_t i = 0; i < count; i++) {
+      if (plain_get(msg, &def->fields[i], &vs[n])) fs[n++] = &def->fields[i];
     }
-    lua_setfield(L, -2, f->name);
+    lua_createtable(L, 0, n);
+    for (int i = 0; i < n; i++) plain_field(L, fs[i], vs[i]);
+    return;
+  }
+  int present = 0;
+  for (uint32_t i = 0; i < count; i++) present += plain_get(msg, &def->fields[i], &v);
+  lua_createtable(L, 0, present);
+  for (uint32_t i = 0; i < count && present > 0; i++) {
+    if (!plain_get(msg, &def->fields[i], &v)) continue;
+    present--;
+    plain_field(L, &def->fields[i], v);
   }
 }
 

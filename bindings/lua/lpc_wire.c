@@ -27,6 +27,10 @@ typedef struct {
   pc_WireWriter w;   /* the encode buffer */
   pc_Arena *scratch; /* decode's arena for all-number types; stays empty
                         (no block) unless the input had unknown fields */
+  pc_Arena *tables;  /* decode's arena for {table = true}: the tree lives only
+                        until it is copied, then the arena is reset */
+  int tables_busy;   /* 'tables' holds a tree being copied (a decode that
+                        runs meanwhile, from a finalizer, uses its own) */
   /* The last message metatable encode met and what it means, and the last
    * Type decode met. Saves the generic checks on the common loop of one
    * type. Slots 1 and 2 of the table in upvalue 2 of encode and decode hold
@@ -150,8 +154,44 @@ static int lpc_codecstate_gc(lua_State *L) {
   CodecState *cs = luaL_checkudata(L, 1, LPC_CODECSTATE);
   pc_WireWriter_Free(&cs->w);
   pc_Arena_Free(cs->scratch);
-  cs->scratch = NULL;
+  pc_Arena_Free(cs->tables);
+  cs->scratch = cs->tables = NULL;
   return 0;
+}
+
+/* __close of the CodecState, marked to be closed by a {table = true}
+ * decode: the tables arena is free again, whether the copy returned or
+ * raised. */
+static int lpc_codecstate_close(lua_State *L) {
+  CodecState *cs = lua_touserdata(L, 1);
+  if (cs->tables != NULL) pc_Arena_Reset(cs->tables);
+  cs->tables_busy = 0;
+  return 0;
+}
+
+/* {table = true}: decodes into the reusable arena and pushes the plain
+ * tables (1), or nil and the reason (2). 0 when the arena is in use. */
+static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *def,
+                           const char *bytes, size_t len, const pc_DecodeOptions *opts) {
+  if (cs->tables_busy) return 0;
+  if (cs->tables == NULL && (cs->tables = pc_Arena_New(NULL, NULL)) == NULL)
+    return luaL_error(L, "not enough memory");
+  cs->tables_busy = 1;
+  lua_pushvalue(L, CODEC_STATE);
+  lua_toclose(L, -1);
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_Message *msg = pc_Message_New(def, cs->tables);
+  pc_DecodeStatus st = msg == NULL ? kPc_DecodeStatus_OutOfMemory
+                                   : pc_Decode(bytes, len, msg, def, cs->tables, opts, &err);
+  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+  if (st != kPc_DecodeStatus_Ok) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lpc_push_plain(L, msg, def);
+  return 1;
 }
 
 /* Whether every field of 'def' is a singular number (no pointer slot) and
@@ -223,10 +263,14 @@ static int lpc_codec_decode(lua_State *L) {
     }
     lua_pop(L, 1);
   }
+  if (as_table) {
+    int n = decode_to_table(L, cs, def, bytes, len, &opts);
+    if (n > 0) return n;
+  }
   pc_Error err;
   pc_Error_Init(&err);
   pc_DecodeStatus st;
-  if (all_numbers(def)) {
+  if (!as_table && all_numbers(def)) {
     if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
       return luaL_error(L, "not enough memory");
     size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
@@ -236,10 +280,7 @@ static int lpc_codec_decode(lua_State *L) {
     lua_setmetatable(L, -2);
     st = pc_Decode(bytes, len, msg, def, cs->scratch, &opts, &err);
     if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
-      if (st == kPc_DecodeStatus_Ok) {
-        if (as_table) lpc_push_plain(L, msg, def);
-        return 1;
-      }
+      if (st == kPc_DecodeStatus_Ok) return 1;
       lua_pushnil(L);
       lua_pushstring(L, err.msg);
       return 2;
@@ -255,17 +296,24 @@ static int lpc_codec_decode(lua_State *L) {
   pc_Message *msg = pc_Message_New(def, a);
   if (msg == NULL) return luaL_error(L, "not enough memory");
   st = pc_Decode(bytes, len, msg, def, a, &opts, &err);
-  lpc_pacearena(L, arena_idx);
+  if (as_table) { /* the tables arena was in use: this tree's own arena */
+    /* The tree lives only until it is copied: freed here (or by the Arena's
+     * __gc if copying raises), so the collector is not told about it. */
+    if (st == kPc_DecodeStatus_Ok) lpc_push_plain(L, msg, def);
+    Holder *h = lua_touserdata(L, arena_idx);
+    pc_Arena_Free(h->arena);
+    h->arena = NULL;
+    if (st == kPc_DecodeStatus_Ok) return 1;
+  } else {
+    lpc_pacearena(L, arena_idx);
+  }
   if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
   if (st != kPc_DecodeStatus_Ok) {
     lua_pushnil(L);
     lua_pushstring(L, err.msg);
     return 2;
   }
-  if (as_table)
-    lpc_push_plain(L, msg, def);
-  else
-    lpc_pushview(L, def, msg, arena_idx);
+  lpc_pushview(L, def, msg, arena_idx);
   return 1;
 }
 
@@ -320,13 +368,16 @@ static int lpc_codec_load_descriptor_set(lua_State *L) {
 void lpc_open_wire(lua_State *L) {
   CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
   pc_WireWriter_Init(&cs->w, NULL, NULL);
-  cs->scratch = NULL;
+  cs->scratch = cs->tables = NULL;
+  cs->tables_busy = 0;
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
   cs->mt_standalone = 0;
   if (luaL_newmetatable(L, LPC_CODECSTATE)) {
     lua_pushcfunction(L, lpc_codecstate_gc);
     lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, lpc_codecstate_close);
+    lua_setfield(L, -2, "__close");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
   }

@@ -59,7 +59,9 @@ void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *de
  *   "protocall.Arena"   userdata {pc_Arena *}: owns an arena (decoded trees,
  *                       and what Lua-made messages point to).
  *   message, standalone one block: the message's slots ARE the userdata's
- *                       memory (def->size bytes, no user value).
+ *                       memory (def->size bytes); user value 1, when it
+ *                       has one: the input string a decode of a flat type
+ *                       left its string fields pointing into (lpc_wire.c).
  *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
  *                       message).

@@ -5,8 +5,9 @@
  * decoder allocates has an owner before anything can raise; the result is
  * a view of the root message anchored to that arena (no Lua object per
  * sub-message until Lua reads one). A message type whose fields are all
- * numbers decodes straight into a standalone message (one userdata, no
- * arena), unless the input carries unknown fields. Encoding writes into a
+ * singular numbers, strings and bytes decodes straight into a standalone
+ * message (one userdata, no arena; its strings point into the input
+ * string, which it keeps), unless the input carries unknown fields. Encoding writes into a
  * per-state reusable buffer held by a userdata (an upvalue), so an error
  * raised by lua_pushlstring leaks nothing and small encodes allocate
  * nothing. */
@@ -194,14 +195,25 @@ static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *de
   return 1;
 }
 
-/* Whether every field of 'def' is a singular number (no pointer slot) and
- * it takes no extensions: then a decoded message needs no arena unless
- * the input has unknown fields. */
-static int all_numbers(const pc_MessageDef *def) {
-  if (def->extension_range_count > 0) return 0;
-  for (uint32_t i = 0; i < def->field_count; i++)
-    if (def->fields[i].slot > kPc_Slot_64) return 0;
-  return 1;
+/* How a decoded message of type 'def' can be one standalone userdata (no
+ * arena unless the input has unknown fields): kFlat_Numbers when every
+ * field is a singular number; kFlat_Strings when the fields are singular
+ * numbers, strings and bytes (the strings then point into the input
+ * string, the message's user value); kFlat_No otherwise, or when the type
+ * takes extensions. */
+enum { kFlat_No, kFlat_Numbers, kFlat_Strings };
+
+static int flat_kind(const pc_MessageDef *def) {
+  if (def->extension_range_count > 0) return kFlat_No;
+  int kind = kFlat_Numbers;
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    pc_SlotKind slot = def->fields[i].slot;
+    if (slot == kPc_Slot_String)
+      kind = kFlat_Strings;
+    else if (slot > kPc_Slot_64)
+      return kFlat_No;
+  }
+  return kind;
 }
 
 /* -- bytes = pc.encode(m [, {deterministic = true}])
@@ -270,17 +282,26 @@ static int lpc_codec_decode(lua_State *L) {
   pc_Error err;
   pc_Error_Init(&err);
   pc_DecodeStatus st;
-  if (!as_table && all_numbers(def)) {
+  int flat = as_table ? kFlat_No : flat_kind(def);
+  if (flat != kFlat_No) {
     if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
       return luaL_error(L, "not enough memory");
     size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
-    pc_Message *msg = lua_newuserdatauv(L, def->size, 0);
+    pc_Message *msg = lua_newuserdatauv(L, def->size, flat == kFlat_Strings);
     pc_Message_Init(def, msg);
     lua_getiuservalue(L, 1, 2); /* the Type's metatable of standalone instances */
     lua_setmetatable(L, -2);
-    st = pc_Decode(bytes, len, msg, def, cs->scratch, &opts, &err);
+    pc_DecodeOptions flat_opts = opts;
+    flat_opts.alias = 1; /* strings point into 'bytes', kept by the user value */
+    st = pc_Decode(bytes, len, msg, def, cs->scratch, &flat_opts, &err);
     if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
-      if (st == kPc_DecodeStatus_Ok) return 1;
+      if (st == kPc_DecodeStatus_Ok) {
+        if (flat == kFlat_Strings) {
+          lua_pushvalue(L, 2);
+          lua_setiuservalue(L, -2, 1);
+        }
+        return 1;
+      }
       lua_pushnil(L);
       lua_pushstring(L, err.msg);
       return 2;

@@ -75,6 +75,8 @@ typedef struct {
   lua_State *L;
   TableState *s;
   int depth;
+  int top;  /* the stack's top, kept here rather than asked for */
+  int room; /* the stack is known to have slots up to this index */
 } Enc;
 
 static int tablestate_gc(lua_State *L) {
@@ -292,6 +294,7 @@ static int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
 }
 
 static int encode_message(Enc *e, const TypeInfo *ti, int t);
+static int put_value(Enc *e, const pc_FieldDef *f, int idx, int always);
 
 /* Whether T{...} and pc.encode take every message of type 'def' the same
  * way this path does: no required fields, no groups. */
@@ -383,30 +386,26 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, int idx) {
   size_t start = 0;
   lua_Integer expect = 1;
   lua_pushnil(L);
+  int top = e->top;
   while (lua_next(L, idx)) {
-    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect) {
-      lua_pop(L, 2);
-      return 0;
-    }
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect) return 0;
     if (packed) {
       uint64_t v;
       int zero;
-      if (!number_value(L, f, -1, &v, &zero)) {
-        lua_pop(L, 2);
-        return 0;
-      }
+      if (!number_value(L, f, -1, &v, &zero)) return 0;
       if (expect == 1) {
         put_varint(e, tag_of(f, kPc_Wire_Len));
         start = open_len(e);
       }
       put_number(e, f->type, v);
-    } else if (!put_value(e, f, lua_gettop(L), 1)) {
-      lua_pop(L, 2);
-      return 0;
+    } else {
+      e->top = top + 2;
+      if (!put_value(e, f, top + 2, 1)) return 0;
     }
     expect++;
     lua_pop(L, 1);
   }
+  e->top = top;
   if (packed && expect > 1) close_len(e, start);
   return 1;
 }
@@ -416,18 +415,17 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
   lua_State *L = e->L;
   if (lua_type(L, idx) != LUA_TTABLE) return 0;
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  int top = e->top;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    int top = lua_gettop(L);
+    e->top = top + 2;
     put_varint(e, tag_of(f, kPc_Wire_Len));
     size_t start = open_len(e);
-    if (!put_value(e, kf, top - 1, 1) || !put_value(e, vf, top, 1)) {
-      lua_pop(L, 2);
-      return 0;
-    }
+    if (!put_value(e, kf, top + 1, 1) || !put_value(e, vf, top + 2, 1)) return 0;
     close_len(e, start);
     lua_pop(L, 1);
   }
+  e->top = top;
   return 1;
 }
 
@@ -487,10 +485,13 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   TableState *s = e->s;
   const pc_MessageDef *def = ti->def;
   const Lookup *lk = ti->lk;
-  if (++e->depth > LPC_TABLE_MAX_DEPTH || !ti->plain ||
-      !lua_checkstack(L, 2 * (int)def->field_count + 8))
-    return 0;
-  int base = lua_gettop(L);
+  int base = e->top;
+  if (++e->depth > LPC_TABLE_MAX_DEPTH || !ti->plain) return 0;
+  int need = base + 2 * (int)def->field_count + 16; /* and what type_of pushes */
+  if (need > e->room) {
+    if (!lua_checkstack(L, need - base)) return 0;
+    e->room = need;
+  }
   size_t g0 = s->glen;
   /* Gather: each value stays on the stack, its key copied for lua_next. */
   lua_pushnil(L);
@@ -510,14 +511,16 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
         if (s->g[j].f->oneof == f->oneof) return 0;
     }
     s->g[i].f = f;
-    s->g[i].idx = lua_gettop(L);
+    s->g[i].idx = base + 2 * (int)(i - g0) + 2;
     lua_pushvalue(L, -2);
   }
+  e->top = base + 2 * (int)(s->glen - g0);
   sort_gathered(e, def, s->g + g0, s->glen - g0);
   for (size_t i = g0; i < s->glen; i++)
     if (!put_field(e, s->g[i].f, s->g[i].idx)) return 0;
   s->glen = g0;
   lua_settop(L, base);
+  e->top = base;
   e->depth--;
   return 1;
 }
@@ -529,7 +532,7 @@ int lpc_encode_table(lua_State *L, int type, int t) {
   TableState *s = lua_touserdata(L, -1);
   lua_pop(L, 1); /* the registry keeps it */
   int top = lua_gettop(L);
-  Enc e = {L, s, 0};
+  Enc e = {L, s, 0, top, top};
   s->len = 0;
   s->glen = 0;
   s->ntypes = 0;

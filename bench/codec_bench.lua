@@ -231,6 +231,11 @@ for _, c in ipairs(USER_CASES) do
     local decode = pb.decode
     for _ = 1, n do walk(plan, decode(name, bytes)) end
   end)
+  user_cases[#user_cases + 1] = { name = "decode{table}+read " .. c.name, callgrind_iters = c.iters,
+    fn = function(n)
+      local decode, opts = pc.decode, { table = true }
+      for _ = 1, n do walk(plan, decode(T, bytes, opts)) end
+    end }
   user_cases[#user_cases + 1] = { name = "T{...}->encode " .. c.name, callgrind_iters = c.iters,
     fn = function(n)
       local encode = pc.encode
@@ -365,5 +370,21 @@ for _, c in ipairs(USER_CASES) do
     }
     if goal then ratio_rows[#ratio_rows].ok = ratio <= goal end
   end
+  -- Informational: the same walk over pc.decode(T, bytes, {table = true}),
+  -- and building T{...} then encoding against the direct table encode.
+  local a, b = user["decode{table}+read " .. c.name], user["lua-protobuf decode+read " .. c.name]
+  local by_instr = a.instructions and b.instructions
+  ratio_rows[#ratio_rows + 1] = {
+    name = ("decode{table}+read %s / lua-protobuf decode+read"):format(c.name),
+    value = by_instr and a.instructions / b.instructions or a.ns / b.ns, unit = by_instr and "x instr" or "x time",
+  }
+  local t, d = user["T{...}->encode " .. c.name], user["table->encode " .. c.name]
+  by_instr = t.instructions and d.instructions
+  ratio_rows[#ratio_rows + 1] = {
+    name = ("T{...}->encode %s / table->encode"):format(c.name),
+    value = by_instr and t.instructions / d.instructions or t.ns / d.ns, unit = by_instr and "x instr" or "x time",
+    goal = "<= 1.5x",
+  }
+  ratio_rows[#ratio_rows].ok = ratio_rows[#ratio_rows].value <= 1.5
 end
 H.report("the user's path: protocall against lua-protobuf", ratio_rows)

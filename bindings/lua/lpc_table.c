@@ -98,11 +98,11 @@ static uint8_t *reserve_slow(Enc *e, size_t n) {
   TableState *s = e->s;
   size_t cap = s->cap ? s->cap : 256;
   while (cap - s->len < n) {
-    if (cap > SIZE_MAX / 2) luaL_error(e->L, "not enough memory");
+    if (cap > SIZE_MAX / 2) lpc_nomem(e->L);
     cap *= 2;
   }
   uint8_t *p = s->alloc(s->ud, s->buf, s->cap, cap);
-  if (p == NULL) luaL_error(e->L, "not enough memory");
+  if (p == NULL) lpc_nomem(e->L);
   s->buf = p;
   s->cap = cap;
   return s->buf + s->len;
@@ -125,7 +125,7 @@ static inline uint8_t *put_varint_at(uint8_t *p, uint64_t v) {
 
 /* A tag and a varint, in one reservation. */
 static inline void put_tag_varint(Enc *e, uint32_t tag, uint64_t v) {
-  uint8_t *p = reserve(e, 2 * PC_WIRE_MAX_VARINT);
+  uint8_t *p = reserve(e, (size_t)2 * PC_WIRE_MAX_VARINT);
   p = put_varint_at(p, tag);
   p = put_varint_at(p, v);
   e->s->len = (size_t)(p - e->s->buf);
@@ -284,8 +284,8 @@ static int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
   if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
       !pc_Wire_ValidUtf8((const uint8_t *)p, len))
     return 0;
-  if (len > SIZE_MAX - 2 * PC_WIRE_MAX_VARINT) luaL_error(L, "not enough memory");
-  uint8_t *q = reserve(e, len + 2 * PC_WIRE_MAX_VARINT);
+  if (len > SIZE_MAX - (size_t)2 * PC_WIRE_MAX_VARINT) lpc_nomem(L);
+  uint8_t *q = reserve(e, len + (size_t)2 * PC_WIRE_MAX_VARINT);
   q = put_varint_at(q, tag_of(f, kPc_Wire_Len));
   q = put_varint_at(q, len);
   memcpy(q, p, len);
@@ -461,7 +461,7 @@ static void sort_gathered(Enc *e, const pc_MessageDef *def, Gathered *g, size_t 
   size_t count = def->field_count;
   if (s->pcap < count) {
     int *p = s->alloc(s->ud, s->pos, s->pcap * sizeof(int), count * sizeof(int));
-    if (p == NULL) luaL_error(e->L, "not enough memory");
+    if (p == NULL) lpc_nomem(e->L);
     s->pos = p;
     s->pcap = count;
   }
@@ -501,7 +501,7 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
     if (s->glen == s->gcap) {
       size_t cap = s->gcap ? 2 * s->gcap : 64;
       Gathered *g = s->alloc(s->ud, s->g, s->gcap * sizeof(Gathered), cap * sizeof(Gathered));
-      if (g == NULL) luaL_error(L, "not enough memory");
+      if (g == NULL) lpc_nomem(L);
       s->g = g;
       s->gcap = cap;
     }
@@ -592,12 +592,20 @@ static inline int plain_get(const pc_Message *msg, const pc_FieldDef *f, pc_Valu
   case kPc_Slot_32: memcpy(&v->u32, slot, 4); return has || v->u32 != 0;
   case kPc_Slot_64: memcpy(&v->u64, slot, 8); return has || v->u64 != 0;
   case kPc_Slot_String: memcpy(&v->s, slot, sizeof v->s); return has || v->s.size != 0;
-  case kPc_Slot_Array: memcpy(&v->a, slot, sizeof v->a); return v->a != NULL && v->a->size > 0;
-  case kPc_Slot_Map:
-    memcpy(&v->map, slot, sizeof v->map);
-    return v->map != NULL && v->map->size > 0;
-  default: memcpy(&v->m, slot, sizeof v->m); return v->m != NULL;
+  default: break;
   }
+  void *ptr; /* a pointer slot, maybe unaligned */
+  memcpy(&ptr, slot, sizeof ptr);
+  if (f->slot == kPc_Slot_Array) {
+    v->a = ptr;
+    return v->a != NULL && v->a->size > 0;
+  }
+  if (f->slot == kPc_Slot_Map) {
+    v->map = ptr;
+    return v->map != NULL && v->map->size > 0;
+  }
+  v->m = ptr;
+  return ptr != NULL;
 }
 
 /* Sets field 'f' (value 'v') of the table on top. */

@@ -44,6 +44,7 @@ typedef struct {
   int mt_standalone;
   const void *type;
   const pc_MessageDef *type_def;
+  int type_flat; /* flat_kind of type_def */
 } CodecState;
 
 #define CODEC_STATE lua_upvalueindex(1)
@@ -89,8 +90,10 @@ static _Noreturn void codec_typeerror(lua_State *L, int arg, const char *fname,
   codec_argerror(L, arg, fname, lua_pushfstring(L, "%s expected, got %s", expected, got));
 }
 
+static int flat_kind(const pc_MessageDef *def);
+
 /* The Type at 1 through the cache, or NULL when it is no Type. */
-static const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
+LPC_INLINE const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
   if (luaL_testudata(L, 1, "protocall.Type") == NULL) return NULL;
   const pc_MessageDef *def = lpc_checktype(L, 1);
@@ -98,6 +101,7 @@ static const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
   lua_pushvalue(L, 1);
   cache(L, 2);
   cs->type_def = def;
+  cs->type_flat = flat_kind(def);
   return def;
 }
 
@@ -316,14 +320,14 @@ static int lpc_codec_decode(lua_State *L) {
     lua_pop(L, 1);
   }
   if (as_table) {
-    int n = flat_kind(def) != kFlat_No ? flat_to_table(L, cs, def, bytes, len, &opts) : 0;
+    int n = cs->type_flat != kFlat_No ? flat_to_table(L, cs, def, bytes, len, &opts) : 0;
     if (n == 0) n = decode_to_table(L, cs, def, bytes, len, &opts);
     if (n > 0) return n;
   }
   pc_Error err;
   pc_Error_Init(&err);
   pc_DecodeStatus st;
-  int flat = as_table ? kFlat_No : flat_kind(def);
+  int flat = as_table ? kFlat_No : cs->type_flat; /* flat_kind(def), cached with the type */
   if (flat != kFlat_No) {
     if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
       return luaL_error(L, "not enough memory");
@@ -434,6 +438,7 @@ void lpc_open_wire(lua_State *L) {
   cs->tables_busy = 0;
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
+  cs->type_flat = 0;
   cs->mt_standalone = 0;
   if (luaL_newmetatable(L, LPC_CODECSTATE)) {
     lua_pushcfunction(L, lpc_codecstate_gc);

@@ -34,6 +34,19 @@ void lpc_open_compiler(lua_State *L); /* pool:load, services (lpc_compiler.c) */
 void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
 void lpc_open_json(lua_State *L);     /* proto3 JSON (lpc_json.c) */
 void lpc_open_text(lua_State *L);     /* text format (lpc_text.c) */
+void lpc_open_table(lua_State *L);    /* plain tables to wire bytes (lpc_table.c) */
+
+/* Pushes the wire encoding of the plain table at 't' as a message of the
+ * Type at 'type' and returns 1; returns 0 (nothing pushed, nothing
+ * raised) when the table needs T{...}'s checks: the caller then builds
+ * T{...} and encodes it (see lpc_table.c). Raises only when memory runs
+ * out. */
+int lpc_encode_table(lua_State *L, int type, int t);
+
+/* Pushes the plain table of 'msg' (type 'def') in pc.to_table's shape:
+ * set fields by name, sub-messages as tables, lists, maps as tables,
+ * enums as numbers (lpc_table.c). */
+void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def);
 
 /* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
  * types, declarations), the message files (instances: lpc_anchor.c,
@@ -48,7 +61,9 @@ void lpc_open_text(lua_State *L);     /* text format (lpc_text.c) */
  *   "protocall.Arena"   userdata {pc_Arena *}: owns an arena (decoded trees,
  *                       and what Lua-made messages point to).
  *   message, standalone one block: the message's slots ARE the userdata's
- *                       memory (def->size bytes, no user value).
+ *                       memory (def->size bytes); user value 1, when it
+ *                       has one: the input string a decode of a flat type
+ *                       left its string fields pointing into (lpc_wire.c).
  *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
  *                       message).

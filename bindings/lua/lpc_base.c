@@ -55,5 +55,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_host(L);
   lpc_open_json(L);
   lpc_open_text(L);
+  lpc_open_table(L);
   return 1;
 }

@@ -400,7 +400,15 @@ function M.install(pc, core)
         end
         local name = m.name
         stub[name] = function(_, request, call_opts)
-          local okE, bytes = pcall(encode, as_message(input, request, full .. " request", 2))
+          -- A plain table goes straight to bytes (pc.encode(T, table): T{...}'s
+          -- checks and errors, no message objects); anything else is checked
+          -- as a message of the input type first.
+          local okE, bytes
+          if type(request) == "table" then
+            okE, bytes = pcall(encode, input, request)
+          else
+            okE, bytes = pcall(encode, as_message(input, request, full .. " request", 2))
+          end
           if not okE then
             error(full .. " request: " .. tostring(bytes):gsub("^[^:\n]*:%d+: ", "", 1), 2)
           end

@@ -1,5 +1,5 @@
---- Call policies and the cached callable (API.md "Call policies";
--- DESIGN.md "Calls: cache the plan, never the call").
+--- Call policies and the cached callable (README "Calls";
+-- the design in core/call/README.md).
 --
 -- Adds pc.Error, pc.RetryError, pc.DEFAULT, pc.if_status,
 -- pc.if_transient_error, pc.Retry, pc.ExponentialTimeout and
@@ -346,7 +346,7 @@ function P.install(M, core)
   -- The one wording every place metadata enters uses.
   local metadata_problem = core.metadata_problem
   --- pc._metadata_problem(md) -> message | nil: the shared metadata check
-  -- (internal: grpc.lua and service.lua raise with it at their callers).
+  -- (internal: net.lua and service.lua raise with it at their callers).
   M._metadata_problem = metadata_problem
 
   ---------------------------------------------------------------------------

@@ -292,10 +292,12 @@ static int lpc_codec_encode(lua_State *L) {
   return 1;
 }
 
-/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, table = true}])
+/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, table = true,
+ *                                           extensions = false}])
  * T: a message Type; bytes: string; max_depth: levels of nesting allowed
  * below the root (default 100); table: return plain Lua tables in
- * pc.to_table's shape instead of a message. Returns the message, or nil and
+ * pc.to_table's shape instead of a message; extensions = false: fields in
+ * extension ranges stay unknown fields (re-encoded byte for byte). Returns the message, or nil and
  * "<subject>: <reason> at offset <n>" for malformed input. Raises when
  * memory runs out. */
 static int lpc_codec_decode(lua_State *L) {
@@ -304,11 +306,13 @@ static int lpc_codec_decode(lua_State *L) {
   size_t len;
   if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
-  pc_DecodeOptions opts = {0, 0};
+  pc_DecodeOptions opts = {0, 0, 0};
   int as_table = 0;
   if (!lua_isnoneornil(L, 3)) {
     if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
     as_table = lua_getfield(L, 3, "table") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    opts.no_extensions = lua_getfield(L, 3, "extensions") != LUA_TNIL && !lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
       int isint;

@@ -508,7 +508,7 @@ pc_DecodeStatus pc_Decode(const char *buf, size_t size, pc_Message *msg, const p
   d.start = (const uint8_t *)buf;
   d.arena = a;
   d.err = err;
-  d.pool = m->file != NULL ? m->file->pool : NULL;
+  d.pool = m->file != NULL && !(opts != NULL && opts->no_extensions) ? m->file->pool : NULL;
   d.depth_left = opts != NULL && opts->max_depth > 0 ? opts->max_depth : PC_WIRE_DEFAULT_DEPTH;
   d.alias = opts != NULL && opts->alias;
   d.status = kPc_DecodeStatus_Ok;

@@ -46,6 +46,10 @@ typedef struct {
   int alias;     /* non-zero: string and bytes values point into the input
                     instead of being copied, so the input must outlive the
                     message (unknown bytes are always copied) */
+  int no_extensions; /* non-zero: fields in extension ranges stay unknown
+                        fields, byte for byte in arrival order, as for a
+                        reader that knows no extensions (what protoc keeps
+                        of custom options in a FileDescriptorProto) */
 } pc_DecodeOptions;
 
 /* Decodes the 'size' bytes at 'buf' into 'msg' (of type 'm', merging into

@@ -172,7 +172,9 @@ function M.install(pc, core)
   --- m | nil, err = pool:file_descriptor(name): the loaded file `name` as
   -- a `google.protobuf.FileDescriptorProto` message (what `protoc -o`
   -- writes for it, without source info: `pc.encode(m)` gives protoc's
-  -- bytes). Its type comes from the built-in `descriptor.proto`, loaded
+  -- bytes; custom options are unknown fields of the *Options messages, as in
+  -- protoc's own descriptor.proto: `pc.decode(T, pc.encode(m.options))` with
+  -- the pool's option type reads them as extensions). Its type comes from the built-in `descriptor.proto`, loaded
   -- into the pool on first use (a frozen pool without it uses a private
   -- pool of the state instead). nil and "<name>: no such file in the pool"
   -- when the file is not loaded.
@@ -182,7 +184,9 @@ function M.install(pc, core)
     end
     local bytes = file_descriptor_bytes(pool, name)
     if not bytes then return nil, name .. ": no such file in the pool" end
-    return pc.decode(descriptor_type(pool), bytes)
+    -- custom options stay unknown fields, as protoc keeps them: one record per
+    -- assignment, in source order, so pc.encode(m) gives protoc's bytes
+    return pc.decode(descriptor_type(pool), bytes, { extensions = false })
   end
 
   local Pool_mt = getmetatable(pc._default_pool)

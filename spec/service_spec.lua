@@ -379,6 +379,20 @@ describe("pc.client", function()
       .. "number expected", err)
   end)
 
+  it("makes each method a callable whose cache_info() reports its plan cache", function()
+    local stub = pc.client("svc.Router", { pool = pool, transport = router {
+      Measure = function() return {} end,
+    } })
+    assert.are.equal("table", type(stub.Measure)) -- a callable, not a plain function
+    assert.are.same({ hits = 0, misses = 0, size = 0, capacity = 4 }, stub.Measure:cache_info())
+    stub:Measure({}, { timeout = 5 })
+    stub:Measure({}, { timeout = 5 })
+    assert.are.same({ hits = 1, misses = 1, size = 1, capacity = 4 }, stub.Measure:cache_info())
+    assert.has_error(function() stub.Measure.x = 1 end, "protocall.Method is read-only")
+    local _, err = pcall(function() stub:Measure({}, { timeout = "soon" }) end)
+    assert.matches("^[^:]*service_spec.lua:%d+: bad argument #2 to 'Measure'", err)
+  end)
+
   it("names the service and method when a stub has no such method", function()
     local stub = pc.client("svc.Router", { pool = pool, transport = {} })
     assert.has_error(function() stub:Nope({}) end, "svc.Router has no method 'Nope'")

@@ -340,6 +340,7 @@ function M.install(pc, core)
   -- with the service's defaults overridden per method:
   --   response = stub:Method(request [, {retry=, timeout=, metadata=, compression=}])
   --   for response in stub:StreamMethod(request [, opts]) do ... end
+  --   stub.Method:cache_info() -> {hits=, misses=, size=, capacity=} of its plan cache
   -- `request` is a message of the input type or a plain table of it.
   -- Client-streaming and bidirectional methods raise "not supported yet".
   -- Raises on a missing transport, an unknown service, method or option,
@@ -399,7 +400,7 @@ function M.install(pc, core)
           error(format("pc.client: %s: %s", full, msg), 2)
         end
         local name = m.name
-        stub[name] = function(_, request, call_opts)
+        local function invoke(_, _, request, call_opts)
           local okE, bytes = pcall(encode, as_message(input, request, full .. " request", 2))
           if not okE then
             error(full .. " request: " .. tostring(bytes):gsub("^[^:\n]*:%d+: ", "", 1), 2)
@@ -417,6 +418,11 @@ function M.install(pc, core)
           if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), 2) end
           error(res, 0)
         end
+        stub[name] = setmetatable({}, {
+          __name = "protocall.Method", __call = invoke, __metatable = false,
+          __index = { cache_info = function() return callable:cache_info() end },
+          __newindex = function() error("protocall.Method is read-only", 2) end,
+        })
       end
     end
     return setmetatable(stub, { __index = function(_, k)

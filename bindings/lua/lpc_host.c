@@ -303,7 +303,7 @@ const char *protocall_encode(const pc_Message *msg, const pc_MessageDef *type, i
                              pc_Arena *arena, size_t *len, char *err, size_t errsize) {
   pc_WireWriter w;
   pc_WireWriter_Init(&w, NULL, NULL);
-  pc_EncodeOptions opts = {deterministic};
+  pc_EncodeOptions opts = {deterministic, 0};
   pc_Error e;
   pc_Error_Init(&e);
   char *out = NULL;

@@ -135,10 +135,11 @@ static int all_numbers(const pc_MessageDef *def) {
   return 1;
 }
 
-/* -- bytes = pc.encode(m [, {deterministic = true}])
- * m: a message; deterministic: sort map entries by key. Raises on a
- * non-message, on nesting past PC_ENCODE_MAX_DEPTH and when memory runs
- * out. */
+/* -- bytes = pc.encode(m [, {deterministic = true, partial = true}])
+ * m: a message; deterministic: sort map entries by key; partial: skip the
+ * proto2 required-field check. Raises on a non-message, on nesting past
+ * PC_ENCODE_MAX_DEPTH, on unset required fields ("missing required fields:
+ * r.Req.inner.id, r.Req.name") and when memory runs out. */
 static int lpc_codec_encode(lua_State *L) {
   const pc_MessageDef *def;
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
@@ -147,7 +148,8 @@ static int lpc_codec_encode(lua_State *L) {
   if (!lua_isnoneornil(L, 2)) {
     if (!lua_istable(L, 2)) codec_typeerror(L, 2, "encode", "table");
     opts.deterministic = lua_getfield(L, 2, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    opts.partial = lua_getfield(L, 2, "partial") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 2);
   }
   pc_WireWriter *w = &cs->w;
   pc_Error err;
@@ -163,10 +165,13 @@ static int lpc_codec_encode(lua_State *L) {
   return 1;
 }
 
-/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100}])
+/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, partial = true}])
  * T: a message Type; bytes: string; max_depth: levels of nesting allowed
- * below the root (default 100). Returns the message, or nil and
- * "<subject>: <reason> at offset <n>" for malformed input. Raises when
+ * below the root (default 100, at most PC_MESSAGE_MAX_DEPTH = 1000, which
+ * every other operation on messages handles too); partial: skip the proto2
+ * required-field check. Returns the message, or nil and "<subject>:
+ * <reason> at offset <n>" for malformed input, or nil and "missing required
+ * fields: r.Req.inner.id" when the input lacks required fields. Raises when
  * memory runs out. */
 static int lpc_codec_decode(lua_State *L) {
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
@@ -174,17 +179,19 @@ static int lpc_codec_decode(lua_State *L) {
   size_t len;
   if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
-  pc_DecodeOptions opts = {0, 0};
+  pc_DecodeOptions opts = {0, 0, 0};
   if (!lua_isnoneornil(L, 3)) {
     if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
     if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
       int isint;
       lua_Integer d = lua_tointegerx(L, -1, &isint);
-      if (!isint || d < 1 || d > 10000)
-        codec_argerror(L, 3, "decode", "max_depth must be in 1..10000");
+      if (!isint || d < 1 || d > PC_MESSAGE_MAX_DEPTH)
+        codec_argerror(L, 3, "decode",
+                       lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
       opts.max_depth = (int)d;
     }
-    lua_pop(L, 1);
+    opts.partial = lua_getfield(L, 3, "partial") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 2);
   }
   pc_Error err;
   pc_Error_Init(&err);
@@ -251,6 +258,19 @@ static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes,
   lua_pop(L, 1); /* the arena, to the collector */
 }
 
+/* -- ok = pc.is_initialized(m)
+ * Whether every proto2 required field of m and of the messages it holds is
+ * set (pc_Message_CheckRequired); never raises for a message. Raises
+ * "bad argument #1 to 'is_initialized' (message expected, got number)"
+ * otherwise. */
+static int lpc_codec_is_initialized(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *msg = lpc_tomessage(L, 1, &def);
+  if (msg == NULL) codec_typeerror(L, 1, "is_initialized", "message");
+  lua_pushboolean(L, pc_Message_CheckRequired(msg, def, NULL) == 0);
+  return 1;
+}
+
 static int lpc_codec_load_descriptor_set(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
   size_t len;
@@ -307,6 +327,8 @@ void lpc_open_wire(lua_State *L) {
   lua_setfield(L, -4, "encode");
   lua_pushcclosure(L, lpc_codec_decode, 2);
   lua_setfield(L, -2, "decode");
+  lua_pushcfunction(L, lpc_codec_is_initialized);
+  lua_setfield(L, -2, "is_initialized");
   lua_pushcfunction(L, lpc_codec_load_descriptor_set);
   lua_setfield(L, -2, "load_descriptor_set");
 }

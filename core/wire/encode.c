@@ -5,7 +5,8 @@
 
 /* ORDER ENCODESTATUS */
 static const char *const encode_status_text[] = {"ok", "out of memory", "nesting too deep",
-                                                 "invalid UTF-8 in a string field"};
+                                                 "invalid UTF-8 in a string field",
+                                                 "missing required fields"};
 
 const char *pc_EncodeStatus_String(pc_EncodeStatus s) {
   if ((unsigned)s >= sizeof encode_status_text / sizeof encode_status_text[0])
@@ -17,6 +18,7 @@ typedef struct {
   pc_WireWriter *w;
   int deterministic;
   int depth;
+  uint32_t required; /* non-zero once a type with required fields was written */
   pc_EncodeStatus status;
   const char *where; /* full name of the field being written at the error */
 } Enc;
@@ -353,6 +355,7 @@ static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f)
 
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m) {
   if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep, NULL);
+  e->required |= m->required_count;
   pc_WireWriter *w = e->w;
   /* Offset 0 holds the internal part (unknown bytes, extensions), or the
    * def with bit 0 set when there is none (message.h's layout). */
@@ -390,7 +393,8 @@ pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,
   Enc e;
   e.w = w;
   e.deterministic = opts != NULL && opts->deterministic;
-  e.depth = 0;
+  e.depth = -1; /* the root is level 0 */
+  e.required = 0;
   e.status = kPc_EncodeStatus_Ok;
   e.where = NULL;
   if (!encode_message(&e, msg, m)) {
@@ -400,5 +404,9 @@ pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,
       pc_Error_Set(err, "%s: %s", m->full_name, pc_EncodeStatus_String(e.status));
     return e.status;
   }
+  /* Only messages holding a type with required fields pay for the walk. */
+  if (e.required != 0 && !(opts != NULL && opts->partial) &&
+      pc_Message_CheckRequired(msg, m, err) != 0)
+    return kPc_EncodeStatus_MissingRequired;
   return kPc_EncodeStatus_Ok;
 }

@@ -1,4 +1,4 @@
--- Wire codec speed (issue 4): encode and decode of Point (3 x uint32), a
+-- Wire codec speed: encode and decode of Point (3 x uint32), a
 -- rich message (strings, bytes, packed ints, nested, map, enum),
 -- otlp_traces.bin and test_all_types_proto3.bin, called from Lua and from
 -- the C API, against the C++ library's generated code built in this same

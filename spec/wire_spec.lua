@@ -1,4 +1,4 @@
--- The wire format: every case of issue 4's table, byte for byte.
+-- The wire format: every case of the wire-case table (core/wire/wire_cases_test.c), byte for byte.
 local pc = require "protocall"
 
 local function unhex(s)

@@ -4,7 +4,7 @@
  *     freeze;
  *   - messages from C: setters and getters by name with their errors,
  *     encode, decode, clone;
- *   - issue 5 item 4: ONE frozen pool shared by two lua_States used from two
+ *   - ONE frozen pool shared by two lua_States used from two
  *     threads at once, each building, encoding and decoding messages,
  *     reading the file descriptor, and moving messages between C and Lua;
  *     the pool outlives both states and is freed by the host (ASan in the

@@ -1,7 +1,8 @@
 /* Pools, types and enums as Lua values, and the Lua declarations
- * pc.message / pc.enum (API.md "Schemas"): a declaration becomes a one-type
+ * pc.message / pc.enum (README "Schemas"): a declaration becomes a one-type
  * pc_FileDesc added with pc_Pool_AddFile, as every other schema source. */
 #include "lpc.h"
+#include "schema/wkt.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -9,11 +10,13 @@
 #include <string.h>
 
 #define POOL_MT "protocall.Pool"
-#define TYPE_MT "protocall.Type"
+#define TYPE_MT LPC_TYPE_MT
 
 static char kPoolsKey;   /* registry: weak-valued pc_Pool* -> Pool */
 static char kTypesKey;   /* registry: weak-valued def -> Type / Enum */
 static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
+
+char lpc_type_metatables_key;
 
 typedef struct {
   pc_Pool *pool;
@@ -92,7 +95,9 @@ void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
   luaL_setmetatable(L, TYPE_MT);
   lpc_pushpool(L, def->file->pool);
   lua_setiuservalue(L, -2, 1);
-  lpc_maketype_metatables(L, -1, def);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key); /* lpc_open_message's */
+  lua_pushvalue(L, -2);
+  lua_call(L, 1, 0);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, -3, def);
   lua_remove(L, -2);
@@ -260,7 +265,7 @@ static const char *default_text(lua_State *L, pc_Arena *a, pc_Pool *pool, const 
       lua_pushvalue(L, v);
     }
   } else if (lua_isinteger(L, v) && (fd->type == kPc_Type_Uint64 || fd->type == kPc_Type_Fixed64)) {
-    char buf[32]; /* any Lua integer, as two's complement (API.md "Messages") */
+    char buf[32]; /* any Lua integer, as two's complement (README "Messages") */
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)(lua_Unsigned)lua_tointeger(L, v));
     lua_pushstring(L, buf);
   } else if (lua_isinteger(L, v)) {
@@ -371,7 +376,7 @@ static const char *const kFieldOptions[] = {"repeated",  "required", "optional",
                                             "json_name", "oneof",    "default",  NULL};
 static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
 
-/* -- T = pc.message(full_name, fields, opts)   (API.md "Schemas") */
+/* -- T = pc.message(full_name, fields, opts)   (README "Schemas") */
 static int lpc_pool_message(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
@@ -716,7 +721,7 @@ static void push_default(lua_State *L, const pc_FieldDef *f) {
   }
 }
 
-/* -- infos = pc.fields(T)   (declaration order; see API.md "Schemas") */
+/* -- infos = pc.fields(T)   (declaration order; see README "Schemas") */
 static int lpc_pool_fields(lua_State *L) {
   const pc_MessageDef *def = NULL;
   int arg = lua_type(L, 1) == LUA_TUSERDATA && luaL_testudata(L, 1, POOL_MT) ? 2 : 1;
@@ -792,6 +797,27 @@ static int lpc_pool_functions(lua_State *L) {
   return 1;
 }
 
+/* Built-in well-known types, loaded on first use (lpc.h). */
+int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name) {
+  const char *file = pc_Wkt_FileOf(full_name);
+  return file != NULL && lpc_load_builtin(L, pool, file);
+}
+
+int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
+  if (pc_Wkt_Source(file, NULL) == NULL || pc_Pool_IsFrozen(pool)) return 0;
+  if (pc_Pool_FindFile(pool, file) != NULL) return 1;
+  pc_ImportCtx c;
+  memset(&c, 0, sizeof c); /* no text, no import paths: the built-ins answer */
+  c.arena = lpc_newarena(L);
+  int idx = lua_gettop(L);
+  pc_Error err;
+  pc_Error_Init(&err);
+  int ok = pc_Import(pool, &c, file, &err);
+  lpc_pacearena(L, idx);
+  lua_remove(L, idx);
+  return ok;
+}
+
 void lpc_open_schema(lua_State *L) {
   lua_newtable(L);
   lua_createtable(L, 0, 1);
@@ -817,9 +843,7 @@ void lpc_open_schema(lua_State *L) {
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
-  luaL_newmetatable(L, TYPE_MT);
-  lua_pushcfunction(L, lpc_type_call);
-  lua_setfield(L, -2, "__call");
+  luaL_newmetatable(L, TYPE_MT); /* __call: lpc_open_message adds it */
   lua_pushcfunction(L, lpc_type_index);
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lpc_type_tostring);

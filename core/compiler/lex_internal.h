@@ -1,6 +1,6 @@
-/* The .proto tokenizer, shared by the .proto parser (proto_parse.c) and the
+/* The .proto tokenizer, shared by the .proto parser (compiler/parse.c) and the
  * resolver's text-format reader for aggregate option values
- * (proto_resolve.c).
+ * (compiler/resolve.c).
  *
  * Follows protoc's io::Tokenizer: identifiers [A-Za-z_][A-Za-z0-9_]*,
  * integers (decimal, 0x hex, leading-0 octal), floats (digits with '.' or

@@ -1,5 +1,5 @@
 /* The .proto parser. Statement by statement as protoc's compiler/parser.cc
- * (same grammar, same error texts); see proto_parse.h for what it keeps. */
+ * (same grammar, same error texts); see compiler/parse_internal.h for what it keeps. */
 #include "compiler/parse_internal.h"
 #include "wire/wire.h"
 

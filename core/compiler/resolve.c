@@ -1,5 +1,5 @@
 /* Name resolution, validation and custom option interpretation; see
- * proto_resolve.h. Follows protoc's descriptor.cc (DescriptorBuilder and
+ * compiler/resolve_internal.h. Follows protoc's descriptor.cc (DescriptorBuilder and
  * OptionInterpreter): same lookups, same error texts. */
 #include "compiler/resolve_internal.h"
 #include "wire/wire.h"

@@ -3,7 +3,7 @@
  * libcurl does the HTTP/2 (nghttp2) and TLS; this file does what gRPC adds
  * on top: length-prefixed messages, gzip, grpc-timeout, metadata encoding,
  * and deciding the status of a call from what libcurl reports. libcurl does
- * not mark trailers (GRPC-TRANSPORT-NOTES.md), so the header callback
+ * not mark trailers (core/net/README.md), so the header callback
  * tracks where it is: status line, header block, blank line, trailers. */
 #define _POSIX_C_SOURCE 200809L
 

@@ -10,7 +10,7 @@
  * Implements grpc/grpc doc/PROTOCOL-HTTP2.md (framing, grpc-timeout,
  * metadata, status from trailers or a Trailers-Only response),
  * http-grpc-status-mapping.md, compression.md (gzip) and the
- * grpc-retry-pushback-ms trailer of gRFC A6. See GRPC-TRANSPORT-NOTES.md
+ * grpc-retry-pushback-ms trailer of gRFC A6. See core/net/README.md
  * for what libcurl does with trailers, RST_STREAM and GOAWAY.
  *
  * Debian's libcurl 7.88.1 has two HTTP/2 bugs that grpc_http2.c works

@@ -1,4 +1,4 @@
-/* Issue 4's table of wire cases at the C API, byte for byte, with the error
+/* The table of wire cases at the C API, byte for byte, with the error
  * texts pinned (spec/wire_spec.lua runs the same table from Lua). */
 #include "base/arena.h"
 #include "testing/check.h"

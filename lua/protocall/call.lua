@@ -1,5 +1,5 @@
---- Call policies and the cached callable (API.md "Call policies";
--- DESIGN.md "Calls: cache the plan, never the call").
+--- Call policies and the cached callable (README "Calls";
+-- the design in core/call/README.md).
 --
 -- Adds pc.Error, pc.RetryError, pc.DEFAULT, pc.if_status,
 -- pc.if_transient_error, pc.Retry, pc.ExponentialTimeout and

@@ -1,4 +1,4 @@
---- Loading `.proto` source (API.md "Schemas"): pc.load, pc.load_file and
+--- Loading `.proto` source (README "Schemas"): pc.load, pc.load_file and
 -- their pool methods, plus service reflection (pool:service). Parsing and
 -- resolving are in C (core/compiler/load.h through bindings/lua/lpc_compiler.c).
 local M = {}
@@ -157,7 +157,7 @@ function M.install(pc, core)
   -- bytes). Its type comes from the built-in `descriptor.proto`, loaded
   -- into the pool on first use (a frozen pool without it uses a private
   -- pool of the state instead). nil and "<name>: no such file in the pool"
-  -- when the file is not loaded. Issue 5 item 5.
+  -- when the file is not loaded.
   function Pool.file_descriptor(pool, name)
     if type(name) ~= "string" then
       error("bad argument #1 to 'file_descriptor' (string expected, got " .. type(name) .. ")", 2)

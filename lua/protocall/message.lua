@@ -1,4 +1,4 @@
---- Messages and Lua declarations (API.md "Schemas" and "Messages").
+--- Messages and Lua declarations (README "Schemas" and "Messages").
 -- The work is in C (bindings/lua/lpc_schema.c, lpc_message.c); this file
 -- names it in the module and adds the two functions that only format:
 -- `tostring(m)` and `pc.to_table(m)`.

@@ -1,5 +1,5 @@
 --- gRPC over HTTP/2: `pc.grpc(target, opts)`, the network transport
--- (DESIGN.md "Transports", issue 7 part 3, GRPC-TRANSPORT-NOTES.md).
+-- (core/net/README.md).
 -- A transport moves bytes: the caller encodes requests and decodes
 -- responses. The C side (core/net/grpc_http2.c through libcurl + nghttp2) does
 -- framing, gzip, grpc-timeout, metadata and status; this file shapes

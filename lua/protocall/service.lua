@@ -1,4 +1,4 @@
---- Services (API.md "Services"): pc.server, pc.inproc and pc.client.
+--- Services (README "Services"): pc.server, pc.inproc and pc.client.
 --
 -- A transport moves bytes, one operation per call shape:
 --   transport:unary(path, request_bytes, settings) -> response_bytes

@@ -1,4 +1,4 @@
---- The wire format (API.md "Messages", issue 4): pc.encode, pc.decode and
+--- The wire format (README "Messages"): pc.encode, pc.decode and
 -- pc.load_descriptor_set. The work is in C (bindings/lua/lpc_wire.c over
 -- core/wire/encode.c, core/wire/decode.c, core/wire/descriptor_set.c).
 local M = {}

@@ -56,7 +56,7 @@ function M.install(pc, core)
     return f
   end
 
-  local is_message, type_of, has = core.is_message, core.type_of, core.has
+  local is_message, type_of, has = core.is_message, core.type_of, core.is_set
 
   local function quote(s)
     return '"' .. s:gsub('[%c"\\\128-\255]', function(c)

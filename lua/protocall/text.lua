@@ -51,7 +51,7 @@ local function ftoa(x)
 end
 
 function M.install(pc, core)
-  local fields_of, type_of, has, is_message = pc.fields, pc.type_of, pc.has, core.is_message
+  local fields_of, type_of, has, is_message = pc.fields, pc.type_of, core.is_set, core.is_message
 
   local scalar = {
     double = dtoa, float = ftoa, bool = tostring,

@@ -215,9 +215,9 @@ describe("pc.client over pc.grpc", function()
   end)
 
   describe("server pushback", function()
-    it("sleeps what grpc-retry-pushback-ms says between attempts", function()
+    it("sleeps what grpc-retry-pushback-ms says between attempts (above min_pushback)", function()
       local slept = {}
-      local c = client(t, { retry = pc.Retry { initial = 30, maximum = 60, timeout = 120 },
+      local c = client(t, { retry = pc.Retry { initial = 30, maximum = 60, timeout = 120, min_pushback = 0.01 },
                             sleep = function(s) slept[#slept + 1] = s; pc.sleep(s) end })
       local r = c:Pushback { id = id(), failures = 2, pushback = "20" }
       assert.are.equal("ok after 2", r.text)

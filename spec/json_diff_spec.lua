@@ -57,7 +57,7 @@ describe("proto3 JSON against python3-protobuf json_format", function()
     for line in io.lines(cases) do
       local set, tname, hex = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)$")
       local T = pool_of(set):type(tname)
-      local m = assert(pc.decode(T, hex_to_bytes(hex)))
+      local m = assert(pc.decode(T, hex_to_bytes(hex), { partial = true })) -- random: required fields may lack
       local pok, json = pcall(pc.to_json, m)
       if not pok then json = "!" .. tostring(json):gsub("[\t\n]", " ") end
       f:write(set, "\t", tname, "\t", hex, "\t", json, "\n")
@@ -75,7 +75,7 @@ describe("proto3 JSON against python3-protobuf json_format", function()
       local m, err = pc.from_json(T, json)
       if not m then
         bad[#bad + 1] = tname .. ": " .. err .. "\n  " .. json:sub(1, 500)
-      elseif bytes_to_hex(pc.encode(m, { deterministic = true })) ~= hex then
+      elseif bytes_to_hex(pc.encode(m, { deterministic = true, partial = true })) ~= hex then
         bad[#bad + 1] = tname .. ": reads to another message\n  " .. json:sub(1, 500)
       end
       back = back + 1

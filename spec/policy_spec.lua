@@ -95,9 +95,13 @@ describe("pc.Retry", function()
     assert.are.equal(60, r.maximum)
     assert.are.equal(2, r.multiplier)
     assert.are.equal(120, r.timeout)
-    assert.is_nil(r.max_attempts)
+    -- plus a finite attempt cap, 5 as gRPC A6 caps maxAttempts
+    assert.are.equal(5, r.max_attempts)
+    assert.is_nil(r.min_pushback) -- pushback sleeps are at least `initial`
     assert.are.equal(pc.if_transient_error, r.predicate)
-    assert.are.equal("Retry{initial=1, maximum=60, multiplier=2, timeout=120}", tostring(r))
+    assert.are.equal("Retry{initial=1, maximum=60, multiplier=2, timeout=120, max_attempts=5}", tostring(r))
+    assert.are.equal("Retry{initial=1, maximum=60, multiplier=2, timeout=120, max_attempts=7, "
+      .. "min_pushback=0}", tostring(pc.Retry { max_attempts = 7, min_pushback = 0 }))
     assert.are.equal(pc.Retry, getmetatable(r))
   end)
 
@@ -220,7 +224,7 @@ describe("wrap_method", function()
     local call = pc.wrap_method(w.target(function()
       w.t = w.t + 1
       error(unavailable(), 0)
-    end), w.opts { retry = pc.Retry { timeout = 100 },
+    end), w.opts { retry = pc.Retry { timeout = 100, max_attempts = 10 },
       timeout = pc.ExponentialTimeout { initial = 1, multiplier = 2, maximum = 8, deadline = 6 } })
     local err = raised(call, "req")
     assert.are.equal(pc.RetryError, getmetatable(err))
@@ -394,7 +398,7 @@ describe("wrap_method", function()
       .. "UNAVAILABLE: connection refused", tostring(err))
   end)
 
-  it("case: a pushback delay of 0.25 s on the error is the next sleep", function()
+  it("case: a pushback delay of 0.25 s on the error is the next sleep (min_pushback = 0)", function()
     local w = world(1)
     local call = pc.wrap_method(w.target(function(n)
       if n == 1 then
@@ -403,10 +407,80 @@ describe("wrap_method", function()
         error(unavailable(), 0)
       end
       return "ok"
-    end), w.opts { retry = pc.Retry() })
+    end), w.opts { retry = pc.Retry { min_pushback = 0 } })
     assert.are.equal("ok", call("req"))
     -- The cap grew past the pushback's turn: the drawn sleep after it is 2.
     assert.are.same({ 0.25, 2 }, w.sleeps)
+  end)
+
+  it("never sleeps less than `initial` on a server's pushback of 0 unless min_pushback says so", function()
+    -- A server answering every attempt with grpc-retry-pushback-ms: 0 used
+    -- to replace each backoff sleep by 0: Retry{initial = 0.5, timeout = 2}
+    -- sent thousands of attempts in 2 s.
+    local w = world(1)
+    local hammer = pc.Error { code = "UNAVAILABLE", retry_delay = 0 }
+    local call = pc.wrap_method(w.target(function() w.t = w.t + 0.001; error(hammer, 0) end),
+      w.opts { retry = pc.Retry { initial = 0.5, timeout = 2, max_attempts = 1000 } })
+    local err = raised(call, "req")
+    assert.are.same({ 0.5, 0.5, 0.5 }, w.sleeps)
+    assert.are.equal(4, #w.attempts)
+    assert.are.equal("RetryError: gave up after 4 attempts (the next sleep would pass the retry "
+      .. "deadline); last error: UNAVAILABLE", tostring(err))
+    -- min_pushback sets the floor; 0.25 s here
+    w = world(1)
+    call = pc.wrap_method(w.target(function() w.t = w.t + 0.001; error(hammer, 0) end),
+      w.opts { retry = pc.Retry { initial = 0.5, timeout = 2, max_attempts = 1000, min_pushback = 0.25 } })
+    err = raised(call, "req")
+    assert.are.equal(0.25, w.sleeps[1])
+    assert.are.equal(8, #w.attempts)
+    assert.are.equal("bad argument #1 to 'Retry' (min_pushback: number >= 0 expected)",
+      message_of(pc.Retry, { min_pushback = -1 }))
+    assert.are.equal("bad argument #1 to 'Retry' (min_pushback: number expected, got string)",
+      message_of(pc.Retry, { min_pushback = "0" }))
+  end)
+
+  it("gives up after 5 attempts when the Retry names no max_attempts (gRPC A6's cap)", function()
+    local w = world(0) -- every drawn sleep is 0: only the cap ends the loop
+    local call = pc.wrap_method(w.target(fail_with(unavailable())),
+      w.opts { retry = pc.Retry { timeout = false } })
+    local err = raised(call, "req")
+    assert.are.equal(5, #w.attempts)
+    assert.are.equal("RetryError: gave up after 5 attempts (max_attempts reached); last error: "
+      .. "UNAVAILABLE: connection refused", tostring(err))
+  end)
+
+  it("counts time slept toward the deadline when the clock steps back", function()
+    -- timeout 0.3 s; the clock steps 2 s back during the first attempt.
+    -- Holding the loop's clock at its highest reading made the call last
+    -- 2.28 s over 94 attempts.
+    local w = world(1)
+    local call = pc.wrap_method(w.target(function(n)
+      w.t = w.t + 0.01
+      if n == 1 then w.t = w.t - 2 end
+      error(unavailable(), 0)
+    end), w.opts { timeout = 0.3, retry = pc.Retry { initial = 0.01, maximum = 0.01, max_attempts = 1000 } })
+    local err = raised(call, "req")
+    local real = 0 -- time the target and the sleeps took
+    for _, s in ipairs(w.sleeps) do real = real + s end
+    real = real + 0.01 * #w.attempts
+    assert.is_true(real <= 0.3 + 0.01 + 1e-9, "the call took " .. real .. " s")
+    assert.is_true(#w.attempts <= 16, #w.attempts .. " attempts")
+    assert.matches("no time left before the call's deadline", tostring(err))
+  end)
+
+  it("ends a retry loop whose clock is frozen by the time it slept", function()
+    local slept, attempts = 0, 0
+    local call = pc.wrap_method(function()
+      attempts = attempts + 1
+      if attempts > 10000 then error("runaway: the loop never saw its deadline", 0) end
+      error(unavailable(), 0)
+    end, { retry = pc.Retry { initial = 0.01, maximum = 0.01, timeout = 1, max_attempts = 100000 },
+      clock = function() return 42 end, sleep = function(s) slept = slept + s end,
+      random = function() return 1 end })
+    local err = raised(call, "req")
+    assert.are.equal(pc.RetryError, getmetatable(err))
+    assert.is_true(math.abs(slept - 1) < 0.011, "slept " .. slept)
+    assert.matches("the next sleep would pass the retry deadline", tostring(err))
   end)
 
   it("a negative pushback stops retrying (gRPC A6)", function()

@@ -379,6 +379,42 @@ describe("pc.client", function()
       .. "number expected", err)
   end)
 
+  it("makes each method a callable whose cache_info() reports its plan cache", function()
+    local stub = pc.client("svc.Router", { pool = pool, transport = router {
+      Measure = function() return {} end,
+    } })
+    assert.are.equal("table", type(stub.Measure)) -- a callable, not a plain function
+    assert.are.same({ hits = 0, misses = 0, size = 0, capacity = 4 }, stub.Measure:cache_info())
+    stub:Measure({}, { timeout = 5 })
+    stub:Measure({}, { timeout = 5 })
+    assert.are.same({ hits = 1, misses = 1, size = 1, capacity = 4 }, stub.Measure:cache_info())
+    assert.has_error(function() stub.Measure.x = 1 end, "protocall.Method is read-only")
+    local _, err = pcall(function() stub:Measure({}, { timeout = "soon" }) end)
+    assert.matches("^[^:]*service_spec.lua:%d+: bad argument #2 to 'Measure'", err)
+  end)
+
+  it("refuses a plain-table request nested past 1000 levels before recursing", function()
+    -- 25,000 levels used to overflow the C stack in the constructor.
+    local p2 = pc.pool()
+    assert(p2:load([[syntax = "proto3"; package deep;
+      message N { N child = 1; int32 v = 2; } service S { rpc Call(N) returns (N); }]],
+      { name = "deep.proto" }))
+    local stub = pc.client("deep.S", { pool = p2, transport = pc.inproc(pc.server({
+      ["deep.S"] = { Call = function(r) return r end } }, { pool = p2 })) })
+    local function deep(n)
+      local t = { v = 1 }
+      for _ = 1, n do t = { child = t } end
+      return t
+    end
+    local _, err = pcall(function() stub:Call(deep(25000)) end)
+    assert.matches("service_spec.lua:%d+: deep.S.Call request: deep.N.child: tables nested "
+      .. "deeper than 1000 levels$", err)
+    local r, n = stub:Call(deep(50)), 0
+    while r.child do r, n = r.child, n + 1 end
+    assert.are.equal(50, n)
+    assert.are.equal(1, r.v)
+  end)
+
   it("names the service and method when a stub has no such method", function()
     local stub = pc.client("svc.Router", { pool = pool, transport = {} })
     assert.has_error(function() stub:Nope({}) end, "svc.Router has no method 'Nope'")

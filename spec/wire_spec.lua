@@ -236,6 +236,44 @@ describe("wire format", function()
     assert.matches("^t%.Rec%.child: nesting too deep at offset %d+$", err2)
   end)
 
+  it("decodes at max_depth 1000 what re-encodes, merges, clones and assigns at that depth", function()
+    -- max_depth once went to 10000, where decoding took ~300 bytes of stack a
+    -- level (a segfault on a 2 MiB stack) while encode stopped at 1000 and
+    -- assignment at 200. Now every operation handles 1000 levels, and no more.
+    local function nested(n) -- n levels of t.Rec.child below the root
+      local s = "\16\7"
+      for _ = 1, n do
+        local len, lv = #s, ""
+        repeat
+          local b = len % 128
+          len = len // 128
+          lv = lv .. string.char(b + (len > 0 and 128 or 0))
+        until len == 0
+        s = "\10" .. lv .. s
+      end
+      return s
+    end
+    local bytes = nested(1000)
+    local m, err = pc.decode(T "t.Rec", bytes, { max_depth = 1000 })
+    assert(m, err)
+    assert.are.equal(bytes, pc.encode(m))
+    assert.are.equal(bytes, pc.encode(pc.clone(m)))
+    local into = T "t.Rec" {}
+    pc.merge(into, m)
+    assert.are.equal(m, into)
+    local other = T "t.Rec" {}
+    other.child = m.child -- 999 levels under a new root: 1000 again
+    assert.are.equal(bytes, pc.encode(other))
+    local top = T "t.Rec" {}
+    top.child = m -- 1001 levels: encode says so, it does not overflow
+    assert.has_error(function() pc.encode(top) end, "t.Rec: nesting too deep")
+    m, err = pc.decode(T "t.Rec", nested(1001), { max_depth = 1000 })
+    assert.is_nil(m)
+    assert.matches("^t%.Rec%.child: nesting too deep at offset %d+$", err)
+    assert.are.equal("bad argument #3 to 'decode' (max_depth must be in 1..1000)",
+      select(2, pcall(pc.decode, T "t.Rec", bytes, { max_depth = 10000 })))
+  end)
+
   it("survives 200,000 nested start-groups", function()
     local m, err = pc.decode(T "t.Empty", string.rep("\11", 200000))
     assert.is_nil(m)
@@ -268,7 +306,7 @@ describe("pc.decode and pc.encode arguments", function()
     assert.is_nil(m)
     assert.are.equal("t.Rec.child: nesting too deep at offset 3", err)
     assert.has_error(function() pc.decode(T "t.Rec", s, { max_depth = 0 }) end,
-      "bad argument #3 to 'decode' (max_depth must be in 1..10000)")
+      "bad argument #3 to 'decode' (max_depth must be in 1..1000)")
   end)
 
   it("raises on misuse with Lua's wording", function()
@@ -283,7 +321,7 @@ describe("pc.decode and pc.encode arguments", function()
     assert.are.equal("bad argument #1 to 'decode' (protocall.Type expected, got string)",
       message_of(pc.decode, "t.Rec", ""))
     assert.are.equal("bad argument #3 to 'decode' (table expected, got number)", message_of(pc.decode, T "t.Rec", "", 1))
-    assert.are.equal("bad argument #3 to 'decode' (max_depth must be in 1..10000)",
+    assert.are.equal("bad argument #3 to 'decode' (max_depth must be in 1..1000)",
       message_of(pc.decode, T "t.Rec", "", { max_depth = 1.5 }))
     assert.are.equal("bad argument #1 to 'encode' (message expected, got table)", message_of(pc.encode, {}))
     assert.are.equal("bad argument #2 to 'encode' (table expected, got number)", message_of(pc.encode, T "t.Rec" {}, 5))

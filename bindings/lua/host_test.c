@@ -3,7 +3,8 @@
  *   - pools from C: .proto text with imports, descriptor sets, errors,
  *     freeze;
  *   - messages from C: setters and getters by name with their errors,
- *     encode, decode, clone;
+ *     repeated elements and maps of every kind, encode, decode, clone;
+ *   - a host's pool as the state's default pool (pc.type sees it);
  *   - ONE frozen pool shared by two lua_States used from two
  *     threads at once, each building, encoding and decoding messages,
  *     reading the file descriptor, and moving messages between C and Lua;
@@ -37,6 +38,9 @@ static const char kProto[] = "syntax = \"proto3\";\n"
                              "  Color color = 7;\n"
                              "  google.protobuf.Timestamp at = 8;\n"
                              "  map<string, string> labels = 9;\n"
+                             "  map<int32, Point> by_id = 10;\n"
+                             "  repeated string tags = 11;\n"
+                             "  repeated double weights = 12;\n"
                              "}\n"
                              "enum Color { NONE = 0; RED = 1; }\n"
                              "service Router { rpc Measure(Route) returns (Route); }\n";
@@ -481,6 +485,107 @@ static void yielding_time(void) {
   protocall_pool_free(pool);
 }
 
+/* Repeated scalars and maps from C, and the host's pool as the default
+ * pool of a state. */
+static void containers(void) {
+  pc_Pool *pool = demo_pool();
+  const pc_MessageDef *R = protocall_pool_type(pool, "demo.Route");
+  const pc_MessageDef *P = protocall_pool_type(pool, "demo.Point");
+  pc_Arena *a = protocall_arena_new();
+  pc_Message *m = protocall_message_new(R, a);
+  CHECK(protocall_set_integer(m, R, "ids", -7, a) == PROTOCALL_OK);
+  CHECK(protocall_set_integer(m, R, "ids", 8, a) == PROTOCALL_OK);
+  CHECK(protocall_set_string(m, R, "tags", "a\0b", 3, a) == PROTOCALL_OK);
+  CHECK(protocall_set_number(m, R, "weights", 0.5, a) == PROTOCALL_OK);
+  protocall_Value v, k;
+  CHECK(protocall_get_at(m, R, "ids", 1, &v) == PROTOCALL_OK && v.integer == 8);
+  CHECK(protocall_get_at(m, R, "ids", 2, &v) == PROTOCALL_OUT_OF_RANGE);
+  CHECK(protocall_get_at(m, R, "tags", 0, &v) == PROTOCALL_OK && v.len == 3 &&
+        memcmp(v.data, "a\0b", 3) == 0);
+  CHECK(protocall_get_at(m, R, "weights", 0, &v) == PROTOCALL_OK && v.number == 0.5);
+  CHECK(protocall_get_at(m, R, "legs", 0, &v) == PROTOCALL_WRONG_TYPE);
+  CHECK(protocall_get_at(m, R, "labels", 0, &v) == PROTOCALL_WRONG_TYPE);
+  CHECK(protocall_get_at(m, R, "nope", 0, &v) == PROTOCALL_NO_FIELD);
+  pc_Message *pt = protocall_mutable_message(m, R, "points", a, NULL);
+  CHECK(protocall_set_integer(pt, P, "x", 5, a) == PROTOCALL_OK);
+  CHECK(protocall_get_at(m, R, "points", 0, &v) == PROTOCALL_OK && v.message == pt &&
+        v.message_type == P);
+
+  /* map<string, string> */
+  memset(&k, 0, sizeof k);
+  memset(&v, 0, sizeof v);
+  k.data = "env";
+  k.len = 3;
+  v.data = "prod";
+  v.len = 4;
+  CHECK(protocall_map_set(m, R, "labels", &k, &v, a) == PROTOCALL_OK);
+  v.data = "test";
+  CHECK(protocall_map_set(m, R, "labels", &k, &v, a) == PROTOCALL_OK); /* replaces */
+  k.data = "zone";
+  k.len = 4;
+  CHECK(protocall_map_set(m, R, "labels", &k, &v, a) == PROTOCALL_OK);
+  size_t n;
+  CHECK(protocall_get_size(m, R, "labels", &n) == PROTOCALL_OK && n == 2);
+  protocall_Value got;
+  k.data = "env";
+  k.len = 3;
+  CHECK(protocall_map_get(m, R, "labels", &k, &got) == PROTOCALL_OK && got.len == 4 &&
+        memcmp(got.data, "test", 4) == 0);
+  protocall_Value key1;
+  CHECK(protocall_map_entry(m, R, "labels", 1, &key1, &got) == PROTOCALL_OK && key1.len == 4 &&
+        memcmp(key1.data, "zone", 4) == 0);
+  CHECK(protocall_map_entry(m, R, "labels", 2, &key1, NULL) == PROTOCALL_OUT_OF_RANGE);
+  CHECK(protocall_map_delete(m, R, "labels", &k) == PROTOCALL_OK);
+  CHECK(protocall_map_delete(m, R, "labels", &k) == PROTOCALL_NOT_SET);
+  CHECK(protocall_map_get(m, R, "labels", &k, &got) == PROTOCALL_NOT_SET);
+  CHECK(protocall_map_set(m, R, "ids", &k, &v, a) == PROTOCALL_WRONG_TYPE); /* not a map */
+
+  /* map<int32, Point>: keys range-checked, message values filled in place or copied */
+  memset(&k, 0, sizeof k);
+  k.integer = 7;
+  const pc_MessageDef *sub_type = NULL;
+  pc_Message *p7 = protocall_map_mutable_message(m, R, "by_id", &k, a, &sub_type);
+  CHECK(p7 != NULL && sub_type == P);
+  CHECK(protocall_set_integer(p7, P, "y", 70, a) == PROTOCALL_OK);
+  CHECK(protocall_map_mutable_message(m, R, "by_id", &k, a, NULL) == p7);
+  k.integer = 8;
+  memset(&v, 0, sizeof v);
+  v.message = p7;
+  v.message_type = P;
+  CHECK(protocall_map_set(m, R, "by_id", &k, &v, a) == PROTOCALL_OK); /* a copy of p7 */
+  v.message_type = R;
+  CHECK(protocall_map_set(m, R, "by_id", &k, &v, a) == PROTOCALL_WRONG_TYPE);
+  k.integer = (int64_t)1 << 40;
+  CHECK(protocall_map_set(m, R, "by_id", &k, &v, a) == PROTOCALL_OUT_OF_RANGE);
+  k.integer = 8;
+  CHECK(protocall_map_get(m, R, "by_id", &k, &got) == PROTOCALL_OK && got.message != p7 &&
+        got.message_type == P);
+  int64_t y = 0;
+  CHECK(protocall_get_integer(got.message, P, "y", &y) == PROTOCALL_OK && y == 70);
+  CHECK(protocall_map_mutable_message(m, R, "labels", &k, a, NULL) == NULL); /* string values */
+
+  /* The same content read back from Lua, through the host's pool made the
+   * state's default pool: pc.type sees its types. */
+  lua_State *L = new_state(NULL);
+  protocall_setdefaultpool(L, pool);
+  protocall_pushmessage(L, R, m);
+  lua_setglobal(L, "m");
+  CHECK(run(L, "local R = assert(pc.type('demo.Route'))\n"
+               "assert(pc.type_of(m) == R)\n"
+               "assert(m.ids[1] == -7 and m.ids[2] == 8 and m.tags[1] == 'a\\0b')\n"
+               "assert(m.weights[1] == 0.5 and m.labels.zone == 'test' and m.labels.env == nil)\n"
+               "assert(m.by_id[7].y == 70 and m.by_id[8].y == 70 and m.points[1].x == 5)\n"
+               "assert(R{name = 'x'}.name == 'x')\n"
+               "local ok, err = pcall(pc.set_default_pool, 5)\n"
+               "assert(err == \"bad argument #1 to 'set_default_pool' (protocall.Pool expected, "
+               "got number)\", err)\n"
+               "pc.set_default_pool(pc.pool())\n"
+               "assert(pc.type('demo.Route') == nil)"));
+  lua_close(L);
+  protocall_arena_free(a);
+  protocall_pool_free(pool);
+}
+
 /* protocall_pushpool / protocall_pushmessage in a state where the module
  * was never opened: a Lua error, not a crash. */
 static int push_pool_early(lua_State *L) {
@@ -503,6 +608,7 @@ int main(void) {
   before_open();
   pools();
   messages();
+  containers();
   unknown_pool();
   shared_pool();
   transport_and_time();

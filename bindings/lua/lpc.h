@@ -61,15 +61,20 @@ void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *de
  *   "protocall.Arena"   userdata {pc_Arena *}: owns an arena (decoded trees,
  *                       and what Lua-made messages point to).
  *   message, standalone one block: the message's slots ARE the userdata's
- *                       memory (def->size bytes); user value 1, when it
- *                       has one: the input string a decode of a flat type
- *                       left its string fields pointing into (lpc_wire.c).
+ *                       memory (def->size bytes); user value 1, its refs
+ *                       table, when the type can hold references
+ *                       (lpc_standalone_uv), else none; a flat type's
+ *                       decode (lpc_wire.c) keeps the input string its
+ *                       string fields point into in that table, under the
+ *                       message's own address.
  *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
  *                       message).
  * A standalone message is its own anchor. What a message's memory points to
- * that the anchor's arena does not own is kept alive from a per-anchor table
- * in an ephemeron table in the registry. */
+ * that the anchor's arena does not own is kept alive from a per-anchor refs
+ * table: the anchor's user value 1 (an Arena's, a standalone message's), or
+ * for standalone messages of numbers-only types, which have no user value,
+ * an entry in an ephemeron table in the registry (lpc_push_refs). */
 
 /* A "protocall.Type" userdata: its def, and its field lookup in this
  * lua_State (owned by the instance metatables the Type holds in user values
@@ -140,7 +145,8 @@ void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg);
 void lpc_check_options(lua_State *L, int idx, const char *fname, const char *const *names);
 /* Integer field 'name' of the table at 'idx' in lo..hi, or 'dflt' when
  * absent (or when there is no table). */
-int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi, int dflt);
+int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi,
+                int dflt);
 /* The pool of field "pool" of the table at 'idx' (a Pool userdata), or NULL. */
 pc_Pool *lpc_opt_pool(lua_State *L, int idx);
 
@@ -210,6 +216,7 @@ typedef struct {
 
 typedef struct {
   const pc_MessageDef *def;
+  int standalone_uv; /* lpc_standalone_uv(def), for T{...} */
   size_t mask;
   unsigned shift;             /* hash: (address >> shift) & mask */
   const pc_FieldDef **fields; /* fields[i] is the field of e[i] (after e) */
@@ -266,6 +273,9 @@ _Noreturn void lpc_type_error(lua_State *L, const char *name, const char *expect
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
 pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);
 pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt);
+/* 1 when standalone messages of 'def' carry a refs user value: the type has
+ * a string, message, repeated or map field, or extension ranges. */
+int lpc_standalone_uv(const pc_MessageDef *def);
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
@@ -281,8 +291,17 @@ int lpc_map_index(lua_State *L);
 int lpc_map_pairs(lua_State *L);
 void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
                         const pc_MessageDef *vdef, const pc_Message *target);
+/* One conversion of Lua tables into messages (T{...}, m.f = {...}): 'marks'
+ * whether the registry's table of tables being converted (the cycle check)
+ * was started, 'depth' how many levels of tables below the first the
+ * conversion is in (refused past PC_MESSAGE_MAX_DEPTH before recursing).
+ * Start each conversion at {0, 0}. */
+typedef struct {
+  int marks;
+  int depth;
+} lpc_Build;
 void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int v,
-                   int *visited);
+                   lpc_Build *visited);
 int lpc_message_newindex(lua_State *L);
 int lpc_view_newindex(lua_State *L);
 int lpc_repeated_newindex(lua_State *L);

@@ -55,7 +55,7 @@ int lpc_arena_gc(lua_State *L) {
 }
 
 pc_Arena *lpc_newarena(lua_State *L) {
-  Holder *h = lua_newuserdatauv(L, sizeof(Holder), 0);
+  Holder *h = lua_newuserdatauv(L, sizeof(Holder), 1); /* user value 1: refs */
   h->arena = NULL;
   h->reported = 0;
   luaL_setmetatable(L, LPC_ARENA_MT);
@@ -130,8 +130,25 @@ int lpc_push_anchor(lua_State *L, int idx) {
 }
 
 /* Pushes the refs table of the anchor at 'a' (created when 'create'), or
- * nil. */
+ * nil. Anchors with a user value (Arenas, standalone messages of types
+ * that hold references) keep it there; the others (numbers-only types) in
+ * the registry's ephemeron table. A chain of anchors each holding the next
+ * through user values costs the collector one traversal; through the
+ * ephemeron table, one pass of Lua's ephemeron convergence per link (a
+ * chain built top-down was quadratic). */
 void lpc_push_refs(lua_State *L, int a, int create) {
+  a = lua_absindex(L, a);
+  int t = lua_getiuservalue(L, a, 1);
+  if (t != LUA_TNONE) {
+    if (t == LUA_TNIL && create) {
+      lua_pop(L, 1);
+      lua_createtable(L, 0, 2);
+      lua_pushvalue(L, -1);
+      lua_setiuservalue(L, a, 1);
+    }
+    return;
+  }
+  lua_pop(L, 1);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_refs_key);
   lua_pushvalue(L, a);
   if (lua_rawget(L, -2) == LUA_TNIL && create) {

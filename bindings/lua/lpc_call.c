@@ -74,7 +74,8 @@ static double opt_budget(lua_State *L, int arg) {
   return luaL_checknumber(L, arg);
 }
 
-/* -- ok, msg = core.check_retry(initial, maximum, multiplier, timeout|false, max_attempts|nil)
+/* -- ok, msg = core.check_retry(initial, maximum, multiplier, timeout|false, max_attempts,
+ * --                             min_pushback)
  * -- true, or nil and "maximum: positive number expected" */
 static int lpc_check_retry(lua_State *L) {
   pc_RetryParams p;
@@ -83,7 +84,8 @@ static int lpc_check_retry(lua_State *L) {
   p.maximum = luaL_checknumber(L, 2);
   p.multiplier = luaL_checknumber(L, 3);
   p.timeout = opt_budget(L, 4);
-  p.max_attempts = (long)luaL_optinteger(L, 5, 0);
+  p.max_attempts = (long)luaL_checkinteger(L, 5);
+  p.min_pushback = luaL_checknumber(L, 6);
   pc_Error_Init(&e);
   if (!pc_RetryParams_Check(&p, &e)) {
     lua_pushnil(L);
@@ -120,11 +122,12 @@ static int lpc_check_timeout(lua_State *L) {
 }
 
 /* -- policy, first = core.policy(tkind, tinitial, tmaximum, tmultiplier, tdeadline,
- * --                             [initial, maximum, multiplier, timeout, max_attempts])
+ * --                             [initial, maximum, multiplier, timeout, max_attempts,
+ * --                              min_pushback])
  * -- Without the retry numbers the policy makes one attempt. 'first' is the
  * -- first attempt's timeout (nil: none). Returns nil, msg for bad numbers. */
 static int lpc_policy_new(lua_State *L) {
-  lua_settop(L, 10);
+  lua_settop(L, 11);
   lpc_Policy *p = lua_newuserdatauv(L, sizeof *p, 0);
   pc_Error e;
   memset(p, 0, sizeof *p);
@@ -135,7 +138,8 @@ static int lpc_policy_new(lua_State *L) {
     p->retry.maximum = luaL_checknumber(L, 7);
     p->retry.multiplier = luaL_checknumber(L, 8);
     p->retry.timeout = opt_budget(L, 9);
-    p->retry.max_attempts = (long)luaL_optinteger(L, 10, 0);
+    p->retry.max_attempts = (long)luaL_checkinteger(L, 10);
+    p->retry.min_pushback = luaL_checknumber(L, 11);
   }
   pc_Error_Init(&e);
   if (!pc_TimeoutParams_Check(&p->timeout, &e) ||
@@ -473,6 +477,8 @@ void lpc_open_call(lua_State *L) {
     lua_pop(L, 1);
   }
   luaL_setfuncs(L, funcs, 0);
+  lua_pushinteger(L, PC_RETRY_DEFAULT_MAX_ATTEMPTS);
+  lua_setfield(L, -2, "DEFAULT_MAX_ATTEMPTS");
   lpc_gettime(L);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTimeKey);
   lua_pushvalue(L, -1);

@@ -10,18 +10,23 @@
 
 static char lpc_visit_key; /* registry: tables being converted (cycle check) */
 
-static void construct(lua_State *L, int type, int t, int *visited);
+static void construct(lua_State *L, int type, int t, lpc_Build *visited);
 
 /* The message for a field of type 'def' from the value at 'idx' (a message
  * of that type, or a table to construct one from); pushes its object. */
 static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const char *name, int idx,
-                                 int *visited) {
+                                 lpc_Build *visited) {
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) {
+    /* Checked on the way down: the recursion below is C's. */
+    if (visited->depth >= PC_MESSAGE_MAX_DEPTH)
+      lpc_msg_error(L, "%s: tables nested deeper than %d levels", name, PC_MESSAGE_MAX_DEPTH);
     luaL_checkstack(L, 20, "message nesting too deep");
     lpc_pushtype(L, def);
     int type = lua_gettop(L);
+    visited->depth++;
     construct(L, type, idx, visited);
+    visited->depth--;
     lua_remove(L, type);
     return lua_touserdata(L, -1);
   }
@@ -44,14 +49,24 @@ void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
  * 'idx': a message, or a table to construct one from), refusing cycles
  * through 'target'. */
 static pc_Message *elem_object(lua_State *L, const pc_FieldDef *f, int idx, pc_Message *target,
-                               int *visited) {
+                               lpc_Build *visited) {
   pc_Message *m = check_message(L, f->message, f->full_name, idx, visited);
   lpc_check_no_cycle(L, f->full_name, m, f->message, target);
   return m;
 }
 
+/* Whether the string or bytes elements of container field 'f' point into
+ * the Lua strings its container keeps (user value 2, by index or key), so
+ * overwriting an element frees the old bytes with the old string instead
+ * of leaving a copy in the arena. Extensions, which have no remembered
+ * container, copy into the arena. */
+static int kept_string(const pc_FieldDef *container, const pc_FieldDef *ef) {
+  return !container->is_extension && (ef->type == kPc_Type_String || ef->type == kPc_Type_Bytes);
+}
+
 /* Element 'i' (1-based) of the list at 'src' as a value for the array: the
- * element objects of messages come from the table at 'objs'. */
+ * element objects of messages, and the kept strings, come from the table
+ * at 'objs'. */
 static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Integer i, int objs,
                             pc_Arena *arena) {
   pc_Value v;
@@ -59,6 +74,12 @@ static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Int
   if (f->message != NULL) {
     lua_rawgeti(L, objs, i);
     v.m = lpc_tomessage(L, -1, NULL);
+    lua_pop(L, 1);
+    return v;
+  }
+  if (kept_string(f, f)) {
+    lua_rawgeti(L, objs, i); /* the string stays in 'objs', the container's */
+    v.s.data = lua_tolstring(L, -1, &v.s.size);
     lua_pop(L, 1);
     return v;
   }
@@ -75,7 +96,7 @@ static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Int
  * the list at 'src' (a table or a repeated container of the same element
  * type). Everything is checked before the field changes; the array's
  * storage is reused when it is large enough. */
-static void fill_array(lua_State *L, int c, int src, int *visited) {
+static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   c = lua_absindex(L, c);
   src = lua_absindex(L, src);
   const Container *cont = lua_touserdata(L, c);
@@ -101,8 +122,10 @@ static void fill_array(lua_State *L, int c, int src, int *visited) {
       lpc_msg_error(L, "%s: list expected, got %s", f->full_name, lpc_tname(L, src));
     n = luaL_len(L, src);
   }
-  /* Pass 1: check every element; message objects into a new table. */
-  lua_createtable(L, f->message ? (int)n : 0, 0);
+  /* Pass 1: check every element; message objects and kept strings into a
+   * new table. */
+  int keep = f->message != NULL || kept_string(f, f);
+  lua_createtable(L, keep ? (int)n : 0, 0);
   int objs = lua_gettop(L);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, src, i);
@@ -110,7 +133,11 @@ static void fill_array(lua_State *L, int c, int src, int *visited) {
       elem_object(L, f, -1, msg, visited);
       lua_rawseti(L, objs, i);
     } else {
-      lpc_check_scalar(L, f, f->full_name, -1);
+      lpc_check_scalar(L, f, f->full_name, -1); /* a string stays a string */
+      if (keep) {
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, objs, i);
+      }
     }
     lua_pop(L, 1);
   }
@@ -156,7 +183,7 @@ static void fill_array(lua_State *L, int c, int src, int *visited) {
 
 /* Replaces the entries of the map field of the container at 'c' with the
  * table (or map container of the same type) at 'src'; checked first. */
-static void fill_map(lua_State *L, int c, int src, int *visited) {
+static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   c = lua_absindex(L, c);
   src = lua_absindex(L, src);
   const Container *cont = lua_touserdata(L, c);
@@ -178,7 +205,10 @@ static void fill_map(lua_State *L, int c, int src, int *visited) {
     }
     lua_replace(L, src);
   }
-  /* Pass 1: check keys and values; message objects by key. */
+  /* Pass 1: check keys and values; by key, message objects, kept string
+   * values, and 'true' for the other values of string keys (the table's
+   * key is then the string the entry's key points into). */
+  int keep_key = kept_string(f, kf), keep_value = kept_string(f, vf);
   lua_newtable(L);
   int objs = lua_gettop(L);
   lua_pushnil(L);
@@ -191,6 +221,14 @@ static void fill_map(lua_State *L, int c, int src, int *visited) {
       lua_rawset(L, objs);
     } else {
       lpc_check_scalar(L, vf, f->full_name, -1);
+      if (keep_key || keep_value) {
+        lua_pushvalue(L, -2);
+        if (keep_value)
+          lua_pushvalue(L, -2);
+        else
+          lua_pushboolean(L, 1);
+        lua_rawset(L, objs);
+      }
     }
     lua_pop(L, 1);
   }
@@ -204,7 +242,8 @@ static void fill_map(lua_State *L, int c, int src, int *visited) {
   lua_pushnil(L);
   while (lua_next(L, src)) {
     pc_Value k = lpc_check_scalar(L, kf, f->full_name, -2), v;
-    if (ks == kPc_Slot_String && !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena))
+    if (ks == kPc_Slot_String && !keep_key &&
+        !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena))
       lpc_nomem(L);
     if (vf->message != NULL) {
       memset(&v, 0, sizeof(v));
@@ -214,7 +253,7 @@ static void fill_map(lua_State *L, int c, int src, int *visited) {
       lua_pop(L, 1);
     } else {
       v = lpc_check_scalar(L, vf, f->full_name, -1);
-      if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) &&
+      if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) && !keep_value &&
           !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
         lpc_nomem(L);
     }
@@ -247,7 +286,7 @@ static void empty_container(lua_State *L, int obj, pc_Message *msg, const pc_Fie
 
 /* m[f] = value at 'v' for the message object at 'obj'. */
 void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int v,
-                   int *visited) {
+                   lpc_Build *visited) {
   obj = lua_absindex(L, obj);
   v = lua_absindex(L, v);
   int singular_string = f->label != kPc_Label_Repeated && !f->is_extension &&
@@ -385,7 +424,7 @@ static void newindex_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, 
     memcpy((char *)msg + f->offset, &v, pc_Slot_Size(f->slot));
     return;
   }
-  int visited = 0;
+  lpc_Build visited = {0, 0};
   lpc_set_field(L, 1, msg, f, 3, &visited);
 }
 
@@ -412,14 +451,14 @@ int lpc_view_newindex(lua_State *L) {
 /* Marks (on = 1) or unmarks the table at 't' as being converted; with
  * on = -1 only checks. Returns whether it was marked. The table of marks
  * lives in the registry; the first mark of a top-level conversion
- * (*visited == 0) starts a fresh one, so marks left by a conversion that
- * raised are forgotten. */
-static int visit(lua_State *L, int t, int on, int *visited) {
-  if (*visited == 0) {
+ * (visited->marks == 0) starts a fresh one, so marks left by a conversion
+ * that raised are forgotten. */
+static int visit(lua_State *L, int t, int on, lpc_Build *visited) {
+  if (visited->marks == 0) {
     if (on != 1) return 0;
     lua_newtable(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_visit_key);
-    *visited = 1;
+    visited->marks = 1;
   }
   lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_visit_key);
   lua_pushvalue(L, t);
@@ -442,13 +481,13 @@ static int visit(lua_State *L, int t, int on, int *visited) {
  * One pass over the table: each key is found by its string's address and
  * plain slots take their values directly; the one allocation is the
  * message's block. */
-static void construct(lua_State *L, int type, int t, int *visited) {
+static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
   const TypeBox *box = lua_touserdata(L, type);
   const pc_MessageDef *def = box->def;
   const Lookup *lk = box->lookup;
-  if (*visited && visit(L, t, -1, visited))
+  if (visited->marks && visit(L, t, -1, visited))
     lpc_msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
-  char *msg = lua_newuserdatauv(L, def->size, 0);
+  char *msg = lua_newuserdatauv(L, def->size, lk->standalone_uv);
   pc_Message_Init(def, msg);
   lua_getiuservalue(L, type, 2);
   lua_setmetatable(L, -2);
@@ -484,7 +523,7 @@ int lpc_type_call(lua_State *L) {
   /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
   int t = lua_type(L, 2);
   if (t == LUA_TTABLE) {
-    int visited = 0;
+    lpc_Build visited = {0, 0};
     construct(L, 1, 2, &visited);
     return 1;
   }
@@ -511,12 +550,12 @@ int lpc_repeated_newindex(lua_State *L) {
       lpc_msg_error(L, "%s: only the last element (%I) can be removed, not %I", f->full_name,
                     (lua_Integer)size, i);
     arr->size--;
-    if (f->message != NULL) lpc_keep_elem(L, 1, 2, 3);
+    if (f->message != NULL || kept_string(f, f)) lpc_keep_elem(L, 1, 2, 3);
     return 0;
   }
   if (i < 1 || (size_t)i > size + 1)
     lpc_msg_error(L, "%s: index %I out of range (size %I)", f->full_name, i, (lua_Integer)size);
-  int visited = 0;
+  lpc_Build visited = {0, 0};
   pc_Value v;
   memset(&v, 0, sizeof(v));
   if (f->message != NULL)
@@ -526,7 +565,8 @@ int lpc_repeated_newindex(lua_State *L) {
   lua_getiuservalue(L, 1, 1);
   int a = lpc_push_anchor(L, -1);
   Holder *h = lpc_anchor_holder(L, a);
-  if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
+  int keep = kept_string(f, f); /* the element points into the string at 3 */
+  if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) && !keep &&
       !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
     lpc_nomem(L);
   if ((size_t)i == size + 1) {
@@ -536,6 +576,7 @@ int lpc_repeated_newindex(lua_State *L) {
     pc_Array_Set(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(f), v);
   }
   if (f->message != NULL) lpc_keep_elem(L, 1, 2, 4);
+  if (keep) lpc_keep_elem(L, 1, 2, 3);
   lpc_pace(L, h);
   return 0;
 }
@@ -547,12 +588,13 @@ int lpc_map_newindex(lua_State *L) {
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   lua_settop(L, 3);
   pc_Value k = lpc_check_scalar(L, kf, f->full_name, 2);
+  int keep_key = kept_string(f, kf), keep_value = kept_string(f, vf);
   if (lua_isnil(L, 3)) {
     pc_Map_Delete(pc_Message_Get(c->msg, f).map, ks, k);
-    if (vf->message != NULL) lpc_keep_elem(L, 1, 2, 3);
+    if (vf->message != NULL || keep_key || keep_value) lpc_keep_elem(L, 1, 2, 3);
     return 0;
   }
-  int visited = 0;
+  lpc_Build visited = {0, 0};
   pc_Value v;
   memset(&v, 0, sizeof(v));
   if (vf->message != NULL)
@@ -562,16 +604,36 @@ int lpc_map_newindex(lua_State *L) {
   lua_getiuservalue(L, 1, 1);
   int a = lpc_push_anchor(L, -1);
   Holder *h = lpc_anchor_holder(L, a);
-  if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) &&
+  if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) && !keep_value &&
       !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
     lpc_nomem(L);
   pc_Map *map = pc_Message_MutableMap(c->msg, f, h->arena);
   if (map == NULL) lpc_nomem(L);
-  if (pc_Map_Find(map, ks, k) == NULL && ks == kPc_Slot_String &&
-      !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena))
+  int is_new = pc_Map_Find(map, ks, k) == NULL;
+  if (is_new && keep_key) {
+    /* The new entry's key points into the string at 2, which the keep
+     * table then holds as its key: an equal key left there would stay the
+     * table's key instead, so it goes first. */
+    if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE) {
+      lua_pushvalue(L, 2);
+      lua_pushnil(L);
+      lua_rawset(L, -3);
+    }
+    lua_pop(L, 1);
+  } else if (is_new && ks == kPc_Slot_String &&
+             !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena)) {
     lpc_nomem(L);
+  }
   if (pc_Map_Set(map, ks, k, v, h->arena) == NULL) lpc_nomem(L);
-  if (vf->message != NULL) lpc_keep_elem(L, 1, 2, 4);
+  if (vf->message != NULL) {
+    lpc_keep_elem(L, 1, 2, 4);
+  } else if (keep_value) {
+    lpc_keep_elem(L, 1, 2, 3);
+  } else if (keep_key) {
+    lua_pushboolean(L, 1);
+    lpc_keep_elem(L, 1, 2, -1);
+    lua_pop(L, 1);
+  }
   lpc_pace(L, h);
   return 0;
 }

@@ -116,13 +116,9 @@ static int store(pc_Message *msg, const pc_FieldDef *f, pc_Value v, pc_Arena *ar
   return PROTOCALL_OK;
 }
 
-int protocall_set_integer(pc_Message *msg, const pc_MessageDef *type, const char *field,
-                          int64_t value, pc_Arena *arena) {
-  int rc;
-  const pc_FieldDef *f = field_of(type, field, &rc);
-  if (f == NULL) return rc;
-  pc_Value v;
-  memset(&v, 0, sizeof v);
+/* 'value' as a value of integer-kind field 'f' (range-checked). */
+static int integer_in(const pc_FieldDef *f, int64_t value, pc_Value *v) {
+  memset(v, 0, sizeof *v);
   switch (f->type) {
   case kPc_Type_Int32:
   case kPc_Type_Sint32:
@@ -132,27 +128,59 @@ int protocall_set_integer(pc_Message *msg, const pc_MessageDef *type, const char
     if (f->enumdef != NULL && f->enumdef->closed &&
         pc_EnumDef_FindByNumber(f->enumdef, (int32_t)value) == NULL)
       return PROTOCALL_OUT_OF_RANGE;
-    v.i32 = (int32_t)value;
-    break;
+    v->i32 = (int32_t)value;
+    return PROTOCALL_OK;
   case kPc_Type_Uint32:
   case kPc_Type_Fixed32:
     if (value < 0 || value > UINT32_MAX) return PROTOCALL_OUT_OF_RANGE;
-    v.u32 = (uint32_t)value;
-    break;
+    v->u32 = (uint32_t)value;
+    return PROTOCALL_OK;
   case kPc_Type_Int64:
   case kPc_Type_Sint64:
   case kPc_Type_Sfixed64:
   case kPc_Type_Uint64:
   case kPc_Type_Fixed64:
-    v.i64 = value; /* unsigned: two's complement, as Lua integers */
-    break;
+    v->i64 = value; /* unsigned: two's complement, as Lua integers */
+    return PROTOCALL_OK;
   case kPc_Type_Bool:
     if (value != 0 && value != 1) return PROTOCALL_OUT_OF_RANGE;
-    v.b = (uint8_t)value;
-    break;
+    v->b = (uint8_t)value;
+    return PROTOCALL_OK;
   default: return PROTOCALL_WRONG_TYPE;
   }
-  return store(msg, f, v, arena);
+}
+
+/* A value of integer-kind field 'f' as an int64; WRONG_TYPE for others. */
+static int integer_out(const pc_FieldDef *f, pc_Value v, int64_t *value) {
+  switch (f->type) {
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Enum: *value = v.i32; return PROTOCALL_OK;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: *value = v.u32; return PROTOCALL_OK;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: *value = v.i64; return PROTOCALL_OK;
+  case kPc_Type_Bool: *value = v.b; return PROTOCALL_OK;
+  default: return PROTOCALL_WRONG_TYPE;
+  }
+}
+
+static int is_string(const pc_FieldDef *f) {
+  return f->type == kPc_Type_String || f->type == kPc_Type_Bytes;
+}
+
+int protocall_set_integer(pc_Message *msg, const pc_MessageDef *type, const char *field,
+                          int64_t value, pc_Arena *arena) {
+  int rc;
+  const pc_FieldDef *f = field_of(type, field, &rc);
+  if (f == NULL) return rc;
+  pc_Value v;
+  rc = integer_in(f, value, &v);
+  return rc != PROTOCALL_OK ? rc : store(msg, f, v, arena);
 }
 
 int protocall_set_number(pc_Message *msg, const pc_MessageDef *type, const char *field,
@@ -215,22 +243,7 @@ int protocall_get_integer(const pc_Message *msg, const pc_MessageDef *type, cons
   int rc;
   const pc_FieldDef *f = singular(type, field, &rc);
   if (f == NULL) return rc;
-  pc_Value v = pc_Message_Get(msg, f);
-  switch (f->type) {
-  case kPc_Type_Int32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32:
-  case kPc_Type_Enum: *value = v.i32; return PROTOCALL_OK;
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: *value = v.u32; return PROTOCALL_OK;
-  case kPc_Type_Int64:
-  case kPc_Type_Sint64:
-  case kPc_Type_Sfixed64:
-  case kPc_Type_Uint64:
-  case kPc_Type_Fixed64: *value = v.i64; return PROTOCALL_OK;
-  case kPc_Type_Bool: *value = v.b; return PROTOCALL_OK;
-  default: return PROTOCALL_WRONG_TYPE;
-  }
+  return integer_out(f, pc_Message_Get(msg, f), value);
 }
 
 int protocall_get_number(const pc_Message *msg, const pc_MessageDef *type, const char *field,
@@ -299,11 +312,168 @@ int protocall_get_message_at(const pc_Message *msg, const pc_MessageDef *type, c
   return PROTOCALL_OK;
 }
 
+/* Any value of field (or map key / value) 'f' into '*out'. */
+static void value_out(const pc_FieldDef *f, pc_Value v, protocall_Value *out) {
+  memset(out, 0, sizeof *out);
+  if (f->message != NULL) {
+    out->message = v.m;
+    out->message_type = f->message;
+  } else if (is_string(f)) {
+    out->data = v.s.data != NULL ? v.s.data : "";
+    out->len = v.s.size;
+  } else if (f->type == kPc_Type_Double) {
+    out->number = v.d;
+  } else if (f->type == kPc_Type_Float) {
+    out->number = v.f;
+  } else {
+    integer_out(f, v, &out->integer);
+  }
+}
+
+/* '*in' as a value of 'f' in 'arena' (strings copied, messages deep-copied
+ * when their type is the field's). */
+static int value_in(const pc_FieldDef *f, const protocall_Value *in, pc_Value *v, pc_Arena *arena) {
+  memset(v, 0, sizeof *v);
+  if (f->message != NULL) {
+    if (in->message == NULL || in->message_type != f->message) return PROTOCALL_WRONG_TYPE;
+    v->m = pc_Message_Clone(in->message, f->message, arena);
+    return v->m != NULL ? PROTOCALL_OK : PROTOCALL_OUT_OF_MEMORY;
+  }
+  if (is_string(f)) {
+    return pc_StringView_Copy(&v->s, in->data, in->len, arena) ? PROTOCALL_OK
+                                                               : PROTOCALL_OUT_OF_MEMORY;
+  }
+  if (f->type == kPc_Type_Double) {
+    v->d = in->number;
+    return PROTOCALL_OK;
+  }
+  if (f->type == kPc_Type_Float) {
+    v->f = (float)in->number;
+    return PROTOCALL_OK;
+  }
+  return integer_in(f, in->integer, v);
+}
+
+int protocall_get_at(const pc_Message *msg, const pc_MessageDef *type, const char *field,
+                     size_t index, protocall_Value *value) {
+  int rc;
+  const pc_FieldDef *f = field_of(type, field, &rc);
+  if (f == NULL) return rc;
+  if (f->label != kPc_Label_Repeated) return PROTOCALL_WRONG_TYPE;
+  const pc_Array *arr = pc_Message_Get(msg, f).a;
+  if (arr == NULL || index >= arr->size) return PROTOCALL_OUT_OF_RANGE;
+  value_out(f, pc_Array_Get(arr, index, pc_FieldDef_ElemSlot(f)), value);
+  return PROTOCALL_OK;
+}
+
+/* The map field 'name' of 'type' with its key and value fields. */
+static const pc_FieldDef *map_of(const pc_MessageDef *type, const char *name,
+                                 const pc_FieldDef **kf, const pc_FieldDef **vf, int *rc) {
+  const pc_FieldDef *f = pc_MessageDef_FindFieldByName(type, name, strlen(name));
+  *rc = f == NULL ? PROTOCALL_NO_FIELD : !f->is_map ? PROTOCALL_WRONG_TYPE : PROTOCALL_OK;
+  if (*rc != PROTOCALL_OK) return NULL;
+  *kf = pc_FieldDef_MapKey(f);
+  *vf = pc_FieldDef_MapValue(f);
+  return f;
+}
+
+/* A key to look up with: strings are not copied. */
+static int key_in(const pc_FieldDef *kf, const protocall_Value *key, pc_Value *k) {
+  if (!is_string(kf)) return integer_in(kf, key->integer, k);
+  memset(k, 0, sizeof *k);
+  k->s.data = key->data;
+  k->s.size = key->len;
+  return PROTOCALL_OK;
+}
+
+int protocall_map_entry(const pc_Message *msg, const pc_MessageDef *type, const char *field,
+                        size_t index, protocall_Value *key, protocall_Value *value) {
+  int rc;
+  const pc_FieldDef *kf, *vf;
+  const pc_FieldDef *f = map_of(type, field, &kf, &vf, &rc);
+  if (f == NULL) return rc;
+  const pc_Map *map = pc_Message_Get(msg, f).map;
+  if (map == NULL || index >= map->size) return PROTOCALL_OUT_OF_RANGE;
+  if (key != NULL) value_out(kf, map->entries[index].key, key);
+  if (value != NULL) value_out(vf, map->entries[index].value, value);
+  return PROTOCALL_OK;
+}
+
+int protocall_map_get(const pc_Message *msg, const pc_MessageDef *type, const char *field,
+                      const protocall_Value *key, protocall_Value *value) {
+  int rc;
+  const pc_FieldDef *kf, *vf;
+  const pc_FieldDef *f = map_of(type, field, &kf, &vf, &rc);
+  if (f == NULL) return rc;
+  pc_Value k;
+  if ((rc = key_in(kf, key, &k)) != PROTOCALL_OK) return rc;
+  const pc_Value *v = pc_Map_Find(pc_Message_Get(msg, f).map, pc_FieldDef_ElemSlot(kf), k);
+  if (v == NULL) return PROTOCALL_NOT_SET;
+  value_out(vf, *v, value);
+  return PROTOCALL_OK;
+}
+
+/* Stores 'v' under 'key' (the key copied into 'arena' when new). */
+static int map_store(pc_Message *msg, const pc_FieldDef *f, const pc_FieldDef *kf, pc_Value k,
+                     pc_Value v, pc_Arena *arena) {
+  pc_Map *map = pc_Message_MutableMap(msg, f, arena);
+  if (map == NULL) return PROTOCALL_OUT_OF_MEMORY;
+  pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  if (pc_Map_Find(map, ks, k) == NULL && ks == kPc_Slot_String &&
+      !pc_StringView_Copy(&k.s, k.s.data, k.s.size, arena))
+    return PROTOCALL_OUT_OF_MEMORY;
+  return pc_Map_Set(map, ks, k, v, arena) != NULL ? PROTOCALL_OK : PROTOCALL_OUT_OF_MEMORY;
+}
+
+int protocall_map_set(pc_Message *msg, const pc_MessageDef *type, const char *field,
+                      const protocall_Value *key, const protocall_Value *value, pc_Arena *arena) {
+  int rc;
+  const pc_FieldDef *kf, *vf;
+  const pc_FieldDef *f = map_of(type, field, &kf, &vf, &rc);
+  if (f == NULL) return rc;
+  pc_Value k, v;
+  if ((rc = key_in(kf, key, &k)) != PROTOCALL_OK) return rc;
+  if ((rc = value_in(vf, value, &v, arena)) != PROTOCALL_OK) return rc;
+  return map_store(msg, f, kf, k, v, arena);
+}
+
+pc_Message *protocall_map_mutable_message(pc_Message *msg, const pc_MessageDef *type,
+                                          const char *field, const protocall_Value *key,
+                                          pc_Arena *arena, const pc_MessageDef **sub_type) {
+  int rc;
+  const pc_FieldDef *kf, *vf;
+  const pc_FieldDef *f = map_of(type, field, &kf, &vf, &rc);
+  if (f == NULL || vf->message == NULL) return NULL;
+  pc_Value k;
+  if (key_in(kf, key, &k) != PROTOCALL_OK) return NULL;
+  pc_Value *cell = pc_Map_Find(pc_Message_Get(msg, f).map, pc_FieldDef_ElemSlot(kf), k);
+  pc_Message *sub = cell != NULL ? cell->m : NULL;
+  if (sub == NULL) {
+    pc_Value v;
+    v.m = sub = pc_Message_New(vf->message, arena);
+    if (sub == NULL || map_store(msg, f, kf, k, v, arena) != PROTOCALL_OK) return NULL;
+  }
+  if (sub_type != NULL) *sub_type = vf->message;
+  return sub;
+}
+
+int protocall_map_delete(pc_Message *msg, const pc_MessageDef *type, const char *field,
+                         const protocall_Value *key) {
+  int rc;
+  const pc_FieldDef *kf, *vf;
+  const pc_FieldDef *f = map_of(type, field, &kf, &vf, &rc);
+  if (f == NULL) return rc;
+  pc_Value k;
+  if ((rc = key_in(kf, key, &k)) != PROTOCALL_OK) return rc;
+  return pc_Map_Delete(pc_Message_Get(msg, f).map, pc_FieldDef_ElemSlot(kf), k) ? PROTOCALL_OK
+                                                                                : PROTOCALL_NOT_SET;
+}
+
 const char *protocall_encode(const pc_Message *msg, const pc_MessageDef *type, int deterministic,
                              pc_Arena *arena, size_t *len, char *err, size_t errsize) {
   pc_WireWriter w;
   pc_WireWriter_Init(&w, NULL, NULL);
-  pc_EncodeOptions opts = {deterministic};
+  pc_EncodeOptions opts = {deterministic, 0};
   pc_Error e;
   pc_Error_Init(&e);
   char *out = NULL;
@@ -363,6 +533,16 @@ void protocall_pushmessage(lua_State *L, const pc_MessageDef *type, const pc_Mes
 
 const pc_Message *protocall_tomessage(lua_State *L, int idx, const pc_MessageDef **type) {
   return lpc_tomessage(L, idx, type);
+}
+
+void protocall_setdefaultpool(lua_State *L, pc_Pool *pool) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "protocall") != LUA_TTABLE ||
+      lua_getfield(L, -1, "set_default_pool") != LUA_TFUNCTION)
+    luaL_error(L, "protocall_setdefaultpool: open the module first (luaopen_protocall)");
+  lpc_pushhostpool(L, pool);
+  lua_call(L, 1, 0);
+  lua_pop(L, 2);
 }
 
 /* -- Host transports -------------------------------------------------------- */

@@ -27,8 +27,15 @@ void lpc_pushview(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int a
   lua_setmetatable(L, -2);
 }
 
+int lpc_standalone_uv(const pc_MessageDef *def) {
+  if (def->extension_range_count > 0) return 1;
+  for (uint32_t i = 0; i < def->field_count; i++)
+    if (def->fields[i].slot > kPc_Slot_64) return 1;
+  return 0;
+}
+
 pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt) {
-  void *p = lua_newuserdatauv(L, def->size, 0);
+  void *p = lua_newuserdatauv(L, def->size, lpc_standalone_uv(def));
   pc_Message_Init(def, p);
   if (mt != 0)
     lua_pushvalue(L, mt);

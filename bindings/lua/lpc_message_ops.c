@@ -64,8 +64,26 @@ static const pc_FieldDef *lpc_check_field(lua_State *L, const pc_MessageDef *def
   return NULL;
 }
 
-/* -- bool = pc.has(m, name)   (name: a field or a oneof) */
+/* -- bool = pc.has(m, name)   (name: a field with presence or a oneof)
+ * Raises "bad argument #2 to 'has' (demo.M.a has no presence)" for a
+ * repeated, map or proto3 implicit-presence field, as Python's HasField
+ * refuses them. */
 static int lpc_message_has(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  const pc_OneofDef *o = NULL;
+  const pc_FieldDef *f = lpc_check_field(L, def, 2, &o);
+  if (f != NULL && !f->has_presence)
+    return luaL_error(L, "bad argument #2 to 'has' (%s has no presence)", f->full_name);
+  lua_pushboolean(L,
+                  f ? pc_Message_Has(msg, f) : o != NULL && pc_Message_WhichOneof(msg, o) != NULL);
+  return 1;
+}
+
+/* -- bool = core.is_set(m, name): as pc.has, for any field (repeated and
+ * map fields: non-empty; implicit presence: not the zero value); what
+ * pc.to_table and pc.to_text walk with. */
+static int lpc_message_is_set(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   const pc_OneofDef *o = NULL;
@@ -80,7 +98,7 @@ static int lpc_message_has(lua_State *L) {
 static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
   lua_settop(L, 1);
   lua_pushnil(L);
-  int visited = 0;
+  lpc_Build visited = {0, 0};
   for (uint32_t i = 0; i < def->field_count; i++)
     lpc_set_field(L, 1, msg, &def->fields[i], 2, &visited);
   size_t n;
@@ -104,7 +122,7 @@ static int lpc_message_clear(lua_State *L) {
   const pc_FieldDef *f = lpc_check_field(L, def, 2, &o);
   lua_settop(L, 2);
   lua_pushnil(L);
-  int visited = 0;
+  lpc_Build visited = {0, 0};
   if (f != NULL) {
     lpc_set_field(L, 1, msg, f, 3, &visited);
   } else if (o != NULL) {
@@ -251,7 +269,7 @@ static int lpc_message_set_extension(lua_State *L) {
   pc_Message *msg = lpc_checkmessage(L, 1, &def);
   const pc_FieldDef *f = check_extension(L, def, 2);
   lua_settop(L, 3);
-  int visited = 0;
+  lpc_Build visited = {0, 0};
   lpc_set_field(L, 1, msg, f, 3, &visited);
   return 0;
 }
@@ -442,6 +460,7 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   lk->mask = cap - 1;
   lk->shift = shift;
   lk->def = def;
+  lk->standalone_uv = lpc_standalone_uv(def);
   lk->fields = (const pc_FieldDef **)(void *)((char *)lk + entries);
   for (size_t j = 0; j < cap; j++) lk->e[j].key = lk;
   for (uint32_t i = 0; i < def->field_count; i++) {
@@ -486,6 +505,7 @@ static int make_type_metatables(lua_State *L) {
 
 void lpc_open_message(lua_State *L) {
   static const luaL_Reg funcs[] = {{"has", lpc_message_has},
+                                   {"is_set", lpc_message_is_set},
                                    {"clear", lpc_message_clear},
                                    {"which_oneof", lpc_message_which_oneof},
                                    {"type_of", lpc_message_type_of},

@@ -243,7 +243,7 @@ static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *de
  * arena unless the input has unknown fields): kFlat_Numbers when every
  * field is a singular number; kFlat_Strings when the fields are singular
  * numbers, strings and bytes (the strings then point into the input
- * string, the message's user value); kFlat_No otherwise, or when the type
+ * string, kept by the message's refs table); kFlat_No otherwise, or when the type
  * takes extensions. */
 enum { kFlat_No, kFlat_Numbers, kFlat_Strings };
 
@@ -260,13 +260,15 @@ static int flat_kind(const pc_MessageDef *def) {
   return kind;
 }
 
-/* -- bytes = pc.encode(m [, {deterministic = true}])
+/* -- bytes = pc.encode(m [, {deterministic = true, partial = true}])
  * -- bytes = pc.encode(T, table [, {deterministic = true}])
  * m: a message; T: a message Type and table the fields as T{...} takes
  * them (the same bytes as pc.encode(T(table)), without making message
- * objects: lpc_table.c); deterministic: sort map entries by key. Raises on
- * a non-message, on what T{...} refuses (the same error), on nesting past
- * PC_ENCODE_MAX_DEPTH and when memory runs out. */
+ * objects: lpc_table.c); deterministic: sort map entries by key; partial:
+ * skip the proto2 required-field check. Raises on a non-message, on what
+ * T{...} refuses (the same error), on nesting past PC_ENCODE_MAX_DEPTH, on
+ * unset required fields ("missing required fields: r.Req.inner.id,
+ * r.Req.name") and when memory runs out. */
 static int lpc_codec_encode(lua_State *L) {
   const pc_MessageDef *def;
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
@@ -276,7 +278,8 @@ static int lpc_codec_encode(lua_State *L) {
   if (!lua_isnoneornil(L, 2)) {
     if (!lua_istable(L, 2)) codec_typeerror(L, 2, "encode", "table");
     opts.deterministic = lua_getfield(L, 2, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    opts.partial = lua_getfield(L, 2, "partial") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 2);
   }
   pc_WireWriter *w = &cs->w;
   pc_Error err;
@@ -292,13 +295,17 @@ static int lpc_codec_encode(lua_State *L) {
   return 1;
 }
 
-/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, table = true,
- *                                           extensions = false}])
+/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, partial = true,
+ *                                           table = true, extensions = false}])
  * T: a message Type; bytes: string; max_depth: levels of nesting allowed
- * below the root (default 100); table: return plain Lua tables in
- * pc.to_table's shape instead of a message; extensions = false: fields in
- * extension ranges stay unknown fields (re-encoded byte for byte). Returns the message, or nil and
- * "<subject>: <reason> at offset <n>" for malformed input. Raises when
+ * below the root (default 100, at most PC_MESSAGE_MAX_DEPTH = 1000, which
+ * every other operation on messages handles too); partial: skip the proto2
+ * required-field check; table: return plain Lua tables in pc.to_table's
+ * shape instead of a message; extensions = false: fields in extension
+ * ranges stay unknown fields (re-encoded byte for byte). Returns the
+ * message, or nil and "<subject>: <reason> at offset <n>" for malformed
+ * input, or nil and "missing required fields: r.Req.inner.id" when the
+ * input lacks required fields. Raises when
  * memory runs out. */
 static int lpc_codec_decode(lua_State *L) {
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
@@ -306,7 +313,7 @@ static int lpc_codec_decode(lua_State *L) {
   size_t len;
   if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
-  pc_DecodeOptions opts = {0, 0, 0};
+  pc_DecodeOptions opts = {0};
   int as_table = 0;
   if (!lua_isnoneornil(L, 3)) {
     if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
@@ -317,11 +324,13 @@ static int lpc_codec_decode(lua_State *L) {
     if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
       int isint;
       lua_Integer d = lua_tointegerx(L, -1, &isint);
-      if (!isint || d < 1 || d > 10000)
-        codec_argerror(L, 3, "decode", "max_depth must be in 1..10000");
+      if (!isint || d < 1 || d > PC_MESSAGE_MAX_DEPTH)
+        codec_argerror(L, 3, "decode",
+                       lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
       opts.max_depth = (int)d;
     }
-    lua_pop(L, 1);
+    opts.partial = lua_getfield(L, 3, "partial") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 2);
   }
   if (as_table) {
     int n = cs->type_flat != kFlat_No ? flat_to_table(L, cs, def, bytes, len, &opts) : 0;
@@ -345,8 +354,10 @@ static int lpc_codec_decode(lua_State *L) {
     st = pc_Decode(bytes, len, msg, def, cs->scratch, &flat_opts, &err);
     if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
       if (st == kPc_DecodeStatus_Ok) {
-        if (flat == kFlat_Strings) {
+        if (flat == kFlat_Strings) { /* the refs table keeps the input (lpc.h) */
+          lua_createtable(L, 0, 1);
           lua_pushvalue(L, 2);
+          lua_rawsetp(L, -2, msg);
           lua_setiuservalue(L, -2, 1);
         }
         return 1;
@@ -412,6 +423,19 @@ static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes,
   lua_pop(L, 1); /* the arena, to the collector */
 }
 
+/* -- ok = pc.is_initialized(m)
+ * Whether every proto2 required field of m and of the messages it holds is
+ * set (pc_Message_CheckRequired); never raises for a message. Raises
+ * "bad argument #1 to 'is_initialized' (message expected, got number)"
+ * otherwise. */
+static int lpc_codec_is_initialized(lua_State *L) {
+  const pc_MessageDef *def;
+  pc_Message *msg = lpc_tomessage(L, 1, &def);
+  if (msg == NULL) codec_typeerror(L, 1, "is_initialized", "message");
+  lua_pushboolean(L, pc_Message_CheckRequired(msg, def, NULL) == 0);
+  return 1;
+}
+
 static int lpc_codec_load_descriptor_set(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
   size_t len;
@@ -472,6 +496,8 @@ void lpc_open_wire(lua_State *L) {
   lua_setfield(L, -4, "encode");
   lua_pushcclosure(L, lpc_codec_decode, 2);
   lua_setfield(L, -2, "decode");
+  lua_pushcfunction(L, lpc_codec_is_initialized);
+  lua_setfield(L, -2, "is_initialized");
   lua_pushcfunction(L, lpc_codec_load_descriptor_set);
   lua_setfield(L, -2, "load_descriptor_set");
 }

@@ -139,7 +139,7 @@ enum {
   PROTOCALL_OK = 0,
   PROTOCALL_NO_FIELD = -1,      /* the type has no field of that name */
   PROTOCALL_WRONG_TYPE = -2,    /* the field's type does not take that value
-                                   (maps are not reached by these functions) */
+                                   (maps take the protocall_map_* functions) */
   PROTOCALL_OUT_OF_RANGE = -3,  /* an integer outside the field's range, or
                                    an enum number the (closed) enum lacks */
   PROTOCALL_OUT_OF_MEMORY = -4, /* the arena's allocation failed */
@@ -195,17 +195,72 @@ PROTOCALL_API int protocall_get_message_at(const pc_Message *msg, const pc_Messa
                                            const char *field, size_t index, const pc_Message **sub,
                                            const pc_MessageDef **sub_type);
 
+/* One value of any field kind, for repeated elements and map keys and
+ * values: the member the field's type names is the one read or written.
+ *   integer       int32, int64, uint32, uint64 (two's complement), sint*,
+ *                 fixed*, sfixed*, enum, bool (0 or 1)
+ *   number        float, double
+ *   data, len     string, bytes (reading: pointing into the message's memory)
+ *   message, message_type   message values (reading: the element; writing:
+ *                 a message of that type, deep-copied in) */
+typedef struct {
+  int64_t integer;
+  double number;
+  const char *data;
+  size_t len;
+  const pc_Message *message;
+  const pc_MessageDef *message_type;
+} protocall_Value;
+
+/* Element 'index' (0-based) of a repeated field of any kind into '*value'.
+ * PROTOCALL_WRONG_TYPE for a singular or map field, PROTOCALL_OUT_OF_RANGE
+ * past the end. (Append with the setters above.) */
+PROTOCALL_API int protocall_get_at(const pc_Message *msg, const pc_MessageDef *type,
+                                   const char *field, size_t index, protocall_Value *value);
+
+/* Maps by field name ('field' a map field, else PROTOCALL_WRONG_TYPE).
+ *   map_entry   the key and value (either may be NULL) of entry 'index'
+ *               (0-based, insertion order; protocall_get_size counts them):
+ *               PROTOCALL_OUT_OF_RANGE past the end.
+ *   map_get     the value under 'key': PROTOCALL_NOT_SET when absent.
+ *   map_set     stores 'value' under 'key' (replacing), copying strings and
+ *               messages into 'arena'; keys and values range-checked as the
+ *               setters above.
+ *   map_mutable_message   the message value under 'key' to fill in (made
+ *               empty when absent); NULL for a map without message values
+ *               or when memory runs out.
+ *   map_delete  removes 'key': PROTOCALL_NOT_SET when it was absent.
+ * Keys read 'integer' or 'data'/'len' by the key type. Return PROTOCALL_OK
+ * or a negative result. */
+PROTOCALL_API int protocall_map_entry(const pc_Message *msg, const pc_MessageDef *type,
+                                      const char *field, size_t index, protocall_Value *key,
+                                      protocall_Value *value);
+PROTOCALL_API int protocall_map_get(const pc_Message *msg, const pc_MessageDef *type,
+                                    const char *field, const protocall_Value *key,
+                                    protocall_Value *value);
+PROTOCALL_API int protocall_map_set(pc_Message *msg, const pc_MessageDef *type, const char *field,
+                                    const protocall_Value *key, const protocall_Value *value,
+                                    pc_Arena *arena);
+PROTOCALL_API pc_Message *protocall_map_mutable_message(pc_Message *msg, const pc_MessageDef *type,
+                                                        const char *field,
+                                                        const protocall_Value *key, pc_Arena *arena,
+                                                        const pc_MessageDef **sub_type);
+PROTOCALL_API int protocall_map_delete(pc_Message *msg, const pc_MessageDef *type,
+                                       const char *field, const protocall_Value *key);
+
 /* Serializes 'msg' (of 'type'); the bytes are allocated in 'arena' and
  * '*len' receives their number. 'deterministic' non-zero sorts map entries
  * by key (as pc.encode(m, {deterministic = true})). NULL with the message
- * in 'err' when memory runs out or nesting is too deep. */
+ * in 'err' when memory runs out, nesting is too deep, or a proto2 required
+ * field is unset ("missing required fields: r.Req.name", as pc.encode). */
 PROTOCALL_API const char *protocall_encode(const pc_Message *msg, const pc_MessageDef *type,
                                            int deterministic, pc_Arena *arena, size_t *len,
                                            char *err, size_t errsize);
 
 /* Parses 'len' bytes as a message of 'type' into a new message in 'arena'
  * (bytes copied; the input may go once this returns). NULL with the
- * message in 'err' for malformed input ("<field>: <reason> at offset <n>")
+ * message in 'err' for malformed input ("<field>: <reason> at offset <n>"),
+ * input lacking a proto2 required field ("missing required fields: ...")
  * or when memory runs out. */
 PROTOCALL_API pc_Message *protocall_decode(const pc_MessageDef *type, const char *bytes, size_t len,
                                            pc_Arena *arena, char *err, size_t errsize);
@@ -239,6 +294,16 @@ PROTOCALL_API void protocall_pushmessage(lua_State *L, const pc_MessageDef *type
  * protocall_clone it into an arena of the host's. Never raises. */
 PROTOCALL_API const pc_Message *protocall_tomessage(lua_State *L, int idx,
                                                     const pc_MessageDef **type);
+
+/* Makes the host's 'pool' the state's default pool: the one pc.type,
+ * pc.message, pc.enum, pc.extend, pc.fields, pc.load, pc.load_file,
+ * pc.service, pc.file, pc.file_descriptor, pc.load_descriptor_set,
+ * pc.server and pc.client use when no `pool =` is given (as
+ * pc.set_default_pool(pool) in Lua). Call it before scripts copy those
+ * functions into locals. Requires the module opened in 'L'
+ * (luaopen_protocall); raises otherwise. The state never frees the pool;
+ * see "Pools" for sharing and lifetime. */
+PROTOCALL_API void protocall_setdefaultpool(lua_State *L, pc_Pool *pool);
 
 /* ---------------------------------------------------------------------------
  * Host transports: RPCs through the host's own network stack

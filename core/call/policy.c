@@ -27,7 +27,8 @@ void pc_RetryParams_Default(pc_RetryParams *p) {
   p->maximum = 60;
   p->multiplier = 2;
   p->timeout = 120;
-  p->max_attempts = 0;
+  p->max_attempts = PC_RETRY_DEFAULT_MAX_ATTEMPTS;
+  p->min_pushback = 1;
 }
 
 void pc_TimeoutParams_DefaultExponential(pc_TimeoutParams *p) {
@@ -66,6 +67,10 @@ int pc_RetryParams_Check(const pc_RetryParams *p, pc_Error *e) {
   }
   if (p->max_attempts < 0) {
     pc_Error_Set(e, "max_attempts: positive integer expected");
+    return 0;
+  }
+  if (!(p->min_pushback >= 0 && isfinite(p->min_pushback))) {
+    pc_Error_Set(e, "min_pushback: number >= 0 expected");
     return 0;
   }
   return 1;
@@ -134,7 +139,7 @@ pc_Verdict pc_CallState_OnError(pc_CallState *c, double now, double random01, do
   } else {
     if (pushback < 0) return kPc_Verdict_PushbackStop;
     pc_Backoff_Next(&c->backoff, 1); /* the cap grows as if drawn */
-    s = pushback;
+    s = pushback > c->retry.min_pushback ? pushback : c->retry.min_pushback;
   }
   if (now + s > c->retry_deadline) return kPc_Verdict_Deadline;
   if (now + s >= c->call_deadline) return kPc_Verdict_NoTime;

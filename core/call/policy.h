@@ -33,8 +33,14 @@ double pc_Backoff_Next(pc_Backoff *b, double random01);
 typedef struct {
   double initial, maximum, multiplier; /* backoff, seconds */
   double timeout;                      /* budget for starting attempts; INFINITY: none */
-  long max_attempts;                   /* 0: no cap */
+  long max_attempts;                   /* 0: no cap (the Lua layer always sets one) */
+  double min_pushback; /* seconds: the least sleep a server's pushback gets (0: as sent) */
 } pc_RetryParams;
+
+/* The attempt cap of a retry that names none: gRPC A6 ("Retry Policy
+ * Capabilities") caps maxAttempts at 5, so a server cannot make a client
+ * retry without end whatever its pushback. */
+#define PC_RETRY_DEFAULT_MAX_ATTEMPTS 5
 
 typedef enum {
   kPc_Timeout_None = 0,   /* attempts are sent without a timeout */
@@ -48,14 +54,17 @@ typedef struct {
   double deadline; /* exponential only; INFINITY: none */
 } pc_TimeoutParams;
 
-/* Python-api-core's defaults: Retry 1, 60, 2, 120 s; ExponentialTimeout
- * 5, 30, 2, deadline 120 s. */
+/* Python-api-core's defaults: Retry 1, 60, 2, 120 s, plus the attempt cap
+ * PC_RETRY_DEFAULT_MAX_ATTEMPTS and min_pushback 1 (= initial: a pushback
+ * never makes the client sleep less than its own first backoff);
+ * ExponentialTimeout 5, 30, 2, deadline 120 s. */
 void pc_RetryParams_Default(pc_RetryParams *p);
 void pc_TimeoutParams_DefaultExponential(pc_TimeoutParams *p);
 
 /* Checks the numbers: initial, maximum, timeout/deadline > 0 and not NaN
  * (timeout and deadline may be INFINITY), initial and maximum finite,
- * multiplier >= 1 and finite, max_attempts >= 0. Returns 1 when valid; else
+ * multiplier >= 1 and finite, max_attempts >= 0, min_pushback >= 0 and
+ * finite. Returns 1 when valid; else
  * 0 with "maximum: positive number expected" in 'e'. */
 int pc_RetryParams_Check(const pc_RetryParams *p, pc_Error *e);
 int pc_TimeoutParams_Check(const pc_TimeoutParams *p, pc_Error *e);
@@ -92,8 +101,9 @@ typedef enum {
 
 /* After a retryable error at 'now': whether to try again and how long to
  * sleep first. 'pushback' is the error's retry delay in seconds, or NaN
- * when it has none; it replaces the drawn sleep (cap * random01), and the
- * cap grows either way. Gives up without sleeping when now + sleep would
+ * when it has none; it replaces the drawn sleep (cap * random01), raised to
+ * the retry's min_pushback (a pushback of 0 cannot make the client hammer),
+ * and the cap grows either way. Gives up without sleeping when now + sleep would
  * pass the retry deadline, or reach or pass the call's deadline. */
 pc_Verdict pc_CallState_OnError(pc_CallState *c, double now, double random01, double pushback,
                                 double *sleep);

@@ -36,7 +36,15 @@ static void test_check(void) {
   pc_Error e;
   pc_RetryParams_Default(&r);
   CHECK(r.initial == 1 && r.maximum == 60 && r.multiplier == 2 && r.timeout == 120);
+  CHECK(r.max_attempts == 5 && r.min_pushback == 1);
   CHECK(pc_RetryParams_Check(&r, NULL));
+  r.min_pushback = -1;
+  pc_Error_Init(&e);
+  CHECK(!pc_RetryParams_Check(&r, &e));
+  CHECK(strcmp(e.msg, "min_pushback: number >= 0 expected") == 0);
+  r.min_pushback = NAN;
+  CHECK(!pc_RetryParams_Check(&r, NULL));
+  r.min_pushback = 0;
   r.timeout = INFINITY;
   CHECK(pc_RetryParams_Check(&r, NULL));
   r.maximum = 0;
@@ -104,7 +112,7 @@ static void test_first_timeouts(void) {
 /* Retry{1, 2, 8, timeout 10}, always UNAVAILABLE, random at its maximum:
  * attempts at 0, 1, 3, 7, then give up at 7 (7 + 8 > 10). */
 static void test_retry_deadline(void) {
-  pc_RetryParams r = {1, 8, 2, 10, 0};
+  pc_RetryParams r = {1, 8, 2, 10, 0, 0};
   pc_TimeoutParams t = none();
   pc_CallState c;
   double now = 0, sleep, timeout;
@@ -148,7 +156,7 @@ static void test_attempt_budget(void) {
  * 0.5 s left; the drawn sleep of 4 would pass the call's deadline, so the
  * call gives up without sleeping. */
 static void test_sleep_past_call_deadline(void) {
-  pc_RetryParams r = {1, 4, 2, 10, 0};
+  pc_RetryParams r = {1, 4, 2, 10, 0, 0};
   pc_TimeoutParams t = fixed(3);
   pc_CallState c;
   double sleep, timeout;
@@ -201,7 +209,16 @@ static void test_max_attempts_and_pushback(void) {
   CHECK(pc_CallState_OnError(&c, 0, 1, NAN, &sleep) == kPc_Verdict_MaxAttempts);
   CHECK(c.attempts == 3);
 
+  /* A pushback below min_pushback (by default 1 s, the initial backoff)
+   * sleeps min_pushback: a server sending 0 cannot make the client hammer. */
   pc_RetryParams_Default(&r);
+  pc_CallState_Start(&c, &r, &t, 0);
+  CHECK(pc_CallState_OnError(&c, 0, 1, 0, &sleep) == kPc_Verdict_Retry && sleep == 1);
+  CHECK(pc_CallState_OnError(&c, 0, 1, 0.25, &sleep) == kPc_Verdict_Retry && sleep == 1);
+  CHECK(pc_CallState_OnError(&c, 0, 1, 1.5, &sleep) == kPc_Verdict_Retry && sleep == 1.5);
+
+  pc_RetryParams_Default(&r);
+  r.min_pushback = 0; /* the caller opted in to the server's word */
   pc_CallState_Start(&c, &r, &t, 0);
   CHECK(pc_CallState_OnError(&c, 0, 1, 0.25, &sleep) == kPc_Verdict_Retry && sleep == 0.25);
   /* The cap grew past the pushback's turn: the next drawn sleep is 2. */

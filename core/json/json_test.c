@@ -65,7 +65,7 @@ static int same(const pc_Message *a, const pc_Message *b, const pc_MessageDef *m
   pc_WireWriter wa, wb;
   pc_WireWriter_Init(&wa, NULL, NULL);
   pc_WireWriter_Init(&wb, NULL, NULL);
-  pc_EncodeOptions eo = {1};
+  pc_EncodeOptions eo = {1, 1};
   int ok = pc_Encode(a, m, &eo, &wa, NULL) == kPc_EncodeStatus_Ok &&
            pc_Encode(b, m, &eo, &wb, NULL) == kPc_EncodeStatus_Ok &&
            pc_WireWriter_Size(&wa) == pc_WireWriter_Size(&wb) &&

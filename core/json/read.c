@@ -948,7 +948,8 @@ static int read_any(R *r, const JNode *v, pc_Message *msg, const pc_MessageDef *
   pc_WireWriter_Init(&ww, NULL, NULL);
   pc_Error eerr;
   pc_Error_Init(&eerr);
-  static const pc_EncodeOptions kDeterministic = {1}; /* stable bytes: maps by key */
+  /* stable bytes: maps by key; required fields are not checked (partial) */
+  static const pc_EncodeOptions kDeterministic = {1, 1};
   pc_EncodeStatus es = pc_Encode(inner, t, &kDeterministic, &ww, &eerr);
   pc_Value val;
   int ok =

@@ -450,7 +450,8 @@ static int write_any(W *w, const pc_Message *msg, const pc_MessageDef *m, const 
   }
   pc_Error derr;
   pc_Error_Init(&derr);
-  pc_DecodeStatus ds = pc_Decode(value.data, value.size, inner, t, w->scratch, NULL, &derr);
+  static const pc_DecodeOptions kPartial = {.partial = 1}; /* required fields are not checked */
+  pc_DecodeStatus ds = pc_Decode(value.data, value.size, inner, t, w->scratch, &kPartial, &derr);
   if (ds == kPc_DecodeStatus_OutOfMemory) {
     w->status = kPc_JsonStatus_OutOfMemory;
     pc_Error_Set(w->err, "not enough memory");

@@ -633,8 +633,8 @@ int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageD
 
 static int contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle,
                     int depth) {
+  if (depth > PC_MESSAGE_MAX_DEPTH) return 2;
   if (msg == needle) return 1;
-  if (depth >= PC_MESSAGE_MAX_DEPTH) return 2;
   for (uint32_t i = 0; i < m->field_count; i++) {
     const pc_FieldDef *f = &m->fields[i];
     if (f->message == NULL || !pc_Message_Has(msg, f)) continue;

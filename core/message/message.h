@@ -229,9 +229,15 @@ pc_Message *pc_Message_Clone(const pc_Message *src, const pc_MessageDef *m, pc_A
  * unknown bytes. */
 int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageDef *m);
 
-/* Nesting deeper than this is refused by pc_Message_Contains (the decoder
- * stops at 100). */
-#define PC_MESSAGE_MAX_DEPTH 200
+/* The deepest nesting protocall handles: levels of sub-messages below the
+ * root (the root is level 0). The decoder's max_depth may not exceed it
+ * (core/wire/decode.h; 100 by default), the encoder refuses deeper messages
+ * (core/wire/encode.h), pc_Message_Contains answers 2 past it, and the
+ * recursive walks (merge, clone, equality, required fields) stay within
+ * what a 1 MiB thread stack holds at this depth (core/wire/depth_test.c
+ * runs them all on such a thread). So whatever decodes also re-encodes,
+ * merges, clones, compares and can be assigned. */
+#define PC_MESSAGE_MAX_DEPTH 1000
 
 /* Whether 'needle' is reachable from 'msg' (msg itself included), through
  * sub-messages, repeated messages, map values and extensions: 1 when it is,
@@ -239,5 +245,19 @@ int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageD
  * answer is unknown). The Lua binding refuses an assignment that would make
  * a message contain itself. */
 int pc_Message_Contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle);
+
+/* -- Required fields (proto2) --------------------------------------------- */
+
+/* Checks that every proto2 `required` field of 'msg' and of every message
+ * it holds (sub-messages, repeated messages, map values, extensions; down
+ * to PC_MESSAGE_MAX_DEPTH) is set. Returns 0 when all are. Otherwise, with
+ * 'err' NULL, returns non-zero at the first missing field; with 'err',
+ * returns how many are missing and writes "missing required fields:
+ * r.Req.inner.id, r.Req.name" naming each by its path from the root type
+ * (".name" per field, "[i]" 1-based in repeated fields, "[\"key\"]" or
+ * "[n]" in maps, ".(pkg.ext)" for extensions; a list too long for
+ * PC_ERROR_MAX ends "..., (N in all)"). A type with no required field only
+ * costs the walk over the messages it holds. */
+size_t pc_Message_CheckRequired(const pc_Message *msg, const pc_MessageDef *m, pc_Error *err);
 
 #endif

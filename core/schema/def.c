@@ -809,8 +809,10 @@ static int cmp_field_name(const void *x, const void *y) {
 /* Layout: type word, hasbits, oneof cases, then slots by size. */
 static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
   uint32_t hasbits = 0;
+  m->required_count = 0;
   for (uint32_t i = 0; i < m->field_count; i++) {
     pc_FieldDef *f = &fields[i];
+    if (f->label == kPc_Label_Required) m->required_count++;
     f->hasbit = -1;
     if (f->has_presence && f->oneof == NULL && f->message == NULL) f->hasbit = (int32_t)hasbits++;
   }

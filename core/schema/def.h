@@ -161,7 +161,8 @@ struct pc_MessageDef {
    * slots, then field slots from the largest to the smallest. */
   uint32_t size;
   uint32_t hasbit_count;
-  uint32_t index; /* declaration order in its file (depth-first) */
+  uint32_t index;          /* declaration order in its file (depth-first) */
+  uint32_t required_count; /* proto2 `required` fields (the codec checks them) */
 };
 
 struct pc_EnumValueDef {

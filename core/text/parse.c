@@ -533,7 +533,8 @@ static int read_expanded_any(TP *tp, pc_Message *msg, const pc_MessageDef *m, co
   if (!read_message_value(tp, t, &inner, depth + 1)) return 0;
   pc_WireWriter w;
   pc_WireWriter_Init(&w, NULL, NULL);
-  static const pc_EncodeOptions kDeterministic = {1}; /* stable bytes: maps by key */
+  /* stable bytes: maps by key; required fields are not checked (partial) */
+  static const pc_EncodeOptions kDeterministic = {1, 1};
   pc_EncodeStatus es = pc_Encode(inner.m, t, &kDeterministic, &w, NULL);
   pc_Value val;
   int ok =

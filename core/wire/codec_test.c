@@ -57,7 +57,7 @@ static int roundtrip(pc_Pool *pool, const char *type, const char *file, const ch
     } else {
       pc_WireWriter w;
       pc_WireWriter_Init(&w, NULL, NULL);
-      pc_EncodeOptions eo = {1};
+      pc_EncodeOptions eo = {1, 0};
       if (pc_Encode(msg, m, &eo, &w, &err) != kPc_EncodeStatus_Ok) {
         fprintf(stderr, "%s: encode: %s\n", file, err.msg);
       } else if (pc_WireWriter_Size(&w) != esize ||
@@ -101,7 +101,7 @@ static void failing_decode(pc_Pool *pool, const char *type, const char *file) {
         pc_WireWriter w;
         pc_WireWriter_Init(&w, fail_alloc, NULL);
         if (st == kPc_DecodeStatus_Ok) {
-          pc_EncodeOptions eo = {1};
+          pc_EncodeOptions eo = {1, 0};
           pc_EncodeStatus es = pc_Encode(msg, m, &eo, &w, NULL);
           CHECK(es == kPc_EncodeStatus_Ok || es == kPc_EncodeStatus_OutOfMemory);
         }

@@ -5,7 +5,8 @@
 #include <string.h>
 
 /* ORDER DECODESTATUS */
-static const char *const decode_status_text[] = {"ok", "malformed input", "out of memory"};
+static const char *const decode_status_text[] = {"ok", "malformed input", "out of memory",
+                                                 "missing required fields"};
 
 const char *pc_DecodeStatus_String(pc_DecodeStatus s) {
   if ((unsigned)s >= sizeof decode_status_text / sizeof decode_status_text[0])
@@ -18,8 +19,13 @@ typedef struct {
   pc_Arena *arena;
   pc_Error *err;
   const pc_Pool *pool;
-  int depth_left; /* levels that may still open */
+  int depth_left;    /* levels that may still open */
+  uint32_t required; /* non-zero once a type with required fields was read
+                        (the root's, then each sub-message's) */
   int alias;
+  const pc_DecodeOptions *opts; /* partial: the required-field check is off */
+  pc_Message *root;             /* what pc_Decode fills, for that check */
+  const pc_MessageDef *root_def;
   pc_DecodeStatus status;
 } Dec;
 
@@ -178,6 +184,7 @@ static const uint8_t *read_submessage(Dec *d, const uint8_t *p, const uint8_t *e
     if (*slot == NULL) return oom(d);
   }
   d->depth_left--;
+  d->required |= f->message->required_count;
   const uint8_t *q = decode_message(d, p, sub_end, *slot, f->message, group);
   d->depth_left++;
   if (q == NULL) return NULL;
@@ -502,6 +509,14 @@ static const uint8_t *decode_message(Dec *d, const uint8_t *p, const uint8_t *en
   return p;
 }
 
+/* The end of a decode that read a type with required fields. */
+static pc_DecodeStatus check_required(const Dec *d) {
+  if (d->status != kPc_DecodeStatus_Ok || (d->opts != NULL && d->opts->partial)) return d->status;
+  if (pc_Message_CheckRequired(d->root, d->root_def, d->err) != 0)
+    return kPc_DecodeStatus_MissingRequired;
+  return kPc_DecodeStatus_Ok;
+}
+
 pc_DecodeStatus pc_Decode(const char *buf, size_t size, pc_Message *msg, const pc_MessageDef *m,
                           pc_Arena *a, const pc_DecodeOptions *opts, pc_Error *err) {
   Dec d;
@@ -509,10 +524,16 @@ pc_DecodeStatus pc_Decode(const char *buf, size_t size, pc_Message *msg, const p
   d.arena = a;
   d.err = err;
   d.pool = m->file != NULL && !(opts != NULL && opts->no_extensions) ? m->file->pool : NULL;
-  d.depth_left = opts != NULL && opts->max_depth > 0 ? opts->max_depth : PC_WIRE_DEFAULT_DEPTH;
+  int depth = opts != NULL && opts->max_depth > 0 ? opts->max_depth : PC_WIRE_DEFAULT_DEPTH;
+  d.depth_left = depth < PC_MESSAGE_MAX_DEPTH ? depth : PC_MESSAGE_MAX_DEPTH;
   d.alias = opts != NULL && opts->alias;
+  d.opts = opts;
   d.status = kPc_DecodeStatus_Ok;
-  if (size == 0) return kPc_DecodeStatus_Ok;
-  decode_message(&d, d.start, d.start + size, msg, m, 0);
+  d.required = m->required_count;
+  d.root = msg;
+  d.root_def = m;
+  if (size > 0) decode_message(&d, d.start, d.start + size, msg, m, 0);
+  /* Only input holding a type with required fields pays for the walk. */
+  if (d.required != 0) return check_required(&d);
   return d.status;
 }

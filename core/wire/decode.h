@@ -34,18 +34,22 @@
 /* ORDER DECODESTATUS: pc_DecodeStatus_String follows it. */
 typedef enum {
   kPc_DecodeStatus_Ok = 0,
-  kPc_DecodeStatus_Malformed,  /* bad input; 'err' says where and why */
-  kPc_DecodeStatus_OutOfMemory /* the arena's allocator failed */
+  kPc_DecodeStatus_Malformed,      /* bad input; 'err' says where and why */
+  kPc_DecodeStatus_OutOfMemory,    /* the arena's allocator failed */
+  kPc_DecodeStatus_MissingRequired /* the input lacks a proto2 required field
+                                      (pc_Message_CheckRequired's list) */
 } pc_DecodeStatus;
 
 const char *pc_DecodeStatus_String(pc_DecodeStatus s);
 
 typedef struct {
-  int max_depth; /* levels of nesting allowed below the root; 0 means
-                    PC_WIRE_DEFAULT_DEPTH (100) */
-  int alias;     /* non-zero: string and bytes values point into the input
-                    instead of being copied, so the input must outlive the
-                    message (unknown bytes are always copied) */
+  int max_depth;     /* levels of nesting allowed below the root; 0 means
+                        PC_WIRE_DEFAULT_DEPTH (100); at most PC_MESSAGE_MAX_DEPTH
+                        (1000, core/message/message.h; larger values mean it) */
+  int alias;         /* non-zero: string and bytes values point into the input
+                        instead of being copied, so the input must outlive the
+                        message (unknown bytes are always copied) */
+  int partial;       /* non-zero: do not check proto2 required fields */
   int no_extensions; /* non-zero: fields in extension ranges stay unknown
                         fields, byte for byte in arrival order, as for a
                         reader that knows no extensions (what protoc keeps
@@ -54,6 +58,10 @@ typedef struct {
 
 /* Decodes the 'size' bytes at 'buf' into 'msg' (of type 'm', merging into
  * what it holds), allocating from 'a'. 'opts' may be NULL (defaults).
+ * Unless opts->partial, a result with a proto2 required field unset
+ * anywhere fails with kPc_DecodeStatus_MissingRequired and 'err' lists
+ * every missing field (pc_Message_CheckRequired); input that touches no
+ * type with required fields skips the check.
  * On failure 'msg' holds whatever was decoded before the error (valid, all
  * in 'a'), and 'err' (may be NULL) the reason. */
 pc_DecodeStatus pc_Decode(const char *buf, size_t size, pc_Message *msg, const pc_MessageDef *m,

@@ -440,7 +440,7 @@ int pc_DescriptorSet_Read(const char *buf, size_t size, pc_Arena *a, pc_FileDesc
   }
   pc_Error derr;
   pc_Error_Init(&derr);
-  pc_DecodeOptions opts = {0, 1, 0}; /* alias: strings are copied out below */
+  pc_DecodeOptions opts = {.alias = 1}; /* strings are copied out below */
   pc_DecodeStatus st = pc_Decode(buf, size, set, setm, tmp, &opts, &derr);
   if (st != kPc_DecodeStatus_Ok) {
     pc_Error_Set(err, "descriptor set: %s", derr.msg);

@@ -27,24 +27,32 @@
 typedef enum {
   kPc_EncodeStatus_Ok = 0,
   kPc_EncodeStatus_OutOfMemory,
-  kPc_EncodeStatus_TooDeep, /* nesting past PC_ENCODE_MAX_DEPTH */
-  kPc_EncodeStatus_BadUtf8  /* a proto3 string field that is not UTF-8 (the
-                               decoder would refuse it; the spec forbids it) */
+  kPc_EncodeStatus_TooDeep,        /* nesting past PC_ENCODE_MAX_DEPTH */
+  kPc_EncodeStatus_BadUtf8,        /* a proto3 string field that is not UTF-8 (the
+                                      decoder would refuse it; the spec forbids it) */
+  kPc_EncodeStatus_MissingRequired /* a proto2 required field is unset
+                                      (pc_Message_CheckRequired's list) */
 } pc_EncodeStatus;
 
-/* Sub-messages nest at most this deep when encoding (the stack's bound). */
-#define PC_ENCODE_MAX_DEPTH 1000
+/* Sub-messages nest at most this many levels below the root when encoding:
+ * PC_MESSAGE_MAX_DEPTH (core/message/message.h), the decoder's bound too. */
+#define PC_ENCODE_MAX_DEPTH PC_MESSAGE_MAX_DEPTH
 
 const char *pc_EncodeStatus_String(pc_EncodeStatus s);
 
 typedef struct {
   int deterministic; /* sort map entries by key */
+  int partial;       /* non-zero: do not check proto2 required fields */
 } pc_EncodeOptions;
 
 /* Prepends the encoding of 'msg' (of type 'm') to what 'w' holds; the
  * result is pc_WireWriter_Data(w) / pc_WireWriter_Size(w). 'opts' may be
- * NULL. On failure 'w' holds part of the encoding (free it) and 'err' (may
- * be NULL) says why. */
+ * NULL. Unless opts->partial, a message with a proto2 required field unset
+ * anywhere in it fails with kPc_EncodeStatus_MissingRequired and 'err'
+ * lists every missing field ("missing required fields: r.Req.inner.id,
+ * r.Req.name", as pc_Message_CheckRequired); types without required fields
+ * skip the check. On failure 'w' holds part of the encoding (free it) and
+ * 'err' (may be NULL) says why. */
 pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,
                           const pc_EncodeOptions *opts, pc_WireWriter *w, pc_Error *err);
 

@@ -60,7 +60,7 @@ static pc_Message *dec_raw(const char *type, const char *buf, size_t n) {
 static const char *enc(const char *type, const pc_Message *msg, int det) {
   pc_WireWriter w;
   pc_WireWriter_Init(&w, NULL, NULL);
-  pc_EncodeOptions o = {det};
+  pc_EncodeOptions o = {det, 0};
   CHECK(pc_Encode(msg, T(type), &o, &w, NULL) == kPc_EncodeStatus_Ok);
   size_t n = pc_WireWriter_Size(&w), pos = 0;
   hexbuf[0] = '\0';

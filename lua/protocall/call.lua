@@ -199,14 +199,14 @@ function P.install(M, core)
 
   local retry_methods = {}
   local Retry = immutable_class("protocall.Retry", retry_methods, function(f)
-    return format("Retry{initial=%s, maximum=%s, multiplier=%s, timeout=%s%s}", f.initial,
-      f.maximum, f.multiplier, tostring(f.timeout),
-      f.max_attempts and ", max_attempts=" .. f.max_attempts or "")
+    return format("Retry{initial=%s, maximum=%s, multiplier=%s, timeout=%s, max_attempts=%d%s}",
+      f.initial, f.maximum, f.multiplier, tostring(f.timeout), f.max_attempts,
+      f.min_pushback and ", min_pushback=" .. f.min_pushback or "")
   end, " (its with_* methods return changed copies)")
 
   local RETRY_FIELDS = {
     initial = true, maximum = true, multiplier = true, timeout = true, max_attempts = true,
-    predicate = true, on_error = true,
+    min_pushback = true, predicate = true, on_error = true,
   }
 
   local function new_retry(fname, t, level)
@@ -216,6 +216,7 @@ function P.install(M, core)
       multiplier = number_field(fname, t, "multiplier", 2, level + 1),
       timeout = t.timeout,
       max_attempts = t.max_attempts,
+      min_pushback = number_field(fname, t, "min_pushback", nil, level + 1),
       predicate = t.predicate,
       on_error = t.on_error,
     }
@@ -227,7 +228,7 @@ function P.install(M, core)
     if n ~= nil and (mtype(n) == nil or n < 1 or n ~= floor(n)) then
       argerror(fname, "max_attempts: positive integer expected, got " .. tostring(n), level + 1)
     end
-    if n ~= nil then f.max_attempts = tointeger(n) end
+    f.max_attempts = n == nil and core.DEFAULT_MAX_ATTEMPTS or tointeger(n)
     if f.predicate == nil then f.predicate = if_transient_error end
     if not is_callable(f.predicate) then
       argerror(fname, "predicate: function expected, got " .. type(f.predicate), level + 1)
@@ -235,7 +236,8 @@ function P.install(M, core)
     if f.on_error ~= nil and not is_callable(f.on_error) then
       argerror(fname, "on_error: function expected, got " .. type(f.on_error), level + 1)
     end
-    local ok, msg = core.check_retry(f.initial, f.maximum, f.multiplier, f.timeout, f.max_attempts)
+    local ok, msg = core.check_retry(f.initial, f.maximum, f.multiplier, f.timeout, f.max_attempts,
+      f.min_pushback or f.initial)
     if not ok then argerror(fname, msg, level + 1) end
     local r = setmetatable({}, Retry)
     fields[r] = f
@@ -270,13 +272,20 @@ function P.install(M, core)
     return r
   end
 
-  --- pc.Retry{initial=1, maximum=60, multiplier=2, timeout=120, max_attempts=nil,
-  -- predicate=pc.if_transient_error, on_error=nil} -> an immutable Retry.
-  -- Seconds throughout. Sleeps are cap * random() with cap = min(initial,
-  -- maximum), then cap = min(cap * multiplier, maximum); an error's
-  -- `retry_delay` replaces the drawn sleep. Gives up with pc.RetryError when
-  -- the next sleep would pass `timeout` seconds from the call's start
-  -- (false: no budget), or after `max_attempts` attempts. `on_error(err)` is
+  --- pc.Retry{initial=1, maximum=60, multiplier=2, timeout=120, max_attempts=5,
+  -- min_pushback=initial, predicate=pc.if_transient_error, on_error=nil} -> an
+  -- immutable Retry. Seconds throughout. Sleeps are cap * random() with cap =
+  -- min(initial, maximum), then cap = min(cap * multiplier, maximum); an
+  -- error's `retry_delay` (a server's pushback) replaces the drawn sleep but
+  -- is raised to `min_pushback`, so a server answering "retry in 0 ms" cannot
+  -- make the client hammer it (min_pushback = 0 opts in to whatever the
+  -- server sends). Gives up with pc.RetryError when the next sleep would pass
+  -- `timeout` seconds from the call's start (false: no budget), or after
+  -- `max_attempts` attempts (a positive integer, 5 by default as gRPC A6
+  -- "Retry Policy Capabilities" caps it; there is no unlimited setting).
+  -- Time slept counts toward `timeout` and the call's deadline even when the
+  -- clock says less passed (a clock stepping back or frozen), so no call
+  -- outlives its budget by more than its last attempt. `on_error(err)` is
   -- called for each error the predicate accepts. Raises on bad fields.
   setmetatable(Retry, { __call = function(_, t)
     local r = new_retry("Retry", check_fields("Retry", t, RETRY_FIELDS, 2), 2)
@@ -379,7 +388,7 @@ function P.install(M, core)
     local policy, first
     if rf then
       policy, first = core.policy(tk, ti, tm, tx, td, rf.initial, rf.maximum, rf.multiplier,
-        rf.timeout, rf.max_attempts)
+        rf.timeout, rf.max_attempts, rf.min_pushback or rf.initial)
     else
       policy, first = core.policy(tk, ti, tm, tx, td)
     end
@@ -484,13 +493,18 @@ function P.install(M, core)
       local predicate, on_error, compression = plan.predicate, plan.on_error, plan.compression
       local state = plan.policy:start(start)
       local attempts = 1
-      local last = start
-      -- The clock as the loop sees it: never earlier than before, so a clock
-      -- that goes backwards cannot hold the deadline off for ever.
+      -- The clock as the loop sees it: the reading plus `skew`, the time
+      -- slept that the clock did not show. When the clock advanced less than
+      -- the last sleep (it stepped back, stood still, or a sleep returned
+      -- early by its own account) the sleep counts instead, so a clock that
+      -- goes backwards or freezes cannot hold the deadline off.
+      local reading, skew, slept = start, 0, 0
       local function now()
         local t = checked("clock", clock())
-        if t > last then last = t end
-        return last
+        local advanced = t - reading
+        if advanced < slept then skew = skew + (slept - advanced) end
+        reading, slept = t, 0
+        return t + skew
       end
       while true do
         if not predicate(e) then error(e, 0) end
@@ -500,6 +514,7 @@ function P.install(M, core)
         local delay, why = state:on_error(now(), r, pushback)
         if not delay then error(give_up(e, attempts, why), 0) end
         sleep(delay)
+        slept = delay
         local timeout = state:next_attempt(now())
         if timeout == false then error(give_up(e, attempts, "no_time"), 0) end
         attempts = attempts + 1

@@ -8,31 +8,42 @@ local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
 local format, concat, sort = string.format, table.concat, table.sort
 
 function M.install(pc, core)
-  local default = core.pool_new()
-  local fns = core.pool_functions(default)
   local Pool = core.Pool
+  local first = core.pool_new()
+  local Pool_mt = getmetatable(first)
 
-  --- The pool `pc.*` works on; other protocall modules add pool methods
-  -- to `core.Pool` and bind them to this pool (internal).
-  pc._default_pool = default
+  --- pc.set_default_pool(pool): makes `pool` (a protocall.Pool: pc.pool(),
+  -- or a host's pool, protocall_setdefaultpool) the one pc.type,
+  -- pc.message, pc.enum, pc.extend, pc.fields and every function taking
+  -- `pool =` use by default in this state. Functions copied into locals
+  -- before the call keep the pool they had. Raises on a non-Pool.
+  local function set_default_pool(pool)
+    if type(pool) ~= "userdata" or getmetatable(pool) ~= Pool_mt then
+      error("bad argument #1 to 'set_default_pool' (protocall.Pool expected, got "
+        .. type(pool) .. ")", 2)
+    end
+    local fns = core.pool_functions(pool)
+    --- The pool `pc.*` works on; other protocall modules add pool methods
+    -- to `core.Pool` and read this field at each call (internal).
+    pc._default_pool = pool
+    pc.message, pc.enum, pc.extend, pc.type, pc.fields =
+      fns.message, fns.enum, fns.extend, fns.type, fns.fields
+  end
+  pc.set_default_pool = set_default_pool
+  set_default_pool(first)
 
   --- T = pc.message(full_name, fields [, {syntax = "proto2"}]): declares a
   -- message type (one synthetic file "lua:<full_name>"); raises on a bad
   -- declaration, naming the type and field.
-  pc.message = fns.message
   --- Enum = pc.enum(full_name, {NAME = number, ...} [, {syntax = "proto2"}]):
   -- a table mapping names to numbers and numbers to names.
-  pc.enum = fns.enum
   --- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...}):
   -- declares proto2 extensions of a message declared with
   -- {syntax = "proto2", extensions = {{from, to}, ...}}; reach them with
   -- pc.get_extension / pc.set_extension.
-  pc.extend = fns.extend
   --- pc.type(full_name) -> Type, Enum or nil.
-  pc.type = fns.type
   --- pc.fields(T) -> list of {name, number, type, type_name, label, oneof,
   -- json_name, packed, has_presence, default} in declaration order.
-  pc.fields = fns.fields
   --- pc.pool() -> a new independent Pool (methods: message, enum, type,
   -- fields, freeze, is_frozen, and what other modules add).
   function pc.pool() return core.pool_new() end
@@ -56,7 +67,7 @@ function M.install(pc, core)
     return f
   end
 
-  local is_message, type_of, has = core.is_message, core.type_of, core.has
+  local is_message, type_of, has = core.is_message, core.type_of, core.is_set
 
   local function quote(s)
     return '"' .. s:gsub('[%c"\\\128-\255]', function(c)

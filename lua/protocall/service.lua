@@ -343,6 +343,7 @@ function M.install(pc, core)
   -- with the service's defaults overridden per method:
   --   response = stub:Method(request [, {retry=, timeout=, metadata=, compression=}])
   --   for response in stub:StreamMethod(request [, opts]) do ... end
+  --   stub.Method:cache_info() -> {hits=, misses=, size=, capacity=} of its plan cache
   -- `request` is a message of the input type or a plain table of it.
   -- Client-streaming and bidirectional methods raise "not supported yet".
   -- Raises on a missing transport, an unknown service, method or option,
@@ -402,7 +403,7 @@ function M.install(pc, core)
           error(format("pc.client: %s: %s", full, msg), 2)
         end
         local name = m.name
-        stub[name] = function(_, request, call_opts)
+        local function invoke(_, _, request, call_opts)
           -- A plain table goes straight to bytes (pc.encode(T, table): T{...}'s
           -- checks and errors, no message objects); anything else is checked
           -- as a message of the input type first.
@@ -428,6 +429,11 @@ function M.install(pc, core)
           if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), 2) end
           error(res, 0)
         end
+        stub[name] = setmetatable({}, {
+          __name = "protocall.Method", __call = invoke, __metatable = false,
+          __index = { cache_info = function() return callable:cache_info() end },
+          __newindex = function() error("protocall.Method is read-only", 2) end,
+        })
       end
     end
     return setmetatable(stub, { __index = function(_, k)

@@ -54,7 +54,7 @@ local function ftoa(x)
 end
 
 function M.install(pc, core)
-  local fields_of, type_of, has, is_message = pc.fields, pc.type_of, pc.has, core.is_message
+  local fields_of, type_of, has, is_message = pc.fields, pc.type_of, core.is_set, core.is_message
   local get_extension, text_extensions, unknown_fields = pc.get_extension, core.text_extensions,
     core.unknown_fields
 

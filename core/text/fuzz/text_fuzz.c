@@ -30,7 +30,7 @@ static pc_Pool *fuzz_pool(void) {
 }
 
 static void encode_or_die(const pc_Message *msg, const pc_MessageDef *m, pc_WireWriter *w) {
-  pc_EncodeOptions o = {1};
+  pc_EncodeOptions o = {1, 1}; /* partial: required fields may be missing */
   if (pc_Encode(msg, m, &o, w, NULL) != kPc_EncodeStatus_Ok) abort();
 }
 
@@ -50,8 +50,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pc_WireWriter_Init(&w2, NULL, NULL);
     encode_or_die(msg, m, &w1);
     pc_Message *again = pc_Message_New(m, a);
+    pc_DecodeOptions partial = {.partial = 1};
     if (again == NULL || pc_Decode((const char *)pc_WireWriter_Data(&w1), pc_WireWriter_Size(&w1),
-                                   again, m, a, NULL, NULL) != kPc_DecodeStatus_Ok)
+                                   again, m, a, &partial, NULL) != kPc_DecodeStatus_Ok)
       abort();
     encode_or_die(again, m, &w2);
     if (pc_WireWriter_Size(&w1) != pc_WireWriter_Size(&w2) ||

@@ -31,7 +31,7 @@ static pc_Pool *fuzz_pool(void) {
 }
 
 static void encode_or_die(const pc_Message *msg, const pc_MessageDef *m, pc_WireWriter *w) {
-  pc_EncodeOptions o = {1};
+  pc_EncodeOptions o = {1, 0};
   if (pc_Encode(msg, m, &o, w, NULL) != kPc_EncodeStatus_Ok) abort();
 }
 

@@ -1,0 +1,164 @@
+/* proto2 required fields: the walk behind pc_Message_CheckRequired
+ * (message/message.h). */
+#include "message/message.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+/* The walk's state: the path of the message being visited ('path' holds
+ * 'len' bytes, always NUL-terminated) and the list written so far. */
+typedef struct {
+  char path[PC_ERROR_MAX];
+  size_t len;
+  char list[PC_ERROR_MAX]; /* "a.B.x, a.B.y" */
+  size_t list_len;
+  size_t missing; /* required fields found unset */
+  size_t listed;  /* of them in 'list' */
+  int stop_at_first;
+} Walk;
+
+/* Appends printf-style text to the path; returns the length to restore. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static size_t
+path_push(Walk *w, const char *fmt, ...) {
+  size_t mark = w->len;
+  if (w->len < sizeof w->path - 1) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(w->path + w->len, sizeof w->path - w->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) w->len += (size_t)n;
+    if (w->len > sizeof w->path - 1) w->len = sizeof w->path - 1;
+  }
+  return mark;
+}
+
+static void path_pop(Walk *w, size_t mark) {
+  w->len = mark;
+  w->path[mark] = '\0';
+}
+
+/* A field's path segment: ".name", or ".(pkg.ext)" for an extension (as the
+ * text format names it). */
+static size_t push_field(Walk *w, const pc_FieldDef *f) {
+  if (f->is_extension) return path_push(w, ".(%s)", f->full_name);
+  return path_push(w, ".%s", f->name);
+}
+
+static void note_missing(Walk *w, const pc_FieldDef *f) {
+  w->missing++;
+  if (w->stop_at_first) return;
+  size_t mark = push_field(w, f);
+  const char *sep = w->listed > 0 ? ", " : "";
+  /* Room for this entry and for the closing " (N in all)" note. */
+  size_t need = strlen(sep) + w->len;
+  if (w->list_len + need + 64 < sizeof w->list) {
+    w->list_len +=
+        (size_t)snprintf(w->list + w->list_len, sizeof w->list - w->list_len, "%s%s", sep, w->path);
+    w->listed++;
+  }
+  path_pop(w, mark);
+}
+
+/* A map key as the path shows it: ["text"] for strings, [n] for numbers. */
+static size_t push_key(Walk *w, const pc_FieldDef *kf, pc_Value k) {
+  switch (kf->type) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes:
+    return path_push(w, "[\"%.*s\"]", (int)(k.s.size > 64 ? 64 : k.s.size),
+                     k.s.data != NULL ? k.s.data : "");
+  case kPc_Type_Bool: return path_push(w, "[%s]", k.b ? "true" : "false");
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return path_push(w, "[%" PRIu32 "]", k.u32);
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: return path_push(w, "[%" PRIu64 "]", k.u64);
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64: return path_push(w, "[%" PRId64 "]", k.i64);
+  default: return path_push(w, "[%" PRId32 "]", k.i32);
+  }
+}
+
+static void walk(Walk *w, const pc_Message *msg, const pc_MessageDef *m, int depth);
+
+/* Each message of a repeated field (its path gets [i], 1-based as Lua
+ * indexes it). */
+static void walk_array(Walk *w, const pc_Array *arr, const pc_FieldDef *f, int depth) {
+  for (size_t j = 0; arr != NULL && j < arr->size; j++) {
+    const pc_Message *sub = pc_Array_Get(arr, j, kPc_Slot_Message).m;
+    if (sub == NULL) continue;
+    size_t mark = path_push(w, "[%zu]", j + 1);
+    walk(w, sub, f->message, depth + 1);
+    path_pop(w, mark);
+    if (w->stop_at_first && w->missing) return;
+  }
+}
+
+static void walk(Walk *w, const pc_Message *msg, const pc_MessageDef *m, int depth) {
+  /* Nesting past the limit cannot be encoded or decoded anyway (the
+   * encoder says so); the walk does not go there. */
+  if (depth > PC_MESSAGE_MAX_DEPTH) return;
+  for (uint32_t i = 0; i < m->field_count; i++) {
+    const pc_FieldDef *f = &m->fields[i];
+    if (f->label == kPc_Label_Required && !pc_Message_Has(msg, f)) {
+      note_missing(w, f);
+      if (w->stop_at_first) return;
+      continue;
+    }
+    if (f->message == NULL || !pc_Message_Has(msg, f)) continue;
+    pc_Value v = pc_Message_Get(msg, f);
+    size_t mark = push_field(w, f);
+    if (f->slot == kPc_Slot_Message) {
+      walk(w, v.m, f->message, depth + 1);
+    } else if (f->slot == kPc_Slot_Array) {
+      walk_array(w, v.a, f, depth);
+    } else if (f->slot == kPc_Slot_Map && v.map != NULL) {
+      const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+      for (size_t j = 0; vf->message != NULL && j < v.map->size; j++) {
+        const pc_MapEntry *e = &v.map->entries[j];
+        if (e->value.m == NULL) continue;
+        size_t kmark = push_key(w, kf, e->key);
+        walk(w, e->value.m, vf->message, depth + 1);
+        path_pop(w, kmark);
+        if (w->stop_at_first && w->missing) break;
+      }
+    }
+    path_pop(w, mark);
+    if (w->stop_at_first && w->missing) return;
+  }
+  size_t n;
+  const pc_Extension *x = pc_Message_Extensions(msg, &n);
+  for (size_t i = 0; i < n; i++) {
+    const pc_FieldDef *f = x[i].field;
+    if (f->message == NULL) continue;
+    size_t mark = push_field(w, f);
+    if (f->label == kPc_Label_Repeated)
+      walk_array(w, x[i].value.a, f, depth);
+    else if (x[i].value.m != NULL)
+      walk(w, x[i].value.m, f->message, depth + 1);
+    path_pop(w, mark);
+    if (w->stop_at_first && w->missing) return;
+  }
+}
+
+size_t pc_Message_CheckRequired(const pc_Message *msg, const pc_MessageDef *m, pc_Error *err) {
+  Walk w;
+  w.len = 0;
+  w.path[0] = '\0';
+  w.list_len = 0;
+  w.list[0] = '\0';
+  w.missing = w.listed = 0;
+  w.stop_at_first = err == NULL;
+  path_push(&w, "%s", m->full_name);
+  walk(&w, msg, m, 0);
+  if (w.missing == 0 || err == NULL) return w.missing;
+  if (w.listed < w.missing)
+    pc_Error_Set(err, "missing required field%s: %s, ... (%zu in all)", w.missing == 1 ? "" : "s",
+                 w.list, w.missing);
+  else
+    pc_Error_Set(err, "missing required field%s: %s", w.missing == 1 ? "" : "s", w.list);
+  return w.missing;
+}

@@ -145,7 +145,7 @@ local function walk_table(m)
   local t = {}
   for _, info in ipairs(pc.fields(pc.type_of(m))) do
     local name = info.name
-    if pc.has(m, name) then
+    if require("protocall.core").is_set(m, name) then -- set, with or without presence
       local v = m[name]
       local function plain(x) if type(x) == "userdata" then return walk_table(x) end return x end
       if info.type:sub(1, 4) == "map<" then

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "lpc.h"
 #include "call/policy.h"
+#include "call/throttle.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -67,6 +68,7 @@ typedef struct {
 #define POLICY    "protocall.Policy"
 #define CALLSTATE "protocall.CallState"
 #define PLANCACHE "protocall.PlanCache"
+#define THROTTLE  "protocall.ThrottleBucket"
 
 /* 'false' (or nil) reads as INFINITY: no budget. */
 static double opt_budget(lua_State *L, int arg) {
@@ -211,6 +213,46 @@ static int lpc_callstate_next_attempt(lua_State *L) {
   return luaL_error(L, "next_attempt: unknown outcome");
 }
 
+/* -- The retry token bucket (core/call/throttle.h) ------------------------------ */
+
+/* -- bucket | nil, msg = core.throttle(max_tokens, token_ratio) */
+static int lpc_throttle_new(lua_State *L) {
+  double max_tokens = luaL_checknumber(L, 1), ratio = luaL_checknumber(L, 2);
+  pc_Throttle *t = lua_newuserdatauv(L, sizeof *t, 0);
+  pc_Error e;
+  pc_Error_Init(&e);
+  if (!pc_Throttle_Init(t, max_tokens, ratio, &e)) {
+    lua_pushnil(L);
+    lua_pushstring(L, e.msg);
+    return 2;
+  }
+  luaL_setmetatable(L, THROTTLE);
+  return 1;
+}
+
+/* -- bucket:success()   -- a call succeeded: token_ratio back */
+static int lpc_throttle_success(lua_State *L) {
+  pc_Throttle_Success(luaL_checkudata(L, 1, THROTTLE));
+  return 0;
+}
+
+/* -- allowed = bucket:failure()   -- an attempt failed with a retryable code:
+ * -- one token taken; whether a retry may follow */
+static int lpc_throttle_failure(lua_State *L) {
+  lua_pushboolean(L, pc_Throttle_Failure(luaL_checkudata(L, 1, THROTTLE)));
+  return 1;
+}
+
+/* -- tokens, max_tokens, token_ratio, allowed = bucket:info()   -- in tokens */
+static int lpc_throttle_info(lua_State *L) {
+  const pc_Throttle *t = luaL_checkudata(L, 1, THROTTLE);
+  lua_pushnumber(L, (double)t->milli_tokens / 1000);
+  lua_pushnumber(L, (double)t->max_milli_tokens / 1000);
+  lua_pushnumber(L, (double)t->milli_ratio / 1000);
+  lua_pushboolean(L, pc_Throttle_Allows(t));
+  return 4;
+}
+
 /* -- The plan cache ------------------------------------------------------------ */
 
 #define LPC_CACHE_MAX 4096
@@ -302,6 +344,7 @@ enum {
   UV_CACHE,       /* the plan cache (protocall.PlanCache) */
   UV_PLANS,       /* slot -> plan table, for the cache's slots */
   UV_DEFAULT,     /* pc.DEFAULT */
+  UV_THROTTLE,    /* the retry token bucket (protocall.ThrottleBucket), or false */
   UV_NAMES,       /* "retry", "timeout", "compression", "metadata": 4 upvalues */
   UV_COUNT = UV_NAMES + 3
 };
@@ -320,7 +363,11 @@ static int finish_k(lua_State *L, int status, lua_KContext ctx) {
 /* After the first attempt: its response, or on to the retry loop. 'ctx'
  * holds the stack indices of the start time and the plan (0: none). */
 static int attempt_k(lua_State *L, int status, lua_KContext ctx) {
-  if (status == LUA_OK || status == LUA_YIELD) return 1;
+  if (status == LUA_OK || status == LUA_YIELD) {
+    pc_Throttle *t = lua_touserdata(L, lua_upvalueindex(UV_THROTTLE));
+    if (t != NULL) pc_Throttle_Success(t);
+    return 1;
+  }
   int err = lua_gettop(L), start = (int)(ctx & 0xff), plan = (int)(ctx >> 8);
   lua_pushvalue(L, lua_upvalueindex(UV_ONFAIL));
   lua_pushvalue(L, 2);
@@ -432,13 +479,14 @@ static int lpc_callable_call(lua_State *L) {
 }
 
 /* -- call = core.callable(fn, timeout, metadata, compression, clock|false, needs_start,
- * --                      on_fail, on_opts, cache, plans, DEFAULT)
+ * --                      on_fail, on_opts, cache, plans, DEFAULT, bucket|false)
  * -- the __call function of one callable (see the UV_ list) */
 static int lpc_callable_new(lua_State *L) {
   luaL_checktype(L, 7, LUA_TFUNCTION);
   luaL_checktype(L, 8, LUA_TFUNCTION);
   luaL_checkudata(L, 9, PLANCACHE);
   luaL_checktype(L, 10, LUA_TTABLE);
+  if (lua_toboolean(L, 12)) luaL_checkudata(L, 12, THROTTLE);
   if (!lua_toboolean(L, 5)) { /* the state's time, found once (the registry keeps it) */
     lua_pushlightuserdata(L, lpc_gettime(L));
     lua_replace(L, 5);
@@ -453,10 +501,13 @@ static int lpc_callable_new(lua_State *L) {
 }
 
 void lpc_open_call(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-      {"check_retry", lpc_check_retry}, {"check_timeout", lpc_check_timeout},
-      {"policy", lpc_policy_new},       {"plan_cache", lpc_plancache_new},
-      {"callable", lpc_callable_new},   {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"check_retry", lpc_check_retry},
+                                   {"check_timeout", lpc_check_timeout},
+                                   {"policy", lpc_policy_new},
+                                   {"plan_cache", lpc_plancache_new},
+                                   {"callable", lpc_callable_new},
+                                   {"throttle", lpc_throttle_new},
+                                   {NULL, NULL}};
   static const luaL_Reg policy_methods[] = {{"start", lpc_policy_start}, {NULL, NULL}};
   static const luaL_Reg state_methods[] = {{"on_error", lpc_callstate_on_error},
                                            {"next_attempt", lpc_callstate_next_attempt},
@@ -465,9 +516,13 @@ void lpc_open_call(lua_State *L) {
                                            {"insert", lpc_plancache_insert},
                                            {"info", lpc_plancache_info},
                                            {NULL, NULL}};
-  const char *names[] = {POLICY, CALLSTATE, PLANCACHE};
-  const luaL_Reg *methods[] = {policy_methods, state_methods, cache_methods};
-  for (int i = 0; i < 3; i++) {
+  static const luaL_Reg throttle_methods[] = {{"success", lpc_throttle_success},
+                                              {"failure", lpc_throttle_failure},
+                                              {"info", lpc_throttle_info},
+                                              {NULL, NULL}};
+  const char *names[] = {POLICY, CALLSTATE, PLANCACHE, THROTTLE};
+  const luaL_Reg *methods[] = {policy_methods, state_methods, cache_methods, throttle_methods};
+  for (int i = 0; i < 4; i++) {
     luaL_newmetatable(L, names[i]);
     lua_newtable(L);
     luaL_setfuncs(L, methods[i], 0);

@@ -70,14 +70,6 @@ function M.install(pc, core)
     return #per_call > 0 and per_call or nil, #per_attempt > 0 and per_attempt or nil
   end
 
-  -- Runs `chain[i..]` around `terminal(call)`: each interceptor's next(c)
-  -- (c defaults to the same call) runs the rest.
-  local function run_chain(chain, i, call, terminal)
-    local f = chain[i]
-    if f == nil then return terminal(call) end
-    return f(call, function(c) return run_chain(chain, i + 1, c or call, terminal) end)
-  end
-
   -- Fills in the outcome fields of an interceptor's `call` table.
   local function outcome(call, ok, res, start, clock)
     call.elapsed = clock() - start
@@ -101,6 +93,22 @@ function M.install(pc, core)
 
   local Server = { __name = "protocall.Server" }
   Server.__index = Server
+
+  -- Runs `chain[i..]` around `terminal(call)`: each interceptor's next(c)
+  -- (c defaults to the same call) runs the rest, then sets c's outcome
+  -- (status, elapsed since `t0` on `clock`, error) however the rest ended:
+  -- an inner interceptor's answer or error included.
+  local function run_chain(chain, i, call, terminal, t0, clock)
+    local f = chain[i]
+    if f == nil then return terminal(call) end
+    return f(call, function(c)
+      c = c or call
+      local ok, res = pcall(run_chain, chain, i + 1, c, terminal, t0, clock)
+      outcome(c, ok, res, t0, clock)
+      if not ok then error(res, 0) end
+      return res
+    end)
+  end
 
   --- server = pc.server{["pkg.Service"] = {Method = function(request, ctx) ... end}, ...}
   -- Handlers get the decoded request and a context {method = full name,
@@ -153,11 +161,7 @@ function M.install(pc, core)
           local full = m.full_name
           handler = function(req, ctx)
             local c = { method = full, request = req, metadata = ctx.metadata, ctx = ctx }
-            local t0 = now()
-            local ok, res = pcall(run_chain, chain, 1, c, function(cc) return fn(cc.request, cc.ctx) end)
-            outcome(c, ok, res, t0, now)
-            if not ok then error(res, 0) end
-            return res
+            return run_chain(chain, 1, c, function(cc) return fn(cc.request, cc.ctx) end, now(), now)
           end
         end
         methods[m.path] = { info = m, handler = handler }
@@ -799,17 +803,13 @@ function M.install(pc, core)
             for i = 1, #metadata do md[i] = { metadata[i][1], metadata[i][2] } end
             local a = { method = full, service = service_name, name = name, request = rec.call.request,
               metadata = md, timeout = timeout, compression = compression, attempt = n or 1 }
-            local t0 = clock()
-            local ok, res = pcall(run_chain, per_attempt_chain, 1, a, function(c)
+            return run_chain(per_attempt_chain, 1, a, function(c)
               local bytes = rec.bytes
               if c.request ~= rec.call.request then
                 bytes = encode(as_message(input, c.request, full .. " request", 0))
               end
               return attempt(bytes, c.timeout, c.metadata, c.compression)
-            end)
-            outcome(a, ok, res, t0, clock)
-            if not ok then error(res, 0) end
-            return res
+            end, clock(), clock)
           end
         end
         local per = per_method[name]
@@ -936,7 +936,8 @@ function M.install(pc, core)
               error(format("bad argument #2 to '%s' (table of options expected, got %s)", name, type(call_opts)), 2)
             end
             local c = { method = full, service = service_name, name = name,
-              request = as_message(input, request, full .. " request", 2), metadata = {}, options = {} }
+              request = as_message(input, request, full .. " request", 2), metadata = {}, options = {},
+              attempts = 0 }
             for k, v in pairs(call_opts or {}) do
               if k == "metadata" then
                 local bad = metadata_problem(v)
@@ -964,11 +965,10 @@ function M.install(pc, core)
                 ok, res = pcall(call_with, rec, rest, 1)
               end
               cc.attempts = rec.attempts
-              outcome(cc, ok, res, t0, clock)
               if not ok then error(res, 0) end
               return res
             end
-            return run_chain(per_call_chain or {}, 1, c, terminal)
+            return run_chain(per_call_chain or {}, 1, c, terminal, t0, clock)
           end
         end
 

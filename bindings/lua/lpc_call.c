@@ -363,11 +363,7 @@ static int finish_k(lua_State *L, int status, lua_KContext ctx) {
 /* After the first attempt: its response, or on to the retry loop. 'ctx'
  * holds the stack indices of the start time and the plan (0: none). */
 static int attempt_k(lua_State *L, int status, lua_KContext ctx) {
-  if (status == LUA_OK || status == LUA_YIELD) {
-    pc_Throttle *t = lua_touserdata(L, lua_upvalueindex(UV_THROTTLE));
-    if (t != NULL) pc_Throttle_Success(t);
-    return 1;
-  }
+  if (status == LUA_OK || status == LUA_YIELD) return 1;
   int err = lua_gettop(L), start = (int)(ctx & 0xff), plan = (int)(ctx >> 8);
   lua_pushvalue(L, lua_upvalueindex(UV_ONFAIL));
   lua_pushvalue(L, 2);
@@ -382,6 +378,16 @@ static int attempt_k(lua_State *L, int status, lua_KContext ctx) {
     lua_pushnil(L);
   lua_callk(L, 4, 1, 0, finish_k);
   return 1;
+}
+
+/* attempt_k of a callable with a retry token bucket: a success gives the
+ * bucket its token_ratio. */
+static int attempt_throttled_k(lua_State *L, int status, lua_KContext ctx) {
+  if (status == LUA_OK || status == LUA_YIELD) {
+    pc_Throttle_Success(lua_touserdata(L, lua_upvalueindex(UV_THROTTLE)));
+    return 1;
+  }
+  return attempt_k(L, status, ctx);
 }
 
 /* Hands the call to on_opts(request, opts, missed). */
@@ -434,8 +440,12 @@ static int plan_from_opts(lua_State *L, int *plan) {
   return 1;
 }
 
-/* -- response = callable(request [, opts])   -- the __call of a callable */
-static int lpc_callable_call(lua_State *L) {
+/* The call, continuing with 'k' (attempt_k or attempt_throttled_k). */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
+callable_call(lua_State *L, lua_KFunction k) {
   int plan = 0, start = 0, needs_start, top = lua_gettop(L);
   if (top >= 3 && lua_type(L, 3) > LUA_TNIL) {
     lua_settop(L, 3);
@@ -475,7 +485,17 @@ static int lpc_callable_call(lua_State *L) {
     lua_pushvalue(L, lua_upvalueindex(UV_COMPRESSION));
   }
   lua_KContext ctx = (lua_KContext)start | (lua_KContext)plan << 8;
-  return attempt_k(L, lua_pcallk(L, 4, 1, 0, ctx, attempt_k), ctx);
+  return k(L, lua_pcallk(L, 4, 1, 0, ctx, k), ctx);
+}
+
+/* -- response = callable(request [, opts])   -- the __call of a callable */
+static int lpc_callable_call(lua_State *L) {
+  return callable_call(L, attempt_k);
+}
+
+/* -- the same for a callable with a retry token bucket */
+static int lpc_callable_call_throttled(lua_State *L) {
+  return callable_call(L, attempt_throttled_k);
 }
 
 /* -- call = core.callable(fn, timeout, metadata, compression, clock|false, needs_start,
@@ -486,7 +506,8 @@ static int lpc_callable_new(lua_State *L) {
   luaL_checktype(L, 8, LUA_TFUNCTION);
   luaL_checkudata(L, 9, PLANCACHE);
   luaL_checktype(L, 10, LUA_TTABLE);
-  if (lua_toboolean(L, 12)) luaL_checkudata(L, 12, THROTTLE);
+  int throttled = lua_toboolean(L, 12);
+  if (throttled) luaL_checkudata(L, 12, THROTTLE);
   if (!lua_toboolean(L, 5)) { /* the state's time, found once (the registry keeps it) */
     lua_pushlightuserdata(L, lpc_gettime(L));
     lua_replace(L, 5);
@@ -496,7 +517,7 @@ static int lpc_callable_new(lua_State *L) {
   lua_pushliteral(L, "timeout");
   lua_pushliteral(L, "compression");
   lua_pushliteral(L, "metadata");
-  lua_pushcclosure(L, lpc_callable_call, UV_COUNT);
+  lua_pushcclosure(L, throttled ? lpc_callable_call_throttled : lpc_callable_call, UV_COUNT);
   return 1;
 }
 

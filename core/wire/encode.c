@@ -18,9 +18,15 @@ typedef struct {
   pc_WireWriter *w;
   int deterministic;
   int depth;
-  uint32_t required; /* non-zero once a type with required fields was written */
+  uint32_t required; /* non-zero once a type with required fields was written
+                        (the root's, then each sub-message's) */
   pc_EncodeStatus status;
   const char *where; /* full name of the field being written at the error */
+  /* pc_Encode's arguments, for finish() */
+  const pc_Message *root;
+  const pc_MessageDef *root_def;
+  const pc_EncodeOptions *opts;
+  pc_Error *err;
 } Enc;
 
 static int enc_fail(Enc *e, pc_EncodeStatus st, const pc_FieldDef *f) {
@@ -129,6 +135,7 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
   case kPc_Type_Message: {
     const pc_Message *sub = *(pc_Message *const *)src;
     size_t before = pc_WireWriter_Size(w);
+    e->required |= f->message->required_count;
     if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
     if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before))
       return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
@@ -138,6 +145,7 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
     const pc_Message *sub = *(pc_Message *const *)src;
     if (!pc_WireWriter_PutTag(w, num, kPc_Wire_EndGroup))
       return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    e->required |= f->message->required_count;
     if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
     break;
   }
@@ -355,7 +363,6 @@ static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f)
 
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m) {
   if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep, NULL);
-  e->required |= m->required_count;
   pc_WireWriter *w = e->w;
   /* Offset 0 holds the internal part (unknown bytes, extensions), or the
    * def with bit 0 set when there is none (message.h's layout). */
@@ -388,25 +395,34 @@ static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m)
   return 1;
 }
 
+/* The end of an encode that failed, or that wrote a type with required
+ * fields (then 'e->status' is Ok). */
+static pc_EncodeStatus finish(const Enc *e) {
+  if (e->status != kPc_EncodeStatus_Ok) {
+    pc_Error_Set(e->err, "%s: %s", e->where != NULL ? e->where : e->root_def->full_name,
+                 pc_EncodeStatus_String(e->status));
+    return e->status;
+  }
+  if (!(e->opts != NULL && e->opts->partial) &&
+      pc_Message_CheckRequired(e->root, e->root_def, e->err) != 0)
+    return kPc_EncodeStatus_MissingRequired;
+  return kPc_EncodeStatus_Ok;
+}
+
 pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,
                           const pc_EncodeOptions *opts, pc_WireWriter *w, pc_Error *err) {
   Enc e;
   e.w = w;
   e.deterministic = opts != NULL && opts->deterministic;
   e.depth = -1; /* the root is level 0 */
-  e.required = 0;
+  e.required = m->required_count;
   e.status = kPc_EncodeStatus_Ok;
   e.where = NULL;
-  if (!encode_message(&e, msg, m)) {
-    if (e.where != NULL)
-      pc_Error_Set(err, "%s: %s", e.where, pc_EncodeStatus_String(e.status));
-    else
-      pc_Error_Set(err, "%s: %s", m->full_name, pc_EncodeStatus_String(e.status));
-    return e.status;
-  }
+  e.root = msg;
+  e.root_def = m;
+  e.opts = opts;
+  e.err = err;
   /* Only messages holding a type with required fields pay for the walk. */
-  if (e.required != 0 && !(opts != NULL && opts->partial) &&
-      pc_Message_CheckRequired(msg, m, err) != 0)
-    return kPc_EncodeStatus_MissingRequired;
+  if (!encode_message(&e, msg, m) || e.required != 0) return finish(&e);
   return kPc_EncodeStatus_Ok;
 }

@@ -146,6 +146,8 @@ describe("resumable server streams", function()
     local stub = ticker(w, {})
     assert.has_error(function() stub:Ticks({}, { resume = 1 }) end,
       "bad argument #2 to 'Ticks' (resume: function expected, got number)")
+    assert.has_error(function() stub:Once({}, { resume = from_last }) end,
+      "bad argument #2 to 'Once' (resume: only server-streaming methods resume)")
     local ok, err = pcall(pc.client, "rs.Ticker", { pool = pool, transport = pc.inproc(pc.server({}, { pool = pool })),
       methods = { Once = { resume = from_last } } })
     assert.is_false(ok)

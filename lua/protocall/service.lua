@@ -902,6 +902,9 @@ function M.install(pc, core)
         end
 
         local function plain(_, _, request, call_opts)
+          if type(call_opts) == "table" and call_opts.resume ~= nil then
+            error(format("bad argument #2 to '%s' (resume: only server-streaming methods resume)", name), 2)
+          end
           local res = call_with(encoded(request, 2), call_opts, 2)
           return res
         end
@@ -954,7 +957,11 @@ function M.install(pc, core)
               local o = {}
               for k, v in pairs(cc.options) do o[k] = v end
               if #cc.metadata > 0 then o.metadata = cc.metadata end
+              if o.resume ~= nil and not m.server_streaming then
+                error(format("%s: resume: only server-streaming methods resume", full), 0)
+              end
               local rest, resume = split_resume(o)
+              if rest ~= nil and next(rest) == nil then rest = nil end
               local rec = { call = cc, attempts = 0 }
               local ok, res
               if resume then

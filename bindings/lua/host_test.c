@@ -586,7 +586,26 @@ static void containers(void) {
   protocall_pool_free(pool);
 }
 
+/* protocall_pushpool / protocall_pushmessage in a state where the module
+ * was never opened: a Lua error, not a crash. */
+static int push_pool_early(lua_State *L) {
+  protocall_pushpool(L, lua_touserdata(L, 1));
+  return 1;
+}
+
+static void before_open(void) {
+  pc_Pool *pool = demo_pool();
+  lua_State *L = luaL_newstate();
+  lua_pushcfunction(L, push_pool_early);
+  lua_pushlightuserdata(L, pool);
+  CHECK(lua_pcall(L, 1, 1, 0) != LUA_OK);
+  CHECK(strstr(lua_tostring(L, -1), "open the module first (luaopen_protocall)") != NULL);
+  lua_close(L);
+  protocall_pool_free(pool);
+}
+
 int main(void) {
+  before_open();
   pools();
   messages();
   containers();

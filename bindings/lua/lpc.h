@@ -32,6 +32,8 @@ void lpc_open_parse(lua_State *L);    /* the .proto parser as tables (lpc_parse.
 void lpc_open_net(lua_State *L);      /* the gRPC channel (lpc_net.c) */
 void lpc_open_compiler(lua_State *L); /* pool:load, services (lpc_compiler.c) */
 void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
+void lpc_open_json(lua_State *L);     /* proto3 JSON (lpc_json.c) */
+void lpc_open_text(lua_State *L);     /* text format (lpc_text.c) */
 
 /* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
  * types, declarations), the message files (instances: lpc_anchor.c,
@@ -98,6 +100,11 @@ pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def);
 /* As lpc_tomessage, raising a bad-argument error when it is not one. */
 pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def);
 
+/* Pushes the weak table (__mode 'mode': "k", "v") the registry holds at
+ * 'key', making it on first use, so opening the module again in a state
+ * keeps what live objects rely on (lpc_anchor.c). */
+void lpc_registry_table(lua_State *L, void *key, const char *mode);
+
 /* Tells Lua's collector about arena memory it cannot see: call after
  * filling the arena of the Arena userdata at 'idx'. */
 void lpc_pacearena(lua_State *L, int idx);
@@ -112,6 +119,19 @@ int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name);
 /* The same by file name ("google/protobuf/timestamp.proto"): 1 when the
  * pool has that built-in file now, 0 when it is none or the pool is frozen. */
 int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file);
+
+/* Options tables of the codecs (lpc_json.c, used by lpc_text.c too). Each
+ * raises "bad argument #idx to 'fname' (...)", named so that a pcall'd call
+ * does not name the core table. */
+void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg);
+/* The table at 'idx' (nil or none allowed) has only keys among 'names'
+ * (NULL-terminated). */
+void lpc_check_options(lua_State *L, int idx, const char *fname, const char *const *names);
+/* Integer field 'name' of the table at 'idx' in lo..hi, or 'dflt' when
+ * absent (or when there is no table). */
+int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi, int dflt);
+/* The pool of field "pool" of the table at 'idx' (a Pool userdata), or NULL. */
+pc_Pool *lpc_opt_pool(lua_State *L, int idx);
 
 /* Types ("protocall.Type", lpc_schema.c) get their instance metatables
  * from the message binding without the schema binding naming it: the

@@ -194,3 +194,15 @@ void lpc_set_ref(lua_State *L, int a, const void *key, int v) {
 _Noreturn void lpc_nomem(lua_State *L) {
   lpc_msg_error(L, "not enough memory");
 }
+
+void lpc_registry_table(lua_State *L, void *key, const char *mode) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}

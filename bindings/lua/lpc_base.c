@@ -53,5 +53,7 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_net(L);
   lpc_open_compiler(L);
   lpc_open_host(L);
+  lpc_open_json(L);
+  lpc_open_text(L);
   return 1;
 }

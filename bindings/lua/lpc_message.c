@@ -2,7 +2,7 @@
  * of sub-messages, the per-type __index (plain slots read through the
  * Lookup, the rest through lpc_push_field), and the reading side of the
  * live repeated and map containers (__index, __len, __pairs). Writing is in
- * construct.c, the module functions and metatables in
+ * lpc_construct.c, the module functions and metatables in
  * lpc_message_ops.c. */
 #include "lpc.h"
 
@@ -292,8 +292,10 @@ Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
 int lpc_repeated_index(lua_State *L) {
   Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
   const pc_Array *arr = pc_Message_Get(c->msg, c->f).a;
-  lua_Integer i = lua_tointeger(L, 2);
-  if (!lua_isinteger(L, 2) || arr == NULL || i < 1 || (size_t)i > arr->size) return 0;
+  int isint;
+  lua_Integer i = lua_tointegerx(L, 2, &isint); /* 1.0 reads element 1, as c[1.0] = v writes it */
+  if (!isint || lua_type(L, 2) != LUA_TNUMBER || arr == NULL || i < 1 || (size_t)i > arr->size)
+    return 0;
   lpc_push_elem(L, 1, c->f, pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f)), 2);
   return 1;
 }
@@ -336,24 +338,44 @@ int lpc_map_index(lua_State *L) {
   return 1;
 }
 
+/* The iterator of lpc_map_pairs: upvalue 1 the keys as they were when
+ * pairs began, upvalue 2 the position; a key deleted since is skipped, a
+ * value changed since reads as it is now (Lua's rule for next: existing
+ * fields may be changed or cleared during a traversal). */
 static int map_next(lua_State *L) {
   Container *c = lua_touserdata(L, 1);
-  lua_Integer i = lua_tointeger(L, lua_upvalueindex(1));
-  const pc_Map *map = pc_Message_Get(c->msg, c->f).map;
-  if (map == NULL || (size_t)i >= map->size) return 0;
-  lua_pushinteger(L, i + 1);
-  lua_replace(L, lua_upvalueindex(1));
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
+  pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  lua_Integer i = lua_tointeger(L, lua_upvalueindex(2));
   lua_settop(L, 1);
-  lpc_push_scalar(L, pc_FieldDef_MapKey(c->f), map->entries[i].key);
-  lpc_push_elem(L, 1, pc_FieldDef_MapValue(c->f), map->entries[i].value, 2);
-  return 2;
+  for (;;) {
+    if (lua_rawgeti(L, lua_upvalueindex(1), ++i) == LUA_TNIL) return 0;
+    const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, ks,
+                                    lpc_check_scalar(L, kf, c->f->full_name, 2));
+    if (v != NULL) {
+      lua_pushinteger(L, i);
+      lua_replace(L, lua_upvalueindex(2));
+      lpc_push_elem(L, 1, pc_FieldDef_MapValue(c->f), *v, 2);
+      return 2;
+    }
+    lua_pop(L, 1);
+  }
 }
 
-/* -- for k, v in pairs(c)   (map: in insertion order) */
+/* -- for k, v in pairs(c)   (map: in the order of its entries; entries may
+ * be changed or deleted during the loop, as in a Lua table) */
 int lpc_map_pairs(lua_State *L) {
-  lpc_check_container(L, 1, LPC_MAP_MT);
+  Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
+  const pc_Map *map = pc_Message_Get(c->msg, c->f).map;
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
+  size_t n = map != NULL ? map->size : 0;
+  lua_createtable(L, n < INT32_MAX ? (int)n : 0, 0);
+  for (size_t i = 0; i < n; i++) {
+    lpc_push_scalar(L, kf, map->entries[i].key);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
   lua_pushinteger(L, 0);
-  lua_pushcclosure(L, map_next, 1);
+  lua_pushcclosure(L, map_next, 2);
   lua_pushvalue(L, 1);
   lua_pushnil(L);
   return 3;

@@ -149,7 +149,10 @@ static int lpc_message_which_oneof(lua_State *L) {
 /* -- T = pc.type_of(m)   (nil for a value that is not a message) */
 static int lpc_message_type_of(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  if (lpc_tomessage(L, 1, &def) == NULL) return 0;
+  if (lpc_tomessage(L, 1, &def) == NULL) {
+    lua_pushnil(L);
+    return 1;
+  }
   lpc_pushtype(L, def);
   return 1;
 }
@@ -526,13 +529,10 @@ void lpc_open_message(lua_State *L) {
   lua_pushcfunction(L, lpc_type_call);
   lua_setfield(L, -2, "__call");
   lua_pop(L, 1);
-  /* Ephemeron table: an anchor keeps what its memory points to alive. */
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "k");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_refs_key);
+  /* Ephemeron table: an anchor keeps what its memory points to alive (the
+   * same table when the module is opened again: live messages need it). */
+  lpc_registry_table(L, &lpc_refs_key, "k");
+  lua_pop(L, 1);
   luaL_newmetatable(L, LPC_ARENA_MT);
   lua_pushcfunction(L, lpc_arena_gc);
   lua_setfield(L, -2, "__gc");

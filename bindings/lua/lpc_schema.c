@@ -54,8 +54,15 @@ static int lpc_pool_new(lua_State *L) {
   return 1;
 }
 
+/* Pushes the registry's table of pools; raises when the module was not
+ * opened in this state (a host calling protocall_pushpool too early). */
+static void push_pools(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey) != LUA_TTABLE)
+    luaL_error(L, "protocall: open the module first (luaopen_protocall)");
+}
+
 void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
+  push_pools(L);
   if (lua_rawgetp(L, -1, pool) != LUA_TNIL) {
     lua_remove(L, -2);
     return;
@@ -71,7 +78,7 @@ void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
 }
 
 void lpc_pushpool(lua_State *L, const pc_Pool *pool) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
+  push_pools(L);
   lua_rawgetp(L, -1, pool);
   lua_remove(L, -2);
 }
@@ -819,18 +826,9 @@ int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
 }
 
 void lpc_open_schema(lua_State *L) {
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &kTypesKey);
+  lpc_registry_table(L, &kPoolsKey, "v"); /* kept when the module is opened again */
+  lpc_registry_table(L, &kTypesKey, "v");
+  lua_pop(L, 2);
   /* Pool: methods in core.Pool, which other concerns extend (pool:load ...). */
   luaL_newmetatable(L, POOL_MT);
   lua_pushcfunction(L, lpc_pool_gc);

@@ -401,7 +401,7 @@ function P.install(M, core)
   -- The one wording every place metadata enters uses.
   local metadata_problem = core.metadata_problem
   --- pc._metadata_problem(md) -> message | nil: the shared metadata check
-  -- (internal: grpc.lua and service.lua raise with it at their callers).
+  -- (internal: net.lua and service.lua raise with it at their callers).
   M._metadata_problem = metadata_problem
 
   ---------------------------------------------------------------------------

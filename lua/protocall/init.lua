@@ -25,6 +25,7 @@ for _, name in ipairs {
   "protocall.call",
   "protocall.wire",
   "protocall.text",
+  "protocall.json",
   "protocall.net",
   "protocall.compiler",
   "protocall.service",

@@ -16,7 +16,7 @@ local M = {}
 -- with no_retry = true for a negative or malformed value), local (true for
 -- a failure protocall found that would recur), method (the call's path).
 local new_error
--- pc._metadata_problem (policy.lua): the shared metadata check.
+-- pc._metadata_problem (call.lua): the shared metadata check.
 local metadata_problem
 
 local Transport = {}

@@ -4,10 +4,10 @@
 --   transport:unary(path, request_bytes, settings) -> response_bytes
 --   transport:server_stream(path, request_bytes, settings) -> iterator of bytes
 -- with settings = {timeout = seconds | nil, metadata = {{key, value}, ...},
--- compression = "gzip" | nil}, failing by raising pc.Error. pc.grpc (grpc.lua)
+-- compression = "gzip" | nil}, failing by raising pc.Error. pc.grpc (net.lua)
 -- is the network one; pc.inproc below runs a pc.server in the same Lua state,
 -- through encode and decode as a network would. pc.client builds a stub whose
--- methods are cached callables (policy.lua) around a transport.
+-- methods are cached callables (call.lua) around a transport.
 local M = {}
 
 local type, error, pairs, ipairs, pcall, getmetatable, setmetatable, tostring =

@@ -134,7 +134,31 @@ describe("service_config validation", function()
     for _, c in ipairs(cases) do
       assert.are.equal("pc.client: service_config: " .. c[2], refusal(c[1]))
     end
-    assert.are.equal("pc.client: service_config: table expected, got string", refusal('{"methodConfig": []}'))
+    assert.are.equal("pc.client: service_config: table or JSON text expected, got number", refusal(1))
+  end)
+
+  it("reads JSON text: the same config, and its errors by path (and offset)", function()
+    local w = world()
+    local stub = client(w, pc.inproc(server(w, unavailable)), [[{
+      "methodConfig": [{
+        "name": [{"service": "sc.Echo", "method": "Say"}],
+        "timeout": "2s",
+        "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.25s", "maxBackoff": "1s",
+                        "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]},
+        "waitForReady": null
+      }],
+      "retryThrottling": {"maxTokens": 100, "tokenRatio": 0.1}
+    }]])
+    local ok, err = pcall(stub.Say, stub, {})
+    assert.is_false(ok)
+    assert.are.equal(3, err.attempts)
+    assert.are.same({ 0.25, 0.5 }, w.sleeps)
+    assert.are.equal(97, stub:throttle_info().tokens)
+    assert.are.equal("pc.client: service_config: methodConfig[0].retryPolicy.maxAttempts: at least 2 expected, got 1",
+      refusal([[{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 1}}]}]]))
+    assert.are.equal("pc.client: service_config: JSON: $.methodConfig: unexpected character '}' at offset 17",
+      refusal([[{"methodConfig": }]]))
+    assert.are.equal("pc.client: service_config: JSON: $: object expected, got an array at offset 0", refusal("[]"))
   end)
 
   it("takes maxAttempts above 5 as 5 (gRFC A6)", function()

@@ -408,7 +408,7 @@ function M.install(pc, core)
     if mtype(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
       config_error(path, "integer expected, got " .. tostring(v))
     end
-    if v < 2 then config_error(path, "at least 2 expected, got " .. tostring(v)) end
+    if v < 2 then config_error(path, "at least 2 expected, got " .. tostring(math.tointeger(v) or v)) end
     return v > 5 and 5 or math.tointeger(v)
   end
 
@@ -550,6 +550,35 @@ function M.install(pc, core)
       throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
     end
     return { by_name = by_name, throttling = throttling }
+  end
+
+  -- A google.protobuf.Value as the Lua value JSON text means: objects and
+  -- lists as tables, null as nil.
+  local function plain_value(v)
+    local kind = pc.which_oneof(v, "kind")
+    if kind == "struct_value" then
+      local t = {}
+      for k, f in pairs(v.struct_value.fields) do t[k] = plain_value(f) end
+      return t
+    elseif kind == "list_value" then
+      local t = {}
+      for i, f in ipairs(v.list_value.values) do t[i] = plain_value(f) end
+      return t
+    elseif kind == "null_value" or kind == nil then
+      return nil
+    end
+    return v[kind]
+  end
+
+  -- Service config JSON text as the Lua table it spells (read as a
+  -- google.protobuf.Struct by pc.from_json); raises {service_config = err}
+  -- with the JSON path and offset of a syntax error.
+  local function config_from_json(text)
+    local struct, err = pc.from_json(pc.type("google.protobuf.Struct"), text)
+    if not struct then error({ service_config = "JSON: " .. err }, 0) end
+    local t = {}
+    for k, f in pairs(struct.fields) do t[k] = plain_value(f) end
+    return t
   end
 
   -- The methodConfig entry of `service`/`method`, as gRPC matches: the exact
@@ -702,8 +731,8 @@ function M.install(pc, core)
   --   stub.Method:cache_info() -> {hits=, misses=, size=, capacity=} of its plan cache
   --   stub:throttle_info() -> the retry bucket's {tokens=, ...} (pc.Throttle:info), or nil
   -- `request` is a message of the input type or a plain table of it.
-  -- `service_config` is gRPC's service config as a Lua table (README
-  -- "Service config"): each method takes its methodConfig entry's retry and
+  -- `service_config` is gRPC's service config as a Lua table or JSON text
+  -- (README "Service config"): each method takes its methodConfig entry's retry and
   -- timeout unless `methods.Name` sets them (the client's own retry and
   -- timeout apply to methods no entry names); `retryThrottling` makes one
   -- pc.Throttle per transport and numbers, shared by every client over that
@@ -742,10 +771,13 @@ function M.install(pc, core)
     if problem then error("pc.client: " .. problem, 2) end
     local config
     if opts.service_config ~= nil then
-      if type(opts.service_config) ~= "table" then
-        error("pc.client: service_config: table expected, got " .. type(opts.service_config), 2)
+      local sc = opts.service_config
+      if type(sc) ~= "table" and type(sc) ~= "string" then
+        error("pc.client: service_config: table or JSON text expected, got " .. type(sc), 2)
       end
-      local okc, res = pcall(parse_service_config, opts.service_config)
+      local okc, res = pcall(function()
+        return parse_service_config(type(sc) == "string" and config_from_json(sc) or sc)
+      end)
       if not okc then
         if type(res) == "table" and res.service_config then error("pc.client: service_config: " .. res.service_config, 2) end
         error(res, 0)

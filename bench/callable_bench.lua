@@ -30,6 +30,15 @@ local retry = pc.Retry()
 local callable = pc.wrap_method(target, { retry = retry, timeout = 10 })
 local wrapped = hand_written(target, 10, pc.if_transient_error)
 local opts = { retry = retry, timeout = 5 }
+-- What a service config's methodConfig becomes (pc.client service_config):
+-- a Retry on the listed codes without a budget of its own, the config's
+-- timeout, and the target's retryThrottling bucket.
+local configured = pc.wrap_method(target, {
+  retry = pc.Retry { initial = 0.1, maximum = 1, multiplier = 2, max_attempts = 4, timeout = false,
+    predicate = pc.if_status("UNAVAILABLE") },
+  timeout = 10,
+  throttle = pc.Throttle { max_tokens = 10, token_ratio = 0.1 },
+})
 local md = { { "x-request-id", "42" } }
 
 local results = H.run {
@@ -56,6 +65,14 @@ local results = H.run {
       check = function(ns, base) return ns - base <= 60 end,
       fn = function(n)
         local f = callable
+        for i = 1, n do f(i) end
+      end,
+    },
+    {
+      name = "callable, service-config defaults + throttle",
+      goal = "<= fast path * 1.1",
+      fn = function(n)
+        local f = configured
         for i = 1, n do f(i) end
       end,
     },
@@ -100,13 +117,20 @@ if results then
   local bare = results["bare call"].ns
   local with_opts = results["callable, per-call options (one table)"].ns
 
-  collectgarbage()
-  collectgarbage("stop")
-  local before = collectgarbage("count")
-  local f = callable
-  for i = 1, 1000000 do f(i) end
-  local after = collectgarbage("count")
-  collectgarbage("restart")
+  local configured_ns = results["callable, service-config defaults + throttle"].ns
+
+  -- KiB allocated by a million calls of `f`.
+  local function grown(f)
+    collectgarbage()
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    for i = 1, 1000000 do f(i) end
+    local after = collectgarbage("count")
+    collectgarbage("restart")
+    return before, after
+  end
+  local before, after = grown(callable)
+  local cbefore, cafter = grown(configured)
 
   H.report("callable: overheads and memory", {
     { name = "fast path - bare call", value = fast - bare, unit = "ns", goal = "<= 60 ns",
@@ -117,5 +141,9 @@ if results then
     { name = "GC memory after 1e6 fast-path calls", value = after, unit = "KiB",
       goal = "= before", ok = after == before },
     { name = "plan cache after the run (hits)", value = callable:cache_info().hits, unit = "" },
+    { name = "service-config defaults + throttle / fast path", value = configured_ns / fast, unit = "x",
+      goal = "<= 1.1", ok = configured_ns / fast <= 1.1 },
+    { name = "GC memory growth, 1e6 service-config calls", value = cafter - cbefore, unit = "KiB",
+      goal = "= 0", ok = cafter == cbefore },
   })
 end

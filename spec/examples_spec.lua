@@ -14,6 +14,17 @@ local function run(cmd)
   return out, ok and 0 or code
 end
 
+describe("examples/interceptors.lua", function()
+  it("runs auth, logging, metrics and a circuit breaker around calls", function()
+    local out, code = run(BIN .. " examples/interceptors.lua")
+    assert.are.equal(0, code, out)
+    assert.are.equal(2, select(2, out:gsub("demo%.Router%.Measure %-> OK after 1 attempt%(s%)", "")), out)
+    assert.are.equal(2, select(2, out:gsub("demo%.Router%.Measure %-> UNAVAILABLE after 3 attempt%(s%)", "")), out)
+    assert.matches("demo.Router.Measure -> UNAVAILABLE after 0 attempt(s)\nMeasure: UNAVAILABLE: circuit open", out, 1, true)
+    assert.matches("Measure after the cooldown: legs = 1", out, 1, true)
+    assert.matches("count Measure OK = 2\ncount Measure UNAVAILABLE = 3", out, 1, true)
+  end)
+end)
 
 describe("examples/quickstart.lua", function()
   it("runs in process: loads the schema, encodes, retries a flaky handler, streams", function()

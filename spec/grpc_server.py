@@ -242,7 +242,8 @@ def faults_handlers():
         n = count(req)
         for i in range(req.count):
             yield Reply(index=i + 1, attempts=n)
-        ctx.abort(grpc.StatusCode[req.code], "stream failed after %d" % req.count)
+        if req.failures == 0 or n <= req.failures:
+            ctx.abort(grpc.StatusCode[req.code], "stream failed after %d" % req.count)
 
     def unary(fn, serializer=Reply.SerializeToString):
         return grpc.unary_unary_rpc_method_handler(

@@ -750,3 +750,60 @@ describe("the plan cache", function()
     assert.are.equal(before, after_opts)
   end)
 end)
+
+describe("pc.Throttle", function()
+  it("is a shared bucket: failures the predicate accepts take a token, successes give the ratio", function()
+    local w = world()
+    local th = pc.Throttle { max_tokens = 4, token_ratio = 0.5 }
+    local fail = true
+    local behave = function() if fail then error(unavailable(), 0) end return "ok" end
+    local a = pc.wrap_method(w.target(behave), w.opts { retry = pc.Retry { initial = 1, max_attempts = 5 }, throttle = th })
+    local b = pc.wrap_method(w.target(behave), w.opts { retry = pc.Retry { initial = 1 }, throttle = th })
+    -- 4 -> 3 allows a retry, 3 -> 2 does not (2 is half)
+    local err = raised(a, "r")
+    assert.are.equal(pc.RetryError, getmetatable(err))
+    assert.are.equal(2, err.attempts)
+    assert.matches("retries are throttled", err.message, 1, true)
+    assert.are.same({ tokens = 2, max_tokens = 4, token_ratio = 0.5, retries_allowed = false }, th:info())
+    assert.are.equal(1, raised(b, "r").attempts) -- the other callable shares it: 2 -> 1
+    -- a non-retryable error takes nothing
+    local c = pc.wrap_method(w.target(fail_with(pc.Error { code = "NOT_FOUND" })),
+      w.opts { retry = pc.Retry {}, throttle = th })
+    raised(c, "r")
+    assert.are.equal(1, th:info().tokens)
+    fail = false
+    a("r"); b("r", { timeout = 3 }) -- fast path and per-call options
+    assert.are.equal(2, th:info().tokens)
+    assert.are.same({ 1 }, w.sleeps) -- only a's one retry slept
+  end)
+
+  it("counts a success whose target yields on the fast path", function()
+    local th = pc.Throttle { max_tokens = 2, token_ratio = 0.25 }
+    local call = pc.wrap_method(function() coroutine.yield("paused"); return "done" end,
+      { retry = pc.Retry {}, throttle = th })
+    -- drain one token first
+    local failing = pc.wrap_method(fail_with(unavailable()), { retry = pc.Retry { max_attempts = 1 }, throttle = th })
+    raised(failing, "r")
+    assert.are.equal(1, th:info().tokens)
+    local co = coroutine.create(function(r) return call(r) end)
+    assert.are.same({ true, "paused" }, { coroutine.resume(co, "r") })
+    assert.are.same({ true, "done" }, { coroutine.resume(co) })
+    assert.are.equal(1.25, th:info().tokens)
+  end)
+
+  it("refuses bad numbers and non-buckets", function()
+    assert.are.equal("bad argument #1 to 'Throttle' (max_tokens: number in (0, 1000] expected)",
+      message_of(pc.Throttle, { max_tokens = 0, token_ratio = 1 }))
+    assert.are.equal("bad argument #1 to 'Throttle' (token_ratio: number of at least 0.001 expected)",
+      message_of(pc.Throttle, { max_tokens = 1, token_ratio = 0.0001 }))
+    assert.are.equal("bad argument #1 to 'Throttle' (token_ratio: number expected, got string)",
+      message_of(pc.Throttle, { max_tokens = 1, token_ratio = "1" }))
+    assert.are.equal("bad argument #1 to 'Throttle' (unknown field 'burst')",
+      message_of(pc.Throttle, { max_tokens = 1, token_ratio = 1, burst = 2 }))
+    assert.are.equal("bad argument #2 to 'wrap_method' (throttle: pc.Throttle expected, got table)",
+      message_of(pc.wrap_method, print, { throttle = {} }))
+    local th = pc.Throttle { max_tokens = 1, token_ratio = 1 }
+    assert.has_error(function() th.x = 1 end, "protocall.Throttle is read-only")
+    assert.are.equal("Throttle{max_tokens=1.0, token_ratio=1.0} (1.0 tokens)", tostring(th))
+  end)
+end)

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "lpc.h"
 #include "call/policy.h"
+#include "call/throttle.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -67,6 +68,7 @@ typedef struct {
 #define POLICY    "protocall.Policy"
 #define CALLSTATE "protocall.CallState"
 #define PLANCACHE "protocall.PlanCache"
+#define THROTTLE  "protocall.ThrottleBucket"
 
 /* 'false' (or nil) reads as INFINITY: no budget. */
 static double opt_budget(lua_State *L, int arg) {
@@ -211,6 +213,46 @@ static int lpc_callstate_next_attempt(lua_State *L) {
   return luaL_error(L, "next_attempt: unknown outcome");
 }
 
+/* -- The retry token bucket (core/call/throttle.h) ------------------------------ */
+
+/* -- bucket | nil, msg = core.throttle(max_tokens, token_ratio) */
+static int lpc_throttle_new(lua_State *L) {
+  double max_tokens = luaL_checknumber(L, 1), ratio = luaL_checknumber(L, 2);
+  pc_Throttle *t = lua_newuserdatauv(L, sizeof *t, 0);
+  pc_Error e;
+  pc_Error_Init(&e);
+  if (!pc_Throttle_Init(t, max_tokens, ratio, &e)) {
+    lua_pushnil(L);
+    lua_pushstring(L, e.msg);
+    return 2;
+  }
+  luaL_setmetatable(L, THROTTLE);
+  return 1;
+}
+
+/* -- bucket:success()   -- a call succeeded: token_ratio back */
+static int lpc_throttle_success(lua_State *L) {
+  pc_Throttle_Success(luaL_checkudata(L, 1, THROTTLE));
+  return 0;
+}
+
+/* -- allowed = bucket:failure()   -- an attempt failed with a retryable code:
+ * -- one token taken; whether a retry may follow */
+static int lpc_throttle_failure(lua_State *L) {
+  lua_pushboolean(L, pc_Throttle_Failure(luaL_checkudata(L, 1, THROTTLE)));
+  return 1;
+}
+
+/* -- tokens, max_tokens, token_ratio, allowed = bucket:info()   -- in tokens */
+static int lpc_throttle_info(lua_State *L) {
+  const pc_Throttle *t = luaL_checkudata(L, 1, THROTTLE);
+  lua_pushnumber(L, (double)t->milli_tokens / 1000);
+  lua_pushnumber(L, (double)t->max_milli_tokens / 1000);
+  lua_pushnumber(L, (double)t->milli_ratio / 1000);
+  lua_pushboolean(L, pc_Throttle_Allows(t));
+  return 4;
+}
+
 /* -- The plan cache ------------------------------------------------------------ */
 
 #define LPC_CACHE_MAX 4096
@@ -302,6 +344,7 @@ enum {
   UV_CACHE,       /* the plan cache (protocall.PlanCache) */
   UV_PLANS,       /* slot -> plan table, for the cache's slots */
   UV_DEFAULT,     /* pc.DEFAULT */
+  UV_THROTTLE,    /* the retry token bucket (protocall.ThrottleBucket), or false */
   UV_NAMES,       /* "retry", "timeout", "compression", "metadata": 4 upvalues */
   UV_COUNT = UV_NAMES + 3
 };
@@ -335,6 +378,16 @@ static int attempt_k(lua_State *L, int status, lua_KContext ctx) {
     lua_pushnil(L);
   lua_callk(L, 4, 1, 0, finish_k);
   return 1;
+}
+
+/* attempt_k of a callable with a retry token bucket: a success gives the
+ * bucket its token_ratio. */
+static int attempt_throttled_k(lua_State *L, int status, lua_KContext ctx) {
+  if (status == LUA_OK || status == LUA_YIELD) {
+    pc_Throttle_Success(lua_touserdata(L, lua_upvalueindex(UV_THROTTLE)));
+    return 1;
+  }
+  return attempt_k(L, status, ctx);
 }
 
 /* Hands the call to on_opts(request, opts, missed). */
@@ -387,8 +440,12 @@ static int plan_from_opts(lua_State *L, int *plan) {
   return 1;
 }
 
-/* -- response = callable(request [, opts])   -- the __call of a callable */
-static int lpc_callable_call(lua_State *L) {
+/* The call, continuing with 'k' (attempt_k or attempt_throttled_k). */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
+callable_call(lua_State *L, lua_KFunction k) {
   int plan = 0, start = 0, needs_start, top = lua_gettop(L);
   if (top >= 3 && lua_type(L, 3) > LUA_TNIL) {
     lua_settop(L, 3);
@@ -428,17 +485,29 @@ static int lpc_callable_call(lua_State *L) {
     lua_pushvalue(L, lua_upvalueindex(UV_COMPRESSION));
   }
   lua_KContext ctx = (lua_KContext)start | (lua_KContext)plan << 8;
-  return attempt_k(L, lua_pcallk(L, 4, 1, 0, ctx, attempt_k), ctx);
+  return k(L, lua_pcallk(L, 4, 1, 0, ctx, k), ctx);
+}
+
+/* -- response = callable(request [, opts])   -- the __call of a callable */
+static int lpc_callable_call(lua_State *L) {
+  return callable_call(L, attempt_k);
+}
+
+/* -- the same for a callable with a retry token bucket */
+static int lpc_callable_call_throttled(lua_State *L) {
+  return callable_call(L, attempt_throttled_k);
 }
 
 /* -- call = core.callable(fn, timeout, metadata, compression, clock|false, needs_start,
- * --                      on_fail, on_opts, cache, plans, DEFAULT)
+ * --                      on_fail, on_opts, cache, plans, DEFAULT, bucket|false)
  * -- the __call function of one callable (see the UV_ list) */
 static int lpc_callable_new(lua_State *L) {
   luaL_checktype(L, 7, LUA_TFUNCTION);
   luaL_checktype(L, 8, LUA_TFUNCTION);
   luaL_checkudata(L, 9, PLANCACHE);
   luaL_checktype(L, 10, LUA_TTABLE);
+  int throttled = lua_toboolean(L, 12);
+  if (throttled) luaL_checkudata(L, 12, THROTTLE);
   if (!lua_toboolean(L, 5)) { /* the state's time, found once (the registry keeps it) */
     lua_pushlightuserdata(L, lpc_gettime(L));
     lua_replace(L, 5);
@@ -448,15 +517,18 @@ static int lpc_callable_new(lua_State *L) {
   lua_pushliteral(L, "timeout");
   lua_pushliteral(L, "compression");
   lua_pushliteral(L, "metadata");
-  lua_pushcclosure(L, lpc_callable_call, UV_COUNT);
+  lua_pushcclosure(L, throttled ? lpc_callable_call_throttled : lpc_callable_call, UV_COUNT);
   return 1;
 }
 
 void lpc_open_call(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-      {"check_retry", lpc_check_retry}, {"check_timeout", lpc_check_timeout},
-      {"policy", lpc_policy_new},       {"plan_cache", lpc_plancache_new},
-      {"callable", lpc_callable_new},   {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"check_retry", lpc_check_retry},
+                                   {"check_timeout", lpc_check_timeout},
+                                   {"policy", lpc_policy_new},
+                                   {"plan_cache", lpc_plancache_new},
+                                   {"callable", lpc_callable_new},
+                                   {"throttle", lpc_throttle_new},
+                                   {NULL, NULL}};
   static const luaL_Reg policy_methods[] = {{"start", lpc_policy_start}, {NULL, NULL}};
   static const luaL_Reg state_methods[] = {{"on_error", lpc_callstate_on_error},
                                            {"next_attempt", lpc_callstate_next_attempt},
@@ -465,9 +537,13 @@ void lpc_open_call(lua_State *L) {
                                            {"insert", lpc_plancache_insert},
                                            {"info", lpc_plancache_info},
                                            {NULL, NULL}};
-  const char *names[] = {POLICY, CALLSTATE, PLANCACHE};
-  const luaL_Reg *methods[] = {policy_methods, state_methods, cache_methods};
-  for (int i = 0; i < 3; i++) {
+  static const luaL_Reg throttle_methods[] = {{"success", lpc_throttle_success},
+                                              {"failure", lpc_throttle_failure},
+                                              {"info", lpc_throttle_info},
+                                              {NULL, NULL}};
+  const char *names[] = {POLICY, CALLSTATE, PLANCACHE, THROTTLE};
+  const luaL_Reg *methods[] = {policy_methods, state_methods, cache_methods, throttle_methods};
+  for (int i = 0; i < 4; i++) {
     luaL_newmetatable(L, names[i]);
     lua_newtable(L);
     luaL_setfuncs(L, methods[i], 0);

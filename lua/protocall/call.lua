@@ -114,6 +114,7 @@ function P.install(M, core)
     deadline = "the next sleep would pass the retry deadline",
     pushback = "the server asked not to retry",
     no_time = "no time left before the call's deadline",
+    throttled = "retries are throttled: the client's retry tokens are at or below half",
   }
 
   local function give_up(cause, attempts, why)
@@ -324,6 +325,51 @@ function P.install(M, core)
   end })
   M.ExponentialTimeout = ExponentialTimeout
 
+  -- Throttle ---------------------------------------------------------------
+
+  local buckets = setmetatable({}, { __mode = "k" }) -- Throttle -> its C token bucket
+  local Throttle = { __name = "protocall.Throttle" }
+  Throttle.__index = Throttle
+  Throttle.__metatable = Throttle
+  Throttle.__newindex = function() error("protocall.Throttle is read-only", 2) end
+  Throttle.__tostring = function(self)
+    local tokens, max_tokens, ratio = buckets[self]:info()
+    return format("Throttle{max_tokens=%s, token_ratio=%s} (%s tokens)", max_tokens, ratio, tokens)
+  end
+  local THROTTLE_FIELDS = { max_tokens = true, token_ratio = true }
+
+  --- throttle:info() -> {tokens=, max_tokens=, token_ratio=, retries_allowed=}:
+  -- the bucket now (tokens in thousandths, as counted).
+  function Throttle.info(self)
+    local tokens, max_tokens, ratio, allowed = buckets[self]:info()
+    return { tokens = tokens, max_tokens = max_tokens, token_ratio = ratio, retries_allowed = allowed }
+  end
+
+  --- pc.Throttle{max_tokens=, token_ratio=} -> a retry token bucket (gRPC's
+  -- retryThrottling, gRFC A6), given to pc.wrap_method or pc.client as
+  -- `throttle`; every callable given the same one shares it. It starts full
+  -- (max_tokens, in (0, 1000]); an attempt failing with an error the retry's
+  -- predicate accepts takes one token, a call that succeeds gives back
+  -- token_ratio (> 0, three decimals kept); while tokens <= max_tokens / 2 a
+  -- failed attempt is not retried (pc.RetryError "retries are throttled").
+  -- Raises on bad fields.
+  setmetatable(Throttle, { __call = function(_, t)
+    t = check_fields("Throttle", t, THROTTLE_FIELDS, 2)
+    local mx, ratio = t.max_tokens, t.token_ratio
+    if type(mx) ~= "number" then argerror("Throttle", "max_tokens: number expected, got " .. type(mx), 2) end
+    if type(ratio) ~= "number" then
+      argerror("Throttle", "token_ratio: number expected, got " .. type(ratio), 2)
+    end
+    local bucket, msg = core.throttle(mx, ratio)
+    if not bucket then
+      msg = msg:gsub("^maxTokens", "max_tokens"):gsub("^tokenRatio", "token_ratio")
+      argerror("Throttle", msg, 2)
+    end
+    local obj = setmetatable({}, Throttle)
+    buckets[obj] = bucket
+    return obj
+  end })
+  M.Throttle = Throttle
   --- pc.DEFAULT: as a per-call option, "the callable's default".
   local DEFAULT = setmetatable({}, {
     __name = "protocall.DEFAULT",
@@ -408,15 +454,16 @@ function P.install(M, core)
 
   local CALLABLE_DEFAULTS = {
     retry = true, timeout = true, compression = true, metadata = true, cache_size = true,
-    clock = true, sleep = true, random = true,
+    clock = true, sleep = true, random = true, throttle = true,
   }
 
   --- pc.wrap_method(fn, {retry=, timeout=, compression=, metadata=, cache_size=4,
-  -- clock=, sleep=, random=}) -> callable.
+  -- clock=, sleep=, random=, throttle=}) -> callable.
   -- `callable(request [, {retry=, timeout=, metadata=, compression=}])`
-  -- calls `fn(request, timeout, metadata, compression)` once per attempt
-  -- (timeout: seconds left for the attempt, or nil; metadata: the caller's
-  -- {key, value} pairs then the defaults'; compression: a name or nil) and
+  -- calls `fn(request, timeout, metadata, compression, attempt)` once per
+  -- attempt (timeout: seconds left for the attempt, or nil; metadata: the
+  -- caller's {key, value} pairs then the defaults'; compression: a name or
+  -- nil; attempt: nil for the first, then 2, 3, ...) and
   -- returns its first result. Without `retry` one attempt is made; without
   -- `timeout` none is set; per call, pc.DEFAULT (or leaving the option out)
   -- means the callable's default and false turns it off. The metadata list
@@ -429,7 +476,9 @@ function P.install(M, core)
   -- per-call (retry, timeout, compression) are cached in a bounded LRU of
   -- `cache_size` entries (0..4096); callable:cache_info() returns
   -- {hits=, misses=, size=, capacity=} of that cache (the defaults' plan is
-  -- resolved once when wrapping, outside it). Raises on bad arguments.
+  -- resolved once when wrapping, outside it). `throttle` (a pc.Throttle)
+  -- counts this callable's outcomes in that shared bucket and stops
+  -- retries while it is at or below half. Raises on bad arguments.
   function M.wrap_method(fn, defaults)
     if not is_callable(fn) then argerror("wrap_method", "function expected, got " .. type(fn), 2) end
     local d = check_fields("wrap_method", defaults, CALLABLE_DEFAULTS, 2, 2)
@@ -438,6 +487,13 @@ function P.install(M, core)
       if d[k] ~= nil and not is_callable(d[k]) then bad(k .. ": function expected, got " .. type(d[k])) end
     end
     local clock, sleep, random = d.clock or core.monotonic, d.sleep or core.sleep, d.random or math_random
+    local bucket = false
+    if d.throttle ~= nil then
+      if getmetatable(d.throttle) ~= Throttle then
+        bad("throttle: pc.Throttle expected, got " .. type(d.throttle))
+      end
+      bucket = buckets[d.throttle]
+    end
     local ok, default_plan = pcall(make_plan, d.retry, d.timeout, d.compression, 1)
     if not ok then bad(default_plan) end
     local default_pairs = {}
@@ -485,42 +541,75 @@ function P.install(M, core)
       return v
     end
 
-    -- The retry loop, after the first attempt failed with `err`. `m` is the
+    -- The retries of one call after its first attempt failed: `m` is the
     -- call's own metadata (each attempt gets a fresh merge), or nil.
-    local function retry_loop(plan, request, m, start, err)
+    -- session:failed(err) raises what the caller sees, or sleeps the backoff
+    -- and returns the next attempt's timeout; session.attempts counts them.
+    local Session = {}
+    Session.__index = Session
+
+    function Session.failed(s, err)
       local e = normalize(err)
+      local plan = s.plan
       if not plan.needs_start then error(e, 0) end
-      local predicate, on_error, compression = plan.predicate, plan.on_error, plan.compression
-      local state = plan.policy:start(start)
-      local attempts = 1
-      -- The clock as the loop sees it: the reading plus `skew`, the time
-      -- slept that the clock did not show. When the clock advanced less than
-      -- the last sleep (it stepped back, stood still, or a sleep returned
-      -- early by its own account) the sleep counts instead, so a clock that
-      -- goes backwards or freezes cannot hold the deadline off.
-      local reading, skew, slept = start, 0, 0
-      local function now()
-        local t = checked("clock", clock())
-        local advanced = t - reading
-        if advanced < slept then skew = skew + (slept - advanced) end
-        reading, slept = t, 0
-        return t + skew
+      if not plan.predicate(e) then error(e, 0) end
+      if plan.on_error then plan.on_error(e) end
+      if bucket and not bucket:failure() then error(give_up(e, s.attempts, "throttled"), 0) end
+      local state = s.state
+      if not state then
+        state = plan.policy:start(s.start)
+        s.state = state
       end
+      local pushback, r = e.retry_delay, 0
+      if pushback == nil then r = checked("random", random()) end
+      local delay, why = state:on_error(s:now(), r, pushback)
+      if not delay then error(give_up(e, s.attempts, why), 0) end
+      sleep(delay)
+      s.slept = delay
+      local timeout = state:next_attempt(s:now())
+      if timeout == false then error(give_up(e, s.attempts, "no_time"), 0) end
+      s.attempts = s.attempts + 1
+      return timeout
+    end
+
+    -- The clock as the loop sees it: the reading plus `skew`, the time
+    -- slept that the clock did not show. When the clock advanced less than
+    -- the last sleep (it stepped back, stood still, or a sleep returned
+    -- early by its own account) the sleep counts instead, so a clock that
+    -- goes backwards or freezes cannot hold the deadline off.
+    function Session.now(s)
+      local t = checked("clock", clock())
+      local advanced = t - s.reading
+      if advanced < s.slept then s.skew = s.skew + (s.slept - advanced) end
+      s.reading, s.slept = t, 0
+      return t + s.skew
+    end
+
+    function Session.metadata(s)
+      local m = s.m
+      return m and merge(m) or default_md
+    end
+
+    function Session.succeeded()
+      if bucket then bucket:success() end
+    end
+
+    local function session(plan, m, start)
+      return setmetatable({ plan = plan, m = m, start = start, reading = start, skew = 0, slept = 0,
+        attempts = 1 }, Session)
+    end
+
+    local function retry_loop(plan, request, m, start, err)
+      local s = session(plan, m, start)
+      local compression = plan.compression
       while true do
-        if not predicate(e) then error(e, 0) end
-        if on_error then on_error(e) end
-        local pushback, r = e.retry_delay, 0
-        if pushback == nil then r = checked("random", random()) end
-        local delay, why = state:on_error(now(), r, pushback)
-        if not delay then error(give_up(e, attempts, why), 0) end
-        sleep(delay)
-        slept = delay
-        local timeout = state:next_attempt(now())
-        if timeout == false then error(give_up(e, attempts, "no_time"), 0) end
-        attempts = attempts + 1
-        local okc, res = pcall(fn, request, timeout, m and merge(m) or default_md, compression)
-        if okc then return res end
-        e = normalize(res)
+        local timeout = s:failed(err)
+        local okc, res = pcall(fn, request, timeout, s:metadata(), compression, s.attempts)
+        if okc then
+          if bucket then bucket:success() end
+          return res
+        end
+        err = res
       end
     end
 
@@ -528,11 +617,11 @@ function P.install(M, core)
       return retry_loop(plan or default_plan, request, nil, start, err)
     end
 
-    -- The per-call path in Lua: metadata, misuse, and plans the cache
-    -- lacks (`missed`: the C side already counted the miss).
-    local function on_opts(request, opts, missed)
+    -- The plan and per-call metadata of options `opts` (`missed`: the C
+    -- side already counted the cache miss); misuse raises at `level`.
+    local function resolve(opts, missed, level)
       if type(opts) ~= "table" then
-        error("bad argument #2 to 'callable' (table of options expected, got " .. type(opts) .. ")", 3)
+        error("bad argument #2 to 'callable' (table of options expected, got " .. type(opts) .. ")", level)
       end
       local r, t, c, m = DEFAULT, DEFAULT, DEFAULT, nil
       for k, v in next, opts do
@@ -540,7 +629,7 @@ function P.install(M, core)
         elseif k == "timeout" then t = v
         elseif k == "compression" then c = v
         elseif k == "metadata" then m = v
-        else error(format("bad argument #2 to 'callable' (unknown option '%s')", tostring(k)), 3)
+        else error(format("bad argument #2 to 'callable' (unknown option '%s')", tostring(k)), level)
         end
       end
       local plan = default_plan
@@ -559,18 +648,28 @@ function P.install(M, core)
           if tt == DEFAULT then tt = d.timeout end
           if cc == DEFAULT then cc = d.compression end
           local okp, p = pcall(make_plan, rr, tt, cc, 1)
-          if not okp then error("bad argument #2 to 'callable' (" .. p .. ")", 3) end
+          if not okp then error("bad argument #2 to 'callable' (" .. p .. ")", level) end
           plan = p
           slot = cache:insert(kr, kt, kc)
           if slot then plans[slot] = plan end
         end
       end
+      return plan, m
+    end
+
+    -- The per-call path in Lua: metadata, misuse, and plans the cache
+    -- lacks (`missed`: the C side already counted the miss).
+    local function on_opts(request, opts, missed)
+      local plan, m = resolve(opts, missed, 4)
       local md = default_md
       if m ~= nil then md = merge(m) end
       local start
       if plan.needs_start then start = checked("clock", clock()) end
       local okc, res = pcall(fn, request, plan.first, md, plan.compression)
-      if okc then return res end
+      if okc then
+        if bucket then bucket:success() end
+        return res
+      end
       return retry_loop(plan, request, m, start, res)
     end
 
@@ -578,7 +677,7 @@ function P.install(M, core)
     local callable = setmetatable({}, {
       __name = "protocall.Callable",
       __call = core.callable(fn, default_plan.first, default_md, default_plan.compression,
-        d.clock or false, default_plan.needs_start, on_fail, on_opts, cache, plans, DEFAULT),
+        d.clock or false, default_plan.needs_start, on_fail, on_opts, cache, plans, DEFAULT, bucket),
       __index = methods,
       __newindex = function() error("protocall.Callable is read-only", 2) end,
       __metatable = false,
@@ -589,6 +688,28 @@ function P.install(M, core)
     function methods.cache_info()
       local hits, misses, n, capacity = cache:info()
       return { hits = hits, misses = misses, size = n, capacity = capacity }
+    end
+
+    --- callable:_attempts([opts]) -> session (internal: service.lua's
+    -- resumable streams run their attempts themselves). session.first,
+    -- session.compression and session:metadata() are the first attempt's
+    -- timeout, compression and metadata; session:failed(err) raises what
+    -- the caller sees or sleeps and returns the next attempt's timeout
+    -- (session.attempts counts them); session:succeeded() counts the
+    -- success in the throttle. Misuse of `opts` raises as a call would.
+    function methods._attempts(_, opts)
+      local plan, m = default_plan, nil
+      if opts ~= nil then
+        plan, m = resolve(opts, false, 3)
+        if m ~= nil then
+          local problem = metadata_problem(m)
+          if problem then error("bad argument #2 to 'callable' (" .. problem .. ")", 3) end
+        end
+      end
+      local start = checked("clock", clock())
+      local s = session(plan, m, start)
+      s.first, s.compression = plan.first, plan.compression
+      return s
     end
 
     return callable

@@ -46,11 +46,69 @@ function M.install(pc, core)
     return m
   end
 
+  -- Interceptors: a function runs once per call, {per_attempt = function}
+  -- once per attempt; both as fn(call, next) -> response.
+  local function split_interceptors(list, where)
+    if list == nil then return nil, nil end
+    if type(list) ~= "table" then
+      error(format("%s: interceptors: list of functions expected, got %s", where, type(list)), 3)
+    end
+    local per_call, per_attempt = {}, {}
+    for i, v in ipairs(list) do
+      if type(v) == "function" then
+        per_call[#per_call + 1] = v
+      elseif type(v) == "table" and type(v.per_attempt) == "function" and next(v, next(v)) == nil then
+        per_attempt[#per_attempt + 1] = v.per_attempt
+      else
+        error(format("%s: interceptors[%d]: function or {per_attempt = function} expected, got %s",
+          where, i, type(v)), 3)
+      end
+    end
+    if #list ~= #per_call + #per_attempt then
+      error(where .. ": interceptors: list expected (keys 1..n)", 3)
+    end
+    return #per_call > 0 and per_call or nil, #per_attempt > 0 and per_attempt or nil
+  end
+
+  -- Fills in the outcome fields of an interceptor's `call` table.
+  local function outcome(call, ok, res, start, clock)
+    call.elapsed = clock() - start
+    if ok then
+      call.status = "OK"
+    else
+      local mt = getmetatable(res)
+      if mt == pc.RetryError then
+        call.status, call.error = res.cause and res.cause.code or "UNKNOWN", res
+        call.attempts = res.attempts
+      elseif mt == Error then
+        call.status, call.error = res.code, res
+      else
+        call.status, call.error = "UNKNOWN", res
+      end
+    end
+  end
+
   ---------------------------------------------------------------------------
   -- In-process server and transport
 
   local Server = { __name = "protocall.Server" }
   Server.__index = Server
+
+  -- Runs `chain[i..]` around `terminal(call)`: each interceptor's next(c)
+  -- (c defaults to the same call) runs the rest, then sets c's outcome
+  -- (status, elapsed since `t0` on `clock`, error) however the rest ended:
+  -- an inner interceptor's answer or error included.
+  local function run_chain(chain, i, call, terminal, t0, clock)
+    local f = chain[i]
+    if f == nil then return terminal(call) end
+    return f(call, function(c)
+      c = c or call
+      local ok, res = pcall(run_chain, chain, i + 1, c, terminal, t0, clock)
+      outcome(c, ok, res, t0, clock)
+      if not ok then error(res, 0) end
+      return res
+    end)
+  end
 
   --- server = pc.server{["pkg.Service"] = {Method = function(request, ctx) ... end}, ...}
   -- Handlers get the decoded request and a context {method = full name,
@@ -62,13 +120,27 @@ function M.install(pc, core)
   -- pc.Error fails the call with that status; raising anything else fails it
   -- with UNKNOWN, the message kept. Raises on an unknown service or method,
   -- or a handler that is not a function. An optional second table takes
-  -- {pool = p} (default: the default pool).
+  -- {pool = p (default: the default pool), interceptors = {fn, ...}}: each
+  -- fn(call, next) runs around every handler call with call = {method =
+  -- full name, request = the decoded request, metadata = the call's list,
+  -- ctx = the handler's context}; next(call) runs the rest and the handler
+  -- (a unary handler's response, a streaming one's returned list or nil);
+  -- returning without next short-circuits with that response, raising fails
+  -- the call; after next, call.status ("OK" or the code), call.elapsed and
+  -- on failure call.error are set (README "Interceptors").
   function pc.server(services, opts)
     if type(services) ~= "table" then
       error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)
     end
     if opts ~= nil and type(opts) ~= "table" then
       error("bad argument #2 to 'server' (table expected, got " .. type(opts) .. ")", 2)
+    end
+    for k in pairs(opts or {}) do
+      if k ~= "pool" and k ~= "interceptors" then error("pc.server: unknown option '" .. tostring(k) .. "'", 2) end
+    end
+    local chain, per_attempt = split_interceptors(opts and opts.interceptors, "pc.server")
+    if per_attempt then
+      error("pc.server: interceptors: {per_attempt = ...} is for clients (a server sees each attempt as a call)", 2)
     end
     local pool = opts and opts.pool or pc._default_pool
     local methods = {}
@@ -84,7 +156,15 @@ function M.install(pc, core)
         if type(fn) ~= "function" then
           error(format("pc.server: %s.%s: function expected, got %s", sname, mname, type(fn)), 2)
         end
-        methods[m.path] = { info = m, handler = fn }
+        local handler = fn
+        if chain then
+          local full = m.full_name
+          handler = function(req, ctx)
+            local c = { method = full, request = req, metadata = ctx.metadata, ctx = ctx }
+            return run_chain(chain, 1, c, function(cc) return fn(cc.request, cc.ctx) end, now(), now)
+          end
+        end
+        methods[m.path] = { info = m, handler = handler }
       end
     end
     return setmetatable({ methods = methods }, Server)
@@ -251,12 +331,291 @@ function M.install(pc, core)
   end
 
   ---------------------------------------------------------------------------
+  -- gRPC service config (the JSON document of grpc/service_config.proto, as
+  -- a Lua table): validated as gRFC A6 says, each problem named with its
+  -- JSON path, and turned into the options pc.client gives each method.
+
+  -- Raises "service_config: <path>: <what>" at pc.client's caller.
+  local function config_error(path, msg)
+    error({ service_config = path .. ": " .. msg }, 0)
+  end
+
+  local function known_keys(t, path, known)
+    for k in pairs(t) do
+      if not known[k] then
+        config_error(path == "" and tostring(k) or path .. "." .. tostring(k), "unknown field")
+      end
+    end
+  end
+
+  local function object_at(v, path)
+    if type(v) ~= "table" then config_error(path, "object expected, got " .. type(v)) end
+    return v
+  end
+
+  local function list_at(v, path)
+    if type(v) ~= "table" then config_error(path, "list expected, got " .. type(v)) end
+    local n = #v
+    for k in pairs(v) do
+      if mtype(k) ~= "integer" or k < 1 or k > n then config_error(path, "list expected, got an object") end
+    end
+    return v
+  end
+
+  -- A google.protobuf.Duration in its JSON form ("0.1s", "1s", "2.000000001s")
+  -- as seconds; `positive` refuses 0.
+  local function duration_at(v, path, positive)
+    if type(v) ~= "string" then
+      config_error(path, "duration string such as \"0.1s\" expected, got " .. type(v))
+    end
+    local int, frac = v:match("^(%d+)%.?(%d*)s$")
+    if not int or #frac > 9 or #int > 12 or v:find("%.s$") then
+      config_error(path, "duration string such as \"0.1s\" expected, got \"" .. v .. "\"")
+    end
+    local seconds = tonumber(int) + (frac ~= "" and tonumber(frac) / 10 ^ #frac or 0)
+    if positive and seconds <= 0 then config_error(path, "positive duration expected, got \"" .. v .. "\"") end
+    return seconds
+  end
+
+  local function number_at(v, path, what)
+    if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+      config_error(path, what .. " expected, got " .. (type(v) == "number" and tostring(v) or type(v)))
+    end
+    return v
+  end
+
+  -- A list of status codes (names such as "UNAVAILABLE", or numbers) as names.
+  local function codes_at(v, path, required)
+    list_at(v, path)
+    if required and #v == 0 then config_error(path, "at least one status code expected") end
+    local names = {}
+    for i, c in ipairs(v) do
+      local name = pc.codes[c]
+      if type(name) == "number" then name = c end
+      if type(name) ~= "string" or name == "OK" then
+        config_error(format("%s[%d]", path, i - 1), "status code name such as \"UNAVAILABLE\" expected, got "
+          .. (type(c) == "string" and "\"" .. c .. "\"" or tostring(c)))
+      end
+      names[#names + 1] = name
+    end
+    return names
+  end
+
+  -- maxAttempts of a retry or hedging policy: an integer of at least 2;
+  -- above 5 it is 5 (gRFC A6 "Maximum Number of Retries").
+  local function attempts_at(v, path)
+    if v == nil then config_error(path, "required") end
+    if mtype(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
+      config_error(path, "integer expected, got " .. tostring(v))
+    end
+    if v < 2 then config_error(path, "at least 2 expected, got " .. tostring(math.tointeger(v) or v)) end
+    return v > 5 and 5 or math.tointeger(v)
+  end
+
+  local RETRY_POLICY_KEYS = { maxAttempts = true, initialBackoff = true, maxBackoff = true,
+    backoffMultiplier = true, retryableStatusCodes = true, perAttemptRecvTimeout = true }
+
+  local function retry_policy_at(v, path)
+    object_at(v, path)
+    known_keys(v, path, RETRY_POLICY_KEYS)
+    local function required(k)
+      if v[k] == nil then config_error(path .. "." .. k, "required") end
+      return v[k]
+    end
+    local max_attempts = attempts_at(v.maxAttempts, path .. ".maxAttempts")
+    local initial = duration_at(required("initialBackoff"), path .. ".initialBackoff", true)
+    local maximum = duration_at(required("maxBackoff"), path .. ".maxBackoff", true)
+    local multiplier = number_at(required("backoffMultiplier"), path .. ".backoffMultiplier", "number")
+    if multiplier <= 0 then
+      config_error(path .. ".backoffMultiplier", "positive number expected, got " .. tostring(multiplier))
+    end
+    if multiplier < 1 then
+      config_error(path .. ".backoffMultiplier", "values below 1 (a shrinking backoff) are not supported, got "
+        .. tostring(multiplier))
+    end
+    local codes = codes_at(required("retryableStatusCodes"), path .. ".retryableStatusCodes", true)
+    local per_attempt
+    if v.perAttemptRecvTimeout ~= nil then
+      per_attempt = duration_at(v.perAttemptRecvTimeout, path .. ".perAttemptRecvTimeout", true)
+    end
+    local retry = pc.Retry { initial = initial, maximum = maximum, multiplier = multiplier,
+      max_attempts = max_attempts, timeout = false, predicate = pc.if_status(table.unpack(codes)) }
+    return retry, per_attempt
+  end
+
+  local HEDGING_POLICY_KEYS = { maxAttempts = true, hedgingDelay = true, nonFatalStatusCodes = true }
+
+  local function hedging_policy_at(v, path)
+    object_at(v, path)
+    known_keys(v, path, HEDGING_POLICY_KEYS)
+    attempts_at(v.maxAttempts, path .. ".maxAttempts")
+    if v.hedgingDelay ~= nil then duration_at(v.hedgingDelay, path .. ".hedgingDelay", false) end
+    if v.nonFatalStatusCodes ~= nil then codes_at(v.nonFatalStatusCodes, path .. ".nonFatalStatusCodes") end
+    config_error(path, "valid, but hedging is not supported yet (it needs concurrent attempts); "
+      .. "use a retryPolicy")
+  end
+
+  local function size_at(v, path)
+    if mtype(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v) and v >= 0 and v < 2 ^ 53) then
+      config_error(path, "non-negative integer expected, got " .. tostring(v))
+    end
+    if v < 0 then config_error(path, "non-negative integer expected, got " .. tostring(v)) end
+    return math.tointeger(v)
+  end
+
+  local METHOD_CONFIG_KEYS = { name = true, timeout = true, retryPolicy = true, hedgingPolicy = true,
+    waitForReady = true, maxRequestMessageBytes = true, maxResponseMessageBytes = true }
+  local NAME_KEYS = { service = true, method = true }
+  local CONFIG_KEYS = { methodConfig = true, retryThrottling = true, loadBalancingConfig = true,
+    loadBalancingPolicy = true }
+
+  --- config = parse_service_config(t): the methodConfig entries by name
+  -- ("pkg.Service/Method", "pkg.Service/" for service-wide, "/" for the
+  -- default), each {timeout=, retry=, max_request=, max_response=,
+  -- wait_for_ready=}, and `throttling` {max_tokens=, token_ratio=} or nil.
+  -- Raises {service_config = "path: what"} on the first problem.
+  local function parse_service_config(t)
+    object_at(t, "service_config")
+    known_keys(t, "", CONFIG_KEYS)
+    if t.loadBalancingConfig ~= nil or t.loadBalancingPolicy ~= nil then
+      config_error(t.loadBalancingConfig ~= nil and "loadBalancingConfig" or "loadBalancingPolicy",
+        "not supported yet (a target is one backend)")
+    end
+    local by_name = {}
+    local mcs = t.methodConfig
+    if mcs ~= nil then
+      list_at(mcs, "methodConfig")
+      for i, mc in ipairs(mcs) do
+        local path = format("methodConfig[%d]", i - 1)
+        object_at(mc, path)
+        known_keys(mc, path, METHOD_CONFIG_KEYS)
+        local entry = {}
+        if mc.timeout ~= nil then entry.timeout = duration_at(mc.timeout, path .. ".timeout", true) end
+        if mc.retryPolicy ~= nil and mc.hedgingPolicy ~= nil then
+          config_error(path, "retryPolicy and hedgingPolicy are mutually exclusive")
+        end
+        if mc.retryPolicy ~= nil then
+          entry.retry, entry.per_attempt = retry_policy_at(mc.retryPolicy, path .. ".retryPolicy")
+        end
+        if mc.hedgingPolicy ~= nil then hedging_policy_at(mc.hedgingPolicy, path .. ".hedgingPolicy") end
+        if mc.waitForReady ~= nil then
+          if type(mc.waitForReady) ~= "boolean" then
+            config_error(path .. ".waitForReady", "boolean expected, got " .. type(mc.waitForReady))
+          end
+          entry.wait_for_ready = mc.waitForReady
+        end
+        if mc.maxRequestMessageBytes ~= nil then
+          entry.max_request = size_at(mc.maxRequestMessageBytes, path .. ".maxRequestMessageBytes")
+        end
+        if mc.maxResponseMessageBytes ~= nil then
+          entry.max_response = size_at(mc.maxResponseMessageBytes, path .. ".maxResponseMessageBytes")
+        end
+        local names = mc.name
+        if names == nil then config_error(path .. ".name", "required") end
+        list_at(names, path .. ".name")
+        if #names == 0 then config_error(path .. ".name", "at least one name expected") end
+        for j, n in ipairs(names) do
+          local npath = format("%s.name[%d]", path, j - 1)
+          object_at(n, npath)
+          known_keys(n, npath, NAME_KEYS)
+          local service, method = n.service or "", n.method or ""
+          if type(service) ~= "string" then config_error(npath .. ".service", "string expected, got " .. type(service)) end
+          if type(method) ~= "string" then config_error(npath .. ".method", "string expected, got " .. type(method)) end
+          if service == "" and method ~= "" then
+            config_error(npath, "a method needs its service (only {} or {service=\"\"} names the default)")
+          end
+          local key = service .. "/" .. method
+          if by_name[key] then
+            config_error(npath, format("duplicate name %s (also in %s)", key == "/" and "(the default)" or key,
+              by_name[key].path))
+          end
+          entry.path = entry.path or npath
+          by_name[key] = entry
+        end
+      end
+    end
+    local throttling
+    if t.retryThrottling ~= nil then
+      local rt = object_at(t.retryThrottling, "retryThrottling")
+      known_keys(rt, "retryThrottling", { maxTokens = true, tokenRatio = true })
+      for _, k in ipairs { "maxTokens", "tokenRatio" } do
+        if rt[k] == nil then config_error("retryThrottling." .. k, "required") end
+        number_at(rt[k], "retryThrottling." .. k, "number")
+      end
+      local ok, err = pcall(pc.Throttle, { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio })
+      if not ok then
+        local what, msg = tostring(err):match("%((%a+_%a+): (.*)%)$")
+        config_error("retryThrottling." .. (what == "max_tokens" and "maxTokens" or "tokenRatio"), msg or tostring(err))
+      end
+      throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
+    end
+    return { by_name = by_name, throttling = throttling }
+  end
+
+  -- A google.protobuf.Value as the Lua value JSON text means: objects and
+  -- lists as tables, null as nil.
+  local function plain_value(v)
+    local kind = pc.which_oneof(v, "kind")
+    if kind == "struct_value" then
+      local t = {}
+      for k, f in pairs(v.struct_value.fields) do t[k] = plain_value(f) end
+      return t
+    elseif kind == "list_value" then
+      local t = {}
+      for i, f in ipairs(v.list_value.values) do t[i] = plain_value(f) end
+      return t
+    elseif kind == "null_value" or kind == nil then
+      return nil
+    end
+    return v[kind]
+  end
+
+  -- Service config JSON text as the Lua table it spells (read as a
+  -- google.protobuf.Struct by pc.from_json); raises {service_config = err}
+  -- with the JSON path and offset of a syntax error.
+  local function config_from_json(text)
+    local struct, err = pc.from_json(pc.type("google.protobuf.Struct"), text)
+    if not struct then error({ service_config = "JSON: " .. err }, 0) end
+    local t = {}
+    for k, f in pairs(struct.fields) do t[k] = plain_value(f) end
+    return t
+  end
+
+  -- The methodConfig entry of `service`/`method`, as gRPC matches: the exact
+  -- name, else the service-wide one, else the default; nil for none.
+  local function config_for(config, service, method)
+    local by = config.by_name
+    return by[service .. "/" .. method] or by[service .. "/"] or by["/"]
+  end
+
+  -- One bucket per transport (the client's target) and retryThrottling
+  -- numbers, shared by every client and method over it.
+  local shared_buckets = setmetatable({}, { __mode = "k" })
+  local function bucket_for(transport, throttling)
+    local per = shared_buckets[transport]
+    if not per then
+      per = {}
+      shared_buckets[transport] = per
+    end
+    local key = format("%.17g/%.17g", throttling.max_tokens, throttling.token_ratio)
+    local b = per[key]
+    if not b then
+      b = pc.Throttle { max_tokens = throttling.max_tokens, token_ratio = throttling.token_ratio }
+      per[key] = b
+    end
+    return b
+  end
+
+  ---------------------------------------------------------------------------
   -- Clients
 
   local POLICY_KEYS = { retry = true, timeout = true, compression = true, metadata = true }
   local CLIENT_KEYS = { transport = true, pool = true, methods = true, cache_size = true,
-                        clock = true, sleep = true, random = true }
+                        clock = true, sleep = true, random = true, service_config = true,
+                        throttle = true, interceptors = true }
   for k in pairs(POLICY_KEYS) do CLIENT_KEYS[k] = true end
+  local METHOD_KEYS = { resume = true }
+  for k in pairs(POLICY_KEYS) do METHOD_KEYS[k] = true end
 
   local metadata_problem = pc._metadata_problem
 
@@ -274,53 +633,78 @@ function M.install(pc, core)
       local problem = metadata_problem(t.metadata)
       if problem then return problem end
     end
+    if t.resume ~= nil and type(t.resume) ~= "function" then
+      return "resume: function expected, got " .. type(t.resume)
+    end
     if t.compression ~= pc.DEFAULT then return compression_problem(t.compression) end
     return nil
   end
 
-  local function defaults_for(opts, per)
+  -- A method's callable defaults: its explicit `methods.Name` options, then
+  -- the service config's entry for it (retry and timeout), then the
+  -- client's options.
+  local function defaults_for(opts, per, entry, throttle)
     local d = {
       cache_size = opts.cache_size, clock = opts.clock, sleep = opts.sleep, random = opts.random,
+      throttle = throttle,
     }
+    local from_config = {}
+    if entry then
+      from_config.retry = entry.retry
+      if entry.per_attempt then
+        from_config.timeout = pc.ExponentialTimeout { initial = entry.per_attempt,
+          maximum = entry.per_attempt, multiplier = 1, deadline = entry.timeout or false }
+      else
+        from_config.timeout = entry.timeout
+      end
+    end
     for k in pairs(POLICY_KEYS) do
       local v = per and per[k]
+      if v == nil then v = from_config[k] end
       if v == nil then v = opts[k] end
       d[k] = v
     end
     return d
   end
 
-  local function unary_target(transport, m)
-    local path, output, full = m.path, m.output, m.full_name
+  local function too_large(full, what, n, max)
+    return status("RESOURCE_EXHAUSTED", format("%s: %s of %d bytes is larger than the service config's %d",
+      full, what, n, max), { ["local"] = true })
+  end
+
+  -- The decoded response of `bytes`, within the size limit `max` (nil: none).
+  local function decoded(m, bytes, max)
+    if max and #bytes > max then error(too_large(m.full_name, "response", #bytes, max), 0) end
+    local resp, err = decode(m.output, bytes)
+    if not resp then
+      error(status("INTERNAL", m.full_name .. ": response failed to decode: " .. err, { ["local"] = true }), 0)
+    end
+    return resp
+  end
+
+  local function unary_attempt(transport, m, max)
+    local path = m.path
     return function(request_bytes, timeout, metadata, compression)
       local bytes = transport:unary(path, request_bytes,
         { timeout = timeout, metadata = metadata, compression = compression })
-      local resp, err = decode(output, bytes)
-      if not resp then
-        error(status("INTERNAL", full .. ": response failed to decode: " .. err, { ["local"] = true }), 0)
-      end
-      return resp
+      return decoded(m, bytes, max)
     end
   end
 
   -- A server-streaming attempt lasts until the first response (or the end
   -- of the stream): a failure before it is retried by the call's policy,
   -- as gRPC commits a call once a response arrives; later failures reach
-  -- the caller's loop.
-  local function stream_target(transport, m)
-    local path, output, full = m.path, m.output, m.full_name
-    local function decoded(bytes)
+  -- the caller's loop (or, with `resume`, start the next attempt).
+  local function stream_attempt(transport, m, max)
+    local path = m.path
+    local function next_of(bytes)
       if bytes == nil then return nil end
-      local resp, err = decode(output, bytes)
-      if not resp then
-        error(status("INTERNAL", full .. ": response failed to decode: " .. err, { ["local"] = true }), 0)
-      end
-      return resp
+      return decoded(m, bytes, max)
     end
     return function(request_bytes, timeout, metadata, compression)
       local iter, state, ctl, call = transport:server_stream(path, request_bytes,
         { timeout = timeout, metadata = metadata, compression = compression })
-      local first = decoded(iter(state, ctl))
+      local first = next_of(iter(state, ctl))
       local done = first == nil
       return function()
         if first ~= nil then
@@ -329,7 +713,7 @@ function M.install(pc, core)
           return r
         end
         if done then return nil end
-        local r = decoded(iter(state, ctl))
+        local r = next_of(iter(state, ctl))
         if r == nil then done = true end
         return r
       end, call
@@ -338,15 +722,29 @@ function M.install(pc, core)
 
   --- stub = pc.client(service_full_name, {transport=, retry=, timeout=,
   -- metadata=, compression=, methods = {Name = {retry=, timeout=, metadata=,
-  -- compression=}}, pool=, cache_size=, clock=, sleep=, random=})
+  -- compression=, resume=}}, service_config=, throttle=, interceptors=,
+  -- pool=, cache_size=, clock=, sleep=, random=})
   -- Each method is a cached callable (pc.wrap_method) over the transport,
   -- with the service's defaults overridden per method:
   --   response = stub:Method(request [, {retry=, timeout=, metadata=, compression=}])
-  --   for response in stub:StreamMethod(request [, opts]) do ... end
+  --   for response in stub:StreamMethod(request [, {resume=, ...}]) do ... end
   --   stub.Method:cache_info() -> {hits=, misses=, size=, capacity=} of its plan cache
+  --   stub:throttle_info() -> the retry bucket's {tokens=, ...} (pc.Throttle:info), or nil
   -- `request` is a message of the input type or a plain table of it.
-  -- Client-streaming and bidirectional methods raise "not supported yet".
-  -- Raises on a missing transport, an unknown service, method or option,
+  -- `service_config` is gRPC's service config as a Lua table or JSON text
+  -- (README "Service config"): each method takes its methodConfig entry's retry and
+  -- timeout unless `methods.Name` sets them (the client's own retry and
+  -- timeout apply to methods no entry names); `retryThrottling` makes one
+  -- pc.Throttle per transport and numbers, shared by every client over that
+  -- transport (`throttle` gives one explicitly). `resume(request,
+  -- last_response) -> next_request` lets a server stream that failed after
+  -- a response retry with the request it returns (nil ends the stream), the
+  -- caller's loop seeing one stream. `interceptors` lists fn(call, next)
+  -- run once per call, or {per_attempt = fn} once per attempt (README
+  -- "Interceptors"). Client-streaming and bidirectional methods raise "not
+  -- supported yet". Raises on a missing transport, an unknown service,
+  -- method or option, a bad service config ("pc.client: service_config:
+  -- methodConfig[0].retryPolicy.maxAttempts: at least 2 expected, got 1"),
   -- metadata that is not a list of {key, value} pairs with lowercase gRPC
   -- header names, or a compression other than "gzip" / "identity"; a stub
   -- method raises such misuse of its per-call options at its caller's line
@@ -371,6 +769,29 @@ function M.install(pc, core)
     if not info then error("pc.client: unknown service '" .. service_name .. "'", 2) end
     local problem = options_problem(opts)
     if problem then error("pc.client: " .. problem, 2) end
+    local config
+    if opts.service_config ~= nil then
+      local sc = opts.service_config
+      if type(sc) ~= "table" and type(sc) ~= "string" then
+        error("pc.client: service_config: table or JSON text expected, got " .. type(sc), 2)
+      end
+      local okc, res = pcall(function()
+        return parse_service_config(type(sc) == "string" and config_from_json(sc) or sc)
+      end)
+      if not okc then
+        if type(res) == "table" and res.service_config then error("pc.client: service_config: " .. res.service_config, 2) end
+        error(res, 0)
+      end
+      config = res
+    end
+    local throttle = opts.throttle
+    if throttle ~= nil and getmetatable(throttle) ~= pc.Throttle then
+      error("pc.client: throttle: pc.Throttle expected, got " .. type(throttle), 2)
+    end
+    if throttle == nil and config and config.throttling then throttle = bucket_for(transport, config.throttling) end
+    local per_call_chain, per_attempt_chain = split_interceptors(opts.interceptors, "pc.client")
+    local intercepted = per_call_chain ~= nil or per_attempt_chain ~= nil
+    local clock = opts.clock or now
     local per_method = opts.methods or {}
     for name, per in pairs(per_method) do
       if not info.methods[name] then
@@ -380,12 +801,15 @@ function M.install(pc, core)
         error(format("pc.client: methods.%s: table expected, got %s", name, type(per)), 2)
       end
       for k in pairs(per) do
-        if not POLICY_KEYS[k] then
+        if not METHOD_KEYS[k] then
           error(format("pc.client: methods.%s: unknown option '%s'", name, tostring(k)), 2)
         end
       end
       problem = options_problem(per)
       if problem then error(format("pc.client: methods.%s: %s", name, problem), 2) end
+      if per.resume ~= nil and not info.methods[name].server_streaming then
+        error(format("pc.client: methods.%s: resume: only server-streaming methods resume", name), 2)
+      end
     end
     local stub = {}
     for _, m in ipairs(info.methods) do
@@ -395,40 +819,206 @@ function M.install(pc, core)
           error(full .. ": client-streaming and bidirectional calls are not supported yet", 2)
         end
       else
-        local target = m.server_streaming and stream_target(transport, m) or unary_target(transport, m)
-        local okw, callable = pcall(pc.wrap_method, target, defaults_for(opts, per_method[m.name]))
+        local name = m.name
+        local entry = config and config_for(config, service_name, name)
+        local max_request = entry and entry.max_request
+        local attempt = (m.server_streaming and stream_attempt or unary_attempt)(transport, m,
+          entry and entry.max_response)
+        -- The callable's request is the encoded bytes, or with interceptors
+        -- a record {bytes=, call=, attempts=} of the call.
+        local target = attempt
+        if intercepted then
+          target = function(rec, timeout, metadata, compression, n)
+            rec.attempts = n or 1
+            if not per_attempt_chain then return attempt(rec.bytes, timeout, metadata, compression) end
+            local md = {}
+            for i = 1, #metadata do md[i] = { metadata[i][1], metadata[i][2] } end
+            local a = { method = full, service = service_name, name = name, request = rec.call.request,
+              metadata = md, timeout = timeout, compression = compression, attempt = n or 1 }
+            return run_chain(per_attempt_chain, 1, a, function(c)
+              local bytes = rec.bytes
+              if c.request ~= rec.call.request then
+                bytes = encode(as_message(input, c.request, full .. " request", 0))
+              end
+              return attempt(bytes, c.timeout, c.metadata, c.compression)
+            end, clock(), clock)
+          end
+        end
+        local per = per_method[name]
+        local okw, callable = pcall(pc.wrap_method, target, defaults_for(opts, per, entry, throttle))
         if not okw then
           local msg = tostring(callable):gsub("^[^:\n]*:%d+: ", "", 1)
           msg = msg:match("^bad argument #2 to 'wrap_method' %((.*)%)$") or msg
           error(format("pc.client: %s: %s", full, msg), 2)
         end
-        local name = m.name
-        local function invoke(_, _, request, call_opts)
-          -- A plain table goes straight to bytes (pc.encode(T, table): T{...}'s
-          -- checks and errors, no message objects); anything else is checked
-          -- as a message of the input type first.
+        local method_resume = per and per.resume
+
+        -- The request's bytes, within the service config's size limit.
+        -- A plain table goes straight to bytes (pc.encode(T, table): T{...}'s
+        -- checks and errors, no message objects); anything else is checked as
+        -- a message of the input type first.
+        local function encoded(request, level)
           local okE, bytes
           if type(request) == "table" then
             okE, bytes = pcall(encode, input, request)
           else
-            okE, bytes = pcall(encode, as_message(input, request, full .. " request", 2))
+            okE, bytes = pcall(encode, as_message(input, request, full .. " request", level + 1))
           end
           if not okE then
-            error(full .. " request: " .. tostring(bytes):gsub("^[^:\n]*:%d+: ", "", 1), 2)
+            error(full .. " request: " .. tostring(bytes):gsub("^[^:\n]*:%d+: ", "", 1), level + 1)
           end
-          if call_opts == nil then return callable(bytes) end
+          if max_request and #bytes > max_request then
+            error(too_large(full, "request", #bytes, max_request), 0)
+          end
+          return bytes
+        end
+
+        -- Per-call options without `resume`: a copy only when it is there.
+        local function split_resume(call_opts)
+          if type(call_opts) ~= "table" or call_opts.resume == nil then return call_opts, method_resume end
+          local rest = {}
+          for k, v in pairs(call_opts) do
+            if k ~= "resume" then rest[k] = v end
+          end
+          return next(rest) ~= nil and rest or nil, call_opts.resume
+        end
+
+        -- A server stream retried after a failure mid-stream with the
+        -- request resume(request, last_response) returns; every attempt is
+        -- one of the call's policy (backoff, attempt cap, deadline, throttle).
+        local function resumable(request, call_opts, resume, rec)
+          local s = callable:_attempts(call_opts)
+          local bytes = rec and rec.bytes or encoded(request, 3)
+          local function arg() if rec then rec.bytes = bytes; return rec end return bytes end
+          local timeout, iter, last = s.first, nil, nil
+          local function open()
+            while true do
+              local ok, it = pcall(target, arg(), timeout, s:metadata(), s.compression,
+                s.attempts > 1 and s.attempts or nil)
+              if ok then
+                s.succeeded()
+                iter = it
+                return
+              end
+              timeout = s:failed(it)
+            end
+          end
+          open()
+          return function()
+            while true do
+              local ok, r = pcall(iter)
+              if ok then
+                if r ~= nil then last = r end
+                return r
+              end
+              timeout = s:failed(r)
+              if last ~= nil then
+                local nreq = resume(request, last)
+                if nreq == nil then return nil end
+                request = as_message(input, nreq, full .. " resume", 0)
+                bytes = encoded(request, 1)
+                if rec then rec.call.request = request end
+                last = nil
+              end
+              open()
+            end
+          end
+        end
+
+        -- The call through the callable; misuse at the caller's `level`.
+        local function call_with(request_arg, call_opts, level)
+          if call_opts == nil then return callable(request_arg) end
           if type(call_opts) == "table" then
             local bad = options_problem(call_opts)
-            if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+            if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), level + 1) end
           end
-          local ok, res = pcall(callable, bytes, call_opts)
+          local ok, res = pcall(callable, request_arg, call_opts)
           if ok then return res end
           -- the callable's misuse errors, at this caller's line and name
           local inner = type(res) == "string"
             and res:gsub("^[^:\n]*:%d+: ", "", 1):match("^bad argument #2 to 'callable' %((.*)%)$")
-          if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), 2) end
+          if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), level + 1) end
           error(res, 0)
         end
+
+        local function plain(_, _, request, call_opts)
+          if type(call_opts) == "table" and call_opts.resume ~= nil then
+            error(format("bad argument #2 to '%s' (resume: only server-streaming methods resume)", name), 2)
+          end
+          local res = call_with(encoded(request, 2), call_opts, 2)
+          return res
+        end
+
+        local invoke = plain
+        if m.server_streaming then
+          invoke = function(_, _, request, call_opts)
+            local rest, resume = split_resume(call_opts)
+            if call_opts ~= nil and type(call_opts) == "table" then
+              local bad = options_problem(call_opts)
+              if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+            end
+            if not resume then
+              local res = call_with(encoded(request, 2), rest, 2)
+              return res
+            end
+            local ok, res = pcall(resumable, as_message(input, request, full .. " request", 2), rest, resume)
+            if ok then return res end
+            local inner = type(res) == "string"
+              and res:gsub("^[^:\n]*:%d+: ", "", 1):match("^bad argument #2 to 'callable' %((.*)%)$")
+            if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), 2) end
+            error(res, 0)
+          end
+        end
+
+        if intercepted then
+          -- The call as interceptors see it: method, request (a message),
+          -- metadata (a fresh list), options (a fresh table); after the call
+          -- status, attempts, elapsed (and error on failure).
+          invoke = function(_, _, request, call_opts)
+            if call_opts ~= nil and type(call_opts) ~= "table" then
+              error(format("bad argument #2 to '%s' (table of options expected, got %s)", name, type(call_opts)), 2)
+            end
+            local c = { method = full, service = service_name, name = name,
+              request = as_message(input, request, full .. " request", 2), metadata = {}, options = {},
+              attempts = 0 }
+            for k, v in pairs(call_opts or {}) do
+              if k == "metadata" then
+                local bad = metadata_problem(v)
+                if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+                for i, p in ipairs(v) do c.metadata[i] = { p[1], p[2] } end
+              else
+                c.options[k] = v
+              end
+            end
+            local bad = options_problem(c.options)
+            if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+            local t0 = clock()
+            local function terminal(cc)
+              local o = {}
+              for k, v in pairs(cc.options) do o[k] = v end
+              if #cc.metadata > 0 then o.metadata = cc.metadata end
+              if o.resume ~= nil and not m.server_streaming then
+                error(format("%s: resume: only server-streaming methods resume", full), 0)
+              end
+              local rest, resume = split_resume(o)
+              if rest ~= nil and next(rest) == nil then rest = nil end
+              local rec = { call = cc, attempts = 0 }
+              local ok, res
+              if resume then
+                rec.bytes = encoded(cc.request, 1)
+                ok, res = pcall(resumable, cc.request, rest, resume, rec)
+              else
+                rec.bytes = encoded(cc.request, 1)
+                ok, res = pcall(call_with, rec, rest, 1)
+              end
+              cc.attempts = rec.attempts
+              if not ok then error(res, 0) end
+              return res
+            end
+            return run_chain(per_call_chain or {}, 1, c, terminal, t0, clock)
+          end
+        end
+
         stub[name] = setmetatable({}, {
           __name = "protocall.Method", __call = invoke, __metatable = false,
           __index = { cache_info = function() return callable:cache_info() end },
@@ -436,7 +1026,9 @@ function M.install(pc, core)
         })
       end
     end
+    local function throttle_info() return throttle and throttle:info() or nil end
     return setmetatable(stub, { __index = function(_, k)
+      if k == "throttle_info" then return throttle_info end
       error(format("%s has no method '%s'", service_name, tostring(k)), 2)
     end })
   end

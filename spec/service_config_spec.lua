@@ -1,0 +1,420 @@
+-- gRPC service config given to pc.client (README "Service config"):
+-- validation with JSON paths, gRPC's name matching, the policies as the
+-- callables' default plans, message size limits, and retry throttling, all
+-- on a fake clock counting attempts, sleeps and tokens exactly.
+local pc = require "protocall"
+
+local SCHEMA = [[
+syntax = "proto3";
+package sc;
+message Req { string name = 1; int32 from = 2; }
+message Resp { string text = 1; int32 n = 2; }
+service Echo {
+  rpc Say(Req) returns (Resp);
+  rpc Shout(Req) returns (Resp);
+  rpc Count(Req) returns (stream Resp);
+}
+service Other { rpc Ping(Req) returns (Resp); }
+]]
+local pool = pc.pool()
+assert(pool:load(SCHEMA, { name = "sc/echo.proto" }))
+
+-- A fake world: clock, sleep and random, and a server whose handlers fail
+-- by a script. `log` lists each attempt as "Method@t".
+local function world()
+  local w = { t = 0, sleeps = {}, log = {} }
+  function w.clock() return w.t end
+  function w.sleep(s) w.sleeps[#w.sleeps + 1] = s; w.t = w.t + s end
+  function w.random() return 1 end
+  return w
+end
+
+local function server(w, behave)
+  local function handler(name)
+    return function(req, ctx)
+      w.log[#w.log + 1] = name
+      return behave(name, req, ctx)
+    end
+  end
+  return pc.server({
+    ["sc.Echo"] = { Say = handler("Say"), Shout = handler("Shout"), Count = handler("Count") },
+    ["sc.Other"] = { Ping = handler("Ping") },
+  }, { pool = pool })
+end
+
+local function client(w, transport, config, service, extra)
+  local opts = { pool = pool, transport = transport, service_config = config,
+    clock = w.clock, sleep = w.sleep, random = w.random }
+  for k, v in pairs(extra or {}) do opts[k] = v end
+  return pc.client(service or "sc.Echo", opts)
+end
+
+local function unavailable() error(pc.Error { code = "UNAVAILABLE", message = "down" }, 0) end
+
+local RETRY = { maxAttempts = 4, initialBackoff = "0.1s", maxBackoff = "1s", backoffMultiplier = 2,
+  retryableStatusCodes = { "UNAVAILABLE" } }
+
+-- The message pc.client raises for `config`, without "file:line: ".
+local function refusal(config)
+  local w = world()
+  local ok, err = pcall(client, w, pc.inproc(server(w, function() return {} end)), config)
+  assert.is_false(ok)
+  return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+end
+
+describe("service_config validation", function()
+  local function with_retry(changes)
+    local r = {}
+    for k, v in pairs(RETRY) do r[k] = v end
+    for k, v in pairs(changes) do r[k] = v ~= false and v or nil end
+    return { methodConfig = { { name = { {} } }, { name = { { service = "sc.Echo" } }, retryPolicy = r } } }
+  end
+
+  it("names each problem with its JSON path", function()
+    local cases = {
+      { with_retry { maxAttempts = 1 }, "methodConfig[1].retryPolicy.maxAttempts: at least 2 expected, got 1" },
+      { with_retry { maxAttempts = 2.5 }, "methodConfig[1].retryPolicy.maxAttempts: integer expected, got 2.5" },
+      { with_retry { maxAttempts = false }, "methodConfig[1].retryPolicy.maxAttempts: required" },
+      { with_retry { initialBackoff = "100ms" },
+        "methodConfig[1].retryPolicy.initialBackoff: duration string such as \"0.1s\" expected, got \"100ms\"" },
+      { with_retry { initialBackoff = 0.1 },
+        "methodConfig[1].retryPolicy.initialBackoff: duration string such as \"0.1s\" expected, got number" },
+      { with_retry { maxBackoff = "0s" }, "methodConfig[1].retryPolicy.maxBackoff: positive duration expected, got \"0s\"" },
+      { with_retry { backoffMultiplier = 0 },
+        "methodConfig[1].retryPolicy.backoffMultiplier: positive number expected, got 0" },
+      { with_retry { backoffMultiplier = "2" },
+        "methodConfig[1].retryPolicy.backoffMultiplier: number expected, got string" },
+      { with_retry { retryableStatusCodes = {} },
+        "methodConfig[1].retryPolicy.retryableStatusCodes: at least one status code expected" },
+      { with_retry { retryableStatusCodes = { "UNAVAILABLE", "unavailable" } },
+        "methodConfig[1].retryPolicy.retryableStatusCodes[1]: status code name such as \"UNAVAILABLE\" expected, got \"unavailable\"" },
+      { with_retry { retryableStatusCodes = { "OK" } },
+        "methodConfig[1].retryPolicy.retryableStatusCodes[0]: status code name such as \"UNAVAILABLE\" expected, got \"OK\"" },
+      { with_retry { perAttemptRecvTimeout = "0s" },
+        "methodConfig[1].retryPolicy.perAttemptRecvTimeout: positive duration expected, got \"0s\"" },
+      { with_retry { jitter = 0.2 }, "methodConfig[1].retryPolicy.jitter: unknown field" },
+      { { methodConfig = { { name = { { method = "Say" } } } } },
+        "methodConfig[0].name[0]: a method needs its service (only {} or {service=\"\"} names the default)" },
+      { { methodConfig = { { name = { { service = "sc.Echo" } } }, { name = { { service = "sc.Echo" } } } } },
+        "methodConfig[1].name[0]: duplicate name sc.Echo/ (also in methodConfig[0].name[0])" },
+      { { methodConfig = { { name = { {} } }, { name = { { service = "" } } } } },
+        "methodConfig[1].name[0]: duplicate name (the default) (also in methodConfig[0].name[0])" },
+      { { methodConfig = { { timeout = "1s" } } }, "methodConfig[0].name: required" },
+      { { methodConfig = { { name = {} } } }, "methodConfig[0].name: at least one name expected" },
+      { { methodConfig = { { name = { {} }, timeout = "-1s" } } },
+        "methodConfig[0].timeout: duration string such as \"0.1s\" expected, got \"-1s\"" },
+      { { methodConfig = { { name = { {} }, timeout = "1.0000000001s" } } },
+        "methodConfig[0].timeout: duration string such as \"0.1s\" expected, got \"1.0000000001s\"" },
+      { { methodConfig = { { name = { {} }, waitForReady = "yes" } } },
+        "methodConfig[0].waitForReady: boolean expected, got string" },
+      { { methodConfig = { { name = { {} }, maxRequestMessageBytes = -1 } } },
+        "methodConfig[0].maxRequestMessageBytes: non-negative integer expected, got -1" },
+      { { methodConfig = { { name = { {} }, retryPolicy = RETRY, hedgingPolicy = { maxAttempts = 2 } } } },
+        "methodConfig[0]: retryPolicy and hedgingPolicy are mutually exclusive" },
+      { { methodConfig = { { name = { {} }, hedgingPolicy = { maxAttempts = 1 } } } },
+        "methodConfig[0].hedgingPolicy.maxAttempts: at least 2 expected, got 1" },
+      { { methodConfig = { { name = { {} }, hedgingPolicy = { maxAttempts = 3, hedgingDelay = "fast" } } } },
+        "methodConfig[0].hedgingPolicy.hedgingDelay: duration string such as \"0.1s\" expected, got \"fast\"" },
+      { { methodConfig = { { name = { {} }, hedgingPolicy = { maxAttempts = 3, hedgingDelay = "0.5s",
+          nonFatalStatusCodes = { "UNAVAILABLE" } } } } },
+        "methodConfig[0].hedgingPolicy: valid, but hedging is not supported yet (it needs concurrent attempts); use a retryPolicy" },
+      { { retryThrottling = { maxTokens = 0, tokenRatio = 0.1 } },
+        "retryThrottling.maxTokens: number in (0, 1000] expected" },
+      { { retryThrottling = { maxTokens = 1001, tokenRatio = 0.1 } },
+        "retryThrottling.maxTokens: number in (0, 1000] expected" },
+      { { retryThrottling = { maxTokens = 10, tokenRatio = 0 } },
+        "retryThrottling.tokenRatio: number of at least 0.001 expected" },
+      { { retryThrottling = { maxTokens = 10 } }, "retryThrottling.tokenRatio: required" },
+      { { retryThrottling = { maxTokens = 10, tokenRatio = 0.1, burst = 1 } }, "retryThrottling.burst: unknown field" },
+      { { loadBalancingConfig = { { round_robin = {} } } },
+        "loadBalancingConfig: not supported yet (a target is one backend)" },
+      { { methodConfigs = {} }, "methodConfigs: unknown field" },
+      { { methodConfig = { name = {} } }, "methodConfig: list expected, got an object" },
+    }
+    for _, c in ipairs(cases) do
+      assert.are.equal("pc.client: service_config: " .. c[2], refusal(c[1]))
+    end
+    assert.are.equal("pc.client: service_config: table or JSON text expected, got number", refusal(1))
+  end)
+
+  it("reads JSON text: the same config, and its errors by path (and offset)", function()
+    local w = world()
+    local stub = client(w, pc.inproc(server(w, unavailable)), [[{
+      "methodConfig": [{
+        "name": [{"service": "sc.Echo", "method": "Say"}],
+        "timeout": "2s",
+        "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.25s", "maxBackoff": "1s",
+                        "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]},
+        "waitForReady": null
+      }],
+      "retryThrottling": {"maxTokens": 100, "tokenRatio": 0.1}
+    }]])
+    local ok, err = pcall(stub.Say, stub, {})
+    assert.is_false(ok)
+    assert.are.equal(3, err.attempts)
+    assert.are.same({ 0.25, 0.5 }, w.sleeps)
+    assert.are.equal(97, stub:throttle_info().tokens)
+    assert.are.equal("pc.client: service_config: methodConfig[0].retryPolicy.maxAttempts: at least 2 expected, got 1",
+      refusal([[{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 1}}]}]]))
+    assert.are.equal("pc.client: service_config: JSON: $.methodConfig: unexpected character '}' at offset 17",
+      refusal([[{"methodConfig": }]]))
+    assert.are.equal("pc.client: service_config: JSON: $: object expected, got an array at offset 0", refusal("[]"))
+  end)
+
+  it("takes maxAttempts above 5 as 5 (gRFC A6)", function()
+    local w = world()
+    local stub = client(w, pc.inproc(server(w, unavailable)),
+      { methodConfig = { { name = { {} }, retryPolicy = with_retry { maxAttempts = 9 }.methodConfig[2].retryPolicy } } })
+    local ok, err = pcall(stub.Say, stub, {})
+    assert.is_false(ok)
+    assert.are.equal(pc.RetryError, getmetatable(err))
+    assert.are.equal(5, err.attempts)
+    assert.are.equal(5, #w.log)
+  end)
+end)
+
+describe("service_config matching", function()
+  -- Each entry has its own timeout, which the handler reports.
+  local config = { methodConfig = {
+    { name = { {} }, timeout = "9s" },
+    { name = { { service = "sc.Echo" } }, timeout = "5s" },
+    { name = { { service = "sc.Echo", method = "Shout" } }, timeout = "0.25s" },
+  } }
+
+  local function timeouts(cfg, service, method, extra)
+    local w = world()
+    local seen
+    local stub = client(w, pc.inproc(server(w, function(_, _, ctx) seen = ctx.timeout; return {} end)), cfg,
+      service, extra)
+    stub[method](stub, {})
+    return seen
+  end
+
+  it("prefers the exact name, then the service-wide entry, then the default", function()
+    assert.are.equal(0.25, timeouts(config, "sc.Echo", "Shout"))
+    assert.are.equal(5, timeouts(config, "sc.Echo", "Say"))
+    assert.are.equal(9, timeouts(config, "sc.Other", "Ping"))
+    local no_default = { methodConfig = { config.methodConfig[3] } }
+    assert.is_nil(timeouts(no_default, "sc.Echo", "Say"))
+  end)
+
+  it("lets methods.Name override an entry, and the client's options fill methods no entry names", function()
+    local only_shout = { methodConfig = { config.methodConfig[3] } }
+    assert.are.equal(2, timeouts(only_shout, "sc.Echo", "Shout", { methods = { Shout = { timeout = 2 } } }))
+    assert.are.equal(0.25, timeouts(only_shout, "sc.Echo", "Shout", { timeout = 7 }))
+    assert.are.equal(7, timeouts(only_shout, "sc.Echo", "Say", { timeout = 7 }))
+  end)
+
+  it("accepts waitForReady (transports connect within the call's deadline either way)", function()
+    assert.are.equal(5, timeouts({ methodConfig = { { name = { {} }, timeout = "5s", waitForReady = true } } },
+      "sc.Echo", "Say"))
+  end)
+end)
+
+describe("service_config retryPolicy", function()
+  it("retries the listed codes with gRPC's backoff, up to maxAttempts, and nothing else", function()
+    local w = world()
+    local stub = client(w, pc.inproc(server(w, function(name)
+      if #w.log < 3 then unavailable() end
+      return { text = name }
+    end)), { methodConfig = { { name = { { service = "sc.Echo" } }, retryPolicy = RETRY } } })
+    assert.are.equal("Say", stub:Say({}).text)
+    assert.are.same({ "Say", "Say", "Say" }, w.log)
+    assert.are.same({ 0.1, 0.2 }, w.sleeps) -- random() = 1: the caps themselves
+    -- ABORTED is not listed: one attempt
+    w = world()
+    stub = client(w, pc.inproc(server(w, function() error(pc.Error { code = "ABORTED" }, 0) end)),
+      { methodConfig = { { name = { {} }, retryPolicy = RETRY } } })
+    local ok, err = pcall(stub.Say, stub, {})
+    assert.is_false(ok)
+    assert.are.equal("ABORTED", err.code)
+    assert.are.equal(1, #w.log)
+  end)
+
+  it("caps backoff at maxBackoff and gives up after maxAttempts", function()
+    local w = world()
+    local r = { maxAttempts = 5, initialBackoff = "0.5s", maxBackoff = "1.5s", backoffMultiplier = 3,
+      retryableStatusCodes = { 14 } }
+    local stub = client(w, pc.inproc(server(w, unavailable)), { methodConfig = { { name = { {} }, retryPolicy = r } } })
+    local ok, err = pcall(stub.Say, stub, {})
+    assert.is_false(ok)
+    assert.are.equal(5, err.attempts)
+    assert.are.same({ 0.5, 1.5, 1.5, 1.5 }, w.sleeps)
+  end)
+
+  it("gives each attempt perAttemptRecvTimeout, within the call's timeout", function()
+    local w = world()
+    local seen = {}
+    local stub = client(w, pc.inproc(server(w, function(_, _, ctx)
+      seen[#seen + 1] = ctx.timeout
+      w.t = w.t + 1 -- each attempt takes a second
+      unavailable()
+    end)), { methodConfig = { { name = { {} }, timeout = "3.5s",
+      retryPolicy = { maxAttempts = 5, initialBackoff = "0.5s", maxBackoff = "0.5s", backoffMultiplier = 1,
+        retryableStatusCodes = { "UNAVAILABLE" }, perAttemptRecvTimeout = "2s" } } } })
+    local ok, err = pcall(stub.Say, stub, {})
+    assert.is_false(ok)
+    -- 0 +1 +0.5 = 1.5: 2 s; 1.5 +1 +0.5 = 3: 0.5 s left; then no time
+    assert.are.same({ 2, 2, 0.5 }, seen)
+    assert.are.equal(3, err.attempts)
+  end)
+
+  it("becomes each method's cached default plan: calls without options add no cache entry", function()
+    local w = world()
+    local stub = client(w, pc.inproc(server(w, function() return {} end)),
+      { methodConfig = { { name = { {} }, retryPolicy = RETRY, timeout = "1s" } } })
+    for _ = 1, 10 do stub:Say({}) end
+    assert.are.same({ hits = 0, misses = 0, size = 0, capacity = 4 }, stub.Say:cache_info())
+  end)
+end)
+
+describe("service_config message size limits", function()
+  it("refuses a larger request before sending and a larger response, without retrying", function()
+    local w = world()
+    local stub = client(w, pc.inproc(server(w, function(_, req) return { text = req.name } end)),
+      { methodConfig = { { name = { {} }, maxRequestMessageBytes = 8, maxResponseMessageBytes = 5,
+        retryPolicy = { maxAttempts = 3, initialBackoff = "0.1s", maxBackoff = "1s", backoffMultiplier = 2,
+          retryableStatusCodes = { "RESOURCE_EXHAUSTED" } } } } })
+    assert.are.equal("abc", stub:Say({ name = "abc" }).text) -- 5 bytes each way
+    local ok, err = pcall(stub.Say, stub, { name = "abcdefghij" })
+    assert.is_false(ok)
+    assert.are.equal("RESOURCE_EXHAUSTED", err.code)
+    assert.are.equal("sc.Echo.Say: request of 12 bytes is larger than the service config's 8", err.message)
+    assert.are.equal(1, #w.log)
+    ok, err = pcall(stub.Say, stub, { name = "abcdef" })
+    assert.is_false(ok)
+    assert.are.equal("sc.Echo.Say: response of 8 bytes is larger than the service config's 5", err.message)
+    assert.are.equal(2, #w.log) -- local: not retried
+  end)
+end)
+
+describe("retry throttling", function()
+  local THROTTLED = { retryThrottling = { maxTokens = 10, tokenRatio = 0.5 },
+    methodConfig = { { name = { {} }, retryPolicy = RETRY } } }
+
+  it("takes a token per retryable failure, stops retrying at half, and refills by tokenRatio", function()
+    local w = world()
+    local failing = true
+    local stub = client(w, pc.inproc(server(w, function()
+      if failing then unavailable() end
+      return {}
+    end)), THROTTLED)
+    assert.are.same({ tokens = 10, max_tokens = 10, token_ratio = 0.5, retries_allowed = true },
+      stub:throttle_info())
+    -- call 1: 4 attempts (10 -> 6); call 2: 9 -> 6? no: 6 -> 5 at the first failure, not above half
+    local ok, err = pcall(stub.Say, stub, {})
+    assert.is_false(ok)
+    assert.are.equal(4, err.attempts)
+    assert.are.equal(6, stub:throttle_info().tokens)
+    ok, err = pcall(stub.Say, stub, {})
+    assert.are.equal(1, err.attempts)
+    assert.matches("retries are throttled", err.message, 1, true)
+    assert.are.equal(5, stub:throttle_info().tokens)
+    assert.is_false(stub:throttle_info().retries_allowed)
+    -- another method of the same client shares the bucket
+    ok, err = pcall(stub.Shout, stub, {})
+    assert.are.equal(1, err.attempts)
+    assert.are.equal(4, stub:throttle_info().tokens)
+    -- recovery: each success gives 0.5 back; 3 successes make 5.5 > 5
+    failing = false
+    for _ = 1, 3 do stub:Say({}) end
+    assert.are.equal(5.5, stub:throttle_info().tokens)
+    assert.is_true(stub:throttle_info().retries_allowed)
+    for _ = 1, 20 do stub:Say({}) end
+    assert.are.equal(10, stub:throttle_info().tokens) -- never above maxTokens
+    assert.are.equal(4 + 1 + 1 + 23, #w.log)
+  end)
+
+  it("is shared by every client over one transport, not across transports", function()
+    local w = world()
+    local srv = server(w, unavailable)
+    local t1 = pc.inproc(srv)
+    local a = client(w, t1, THROTTLED)
+    local b = client(w, t1, THROTTLED, "sc.Other")
+    local c = client(w, pc.inproc(srv), THROTTLED)
+    pcall(a.Say, a, {})
+    assert.are.equal(6, b:throttle_info().tokens)
+    pcall(b.Ping, b, {})
+    assert.are.equal(5, a:throttle_info().tokens)
+    assert.are.equal(10, c:throttle_info().tokens)
+    assert.is_nil(client(w, t1, { methodConfig = {} }):throttle_info())
+  end)
+
+  it("counts successes of the C fast path, of per-call options and of retried calls", function()
+    local w = world()
+    local n = 0
+    local stub = client(w, pc.inproc(server(w, function()
+      n = n + 1
+      if n % 2 == 1 then unavailable() end
+      return {}
+    end)), { retryThrottling = { maxTokens = 4, tokenRatio = 0.25 },
+      methodConfig = { { name = { {} }, retryPolicy = RETRY } } })
+    stub:Say({}) -- fail (4 -> 3), retry, success (3.25)
+    assert.are.equal(3.25, stub:throttle_info().tokens)
+    n = 1
+    stub:Say({}, { timeout = 5 }) -- per-call options: one success
+    assert.are.equal(3.5, stub:throttle_info().tokens)
+    n = 1
+    stub:Say({}) -- fast path success
+    assert.are.equal(3.75, stub:throttle_info().tokens)
+  end)
+
+  -- 1,000 clients, each over its own transport (own bucket), against a
+  -- backend that fails every call for 20 rounds and then recovers. gRFC A6:
+  -- with throttling a client retries while its tokens are above
+  -- maxTokens / 2, so during the outage it makes at most
+  -- maxTokens / 2 - 1 retries (10 -> 6 allows 4), whatever the number of
+  -- calls (without throttling: maxAttempts - 1 per call).
+  it("keeps 1,000 clients' retries under gRFC A6's bound in an outage, and recovers", function()
+    local w = world()
+    local down = true
+    local srv = server(w, function()
+      if down then unavailable() end
+      return {}
+    end)
+    local config = { retryThrottling = { maxTokens = 10, tokenRatio = 0.1 },
+      methodConfig = { { name = { {} }, retryPolicy = RETRY } } }
+    local clients = {}
+    for i = 1, 1000 do clients[i] = client(w, pc.inproc(srv), config) end
+    local calls, attempts = 0, 0
+    for _ = 1, 20 do
+      for i = 1, 1000 do
+        local before = #w.log
+        pcall(clients[i].Say, clients[i], {})
+        calls = calls + 1
+        attempts = attempts + (#w.log - before)
+      end
+    end
+    local retries = attempts - calls
+    assert.are.equal(20000, calls)
+    -- each client's first call: 3 retries (10 -> 6, then maxAttempts); its
+    -- second call's failure takes 6 -> 5: no retry from then on
+    assert.are.equal(3 * 1000, retries)
+    assert.is_true(retries <= 1000 * (10 / 2 - 1))
+    -- without throttling the same outage makes 3 retries per call
+    assert.is_true(retries < calls * 3 / 10)
+    for i = 1, 1000 do assert.are.equal(0, clients[i]:throttle_info().tokens) end
+    -- recovery: 51 successes per client bring 0 tokens to 5.1, above half
+    down = false
+    local failed = 0
+    for _ = 1, 51 do
+      for i = 1, 1000 do
+        if not pcall(clients[i].Say, clients[i], {}) then failed = failed + 1 end
+      end
+    end
+    assert.are.equal(0, failed)
+    for i = 1, 1000 do
+      local info = clients[i]:throttle_info()
+      assert.are.equal(5.1, info.tokens)
+      assert.is_true(info.retries_allowed)
+    end
+    -- a fresh failure is retried again
+    down = true
+    local ok, err = pcall(clients[1].Say, clients[1], {})
+    assert.is_false(ok)
+    assert.are.equal(1, err.attempts) -- 5.1 -> 4.1: not above half
+    print(string.format("# simulation: 1000 clients, 20 failing rounds: %d calls, %d retries (%.3f per call, "
+      .. "bound %d, %d without throttling); recovered after 51 successes per client", calls, retries,
+      retries / calls, 4000, calls * 3))
+  end)
+end)

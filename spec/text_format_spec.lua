@@ -100,5 +100,13 @@ describe("pc.to_text one_line", function()
     local m = R{ name = "a\nb", points = { { x = 1, s = "q r" }, {} } }
     assert.are.equal('name: "a\\nb" points { x: 1 s: "q r" } points { }', pc.to_text(m, { one_line = true }))
     assert.are.equal("", pc.to_text(R{}, { one_line = true }))
+    -- a deep message prints no indentation it would drop: the text grows linearly
+    assert(p:load('syntax = "proto3"; package ol2; message N { N child = 1; int32 v = 2; }', { name = "ol2.proto" }))
+    local N = p:type("ol2.N")
+    local deep = N{ v = 1 }
+    for _ = 2, 900 do deep = N{ child = deep, v = 1 } end
+    local text = pc.to_text(deep, { one_line = true })
+    assert.are.equal(899 * #"child { " + 900 * #"v: 1 " + 899 * #"} " - 1, #text)
+    assert.is_nil(text:find("  ", 1, true))
   end)
 end)

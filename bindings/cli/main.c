@@ -203,6 +203,12 @@ static int pmain(lua_State *L) {
     lua_pushboolean(L, 1);
     return 1;
   }
+  if (argc == 2 && strcmp(argv[1], "run") == 0 && access("run", F_OK) != 0) {
+    fprintf(stderr, "%s run: a script expected\nusage: %s run SCRIPT [args]\n", progname, progname);
+    command_status = 2;
+    lua_pushboolean(L, 1);
+    return 1;
+  }
   if (argc >= 3 && strcmp(argv[1], "run") == 0) { /* protocall run FILE [args] */
     preload_protocall(L);
     createargtable(L, argv, argc, 2);

@@ -28,6 +28,7 @@ local function with_schema(flags)
 end
 
 COMMANDS.decode = {
+  summary = "binary messages to text format or JSON",
   flags = with_schema { format = "string", raw = "bool", ["length-delimited"] = "bool",
                         ["emit-defaults"] = "bool" },
   usage = "protocall decode [schema flags] [-format text|json] [-length-delimited] TYPE [FILE]\n" ..
@@ -40,6 +41,7 @@ COMMANDS.decode = {
 }
 
 COMMANDS.encode = {
+  summary = "text format or JSON to binary messages",
   flags = with_schema { format = "string", ["length-delimited"] = "bool" },
   usage = "protocall encode [schema flags] [-format text|json] [-length-delimited] TYPE [FILE]",
   about = "Reads a message as text format (as `protoc --encode` takes it) or JSON (FILE or\n" ..
@@ -50,6 +52,7 @@ COMMANDS.encode = {
 }
 
 COMMANDS.describe = {
+  summary = "a service, method, message, enum or field as .proto source",
   flags = with_schema {},
   usage = "protocall describe [schema flags] [SYMBOL]",
   about = "Prints the definition of a service, method, message, enum or field as .proto\n" ..
@@ -58,6 +61,7 @@ COMMANDS.describe = {
 }
 
 COMMANDS.list = {
+  summary = "the services of the loaded files, or a service's methods",
   flags = with_schema {},
   usage = "protocall list [schema flags] [SERVICE]",
   about = "Lists the services of the loaded files, or the methods of SERVICE.",
@@ -65,6 +69,7 @@ COMMANDS.list = {
 }
 
 COMMANDS.call = {
+  summary = "a unary or server-streaming gRPC call, JSON in and out",
   flags = with_schema {
     d = "string", H = "list", ["max-time"] = "number", ["retry-attempts"] = "number",
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
@@ -82,14 +87,24 @@ COMMANDS.call = {
             "    localhost:50051 routeguide.RouteGuide/GetFeature",
 }
 
+COMMANDS.run = {
+  summary = "runs a Lua script with the module built in (always a script)",
+  flags = {},
+  usage = "protocall run SCRIPT [args]",
+  about = "Runs SCRIPT with `arg` set as lua5.4 sets it, even when SCRIPT has the name of a\n" ..
+          "command (a command name wins only when no file of that name exists).",
+  example = "protocall run examples/quickstart.lua",
+}
+
 COMMANDS.help = {
+  summary = "the commands, or one command's flags and an example",
   flags = {},
   usage = "protocall help [COMMAND]",
   about = "Prints the commands, or the usage of one.",
   example = "protocall help decode",
 }
 
-local ORDER = { "call", "list", "describe", "decode", "encode", "help" }
+local ORDER = { "call", "list", "describe", "decode", "encode", "run", "help" }
 
 local SCHEMA_USAGE = "schema flags: -I DIR (repeatable; default .), -proto FILE (repeatable),\n" ..
                      "              -protoset FILE (a FileDescriptorSet, repeatable)"
@@ -106,7 +121,7 @@ local function general_help()
   local lines = { "usage: protocall COMMAND [flags] [args]", "       protocall run SCRIPT [args]",
                   "       protocall [-e stat] [-l mod] [-v] [SCRIPT [args]]", "", "commands:" }
   for _, name in ipairs(ORDER) do
-    lines[#lines + 1] = format("  %-9s %s", name, (COMMANDS[name].about:match("^[^\n]*")))
+    lines[#lines + 1] = format("  %-9s %s", name, COMMANDS[name].summary)
   end
   lines[#lines + 1] = "\n`protocall help COMMAND` shows a command's flags and an example."
   return concat(lines, "\n") .. "\n"
@@ -131,6 +146,7 @@ local function parse(cmd, args, first)
       break
     end
     local name, value = a:match("^%-%-?([%w][%w%-]*)=(.*)$")
+    if not name and spec.I and a:match("^%-I.") then name, value = "I", a:sub(3) end -- protoc's -Idir
     if not name then name = a:match("^%-%-?([%w][%w%-]*)$") end
     if name and a ~= "-" then
       local kind = spec[name]
@@ -262,7 +278,9 @@ end
 
 local function render(m, fmt, flags)
   if fmt == "json" then
-    return pc.to_json(m, { emit_defaults = flags["emit-defaults"] or nil, indent = 2 }) .. "\n"
+    local ok, text = pcall(pc.to_json, m, { emit_defaults = flags["emit-defaults"] or nil, indent = 2 })
+    if not ok then fail((tostring(text):gsub("^[^:\n]*:%d+: ", ""))) end
+    return text .. "\n"
   end
   return pc.to_text(m)
 end
@@ -273,11 +291,13 @@ function COMMANDS.decode.run(flags, args)
   local fmt = check_format("decode", flags, { "text", "json" })
   local T, file
   if flags.raw then
-    if #args > 1 then usage_error("decode", "-raw takes at most FILE") end
+    if #args > 1 then usage_error("decode", "-raw takes no TYPE, at most FILE") end
+    if flags.proto or flags.protoset then usage_error("decode", "-raw takes no schema") end
     if fmt ~= "text" then usage_error("decode", "-raw prints text format only") end
     T, file = pc.type("google.protobuf.Empty"), args[1]
   else
-    if #args < 1 or #args > 2 then usage_error("decode", "TYPE expected") end
+    if #args < 1 then usage_error("decode", "TYPE expected") end
+    if #args > 2 then usage_error("decode", "too many arguments: TYPE [FILE]") end
     need_schema("decode", flags)
     T, file = message_type(load_schemas(flags), args[1]), args[2]
   end
@@ -325,7 +345,8 @@ end
 
 function COMMANDS.encode.run(flags, args)
   local fmt = check_format("encode", flags, { "text", "json" })
-  if #args < 1 or #args > 2 then usage_error("encode", "TYPE expected") end
+  if #args < 1 then usage_error("encode", "TYPE expected") end
+  if #args > 2 then usage_error("encode", "too many arguments: TYPE [FILE]") end
   need_schema("encode", flags)
   local T = message_type(load_schemas(flags), args[1])
   local input = read_input(args[2])
@@ -499,7 +520,7 @@ local function services_of(syms)
 end
 
 local function describe_one(name, s)
-  local out = { name .. " is a " .. s.kind .. ":" }
+  local out = { name .. (s.kind == "enum" and " is an " or " is a ") .. s.kind .. ":" }
   if s.kind == "service" then print_service(out, s.d)
   elseif s.kind == "method" then out[#out + 1] = method_line(s.d)
   elseif s.kind == "message" then print_message(out, "", s.d, s.syntax)
@@ -609,19 +630,25 @@ function COMMANDS.call.run(flags, args)
   if target:match("^https?://") then url = target end
   local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil }
   local ok, transport = pcall(pc.grpc, url, transport_opts)
-  if not ok then fail(tostring(transport):gsub("^[^:\n]*:%d+: ", "")) end
+  if not ok then fail((tostring(transport):gsub("^[^:\n]*:%d+: ", ""))) end
   local opts = { transport = transport, pool = pool, metadata = metadata_of(flags) }
-  if flags["max-time"] then opts.timeout = flags["max-time"] end
-  if flags["retry-attempts"] then
-    opts.retry = pc.Retry { max_attempts = math.floor(flags["retry-attempts"]) }
+  if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
+  local attempts = flags["retry-attempts"]
+  if attempts and (attempts ~= math.floor(attempts) or attempts < 1) then
+    usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. tostring(attempts))
   end
-  local stub = pc.client(service, opts)
+  if attempts and attempts > 1 then opts.retry = pc.Retry { max_attempts = math.floor(attempts) } end
+  local okS, stub = pcall(pc.client, service, opts)
+  if not okS then -- bad metadata from -H, say: one line, without the Lua position
+    fail((tostring(stub):gsub("^[^:\n]*:%d+: ", ""):gsub("^pc%.client: ", "")))
+  end
   local started = pc.now()
   local count = 0
   local okc, cerr = pcall(function()
     if m.server_streaming then
       for r in stub[name](stub, request) do
         count = count + 1
+        if count > 1 and fmt == "text" then stdout:write("\n") end -- as decode -length-delimited
         stdout:write(render(r, fmt, flags))
         stdout:flush()
         if terminal then stderr:write(format("\r%d received, %.1f s ", count, pc.now() - started)) end

@@ -54,6 +54,9 @@ local function ftoa(x)
 end
 
 function M.install(pc, core)
+  -- One level of indentation: two spaces, or none while printing on one line
+  -- (so a deep message costs no indentation it would drop).
+  local unit = "  "
   local fields_of, type_of, has, is_message = pc.fields, pc.type_of, core.is_set, core.is_message
   local get_extension, text_extensions, unknown_fields = pc.get_extension, core.text_extensions,
     core.unknown_fields
@@ -114,7 +117,7 @@ function M.install(pc, core)
     if t == "message" or t == "group" then
       out[#out + 1] = " {\n"
       print_message(v, out, indent + 1, utf8)
-      out[#out + 1] = rep("  ", indent) .. "}\n"
+      out[#out + 1] = rep(unit, indent) .. "}\n"
       return
     end
     local s
@@ -129,7 +132,7 @@ function M.install(pc, core)
   end
 
   local function print_field(p, v, out, indent, utf8)
-    local pad = rep("  ", indent)
+    local pad = rep(unit, indent)
     local name = p.name
     if p.map then
       local items = {}
@@ -137,9 +140,9 @@ function M.install(pc, core)
       sort(items, p.order)
       for _, kv in ipairs(items) do
         out[#out + 1] = pad .. name .. " {\n"
-        out[#out + 1] = pad .. "  key"
+        out[#out + 1] = pad .. unit .. "key"
         value_text(p.key, kv[1], out, indent + 1, utf8)
-        out[#out + 1] = pad .. "  value"
+        out[#out + 1] = pad .. unit .. "value"
         value_text(p.value, kv[2], out, indent + 1, utf8)
         out[#out + 1] = pad .. "}\n"
       end
@@ -209,7 +212,7 @@ function M.install(pc, core)
   -- TextFormat's recursion budget for unknown length-delimited values.
   local UNKNOWN_BUDGET = 10
   local function print_unknown(list, out, indent, budget)
-    local pad = rep("  ", indent)
+    local pad = rep(unit, indent)
     for _, f in ipairs(list) do
       local num, wt, v = f[1], f[2], f[3]
       if wt == 0 then
@@ -273,10 +276,14 @@ function M.install(pc, core)
       error("bad argument #2 to 'to_text' (table expected, got " .. type(opts) .. ")", 2)
     end
     local out = {}
-    print_message(m, out, 0, opts ~= nil and opts.utf8)
+    local one_line = opts ~= nil and opts.one_line
+    if one_line then unit = "" end
+    local ok, err = pcall(print_message, m, out, 0, opts ~= nil and opts.utf8)
+    unit = "  "
+    if not ok then error(err, 0) end
     local text = concat(out)
-    if opts ~= nil and opts.one_line then -- strings hold no raw newline: each is escaped
-      text = text:gsub("\n *", " "):gsub(" $", "")
+    if one_line then -- strings hold no raw newline: each is escaped
+      text = text:gsub("\n", " "):gsub(" $", "")
     end
     return text
   end

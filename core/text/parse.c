@@ -347,6 +347,19 @@ static int read_string(TP *tp, pc_Value *out, int utf8) {
           p++;
           k++;
         }
+        if (k == want && c == 'u' && cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\' &&
+            p[1] == 'u') { /* a UTF-16 surrogate pair, as protoc joins it: \ud83d\ude00 */
+          unsigned long lo = 0;
+          unsigned j = 2;
+          while (j < 6 && is_hex(p[j])) {
+            lo = lo * 16 + (unsigned long)(is_digit(p[j]) ? p[j] - '0' : (p[j] | 0x20) - 'a' + 10);
+            j++;
+          }
+          if (j == 6 && lo >= 0xdc00 && lo <= 0xdfff) {
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            p += 6;
+          }
+        }
         if (k != want || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) goto bad;
         if (cp < 0x80) {
           buf[o++] = (char)cp;
@@ -492,7 +505,7 @@ static int store(TP *tp, pc_Message *msg, const pc_FieldDef *f, pc_Value v) {
 }
 
 /* The value(s) after a field name: ':' then a value or a list; for
- * messages the ':' is optional (and a list needs it). */
+ * messages the ':' is optional, also before a list. */
 static int read_field_value(TP *tp, pc_Message *msg, const pc_FieldDef *f, int depth) {
   int is_msg = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
   int colon = is_sym(tp, ':');
@@ -501,7 +514,7 @@ static int read_field_value(TP *tp, pc_Message *msg, const pc_FieldDef *f, int d
   else if (!is_msg)
     return describe_expected(tp, "\":\"");
   pc_Value v;
-  if (colon && is_sym(tp, '[')) {
+  if ((colon || is_msg) && is_sym(tp, '[')) { /* messages: `f [{...}, {...}]` as protoc takes it */
     if (f->label != kPc_Label_Repeated)
       return fail_at(tp, &tp->tok, "list given for non-repeated field \"%s\"", f->name);
     next(tp);

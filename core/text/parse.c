@@ -505,7 +505,8 @@ static int store(TP *tp, pc_Message *msg, const pc_FieldDef *f, pc_Value v) {
 }
 
 /* The value(s) after a field name: ':' then a value or a list; for
- * messages the ':' is optional, also before a list. */
+ * messages the ':' is optional, also before a list of repeated messages
+ * (`f [{...}, {...}]`, as protoc takes it). */
 static int read_field_value(TP *tp, pc_Message *msg, const pc_FieldDef *f, int depth) {
   int is_msg = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
   int colon = is_sym(tp, ':');
@@ -514,7 +515,7 @@ static int read_field_value(TP *tp, pc_Message *msg, const pc_FieldDef *f, int d
   else if (!is_msg)
     return describe_expected(tp, "\":\"");
   pc_Value v;
-  if ((colon || is_msg) && is_sym(tp, '[')) { /* messages: `f [{...}, {...}]` as protoc takes it */
+  if ((colon || (is_msg && f->label == kPc_Label_Repeated)) && is_sym(tp, '[')) {
     if (f->label != kPc_Label_Repeated)
       return fail_at(tp, &tp->tok, "list given for non-repeated field \"%s\"", f->name);
     next(tp);

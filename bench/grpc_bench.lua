@@ -75,7 +75,7 @@ local ok, err = pcall(function()
     f:close()
   end
   H.report("unary echo 10 B, wall-clock calls per second, same server, best of 3", {
-    { name = "protocall (pc.grpc, libcurl + nghttp2)", value = ours, unit = "calls/s" },
+    { name = "protocall (pc.grpc, engine on nghttp2)", value = ours, unit = "calls/s" },
     { name = "python3-grpcio client", value = py, unit = "calls/s" },
     { name = "protocall / python3-grpcio", value = ours / py, unit = "x" },
   })

@@ -802,15 +802,16 @@ int pc_GrpcEngine_GoawayReceived(const pc_GrpcEngine *e) {
 
 static nghttp2_nv nv(const char *k, size_t kn, const char *v, size_t vn) {
   nghttp2_nv x;
-  x.name = (uint8_t *)(uintptr_t)k;
+  /* nghttp2 copies the bytes and never writes them (no NO_COPY flag). */
+  memcpy(&x.name, &k, sizeof k);
+  memcpy(&x.value, &v, sizeof v);
   x.namelen = kn;
-  x.value = (uint8_t *)(uintptr_t)v;
   x.valuelen = vn;
   x.flags = NGHTTP2_NV_FLAG_NONE;
   return x;
 }
 
-#define NV(k, v) nv(k, sizeof k - 1, v, strlen(v))
+#define NV(k, v) nv((k), sizeof(k) - 1, (v), strlen(v))
 
 static int submit(pc_GrpcStream *s, const char *path, const pc_GrpcCallSettings *set) {
   pc_GrpcEngine *e = s->e;

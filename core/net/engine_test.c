@@ -99,12 +99,12 @@ static void reply(int32_t id) {
     for (size_t o = 0; o + 5 <= t->body_len; n++) {
       o += 5 + ((size_t)t->body[o + 3] << 8 | t->body[o + 4]);
     }
-    char text[16];
+    char text[16] = {0};
     int tl = snprintf(text, sizeof text, "%d", n);
     frame(small_body, text, (size_t)tl, 0);
     respond(id, small_body, (size_t)tl + 5, 1);
   } else if (strcmp(m, "Gzip") == 0) {
-    unsigned char plain[300], z[512];
+    unsigned char plain[300], z[512] = {0};
     memset(plain, 'a', sizeof plain);
     z_stream zs;
     memset(&zs, 0, sizeof zs);
@@ -149,7 +149,7 @@ static void reply(int32_t id) {
     nghttp2_submit_response(srv.s, id, h, 3, &prd);
   } else if (strcmp(m, "Many") == 0) {
     /* 300 messages of 1019 bytes + 5 */
-    unsigned char msg[1019];
+    unsigned char msg[1019] = {0};
     memset(msg, 'm', sizeof msg);
     for (size_t i = 0; i < 300; i++) frame(big_body + i * 1024, msg, sizeof msg, 0);
     respond(id, big_body, sizeof big_body, 1);
@@ -334,14 +334,21 @@ static int echo_with(pc_Alloc *alloc) {
   return ok;
 }
 
+/* 'p', or the test stops: what follows needs it. */
+static void *must(void *p, const char *what) {
+  if (p == NULL) {
+    fprintf(stderr, "%s failed\n", what);
+    exit(1);
+  }
+  return p;
+}
+
 int main(void) {
   server_new();
-  pc_GrpcEngine *e = client(0, 0, 0, NULL);
-  CHECK(e != NULL);
+  pc_GrpcEngine *e = must(client(0, 0, 0, NULL), "client");
 
   /* unary echo: headers, message, trailers, status */
-  pc_GrpcStream *s = call(e, "/t.T/Echo", "hello", NULL);
-  CHECK(s != NULL);
+  pc_GrpcStream *s = must(call(e, "/t.T/Echo", "hello", NULL), "call");
   CHECK(next_is(s, "hello"));
   CHECK(ended_with(s, kPc_Code_Ok, ""));
   CHECK(strcmp(trailer(s, "x-t"), "yes") == 0);
@@ -352,8 +359,7 @@ int main(void) {
   /* client streaming: three messages, one answer */
   pc_Error err;
   pc_Error_Init(&err);
-  s = pc_GrpcEngine_Open(e, "/t.T/Count", &plain, NULL, &err);
-  CHECK(s != NULL);
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Count", &plain, NULL, &err), "pc_GrpcEngine_Open");
   CHECK(pc_GrpcStream_Send(s, "a", 1) && pc_GrpcStream_Send(s, "", 0) &&
         pc_GrpcStream_Send(s, "ccc", 3));
   shuttle(e);
@@ -367,11 +373,11 @@ int main(void) {
 
   /* gzip both ways */
   pc_GrpcCallSettings gz = {5.0, NULL, 0, 1};
-  s = call(e, "/t.T/Echo", "squeeze", &gz);
+  s = must(call(e, "/t.T/Echo", "squeeze", &gz), "call");
   CHECK(srv.gzip_flag == 1 && strcmp(srv.encoding, "gzip") == 0);
   CHECK(pc_GrpcStream_Status(s) != NULL);
   pc_GrpcStream_Free(s);
-  s = call(e, "/t.T/Gzip", NULL, NULL);
+  s = must(call(e, "/t.T/Gzip", NULL, NULL), "call");
   const char *d;
   size_t n;
   CHECK(pc_GrpcStream_Next(s, &d, &n) == 1 && n == 300 && d[0] == 'a' && d[299] == 'a');
@@ -379,34 +385,34 @@ int main(void) {
   pc_GrpcStream_Free(s);
 
   /* Trailers-Only, HTTP errors */
-  s = call(e, "/t.T/Only", NULL, NULL);
+  s = must(call(e, "/t.T/Only", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_NotFound, "no such"));
   pc_GrpcStream_Free(s);
-  s = call(e, "/t.T/Http503", NULL, NULL);
+  s = must(call(e, "/t.T/Http503", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_Unavailable, "no grpc-status in the response (HTTP status 503)"));
   pc_GrpcStream_Free(s);
-  s = call(e, "/t.T/Http431", NULL, NULL);
+  s = must(call(e, "/t.T/Http431", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_Internal, "no grpc-status in the response (HTTP status 431)"));
   pc_GrpcStream_Free(s);
 
   /* RST_STREAM codes */
-  s = call(e, "/t.T/Rst7", NULL, NULL);
+  s = must(call(e, "/t.T/Rst7", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_Unavailable, NULL));
   CHECK(pc_GrpcStream_Refused(s));
   pc_GrpcStream_Free(s);
-  s = call(e, "/t.T/Rst8", NULL, NULL);
+  s = must(call(e, "/t.T/Rst8", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_Cancelled, "stream reset by the server: RST_STREAM CANCEL (8)"));
   CHECK(!pc_GrpcStream_Refused(s));
   pc_GrpcStream_Free(s);
-  s = call(e, "/t.T/Rst0", NULL, NULL);
+  s = must(call(e, "/t.T/Rst0", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_Internal, NULL));
   pc_GrpcStream_Free(s);
-  s = call(e, "/t.T/Rst11", NULL, NULL);
+  s = must(call(e, "/t.T/Rst11", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_ResourceExhausted, NULL));
   pc_GrpcStream_Free(s);
 
   /* cancel: the server sees RST_STREAM CANCEL */
-  s = call(e, "/t.T/Hang", NULL, NULL);
+  s = must(call(e, "/t.T/Hang", NULL, NULL), "call");
   CHECK(pc_GrpcStream_HeadersDone(s) && pc_GrpcStream_Status(s) == NULL);
   int32_t hang_id = 0;
   for (int32_t id = 1; id < 64; id += 2) {
@@ -422,17 +428,17 @@ int main(void) {
 
   /* limits: receive size at the prefix; header list; the connection goes on */
   server_new();
-  e = client(1000, 8192, 0, NULL);
-  s = call(e, "/t.T/BigPrefix", NULL, NULL);
+  e = must(client(1000, 8192, 0, NULL), "client");
+  s = must(call(e, "/t.T/BigPrefix", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_ResourceExhausted,
                    "response message of 10485760 bytes exceeds the receive limit of 1000 bytes"));
   CHECK(pc_GrpcStream_Status(s)->local);
   pc_GrpcStream_Free(s);
-  s = call(e, "/t.T/BigHeader", NULL, NULL);
+  s = must(call(e, "/t.T/BigHeader", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_ResourceExhausted,
                    "response header list of more than 8192 bytes exceeds the limit of 8192 bytes"));
   pc_GrpcStream_Free(s);
-  s = call(e, "/t.T/Echo", "still", NULL);
+  s = must(call(e, "/t.T/Echo", "still", NULL), "call");
   CHECK(next_is(s, "still"));
   pc_GrpcStream_Free(s);
   pc_GrpcEngine_Free(e);
@@ -440,8 +446,8 @@ int main(void) {
 
   /* flow control: an unread stream holds at most its window */
   server_new();
-  e = client(0, 0, 65536, NULL);
-  s = call(e, "/t.T/Many", NULL, NULL);
+  e = must(client(0, 0, 65536, NULL), "client");
+  s = must(call(e, "/t.T/Many", NULL, NULL), "call");
   CHECK(pc_GrpcStream_Status(s) == NULL);
   CHECK(pc_GrpcStream_Buffered(s) <= 2 * 65536);
   int got = 0;
@@ -459,7 +465,7 @@ int main(void) {
   pc_GrpcStream_Free(s);
 
   /* graceful GOAWAY: the call in flight completes, no new streams */
-  s = call(e, "/t.T/GoawayAfter", "bye", NULL);
+  s = must(call(e, "/t.T/GoawayAfter", "bye", NULL), "call");
   CHECK(next_is(s, "bye"));
   CHECK(ended_with(s, kPc_Code_Ok, ""));
   CHECK(pc_GrpcEngine_GoawayReceived(e) && !pc_GrpcEngine_CanOpen(e));
@@ -470,10 +476,10 @@ int main(void) {
 
   /* GOAWAY before the call was taken: refused, UNAVAILABLE */
   server_new();
-  e = client(0, 0, 0, NULL);
+  e = must(client(0, 0, 0, NULL), "client");
   nghttp2_submit_goaway(srv.s, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
   pc_Error_Init(&err);
-  s = pc_GrpcEngine_Open(e, "/t.T/Echo", &plain, NULL, &err);
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Echo", &plain, NULL, &err), "pc_GrpcEngine_Open");
   const uint8_t *q;
   ssize_t m;
   while ((m = nghttp2_session_mem_send(srv.s, &q)) > 0) pc_GrpcEngine_Recv(e, q, (size_t)m);
@@ -485,8 +491,8 @@ int main(void) {
   nghttp2_session_del(srv.s);
 
   /* garbage from the peer: a clear connection error, streams end */
-  e = client(0, 0, 0, NULL);
-  s = pc_GrpcEngine_Open(e, "/t.T/Echo", &plain, NULL, &err);
+  e = must(client(0, 0, 0, NULL), "client");
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Echo", &plain, NULL, &err), "pc_GrpcEngine_Open");
   static const char junk[] = "SSH-2.0-OpenSSH_9.2 this is not HTTP/2\r\n";
   const char *sent;
   pc_GrpcEngine_Wrote(e, pc_GrpcEngine_Output(e, &sent));
@@ -504,7 +510,7 @@ int main(void) {
   pc_GrpcStream_Free(s);
 
   /* misuse */
-  e = client(0, 0, 0, NULL);
+  e = must(client(0, 0, 0, NULL), "client");
   CHECK(pc_GrpcEngine_Open(e, "no-slash", &plain, NULL, &err) == NULL);
   CHECK(strcmp(err.msg, "method path 'no-slash': expected /package.Service/Method") == 0);
   pc_GrpcPair bad = {"Bad", 3, "v", 1};

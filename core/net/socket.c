@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define TLS_CHUNK 16384
+#define TLS_CHUNK ((size_t)16384)
 
 enum { kConnecting, kHandshake, kReady, kFailed };
 

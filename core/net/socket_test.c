@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -88,6 +89,15 @@ static int exchange(int family, const char *host) {
   return ok;
 }
 
+/* 'p', or the test stops: what follows needs it. */
+static pc_NetSocket *must(pc_NetSocket *p, const pc_Error *err) {
+  if (p == NULL) {
+    fprintf(stderr, "connect: %s\n", err->msg);
+    exit(1);
+  }
+  return p;
+}
+
 int main(void) {
   pc_Error err;
   pc_Error_Init(&err);
@@ -98,8 +108,7 @@ int main(void) {
   CHECK(l >= 0);
   close(l);
   pc_NetOptions o = {"127.0.0.1", port, 0, NULL, NULL, NULL, NULL};
-  pc_NetSocket *s = pc_NetSocket_Connect(&o, NULL, NULL, &err);
-  CHECK(s != NULL);
+  pc_NetSocket *s = must(pc_NetSocket_Connect(&o, NULL, NULL, &err), &err);
   CHECK(settle(s, 100) == -1);
   char want[64];
   snprintf(want, sizeof want, "connect to 127.0.0.1:%s: Connection refused", port);
@@ -112,8 +121,7 @@ int main(void) {
   /* TLS against a listener that reads the hello and closes */
   l = listener(AF_INET, port);
   pc_NetOptions t = {"127.0.0.1", port, 1, NULL, NULL, NULL, NULL};
-  s = pc_NetSocket_Connect(&t, NULL, NULL, &err);
-  CHECK(s != NULL);
+  s = must(pc_NetSocket_Connect(&t, NULL, NULL, &err), &err);
   int a = accept(l, NULL, NULL);
   settle(s, 5);
   char hello[4096];

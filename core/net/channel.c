@@ -421,10 +421,21 @@ oom:
   return NULL;
 }
 
+/* Ends the call if its deadline passed; 1 when it did. */
+static int past_deadline(pc_GrpcCall *c) {
+  if (c->deadline < 0 || c->early || c->stream == NULL || pc_GrpcStream_Status(c->stream)) return 0;
+  if (pc_Clock_Monotonic() < c->deadline) return 0;
+  pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded, "deadline exceeded");
+  if (c->conn) flush_out(c->conn);
+  return 1;
+}
+
 int pc_GrpcCall_Send(pc_GrpcCall *c, const void *msg, size_t len) {
-  if (c->early || c->stream == NULL || c->send_closed) return 0;
+  if (c->early || c->stream == NULL || c->send_closed || past_deadline(c)) return 0;
   keep_for_replay(c, msg, len);
-  return pc_GrpcStream_Send(c->stream, msg, len);
+  int ok = pc_GrpcStream_Send(c->stream, msg, len);
+  if (ok && c->conn) flush_out(c->conn); /* no wait for the next pump */
+  return ok;
 }
 
 size_t pc_GrpcCall_Unsent(const pc_GrpcCall *c) {

@@ -49,7 +49,8 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch);
 pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
                                   const pc_GrpcCallSettings *settings, pc_Error *err);
 
-/* Queues one request message (copied). Returns 0 when the call has ended
+/* Queues one request message (copied) and sends what the connection
+ * takes now. Returns 0 when the call has ended (its deadline passed too)
  * or its sending side is closed. */
 int pc_GrpcCall_Send(pc_GrpcCall *call, const void *msg, size_t len);
 

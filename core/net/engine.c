@@ -60,7 +60,8 @@ struct pc_GrpcStream {
   int remote_ended; /* END_STREAM arrived */
   int closed;       /* nghttp2 closed the stream */
   uint32_t rst_code;
-  size_t block_bytes; /* of the header block being received */
+  size_t block_bytes; /* of the header block being received, decoded */
+  size_t block_wire;  /* ...and as HEADERS and CONTINUATION frames */
   Pairs pairs[2];     /* headers, trailers */
   int ended;          /* 'status' is final */
   int failed;         /* ...set by this side (a local failure or a cancel) */
@@ -410,6 +411,23 @@ static int add_pair(pc_GrpcStream *s, int block, const uint8_t *k, size_t kn, co
   return 1;
 }
 
+/* Counts a header block's frames as they begin, so a block far over the
+ * limit fails its stream at once rather than after it all arrived. */
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *ud) {
+  pc_GrpcEngine *e = ud;
+  if (hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION) return 0;
+  pc_GrpcStream *s = stream_of(session, hd->stream_id);
+  if (s == NULL || s->failed) return 0;
+  if (hd->type == NGHTTP2_HEADERS) s->block_wire = 0;
+  s->block_wire += hd->length;
+  if (s->block_wire > e->max_header_list) {
+    fail(s, kPc_Code_ResourceExhausted, 1,
+         "response header list of more than %zu bytes exceeds the limit of %zu bytes",
+         e->max_header_list, e->max_header_list);
+  }
+  return 0;
+}
+
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
   (void)ud;
   pc_GrpcStream *s = stream_of(session, frame->hd.stream_id);
@@ -668,6 +686,7 @@ pc_GrpcEngine *pc_GrpcEngine_New(const pc_GrpcEngineOptions *opts, pc_Alloc *all
   nghttp2_session_callbacks *cb;
   if (nghttp2_session_callbacks_new(&cb) != 0) goto fail;
   nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
   nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);

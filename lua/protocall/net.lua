@@ -181,6 +181,127 @@ function Transport:server_stream(path, request, settings)
   return iterate, nil, nil, call
 end
 
+-- Request bytes a sender may have queued beyond what HTTP/2 took: past
+-- this, call:send waits for the peer's window (flow control).
+local SEND_QUEUE = 64 * 1024
+
+local Call = { __name = "protocall.GrpcCall" }
+Call.__index = Call
+
+-- Waits until `done()` or the call ended.
+local function wait_until(self, done)
+  local channel, call = self.channel, self.call
+  while not done() and not call:status() do wait(channel) end
+end
+
+local function raise_if_failed(self)
+  local st = self.call:status()
+  if st and st.code ~= "OK" then
+    st.method = self.path
+    error(new_error(st), 0)
+  end
+end
+
+--- `call:send(bytes)`: queues one request message, waiting while the
+-- peer's flow-control window is closed (more than 64 KiB queued), so a
+-- peer that stops reading holds the sender, not memory; the deadline still
+-- applies. Raises the call's error once it has ended other than OK, a
+-- string after `close_send`.
+function Call:send(bytes)
+  if type(bytes) ~= "string" then
+    error("bad argument #1 to 'send' (string expected, got " .. type(bytes) .. ")", 2)
+  end
+  if self.send_closed then error("send: the sending side is closed (close_send)", 2) end
+  local call = self.call
+  if not call:send(bytes) then
+    raise_if_failed(self)
+    return
+  end
+  wait_until(self, function() return call:unsent() <= SEND_QUEUE end)
+  raise_if_failed(self)
+end
+
+--- `call:close_send()`: no more request messages (END_STREAM). Idempotent.
+function Call:close_send()
+  if self.send_closed then return end
+  self.send_closed = true
+  self.call:close_send()
+end
+
+--- `call:recv()` -> the next response message (bytes), or nil after the
+-- last one once the call ended OK; raises the call's error otherwise.
+-- Under pc.run, one task may read while another sends.
+function Call:recv()
+  local call = self.call
+  while true do
+    local m = call:next()
+    if m then return m end
+    if m == nil then
+      raise_if_failed(self)
+      return nil
+    end
+    wait(self.channel)
+  end
+end
+
+--- `call:close_and_recv()` -> the one response message of a
+-- client-streaming call: closes the sending side and waits for the end;
+-- zero or two messages are INTERNAL.
+function Call:close_and_recv()
+  self:close_send()
+  local first = self:recv()
+  local extra = 0
+  if first ~= nil then
+    while self:recv() ~= nil do extra = extra + 1 end
+  end
+  if first == nil or extra > 0 then
+    error(new_error {
+      code = "INTERNAL", method = self.path,
+      message = first == nil and "call received no response message"
+        or ("call received " .. (extra + 1) .. " response messages"),
+    }, 0)
+  end
+  return first
+end
+
+--- `call:headers()` -> the response headers ({key, value} pairs), waiting
+-- for them (an empty list when the call ended without any).
+function Call:headers()
+  local call = self.call
+  wait_until(self, function() return call:headers_done() end)
+  return call:metadata().headers
+end
+
+--- `call:trailers()` -> the trailers ({key, value} pairs), waiting for the
+-- end of the call (read the responses first: unread ones hold it).
+function Call:trailers()
+  local call = self.call
+  wait_until(self, function() return false end)
+  return call:metadata().trailers
+end
+
+--- `call:cancel()`: ends the call CANCELLED (RST_STREAM CANCEL: the server
+-- sees CANCELLED); later `recv` and `send` raise CANCELLED.
+function Call:cancel()
+  self.call:cancel()
+end
+
+--- `call:close()`: cancels the call if still running and releases it.
+function Call:close()
+  self.call:close()
+end
+Call.__close = Call.close
+
+--- Streaming call of any shape: `local call = transport:stream(path,
+-- settings)` (settings as `unary`) -> a call object with `send`,
+-- `close_send`, `recv`, `close_and_recv`, `headers`, `trailers`, `cancel`
+-- and `close`. The deadline (`timeout`) covers the whole call.
+function Transport:stream(path, settings)
+  local timeout, md, gzip = settings_of(self, "stream", path, settings, 2)
+  local call = self.channel:start(path, timeout, md, gzip)
+  return setmetatable({ channel = self.channel, call = call, path = path }, Call)
+end
+
 --- Closes the connection (calls still being read keep it until they end).
 function Transport:close()
   self.channel:close()

@@ -907,6 +907,28 @@ describe("pc.grpc", function()
       tr:close()
     end)
 
+    it("fails h2c to a TLS port clearly, in time", function()
+      local tr = pc.grpc("http://127.0.0.1:" .. tls.port)
+      local t0 = now()
+      local err = failure(tr.unary, tr, "/test.Test/Echo", "x", { timeout = 5 })
+      assert.is_true(now() - t0 < 2, "took " .. (now() - t0) .. " s")
+      assert.are.equal("UNAVAILABLE", err.code)
+      tr:close()
+    end)
+
+    it("takes server_name as the name to verify", function()
+      local tr = pc.grpc("https://127.0.0.1:" .. tls.port,
+                         { ca_file = dir .. "/cert.pem", server_name = "localhost" })
+      assert.are.equal("named", tr:unary("/test.Test/Echo", "named"))
+      tr:close()
+      tr = pc.grpc("https://127.0.0.1:" .. tls.port,
+                   { ca_file = dir .. "/cert.pem", server_name = "other.example" })
+      local err = failure(tr.unary, tr, "/test.Test/Echo", "x", { timeout = 5 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.matches("certificate verify failed", err.message, 1, true)
+      tr:close()
+    end)
+
     it("verifies the server: an unknown certificate is UNAVAILABLE", function()
       local tr = pc.grpc("https://127.0.0.1:" .. tls.port)
       local err = failure(tr.unary, tr, "/test.Test/Echo", "x", { timeout = 5 })

@@ -8,7 +8,8 @@
 #                 (make test runs a FUZZ_SLICE-second slice of each);
 #                 BENCH_ARGS=--callgrind adds exact instruction counts
 #   make memcheck the spec suite under valgrind
-#   make lint     cppcheck and clang-tidy over core/ and bindings/
+#   make lint     the layout rules (.ci/check-layout), then cppcheck and
+#                 clang-tidy over core/ and bindings/
 #   make format   clang-format over all C
 
 JOBS    ?= $(shell nproc)
@@ -72,6 +73,8 @@ memcheck: build
 	  $(RELEASE)/protocall $$(command -v busted) -o TAP
 
 lint: build
+	@/usr/bin/python3 .ci/check-layout --self-test
+	@/usr/bin/python3 .ci/check-layout --objects $(RELEASE)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --std=c11 -I core -I bindings/lua core bindings
 	@echo "clang-tidy over core/ and bindings/ (compile_commands.json of $(RELEASE))"

@@ -6,6 +6,7 @@
 -- once each; the ctest entry that wraps busted is not counted, its specs are. A suite whose report is missing
 -- counts as one failure, so a crash can never read as a pass.
 local passed, failed, skipped = 0, 0, 0
+local skips = {} -- "build: test: reason", printed above the closing line
 
 local function read(path)
   local f = io.open(path, "rb")
@@ -29,6 +30,8 @@ for _, dir in ipairs(arg) do
           passed = passed + 1
         elseif status == "notrun" or status == "disabled" then
           skipped = skipped + 1
+          local why = body:match("(SKIPPED:[^\n<]*)") or body:match('<skipped message="([^"]*)"') or status
+          skips[#skips + 1] = dir .. ": " .. name .. ": " .. why
         else
           failed = failed + 1
         end
@@ -44,8 +47,9 @@ for _, dir in ipairs(arg) do
     failed = failed + 1
   end
   for line in (tap or ""):gmatch("[^\n]+") do
-    if line:match("^ok %d+ %- # SKIP") then
+    if line:match("^ok %d+ %- .*# SKIP") or line:match("^ok %d+ %- # SKIP") then
       skipped = skipped + 1
+      skips[#skips + 1] = dir .. ": " .. line:gsub("^ok %d+ %- ", "")
     elseif line:match("^ok %d+") then
       passed = passed + 1
     elseif line:match("^not ok %d+") then
@@ -54,6 +58,7 @@ for _, dir in ipairs(arg) do
   end
 end
 
+for _, s in ipairs(skips) do print("skipped: " .. s) end
 local line = string.format("%d passed, %d failed", passed, failed)
 if skipped > 0 then line = line .. string.format(", %d skipped", skipped) end
 print(line)

@@ -1,4 +1,4 @@
--- The cached callable against a bare call (issue 6): a million calls of a
+-- The cached callable against a bare call: a million calls of a
 -- callable wrapping `function() return 1 end` with Retry() and a timeout.
 -- Run: build/release/protocall bench/callable_bench.lua [--callgrind]
 local H = require "bench.harness"

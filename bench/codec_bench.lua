@@ -1,4 +1,4 @@
--- Wire codec speed (issue 4): encode and decode of Point (3 x uint32), a
+-- Wire codec speed: encode and decode of Point (3 x uint32), a
 -- rich message (strings, bytes, packed ints, nested, map, enum),
 -- otlp_traces.bin and test_all_types_proto3.bin, called from Lua and from
 -- the C API, against the C++ library's generated code built in this same
@@ -122,6 +122,150 @@ for _, c in ipairs(CASES) do
   }
 end
 
+-- The user's path against lua-protobuf (built by this bench from
+-- ../shared/peers/lua-protobuf into OUT/peers, never linked into the
+-- product): for otlp_traces, test_all_types_proto3 and a small message
+-- with a string, decode then read every field, Lua table -> bytes, and
+-- bytes -> plain Lua tables. Both libraries get the same tables (the
+-- shape pc.to_table returns: enums as numbers, so lua-protobuf is set to
+-- enum_as_value; its other options are its defaults).
+local PEER_SRC = "../shared/peers/lua-protobuf"
+local PEER_OUT = OUT .. "/peers"
+local peer_present = io.open(PEER_SRC .. "/pb.c", "rb") ~= nil
+if peer_present and not only then
+  sh(("mkdir -p %s && gcc -O2 -shared -fPIC -I/usr/include/lua5.4 %s/pb.c -o %s/pb.so")
+    :format(PEER_OUT, PEER_SRC, PEER_OUT))
+end
+local pb
+if peer_present then
+  package.cpath = PEER_OUT .. "/?.so;" .. package.cpath
+  pb = require "pb"
+  assert(pb.load(read(OUT .. "/set.pb")), "lua-protobuf: cannot load the descriptor set")
+  pb.option "enum_as_value"
+end
+
+local Named = assert(pool:type("bench.Named"))
+local USER_CASES = {
+  { name = "otlp_traces", T = CASES[3].T, type = CASES[3].type, bytes = CASES[3].bytes, iters = 100 },
+  { name = "test_all_types_proto3", T = CASES[4].T, type = CASES[4].type, bytes = CASES[4].bytes, iters = 100 },
+  { name = "small", T = Named, type = "bench.Named", bytes = pc.encode(Named { name = "checkout-service", id = 42 }),
+    iters = 20000 },
+}
+
+-- A reading plan per type: the fields in declaration order, with how to
+-- walk each (one plan for both libraries, so the walk costs the same).
+local plans = {}
+local function plan_of(T)
+  if plans[T] then return plans[T] end
+  local plan = {}
+  plans[T] = plan
+  for _, f in ipairs(pool:fields(T)) do
+    local p = { name = f.name, kind = "scalar" }
+    local map_value = f.type:match("^map<[^,]+,%s*(.-)>$")
+    if map_value then
+      local V = pool:type(map_value)
+      p.kind = type(V) == "userdata" and "mapmsg" or "map"
+      if p.kind == "mapmsg" then p.sub = plan_of(V) end
+    elseif f.type == "message" or f.type == "group" then
+      p.kind = f.label == "repeated" and "repmsg" or "msg"
+      p.sub = plan_of(assert(pool:type(f.type_name)))
+    elseif f.label == "repeated" then
+      p.kind = "rep"
+    end
+    plan[#plan + 1] = p
+  end
+  return plan
+end
+
+local function walk(plan, m)
+  for i = 1, #plan do
+    local p = plan[i]
+    local v = m[p.name]
+    if v ~= nil then
+      local k = p.kind
+      if k == "msg" then
+        walk(p.sub, v)
+      elseif k == "rep" then
+        for j = 1, #v do local _ = v[j] end
+      elseif k == "repmsg" then
+        for j = 1, #v do walk(p.sub, v[j]) end
+      elseif k == "map" then
+        for _, _ in pairs(v) do end
+      elseif k == "mapmsg" then
+        for _, x in pairs(v) do walk(p.sub, x) end
+      end
+    end
+  end
+end
+
+local user_cases = {}
+for _, c in ipairs(USER_CASES) do
+  local T, bytes, name, plan = c.T, c.bytes, c.type, plan_of(c.T)
+  local tbl = pc.to_table(pc.decode(T, bytes))
+  local function add(op, fn, peer_fn)
+    user_cases[#user_cases + 1] = { name = op .. " " .. c.name, callgrind_iters = c.iters, fn = fn }
+    if pb then
+      user_cases[#user_cases + 1] = { name = "lua-protobuf " .. op .. " " .. c.name, callgrind_iters = c.iters,
+        fn = peer_fn }
+    end
+  end
+  add("decode", function(n)
+    local decode = pc.decode
+    for _ = 1, n do decode(T, bytes) end
+  end, function(n)
+    local decode = pb.decode
+    for _ = 1, n do decode(name, bytes) end
+  end)
+  local msg = pc.decode(T, bytes)
+  add("encode", function(n)
+    local encode = pc.encode
+    for _ = 1, n do encode(msg) end
+  end, function(n)
+    local encode = pb.encode
+    for _ = 1, n do encode(name, tbl) end
+  end)
+  add("decode+read", function(n)
+    local decode = pc.decode
+    for _ = 1, n do walk(plan, decode(T, bytes)) end
+  end, function(n)
+    local decode = pb.decode
+    for _ = 1, n do walk(plan, decode(name, bytes)) end
+  end)
+  user_cases[#user_cases + 1] = { name = "decode{table}+read " .. c.name, callgrind_iters = c.iters,
+    fn = function(n)
+      local decode, opts = pc.decode, { table = true }
+      for _ = 1, n do walk(plan, decode(T, bytes, opts)) end
+    end }
+  user_cases[#user_cases + 1] = { name = "T{...}->encode " .. c.name, callgrind_iters = c.iters,
+    fn = function(n)
+      local encode = pc.encode
+      for _ = 1, n do encode(T(tbl)) end
+    end }
+  add("table->encode", function(n)
+    local encode = pc.encode
+    for _ = 1, n do encode(T, tbl) end
+  end, function(n)
+    local encode = pb.encode
+    for _ = 1, n do encode(name, tbl) end
+  end)
+  add("decode->table", function(n)
+    local decode = pc.decode
+    local opts = { table = true }
+    for _ = 1, n do decode(T, bytes, opts) end
+  end, function(n)
+    local decode = pb.decode
+    for _ = 1, n do decode(name, bytes) end
+  end)
+end
+
+if only then -- a child of --callgrind running one of the user's-path cases
+  local iters = 1000
+  for i, a in ipairs(arg) do if a == "--iters" then iters = tonumber(arg[i + 1]) end end
+  for _, c in ipairs(user_cases) do
+    if c.name == only then c.fn(iters) return end
+  end
+end
+
 local results = H.run {
   title = "wire codec called from Lua (pc.decode to a message, pc.encode to a string)",
   baseline = {
@@ -189,3 +333,58 @@ for _, c in ipairs(CASES) do
   end
 end
 H.report("wire codec against the C++ library (generated code, same run)", rows)
+
+local user = H.run {
+  title = "the user's path against lua-protobuf (same tables, same walk)",
+  baseline = {
+    name = "bare Lua call",
+    fn = function(n)
+      local f = function(x) return x end
+      for i = 1, n do f(i) end
+    end,
+  },
+  cases = user_cases,
+}
+if not pb then
+  print(("\ncodec_bench: lua-protobuf not found at %s; its rows are skipped"):format(PEER_SRC))
+  return
+end
+-- Goals: instructions against lua-protobuf when --callgrind gives them,
+-- else wall-clock time.
+local GOALS = {
+  ["decode+read"] = 0.7, ["table->encode"] = 0.7, ["decode->table"] = 0.8,
+  decode = { small = 0.5 }, encode = { small = 0.5 },
+}
+local ratio_rows = {}
+for _, c in ipairs(USER_CASES) do
+  for _, op in ipairs { "decode", "encode", "decode+read", "table->encode", "decode->table" } do
+    local a, b = user[op .. " " .. c.name], user["lua-protobuf " .. op .. " " .. c.name]
+    local by_instr = a.instructions and b.instructions
+    local ratio = by_instr and a.instructions / b.instructions or a.ns / b.ns
+    local goal = GOALS[op]
+    if type(goal) == "table" then goal = goal[c.name] end
+    ratio_rows[#ratio_rows + 1] = {
+      name = ("%s %s / lua-protobuf"):format(op, c.name),
+      value = ratio, unit = by_instr and "x instr" or "x time",
+      goal = goal and ("<= %.1fx"):format(goal) or "",
+    }
+    if goal then ratio_rows[#ratio_rows].ok = ratio <= goal end
+  end
+  -- Informational: the same walk over pc.decode(T, bytes, {table = true}),
+  -- and building T{...} then encoding against the direct table encode.
+  local a, b = user["decode{table}+read " .. c.name], user["lua-protobuf decode+read " .. c.name]
+  local by_instr = a.instructions and b.instructions
+  ratio_rows[#ratio_rows + 1] = {
+    name = ("decode{table}+read %s / lua-protobuf decode+read"):format(c.name),
+    value = by_instr and a.instructions / b.instructions or a.ns / b.ns, unit = by_instr and "x instr" or "x time",
+  }
+  local t, d = user["T{...}->encode " .. c.name], user["table->encode " .. c.name]
+  by_instr = t.instructions and d.instructions
+  ratio_rows[#ratio_rows + 1] = {
+    name = ("T{...}->encode %s / table->encode"):format(c.name),
+    value = by_instr and t.instructions / d.instructions or t.ns / d.ns, unit = by_instr and "x instr" or "x time",
+    goal = "<= 1.5x",
+  }
+  ratio_rows[#ratio_rows].ok = ratio_rows[#ratio_rows].value <= 1.5
+end
+H.report("the user's path: protocall against lua-protobuf", ratio_rows)

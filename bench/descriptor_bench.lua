@@ -1,4 +1,4 @@
--- Descriptors out (issue 5 item 5): a large loaded file
+-- Descriptors out: a large loaded file
 -- (google/pubsub/v1/pubsub.proto, 27 KB as a FileDescriptorProto) written
 -- as protoc's bytes by the C writer (core/wire/descriptor_write.c), and as a
 -- message with pool:file_descriptor (write, then decode into

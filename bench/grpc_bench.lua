@@ -1,6 +1,7 @@
 -- gRPC over HTTP/2 (pc.grpc): unary round trips over loopback h2c against
 -- the python3-grpcio test server (spec/grpc_server.py), one connection,
--- one call at a time, then 64 at a time from pc.spawn tasks. The python server bounds every client here (issue 7
+-- one call at a time, then 64 at a time from pc.spawn tasks. The python
+-- server bounds every client here (README "Services"
 -- measures ~3,400 calls/s from it); bench/service_bench.lua compares clients
 -- against a C++ gRPC server.
 -- Baseline: a 10-byte echo; cases vary the payload, compression and shape

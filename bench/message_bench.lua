@@ -1,4 +1,4 @@
--- Slotted messages (issue 3): memory per instance, field reads, construction
+-- Slotted messages: memory per instance, field reads, construction
 -- and declaration, for {uint32 foo = 1; uint32 bar = 2; uint32 baz = 3}.
 --   build/release/protocall bench/message_bench.lua [--quick] [--callgrind]
 -- Memory figures run in child processes (one per case, so the process's

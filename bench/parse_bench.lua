@@ -1,6 +1,6 @@
 -- Loading the 11 OpenTelemetry .proto files (with their imports: the
 -- built-in well-known types they use) from source text with the C parser
--- and resolver (issue 5: goal under 0.4 ms; lua-protobuf's pure-Lua
+-- and resolver (goal under 0.4 ms; lua-protobuf's pure-Lua
 -- protoc.lua takes about 3.7 ms). The texts are read once, outside the
 -- timed loop. Baseline: a pure-Lua tokenizer pass over the same texts
 -- (string.find per token), the least any pure-Lua parser has to do.

@@ -1,4 +1,4 @@
--- Services (issue 7 benchmarks), in one run:
+-- Services, in one run:
 -- 1. the in-process transport's cost per call: pc.client over pc.inproc
 --    next to a bare callable (pc.wrap_method of a function returning a
 --    constant) and a bare Lua function call (the baseline);

@@ -75,3 +75,12 @@ print(("Measure -> %s"):format(tostring(distance)))
 io.write("Walk ->")
 for p in router:Walk(route) do io.write((" (%d,%d)"):format(p.x, p.y)) end
 print()
+
+-- 5. JSON, as a gateway sees it: a proto3 JSON request in, the call, the
+-- response out as JSON (json_name keys, 64-bit integers as strings).
+local request = assert(pc.from_json(Route,
+  '{"name": "json", "points": [{"x": 1, "y": 1}, {"x": 4, "y": 5}], "labels": {"via": "gateway"}}'))
+print("JSON request:  " .. pc.to_json(request))
+print("JSON response: " .. pc.to_json(router:Measure(request)))
+local _, json_err = pc.from_json(Route, '{"name": "json", "points": [{"x": "four"}]}')
+print("bad JSON: " .. tostring(json_err))

@@ -1,4 +1,4 @@
--- Clients over gRPC (issue 7, "Bad input and faults" at the client level):
+-- Clients over gRPC (bad input and faults at the client level):
 -- pc.client on pc.grpc with real messages against the python3-grpcio test
 -- server's message service faults.Faults (spec/fixtures/protos/grpc/faults.proto,
 -- served by spec/grpc_server.py), with retry policies, deadlines,

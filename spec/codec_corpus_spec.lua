@@ -1,4 +1,4 @@
--- The corpus round trip (issue 4): every binary payload of
+-- The corpus round trip: every binary payload of
 -- ../shared/corpus/payloads/MANIFEST.tsv, decoded with its project's
 -- descriptor set (loaded by pc.load_descriptor_set) and re-encoded in
 -- deterministic mode, gives back the same bytes; golden_message, which

@@ -1,5 +1,5 @@
 -- Lua declarations refuse what they would otherwise ignore, and the
--- well-known types are there on first use (API.md "Schemas").
+-- well-known types are there on first use (README "Schemas").
 local pc = require "protocall"
 
 describe("declarations", function()

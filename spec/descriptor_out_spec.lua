@@ -1,4 +1,4 @@
--- Descriptors out (issue 5 item 5): pc.file_descriptor(name) and
+-- Descriptors out: pc.file_descriptor(name) and
 -- pool:file_descriptor(name) give a loaded file as a
 -- google.protobuf.FileDescriptorProto message. Over the corpus: every file
 -- of descriptors/<project>.pb, loaded from its .proto under

@@ -1,6 +1,6 @@
 -- The examples run green: the quickstart in process and against a real gRPC
--- server (examples/route_server.py on Debian's python3-grpcio), and the
--- payload decoder on a corpus payload. They run through the `protocall`
+-- server (examples/route_server.py on Debian's python3-grpcio). They run
+-- through the `protocall`
 -- command of the build under test ($PROTOCALL_BIN, set by .ci/busted).
 local helper = require "grpc_helper"
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
@@ -39,30 +39,5 @@ describe("examples/quickstart.lua", function()
     assert.matches("client: retrying after UNAVAILABLE: flaky server", out, 1, true)
     assert.matches("Measure -> demo.Distance{length=9.0, legs=2}", out, 1, true)
     assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
-  end)
-end)
-
-describe("examples/decode.lua", function()
-  it("prints a corpus payload as protoc --decode does", function()
-    if not corpus.read("payloads/grpc/route_guide_feature.bin") then return corpus.skip(pending, "decode example") end
-    local out, code = run(BIN .. " examples/decode.lua -I " .. CORPUS .. "/protos/grpc/examples/protos "
-      .. "route_guide.proto routeguide.Feature " .. CORPUS .. "/payloads/grpc/route_guide_feature.bin")
-    assert.are.equal(0, code, out)
-    assert.are.equal('name: "Patriots Path, Mendham, NJ 07945, USA"\nlocation {\n  latitude: 407838351\n'
-      .. '  longitude: -746143763\n}\n', out)
-  end)
-
-  it("fails with the byte offset on a truncated payload and a usage line without arguments", function()
-    local tmp = os.tmpname()
-    local f = assert(io.open(tmp, "wb"))
-    f:write("\10\5ab")
-    f:close()
-    local out, code = run(BIN .. " examples/decode.lua -I examples route.proto demo.Route " .. tmp)
-    os.remove(tmp)
-    assert.are_not.equal(0, code)
-    assert.matches("demo.Route.name: length runs past the end of the input at offset 1", out, 1, true)
-    out, code = run(BIN .. " examples/decode.lua")
-    assert.are_not.equal(0, code)
-    assert.matches("^usage: protocall examples/decode.lua", out)
   end)
 end)

@@ -1,5 +1,5 @@
 -- pc.grpc, the gRPC over HTTP/2 transport, against real servers
--- (issue 7: "Bad input and faults"): spec/grpc_server.py runs a
+-- (bad input and faults): spec/grpc_server.py runs a
 -- python3-grpcio server, a scripted HTTP/2 peer (python3-h2) for replies
 -- grpcio will not make, and raw sockets that answer garbage or nothing.
 local pc = require "protocall"

@@ -1,4 +1,4 @@
--- Messages (API.md "Messages") and Lua declarations (API.md "Schemas").
+-- Messages (README "Messages") and Lua declarations (README "Schemas").
 local pc = require "protocall"
 local core = require "protocall.core"
 

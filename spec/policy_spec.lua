@@ -1,4 +1,4 @@
--- Call policies and the cached callable (API.md "Call policies", issue 6).
+-- Call policies and the cached callable (README "Calls").
 -- Every retry and timeout case runs on a fake clock with a fake target and
 -- counts attempts exactly.
 local pc = require "protocall"

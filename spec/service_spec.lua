@@ -1,5 +1,5 @@
 -- Loading .proto source, services, the in-process server and transport, and
--- clients (API.md "Schemas" and "Services", issue 7).
+-- clients (README "Schemas" and "Services").
 local pc = require "protocall"
 
 local ROUTE = [[

@@ -1,4 +1,4 @@
--- The wire format: every case of issue 4's table, byte for byte.
+-- The wire format: every case of the wire-case table (core/wire/wire_cases_test.c), byte for byte.
 local pc = require "protocall"
 
 local function unhex(s)
@@ -179,6 +179,15 @@ describe("wire format", function()
       fails("t.I64", "88 80 80 80 40 d2 09"))
     assert.are.equal("t.Empty: tag wider than 32 bits at offset 0",
       fails("t.Empty", "f8 ff ff ff 1f 01"))
+  end)
+
+  it("rejects tags written in more than 5 bytes, as protoc and python3-protobuf do", function()
+    assert.are.equal("t.I64: tag longer than 5 bytes at offset 0",
+      fails("t.I64", "88 80 80 80 80 00 01"))
+    assert.are.equal("t.Empty: tag longer than 5 bytes at offset 2",
+      fails("t.Empty", "08 01 88 80 80 80 80 80 80 80 80 00 01"))
+    -- five bytes within 32 bits is still field 1
+    assert.are.equal(1, ok("t.I64", "88 80 80 80 00 01").r)
   end)
 
   it("keeps field 536870911 as an unknown field", function()

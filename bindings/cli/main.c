@@ -1,5 +1,9 @@
-/* The `protocall` command: Lua 5.4 with the protocall module preloaded.
+/* The `protocall` command: Lua 5.4 with the protocall module preloaded,
+ * and the subcommands of lua/protocall/cli.lua.
  *
+ *   protocall COMMAND [flags] [args...]   (decode, encode, describe, list,
+ *                                          call, help; `protocall help`)
+ *   protocall run script [args...]        always runs the script
  *   protocall [options] [script [args...]]
  *     -e stat   run the Lua statement 'stat'
  *     -l mod    require 'mod' into the global 'mod'
@@ -8,6 +12,9 @@
  *     -         run standard input
  * With no script and no -e, standard input runs when it is not a terminal
  * (`echo 'print(1)' | protocall`); on a terminal the usage is printed.
+ *
+ * A subcommand's name wins only when no file of that name exists, so a
+ * script called `decode` next to the caller still runs as a script.
  *
  * As Lua's own lua.c: 'arg' holds the script name at 0, its arguments at
  * 1..n and the command's options at negative indices; everything runs under
@@ -26,14 +33,17 @@ static const char *progname = "protocall";
 
 static void print_usage(void) {
   fprintf(stderr,
-          "usage: %s [options] [script [args]]\n"
+          "usage: %s COMMAND [flags] [args]   (decode, encode, describe, list, call, help)\n"
+          "       %s run script [args]\n"
+          "       %s [options] [script [args]]\n"
           "Available options are:\n"
           "  -e stat   execute string 'stat'\n"
           "  -l mod    require library 'mod' into global 'mod'\n"
           "  -v        show version information\n"
           "  --        stop handling options\n"
-          "  -         stop handling options and execute stdin\n",
-          progname);
+          "  -         stop handling options and execute stdin\n"
+          "`%s help` lists the commands; `%s help COMMAND` shows one.\n",
+          progname, progname, progname, progname, progname);
 }
 
 static int report(lua_State *L, int status) {
@@ -131,23 +141,82 @@ static int runscript_stdin(lua_State *L) {
   return report(L, status);
 }
 
-/* The protected main: all Lua work happens in here (as lua.c's pmain). */
-static int pmain(lua_State *L) {
-  int argc = (int)lua_tointeger(L, 1);
-  char **argv = (char **)lua_touserdata(L, 2);
-  int version = 0, ran = 0;
-  int script = collectargs(argv, argc, &version);
-  luaL_checkversion(L);
-  if (script < 0) {
-    print_usage();
-    return 0;
+/* The exit status a subcommand asked for (pmain's result when >= 0). */
+static int command_status = -1;
+
+/* Whether argv[1] names a subcommand of lua/protocall/cli.lua rather than a
+ * script: one of the names, or --help / -h, and no file of that name. */
+static int is_command(int argc, char **argv) {
+  static const char *const names[] = {"call",  "list", "describe", "decode", "encode",
+                                      "serve", "help", "--help",   "-h",     NULL};
+  if (argc < 2) return 0;
+  for (int i = 0; names[i] != NULL; i++) {
+    if (strcmp(argv[1], names[i]) == 0) return argv[1][0] == '-' || access(argv[1], F_OK) != 0;
   }
-  if (version) printf("protocall %s (%s)\n", PROTOCALL_VERSION, LUA_RELEASE);
+  return 0;
+}
+
+static void preload_protocall(lua_State *L) {
   luaL_openlibs(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, luaopen_protocall);
   lua_setfield(L, -2, "protocall");
   lua_pop(L, 1);
+}
+
+/* Runs `require("protocall.cli").main({argv[1], ...}, {stderr_is_terminal
+ * = ...})` (after `require
+ * "protocall"`, which registers the embedded Lua layer); its integer
+ * result is the exit status. */
+static int runcommand(lua_State *L, char **argv, int argc) {
+  preload_protocall(L);
+  createargtable(L, argv, argc, 0);
+  int status = dolibrary(L, "protocall");
+  if (status != LUA_OK) return status;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "protocall.cli");
+  status = docall(L, 1, 1);
+  if (status == LUA_OK) {
+    lua_getfield(L, -1, "main");
+    lua_createtable(L, argc - 1, 0);
+    for (int i = 1; i < argc; i++) {
+      lua_pushstring(L, argv[i]);
+      lua_rawseti(L, -2, i);
+    }
+    lua_createtable(L, 0, 1); /* what Lua cannot see itself */
+    lua_pushboolean(L, isatty(STDERR_FILENO));
+    lua_setfield(L, -2, "stderr_is_terminal");
+    status = docall(L, 2, 1);
+    if (status == LUA_OK) command_status = (int)lua_tointeger(L, -1);
+  }
+  return report(L, status);
+}
+
+/* The protected main: all Lua work happens in here (as lua.c's pmain). */
+static int pmain(lua_State *L) {
+  int argc = (int)lua_tointeger(L, 1);
+  char **argv = (char **)lua_touserdata(L, 2);
+  int version = 0, ran = 0;
+  luaL_checkversion(L);
+  if (is_command(argc, argv)) {
+    if (runcommand(L, argv, argc) != LUA_OK) return 0;
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  if (argc >= 3 && strcmp(argv[1], "run") == 0) { /* protocall run FILE [args] */
+    preload_protocall(L);
+    createargtable(L, argv, argc, 2);
+    if (runscript(L, argv, argc, 2) != LUA_OK) return 0;
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  int script = collectargs(argv, argc, &version);
+  if (script < 0) {
+    print_usage();
+    return 0;
+  }
+  if (version) printf("protocall %s (%s)\n", PROTOCALL_VERSION, LUA_RELEASE);
+  preload_protocall(L);
   createargtable(L, argv, argc, script > 0 ? script : 0);
   int last = script > 0 ? script : argc;
   for (int i = 1; i < last; i++) {
@@ -186,5 +255,6 @@ int main(int argc, char **argv) {
   int ok = lua_toboolean(L, -1);
   report(L, status);
   lua_close(L);
+  if (ok && status == LUA_OK && command_status >= 0) return command_status;
   return (ok && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
 }

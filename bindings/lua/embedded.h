@@ -8,11 +8,14 @@
 typedef struct {
   const char *module;    /* "protocall", "protocall.policy", ... */
   const char *chunkname; /* "@lua/protocall/init.lua", for tracebacks */
-  const unsigned char *source;
+  const unsigned char *source; /* the chunk: source or precompiled */
   size_t size;
 } lpc_EmbeddedFile;
 
 extern const lpc_EmbeddedFile lpc_embedded_files[];
 extern const size_t lpc_embedded_count;
+/* 1 when the files are precompiled Lua 5.4 chunks (luac, debug info kept),
+ * 0 when they are source. */
+extern const int lpc_embedded_binary;
 
 #endif

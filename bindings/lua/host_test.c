@@ -4,7 +4,7 @@
  *     freeze;
  *   - messages from C: setters and getters by name with their errors,
  *     encode, decode, clone;
- *   - issue 5 item 4: ONE frozen pool shared by two lua_States used from two
+ *   - ONE frozen pool shared by two lua_States used from two
  *     threads at once, each building, encoding and decoding messages,
  *     reading the file descriptor, and moving messages between C and Lua;
  *     the pool outlives both states and is freed by the host (ASan in the
@@ -481,7 +481,26 @@ static void yielding_time(void) {
   protocall_pool_free(pool);
 }
 
+/* protocall_pushpool / protocall_pushmessage in a state where the module
+ * was never opened: a Lua error, not a crash. */
+static int push_pool_early(lua_State *L) {
+  protocall_pushpool(L, lua_touserdata(L, 1));
+  return 1;
+}
+
+static void before_open(void) {
+  pc_Pool *pool = demo_pool();
+  lua_State *L = luaL_newstate();
+  lua_pushcfunction(L, push_pool_early);
+  lua_pushlightuserdata(L, pool);
+  CHECK(lua_pcall(L, 1, 1, 0) != LUA_OK);
+  CHECK(strstr(lua_tostring(L, -1), "open the module first (luaopen_protocall)") != NULL);
+  lua_close(L);
+  protocall_pool_free(pool);
+}
+
 int main(void) {
+  before_open();
   pools();
   messages();
   unknown_pool();

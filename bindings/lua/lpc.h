@@ -5,6 +5,7 @@
 #ifndef LPC_H
 #define LPC_H
 
+#include "compiler/import.h"
 #include "message/message.h"
 #include "protocall.h"
 #include "schema/def.h"
@@ -22,18 +23,34 @@ typedef struct {
 /* The state's time source, made (all defaults) on first use (lpc_call.c). */
 lpc_Time *lpc_gettime(lua_State *L);
 
-void lpc_open_status(lua_State *L);
-void lpc_open_schema(lua_State *L);  /* pools, types, declarations (lpc_schema.c) */
-void lpc_open_message(lua_State *L); /* message instances (lpc_message.c) */
-void lpc_open_call(lua_State *L);
-void lpc_open_wire(lua_State *L); /* wire encode/decode, descriptor sets (lpc_wire.c) */
-void lpc_open_parse(lua_State *L);
-void lpc_open_net(lua_State *L);
+void lpc_open_status(lua_State *L);   /* status codes (lpc_base.c) */
+void lpc_open_schema(lua_State *L);   /* pools, types, declarations (lpc_schema.c) */
+void lpc_open_message(lua_State *L);  /* message instances (lpc_message_ops.c) */
+void lpc_open_call(lua_State *L);     /* policies, callables (lpc_call.c) */
+void lpc_open_wire(lua_State *L);     /* encode, decode, descriptor sets (lpc_wire.c) */
+void lpc_open_parse(lua_State *L);    /* the .proto parser as tables (lpc_parse.c) */
+void lpc_open_net(lua_State *L);      /* the gRPC channel (lpc_net.c) */
 void lpc_open_compiler(lua_State *L); /* pool:load, services (lpc_compiler.c) */
 void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
+void lpc_open_json(lua_State *L);     /* proto3 JSON (lpc_json.c) */
+void lpc_open_text(lua_State *L);     /* text format (lpc_text.c) */
+void lpc_open_table(lua_State *L);    /* plain tables to wire bytes (lpc_table.c) */
 
-/* Messages, types and pools as Lua values, shared by
- * lpc_schema.c (pools, types, declarations), lpc_message.c (instances) and the
+/* Pushes the wire encoding of the plain table at 't' as a message of the
+ * Type at 'type' and returns 1; returns 0 (nothing pushed, nothing
+ * raised) when the table needs T{...}'s checks: the caller then builds
+ * T{...} and encodes it (see lpc_table.c). Raises only when memory runs
+ * out. */
+int lpc_encode_table(lua_State *L, int type, int t);
+
+/* Pushes the plain table of 'msg' (type 'def') in pc.to_table's shape:
+ * set fields by name, sub-messages as tables, lists, maps as tables,
+ * enums as numbers (lpc_table.c). */
+void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def);
+
+/* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
+ * types, declarations), the message files (instances: lpc_anchor.c,
+ * lpc_scalar.c, lpc_message.c, lpc_construct.c, lpc_message_ops.c) and the
  * wire codec's binding (decode into an arena, encode any message).
  *
  * Lua objects:
@@ -44,7 +61,9 @@ void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
  *   "protocall.Arena"   userdata {pc_Arena *}: owns an arena (decoded trees,
  *                       and what Lua-made messages point to).
  *   message, standalone one block: the message's slots ARE the userdata's
- *                       memory (def->size bytes, no user value).
+ *                       memory (def->size bytes); user value 1, when it
+ *                       has one: the input string a decode of a flat type
+ *                       left its string fields pointing into (lpc_wire.c).
  *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
  *                       message).
@@ -92,26 +111,14 @@ pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def);
 /* As lpc_tomessage, raising a bad-argument error when it is not one. */
 pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def);
 
+/* Pushes the weak table (__mode 'mode': "k", "v") the registry holds at
+ * 'key', making it on first use, so opening the module again in a state
+ * keeps what live objects rely on (lpc_anchor.c). */
+void lpc_registry_table(lua_State *L, void *key, const char *mode);
+
 /* Tells Lua's collector about arena memory it cannot see: call after
  * filling the arena of the Arena userdata at 'idx'. */
 void lpc_pacearena(lua_State *L, int idx);
-
-/* Where .proto text comes from when loading (lpc_compiler.c): the main file
- * given as text, else the import paths in order, else the built-in
- * well-known types. */
-typedef struct {
-  pc_Arena *arena;       /* scratch: paths, file text, loaded descriptions */
-  const char *main_name; /* the file given as text, or NULL */
-  const char *main_source;
-  size_t main_len;
-  const char **paths; /* import paths */
-  size_t path_count;
-} lpc_SourceCtx;
-
-/* Loads the file 'name' and what it imports into 'pool' (files the pool
- * holds are reused, not read). Never raises. Returns 1, or 0 with 'err'
- * set; the pool then keeps the files added before the failing one. */
-int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *err);
 
 /* Adds the built-in well-known-type file defining 'full_name'
  * ("google.protobuf.Timestamp") to 'pool' when it lacks it, so those types
@@ -124,9 +131,161 @@ int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name);
  * pool has that built-in file now, 0 when it is none or the pool is frozen. */
 int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file);
 
-/* Used between lpc_schema.c and lpc_message.c: the two instance metatables
- * of a new Type (its user values 2 and 3), and calling a Type. */
-void lpc_maketype_metatables(lua_State *L, int type_idx, const pc_MessageDef *def);
+/* Options tables of the codecs (lpc_json.c, used by lpc_text.c too). Each
+ * raises "bad argument #idx to 'fname' (...)", named so that a pcall'd call
+ * does not name the core table. */
+void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg);
+/* The table at 'idx' (nil or none allowed) has only keys among 'names'
+ * (NULL-terminated). */
+void lpc_check_options(lua_State *L, int idx, const char *fname, const char *const *names);
+/* Integer field 'name' of the table at 'idx' in lo..hi, or 'dflt' when
+ * absent (or when there is no table). */
+int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi, int dflt);
+/* The pool of field "pool" of the table at 'idx' (a Pool userdata), or NULL. */
+pc_Pool *lpc_opt_pool(lua_State *L, int idx);
+
+/* Types ("protocall.Type", lpc_schema.c) get their instance metatables
+ * from the message binding without the schema binding naming it: the
+ * registry holds, under &lpc_type_metatables_key, the C function that
+ * lpc_open_message registers; lpc_pushtype calls it with the new Type. The
+ * Type metatable's __call (T{...}, lpc_type_call in lpc_construct.c) is
+ * added by lpc_open_message the same way. */
+#define LPC_TYPE_MT "protocall.Type"
+extern char lpc_type_metatables_key;
 int lpc_type_call(lua_State *L);
+
+/* -- The message binding's shared parts (lpc_anchor.c, lpc_scalar.c,
+ * lpc_message.c, lpc_construct.c, lpc_message_ops.c) ------------------- */
+
+/* The field access paths are inlined into each metamethod (the kind of
+ * message a constant there). */
+#if defined(__GNUC__)
+#define LPC_INLINE static inline __attribute__((always_inline))
+#else
+#define LPC_INLINE static inline
+#endif
+
+#define LPC_ARENA_MT    "protocall.Arena"
+#define LPC_REPEATED_MT "protocall.Repeated"
+#define LPC_MAP_MT      "protocall.Map"
+
+/* Instance metatables say which kind of object they serve. */
+enum { kLpc_Standalone = 1, kLpc_View = 2 };
+
+extern char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
+extern char lpc_def_key;  /* instance metatable field: lightuserdata def */
+extern char lpc_kind_key; /* instance metatable field: kLpc_Standalone / kLpc_View */
+
+/* The "protocall.Arena" userdata. */
+typedef struct {
+  pc_Arena *arena;
+  size_t reported; /* bytes already reported to the collector */
+} Holder;
+
+/* A repeated or map container: the field 'f' of the message 'msg'. */
+typedef struct {
+  pc_Message *msg;
+  const pc_FieldDef *f;
+} Container;
+
+/* Per-type field lookup without allocation: open addressing keyed by the
+ * address of the field name's interned Lua string (short strings are
+ * interned, so a key string read from Lua code is that very string). The
+ * strings are kept alive by the userdata's user value. The Lookup is this
+ * state's (a frozen pool's defs are shared by several states): __index and
+ * __newindex have it as their upvalue, the Type in its TypeBox. */
+enum { kRead_Other, kRead_U32, kRead_I32, kRead_I64, kRead_F64, kRead_F32, kRead_Bool };
+
+/* How a plain slot takes a Lua value without the general path: integers
+ * range-checked here, the rest (enums, strings, messages, presence) through
+ * set_field. */
+enum { kWrite_Other, kWrite_U32, kWrite_I32, kWrite_I64, kWrite_F64, kWrite_F32, kWrite_Bool };
+
+typedef struct {
+  const void *key; /* the name's TString, as lua_topointer gives it */
+  uint32_t offset; /* the field's offset, for the direct read and write */
+  uint8_t read;    /* kRead_*: a plain slot read directly, or kRead_Other */
+  uint8_t write;   /* kWrite_* */
+} LookupEntry;
+
+typedef struct {
+  const pc_MessageDef *def;
+  size_t mask;
+  unsigned shift;             /* hash: (address >> shift) & mask */
+  const pc_FieldDef **fields; /* fields[i] is the field of e[i] (after e) */
+  LookupEntry e[1];
+} Lookup;
+
+static inline int lpc_plain_slot(const pc_FieldDef *f) {
+  return f->slot <= kPc_Slot_64 && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
+         f->label != kPc_Label_Repeated;
+}
+
+/* Strings are separate allocations: the address bits above the
+ * alignment tell them apart. Each type picks the shift (and table size)
+ * that puts every name in its first slot when it can (see make_lookup). */
+static inline size_t lpc_hash_ptr(const void *p, unsigned shift) {
+  return (size_t)((uintptr_t)p >> shift);
+}
+
+/* The entry of the name at 'p', probing past its first slot; NULL when
+ * absent (lpc_message.c). */
+const LookupEntry *lpc_probe_more(const Lookup *lk, const void *p, size_t i);
+
+/* The entry of the interned name string at 'p' in the Lookup, or NULL. */
+LPC_INLINE const LookupEntry *lpc_probe(const Lookup *lk, const void *p) {
+  size_t i = lpc_hash_ptr(p, lk->shift) & lk->mask;
+  if (lk->e[i].key == p) return &lk->e[i];
+  return lpc_probe_more(lk, p, i);
+}
+
+static inline const pc_FieldDef *lpc_entry_field(const Lookup *lk, const LookupEntry *e) {
+  return lk->fields[e - lk->e];
+}
+
+/* The message memory of the object at 1 (a standalone message's block or
+ * the memory a view points to). */
+LPC_INLINE char *lpc_msg_at1(lua_State *L, int kind) {
+  void *p = lua_touserdata(L, 1);
+  return kind == kLpc_Standalone ? (char *)p : *(char **)p;
+}
+
+int lpc_arena_gc(lua_State *L);
+/* Declared here for the message files; each is documented where it is
+ * defined. */
+_Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
+const char *lpc_tname(lua_State *L, int idx);
+void lpc_pace(lua_State *L, Holder *h);
+int lpc_push_anchor(lua_State *L, int idx);
+void lpc_push_refs(lua_State *L, int a, int create);
+Holder *lpc_anchor_holder(lua_State *L, int a);
+void lpc_set_ref(lua_State *L, int a, const void *key, int v);
+_Noreturn void lpc_nomem(lua_State *L);
+void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v);
+_Noreturn void lpc_type_error(lua_State *L, const char *name, const char *expected, int idx);
+lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
+pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);
+pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt);
+void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
+void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
+const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
+int lpc_message_index(lua_State *L);
+int lpc_view_index(lua_State *L);
+void lpc_keep_elem(lua_State *L, int c, int key, int v);
+void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key);
+Container *lpc_check_container(lua_State *L, int idx, const char *mt);
+int lpc_repeated_index(lua_State *L);
+int lpc_container_len(lua_State *L);
+int lpc_repeated_pairs(lua_State *L);
+int lpc_map_index(lua_State *L);
+int lpc_map_pairs(lua_State *L);
+void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
+                        const pc_MessageDef *vdef, const pc_Message *target);
+void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int v,
+                   int *visited);
+int lpc_message_newindex(lua_State *L);
+int lpc_view_newindex(lua_State *L);
+int lpc_repeated_newindex(lua_State *L);
+int lpc_map_newindex(lua_State *L);
 
 #endif

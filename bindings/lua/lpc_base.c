@@ -53,5 +53,8 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_net(L);
   lpc_open_compiler(L);
   lpc_open_host(L);
+  lpc_open_json(L);
+  lpc_open_text(L);
+  lpc_open_table(L);
   return 1;
 }

@@ -302,7 +302,7 @@ enum {
   UV_COUNT = UV_NAMES + 3
 };
 
-/* A plan table's array part, read here (policy.lua fills it). */
+/* A plan table's array part, read here (call.lua fills it). */
 enum { PLAN_FIRST = 1, PLAN_NEEDSTART, PLAN_COMPRESSION };
 
 /* The Lua part's result is the call's result. */

@@ -3,113 +3,18 @@
  *   pool:load(source, opts), pool:load_file(path, opts)   (lua/protocall/compiler.lua)
  *   pool:service(full_name)
  *
- * Parsing and resolving are the core's (proto_load.h: parse, load imports
- * depth first, resolve as protoc; wkt.h: the built-in well-known types);
- * this file supplies file text from a string or the import paths, seeds the
- * load with the files the pool already holds, and adds what is new. */
+ * Parsing, resolving and importing are the core's (compiler/import.h:
+ * file text from a string or the import paths, the load seeded with the
+ * files the pool already holds); this file turns Lua arguments into an
+ * import and services into Lua tables. */
+#include "compiler/import.h"
+#include "lpc.h"
 #include "schema/def.h"
 #include "wire/descriptor_write.h"
-#include "lpc.h"
-#include "compiler/load.h"
-#include "schema/wkt.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
 #include <string.h>
-
-typedef lpc_SourceCtx SourceCtx;
-
-/* Reads the whole file at 'path' into the arena: 1 found, 0 absent, -1 error. */
-static int read_file(pc_Arena *a, const char *path, const char **src, size_t *len, pc_Error *err) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return 0;
-  size_t cap = 4096, n = 0;
-  char *buf = pc_Arena_Malloc(a, cap);
-  while (buf != NULL) {
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap) break;
-    char *bigger = pc_Arena_Malloc(a, cap * 2); /* the old buffer stays in the arena */
-    if (bigger != NULL) memcpy(bigger, buf, n);
-    buf = bigger;
-    cap *= 2;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (buf == NULL) {
-    pc_Error_Set(err, "%s: out of memory", path);
-    return -1;
-  }
-  if (bad) {
-    pc_Error_Set(err, "%s: read error", path);
-    return -1;
-  }
-  *src = buf;
-  *len = n;
-  return 1;
-}
-
-static int source_fn(void *ud, const char *name, const char **src, size_t *len, pc_Error *err) {
-  SourceCtx *c = ud;
-  if (c->main_name != NULL && strcmp(name, c->main_name) == 0) {
-    *src = c->main_source;
-    *len = c->main_len;
-    return 1;
-  }
-  for (size_t i = 0; i < c->path_count; i++) {
-    size_t plen = strlen(c->paths[i]), nlen = strlen(name);
-    char *full = pc_Arena_Malloc(c->arena, plen + nlen + 2);
-    if (full == NULL) {
-      pc_Error_Set(err, "%s: out of memory", name);
-      return -1;
-    }
-    memcpy(full, c->paths[i], plen);
-    full[plen] = '/';
-    memcpy(full + plen + 1, name, nlen + 1);
-    int r = read_file(c->arena, full, src, len, err);
-    if (r != 0) return r;
-  }
-  return 0;
-}
-
-int lpc_load_into(pc_Pool *pool, lpc_SourceCtx *c, const char *name, pc_Error *err) {
-  /* Seed with the pool's files so imports of loaded files are not reread. */
-  size_t seeded = pc_Pool_FileCount(pool);
-  pc_ProtoSet set = {NULL, 0, 0};
-  if (seeded > 0) {
-    set.files = pc_Arena_Malloc(c->arena, seeded * sizeof(pc_FileDesc *));
-    if (set.files == NULL) {
-      pc_Error_Set(err, "%s: out of memory", name);
-      return 0;
-    }
-    for (size_t i = 0; i < seeded; i++) /* read only: the set copies before growing */
-      set.files[i] = (pc_FileDesc *)pc_Pool_FileDesc(pool, pc_Pool_File(pool, i)->name);
-    set.count = set.cap = seeded;
-  }
-  if (pc_LoadProto(c->arena, &set, name, source_fn, c, err) == NULL) return 0;
-  for (size_t i = seeded; i < set.count; i++)
-    if (pc_Pool_AddFile(pool, set.files[i], err) == NULL) return 0;
-  return 1;
-}
-
-int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name) {
-  const char *file = pc_Wkt_FileOf(full_name);
-  return file != NULL && lpc_load_builtin(L, pool, file);
-}
-
-int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
-  if (pc_Wkt_Source(file, NULL) == NULL || pc_Pool_IsFrozen(pool)) return 0;
-  if (pc_Pool_FindFile(pool, file) != NULL) return 1;
-  lpc_SourceCtx c;
-  memset(&c, 0, sizeof c); /* no text, no import paths: the built-ins answer */
-  c.arena = lpc_newarena(L);
-  int idx = lua_gettop(L);
-  pc_Error err;
-  pc_Error_Init(&err);
-  int ok = lpc_load_into(pool, &c, file, &err);
-  lpc_pacearena(L, idx);
-  lua_remove(L, idx);
-  return ok;
-}
 
 /* -- name | nil, err = core.load_proto(pool, name, source|nil, {import_path, ...})
  * Loads the file 'name' (its text is 'source', or read through the import
@@ -120,7 +25,7 @@ int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
 static int lpc_load_proto(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
   const char *name = luaL_checkstring(L, 2);
-  SourceCtx c;
+  pc_ImportCtx c;
   memset(&c, 0, sizeof c);
   if (!lua_isnil(L, 3)) {
     c.main_name = name;
@@ -148,7 +53,7 @@ static int lpc_load_proto(lua_State *L) {
   }
   pc_Error err;
   pc_Error_Init(&err);
-  if (!lpc_load_into(pool, &c, name, &err)) {
+  if (!pc_Import(pool, &c, name, &err)) {
     lua_pushnil(L);
     lua_pushstring(L, err.set ? err.msg : "load failed");
     return 2;
@@ -248,7 +153,7 @@ static int lpc_writer_gc(lua_State *L) {
 /* -- bytes | nil = core.file_descriptor_bytes(pool, name)
  * The loaded file 'name' serialized as a google.protobuf.FileDescriptorProto
  * (core/wire/descriptor_write.h: protoc's bytes); nil when the pool has no file
- * of that name. Raises when memory runs out. Issue 5 item 5. */
+ * of that name. Raises when memory runs out. */
 static int lpc_file_descriptor_bytes(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
   const pc_FileDesc *fd = pc_Pool_FileDesc(pool, luaL_checkstring(L, 2));

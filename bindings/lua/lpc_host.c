@@ -2,7 +2,7 @@
  * and pools into a lua_State, host transports and host time.
  *
  * Everything here without a lua_State is plain C over the core (def.h,
- * message.h, encode.h, decode.h, proto_load.h): it never raises and
+ * message/message.h, wire/encode.h, wire/decode.h, compiler/import.h): it never raises and
  * reports through return values and an 'err' buffer. The functions taking
  * a lua_State keep their state in that state's registry. */
 #include "wire/decode.h"
@@ -36,7 +36,7 @@ int protocall_pool_load(pc_Pool *pool, const char *name, const char *source, siz
                         const char *const *import_paths, char *err, size_t errsize) {
   pc_Error e;
   pc_Error_Init(&e);
-  lpc_SourceCtx c;
+  pc_ImportCtx c;
   memset(&c, 0, sizeof c);
   if (pc_Pool_IsFrozen(pool)) {
     pc_Error_Set(&e, "%s: pool is frozen", name);
@@ -55,7 +55,7 @@ int protocall_pool_load(pc_Pool *pool, const char *name, const char *source, siz
   }
   while (import_paths != NULL && import_paths[c.path_count] != NULL) c.path_count++;
   c.paths = (const char **)import_paths;
-  int ok = lpc_load_into(pool, &c, name, &e);
+  int ok = pc_Import(pool, &c, name, &e);
   pc_Arena_Free(c.arena);
   if (!ok) set_err(err, errsize, e.set ? e.msg : "load failed");
   return ok;

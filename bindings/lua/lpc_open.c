@@ -8,7 +8,8 @@
 /* package.preload loader for one embedded file: ('module', extra) -> value. */
 static int lpc_load_embedded(lua_State *L) {
   const lpc_EmbeddedFile *f = lua_touserdata(L, lua_upvalueindex(1));
-  if (luaL_loadbufferx(L, (const char *)f->source, f->size, f->chunkname, "t") != LUA_OK)
+  if (luaL_loadbufferx(L, (const char *)f->source, f->size, f->chunkname,
+                       lpc_embedded_binary ? "b" : "t") != LUA_OK)
     return lua_error(L);
   lua_pushstring(L, f->module);
   lua_call(L, 1, 1);

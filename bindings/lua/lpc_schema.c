@@ -1,7 +1,8 @@
 /* Pools, types and enums as Lua values, and the Lua declarations
- * pc.message / pc.enum (API.md "Schemas"): a declaration becomes a one-type
+ * pc.message / pc.enum (README "Schemas"): a declaration becomes a one-type
  * pc_FileDesc added with pc_Pool_AddFile, as every other schema source. */
 #include "lpc.h"
+#include "schema/wkt.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -9,11 +10,13 @@
 #include <string.h>
 
 #define POOL_MT "protocall.Pool"
-#define TYPE_MT "protocall.Type"
+#define TYPE_MT LPC_TYPE_MT
 
 static char kPoolsKey;   /* registry: weak-valued pc_Pool* -> Pool */
 static char kTypesKey;   /* registry: weak-valued def -> Type / Enum */
 static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
+
+char lpc_type_metatables_key;
 
 typedef struct {
   pc_Pool *pool;
@@ -51,8 +54,15 @@ static int lpc_pool_new(lua_State *L) {
   return 1;
 }
 
+/* Pushes the registry's table of pools; raises when the module was not
+ * opened in this state (a host calling protocall_pushpool too early). */
+static void push_pools(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey) != LUA_TTABLE)
+    luaL_error(L, "protocall: open the module first (luaopen_protocall)");
+}
+
 void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
+  push_pools(L);
   if (lua_rawgetp(L, -1, pool) != LUA_TNIL) {
     lua_remove(L, -2);
     return;
@@ -68,7 +78,7 @@ void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
 }
 
 void lpc_pushpool(lua_State *L, const pc_Pool *pool) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
+  push_pools(L);
   lua_rawgetp(L, -1, pool);
   lua_remove(L, -2);
 }
@@ -92,7 +102,9 @@ void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
   luaL_setmetatable(L, TYPE_MT);
   lpc_pushpool(L, def->file->pool);
   lua_setiuservalue(L, -2, 1);
-  lpc_maketype_metatables(L, -1, def);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key); /* lpc_open_message's */
+  lua_pushvalue(L, -2);
+  lua_call(L, 1, 0);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, -3, def);
   lua_remove(L, -2);
@@ -260,7 +272,7 @@ static const char *default_text(lua_State *L, pc_Arena *a, pc_Pool *pool, const 
       lua_pushvalue(L, v);
     }
   } else if (lua_isinteger(L, v) && (fd->type == kPc_Type_Uint64 || fd->type == kPc_Type_Fixed64)) {
-    char buf[32]; /* any Lua integer, as two's complement (API.md "Messages") */
+    char buf[32]; /* any Lua integer, as two's complement (README "Messages") */
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)(lua_Unsigned)lua_tointeger(L, v));
     lua_pushstring(L, buf);
   } else if (lua_isinteger(L, v)) {
@@ -371,11 +383,18 @@ static const char *const kFieldOptions[] = {"repeated",  "required", "optional",
                                             "json_name", "oneof",    "default",  NULL};
 static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
 
-/* -- T = pc.message(full_name, fields, opts)   (API.md "Schemas") */
+/* A full name argument: a string, not a number Lua would convert
+ * ("bad argument #1 to 'message' (string expected, got number)"). */
+static const char *check_name(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TSTRING) luaL_typeerror(L, idx, "string");
+  return lua_tostring(L, idx);
+}
+
+/* -- T = pc.message(full_name, fields, opts)   (README "Schemas") */
 static int lpc_pool_message(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *full = luaL_checkstring(L, base);
+  const char *full = check_name(L, base);
   luaL_checktype(L, base + 1, LUA_TTABLE);
   int fields = base + 1, opts = base + 2;
   int proto2 = 0;
@@ -519,7 +538,7 @@ static int lpc_pool_message(lua_State *L) {
 static int lpc_pool_extend(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *extendee = luaL_checkstring(L, base);
+  const char *extendee = check_name(L, base);
   luaL_checktype(L, base + 1, LUA_TTABLE);
   int list = base + 1;
   lua_settop(L, list);
@@ -592,7 +611,7 @@ static int cmp_values(const void *x, const void *y) {
 static int lpc_pool_enum(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *full = luaL_checkstring(L, base);
+  const char *full = check_name(L, base);
   luaL_checktype(L, base + 1, LUA_TTABLE);
   int values = base + 1, proto2 = 0;
   lua_settop(L, base + 2);
@@ -716,7 +735,7 @@ static void push_default(lua_State *L, const pc_FieldDef *f) {
   }
 }
 
-/* -- infos = pc.fields(T)   (declaration order; see API.md "Schemas") */
+/* -- infos = pc.fields(T)   (declaration order; see README "Schemas") */
 static int lpc_pool_fields(lua_State *L) {
   const pc_MessageDef *def = NULL;
   int arg = lua_type(L, 1) == LUA_TUSERDATA && luaL_testudata(L, 1, POOL_MT) ? 2 : 1;
@@ -792,19 +811,31 @@ static int lpc_pool_functions(lua_State *L) {
   return 1;
 }
 
+/* Built-in well-known types, loaded on first use (lpc.h). */
+int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name) {
+  const char *file = pc_Wkt_FileOf(full_name);
+  return file != NULL && lpc_load_builtin(L, pool, file);
+}
+
+int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
+  if (pc_Wkt_Source(file, NULL) == NULL || pc_Pool_IsFrozen(pool)) return 0;
+  if (pc_Pool_FindFile(pool, file) != NULL) return 1;
+  pc_ImportCtx c;
+  memset(&c, 0, sizeof c); /* no text, no import paths: the built-ins answer */
+  c.arena = lpc_newarena(L);
+  int idx = lua_gettop(L);
+  pc_Error err;
+  pc_Error_Init(&err);
+  int ok = pc_Import(pool, &c, file, &err);
+  lpc_pacearena(L, idx);
+  lua_remove(L, idx);
+  return ok;
+}
+
 void lpc_open_schema(lua_State *L) {
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &kTypesKey);
+  lpc_registry_table(L, &kPoolsKey, "v"); /* kept when the module is opened again */
+  lpc_registry_table(L, &kTypesKey, "v");
+  lua_pop(L, 2);
   /* Pool: methods in core.Pool, which other concerns extend (pool:load ...). */
   luaL_newmetatable(L, POOL_MT);
   lua_pushcfunction(L, lpc_pool_gc);
@@ -817,9 +848,7 @@ void lpc_open_schema(lua_State *L) {
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
-  luaL_newmetatable(L, TYPE_MT);
-  lua_pushcfunction(L, lpc_type_call);
-  lua_setfield(L, -2, "__call");
+  luaL_newmetatable(L, TYPE_MT); /* __call: lpc_open_message adds it */
   lua_pushcfunction(L, lpc_type_index);
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lpc_type_tostring);

@@ -5,8 +5,9 @@
  * decoder allocates has an owner before anything can raise; the result is
  * a view of the root message anchored to that arena (no Lua object per
  * sub-message until Lua reads one). A message type whose fields are all
- * numbers decodes straight into a standalone message (one userdata, no
- * arena), unless the input carries unknown fields. Encoding writes into a
+ * singular numbers, strings and bytes decodes straight into a standalone
+ * message (one userdata, no arena; its strings point into the input
+ * string, which it keeps), unless the input carries unknown fields. Encoding writes into a
  * per-state reusable buffer held by a userdata (an upvalue), so an error
  * raised by lua_pushlstring leaks nothing and small encodes allocate
  * nothing. */
@@ -17,6 +18,7 @@
 #include "wire/wire.h"
 
 #include <lauxlib.h>
+#include <stddef.h>
 
 #define LPC_CODECSTATE     "protocall.CodecState"
 /* A buffer grown past this is freed after use rather than kept. */
@@ -27,6 +29,10 @@ typedef struct {
   pc_WireWriter w;   /* the encode buffer */
   pc_Arena *scratch; /* decode's arena for all-number types; stays empty
                         (no block) unless the input had unknown fields */
+  pc_Arena *tables;  /* decode's arena for {table = true}: the tree lives only
+                        until it is copied, then the arena is reset */
+  int tables_busy;   /* 'tables' holds a tree being copied (a decode that
+                        runs meanwhile, from a finalizer, uses its own) */
   /* The last message metatable encode met and what it means, and the last
    * Type decode met. Saves the generic checks on the common loop of one
    * type. Slots 1 and 2 of the table in upvalue 2 of encode and decode hold
@@ -38,6 +44,7 @@ typedef struct {
   int mt_standalone;
   const void *type;
   const pc_MessageDef *type_def;
+  int type_flat; /* flat_kind of type_def */
 } CodecState;
 
 #define CODEC_STATE lua_upvalueindex(1)
@@ -83,6 +90,43 @@ static _Noreturn void codec_typeerror(lua_State *L, int arg, const char *fname,
   codec_argerror(L, arg, fname, lua_pushfstring(L, "%s expected, got %s", expected, got));
 }
 
+static int flat_kind(const pc_MessageDef *def);
+
+/* The Type at 1 through the cache, or NULL when it is no Type. */
+LPC_INLINE const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
+  if (luaL_testudata(L, 1, "protocall.Type") == NULL) return NULL;
+  const pc_MessageDef *def = lpc_checktype(L, 1);
+  cs->type = lua_touserdata(L, 1);
+  lua_pushvalue(L, 1);
+  cache(L, 2);
+  cs->type_def = def;
+  cs->type_flat = flat_kind(def);
+  return def;
+}
+
+/* pc.encode(T, table [, opts]): the table's encoding pushed by the direct
+ * path (lpc_table.c) and 1; else T{...} replaces the Type at 1 (raising
+ * T{...}'s error for a table it refuses) and 0, and the caller encodes
+ * that message with the options at 3. */
+static int encode_table(lua_State *L) {
+  if (lua_type(L, 2) != LUA_TTABLE) codec_typeerror(L, 2, "encode", "table");
+  int deterministic = 0;
+  if (!lua_isnoneornil(L, 3)) {
+    if (!lua_istable(L, 3)) codec_typeerror(L, 3, "encode", "table");
+    deterministic = lua_getfield(L, 3, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  if (!deterministic && lpc_encode_table(L, 1, 2)) return 1;
+  lua_pushcfunction(L, lpc_type_call);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_call(L, 2, 1);
+  lua_replace(L, 1);
+  lua_remove(L, 2);
+  return 0;
+}
+
 /* The message at 1 and its type, as lpc_checkmessage, through the cache. */
 static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageDef **def) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
@@ -94,6 +138,7 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
       return cs->mt_standalone ? p : *(pc_Message **)p;
     }
   }
+  if (test_type(L, cs) != NULL && encode_table(L)) return NULL;
   pc_Message *msg = lpc_tomessage(L, 1, def);
   if (msg == NULL) codec_typeerror(L, 1, "encode", "message");
   lua_getmetatable(L, 1);
@@ -106,14 +151,8 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
 
 /* The Type at 1, as lpc_checktype, through the cache. */
 static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
-  if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
-  if (luaL_testudata(L, 1, "protocall.Type") == NULL)
-    codec_typeerror(L, 1, "decode", "protocall.Type");
-  const pc_MessageDef *def = lpc_checktype(L, 1);
-  cs->type = lua_touserdata(L, 1);
-  lua_pushvalue(L, 1);
-  cache(L, 2);
-  cs->type_def = def;
+  const pc_MessageDef *def = test_type(L, cs);
+  if (def == NULL) codec_typeerror(L, 1, "decode", "protocall.Type");
   return def;
 }
 
@@ -121,28 +160,118 @@ static int lpc_codecstate_gc(lua_State *L) {
   CodecState *cs = luaL_checkudata(L, 1, LPC_CODECSTATE);
   pc_WireWriter_Free(&cs->w);
   pc_Arena_Free(cs->scratch);
-  cs->scratch = NULL;
+  pc_Arena_Free(cs->tables);
+  cs->scratch = cs->tables = NULL;
   return 0;
 }
 
-/* Whether every field of 'def' is a singular number (no pointer slot) and
- * it takes no extensions: then a decoded message needs no arena unless
- * the input has unknown fields. */
-static int all_numbers(const pc_MessageDef *def) {
-  if (def->extension_range_count > 0) return 0;
-  for (uint32_t i = 0; i < def->field_count; i++)
-    if (def->fields[i].slot > kPc_Slot_64) return 0;
+/* __close of the CodecState, marked to be closed by a {table = true}
+ * decode: the tables arena is free again, whether the copy returned or
+ * raised. */
+static int lpc_codecstate_close(lua_State *L) {
+  CodecState *cs = lua_touserdata(L, 1);
+  if (cs->tables != NULL) pc_Arena_Reset(cs->tables);
+  cs->tables_busy = 0;
+  return 0;
+}
+
+/* Flat types this size or smaller decode {table = true} on the C stack. */
+#define LPC_FLAT_STACK 512
+
+/* {table = true} for a flat type (flat_kind): the message on the C stack,
+ * its strings pointing into the input; the scratch arena takes only
+ * unknown fields, which plain tables leave out. Pushes the table (1) or
+ * nil and the reason (2); 0 when the type is too large for this. */
+static int flat_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *def, const char *bytes,
+                         size_t len, const pc_DecodeOptions *opts) {
+  union {
+    max_align_t align;
+    char mem[LPC_FLAT_STACK];
+  } buf;
+  if (def->size > sizeof buf.mem) return 0;
+  if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
+    return luaL_error(L, "not enough memory");
+  pc_Message *msg = (pc_Message *)(void *)buf.mem;
+  pc_Message_Init(def, msg);
+  pc_DecodeOptions flat_opts = *opts;
+  flat_opts.alias = 1;
+  pc_Error err;
+  pc_Error_Init(&err);
+  size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
+  pc_DecodeStatus st = pc_Decode(bytes, len, msg, def, cs->scratch, &flat_opts, &err);
+  if (pc_Arena_SpaceAllocated(cs->scratch) != empty) {
+    /* Unknown fields: a copy the tables do not show. */
+    pc_Arena_Free(cs->scratch);
+    cs->scratch = NULL;
+  }
+  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+  if (st != kPc_DecodeStatus_Ok) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lpc_push_plain(L, msg, def);
   return 1;
 }
 
+/* {table = true}: decodes into the reusable arena and pushes the plain
+ * tables (1), or nil and the reason (2). 0 when the arena is in use. */
+static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *def,
+                           const char *bytes, size_t len, const pc_DecodeOptions *opts) {
+  if (cs->tables_busy) return 0;
+  if (cs->tables == NULL && (cs->tables = pc_Arena_New(NULL, NULL)) == NULL)
+    return luaL_error(L, "not enough memory");
+  cs->tables_busy = 1;
+  lua_pushvalue(L, CODEC_STATE);
+  lua_toclose(L, -1);
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_Message *msg = pc_Message_New(def, cs->tables);
+  pc_DecodeStatus st = msg == NULL ? kPc_DecodeStatus_OutOfMemory
+                                   : pc_Decode(bytes, len, msg, def, cs->tables, opts, &err);
+  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+  if (st != kPc_DecodeStatus_Ok) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lpc_push_plain(L, msg, def);
+  return 1;
+}
+
+/* How a decoded message of type 'def' can be one standalone userdata (no
+ * arena unless the input has unknown fields): kFlat_Numbers when every
+ * field is a singular number; kFlat_Strings when the fields are singular
+ * numbers, strings and bytes (the strings then point into the input
+ * string, the message's user value); kFlat_No otherwise, or when the type
+ * takes extensions. */
+enum { kFlat_No, kFlat_Numbers, kFlat_Strings };
+
+static int flat_kind(const pc_MessageDef *def) {
+  if (def->extension_range_count > 0) return kFlat_No;
+  int kind = kFlat_Numbers;
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    pc_SlotKind slot = def->fields[i].slot;
+    if (slot == kPc_Slot_String)
+      kind = kFlat_Strings;
+    else if (slot > kPc_Slot_64)
+      return kFlat_No;
+  }
+  return kind;
+}
+
 /* -- bytes = pc.encode(m [, {deterministic = true}])
- * m: a message; deterministic: sort map entries by key. Raises on a
- * non-message, on nesting past PC_ENCODE_MAX_DEPTH and when memory runs
- * out. */
+ * -- bytes = pc.encode(T, table [, {deterministic = true}])
+ * m: a message; T: a message Type and table the fields as T{...} takes
+ * them (the same bytes as pc.encode(T(table)), without making message
+ * objects: lpc_table.c); deterministic: sort map entries by key. Raises on
+ * a non-message, on what T{...} refuses (the same error), on nesting past
+ * PC_ENCODE_MAX_DEPTH and when memory runs out. */
 static int lpc_codec_encode(lua_State *L) {
   const pc_MessageDef *def;
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
   pc_Message *msg = check_message(L, cs, &def);
+  if (msg == NULL) return 1; /* pc.encode(T, table): the direct path's bytes */
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 2)) {
     if (!lua_istable(L, 2)) codec_typeerror(L, 2, "encode", "table");
@@ -163,9 +292,10 @@ static int lpc_codec_encode(lua_State *L) {
   return 1;
 }
 
-/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100}])
+/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, table = true}])
  * T: a message Type; bytes: string; max_depth: levels of nesting allowed
- * below the root (default 100). Returns the message, or nil and
+ * below the root (default 100); table: return plain Lua tables in
+ * pc.to_table's shape instead of a message. Returns the message, or nil and
  * "<subject>: <reason> at offset <n>" for malformed input. Raises when
  * memory runs out. */
 static int lpc_codec_decode(lua_State *L) {
@@ -175,8 +305,11 @@ static int lpc_codec_decode(lua_State *L) {
   if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
   pc_DecodeOptions opts = {0, 0};
+  int as_table = 0;
   if (!lua_isnoneornil(L, 3)) {
     if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
+    as_table = lua_getfield(L, 3, "table") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
     if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
       int isint;
       lua_Integer d = lua_tointegerx(L, -1, &isint);
@@ -186,20 +319,34 @@ static int lpc_codec_decode(lua_State *L) {
     }
     lua_pop(L, 1);
   }
+  if (as_table) {
+    int n = cs->type_flat != kFlat_No ? flat_to_table(L, cs, def, bytes, len, &opts) : 0;
+    if (n == 0) n = decode_to_table(L, cs, def, bytes, len, &opts);
+    if (n > 0) return n;
+  }
   pc_Error err;
   pc_Error_Init(&err);
   pc_DecodeStatus st;
-  if (all_numbers(def)) {
+  int flat = as_table ? kFlat_No : cs->type_flat; /* flat_kind(def), cached with the type */
+  if (flat != kFlat_No) {
     if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
       return luaL_error(L, "not enough memory");
     size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
-    pc_Message *msg = lua_newuserdatauv(L, def->size, 0);
+    pc_Message *msg = lua_newuserdatauv(L, def->size, flat == kFlat_Strings);
     pc_Message_Init(def, msg);
     lua_getiuservalue(L, 1, 2); /* the Type's metatable of standalone instances */
     lua_setmetatable(L, -2);
-    st = pc_Decode(bytes, len, msg, def, cs->scratch, &opts, &err);
+    pc_DecodeOptions flat_opts = opts;
+    flat_opts.alias = 1; /* strings point into 'bytes', kept by the user value */
+    st = pc_Decode(bytes, len, msg, def, cs->scratch, &flat_opts, &err);
     if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
-      if (st == kPc_DecodeStatus_Ok) return 1;
+      if (st == kPc_DecodeStatus_Ok) {
+        if (flat == kFlat_Strings) {
+          lua_pushvalue(L, 2);
+          lua_setiuservalue(L, -2, 1);
+        }
+        return 1;
+      }
       lua_pushnil(L);
       lua_pushstring(L, err.msg);
       return 2;
@@ -215,7 +362,17 @@ static int lpc_codec_decode(lua_State *L) {
   pc_Message *msg = pc_Message_New(def, a);
   if (msg == NULL) return luaL_error(L, "not enough memory");
   st = pc_Decode(bytes, len, msg, def, a, &opts, &err);
-  lpc_pacearena(L, arena_idx);
+  if (as_table) { /* the tables arena was in use: this tree's own arena */
+    /* The tree lives only until it is copied: freed here (or by the Arena's
+     * __gc if copying raises), so the collector is not told about it. */
+    if (st == kPc_DecodeStatus_Ok) lpc_push_plain(L, msg, def);
+    Holder *h = lua_touserdata(L, arena_idx);
+    pc_Arena_Free(h->arena);
+    h->arena = NULL;
+    if (st == kPc_DecodeStatus_Ok) return 1;
+  } else {
+    lpc_pacearena(L, arena_idx);
+  }
   if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
   if (st != kPc_DecodeStatus_Ok) {
     lua_pushnil(L);
@@ -277,13 +434,17 @@ static int lpc_codec_load_descriptor_set(lua_State *L) {
 void lpc_open_wire(lua_State *L) {
   CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
   pc_WireWriter_Init(&cs->w, NULL, NULL);
-  cs->scratch = NULL;
+  cs->scratch = cs->tables = NULL;
+  cs->tables_busy = 0;
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
+  cs->type_flat = 0;
   cs->mt_standalone = 0;
   if (luaL_newmetatable(L, LPC_CODECSTATE)) {
     lua_pushcfunction(L, lpc_codecstate_gc);
     lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, lpc_codecstate_close);
+    lua_setfield(L, -2, "__close");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
   }

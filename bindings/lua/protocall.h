@@ -1,4 +1,4 @@
-/* protocall for C hosts that embed Lua 5.4 (API.md "C embedding").
+/* protocall for C hosts that embed Lua 5.4 (README "C hosts").
  *
  * Link: the static library libprotocall.a (the core and the Lua binding,
  * built by CMake as target protocall_static), liblua5.4, libnghttp2, OpenSSL, zlib and

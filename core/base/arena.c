@@ -111,6 +111,21 @@ char *pc_Arena_StrDup(pc_Arena *a, const char *s, size_t len) {
   return p;
 }
 
+void pc_Arena_Reset(pc_Arena *a) {
+  pc_Block *keep = a->blocks;
+  if (keep == NULL) return;
+  pc_Block *b = keep->next;
+  while (b != NULL) {
+    pc_Block *next = b->next;
+    a->alloc(a->ud, b, b->size, 0);
+    b = next;
+  }
+  keep->next = NULL;
+  a->ptr = (char *)keep + align_up(sizeof(pc_Block));
+  a->end = (char *)keep + keep->size;
+  a->allocated = sizeof(pc_Arena) + keep->size;
+}
+
 size_t pc_Arena_SpaceAllocated(const pc_Arena *a) {
   return a->allocated;
 }

@@ -25,6 +25,11 @@ pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud);
 /* Frees every block and the arena itself. NULL is allowed. */
 void pc_Arena_Free(pc_Arena *a);
 
+/* Forgets everything allocated from 'a' (all of it becomes invalid) and
+ * frees every block but the newest, which the next allocations reuse: an
+ * arena reset between uses of the same size allocates nothing. */
+void pc_Arena_Reset(pc_Arena *a);
+
 /* 'size' bytes aligned to 8 (max_align_t where that is less), valid until
  * the arena is freed; NULL on allocation failure. Memory is not zeroed. */
 void *pc_Arena_Malloc(pc_Arena *a, size_t size);

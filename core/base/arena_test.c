@@ -1,5 +1,5 @@
-/* Arena: alignment, large blocks, strings, accounting, and no leak when any
- * allocation fails. */
+/* Arena: alignment, large blocks, strings, accounting, reset, and no leak
+ * when any allocation fails. */
 #include "base/arena.h"
 #include "testing/check.h"
 #include "testing/failalloc.h"
@@ -34,10 +34,36 @@ int main(void) {
   pc_Arena_Free(a);
   pc_Arena_Free(NULL);
 
+  /* Reset keeps the newest block only; the same work again then allocates
+   * nothing more, and the memory is usable. */
+  a = pc_Arena_New(NULL, NULL);
+  CHECK(a != NULL);
+  if (a == NULL) return 1;
+  pc_Arena_Reset(a); /* an empty arena: nothing to do */
+  CHECK(pc_Arena_SpaceAllocated(a) < 100);
+  for (int i = 0; i < 300; i++) CHECK(pc_Arena_Malloc(a, 40) != NULL);
+  size_t grown = pc_Arena_SpaceAllocated(a);
+  pc_Arena_Reset(a);
+  size_t kept = pc_Arena_SpaceAllocated(a);
+  CHECK(kept < grown);
+  for (int round = 0; round < 3; round++) {
+    char *p = pc_Arena_Malloc(a, 40);
+    CHECK(p != NULL);
+    if (p != NULL) memset(p, 7, 40);
+    CHECK(pc_Arena_SpaceAllocated(a) == kept);
+    pc_Arena_Reset(a);
+  }
+  CHECK(fill(a));
+  pc_Arena_Reset(a);
+  CHECK(pc_Arena_SpaceAllocated(a) < 200000);
+  pc_Arena_Free(a);
+
   for (long n = 1;; n++) {
     fail_reset(n);
     pc_Arena *f = pc_Arena_New(fail_alloc, NULL);
     if (f != NULL) {
+      fill(f);
+      pc_Arena_Reset(f);
       fill(f);
       pc_Arena_Free(f);
     }

@@ -3,7 +3,7 @@
  * Call deadlines must not move when the wall clock is set, so the clock is
  * clock_gettime(CLOCK_MONOTONIC) (not time() nor clock(), which counts CPU
  * time). Hosts and tests inject their own clock and sleep per callable
- * (API.md, Call policies); these are only the defaults. */
+ * (README "Calls"); these are only the defaults. */
 #ifndef PC_CLOCK_H
 #define PC_CLOCK_H
 

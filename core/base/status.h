@@ -40,7 +40,7 @@ const char *pc_Code_Name(int code);
 int pc_Code_FromName(const char *name, size_t len);
 
 /* The gRPC code for an HTTP ':status' seen without any grpc-status
- * (http-grpc-status-mapping.md): 400 INTERNAL, 401 UNAUTHENTICATED,
+ * (grpc/grpc doc/http-grpc-status-mapping.md): 400 INTERNAL, 401 UNAUTHENTICATED,
  * 403 PERMISSION_DENIED, 404 UNIMPLEMENTED, 429/502/503/504 UNAVAILABLE,
  * anything else UNKNOWN. */
 pc_Code pc_Code_FromHttpStatus(int http_status);

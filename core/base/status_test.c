@@ -1,5 +1,5 @@
 /* Every canonical code round-trips by name, unknown names and numbers are
- * refused, and the HTTP mapping follows http-grpc-status-mapping.md. */
+ * refused, and the HTTP mapping follows grpc/grpc doc/http-grpc-status-mapping.md. */
 #include "testing/check.h"
 #include "base/status.h"
 

@@ -1,6 +1,6 @@
 /* Call policies: the arithmetic of retries and timeouts, and the plan cache.
  *
- * API.md "Call policies" and DESIGN.md "Calls: cache the plan, never the
+ * README "Calls" and core/call/README.md "Cache the plan, never the
  * call". Everything is in seconds (doubles); times are readings of the
  * caller's clock. The core sleeps, calls and decides nothing by itself: the
  * binding's retry loop (written in Lua so a sleep may yield) asks these

@@ -1,6 +1,7 @@
 #include "compiler/lex_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,14 @@ void pc_Lexer_Init(pc_Lexer *lx, const char *src, size_t len) {
   lx->col = 0;
   lx->error = NULL;
   lx->error_line = lx->error_column = 0;
+  lx->hash_comments = 0;
+}
+
+void pc_Lexer_SkipBom(pc_Lexer *lx) {
+  if (lx->end - lx->p >= 3 && memcmp(lx->p, "\xef\xbb\xbf", 3) == 0) {
+    lx->p += 3;
+    lx->col += 3;
+  }
 }
 
 static int is_letter(int c) {
@@ -80,22 +89,31 @@ static int skip_space(pc_Lexer *lx) {
       lx->p = q;
     } else if (c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
       step(lx);
+    } else if (c == '#' && lx->hash_comments) {
+      const char *q = memchr(lx->p, '\n', (size_t)(lx->end - lx->p));
+      advance_to(lx, q != NULL ? q : lx->end);
     } else if (c == '/' && peekc(lx, 1) == '/') {
-      /* to the end of the line; the newline resets the column */
-      const char *nl = memchr(lx->p, '\n', (size_t)(lx->end - lx->p));
-      if (nl == NULL) {
-        advance_to(lx, lx->end);
+      /* to the end of the line (or a NUL byte, which protoc's tokenizer
+       * reads as the end of its buffer); the newline resets the column */
+      const char *q = lx->p;
+      while (q < lx->end && *q != '\n' && *q != '\0') q++;
+      if (q < lx->end && *q == '\n') {
+        lx->p = q;
       } else {
-        lx->p = nl;
+        advance_to(lx, q);
       }
     } else if (c == '/' && peekc(lx, 1) == '*') {
       const char *q = lx->p + 2;
       for (;;) {
-        if (q + 1 >= lx->end) {
-          advance_to(lx, lx->end);
+        if (q >= lx->end || *q == '\0') {
+          advance_to(lx, q);
           return fail(lx, "End-of-file inside block comment.");
         }
-        if (q[0] == '*' && q[1] == '/') break;
+        if (q + 1 < lx->end && q[0] == '*' && q[1] == '/') break;
+        if (q + 1 < lx->end && q[0] == '/' && q[1] == '*') {
+          advance_to(lx, q + 1);
+          return fail(lx, "\"/*\" inside block comment.  Block comments cannot be nested.");
+        }
         q++;
       }
       advance_to(lx, q + 2);
@@ -119,15 +137,23 @@ static int lex_string(pc_Lexer *lx) {
     if (c == '\\') {
       step(lx);
       c = peekc(lx, 0);
-      if ((c >= 0 && strchr("abfnrtv\\?'\"", c) != NULL) || (c >= '0' && c <= '7') ||
-          ((c == 'x' || c == 'X') && is_hex(peekc(lx, 1)))) {
+      if ((c > 0 && strchr("abfnrtv\\?'\"", c) != NULL) || (c >= '0' && c <= '7')) {
         step(lx);
-      } else if (c == 'u' || c == 'U') {
-        int n = c == 'u' ? 4 : 8;
-        for (int i = 1; i <= n; i++)
-          if (!is_hex(peekc(lx, (size_t)i)))
+      } else if (c == 'x') { /* lower case only, as protoc */
+        step(lx);
+        if (!is_hex(peekc(lx, 0))) return fail(lx, "Expected hex digits for escape sequence.");
+      } else if (c == 'u') {
+        step(lx);
+        for (int i = 0; i < 4; i++, step(lx))
+          if (!is_hex(peekc(lx, 0)))
             return fail(lx, "Expected four hex digits for \\u escape sequence.");
+      } else if (c == 'U') { /* 00 then 0 or 1 then five hex digits: up to 1FFFFF */
         step(lx);
+        for (int i = 0; i < 8; i++, step(lx)) {
+          int d = peekc(lx, 0);
+          if (i < 2 ? d != '0' : i == 2 ? d != '0' && d != '1' : !is_hex(d))
+            return fail(lx, "Expected eight hex digits up to 10ffff for \\U escape sequence");
+        }
       } else {
         return fail(lx, "Invalid escape sequence in string literal.");
       }
@@ -202,7 +228,8 @@ int pc_Lexer_Next(pc_Lexer *lx, pc_Token *t) {
   } else if (c < 32 || c == 127) {
     return fail(lx, "Invalid control characters encountered in text.");
   } else if (c >= 128) {
-    return fail(lx, "Interpreting non ascii codepoint.");
+    snprintf(lx->error_buf, sizeof lx->error_buf, "Interpreting non ascii codepoint %d.", c);
+    return fail(lx, lx->error_buf);
   } else {
     step(lx);
     t->kind = kPc_Tok_Symbol;
@@ -263,7 +290,6 @@ static size_t put_utf8(char *out, uint32_t cp) {
     out[2] = (char)(0x80 | (cp & 0x3F));
     return 3;
   }
-  if (cp > 0x10FFFF) cp = 0xFFFD;
   out[0] = (char)(0xF0 | (cp >> 18));
   out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
   out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
@@ -289,8 +315,7 @@ size_t pc_Token_Unescape(const pc_Token *t, char *out) {
     case 'r': out[n++] = '\r'; break;
     case 't': out[n++] = '\t'; break;
     case 'v': out[n++] = '\v'; break;
-    case 'x':
-    case 'X': {
+    case 'x': {
       int v = 0;
       for (int i = 0; i < 2 && p < e && is_hex(*p); i++) v = v * 16 + hex_value(*p++);
       out[n++] = (char)v;
@@ -301,7 +326,23 @@ size_t pc_Token_Unescape(const pc_Token *t, char *out) {
       uint32_t cp = 0;
       int digits = c == 'u' ? 4 : 8;
       for (int i = 0; i < digits && p < e; i++) cp = cp * 16 + (uint32_t)hex_value(*p++);
-      n += put_utf8(out + n, cp);
+      if (cp >= 0xD800 && cp <= 0xDBFF && e - p >= 6 && p[0] == '\\' && p[1] == 'u' &&
+          is_hex(p[2]) && is_hex(p[3]) && is_hex(p[4]) && is_hex(p[5])) {
+        uint32_t trail = 0;
+        for (int i = 2; i < 6; i++) trail = trail * 16 + (uint32_t)hex_value(p[i]);
+        if (trail >= 0xDC00 && trail <= 0xDFFF) { /* a UTF-16 pair */
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (trail - 0xDC00);
+          p += 6;
+        }
+      }
+      if (cp > 0x10FFFF) { /* protoc writes the escape back, 10 bytes as read */
+        char text[11];
+        snprintf(text, sizeof text, "\\U%08x", (unsigned)cp);
+        memcpy(out + n, text, 10);
+        n += 10;
+      } else {
+        n += put_utf8(out + n, cp);
+      }
       break;
     }
     default:

@@ -1,12 +1,14 @@
-/* The .proto tokenizer, shared by the .proto parser (proto_parse.c) and the
+/* The .proto tokenizer, shared by the .proto parser (compiler/parse.c) and the
  * resolver's text-format reader for aggregate option values
- * (proto_resolve.c).
+ * (compiler/resolve.c).
  *
  * Follows protoc's io::Tokenizer: identifiers [A-Za-z_][A-Za-z0-9_]*,
  * integers (decimal, 0x hex, leading-0 octal), floats (digits with '.' or
  * an exponent, or starting with '.'), strings in '...' or "..." (validated
  * here, decoded by pc_Token_Unescape), every other printable character a
- * one-character symbol; // and slash-star comments skipped. Lines and
+ * one-character symbol; // and slash-star comments skipped (a NUL byte
+ * ends a // comment and is then an invalid character; in a block comment
+ * it reads as the end of input, as in protoc). Lines and
  * columns are 1-based as protoc prints them; a tab advances the column to
  * the next multiple of 8, as protoc counts. No allocation. */
 #ifndef PC_PROTO_LEX_H
@@ -36,10 +38,17 @@ typedef struct {
   int line, col;                /* 0-based, as protoc keeps them */
   const char *error;            /* set when pc_Lexer_Next fails: protoc's wording */
   int error_line, error_column; /* 1-based */
+  char error_buf[64];           /* 'error' when it names a value */
+  int hash_comments;            /* text format: '#' to the end of the line is a
+                                   comment (set after pc_Lexer_Init) */
 } pc_Lexer;
 
 /* Starts reading the 'len' bytes at 'src' (not NUL-terminated). */
 void pc_Lexer_Init(pc_Lexer *lx, const char *src, size_t len);
+
+/* Skips a UTF-8 byte order mark at the start of a file, counting its three
+ * bytes as columns (protoc accepts the mark there and only there). */
+void pc_Lexer_SkipBom(pc_Lexer *lx);
 
 /* The next token into 't' (kPc_Tok_End at the end of input); 1 on success,
  * 0 on a lexical error (lx->error and its position set). */
@@ -53,8 +62,10 @@ int pc_Token_Int(const pc_Token *t, uint64_t *out);
 double pc_Token_Float(const pc_Token *t);
 
 /* Decodes the string token 't' (escapes \a \b \f \n \r \t \v \\ \' \" \?,
- * octal \NNN, hex \xHH, \uXXXX and \UXXXXXXXX as UTF-8) into 'out', which
- * must hold t->len bytes; returns the decoded length. */
+ * octal \NNN, hex \xHH, \uXXXX and \UXXXXXXXX as UTF-8, a \u head surrogate
+ * followed by a \u trail surrogate as their one code point, a code point
+ * past 10FFFF as the text "\U%08x", all as protoc) into 'out', which must
+ * hold t->len bytes; returns the decoded length. */
 size_t pc_Token_Unescape(const pc_Token *t, char *out);
 
 #endif

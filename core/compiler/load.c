@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_IMPORT_DEPTH 64
+/* protoc has no limit of its own; this one bounds the recursion (each
+ * level a small frame) well past real schemas' chains. */
+#define MAX_IMPORT_DEPTH 512
 
 typedef struct {
   pc_Arena *a;
@@ -56,31 +58,45 @@ static void collect(const pc_ProtoSet *set, const pc_FileDesc *f, const pc_FileD
   }
 }
 
+/* protoc's error for an import cycle from stack entry 'i' back to 'name'. */
+static pc_FileDesc *cycle(L *l, size_t i, const char *name) {
+  char chain[PC_ERROR_MAX];
+  size_t n = 0;
+  chain[0] = '\0';
+  for (size_t k = i; k < l->depth && n < sizeof chain; k++)
+    n += (size_t)snprintf(chain + n, sizeof chain - n, "%s -> ", l->stack[k]);
+  pc_Error_Set(l->err, "File recursively imports itself: %s%s", chain, name);
+  return NULL;
+}
+
 static pc_FileDesc *load(L *l, const char *name, const char *importer) {
   pc_FileDesc *f = find_loaded(l->set, name);
   if (f != NULL) return f;
-  for (size_t i = 0; i < l->depth; i++) {
-    if (strcmp(l->stack[i], name) != 0) continue;
-    char chain[PC_ERROR_MAX];
-    size_t n = 0;
-    chain[0] = '\0';
-    for (size_t k = i; k < l->depth && n < sizeof chain; k++)
-      n += (size_t)snprintf(chain + n, sizeof chain - n, "%s -> ", l->stack[k]);
-    pc_Error_Set(l->err, "File recursively imports itself: %s%s", chain, name);
-    return NULL;
-  }
+  for (size_t i = 0; i < l->depth; i++)
+    if (strcmp(l->stack[i], name) == 0) return cycle(l, i, name);
   if (l->depth == MAX_IMPORT_DEPTH) {
     pc_Error_Set(l->err, "%s: imports nested too deeply", name);
     return NULL;
   }
   const char *src = NULL;
   size_t len = 0;
-  int found = l->source ? l->source(l->ud, name, &src, &len, l->err) : 0;
-  if (found < 0) return NULL;
+  pc_Error why; /* the source's error, or why it found nothing */
+  pc_Error_Init(&why);
+  if (name[0] == '\0') pc_Error_Set(&why, "an empty file name");
+  int found = l->source && name[0] != '\0' ? l->source(l->ud, name, &src, &len, &why) : 0;
+  if (found < 0) {
+    pc_Error_Set(l->err, "%s", why.set ? why.msg : "cannot read the file");
+    return NULL;
+  }
   if (found == 0) src = pc_Wkt_Source(name, &len);
   if (src == NULL) {
-    if (importer)
+    if (importer && why.set)
+      pc_Error_Set(l->err, "%s: Import \"%s\" was not found or had errors (%s).", importer, name,
+                   why.msg);
+    else if (importer)
       pc_Error_Set(l->err, "%s: Import \"%s\" was not found or had errors.", importer, name);
+    else if (why.set)
+      pc_Error_Set(l->err, "%s: File not found (%s).", name, why.msg);
     else
       pc_Error_Set(l->err, "%s: File not found.", name);
     return NULL;

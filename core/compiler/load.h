@@ -18,7 +18,9 @@
 /* Finds the .proto text of import name 'name': returns 1 with '*src' and
  * '*len' set (the text must stay valid until the next call of the function
  * or the end of pc_LoadProto, whichever comes first), 0 when there is no
- * such file, -1 on another failure, with a message in 'err'. */
+ * such file, -1 on another failure, with a message in 'err'. With 0 'err'
+ * may say why nothing was found ("dir/x.proto is a folder"); the not-found
+ * error then ends with it in parentheses. */
 typedef int pc_ProtoSource(void *ud, const char *name, const char **src, size_t *len,
                            pc_Error *err);
 
@@ -37,9 +39,11 @@ typedef struct {
  * does not hold yet, appending each resolved file to 'set'. Returns the
  * loaded (or already present) file, or NULL with the first error in 'err':
  * a parse or resolve error ("a.proto:3:10: ..."), "b.proto: File not
- * found." for a missing file, an import cycle ("File recursively imports
- * itself: a.proto -> b.proto -> a.proto"), "out of memory". Files appended
- * before a failure stay in 'set' (each is complete and resolved). */
+ * found." for a missing file (an import of one: 'a.proto: Import "b.proto"
+ * was not found or had errors.', with the source's reason or "an empty file
+ * name" in parentheses before the dot when there is one), an import cycle ("File recursively
+ * imports itself: a.proto -> b.proto -> a.proto"), "out of memory". Files appended before a failure
+ * stay in 'set' (each is complete and resolved). */
 pc_FileDesc *pc_LoadProto(pc_Arena *arena, pc_ProtoSet *set, const char *name,
                           pc_ProtoSource *source, void *ud, pc_Error *err);
 

@@ -1,5 +1,5 @@
 /* The .proto parser. Statement by statement as protoc's compiler/parser.cc
- * (same grammar, same error texts); see proto_parse.h for what it keeps. */
+ * (same grammar, same error texts); see compiler/parse_internal.h for what it keeps. */
 #include "compiler/parse_internal.h"
 #include "wire/wire.h"
 
@@ -421,12 +421,13 @@ typedef struct {
   int is_ext;
 } NamePart;
 
-static int set_std_option(P *p, Opts *o, const StdOpt *so, const OptVal *v) {
+/* 'line', 'col': the option name's position (protoc's for "already set"). */
+static int set_std_option(P *p, Opts *o, const StdOpt *so, const OptVal *v, int line, int col) {
   char full[160];
   snprintf(full, sizeof full, "%s.%s", kOptMessage[so->kind], so->name);
   for (size_t i = 0; i < o->n; i++)
     if (o->ents[i].number == so->number)
-      return error_at(p, v->line, v->col, "Option \"%s\" was already set.", so->name);
+      return error_at(p, line, col, "Option \"%s\" was already set.", so->name);
   uint64_t value = 0;
   Buf *b = &o->std;
   size_t start = b->n;
@@ -547,7 +548,7 @@ static int parse_option_body(P *p, Opts *o) {
         if (nparts > 1)
           return error_at(p, line, col, "Option \"%s\" is an atomic type, not a message.",
                           so->name);
-        return set_std_option(p, o, so, &v);
+        return set_std_option(p, o, so, &v, line, col);
       }
     }
     return error_at(p, line, col,
@@ -731,6 +732,8 @@ static int parse_field_options(P *p, pc_FieldDesc *f, int *explicit_json) {
       if (!parse_default(p, f)) return 0;
     } else if (at(p, "json_name")) {
       if (*explicit_json) return error(p, "Already set option \"json_name\".");
+      f->json_line = p->cur.line;
+      f->json_column = p->cur.column;
       advance(p);
       if (!expect(p, "=")) return 0;
       f->json_name = consume_string(p, "Expected string for JSON name.", NULL);
@@ -833,23 +836,29 @@ static pc_FieldDesc *new_field(P *p, FieldSink fs) {
  * field's index in the sink (its address moves when the sink grows). */
 static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_label) {
   pc_FieldDesc *f = &(*fs.arr)[fi];
-  int is_map = 0;
+  int is_map = 0, next_line = 0, next_col = 0;
   pc_FieldType key_type = 0, value_type = 0;
   const char *key_name = NULL, *value_name = NULL;
   if (at(p, "map")) {
     pc_Lexer save = p->lx;
     pc_Token next;
     if (pc_Lexer_Next(&save, &next) && next.kind == kPc_Tok_Symbol && next.len == 1 &&
-        next.text[0] == '<')
+        next.text[0] == '<') {
       is_map = 1;
+      next_line = next.line;
+      next_col = next.column;
+    }
   }
   f->type_line = p->cur.line;
   f->type_column = p->cur.column;
   if (is_map) {
-    if (f->oneof_index >= 0) return error(p, "Map fields are not allowed in oneofs.");
-    if (has_label)
-      return error(p, "Field labels (required/optional/repeated) are not allowed on map fields.");
-    if (f->extendee) return error(p, "Map fields are not allowed to be extensions.");
+    if (f->oneof_index >= 0)
+      return error_at(p, next_line, next_col, "Map fields are not allowed in oneofs.");
+    if (has_label) /* protoc reports these at the '<' */
+      return error_at(p, next_line, next_col,
+                      "Field labels (required/optional/repeated) are not allowed on map fields.");
+    if (f->extendee)
+      return error_at(p, next_line, next_col, "Map fields are not allowed to be extensions.");
     f->label = kPc_Label_Repeated;
     advance(p);
     advance(p);
@@ -963,10 +972,15 @@ static int parse_label(P *p, pc_FieldDesc *f) {
   return 0;
 }
 
-static int parse_field(P *p, FieldSink fs, MsgSink ms, const char *extendee) {
+/* 'at': where the extendee was written (line, column), for an extension. */
+static int parse_field(P *p, FieldSink fs, MsgSink ms, const char *extendee, const int at[2]) {
   pc_FieldDesc *f = new_field(p, fs);
   if (f == NULL) return 0;
   f->extendee = extendee;
+  if (at != NULL) {
+    f->extendee_line = at[0];
+    f->extendee_column = at[1];
+  }
   size_t fi = *fs.count - 1;
   int has_label = parse_label(p, f);
   return parse_field_rest(p, fs, fi, ms, has_label);
@@ -975,11 +989,12 @@ static int parse_field(P *p, FieldSink fs, MsgSink ms, const char *extendee) {
 static int parse_extend(P *p, FieldSink fs, MsgSink ms) {
   advance(p); /* extend */
   const char *extendee = NULL;
+  int at[2] = {p->cur.line, p->cur.column};
   if (!parse_user_type(p, &extendee) || !expect(p, "{")) return 0;
   do {
     if (p->cur.kind == kPc_Tok_End)
       return p->failed ? 0 : error(p, "Reached end of input in extend definition (missing '}').");
-    if (!parse_field(p, fs, ms, extendee)) return 0;
+    if (!parse_field(p, fs, ms, extendee, at)) return 0;
   } while (!try_consume(p, "}") && !p->failed);
   return !p->failed;
 }
@@ -1040,9 +1055,10 @@ static int parse_enum(P *p, pc_EnumDesc *e) {
       if (v->name == NULL) return 0;
       v->line = tok.line;
       v->column = tok.column;
-      if (!expect_msg(p, "=", "Missing numeric value for enum constant.") ||
-          !consume_signed_int(p, &v->number, "Expected integer."))
-        return 0;
+      if (!expect_msg(p, "=", "Missing numeric value for enum constant.")) return 0;
+      v->number_line = p->cur.line;
+      v->number_column = p->cur.column;
+      if (!consume_signed_int(p, &v->number, "Expected integer.")) return 0;
       if (try_consume(p, "[")) {
         Opts vo;
         opts_init(&vo, kEnumValueOpts);
@@ -1121,6 +1137,8 @@ static int parse_ranges(P *p, pc_MessageDesc *m, Caps *c) {
         push(p, &m->extension_ranges, &m->extension_range_count, &c->ranges, sizeof *r);
     if (r == NULL) return 0;
     int32_t start, end;
+    r->line = p->cur.line;
+    r->column = p->cur.column;
     if (!consume_int(p, &start, "Expected field number range.")) return 0;
     end = start;
     if (try_consume(p, "to")) {
@@ -1235,7 +1253,7 @@ static int parse_message_block(P *p, pc_MessageDesc *m) {
     } else if (at(p, "oneof")) {
       ok = parse_oneof(p, m, &c);
     } else {
-      ok = parse_field(p, fs, ms, NULL);
+      ok = parse_field(p, fs, ms, NULL, NULL);
     }
     if (!ok) return 0;
   }
@@ -1252,10 +1270,40 @@ static int parse_message_block(P *p, pc_MessageDesc *m) {
   return opts_finish(p, &o, &m->options);
 }
 
+/* A set of names (open addressing over arena memory), so each synthetic
+ * oneof's clash check is O(1) instead of a scan of the message. */
+typedef struct {
+  const char **slots;
+  size_t cap;
+} NameSet;
+
+static size_t name_hash(const char *s) {
+  size_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+/* 1 when 'name' is in the set; otherwise adds it when 'add' and returns 0. */
+static int name_set_has(NameSet *set, const char *name, int add) {
+  size_t i = name_hash(name) & (set->cap - 1);
+  for (; set->slots[i] != NULL; i = (i + 1) & (set->cap - 1))
+    if (strcmp(set->slots[i], name) == 0) return 1;
+  if (add) set->slots[i] = name;
+  return 0;
+}
+
 /* protoc's GenerateSyntheticOneofs: "_name" (prefixed with X until unique)
  * for each proto3 optional field, after the real oneofs. */
 static int synthetic_oneofs(P *p, pc_MessageDesc *m) {
-  size_t cap = m->oneof_count;
+  size_t cap = m->oneof_count, optional = 0;
+  for (size_t i = 0; i < m->field_count; i++) optional += m->fields[i].proto3_optional != 0;
+  if (optional == 0) return 1;
+  NameSet set = {NULL, 16};
+  while (set.cap < 2 * (m->field_count + m->oneof_count + optional)) set.cap *= 2;
+  set.slots = pc_Arena_Calloc(p->a, set.cap * sizeof(const char *));
+  if (set.slots == NULL) return oom(p);
+  for (size_t k = 0; k < m->field_count; k++) name_set_has(&set, m->fields[k].name, 1);
+  for (size_t k = 0; k < m->oneof_count; k++) name_set_has(&set, m->oneofs[k].name, 1);
   for (size_t i = 0; i < m->field_count; i++) {
     pc_FieldDesc *f = &m->fields[i];
     if (!f->proto3_optional) continue;
@@ -1272,12 +1320,7 @@ static int synthetic_oneofs(P *p, pc_MessageDesc *m) {
         name[extra - 1] = '_';
         memcpy(name + extra, f->name, n + 1);
       }
-      int clash = 0;
-      for (size_t k = 0; k < m->field_count && !clash; k++)
-        clash = strcmp(m->fields[k].name, name) == 0;
-      for (size_t k = 0; k < m->oneof_count && !clash; k++)
-        clash = strcmp(m->oneofs[k].name, name) == 0;
-      if (!clash) break;
+      if (!name_set_has(&set, name, 1)) break;
       extra++;
     }
     pc_OneofDesc *od = push(p, &m->oneofs, &m->oneof_count, &cap, sizeof *od);
@@ -1328,26 +1371,23 @@ static int parse_service(P *p, pc_ServiceDesc *s) {
     md->line = tok.line;
     md->column = tok.column;
     if (!expect(p, "(")) return 0;
+    /* `stream` first is always the keyword, as in protoc: a type named
+     * stream is written `(stream stream)` and means a stream of it */
     if (at(p, "stream")) {
-      pc_Lexer save = p->lx;
-      pc_Token next;
-      /* `stream` is a keyword unless it is the type name itself */
-      if (pc_Lexer_Next(&save, &next) && !(next.kind == kPc_Tok_Symbol && next.text[0] == ')')) {
-        md->client_streaming = 1;
-        advance(p);
-      }
+      md->client_streaming = 1;
+      advance(p);
     }
+    md->type_line[0] = p->cur.line;
+    md->type_column[0] = p->cur.column;
     if (!parse_user_type(p, &md->input_type) || !expect(p, ")") || !expect(p, "returns") ||
         !expect(p, "("))
       return 0;
     if (at(p, "stream")) {
-      pc_Lexer save = p->lx;
-      pc_Token next;
-      if (pc_Lexer_Next(&save, &next) && !(next.kind == kPc_Tok_Symbol && next.text[0] == ')')) {
-        md->server_streaming = 1;
-        advance(p);
-      }
+      md->server_streaming = 1;
+      advance(p);
     }
+    md->type_line[1] = p->cur.line;
+    md->type_column[1] = p->cur.column;
     if (!parse_user_type(p, &md->output_type) || !expect(p, ")")) return 0;
     Opts mo;
     opts_init(&mo, kMethodOpts);
@@ -1470,6 +1510,7 @@ pc_FileDesc *pc_ParseProto(pc_Arena *arena, const char *name, const char *src, s
   p.err = err;
   p.name = name;
   pc_Lexer_Init(&p.lx, src, len);
+  pc_Lexer_SkipBom(&p.lx);
   pc_FileDesc *file = pc_Arena_Calloc(arena, sizeof *file);
   if (file == NULL) {
     oom(&p);

@@ -10,7 +10,7 @@
  * Output is the parser half of protoc's work: type references stay as
  * written (type_name relative, type 0 for message/enum references, extendee
  * and method types as written), and must go through pc_ResolveProto
- * (proto_resolve.h) before use. Standard options (java_package, packed,
+ * (compiler/resolve_internal.h) before use. Standard options (java_package, packed,
  * deprecated, allow_alias, ...) are checked, decoded into the pc_*Desc
  * fields and encoded into the options bytes in field-number order.
  * Options naming an extension, `(pkg.ext).field = value`, need the

@@ -120,7 +120,7 @@ static void errors(void) {
   ERR("syntax = \"proto3\";\nservice S { rpc M (int32) returns (A); }",
       "t.proto:2:20: Expected message type.");
   ERR("syntax = \"proto3\";\nenum E { X = 0; }\nservice S { rpc M (E) returns (E); }",
-      "t.proto:3:17: \"E\" is not a message type.");
+      "t.proto:3:20: \"E\" is not a message type.");
   /* numbers */
   ERR("syntax = \"proto3\";\npackage p;\nmessage A {\n  int32 a = 1;\n  string b = 1;\n}",
       "t.proto:5:14: Field number 1 has already been used in \"p.A\" by field \"a\".");
@@ -132,13 +132,13 @@ static void errors(void) {
       "t.proto:2:23: Field numbers 19000 through 19999 are reserved for the protocol buffer "
       "library implementation.");
   ERR("syntax = \"proto3\";\nmessage A {\n  reserved 2, 5 to 8;\n  int32 a = 6;\n}",
-      "t.proto:4:9: Field \"a\" uses reserved number 6.");
+      "t.proto: Field \"a\" uses reserved number 6.");
   ERR("syntax = \"proto3\";\nmessage A {\n  reserved \"a\";\n  int32 a = 1;\n}",
       "t.proto:4:9: Field name \"a\" is reserved.");
   ERR("syntax = \"proto3\";\nenum E { reserved 1 to max; A = 0; B = 7; }",
-      "t.proto:2:36: Enum value \"B\" uses reserved number 7.");
+      "t.proto: Enum value \"B\" uses reserved number 7.");
   ERR("syntax = \"proto2\";\nmessage M { extensions 10 to 20; extensions 15 to 30; }",
-      "t.proto:2:9: Extension range 15 to 30 overlaps with already-defined range 10 to 20.");
+      "t.proto:2:24: Extension range 15 to 30 overlaps with already-defined range 10 to 20.");
   ERR("syntax = \"proto2\";\nmessage M { extensions 10 to 20; optional int32 a = 12; }",
       "t.proto:2:49: Extension range 10 to 20 includes field \"a\" (12).");
   ERR("syntax = \"proto2\";\npackage p;\nmessage M { extensions 100 to 200; }\n"
@@ -148,7 +148,7 @@ static void errors(void) {
       "extend M { optional int32 e = 150; optional int32 f = 150; }",
       "t.proto:4:55: Extension number 150 has already been used in \"p.M\" by extension \"p.e\".");
   ERR("syntax = \"proto2\";\nenum E { A = 0; B = 0; }",
-      "t.proto:2:17: \"B\" uses the same enum value as \"A\". If this is intended, set 'option "
+      "t.proto:2:21: \"B\" uses the same enum value as \"A\". If this is intended, set 'option "
       "allow_alias = true;' to the enum definition.");
   ERR("syntax = \"proto2\";\nenum E { }", "t.proto:2:6: Enums must contain at least one value.");
   /* maps, defaults, options */
@@ -157,7 +157,7 @@ static void errors(void) {
   ERR("syntax = \"proto2\";\nenum E { ONE = 1; }\nmessage A { map<int32, E> m = 1; }",
       "t.proto:3:13: Enum value in map must define 0 as the first value.");
   ERR("syntax = \"proto3\";\nmessage A { repeated map<int32, int32> m = 1; }",
-      "t.proto:2:22: Field labels (required/optional/repeated) are not allowed on map fields.");
+      "t.proto:2:25: Field labels (required/optional/repeated) are not allowed on map fields.");
   ERR("syntax = \"proto2\";\nenum E { A = 0; }\nmessage M { optional E e = 1 [default = B]; }",
       "t.proto:3:41: Enum type \"E\" has no value named \"B\".");
   ERR("syntax = \"proto2\";\nmessage N {}\nmessage M { optional N n = 1 [default = 1]; }",
@@ -176,7 +176,7 @@ static void errors(void) {
       "t.proto:2:23: Enum type \"google.protobuf.FileOptions.OptimizeMode\" has no value named "
       "\"FAST\" for option \"google.protobuf.FileOptions.optimize_for\".");
   ERR("syntax = \"proto3\";\noption java_package = \"a\";\noption java_package = \"b\";",
-      "t.proto:3:23: Option \"java_package\" was already set.");
+      "t.proto:3:8: Option \"java_package\" was already set.");
   ERR("syntax = \"proto3\";\noption (foo) = 1;",
       "t.proto:2:8: Option \"(foo)\" unknown. Ensure that your proto definition file imports the "
       "proto which defines the option.");
@@ -201,7 +201,7 @@ static void errors(void) {
       "value\".");
   /* proto3 rules */
   ERR("syntax = \"proto3\";\nenum E { A = 1; }",
-      "t.proto:2:10: The first enum value must be zero in proto3.");
+      "t.proto:2:14: The first enum value must be zero in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { required int32 a = 1; }",
       "t.proto:2:22: Required fields are not allowed in proto3.");
   ERR("syntax = \"proto3\";\nmessage A { int32 a = 1 [default = 5]; }",
@@ -217,10 +217,10 @@ static void errors(void) {
   ERR("syntax = \"proto2\";\nmessage M { optional uint32 a = 1 [default = -1]; }",
       "t.proto:2:47: Unsigned field can't have negative default value.");
   ERR("syntax = \"proto3\";\nmessage M { oneof o { map<int32,int32> m = 1; } }",
-      "t.proto:2:23: Map fields are not allowed in oneofs.");
+      "t.proto:2:26: Map fields are not allowed in oneofs.");
   ERR("syntax = \"proto2\";\nmessage M { extensions 10 to 20; }\n"
       "extend M { optional int32 e = 10 [json_name = \"x\"]; }",
-      "t.proto:3:27: option json_name is not allowed on extension fields.");
+      "t.proto:3:35: option json_name is not allowed on extension fields.");
   ERR("syntax = \"proto3\";\nmessage M { option message_set_wire_format = true; }",
       "t.proto:2:9: MessageSet is not supported in proto3.");
   ERR("syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\n"

@@ -1,5 +1,5 @@
 /* Name resolution, validation and custom option interpretation; see
- * proto_resolve.h. Follows protoc's descriptor.cc (DescriptorBuilder and
+ * compiler/resolve_internal.h. Follows protoc's descriptor.cc (DescriptorBuilder and
  * OptionInterpreter): same lookups, same error texts. */
 #include "compiler/resolve_internal.h"
 #include "wire/wire.h"
@@ -16,6 +16,9 @@
 
 #define MAX_FIELD_NUMBER 536870911
 #define MAX_DEPTH        64
+/* Aggregate option values nest this deep at most (protoc sets no limit;
+ * this one bounds the recursion of the text reader to a small stack). */
+#define MAX_TEXT_DEPTH   300
 
 typedef enum {
   kSymPackage = 1,
@@ -37,6 +40,13 @@ typedef struct {
   const void *owner; /* enum of a value; message of a field */
 } Sym;
 
+/* An extension by (extendee, number), with its full name for errors. */
+struct ExtEntry {
+  const pc_FieldDesc *f; /* NULL: free */
+  const char *name;
+  size_t len;
+};
+
 typedef struct {
   pc_Arena *a;
   pc_Error *err;
@@ -51,8 +61,10 @@ typedef struct {
   char undefined_resolved[256];
   int undeclared_file;
   char undeclared_name[256];
-  const pc_FieldDesc **seen; /* extensions of the file checked so far */
-  size_t nseen, capseen;
+  /* (extendee, number) of the dependencies' extensions and of the file's
+   * extensions checked so far, hashed for extension_clash */
+  struct ExtEntry *exts;
+  size_t ext_cap, ext_count;
 } R;
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -198,8 +210,8 @@ static int add_message_syms(R *r, const char *scope, const pc_MessageDesc *m, in
   int self = file == file_index_self(r);
   for (size_t i = 0; self && i < m->oneof_count; i++) {
     char *n = join(r, full, m->oneofs[i].name);
-    if (n == NULL || !add_sym(r, n, kSymOneof, file, &m->oneofs[i], m, m->line, m->column))
-      return 0;
+    /* a oneof can clash only with an earlier oneof: protoc gives no position */
+    if (n == NULL || !add_sym(r, n, kSymOneof, file, &m->oneofs[i], m, 0, 0)) return 0;
   }
   for (size_t i = 0; self && i < m->field_count; i++) {
     char *n = join(r, full, m->fields[i].name);
@@ -411,14 +423,27 @@ static const Sym *find_full(const R *r, const char *dotted_name) {
   (f)->default_line ? (f)->default_line : (f)->line,                                               \
       (f)->default_line ? (f)->default_column : (f)->column
 
+#define AT_VALUE_NUMBER(v)                                                                         \
+  (v)->number_line ? (v)->number_line : (v)->line,                                                 \
+      (v)->number_line ? (v)->number_column : (v)->column
+#define AT_EXTENDEE(f)                                                                             \
+  (f)->extendee_line ? (f)->extendee_line : (f)->line,                                             \
+      (f)->extendee_line ? (f)->extendee_column : (f)->column
+#define AT_RANGE(x, m) (x)->line ? (x)->line : (m)->line, (x)->line ? (x)->column : (m)->column
+
 static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
+  if (f->default_value != NULL && f->label == kPc_Label_Repeated) /* before the type's checks */
+    return fail_at(r, AT_DEFAULT(f), "Repeated fields can't have default values.");
   if (f->extendee != NULL) {
     const Sym *s = lookup(r, f->extendee, full, 0);
-    if (s == NULL) return not_defined(r, f->line, f->column, f->extendee);
+    if (s == NULL) return not_defined(r, AT_EXTENDEE(f), f->extendee);
     if (s->kind != kSymMessage)
-      return fail_at(r, f->line, f->column, "\"%s\" is not a message type.", f->extendee);
+      return fail_at(r, AT_EXTENDEE(f), "\"%s\" is not a message type.", f->extendee);
     if ((f->extendee = dotted(r, s)) == NULL) return 0;
   }
+  if (f->type_name == NULL && (f->type == kPc_Type_Message || f->type == kPc_Type_Group ||
+                               f->type == kPc_Type_Enum)) /* map<string, group>, say */
+    return fail_at(r, 0, 0, "Field with message or enum type missing type_name.");
   if (f->type_name == NULL) return 1;
   const Sym *s = lookup(r, f->type_name, full, 1);
   if (s == NULL) return not_defined(r, AT_TYPE(f), f->type_name);
@@ -467,6 +492,31 @@ static int is_packable(pc_FieldType t) {
          t != kPc_Type_Group && t != 0;
 }
 
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
+static int skip_value(const uint8_t **p, const uint8_t *end, int wt, uint32_t number, int depth);
+
+/* The last varint of field 'number' in serialized options (a standard
+ * option the parser wrote), or 0 when absent or malformed. */
+static uint64_t opt_varint(const pc_OptionsDesc *o, uint32_t number) {
+  if (o->data == NULL) return 0;
+  const uint8_t *p = o->data, *end = o->data + o->size;
+  uint64_t found = 0, tag, v;
+  while (p < end && read_varint(&p, end, &tag)) {
+    if ((uint32_t)(tag >> 3) == number && (tag & 7) == 0) {
+      if (!read_varint(&p, end, &v)) return 0;
+      found = v;
+    } else if (!skip_value(&p, end, (int)(tag & 7), (uint32_t)(tag >> 3), 0)) {
+      return 0;
+    }
+  }
+  return found;
+}
+
+static int is_64bit_integer(pc_FieldType t) {
+  return t == kPc_Type_Int64 || t == kPc_Type_Uint64 || t == kPc_Type_Sint64 ||
+         t == kPc_Type_Fixed64 || t == kPc_Type_Sfixed64;
+}
+
 static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_MessageDesc *m) {
   (void)m;
   if (f->number <= 0) return fail_at(r, AT_NUMBER(f), "Field numbers must be positive integers.");
@@ -485,11 +535,21 @@ static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_M
   if (f->packed == 1 && (f->label != kPc_Label_Repeated || !is_packable(f->type)))
     return fail_at(r, AT_TYPE(f),
                    "[packed = true] can only be specified for repeated primitive fields.");
+  /* FieldOptions lazy (5), unverified_lazy (15), jstype (6), as protoc's
+   * ValidateFieldOptions */
+  if ((opt_varint(&f->options, 5) || opt_varint(&f->options, 15)) && f->type != kPc_Type_Message)
+    return fail_at(r, AT_TYPE(f), "[lazy = true] can only be specified for submessage fields.");
+  uint64_t jstype = opt_varint(&f->options, 6);
+  if (jstype != 0 && !is_64bit_integer(f->type))
+    return fail_at(r, AT_TYPE(f),
+                   "jstype is only allowed on int64, uint64, sint64, fixed64 or sfixed64 fields.");
   if (is_extension && f->json_name != NULL) {
     char buf[256];
     pc_JsonName(f->name, buf, sizeof buf);
     if (strcmp(buf, f->json_name) != 0)
-      return fail_at(r, f->line, f->column, "option json_name is not allowed on extension fields.");
+      return fail_at(r, f->json_line ? f->json_line : f->line,
+                     f->json_line ? f->json_column : f->column,
+                     "option json_name is not allowed on extension fields.");
   }
   return 1;
 }
@@ -508,57 +568,6 @@ static int check_map_entry(R *r, const pc_MessageDesc *entry, const pc_FieldDesc
       return fail_at(r, AT_TYPE(f), "Enum value in map must define 0 as the first value.");
   }
   return 1;
-}
-
-static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
-  if (e->value_count == 0)
-    return fail_at(r, e->line, e->column, "Enums must contain at least one value.");
-  if (r->file->syntax == kPc_Syntax_Proto3 && e->values[0].number != 0)
-    return fail_at(r, e->values[0].line, e->values[0].column,
-                   "The first enum value must be zero in proto3.");
-  for (size_t i = 0; i < e->value_count; i++) {
-    const pc_EnumValueDesc *v = &e->values[i];
-    for (size_t k = 0; k < e->reserved_range_count; k++)
-      if (e->reserved_ranges[k].start <= v->number && v->number <= e->reserved_ranges[k].end)
-        return fail_at(r, v->line, v->column, "Enum value \"%s\" uses reserved number %d.", v->name,
-                       v->number);
-    for (size_t k = 0; k < e->reserved_name_count; k++)
-      if (strcmp(e->reserved_names[k], v->name) == 0)
-        return fail_at(r, v->line, v->column, "Enum value \"%s\" is reserved.", v->name);
-    if (!e->allow_alias) {
-      for (size_t k = 0; k < i; k++)
-        if (e->values[k].number == v->number)
-          return fail_at(r, v->line, v->column,
-                         "\"%s%s%s\" uses the same enum value as \"%s%s%s\". If this is "
-                         "intended, set 'option allow_alias = true;' to the enum definition.",
-                         scope ? scope : "", scope ? "." : "", v->name, scope ? scope : "",
-                         scope ? "." : "", e->values[k].name);
-    }
-  }
-  return 1;
-}
-
-static const pc_MessageDesc *nested_named(const pc_MessageDesc *m, const char *name) {
-  for (size_t i = 0; i < m->nested_count; i++)
-    if (strcmp(m->nested[i].name, name) == 0) return &m->nested[i];
-  return NULL;
-}
-
-static int lower_no_underscore(const char **p) {
-  while (**p == '_') (*p)++;
-  int c = (unsigned char)**p;
-  if (c) (*p)++;
-  return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
-}
-
-/* protoc's JSON key of a field name: lower-cased, underscores dropped. */
-static char *json_key(R *r, const char *name) {
-  char *k = pc_Arena_Malloc(r->a, strlen(name) + 1);
-  if (k == NULL) return NULL;
-  size_t n = 0;
-  for (int c; (c = lower_no_underscore(&name)) != 0;) k[n++] = (char)c;
-  k[n] = '\0';
-  return k;
 }
 
 /* Duplicates among a message's fields in O(n log n) (a message may have
@@ -599,6 +608,157 @@ static size_t first_duplicate(DupItem *items, size_t n, size_t *first) {
   return best;
 }
 
+/* A reserved name listed twice: protoc's error at the message's or enum's
+ * name. */
+static int reserved_once(R *r, const char *const *names, size_t n, int line, int col, int in_enum) {
+  if (n < 2) return 1;
+  DupItem *items = pc_Arena_Malloc(r->a, n * sizeof *items);
+  if (items == NULL) return oom(r);
+  for (size_t i = 0; i < n; i++) items[i] = (DupItem){0, names[i], i};
+  size_t first = 0, dup = first_duplicate(items, n, &first);
+  if (dup == SIZE_MAX) return 1;
+  if (in_enum)
+    return fail_at(r, line, col, "Enum value \"%s\" is reserved multiple times.", names[dup]);
+  return fail_at(r, line, col, "Field name \"%s\" is reserved multiple times.", names[dup]);
+}
+
+static char lower(char c) {
+  if (c >= 'A' && c <= 'Z') return (char)(c - 'A' + 'a');
+  return c;
+}
+
+/* Where 'value' goes on once the prefix is removed: past the enum's name
+ * compared lower-cased with underscores skipped, and the underscores after
+ * it; 0 when the name is not a prefix or nothing would remain. */
+static size_t prefix_end(const char *enum_name, const char *value) {
+  size_t i = 0, n = strlen(value);
+  for (const char *p = enum_name; *p != '\0'; p++) {
+    if (*p == '_') continue;
+    while (i < n && value[i] == '_') i++;
+    if (i == n || lower(value[i]) != lower(*p)) return 0;
+    i++;
+  }
+  while (i < n && value[i] == '_') i++;
+  return i < n ? i : 0;
+}
+
+static char *enum_value_key(R *r, const char *enum_name, const char *value) {
+  size_t start = prefix_end(enum_name, value), n = strlen(value);
+  char *k = pc_Arena_Malloc(r->a, n - start + 1);
+  if (k == NULL) return NULL;
+  size_t m = 0;
+  int upper = 1;
+  for (size_t j = start; j < n; j++) {
+    if (value[j] == '_') {
+      upper = 1;
+      continue;
+    }
+    char c = lower(value[j]);
+    if (upper && c >= 'a' && c <= 'z') c = (char)(c - 'a' + 'A');
+    k[m++] = c;
+    upper = 0;
+  }
+  k[m] = '\0';
+  return k;
+}
+
+/* proto3: two values whose names agree once the enum's prefix is dropped
+ * and case ignored, with different numbers (protoc's
+ * CheckEnumValueUniqueness; proto2 only warns). By sorting: the first value
+ * of each key stands, a later one with another number is the error. */
+static int check_enum_prefixes(R *r, const pc_EnumDesc *e) {
+  if (r->file->syntax != kPc_Syntax_Proto3 || e->value_count < 2) return 1;
+  DupItem *items = pc_Arena_Malloc(r->a, e->value_count * sizeof *items);
+  if (items == NULL) return oom(r);
+  for (size_t i = 0; i < e->value_count; i++) {
+    char *k = enum_value_key(r, e->name, e->values[i].name);
+    if (k == NULL) return oom(r);
+    items[i] = (DupItem){0, k, i};
+  }
+  qsort(items, e->value_count, sizeof *items, dup_cmp);
+  size_t best = SIZE_MAX, first = 0;
+  for (size_t g = 0; g < e->value_count;) {
+    size_t h = g + 1;
+    const pc_EnumValueDesc *head = &e->values[items[g].index];
+    for (; h < e->value_count && dup_key_cmp(&items[g], &items[h]) == 0; h++) {
+      const pc_EnumValueDesc *v = &e->values[items[h].index];
+      if (items[h].index < best && v->number != head->number && strcmp(v->name, head->name) != 0) {
+        best = items[h].index;
+        first = items[g].index;
+      }
+    }
+    g = h;
+  }
+  if (best == SIZE_MAX) return 1;
+  const pc_EnumValueDesc *v = &e->values[best];
+  return fail_at(r, v->line, v->column,
+                 "Enum name %s has the same name as %s if you ignore case and strip out the enum "
+                 "name prefix (if any). This is error-prone and can lead to undefined behavior. "
+                 "Please avoid doing this. If you are using allow_alias, please assign the same "
+                 "numeric value to both enums.",
+                 v->name, e->values[first].name);
+}
+
+static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
+  if (e->value_count == 0)
+    return fail_at(r, e->line, e->column, "Enums must contain at least one value.");
+  for (size_t i = 0; i < e->reserved_range_count; i++) /* end inclusive here */
+    if (e->reserved_ranges[i].end < e->reserved_ranges[i].start)
+      return fail_at(r, 0, 0, "Reserved range end number must be greater than start number.");
+  if (!reserved_once(r, e->reserved_names, e->reserved_name_count, e->line, e->column, 1) ||
+      !check_enum_prefixes(r, e))
+    return 0;
+  if (r->file->syntax == kPc_Syntax_Proto3 && e->values[0].number != 0)
+    return fail_at(r, AT_VALUE_NUMBER(&e->values[0]),
+                   "The first enum value must be zero in proto3.");
+  size_t dup_first = 0, dup = SIZE_MAX;
+  if (!e->allow_alias) {
+    DupItem *items = pc_Arena_Malloc(r->a, e->value_count * sizeof *items);
+    if (items == NULL) return oom(r);
+    for (size_t i = 0; i < e->value_count; i++) items[i] = (DupItem){e->values[i].number, NULL, i};
+    dup = first_duplicate(items, e->value_count, &dup_first);
+  }
+  for (size_t i = 0; i < e->value_count; i++) {
+    const pc_EnumValueDesc *v = &e->values[i];
+    for (size_t k = 0; k < e->reserved_range_count; k++)
+      if (e->reserved_ranges[k].start <= v->number && v->number <= e->reserved_ranges[k].end)
+        return fail_at(r, 0, 0, "Enum value \"%s\" uses reserved number %d.", v->name, v->number);
+    for (size_t k = 0; k < e->reserved_name_count; k++)
+      if (strcmp(e->reserved_names[k], v->name) == 0)
+        return fail_at(r, v->line, v->column, "Enum value \"%s\" is reserved.", v->name);
+    if (i == dup)
+      return fail_at(r, AT_VALUE_NUMBER(v),
+                     "\"%s%s%s\" uses the same enum value as \"%s%s%s\". If this is "
+                     "intended, set 'option allow_alias = true;' to the enum definition.",
+                     scope ? scope : "", scope ? "." : "", v->name, scope ? scope : "",
+                     scope ? "." : "", e->values[dup_first].name);
+  }
+  return 1;
+}
+
+static const pc_MessageDesc *nested_named(const pc_MessageDesc *m, const char *name) {
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (strcmp(m->nested[i].name, name) == 0) return &m->nested[i];
+  return NULL;
+}
+
+static int lower_no_underscore(const char **p) {
+  while (**p == '_') (*p)++;
+  int c = (unsigned char)**p;
+  if (c) (*p)++;
+  return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
+}
+
+/* protoc's JSON key of a field name: lower-cased, underscores dropped. */
+static char *json_key(R *r, const char *name) {
+  char *k = pc_Arena_Malloc(r->a, strlen(name) + 1);
+  if (k == NULL) return NULL;
+  size_t n = 0;
+  for (int c; (c = lower_no_underscore(&name)) != 0;) k[n++] = (char)c;
+  k[n] = '\0';
+  return k;
+}
+
 static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
   char *full = join(r, scope, m->name);
   if (full == NULL) return 0;
@@ -607,6 +767,7 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     return fail_at(r, m->line, m->column, "Extension ranges are not allowed in proto3.");
   if (proto3 && m->message_set_wire_format)
     return fail_at(r, m->line, m->column, "MessageSet is not supported in proto3.");
+  if (!reserved_once(r, m->reserved_names, m->reserved_name_count, m->line, m->column, 0)) return 0;
   DupItem *items = pc_Arena_Malloc(r->a, (m->field_count + 1) * sizeof *items);
   if (items == NULL) return oom(r);
   for (size_t i = 0; i < m->field_count; i++) items[i] = (DupItem){m->fields[i].number, NULL, i};
@@ -614,6 +775,8 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
   for (size_t i = 0; i < m->field_count; i++) {
     const pc_FieldDesc *f = &m->fields[i];
     if (!check_field(r, f, 0, m)) return 0;
+    if (m->message_set_wire_format)
+      return fail_at(r, f->line, f->column, "MessageSets cannot have fields, only extensions.");
     if (i == dup)
       return fail_at(r, AT_NUMBER(f),
                      "Field number %d has already been used in \"%s\" by field \"%s\".", f->number,
@@ -628,8 +791,8 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     for (size_t k = 0; k < m->reserved_range_count; k++) {
       pc_RangeDesc x = m->reserved_ranges[k];
       if (x.start <= f->number && f->number < x.end)
-        return fail_at(r, f->line, f->column, "Field \"%s\" uses reserved number %d.", f->name,
-                       f->number);
+        return fail_at(r, 0, 0, "Field \"%s\" uses reserved number %d.", f->name,
+                       f->number); /* protoc gives no position */
     }
     for (size_t k = 0; k < m->reserved_name_count; k++)
       if (strcmp(m->reserved_names[k], f->name) == 0)
@@ -663,32 +826,37 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
                      "is not allowed in proto3.",
                      m->fields[i].name, m->fields[k].name);
   }
-  for (size_t i = 0; i < m->oneof_count; i++) {
-    int used = 0;
-    for (size_t k = 0; k < m->field_count && !used; k++) used = m->fields[k].oneof_index == (int)i;
-    if (!used) return fail_at(r, m->line, m->column, "Oneof must have at least one field.");
+  if (m->oneof_count > 0) {
+    unsigned char *used = pc_Arena_Calloc(r->a, m->oneof_count);
+    if (used == NULL) return oom(r);
+    for (size_t k = 0; k < m->field_count; k++)
+      if (m->fields[k].oneof_index >= 0 && (size_t)m->fields[k].oneof_index < m->oneof_count)
+        used[m->fields[k].oneof_index] = 1;
+    for (size_t i = 0; i < m->oneof_count; i++)
+      if (!used[i]) return fail_at(r, m->line, m->column, "Oneof must have at least one field.");
   }
   for (size_t i = 0; i < m->extension_range_count; i++) {
     pc_RangeDesc a = m->extension_ranges[i].range;
+    const pc_ExtensionRangeDesc *x = &m->extension_ranges[i];
     if (a.start <= 0)
-      return fail_at(r, m->line, m->column, "Extension numbers must be positive integers.");
+      return fail_at(r, AT_RANGE(x, m), "Extension numbers must be positive integers.");
     if (a.end > MAX_FIELD_NUMBER + 1 && !m->message_set_wire_format)
-      return fail_at(r, m->line, m->column, "Extension numbers cannot be greater than %d.",
+      return fail_at(r, AT_RANGE(x, m), "Extension numbers cannot be greater than %d.",
                      MAX_FIELD_NUMBER);
     if (a.start >= a.end)
-      return fail_at(r, m->line, m->column,
+      return fail_at(r, AT_RANGE(x, m),
                      "Extension range end number must be greater than start number.");
     for (size_t k = 0; k < m->reserved_range_count; k++) {
       pc_RangeDesc b = m->reserved_ranges[k];
       if (a.end > b.start && b.end > a.start)
-        return fail_at(r, m->line, m->column,
+        return fail_at(r, AT_RANGE(x, m),
                        "Extension range %d to %d overlaps with reserved range %d to %d.", a.start,
                        a.end - 1, b.start, b.end - 1);
     }
     for (size_t k = 0; k < i; k++) {
       pc_RangeDesc b = m->extension_ranges[k].range;
-      if (a.end > b.start && b.end > a.start)
-        return fail_at(r, m->line, m->column,
+      if (a.end > b.start && b.end > a.start) /* protoc: at the earlier range */
+        return fail_at(r, AT_RANGE(&m->extension_ranges[k], m),
                        "Extension range %d to %d overlaps with already-defined range %d to %d.",
                        a.start, a.end - 1, b.start, b.end - 1);
     }
@@ -697,9 +865,8 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
     pc_RangeDesc a = m->reserved_ranges[i];
     if (a.start <= 0)
       return fail_at(r, m->line, m->column, "Reserved numbers must be positive integers.");
-    if (a.start >= a.end)
-      return fail_at(r, m->line, m->column,
-                     "Reserved range end number must be greater than start number.");
+    /* a message's "reserved 5 to 1" passes, as in protoc 3.21 (an enum's
+     * does not: check_enum) */
     for (size_t k = 0; k < i; k++) {
       pc_RangeDesc b = m->reserved_ranges[k];
       if (a.end > b.start && b.end > a.start)
@@ -737,45 +904,81 @@ static int check_extension(R *r, const pc_FieldDesc *x) {
   if (r->file->syntax == kPc_Syntax_Proto3 && !is_options_message(x->extendee))
     return fail_at(r, x->line, x->column,
                    "Extensions in proto3 are only allowed for defining options.");
+  if (m->message_set_wire_format && (x->label != kPc_Label_Optional || x->type != kPc_Type_Message))
+    return fail_at(r, AT_TYPE(x), "Extensions of MessageSets must be optional messages.");
   return 1;
 }
 
-/* Another extension of the same message with the same number. */
-static const Sym *extension_clash(const R *r, const pc_FieldDesc *self) {
+static size_t ext_hash(const char *extendee, int32_t number) {
+  return (size_t)(hash(extendee, strlen(extendee)) ^
+                  ((uint64_t)(uint32_t)number * 0x9E3779B97F4A7C15ull));
+}
+
+/* Adds an extension to the (extendee, number) table; when one is already
+ * there, points '*clash' at it instead (the table unchanged). */
+static int ext_add(R *r, struct ExtEntry e, const struct ExtEntry **clash) {
+  if ((r->ext_count + 1) * 2 > r->ext_cap) {
+    size_t nc = r->ext_cap ? r->ext_cap * 2 : 64;
+    struct ExtEntry *grown = pc_Arena_Calloc(r->a, nc * sizeof *grown);
+    if (grown == NULL) return oom(r);
+    for (size_t k = 0; k < r->ext_cap; k++) {
+      const pc_FieldDesc *g = r->exts[k].f;
+      if (g == NULL) continue;
+      size_t i = ext_hash(g->extendee, g->number) & (nc - 1);
+      while (grown[i].f != NULL) i = (i + 1) & (nc - 1);
+      grown[i] = r->exts[k];
+    }
+    r->exts = grown;
+    r->ext_cap = nc;
+  }
+  size_t i = ext_hash(e.f->extendee, e.f->number) & (r->ext_cap - 1);
+  for (; r->exts[i].f != NULL; i = (i + 1) & (r->ext_cap - 1)) {
+    const pc_FieldDesc *g = r->exts[i].f;
+    if (g->number == e.f->number && strcmp(g->extendee, e.f->extendee) == 0) {
+      *clash = &r->exts[i];
+      return 1;
+    }
+  }
+  r->exts[i] = e;
+  r->ext_count++;
+  return 1;
+}
+
+/* The table starts with every extension of the dependencies; the file's
+ * own are added as they are checked, so a clash is reported only with one
+ * checked before, as protoc does. */
+static int ext_table_init(R *r) {
+  if (r->exts != NULL) return 1;
+  r->ext_cap = 64;
+  r->exts = pc_Arena_Calloc(r->a, r->ext_cap * sizeof *r->exts);
+  if (r->exts == NULL) return oom(r);
   for (size_t i = 0; i < r->cap; i++) {
     const Sym *s = &r->slots[i];
     if (s->name == NULL || s->kind != kSymField || s->owner != NULL) continue;
     const pc_FieldDesc *f = s->desc;
-    if (f == self || f->extendee == NULL) continue;
-    if (s->file == file_index_self(r)) {
-      int seen = 0; /* only clashes with extensions checked before, as protoc */
-      for (size_t k = 0; k < r->nseen && !seen; k++) seen = r->seen[k] == f;
-      if (!seen) continue;
-    }
-    if (f->number == self->number && strcmp(f->extendee, self->extendee) == 0) return s;
+    if (s->file == file_index_self(r) || f->extendee == NULL) continue;
+    const struct ExtEntry *clash = NULL; /* deps were validated; first wins */
+    if (!ext_add(r, (struct ExtEntry){f, s->name, s->len}, &clash)) return 0;
   }
-  return NULL;
+  return 1;
 }
 
 static int check_extensions(R *r, pc_FieldDesc *xs, size_t n, const char *scope) {
+  if (n > 0 && !ext_table_init(r)) return 0;
   for (size_t i = 0; i < n; i++) {
     if (!check_field(r, &xs[i], 1, NULL) || !check_extension(r, &xs[i])) return 0;
-    const Sym *other = extension_clash(r, &xs[i]);
+    char *full = join(r, scope, xs[i].name);
+    if (full == NULL) return 0;
+    if (xs[i].label == kPc_Label_Required)
+      return fail_at(r, AT_TYPE(&xs[i]), "The extension %s cannot be required.", full);
+    if (xs[i].extendee == NULL) continue;
+    const struct ExtEntry *other = NULL;
+    if (!ext_add(r, (struct ExtEntry){&xs[i], full, strlen(full)}, &other)) return 0;
     if (other != NULL)
       return fail_at(r, AT_NUMBER(&xs[i]),
                      "Extension number %d has already been used in \"%s\" by extension \"%.*s\".",
                      xs[i].number, xs[i].extendee + 1, (int)other->len, other->name);
-    if (r->nseen == r->capseen) {
-      size_t nc = r->capseen ? r->capseen * 2 : 16;
-      const pc_FieldDesc **grown = pc_Arena_Malloc(r->a, nc * sizeof(const pc_FieldDesc *));
-      if (grown == NULL) return oom(r);
-      if (r->nseen) memcpy(grown, r->seen, r->nseen * sizeof(const pc_FieldDesc *));
-      r->seen = grown;
-      r->capseen = nc;
-    }
-    r->seen[r->nseen++] = &xs[i];
   }
-  (void)scope;
   return 1;
 }
 
@@ -1140,20 +1343,79 @@ static int is_packed(const R *r, const pc_FieldDesc *f, const Sym *owner) {
   return owner != NULL && file_of(r, owner->file)->syntax == kPc_Syntax_Proto3;
 }
 
+/* The token kinds protoc's text format parser takes for a value of 'f'
+ * ('after_minus': the token after a leading '-'); otherwise its "Expected
+ * <what>, got: <token>". */
+static int text_value_kind(T *t, const pc_FieldDesc *f, int after_minus) {
+  pc_TokKind k = t->cur.kind;
+  const char *want = NULL;
+  switch (f->type) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: want = k == kPc_Tok_String ? NULL : "string"; break;
+  case kPc_Type_Bool: want = k == kPc_Tok_Int || k == kPc_Tok_Ident ? NULL : "identifier"; break;
+  case kPc_Type_Uint32:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Fixed64: want = k == kPc_Tok_Int ? NULL : "integer"; break;
+  case kPc_Type_Float:
+  case kPc_Type_Double:
+    want = k == kPc_Tok_Int || k == kPc_Tok_Float || k == kPc_Tok_Ident ||
+                   (!after_minus && text_at(t, "-"))
+               ? NULL
+               : "double";
+    break;
+  case kPc_Type_Enum:
+    if (after_minus)
+      want = k == kPc_Tok_Int ? NULL : "integer";
+    else
+      want = k == kPc_Tok_Int || k == kPc_Tok_Ident || text_at(t, "-") ? NULL
+                                                                       : "integer or identifier";
+    break;
+  default: /* signed integers */
+    want = k == kPc_Tok_Int || (!after_minus && text_at(t, "-")) ? NULL : "integer";
+  }
+  if (want == NULL) return 1;
+  return text_fail(t, "Expected %s, got: %.*s", want, (int)t->cur.len, t->cur.text);
+}
+
+/* The largest magnitude protoc's text format parser takes in an integer
+ * token for a field of type 'type' (after a '-' when 'neg'). */
+static uint64_t text_int_max(pc_FieldType type, int neg) {
+  switch (type) {
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Enum: return (uint64_t)INT32_MAX + (neg ? 1 : 0);
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64: return (uint64_t)INT64_MAX + (neg ? 1 : 0);
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return UINT32_MAX;
+  case kPc_Type_Bool: return 1;
+  default: return UINT64_MAX;
+  }
+}
+
 static int text_scalar(T *t, Val *v, const pc_FieldDesc *f) {
   memset(v, 0, sizeof *v);
+  if (!text_value_kind(t, f, 0)) return 0;
   int neg = text_try(t, "-");
-  if (t->bad) return 0;
+  if (t->bad || (neg && !text_value_kind(t, f, 1))) return 0;
   if (t->cur.kind == kPc_Tok_Int) {
-    uint64_t u;
-    if (!pc_Token_Int(&t->cur, &u)) return text_fail(t, "Integer out of range.");
-    if (f->type == kPc_Type_Float || f->type == kPc_Type_Double) {
+    uint64_t u = 0;
+    int is_float = f->type == kPc_Type_Float || f->type == kPc_Type_Double;
+    int fits = pc_Token_Int(&t->cur, &u);
+    if (!is_float && (!fits || u > text_int_max(f->type, neg)))
+      return text_fail(t, "Integer out of range (%.*s)", (int)t->cur.len, t->cur.text);
+    if (is_float) {
       if (t->cur.len > 1 && t->cur.text[0] == '0') /* hex and octal, as protoc 21 */
         return text_fail(t, "Expect a decimal number, got: %.*s", (int)t->cur.len, t->cur.text);
       v->kind = kVDouble;
-      v->d = neg ? -(double)u : (double)u;
+      char digits[400];
+      snprintf(digits, sizeof digits, "%.*s", (int)t->cur.len, t->cur.text);
+      v->d = fits ? (double)u : strtod(digits, NULL); /* past 2^64: as a decimal */
+      if (neg) v->d = -v->d;
     } else if (neg) {
-      if (u > (uint64_t)INT64_MAX + 1) return text_fail(t, "Integer out of range.");
       v->kind = kVNeg;
       v->i = (int64_t)(0 - u);
     } else {
@@ -1161,7 +1423,6 @@ static int text_scalar(T *t, Val *v, const pc_FieldDesc *f) {
       v->u = u;
     }
     if (f->type == kPc_Type_Bool) {
-      if (neg || u > 1) return text_fail(t, "Integer out of range.");
       v->kind = kVIdent;
       v->s = u ? "true" : "false";
     }
@@ -1272,6 +1533,16 @@ static int text_value(T *t, Ents *e, const pc_FieldDesc *f, const Sym *owner, in
     if (!found)
       return text_fail(t, "Unknown enumeration value of \"%s\" for field \"%s\".", v.s, f->name);
   }
+  if (f->type == kPc_Type_Enum && (v.kind == kVPos || v.kind == kVNeg)) {
+    /* a number: a closed (proto2) enum must have it, as protoc checks */
+    const Sym *es = find_full(r, f->type_name);
+    const pc_EnumDesc *en = es ? es->desc : NULL;
+    long long n = v.kind == kVPos ? (long long)v.u : (long long)v.i;
+    int found = en == NULL || file_of(r, es->file)->syntax == kPc_Syntax_Proto3;
+    for (size_t i = 0; en && i < en->value_count && !found; i++) found = en->values[i].number == n;
+    if (!found)
+      return text_fail(t, "Unknown enumeration value of \"%lld\" for field \"%s\".", n, f->name);
+  }
   int packed = is_packed(r, f, owner);
   int saved = t->c->failed_text;
   t->c->failed_text = 1;
@@ -1280,11 +1551,12 @@ static int text_value(T *t, Ents *e, const pc_FieldDesc *f, const Sym *owner, in
   return ok && ents_add(r, e, (uint32_t)f->number, packed, &one);
 }
 
+/* A field of an option name part ("(opt).a.b"): by field name, as
+ * protoc's OptionInterpreter looks it up, or a group by its type name. */
 static const pc_FieldDesc *find_field(const pc_MessageDesc *m, const char *name, size_t len) {
   for (size_t i = 0; i < m->field_count; i++)
     if (strlen(m->fields[i].name) == len && memcmp(m->fields[i].name, name, len) == 0)
       return &m->fields[i];
-  /* a group by its type name */
   for (size_t i = 0; i < m->field_count; i++) {
     const pc_FieldDesc *f = &m->fields[i];
     if (f->type != kPc_Type_Group || f->type_name == NULL) continue;
@@ -1293,6 +1565,29 @@ static const pc_FieldDesc *find_field(const pc_MessageDesc *m, const char *name,
     if (strlen(tn) == len && memcmp(tn, name, len) == 0) return f;
   }
   return NULL;
+}
+
+/* protoc's text format field lookup: by name, else by the lower-cased
+ * name when that is a group's field; a group is then named by its type
+ * ("MyGroup { ... }"), never by its field name. */
+static const pc_FieldDesc *text_find_field(const pc_MessageDesc *m, const char *name, size_t len) {
+  const pc_FieldDesc *found = NULL;
+  for (size_t i = 0; i < m->field_count && found == NULL; i++)
+    if (strlen(m->fields[i].name) == len && memcmp(m->fields[i].name, name, len) == 0)
+      found = &m->fields[i];
+  for (size_t i = 0; i < m->field_count && found == NULL; i++) {
+    const pc_FieldDesc *f = &m->fields[i];
+    size_t k = 0;
+    while (k < len && f->name[k] != '\0' && f->name[k] == lower(name[k])) k++;
+    if (k == len && f->name[k] == '\0' && f->type == kPc_Type_Group) found = f;
+  }
+  if (found != NULL && found->type == kPc_Type_Group) {
+    const char *tn = found->type_name ? found->type_name : "";
+    const char *dot = strrchr(tn, '.');
+    tn = dot ? dot + 1 : tn;
+    if (strlen(tn) != len || memcmp(tn, name, len) != 0) return NULL;
+  }
+  return found;
 }
 
 /* An expanded google.protobuf.Any, `[type.googleapis.com/pkg.Msg] { ... }`:
@@ -1324,18 +1619,27 @@ static int text_any(T *t, const Sym *any, Ents *e, const char *url, const char *
 
 static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int depth) {
   R *r = t->c->r;
-  if (depth > MAX_DEPTH) return text_fail(t, "Message is too deep");
+  if (depth > MAX_TEXT_DEPTH) return text_fail(t, "Message is too deep");
   const pc_MessageDesc *m = msym->desc;
   Ents e;
   memset(&e, 0, sizeof e);
   char mname[256];
   snprintf(mname, sizeof mname, "%.*s", (int)msym->len, msym->name);
+  /* what is set so far, as protoc's HasField sees it: singular fields by
+   * index (extensions in a list), the member set of each oneof */
+  unsigned char *set = pc_Arena_Calloc(r->a, m->field_count + 1);
+  const pc_FieldDesc **oneof_set =
+      pc_Arena_Calloc(r->a, (m->oneof_count + 1) * sizeof(const pc_FieldDesc *));
+  const pc_FieldDesc **exts_set = NULL;
+  size_t nexts = 0, capexts = 0;
+  if (set == NULL || oneof_set == NULL) return oom(r);
+  int proto3 = file_of(r, msym->file)->syntax == kPc_Syntax_Proto3;
   while (!(close ? text_at(t, close) : t->cur.kind == kPc_Tok_End)) {
     if (t->bad) return 0;
     if (t->cur.kind == kPc_Tok_End) return text_fail(t, "Expected \"%s\".", close);
     const pc_FieldDesc *f = NULL;
+    char name[512];
     if (text_try(t, "[")) {
-      char name[512];
       size_t n = 0;
       while (!text_at(t, "]") && t->cur.kind != kPc_Tok_End && n + t->cur.len < sizeof name) {
         memcpy(name + n, t->cur.text, t->cur.len);
@@ -1366,11 +1670,46 @@ static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int 
     } else {
       if (t->cur.kind != kPc_Tok_Ident)
         return text_fail(t, "Expected identifier, got: %.*s", (int)t->cur.len, t->cur.text);
-      f = find_field(m, t->cur.text, t->cur.len);
+      f = text_find_field(m, t->cur.text, t->cur.len);
       if (f == NULL)
         return text_fail(t, "Message type \"%s\" has no field named \"%.*s\".", mname,
                          (int)t->cur.len, t->cur.text);
+      snprintf(name, sizeof name, "%.*s", (int)t->cur.len, t->cur.text);
       text_next(t);
+    }
+    /* protoc: a singular field once (a proto3 field without presence is
+     * "set" only when not zero, which this reader does not track, so it is
+     * not checked), one member per oneof */
+    int implicit = proto3 && f->extendee == NULL && f->oneof_index < 0 && !f->proto3_optional &&
+                   f->type != kPc_Type_Message && f->type != kPc_Type_Group;
+    if (f->label != kPc_Label_Repeated && !implicit) {
+      int again = 0;
+      if (f->extendee == NULL) {
+        again = set[f - m->fields];
+        set[f - m->fields] = 1;
+      } else {
+        for (size_t i = 0; i < nexts && !again; i++) again = exts_set[i] == f;
+        if (!again && nexts == capexts) {
+          capexts = capexts ? capexts * 2 : 8;
+          const pc_FieldDesc **grown =
+              pc_Arena_Malloc(r->a, capexts * sizeof(const pc_FieldDesc *));
+          if (grown == NULL) return oom(r);
+          if (nexts) memcpy(grown, exts_set, nexts * sizeof(const pc_FieldDesc *));
+          exts_set = grown;
+        }
+        if (!again) exts_set[nexts++] = f;
+      }
+      if (again)
+        return text_fail(t, "Non-repeated field \"%s\" is specified multiple times.", name);
+    }
+    if (f->extendee == NULL && f->oneof_index >= 0 && (size_t)f->oneof_index < m->oneof_count) {
+      const pc_FieldDesc *other = oneof_set[f->oneof_index];
+      if (other != NULL && other != f)
+        return text_fail(t,
+                         "Field \"%s\" is specified along with field \"%s\", another member of "
+                         "oneof \"%s\".",
+                         name, other->name, m->oneofs[f->oneof_index].name);
+      oneof_set[f->oneof_index] = f;
     }
     int is_msg = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
     if (!text_try(t, ":") && !is_msg)
@@ -1579,6 +1918,10 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
     memset(&t, 0, sizeof t);
     t.c = &c;
     pc_Lexer_Init(&t.lx, u->v.s, u->v.slen);
+    /* protoc reads the value as text format, where '#' starts a comment;
+     * the value is its tokens joined on one line, so a comment runs to the
+     * end of the value */
+    t.lx.hash_comments = 1;
     text_next(&t);
     Buf body = {0};
     if (!text_message(&t, ms, &body, NULL, 0) || r->failed) return 0;
@@ -1774,9 +2117,11 @@ int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const
       const char **types[2] = {&md->input_type, &md->output_type};
       for (int j = 0; j < 2; j++) {
         const Sym *t = lookup(&r, *types[j], mn, 0);
-        if (t == NULL) return not_defined(&r, md->line, md->column, *types[j]);
+        int line = md->type_line[j] ? md->type_line[j] : md->line;
+        int col = md->type_line[j] ? md->type_column[j] : md->column;
+        if (t == NULL) return not_defined(&r, line, col, *types[j]);
         if (t->kind != kSymMessage)
-          return fail_at(&r, md->line, md->column, "\"%s\" is not a message type.", *types[j]);
+          return fail_at(&r, line, col, "\"%s\" is not a message type.", *types[j]);
         if ((*types[j] = dotted(&r, t)) == NULL) return 0;
       }
     }

@@ -190,7 +190,7 @@ const pc_FieldDef *pc_MessageDef_FindFieldByNumber(const pc_MessageDef *m, int32
 }
 
 static int name_is(const char *s, const char *name, size_t len) {
-  return strncmp(s, name, len) == 0 && s[len] == '\0';
+  return strlen(s) == len && memcmp(s, name, len) == 0;
 }
 
 const pc_FieldDef *pc_MessageDef_FindFieldByName(const pc_MessageDef *m, const char *name,
@@ -221,16 +221,38 @@ const pc_FieldDef *pc_FieldDef_MapValue(const pc_FieldDef *f) {
   return f->is_map ? pc_MessageDef_FindFieldByNumber(f->message, 2) : NULL;
 }
 
+/* strcmp of a NUL-terminated 's' with the 'len' bytes at 'name'. */
+static int name_cmp(const char *s, const char *name, size_t len) {
+  size_t n = strlen(s);
+  int r = memcmp(s, name, n < len ? n : len);
+  return r != 0 ? r : (n > len) - (n < len);
+}
+
 const pc_EnumValueDef *pc_EnumDef_FindByName(const pc_EnumDef *e, const char *name, size_t len) {
-  for (uint32_t i = 0; i < e->value_count; i++)
-    if (name_is(e->values[i].name, name, len)) return &e->values[i];
+  size_t lo = 0, hi = e->value_count;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int r = name_cmp(e->values_by_name[mid]->name, name, len);
+    if (r == 0) return e->values_by_name[mid];
+    if (r < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
   return NULL;
 }
 
 const pc_EnumValueDef *pc_EnumDef_FindByNumber(const pc_EnumDef *e, int32_t number) {
-  for (uint32_t i = 0; i < e->value_count; i++)
-    if (e->values[i].number == number) return &e->values[i];
-  return NULL;
+  size_t lo = 0, hi = e->value_count; /* the first entry not below 'number' */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (e->values_by_number[mid]->number < number)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < e->value_count && e->values_by_number[lo]->number == number ? e->values_by_number[lo]
+                                                                          : NULL;
 }
 
 const pc_MethodDef *pc_ServiceDef_FindMethod(const pc_ServiceDef *s, const char *name, size_t len) {
@@ -447,14 +469,27 @@ static int valid_ident(const char *s) {
 static int add_local(Builder *b, const char *name, int kind, void *def) {
   if ((kind == kKind_Service || kind == kKind_Extension) && names_get(b->pool, kind, name))
     return fail(b, "%s: '%s' is already defined in the pool", b->file->name, name);
-  for (size_t i = b->ntypes; i < b->nlocal && b->ntypes > 0; i++)
-    if (b->locals[i].kind == kind && strcmp(b->locals[i].name, name) == 0)
-      return fail(b, "%s: '%s' is defined twice", b->file->name, name);
   b->locals[b->nlocal].name = name;
   b->locals[b->nlocal].kind = kind;
   b->locals[b->nlocal].def = def;
   b->nlocal++;
   return 1;
+}
+
+/* By name, then declaration order (the values are one array). */
+static int cmp_value_name(const void *x, const void *y) {
+  const pc_EnumValueDef *a = *(const pc_EnumValueDef *const *)x;
+  const pc_EnumValueDef *c = *(const pc_EnumValueDef *const *)y;
+  int r = strcmp(a->name, c->name);
+  return r != 0 ? r : (a > c) - (a < c);
+}
+
+/* By number, then declaration order. */
+static int cmp_value_number(const void *x, const void *y) {
+  const pc_EnumValueDef *a = *(const pc_EnumValueDef *const *)x;
+  const pc_EnumValueDef *c = *(const pc_EnumValueDef *const *)y;
+  if (a->number != c->number) return (a->number > c->number) - (a->number < c->number);
+  return (a > c) - (a < c);
 }
 
 static int build_enum(Builder *b, const pc_EnumDesc *d, const char *scope,
@@ -478,13 +513,25 @@ static int build_enum(Builder *b, const pc_EnumDesc *d, const char *scope,
     v[i].number = d->values[i].number;
     v[i].full_name = join(b, scope, d->values[i].name);
     if (v[i].full_name == NULL) return oom(b);
-    for (size_t j = 0; j < i; j++) {
-      if (strcmp(v[j].name, v[i].name) == 0)
-        return fail(b, "%s: duplicate enum value '%s'", e->full_name, v[i].name);
-      if (v[j].number == v[i].number && !d->allow_alias)
-        return fail(b, "%s: value '%s' reuses a number (set allow_alias)", e->full_name, v[i].name);
-    }
   }
+  /* Duplicates by sorting (an enum may have a hundred thousand values). */
+  const pc_EnumValueDef **by_name =
+      pc_Arena_Malloc(b->a, d->value_count * sizeof(const pc_EnumValueDef *));
+  const pc_EnumValueDef **by_num =
+      pc_Arena_Malloc(b->a, d->value_count * sizeof(const pc_EnumValueDef *));
+  if (by_name == NULL || by_num == NULL) return oom(b);
+  for (size_t i = 0; i < d->value_count; i++) by_name[i] = by_num[i] = &v[i];
+  qsort(by_name, d->value_count, sizeof(const pc_EnumValueDef *), cmp_value_name);
+  qsort(by_num, d->value_count, sizeof(const pc_EnumValueDef *), cmp_value_number);
+  for (size_t i = 1; i < d->value_count; i++) {
+    if (strcmp(by_name[i]->name, by_name[i - 1]->name) == 0)
+      return fail(b, "%s: duplicate enum value '%s'", e->full_name, by_name[i]->name);
+    if (by_num[i]->number == by_num[i - 1]->number && !d->allow_alias)
+      return fail(b, "%s: value '%s' reuses a number (set allow_alias)", e->full_name,
+                  by_num[i]->name);
+  }
+  e->values_by_name = by_name;
+  e->values_by_number = by_num;
   if (b->file->syntax == kPc_Syntax_Proto3 && v[0].number != 0)
     return fail(b, "%s: the first value of a proto3 enum must be 0%s", e->full_name, "");
   e->values = v;
@@ -829,9 +876,6 @@ static int build_extension(Builder *b, const pc_FieldDesc *d, const char *scope,
   if (!in_ext_range(m, f->number))
     return fail(b, "%s: number is not in an extension range of %s", f->full_name, m->full_name);
   f->containing = m;
-  for (uint32_t i = 0; i < b->next - 1; i++)
-    if (b->exts[i].containing == m && b->exts[i].number == f->number)
-      return fail(b, "%s: number already used by extension %s", f->full_name, b->exts[i].full_name);
   const pc_FieldDef *other = pc_Pool_FindExtensionByNumber(b->pool, m, f->number);
   if (other != NULL)
     return fail(b, "%s: number already used by extension %s", f->full_name, other->full_name);
@@ -860,14 +904,24 @@ static int build_bodies(Builder *b, const pc_MessageDesc *d, size_t n, uint32_t 
       for (size_t j = 0; j < md->extension_range_count; j++) r[j] = md->extension_ranges[j].range;
       m->extension_ranges = r;
     }
+    /* Each oneof's member list holds exactly its members (one array for all
+     * of them, so memory stays linear in fields plus oneofs). */
+    for (size_t j = 0; j < md->field_count; j++) {
+      int32_t o = md->fields[j].oneof_index;
+      if (o >= 0 && (size_t)o < md->oneof_count) oneofs[o].field_count++;
+    }
+    const pc_FieldDef **members =
+        pc_Arena_Calloc(b->a, md->field_count * sizeof(pc_FieldDef *) + 1);
+    if (members == NULL) return oom(b);
     for (size_t j = 0; j < md->oneof_count; j++) {
       oneofs[j].name = md->oneofs[j].name;
       oneofs[j].full_name = join(b, m->full_name, md->oneofs[j].name);
       if (oneofs[j].full_name == NULL) return oom(b);
       oneofs[j].index = (uint32_t)j;
       oneofs[j].containing = m;
-      oneofs[j].fields = pc_Arena_Calloc(b->a, md->field_count * sizeof(pc_FieldDef *) + 1);
-      if (oneofs[j].fields == NULL) return oom(b);
+      oneofs[j].fields = members;
+      members += oneofs[j].field_count;
+      oneofs[j].field_count = 0;
     }
     for (size_t j = 0; j < md->field_count; j++) {
       const pc_FieldDesc *fd = &md->fields[j];
@@ -953,6 +1007,44 @@ static int build_services(Builder *b, const pc_FileDesc *d) {
   return 1;
 }
 
+/* By kind, then name. */
+static int cmp_local_kind(const void *x, const void *y) {
+  const Local *a = x, *c = y;
+  if (a->kind != c->kind) return (a->kind > c->kind) - (a->kind < c->kind);
+  return strcmp(a->name, c->name);
+}
+
+/* By extendee, then number, then declaration order. */
+static int cmp_ext(const void *x, const void *y) {
+  const pc_FieldDef *a = *(const pc_FieldDef *const *)x, *c = *(const pc_FieldDef *const *)y;
+  if (a->containing != c->containing)
+    return (uintptr_t)a->containing > (uintptr_t)c->containing ? 1 : -1;
+  if (a->number != c->number) return (a->number > c->number) - (a->number < c->number);
+  return (a->index > c->index) - (a->index < c->index);
+}
+
+/* The services and extensions added after the types: no full name twice,
+ * no extendee and number twice, both by sorting (a file may hold many
+ * thousand extensions). */
+static int check_unique_after_types(Builder *b) {
+  Local *rest = b->locals + b->ntypes;
+  size_t n = b->nlocal - b->ntypes;
+  qsort(rest, n, sizeof(Local), cmp_local_kind);
+  for (size_t i = 1; i < n; i++)
+    if (rest[i].kind == rest[i - 1].kind && strcmp(rest[i].name, rest[i - 1].name) == 0)
+      return fail(b, "%s: '%s' is defined twice", b->file->name, rest[i].name);
+  if (b->next < 2) return 1;
+  const pc_FieldDef **xs = pc_Arena_Malloc(b->a, b->next * sizeof(const pc_FieldDef *));
+  if (xs == NULL) return oom(b);
+  for (uint32_t i = 0; i < b->next; i++) xs[i] = &b->exts[i];
+  qsort(xs, b->next, sizeof(const pc_FieldDef *), cmp_ext);
+  for (uint32_t i = 1; i < b->next; i++)
+    if (xs[i]->containing == xs[i - 1]->containing && xs[i]->number == xs[i - 1]->number)
+      return fail(b, "%s: number already used by extension %s", xs[i]->full_name,
+                  xs[i - 1]->full_name);
+  return 1;
+}
+
 static int build_file(Builder *b, const pc_FileDesc *d) {
   pc_FileDef *file = b->file;
   count_msgs(b, d->messages, d->message_count);
@@ -986,6 +1078,7 @@ static int build_file(Builder *b, const pc_FileDesc *d) {
   for (size_t i = 0; i < d->extension_count; i++)
     if (!build_extension(b, &d->extensions[i], pkg, NULL)) return 0;
   if (!build_services(b, d)) return 0;
+  if (!check_unique_after_types(b)) return 0;
   file->messages = b->msgs;
   file->message_count = nmsg;
   file->enums = b->enums;

@@ -177,6 +177,10 @@ struct pc_EnumDef {
   const pc_MessageDef *containing;
   const pc_EnumValueDef *values; /* declaration order */
   uint32_t value_count;
+  /* The values again, sorted for the lookups below: by number (equal
+   * numbers in declaration order) and by name. */
+  const pc_EnumValueDef **values_by_number;
+  const pc_EnumValueDef **values_by_name;
   uint8_t closed; /* proto2: unknown numbers are not kept in the field */
 };
 
@@ -269,7 +273,7 @@ const pc_FieldDef *pc_FieldDef_MapKey(const pc_FieldDef *f);
 const pc_FieldDef *pc_FieldDef_MapValue(const pc_FieldDef *f);
 
 /* Enum values; NULL when absent. By number: the first value declared with
- * that number (aliases share numbers). */
+ * that number (aliases share numbers). Both are binary searches. */
 const pc_EnumValueDef *pc_EnumDef_FindByName(const pc_EnumDef *e, const char *name, size_t len);
 const pc_EnumValueDef *pc_EnumDef_FindByNumber(const pc_EnumDef *e, int32_t number);
 

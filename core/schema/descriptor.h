@@ -89,6 +89,8 @@ typedef struct {
   int type_line, type_column;
   int number_line, number_column;
   int default_line, default_column;
+  int extendee_line, extendee_column;
+  int json_line, json_column; /* of an explicit json_name option */
 } pc_FieldDesc;
 
 typedef struct {
@@ -101,6 +103,7 @@ typedef struct {
   int32_t number;         /* 2 */
   pc_OptionsDesc options; /* 3: EnumValueOptions */
   int line, column;
+  int number_line, number_column; /* of the number (.proto source only) */
 } pc_EnumValueDesc;
 
 typedef struct {
@@ -119,6 +122,7 @@ typedef struct {
 typedef struct {
   pc_RangeDesc range;     /* start 1, end 2 (exclusive) */
   pc_OptionsDesc options; /* 3: ExtensionRangeOptions */
+  int line, column;       /* of the start number (.proto source only) */
 } pc_ExtensionRangeDesc;
 
 typedef struct pc_MessageDesc {
@@ -153,6 +157,8 @@ typedef struct {
   int client_streaming;    /* 5 */
   int server_streaming;    /* 6 */
   int line, column;
+  /* Where the input [0] and output [1] types were written (0 when unknown) */
+  int type_line[2], type_column[2];
 } pc_MethodDesc;
 
 typedef struct {

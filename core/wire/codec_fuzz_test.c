@@ -1,5 +1,5 @@
 /* The codec fuzz target (core/wire/fuzz/codec_fuzz.c) without libFuzzer: the
- * seeds, the hostile inputs of issue 4's table, and a bounded number of
+ * seeds, the hostile wire inputs of wire_cases_test.c, and a bounded number of
  * random mutations of the seeds (fixed PRNG, so every run is the same;
  * PC_FUZZ_ITERS overrides the count). The target aborts on any finding;
  * crashes found by libFuzzer are added to kRegressions below. */

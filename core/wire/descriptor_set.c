@@ -463,6 +463,14 @@ done:
   return ok;
 }
 
+/* The first import of 'f' that the pool lacks (the set's files before 'f'
+ * are in the pool by then), or NULL. */
+static const char *missing_import(const pc_Pool *pool, const pc_FileDesc *f) {
+  for (size_t d = 0; d < f->dependency_count; d++)
+    if (pc_Pool_FindFile(pool, f->dependencies[d]) == NULL) return f->dependencies[d];
+  return NULL;
+}
+
 long pc_Pool_AddDescriptorSet(pc_Pool *pool, const char *buf, size_t size, size_t *first,
                               pc_Error *err) {
   pc_Arena *a = pc_Arena_New(NULL, NULL);
@@ -479,7 +487,17 @@ long pc_Pool_AddDescriptorSet(pc_Pool *pool, const char *buf, size_t size, size_
   } else {
     for (size_t i = 0; i < count; i++) {
       if (pc_Pool_FindFile(pool, files[i].name) != NULL) continue;
-      if (pc_Pool_AddFile(pool, &files[i], err) == NULL) {
+      pc_Error why;
+      pc_Error_Init(&why);
+      if (pc_Pool_AddFile(pool, &files[i], &why) == NULL) {
+        const char *missing = missing_import(pool, &files[i]);
+        if (missing != NULL)
+          pc_Error_Set(err,
+                       "descriptor set: %s imports %s, which is neither in the set nor in the "
+                       "pool (%s)",
+                       files[i].name, missing, why.msg);
+        else
+          pc_Error_Set(err, "%s", why.msg);
         added = -1;
         break;
       }

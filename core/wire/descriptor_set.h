@@ -30,7 +30,10 @@ int pc_DescriptorSet_Read(const char *buf, size_t size, pc_Arena *a, pc_FileDesc
  * (extensions included; files already in the pool by the same name are
  * skipped, so a set can be loaded over the well-known types). Returns the
  * number of files added, or -1 with 'err' set (the pool then keeps the
- * files added before the failing one). 'first' receives the index in the
+ * files added before the failing one). A file that fails while an import
+ * of it is neither earlier in the set nor in the pool names that import:
+ * "descriptor set: a.proto imports b.proto, which is neither in the set nor
+ * in the pool (<the pool's error>)". 'first' receives the index in the
  * pool of the first added file (pc_Pool_File). */
 long pc_Pool_AddDescriptorSet(pc_Pool *pool, const char *buf, size_t size, size_t *first,
                               pc_Error *err);

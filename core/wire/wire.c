@@ -14,6 +14,7 @@ static const char *const status_text[] = {
     "end-group does not match its start-group",
     "nesting too deep",
     "invalid UTF-8 in a string field",
+    "tag longer than 5 bytes",
 };
 
 const char *pc_WireStatus_String(pc_WireStatus s) {
@@ -42,10 +43,21 @@ const uint8_t *pc_Wire_ReadVarintSlow(const uint8_t *p, const uint8_t *end, uint
 
 const uint8_t *pc_Wire_ReadTag(const uint8_t *p, const uint8_t *end, uint32_t *field,
                                pc_WireType *wt, pc_WireStatus *st) {
-  uint64_t v;
+  uint64_t v = 0;
   *field = 0;
-  p = pc_Wire_ReadVarint(p, end, &v, st);
-  if (p == NULL) return NULL;
+  for (int i = 0;; i++) { /* a 32-bit varint takes at most 5 bytes */
+    if (i == PC_WIRE_MAX_TAG) {
+      *st = kPc_WireStatus_TagTooLong;
+      return NULL;
+    }
+    if (p >= end) {
+      *st = kPc_WireStatus_Truncated;
+      return NULL;
+    }
+    uint8_t b = *p++;
+    v |= (uint64_t)(b & 0x7f) << (7 * i);
+    if (b < 0x80) break;
+  }
   if (v > UINT32_MAX) {
     *st = kPc_WireStatus_TagTooWide;
     return NULL;

@@ -3,7 +3,8 @@
  *
  * Implements the protobuf encoding spec (protobuf.dev/programming-guides/
  * encoding) with the current spec's strictness where Debian's 3.21 C++
- * library is lenient: a tag is a varint whose value must fit 32 bits; field
+ * library is lenient: a tag is a varint of at most 5 bytes (as protoc and
+ * python3-protobuf read it) whose value must fit 32 bits; field
  * number 0, numbers above 2^29-1 and wire types 6 and 7 are errors; a varint
  * longer than 10 bytes is an error (bits past 64 in the 10th byte are
  * dropped, as every implementation does). Readers take [p, end) and never
@@ -29,6 +30,7 @@ typedef enum {
 
 #define PC_WIRE_MAX_FIELD       536870911 /* 2^29 - 1 */
 #define PC_WIRE_MAX_VARINT      10
+#define PC_WIRE_MAX_TAG         5 /* bytes of a tag varint */
 #define PC_WIRE_DEFAULT_DEPTH   100
 /* Unknown groups nest at most this deep whatever the depth limit. */
 #define PC_WIRE_SKIP_MAX_GROUPS 1000
@@ -48,7 +50,8 @@ typedef enum {
   kPc_WireStatus_UnmatchedEndGroup, /* end-group without its start */
   kPc_WireStatus_GroupMismatch,     /* end-group with another field number */
   kPc_WireStatus_TooDeep,           /* nesting past the depth limit */
-  kPc_WireStatus_BadUtf8            /* a proto3 string that is not UTF-8 */
+  kPc_WireStatus_BadUtf8,           /* a proto3 string that is not UTF-8 */
+  kPc_WireStatus_TagTooLong         /* a tag varint of more than 5 bytes */
 } pc_WireStatus;
 
 /* "truncated input", "varint longer than 10 bytes", ... (static text). */
@@ -75,7 +78,8 @@ static inline const uint8_t *pc_Wire_ReadVarint(const uint8_t *p, const uint8_t 
   return pc_Wire_ReadVarintSlow(p, end, v, st);
 }
 
-/* Reads a tag: a varint that must fit 32 bits, with a field number in
+/* Reads a tag: a varint of at most 5 bytes (TagTooLong) that must fit 32
+ * bits (TagTooWide), with a field number in
  * 1..2^29-1 and a wire type in 0..5. '*field' and '*wt' receive the parts;
  * on error (NULL) '*field' still holds the number when it could be read. */
 const uint8_t *pc_Wire_ReadTag(const uint8_t *p, const uint8_t *end, uint32_t *field,

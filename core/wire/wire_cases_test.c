@@ -1,4 +1,4 @@
-/* Issue 4's table of wire cases at the C API, byte for byte, with the error
+/* The table of wire cases at the C API, byte for byte, with the error
  * texts pinned (spec/wire_spec.lua runs the same table from Lua). */
 #include "base/arena.h"
 #include "testing/check.h"
@@ -218,6 +218,10 @@ static void cases(void) {
         erris("t.I64: tag wider than 32 bits at offset 0"));
   CHECK(!dec("t.Empty", "f8 ff ff ff 1f 01") &&
         erris("t.Empty: tag wider than 32 bits at offset 0"));
+  CHECK(!dec("t.I64", "88 80 80 80 80 00 01") &&
+        erris("t.I64: tag longer than 5 bytes at offset 0"));
+  CHECK(!dec("t.Empty", "08 01 88 80 80 80 80 80 80 80 80 00 01") &&
+        erris("t.Empty: tag longer than 5 bytes at offset 2"));
   m = dec("t.Empty", "f8 ff ff ff 0f 01");
   CHECK(m && eq(enc("t.Empty", m, 0), "f8 ff ff ff 0f 01"));
   CHECK(!dec("t.I64", "08 80") && erris("t.I64.r: truncated input at offset 1"));

@@ -118,7 +118,14 @@ static void test_tags(void) {
   CHECK(tag(B(0x88, 0x80, 0x80, 0x80, 0x40), &f, &wt) == kPc_WireStatus_TagTooWide);
   /* non-minimal but within 32 bits: accepted (as upb) */
   CHECK(tag(B(0x88, 0x80, 0x80, 0x80, 0x00), &f, &wt) == kPc_WireStatus_Ok && f == 1);
+  /* six bytes and more: protoc and python3-protobuf refuse them */
+  CHECK(tag(B(0x88, 0x80, 0x80, 0x80, 0x80, 0x00), &f, &wt) == kPc_WireStatus_TagTooLong);
+  CHECK(tag(B(0x88, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00), &f, &wt) ==
+        kPc_WireStatus_TagTooLong);
+  CHECK(tag(B(0x88, 0x80, 0x80, 0x80, 0x80), &f, &wt) == kPc_WireStatus_TagTooLong);
+  CHECK(strcmp(pc_WireStatus_String(kPc_WireStatus_TagTooLong), "tag longer than 5 bytes") == 0);
   CHECK(tag(B(0x88), &f, &wt) == kPc_WireStatus_Truncated);
+  CHECK(tag(B(0x88, 0x80, 0x80, 0x80), &f, &wt) == kPc_WireStatus_Truncated);
   CHECK(tag((const uint8_t *)"", 0, &f, &wt) == kPc_WireStatus_Truncated);
 }
 

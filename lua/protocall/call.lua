@@ -1,5 +1,5 @@
---- Call policies and the cached callable (API.md "Call policies";
--- DESIGN.md "Calls: cache the plan, never the call").
+--- Call policies and the cached callable (README "Calls";
+-- the design in core/call/README.md).
 --
 -- Adds pc.Error, pc.RetryError, pc.DEFAULT, pc.if_status,
 -- pc.if_transient_error, pc.Retry, pc.ExponentialTimeout and
@@ -342,11 +342,11 @@ function P.install(M, core)
   -- {key, value} string pairs whose keys are gRPC header names (lowercase
   -- letters, digits, '_', '-', '.'; not grpc-*, content-type, te or
   -- user-agent) and whose values are printable ASCII unless the key ends in
-  -- "-bin" (bindings/lua/lpc_net.c, core/net/grpc_http2.c pc_GrpcPair_Check).
+  -- "-bin" (bindings/lua/lpc_net.c, core/net/grpc.c pc_GrpcPair_Check).
   -- The one wording every place metadata enters uses.
   local metadata_problem = core.metadata_problem
   --- pc._metadata_problem(md) -> message | nil: the shared metadata check
-  -- (internal: grpc.lua and service.lua raise with it at their callers).
+  -- (internal: net.lua and service.lua raise with it at their callers).
   M._metadata_problem = metadata_problem
 
   ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
---- Loading `.proto` source (API.md "Schemas"): pc.load, pc.load_file and
+--- Loading `.proto` source (README "Schemas"): pc.load, pc.load_file and
 -- their pool methods, plus service reflection (pool:service). Parsing and
 -- resolving are in C (core/compiler/load.h through bindings/lua/lpc_compiler.c).
 local M = {}
@@ -82,7 +82,10 @@ function M.install(pc, core)
   --- file | nil, err = pool:load_file(path, opts): as pool:load, reading
   -- the file at `path`. Its name in the pool is `opts.name`, else `path`
   -- relative to the first import path that holds it, else `path` with its
-  -- folder searched for imports after `import_paths`.
+  -- folder searched for imports after `import_paths`. A `path` that names
+  -- no file on disk is, as for protoc, a name inside the import paths
+  -- ("google/api/http.proto" with import_paths {"third_party/googleapis"}),
+  -- read from the first that has it.
   function Pool.load_file(pool, path, opts)
     if type(path) ~= "string" then
       error("bad argument #1 to 'load_file' (string expected, got " .. type(path) .. ")", 2)
@@ -91,6 +94,21 @@ function M.install(pc, core)
     local paths = {}
     for i, p in ipairs(opts.import_paths or {}) do paths[i] = p end
     local name = opts.name
+    local on_disk = io.open(path, "rb")
+    if on_disk then
+      on_disk:close()
+    else
+      for _, p in ipairs(paths) do
+        local inside = (p:sub(-1) == "/" and p or p .. "/") .. path
+        local f = io.open(inside, "rb")
+        if f then
+          f:close()
+          name = name or path
+          path = inside
+          break
+        end
+      end
+    end
     if not name then
       for _, p in ipairs(paths) do
         local prefix = p:sub(-1) == "/" and p or p .. "/"
@@ -157,7 +175,7 @@ function M.install(pc, core)
   -- bytes). Its type comes from the built-in `descriptor.proto`, loaded
   -- into the pool on first use (a frozen pool without it uses a private
   -- pool of the state instead). nil and "<name>: no such file in the pool"
-  -- when the file is not loaded. Issue 5 item 5.
+  -- when the file is not loaded.
   function Pool.file_descriptor(pool, name)
     if type(name) ~= "string" then
       error("bad argument #1 to 'file_descriptor' (string expected, got " .. type(name) .. ")", 2)

@@ -1,4 +1,4 @@
---- Host transports (protocall.h, API.md "C embedding"): the Lua side of
+--- Host transports (protocall.h, README "C hosts"): the Lua side of
 -- protocall_pushtransport. A host's C function does one unary call
 -- (core.host_unary runs it); this file gives it the transport shape of
 -- service.lua (transport:unary / transport:server_stream) and turns a

@@ -1,7 +1,7 @@
 --- protocall: protobuf messages and RPC call policies for Lua.
 -- `require "protocall"` returns this table. The C part is `protocall.core`;
 -- each concern is a file under lua/protocall/ whose `install(M, core)` adds
--- its public names to this table (API.md is the contract).
+-- its public names to this table (the README's "Reference" is the contract).
 local core = require "protocall.core"
 
 local M = {}
@@ -25,6 +25,7 @@ for _, name in ipairs {
   "protocall.call",
   "protocall.wire",
   "protocall.text",
+  "protocall.json",
   "protocall.net",
   "protocall.compiler",
   "protocall.service",

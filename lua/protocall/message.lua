@@ -1,7 +1,7 @@
---- Messages and Lua declarations (API.md "Schemas" and "Messages").
--- The work is in C (bindings/lua/lpc_schema.c, lpc_message.c); this file
--- names it in the module and adds the two functions that only format:
--- `tostring(m)` and `pc.to_table(m)`.
+--- Messages and Lua declarations (README "Schemas" and "Messages").
+-- The work is in C (bindings/lua/lpc_schema.c, lpc_message.c,
+-- lpc_table.c); this file names it in the module and adds `tostring(m)`,
+-- which only formats.
 local M = {}
 
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
@@ -125,39 +125,18 @@ function M.install(pc, core)
   end
   core.set_message_tostring(show)
 
-  local to_table
-  local function plain(v)
-    if is_message(v) then return to_table(v) end
-    return v
-  end
-
+  local core_to_table = core.to_table
   --- t = pc.to_table(m): plain tables of the set fields (nested messages
-  -- as tables, repeated fields as lists, maps as tables; enums as numbers).
-  to_table = function(m)
+  -- as tables, repeated fields as lists, maps as tables; enums as numbers;
+  -- extensions and unknown fields left out), made in one pass in C
+  -- (bindings/lua/lpc_table.c); pc.decode(T, bytes, {table = true}) gives
+  -- the same straight from bytes.
+  function pc.to_table(m)
     if not is_message(m) then
       error("bad argument #1 to 'to_table' (message expected, got " .. type(m) .. ")", 2)
     end
-    local t = {}
-    for _, info in ipairs(fields(type_of(m))) do
-      local name = info.name
-      if has(m, name) then
-        local v = m[name]
-        if is_map(info) then
-          local r = {}
-          for k, x in pairs(v) do r[k] = plain(x) end
-          t[name] = r
-        elseif info.label == "repeated" then
-          local r = {}
-          for i = 1, #v do r[i] = plain(v[i]) end
-          t[name] = r
-        else
-          t[name] = plain(v)
-        end
-      end
-    end
-    return t
+    return core_to_table(m)
   end
-  pc.to_table = to_table
 end
 
 return M

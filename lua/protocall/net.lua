@@ -1,4 +1,5 @@
---- gRPC over HTTP/2: `pc.grpc(target, opts)`, the network transport.
+--- gRPC over HTTP/2: `pc.grpc(target, opts)`, the network transport
+-- (core/net/README.md).
 -- A transport moves bytes: the caller encodes requests and decodes
 -- responses. The C side (core/net: the engine on nghttp2, the built-in
 -- socket and TLS driver, channels) does framing, gzip, grpc-timeout,

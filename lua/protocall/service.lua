@@ -1,4 +1,4 @@
---- Services (API.md "Services"): pc.server, pc.inproc and pc.client.
+--- Services (README "Services"): pc.server, pc.inproc and pc.client.
 --
 -- A transport moves bytes, one operation per call shape:
 --   transport:unary(path, request_bytes, settings) -> response_bytes
@@ -6,10 +6,10 @@
 --   transport:stream(path, settings) -> call object (client streaming and
 --     bidirectional; pc.grpc's, see lua/protocall/net.lua)
 -- with settings = {timeout = seconds | nil, metadata = {{key, value}, ...},
--- compression = "gzip" | nil}, failing by raising pc.Error. pc.grpc (grpc.lua)
+-- compression = "gzip" | nil}, failing by raising pc.Error. pc.grpc (net.lua)
 -- is the network one; pc.inproc below runs a pc.server in the same Lua state,
 -- through encode and decode as a network would. pc.client builds a stub whose
--- methods are cached callables (policy.lua) around a transport.
+-- methods are cached callables (call.lua) around a transport.
 local M = {}
 
 local type, error, pairs, ipairs, pcall, getmetatable, setmetatable, tostring =
@@ -68,6 +68,9 @@ function M.install(pc, core)
   function pc.server(services, opts)
     if type(services) ~= "table" then
       error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)
+    end
+    if opts ~= nil and type(opts) ~= "table" then
+      error("bad argument #2 to 'server' (table expected, got " .. type(opts) .. ")", 2)
     end
     local pool = opts and opts.pool or pc._default_pool
     local methods = {}
@@ -476,7 +479,15 @@ function M.install(pc, core)
         end
         local name = m.name
         stub[name] = function(_, request, call_opts)
-          local okE, bytes = pcall(encode, as_message(input, request, full .. " request", 2))
+          -- A plain table goes straight to bytes (pc.encode(T, table): T{...}'s
+          -- checks and errors, no message objects); anything else is checked
+          -- as a message of the input type first.
+          local okE, bytes
+          if type(request) == "table" then
+            okE, bytes = pcall(encode, input, request)
+          else
+            okE, bytes = pcall(encode, as_message(input, request, full .. " request", 2))
+          end
           if not okE then
             error(full .. " request: " .. tostring(bytes):gsub("^[^:\n]*:%d+: ", "", 1), 2)
           end

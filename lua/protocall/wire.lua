@@ -1,4 +1,4 @@
---- The wire format (API.md "Messages", issue 4): pc.encode, pc.decode and
+--- The wire format (README "Messages"): pc.encode, pc.decode and
 -- pc.load_descriptor_set. The work is in C (bindings/lua/lpc_wire.c over
 -- core/wire/encode.c, core/wire/decode.c, core/wire/descriptor_set.c).
 local M = {}
@@ -13,12 +13,18 @@ function M.install(pc, core)
   -- encoding, byte for byte what the C++ library writes (field-number
   -- order, unknown fields last); `deterministic` sorts map entries by key.
   -- Raises on a non-message.
+  -- bytes = pc.encode(T, table [, opts]): a plain table as a message of
+  -- type T, without making message objects (bindings/lua/lpc_table.c): the
+  -- bytes of pc.encode(T(table), opts), and T{...}'s error (naming
+  -- type.field) for a table T{...} refuses.
   pc.encode = encode
 
-  --- m | nil, err = pc.decode(T, bytes [, {max_depth = 100}]): a new message
-  -- of type T from its wire encoding. Malformed input returns nil and
-  -- "<subject>: <reason> at offset <n>" (the subject names the field);
-  -- nesting deeper than max_depth (default 100) is malformed.
+  --- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, table = true}]):
+  -- a new message of type T from its wire encoding. Malformed input
+  -- returns nil and "<subject>: <reason> at offset <n>" (the subject names
+  -- the field); nesting deeper than max_depth (default 100) is malformed.
+  -- With `table`, plain Lua tables in pc.to_table's shape instead of a
+  -- message (made in one pass in C).
   pc.decode = decode
 
   --- files | nil, err = pool:load_descriptor_set(bytes): adds every file of
@@ -43,6 +49,9 @@ function M.install(pc, core)
   --- files | nil, err = pc.load_descriptor_set(bytes [, {pool = p}]): the
   -- same on the default pool (or opts.pool).
   function pc.load_descriptor_set(bytes, opts)
+    if opts ~= nil and type(opts) ~= "table" then
+      error("bad argument #2 to 'load_descriptor_set' (table expected, got " .. type(opts) .. ")", 2)
+    end
     local pool = opts ~= nil and opts.pool or pc._default_pool
     return core.Pool.load_descriptor_set(pool, bytes)
   end

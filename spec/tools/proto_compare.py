@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Corpus proof for the .proto parser (issue 5): for every .proto under
+"""Corpus proof for the .proto parser: for every .proto under
 CORPUS/protos/<project>/, the FileDescriptorProto protocall builds (printed as
 JSON by the proto_dump tool) must equal, field by field, the one protoc built
 in CORPUS/descriptors/<project>.pb. The built-in well-known types are also

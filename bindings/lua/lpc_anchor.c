@@ -1,0 +1,191 @@
+/* The message binding's ownership layer: the "protocall.Arena" userdata
+ * (arenas paced against Lua's collector), anchors (the object owning a
+ * message's memory) and their refs tables, the message test behind
+ * lpc_tomessage, and the error helpers the message files share. The object
+ * model is described in lpc.h ("Messages, types and pools as Lua values"). */
+#include "lpc.h"
+
+#include <lauxlib.h>
+#include <stdarg.h>
+
+char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
+char lpc_def_key;  /* metatable field: lightuserdata def */
+char lpc_kind_key; /* metatable field: kLpc_Standalone / kLpc_View */
+
+/* Raises "file:line: <message>" naming the nearest Lua caller, also when a
+ * C function such as table.insert stands between it and the metamethod. */
+_Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...) {
+  lua_Debug ar;
+  int level = 1, found = 0;
+  while (!found && lua_getstack(L, level++, &ar)) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0) {
+      lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+      found = 1;
+    }
+  }
+  if (!found) lua_pushliteral(L, "");
+  va_list argp;
+  va_start(argp, fmt);
+  lua_pushvfstring(L, fmt, argp);
+  va_end(argp);
+  lua_concat(L, 2);
+  lua_error(L);
+#if defined(__GNUC__)
+  __builtin_unreachable();
+#endif
+}
+
+const char *lpc_tname(lua_State *L, int idx) {
+  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) {
+    const char *n = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the metatable still holds it */
+    return n;
+  }
+  return luaL_typename(L, idx);
+}
+
+/* -- Arenas and anchors ---------------------------------------------------- */
+
+int lpc_arena_gc(lua_State *L) {
+  Holder *h = luaL_checkudata(L, 1, LPC_ARENA_MT);
+  pc_Arena_Free(h->arena);
+  h->arena = NULL;
+  return 0;
+}
+
+pc_Arena *lpc_newarena(lua_State *L) {
+  Holder *h = lua_newuserdatauv(L, sizeof(Holder), 0);
+  h->arena = NULL;
+  h->reported = 0;
+  luaL_setmetatable(L, LPC_ARENA_MT);
+  void *ud;
+  lua_Alloc f = lua_getallocf(L, &ud);
+  h->arena = pc_Arena_New(f, ud);
+  if (h->arena == NULL) lpc_msg_error(L, "not enough memory");
+  h->reported = pc_Arena_SpaceAllocated(h->arena);
+  return h->arena;
+}
+
+void lpc_pace(lua_State *L, Holder *h) {
+  size_t now = pc_Arena_SpaceAllocated(h->arena);
+  if (now - h->reported >= 4096) {
+    lua_gc(L, LUA_GCSTEP, (int)((now - h->reported) / 1024));
+    h->reported = now;
+  }
+}
+
+void lpc_pacearena(lua_State *L, int idx) {
+  lpc_pace(L, luaL_checkudata(L, idx, LPC_ARENA_MT));
+}
+
+static int meta_int(lua_State *L, int mt, void *key) {
+  lua_rawgetp(L, mt, key);
+  int v = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return NULL;
+  lua_rawgetp(L, -1, &lpc_def_key);
+  const pc_MessageDef *d = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  int kind = d ? meta_int(L, lua_gettop(L), &lpc_kind_key) : 0;
+  lua_pop(L, 1);
+  if (d == NULL) return NULL;
+  if (def != NULL) *def = d;
+  void *p = lua_touserdata(L, idx);
+  return kind == kLpc_Standalone ? p : *(pc_Message **)p;
+}
+
+static _Noreturn void not_a_message(lua_State *L, int idx) {
+  luaL_typeerror(L, idx, "message");
+#if defined(__GNUC__)
+  __builtin_unreachable();
+#endif
+}
+
+pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def) {
+  pc_Message *m = lpc_tomessage(L, idx, def);
+  if (m == NULL) not_a_message(L, idx);
+  return m;
+}
+
+static int is_standalone(lua_State *L, int idx) {
+  lua_getmetatable(L, idx);
+  int kind = meta_int(L, lua_gettop(L), &lpc_kind_key);
+  lua_pop(L, 1);
+  return kind == kLpc_Standalone;
+}
+
+/* Pushes the anchor of the message at 'idx'; returns its absolute index. */
+int lpc_push_anchor(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (is_standalone(L, idx))
+    lua_pushvalue(L, idx);
+  else
+    lua_getiuservalue(L, idx, 1);
+  return lua_gettop(L);
+}
+
+/* Pushes the refs table of the anchor at 'a' (created when 'create'), or
+ * nil. */
+void lpc_push_refs(lua_State *L, int a, int create) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_refs_key);
+  lua_pushvalue(L, a);
+  if (lua_rawget(L, -2) == LUA_TNIL && create) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 2);
+    lua_pushvalue(L, a);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_remove(L, -2);
+}
+
+/* The arena holder of the anchor at 'a' (made for a standalone message on
+ * first need). */
+Holder *lpc_anchor_holder(lua_State *L, int a) {
+  Holder *h = luaL_testudata(L, a, LPC_ARENA_MT);
+  if (h != NULL) return h;
+  lpc_push_refs(L, a, 1);
+  if (lua_rawgeti(L, -1, 1) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lpc_newarena(L);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, 1);
+  }
+  h = lua_touserdata(L, -1);
+  lua_pop(L, 2);
+  return h;
+}
+
+/* refs[key] = value at 'v' (nil allowed) in the refs of the anchor at 'a'. */
+void lpc_set_ref(lua_State *L, int a, const void *key, int v) {
+  v = lua_absindex(L, v);
+  lpc_push_refs(L, a, !lua_isnil(L, v));
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushvalue(L, v);
+  lua_rawsetp(L, -2, key);
+  lua_pop(L, 1);
+}
+
+_Noreturn void lpc_nomem(lua_State *L) {
+  lpc_msg_error(L, "not enough memory");
+}
+
+void lpc_registry_table(lua_State *L, void *key, const char *mode) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}

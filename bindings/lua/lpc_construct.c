@@ -1,0 +1,577 @@
+/* Messages as Lua values, writing: the per-type __newindex (plain slots
+ * stored directly, the rest through lpc_set_field), T{...} (one pass over
+ * the table, cycles refused), filling repeated and map fields from Lua
+ * tables, and the writing side of the containers (__newindex). Every value
+ * is checked before the message changes. */
+#include "lpc.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+static char lpc_visit_key; /* registry: tables being converted (cycle check) */
+
+static void construct(lua_State *L, int type, int t, int *visited);
+
+/* The message for a field of type 'def' from the value at 'idx' (a message
+ * of that type, or a table to construct one from); pushes its object. */
+static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const char *name, int idx,
+                                 int *visited) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    luaL_checkstack(L, 20, "message nesting too deep");
+    lpc_pushtype(L, def);
+    int type = lua_gettop(L);
+    construct(L, type, idx, visited);
+    lua_remove(L, type);
+    return lua_touserdata(L, -1);
+  }
+  const pc_MessageDef *d = NULL;
+  pc_Message *m = lpc_tomessage(L, idx, &d);
+  if (m == NULL || d != def) lpc_type_error(L, name, def->full_name, idx);
+  lua_pushvalue(L, idx);
+  return m;
+}
+
+/* Refuses storing 'value' (type 'vdef') anywhere inside 'target'. */
+void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
+                        const pc_MessageDef *vdef, const pc_Message *target) {
+  int r = pc_Message_Contains(value, vdef, target);
+  if (r == 1) lpc_msg_error(L, "%s: a message cannot contain itself", name);
+  if (r == 2) lpc_msg_error(L, "%s: messages nested deeper than %d", name, PC_MESSAGE_MAX_DEPTH);
+}
+
+/* Pushes the object of a message element (field 'f', from the value at
+ * 'idx': a message, or a table to construct one from), refusing cycles
+ * through 'target'. */
+static pc_Message *elem_object(lua_State *L, const pc_FieldDef *f, int idx, pc_Message *target,
+                               int *visited) {
+  pc_Message *m = check_message(L, f->message, f->full_name, idx, visited);
+  lpc_check_no_cycle(L, f->full_name, m, f->message, target);
+  return m;
+}
+
+/* Element 'i' (1-based) of the list at 'src' as a value for the array: the
+ * element objects of messages come from the table at 'objs'. */
+static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Integer i, int objs,
+                            pc_Arena *arena) {
+  pc_Value v;
+  memset(&v, 0, sizeof(v));
+  if (f->message != NULL) {
+    lua_rawgeti(L, objs, i);
+    v.m = lpc_tomessage(L, -1, NULL);
+    lua_pop(L, 1);
+    return v;
+  }
+  lua_geti(L, src, i);
+  v = lpc_check_scalar(L, f, f->full_name, -1);
+  if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
+      !pc_StringView_Copy(&v.s, v.s.data, v.s.size, arena))
+    lpc_nomem(L);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Replaces the elements of the repeated field of the container at 'c' with
+ * the list at 'src' (a table or a repeated container of the same element
+ * type). Everything is checked before the field changes; the array's
+ * storage is reused when it is large enough. */
+static void fill_array(lua_State *L, int c, int src, int *visited) {
+  c = lua_absindex(L, c);
+  src = lua_absindex(L, src);
+  const Container *cont = lua_touserdata(L, c);
+  pc_Message *msg = cont->msg;
+  const pc_FieldDef *f = cont->f;
+  lua_Integer n = 0;
+  if (lua_type(L, src) == LUA_TTABLE) {
+    n = (lua_Integer)lua_rawlen(L, src);
+    lua_Integer count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, src)) {
+      count++;
+      if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n)
+        lpc_msg_error(L, "%s: list expected, got a table with key %s", f->full_name,
+                      luaL_tolstring(L, -2, NULL));
+      lua_pop(L, 1);
+    }
+    if (count != n) lpc_msg_error(L, "%s: list expected, got a table with holes", f->full_name);
+  } else {
+    const Container *other = luaL_testudata(L, src, LPC_REPEATED_MT);
+    if (other == NULL || other->f->type != f->type || other->f->message != f->message ||
+        other->f->enumdef != f->enumdef)
+      lpc_msg_error(L, "%s: list expected, got %s", f->full_name, lpc_tname(L, src));
+    n = luaL_len(L, src);
+  }
+  /* Pass 1: check every element; message objects into a new table. */
+  lua_createtable(L, f->message ? (int)n : 0, 0);
+  int objs = lua_gettop(L);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, src, i);
+    if (f->message != NULL) {
+      elem_object(L, f, -1, msg, visited);
+      lua_rawseti(L, objs, i);
+    } else {
+      lpc_check_scalar(L, f, f->full_name, -1);
+    }
+    lua_pop(L, 1);
+  }
+  /* Pass 2: store. */
+  lua_getiuservalue(L, c, 1);
+  int a = lpc_push_anchor(L, -1);
+  Holder *h = lpc_anchor_holder(L, a);
+  pc_Array *arr = pc_Message_MutableArray(msg, f, h->arena);
+  size_t elem = pc_FieldDef_ElemSize(f);
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+  if (arr == NULL) {
+    lpc_nomem(L);
+    return; /* (lpc_nomem raises) */
+  }
+  if (arr->cap < (size_t)n) {
+    pc_Array fresh = {NULL, 0, 0}; /* new storage: the old values stay readable from 'src' */
+    if (!pc_Array_Resize(&fresh, (size_t)n, elem, h->arena)) lpc_nomem(L);
+    for (lua_Integer i = 1; i <= n; i++)
+      pc_Array_Set(&fresh, (size_t)i - 1, slot, array_value(L, f, src, i, objs, h->arena));
+    *arr = fresh;
+  } else {
+    /* Values first (src may be this very field), then the stores. */
+    for (lua_Integer i = 1; i <= n; i++) {
+      pc_Value v = array_value(L, f, src, i, objs, h->arena);
+      if ((size_t)i > arr->size) arr->size = (size_t)i;
+      pc_Array_Set(arr, (size_t)i - 1, slot, v);
+    }
+    arr->size = (size_t)n;
+  }
+  if (f->is_extension) {
+    for (lua_Integer i = 1; i <= n && f->message != NULL; i++) {
+      lua_rawgeti(L, objs, i);
+      lpc_set_ref(L, a, lpc_tomessage(L, -1, NULL), -1);
+      lua_pop(L, 1);
+    }
+  } else {
+    lua_pushvalue(L, objs);
+    lua_setiuservalue(L, c, 2);
+  }
+  lpc_pace(L, h);
+  lua_settop(L, objs - 1);
+}
+
+/* Replaces the entries of the map field of the container at 'c' with the
+ * table (or map container of the same type) at 'src'; checked first. */
+static void fill_map(lua_State *L, int c, int src, int *visited) {
+  c = lua_absindex(L, c);
+  src = lua_absindex(L, src);
+  const Container *cont = lua_touserdata(L, c);
+  pc_Message *msg = cont->msg;
+  const pc_FieldDef *f = cont->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  if (lua_type(L, src) != LUA_TTABLE) {
+    const Container *other = luaL_testudata(L, src, LPC_MAP_MT);
+    if (other == NULL || other->f->message != f->message) {
+      lpc_msg_error(L, "%s: table expected, got %s", f->full_name, lpc_tname(L, src));
+      return; /* (lpc_msg_error raises) */
+    }
+    lua_newtable(L); /* copy through a plain table: src may be this very map */
+    const pc_Map *m = pc_Message_Get(other->msg, other->f).map;
+    for (size_t i = 0; m != NULL && i < m->size; i++) {
+      lpc_push_scalar(L, kf, m->entries[i].key);
+      lpc_push_elem(L, src, vf, m->entries[i].value, -1);
+      lua_rawset(L, -3);
+    }
+    lua_replace(L, src);
+  }
+  /* Pass 1: check keys and values; message objects by key. */
+  lua_newtable(L);
+  int objs = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, src)) {
+    lpc_check_scalar(L, kf, f->full_name, -2);
+    if (vf->message != NULL) {
+      elem_object(L, vf, -1, msg, visited);
+      lua_pushvalue(L, -3);
+      lua_insert(L, -2);
+      lua_rawset(L, objs);
+    } else {
+      lpc_check_scalar(L, vf, f->full_name, -1);
+    }
+    lua_pop(L, 1);
+  }
+  /* Pass 2: store into the emptied map. */
+  lua_getiuservalue(L, c, 1);
+  int a = lpc_push_anchor(L, -1);
+  Holder *h = lpc_anchor_holder(L, a);
+  pc_Map *map = pc_Message_MutableMap(msg, f, h->arena);
+  if (map == NULL) lpc_nomem(L);
+  pc_Map_Clear(map);
+  lua_pushnil(L);
+  while (lua_next(L, src)) {
+    pc_Value k = lpc_check_scalar(L, kf, f->full_name, -2), v;
+    if (ks == kPc_Slot_String && !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena))
+      lpc_nomem(L);
+    if (vf->message != NULL) {
+      memset(&v, 0, sizeof(v));
+      lua_pushvalue(L, -2);
+      lua_rawget(L, objs);
+      v.m = lpc_tomessage(L, -1, NULL);
+      lua_pop(L, 1);
+    } else {
+      v = lpc_check_scalar(L, vf, f->full_name, -1);
+      if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) &&
+          !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
+        lpc_nomem(L);
+    }
+    if (pc_Map_Set(map, ks, k, v, h->arena) == NULL) lpc_nomem(L);
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, objs);
+  lua_setiuservalue(L, c, 2);
+  lpc_pace(L, h);
+  lua_settop(L, objs - 1);
+}
+
+/* Empties the repeated or map field 'f' keeping its storage for reuse. */
+static void empty_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
+  pc_Value v = pc_Message_Get(msg, f);
+  if (f->is_map) {
+    if (v.map != NULL) pc_Map_Clear(v.map);
+  } else if (v.a != NULL) {
+    v.a->size = 0;
+  }
+  if (!f->is_extension) {
+    lpc_push_container(L, obj, msg, f);
+    lua_pushnil(L);
+    lua_setiuservalue(L, -2, 2);
+    lua_pop(L, 1);
+  }
+}
+
+/* -- Writing --------------------------------------------------------------- */
+
+/* m[f] = value at 'v' for the message object at 'obj'. */
+void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int v,
+                   int *visited) {
+  obj = lua_absindex(L, obj);
+  v = lua_absindex(L, v);
+  int singular_string = f->label != kPc_Label_Repeated && !f->is_extension &&
+                        (f->type == kPc_Type_String || f->type == kPc_Type_Bytes);
+  if (lua_isnil(L, v) && f->label == kPc_Label_Repeated) {
+    empty_container(L, obj, msg, f);
+    return;
+  }
+  if (f->label == kPc_Label_Repeated) {
+    if (f->is_extension) {
+      int a = lpc_push_anchor(L, obj);
+      if (pc_Message_MutableArray(msg, f, lpc_anchor_holder(L, a)->arena) == NULL) lpc_nomem(L);
+      lua_settop(L, a - 1);
+    }
+    lpc_push_container(L, obj, msg, f);
+    if (f->is_map)
+      fill_map(L, -1, v, visited);
+    else
+      fill_array(L, -1, v, visited);
+    lua_pop(L, 1);
+    return;
+  }
+  if (lua_isnil(L, v)) {
+    if ((f->message != NULL || singular_string) && !f->is_extension) {
+      int a = lpc_push_anchor(L, obj);
+      lpc_set_ref(L, a, pc_Message_Slot(msg, f), v);
+      lua_pop(L, 1);
+    }
+    pc_Message_ClearField(msg, f);
+    return;
+  }
+  int scalar = f->label != kPc_Label_Repeated && f->message == NULL && f->type != kPc_Type_String &&
+               f->type != kPc_Type_Bytes;
+  if (scalar && !f->is_extension) {
+    pc_Message_Set(msg, f, lpc_check_scalar(L, f, f->full_name, v));
+    return;
+  }
+  if (singular_string) {
+    /* The slot points into the Lua string, which the anchor keeps (under
+     * the slot's address, so overwriting a field in a loop holds only the
+     * last string, and needs no arena). */
+    pc_Value val = lpc_check_scalar(L, f, f->full_name, v);
+    int a = lpc_push_anchor(L, obj);
+    lpc_set_ref(L, a, pc_Message_Slot(msg, f), v);
+    pc_Message_Set(msg, f, val);
+    lua_settop(L, a - 1);
+    return;
+  }
+  int a = lpc_push_anchor(L, obj);
+  Holder *h = NULL;
+  pc_Arena *arena = NULL;
+  if (f->message == NULL || f->is_extension) {
+    h = lpc_anchor_holder(L, a);
+    arena = h->arena;
+  }
+  pc_Value val;
+  memset(&val, 0, sizeof(val));
+  if (f->message != NULL) {
+    val.m = check_message(L, f->message, f->full_name, v, visited);
+    lpc_check_no_cycle(L, f->full_name, val.m, f->message, msg);
+    lpc_set_ref(L, a, f->is_extension ? (const void *)val.m : pc_Message_Slot(msg, f), -1);
+    lua_pop(L, 1);
+  } else {
+    val = lpc_check_scalar(L, f, f->full_name, v);
+    if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
+        !pc_StringView_Copy(&val.s, val.s.data, val.s.size, arena))
+      lpc_nomem(L);
+  }
+  if (f->is_extension) {
+    pc_Value *cell = pc_Message_MutableExtension(msg, f, arena);
+    if (cell == NULL) {
+      lpc_nomem(L);
+      return;
+    }
+    *cell = val;
+  } else {
+    pc_Message_Set(msg, f, val);
+  }
+  if (h != NULL) lpc_pace(L, h);
+  lua_settop(L, a - 1);
+}
+
+/* Stores the value at 'v' into the plain slot of 'e' when it is exactly
+ * what the slot takes (an integer in range, a number, a boolean): 1 when
+ * stored, 0 when the general path must check it (and raise). */
+LPC_INLINE int store_plain(lua_State *L, char *msg, const LookupEntry *e, int v) {
+  char *p = msg + e->offset;
+  switch (e->write) {
+  case kWrite_U32:
+  case kWrite_I32:
+  case kWrite_I64: {
+    if (!lua_isinteger(L, v)) return 0;
+    lua_Integer i = lua_tointegerx(L, v, NULL);
+    if (e->write == kWrite_I64) {
+      int64_t x = (int64_t)i;
+      memcpy(p, &x, 8);
+    } else if (e->write == kWrite_U32) {
+      if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
+      uint32_t x = (uint32_t)i;
+      memcpy(p, &x, 4);
+    } else {
+      if (i < INT32_MIN || i > INT32_MAX) return 0;
+      int32_t x = (int32_t)i;
+      memcpy(p, &x, 4);
+    }
+    return 1;
+  }
+  case kWrite_F64:
+  case kWrite_F32: {
+    if (lua_type(L, v) != LUA_TNUMBER) return 0;
+    lua_Number d = lua_tonumberx(L, v, NULL);
+    if (e->write == kWrite_F64) {
+      double x = (double)d;
+      memcpy(p, &x, 8);
+    } else {
+      float x = (float)d;
+      memcpy(p, &x, 4);
+    }
+    return 1;
+  }
+  case kWrite_Bool:
+    if (!lua_isboolean(L, v)) return 0;
+    *p = (char)lua_toboolean(L, v);
+    return 1;
+  default: return 0;
+  }
+}
+
+/* m[key] = value at 3 for the message 'msg', when store_plain did not
+ * take it. */
+static void newindex_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, pc_Message *msg) {
+  const pc_FieldDef *f = e ? lpc_entry_field(lk, e) : lpc_lookup_slow(L, lk->def, 2);
+  if (lpc_plain_slot(f) && !lua_isnil(L, 3)) {
+    pc_Value v = lpc_check_scalar(L, f, f->full_name, 3);
+    memcpy((char *)msg + f->offset, &v, pc_Slot_Size(f->slot));
+    return;
+  }
+  int visited = 0;
+  lpc_set_field(L, 1, msg, f, 3, &visited);
+}
+
+LPC_INLINE void newindex_common(lua_State *L, int kind) {
+  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
+  char *msg = lpc_msg_at1(L, kind);
+  const LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
+  if (e != NULL && store_plain(L, msg, e, 3)) return;
+  newindex_slow(L, lk, e, msg);
+}
+
+/* -- m.name = v   (standalone message) */
+int lpc_message_newindex(lua_State *L) {
+  newindex_common(L, kLpc_Standalone);
+  return 0;
+}
+
+/* -- m.name = v   (view) */
+int lpc_view_newindex(lua_State *L) {
+  newindex_common(L, kLpc_View);
+  return 0;
+}
+
+/* Marks (on = 1) or unmarks the table at 't' as being converted; with
+ * on = -1 only checks. Returns whether it was marked. The table of marks
+ * lives in the registry; the first mark of a top-level conversion
+ * (*visited == 0) starts a fresh one, so marks left by a conversion that
+ * raised are forgotten. */
+static int visit(lua_State *L, int t, int on, int *visited) {
+  if (*visited == 0) {
+    if (on != 1) return 0;
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_visit_key);
+    *visited = 1;
+  }
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_visit_key);
+  lua_pushvalue(L, t);
+  int was = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 1);
+  if (on >= 0) {
+    lua_pushvalue(L, t);
+    if (on)
+      lua_pushboolean(L, 1);
+    else
+      lua_pushnil(L);
+    lua_rawset(L, -3);
+  }
+  lua_pop(L, 1);
+  return was;
+}
+
+/* Pushes a new standalone message filled from the table at 't'; 'type' is
+ * the index of its Type (whose user value 2 is the instance metatable).
+ * One pass over the table: each key is found by its string's address and
+ * plain slots take their values directly; the one allocation is the
+ * message's block. */
+static void construct(lua_State *L, int type, int t, int *visited) {
+  const TypeBox *box = lua_touserdata(L, type);
+  const pc_MessageDef *def = box->def;
+  const Lookup *lk = box->lookup;
+  if (*visited && visit(L, t, -1, visited))
+    lpc_msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
+  char *msg = lua_newuserdatauv(L, def->size, 0);
+  pc_Message_Init(def, msg);
+  lua_getiuservalue(L, type, 2);
+  lua_setmetatable(L, -2);
+  int obj = lua_gettop(L);
+  int marked = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const LookupEntry *e = lpc_probe(lk, lua_topointer(L, -2));
+    if (e != NULL && store_plain(L, msg, e, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    int v = obj + 2;
+    const pc_FieldDef *f = e ? lpc_entry_field(lk, e) : lpc_lookup_slow(L, def, v - 1);
+    if (lpc_plain_slot(f) && !lua_isnil(L, v)) {
+      pc_Value x = lpc_check_scalar(L, f, f->full_name, v); /* plain slot: store directly */
+      memcpy(msg + f->offset, &x, pc_Slot_Size(f->slot));
+      lua_settop(L, v - 1);
+      continue;
+    }
+    if (f->message != NULL && !marked && lua_type(L, v) == LUA_TTABLE) {
+      visit(L, t, 1, visited);
+      marked = 1;
+    }
+    lpc_set_field(L, obj, msg, f, v, visited);
+    lua_settop(L, v - 1);
+  }
+  if (marked) visit(L, t, 0, visited);
+}
+
+/* -- m = T{...} or T() */
+int lpc_type_call(lua_State *L) {
+  /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
+  int t = lua_type(L, 2);
+  if (t == LUA_TTABLE) {
+    int visited = 0;
+    construct(L, 1, 2, &visited);
+    return 1;
+  }
+  const pc_MessageDef *def = *(const pc_MessageDef **)lua_touserdata(L, 1);
+  if (t != LUA_TNONE && t != LUA_TNIL) /* named as the caller sees it: T(fields) */
+    lpc_msg_error(L, "bad argument #1 to '%s' (table expected, got %s)", def->full_name,
+                  luaL_typename(L, 2));
+  lua_settop(L, 1);
+  lua_getiuservalue(L, 1, 2);
+  lpc_new_standalone(L, def, 2);
+  return 1;
+}
+
+/* -- c[i] = v   (1..#c replaces, #c+1 appends, c[#c] = nil removes the last) */
+int lpc_repeated_newindex(lua_State *L) {
+  Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
+  const pc_FieldDef *f = c->f;
+  pc_Array *arr = pc_Message_Get(c->msg, f).a;
+  size_t size = arr ? arr->size : 0;
+  lua_Integer i = lpc_check_integer(L, f->full_name, 2);
+  lua_settop(L, 3);
+  if (lua_isnil(L, 3)) {
+    if ((size_t)i != size || i < 1)
+      lpc_msg_error(L, "%s: only the last element (%I) can be removed, not %I", f->full_name,
+                    (lua_Integer)size, i);
+    arr->size--;
+    if (f->message != NULL) lpc_keep_elem(L, 1, 2, 3);
+    return 0;
+  }
+  if (i < 1 || (size_t)i > size + 1)
+    lpc_msg_error(L, "%s: index %I out of range (size %I)", f->full_name, i, (lua_Integer)size);
+  int visited = 0;
+  pc_Value v;
+  memset(&v, 0, sizeof(v));
+  if (f->message != NULL)
+    v.m = elem_object(L, f, 3, c->msg, &visited); /* at 4 */
+  else
+    v = lpc_check_scalar(L, f, f->full_name, 3);
+  lua_getiuservalue(L, 1, 1);
+  int a = lpc_push_anchor(L, -1);
+  Holder *h = lpc_anchor_holder(L, a);
+  if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
+      !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
+    lpc_nomem(L);
+  if ((size_t)i == size + 1) {
+    arr = pc_Message_MutableArray(c->msg, f, h->arena);
+    if (arr == NULL || !pc_Array_Append(arr, &v, pc_FieldDef_ElemSize(f), h->arena)) lpc_nomem(L);
+  } else {
+    pc_Array_Set(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(f), v);
+  }
+  if (f->message != NULL) lpc_keep_elem(L, 1, 2, 4);
+  lpc_pace(L, h);
+  return 0;
+}
+
+/* -- c[k] = v   (nil removes) */
+int lpc_map_newindex(lua_State *L) {
+  Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
+  const pc_FieldDef *f = c->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  lua_settop(L, 3);
+  pc_Value k = lpc_check_scalar(L, kf, f->full_name, 2);
+  if (lua_isnil(L, 3)) {
+    pc_Map_Delete(pc_Message_Get(c->msg, f).map, ks, k);
+    if (vf->message != NULL) lpc_keep_elem(L, 1, 2, 3);
+    return 0;
+  }
+  int visited = 0;
+  pc_Value v;
+  memset(&v, 0, sizeof(v));
+  if (vf->message != NULL)
+    v.m = elem_object(L, vf, 3, c->msg, &visited); /* at 4 */
+  else
+    v = lpc_check_scalar(L, vf, f->full_name, 3);
+  lua_getiuservalue(L, 1, 1);
+  int a = lpc_push_anchor(L, -1);
+  Holder *h = lpc_anchor_holder(L, a);
+  if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) &&
+      !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
+    lpc_nomem(L);
+  pc_Map *map = pc_Message_MutableMap(c->msg, f, h->arena);
+  if (map == NULL) lpc_nomem(L);
+  if (pc_Map_Find(map, ks, k) == NULL && ks == kPc_Slot_String &&
+      !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena))
+    lpc_nomem(L);
+  if (pc_Map_Set(map, ks, k, v, h->arena) == NULL) lpc_nomem(L);
+  if (vf->message != NULL) lpc_keep_elem(L, 1, 2, 4);
+  lpc_pace(L, h);
+  return 0;
+}

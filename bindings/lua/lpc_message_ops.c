@@ -1,0 +1,538 @@
+/* The message module functions (pc.has, pc.clear, pc.which_oneof,
+ * pc.type_of, pc.clone, pc.merge, pc.get_extension, pc.set_extension,
+ * unknown fields, sizes and the benchmarks' probes), tostring through the
+ * Lua layer's formatter, the per-type instance metatables and Lookups, and
+ * lpc_open_message, which registers the metatables of arenas and
+ * containers. */
+#include "lpc.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+#include <string.h>
+
+static char lpc_type_key; /* metatable field: the Type */
+
+static uint8_t read_kind(const pc_FieldDef *f) {
+  if (!lpc_plain_slot(f)) return kRead_Other;
+  switch (f->type) {
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return kRead_U32;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Enum: return kRead_I32;
+  case kPc_Type_Double: return kRead_F64;
+  case kPc_Type_Float: return kRead_F32;
+  case kPc_Type_Bool: return kRead_Bool;
+  default: return kRead_I64;
+  }
+}
+
+static uint8_t write_kind(const pc_FieldDef *f) {
+  if (!lpc_plain_slot(f)) return kWrite_Other;
+  switch (f->type) {
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return kWrite_U32;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: return kWrite_I32;
+  case kPc_Type_Double: return kWrite_F64;
+  case kPc_Type_Float: return kWrite_F32;
+  case kPc_Type_Bool: return kWrite_Bool;
+  case kPc_Type_Enum: return kWrite_Other; /* names, closed enums */
+  default: return kWrite_I64;              /* any Lua integer */
+  }
+}
+
+/* -- Module functions ---------------------------------------------------------- */
+
+/* The field or oneof named by argument 'arg' of the message type. */
+static const pc_FieldDef *lpc_check_field(lua_State *L, const pc_MessageDef *def, int arg,
+                                          const pc_OneofDef **oneof) {
+  size_t len;
+  const char *name = luaL_checklstring(L, arg, &len);
+  const pc_FieldDef *f = pc_MessageDef_FindFieldByName(def, name, len);
+  if (f != NULL) return f;
+  if (oneof != NULL) {
+    *oneof = pc_MessageDef_FindOneof(def, name, len);
+    if (*oneof != NULL) return NULL;
+  }
+  lpc_msg_error(L, "%s.%s: no such field", def->full_name, name);
+  return NULL;
+}
+
+/* -- bool = pc.has(m, name)   (name: a field or a oneof) */
+static int lpc_message_has(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  const pc_OneofDef *o = NULL;
+  const pc_FieldDef *f = lpc_check_field(L, def, 2, &o);
+  lua_pushboolean(L,
+                  f ? pc_Message_Has(msg, f) : o != NULL && pc_Message_WhichOneof(msg, o) != NULL);
+  return 1;
+}
+
+/* Clears every field (containers keep their storage), the unknown bytes and
+ * the extensions of the message object at 1. */
+static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
+  lua_settop(L, 1);
+  lua_pushnil(L);
+  int visited = 0;
+  for (uint32_t i = 0; i < def->field_count; i++)
+    lpc_set_field(L, 1, msg, &def->fields[i], 2, &visited);
+  size_t n;
+  const pc_Extension *e = pc_Message_Extensions(msg, &n);
+  while (n > 0) {
+    pc_Message_ClearField(msg, e[n - 1].field);
+    e = pc_Message_Extensions(msg, &n);
+  }
+  pc_Message_DiscardUnknown(msg);
+}
+
+/* -- pc.clear(m [, name])   (one field, every member of a oneof, or all) */
+static int lpc_message_clear(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  if (lua_isnoneornil(L, 2)) {
+    clear_all(L, msg, def);
+    return 0;
+  }
+  const pc_OneofDef *o = NULL;
+  const pc_FieldDef *f = lpc_check_field(L, def, 2, &o);
+  lua_settop(L, 2);
+  lua_pushnil(L);
+  int visited = 0;
+  if (f != NULL) {
+    lpc_set_field(L, 1, msg, f, 3, &visited);
+  } else if (o != NULL) {
+    for (uint32_t i = 0; i < o->field_count; i++)
+      lpc_set_field(L, 1, msg, o->fields[i], 3, &visited);
+  }
+  return 0;
+}
+
+/* -- name = pc.which_oneof(m, oneof)   (nil when no member is set) */
+static int lpc_message_which_oneof(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  size_t len;
+  const char *name = luaL_checklstring(L, 2, &len);
+  const pc_OneofDef *o = pc_MessageDef_FindOneof(def, name, len);
+  if (o == NULL) lpc_msg_error(L, "%s: no oneof named '%s'", def->full_name, name);
+  const pc_FieldDef *f = o != NULL ? pc_Message_WhichOneof(msg, o) : NULL;
+  if (f == NULL) return 0;
+  lua_pushstring(L, f->name);
+  return 1;
+}
+
+/* -- T = pc.type_of(m)   (nil for a value that is not a message) */
+static int lpc_message_type_of(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  if (lpc_tomessage(L, 1, &def) == NULL) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lpc_pushtype(L, def);
+  return 1;
+}
+
+/* -- copy = pc.clone(m)   (deep; the copy shares nothing with m) */
+static int lpc_message_clone(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  pc_Message *src = lpc_checkmessage(L, 1, &def);
+  pc_Message *dst = lpc_new_standalone(L, def, 0);
+  int obj = lua_gettop(L);
+  Holder *h = lpc_anchor_holder(L, obj);
+  if (!pc_Message_Merge(dst, src, def, h->arena)) lpc_nomem(L);
+  lpc_pace(L, h);
+  return 1;
+}
+
+/* Merges the message at 'src' into the object at 'dst' (same type). */
+static void merge(lua_State *L, int dst, int src) {
+  const pc_MessageDef *def = NULL;
+  pc_Message *d = lpc_checkmessage(L, dst, &def), *s = lpc_tomessage(L, src, NULL);
+  int a = lpc_push_anchor(L, dst);
+  Holder *h = lpc_anchor_holder(L, a);
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    if (!pc_Message_Has(s, f)) continue;
+    if (f->slot == kPc_Slot_Message && pc_Message_Has(d, f)) {
+      /* The sub-message may be owned elsewhere: merge through its object. */
+      lpc_push_field(L, dst, d, f);
+      lpc_push_field(L, src, s, f);
+      merge(L, -2, -1);
+      lua_pop(L, 2);
+      continue;
+    }
+    if (f->slot == kPc_Slot_Message) {
+      lua_pushnil(L);
+      lpc_set_ref(L, a, pc_Message_Slot(d, f), -1);
+      lua_pop(L, 1);
+    }
+    if (!pc_Message_MergeField(d, s, f, h->arena)) lpc_nomem(L);
+  }
+  size_t n;
+  const char *u = pc_Message_GetUnknown(s, &n);
+  if (n > 0 && !pc_Message_AddUnknown(d, u, n, h->arena)) lpc_nomem(L);
+  const pc_Extension *e = pc_Message_Extensions(s, &n);
+  for (size_t i = 0; i < n; i++) {
+    const pc_FieldDef *f = e[i].field;
+    if (f->message != NULL && f->label != kPc_Label_Repeated &&
+        pc_Message_GetExtension(d, f) != NULL) {
+      lpc_push_field(L, dst, d, f);
+      lpc_push_field(L, src, s, f);
+      merge(L, -2, -1);
+      lua_pop(L, 2);
+      e = pc_Message_Extensions(s, &n);
+      continue;
+    }
+    if (!pc_Message_MergeField(d, s, f, h->arena)) lpc_nomem(L);
+  }
+  lpc_pace(L, h);
+  lua_settop(L, a - 1);
+}
+
+/* -- pc.merge(dst, src)   (protobuf merge: see pc_Message_Merge; same type) */
+static int lpc_message_merge(lua_State *L) {
+  const pc_MessageDef *dd = NULL, *sd = NULL;
+  pc_Message *d = lpc_checkmessage(L, 1, &dd);
+  pc_Message *s = lpc_checkmessage(L, 2, &sd);
+  if (dd != sd)
+    lpc_msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name,
+                  sd->full_name);
+  if (d == s) return 0;
+  lpc_check_no_cycle(L, dd->full_name, s, sd, d);
+  merge(L, 1, 2);
+  return 0;
+}
+
+/* -- a == b   (same type and equal values) */
+static int lpc_message_eq(lua_State *L) {
+  const pc_MessageDef *da = NULL, *db = NULL;
+  pc_Message *a = lpc_tomessage(L, 1, &da), *b = lpc_tomessage(L, 2, &db);
+  lua_pushboolean(L, a != NULL && b != NULL && da == db && pc_Message_Equal(a, b, da));
+  return 1;
+}
+
+static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def, int arg) {
+  const char *name = luaL_checkstring(L, arg);
+  const pc_FieldDef *f = pc_Pool_FindExtension(def->file->pool, name);
+  if (f == NULL) {
+    lpc_msg_error(L, "%s: no extension named '%s'", def->full_name, name);
+    return NULL;
+  }
+  if (f->containing != def)
+    lpc_msg_error(L, "%s: '%s' extends %s, not this type", def->full_name, name,
+                  f->containing->full_name);
+  return f;
+}
+
+/* -- v = pc.get_extension(m, "pkg.name")   (its default when unset) */
+static int lpc_message_get_extension(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  const pc_FieldDef *f = check_extension(L, def, 2);
+  if (f->label == kPc_Label_Repeated) {
+    int a = lpc_push_anchor(L, 1);
+    Holder *h = lpc_anchor_holder(L, a);
+    if (pc_Message_MutableArray(msg, f, h->arena) == NULL) lpc_nomem(L);
+  }
+  lpc_push_field(L, 1, msg, f);
+  return 1;
+}
+
+/* -- pc.set_extension(m, "pkg.name", v)   (nil clears) */
+static int lpc_message_set_extension(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  const pc_FieldDef *f = check_extension(L, def, 2);
+  lua_settop(L, 3);
+  int visited = 0;
+  lpc_set_field(L, 1, msg, f, 3, &visited);
+  return 0;
+}
+
+/* -- bytes = core.unknown_fields(m)   (raw wire bytes kept, "" when none) */
+static int lpc_message_unknown(lua_State *L) {
+  pc_Message *msg = lpc_checkmessage(L, 1, NULL);
+  size_t n;
+  const char *u = pc_Message_GetUnknown(msg, &n);
+  lua_pushlstring(L, n ? u : "", n);
+  return 1;
+}
+
+/* -- core.add_unknown_fields(m, bytes)   (appends raw wire bytes; for tests
+ * and codecs: the bytes are not checked here) */
+static int lpc_message_add_unknown(lua_State *L) {
+  pc_Message *msg = lpc_checkmessage(L, 1, NULL);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  int a = lpc_push_anchor(L, 1);
+  Holder *h = lpc_anchor_holder(L, a);
+  if (!pc_Message_AddUnknown(msg, s, n, h->arena)) lpc_nomem(L);
+  lpc_pace(L, h);
+  return 0;
+}
+
+/* -- bytes = core.arena_size(m)   (bytes the arena of m's anchor has taken
+ * from the allocator, 0 when it has none: for tests and benchmarks) */
+static int lpc_message_arena_size(lua_State *L) {
+  lpc_checkmessage(L, 1, NULL);
+  int a = lpc_push_anchor(L, 1);
+  Holder *h = luaL_testudata(L, a, LPC_ARENA_MT);
+  if (h == NULL) {
+    lpc_push_refs(L, a, 0);
+    if (lua_istable(L, -1) && lua_rawgeti(L, -1, 1) != LUA_TNIL) h = lua_touserdata(L, -1);
+  }
+  lua_pushinteger(L, h ? (lua_Integer)pc_Arena_SpaceAllocated(h->arena) : 0);
+  return 1;
+}
+
+/* -- bool = core.is_message(v) */
+static int lpc_message_is(lua_State *L) {
+  lua_pushboolean(L, lpc_tomessage(L, 1, NULL) != NULL);
+  return 1;
+}
+
+/* -- bytes = core.sizeof(m)   (bytes of the message's own block: for the
+ * benchmarks and tests of the layout) */
+static int lpc_message_sizeof(lua_State *L) {
+  const pc_MessageDef *def = NULL;
+  lpc_checkmessage(L, 1, &def);
+  lua_pushinteger(L, (lua_Integer)def->size);
+  return 1;
+}
+
+/* The benchmark floor: a userdata whose __index returns a constant. */
+static int const_index(lua_State *L) {
+  lua_pushinteger(L, 0);
+  return 1;
+}
+
+/* -- u = core._bench_const_index()   (internal: the benchmark's baseline) */
+static int lpc_bench_const_index(lua_State *L) {
+  lua_newuserdatauv(L, 8, 0);
+  if (luaL_newmetatable(L, "protocall._BenchConst")) {
+    lua_pushcfunction(L, const_index);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+/* -- in_use, free = core._heap_stats()   (internal, for the benchmarks: bytes
+ * malloc has handed out, chunk headers included, and bytes it holds free;
+ * nothing on a C library other than glibc >= 2.33) */
+static int lpc_heap_stats(lua_State *L) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 mi = mallinfo2();
+  lua_pushinteger(L, (lua_Integer)mi.uordblks);
+  lua_pushinteger(L, (lua_Integer)mi.fordblks);
+  return 2;
+#else
+  (void)L;
+  return 0;
+#endif
+}
+
+/* -- Per-type metatables ------------------------------------------------------- */
+
+static void push_tostring(lua_State *L);
+
+/* -- s = tostring(m)   (through the Lua layer's formatter) */
+static int lpc_message_tostring(lua_State *L) {
+  push_tostring(L);
+  if (lua_isnil(L, -1)) {
+    lua_pushfstring(L, "%s: %p", lpc_tname(L, 1), lua_topointer(L, 1));
+    return 1;
+  }
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+static char kToStringKey;
+
+static void push_tostring(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kToStringKey);
+}
+
+/* -- core.set_message_tostring(fn)   (the Lua layer's formatter) */
+static int lpc_set_tostring(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kToStringKey);
+  return 0;
+}
+
+static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind) {
+  lua_createtable(L, 0, 10);
+  lua_pushvalue(L, names); /* the Lookup, read by the metamethod */
+  lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_index : lpc_view_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushvalue(L, names);
+  lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_newindex : lpc_view_newindex, 1);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, lpc_message_eq);
+  lua_setfield(L, -2, "__eq");
+  lua_pushcfunction(L, lpc_message_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushstring(L, def->full_name);
+  lua_setfield(L, -2, "__name");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pushlightuserdata(L, (void *)def);
+  lua_rawsetp(L, -2, &lpc_def_key);
+  lua_pushinteger(L, kind);
+  lua_rawsetp(L, -2, &lpc_kind_key);
+}
+
+/* Picks the table size and shift of a Lookup for the 'n' name addresses
+ * in 'keys': the smallest size (at least twice the names) and shift that
+ * give every name its own first slot, trying up to four times the size;
+ * otherwise the smallest size with shift 4 (names then share slots and
+ * probing finds them). */
+static void lookup_shape(const void *const *keys, size_t n, size_t *cap, unsigned *shift) {
+  size_t min = 4;
+  while (min < 2 * n) min *= 2;
+  *cap = min;
+  *shift = 4;
+  if (n > 64) return;
+  for (size_t c = min; c <= 4 * min; c *= 2) {
+    for (unsigned sh = 3; sh <= 12; sh++) {
+      uint64_t used[8] = {0}; /* c <= 512 slots */
+      size_t i = 0;
+      for (; i < n; i++) {
+        size_t j = lpc_hash_ptr(keys[i], sh) & (c - 1);
+        if (used[j / 64] & ((uint64_t)1 << (j % 64))) break;
+        used[j / 64] |= (uint64_t)1 << (j % 64);
+      }
+      if (i == n) {
+        *cap = c;
+        *shift = sh;
+        return;
+      }
+    }
+  }
+}
+
+/* Pushes the Lookup of 'def' (a userdata whose user value is the table of
+ * the interned field names it is keyed by). */
+static void make_lookup(lua_State *L, const pc_MessageDef *def) {
+  lua_createtable(L, (int)def->field_count, 0); /* keeps the name strings */
+  int names = lua_gettop(L);
+  const void *small[64];
+  size_t n = 0;
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    lua_pushstring(L, def->fields[i].name);
+    if (n < 64 && lua_rawlen(L, -1) <= 40) small[n++] = lua_topointer(L, -1);
+    lua_rawseti(L, names, (lua_Integer)i + 1);
+  }
+  size_t cap;
+  unsigned shift;
+  lookup_shape(small, def->field_count <= 64 ? n : def->field_count, &cap, &shift);
+  size_t entries = sizeof(Lookup) + (cap - 1) * sizeof(LookupEntry);
+  size_t size = entries + cap * sizeof(const pc_FieldDef *);
+  Lookup *lk = lua_newuserdatauv(L, size, 1);
+  memset(lk, 0, size);
+  lk->mask = cap - 1;
+  lk->shift = shift;
+  lk->def = def;
+  lk->fields = (const pc_FieldDef **)(void *)((char *)lk + entries);
+  for (size_t j = 0; j < cap; j++) lk->e[j].key = lk;
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    lua_rawgeti(L, names, (lua_Integer)i + 1);
+    if (lua_rawlen(L, -1) <= 40) { /* LUAI_MAXSHORTLEN: interned */
+      size_t j = lpc_hash_ptr(lua_topointer(L, -1), shift) & lk->mask;
+      while (lk->e[j].key != lk) j = (j + 1) & lk->mask;
+      lk->e[j].key = lua_topointer(L, -1);
+      lk->e[j].offset = def->fields[i].offset;
+      lk->e[j].read = read_kind(&def->fields[i]);
+      lk->e[j].write = write_kind(&def->fields[i]);
+      lk->fields[j] = &def->fields[i];
+    }
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, names);
+  lua_setiuservalue(L, -2, 1);
+  lua_remove(L, names);
+}
+
+/* -- make_type_metatables(T)   (registered under &lpc_type_metatables_key:
+ * a new Type's Lookup and its two instance metatables, user values 2 and 3) */
+static int make_type_metatables(lua_State *L) {
+  const int type_idx = 1;
+  const pc_MessageDef *def = ((TypeBox *)lua_touserdata(L, type_idx))->def;
+  make_lookup(L, def);
+  int names = lua_gettop(L);
+  /* The Type owns this Lookup through its metatables: instances keep
+   * their Type alive. */
+  ((TypeBox *)lua_touserdata(L, type_idx))->lookup = lua_touserdata(L, names);
+  make_mt(L, def, names, kLpc_Standalone);
+  lua_pushvalue(L, type_idx);
+  lua_rawsetp(L, -2, &lpc_type_key);
+  lua_setiuservalue(L, type_idx, 2);
+  make_mt(L, def, names, kLpc_View);
+  lua_pushvalue(L, type_idx);
+  lua_rawsetp(L, -2, &lpc_type_key);
+  lua_setiuservalue(L, type_idx, 3);
+  lua_pop(L, 1);
+  return 0;
+}
+
+void lpc_open_message(lua_State *L) {
+  static const luaL_Reg funcs[] = {{"has", lpc_message_has},
+                                   {"clear", lpc_message_clear},
+                                   {"which_oneof", lpc_message_which_oneof},
+                                   {"type_of", lpc_message_type_of},
+                                   {"clone", lpc_message_clone},
+                                   {"merge", lpc_message_merge},
+                                   {"get_extension", lpc_message_get_extension},
+                                   {"set_extension", lpc_message_set_extension},
+                                   {"unknown_fields", lpc_message_unknown},
+                                   {"add_unknown_fields", lpc_message_add_unknown},
+                                   {"is_message", lpc_message_is},
+                                   {"arena_size", lpc_message_arena_size},
+                                   {"sizeof", lpc_message_sizeof},
+                                   {"set_message_tostring", lpc_set_tostring},
+                                   {"_bench_const_index", lpc_bench_const_index},
+                                   {"_heap_stats", lpc_heap_stats},
+                                   {NULL, NULL}};
+  luaL_setfuncs(L, funcs, 0);
+  lua_pushcfunction(L, make_type_metatables);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key);
+  luaL_getmetatable(L, LPC_TYPE_MT); /* made by lpc_open_schema */
+  lua_pushcfunction(L, lpc_type_call);
+  lua_setfield(L, -2, "__call");
+  lua_pop(L, 1);
+  /* Ephemeron table: an anchor keeps what its memory points to alive (the
+   * same table when the module is opened again: live messages need it). */
+  lpc_registry_table(L, &lpc_refs_key, "k");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, LPC_ARENA_MT);
+  lua_pushcfunction(L, lpc_arena_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+  static const luaL_Reg rep[] = {{"__index", lpc_repeated_index},
+                                 {"__newindex", lpc_repeated_newindex},
+                                 {"__len", lpc_container_len},
+                                 {"__pairs", lpc_repeated_pairs},
+                                 {NULL, NULL}};
+  luaL_newmetatable(L, LPC_REPEATED_MT);
+  luaL_setfuncs(L, rep, 0);
+  lua_pop(L, 1);
+  static const luaL_Reg map[] = {{"__index", lpc_map_index},
+                                 {"__newindex", lpc_map_newindex},
+                                 {"__len", lpc_container_len},
+                                 {"__pairs", lpc_map_pairs},
+                                 {NULL, NULL}};
+  luaL_newmetatable(L, LPC_MAP_MT);
+  luaL_setfuncs(L, map, 0);
+  lua_pop(L, 1);
+}

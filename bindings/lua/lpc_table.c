@@ -1,0 +1,692 @@
+/* Plain Lua tables straight to wire bytes: pc.encode(T, table) without
+ * making message objects (lpc_wire.c calls lpc_encode_table); and back:
+ * a message tree as plain tables in one pass (core.to_table, and
+ * pc.decode(T, bytes, {table = true}) through lpc_push_plain).
+ *
+ * The table is walked with the type's Lookup (the field found by the
+ * address of the key's interned string, as T{...} does) and written front
+ * to back into a per-state buffer: a message's fields are gathered with
+ * lua_next (each value left on the Lua stack), sorted by field number and
+ * written, so the bytes are those pc.encode(T{...}) writes (field-number
+ * order; maps in the table's traversal order, which is the order T{...}
+ * inserts them in). A sub-message's length takes one byte before its
+ * contents are known and the contents move when it needs more.
+ *
+ * This path never raises for bad input: anything it does not take exactly
+ * as T{...} would (an unknown field, a wrong type, a value out of range,
+ * a message object inside the table, two members of one oneof, a list
+ * with holes or keys in hash order, a proto3 string that is not UTF-8,
+ * types with required fields or groups, nesting past
+ * LPC_TABLE_MAX_DEPTH) makes it return 0, and the caller builds T{...}
+ * and encodes that, which raises the very error T{...} and pc.encode
+ * raise, or encodes what this path declined. */
+#include "lpc.h"
+#include "wire/wire.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+/* Levels of nesting this path takes; deeper tables go through T{...}. */
+#define LPC_TABLE_MAX_DEPTH 64
+/* A buffer grown past this is freed after use rather than kept. */
+#define LPC_TABLE_BUF_KEEP  ((size_t)64 * 1024)
+/* Distinct sub-message types one encode remembers the Lookups of. */
+#define LPC_TABLE_TYPES     32
+
+static char lpc_table_key; /* registry: the TableState userdata */
+
+/* Entries of TableState.slot (a power of two). */
+#define LPC_TABLE_SLOTS 64
+
+/* A message type met during a call: its Lookup and whether this path
+ * takes it (plain_type). */
+typedef struct {
+  const pc_MessageDef *def;
+  const Lookup *lk;
+  int plain;
+} TypeInfo;
+
+/* A field gathered from a table: its def and the stack index of its value. */
+typedef struct {
+  const pc_FieldDef *f;
+  int idx;
+} Gathered;
+
+/* Per-state scratch, kept between calls (freed by __gc). */
+typedef struct {
+  lua_Alloc alloc;
+  void *ud;
+  uint8_t *buf; /* the output, front to back */
+  size_t len, cap;
+  Gathered *g; /* fields being written, a stack over the nesting levels */
+  size_t glen, gcap;
+  int *pos; /* sort_gathered's scratch: a stack index per field */
+  size_t pcap;
+  /* The Lookups of the sub-message types met during this call; their Types
+   * are kept alive in the user value table (slots 1..ntypes) until the call
+   * ends. */
+  TypeInfo types[LPC_TABLE_TYPES];
+  int ntypes;
+  /* types[] by the def's address: a direct-mapped index (0: none). */
+  uint8_t slot[LPC_TABLE_SLOTS];
+} TableState;
+
+typedef struct {
+  lua_State *L;
+  TableState *s;
+  int depth;
+  int top;  /* the stack's top, kept here rather than asked for */
+  int room; /* the stack is known to have slots up to this index */
+} Enc;
+
+static int tablestate_gc(lua_State *L) {
+  TableState *s = lua_touserdata(L, 1);
+  if (s->buf != NULL) s->alloc(s->ud, s->buf, s->cap, 0);
+  if (s->g != NULL) s->alloc(s->ud, s->g, s->gcap * sizeof(Gathered), 0);
+  if (s->pos != NULL) s->alloc(s->ud, s->pos, s->pcap * sizeof(int), 0);
+  s->pos = NULL;
+  s->pcap = 0;
+  s->buf = NULL;
+  s->g = NULL;
+  s->cap = s->gcap = 0;
+  return 0;
+}
+
+/* Room for 'n' more bytes (raises when memory runs out: the buffer is the
+ * state's, so nothing leaks). */
+static uint8_t *reserve_slow(Enc *e, size_t n) {
+  TableState *s = e->s;
+  size_t cap = s->cap ? s->cap : 256;
+  while (cap - s->len < n) {
+    if (cap > SIZE_MAX / 2) lpc_nomem(e->L);
+    cap *= 2;
+  }
+  uint8_t *p = s->alloc(s->ud, s->buf, s->cap, cap);
+  if (p == NULL) lpc_nomem(e->L);
+  s->buf = p;
+  s->cap = cap;
+  return s->buf + s->len;
+}
+
+static inline uint8_t *reserve(Enc *e, size_t n) {
+  TableState *s = e->s;
+  if (s->cap - s->len >= n) return s->buf + s->len;
+  return reserve_slow(e, n);
+}
+
+static inline uint8_t *put_varint_at(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+/* A tag and a varint, in one reservation. */
+static inline void put_tag_varint(Enc *e, uint32_t tag, uint64_t v) {
+  uint8_t *p = reserve(e, (size_t)2 * PC_WIRE_MAX_VARINT);
+  p = put_varint_at(p, tag);
+  p = put_varint_at(p, v);
+  e->s->len = (size_t)(p - e->s->buf);
+}
+
+static inline void put_varint(Enc *e, uint64_t v) {
+  uint8_t *p = reserve(e, PC_WIRE_MAX_VARINT);
+  e->s->len = (size_t)(put_varint_at(p, v) - e->s->buf);
+}
+
+static inline void put_fixed(Enc *e, uint64_t v, int bytes) {
+  uint8_t *p = reserve(e, 8);
+  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
+  e->s->len += (size_t)bytes;
+}
+
+/* Opens a length-delimited value: one byte kept for its length. Returns
+ * where its contents start. */
+static inline size_t open_len(Enc *e) {
+  reserve(e, 1);
+  return ++e->s->len;
+}
+
+/* Writes the length of the value opened at 'start', moving its contents
+ * when the length takes more than one byte. */
+static void close_len(Enc *e, size_t start) {
+  TableState *s = e->s;
+  size_t n = s->len - start;
+  if (n < 0x80) {
+    s->buf[start - 1] = (uint8_t)n;
+    return;
+  }
+  size_t extra = pc_Wire_VarintSize(n) - 1;
+  reserve(e, extra);
+  memmove(s->buf + start + extra, s->buf + start, n);
+  put_varint_at(s->buf + start - 1, n);
+  s->len += extra;
+}
+
+static int is_fixed32(pc_FieldType t) {
+  return t == kPc_Type_Float || t == kPc_Type_Fixed32 || t == kPc_Type_Sfixed32;
+}
+static int is_fixed64(pc_FieldType t) {
+  return t == kPc_Type_Double || t == kPc_Type_Fixed64 || t == kPc_Type_Sfixed64;
+}
+
+static uint32_t wire_type(pc_FieldType t) {
+  if (is_fixed32(t)) return kPc_Wire_Fixed32;
+  if (is_fixed64(t)) return kPc_Wire_Fixed64;
+  if (t == kPc_Type_String || t == kPc_Type_Bytes || t == kPc_Type_Message) return kPc_Wire_Len;
+  return kPc_Wire_Varint;
+}
+
+static inline uint32_t tag_of(const pc_FieldDef *f, uint32_t wt) {
+  return (uint32_t)f->number << 3 | wt;
+}
+
+/* The number at 'idx' for a field of f's (numeric, enum or bool) type as
+ * the wire value (sign-extended, ZigZag, or the float's bits): 1, or 0
+ * when T{...} would refuse it. '*zero' says whether it is the field's
+ * implicit default. */
+static int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *out, int *zero) {
+  int t = lua_type(L, idx);
+  switch (f->type) {
+  case kPc_Type_Bool:
+    if (t != LUA_TBOOLEAN) return 0;
+    *out = (uint64_t)lua_toboolean(L, idx);
+    *zero = *out == 0;
+    return 1;
+  case kPc_Type_Double: {
+    if (t != LUA_TNUMBER) return 0;
+    double d = (double)lua_tonumber(L, idx);
+    memcpy(out, &d, 8);
+    *zero = *out == 0;
+    return 1;
+  }
+  case kPc_Type_Float: {
+    if (t != LUA_TNUMBER) return 0;
+    float x = (float)lua_tonumber(L, idx);
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    *out = u;
+    *zero = u == 0;
+    return 1;
+  }
+  case kPc_Type_Enum:
+    if (t == LUA_TSTRING) {
+      size_t len;
+      const char *name = lua_tolstring(L, idx, &len);
+      const pc_EnumValueDef *v = pc_EnumDef_FindByName(f->enumdef, name, len);
+      if (v == NULL) return 0;
+      *out = (uint64_t)(int64_t)v->number;
+      *zero = v->number == 0;
+      return 1;
+    }
+    break;
+  default: break;
+  }
+  if (t != LUA_TNUMBER) return 0;
+  int exact;
+  lua_Integer i = lua_tointegerx(L, idx, &exact);
+  if (!exact) return 0;
+  *zero = i == 0;
+  switch (f->type) {
+  case kPc_Type_Enum:
+    if (i < INT32_MIN || i > INT32_MAX) return 0;
+    if (f->enumdef->closed && pc_EnumDef_FindByNumber(f->enumdef, (int32_t)i) == NULL) return 0;
+    *out = (uint64_t)(int64_t)i;
+    return 1;
+  case kPc_Type_Int32:
+  case kPc_Type_Sfixed32:
+    if (i < INT32_MIN || i > INT32_MAX) return 0;
+    *out = f->type == kPc_Type_Int32 ? (uint64_t)(int64_t)i : (uint64_t)(uint32_t)(int32_t)i;
+    return 1;
+  case kPc_Type_Sint32:
+    if (i < INT32_MIN || i > INT32_MAX) return 0;
+    *out = pc_Wire_ZigZagEncode32((int32_t)i);
+    return 1;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32:
+    if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
+    *out = (uint64_t)i;
+    return 1;
+  case kPc_Type_Sint64: *out = pc_Wire_ZigZagEncode64((int64_t)i); return 1;
+  case kPc_Type_Int64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64:
+  case kPc_Type_Sfixed64: *out = (uint64_t)i; return 1;
+  default: return 0;
+  }
+}
+
+/* Writes the number 'v' (number_value's form) without its tag. */
+static inline void put_number(Enc *e, pc_FieldType t, uint64_t v) {
+  if (is_fixed32(t))
+    put_fixed(e, v, 4);
+  else if (is_fixed64(t))
+    put_fixed(e, v, 8);
+  else
+    put_varint(e, v);
+}
+
+/* Whether a value of 'f' is written even at its default. */
+static inline int explicit_presence(const pc_FieldDef *f) {
+  return f->hasbit >= 0 || f->oneof != NULL || f->is_extension;
+}
+
+/* A string or bytes value with its tag; 0 when T{...} or the encoder
+ * would refuse it. 'always': written even when empty. */
+static int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
+  lua_State *L = e->L;
+  if (lua_type(L, idx) != LUA_TSTRING) return 0;
+  size_t len;
+  const char *p = lua_tolstring(L, idx, &len);
+  if (len == 0 && !always) return 1;
+  if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
+      !pc_Wire_ValidUtf8((const uint8_t *)p, len))
+    return 0;
+  if (len > SIZE_MAX - (size_t)2 * PC_WIRE_MAX_VARINT) lpc_nomem(L);
+  uint8_t *q = reserve(e, len + (size_t)2 * PC_WIRE_MAX_VARINT);
+  q = put_varint_at(q, tag_of(f, kPc_Wire_Len));
+  q = put_varint_at(q, len);
+  memcpy(q, p, len);
+  e->s->len = (size_t)(q - e->s->buf) + len;
+  return 1;
+}
+
+static int encode_message(Enc *e, const TypeInfo *ti, int t);
+static int put_value(Enc *e, const pc_FieldDef *f, int idx, int always);
+
+/* Whether T{...} and pc.encode take every message of type 'def' the same
+ * way this path does: no required fields, no groups. */
+static int plain_type(const pc_MessageDef *def) {
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    if (f->label == kPc_Label_Required || f->type == kPc_Type_Group) return 0;
+  }
+  return 1;
+}
+
+static inline size_t slot_of(const pc_MessageDef *def) {
+  return ((uintptr_t)def >> 4) & (LPC_TABLE_SLOTS - 1);
+}
+
+/* Remembers 'def' with its Lookup for the rest of the call. */
+static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const Lookup *lk) {
+  TypeInfo *t = &s->types[s->ntypes++];
+  t->def = def;
+  t->lk = lk;
+  t->plain = plain_type(def);
+  if (s->slot[slot_of(def)] == 0) s->slot[slot_of(def)] = (uint8_t)s->ntypes;
+  return t;
+}
+
+/* The message type 'def' with its Lookup (its Type kept alive until the
+ * call ends); NULL when the call has met too many types. */
+static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
+  TableState *s = e->s;
+  uint8_t k = s->slot[slot_of(def)];
+  if (k != 0 && s->types[k - 1].def == def) return &s->types[k - 1];
+  for (int i = 0; i < s->ntypes; i++)
+    if (s->types[i].def == def) return &s->types[i];
+  if (s->ntypes == LPC_TABLE_TYPES) return NULL;
+  lua_State *L = e->L;
+  lpc_pushtype(L, def);
+  const Lookup *lk = ((const TypeBox *)lua_touserdata(L, -1))->lookup;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  lua_getiuservalue(L, -1, 1);
+  lua_rotate(L, -3, -1); /* state, table, Type */
+  lua_rawseti(L, -2, s->ntypes + 1);
+  lua_pop(L, 2);
+  return remember(s, def, lk);
+}
+
+/* A sub-message from the table at 'idx' with its tag (field 'f'). */
+static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
+  if (lua_type(e->L, idx) != LUA_TTABLE || f->type != kPc_Type_Message) return 0;
+  const TypeInfo *ti = type_of(e, f->message);
+  if (ti == NULL) return 0;
+  put_varint(e, tag_of(f, kPc_Wire_Len));
+  size_t start = open_len(e);
+  if (!encode_message(e, ti, idx)) return 0;
+  close_len(e, start);
+  return 1;
+}
+
+/* One value of field 'f' (a singular field, an element or a map entry's
+ * key or value) with its tag. 'always': written even at its default. */
+static int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
+  switch (f->type) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: return put_string(e, f, idx, always);
+  case kPc_Type_Message:
+  case kPc_Type_Group: return put_message(e, f, idx);
+  default: {
+    uint64_t v;
+    int zero;
+    if (!number_value(e->L, f, idx, &v, &zero)) return 0;
+    if (zero && !always) return 1;
+    if (is_fixed32(f->type) || is_fixed64(f->type)) {
+      put_varint(e, tag_of(f, wire_type(f->type)));
+      put_fixed(e, v, is_fixed32(f->type) ? 4 : 8);
+    } else {
+      put_tag_varint(e, tag_of(f, kPc_Wire_Varint), v);
+    }
+    return 1;
+  }
+  }
+}
+
+/* The list at 'idx' for the repeated field 'f': keys 1..n met in order by
+ * lua_next (a table built as a list has them in its array part), else 0. */
+static int put_repeated(Enc *e, const pc_FieldDef *f, int idx) {
+  lua_State *L = e->L;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  int packed = f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
+               f->type != kPc_Type_Message && f->type != kPc_Type_Group;
+  size_t start = 0;
+  lua_Integer expect = 1;
+  lua_pushnil(L);
+  int top = e->top;
+  while (lua_next(L, idx)) {
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect) return 0;
+    if (packed) {
+      uint64_t v;
+      int zero;
+      if (!number_value(L, f, -1, &v, &zero)) return 0;
+      if (expect == 1) {
+        put_varint(e, tag_of(f, kPc_Wire_Len));
+        start = open_len(e);
+      }
+      put_number(e, f->type, v);
+    } else {
+      e->top = top + 2;
+      if (!put_value(e, f, top + 2, 1)) return 0;
+    }
+    expect++;
+    lua_pop(L, 1);
+  }
+  e->top = top;
+  if (packed && expect > 1) close_len(e, start);
+  return 1;
+}
+
+/* The table at 'idx' for the map field 'f': entries in traversal order. */
+static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
+  lua_State *L = e->L;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  int top = e->top;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    e->top = top + 2;
+    put_varint(e, tag_of(f, kPc_Wire_Len));
+    size_t start = open_len(e);
+    if (!put_value(e, kf, top + 1, 1) || !put_value(e, vf, top + 2, 1)) return 0;
+    close_len(e, start);
+    lua_pop(L, 1);
+  }
+  e->top = top;
+  return 1;
+}
+
+static int put_field(Enc *e, const pc_FieldDef *f, int idx) {
+  if (f->is_map) return put_map(e, f, idx);
+  if (f->label == kPc_Label_Repeated) return put_repeated(e, f, idx);
+  return put_value(e, f, idx, explicit_presence(f));
+}
+
+/* The field of the key at -2 in 'lk', or NULL when T{...} knows none. */
+static const pc_FieldDef *field_of(lua_State *L, const Lookup *lk) {
+  const LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
+  if (le != NULL) return lpc_entry_field(lk, le);
+  if (lua_type(L, -2) != LUA_TSTRING) return NULL;
+  size_t len;
+  const char *name = lua_tolstring(L, -2, &len);
+  return pc_MessageDef_FindFieldByName(lk->def, name, len);
+}
+
+/* Puts the 'n' fields gathered at 'g' in field-number order: insertion
+ * for a few, else through their places in 'def' (linear in its fields). */
+static void sort_gathered(Enc *e, const pc_MessageDef *def, Gathered *g, size_t n) {
+  TableState *s = e->s;
+  if (n <= 12) {
+    for (size_t k = 1; k < n; k++) {
+      Gathered x = g[k];
+      size_t i = k;
+      for (; i > 0 && g[i - 1].f->number > x.f->number; i--) g[i] = g[i - 1];
+      g[i] = x;
+    }
+    return;
+  }
+  size_t count = def->field_count;
+  if (s->pcap < count) {
+    int *p = s->alloc(s->ud, s->pos, s->pcap * sizeof(int), count * sizeof(int));
+    if (p == NULL) lpc_nomem(e->L);
+    s->pos = p;
+    s->pcap = count;
+  }
+  memset(s->pos, 0, count * sizeof(int));
+  for (size_t k = 0; k < n; k++) s->pos[g[k].f - def->fields] = g[k].idx;
+  size_t m = 0;
+  for (size_t k = 0; k < count && m < n; k++) {
+    const pc_FieldDef *f = def->fields_by_number[k];
+    int idx = s->pos[f - def->fields];
+    if (idx != 0) {
+      g[m].f = f;
+      g[m].idx = idx;
+      m++;
+    }
+  }
+}
+
+/* Appends the encoding of the table at 't' as a message of type 'def'. */
+static int encode_message(Enc *e, const TypeInfo *ti, int t) {
+  lua_State *L = e->L;
+  TableState *s = e->s;
+  const pc_MessageDef *def = ti->def;
+  const Lookup *lk = ti->lk;
+  int base = e->top;
+  if (++e->depth > LPC_TABLE_MAX_DEPTH || !ti->plain) return 0;
+  int need = base + 2 * (int)def->field_count + 16; /* and what type_of pushes */
+  if (need > e->room) {
+    if (!lua_checkstack(L, need - base)) return 0;
+    e->room = need;
+  }
+  size_t g0 = s->glen;
+  /* Gather: each value stays on the stack, its key copied for lua_next. */
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const pc_FieldDef *f = field_of(L, lk);
+    if (f == NULL || f->is_extension) return 0;
+    if (s->glen == s->gcap) {
+      size_t cap = s->gcap ? 2 * s->gcap : 64;
+      Gathered *g = s->alloc(s->ud, s->g, s->gcap * sizeof(Gathered), cap * sizeof(Gathered));
+      if (g == NULL) lpc_nomem(L);
+      s->g = g;
+      s->gcap = cap;
+    }
+    size_t i = s->glen++;
+    if (f->oneof != NULL) { /* one member per oneof */
+      for (size_t j = g0; j < i; j++)
+        if (s->g[j].f->oneof == f->oneof) return 0;
+    }
+    s->g[i].f = f;
+    s->g[i].idx = base + 2 * (int)(i - g0) + 2;
+    lua_pushvalue(L, -2);
+  }
+  e->top = base + 2 * (int)(s->glen - g0);
+  sort_gathered(e, def, s->g + g0, s->glen - g0);
+  for (size_t i = g0; i < s->glen; i++)
+    if (!put_field(e, s->g[i].f, s->g[i].idx)) return 0;
+  s->glen = g0;
+  lua_settop(L, base);
+  e->top = base;
+  e->depth--;
+  return 1;
+}
+
+int lpc_encode_table(lua_State *L, int type, int t) {
+  t = lua_absindex(L, t);
+  const TypeBox *box = lua_touserdata(L, type);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  TableState *s = lua_touserdata(L, -1);
+  lua_pop(L, 1); /* the registry keeps it */
+  int top = lua_gettop(L);
+  Enc e = {L, s, 0, top, top};
+  s->len = 0;
+  s->glen = 0;
+  s->ntypes = 0;
+  /* The root's Type is the argument: remembered without being kept. */
+  int ok = encode_message(&e, remember(s, box->def, box->lookup), t);
+  if (s->ntypes > 1) { /* the Types the call kept alive */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+    lua_getiuservalue(L, -1, 1);
+    for (int i = 2; i <= s->ntypes; i++) {
+      lua_pushnil(L);
+      lua_rawseti(L, -2, i);
+    }
+  }
+  for (int i = 0; i < s->ntypes; i++) s->slot[slot_of(s->types[i].def)] = 0;
+  s->ntypes = 0;
+  lua_settop(L, top);
+  if (ok) lua_pushlstring(L, (const char *)s->buf, s->len);
+  if (s->cap > LPC_TABLE_BUF_KEEP) {
+    s->alloc(s->ud, s->buf, s->cap, 0);
+    s->buf = NULL;
+    s->cap = 0;
+  }
+  return ok;
+}
+
+/* -- Messages to plain tables ---------------------------------------------- */
+
+static void push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def);
+
+/* Pushes one element or singular value of 'f' as pc.to_table shows it. */
+static void push_plain_value(lua_State *L, const pc_FieldDef *f, pc_Value v) {
+  if (f->type == kPc_Type_Message || f->type == kPc_Type_Group) {
+    if (v.m == NULL)
+      lua_createtable(L, 0, 0);
+    else
+      push_plain(L, v.m, f->message);
+  } else {
+    lpc_push_scalar(L, f, v);
+  }
+}
+
+/* Whether the regular field 'f' of 'msg' is set (pc_Message_Has's rules,
+ * inline), with its value in '*v' when it is. */
+static inline int plain_get(const pc_Message *msg, const pc_FieldDef *f, pc_Value *v) {
+  const char *slot = (const char *)msg + f->offset;
+  if (f->case_offset != 0) {
+    uint32_t which;
+    memcpy(&which, (const char *)msg + f->case_offset, 4);
+    if (which != (uint32_t)f->number) return 0;
+    *v = pc_Message_Get(msg, f);
+    return 1;
+  }
+  int has = f->hasbit >= 0;
+  if (has && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1)) return 0;
+  switch (f->slot) {
+  case kPc_Slot_Bool: v->b = *(const uint8_t *)slot; return has || v->b != 0;
+  case kPc_Slot_32: memcpy(&v->u32, slot, 4); return has || v->u32 != 0;
+  case kPc_Slot_64: memcpy(&v->u64, slot, 8); return has || v->u64 != 0;
+  case kPc_Slot_String: memcpy(&v->s, slot, sizeof v->s); return has || v->s.size != 0;
+  default: break;
+  }
+  void *ptr; /* a pointer slot, maybe unaligned */
+  memcpy(&ptr, slot, sizeof ptr);
+  if (f->slot == kPc_Slot_Array) {
+    v->a = ptr;
+    return v->a != NULL && v->a->size > 0;
+  }
+  if (f->slot == kPc_Slot_Map) {
+    v->map = ptr;
+    return v->map != NULL && v->map->size > 0;
+  }
+  v->m = ptr;
+  return ptr != NULL;
+}
+
+/* Sets field 'f' (value 'v') of the table on top. */
+static void plain_field(lua_State *L, const pc_FieldDef *f, pc_Value v) {
+  if (f->is_map) {
+    const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+    lua_createtable(L, 0, (int)v.map->size);
+    for (size_t k = 0; k < v.map->size; k++) {
+      lpc_push_scalar(L, kf, v.map->entries[k].key);
+      push_plain_value(L, vf, v.map->entries[k].value);
+      lua_rawset(L, -3);
+    }
+  } else if (f->label == kPc_Label_Repeated) {
+    pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+    lua_createtable(L, (int)v.a->size, 0);
+    for (size_t k = 0; k < v.a->size; k++) {
+      push_plain_value(L, f, pc_Array_Get(v.a, k, slot));
+      lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+  } else {
+    push_plain_value(L, f, v);
+  }
+  lua_setfield(L, -2, f->name);
+}
+
+/* Fields gathered in one pass before the table is made (its size known);
+ * types with more fields count first. */
+#define LPC_PLAIN_GATHER 32
+
+/* Pushes the plain table of 'msg' (type 'def'): its set fields by name,
+ * sub-messages as tables, repeated fields as lists, maps as tables, enums
+ * as numbers (pc.to_table's shape). Extensions and unknown fields are
+ * left out. */
+static void push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def) {
+  luaL_checkstack(L, 6, "message nesting too deep");
+  uint32_t count = def->field_count;
+  pc_Value v;
+  if (count <= LPC_PLAIN_GATHER) {
+    const pc_FieldDef *fs[LPC_PLAIN_GATHER];
+    pc_Value vs[LPC_PLAIN_GATHER];
+    int n = 0;
+    for (uint32_t i = 0; i < count; i++) {
+      if (plain_get(msg, &def->fields[i], &vs[n])) fs[n++] = &def->fields[i];
+    }
+    lua_createtable(L, 0, n);
+    for (int i = 0; i < n; i++) plain_field(L, fs[i], vs[i]);
+    return;
+  }
+  int present = 0;
+  for (uint32_t i = 0; i < count; i++) present += plain_get(msg, &def->fields[i], &v);
+  lua_createtable(L, 0, present);
+  for (uint32_t i = 0; i < count && present > 0; i++) {
+    if (!plain_get(msg, &def->fields[i], &v)) continue;
+    present--;
+    plain_field(L, &def->fields[i], v);
+  }
+}
+
+void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def) {
+  push_plain(L, msg, def);
+}
+
+/* -- t = core.to_table(m)   (pc.to_table: message.lua checks m) */
+static int lpc_to_table(lua_State *L) {
+  const pc_MessageDef *def;
+  const pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  push_plain(L, msg, def);
+  return 1;
+}
+
+void lpc_open_table(lua_State *L) {
+  TableState *s = lua_newuserdatauv(L, sizeof *s, 1);
+  memset(s, 0, sizeof *s);
+  s->alloc = lua_getallocf(L, &s->ud);
+  lua_createtable(L, LPC_TABLE_TYPES, 0);
+  lua_setiuservalue(L, -2, 1);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, tablestate_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  lua_pushcfunction(L, lpc_to_table);
+  lua_setfield(L, -2, "to_table");
+}

@@ -1,0 +1,26 @@
+-- luarocks packaging of the Lua module: from the repository root,
+--   luarocks --lua-version=5.4 make --tree DIR bindings/lua/protocall-0.1.0-1.rockspec
+-- builds with CMake (Debian's cmake, liblua5.4-dev, libnghttp2-dev, libssl-dev,
+-- zlib1g-dev) and installs protocall.so and the Lua layer into the tree.
+rockspec_format = "3.0"
+package = "protocall"
+version = "0.1.0-1"
+source = { url = "git+https://invalid/protocall.git" } -- `luarocks make` builds the working tree
+description = {
+  summary = "protobuf messages and RPC call policies for Lua",
+  detailed = "Slotted protobuf messages loaded from .proto source or descriptor sets, the "
+    .. "binary wire format, and RPC methods wrapped with cached call policies (retry with "
+    .. "backoff and jitter, deadlines), in process and over gRPC.",
+}
+dependencies = { "lua >= 5.4, < 5.5" }
+build = {
+  type = "cmake",
+  variables = {
+    CMAKE_BUILD_TYPE = "Release",
+    CMAKE_INSTALL_PREFIX = "$(PREFIX)",
+    PROTOCALL_INSTALL_CMOD = "$(LIBDIR)",
+    PROTOCALL_INSTALL_LMOD = "$(LUADIR)",
+    BUILD_TESTING = "OFF",
+    PROTOCALL_INSTALL_HOST = "OFF",
+  },
+}

@@ -1,0 +1,288 @@
+/* What the JSON writer and reader share (json_internal.h). */
+#include "json/json_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *pc_JsonStatus_String(pc_JsonStatus s) {
+  switch (s) {
+  case kPc_JsonStatus_Ok: return "ok";
+  case kPc_JsonStatus_Invalid: return "invalid";
+  case kPc_JsonStatus_OutOfMemory: return "out of memory";
+  }
+  return "?";
+}
+
+void pc_JsonBuf_Init(pc_JsonBuf *b, pc_Alloc *alloc, void *ud) {
+  b->alloc = alloc != NULL ? alloc : pc_DefaultAlloc;
+  b->ud = ud;
+  b->data = NULL;
+  b->size = b->cap = 0;
+}
+
+void pc_JsonBuf_Free(pc_JsonBuf *b) {
+  if (b->data != NULL) b->alloc(b->ud, b->data, b->cap, 0);
+  b->data = NULL;
+  b->size = b->cap = 0;
+}
+
+static const struct {
+  const char *name;
+  pc_JsonWkt wkt;
+} kWkts[] = {
+    {"google.protobuf.Any", kWkt_Any},
+    {"google.protobuf.Timestamp", kWkt_Timestamp},
+    {"google.protobuf.Duration", kWkt_Duration},
+    {"google.protobuf.FieldMask", kWkt_FieldMask},
+    {"google.protobuf.Struct", kWkt_Struct},
+    {"google.protobuf.Value", kWkt_Value},
+    {"google.protobuf.ListValue", kWkt_ListValue},
+    {"google.protobuf.DoubleValue", kWkt_Wrapper},
+    {"google.protobuf.FloatValue", kWkt_Wrapper},
+    {"google.protobuf.Int64Value", kWkt_Wrapper},
+    {"google.protobuf.UInt64Value", kWkt_Wrapper},
+    {"google.protobuf.Int32Value", kWkt_Wrapper},
+    {"google.protobuf.UInt32Value", kWkt_Wrapper},
+    {"google.protobuf.BoolValue", kWkt_Wrapper},
+    {"google.protobuf.StringValue", kWkt_Wrapper},
+    {"google.protobuf.BytesValue", kWkt_Wrapper},
+    {"google.protobuf.Empty", kWkt_Empty},
+};
+
+pc_JsonWkt pc_Json_WktOf(const pc_MessageDef *m) {
+  const char *n = m->full_name;
+  if (strncmp(n, "google.protobuf.", 16) != 0) return kWkt_None;
+  for (size_t i = 0; i < sizeof kWkts / sizeof kWkts[0]; i++)
+    if (strcmp(n, kWkts[i].name) == 0) return kWkts[i].wkt;
+  return kWkt_None;
+}
+
+int pc_Json_IsNullValue(const pc_EnumDef *e) {
+  return e != NULL && strcmp(e->full_name, "google.protobuf.NullValue") == 0;
+}
+
+/* -- Paths ---------------------------------------------------------------- */
+
+typedef struct {
+  char *p, *end;
+} Out;
+
+static void put(Out *o, const char *s, size_t n) {
+  size_t room = (size_t)(o->end - o->p);
+  if (n > room) n = room;
+  memcpy(o->p, s, n);
+  o->p += n;
+}
+
+static int plain_key(const char *k, size_t n) {
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)k[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '@' ||
+          (i > 0 && c >= '0' && c <= '9')))
+      return 0;
+  }
+  return 1;
+}
+
+static void put_step(Out *o, const pc_JsonPath *p) {
+  char num[32];
+  if (p->key == NULL) {
+    int n = snprintf(num, sizeof num, "[%zu]", p->index);
+    put(o, num, (size_t)n);
+  } else if (plain_key(p->key, p->keylen)) {
+    put(o, ".", 1);
+    put(o, p->key, p->keylen);
+  } else {
+    put(o, "[\"", 2);
+    for (size_t i = 0; i < p->keylen; i++) {
+      unsigned char c = (unsigned char)p->key[i];
+      if (c == '"' || c == '\\') {
+        put(o, "\\", 1);
+        put(o, (const char *)&p->key[i], 1);
+      } else if (c < 0x20) {
+        int n = snprintf(num, sizeof num, "\\u%04x", c);
+        put(o, num, (size_t)n);
+      } else {
+        put(o, (const char *)&p->key[i], 1);
+      }
+    }
+    put(o, "\"]", 2);
+  }
+}
+
+/* Steps printed at each end of a deep path; the middle becomes "...". */
+#define PATH_ENDS ((size_t)8)
+
+/* The steps from the root down to 'p' ('i' steps lie above it, 'n' in all). */
+static void put_steps(Out *o, const pc_JsonPath *p, size_t i, size_t n) {
+  if (p == NULL) return;
+  put_steps(o, p->up, i - 1, n);
+  if (n > 2 * PATH_ENDS && i >= PATH_ENDS && i < n - PATH_ENDS) {
+    if (i == PATH_ENDS) put(o, "...", 3);
+    return;
+  }
+  put_step(o, p);
+}
+
+static void put_path(Out *o, const pc_JsonPath *p) {
+  size_t n = 0;
+  for (const pc_JsonPath *q = p; q != NULL; q = q->up) n++;
+  put(o, "$", 1);
+  if (n > 0) put_steps(o, p, n - 1, n);
+}
+
+void pc_Json_Fail(pc_Error *err, const pc_JsonPath *path, const char *fmt, ...) {
+  if (err == NULL || err->set) return;
+  char buf[PC_ERROR_MAX];
+  Out o = {buf, buf + sizeof buf - 1};
+  put_path(&o, path);
+  put(&o, ": ", 2);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(o.p, (size_t)(o.end - o.p) + 1, fmt, ap);
+  va_end(ap);
+  buf[sizeof buf - 1] = '\0';
+  pc_Error_Set(err, "%s", buf);
+}
+
+/* -- Base64 --------------------------------------------------------------- */
+
+static const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void pc_Json_Base64Encode(const uint8_t *in, size_t n, char *out) {
+  size_t i = 0;
+  for (; i + 3 <= n; i += 3) {
+    uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+    *out++ = kB64[v >> 18];
+    *out++ = kB64[(v >> 12) & 63];
+    *out++ = kB64[(v >> 6) & 63];
+    *out++ = kB64[v & 63];
+  }
+  if (n - i == 1) {
+    uint32_t v = (uint32_t)in[i] << 16;
+    *out++ = kB64[v >> 18];
+    *out++ = kB64[(v >> 12) & 63];
+    *out++ = '=';
+    *out++ = '=';
+  } else if (n - i == 2) {
+    uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+    *out++ = kB64[v >> 18];
+    *out++ = kB64[(v >> 12) & 63];
+    *out++ = kB64[(v >> 6) & 63];
+    *out++ = '=';
+  }
+}
+
+/* The value of a base64 character: 0..63, or -1 (not base64), with the
+ * alphabet it belongs to in '*alpha' (1 standard, 2 URL-safe, 3 both). */
+static int b64_value(unsigned char c, int *alpha) {
+  *alpha = 3;
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '/') {
+    *alpha = 1;
+    return c == '+' ? 62 : 63;
+  }
+  if (c == '-' || c == '_') {
+    *alpha = 2;
+    return c == '-' ? 62 : 63;
+  }
+  return -1;
+}
+
+size_t pc_Json_Base64Decode(const char *in, size_t n, uint8_t *out, size_t *bad) {
+  size_t len = n;
+  /* Padding: up to two '=' at the end, and then the length is a multiple of 4. */
+  if (len > 0 && in[len - 1] == '=') {
+    len--;
+    if (len > 0 && in[len - 1] == '=') len--;
+    if (n % 4 != 0) {
+      *bad = len;
+      return (size_t)-1;
+    }
+  }
+  if (len % 4 == 1) {
+    *bad = len - 1;
+    return (size_t)-1;
+  }
+  int seen = 3;
+  size_t o = 0;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < len; i++) {
+    int alpha;
+    int v = b64_value((unsigned char)in[i], &alpha);
+    if (v < 0 || (seen & alpha) == 0) {
+      *bad = i;
+      return (size_t)-1;
+    }
+    seen &= alpha;
+    acc = acc << 6 | (uint32_t)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = (uint8_t)(acc >> bits);
+      acc &= (1u << bits) - 1;
+    }
+  }
+  return o; /* leftover bits are ignored, as most decoders do */
+}
+
+/* -- FieldMask names ------------------------------------------------------ */
+
+size_t pc_Json_SnakeToCamel(const char *in, size_t n, char *out) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = in[i];
+    if (c >= 'A' && c <= 'Z') return (size_t)-1;
+    if (c == '_') {
+      if (i + 1 >= n || in[i + 1] < 'a' || in[i + 1] > 'z') return (size_t)-1;
+      out[o++] = (char)(in[++i] - 'a' + 'A');
+    } else {
+      out[o++] = c;
+    }
+  }
+  return o;
+}
+
+size_t pc_Json_CamelToSnake(const char *in, size_t n, char *out) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = in[i];
+    if (c == '_') return (size_t)-1;
+    if (c >= 'A' && c <= 'Z') {
+      out[o++] = '_';
+      out[o++] = (char)(c - 'A' + 'a');
+    } else {
+      out[o++] = c;
+    }
+  }
+  return o;
+}
+
+/* -- Dates (H. Hinnant's days_from_civil / civil_from_days) --------------- */
+
+int64_t pc_Json_DaysFromCivil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  unsigned yoe = (unsigned)(y - era * 400);
+  unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + (int64_t)doe - 719468;
+}
+
+void pc_Json_CivilFromDays(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
+  z += 719468;
+  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  unsigned doe = (unsigned)(z - era * 146097);
+  unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t yy = (int64_t)yoe + era * 400;
+  unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  unsigned mp = (5 * doy + 2) / 153;
+  *d = doy - (153 * mp + 2) / 5 + 1;
+  *m = mp < 10 ? mp + 3 : mp - 9;
+  *y = yy + (*m <= 2);
+}

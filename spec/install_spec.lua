@@ -1,0 +1,106 @@
+-- Installing: `cmake --install` of the build under test into a temporary
+-- prefix, then used from fresh processes as a user would: the Lua module by
+-- a stock lua5.4, examples/host.c compiled with pkg-config and with a CMake
+-- project's find_package(protocall), and the rock built by Debian's luarocks
+-- from a copy of the source tree. Runs on the release build; the sanitizer
+-- build's objects need the sanitizer runtime, which a stock lua5.4 lacks.
+local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+local BUILD = BIN:match("^(.*)/[^/]*$") or "."
+
+local function sh(cmd)
+  local h = io.popen("(" .. cmd .. ") 2>&1")
+  local out = h:read("a")
+  local ok, _, code = h:close()
+  return out, ok and 0 or code
+end
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p " .. d))
+  return d
+end
+
+local function sanitized()
+  local f = io.open(BUILD .. "/CMakeCache.txt", "r")
+  local cache = f and f:read("a") or ""
+  if f then f:close() end
+  return cache:find("PROTOCALL_SANITIZE:BOOL=ON", 1, true) ~= nil
+end
+
+local LUA_CHECK = [[lua5.4 -e 'local pc = require "protocall"; local P = pc.message("i.P", {{"a", "int32", 1}}); io.write(pc.VERSION, " ", #pc.encode(P{a = 150}))']]
+
+describe("an install", function()
+  if sanitized() then
+    return it("runs on the release build", function() pending("the sanitizer build is not installed") end)
+  end
+  local prefix
+  setup(function()
+    prefix = tmpdir()
+    local out, code = sh("cmake --install " .. BUILD .. " --prefix " .. prefix)
+    assert(code == 0, out)
+  end)
+  teardown(function() os.execute("rm -rf " .. prefix) end)
+
+  it("puts every part in its standard place", function()
+    for _, rel in ipairs { "lib/lua/5.4/protocall.so", "share/lua/5.4/protocall/init.lua", "bin/protocall",
+                           "include/protocall.h", "lib/libprotocall.a", "lib/libprotocall.so",
+                           "lib/pkgconfig/protocall.pc", "lib/cmake/protocall/protocallConfig.cmake" } do
+      local f = io.open(prefix .. "/" .. rel, "rb")
+      assert(f, rel .. " is not installed")
+      f:close()
+    end
+  end)
+
+  it("gives a stock lua5.4 the module, with and without the installed Lua layer", function()
+    local env = string.format("LUA_CPATH='%s/lib/lua/5.4/?.so' LUA_PATH='%s/share/lua/5.4/?.lua;%s/share/lua/5.4/?/init.lua' ",
+                              prefix, prefix, prefix)
+    local out, code = sh(env .. LUA_CHECK)
+    assert.are.equal(0, code, out)
+    assert.are.equal("0.1.0 3", out)
+    out, code = sh(string.format("LUA_CPATH='%s/lib/lua/5.4/?.so' LUA_PATH='' ", prefix) .. LUA_CHECK)
+    assert.are.equal(0, code, out)
+    assert.are.equal("0.1.0 3", out)
+  end)
+
+  it("compiles and runs examples/host.c with pkg-config", function()
+    local exe = prefix .. "/host_pc"
+    local out, code = sh(string.format(
+      "cc -o %s examples/host.c $(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags --libs protocall)", exe, prefix))
+    assert.are.equal(0, code, out)
+    out, code = sh("LD_LIBRARY_PATH=" .. prefix .. "/lib " .. exe)
+    assert.are.equal(0, code, out)
+    assert.matches("host: the script got demo.Distance", out, 1, true)
+  end)
+
+  it("compiles examples/host.c in a CMake project with find_package(protocall)", function()
+    local proj = tmpdir()
+    local f = assert(io.open(proj .. "/CMakeLists.txt", "wb"))
+    f:write("cmake_minimum_required(VERSION 3.18)\nproject(uses_protocall C)\n",
+            "find_package(protocall 0.1 REQUIRED)\n",
+            "add_executable(host " .. os.getenv("PWD") .. "/examples/host.c)\n",
+            "target_link_libraries(host PRIVATE protocall::protocall_static)\n")
+    f:close()
+    local out, code = sh(string.format("cmake -S %s -B %s/b -DCMAKE_PREFIX_PATH=%s >/dev/null && cmake --build %s/b",
+                                       proj, proj, prefix, proj))
+    assert.are.equal(0, code, out)
+    out, code = sh(proj .. "/b/host")
+    os.execute("rm -rf " .. proj)
+    assert.are.equal(0, code, out)
+    assert.matches("host: the script got demo.Distance", out, 1, true)
+  end)
+
+  it("builds and installs the rock with luarocks for Lua 5.4", function()
+    local src, tree = tmpdir(), tmpdir()
+    local out, code = sh(string.format("cp -r CMakeLists.txt cmake core bindings lua %s/", src))
+    assert.are.equal(0, code, out)
+    out, code = sh(string.format("cd %s && luarocks --lua-version=5.4 make --tree %s bindings/lua/protocall-0.1.0-1.rockspec",
+                                 src, tree))
+    assert.are.equal(0, code, out)
+    out, code = sh(string.format("LUA_CPATH='%s/lib/lua/5.4/?.so' LUA_PATH='%s/share/lua/5.4/?.lua;%s/share/lua/5.4/?/init.lua' ",
+                                 tree, tree, tree) .. LUA_CHECK)
+    os.execute("rm -rf " .. src .. " " .. tree)
+    assert.are.equal(0, code, out)
+    assert.are.equal("0.1.0 3", out)
+  end)
+end)

@@ -18,7 +18,9 @@ Requests and responses of test.Test are raw bytes (no codegen, no
 messages): the request's text is the argument, as each method says. The
 grpc and tls modes also serve faults.Faults, a message service
 (spec/fixtures/protos/grpc/faults.proto, compiled by protoc at start-up,
-message classes from python3-protobuf's message_factory).
+message classes from python3-protobuf's message_factory), and faults.Talk
+(service Talk { rpc Chat(stream Request) returns (stream Reply); }, which
+spec/client_grpc_spec.lua declares itself).
 
     grpc_server.py client PORT SIZE SECONDS PATH   the same client calling
                                  PATH with a message whose field 1 holds SIZE
@@ -128,7 +130,22 @@ def serve_grpc(port, tls=None):
         code, _, message = request.decode().partition(" ")
         ctx.abort(grpc.StatusCode[code], message)
 
+    def collect(requests, ctx):
+        """Client streaming: the request messages joined with b","."""
+        return b",".join(requests)
+
+    def chat(requests, ctx):
+        """Bidirectional: sends header x-chat: 1, then b"re:" + each request
+        as it comes; a request b"fail" ends the call ABORTED."""
+        ctx.send_initial_metadata([("x-chat", "1")])
+        for r in requests:
+            if r == b"fail":
+                ctx.abort(grpc.StatusCode.ABORTED, "asked to fail")
+            yield b"re:" + r
+
     raw_handlers = {
+        "Collect": grpc.stream_unary_rpc_method_handler(collect),
+        "Chat": grpc.stream_stream_rpc_method_handler(chat),
         "Echo": grpc.unary_unary_rpc_method_handler(echo),
         "FailThenSucceed": grpc.unary_unary_rpc_method_handler(fail_then_succeed),
         "Sleep": grpc.unary_unary_rpc_method_handler(sleep),
@@ -144,9 +161,12 @@ def serve_grpc(port, tls=None):
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
                          options=[("grpc.max_send_message_length", 64 << 20),
                                   ("grpc.so_reuseport", 0)])
+    faults = faults_handlers()
+    talk = {"Chat": faults.pop("Chat")}  # service faults.Talk, declared by the spec
     server.add_generic_rpc_handlers((
         grpc.method_handlers_generic_handler("test.Test", raw_handlers),
-        grpc.method_handlers_generic_handler("faults.Faults", faults_handlers()),
+        grpc.method_handlers_generic_handler("faults.Faults", faults),
+        grpc.method_handlers_generic_handler("faults.Talk", talk),
     ))
     if tls:
         with open(tls[0], "rb") as f:
@@ -245,6 +265,16 @@ def faults_handlers():
         if req.failures == 0 or n <= req.failures:
             ctx.abort(grpc.StatusCode[req.code], "stream failed after %d" % req.count)
 
+    def record(requests, ctx):
+        """Client streaming: the texts joined with ",", attempts = how many."""
+        texts = [r.text for r in requests]
+        return Reply(text=",".join(texts), attempts=len(texts))
+
+    def chat(requests, ctx):
+        """Bidirectional: one Reply per Request, text and index = its number."""
+        for i, r in enumerate(requests):
+            yield Reply(text=r.text, index=i + 1)
+
     def unary(fn, serializer=Reply.SerializeToString):
         return grpc.unary_unary_rpc_method_handler(
             fn, request_deserializer=Request.FromString, response_serializer=serializer)
@@ -270,6 +300,12 @@ def faults_handlers():
         "Attempts": unary(attempts),
         "Stream": server_stream(stream),
         "StreamThenFail": server_stream(stream_then_fail),
+        "Record": grpc.stream_unary_rpc_method_handler(
+            record, request_deserializer=Request.FromString,
+            response_serializer=Reply.SerializeToString),
+        "Chat": grpc.stream_stream_rpc_method_handler(
+            chat, request_deserializer=Request.FromString,
+            response_serializer=Reply.SerializeToString),
     }
 
 
@@ -351,6 +387,23 @@ def h2_reply(h, sid, method, arg):
         h.send_data(sid, frame(b"last"))
         h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
         h.close_connection(error_code=0, last_stream_id=sid)
+    elif method == "GoawayFirst":  # graceful GOAWAY naming this stream, then the answer
+        # python3-h2 sends nothing after its own GOAWAY: hyperframe (h2's
+        # frame layer) builds this one, queued before the answer
+        from hyperframe.frame import GoAwayFrame
+        goaway = GoAwayFrame(0)
+        goaway.last_stream_id = sid
+        goaway.error_code = 0
+        h._data_to_send += goaway.serialize()
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(b"finished"))
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+    elif method == "HugeHeader":  # an 8 MB header value (no Huffman: pure Python is slow)
+        encode = h.encoder.encode
+        h.encoder.encode = lambda headers, huffman=True: encode(headers, huffman=False)
+        h.send_headers(sid, ok200 + [("x-huge", "z" * (8 << 20))])
+        h.encoder.encode = encode
+        h.send_headers(sid, [("grpc-status", "0")], end_stream=True)
     elif method == "Ok":
         h.send_headers(sid, ok200)
         h.send_data(sid, frame(b"ok"))
@@ -399,7 +452,13 @@ def h2_connection(conn):
             for ev in events:
                 if isinstance(ev, h2.events.RequestReceived):
                     streams[ev.stream_id] = [dict(ev.headers)[":path"], b""]
+                    if streams[ev.stream_id][0].endswith("/NoRead"):
+                        # headers, then never a WINDOW_UPDATE: the client's
+                        # sends must stop at the flow-control window
+                        h.send_headers(ev.stream_id, [(":status", "200"), GRPC_CT])
                 elif isinstance(ev, h2.events.DataReceived):
+                    if streams[ev.stream_id][0].endswith("/NoRead"):
+                        continue
                     streams[ev.stream_id][1] += ev.data
                     h.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
                 elif isinstance(ev, h2.events.StreamReset):

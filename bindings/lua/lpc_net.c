@@ -1,14 +1,16 @@
-/* gRPC over HTTP/2 channels and calls for Lua (core/net/grpc_http2.h).
+/* gRPC channels and calls for Lua (core/net/channel.h).
  *
- * The binding speaks bytes and status tables; lua/protocall/net.lua turns
- * them into the transport object and pc.Error objects. A status table is
+ * The binding speaks bytes and status tables and never blocks but in
+ * core.grpc_pump; lua/protocall/net.lua builds the transport object, the
+ * waiting (alone or under the pc.spawn scheduler) and pc.Error objects on
+ * top. A status table is
  *   { code = "UNAVAILABLE", message = "...", details = bytes or nil,
  *     local = true or nil, retry_delay = seconds or nil,
  *     no_retry = true or nil (then retry_delay = -1),
  *     metadata = {{k, v}, ...} (trailers), headers = {{k, v}, ...} }
  * Every C call lives in a "protocall.GrpcCall" userdata from before it
  * starts, so nothing leaks when Lua raises. */
-#include "net/grpc_http2.h"
+#include "net/channel.h"
 #include "lpc.h"
 #include "protocall.h"
 
@@ -33,21 +35,47 @@ static ChannelBox *check_channel(lua_State *L, int idx) {
   return b;
 }
 
-/* -- ch = core.grpc_channel(target, ca_file|nil, max_receive|nil, user_agent|nil,
- *                          max_unread|nil)
- * -- nil, err   when the target is not http://host:port or https://host:port */
+static const char *opt_string(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  const char *s = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+  lua_pop(L, 1); /* anchored in the options table */
+  return s;
+}
+
+static lua_Integer opt_size(lua_State *L, int t, const char *k, lua_Integer max) {
+  lua_getfield(L, t, k);
+  lua_Integer v = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+  if (v < 0 || v > max) luaL_error(L, "%s must be in 0..%I", k, max);
+  return v;
+}
+
+/* -- ch = core.grpc_channel{host=, port=, tls=, ca_file=, cert_file=,
+ *                           key_file=, server_name=, user_agent=,
+ *                           max_receive=, max_header_list=,
+ *                           stream_window=, connection_window=}
+ * Strings and integers (bytes; 0 or nil: the defaults of engine.h). No
+ * connection is made until the first call. */
 static int lpc_grpc_channel(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
   pc_GrpcChannelOptions o;
   memset(&o, 0, sizeof o);
-  o.target = luaL_checkstring(L, 1);
-  o.ca_file = luaL_optstring(L, 2, NULL);
-  lua_Integer max = luaL_optinteger(L, 3, 0);
-  luaL_argcheck(L, max >= 0, 3, "max_receive must be >= 0");
-  o.max_receive = (size_t)max;
-  o.user_agent = luaL_optstring(L, 4, "protocall/" PROTOCALL_VERSION);
-  lua_Integer unread = luaL_optinteger(L, 5, 0);
-  luaL_argcheck(L, unread >= 0, 5, "max_unread must be >= 0");
-  o.max_unread = (size_t)unread;
+  o.host = opt_string(L, 1, "host");
+  o.port = opt_string(L, 1, "port");
+  luaL_argcheck(L, o.host != NULL && o.port != NULL, 1, "host and port expected");
+  lua_getfield(L, 1, "tls");
+  o.tls = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  o.ca_file = opt_string(L, 1, "ca_file");
+  o.cert_file = opt_string(L, 1, "cert_file");
+  o.key_file = opt_string(L, 1, "key_file");
+  o.server_name = opt_string(L, 1, "server_name");
+  o.user_agent = opt_string(L, 1, "user_agent");
+  if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
+  o.max_receive = (size_t)opt_size(L, 1, "max_receive", 0x7fffffff);
+  o.max_header_list = (size_t)opt_size(L, 1, "max_header_list", 0x7fffffff);
+  o.stream_window = (uint32_t)opt_size(L, 1, "stream_window", 0x7fffffff);
+  o.connection_window = (uint32_t)opt_size(L, 1, "connection_window", 0x7fffffff);
   ChannelBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->ch = NULL;
   luaL_setmetatable(L, CHANNEL_MT);
@@ -56,15 +84,11 @@ static int lpc_grpc_channel(lua_State *L) {
   pc_Error err;
   pc_Error_Init(&err);
   b->ch = pc_GrpcChannel_New(&o, alloc, ud, &err);
-  if (b->ch == NULL) {
-    lua_pushnil(L);
-    lua_pushstring(L, err.msg);
-    return 2;
-  }
+  if (b->ch == NULL) return luaL_error(L, "%s", err.msg);
   return 1;
 }
 
-/* -- ch:close()   -- idempotent; calls still running keep the connection */
+/* -- ch:close()   -- idempotent; calls still alive keep the connection */
 static int lpc_grpcchannel_close(lua_State *L) {
   ChannelBox *b = luaL_checkudata(L, 1, CHANNEL_MT);
   pc_GrpcChannel_Free(b->ch);
@@ -72,62 +96,113 @@ static int lpc_grpcchannel_close(lua_State *L) {
   return 0;
 }
 
-/* Reads settings at 'idx'..: timeout (seconds or nil), metadata (list of
- * {key, value} or nil), gzip (boolean). Pairs go in a scratch userdata
- * pushed on the stack. */
-static void read_settings(lua_State *L, int idx, pc_GrpcCallSettings *s) {
-  memset(s, 0, sizeof *s);
-  if (lua_isnoneornil(L, idx)) {
-    s->timeout = -1;
-  } else {
-    s->timeout = luaL_checknumber(L, idx);
-    if (!(s->timeout > 0)) s->timeout = 0; /* already past (NaN too) */
-  }
-  s->gzip = lua_toboolean(L, idx + 2);
-  if (lua_isnoneornil(L, idx + 1)) {
-    lua_pushnil(L);
-    return;
-  }
-  luaL_checktype(L, idx + 1, LUA_TTABLE);
-  size_t n = (size_t)luaL_len(L, idx + 1);
-  pc_GrpcPair *pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0);
-  for (size_t i = 0; i < n; i++) {
-    if (lua_geti(L, idx + 1, (lua_Integer)i + 1) != LUA_TTABLE)
-      luaL_error(L, "metadata entry %d: {key, value} expected", (int)i + 1);
-    lua_geti(L, -1, 1);
-    lua_geti(L, -2, 2);
-    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "metadata entry %d: {key, value} strings expected", (int)i + 1);
-    /* The strings stay anchored in the metadata table. */
-    pairs[i].key = lua_tolstring(L, -2, &pairs[i].key_len);
-    pairs[i].value = lua_tolstring(L, -1, &pairs[i].value_len);
-    lua_pop(L, 3);
-  }
-  s->metadata = pairs;
-  s->metadata_count = n;
-}
-
-/* Pushes a new call userdata (which owns the call) holding the channel at
- * 'chidx', started with the arguments from 'idx' (path, request, timeout,
- * metadata, gzip). Raises on invalid metadata or path. */
-static CallBox *start_call(lua_State *L, int chidx, int idx) {
-  ChannelBox *cb = check_channel(L, chidx);
-  const char *path = luaL_checkstring(L, idx);
-  size_t len;
-  const char *req = luaL_checklstring(L, idx + 1, &len);
+/* -- call = ch:start(path, timeout|nil, metadata|nil, gzip)
+ * Starts a call (request messages follow with call:send). 'timeout' in
+ * seconds (<= 0: ends at once DEADLINE_EXCEEDED), metadata a list of
+ * {key, value}. Raises on invalid metadata or path. */
+static int lpc_grpcchannel_start(lua_State *L) {
+  ChannelBox *cb = check_channel(L, 1);
+  const char *path = luaL_checkstring(L, 2);
   pc_GrpcCallSettings s;
-  read_settings(L, idx + 2, &s);
+  memset(&s, 0, sizeof s);
+  if (lua_isnoneornil(L, 3)) {
+    s.timeout = -1;
+  } else {
+    s.timeout = luaL_checknumber(L, 3);
+    if (!(s.timeout > 0)) s.timeout = 0; /* already past (NaN too) */
+  }
+  s.gzip = lua_toboolean(L, 5);
+  pc_GrpcPair *pairs = NULL;
+  if (!lua_isnoneornil(L, 4)) {
+    luaL_checktype(L, 4, LUA_TTABLE);
+    size_t n = (size_t)luaL_len(L, 4);
+    pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* at 6 */
+    for (size_t i = 0; i < n; i++) {
+      if (lua_geti(L, 4, (lua_Integer)i + 1) != LUA_TTABLE)
+        luaL_error(L, "metadata entry %d: {key, value} expected", (int)i + 1);
+      lua_geti(L, -1, 1);
+      lua_geti(L, -2, 2);
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "metadata entry %d: {key, value} strings expected", (int)i + 1);
+      /* The strings stay anchored in the metadata table. */
+      pairs[i].key = lua_tolstring(L, -2, &pairs[i].key_len);
+      pairs[i].value = lua_tolstring(L, -1, &pairs[i].value_len);
+      lua_pop(L, 3);
+    }
+    s.metadata = pairs;
+    s.metadata_count = n;
+  }
   CallBox *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->call = NULL;
   luaL_setmetatable(L, CALL_MT);
-  lua_pushvalue(L, chidx);
-  lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1); /* the channel lives as long as its calls */
   pc_Error err;
   pc_Error_Init(&err);
-  b->call = pc_GrpcCall_Start(cb->ch, path, req, len, &s, &err);
-  if (b->call == NULL) luaL_error(L, "%s", err.msg);
-  lua_remove(L, -2); /* the scratch pairs */
+  b->call = pc_GrpcChannel_Start(cb->ch, path, &s, &err);
+  if (b->call == NULL) return luaL_error(L, "%s", err.msg);
+  return 1;
+}
+
+static CallBox *check_call(lua_State *L) {
+  CallBox *b = luaL_checkudata(L, 1, CALL_MT);
+  if (b->call == NULL) luaL_argerror(L, 1, "call is closed");
   return b;
+}
+
+/* -- ok = call:send(bytes)   -- queues one request message; false once the
+ * call has ended or its sending side is closed */
+static int lpc_grpccall_send(lua_State *L) {
+  CallBox *b = check_call(L);
+  size_t len;
+  const char *msg = luaL_checklstring(L, 2, &len);
+  lua_pushboolean(L, pc_GrpcCall_Send(b->call, msg, len));
+  return 1;
+}
+
+/* -- n = call:unsent()   -- request bytes queued, not yet sent (flow control) */
+static int lpc_grpccall_unsent(lua_State *L) {
+  CallBox *b = check_call(L);
+  lua_pushinteger(L, (lua_Integer)pc_GrpcCall_Unsent(b->call));
+  return 1;
+}
+
+/* -- call:close_send()   -- no more request messages */
+static int lpc_grpccall_close_send(lua_State *L) {
+  CallBox *b = check_call(L);
+  pc_GrpcCall_CloseSend(b->call);
+  return 0;
+}
+
+/* -- bytes | false | nil = call:next()
+ * The next response message; false when none is ready yet (pump and ask
+ * again); nil once the call has ended (call:status()). */
+static int lpc_grpccall_next(lua_State *L) {
+  CallBox *b = check_call(L);
+  const char *data;
+  size_t len;
+  int r = pc_GrpcCall_Next(b->call, &data, &len);
+  if (r == 1)
+    lua_pushlstring(L, data, len);
+  else if (r == 0)
+    lua_pushboolean(L, 0);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+/* -- done = call:headers_done()   -- response headers arrived or the call ended */
+static int lpc_grpccall_headers_done(lua_State *L) {
+  CallBox *b = check_call(L);
+  lua_pushboolean(L, pc_GrpcCall_HeadersDone(b->call));
+  return 1;
+}
+
+/* -- n = call:buffered()   -- bytes held for received, unread response data */
+static int lpc_grpccall_buffered(lua_State *L) {
+  CallBox *b = check_call(L);
+  lua_pushinteger(L, (lua_Integer)pc_GrpcCall_Buffered(b->call));
+  return 1;
 }
 
 /* Keys the transport consumes; users see the rest (as grpc's libraries). */
@@ -195,84 +270,7 @@ static void push_status(lua_State *L, const pc_GrpcCall *call) {
   lua_setfield(L, -2, "headers");
 }
 
-/* -- ok, response, md = ch:unary(path, request, timeout, metadata, gzip, want_md)
- * -- false, status   = (on any failure, see the header comment)
- * One request message, exactly one response message and status OK; zero
- * or two response messages make status INTERNAL. 'md' ({headers=,
- * trailers=}) only when 'want_md'. Raises on invalid metadata or path. */
-static int lpc_grpcchannel_unary(lua_State *L) {
-  int want_md = lua_toboolean(L, 7);
-  lua_settop(L, 6);
-  CallBox *b = start_call(L, 1, 2); /* at 7 */
-  const char *data;
-  size_t len;
-  int got = pc_GrpcCall_Next(b->call, &data, &len);
-  if (got) lua_pushlstring(L, data, len); /* at 8 */
-  int extra = 0;
-  while (got && pc_GrpcCall_Next(b->call, &data, &len)) extra++;
-  const pc_GrpcStatus *st = pc_GrpcCall_Status(b->call);
-  int nres;
-  if (st->code == kPc_Code_Ok && got && extra == 0) {
-    lua_pushboolean(L, 1);
-    lua_pushvalue(L, 8);
-    nres = 2;
-    if (want_md) {
-      push_metadata(L, b->call);
-      nres = 3;
-    }
-  } else {
-    lua_pushboolean(L, 0);
-    push_status(L, b->call);
-    nres = 2;
-    if (st->code == kPc_Code_Ok) {
-      lua_pushliteral(L, "INTERNAL");
-      lua_setfield(L, -2, "code");
-      if (got)
-        lua_pushfstring(L, "unary call received %d response messages", extra + 1);
-      else
-        lua_pushliteral(L, "unary call received no response message");
-      lua_setfield(L, -2, "message");
-    }
-  }
-  /* Release the stream now rather than at the next collection. */
-  pc_GrpcCall_Free(b->call);
-  b->call = NULL;
-  return nres;
-}
-
-/* -- call = ch:start(path, request, timeout, metadata, gzip)
- * A streaming call; read it with call:next(). Raises on invalid metadata
- * or path. */
-static int lpc_grpcchannel_start(lua_State *L) {
-  lua_settop(L, 6);
-  start_call(L, 1, 2);
-  return 1;
-}
-
-static CallBox *check_call(lua_State *L) {
-  CallBox *b = luaL_checkudata(L, 1, CALL_MT);
-  if (b->call == NULL) luaL_argerror(L, 1, "call is closed");
-  return b;
-}
-
-/* -- bytes = call:next()   -- the next response message, or nil at the end */
-static int lpc_grpccall_next(lua_State *L) {
-  CallBox *b = check_call(L);
-  const char *data;
-  size_t len;
-  if (!pc_GrpcCall_Next(b->call, &data, &len)) return 0;
-  lua_pushlstring(L, data, len);
-  return 1;
-}
-
-/* -- n = call:buffered()   -- bytes held for received, unread response data */
-static int lpc_grpccall_buffered(lua_State *L) {
-  CallBox *b = check_call(L);
-  lua_pushinteger(L, (lua_Integer)pc_GrpcCall_Buffered(b->call));
-  return 1;
-}
-
-/* -- status = call:status()   -- the status table once next() returned nil */
+/* -- status | nil = call:status()   -- the status table once the call ended */
 static int lpc_grpccall_status(lua_State *L) {
   CallBox *b = check_call(L);
   if (pc_GrpcCall_Status(b->call) == NULL) return 0;
@@ -280,9 +278,53 @@ static int lpc_grpccall_status(lua_State *L) {
   return 1;
 }
 
+/* -- md = call:metadata()   -- {headers=, trailers=} received so far */
+static int lpc_grpccall_metadata(lua_State *L) {
+  CallBox *b = check_call(L);
+  push_metadata(L, b->call);
+  return 1;
+}
+
+/* -- call:cancel()   -- ends a running call CANCELLED (RST_STREAM CANCEL) */
+static int lpc_grpccall_cancel(lua_State *L) {
+  CallBox *b = check_call(L);
+  pc_GrpcCall_Cancel(b->call);
+  return 0;
+}
+
+/* -- call:close()   -- cancels a running call (RST_STREAM) and frees it; idempotent */
+static int lpc_grpccall_close(lua_State *L) {
+  CallBox *b = luaL_checkudata(L, 1, CALL_MT);
+  pc_GrpcCall_Free(b->call);
+  b->call = NULL;
+  return 0;
+}
+
+#define PUMP_MAX 64
+
+/* -- core.grpc_pump(channels, timeout)
+ * One round of I/O over a list of channels (closed ones are skipped):
+ * sends, waits at most 'timeout' seconds (capped by the nearest call
+ * deadline), reads, ends calls past their deadline. At most 64 channels. */
+static int lpc_grpc_pump(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Number timeout = luaL_checknumber(L, 2);
+  pc_GrpcChannel *chs[PUMP_MAX];
+  size_t n = 0;
+  lua_Integer len = luaL_len(L, 1);
+  for (lua_Integer i = 1; i <= len && n < PUMP_MAX; i++) {
+    lua_geti(L, 1, i);
+    ChannelBox *b = luaL_checkudata(L, -1, CHANNEL_MT);
+    if (b->ch) chs[n++] = b->ch;
+    lua_pop(L, 1);
+  }
+  if (!(timeout > 0)) timeout = 0;
+  if (!pc_Grpc_Pump(chs, n, timeout)) return luaL_error(L, "poll failed");
+  return 0;
+}
+
 /* Bounds on one metadata list: HTTP/2 peers refuse far less (gRPC servers
- * take 8 KiB of headers by default), and libcurl's header list costs time
- * quadratic in its length, so a huge list would overrun any deadline. */
+ * take 8 KiB of headers by default). */
 #define LPC_METADATA_MAX_PAIRS 1000
 #define LPC_METADATA_MAX_BYTES ((size_t)64 * 1024)
 
@@ -354,21 +396,6 @@ static int lpc_grpc_metadata_problem(lua_State *L) {
   return 1;
 }
 
-/* -- md = call:metadata()   -- {headers=, trailers=} received so far */
-static int lpc_grpccall_metadata(lua_State *L) {
-  CallBox *b = check_call(L);
-  push_metadata(L, b->call);
-  return 1;
-}
-
-/* -- call:close()   -- cancels a running call (RST_STREAM); idempotent */
-static int lpc_grpccall_close(lua_State *L) {
-  CallBox *b = luaL_checkudata(L, 1, CALL_MT);
-  pc_GrpcCall_Free(b->call);
-  b->call = NULL;
-  return 0;
-}
-
 /* -- s = core.grpc_timeout(seconds)   -- the grpc-timeout header value */
 static int lpc_grpc_timeout(lua_State *L) {
   lua_Number t = luaL_checknumber(L, 1);
@@ -391,15 +418,21 @@ static int lpc_grpc_percent_decode(lua_State *L) {
 }
 
 void lpc_open_net(lua_State *L) {
-  static const luaL_Reg channel_methods[] = {{"unary", lpc_grpcchannel_unary},
-                                             {"start", lpc_grpcchannel_start},
-                                             {"close", lpc_grpcchannel_close},
-                                             {NULL, NULL}};
-  static const luaL_Reg call_methods[] = {
-      {"next", lpc_grpccall_next},     {"buffered", lpc_grpccall_buffered},
-      {"status", lpc_grpccall_status}, {"metadata", lpc_grpccall_metadata},
-      {"close", lpc_grpccall_close},   {NULL, NULL}};
+  static const luaL_Reg channel_methods[] = {
+      {"start", lpc_grpcchannel_start}, {"close", lpc_grpcchannel_close}, {NULL, NULL}};
+  static const luaL_Reg call_methods[] = {{"send", lpc_grpccall_send},
+                                          {"unsent", lpc_grpccall_unsent},
+                                          {"close_send", lpc_grpccall_close_send},
+                                          {"next", lpc_grpccall_next},
+                                          {"headers_done", lpc_grpccall_headers_done},
+                                          {"buffered", lpc_grpccall_buffered},
+                                          {"status", lpc_grpccall_status},
+                                          {"metadata", lpc_grpccall_metadata},
+                                          {"cancel", lpc_grpccall_cancel},
+                                          {"close", lpc_grpccall_close},
+                                          {NULL, NULL}};
   static const luaL_Reg funcs[] = {{"grpc_channel", lpc_grpc_channel},
+                                   {"grpc_pump", lpc_grpc_pump},
                                    {"grpc_timeout", lpc_grpc_timeout},
                                    {"grpc_percent_decode", lpc_grpc_percent_decode},
                                    {"metadata_problem", lpc_grpc_metadata_problem},

@@ -1,6 +1,6 @@
 -- luarocks packaging of the Lua module: from the repository root,
 --   luarocks --lua-version=5.4 make --tree DIR bindings/lua/protocall-0.1.0-1.rockspec
--- builds with CMake (Debian's cmake, liblua5.4-dev, libcurl4-openssl-dev,
+-- builds with CMake (Debian's cmake, liblua5.4-dev, libnghttp2-dev, libssl-dev,
 -- zlib1g-dev) and installs protocall.so and the Lua layer into the tree.
 rockspec_format = "3.0"
 package = "protocall"

@@ -1,7 +1,7 @@
 /* protocall for C hosts that embed Lua 5.4 (README "C hosts").
  *
  * Link: the static library libprotocall.a (the core and the Lua binding,
- * built by CMake as target protocall_static), liblua5.4, libcurl, zlib and
+ * built by CMake as target protocall_static), liblua5.4, libnghttp2, OpenSSL, zlib and
  * libm; include this header (bindings/lua/). examples/host.c is a complete
  * host, built and run by ctest.
  *

@@ -397,7 +397,7 @@ function P.install(M, core)
   -- {key, value} string pairs whose keys are gRPC header names (lowercase
   -- letters, digits, '_', '-', '.'; not grpc-*, content-type, te or
   -- user-agent) and whose values are printable ASCII unless the key ends in
-  -- "-bin" (bindings/lua/lpc_net.c, core/net/grpc_http2.c pc_GrpcPair_Check).
+  -- "-bin" (bindings/lua/lpc_net.c, core/net/grpc.c pc_GrpcPair_Check).
   -- The one wording every place metadata enters uses.
   local metadata_problem = core.metadata_problem
   --- pc._metadata_problem(md) -> message | nil: the shared metadata check

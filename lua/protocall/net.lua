@@ -1,11 +1,16 @@
 --- gRPC over HTTP/2: `pc.grpc(target, opts)`, the network transport
 -- (core/net/README.md).
 -- A transport moves bytes: the caller encodes requests and decodes
--- responses. The C side (core/net/grpc_http2.c through libcurl + nghttp2) does
--- framing, gzip, grpc-timeout, metadata and status; this file shapes
--- options, settings and error objects.
-local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
+-- responses. The C side (core/net: the engine on nghttp2, the built-in
+-- socket and TLS driver, channels) does framing, gzip, grpc-timeout,
+-- metadata, flow control and status without ever blocking but in
+-- core.grpc_pump; this file waits for calls (alone, or interleaved under
+-- the pc.spawn / pc.run scheduler), shapes options and raises error
+-- objects.
+local setmetatable, type, error, pairs, tostring, tonumber = setmetatable, type, error, pairs,
+  tostring, tonumber
 local floor, io_open = math.floor, io.open
+local co_running, co_yield = coroutine.running, coroutine.yield
 
 local M = {}
 
@@ -18,14 +23,26 @@ local M = {}
 local new_error
 -- pc._metadata_problem (call.lua): the shared metadata check.
 local metadata_problem
+local core_pump
+
+-- How a call waits for its transport: `wait_hook(channel)` is set by the
+-- scheduler (below) for coroutines it runs; outside it, the call runs the
+-- loop itself until it can go on.
+local wait_hook
+
+local function wait(channel)
+  if wait_hook and wait_hook(channel) then return end
+  core_pump({ channel }, 1)
+end
 
 local Transport = {}
 Transport.__index = Transport
 
 local TRANSPORT_OPTIONS = {
-  ca_file = "string", max_receive_size = "number", max_unread_size = "number",
-  compression = "string",
-  metadata = "table", user_agent = "string",
+  ca_file = "string", cert_file = "string", key_file = "string", server_name = "string",
+  max_receive_size = "number", max_header_list_size = "number", stream_window = "number",
+  connection_window = "number", compression = "string", metadata = "table",
+  user_agent = "string",
 }
 
 local function check_compression(c, level)
@@ -35,24 +52,25 @@ local function check_compression(c, level)
   return c == "gzip"
 end
 
+-- The transport's default metadata with the call's: a call's entry
+-- replaces the transport's entries of the same key.
 local function merged_metadata(base, extra)
   if base == nil then return extra end
   if extra == nil or #extra == 0 then return base end
-  local all = {}
-  for i = 1, #base do all[i] = base[i] end
-  for i = 1, #extra do all[#base + i] = extra[i] end
+  local own, all = {}, {}
+  for i = 1, #extra do own[extra[i][1]] = true end
+  for i = 1, #base do
+    if not own[base[i][1]] then all[#all + 1] = base[i] end
+  end
+  for i = 1, #extra do all[#all + 1] = extra[i] end
   return all
 end
 
 -- Settings of one call: {timeout = seconds or nil, metadata = {{k, v}, ...},
 -- compression = "gzip" | "identity" | nil, with_metadata = boolean}.
-local function settings_of(self, name, path, request, settings, level)
+local function settings_of(self, name, path, settings, level)
   if type(path) ~= "string" then
     error("bad argument #1 to '" .. name .. "' (string expected, got " .. type(path) .. ")", level + 1)
-  end
-  if type(request) ~= "string" then
-    error("bad argument #2 to '" .. name .. "' (string expected, got " .. type(request) .. ")",
-          level + 1)
   end
   if settings ~= nil and type(settings) ~= "table" then
     error("bad argument #3 to '" .. name .. "' (table expected, got " .. type(settings) .. ")",
@@ -73,19 +91,65 @@ local function settings_of(self, name, path, request, settings, level)
   return timeout, merged_metadata(self.metadata, settings.metadata), gzip, settings.with_metadata
 end
 
+local function check_request(name, request, level)
+  if type(request) ~= "string" then
+    error("bad argument #2 to '" .. name .. "' (string expected, got " .. type(request) .. ")",
+          level + 1)
+  end
+end
+
+local function raise(call, path)
+  local st = call:status()
+  call:close()
+  st.method = path
+  error(new_error(st), 0)
+end
+
+-- The next response message of `call`, waiting as needed; nil at the end.
+local function next_message(channel, call)
+  while true do
+    local m = call:next()
+    if m ~= false then return m end
+    wait(channel)
+  end
+end
+
 --- Unary call: `transport:unary(path, request_bytes, settings)` ->
 -- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
 -- `settings.with_metadata`). `path` is "/pkg.Service/Method"; settings as
 -- `settings_of` above; `timeout` in seconds is sent as grpc-timeout and
--- enforced here too (a timeout <= 0 fails at once). Raises the transport's
--- error object with the canonical `code` on any failure; raises a string
--- at the caller's line on misuse (bad metadata, bad path, closed transport).
+-- enforced here too (a timeout <= 0 fails at once). Zero or two response
+-- messages are INTERNAL. Raises the transport's error object with the
+-- canonical `code` on any failure; raises a string at the caller's line on
+-- misuse (bad metadata, bad path, closed transport). Under pc.run, waits
+-- without stopping other coroutines.
 function Transport:unary(path, request, settings)
-  local timeout, md, gzip, want_md = settings_of(self, "unary", path, request, settings, 2)
-  local ok, a, b = self.channel:unary(path, request, timeout, md, gzip, want_md)
-  if ok then return a, b end
-  a.method = path
-  error(new_error(a), 0)
+  local timeout, md, gzip, want_md = settings_of(self, "unary", path, settings, 2)
+  check_request("unary", request, 2)
+  local channel = self.channel
+  local call = channel:start(path, timeout, md, gzip)
+  call:send(request)
+  call:close_send()
+  local first = next_message(channel, call)
+  local extra = 0
+  if first ~= nil then
+    while next_message(channel, call) ~= nil do extra = extra + 1 end
+  end
+  local st = call:status()
+  if st.code == "OK" then
+    if first == nil or extra > 0 then
+      st.code = "INTERNAL"
+      st.message = first == nil and "unary call received no response message"
+        or ("unary call received " .. (extra + 1) .. " response messages")
+    else
+      local meta = want_md and call:metadata() or nil
+      call:close()
+      return first, meta
+    end
+  end
+  call:close()
+  st.method = path
+  error(new_error(st), 0)
 end
 
 --- Server-streaming call: `for bytes in transport:server_stream(path,
@@ -95,31 +159,148 @@ end
 -- `call:metadata()` -> {headers = pairs, trailers = pairs} received so far,
 -- `call:close()` cancels it (RST_STREAM) if still running; a generic `for`
 -- closes it when the loop ends or is left early; `call:buffered()` is the
--- bytes it holds for received, unread data. Other calls on the transport
--- read this stream too: when what they read for it would take its unread
--- bytes past the transport's `max_unread_size`, the iterator raises RESOURCE_EXHAUSTED (local = true,
--- "server stream: N bytes received but not read (limit M bytes): the
--- consumer fell too far behind") and the stream is cancelled, its unread
--- messages dropped; the other calls go on (a hard bound: libcurl 7.88
--- cannot pause one HTTP/2 stream without harming the others). A stream
--- read with no other calls running is never failed this way, however slow.
+-- bytes it holds for received, unread data. Flow control bounds that: a
+-- stream read slowly holds at most its window (`stream_window`) while the
+-- other calls on the connection go on.
 function Transport:server_stream(path, request, settings)
-  local timeout, md, gzip = settings_of(self, "server_stream", path, request, settings, 2)
-  local call = self.channel:start(path, request, timeout, md, gzip)
+  local timeout, md, gzip = settings_of(self, "server_stream", path, settings, 2)
+  check_request("server_stream", request, 2)
+  local channel = self.channel
+  local call = channel:start(path, timeout, md, gzip)
+  call:send(request)
+  call:close_send()
   local finished = false
   local function iterate()
     if finished then return nil end
-    local msg = call:next()
+    local msg = next_message(channel, call)
     if msg ~= nil then return msg end
     finished = true
     local st = call:status()
-    if st.code ~= "OK" then
-      st.method = path
-      error(new_error(st), 0)
-    end
+    if st.code ~= "OK" then raise(call, path) end
     return nil
   end
   return iterate, nil, nil, call
+end
+
+-- Request bytes a sender may have queued beyond what HTTP/2 took: past
+-- this, call:send waits for the peer's window (flow control).
+local SEND_QUEUE = 64 * 1024
+
+local Call = { __name = "protocall.GrpcCall" }
+Call.__index = Call
+
+-- Waits until `done()` or the call ended.
+local function wait_until(self, done)
+  local channel, call = self.channel, self.call
+  while not done() and not call:status() do wait(channel) end
+end
+
+local function raise_if_failed(self)
+  local st = self.call:status()
+  if st and st.code ~= "OK" then
+    st.method = self.path
+    error(new_error(st), 0)
+  end
+end
+
+--- `call:send(bytes)`: queues one request message, waiting while the
+-- peer's flow-control window is closed (more than 64 KiB queued), so a
+-- peer that stops reading holds the sender, not memory; the deadline still
+-- applies. Raises the call's error once it has ended other than OK, a
+-- string after `close_send`.
+function Call:send(bytes)
+  if type(bytes) ~= "string" then
+    error("bad argument #1 to 'send' (string expected, got " .. type(bytes) .. ")", 2)
+  end
+  if self.send_closed then error("send: the sending side is closed (close_send)", 2) end
+  local call = self.call
+  if not call:send(bytes) then
+    raise_if_failed(self)
+    return
+  end
+  wait_until(self, function() return call:unsent() <= SEND_QUEUE end)
+  raise_if_failed(self)
+end
+
+--- `call:close_send()`: no more request messages (END_STREAM). Idempotent.
+function Call:close_send()
+  if self.send_closed then return end
+  self.send_closed = true
+  self.call:close_send()
+end
+
+--- `call:recv()` -> the next response message (bytes), or nil after the
+-- last one once the call ended OK; raises the call's error otherwise.
+-- Under pc.run, one task may read while another sends.
+function Call:recv()
+  local call = self.call
+  while true do
+    local m = call:next()
+    if m then return m end
+    if m == nil then
+      raise_if_failed(self)
+      return nil
+    end
+    wait(self.channel)
+  end
+end
+
+--- `call:close_and_recv()` -> the one response message of a
+-- client-streaming call: closes the sending side and waits for the end;
+-- zero or two messages are INTERNAL.
+function Call:close_and_recv()
+  self:close_send()
+  local first = self:recv()
+  local extra = 0
+  if first ~= nil then
+    while self:recv() ~= nil do extra = extra + 1 end
+  end
+  if first == nil or extra > 0 then
+    error(new_error {
+      code = "INTERNAL", method = self.path,
+      message = first == nil and "call received no response message"
+        or ("call received " .. (extra + 1) .. " response messages"),
+    }, 0)
+  end
+  return first
+end
+
+--- `call:headers()` -> the response headers ({key, value} pairs), waiting
+-- for them (an empty list when the call ended without any).
+function Call:headers()
+  local call = self.call
+  wait_until(self, function() return call:headers_done() end)
+  return call:metadata().headers
+end
+
+--- `call:trailers()` -> the trailers ({key, value} pairs), waiting for the
+-- end of the call (read the responses first: unread ones hold it).
+function Call:trailers()
+  local call = self.call
+  wait_until(self, function() return false end)
+  return call:metadata().trailers
+end
+
+--- `call:cancel()`: ends the call CANCELLED (RST_STREAM CANCEL: the server
+-- sees CANCELLED); later `recv` and `send` raise CANCELLED.
+function Call:cancel()
+  self.call:cancel()
+end
+
+--- `call:close()`: cancels the call if still running and releases it.
+function Call:close()
+  self.call:close()
+end
+Call.__close = Call.close
+
+--- Streaming call of any shape: `local call = transport:stream(path,
+-- settings)` (settings as `unary`) -> a call object with `send`,
+-- `close_send`, `recv`, `close_and_recv`, `headers`, `trailers`, `cancel`
+-- and `close`. The deadline (`timeout`) covers the whole call.
+function Transport:stream(path, settings)
+  local timeout, md, gzip = settings_of(self, "stream", path, settings, 2)
+  local call = self.channel:start(path, timeout, md, gzip)
+  return setmetatable({ channel = self.channel, call = call, path = path }, Call)
 end
 
 --- Closes the connection (calls still being read keep it until they end).
@@ -127,49 +308,189 @@ function Transport:close()
   self.channel:close()
 end
 
--- Whether `target` is "http://host:port" or "https://host[:port]" that
--- libcurl will read as written: nil when it is, else what is wrong. A
--- control character (a NUL above all: C would cut the string there and
--- reach another host) or a space is refused.
-local MAX_RECEIVE_LIMIT = 2 ^ 31 - 1
+local MAX_INT31 = 2 ^ 31 - 1
 
-local function target_problem(target)
-  if target:find("[%c ]") then return "control characters and spaces are not allowed" end
+-- {host=, port=, tls=} for `target`, or nil and what is wrong. Accepted:
+-- "http://host:port" and "host:port" and "dns:///host:port" (HTTP/2
+-- without TLS, prior knowledge), "https://host[:port]" (TLS; port 443 by
+-- default). A host is a name, an IPv4 address or "[IPv6]". A control
+-- character (a NUL above all: C would cut the string there and reach
+-- another host) or a space is refused.
+local function parse_target(target)
+  if target:find("[%c ]") then return nil, "control characters and spaces are not allowed" end
   local scheme, rest = target:match("^(https?)://(.*)$")
-  if not scheme then return "expected http://host:port or https://host:port" end
-  local host, port = rest:match("^(%[[%x:.]+%]):?(%d*)/?$")
+  if not scheme then
+    rest = target:match("^dns:///(.*)$")
+    if rest == nil then
+      if target:find("://", 1, true) then
+        return nil, "expected http://host:port, https://host:port, dns:///host:port or host:port"
+      end
+      rest = target
+    end
+    scheme = "http"
+  end
+  local host, port = rest:match("^%[([%x:.]+)%]:?(%d*)/?$")
   if not host then host, port = rest:match("^([^:/%[%]]+):?(%d*)/?$") end
-  if not host or host == "" then return "no host" end
+  if not host or host == "" then return nil, "no host" end
   if port == "" then
-    if scheme == "http" then return "h2c needs a port (http://host:port)" end
+    if scheme == "http" then return nil, "h2c needs a port (http://host:port)" end
+    port = "443"
   else
     local n = tonumber(port)
-    if n < 1 or n > 65535 then return "port must be in 1..65535" end
+    if n < 1 or n > 65535 then return nil, "port must be in 1..65535" end
   end
-  return nil
+  return { host = host, port = port, tls = scheme == "https" }
+end
+
+local function size_option(opts, key, low)
+  local v = opts[key]
+  if v ~= nil and (v ~= floor(v) or v < low or v > MAX_INT31) then
+    error("pc.grpc: option '" .. key .. "' must be an integer in " .. low .. "..2^31-1", 3)
+  end
+  return v
+end
+
+---------------------------------------------------------------------------
+-- The scheduler: pc.spawn(fn) / pc.run()
+
+local tasks = {}      -- coroutine -> true while pc.run runs it
+local queue = {}      -- coroutines to start or resume, in order
+local waiting = {}    -- coroutine -> channel it waits on, or false (sleeping)
+local wake_at = {}    -- coroutine -> monotonic time its sleep ends
+local running_loop = false
+local monotonic
+
+-- A task waits for its channel: yield to the loop, which pumps every
+-- channel a task waits on and resumes them all.
+local function task_wait(channel)
+  local co = co_running()
+  if not tasks[co] then return false end
+  waiting[co] = channel
+  co_yield()
+  return true
+end
+
+local function task_sleep(seconds)
+  local co = co_running()
+  if not tasks[co] then return false end
+  waiting[co] = false
+  wake_at[co] = monotonic() + seconds
+  co_yield()
+  return true
+end
+
+local function step(co, ...)
+  local ok, err = coroutine.resume(co, ...)
+  if coroutine.status(co) == "dead" then
+    tasks[co], waiting[co], wake_at[co] = nil, nil, nil
+    if not ok then error(err, 0) end
+  end
 end
 
 function M.install(pc, core)
   new_error = pc.Error
   metadata_problem = pc._metadata_problem
-  --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port"
-  -- (HTTP/2 without TLS, prior knowledge) or "https://host:port" (TLS,
-  -- verification on, the system CA store). opts: `ca_file` (PEM bundle),
-  -- `max_receive_size` (bytes, default 4 MiB; a larger response message
-  -- fails with RESOURCE_EXHAUSTED, local = true), `max_unread_size` (bytes
-  -- a server stream may hold received but unread, default the larger of 4 x
-  -- max_receive_size and 1 MiB, at least max_receive_size + 256 KiB + 5;
-  -- see Transport:server_stream), `compression` ("gzip" for
-  -- every call), `metadata` (list of {key, value} sent with every call;
-  -- keys ending in "-bin" carry bytes), `user_agent`. Raises on a bad
-  -- option, bad metadata, or a `ca_file` that cannot be read. All calls share one
-  -- multiplexed connection, reused across calls and reopened when lost.
+  core_pump = core.grpc_pump
+  monotonic = core.monotonic
+  wait_hook = task_wait
+
+  --- `pc.spawn(fn, ...)`: runs `fn(...)` as a task of the next (or the
+  -- running) `pc.run()`. gRPC calls made inside a task wait without
+  -- stopping the other tasks, so calls of many tasks interleave on one
+  -- connection; `pc.sleep` inside a task lets the others run too. Returns
+  -- the task's coroutine. Raises when `fn` is not a function.
+  function pc.spawn(fn, ...)
+    if type(fn) ~= "function" then
+      error("bad argument #1 to 'spawn' (function expected, got " .. type(fn) .. ")", 2)
+    end
+    local args, n = { ... }, select("#", ...)
+    local co = coroutine.create(function() return fn(table.unpack(args, 1, n)) end)
+    tasks[co] = true
+    queue[#queue + 1] = co
+    return co
+  end
+
+  --- `pc.run()`: runs the spawned tasks (and tasks they spawn) until all
+  -- have finished. An error in a task stops the loop and is raised here
+  -- (the other tasks stay suspended and are dropped). Raises when called
+  -- from inside a task.
+  function pc.run()
+    if running_loop then error("pc.run: already running", 2) end
+    running_loop = true
+    local ok, err = pcall(function()
+      while true do
+        local ready = queue
+        queue = {}
+        for i = 1, #ready do step(ready[i]) end
+        if next(tasks) == nil then break end
+        -- Pump the channels tasks wait on, at most until the first sleep ends.
+        local chans, seen, soonest = {}, {}, nil
+        for co, ch in pairs(waiting) do
+          if ch and not seen[ch] then
+            seen[ch] = true
+            chans[#chans + 1] = ch
+          elseif not ch and (soonest == nil or wake_at[co] < soonest) then
+            soonest = wake_at[co]
+          end
+        end
+        if #queue == 0 then
+          local t = soonest and soonest - monotonic() or 1
+          if #chans > 0 then
+            core_pump(chans, t)
+          elseif t > 0 then
+            core.sleep(t)
+          end
+        end
+        local now = monotonic()
+        for co, ch in pairs(waiting) do
+          if ch or wake_at[co] <= now then
+            waiting[co], wake_at[co] = nil, nil
+            queue[#queue + 1] = co
+          end
+        end
+      end
+    end)
+    running_loop = false
+    if not ok then
+      tasks, queue, waiting, wake_at = {}, {}, {}, {}
+      error(err, 0)
+    end
+  end
+
+  -- pc.sleep, and the default sleep of callables made from now on (retry
+  -- backoff): inside a task it lets the other tasks run.
+  local base_sleep = core.sleep
+  local function sleep(seconds)
+    if type(seconds) == "number" and seconds > 0 and task_sleep(seconds) then return end
+    return base_sleep(seconds)
+  end
+  core.sleep = sleep
+  pc.sleep = sleep
+
+  --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port",
+  -- "host:port" or "dns:///host:port" (HTTP/2 without TLS, prior
+  -- knowledge) or "https://host[:port]" (TLS, verification on, ALPN h2).
+  -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
+  -- `key_file` (PEM client certificate and key, mutual TLS),
+  -- `server_name` (the name TLS verifies and sends, and :authority;
+  -- default the host), `max_receive_size` (bytes, default 4 MiB; a larger
+  -- response message fails with RESOURCE_EXHAUSTED, local = true),
+  -- `max_header_list_size` (bytes of one response header block, default
+  -- 64 KiB; more is RESOURCE_EXHAUSTED for that call only),
+  -- `stream_window` / `connection_window` (HTTP/2 receive windows in
+  -- bytes, default 1 MiB / 16 MiB: what an unread stream / the connection
+  -- may hold), `compression` ("gzip" for every call), `metadata` (list of
+  -- {key, value} sent with every call; keys ending in "-bin" carry bytes;
+  -- a call's own entry of the same key replaces it), `user_agent`. Raises
+  -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
+  -- read. All calls share one connection (a second one opens when the
+  -- server takes no more streams on it or sends GOAWAY).
   function pc.grpc(target, opts)
     if type(target) ~= "string" then
       error("bad argument #1 to 'grpc' (string expected, got " .. type(target) .. ")", 2)
     end
-    local problem = target_problem(target)
-    if problem then error("pc.grpc: target '" .. target:gsub("%c", "?") .. "': " .. problem, 2) end
+    local where, problem = parse_target(target)
+    if not where then error("pc.grpc: target '" .. target:gsub("%c", "?") .. "': " .. problem, 2) end
     if opts ~= nil and type(opts) ~= "table" then
       error("bad argument #2 to 'grpc' (table expected, got " .. type(opts) .. ")", 2)
     end
@@ -183,27 +504,30 @@ function M.install(pc, core)
     end
     check_compression(opts.compression, 2)
     if opts.metadata ~= nil then
-      local problem = metadata_problem(opts.metadata)
-      if problem then error("pc.grpc: " .. problem, 2) end
+      local bad = metadata_problem(opts.metadata)
+      if bad then error("pc.grpc: " .. bad, 2) end
     end
-    if opts.ca_file ~= nil then
-      local f, why = io_open(opts.ca_file, "rb")
-      if not f then error("pc.grpc: option 'ca_file': cannot read " .. why, 2) end
-      f:close()
+    for _, key in pairs { "ca_file", "cert_file", "key_file" } do
+      if opts[key] ~= nil then
+        local f, why = io_open(opts[key], "rb")
+        if not f then error("pc.grpc: option '" .. key .. "': cannot read " .. why, 2) end
+        f:close()
+      end
     end
-    local max = opts.max_receive_size
-    if max ~= nil and (max ~= floor(max) or max < 1 or max > MAX_RECEIVE_LIMIT) then
-      error("pc.grpc: option 'max_receive_size' must be an integer in 1..2^31-1", 2)
+    for _, key in pairs { "user_agent", "server_name" } do
+      if opts[key] ~= nil and opts[key]:find("%c") then
+        error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)
+      end
     end
-    if opts.user_agent ~= nil and opts.user_agent:find("%c") then
-      error("pc.grpc: option 'user_agent' must not hold control characters", 2)
-    end
-    local unread = opts.max_unread_size
-    if unread ~= nil and (unread ~= floor(unread) or unread < 1) then
-      error("pc.grpc: option 'max_unread_size' must be a positive integer", 2)
-    end
-    local channel, err = core.grpc_channel(target, opts.ca_file, max, opts.user_agent, unread)
-    if channel == nil then error("pc.grpc: " .. err, 2) end
+    local channel = core.grpc_channel {
+      host = where.host, port = where.port, tls = where.tls,
+      ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
+      server_name = opts.server_name, user_agent = opts.user_agent,
+      max_receive = size_option(opts, "max_receive_size", 1),
+      max_header_list = size_option(opts, "max_header_list_size", 1),
+      stream_window = size_option(opts, "stream_window", 65535),
+      connection_window = size_option(opts, "connection_window", 65535),
+    }
     return setmetatable({
       channel = channel, target = target, compression = opts.compression,
       metadata = opts.metadata,

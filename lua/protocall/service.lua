@@ -3,6 +3,8 @@
 -- A transport moves bytes, one operation per call shape:
 --   transport:unary(path, request_bytes, settings) -> response_bytes
 --   transport:server_stream(path, request_bytes, settings) -> iterator of bytes
+--   transport:stream(path, settings) -> call object (client streaming and
+--     bidirectional; pc.grpc's, see lua/protocall/net.lua)
 -- with settings = {timeout = seconds | nil, metadata = {{key, value}, ...},
 -- compression = "gzip" | nil}, failing by raising pc.Error. pc.grpc (net.lua)
 -- is the network one; pc.inproc below runs a pc.server in the same Lua state,
@@ -720,6 +722,82 @@ function M.install(pc, core)
     end
   end
 
+  -- Client-streaming and bidirectional methods: `stub:Method([opts])`
+  -- returns a call object over transport:stream (pc.grpc's) whose `send`
+  -- takes messages of the input type (or plain tables of it) and whose
+  -- `recv` / `close_and_recv` return messages of the output type; also
+  -- `close_send`, `headers`, `trailers`, `cancel`, `close`. A transport
+  -- without `stream` (pc.inproc) raises "pkg.Service.Method: client-streaming
+  -- and bidirectional calls are not supported yet". Not retried
+  -- (the requests are the caller's to send); the timeout (the call's, the
+  -- method's or the client's; an ExponentialTimeout gives its `initial`)
+  -- covers the whole call.
+  local StubCall = { __name = "protocall.StubCall" }
+  StubCall.__index = StubCall
+
+  function StubCall:send(msg)
+    local okE, bytes = pcall(encode, as_message(self.input, msg, self.full .. " request", 2))
+    if not okE then
+      error(self.full .. " request: " .. tostring(bytes):gsub("^[^:\n]*:%d+: ", "", 1), 2)
+    end
+    return self.call:send(bytes)
+  end
+
+  local function decoded_reply(self, bytes)
+    if bytes == nil then return nil end
+    local resp, err = decode(self.output, bytes)
+    if not resp then
+      error(status("INTERNAL", self.full .. ": response failed to decode: " .. err,
+                   { ["local"] = true }), 0)
+    end
+    return resp
+  end
+
+  function StubCall:recv() return decoded_reply(self, self.call:recv()) end
+  function StubCall:close_and_recv() return decoded_reply(self, self.call:close_and_recv()) end
+  function StubCall:close_send() return self.call:close_send() end
+  function StubCall:headers() return self.call:headers() end
+  function StubCall:trailers() return self.call:trailers() end
+  function StubCall:cancel() return self.call:cancel() end
+  function StubCall:close() return self.call:close() end
+  StubCall.__close = StubCall.close
+
+  local function streaming_method(transport, m, d)
+    local full, name = m.full_name, m.name
+    return function(_, call_opts)
+      if call_opts ~= nil and type(call_opts) ~= "table" then
+        error(format("bad argument #1 to '%s' (table expected, got %s)", name, type(call_opts)), 2)
+      end
+      call_opts = call_opts or {}
+      local bad = options_problem(call_opts)
+      if bad then error(format("bad argument #1 to '%s' (%s)", name, bad), 2) end
+      if type(transport.stream) ~= "function" then
+        error(full .. ": client-streaming and bidirectional calls are not supported yet", 2)
+      end
+      local function pick(k)
+        local v = call_opts[k]
+        if v == nil or v == pc.DEFAULT then v = d[k] end
+        if v == false then v = nil end
+        return v
+      end
+      local timeout = pick("timeout")
+      if type(timeout) ~= "number" and timeout ~= nil then timeout = timeout.initial end
+      local md, own = d.metadata, call_opts.metadata
+      if own ~= nil and own ~= pc.DEFAULT then
+        local merged, seen = {}, {}
+        for i = 1, #own do seen[own[i][1]] = true end
+        for i = 1, md and #md or 0 do
+          if not seen[md[i][1]] then merged[#merged + 1] = md[i] end
+        end
+        for i = 1, #own do merged[#merged + 1] = own[i] end
+        md = merged
+      end
+      local call = transport:stream(m.path,
+        { timeout = timeout, metadata = md, compression = pick("compression") })
+      return setmetatable({ call = call, input = m.input, output = m.output, full = full }, StubCall)
+    end
+  end
+
   --- stub = pc.client(service_full_name, {transport=, retry=, timeout=,
   -- metadata=, compression=, methods = {Name = {retry=, timeout=, metadata=,
   -- compression=, resume=}}, service_config=, throttle=, interceptors=,
@@ -741,8 +819,10 @@ function M.install(pc, core)
   -- a response retry with the request it returns (nil ends the stream), the
   -- caller's loop seeing one stream. `interceptors` lists fn(call, next)
   -- run once per call, or {per_attempt = fn} once per attempt (README
-  -- "Interceptors"). Client-streaming and bidirectional methods raise "not
-  -- supported yet". Raises on a missing transport, an unknown service,
+  -- "Interceptors"). Client-streaming and bidirectional methods return a call
+  -- object:
+  --   local call = stub:ClientStreamOrBidiMethod([opts]); call:send(request) ...
+  -- Raises on a missing transport, an unknown service,
   -- method or option, a bad service config ("pc.client: service_config:
   -- methodConfig[0].retryPolicy.maxAttempts: at least 2 expected, got 1"),
   -- metadata that is not a list of {key, value} pairs with lowercase gRPC
@@ -815,9 +895,7 @@ function M.install(pc, core)
     for _, m in ipairs(info.methods) do
       local input, full = m.input, m.full_name
       if m.client_streaming then
-        stub[m.name] = function()
-          error(full .. ": client-streaming and bidirectional calls are not supported yet", 2)
-        end
+        stub[m.name] = streaming_method(transport, m, defaults_for(opts, per_method[m.name]))
       else
         local name = m.name
         local entry = config and config_for(config, service_name, name)

@@ -1,0 +1,560 @@
+/* gRPC channels over the engine and the built-in driver (see channel.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "net/channel.h"
+
+#include "base/clock.h"
+#include "net/socket.h"
+
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Bytes read from one connection per pump round, at most (then the next
+ * connection gets its turn). */
+#define READ_ROUND              ((size_t)1024 * 1024)
+/* Request bytes kept to run a refused call again; a call sending more is
+ * not retried transparently. */
+#define REPLAY_MAX              ((size_t)4 * 1024 * 1024)
+#define MAX_TRANSPARENT_RETRIES 3
+#define MAX_CONNS_POLLED        256
+
+typedef struct Conn Conn;
+
+struct Conn {
+  pc_GrpcChannel *ch;
+  Conn *next;
+  pc_NetSocket *sock; /* NULL once closed */
+  pc_GrpcEngine *engine;
+  int ready;    /* connected (and TLS done) */
+  size_t calls; /* calls attached */
+};
+
+struct pc_GrpcChannel {
+  pc_Alloc *alloc;
+  void *ud;
+  pc_GrpcChannelOptions o; /* strings owned */
+  char *authority;
+  Conn *conns;
+  pc_GrpcCall *calls;
+  size_t live_calls;
+  int closing;
+};
+
+struct pc_GrpcCall {
+  pc_GrpcChannel *ch;
+  pc_GrpcCall *prev, *next;
+  pc_Arena *arena; /* path, metadata, early status */
+  Conn *conn;
+  pc_GrpcStream *stream;
+  const char *path;
+  pc_GrpcPair *md;
+  size_t md_count;
+  int gzip;
+  double deadline; /* monotonic seconds; < 0: none */
+  char *replay;    /* request messages as [4-byte length][bytes], while replayable */
+  size_t replay_len, replay_cap;
+  int replayable;
+  int send_closed;
+  int retries;
+  int early; /* ended before a stream could start: 'status' */
+  pc_GrpcStatus status;
+};
+
+static void *mem(pc_GrpcChannel *ch, void *p, size_t o, size_t n) {
+  return ch->alloc(ch->ud, p, o, n);
+}
+
+static char *dup_opt(pc_GrpcChannel *ch, const char *s, int *ok) {
+  if (s == NULL) return NULL;
+  size_t n = strlen(s) + 1;
+  char *p = mem(ch, NULL, 0, n);
+  if (p == NULL) {
+    *ok = 0;
+    return NULL;
+  }
+  memcpy(p, s, n);
+  return p;
+}
+
+/* Frees a string of dup_opt (kept in a const field of the options). */
+static void free_opt(pc_GrpcChannel *ch, const char *s) {
+  if (s == NULL) return;
+  char *p;
+  memcpy(&p, &s, sizeof p);
+  mem(ch, p, strlen(s) + 1, 0);
+}
+
+/* -- connections --------------------------------------------------------- */
+
+static void close_sock(Conn *c) {
+  pc_NetSocket_Close(c->sock);
+  c->sock = NULL;
+}
+
+static void lose(Conn *c, const char *why) {
+  pc_GrpcEngine_Lost(c->engine, why);
+  close_sock(c);
+}
+
+static void flush_out(Conn *c) {
+  while (c->sock && c->ready) {
+    const char *p;
+    size_t len = pc_GrpcEngine_Output(c->engine, &p);
+    if (len == 0) break;
+    long w = pc_NetSocket_Write(c->sock, p, len);
+    if (w < 0) {
+      lose(c, pc_NetSocket_Error(c->sock));
+      return;
+    }
+    pc_GrpcEngine_Wrote(c->engine, (size_t)w);
+    if ((size_t)w < len) break;
+  }
+}
+
+/* Connects, reads what is there, writes what is queued. */
+static void service(Conn *c) {
+  if (c->sock == NULL) return;
+  if (!c->ready) {
+    int r = pc_NetSocket_Progress(c->sock);
+    if (r < 0) {
+      lose(c, pc_NetSocket_Error(c->sock));
+      return;
+    }
+    if (r == 0) return;
+    c->ready = 1;
+  }
+  char buf[65536];
+  size_t total = 0;
+  while (c->sock && total < READ_ROUND) {
+    long n = pc_NetSocket_Read(c->sock, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      lose(c, pc_NetSocket_Error(c->sock));
+      return;
+    }
+    total += (size_t)n;
+    if (!pc_GrpcEngine_Recv(c->engine, buf, (size_t)n)) break;
+  }
+  flush_out(c);
+  if (c->sock && !pc_GrpcEngine_Alive(c->engine)) {
+    flush_out(c); /* a GOAWAY of ours */
+    close_sock(c);
+  }
+}
+
+static void free_conn(Conn *c) {
+  pc_GrpcChannel *ch = c->ch;
+  pc_GrpcEngine_Free(c->engine);
+  close_sock(c);
+  mem(ch, c, sizeof *c, 0);
+}
+
+/* Frees the connections that are dead and carry no call. */
+static void reap(pc_GrpcChannel *ch) {
+  Conn **pp = &ch->conns;
+  while (*pp) {
+    Conn *c = *pp;
+    if (c->calls == 0 && (c->sock == NULL || !pc_GrpcEngine_Alive(c->engine))) {
+      *pp = c->next;
+      free_conn(c);
+    } else {
+      pp = &c->next;
+    }
+  }
+}
+
+static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
+  Conn *c = mem(ch, NULL, 0, sizeof *c);
+  if (c == NULL) {
+    pc_Error_Set(err, "out of memory");
+    return NULL;
+  }
+  memset(c, 0, sizeof *c);
+  c->ch = ch;
+  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,        ch->o.ca_file,
+                      ch->o.cert_file, ch->o.key_file, ch->o.server_name};
+  pc_GrpcEngineOptions eo;
+  memset(&eo, 0, sizeof eo);
+  eo.authority = ch->authority;
+  eo.tls = ch->o.tls;
+  eo.user_agent = ch->o.user_agent;
+  eo.max_receive = ch->o.max_receive;
+  eo.max_header_list = ch->o.max_header_list;
+  eo.stream_window = ch->o.stream_window;
+  eo.connection_window = ch->o.connection_window;
+  c->engine = pc_GrpcEngine_New(&eo, ch->alloc, ch->ud, err);
+  if (c->engine == NULL) {
+    mem(ch, c, sizeof *c, 0);
+    return NULL;
+  }
+  c->sock = pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
+  if (c->sock == NULL) {
+    pc_GrpcEngine_Free(c->engine);
+    mem(ch, c, sizeof *c, 0);
+    return NULL;
+  }
+  c->next = ch->conns;
+  ch->conns = c;
+  return c;
+}
+
+/* A connection that takes a new stream now (after reading what it has, so
+ * a GOAWAY that came while it was idle is seen), or a new one. */
+static Conn *pick_conn(pc_GrpcChannel *ch, pc_Error *err) {
+  for (Conn *c = ch->conns; c; c = c->next) {
+    if (c->sock == NULL || !pc_GrpcEngine_CanOpen(c->engine)) continue;
+    service(c);
+    if (c->sock && pc_GrpcEngine_CanOpen(c->engine)) return c;
+  }
+  reap(ch);
+  return new_conn(ch, err);
+}
+
+/* -- channel ------------------------------------------------------------- */
+
+pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *alloc, void *ud,
+                                   pc_Error *err) {
+  if (alloc == NULL) alloc = pc_DefaultAlloc;
+  pc_GrpcChannel *ch = alloc(ud, NULL, 0, sizeof *ch);
+  if (ch == NULL) goto oom;
+  memset(ch, 0, sizeof *ch);
+  ch->alloc = alloc;
+  ch->ud = ud;
+  ch->o = *o;
+  int ok = 1;
+  ch->o.host = dup_opt(ch, o->host ? o->host : "", &ok);
+  ch->o.port = dup_opt(ch, o->port ? o->port : "", &ok);
+  ch->o.ca_file = dup_opt(ch, o->ca_file, &ok);
+  ch->o.cert_file = dup_opt(ch, o->cert_file, &ok);
+  ch->o.key_file = dup_opt(ch, o->key_file, &ok);
+  ch->o.server_name = dup_opt(ch, o->server_name, &ok);
+  ch->o.user_agent = dup_opt(ch, o->user_agent, &ok);
+  if (ok) {
+    const char *host = o->server_name && o->server_name[0] ? o->server_name : ch->o.host;
+    const char *fmt = strchr(host, ':') ? "[%s]:%s" : "%s:%s";
+    size_t n = (size_t)snprintf(NULL, 0, fmt, host, ch->o.port) + 1;
+    ch->authority = mem(ch, NULL, 0, n); /* freed as strlen + 1 */
+    if (ch->authority) snprintf(ch->authority, n, fmt, host, ch->o.port);
+  }
+  if (!ok || ch->authority == NULL) {
+    pc_GrpcChannel_Free(ch);
+    goto oom;
+  }
+  return ch;
+oom:
+  pc_Error_Set(err, "out of memory");
+  return NULL;
+}
+
+void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
+  if (ch == NULL) return;
+  if (ch->live_calls > 0) {
+    ch->closing = 1; /* the last call frees it */
+    return;
+  }
+  while (ch->conns) {
+    Conn *c = ch->conns;
+    ch->conns = c->next;
+    free_conn(c);
+  }
+  free_opt(ch, ch->o.host);
+  free_opt(ch, ch->o.port);
+  free_opt(ch, ch->o.ca_file);
+  free_opt(ch, ch->o.cert_file);
+  free_opt(ch, ch->o.key_file);
+  free_opt(ch, ch->o.server_name);
+  free_opt(ch, ch->o.user_agent);
+  free_opt(ch, ch->authority);
+  mem(ch, ch, sizeof *ch, 0);
+}
+
+/* -- calls --------------------------------------------------------------- */
+
+static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
+  char *m = pc_Arena_StrDup(c->arena, msg, strlen(msg));
+  c->early = 1;
+  c->status.code = code;
+  c->status.message = m ? m : "out of memory";
+  c->status.message_len = strlen(c->status.message);
+  c->status.details = "";
+}
+
+static void detach(pc_GrpcCall *c) {
+  pc_GrpcStream_Free(c->stream);
+  c->stream = NULL;
+  if (c->conn) c->conn->calls--;
+  c->conn = NULL;
+}
+
+static void drop_replay(pc_GrpcCall *c) {
+  if (c->replay) mem(c->ch, c->replay, c->replay_cap, 0);
+  c->replay = NULL;
+  c->replay_len = c->replay_cap = 0;
+  c->replayable = 0;
+}
+
+static int keep_for_replay(pc_GrpcCall *c, const void *msg, size_t len) {
+  if (!c->replayable) return 1;
+  if (len > REPLAY_MAX || c->replay_len + 4 + len > REPLAY_MAX) {
+    drop_replay(c);
+    return 1;
+  }
+  size_t need = c->replay_len + 4 + len;
+  if (need > c->replay_cap) {
+    size_t cap = c->replay_cap ? c->replay_cap : 256;
+    while (cap < need) cap *= 2;
+    char *p = mem(c->ch, c->replay, c->replay_cap, cap);
+    if (p == NULL) {
+      drop_replay(c);
+      return 1;
+    }
+    c->replay = p;
+    c->replay_cap = cap;
+  }
+  uint32_t n = (uint32_t)len;
+  memcpy(c->replay + c->replay_len, &n, 4);
+  if (len) memcpy(c->replay + c->replay_len + 4, msg, len);
+  c->replay_len = need;
+  return 1;
+}
+
+/* Opens the call's stream on a connection that takes it; 0 when it ended
+ * early instead (no connection, no time left). */
+static int open_stream(pc_GrpcCall *c) {
+  pc_GrpcCallSettings s;
+  s.timeout = -1;
+  if (c->deadline >= 0) {
+    s.timeout = c->deadline - pc_Clock_Monotonic();
+    if (s.timeout <= 0) {
+      end_early(c, kPc_Code_DeadlineExceeded, "deadline exceeded");
+      return 0;
+    }
+  }
+  s.metadata = c->md;
+  s.metadata_count = c->md_count;
+  s.gzip = c->gzip;
+  pc_Error err;
+  pc_Error_Init(&err);
+  Conn *conn = pick_conn(c->ch, &err);
+  if (conn == NULL) {
+    end_early(c, kPc_Code_Unavailable, err.msg);
+    return 0;
+  }
+  c->stream = pc_GrpcEngine_Open(conn->engine, c->path, &s, c, &err);
+  if (c->stream == NULL) {
+    end_early(c, kPc_Code_Unavailable, err.msg);
+    return 0;
+  }
+  c->conn = conn;
+  conn->calls++;
+  return 1;
+}
+
+/* Runs a call the server refused before taking it again, on another
+ * connection, with the request messages sent so far. */
+static void retry_refused(pc_GrpcCall *c) {
+  if (c->stream == NULL) return;
+  if (c->replayable && pc_GrpcStream_HeadersDone(c->stream) && !pc_GrpcStream_Refused(c->stream)) {
+    drop_replay(c); /* the server took it */
+    return;
+  }
+  if (!c->replayable || c->retries >= MAX_TRANSPARENT_RETRIES || !pc_GrpcStream_Refused(c->stream))
+    return;
+  c->retries++;
+  detach(c);
+  if (!open_stream(c)) return;
+  for (size_t o = 0; o < c->replay_len;) {
+    uint32_t n;
+    memcpy(&n, c->replay + o, 4);
+    pc_GrpcStream_Send(c->stream, c->replay + o + 4, n);
+    o += 4 + n;
+  }
+  if (c->send_closed) pc_GrpcStream_CloseSend(c->stream);
+}
+
+pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
+                                  const pc_GrpcCallSettings *s, pc_Error *err) {
+  if (!pc_Grpc_PathCheck(path, err)) return NULL;
+  for (size_t i = 0; i < s->metadata_count; i++) {
+    if (!pc_GrpcPair_Check(&s->metadata[i], err)) return NULL;
+  }
+  pc_GrpcCall *c = mem(ch, NULL, 0, sizeof *c);
+  if (c == NULL) goto oom;
+  memset(c, 0, sizeof *c);
+  c->ch = ch;
+  c->arena = pc_Arena_New(ch->alloc, ch->ud);
+  if (c->arena == NULL) {
+    mem(ch, c, sizeof *c, 0);
+    goto oom;
+  }
+  c->next = ch->calls;
+  if (ch->calls) ch->calls->prev = c;
+  ch->calls = c;
+  ch->live_calls++;
+  c->gzip = s->gzip;
+  c->replayable = 1;
+  c->deadline = s->timeout >= 0 ? pc_Clock_Monotonic() + s->timeout : -1;
+  c->path = pc_Arena_StrDup(c->arena, path, strlen(path));
+  c->md_count = s->metadata_count;
+  c->md = pc_Arena_Malloc(c->arena, (s->metadata_count ? s->metadata_count : 1) * sizeof *c->md);
+  if (c->path == NULL || c->md == NULL) goto fail;
+  for (size_t i = 0; i < s->metadata_count; i++) {
+    const pc_GrpcPair *p = &s->metadata[i];
+    c->md[i].key = pc_Arena_StrDup(c->arena, p->key, p->key_len);
+    c->md[i].value = pc_Arena_StrDup(c->arena, p->value, p->value_len);
+    c->md[i].key_len = p->key_len;
+    c->md[i].value_len = p->value_len;
+    if (c->md[i].key == NULL || c->md[i].value == NULL) goto fail;
+  }
+  if (s->timeout >= 0 && s->timeout <= 0) {
+    end_early(c, kPc_Code_DeadlineExceeded, "deadline exceeded before the call started");
+    return c;
+  }
+  open_stream(c);
+  return c;
+fail:
+  pc_GrpcCall_Free(c);
+oom:
+  pc_Error_Set(err, "cannot start a call: out of memory");
+  return NULL;
+}
+
+/* Ends the call if its deadline passed; 1 when it did. */
+static int past_deadline(pc_GrpcCall *c) {
+  if (c->deadline < 0 || c->early || c->stream == NULL || pc_GrpcStream_Status(c->stream)) return 0;
+  if (pc_Clock_Monotonic() < c->deadline) return 0;
+  pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded, "deadline exceeded");
+  if (c->conn) flush_out(c->conn);
+  return 1;
+}
+
+int pc_GrpcCall_Send(pc_GrpcCall *c, const void *msg, size_t len) {
+  if (c->early || c->stream == NULL || c->send_closed || past_deadline(c)) return 0;
+  keep_for_replay(c, msg, len);
+  int ok = pc_GrpcStream_Send(c->stream, msg, len);
+  if (ok && c->conn) flush_out(c->conn); /* no wait for the next pump */
+  return ok;
+}
+
+size_t pc_GrpcCall_Unsent(const pc_GrpcCall *c) {
+  return c->stream ? pc_GrpcStream_Unsent(c->stream) : 0;
+}
+
+void pc_GrpcCall_CloseSend(pc_GrpcCall *c) {
+  c->send_closed = 1;
+  if (c->stream) pc_GrpcStream_CloseSend(c->stream);
+}
+
+int pc_GrpcCall_Next(pc_GrpcCall *c, const char **data, size_t *len) {
+  if (c->early) return -1;
+  retry_refused(c);
+  if (c->early) return -1;
+  return pc_GrpcStream_Next(c->stream, data, len);
+}
+
+int pc_GrpcCall_HeadersDone(const pc_GrpcCall *c) {
+  return c->early || pc_GrpcStream_HeadersDone(c->stream);
+}
+
+const pc_GrpcStatus *pc_GrpcCall_Status(const pc_GrpcCall *c) {
+  if (c->early) return &c->status;
+  return pc_GrpcStream_Status(c->stream);
+}
+
+size_t pc_GrpcCall_Buffered(const pc_GrpcCall *c) {
+  return c->stream ? pc_GrpcStream_Buffered(c->stream) : 0;
+}
+
+size_t pc_GrpcCall_MetadataCount(const pc_GrpcCall *c, int trailers) {
+  return c->stream ? pc_GrpcStream_MetadataCount(c->stream, trailers) : 0;
+}
+
+const pc_GrpcPair *pc_GrpcCall_Metadata(const pc_GrpcCall *c, int trailers, size_t i) {
+  return c->stream ? pc_GrpcStream_Metadata(c->stream, trailers, i) : NULL;
+}
+
+void pc_GrpcCall_Cancel(pc_GrpcCall *c) {
+  if (c->stream)
+    pc_GrpcStream_Cancel(c->stream, kPc_Code_Cancelled, "cancelled");
+  else if (!c->early)
+    end_early(c, kPc_Code_Cancelled, "cancelled");
+  if (c->conn) flush_out(c->conn);
+}
+
+void pc_GrpcCall_Free(pc_GrpcCall *c) {
+  if (c == NULL) return;
+  pc_GrpcChannel *ch = c->ch;
+  Conn *conn = c->conn;
+  detach(c);
+  if (conn) flush_out(conn); /* the RST_STREAM */
+  drop_replay(c);
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    ch->calls = c->next;
+  if (c->next) c->next->prev = c->prev;
+  pc_Arena_Free(c->arena);
+  mem(ch, c, sizeof *c, 0);
+  ch->live_calls--;
+  reap(ch);
+  if (ch->closing && ch->live_calls == 0) pc_GrpcChannel_Free(ch);
+}
+
+/* -- the loop ------------------------------------------------------------ */
+
+static int running(const pc_GrpcCall *c) {
+  return !c->early && c->stream && pc_GrpcStream_Status(c->stream) == NULL;
+}
+
+/* Ends the calls whose deadline passed; returns the nearest deadline of
+ * the others (< 0: none). */
+static double enforce_deadlines(pc_GrpcChannel *ch, double now) {
+  double nearest = -1;
+  for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
+    if (!running(c) || c->deadline < 0) continue;
+    if (c->deadline <= now) {
+      pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded, "deadline exceeded");
+      if (c->conn) flush_out(c->conn);
+    } else if (nearest < 0 || c->deadline < nearest) {
+      nearest = c->deadline;
+    }
+  }
+  return nearest;
+}
+
+int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
+  struct pollfd fds[MAX_CONNS_POLLED];
+  Conn *conns[MAX_CONNS_POLLED];
+  size_t nfds = 0;
+  double now = pc_Clock_Monotonic();
+  for (size_t i = 0; i < n; i++) {
+    double d = enforce_deadlines(chs[i], now);
+    if (d >= 0 && d - now < timeout) timeout = d - now;
+    for (Conn *c = chs[i]->conns; c; c = c->next) {
+      if (c->ready) flush_out(c);
+      if (c->sock == NULL || nfds == MAX_CONNS_POLLED) continue;
+      const char *p;
+      int want = c->ready && pc_GrpcEngine_Output(c->engine, &p) > 0;
+      fds[nfds].fd = pc_NetSocket_Fd(c->sock);
+      fds[nfds].events = pc_NetSocket_Events(c->sock, want);
+      fds[nfds].revents = 0;
+      conns[nfds++] = c;
+    }
+  }
+  if (timeout < 0) timeout = 0;
+  int ms = timeout > 3600 ? 3600000 : (int)(timeout * 1000 + 0.999);
+  int r = poll(fds, nfds, ms);
+  if (r < 0) return 0;
+  for (size_t i = 0; i < nfds; i++) {
+    if (fds[i].revents) service(conns[i]);
+  }
+  now = pc_Clock_Monotonic();
+  for (size_t i = 0; i < n; i++) {
+    enforce_deadlines(chs[i], now);
+    for (pc_GrpcCall *c = chs[i]->calls; c; c = c->next) retry_refused(c);
+    reap(chs[i]);
+  }
+  return 1;
+}

@@ -1,0 +1,95 @@
+/* gRPC channels: the engine (engine.h) over the built-in driver
+ * (socket.h), with connections managed per target.
+ *
+ * A channel is one target with one HTTP/2 connection, shared by every call
+ * on it; a second connection opens when the first takes no new streams
+ * (the peer's max concurrent streams, a GOAWAY, a failure), and a
+ * connection is closed once it is dead and none of its calls is alive. A
+ * call the server refused before taking it (REFUSED_STREAM, above a
+ * GOAWAY's last stream id) runs again on another connection, up to 3
+ * times, without being counted as an attempt (gRFC A6 transparent retry).
+ *
+ * Nothing blocks but pc_Grpc_Pump (and the getaddrinfo of a new
+ * connection): calls are started, fed and read without waiting, and the
+ * caller runs pc_Grpc_Pump over its channels until what it waits for is
+ * there. That is how calls from many coroutines interleave on one
+ * connection. Deadlines are enforced by pc_Grpc_Pump. Not thread-safe. */
+#ifndef PC_NET_CHANNEL_H
+#define PC_NET_CHANNEL_H
+
+#include "net/engine.h"
+
+typedef struct pc_GrpcChannel pc_GrpcChannel;
+typedef struct pc_GrpcCall pc_GrpcCall;
+
+typedef struct {
+  const char *host; /* name or address (no brackets) */
+  const char *port; /* decimal */
+  int tls;
+  const char *ca_file, *cert_file, *key_file, *server_name; /* as socket.h */
+  const char *user_agent;                                   /* NULL: "protocall" */
+  size_t max_receive, max_header_list;                      /* as engine.h; 0: the defaults */
+  uint32_t stream_window, connection_window;                /* as engine.h; 0: the defaults */
+} pc_GrpcChannelOptions;
+
+/* A channel (no connection is made until the first call); NULL with 'err'
+ * set on allocation failure. 'alloc' NULL means pc_DefaultAlloc. */
+pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *alloc, void *ud,
+                                   pc_Error *err);
+
+/* Closes the connections and frees the channel; when calls on it are still
+ * alive, that happens when the last one is freed. NULL is allowed. */
+void pc_GrpcChannel_Free(pc_GrpcChannel *ch);
+
+/* Starts a call of 'path'; request messages follow with pc_GrpcCall_Send.
+ * Returns NULL (with 'err' set) only on misuse (bad path, invalid
+ * metadata) or allocation failure: a call that cannot reach the server
+ * still starts and ends with a status. A timeout of 0 ends it at once with
+ * DEADLINE_EXCEEDED. */
+pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
+                                  const pc_GrpcCallSettings *settings, pc_Error *err);
+
+/* Queues one request message (copied) and sends what the connection
+ * takes now. Returns 0 when the call has ended (its deadline passed too)
+ * or its sending side is closed. */
+int pc_GrpcCall_Send(pc_GrpcCall *call, const void *msg, size_t len);
+
+/* Request bytes queued and not yet sent (the peer's window is closed):
+ * a sender waits (pc_Grpc_Pump) while this is above its bound. */
+size_t pc_GrpcCall_Unsent(const pc_GrpcCall *call);
+
+/* Ends the sending side. */
+void pc_GrpcCall_CloseSend(pc_GrpcCall *call);
+
+/* As pc_GrpcStream_Next: 1 with a message, 0 when none is ready yet, -1
+ * once the call has ended (pc_GrpcCall_Status). */
+int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len);
+
+/* Whether response headers arrived or the call ended. */
+int pc_GrpcCall_HeadersDone(const pc_GrpcCall *call);
+
+/* The status once the call has ended, NULL before. */
+const pc_GrpcStatus *pc_GrpcCall_Status(const pc_GrpcCall *call);
+
+/* Bytes held for received, unread response data. */
+size_t pc_GrpcCall_Buffered(const pc_GrpcCall *call);
+
+/* As pc_GrpcStream_MetadataCount / _Metadata. */
+size_t pc_GrpcCall_MetadataCount(const pc_GrpcCall *call, int trailers);
+const pc_GrpcPair *pc_GrpcCall_Metadata(const pc_GrpcCall *call, int trailers, size_t i);
+
+/* Ends the call with CANCELLED ("cancelled") and RST_STREAM CANCEL unless
+ * it already ended. */
+void pc_GrpcCall_Cancel(pc_GrpcCall *call);
+
+/* Cancels the call if still running and frees it. NULL is allowed. */
+void pc_GrpcCall_Free(pc_GrpcCall *call);
+
+/* One round of I/O over the 'n' channels: sends what is queued, waits at
+ * most 'timeout' seconds (0: not at all; capped by the nearest call
+ * deadline) for the sockets, reads what arrived, and ends every call whose
+ * deadline passed with DEADLINE_EXCEEDED ("deadline exceeded", RST_STREAM
+ * CANCEL). Returns 1, or 0 when poll(2) failed. */
+int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout);
+
+#endif

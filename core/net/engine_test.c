@@ -1,0 +1,532 @@
+/* The engine driven with byte buffers: a client engine talking to an
+ * nghttp2 server session in the same process (no sockets). The server
+ * answers by method name: echo, counts, gzip, Trailers-Only, HTTP errors,
+ * resets, oversized prefixes and headers, long streams, GOAWAY. */
+#include "testing/check.h"
+#include "testing/failalloc.h"
+#include "net/engine.h"
+
+#include <nghttp2/nghttp2.h>
+#include <zlib.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* -- the server side ----------------------------------------------------- */
+
+typedef struct {
+  char path[128];
+  unsigned char body[65536];
+  size_t body_len;
+  unsigned char *resp; /* response body (framed messages) */
+  size_t resp_len, resp_pos;
+  int trailers;   /* send grpc-status 0 trailers after resp */
+  uint32_t reset; /* RST_STREAM code received */
+  int got_reset;
+} SStream;
+
+typedef struct {
+  nghttp2_session *s;
+  SStream st[16]; /* by (stream id - 1) / 2 */
+  int gzip_flag;  /* flag byte of the last request message */
+  char encoding[32];
+} Server;
+
+static Server srv;
+
+static SStream *sst(int32_t id) {
+  return &srv.st[((id - 1) / 2) % 16];
+}
+
+static ssize_t s_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
+                      uint32_t *flags, nghttp2_data_source *src, void *ud) {
+  (void)src;
+  (void)ud;
+  SStream *t = sst(id);
+  size_t n = t->resp_len - t->resp_pos;
+  if (n > length) n = length;
+  memcpy(buf, t->resp + t->resp_pos, n);
+  t->resp_pos += n;
+  if (t->resp_pos == t->resp_len) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (t->trailers) {
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      nghttp2_nv tr[] = {{(uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, 0},
+                         {(uint8_t *)"x-t", (uint8_t *)"yes", 3, 3, 0}};
+      nghttp2_submit_trailer(session, id, tr, 2);
+    }
+  }
+  return (ssize_t)n;
+}
+
+#define H(k, v)                                                                                    \
+  { (uint8_t *)k, (uint8_t *)v, sizeof k - 1, sizeof v - 1, 0 }
+
+static void frame(unsigned char *out, const void *msg, size_t n, int flag) {
+  out[0] = (unsigned char)flag;
+  out[1] = (unsigned char)(n >> 24);
+  out[2] = (unsigned char)(n >> 16);
+  out[3] = (unsigned char)(n >> 8);
+  out[4] = (unsigned char)n;
+  memcpy(out + 5, msg, n);
+}
+
+static void respond(int32_t id, unsigned char *body, size_t len, int trailers) {
+  SStream *t = sst(id);
+  t->resp = body;
+  t->resp_len = len;
+  t->resp_pos = 0;
+  t->trailers = trailers;
+  nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc"),
+                    H("grpc-encoding", "gzip")};
+  nghttp2_data_provider prd = {{0}, s_read};
+  int gz = strcmp(t->path, "/t.T/Gzip") == 0;
+  nghttp2_submit_response(srv.s, id, h, gz ? 3 : 2, &prd);
+}
+
+static unsigned char big_body[300 * 1024];
+static unsigned char small_body[4096];
+
+static void reply(int32_t id) {
+  SStream *t = sst(id);
+  const char *m = t->path + 5; /* after "/t.T/" */
+  if (strcmp(m, "Echo") == 0) {
+    memcpy(small_body, t->body, t->body_len);
+    respond(id, small_body, t->body_len, 1);
+  } else if (strcmp(m, "Count") == 0) {
+    int n = 0;
+    for (size_t o = 0; o + 5 <= t->body_len; n++) {
+      o += 5 + ((size_t)t->body[o + 3] << 8 | t->body[o + 4]);
+    }
+    char text[16] = {0};
+    int tl = snprintf(text, sizeof text, "%d", n);
+    frame(small_body, text, (size_t)tl, 0);
+    respond(id, small_body, (size_t)tl + 5, 1);
+  } else if (strcmp(m, "Gzip") == 0) {
+    unsigned char plain[300], z[512] = {0};
+    memset(plain, 'a', sizeof plain);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    deflateInit2(&zs, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);
+    zs.next_in = plain;
+    zs.avail_in = sizeof plain;
+    zs.next_out = z;
+    zs.avail_out = sizeof z;
+    deflate(&zs, Z_FINISH);
+    size_t zl = zs.total_out;
+    deflateEnd(&zs);
+    frame(small_body, z, zl, 1);
+    respond(id, small_body, zl + 5, 1);
+  } else if (strcmp(m, "Only") == 0) {
+    nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc"),
+                      H("grpc-status", "5"), H("grpc-message", "no%20such")};
+    nghttp2_submit_response(srv.s, id, h, 4, NULL);
+  } else if (strncmp(m, "Http", 4) == 0) {
+    nghttp2_nv h[] = {{(uint8_t *)":status", (uint8_t *)m + 4, 7, 3, 0},
+                      H("content-type", "text/plain")};
+    nghttp2_submit_response(srv.s, id, h, 2, NULL);
+  } else if (strncmp(m, "Rst", 3) == 0) {
+    uint32_t code = (uint32_t)atoi(m + 3);
+    if (code != NGHTTP2_REFUSED_STREAM) {
+      nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc")};
+      nghttp2_submit_headers(srv.s, NGHTTP2_FLAG_NONE, id, NULL, h, 2, NULL);
+    }
+    nghttp2_submit_rst_stream(srv.s, NGHTTP2_FLAG_NONE, id, code);
+  } else if (strcmp(m, "BigPrefix") == 0) {
+    static unsigned char prefix[5] = {0, 0, 0xa0, 0, 0}; /* 10 MiB */
+    respond(id, prefix, 5, 0);
+  } else if (strcmp(m, "BigHeader") == 0) {
+    static char v[10000];
+    memset(v, 'y', sizeof v);
+    nghttp2_nv h[] = {H(":status", "200"),
+                      H("content-type", "application/grpc"),
+                      {(uint8_t *)"x-big", (uint8_t *)v, 5, sizeof v, 0}};
+    nghttp2_data_provider prd = {{0}, s_read};
+    sst(id)->resp = small_body;
+    sst(id)->resp_len = 0;
+    sst(id)->trailers = 1;
+    nghttp2_submit_response(srv.s, id, h, 3, &prd);
+  } else if (strcmp(m, "Many") == 0) {
+    /* 300 messages of 1019 bytes + 5 */
+    unsigned char msg[1019] = {0};
+    memset(msg, 'm', sizeof msg);
+    for (size_t i = 0; i < 300; i++) frame(big_body + i * 1024, msg, sizeof msg, 0);
+    respond(id, big_body, sizeof big_body, 1);
+  } else if (strcmp(m, "GoawayAfter") == 0) {
+    nghttp2_submit_goaway(srv.s, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, NULL, 0);
+    memcpy(small_body, t->body, t->body_len);
+    respond(id, small_body, t->body_len, 1);
+  } /* Hang: nothing */
+}
+
+static int s_header(nghttp2_session *session, const nghttp2_frame *f, const uint8_t *name,
+                    size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *ud) {
+  (void)session;
+  (void)flags;
+  (void)ud;
+  SStream *t = sst(f->hd.stream_id);
+  if (nl == 5 && memcmp(name, ":path", 5) == 0 && vl < sizeof t->path) {
+    memcpy(t->path, value, vl);
+    t->path[vl] = '\0';
+  }
+  if (nl == 13 && memcmp(name, "grpc-encoding", 13) == 0 && vl < sizeof srv.encoding) {
+    memcpy(srv.encoding, value, vl);
+    srv.encoding[vl] = '\0';
+  }
+  return 0;
+}
+
+static int s_begin(nghttp2_session *session, const nghttp2_frame *f, void *ud) {
+  (void)session;
+  (void)ud;
+  SStream *t = sst(f->hd.stream_id);
+  memset(t, 0, sizeof *t);
+  return 0;
+}
+
+static int s_data(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *d, size_t n,
+                  void *ud) {
+  (void)session;
+  (void)flags;
+  (void)ud;
+  SStream *t = sst(id);
+  if (t->body_len == 0 && n > 0) srv.gzip_flag = d[0];
+  if (t->body_len + n <= sizeof t->body) {
+    memcpy(t->body + t->body_len, d, n);
+    t->body_len += n;
+  }
+  return 0;
+}
+
+static int s_frame(nghttp2_session *session, const nghttp2_frame *f, void *ud) {
+  (void)session;
+  (void)ud;
+  if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+      (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    reply(f->hd.stream_id);
+  if (f->hd.type == NGHTTP2_HEADERS && strcmp(sst(f->hd.stream_id)->path, "/t.T/Hang") == 0) {
+    nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc")};
+    nghttp2_submit_headers(srv.s, NGHTTP2_FLAG_NONE, f->hd.stream_id, NULL, h, 2, NULL);
+  }
+  if (f->hd.type == NGHTTP2_RST_STREAM) {
+    sst(f->hd.stream_id)->got_reset = 1;
+    sst(f->hd.stream_id)->reset = f->rst_stream.error_code;
+  }
+  return 0;
+}
+
+static void server_new(void) {
+  memset(&srv, 0, sizeof srv);
+  nghttp2_session_callbacks *cb;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_header_callback(cb, s_header);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, s_begin);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, s_data);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, s_frame);
+  nghttp2_session_server_new(&srv.s, cb, NULL);
+  nghttp2_session_callbacks_del(cb);
+  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 8}};
+  nghttp2_submit_settings(srv.s, NGHTTP2_FLAG_NONE, iv, 1);
+}
+
+/* Moves bytes both ways until neither side has any. */
+static void shuttle(pc_GrpcEngine *e) {
+  for (int round = 0; round < 10000; round++) {
+    int moved = 0;
+    const char *p;
+    size_t n;
+    while ((n = pc_GrpcEngine_Output(e, &p)) > 0) {
+      nghttp2_session_mem_recv(srv.s, (const uint8_t *)p, n);
+      pc_GrpcEngine_Wrote(e, n);
+      moved = 1;
+    }
+    const uint8_t *q;
+    ssize_t m;
+    while ((m = nghttp2_session_mem_send(srv.s, &q)) > 0) {
+      pc_GrpcEngine_Recv(e, q, (size_t)m);
+      moved = 1;
+    }
+    if (!moved) return;
+  }
+}
+
+/* -- the client side ----------------------------------------------------- */
+
+static int events[5];
+
+static void on_event(void *ud, pc_GrpcStream *s, pc_GrpcEvent ev) {
+  (void)ud;
+  (void)s;
+  events[ev]++;
+}
+
+static pc_GrpcEngine *client(size_t max_receive, size_t max_header_list, uint32_t window,
+                             pc_Alloc *alloc) {
+  pc_GrpcEngineOptions o;
+  memset(&o, 0, sizeof o);
+  o.authority = "test:1";
+  o.max_receive = max_receive;
+  o.max_header_list = max_header_list;
+  o.stream_window = window;
+  o.on_event = on_event;
+  pc_Error err;
+  pc_Error_Init(&err);
+  return pc_GrpcEngine_New(&o, alloc, NULL, &err);
+}
+
+static pc_GrpcCallSettings plain = {-1, NULL, 0, 0};
+
+/* Opens 'path', sends 'msg' (NULL: nothing), closes, shuttles. */
+static pc_GrpcStream *call(pc_GrpcEngine *e, const char *path, const char *msg,
+                           const pc_GrpcCallSettings *set) {
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_GrpcStream *s = pc_GrpcEngine_Open(e, path, set ? set : &plain, NULL, &err);
+  if (s == NULL) return NULL;
+  if (msg) pc_GrpcStream_Send(s, msg, strlen(msg));
+  pc_GrpcStream_CloseSend(s);
+  shuttle(e);
+  return s;
+}
+
+static int ended_with(pc_GrpcStream *s, pc_Code code, const char *message) {
+  const char *d;
+  size_t n;
+  while (pc_GrpcStream_Next(s, &d, &n) == 1) {
+  }
+  const pc_GrpcStatus *st = pc_GrpcStream_Status(s);
+  if (st == NULL) return 0;
+  if (st->code != code || (message && strcmp(st->message, message) != 0)) {
+    fprintf(stderr, "status %d '%s'\n", (int)st->code, st->message);
+    return 0;
+  }
+  return 1;
+}
+
+static int next_is(pc_GrpcStream *s, const char *want) {
+  const char *d;
+  size_t n;
+  return pc_GrpcStream_Next(s, &d, &n) == 1 && n == strlen(want) && memcmp(d, want, n) == 0;
+}
+
+static const char *trailer(pc_GrpcStream *s, const char *key) {
+  for (size_t i = 0; i < pc_GrpcStream_MetadataCount(s, 1); i++) {
+    const pc_GrpcPair *p = pc_GrpcStream_Metadata(s, 1, i);
+    if (strcmp(p->key, key) == 0) return p->value;
+  }
+  return NULL;
+}
+
+/* Every allocation failing in turn through engine, call and free. */
+static int echo_with(pc_Alloc *alloc) {
+  server_new();
+  pc_GrpcEngine *e = client(0, 0, 0, alloc);
+  if (e == NULL) {
+    nghttp2_session_del(srv.s);
+    return 0;
+  }
+  pc_GrpcStream *s = call(e, "/t.T/Echo", "hello", NULL);
+  int ok = s != NULL;
+  pc_GrpcEngine_Free(e);
+  pc_GrpcStream_Free(s);
+  nghttp2_session_del(srv.s);
+  return ok;
+}
+
+/* 'p', or the test stops: what follows needs it. */
+static void *must(void *p, const char *what) {
+  if (p == NULL) {
+    fprintf(stderr, "%s failed\n", what);
+    exit(1);
+  }
+  return p;
+}
+
+int main(void) {
+  server_new();
+  pc_GrpcEngine *e = must(client(0, 0, 0, NULL), "client");
+
+  /* unary echo: headers, message, trailers, status */
+  pc_GrpcStream *s = must(call(e, "/t.T/Echo", "hello", NULL), "call");
+  CHECK(next_is(s, "hello"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  CHECK(strcmp(trailer(s, "x-t"), "yes") == 0);
+  CHECK(events[kPc_GrpcEvent_Headers] == 1 && events[kPc_GrpcEvent_Message] == 1 &&
+        events[kPc_GrpcEvent_End] == 1);
+  pc_GrpcStream_Free(s);
+
+  /* client streaming: three messages, one answer */
+  pc_Error err;
+  pc_Error_Init(&err);
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Count", &plain, NULL, &err), "pc_GrpcEngine_Open");
+  CHECK(pc_GrpcStream_Send(s, "a", 1) && pc_GrpcStream_Send(s, "", 0) &&
+        pc_GrpcStream_Send(s, "ccc", 3));
+  shuttle(e);
+  CHECK(pc_GrpcStream_Status(s) == NULL);
+  pc_GrpcStream_CloseSend(s);
+  CHECK(!pc_GrpcStream_Send(s, "late", 4));
+  shuttle(e);
+  CHECK(next_is(s, "3"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  pc_GrpcStream_Free(s);
+
+  /* gzip both ways */
+  pc_GrpcCallSettings gz = {5.0, NULL, 0, 1};
+  s = must(call(e, "/t.T/Echo", "squeeze", &gz), "call");
+  CHECK(srv.gzip_flag == 1 && strcmp(srv.encoding, "gzip") == 0);
+  CHECK(pc_GrpcStream_Status(s) != NULL);
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Gzip", NULL, NULL), "call");
+  const char *d;
+  size_t n;
+  CHECK(pc_GrpcStream_Next(s, &d, &n) == 1 && n == 300 && d[0] == 'a' && d[299] == 'a');
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  pc_GrpcStream_Free(s);
+
+  /* Trailers-Only, HTTP errors */
+  s = must(call(e, "/t.T/Only", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_NotFound, "no such"));
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Http503", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_Unavailable, "no grpc-status in the response (HTTP status 503)"));
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Http431", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_Internal, "no grpc-status in the response (HTTP status 431)"));
+  pc_GrpcStream_Free(s);
+
+  /* RST_STREAM codes */
+  s = must(call(e, "/t.T/Rst7", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_Unavailable, NULL));
+  CHECK(pc_GrpcStream_Refused(s));
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Rst8", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_Cancelled, "stream reset by the server: RST_STREAM CANCEL (8)"));
+  CHECK(!pc_GrpcStream_Refused(s));
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Rst0", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_Internal, NULL));
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Rst11", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted, NULL));
+  pc_GrpcStream_Free(s);
+
+  /* cancel: the server sees RST_STREAM CANCEL */
+  s = must(call(e, "/t.T/Hang", NULL, NULL), "call");
+  CHECK(pc_GrpcStream_HeadersDone(s) && pc_GrpcStream_Status(s) == NULL);
+  int32_t hang_id = 0;
+  for (int32_t id = 1; id < 64; id += 2) {
+    if (strcmp(sst(id)->path, "/t.T/Hang") == 0) hang_id = id;
+  }
+  pc_GrpcStream_Cancel(s, kPc_Code_DeadlineExceeded, "deadline exceeded");
+  shuttle(e);
+  CHECK(sst(hang_id)->got_reset && sst(hang_id)->reset == NGHTTP2_CANCEL);
+  CHECK(ended_with(s, kPc_Code_DeadlineExceeded, "deadline exceeded"));
+  pc_GrpcStream_Free(s);
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+
+  /* limits: receive size at the prefix; header list; the connection goes on */
+  server_new();
+  e = must(client(1000, 8192, 0, NULL), "client");
+  s = must(call(e, "/t.T/BigPrefix", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted,
+                   "response message of 10485760 bytes exceeds the receive limit of 1000 bytes"));
+  CHECK(pc_GrpcStream_Status(s)->local);
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/BigHeader", NULL, NULL), "call");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted,
+                   "response header list of more than 8192 bytes exceeds the limit of 8192 bytes"));
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Echo", "still", NULL), "call");
+  CHECK(next_is(s, "still"));
+  pc_GrpcStream_Free(s);
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+
+  /* flow control: an unread stream holds at most its window */
+  server_new();
+  e = must(client(0, 0, 65536, NULL), "client");
+  s = must(call(e, "/t.T/Many", NULL, NULL), "call");
+  CHECK(pc_GrpcStream_Status(s) == NULL);
+  CHECK(pc_GrpcStream_Buffered(s) <= 2 * 65536);
+  int got = 0;
+  for (int i = 0; i < 10000 && got < 300; i++) {
+    if (pc_GrpcStream_Next(s, &d, &n) == 1) {
+      CHECK(n == 1019);
+      got++;
+    } else {
+      shuttle(e);
+    }
+    CHECK(pc_GrpcStream_Buffered(s) <= 2 * 65536);
+  }
+  CHECK(got == 300);
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  pc_GrpcStream_Free(s);
+
+  /* graceful GOAWAY: the call in flight completes, no new streams */
+  s = must(call(e, "/t.T/GoawayAfter", "bye", NULL), "call");
+  CHECK(next_is(s, "bye"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  CHECK(pc_GrpcEngine_GoawayReceived(e) && !pc_GrpcEngine_CanOpen(e));
+  CHECK(pc_GrpcEngine_Open(e, "/t.T/Echo", &plain, NULL, &err) == NULL);
+  pc_GrpcStream_Free(s);
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+
+  /* GOAWAY before the call was taken: refused, UNAVAILABLE */
+  server_new();
+  e = must(client(0, 0, 0, NULL), "client");
+  nghttp2_submit_goaway(srv.s, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
+  pc_Error_Init(&err);
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Echo", &plain, NULL, &err), "pc_GrpcEngine_Open");
+  const uint8_t *q;
+  ssize_t m;
+  while ((m = nghttp2_session_mem_send(srv.s, &q)) > 0) pc_GrpcEngine_Recv(e, q, (size_t)m);
+  shuttle(e);
+  CHECK(ended_with(s, kPc_Code_Unavailable, NULL));
+  CHECK(pc_GrpcStream_Refused(s));
+  pc_GrpcStream_Free(s);
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+
+  /* garbage from the peer: a clear connection error, streams end */
+  e = must(client(0, 0, 0, NULL), "client");
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Echo", &plain, NULL, &err), "pc_GrpcEngine_Open");
+  static const char junk[] = "SSH-2.0-OpenSSH_9.2 this is not HTTP/2\r\n";
+  const char *sent;
+  pc_GrpcEngine_Wrote(e, pc_GrpcEngine_Output(e, &sent));
+  pc_GrpcEngine_Recv(e, junk, sizeof junk - 1);
+  for (int i = 0; i < 4; i++) {
+    const char *p;
+    size_t k = pc_GrpcEngine_Output(e, &p);
+    pc_GrpcEngine_Wrote(e, k);
+  }
+  CHECK(!pc_GrpcEngine_Alive(e));
+  CHECK(pc_GrpcStream_Status(s) != NULL && pc_GrpcStream_Status(s)->code == kPc_Code_Unavailable);
+  CHECK(strncmp(pc_GrpcStream_Status(s)->message, "HTTP/2 connection error", 23) == 0);
+  pc_GrpcEngine_Free(e);
+  CHECK(pc_GrpcStream_Next(s, &d, &n) == -1); /* detached, still valid */
+  pc_GrpcStream_Free(s);
+
+  /* misuse */
+  e = must(client(0, 0, 0, NULL), "client");
+  CHECK(pc_GrpcEngine_Open(e, "no-slash", &plain, NULL, &err) == NULL);
+  CHECK(strcmp(err.msg, "method path 'no-slash': expected /package.Service/Method") == 0);
+  pc_GrpcPair bad = {"Bad", 3, "v", 1};
+  pc_GrpcCallSettings badmd = {-1, &bad, 1, 0};
+  CHECK(pc_GrpcEngine_Open(e, "/a.B/C", &badmd, NULL, &err) == NULL);
+  pc_GrpcEngine_Free(e);
+
+  for (long k = 1;; k++) {
+    fail_reset(k);
+    int ok = echo_with(fail_alloc);
+    if (fail_live != 0) fprintf(stderr, "leak %lld bytes failing allocation %ld\n", fail_live, k);
+    CHECK(fail_live == 0);
+    if (!fail_hit) {
+      CHECK(ok);
+      break;
+    }
+  }
+  return CHECK_DONE();
+}

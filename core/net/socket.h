@@ -1,0 +1,62 @@
+/* The built-in I/O driver: one non-blocking TCP connection, optionally
+ * TLS (OpenSSL with memory BIOs, so every byte goes through send/recv with
+ * MSG_NOSIGNAL), for channel.c to poll(2) on.
+ *
+ * Resolution is getaddrinfo (IPv4 and IPv6, tried in its order; it is the
+ * one step that blocks). TLS verifies the server against the system CA
+ * store or 'ca_file', checks the host name (or IP address) against
+ * 'server_name' (default: the host), offers ALPN "h2" and refuses a server
+ * that does not pick it; 'cert_file' / 'key_file' give a client
+ * certificate for mutual TLS. */
+#ifndef PC_NET_SOCKET_H
+#define PC_NET_SOCKET_H
+
+#include "base/arena.h"
+#include "base/error.h"
+
+#include <stddef.h>
+
+typedef struct pc_NetSocket pc_NetSocket;
+
+typedef struct {
+  const char *host; /* name or address; brackets of "[::1]" already removed */
+  const char *port; /* decimal */
+  int tls;
+  const char *ca_file;     /* PEM bundle; NULL: the system store */
+  const char *cert_file;   /* PEM client certificate chain; NULL: none */
+  const char *key_file;    /* PEM key of cert_file */
+  const char *server_name; /* name to verify and send as SNI; NULL: host */
+} pc_NetOptions;
+
+/* Resolves the host and starts connecting (non-blocking). Returns NULL with
+ * 'err' set when the name does not resolve, TLS cannot be set up (a CA,
+ * certificate or key file that does not load) or on allocation failure. */
+pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *opts, pc_Alloc *alloc, void *ud,
+                                   pc_Error *err);
+
+/* Advances connecting and the TLS handshake: 1 once ready for data, 0
+ * while in progress, -1 on failure (pc_NetSocket_Error says why). */
+int pc_NetSocket_Progress(pc_NetSocket *s);
+
+/* The descriptor to poll, and the poll(2) events to wait for: what the
+ * connection or handshake waits for, POLLIN when ready, plus POLLOUT when
+ * 'want_write' or encrypted bytes are still to be sent. */
+int pc_NetSocket_Fd(const pc_NetSocket *s);
+short pc_NetSocket_Events(const pc_NetSocket *s, int want_write);
+
+/* Reads up to 'n' bytes: the count (> 0), 0 when nothing is available now,
+ * -1 at the end of the connection or on an error (pc_NetSocket_Error). */
+long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n);
+
+/* Writes up to 'n' bytes: the count taken (0 when the socket is full), -1
+ * on an error. */
+long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n);
+
+/* Why the last call failed, e.g. "connect to 127.0.0.1:1: Connection
+ * refused". */
+const char *pc_NetSocket_Error(const pc_NetSocket *s);
+
+/* Closes the connection and frees 's'. NULL is allowed. */
+void pc_NetSocket_Close(pc_NetSocket *s);
+
+#endif

@@ -37,7 +37,7 @@ COMMANDS.decode = {
           "`protoc --decode` does) or JSON; -raw prints without a schema, field numbers\n" ..
           "only (as `protoc --decode_raw`). -length-delimited reads a stream of\n" ..
           "varint-prefixed messages.",
-  example = "protocall decode -I protos -proto route_guide.proto routeguide.Feature < feature.bin",
+  example = "protocall decode -I examples -proto route.proto demo.Route < route.bin",
 }
 
 COMMANDS.encode = {
@@ -48,7 +48,7 @@ COMMANDS.encode = {
           "standard input) and writes its binary encoding to standard output. With\n" ..
           "-format json -length-delimited, every JSON document of the input becomes one\n" ..
           "varint-prefixed message.",
-  example = "protocall encode -I protos -proto route_guide.proto routeguide.Point < point.txt > point.bin",
+  example = "protocall encode -I examples -proto route.proto demo.Route < route.txt > route.bin",
 }
 
 COMMANDS.describe = {
@@ -57,7 +57,7 @@ COMMANDS.describe = {
   usage = "protocall describe [schema flags] [SYMBOL]",
   about = "Prints the definition of a service, method, message, enum or field as .proto\n" ..
           "source; with no SYMBOL, every service of the loaded files.",
-  example = "protocall describe -I protos -proto route_guide.proto routeguide.RouteGuide",
+  example = "protocall describe -I examples -proto route.proto demo.Router",
 }
 
 COMMANDS.list = {
@@ -65,11 +65,11 @@ COMMANDS.list = {
   flags = with_schema {},
   usage = "protocall list [schema flags] [SERVICE]",
   about = "Lists the services of the loaded files, or the methods of SERVICE.",
-  example = "protocall list -I protos -proto route_guide.proto",
+  example = "protocall list -I examples -proto route.proto",
 }
 
 COMMANDS.call = {
-  summary = "a unary or server-streaming gRPC call, JSON in and out",
+  summary = "a gRPC call of any shape, JSON in and out",
   flags = with_schema {
     d = "string", H = "list", ["max-time"] = "number", ["retry-attempts"] = "number",
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
@@ -78,13 +78,14 @@ COMMANDS.call = {
   usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
           "       [-retry-attempts N] [-gzip] [-plaintext | -cacert FILE] [-format json|text]\n" ..
           "       [-emit-defaults] [-v] TARGET pkg.Service/Method",
-  about = "Calls a unary or server-streaming method over gRPC (TARGET is host:port; TLS\n" ..
-          "unless -plaintext). The request is JSON from -d (@ reads standard input, @FILE a\n" ..
-          "file; none: an empty message); each response is printed as it arrives. Exits 0\n" ..
-          "on OK, otherwise 64 + the status code, with `ERROR: code = ..., message = ...`\n" ..
-          "on stderr.",
-  example = "protocall call -plaintext -I protos -proto route_guide.proto -d '{\"latitude\": 1}' \\\n" ..
-            "    localhost:50051 routeguide.RouteGuide/GetFeature",
+  about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
+          "-plaintext). The request is JSON from -d (@ reads standard input, @FILE a file;\n" ..
+          "none: an empty message); a client or bidirectional stream sends every JSON\n" ..
+          "document of it (concatenated or one per line). Each response is printed as it\n" ..
+          "arrives. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
+          "`ERROR: code = ..., message = ...` on stderr.",
+  example = "protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"r\"}' \\\n" ..
+            "    127.0.0.1:50051 demo.Router/Measure",
 }
 
 COMMANDS.run = {
@@ -618,14 +619,18 @@ function COMMANDS.call.run(flags, args)
   if not info then fail("Service not found: " .. service) end
   local m = info.methods[name]
   if not m then fail(service .. " has no method '" .. name .. "'") end
-  if m.client_streaming then
-    fail(method .. ": client-streaming and bidirectional calls are not supported by pc.grpc yet")
-  end
   local data = flags.d
   if data == "@" then data = read_input(nil)
   elseif data and data:sub(1, 1) == "@" then data = read_input(data:sub(2)) end
-  local request, err = pc.from_json(m.input, data or "{}")
-  if not request then fail("request: " .. err) end
+  -- A client stream sends every JSON document of the data (concatenated or
+  -- one per line); the other shapes take one.
+  local requests = {}
+  for i, doc in ipairs(m.client_streaming and json_documents(data or "") or { data or "{}" }) do
+    local request, err = pc.from_json(m.input, doc)
+    if not request then fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. err) end
+    requests[i] = request
+  end
+  local request = requests[1]
   local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
   if target:match("^https?://") then url = target end
   local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil }
@@ -644,15 +649,39 @@ function COMMANDS.call.run(flags, args)
   end
   local started = pc.now()
   local count = 0
+  local function show(r)
+    count = count + 1
+    if count > 1 and fmt == "text" then stdout:write("\n") end -- as decode -length-delimited
+    stdout:write(render(r, fmt, flags))
+    stdout:flush()
+    if terminal then stderr:write(format("\r%d received, %.1f s ", count, pc.now() - started)) end
+  end
   local okc, cerr = pcall(function()
-    if m.server_streaming then
-      for r in stub[name](stub, request) do
-        count = count + 1
-        if count > 1 and fmt == "text" then stdout:write("\n") end -- as decode -length-delimited
-        stdout:write(render(r, fmt, flags))
-        stdout:flush()
-        if terminal then stderr:write(format("\r%d received, %.1f s ", count, pc.now() - started)) end
-      end
+    if m.client_streaming and not m.server_streaming then
+      local call = stub[name](stub)
+      for _, r in ipairs(requests) do call:send(r) end
+      show(call:close_and_recv())
+    elseif m.client_streaming then -- bidirectional: one task sends while another prints
+      local call = stub[name](stub)
+      local failure
+      pc.spawn(function()
+        local ok, e = pcall(function()
+          for _, r in ipairs(requests) do call:send(r) end
+          call:close_send()
+        end)
+        if not ok and failure == nil then failure = e end
+      end)
+      pc.spawn(function()
+        local ok, e = pcall(function()
+          for r in function() return call:recv() end do show(r) end
+        end)
+        if not ok then failure = e end
+      end)
+      pc.run()
+      if failure ~= nil then error(failure, 0) end
+      if terminal then stderr:write("\r\27[K") end
+    elseif m.server_streaming then
+      for r in stub[name](stub, request) do show(r) end
       if terminal then stderr:write("\r\27[K") end
     else
       stdout:write(render(stub[name](stub, request), fmt, flags))

@@ -248,4 +248,22 @@ describe("pc.from_text as protoc --encode", function()
     assert.is_nil(pc.from_text(R, 's: "\\ud83d"')) -- a lone surrogate stays an error
     assert.is_nil(pc.from_text(R, 's: "a" rc [1]'))
   end)
+
+  it("reads an Any's type URL as protoc does: dotted names, one '/', nothing joined", function()
+    local q = pc.pool()
+    assert(q:load('syntax = "proto3"; package ta; import "google/protobuf/any.proto";'
+      .. " message A { int32 i = 1; google.protobuf.Any any = 2; }", { name = "ta.proto" }))
+    local A = q:type("ta.A")
+    assert(pc.from_text(A, "any { [type.googleapis.com/ta.A] { i: 1 } }"))
+    for text, err in pairs {
+      ["any { [/ta.A] { } }"] = '1:8: expected an identifier, got "/"',
+      ["any { [a.b/c/ta.A] { } }"] = '1:13: a type URL holds one "/"',
+      ["any { [type.googleapis.com/ta A] { } }"] = '1:31: expected "]", got "A"',
+      ["any { [] { } }"] = '1:8: expected an identifier, got "]"',
+    } do
+      local m, e = pc.from_text(A, text)
+      assert.is_nil(m, text)
+      assert.matches(err, e, 1, true)
+    end
+  end)
 end)

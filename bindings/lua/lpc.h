@@ -140,6 +140,12 @@ int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file);
  * raises "bad argument #idx to 'fname' (...)", named so that a pcall'd call
  * does not name the core table. */
 void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg);
+
+/* The arguments (T, s) of a parser such as pc.from_json / pc.from_text:
+ * the Type's def, and the string in *s, *len; raises Lua's argument error
+ * naming 'fname' otherwise (lpc_json.c). */
+const pc_MessageDef *lpc_check_parse_args(lua_State *L, const char *fname, const char **s,
+                                          size_t *len);
 /* The table at 'idx' (nil or none allowed) has only keys among 'names'
  * (NULL-terminated). */
 void lpc_check_options(lua_State *L, int idx, const char *fname, const char *const *names);

@@ -46,6 +46,18 @@ void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
   luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
 }
 
+const pc_MessageDef *lpc_check_parse_args(lua_State *L, const char *fname, const char **s,
+                                          size_t *len) {
+  if (luaL_testudata(L, 1, LPC_TYPE_MT) == NULL)
+    lpc_argerror(L, 1, fname,
+                 lua_pushfstring(L, "protocall.Type expected, got %s", luaL_typename(L, 1)));
+  const pc_MessageDef *def = lpc_checktype(L, 1);
+  if (lua_type(L, 2) != LUA_TSTRING)
+    lpc_argerror(L, 2, fname, lua_pushfstring(L, "string expected, got %s", luaL_typename(L, 2)));
+  *s = lua_tolstring(L, 2, len);
+  return def;
+}
+
 /* As lpc_argerror, marked as not returning for the compiler. */
 static _Noreturn void json_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
   lpc_argerror(L, arg, fname, msg);
@@ -168,15 +180,9 @@ static int lpc_to_json(lua_State *L) {
  * memory runs out. */
 static int lpc_from_json(lua_State *L) {
   static const char *const names[] = {"ignore_unknown", "max_depth", "pool", NULL};
-  if (luaL_testudata(L, 1, "protocall.Type") == NULL)
-    json_argerror(L, 1, "from_json",
-                  lua_pushfstring(L, "protocall.Type expected, got %s", luaL_typename(L, 1)));
-  const pc_MessageDef *def = lpc_checktype(L, 1);
-  if (lua_type(L, 2) != LUA_TSTRING)
-    json_argerror(L, 2, "from_json",
-                  lua_pushfstring(L, "string expected, got %s", luaL_typename(L, 2)));
   size_t len;
-  const char *s = lua_tolstring(L, 2, &len);
+  const char *s;
+  const pc_MessageDef *def = lpc_check_parse_args(L, "from_json", &s, &len);
   lpc_check_options(L, 3, "from_json", names);
   Finder finder;
   finder.want[0] = '\0';

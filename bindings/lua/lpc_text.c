@@ -46,15 +46,9 @@ static int lpc_text_extensions(lua_State *L) {
  * memory runs out. */
 static int lpc_from_text(lua_State *L) {
   static const char *const names[] = {"max_depth", "pool", NULL};
-  if (luaL_testudata(L, 1, "protocall.Type") == NULL)
-    lpc_argerror(L, 1, "from_text",
-                 lua_pushfstring(L, "protocall.Type expected, got %s", luaL_typename(L, 1)));
-  const pc_MessageDef *def = lpc_checktype(L, 1);
-  if (lua_type(L, 2) != LUA_TSTRING)
-    lpc_argerror(L, 2, "from_text",
-                 lua_pushfstring(L, "string expected, got %s", luaL_typename(L, 2)));
   size_t len;
-  const char *s = lua_tolstring(L, 2, &len);
+  const char *s;
+  const pc_MessageDef *def = lpc_check_parse_args(L, "from_text", &s, &len);
   lpc_check_options(L, 3, "from_text", names);
   pc_TextParseOptions o;
   memset(&o, 0, sizeof o);

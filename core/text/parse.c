@@ -602,9 +602,17 @@ static int parse_body(TP *tp, pc_Message *msg, const pc_MessageDef *m, char clos
       char buf[512];
       size_t n = 0;
       next(tp);
-      while (!is_sym(tp, ']')) {
-        if (tp->tok.type != T_IDENT && !is_sym(tp, '.') && !is_sym(tp, '/'))
-          return describe_expected(tp, "\"]\"");
+      /* As protoc reads it: ident ('.' ident)* and, for an Any, one '/' then
+       * the type's full name: identifiers and separators alternate. */
+      int want_ident = 1, slashes = 0;
+      while (!is_sym(tp, ']') || want_ident) {
+        int ident = tp->tok.type == T_IDENT;
+        if (ident != want_ident || (!ident && !is_sym(tp, '.') && !is_sym(tp, '/')))
+          return describe_expected(tp, want_ident ? "an identifier" : "\"]\"");
+        if (is_sym(tp, '/') && ++slashes > 1)
+          return fail_at(tp, &tp->tok,
+                         "a type URL holds one \"/\" (\"type.googleapis.com/pkg.T\")");
+        want_ident = !ident;
         if (n + tp->tok.n >= sizeof buf) return fail_at(tp, &name, "name too long");
         memcpy(buf + n, tp->tok.s, tp->tok.n);
         n += tp->tok.n;

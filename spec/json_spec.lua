@@ -149,7 +149,11 @@ describe("pc.to_json", function()
     assert.has_error(function() pc.to_json(M{ fm = { paths = { "fooBar" } } }) end,
       '$.fm: FieldMask path "fooBar" has no JSON form')
     assert.has_error(function() pc.to_json(M{ va = { number_value = math.huge } }) end,
-      "$.va: Value number inf has no JSON form")
+      "$.va: Value number Infinity has no JSON form")
+    assert.has_error(function() pc.to_json(M{ va = { number_value = 0 / 0 } }) end,
+      "$.va: Value number NaN has no JSON form")
+    assert.has_error(function() pc.to_json(M{ fm = { paths = { "a,b" } } }) end,
+      '$.fm: FieldMask path "a,b" has no JSON form') -- it would read back as two paths
     assert.has_error(function() pc.to_json(M{ any = { type_url = "x/no.Such" } }) end,
       '$.any: Any type "x/no.Such" is not in the pool')
     assert.has_error(function() pc.to_json(M{ any = { type_url = "x/jt.Leaf", value = "\255" } }) end,

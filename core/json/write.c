@@ -367,7 +367,9 @@ static int write_fieldmask(W *w, const pc_Message *msg, const pc_MessageDef *m,
       return 0;
     }
     size_t n = pc_Json_SnakeToCamel(p.data, p.size, camel);
-    if (n == (size_t)-1 || !pc_Wire_ValidUtf8((const uint8_t *)p.data, p.size))
+    /* the paths are joined by ',' in JSON: one holding a ',' would read back as two */
+    if (n == (size_t)-1 || !pc_Wire_ValidUtf8((const uint8_t *)p.data, p.size) ||
+        memchr(p.data, ',', p.size) != NULL)
       FAIL(w, path, "FieldMask path \"%.*s\" has no JSON form", (int)(p.size > 200 ? 200 : p.size),
            p.data);
     if (!put_escaped_body(w, camel, n)) return 0;
@@ -403,7 +405,11 @@ static int write_value(W *w, const pc_Message *msg, const pc_MessageDef *m, cons
     switch (n) {
     case 1: return PUTS(w, "null");
     case 2:
-      if (!isfinite(v.d)) FAIL(w, path, "Value number %g has no JSON form", v.d);
+      if (!isfinite(v.d))
+        FAIL(w, path, "Value number %s has no JSON form",
+             isnan(v.d) ? "NaN"
+             : v.d > 0  ? "Infinity"
+                        : "-Infinity");
       return put_double(w, v.d, 0);
     case 3: return put_string(w, path, v.s.data, v.s.size);
     case 4: return v.b ? PUTS(w, "true") : PUTS(w, "false");

@@ -20,6 +20,17 @@ describe("decoding a flat type", function()
     assert.are.equal(42, m.id)
   end)
 
+  it("keeps the input for the other strings once a write makes its refs table", function()
+    local m = pc.decode(Named, pc.encode(Named { name = ("kept-"):rep(5), raw = ("\1"):rep(30) }))
+    m.name = "written" -- the refs table is made here; the input moves into it
+    collectgarbage()
+    collectgarbage()
+    local junk = {}
+    for i = 1, 2000 do junk[i] = ("y"):rep(40) .. i end
+    assert.are.equal("written", m.name)
+    assert.are.equal(("\1"):rep(30), m.raw)
+  end)
+
   it("writes, clones, merges and nests as a message", function()
     local bytes = pc.encode(Named { name = "a", id = 1 })
     local m = pc.decode(Named, bytes)

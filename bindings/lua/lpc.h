@@ -64,9 +64,10 @@ void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *de
  *                       memory (def->size bytes); user value 1, its refs
  *                       table, when the type can hold references
  *                       (lpc_standalone_uv), else none; a flat type's
- *                       decode (lpc_wire.c) keeps the input string its
- *                       string fields point into in that table, under the
- *                       message's own address.
+ *                       decode (lpc_wire.c) leaves there the input string
+ *                       its string fields point into, which lpc_push_refs
+ *                       moves into the refs table (under the message's own
+ *                       address) when one is first needed.
  *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
  *                       message).

@@ -131,7 +131,8 @@ int lpc_push_anchor(lua_State *L, int idx) {
 
 /* Pushes the refs table of the anchor at 'a' (created when 'create'), or
  * nil. Anchors with a user value (Arenas, standalone messages of types
- * that hold references) keep it there; the others (numbers-only types) in
+ * that hold references) keep it there (a flat decode leaves its input
+ * string there instead, moved into the table when one is made); the others (numbers-only types) in
  * the registry's ephemeron table. A chain of anchors each holding the next
  * through user values costs the collector one traversal; through the
  * ephemeron table, one pass of Lua's ephemeron convergence per link (a
@@ -140,7 +141,18 @@ void lpc_push_refs(lua_State *L, int a, int create) {
   a = lua_absindex(L, a);
   int t = lua_getiuservalue(L, a, 1);
   if (t != LUA_TNONE) {
-    if (t == LUA_TNIL && create) {
+    if (t == LUA_TSTRING) { /* a flat decode's input (lpc_wire.c): no refs until one is kept */
+      if (!create) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return;
+      }
+      lua_createtable(L, 0, 2); /* the input moves into the new table, under the block's address */
+      lua_insert(L, -2);
+      lua_rawsetp(L, -2, lua_touserdata(L, a));
+      lua_pushvalue(L, -1);
+      lua_setiuservalue(L, a, 1);
+    } else if (t == LUA_TNIL && create) {
       lua_pop(L, 1);
       lua_createtable(L, 0, 2);
       lua_pushvalue(L, -1);

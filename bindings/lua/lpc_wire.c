@@ -243,7 +243,8 @@ static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *de
  * arena unless the input has unknown fields): kFlat_Numbers when every
  * field is a singular number; kFlat_Strings when the fields are singular
  * numbers, strings and bytes (the strings then point into the input
- * string, kept by the message's refs table); kFlat_No otherwise, or when the type
+ * string, kept as the message's user value until it has a refs table, then
+ * in it: lpc_push_refs); kFlat_No otherwise, or when the type
  * takes extensions. */
 enum { kFlat_No, kFlat_Numbers, kFlat_Strings };
 
@@ -354,10 +355,8 @@ static int lpc_codec_decode(lua_State *L) {
     st = pc_Decode(bytes, len, msg, def, cs->scratch, &flat_opts, &err);
     if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
       if (st == kPc_DecodeStatus_Ok) {
-        if (flat == kFlat_Strings) { /* the refs table keeps the input (lpc.h) */
-          lua_createtable(L, 0, 1);
+        if (flat == kFlat_Strings) { /* the input, where the refs table goes (lpc.h) */
           lua_pushvalue(L, 2);
-          lua_rawsetp(L, -2, msg);
           lua_setiuservalue(L, -2, 1);
         }
         return 1;

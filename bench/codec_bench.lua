@@ -280,22 +280,7 @@ local results = H.run {
 if only then return end
 
 local function instr(cmd, case, op)
-  local function total(n)
-    local out = os.tmpname()
-    local ok = os.execute(("valgrind --tool=callgrind --callgrind-out-file=%s %s %s %s %d >/dev/null 2>&1")
-      :format(out, cmd, case, op, n))
-    local t
-    local f = io.open(out, "r")
-    if f then
-      for line in f:lines() do
-        local v = line:match("^summary:%s+(%d+)") or line:match("^totals:%s+(%d+)")
-        if v then t = tonumber(v) end
-      end
-      f:close()
-    end
-    os.remove(out)
-    return ok and t or nil
-  end
+  local function total(n) return H.callgrind(("%s %s %s %d"):format(cmd, case, op, n)) end
   local n = CALLGRIND_ITERS[case]
   local a, b = total(n), total(2 * n)
   return a and b and (b - a) / n or nil

@@ -87,14 +87,15 @@ local function script_path()
   return arg and arg[0] or "?"
 end
 
-local function callgrind_total(case, n)
+--- total = H.callgrind(cmd): the instructions the shell command line `cmd`
+-- executes under `valgrind --tool=callgrind` (its output discarded), or nil
+-- when it fails.
+function H.callgrind(cmd)
   local out = os.tmpname()
-  local cmd = string.format(
-    "valgrind --tool=callgrind --callgrind-out-file=%s %s %s --only %q --iters %d >/dev/null 2>&1",
-    out, arg[-1] or "protocall", script_path(), case, n)
-  local ok = os.execute(cmd)
-  local f = io.open(out, "r")
+  local ok = os.execute(("valgrind --tool=callgrind --callgrind-out-file=%s %s >/dev/null 2>&1")
+    :format(out, cmd))
   local total
+  local f = io.open(out, "r")
   if f then
     for line in f:lines() do
       local v = line:match("^summary:%s+(%d+)") or line:match("^totals:%s+(%d+)")
@@ -103,8 +104,13 @@ local function callgrind_total(case, n)
     f:close()
   end
   os.remove(out)
-  if not ok or not total then return nil end
+  if not ok then return nil end
   return total
+end
+
+local function callgrind_total(case, n)
+  return H.callgrind(string.format("%s %s --only %q --iters %d", arg[-1] or "protocall", script_path(),
+                                   case, n))
 end
 
 --- Instructions per operation of the case named `name` (see the header).

@@ -54,20 +54,7 @@ local function run_time(code)
 end
 
 local function run_instr(code)
-  local out = os.tmpname()
-  local ok = os.execute(("valgrind --tool=callgrind --callgrind-out-file=%s lua5.4 -e %q >/dev/null 2>&1")
-    :format(out, code))
-  local total
-  local f = io.open(out, "r")
-  if f then
-    for line in f:lines() do
-      local v = line:match("^summary:%s+(%d+)") or line:match("^totals:%s+(%d+)")
-      if v then total = tonumber(v) end
-    end
-    f:close()
-  end
-  os.remove(out)
-  return ok and total or nil
+  return H.callgrind(("lua5.4 -e %q"):format(code))
 end
 
 local bare_ms = run_time(SNIPPETS.bare)

@@ -9,6 +9,7 @@
 #include "json/json_internal.h"
 #include "testing/check.h"
 #include "testing/corpus.h"
+#include "testing/corpus_sets.h"
 #include "testing/failalloc.h"
 #include "wire/decode.h"
 #include "wire/descriptor_set.h"
@@ -75,27 +76,6 @@ static int same(const pc_Message *a, const pc_Message *b, const pc_MessageDef *m
   pc_WireWriter_Free(&wb);
   return ok;
 }
-
-static pc_Pool *load_set(const char *project) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/descriptors/%s.pb", CORPUS, project);
-  size_t size;
-  char *buf = slurp(path, &size);
-  CHECK(buf != NULL);
-  if (buf == NULL) return NULL;
-  pc_Pool *pool = pc_Pool_New(NULL, NULL);
-  pc_Error err;
-  pc_Error_Init(&err);
-  size_t first;
-  long added = pc_Pool_AddDescriptorSet(pool, buf, size, &first, &err);
-  if (added <= 0) fprintf(stderr, "%s: %s\n", project, err.msg);
-  CHECK(added > 0);
-  free(buf);
-  return pool;
-}
-
-static const char *kProjects[] = {"wkt", "protobuf", "opentelemetry", "grpc", "googleapis"};
-#define NPROJ (sizeof kProjects / sizeof kProjects[0])
 
 /* NAME.json against NAME.bin (or NAME for the upstream goldens); 1 when
  * they agree, -1 when there is no binary companion. */
@@ -210,20 +190,9 @@ int main(void) {
   char *line = strtok(manifest, "\n");
   for (line = strtok(NULL, "\n"); line != NULL; line = strtok(NULL, "\n")) {
     char *cols[7] = {0};
-    int nc = 0;
-    for (char *p = line; nc < 7;) {
-      cols[nc++] = p;
-      char *tab = strchr(p, '\t');
-      if (tab == NULL) break;
-      *tab = '\0';
-      p = tab + 1;
-    }
+    int nc = manifest_row(line, cols);
     if (nc < 6 || strcmp(cols[5], "json") != 0) continue;
-    size_t proj = NPROJ;
-    for (size_t i = 0; i < NPROJ; i++) {
-      size_t n = strlen(kProjects[i]);
-      if (strncmp(cols[0], kProjects[i], n) == 0 && cols[0][n] == '/') proj = i;
-    }
+    size_t proj = manifest_project(cols[0]);
     CHECK(proj < NPROJ);
     if (proj >= NPROJ || pools[proj] == NULL) continue;
     const pc_MessageDef *m = pc_Pool_FindMessage(pools[proj], cols[2]);

@@ -241,6 +241,12 @@ describe("protocall call", function()
     assert.are.equal(0, code, err)
     assert.matches('"key": "x%-trace",%s*"value": "abc"', out)
     assert.matches('"key": "x%-id",%s*"value": "7"', out)
+    out, err, code = call([[-H 'x-data-bin: aGk' TARGET faults.Faults/Metadata]]) -- base64 of "hi"
+    assert.are.equal(0, code, err)
+    assert.matches('"key": "x%-data%-bin",%s*"value": "6869"', out) -- the server shows bytes as hex
+    out, err, code = call([[-H 'x-data-bin: !!' TARGET faults.Faults/Metadata]])
+    assert.are.equal(1, code)
+    assert.are.equal("protocall call: -H 'x-data-bin: !!': the value of a -bin key must be base64\n", err)
     out, err, code = call([[-d '{"count": 3}' -format text -v TARGET faults.Faults/Stream]])
     assert.are.equal(0, code, err)
     assert.are.equal("index: 1\nattempts: 1\n\nindex: 2\nattempts: 1\n\nindex: 3\nattempts: 1\n", out)

@@ -561,21 +561,12 @@ end
 
 -- -- call ---------------------------------------------------------------------
 
--- Standard base64 (padded or not) to bytes, or nil.
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+-- Base64 (standard or URL-safe, padded or not) to bytes, or nil: read by
+-- the JSON codec's own base64 reader, as a google.protobuf.BytesValue.
 local function base64_decode(s)
-  s = s:gsub("=+$", "")
-  if s:find("[^%w+/]") or #s % 4 == 1 then return nil end
-  local out, bits, n = {}, 0, 0
-  for i = 1, #s do
-    bits = (bits << 6) | (B64:find(s:sub(i, i), 1, true) - 1)
-    n = n + 6
-    if n >= 8 then
-      n = n - 8
-      out[#out + 1] = string.char((bits >> n) & 0xff)
-    end
-  end
-  return concat(out)
+  if s:find('[%c"\\]') then return nil end
+  local v = pc.from_json(pc.type("google.protobuf.BytesValue"), '"' .. s .. '"')
+  return v and v.value
 end
 
 local function metadata_of(flags)

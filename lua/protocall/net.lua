@@ -16,7 +16,7 @@ local M = {}
 
 -- Failures raise pc.Error (lua/protocall/call.lua, installed first) with
 -- the transport's fields: code, message, details (grpc-status-details-bin
--- bytes), metadata (trailers as {key, value} pairs), headers (response
+-- decoded: lua/protocall/status.lua), metadata (trailers as {key, value} pairs), headers (response
 -- headers, same shape), retry_delay (grpc-retry-pushback-ms in seconds; -1
 -- with no_retry = true for a negative or malformed value), local (true for
 -- a failure protocall found that would recur), method (the call's path).
@@ -388,7 +388,7 @@ local function step(co, ...)
 end
 
 function M.install(pc, core)
-  new_error = pc.Error
+  new_error = pc._status_error
   metadata_problem = pc._metadata_problem
   core_pump = core.grpc_pump
   monotonic = core.monotonic

@@ -205,10 +205,12 @@ function M.install(pc, core)
     return entry, info, req, ctx
   end
 
-  -- What a handler raised, as the call's status: a pc.Error as is,
-  -- anything else UNKNOWN with the message kept.
+  -- What a handler raised, as the call's status: a pc.Error as the client
+  -- would receive it (its `details` through grpc-status-details-bin,
+  -- pc.status_details_bin, and decoded back), anything else UNKNOWN with
+  -- the message kept.
   local function handler_failure(info, result)
-    if getmetatable(result) == Error then return result end
+    if getmetatable(result) == Error then return pc._status_roundtrip(result) end
     return status("UNKNOWN", info.full_name .. ": " .. tostring(result), { value = result })
   end
 

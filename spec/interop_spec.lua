@@ -310,3 +310,57 @@ describe("interop extras", function()
     end)
   end)
 end)
+
+describe("with_metadata", function()
+  local s, t
+  setup(function()
+    s = spawn("0")
+    t = pc.grpc("127.0.0.1:" .. s.port)
+  end)
+  teardown(function()
+    t:close()
+    helper.stop(s)
+  end)
+
+  local ECHO = { { "x-grpc-test-echo-initial", "v" }, { "x-grpc-test-echo-trailing-bin", "\1\2" } }
+
+  it("returns the metadata through interceptors, per call and per attempt", function()
+    local seen = {}
+    local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20,
+      interceptors = {
+        function(call, next) seen[#seen + 1] = "call"; return next(call) end,
+        { per_attempt = function(call, next) seen[#seen + 1] = "attempt"; return next(call) end },
+      } })
+    local r, md = stub:UnaryCall({ response_size = 3 }, { metadata = ECHO, with_metadata = true })
+    assert.are.equal(3, #r.payload.body)
+    assert.are.equal("v", find(md.headers, "x-grpc-test-echo-initial"))
+    assert.are.equal("\1\2", find(md.trailers, "x-grpc-test-echo-trailing-bin"))
+    assert.are.same({ "call", "attempt" }, seen)
+    local r2, none = stub:UnaryCall({ response_size = 3 }, { metadata = ECHO })
+    assert.are.equal(3, #r2.payload.body)
+    assert.is_nil(none)
+  end)
+
+  it("returns only the response without it, or with false", function()
+    local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20 })
+    local r, md = stub:EmptyCall({}, { with_metadata = false })
+    assert.are.equal(pc.type("grpc.testing.Empty") {}, r)
+    assert.is_nil(md)
+  end)
+
+  it("gives empty lists in process", function()
+    local server = pc.server { ["grpc.testing.TestService"] = { EmptyCall = function() return {} end } }
+    local stub = pc.client("grpc.testing.TestService", { transport = pc.inproc(server) })
+    local r, md = stub:EmptyCall({}, { with_metadata = true })
+    assert.are.equal(pc.type("grpc.testing.Empty") {}, r)
+    assert.are.same({ headers = {}, trailers = {} }, md)
+  end)
+
+  it("refuses a non-boolean, and streaming methods", function()
+    local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20 })
+    assert.has_error(function() stub:EmptyCall({}, { with_metadata = 1 }) end,
+      "bad argument #2 to 'EmptyCall' (with_metadata: boolean expected, got number)")
+    assert.has_error(function() stub:StreamingOutputCall({}, { with_metadata = true }) end,
+      "bad argument #2 to 'StreamingOutputCall' (with_metadata: only unary methods take it)")
+  end)
+end)

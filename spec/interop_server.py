@@ -182,7 +182,9 @@ def serve(port, tls, identity_only):
         "FullDuplexCall": h(grpc.stream_stream_rpc_method_handler, full_duplex_call,
                             OutReq, OutResp),
     }
-    options = [("grpc.so_reuseport", 0)]
+    # keepalive PINGs as often as the client likes (spec/connection_spec.lua)
+    options = [("grpc.so_reuseport", 0), ("grpc.http2.min_ping_interval_without_data_ms", 10),
+               ("grpc.http2.max_ping_strikes", 0)]
     if identity_only:
         options.append(("grpc.compression_enabled_algorithms_bitset", 1))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=options)

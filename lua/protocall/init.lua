@@ -26,6 +26,7 @@ for _, name in ipairs {
   "protocall.wire",
   "protocall.text",
   "protocall.json",
+  "protocall.status",
   "protocall.net",
   "protocall.compiler",
   "protocall.service",

@@ -315,10 +315,15 @@ for _, c in ipairs(CASES) do
         value = fresh_ns / lua_ns, unit = "x", goal = ("C++ %.1f ns"):format(fresh_ns) }
     end
     if callgrind then
+      local c_instr, cpp_instr = instr(c_cmd, c.name, op), instr(cpp_cmd, c.name, op)
       rows[#rows + 1] = { name = ("%s %s: C API instr/op"):format(op, c.name),
-        value = instr(c_cmd, c.name, op), unit = "instr" }
+        value = c_instr, unit = "instr" }
       rows[#rows + 1] = { name = ("%s %s: C++ instr/op"):format(op, c.name),
-        value = instr(cpp_cmd, c.name, op), unit = "instr" }
+        value = cpp_instr, unit = "instr" }
+      if c_instr and cpp_instr and (c.name == "otlp_traces" or c.name == "test_all_types_proto3") then
+        rows[#rows + 1] = { name = ("%s %s: C++ / C API instructions"):format(op, c.name),
+          value = cpp_instr / c_instr, unit = "x", goal = ">= 1.0x", ok = cpp_instr / c_instr >= 1.0 }
+      end
       if fresh_ns then
         rows[#rows + 1] = { name = ("decode %s: C++ fresh arena instr/op"):format(c.name),
           value = instr(cpp_cmd, c.name, "decode_fresh"), unit = "instr" }

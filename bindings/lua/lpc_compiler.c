@@ -143,6 +143,20 @@ static int lpc_service_info(lua_State *L) {
   return 1;
 }
 
+/* -- names = core.file_names(pool)
+ * The names of the files the pool holds, in the order they were added
+ * (a file's imports before it). */
+static int lpc_file_names(lua_State *L) {
+  const pc_Pool *pool = lpc_checkpool(L, 1);
+  size_t n = pc_Pool_FileCount(pool);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_pushstring(L, pc_Pool_File(pool, i)->name);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
 #define WRITER_MT "protocall.DescriptorWriter"
 
 static int lpc_writer_gc(lua_State *L) {
@@ -177,10 +191,9 @@ void lpc_open_compiler(lua_State *L) {
   lua_pushcfunction(L, lpc_writer_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  static const luaL_Reg funcs[] = {{"load_proto", lpc_load_proto},
-                                   {"file_info", lpc_file_info},
-                                   {"file_descriptor_bytes", lpc_file_descriptor_bytes},
-                                   {"service_info", lpc_service_info},
-                                   {NULL, NULL}};
+  static const luaL_Reg funcs[] = {
+      {"load_proto", lpc_load_proto},     {"file_info", lpc_file_info},
+      {"file_names", lpc_file_names},     {"file_descriptor_bytes", lpc_file_descriptor_bytes},
+      {"service_info", lpc_service_info}, {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
 }

@@ -146,6 +146,12 @@ function M.install(pc, core)
     return file_info(pool, tostring(name))
   end
 
+  --- names = pool:files(): the names of the loaded files, in the order
+  -- they were added (a file's imports before it).
+  function Pool.files(pool)
+    return core.file_names(pool)
+  end
+
   local file_descriptor_bytes = core.file_descriptor_bytes
   local DESCRIPTOR_PROTO = "google/protobuf/descriptor.proto"
   local FDP = "google.protobuf.FileDescriptorProto"

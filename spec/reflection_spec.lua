@@ -242,6 +242,29 @@ describe("server reflection", function()
   end)
 end)
 
+describe("the built-in health and reflection files", function()
+  local corpus = require "corpus"
+  local ROOT = corpus.dir .. "/protos/grpc/src/proto"
+  it("describe what grpc's own .proto files describe, byte for byte", function()
+    if not corpus.read("protos/grpc/src/proto/grpc/health/v1/health.proto") then
+      return corpus.skip(pending, "the comparison with grpc's files")
+    end
+    if not have_protoc() then return skip_protoc(pending, "the comparison with grpc's files") end
+    local p = pc.pool()
+    pc.server({}, { pool = p, health = true, reflection = true })
+    for _, name in ipairs { "grpc/health/v1/health.proto", "grpc/reflection/v1/reflection.proto",
+                            "grpc/reflection/v1alpha/reflection.proto" } do
+      local out = os.tmpname()
+      assert.is_true(os.execute("protoc -I " .. ROOT .. " --descriptor_set_out=" .. out .. " " .. name))
+      local f = assert(io.open(out, "rb"))
+      local want = set_files(f:read("a"))[name]
+      f:close()
+      os.remove(out)
+      assert.are.equal(want, pc.encode(p:file_descriptor(name)), name)
+    end
+  end)
+end)
+
 describe("pc.server's built-in services", function()
   it("adds them to a pool that lacks them and refuses bad options", function()
     local p = pc.pool()

@@ -140,7 +140,7 @@ static void errors(void) {
   ERR("syntax = \"proto2\";\nmessage M { extensions 10 to 20; extensions 15 to 30; }",
       "t.proto:2:24: Extension range 15 to 30 overlaps with already-defined range 10 to 20.");
   ERR("syntax = \"proto2\";\nmessage M { extensions 10 to 20; optional int32 a = 12; }",
-      "t.proto:2:49: Extension range 10 to 20 includes field \"a\" (12).");
+      "t.proto:2:24: Extension range 10 to 20 includes field \"a\" (12)."); /* protoc: at the range */
   ERR("syntax = \"proto2\";\npackage p;\nmessage M { extensions 100 to 200; }\n"
       "extend M { optional int32 e = 300; }",
       "t.proto:4:31: \"p.M\" does not declare 300 as an extension number.");

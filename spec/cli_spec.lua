@@ -426,3 +426,110 @@ describe("protocall scripts", function()
     assert.are.equal("ran\t" .. script .. "\tx\n", out)
   end)
 end)
+
+describe("protocall list, describe and call by server reflection", function()
+  local server, dir
+  local PYTHON = "/usr/bin/python3"
+
+  -- spec/reflection_server.py (python3-grpcio) on a free port, serving the
+  -- reflection `versions` ("v1,v1alpha", "v1alpha" or "none").
+  local function start(versions)
+    return helper.spawn_command(PYTHON .. " spec/reflection_server.py 0 " .. dir .. " " .. versions,
+      "reflection_server.py " .. versions)
+  end
+
+  setup(function()
+    local pc = require "protocall"
+    dir = os.tmpname()
+    os.remove(dir)
+    for _, v in ipairs { "v1", "v1alpha" } do
+      local name = "grpc/reflection/" .. v .. "/reflection.proto"
+      assert(os.execute("mkdir -p " .. dir .. "/grpc/reflection/" .. v))
+      local f = assert(io.open(dir .. "/" .. name, "wb"))
+      f:write(pc.builtin_source(name))
+      f:close()
+    end
+    server = start("v1,v1alpha")
+  end)
+  teardown(function()
+    helper.stop(server)
+    os.execute("rm -rf " .. dir)
+  end)
+
+  local function cli(args, stdin, port)
+    return run(BIN .. " " .. args:gsub("TARGET", "127.0.0.1:" .. (port or server.port)), stdin)
+  end
+
+  it("lists the services and a service's methods", function()
+    local out, err, code = cli("list -plaintext TARGET")
+    assert.are.equal(0, code, err)
+    assert.are.equal("faults.Faults\nfaults.Talk\ngrpc.reflection.v1.ServerReflection\n"
+      .. "grpc.reflection.v1alpha.ServerReflection\n", out)
+    out, err, code = cli("list -plaintext TARGET faults.Talk")
+    assert.are.equal(0, code, err)
+    assert.are.equal("faults.Talk.Chat\n", out)
+    out, err, code = cli("list -plaintext TARGET faults.Nope")
+    assert.are.equal(1, code)
+    assert.are.equal("protocall list: Service not found: faults.Nope\n", err)
+  end)
+
+  it("describes services, methods and messages as the local files describe them", function()
+    for _, sym in ipairs { "faults.Faults", "faults.Talk.Chat", "faults.Request", "faults.Reply" } do
+      local out, err, code = cli("describe -plaintext TARGET " .. sym)
+      assert.are.equal(0, code, sym .. ": " .. err)
+      local want = run(BIN .. " describe -I spec/fixtures/protos -proto grpc/faults.proto " .. sym)
+      if sym ~= "faults.Talk.Chat" then assert.are.equal(want, out) end
+      assert.matches("^" .. sym:gsub("%.", "%%.") .. " is a", out)
+    end
+    local out, err, code = cli("describe -plaintext TARGET")
+    assert.are.equal(0, code, err)
+    assert.matches("faults.Talk is a service:\nservice Talk {\n  rpc Chat ( stream .faults.Request ) returns ( stream .faults.Reply );\n}\n", out, 1, true)
+    out, err, code = cli("describe -plaintext TARGET faults.Nope")
+    assert.are.equal(1, code)
+    assert.are.equal("protocall describe: Symbol not found: faults.Nope\n", err)
+  end)
+
+  it("calls every call shape with the schema from reflection", function()
+    local out, err, code = cli([[call -plaintext -d '{"text": "hi"}' TARGET faults.Faults/Echo]])
+    assert.are.equal(0, code, err)
+    assert.are.equal('{\n  "text": "hi",\n  "attempts": 1\n}\n', out)
+    out, err, code = cli([[call -plaintext -format text -d '{"count": 2}' TARGET faults.Faults/Stream]])
+    assert.are.equal(0, code, err)
+    assert.are.equal("index: 1\nattempts: 1\n\nindex: 2\nattempts: 1\n", out)
+    out, err, code = cli("call -plaintext -d @ TARGET faults.Faults/Record", '{"text": "a"} {"text": "b"}')
+    assert.are.equal(0, code, err)
+    assert.are.equal('{\n  "text": "a,b",\n  "attempts": 2\n}\n', out)
+    out, err, code = cli("call -plaintext -format text -d @ TARGET faults.Talk/Chat", '{"text": "x"}{"text": "y"}')
+    assert.are.equal(0, code, err)
+    assert.are.equal('text: "x"\nindex: 1\n\ntext: "y"\nindex: 2\n', out)
+    out, err, code = cli("call -plaintext TARGET nope.Svc/Echo")
+    assert.are.equal(1, code)
+    assert.are.equal("protocall call: Service not found: nope.Svc\n", err)
+  end)
+
+  it("falls back to v1alpha, and says so when the server has no reflection", function()
+    local old = start("v1alpha")
+    local out, err, code = cli("list -plaintext TARGET", nil, old.port)
+    assert.are.equal(0, code, err)
+    assert.are.equal("faults.Faults\nfaults.Talk\ngrpc.reflection.v1alpha.ServerReflection\n", out)
+    out, err, code = cli([[call -plaintext -d '{"text": "old"}' TARGET faults.Faults/Echo]], nil, old.port)
+    helper.stop(old)
+    assert.are.equal(0, code, err)
+    assert.matches('"text": "old"', out, 1, true)
+    local none = start("none")
+    out, err, code = cli("list -plaintext TARGET", nil, none.port)
+    helper.stop(none)
+    assert.are.equal(64 + 12, code)
+    assert.matches("^ERROR: code = UNIMPLEMENTED, message = the server has no reflection service %(.*%): "
+      .. "give %-proto FILE or %-protoset FILE\n$", err)
+  end)
+
+  it("fails a server that is down with the call's status", function()
+    local out, err, code = run(BIN .. " list -plaintext 127.0.0.1:1")
+    assert.are.equal(64 + 14, code)
+    assert.matches("^ERROR: code = UNAVAILABLE", err)
+    out, err, code = run(BIN .. " call -plaintext 127.0.0.1:1 faults.Faults/Echo")
+    assert.are.equal(64 + 14, code)
+    assert.are.equal("", out)
+  end)
+end)

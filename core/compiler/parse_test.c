@@ -331,6 +331,7 @@ static void builtins(void) {
   for (; pc_Wkt_Name(n); n++) CHECK(pc_Wkt_Source(pc_Wkt_Name(n), NULL) != NULL);
   CHECK(n == 14);
   CHECK(pc_Wkt_Source("google/protobuf/nope.proto", NULL) == NULL);
+  CHECK(pc_Wkt_Source("grpc/health/v1/health.proto", NULL) != NULL);
   pc_Arena *a = pc_Arena_New(NULL, NULL);
   pc_ProtoSet set = {0};
   pc_Error err;

@@ -664,6 +664,141 @@ static const char k_rpc_status[] =
     "  repeated google.protobuf.Any details = 3;\n"
     "}\n";
 
+/* gRPC's health and reflection services (grpc-proto's files, same names,
+ * numbers and options), served by lua/protocall/health.lua and reflection.lua. */
+static const char k_health[] =
+    "syntax = \"proto3\";\n"
+    "package grpc.health.v1;\n"
+    "option csharp_namespace = \"Grpc.Health.V1\";\n"
+    "option go_package = \"google.golang.org/grpc/health/grpc_health_v1\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_outer_classname = \"HealthProto\";\n"
+    "option java_package = \"io.grpc.health.v1\";\n"
+    "message HealthCheckRequest {\n"
+    "  string service = 1;\n"
+    "}\n"
+    "message HealthCheckResponse {\n"
+    "  enum ServingStatus {\n"
+    "    UNKNOWN = 0;\n"
+    "    SERVING = 1;\n"
+    "    NOT_SERVING = 2;\n"
+    "    SERVICE_UNKNOWN = 3;\n"
+    "  }\n"
+    "  ServingStatus status = 1;\n"
+    "}\n"
+    "service Health {\n"
+    "  rpc Check(HealthCheckRequest) returns (HealthCheckResponse);\n"
+    "  rpc Watch(HealthCheckRequest) returns (stream HealthCheckResponse);\n"
+    "}\n";
+
+/* grpc/reflection/v1/reflection.proto and its v1alpha twin (deprecated). */
+static const char k_reflection_v1[] =
+    "syntax = \"proto3\";\n"
+    "package grpc.reflection.v1;\n"
+    "option go_package = \"google.golang.org/grpc/reflection/grpc_reflection_v1\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_package = \"io.grpc.reflection.v1\";\n"
+    "option java_outer_classname = \"ServerReflectionProto\";\n"
+    "service ServerReflection {\n"
+    "  rpc ServerReflectionInfo(stream ServerReflectionRequest)\n"
+    "      returns (stream ServerReflectionResponse);\n"
+    "}\n"
+    "message ServerReflectionRequest {\n"
+    "  string host = 1;\n"
+    "  oneof message_request {\n"
+    "    string file_by_filename = 3;\n"
+    "    string file_containing_symbol = 4;\n"
+    "    ExtensionRequest file_containing_extension = 5;\n"
+    "    string all_extension_numbers_of_type = 6;\n"
+    "    string list_services = 7;\n"
+    "  }\n"
+    "}\n"
+    "message ExtensionRequest {\n"
+    "  string containing_type = 1;\n"
+    "  int32 extension_number = 2;\n"
+    "}\n"
+    "message ServerReflectionResponse {\n"
+    "  string valid_host = 1;\n"
+    "  ServerReflectionRequest original_request = 2;\n"
+    "  oneof message_response {\n"
+    "    FileDescriptorResponse file_descriptor_response = 4;\n"
+    "    ExtensionNumberResponse all_extension_numbers_response = 5;\n"
+    "    ListServiceResponse list_services_response = 6;\n"
+    "    ErrorResponse error_response = 7;\n"
+    "  }\n"
+    "}\n"
+    "message FileDescriptorResponse {\n"
+    "  repeated bytes file_descriptor_proto = 1;\n"
+    "}\n"
+    "message ExtensionNumberResponse {\n"
+    "  string base_type_name = 1;\n"
+    "  repeated int32 extension_number = 2;\n"
+    "}\n"
+    "message ListServiceResponse {\n"
+    "  repeated ServiceResponse service = 1;\n"
+    "}\n"
+    "message ServiceResponse {\n"
+    "  string name = 1;\n"
+    "}\n"
+    "message ErrorResponse {\n"
+    "  int32 error_code = 1;\n"
+    "  string error_message = 2;\n"
+    "}\n";
+
+static const char k_reflection_v1alpha[] =
+    "syntax = \"proto3\";\n"
+    "package grpc.reflection.v1alpha;\n"
+    "option deprecated = true;\n"
+    "option go_package = \"google.golang.org/grpc/reflection/grpc_reflection_v1alpha\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_package = \"io.grpc.reflection.v1alpha\";\n"
+    "option java_outer_classname = \"ServerReflectionProto\";\n"
+    "service ServerReflection {\n"
+    "  rpc ServerReflectionInfo(stream ServerReflectionRequest)\n"
+    "      returns (stream ServerReflectionResponse);\n"
+    "}\n"
+    "message ServerReflectionRequest {\n"
+    "  string host = 1;\n"
+    "  oneof message_request {\n"
+    "    string file_by_filename = 3;\n"
+    "    string file_containing_symbol = 4;\n"
+    "    ExtensionRequest file_containing_extension = 5;\n"
+    "    string all_extension_numbers_of_type = 6;\n"
+    "    string list_services = 7;\n"
+    "  }\n"
+    "}\n"
+    "message ExtensionRequest {\n"
+    "  string containing_type = 1;\n"
+    "  int32 extension_number = 2;\n"
+    "}\n"
+    "message ServerReflectionResponse {\n"
+    "  string valid_host = 1;\n"
+    "  ServerReflectionRequest original_request = 2;\n"
+    "  oneof message_response {\n"
+    "    FileDescriptorResponse file_descriptor_response = 4;\n"
+    "    ExtensionNumberResponse all_extension_numbers_response = 5;\n"
+    "    ListServiceResponse list_services_response = 6;\n"
+    "    ErrorResponse error_response = 7;\n"
+    "  }\n"
+    "}\n"
+    "message FileDescriptorResponse {\n"
+    "  repeated bytes file_descriptor_proto = 1;\n"
+    "}\n"
+    "message ExtensionNumberResponse {\n"
+    "  string base_type_name = 1;\n"
+    "  repeated int32 extension_number = 2;\n"
+    "}\n"
+    "message ListServiceResponse {\n"
+    "  repeated ServiceResponse service = 1;\n"
+    "}\n"
+    "message ServiceResponse {\n"
+    "  string name = 1;\n"
+    "}\n"
+    "message ErrorResponse {\n"
+    "  int32 error_code = 1;\n"
+    "  string error_message = 2;\n"
+    "}\n";
+
 static const struct {
   const char *name;
   const char *src;
@@ -685,12 +820,29 @@ static const struct {
     {"google/rpc/status.proto", k_rpc_status, sizeof k_rpc_status - 1},
 };
 
+static const struct {
+  const char *name;
+  const char *src;
+  size_t len;
+} kGrpc[] = {
+    {"grpc/health/v1/health.proto", k_health, sizeof k_health - 1},
+    {"grpc/reflection/v1/reflection.proto", k_reflection_v1, sizeof k_reflection_v1 - 1},
+    {"grpc/reflection/v1alpha/reflection.proto", k_reflection_v1alpha,
+     sizeof k_reflection_v1alpha - 1},
+};
+
 /* clang-format on */
 const char *pc_Wkt_Source(const char *name, size_t *len) {
   for (size_t i = 0; i < sizeof kWkt / sizeof kWkt[0]; i++) {
     if (strcmp(kWkt[i].name, name) == 0) {
       if (len) *len = kWkt[i].len;
       return kWkt[i].src;
+    }
+  }
+  for (size_t i = 0; i < sizeof kGrpc / sizeof kGrpc[0]; i++) {
+    if (strcmp(kGrpc[i].name, name) == 0) {
+      if (len) *len = kGrpc[i].len;
+      return kGrpc[i].src;
     }
   }
   return NULL;

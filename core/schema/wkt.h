@@ -6,14 +6,18 @@
  * import of any of them resolves with no file on disk (pc_LoadProto falls
  * back to them when the caller's source function has no such file). The
  * text is protocall's own; names, numbers and options are protobuf's, so
- * parsing and resolving one gives the FileDescriptorProto protoc gives. */
+ * parsing and resolving one gives the FileDescriptorProto protoc gives.
+ * gRPC's grpc/health/v1/health.proto, grpc/reflection/v1/reflection.proto
+ * and grpc/reflection/v1alpha/reflection.proto are built in the same way
+ * (pc_Wkt_Source answers for them; pc_Wkt_Name and pc_Wkt_FileOf list the
+ * well-known types only). */
 #ifndef PC_WKT_H
 #define PC_WKT_H
 
 #include <stddef.h>
 
 /* The .proto text of the built-in file with import name 'name'
- * ("google/protobuf/timestamp.proto"), its length in '*len' (when 'len' is
+ * ("google/protobuf/timestamp.proto", "grpc/health/v1/health.proto"), its length in '*len' (when 'len' is
  * not NULL); NULL when 'name' is not one of them. Static storage. */
 const char *pc_Wkt_Source(const char *name, size_t *len);
 

@@ -30,6 +30,8 @@ for _, name in ipairs {
   "protocall.net",
   "protocall.compiler",
   "protocall.service",
+  "protocall.health",
+  "protocall.reflection",
   "protocall.host",
 } do
   require(name).install(M, core)

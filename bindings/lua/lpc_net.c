@@ -53,7 +53,8 @@ static lua_Integer opt_size(lua_State *L, int t, const char *k, lua_Integer max)
 /* -- ch = core.grpc_channel{host=, port=, tls=, ca_file=, cert_file=,
  *                           key_file=, server_name=, user_agent=,
  *                           max_receive=, max_header_list=,
- *                           stream_window=, connection_window=}
+ *                           stream_window=, connection_window=,
+ *                           insecure = boolean (TLS without verification)}
  * Strings and integers (bytes; 0 or nil: the defaults of engine.h). No
  * connection is made until the first call. */
 static int lpc_grpc_channel(lua_State *L) {
@@ -70,6 +71,9 @@ static int lpc_grpc_channel(lua_State *L) {
   o.cert_file = opt_string(L, 1, "cert_file");
   o.key_file = opt_string(L, 1, "key_file");
   o.server_name = opt_string(L, 1, "server_name");
+  lua_getfield(L, 1, "insecure");
+  o.insecure = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   o.user_agent = opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
   o.max_receive = (size_t)opt_size(L, 1, "max_receive", 0x7fffffff);

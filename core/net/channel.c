@@ -173,8 +173,8 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   memset(c, 0, sizeof *c);
   c->ch = ch;
-  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,        ch->o.ca_file,
-                      ch->o.cert_file, ch->o.key_file, ch->o.server_name};
+  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,         ch->o.ca_file,
+                      ch->o.cert_file, ch->o.key_file, ch->o.server_name, ch->o.insecure};
   pc_GrpcEngineOptions eo;
   memset(&eo, 0, sizeof eo);
   eo.authority = ch->authority;

@@ -30,6 +30,7 @@ typedef struct {
   const char *user_agent;                                   /* NULL: "protocall" */
   size_t max_receive, max_header_list;                      /* as engine.h; 0: the defaults */
   uint32_t stream_window, connection_window;                /* as engine.h; 0: the defaults */
+  int insecure; /* as socket.h: TLS WITHOUT verifying the server */
 } pc_GrpcChannelOptions;
 
 /* A channel (no connection is made until the first call); NULL with 'err'

@@ -73,17 +73,24 @@ COMMANDS.call = {
   flags = with_schema {
     d = "string", H = "list", ["max-time"] = "number", ["retry-attempts"] = "number",
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
-    ["emit-defaults"] = "bool", v = "bool",
+    ["emit-defaults"] = "bool", v = "bool", cert = "string", key = "string",
+    servername = "string", insecure = "bool", retry = "string",
   },
   usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
-          "       [-retry-attempts N] [-gzip] [-plaintext | -cacert FILE] [-format json|text]\n" ..
-          "       [-emit-defaults] [-v] TARGET pkg.Service/Method",
+          "       [-retry-attempts N | -retry JSON] [-gzip] [-format json|text] [-emit-defaults]\n" ..
+          "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
+          "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
           "-plaintext). The request is JSON from -d (@ reads standard input, @FILE a file;\n" ..
           "none: an empty message); a client or bidirectional stream sends every JSON\n" ..
           "document of it (concatenated or one per line). Each response is printed as it\n" ..
           "arrives. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
-          "`ERROR: code = ..., message = ...` on stderr.",
+          "`ERROR: code = ..., message = ...` on stderr. TLS: -cacert verifies the server\n" ..
+          "against FILE (default: the system store), -cert/-key give a client certificate,\n" ..
+          "-servername the name to verify and send, -insecure skips verification (test\n" ..
+          "servers only). -retry takes a service config retryPolicy ({\"maxAttempts\": 3,\n" ..
+          "\"initialBackoff\": \"0.1s\", ...}) or a whole service config. -v prints the\n" ..
+          "response headers, trailers and timing to stderr.",
   example = "protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure",
 }
@@ -584,6 +591,66 @@ local function metadata_of(flags)
   return md
 end
 
+-- Metadata pairs as grpcurl prints them ("key: value", -bin values in
+-- base64), or "(empty)".
+local function print_pairs(title, pairs_list)
+  stderr:write(title, "\n")
+  if pairs_list == nil or #pairs_list == 0 then stderr:write("(empty)\n") end
+  for _, kv in ipairs(pairs_list or {}) do
+    local v = kv[2]
+    if kv[1]:sub(-4) == "-bin" then
+      v = pc.to_json(pc.type("google.protobuf.BytesValue") { value = v }):sub(2, -2)
+    end
+    stderr:write(kv[1], ": ", v, "\n")
+  end
+end
+
+-- `transport` seen through: every call records where its response headers
+-- and trailers are (for -v).
+local function recording(transport, seen)
+  return {
+    unary = function(_, path, request, settings)
+      local s = {}
+      for k, v in pairs(settings or {}) do s[k] = v end
+      s.with_metadata = true
+      local bytes, md = transport:unary(path, request, s)
+      seen.md = md
+      return bytes
+    end,
+    server_stream = function(_, path, request, settings)
+      local iter, state, ctl, call = transport:server_stream(path, request, settings)
+      seen.md = nil
+      seen.raw = call
+      return iter, state, ctl, call
+    end,
+    stream = function(_, path, settings)
+      local call = transport:stream(path, settings)
+      seen.md = nil
+      seen.call = call
+      return call
+    end,
+  }
+end
+
+-- The headers and trailers of the call `seen` recorded, or of the error.
+local function seen_metadata(seen, err)
+  if getmetatable(err) == pc.RetryError then err = err.cause end
+  if getmetatable(err) == pc.Error and (err.headers or err.metadata) then
+    return { headers = err.headers, trailers = err.metadata }
+  end
+  if seen.md then return seen.md end
+  if seen.raw then return seen.raw:metadata() end
+  if seen.call then return { headers = seen.call:headers(), trailers = seen.call:trailers() } end
+  return {}
+end
+
+-- A -retry value: a retryPolicy object, or a whole service config (with
+-- "methodConfig"), as the JSON text pc.client takes.
+local function retry_config(json)
+  if json:find('"methodConfig"', 1, true) then return json end
+  return '{"methodConfig": [{"name": [{}], "retryPolicy": ' .. json .. "}]}"
+end
+
 local function print_error(err)
   if getmetatable(err) == pc.RetryError then err = err.cause end
   if getmetatable(err) == pc.Error then
@@ -624,9 +691,18 @@ function COMMANDS.call.run(flags, args)
   local request = requests[1]
   local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
   if target:match("^https?://") then url = target end
-  local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil }
+  if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
+    usage_error("call", "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")
+  end
+  if flags.insecure and flags.cacert then usage_error("call", "-insecure and -cacert exclude each other") end
+  if (flags.cert == nil) ~= (flags.key == nil) then usage_error("call", "-cert and -key go together") end
+  local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil,
+    cert_file = flags.cert, key_file = flags.key, server_name = flags.servername,
+    insecure = flags.insecure or nil }
   local ok, transport = pcall(pc.grpc, url, transport_opts)
   if not ok then fail((tostring(transport):gsub("^[^:\n]*:%d+: ", ""))) end
+  local seen = {}
+  if flags.v then transport = recording(transport, seen) end
   local opts = { transport = transport, pool = pool, metadata = metadata_of(flags) }
   if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
   local attempts = flags["retry-attempts"]
@@ -634,9 +710,18 @@ function COMMANDS.call.run(flags, args)
     usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. tostring(attempts))
   end
   if attempts and attempts > 1 then opts.retry = pc.Retry { max_attempts = math.floor(attempts) } end
+  if flags.retry then
+    if attempts then usage_error("call", "-retry and -retry-attempts exclude each other") end
+    opts.service_config = retry_config(flags.retry)
+  end
   local okS, stub = pcall(pc.client, service, opts)
   if not okS then -- bad metadata from -H, say: one line, without the Lua position
-    fail((tostring(stub):gsub("^[^:\n]*:%d+: ", ""):gsub("^pc%.client: ", "")))
+    local msg = tostring(stub):gsub("^[^:\n]*:%d+: ", ""):gsub("^pc%.client: ", "")
+    if flags.retry and not flags.retry:find('"methodConfig"', 1, true) then
+      msg = msg:gsub("^service_config: methodConfig%[0%]%.retryPolicy%.?", "-retry: ")
+        :gsub("^service_config: JSON: ", "-retry: JSON: ")
+    end
+    fail(msg)
   end
   local started = pc.now()
   local count = 0
@@ -680,6 +765,10 @@ function COMMANDS.call.run(flags, args)
     end
   end)
   if flags.v then
+    local md = seen_metadata(seen, not okc and cerr or nil)
+    print_pairs("Response headers received:", md.headers)
+    stderr:write("\n")
+    print_pairs("Response trailers received:", md.trailers)
     stderr:write(format("%d response message%s in %.3f s\n", count, count == 1 and "" or "s", pc.now() - started))
   end
   if not okc then return print_error(cerr) end

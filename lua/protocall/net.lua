@@ -42,7 +42,7 @@ local TRANSPORT_OPTIONS = {
   ca_file = "string", cert_file = "string", key_file = "string", server_name = "string",
   max_receive_size = "number", max_header_list_size = "number", stream_window = "number",
   connection_window = "number", compression = "string", metadata = "table",
-  user_agent = "string",
+  user_agent = "string", insecure = "boolean",
 }
 
 local function check_compression(c, level)
@@ -481,7 +481,10 @@ function M.install(pc, core)
   -- bytes, default 1 MiB / 16 MiB: what an unread stream / the connection
   -- may hold), `compression` ("gzip" for every call), `metadata` (list of
   -- {key, value} sent with every call; keys ending in "-bin" carry bytes;
-  -- a call's own entry of the same key replaces it), `user_agent`. Raises
+  -- a call's own entry of the same key replaces it), `user_agent`,
+  -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
+  -- name check, so anyone on the path can read and change the calls; for
+  -- a test server with a self-signed certificate only). Raises
   -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
   -- read. All calls share one connection (a second one opens when the
   -- server takes no more streams on it or sends GOAWAY).
@@ -522,7 +525,7 @@ function M.install(pc, core)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,
       ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
-      server_name = opts.server_name, user_agent = opts.user_agent,
+      server_name = opts.server_name, user_agent = opts.user_agent, insecure = opts.insecure,
       max_receive = size_option(opts, "max_receive_size", 1),
       max_header_list = size_option(opts, "max_header_list_size", 1),
       stream_window = size_option(opts, "stream_window", 65535),

@@ -473,6 +473,28 @@ describe("protocall call connection flags", function()
     assert.matches("-retry and -retry-attempts exclude each other", err, 1, true)
   end)
 
+  it("-connect-timeout gives up a connection that does not connect in time", function()
+    -- a peer that accepts and never answers: the TLS handshake never ends
+    local silent = helper.spawn("silent", 0)
+    local t0 = helper.now()
+    local out, err, code = run(BIN .. " call -insecure -connect-timeout 0.3 -max-time 20 " .. FAULTS
+      .. " 127.0.0.1:" .. silent.port .. " faults.Faults/Echo")
+    local took = helper.now() - t0
+    assert.are.equal(64 + 14, code)
+    assert.matches("^ERROR: code = UNAVAILABLE, message = connect to 127%.0%.0%.1:%d+: timed out after 0%.3 s\n", err)
+    assert.is_true(took < 10, "took " .. took .. " s")
+    -- without it the call's deadline is what ends the wait
+    out, err, code = run(BIN .. " call -insecure -max-time 0.3 " .. FAULTS
+      .. " 127.0.0.1:" .. silent.port .. " faults.Faults/Echo")
+    helper.stop(silent)
+    assert.are.equal(64 + 4, code)
+    out, err, code = call("-connect-timeout 0 TARGET faults.Faults/Echo")
+    assert.are.equal(2, code)
+    assert.matches("-connect-timeout: a positive number of seconds expected, got 0", err, 1, true)
+    out, err, code = call([[-connect-timeout 5 -d '{"text": "in time"}' TARGET faults.Faults/Echo]])
+    assert.are.equal(0, code, err)
+  end)
+
   describe("over TLS", function()
     local dir, tls
     setup(function()

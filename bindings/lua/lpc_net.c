@@ -54,7 +54,8 @@ static lua_Integer opt_size(lua_State *L, int t, const char *k, lua_Integer max)
  *                           key_file=, server_name=, user_agent=,
  *                           max_receive=, max_header_list=,
  *                           stream_window=, connection_window=,
- *                           insecure = boolean (TLS without verification)}
+ *                           insecure = boolean (TLS without verification),
+ *                           connect_timeout = seconds (0 or nil: none)}
  * Strings and integers (bytes; 0 or nil: the defaults of engine.h). No
  * connection is made until the first call. */
 static int lpc_grpc_channel(lua_State *L) {
@@ -73,7 +74,9 @@ static int lpc_grpc_channel(lua_State *L) {
   o.server_name = opt_string(L, 1, "server_name");
   lua_getfield(L, 1, "insecure");
   o.insecure = lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  lua_getfield(L, 1, "connect_timeout");
+  o.connect_timeout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
+  lua_pop(L, 2);
   o.user_agent = opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
   o.max_receive = (size_t)opt_size(L, 1, "max_receive", 0x7fffffff);

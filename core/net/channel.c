@@ -27,8 +27,9 @@ struct Conn {
   Conn *next;
   pc_NetSocket *sock; /* NULL once closed */
   pc_GrpcEngine *engine;
-  int ready;    /* connected (and TLS done) */
-  size_t calls; /* calls attached */
+  int ready;               /* connected (and TLS done) */
+  double connect_deadline; /* monotonic seconds to be ready by; < 0: none */
+  size_t calls;            /* calls attached */
 };
 
 struct pc_GrpcChannel {
@@ -195,9 +196,25 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
     mem(ch, c, sizeof *c, 0);
     return NULL;
   }
+  c->connect_deadline =
+      ch->o.connect_timeout > 0 ? pc_Clock_Monotonic() + ch->o.connect_timeout : -1;
   c->next = ch->conns;
   ch->conns = c;
   return c;
+}
+
+/* Gives up a connection not ready by its connect deadline; otherwise
+ * lowers '*timeout' (seconds from 'now') to that deadline. */
+static void enforce_connect(Conn *c, double now, double *timeout) {
+  if (c->ready || c->sock == NULL || c->connect_deadline < 0) return;
+  if (now < c->connect_deadline) {
+    if (c->connect_deadline - now < *timeout) *timeout = c->connect_deadline - now;
+    return;
+  }
+  char why[PC_ERROR_MAX];
+  snprintf(why, sizeof why, "connect to %.200s:%.20s: timed out after %g s", c->ch->o.host,
+           c->ch->o.port, c->ch->o.connect_timeout);
+  lose(c, why);
 }
 
 /* A connection that takes a new stream now (after reading what it has, so
@@ -534,6 +551,7 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
     if (d >= 0 && d - now < timeout) timeout = d - now;
     for (Conn *c = chs[i]->conns; c; c = c->next) {
       if (c->ready) flush_out(c);
+      enforce_connect(c, now, &timeout);
       if (c->sock == NULL || nfds == MAX_CONNS_POLLED) continue;
       const char *p;
       int want = c->ready && pc_GrpcEngine_Output(c->engine, &p) > 0;
@@ -552,6 +570,8 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
   }
   now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {
+    double ignored = 0;
+    for (Conn *c = chs[i]->conns; c; c = c->next) enforce_connect(c, now, &ignored);
     enforce_deadlines(chs[i], now);
     for (pc_GrpcCall *c = chs[i]->calls; c; c = c->next) retry_refused(c);
     reap(chs[i]);

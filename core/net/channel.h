@@ -31,6 +31,11 @@ typedef struct {
   size_t max_receive, max_header_list;                      /* as engine.h; 0: the defaults */
   uint32_t stream_window, connection_window;                /* as engine.h; 0: the defaults */
   int insecure; /* as socket.h: TLS WITHOUT verifying the server */
+  /* Seconds a new connection may take to connect and finish TLS; past it
+   * the connection is given up and its calls fail UNAVAILABLE ("connect to
+   * HOST:PORT: timed out after S s"). 0: no limit but the calls' own
+   * deadlines. */
+  double connect_timeout;
 } pc_GrpcChannelOptions;
 
 /* A channel (no connection is made until the first call); NULL with 'err'

@@ -74,10 +74,11 @@ COMMANDS.call = {
     d = "string", H = "list", ["max-time"] = "number", ["retry-attempts"] = "number",
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
     ["emit-defaults"] = "bool", v = "bool", cert = "string", key = "string",
-    servername = "string", insecure = "bool", retry = "string",
+    servername = "string", insecure = "bool", retry = "string", ["connect-timeout"] = "number",
   },
   usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
-          "       [-retry-attempts N | -retry JSON] [-gzip] [-format json|text] [-emit-defaults]\n" ..
+          "       [-connect-timeout S] [-retry-attempts N | -retry JSON] [-gzip] [-format json|text]\n" ..
+          "       [-emit-defaults]\n" ..
           "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
           "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
@@ -90,7 +91,8 @@ COMMANDS.call = {
           "-servername the name to verify and send, -insecure skips verification (test\n" ..
           "servers only). -retry takes a service config retryPolicy ({\"maxAttempts\": 3,\n" ..
           "\"initialBackoff\": \"0.1s\", ...}) or a whole service config. -v prints the\n" ..
-          "response headers, trailers and timing to stderr.",
+          "response headers, trailers and timing to stderr. -connect-timeout bounds\n" ..
+          "connecting (and the TLS handshake): UNAVAILABLE past it.",
   example = "protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure",
 }
@@ -699,6 +701,13 @@ function COMMANDS.call.run(flags, args)
   local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil,
     cert_file = flags.cert, key_file = flags.key, server_name = flags.servername,
     insecure = flags.insecure or nil }
+  local ct = flags["connect-timeout"]
+  if ct ~= nil then
+    if not (ct > 0 and ct < math.huge) then
+      usage_error("call", "-connect-timeout: a positive number of seconds expected, got " .. tostring(ct))
+    end
+    transport_opts.connect_timeout = ct
+  end
   local ok, transport = pcall(pc.grpc, url, transport_opts)
   if not ok then fail((tostring(transport):gsub("^[^:\n]*:%d+: ", ""))) end
   local seen = {}

@@ -587,8 +587,13 @@ static int hs_start(lua_State *L, void *ud, const protocall_Request *req, void *
     req->status->message_len = 14;
     return 12;
   }
+  CHECK(req->request == NULL);
   HostCall *c = calloc(1, sizeof *c);
-  CHECK(c != NULL && req->request == NULL);
+  if (c == NULL) {
+    req->status->message = "out of memory";
+    req->status->message_len = 13;
+    return 8; /* RESOURCE_EXHAUSTED */
+  }
   c->s = s;
   c->method = method;
   c->arena = protocall_arena_new();

@@ -422,6 +422,12 @@ typedef int protocall_CloseSendFn(lua_State *L, void *ud, void *call, protocall_
 typedef int protocall_RecvFn(lua_State *L, void *ud, void *call, const char **bytes, size_t *len,
                              protocall_Status *st);
 
+/* start, send, close_send and recv may block (the host's loop running until
+ * they can answer) but must not yield; they may raise a Lua error, which
+ * reaches the caller as is (after send, close_send or recv raised, the
+ * call is finished later with 'cancel' set; a start that raised started
+ * nothing, so it frees what it made first). */
+
 /* protocall is done with 'call' (started with PROTOCALL_OK): called once,
  * when the Lua call object is closed or collected, a stream loop ends or
  * is left early, or the state is closed. 'cancel' is non-zero when the

@@ -64,6 +64,8 @@ static double opt_seconds(lua_State *L, int t, const char *k) {
  *                           max_receive=, max_header_list=,
  *                           stream_window=, connection_window=,
  *                           keepalive_time=, keepalive_timeout=,
+ *                           insecure = boolean (TLS without verification),
+ *                           connect_timeout = seconds (0 or nil: none),
  *                           backoff = {initial=, multiplier=, jitter=,
  *                                      maximum=, min_connect_timeout=}}
  * Strings and integers (bytes; 0 or nil: the defaults of engine.h), times
@@ -83,6 +85,11 @@ static int lpc_grpc_channel(lua_State *L) {
   o.cert_file = opt_string(L, 1, "cert_file");
   o.key_file = opt_string(L, 1, "key_file");
   o.server_name = opt_string(L, 1, "server_name");
+  lua_getfield(L, 1, "insecure");
+  o.insecure = lua_toboolean(L, -1);
+  lua_getfield(L, 1, "connect_timeout");
+  o.connect_timeout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
+  lua_pop(L, 2);
   o.user_agent = opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
   o.max_receive = (size_t)opt_size(L, 1, "max_receive", 0x7fffffff);

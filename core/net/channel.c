@@ -27,11 +27,12 @@ struct Conn {
   Conn *next;
   pc_NetSocket *sock; /* NULL once closed */
   pc_GrpcEngine *engine;
-  int ready;         /* connected (and TLS done) */
-  size_t calls;      /* calls attached */
-  double connect_by; /* monotonic seconds: not ready by then is a failed attempt */
-  double last_recv;  /* when bytes last arrived (keepalive) */
-  double ping_sent;  /* when the pending keepalive PING went out */
+  int ready;               /* connected (and TLS done) */
+  size_t calls;            /* calls attached */
+  double connect_by;       /* monotonic seconds: not ready by then is a failed attempt */
+  double connect_deadline; /* the same for the caller's connect_timeout; < 0: none */
+  double last_recv;        /* when bytes last arrived (keepalive) */
+  double ping_sent;        /* when the pending keepalive PING went out */
 };
 
 /* Reconnection backoff of a target (channel.h). */
@@ -241,8 +242,8 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   memset(c, 0, sizeof *c);
   c->ch = ch;
-  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,        ch->o.ca_file,
-                      ch->o.cert_file, ch->o.key_file, ch->o.server_name};
+  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,         ch->o.ca_file,
+                      ch->o.cert_file, ch->o.key_file, ch->o.server_name, ch->o.insecure};
   pc_GrpcEngineOptions eo;
   memset(&eo, 0, sizeof eo);
   eo.authority = ch->authority;
@@ -265,6 +266,8 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
     mem(ch, c, sizeof *c, 0);
     return NULL;
   }
+  c->connect_deadline =
+      ch->o.connect_timeout > 0 ? pc_Clock_Monotonic() + ch->o.connect_timeout : -1;
   c->next = ch->conns;
   ch->conns = c;
   return c;
@@ -631,13 +634,18 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
   for (Conn *c = ch->conns; c; c = c->next) {
     if (c->sock == NULL) continue;
     if (!c->ready) {
-      if (now >= c->connect_by) {
+      if (c->connect_deadline >= 0 && now >= c->connect_deadline) {
+        char m[PC_ERROR_MAX];
+        snprintf(m, sizeof m, "connect to %.200s:%.20s: timed out after %g s", ch->o.host,
+                 ch->o.port, ch->o.connect_timeout);
+        lose(c, m);
+      } else if (now >= c->connect_by) {
         char m[PC_ERROR_MAX];
         snprintf(m, sizeof m, "connect to %.300s:%.10s: not connected within %.3g s", ch->o.host,
                  ch->o.port, connect_time(&ch->backoff));
         lose(c, m);
       } else {
-        next = sooner(next, c->connect_by);
+        next = sooner(sooner(next, c->connect_by), c->connect_deadline);
       }
       continue;
     }

@@ -50,6 +50,12 @@ typedef struct {
    * >= 0, multiplier >= 1, jitter <= 1). */
   int backoff_set;
   double backoff_initial, backoff_multiplier, backoff_jitter, backoff_max, min_connect_timeout;
+  int insecure; /* as socket.h: TLS WITHOUT verifying the server */
+  /* Seconds a new connection may take to connect and finish TLS; past it
+   * the connection is given up and its calls fail UNAVAILABLE ("connect to
+   * HOST:PORT: timed out after S s"). 0: no limit but the calls' own
+   * deadlines. */
+  double connect_timeout;
 } pc_GrpcChannelOptions;
 
 /* A channel (no connection is made until the first call); NULL with 'err'

@@ -87,8 +87,10 @@ static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *name, 
   s->ctx = SSL_CTX_new(TLS_client_method());
   if (s->ctx == NULL) goto fail;
   SSL_CTX_set_min_proto_version(s->ctx, TLS1_2_VERSION);
-  SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER, NULL);
-  if (o->ca_file) {
+  SSL_CTX_set_verify(s->ctx, o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+  if (o->insecure) {
+    /* no trust store: nothing is verified (socket.h) */
+  } else if (o->ca_file) {
     if (SSL_CTX_load_verify_locations(s->ctx, o->ca_file, NULL) != 1) {
       pc_Error_Set(err, "ca_file '%.200s': not a PEM certificate bundle", o->ca_file);
       return 0;
@@ -125,7 +127,9 @@ static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *name, 
   unsigned char addr[16];
   int is_ip = inet_pton(AF_INET, name, addr) == 1 || inet_pton(AF_INET6, name, addr) == 1;
   X509_VERIFY_PARAM *param = SSL_get0_param(s->ssl);
-  if (is_ip) {
+  if (o->insecure) {
+    if (!is_ip && SSL_set_tlsext_host_name(s->ssl, name) != 1) goto fail; /* SNI only */
+  } else if (is_ip) {
     if (X509_VERIFY_PARAM_set1_ip_asc(param, name) != 1) goto fail;
   } else {
     if (SSL_set_tlsext_host_name(s->ssl, name) != 1 || SSL_set1_host(s->ssl, name) != 1) goto fail;

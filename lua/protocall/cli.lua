@@ -28,7 +28,9 @@ local function with_schema(flags)
 end
 
 -- What list and describe take to reach a server's reflection service.
-local CONNECT_FLAGS = { plaintext = "bool", cacert = "string", H = "list", ["max-time"] = "number" }
+local CONNECT_FLAGS = { plaintext = "bool", cacert = "string", cert = "string", key = "string",
+  servername = "string", insecure = "bool", ["connect-timeout"] = "number", H = "list",
+  ["max-time"] = "number" }
 
 local function with_connect(flags)
   for k, v in pairs(CONNECT_FLAGS) do flags[k] = v end
@@ -63,7 +65,7 @@ COMMANDS.describe = {
   summary = "a service, method, message, enum or field as .proto source",
   flags = with_schema(with_connect {}),
   usage = "protocall describe [schema flags] [SYMBOL]\n" ..
-          "       protocall describe [-plaintext | -cacert FILE] [-H 'key: value']... TARGET [SYMBOL]",
+          "       protocall describe [-plaintext | TLS flags as call's] [-H 'key: value']... TARGET [SYMBOL]",
   about = "Prints the definition of a service, method, message, enum or field as .proto\n" ..
           "source; with no SYMBOL, every service of the loaded files. Without schema\n" ..
           "flags the definitions come from TARGET's server reflection service.",
@@ -75,7 +77,7 @@ COMMANDS.list = {
   summary = "the services of the loaded files or a server, or a service's methods",
   flags = with_schema(with_connect {}),
   usage = "protocall list [schema flags] [SERVICE]\n" ..
-          "       protocall list [-plaintext | -cacert FILE] [-H 'key: value']... TARGET [SERVICE]",
+          "       protocall list [-plaintext | TLS flags as call's] [-H 'key: value']... TARGET [SERVICE]",
   about = "Lists the services of the loaded files, or the methods of SERVICE. Without\n" ..
           "schema flags it asks TARGET's server reflection service.",
   example = "protocall list -I examples -proto route.proto\n" ..
@@ -87,18 +89,27 @@ COMMANDS.call = {
   flags = with_schema {
     d = "string", H = "list", ["max-time"] = "number", ["retry-attempts"] = "number",
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
-    ["emit-defaults"] = "bool", v = "bool",
+    ["emit-defaults"] = "bool", v = "bool", cert = "string", key = "string",
+    servername = "string", insecure = "bool", retry = "string", ["connect-timeout"] = "number",
   },
   usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
-          "       [-retry-attempts N] [-gzip] [-plaintext | -cacert FILE] [-format json|text]\n" ..
-          "       [-emit-defaults] [-v] TARGET pkg.Service/Method",
+          "       [-connect-timeout S] [-retry-attempts N | -retry JSON] [-gzip] [-format json|text]\n" ..
+          "       [-emit-defaults]\n" ..
+          "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
+          "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
           "-plaintext). The request is JSON from -d (@ reads standard input, @FILE a file;\n" ..
           "none: an empty message); a client or bidirectional stream sends every JSON\n" ..
           "document of it (concatenated or one per line). Each response is printed as it\n" ..
           "arrives. Without schema flags the schema comes from TARGET's server\n" ..
           "reflection service. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
-          "`ERROR: code = ..., message = ...` on stderr.",
+          "`ERROR: code = ..., message = ...` on stderr. TLS: -cacert verifies the server\n" ..
+          "against FILE (default: the system store), -cert/-key give a client certificate,\n" ..
+          "-servername the name to verify and send, -insecure skips verification (test\n" ..
+          "servers only). -retry takes a service config retryPolicy ({\"maxAttempts\": 3,\n" ..
+          "\"initialBackoff\": \"0.1s\", ...}) or a whole service config. -v prints the\n" ..
+          "response headers, trailers and timing to stderr. -connect-timeout bounds\n" ..
+          "connecting (and the TLS handshake): UNAVAILABLE past it.",
   example = "protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure",
 }
@@ -608,6 +619,66 @@ local function metadata_of(flags)
   return md
 end
 
+-- Metadata pairs as grpcurl prints them ("key: value", -bin values in
+-- base64), or "(empty)".
+local function print_pairs(title, pairs_list)
+  stderr:write(title, "\n")
+  if pairs_list == nil or #pairs_list == 0 then stderr:write("(empty)\n") end
+  for _, kv in ipairs(pairs_list or {}) do
+    local v = kv[2]
+    if kv[1]:sub(-4) == "-bin" then
+      v = pc.to_json(pc.type("google.protobuf.BytesValue") { value = v }):sub(2, -2)
+    end
+    stderr:write(kv[1], ": ", v, "\n")
+  end
+end
+
+-- `transport` seen through: every call records where its response headers
+-- and trailers are (for -v).
+local function recording(transport, seen)
+  return {
+    unary = function(_, path, request, settings)
+      local s = {}
+      for k, v in pairs(settings or {}) do s[k] = v end
+      s.with_metadata = true
+      local bytes, md = transport:unary(path, request, s)
+      seen.md = md
+      return bytes
+    end,
+    server_stream = function(_, path, request, settings)
+      local iter, state, ctl, call = transport:server_stream(path, request, settings)
+      seen.md = nil
+      seen.raw = call
+      return iter, state, ctl, call
+    end,
+    stream = function(_, path, settings)
+      local call = transport:stream(path, settings)
+      seen.md = nil
+      seen.call = call
+      return call
+    end,
+  }
+end
+
+-- The headers and trailers of the call `seen` recorded, or of the error.
+local function seen_metadata(seen, err)
+  if getmetatable(err) == pc.RetryError then err = err.cause end
+  if getmetatable(err) == pc.Error and (err.headers or err.metadata) then
+    return { headers = err.headers, trailers = err.metadata }
+  end
+  if seen.md then return seen.md end
+  if seen.raw then return seen.raw:metadata() end
+  if seen.call then return { headers = seen.call:headers(), trailers = seen.call:trailers() } end
+  return {}
+end
+
+-- A -retry value: a retryPolicy object, or a whole service config (with
+-- "methodConfig"), as the JSON text pc.client takes.
+local function retry_config(json)
+  if json:find('"methodConfig"', 1, true) then return json end
+  return '{"methodConfig": [{"name": [{}], "retryPolicy": ' .. json .. "}]}"
+end
+
 local function print_error(err)
   if getmetatable(err) == pc.RetryError then err = err.cause end
   if getmetatable(err) == pc.Error then
@@ -623,10 +694,24 @@ local function print_error(err)
 end
 
 -- The pc.grpc transport to TARGET with the connection flags.
-local function connect(flags, target)
+local function connect(flags, target, cmd)
   local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
   if target:match("^https?://") then url = target end
-  local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil }
+  if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
+    usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")
+  end
+  if flags.insecure and flags.cacert then usage_error(cmd, "-insecure and -cacert exclude each other") end
+  if (flags.cert == nil) ~= (flags.key == nil) then usage_error(cmd, "-cert and -key go together") end
+  local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil,
+    cert_file = flags.cert, key_file = flags.key, server_name = flags.servername,
+    insecure = flags.insecure or nil }
+  local ct = flags["connect-timeout"]
+  if ct ~= nil then
+    if not (ct > 0 and ct < math.huge) then
+      usage_error(cmd, "-connect-timeout: a positive number of seconds expected, got " .. tostring(ct))
+    end
+    transport_opts.connect_timeout = ct
+  end
   local ok, transport = pcall(pc.grpc, url, transport_opts)
   if not ok then fail((tostring(transport):gsub("^[^:\n]*:%d+: ", ""))) end
   return transport
@@ -644,7 +729,7 @@ function COMMANDS.call.run(flags, args)
   if has_schema(flags) then
     pool = load_schemas(flags)
   else
-    transport = connect(flags, target)
+    transport = connect(flags, target, "call")
     local status
     pool, status = reflection_pool(flags, transport, service)
     if not pool then return status end
@@ -665,7 +750,9 @@ function COMMANDS.call.run(flags, args)
     requests[i] = request
   end
   local request = requests[1]
-  transport = transport or connect(flags, target)
+  transport = transport or connect(flags, target, "call")
+  local seen = {}
+  if flags.v then transport = recording(transport, seen) end
   local opts = { transport = transport, pool = pool, metadata = metadata_of(flags) }
   if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
   local attempts = flags["retry-attempts"]
@@ -673,9 +760,18 @@ function COMMANDS.call.run(flags, args)
     usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. tostring(attempts))
   end
   if attempts and attempts > 1 then opts.retry = pc.Retry { max_attempts = math.floor(attempts) } end
+  if flags.retry then
+    if attempts then usage_error("call", "-retry and -retry-attempts exclude each other") end
+    opts.service_config = retry_config(flags.retry)
+  end
   local okS, stub = pcall(pc.client, service, opts)
   if not okS then -- bad metadata from -H, say: one line, without the Lua position
-    fail((tostring(stub):gsub("^[^:\n]*:%d+: ", ""):gsub("^pc%.client: ", "")))
+    local msg = tostring(stub):gsub("^[^:\n]*:%d+: ", ""):gsub("^pc%.client: ", "")
+    if flags.retry and not flags.retry:find('"methodConfig"', 1, true) then
+      msg = msg:gsub("^service_config: methodConfig%[0%]%.retryPolicy%.?", "-retry: ")
+        :gsub("^service_config: JSON: ", "-retry: JSON: ")
+    end
+    fail(msg)
   end
   local started = pc.now()
   local count = 0
@@ -719,6 +815,10 @@ function COMMANDS.call.run(flags, args)
     end
   end)
   if flags.v then
+    local md = seen_metadata(seen, not okc and cerr or nil)
+    print_pairs("Response headers received:", md.headers)
+    stderr:write("\n")
+    print_pairs("Response trailers received:", md.trailers)
     stderr:write(format("%d response message%s in %.3f s\n", count, count == 1 and "" or "s", pc.now() - started))
   end
   if not okc then return print_error(cerr) end
@@ -862,7 +962,7 @@ end
 
 function list_by_reflection(flags, args)
   if #args > 2 then usage_error("list", "TARGET [SERVICE] expected") end
-  local transport = connect(flags, args[1])
+  local transport = connect(flags, args[1], "list")
   local service = args[2]
   local lines, status = with_reflection(flags, transport, function(r)
     if service == nil then return r.services() end
@@ -880,7 +980,7 @@ end
 
 function describe_by_reflection(flags, args)
   if #args > 2 then usage_error("describe", "TARGET [SYMBOL] expected") end
-  local transport = connect(flags, args[1])
+  local transport = connect(flags, args[1], "describe")
   local want = args[2] and args[2]:gsub("^%.", "")
   local text, status = with_reflection(flags, transport, function(r)
     local names = want and { want } or r.services()

@@ -43,7 +43,7 @@ local TRANSPORT_OPTIONS = {
   max_receive_size = "number", max_header_list_size = "number", stream_window = "number",
   connection_window = "number", compression = "string", metadata = "table",
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
-  reconnect = "table",
+  reconnect = "table", insecure = "boolean", connect_timeout = "number",
 }
 
 -- pc.grpc's `reconnect` table: its keys and gRPC's numbers
@@ -520,7 +520,13 @@ function M.install(pc, core)
   -- to maximum, +-jitter of it; an attempt not connected within
   -- max(min_connect_timeout, the backoff) has failed; a call needing a
   -- connection waits for the next attempt, or fails UNAVAILABLE at once
-  -- when that is past its deadline). Raises
+  -- when that is past its deadline),
+  -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
+  -- name check, so anyone on the path can read and change the calls; for
+  -- a test server with a self-signed certificate only), `connect_timeout`
+  -- (seconds a new connection may take to connect and finish TLS; past
+  -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
+  -- timed out after S s"; default none but the calls' deadlines). Raises
   -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
   -- read. All calls share one connection (a second one opens when the
   -- server takes no more streams on it or sends GOAWAY).
@@ -560,6 +566,10 @@ function M.install(pc, core)
       end
     end
     local backoff = reconnect_option(opts.reconnect)
+    local ct = opts.connect_timeout
+    if ct ~= nil and not (ct > 0 and ct < math.huge) then
+      error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. tostring(ct), 2)
+    end
     for _, key in pairs { "user_agent", "server_name" } do
       if opts[key] ~= nil and opts[key]:find("%c") then
         error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)
@@ -568,7 +578,8 @@ function M.install(pc, core)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,
       ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
-      server_name = opts.server_name, user_agent = opts.user_agent,
+      server_name = opts.server_name, user_agent = opts.user_agent, insecure = opts.insecure,
+      connect_timeout = opts.connect_timeout,
       max_receive = size_option(opts, "max_receive_size", 1),
       max_header_list = size_option(opts, "max_header_list_size", 1),
       stream_window = size_option(opts, "stream_window", 65535),

@@ -7,10 +7,10 @@ local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
 local corpus = require "corpus"
 local CORPUS = corpus.dir
 
+local R = require "runtime"
+
 local function run(cmd)
-  local h = io.popen(cmd .. " 2>&1")
-  local out = h:read("a")
-  local ok, _, code = h:close()
+  local out, ok, code = R.capture(cmd .. " 2>&1")
   return out, ok and 0 or code
 end
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 static char lpc_type_key; /* metatable field: the Type */
+static char lpc_eq_key;   /* registry: the messages' __eq */
 
 static uint8_t read_kind(const pc_FieldDef *f) {
   if (!lpc_plain_slot(f)) return kRead_Other;
@@ -27,7 +28,7 @@ static uint8_t read_kind(const pc_FieldDef *f) {
   case kPc_Type_Double: return kRead_F64;
   case kPc_Type_Float: return kRead_F32;
   case kPc_Type_Bool: return kRead_Bool;
-  default: return kRead_I64;
+  default: return LPC_LUAJIT ? kRead_Other : kRead_I64; /* LuaJIT: cdata (lpc_push_int64) */
   }
 }
 
@@ -42,8 +43,8 @@ static uint8_t write_kind(const pc_FieldDef *f) {
   case kPc_Type_Double: return kWrite_F64;
   case kPc_Type_Float: return kWrite_F32;
   case kPc_Type_Bool: return kWrite_Bool;
-  case kPc_Type_Enum: return kWrite_Other; /* names, closed enums */
-  default: return kWrite_I64;              /* any Lua integer */
+  case kPc_Type_Enum: return kWrite_Other;                /* names, closed enums */
+  default: return LPC_LUAJIT ? kWrite_Other : kWrite_I64; /* any Lua integer; LuaJIT: cdata too */
   }
 }
 
@@ -395,7 +396,14 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_pushvalue(L, names);
   lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_newindex : lpc_view_newindex, 1);
   lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, lpc_message_eq);
+  /* One function object for every message metatable: Lua 5.1 (LuaJIT)
+   * calls __eq only when both operands' are the same. */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_eq_key) != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    lua_pushcfunction(L, lpc_message_eq);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_eq_key);
+  }
   lua_setfield(L, -2, "__eq");
   lua_pushcfunction(L, lpc_message_tostring);
   lua_setfield(L, -2, "__tostring");

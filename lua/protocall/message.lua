@@ -6,6 +6,7 @@ local M = {}
 
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
 local format, concat, sort = string.format, table.concat, table.sort
+local compat = require "protocall.compat"
 
 function M.install(pc, core)
   local Pool = core.Pool
@@ -81,6 +82,7 @@ function M.install(pc, core)
   local function show_value(v)
     if type(v) == "string" then return quote(v) end
     if v ~= v then return "nan" end -- not the C library's "-nan"
+    if type(v) == "cdata" then return (tostring(v):gsub("U?LL$", "")) end -- LuaJIT's 64-bit integers
     return tostring(v)
   end
 
@@ -106,7 +108,7 @@ function M.install(pc, core)
         local v = m[name]
         if is_map(info) then
           local items = {}
-          for k, x in pairs(v) do
+          for k, x in compat.pairs(v) do
             local o = { "[", show_value(k), "]=" }
             emit(o, x)
             items[#items + 1] = concat(o)
@@ -147,6 +149,26 @@ function M.install(pc, core)
       error("bad argument #1 to 'to_table' (message expected, got " .. type(m) .. ")", 2)
     end
     return core_to_table(m)
+  end
+
+  --- for k, v in pc.pairs(x) / for i, v in pc.ipairs(x): pairs and ipairs
+  -- for tables and for repeated and map containers alike. Under Lua 5.4
+  -- they are pairs and ipairs; LuaJIT's pairs and ipairs take tables only
+  -- (they ignore a userdata's __pairs, and ipairs reads raw), so code that
+  -- runs on both iterates containers through these.
+  pc.pairs = compat.pairs
+  if compat.luajit then
+    local function inext(c, i)
+      i = i + 1
+      local v = c[i]
+      if v ~= nil then return i, v end
+    end
+    function pc.ipairs(x)
+      if type(x) == "table" then return ipairs(x) end
+      return inext, x, 0
+    end
+  else
+    pc.ipairs = ipairs
   end
 end
 

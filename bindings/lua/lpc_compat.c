@@ -83,8 +83,6 @@ int lpc_compat_error(lua_State *L, const char *fmt, ...) {
   return lua_error(L);
 }
 
-/* Registry keys of the two ffi helpers below. */
-static const char kPushKey = 'p', kToKey = 't';
 
 /* push(pointer, unsigned) -> int64_t / uint64_t cdata of *pointer (read
  * through unqualified pointers: a const int64_t cdata would not be taken
@@ -104,13 +102,16 @@ static const char kHelpers[] =
     "  return false\n"
     "end\n";
 
+/* Registry keys of the two ffi helpers below. */
+static const char kPushKey = 'p', kToKey = 't';
+
 /* LuaJIT's lua_close runs finalizers in up to ten rounds, and unloads C
  * modules in the first: a finalizer of ours that a finalizer made (the
  * codec's per-cycle sentinel, lpc_wire.c) would then call into unmapped
  * code. So the module stays loaded until the process exits. */
 static void keep_loaded(void) {
   Dl_info info;
-  if (dladdr((void *)(uintptr_t)&keep_loaded, &info) != 0 && info.dli_fname != NULL)
+  if (dladdr(&kPushKey, &info) != 0 && info.dli_fname != NULL)
     (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 

@@ -26,11 +26,13 @@ void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
 }
 
 void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v) {
-  int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
-  if (LPC_LUAJIT && (is_unsigned || f->type == kPc_Type_Int64 || f->type == kPc_Type_Sint64 ||
-                     f->type == kPc_Type_Sfixed64)) {
+  if (LPC_LUAJIT) {
+    int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+    int is_signed =
+        f->type == kPc_Type_Int64 || f->type == kPc_Type_Sint64 || f->type == kPc_Type_Sfixed64;
     const uint64_t limit = (uint64_t)1 << 53;
-    if (is_unsigned ? v.u64 <= limit : (v.i64 >= -(int64_t)limit && v.i64 <= (int64_t)limit)) {
+    if ((is_unsigned && v.u64 <= limit) ||
+        (is_signed && v.i64 >= -(int64_t)limit && v.i64 <= (int64_t)limit)) {
       lua_pushnumber(L, is_unsigned ? (lua_Number)v.u64 : (lua_Number)v.i64);
       return;
     }

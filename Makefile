@@ -77,8 +77,9 @@ test: build build-asan build-luajit
 	-@cd $(LUAJIT) && ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
 	@lua5.4 .ci/summary.lua $(RELEASE) $(ASAN) $(FUZZ) $(LUAJIT)
 
-bench: build
+bench: build build-luajit
 	@for b in bench/*_bench.lua; do $(RELEASE)/protocall $$b $(BENCH_ARGS) || exit 1; done
+	@LUA_CPATH='$(LUAJIT)/?.so;;' luajit bench/luajit/fields_bench.lua $(BENCH_ARGS)
 
 # The test servers spec/grpc_server.py starts end themselves after
 # PC_SERVER_LIFETIME seconds (120 by default): under valgrind the suite takes

@@ -399,6 +399,13 @@ local function task_wait(channel)
   return true
 end
 
+--- Whether the running coroutine is a task of pc.run (so a wait can yield
+-- to the others); other modules ask this instead of coroutine.running,
+-- which tells the main coroutine apart only on Lua 5.4.
+function M.in_task()
+  return tasks[co_running()] == true
+end
+
 local function task_sleep(seconds)
   local co = co_running()
   if not tasks[co] then return false end

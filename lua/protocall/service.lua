@@ -519,8 +519,7 @@ function M.install(pc, core)
       if ctx.deadline and now() > ctx.deadline then
         finish(self, status("DEADLINE_EXCEEDED", self.info.full_name .. ": deadline exceeded"))
       elseif step(self) == false then
-        local _, main = coroutine.running()
-        if main then
+        if not require("protocall.net").in_task() then
           finish(self, status("FAILED_PRECONDITION", self.info.full_name
             .. ": the handler waits for a request and the caller for a response (send, or close_send)"))
         else

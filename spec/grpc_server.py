@@ -248,7 +248,36 @@ def faults_handlers():
 
     def attempts(req, ctx):
         with lock:
-            return Reply(attempts=counts.get(req.id, 0))
+            return Reply(attempts=counts.get(req.id, 0), cancelled=cancelled.get(req.id, 0))
+
+    cancelled = {}
+
+    def hedge(req, ctx):
+        """Attempt n of req.id (counted on arrival): while n <= failures it
+        waits req.seconds (a cancellation meanwhile is counted, see Attempts),
+        then fails with req.code if set; other attempts answer at once. The
+        reply's text is the attempt's grpc-previous-rpc-attempts header."""
+        n = count(req)
+        previous = dict(ctx.invocation_metadata()).get("grpc-previous-rpc-attempts", "")
+        if n <= req.failures:
+            end = time.monotonic() + req.seconds
+            while time.monotonic() < end:
+                if not ctx.is_active():
+                    with lock:
+                        cancelled[req.id] = cancelled.get(req.id, 0) + 1
+                    return Reply()
+                time.sleep(0.01)
+            if req.code:
+                ctx.abort(grpc.StatusCode[req.code], "attempt %d failed" % n)
+        return Reply(text=previous, attempts=n)
+
+    def hedge_stream(req, ctx):
+        """Hedge's rules, then req.count replies (index 1, 2, ...)."""
+        first = hedge(req, ctx)
+        if first.attempts == 0:
+            return
+        for i in range(req.count):
+            yield Reply(text=first.text, attempts=first.attempts, index=i + 1)
 
     def stream(req, ctx):
         n = count(req)
@@ -298,6 +327,8 @@ def faults_handlers():
         "Pushback": unary(pushback),
         "Undecodable": unary(echo, serializer=undecodable),
         "Attempts": unary(attempts),
+        "Hedge": unary(hedge),
+        "HedgeStream": server_stream(hedge_stream),
         "Stream": server_stream(stream),
         "StreamThenFail": server_stream(stream_then_fail),
         "Record": grpc.stream_unary_rpc_method_handler(

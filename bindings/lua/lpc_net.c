@@ -96,10 +96,12 @@ static int lpc_grpcchannel_close(lua_State *L) {
   return 0;
 }
 
-/* -- call = ch:start(path, timeout|nil, metadata|nil, gzip)
+/* -- call = ch:start(path, timeout|nil, metadata|nil, gzip, previous_attempts|nil)
  * Starts a call (request messages follow with call:send). 'timeout' in
  * seconds (<= 0: ends at once DEADLINE_EXCEEDED), metadata a list of
- * {key, value}. Raises on invalid metadata or path. */
+ * {key, value}, previous_attempts an integer in 0..100 sent as
+ * grpc-previous-rpc-attempts when positive. Raises on invalid metadata or
+ * path. */
 static int lpc_grpcchannel_start(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
   const char *path = luaL_checkstring(L, 2);
@@ -112,11 +114,14 @@ static int lpc_grpcchannel_start(lua_State *L) {
     if (!(s.timeout > 0)) s.timeout = 0; /* already past (NaN too) */
   }
   s.gzip = lua_toboolean(L, 5);
+  lua_Integer previous = luaL_optinteger(L, 6, 0);
+  luaL_argcheck(L, previous >= 0 && previous <= 100, 6, "previous attempts: 0..100 expected");
+  s.previous_attempts = (unsigned)previous;
   pc_GrpcPair *pairs = NULL;
   if (!lua_isnoneornil(L, 4)) {
     luaL_checktype(L, 4, LUA_TTABLE);
     size_t n = (size_t)luaL_len(L, 4);
-    pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* at 6 */
+    pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* kept on the stack */
     for (size_t i = 0; i < n; i++) {
       if (lua_geti(L, 4, (lua_Integer)i + 1) != LUA_TTABLE)
         luaL_error(L, "metadata entry %d: {key, value} expected", (int)i + 1);

@@ -23,6 +23,7 @@ end
 for _, name in ipairs {
   "protocall.message",
   "protocall.call",
+  "protocall.hedge",
   "protocall.wire",
   "protocall.text",
   "protocall.json",

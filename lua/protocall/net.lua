@@ -29,6 +29,8 @@ local core_pump
 -- scheduler (below) for coroutines it runs; outside it, the call runs the
 -- loop itself until it can go on.
 local wait_hook
+-- pc.sleep (set by install): Transport:wait sleeps with it.
+local sleep_hook
 
 local function wait(channel)
   if wait_hook and wait_hook(channel) then return end
@@ -67,7 +69,9 @@ local function merged_metadata(base, extra)
 end
 
 -- Settings of one call: {timeout = seconds or nil, metadata = {{k, v}, ...},
--- compression = "gzip" | "identity" | nil, with_metadata = boolean}.
+-- compression = "gzip" | "identity" | nil, with_metadata = boolean,
+-- previous_attempts = n (sent as grpc-previous-rpc-attempts when positive:
+-- a retry or hedge of gRFC A6) or nil}.
 local function settings_of(self, name, path, settings, level)
   if type(path) ~= "string" then
     error("bad argument #1 to '" .. name .. "' (string expected, got " .. type(path) .. ")", level + 1)
@@ -88,7 +92,11 @@ local function settings_of(self, name, path, settings, level)
     local problem = metadata_problem(settings.metadata)
     if problem then error(problem, level + 1) end
   end
-  return timeout, merged_metadata(self.metadata, settings.metadata), gzip, settings.with_metadata
+  local previous = settings.previous_attempts
+  if previous ~= nil and (math.type(previous) ~= "integer" or previous < 0 or previous > 100) then
+    error("previous_attempts: integer in 0..100 expected, got " .. tostring(previous), level + 1)
+  end
+  return timeout, merged_metadata(self.metadata, settings.metadata), gzip, settings.with_metadata, previous
 end
 
 local function check_request(name, request, level)
@@ -114,6 +122,21 @@ local function next_message(channel, call)
   end
 end
 
+-- The iterator of a server stream's messages: each message, then nil
+-- after a status OK; any other status raises the error object.
+local function stream_iterator(channel, call, path)
+  local finished = false
+  return function()
+    if finished then return nil end
+    local msg = next_message(channel, call)
+    if msg ~= nil then return msg end
+    finished = true
+    local st = call:status()
+    if st.code ~= "OK" then raise(call, path) end
+    return nil
+  end
+end
+
 --- Unary call: `transport:unary(path, request_bytes, settings)` ->
 -- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
 -- `settings.with_metadata`). `path` is "/pkg.Service/Method"; settings as
@@ -124,10 +147,10 @@ end
 -- misuse (bad metadata, bad path, closed transport). Under pc.run, waits
 -- without stopping other coroutines.
 function Transport:unary(path, request, settings)
-  local timeout, md, gzip, want_md = settings_of(self, "unary", path, settings, 2)
+  local timeout, md, gzip, want_md, previous = settings_of(self, "unary", path, settings, 2)
   check_request("unary", request, 2)
   local channel = self.channel
-  local call = channel:start(path, timeout, md, gzip)
+  local call = channel:start(path, timeout, md, gzip, previous)
   call:send(request)
   call:close_send()
   local first = next_message(channel, call)
@@ -163,23 +186,131 @@ end
 -- stream read slowly holds at most its window (`stream_window`) while the
 -- other calls on the connection go on.
 function Transport:server_stream(path, request, settings)
-  local timeout, md, gzip = settings_of(self, "server_stream", path, settings, 2)
+  local timeout, md, gzip, _, previous = settings_of(self, "server_stream", path, settings, 2)
   check_request("server_stream", request, 2)
   local channel = self.channel
-  local call = channel:start(path, timeout, md, gzip)
+  local call = channel:start(path, timeout, md, gzip, previous)
   call:send(request)
   call:close_send()
-  local finished = false
-  local function iterate()
-    if finished then return nil end
-    local msg = next_message(channel, call)
-    if msg ~= nil then return msg end
-    finished = true
-    local st = call:status()
-    if st.code ~= "OK" then raise(call, path) end
-    return nil
+  return stream_iterator(channel, call, path), nil, nil, call
+end
+
+-- Calls started without waiting (hedging: several attempts of one call in
+-- flight at once). A handle's `result()` is nil while its call runs.
+local Started = { __name = "protocall.GrpcStarted" }
+Started.__index = Started
+
+--- `handle:cancel()`: ends the started call CANCELLED (RST_STREAM CANCEL,
+-- sent at once: the server sees the cancellation) and releases it unless
+-- a result handed it on (a committed stream). Idempotent.
+function Started:cancel()
+  if self.done then return end
+  self.done = true
+  self.call:cancel()
+  self.call:close()
+end
+
+local function started(self, name, path, request, settings, result)
+  local timeout, md, gzip, _, previous = settings_of(self, name, path, settings, 3)
+  check_request(name, request, 3)
+  local call = self.channel:start(path, timeout, md, gzip, previous)
+  call:send(request)
+  call:close_send()
+  return setmetatable({ channel = self.channel, call = call, path = path, result = result,
+    done = false, count = 0 }, Started)
+end
+
+-- A started unary call's result: nil while it runs, else true and the
+-- response bytes, or false and the error object (as Transport:unary).
+local function unary_result(h)
+  if h.done then return false, new_error { code = "CANCELLED", message = "cancelled", method = h.path } end
+  local call = h.call
+  while true do
+    local m = call:next()
+    if m == false then return nil end
+    if m == nil then break end
+    h.count = h.count + 1
+    if h.count == 1 then h.first = m end
   end
-  return iterate, nil, nil, call
+  h.done = true
+  local st = call:status()
+  call:close()
+  if st.code == "OK" then
+    if h.count == 1 then return true, h.first end
+    st.code = "INTERNAL"
+    st.message = h.count == 0 and "unary call received no response message"
+      or ("unary call received " .. h.count .. " response messages")
+  end
+  st.method = h.path
+  return false, new_error(st)
+end
+
+-- A started server stream's result: nil until its first response message
+-- or its end, then true and an iterator of the stream (the first message
+-- included) and the call, or false and the error object.
+local function stream_result(h)
+  if h.done then return false, new_error { code = "CANCELLED", message = "cancelled", method = h.path } end
+  local call = h.call
+  local m = call:next()
+  if m == false then return nil end
+  h.done = true
+  if m == nil then
+    local st = call:status()
+    if st.code ~= "OK" then
+      call:close()
+      st.method = h.path
+      return false, new_error(st)
+    end
+  end
+  local rest, first = stream_iterator(h.channel, call, h.path), m
+  return true, function()
+    if first ~= nil then
+      local r = first
+      first = nil
+      return r
+    end
+    return rest()
+  end, call
+end
+
+--- `handle = transport:start_unary(path, request_bytes, settings)`: a
+-- unary call started without waiting for it (arguments and misuse as
+-- `unary`); `handle:result()` -> nil while it runs, else true and the
+-- response bytes, or false and the error object; `handle:cancel()`.
+-- Several started calls share the connection, in flight together;
+-- `transport:wait` waits for them.
+function Transport:start_unary(path, request, settings)
+  return started(self, "start_unary", path, request, settings, unary_result)
+end
+
+--- `handle = transport:start_server_stream(path, request_bytes,
+-- settings)`: a server stream started without waiting; `handle:result()`
+-- -> nil until its first response message (or its end), then true and an
+-- iterator of the whole stream (as `server_stream`'s) and the call, or
+-- false and the error object; `handle:cancel()`.
+function Transport:start_server_stream(path, request, settings)
+  return started(self, "start_server_stream", path, request, settings, stream_result)
+end
+
+--- `transport:wait(handles, seconds)`: waits until one of the started
+-- calls in the list `handles` may have moved on, at most `seconds` (sleeps
+-- when the list is empty). Under pc.run the other tasks run meanwhile.
+function Transport:wait(handles, seconds)
+  local chans, seen = {}, {}
+  for i = 1, #handles do
+    local ch = handles[i].channel
+    if ch and not seen[ch] then
+      seen[ch] = true
+      chans[#chans + 1] = ch
+    end
+  end
+  if seconds < 0 then seconds = 0 end
+  if #chans == 0 then
+    if seconds > 0 then sleep_hook(seconds) end
+    return
+  end
+  if wait_hook and wait_hook(chans, seconds) then return end
+  core_pump(chans, seconds)
 end
 
 -- Request bytes a sender may have queued beyond what HTTP/2 took: past
@@ -360,12 +491,14 @@ local wake_at = {}    -- coroutine -> monotonic time its sleep ends
 local running_loop = false
 local monotonic
 
--- A task waits for its channel: yield to the loop, which pumps every
--- channel a task waits on and resumes them all.
-local function task_wait(channel)
+-- A task waits for its channel (or a list of channels, at most `seconds`):
+-- yield to the loop, which pumps every channel a task waits on and resumes
+-- them all.
+local function task_wait(channel, seconds)
   local co = co_running()
   if not tasks[co] then return false end
   waiting[co] = channel
+  if seconds then wake_at[co] = monotonic() + seconds end
   co_yield()
   return true
 end
@@ -426,12 +559,20 @@ function M.install(pc, core)
         -- Pump the channels tasks wait on, at most until the first sleep ends.
         local chans, seen, soonest = {}, {}, nil
         for co, ch in pairs(waiting) do
-          if ch and not seen[ch] then
+          if type(ch) == "table" then -- a list of channels (Transport:wait)
+            for i = 1, #ch do
+              local c = ch[i]
+              if not seen[c] then
+                seen[c] = true
+                chans[#chans + 1] = c
+              end
+            end
+          elseif ch and not seen[ch] then
             seen[ch] = true
             chans[#chans + 1] = ch
-          elseif not ch and (soonest == nil or wake_at[co] < soonest) then
-            soonest = wake_at[co]
           end
+          local w = wake_at[co]
+          if w and (soonest == nil or w < soonest) then soonest = w end
         end
         if #queue == 0 then
           local t = soonest and soonest - monotonic() or 1
@@ -466,6 +607,7 @@ function M.install(pc, core)
   end
   core.sleep = sleep
   pc.sleep = sleep
+  sleep_hook = sleep
 
   --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port",
   -- "host:port" or "dns:///host:port" (HTTP/2 without TLS, prior

@@ -114,7 +114,8 @@ function M.install(pc, core)
 
   --- server = pc.server{["pkg.Service"] = {Method = function(request, ctx) ... end}, ...}
   -- Handlers get the decoded request and a context {method = full name,
-  -- metadata = {{key, value}, ...} (the call's, a copy), timeout = seconds
+  -- metadata = {{key, value}, ...} (the call's, a copy; a retry or hedge
+  -- also has grpc-previous-rpc-attempts, as a gRPC server sees), timeout = seconds
   -- or nil, deadline = monotonic seconds or nil, send = function(response)
   -- (server streaming)}. A unary handler returns the response (a message of
   -- the output type or a table of it). A server-streaming handler calls
@@ -196,6 +197,10 @@ function M.install(pc, core)
           local kv = md[i]
           metadata[i] = { kv[1], kv[2] }
         end
+      end
+      local previous = settings.previous_attempts
+      if previous and previous > 0 then
+        metadata[#metadata + 1] = { "grpc-previous-rpc-attempts", tostring(previous) }
       end
     end
     local ctx = {
@@ -447,14 +452,19 @@ function M.install(pc, core)
 
   local HEDGING_POLICY_KEYS = { maxAttempts = true, hedgingDelay = true, nonFatalStatusCodes = true }
 
+  -- {max_attempts=, delay= seconds (0 when unset: every attempt at once),
+  -- non_fatal = {CODE = true}} for pc._hedge (lua/protocall/hedge.lua).
   local function hedging_policy_at(v, path)
     object_at(v, path)
     known_keys(v, path, HEDGING_POLICY_KEYS)
-    attempts_at(v.maxAttempts, path .. ".maxAttempts")
-    if v.hedgingDelay ~= nil then duration_at(v.hedgingDelay, path .. ".hedgingDelay", false) end
-    if v.nonFatalStatusCodes ~= nil then codes_at(v.nonFatalStatusCodes, path .. ".nonFatalStatusCodes") end
-    config_error(path, "valid, but hedging is not supported yet (it needs concurrent attempts); "
-      .. "use a retryPolicy")
+    local policy = { max_attempts = attempts_at(v.maxAttempts, path .. ".maxAttempts"), delay = 0, non_fatal = {} }
+    if v.hedgingDelay ~= nil then policy.delay = duration_at(v.hedgingDelay, path .. ".hedgingDelay", false) end
+    if v.nonFatalStatusCodes ~= nil then
+      for _, name in ipairs(codes_at(v.nonFatalStatusCodes, path .. ".nonFatalStatusCodes")) do
+        policy.non_fatal[name] = true
+      end
+    end
+    return policy
   end
 
   local function size_at(v, path)
@@ -473,7 +483,7 @@ function M.install(pc, core)
 
   --- config = parse_service_config(t): the methodConfig entries by name
   -- ("pkg.Service/Method", "pkg.Service/" for service-wide, "/" for the
-  -- default), each {timeout=, retry=, max_request=, max_response=,
+  -- default), each {timeout=, retry=, hedging=, max_request=, max_response=,
   -- wait_for_ready=}, and `throttling` {max_tokens=, token_ratio=} or nil.
   -- Raises {service_config = "path: what"} on the first problem.
   local function parse_service_config(t)
@@ -499,7 +509,7 @@ function M.install(pc, core)
         if mc.retryPolicy ~= nil then
           entry.retry, entry.per_attempt = retry_policy_at(mc.retryPolicy, path .. ".retryPolicy")
         end
-        if mc.hedgingPolicy ~= nil then hedging_policy_at(mc.hedgingPolicy, path .. ".hedgingPolicy") end
+        if mc.hedgingPolicy ~= nil then entry.hedging = hedging_policy_at(mc.hedgingPolicy, path .. ".hedgingPolicy") end
         if mc.waitForReady ~= nil then
           if type(mc.waitForReady) ~= "boolean" then
             config_error(path .. ".waitForReady", "boolean expected, got " .. type(mc.waitForReady))
@@ -653,6 +663,7 @@ function M.install(pc, core)
     local from_config = {}
     if entry then
       from_config.retry = entry.retry
+      if entry.hedging then from_config.retry = false end -- the hedges are the attempts
       if entry.per_attempt then
         from_config.timeout = pc.ExponentialTimeout { initial = entry.per_attempt,
           maximum = entry.per_attempt, multiplier = 1, deadline = entry.timeout or false }
@@ -684,11 +695,17 @@ function M.install(pc, core)
     return resp
   end
 
+  -- Attempt `attempt` (nil: the first) as the transport's settings field
+  -- previous_attempts (sent as grpc-previous-rpc-attempts), nil for the first.
+  local function previous_of(attempt)
+    return attempt and attempt > 1 and attempt - 1 or nil
+  end
+
   local function unary_attempt(transport, m, max)
     local path = m.path
-    return function(request_bytes, timeout, metadata, compression)
+    return function(request_bytes, timeout, metadata, compression, attempt)
       local bytes = transport:unary(path, request_bytes,
-        { timeout = timeout, metadata = metadata, compression = compression })
+        { timeout = timeout, metadata = metadata, compression = compression, previous_attempts = previous_of(attempt) })
       return decoded(m, bytes, max)
     end
   end
@@ -703,9 +720,9 @@ function M.install(pc, core)
       if bytes == nil then return nil end
       return decoded(m, bytes, max)
     end
-    return function(request_bytes, timeout, metadata, compression)
+    return function(request_bytes, timeout, metadata, compression, attempt)
       local iter, state, ctl, call = transport:server_stream(path, request_bytes,
-        { timeout = timeout, metadata = metadata, compression = compression })
+        { timeout = timeout, metadata = metadata, compression = compression, previous_attempts = previous_of(attempt) })
       local first = next_of(iter(state, ctl))
       local done = first == nil
       return function()
@@ -720,6 +737,59 @@ function M.install(pc, core)
         return r
       end, call
     end
+  end
+
+  -- A hedged call of unary or server-streaming method `m` as one attempt
+  -- function (pc._hedge, lua/protocall/hedge.lua, runs the hedges). On a
+  -- transport with start_unary / start_server_stream and wait (pc.grpc's)
+  -- the hedges are in flight together on its connection, a stream committing
+  -- at its first response; on any other (pc.inproc) each attempt runs to
+  -- its end before the next may start, so only a failure with a non-fatal
+  -- code (or pushback) leads to the next one. `bucket` is the client's C
+  -- retry token bucket or nil; `clock` and `sleep` the client's.
+  local function hedged_attempt(transport, m, max, policy, bucket, clock, sleep)
+    local path, streaming = m.path, m.server_streaming
+    local begin = transport[streaming and "start_server_stream" or "start_unary"]
+    local start, wait
+    if type(begin) == "function" and type(transport.wait) == "function" then
+      local function decode_stream(it)
+        return function()
+          local b = it()
+          if b == nil then return nil end
+          return decoded(m, b, max)
+        end
+      end
+      start = function(bytes, timeout, metadata, compression, previous)
+        local h = begin(transport, path, bytes, { timeout = timeout, metadata = metadata,
+          compression = compression, previous_attempts = previous > 0 and previous or nil })
+        return {
+          raw = h,
+          cancel = function() h:cancel() end,
+          result = function()
+            local ok, v = h:result()
+            if not ok then return ok, v end
+            if streaming then return true, decode_stream(v) end
+            return pcall(decoded, m, v, max)
+          end,
+        }
+      end
+      wait = function(list, seconds)
+        local raw = {}
+        for i = 1, #list do raw[i] = list[i].raw end
+        transport:wait(raw, seconds)
+      end
+    else
+      local run = (streaming and stream_attempt or unary_attempt)(transport, m, max)
+      local function none() end
+      start = function(bytes, timeout, metadata, compression, previous)
+        local ok, v = pcall(run, bytes, timeout, metadata, compression, previous + 1)
+        return { result = function() return ok, v end, cancel = none }
+      end
+      wait = function(_, seconds)
+        if seconds > 0 then sleep(seconds) end
+      end
+    end
+    return pc._hedge(policy, { start = start, wait = wait, clock = clock, bucket = bucket })
   end
 
   -- Client-streaming and bidirectional methods: `stub:Method([opts])`
@@ -900,15 +970,24 @@ function M.install(pc, core)
         local name = m.name
         local entry = config and config_for(config, service_name, name)
         local max_request = entry and entry.max_request
-        local attempt = (m.server_streaming and stream_attempt or unary_attempt)(transport, m,
-          entry and entry.max_response)
+        local per = per_method[name]
+        -- A hedgingPolicy applies unless methods.Name sets its own retry.
+        local hedging = entry and entry.hedging and not (per and per.retry ~= nil) and entry.hedging
+        local attempt
+        if hedging then
+          attempt = hedged_attempt(transport, m, entry.max_response, hedging,
+            throttle and pc._throttle_bucket(throttle), clock, opts.sleep or pc.sleep)
+        else
+          attempt = (m.server_streaming and stream_attempt or unary_attempt)(transport, m,
+            entry and entry.max_response)
+        end
         -- The callable's request is the encoded bytes, or with interceptors
         -- a record {bytes=, call=, attempts=} of the call.
         local target = attempt
         if intercepted then
           target = function(rec, timeout, metadata, compression, n)
             rec.attempts = n or 1
-            if not per_attempt_chain then return attempt(rec.bytes, timeout, metadata, compression) end
+            if not per_attempt_chain then return attempt(rec.bytes, timeout, metadata, compression, n) end
             local md = {}
             for i = 1, #metadata do md[i] = { metadata[i][1], metadata[i][2] } end
             local a = { method = full, service = service_name, name = name, request = rec.call.request,
@@ -918,12 +997,12 @@ function M.install(pc, core)
               if c.request ~= rec.call.request then
                 bytes = encode(as_message(input, c.request, full .. " request", 0))
               end
-              return attempt(bytes, c.timeout, c.metadata, c.compression)
+              return attempt(bytes, c.timeout, c.metadata, c.compression, n)
             end, clock(), clock)
           end
         end
-        local per = per_method[name]
-        local okw, callable = pcall(pc.wrap_method, target, defaults_for(opts, per, entry, throttle))
+        local okw, callable = pcall(pc.wrap_method, target,
+          defaults_for(opts, per, entry, not hedging and throttle or nil))
         if not okw then
           local msg = tostring(callable):gsub("^[^:\n]*:%d+: ", "", 1)
           msg = msg:match("^bad argument #2 to 'wrap_method' %((.*)%)$") or msg

@@ -39,7 +39,7 @@ function H.install(M)
 
   -- A handle for a start that raised: that attempt's failure.
   local function failed(err)
-    return { result = function() return false, err end, cancel = function() end }
+    return { result = function() return false, err end, cancel = function() end, sync = true }
   end
 
   --- run = pc._hedge(policy, ops) (internal): the hedged call as one
@@ -48,7 +48,8 @@ function H.install(M)
   -- delay = seconds >= 0, non_fatal = {CODE = true, ...}}; ops = {start =
   -- fn(request_bytes, timeout, metadata, compression, previous_attempts)
   -- -> handle (handle:result() -> nil while running, else true and the
-  -- results or false and the error; handle:cancel()), wait = fn(handles,
+  -- results or false and the error; handle:cancel(); handle.sync true
+  -- when the result is there already, ending at once), wait = fn(handles,
   -- seconds) (until a handle may have moved on, at most `seconds`), clock =
   -- fn() -> seconds, bucket = a C retry token bucket (pc._throttle_bucket)
   -- or nil}. Gives up with pc.RetryError {cause = the last non-fatal
@@ -73,16 +74,7 @@ function H.install(M)
           error(Error { code = "DEADLINE_EXCEEDED", message = format(
             "deadline exceeded after %d hedged attempt%s", sent, sent == 1 and "" or "s") }, 0)
         end
-        while not stopped and sent < max and now >= next_at do
-          if sent > 0 and bucket and not select(4, bucket:info()) then
-            stopped = "throttled"
-            break
-          end
-          sent = sent + 1
-          local ok, h = pcall(start, bytes, deadline and deadline - now, metadata, compression, sent - 1)
-          live[#live + 1] = ok and h or failed(h)
-          next_at = now + delay
-        end
+        -- Results first: one that arrived by now decides before the next hedge.
         local i = 1
         while i <= #live do
           local r = pack(live[i]:result())
@@ -107,11 +99,21 @@ function H.install(M)
             if pushback and pushback < 0 then
               stopped = "pushback"
             elseif pushback then
-              next_at = clock() + pushback
+              next_at = now + pushback
             else
               next_at = now
             end
           end
+        end
+        while not stopped and sent < max and now >= next_at do
+          if sent > 0 and bucket and not select(4, bucket:info()) then
+            stopped = "throttled"
+            break
+          end
+          sent = sent + 1
+          local ok, h = pcall(start, bytes, deadline and deadline - now, metadata, compression, sent - 1)
+          live[#live + 1] = ok and h or failed(h)
+          next_at = now + delay
         end
         if #live == 0 and (stopped or sent >= max) then
           error(setmetatable({ cause = last, attempts = sent, message = format(
@@ -121,7 +123,12 @@ function H.install(M)
         local wake = (not stopped and sent < max) and next_at or huge
         if deadline and deadline < wake then wake = deadline end
         now = clock()
-        if #live > 0 or wake > now then
+        -- A start that answered at once (or failed) needs no wait.
+        local ready = false
+        for j = 1, #live do
+          if live[j].sync then ready = true end
+        end
+        if not ready and (#live > 0 or wake > now) then
           wait(live, wake == huge and 1 or wake - now)
         end
       end

@@ -783,7 +783,7 @@ function M.install(pc, core)
       local function none() end
       start = function(bytes, timeout, metadata, compression, previous)
         local ok, v = pcall(run, bytes, timeout, metadata, compression, previous + 1)
-        return { result = function() return ok, v end, cancel = none }
+        return { result = function() return ok, v end, cancel = none, sync = true }
       end
       wait = function(_, seconds)
         if seconds > 0 then sleep(seconds) end

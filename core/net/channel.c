@@ -562,3 +562,10 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
   }
   return 1;
 }
+
+int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch) {
+  for (const Conn *c = ch->conns; c; c = c->next) {
+    if (c->sock != NULL && pc_GrpcEngine_Alive(c->engine)) return 1;
+  }
+  return 0;
+}

@@ -177,12 +177,16 @@ def serve_grpc(port, tls=None):
         port = server.add_secure_port("127.0.0.1:%d" % port, creds)
     else:
         port = server.add_insecure_port("127.0.0.1:%d" % port)
+    LISTENING[0] = port
     server.start()
     announce(port)
     server.wait_for_termination()
 
 
 # -- faults.Faults: a message service ----------------------------------------
+
+# The port the grpc server listens on (Hedge: the slow backend's).
+LISTENING = [0]
 
 PROTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "protos")
 
@@ -255,11 +259,13 @@ def faults_handlers():
     def hedge(req, ctx):
         """Attempt n of req.id (counted on arrival): while n <= failures it
         waits req.seconds (a cancellation meanwhile is counted, see Attempts),
-        then fails with req.code if set; other attempts answer at once. The
-        reply's text is the attempt's grpc-previous-rpc-attempts header."""
+        then fails with req.code if set; other attempts answer at once. A
+        req.text names the one port where that holds (several servers: one
+        slow backend). The reply's text is the attempt's
+        grpc-previous-rpc-attempts header."""
         n = count(req)
         previous = dict(ctx.invocation_metadata()).get("grpc-previous-rpc-attempts", "")
-        if n <= req.failures:
+        if n <= req.failures and req.text in ("", str(LISTENING[0])):
             end = time.monotonic() + req.seconds
             while time.monotonic() < end:
                 if not ctx.is_active():

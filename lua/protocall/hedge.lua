@@ -46,8 +46,9 @@ function H.install(M)
   -- function run(request_bytes, timeout, metadata, compression) returning
   -- the winner's results or raising. policy = {max_attempts = n >= 1,
   -- delay = seconds >= 0, non_fatal = {CODE = true, ...}}; ops = {start =
-  -- fn(request_bytes, timeout, metadata, compression, previous_attempts)
-  -- -> handle (handle:result() -> nil while running, else true and the
+  -- fn(request_bytes, timeout, metadata, compression, previous_attempts,
+  -- tried) (tried: a table per call, for the transport to note the
+  -- backends its attempts went to) -> handle (handle:result() -> nil while running, else true and the
   -- results or false and the error; handle:cancel(); handle.sync true
   -- when the result is there already, ending at once), wait = fn(handles,
   -- seconds) (until a handle may have moved on, at most `seconds`), clock =
@@ -67,6 +68,7 @@ function H.install(M)
       local t0 = clock()
       local deadline = timeout and t0 + timeout
       local live, sent, next_at, stopped, last = {}, 0, t0, nil, nil
+      local tried = {} -- for the transport: the backends this call's attempts used
       while true do
         local now = clock()
         if deadline and now >= deadline then
@@ -111,7 +113,7 @@ function H.install(M)
             break
           end
           sent = sent + 1
-          local ok, h = pcall(start, bytes, deadline and deadline - now, metadata, compression, sent - 1)
+          local ok, h = pcall(start, bytes, deadline and deadline - now, metadata, compression, sent - 1, tried)
           live[#live + 1] = ok and h or failed(h)
           next_at = now + delay
         end

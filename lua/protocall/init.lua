@@ -28,6 +28,7 @@ for _, name in ipairs {
   "protocall.text",
   "protocall.json",
   "protocall.net",
+  "protocall.balancer",
   "protocall.compiler",
   "protocall.service",
   "protocall.host",

@@ -44,7 +44,7 @@ local TRANSPORT_OPTIONS = {
   ca_file = "string", cert_file = "string", key_file = "string", server_name = "string",
   max_receive_size = "number", max_header_list_size = "number", stream_window = "number",
   connection_window = "number", compression = "string", metadata = "table",
-  user_agent = "string",
+  user_agent = "string", load_balancing = "string",
 }
 
 local function check_compression(c, level)
@@ -627,12 +627,87 @@ function M.install(pc, core)
   -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
   -- read. All calls share one connection (a second one opens when the
   -- server takes no more streams on it or sends GOAWAY).
-  function pc.grpc(target, opts)
-    if type(target) ~= "string" then
-      error("bad argument #1 to 'grpc' (string expected, got " .. type(target) .. ")", 2)
+  -- The backends of `target` as {host=, port=, tls=} places, and for a
+  -- dns:/// target the name it resolves again (README "Load balancing").
+  local function places_of(target)
+    local show = type(target) == "string" and target:gsub("%c", "?") or "{...}"
+    local function bad(problem) error("pc.grpc: target '" .. show .. "': " .. problem, 3) end
+    local list
+    if type(target) == "table" then
+      list = {}
+      local n = #target
+      if n == 0 then bad("list of at least one address expected") end
+      for k in pairs(target) do
+        if math.type(k) ~= "integer" or k < 1 or k > n then bad("list of addresses expected (keys 1..n)") end
+      end
+      for i = 1, n do
+        if type(target[i]) ~= "string" then bad("address " .. i .. ": string expected, got " .. type(target[i])) end
+        list[i] = target[i]
+      end
+    elseif type(target) == "string" then
+      local kind, rest = target:match("^(ipv[46]):(.*)$")
+      if kind then
+        list = {}
+        for a in (rest .. ","):gmatch("([^,]*),") do list[#list + 1] = a end
+      end
+    end
+    if list then
+      local places = {}
+      for i, a in ipairs(list) do
+        local where, problem = parse_target(a)
+        if not where then bad("address " .. i .. " '" .. a:gsub("%c", "?") .. "': " .. problem) end
+        if i > 1 and where.tls ~= places[1].tls then
+          bad("every address must use the same scheme (TLS or not)")
+        end
+        places[i] = where
+      end
+      return places
     end
     local where, problem = parse_target(target)
-    if not where then error("pc.grpc: target '" .. target:gsub("%c", "?") .. "': " .. problem, 2) end
+    if not where then bad(problem) end
+    if target:find("^dns:///") then
+      local addresses = core.resolve(where.host, where.port)
+      if addresses and #addresses > 1 then
+        local places = {}
+        for i, a in ipairs(addresses) do places[i] = { host = a, port = where.port, tls = where.tls } end
+        return places, where
+      end
+    end
+    return { where }
+  end
+
+  local LB_POLICIES = { pick_first = true, round_robin = true }
+
+  --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port",
+  -- "host:port" or "dns:///host:port" (HTTP/2 without TLS, prior
+  -- knowledge) or "https://host[:port]" (TLS, verification on, ALPN h2);
+  -- several backends are a list of such addresses ({"127.0.0.1:5001",
+  -- "127.0.0.1:5002"}), "ipv4:127.0.0.1:5001,127.0.0.1:5002" (or ipv6:
+  -- with "[::1]:5001"), or a dns:/// name resolving to several addresses
+  -- (one connection each, the name as :authority; resolved again when every
+  -- backend has failed); `load_balancing` picks among them (README "Load
+  -- balancing", lua/protocall/balancer.lua).
+  -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
+  -- `key_file` (PEM client certificate and key, mutual TLS),
+  -- `server_name` (the name TLS verifies and sends, and :authority;
+  -- default the host), `max_receive_size` (bytes, default 4 MiB; a larger
+  -- response message fails with RESOURCE_EXHAUSTED, local = true),
+  -- `max_header_list_size` (bytes of one response header block, default
+  -- 64 KiB; more is RESOURCE_EXHAUSTED for that call only),
+  -- `stream_window` / `connection_window` (HTTP/2 receive windows in
+  -- bytes, default 1 MiB / 16 MiB: what an unread stream / the connection
+  -- may hold), `compression` ("gzip" for every call), `metadata` (list of
+  -- {key, value} sent with every call; keys ending in "-bin" carry bytes;
+  -- a call's own entry of the same key replaces it), `user_agent`,
+  -- `load_balancing` ("pick_first", the default, or "round_robin"). Raises
+  -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
+  -- read. All calls to one backend share one connection (a second one opens
+  -- when the server takes no more streams on it or sends GOAWAY).
+  function pc.grpc(target, opts)
+    if type(target) ~= "string" and type(target) ~= "table" then
+      error("bad argument #1 to 'grpc' (string or list of addresses expected, got " .. type(target) .. ")", 2)
+    end
+    local places, dns = places_of(target)
     if opts ~= nil and type(opts) ~= "table" then
       error("bad argument #2 to 'grpc' (table expected, got " .. type(opts) .. ")", 2)
     end
@@ -645,6 +720,10 @@ function M.install(pc, core)
       end
     end
     check_compression(opts.compression, 2)
+    if opts.load_balancing ~= nil and not LB_POLICIES[opts.load_balancing] then
+      error("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \""
+        .. opts.load_balancing:gsub("%c", "?") .. "\"", 2)
+    end
     if opts.metadata ~= nil then
       local bad = metadata_problem(opts.metadata)
       if bad then error("pc.grpc: " .. bad, 2) end
@@ -661,19 +740,39 @@ function M.install(pc, core)
         error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)
       end
     end
-    local channel = core.grpc_channel {
-      host = where.host, port = where.port, tls = where.tls,
-      ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
-      server_name = opts.server_name, user_agent = opts.user_agent,
+    local sizes = {
       max_receive = size_option(opts, "max_receive_size", 1),
       max_header_list = size_option(opts, "max_header_list_size", 1),
       stream_window = size_option(opts, "stream_window", 65535),
       connection_window = size_option(opts, "connection_window", 65535),
     }
-    return setmetatable({
-      channel = channel, target = target, compression = opts.compression,
-      metadata = opts.metadata,
-    }, Transport)
+    -- One backend: its channel and transport.
+    local function make(where)
+      local channel = core.grpc_channel {
+        host = where.host, port = where.port, tls = where.tls,
+        ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
+        server_name = opts.server_name or (dns and dns.host), user_agent = opts.user_agent,
+        max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
+        stream_window = sizes.stream_window, connection_window = sizes.connection_window,
+      }
+      return setmetatable({
+        channel = channel, target = where.host .. ":" .. where.port, compression = opts.compression,
+        metadata = opts.metadata,
+      }, Transport)
+    end
+    if #places == 1 then
+      local t = make(places[1])
+      if type(target) == "string" then t.target = target end
+      return t
+    end
+    local resolve
+    if dns then
+      resolve = function()
+        local again = places_of(target)
+        return again
+      end
+    end
+    return pc._balanced(places, make, opts.load_balancing or "pick_first", resolve, target)
   end
 end
 

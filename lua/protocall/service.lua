@@ -480,18 +480,42 @@ function M.install(pc, core)
   local NAME_KEYS = { service = true, method = true }
   local CONFIG_KEYS = { methodConfig = true, retryThrottling = true, loadBalancingConfig = true,
     loadBalancingPolicy = true }
+  local LB_POLICIES = { pick_first = true, round_robin = true }
 
   --- config = parse_service_config(t): the methodConfig entries by name
   -- ("pkg.Service/Method", "pkg.Service/" for service-wide, "/" for the
   -- default), each {timeout=, retry=, hedging=, max_request=, max_response=,
-  -- wait_for_ready=}, and `throttling` {max_tokens=, token_ratio=} or nil.
+  -- wait_for_ready=}, `throttling` {max_tokens=, token_ratio=} or nil, and
+  -- `balancing` "pick_first" | "round_robin" | nil (the first policy of
+  -- loadBalancingConfig protocall has, as gRPC picks).
   -- Raises {service_config = "path: what"} on the first problem.
   local function parse_service_config(t)
     object_at(t, "service_config")
     known_keys(t, "", CONFIG_KEYS)
-    if t.loadBalancingConfig ~= nil or t.loadBalancingPolicy ~= nil then
-      config_error(t.loadBalancingConfig ~= nil and "loadBalancingConfig" or "loadBalancingPolicy",
-        "not supported yet (a target is one backend)")
+    local balancing
+    if t.loadBalancingConfig ~= nil then
+      local list = list_at(t.loadBalancingConfig, "loadBalancingConfig")
+      for i, entry in ipairs(list) do
+        local path = format("loadBalancingConfig[%d]", i - 1)
+        object_at(entry, path)
+        local name, conf = next(entry)
+        if name == nil or next(entry, name) ~= nil then config_error(path, "object with one policy name expected") end
+        if type(conf) ~= "table" then config_error(path .. "." .. tostring(name), "object expected, got " .. type(conf)) end
+        if LB_POLICIES[name] and not balancing then
+          known_keys(conf, path .. "." .. name, {})
+          balancing = name
+        end
+      end
+      if not balancing then
+        config_error("loadBalancingConfig", "no supported policy (pick_first, round_robin)")
+      end
+    elseif t.loadBalancingPolicy ~= nil then
+      local v = t.loadBalancingPolicy
+      if type(v) ~= "string" or not LB_POLICIES[v:lower()] then
+        config_error("loadBalancingPolicy", "\"pick_first\" or \"round_robin\" expected, got "
+          .. (type(v) == "string" and "\"" .. v .. "\"" or type(v)))
+      end
+      balancing = v:lower()
     end
     local by_name = {}
     local mcs = t.methodConfig
@@ -561,7 +585,7 @@ function M.install(pc, core)
       end
       throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
     end
-    return { by_name = by_name, throttling = throttling }
+    return { by_name = by_name, throttling = throttling, balancing = balancing }
   end
 
   -- A google.protobuf.Value as the Lua value JSON text means: objects and
@@ -759,9 +783,9 @@ function M.install(pc, core)
           return decoded(m, b, max)
         end
       end
-      start = function(bytes, timeout, metadata, compression, previous)
+      start = function(bytes, timeout, metadata, compression, previous, tried)
         local h = begin(transport, path, bytes, { timeout = timeout, metadata = metadata,
-          compression = compression, previous_attempts = previous > 0 and previous or nil })
+          compression = compression, previous_attempts = previous > 0 and previous or nil, tried = tried })
         return {
           raw = h,
           cancel = function() h:cancel() end,
@@ -939,6 +963,9 @@ function M.install(pc, core)
       error("pc.client: throttle: pc.Throttle expected, got " .. type(throttle), 2)
     end
     if throttle == nil and config and config.throttling then throttle = bucket_for(transport, config.throttling) end
+    if config and config.balancing and type(transport.set_load_balancing) == "function" then
+      transport:set_load_balancing(config.balancing)
+    end
     local per_call_chain, per_attempt_chain = split_interceptors(opts.interceptors, "pc.client")
     local intercepted = per_call_chain ~= nil or per_attempt_chain ~= nil
     local clock = opts.clock or now

@@ -500,7 +500,9 @@ function M.install(pc, core)
         object_at(entry, path)
         local name, conf = next(entry)
         if name == nil or next(entry, name) ~= nil then config_error(path, "object with one policy name expected") end
-        if type(conf) ~= "table" then config_error(path .. "." .. tostring(name), "object expected, got " .. type(conf)) end
+        if type(conf) ~= "table" then
+          config_error(path .. "." .. tostring(name), "object expected, got " .. type(conf))
+        end
         if LB_POLICIES[name] and not balancing then
           known_keys(conf, path .. "." .. name, {})
           balancing = name
@@ -533,7 +535,9 @@ function M.install(pc, core)
         if mc.retryPolicy ~= nil then
           entry.retry, entry.per_attempt = retry_policy_at(mc.retryPolicy, path .. ".retryPolicy")
         end
-        if mc.hedgingPolicy ~= nil then entry.hedging = hedging_policy_at(mc.hedgingPolicy, path .. ".hedgingPolicy") end
+        if mc.hedgingPolicy ~= nil then
+          entry.hedging = hedging_policy_at(mc.hedgingPolicy, path .. ".hedgingPolicy")
+        end
         if mc.waitForReady ~= nil then
           if type(mc.waitForReady) ~= "boolean" then
             config_error(path .. ".waitForReady", "boolean expected, got " .. type(mc.waitForReady))
@@ -719,17 +723,13 @@ function M.install(pc, core)
     return resp
   end
 
-  -- Attempt `attempt` (nil: the first) as the transport's settings field
-  -- previous_attempts (sent as grpc-previous-rpc-attempts), nil for the first.
-  local function previous_of(attempt)
-    return attempt and attempt > 1 and attempt - 1 or nil
-  end
-
+  -- `attempt` is nil for the first, then 2, 3, ... (pc.wrap_method); the
+  -- transport sends previous_attempts as grpc-previous-rpc-attempts.
   local function unary_attempt(transport, m, max)
     local path = m.path
     return function(request_bytes, timeout, metadata, compression, attempt)
-      local bytes = transport:unary(path, request_bytes,
-        { timeout = timeout, metadata = metadata, compression = compression, previous_attempts = previous_of(attempt) })
+      local bytes = transport:unary(path, request_bytes, { timeout = timeout, metadata = metadata,
+        compression = compression, previous_attempts = attempt and attempt - 1 })
       return decoded(m, bytes, max)
     end
   end
@@ -745,8 +745,8 @@ function M.install(pc, core)
       return decoded(m, bytes, max)
     end
     return function(request_bytes, timeout, metadata, compression, attempt)
-      local iter, state, ctl, call = transport:server_stream(path, request_bytes,
-        { timeout = timeout, metadata = metadata, compression = compression, previous_attempts = previous_of(attempt) })
+      local iter, state, ctl, call = transport:server_stream(path, request_bytes, { timeout = timeout,
+        metadata = metadata, compression = compression, previous_attempts = attempt and attempt - 1 })
       local first = next_of(iter(state, ctl))
       local done = first == nil
       return function()

@@ -51,14 +51,15 @@ function H.install(M)
   -- backends its attempts went to) -> handle (handle:result() -> nil while running, else true and the
   -- results or false and the error; handle:cancel(); handle.sync true
   -- when the result is there already, ending at once), wait = fn(handles,
-  -- seconds) (until a handle may have moved on, at most `seconds`), clock =
+  -- seconds) (until a handle may have moved on, at most `seconds`), sync =
+  -- true when start returns ended attempts only (never raising), clock =
   -- fn() -> seconds, bucket = a C retry token bucket (pc._throttle_bucket)
   -- or nil}. Gives up with pc.RetryError {cause = the last non-fatal
   -- error, attempts = attempts sent} once no attempt is left to wait for;
   -- past the deadline raises DEADLINE_EXCEEDED.
   function M._hedge(policy, ops)
     local max, delay, non_fatal = policy.max_attempts, policy.delay, policy.non_fatal
-    local start, wait, clock, bucket = ops.start, ops.wait, ops.clock, ops.bucket
+    local start, wait, clock, bucket, sync = ops.start, ops.wait, ops.clock, ops.bucket, ops.sync
 
     local function cancel(live)
       for i = 1, #live do live[i]:cancel() end
@@ -67,8 +68,20 @@ function H.install(M)
     return function(bytes, timeout, metadata, compression)
       local t0 = clock()
       local deadline = timeout and t0 + timeout
-      local live, sent, next_at, stopped, last = {}, 0, t0, nil, nil
-      local tried = {} -- for the transport: the backends this call's attempts used
+      local live, sent, next_at, stopped, last = nil, 0, t0, nil, nil
+      local tried -- for the transport: the backends this call's attempts used
+      if sync then
+        -- The first attempt has ended when start returns: a success needs no more.
+        local h = start(bytes, timeout, metadata, compression, 0)
+        local ok, v, extra = h:result()
+        if ok then
+          if bucket then bucket:success() end
+          return v, extra
+        end
+        live, sent, next_at = { h }, 1, t0 + delay
+      else
+        live, tried = {}, {}
+      end
       while true do
         local now = clock()
         if deadline and now >= deadline then

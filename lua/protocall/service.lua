@@ -771,10 +771,16 @@ function M.install(pc, core)
   -- its end before the next may start, so only a failure with a non-fatal
   -- code (or pushback) leads to the next one. `bucket` is the client's C
   -- retry token bucket or nil; `clock` and `sleep` the client's.
+  -- An attempt that ended when it started (a transport without start_*).
+  local Ended = { __index = {
+    result = function(h) return h.ok, h.v end,
+    cancel = function() end,
+  } }
+
   local function hedged_attempt(transport, m, max, policy, bucket, clock, sleep)
     local path, streaming = m.path, m.server_streaming
     local begin = transport[streaming and "start_server_stream" or "start_unary"]
-    local start, wait
+    local start, wait, sync
     if type(begin) == "function" and type(transport.wait) == "function" then
       local function decode_stream(it)
         return function()
@@ -804,16 +810,16 @@ function M.install(pc, core)
       end
     else
       local run = (streaming and stream_attempt or unary_attempt)(transport, m, max)
-      local function none() end
       start = function(bytes, timeout, metadata, compression, previous)
         local ok, v = pcall(run, bytes, timeout, metadata, compression, previous + 1)
-        return { result = function() return ok, v end, cancel = none, sync = true }
+        return setmetatable({ ok = ok, v = v, sync = true }, Ended)
       end
       wait = function(_, seconds)
         if seconds > 0 then sleep(seconds) end
       end
+      sync = true
     end
-    return pc._hedge(policy, { start = start, wait = wait, clock = clock, bucket = bucket })
+    return pc._hedge(policy, { start = start, wait = wait, clock = clock, bucket = bucket, sync = sync })
   end
 
   -- Client-streaming and bidirectional methods: `stub:Method([opts])`

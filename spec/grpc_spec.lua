@@ -127,7 +127,8 @@ describe("pc.grpc", function()
       assert.are.equal("\0\1\254", find(err.headers, "x-pad-bin"))
       assert.are.equal("\255", find(err.headers, "x-pad2-bin"))
       assert.are.equal("\255", find(err.metadata, "x-unpad-bin"))
-      assert.are.equal("\8\3\18\3bad", err.details)
+      assert.are.equal("\8\3\18\3bad", err.details_bin)
+      assert.are.same({}, err.details) -- a google.rpc.Status without details
     end)
 
     it("refuses invalid request metadata before sending, at the caller's line", function()

@@ -342,6 +342,14 @@ describe("hedging on pc.grpc (python3-grpcio test server)", function()
     assert.is_true(took < 2, "took " .. took) -- together, not one after another
   end)
 
+  it("hands the winner's headers and trailers to a call made with_metadata", function()
+    faults = hedged { maxAttempts = 2, hedgingDelay = "0.1s", nonFatalStatusCodes = { "UNAVAILABLE" } }
+    local r, md = faults:Hedge({ id = id(), failures = 1, seconds = 5 }, { with_metadata = true })
+    assert.are.equal(2, r.attempts)
+    assert.are.equal("table", type(md.headers))
+    assert.are.equal("table", type(md.trailers))
+  end)
+
   it("sends grpc-previous-rpc-attempts on retries too", function()
     local c = pc.client("faults.Faults", { transport = pc.grpc(server.url), service_config = {
       methodConfig = { { name = { { service = "faults.Faults" } }, retryPolicy = { maxAttempts = 3,

@@ -523,6 +523,8 @@ int lpc_type_call(lua_State *L) {
   /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
   int t = lua_type(L, 2);
   if (t == LUA_TTABLE) {
+    const TypeBox *box = lua_touserdata(L, 1);
+    if (((const Lookup *)box->lookup)->tree && lpc_table_message(L, 1, 2)) return 1;
     lpc_Build visited = {0, 0};
     construct(L, 1, 2, &visited);
     return 1;

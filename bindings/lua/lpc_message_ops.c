@@ -461,6 +461,8 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   lk->shift = shift;
   lk->def = def;
   lk->standalone_uv = lpc_standalone_uv(def);
+  for (uint32_t i = 0; i < def->field_count; i++)
+    if (def->fields[i].message != NULL) lk->tree = 1;
   lk->fields = (const pc_FieldDef **)(void *)((char *)lk + entries);
   for (size_t j = 0; j < cap; j++) lk->e[j].key = lk;
   for (uint32_t i = 0; i < def->field_count; i++) {

@@ -27,6 +27,7 @@ for _, name in ipairs {
   "protocall.wire",
   "protocall.text",
   "protocall.json",
+  "protocall.status",
   "protocall.net",
   "protocall.balancer",
   "protocall.compiler",

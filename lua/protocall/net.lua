@@ -16,7 +16,7 @@ local M = {}
 
 -- Failures raise pc.Error (lua/protocall/call.lua, installed first) with
 -- the transport's fields: code, message, details (grpc-status-details-bin
--- bytes), metadata (trailers as {key, value} pairs), headers (response
+-- decoded: lua/protocall/status.lua), metadata (trailers as {key, value} pairs), headers (response
 -- headers, same shape), retry_delay (grpc-retry-pushback-ms in seconds; -1
 -- with no_retry = true for a negative or malformed value), local (true for
 -- a failure protocall found that would recur), method (the call's path).
@@ -44,8 +44,36 @@ local TRANSPORT_OPTIONS = {
   ca_file = "string", cert_file = "string", key_file = "string", server_name = "string",
   max_receive_size = "number", max_header_list_size = "number", stream_window = "number",
   connection_window = "number", compression = "string", metadata = "table",
-  user_agent = "string", load_balancing = "string",
+  user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
+  reconnect = "table", load_balancing = "string",
 }
+
+-- pc.grpc's `reconnect` table: its keys and gRPC's numbers
+-- (doc/connection-backoff.md) for those left out.
+local RECONNECT = { initial = 1, multiplier = 1.6, jitter = 0.2, maximum = 120, min_connect_timeout = 20 }
+
+-- The reconnection backoff of `opts.reconnect`, every field filled in;
+-- raises on an unknown key or a value out of range.
+local function reconnect_option(r)
+  if r == nil then return nil end
+  local b = {}
+  for k, v in pairs(r) do
+    if RECONNECT[k] == nil then error("pc.grpc: reconnect: unknown field '" .. tostring(k) .. "'", 3) end
+    if type(v) ~= "number" or v ~= v or v < 0 or v > 1e9 then
+      error("pc.grpc: reconnect." .. k .. ": a number of seconds >= 0 expected, got " .. tostring(v), 3)
+    end
+    b[k] = v
+  end
+  for k, v in pairs(RECONNECT) do
+    if b[k] == nil then b[k] = v end
+  end
+  if b.multiplier < 1 then error("pc.grpc: reconnect.multiplier: at least 1 expected, got " .. b.multiplier, 3) end
+  if b.jitter > 1 then error("pc.grpc: reconnect.jitter: at most 1 expected, got " .. b.jitter, 3) end
+  if b.maximum < b.initial then
+    error("pc.grpc: reconnect.maximum: at least reconnect.initial (" .. b.initial .. ") expected, got " .. b.maximum, 3)
+  end
+  return b
+end
 
 local function check_compression(c, level)
   if c ~= nil and c ~= "gzip" and c ~= "identity" then
@@ -211,17 +239,18 @@ function Started:cancel()
 end
 
 local function started(self, name, path, request, settings, result)
-  local timeout, md, gzip, _, previous = settings_of(self, name, path, settings, 3)
+  local timeout, md, gzip, want_md, previous = settings_of(self, name, path, settings, 3)
   check_request(name, request, 3)
   local call = self.channel:start(path, timeout, md, gzip, previous)
   call:send(request)
   call:close_send()
   return setmetatable({ channel = self.channel, call = call, path = path, result = result,
-    done = false, count = 0 }, Started)
+    done = false, count = 0, want_md = want_md }, Started)
 end
 
 -- A started unary call's result: nil while it runs, else true and the
--- response bytes, or false and the error object (as Transport:unary).
+-- response bytes (and with settings.with_metadata {headers=, trailers=}),
+-- or false and the error object (as Transport:unary).
 local function unary_result(h)
   if h.done then return false, new_error { code = "CANCELLED", message = "cancelled", method = h.path } end
   local call = h.call
@@ -234,9 +263,10 @@ local function unary_result(h)
   end
   h.done = true
   local st = call:status()
+  local meta = h.want_md and call:metadata() or nil
   call:close()
   if st.code == "OK" then
-    if h.count == 1 then return true, h.first end
+    if h.count == 1 then return true, h.first, meta end
     st.code = "INTERNAL"
     st.message = h.count == 0 and "unary call received no response message"
       or ("unary call received " .. h.count .. " response messages")
@@ -276,7 +306,8 @@ end
 --- `handle = transport:start_unary(path, request_bytes, settings)`: a
 -- unary call started without waiting for it (arguments and misuse as
 -- `unary`); `handle:result()` -> nil while it runs, else true and the
--- response bytes, or false and the error object; `handle:cancel()`.
+-- response bytes (and the metadata, as `unary` with `with_metadata`), or
+-- false and the error object; `handle:cancel()`.
 -- Several started calls share the connection, in flight together;
 -- `transport:wait` waits for them.
 function Transport:start_unary(path, request, settings)
@@ -521,7 +552,7 @@ local function step(co, ...)
 end
 
 function M.install(pc, core)
-  new_error = pc.Error
+  new_error = pc._status_error
   metadata_problem = pc._metadata_problem
   core_pump = core.grpc_pump
   monotonic = core.monotonic
@@ -609,24 +640,6 @@ function M.install(pc, core)
   pc.sleep = sleep
   sleep_hook = sleep
 
-  --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port",
-  -- "host:port" or "dns:///host:port" (HTTP/2 without TLS, prior
-  -- knowledge) or "https://host[:port]" (TLS, verification on, ALPN h2).
-  -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
-  -- `key_file` (PEM client certificate and key, mutual TLS),
-  -- `server_name` (the name TLS verifies and sends, and :authority;
-  -- default the host), `max_receive_size` (bytes, default 4 MiB; a larger
-  -- response message fails with RESOURCE_EXHAUSTED, local = true),
-  -- `max_header_list_size` (bytes of one response header block, default
-  -- 64 KiB; more is RESOURCE_EXHAUSTED for that call only),
-  -- `stream_window` / `connection_window` (HTTP/2 receive windows in
-  -- bytes, default 1 MiB / 16 MiB: what an unread stream / the connection
-  -- may hold), `compression` ("gzip" for every call), `metadata` (list of
-  -- {key, value} sent with every call; keys ending in "-bin" carry bytes;
-  -- a call's own entry of the same key replaces it), `user_agent`. Raises
-  -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
-  -- read. All calls share one connection (a second one opens when the
-  -- server takes no more streams on it or sends GOAWAY).
   -- The backends of `target` as {host=, port=, tls=} places, and for a
   -- dns:/// target the name it resolves again (README "Load balancing").
   local function places_of(target)
@@ -699,10 +712,21 @@ function M.install(pc, core)
   -- may hold), `compression` ("gzip" for every call), `metadata` (list of
   -- {key, value} sent with every call; keys ending in "-bin" carry bytes;
   -- a call's own entry of the same key replaces it), `user_agent`,
-  -- `load_balancing` ("pick_first", the default, or "round_robin"). Raises
-  -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
-  -- read. All calls to one backend share one connection (a second one opens
-  -- when the server takes no more streams on it or sends GOAWAY).
+  -- `keepalive_time` / `keepalive_timeout` (seconds: a connection with
+  -- calls that received nothing for keepalive_time sends an HTTP/2 PING;
+  -- no ACK within keepalive_timeout, default 20, closes it and its calls
+  -- fail UNAVAILABLE; default no pings), `reconnect` = {initial = 1,
+  -- multiplier = 1.6, jitter = 0.2, maximum = 120, min_connect_timeout =
+  -- 20} (seconds; gRPC's connection backoff: after a failed connection
+  -- attempt the next waits initial s, growing by multiplier per failure up
+  -- to maximum, +-jitter of it; an attempt not connected within
+  -- max(min_connect_timeout, the backoff) has failed; a call needing a
+  -- connection waits for the next attempt, or fails UNAVAILABLE at once
+  -- when that is past its deadline), `load_balancing` ("pick_first", the
+  -- default, or "round_robin"). Raises on a bad target or option, bad
+  -- metadata, or a `ca_file` that cannot be read. All calls to one backend
+  -- share one connection (a second one opens when the server takes no
+  -- more streams on it or sends GOAWAY).
   function pc.grpc(target, opts)
     if type(target) ~= "string" and type(target) ~= "table" then
       error("bad argument #1 to 'grpc' (string or list of addresses expected, got " .. type(target) .. ")", 2)
@@ -735,6 +759,13 @@ function M.install(pc, core)
         f:close()
       end
     end
+    for _, key in pairs { "keepalive_time", "keepalive_timeout" } do
+      local v = opts[key]
+      if v ~= nil and not (v > 0 and v <= 1e9) then
+        error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. tostring(v), 2)
+      end
+    end
+    local backoff = reconnect_option(opts.reconnect)
     for _, key in pairs { "user_agent", "server_name" } do
       if opts[key] ~= nil and opts[key]:find("%c") then
         error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)
@@ -754,6 +785,8 @@ function M.install(pc, core)
         server_name = opts.server_name or (dns and dns.host), user_agent = opts.user_agent,
         max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
         stream_window = sizes.stream_window, connection_window = sizes.connection_window,
+        keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
+        backoff = backoff,
       }
       return setmetatable({
         channel = channel, target = where.host .. ":" .. where.port, compression = opts.compression,

@@ -210,10 +210,12 @@ function M.install(pc, core)
     return entry, info, req, ctx
   end
 
-  -- What a handler raised, as the call's status: a pc.Error as is,
-  -- anything else UNKNOWN with the message kept.
+  -- What a handler raised, as the call's status: a pc.Error as the client
+  -- would receive it (its `details` through grpc-status-details-bin,
+  -- pc.status_details_bin, and decoded back), anything else UNKNOWN with
+  -- the message kept.
   local function handler_failure(info, result)
-    if getmetatable(result) == Error then return result end
+    if getmetatable(result) == Error then return pc._status_roundtrip(result) end
     return status("UNKNOWN", info.full_name .. ": " .. tostring(result), { value = result })
   end
 
@@ -723,15 +725,42 @@ function M.install(pc, core)
     return resp
   end
 
+  -- A unary attempt. The request is its bytes, or a record {bytes=} of a
+  -- call made {with_metadata = true}: the attempt then asks the transport
+  -- for the response's headers and trailers and sets record.metadata.
   -- `attempt` is nil for the first, then 2, 3, ... (pc.wrap_method); the
   -- transport sends previous_attempts as grpc-previous-rpc-attempts.
   local function unary_attempt(transport, m, max)
     local path = m.path
-    return function(request_bytes, timeout, metadata, compression, attempt)
-      local bytes = transport:unary(path, request_bytes, { timeout = timeout, metadata = metadata,
-        compression = compression, previous_attempts = attempt and attempt - 1 })
+    return function(request, timeout, metadata, compression, attempt)
+      local rec
+      if type(request) == "table" then rec, request = request, request.bytes end
+      local bytes, meta = transport:unary(path, request, { timeout = timeout, metadata = metadata,
+        compression = compression, with_metadata = rec ~= nil, previous_attempts = attempt and attempt - 1 })
+      if rec then rec.metadata = meta end
       return decoded(m, bytes, max)
     end
+  end
+
+  -- {headers=, trailers=} of a with_metadata record (empty lists from a
+  -- transport that has none: pc.inproc, a host's).
+  local function metadata_of(rec)
+    local meta = rec.metadata
+    if type(meta) ~= "table" then meta = {} end
+    return { headers = meta.headers or {}, trailers = meta.trailers or {} }
+  end
+
+  -- Per-call options without `with_metadata`, and whether it asked.
+  local function split_with_metadata(call_opts)
+    if type(call_opts) ~= "table" or call_opts.with_metadata == nil then return call_opts, false end
+    if type(call_opts.with_metadata) ~= "boolean" then
+      return nil, nil, "with_metadata: boolean expected, got " .. type(call_opts.with_metadata)
+    end
+    local rest = {}
+    for k, v in pairs(call_opts) do
+      if k ~= "with_metadata" then rest[k] = v end
+    end
+    return next(rest) ~= nil and rest or nil, call_opts.with_metadata
   end
 
   -- A server-streaming attempt lasts until the first response (or the end
@@ -789,16 +818,21 @@ function M.install(pc, core)
           return decoded(m, b, max)
         end
       end
-      start = function(bytes, timeout, metadata, compression, previous, tried)
-        local h = begin(transport, path, bytes, { timeout = timeout, metadata = metadata,
-          compression = compression, previous_attempts = previous > 0 and previous or nil, tried = tried })
+      -- `request` is the bytes, or a record {bytes=} of a call made with
+      -- with_metadata (the winner sets record.metadata), as unary_attempt's.
+      start = function(request, timeout, metadata, compression, previous, tried)
+        local rec = type(request) == "table" and request or nil
+        local h = begin(transport, path, rec and rec.bytes or request, { timeout = timeout, metadata = metadata,
+          compression = compression, previous_attempts = previous > 0 and previous or nil, tried = tried,
+          with_metadata = rec ~= nil or nil })
         return {
           raw = h,
           cancel = function() h:cancel() end,
           result = function()
-            local ok, v = h:result()
+            local ok, v, meta = h:result()
             if not ok then return ok, v end
             if streaming then return true, decode_stream(v) end
+            if rec then rec.metadata = meta end
             return pcall(decoded, m, v, max)
           end,
         }
@@ -1018,9 +1052,18 @@ function M.install(pc, core)
         -- a record {bytes=, call=, attempts=} of the call.
         local target = attempt
         if intercepted then
+          -- With with_metadata, the attempt gets a record of its own
+          -- whose metadata is copied to the call's record.
+          local function attempt_of(rec, bytes, timeout, metadata, compression, n)
+            if not rec.want_metadata then return attempt(bytes, timeout, metadata, compression, n) end
+            local box = { bytes = bytes }
+            local res = attempt(box, timeout, metadata, compression, n)
+            rec.metadata = box.metadata
+            return res
+          end
           target = function(rec, timeout, metadata, compression, n)
             rec.attempts = n or 1
-            if not per_attempt_chain then return attempt(rec.bytes, timeout, metadata, compression, n) end
+            if not per_attempt_chain then return attempt_of(rec, rec.bytes, timeout, metadata, compression, n) end
             local md = {}
             for i = 1, #metadata do md[i] = { metadata[i][1], metadata[i][2] } end
             local a = { method = full, service = service_name, name = name, request = rec.call.request,
@@ -1030,7 +1073,7 @@ function M.install(pc, core)
               if c.request ~= rec.call.request then
                 bytes = encode(as_message(input, c.request, full .. " request", 0))
               end
-              return attempt(bytes, c.timeout, c.metadata, c.compression, n)
+              return attempt_of(rec, bytes, c.timeout, c.metadata, c.compression, n)
             end, clock(), clock)
           end
         end
@@ -1135,7 +1178,14 @@ function M.install(pc, core)
           if type(call_opts) == "table" and call_opts.resume ~= nil then
             error(format("bad argument #2 to '%s' (resume: only server-streaming methods resume)", name), 2)
           end
-          local res = call_with(encoded(request, 2), call_opts, 2)
+          local rest, want_md, bad = split_with_metadata(call_opts)
+          if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+          if want_md then
+            local rec = { bytes = encoded(request, 2) }
+            local res = call_with(rec, rest, 2)
+            return res, metadata_of(rec)
+          end
+          local res = call_with(encoded(request, 2), rest, 2)
           return res
         end
 
@@ -1146,6 +1196,9 @@ function M.install(pc, core)
             if call_opts ~= nil and type(call_opts) == "table" then
               local bad = options_problem(call_opts)
               if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+              if call_opts.with_metadata ~= nil then
+                error(format("bad argument #2 to '%s' (with_metadata: only unary methods take it)", name), 2)
+              end
             end
             if not resume then
               local res = call_with(encoded(request, 2), rest, 2)
@@ -1191,8 +1244,15 @@ function M.install(pc, core)
                 error(format("%s: resume: only server-streaming methods resume", full), 0)
               end
               local rest, resume = split_resume(o)
+              local want_md, bad_md
+              rest, want_md, bad_md = split_with_metadata(rest)
+              if bad_md then error(format("%s: %s", full, bad_md), 0) end
+              if want_md and m.server_streaming then
+                error(format("%s: with_metadata: only unary methods take it", full), 0)
+              end
               if rest ~= nil and next(rest) == nil then rest = nil end
-              local rec = { call = cc, attempts = 0 }
+              local rec = { call = cc, attempts = 0, want_metadata = want_md }
+              cc.response_metadata = want_md and rec or nil
               local ok, res
               if resume then
                 rec.bytes = encoded(cc.request, 1)
@@ -1205,7 +1265,9 @@ function M.install(pc, core)
               if not ok then error(res, 0) end
               return res
             end
-            return run_chain(per_call_chain or {}, 1, c, terminal, t0, clock)
+            local res = run_chain(per_call_chain or {}, 1, c, terminal, t0, clock)
+            if c.response_metadata then return res, metadata_of(c.response_metadata) end
+            return res
           end
         end
 

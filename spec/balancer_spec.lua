@@ -17,16 +17,31 @@ local RETRY = { methodConfig = { { name = { { service = "faults.Faults" } }, ret
 
 local function addr(s) return "127.0.0.1:" .. s.port end
 
+-- Every transport a test opens, closed after it (no connection outlives
+-- its servers).
+local opened = {}
+local real_grpc = pc.grpc
+local function grpc(...)
+  local t = real_grpc(...)
+  opened[#opened + 1] = t
+  return t
+end
+
 describe("pc.grpc with several backends", function()
   local a, b, direct_a, direct_b
   before_each(function()
     a, b = helper.spawn("grpc", 0), helper.spawn("grpc", 0)
-    direct_a = pc.client("faults.Faults", { transport = pc.grpc(a.url) })
-    direct_b = pc.client("faults.Faults", { transport = pc.grpc(b.url) })
+    direct_a = pc.client("faults.Faults", { transport = grpc(a.url) })
+    direct_b = pc.client("faults.Faults", { transport = grpc(b.url) })
   end)
   after_each(function()
+    for i = #opened, 1, -1 do
+      opened[i]:close()
+      opened[i] = nil
+    end
     helper.stop(a)
     helper.stop(b)
+    collectgarbage()
   end)
 
   -- The attempts each server counted for `key`.
@@ -35,14 +50,14 @@ describe("pc.grpc with several backends", function()
   end
 
   it("round_robin spreads calls evenly over the backends", function()
-    local c = pc.client("faults.Faults", { transport = pc.grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" }) })
+    local c = pc.client("faults.Faults", { transport = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" }) })
     local key = id()
     for _ = 1, 10 do c:Echo { id = key } end
     assert.are.same({ 5, 5 }, spread(key))
   end)
 
   it("pick_first (the default) sends every call to the first backend", function()
-    local c = pc.client("faults.Faults", { transport = pc.grpc("ipv4:" .. addr(a) .. "," .. addr(b)) })
+    local c = pc.client("faults.Faults", { transport = grpc("ipv4:" .. addr(a) .. "," .. addr(b)) })
     local key = id()
     for _ = 1, 10 do c:Echo { id = key } end
     assert.are.same({ 10, 0 }, spread(key))
@@ -50,7 +65,7 @@ describe("pc.grpc with several backends", function()
 
   it("takes the policy from the service config's loadBalancingConfig", function()
     local sc = { loadBalancingConfig = { { grpclb = {} }, { round_robin = {} } } }
-    local c = pc.client("faults.Faults", { transport = pc.grpc({ addr(a), addr(b) }), service_config = sc })
+    local c = pc.client("faults.Faults", { transport = grpc({ addr(a), addr(b) }), service_config = sc })
     local key = id()
     for _ = 1, 6 do c:Echo { id = key } end
     assert.are.same({ 3, 3 }, spread(key))
@@ -59,7 +74,7 @@ describe("pc.grpc with several backends", function()
   it("skips a backend that is down: retried calls land on the other, none fails", function()
     local port_a = addr(a)
     helper.stop(a)
-    local t = pc.grpc({ port_a, addr(b) }, { load_balancing = "round_robin" })
+    local t = grpc({ port_a, addr(b) }, { load_balancing = "round_robin" })
     local c = pc.client("faults.Faults", { transport = t, service_config = RETRY })
     local key = id()
     for _ = 1, 6 do c:Echo { id = key } end
@@ -68,7 +83,7 @@ describe("pc.grpc with several backends", function()
     assert.is_true(state[1].failed)
     assert.is_false(state[2].failed)
     -- pick_first moves past it too, without a retry policy after the first failure
-    local p = pc.client("faults.Faults", { transport = pc.grpc({ port_a, addr(b) }) })
+    local p = pc.client("faults.Faults", { transport = grpc({ port_a, addr(b) }) })
     local ok, err = pcall(p.Echo, p, { id = key })
     assert.is_false(ok)
     assert.are.equal("UNAVAILABLE", err.code)
@@ -77,7 +92,7 @@ describe("pc.grpc with several backends", function()
   end)
 
   it("keeps calls with a retry policy succeeding when a backend is killed mid-run", function()
-    local c = pc.client("faults.Faults", { transport = pc.grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" }),
+    local c = pc.client("faults.Faults", { transport = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" }),
       service_config = RETRY })
     local key = id()
     for _ = 1, 4 do c:Echo { id = key } end
@@ -88,7 +103,7 @@ describe("pc.grpc with several backends", function()
   end)
 
   it("sends a hedge to another backend: one slow backend, the fast one's speed", function()
-    local c = pc.client("faults.Faults", { transport = pc.grpc({ addr(a), addr(b) }), service_config = {
+    local c = pc.client("faults.Faults", { transport = grpc({ addr(a), addr(b) }), service_config = {
       methodConfig = { { name = { { service = "faults.Faults" } },
         hedgingPolicy = { maxAttempts = 2, hedgingDelay = "0.2s", nonFatalStatusCodes = { "UNAVAILABLE" } } } } } })
     local key = id()
@@ -102,7 +117,7 @@ describe("pc.grpc with several backends", function()
   end)
 
   it("resolves a dns:/// name: every address a backend (here one: a plain transport)", function()
-    local c = pc.client("faults.Faults", { transport = pc.grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })
+    local c = pc.client("faults.Faults", { transport = grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })
     assert.are.equal("x", c:Echo({ text = "x" }).text)
   end)
 end)

@@ -118,4 +118,10 @@ void pc_GrpcCall_Free(pc_GrpcCall *call);
  * CANCEL). Returns 1, or 0 when poll(2) failed. */
 int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout);
 
+/* 1 when the channel has a connection open or being opened, 0 when it has
+ * none (no call made yet, or the last connection failed or was lost): a
+ * balancer over several channels skips a backend whose calls failed while
+ * it had none. */
+int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch);
+
 #endif

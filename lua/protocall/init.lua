@@ -29,6 +29,7 @@ for _, name in ipairs {
   "protocall.net",
   "protocall.compiler",
   "protocall.service",
+  "protocall.listen",
   "protocall.host",
 } do
   require(name).install(M, core)

@@ -332,6 +332,11 @@ function M.install(pc, core)
     return iterate, nil, nil, setmetatable({ close = close }, Closer)
   end
 
+  -- What pc.listen (lua/protocall/listen.lua) shares with pc.inproc.
+  pc._serving = {
+    Server = Server, status = status, response_of = response_of, response_bytes = response_bytes,
+  }
+
   ---------------------------------------------------------------------------
   -- gRPC service config (the JSON document of grpc/service_config.proto, as
   -- a Lua table): validated as gRFC A6 says, each problem named with its

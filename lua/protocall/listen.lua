@@ -187,7 +187,7 @@ function M.install(pc, core)
         if not call then break end
         pc.spawn(task, self, call)
       end
-      if self.closed and self.active == 0 then break end
+      if self.finished then break end
       wait(self.core)
     end
     self.core:close()
@@ -215,6 +215,7 @@ function M.install(pc, core)
     else
       c:close_all()
     end
+    self.finished = true
   end
 
   --- `listener:connections()` -> connections open now.

@@ -636,9 +636,10 @@ static void cancel_all(pc_GrpcServerConn *c) {
 }
 
 static void check_dead(pc_GrpcServerConn *c) {
-  if (c->dead) return;
-  if (nghttp2_session_want_read(c->session) || nghttp2_session_want_write(c->session) ||
-      c->out_pos < c->out.len)
+  if (c->dead || c->out_pos < c->out.len) return;
+  /* A broken session has nothing left to say once its output is out. */
+  if (!c->broken &&
+      (nghttp2_session_want_read(c->session) || nghttp2_session_want_write(c->session)))
     return;
   c->dead = 1;
   set_why(c, "the connection ended");
@@ -732,11 +733,7 @@ int pc_GrpcServerConn_Recv(pc_GrpcServerConn *c, const void *data, size_t len, d
   if (r < 0) {
     c->broken = 1;
     set_why(c, "HTTP/2: %s", c->said[0] ? c->said : nghttp2_strerror((int)r));
-    /* nghttp2 queued a GOAWAY for most errors: let it out. */
-    if (!nghttp2_session_want_write(c->session)) {
-      c->dead = 1;
-      cancel_all(c);
-    }
+    /* nghttp2 queued a GOAWAY for most errors: _Output lets it out. */
     return 0;
   }
   check_dead(c);
@@ -766,6 +763,7 @@ size_t pc_GrpcServerConn_Output(pc_GrpcServerConn *c, const char **data) {
       c->out.len += (size_t)n;
     }
   }
+  if (c->out.len == c->out_pos) check_dead(c);
   *data = c->out.p + c->out_pos;
   return c->out.len - c->out_pos;
 }

@@ -19,6 +19,8 @@ Modes and what they print:
   pingflood     2000 PING frames                       -> "goaway 11"
   settingsflood 2000 SETTINGS frames                   -> "goaway 11"
   noread        a server stream never read, held 2 s   -> "held N" (bytes received)
+  silent        a TCP connection that sends nothing    -> "closed" once the server closes it
+  twoconns      a second connection past max_connections -> "second closed"
 """
 import socket
 import sys
@@ -149,6 +151,31 @@ def main():
         except (socket.timeout, ConnectionResetError):
             pass
         print("closed")
+        return
+    if mode == "silent":
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            while s.recv(65536):
+                pass
+            print("closed")
+        except socket.timeout:
+            print("still open")
+        except ConnectionResetError:
+            print("closed")
+        return
+    if mode == "twoconns":
+        first = Client(port)
+        for ev in first.events(seconds=3):
+            if isinstance(ev, h2.events.RemoteSettingsChanged):
+                break
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            print("second closed" if not s.recv(65536) else "second answered")
+        except (socket.timeout, BrokenPipeError):
+            print("second open")
+        except ConnectionResetError:
+            print("second closed")
         return
     c = Client(port)
     if mode == "preface":

@@ -46,6 +46,13 @@ local function attack(mode, opts)
     end
     local stub = pc.client("srv.Calc", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = pool })
     sum = stub:Add({ x = 20, y = 22 }).total
+    if opts and opts.idle_timeout then
+      for _ = 1, 500 do
+        if l:connections() == 0 then break end
+        pc.sleep(0.01)
+      end
+      answer = answer .. ", then " .. l:connections() .. " connections"
+    end
     l:shutdown(1)
   end)
   pc.run()
@@ -101,6 +108,46 @@ describe("pc.listen under bad input", function()
 
   it("ends a SETTINGS flood with GOAWAY ENHANCE_YOUR_CALM", function()
     assert.equals("goaway 11", attack("settingsflood"))
+  end)
+
+  it("closes a connection that sends nothing within the handshake timeout", function()
+    assert.equals("closed", attack("silent", { handshake_timeout = 0.3 }))
+  end)
+
+  it("closes a TLS connection that never starts its handshake within the handshake timeout", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    assert(os.execute("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+      .. " -keyout " .. dir .. "/key.pem -out " .. dir .. "/cert.pem 2>/dev/null"))
+    local l = pc.listen(server, "127.0.0.1:0", { cert_file = dir .. "/cert.pem",
+      key_file = dir .. "/key.pem", handshake_timeout = 0.3 })
+    local out = os.tmpname()
+    local answer
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      os.execute("/usr/bin/python3 spec/h2_client.py silent " .. l.port .. " > " .. out .. " 2>&1 &")
+      for _ = 1, 1000 do
+        local f = io.open(out)
+        answer = f and f:read("*l")
+        if f then f:close() end
+        if answer then break end
+        pc.sleep(0.01)
+      end
+      l:shutdown(1)
+    end)
+    pc.run()
+    os.remove(out)
+    os.execute("rm -rf " .. dir)
+    assert.equals("closed", answer)
+  end)
+
+  it("closes connections past max_connections at once", function()
+    assert.equals("second closed", attack("twoconns", { max_connections = 1 }))
+  end)
+
+  it("sends GOAWAY to a connection idle for idle_timeout and closes it", function()
+    assert.equals("settings, then 0 connections", attack("preface", { idle_timeout = 0.3, max_connections = 5 }))
   end)
 
   it("holds a client that never reads a server stream to its flow-control window", function()

@@ -326,7 +326,7 @@ static int lpc_grpc_pump(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  if (!(timeout > 0)) timeout = 0;
+  if (!(timeout > 0) || (len > 0 && n == 0 && m == 0)) timeout = 0; /* all closed */
   int ok = m > 0 ? pc_Grpc_PumpAll(chs, n, ls, m, timeout) : pc_Grpc_Pump(chs, n, timeout);
   if (!ok) return luaL_error(L, "poll failed");
   return 0;

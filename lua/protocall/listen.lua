@@ -216,6 +216,7 @@ function M.install(pc, core)
       c:close_all()
     end
     self.finished = true
+    c:close() -- a serve task waiting on it wakes at once
   end
 
   --- `listener:connections()` -> connections open now.

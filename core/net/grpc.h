@@ -1,5 +1,6 @@
-/* gRPC over HTTP/2: the types and pure helpers every part of core/net
- * shares (engine.h, channel.h).
+/* gRPC over HTTP/2: the types and helpers every part of core/net shares
+ * (engine.h, server.h, channel.h): metadata, timeouts, percent and base64
+ * coding, gzip of a message, blocks for nghttp2 and zlib.
  *
  * Implements grpc/grpc doc/PROTOCOL-HTTP2.md (grpc-timeout, metadata
  * names and -bin values, grpc-message percent-encoding). */

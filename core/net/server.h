@@ -70,8 +70,10 @@ void pc_GrpcServerConn_Free(pc_GrpcServerConn *c);
 
 /* Feeds 'len' bytes read from the client at monotonic time 'now'
  * (seconds; the token buckets and deadlines run on it). Returns 1, or 0
- * when the connection is over (bad HTTP/2, a flood answered with GOAWAY):
- * pc_GrpcServerConn_Why says why, and once the output is out it is dead. */
+ * when the bytes broke the connection (not HTTP/2, a protocol error) or it
+ * is dead; pc_GrpcServerConn_Why says why. A broken connection, or one a
+ * flood ended with GOAWAY ENHANCE_YOUR_CALM, is dead once its output is
+ * out (pc_GrpcServerConn_Alive). */
 int pc_GrpcServerConn_Recv(pc_GrpcServerConn *c, const void *data, size_t len, double now);
 
 /* Points '*data' at bytes to send and returns how many (0: none now). They

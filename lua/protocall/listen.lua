@@ -219,8 +219,9 @@ function M.install(pc, core)
     c:close() -- a serve task waiting on it wakes at once
   end
 
-  --- `listener:connections()` -> connections open now.
+  --- `listener:connections()` -> connections open now (0 once shut down).
   function Listener:connections()
+    if self.finished then return 0 end
     return self.core:connections()
   end
 

@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (; taken < ncalls; taken++) {
       pc_GrpcServerCall *s2 = calls[taken];
       pc_GrpcPair p = {"x-k", 3, "v", 1};
-      pc_GrpcServerCall_AddMetadata(s2, taken % 2, &p, &err);
+      pc_GrpcServerCall_AddMetadata(s2, taken % 2 == 1, &p, &err);
       if (taken % 2 == 0) {
         pc_GrpcServerCall_Send(s2, "reply", 5);
         pc_GrpcServerCall_Finish(s2, kPc_Code_Ok, "", 0, NULL, 0);

@@ -250,6 +250,28 @@ describe("pc.listen", function()
     end)
   end)
 
+  it("sends the list a server-streaming handler returns, and runs server interceptors", function()
+    local log = {}
+    local s2 = pc.server({ ["srv.Calc"] = {
+      Count = function(p) return { { x = p.x }, { x = p.x + 1 } } end,
+    } }, { pool = pool, interceptors = { function(call, next)
+      local r = next(call)
+      log[#log + 1] = call.method .. " " .. call.status
+      return r
+    end } })
+    local l = pc.listen(s2, "127.0.0.1:0")
+    local got = {}
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local stub = pc.client("srv.Calc", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = pool })
+      for p in stub:Count { x = 7 } do got[#got + 1] = p.x end
+      l:shutdown(1)
+    end)
+    pc.run()
+    assert.same({ 7, 8 }, got)
+    assert.same({ "srv.Calc.Count OK" }, log)
+  end)
+
   it("sends the responses of a stream before its error", function()
     with_server(nil, function(stub)
       local got = {}

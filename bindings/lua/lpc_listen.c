@@ -249,14 +249,8 @@ static int lpc_scall_finish(lua_State *L) {
   return 0;
 }
 
-/* -- call:done() -> whether the response is out (or the client left) */
-static int lpc_scall_done(lua_State *L) {
-  lua_pushboolean(L, pc_GrpcServerCall_Done(check_call(L)));
-  return 1;
-}
-
-/* -- call:close(): resets the stream if open and frees the call
- * (idempotent; also __gc) */
+/* -- call:close(): frees the call (a finished one's response still goes
+ * out; any other open stream is reset; idempotent; also __gc) */
 static int lpc_scall_close(lua_State *L) {
   SCallBox *b = luaL_checkudata(L, 1, SCALL_MT);
   pc_GrpcServerCall_Free(b->call);
@@ -272,13 +266,17 @@ void lpc_open_listen(lua_State *L) {
                                       {"connections", lpc_listener_connections},
                                       {"close", lpc_listener_close},
                                       {NULL, NULL}};
-  static const luaL_Reg call[] = {
-      {"path", lpc_scall_path},           {"timeout", lpc_scall_timeout},
-      {"metadata", lpc_scall_metadata},   {"next", lpc_scall_next},
-      {"cancelled", lpc_scall_cancelled}, {"add_metadata", lpc_scall_add_metadata},
-      {"send", lpc_scall_send},           {"unsent", lpc_scall_unsent},
-      {"finish", lpc_scall_finish},       {"done", lpc_scall_done},
-      {"close", lpc_scall_close},         {NULL, NULL}};
+  static const luaL_Reg call[] = {{"path", lpc_scall_path},
+                                  {"timeout", lpc_scall_timeout},
+                                  {"metadata", lpc_scall_metadata},
+                                  {"next", lpc_scall_next},
+                                  {"cancelled", lpc_scall_cancelled},
+                                  {"add_metadata", lpc_scall_add_metadata},
+                                  {"send", lpc_scall_send},
+                                  {"unsent", lpc_scall_unsent},
+                                  {"finish", lpc_scall_finish},
+                                  {"close", lpc_scall_close},
+                                  {NULL, NULL}};
   luaL_newmetatable(L, LISTENER_MT);
   luaL_newlib(L, listener);
   lua_setfield(L, -2, "__index");

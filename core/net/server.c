@@ -948,6 +948,12 @@ int pc_GrpcServerCall_Done(const pc_GrpcServerCall *s) {
 
 void pc_GrpcServerCall_Free(pc_GrpcServerCall *s) {
   if (s == NULL) return;
+  if (s->c && !s->closed && s->finished && !s->cancelled) {
+    /* The response is queued: the engine keeps the call until the stream
+     * closes (or the connection goes), as it does calls never taken. */
+    s->accepted = 0;
+    return;
+  }
   if (s->c && !s->closed) {
     nghttp2_submit_rst_stream(s->c->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
   }

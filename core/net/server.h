@@ -164,8 +164,10 @@ void pc_GrpcServerCall_Finish(pc_GrpcServerCall *s, pc_Code code, const char *me
  * response is out or the client went away). */
 int pc_GrpcServerCall_Done(const pc_GrpcServerCall *s);
 
-/* Resets the stream (RST_STREAM CANCEL) if it is still open, and frees the
- * call. NULL is allowed. */
+/* Frees the call: one finished whose response is still going out is
+ * handed back to the engine, which frees it when the stream closes (or the
+ * connection goes); any other still open is reset (RST_STREAM CANCEL).
+ * NULL is allowed. */
 void pc_GrpcServerCall_Free(pc_GrpcServerCall *s);
 
 #endif

@@ -160,8 +160,7 @@ function M.install(pc, core)
         end
       end
     end
-    while not call:done() and not call:cancelled() do wait(self.core) end
-    call:close()
+    call:close() -- a finished call's response still going out is the engine's to send
   end
 
   local function task(self, call)
@@ -209,7 +208,8 @@ function M.install(pc, core)
     c:shutdown()
     if in_task() then
       local limit = now() + (grace or 5)
-      while self.active > 0 and now() < limit do pc.sleep(0.01) end
+      -- Handlers end, then their responses go out and each connection ends.
+      while (self.active > 0 or c:connections() > 0) and now() < limit do pc.sleep(0.01) end
       c:close_all()
       while self.active > 0 do pc.sleep(0.01) end
     else

@@ -7,6 +7,8 @@
 --    `make -C bench/grpc_cpp`), for protocall (pc.client with messages, and
 --    the bare pc.grpc transport with bytes), Debian's python3-grpcio client
 --    and the C++ gRPC client, alternating, best of 3 runs of ~1 s each;
+--    the CPU seconds each spends per 10,000 calls; server and client
+--    streaming messages/s of protocall (100,000 messages of 10 bytes);
 -- 3. backpressure of a server stream left unread (python3-grpcio server,
 --    spec/grpc_server.py: faults.Faults/Stream, 2,000 replies of 10 kB):
 --    the growth of this process's resident memory while the stream waits
@@ -106,6 +108,50 @@ local ok, err = pcall(function()
                                           .. " 10 1 /bench.Echo/Echo"))
     best.cpp = math.max(best.cpp, read_rate("build/bench-grpc-cpp/echo_client " .. cpp.port .. " 10 1"))
   end
+  -- CPU seconds per 10,000 calls: this process's own (os.clock) for
+  -- protocall, the client process's user + system time (bash's `times`)
+  -- for the others, each over its own ~1 s run.
+  local function cpu_per_10k(calls, fn)
+    local c0 = os.clock()
+    for _ = 1, calls do fn() end
+    return (os.clock() - c0) / calls * 10000
+  end
+  local function child_cpu_per_10k(command)
+    local f = io.popen("bash -c '" .. command .. "; times'")
+    local rate_ = tonumber(f:read("*l"))
+    f:read("*l") -- the shell's own times
+    local um, us, sm, ss = f:read("*l"):match("(%d+)m([%d.]+)s (%d+)m([%d.]+)s")
+    f:close()
+    local cpu = tonumber(um) * 60 + tonumber(us) + tonumber(sm) * 60 + tonumber(ss)
+    return cpu / rate_ * 10000 -- the clients run for 1 s
+  end
+  local cpu = {
+    client = cpu_per_10k(10000, function() stub:Echo(small) end),
+    py = child_cpu_per_10k("/usr/bin/python3 spec/grpc_server.py client " .. cpp.port .. " 10 1 /bench.Echo/Echo"),
+    cpp = child_cpu_per_10k("build/bench-grpc-cpp/echo_client " .. cpp.port .. " 10 1"),
+  }
+  -- Streaming both ways: 100,000 messages of 10 bytes in one call.
+  local N = 100000
+  local t0 = helper.now()
+  local got = 0
+  for _ in stub:Stream { count = N, size = 10 } do got = got + 1 end
+  local down = got / (helper.now() - t0)
+  assert(got == N)
+  t0 = helper.now()
+  local up_call = stub:Collect()
+  for _ = 1, N do up_call:send(small) end
+  assert(up_call:close_and_recv().messages == N)
+  local up = N / (helper.now() - t0)
+  H.report("CPU seconds per 10,000 unary calls (10 bytes, loopback h2c, C++ gRPC server)", {
+    { name = "protocall pc.client", value = cpu.client, unit = "s" },
+    { name = "python3-grpcio client", value = cpu.py, unit = "s" },
+    { name = "C++ gRPC client", value = cpu.cpp, unit = "s" },
+    { name = "protocall / C++ gRPC", value = cpu.client / cpu.cpp, unit = "x", goal = "<= 1.5" },
+  })
+  H.report("streaming 100,000 messages of 10 bytes in one call, C++ gRPC server, messages/s", {
+    { name = "server streaming, protocall reading", value = down, unit = "msg/s" },
+    { name = "client streaming, protocall sending", value = up, unit = "msg/s" },
+  })
   H.report("unary echo of 10 bytes over loopback h2c, C++ gRPC server, calls/s, best of 3", {
     { name = "protocall pc.client (messages)", value = best.client, unit = "calls/s" },
     { name = "protocall pc.grpc transport (bytes)", value = best.transport, unit = "calls/s" },

@@ -2,12 +2,14 @@
  * (bindings/lua/protocall.h). It
  *   1. loads examples/route.proto into a pool from C and freezes it,
  *   2. opens a Lua state with the module and hands it the pool,
- *   3. registers a host transport: a C function that serves demo.Router's
- *      Measure (here computed in C; a real host would send the bytes over
- *      its own network stack), failing the first call with UNAVAILABLE so
- *      the client's retry policy shows,
- *   4. runs a script that calls through it with pc.client, and reads the
- *      response back into C.
+ *   3. registers a host transport (a protocall_Transport): a unary C
+ *      function that serves demo.Router's Measure (here computed in C; a
+ *      real host would send the bytes over its own network stack), failing
+ *      the first call with UNAVAILABLE so the client's retry policy shows,
+ *      and the stream functions that serve Walk (server streaming: the
+ *      route's points back, one response each),
+ *   4. runs a script that calls both through it with pc.client, and reads
+ *      the response back into C.
  * Built by CMake (target example_host) and run by ctest from the
  * repository root:  build/release/example_host */
 #include "protocall.h"
@@ -17,6 +19,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char kScript[] =
     "local pc = require 'protocall'\n"
@@ -27,6 +30,9 @@ static const char kScript[] =
     "local d = stub:Measure{name = 'triangle', points = {{x = 0, y = 0}, {x = 3, y = 0}, {x = 3, y "
     "= 4}}}\n"
     "print(string.format('script: %s is %.1f long in %d legs', 'triangle', d.length, d.legs))\n"
+    "local n = 0\n"
+    "for p in stub:Walk{points = {{x = 1, y = 2}, {x = 3, y = 4}}} do n = n + 1 end\n"
+    "print(string.format('script: walked %d points', n))\n"
     "return d\n";
 
 typedef struct {
@@ -34,7 +40,16 @@ typedef struct {
   int calls;
   pc_Arena *scratch; /* the last call's messages: the Router owns them, so
                         a Lua error raised while pushing leaks nothing */
+  int walks_finished;
 } Router;
+
+/* One Walk call: the points of the request, handed back one per recv. */
+typedef struct {
+  pc_Arena *arena;
+  const pc_Message *route;
+  size_t next;
+  char *bytes; /* the last response, valid until the next recv */
+} Walk;
 
 /* The host transport: one unary call, request bytes in, response bytes out
  * (pushed on L), or a gRPC status code with a message. */
@@ -82,6 +97,77 @@ static int router_unary(lua_State *L, void *ud, const protocall_Request *req) {
   return PROTOCALL_OK;
 }
 
+/* The stream functions: protocall calls start, then send (the request)
+ * and close_send, then recv until the end, then finish. */
+static int walk_start(lua_State *L, void *ud, const protocall_Request *req, void **call) {
+  (void)L;
+  (void)ud;
+  if (strcmp(req->path, "/demo.Router/Walk") != 0) {
+    req->status->message = "only Walk streams";
+    req->status->message_len = strlen(req->status->message);
+    return 12; /* UNIMPLEMENTED */
+  }
+  Walk *w = calloc(1, sizeof *w);
+  if (w == NULL || (w->arena = protocall_arena_new()) == NULL) {
+    free(w);
+    req->status->message = "out of memory";
+    req->status->message_len = strlen(req->status->message);
+    return 8; /* RESOURCE_EXHAUSTED */
+  }
+  *call = w;
+  return PROTOCALL_OK;
+}
+
+static int walk_send(lua_State *L, void *ud, void *call, const char *bytes, size_t len,
+                     protocall_Status *st) {
+  (void)L;
+  Router *r = ud;
+  Walk *w = call;
+  static char err[256];
+  w->route = protocall_decode(r->route, bytes, len, w->arena, err, sizeof err);
+  if (w->route != NULL) return PROTOCALL_OK;
+  st->message = err;
+  st->message_len = strlen(err);
+  return 3; /* INVALID_ARGUMENT */
+}
+
+static int walk_close_send(lua_State *L, void *ud, void *call, protocall_Status *st) {
+  (void)L;
+  (void)ud;
+  (void)call;
+  (void)st;
+  return PROTOCALL_OK;
+}
+
+static int walk_recv(lua_State *L, void *ud, void *call, const char **bytes, size_t *len,
+                     protocall_Status *st) {
+  (void)L;
+  Router *r = ud;
+  Walk *w = call;
+  size_t n = 0;
+  protocall_get_size(w->route, r->route, "points", &n);
+  if (w->next == n) {
+    *bytes = NULL; /* the end, OK */
+    return PROTOCALL_OK;
+  }
+  const pc_Message *p;
+  protocall_get_message_at(w->route, r->route, "points", w->next++, &p, NULL);
+  static char err[256];
+  *bytes = protocall_encode(p, r->point, 0, w->arena, len, err, sizeof err);
+  if (*bytes != NULL) return PROTOCALL_OK;
+  st->message = err;
+  st->message_len = strlen(err);
+  return 13; /* INTERNAL */
+}
+
+static void walk_finish(void *ud, void *call, int cancel) {
+  (void)cancel; /* a real host would cancel its network call here */
+  Walk *w = call;
+  ((Router *)ud)->walks_finished++;
+  protocall_arena_free(w->arena);
+  free(w);
+}
+
 int main(void) {
   char err[512];
   const char *paths[] = {"examples", NULL};
@@ -92,8 +178,12 @@ int main(void) {
     return EXIT_FAILURE;
   }
   protocall_pool_freeze(pool);
-  Router router = {protocall_pool_type(pool, "demo.Route"), protocall_pool_type(pool, "demo.Point"),
-                   protocall_pool_type(pool, "demo.Distance"), 0, NULL};
+  Router router = {protocall_pool_type(pool, "demo.Route"),
+                   protocall_pool_type(pool, "demo.Point"),
+                   protocall_pool_type(pool, "demo.Distance"),
+                   0,
+                   NULL,
+                   0};
 
   lua_State *L = luaL_newstate();
   luaL_openlibs(L);
@@ -101,7 +191,10 @@ int main(void) {
   lua_pop(L, 1);
   protocall_pushpool(L, pool);
   lua_setglobal(L, "pool");
-  protocall_pushtransport(L, router_unary, NULL, &router);
+  protocall_Transport transport = {sizeof transport, &router,    NULL,
+                                   router_unary,     walk_start, walk_send,
+                                   walk_close_send,  walk_recv,  walk_finish};
+  protocall_pushhosttransport(L, &transport);
   lua_setglobal(L, "transport");
 
   int status = luaL_loadbuffer(L, kScript, sizeof kScript - 1, "=script");
@@ -114,7 +207,7 @@ int main(void) {
     const pc_Message *d = protocall_tomessage(L, -1, &type);
     double length = 0;
     ok = d != NULL && protocall_get_number(d, type, "length", &length) == PROTOCALL_OK &&
-         length == 7.0 && router.calls == 2;
+         length == 7.0 && router.calls == 2 && router.walks_finished == 1;
     printf("host: the script got %s, length %.1f, after %d calls\n", protocall_type_name(type),
            length, router.calls);
   }

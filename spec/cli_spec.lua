@@ -250,7 +250,7 @@ describe("protocall call", function()
     out, err, code = call([[-d '{"count": 3}' -format text -v TARGET faults.Faults/Stream]])
     assert.are.equal(0, code, err)
     assert.are.equal("index: 1\nattempts: 1\n\nindex: 2\nattempts: 1\n\nindex: 3\nattempts: 1\n", out)
-    assert.matches("^3 response messages in [%d.]+ s\n$", err)
+    assert.matches("^Response headers received:\n.*\n3 response messages in [%d.]+ s\n$", err)
   end)
 
   it("shows a stream's progress on stderr only when stderr is a terminal", function()
@@ -424,5 +424,242 @@ describe("protocall scripts", function()
     os.execute("rm -rf " .. dir)
     assert.are.equal(0, code, err)
     assert.are.equal("ran\t" .. script .. "\tx\n", out)
+  end)
+end)
+
+describe("protocall list, describe and call by server reflection", function()
+  local server, dir
+  local PYTHON = "/usr/bin/python3"
+
+  -- spec/reflection_server.py (python3-grpcio) on a free port, serving the
+  -- reflection `versions` ("v1,v1alpha", "v1alpha" or "none").
+  local function start(versions)
+    return helper.spawn_command(PYTHON .. " spec/reflection_server.py 0 " .. dir .. " " .. versions,
+      "reflection_server.py " .. versions)
+  end
+
+  setup(function()
+    local pc = require "protocall"
+    dir = os.tmpname()
+    os.remove(dir)
+    for _, v in ipairs { "v1", "v1alpha" } do
+      local name = "grpc/reflection/" .. v .. "/reflection.proto"
+      assert(os.execute("mkdir -p " .. dir .. "/grpc/reflection/" .. v))
+      local f = assert(io.open(dir .. "/" .. name, "wb"))
+      f:write(pc.builtin_source(name))
+      f:close()
+    end
+    server = start("v1,v1alpha")
+  end)
+  teardown(function()
+    helper.stop(server)
+    os.execute("rm -rf " .. dir)
+  end)
+
+  local function cli(args, stdin, port)
+    return run(BIN .. " " .. args:gsub("TARGET", "127.0.0.1:" .. (port or server.port)), stdin)
+  end
+
+  it("lists the services and a service's methods", function()
+    local out, err, code = cli("list -plaintext TARGET")
+    assert.are.equal(0, code, err)
+    assert.are.equal("faults.Faults\nfaults.Talk\ngrpc.reflection.v1.ServerReflection\n"
+      .. "grpc.reflection.v1alpha.ServerReflection\n", out)
+    out, err, code = cli("list -plaintext TARGET faults.Talk")
+    assert.are.equal(0, code, err)
+    assert.are.equal("faults.Talk.Chat\n", out)
+    out, err, code = cli("list -plaintext TARGET faults.Nope")
+    assert.are.equal(1, code)
+    assert.are.equal("protocall list: Service not found: faults.Nope\n", err)
+  end)
+
+  it("describes services, methods and messages as the local files describe them", function()
+    for _, sym in ipairs { "faults.Faults", "faults.Talk.Chat", "faults.Request", "faults.Reply" } do
+      local out, err, code = cli("describe -plaintext TARGET " .. sym)
+      assert.are.equal(0, code, sym .. ": " .. err)
+      local want = run(BIN .. " describe -I spec/fixtures/protos -proto grpc/faults.proto " .. sym)
+      if sym ~= "faults.Talk.Chat" then assert.are.equal(want, out) end
+      assert.matches("^" .. sym:gsub("%.", "%%.") .. " is a", out)
+    end
+    local out, err, code = cli("describe -plaintext TARGET")
+    assert.are.equal(0, code, err)
+    assert.matches("faults.Talk is a service:\nservice Talk {\n  rpc Chat ( stream .faults.Request ) returns ( stream .faults.Reply );\n}\n", out, 1, true)
+    out, err, code = cli("describe -plaintext TARGET faults.Nope")
+    assert.are.equal(1, code)
+    assert.are.equal("protocall describe: Symbol not found: faults.Nope\n", err)
+  end)
+
+  it("calls every call shape with the schema from reflection", function()
+    local out, err, code = cli([[call -plaintext -d '{"text": "hi"}' TARGET faults.Faults/Echo]])
+    assert.are.equal(0, code, err)
+    assert.are.equal('{\n  "text": "hi",\n  "attempts": 1\n}\n', out)
+    out, err, code = cli([[call -plaintext -format text -d '{"count": 2}' TARGET faults.Faults/Stream]])
+    assert.are.equal(0, code, err)
+    assert.are.equal("index: 1\nattempts: 1\n\nindex: 2\nattempts: 1\n", out)
+    out, err, code = cli("call -plaintext -d @ TARGET faults.Faults/Record", '{"text": "a"} {"text": "b"}')
+    assert.are.equal(0, code, err)
+    assert.are.equal('{\n  "text": "a,b",\n  "attempts": 2\n}\n', out)
+    out, err, code = cli("call -plaintext -format text -d @ TARGET faults.Talk/Chat", '{"text": "x"}{"text": "y"}')
+    assert.are.equal(0, code, err)
+    assert.are.equal('text: "x"\nindex: 1\n\ntext: "y"\nindex: 2\n', out)
+    out, err, code = cli("call -plaintext TARGET nope.Svc/Echo")
+    assert.are.equal(1, code)
+    assert.are.equal("protocall call: Service not found: nope.Svc\n", err)
+  end)
+
+  it("falls back to v1alpha, and says so when the server has no reflection", function()
+    local old = start("v1alpha")
+    local out, err, code = cli("list -plaintext TARGET", nil, old.port)
+    assert.are.equal(0, code, err)
+    assert.are.equal("faults.Faults\nfaults.Talk\ngrpc.reflection.v1alpha.ServerReflection\n", out)
+    out, err, code = cli([[call -plaintext -d '{"text": "old"}' TARGET faults.Faults/Echo]], nil, old.port)
+    helper.stop(old)
+    assert.are.equal(0, code, err)
+    assert.matches('"text": "old"', out, 1, true)
+    local none = start("none")
+    out, err, code = cli("list -plaintext TARGET", nil, none.port)
+    helper.stop(none)
+    assert.are.equal(64 + 12, code)
+    assert.matches("^ERROR: code = UNIMPLEMENTED, message = the server has no reflection service %(.*%): "
+      .. "give %-proto FILE or %-protoset FILE\n$", err)
+  end)
+
+  it("fails a server that is down with the call's status", function()
+    local out, err, code = run(BIN .. " list -plaintext 127.0.0.1:1")
+    assert.are.equal(64 + 14, code)
+    assert.matches("^ERROR: code = UNAVAILABLE", err)
+    out, err, code = run(BIN .. " call -plaintext 127.0.0.1:1 faults.Faults/Echo")
+    assert.are.equal(64 + 14, code)
+    assert.are.equal("", out)
+  end)
+end)
+
+describe("protocall call connection flags", function()
+  local FAULTS = "-I spec/fixtures/protos/grpc -proto faults.proto"
+  local server
+  setup(function() server = helper.spawn("grpc", 0) end)
+  teardown(function() helper.stop(server) end)
+
+  local function call(args, stdin)
+    return run(BIN .. " call -plaintext " .. FAULTS .. " " .. args:gsub("TARGET", "127.0.0.1:" .. server.port), stdin)
+  end
+
+  it("-v prints the response headers and trailers to stderr, as grpcurl does", function()
+    local out, err, code = call([[-v -H 'x-trace: abc' -H 'x-data-bin: aGk' TARGET faults.Faults/Metadata]])
+    assert.are.equal(0, code, err)
+    assert.matches('"value": "abc"', out, 1, true)
+    assert.matches("^Response headers received:\nh%-x%-trace: abc\nh%-x%-data%-bin: aGk=?\n", err)
+    assert.matches("\n\nResponse trailers received:\nt%-x%-trace: abc\nt%-x%-data%-bin: aGk=?\n1 response message in [%d.]+ s\n$", err)
+    out, err, code = call([[-v -d '{"count": 2}' TARGET faults.Faults/Stream]])
+    assert.are.equal(0, code, err)
+    assert.matches("Response trailers received:\n(empty)\n2 response messages", err, 1, true)
+    -- a failure: the error's metadata (a trailers-only response: one header block)
+    out, err, code = call([[-v -d '{"failures": 5, "pushback": "7"}' TARGET faults.Faults/Pushback]])
+    assert.are.equal(64 + 14, code)
+    assert.matches("^Response headers received:\ngrpc%-retry%-pushback%-ms: 7\n\nResponse trailers received:\n", err)
+  end)
+
+  it("-retry applies a service config retryPolicy to the call", function()
+    local policy = [['{"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.05s",]]
+      .. [[ "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}']]
+    local out, err, code = call("-retry " .. policy
+      .. [[ -d '{"id": "cli-retry", "failures": 2, "code": "UNAVAILABLE"}' TARGET faults.Faults/FailThenSucceed]])
+    assert.are.equal(0, code, err)
+    assert.matches('"attempts": 3', out, 1, true)
+    -- without it the call fails at once
+    out, err, code = call([[-d '{"id": "cli-noretry", "failures": 2, "code": "UNAVAILABLE"}' TARGET faults.Faults/FailThenSucceed]])
+    assert.are.equal(64 + 14, code)
+    out, err, code = call([[-retry '{"maxAttempts": 1}' TARGET faults.Faults/Echo]])
+    assert.are.equal(1, code)
+    assert.are.equal("protocall call: -retry: maxAttempts: at least 2 expected, got 1\n", err)
+    out, err, code = call([[-retry '{"maxAttempts": ' TARGET faults.Faults/Echo]])
+    assert.are.equal(1, code)
+    assert.matches("^protocall call: %-retry: JSON: ", err)
+    out, err, code = call("-retry " .. policy .. " -retry-attempts 2 TARGET faults.Faults/Echo")
+    assert.are.equal(2, code)
+    assert.matches("-retry and -retry-attempts exclude each other", err, 1, true)
+  end)
+
+  it("-connect-timeout gives up a connection that does not connect in time", function()
+    -- a peer that accepts and never answers: the TLS handshake never ends
+    local silent = helper.spawn("silent", 0)
+    local t0 = helper.now()
+    local out, err, code = run(BIN .. " call -insecure -connect-timeout 0.3 -max-time 20 " .. FAULTS
+      .. " 127.0.0.1:" .. silent.port .. " faults.Faults/Echo")
+    local took = helper.now() - t0
+    assert.are.equal(64 + 14, code)
+    assert.matches("^ERROR: code = UNAVAILABLE, message = connect to 127%.0%.0%.1:%d+: timed out after 0%.3 s\n", err)
+    assert.is_true(took < 10, "took " .. took .. " s")
+    -- without it the call's deadline is what ends the wait
+    out, err, code = run(BIN .. " call -insecure -max-time 0.3 " .. FAULTS
+      .. " 127.0.0.1:" .. silent.port .. " faults.Faults/Echo")
+    helper.stop(silent)
+    assert.are.equal(64 + 4, code)
+    out, err, code = call("-connect-timeout 0 TARGET faults.Faults/Echo")
+    assert.are.equal(2, code)
+    assert.matches("-connect-timeout: a positive number of seconds expected, got 0", err, 1, true)
+    out, err, code = call([[-connect-timeout 5 -d '{"text": "in time"}' TARGET faults.Faults/Echo]])
+    assert.are.equal(0, code, err)
+  end)
+
+  describe("over TLS", function()
+    local dir, tls
+    setup(function()
+      dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir " .. dir))
+      local function cert(name, cn)
+        assert(os.execute("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=" .. cn
+          .. " -addext subjectAltName=DNS:localhost,IP:127.0.0.1"
+          .. " -keyout " .. dir .. "/" .. name .. "-key.pem -out " .. dir .. "/" .. name .. ".pem 2>/dev/null"))
+      end
+      cert("server", "localhost")
+      cert("client", "client")
+      tls = helper.spawn("tls", 0, dir .. "/server.pem", dir .. "/server-key.pem")
+    end)
+    teardown(function()
+      helper.stop(tls)
+      os.execute("rm -rf " .. dir)
+    end)
+
+    local function tcall(args)
+      return run(BIN .. " call " .. FAULTS .. " " .. args:gsub("DIR", dir):gsub("TARGET", "127.0.0.1:" .. tls.port))
+    end
+
+    it("verifies with -cacert and -servername, or not at all with -insecure", function()
+      local out, err, code = tcall([[-cacert DIR/server.pem -d '{"text": "tls"}' TARGET faults.Faults/Echo]])
+      assert.are.equal(0, code, err)
+      assert.matches('"text": "tls"', out, 1, true)
+      out, err, code = tcall([[-cacert DIR/server.pem -servername localhost TARGET faults.Faults/Echo]])
+      assert.are.equal(0, code, err)
+      out, err, code = tcall([[-cacert DIR/server.pem -servername other.example TARGET faults.Faults/Echo]])
+      assert.are.equal(64 + 14, code)
+      assert.matches("certificate verify failed", err, 1, true)
+      out, err, code = tcall([[TARGET faults.Faults/Echo]]) -- the system store does not know it
+      assert.are.equal(64 + 14, code)
+      assert.matches("certificate verify failed", err, 1, true)
+      out, err, code = tcall([[-insecure -d '{"text": "unverified"}' TARGET faults.Faults/Echo]])
+      assert.are.equal(0, code, err)
+      assert.matches('"text": "unverified"', out, 1, true)
+      out, err, code = tcall([[-insecure -servername other.example TARGET faults.Faults/Echo]])
+      assert.are.equal(0, code, err)
+    end)
+
+    it("sends a client certificate with -cert and -key", function()
+      local out, err, code = tcall([[-cacert DIR/server.pem -cert DIR/client.pem -key DIR/client-key.pem TARGET faults.Faults/Echo]])
+      assert.are.equal(0, code, err)
+      out, err, code = tcall([[-cacert DIR/server.pem -cert DIR/client.pem -key DIR/server-key.pem TARGET faults.Faults/Echo]])
+      assert.are.equal(64 + 14, code)
+      assert.matches("key_file '" .. dir .. "/server-key.pem': not the PEM key of cert_file", err, 1, true)
+      out, err, code = tcall([[-cert DIR/client.pem TARGET faults.Faults/Echo]])
+      assert.are.equal(2, code)
+      assert.matches("-cert and -key go together", err, 1, true)
+      out, err, code = tcall([[-plaintext -insecure TARGET faults.Faults/Echo]])
+      assert.are.equal(2, code)
+      assert.matches("-plaintext takes no TLS flag", err, 1, true)
+      out, err, code = tcall([[-insecure -cacert DIR/server.pem TARGET faults.Faults/Echo]])
+      assert.are.equal(2, code)
+      assert.matches("-insecure and -cacert exclude each other", err, 1, true)
+    end)
   end)
 end)

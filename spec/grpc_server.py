@@ -232,6 +232,8 @@ def faults_handlers():
 
     def metadata(req, ctx):
         md = [(k, v) for k, v in ctx.invocation_metadata() if k.startswith("x-")]
+        ctx.send_initial_metadata([("h-" + k, v) for k, v in md])  # protocall call -v shows
+        ctx.set_trailing_metadata([("t-" + k, v) for k, v in md])  # both
         return Reply(metadata=[dict(key=k, value=v if isinstance(v, str) else v.hex())
                                for k, v in md], attempts=count(req))
 

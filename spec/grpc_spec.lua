@@ -127,7 +127,8 @@ describe("pc.grpc", function()
       assert.are.equal("\0\1\254", find(err.headers, "x-pad-bin"))
       assert.are.equal("\255", find(err.headers, "x-pad2-bin"))
       assert.are.equal("\255", find(err.metadata, "x-unpad-bin"))
-      assert.are.equal("\8\3\18\3bad", err.details)
+      assert.are.equal("\8\3\18\3bad", err.details_bin)
+      assert.are.same({}, err.details) -- a google.rpc.Status without details
     end)
 
     it("refuses invalid request metadata before sending, at the caller's line", function()
@@ -867,6 +868,10 @@ describe("pc.grpc", function()
                        "bad argument #2 to 'grpc' (table expected, got number)")
       assert.has_error(function() pc.grpc("http://h:1", { user_agent = "a\r\nx: y" }) end,
                        "pc.grpc: option 'user_agent' must not hold control characters")
+      assert.has_error(function() pc.grpc("http://h:1", { connect_timeout = 0 }) end,
+                       "pc.grpc: option 'connect_timeout' must be a positive number of seconds, got 0")
+      assert.has_error(function() pc.grpc("http://h:1", { insecure = "yes" }) end,
+                       "pc.grpc: option 'insecure' must be a boolean, got string")
       local md = {}
       for i = 1, 1001 do md[i] = { "k" .. i, "v" } end
       assert.has_error(function() pc.grpc("http://h:1", { metadata = md }) end,

@@ -865,6 +865,36 @@ describe("messages", function()
       assert.is_string(pc.encode(target))
     end)
 
+    it("refuses assigning a message that would nest its new parent deeper than 1000 levels", function()
+      -- the assignment went through and pc.encode raised "nesting too deep" later
+      local R = pool:message("t.Deep2", { { "child", "t.Deep2", 1 }, { "v", "int32", 2 },
+        { "kids", "t.Deep2", 3, repeated = true } })
+      local function chain(n)
+        local t = { v = 1 }
+        for _ = 1, n do t = { child = t } end
+        return R(t)
+      end
+      local m1000, m999 = chain(1000), chain(999)
+      assert.is_string(pc.encode(m1000))
+      local target = R {}
+      fails("t.Deep2.child: the message would nest deeper than 1000 levels",
+        function() target.child = m1000 end)
+      assert.is_nil(target.child)
+      fails("t.Deep2.kids: the message would nest deeper than 1000 levels",
+        function() target.kids = { m1000 } end)
+      fails("t.Deep2.kids: the message would nest deeper than 1000 levels",
+        function() target.kids[1] = m1000 end)
+      fails("t.Deep2.child: the message would nest deeper than 1000 levels",
+        function() R { child = m1000 } end)
+      target.child = m999
+      assert.is_string(pc.encode(target))
+      -- decoded at the limit: re-encodes, and a copy merges at the same level
+      local d = assert(pc.decode(R, pc.encode(m1000), { max_depth = 1000 }))
+      local copy = R {}
+      pc.merge(copy, d)
+      assert.is_string(pc.encode(copy))
+    end)
+
     it("stays flat while making and dropping messages", function()
       local T = pool:message("t.Churn", { { "s", "string", 1 }, { "n", "int32", 2, repeated = true } })
       local function churn(n)

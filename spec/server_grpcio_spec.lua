@@ -33,12 +33,12 @@ local server = pc.server({ ["srv.Calc"] = {
     return { total = p.x + p.y, count = 1 }
   end,
   Count = function(p, ctx) for i = 1, p.x do ctx.send { x = i } end end,
-  Total = function(_, ctx)
+  Total = function(ctx)
     local t, n = 0, 0
     for p in ctx.recv do t, n = t + p.x, n + 1 end
     return { total = t, count = n }
   end,
-  Double = function(_, ctx) for p in ctx.recv do ctx.send { x = p.x * 2 } end end,
+  Double = function(ctx) for p in ctx.recv do ctx.send { x = p.x * 2 } end end,
 } }, { pool = pool })
 
 local function drive(opts, ca)

@@ -26,7 +26,15 @@ local handlers = {
     seen.timeout = ctx.timeout
     if p.note == "fail" then error(pc.Error { code = "FAILED_PRECONDITION", message = "no: 100% ✓" }) end
     if p.note == "details" then
-      error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = "\0\1raw" })
+      error(pc.Error { code = "INVALID_ARGUMENT", message = "bad",
+        details = { pc.type("google.rpc.ErrorInfo") { reason = "TOO_FAR", domain = "srv" } } })
+    end
+    if p.note == "raw details" then
+      local st = pc.type("google.rpc.Status") { code = 3, message = "raw" }
+      error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = pc.encode(st) })
+    end
+    if p.note == "bad details" then
+      error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = { 42 } })
     end
     if p.note == "crash" then error("boom at /secret/path") end
     if p.note == "sleep" then
@@ -50,7 +58,7 @@ local handlers = {
     end
     if p.note == "fail" then error(pc.Error { code = "ABORTED", message = "after" }) end
   end,
-  Total = function(_, ctx)
+  Total = function(ctx)
     local total, count = 0, 0
     while true do
       local p = ctx:recv()
@@ -59,7 +67,7 @@ local handlers = {
     end
     return { total = total, count = count }
   end,
-  Double = function(_, ctx)
+  Double = function(ctx)
     while true do
       local p = ctx:recv()
       if p == nil then return end
@@ -166,11 +174,17 @@ describe("pc.listen", function()
     end)
   end)
 
-  it("sends a pc.Error's details as grpc-status-details-bin", function()
+  it("sends a pc.Error's details as grpc-status-details-bin (a list of messages, or bytes)", function()
     with_server(nil, function(stub)
       local e = raised(function() stub:Add { note = "details" } end)
       assert.equals("INVALID_ARGUMENT", e.code)
-      assert.equals("\0\1raw", e.details)
+      assert.equals("TOO_FAR", e.details[1].reason)
+      assert.equals("srv", e.details[1].domain)
+      e = raised(function() stub:Add { note = "raw details" } end)
+      assert.equals("raw", pc.decode(pc.type("google.rpc.Status"), e.details_bin).message)
+      e = raised(function() stub:Add { note = "bad details" } end)
+      assert.equals("INTERNAL", e.code)
+      assert.matches("details%[1%]: message expected", e.message)
     end)
   end)
 
@@ -270,6 +284,37 @@ describe("pc.listen", function()
     pc.run()
     assert.same({ 7, 8 }, got)
     assert.same({ "srv.Calc.Count OK" }, log)
+  end)
+
+  it("serves the built-in health and reflection services", function()
+    local s2 = pc.server({ ["srv.Calc"] = handlers }, { pool = pool, health = true, reflection = true })
+    local l = pc.listen(s2, "127.0.0.1:0")
+    local status, names, watched
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local t = pc.grpc("http://127.0.0.1:" .. l.port)
+      local health = pc.client("grpc.health.v1.Health", { transport = t, pool = pool })
+      status = health:Check({ service = "" }).status
+      local n = 0
+      for r in health:Watch { service = "" } do
+        watched = r.status
+        n = n + 1
+        if n == 1 then break end
+      end
+      local refl = pc.client("grpc.reflection.v1.ServerReflection", { transport = t, pool = pool })
+      local call = refl:ServerReflectionInfo()
+      call:send { list_services = "" }
+      names = {}
+      for _, svc in ipairs(call:recv().list_services_response.service) do names[#names + 1] = svc.name end
+      call:close_send()
+      table.sort(names)
+      l:shutdown(1)
+    end)
+    pc.run()
+    assert.equals(1, status) -- SERVING
+    assert.equals(1, watched)
+    assert.is_truthy(table.concat(names, " "):find("srv.Calc", 1, true))
+    assert.is_truthy(table.concat(names, " "):find("grpc.health.v1.Health", 1, true))
   end)
 
   it("sends the responses of a stream before its error", function()

@@ -554,3 +554,111 @@ describe("messages that cannot be encoded", function()
     assert.are.equal("INTERNAL", err.code)
   end)
 end)
+
+describe("in-process client streaming and bidirectional calls", function()
+  local function stub_of(handlers, opts)
+    opts = opts or {}
+    opts.pool = pool
+    return pc.client("svc.Router", { pool = pool, transport = pc.inproc(pc.server({ ["svc.Router"] = handlers }, opts)) })
+  end
+  local function record(ctx)
+    local sum = 0
+    for p in ctx.recv, ctx do sum = sum + p.x end
+    return { length = sum, legs = 1 }
+  end
+  local function chat(ctx)
+    while true do
+      local p = ctx:recv()
+      if p == nil then return end
+      ctx.send { x = p.x * 10, y = p.y }
+    end
+  end
+
+  it("reads a client stream with ctx:recv (nil at its end) and returns the one response", function()
+    local call = stub_of({ Record = record }):Record()
+    for i = 1, 4 do call:send(Point{ x = i }) end
+    local d = call:close_and_recv()
+    assert.are.equal(10, d.length)
+  end)
+
+  it("answers a bidirectional stream with ctx.send, in order, as requests arrive", function()
+    local call = stub_of({ Chat = chat }):Chat()
+    call:send{ x = 1 }
+    assert.are.equal(10, call:recv().x)
+    call:send{ x = 2 }
+    call:send{ x = 3 }
+    assert.are.equal(20, call:recv().x)
+    assert.are.equal(30, call:recv().x)
+    call:close_send()
+    assert.is_nil(call:recv())
+    assert.is_nil(call:recv())
+    assert.are.same({}, call:trailers())
+  end)
+
+  it("lets one task send while another receives", function()
+    local call = stub_of({ Chat = chat }):Chat()
+    local got = {}
+    pc.spawn(function()
+      for r in function() return call:recv() end do got[#got + 1] = r.x end
+    end)
+    pc.spawn(function()
+      for i = 1, 3 do
+        pc.sleep(0.01)
+        call:send{ x = i }
+      end
+      call:close_send()
+    end)
+    pc.run()
+    assert.are.same({ 10, 20, 30 }, got)
+  end)
+
+  it("fails a caller that waits for a response the handler cannot give yet, outside any task", function()
+    local call = stub_of({ Chat = chat }):Chat()
+    local err = raised(call.recv, call)
+    assert.are.equal("FAILED_PRECONDITION", err.code)
+    assert.matches("svc.Router.Chat: the handler waits for a request", err.message, 1, true)
+  end)
+
+  it("raises the handler's failures, unknown methods and undecodable requests at send or recv", function()
+    local stub = stub_of({
+      Record = function(ctx)
+        ctx:recv()
+        error(pc.Error{ code = "OUT_OF_RANGE", message = "too far" })
+      end,
+      Chat = function() return 5 end,
+    })
+    local call = stub:Record()
+    call:send{ x = 1 }
+    local err = raised(call.close_and_recv, call)
+    assert.are.equal("OUT_OF_RANGE", err.code)
+    err = raised(call.recv, call)
+    assert.are.equal("OUT_OF_RANGE", err.code)
+    call = stub:Chat()
+    call:close_send()
+    err = raised(call.recv, call)
+    assert.are.equal("INTERNAL", err.code)
+    assert.matches("answers with ctx.send and returns nothing", err.message, 1, true)
+    local t = pc.inproc(pc.server({ ["svc.Router"] = { Record = record } }, { pool = pool }))
+    local raw = t:stream("/svc.Router/Nope", {})
+    err = raised(raw.recv, raw)
+    assert.are.equal("UNIMPLEMENTED", err.code)
+    raw = t:stream("/svc.Router/Record", {})
+    err = raised(raw.send, raw, "\x0a\x05")
+    assert.are.equal("INTERNAL", err.code)
+    assert.matches("request failed to decode", err.message)
+    raw = t:stream("/svc.Router/Record", {})
+    raw:cancel()
+    assert.are.equal("CANCELLED", raised(raw.recv, raw).code)
+  end)
+
+  it("runs server interceptors around stream handlers, with no request", function()
+    local seen
+    local call = stub_of({ Record = record }, { interceptors = { function(c, next)
+      seen = { method = c.method, request = c.request }
+      return next(c)
+    end } }):Record()
+    call:send{ x = 7 }
+    assert.are.equal(7, call:close_and_recv().length)
+    assert.are.same({ method = "svc.Router.Record" }, seen)
+  end)
+end)

@@ -26,8 +26,18 @@ local P2 = pool:message("te2.P2", { { "a", "int32", 1 }, { "req", "int32", 2, re
 local Closed = pool:enum("te2.C", { C_ONE = 1 }, { syntax = "proto2" })
 local P2E = pool:message("te2.P2E", { { "c", "te2.C", 1 } }, { syntax = "proto2" })
 
+-- T{...} itself goes through pc.encode(T, table) for nested tables
+-- (lpc_table_message): the reference is the message built field by field,
+-- whose nested tables each become a message object.
+local function built(T, t)
+  local m = T()
+  for k, v in pairs(t) do m[k] = v end
+  return m
+end
+
 local function same_bytes(T, t)
   local direct = pc.encode(T, t)
+  assert.are.equal(pc.encode(built(T, t)), direct)
   assert.are.equal(pc.encode(T(t)), direct)
   return direct
 end
@@ -54,6 +64,25 @@ describe("pc.encode(T, table)", function()
     })
     assert.is_true(#bytes > 100)
     assert.is_true(1 / pc.decode(All, bytes).d < 0) -- -0.0 is written
+  end)
+
+  it("makes T{...} of nested tables the message a field-by-field build makes", function()
+    local t = { sub = { x = 1, child = { name = "c" } }, rsub = { {}, { x = 0 } }, os = "",
+      opt = 0, d = -0.0, fl = 0.5, mi = { [7] = { child = {} } }, e = "ONE", s = "x" }
+    local a, b = All(t), built(All, t)
+    assert.are.equal(b, a)
+    assert.are.equal("os", pc.which_oneof(a, "o"))
+    assert.is_true(pc.has(a, "opt") and pc.has(a.sub, "child") and pc.has(a.mi[7], "child"))
+    assert.is_true(1 / a.d < 0)
+    assert.is_true(All{ fl = 0 / 0, sub = {} }.fl ~= All{ fl = 0 / 0, sub = {} }.fl)
+    a.sub.child.x = 5 -- the tree is writable as any message
+    assert.are.equal(5, pc.decode(All, pc.encode(a)).sub.child.x)
+    -- tables T{...} builds another way (a message object inside) still work
+    local obj = Sub{ x = 9 }
+    local c = All{ sub = obj, rsub = { { x = 1 } } }
+    assert.are.equal(obj, c.sub)
+    c.sub.x = 10
+    assert.are.equal(10, obj.x)
   end)
 
   it("omits implicit defaults and keeps explicit presence, as T{...} does", function()

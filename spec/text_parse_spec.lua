@@ -87,7 +87,9 @@ describe("pc.from_text", function()
       { "any { [x/tp.Nope] {} }", '1:7: could not find type "x/tp.Nope" stored in google.protobuf.Any' },
       { "m { [x/tp.M] {} }", "1:5: an expanded Any ([x/tp.M]) in tp.M, which is no google.protobuf.Any" },
       { "a: 1x", '1:4: expected integer, got "1x"' },
-      { "a: 09", "1:4: integer out of range (09)" },
+      { "a: 09", '1:4: expected integer, got "09"' },
+      { "a: 0x", '1:4: expected integer, got "0x"' },
+      { "u: 0x1G", '1:4: expected unsigned integer, got "0x1G"' },
     }
     for _, c in ipairs(cases) do
       local m, err = pc.from_text(M, c[1])

@@ -1,5 +1,6 @@
 // A C++ gRPC server for bench/service_bench.lua (Debian's libgrpc++-dev):
-// bench.Echo/Echo returns its request. Usage: echo_server PORT (0: a free
+// bench.Echo/Echo returns its request, Stream sends `count` replies of `size`
+// bytes, Collect counts the messages it receives. Usage: echo_server PORT (0: a free
 // loopback port). Prints "PORT PID" once listening, as spec/grpc_server.py
 // does, and exits when its standard input reaches end of file.
 #include <cstdio>
@@ -18,6 +19,25 @@ namespace {
 class EchoService final : public bench::Echo::Service {
   grpc::Status Echo(grpc::ServerContext *, const bench::Msg *request, bench::Msg *reply) override {
     *reply = *request;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Stream(grpc::ServerContext *, const bench::StreamRequest *request,
+                      grpc::ServerWriter<bench::Msg> *writer) override {
+    bench::Msg m;
+    m.set_data(std::string(static_cast<size_t>(request->size()), 'x'));
+    for (int i = 0; i < request->count(); i++) {
+      if (!writer->Write(m)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Collect(grpc::ServerContext *, grpc::ServerReader<bench::Msg> *reader,
+                       bench::Count *reply) override {
+    bench::Msg m;
+    int64_t n = 0;
+    while (reader->Read(&m)) n++;
+    reply->set_messages(n);
     return grpc::Status::OK;
   }
 };

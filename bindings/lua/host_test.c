@@ -12,6 +12,13 @@
  *     sanitizer build sees any use after free or leak);
  *   - a host transport under pc.client with a retry policy (status codes,
  *     metadata, timeout, release at lua_close);
+ *   - host transport statuses with details, trailers and pushback (a
+ *     retry after the server's delay, no retry when it says so);
+ *   - a host transport with stream functions (protocall_Transport): server
+ *     streaming, client streaming, bidi and unary through them, headers and
+ *     trailers, a host failing mid-stream and in send, cancellation (call:
+ *     cancel, a loop left early, a dropped call) reaching the host's
+ *     finish, and the ABI rules for the struct's size;
  *   - host time: pc.now, pc.sleep and the retry backoff use the host's clock
  *     and sleep, per state; a host sleep may yield the running coroutine. */
 #include "testing/check.h"
@@ -20,6 +27,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +51,12 @@ static const char kProto[] = "syntax = \"proto3\";\n"
                              "  repeated double weights = 12;\n"
                              "}\n"
                              "enum Color { NONE = 0; RED = 1; }\n"
-                             "service Router { rpc Measure(Route) returns (Route); }\n";
+                             "service Router {\n"
+                             "  rpc Measure(Route) returns (Route);\n"
+                             "  rpc Walk(Route) returns (stream Point);\n"
+                             "  rpc Collect(stream Point) returns (Route);\n"
+                             "  rpc Chat(stream Point) returns (stream Point);\n"
+                             "}\n";
 
 /* A state with the standard libraries and protocall opened as the global
  * `pc`, and 'pool' (when given) as the global `pool`. */
@@ -450,6 +463,409 @@ static void transport_and_time(void) {
   protocall_pool_free(pool);
 }
 
+/* A unary host that reports statuses with everything a server can send:
+ * name "details" fails NOT_FOUND with details bytes and a trailer; name
+ * "pushback" fails UNAVAILABLE asking to retry in 3 s (once), name "never"
+ * fails UNAVAILABLE asking not to retry; anything else answers with a
+ * header and a trailer. */
+static int reporting(lua_State *L, void *ud, const protocall_Request *req) {
+  Backend *b = ud;
+  b->calls++;
+  static const protocall_Metadata trailer = {"x-why", "gone", 5, 4};
+  static const protocall_Metadata header = {"x-host", "c", 6, 1};
+  protocall_Status *st = req->status;
+  pc_Arena *a = protocall_arena_new();
+  char err[256];
+  pc_Message *in = protocall_decode(b->route, req->request, req->request_len, a, err, sizeof err);
+  const char *name = "";
+  size_t nlen = 0;
+  if (in != NULL) protocall_get_string(in, b->route, "name", &name, &nlen);
+  int code = PROTOCALL_OK;
+  st->trailers = &trailer;
+  st->trailer_count = 1;
+  if (nlen == 7 && memcmp(name, "details", 7) == 0) {
+    st->message = "no such route";
+    st->message_len = 13;
+    st->details = "\x08\x05\x12\x03"
+                  "abc";
+    st->details_len = 7;
+    code = 5; /* NOT_FOUND */
+  } else if (nlen == 8 && memcmp(name, "pushback", 8) == 0 && b->calls == 1) {
+    st->has_retry_delay = 1;
+    st->retry_delay = 3.0;
+    code = 14;
+  } else if (nlen == 5 && memcmp(name, "never", 5) == 0) {
+    st->has_retry_delay = 1;
+    st->retry_delay = -1;
+    code = 14;
+  } else {
+    st->headers = &header;
+    st->header_count = 1;
+  }
+  protocall_arena_free(a);
+  if (code != PROTOCALL_OK) {
+    lua_pushliteral(L, "ignored: status->message wins"); /* st->message may be NULL: then this */
+    return code;
+  }
+  lua_pushliteral(L, ""); /* an empty Route */
+  return PROTOCALL_OK;
+}
+
+static void statuses(void) {
+  pc_Pool *pool = demo_pool();
+  protocall_pool_freeze(pool);
+  Backend b = {protocall_pool_type(pool, "demo.Route"), 0, 0, 0, 0, ""};
+  FakeTime ft = {0.0, 0, 0};
+  lua_State *L = new_state(pool);
+  protocall_settime(L, fake_clock, fake_sleep, &ft);
+  protocall_pushtransport(L, reporting, NULL, &b);
+  lua_setglobal(L, "t");
+  CHECK(run(
+      L, "local R = pool:type('demo.Route')\n"
+         "local ok, e = pcall(t.unary, t, '/demo.Router/Measure', pc.encode(R{name = 'details'}), "
+         "{})\n"
+         "assert(not ok and getmetatable(e) == pc.Error, tostring(e))\n"
+         "assert(e.code == 'NOT_FOUND' and e.message == 'no such route', tostring(e))\n"
+         "assert(e.details == '\\8\\5\\18\\3abc', e.details)\n"
+         "assert(e.metadata[1][1] == 'x-why' and e.metadata[1][2] == 'gone')\n"
+         "assert(e.method == '/demo.Router/Measure' and e.retry_delay == nil)\n"
+         "local bytes, md = t:unary('/demo.Router/Measure', '', {with_metadata = true})\n"
+         "assert(bytes == '' and md.headers[1][1] == 'x-host' and md.trailers[1][2] == 'gone')\n"));
+  b.calls = 0;
+  CHECK(run(
+      L,
+      "local stub = pc.client('demo.Router', {transport = t, pool = pool,\n"
+      "  retry = pc.Retry{initial = 1, maximum = 1, timeout = 600}})\n"
+      "local t0 = pc.now()\n"
+      "stub:Measure{name = 'pushback'}\n"
+      "assert(pc.now() - t0 == 3, pc.now() - t0) -- the pushback, not the 1 s backoff\n"
+      "local ok, e = pcall(stub.Measure, stub, {name = 'never'})\n"
+      "assert(not ok and getmetatable(e) == pc.RetryError and e.attempts == 1, tostring(e))\n"
+      "assert(e.cause.no_retry and e.message:find('the server asked not to retry', 1, true))\n"));
+  CHECK(b.calls == 3 && ft.sleeps == 1 && ft.slept == 3.0);
+  lua_close(L);
+  protocall_pool_free(pool);
+}
+
+/* -- Host streams ------------------------------------------------------------ */
+
+typedef struct {
+  const pc_MessageDef *route, *point;
+  int started, finished, cancelled;
+} Streams;
+
+enum { M_MEASURE, M_WALK, M_COLLECT, M_CHAT };
+
+/* One call of the fake streaming backend: responses are queued as
+ * encoded bytes in the call's arena. */
+typedef struct {
+  Streams *s;
+  int method;
+  pc_Arena *arena;
+  const char *out[16];
+  size_t out_len[16];
+  int nout, next;
+  int closed;
+  int64_t sum;
+  int fail_after; /* Walk: fail once this many responses were read (0: never) */
+  char count[24];
+  protocall_Metadata trailer;
+} HostCall;
+
+static const protocall_Metadata kHeader = {"x-host", "c", 6, 1};
+
+static int hs_start(lua_State *L, void *ud, const protocall_Request *req, void **call) {
+  (void)L;
+  Streams *s = ud;
+  static const char *names[] = {"/demo.Router/Measure", "/demo.Router/Walk", "/demo.Router/Collect",
+                                "/demo.Router/Chat"};
+  int method = -1;
+  for (int i = 0; i < 4; i++)
+    if (strcmp(req->path, names[i]) == 0) method = i;
+  if (method < 0) {
+    req->status->message = "no such method";
+    req->status->message_len = 14;
+    return 12;
+  }
+  CHECK(req->request == NULL);
+  HostCall *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    req->status->message = "out of memory";
+    req->status->message_len = 13;
+    return 8; /* RESOURCE_EXHAUSTED */
+  }
+  c->s = s;
+  c->method = method;
+  c->arena = protocall_arena_new();
+  s->started++;
+  req->status->headers = &kHeader;
+  req->status->header_count = 1;
+  *call = c;
+  return PROTOCALL_OK;
+}
+
+static void queue(HostCall *c, const pc_Message *m, const pc_MessageDef *type) {
+  char err[128];
+  CHECK(c->nout < 16);
+  c->out[c->nout] = protocall_encode(m, type, 0, c->arena, &c->out_len[c->nout], err, sizeof err);
+  c->nout++;
+}
+
+static int hs_send(lua_State *L, void *ud, void *call, const char *bytes, size_t len,
+                   protocall_Status *st) {
+  (void)L;
+  (void)ud;
+  HostCall *c = call;
+  char err[128];
+  CHECK(!c->closed);
+  const pc_MessageDef *in_type = c->method <= M_WALK ? c->s->route : c->s->point;
+  pc_Message *in = protocall_decode(in_type, bytes, len, c->arena, err, sizeof err);
+  CHECK(in != NULL);
+  if (c->method == M_MEASURE) {
+    int64_t legs = 0;
+    protocall_get_integer(in, c->s->route, "legs", &legs);
+    pc_Message *out = protocall_message_new(c->s->route, c->arena);
+    protocall_set_integer(out, c->s->route, "legs", legs * 2, c->arena);
+    queue(c, out, c->s->route);
+  } else if (c->method == M_WALK) {
+    const char *name;
+    size_t nlen;
+    protocall_get_string(in, c->s->route, "name", &name, &nlen);
+    if (nlen == 4 && memcmp(name, "fail", 4) == 0) c->fail_after = 1;
+    size_t n = 0;
+    protocall_get_size(in, c->s->route, "points", &n);
+    for (size_t i = 0; i < n; i++) {
+      const pc_Message *p;
+      protocall_get_message_at(in, c->s->route, "points", i, &p, NULL);
+      queue(c, p, c->s->point);
+    }
+  } else {
+    int64_t x = 0;
+    protocall_get_integer(in, c->s->point, "x", &x);
+    if (x < 0) {
+      st->message = "negative x";
+      st->message_len = 10;
+      return 3; /* INVALID_ARGUMENT: the call ends here */
+    }
+    c->sum += x;
+    if (c->method == M_CHAT) {
+      pc_Message *out = protocall_message_new(c->s->point, c->arena);
+      protocall_set_integer(out, c->s->point, "x", x * 10, c->arena);
+      queue(c, out, c->s->point);
+    }
+  }
+  return PROTOCALL_OK;
+}
+
+static int hs_close_send(lua_State *L, void *ud, void *call, protocall_Status *st) {
+  (void)L;
+  (void)ud;
+  (void)st;
+  HostCall *c = call;
+  CHECK(!c->closed);
+  c->closed = 1;
+  if (c->method == M_COLLECT) {
+    pc_Message *out = protocall_message_new(c->s->route, c->arena);
+    protocall_set_string(out, c->s->route, "name", "collected", 9, c->arena);
+    protocall_set_integer(out, c->s->route, "legs", c->sum, c->arena);
+    queue(c, out, c->s->route);
+  }
+  return PROTOCALL_OK;
+}
+
+static int hs_recv(lua_State *L, void *ud, void *call, const char **bytes, size_t *len,
+                   protocall_Status *st) {
+  (void)L;
+  (void)ud;
+  HostCall *c = call;
+  if (c->fail_after > 0 && c->next == c->fail_after) {
+    static const protocall_Metadata why = {"x-why", "mid-stream", 5, 10};
+    st->message = "the walk broke";
+    st->message_len = 14;
+    st->details = "\x08\x09";
+    st->details_len = 2;
+    st->trailers = &why;
+    st->trailer_count = 1;
+    return 9; /* FAILED_PRECONDITION */
+  }
+  if (c->next < c->nout) {
+    *bytes = c->out[c->next];
+    *len = c->out_len[c->next];
+    c->next++;
+    return PROTOCALL_OK;
+  }
+  if (!c->closed) {
+    st->message = "recv would block: the test sends first";
+    st->message_len = strlen(st->message);
+    return 13;
+  }
+  snprintf(c->count, sizeof c->count, "%d", c->nout);
+  c->trailer.key = "x-count";
+  c->trailer.key_len = 7;
+  c->trailer.value = c->count;
+  c->trailer.value_len = strlen(c->count);
+  st->trailers = &c->trailer;
+  st->trailer_count = 1;
+  *bytes = NULL;
+  return PROTOCALL_OK; /* the end, OK */
+}
+
+static void hs_finish(void *ud, void *call, int cancel) {
+  Streams *s = ud;
+  HostCall *c = call;
+  s->finished++;
+  if (cancel) s->cancelled++;
+  protocall_arena_free(c->arena);
+  free(c);
+}
+
+static int never_called(lua_State *L, void *ud, const protocall_Request *req, void **call) {
+  (void)L;
+  (void)ud;
+  (void)req;
+  (void)call;
+  abort();
+}
+
+/* Pushes a transport from 't' under pcall; the error message or NULL. */
+static int push_host_transport(lua_State *L) {
+  protocall_pushhosttransport(L, lua_touserdata(L, 1));
+  return 1;
+}
+
+static const char *try_push(lua_State *L, const protocall_Transport *t) {
+  lua_pushcfunction(L, push_host_transport);
+  lua_pushlightuserdata(L, (void *)t);
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+    lua_setglobal(L, "pushed");
+    return NULL;
+  }
+  return lua_tostring(L, -1);
+}
+
+static void streams(void) {
+  pc_Pool *pool = demo_pool();
+  protocall_pool_freeze(pool);
+  Streams s = {protocall_pool_type(pool, "demo.Route"), protocall_pool_type(pool, "demo.Point"), 0,
+               0, 0};
+  lua_State *L = new_state(pool);
+  protocall_Transport t;
+  memset(&t, 0, sizeof t);
+  t.size = sizeof t;
+  t.ud = &s;
+  t.start = hs_start;
+  t.send = hs_send;
+  t.close_send = hs_close_send;
+  t.recv = hs_recv;
+  t.finish = hs_finish;
+  protocall_pushhosttransport(L, &t); /* no unary: Measure goes through the streams too */
+  lua_setglobal(L, "t");
+  CHECK(run(L, "stub = pc.client('demo.Router', {transport = t, pool = pool})\n"
+               "-- unary\n"
+               "assert(stub:Measure{legs = 21}.legs == 42)\n"
+               "-- server streaming\n"
+               "local xs = {}\n"
+               "for p in stub:Walk{points = {{x = 1}, {x = 2}, {x = 3}}} do xs[#xs + 1] = p.x end\n"
+               "assert(table.concat(xs, ',') == '1,2,3', table.concat(xs, ','))\n"
+               "-- client streaming, with headers and trailers\n"
+               "local c = stub:Collect()\n"
+               "c:send{x = 4}; c:send(pool:type('demo.Point'){x = 5})\n"
+               "local r = c:close_and_recv()\n"
+               "assert(r.name == 'collected' and r.legs == 9, tostring(r))\n"
+               "assert(c:headers()[1][1] == 'x-host' and c:headers()[1][2] == 'c')\n"
+               "assert(c:trailers()[1][1] == 'x-count' and c:trailers()[1][2] == '1')\n"
+               "-- bidi\n"
+               "local b = stub:Chat()\n"
+               "b:send{x = 1}; assert(b:recv().x == 10)\n"
+               "b:send{x = 2}; b:send{x = 3}\n"
+               "assert(b:recv().x == 20 and b:recv().x == 30)\n"
+               "b:close_send(); assert(b:recv() == nil); assert(b:recv() == nil)\n"
+               "assert(b:trailers()[1][2] == '3')\n"));
+  CHECK(s.started == 4 && s.finished == 4 && s.cancelled == 0);
+  /* A host failing mid-stream: the responses before it, then its status. */
+  CHECK(run(
+      L,
+      "local xs = {}\n"
+      "local ok, e = pcall(function()\n"
+      "  for p in stub:Walk{name = 'fail', points = {{x = 7}, {x = 8}}} do xs[#xs + 1] = p.x end\n"
+      "end)\n"
+      "assert(not ok and getmetatable(e) == pc.Error, tostring(e))\n"
+      "assert(#xs == 1 and xs[1] == 7)\n"
+      "assert(e.code == 'FAILED_PRECONDITION' and e.message == 'the walk broke', tostring(e))\n"
+      "assert(e.details == '\\8\\9' and e.metadata[1][2] == 'mid-stream')\n"
+      "-- a host failing a send: the call ends with its status\n"
+      "local b = stub:Chat()\n"
+      "b:send{x = 1}\n"
+      "local ok2, e2 = pcall(b.send, b, {x = -1})\n"
+      "assert(not ok2 and e2.code == 'INVALID_ARGUMENT' and e2.message == 'negative x', "
+      "tostring(e2))\n"
+      "local ok3, e3 = pcall(b.recv, b)\n"
+      "assert(not ok3 and e3 == e2)\n"
+      "-- start failing: no call to finish\n"
+      "local ok4, e4 = pcall(t.stream, t, '/demo.Router/Nope', {})\n"
+      "assert(not ok4 and e4.code == 'UNIMPLEMENTED' and e4.message == 'no such method')\n"));
+  CHECK(s.started == 6 && s.finished == 6 && s.cancelled == 0);
+  /* Cancellation reaches the host: call:cancel, a loop left early (closed
+   * at once by the generic for), a stub stream dropped unfinished. */
+  CHECK(run(L, "local b = stub:Chat()\n"
+               "b:send{x = 1}\n"
+               "b:cancel()\n"
+               "local ok, e = pcall(b.send, b, {x = 2})\n"
+               "assert(not ok and e.code == 'CANCELLED', tostring(e))\n"
+               "local ok2, e2 = pcall(b.recv, b)\n"
+               "assert(not ok2 and e2.code == 'CANCELLED')\n"
+               "b:close()\n"
+               "local R = pool:type('demo.Route')\n"
+               "for bytes in t:server_stream('/demo.Router/Walk', pc.encode(R{points = {{x = 1}, "
+               "{x = 2}}}), {}) do\n"
+               "  break\n"
+               "end\n"));
+  CHECK(s.started == 8 && s.finished == 8 && s.cancelled == 2);
+  CHECK(run(L, "for p in stub:Walk{points = {{x = 1}, {x = 2}}} do break end\n"
+               "collectgarbage(); collectgarbage()\n"));
+  CHECK(s.started == 9 && s.finished == 9 && s.cancelled == 3);
+  /* A call still open at lua_close is cancelled then. */
+  CHECK(run(L, "open_call = stub:Chat()"));
+  lua_close(L);
+  CHECK(s.started == 10 && s.finished == 10 && s.cancelled == 4);
+
+  /* ABI: fields past 'size' are not read (a host built against the ABI 1
+   * header has no 'start'); a size below ABI 1, no function at all, or
+   * 'start' without the rest are refused. */
+  L = new_state(pool);
+  Backend back = {s.route, 0, 0, 0, 0, ""};
+  protocall_Transport old;
+  memset(&old, 0, sizeof old);
+  old.size = offsetof(protocall_Transport, start);
+  old.ud = &back;
+  old.unary = measure;
+  old.start = never_called; /* beyond the size: ignored */
+  CHECK(try_push(L, &old) == NULL);
+  CHECK(run(L, "local R = pool:type('demo.Route')\n"
+               "assert(pc.decode(R, pushed:unary('/demo.Router/Measure', pc.encode(R{legs = 2}), "
+               "{})).legs == 4)\n"
+               "local ok, e = pcall(pushed.server_stream, pushed, '/demo.Router/Walk', '', {})\n"
+               "assert(not ok and e.code == 'UNIMPLEMENTED' and e['local'], tostring(e))\n"
+               "local ok2, e2 = pcall(pushed.stream, pushed, '/demo.Router/Chat', {})\n"
+               "assert(not ok2 and e2.code == 'UNIMPLEMENTED', tostring(e2))\n"));
+  old.size = offsetof(protocall_Transport, unary);
+  const char *err = try_push(L, &old);
+  CHECK(err != NULL && strstr(err, "is below the ABI 1 fields") != NULL);
+  lua_pop(L, 1);
+  protocall_Transport none;
+  memset(&none, 0, sizeof none);
+  none.size = sizeof none;
+  err = try_push(L, &none);
+  CHECK(err != NULL && strstr(err, "neither 'unary' nor 'start' is set") != NULL);
+  lua_pop(L, 1);
+  t.recv = NULL;
+  err = try_push(L, &t);
+  CHECK(err != NULL && strstr(err, "'start' needs send, close_send, recv and finish") != NULL);
+  lua_pop(L, 1);
+  lua_close(L);
+  protocall_pool_free(pool);
+}
+
 /* A host sleep that suspends the running coroutine; the "loop" (the
  * script's resume loop here) advances the clock and resumes it. */
 static int yielding_sleep(lua_State *L, void *ud, double seconds) {
@@ -613,5 +1029,7 @@ int main(void) {
   shared_pool();
   transport_and_time();
   yielding_time();
+  statuses();
+  streams();
   return CHECK_DONE();
 }

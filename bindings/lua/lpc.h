@@ -50,6 +50,13 @@ int lpc_islistener(lua_State *L, int idx);
  * out. */
 int lpc_encode_table(lua_State *L, int type, int t);
 
+/* T{...} for a table of nested tables: encodes it as lpc_encode_table does
+ * and decodes the bytes into one arena (a message view), which costs a
+ * fraction of building one object per sub-message. Returns 1 with the
+ * message pushed, or 0 (nothing pushed, nothing raised) when
+ * lpc_encode_table declines: the caller builds T{...} (lpc_wire.c). */
+int lpc_table_message(lua_State *L, int type, int t);
+
 /* Pushes the plain table of 'msg' (type 'def') in pc.to_table's shape:
  * set fields by name, sub-messages as tables, lists, maps as tables,
  * enums as numbers (lpc_table.c). */
@@ -231,6 +238,7 @@ typedef struct {
 typedef struct {
   const pc_MessageDef *def;
   int standalone_uv; /* lpc_standalone_uv(def), for T{...} */
+  int tree;          /* a field holds messages: T{...} tries lpc_table_message first */
   size_t mask;
   unsigned shift;             /* hash: (address >> shift) & mask */
   const pc_FieldDef **fields; /* fields[i] is the field of e[i] (after e) */

@@ -10,6 +10,7 @@
 #include "compiler/import.h"
 #include "lpc.h"
 #include "schema/def.h"
+#include "schema/wkt.h"
 #include "wire/descriptor_write.h"
 
 #include <lauxlib.h>
@@ -143,6 +144,31 @@ static int lpc_service_info(lua_State *L) {
   return 1;
 }
 
+/* -- names = core.file_names(pool)
+ * The names of the files the pool holds, in the order they were added
+ * (a file's imports before it). */
+static int lpc_file_names(lua_State *L) {
+  const pc_Pool *pool = lpc_checkpool(L, 1);
+  size_t n = pc_Pool_FileCount(pool);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_pushstring(L, pc_Pool_File(pool, i)->name);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+/* -- text | nil = core.builtin_source(name)
+ * The .proto text of the built-in file 'name' (schema/wkt.h: the
+ * well-known types, gRPC's health and reflection); nil for another name. */
+static int lpc_builtin_source(lua_State *L) {
+  size_t len;
+  const char *src = pc_Wkt_Source(luaL_checkstring(L, 1), &len);
+  if (src == NULL) return 0;
+  lua_pushlstring(L, src, len);
+  return 1;
+}
+
 #define WRITER_MT "protocall.DescriptorWriter"
 
 static int lpc_writer_gc(lua_State *L) {
@@ -179,6 +205,8 @@ void lpc_open_compiler(lua_State *L) {
   lua_pop(L, 1);
   static const luaL_Reg funcs[] = {{"load_proto", lpc_load_proto},
                                    {"file_info", lpc_file_info},
+                                   {"file_names", lpc_file_names},
+                                   {"builtin_source", lpc_builtin_source},
                                    {"file_descriptor_bytes", lpc_file_descriptor_bytes},
                                    {"service_info", lpc_service_info},
                                    {NULL, NULL}};

@@ -37,12 +37,17 @@ static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const c
   return m;
 }
 
-/* Refuses storing 'value' (type 'vdef') anywhere inside 'target'. */
+/* Refuses storing 'value' (type 'vdef') one level below 'target' when
+ * 'target' is inside it, or when 'target' would then nest deeper than
+ * PC_MESSAGE_MAX_DEPTH levels below it (as encoding would later refuse it):
+ * the walk the cycle check makes anyway stops there. */
 void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
                         const pc_MessageDef *vdef, const pc_Message *target) {
-  int r = pc_Message_Contains(value, vdef, target);
+  int r = pc_Message_ContainsWithin(value, vdef, target, PC_MESSAGE_MAX_DEPTH - 1);
   if (r == 1) lpc_msg_error(L, "%s: a message cannot contain itself", name);
-  if (r == 2) lpc_msg_error(L, "%s: messages nested deeper than %d", name, PC_MESSAGE_MAX_DEPTH);
+  if (r == 2)
+    lpc_msg_error(L, "%s: the message would nest deeper than %d levels", name,
+                  PC_MESSAGE_MAX_DEPTH);
 }
 
 /* Pushes the object of a message element (field 'f', from the value at
@@ -523,6 +528,8 @@ int lpc_type_call(lua_State *L) {
   /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
   int t = lua_type(L, 2);
   if (t == LUA_TTABLE) {
+    const TypeBox *box = lua_touserdata(L, 1);
+    if (((const Lookup *)box->lookup)->tree && lpc_table_message(L, 1, 2)) return 1;
     lpc_Build visited = {0, 0};
     construct(L, 1, 2, &visited);
     return 1;

@@ -15,6 +15,7 @@
 #include "protocall.h"
 
 #include <lauxlib.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -548,89 +549,312 @@ void protocall_setdefaultpool(lua_State *L, pc_Pool *pool) {
 /* -- Host transports -------------------------------------------------------- */
 
 #define TRANSPORT_MT "protocall.HostTransportBox"
+#define CALL_MT      "protocall.HostCallBox"
 
 static char kTransportCtorKey; /* registry: the Lua constructor (host.lua) */
 
 typedef struct {
-  protocall_UnaryFn *unary;
-  protocall_ReleaseFn *release;
-  void *ud;
+  protocall_Transport t; /* the host's functions, fields past its size NULL */
+  int released;
 } TransportBox;
+
+/* One started streaming call; user values: 1 its TransportBox (kept alive
+ * until the call is finished), 2 its path (for errors). */
+typedef struct {
+  TransportBox *box;
+  void *call;
+  int finished;
+  int ended; /* recv reported the end (OK or not), or an op failed */
+} CallBox;
 
 static int lpc_transport_gc(lua_State *L) {
   TransportBox *b = luaL_checkudata(L, 1, TRANSPORT_MT);
-  if (b->release != NULL) b->release(b->ud);
-  b->release = NULL;
+  if (!b->released && b->t.release != NULL) b->t.release(b->t.ud);
+  b->released = 1;
   return 0;
+}
+
+/* Finishes the call once: cancel when it had not ended. */
+static void call_finish(CallBox *c) {
+  if (c->finished) return;
+  c->finished = 1;
+  c->box->t.finish(c->box->t.ud, c->call, !c->ended);
+}
+
+static int lpc_call_gc(lua_State *L) {
+  CallBox *c = luaL_checkudata(L, 1, CALL_MT);
+  if (c->box != NULL) call_finish(c);
+  return 0;
+}
+
+/* The end of field 'f' of a protocall_Transport: within a host's 'size'. */
+#define HAS_FIELD(t, f) ((t)->size >= offsetof(protocall_Transport, f) + sizeof((t)->f))
+
+static void push_box(lua_State *L, const protocall_Transport *t) {
+  if (t->size < offsetof(protocall_Transport, unary) + sizeof t->unary)
+    luaL_error(L, "protocall_pushhosttransport: size %d is below the ABI 1 fields (%d bytes)",
+               (int)t->size, (int)(offsetof(protocall_Transport, unary) + sizeof t->unary));
+  protocall_Transport copy;
+  memset(&copy, 0, sizeof copy);
+  memcpy(&copy, t, t->size < sizeof copy ? t->size : sizeof copy);
+  copy.size = sizeof copy;
+  if (!HAS_FIELD(t, start)) copy.start = NULL;
+  if (!HAS_FIELD(t, send)) copy.send = NULL;
+  if (!HAS_FIELD(t, close_send)) copy.close_send = NULL;
+  if (!HAS_FIELD(t, recv)) copy.recv = NULL;
+  if (!HAS_FIELD(t, finish)) copy.finish = NULL;
+  if (copy.unary == NULL && copy.start == NULL)
+    luaL_error(L, "protocall_pushhosttransport: neither 'unary' nor 'start' is set");
+  if (copy.start != NULL &&
+      (copy.send == NULL || copy.close_send == NULL || copy.recv == NULL || copy.finish == NULL))
+    luaL_error(L, "protocall_pushhosttransport: 'start' needs send, close_send, recv and finish");
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kTransportCtorKey) != LUA_TFUNCTION)
+    luaL_error(L, "protocall_pushtransport: open the module first (luaopen_protocall)");
+  TransportBox *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->t = copy;
+  b->released = 1;
+  luaL_setmetatable(L, TRANSPORT_MT);
+  b->released = 0; /* from here on the box owns 'ud' */
+  lua_pushboolean(L, copy.unary != NULL);
+  lua_pushboolean(L, copy.start != NULL);
+  lua_call(L, 3, 1);
 }
 
 void protocall_pushtransport(lua_State *L, protocall_UnaryFn *unary, protocall_ReleaseFn *release,
                              void *ud) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kTransportCtorKey) != LUA_TFUNCTION)
-    luaL_error(L, "protocall_pushtransport: open the module first (luaopen_protocall)");
-  TransportBox *b = lua_newuserdatauv(L, sizeof *b, 0);
-  b->unary = unary;
-  b->release = NULL;
-  b->ud = ud;
-  luaL_setmetatable(L, TRANSPORT_MT);
-  b->release = release; /* from here on the box owns 'ud' */
-  lua_call(L, 1, 1);
+  protocall_Transport t;
+  memset(&t, 0, sizeof t);
+  t.size = sizeof t;
+  t.ud = ud;
+  t.release = release;
+  t.unary = unary;
+  push_box(L, &t);
 }
 
-/* -- bytes | false, code_name, message = core.host_unary(box, path, request, settings)
- * One attempt through the host's function (protocall_UnaryFn); settings
- * {timeout = seconds|nil, metadata = {{key, value}, ...}, compression =
- * name|nil} as service.lua passes them. Raises what the host raises, and
- * when the host breaks the contract (no response string pushed, a code
- * outside 1..16). */
-static int lpc_host_unary(lua_State *L) {
-  TransportBox *b = luaL_checkudata(L, 1, TRANSPORT_MT);
-  protocall_Request r;
-  memset(&r, 0, sizeof r);
-  r.path = luaL_checkstring(L, 2);
-  r.request = luaL_checklstring(L, 3, &r.request_len);
-  luaL_checktype(L, 4, LUA_TTABLE);
-  lua_settop(L, 4);
-  lua_getfield(L, 4, "timeout"); /* 5 */
-  r.timeout = lua_isnumber(L, 5) ? lua_tonumber(L, 5) : -1;
-  lua_getfield(L, 4, "compression"); /* 6 */
-  r.compression = lua_tostring(L, 6);
-  lua_getfield(L, 4, "metadata");                            /* 7 */
-  size_t n = lua_istable(L, 7) ? (size_t)luaL_len(L, 7) : 0; /* may be a read-only view */
-  protocall_Metadata *md = lua_newuserdatauv(L, (n ? n : 1) * sizeof *md, 0); /* 8 */
+void protocall_pushhosttransport(lua_State *L, const protocall_Transport *t) {
+  push_box(L, t);
+}
+
+/* Pushes {key, value} pairs as a list. */
+static void push_pairs(lua_State *L, const protocall_Metadata *md, size_t n) {
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_createtable(L, 2, 0);
+    lua_pushlstring(L, md[i].key != NULL ? md[i].key : "", md[i].key != NULL ? md[i].key_len : 0);
+    lua_rawseti(L, -2, 1);
+    lua_pushlstring(L, md[i].value != NULL ? md[i].value : "",
+                    md[i].value != NULL ? md[i].value_len : 0);
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+/* Pushes what 'st' reports as a table {code = name, message =, details =,
+ * headers =, trailers =, retry_delay =, no_retry =} (only what is set;
+ * 'message' from 'fallback' when st has none). 'code' 0 is "OK"; a code
+ * outside 0..16 raises, naming 'path'. */
+static void push_status(lua_State *L, int code, const protocall_Status *st, const char *fallback,
+                        const char *path) {
+  const char *name = code >= 0 ? pc_Code_Name(code) : NULL;
+  if (name == NULL)
+    luaL_error(L, "host transport: %s: status code 1..16 expected, got %d", path, code);
+  lua_createtable(L, 0, 6);
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "code");
+  if (st->message != NULL)
+    lua_pushlstring(L, st->message, st->message_len);
+  else
+    lua_pushstring(L, fallback != NULL ? fallback : "");
+  lua_setfield(L, -2, "message");
+  if (st->details != NULL) {
+    lua_pushlstring(L, st->details, st->details_len);
+    lua_setfield(L, -2, "details");
+  }
+  if (st->headers != NULL) {
+    push_pairs(L, st->headers, st->header_count);
+    lua_setfield(L, -2, "headers");
+  }
+  if (st->trailers != NULL) {
+    push_pairs(L, st->trailers, st->trailer_count);
+    lua_setfield(L, -2, "trailers");
+  }
+  if (st->has_retry_delay) {
+    if (st->retry_delay < 0 || st->retry_delay != st->retry_delay) {
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, "no_retry");
+      lua_pushinteger(L, -1);
+    } else {
+      lua_pushnumber(L, st->retry_delay);
+    }
+    lua_setfield(L, -2, "retry_delay");
+  }
+}
+
+/* Fills 'r' from path at 'path_idx', request bytes at 'req_idx' (0: none)
+ * and the settings table at 'set_idx' {timeout = seconds|nil, metadata =
+ * {{key, value}, ...}, compression = name|nil} as service.lua passes them.
+ * Pushes the values the request points into (they stay on the stack for
+ * the call). */
+static void build_request(lua_State *L, protocall_Request *r, protocall_Status *st, int path_idx,
+                          int req_idx, int set_idx) {
+  memset(r, 0, sizeof *r);
+  memset(st, 0, sizeof *st);
+  r->status = st;
+  r->path = luaL_checkstring(L, path_idx);
+  if (req_idx != 0) r->request = luaL_checklstring(L, req_idx, &r->request_len);
+  luaL_checktype(L, set_idx, LUA_TTABLE);
+  lua_getfield(L, set_idx, "timeout");
+  r->timeout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : -1;
+  lua_getfield(L, set_idx, "compression");
+  r->compression = lua_tostring(L, -1);
+  lua_getfield(L, set_idx, "metadata");
+  int mdi = lua_gettop(L);
+  size_t n = lua_istable(L, mdi) ? (size_t)luaL_len(L, mdi) : 0; /* may be a read-only view */
+  protocall_Metadata *md = lua_newuserdatauv(L, (n ? n : 1) * sizeof *md, 0);
   luaL_checkstack(L, (int)(2 * n) + LUA_MINSTACK, "too much metadata");
   for (size_t i = 0; i < n; i++) { /* the strings stay on the stack during the call */
-    lua_geti(L, 7, (lua_Integer)i + 1);
-    if (!lua_istable(L, -1))
-      return luaL_error(L, "metadata[%d]: {key, value} expected", (int)i + 1);
+    lua_geti(L, mdi, (lua_Integer)i + 1);
+    if (!lua_istable(L, -1)) luaL_error(L, "metadata[%d]: {key, value} expected", (int)i + 1);
     lua_geti(L, -1, 1);
     lua_geti(L, -2, 2);
     lua_remove(L, -3);
     md[i].key = lua_tolstring(L, -2, &md[i].key_len);
     md[i].value = lua_tolstring(L, -1, &md[i].value_len);
     if (md[i].key == NULL || md[i].value == NULL)
-      return luaL_error(L, "metadata[%d]: string key and value expected", (int)i + 1);
+      luaL_error(L, "metadata[%d]: string key and value expected", (int)i + 1);
   }
-  r.metadata = md;
-  r.metadata_count = n;
+  r->metadata = md;
+  r->metadata_count = n;
+}
+
+/* -- bytes, status | false, status = core.host_unary(box, path, request, settings)
+ * One attempt through the host's unary function; 'status' as push_status
+ * (code "OK" on success, with headers and trailers when reported). Raises
+ * what the host raises, and when the host breaks the contract (no response
+ * string pushed, a code outside 1..16). */
+static int lpc_host_unary(lua_State *L) {
+  TransportBox *b = luaL_checkudata(L, 1, TRANSPORT_MT);
+  lua_settop(L, 4);
+  protocall_Request r;
+  protocall_Status st;
+  build_request(L, &r, &st, 2, 3, 4);
   int top = lua_gettop(L);
-  int code = b->unary(L, b->ud, &r);
+  int code = b->t.unary(L, b->t.ud, &r);
   if (code == PROTOCALL_OK) {
     if (lua_gettop(L) != top + 1 || lua_type(L, -1) != LUA_TSTRING)
       return luaL_error(L, "host transport: %s: the response bytes (one string) expected", r.path);
-    return 1;
+    push_status(L, 0, &st, NULL, r.path);
+    return 2;
   }
-  const char *name = code > 0 ? pc_Code_Name(code) : NULL;
-  if (name == NULL)
+  if (code < 0) /* push_status accepts 0 */
     return luaL_error(L, "host transport: %s: status code 1..16 expected, got %d", r.path, code);
   const char *message = lua_gettop(L) > top ? lua_tostring(L, top + 1) : NULL;
   lua_pushboolean(L, 0);
-  lua_pushstring(L, name);
-  lua_pushstring(L, message != NULL ? message : "");
-  return 3;
+  push_status(L, code, &st, message, r.path);
+  return 2;
 }
 
-/* -- core.set_host_transport(ctor)   (host.lua: ctor(box) -> transport) */
+/* -- call | false, status = core.host_start(box, path, settings) */
+static int lpc_host_start(lua_State *L) {
+  TransportBox *b = luaL_checkudata(L, 1, TRANSPORT_MT);
+  lua_settop(L, 3);
+  protocall_Request r;
+  protocall_Status st;
+  build_request(L, &r, &st, 2, 0, 3);
+  CallBox *c = lua_newuserdatauv(L, sizeof *c, 2); /* before start: no leak on OOM */
+  memset(c, 0, sizeof *c);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, 2);
+  lua_setiuservalue(L, -2, 2);
+  luaL_setmetatable(L, CALL_MT);
+  void *call = NULL;
+  int code = b->t.start(L, b->t.ud, &r, &call);
+  if (code != PROTOCALL_OK) {
+    lua_pushboolean(L, 0);
+    push_status(L, code, &st, NULL, r.path);
+    return 2;
+  }
+  c->call = call;
+  c->box = b; /* from here on __gc finishes the call */
+  push_status(L, 0, &st, NULL, r.path);
+  return 2;
+}
+
+/* The call at index 1, still running; '*path' its path. */
+static CallBox *check_call(lua_State *L, const char **path) {
+  CallBox *c = luaL_checkudata(L, 1, CALL_MT);
+  lua_getiuservalue(L, 1, 2); /* stays on the stack */
+  *path = lua_tostring(L, -1);
+  if (c->box == NULL || c->finished || c->ended)
+    luaL_error(L, "host transport: %s: the call has ended", *path);
+  return c;
+}
+
+/* Pushes true and the status when 'code' is OK, else false and it (the
+ * call ended). */
+static int op_result(lua_State *L, CallBox *c, int code, const protocall_Status *st,
+                     const char *path) {
+  if (code != PROTOCALL_OK) c->ended = 1;
+  lua_pushboolean(L, code == PROTOCALL_OK);
+  push_status(L, code, st, NULL, path);
+  return 2;
+}
+
+/* -- true, status | false, status = core.host_send(call, bytes) */
+static int lpc_host_send(lua_State *L) {
+  const char *path;
+  CallBox *c = check_call(L, &path);
+  size_t len;
+  const char *bytes = luaL_checklstring(L, 2, &len);
+  protocall_Status st;
+  memset(&st, 0, sizeof st);
+  int code = c->box->t.send(L, c->box->t.ud, c->call, bytes, len, &st);
+  return op_result(L, c, code, &st, path);
+}
+
+/* -- true, status | false, status = core.host_close_send(call) */
+static int lpc_host_close_send(lua_State *L) {
+  const char *path;
+  CallBox *c = check_call(L, &path);
+  protocall_Status st;
+  memset(&st, 0, sizeof st);
+  int code = c->box->t.close_send(L, c->box->t.ud, c->call, &st);
+  return op_result(L, c, code, &st, path);
+}
+
+/* -- bytes, status | nil, status (ended OK) | false, status (failed)
+ *      = core.host_recv(call) */
+static int lpc_host_recv(lua_State *L) {
+  const char *path;
+  CallBox *c = check_call(L, &path);
+  protocall_Status st;
+  memset(&st, 0, sizeof st);
+  const char *bytes = NULL;
+  size_t len = 0;
+  int code = c->box->t.recv(L, c->box->t.ud, c->call, &bytes, &len, &st);
+  if (code == PROTOCALL_OK && bytes != NULL) {
+    lua_pushlstring(L, bytes, len);
+  } else {
+    c->ended = 1;
+    if (code == PROTOCALL_OK)
+      lua_pushnil(L);
+    else
+      lua_pushboolean(L, 0);
+  }
+  push_status(L, code, &st, NULL, path);
+  return 2;
+}
+
+/* -- core.host_finish(call): done with the call (cancelling it when it had
+ * not ended); idempotent. */
+static int lpc_host_finish(lua_State *L) {
+  CallBox *c = luaL_checkudata(L, 1, CALL_MT);
+  if (c->box != NULL) call_finish(c);
+  return 0;
+}
+
+/* -- core.set_host_transport(ctor)   (host.lua: ctor(box, has_unary, has_start) -> transport) */
 static int lpc_set_host_transport(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);
@@ -654,7 +878,19 @@ void lpc_open_host(lua_State *L) {
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
-  static const luaL_Reg funcs[] = {
-      {"host_unary", lpc_host_unary}, {"set_host_transport", lpc_set_host_transport}, {NULL, NULL}};
+  luaL_newmetatable(L, CALL_MT);
+  lua_pushcfunction(L, lpc_call_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+  static const luaL_Reg funcs[] = {{"host_unary", lpc_host_unary},
+                                   {"host_start", lpc_host_start},
+                                   {"host_send", lpc_host_send},
+                                   {"host_close_send", lpc_host_close_send},
+                                   {"host_recv", lpc_host_recv},
+                                   {"host_finish", lpc_host_finish},
+                                   {"set_host_transport", lpc_set_host_transport},
+                                   {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
 }

@@ -223,7 +223,11 @@ static int lpc_message_merge(lua_State *L) {
     lpc_msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name,
                   sd->full_name);
   if (d == s) return 0;
-  lpc_check_no_cycle(L, dd->full_name, s, sd, d);
+  /* Merging keeps the levels: 'src' may nest as deep as any message. */
+  int r = pc_Message_Contains(s, sd, d);
+  if (r == 1) lpc_msg_error(L, "%s: a message cannot contain itself", dd->full_name);
+  if (r == 2)
+    lpc_msg_error(L, "%s: messages nested deeper than %d", dd->full_name, PC_MESSAGE_MAX_DEPTH);
   merge(L, 1, 2);
   return 0;
 }
@@ -461,6 +465,8 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   lk->shift = shift;
   lk->def = def;
   lk->standalone_uv = lpc_standalone_uv(def);
+  for (uint32_t i = 0; i < def->field_count; i++)
+    if (def->fields[i].message != NULL) lk->tree = 1;
   lk->fields = (const pc_FieldDef **)(void *)((char *)lk + entries);
   for (size_t j = 0; j < cap; j++) lk->e[j].key = lk;
   for (uint32_t i = 0; i < def->field_count; i++) {

@@ -51,12 +51,27 @@ static lua_Integer opt_size(lua_State *L, int t, const char *k, lua_Integer max)
   return v;
 }
 
+/* A non-negative number of seconds, 0 when absent. */
+static double opt_seconds(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  double v = lua_isnil(L, -1) ? 0 : (double)luaL_checknumber(L, -1);
+  lua_pop(L, 1);
+  if (!(v >= 0 && v <= 1e9)) luaL_error(L, "%s must be a number of seconds >= 0", k);
+  return v;
+}
+
 /* -- ch = core.grpc_channel{host=, port=, tls=, ca_file=, cert_file=,
  *                           key_file=, server_name=, user_agent=,
  *                           max_receive=, max_header_list=,
- *                           stream_window=, connection_window=}
- * Strings and integers (bytes; 0 or nil: the defaults of engine.h). No
- * connection is made until the first call. */
+ *                           stream_window=, connection_window=,
+ *                           keepalive_time=, keepalive_timeout=,
+ *                           insecure = boolean (TLS without verification),
+ *                           connect_timeout = seconds (0 or nil: none),
+ *                           backoff = {initial=, multiplier=, jitter=,
+ *                                      maximum=, min_connect_timeout=}}
+ * Strings and integers (bytes; 0 or nil: the defaults of engine.h), times
+ * in seconds; without `backoff`, gRPC's reconnection backoff (channel.h).
+ * No connection is made until the first call. */
 static int lpc_grpc_channel(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   pc_GrpcChannelOptions o;
@@ -71,12 +86,31 @@ static int lpc_grpc_channel(lua_State *L) {
   o.cert_file = opt_string(L, 1, "cert_file");
   o.key_file = opt_string(L, 1, "key_file");
   o.server_name = opt_string(L, 1, "server_name");
+  lua_getfield(L, 1, "insecure");
+  o.insecure = lua_toboolean(L, -1);
+  lua_getfield(L, 1, "connect_timeout");
+  o.connect_timeout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
+  lua_pop(L, 2);
   o.user_agent = opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
   o.max_receive = (size_t)opt_size(L, 1, "max_receive", 0x7fffffff);
   o.max_header_list = (size_t)opt_size(L, 1, "max_header_list", 0x7fffffff);
   o.stream_window = (uint32_t)opt_size(L, 1, "stream_window", 0x7fffffff);
   o.connection_window = (uint32_t)opt_size(L, 1, "connection_window", 0x7fffffff);
+  o.keepalive_time = opt_seconds(L, 1, "keepalive_time");
+  o.keepalive_timeout = opt_seconds(L, 1, "keepalive_timeout");
+  lua_getfield(L, 1, "backoff");
+  if (!lua_isnil(L, -1)) {
+    luaL_checktype(L, -1, LUA_TTABLE);
+    int t = lua_gettop(L);
+    o.backoff_set = 1;
+    o.backoff_initial = opt_seconds(L, t, "initial");
+    o.backoff_multiplier = opt_seconds(L, t, "multiplier");
+    o.backoff_jitter = opt_seconds(L, t, "jitter");
+    o.backoff_max = opt_seconds(L, t, "maximum");
+    o.min_connect_timeout = opt_seconds(L, t, "min_connect_timeout");
+  }
+  lua_pop(L, 1);
   ChannelBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->ch = NULL;
   luaL_setmetatable(L, CHANNEL_MT);

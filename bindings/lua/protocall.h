@@ -308,49 +308,172 @@ PROTOCALL_API void protocall_setdefaultpool(lua_State *L, pc_Pool *pool);
 /* ---------------------------------------------------------------------------
  * Host transports: RPCs through the host's own network stack
  *
- * A host transport is a C function doing one unary call. It is pushed as a
+ * A host transport is a set of C functions doing calls; it is pushed as a
  * Lua value that works as `pc.client(service, {transport = t, ...})` (the
- * transport shape of lua/protocall/service.lua), so the client's retry and
- * timeout policies apply around it, once per attempt. */
+ * transport shape of lua/protocall/service.lua: unary, server_stream,
+ * stream), so the client's retry and timeout policies apply around it,
+ * once per attempt. A host gives either one unary function
+ * (protocall_pushtransport, the first form) or a protocall_Transport
+ * (protocall_pushhosttransport): a unary function and/or the stream
+ * functions start / send / close_send / recv / finish, which serve every
+ * call shape (unary too, when 'unary' is NULL).
+ *
+ * ABI rules (this header's structs across versions of a shared
+ * libprotocall.so):
+ *   - PROTOCALL_ABI counts the versions of these structs; it is 2 here
+ *     (1: protocall_pushtransport and protocall_Request up to
+ *     'compression').
+ *   - Fields are only ever appended, never removed, reordered or resized.
+ *   - A struct the HOST fills for protocall (protocall_Transport) starts
+ *     with 'size', set by the host to sizeof the struct as it was
+ *     compiled; protocall reads the fields within 'size' and takes the
+ *     rest as NULL / 0, so a host built against an older header keeps
+ *     working with a newer library.
+ *   - A struct PROTOCALL fills or allocates for the host (protocall_Request,
+ *     protocall_Status) is always protocall's newest, zeroed first; a host
+ *     reads and writes only the fields its header knows.
+ *   - Pointers a host writes into a protocall_Status, and the bytes a recv
+ *     returns, need to stay valid only until the host function returns:
+ *     protocall copies them before doing anything else. */
+
+#define PROTOCALL_ABI 2
 
 typedef struct {
   const char *key, *value; /* "x-trace", "abc"; '-bin' values are raw bytes */
   size_t key_len, value_len;
 } protocall_Metadata;
 
+/* What a host function reports beyond its return code (ABI 2). protocall
+ * zeroes it before each call; the host sets what it has:
+ *   message         the status message (for a failure; message_len bytes)
+ *   details         the status details: google.rpc.Status bytes, as a
+ *                   server sends them in grpc-status-details-bin (raised as
+ *                   the pc.Error's `details`)
+ *   headers         response headers (kept from the first host function
+ *                   that reports any; call:headers() in Lua)
+ *   trailers        trailers (at the end of the call, OK or not:
+ *                   call:trailers() in Lua, the pc.Error's `metadata`)
+ *   has_retry_delay, retry_delay   the server's pushback
+ *                   (grpc-retry-pushback-ms) in seconds: >= 0 retries
+ *                   after that long (never sooner than the retry policy's
+ *                   min_pushback), negative asks not to retry at all. */
+typedef struct {
+  const char *message;
+  size_t message_len;
+  const char *details;
+  size_t details_len;
+  const protocall_Metadata *headers;
+  size_t header_count;
+  const protocall_Metadata *trailers;
+  size_t trailer_count;
+  int has_retry_delay;
+  double retry_delay;
+} protocall_Status;
+
 typedef struct {
   const char *path;    /* "/pkg.Service/Method" */
-  const char *request; /* the serialized request message */
+  const char *request; /* the serialized request message; NULL in 'start' */
   size_t request_len;
   double timeout;                     /* seconds this attempt may take; negative: no timeout */
   const protocall_Metadata *metadata; /* the call's pairs, in order */
   size_t metadata_count;
-  const char *compression; /* "gzip", or NULL for none */
+  const char *compression;  /* "gzip", or NULL for none */
+  protocall_Status *status; /* ABI 2: where the host reports trailers etc. (never NULL) */
 } protocall_Request;
 
 /* Performs one unary call; everything in 'req' is valid until it returns.
  * On success pushes the response bytes (one Lua string) and returns
  * PROTOCALL_OK. On failure returns the gRPC status code (1..16, say 14 for
  * UNAVAILABLE) and pushes the status message (a string; nothing pushed
- * reads as ""); the call then fails with pc.Error{code = <name>, message =
- * <message>}, which the retry policy sees (UNAVAILABLE is retried by
- * default). It may also raise a Lua error (lua_error), which reaches the
+ * reads as ""; req->status->message, when set, wins); the call then fails
+ * with pc.Error{code = <name>, message = <message>, details =, metadata =
+ * <trailers>, headers =, retry_delay =} from req->status, which the retry
+ * policy sees (UNAVAILABLE is retried by default, a pushback replaces the
+ * backoff). It may also raise a Lua error (lua_error), which reaches the
  * caller as is. It may block (run the host's event loop until the response
  * is there); it must not yield. 'ud' is the value given to
- * protocall_pushtransport. */
+ * protocall_pushtransport (the Transport's 'ud'). */
 typedef int protocall_UnaryFn(lua_State *L, void *ud, const protocall_Request *req);
 
+/* Starts a call of any shape (server streaming, client streaming, bidi;
+ * unary too when the transport has no 'unary'): 'req' as for unary with
+ * req->request NULL (the requests come through 'send'). Returns
+ * PROTOCALL_OK with '*call' set to the host's handle for the call (any
+ * value; protocall passes it back and never reads it), or a status code
+ * 1..16 with req->status filled: the call failed before it started (then
+ * 'finish' is not called). */
+typedef int protocall_StartFn(lua_State *L, void *ud, const protocall_Request *req, void **call);
+
+/* Sends one request message ('len' bytes, valid until it returns). Returns
+ * PROTOCALL_OK, or a status code 1..16 with 'st' filled: the call ended
+ * with that status (the server failed it; its trailers in 'st'). */
+typedef int protocall_SendFn(lua_State *L, void *ud, void *call, const char *bytes, size_t len,
+                             protocall_Status *st);
+
+/* No more request messages (half-close). Returns as 'send'. Called at most
+ * once per call. */
+typedef int protocall_CloseSendFn(lua_State *L, void *ud, void *call, protocall_Status *st);
+
+/* The next response message, waiting for it: PROTOCALL_OK with '*bytes' /
+ * '*len' set to it (valid until the next function called on this call),
+ * or PROTOCALL_OK with '*bytes' NULL when the call ended OK (trailers in
+ * 'st'), or a status code 1..16 with 'st' filled: the call failed. After
+ * the end (either way) protocall calls recv no more. */
+typedef int protocall_RecvFn(lua_State *L, void *ud, void *call, const char **bytes, size_t *len,
+                             protocall_Status *st);
+
+/* start, send, close_send and recv may block (the host's loop running until
+ * they can answer) but must not yield; they may raise a Lua error, which
+ * reaches the caller as is (after send, close_send or recv raised, the
+ * call is finished later with 'cancel' set; a start that raised started
+ * nothing, so it frees what it made first). */
+
+/* protocall is done with 'call' (started with PROTOCALL_OK): called once,
+ * when the Lua call object is closed or collected, a stream loop ends or
+ * is left early, or the state is closed. 'cancel' is non-zero when the
+ * call had not ended (recv never reported its end): the host cancels it
+ * (an HTTP/2 RST_STREAM CANCEL; the server sees CANCELLED). Then it frees
+ * what it keeps for the call. Must not raise or call Lua. */
+typedef void protocall_FinishFn(void *ud, void *call, int cancel);
+
 /* Called with 'ud' once the transport value is collected (or the state
- * closed). */
+ * closed), after every 'finish'. */
 typedef void protocall_ReleaseFn(void *ud);
 
+/* A host transport's functions (ABI 2; see the rules above). */
+typedef struct {
+  size_t size;                       /* sizeof(protocall_Transport), as the host is compiled */
+  void *ud;                          /* passed to every function */
+  protocall_ReleaseFn *release;      /* may be NULL */
+  protocall_UnaryFn *unary;          /* may be NULL when 'start' is set */
+  protocall_StartFn *start;          /* NULL: streaming calls fail UNIMPLEMENTED */
+  protocall_SendFn *send;            /* required with 'start' */
+  protocall_CloseSendFn *close_send; /* required with 'start' */
+  protocall_RecvFn *recv;            /* required with 'start' */
+  protocall_FinishFn *finish;        /* required with 'start' */
+} protocall_Transport;
+
 /* Pushes a transport (a Lua value) calling 'unary'; 'release' (may be
- * NULL) is called with 'ud' when it is collected. Server-streaming methods
- * through it fail with UNIMPLEMENTED. Requires the module opened in 'L'
+ * NULL) is called with 'ud' when it is collected. Streaming methods through
+ * it fail with UNIMPLEMENTED. The same as protocall_pushhosttransport with
+ * only 'unary', 'release' and 'ud' set. Requires the module opened in 'L'
  * (luaopen_protocall); raises otherwise, or when out of memory (then
  * 'release' is not called). */
 PROTOCALL_API void protocall_pushtransport(lua_State *L, protocall_UnaryFn *unary,
                                            protocall_ReleaseFn *release, void *ud);
+
+/* Pushes a transport (a Lua value) calling the functions of '*t' (copied:
+ * 't' may go once this returns). Raises "protocall_pushhosttransport: ..."
+ * when t->size is below the ABI 1 fields (size, ud, release, unary), when
+ * it has neither 'unary' nor 'start', or 'start' without all of send,
+ * close_send, recv and finish; when the module is not opened, or out of
+ * memory (then 'release' is not called). In Lua: transport:unary(path,
+ * bytes, settings), transport:server_stream(path, bytes, settings) (an
+ * iterator; its fourth value the call, closing it cancels), and
+ * transport:stream(path, settings) -> call with send, close_send, recv,
+ * close_and_recv, headers, trailers, cancel, close (as pc.grpc's,
+ * lua/protocall/net.lua). */
+PROTOCALL_API void protocall_pushhosttransport(lua_State *L, const protocall_Transport *t);
 
 /* ---------------------------------------------------------------------------
  * Host time: the clock and sleep of call policies

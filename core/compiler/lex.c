@@ -12,6 +12,7 @@ void pc_Lexer_Init(pc_Lexer *lx, const char *src, size_t len) {
   lx->col = 0;
   lx->error = NULL;
   lx->error_line = lx->error_column = 0;
+  lx->ident_end = NULL;
   lx->hash_comments = 0;
 }
 
@@ -219,7 +220,10 @@ int pc_Lexer_Next(pc_Lexer *lx, pc_Token *t) {
     while (q < lx->end && (is_letter((unsigned char)*q) || is_digit((unsigned char)*q))) q++;
     lx->col += (int)(q - lx->p);
     lx->p = q;
+    lx->ident_end = q;
     t->kind = kPc_Tok_Ident;
+  } else if (c == '.' && is_digit(peekc(lx, 1)) && lx->ident_end == lx->p) {
+    return fail(lx, "Need space between identifier and decimal point."); /* "a.1" */
   } else if (is_digit(c) || (c == '.' && is_digit(peekc(lx, 1)))) {
     if (!lex_number(lx, t)) return 0;
   } else if (c == '"' || c == '\'') {

@@ -39,6 +39,7 @@ typedef struct {
   const char *error;            /* set when pc_Lexer_Next fails: protoc's wording */
   int error_line, error_column; /* 1-based */
   char error_buf[64];           /* 'error' when it names a value */
+  const char *ident_end;        /* where the last identifier ended */
   int hash_comments;            /* text format: '#' to the end of the line is a
                                    comment (set after pc_Lexer_Init) */
 } pc_Lexer;

@@ -101,7 +101,12 @@ static pc_FileDesc *load(L *l, const char *name, const char *importer) {
       pc_Error_Set(l->err, "%s: File not found.", name);
     return NULL;
   }
-  f = pc_ParseProto(l->a, name, src, len, l->err);
+  pc_LaterError later;
+  pc_Error_Init(&later.error);
+  later.early = 0;
+  later.file_level = 0;
+  pc_Error_Init(&later.validate);
+  f = pc_ParseProto(l->a, name, src, len, l->err, &later);
   if (f == NULL) return NULL;
   l->stack[l->depth++] = f->name;
   for (size_t i = 0; i < f->dependency_count; i++)
@@ -115,7 +120,7 @@ static pc_FileDesc *load(L *l, const char *name, const char *importer) {
   }
   size_t ndeps = 0;
   collect(l->set, f, deps, &ndeps);
-  if (!pc_ResolveProto(l->a, f, deps, ndeps, l->err)) return NULL;
+  if (!pc_ResolveProto(l->a, f, deps, ndeps, &later, l->err)) return NULL;
   return append(l, f) ? f : NULL;
 }
 

@@ -26,6 +26,7 @@ typedef struct {
   int failed;
   int depth;
   pc_Syntax syntax;
+  pc_LaterError *later; /* the first error protoc reports only after parsing */
 } P;
 
 /* ---- errors ------------------------------------------------------------ */
@@ -48,6 +49,38 @@ error_at(P *p, int line, int col, const char *fmt, ...) {
 }
 
 #define error(p, ...) error_at((p), (p)->cur.line, (p)->cur.column, __VA_ARGS__)
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 5, 6)))
+#endif
+static void
+set_at(pc_Error *e, const char *name, int line, int col, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  pc_Error_SetAtV(e, name, line, col, fmt, ap);
+  va_end(ap);
+}
+
+/* An error protoc finds only when it builds the descriptor (a standard
+ * option's name or value): kept in p->later, the first one only, while
+ * parsing goes on, so that a syntax error further down is the one reported,
+ * as in protoc. Returns 1 (the option is skipped). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 5, 6)))
+#endif
+static int
+later_at(P *p, int file_level, int line, int col, const char *fmt, ...) {
+  if (!p->later->error.set) {
+    va_list ap;
+    va_start(ap, fmt);
+    pc_Error_SetAtV(&p->later->error, p->name, line, col, fmt, ap);
+    va_end(ap);
+    p->later->line = line;
+    p->later->column = col;
+    p->later->file_level = file_level;
+  }
+  return 1;
+}
 
 static int oom(P *p) {
   if (!p->failed) pc_Error_Set(p->err, "out of memory");
@@ -427,38 +460,39 @@ static int set_std_option(P *p, Opts *o, const StdOpt *so, const OptVal *v, int 
   snprintf(full, sizeof full, "%s.%s", kOptMessage[so->kind], so->name);
   for (size_t i = 0; i < o->n; i++)
     if (o->ents[i].number == so->number)
-      return error_at(p, line, col, "Option \"%s\" was already set.", so->name);
+      return later_at(p, o->kind == kFileOpts, line, col, "Option \"%s\" was already set.",
+                      so->name);
   uint64_t value = 0;
   Buf *b = &o->std;
   size_t start = b->n;
   if (so->type == 'b') {
     if (v->kind != kValIdent || v->s == NULL)
-      return error_at(p, v->line, v->col, "Value must be identifier for boolean option \"%s\".",
-                      full);
+      return later_at(p, o->kind == kFileOpts, v->line, v->col,
+                      "Value must be identifier for boolean option \"%s\".", full);
     if (strcmp(v->s, "true") == 0) {
       value = 1;
     } else if (strcmp(v->s, "false") != 0) {
-      return error_at(p, v->line, v->col,
+      return later_at(p, o->kind == kFileOpts, v->line, v->col,
                       "Value must be \"true\" or \"false\" for boolean option \"%s\".", full);
     }
     if (so->number < 64) o->bools[so->number] = (int)value;
     if (!buf_tag(p, b, so->number, 0) || !buf_varint(p, b, value)) return 0;
   } else if (so->type == 'e') {
     if (v->kind != kValIdent)
-      return error_at(p, v->line, v->col, "Value must be identifier for enum-valued option \"%s\".",
-                      full);
+      return later_at(p, o->kind == kFileOpts, v->line, v->col,
+                      "Value must be identifier for enum-valued option \"%s\".", full);
     int found = -1;
     for (int i = 0; so->values[i]; i++)
       if (v->s != NULL && strcmp(so->values[i], v->s) == 0) found = i + so->first_value;
     if (found < 0)
-      return error_at(p, v->line, v->col,
+      return later_at(p, o->kind == kFileOpts, v->line, v->col,
                       "Enum type \"%s\" has no value named \"%s\" for option \"%s\".",
                       so->enum_type, v->s, full);
     if (!buf_tag(p, b, so->number, 0) || !buf_varint(p, b, (uint64_t)found)) return 0;
   } else {
     if (v->kind != kValString)
-      return error_at(p, v->line, v->col, "Value must be quoted string for string option \"%s\".",
-                      full);
+      return later_at(p, o->kind == kFileOpts, v->line, v->col,
+                      "Value must be quoted string for string option \"%s\".", full);
     if (!buf_lenbytes(p, b, so->number, v->s, v->slen)) return 0;
   }
   OptEnt *e = push(p, &o->ents, &o->n, &o->cap, sizeof *e);
@@ -540,18 +574,24 @@ static int parse_option_body(P *p, Opts *o) {
   if (!expect(p, "=")) return 0;
   OptVal v;
   if (!parse_opt_value(p, &v)) return 0;
+  for (size_t i = 0; i < nparts; i++)
+    if (parts[i].len == 0) { /* "()": protoc finds it building, before names resolve */
+      if (!p->later->error.set) p->later->early = 1;
+      return later_at(p, o->kind == kFileOpts, 0, 0,
+                      "Uninterpreted option is missing name or value.");
+    }
   if (!parts[0].is_ext) {
     for (size_t i = 0; i < sizeof kStdOpts / sizeof kStdOpts[0]; i++) {
       const StdOpt *so = &kStdOpts[i];
       if (so->kind == o->kind && strlen(so->name) == parts[0].len &&
           memcmp(so->name, parts[0].name, parts[0].len) == 0) {
         if (nparts > 1)
-          return error_at(p, line, col, "Option \"%s\" is an atomic type, not a message.",
-                          so->name);
+          return later_at(p, o->kind == kFileOpts, line, col,
+                          "Option \"%s\" is an atomic type, not a message.", so->name);
         return set_std_option(p, o, so, &v, line, col);
       }
     }
-    return error_at(p, line, col,
+    return later_at(p, o->kind == kFileOpts, line, col,
                     "Option \"%.*s\" unknown. Ensure that your proto definition file imports "
                     "the proto which defines the option.",
                     (int)parts[0].len, parts[0].name);
@@ -870,6 +910,8 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
       if (p->syntax == kPc_Syntax_Proto3 || f->oneof_index >= 0) {
         f->label = kPc_Label_Optional;
       } else {
+        if (at(p, "map")) advance(p); /* protoc reports it after a "map" not followed by '<' */
+        if (p->failed) return 0;
         return error(p, "Expected \"required\", \"optional\", or \"repeated\".");
       }
     }
@@ -891,12 +933,12 @@ static int parse_field_rest(P *p, FieldSink fs, size_t fi, MsgSink ms, int has_l
   if (p->failed) return 0;
 
   if (f->type == kPc_Type_Group) {
-    if (p->syntax == kPc_Syntax_Proto3)
-      return error_at(p, f->type_line, f->type_column,
-                      "Groups are not supported in proto3 syntax.");
     if (name[0] < 'A' || name[0] > 'Z')
       return error_at(p, name_tok.line, name_tok.column,
                       "Group names must start with a capital letter.");
+    if (p->syntax == kPc_Syntax_Proto3) /* protoc finds it when validating */
+      set_at(&p->later->validate, p->name, f->type_line, f->type_column,
+             "Groups are not supported in proto3 syntax.");
     f->type_name = name;
     char *lower = pc_Arena_StrDup(p->a, name, strlen(name));
     if (lower == NULL) return oom(p);
@@ -1503,11 +1545,12 @@ static int parse_file(P *p, pc_FileDesc *file) {
 }
 
 pc_FileDesc *pc_ParseProto(pc_Arena *arena, const char *name, const char *src, size_t len,
-                           pc_Error *err) {
+                           pc_Error *err, pc_LaterError *later) {
   P p;
   memset(&p, 0, sizeof p);
   p.a = arena;
   p.err = err;
+  p.later = later;
   p.name = name;
   pc_Lexer_Init(&p.lx, src, len);
   pc_Lexer_SkipBom(&p.lx);

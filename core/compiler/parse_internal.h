@@ -35,9 +35,26 @@
  * into a pc_FileDesc allocated, with all it points to, in 'arena'. Returns
  * it, or NULL with "name:line:column: what is wrong" in 'err' (protoc's
  * wording) on a syntax error or allocation failure ("out of memory"). The
- * arena keeps whatever was allocated before a failure. */
+ * arena keeps whatever was allocated before a failure.
+ *
+ * An error protoc reports only once the file has parsed and its names are
+ * resolved (a standard option that is unknown, set twice or given a value of
+ * the wrong kind) does not stop parsing: the first one goes to 'later'
+ * (its error initialized by the caller) with its position, the option is
+ * left out, and the file is returned. pc_ResolveProto reports it where protoc
+ * would: after name resolution (before it when 'early'), and before the
+ * first custom option that fails at a later position. */
+typedef struct {
+  pc_Error error; /* set when there is one */
+  int line, column;
+  int file_level;    /* a file option's (protoc interprets those last) */
+  int early;         /* protoc finds it before names resolve ("()" as an option name) */
+  pc_Error validate; /* the first error protoc finds only when it validates the
+                        built file, last of all (a group in proto3) */
+} pc_LaterError;
+
 pc_FileDesc *pc_ParseProto(pc_Arena *arena, const char *name, const char *src, size_t len,
-                           pc_Error *err);
+                           pc_Error *err, pc_LaterError *later);
 
 /* protoc's text form of a double default value ("%.15g", or "%.17g" when
  * that does not round-trip; "inf", "-inf", "nan") into 'out' (32 bytes). */

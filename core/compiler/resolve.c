@@ -57,6 +57,8 @@ typedef struct {
   size_t cap, count;
   unsigned char *visible; /* per file index */
   int failed;
+  int fail_line, fail_col; /* where the error is, for ordering it against a parser's later one */
+  int in_file_options;     /* interpreting the file's own options */
   /* details of the last failed lookup, for protoc's error texts */
   char undefined_resolved[256];
   int undeclared_file;
@@ -79,6 +81,8 @@ fail_at(R *r, int line, int col, const char *fmt, ...) {
     va_start(ap, fmt);
     pc_Error_SetAtV(r->err, r->file->name, line, col, fmt, ap);
     va_end(ap);
+    r->fail_line = line;
+    r->fail_col = col;
   }
   r->failed = 1;
   return 0;
@@ -458,6 +462,12 @@ static int resolve_field(R *r, pc_FieldDesc *f, const char *full) {
   if (f->default_value != NULL) {
     if (f->type != kPc_Type_Enum)
       return fail_at(r, AT_DEFAULT(f), "Messages can't have default values.");
+    const char *d = f->default_value; /* the parser took any token: protoc checks it here */
+    int ident = d[0] == '_' || ((d[0] | 0x20) >= 'a' && (d[0] | 0x20) <= 'z');
+    for (const char *q = d; ident && *q; q++)
+      ident = *q == '_' || ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'z') || (*q >= '0' && *q <= '9');
+    if (!ident)
+      return fail_at(r, AT_DEFAULT(f), "Default value for an enum field must be an identifier.");
     const pc_EnumDesc *e = s->desc;
     int found = 0;
     for (size_t i = 0; i < e->value_count && !found; i++)
@@ -699,25 +709,16 @@ static int check_enum_prefixes(R *r, const pc_EnumDesc *e) {
                  v->name, e->values[first].name);
 }
 
-static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
+static int check_enum(R *r, const pc_EnumDesc *e) {
   if (e->value_count == 0)
     return fail_at(r, e->line, e->column, "Enums must contain at least one value.");
   for (size_t i = 0; i < e->reserved_range_count; i++) /* end inclusive here */
     if (e->reserved_ranges[i].end < e->reserved_ranges[i].start)
       return fail_at(r, 0, 0, "Reserved range end number must be greater than start number.");
-  if (!reserved_once(r, e->reserved_names, e->reserved_name_count, e->line, e->column, 1) ||
-      !check_enum_prefixes(r, e))
-    return 0;
+  if (!reserved_once(r, e->reserved_names, e->reserved_name_count, e->line, e->column, 1)) return 0;
   if (r->file->syntax == kPc_Syntax_Proto3 && e->values[0].number != 0)
     return fail_at(r, AT_VALUE_NUMBER(&e->values[0]),
                    "The first enum value must be zero in proto3.");
-  size_t dup_first = 0, dup = SIZE_MAX;
-  if (!e->allow_alias) {
-    DupItem *items = pc_Arena_Malloc(r->a, e->value_count * sizeof *items);
-    if (items == NULL) return oom(r);
-    for (size_t i = 0; i < e->value_count; i++) items[i] = (DupItem){e->values[i].number, NULL, i};
-    dup = first_duplicate(items, e->value_count, &dup_first);
-  }
   for (size_t i = 0; i < e->value_count; i++) {
     const pc_EnumValueDesc *v = &e->values[i];
     for (size_t k = 0; k < e->reserved_range_count; k++)
@@ -726,13 +727,36 @@ static int check_enum(R *r, const char *scope, const pc_EnumDesc *e) {
     for (size_t k = 0; k < e->reserved_name_count; k++)
       if (strcmp(e->reserved_names[k], v->name) == 0)
         return fail_at(r, v->line, v->column, "Enum value \"%s\" is reserved.", v->name);
-    if (i == dup)
-      return fail_at(r, AT_VALUE_NUMBER(v),
-                     "\"%s%s%s\" uses the same enum value as \"%s%s%s\". If this is "
-                     "intended, set 'option allow_alias = true;' to the enum definition.",
-                     scope ? scope : "", scope ? "." : "", v->name, scope ? scope : "",
-                     scope ? "." : "", e->values[dup_first].name);
   }
+  return 1;
+}
+
+/* What protoc checks of an enum after its options are interpreted: proto3
+ * names equal but for case and prefix, then numbers used twice without
+ * allow_alias. */
+static int validate_enum(R *r, const char *scope, const pc_EnumDesc *e) {
+  if (!check_enum_prefixes(r, e)) return 0;
+  if (e->allow_alias) return 1;
+  DupItem *items = pc_Arena_Malloc(r->a, (e->value_count + 1) * sizeof *items);
+  if (items == NULL) return oom(r);
+  for (size_t i = 0; i < e->value_count; i++) items[i] = (DupItem){e->values[i].number, NULL, i};
+  size_t dup_first = 0, dup = first_duplicate(items, e->value_count, &dup_first);
+  if (dup == SIZE_MAX) return 1;
+  const pc_EnumValueDesc *v = &e->values[dup];
+  return fail_at(r, AT_VALUE_NUMBER(v),
+                 "\"%s%s%s\" uses the same enum value as \"%s%s%s\". If this is "
+                 "intended, set 'option allow_alias = true;' to the enum definition.",
+                 scope ? scope : "", scope ? "." : "", v->name, scope ? scope : "",
+                 scope ? "." : "", e->values[dup_first].name);
+}
+
+static int validate_message_enums(R *r, const char *scope, const pc_MessageDesc *m) {
+  char *full = join(r, scope, m->name);
+  if (full == NULL) return 0;
+  for (size_t i = 0; i < m->enum_count; i++)
+    if (!validate_enum(r, full, &m->enums[i])) return 0;
+  for (size_t i = 0; i < m->nested_count; i++)
+    if (!validate_message_enums(r, full, &m->nested[i])) return 0;
   return 1;
 }
 
@@ -783,8 +807,8 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
                      full, m->fields[dup_first].name);
     for (size_t k = 0; k < m->extension_range_count; k++) {
       pc_RangeDesc x = m->extension_ranges[k].range;
-      if (x.start <= f->number && f->number < x.end)
-        return fail_at(r, f->line, f->column,
+      if (x.start <= f->number && f->number < x.end) /* protoc: at the range */
+        return fail_at(r, m->extension_ranges[k].line, m->extension_ranges[k].column,
                        "Extension range %d to %d includes field \"%s\" (%d).", x.start, x.end - 1,
                        f->name, f->number);
     }
@@ -880,7 +904,7 @@ static int check_message(R *r, const char *scope, const pc_MessageDesc *m) {
   for (size_t i = 0; i < m->nested_count; i++)
     if (!check_message(r, full, &m->nested[i])) return 0;
   for (size_t i = 0; i < m->enum_count; i++)
-    if (!check_enum(r, full, &m->enums[i])) return 0;
+    if (!check_enum(r, &m->enums[i])) return 0;
   return 1;
 }
 
@@ -1717,10 +1741,11 @@ static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int 
     if (t->bad) return 0;
     if (f->label == kPc_Label_Repeated && text_try(t, "[")) {
       if (!text_try(t, "]")) {
-        do {
+        for (;;) { /* protoc: a value, then "]" or "," */
           if (!text_value(t, &e, f, msym, m->message_set_wire_format, depth)) return 0;
-        } while (text_try(t, ","));
-        if (!text_expect(t, "]")) return 0;
+          if (text_try(t, "]")) break;
+          if (t->bad || !text_expect(t, ",")) return 0;
+        }
       }
     } else if (!text_value(t, &e, f, msym, m->message_set_wire_format, depth)) {
       return 0;
@@ -2063,10 +2088,34 @@ static int message_float_defaults(R *r, pc_MessageDesc *m) {
   return 1;
 }
 
+/* Custom options, once every type is known. */
+static int interpret_file(R *r, pc_FileDesc *file, const char *pkg) {
+  for (size_t i = 0; i < file->message_count; i++)
+    if (!interpret_message(r, &file->messages[i], pkg)) return 0;
+  for (size_t i = 0; i < file->enum_count; i++)
+    if (!interpret_enum(r, &file->enums[i], pkg)) return 0;
+  for (size_t i = 0; i < file->extension_count; i++)
+    if (!interpret_field(r, &file->extensions[i], pkg)) return 0;
+  for (size_t i = 0; i < file->service_count; i++) {
+    pc_ServiceDesc *s = &file->services[i];
+    char *sn = join(r, pkg, s->name);
+    if (sn == NULL || !interpret(r, &s->options, sn, "google.protobuf.ServiceOptions")) return 0;
+    for (size_t k = 0; k < s->method_count; k++) {
+      char *mn = join(r, sn, s->methods[k].name);
+      if (mn == NULL || !interpret(r, &s->methods[k].options, mn, "google.protobuf.MethodOptions"))
+        return 0;
+    }
+  }
+  r->in_file_options = 1; /* last, as protoc builds the file's own options after its contents */
+  char *dummy = join(r, pkg, "dummy");
+  return dummy != NULL && interpret(r, &file->options, dummy, "google.protobuf.FileOptions") &&
+         !r->failed;
+}
+
 /* ---- entry point ---------------------------------------------------------- */
 
 int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const *deps,
-                    size_t dep_count, pc_Error *err) {
+                    size_t dep_count, const pc_LaterError *later, pc_Error *err) {
   R r;
   memset(&r, 0, sizeof r);
   r.a = arena;
@@ -2075,6 +2124,10 @@ int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const
   r.deps = deps;
   r.ndeps = dep_count;
   r.undeclared_file = -1;
+  if (later != NULL && later->error.set && later->early) {
+    pc_Error_Set(err, "%s", later->error.msg);
+    return 0;
+  }
   r.visible = pc_Arena_Calloc(arena, dep_count + 1);
   if (r.visible == NULL) return oom(&r);
 
@@ -2130,7 +2183,7 @@ int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const
   for (size_t i = 0; i < file->message_count; i++)
     if (!check_message(&r, pkg, &file->messages[i])) return 0;
   for (size_t i = 0; i < file->enum_count; i++)
-    if (!check_enum(&r, pkg, &file->enums[i])) return 0;
+    if (!check_enum(&r, &file->enums[i])) return 0;
   if (!check_extensions(&r, file->extensions, file->extension_count, pkg)) return 0;
   for (size_t i = 0; i < file->message_count; i++)
     if (!check_message_extensions(&r, pkg, &file->messages[i])) return 0;
@@ -2139,25 +2192,31 @@ int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const
     if (!message_float_defaults(&r, &file->messages[i])) return 0;
   if (!float_defaults(&r, file->extensions, file->extension_count)) return 0;
 
-  /* custom options, now that every type is known */
-  char *dummy = join(&r, pkg, "dummy");
-  if (dummy == NULL || !interpret(&r, &file->options, dummy, "google.protobuf.FileOptions"))
+  /* custom options, now that every type is known; a standard option's error
+   * from the parser comes first unless a custom one fails before it */
+  if (later == NULL || !later->error.set) {
+    if (!interpret_file(&r, file, pkg)) return 0;
+  } else {
+    pc_Error inner;
+    pc_Error_Init(&inner);
+    r.err = &inner;
+    int ok = interpret_file(&r, file, pkg);
+    int before =
+        r.fail_line < later->line || (r.fail_line == later->line && r.fail_col < later->column);
+    if (r.in_file_options != later->file_level) before = later->file_level; /* those go last */
+    int custom_first = !ok && (r.fail_line <= 0 || before);
+    pc_Error_Set(err, "%s", custom_first ? inner.msg : later->error.msg);
     return 0;
-  for (size_t i = 0; i < file->message_count; i++)
-    if (!interpret_message(&r, &file->messages[i], pkg)) return 0;
+  }
+
+  /* what protoc validates last: enum values, then the parser's own */
   for (size_t i = 0; i < file->enum_count; i++)
-    if (!interpret_enum(&r, &file->enums[i], pkg)) return 0;
-  for (size_t i = 0; i < file->extension_count; i++)
-    if (!interpret_field(&r, &file->extensions[i], pkg)) return 0;
-  for (size_t i = 0; i < file->service_count; i++) {
-    pc_ServiceDesc *s = &file->services[i];
-    char *sn = join(&r, pkg, s->name);
-    if (sn == NULL || !interpret(&r, &s->options, sn, "google.protobuf.ServiceOptions")) return 0;
-    for (size_t k = 0; k < s->method_count; k++) {
-      char *mn = join(&r, sn, s->methods[k].name);
-      if (mn == NULL || !interpret(&r, &s->methods[k].options, mn, "google.protobuf.MethodOptions"))
-        return 0;
-    }
+    if (!validate_enum(&r, pkg, &file->enums[i])) return 0;
+  for (size_t i = 0; i < file->message_count; i++)
+    if (!validate_message_enums(&r, pkg, &file->messages[i])) return 0;
+  if (later != NULL && later->validate.set) {
+    pc_Error_Set(err, "%s", later->validate.msg);
+    return 0;
   }
   return !r.failed;
 }

@@ -28,12 +28,16 @@
 #include "base/arena.h"
 #include "schema/descriptor.h"
 #include "base/error.h"
+#include "compiler/parse_internal.h"
 
 /* Resolves 'file' in place, allocating new strings and option bytes in
  * 'arena'. 'deps' are the 'dep_count' files 'file' imports, directly or
- * not, each already resolved (order does not matter). Returns 1, or 0 with
- * the first error in 'err' ('file' is then partly rewritten: discard it). */
+ * not, each already resolved (order does not matter). 'later' is what
+ * pc_ParseProto kept for after parsing (NULL or unset for none): reported
+ * after every name-resolution error and before any custom option error
+ * at a later position, as protoc orders them. Returns 1, or 0 with the
+ * first error in 'err' ('file' is then partly rewritten: discard it). */
 int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const *deps,
-                    size_t dep_count, pc_Error *err);
+                    size_t dep_count, const pc_LaterError *later, pc_Error *err);
 
 #endif

@@ -632,8 +632,8 @@ int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageD
 }
 
 static int contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle,
-                    int depth) {
-  if (depth > PC_MESSAGE_MAX_DEPTH) return 2;
+                    int depth, int max_depth) {
+  if (depth > max_depth) return 2;
   if (msg == needle) return 1;
   for (uint32_t i = 0; i < m->field_count; i++) {
     const pc_FieldDef *f = &m->fields[i];
@@ -641,16 +641,17 @@ static int contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Mess
     pc_Value v = pc_Message_Get(msg, f);
     int r = 0;
     if (f->slot == kPc_Slot_Message) {
-      r = contains(v.m, f->message, needle, depth + 1);
+      r = contains(v.m, f->message, needle, depth + 1, max_depth);
     } else if (f->slot == kPc_Slot_Array && v.a != NULL) {
       for (size_t j = 0; j < v.a->size && !r; j++)
-        r = contains(pc_Array_Get(v.a, j, kPc_Slot_Message).m, f->message, needle, depth + 1);
+        r = contains(pc_Array_Get(v.a, j, kPc_Slot_Message).m, f->message, needle, depth + 1,
+                     max_depth);
     } else if (f->slot == kPc_Slot_Map && v.map != NULL) {
       const pc_FieldDef *vf = pc_FieldDef_MapValue(f);
       if (vf->message == NULL) continue;
       for (size_t j = 0; j < v.map->size && !r; j++)
         if (v.map->entries[j].value.m)
-          r = contains(v.map->entries[j].value.m, vf->message, needle, depth + 1);
+          r = contains(v.map->entries[j].value.m, vf->message, needle, depth + 1, max_depth);
     }
     if (r) return r;
   }
@@ -661,11 +662,11 @@ static int contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Mess
     if (f->message == NULL) continue;
     int r = 0;
     if (f->label != kPc_Label_Repeated) {
-      if (e[i].value.m) r = contains(e[i].value.m, f->message, needle, depth + 1);
+      if (e[i].value.m) r = contains(e[i].value.m, f->message, needle, depth + 1, max_depth);
     } else {
       for (size_t j = 0; e[i].value.a && j < e[i].value.a->size && !r; j++)
         r = contains(pc_Array_Get(e[i].value.a, j, kPc_Slot_Message).m, f->message, needle,
-                     depth + 1);
+                     depth + 1, max_depth);
     }
     if (r) return r;
   }
@@ -673,5 +674,11 @@ static int contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Mess
 }
 
 int pc_Message_Contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle) {
-  return contains(msg, m, needle, 0);
+  return contains(msg, m, needle, 0, PC_MESSAGE_MAX_DEPTH);
+}
+
+int pc_Message_ContainsWithin(const pc_Message *msg, const pc_MessageDef *m,
+                              const pc_Message *needle, int max_depth) {
+  if (max_depth > PC_MESSAGE_MAX_DEPTH) max_depth = PC_MESSAGE_MAX_DEPTH;
+  return contains(msg, m, needle, 0, max_depth < 0 ? 0 : max_depth);
 }

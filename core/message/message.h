@@ -246,6 +246,13 @@ int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageD
  * a message contain itself. */
 int pc_Message_Contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle);
 
+/* As pc_Message_Contains, answering 2 as soon as 'msg' nests deeper than
+ * 'max_depth' levels (clamped to 0..PC_MESSAGE_MAX_DEPTH): the same walk
+ * checks that a message stored one level below a parent keeps the parent
+ * within PC_MESSAGE_MAX_DEPTH (max_depth PC_MESSAGE_MAX_DEPTH - 1). */
+int pc_Message_ContainsWithin(const pc_Message *msg, const pc_MessageDef *m,
+                              const pc_Message *needle, int max_depth);
+
 /* -- Required fields (proto2) --------------------------------------------- */
 
 /* Checks that every proto2 `required` field of 'msg' and of every message

@@ -27,9 +27,22 @@ struct Conn {
   Conn *next;
   pc_NetSocket *sock; /* NULL once closed */
   pc_GrpcEngine *engine;
-  int ready;    /* connected (and TLS done) */
-  size_t calls; /* calls attached */
+  int ready;               /* connected (and TLS done) */
+  size_t calls;            /* calls attached */
+  double connect_by;       /* monotonic seconds: not ready by then is a failed attempt */
+  double connect_deadline; /* the same for the caller's connect_timeout; < 0: none */
+  double last_recv;        /* when bytes last arrived (keepalive) */
+  double ping_sent;        /* when the pending keepalive PING went out */
 };
+
+/* Reconnection backoff of a target (channel.h). */
+typedef struct {
+  double initial, multiplier, jitter, max, min_connect;
+  double current;  /* the backoff after the last failed attempt; 0: none failed */
+  double retry_at; /* monotonic seconds: no new attempt before */
+  uint64_t rng;
+  char why[PC_ERROR_MAX]; /* how the last attempt failed */
+} Backoff;
 
 struct pc_GrpcChannel {
   pc_Alloc *alloc;
@@ -40,6 +53,7 @@ struct pc_GrpcChannel {
   pc_GrpcCall *calls;
   size_t live_calls;
   int closing;
+  Backoff backoff;
 };
 
 struct pc_GrpcCall {
@@ -58,7 +72,8 @@ struct pc_GrpcCall {
   int replayable;
   int send_closed;
   int retries;
-  int early; /* ended before a stream could start: 'status' */
+  int waiting; /* no stream yet: waits for the next connection attempt (backoff) */
+  int early;   /* ended before a stream could start: 'status' */
   pc_GrpcStatus status;
 };
 
@@ -86,6 +101,56 @@ static void free_opt(pc_GrpcChannel *ch, const char *s) {
   mem(ch, p, strlen(s) + 1, 0);
 }
 
+/* -- reconnection backoff ------------------------------------------------ */
+
+static void backoff_init(Backoff *b, const pc_GrpcChannelOptions *o, const void *seed) {
+  memset(b, 0, sizeof *b);
+  if (o->backoff_set) {
+    b->initial = o->backoff_initial;
+    b->multiplier = o->backoff_multiplier;
+    b->jitter = o->backoff_jitter;
+    b->max = o->backoff_max;
+    b->min_connect = o->min_connect_timeout;
+  } else { /* doc/connection-backoff.md */
+    b->initial = 1.0;
+    b->multiplier = 1.6;
+    b->jitter = 0.2;
+    b->max = 120.0;
+    b->min_connect = 20.0;
+  }
+  b->rng = (uint64_t)(uintptr_t)seed ^ (uint64_t)(pc_Clock_Monotonic() * 1e9) ^ 0x9e3779b97f4a7c15u;
+}
+
+/* A uniform draw in [-1, 1] (xorshift64*). */
+static double backoff_draw(Backoff *b) {
+  b->rng ^= b->rng >> 12;
+  b->rng ^= b->rng << 25;
+  b->rng ^= b->rng >> 27;
+  uint64_t x = b->rng * 0x2545f4914f6cdd1du;
+  return (double)(x >> 11) / (double)(UINT64_C(1) << 52) - 1.0;
+}
+
+/* The time a new connection attempt may take to become ready. */
+static double connect_time(const Backoff *b) {
+  double next = b->current == 0 ? b->initial : b->current;
+  return next > b->min_connect ? next : b->min_connect;
+}
+
+/* A connection attempt failed ('why'): the next waits for the backoff. */
+static void backoff_failed(Backoff *b, const char *why) {
+  double next = b->current == 0 ? b->initial : b->current * b->multiplier;
+  if (next > b->max) next = b->max;
+  b->current = next;
+  double wait = next * (1 + b->jitter * backoff_draw(b));
+  b->retry_at = pc_Clock_Monotonic() + (wait > 0 ? wait : 0);
+  snprintf(b->why, sizeof b->why, "%s", why);
+}
+
+static void backoff_reset(Backoff *b) {
+  b->current = 0;
+  b->retry_at = 0;
+}
+
 /* -- connections --------------------------------------------------------- */
 
 static void close_sock(Conn *c) {
@@ -94,6 +159,7 @@ static void close_sock(Conn *c) {
 }
 
 static void lose(Conn *c, const char *why) {
+  if (!c->ready) backoff_failed(&c->ch->backoff, why);
   pc_GrpcEngine_Lost(c->engine, why);
   close_sock(c);
 }
@@ -124,6 +190,8 @@ static void service(Conn *c) {
     }
     if (r == 0) return;
     c->ready = 1;
+    c->last_recv = pc_Clock_Monotonic();
+    backoff_reset(&c->ch->backoff);
   }
   char buf[65536];
   size_t total = 0;
@@ -135,6 +203,7 @@ static void service(Conn *c) {
       return;
     }
     total += (size_t)n;
+    c->last_recv = pc_Clock_Monotonic();
     if (!pc_GrpcEngine_Recv(c->engine, buf, (size_t)n)) break;
   }
   flush_out(c);
@@ -173,8 +242,8 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   memset(c, 0, sizeof *c);
   c->ch = ch;
-  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,        ch->o.ca_file,
-                      ch->o.cert_file, ch->o.key_file, ch->o.server_name};
+  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,         ch->o.ca_file,
+                      ch->o.cert_file, ch->o.key_file, ch->o.server_name, ch->o.insecure};
   pc_GrpcEngineOptions eo;
   memset(&eo, 0, sizeof eo);
   eo.authority = ch->authority;
@@ -189,26 +258,35 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
     mem(ch, c, sizeof *c, 0);
     return NULL;
   }
+  c->connect_by = pc_Clock_Monotonic() + connect_time(&ch->backoff);
   c->sock = pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
   if (c->sock == NULL) {
+    backoff_failed(&ch->backoff, err->msg);
     pc_GrpcEngine_Free(c->engine);
     mem(ch, c, sizeof *c, 0);
     return NULL;
   }
+  c->connect_deadline =
+      ch->o.connect_timeout > 0 ? pc_Clock_Monotonic() + ch->o.connect_timeout : -1;
   c->next = ch->conns;
   ch->conns = c;
   return c;
 }
 
 /* A connection that takes a new stream now (after reading what it has, so
- * a GOAWAY that came while it was idle is seen), or a new one. */
-static Conn *pick_conn(pc_GrpcChannel *ch, pc_Error *err) {
+ * a GOAWAY that came while it was idle is seen), or a new one; NULL with
+ * '*wait' set when a new one is needed but the backoff holds it back. */
+static Conn *pick_conn(pc_GrpcChannel *ch, pc_Error *err, int *wait) {
   for (Conn *c = ch->conns; c; c = c->next) {
     if (c->sock == NULL || !pc_GrpcEngine_CanOpen(c->engine)) continue;
     service(c);
     if (c->sock && pc_GrpcEngine_CanOpen(c->engine)) return c;
   }
   reap(ch);
+  if (pc_Clock_Monotonic() < ch->backoff.retry_at) {
+    *wait = 1;
+    return NULL;
+  }
   return new_conn(ch, err);
 }
 
@@ -223,6 +301,7 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *all
   ch->alloc = alloc;
   ch->ud = ud;
   ch->o = *o;
+  backoff_init(&ch->backoff, o, ch);
   int ok = 1;
   ch->o.host = dup_opt(ch, o->host ? o->host : "", &ok);
   ch->o.port = dup_opt(ch, o->port ? o->port : "", &ok);
@@ -321,7 +400,8 @@ static int keep_for_replay(pc_GrpcCall *c, const void *msg, size_t len) {
 }
 
 /* Opens the call's stream on a connection that takes it; 0 when it ended
- * early instead (no connection, no time left). */
+ * early instead (no connection, no time left) or waits for the next
+ * connection attempt ('waiting'). */
 static int open_stream(pc_GrpcCall *c) {
   pc_GrpcCallSettings s;
   s.timeout = -1;
@@ -337,7 +417,22 @@ static int open_stream(pc_GrpcCall *c) {
   s.gzip = c->gzip;
   pc_Error err;
   pc_Error_Init(&err);
-  Conn *conn = pick_conn(c->ch, &err);
+  int wait = 0;
+  Conn *conn = pick_conn(c->ch, &err, &wait);
+  if (conn == NULL && wait) {
+    const Backoff *b = &c->ch->backoff;
+    if (c->deadline >= 0 && c->deadline <= b->retry_at) {
+      char m[PC_ERROR_MAX];
+      snprintf(m, sizeof m,
+               "%.300s (reconnection backoff: the next attempt, in %.3g s, comes after the call's "
+               "deadline)",
+               b->why, b->retry_at - pc_Clock_Monotonic());
+      end_early(c, kPc_Code_Unavailable, m);
+      return 0;
+    }
+    c->waiting = 1;
+    return 0;
+  }
   if (conn == NULL) {
     end_early(c, kPc_Code_Unavailable, err.msg);
     return 0;
@@ -352,6 +447,19 @@ static int open_stream(pc_GrpcCall *c) {
   return 1;
 }
 
+/* Opens the call's stream (again) and sends the request messages sent so
+ * far. */
+static void reopen(pc_GrpcCall *c) {
+  if (!open_stream(c)) return;
+  for (size_t o = 0; o < c->replay_len;) {
+    uint32_t n;
+    memcpy(&n, c->replay + o, 4);
+    pc_GrpcStream_Send(c->stream, c->replay + o + 4, n);
+    o += 4 + n;
+  }
+  if (c->send_closed) pc_GrpcStream_CloseSend(c->stream);
+}
+
 /* Runs a call the server refused before taking it again, on another
  * connection, with the request messages sent so far. */
 static void retry_refused(pc_GrpcCall *c) {
@@ -364,14 +472,7 @@ static void retry_refused(pc_GrpcCall *c) {
     return;
   c->retries++;
   detach(c);
-  if (!open_stream(c)) return;
-  for (size_t o = 0; o < c->replay_len;) {
-    uint32_t n;
-    memcpy(&n, c->replay + o, 4);
-    pc_GrpcStream_Send(c->stream, c->replay + o + 4, n);
-    o += 4 + n;
-  }
-  if (c->send_closed) pc_GrpcStream_CloseSend(c->stream);
+  reopen(c);
 }
 
 pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
@@ -431,6 +532,16 @@ static int past_deadline(pc_GrpcCall *c) {
 }
 
 int pc_GrpcCall_Send(pc_GrpcCall *c, const void *msg, size_t len) {
+  if (c->waiting && !c->early && !c->send_closed) {
+    keep_for_replay(c, msg, len);
+    if (!c->replayable) {
+      end_early(
+          c, kPc_Code_Unavailable,
+          "reconnection backoff: more request bytes than a call waiting for a connection holds");
+      return 0;
+    }
+    return 1;
+  }
   if (c->early || c->stream == NULL || c->send_closed || past_deadline(c)) return 0;
   keep_for_replay(c, msg, len);
   int ok = pc_GrpcStream_Send(c->stream, msg, len);
@@ -451,16 +562,17 @@ int pc_GrpcCall_Next(pc_GrpcCall *c, const char **data, size_t *len) {
   if (c->early) return -1;
   retry_refused(c);
   if (c->early) return -1;
+  if (c->stream == NULL) return 0; /* waiting */
   return pc_GrpcStream_Next(c->stream, data, len);
 }
 
 int pc_GrpcCall_HeadersDone(const pc_GrpcCall *c) {
-  return c->early || pc_GrpcStream_HeadersDone(c->stream);
+  return c->early || (c->stream && pc_GrpcStream_HeadersDone(c->stream));
 }
 
 const pc_GrpcStatus *pc_GrpcCall_Status(const pc_GrpcCall *c) {
   if (c->early) return &c->status;
-  return pc_GrpcStream_Status(c->stream);
+  return c->stream ? pc_GrpcStream_Status(c->stream) : NULL;
 }
 
 size_t pc_GrpcCall_Buffered(const pc_GrpcCall *c) {
@@ -508,11 +620,82 @@ static int running(const pc_GrpcCall *c) {
   return !c->early && c->stream && pc_GrpcStream_Status(c->stream) == NULL;
 }
 
+/* The earlier of two times (< 0: none). */
+static double sooner(double a, double b) {
+  return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
+/* Connection attempts past their time, keepalive PINGs due or unanswered;
+ * returns when the next of these falls due (< 0: none). */
+static double check_conns(pc_GrpcChannel *ch, double now) {
+  double next = -1;
+  const double ka = ch->o.keepalive_time;
+  const double ka_wait = ch->o.keepalive_timeout > 0 ? ch->o.keepalive_timeout : 20.0;
+  for (Conn *c = ch->conns; c; c = c->next) {
+    if (c->sock == NULL) continue;
+    if (!c->ready) {
+      if (c->connect_deadline >= 0 && now >= c->connect_deadline) {
+        char m[PC_ERROR_MAX];
+        snprintf(m, sizeof m, "connect to %.200s:%.20s: timed out after %g s", ch->o.host,
+                 ch->o.port, ch->o.connect_timeout);
+        lose(c, m);
+      } else if (now >= c->connect_by) {
+        char m[PC_ERROR_MAX];
+        snprintf(m, sizeof m, "connect to %.300s:%.10s: not connected within %.3g s", ch->o.host,
+                 ch->o.port, connect_time(&ch->backoff));
+        lose(c, m);
+      } else {
+        next = sooner(sooner(next, c->connect_by), c->connect_deadline);
+      }
+      continue;
+    }
+    if (ka <= 0 || !pc_GrpcEngine_Alive(c->engine)) continue;
+    if (pc_GrpcEngine_PingPending(c->engine)) {
+      if (now - c->ping_sent >= ka_wait) {
+        char m[PC_ERROR_MAX];
+        snprintf(m, sizeof m, "keepalive: no PING ACK from %.300s:%.10s within %.3g s", ch->o.host,
+                 ch->o.port, ka_wait);
+        lose(c, m);
+      } else {
+        next = sooner(next, c->ping_sent + ka_wait);
+      }
+    } else if (c->calls > 0) {
+      if (now - c->last_recv >= ka && pc_GrpcEngine_Ping(c->engine)) {
+        c->ping_sent = now;
+        flush_out(c);
+        next = sooner(next, now + ka_wait);
+      } else {
+        next = sooner(next, c->last_recv + ka);
+      }
+    }
+  }
+  return next;
+}
+
+/* Opens the streams of calls that waited for the backoff once it is over;
+ * returns when it is (< 0: no call waits). */
+static double start_waiting(pc_GrpcChannel *ch, double now) {
+  int any = 0;
+  for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
+    if (!c->waiting || c->early) continue;
+    if (now < ch->backoff.retry_at) {
+      any = 1;
+      continue;
+    }
+    c->waiting = 0;
+    reopen(c);
+    if (c->waiting) any = 1;
+  }
+  return any ? ch->backoff.retry_at : -1;
+}
+
 /* Ends the calls whose deadline passed; returns the nearest deadline of
  * the others (< 0: none). */
 static double enforce_deadlines(pc_GrpcChannel *ch, double now) {
   double nearest = -1;
   for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
+    if (c->waiting && !c->early && c->deadline >= 0 && c->deadline <= now)
+      end_early(c, kPc_Code_DeadlineExceeded, "deadline exceeded waiting for a connection");
     if (!running(c) || c->deadline < 0) continue;
     if (c->deadline <= now) {
       pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded, "deadline exceeded");
@@ -530,6 +713,8 @@ size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *
   double now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {
     double d = enforce_deadlines(chs[i], now);
+    d = sooner(d, check_conns(chs[i], now));
+    d = sooner(d, start_waiting(chs[i], now));
     if (d >= 0 && d - now < *timeout) *timeout = d - now;
     for (Conn *c = chs[i]->conns; c; c = c->next) {
       if (c->ready) flush_out(c);
@@ -553,6 +738,8 @@ void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd 
   double now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {
     enforce_deadlines(chs[i], now);
+    check_conns(chs[i], now);
+    start_waiting(chs[i], now);
     for (pc_GrpcCall *c = chs[i]->calls; c; c = c->next) retry_refused(c);
     reap(chs[i]);
   }

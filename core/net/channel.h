@@ -8,6 +8,8 @@
  * call the server refused before taking it (REFUSED_STREAM, above a
  * GOAWAY's last stream id) runs again on another connection, up to 3
  * times, without being counted as an attempt (gRFC A6 transparent retry).
+ * Failed connection attempts back off, and idle connections can be
+ * checked with keepalive PINGs (pc_GrpcChannelOptions).
  *
  * Nothing blocks but pc_Grpc_Pump (and the getaddrinfo of a new
  * connection): calls are started, fed and read without waiting, and the
@@ -32,6 +34,30 @@ typedef struct {
   const char *user_agent;                                   /* NULL: "protocall" */
   size_t max_receive, max_header_list;                      /* as engine.h; 0: the defaults */
   uint32_t stream_window, connection_window;                /* as engine.h; 0: the defaults */
+  /* Keepalive: a connection carrying calls that received nothing for
+   * 'keepalive_time' seconds sends an HTTP/2 PING; no ACK within
+   * 'keepalive_timeout' seconds (0: 20) closes it, its calls end
+   * UNAVAILABLE. 0: no keepalive. */
+  double keepalive_time, keepalive_timeout;
+  /* Reconnection backoff (gRPC's doc/connection-backoff.md): once a
+   * connection attempt failed (refused, unresolved, TLS, or not connected
+   * within max(min_connect_timeout, the backoff)), the next starts no
+   * sooner than the backoff later: 'backoff_initial' seconds, times
+   * 'backoff_multiplier' after each further failure up to 'backoff_max',
+   * each spread by +-'backoff_jitter' of itself; a connection that becomes
+   * ready resets it. A call that needs a connection meanwhile waits for the
+   * next attempt, or fails UNAVAILABLE at once when that comes after its
+   * deadline. 'backoff_set' 0: gRPC's numbers (1 s, 1.6, 0.2, 120 s, and
+   * 20 s for min_connect_timeout); 1: the five fields as given (each
+   * >= 0, multiplier >= 1, jitter <= 1). */
+  int backoff_set;
+  double backoff_initial, backoff_multiplier, backoff_jitter, backoff_max, min_connect_timeout;
+  int insecure; /* as socket.h: TLS WITHOUT verifying the server */
+  /* Seconds a new connection may take to connect and finish TLS; past it
+   * the connection is given up and its calls fail UNAVAILABLE ("connect to
+   * HOST:PORT: timed out after S s"). 0: no limit but the calls' own
+   * deadlines. */
+  double connect_timeout;
 } pc_GrpcChannelOptions;
 
 /* A channel (no connection is made until the first call); NULL with 'err'

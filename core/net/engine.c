@@ -86,6 +86,7 @@ struct pc_GrpcEngine {
   int dead;
   int goaway;
   int32_t goaway_last;
+  int ping_pending;       /* a PING of pc_GrpcEngine_Ping awaits its ACK */
   char why[PC_ERROR_MAX]; /* what nghttp2 said about a connection error */
 };
 
@@ -549,6 +550,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     emit(e, NULL, kPc_GrpcEvent_Goaway);
     return 0;
   }
+  if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+    e->ping_pending = 0;
+    return 0;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   pc_GrpcStream *s = stream_of(session, frame->hd.stream_id);
   if (s == NULL) return 0;
@@ -815,6 +820,17 @@ size_t pc_GrpcEngine_Running(const pc_GrpcEngine *e) {
 
 int pc_GrpcEngine_GoawayReceived(const pc_GrpcEngine *e) {
   return e->goaway;
+}
+
+int pc_GrpcEngine_Ping(pc_GrpcEngine *e) {
+  if (e->dead || e->ping_pending) return 0;
+  if (nghttp2_submit_ping(e->session, NGHTTP2_FLAG_NONE, NULL) != 0) return 0;
+  e->ping_pending = 1;
+  return 1;
+}
+
+int pc_GrpcEngine_PingPending(const pc_GrpcEngine *e) {
+  return e->ping_pending;
 }
 
 /* -- streams ------------------------------------------------------------- */

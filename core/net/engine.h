@@ -102,6 +102,15 @@ size_t pc_GrpcEngine_Running(const pc_GrpcEngine *e);
 /* Whether the peer sent GOAWAY. */
 int pc_GrpcEngine_GoawayReceived(const pc_GrpcEngine *e);
 
+/* Queues an HTTP/2 PING (RFC 9113 section 6.7; gRPC's keepalive) unless
+ * one sent before still awaits its ACK or the engine is dead. Returns 1
+ * when one was queued. The driver times the answer
+ * (pc_GrpcEngine_PingPending). */
+int pc_GrpcEngine_Ping(pc_GrpcEngine *e);
+
+/* Whether the PING of pc_GrpcEngine_Ping awaits its ACK. */
+int pc_GrpcEngine_PingPending(const pc_GrpcEngine *e);
+
 /* Starts a call of 'path' ("/pkg.Service/Method"): the request headers are
  * queued, messages follow with pc_GrpcStream_Send. Returns NULL with 'err'
  * set on misuse (bad path, invalid metadata), allocation failure, or when

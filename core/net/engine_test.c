@@ -509,6 +509,29 @@ int main(void) {
   CHECK(pc_GrpcStream_Next(s, &d, &n) == -1); /* detached, still valid */
   pc_GrpcStream_Free(s);
 
+  /* keepalive PING: one at a time, answered by the peer's ACK */
+  server_new();
+  e = must(client(0, 0, 0, NULL), "client");
+  shuttle(e);
+  CHECK(!pc_GrpcEngine_PingPending(e));
+  CHECK(pc_GrpcEngine_Ping(e) && pc_GrpcEngine_PingPending(e));
+  CHECK(!pc_GrpcEngine_Ping(e));                          /* the first awaits its ACK */
+  pc_GrpcEngine_Wrote(e, pc_GrpcEngine_Output(e, &sent)); /* lost on the way: no ACK */
+  CHECK(pc_GrpcEngine_PingPending(e));
+  CHECK(!pc_GrpcEngine_Ping(e));
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+  server_new();
+  e = must(client(0, 0, 0, NULL), "client");
+  CHECK(pc_GrpcEngine_Ping(e));
+  shuttle(e); /* the server's nghttp2 ACKs it */
+  CHECK(!pc_GrpcEngine_PingPending(e) && pc_GrpcEngine_Alive(e));
+  CHECK(pc_GrpcEngine_Ping(e));
+  pc_GrpcEngine_Lost(e, "gone");
+  CHECK(!pc_GrpcEngine_Ping(e) || !pc_GrpcEngine_Alive(e));
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+
   /* misuse */
   e = must(client(0, 0, 0, NULL), "client");
   CHECK(pc_GrpcEngine_Open(e, "no-slash", &plain, NULL, &err) == NULL);

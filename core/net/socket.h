@@ -26,6 +26,11 @@ typedef struct {
   const char *cert_file;   /* PEM client certificate chain; NULL: none */
   const char *key_file;    /* PEM key of cert_file */
   const char *server_name; /* name to verify and send as SNI; NULL: host */
+  /* Non-zero: TLS WITHOUT verifying the server at all (no CA check, no
+   * host name check: anyone on the path can read and change the calls).
+   * For tests against self-signed servers only (protocall call -insecure);
+   * 'ca_file' is then not read. */
+  int insecure;
 } pc_NetOptions;
 
 /* Resolves the host and starts connecting (non-blocking). Returns NULL with

@@ -59,7 +59,7 @@ static int exchange(int family, const char *host) {
   char port[8];
   int l = listener(family, port);
   if (l < 0) return 1; /* no such loopback here */
-  pc_NetOptions o = {host, port, 0, NULL, NULL, NULL, NULL};
+  pc_NetOptions o = {host, port, 0, NULL, NULL, NULL, NULL, 0};
   pc_Error err;
   pc_Error_Init(&err);
   pc_NetSocket *s = pc_NetSocket_Connect(&o, NULL, NULL, &err);
@@ -107,7 +107,7 @@ int main(void) {
   int l = listener(AF_INET, port);
   CHECK(l >= 0);
   close(l);
-  pc_NetOptions o = {"127.0.0.1", port, 0, NULL, NULL, NULL, NULL};
+  pc_NetOptions o = {"127.0.0.1", port, 0, NULL, NULL, NULL, NULL, 0};
   pc_NetSocket *s = must(pc_NetSocket_Connect(&o, NULL, NULL, &err), &err);
   CHECK(settle(s, 100) == -1);
   char want[64];
@@ -120,7 +120,7 @@ int main(void) {
 
   /* TLS against a listener that reads the hello and closes */
   l = listener(AF_INET, port);
-  pc_NetOptions t = {"127.0.0.1", port, 1, NULL, NULL, NULL, NULL};
+  pc_NetOptions t = {"127.0.0.1", port, 1, NULL, NULL, NULL, NULL, 0};
   s = must(pc_NetSocket_Connect(&t, NULL, NULL, &err), &err);
   int a = accept(l, NULL, NULL);
   settle(s, 5);
@@ -134,7 +134,7 @@ int main(void) {
   close(l);
 
   /* a CA file that is not PEM */
-  pc_NetOptions bad = {"127.0.0.1", "1", 1, "/dev/null", NULL, NULL, NULL};
+  pc_NetOptions bad = {"127.0.0.1", "1", 1, "/dev/null", NULL, NULL, NULL, 0};
   CHECK(pc_NetSocket_Connect(&bad, NULL, NULL, &err) == NULL);
   CHECK(strcmp(err.msg, "ca_file '/dev/null': not a PEM certificate bundle") == 0);
   return CHECK_DONE();

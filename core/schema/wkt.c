@@ -1,5 +1,6 @@
-/* The well-known types, as .proto text written for protocall (names,
- * numbers and options are protobuf's facts; the text is our own). See wkt.h. */
+/* The well-known types and google/rpc's status files, as .proto text
+ * written for protocall (names, numbers and options are protobuf's and
+ * googleapis' facts; the text is our own). See wkt.h. */
 #include "schema/wkt.h"
 
 #include <string.h>
@@ -546,6 +547,258 @@ static const char k_wrappers[] =
     "  bytes value = 1;\n"
     "}\n";
 
+/* google/rpc: the status details of gRPC's rich errors. */
+static const char k_rpc_code[] =
+    "syntax = \"proto3\";\n"
+    "package google.rpc;\n"
+    "option go_package = \"google.golang.org/genproto/googleapis/rpc/code;code\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_outer_classname = \"CodeProto\";\n"
+    "option java_package = \"com.google.rpc\";\n"
+    "option objc_class_prefix = \"RPC\";\n"
+    "enum Code {\n"
+    "  OK = 0;\n"
+    "  CANCELLED = 1;\n"
+    "  UNKNOWN = 2;\n"
+    "  INVALID_ARGUMENT = 3;\n"
+    "  DEADLINE_EXCEEDED = 4;\n"
+    "  NOT_FOUND = 5;\n"
+    "  ALREADY_EXISTS = 6;\n"
+    "  PERMISSION_DENIED = 7;\n"
+    "  UNAUTHENTICATED = 16;\n"
+    "  RESOURCE_EXHAUSTED = 8;\n"
+    "  FAILED_PRECONDITION = 9;\n"
+    "  ABORTED = 10;\n"
+    "  OUT_OF_RANGE = 11;\n"
+    "  UNIMPLEMENTED = 12;\n"
+    "  INTERNAL = 13;\n"
+    "  UNAVAILABLE = 14;\n"
+    "  DATA_LOSS = 15;\n"
+    "}\n";
+
+static const char k_rpc_error_details[] =
+    "syntax = \"proto3\";\n"
+    "package google.rpc;\n"
+    "import \"google/protobuf/duration.proto\";\n"
+    "option go_package = \"google.golang.org/genproto/googleapis/rpc/errdetails;errdetails\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_outer_classname = \"ErrorDetailsProto\";\n"
+    "option java_package = \"com.google.rpc\";\n"
+    "option objc_class_prefix = \"RPC\";\n"
+    "message ErrorInfo {\n"
+    "  string reason = 1;\n"
+    "  string domain = 2;\n"
+    "  map<string, string> metadata = 3;\n"
+    "}\n"
+    "message RetryInfo {\n"
+    "  google.protobuf.Duration retry_delay = 1;\n"
+    "}\n"
+    "message DebugInfo {\n"
+    "  repeated string stack_entries = 1;\n"
+    "  string detail = 2;\n"
+    "}\n"
+    "message QuotaFailure {\n"
+    "  message Violation {\n"
+    "    string subject = 1;\n"
+    "    string description = 2;\n"
+    "    string api_service = 3;\n"
+    "    string quota_metric = 4;\n"
+    "    string quota_id = 5;\n"
+    "    map<string, string> quota_dimensions = 6;\n"
+    "    int64 quota_value = 7;\n"
+    "    optional int64 future_quota_value = 8;\n"
+    "  }\n"
+    "  repeated Violation violations = 1;\n"
+    "}\n"
+    "message PreconditionFailure {\n"
+    "  message Violation {\n"
+    "    string type = 1;\n"
+    "    string subject = 2;\n"
+    "    string description = 3;\n"
+    "  }\n"
+    "  repeated Violation violations = 1;\n"
+    "}\n"
+    "message BadRequest {\n"
+    "  message FieldViolation {\n"
+    "    string field = 1;\n"
+    "    string description = 2;\n"
+    "    string reason = 3;\n"
+    "    LocalizedMessage localized_message = 4;\n"
+    "  }\n"
+    "  repeated FieldViolation field_violations = 1;\n"
+    "}\n"
+    "message RequestInfo {\n"
+    "  string request_id = 1;\n"
+    "  string serving_data = 2;\n"
+    "}\n"
+    "message ResourceInfo {\n"
+    "  string resource_type = 1;\n"
+    "  string resource_name = 2;\n"
+    "  string owner = 3;\n"
+    "  string description = 4;\n"
+    "}\n"
+    "message Help {\n"
+    "  message Link {\n"
+    "    string description = 1;\n"
+    "    string url = 2;\n"
+    "  }\n"
+    "  repeated Link links = 1;\n"
+    "}\n"
+    "message LocalizedMessage {\n"
+    "  string locale = 1;\n"
+    "  string message = 2;\n"
+    "}\n";
+
+static const char k_rpc_status[] =
+    "syntax = \"proto3\";\n"
+    "package google.rpc;\n"
+    "import \"google/protobuf/any.proto\";\n"
+    "option go_package = \"google.golang.org/genproto/googleapis/rpc/status;status\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_outer_classname = \"StatusProto\";\n"
+    "option java_package = \"com.google.rpc\";\n"
+    "option objc_class_prefix = \"RPC\";\n"
+    "message Status {\n"
+    "  int32 code = 1;\n"
+    "  string message = 2;\n"
+    "  repeated google.protobuf.Any details = 3;\n"
+    "}\n";
+
+/* gRPC's health and reflection services (grpc-proto's files, same names,
+ * numbers and options), served by lua/protocall/health.lua and reflection.lua. */
+static const char k_health[] =
+    "syntax = \"proto3\";\n"
+    "package grpc.health.v1;\n"
+    "option csharp_namespace = \"Grpc.Health.V1\";\n"
+    "option go_package = \"google.golang.org/grpc/health/grpc_health_v1\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_outer_classname = \"HealthProto\";\n"
+    "option java_package = \"io.grpc.health.v1\";\n"
+    "message HealthCheckRequest {\n"
+    "  string service = 1;\n"
+    "}\n"
+    "message HealthCheckResponse {\n"
+    "  enum ServingStatus {\n"
+    "    UNKNOWN = 0;\n"
+    "    SERVING = 1;\n"
+    "    NOT_SERVING = 2;\n"
+    "    SERVICE_UNKNOWN = 3;\n"
+    "  }\n"
+    "  ServingStatus status = 1;\n"
+    "}\n"
+    "service Health {\n"
+    "  rpc Check(HealthCheckRequest) returns (HealthCheckResponse);\n"
+    "  rpc Watch(HealthCheckRequest) returns (stream HealthCheckResponse);\n"
+    "}\n";
+
+/* grpc/reflection/v1/reflection.proto and its v1alpha twin (deprecated). */
+static const char k_reflection_v1[] =
+    "syntax = \"proto3\";\n"
+    "package grpc.reflection.v1;\n"
+    "option go_package = \"google.golang.org/grpc/reflection/grpc_reflection_v1\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_package = \"io.grpc.reflection.v1\";\n"
+    "option java_outer_classname = \"ServerReflectionProto\";\n"
+    "service ServerReflection {\n"
+    "  rpc ServerReflectionInfo(stream ServerReflectionRequest)\n"
+    "      returns (stream ServerReflectionResponse);\n"
+    "}\n"
+    "message ServerReflectionRequest {\n"
+    "  string host = 1;\n"
+    "  oneof message_request {\n"
+    "    string file_by_filename = 3;\n"
+    "    string file_containing_symbol = 4;\n"
+    "    ExtensionRequest file_containing_extension = 5;\n"
+    "    string all_extension_numbers_of_type = 6;\n"
+    "    string list_services = 7;\n"
+    "  }\n"
+    "}\n"
+    "message ExtensionRequest {\n"
+    "  string containing_type = 1;\n"
+    "  int32 extension_number = 2;\n"
+    "}\n"
+    "message ServerReflectionResponse {\n"
+    "  string valid_host = 1;\n"
+    "  ServerReflectionRequest original_request = 2;\n"
+    "  oneof message_response {\n"
+    "    FileDescriptorResponse file_descriptor_response = 4;\n"
+    "    ExtensionNumberResponse all_extension_numbers_response = 5;\n"
+    "    ListServiceResponse list_services_response = 6;\n"
+    "    ErrorResponse error_response = 7;\n"
+    "  }\n"
+    "}\n"
+    "message FileDescriptorResponse {\n"
+    "  repeated bytes file_descriptor_proto = 1;\n"
+    "}\n"
+    "message ExtensionNumberResponse {\n"
+    "  string base_type_name = 1;\n"
+    "  repeated int32 extension_number = 2;\n"
+    "}\n"
+    "message ListServiceResponse {\n"
+    "  repeated ServiceResponse service = 1;\n"
+    "}\n"
+    "message ServiceResponse {\n"
+    "  string name = 1;\n"
+    "}\n"
+    "message ErrorResponse {\n"
+    "  int32 error_code = 1;\n"
+    "  string error_message = 2;\n"
+    "}\n";
+
+static const char k_reflection_v1alpha[] =
+    "syntax = \"proto3\";\n"
+    "package grpc.reflection.v1alpha;\n"
+    "option deprecated = true;\n"
+    "option go_package = \"google.golang.org/grpc/reflection/grpc_reflection_v1alpha\";\n"
+    "option java_multiple_files = true;\n"
+    "option java_package = \"io.grpc.reflection.v1alpha\";\n"
+    "option java_outer_classname = \"ServerReflectionProto\";\n"
+    "service ServerReflection {\n"
+    "  rpc ServerReflectionInfo(stream ServerReflectionRequest)\n"
+    "      returns (stream ServerReflectionResponse);\n"
+    "}\n"
+    "message ServerReflectionRequest {\n"
+    "  string host = 1;\n"
+    "  oneof message_request {\n"
+    "    string file_by_filename = 3;\n"
+    "    string file_containing_symbol = 4;\n"
+    "    ExtensionRequest file_containing_extension = 5;\n"
+    "    string all_extension_numbers_of_type = 6;\n"
+    "    string list_services = 7;\n"
+    "  }\n"
+    "}\n"
+    "message ExtensionRequest {\n"
+    "  string containing_type = 1;\n"
+    "  int32 extension_number = 2;\n"
+    "}\n"
+    "message ServerReflectionResponse {\n"
+    "  string valid_host = 1;\n"
+    "  ServerReflectionRequest original_request = 2;\n"
+    "  oneof message_response {\n"
+    "    FileDescriptorResponse file_descriptor_response = 4;\n"
+    "    ExtensionNumberResponse all_extension_numbers_response = 5;\n"
+    "    ListServiceResponse list_services_response = 6;\n"
+    "    ErrorResponse error_response = 7;\n"
+    "  }\n"
+    "}\n"
+    "message FileDescriptorResponse {\n"
+    "  repeated bytes file_descriptor_proto = 1;\n"
+    "}\n"
+    "message ExtensionNumberResponse {\n"
+    "  string base_type_name = 1;\n"
+    "  repeated int32 extension_number = 2;\n"
+    "}\n"
+    "message ListServiceResponse {\n"
+    "  repeated ServiceResponse service = 1;\n"
+    "}\n"
+    "message ServiceResponse {\n"
+    "  string name = 1;\n"
+    "}\n"
+    "message ErrorResponse {\n"
+    "  int32 error_code = 1;\n"
+    "  string error_message = 2;\n"
+    "}\n";
+
 static const struct {
   const char *name;
   const char *src;
@@ -562,6 +815,20 @@ static const struct {
     {"google/protobuf/timestamp.proto", k_timestamp, sizeof k_timestamp - 1},
     {"google/protobuf/type.proto", k_type, sizeof k_type - 1},
     {"google/protobuf/wrappers.proto", k_wrappers, sizeof k_wrappers - 1},
+    {"google/rpc/code.proto", k_rpc_code, sizeof k_rpc_code - 1},
+    {"google/rpc/error_details.proto", k_rpc_error_details, sizeof k_rpc_error_details - 1},
+    {"google/rpc/status.proto", k_rpc_status, sizeof k_rpc_status - 1},
+};
+
+static const struct {
+  const char *name;
+  const char *src;
+  size_t len;
+} kGrpc[] = {
+    {"grpc/health/v1/health.proto", k_health, sizeof k_health - 1},
+    {"grpc/reflection/v1/reflection.proto", k_reflection_v1, sizeof k_reflection_v1 - 1},
+    {"grpc/reflection/v1alpha/reflection.proto", k_reflection_v1alpha,
+     sizeof k_reflection_v1alpha - 1},
 };
 
 /* clang-format on */
@@ -570,6 +837,12 @@ const char *pc_Wkt_Source(const char *name, size_t *len) {
     if (strcmp(kWkt[i].name, name) == 0) {
       if (len) *len = kWkt[i].len;
       return kWkt[i].src;
+    }
+  }
+  for (size_t i = 0; i < sizeof kGrpc / sizeof kGrpc[0]; i++) {
+    if (strcmp(kGrpc[i].name, name) == 0) {
+      if (len) *len = kGrpc[i].len;
+      return kGrpc[i].src;
     }
   }
   return NULL;
@@ -632,8 +905,34 @@ static const struct {
                  {"SourceCodeInfo", "descriptor"},
                  {"GeneratedCodeInfo", "descriptor"}};
 
+/* google.rpc types and the file of each. */
+static const struct {
+  const char *type, *file;
+} kRpcTypes[] = {{"Code", "google/rpc/code.proto"},
+                 {"Status", "google/rpc/status.proto"},
+                 {"ErrorInfo", "google/rpc/error_details.proto"},
+                 {"RetryInfo", "google/rpc/error_details.proto"},
+                 {"DebugInfo", "google/rpc/error_details.proto"},
+                 {"QuotaFailure", "google/rpc/error_details.proto"},
+                 {"PreconditionFailure", "google/rpc/error_details.proto"},
+                 {"BadRequest", "google/rpc/error_details.proto"},
+                 {"RequestInfo", "google/rpc/error_details.proto"},
+                 {"ResourceInfo", "google/rpc/error_details.proto"},
+                 {"Help", "google/rpc/error_details.proto"},
+                 {"LocalizedMessage", "google/rpc/error_details.proto"}};
+
 const char *pc_Wkt_FileOf(const char *full_name) {
   static const char prefix[] = "google.protobuf.";
+  static const char rpc[] = "google.rpc.";
+  if (strncmp(full_name, rpc, sizeof rpc - 1) == 0) {
+    const char *top = full_name + sizeof rpc - 1;
+    size_t len = strcspn(top, ".");
+    for (size_t i = 0; i < sizeof kRpcTypes / sizeof kRpcTypes[0]; i++) {
+      if (strlen(kRpcTypes[i].type) == len && memcmp(kRpcTypes[i].type, top, len) == 0)
+        return kRpcTypes[i].file;
+    }
+    return NULL;
+  }
   if (strncmp(full_name, prefix, sizeof prefix - 1) != 0) return NULL;
   const char *top = full_name + sizeof prefix - 1;
   size_t len = strcspn(top, ".");

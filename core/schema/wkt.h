@@ -1,17 +1,23 @@
 /* The well-known types built in: google/protobuf/{any, api, descriptor,
  * duration, empty, field_mask, source_context, struct, timestamp, type,
- * wrappers}.proto as .proto source text compiled into the library, so an
+ * wrappers}.proto and google/rpc/{code, error_details, status}.proto (gRPC's
+ * rich error status, google.rpc.Status and its detail messages) as .proto
+ * source text compiled into the library, so an
  * import of any of them resolves with no file on disk (pc_LoadProto falls
  * back to them when the caller's source function has no such file). The
  * text is protocall's own; names, numbers and options are protobuf's, so
- * parsing and resolving one gives the FileDescriptorProto protoc gives. */
+ * parsing and resolving one gives the FileDescriptorProto protoc gives.
+ * gRPC's grpc/health/v1/health.proto, grpc/reflection/v1/reflection.proto
+ * and grpc/reflection/v1alpha/reflection.proto are built in the same way
+ * (pc_Wkt_Source answers for them; pc_Wkt_Name and pc_Wkt_FileOf list the
+ * well-known types only). */
 #ifndef PC_WKT_H
 #define PC_WKT_H
 
 #include <stddef.h>
 
 /* The .proto text of the built-in file with import name 'name'
- * ("google/protobuf/timestamp.proto"), its length in '*len' (when 'len' is
+ * ("google/protobuf/timestamp.proto", "grpc/health/v1/health.proto"), its length in '*len' (when 'len' is
  * not NULL); NULL when 'name' is not one of them. Static storage. */
 const char *pc_Wkt_Source(const char *name, size_t *len);
 
@@ -19,10 +25,11 @@ const char *pc_Wkt_Source(const char *name, size_t *len);
  * order), or NULL past the last. */
 const char *pc_Wkt_Name(size_t i);
 
-/* The import name of the built-in file that defines the google.protobuf
- * message or enum 'full_name' ("google.protobuf.Timestamp" ->
- * "google/protobuf/timestamp.proto"; nested names by their outermost
- * type), or NULL when 'full_name' is not a well-known type. */
+/* The import name of the built-in file that defines the google.protobuf or
+ * google.rpc message or enum 'full_name' ("google.protobuf.Timestamp" ->
+ * "google/protobuf/timestamp.proto", "google.rpc.RetryInfo" ->
+ * "google/rpc/error_details.proto"; nested names by their outermost type),
+ * or NULL when 'full_name' is not a built-in type. */
 const char *pc_Wkt_FileOf(const char *full_name);
 
 #endif

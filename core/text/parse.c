@@ -198,15 +198,15 @@ static int expect_sym(TP *tp, char c) {
 
 /* -- Values --------------------------------------------------------------- */
 
-/* An unsigned integer token (decimal, 0x hex, 0 octal) into '*v'; 0 when
- * it overflows 64 bits. */
+/* An unsigned integer token (decimal, 0x hex, 0 octal) into '*v'; 1, 0
+ * when it overflows 64 bits, -1 when it is no integer ("0x", "09"). */
 static int int_value(const Tok *t, uint64_t *v) {
   const char *s = t->s, *e = t->s + t->n;
   unsigned base = 10;
   if (e - s > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
     base = 16;
     s += 2;
-    if (s == e) return 0;
+    if (s == e) return -1;
   } else if (e - s > 1 && s[0] == '0') {
     base = 8;
     s++;
@@ -214,7 +214,7 @@ static int int_value(const Tok *t, uint64_t *v) {
   uint64_t x = 0;
   for (; s < e; s++) {
     unsigned d = is_digit(*s) ? (unsigned)(*s - '0') : (unsigned)((*s | 0x20) - 'a' + 10);
-    if (d >= base) return 0;
+    if (d >= base) return -1;
     if (x > (UINT64_MAX - d) / base) return 0;
     x = x * base + d;
   }
@@ -241,7 +241,11 @@ static int read_integer(TP *tp, pc_FieldType t, pc_Value *out) {
   uint64_t mag;
   uint64_t pos_max = is_signed ? (is64 ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX)
                                : (is64 ? UINT64_MAX : (uint64_t)UINT32_MAX);
-  if (!int_value(&tp->tok, &mag) || mag > pos_max + (uint64_t)(neg && is_signed))
+  int read = int_value(&tp->tok, &mag);
+  if (read < 0)
+    return fail_at(tp, &start, "expected %s, got \"%.*s\"",
+                   is_signed ? "integer" : "unsigned integer", TOKTEXT(&tp->tok));
+  if (read == 0 || mag > pos_max + (uint64_t)(neg && is_signed))
     return fail_at(tp, &start, "integer out of range (%s%.*s)", neg ? "-" : "", TOKTEXT(&tp->tok));
   if (is64)
     out->u64 = neg ? (uint64_t)0 - mag : mag;

@@ -27,6 +27,16 @@ local function with_schema(flags)
   return flags
 end
 
+-- What list and describe take to reach a server's reflection service.
+local CONNECT_FLAGS = { plaintext = "bool", cacert = "string", cert = "string", key = "string",
+  servername = "string", insecure = "bool", ["connect-timeout"] = "number", H = "list",
+  ["max-time"] = "number" }
+
+local function with_connect(flags)
+  for k, v in pairs(CONNECT_FLAGS) do flags[k] = v end
+  return flags
+end
+
 COMMANDS.decode = {
   summary = "binary messages to text format or JSON",
   flags = with_schema { format = "string", raw = "bool", ["length-delimited"] = "bool",
@@ -53,19 +63,25 @@ COMMANDS.encode = {
 
 COMMANDS.describe = {
   summary = "a service, method, message, enum or field as .proto source",
-  flags = with_schema {},
-  usage = "protocall describe [schema flags] [SYMBOL]",
+  flags = with_schema(with_connect {}),
+  usage = "protocall describe [schema flags] [SYMBOL]\n" ..
+          "       protocall describe [-plaintext | TLS flags as call's] [-H 'key: value']... TARGET [SYMBOL]",
   about = "Prints the definition of a service, method, message, enum or field as .proto\n" ..
-          "source; with no SYMBOL, every service of the loaded files.",
-  example = "protocall describe -I examples -proto route.proto demo.Router",
+          "source; with no SYMBOL, every service of the loaded files. Without schema\n" ..
+          "flags the definitions come from TARGET's server reflection service.",
+  example = "protocall describe -I examples -proto route.proto demo.Router\n" ..
+            "  protocall describe -plaintext 127.0.0.1:50051 demo.Route",
 }
 
 COMMANDS.list = {
-  summary = "the services of the loaded files, or a service's methods",
-  flags = with_schema {},
-  usage = "protocall list [schema flags] [SERVICE]",
-  about = "Lists the services of the loaded files, or the methods of SERVICE.",
-  example = "protocall list -I examples -proto route.proto",
+  summary = "the services of the loaded files or a server, or a service's methods",
+  flags = with_schema(with_connect {}),
+  usage = "protocall list [schema flags] [SERVICE]\n" ..
+          "       protocall list [-plaintext | TLS flags as call's] [-H 'key: value']... TARGET [SERVICE]",
+  about = "Lists the services of the loaded files, or the methods of SERVICE. Without\n" ..
+          "schema flags it asks TARGET's server reflection service.",
+  example = "protocall list -I examples -proto route.proto\n" ..
+            "  protocall list -plaintext 127.0.0.1:50051 demo.Router",
 }
 
 COMMANDS.call = {
@@ -73,17 +89,27 @@ COMMANDS.call = {
   flags = with_schema {
     d = "string", H = "list", ["max-time"] = "number", ["retry-attempts"] = "number",
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
-    ["emit-defaults"] = "bool", v = "bool",
+    ["emit-defaults"] = "bool", v = "bool", cert = "string", key = "string",
+    servername = "string", insecure = "bool", retry = "string", ["connect-timeout"] = "number",
   },
   usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
-          "       [-retry-attempts N] [-gzip] [-plaintext | -cacert FILE] [-format json|text]\n" ..
-          "       [-emit-defaults] [-v] TARGET pkg.Service/Method",
+          "       [-connect-timeout S] [-retry-attempts N | -retry JSON] [-gzip] [-format json|text]\n" ..
+          "       [-emit-defaults]\n" ..
+          "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
+          "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
           "-plaintext). The request is JSON from -d (@ reads standard input, @FILE a file;\n" ..
           "none: an empty message); a client or bidirectional stream sends every JSON\n" ..
           "document of it (concatenated or one per line). Each response is printed as it\n" ..
-          "arrives. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
-          "`ERROR: code = ..., message = ...` on stderr.",
+          "arrives. Without schema flags the schema comes from TARGET's server\n" ..
+          "reflection service. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
+          "`ERROR: code = ..., message = ...` on stderr. TLS: -cacert verifies the server\n" ..
+          "against FILE (default: the system store), -cert/-key give a client certificate,\n" ..
+          "-servername the name to verify and send, -insecure skips verification (test\n" ..
+          "servers only). -retry takes a service config retryPolicy ({\"maxAttempts\": 3,\n" ..
+          "\"initialBackoff\": \"0.1s\", ...}) or a whole service config. -v prints the\n" ..
+          "response headers, trailers and timing to stderr. -connect-timeout bounds\n" ..
+          "connecting (and the TLS handshake): UNAVAILABLE past it.",
   example = "protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure",
 }
@@ -223,6 +249,10 @@ local function load_schemas(flags)
     names[#names + 1] = file.name
   end
   return pool, names
+end
+
+local function has_schema(flags)
+  return flags.proto ~= nil or flags.protoset ~= nil
 end
 
 local function need_schema(cmd, flags)
@@ -530,7 +560,11 @@ local function describe_one(name, s)
   return concat(out, "\n") .. "\n"
 end
 
+-- list and describe by server reflection (below the call section).
+local list_by_reflection, describe_by_reflection
+
 function COMMANDS.describe.run(flags, args)
+  if not has_schema(flags) and #args > 0 then return describe_by_reflection(flags, args) end
   if #args > 1 then usage_error("describe", "at most one SYMBOL") end
   need_schema("describe", flags)
   local syms = symbols(descriptors(load_schemas(flags)))
@@ -546,6 +580,7 @@ function COMMANDS.describe.run(flags, args)
 end
 
 function COMMANDS.list.run(flags, args)
+  if not has_schema(flags) and #args > 0 then return list_by_reflection(flags, args) end
   if #args > 1 then usage_error("list", "at most one SERVICE") end
   need_schema("list", flags)
   local syms = symbols(descriptors(load_schemas(flags)))
@@ -584,6 +619,66 @@ local function metadata_of(flags)
   return md
 end
 
+-- Metadata pairs as grpcurl prints them ("key: value", -bin values in
+-- base64), or "(empty)".
+local function print_pairs(title, pairs_list)
+  stderr:write(title, "\n")
+  if pairs_list == nil or #pairs_list == 0 then stderr:write("(empty)\n") end
+  for _, kv in ipairs(pairs_list or {}) do
+    local v = kv[2]
+    if kv[1]:sub(-4) == "-bin" then
+      v = pc.to_json(pc.type("google.protobuf.BytesValue") { value = v }):sub(2, -2)
+    end
+    stderr:write(kv[1], ": ", v, "\n")
+  end
+end
+
+-- `transport` seen through: every call records where its response headers
+-- and trailers are (for -v).
+local function recording(transport, seen)
+  return {
+    unary = function(_, path, request, settings)
+      local s = {}
+      for k, v in pairs(settings or {}) do s[k] = v end
+      s.with_metadata = true
+      local bytes, md = transport:unary(path, request, s)
+      seen.md = md
+      return bytes
+    end,
+    server_stream = function(_, path, request, settings)
+      local iter, state, ctl, call = transport:server_stream(path, request, settings)
+      seen.md = nil
+      seen.raw = call
+      return iter, state, ctl, call
+    end,
+    stream = function(_, path, settings)
+      local call = transport:stream(path, settings)
+      seen.md = nil
+      seen.call = call
+      return call
+    end,
+  }
+end
+
+-- The headers and trailers of the call `seen` recorded, or of the error.
+local function seen_metadata(seen, err)
+  if getmetatable(err) == pc.RetryError then err = err.cause end
+  if getmetatable(err) == pc.Error and (err.headers or err.metadata) then
+    return { headers = err.headers, trailers = err.metadata }
+  end
+  if seen.md then return seen.md end
+  if seen.raw then return seen.raw:metadata() end
+  if seen.call then return { headers = seen.call:headers(), trailers = seen.call:trailers() } end
+  return {}
+end
+
+-- A -retry value: a retryPolicy object, or a whole service config (with
+-- "methodConfig"), as the JSON text pc.client takes.
+local function retry_config(json)
+  if json:find('"methodConfig"', 1, true) then return json end
+  return '{"methodConfig": [{"name": [{}], "retryPolicy": ' .. json .. "}]}"
+end
+
 local function print_error(err)
   if getmetatable(err) == pc.RetryError then err = err.cause end
   if getmetatable(err) == pc.Error then
@@ -598,14 +693,47 @@ local function print_error(err)
   return 64 + 2
 end
 
+-- The pc.grpc transport to TARGET with the connection flags.
+local function connect(flags, target, cmd)
+  local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
+  if target:match("^https?://") then url = target end
+  if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
+    usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")
+  end
+  if flags.insecure and flags.cacert then usage_error(cmd, "-insecure and -cacert exclude each other") end
+  if (flags.cert == nil) ~= (flags.key == nil) then usage_error(cmd, "-cert and -key go together") end
+  local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil,
+    cert_file = flags.cert, key_file = flags.key, server_name = flags.servername,
+    insecure = flags.insecure or nil }
+  local ct = flags["connect-timeout"]
+  if ct ~= nil then
+    if not (ct > 0 and ct < math.huge) then
+      usage_error(cmd, "-connect-timeout: a positive number of seconds expected, got " .. tostring(ct))
+    end
+    transport_opts.connect_timeout = ct
+  end
+  local ok, transport = pcall(pc.grpc, url, transport_opts)
+  if not ok then fail((tostring(transport):gsub("^[^:\n]*:%d+: ", ""))) end
+  return transport
+end
+
+local reflection_pool -- (below) a pool of the server's files defining a symbol
+
 function COMMANDS.call.run(flags, args)
   local fmt = check_format("call", flags, { "json", "text" })
   if #args ~= 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
   local target, method = args[1], args[2]
   local service, name = method:match("^/?([%w_.]+)[/.]([%w_]+)$")
   if not service then usage_error("call", "method '" .. method .. "': pkg.Service/Method expected") end
-  need_schema("call", flags)
-  local pool = load_schemas(flags)
+  local pool, transport
+  if has_schema(flags) then
+    pool = load_schemas(flags)
+  else
+    transport = connect(flags, target, "call")
+    local status
+    pool, status = reflection_pool(flags, transport, service)
+    if not pool then return status end
+  end
   local info = pool:service(service)
   if not info then fail("Service not found: " .. service) end
   local m = info.methods[name]
@@ -622,11 +750,9 @@ function COMMANDS.call.run(flags, args)
     requests[i] = request
   end
   local request = requests[1]
-  local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
-  if target:match("^https?://") then url = target end
-  local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil }
-  local ok, transport = pcall(pc.grpc, url, transport_opts)
-  if not ok then fail((tostring(transport):gsub("^[^:\n]*:%d+: ", ""))) end
+  transport = transport or connect(flags, target, "call")
+  local seen = {}
+  if flags.v then transport = recording(transport, seen) end
   local opts = { transport = transport, pool = pool, metadata = metadata_of(flags) }
   if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
   local attempts = flags["retry-attempts"]
@@ -634,9 +760,18 @@ function COMMANDS.call.run(flags, args)
     usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. tostring(attempts))
   end
   if attempts and attempts > 1 then opts.retry = pc.Retry { max_attempts = math.floor(attempts) } end
+  if flags.retry then
+    if attempts then usage_error("call", "-retry and -retry-attempts exclude each other") end
+    opts.service_config = retry_config(flags.retry)
+  end
   local okS, stub = pcall(pc.client, service, opts)
   if not okS then -- bad metadata from -H, say: one line, without the Lua position
-    fail((tostring(stub):gsub("^[^:\n]*:%d+: ", ""):gsub("^pc%.client: ", "")))
+    local msg = tostring(stub):gsub("^[^:\n]*:%d+: ", ""):gsub("^pc%.client: ", "")
+    if flags.retry and not flags.retry:find('"methodConfig"', 1, true) then
+      msg = msg:gsub("^service_config: methodConfig%[0%]%.retryPolicy%.?", "-retry: ")
+        :gsub("^service_config: JSON: ", "-retry: JSON: ")
+    end
+    fail(msg)
   end
   local started = pc.now()
   local count = 0
@@ -680,9 +815,187 @@ function COMMANDS.call.run(flags, args)
     end
   end)
   if flags.v then
+    local md = seen_metadata(seen, not okc and cerr or nil)
+    print_pairs("Response headers received:", md.headers)
+    stderr:write("\n")
+    print_pairs("Response trailers received:", md.trailers)
     stderr:write(format("%d response message%s in %.3f s\n", count, count == 1 and "" or "s", pc.now() - started))
   end
   if not okc then return print_error(cerr) end
+  return 0
+end
+
+-- -- server reflection --------------------------------------------------------
+
+local REFLECTION = { "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection" }
+
+-- A client of TARGET's server reflection service (grpc.reflection.v1, or
+-- v1alpha when the server answers v1 UNIMPLEMENTED), one stream for all
+-- its questions, loading the files it answers into a fresh pool:
+-- r.services() -> sorted names, r.symbol(name) loads the file defining
+-- `name` with its imports, r.close(). Failures raise pc.Error (an
+-- ErrorResponse as its code and message).
+local function reflection_client(flags, transport)
+  local rpool = pc.pool()
+  for _, v in ipairs { "v1", "v1alpha" } do
+    assert(pc._load_builtin(rpool, "grpc/reflection/" .. v .. "/reflection.proto"))
+  end
+  local FDP = pc.type("google.protobuf.FileDescriptorProto")
+  local r = { pool = pc.pool() }
+  local files = {} -- name -> {bytes =, fd =} as received
+  local version, call, answered = 1, nil, false
+  local opts = { transport = transport, pool = rpool, metadata = metadata_of(flags) }
+  if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end
+
+  local function exchange(req)
+    if not call then call = pc.client(REFLECTION[version], opts):ServerReflectionInfo() end
+    call:send(req)
+    local resp = call:recv()
+    if resp == nil then
+      error(pc.Error { code = "INTERNAL", message = "the reflection stream ended without an answer" }, 0)
+    end
+    return resp
+  end
+
+  local function ask(req)
+    local ok, resp = pcall(exchange, req)
+    if not ok and not answered and version == 1 and getmetatable(resp) == pc.Error
+        and resp.code == "UNIMPLEMENTED" then
+      call:close()
+      version, call = 2, nil
+      ok, resp = pcall(exchange, req)
+      if not ok and getmetatable(resp) == pc.Error and resp.code == "UNIMPLEMENTED" then
+        resp.message = "the server has no reflection service (" .. tostring(resp.message)
+          .. "): give -proto FILE or -protoset FILE"
+      end
+    end
+    if not ok then error(resp, 0) end
+    answered = true
+    local kind = pc.which_oneof(resp, "message_response")
+    if kind == "error_response" then
+      local e = resp.error_response
+      error(pc.Error { code = pc.codes[e.error_code] or "UNKNOWN", message = e.error_message, reflection = true }, 0)
+    end
+    return resp, kind
+  end
+
+  -- The files of an answer, kept by name; the name of the first.
+  local function keep(resp, kind, what)
+    if kind ~= "file_descriptor_response" then
+      error(pc.Error { code = "INTERNAL", message = "reflection answered " .. tostring(kind) .. " for " .. what }, 0)
+    end
+    local first
+    for _, bytes in ipairs(resp.file_descriptor_response.file_descriptor_proto) do
+      local fd, err = pc.decode(FDP, bytes)
+      if not fd then error(pc.Error { code = "INTERNAL", message = "reflection: a file descriptor failed to decode: " .. err }, 0) end
+      first = first or fd.name
+      if not files[fd.name] then files[fd.name] = { bytes = bytes, fd = fd } end
+    end
+    if not first then error(pc.Error { code = "INTERNAL", message = "reflection sent no file for " .. what }, 0) end
+    return first
+  end
+
+  -- Adds file `name` to the pool after its imports; an import the server
+  -- did not send is asked for by name (a well-known type the server lacks
+  -- comes built in).
+  local adding = {}
+  local function add(name)
+    if r.pool:file(name) or adding[name] then return end
+    adding[name] = true
+    local f = files[name]
+    if not f and pc.builtin_source(name) then return end
+    if not f then
+      local resp, kind = ask { file_by_filename = name }
+      keep(resp, kind, name)
+      f = files[name]
+      if not f then error(pc.Error { code = "INTERNAL", message = "reflection sent another file for " .. name }, 0) end
+    end
+    for _, dep in ipairs(f.fd.dependency) do add(dep) end
+    local ok, err = r.pool:load_descriptor_set("\x0a" .. varint(#f.bytes) .. f.bytes)
+    if not ok then error(pc.Error { code = "INTERNAL", message = "reflection: " .. name .. ": " .. tostring(err) }, 0) end
+  end
+
+  function r.services()
+    local resp, kind = ask { list_services = "" }
+    if kind ~= "list_services_response" then
+      error(pc.Error { code = "INTERNAL", message = "reflection answered " .. tostring(kind) .. " for list_services" }, 0)
+    end
+    local names = {}
+    for i, s in ipairs(resp.list_services_response.service) do names[i] = s.name end
+    sort(names)
+    return names
+  end
+
+  function r.symbol(name)
+    local resp, kind = ask { file_containing_symbol = name }
+    add(keep(resp, kind, name))
+  end
+
+  function r.close()
+    if call then call:close() end
+  end
+  return r
+end
+
+-- Runs fn(r) with a reflection client of TARGET; returns fn's result, or
+-- on failure nil and the exit status (a symbol the server lacks: one line,
+-- `missing` .. the symbol, status 1; other failures as a call's).
+local function with_reflection(flags, transport, fn, missing)
+  local r = reflection_client(flags, transport)
+  local ok, res = pcall(fn, r)
+  r.close()
+  if ok then return res end
+  if getmetatable(res) == pc.Error and res.reflection and res.code == "NOT_FOUND" and missing then
+    stderr:write(missing, "\n")
+    return nil, 1
+  end
+  if getmetatable(res) == Failure or getmetatable(res) == Usage then error(res, 0) end
+  return nil, print_error(res)
+end
+
+function reflection_pool(flags, transport, service)
+  return with_reflection(flags, transport, function(r)
+    r.symbol(service)
+    return r.pool
+  end, "protocall call: Service not found: " .. service)
+end
+
+function list_by_reflection(flags, args)
+  if #args > 2 then usage_error("list", "TARGET [SERVICE] expected") end
+  local transport = connect(flags, args[1], "list")
+  local service = args[2]
+  local lines, status = with_reflection(flags, transport, function(r)
+    if service == nil then return r.services() end
+    r.symbol(service)
+    local info = r.pool:service(service)
+    if not info then fail("Service not found: " .. service) end
+    local out = {}
+    for i, m in ipairs(info.methods) do out[i] = service .. "." .. m.name end
+    return out
+  end, service and "protocall list: Service not found: " .. service)
+  if not lines then return status end
+  for _, l in ipairs(lines) do stdout:write(l, "\n") end
+  return 0
+end
+
+function describe_by_reflection(flags, args)
+  if #args > 2 then usage_error("describe", "TARGET [SYMBOL] expected") end
+  local transport = connect(flags, args[1], "describe")
+  local want = args[2] and args[2]:gsub("^%.", "")
+  local text, status = with_reflection(flags, transport, function(r)
+    local names = want and { want } or r.services()
+    for _, n in ipairs(names) do r.symbol(n) end
+    local syms = symbols(descriptors(r.pool, r.pool:files()))
+    local out = {}
+    for _, n in ipairs(names) do
+      local s = syms[n]
+      if not s then fail("Symbol not found: " .. n) end
+      out[#out + 1] = describe_one(n, s)
+    end
+    return concat(out)
+  end, want and "protocall describe: Symbol not found: " .. want)
+  if not text then return status end
+  stdout:write(text)
   return 0
 end
 

@@ -146,6 +146,12 @@ function M.install(pc, core)
     return file_info(pool, tostring(name))
   end
 
+  --- names = pool:files(): the names of the loaded files, in the order
+  -- they were added (a file's imports before it).
+  function Pool.files(pool)
+    return core.file_names(pool)
+  end
+
   local file_descriptor_bytes = core.file_descriptor_bytes
   local DESCRIPTOR_PROTO = "google/protobuf/descriptor.proto"
   local FDP = "google.protobuf.FileDescriptorProto"
@@ -205,6 +211,19 @@ function M.install(pc, core)
   function pc.service(full_name) return Pool.service(pc._default_pool, full_name) end
   function pc.file(name) return Pool.file(pc._default_pool, name) end
   function pc.file_descriptor(name) return Pool.file_descriptor(pc._default_pool, name) end
+
+  --- text | nil = pc.builtin_source(name): the `.proto` text protocall has
+  -- built in under import name `name` (the well-known types
+  -- "google/protobuf/*.proto", "grpc/health/v1/health.proto",
+  -- "grpc/reflection/v1/reflection.proto",
+  -- "grpc/reflection/v1alpha/reflection.proto"), for protoc or a reader; nil
+  -- for any other name.
+  function pc.builtin_source(name)
+    if type(name) ~= "string" then
+      error("bad argument #1 to 'builtin_source' (string expected, got " .. type(name) .. ")", 2)
+    end
+    return core.builtin_source(name)
+  end
 end
 
 return M

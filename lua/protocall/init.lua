@@ -26,9 +26,12 @@ for _, name in ipairs {
   "protocall.wire",
   "protocall.text",
   "protocall.json",
+  "protocall.status",
   "protocall.net",
   "protocall.compiler",
   "protocall.service",
+  "protocall.health",
+  "protocall.reflection",
   "protocall.listen",
   "protocall.host",
 } do

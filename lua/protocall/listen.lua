@@ -34,16 +34,20 @@ function M.install(pc, core)
   Listener.__index = Listener
 
   -- A handler's failure as (code number, message, details bytes or nil):
-  -- a pc.Error as is (details: bytes, or a message encoded), anything else
-  -- UNKNOWN with the text of the error less its source position.
+  -- a pc.Error as is, its `details` (a list of messages) sent as
+  -- pc.status_details_bin makes them, or given as bytes (a serialized
+  -- google.rpc.Status) sent as they are; details that cannot be sent make
+  -- it INTERNAL. Anything else is UNKNOWN with the text of the error less
+  -- its source position.
   local function failure_of(info, err)
     if getmetatable(err) == Error then
       local d = err.details
-      if is_message(d) then
-        local ok, bytes = pcall(encode, d)
-        d = ok and bytes or nil
-      elseif type(d) ~= "string" then
-        d = nil
+      if type(d) ~= "string" and d ~= nil then
+        local ok, bin = pcall(pc.status_details_bin, err)
+        if not ok then
+          return codes.INTERNAL, info.full_name .. ": " .. tostring(bin):gsub("^[^:\n]*:%d+: ", "", 1)
+        end
+        d = bin
       end
       return codes[err.code], err.message or "", d
     end
@@ -99,6 +103,7 @@ function M.install(pc, core)
       end
       return req
     end
+    ctx.sleep = pc.sleep -- as in process: lets the other tasks run
     --- ctx:cancelled() -> whether the client cancelled, the deadline
     -- passed or the server shut the call down.
     function ctx.cancelled() return over(call, ctx) end
@@ -140,8 +145,16 @@ function M.install(pc, core)
       elseif bad then
         call:finish(codes.INTERNAL, info.full_name .. ": " .. bad)
       else
-        local ok, result = pcall(entry.handler, req, ctx)
-        if ok and not info.server_streaming then
+        local ok, result
+        if info.client_streaming then
+          ok, result = pcall(entry.handler, ctx)
+        else
+          ok, result = pcall(entry.handler, req, ctx)
+        end
+        if ok and info.client_streaming and info.server_streaming and result ~= nil then
+          ok, result = false, status("INTERNAL", info.full_name
+            .. ": a bidirectional handler answers with ctx.send and returns nothing")
+        elseif ok and not info.server_streaming then
           ok, result = pcall(function()
             if result == nil then
               error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
@@ -247,10 +260,10 @@ function M.install(pc, core)
   -- `max_control_frames` (streams reset by the client, SETTINGS and PING
   -- frames: a burst of 200 and 500, then 20 a second; past that GOAWAY
   -- ENHANCE_YOUR_CALM), `stream_window` / `connection_window` (receive
-  -- windows, 1 MiB / 16 MiB). Handlers get (request, ctx) as with
-  -- pc.inproc, ctx adding `recv` (client streaming and bidi, whose request
-  -- is nil), `cancelled`, `set_header` and `set_trailer`; `timeout` and
-  -- `deadline` come from grpc-timeout. Raises on a bad argument or an
+  -- windows, 1 MiB / 16 MiB). Handlers are called as by pc.inproc:
+  -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
+  -- with ctx:recv(); ctx adds `cancelled`, `set_header` and `set_trailer`;
+  -- `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
   -- address that cannot be bound. Serve with `listener:serve()`.
   function pc.listen(server, address, opts)
     if getmetatable(server) ~= Server then

@@ -16,7 +16,7 @@ local M = {}
 
 -- Failures raise pc.Error (lua/protocall/call.lua, installed first) with
 -- the transport's fields: code, message, details (grpc-status-details-bin
--- bytes), metadata (trailers as {key, value} pairs), headers (response
+-- decoded: lua/protocall/status.lua), metadata (trailers as {key, value} pairs), headers (response
 -- headers, same shape), retry_delay (grpc-retry-pushback-ms in seconds; -1
 -- with no_retry = true for a negative or malformed value), local (true for
 -- a failure protocall found that would recur), method (the call's path).
@@ -42,8 +42,36 @@ local TRANSPORT_OPTIONS = {
   ca_file = "string", cert_file = "string", key_file = "string", server_name = "string",
   max_receive_size = "number", max_header_list_size = "number", stream_window = "number",
   connection_window = "number", compression = "string", metadata = "table",
-  user_agent = "string",
+  user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
+  reconnect = "table", insecure = "boolean", connect_timeout = "number",
 }
+
+-- pc.grpc's `reconnect` table: its keys and gRPC's numbers
+-- (doc/connection-backoff.md) for those left out.
+local RECONNECT = { initial = 1, multiplier = 1.6, jitter = 0.2, maximum = 120, min_connect_timeout = 20 }
+
+-- The reconnection backoff of `opts.reconnect`, every field filled in;
+-- raises on an unknown key or a value out of range.
+local function reconnect_option(r)
+  if r == nil then return nil end
+  local b = {}
+  for k, v in pairs(r) do
+    if RECONNECT[k] == nil then error("pc.grpc: reconnect: unknown field '" .. tostring(k) .. "'", 3) end
+    if type(v) ~= "number" or v ~= v or v < 0 or v > 1e9 then
+      error("pc.grpc: reconnect." .. k .. ": a number of seconds >= 0 expected, got " .. tostring(v), 3)
+    end
+    b[k] = v
+  end
+  for k, v in pairs(RECONNECT) do
+    if b[k] == nil then b[k] = v end
+  end
+  if b.multiplier < 1 then error("pc.grpc: reconnect.multiplier: at least 1 expected, got " .. b.multiplier, 3) end
+  if b.jitter > 1 then error("pc.grpc: reconnect.jitter: at most 1 expected, got " .. b.jitter, 3) end
+  if b.maximum < b.initial then
+    error("pc.grpc: reconnect.maximum: at least reconnect.initial (" .. b.initial .. ") expected, got " .. b.maximum, 3)
+  end
+  return b
+end
 
 local function check_compression(c, level)
   if c ~= nil and c ~= "gzip" and c ~= "identity" then
@@ -388,7 +416,7 @@ local function step(co, ...)
 end
 
 function M.install(pc, core)
-  new_error = pc.Error
+  new_error = pc._status_error
   metadata_problem = pc._metadata_problem
   core_pump = core.grpc_pump
   monotonic = core.monotonic
@@ -484,7 +512,24 @@ function M.install(pc, core)
   -- bytes, default 1 MiB / 16 MiB: what an unread stream / the connection
   -- may hold), `compression` ("gzip" for every call), `metadata` (list of
   -- {key, value} sent with every call; keys ending in "-bin" carry bytes;
-  -- a call's own entry of the same key replaces it), `user_agent`. Raises
+  -- a call's own entry of the same key replaces it), `user_agent`,
+  -- `keepalive_time` / `keepalive_timeout` (seconds: a connection with
+  -- calls that received nothing for keepalive_time sends an HTTP/2 PING;
+  -- no ACK within keepalive_timeout, default 20, closes it and its calls
+  -- fail UNAVAILABLE; default no pings), `reconnect` = {initial = 1,
+  -- multiplier = 1.6, jitter = 0.2, maximum = 120, min_connect_timeout =
+  -- 20} (seconds; gRPC's connection backoff: after a failed connection
+  -- attempt the next waits initial s, growing by multiplier per failure up
+  -- to maximum, +-jitter of it; an attempt not connected within
+  -- max(min_connect_timeout, the backoff) has failed; a call needing a
+  -- connection waits for the next attempt, or fails UNAVAILABLE at once
+  -- when that is past its deadline),
+  -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
+  -- name check, so anyone on the path can read and change the calls; for
+  -- a test server with a self-signed certificate only), `connect_timeout`
+  -- (seconds a new connection may take to connect and finish TLS; past
+  -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
+  -- timed out after S s"; default none but the calls' deadlines). Raises
   -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
   -- read. All calls share one connection (a second one opens when the
   -- server takes no more streams on it or sends GOAWAY).
@@ -517,6 +562,17 @@ function M.install(pc, core)
         f:close()
       end
     end
+    for _, key in pairs { "keepalive_time", "keepalive_timeout" } do
+      local v = opts[key]
+      if v ~= nil and not (v > 0 and v <= 1e9) then
+        error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. tostring(v), 2)
+      end
+    end
+    local backoff = reconnect_option(opts.reconnect)
+    local ct = opts.connect_timeout
+    if ct ~= nil and not (ct > 0 and ct < math.huge) then
+      error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. tostring(ct), 2)
+    end
     for _, key in pairs { "user_agent", "server_name" } do
       if opts[key] ~= nil and opts[key]:find("%c") then
         error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)
@@ -525,11 +581,14 @@ function M.install(pc, core)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,
       ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
-      server_name = opts.server_name, user_agent = opts.user_agent,
+      server_name = opts.server_name, user_agent = opts.user_agent, insecure = opts.insecure,
+      connect_timeout = opts.connect_timeout,
       max_receive = size_option(opts, "max_receive_size", 1),
       max_header_list = size_option(opts, "max_header_list_size", 1),
       stream_window = size_option(opts, "stream_window", 65535),
       connection_window = size_option(opts, "connection_window", 65535),
+      keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
+      backoff = backoff,
     }
     return setmetatable({
       channel = channel, target = target, compression = opts.compression,

@@ -118,7 +118,11 @@ function M.install(pc, core)
   -- or nil, deadline = monotonic seconds or nil, send = function(response)
   -- (server streaming)}. A unary handler returns the response (a message of
   -- the output type or a table of it). A server-streaming handler calls
-  -- ctx.send for each response, or returns a list of them. Raising a
+  -- ctx.send for each response, or returns a list of them. Client-streaming
+  -- and bidirectional handlers are function(ctx): ctx:recv() returns the
+  -- next request (nil once the client closed its side); a client-streaming
+  -- handler returns its one response, a bidirectional one answers with
+  -- ctx.send. Raising a
   -- pc.Error fails the call with that status; raising anything else fails it
   -- with UNKNOWN, the message kept. Raises on an unknown service or method,
   -- or a handler that is not a function. An optional second table takes
@@ -129,7 +133,11 @@ function M.install(pc, core)
   -- (a unary handler's response, a streaming one's returned list or nil);
   -- returning without next short-circuits with that response, raising fails
   -- the call; after next, call.status ("OK" or the code), call.elapsed and
-  -- on failure call.error are set (README "Interceptors").
+  -- on failure call.error are set (README "Interceptors"); a client-streaming
+  -- or bidirectional call has no `request`. `health = true | pc.health()`
+  -- and `reflection = true` add the built-in grpc.health.v1.Health and
+  -- grpc.reflection.v1 / v1alpha ServerReflection services (README "Health
+  -- and reflection").
   function pc.server(services, opts)
     if type(services) ~= "table" then
       error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)
@@ -138,13 +146,14 @@ function M.install(pc, core)
       error("bad argument #2 to 'server' (table expected, got " .. type(opts) .. ")", 2)
     end
     for k in pairs(opts or {}) do
-      if k ~= "pool" and k ~= "interceptors" then error("pc.server: unknown option '" .. tostring(k) .. "'", 2) end
+      if k ~= "pool" and k ~= "interceptors" and k ~= "health" and k ~= "reflection" then error("pc.server: unknown option '" .. tostring(k) .. "'", 2) end
     end
     local chain, per_attempt = split_interceptors(opts and opts.interceptors, "pc.server")
     if per_attempt then
       error("pc.server: interceptors: {per_attempt = ...} is for clients (a server sees each attempt as a call)", 2)
     end
     local pool = opts and opts.pool or pc._default_pool
+    if opts and (opts.health or opts.reflection) then services = pc._builtin_services(services, opts, pool) end
     local methods = {}
     for sname, handlers in pairs(services) do
       local info = type(sname) == "string" and pool:service(sname)
@@ -159,7 +168,13 @@ function M.install(pc, core)
           error(format("pc.server: %s.%s: function expected, got %s", sname, mname, type(fn)), 2)
         end
         local handler = fn
-        if chain then
+        if chain and m.client_streaming then
+          local full = m.full_name
+          handler = function(ctx)
+            local c = { method = full, metadata = ctx.metadata, ctx = ctx }
+            return run_chain(chain, 1, c, function(cc) return fn(cc.ctx) end, now(), now)
+          end
+        elseif chain then
           local full = m.full_name
           handler = function(req, ctx)
             local c = { method = full, request = req, metadata = ctx.metadata, ctx = ctx }
@@ -175,18 +190,8 @@ function M.install(pc, core)
   local Inproc = { __name = "protocall.Inproc" }
   Inproc.__index = Inproc
 
-  -- The handler entry, method info, decoded request and context of a call
-  -- of `path`; raises pc.Error. Only a streaming call's context gets `send`
-  -- (set by the caller).
-  local function prepare(server, path, request, settings)
-    local entry = server.methods[path]
-    if not entry then return error(status("UNIMPLEMENTED", "unknown method " .. tostring(path)), 0) end
-    local info = entry.info
-    if info.client_streaming then
-      error(status("UNIMPLEMENTED", info.full_name .. ": client streaming is not supported yet"), 0)
-    end
-    local req, err = decode(info.input, request)
-    if not req then error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 0) end
+  -- A handler's context for a call of `info` with `settings`.
+  local function context_of(info, settings)
     local timeout, metadata = nil, {}
     if settings then
       timeout = settings.timeout
@@ -198,17 +203,33 @@ function M.install(pc, core)
         end
       end
     end
-    local ctx = {
+    return {
       method = info.full_name, metadata = metadata, timeout = timeout,
       deadline = timeout and now() + timeout or nil,
     }
-    return entry, info, req, ctx
   end
 
-  -- What a handler raised, as the call's status: a pc.Error as is,
-  -- anything else UNKNOWN with the message kept.
+  -- The handler entry, method info, decoded request and context of a
+  -- unary or server-streaming call of `path`; raises pc.Error. Only a
+  -- streaming call's context gets `send` (set by the caller).
+  local function prepare(server, path, request, settings)
+    local entry = server.methods[path]
+    if not entry then return error(status("UNIMPLEMENTED", "unknown method " .. tostring(path)), 0) end
+    local info = entry.info
+    if info.client_streaming then
+      error(status("UNIMPLEMENTED", info.full_name .. ": a client-streaming method (transport:stream calls it)"), 0)
+    end
+    local req, err = decode(info.input, request)
+    if not req then error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 0) end
+    return entry, info, req, context_of(info, settings)
+  end
+
+  -- What a handler raised, as the call's status: a pc.Error as the client
+  -- would receive it (its `details` through grpc-status-details-bin,
+  -- pc.status_details_bin, and decoded back), anything else UNKNOWN with
+  -- the message kept.
   local function handler_failure(info, result)
-    if getmetatable(result) == Error then return result end
+    if getmetatable(result) == Error then return pc._status_roundtrip(result) end
     return status("UNKNOWN", info.full_name .. ": " .. tostring(result), { value = result })
   end
 
@@ -260,9 +281,14 @@ function M.install(pc, core)
   end
 
   local SEND = setmetatable({}, { __name = "protocall.inproc.send" }) -- ctx.send's yield tag
+  local SLEEP = setmetatable({}, { __name = "protocall.inproc.sleep" }) -- ctx.sleep's yield tag
   local co_create, co_resume, co_yield, co_status, co_close =
     coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, coroutine.close
   local pack, unpack = table.pack, table.unpack
+
+  -- ctx.sleep(seconds) of a handler run in a coroutine: the caller's side
+  -- sleeps (pc.sleep: a task's sleep lets the other tasks run) and resumes it.
+  local function ctx_sleep(seconds) co_yield(SLEEP, seconds) end
 
   local Closer = { __name = "protocall.InprocStream" }
   Closer.__index = Closer
@@ -270,8 +296,9 @@ function M.install(pc, core)
 
   --- for bytes in inproc:server_stream(path, request_bytes, settings) do ... end
   -- The handler runs in a coroutine: each ctx.send hands its response to
-  -- the iterator as it is sent; other yields of the handler (a sleep
-  -- yielding to an outer scheduler) pass through to the running coroutine
+  -- the iterator as it is sent; ctx.sleep(seconds) sleeps in the iterator's
+  -- caller (pc.sleep, so a pc.spawn task lets the others run meanwhile);
+  -- other yields of the handler (a sleep yielding to an outer scheduler) pass through to the running coroutine
   -- and resume the handler with its results. A handler's error is raised
   -- after the responses sent before it; DEADLINE_EXCEEDED is raised once
   -- the deadline has passed (checked before each response and at the end).
@@ -283,6 +310,7 @@ function M.install(pc, core)
     function ctx.send(response)
       co_yield(SEND, response_of(info, response))
     end
+    ctx.sleep = ctx_sleep
     local co = co_create(entry.handler)
     local args = pack(req, ctx)
     local returned, i, finished = nil, 0, false
@@ -325,12 +353,206 @@ function M.install(pc, core)
           if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
           return response_bytes(info, r[3])
         end
-        -- a yield of the handler's own: pass it through, resume with the answer
-        args = pack(co_yield(unpack(r, 2, r.n)))
+        if r[2] == SLEEP then
+          pc.sleep(r[3])
+          args = pack()
+        else
+          -- a yield of the handler's own: pass it through, resume with the answer
+          args = pack(co_yield(unpack(r, 2, r.n)))
+        end
       end
     end
     return iterate, nil, nil, setmetatable({ close = close }, Closer)
   end
+
+  local RECV = setmetatable({}, { __name = "protocall.inproc.recv" }) -- ctx:recv's yield tag
+
+  local InprocCall = { __name = "protocall.InprocCall" }
+  InprocCall.__index = InprocCall
+
+  --- call = inproc:stream(path, settings): a client-streaming or
+  -- bidirectional call, with pc.grpc's call object (send, close_send, recv,
+  -- close_and_recv, headers, trailers, cancel, close; bytes in and out).
+  -- The handler function(ctx) runs in a coroutine resumed when the caller
+  -- waits for a response: ctx:recv() hands it the requests sent so far, in
+  -- order, then nil once the caller has closed its side. A caller waiting
+  -- for a response while the handler waits for a request that was not
+  -- sent: outside any coroutine nothing could send it, and the call fails
+  -- FAILED_PRECONDITION; inside one (a pc.spawn task) the caller sleeps a
+  -- millisecond at a time (pc.sleep) so that another task may send.
+  -- ctx.sleep and other yields of the handler work as in server_stream. Failures
+  -- (UNIMPLEMENTED for an unknown or non-client-streaming method, a request
+  -- that fails to decode, the handler's error, DEADLINE_EXCEEDED) are
+  -- raised by the next send or recv, as over a network.
+  function Inproc:stream(path, settings)
+    local entry = self.server.methods[path]
+    local c = setmetatable({ queue = {}, head = 1, tail = 0, out = {}, out_head = 1, out_tail = 0 }, InprocCall)
+    if not entry then
+      c.failure = status("UNIMPLEMENTED", "unknown method " .. tostring(path))
+      return c
+    end
+    local info = entry.info
+    c.info = info
+    if not info.client_streaming then
+      c.failure = status("UNIMPLEMENTED", info.full_name .. ": not a client-streaming or bidirectional method")
+      return c
+    end
+    local ctx = context_of(info, settings)
+    c.ctx = ctx
+    function ctx.recv()
+      while c.head > c.tail do
+        if c.closed then return nil end
+        co_yield(RECV)
+      end
+      local m = c.queue[c.head]
+      c.queue[c.head] = nil
+      c.head = c.head + 1
+      return m
+    end
+    if info.server_streaming then
+      function ctx.send(response)
+        co_yield(SEND, response_of(info, response))
+      end
+    end
+    ctx.sleep = ctx_sleep
+    c.co = co_create(entry.handler)
+    c.args = pack(ctx)
+    return c
+  end
+
+  -- Ends the call with `err` (nil: OK), stopping the handler.
+  local function finish(c, err)
+    c.done = true
+    if err and not c.failure then c.failure = err end
+    if c.co and co_status(c.co) == "suspended" then co_close(c.co) end
+  end
+
+  local function raise_failure(c)
+    if c.failure then error(c.failure, 0) end
+  end
+
+  local function push_out(c, bytes)
+    c.out_tail = c.out_tail + 1
+    c.out[c.out_tail] = bytes
+  end
+
+  -- Runs the handler until it answers, ends or waits for a request that
+  -- was not sent (returns false then).
+  local function step(c)
+    local info, ctx = c.info, c.ctx
+    while true do
+      local r = pack(co_resume(c.co, unpack(c.args, 1, c.args.n)))
+      c.args = pack()
+      if not r[1] then return finish(c, handler_failure(info, r[2])) end
+      if co_status(c.co) == "dead" then
+        local result = r[2]
+        if info.server_streaming then
+          if result ~= nil then
+            return finish(c, status("INTERNAL", info.full_name .. ": a bidirectional handler answers with ctx.send and returns nothing"))
+          end
+        elseif result == nil then
+          return finish(c, status("INTERNAL", info.full_name .. ": handler returned no response"))
+        else
+          local ok, bytes = pcall(function() return response_bytes(info, response_of(info, result)) end)
+          if not ok then return finish(c, bytes) end
+          push_out(c, bytes)
+        end
+        return finish(c, nil)
+      end
+      if r[2] == SEND then
+        local ok, bytes = pcall(response_bytes, info, r[3])
+        if not ok then return finish(c, bytes) end
+        push_out(c, bytes)
+        return true
+      end
+      if r[2] == RECV then
+        if c.head > c.tail and not c.closed then return false end -- none sent yet
+      elseif r[2] == SLEEP then
+        pc.sleep(r[3])
+      else
+        -- a yield of the handler's own: pass it through, resume with the answer
+        c.args = pack(co_yield(unpack(r, 2, r.n)))
+      end
+      if ctx.deadline and now() > ctx.deadline then
+        return finish(c, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded"))
+      end
+    end
+  end
+
+  --- call:send(bytes): queues one request for the handler's ctx:recv().
+  function InprocCall:send(bytes)
+    if type(bytes) ~= "string" then
+      error("bad argument #1 to 'send' (string expected, got " .. type(bytes) .. ")", 2)
+    end
+    if self.send_closed then error("send: the sending side is closed (close_send)", 2) end
+    raise_failure(self)
+    if self.done then return end
+    local req, err = decode(self.info.input, bytes)
+    if not req then
+      finish(self, status("INTERNAL", self.info.full_name .. ": request failed to decode: " .. err))
+      raise_failure(self)
+    end
+    self.tail = self.tail + 1
+    self.queue[self.tail] = req
+  end
+
+  --- call:close_send(): no more requests (the handler's ctx:recv() returns nil).
+  function InprocCall:close_send()
+    self.send_closed = true
+    self.closed = true
+  end
+
+  --- call:recv() -> the next response (bytes), nil after the last one;
+  -- raises the call's failure.
+  function InprocCall:recv()
+    while true do
+      local out = self.out[self.out_head]
+      if out ~= nil then
+        self.out[self.out_head] = nil
+        self.out_head = self.out_head + 1
+        return out
+      end
+      raise_failure(self)
+      if self.done then return nil end
+      local ctx = self.ctx
+      if ctx.deadline and now() > ctx.deadline then
+        finish(self, status("DEADLINE_EXCEEDED", self.info.full_name .. ": deadline exceeded"))
+      elseif step(self) == false then
+        local _, main = coroutine.running()
+        if main then
+          finish(self, status("FAILED_PRECONDITION", self.info.full_name
+            .. ": the handler waits for a request and the caller for a response (send, or close_send)"))
+        else
+          pc.sleep(0.001)
+        end
+      end
+    end
+  end
+
+  --- call:close_and_recv() -> the one response of a client-streaming call.
+  function InprocCall:close_and_recv()
+    self:close_send()
+    local first = self:recv()
+    if first == nil then
+      error(status("INTERNAL", (self.info and self.info.full_name or "call") .. ": call received no response message"), 0)
+    end
+    return first
+  end
+
+  --- call:headers(), call:trailers(): in process there are none ({}).
+  function InprocCall:headers() return {} end
+  function InprocCall:trailers() return {} end
+
+  --- call:cancel(): ends the call CANCELLED (later send and recv raise it).
+  function InprocCall:cancel()
+    finish(self, status("CANCELLED", (self.info and self.info.full_name or "call") .. ": cancelled"))
+  end
+
+  --- call:close(): stops the handler if it is still running.
+  function InprocCall:close()
+    if not self.done then finish(self, nil) end
+  end
+  InprocCall.__close = InprocCall.close
 
   -- What pc.listen (lua/protocall/listen.lua) shares with pc.inproc.
   pc._serving = {
@@ -689,13 +911,40 @@ function M.install(pc, core)
     return resp
   end
 
+  -- A unary attempt. The request is its bytes, or a record {bytes=} of a
+  -- call made {with_metadata = true}: the attempt then asks the transport
+  -- for the response's headers and trailers and sets record.metadata.
   local function unary_attempt(transport, m, max)
     local path = m.path
-    return function(request_bytes, timeout, metadata, compression)
-      local bytes = transport:unary(path, request_bytes,
-        { timeout = timeout, metadata = metadata, compression = compression })
+    return function(request, timeout, metadata, compression)
+      local rec
+      if type(request) == "table" then rec, request = request, request.bytes end
+      local bytes, meta = transport:unary(path, request,
+        { timeout = timeout, metadata = metadata, compression = compression, with_metadata = rec ~= nil })
+      if rec then rec.metadata = meta end
       return decoded(m, bytes, max)
     end
+  end
+
+  -- {headers=, trailers=} of a with_metadata record (empty lists from a
+  -- transport that has none: pc.inproc, a host's).
+  local function metadata_of(rec)
+    local meta = rec.metadata
+    if type(meta) ~= "table" then meta = {} end
+    return { headers = meta.headers or {}, trailers = meta.trailers or {} }
+  end
+
+  -- Per-call options without `with_metadata`, and whether it asked.
+  local function split_with_metadata(call_opts)
+    if type(call_opts) ~= "table" or call_opts.with_metadata == nil then return call_opts, false end
+    if type(call_opts.with_metadata) ~= "boolean" then
+      return nil, nil, "with_metadata: boolean expected, got " .. type(call_opts.with_metadata)
+    end
+    local rest = {}
+    for k, v in pairs(call_opts) do
+      if k ~= "with_metadata" then rest[k] = v end
+    end
+    return next(rest) ~= nil and rest or nil, call_opts.with_metadata
   end
 
   -- A server-streaming attempt lasts until the first response (or the end
@@ -911,9 +1160,18 @@ function M.install(pc, core)
         -- a record {bytes=, call=, attempts=} of the call.
         local target = attempt
         if intercepted then
+          -- With with_metadata, the attempt gets a record of its own
+          -- whose metadata is copied to the call's record.
+          local function attempt_of(rec, bytes, timeout, metadata, compression)
+            if not rec.want_metadata then return attempt(bytes, timeout, metadata, compression) end
+            local box = { bytes = bytes }
+            local res = attempt(box, timeout, metadata, compression)
+            rec.metadata = box.metadata
+            return res
+          end
           target = function(rec, timeout, metadata, compression, n)
             rec.attempts = n or 1
-            if not per_attempt_chain then return attempt(rec.bytes, timeout, metadata, compression) end
+            if not per_attempt_chain then return attempt_of(rec, rec.bytes, timeout, metadata, compression) end
             local md = {}
             for i = 1, #metadata do md[i] = { metadata[i][1], metadata[i][2] } end
             local a = { method = full, service = service_name, name = name, request = rec.call.request,
@@ -923,7 +1181,7 @@ function M.install(pc, core)
               if c.request ~= rec.call.request then
                 bytes = encode(as_message(input, c.request, full .. " request", 0))
               end
-              return attempt(bytes, c.timeout, c.metadata, c.compression)
+              return attempt_of(rec, bytes, c.timeout, c.metadata, c.compression)
             end, clock(), clock)
           end
         end
@@ -1028,7 +1286,14 @@ function M.install(pc, core)
           if type(call_opts) == "table" and call_opts.resume ~= nil then
             error(format("bad argument #2 to '%s' (resume: only server-streaming methods resume)", name), 2)
           end
-          local res = call_with(encoded(request, 2), call_opts, 2)
+          local rest, want_md, bad = split_with_metadata(call_opts)
+          if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+          if want_md then
+            local rec = { bytes = encoded(request, 2) }
+            local res = call_with(rec, rest, 2)
+            return res, metadata_of(rec)
+          end
+          local res = call_with(encoded(request, 2), rest, 2)
           return res
         end
 
@@ -1039,6 +1304,9 @@ function M.install(pc, core)
             if call_opts ~= nil and type(call_opts) == "table" then
               local bad = options_problem(call_opts)
               if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+              if call_opts.with_metadata ~= nil then
+                error(format("bad argument #2 to '%s' (with_metadata: only unary methods take it)", name), 2)
+              end
             end
             if not resume then
               local res = call_with(encoded(request, 2), rest, 2)
@@ -1084,8 +1352,15 @@ function M.install(pc, core)
                 error(format("%s: resume: only server-streaming methods resume", full), 0)
               end
               local rest, resume = split_resume(o)
+              local want_md, bad_md
+              rest, want_md, bad_md = split_with_metadata(rest)
+              if bad_md then error(format("%s: %s", full, bad_md), 0) end
+              if want_md and m.server_streaming then
+                error(format("%s: with_metadata: only unary methods take it", full), 0)
+              end
               if rest ~= nil and next(rest) == nil then rest = nil end
-              local rec = { call = cc, attempts = 0 }
+              local rec = { call = cc, attempts = 0, want_metadata = want_md }
+              cc.response_metadata = want_md and rec or nil
               local ok, res
               if resume then
                 rec.bytes = encoded(cc.request, 1)
@@ -1098,7 +1373,9 @@ function M.install(pc, core)
               if not ok then error(res, 0) end
               return res
             end
-            return run_chain(per_call_chain or {}, 1, c, terminal, t0, clock)
+            local res = run_chain(per_call_chain or {}, 1, c, terminal, t0, clock)
+            if c.response_metadata then return res, metadata_of(c.response_metadata) end
+            return res
           end
         end
 

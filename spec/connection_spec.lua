@@ -1,0 +1,158 @@
+-- Connections of pc.grpc (README "Services"): reconnection backoff (gRPC's
+-- connection-backoff document) and keepalive PINGs. Times are small and the
+-- bounds generous: lower bounds are exact (nothing may happen early), upper
+-- ones leave slack for a loaded machine.
+package.path = "spec/?.lua;" .. package.path
+local pc = require "protocall"
+local helper = require "grpc_helper"
+
+local now = pc.now
+
+local function failure(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "expected a failure")
+  assert.are.equal(pc.Error, getmetatable(err), tostring(err))
+  return err
+end
+
+-- A loopback port nothing listens on.
+local function refusing_port()
+  local dead = helper.spawn("silent")
+  local port = dead.port
+  helper.stop(dead)
+  return port
+end
+
+describe("reconnection backoff", function()
+  it("spaces connection attempts by the backoff, growing to its maximum", function()
+    local port = refusing_port()
+    local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 0.1, multiplier = 2, jitter = 0,
+      maximum = 0.4 } })
+    local ends = {}
+    for i = 1, 6 do
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.are.equal("connect to 127.0.0.1:" .. port .. ": Connection refused", err.message)
+      ends[i] = now()
+    end
+    t:close()
+    local want = { 0.1, 0.2, 0.4, 0.4, 0.4 }
+    for i = 1, 5 do
+      local gap = ends[i + 1] - ends[i]
+      assert.is_true(gap >= want[i] - 0.005, ("attempt %d came %.3f s after the last, before its %.1f s"):format(i + 1, gap, want[i]))
+      assert.is_true(gap < want[i] + 1, ("attempt %d came %.3f s after the last"):format(i + 1, gap))
+    end
+  end)
+
+  it("fails a call at once when the next attempt comes after its deadline", function()
+    local port = refusing_port()
+    local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 5, jitter = 0 } })
+    failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
+    local t0 = now()
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
+    assert.is_true(now() - t0 < 1.5, "waited " .. (now() - t0) .. " s")
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.matches("^connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: the next attempt, in [%d.]+ s, comes after the call's deadline%)$",
+      err.message)
+    t:close()
+  end)
+
+  it("uses gRPC's numbers by default: the first backoff is 1 s +-20%", function()
+    local port = refusing_port()
+    local t = pc.grpc("127.0.0.1:" .. port)
+    failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 0.7 })
+    local wait = tonumber(err.message:match("in ([%d.]+) s"))
+    assert.is_not_nil(wait, err.message)
+    assert.is_true(wait > 0.7 and wait <= 1.2, "backoff " .. wait)
+    t:close()
+  end)
+
+  it("lets a call wait for the next attempt, and reach a server that came up meanwhile", function()
+    local s = helper.spawn("grpc")
+    local port = s.port
+    helper.stop(s)
+    local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 1.5, jitter = 0 } })
+    failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
+    local t0 = now()
+    s = helper.spawn("grpc", port)
+    assert.are.equal("back", t:unary("/test.Test/Echo", "back", { timeout = 10 }))
+    assert.is_true(now() - t0 >= 1.5 - 0.005, "did not wait for the backoff: " .. (now() - t0) .. " s")
+    helper.stop(s)
+    t:close()
+  end)
+
+  it("fails an attempt not connected within min_connect_timeout", function()
+    local silent = helper.spawn("silent") -- accepts, never answers: the TLS handshake never ends
+    local t = pc.grpc("https://127.0.0.1:" .. silent.port, { reconnect = { initial = 0.1,
+      min_connect_timeout = 0.3 } })
+    local t0 = now()
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 20 })
+    local took = now() - t0
+    helper.stop(silent)
+    t:close()
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal("connect to 127.0.0.1:" .. silent.port .. ": not connected within 0.3 s", err.message)
+    assert.is_true(took >= 0.3 and took < 10, "took " .. took .. " s")
+  end)
+
+  it("refuses bad reconnect options", function()
+    local function bad(r, msg)
+      local ok, err = pcall(pc.grpc, "127.0.0.1:1", { reconnect = r })
+      assert.is_false(ok)
+      assert.are.equal(msg, (tostring(err):gsub("^[^:]+:%d+: ", "")))
+    end
+    bad({ initial = -1 }, "pc.grpc: reconnect.initial: a number of seconds >= 0 expected, got -1")
+    bad({ multiplier = 0.5 }, "pc.grpc: reconnect.multiplier: at least 1 expected, got 0.5")
+    bad({ jitter = 2 }, "pc.grpc: reconnect.jitter: at most 1 expected, got 2")
+    bad({ initial = 5, maximum = 2 }, "pc.grpc: reconnect.maximum: at least reconnect.initial (5) expected, got 2")
+    bad({ inital = 1 }, "pc.grpc: reconnect: unknown field 'inital'")
+  end)
+end)
+
+describe("keepalive", function()
+  it("closes a connection whose PING gets no ACK: its call fails UNAVAILABLE, long before the deadline", function()
+    local silent = helper.spawn("silent") -- takes the connection, never answers anything
+    local t = pc.grpc("127.0.0.1:" .. silent.port, { keepalive_time = 0.2, keepalive_timeout = 0.3 })
+    local t0 = now()
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 20 })
+    local took = now() - t0
+    t:close()
+    helper.stop(silent)
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal("keepalive: no PING ACK from 127.0.0.1:" .. silent.port .. " within 0.3 s", err.message)
+    assert.is_true(took >= 0.5 and took < 10, "took " .. took .. " s")
+  end)
+
+  it("sends no PING without keepalive_time: the same call runs to its deadline", function()
+    local silent = helper.spawn("silent")
+    local t = pc.grpc("127.0.0.1:" .. silent.port)
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 1 })
+    t:close()
+    helper.stop(silent)
+    assert.are.equal("DEADLINE_EXCEEDED", err.code)
+  end)
+
+  it("keeps a quiet call to a live server going: PINGs are answered", function()
+    local s = helper.spawn_command("/usr/bin/python3 spec/interop_server.py 0", "interop_server.py")
+    assert(pc.load_file("grpc/testing/test.proto", { import_paths = { "spec/fixtures/protos" } }))
+    local t = pc.grpc("127.0.0.1:" .. s.port, { keepalive_time = 0.1, keepalive_timeout = 1 })
+    local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20 })
+    local sizes = {}
+    -- 1.2 s of silence before each response: about a dozen PINGs
+    for r in stub:StreamingOutputCall { response_parameters = {
+      { size = 3, interval_us = 1200000 }, { size = 4, interval_us = 1200000 } } } do
+      sizes[#sizes + 1] = #r.payload.body
+    end
+    assert.are.same({ 3, 4 }, sizes)
+    t:close()
+    helper.stop(s)
+  end)
+
+  it("refuses bad keepalive options", function()
+    assert.has_error(function() pc.grpc("127.0.0.1:1", { keepalive_time = 0 }) end,
+      "pc.grpc: option 'keepalive_time' must be a positive number of seconds, got 0")
+    assert.has_error(function() pc.grpc("127.0.0.1:1", { keepalive_timeout = -1 }) end,
+      "pc.grpc: option 'keepalive_timeout' must be a positive number of seconds, got -1")
+  end)
+end)

@@ -252,10 +252,12 @@ describe("pc.listen", function()
     with_server(nil, function(_, t)
       local n = 0
       local req = pc.encode(pool:type("srv.Point") { x = 100000, note = "slow" })
-      for _ in t:server_stream("/srv.Calc/Count", req) do
+      local iter, st, ctl, call = t:server_stream("/srv.Calc/Count", req)
+      for _ in iter, st, ctl do
         n = n + 1
-        if n == 3 then break end -- leaving the loop cancels the call (RST_STREAM CANCEL)
+        if n == 3 then break end
       end
+      call:close() -- cancels the call (RST_STREAM CANCEL)
       for _ = 1, 300 do
         if seen.stream_cancelled then break end
         pc.sleep(0.01)
@@ -305,7 +307,9 @@ describe("pc.listen", function()
       local call = refl:ServerReflectionInfo()
       call:send { list_services = "" }
       names = {}
-      for _, svc in ipairs(call:recv().list_services_response.service) do names[#names + 1] = svc.name end
+      for _, svc in pc.ipairs(call:recv().list_services_response.service) do
+        names[#names + 1] = svc.name
+      end
       call:close_send()
       table.sort(names)
       l:shutdown(1)

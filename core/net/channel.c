@@ -66,6 +66,8 @@ struct pc_GrpcCall {
   pc_GrpcPair *md;
   size_t md_count;
   int gzip;
+  /* sent as grpc-previous-rpc-attempts when positive */
+  unsigned previous_attempts;
   double deadline; /* monotonic seconds; < 0: none */
   char *replay;    /* request messages as [4-byte length][bytes], while replayable */
   size_t replay_len, replay_cap;
@@ -415,6 +417,7 @@ static int open_stream(pc_GrpcCall *c) {
   s.metadata = c->md;
   s.metadata_count = c->md_count;
   s.gzip = c->gzip;
+  s.previous_attempts = c->previous_attempts;
   pc_Error err;
   pc_Error_Init(&err);
   int wait = 0;
@@ -495,6 +498,7 @@ pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
   ch->calls = c;
   ch->live_calls++;
   c->gzip = s->gzip;
+  c->previous_attempts = s->previous_attempts;
   c->replayable = 1;
   c->deadline = s->timeout >= 0 ? pc_Clock_Monotonic() + s->timeout : -1;
   c->path = pc_Arena_StrDup(c->arena, path, strlen(path));
@@ -755,4 +759,11 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
   if (r < 0) return 0;
   pc_Grpc_PollDone(chs, n, fds, who, nfds);
   return 1;
+}
+
+int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch) {
+  for (const Conn *c = ch->conns; c; c = c->next) {
+    if (c->sock != NULL && pc_GrpcEngine_Alive(c->engine)) return 1;
+  }
+  return 0;
 }

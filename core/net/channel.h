@@ -131,4 +131,10 @@ size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *
 void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd *fds,
                       void *const *who, size_t nfds);
 
+/* 1 when the channel has a connection open or being opened, 0 when it has
+ * none (no call made yet, or the last connection failed or was lost): a
+ * balancer over several channels skips a backend whose calls failed while
+ * it had none. */
+int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch);
+
 #endif

@@ -27,7 +27,7 @@ function M.install(pc, core)
   local serving = pc._serving
   local Server, status, response_of, response_bytes =
     serving.Server, serving.status, serving.response_of, serving.response_bytes
-  local wait, in_task, now = pc._wait, pc._in_task, core.monotonic
+  local wait, in_task, now = pc._wait, require("protocall.net").in_task, core.monotonic
   local codes = pc.codes
 
   local Listener = { __name = "protocall.Listener" }

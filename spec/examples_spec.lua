@@ -51,6 +51,35 @@ describe("examples/quickstart.lua", function()
     assert.matches("Measure -> demo.Distance{length=9.0, legs=2}", out, 1, true)
     assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
   end)
+
+  it("runs with --target against examples/route_server.lua (pc.listen) as against the Python one", function()
+    local out_file, pid_file = os.tmpname(), os.tmpname()
+    -- exec keeps the shell's pid, so the pid file names the server.
+    assert(os.execute("sh -c 'echo $$ > " .. pid_file .. "; exec " .. BIN
+      .. " examples/route_server.lua 0' > " .. out_file .. " 2>&1 &"))
+    local url
+    for _ = 1, 200 do
+      local f = io.open(out_file)
+      local line = f and f:read("*l")
+      if f then f:close() end
+      url = line and line:match("^demo%.Router listening on (http://127%.0%.0%.1:%d+)$")
+      if url then break end
+      os.execute("sleep 0.05")
+    end
+    local f = io.open(pid_file)
+    local pid = f and f:read("*l")
+    if f then f:close() end
+    local out, code = "", -1
+    if url then out, code = run(BIN .. " examples/quickstart.lua --target " .. url) end
+    if pid and pid:match("^%d+$") then os.execute("kill " .. pid .. " 2>/dev/null") end
+    os.remove(out_file)
+    os.remove(pid_file)
+    assert.is_not_nil(url, "examples/route_server.lua did not start")
+    assert.are.equal(0, code, out)
+    assert.matches("client: retrying after UNAVAILABLE: flaky server", out, 1, true)
+    assert.matches("Measure -> demo.Distance{length=9.0, legs=2}", out, 1, true)
+    assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
+  end)
 end)
 
 describe("examples under LuaJIT", function()

@@ -33,11 +33,18 @@ void lpc_open_call(lua_State *L);     /* policies, callables (lpc_call.c) */
 void lpc_open_wire(lua_State *L);     /* encode, decode, descriptor sets (lpc_wire.c) */
 void lpc_open_parse(lua_State *L);    /* the .proto parser as tables (lpc_parse.c) */
 void lpc_open_net(lua_State *L);      /* the gRPC channel (lpc_net.c) */
+void lpc_open_listen(lua_State *L);   /* the gRPC listener (lpc_listen.c) */
 void lpc_open_compiler(lua_State *L); /* pool:load, services (lpc_compiler.c) */
 void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
 void lpc_open_json(lua_State *L);     /* proto3 JSON (lpc_json.c) */
 void lpc_open_text(lua_State *L);     /* text format (lpc_text.c) */
 void lpc_open_table(lua_State *L);    /* plain tables to wire bytes (lpc_table.c) */
+
+/* The listener of the "protocall.GrpcListener" userdata at 'idx' (NULL
+ * when closed), for core.grpc_pump; lpc_islistener tells such a userdata
+ * apart (lpc_listen.c). */
+struct pc_GrpcListener *lpc_tolistener(lua_State *L, int idx);
+int lpc_islistener(lua_State *L, int idx);
 
 /* Pushes the wire encoding of the plain table at 't' as a message of the
  * Type at 'type' and returns 1; returns 0 (nothing pushed, nothing

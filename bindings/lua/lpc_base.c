@@ -52,6 +52,7 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_wire(L);
   lpc_open_parse(L);
   lpc_open_net(L);
+  lpc_open_listen(L);
   lpc_open_compiler(L);
   lpc_open_host(L);
   lpc_open_json(L);

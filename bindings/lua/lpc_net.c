@@ -11,6 +11,7 @@
  * Every C call lives in a "protocall.GrpcCall" userdata from before it
  * starts, so nothing leaks when Lua raises. */
 #include "net/channel.h"
+#include "net/listener.h"
 #include "net/resolve.h"
 #include "lpc.h"
 #include "protocall.h"
@@ -374,24 +375,32 @@ static int lpc_grpccall_close(lua_State *L) {
 
 #define PUMP_MAX 64
 
-/* -- core.grpc_pump(channels, timeout)
- * One round of I/O over a list of channels (closed ones are skipped):
- * sends, waits at most 'timeout' seconds (capped by the nearest call
- * deadline), reads, ends calls past their deadline. At most 64 channels. */
+/* -- core.grpc_pump(waitables, timeout)
+ * One round of I/O over a list of channels and listeners (lpc_listen.c;
+ * closed ones are skipped): sends, waits at most 'timeout' seconds (capped
+ * by the nearest deadline), accepts and reads, ends calls past their
+ * deadline. At most 64 channels and 16 listeners. */
 static int lpc_grpc_pump(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_Number timeout = luaL_checknumber(L, 2);
   pc_GrpcChannel *chs[PUMP_MAX];
-  size_t n = 0;
+  pc_GrpcListener *ls[16];
+  size_t n = 0, m = 0;
   lua_Integer len = luaL_len(L, 1);
-  for (lua_Integer i = 1; i <= len && n < PUMP_MAX; i++) {
+  for (lua_Integer i = 1; i <= len; i++) {
     lua_geti(L, 1, i);
-    ChannelBox *b = luaL_checkudata(L, -1, CHANNEL_MT);
-    if (b->ch) chs[n++] = b->ch;
+    if (lpc_islistener(L, -1)) {
+      pc_GrpcListener *l = lpc_tolistener(L, -1);
+      if (l && m < 16) ls[m++] = l;
+    } else {
+      ChannelBox *b = luaL_checkudata(L, -1, CHANNEL_MT);
+      if (b->ch && n < PUMP_MAX) chs[n++] = b->ch;
+    }
     lua_pop(L, 1);
   }
-  if (!(timeout > 0)) timeout = 0;
-  if (!pc_Grpc_Pump(chs, n, timeout)) return luaL_error(L, "poll failed");
+  if (!(timeout > 0) || (len > 0 && n == 0 && m == 0)) timeout = 0; /* all closed */
+  int ok = m > 0 ? pc_Grpc_PumpAll(chs, n, ls, m, timeout) : pc_Grpc_Pump(chs, n, timeout);
+  if (!ok) return luaL_error(L, "poll failed");
   return 0;
 }
 

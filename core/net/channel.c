@@ -711,35 +711,35 @@ static double enforce_deadlines(pc_GrpcChannel *ch, double now) {
   return nearest;
 }
 
-int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
-  struct pollfd fds[MAX_CONNS_POLLED];
-  Conn *conns[MAX_CONNS_POLLED];
+size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *fds, void **who,
+                           size_t max, double *timeout) {
   size_t nfds = 0;
   double now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {
     double d = enforce_deadlines(chs[i], now);
     d = sooner(d, check_conns(chs[i], now));
     d = sooner(d, start_waiting(chs[i], now));
-    if (d >= 0 && d - now < timeout) timeout = d - now;
+    if (d >= 0 && d - now < *timeout) *timeout = d - now;
     for (Conn *c = chs[i]->conns; c; c = c->next) {
       if (c->ready) flush_out(c);
-      if (c->sock == NULL || nfds == MAX_CONNS_POLLED) continue;
+      if (c->sock == NULL || nfds == max) continue;
       const char *p;
       int want = c->ready && pc_GrpcEngine_Output(c->engine, &p) > 0;
       fds[nfds].fd = pc_NetSocket_Fd(c->sock);
       fds[nfds].events = pc_NetSocket_Events(c->sock, want);
       fds[nfds].revents = 0;
-      conns[nfds++] = c;
+      who[nfds++] = c;
     }
   }
-  if (timeout < 0) timeout = 0;
-  int ms = timeout > 3600 ? 3600000 : (int)(timeout * 1000 + 0.999);
-  int r = poll(fds, nfds, ms);
-  if (r < 0) return 0;
+  return nfds;
+}
+
+void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd *fds,
+                      void *const *who, size_t nfds) {
   for (size_t i = 0; i < nfds; i++) {
-    if (fds[i].revents) service(conns[i]);
+    if (fds[i].revents) service(who[i]);
   }
-  now = pc_Clock_Monotonic();
+  double now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {
     enforce_deadlines(chs[i], now);
     check_conns(chs[i], now);
@@ -747,6 +747,17 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
     for (pc_GrpcCall *c = chs[i]->calls; c; c = c->next) retry_refused(c);
     reap(chs[i]);
   }
+}
+
+int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
+  struct pollfd fds[MAX_CONNS_POLLED];
+  void *who[MAX_CONNS_POLLED];
+  size_t nfds = pc_Grpc_PollPrepare(chs, n, fds, who, MAX_CONNS_POLLED, &timeout);
+  if (timeout < 0) timeout = 0;
+  int ms = timeout > 3600 ? 3600000 : (int)(timeout * 1000 + 0.999);
+  int r = poll(fds, nfds, ms);
+  if (r < 0) return 0;
+  pc_Grpc_PollDone(chs, n, fds, who, nfds);
   return 1;
 }
 

@@ -21,6 +21,8 @@
 
 #include "net/engine.h"
 
+#include <poll.h>
+
 typedef struct pc_GrpcChannel pc_GrpcChannel;
 typedef struct pc_GrpcCall pc_GrpcCall;
 
@@ -117,6 +119,17 @@ void pc_GrpcCall_Free(pc_GrpcCall *call);
  * deadline passed with DEADLINE_EXCEEDED ("deadline exceeded", RST_STREAM
  * CANCEL). Returns 1, or 0 when poll(2) failed. */
 int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout);
+
+/* pc_Grpc_Pump in two halves, for a driver that polls more descriptors
+ * with the channels' (listener.h): _PollPrepare sends what is queued,
+ * ends calls past their deadline, lowers '*timeout' to the nearest
+ * deadline and fills at most 'max' entries of 'fds' (and 'who', which
+ * _PollDone needs back), returning how many; after poll(2), _PollDone
+ * services the ready ones (the same 'chs', 'fds', 'who', 'nfds'). */
+size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *fds, void **who,
+                           size_t max, double *timeout);
+void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd *fds,
+                      void *const *who, size_t nfds);
 
 /* 1 when the channel has a connection open or being opened, 0 when it has
  * none (no call made yet, or the last connection failed or was lost): a

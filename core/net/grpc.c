@@ -2,6 +2,9 @@
  * grpc-timeout, percent and base64 coding, metadata checks. */
 #include "net/grpc.h"
 
+#define ZLIB_CONST /* next_in is const */
+#include <zlib.h>
+
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -149,4 +152,119 @@ int pc_Grpc_PathCheck(const char *path, pc_Error *err) {
     }
   }
   return 1;
+}
+
+double pc_Grpc_ParseTimeout(const char *s, size_t len) {
+  if (len < 2 || len > 9) return -1;
+  double v = 0;
+  for (size_t i = 0; i + 1 < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  switch (s[len - 1]) {
+  case 'n': return v / 1e9;
+  case 'u': return v / 1e6;
+  case 'm': return v / 1e3;
+  case 'S': return v;
+  case 'M': return v * 60;
+  case 'H': return v * 3600;
+  default: return -1;
+  }
+}
+
+size_t pc_Grpc_PercentEncode(const char *s, size_t len, char *out) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t o = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c > 0x7e || c == '%') {
+      out[o++] = '%';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    } else {
+      out[o++] = (char)c;
+    }
+  }
+  out[o] = '\0';
+  return o;
+}
+
+#define BLOCK_HEAD 16
+
+void *pc_Grpc_BlockRealloc(pc_Alloc *alloc, void *ud, void *ptr, size_t n) {
+  size_t old = 0;
+  unsigned char *p = NULL;
+  if (ptr != NULL) {
+    p = (unsigned char *)ptr - BLOCK_HEAD;
+    memcpy(&old, p, sizeof old);
+  }
+  if (n == 0) {
+    if (p) alloc(ud, p, old, 0);
+    return NULL;
+  }
+  if (n > SIZE_MAX - BLOCK_HEAD) return NULL;
+  n += BLOCK_HEAD;
+  unsigned char *q = alloc(ud, p, old, n);
+  if (q == NULL) return NULL;
+  memcpy(q, &n, sizeof n);
+  return q + BLOCK_HEAD;
+}
+
+typedef struct {
+  pc_Alloc *alloc;
+  void *ud;
+} ZMem;
+
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size) {
+  ZMem *m = opaque;
+  if (size != 0 && items > SIZE_MAX / size) return NULL;
+  return pc_Grpc_BlockRealloc(m->alloc, m->ud, NULL, (size_t)items * size);
+}
+
+static void z_free(voidpf opaque, voidpf ptr) {
+  ZMem *m = opaque;
+  if (ptr) pc_Grpc_BlockRealloc(m->alloc, m->ud, ptr, 0);
+}
+
+size_t pc_Grpc_Gunzip(pc_Alloc *alloc, void *ud, const void *in, size_t len, size_t max, char **buf,
+                      size_t *cap) {
+  ZMem m = {alloc, ud};
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  z.zalloc = z_alloc;
+  z.zfree = z_free;
+  z.opaque = &m;
+  if (len > UINT32_MAX) return (size_t)-1;
+  if (inflateInit2(&z, 15 + 16) != Z_OK) return (size_t)-3;
+  z.next_in = (const Bytef *)in;
+  z.avail_in = (uInt)len;
+  size_t out = 0;
+  int r = Z_OK;
+  while (r == Z_OK) {
+    if (out > max) break;
+    if (*cap - out < 1024) {
+      size_t ncap = *cap ? *cap * 2 : len * 2 + 1024;
+      if (ncap > max + 1024) ncap = max + 1024; /* more than *cap: out <= max */
+      char *p = alloc(ud, *buf, *cap, ncap);
+      if (p == NULL) {
+        r = Z_MEM_ERROR;
+        break;
+      }
+      *buf = p;
+      *cap = ncap;
+    }
+    z.next_out = (Bytef *)*buf + out;
+    z.avail_out = (uInt)(*cap - out > UINT32_MAX ? UINT32_MAX : *cap - out);
+    uInt before = z.avail_out;
+    r = inflate(&z, Z_NO_FLUSH);
+    out += before - z.avail_out;
+    if (r == Z_BUF_ERROR && z.avail_out > 0) break;
+    if (r == Z_BUF_ERROR) r = Z_OK;
+  }
+  int trailing = z.avail_in > 0;
+  inflateEnd(&z);
+  if (out > max) return (size_t)-2;
+  if (r == Z_MEM_ERROR) return (size_t)-3;
+  if (r != Z_STREAM_END || trailing) return (size_t)-1;
+  return out;
 }

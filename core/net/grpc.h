@@ -1,11 +1,13 @@
-/* gRPC over HTTP/2: the types and pure helpers every part of core/net
- * shares (engine.h, channel.h).
+/* gRPC over HTTP/2: the types and helpers every part of core/net shares
+ * (engine.h, server.h, channel.h): metadata, timeouts, percent and base64
+ * coding, gzip of a message, blocks for nghttp2 and zlib.
  *
  * Implements grpc/grpc doc/PROTOCOL-HTTP2.md (grpc-timeout, metadata
  * names and -bin values, grpc-message percent-encoding). */
 #ifndef PC_NET_GRPC_H
 #define PC_NET_GRPC_H
 
+#include "base/arena.h"
 #include "base/error.h"
 #include "base/status.h"
 
@@ -78,5 +80,29 @@ size_t pc_Grpc_Base64Decode(const char *in, size_t len, unsigned char *out);
 /* Unpadded base64 of the 'len' bytes at 'in' into 'out' (room for
  * len*4/3+4 bytes). Returns the length written. */
 size_t pc_Grpc_Base64Encode(const unsigned char *in, size_t len, char *out);
+
+/* Parses a grpc-timeout value ('s' of 'len' bytes: 1 to 8 digits and a
+ * unit n, u, m, S, M or H) into seconds. Returns -1 when it is malformed. */
+double pc_Grpc_ParseTimeout(const char *s, size_t len);
+
+/* Percent-encodes grpc-message: bytes outside printable ASCII and '%'
+ * become %XX. 'out' has room for len*3+1 bytes; returns the length
+ * written (NUL-terminated). */
+size_t pc_Grpc_PercentEncode(const char *s, size_t len, char *out);
+
+/* malloc-style blocks through 'alloc' (the size kept in front of each, as
+ * pc_Alloc needs it to free), for nghttp2 and zlib: 'ptr' NULL allocates
+ * 'n' bytes, 'n' 0 frees 'ptr' (returning NULL), else resizes. NULL on
+ * allocation failure. */
+void *pc_Grpc_BlockRealloc(pc_Alloc *alloc, void *ud, void *ptr, size_t n);
+
+/* Gunzips the 'len' bytes at 'in' (a gRPC message whose compressed flag is
+ * set, grpc-encoding gzip) into '*buf' (of '*cap' bytes, grown through
+ * 'alloc'; the caller frees it with 'alloc' and '*cap'), at most 'max'
+ * bytes. Returns the decompressed length, or (size_t)-1 when 'in' is not
+ * one whole gzip stream, (size_t)-2 when the result exceeds 'max',
+ * (size_t)-3 out of memory. */
+size_t pc_Grpc_Gunzip(pc_Alloc *alloc, void *ud, const void *in, size_t len, size_t max, char **buf,
+                      size_t *cap);
 
 #endif

@@ -378,3 +378,105 @@ void pc_NetSocket_Close(pc_NetSocket *s) {
   if (s->list) freeaddrinfo(s->list);
   s->alloc(s->ud, s, sizeof *s, 0);
 }
+
+/* -- the serving side ------------------------------------------------------ */
+
+struct pc_NetTlsServer {
+  SSL_CTX *ctx;
+};
+
+static int select_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                     const unsigned char *in, unsigned int inlen, void *arg) {
+  (void)ssl;
+  (void)arg;
+  for (unsigned int i = 0; i < inlen;) {
+    unsigned int n = in[i];
+    if (i + 1 + n > inlen) break;
+    if (n == 2 && memcmp(in + i + 1, "h2", 2) == 0) {
+      *out = in + i + 1;
+      *outlen = 2;
+      return SSL_TLSEXT_ERR_OK;
+    }
+    i += 1 + n;
+  }
+  return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+pc_NetTlsServer *pc_NetTlsServer_New(const char *cert_file, const char *key_file,
+                                     const char *client_ca_file, pc_Error *err) {
+  pc_NetTlsServer *t = OPENSSL_zalloc(sizeof *t);
+  if (t == NULL) goto fail;
+  t->ctx = SSL_CTX_new(TLS_server_method());
+  if (t->ctx == NULL) goto fail;
+  SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
+  if (SSL_CTX_use_certificate_chain_file(t->ctx, cert_file) != 1) {
+    pc_Error_Set(err, "cert_file '%.200s': not a PEM certificate", cert_file);
+    goto bad;
+  }
+  const char *key = key_file ? key_file : cert_file;
+  if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(t->ctx) != 1) {
+    pc_Error_Set(err, "key_file '%.200s': not the PEM key of cert_file", key);
+    goto bad;
+  }
+  if (client_ca_file) {
+    if (SSL_CTX_load_verify_locations(t->ctx, client_ca_file, NULL) != 1) {
+      pc_Error_Set(err, "client_ca_file '%.200s': not a PEM certificate bundle", client_ca_file);
+      goto bad;
+    }
+    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+  }
+  SSL_CTX_set_alpn_select_cb(t->ctx, select_h2, NULL);
+  return t;
+fail:
+  pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
+bad:
+  ERR_clear_error();
+  pc_NetTlsServer_Free(t);
+  return NULL;
+}
+
+void pc_NetTlsServer_Free(pc_NetTlsServer *t) {
+  if (t == NULL) return;
+  if (t->ctx) SSL_CTX_free(t->ctx);
+  OPENSSL_free(t);
+}
+
+pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls, pc_Alloc *alloc,
+                                 void *ud, pc_Error *err) {
+  if (alloc == NULL) alloc = pc_DefaultAlloc;
+  int fl = fcntl(fd, F_GETFL, 0);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  pc_NetSocket *s = alloc(ud, NULL, 0, sizeof *s);
+  if (s == NULL) {
+    close(fd);
+    pc_Error_Set(err, "out of memory");
+    return NULL;
+  }
+  memset(s, 0, sizeof *s);
+  s->alloc = alloc;
+  s->ud = ud;
+  s->fd = fd;
+  s->state = kReady;
+  snprintf(s->where, sizeof s->where, "%.290s", where);
+  if (tls == NULL) return s;
+  s->state = kHandshake;
+  s->ssl = SSL_new(tls->ctx);
+  s->rbio = BIO_new(BIO_s_mem());
+  s->wbio = BIO_new(BIO_s_mem());
+  if (s->ssl == NULL || s->rbio == NULL || s->wbio == NULL) {
+    BIO_free(s->rbio);
+    BIO_free(s->wbio);
+    SSL_free(s->ssl);
+    s->ssl = NULL;
+    ERR_clear_error();
+    pc_NetSocket_Close(s);
+    pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
+    return NULL;
+  }
+  SSL_set_bio(s->ssl, s->rbio, s->wbio);
+  SSL_set_accept_state(s->ssl);
+  return s;
+}

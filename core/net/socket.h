@@ -61,6 +61,25 @@ long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n);
  * refused". */
 const char *pc_NetSocket_Error(const pc_NetSocket *s);
 
+/* -- the serving side (listener.h) -- */
+
+/* The TLS setup a listener shares between its connections: the server
+ * certificate chain and key (PEM), and with 'client_ca_file' (PEM bundle)
+ * a client certificate required and verified against it (mutual TLS).
+ * ALPN must pick "h2". NULL with 'err' set when a file does not load. */
+typedef struct pc_NetTlsServer pc_NetTlsServer;
+pc_NetTlsServer *pc_NetTlsServer_New(const char *cert_file, const char *key_file,
+                                     const char *client_ca_file, pc_Error *err);
+void pc_NetTlsServer_Free(pc_NetTlsServer *t);
+
+/* Takes an accepted descriptor 'fd' (made non-blocking here; closed on
+ * failure) from the peer 'where' ("host:port", for messages): ready at
+ * once without TLS ('tls' NULL), else pc_NetSocket_Progress runs the
+ * server side of the handshake. NULL with 'err' set on allocation
+ * failure. */
+pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls, pc_Alloc *alloc,
+                                 void *ud, pc_Error *err);
+
 /* Closes the connection and frees 's'. NULL is allowed. */
 void pc_NetSocket_Close(pc_NetSocket *s);
 

@@ -34,6 +34,7 @@ for _, name in ipairs {
   "protocall.service",
   "protocall.health",
   "protocall.reflection",
+  "protocall.listen",
   "protocall.host",
 } do
   require(name).install(M, core)

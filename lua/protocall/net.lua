@@ -566,6 +566,8 @@ function M.install(pc, core)
   core_pump = core.grpc_pump
   monotonic = core.monotonic
   wait_hook = task_wait
+  -- How a task waits for a channel or a listener (lua/protocall/listen.lua).
+  pc._wait = wait
 
   --- `pc.spawn(fn, ...)`: runs `fn(...)` as a task of the next (or the
   -- running) `pc.run()`. gRPC calls made inside a task wait without

@@ -559,6 +559,11 @@ function M.install(pc, core)
   end
   InprocCall.__close = InprocCall.close
 
+  -- What pc.listen (lua/protocall/listen.lua) shares with pc.inproc.
+  pc._serving = {
+    Server = Server, status = status, response_of = response_of, response_bytes = response_bytes,
+  }
+
   ---------------------------------------------------------------------------
   -- gRPC service config (the JSON document of grpc/service_config.proto, as
   -- a Lua table): validated as gRFC A6 says, each problem named with its

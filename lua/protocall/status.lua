@@ -86,7 +86,7 @@ function M.install(pc, core)
     local st = decode(type_named("google.rpc.Status"), bytes)
     if not st then return nil end
     local list = {}
-    for i, any in ipairs(st.details) do list[i] = unpacked(any) end
+    for i, any in pc.ipairs(st.details) do list[i] = unpacked(any) end
     return list
   end
 

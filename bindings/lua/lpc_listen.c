@@ -1,0 +1,294 @@
+/* gRPC listeners and their calls for Lua (core/net/listener.h).
+ *
+ * The binding speaks bytes, numbers and {key, value} lists and never
+ * blocks (core.grpc_pump, lpc_net.c, polls listeners with channels);
+ * lua/protocall/listen.lua builds pc.listen, the handler tasks and their
+ * contexts on top. Every C call lives in a "protocall.ServerCall" userdata
+ * from the moment it is taken, so nothing leaks when Lua raises. */
+#include "lpc.h"
+#include "net/listener.h"
+
+#include <lauxlib.h>
+
+#include <string.h>
+
+#define LISTENER_MT "protocall.GrpcListener"
+#define SCALL_MT    "protocall.ServerCall"
+
+typedef struct {
+  pc_GrpcListener *l;
+} ListenerBox;
+
+typedef struct {
+  pc_GrpcServerCall *call;
+} SCallBox;
+
+pc_GrpcListener *lpc_tolistener(lua_State *L, int idx) {
+  ListenerBox *b = luaL_testudata(L, idx, LISTENER_MT);
+  return b ? b->l : NULL;
+}
+
+int lpc_islistener(lua_State *L, int idx) {
+  return luaL_testudata(L, idx, LISTENER_MT) != NULL;
+}
+
+static pc_GrpcListener *check_listener(lua_State *L) {
+  ListenerBox *b = luaL_checkudata(L, 1, LISTENER_MT);
+  if (b->l == NULL) luaL_argerror(L, 1, "listener is closed");
+  return b->l;
+}
+
+static pc_GrpcServerCall *check_call(lua_State *L) {
+  SCallBox *b = luaL_checkudata(L, 1, SCALL_MT);
+  if (b->call == NULL) luaL_argerror(L, 1, "call is closed");
+  return b->call;
+}
+
+static const char *opt_string(lua_State *L, const char *k) {
+  lua_getfield(L, 1, k);
+  const char *s = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+  lua_pop(L, 1); /* anchored in the options table */
+  return s;
+}
+
+static lua_Integer opt_int(lua_State *L, const char *k, lua_Integer max) {
+  lua_getfield(L, 1, k);
+  lua_Integer v = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+  if (v < 0 || v > max) luaL_error(L, "%s must be in 0..%I", k, max);
+  return v;
+}
+
+static double opt_number(lua_State *L, const char *k) {
+  lua_getfield(L, 1, k);
+  double v = lua_isnil(L, -1) ? 0 : (double)luaL_checknumber(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* -- l = core.grpc_listen{host=, port=, cert_file=, key_file=,
+ *                         client_ca_file=, max_connections=,
+ *                         handshake_timeout=, idle_timeout= (seconds),
+ *                         max_concurrent_streams=, max_receive=,
+ *                         max_header_list=, stream_window=,
+ *                         connection_window=, reset_burst=, reset_rate=,
+ *                         control_burst=, control_rate=}
+ * Binds and listens (listener.h; 0 or nil: the defaults there). Raises
+ * with the reason when it cannot. */
+static int lpc_grpc_listen(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  pc_GrpcListenerOptions o;
+  memset(&o, 0, sizeof o);
+  o.host = opt_string(L, "host");
+  o.port = opt_string(L, "port");
+  luaL_argcheck(L, o.port != NULL, 1, "port expected");
+  o.cert_file = opt_string(L, "cert_file");
+  o.key_file = opt_string(L, "key_file");
+  o.client_ca_file = opt_string(L, "client_ca_file");
+  o.max_connections = (size_t)opt_int(L, "max_connections", 0x7fffffff);
+  o.handshake_timeout = opt_number(L, "handshake_timeout");
+  o.idle_timeout = opt_number(L, "idle_timeout");
+  o.engine.max_concurrent_streams = (uint32_t)opt_int(L, "max_concurrent_streams", 0x7fffffff);
+  o.engine.max_receive = (size_t)opt_int(L, "max_receive", 0x7fffffff);
+  o.engine.max_header_list = (size_t)opt_int(L, "max_header_list", 0x7fffffff);
+  o.engine.stream_window = (uint32_t)opt_int(L, "stream_window", 0x7fffffff);
+  o.engine.connection_window = (uint32_t)opt_int(L, "connection_window", 0x7fffffff);
+  o.engine.reset_burst = (uint32_t)opt_int(L, "reset_burst", 0x7fffffff);
+  o.engine.reset_rate = (uint32_t)opt_int(L, "reset_rate", 0x7fffffff);
+  o.engine.control_burst = (uint32_t)opt_int(L, "control_burst", 0x7fffffff);
+  o.engine.control_rate = (uint32_t)opt_int(L, "control_rate", 0x7fffffff);
+  ListenerBox *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->l = NULL;
+  luaL_setmetatable(L, LISTENER_MT);
+  pc_Error err;
+  pc_Error_Init(&err);
+  b->l = pc_GrpcListener_New(&o, NULL, NULL, &err);
+  if (b->l == NULL) return luaL_error(L, "%s", err.msg);
+  return 1;
+}
+
+/* -- l:port() -> the port bound */
+static int lpc_listener_port(lua_State *L) {
+  lua_pushinteger(L, pc_GrpcListener_Port(check_listener(L)));
+  return 1;
+}
+
+/* -- l:accept() -> the next new call (a ServerCall), or nil */
+static int lpc_listener_accept(lua_State *L) {
+  pc_GrpcListener *l = check_listener(L);
+  SCallBox *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->call = NULL;
+  luaL_setmetatable(L, SCALL_MT);
+  b->call = pc_GrpcListener_Accept(l);
+  if (b->call == NULL) lua_pushnil(L);
+  return 1;
+}
+
+/* -- l:shutdown(): stop listening, GOAWAY to every connection */
+static int lpc_listener_shutdown(lua_State *L) {
+  pc_GrpcListener_Shutdown(check_listener(L));
+  return 0;
+}
+
+/* -- l:close_all(): close every connection now (calls cancelled) */
+static int lpc_listener_close_all(lua_State *L) {
+  pc_GrpcListener_CloseAll(check_listener(L));
+  return 0;
+}
+
+/* -- l:connections() -> connections open */
+static int lpc_listener_connections(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)pc_GrpcListener_Connections(check_listener(L)));
+  return 1;
+}
+
+/* -- l:close(): frees the listener (idempotent; also __gc) */
+static int lpc_listener_close(lua_State *L) {
+  ListenerBox *b = luaL_checkudata(L, 1, LISTENER_MT);
+  pc_GrpcListener_Free(b->l);
+  b->l = NULL;
+  return 0;
+}
+
+/* -- call:path() -> ":path" */
+static int lpc_scall_path(lua_State *L) {
+  lua_pushstring(L, pc_GrpcServerCall_Path(check_call(L)));
+  return 1;
+}
+
+/* -- call:timeout() -> seconds, deadline (monotonic seconds); nil, nil */
+static int lpc_scall_timeout(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  double t = pc_GrpcServerCall_Timeout(c);
+  if (t < 0) return 0;
+  lua_pushnumber(L, t);
+  lua_pushnumber(L, pc_GrpcServerCall_Deadline(c));
+  return 2;
+}
+
+/* -- call:metadata() -> {{key, value}, ...} (the request's) */
+static int lpc_scall_metadata(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  size_t n = pc_GrpcServerCall_MetadataCount(c);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    const pc_GrpcPair *p = pc_GrpcServerCall_Metadata(c, i);
+    lua_createtable(L, 2, 0);
+    lua_pushlstring(L, p->key, p->key_len);
+    lua_rawseti(L, -2, 1);
+    lua_pushlstring(L, p->value, p->value_len);
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+/* -- call:next() -> bytes (a request message), false (none yet), nil (end) */
+static int lpc_scall_next(lua_State *L) {
+  const char *d;
+  size_t n;
+  int r = pc_GrpcServerCall_Next(check_call(L), &d, &n);
+  if (r == 1)
+    lua_pushlstring(L, d, n);
+  else if (r == 0)
+    lua_pushboolean(L, 0);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+/* -- call:cancelled() -> boolean */
+static int lpc_scall_cancelled(lua_State *L) {
+  lua_pushboolean(L, pc_GrpcServerCall_Cancelled(check_call(L)));
+  return 1;
+}
+
+/* -- call:add_metadata(trailers, key, value) -> true, or nil and why */
+static int lpc_scall_add_metadata(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  int trailers = lua_toboolean(L, 2);
+  pc_GrpcPair p;
+  p.key = luaL_checklstring(L, 3, &p.key_len);
+  p.value = luaL_checklstring(L, 4, &p.value_len);
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (!pc_GrpcServerCall_AddMetadata(c, trailers, &p, &err)) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* -- call:send(bytes) -> whether it was queued (false: the call is over) */
+static int lpc_scall_send(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  lua_pushboolean(L, pc_GrpcServerCall_Send(c, s, n));
+  return 1;
+}
+
+/* -- call:unsent() -> bytes queued, not yet taken by HTTP/2 */
+static int lpc_scall_unsent(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)pc_GrpcServerCall_Unsent(check_call(L)));
+  return 1;
+}
+
+/* -- call:finish(code, message, details): code a number 0..16, message a
+ * string, details bytes or nil */
+static int lpc_scall_finish(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  lua_Integer code = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, code >= 0 && code < PC_CODE_COUNT, 2, "status code 0..16 expected");
+  size_t n = 0, dn = 0;
+  const char *m = luaL_optlstring(L, 3, "", &n);
+  const char *d = luaL_optlstring(L, 4, NULL, &dn);
+  pc_GrpcServerCall_Finish(c, (pc_Code)code, m, n, d, dn);
+  return 0;
+}
+
+/* -- call:close(): frees the call (a finished one's response still goes
+ * out; any other open stream is reset; idempotent; also __gc) */
+static int lpc_scall_close(lua_State *L) {
+  SCallBox *b = luaL_checkudata(L, 1, SCALL_MT);
+  pc_GrpcServerCall_Free(b->call);
+  b->call = NULL;
+  return 0;
+}
+
+void lpc_open_listen(lua_State *L) {
+  static const luaL_Reg listener[] = {{"port", lpc_listener_port},
+                                      {"accept", lpc_listener_accept},
+                                      {"shutdown", lpc_listener_shutdown},
+                                      {"close_all", lpc_listener_close_all},
+                                      {"connections", lpc_listener_connections},
+                                      {"close", lpc_listener_close},
+                                      {NULL, NULL}};
+  static const luaL_Reg call[] = {{"path", lpc_scall_path},
+                                  {"timeout", lpc_scall_timeout},
+                                  {"metadata", lpc_scall_metadata},
+                                  {"next", lpc_scall_next},
+                                  {"cancelled", lpc_scall_cancelled},
+                                  {"add_metadata", lpc_scall_add_metadata},
+                                  {"send", lpc_scall_send},
+                                  {"unsent", lpc_scall_unsent},
+                                  {"finish", lpc_scall_finish},
+                                  {"close", lpc_scall_close},
+                                  {NULL, NULL}};
+  luaL_newmetatable(L, LISTENER_MT);
+  luaL_newlib(L, listener);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lpc_listener_close);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, SCALL_MT);
+  luaL_newlib(L, call);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lpc_scall_close);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, lpc_grpc_listen);
+  lua_setfield(L, -2, "grpc_listen");
+}

@@ -1,0 +1,324 @@
+/* The gRPC listener (see listener.h). */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* NI_MAXHOST */
+
+#include "net/listener.h"
+
+#include "base/clock.h"
+#include "net/socket.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define READ_CHUNK        ((size_t)16 * 1024)
+#define READ_ROUND        ((size_t)256 * 1024)
+#define MAX_POLLED        1024
+#define DEFAULT_MAX_CONNS 1000
+
+typedef struct SConn SConn;
+
+struct SConn {
+  SConn *next;
+  pc_NetSocket *sock;
+  pc_GrpcServerConn *engine;
+  int ready;
+  int got_bytes;
+  double started, active;
+};
+
+struct pc_GrpcListener {
+  pc_Alloc *alloc;
+  void *ud;
+  int fd; /* -1 once shut down */
+  int port;
+  pc_NetTlsServer *tls;
+  pc_GrpcListenerOptions o;
+  SConn *conns;
+  size_t nconns;
+  int shutting;
+};
+
+static void conn_free(pc_GrpcListener *l, SConn *c) {
+  pc_GrpcServerConn_Free(c->engine);
+  pc_NetSocket_Close(c->sock);
+  l->alloc(l->ud, c, sizeof *c, 0);
+}
+
+pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *o, pc_Alloc *alloc, void *ud,
+                                     pc_Error *err) {
+  if (alloc == NULL) alloc = pc_DefaultAlloc;
+  pc_GrpcListener *l = alloc(ud, NULL, 0, sizeof *l);
+  if (l == NULL) {
+    pc_Error_Set(err, "out of memory");
+    return NULL;
+  }
+  memset(l, 0, sizeof *l);
+  l->alloc = alloc;
+  l->ud = ud;
+  l->fd = -1;
+  l->o = *o;
+  l->o.host = l->o.port = l->o.cert_file = l->o.key_file = l->o.client_ca_file = NULL;
+  if (l->o.max_connections == 0) l->o.max_connections = DEFAULT_MAX_CONNS;
+  if (l->o.handshake_timeout <= 0) l->o.handshake_timeout = 10;
+  if (l->o.idle_timeout == 0) l->o.idle_timeout = 300;
+  if (o->cert_file) {
+    l->tls = pc_NetTlsServer_New(o->cert_file, o->key_file, o->client_ca_file, err);
+    if (l->tls == NULL) goto fail;
+  }
+  struct addrinfo hints, *list = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  const char *host = o->host && o->host[0] ? o->host : NULL;
+  int r = getaddrinfo(host, o->port, &hints, &list);
+  if (r != 0) {
+    pc_Error_Set(err, "listen on %.200s:%.20s: %s", host ? host : "*", o->port, gai_strerror(r));
+    goto fail;
+  }
+  int saved = 0;
+  for (struct addrinfo *ai = list; ai; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      saved = errno;
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0) {
+      l->fd = fd;
+      break;
+    }
+    saved = errno;
+    close(fd);
+  }
+  freeaddrinfo(list);
+  if (l->fd < 0) {
+    pc_Error_Set(err, "listen on %.200s:%.20s: %s", host ? host : "*", o->port, strerror(saved));
+    goto fail;
+  }
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (getsockname(l->fd, (struct sockaddr *)&ss, &len) == 0) {
+    if (ss.ss_family == AF_INET6)
+      l->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    else
+      l->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  }
+  return l;
+fail:
+  pc_GrpcListener_Free(l);
+  return NULL;
+}
+
+int pc_GrpcListener_Port(const pc_GrpcListener *l) {
+  return l->port;
+}
+
+pc_GrpcServerCall *pc_GrpcListener_Accept(pc_GrpcListener *l) {
+  for (SConn *c = l->conns; c; c = c->next) {
+    pc_GrpcServerCall *s = pc_GrpcServerConn_Accept(c->engine);
+    if (s) return s;
+  }
+  return NULL;
+}
+
+void pc_GrpcListener_Shutdown(pc_GrpcListener *l) {
+  l->shutting = 1;
+  if (l->fd >= 0) close(l->fd);
+  l->fd = -1;
+  for (SConn *c = l->conns; c; c = c->next) pc_GrpcServerConn_Shutdown(c->engine);
+}
+
+void pc_GrpcListener_CloseAll(pc_GrpcListener *l) {
+  while (l->conns) {
+    SConn *c = l->conns;
+    l->conns = c->next;
+    pc_GrpcServerConn_Lost(c->engine);
+    conn_free(l, c);
+  }
+  l->nconns = 0;
+}
+
+size_t pc_GrpcListener_Connections(const pc_GrpcListener *l) {
+  return l->nconns;
+}
+
+void pc_GrpcListener_Free(pc_GrpcListener *l) {
+  if (l == NULL) return;
+  pc_GrpcListener_CloseAll(l);
+  if (l->fd >= 0) close(l->fd);
+  pc_NetTlsServer_Free(l->tls);
+  l->alloc(l->ud, l, sizeof *l, 0);
+}
+
+/* -- I/O --------------------------------------------------------------------- */
+
+static void accept_all(pc_GrpcListener *l, double now) {
+  for (int i = 0; i < 64 && l->fd >= 0; i++) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int fd = accept(l->fd, (struct sockaddr *)&ss, &len);
+    if (fd < 0) return; /* EAGAIN, or a failure of that one client */
+    if (l->nconns >= l->o.max_connections) {
+      close(fd);
+      continue;
+    }
+    char host[NI_MAXHOST] = "?", port[16] = "?", where[NI_MAXHOST + 24];
+    getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(where, sizeof where, "%s:%s", host, port);
+    pc_Error err;
+    pc_Error_Init(&err);
+    SConn *c = l->alloc(l->ud, NULL, 0, sizeof *c);
+    if (c == NULL) {
+      close(fd);
+      continue;
+    }
+    memset(c, 0, sizeof *c);
+    c->sock = pc_NetSocket_Adopt(fd, where, l->tls, l->alloc, l->ud, &err);
+    c->engine = c->sock ? pc_GrpcServerConn_New(&l->o.engine, l->alloc, l->ud, &err) : NULL;
+    if (c->engine == NULL) {
+      pc_NetSocket_Close(c->sock);
+      l->alloc(l->ud, c, sizeof *c, 0);
+      continue;
+    }
+    c->started = c->active = now;
+    c->next = l->conns;
+    l->conns = c;
+    l->nconns++;
+  }
+}
+
+static void flush(SConn *c) {
+  while (c->sock && c->ready) {
+    const char *p;
+    size_t len = pc_GrpcServerConn_Output(c->engine, &p);
+    if (len == 0) break;
+    long w = pc_NetSocket_Write(c->sock, p, len);
+    if (w < 0) {
+      pc_GrpcServerConn_Lost(c->engine);
+      return;
+    }
+    pc_GrpcServerConn_Wrote(c->engine, (size_t)w);
+    if ((size_t)w < len) break;
+  }
+}
+
+static void service(SConn *c, double now) {
+  if (!c->ready) {
+    int r = pc_NetSocket_Progress(c->sock);
+    if (r < 0) {
+      pc_GrpcServerConn_Lost(c->engine);
+      return;
+    }
+    if (r == 0) return;
+    c->ready = 1;
+  }
+  char buf[READ_CHUNK];
+  size_t total = 0;
+  while (total < READ_ROUND && pc_GrpcServerConn_Alive(c->engine)) {
+    long n = pc_NetSocket_Read(c->sock, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      pc_GrpcServerConn_Lost(c->engine);
+      return;
+    }
+    c->got_bytes = 1;
+    c->active = now;
+    total += (size_t)n;
+    if (!pc_GrpcServerConn_Recv(c->engine, buf, (size_t)n, now)) break;
+  }
+  flush(c);
+}
+
+/* Deadlines, timeouts, and connections that are over; returns the
+ * nearest time something is due (-1: none). */
+static double tend(pc_GrpcListener *l, double now) {
+  double due = -1;
+  SConn **pp = &l->conns;
+  while (*pp) {
+    SConn *c = *pp;
+    if (c->ready) flush(c);
+    double d = pc_GrpcServerConn_Expire(c->engine, now);
+    int waiting = !c->ready || !c->got_bytes;
+    if (waiting && now - c->started > l->o.handshake_timeout) pc_GrpcServerConn_Lost(c->engine);
+    if (waiting) {
+      double h = c->started + l->o.handshake_timeout;
+      if (d < 0 || h < d) d = h;
+    } else if (l->o.idle_timeout > 0 && pc_GrpcServerConn_Running(c->engine) == 0) {
+      double i = c->active + l->o.idle_timeout;
+      if (now >= i) pc_GrpcServerConn_Shutdown(c->engine);
+      if (now >= i + l->o.handshake_timeout) pc_GrpcServerConn_Lost(c->engine);
+      if (d < 0 || i < d) d = i;
+    }
+    if (c->ready) flush(c);
+    if (!pc_GrpcServerConn_Alive(c->engine)) {
+      *pp = c->next;
+      l->nconns--;
+      conn_free(l, c);
+      continue;
+    }
+    if (d >= 0 && (due < 0 || d < due)) due = d;
+    pp = &c->next;
+  }
+  return due;
+}
+
+#define MAX_LISTENERS 16
+
+int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
+                    double timeout) {
+  struct pollfd fds[MAX_POLLED];
+  void *who[MAX_POLLED];
+  size_t first[MAX_LISTENERS], count[MAX_LISTENERS];
+  if (m > MAX_LISTENERS) m = MAX_LISTENERS;
+  double now = pc_Clock_Monotonic();
+  size_t nch = pc_Grpc_PollPrepare(chs, n, fds, who, MAX_POLLED / 2, &timeout);
+  size_t nfds = nch;
+  for (size_t i = 0; i < m; i++) {
+    pc_GrpcListener *l = ls[i];
+    double due = tend(l, now);
+    if (due >= 0 && due - now < timeout) timeout = due - now;
+    first[i] = nfds;
+    if (l->fd >= 0 && nfds < MAX_POLLED) {
+      fds[nfds].fd = l->fd;
+      fds[nfds].events = POLLIN;
+      fds[nfds].revents = 0;
+      who[nfds++] = NULL; /* the listening socket */
+    }
+    for (SConn *c = l->conns; c && nfds < MAX_POLLED; c = c->next) {
+      const char *p;
+      int want = c->ready && pc_GrpcServerConn_Output(c->engine, &p) > 0;
+      fds[nfds].fd = pc_NetSocket_Fd(c->sock);
+      fds[nfds].events = pc_NetSocket_Events(c->sock, want);
+      fds[nfds].revents = 0;
+      who[nfds++] = c;
+    }
+    count[i] = nfds - first[i];
+  }
+  if (timeout < 0) timeout = 0;
+  int ms = timeout > 3600 ? 3600000 : (int)(timeout * 1000 + 0.999);
+  if (poll(fds, nfds, ms) < 0 && errno != EINTR) return 0;
+  pc_Grpc_PollDone(chs, n, fds, who, nch);
+  now = pc_Clock_Monotonic();
+  for (size_t i = 0; i < m; i++) {
+    for (size_t k = first[i]; k < first[i] + count[i]; k++) {
+      if (!fds[k].revents) continue;
+      if (who[k] == NULL)
+        accept_all(ls[i], now);
+      else
+        service(who[k], now);
+    }
+    tend(ls[i], now);
+  }
+  return 1;
+}

@@ -1,0 +1,64 @@
+/* A gRPC listener: a listening TCP socket (IPv4 or IPv6) whose accepted
+ * connections each run a server engine (server.h) over the built-in
+ * driver (socket.h), h2c or TLS (ALPN h2, optionally mutual TLS).
+ *
+ * The listener never blocks: pc_Grpc_PumpAll polls its sockets with those
+ * of client channels (channel.h), so one thread serves and calls. New calls
+ * are taken with pc_GrpcListener_Accept; a call belongs to the driver from
+ * then on. Limits: max connections (more are accepted and closed at once),
+ * a handshake timeout (TLS done, or for h2c the first bytes) and an idle
+ * timeout (no call and no byte for that long: GOAWAY, then close).
+ * Not thread-safe. */
+#ifndef PC_NET_LISTENER_H
+#define PC_NET_LISTENER_H
+
+#include "net/channel.h"
+#include "net/server.h"
+
+typedef struct pc_GrpcListener pc_GrpcListener;
+
+typedef struct {
+  const char *host;                 /* address to bind ("127.0.0.1", "::1"); NULL: any */
+  const char *port;                 /* decimal; "0" picks a free port */
+  const char *cert_file, *key_file; /* PEM; cert_file set: TLS */
+  const char *client_ca_file;       /* PEM bundle: client certificates required */
+  size_t max_connections;           /* 0: 1000 */
+  double handshake_timeout;         /* seconds; 0: 10 */
+  double idle_timeout;              /* seconds; 0: 300; < 0: none */
+  pc_GrpcServerOptions engine;      /* per connection */
+} pc_GrpcListenerOptions;
+
+/* Binds and listens. NULL with 'err' set when the address does not
+ * resolve or bind (in use, not local), TLS files do not load, or on
+ * allocation failure. 'alloc' NULL: pc_DefaultAlloc. */
+pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *opts, pc_Alloc *alloc, void *ud,
+                                     pc_Error *err);
+
+/* The port bound (the one picked for "0"). */
+int pc_GrpcListener_Port(const pc_GrpcListener *l);
+
+/* The next new call of any connection, or NULL. */
+pc_GrpcServerCall *pc_GrpcListener_Accept(pc_GrpcListener *l);
+
+/* Graceful shutdown: closes the listening socket and sends every
+ * connection GOAWAY (server.h); connections end as their calls finish. */
+void pc_GrpcListener_Shutdown(pc_GrpcListener *l);
+
+/* Closes every connection now (their calls are cancelled). */
+void pc_GrpcListener_CloseAll(pc_GrpcListener *l);
+
+/* Connections open. */
+size_t pc_GrpcListener_Connections(const pc_GrpcListener *l);
+
+/* Closes the sockets and frees the listener; calls taken stay valid,
+ * cancelled, until freed. NULL is allowed. */
+void pc_GrpcListener_Free(pc_GrpcListener *l);
+
+/* One round of I/O over 'n' channels and 'm' listeners, as pc_Grpc_Pump:
+ * sends what is queued, waits at most 'timeout' seconds (capped by the
+ * nearest deadline) for any socket, accepts connections, reads, enforces
+ * deadlines and timeouts. Returns 1, or 0 when poll(2) failed. */
+int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
+                    double timeout);
+
+#endif

@@ -1,0 +1,173 @@
+/* A sans-I/O gRPC server engine on one HTTP/2 connection (nghttp2's
+ * server session): bytes from the client go in (pc_GrpcServerConn_Recv),
+ * bytes for the client come out (pc_GrpcServerConn_Output / _Wrote), and
+ * the calls the client starts come up as pc_GrpcServerCall objects the
+ * driver takes with pc_GrpcServerConn_Accept. The engine knows no sockets;
+ * the driver (listener.h) moves the bytes and passes the time in.
+ *
+ * Implements grpc/grpc doc/PROTOCOL-HTTP2.md from the server's side:
+ * request headers (:method POST, :path, content-type application/grpc*,
+ * grpc-timeout, grpc-encoding, metadata), 5-byte length-prefixed messages
+ * (gzip through zlib; any other grpc-encoding is UNIMPLEMENTED before the
+ * handler runs), response headers, messages and trailers (grpc-status,
+ * grpc-message percent-encoded, grpc-status-details-bin), a Trailers-Only
+ * response when nothing was sent, HTTP 415 for a content-type that is not
+ * gRPC, RST_STREAM NO_ERROR after the trailers when the client still
+ * sends. Flow control (RFC 9113 section 5.2) both ways: a call's receive
+ * window opens only as its messages are read, and responses queue only as
+ * far as the driver lets them (pc_GrpcServerCall_Unsent).
+ *
+ * Protection, each with a default a public server needs: SETTINGS max
+ * concurrent streams (more are refused with RST_STREAM REFUSED_STREAM by
+ * nghttp2), calls held by the driver (twice that), the largest request
+ * message (RESOURCE_EXHAUSTED), the header list size (advertised; a block
+ * over it resets the stream), streams reset by the client and SETTINGS or
+ * PING frames, each a token bucket per connection (empty: GOAWAY
+ * ENHANCE_YOUR_CALM and the connection ends), CONTINUATION frames per
+ * header block.
+ *
+ * Nothing here raises or prints. Not thread-safe. */
+#ifndef PC_NET_SERVER_H
+#define PC_NET_SERVER_H
+
+#include "base/arena.h"
+#include "net/grpc.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PC_GRPC_SERVER_DEFAULT_MAX_STREAMS     100
+#define PC_GRPC_SERVER_DEFAULT_MAX_HEADER_LIST ((size_t)16 * 1024)
+/* Token buckets: 'burst' tokens at first and at most, 'rate' back per
+ * second. */
+#define PC_GRPC_SERVER_DEFAULT_RESET_BURST     200
+#define PC_GRPC_SERVER_DEFAULT_RESET_RATE      20
+#define PC_GRPC_SERVER_DEFAULT_CONTROL_BURST   500
+#define PC_GRPC_SERVER_DEFAULT_CONTROL_RATE    20
+
+typedef struct pc_GrpcServerConn pc_GrpcServerConn;
+typedef struct pc_GrpcServerCall pc_GrpcServerCall;
+
+typedef struct {
+  uint32_t max_concurrent_streams;      /* 0: PC_GRPC_SERVER_DEFAULT_MAX_STREAMS */
+  size_t max_receive;                   /* largest request message in bytes; 0: 4 MiB */
+  size_t max_header_list;               /* 0: PC_GRPC_SERVER_DEFAULT_MAX_HEADER_LIST */
+  uint32_t stream_window;               /* per-stream receive window; 0: 1 MiB */
+  uint32_t connection_window;           /* connection receive window; 0: 16 MiB */
+  uint32_t reset_burst, reset_rate;     /* 0: the defaults above */
+  uint32_t control_burst, control_rate; /* 0: the defaults above */
+} pc_GrpcServerOptions;
+
+/* A new connection engine (its SETTINGS are its first output), or NULL
+ * with 'err' set on allocation failure. 'alloc' NULL: pc_DefaultAlloc. */
+pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *opts, pc_Alloc *alloc,
+                                         void *ud, pc_Error *err);
+
+/* Cancels every call still running and frees the engine; calls taken by
+ * the driver stay valid, detached (cancelled), until freed. NULL is
+ * allowed. */
+void pc_GrpcServerConn_Free(pc_GrpcServerConn *c);
+
+/* Feeds 'len' bytes read from the client at monotonic time 'now'
+ * (seconds; the token buckets and deadlines run on it). Returns 1, or 0
+ * when the bytes broke the connection (not HTTP/2, a protocol error) or it
+ * is dead; pc_GrpcServerConn_Why says why. A broken connection, or one a
+ * flood ended with GOAWAY ENHANCE_YOUR_CALM, is dead once its output is
+ * out (pc_GrpcServerConn_Alive). */
+int pc_GrpcServerConn_Recv(pc_GrpcServerConn *c, const void *data, size_t len, double now);
+
+/* Points '*data' at bytes to send and returns how many (0: none now). They
+ * stay valid until pc_GrpcServerConn_Wrote. */
+size_t pc_GrpcServerConn_Output(pc_GrpcServerConn *c, const char **data);
+
+/* Tells the engine that 'n' bytes of its output were sent. */
+void pc_GrpcServerConn_Wrote(pc_GrpcServerConn *c, size_t n);
+
+/* Whether the connection may still carry bytes (0 once nghttp2 wants
+ * neither to read nor to write and the output is out, or after
+ * pc_GrpcServerConn_Lost). */
+int pc_GrpcServerConn_Alive(const pc_GrpcServerConn *c);
+
+/* What ended the connection ("" while it is fine). */
+const char *pc_GrpcServerConn_Why(const pc_GrpcServerConn *c);
+
+/* The socket is gone: every call still running is cancelled. */
+void pc_GrpcServerConn_Lost(pc_GrpcServerConn *c);
+
+/* Graceful shutdown: GOAWAY NO_ERROR with the last stream id taken; calls
+ * already started go on, new streams are refused; the connection ends
+ * once they are done. */
+void pc_GrpcServerConn_Shutdown(pc_GrpcServerConn *c);
+
+/* Calls running (not yet finished and not yet closed by nghttp2). */
+size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c);
+
+/* Finishes with DEADLINE_EXCEEDED every call whose grpc-timeout passed by
+ * 'now'; returns the nearest deadline still ahead (monotonic seconds), or
+ * -1 when none. */
+double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now);
+
+/* The next call the client started that the driver has not taken yet
+ * (request headers complete and valid), or NULL. The driver owns it from
+ * here: it answers with pc_GrpcServerCall_Finish and frees it. */
+pc_GrpcServerCall *pc_GrpcServerConn_Accept(pc_GrpcServerConn *c);
+
+/* The call's ":path" ("/pkg.Service/Method", NUL-terminated). */
+const char *pc_GrpcServerCall_Path(const pc_GrpcServerCall *s);
+
+/* The grpc-timeout in seconds, -1 when none; the monotonic deadline
+ * derived from it ('now' of the Recv that completed the headers), -1. */
+double pc_GrpcServerCall_Timeout(const pc_GrpcServerCall *s);
+double pc_GrpcServerCall_Deadline(const pc_GrpcServerCall *s);
+
+/* Request metadata: the count, and entry 'i' (pseudo headers and
+ * content-type, te, grpc-timeout, grpc-encoding, grpc-accept-encoding left
+ * out; values of "-bin" keys base64-decoded). */
+size_t pc_GrpcServerCall_MetadataCount(const pc_GrpcServerCall *s);
+const pc_GrpcPair *pc_GrpcServerCall_Metadata(const pc_GrpcServerCall *s, size_t i);
+
+/* The next request message: 1 with '*data' / '*len' pointing at it (valid
+ * until the next call on 's'), 0 when none is ready yet, -1 at the end of
+ * the client's stream or once the call is over (finished, cancelled).
+ * Reading opens the flow-control window by what was read. */
+int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len);
+
+/* Whether the call is over for the handler: the client reset it, the
+ * connection went, the deadline passed, or the engine ended it (a message
+ * over the limit, bad gzip, a truncated message). */
+int pc_GrpcServerCall_Cancelled(const pc_GrpcServerCall *s);
+
+/* Queues response metadata for the headers ('trailers' 0, before the first
+ * message) or the trailers (1). Keys must pass pc_GrpcPair_Check. Returns
+ * 0 with 'err' set on a bad pair, out of memory, or when that block is
+ * already sent. */
+int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_GrpcPair *p,
+                                  pc_Error *err);
+
+/* Queues one response message (copied; the response headers go first).
+ * Returns 1, or 0 when the call is over or finished. */
+int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len);
+
+/* Response bytes queued and not yet taken by HTTP/2 (the client's window
+ * is closed): a sender waits while this is above its bound. */
+size_t pc_GrpcServerCall_Unsent(const pc_GrpcServerCall *s);
+
+/* Ends the call with 'code', 'message' ('len' bytes, percent-encoded on
+ * the wire) and 'details' (the bytes of a google.rpc.Status for
+ * grpc-status-details-bin; NULL: none): the trailers follow the queued
+ * messages, or a Trailers-Only response when nothing was sent. Ignored
+ * once the call is over or finished. */
+void pc_GrpcServerCall_Finish(pc_GrpcServerCall *s, pc_Code code, const char *message, size_t len,
+                              const char *details, size_t details_len);
+
+/* Whether pc_GrpcServerCall_Finish ran and the stream is closed (the
+ * response is out or the client went away). */
+int pc_GrpcServerCall_Done(const pc_GrpcServerCall *s);
+
+/* Frees the call: one finished whose response is still going out is
+ * handed back to the engine, which frees it when the stream closes (or the
+ * connection goes); any other still open is reset (RST_STREAM CANCEL).
+ * NULL is allowed. */
+void pc_GrpcServerCall_Free(pc_GrpcServerCall *s);
+
+#endif

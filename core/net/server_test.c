@@ -1,0 +1,520 @@
+/* The server engine driven with byte buffers: an nghttp2 client session in
+ * the same process (no sockets) against pc_GrpcServerConn. Covers a unary
+ * call with metadata and timeout, Trailers-Only errors with a
+ * percent-encoded message and details, 415, an unknown grpc-encoding,
+ * gzip, limits (message size, resets, PING flood), a truncated message, a
+ * client reset, deadlines, flow control of a client that does not read,
+ * graceful shutdown, and every allocation failing. */
+#include "testing/check.h"
+#include "testing/failalloc.h"
+#include "net/server.h"
+
+#include <nghttp2/nghttp2.h>
+#include <zlib.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* -- the client side ------------------------------------------------------- */
+
+typedef struct {
+  char headers[1024]; /* "k=v;" of the response header block */
+  char trailers[1024];
+  unsigned char data[1 << 20];
+  size_t data_len;
+  int closed;
+  uint32_t rst;
+  int got_rst;
+  const unsigned char *body; /* request body to send */
+  size_t body_len, body_pos;
+  int end; /* END_STREAM after the body */
+} CStream;
+
+typedef struct {
+  nghttp2_session *s;
+  CStream st[32]; /* by (stream id - 1) / 2 */
+  int goaway;
+  uint32_t goaway_code;
+  int32_t goaway_last;
+  int no_window; /* do not give received bytes back */
+} Client;
+
+static Client cli;
+
+static CStream *cst(int32_t id) {
+  return &cli.st[((id - 1) / 2) % 32];
+}
+
+static int c_header(nghttp2_session *session, const nghttp2_frame *f, const uint8_t *name,
+                    size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *ud) {
+  (void)session;
+  (void)flags;
+  (void)ud;
+  CStream *t = cst(f->hd.stream_id);
+  char *dst = f->headers.cat == NGHTTP2_HCAT_HEADERS ? t->trailers : t->headers;
+  size_t len = strlen(dst);
+  snprintf(dst + len, 1024 - len, "%.*s=%.*s;", (int)nl, name, (int)vl, value);
+  return 0;
+}
+
+static int c_data(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *d, size_t n,
+                  void *ud) {
+  (void)flags;
+  (void)ud;
+  CStream *t = cst(id);
+  if (t->data_len + n <= sizeof t->data) {
+    memcpy(t->data + t->data_len, d, n);
+    t->data_len += n;
+  }
+  if (!cli.no_window) nghttp2_session_consume(session, id, n);
+  return 0;
+}
+
+static int c_frame(nghttp2_session *session, const nghttp2_frame *f, void *ud) {
+  (void)session;
+  (void)ud;
+  if (f->hd.type == NGHTTP2_GOAWAY) {
+    cli.goaway = 1;
+    cli.goaway_code = f->goaway.error_code;
+    cli.goaway_last = f->goaway.last_stream_id;
+  }
+  if (f->hd.type == NGHTTP2_RST_STREAM) {
+    cst(f->hd.stream_id)->got_rst = 1;
+    cst(f->hd.stream_id)->rst = f->rst_stream.error_code;
+  }
+  return 0;
+}
+
+static int c_close(nghttp2_session *session, int32_t id, uint32_t code, void *ud) {
+  (void)session;
+  (void)code;
+  (void)ud;
+  cst(id)->closed = 1;
+  return 0;
+}
+
+static ssize_t c_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
+                      uint32_t *flags, nghttp2_data_source *src, void *ud) {
+  (void)session;
+  (void)src;
+  (void)ud;
+  CStream *t = cst(id);
+  size_t n = t->body_len - t->body_pos;
+  if (n > length) n = length;
+  memcpy(buf, t->body + t->body_pos, n);
+  t->body_pos += n;
+  if (t->body_pos == t->body_len) {
+    if (t->end)
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+    else if (n == 0)
+      return NGHTTP2_ERR_DEFERRED;
+  }
+  return (ssize_t)n;
+}
+
+static void client_new(uint32_t window) {
+  if (cli.s) nghttp2_session_del(cli.s);
+  memset(&cli, 0, sizeof cli);
+  nghttp2_session_callbacks *cb;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_header_callback(cb, c_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, c_data);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, c_frame);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, c_close);
+  nghttp2_option *opt;
+  nghttp2_option_new(&opt);
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_session_client_new2(&cli.s, cb, NULL, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cb);
+  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window}};
+  nghttp2_submit_settings(cli.s, NGHTTP2_FLAG_NONE, iv, 1);
+}
+
+#define H(k, v)                                                                                    \
+  { (uint8_t *)k, (uint8_t *)v, sizeof k - 1, sizeof v - 1, 0 }
+
+static unsigned char bodies[8][8192];
+
+/* A request of 'path' with one framed message 'msg' (flag 'flag'). */
+static int32_t request(const char *path, const char *ctype, const char *extra_k,
+                       const char *extra_v, const void *msg, size_t n, int flag, int end) {
+  nghttp2_nv h[8] = {H(":method", "POST"),
+                     H(":scheme", "http"),
+                     {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+                     H(":authority", "t"),
+                     {(uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0},
+                     H("te", "trailers"),
+                     H("x-user", "ann")};
+  size_t nh = 7;
+  if (extra_k) {
+    h[nh].name = (uint8_t *)extra_k;
+    h[nh].namelen = strlen(extra_k);
+    h[nh].value = (uint8_t *)extra_v;
+    h[nh].valuelen = strlen(extra_v);
+    h[nh].flags = 0;
+    nh++;
+  }
+  int32_t id = nghttp2_session_get_next_stream_id(cli.s);
+  CStream *t = cst(id);
+  unsigned char *b = bodies[((id - 1) / 2) % 8];
+  b[0] = (unsigned char)flag;
+  b[1] = (unsigned char)(n >> 24);
+  b[2] = (unsigned char)(n >> 16);
+  b[3] = (unsigned char)(n >> 8);
+  b[4] = (unsigned char)n;
+  if (msg) memcpy(b + 5, msg, n);
+  t->body = b;
+  t->body_len = msg ? 5 + n : 5;
+  t->end = end;
+  nghttp2_data_provider prd = {{0}, c_read};
+  return nghttp2_submit_request(cli.s, NULL, h, nh, &prd, NULL);
+}
+
+static double now_s = 100;
+
+/* Moves bytes both ways until neither side has any. */
+static void shuttle(pc_GrpcServerConn *c) {
+  for (int round = 0; round < 1000; round++) {
+    int moved = 0;
+    const uint8_t *p;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(cli.s, &p)) > 0) {
+      moved = 1;
+      pc_GrpcServerConn_Recv(c, p, (size_t)n, now_s);
+    }
+    const char *q;
+    size_t m;
+    while ((m = pc_GrpcServerConn_Output(c, &q)) > 0) {
+      moved = 1;
+      nghttp2_session_mem_recv(cli.s, (const uint8_t *)q, m);
+      pc_GrpcServerConn_Wrote(c, m);
+    }
+    if (!moved) break;
+  }
+}
+
+static pc_GrpcServerConn *server(pc_Alloc *alloc, size_t max_receive, uint32_t resets,
+                                 uint32_t controls) {
+  pc_GrpcServerOptions o;
+  memset(&o, 0, sizeof o);
+  o.max_receive = max_receive;
+  o.reset_burst = resets;
+  o.control_burst = controls;
+  o.reset_rate = o.control_rate = 1;
+  pc_Error err;
+  pc_Error_Init(&err);
+  return pc_GrpcServerConn_New(&o, alloc, NULL, &err);
+}
+
+static int has(const char *block, const char *kv) {
+  return strstr(block, kv) != NULL;
+}
+
+static void *must_at(void *p, const char *what, int line) {
+  if (p == NULL) {
+    fprintf(stderr, "%s:%d: no %s\n", __FILE__, line, what);
+    exit(1);
+  }
+  return p;
+}
+
+#define must(p, what) must_at((p), (what), __LINE__)
+
+/* One unary exchange under 'alloc'; returns whether it all went through. */
+static int unary_with(pc_Alloc *alloc) {
+  client_new(65535);
+  pc_GrpcServerConn *c = server(alloc, 0, 0, 0);
+  if (c == NULL) return 0;
+  int32_t id = request("/t.T/Echo", "application/grpc", "x-raw-bin", "AAEC", "hi", 2, 0, 1);
+  shuttle(c);
+  pc_GrpcServerCall *s = pc_GrpcServerConn_Accept(c);
+  int ok = 0;
+  if (s) {
+    const char *d;
+    size_t n;
+    if (pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 2) {
+      pc_GrpcPair tr = {"x-t", 3, "yes", 3};
+      pc_Error err;
+      pc_Error_Init(&err);
+      pc_GrpcServerCall_AddMetadata(s, 1, &tr, &err);
+      pc_GrpcServerCall_Send(s, d, n);
+      pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+      shuttle(c);
+      ok = has(cst(id)->trailers, "grpc-status=0;") && has(cst(id)->trailers, "x-t=yes;");
+    }
+    pc_GrpcServerCall_Free(s);
+  }
+  pc_GrpcServerConn_Free(c);
+  return ok;
+}
+
+int main(void) {
+  /* A unary call: path, metadata, timeout, the message, headers, trailers. */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id =
+        request("/t.T/Echo", "application/grpc", "grpc-timeout", "1500m", "hello", 5, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(pc_GrpcServerConn_Accept(c) == NULL);
+    CHECK(strcmp(pc_GrpcServerCall_Path(s), "/t.T/Echo") == 0);
+    CHECK(pc_GrpcServerCall_Timeout(s) == 1.5);
+    CHECK(pc_GrpcServerCall_Deadline(s) == now_s + 1.5);
+    int user = 0;
+    for (size_t i = 0; i < pc_GrpcServerCall_MetadataCount(s); i++) {
+      const pc_GrpcPair *p = pc_GrpcServerCall_Metadata(s, i);
+      if (p->key_len == 6 && memcmp(p->key, "x-user", 6) == 0) user = 1;
+      CHECK(!(p->key_len == 12 && memcmp(p->key, "grpc-timeout", 12) == 0));
+    }
+    CHECK(user);
+    const char *d;
+    size_t n;
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 5 && memcmp(d, "hello", 5) == 0);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == -1);
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_GrpcPair hd = {"x-h", 3, "1", 1}, bad = {"Bad", 3, "v", 1};
+    CHECK(pc_GrpcServerCall_AddMetadata(s, 0, &hd, &err));
+    CHECK(!pc_GrpcServerCall_AddMetadata(s, 0, &bad, &err));
+    CHECK(pc_GrpcServerCall_Send(s, "world", 5));
+    CHECK(!pc_GrpcServerCall_AddMetadata(s, 0, &hd, &err)); /* headers are out */
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(id)->headers, ":status=200;"));
+    CHECK(has(cst(id)->headers, "content-type=application/grpc;"));
+    CHECK(has(cst(id)->headers, "x-h=1;"));
+    CHECK(cst(id)->data_len == 10 && memcmp(cst(id)->data + 5, "world", 5) == 0);
+    CHECK(has(cst(id)->trailers, "grpc-status=0;"));
+    CHECK(cst(id)->closed);
+    CHECK(pc_GrpcServerCall_Done(s));
+    CHECK(!pc_GrpcServerCall_Cancelled(s));
+    pc_GrpcServerCall_Free(s);
+    CHECK(pc_GrpcServerConn_Running(c) == 0);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* An error before any message: Trailers-Only, grpc-message
+   * percent-encoded, details in base64; the client still sending is
+   * stopped with RST_STREAM NO_ERROR. */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id = request("/t.T/Fail", "application/grpc+proto", NULL, NULL, "x", 1, 0, 0);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall_Finish(s, kPc_Code_NotFound, "no such 100%\n", 13, "\x01\x02\x03", 3);
+    shuttle(c);
+    CHECK(has(cst(id)->headers, "grpc-status=5;"));
+    CHECK(has(cst(id)->headers, "grpc-message=no such 100%25%0A;"));
+    CHECK(has(cst(id)->headers, "grpc-status-details-bin=AQID;"));
+    CHECK(cst(id)->trailers[0] == '\0');
+    CHECK(cst(id)->got_rst && cst(id)->rst == NGHTTP2_NO_ERROR);
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* A content-type that is not gRPC: HTTP 415, never accepted; an unknown
+   * grpc-encoding: UNIMPLEMENTED, never accepted. */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t a = request("/t.T/Echo", "text/plain", NULL, NULL, "x", 1, 0, 1);
+    int32_t b = request("/t.T/Echo", "application/grpcx", NULL, NULL, "x", 1, 0, 1);
+    int32_t e = request("/t.T/Echo", "application/grpc", "grpc-encoding", "snappy", "x", 1, 1, 1);
+    shuttle(c);
+    CHECK(pc_GrpcServerConn_Accept(c) == NULL);
+    CHECK(has(cst(a)->headers, ":status=415;"));
+    CHECK(has(cst(b)->headers, ":status=415;"));
+    CHECK(has(cst(e)->headers, "grpc-status=12;"));
+    CHECK(cst(a)->closed && cst(b)->closed && cst(e)->closed);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* gzip: a compressed request message is given back decompressed; bad
+   * gzip is INTERNAL; a compressed flag without grpc-encoding INTERNAL. */
+  {
+    unsigned char plain[300], z[512];
+    memset(plain, 'a', sizeof plain);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    deflateInit2(&zs, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);
+    zs.next_in = plain;
+    zs.avail_in = sizeof plain;
+    zs.next_out = z;
+    zs.avail_out = sizeof z;
+    deflate(&zs, Z_FINISH);
+    size_t zl = zs.total_out;
+    deflateEnd(&zs);
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    request("/t.T/Z", "application/grpc", "grpc-encoding", "gzip", z, zl, 1, 1);
+    int32_t bad = request("/t.T/Z", "application/grpc", "grpc-encoding", "gzip", "nope", 4, 1, 1);
+    int32_t flag = request("/t.T/Z", "application/grpc", NULL, NULL, z, zl, 1, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall *s2 = must(pc_GrpcServerConn_Accept(c), "call 2");
+    const char *d;
+    size_t n;
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 300 && memcmp(d, plain, 300) == 0);
+    CHECK(pc_GrpcServerCall_Next(s2, &d, &n) == -1);
+    CHECK(pc_GrpcServerCall_Cancelled(s2));
+    shuttle(c);
+    CHECK(has(cst(bad)->headers, "grpc-status=13;"));
+    CHECK(has(cst(flag)->headers, "grpc-status=13;") ||
+          has(cst(flag)->trailers, "grpc-status=13;"));
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerCall_Free(s2);
+    while ((s = pc_GrpcServerConn_Accept(c)) != NULL) pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Limits: a prefix over max_receive is RESOURCE_EXHAUSTED before the
+   * body; END_STREAM inside a message is INTERNAL; a client reset cancels
+   * the call; a deadline passing ends the call DEADLINE_EXCEEDED. */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 100, 0, 0), "server");
+    static char big[200];
+    int32_t a = request("/t.T/Big", "application/grpc", NULL, NULL, big, sizeof big, 0, 1);
+    int32_t b = request("/t.T/Cut", "application/grpc", NULL, NULL, "abc", 3, 0, 1);
+    cst(b)->body_len = 6; /* the prefix says 3 bytes, 1 arrives */
+    int32_t r = request("/t.T/Rst", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+    int32_t t = request("/t.T/Late", "application/grpc", "grpc-timeout", "2S", "x", 1, 0, 1);
+    shuttle(c);
+    /* The first two ended before the driver took them: it never sees them. */
+    CHECK(has(cst(a)->headers, "grpc-status=8;"));
+    CHECK(has(cst(b)->headers, "grpc-status=13;"));
+    pc_GrpcServerCall *s[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 2; i < 4; i++) s[i] = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(pc_GrpcServerConn_Accept(c) == NULL);
+    CHECK(!pc_GrpcServerCall_Cancelled(s[2]));
+    nghttp2_submit_rst_stream(cli.s, NGHTTP2_FLAG_NONE, r, NGHTTP2_CANCEL);
+    shuttle(c);
+    CHECK(pc_GrpcServerCall_Cancelled(s[2]));
+    CHECK(!pc_GrpcServerCall_Send(s[2], "x", 1));
+    CHECK(pc_GrpcServerConn_Expire(c, now_s + 1) == now_s + 2);
+    CHECK(!pc_GrpcServerCall_Cancelled(s[3]));
+    CHECK(pc_GrpcServerConn_Expire(c, now_s + 3) == -1);
+    CHECK(pc_GrpcServerCall_Cancelled(s[3]));
+    shuttle(c);
+    CHECK(has(cst(t)->headers, "grpc-status=4;"));
+    for (int i = 2; i < 4; i++) pc_GrpcServerCall_Free(s[i]);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Flow control: a client that gives nothing back holds the responses
+   * queued in the call (Unsent), not sent beyond its window. */
+  {
+    client_new(65535);
+    cli.no_window = 1;
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id = request("/t.T/Stream", "application/grpc", NULL, NULL, "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    static char chunk[16384];
+    for (int i = 0; i < 10; i++) {
+      CHECK(pc_GrpcServerCall_Send(s, chunk, sizeof chunk));
+      shuttle(c);
+    }
+    CHECK(cst(id)->data_len == 65535);
+    CHECK(pc_GrpcServerCall_Unsent(s) == 10 * (sizeof chunk + 5) - 65535);
+    pc_GrpcServerCall_Free(s); /* RST_STREAM CANCEL */
+    shuttle(c);
+    CHECK(cst(id)->got_rst && cst(id)->rst == NGHTTP2_CANCEL);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Floods: RST_STREAM after HEADERS and PING, past their buckets, end the
+   * connection with GOAWAY ENHANCE_YOUR_CALM. */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 5, 0), "server");
+    for (int i = 0; i < 10; i++) {
+      int32_t id = request("/t.T/R", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+      shuttle(c); /* the HEADERS go out before the reset */
+      nghttp2_submit_rst_stream(cli.s, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    }
+    shuttle(c);
+    CHECK(cli.goaway && cli.goaway_code == NGHTTP2_ENHANCE_YOUR_CALM);
+    CHECK(!pc_GrpcServerConn_Alive(c));
+    CHECK(strstr(pc_GrpcServerConn_Why(c), "reset") != NULL);
+    pc_GrpcServerCall *s;
+    while ((s = pc_GrpcServerConn_Accept(c)) != NULL) pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+
+    client_new(65535);
+    c = must(server(NULL, 0, 0, 5), "server");
+    for (int i = 0; i < 10; i++) nghttp2_submit_ping(cli.s, NGHTTP2_FLAG_NONE, NULL);
+    shuttle(c);
+    CHECK(cli.goaway && cli.goaway_code == NGHTTP2_ENHANCE_YOUR_CALM);
+    CHECK(!pc_GrpcServerConn_Alive(c));
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Garbage instead of the preface: the connection ends. */
+  {
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    CHECK(!pc_GrpcServerConn_Recv(c, "GET / HTTP/1.1\r\n\r\n", 18, now_s));
+    const char *q;
+    size_t m;
+    while ((m = pc_GrpcServerConn_Output(c, &q)) > 0) pc_GrpcServerConn_Wrote(c, m);
+    CHECK(!pc_GrpcServerConn_Alive(c));
+    CHECK(pc_GrpcServerConn_Why(c)[0] != '\0');
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Graceful shutdown: GOAWAY with the last stream id; the call in flight
+   * finishes, then the connection ends; a call taken and not freed when
+   * the engine goes is cancelled and stays valid. */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id = request("/t.T/A", "application/grpc", NULL, NULL, "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerConn_Shutdown(c);
+    shuttle(c);
+    CHECK(cli.goaway && cli.goaway_code == NGHTTP2_NO_ERROR && cli.goaway_last == id);
+    CHECK(pc_GrpcServerConn_Alive(c));
+    CHECK(pc_GrpcServerCall_Send(s, "y", 1));
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(id)->trailers, "grpc-status=0;"));
+    CHECK(!pc_GrpcServerConn_Alive(c));
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+
+    client_new(65535);
+    c = must(server(NULL, 0, 0, 0), "server");
+    request("/t.T/A", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+    shuttle(c);
+    s = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerConn_Free(c);
+    CHECK(pc_GrpcServerCall_Cancelled(s));
+    CHECK(!pc_GrpcServerCall_Send(s, "y", 1));
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    pc_GrpcServerCall_Free(s);
+  }
+
+  /* Every allocation failing in turn: nothing leaks, nothing crashes. */
+  {
+    CHECK(unary_with(NULL));
+    long n;
+    for (n = 1; n < 100000; n++) {
+      fail_reset(n);
+      unary_with(fail_alloc);
+      CHECK(fail_live == 0);
+      if (!fail_hit) break;
+    }
+    CHECK(!fail_hit);
+    fail_reset(0);
+    CHECK(unary_with(fail_alloc));
+    CHECK(fail_live == 0);
+  }
+
+  nghttp2_session_del(cli.s);
+  return CHECK_DONE();
+}

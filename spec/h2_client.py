@@ -1,0 +1,244 @@
+"""A raw HTTP/2 client written with python3-h2, for spec/server_attack_spec.lua:
+sends one kind of bad or hostile input to a gRPC server and prints what came
+back, on one line.
+
+  /usr/bin/python3 spec/h2_client.py MODE PORT
+
+Modes and what they print:
+  garbage       bytes that are not HTTP/2            -> "closed" or "goaway N"
+  preface       the preface and SETTINGS, nothing else -> "settings" (then "closed"
+                 once the server gives up on it is not waited for)
+  nopath        HEADERS without :path                  -> "rst N" (RST_STREAM code)
+  unknown       a call of /srv.Calc/Nope               -> "status 12"
+  ctype         content-type text/plain               -> "http 415"
+  big           a message prefix of 5 MiB              -> "status 8"
+  truncated     END_STREAM inside a message            -> "status 13"
+  encoding      grpc-encoding snappy, compressed flag  -> "status 12"
+  undecodable   a message that is not a srv.Point      -> "status 13"
+  rstflood      HEADERS then RST_STREAM, 2000 times    -> "goaway 11"
+  pingflood     2000 PING frames                       -> "goaway 11"
+  settingsflood 2000 SETTINGS frames                   -> "goaway 11"
+  noread        a server stream never read, held 2 s   -> "held N" (bytes received)
+  silent        a TCP connection that sends nothing    -> "closed" once the server closes it
+  twoconns      a second connection past max_connections -> "second closed"
+"""
+import socket
+import sys
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+
+PATH = "/srv.Calc/Add"
+
+
+def headers(path=PATH, ctype="application/grpc", extra=()):
+    h = [(":method", "POST"), (":scheme", "http"), (":path", path),
+         (":authority", "127.0.0.1"), ("content-type", ctype), ("te", "trailers")]
+    return h + list(extra)
+
+
+def frame(body, flag=0, length=None):
+    n = len(body) if length is None else length
+    return bytes([flag]) + n.to_bytes(4, "big") + body
+
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+class Client:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        cfg = h2.config.H2Configuration(client_side=True, validate_outbound_headers=False,
+                                        normalize_outbound_headers=False,
+                                        validate_inbound_headers=False)
+        self.conn = h2.connection.H2Connection(cfg)
+        self.conn.initiate_connection()
+        self.flush()
+        self.received = 0
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def events(self, seconds=10, read=True):
+        """Yields events until the connection closes or 'seconds' pass."""
+        end = time.time() + seconds
+        while time.time() < end:
+            self.sock.settimeout(max(0.05, end - time.time()))
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                return
+            except ConnectionResetError:
+                yield "closed"
+                return
+            if not data:
+                yield "closed"
+                return
+            try:
+                evs = self.conn.receive_data(data)
+            except Exception:  # the server's bytes after our own misbehaviour
+                yield "closed"
+                return
+            for ev in evs:
+                if isinstance(ev, h2.events.DataReceived):
+                    self.received += len(ev.data)
+                    if read:
+                        self.conn.acknowledge_received_data(ev.flow_controlled_length,
+                                                            ev.stream_id)
+                yield ev
+            try:
+                self.flush()
+            except OSError:
+                yield "closed"
+                return
+
+
+def answer(c, sid=1):
+    """The first telling answer of stream 'sid' (or the connection)."""
+    for ev in c.events():
+        if ev == "closed":
+            return "closed"
+        if isinstance(ev, h2.events.ConnectionTerminated):
+            return "goaway %d" % ev.error_code
+        if isinstance(ev, h2.events.StreamReset) and ev.stream_id == sid:
+            return "rst %d" % ev.error_code
+        if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)) \
+                and ev.stream_id == sid:
+            h = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+                 for k, v in ev.headers}
+            if "grpc-status" in h:
+                return "status " + h["grpc-status"]
+            if h.get(":status") != "200":
+                return "http " + h[":status"]
+    return "nothing"
+
+
+def flood(c, send):
+    for i in range(2000):
+        send(i)
+        try:
+            c.flush()
+        except OSError:
+            break
+    return answer(c, sid=-1)
+
+
+def main():
+    mode, port = sys.argv[1], int(sys.argv[2])
+    if mode == "garbage":
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"\xff" * 100)
+        data = b""
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+        except (socket.timeout, ConnectionResetError):
+            pass
+        print("closed")
+        return
+    if mode == "silent":
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            while s.recv(65536):
+                pass
+            print("closed")
+        except socket.timeout:
+            print("still open")
+        except ConnectionResetError:
+            print("closed")
+        return
+    if mode == "twoconns":
+        first = Client(port)
+        for ev in first.events(seconds=3):
+            if isinstance(ev, h2.events.RemoteSettingsChanged):
+                break
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            print("second closed" if not s.recv(65536) else "second answered")
+        except (socket.timeout, BrokenPipeError):
+            print("second open")
+        except ConnectionResetError:
+            print("second closed")
+        return
+    c = Client(port)
+    if mode == "preface":
+        for ev in c.events(seconds=3):
+            if isinstance(ev, h2.events.RemoteSettingsChanged):
+                print("settings")
+                return
+        print("nothing")
+    elif mode == "nopath":
+        h = [kv for kv in headers() if kv[0] != ":path"]
+        c.conn.send_headers(1, h, end_stream=True)
+        c.flush()
+        print(answer(c))
+    elif mode == "unknown":
+        c.conn.send_headers(1, headers(path="/srv.Calc/Nope"))
+        c.conn.send_data(1, frame(b"\x08\x01"), end_stream=True)
+        c.flush()
+        print(answer(c))
+    elif mode == "ctype":
+        c.conn.send_headers(1, headers(ctype="text/plain"))
+        c.conn.send_data(1, frame(b"\x08\x01"), end_stream=True)
+        c.flush()
+        print(answer(c))
+    elif mode == "big":
+        c.conn.send_headers(1, headers())
+        c.conn.send_data(1, frame(b"\x08\x01", length=5 * 1024 * 1024))
+        c.flush()
+        print(answer(c))
+    elif mode == "truncated":
+        c.conn.send_headers(1, headers())
+        c.conn.send_data(1, frame(b"\x08\x01", length=100), end_stream=True)
+        c.flush()
+        print(answer(c))
+    elif mode == "encoding":
+        c.conn.send_headers(1, headers(extra=[("grpc-encoding", "snappy")]))
+        c.conn.send_data(1, frame(b"\x08\x01", flag=1), end_stream=True)
+        c.flush()
+        print(answer(c))
+    elif mode == "undecodable":
+        c.conn.send_headers(1, headers())
+        c.conn.send_data(1, frame(b"\xff\xff\xff"), end_stream=True)
+        c.flush()
+        print(answer(c))
+    elif mode == "rstflood":
+        def send(i):
+            sid = 1 + 2 * i
+            c.conn.send_headers(sid, headers())
+            c.conn.reset_stream(sid)
+        print(flood(c, send))
+    elif mode == "pingflood":
+        print(flood(c, lambda i: c.conn.ping(i.to_bytes(8, "big"))))
+    elif mode == "settingsflood":
+        print(flood(c, lambda i: c.conn.update_settings({h2.settings.SettingCodes.ENABLE_PUSH: 0})))
+    elif mode == "noread":
+        c.conn.send_headers(1, headers(path="/srv.Calc/Count"))
+        c.conn.send_data(1, frame(b"\x08" + varint(100000000)), end_stream=True)
+        c.flush()
+        for _ in c.events(seconds=2, read=False):
+            pass
+        print("held %d" % c.received)
+    else:
+        print("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+-- pc.listen against bad and hostile clients: a raw HTTP/2 client written
+-- with python3-h2 (spec/h2_client.py, Debian's /usr/bin/python3) sends each
+-- kind of bad input; each gets its answer, and the server keeps serving a
+-- protocall client on another connection.
+local pc = require "protocall"
+
+local pool = pc.pool()
+assert(pool:load([[
+syntax = "proto3";
+package srv;
+message Point { int32 x = 1; int32 y = 2; string note = 3; }
+message Sum { int64 total = 1; uint32 count = 2; }
+service Calc {
+  rpc Add(Point) returns (Sum);
+  rpc Count(Point) returns (stream Point);
+}
+]], { name = "srv/calc.proto" }))
+
+local server = pc.server({ ["srv.Calc"] = {
+  Add = function(p) return { total = p.x + p.y } end,
+  Count = function(p, ctx)
+    for i = 1, p.x do
+      if ctx:cancelled() then return end
+      ctx.send { x = i, note = string.rep("n", 1000) }
+    end
+  end,
+} }, { pool = pool })
+
+-- Runs spec/h2_client.py MODE against a listener (as a task, so the
+-- server goes on serving meanwhile), then a protocall call on a new
+-- connection; returns what the client printed.
+local function attack(mode, opts)
+  local l = pc.listen(server, "127.0.0.1:0", opts)
+  local out = os.tmpname()
+  local answer, sum
+  pc.spawn(function() l:serve() end)
+  pc.spawn(function()
+    os.execute("/usr/bin/python3 spec/h2_client.py " .. mode .. " " .. l.port .. " > " .. out
+      .. " 2>&1 &")
+    for _ = 1, 3000 do
+      local f = io.open(out)
+      local line = f and f:read("*l")
+      if f then f:close() end
+      if line then answer = line; break end
+      pc.sleep(0.01)
+    end
+    local stub = pc.client("srv.Calc", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = pool })
+    sum = stub:Add({ x = 20, y = 22 }).total
+    if opts and opts.idle_timeout then
+      for _ = 1, 500 do
+        if l:connections() == 0 then break end
+        pc.sleep(0.01)
+      end
+      answer = answer .. ", then " .. l:connections() .. " connections"
+    end
+    l:shutdown(1)
+  end)
+  pc.run()
+  os.remove(out)
+  assert.equals(42, sum) -- the server still serves
+  return answer
+end
+
+describe("pc.listen under bad input", function()
+  it("closes a connection that sends garbage", function()
+    assert.equals("closed", attack("garbage"))
+  end)
+
+  it("answers a preface with its SETTINGS", function()
+    assert.equals("settings", attack("preface"))
+  end)
+
+  it("resets a stream whose HEADERS have no :path (PROTOCOL_ERROR)", function()
+    assert.equals("rst 1", attack("nopath"))
+  end)
+
+  it("answers an unknown method UNIMPLEMENTED", function()
+    assert.equals("status 12", attack("unknown"))
+  end)
+
+  it("answers a content-type that is not gRPC with HTTP 415", function()
+    assert.equals("http 415", attack("ctype"))
+  end)
+
+  it("answers a message over the limit RESOURCE_EXHAUSTED before its body", function()
+    assert.equals("status 8", attack("big"))
+  end)
+
+  it("answers a truncated message INTERNAL", function()
+    assert.equals("status 13", attack("truncated"))
+  end)
+
+  it("answers an unknown grpc-encoding UNIMPLEMENTED", function()
+    assert.equals("status 12", attack("encoding"))
+  end)
+
+  it("answers a request that does not decode INTERNAL", function()
+    assert.equals("status 13", attack("undecodable"))
+  end)
+
+  it("ends a flood of RST_STREAM after HEADERS with GOAWAY ENHANCE_YOUR_CALM", function()
+    assert.equals("goaway 11", attack("rstflood"))
+  end)
+
+  it("ends a PING flood with GOAWAY ENHANCE_YOUR_CALM", function()
+    assert.equals("goaway 11", attack("pingflood"))
+  end)
+
+  it("ends a SETTINGS flood with GOAWAY ENHANCE_YOUR_CALM", function()
+    assert.equals("goaway 11", attack("settingsflood"))
+  end)
+
+  it("closes a connection that sends nothing within the handshake timeout", function()
+    assert.equals("closed", attack("silent", { handshake_timeout = 0.3 }))
+  end)
+
+  it("closes a TLS connection that never starts its handshake within the handshake timeout", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    assert(os.execute("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+      .. " -keyout " .. dir .. "/key.pem -out " .. dir .. "/cert.pem 2>/dev/null"))
+    local l = pc.listen(server, "127.0.0.1:0", { cert_file = dir .. "/cert.pem",
+      key_file = dir .. "/key.pem", handshake_timeout = 0.3 })
+    local out = os.tmpname()
+    local answer
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      os.execute("/usr/bin/python3 spec/h2_client.py silent " .. l.port .. " > " .. out .. " 2>&1 &")
+      for _ = 1, 1000 do
+        local f = io.open(out)
+        answer = f and f:read("*l")
+        if f then f:close() end
+        if answer then break end
+        pc.sleep(0.01)
+      end
+      l:shutdown(1)
+    end)
+    pc.run()
+    os.remove(out)
+    os.execute("rm -rf " .. dir)
+    assert.equals("closed", answer)
+  end)
+
+  it("closes connections past max_connections at once", function()
+    assert.equals("second closed", attack("twoconns", { max_connections = 1 }))
+  end)
+
+  it("sends GOAWAY to a connection idle for idle_timeout and closes it", function()
+    assert.equals("settings, then 0 connections", attack("preface", { idle_timeout = 0.3, max_connections = 5 }))
+  end)
+
+  it("holds a client that never reads a server stream to its flow-control window", function()
+    local held = tonumber(attack("noread", { stream_window = 65535 }):match("^held (%d+)$"))
+    -- The client's windows are h2's defaults (65,535 bytes): the server sent
+    -- no more than that, however long the stream.
+    assert.is_true(held > 0 and held <= 65535 + 16384)
+  end)
+end)

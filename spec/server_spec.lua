@@ -1,0 +1,479 @@
+-- pc.listen (README "Serving"): protocall's client against protocall's
+-- server in one Lua state (the listener and the calls are tasks of one
+-- pc.run), over h2c and TLS; all four call shapes, metadata, deadlines,
+-- cancellation, errors, shutdown.
+local pc = require "protocall"
+
+local pool = pc.pool()
+assert(pool:load([[
+syntax = "proto3";
+package srv;
+message Point { int32 x = 1; int32 y = 2; string note = 3; }
+message Sum { int64 total = 1; uint32 count = 2; }
+service Calc {
+  rpc Add(Point) returns (Sum);
+  rpc Count(Point) returns (stream Point);
+  rpc Total(stream Point) returns (Sum);
+  rpc Double(stream Point) returns (stream Point);
+}
+]], { name = "srv/calc.proto" }))
+
+local seen = {}
+
+local handlers = {
+  Add = function(p, ctx)
+    seen.metadata = ctx.metadata
+    seen.timeout = ctx.timeout
+    if p.note == "fail" then error(pc.Error { code = "FAILED_PRECONDITION", message = "no: 100% ✓" }) end
+    if p.note == "details" then
+      error(pc.Error { code = "INVALID_ARGUMENT", message = "bad",
+        details = { pc.type("google.rpc.ErrorInfo") { reason = "TOO_FAR", domain = "srv" } } })
+    end
+    if p.note == "raw details" then
+      local st = pc.type("google.rpc.Status") { code = 3, message = "raw" }
+      error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = pc.encode(st) })
+    end
+    if p.note == "bad details" then
+      error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = { 42 } })
+    end
+    if p.note == "crash" then error("boom at /secret/path") end
+    if p.note == "sleep" then
+      while not ctx:cancelled() do pc.sleep(0.01) end
+      seen.cancelled = true
+      return { total = -1 }
+    end
+    if p.note == "nil" then return nil end
+    if p.note == "meta" then
+      ctx:set_header("x-head", "h1")
+      ctx:set_trailer("x-trail", "t1")
+      ctx:set_trailer("x-bin", "\0\255")
+    end
+    return { total = p.x + p.y, count = 1 }
+  end,
+  Count = function(p, ctx)
+    for i = 1, p.x do
+      if ctx:cancelled() then seen.stream_cancelled = true; return end
+      ctx.send { x = i }
+      if p.note == "slow" then pc.sleep(0.01) end
+    end
+    if p.note == "fail" then error(pc.Error { code = "ABORTED", message = "after" }) end
+  end,
+  Total = function(ctx)
+    local total, count = 0, 0
+    while true do
+      local p = ctx:recv()
+      if p == nil then break end
+      total, count = total + p.x, count + 1
+    end
+    return { total = total, count = count }
+  end,
+  Double = function(ctx)
+    while true do
+      local p = ctx:recv()
+      if p == nil then return end
+      ctx.send { x = p.x * 2 }
+    end
+  end,
+}
+
+local server = pc.server({ ["srv.Calc"] = handlers }, { pool = pool })
+
+-- Runs `fn(stub, transport, listener)` as a task beside a listener's
+-- serve task, then shuts the listener down; errors of `fn` are raised.
+local function with_server(opts, fn, target_opts, scheme)
+  local l = pc.listen(server, "127.0.0.1:0", opts)
+  local err
+  pc.spawn(function() l:serve() end)
+  pc.spawn(function()
+    local t = pc.grpc((scheme or "http") .. "://127.0.0.1:" .. l.port, target_opts)
+    local stub = pc.client("srv.Calc", { transport = t, pool = pool })
+    local ok, e = pcall(fn, stub, t, l)
+    if not ok then err = e end
+    t:close()
+    l:shutdown(1)
+  end)
+  pc.run()
+  if err then error(err, 0) end
+end
+
+local function raised(fn)
+  local ok, e = pcall(fn)
+  assert.is_false(ok)
+  return e
+end
+
+describe("pc.listen", function()
+  it("serves a unary call", function()
+    with_server(nil, function(stub)
+      local s = stub:Add { x = 2, y = 40 }
+      assert.equals(42, s.total)
+      assert.equals(1, s.count)
+    end)
+  end)
+
+  it("serves a server stream", function()
+    with_server(nil, function(stub)
+      local got = {}
+      for p in stub:Count { x = 5 } do got[#got + 1] = p.x end
+      assert.same({ 1, 2, 3, 4, 5 }, got)
+    end)
+  end)
+
+  it("serves a client stream", function()
+    with_server(nil, function(stub)
+      local c = stub:Total()
+      for i = 1, 10 do c:send { x = i } end
+      local s = c:close_and_recv()
+      assert.equals(55, s.total)
+      assert.equals(10, s.count)
+    end)
+  end)
+
+  it("serves a bidirectional stream, message by message", function()
+    with_server(nil, function(stub)
+      local c = stub:Double()
+      for i = 1, 3 do
+        c:send { x = i }
+        assert.equals(i * 2, c:recv().x)
+      end
+      c:close_send()
+      assert.is_nil(c:recv())
+    end)
+  end)
+
+  it("passes request metadata and the timeout to the handler", function()
+    with_server(nil, function(stub)
+      stub:Add({ x = 1 }, { metadata = { { "x-user", "ann" }, { "x-raw-bin", "\0\1\2" } }, timeout = 30 })
+      local got = {}
+      for _, kv in ipairs(seen.metadata) do got[kv[1]] = kv[2] end
+      assert.equals("ann", got["x-user"])
+      assert.equals("\0\1\2", got["x-raw-bin"])
+      assert.is_nil(got["grpc-timeout"])
+      assert.is_true(seen.timeout > 29 and seen.timeout <= 30)
+    end)
+  end)
+
+  it("sends response headers and trailers the handler set", function()
+    with_server(nil, function(_, t)
+      local req = pc.encode(pool:type("srv.Point") { note = "meta" })
+      local _, md = t:unary("/srv.Calc/Add", req, { with_metadata = true })
+      local h, tr = {}, {}
+      for _, kv in ipairs(md.headers) do h[kv[1]] = kv[2] end
+      for _, kv in ipairs(md.trailers) do tr[kv[1]] = kv[2] end
+      assert.equals("h1", h["x-head"])
+      assert.equals("t1", tr["x-trail"])
+      assert.equals("\0\255", tr["x-bin"])
+    end)
+  end)
+
+  it("sends a pc.Error's code and message (percent-encoded on the wire)", function()
+    with_server(nil, function(stub)
+      local e = raised(function() stub:Add { note = "fail" } end)
+      assert.equals("FAILED_PRECONDITION", e.code)
+      assert.equals("no: 100% ✓", e.message)
+    end)
+  end)
+
+  it("sends a pc.Error's details as grpc-status-details-bin (a list of messages, or bytes)", function()
+    with_server(nil, function(stub)
+      local e = raised(function() stub:Add { note = "details" } end)
+      assert.equals("INVALID_ARGUMENT", e.code)
+      assert.equals("TOO_FAR", e.details[1].reason)
+      assert.equals("srv", e.details[1].domain)
+      e = raised(function() stub:Add { note = "raw details" } end)
+      assert.equals("raw", pc.decode(pc.type("google.rpc.Status"), e.details_bin).message)
+      e = raised(function() stub:Add { note = "bad details" } end)
+      assert.equals("INTERNAL", e.code)
+      assert.matches("details%[1%]: message expected", e.message)
+    end)
+  end)
+
+  it("turns other errors into UNKNOWN without the source position", function()
+    with_server(nil, function(stub)
+      local e = raised(function() stub:Add { note = "crash" } end)
+      assert.equals("UNKNOWN", e.code)
+      assert.equals("srv.Calc.Add: boom at /secret/path", e.message)
+      assert.not_matches("%.lua:%d", e.message)
+    end)
+  end)
+
+  it("fails a unary handler that returns nothing with INTERNAL", function()
+    with_server(nil, function(stub)
+      assert.equals("INTERNAL", raised(function() stub:Add { note = "nil" } end).code)
+    end)
+  end)
+
+  it("answers an unknown method UNIMPLEMENTED", function()
+    with_server(nil, function(_, t)
+      local e = raised(function() t:unary("/srv.Calc/Nope", "") end)
+      assert.equals("UNIMPLEMENTED", e.code)
+      e = raised(function() t:unary("/other.Svc/Add", "") end)
+      assert.equals("UNIMPLEMENTED", e.code)
+    end)
+  end)
+
+  it("answers an undecodable request INTERNAL", function()
+    with_server(nil, function(_, t)
+      local e = raised(function() t:unary("/srv.Calc/Add", "\255\255\255") end)
+      assert.equals("INTERNAL", e.code)
+      assert.matches("decode", e.message)
+    end)
+  end)
+
+  it("answers a request over max_receive_size RESOURCE_EXHAUSTED", function()
+    with_server({ max_receive_size = 1000 }, function(stub)
+      local e = raised(function() stub:Add { note = string.rep("n", 2000) } end)
+      assert.equals("RESOURCE_EXHAUSTED", e.code)
+      assert.equals(3, stub:Add({ x = 1, y = 2 }).total) -- the connection goes on
+    end)
+  end)
+
+  it("takes gzip-compressed requests", function()
+    with_server(nil, function(stub)
+      assert.equals(7, stub:Add({ x = 3, y = 4, note = string.rep("z", 500) }, { compression = "gzip" }).total)
+    end)
+  end)
+
+  it("ends a call whose deadline passes DEADLINE_EXCEEDED and the handler sees it", function()
+    seen.cancelled = nil
+    with_server(nil, function(stub)
+      local e = raised(function() stub:Add({ note = "sleep" }, { timeout = 0.2 }) end)
+      assert.equals("DEADLINE_EXCEEDED", e.code)
+      for _ = 1, 200 do
+        if seen.cancelled then break end
+        pc.sleep(0.01)
+      end
+      assert.is_true(seen.cancelled)
+    end)
+  end)
+
+  it("lets a handler see the client's cancellation", function()
+    seen.stream_cancelled = nil
+    with_server(nil, function(_, t)
+      local n = 0
+      local req = pc.encode(pool:type("srv.Point") { x = 100000, note = "slow" })
+      local iter, st, ctl, call = t:server_stream("/srv.Calc/Count", req)
+      for _ in iter, st, ctl do
+        n = n + 1
+        if n == 3 then break end
+      end
+      call:close() -- cancels the call (RST_STREAM CANCEL)
+      for _ = 1, 300 do
+        if seen.stream_cancelled then break end
+        pc.sleep(0.01)
+      end
+      assert.is_true(seen.stream_cancelled)
+    end)
+  end)
+
+  it("sends the list a server-streaming handler returns, and runs server interceptors", function()
+    local log = {}
+    local s2 = pc.server({ ["srv.Calc"] = {
+      Count = function(p) return { { x = p.x }, { x = p.x + 1 } } end,
+    } }, { pool = pool, interceptors = { function(call, next)
+      local r = next(call)
+      log[#log + 1] = call.method .. " " .. call.status
+      return r
+    end } })
+    local l = pc.listen(s2, "127.0.0.1:0")
+    local got = {}
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local stub = pc.client("srv.Calc", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = pool })
+      for p in stub:Count { x = 7 } do got[#got + 1] = p.x end
+      l:shutdown(1)
+    end)
+    pc.run()
+    assert.same({ 7, 8 }, got)
+    assert.same({ "srv.Calc.Count OK" }, log)
+  end)
+
+  it("serves the built-in health and reflection services", function()
+    local s2 = pc.server({ ["srv.Calc"] = handlers }, { pool = pool, health = true, reflection = true })
+    local l = pc.listen(s2, "127.0.0.1:0")
+    local status, names, watched
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local t = pc.grpc("http://127.0.0.1:" .. l.port)
+      local health = pc.client("grpc.health.v1.Health", { transport = t, pool = pool })
+      status = health:Check({ service = "" }).status
+      local n = 0
+      for r in health:Watch { service = "" } do
+        watched = r.status
+        n = n + 1
+        if n == 1 then break end
+      end
+      local refl = pc.client("grpc.reflection.v1.ServerReflection", { transport = t, pool = pool })
+      local call = refl:ServerReflectionInfo()
+      call:send { list_services = "" }
+      names = {}
+      for _, svc in pc.ipairs(call:recv().list_services_response.service) do
+        names[#names + 1] = svc.name
+      end
+      call:close_send()
+      table.sort(names)
+      l:shutdown(1)
+    end)
+    pc.run()
+    assert.equals(1, status) -- SERVING
+    assert.equals(1, watched)
+    assert.is_truthy(table.concat(names, " "):find("srv.Calc", 1, true))
+    assert.is_truthy(table.concat(names, " "):find("grpc.health.v1.Health", 1, true))
+  end)
+
+  it("sends the responses of a stream before its error", function()
+    with_server(nil, function(stub)
+      local got = {}
+      local e = raised(function()
+        for p in stub:Count { x = 2, note = "fail" } do got[#got + 1] = p.x end
+      end)
+      assert.same({ 1, 2 }, got)
+      assert.equals("ABORTED", e.code)
+    end)
+  end)
+
+  it("runs calls concurrently: a slow handler does not hold the others", function()
+    with_server(nil, function(stub)
+      local done = {}
+      for i = 1, 5 do
+        pc.spawn(function()
+          local got = 0
+          for _ in stub:Count { x = 20, note = "slow" } do got = got + 1 end
+          done[i] = got
+        end)
+      end
+      assert.equals(9, stub:Add({ x = 4, y = 5 }).total)
+      assert.is_nil(done[1]) -- the fast call came back while the streams ran
+      for _ = 1, 500 do
+        if #done == 5 then break end
+        pc.sleep(0.01)
+      end
+      assert.same({ 20, 20, 20, 20, 20 }, done)
+    end)
+  end)
+
+  it("holds a server stream the client does not read by flow control", function()
+    with_server({ stream_window = 65535 }, function(_, t)
+      local req = pc.encode(pool:type("srv.Point") { x = 1000000 })
+      local call = t:stream("/srv.Calc/Count", {})
+      call:send(req)
+      call:close_send()
+      pc.sleep(0.3) -- the handler runs into the closed window and waits
+      assert.equals(1, call:recv() and 1)
+      call:cancel()
+    end, { stream_window = 65535, connection_window = 65535 })
+  end)
+
+  it("listens on IPv6 and picks a port for port 0", function()
+    local l = pc.listen(server, "[::1]:0")
+    assert.is_true(l.port > 0)
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local stub = pc.client("srv.Calc", { transport = pc.grpc("http://[::1]:" .. l.port), pool = pool })
+      assert.equals(3, stub:Add({ x = 1, y = 2 }).total)
+      l:shutdown(1)
+    end)
+    pc.run()
+  end)
+
+  it("finishes calls in flight within the grace period on shutdown, then refuses", function()
+    local l = pc.listen(server, "127.0.0.1:0")
+    local result
+    pc.spawn(function() l:serve() end)
+    local t = pc.grpc("http://127.0.0.1:" .. l.port)
+    local stub = pc.client("srv.Calc", { transport = t, pool = pool })
+    pc.spawn(function()
+      local got = 0
+      for _ in stub:Count { x = 20, note = "slow" } do got = got + 1 end
+      result = got
+    end)
+    pc.spawn(function()
+      pc.sleep(0.05)
+      l:shutdown(10)
+      assert.equals(0, l:connections())
+      local e = raised(function() stub:Add { x = 1 } end)
+      assert.equals("UNAVAILABLE", e.code)
+    end)
+    pc.run()
+    assert.equals(20, result)
+  end)
+
+  it("cancels the calls still running when the grace period ends", function()
+    seen.cancelled = nil
+    local l = pc.listen(server, "127.0.0.1:0")
+    local code
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local stub = pc.client("srv.Calc", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = pool })
+      local ok, e = pcall(function() return stub:Add { note = "sleep" } end)
+      code = ok and "OK" or e.code
+    end)
+    pc.spawn(function()
+      pc.sleep(0.1)
+      l:shutdown(0.1)
+    end)
+    pc.run()
+    assert.is_true(seen.cancelled)
+    assert.equals("UNAVAILABLE", code)
+  end)
+
+  describe("over TLS", function()
+    local dir
+    setup(function()
+      dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir " .. dir))
+      local function cert(name, extra)
+        assert(os.execute("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+          .. " -addext subjectAltName=DNS:localhost,IP:127.0.0.1" .. (extra or "")
+          .. " -keyout " .. dir .. "/" .. name .. "-key.pem -out " .. dir .. "/" .. name
+          .. ".pem 2>/dev/null"))
+      end
+      cert("server")
+      cert("client")
+    end)
+    teardown(function() os.execute("rm -rf " .. dir) end)
+
+    it("serves all shapes over TLS with ALPN h2", function()
+      with_server({ cert_file = dir .. "/server.pem", key_file = dir .. "/server-key.pem" },
+        function(stub)
+          assert.equals(5, stub:Add({ x = 2, y = 3 }).total)
+          local n = 0
+          for _ in stub:Count { x = 3 } do n = n + 1 end
+          assert.equals(3, n)
+          local c = stub:Double()
+          c:send { x = 4 }
+          assert.equals(8, c:recv().x)
+          c:close_send()
+        end, { ca_file = dir .. "/server.pem" }, "https")
+    end)
+
+    it("requires a client certificate with client_ca_file (mutual TLS)", function()
+      with_server({ cert_file = dir .. "/server.pem", key_file = dir .. "/server-key.pem",
+                    client_ca_file = dir .. "/client.pem" },
+        function(stub, _, l)
+          local e = raised(function() stub:Add { x = 1 } end)
+          assert.equals("UNAVAILABLE", e.code)
+          local good = pc.grpc("https://127.0.0.1:" .. l.port, {
+            ca_file = dir .. "/server.pem", cert_file = dir .. "/client.pem",
+            key_file = dir .. "/client-key.pem" })
+          local s2 = pc.client("srv.Calc", { transport = good, pool = pool })
+          assert.equals(2, s2:Add({ x = 1, y = 1 }).total)
+          good:close()
+        end, { ca_file = dir .. "/server.pem" }, "https")
+    end)
+  end)
+
+  it("checks its arguments", function()
+    assert.matches("protocall.Server expected", raised(function() pc.listen({}, "127.0.0.1:0") end))
+    assert.matches("expected host:port", raised(function() pc.listen(server, "nope") end))
+    assert.matches("unknown option 'bogus'", raised(function() pc.listen(server, "127.0.0.1:0", { bogus = 1 }) end))
+    assert.matches("cert_file and key_file go together",
+      raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "x" }) end))
+    assert.matches("pc.listen: cert_file '/nonexistent'",
+      raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "/nonexistent", key_file = "/nonexistent" }) end))
+    local l = pc.listen(server, "127.0.0.1:0")
+    assert.matches("Address already in use", raised(function() pc.listen(server, "127.0.0.1:" .. l.port) end))
+    l:shutdown()
+  end)
+end)

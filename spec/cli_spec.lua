@@ -668,3 +668,69 @@ describe("protocall call connection flags", function()
     end)
   end)
 end)
+
+describe("protocall serve", function()
+  -- Starts `protocall serve ARGS` in the background; returns its port and
+  -- pid once it says where it listens.
+  local function serve(args)
+    local log, pidfile = os.tmpname(), os.tmpname()
+    assert(os.execute(("%s serve %s 2>%s >/dev/null & echo $! > %s"):format(BIN, args, log, pidfile)))
+    local f = assert(io.open(pidfile))
+    local pid = f:read("l")
+    f:close()
+    os.remove(pidfile)
+    for _ = 1, 200 do
+      f = io.open(log)
+      local text = f and f:read("a") or ""
+      if f then f:close() end
+      local port = text:match("listening on 127%.0%.0%.1:(%d+) %(h2c%)")
+      if port then
+        os.remove(log)
+        return tonumber(port), pid
+      end
+      os.execute("sleep 0.05")
+    end
+    os.execute("kill " .. pid)
+    error("protocall serve did not start")
+  end
+
+  it("serves the services a script returns, with health and reflection on", function()
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local ok, e = pcall(function()
+      local target = "127.0.0.1:" .. port
+      local out, err, code = run(BIN .. " list -plaintext " .. target)
+      assert.are.equal(0, code, err)
+      assert.are.equal("demo.Router\ngrpc.health.v1.Health\ngrpc.reflection.v1.ServerReflection\n"
+        .. "grpc.reflection.v1alpha.ServerReflection\n", out)
+      out, err, code = run(BIN .. " call -plaintext -retry-attempts 3 -d '{\"name\": \"s\", \"points\": "
+        .. "[{}, {\"x\": 3, \"y\": 4}]}' " .. target .. " demo.Router/Measure")
+      assert.are.equal(0, code, err)
+      assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
+      out, err, code = run(BIN .. " call -plaintext " .. target .. " grpc.health.v1.Health/Check")
+      assert.are.equal(0, code, err)
+      assert.are.equal('{\n  "status": "SERVING"\n}\n', out)
+    end)
+    os.execute("kill " .. pid)
+    assert(ok, e)
+  end)
+
+  it("refuses what it cannot serve, with the command's usage or one line", function()
+    local _, err, code = run(BIN .. " serve")
+    assert.are.equal(2, code)
+    assert.matches("protocall serve: SCRIPT expected", err, 1, true)
+    _, err, code = run(BIN .. " serve -cert x.pem examples/route_services.lua")
+    assert.are.equal(2, code)
+    assert.matches("-cert and -key go together", err, 1, true)
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write("return 42\n")
+    f:close()
+    _, err, code = run(BIN .. " serve " .. script)
+    os.remove(script)
+    assert.are.equal(1, code)
+    assert.matches("the script returned number, not a table of services or a pc.server", err, 1, true)
+    _, err, code = run(BIN .. " serve no/such/script.lua")
+    assert.are.equal(1, code)
+    assert.matches("no/such/script.lua", err, 1, true)
+  end)
+end)

@@ -76,13 +76,20 @@ local EXPECTED = table.concat({
   "fail FAILED_PRECONDITION not now",
   "unknown UNIMPLEMENTED unknown method /srv.Calc/Nope",
   "crash UNKNOWN srv.Calc.Add: boom",
-  "deadline DEADLINE_EXCEEDED Deadline Exceeded",
+  "deadline DEADLINE_EXCEEDED",
   "done",
 }, "\n")
 
+-- The client's own deadline ("Deadline Exceeded") and the server's answer
+-- once the deadline passed ("srv.Calc.Add: deadline exceeded") race: the
+-- code is what both agree on.
+local function drive_codes(...)
+  return (drive(...):gsub("\ndeadline DEADLINE_EXCEEDED [^\n]*", "\ndeadline DEADLINE_EXCEEDED"))
+end
+
 describe("pc.listen with a python3-grpcio client", function()
   it("serves every shape, metadata and status over h2c", function()
-    assert.equals(EXPECTED, drive(nil))
+    assert.equals(EXPECTED, drive_codes(nil))
   end)
 
   it("serves the same over TLS", function()
@@ -92,7 +99,7 @@ describe("pc.listen with a python3-grpcio client", function()
     assert(os.execute("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
       .. " -addext subjectAltName=DNS:localhost,IP:127.0.0.1"
       .. " -keyout " .. dir .. "/key.pem -out " .. dir .. "/cert.pem 2>/dev/null"))
-    local got = drive({ cert_file = dir .. "/cert.pem", key_file = dir .. "/key.pem" }, dir .. "/cert.pem")
+    local got = drive_codes({ cert_file = dir .. "/cert.pem", key_file = dir .. "/key.pem" }, dir .. "/cert.pem")
     os.execute("rm -rf " .. dir)
     assert.equals(EXPECTED, got)
   end)

@@ -663,7 +663,15 @@ local function recording(transport, seen)
       local iter, state, ctl, call = transport:server_stream(path, request, settings)
       seen.md = nil
       seen.raw = call
-      return iter, state, ctl, call
+      if call == nil then return iter, state, ctl end
+      -- the loop closes the call at its end: its metadata is taken first
+      local function close()
+        if seen.raw == call then
+          seen.md, seen.raw = call:metadata(), nil
+        end
+        call:close()
+      end
+      return iter, state, ctl, setmetatable({ close = close }, { __close = close })
     end,
     stream = function(_, path, settings)
       local call = transport:stream(path, settings)

@@ -151,6 +151,10 @@ function M.install(pc, core)
         else
           ok, result = pcall(entry.handler, req, ctx)
         end
+        if ok and ctx.deadline ~= nil and now() > ctx.deadline then
+          -- a late answer is no answer: the client's deadline has passed (as gRPC servers do)
+          ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
+        end
         if ok and info.client_streaming and info.server_streaming and result ~= nil then
           ok, result = false, status("INTERNAL", info.full_name
             .. ": a bidirectional handler answers with ctx.send and returns nothing")

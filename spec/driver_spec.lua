@@ -127,6 +127,18 @@ describe("pc.grpc with a host driver", function()
     assert.is_true(D.counts.yields > yields, "the driver never yielded")
   end)
 
+  it("runs 50 tasks' calls on one connection", function()
+    local D = sdriver.new(pc)
+    local c = faults(D)
+    local got = {}
+    for i = 1, 50 do
+      pc.spawn(function() got[i] = c:Echo({ text = tostring(i) }, { timeout = 10 }).text end)
+    end
+    pc.run()
+    for i = 1, 50 do assert.are.equal(tostring(i), got[i]) end
+    assert.are.equal(1, D.counts.connect)
+  end)
+
   it("passes host, port and options to connect, and settimeouts in seconds", function()
     local seen, timeouts
     local D

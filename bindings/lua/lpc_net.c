@@ -184,7 +184,8 @@ static int lpc_grpcchannel_start(lua_State *L) {
 
 /* -- Host I/O (channel.h), for a channel made with host_io = true; ids
  * name connections, an id no longer listed is ignored.
- * conns = ch:host_conns()            -- {[id] = ready (boolean)}, the open ones
+ * conns, calls = ch:host_conns()     -- the open ones: {[id] = ready (boolean)},
+ *                                       {[id] = calls on it}
  * secs | nil = ch:host_tick()         -- timers; seconds to the next, nil: none
  * ch:host_connected(id, ok, why|nil)  -- the driver connected, or failed ('why')
  * bytes | nil = ch:host_output(id)    -- bytes to send, nil: none
@@ -205,11 +206,14 @@ static int lpc_grpcchannel_host_conns(lua_State *L) {
   size_t n = pc_GrpcChannel_HostConns(b->ch, conns, HOST_CONNS_MAX);
   if (n > HOST_CONNS_MAX) n = HOST_CONNS_MAX;
   lua_createtable(L, 0, (int)n);
+  lua_createtable(L, 0, (int)n);
   for (size_t i = 0; i < n; i++) {
     lua_pushboolean(L, conns[i].ready);
+    lua_rawseti(L, -3, conns[i].id);
+    lua_pushinteger(L, (lua_Integer)conns[i].calls);
     lua_rawseti(L, -2, conns[i].id);
   }
-  return 1;
+  return 2;
 }
 
 static int lpc_grpcchannel_host_tick(lua_State *L) {

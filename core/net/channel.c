@@ -766,6 +766,7 @@ size_t pc_GrpcChannel_HostConns(const pc_GrpcChannel *ch, pc_GrpcHostConn *out, 
     if (n < max) {
       out[n].id = c->id;
       out[n].ready = c->ready;
+      out[n].calls = c->calls;
     }
     n++;
   }

@@ -135,7 +135,8 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout);
  * longer listed does nothing (0). */
 typedef struct {
   unsigned id;
-  int ready; /* 0: to connect (pc_GrpcChannel_HostConnected); 1: connected */
+  int ready;    /* 0: to connect (pc_GrpcChannel_HostConnected); 1: connected */
+  size_t calls; /* calls on it: an idle connection need not be read */
 } pc_GrpcHostConn;
 
 /* The open connections: fills at most 'max' entries, returns how many

@@ -466,6 +466,7 @@ end
 local READ_MAX = 65536 -- bytes asked of one receiveany
 local READ_CAP = 1     -- seconds a read waits at most before the timers run again
 local SEND_TIMEOUT = 60
+local SHARED_READ = 0.01 -- seconds a read waits when other connections have calls too
 
 -- Roles held by pc.run tasks it dropped after an error are free again.
 local role_epoch = 0
@@ -543,7 +544,7 @@ end
 
 -- New connections get a state; gone ones their socket closed.
 local function sync(dc)
-  local live = dc.channel:host_conns()
+  local live, calls = dc.channel:host_conns()
   for id in pairs(live) do
     if not dc.conns[id] then dc.conns[id] = { id = id } end
   end
@@ -553,7 +554,26 @@ local function sync(dc)
       dc.conns[id] = nil
     end
   end
-  return live
+  return live, calls
+end
+
+-- The connection to read: one with calls whose reader role is free, the
+-- next after the last one read (so a task alone serves every connection);
+-- and how many connections have calls. Idle connections are not read.
+local function reader_pick(dc, live, calls)
+  local ids, busy = {}, 0
+  for id in pairs(dc.conns) do
+    if live[id] and calls[id] > 0 then
+      busy = busy + 1
+      if not holds(dc.conns[id].reader) then ids[#ids + 1] = id end
+    end
+  end
+  if #ids == 0 then return nil, busy end
+  table.sort(ids)
+  for i = 1, #ids do
+    if ids[i] > (dc.last_read or 0) then return ids[i], busy end
+  end
+  return ids[1], busy
 end
 
 -- One round of a wait on a driven channel.
@@ -562,7 +582,7 @@ function drive(dc)
   local next_timer = ch:host_tick() or math.huge
   if next_timer < 0.001 then next_timer = 0.001 end
   local t = next_timer < READ_CAP and next_timer or READ_CAP
-  local live = sync(dc)
+  local live, calls = sync(dc)
   for id, st in pairs(dc.conns) do
     if live[id] == false and not st.sock and not holds(st.connector) then
       return with_role(dc, st, "connector", do_connect, next_timer)
@@ -571,8 +591,11 @@ function drive(dc)
       return with_role(dc, st, "writer", do_write)
     end
   end
-  for id, st in pairs(dc.conns) do
-    if live[id] and not holds(st.reader) then return with_role(dc, st, "reader", do_read, t) end
+  local id, busy = reader_pick(dc, live, calls)
+  if id then
+    dc.last_read = id
+    -- with calls on several connections, short reads take turns on them
+    return with_role(dc, dc.conns[id], "reader", do_read, busy > 1 and (t < SHARED_READ and t or SHARED_READ) or t)
   end
   if not task_wait_signal(dc.signal, t) then dc.sleep(t < 0.005 and t or 0.005) end
   ch:host_tick()

@@ -14,6 +14,7 @@
 #define DRIVER_MT "protocall.Driver"
 #define SOCK_MT   "protocall.DriverSocket"
 #define ERR_MAX   256
+#define READ_MAX  ((lua_Integer)16 * 1024 * 1024) /* bytes one receiveany may ask */
 
 typedef struct {
   protocall_Driver d; /* the host's, fields past its 'size' zeroed */
@@ -114,7 +115,7 @@ static int sock_send(lua_State *L) {
 static int sock_receiveany(lua_State *L) {
   SockBox *b = check_sock(L);
   lua_Integer max = luaL_checkinteger(L, 2);
-  luaL_argcheck(L, max > 0 && max <= 16 * 1024 * 1024, 2, "1..16 MiB expected");
+  luaL_argcheck(L, max > 0 && max <= READ_MAX, 2, "1..16 MiB expected");
   const protocall_Driver *d = sock_driver(L);
   luaL_Buffer buf;
   char *p = luaL_buffinitsize(L, &buf, (size_t)max);

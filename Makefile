@@ -2,7 +2,8 @@
 # Everything builds with CMake into build/<kind>/.
 #   make run      install missing packages, build, run examples/quickstart.lua
 #   make test     the same set-up, then every test on the release build and
-#                 on the sanitizer build; the last line is "N passed, N failed"
+#                 on the sanitizer build, and the busted suite under LuaJIT
+#                 (build/luajit); the last line is "N passed, N failed"
 #   make bench    every benchmark in bench/ (not part of make test)
 #   make fuzz     every libFuzzer target in core/*/fuzz for FUZZ_SECONDS each
 #                 (make test runs a FUZZ_SLICE-second slice of each);
@@ -15,13 +16,14 @@
 JOBS    ?= $(shell nproc)
 RELEASE := build/release
 ASAN    := build/asan
+LUAJIT  := build/luajit
 FUZZ    := build/fuzz
 FUZZ_SECONDS ?= 600
 FUZZ_SLICE   ?= 20
 CMAKE_FLAGS ?= -DPROTOCALL_WERROR=ON
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find core bindings -name '*.[ch]')
 
-.PHONY: all deps build build-asan build-fuzz run test fuzz bench memcheck lint format clean
+.PHONY: all deps build build-asan build-luajit build-fuzz run test fuzz bench memcheck lint format clean
 
 all: build
 
@@ -40,6 +42,13 @@ build: deps $(RELEASE)/CMakeCache.txt
 build-asan: deps $(ASAN)/CMakeCache.txt
 	@cmake --build $(ASAN) -j $(JOBS) -- --no-print-directory -s
 
+# protocall.so for LuaJIT 2.1 (PROTOCALL_LUAJIT): the module alone.
+$(LUAJIT)/CMakeCache.txt: | deps
+	@cmake -S . -B $(LUAJIT) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPROTOCALL_LUAJIT=ON $(CMAKE_FLAGS) >/dev/null
+
+build-luajit: deps $(LUAJIT)/CMakeCache.txt
+	@cmake --build $(LUAJIT) -j $(JOBS) -- --no-print-directory -s
+
 # The fuzz build dir is configured on every use so FUZZ_SECONDS / FUZZ_SLICE
 # take effect (a no-op for CMake when nothing changed).
 build-fuzz: deps
@@ -53,9 +62,10 @@ fuzz: build-fuzz
 run: build
 	$(RELEASE)/protocall examples/quickstart.lua
 
-test: build build-asan
+test: build build-asan build-luajit
 	@$(MAKE) --no-print-directory build-fuzz FUZZ_SECONDS=$(FUZZ_SLICE)
-	@rm -f $(RELEASE)/ctest.xml $(RELEASE)/busted.tap $(ASAN)/ctest.xml $(ASAN)/busted.tap $(FUZZ)/ctest.xml
+	@rm -f $(RELEASE)/ctest.xml $(RELEASE)/busted.tap $(ASAN)/ctest.xml $(ASAN)/busted.tap $(FUZZ)/ctest.xml \
+	  $(LUAJIT)/ctest.xml $(LUAJIT)/busted.tap
 	@echo "== release build"
 	-@cd $(RELEASE) && ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
 	@echo "== sanitizer build (AddressSanitizer with leak detection, UndefinedBehaviorSanitizer)"
@@ -63,10 +73,13 @@ test: build build-asan
 	  ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
 	@echo "== fuzz slice ($(FUZZ_SLICE) s per libFuzzer target)"
 	-@cd $(FUZZ) && ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
-	@lua5.4 .ci/summary.lua $(RELEASE) $(ASAN) $(FUZZ)
+	@echo "== LuaJIT build (the busted suite under luajit; the C tests ran above)"
+	-@cd $(LUAJIT) && ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
+	@lua5.4 .ci/summary.lua $(RELEASE) $(ASAN) $(FUZZ) $(LUAJIT)
 
-bench: build
+bench: build build-luajit
 	@for b in bench/*_bench.lua; do $(RELEASE)/protocall $$b $(BENCH_ARGS) || exit 1; done
+	@LUA_CPATH='$(LUAJIT)/?.so;;' luajit bench/luajit/fields_bench.lua $(BENCH_ARGS)
 
 # The test servers spec/grpc_server.py starts end themselves after
 # PC_SERVER_LIFETIME seconds (120 by default): under valgrind the suite takes

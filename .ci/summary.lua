@@ -7,6 +7,7 @@
 -- counts as one failure, so a crash can never read as a pass.
 local passed, failed, skipped = 0, 0, 0
 local skips = {} -- "build: test: reason", printed above the closing line
+local per_build = {} -- "build/luajit 560/0/13": each build's share, one line above the closing one
 
 local function read(path)
   local f = io.open(path, "rb")
@@ -17,6 +18,7 @@ local function read(path)
 end
 
 for _, dir in ipairs(arg) do
+  local p0, f0, s0 = passed, failed, skipped
   local xml = read(dir .. "/ctest.xml")
   if not xml then
     io.stderr:write(dir .. "/ctest.xml: missing (ctest did not finish)\n")
@@ -56,9 +58,11 @@ for _, dir in ipairs(arg) do
       failed = failed + 1
     end
   end
+  per_build[#per_build + 1] = string.format("%s %d/%d/%d", dir, passed - p0, failed - f0, skipped - s0)
 end
 
 for _, s in ipairs(skips) do print("skipped: " .. s) end
+print("per build (passed/failed/skipped): " .. table.concat(per_build, "; "))
 local line = string.format("%d passed, %d failed", passed, failed)
 if skipped > 0 then line = line .. string.format(", %d skipped", skipped) end
 print(line)

@@ -17,7 +17,7 @@ local Point, Route, Distance = pc.type("demo.Point"), pc.type("demo.Route"), pc.
 
 -- 2. Messages: compact C slots used like tables, checked on every write.
 local route = Route { name = "triangle", points = { { x = 0, y = 0 }, { x = 3, y = 4 } } }
-table.insert(route.points, Point { x = 3, y = 0 })
+route.points[#route.points + 1] = Point { x = 3, y = 0 } -- or table.insert (Lua 5.4)
 route.labels.kind = "demo"
 print("route:   " .. tostring(route))
 local ok, err = pcall(function() route.points[1].x = "four" end)
@@ -52,7 +52,7 @@ else
         return Distance { length = len, legs = #r.points - 1 }
       end,
       Walk = function(r, ctx)
-        for _, p in ipairs(r.points) do ctx.send(p) end
+        for _, p in pc.ipairs(r.points) do ctx.send(p) end -- pc.ipairs: LuaJIT too
       end,
     },
   }

@@ -247,7 +247,7 @@ describe("pc.client over pc.grpc", function()
   describe("metadata and compression", function()
     local function sent(reply)
       local got = {}
-      for _, p in ipairs(reply.metadata) do got[p.key] = p.value end
+      for _, p in pc.ipairs(reply.metadata) do got[p.key] = p.value end
       return got
     end
 

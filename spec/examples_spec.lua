@@ -7,10 +7,10 @@ local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
 local corpus = require "corpus"
 local CORPUS = corpus.dir
 
+local R = require "runtime"
+
 local function run(cmd)
-  local h = io.popen(cmd .. " 2>&1")
-  local out = h:read("a")
-  local ok, _, code = h:close()
+  local out, ok, code = R.capture(cmd .. " 2>&1")
   return out, ok and 0 or code
 end
 
@@ -50,5 +50,24 @@ describe("examples/quickstart.lua", function()
     assert.matches("client: retrying after UNAVAILABLE: flaky server", out, 1, true)
     assert.matches("Measure -> demo.Distance{length=9.0, legs=2}", out, 1, true)
     assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
+  end)
+end)
+
+describe("examples under LuaJIT", function()
+  local title = "runs examples/quickstart.lua and examples/interceptors.lua in a stock luajit"
+  if not R.luajit then
+    return pending(title .. " [LuaJIT only: the LuaJIT pass of make test runs it]")
+  end
+  it(title, function()
+    local env = "LUA_CPATH='" .. (os.getenv("PROTOCALL_LUAJIT_BUILD") or "build/luajit") .. "/?.so;;' "
+    local out, code = run(env .. "luajit examples/quickstart.lua")
+    assert.are.equal(0, code, out)
+    assert.matches("encoded: 36 bytes: 0a08747269616e676c65", out, 1, true)
+    assert.are.equal(2, select(2, out:gsub("client: retrying after UNAVAILABLE: flaky server", "")))
+    assert.matches("Measure -> demo.Distance{length=9, legs=2}", out, 1, true) -- LuaJIT prints 9.0 as 9
+    assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
+    out, code = run(env .. "luajit examples/interceptors.lua")
+    assert.are.equal(0, code, out)
+    assert.matches("count Measure OK = 2\ncount Measure UNAVAILABLE = 3", out, 1, true)
   end)
 end)

@@ -4,6 +4,7 @@
 -- pinned; where protoc (Debian's protobuf-compiler) is installed the specs
 -- also run it on the same input and check that it still says so.
 local pc = require "protocall"
+local R = require "runtime"
 
 --- Resident memory of this process in KiB (Linux /proc), or nil.
 local function rss_kib()
@@ -107,7 +108,7 @@ end)
 local function protoc(args)
   if not io.open("/usr/bin/protoc", "rb") then return nil end
   local out = os.tmpname()
-  local ok = os.execute("/usr/bin/protoc " .. args .. " 2>" .. out)
+  local ok = R.execute("/usr/bin/protoc " .. args .. " 2>" .. out)
   local f = io.open(out, "rb")
   local text = f:read("a")
   f:close()
@@ -187,11 +188,13 @@ describe("argument errors", function()
   end)
 
   it("refuse a number where a full name is expected", function()
-    assert.are.equal("bad argument #1 to 'message' (string expected, got number)",
+    -- LuaJIT's luaL_argerror finds no name for these C functions: '?'
+    local function name(n) return R.luajit and "?" or n end
+    assert.are.equal("bad argument #1 to '" .. name("message") .. "' (string expected, got number)",
       raised(function() return pc.message(1.5, {}) end))
-    assert.are.equal("bad argument #1 to 'enum' (string expected, got number)",
+    assert.are.equal("bad argument #1 to '" .. name("enum") .. "' (string expected, got number)",
       raised(function() return pc.enum(7, { A = 0 }) end))
-    assert.are.equal("bad argument #1 to 'extend' (string expected, got number)",
+    assert.are.equal("bad argument #1 to '" .. name("extend") .. "' (string expected, got number)",
       raised(function() return pc.extend(7, {}) end))
   end)
 end)

@@ -4,13 +4,19 @@
 -- project's find_package(protocall), and the rock built by Debian's luarocks
 -- from a copy of the source tree. Runs on the release build; the sanitizer
 -- build's objects need the sanitizer runtime, which a stock lua5.4 lacks.
+-- Under LuaJIT the build under test is the LuaJIT build
+-- ($PROTOCALL_LUAJIT_BUILD, set by .ci/busted), whose install is the module
+-- and the layer in LuaJIT's folders (lib/lua/5.1, share/lua/5.1).
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
 local BUILD = BIN:match("^(.*)/[^/]*$") or "."
 
+local R = require "runtime"
+local it54 = R.only54(it, pending)
+if R.luajit then BUILD = os.getenv("PROTOCALL_LUAJIT_BUILD") or "build/luajit" end
+local ABI = R.luajit and "5.1" or "5.4"
+
 local function sh(cmd)
-  local h = io.popen("(" .. cmd .. ") 2>&1")
-  local out = h:read("a")
-  local ok, _, code = h:close()
+  local out, ok, code = R.capture("(" .. cmd .. ") 2>&1")
   return out, ok and 0 or code
 end
 
@@ -28,7 +34,7 @@ local function sanitized()
   return cache:find("PROTOCALL_SANITIZE:BOOL=ON", 1, true) ~= nil
 end
 
-local LUA_CHECK = [[lua5.4 -e 'local pc = require "protocall"; local P = pc.message("i.P", {{"a", "int32", 1}}); io.write(pc.VERSION, " ", #pc.encode(P{a = 150}))']]
+local LUA_CHECK = (R.luajit and "luajit" or "lua5.4") .. [[ -e 'local pc = require "protocall"; local P = pc.message("i.P", {{"a", "int32", 1}}); io.write(pc.VERSION, " ", #pc.encode(P{a = 150}))']]
 
 describe("an install", function()
   if sanitized() then
@@ -43,27 +49,30 @@ describe("an install", function()
   teardown(function() os.execute("rm -rf " .. prefix) end)
 
   it("puts every part in its standard place", function()
-    for _, rel in ipairs { "lib/lua/5.4/protocall.so", "share/lua/5.4/protocall/init.lua", "bin/protocall",
-                           "include/protocall.h", "lib/libprotocall.a", "lib/libprotocall.so",
-                           "lib/pkgconfig/protocall.pc", "lib/cmake/protocall/protocallConfig.cmake" } do
+    local parts = { "lib/lua/5.4/protocall.so", "share/lua/5.4/protocall/init.lua", "bin/protocall",
+                    "include/protocall.h", "lib/libprotocall.a", "lib/libprotocall.so",
+                    "lib/pkgconfig/protocall.pc", "lib/cmake/protocall/protocallConfig.cmake" }
+    if R.luajit then parts = { "lib/lua/5.1/protocall.so", "share/lua/5.1/protocall/init.lua" } end
+    for _, rel in ipairs(parts) do
       local f = io.open(prefix .. "/" .. rel, "rb")
       assert(f, rel .. " is not installed")
       f:close()
     end
   end)
 
-  it("gives a stock lua5.4 the module, with and without the installed Lua layer", function()
-    local env = string.format("LUA_CPATH='%s/lib/lua/5.4/?.so' LUA_PATH='%s/share/lua/5.4/?.lua;%s/share/lua/5.4/?/init.lua' ",
-                              prefix, prefix, prefix)
+  it("gives a stock " .. (R.luajit and "luajit" or "lua5.4") .. " the module, with and without the installed Lua layer",
+     function()
+    local env = string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='%s/share/lua/%s/?.lua;%s/share/lua/%s/?/init.lua' ",
+                              prefix, ABI, prefix, ABI, prefix, ABI)
     local out, code = sh(env .. LUA_CHECK)
     assert.are.equal(0, code, out)
     assert.are.equal("0.1.0 3", out)
-    out, code = sh(string.format("LUA_CPATH='%s/lib/lua/5.4/?.so' LUA_PATH='' ", prefix) .. LUA_CHECK)
+    out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='' ", prefix, ABI) .. LUA_CHECK)
     assert.are.equal(0, code, out)
     assert.are.equal("0.1.0 3", out)
   end)
 
-  it("compiles and runs examples/host.c with pkg-config", function()
+  it54("compiles and runs examples/host.c with pkg-config", "the host library is the Lua 5.4 build's", function()
     local exe = prefix .. "/host_pc"
     local out, code = sh(string.format(
       "cc -o %s examples/host.c $(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags --libs protocall)", exe, prefix))
@@ -73,7 +82,8 @@ describe("an install", function()
     assert.matches("host: the script got demo.Distance", out, 1, true)
   end)
 
-  it("compiles examples/host.c in a CMake project with find_package(protocall)", function()
+  it54("compiles examples/host.c in a CMake project with find_package(protocall)",
+       "the host library is the Lua 5.4 build's", function()
     local proj = tmpdir()
     local f = assert(io.open(proj .. "/CMakeLists.txt", "wb"))
     f:write("cmake_minimum_required(VERSION 3.18)\nproject(uses_protocall C)\n",
@@ -90,7 +100,7 @@ describe("an install", function()
     assert.matches("host: the script got demo.Distance", out, 1, true)
   end)
 
-  it("builds and installs the rock with luarocks for Lua 5.4", function()
+  it54("builds and installs the rock with luarocks for Lua 5.4", "luarocks for Lua 5.4", function()
     local src, tree = tmpdir(), tmpdir()
     local out, code = sh(string.format("cp -r CMakeLists.txt cmake core bindings lua %s/", src))
     assert.are.equal(0, code, out)

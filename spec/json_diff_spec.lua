@@ -26,10 +26,10 @@ local function pool_of(set)
   return p
 end
 
+local R = require "runtime"
+
 local function run(cmd)
-  local f = assert(io.popen(cmd .. " 2>&1"))
-  local out = f:read("a")
-  local ok = f:close()
+  local out, ok = R.capture(cmd .. " 2>&1")
   return ok, out
 end
 

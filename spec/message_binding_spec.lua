@@ -30,7 +30,7 @@ describe("the message binding", function()
   it("visits every entry of a map once while pairs deletes or changes entries", function()
     local m = Outer{ mp = { a = 1, b = 2, c = 3, d = 4, e = 5, f = 6 } }
     local seen = 0
-    for k in pairs(m.mp) do
+    for k in pc.pairs(m.mp) do
       seen = seen + 1
       m.mp[k] = nil
     end
@@ -40,7 +40,7 @@ describe("the message binding", function()
     m.mp.b = 2
     m.mp.c = 3
     local got = {}
-    for k, v in pairs(m.mp) do
+    for k, v in pc.pairs(m.mp) do
       if k == "a" then m.mp.c = 30 end
       if k == "b" then m.mp.a = nil end
       got[k] = v

@@ -79,7 +79,7 @@ local function varint(s, i)
   local v, shift = 0, 0
   repeat
     local b = s:byte(i)
-    v = v | ((b & 0x7f) << shift)
+    v = v + (b % 128) * 2 ^ shift -- lengths and tags: exact in a double, on both runtimes
     shift, i = shift + 7, i + 1
   until b < 0x80
   return v, i

@@ -1,6 +1,8 @@
 -- Loading .proto source, services, the in-process server and transport, and
 -- clients (README "Schemas" and "Services").
 local pc = require "protocall"
+local R = require "runtime"
+local it54 = R.only54(it, pending)
 
 local ROUTE = [[
 syntax = "proto3";
@@ -255,7 +257,7 @@ describe("pc.client", function()
 
   it("streams server responses", function()
     local stub = pc.client("svc.Router", { pool = pool, transport = router {
-      Walk = function(route, ctx) for _, p in ipairs(route.points) do ctx.send(p) end end,
+      Walk = function(route, ctx) for _, p in pc.ipairs(route.points) do ctx.send(p) end end,
     } })
     local xs = {}
     for p in stub:Walk{ points = { { x = 1 }, { x = 2 }, { x = 3 } } } do xs[#xs + 1] = p.x end
@@ -444,11 +446,20 @@ describe("in-process server streaming", function()
     local stub = walker(function(_, ctx) for i = 1, 100 do sent = i; ctx.send{ x = i } end end)
     for p in stub:Walk{} do if p.x == 2 then break end end
     assert.are.equal(2, sent)
-    -- through the transport, the closing value stops it at once
-    local t = pc.inproc(pc.server({ ["svc.Router"] = { Walk = function(_, ctx)
-      local guard <close> = setmetatable({}, { __close = function() sent = "closed" end })
-      for i = 1, 100 do ctx.send{ x = i } end
-    end } }, { pool = pool }))
+  end)
+
+  it54("closes the handler's to-be-closed variables when the caller's loop breaks",
+       "to-be-closed variables and the generic for's closing value", function()
+    local sent = 0
+    -- through the transport, the closing value stops it at once (compiled
+    -- here so the file parses under LuaJIT too)
+    local walk = assert(load([[
+      local done = ...
+      return function(_, ctx)
+        local guard <close> = setmetatable({}, { __close = done })
+        for i = 1, 100 do ctx.send{ x = i } end
+      end]]))(function() sent = "closed" end)
+    local t = pc.inproc(pc.server({ ["svc.Router"] = { Walk = walk } }, { pool = pool }))
     for bytes in t:server_stream("/svc.Router/Walk", pc.encode(Route{}), {}) do
       assert.are.equal(1, pc.decode(Point, bytes).x)
       break

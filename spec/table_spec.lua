@@ -3,6 +3,7 @@
 -- refuses raises T{...}'s very error. pc.to_table(m) and pc.decode(T, bytes,
 -- {table = true}): the tables a walk of the message through its fields gives.
 local pc = require "protocall"
+local R = require "runtime"
 local corpus = require "corpus"
 
 local pool = pc.pool()
@@ -54,8 +55,8 @@ end
 describe("pc.encode(T, table)", function()
   it("writes what pc.encode(T{...}) writes, for every kind of field", function()
     local bytes = same_bytes(All, {
-      i32 = -5, i64 = -(1 << 40), u32 = 4294967295, u64 = -1, s32 = -7, s64 = -(1 << 50),
-      f32 = 123, f64 = 1 << 60, sf32 = -3, sf64 = -4, fl = 1.5, d = -0.0, b = true, s = "héllo",
+      i32 = -5, i64 = -2 ^ 40, u32 = 4294967295, u64 = -1, s32 = -7, s64 = -2 ^ 50,
+      f32 = 123, f64 = R.int("1152921504606846976"), sf32 = -3, sf64 = -4, fl = 1.5, d = -0.0, b = true, s = "héllo",
       by = "\0\255", e = "TWO", sub = { x = 1, name = "n", child = { x = 2 } },
       ri = { 1, -1, 300, 0 }, ru = { 5, 0, 7 }, rd = { 0.5, -2 }, rs = { "a", "", "c" },
       rsub = { { x = 1 }, {}, { name = "z" } }, re = { 1, "TWO", 0 },
@@ -111,14 +112,17 @@ describe("pc.encode(T, table)", function()
   it("raises T{...}'s error, naming type.field", function()
     assert.matches("te.All.nope: no such field", same_error(All, { nope = 1 }))
     assert.matches("te.All.i32: integer expected, got string", same_error(All, { i32 = "1" }))
-    assert.matches("te.All.i32: value 2147483648 out of range for int32", same_error(All, { i32 = 1 << 31 }))
+    assert.matches("te.All.i32: value 2147483648 out of range for int32", same_error(All, { i32 = 2147483648 }))
     assert.matches("te.All.u32: value %-1 out of range for uint32", same_error(All, { u32 = -1 }))
-    assert.matches("te.All.i64: number has no integer representation", same_error(All, { i64 = 1.5 }))
+    assert.matches(R.luajit and "te.All.i64: number has no exact 64%-bit integer value"
+                   or "te.All.i64: number has no integer representation", same_error(All, { i64 = 1.5 }))
     assert.matches("te.All.s: string expected, got number", same_error(All, { s = 1 }))
     assert.matches("te.All.b: boolean expected, got number", same_error(All, { b = 1 }))
     assert.matches("te.All.e: unknown value 'THREE' for enum te.E", same_error(All, { e = "THREE" }))
     assert.matches("te.Sub.x: integer expected, got boolean", same_error(All, { sub = { child = { x = true } } }))
-    assert.matches("te.All.ri: list expected, got a table with holes", same_error(All, { ri = { 1, nil, 3 } }))
+    -- LuaJIT's # of { 1, nil, 3 } is 1, so key 3 is the one past the list
+    assert.matches(R.luajit and "te.All.ri: list expected, got a table with key 3"
+                   or "te.All.ri: list expected, got a table with holes", same_error(All, { ri = { 1, nil, 3 } }))
     assert.matches("te.All.ri: list expected, got a table with key k", same_error(All, { ri = { 1, k = 2 } }))
     assert.matches("te.All.rsub: te.Sub expected, got number", same_error(All, { rsub = { 1 } }))
     assert.matches("te.All.sub: te.Sub expected, got protocall.Type", same_error(All, { sub = All }))
@@ -179,7 +183,7 @@ local function walk_table(m)
       local function plain(x) if type(x) == "userdata" then return walk_table(x) end return x end
       if info.type:sub(1, 4) == "map<" then
         local r = {}
-        for k, x in pairs(v) do r[k] = plain(x) end
+        for k, x in pc.pairs(v) do r[k] = plain(x) end
         t[name] = r
       elseif info.label == "repeated" then
         local r = {}
@@ -193,6 +197,16 @@ local function walk_table(m)
   return t
 end
 
+-- The key of t equal to k: k itself, except for LuaJIT's 64-bit map keys
+-- beyond 2^53, cdata that are equal but not the same table key.
+local function key_in(t, k)
+  if type(k) ~= "cdata" then return k end
+  for k2 in pairs(t) do
+    if type(k2) == "cdata" and k2 == k then return k2 end
+  end
+  return k
+end
+
 -- Deep equality where NaN equals NaN (the corpus carries NaNs).
 local function same_tables(a, b, path)
   path = path or "t"
@@ -201,8 +215,8 @@ local function same_tables(a, b, path)
     assert(a == b or (a ~= a and b ~= b), path .. ": " .. tostring(a) .. " against " .. tostring(b))
     return
   end
-  for k, v in pairs(a) do same_tables(v, b[k], path .. "." .. tostring(k)) end
-  for k in pairs(b) do assert(a[k] ~= nil, path .. "." .. tostring(k) .. ": not expected") end
+  for k, v in pairs(a) do same_tables(v, b[key_in(b, k)], path .. "." .. tostring(k)) end
+  for k in pairs(b) do assert(a[key_in(a, k)] ~= nil, path .. "." .. tostring(k) .. ": not expected") end
 end
 
 describe("pc.to_table and pc.decode(T, bytes, {table = true})", function()

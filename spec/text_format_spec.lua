@@ -6,10 +6,10 @@
 local pc = require "protocall"
 local corpus = require "corpus"
 
+local R = require "runtime"
+
 local function run(cmd)
-  local f = assert(io.popen(cmd .. " 2>&1"))
-  local out = f:read("a")
-  local ok = f:close()
+  local out, ok = R.capture(cmd .. " 2>&1")
   return ok, out
 end
 

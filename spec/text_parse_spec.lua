@@ -5,6 +5,7 @@
 -- by pc.to_text parses back to itself. Skips the corpus part visibly
 -- without it; fails then when env CI is set.
 local pc = require "protocall"
+local R = require "runtime"
 local corpus = require "corpus"
 
 local function hex(s) return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end)) end
@@ -134,9 +135,7 @@ describe("pc.from_text", function()
         local name = proto:match("^protos/[^/]+/(.*)$")
         local cmd = string.format("protoc --descriptor_set_in=%s/descriptors/%s.pb --encode=%s %s < %s/payloads/%s 2>&1",
           corpus.dir, set, mtype, name, corpus.dir, file)
-        local h = io.popen(cmd)
-        local want = h:read("a")
-        local ok = h:close()
+        local want, ok = R.capture(cmd)
         if ok then
           local ref = assert(pc.decode(T, want))
           if not m then
@@ -209,9 +208,7 @@ describe("pc.from_text", function()
           f = assert(io.open(txt, "wb"))
           f:write(ours)
           f:close()
-          h = io.popen(base .. "--encode=" .. tname .. " " .. files[set] .. " < " .. txt .. " 2>/dev/null")
-          local encoded = h:read("a")
-          local ok = h:close()
+          local encoded, ok = R.capture(base .. "--encode=" .. tname .. " " .. files[set] .. " < " .. txt .. " 2>/dev/null")
           local again = ok and pc.decode(T, encoded, { partial = true })
           if not again or pc.encode(again, { deterministic = true, partial = true }) ~= want then
             bad[#bad + 1] = tname .. " " .. hx .. ": protoc --encode of to_text differs"

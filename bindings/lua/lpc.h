@@ -10,6 +10,9 @@
 #include "protocall.h"
 #include "schema/def.h"
 
+#include "lpc_compat.h"
+
+#include <lauxlib.h>
 #include <lua.h>
 
 /* The state's time source: the host's clock and sleep (protocall_settime),
@@ -284,6 +287,11 @@ Holder *lpc_anchor_holder(lua_State *L, int a);
 void lpc_set_ref(lua_State *L, int a, const void *key, int v);
 _Noreturn void lpc_nomem(lua_State *L);
 void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v);
+
+/* Pushes a map key of key field 'f': as lpc_push_scalar, except that under
+ * LuaJIT a 64-bit key within +-2^53 is a number (so plain tables can be
+ * indexed by it; cdata keys are distinct objects), cdata beyond. */
+void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v);
 _Noreturn void lpc_type_error(lua_State *L, const char *name, const char *expected, int idx);
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
 pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);

@@ -44,6 +44,7 @@ int luaopen_protocall_core(lua_State *L) {
   lua_pushliteral(L, PROTOCALL_VERSION);
   lua_setfield(L, -2, "VERSION");
   /* One line per concern (see lpc.h). */
+  lpc_open_compat(L);
   lpc_open_status(L);
   lpc_open_schema(L);
   lpc_open_message(L);

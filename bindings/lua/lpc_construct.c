@@ -204,7 +204,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
     lua_newtable(L); /* copy through a plain table: src may be this very map */
     const pc_Map *m = pc_Message_Get(other->msg, other->f).map;
     for (size_t i = 0; m != NULL && i < m->size; i++) {
-      lpc_push_scalar(L, kf, m->entries[i].key);
+      lpc_push_key(L, kf, m->entries[i].key);
       lpc_push_elem(L, src, vf, m->entries[i].value, -1);
       lua_rawset(L, -3);
     }

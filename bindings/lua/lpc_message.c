@@ -371,7 +371,7 @@ int lpc_map_pairs(lua_State *L) {
   size_t n = map != NULL ? map->size : 0;
   lua_createtable(L, n < INT32_MAX ? (int)n : 0, 0);
   for (size_t i = 0; i < n; i++) {
-    lpc_push_scalar(L, kf, map->entries[i].key);
+    lpc_push_key(L, kf, map->entries[i].key);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_pushinteger(L, 0);

@@ -13,7 +13,9 @@
 #endif
 #include <string.h>
 
-static char lpc_type_key; /* metatable field: the Type */
+static char lpc_type_key;   /* metatable field: the Type */
+static char lpc_eq_key;     /* registry: the messages' __eq */
+static char lpc_reader_key; /* registry: the FFI reader hook (LuaJIT), or none */
 
 static uint8_t read_kind(const pc_FieldDef *f) {
   if (!lpc_plain_slot(f)) return kRead_Other;
@@ -27,7 +29,7 @@ static uint8_t read_kind(const pc_FieldDef *f) {
   case kPc_Type_Double: return kRead_F64;
   case kPc_Type_Float: return kRead_F32;
   case kPc_Type_Bool: return kRead_Bool;
-  default: return kRead_I64;
+  default: return LPC_LUAJIT ? kRead_Other : kRead_I64; /* LuaJIT: cdata (lpc_push_int64) */
   }
 }
 
@@ -42,8 +44,8 @@ static uint8_t write_kind(const pc_FieldDef *f) {
   case kPc_Type_Double: return kWrite_F64;
   case kPc_Type_Float: return kWrite_F32;
   case kPc_Type_Bool: return kWrite_Bool;
-  case kPc_Type_Enum: return kWrite_Other; /* names, closed enums */
-  default: return kWrite_I64;              /* any Lua integer */
+  case kPc_Type_Enum: return kWrite_Other;                /* names, closed enums */
+  default: return LPC_LUAJIT ? kWrite_Other : kWrite_I64; /* any Lua integer; LuaJIT: cdata too */
   }
 }
 
@@ -399,7 +401,14 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_pushvalue(L, names);
   lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_newindex : lpc_view_newindex, 1);
   lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, lpc_message_eq);
+  /* One function object for every message metatable: Lua 5.1 (LuaJIT)
+   * calls __eq only when both operands' are the same. */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_eq_key) != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    lua_pushcfunction(L, lpc_message_eq);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_eq_key);
+  }
   lua_setfield(L, -2, "__eq");
   lua_pushcfunction(L, lpc_message_tostring);
   lua_setfield(L, -2, "__tostring");
@@ -487,6 +496,19 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   lua_remove(L, names);
 }
 
+/* Pushes {name = offset * 8 + kRead_*} of the fields of 'lk' whose slot
+ * the C __index reads directly, but for 64-bit ones (kRead_I64). */
+static void push_plain_reads(lua_State *L, const Lookup *lk) {
+  lua_newtable(L);
+  for (size_t j = 0; j <= lk->mask; j++) {
+    const LookupEntry *e = &lk->e[j];
+    if (e->key == lk || e->read == kRead_Other || e->read == kRead_I64) continue;
+    lua_pushstring(L, lk->fields[j]->name);
+    lua_pushnumber(L, (lua_Number)e->offset * 8 + e->read);
+    lua_rawset(L, -3);
+  }
+}
+
 /* -- make_type_metatables(T)   (registered under &lpc_type_metatables_key:
  * a new Type's Lookup and its two instance metatables, user values 2 and 3) */
 static int make_type_metatables(lua_State *L) {
@@ -505,7 +527,28 @@ static int make_type_metatables(lua_State *L) {
   lua_pushvalue(L, type_idx);
   lua_rawsetp(L, -2, &lpc_type_key);
   lua_setiuservalue(L, type_idx, 3);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_reader_key) == LUA_TFUNCTION) {
+    lua_getiuservalue(L, type_idx, 2);
+    lua_getiuservalue(L, type_idx, 3);
+    push_plain_reads(L, lua_touserdata(L, names));
+    lua_call(L, 3, 0);
+  } else {
+    lua_pop(L, 1);
+  }
   lua_pop(L, 1);
+  return 0;
+}
+
+/* -- core.set_reader(hook)   (LuaJIT: lua/protocall/message.lua) hook is
+ * called as hook(standalone_mt, view_mt, reads) for every Type made from
+ * then on, before its first instance: reads maps each field name read
+ * straight from its slot to offset * 8 + kind (1 uint32, 2 int32, 4
+ * double, 5 float, 6 bool; 64-bit fields are left to the C __index), for
+ * the hook to put an FFI __index in front of the C one. */
+static int lpc_set_reader(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_reader_key);
   return 0;
 }
 
@@ -527,6 +570,7 @@ void lpc_open_message(lua_State *L) {
                                    {"set_message_tostring", lpc_set_tostring},
                                    {"_bench_const_index", lpc_bench_const_index},
                                    {"_heap_stats", lpc_heap_stats},
+                                   {"set_reader", lpc_set_reader},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
   lua_pushcfunction(L, make_type_metatables);

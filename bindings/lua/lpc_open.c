@@ -1,5 +1,6 @@
 /* luaopen_protocall: the module with its built-in Lua layer. */
 #include "embedded.h"
+#include "lpc_compat.h"
 #include "protocall.h"
 
 #include <lauxlib.h>

@@ -231,6 +231,7 @@ static int lpc_parse_proto(lua_State *L) {
   if (!many) luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
   int count_only = lua_toboolean(L, 3);
+  lua_settop(L, 3); /* the arena's box at 4, never where the sources table may be */
   void *aud;
   lua_Alloc alloc = lua_getallocf(L, &aud);
   Box *box = lua_newuserdatauv(L, sizeof *box, 0);

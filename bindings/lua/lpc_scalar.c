@@ -13,9 +13,9 @@ void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
   case kPc_Type_Float: lua_pushnumber(L, (lua_Number)v.f); break;
   case kPc_Type_Int64:
   case kPc_Type_Sint64:
-  case kPc_Type_Sfixed64: lua_pushinteger(L, (lua_Integer)v.i64); break;
+  case kPc_Type_Sfixed64: lpc_push_int64(L, v.u64, 0); break;
   case kPc_Type_Uint64:
-  case kPc_Type_Fixed64: lua_pushinteger(L, (lua_Integer)v.u64); break;
+  case kPc_Type_Fixed64: lpc_push_int64(L, v.u64, 1); break;
   case kPc_Type_Uint32:
   case kPc_Type_Fixed32: lua_pushinteger(L, (lua_Integer)v.u32); break;
   case kPc_Type_Bool: lua_pushboolean(L, v.b); break;
@@ -23,6 +23,21 @@ void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
   case kPc_Type_Bytes: lua_pushlstring(L, v.s.size ? v.s.data : "", v.s.size); break;
   default: lua_pushinteger(L, (lua_Integer)v.i32); break;
   }
+}
+
+void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v) {
+  if (LPC_LUAJIT) {
+    int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+    int is_signed =
+        f->type == kPc_Type_Int64 || f->type == kPc_Type_Sint64 || f->type == kPc_Type_Sfixed64;
+    const uint64_t limit = (uint64_t)1 << 53;
+    if ((is_unsigned && v.u64 <= limit) ||
+        (is_signed && v.i64 >= -(int64_t)limit && v.i64 <= (int64_t)limit)) {
+      lua_pushnumber(L, is_unsigned ? (lua_Number)v.u64 : (lua_Number)v.i64);
+      return;
+    }
+  }
+  lpc_push_scalar(L, f, v);
 }
 
 /* -- Checked conversions --------------------------------------------------- */
@@ -79,7 +94,17 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
   case kPc_Type_Sint64:
   case kPc_Type_Sfixed64:
   case kPc_Type_Uint64:
-  case kPc_Type_Fixed64: v.i64 = (int64_t)lpc_check_integer(L, name, idx); break;
+  case kPc_Type_Fixed64: {
+    int r = lpc_to_int64(L, idx, &v.u64);
+    if (r == 0) lpc_type_error(L, name, "integer", idx);
+    if (r < 0)
+      lpc_msg_error(L,
+                    LPC_LUAJIT ? "%s: number has no exact 64-bit integer value (LuaJIT takes "
+                                 "numbers within 2^53; beyond, int64_t / uint64_t cdata: 1LL)"
+                               : "%s: number has no integer representation",
+                    name);
+    break;
+  }
   case kPc_Type_Int32:
   case kPc_Type_Sint32:
   case kPc_Type_Sfixed32: {

@@ -728,9 +728,9 @@ static void push_default(lua_State *L, const pc_FieldDef *f) {
   case kPc_Type_Fixed32: lua_pushinteger(L, f->default_value.u32); break;
   case kPc_Type_Int64:
   case kPc_Type_Sint64:
-  case kPc_Type_Sfixed64:
+  case kPc_Type_Sfixed64: lpc_push_int64(L, f->default_value.u64, 0); break;
   case kPc_Type_Uint64:
-  case kPc_Type_Fixed64: lua_pushinteger(L, (lua_Integer)f->default_value.i64); break;
+  case kPc_Type_Fixed64: lpc_push_int64(L, f->default_value.u64, 1); break;
   default: lua_pushinteger(L, f->default_value.i32); break;
   }
 }

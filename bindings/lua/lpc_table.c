@@ -614,7 +614,7 @@ static void plain_field(lua_State *L, const pc_FieldDef *f, pc_Value v) {
     const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
     lua_createtable(L, 0, (int)v.map->size);
     for (size_t k = 0; k < v.map->size; k++) {
-      lpc_push_scalar(L, kf, v.map->entries[k].key);
+      lpc_push_key(L, kf, v.map->entries[k].key);
       push_plain_value(L, vf, v.map->entries[k].value);
       lua_rawset(L, -3);
     }

@@ -55,7 +55,7 @@ static void cache(lua_State *L, int slot) {
   lua_rawseti(L, CODEC_CACHE, slot);
 }
 
-/* __gc of a sentinel made once per collection cycle: forgets the cached
+/* __gc of a sentinel userdata made once per collection cycle: forgets the cached
  * types (upvalue 1 the CodecState, 2 the cache table, 3 the sentinel's
  * metatable), then leaves a new sentinel for the next cycle. */
 static int clear_cache(lua_State *L) {
@@ -66,7 +66,7 @@ static int clear_cache(lua_State *L) {
   lua_rawseti(L, lua_upvalueindex(2), 1);
   lua_pushnil(L);
   lua_rawseti(L, lua_upvalueindex(2), 2);
-  lua_newtable(L);
+  lua_newuserdatauv(L, 0, 0);
   lua_pushvalue(L, lua_upvalueindex(3));
   lua_setmetatable(L, -2);
   return 0;
@@ -168,10 +168,13 @@ static int lpc_codecstate_gc(lua_State *L) {
 /* __close of the CodecState, marked to be closed by a {table = true}
  * decode: the tables arena is free again, whether the copy returned or
  * raised. */
-static int lpc_codecstate_close(lua_State *L) {
-  CodecState *cs = lua_touserdata(L, 1);
+static void tables_done(CodecState *cs) {
   if (cs->tables != NULL) pc_Arena_Reset(cs->tables);
   cs->tables_busy = 0;
+}
+
+static int lpc_codecstate_close(lua_State *L) {
+  tables_done(lua_touserdata(L, 1));
   return 0;
 }
 
@@ -233,9 +236,11 @@ static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *de
   if (st != kPc_DecodeStatus_Ok) {
     lua_pushnil(L);
     lua_pushstring(L, err.msg);
+    tables_done(cs); /* also on the normal returns: LuaJIT has no lua_toclose */
     return 2;
   }
   lpc_push_plain(L, msg, def);
+  tables_done(cs);
   return 1;
 }
 
@@ -501,15 +506,16 @@ void lpc_open_wire(lua_State *L) {
   }
   lua_setmetatable(L, -2);
   lua_createtable(L, 2, 0); /* the cache */
-  /* The first sentinel: a garbage table whose __gc (clear_cache) runs at
-   * the end of the next cycle and leaves the next sentinel. */
+  /* The first sentinel: a garbage userdata (a table's __gc is Lua 5.4's,
+   * not LuaJIT's) whose __gc (clear_cache) runs at the end of the next
+   * cycle and leaves the next sentinel. */
   lua_createtable(L, 0, 1); /* its metatable */
   lua_pushvalue(L, -3);
   lua_pushvalue(L, -3);
   lua_pushvalue(L, -3);
   lua_pushcclosure(L, clear_cache, 3);
   lua_setfield(L, -2, "__gc");
-  lua_newtable(L);
+  lua_newuserdatauv(L, 0, 0);
   lua_insert(L, -2);
   lua_setmetatable(L, -2);
   lua_pop(L, 1);

@@ -13,7 +13,8 @@ local error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, ra
   error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, rawlen
 local select = select
 local format = string.format
-local mtype, floor, tointeger, math_random = math.type, math.floor, math.tointeger, math.random
+local compat = require "protocall.compat"
+local mtype, floor, tointeger, math_random = compat.mtype, math.floor, compat.tointeger, math.random
 local huge = math.huge
 
 function P.install(M, core)
@@ -385,8 +386,10 @@ function P.install(M, core)
   local function read_only() error("protocall: metadata handed to a call is read-only (copy it to change it)", 2) end
 
   -- A read-only view of list `t`, made once: writes raise, reads, #, ipairs
-  -- and pairs see `t`.
+  -- and pairs see `t`. LuaJIT's # and ipairs ignore __len and __index, so
+  -- there it is a copy (writes to it change nothing of `t`).
   local function freeze(t)
+    if compat.luajit then return { compat.unpack(t, 1, #t) } end
     return setmetatable({}, {
       __index = t, __newindex = read_only, __len = function() return rawlen(t) end,
       __pairs = function() return next, t, nil end, __metatable = false,
@@ -673,11 +676,36 @@ function P.install(M, core)
       return retry_loop(plan, request, m, start, res)
     end
 
+    -- The call: in C (core.callable, bindings/lua/lpc_call.c) under Lua
+    -- 5.4, whose continuations let the target yield through it; in Lua
+    -- under LuaJIT, which cannot yield across a C function but can across
+    -- pcall.
+    local call
+    if compat.luajit then
+      local first, compression, needs_start = default_plan.first, default_plan.compression,
+        default_plan.needs_start
+      call = function(_, request, opts)
+        if opts ~= nil then
+          local res = on_opts(request, opts, false) -- not a tail call: errors name the caller
+          return res
+        end
+        local start
+        if needs_start then start = checked("clock", clock()) end
+        local okc, res = pcall(fn, request, first, default_md, compression)
+        if okc then
+          if bucket then bucket:success() end
+          return res
+        end
+        return on_fail(request, start, res, nil)
+      end
+    else
+      call = core.callable(fn, default_plan.first, default_md, default_plan.compression,
+        d.clock or false, default_plan.needs_start, on_fail, on_opts, cache, plans, DEFAULT, bucket)
+    end
     local methods = {}
     local callable = setmetatable({}, {
       __name = "protocall.Callable",
-      __call = core.callable(fn, default_plan.first, default_md, default_plan.compression,
-        d.clock or false, default_plan.needs_start, on_fail, on_opts, cache, plans, DEFAULT, bucket),
+      __call = call,
       __index = methods,
       __newindex = function() error("protocall.Callable is read-only", 2) end,
       __metatable = false,

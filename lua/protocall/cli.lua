@@ -271,13 +271,13 @@ end
 local function split_delimited(bytes)
   local out, pos = {}, 1
   while pos <= #bytes do
-    local len, shift, start = 0, 0, pos
+    local len, scale, start = 0, 1, pos
     repeat
       local b = bytes:byte(pos)
       if b == nil then fail(format("truncated length prefix at offset %d", start - 1)) end
-      if shift > 28 then fail(format("length prefix over 5 bytes at offset %d", start - 1)) end
-      len = len | ((b & 0x7f) << shift)
-      shift = shift + 7
+      if scale > 2 ^ 28 then fail(format("length prefix over 5 bytes at offset %d", start - 1)) end
+      len = len + b % 128 * scale
+      scale = scale * 128
       pos = pos + 1
     until b < 0x80
     if pos + len - 1 > #bytes then
@@ -292,9 +292,9 @@ end
 local function varint(n)
   local t = {}
   repeat
-    local b = n & 0x7f
-    n = n >> 7
-    t[#t + 1] = string.char(n > 0 and (b | 0x80) or b)
+    local b = n % 128
+    n = math.floor(n / 128)
+    t[#t + 1] = string.char(n > 0 and b + 128 or b)
   until n == 0
   return concat(t)
 end

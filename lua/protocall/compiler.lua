@@ -5,14 +5,13 @@ local M = {}
 
 local type, error, ipairs, setmetatable, getmetatable, tostring, assert =
   type, error, ipairs, setmetatable, getmetatable, tostring, assert
-local format, byte = string.format, string.byte
+local format = string.format
+local hash32 = require("protocall.compat").hash32
 
 -- A name for source given without one: the same text gets the same name,
 -- so loading it twice is harmless.
 local function source_name(source)
-  local h = 2166136261
-  for i = 1, #source do h = ((h ~ byte(source, i)) * 16777619) & 0xffffffff end
-  return format("source-%08x.proto", h)
+  return format("source-%08x.proto", hash32(source))
 end
 
 local function check_opts(fname, opts, level)

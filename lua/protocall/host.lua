@@ -157,9 +157,14 @@ function M.install(pc, core)
       bytes, st = host_unary(self.box, path, request, settings)
       if not bytes then error(failure(st, path), 0) end
     else
-      local call <close> = self:stream(path, settings)
-      call:send(request)
-      bytes = call:close_and_recv()
+      local call = self:stream(path, settings)
+      local ok, got = pcall(function() -- the call is closed however this ends
+        call:send(request)
+        return call:close_and_recv()
+      end)
+      call:close()
+      if not ok then error(got, 0) end
+      bytes = got
       st = { headers = call.response_headers, trailers = call.response_trailers }
     end
     if settings.with_metadata then

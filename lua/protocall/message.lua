@@ -6,6 +6,7 @@ local M = {}
 
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
 local format, concat, sort = string.format, table.concat, table.sort
+local compat = require "protocall.compat"
 
 function M.install(pc, core)
   local Pool = core.Pool
@@ -81,6 +82,7 @@ function M.install(pc, core)
   local function show_value(v)
     if type(v) == "string" then return quote(v) end
     if v ~= v then return "nan" end -- not the C library's "-nan"
+    if type(v) == "cdata" then return (tostring(v):gsub("U?LL$", "")) end -- LuaJIT's 64-bit integers
     return tostring(v)
   end
 
@@ -106,7 +108,7 @@ function M.install(pc, core)
         local v = m[name]
         if is_map(info) then
           local items = {}
-          for k, x in pairs(v) do
+          for k, x in compat.pairs(v) do
             local o = { "[", show_value(k), "]=" }
             emit(o, x)
             items[#items + 1] = concat(o)
@@ -147,6 +149,65 @@ function M.install(pc, core)
       error("bad argument #1 to 'to_table' (message expected, got " .. type(m) .. ")", 2)
     end
     return core_to_table(m)
+  end
+
+  -- LuaJIT: plain scalar fields read through the FFI, which the JIT
+  -- compiles to a load; a C __index is a call the JIT cannot compile.
+  -- Every Type made from here on gets an __index that reads those fields
+  -- (core.set_reader: field name -> slot offset * 8 + kind) and hands the
+  -- rest to the C one, by a tail call, so its errors name the caller's line.
+  if compat.luajit then
+    local ffi = require "ffi"
+    local cast, charp, charpp = ffi.cast, ffi.typeof("char *"), ffi.typeof("char **")
+    local ptr = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), false, ffi.typeof("double *"),
+                  ffi.typeof("float *"), ffi.typeof("uint8_t *") }
+    -- One reader per field: a standalone message's slots are its own
+    -- memory; a view holds the pc_Message pointer.
+    local function reader(kind, off, view)
+      local p = ptr[kind]
+      if kind == 6 then
+        if view then return function(m) return cast(p, cast(charpp, m)[0] + off)[0] ~= 0 end end
+        return function(m) return cast(p, cast(charp, m) + off)[0] ~= 0 end
+      end
+      if view then return function(m) return cast(p, cast(charpp, m)[0] + off)[0] end end
+      return function(m) return cast(p, cast(charp, m) + off)[0] end
+    end
+    local function install_reads(mt, reads, view)
+      local readers, c_index = {}, mt.__index
+      for name, code in pairs(reads) do
+        local kind = code % 8
+        readers[name] = reader(kind, (code - kind) / 8, view)
+      end
+      mt.__index = function(m, k)
+        local r = readers[k]
+        if r then return r(m) end
+        return c_index(m, k)
+      end
+    end
+    core.set_reader(function(standalone_mt, view_mt, reads)
+      install_reads(standalone_mt, reads, false)
+      install_reads(view_mt, reads, true)
+    end)
+  end
+
+  --- for k, v in pc.pairs(x) / for i, v in pc.ipairs(x): pairs and ipairs
+  -- for tables and for repeated and map containers alike. Under Lua 5.4
+  -- they are pairs and ipairs; LuaJIT's pairs and ipairs take tables only
+  -- (they ignore a userdata's __pairs, and ipairs reads raw), so code that
+  -- runs on both iterates containers through these.
+  pc.pairs = compat.pairs
+  if compat.luajit then
+    local function inext(c, i)
+      i = i + 1
+      local v = c[i]
+      if v ~= nil then return i, v end
+    end
+    function pc.ipairs(x)
+      if type(x) == "table" then return ipairs(x) end
+      return inext, x, 0
+    end
+  else
+    pc.ipairs = ipairs
   end
 end
 

@@ -11,6 +11,7 @@ local setmetatable, type, error, pairs, tostring, tonumber = setmetatable, type,
   tostring, tonumber
 local floor, io_open = math.floor, io.open
 local co_running, co_yield = coroutine.running, coroutine.yield
+local unpack_args = require("protocall.compat").unpack
 
 local M = {}
 
@@ -653,7 +654,7 @@ function M.install(pc, core)
       error("bad argument #1 to 'spawn' (function expected, got " .. type(fn) .. ")", 2)
     end
     local args, n = { ... }, select("#", ...)
-    local co = coroutine.create(function() return fn(table.unpack(args, 1, n)) end)
+    local co = coroutine.create(function() return fn(unpack_args(args, 1, n)) end)
     tasks[co] = true
     queue[#queue + 1] = co
     return co

@@ -14,7 +14,8 @@ local M = {}
 
 local type, error, pairs, ipairs, pcall, getmetatable, setmetatable, tostring =
   type, error, pairs, ipairs, pcall, getmetatable, setmetatable, tostring
-local format, mtype = string.format, math.type
+local compat = require "protocall.compat"
+local format, mtype = string.format, compat.mtype
 
 function M.install(pc, core)
   local Error, encode, decode, type_of, is_message = pc.Error, pc.encode, pc.decode, pc.type_of, core.is_message
@@ -283,8 +284,8 @@ function M.install(pc, core)
   local SEND = setmetatable({}, { __name = "protocall.inproc.send" }) -- ctx.send's yield tag
   local SLEEP = setmetatable({}, { __name = "protocall.inproc.sleep" }) -- ctx.sleep's yield tag
   local co_create, co_resume, co_yield, co_status, co_close =
-    coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, coroutine.close
-  local pack, unpack = table.pack, table.unpack
+    coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, compat.co_close
+  local pack, unpack = compat.pack, compat.unpack
 
   -- ctx.sleep(seconds) of a handler run in a coroutine: the caller's side
   -- sleeps (pc.sleep: a task's sleep lets the other tasks run) and resumes it.
@@ -632,8 +633,8 @@ function M.install(pc, core)
     if mtype(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
       config_error(path, "integer expected, got " .. tostring(v))
     end
-    if v < 2 then config_error(path, "at least 2 expected, got " .. tostring(math.tointeger(v) or v)) end
-    return v > 5 and 5 or math.tointeger(v)
+    if v < 2 then config_error(path, "at least 2 expected, got " .. tostring(compat.tointeger(v) or v)) end
+    return v > 5 and 5 or compat.tointeger(v)
   end
 
   local RETRY_POLICY_KEYS = { maxAttempts = true, initialBackoff = true, maxBackoff = true,
@@ -663,7 +664,7 @@ function M.install(pc, core)
       per_attempt = duration_at(v.perAttemptRecvTimeout, path .. ".perAttemptRecvTimeout", true)
     end
     local retry = pc.Retry { initial = initial, maximum = maximum, multiplier = multiplier,
-      max_attempts = max_attempts, timeout = false, predicate = pc.if_status(table.unpack(codes)) }
+      max_attempts = max_attempts, timeout = false, predicate = pc.if_status(compat.unpack(codes)) }
     return retry, per_attempt
   end
 
@@ -684,7 +685,7 @@ function M.install(pc, core)
       config_error(path, "non-negative integer expected, got " .. tostring(v))
     end
     if v < 0 then config_error(path, "non-negative integer expected, got " .. tostring(v)) end
-    return math.tointeger(v)
+    return compat.tointeger(v)
   end
 
   local METHOD_CONFIG_KEYS = { name = true, timeout = true, retryPolicy = true, hedgingPolicy = true,
@@ -782,11 +783,11 @@ function M.install(pc, core)
     local kind = pc.which_oneof(v, "kind")
     if kind == "struct_value" then
       local t = {}
-      for k, f in pairs(v.struct_value.fields) do t[k] = plain_value(f) end
+      for k, f in pc.pairs(v.struct_value.fields) do t[k] = plain_value(f) end
       return t
     elseif kind == "list_value" then
       local t = {}
-      for i, f in ipairs(v.list_value.values) do t[i] = plain_value(f) end
+      for i, f in pc.ipairs(v.list_value.values) do t[i] = plain_value(f) end
       return t
     elseif kind == "null_value" or kind == nil then
       return nil
@@ -801,7 +802,7 @@ function M.install(pc, core)
     local struct, err = pc.from_json(pc.type("google.protobuf.Struct"), text)
     if not struct then error({ service_config = "JSON: " .. err }, 0) end
     local t = {}
-    for k, f in pairs(struct.fields) do t[k] = plain_value(f) end
+    for k, f in pc.pairs(struct.fields) do t[k] = plain_value(f) end
     return t
   end
 

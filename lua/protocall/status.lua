@@ -8,8 +8,9 @@
 -- table, its details decoded).
 local M = {}
 
+local compat = require "protocall.compat"
 local type, ipairs, pairs, getmetatable, pcall, tostring, mtype =
-  type, ipairs, pairs, getmetatable, pcall, tostring, math.type
+  type, ipairs, pairs, getmetatable, pcall, tostring, compat.mtype
 local format = string.format
 
 local TYPE_PREFIX = "type.googleapis.com/"

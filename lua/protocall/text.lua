@@ -11,7 +11,8 @@ local M = {}
 
 local type, ipairs, pairs, tostring, sort, concat = type, ipairs, pairs, tostring, table.sort, table.concat
 local format, byte, rep = string.format, string.byte, string.rep
-local pack, unpack = string.pack, string.unpack
+local compat = require "protocall.compat"
+local pack, unpack, u64_decimal, u64_hex = compat.spack, compat.sunpack, compat.u64_decimal, compat.u64_hex
 local huge = math.huge
 
 local ESC = { [10] = "\\n", [13] = "\\r", [9] = "\\t", [34] = '\\"', [39] = "\\'", [92] = "\\\\" }
@@ -63,8 +64,12 @@ function M.install(pc, core)
 
   local scalar = {
     double = dtoa, float = ftoa, bool = tostring,
-    uint64 = function(v) return format("%u", v) end,
-    fixed64 = function(v) return format("%u", v) end,
+    uint64 = u64_decimal,
+    fixed64 = u64_decimal,
+    -- string.format, not tostring: LuaJIT's int64_t cdata print as 1LL
+    int64 = function(v) return format("%d", v) end,
+    sint64 = function(v) return format("%d", v) end,
+    sfixed64 = function(v) return format("%d", v) end,
   }
 
   -- Map keys in the C++ printer's order: false before true, uint64 and
@@ -72,7 +77,7 @@ function M.install(pc, core)
   local function key_order(kinfo)
     local t = kinfo.type
     if t == "bool" then return function(a, b) return not a[1] and b[1] end end
-    if t == "uint64" or t == "fixed64" then return function(a, b) return math.ult(a[1], b[1]) end end
+    if t == "uint64" or t == "fixed64" then return function(a, b) return compat.ult(a[1], b[1]) end end
     return function(a, b) return a[1] < b[1] end
   end
 
@@ -136,7 +141,7 @@ function M.install(pc, core)
     local name = p.name
     if p.map then
       local items = {}
-      for k, x in pairs(v) do items[#items + 1] = { k, x } end
+      for k, x in compat.pairs(v) do items[#items + 1] = { k, x } end
       sort(items, p.order)
       for _, kv in ipairs(items) do
         out[#out + 1] = pad .. name .. " {\n"
@@ -160,23 +165,16 @@ function M.install(pc, core)
   -- Unknown fields, as the C++ library's UnknownFieldSet parses them: a
   -- list of {number, wire type, value} from s[i..j], or nil when the bytes
   -- are not a message. 'group' is the number of the group being read.
-  local function varint(s, i, j)
-    local v, shift = 0, 0
-    for k = i, math.min(j, i + 9) do
-      local b = byte(s, k)
-      v = v | ((b & 0x7f) << shift)
-      if b < 0x80 then return v, k + 1 end
-      shift = shift + 7
-    end
-  end
+  local varint, low32, rshift, band, fixed64 = compat.varint, compat.low32, compat.rshift, compat.band,
+    compat.fixed64
   local function parse_unknown(s, i, j, depth, group)
     local list = {}
     while i <= j do
       local tag
       tag, i = varint(s, i, j)
       if not tag then return nil end
-      tag = tag & 0xffffffff -- a tag is a varint32: longer ones keep their low bits
-      local num, wt = tag >> 3, tag & 7
+      tag = low32(tag) -- a tag is a varint32: longer ones keep their low bits
+      local num, wt = rshift(tag, 3), band(tag, 7)
       if num == 0 then return nil end
       local v
       if wt == 0 then
@@ -185,7 +183,12 @@ function M.install(pc, core)
       elseif wt == 1 or wt == 5 then
         local n = wt == 1 and 8 or 4
         if i + n - 1 > j then return nil end
-        v = unpack(wt == 1 and "<i8" or "<I4", s, i)
+        if n == 8 then
+          v = fixed64(s, i)
+        else
+          local b1, b2, b3, b4 = byte(s, i, i + 3)
+          v = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
+        end
         i = i + n
       elseif wt == 2 then
         local len
@@ -216,9 +219,9 @@ function M.install(pc, core)
     for _, f in ipairs(list) do
       local num, wt, v = f[1], f[2], f[3]
       if wt == 0 then
-        out[#out + 1] = pad .. num .. ": " .. format("%u", v) .. "\n"
+        out[#out + 1] = pad .. num .. ": " .. u64_decimal(v) .. "\n"
       elseif wt == 1 then
-        out[#out + 1] = pad .. num .. ": " .. format("0x%016x", v) .. "\n"
+        out[#out + 1] = pad .. num .. ": 0x" .. u64_hex(v, 16) .. "\n"
       elseif wt == 5 then
         out[#out + 1] = pad .. num .. ": " .. format("0x%08x", v) .. "\n"
       elseif wt == 3 then

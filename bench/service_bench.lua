@@ -1,6 +1,6 @@
 -- Services, in one run:
 -- 1. the in-process transport's cost per call: pc.client over pc.inproc
---    next to a bare callable (pc.wrap_method of a function returning a
+--    (plain, and hedged with throttling) next to a bare callable (pc.wrap_method of a function returning a
 --    constant) and a bare Lua function call (the baseline);
 -- 2. unary round trips per second over loopback h2c against a C++ gRPC
 --    server (bench/grpc_cpp, Debian's libgrpc++-dev, built here with
@@ -23,6 +23,10 @@ local small = Msg { data = string.rep("x", 10) }
 
 local server = pc.server { ["bench.Echo"] = { Echo = function(req) return req end } }
 local inproc = pc.client("bench.Echo", { transport = pc.inproc(server) })
+local hedged = pc.client("bench.Echo", { transport = pc.inproc(server), service_config = {
+  methodConfig = { { name = { { service = "bench.Echo" } },
+    hedgingPolicy = { maxAttempts = 3, hedgingDelay = "1s", nonFatalStatusCodes = { "UNAVAILABLE" } } } },
+  retryThrottling = { maxTokens = 10, tokenRatio = 0.1 } } })
 local K = { constant = true }
 local function bare() return K end
 local callable = pc.wrap_method(bare)
@@ -59,6 +63,15 @@ local results = H.run {
       callgrind_iters = 5000,
       fn = function(n)
         local c, x = inproc, small
+        for _ = 1, n do c:Echo(x) end
+      end,
+    },
+    {
+      name = "pc.client over pc.inproc, hedged and throttled",
+      goal = "(hedgingPolicy; the first attempt answers)",
+      callgrind_iters = 5000,
+      fn = function(n)
+        local c, x = hedged, small
         for _ = 1, n do c:Echo(x) end
       end,
     },

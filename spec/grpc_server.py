@@ -177,12 +177,16 @@ def serve_grpc(port, tls=None):
         port = server.add_secure_port("127.0.0.1:%d" % port, creds)
     else:
         port = server.add_insecure_port("127.0.0.1:%d" % port)
+    LISTENING[0] = port
     server.start()
     announce(port)
     server.wait_for_termination()
 
 
 # -- faults.Faults: a message service ----------------------------------------
+
+# The port the grpc server listens on (Hedge: the slow backend's).
+LISTENING = [0]
 
 PROTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "protos")
 
@@ -250,7 +254,38 @@ def faults_handlers():
 
     def attempts(req, ctx):
         with lock:
-            return Reply(attempts=counts.get(req.id, 0))
+            return Reply(attempts=counts.get(req.id, 0), cancelled=cancelled.get(req.id, 0))
+
+    cancelled = {}
+
+    def hedge(req, ctx):
+        """Attempt n of req.id (counted on arrival): while n <= failures it
+        waits req.seconds (a cancellation meanwhile is counted, see Attempts),
+        then fails with req.code if set; other attempts answer at once. A
+        req.text names the one port where that holds (several servers: one
+        slow backend). The reply's text is the attempt's
+        grpc-previous-rpc-attempts header."""
+        n = count(req)
+        previous = dict(ctx.invocation_metadata()).get("grpc-previous-rpc-attempts", "")
+        if n <= req.failures and req.text in ("", str(LISTENING[0])):
+            end = time.monotonic() + req.seconds
+            while time.monotonic() < end:
+                if not ctx.is_active():
+                    with lock:
+                        cancelled[req.id] = cancelled.get(req.id, 0) + 1
+                    return Reply()
+                time.sleep(0.01)
+            if req.code:
+                ctx.abort(grpc.StatusCode[req.code], "attempt %d failed" % n)
+        return Reply(text=previous, attempts=n)
+
+    def hedge_stream(req, ctx):
+        """Hedge's rules, then req.count replies (index 1, 2, ...)."""
+        first = hedge(req, ctx)
+        if first.attempts == 0:
+            return
+        for i in range(req.count):
+            yield Reply(text=first.text, attempts=first.attempts, index=i + 1)
 
     def stream(req, ctx):
         n = count(req)
@@ -300,6 +335,8 @@ def faults_handlers():
         "Pushback": unary(pushback),
         "Undecodable": unary(echo, serializer=undecodable),
         "Attempts": unary(attempts),
+        "Hedge": unary(hedge),
+        "HedgeStream": server_stream(hedge_stream),
         "Stream": server_stream(stream),
         "StreamThenFail": server_stream(stream_then_fail),
         "Record": grpc.stream_unary_rpc_method_handler(

@@ -128,7 +128,7 @@ end
 
 local function names(resp)
   local t = {}
-  for i, b in ipairs(resp.file_descriptor_response.file_descriptor_proto) do t[i] = name_of(b) end
+  for i, b in pc.ipairs(resp.file_descriptor_response.file_descriptor_proto) do t[i] = name_of(b) end
   return t
 end
 
@@ -140,7 +140,7 @@ describe("server reflection", function()
       local ask = stream(version)
       local resp = ask { host = "h", list_services = "*" }
       local got = {}
-      for i, s in ipairs(resp.list_services_response.service) do got[i] = s.name end
+      for i, s in pc.ipairs(resp.list_services_response.service) do got[i] = s.name end
       assert.are.same({ "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
                         "grpc.reflection.v1alpha.ServerReflection", "refl.Shop" }, got)
       assert.are.equal("h", resp.valid_host)
@@ -212,7 +212,7 @@ describe("server reflection", function()
       local want = protoc_files(main)
       local resp = ask { file_by_filename = main }
       local n = 0
-      for _, bytes in ipairs(resp.file_descriptor_response.file_descriptor_proto) do
+      for _, bytes in pc.ipairs(resp.file_descriptor_response.file_descriptor_proto) do
         local name = name_of(bytes)
         assert.are.equal(want[name], bytes, name)
         n = n + 1
@@ -287,7 +287,7 @@ describe("pc.server's built-in services", function()
   it("lists services that reflection answers for (their files reachable by symbol)", function()
     local ask = stream("v1")
     local resp = ask { list_services = "" }
-    for _, s in ipairs(resp.list_services_response.service) do
+    for _, s in pc.ipairs(resp.list_services_response.service) do
       assert.is_not_nil(ask { file_containing_symbol = s.name }.file_descriptor_response, s.name)
     end
   end)

@@ -22,7 +22,7 @@ describe("google/rpc built in", function()
     local fds = assert(pc.decode(pc.type("google.protobuf.FileDescriptorSet"), set))
     pc.type("google.rpc.Code"); pc.type("google.rpc.Status"); pc.type("google.rpc.RetryInfo")
     local seen = 0
-    for _, f in ipairs(fds.file) do
+    for _, f in pc.ipairs(fds.file) do
       if f.name:match("^google/rpc/") and f.name ~= "google/rpc/context/attribute_context.proto" then
         local mine = pc.file_descriptor(f.name)
         if mine then

@@ -50,7 +50,7 @@ int lpc_encode_table(lua_State *L, int type, int t);
  * and decodes the bytes into one arena (a message view), which costs a
  * fraction of building one object per sub-message. Returns 1 with the
  * message pushed, or 0 (nothing pushed, nothing raised) when
- * lpc_encode_table declines: the caller builds T{...} (lpc_wire.c). */
+ * lpc_encode_table declines: the caller builds T{...} (lpc_table.c). */
 int lpc_table_message(lua_State *L, int type, int t);
 
 /* Pushes the plain table of 'msg' (type 'def') in pc.to_table's shape:

@@ -11,6 +11,7 @@
  * Every C call lives in a "protocall.GrpcCall" userdata from before it
  * starts, so nothing leaks when Lua raises. */
 #include "net/channel.h"
+#include "net/resolve.h"
 #include "lpc.h"
 #include "protocall.h"
 
@@ -134,10 +135,12 @@ static int lpc_grpcchannel_close(lua_State *L) {
   return 0;
 }
 
-/* -- call = ch:start(path, timeout|nil, metadata|nil, gzip)
+/* -- call = ch:start(path, timeout|nil, metadata|nil, gzip, previous_attempts|nil)
  * Starts a call (request messages follow with call:send). 'timeout' in
  * seconds (<= 0: ends at once DEADLINE_EXCEEDED), metadata a list of
- * {key, value}. Raises on invalid metadata or path. */
+ * {key, value}, previous_attempts an integer in 0..100 sent as
+ * grpc-previous-rpc-attempts when positive. Raises on invalid metadata or
+ * path. */
 static int lpc_grpcchannel_start(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
   const char *path = luaL_checkstring(L, 2);
@@ -150,11 +153,14 @@ static int lpc_grpcchannel_start(lua_State *L) {
     if (!(s.timeout > 0)) s.timeout = 0; /* already past (NaN too) */
   }
   s.gzip = lua_toboolean(L, 5);
+  lua_Integer previous = luaL_optinteger(L, 6, 0);
+  luaL_argcheck(L, previous >= 0 && previous <= 100, 6, "previous attempts: 0..100 expected");
+  s.previous_attempts = (unsigned)previous;
   pc_GrpcPair *pairs = NULL;
   if (!lua_isnoneornil(L, 4)) {
     luaL_checktype(L, 4, LUA_TTABLE);
     size_t n = (size_t)luaL_len(L, 4);
-    pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* at 6 */
+    pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* kept on the stack */
     for (size_t i = 0; i < n; i++) {
       if (lua_geti(L, 4, (lua_Integer)i + 1) != LUA_TTABLE)
         luaL_error(L, "metadata entry %d: {key, value} expected", (int)i + 1);
@@ -265,6 +271,38 @@ static int lpc_grpcchannel_host_lost(lua_State *L) {
   unsigned id = check_conn_id(L, 2);
   pc_GrpcChannel_HostLost(b->ch, id, luaL_checkstring(L, 3));
   return 0;
+}
+
+/* -- connected = ch:connected()   -- a connection is open or opening
+ * (pc_GrpcChannel_Connected) */
+static int lpc_grpcchannel_connected(lua_State *L) {
+  ChannelBox *cb = check_channel(L, 1);
+  lua_pushboolean(L, pc_GrpcChannel_Connected(cb->ch));
+  return 1;
+}
+
+#define RESOLVE_MAX 64
+
+/* -- {address, ...} | nil, message = core.resolve(host, port)
+ * Every numeric address of 'host' (at most 64; pc_Net_Resolve). */
+static int lpc_resolve(lua_State *L) {
+  const char *host = luaL_checkstring(L, 1);
+  const char *port = luaL_checkstring(L, 2);
+  char(*out)[PC_NET_ADDRESS_MAX] = lua_newuserdatauv(L, RESOLVE_MAX * sizeof *out, 0);
+  pc_Error err;
+  pc_Error_Init(&err);
+  size_t n = pc_Net_Resolve(host, port, out, RESOLVE_MAX, &err);
+  if (n == 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_pushstring(L, out[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
 }
 
 static CallBox *check_call(lua_State *L) {
@@ -550,6 +588,7 @@ void lpc_open_net(lua_State *L) {
                                              {"host_wrote", lpc_grpcchannel_host_wrote},
                                              {"host_recv", lpc_grpcchannel_host_recv},
                                              {"host_lost", lpc_grpcchannel_host_lost},
+                                             {"connected", lpc_grpcchannel_connected},
                                              {NULL, NULL}};
   static const luaL_Reg call_methods[] = {{"send", lpc_grpccall_send},
                                           {"unsent", lpc_grpccall_unsent},
@@ -564,6 +603,7 @@ void lpc_open_net(lua_State *L) {
                                           {NULL, NULL}};
   static const luaL_Reg funcs[] = {{"grpc_channel", lpc_grpc_channel},
                                    {"grpc_pump", lpc_grpc_pump},
+                                   {"resolve", lpc_resolve},
                                    {"grpc_timeout", lpc_grpc_timeout},
                                    {"grpc_percent_decode", lpc_grpc_percent_decode},
                                    {"metadata_problem", lpc_grpc_metadata_problem},

@@ -22,6 +22,7 @@
  * raise, or encodes what this path declined. */
 #include "lpc.h"
 #include "wire/wire.h"
+#include "wire/decode.h"
 
 #include <lauxlib.h>
 #include <string.h>
@@ -556,6 +557,30 @@ int lpc_encode_table(lua_State *L, int type, int t) {
     s->cap = 0;
   }
   return ok;
+}
+
+int lpc_table_message(lua_State *L, int type, int t) {
+  if (!lpc_encode_table(L, type, t)) return 0;
+  const pc_MessageDef *def = ((const TypeBox *)lua_touserdata(L, type))->def;
+  size_t len;
+  const char *bytes = lua_tolstring(L, -1, &len);
+  pc_Arena *a = lpc_newarena(L);
+  int arena_idx = lua_gettop(L);
+  pc_Message *msg = pc_Message_New(def, a);
+  if (msg == NULL) return luaL_error(L, "not enough memory");
+  /* what T{...} nests, decoded; no required fields (lpc_encode_table refuses them) */
+  pc_DecodeOptions opts = {PC_MESSAGE_MAX_DEPTH, 0, 1, 0};
+  pc_DecodeStatus st = pc_Decode(bytes, len, msg, def, a, &opts, NULL);
+  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+  if (st != kPc_DecodeStatus_Ok) { /* what the encoder let through and a decoder refuses */
+    lua_pop(L, 2);
+    return 0;
+  }
+  lpc_pacearena(L, arena_idx);
+  lpc_pushview(L, def, msg, arena_idx);
+  lua_replace(L, arena_idx - 1); /* the bytes */
+  lua_settop(L, arena_idx - 1);
+  return 1;
 }
 
 /* -- Messages to plain tables ---------------------------------------------- */

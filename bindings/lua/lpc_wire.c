@@ -402,30 +402,6 @@ static int lpc_codec_decode(lua_State *L) {
   return 1;
 }
 
-int lpc_table_message(lua_State *L, int type, int t) {
-  if (!lpc_encode_table(L, type, t)) return 0;
-  const pc_MessageDef *def = ((const TypeBox *)lua_touserdata(L, type))->def;
-  size_t len;
-  const char *bytes = lua_tolstring(L, -1, &len);
-  pc_Arena *a = lpc_newarena(L);
-  int arena_idx = lua_gettop(L);
-  pc_Message *msg = pc_Message_New(def, a);
-  if (msg == NULL) return luaL_error(L, "not enough memory");
-  /* what T{...} nests, decoded; no required fields (lpc_encode_table refuses them) */
-  pc_DecodeOptions opts = {PC_MESSAGE_MAX_DEPTH, 0, 1, 0};
-  pc_DecodeStatus st = pc_Decode(bytes, len, msg, def, a, &opts, NULL);
-  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
-  if (st != kPc_DecodeStatus_Ok) { /* what the encoder let through and a decoder refuses */
-    lua_pop(L, 2);
-    return 0;
-  }
-  lpc_pacearena(L, arena_idx);
-  lpc_pushview(L, def, msg, arena_idx);
-  lua_replace(L, arena_idx - 1); /* the bytes */
-  lua_settop(L, arena_idx - 1);
-  return 1;
-}
-
 /* -- names | nil, err = core.load_descriptor_set(pool, bytes)
  * Adds every file of a serialized FileDescriptorSet to 'pool' (files the
  * pool already has by name are skipped). Returns the list of the added

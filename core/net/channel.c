@@ -68,6 +68,8 @@ struct pc_GrpcCall {
   pc_GrpcPair *md;
   size_t md_count;
   int gzip;
+  /* sent as grpc-previous-rpc-attempts when positive */
+  unsigned previous_attempts;
   double deadline; /* monotonic seconds; < 0: none */
   char *replay;    /* request messages as [4-byte length][bytes], while replayable */
   size_t replay_len, replay_cap;
@@ -419,6 +421,7 @@ static int open_stream(pc_GrpcCall *c) {
   s.metadata = c->md;
   s.metadata_count = c->md_count;
   s.gzip = c->gzip;
+  s.previous_attempts = c->previous_attempts;
   pc_Error err;
   pc_Error_Init(&err);
   int wait = 0;
@@ -499,6 +502,7 @@ pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
   ch->calls = c;
   ch->live_calls++;
   c->gzip = s->gzip;
+  c->previous_attempts = s->previous_attempts;
   c->replayable = 1;
   c->deadline = s->timeout >= 0 ? pc_Clock_Monotonic() + s->timeout : -1;
   c->path = pc_Arena_StrDup(c->arena, path, strlen(path));
@@ -817,4 +821,11 @@ void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why) {
   if (c == NULL) return;
   pc_NetSocket_SetHosted(c->sock, 0, why);
   lose(c, why);
+}
+
+int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch) {
+  for (const Conn *c = ch->conns; c; c = c->next) {
+    if (c->sock != NULL && pc_GrpcEngine_Alive(c->engine)) return 1;
+  }
+  return 0;
 }

@@ -171,4 +171,10 @@ int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, s
  * its calls end UNAVAILABLE with 'why'. */
 void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why);
 
+/* 1 when the channel has a connection open or being opened, 0 when it has
+ * none (no call made yet, or the last connection failed or was lost): a
+ * balancer over several channels skips a backend whose calls failed while
+ * it had none. */
+int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch);
+
 #endif

@@ -850,7 +850,7 @@ static nghttp2_nv nv(const char *k, size_t kn, const char *v, size_t vn) {
 
 static int submit(pc_GrpcStream *s, const char *path, const pc_GrpcCallSettings *set) {
   pc_GrpcEngine *e = s->e;
-  size_t n = 0, max = 10 + set->metadata_count;
+  size_t n = 0, max = 11 + set->metadata_count;
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   if (h == NULL) return 0;
   h[n++] = NV(":method", "POST");
@@ -867,6 +867,12 @@ static int submit(pc_GrpcStream *s, const char *path, const pc_GrpcCallSettings 
     if (t == NULL) return 0;
     pc_Grpc_FormatTimeout(set->timeout > 0 ? set->timeout : 1e-9, t);
     h[n++] = NV("grpc-timeout", t);
+  }
+  if (set->previous_attempts > 0) {
+    char *a = pc_Arena_Malloc(s->arena, 12);
+    if (a == NULL) return 0;
+    snprintf(a, 12, "%u", set->previous_attempts);
+    h[n++] = NV("grpc-previous-rpc-attempts", a);
   }
   for (size_t i = 0; i < set->metadata_count; i++) {
     const pc_GrpcPair *p = &set->metadata[i];

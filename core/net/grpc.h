@@ -27,6 +27,9 @@ typedef struct {
   const pc_GrpcPair *metadata; /* request metadata, 'metadata_count' entries */
   size_t metadata_count;
   int gzip; /* non-zero: compress the request messages with gzip */
+  /* > 0: sent as grpc-previous-rpc-attempts, the attempts of this call made
+   * before this one (a retry or a hedge; gRFC A6 "Exposed Retry Metadata") */
+  unsigned previous_attempts;
 } pc_GrpcCallSettings;
 
 /* The end of a call. 'message' is percent-decoded grpc-message (or a

@@ -40,7 +40,9 @@ static pc_GrpcChannel *host_channel(pc_Alloc *alloc) {
 }
 
 static pc_GrpcCall *start(pc_GrpcChannel *ch, double timeout) {
-  pc_GrpcCallSettings s = {timeout, NULL, 0, 0};
+  pc_GrpcCallSettings s;
+  memset(&s, 0, sizeof s);
+  s.timeout = timeout;
   pc_Error err;
   pc_Error_Init(&err);
   pc_GrpcCall *call = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);

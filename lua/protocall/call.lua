@@ -371,6 +371,11 @@ function P.install(M, core)
     return obj
   end })
   M.Throttle = Throttle
+  --- pc._throttle_bucket(throttle) -> the C token bucket of a pc.Throttle
+  -- (internal: hedging, lua/protocall/hedge.lua, counts its attempts in it):
+  -- bucket:failure() -> retries still allowed, bucket:success(),
+  -- bucket:info() -> tokens, max_tokens, token_ratio, allowed.
+  function M._throttle_bucket(throttle) return buckets[throttle] end
   --- pc.DEFAULT: as a per-call option, "the callable's default".
   local DEFAULT = setmetatable({}, {
     __name = "protocall.DEFAULT",

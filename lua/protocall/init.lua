@@ -23,11 +23,13 @@ end
 for _, name in ipairs {
   "protocall.message",
   "protocall.call",
+  "protocall.hedge",
   "protocall.wire",
   "protocall.text",
   "protocall.json",
   "protocall.status",
   "protocall.net",
+  "protocall.balancer",
   "protocall.compiler",
   "protocall.service",
   "protocall.health",

@@ -30,6 +30,8 @@ local core_pump
 -- scheduler (below) for coroutines it runs; outside it, the call runs the
 -- loop itself until it can go on.
 local wait_hook
+-- pc.sleep (set by install): Transport:wait sleeps with it.
+local sleep_hook
 
 -- Channels whose bytes a host driver moves (pc.grpc's `driver`, below):
 -- core channel -> its driver state; `drive(state)` is their wait.
@@ -51,7 +53,8 @@ local TRANSPORT_OPTIONS = {
   max_receive_size = "number", max_header_list_size = "number", stream_window = "number",
   connection_window = "number", compression = "string", metadata = "table",
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
-  reconnect = "table", insecure = "boolean", connect_timeout = "number", driver = "table",
+  reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
+  driver = "table",
 }
 
 -- pc.grpc's `reconnect` table: its keys and gRPC's numbers
@@ -103,7 +106,9 @@ local function merged_metadata(base, extra)
 end
 
 -- Settings of one call: {timeout = seconds or nil, metadata = {{k, v}, ...},
--- compression = "gzip" | "identity" | nil, with_metadata = boolean}.
+-- compression = "gzip" | "identity" | nil, with_metadata = boolean,
+-- previous_attempts = n (sent as grpc-previous-rpc-attempts when positive:
+-- a retry or hedge of gRFC A6) or nil}.
 local function settings_of(self, name, path, settings, level)
   if type(path) ~= "string" then
     error("bad argument #1 to '" .. name .. "' (string expected, got " .. type(path) .. ")", level + 1)
@@ -124,7 +129,11 @@ local function settings_of(self, name, path, settings, level)
     local problem = metadata_problem(settings.metadata)
     if problem then error(problem, level + 1) end
   end
-  return timeout, merged_metadata(self.metadata, settings.metadata), gzip, settings.with_metadata
+  local previous = settings.previous_attempts
+  if previous ~= nil and (math.type(previous) ~= "integer" or previous < 0 or previous > 100) then
+    error("previous_attempts: integer in 0..100 expected, got " .. tostring(previous), level + 1)
+  end
+  return timeout, merged_metadata(self.metadata, settings.metadata), gzip, settings.with_metadata, previous
 end
 
 local function check_request(name, request, level)
@@ -150,6 +159,21 @@ local function next_message(channel, call)
   end
 end
 
+-- The iterator of a server stream's messages: each message, then nil
+-- after a status OK; any other status raises the error object.
+local function stream_iterator(channel, call, path)
+  local finished = false
+  return function()
+    if finished then return nil end
+    local msg = next_message(channel, call)
+    if msg ~= nil then return msg end
+    finished = true
+    local st = call:status()
+    if st.code ~= "OK" then raise(call, path) end
+    return nil
+  end
+end
+
 --- Unary call: `transport:unary(path, request_bytes, settings)` ->
 -- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
 -- `settings.with_metadata`). `path` is "/pkg.Service/Method"; settings as
@@ -160,10 +184,10 @@ end
 -- misuse (bad metadata, bad path, closed transport). Under pc.run, waits
 -- without stopping other coroutines.
 function Transport:unary(path, request, settings)
-  local timeout, md, gzip, want_md = settings_of(self, "unary", path, settings, 2)
+  local timeout, md, gzip, want_md, previous = settings_of(self, "unary", path, settings, 2)
   check_request("unary", request, 2)
   local channel = self.channel
-  local call = channel:start(path, timeout, md, gzip)
+  local call = channel:start(path, timeout, md, gzip, previous)
   call:send(request)
   call:close_send()
   local first = next_message(channel, call)
@@ -199,23 +223,138 @@ end
 -- stream read slowly holds at most its window (`stream_window`) while the
 -- other calls on the connection go on.
 function Transport:server_stream(path, request, settings)
-  local timeout, md, gzip = settings_of(self, "server_stream", path, settings, 2)
+  local timeout, md, gzip, _, previous = settings_of(self, "server_stream", path, settings, 2)
   check_request("server_stream", request, 2)
   local channel = self.channel
-  local call = channel:start(path, timeout, md, gzip)
+  local call = channel:start(path, timeout, md, gzip, previous)
   call:send(request)
   call:close_send()
-  local finished = false
-  local function iterate()
-    if finished then return nil end
-    local msg = next_message(channel, call)
-    if msg ~= nil then return msg end
-    finished = true
-    local st = call:status()
-    if st.code ~= "OK" then raise(call, path) end
-    return nil
+  return stream_iterator(channel, call, path), nil, nil, call
+end
+
+-- Calls started without waiting (hedging: several attempts of one call in
+-- flight at once). A handle's `result()` is nil while its call runs.
+local Started = { __name = "protocall.GrpcStarted" }
+Started.__index = Started
+
+--- `handle:cancel()`: ends the started call CANCELLED (RST_STREAM CANCEL,
+-- sent at once: the server sees the cancellation) and releases it unless
+-- a result handed it on (a committed stream). Idempotent.
+function Started:cancel()
+  if self.done then return end
+  self.done = true
+  self.call:cancel()
+  self.call:close()
+end
+
+local function started(self, name, path, request, settings, result)
+  local timeout, md, gzip, want_md, previous = settings_of(self, name, path, settings, 3)
+  check_request(name, request, 3)
+  local call = self.channel:start(path, timeout, md, gzip, previous)
+  call:send(request)
+  call:close_send()
+  return setmetatable({ channel = self.channel, call = call, path = path, result = result,
+    done = false, count = 0, want_md = want_md }, Started)
+end
+
+-- A started unary call's result: nil while it runs, else true and the
+-- response bytes (and with settings.with_metadata {headers=, trailers=}),
+-- or false and the error object (as Transport:unary).
+local function unary_result(h)
+  if h.done then return false, new_error { code = "CANCELLED", message = "cancelled", method = h.path } end
+  local call = h.call
+  while true do
+    local m = call:next()
+    if m == false then return nil end
+    if m == nil then break end
+    h.count = h.count + 1
+    if h.count == 1 then h.first = m end
   end
-  return iterate, nil, nil, call
+  h.done = true
+  local st = call:status()
+  local meta = h.want_md and call:metadata() or nil
+  call:close()
+  if st.code == "OK" then
+    if h.count == 1 then return true, h.first, meta end
+    st.code = "INTERNAL"
+    st.message = h.count == 0 and "unary call received no response message"
+      or ("unary call received " .. h.count .. " response messages")
+  end
+  st.method = h.path
+  return false, new_error(st)
+end
+
+-- A started server stream's result: nil until its first response message
+-- or its end, then true and an iterator of the stream (the first message
+-- included) and the call, or false and the error object.
+local function stream_result(h)
+  if h.done then return false, new_error { code = "CANCELLED", message = "cancelled", method = h.path } end
+  local call = h.call
+  local m = call:next()
+  if m == false then return nil end
+  h.done = true
+  if m == nil then
+    local st = call:status()
+    if st.code ~= "OK" then
+      call:close()
+      st.method = h.path
+      return false, new_error(st)
+    end
+  end
+  local rest, first = stream_iterator(h.channel, call, h.path), m
+  return true, function()
+    if first ~= nil then
+      local r = first
+      first = nil
+      return r
+    end
+    return rest()
+  end, call
+end
+
+--- `handle = transport:start_unary(path, request_bytes, settings)`: a
+-- unary call started without waiting for it (arguments and misuse as
+-- `unary`); `handle:result()` -> nil while it runs, else true and the
+-- response bytes (and the metadata, as `unary` with `with_metadata`), or
+-- false and the error object; `handle:cancel()`.
+-- Several started calls share the connection, in flight together;
+-- `transport:wait` waits for them.
+function Transport:start_unary(path, request, settings)
+  return started(self, "start_unary", path, request, settings, unary_result)
+end
+
+--- `handle = transport:start_server_stream(path, request_bytes,
+-- settings)`: a server stream started without waiting; `handle:result()`
+-- -> nil until its first response message (or its end), then true and an
+-- iterator of the whole stream (as `server_stream`'s) and the call, or
+-- false and the error object; `handle:cancel()`.
+function Transport:start_server_stream(path, request, settings)
+  return started(self, "start_server_stream", path, request, settings, stream_result)
+end
+
+--- `transport:wait(handles, seconds)`: waits until one of the started
+-- calls in the list `handles` may have moved on, at most `seconds` (sleeps
+-- when the list is empty). Under pc.run the other tasks run meanwhile.
+function Transport:wait(handles, seconds)
+  local chans, seen = {}, {}
+  for i = 1, #handles do
+    local ch = handles[i].channel
+    if ch and not seen[ch] then
+      seen[ch] = true
+      chans[#chans + 1] = ch
+    end
+  end
+  if seconds < 0 then seconds = 0 end
+  if #chans == 0 then
+    if seconds > 0 then sleep_hook(seconds) end
+    return
+  end
+  for i = 1, #chans do
+    local dc = driven[chans[i]]
+    if dc then return drive(dc, seconds) end -- a host driver's transport: one round of its I/O
+  end
+  if wait_hook and wait_hook(chans, seconds) then return end
+  core_pump(chans, seconds)
 end
 
 -- Request bytes a sender may have queued beyond what HTTP/2 took: past
@@ -401,14 +540,23 @@ local wake_at = {}    -- coroutine -> monotonic time its sleep ends
 local running_loop = false
 local monotonic
 
--- A task waits for its channel: yield to the loop, which pumps every
--- channel a task waits on and resumes them all.
-local function task_wait(channel)
+-- A task waits for its channel (or a list of channels, at most `seconds`):
+-- yield to the loop, which pumps every channel a task waits on and resumes
+-- them all.
+local function task_wait(channel, seconds)
   local co = co_running()
   if not tasks[co] then return false end
   waiting[co] = channel
+  if seconds then wake_at[co] = monotonic() + seconds end
   co_yield()
   return true
+end
+
+--- Whether the running coroutine is a task of pc.run (so a wait can yield
+-- to the others); other modules ask this instead of coroutine.running,
+-- which tells the main coroutine apart only on Lua 5.4.
+function M.in_task()
+  return tasks[co_running()] == true
 end
 
 local function task_sleep(seconds)
@@ -473,7 +621,9 @@ local SHARED_READ = 0.01 -- seconds a read waits when other connections have cal
 local role_epoch = 0
 
 local function holds(role)
-  return role ~= nil and role.epoch == role_epoch and coroutine.status(role.co) ~= "dead"
+  if role == nil or role.epoch ~= role_epoch then return false end
+  -- the main coroutine (false: LuaJIT's coroutine.running gives nil there) never dies
+  return not role.co or coroutine.status(role.co) ~= "dead"
 end
 
 -- A driver method: its results, or nil and what it raised.
@@ -537,7 +687,7 @@ end
 
 -- Runs `fn` as the current coroutine's `role` on `st`, then wakes the waiters.
 local function with_role(dc, st, role, fn, ...)
-  st[role] = { co = co_running(), epoch = role_epoch }
+  st[role] = { co = co_running() or false, epoch = role_epoch }
   fn(dc, st, ...)
   st[role] = nil
   fire(dc.signal)
@@ -577,16 +727,19 @@ local function reader_pick(dc, live, calls)
   return ids[1], busy
 end
 
--- One round of a wait on a driven channel.
-function drive(dc)
+-- One round of a wait on a driven channel, waiting at most `limit`
+-- seconds when given (and the driver keeps to its timeouts).
+function drive(dc, limit)
   local ch = dc.channel
-  local next_timer = ch:host_tick() or math.huge
+  local timer = ch:host_tick() or math.huge
+  if timer < 0.001 then timer = 0.001 end
+  local next_timer = limit and limit < timer and limit or timer -- a connect gets the whole timer
   if next_timer < 0.001 then next_timer = 0.001 end
   local t = next_timer < READ_CAP and next_timer or READ_CAP
   local live, calls = sync(dc)
   for id, st in pairs(dc.conns) do
     if live[id] == false and not st.sock and not holds(st.connector) then
-      return with_role(dc, st, "connector", do_connect, next_timer)
+      return with_role(dc, st, "connector", do_connect, timer)
     end
     if live[id] and not holds(st.writer) and ch:host_output(id) then
       return with_role(dc, st, "writer", do_write)
@@ -676,12 +829,20 @@ function M.install(pc, core)
         -- Pump the channels tasks wait on, at most until the first sleep ends.
         local chans, seen, soonest = {}, {}, nil
         for co, ch in pairs(waiting) do
-          if ch and not seen[ch] then
+          if type(ch) == "table" then -- a list of channels (Transport:wait)
+            for i = 1, #ch do
+              local c = ch[i]
+              if not seen[c] then
+                seen[c] = true
+                chans[#chans + 1] = c
+              end
+            end
+          elseif ch and not seen[ch] then
             seen[ch] = true
             chans[#chans + 1] = ch
-          elseif not ch and (soonest == nil or wake_at[co] < soonest) then
-            soonest = wake_at[co]
           end
+          local w = wake_at[co]
+          if w and (soonest == nil or w < soonest) then soonest = w end
         end
         if #queue == 0 then
           local t = soonest and soonest - monotonic() or 1
@@ -717,10 +878,68 @@ function M.install(pc, core)
   end
   core.sleep = sleep
   pc.sleep = sleep
+  sleep_hook = sleep
+
+  -- The backends of `target` as {host=, port=, tls=} places, and for a
+  -- dns:/// target the name it resolves again (README "Load balancing").
+  local function places_of(target)
+    local show = type(target) == "string" and target:gsub("%c", "?") or "{...}"
+    local function bad(problem) error("pc.grpc: target '" .. show .. "': " .. problem, 3) end
+    local list
+    if type(target) == "table" then
+      list = {}
+      local n = #target
+      if n == 0 then bad("list of at least one address expected") end
+      for k in pairs(target) do
+        if math.type(k) ~= "integer" or k < 1 or k > n then bad("list of addresses expected (keys 1..n)") end
+      end
+      for i = 1, n do
+        if type(target[i]) ~= "string" then bad("address " .. i .. ": string expected, got " .. type(target[i])) end
+        list[i] = target[i]
+      end
+    elseif type(target) == "string" then
+      local kind, rest = target:match("^(ipv[46]):(.*)$")
+      if kind then
+        list = {}
+        for a in (rest .. ","):gmatch("([^,]*),") do list[#list + 1] = a end
+      end
+    end
+    if list then
+      local places = {}
+      for i, a in ipairs(list) do
+        local where, problem = parse_target(a)
+        if not where then bad("address " .. i .. " '" .. a:gsub("%c", "?") .. "': " .. problem) end
+        if i > 1 and where.tls ~= places[1].tls then
+          bad("every address must use the same scheme (TLS or not)")
+        end
+        places[i] = where
+      end
+      return places
+    end
+    local where, problem = parse_target(target)
+    if not where then bad(problem) end
+    if target:find("^dns:///") then
+      local addresses = core.resolve(where.host, where.port)
+      if addresses and #addresses > 1 then
+        local places = {}
+        for i, a in ipairs(addresses) do places[i] = { host = a, port = where.port, tls = where.tls } end
+        return places, where
+      end
+    end
+    return { where }
+  end
+
+  local LB_POLICIES = { pick_first = true, round_robin = true }
 
   --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port",
   -- "host:port" or "dns:///host:port" (HTTP/2 without TLS, prior
-  -- knowledge) or "https://host[:port]" (TLS, verification on, ALPN h2).
+  -- knowledge) or "https://host[:port]" (TLS, verification on, ALPN h2);
+  -- several backends are a list of such addresses ({"127.0.0.1:5001",
+  -- "127.0.0.1:5002"}), "ipv4:127.0.0.1:5001,127.0.0.1:5002" (or ipv6:
+  -- with "[::1]:5001"), or a dns:/// name resolving to several addresses
+  -- (one connection each, the name as :authority; resolved again when every
+  -- backend has failed); `load_balancing` picks among them (README "Load
+  -- balancing", lua/protocall/balancer.lua).
   -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
   -- `key_file` (PEM client certificate and key, mutual TLS),
   -- `server_name` (the name TLS verifies and sends, and :authority;
@@ -773,16 +992,16 @@ function M.install(pc, core)
   -- connection shared, GOAWAY, refused streams, deadlines, reconnection
   -- backoff, keepalive, connect_timeout) is the same as with the built-in
   -- driver. A driver must honour its timeouts: deadlines are checked
-  -- between its calls). Raises
+  -- between its calls), `load_balancing` ("pick_first", the default, or
+  -- "round_robin"). Raises
   -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
-  -- read. All calls share one connection (a second one opens when the
-  -- server takes no more streams on it or sends GOAWAY).
+  -- read. All calls to one backend share one connection (a second one opens
+  -- when the server takes no more streams on it or sends GOAWAY).
   function pc.grpc(target, opts)
-    if type(target) ~= "string" then
-      error("bad argument #1 to 'grpc' (string expected, got " .. type(target) .. ")", 2)
+    if type(target) ~= "string" and type(target) ~= "table" then
+      error("bad argument #1 to 'grpc' (string or list of addresses expected, got " .. type(target) .. ")", 2)
     end
-    local where, problem = parse_target(target)
-    if not where then error("pc.grpc: target '" .. target:gsub("%c", "?") .. "': " .. problem, 2) end
+    local places, dns = places_of(target)
     if opts ~= nil and type(opts) ~= "table" then
       error("bad argument #2 to 'grpc' (table expected, got " .. type(opts) .. ")", 2)
     end
@@ -795,6 +1014,10 @@ function M.install(pc, core)
       end
     end
     check_compression(opts.compression, 2)
+    if opts.load_balancing ~= nil and not LB_POLICIES[opts.load_balancing] then
+      error("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \""
+        .. opts.load_balancing:gsub("%c", "?") .. "\"", 2)
+    end
     if opts.metadata ~= nil then
       local bad = metadata_problem(opts.metadata)
       if bad then error("pc.grpc: " .. bad, 2) end
@@ -826,23 +1049,43 @@ function M.install(pc, core)
         error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)
       end
     end
-    local channel = core.grpc_channel {
-      host = where.host, port = where.port, tls = where.tls,
-      ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
-      server_name = opts.server_name, user_agent = opts.user_agent, insecure = opts.insecure,
-      connect_timeout = opts.connect_timeout,
+    local sizes = {
       max_receive = size_option(opts, "max_receive_size", 1),
       max_header_list = size_option(opts, "max_header_list_size", 1),
       stream_window = size_option(opts, "stream_window", 65535),
       connection_window = size_option(opts, "connection_window", 65535),
-      keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
-      backoff = backoff, host_io = driver ~= nil,
     }
-    if driver then driven_channel(channel, driver, where, opts, base_sleep) end
-    return setmetatable({
-      channel = channel, target = target, compression = opts.compression,
-      metadata = opts.metadata,
-    }, Transport)
+    -- One backend: its channel and transport.
+    local function make(where)
+      local channel = core.grpc_channel {
+        host = where.host, port = where.port, tls = where.tls,
+        ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
+        server_name = opts.server_name or (dns and dns.host), user_agent = opts.user_agent,
+        insecure = opts.insecure, connect_timeout = opts.connect_timeout,
+        max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
+        stream_window = sizes.stream_window, connection_window = sizes.connection_window,
+        keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
+        backoff = backoff, host_io = driver ~= nil,
+      }
+      if driver then driven_channel(channel, driver, where, opts, base_sleep) end
+      return setmetatable({
+        channel = channel, target = where.host .. ":" .. where.port, compression = opts.compression,
+        metadata = opts.metadata,
+      }, Transport)
+    end
+    if #places == 1 then
+      local t = make(places[1])
+      if type(target) == "string" then t.target = target end
+      return t
+    end
+    local resolve
+    if dns then
+      resolve = function()
+        local again = places_of(target)
+        return again
+      end
+    end
+    return pc._balanced(places, make, opts.load_balancing or "pick_first", resolve, target)
   end
 end
 

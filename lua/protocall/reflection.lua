@@ -18,6 +18,7 @@ local V1, V1ALPHA = "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1al
 local NOT_FOUND, INVALID_ARGUMENT = 5, 3
 
 function M.install(pc, core)
+  local ipairs = pc.ipairs -- repeated fields are containers (LuaJIT's ipairs takes tables only)
   local file_descriptor_bytes = core.file_descriptor_bytes
 
   -- Every symbol of the pool's files -> the file defining it; extensions by

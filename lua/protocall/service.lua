@@ -115,7 +115,8 @@ function M.install(pc, core)
 
   --- server = pc.server{["pkg.Service"] = {Method = function(request, ctx) ... end}, ...}
   -- Handlers get the decoded request and a context {method = full name,
-  -- metadata = {{key, value}, ...} (the call's, a copy), timeout = seconds
+  -- metadata = {{key, value}, ...} (the call's, a copy; a retry or hedge
+  -- also has grpc-previous-rpc-attempts, as a gRPC server sees), timeout = seconds
   -- or nil, deadline = monotonic seconds or nil, send = function(response)
   -- (server streaming)}. A unary handler returns the response (a message of
   -- the output type or a table of it). A server-streaming handler calls
@@ -202,6 +203,10 @@ function M.install(pc, core)
           local kv = md[i]
           metadata[i] = { kv[1], kv[2] }
         end
+      end
+      local previous = settings.previous_attempts
+      if previous and previous > 0 then
+        metadata[#metadata + 1] = { "grpc-previous-rpc-attempts", tostring(previous) }
       end
     end
     return {
@@ -519,8 +524,7 @@ function M.install(pc, core)
       if ctx.deadline and now() > ctx.deadline then
         finish(self, status("DEADLINE_EXCEEDED", self.info.full_name .. ": deadline exceeded"))
       elseif step(self) == false then
-        local _, main = coroutine.running()
-        if main then
+        if not require("protocall.net").in_task() then
           finish(self, status("FAILED_PRECONDITION", self.info.full_name
             .. ": the handler waits for a request and the caller for a response (send, or close_send)"))
         else
@@ -670,14 +674,19 @@ function M.install(pc, core)
 
   local HEDGING_POLICY_KEYS = { maxAttempts = true, hedgingDelay = true, nonFatalStatusCodes = true }
 
+  -- {max_attempts=, delay= seconds (0 when unset: every attempt at once),
+  -- non_fatal = {CODE = true}} for pc._hedge (lua/protocall/hedge.lua).
   local function hedging_policy_at(v, path)
     object_at(v, path)
     known_keys(v, path, HEDGING_POLICY_KEYS)
-    attempts_at(v.maxAttempts, path .. ".maxAttempts")
-    if v.hedgingDelay ~= nil then duration_at(v.hedgingDelay, path .. ".hedgingDelay", false) end
-    if v.nonFatalStatusCodes ~= nil then codes_at(v.nonFatalStatusCodes, path .. ".nonFatalStatusCodes") end
-    config_error(path, "valid, but hedging is not supported yet (it needs concurrent attempts); "
-      .. "use a retryPolicy")
+    local policy = { max_attempts = attempts_at(v.maxAttempts, path .. ".maxAttempts"), delay = 0, non_fatal = {} }
+    if v.hedgingDelay ~= nil then policy.delay = duration_at(v.hedgingDelay, path .. ".hedgingDelay", false) end
+    if v.nonFatalStatusCodes ~= nil then
+      for _, name in ipairs(codes_at(v.nonFatalStatusCodes, path .. ".nonFatalStatusCodes")) do
+        policy.non_fatal[name] = true
+      end
+    end
+    return policy
   end
 
   local function size_at(v, path)
@@ -693,18 +702,44 @@ function M.install(pc, core)
   local NAME_KEYS = { service = true, method = true }
   local CONFIG_KEYS = { methodConfig = true, retryThrottling = true, loadBalancingConfig = true,
     loadBalancingPolicy = true }
+  local LB_POLICIES = { pick_first = true, round_robin = true }
 
   --- config = parse_service_config(t): the methodConfig entries by name
   -- ("pkg.Service/Method", "pkg.Service/" for service-wide, "/" for the
-  -- default), each {timeout=, retry=, max_request=, max_response=,
-  -- wait_for_ready=}, and `throttling` {max_tokens=, token_ratio=} or nil.
+  -- default), each {timeout=, retry=, hedging=, max_request=, max_response=,
+  -- wait_for_ready=}, `throttling` {max_tokens=, token_ratio=} or nil, and
+  -- `balancing` "pick_first" | "round_robin" | nil (the first policy of
+  -- loadBalancingConfig protocall has, as gRPC picks).
   -- Raises {service_config = "path: what"} on the first problem.
   local function parse_service_config(t)
     object_at(t, "service_config")
     known_keys(t, "", CONFIG_KEYS)
-    if t.loadBalancingConfig ~= nil or t.loadBalancingPolicy ~= nil then
-      config_error(t.loadBalancingConfig ~= nil and "loadBalancingConfig" or "loadBalancingPolicy",
-        "not supported yet (a target is one backend)")
+    local balancing
+    if t.loadBalancingConfig ~= nil then
+      local list = list_at(t.loadBalancingConfig, "loadBalancingConfig")
+      for i, entry in ipairs(list) do
+        local path = format("loadBalancingConfig[%d]", i - 1)
+        object_at(entry, path)
+        local name, conf = next(entry)
+        if name == nil or next(entry, name) ~= nil then config_error(path, "object with one policy name expected") end
+        if type(conf) ~= "table" then
+          config_error(path .. "." .. tostring(name), "object expected, got " .. type(conf))
+        end
+        if LB_POLICIES[name] and not balancing then
+          known_keys(conf, path .. "." .. name, {})
+          balancing = name
+        end
+      end
+      if not balancing then
+        config_error("loadBalancingConfig", "no supported policy (pick_first, round_robin)")
+      end
+    elseif t.loadBalancingPolicy ~= nil then
+      local v = t.loadBalancingPolicy
+      if type(v) ~= "string" or not LB_POLICIES[v:lower()] then
+        config_error("loadBalancingPolicy", "\"pick_first\" or \"round_robin\" expected, got "
+          .. (type(v) == "string" and "\"" .. v .. "\"" or type(v)))
+      end
+      balancing = v:lower()
     end
     local by_name = {}
     local mcs = t.methodConfig
@@ -722,7 +757,9 @@ function M.install(pc, core)
         if mc.retryPolicy ~= nil then
           entry.retry, entry.per_attempt = retry_policy_at(mc.retryPolicy, path .. ".retryPolicy")
         end
-        if mc.hedgingPolicy ~= nil then hedging_policy_at(mc.hedgingPolicy, path .. ".hedgingPolicy") end
+        if mc.hedgingPolicy ~= nil then
+          entry.hedging = hedging_policy_at(mc.hedgingPolicy, path .. ".hedgingPolicy")
+        end
         if mc.waitForReady ~= nil then
           if type(mc.waitForReady) ~= "boolean" then
             config_error(path .. ".waitForReady", "boolean expected, got " .. type(mc.waitForReady))
@@ -774,7 +811,7 @@ function M.install(pc, core)
       end
       throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
     end
-    return { by_name = by_name, throttling = throttling }
+    return { by_name = by_name, throttling = throttling, balancing = balancing }
   end
 
   -- A google.protobuf.Value as the Lua value JSON text means: objects and
@@ -876,6 +913,7 @@ function M.install(pc, core)
     local from_config = {}
     if entry then
       from_config.retry = entry.retry
+      if entry.hedging then from_config.retry = false end -- the hedges are the attempts
       if entry.per_attempt then
         from_config.timeout = pc.ExponentialTimeout { initial = entry.per_attempt,
           maximum = entry.per_attempt, multiplier = 1, deadline = entry.timeout or false }
@@ -910,13 +948,15 @@ function M.install(pc, core)
   -- A unary attempt. The request is its bytes, or a record {bytes=} of a
   -- call made {with_metadata = true}: the attempt then asks the transport
   -- for the response's headers and trailers and sets record.metadata.
+  -- `attempt` is nil for the first, then 2, 3, ... (pc.wrap_method); the
+  -- transport sends previous_attempts as grpc-previous-rpc-attempts.
   local function unary_attempt(transport, m, max)
     local path = m.path
-    return function(request, timeout, metadata, compression)
+    return function(request, timeout, metadata, compression, attempt)
       local rec
       if type(request) == "table" then rec, request = request, request.bytes end
-      local bytes, meta = transport:unary(path, request,
-        { timeout = timeout, metadata = metadata, compression = compression, with_metadata = rec ~= nil })
+      local bytes, meta = transport:unary(path, request, { timeout = timeout, metadata = metadata,
+        compression = compression, with_metadata = rec ~= nil, previous_attempts = attempt and attempt - 1 })
       if rec then rec.metadata = meta end
       return decoded(m, bytes, max)
     end
@@ -992,11 +1032,11 @@ function M.install(pc, core)
       if bytes == nil then return nil end
       return decoded(m, bytes, max)
     end
-    return function(request_bytes, timeout, metadata, compression)
+    return function(request_bytes, timeout, metadata, compression, attempt)
       local rec -- a with_metadata record (stream_metadata below)
       if type(request_bytes) == "table" then rec, request_bytes = request_bytes.sink or request_bytes, request_bytes.bytes end
-      local iter, state, ctl, call = transport:server_stream(path, request_bytes,
-        { timeout = timeout, metadata = metadata, compression = compression })
+      local iter, state, ctl, call = transport:server_stream(path, request_bytes, { timeout = timeout,
+        metadata = metadata, compression = compression, previous_attempts = attempt and attempt - 1 })
       if rec then
         rec.metadata, rec.live = nil, call
         local raw = iter
@@ -1024,6 +1064,70 @@ function M.install(pc, core)
         return r
       end, call
     end
+  end
+
+  -- A hedged call of unary or server-streaming method `m` as one attempt
+  -- function (pc._hedge, lua/protocall/hedge.lua, runs the hedges). On a
+  -- transport with start_unary / start_server_stream and wait (pc.grpc's)
+  -- the hedges are in flight together on its connection, a stream committing
+  -- at its first response; on any other (pc.inproc) each attempt runs to
+  -- its end before the next may start, so only a failure with a non-fatal
+  -- code (or pushback) leads to the next one. `bucket` is the client's C
+  -- retry token bucket or nil; `clock` and `sleep` the client's.
+  -- An attempt that ended when it started (a transport without start_*).
+  local Ended = { __index = {
+    result = function(h) return h.ok, h.v end,
+    cancel = function() end,
+  } }
+
+  local function hedged_attempt(transport, m, max, policy, bucket, clock, sleep)
+    local path, streaming = m.path, m.server_streaming
+    local begin = transport[streaming and "start_server_stream" or "start_unary"]
+    local start, wait, sync
+    if type(begin) == "function" and type(transport.wait) == "function" then
+      local function decode_stream(it)
+        return function()
+          local b = it()
+          if b == nil then return nil end
+          return decoded(m, b, max)
+        end
+      end
+      -- `request` is the bytes, or a record {bytes=} of a call made with
+      -- with_metadata (the winner sets record.metadata), as unary_attempt's.
+      start = function(request, timeout, metadata, compression, previous, tried)
+        local rec = type(request) == "table" and request or nil
+        local h = begin(transport, path, rec and rec.bytes or request, { timeout = timeout, metadata = metadata,
+          compression = compression, previous_attempts = previous > 0 and previous or nil, tried = tried,
+          with_metadata = rec ~= nil or nil })
+        return {
+          raw = h,
+          cancel = function() h:cancel() end,
+          result = function()
+            local ok, v, meta = h:result()
+            if not ok then return ok, v end
+            if streaming then return true, decode_stream(v) end
+            if rec then rec.metadata = meta end
+            return pcall(decoded, m, v, max)
+          end,
+        }
+      end
+      wait = function(list, seconds)
+        local raw = {}
+        for i = 1, #list do raw[i] = list[i].raw end
+        transport:wait(raw, seconds)
+      end
+    else
+      local run = (streaming and stream_attempt or unary_attempt)(transport, m, max)
+      start = function(bytes, timeout, metadata, compression, previous)
+        local ok, v = pcall(run, bytes, timeout, metadata, compression, previous + 1)
+        return setmetatable({ ok = ok, v = v, sync = true }, Ended)
+      end
+      wait = function(_, seconds)
+        if seconds > 0 then sleep(seconds) end
+      end
+      sync = true
+    end
+    return pc._hedge(policy, { start = start, wait = wait, clock = clock, bucket = bucket, sync = sync })
   end
 
   -- Client-streaming and bidirectional methods: `stub:Method([opts])`
@@ -1173,6 +1277,9 @@ function M.install(pc, core)
       error("pc.client: throttle: pc.Throttle expected, got " .. type(throttle), 2)
     end
     if throttle == nil and config and config.throttling then throttle = bucket_for(transport, config.throttling) end
+    if config and config.balancing and type(transport.set_load_balancing) == "function" then
+      transport:set_load_balancing(config.balancing)
+    end
     local per_call_chain, per_attempt_chain = split_interceptors(opts.interceptors, "pc.client")
     local intercepted = per_call_chain ~= nil or per_attempt_chain ~= nil
     local clock = opts.clock or now
@@ -1204,24 +1311,33 @@ function M.install(pc, core)
         local name = m.name
         local entry = config and config_for(config, service_name, name)
         local max_request = entry and entry.max_request
-        local attempt = (m.server_streaming and stream_attempt or unary_attempt)(transport, m,
-          entry and entry.max_response)
+        local per = per_method[name]
+        -- A hedgingPolicy applies unless methods.Name sets its own retry.
+        local hedging = entry and entry.hedging and not (per and per.retry ~= nil) and entry.hedging
+        local attempt
+        if hedging then
+          attempt = hedged_attempt(transport, m, entry.max_response, hedging,
+            throttle and pc._throttle_bucket(throttle), clock, opts.sleep or pc.sleep)
+        else
+          attempt = (m.server_streaming and stream_attempt or unary_attempt)(transport, m,
+            entry and entry.max_response)
+        end
         -- The callable's request is the encoded bytes, or with interceptors
         -- a record {bytes=, call=, attempts=} of the call.
         local target = attempt
         if intercepted then
           -- With with_metadata, the attempt gets a record of its own
           -- whose metadata is copied to the call's record.
-          local function attempt_of(rec, bytes, timeout, metadata, compression)
-            if not rec.want_metadata then return attempt(bytes, timeout, metadata, compression) end
+          local function attempt_of(rec, bytes, timeout, metadata, compression, n)
+            if not rec.want_metadata then return attempt(bytes, timeout, metadata, compression, n) end
             local box = { bytes = bytes, sink = m.server_streaming and rec or nil }
-            local res = attempt(box, timeout, metadata, compression)
+            local res = attempt(box, timeout, metadata, compression, n)
             if not box.sink then rec.metadata = box.metadata end
             return res
           end
           target = function(rec, timeout, metadata, compression, n)
             rec.attempts = n or 1
-            if not per_attempt_chain then return attempt_of(rec, rec.bytes, timeout, metadata, compression) end
+            if not per_attempt_chain then return attempt_of(rec, rec.bytes, timeout, metadata, compression, n) end
             local md = {}
             for i = 1, #metadata do md[i] = { metadata[i][1], metadata[i][2] } end
             local a = { method = full, service = service_name, name = name, request = rec.call.request,
@@ -1231,12 +1347,12 @@ function M.install(pc, core)
               if c.request ~= rec.call.request then
                 bytes = encode(as_message(input, c.request, full .. " request", 0))
               end
-              return attempt_of(rec, bytes, c.timeout, c.metadata, c.compression)
+              return attempt_of(rec, bytes, c.timeout, c.metadata, c.compression, n)
             end, clock(), clock)
           end
         end
-        local per = per_method[name]
-        local okw, callable = pcall(pc.wrap_method, target, defaults_for(opts, per, entry, throttle))
+        local okw, callable = pcall(pc.wrap_method, target,
+          defaults_for(opts, per, entry, not hedging and throttle or nil))
         if not okw then
           local msg = tostring(callable):gsub("^[^:\n]*:%d+: ", "", 1)
           msg = msg:match("^bad argument #2 to 'wrap_method' %((.*)%)$") or msg

@@ -16,6 +16,7 @@ local format = string.format
 local TYPE_PREFIX = "type.googleapis.com/"
 
 function M.install(pc, core)
+  local ipairs = pc.ipairs -- repeated fields are containers (LuaJIT's ipairs takes tables only)
   local Error, encode, decode, type_of, is_message = pc.Error, pc.encode, pc.decode, pc.type_of,
     core.is_message
 
@@ -108,7 +109,7 @@ function M.install(pc, core)
         RetryInfo = RetryInfo or type_named("google.rpc.RetryInfo")
         for _, d in ipairs(list) do
           if type_of(d) == RetryInfo and d.retry_delay then
-            local delay = d.retry_delay.seconds + d.retry_delay.nanos / 1e9
+            local delay = tonumber(d.retry_delay.seconds) + d.retry_delay.nanos / 1e9 -- int64: cdata on LuaJIT
             if delay >= 0 then st.retry_delay = delay end
             break
           end

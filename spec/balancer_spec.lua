@@ -1,0 +1,141 @@
+-- Several backends behind one pc.grpc target (README "Load balancing",
+-- lua/protocall/balancer.lua): two python3-grpcio test servers
+-- (spec/grpc_server.py) on two ports, attempts counted on each server.
+local pc = require "protocall"
+local helper = require "grpc_helper"
+
+assert(pc.load_file("spec/fixtures/protos/grpc/faults.proto", { import_paths = { "spec/fixtures/protos" } }))
+
+local serial = 0
+local function id()
+  serial = serial + 1
+  return "lb-" .. serial
+end
+
+local RETRY = { methodConfig = { { name = { { service = "faults.Faults" } }, retryPolicy = { maxAttempts = 3,
+  initialBackoff = "0.01s", maxBackoff = "0.01s", backoffMultiplier = 1, retryableStatusCodes = { "UNAVAILABLE" } } } } }
+
+local function addr(s) return "127.0.0.1:" .. s.port end
+
+-- Every transport a test opens, closed after it (no connection outlives
+-- its servers).
+local opened = {}
+local real_grpc = pc.grpc
+local function grpc(...)
+  local t = real_grpc(...)
+  opened[#opened + 1] = t
+  return t
+end
+
+describe("pc.grpc with several backends", function()
+  local a, b, direct_a, direct_b
+  before_each(function()
+    a, b = helper.spawn("grpc", 0), helper.spawn("grpc", 0)
+    direct_a = pc.client("faults.Faults", { transport = grpc(a.url) })
+    direct_b = pc.client("faults.Faults", { transport = grpc(b.url) })
+  end)
+  after_each(function()
+    for i = #opened, 1, -1 do
+      opened[i]:close()
+      opened[i] = nil
+    end
+    helper.stop(a)
+    helper.stop(b)
+    collectgarbage()
+  end)
+
+  -- The attempts each server counted for `key`.
+  local function spread(key)
+    return { direct_a:Attempts({ id = key }).attempts, direct_b:Attempts({ id = key }).attempts }
+  end
+
+  it("round_robin spreads calls evenly over the backends", function()
+    local c = pc.client("faults.Faults", { transport = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" }) })
+    local key = id()
+    for _ = 1, 10 do c:Echo { id = key } end
+    assert.are.same({ 5, 5 }, spread(key))
+  end)
+
+  it("pick_first (the default) sends every call to the first backend", function()
+    local c = pc.client("faults.Faults", { transport = grpc("ipv4:" .. addr(a) .. "," .. addr(b)) })
+    local key = id()
+    for _ = 1, 10 do c:Echo { id = key } end
+    assert.are.same({ 10, 0 }, spread(key))
+  end)
+
+  it("takes the policy from the service config's loadBalancingConfig", function()
+    local sc = { loadBalancingConfig = { { grpclb = {} }, { round_robin = {} } } }
+    local c = pc.client("faults.Faults", { transport = grpc({ addr(a), addr(b) }), service_config = sc })
+    local key = id()
+    for _ = 1, 6 do c:Echo { id = key } end
+    assert.are.same({ 3, 3 }, spread(key))
+  end)
+
+  it("skips a backend that is down: retried calls land on the other, none fails", function()
+    local port_a = addr(a)
+    helper.stop(a)
+    local t = grpc({ port_a, addr(b) }, { load_balancing = "round_robin" })
+    local c = pc.client("faults.Faults", { transport = t, service_config = RETRY })
+    local key = id()
+    for _ = 1, 6 do c:Echo { id = key } end
+    assert.are.equal(6, direct_b:Attempts({ id = key }).attempts)
+    local state = t:backends()
+    assert.is_true(state[1].failed)
+    assert.is_false(state[2].failed)
+    -- pick_first moves past it too, without a retry policy after the first failure
+    local p = pc.client("faults.Faults", { transport = grpc({ port_a, addr(b) }) })
+    local ok, err = pcall(p.Echo, p, { id = key })
+    assert.is_false(ok)
+    assert.are.equal("UNAVAILABLE", err.code)
+    for _ = 1, 3 do p:Echo { id = key } end
+    assert.are.equal(9, direct_b:Attempts({ id = key }).attempts)
+  end)
+
+  it("keeps calls with a retry policy succeeding when a backend is killed mid-run", function()
+    local c = pc.client("faults.Faults", { transport = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" }),
+      service_config = RETRY })
+    local key = id()
+    for _ = 1, 4 do c:Echo { id = key } end
+    assert.are.same({ 2, 2 }, spread(key))
+    helper.stop(a)
+    for _ = 1, 6 do c:Echo { id = key } end
+    assert.are.equal(8, direct_b:Attempts({ id = key }).attempts)
+  end)
+
+  it("sends a hedge to another backend: one slow backend, the fast one's speed", function()
+    local c = pc.client("faults.Faults", { transport = grpc({ addr(a), addr(b) }), service_config = {
+      methodConfig = { { name = { { service = "faults.Faults" } },
+        hedgingPolicy = { maxAttempts = 2, hedgingDelay = "0.2s", nonFatalStatusCodes = { "UNAVAILABLE" } } } } } })
+    local key = id()
+    local t0 = helper.now()
+    -- every attempt on a is slow (pick_first would send both there)
+    local r = c:Hedge { id = key, failures = 5, seconds = 5, text = tostring(a.port) }
+    local took = helper.now() - t0
+    assert.is_true(took < 2, "took " .. took)
+    assert.are.equal("1", r.text)
+    assert.are.same({ 1, 1 }, spread(key))
+  end)
+
+  it("resolves a dns:/// name: every address a backend (here one: a plain transport)", function()
+    local c = pc.client("faults.Faults", { transport = grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })
+    assert.are.equal("x", c:Echo({ text = "x" }).text)
+  end)
+end)
+
+describe("pc.grpc several-backend targets", function()
+  it("refuses bad lists with the address named", function()
+    local function refusal(target, opts)
+      local ok, err = pcall(pc.grpc, target, opts)
+      assert.is_false(ok)
+      return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+    end
+    assert.are.equal("pc.grpc: target '{...}': list of at least one address expected", refusal({}))
+    assert.are.equal("pc.grpc: target '{...}': address 2: string expected, got number", refusal({ "a:1", 5 }))
+    assert.are.equal("pc.grpc: target 'ipv4:127.0.0.1:1,127.0.0.1': address 2 '127.0.0.1': h2c needs a port (http://host:port)",
+      refusal("ipv4:127.0.0.1:1,127.0.0.1"))
+    assert.are.equal("pc.grpc: target '{...}': every address must use the same scheme (TLS or not)",
+      refusal({ "a:1", "https://b:2" }))
+    assert.are.equal("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \"random\"",
+      refusal({ "a:1", "b:2" }, { load_balancing = "random" }))
+  end)
+end)

@@ -298,6 +298,19 @@ describe("pc.grpc with a host driver", function()
       assert.are.equal("UNAVAILABLE", failure(t.unary, t, "/raw.Test/Goaway", "", { timeout = 5 }).code)
     end)
 
+    it("hedges a call: the second attempt answers while the first still runs", function()
+      local D = sdriver.new(pc)
+      local c = pc.client("faults.Faults", { transport = pc.grpc(server.url, { driver = D }), service_config = {
+        methodConfig = { { name = { { service = "faults.Faults" } }, hedgingPolicy = {
+          maxAttempts = 3, hedgingDelay = "0.2s", nonFatalStatusCodes = { "UNAVAILABLE" } } } } } })
+      local t0 = now()
+      local r = c:Hedge({ id = "drv-hedge", failures = 1, seconds = 5 }, { timeout = 10 })
+      local took = now() - t0
+      assert.are.equal(2, r.attempts)
+      assert.is_true(took >= 0.2 and took < 1.5, "took " .. took .. " s")
+      assert.are.equal(1, D.counts.connect)
+    end)
+
     it("closes the driver's sockets with the transport", function()
       local D = sdriver.new(pc)
       local t = pc.grpc(server.url, { driver = D })

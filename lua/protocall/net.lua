@@ -12,6 +12,7 @@ local setmetatable, type, error, pairs, tostring, tonumber = setmetatable, type,
 local floor, io_open = math.floor, io.open
 local co_running, co_yield = coroutine.running, coroutine.yield
 local unpack_args = require("protocall.compat").unpack
+local mtype = require("protocall.compat").mtype -- math.type, also under LuaJIT
 
 local M = {}
 
@@ -130,7 +131,7 @@ local function settings_of(self, name, path, settings, level)
     if problem then error(problem, level + 1) end
   end
   local previous = settings.previous_attempts
-  if previous ~= nil and (math.type(previous) ~= "integer" or previous < 0 or previous > 100) then
+  if previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
     error("previous_attempts: integer in 0..100 expected, got " .. tostring(previous), level + 1)
   end
   return timeout, merged_metadata(self.metadata, settings.metadata), gzip, settings.with_metadata, previous
@@ -891,7 +892,7 @@ function M.install(pc, core)
       local n = #target
       if n == 0 then bad("list of at least one address expected") end
       for k in pairs(target) do
-        if math.type(k) ~= "integer" or k < 1 or k > n then bad("list of addresses expected (keys 1..n)") end
+        if mtype(k) ~= "integer" or k < 1 or k > n then bad("list of addresses expected (keys 1..n)") end
       end
       for i = 1, n do
         if type(target[i]) ~= "string" then bad("address " .. i .. ": string expected, got " .. type(target[i])) end

@@ -108,6 +108,7 @@ function M.new(pc, hooks)
         pause()
       end
     end
+    tcp:setoption("tcp-nodelay", true) -- HTTP/2 frames go out at once (no Nagle delay)
     return setmetatable({ tcp = tcp, send_timeout = 60, read_timeout = 1 }, Sock)
   end
 

@@ -39,7 +39,10 @@ describe("reconnection backoff", function()
     local want = { 0.1, 0.2, 0.4, 0.4, 0.4 }
     for i = 1, 5 do
       local gap = ends[i + 1] - ends[i]
-      assert.is_true(gap >= want[i] - 0.005, ("attempt %d came %.3f s after the last, before its %.1f s"):format(i + 1, gap, want[i]))
+      -- the backoff runs from the failed attempt, a little before the call
+      -- returned: half of it is slack enough on a loaded machine, and far
+      -- above the ~0 s gap without a backoff
+      assert.is_true(gap >= want[i] / 2, ("attempt %d came %.3f s after the last, before its %.1f s"):format(i + 1, gap, want[i]))
       assert.is_true(gap < want[i] + 1, ("attempt %d came %.3f s after the last"):format(i + 1, gap))
     end
   end)

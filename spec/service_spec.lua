@@ -467,6 +467,48 @@ describe("in-process server streaming", function()
     assert.are.equal("closed", sent)
   end)
 
+  it54("closes the stream when a loop over a stub's server-streaming method breaks",
+       "to-be-closed variables and the generic for's closing value", function()
+    local closed = 0
+    local walk = assert(load([[
+      local done = ...
+      return function(_, ctx)
+        local guard <close> = setmetatable({}, { __close = done })
+        for i = 1, 100 do ctx.send{ x = i } end
+      end]]))(function() closed = closed + 1 end)
+    local stub = walker(walk)
+    for p in stub:Walk{} do
+      assert.are.equal(1, p.x)
+      break
+    end
+    assert.are.equal(1, closed)
+    -- with resume, the attempt open when the loop breaks
+    for p in stub:Walk({}, { resume = function(req) return req end }) do
+      assert.are.equal(1, p.x)
+      break
+    end
+    assert.are.equal(2, closed)
+    -- through an interceptor
+    local t = pc.inproc(pc.server({ ["svc.Router"] = { Walk = walk } }, { pool = pool }))
+    local seen = 0
+    local intercepted = pc.client("svc.Router", { pool = pool, transport = t,
+      interceptors = { function(call, nxt) seen = seen + 1 return nxt(call) end } })
+    for p in intercepted:Walk{} do
+      assert.are.equal(1, p.x)
+      break
+    end
+    assert.are.same({ 3, 1 }, { closed, seen })
+  end)
+
+  it("gives the generic for a closing value (4th) for a stub's server stream", function()
+    local stub = walker(function(_, ctx) ctx.send{ x = 1 } ctx.send{ x = 2 } end)
+    local it, _, _, closing = stub:Walk{}
+    assert.is_function(it)
+    assert.are.equal(1, it().x)
+    closing:close() -- what LuaJIT's users call by hand (README)
+    assert.is_nil(it())
+  end)
+
   it("delivers the responses sent before a handler error, then raises it", function()
     local stub = walker(function(_, ctx)
       ctx.send{ x = 1 }

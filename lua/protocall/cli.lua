@@ -110,7 +110,7 @@ COMMANDS.call = {
           "\"initialBackoff\": \"0.1s\", ...}) or a whole service config. -v prints the\n" ..
           "response headers, trailers and timing to stderr. -connect-timeout bounds\n" ..
           "connecting (and the TLS handshake): UNAVAILABLE past it.",
-  example = "protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"r\"}' \\\n" ..
+  example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure",
 }
 
@@ -777,6 +777,7 @@ function COMMANDS.call.run(flags, args)
   local count = 0
   local function show(r)
     count = count + 1
+    if terminal then stderr:write("\r\27[K") end -- the progress line off before the response
     if count > 1 and fmt == "text" then stdout:write("\n") end -- as decode -length-delimited
     stdout:write(render(r, fmt, flags))
     stdout:flush()

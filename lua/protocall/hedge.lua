@@ -20,7 +20,8 @@ local H = {}
 local error, pcall, select, getmetatable, setmetatable, tostring =
   error, pcall, select, getmetatable, setmetatable, tostring
 local format, huge = string.format, math.huge
-local pack, unpack, remove = table.pack, table.unpack, table.remove
+local compat = require "protocall.compat"
+local pack, unpack, remove = compat.pack, compat.unpack, table.remove
 
 function H.install(M)
   local Error, RetryError = M.Error, M.RetryError

@@ -1026,6 +1026,19 @@ function M.install(pc, core)
   -- of the stream): a failure before it is retried by the call's policy,
   -- as gRPC commits a call once a response arrives; later failures reach
   -- the caller's loop (or, with `resume`, start the next attempt).
+  -- The transport's call (its closing value) of each stream iterator a
+  -- stub hands out, so the stub returns it as the generic for's fourth
+  -- value: leaving the loop early closes the stream (RST_STREAM CANCEL over
+  -- the network, the handler stopped in process).
+  local stream_closers = setmetatable({}, { __mode = "k" })
+  local Closing = { __name = "protocall.StreamClose" }
+  Closing.__index = Closing
+  function Closing.close(self)
+    local c = self.current()
+    if c ~= nil then c:close() end
+  end
+  Closing.__close = Closing.close
+
   local function stream_attempt(transport, m, max)
     local path = m.path
     local function next_of(bytes)
@@ -1052,7 +1065,7 @@ function M.install(pc, core)
       end
       local first = next_of(iter(state, ctl))
       local done = first == nil
-      return function()
+      local f = function()
         if first ~= nil then
           local r = first
           first = nil
@@ -1062,8 +1075,18 @@ function M.install(pc, core)
         local r = next_of(iter(state, ctl))
         if r == nil then done = true end
         return r
-      end, call
+      end
+      stream_closers[f] = call
+      return f, call
     end
+  end
+
+  -- The generic for's four values for a stream iterator of a stub (the
+  -- closing value nil when the transport gave none).
+  local function stream_values(it)
+    local call = stream_closers[it]
+    if call == nil then return it end
+    return it, nil, nil, setmetatable({ current = function() return call end }, Closing)
   end
 
   -- A hedged call of unary or server-streaming method `m` as one attempt
@@ -1411,7 +1434,7 @@ function M.install(pc, core)
             end
           end
           open()
-          return function()
+          local f = function()
             while true do
               local ok, r = pcall(iter)
               if ok then
@@ -1430,6 +1453,9 @@ function M.install(pc, core)
               open()
             end
           end
+          local closing = setmetatable({ current = function() return stream_closers[iter] end }, Closing)
+          stream_closers[f] = closing
+          return f, closing
         end
 
         -- The call through the callable; misuse at the caller's `level`.
@@ -1477,16 +1503,12 @@ function M.install(pc, core)
             local rec = want_md and { call = {} } or nil
             if not resume then
               if rec then rec.bytes = encoded(request, 2) end
-              local res = call_with(rec or encoded(request, 2), rest, 2)
-              if rec then return res, stream_metadata(rec) end
-              return res
+              local it, _, _, closing = stream_values(call_with(rec or encoded(request, 2), rest, 2))
+              return it, rec and stream_metadata(rec) or nil, nil, closing
             end
             if rec then rec.bytes = encoded(request, 2) end
-            local ok, res = pcall(resumable, as_message(input, request, full .. " request", 2), rest, resume, rec)
-            if ok then
-              if rec then return res, stream_metadata(rec) end
-              return res
-            end
+            local ok, res, closing = pcall(resumable, as_message(input, request, full .. " request", 2), rest, resume, rec)
+            if ok then return res, rec and stream_metadata(rec) or nil, nil, closing end
             local inner = type(res) == "string"
               and res:gsub("^[^:\n]*:%d+: ", "", 1):match("^bad argument #2 to 'callable' %((.*)%)$")
             if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), 2) end
@@ -1544,7 +1566,10 @@ function M.install(pc, core)
               return res
             end
             local res = run_chain(per_call_chain or {}, 1, c, terminal, t0, clock)
-            if c.response_metadata and m.server_streaming then return res, stream_metadata(c.response_metadata) end
+            if m.server_streaming then
+              local it, _, _, closing = stream_values(res)
+              return it, c.response_metadata and stream_metadata(c.response_metadata) or nil, nil, closing
+            end
             if c.response_metadata then return res, metadata_of(c.response_metadata) end
             return res
           end

@@ -356,11 +356,69 @@ describe("with_metadata", function()
     assert.are.same({ headers = {}, trailers = {} }, md)
   end)
 
-  it("refuses a non-boolean, and streaming methods", function()
+  it("refuses a non-boolean", function()
     local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20 })
     assert.has_error(function() stub:EmptyCall({}, { with_metadata = 1 }) end,
       "bad argument #2 to 'EmptyCall' (with_metadata: boolean expected, got number)")
-    assert.has_error(function() stub:StreamingOutputCall({}, { with_metadata = true }) end,
-      "bad argument #2 to 'StreamingOutputCall' (with_metadata: only unary methods take it)")
+    assert.has_error(function() stub:StreamingOutputCall({}, { with_metadata = 1 }) end,
+      "bad argument #2 to 'StreamingOutputCall' (with_metadata: boolean expected, got number)")
+  end)
+
+  describe("of server streams", function()
+    local PARAMS = { response_parameters = { { size = 1 }, { size = 2 }, { size = 3 } } }
+
+    it("gives headers and trailers once the stream ends", function()
+      local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20 })
+      local it, call = stub:StreamingOutputCall(PARAMS, { metadata = ECHO, with_metadata = true })
+      assert.are.equal("protocall.StreamMetadata", getmetatable(call).__name)
+      assert.are.same({}, call:trailers()) -- still running
+      local sizes = {}
+      for r in it do sizes[#sizes + 1] = #r.payload.body end
+      assert.are.same({ 1, 2, 3 }, sizes)
+      assert.are.equal("v", find(call:headers(), "x-grpc-test-echo-initial"))
+      assert.are.equal("\1\2", find(call:trailers(), "x-grpc-test-echo-trailing-bin"))
+      -- without it, one value as before
+      local it2, none = stub:StreamingOutputCall(PARAMS, { metadata = ECHO })
+      assert.is_nil(none)
+      for _ in it2 do end
+    end)
+
+    it("keeps them when the stream fails", function()
+      local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20 })
+      local req = { response_parameters = { { size = 1 } }, response_status = { code = 3, message = "no" } }
+      local it, call = stub:StreamingOutputCall(req, { metadata = ECHO, with_metadata = true })
+      assert.are.equal(1, #it().payload.body)
+      local ok, err = pcall(it)
+      assert.is_false(ok)
+      assert.are.equal("INVALID_ARGUMENT", err.code)
+      assert.are.equal("v", find(call:headers(), "x-grpc-test-echo-initial"))
+      assert.are.equal("\1\2", find(call:trailers(), "x-grpc-test-echo-trailing-bin"))
+    end)
+
+    it("through interceptors, per call and per attempt", function()
+      local seen = {}
+      local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20,
+        interceptors = {
+          function(c, next) seen[#seen + 1] = "call"; return next(c) end,
+          { per_attempt = function(c, next) seen[#seen + 1] = "attempt"; return next(c) end },
+        } })
+      local it, call = stub:StreamingOutputCall(PARAMS, { metadata = ECHO, with_metadata = true })
+      local n = 0
+      for _ in it do n = n + 1 end
+      assert.are.equal(3, n)
+      assert.are.equal("v", find(call:headers(), "x-grpc-test-echo-initial"))
+      assert.are.equal("\1\2", find(call:trailers(), "x-grpc-test-echo-trailing-bin"))
+      assert.are.same({ "call", "attempt" }, seen)
+    end)
+
+    it("gives empty lists in process", function()
+      local server = pc.server { ["grpc.testing.TestService"] = {
+        StreamingOutputCall = function(_, ctx) ctx.send { payload = { body = "x" } } end } }
+      local stub = pc.client("grpc.testing.TestService", { transport = pc.inproc(server) })
+      local it, call = stub:StreamingOutputCall({}, { with_metadata = true })
+      for _ in it do end
+      assert.are.same({}, call:headers())
+      assert.are.same({}, call:trailers())
+    end)
   end)
 end)

@@ -68,6 +68,8 @@ static double opt_seconds(lua_State *L, int t, const char *k) {
  *                           keepalive_time=, keepalive_timeout=,
  *                           insecure = boolean (TLS without verification),
  *                           connect_timeout = seconds (0 or nil: none),
+ *                           host_io = boolean (a host driver moves the
+ *                                     bytes: ch:host_* below),
  *                           backoff = {initial=, multiplier=, jitter=,
  *                                      maximum=, min_connect_timeout=}}
  * Strings and integers (bytes; 0 or nil: the defaults of engine.h), times
@@ -91,7 +93,9 @@ static int lpc_grpc_channel(lua_State *L) {
   o.insecure = lua_toboolean(L, -1);
   lua_getfield(L, 1, "connect_timeout");
   o.connect_timeout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
-  lua_pop(L, 2);
+  lua_getfield(L, 1, "host_io");
+  o.host_io = lua_toboolean(L, -1);
+  lua_pop(L, 3);
   o.user_agent = opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
   o.max_receive = (size_t)opt_size(L, 1, "max_receive", 0x7fffffff);
@@ -183,6 +187,91 @@ static int lpc_grpcchannel_start(lua_State *L) {
   b->call = pc_GrpcChannel_Start(cb->ch, path, &s, &err);
   if (b->call == NULL) return luaL_error(L, "%s", err.msg);
   return 1;
+}
+
+/* -- Host I/O (channel.h), for a channel made with host_io = true; ids
+ * name connections, an id no longer listed is ignored.
+ * conns, calls = ch:host_conns()     -- the open ones: {[id] = ready (boolean)},
+ *                                       {[id] = calls on it}
+ * secs | nil = ch:host_tick()         -- timers; seconds to the next, nil: none
+ * ch:host_connected(id, ok, why|nil)  -- the driver connected, or failed ('why')
+ * bytes | nil = ch:host_output(id)    -- bytes to send, nil: none
+ * ch:host_wrote(id, n)                -- n of them were sent
+ * ok = ch:host_recv(id, bytes)        -- bytes received; false: they broke it
+ * ch:host_lost(id, why)               -- the connection is gone */
+#define HOST_CONNS_MAX 64
+
+static unsigned check_conn_id(lua_State *L, int idx) {
+  lua_Integer id = luaL_checkinteger(L, idx);
+  luaL_argcheck(L, id > 0 && id <= 0xffffffff, idx, "connection id expected");
+  return (unsigned)id;
+}
+
+static int lpc_grpcchannel_host_conns(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  pc_GrpcHostConn conns[HOST_CONNS_MAX];
+  size_t n = pc_GrpcChannel_HostConns(b->ch, conns, HOST_CONNS_MAX);
+  if (n > HOST_CONNS_MAX) n = HOST_CONNS_MAX;
+  lua_createtable(L, 0, (int)n);
+  lua_createtable(L, 0, (int)n);
+  for (size_t i = 0; i < n; i++) {
+    lua_pushboolean(L, conns[i].ready);
+    lua_rawseti(L, -3, conns[i].id);
+    lua_pushinteger(L, (lua_Integer)conns[i].calls);
+    lua_rawseti(L, -2, conns[i].id);
+  }
+  return 2;
+}
+
+static int lpc_grpcchannel_host_tick(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  double d = pc_GrpcChannel_HostTick(b->ch);
+  if (d < 0) return 0;
+  lua_pushnumber(L, d);
+  return 1;
+}
+
+static int lpc_grpcchannel_host_connected(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  unsigned id = check_conn_id(L, 2);
+  int ok = lua_toboolean(L, 3);
+  const char *why = luaL_optstring(L, 4, "connection failed");
+  pc_GrpcChannel_HostConnected(b->ch, id, ok, why);
+  return 0;
+}
+
+static int lpc_grpcchannel_host_output(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  const char *p;
+  size_t n = pc_GrpcChannel_HostOutput(b->ch, check_conn_id(L, 2), &p);
+  if (n == 0) return 0;
+  lua_pushlstring(L, p, n);
+  return 1;
+}
+
+static int lpc_grpcchannel_host_wrote(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  unsigned id = check_conn_id(L, 2);
+  lua_Integer n = luaL_checkinteger(L, 3);
+  luaL_argcheck(L, n >= 0, 3, "byte count >= 0 expected");
+  pc_GrpcChannel_HostWrote(b->ch, id, (size_t)n);
+  return 0;
+}
+
+static int lpc_grpcchannel_host_recv(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  unsigned id = check_conn_id(L, 2);
+  size_t len;
+  const char *data = luaL_checklstring(L, 3, &len);
+  lua_pushboolean(L, pc_GrpcChannel_HostRecv(b->ch, id, data, len));
+  return 1;
+}
+
+static int lpc_grpcchannel_host_lost(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  unsigned id = check_conn_id(L, 2);
+  pc_GrpcChannel_HostLost(b->ch, id, luaL_checkstring(L, 3));
+  return 0;
 }
 
 /* -- connected = ch:connected()   -- a connection is open or opening
@@ -501,6 +590,13 @@ static int lpc_grpc_percent_decode(lua_State *L) {
 void lpc_open_net(lua_State *L) {
   static const luaL_Reg channel_methods[] = {{"start", lpc_grpcchannel_start},
                                              {"close", lpc_grpcchannel_close},
+                                             {"host_conns", lpc_grpcchannel_host_conns},
+                                             {"host_tick", lpc_grpcchannel_host_tick},
+                                             {"host_connected", lpc_grpcchannel_host_connected},
+                                             {"host_output", lpc_grpcchannel_host_output},
+                                             {"host_wrote", lpc_grpcchannel_host_wrote},
+                                             {"host_recv", lpc_grpcchannel_host_recv},
+                                             {"host_lost", lpc_grpcchannel_host_lost},
                                              {"connected", lpc_grpcchannel_connected},
                                              {NULL, NULL}};
   static const luaL_Reg call_methods[] = {{"send", lpc_grpccall_send},

@@ -476,6 +476,76 @@ PROTOCALL_API void protocall_pushtransport(lua_State *L, protocall_UnaryFn *unar
 PROTOCALL_API void protocall_pushhosttransport(lua_State *L, const protocall_Transport *t);
 
 /* ---------------------------------------------------------------------------
+ * Host I/O drivers: pc.grpc's connections over the host's sockets
+ *
+ * Where a host transport replaces the whole call, a driver replaces only
+ * the sockets: pc.grpc keeps HTTP/2, gRPC framing, several connections,
+ * GOAWAY, deadlines and backoff, and moves the bytes through these
+ * functions (the Lua form, a table shaped like an OpenResty cosocket, is in
+ * README "Services"). Push one with protocall_pushdriver and give it to
+ * `pc.grpc(target, {driver = d})`. The functions may block (the host's
+ * loop running until they can answer) but must not yield (a driver that
+ * yields is written in Lua), never raise and never call Lua. Errors go to
+ * 'err' ('errsize' bytes, NUL-terminated), which the calls on the
+ * connection fail with (UNAVAILABLE). Times are seconds. The struct
+ * follows the ABI rules above (it starts with 'size'). */
+
+typedef struct {
+  int tls;                 /* https target: TLS (through 'sslhandshake' when set) */
+  const char *server_name; /* the name TLS verifies and sends */
+  int verify;              /* 0: the pc.grpc option insecure = true */
+  const char *ca_file, *cert_file, *key_file; /* the pc.grpc options, or NULL */
+  double timeout;                             /* seconds the connect may take */
+} protocall_DriverConnect;
+
+/* Connects to 'host' ('port' 1..65535): 0 with '*sock' set (any value,
+ * passed back), or -1 with 'err' set. */
+typedef int protocall_DriverConnectFn(void *ud, const char *host, int port,
+                                      const protocall_DriverConnect *o, void **sock, char *err,
+                                      size_t errsize);
+
+/* Sends up to 'len' bytes: how many it took (0..len; the rest comes
+ * again), or -1 with 'err' set. */
+typedef long protocall_DriverSendFn(void *ud, void *sock, const char *bytes, size_t len, char *err,
+                                    size_t errsize);
+
+/* Receives what is there, at most 'max' bytes into 'buf', waiting at most
+ * the read timeout: the count (> 0), 0 when nothing came in time, -1 when
+ * the peer closed the connection, -2 on an error ('err' set). */
+typedef long protocall_DriverReceiveFn(void *ud, void *sock, char *buf, size_t max, char *err,
+                                       size_t errsize);
+
+/* The timeouts of the later functions on 'sock', in seconds. */
+typedef void protocall_DriverTimeoutsFn(void *ud, void *sock, double connect, double send,
+                                        double read);
+
+/* TLS on a connected 'sock' (ALPN h2 required): 0, or -1 with 'err'. */
+typedef int protocall_DriverHandshakeFn(void *ud, void *sock, const char *server_name, int verify,
+                                        char *err, size_t errsize);
+
+/* Closes 'sock' and frees what the driver keeps for it; called once. */
+typedef void protocall_DriverCloseFn(void *ud, void *sock);
+
+typedef struct {
+  size_t size;                        /* sizeof(protocall_Driver), as the host is compiled */
+  void *ud;                           /* passed to every function */
+  protocall_ReleaseFn *release;       /* may be NULL: once the driver and its sockets are gone */
+  protocall_DriverConnectFn *connect; /* required */
+  protocall_DriverSendFn *send;       /* required */
+  protocall_DriverReceiveFn *receive; /* required */
+  protocall_DriverCloseFn *close;     /* required */
+  protocall_DriverTimeoutsFn *settimeouts;   /* may be NULL */
+  protocall_DriverHandshakeFn *sslhandshake; /* may be NULL: the driver does TLS itself, or none */
+} protocall_Driver;
+
+/* Pushes a driver (a Lua table with `connect`, whose sockets have send,
+ * receiveany, settimeouts, sslhandshake and close) calling the functions
+ * of '*d' (copied). Raises "protocall_pushdriver: ..." when d->size is
+ * below the fields up to 'close' or one of connect, send, receive, close
+ * is NULL (then 'release' is not called), or when out of memory. */
+PROTOCALL_API void protocall_pushdriver(lua_State *L, const protocall_Driver *d);
+
+/* ---------------------------------------------------------------------------
  * Host time: the clock and sleep of call policies
  *
  * By default callables read CLOCK_MONOTONIC and sleep with nanosleep

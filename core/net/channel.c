@@ -33,6 +33,7 @@ struct Conn {
   double connect_deadline; /* the same for the caller's connect_timeout; < 0: none */
   double last_recv;        /* when bytes last arrived (keepalive) */
   double ping_sent;        /* when the pending keepalive PING went out */
+  unsigned id;             /* names it to a host driver (host_io) */
 };
 
 /* Reconnection backoff of a target (channel.h). */
@@ -54,6 +55,7 @@ struct pc_GrpcChannel {
   size_t live_calls;
   int closing;
   Backoff backoff;
+  unsigned last_id; /* of the newest connection */
 };
 
 struct pc_GrpcCall {
@@ -261,7 +263,8 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
     return NULL;
   }
   c->connect_by = pc_Clock_Monotonic() + connect_time(&ch->backoff);
-  c->sock = pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
+  c->sock = ch->o.host_io ? pc_NetSocket_NewHosted(ch->alloc, ch->ud, err)
+                          : pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
   if (c->sock == NULL) {
     backoff_failed(&ch->backoff, err->msg);
     pc_GrpcEngine_Free(c->engine);
@@ -270,6 +273,7 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   c->connect_deadline =
       ch->o.connect_timeout > 0 ? pc_Clock_Monotonic() + ch->o.connect_timeout : -1;
+  c->id = ++ch->last_id;
   c->next = ch->conns;
   ch->conns = c;
   return c;
@@ -759,6 +763,75 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
   if (r < 0) return 0;
   pc_Grpc_PollDone(chs, n, fds, who, nfds);
   return 1;
+}
+
+/* -- host I/O ------------------------------------------------------------ */
+
+static Conn *host_conn(pc_GrpcChannel *ch, unsigned id) {
+  for (Conn *c = ch->conns; c; c = c->next) {
+    if (c->id == id) return c->sock ? c : NULL;
+  }
+  return NULL;
+}
+
+size_t pc_GrpcChannel_HostConns(const pc_GrpcChannel *ch, pc_GrpcHostConn *out, size_t max) {
+  size_t n = 0;
+  for (const Conn *c = ch->conns; c; c = c->next) {
+    if (c->sock == NULL) continue;
+    if (n < max) {
+      out[n].id = c->id;
+      out[n].ready = c->ready;
+      out[n].calls = c->calls;
+    }
+    n++;
+  }
+  return n;
+}
+
+double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch) {
+  double now = pc_Clock_Monotonic();
+  for (Conn *c = ch->conns; c; c = c->next) service(c);
+  double d = enforce_deadlines(ch, now);
+  d = sooner(d, check_conns(ch, now));
+  d = sooner(d, start_waiting(ch, now));
+  for (pc_GrpcCall *c = ch->calls; c; c = c->next) retry_refused(c);
+  reap(ch);
+  return d < 0 ? -1 : (d > now ? d - now : 0);
+}
+
+void pc_GrpcChannel_HostConnected(pc_GrpcChannel *ch, unsigned id, int ok, const char *why) {
+  Conn *c = host_conn(ch, id);
+  if (c == NULL) return;
+  pc_NetSocket_SetHosted(c->sock, ok, why);
+  service(c);
+}
+
+size_t pc_GrpcChannel_HostOutput(pc_GrpcChannel *ch, unsigned id, const char **data) {
+  Conn *c = host_conn(ch, id);
+  if (c == NULL || !c->ready) return 0;
+  return pc_GrpcEngine_Output(c->engine, data);
+}
+
+void pc_GrpcChannel_HostWrote(pc_GrpcChannel *ch, unsigned id, size_t n) {
+  Conn *c = host_conn(ch, id);
+  if (c == NULL || !c->ready) return;
+  pc_GrpcEngine_Wrote(c->engine, n);
+  const char *p;
+  if (!pc_GrpcEngine_Alive(c->engine) && pc_GrpcEngine_Output(c->engine, &p) == 0) close_sock(c);
+}
+
+int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, size_t len) {
+  Conn *c = host_conn(ch, id);
+  if (c == NULL || !c->ready) return 0;
+  c->last_recv = pc_Clock_Monotonic();
+  return pc_GrpcEngine_Recv(c->engine, data, len);
+}
+
+void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why) {
+  Conn *c = host_conn(ch, id);
+  if (c == NULL) return;
+  pc_NetSocket_SetHosted(c->sock, 0, why);
+  lose(c, why);
 }
 
 int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch) {

@@ -58,6 +58,11 @@ typedef struct {
    * HOST:PORT: timed out after S s"). 0: no limit but the calls' own
    * deadlines. */
   double connect_timeout;
+  /* Non-zero: the host moves the bytes (see "Host I/O" below) and the
+   * built-in driver (socket.h) is not used: no resolution, no sockets, no
+   * TLS here ('tls' only sets :scheme; the CA, certificate and key files
+   * and 'insecure' are the host's business). */
+  int host_io;
 } pc_GrpcChannelOptions;
 
 /* A channel (no connection is made until the first call); NULL with 'err'
@@ -130,6 +135,54 @@ size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *
                            size_t max, double *timeout);
 void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd *fds,
                       void *const *who, size_t nfds);
+
+/* -- Host I/O ---------------------------------------------------------
+ * With 'host_io', a channel keeps its connection logic (several
+ * connections, GOAWAY, refused streams, deadlines, backoff, keepalive,
+ * connect_timeout) but a driver of the host's connects, sends and
+ * receives: the connections are named by ids, each one the driver is to
+ * connect (ready 0), then move bytes for (ready 1), and close once it is
+ * no longer listed. Nothing here blocks or calls the host back; the host
+ * runs pc_GrpcChannel_HostTick where pc_Grpc_Pump would run (it does
+ * what pc_Grpc_Pump does but wait and poll). Calling these with an id no
+ * longer listed does nothing (0). */
+typedef struct {
+  unsigned id;
+  int ready;    /* 0: to connect (pc_GrpcChannel_HostConnected); 1: connected */
+  size_t calls; /* calls on it: an idle connection need not be read */
+} pc_GrpcHostConn;
+
+/* The open connections: fills at most 'max' entries, returns how many
+ * there are. */
+size_t pc_GrpcChannel_HostConns(const pc_GrpcChannel *ch, pc_GrpcHostConn *out, size_t max);
+
+/* Ends calls past their deadline, runs the connection timers (connect
+ * timeouts, keepalive), starts calls that waited for the backoff, retries
+ * refused calls, frees dead connections; returns the seconds until the
+ * next of these timers falls due (-1: none), which is as long as the host
+ * may wait for bytes before calling it again. */
+double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch);
+
+/* The driver connected connection 'id' (and did TLS when 'tls'): 'ok' 1;
+ * or it could not: 'ok' 0 and 'why' (e.g. "connect to h:1: connection
+ * refused"), which its calls then fail with (UNAVAILABLE), and the backoff
+ * counts a failed attempt. */
+void pc_GrpcChannel_HostConnected(pc_GrpcChannel *ch, unsigned id, int ok, const char *why);
+
+/* Bytes to send on connection 'id': '*data' points at them (valid until
+ * the next call on the channel), 0 when there are none. The driver sends
+ * them and reports how many with pc_GrpcChannel_HostWrote; bytes not
+ * reported come first again. */
+size_t pc_GrpcChannel_HostOutput(pc_GrpcChannel *ch, unsigned id, const char **data);
+void pc_GrpcChannel_HostWrote(pc_GrpcChannel *ch, unsigned id, size_t n);
+
+/* Bytes the driver received on connection 'id'. Returns 1, or 0 when they
+ * broke the connection (as pc_GrpcEngine_Recv) or 'id' is gone. */
+int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, size_t len);
+
+/* Connection 'id' is gone ('why', e.g. "connection closed by the peer"):
+ * its calls end UNAVAILABLE with 'why'. */
+void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why);
 
 /* 1 when the channel has a connection open or being opened, 0 when it has
  * none (no call made yet, or the last connection failed or was lost): a

@@ -39,6 +39,7 @@ struct pc_NetSocket {
   char err[PC_ERROR_MAX];
   int has_cert; /* a client certificate is configured */
   int got_data; /* application data arrived over TLS */
+  int hosted;   /* pc_NetSocket_NewHosted: no descriptor, the host moves the bytes */
 };
 
 static void set_err(pc_NetSocket *s, const char *what, const char *why) {
@@ -245,6 +246,7 @@ static int handshake(pc_NetSocket *s) {
 }
 
 int pc_NetSocket_Progress(pc_NetSocket *s) {
+  if (s->hosted) return s->state == kFailed ? -1 : s->state == kReady;
   if (s->state == kConnecting) {
     struct pollfd p = {s->fd, POLLOUT, 0};
     if (s->fd < 0) {
@@ -281,6 +283,7 @@ int pc_NetSocket_Fd(const pc_NetSocket *s) {
 }
 
 short pc_NetSocket_Events(const pc_NetSocket *s, int want_write) {
+  if (s->hosted) return 0;
   if (s->state == kConnecting) return POLLOUT;
   short ev = POLLIN;
   if (want_write || s->out_pos < s->out_len || (s->wbio && BIO_ctrl_pending(s->wbio) > 0))
@@ -289,7 +292,7 @@ short pc_NetSocket_Events(const pc_NetSocket *s, int want_write) {
 }
 
 long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n) {
-  if (s->state != kReady) return s->state == kFailed ? -1 : 0;
+  if (s->state != kReady || s->hosted) return s->state == kFailed ? -1 : 0;
   if (s->ssl == NULL) {
     ssize_t r = recv(s->fd, buf, n, 0);
     if (r > 0) return (long)r;
@@ -337,7 +340,7 @@ long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n) {
 }
 
 long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n) {
-  if (s->state != kReady) return s->state == kFailed ? -1 : 0;
+  if (s->state != kReady || s->hosted) return s->state == kFailed ? -1 : 0;
   if (s->ssl == NULL) {
     ssize_t w = send(s->fd, buf, n, MSG_NOSIGNAL);
     if (w >= 0) return (long)w;
@@ -479,4 +482,30 @@ pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls
   SSL_set_bio(s->ssl, s->rbio, s->wbio);
   SSL_set_accept_state(s->ssl);
   return s;
+}
+
+pc_NetSocket *pc_NetSocket_NewHosted(pc_Alloc *alloc, void *ud, pc_Error *err) {
+  if (alloc == NULL) alloc = pc_DefaultAlloc;
+  pc_NetSocket *s = alloc(ud, NULL, 0, sizeof *s);
+  if (s == NULL) {
+    pc_Error_Set(err, "out of memory");
+    return NULL;
+  }
+  memset(s, 0, sizeof *s);
+  s->alloc = alloc;
+  s->ud = ud;
+  s->fd = -1;
+  s->hosted = 1;
+  s->state = kConnecting;
+  return s;
+}
+
+void pc_NetSocket_SetHosted(pc_NetSocket *s, int ready, const char *why) {
+  if (!s->hosted || s->state == kFailed) return;
+  if (ready) {
+    s->state = kReady;
+    return;
+  }
+  snprintf(s->err, sizeof s->err, "%s", why ? why : "connection failed");
+  s->state = kFailed;
 }

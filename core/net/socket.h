@@ -80,6 +80,20 @@ void pc_NetTlsServer_Free(pc_NetTlsServer *t);
 pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls, pc_Alloc *alloc,
                                  void *ud, pc_Error *err);
 
+/* A connection whose bytes a host-supplied driver moves (channel.h, host
+ * I/O): no descriptor (pc_NetSocket_Fd is -1, which poll(2) skips, and
+ * pc_NetSocket_Events 0), Read and Write take nothing (0) and
+ * pc_NetSocket_Progress reports what pc_NetSocket_SetHosted said: 0 until
+ * then. NULL with 'err' set on allocation failure. */
+pc_NetSocket *pc_NetSocket_NewHosted(pc_Alloc *alloc, void *ud, pc_Error *err);
+
+/* The host's driver connected 's' (and did TLS when asked): 'ready' 1; or
+ * the connection failed or was lost: 'ready' 0 and 'why' (e.g. "connect
+ * to host:443: timeout"), after which Progress, Read and Write return -1
+ * and pc_NetSocket_Error gives 'why'. No effect on a built-in socket or
+ * one already failed. */
+void pc_NetSocket_SetHosted(pc_NetSocket *s, int ready, const char *why);
+
 /* Closes the connection and frees 's'. NULL is allowed. */
 void pc_NetSocket_Close(pc_NetSocket *s);
 

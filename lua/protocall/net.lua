@@ -12,7 +12,7 @@ local setmetatable, type, error, pairs, tostring, tonumber = setmetatable, type,
 local floor, io_open = math.floor, io.open
 local co_running, co_yield = coroutine.running, coroutine.yield
 local unpack_args = require("protocall.compat").unpack
-local mtype = require("protocall.compat").mtype
+local mtype = require("protocall.compat").mtype -- math.type, also under LuaJIT
 
 local M = {}
 
@@ -34,7 +34,14 @@ local wait_hook
 -- pc.sleep (set by install): Transport:wait sleeps with it.
 local sleep_hook
 
+-- Channels whose bytes a host driver moves (pc.grpc's `driver`, below):
+-- core channel -> its driver state; `drive(state)` is their wait.
+local driven = setmetatable({}, { __mode = "k" })
+local drive, flush
+
 local function wait(channel)
+  local dc = driven[channel]
+  if dc then return drive(dc) end
   if wait_hook and wait_hook(channel) then return end
   core_pump({ channel }, 1)
 end
@@ -48,6 +55,7 @@ local TRANSPORT_OPTIONS = {
   connection_window = "number", compression = "string", metadata = "table",
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
+  driver = "table",
 }
 
 -- pc.grpc's `reconnect` table: its keys and gRPC's numbers
@@ -342,6 +350,10 @@ function Transport:wait(handles, seconds)
     if seconds > 0 then sleep_hook(seconds) end
     return
   end
+  for i = 1, #chans do
+    local dc = driven[chans[i]]
+    if dc then return drive(dc, seconds) end -- a host driver's transport: one round of its I/O
+  end
   if wait_hook and wait_hook(chans, seconds) then return end
   core_pump(chans, seconds)
 end
@@ -382,6 +394,7 @@ function Call:send(bytes)
     raise_if_failed(self)
     return
   end
+  flush(self.channel)
   wait_until(self, function() return call:unsent() <= SEND_QUEUE end)
   raise_if_failed(self)
 end
@@ -391,6 +404,7 @@ function Call:close_send()
   if self.send_closed then return end
   self.send_closed = true
   self.call:close_send()
+  flush(self.channel)
 end
 
 --- `call:recv()` -> the next response message (bytes), or nil after the
@@ -449,6 +463,7 @@ end
 -- sees CANCELLED); later `recv` and `send` raise CANCELLED.
 function Call:cancel()
   self.call:cancel()
+  flush(self.channel)
 end
 
 --- `call:close()`: cancels the call if still running and releases it.
@@ -469,7 +484,9 @@ end
 
 --- Closes the connection (calls still being read keep it until they end).
 function Transport:close()
+  local dc = driven[self.channel]
   self.channel:close()
+  if dc then dc.close_all() end
 end
 
 local MAX_INT31 = 2 ^ 31 - 1
@@ -552,12 +569,226 @@ local function task_sleep(seconds)
   return true
 end
 
+-- A task waits until `fire(sig)` or `seconds` passed (a host driver's
+-- connection, below); false outside a task.
+local function task_wait_signal(sig, seconds)
+  local co = co_running()
+  if not tasks[co] then return false end
+  sig[co] = true
+  waiting[co] = false
+  wake_at[co] = monotonic() + seconds
+  co_yield()
+  sig[co] = nil
+  return true
+end
+
+local function fire(sig)
+  for co in pairs(sig) do
+    sig[co] = nil
+    if waiting[co] == false then
+      waiting[co], wake_at[co] = nil, nil
+      queue[#queue + 1] = co
+    end
+  end
+end
+
 local function step(co, ...)
   local ok, err = coroutine.resume(co, ...)
   if coroutine.status(co) == "dead" then
     tasks[co], waiting[co], wake_at[co] = nil, nil, nil
     if not ok then error(err, 0) end
   end
+end
+
+---------------------------------------------------------------------------
+-- Host I/O drivers: pc.grpc(target, {driver = D})
+--
+-- The channel (core/net/channel.c, host_io) keeps every piece of
+-- connection logic and names its connections by ids; this side runs the
+-- driver's calls for them. Whoever waits on the channel takes one free
+-- role of one connection (connect it, send its bytes, or read from it),
+-- runs it (the driver may yield there, as cosockets do) and returns; with
+-- every role taken, it waits until a holder is done or the channel's next
+-- timer (a deadline, keepalive, a connect timeout). So the tasks of
+-- pc.spawn share the connection's reads and writes, and a call outside any
+-- task drives the connection itself.
+
+local READ_MAX = 65536 -- bytes asked of one receiveany
+local READ_CAP = 1     -- seconds a read waits at most before the timers run again
+local SEND_TIMEOUT = 60
+local SHARED_READ = 0.01 -- seconds a read waits when other connections have calls too
+
+-- Roles held by pc.run tasks it dropped after an error are free again.
+local role_epoch = 0
+
+local function holds(role)
+  if role == nil or role.epoch ~= role_epoch then return false end
+  -- the main coroutine (false: LuaJIT's coroutine.running gives nil there) never dies
+  return not role.co or coroutine.status(role.co) ~= "dead"
+end
+
+-- A driver method: its results, or nil and what it raised.
+local function drv(sock, method, ...)
+  local ok, a, b = pcall(sock[method], sock, ...)
+  if not ok then return nil, a end
+  return a, b
+end
+
+-- A failed attempt: calls past their deadline end DEADLINE_EXCEEDED
+-- first, the others UNAVAILABLE with `why`.
+local function connect_failed(ch, id, why)
+  ch:host_tick()
+  ch:host_connected(id, false, why)
+end
+
+local function do_connect(dc, st, seconds)
+  local ch = dc.channel
+  local o = dc.connect_opts
+  o.timeout = seconds < dc.connect_timeout and seconds or dc.connect_timeout
+  local ok, sock, err = pcall(dc.driver.connect, dc.host, dc.port, o)
+  if not ok then sock, err = nil, sock end
+  if type(sock) ~= "table" and type(sock) ~= "userdata" then
+    return connect_failed(ch, st.id, "connect to " .. dc.where .. ": " .. tostring(err or "the driver returned no socket"))
+  end
+  st.sock = sock
+  if sock.settimeouts then drv(sock, "settimeouts", o.timeout, SEND_TIMEOUT, READ_CAP) end
+  if dc.connect_opts.tls and sock.sslhandshake then
+    local done, why = drv(sock, "sslhandshake", dc.connect_opts.server_name, not dc.connect_opts.insecure)
+    if not done then
+      return connect_failed(ch, st.id, "TLS handshake with " .. dc.where .. ": " .. tostring(why))
+    end
+  end
+  ch:host_connected(st.id, true)
+end
+
+local function do_write(dc, st)
+  local ch = dc.channel
+  while true do
+    local out = ch:host_output(st.id)
+    if not out then return end
+    local n, err = drv(st.sock, "send", out)
+    if not n then return ch:host_lost(st.id, "send to " .. dc.where .. ": " .. tostring(err)) end
+    n = type(n) == "number" and n or #out
+    ch:host_wrote(st.id, n)
+    if n == 0 then return end -- the driver took nothing now: the next round tries again
+  end
+end
+
+local function do_read(dc, st, seconds)
+  local ch, sock = dc.channel, st.sock
+  if sock.settimeouts then drv(sock, "settimeouts", dc.connect_timeout, SEND_TIMEOUT, seconds) end
+  local data, err = drv(sock, "receiveany", READ_MAX)
+  if type(data) == "string" then
+    if #data > 0 then ch:host_recv(st.id, data) end
+  elseif err ~= "timeout" then
+    ch:host_lost(st.id, "read from " .. dc.where .. ": " ..
+      (err == "closed" and "connection closed by the peer" or tostring(err)))
+  end
+end
+
+-- Runs `fn` as the current coroutine's `role` on `st`, then wakes the waiters.
+local function with_role(dc, st, role, fn, ...)
+  st[role] = { co = co_running() or false, epoch = role_epoch }
+  fn(dc, st, ...)
+  st[role] = nil
+  fire(dc.signal)
+end
+
+-- New connections get a state; gone ones their socket closed.
+local function sync(dc)
+  local live, calls = dc.channel:host_conns()
+  for id in pairs(live) do
+    if not dc.conns[id] then dc.conns[id] = { id = id } end
+  end
+  for id, st in pairs(dc.conns) do
+    if live[id] == nil and not holds(st.connector) and not holds(st.reader) and not holds(st.writer) then
+      if st.sock then drv(st.sock, "close") end
+      dc.conns[id] = nil
+    end
+  end
+  return live, calls
+end
+
+-- The connection to read: one with calls whose reader role is free, the
+-- next after the last one read (so a task alone serves every connection);
+-- and how many connections have calls. Idle connections are not read.
+local function reader_pick(dc, live, calls)
+  local ids, busy = {}, 0
+  for id in pairs(dc.conns) do
+    if live[id] and calls[id] > 0 then
+      busy = busy + 1
+      if not holds(dc.conns[id].reader) then ids[#ids + 1] = id end
+    end
+  end
+  if #ids == 0 then return nil, busy end
+  table.sort(ids)
+  for i = 1, #ids do
+    if ids[i] > (dc.last_read or 0) then return ids[i], busy end
+  end
+  return ids[1], busy
+end
+
+-- One round of a wait on a driven channel, waiting at most `limit`
+-- seconds when given (and the driver keeps to its timeouts).
+function drive(dc, limit)
+  local ch = dc.channel
+  local timer = ch:host_tick() or math.huge
+  if timer < 0.001 then timer = 0.001 end
+  local next_timer = limit and limit < timer and limit or timer -- a connect gets the whole timer
+  if next_timer < 0.001 then next_timer = 0.001 end
+  local t = next_timer < READ_CAP and next_timer or READ_CAP
+  local live, calls = sync(dc)
+  for id, st in pairs(dc.conns) do
+    if live[id] == false and not st.sock and not holds(st.connector) then
+      return with_role(dc, st, "connector", do_connect, timer)
+    end
+    if live[id] and not holds(st.writer) and ch:host_output(id) then
+      return with_role(dc, st, "writer", do_write)
+    end
+  end
+  local id, busy = reader_pick(dc, live, calls)
+  if id then
+    dc.last_read = id
+    -- with calls on several connections, short reads take turns on them
+    return with_role(dc, dc.conns[id], "reader", do_read, busy > 1 and (t < SHARED_READ and t or SHARED_READ) or t)
+  end
+  if not task_wait_signal(dc.signal, t) then dc.sleep(t < 0.005 and t or 0.005) end
+  ch:host_tick()
+end
+
+-- Sends what calls queued, when no one else is sending (no wait for the
+-- next round: another task may be the one reading the answer).
+function flush(channel)
+  local dc = driven[channel]
+  if not dc then return end
+  for id, st in pairs(dc.conns) do
+    if st.sock and not holds(st.writer) and channel:host_output(id) then
+      with_role(dc, st, "writer", do_write)
+    end
+  end
+end
+
+-- The driver state of a new driven channel.
+local function driven_channel(channel, driver, where, opts, sleep)
+  local dc = {
+    channel = channel, driver = driver, host = where.host, port = tonumber(where.port),
+    where = (where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host) .. ":" .. where.port,
+    connect_opts = {
+      tls = where.tls, server_name = opts.server_name or where.host, insecure = opts.insecure == true,
+      ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
+      alpn = { "h2" },
+    },
+    connect_timeout = opts.connect_timeout or 20,
+    conns = {}, signal = {}, sleep = sleep,
+  }
+  function dc.close_all()
+    for id, st in pairs(dc.conns) do
+      if st.sock then drv(st.sock, "close") end
+      dc.conns[id] = nil
+    end
+  end
+  driven[channel] = dc
+  return dc
 end
 
 function M.install(pc, core)
@@ -636,6 +867,7 @@ function M.install(pc, core)
     running_loop = false
     if not ok then
       tasks, queue, waiting, wake_at = {}, {}, {}, {}
+      role_epoch = role_epoch + 1 -- driver roles of the dropped tasks are free
       error(err, 0)
     end
   end
@@ -740,7 +972,31 @@ function M.install(pc, core)
   -- (seconds a new connection may take to connect and finish TLS; past
   -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
   -- timed out after S s"; default none but the calls' deadlines),
-  -- `load_balancing` ("pick_first", the default, or "round_robin"). Raises
+  -- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
+  -- of the built-in sockets and TLS: `driver.connect(host, port, o)` ->
+  -- a socket object, or nil and why, with `o` = {tls = boolean,
+  -- server_name =, insecure = boolean, ca_file =, cert_file =, key_file =,
+  -- alpn = {"h2"}, timeout = seconds the attempt may take};
+  -- `sock:send(bytes)` -> bytes sent (all of them, or a count to retry
+  -- the rest later) or nil, err; `sock:receiveany(max)` -> at most `max`
+  -- bytes, or nil, "timeout" (nothing within the read timeout: not an
+  -- error), nil, "closed" or nil, err; `sock:settimeouts(connect, send,
+  -- read)` (optional; SECONDS, not milliseconds as in nginx: a read waits
+  -- at most until the channel's next timer, 1 s at most);
+  -- `sock:sslhandshake(server_name, verify)` (optional; called for https
+  -- targets, true or nil, err; the handshake must negotiate ALPN h2;
+  -- without it the driver gives TLS itself when `o.tls`, or plaintext);
+  -- `sock:close()`. The methods may yield the running coroutine (pc.sleep
+  -- inside a pc.spawn task, a cosocket's own yield in its host), so tasks
+  -- interleave; one call at a time reads and one writes a socket. A driver
+  -- that fails, raises, or reports an error or "closed" ends the calls on
+  -- that connection UNAVAILABLE ("connect to HOST:PORT: why", "send to
+  -- ...", "read from ...", "TLS handshake with ..."); everything else (one
+  -- connection shared, GOAWAY, refused streams, deadlines, reconnection
+  -- backoff, keepalive, connect_timeout) is the same as with the built-in
+  -- driver. A driver must honour its timeouts: deadlines are checked
+  -- between its calls), `load_balancing` ("pick_first", the default, or
+  -- "round_robin"). Raises
   -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
   -- read. All calls to one backend share one connection (a second one opens
   -- when the server takes no more streams on it or sends GOAWAY).
@@ -782,6 +1038,10 @@ function M.install(pc, core)
         error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. tostring(v), 2)
       end
     end
+    local driver = opts.driver
+    if driver ~= nil and type(driver.connect) ~= "function" then
+      error("pc.grpc: option 'driver': a table with a function 'connect' expected", 2)
+    end
     local backoff = reconnect_option(opts.reconnect)
     local ct = opts.connect_timeout
     if ct ~= nil and not (ct > 0 and ct < math.huge) then
@@ -808,8 +1068,9 @@ function M.install(pc, core)
         max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
         stream_window = sizes.stream_window, connection_window = sizes.connection_window,
         keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
-        backoff = backoff,
+        backoff = backoff, host_io = driver ~= nil,
       }
+      if driver then driven_channel(channel, driver, where, opts, base_sleep) end
       return setmetatable({
         channel = channel, target = where.host .. ":" .. where.port, compression = opts.compression,
         metadata = opts.metadata,

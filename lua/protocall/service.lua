@@ -988,6 +988,45 @@ function M.install(pc, core)
     return next(rest) ~= nil and rest or nil, call_opts.with_metadata
   end
 
+  -- {headers=, trailers=} a transport's stream call holds (pc.grpc's
+  -- call:metadata()), nil when it has none or is closed.
+  local function transport_metadata(call)
+    local t = type(call)
+    if t ~= "table" and t ~= "userdata" then return nil end
+    local ok, m = pcall(function()
+      if call.metadata then return call:metadata() end
+      if call.headers and call.trailers then return { headers = call:headers(), trailers = call:trailers() } end
+    end)
+    return ok and type(m) == "table" and m or nil
+  end
+
+  --- The second value of a server-streaming stub call made
+  -- `{with_metadata = true}`: `call:headers()` -> the response headers
+  -- ({key, value} pairs; those received so far while the stream runs),
+  -- `call:trailers()` -> the trailers once the stream has ended ({} before).
+  -- Both are the last attempt's (a retried or resumed stream's latest) and
+  -- also set when it failed (as the error's `headers` and `metadata`); a
+  -- transport without metadata (pc.inproc) gives empty lists.
+  local StreamMetadata = { __name = "protocall.StreamMetadata" }
+  StreamMetadata.__index = StreamMetadata
+
+  function StreamMetadata:headers()
+    local m = self.rec.metadata
+    if m == nil and self.rec.live ~= nil and type(self.rec.live) == "userdata" then
+      m = transport_metadata(self.rec.live)
+    end
+    return m and m.headers or {}
+  end
+
+  function StreamMetadata:trailers()
+    local m = self.rec.metadata
+    return m and m.trailers or {}
+  end
+
+  local function stream_metadata(rec)
+    return setmetatable({ rec = rec }, StreamMetadata)
+  end
+
   -- A server-streaming attempt lasts until the first response (or the end
   -- of the stream): a failure before it is retried by the call's policy,
   -- as gRPC commits a call once a response arrives; later failures reach
@@ -1012,8 +1051,23 @@ function M.install(pc, core)
       return decoded(m, bytes, max)
     end
     return function(request_bytes, timeout, metadata, compression, attempt)
+      local rec -- a with_metadata record (stream_metadata below)
+      if type(request_bytes) == "table" then rec, request_bytes = request_bytes.sink or request_bytes, request_bytes.bytes end
       local iter, state, ctl, call = transport:server_stream(path, request_bytes, { timeout = timeout,
         metadata = metadata, compression = compression, previous_attempts = attempt and attempt - 1 })
+      if rec then
+        rec.metadata, rec.live = nil, call
+        local raw = iter
+        iter = function(st, c)
+          local ok, bytes = pcall(raw, st, c)
+          if not ok then
+            if type(bytes) == "table" then rec.metadata = { headers = bytes.headers, trailers = bytes.metadata } end
+            error(bytes, 0)
+          end
+          if bytes == nil then rec.metadata = transport_metadata(call) or {} end
+          return bytes
+        end
+      end
       local first = next_of(iter(state, ctl))
       local done = first == nil
       local f = function()
@@ -1304,9 +1358,9 @@ function M.install(pc, core)
           -- whose metadata is copied to the call's record.
           local function attempt_of(rec, bytes, timeout, metadata, compression, n)
             if not rec.want_metadata then return attempt(bytes, timeout, metadata, compression, n) end
-            local box = { bytes = bytes }
+            local box = { bytes = bytes, sink = m.server_streaming and rec or nil }
             local res = attempt(box, timeout, metadata, compression, n)
-            rec.metadata = box.metadata
+            if not box.sink then rec.metadata = box.metadata end
             return res
           end
           target = function(rec, timeout, metadata, compression, n)
@@ -1447,15 +1501,19 @@ function M.install(pc, core)
             if call_opts ~= nil and type(call_opts) == "table" then
               local bad = options_problem(call_opts)
               if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
-              if call_opts.with_metadata ~= nil then
-                error(format("bad argument #2 to '%s' (with_metadata: only unary methods take it)", name), 2)
-              end
             end
+            local want_md, bad
+            rest, want_md, bad = split_with_metadata(rest)
+            if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+            local rec = want_md and { call = {} } or nil
             if not resume then
-              return stream_values(call_with(encoded(request, 2), rest, 2))
+              if rec then rec.bytes = encoded(request, 2) end
+              local it, _, _, closing = stream_values(call_with(rec or encoded(request, 2), rest, 2))
+              return it, rec and stream_metadata(rec) or nil, nil, closing
             end
-            local ok, res, closing = pcall(resumable, as_message(input, request, full .. " request", 2), rest, resume)
-            if ok then return res, nil, nil, closing end
+            if rec then rec.bytes = encoded(request, 2) end
+            local ok, res, closing = pcall(resumable, as_message(input, request, full .. " request", 2), rest, resume, rec)
+            if ok then return res, rec and stream_metadata(rec) or nil, nil, closing end
             local inner = type(res) == "string"
               and res:gsub("^[^:\n]*:%d+: ", "", 1):match("^bad argument #2 to 'callable' %((.*)%)$")
             if inner then error(format("bad argument #2 to '%s' (%s)", name, inner), 2) end
@@ -1497,9 +1555,6 @@ function M.install(pc, core)
               local want_md, bad_md
               rest, want_md, bad_md = split_with_metadata(rest)
               if bad_md then error(format("%s: %s", full, bad_md), 0) end
-              if want_md and m.server_streaming then
-                error(format("%s: with_metadata: only unary methods take it", full), 0)
-              end
               if rest ~= nil and next(rest) == nil then rest = nil end
               local rec = { call = cc, attempts = 0, want_metadata = want_md }
               cc.response_metadata = want_md and rec or nil
@@ -1516,8 +1571,11 @@ function M.install(pc, core)
               return res
             end
             local res = run_chain(per_call_chain or {}, 1, c, terminal, t0, clock)
+            if m.server_streaming then
+              local it, _, _, closing = stream_values(res)
+              return it, c.response_metadata and stream_metadata(c.response_metadata) or nil, nil, closing
+            end
             if c.response_metadata then return res, metadata_of(c.response_metadata) end
-            if m.server_streaming then return stream_values(res) end
             return res
           end
         end

@@ -1,0 +1,187 @@
+/* Host I/O of a channel (channel.h, host_io): connections named by ids
+ * that a host driver connects and moves bytes for, while the channel keeps
+ * its own logic: a failed connect ends the calls UNAVAILABLE with the
+ * driver's words and backs off, the client preface comes out and stays
+ * until reported written, a lost connection ends its calls, deadlines end
+ * calls in pc_GrpcChannel_HostTick, which says when the next timer falls
+ * due, bytes that are no HTTP/2 break the connection (once its GOAWAY is out), ids no longer listed
+ * are ignored, and every allocation failing leaks nothing. The data path
+ * against real servers is spec/driver_spec.lua. */
+#include "testing/check.h"
+#include "testing/failalloc.h"
+#include "base/clock.h"
+#include "net/channel.h"
+
+#include <string.h>
+
+/* A step of a scenario: prints where it went wrong (a scenario also runs
+ * with allocations failing, where steps may fail quietly). */
+#define STEP(cond) (step_at((cond), __LINE__))
+static int quiet = 0;
+static int step_at(int ok, int line) {
+  if (!ok && !quiet) fprintf(stderr, "hostio_test.c:%d: step failed\n", line);
+  return ok;
+}
+
+static pc_GrpcChannel *host_channel(pc_Alloc *alloc) {
+  pc_GrpcChannelOptions o;
+  memset(&o, 0, sizeof o);
+  o.host = "example.test";
+  o.port = "50051";
+  o.host_io = 1;
+  o.backoff_set = 1;
+  o.backoff_initial = 0.02;
+  o.backoff_multiplier = 1;
+  o.backoff_max = 0.02;
+  o.min_connect_timeout = 10;
+  pc_Error err;
+  pc_Error_Init(&err);
+  return pc_GrpcChannel_New(&o, alloc, NULL, &err);
+}
+
+static pc_GrpcCall *start(pc_GrpcChannel *ch, double timeout) {
+  pc_GrpcCallSettings s;
+  memset(&s, 0, sizeof s);
+  s.timeout = timeout;
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_GrpcCall *call = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
+  if (call) {
+    pc_GrpcCall_Send(call, "hi", 2);
+    pc_GrpcCall_CloseSend(call);
+  }
+  return call;
+}
+
+static int ended(const pc_GrpcCall *call, pc_Code code, const char *msg) {
+  const pc_GrpcStatus *st = pc_GrpcCall_Status(call);
+  return st != NULL && st->code == code && st->message_len == strlen(msg) &&
+         memcmp(st->message, msg, st->message_len) == 0;
+}
+
+/* The one open connection's id (0: none, or more than one). */
+static unsigned only_conn(pc_GrpcChannel *ch, int *ready) {
+  pc_GrpcHostConn c[4];
+  if (pc_GrpcChannel_HostConns(ch, c, 4) != 1) return 0;
+  *ready = c[0].ready;
+  return c[0].id;
+}
+
+/* A failed connect, then a connection that connects, writes its preface
+ * in two parts and is lost; 1 when every step went as it should. */
+static int lifecycle(pc_Alloc *alloc, int *ok) {
+  *ok = 0;
+  pc_GrpcChannel *ch = host_channel(alloc);
+  if (ch == NULL) return 0;
+  pc_GrpcCall *a = start(ch, 5);
+  if (a == NULL) {
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  int good = 1, ready = -1;
+  const char *p;
+  unsigned id = only_conn(ch, &ready);
+  good &= STEP(id != 0 && ready == 0);
+  good &= STEP(pc_GrpcChannel_HostOutput(ch, id, &p) == 0); /* not connected yet */
+  pc_GrpcChannel_HostConnected(ch, id, 0, "connect to example.test:50051: refused");
+  good &= STEP(ended(a, kPc_Code_Unavailable, "connect to example.test:50051: refused"));
+  pc_GrpcCall_Free(a);
+  good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
+
+  /* The backoff holds the next attempt back: the call waits for it. */
+  pc_GrpcCall *b = start(ch, 5);
+  if (b == NULL) {
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  good &= STEP(pc_GrpcCall_Status(b) == NULL && pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
+  double next = pc_GrpcChannel_HostTick(ch);
+  good &= STEP(next > 0 && next <= 0.02);
+  pc_Clock_Sleep(0.025);
+  pc_GrpcChannel_HostTick(ch);
+  unsigned id2 = only_conn(ch, &ready);
+  good &= STEP(id2 != 0 && id2 != id && ready == 0);
+  pc_GrpcChannel_HostConnected(ch, id2, 1, NULL);
+  pc_GrpcChannel_HostTick(ch);
+  good &= STEP(only_conn(ch, &ready) == id2 && ready == 1);
+  size_t n = pc_GrpcChannel_HostOutput(ch, id2, &p);
+  good &= STEP(n > 24 && memcmp(p, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24) == 0);
+  pc_GrpcChannel_HostWrote(ch, id2, 10);
+  size_t rest = pc_GrpcChannel_HostOutput(ch, id2, &p);
+  good &= STEP(rest == n - 10 && memcmp(p, "/2.0", 4) == 0);
+  pc_GrpcChannel_HostWrote(ch, id2, rest);
+
+  /* Ids never given or gone are ignored. */
+  good &= STEP(pc_GrpcChannel_HostOutput(ch, id, &p) == 0);
+  good &= STEP(pc_GrpcChannel_HostRecv(ch, 9999, "x", 1) == 0);
+  pc_GrpcChannel_HostLost(ch, id, "stale");
+  good &= STEP(pc_GrpcCall_Status(b) == NULL);
+
+  pc_GrpcChannel_HostLost(ch, id2, "read from example.test:50051: connection reset");
+  good &= STEP(ended(b, kPc_Code_Unavailable, "read from example.test:50051: connection reset"));
+  pc_GrpcCall_Free(b);
+  good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
+  pc_GrpcChannel_Free(ch);
+  *ok = good;
+  return 1;
+}
+
+/* A deadline on a connected connection ends the call in the tick; bytes
+ * that are no HTTP/2 end the other. */
+static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
+  *ok = 0;
+  pc_GrpcChannel *ch = host_channel(alloc);
+  if (ch == NULL) return 0;
+  pc_GrpcCall *a = start(ch, 0.02);
+  pc_GrpcCall *b = a ? start(ch, 5) : NULL;
+  if (b == NULL) {
+    pc_GrpcCall_Free(a);
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  int good = 1, ready = 0;
+  unsigned id = only_conn(ch, &ready); /* both calls on one connection */
+  pc_GrpcChannel_HostConnected(ch, id, 1, NULL);
+  double next = pc_GrpcChannel_HostTick(ch);
+  good &= STEP(id != 0 && next > 0 && next <= 0.02);
+  pc_Clock_Sleep(0.025);
+  pc_GrpcChannel_HostTick(ch);
+  good &= STEP(ended(a, kPc_Code_DeadlineExceeded, "deadline exceeded"));
+  good &= STEP(pc_GrpcCall_Status(b) == NULL);
+  pc_GrpcChannel_HostRecv(ch, id, "HTTP/1.1 400 Bad Request\r\n\r\n", 28);
+  const char *p;
+  for (size_t n; (n = pc_GrpcChannel_HostOutput(ch, id, &p)) > 0;)
+    pc_GrpcChannel_HostWrote(ch, id, n);
+  pc_GrpcChannel_HostTick(ch);
+  const pc_GrpcStatus *st = pc_GrpcCall_Status(b);
+  good &= STEP(st != NULL && st->code == kPc_Code_Unavailable &&
+               strstr(st->message, "expected SETTINGS frame") != NULL);
+  pc_GrpcCall_Free(a);
+  pc_GrpcCall_Free(b);
+  pc_GrpcChannel_HostTick(ch);
+  good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
+  pc_GrpcChannel_Free(ch);
+  *ok = good;
+  return 1;
+}
+
+int main(void) {
+  int ok = 0;
+  CHECK(lifecycle(NULL, &ok));
+  CHECK(ok);
+  CHECK(deadline_and_garbage(NULL, &ok));
+  CHECK(ok);
+  quiet = 1;
+  for (long n = 1;; n++) {
+    fail_reset(n);
+    int ran = lifecycle(fail_alloc, &ok);
+    int ran2 = deadline_and_garbage(fail_alloc, &ok);
+    if (fail_live != 0) fprintf(stderr, "leak %lld bytes failing allocation %ld\n", fail_live, n);
+    CHECK(fail_live == 0);
+    if (!fail_hit) {
+      CHECK(ran && ran2);
+      break;
+    }
+  }
+  return CHECK_DONE();
+}

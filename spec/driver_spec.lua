@@ -1,0 +1,329 @@
+-- Host I/O drivers: pc.grpc(target, {driver = D}) with a driver written in
+-- Lua on lua-socket (spec/socket_driver.lua), against the python3-grpcio
+-- test server (spec/grpc_server.py grpc) and the scripted python3-h2 peer
+-- (h2 mode): every call shape through pc.client, tasks interleaving on
+-- one connection, GOAWAY through the channel's shared connection logic,
+-- and drivers that fail, break mid-call, close or hang.
+local pc = require "protocall"
+
+local helper = require "grpc_helper"
+local sdriver = require "socket_driver"
+local now, spawn, stop = helper.now, helper.spawn, helper.stop
+
+assert(pc.load_file("spec/fixtures/protos/grpc/faults.proto",
+                    { import_paths = { "spec/fixtures/protos" } }))
+assert(pc.load([[
+syntax = "proto3";
+package faults;
+import "grpc/faults.proto";
+service Talk { rpc Chat(stream Request) returns (stream Reply); }
+]], { name = "grpc/driver_talk.proto", import_paths = { "spec/fixtures/protos" } }))
+
+local function failure(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "the call succeeded")
+  assert.are.equal("table", type(err), tostring(err))
+  return err
+end
+
+describe("pc.grpc with a host driver", function()
+  local server, peer
+  setup(function()
+    server = spawn("grpc")
+    peer = spawn("h2")
+  end)
+  teardown(function()
+    stop(server)
+    stop(peer)
+  end)
+
+  local function faults(driver, opts)
+    opts = opts or {}
+    opts.driver = driver
+    return pc.client("faults.Faults", { transport = pc.grpc(server.url, opts) })
+  end
+
+  describe("every call shape", function()
+    local D, c, t
+    setup(function()
+      D = sdriver.new(pc)
+      t = pc.grpc(server.url, { driver = D })
+      c = pc.client("faults.Faults", { transport = t })
+    end)
+    teardown(function() t:close() end)
+
+    it("unary, with metadata and gzip", function()
+      assert.are.equal("hi", c:Echo({ text = "hi" }, { timeout = 5 }).text)
+      local r = c:Metadata({}, { metadata = { { "x-k", "v" } }, timeout = 5 })
+      assert.are.equal("x-k", r.metadata[1].key)
+      assert.are.equal(("z"):rep(100), c:Compressed({ text = "z" }, { timeout = 5, compression = "gzip" }).text)
+      -- a large answer crosses many receiveany calls and window updates
+      assert.are.equal(3 * 1024 * 1024, #c:Big({ size = 3 * 1024 * 1024 }, { timeout = 10 }).payload)
+    end)
+
+    it("server streaming", function()
+      local seen = {}
+      for r in c:Stream({ count = 50, size = 1000 }, { timeout = 5 }) do seen[#seen + 1] = r.index end
+      assert.are.equal(50, #seen)
+      assert.are.equal(50, seen[50])
+    end)
+
+    it("client streaming", function()
+      local call = c:Record { timeout = 5 }
+      for i = 1, 20 do call:send { text = tostring(i) } end
+      local r = call:close_and_recv()
+      assert.are.equal(20, r.attempts)
+      assert.are.equal("1,2,3", r.text:sub(1, 5))
+    end)
+
+    it("bidirectional, one task sending while another reads", function()
+      local talk = pc.client("faults.Talk", { transport = t })
+      local call = talk:Chat { timeout = 5 }
+      local got = {}
+      local t0 = now()
+      pc.spawn(function()
+        for i = 1, 10 do
+          call:send { text = "m" .. i }
+          pc.sleep(0.005)
+        end
+        call:close_send()
+      end)
+      pc.spawn(function()
+        for r in function() return call:recv() end do got[#got + 1] = r.text end
+      end)
+      pc.run()
+      assert.are.same({ "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10" }, got)
+      -- each message goes out when sent, not when the reader's wait ends
+      local elapsed = now() - t0
+      assert.is_true(elapsed < 0.5, "took " .. elapsed .. " s")
+    end)
+
+    it("errors with status and trailers", function()
+      local err = failure(c.FailThenSucceed, c, { failures = 1, code = "NOT_FOUND", id = "drv-fail" })
+      assert.are.equal("NOT_FOUND", err.code)
+      assert.are.equal("failure 1 of 1", err.message)
+    end)
+
+    it("one connection for every call", function()
+      assert.are.equal(1, D.counts.connect)
+    end)
+  end)
+
+  it("interleaves two tasks' calls on one connection through a yielding driver", function()
+    local D = sdriver.new(pc)
+    local c = faults(D)
+    assert.are.equal("warm", c:Echo({ text = "warm" }, { timeout = 5 }).text)
+    local yields = D.counts.yields
+    local done = {}
+    local t0 = now()
+    for i = 1, 2 do
+      pc.spawn(function() done[i] = c:Sleep({ seconds = 0.5 }, { timeout = 5 }).text end)
+    end
+    pc.run()
+    local elapsed = now() - t0
+    assert.are.same({ "slept", "slept" }, done)
+    assert.is_true(elapsed < 0.8, "took " .. elapsed .. " s")
+    assert.are.equal(1, D.counts.connect)
+    assert.is_true(D.counts.yields > yields, "the driver never yielded")
+  end)
+
+  it("runs 50 tasks' calls on one connection", function()
+    local D = sdriver.new(pc)
+    local c = faults(D)
+    local got = {}
+    for i = 1, 50 do
+      pc.spawn(function() got[i] = c:Echo({ text = tostring(i) }, { timeout = 10 }).text end)
+    end
+    pc.run()
+    for i = 1, 50 do assert.are.equal(tostring(i), got[i]) end
+    assert.are.equal(1, D.counts.connect)
+  end)
+
+  it("passes host, port and options to connect, and settimeouts in seconds", function()
+    local seen, timeouts
+    local D
+    D = sdriver.new(pc, {
+      connect = function(_, host, port, opts) seen = { host = host, port = port, opts = opts } end,
+      settimeouts = function(sock, c, s, r)
+        timeouts = { c, s, r }
+        sock.send_timeout, sock.read_timeout = s, r
+        return true
+      end,
+    })
+    local c = faults(D, { connect_timeout = 3 })
+    assert.are.equal("x", c:Echo({ text = "x" }, { timeout = 5 }).text)
+    assert.are.equal("127.0.0.1", seen.host)
+    assert.are.equal(server.port, seen.port)
+    assert.is_false(seen.opts.tls)
+    assert.are.same({ "h2" }, seen.opts.alpn)
+    assert.is_true(seen.opts.timeout > 0 and seen.opts.timeout <= 3, tostring(seen.opts.timeout))
+    assert.are.equal(3, timeouts[1])
+    assert.is_true(timeouts[3] > 0 and timeouts[3] <= 1, tostring(timeouts[3]))
+  end)
+
+  describe("faults", function()
+    it("a connect that fails is UNAVAILABLE with what the driver said", function()
+      local D = sdriver.new(pc, { connect = function() return nil, "connection refused" end })
+      local err = failure(faults(D).Echo, faults(D), { text = "x" }, { timeout = 2 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.are.equal("connect to 127.0.0.1:" .. server.port .. ": connection refused", err.message)
+      -- the real refusal of a closed port, through lua-socket
+      local t = pc.grpc("http://127.0.0.1:1", { driver = sdriver.new(pc) })
+      err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.matches("connect to 127.0.0.1:1: .*refused", err.message)
+    end)
+
+    it("a connect that raises is UNAVAILABLE with the error", function()
+      local D = { connect = function() error("driver bug", 0) end }
+      local t = pc.grpc(server.url, { driver = D })
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.matches("driver bug", err.message, 1, true)
+    end)
+
+    it("a failed connect backs off, then reconnects", function()
+      local fail = true
+      local D = sdriver.new(pc, { connect = function() if fail then return nil, "refused" end end })
+      local t = pc.grpc(server.url, { driver = D, reconnect = { initial = 0.1, jitter = 0 } })
+      assert.are.equal("UNAVAILABLE", failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 }).code)
+      fail = false
+      local t0 = now()
+      assert.are.equal("again", t:unary("/test.Test/Echo", "again", { timeout = 2 }))
+      assert.is_true(now() - t0 >= 0.05, "no backoff")
+      assert.are.equal(2, D.counts.connect)
+    end)
+
+    it("a read error mid-call is UNAVAILABLE and the next call reconnects", function()
+      local broken = false
+      local D = sdriver.new(pc, {
+        receiveany = function(sock)
+          if broken then
+            broken = false
+            sock.tcp:close()
+            return nil, "connection reset by peer"
+          end
+        end,
+      })
+      local c = faults(D)
+      assert.are.equal("a", c:Echo({ text = "a" }, { timeout = 5 }).text)
+      broken = true
+      local err = failure(c.Sleep, c, { seconds = 0.2 }, { timeout = 5 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.are.equal("read from 127.0.0.1:" .. server.port .. ": connection reset by peer", err.message)
+      assert.are.equal("b", c:Echo({ text = "b" }, { timeout = 5 }).text)
+      assert.are.equal(2, D.counts.connect)
+    end)
+
+    it("a send error is UNAVAILABLE", function()
+      local D = sdriver.new(pc, { send = function() return nil, "broken pipe" end })
+      local t = pc.grpc(server.url, { driver = D })
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.are.equal("send to 127.0.0.1:" .. server.port .. ": broken pipe", err.message)
+    end)
+
+    it("a peer that closes is UNAVAILABLE", function()
+      local D = sdriver.new(pc, { receiveany = function() return nil, "closed" end })
+      local t = pc.grpc(server.url, { driver = D })
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.are.equal("read from 127.0.0.1:" .. server.port .. ": connection closed by the peer", err.message)
+    end)
+
+    it("a driver that never answers ends at the deadline", function()
+      local D = sdriver.new(pc, {
+        receiveany = function(sock)
+          pc.sleep(sock.read_timeout)
+          return nil, "timeout"
+        end,
+      })
+      local t = pc.grpc(server.url, { driver = D })
+      local t0 = now()
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 0.3 })
+      local elapsed = now() - t0
+      assert.are.equal("DEADLINE_EXCEEDED", err.code)
+      assert.is_true(elapsed >= 0.29 and elapsed < 0.4, "took " .. elapsed .. " s")
+    end)
+
+    it("a connect that hangs ends at the deadline", function()
+      local D = sdriver.new(pc, {
+        connect = function(_, _, _, opts)
+          pc.sleep(opts.timeout)
+          return nil, "timeout"
+        end,
+      })
+      local t = pc.grpc(server.url, { driver = D })
+      local t0 = now()
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 0.3 })
+      local elapsed = now() - t0
+      assert.are.equal("DEADLINE_EXCEEDED", err.code)
+      assert.is_true(elapsed >= 0.29 and elapsed < 0.4, "took " .. elapsed .. " s")
+    end)
+
+    it("a TLS handshake through sslhandshake, and its failure", function()
+      local args
+      local D = sdriver.new(pc)
+      local inner = D.connect
+      D.connect = function(...)
+        local sock = inner(...)
+        if sock then
+          sock.sslhandshake = function(_, name, verify)
+            args = { name, verify }
+            return nil, "certificate verify failed"
+          end
+        end
+        return sock
+      end
+      local t = pc.grpc("https://127.0.0.1:" .. server.port, { driver = D, server_name = "example.test" })
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.are.equal("TLS handshake with 127.0.0.1:" .. server.port .. ": certificate verify failed", err.message)
+      assert.are.same({ "example.test", true }, args)
+    end)
+  end)
+
+  describe("the channel's connection logic", function()
+    it("completes a call across a graceful GOAWAY, then moves to a new connection", function()
+      local D = sdriver.new(pc)
+      local t = pc.grpc(peer.url, { driver = D })
+      assert.are.equal("finished", t:unary("/raw.Test/GoawayFirst", "", { timeout = 5 }))
+      assert.are.equal("ok", t:unary("/raw.Test/Ok", "", { timeout = 5 }))
+      assert.are.equal(2, D.counts.connect)
+      t:close()
+    end)
+
+    it("maps GOAWAY before an answer to UNAVAILABLE", function()
+      local t = pc.grpc(peer.url, { driver = sdriver.new(pc) })
+      assert.are.equal("UNAVAILABLE", failure(t.unary, t, "/raw.Test/Goaway", "", { timeout = 5 }).code)
+    end)
+
+    it("hedges a call: the second attempt answers while the first still runs", function()
+      local D = sdriver.new(pc)
+      local c = pc.client("faults.Faults", { transport = pc.grpc(server.url, { driver = D }), service_config = {
+        methodConfig = { { name = { { service = "faults.Faults" } }, hedgingPolicy = {
+          maxAttempts = 3, hedgingDelay = "0.2s", nonFatalStatusCodes = { "UNAVAILABLE" } } } } } })
+      local t0 = now()
+      local r = c:Hedge({ id = "drv-hedge", failures = 1, seconds = 5 }, { timeout = 10 })
+      local took = now() - t0
+      assert.are.equal(2, r.attempts)
+      assert.is_true(took >= 0.2 and took < 1.5, "took " .. took .. " s")
+      assert.are.equal(1, D.counts.connect)
+    end)
+
+    it("closes the driver's sockets with the transport", function()
+      local D = sdriver.new(pc)
+      local t = pc.grpc(server.url, { driver = D })
+      assert.are.equal("x", t:unary("/test.Test/Echo", "x", { timeout = 5 }))
+      t:close()
+      assert.are.equal(1, D.counts.close)
+    end)
+  end)
+
+  it("refuses a driver without connect", function()
+    assert.has_error(function() pc.grpc(server.url, { driver = {} }) end,
+      "pc.grpc: option 'driver': a table with a function 'connect' expected")
+    assert.has_error(function() pc.grpc(server.url, { driver = 1 }) end,
+      "pc.grpc: option 'driver' must be a table, got number")
+  end)
+end)

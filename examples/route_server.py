@@ -39,7 +39,7 @@ def load_types():
 def main():
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 50051
     types = load_types()
-    Route, Distance = types["Route"], types["Distance"]
+    Route, Distance, Point = types["Route"], types["Distance"], types["Point"]
     failures = {}
 
     def measure(route, context):
@@ -56,13 +56,32 @@ def main():
         for p in route.points:
             yield p
 
+    def record(points, context):
+        pts = list(points)
+        length = sum(math.hypot(pts[i].x - pts[i - 1].x, pts[i].y - pts[i - 1].y)
+                     for i in range(1, len(pts)))
+        return Distance(length=length, legs=max(len(pts) - 1, 0))
+
+    def follow(points, context):
+        prev = None
+        for p in points:
+            if prev is not None:
+                yield Point(x=p.x - prev.x, y=p.y - prev.y)
+            prev = p
+
     handler = grpc.method_handlers_generic_handler("demo.Router", {
         "Measure": grpc.unary_unary_rpc_method_handler(
             measure, request_deserializer=Route.FromString,
             response_serializer=Distance.SerializeToString),
         "Walk": grpc.unary_stream_rpc_method_handler(
             walk, request_deserializer=Route.FromString,
-            response_serializer=types["Point"].SerializeToString),
+            response_serializer=Point.SerializeToString),
+        "Record": grpc.stream_unary_rpc_method_handler(
+            record, request_deserializer=Point.FromString,
+            response_serializer=Distance.SerializeToString),
+        "Follow": grpc.stream_stream_rpc_method_handler(
+            follow, request_deserializer=Point.FromString,
+            response_serializer=Point.SerializeToString),
     })
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     server.add_generic_rpc_handlers((handler,))

@@ -1,4 +1,5 @@
--- The handlers of demo.Router (examples/route.proto), as a table of
+-- The handlers of demo.Router (examples/route.proto: one method of each
+-- call shape), as a table of
 -- handler tables: what `protocall serve examples/route_services.lua` serves
 -- (with health and reflection), and what examples/route_server.lua listens
 -- with. Measure fails twice with UNAVAILABLE for each route name, then
@@ -28,7 +29,25 @@ local services = {
       return Distance { length = len, legs = math.max(#route.points - 1, 0) }
     end,
     Walk = function(route, ctx)
-      for _, p in ipairs(route.points) do ctx.send(p) end
+      for _, p in pc.ipairs(route.points) do ctx.send(p) end
+    end,
+    Record = function(ctx)
+      local len, legs, prev = 0, 0, nil
+      for p in function() return ctx:recv() end do
+        if prev then
+          len = len + math.sqrt((p.x - prev.x) ^ 2 + (p.y - prev.y) ^ 2)
+          legs = legs + 1
+        end
+        prev = p
+      end
+      return Distance { length = len, legs = legs }
+    end,
+    Follow = function(ctx)
+      local prev
+      for p in function() return ctx:recv() end do
+        if prev then ctx.send { x = p.x - prev.x, y = p.y - prev.y } end
+        prev = p
+      end
     end,
   },
 }

@@ -340,6 +340,8 @@ describe("protocall describe and list", function()
       "service Router {",
       "  rpc Measure ( .demo.Route ) returns ( .demo.Distance );",
       "  rpc Walk ( .demo.Route ) returns ( stream .demo.Point );",
+      "  rpc Record ( stream .demo.Point ) returns ( .demo.Distance );",
+      "  rpc Follow ( stream .demo.Point ) returns ( stream .demo.Point );",
       "}", "" }, "\n"), out)
     out, err, code = run(BIN .. " describe " .. ROUTE .. " demo.Router.Walk")
     assert.are.equal(0, code, err)
@@ -404,7 +406,7 @@ message M {
     assert.are.equal("demo.Router\n", out)
     out, err, code = run(BIN .. " list " .. ROUTE .. " demo.Router")
     assert.are.equal(0, code, err)
-    assert.are.equal("demo.Router.Measure\ndemo.Router.Walk\n", out)
+    assert.are.equal("demo.Router.Measure\ndemo.Router.Walk\ndemo.Router.Record\ndemo.Router.Follow\n", out)
     out, err, code = run(BIN .. " list " .. ROUTE .. " demo.Nope")
     assert.are.equal(1, code)
     assert.are.equal("protocall list: Service not found: demo.Nope\n", err)
@@ -709,6 +711,19 @@ describe("protocall serve", function()
       out, err, code = run(BIN .. " call -plaintext " .. target .. " grpc.health.v1.Health/Check")
       assert.are.equal(0, code, err)
       assert.are.equal('{\n  "status": "SERVING"\n}\n', out)
+      -- the other two call shapes of examples/route.proto
+      out, err, code = run(BIN .. " call -plaintext -format text -d '{\"name\": \"w\", \"points\": "
+        .. "[{\"x\": 1}, {\"y\": 2}]}' " .. target .. " demo.Router/Walk")
+      assert.are.equal(0, code, err)
+      assert.are.equal("x: 1\n\ny: 2\n", out)
+      out, err, code = run(BIN .. " call -plaintext -d @ " .. target .. " demo.Router/Record",
+        '{} {"x": 3, "y": 4} {"x": 3}')
+      assert.are.equal(0, code, err)
+      assert.are.equal('{\n  "length": 9,\n  "legs": 2\n}\n', out)
+      out, err, code = run(BIN .. " call -plaintext -format text -d @ " .. target .. " demo.Router/Follow",
+        '{} {"x": 3, "y": 4} {"x": 3}')
+      assert.are.equal(0, code, err)
+      assert.are.equal("x: 3\ny: 4\n\ny: -4\n", out)
     end)
     os.execute("kill " .. pid)
     assert(ok, e)

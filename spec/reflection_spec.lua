@@ -108,7 +108,7 @@ local function set_files(bytes)
 end
 
 local function have_protoc()
-  return os.execute("command -v protoc > /dev/null 2>&1") == true
+  return require("runtime").execute("command -v protoc > /dev/null 2>&1") == true
 end
 
 local function skip_protoc(pending_fn, what)
@@ -119,7 +119,7 @@ end
 -- protoc's serialized files for `main` with its imports.
 local function protoc_files(main)
   local out = DIR .. "/set.pb"
-  assert.is_true(os.execute("protoc -I " .. DIR .. " --include_imports --descriptor_set_out=" .. out .. " " .. main))
+  assert.is_true(require("runtime").execute("protoc -I " .. DIR .. " --include_imports --descriptor_set_out=" .. out .. " " .. main))
   local f = assert(io.open(out, "rb"))
   local bytes = f:read("a")
   f:close()
@@ -255,7 +255,7 @@ describe("the built-in health and reflection files", function()
     for _, name in ipairs { "grpc/health/v1/health.proto", "grpc/reflection/v1/reflection.proto",
                             "grpc/reflection/v1alpha/reflection.proto" } do
       local out = os.tmpname()
-      assert.is_true(os.execute("protoc -I " .. ROOT .. " --descriptor_set_out=" .. out .. " " .. name))
+      assert.is_true(require("runtime").execute("protoc -I " .. ROOT .. " --descriptor_set_out=" .. out .. " " .. name))
       local f = assert(io.open(out, "rb"))
       local want = set_files(f:read("a"))[name]
       f:close()

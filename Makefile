@@ -85,7 +85,7 @@ bench: build build-luajit
 # PC_SERVER_LIFETIME seconds (120 by default): under valgrind the suite takes
 # about ten minutes, so they get an hour.
 memcheck: build
-	PC_SERVER_LIFETIME=3600 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	PC_MEMCHECK=1 PC_SERVER_LIFETIME=3600 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
 	  $(RELEASE)/protocall $$(command -v busted) -o TAP
 
 lint: build

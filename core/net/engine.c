@@ -21,10 +21,7 @@
 /* Output gathered from nghttp2 per pc_GrpcEngine_Output, at most. */
 #define OUTPUT_CHUNK ((size_t)64 * 1024)
 
-typedef struct {
-  char *p;
-  size_t len, cap;
-} Buf;
+typedef pc_GrpcBuf Buf;
 
 /* The allocator an engine and each of its streams keep (a stream outlives
  * its engine, detached). */
@@ -96,22 +93,12 @@ static void *mem(const Mem *m, void *p, size_t osize, size_t nsize) {
   return m->alloc(m->ud, p, osize, nsize);
 }
 
-static int buf_reserve(const Mem *e, Buf *b, size_t extra) {
-  if (b->cap - b->len >= extra) return 1;
-  if (extra > SIZE_MAX / 2 - b->len) return 0;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap - b->len < extra) cap *= 2;
-  char *p = mem(e, b->p, b->cap, cap);
-  if (p == NULL) return 0;
-  b->p = p;
-  b->cap = cap;
-  return 1;
+static int buf_reserve(const Mem *m, Buf *b, size_t extra) {
+  return pc_GrpcBuf_Reserve(m->alloc, m->ud, b, extra);
 }
 
-static void buf_free(const Mem *e, Buf *b) {
-  if (b->p) mem(e, b->p, b->cap, 0);
-  b->p = NULL;
-  b->len = b->cap = 0;
+static void buf_free(const Mem *m, Buf *b) {
+  pc_GrpcBuf_Free(m->alloc, m->ud, b);
 }
 
 static char *dup_cstr(pc_GrpcEngine *e, const char *s) {

@@ -268,3 +268,21 @@ size_t pc_Grpc_Gunzip(pc_Alloc *alloc, void *ud, const void *in, size_t len, siz
   if (r != Z_STREAM_END || trailing) return (size_t)-1;
   return out;
 }
+
+int pc_GrpcBuf_Reserve(pc_Alloc *alloc, void *ud, pc_GrpcBuf *b, size_t extra) {
+  if (b->cap - b->len >= extra) return 1;
+  if (extra > SIZE_MAX / 2 - b->len) return 0;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap - b->len < extra) cap *= 2;
+  char *p = alloc(ud, b->p, b->cap, cap);
+  if (p == NULL) return 0;
+  b->p = p;
+  b->cap = cap;
+  return 1;
+}
+
+void pc_GrpcBuf_Free(pc_Alloc *alloc, void *ud, pc_GrpcBuf *b) {
+  if (b->p) alloc(ud, b->p, b->cap, 0);
+  b->p = NULL;
+  b->len = b->cap = 0;
+}

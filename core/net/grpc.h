@@ -96,6 +96,19 @@ size_t pc_Grpc_PercentEncode(const char *s, size_t len, char *out);
  * allocation failure. */
 void *pc_Grpc_BlockRealloc(pc_Alloc *alloc, void *ud, void *ptr, size_t n);
 
+/* A growable byte buffer (the engines' output and partial messages). */
+typedef struct {
+  char *p;
+  size_t len, cap;
+} pc_GrpcBuf;
+
+/* Makes room for 'extra' more bytes after b->len through 'alloc' (doubling
+ * from 256); 0 when the allocator fails or the size would overflow. */
+int pc_GrpcBuf_Reserve(pc_Alloc *alloc, void *ud, pc_GrpcBuf *b, size_t extra);
+
+/* Frees b's bytes and empties it. */
+void pc_GrpcBuf_Free(pc_Alloc *alloc, void *ud, pc_GrpcBuf *b);
+
 /* Gunzips the 'len' bytes at 'in' (a gRPC message whose compressed flag is
  * set, grpc-encoding gzip) into '*buf' (of '*cap' bytes, grown through
  * 'alloc'; the caller frees it with 'alloc' and '*cap'), at most 'max'

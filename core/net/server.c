@@ -16,10 +16,7 @@
 
 #define OUTPUT_CHUNK ((size_t)64 * 1024)
 
-typedef struct {
-  char *p;
-  size_t len, cap;
-} Buf;
+typedef pc_GrpcBuf Buf;
 
 typedef struct {
   pc_Alloc *alloc;
@@ -92,21 +89,11 @@ static void *mem(const Mem *m, void *p, size_t osize, size_t nsize) {
 }
 
 static int buf_reserve(const Mem *m, Buf *b, size_t extra) {
-  if (b->cap - b->len >= extra) return 1;
-  if (extra > SIZE_MAX / 2 - b->len) return 0;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap - b->len < extra) cap *= 2;
-  char *p = mem(m, b->p, b->cap, cap);
-  if (p == NULL) return 0;
-  b->p = p;
-  b->cap = cap;
-  return 1;
+  return pc_GrpcBuf_Reserve(m->alloc, m->ud, b, extra);
 }
 
 static void buf_free(const Mem *m, Buf *b) {
-  if (b->p) mem(m, b->p, b->cap, 0);
-  b->p = NULL;
-  b->len = b->cap = 0;
+  pc_GrpcBuf_Free(m->alloc, m->ud, b);
 }
 
 static void *ng_malloc(size_t size, void *ud) {

@@ -188,17 +188,16 @@ end
 
 --- rate, total, cpu = H.child(command): runs the shell command line of a
 -- bench client (bench/grpc_cpp/echo_client, bench/grpc_py/echo.py client),
--- which prints "RATE TOTAL", under bash's `times`; cpu is the client's own
--- user + system seconds. Raises an error naming the command when it fails.
+-- which prints "RATE TOTAL CPU" (per second; calls or messages the server
+-- handled; the client's CPU seconds per 10,000 of them). Raises an error
+-- naming the command when it prints something else.
 function H.child(command)
-  local f = io.popen("bash -c '" .. command .. " && times'")
+  local f = io.popen(command)
   local line = f:read("*l")
-  local rate, total = (line or ""):match("^([%d.]+) (%d+)$")
-  f:read("*l") -- the shell's own times
-  local um, us, sm, ss = (f:read("*l") or ""):match("(%d+)m([%d.]+)s (%d+)m([%d.]+)s")
   f:close()
-  if not rate or not um then error("no figures from: " .. command, 0) end
-  return tonumber(rate), tonumber(total), tonumber(um) * 60 + tonumber(us) + tonumber(sm) * 60 + tonumber(ss)
+  local rate, total, cpu = (line or ""):match("^([%d.]+) (%d+) ([%d.]+)$")
+  if not rate then error("no figures from: " .. command, 0) end
+  return tonumber(rate), tonumber(total), tonumber(cpu)
 end
 
 --- Prints a table of figures with one column per subject and ratio

@@ -43,12 +43,26 @@ if arg[1] == "--serve" then
       end
     end,
   } }, "127.0.0.1:0", { max_connections = 10000 })
-  local f = io.open("/proc/self/stat")
-  local pid = f:read("n")
-  f:close()
+  -- "PID (name) state PPID ...": this process and its parent (the bench).
+  local function ids()
+    local f = io.open("/proc/self/stat")
+    local text = f:read("a")
+    f:close()
+    local pid, ppid = text:match("^(%d+) .*%) %S+ (%d+)")
+    return pid, ppid
+  end
+  local pid, parent = ids()
   print(l.port .. " " .. pid)
   io.stdout:flush()
-  l:serve()
+  -- The bench kills this server; should the bench itself die first, the
+  -- server sees its parent change and exits (and after 600 s in any case).
+  local started = pc.now()
+  pc.spawn(function()
+    while select(2, ids()) == parent and pc.now() - started < 600 do pc.sleep(0.5) end
+    os.exit(0)
+  end)
+  pc.spawn(function() l:serve() end)
+  pc.run()
   return
 end
 

@@ -413,7 +413,7 @@ int main(void) {
     size_t zl =
         (size_t)t->data[1] << 24 | (size_t)t->data[2] << 16 | (size_t)t->data[3] << 8 | t->data[4];
     CHECK(zl < sizeof plain && t->data_len == 5 + zl + 6);
-    unsigned char back[4000];
+    unsigned char back[4000] = {0};
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     inflateInit2(&zs, 31);

@@ -145,8 +145,9 @@ int pc_GrpcServerCall_Cancelled(const pc_GrpcServerCall *s);
 int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_GrpcPair *p,
                                   pc_Error *err);
 
-/* Queues one response message (copied; the response headers go first).
- * Returns 1, or 0 when the call is over or finished. */
+/* Queues one response message (copied; the response headers go first),
+ * gzipped when pc_GrpcServerCall_SetCompression turned gzip on. Returns 1,
+ * or 0 when the call is over or finished. */
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len);
 
 /* Whether the message pc_GrpcServerCall_Next returned last came with the

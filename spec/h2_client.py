@@ -21,6 +21,11 @@ Modes and what they print:
   noread        a server stream never read, held 2 s   -> "held N" (bytes received)
   silent        a TCP connection that sends nothing    -> "closed" once the server closes it
   twoconns      a second connection past max_connections -> "second closed"
+  flags PATH HEX [ACCEPT]  a call of PATH with the request bytes HEX and
+                 grpc-accept-encoding ACCEPT (none without) -> "encoding E
+                 flags F,... status N": the response's grpc-encoding (or
+                 "none") and each response message's compressed flag
+                 (spec/interop_server_spec.lua)
 """
 import socket
 import sys
@@ -236,6 +241,26 @@ def main():
         for _ in c.events(seconds=2, read=False):
             pass
         print("held %d" % c.received)
+    elif mode == "flags":
+        extra = [("grpc-accept-encoding", sys.argv[5])] if len(sys.argv) > 5 else []
+        c.conn.send_headers(1, headers(path=sys.argv[3], extra=extra))
+        c.conn.send_data(1, frame(bytes.fromhex(sys.argv[4])), end_stream=True)
+        c.flush()
+        body, encoding, status = b"", "none", "none"
+        for ev in c.events():
+            if isinstance(ev, h2.events.DataReceived) and ev.stream_id == 1:
+                body += ev.data
+            if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                h = {k.decode(): v.decode() for k, v in ev.headers}
+                encoding = h.get("grpc-encoding", encoding)
+                status = h.get("grpc-status", status)
+            if isinstance(ev, h2.events.StreamEnded) or ev == "closed":
+                break
+        flags = []
+        while len(body) >= 5:
+            flags.append(str(body[0]))
+            body = body[5 + int.from_bytes(body[1:5], "big"):]
+        print("encoding %s flags %s status %s" % (encoding, ",".join(flags), status))
     else:
         print("unknown mode " + mode)
 

@@ -15,6 +15,7 @@
 #include "protocall.h"
 
 #include <lauxlib.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -893,4 +894,44 @@ void lpc_open_host(lua_State *L) {
                                    {"set_host_transport", lpc_set_host_transport},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
+}
+
+/* -- Host loops ------------------------------------------------------------ */
+
+/* Pushes protocall.NAME (a function) of the opened module. */
+static void push_module_function(lua_State *L, const char *name, const char *who) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "protocall") != LUA_TTABLE || lua_getfield(L, -1, name) != LUA_TFUNCTION)
+    luaL_error(L, "%s: open the module first (luaopen_protocall)", who);
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+}
+
+int protocall_step(lua_State *L, double seconds) {
+  push_module_function(L, "step", "protocall_step");
+  lua_pushnumber(L, seconds);
+  lua_call(L, 1, 1);
+  int n = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return n;
+}
+
+int protocall_pollfds(lua_State *L, struct pollfd *fds, int max, double *timeout) {
+  push_module_function(L, "poll_fds", "protocall_pollfds");
+  lua_call(L, 0, 2);
+  *timeout = lua_isnil(L, -1) ? -1 : lua_tonumber(L, -1);
+  int n = (int)luaL_len(L, -2);
+  for (int i = 0; i < n && i < max; i++) {
+    lua_geti(L, -2, i + 1);
+    lua_geti(L, -1, 1);
+    lua_geti(L, -2, 2);
+    const char *ev = lua_tostring(L, -1);
+    fds[i].fd = (int)lua_tointeger(L, -2);
+    fds[i].events =
+        (short)((ev && strchr(ev, 'r') ? POLLIN : 0) | (ev && strchr(ev, 'w') ? POLLOUT : 0));
+    fds[i].revents = 0;
+    lua_pop(L, 3);
+  }
+  lua_pop(L, 2);
+  return n;
 }

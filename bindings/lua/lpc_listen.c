@@ -230,6 +230,22 @@ static int lpc_scall_send(lua_State *L) {
   return 1;
 }
 
+/* -- call:compressed() -> whether the last request message read came
+ * with the compressed flag set */
+static int lpc_scall_compressed(lua_State *L) {
+  lua_pushboolean(L, pc_GrpcServerCall_Compressed(check_call(L)));
+  return 1;
+}
+
+/* -- call:set_compression(gzip) -> whether later responses go gzipped
+ * (false: the client does not accept gzip, or the headers went out
+ * without it) */
+static int lpc_scall_set_compression(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  lua_pushboolean(L, pc_GrpcServerCall_SetCompression(c, lua_toboolean(L, 2)));
+  return 1;
+}
+
 /* -- call:unsent() -> bytes queued, not yet taken by HTTP/2 */
 static int lpc_scall_unsent(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)pc_GrpcServerCall_Unsent(check_call(L)));
@@ -274,6 +290,8 @@ void lpc_open_listen(lua_State *L) {
                                   {"add_metadata", lpc_scall_add_metadata},
                                   {"send", lpc_scall_send},
                                   {"unsent", lpc_scall_unsent},
+                                  {"compressed", lpc_scall_compressed},
+                                  {"set_compression", lpc_scall_set_compression},
                                   {"finish", lpc_scall_finish},
                                   {"close", lpc_scall_close},
                                   {NULL, NULL}};

@@ -464,33 +464,78 @@ static int lpc_grpccall_close(lua_State *L) {
 
 #define PUMP_MAX 64
 
+typedef struct {
+  pc_GrpcChannel *chs[PUMP_MAX];
+  pc_GrpcListener *ls[16];
+  size_t n, m;
+  int closed; /* the list holds a closed one */
+} Waitables;
+
+/* The open channels and listeners of the list at 'idx' (at most 64 and
+ * 16); returns how many entries the list has. */
+static lua_Integer waitables(lua_State *L, int idx, Waitables *w) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  w->n = w->m = 0;
+  w->closed = 0;
+  lua_Integer len = luaL_len(L, idx);
+  for (lua_Integer i = 1; i <= len; i++) {
+    lua_geti(L, idx, i);
+    if (lpc_islistener(L, -1)) {
+      pc_GrpcListener *l = lpc_tolistener(L, -1);
+      if (l == NULL) w->closed = 1;
+      if (l && w->m < 16) w->ls[w->m++] = l;
+    } else {
+      ChannelBox *b = luaL_checkudata(L, -1, CHANNEL_MT);
+      if (b->ch == NULL) w->closed = 1;
+      if (b->ch && w->n < PUMP_MAX) w->chs[w->n++] = b->ch;
+    }
+    lua_pop(L, 1);
+  }
+  return len;
+}
+
 /* -- core.grpc_pump(waitables, timeout)
  * One round of I/O over a list of channels and listeners (lpc_listen.c;
  * closed ones are skipped): sends, waits at most 'timeout' seconds (capped
  * by the nearest deadline), accepts and reads, ends calls past their
  * deadline. At most 64 channels and 16 listeners. */
 static int lpc_grpc_pump(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  Waitables w;
+  lua_Integer len = waitables(L, 1, &w);
   lua_Number timeout = luaL_checknumber(L, 2);
-  pc_GrpcChannel *chs[PUMP_MAX];
-  pc_GrpcListener *ls[16];
-  size_t n = 0, m = 0;
-  lua_Integer len = luaL_len(L, 1);
-  for (lua_Integer i = 1; i <= len; i++) {
-    lua_geti(L, 1, i);
-    if (lpc_islistener(L, -1)) {
-      pc_GrpcListener *l = lpc_tolistener(L, -1);
-      if (l && m < 16) ls[m++] = l;
-    } else {
-      ChannelBox *b = luaL_checkudata(L, -1, CHANNEL_MT);
-      if (b->ch && n < PUMP_MAX) chs[n++] = b->ch;
-    }
-    lua_pop(L, 1);
-  }
-  if (!(timeout > 0) || (len > 0 && n == 0 && m == 0)) timeout = 0; /* all closed */
-  int ok = m > 0 ? pc_Grpc_PumpAll(chs, n, ls, m, timeout) : pc_Grpc_Pump(chs, n, timeout);
+  if (!(timeout > 0) || (len > 0 && w.n == 0 && w.m == 0)) timeout = 0; /* all closed */
+  int ok =
+      w.m > 0 ? pc_Grpc_PumpAll(w.chs, w.n, w.ls, w.m, timeout) : pc_Grpc_Pump(w.chs, w.n, timeout);
   if (!ok) return luaL_error(L, "poll failed");
   return 0;
+}
+
+#define POLL_FDS_MAX 512
+
+/* -- core.grpc_poll_fds(waitables, timeout) -> {{fd, "r" | "w" | "rw"}, ...}, seconds
+ * What core.grpc_pump over the same list would poll, without polling
+ * (pc_Grpc_PollFds): the descriptors with the events wanted, and
+ * 'timeout' lowered to when the next deadline or timer is due (0 when one
+ * in the list is closed). */
+static int lpc_grpc_poll_fds(lua_State *L) {
+  Waitables w;
+  waitables(L, 1, &w);
+  double timeout = luaL_checknumber(L, 2);
+  if (w.closed) timeout = 0; /* its waiter goes on at once */
+  struct pollfd fds[POLL_FDS_MAX];
+  size_t nfds = pc_Grpc_PollFds(w.chs, w.n, w.ls, w.m, fds, POLL_FDS_MAX, &timeout);
+  lua_createtable(L, (int)nfds, 0);
+  for (size_t i = 0; i < nfds; i++) {
+    int r = (fds[i].events & POLLIN) != 0, wr = (fds[i].events & POLLOUT) != 0;
+    lua_createtable(L, 2, 0);
+    lua_pushinteger(L, fds[i].fd);
+    lua_rawseti(L, -2, 1);
+    lua_pushstring(L, r && wr ? "rw" : wr ? "w" : "r");
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_pushnumber(L, timeout < 0 ? 0 : timeout);
+  return 2;
 }
 
 /* Bounds on one metadata list: HTTP/2 peers refuse far less (gRPC servers
@@ -612,6 +657,7 @@ void lpc_open_net(lua_State *L) {
                                           {NULL, NULL}};
   static const luaL_Reg funcs[] = {{"grpc_channel", lpc_grpc_channel},
                                    {"grpc_pump", lpc_grpc_pump},
+                                   {"grpc_poll_fds", lpc_grpc_poll_fds},
                                    {"resolve", lpc_resolve},
                                    {"grpc_timeout", lpc_grpc_timeout},
                                    {"grpc_percent_decode", lpc_grpc_percent_decode},

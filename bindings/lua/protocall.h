@@ -570,4 +570,36 @@ typedef int protocall_SleepFn(lua_State *L, void *ud, double seconds);
 PROTOCALL_API void protocall_settime(lua_State *L, protocall_ClockFn *clock,
                                      protocall_SleepFn *sleep, void *ud);
 
+/* ---------------------------------------------------------------------------
+ * Host loops: the scheduler, listeners and channels run from the host's loop
+ *
+ * pc.run() blocks until every task of pc.spawn has finished (a listener's
+ * serve, calls made in tasks). A host with its own event loop (poll,
+ * epoll, libuv) runs them a step at a time instead: before it waits it
+ * asks protocall_pollfds what to wait for, and whenever one of those
+ * descriptors is ready or the timeout has passed it calls
+ * protocall_step(L, 0); nothing blocks but the host's own wait. Several
+ * states can share one loop (poll the union of their descriptors). In Lua
+ * these are pc.poll_fds() and pc.step(seconds) (README "Serving").
+ * examples: bindings/lua/loop_test.c serves from one state and calls it
+ * from another, both on one poll(2) loop. */
+
+struct pollfd; /* <poll.h> */
+
+/* pc.step(seconds): runs the tasks that are ready, one round of I/O over
+ * what the others wait on (waiting at most 'seconds' for a socket; 0: not
+ * at all), then the tasks that can go on. Returns the number of tasks left
+ * (0: all have finished). Raises as pc.step does: a task's error (the
+ * other tasks are dropped), called inside pc.run or a task, or before the
+ * module is opened. */
+PROTOCALL_API int protocall_step(lua_State *L, double seconds);
+
+/* pc.poll_fds(): fills at most 'max' entries of 'fds' (fd; events POLLIN
+ * and/or POLLOUT; revents 0) with the descriptors the tasks wait on and
+ * returns how many there are (above 'max': call again with room for that
+ * many); sets '*timeout' to the seconds until protocall_step must run even
+ * with no descriptor ready (0: a task is ready now), or -1 when only a
+ * descriptor can wake the tasks. Raises as pc.poll_fds does. */
+PROTOCALL_API int protocall_pollfds(lua_State *L, struct pollfd *fds, int max, double *timeout);
+
 #endif

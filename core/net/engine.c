@@ -919,45 +919,8 @@ oom:
 }
 
 static int frame_message(pc_GrpcStream *s, const void *msg, size_t len) {
-  pc_GrpcEngine *e = s->e;
-  if (len > UINT32_MAX) return 0;
   if (s->out_pos > 0 && s->out_pos == s->out.len) s->out.len = s->out_pos = 0;
-  size_t start = s->out.len;
-  if (!s->gzip) {
-    if (!buf_reserve(&s->m, &s->out, 5 + len)) return 0;
-    s->out.p[start] = 0;
-    if (len) memcpy(s->out.p + start + 5, msg, len);
-  } else {
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    z.zalloc = z_alloc;
-    z.zfree = z_free;
-    z.opaque = e;
-    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-      return 0;
-    size_t bound = deflateBound(&z, (uLong)len);
-    if (!buf_reserve(&s->m, &s->out, 5 + bound)) {
-      deflateEnd(&z);
-      return 0;
-    }
-    z.next_in = (const Bytef *)msg;
-    z.avail_in = (uInt)len;
-    z.next_out = (Bytef *)s->out.p + start + 5;
-    z.avail_out = (uInt)bound;
-    int r = deflate(&z, Z_FINISH);
-    size_t out = z.total_out;
-    deflateEnd(&z);
-    if (r != Z_STREAM_END || out > UINT32_MAX) return 0;
-    s->out.p[start] = 1;
-    len = out;
-  }
-  unsigned char *h = (unsigned char *)s->out.p + start;
-  h[1] = (unsigned char)(len >> 24);
-  h[2] = (unsigned char)(len >> 16);
-  h[3] = (unsigned char)(len >> 8);
-  h[4] = (unsigned char)len;
-  s->out.len = start + 5 + len;
-  return 1;
+  return pc_Grpc_FrameMessage(s->m.alloc, s->m.ud, &s->out, msg, len, s->gzip);
 }
 
 static void resume(pc_GrpcStream *s) {

@@ -286,3 +286,45 @@ void pc_GrpcBuf_Free(pc_Alloc *alloc, void *ud, pc_GrpcBuf *b) {
   b->p = NULL;
   b->len = b->cap = 0;
 }
+
+int pc_Grpc_FrameMessage(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const void *msg, size_t len,
+                         int gzip) {
+  if (len > UINT32_MAX) return 0;
+  size_t start = out->len;
+  if (!gzip) {
+    if (!pc_GrpcBuf_Reserve(alloc, ud, out, 5 + len)) return 0;
+    out->p[start] = 0;
+    if (len) memcpy(out->p + start + 5, msg, len);
+  } else {
+    ZMem m = {alloc, ud};
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    z.zalloc = z_alloc;
+    z.zfree = z_free;
+    z.opaque = &m;
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+      return 0;
+    size_t bound = deflateBound(&z, (uLong)len);
+    if (!pc_GrpcBuf_Reserve(alloc, ud, out, 5 + bound)) {
+      deflateEnd(&z);
+      return 0;
+    }
+    z.next_in = (const Bytef *)msg;
+    z.avail_in = (uInt)len;
+    z.next_out = (Bytef *)out->p + start + 5;
+    z.avail_out = (uInt)bound;
+    int r = deflate(&z, Z_FINISH);
+    size_t n = z.total_out;
+    deflateEnd(&z);
+    if (r != Z_STREAM_END || n > UINT32_MAX) return 0;
+    out->p[start] = 1;
+    len = n;
+  }
+  unsigned char *h = (unsigned char *)out->p + start;
+  h[1] = (unsigned char)(len >> 24);
+  h[2] = (unsigned char)(len >> 16);
+  h[3] = (unsigned char)(len >> 8);
+  h[4] = (unsigned char)len;
+  out->len = start + 5 + len;
+  return 1;
+}

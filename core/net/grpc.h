@@ -118,4 +118,12 @@ void pc_GrpcBuf_Free(pc_Alloc *alloc, void *ud, pc_GrpcBuf *b);
 size_t pc_Grpc_Gunzip(pc_Alloc *alloc, void *ud, const void *in, size_t len, size_t max, char **buf,
                       size_t *cap);
 
+/* Appends one length-prefixed message (PROTOCOL-HTTP2.md
+ * "Length-Prefixed-Message") of the 'len' bytes at 'msg' to 'out', through
+ * 'alloc': gzipped with the compressed flag set when 'gzip', as it is with
+ * the flag clear otherwise. Returns 0 (nothing appended) when memory runs
+ * out or the framed message would exceed 2^32-1 bytes. */
+int pc_Grpc_FrameMessage(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const void *msg, size_t len,
+                         int gzip);
+
 #endif

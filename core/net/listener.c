@@ -275,6 +275,41 @@ static double tend(pc_GrpcListener *l, double now) {
 
 #define MAX_LISTENERS 16
 
+/* Tends listener 'l' (timeouts, flushes), lowers '*timeout' to when its
+ * next timer is due and adds its sockets to 'fds' / 'who' (NULL for the
+ * listening socket) from entry 'nfds' on, up to 'max'; returns the new
+ * count. */
+static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void **who, size_t nfds,
+                      size_t max, double *timeout) {
+  double due = tend(l, now);
+  if (due >= 0 && due - now < *timeout) *timeout = due - now;
+  if (l->fd >= 0 && nfds < max) {
+    fds[nfds].fd = l->fd;
+    fds[nfds].events = POLLIN;
+    fds[nfds].revents = 0;
+    who[nfds++] = NULL; /* the listening socket */
+  }
+  for (SConn *c = l->conns; c && nfds < max; c = c->next) {
+    const char *p;
+    int want = c->ready && pc_GrpcServerConn_Output(c->engine, &p) > 0;
+    fds[nfds].fd = pc_NetSocket_Fd(c->sock);
+    fds[nfds].events = pc_NetSocket_Events(c->sock, want);
+    fds[nfds].revents = 0;
+    who[nfds++] = c;
+  }
+  return nfds;
+}
+
+size_t pc_Grpc_PollFds(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
+                       struct pollfd *fds, size_t max, double *timeout) {
+  void *who[MAX_POLLED];
+  if (max > MAX_POLLED) max = MAX_POLLED;
+  double now = pc_Clock_Monotonic();
+  size_t nfds = pc_Grpc_PollPrepare(chs, n, fds, who, max / 2, timeout);
+  for (size_t i = 0; i < m; i++) nfds = prepare(ls[i], now, fds, who, nfds, max, timeout);
+  return nfds;
+}
+
 int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
                     double timeout) {
   struct pollfd fds[MAX_POLLED];
@@ -285,24 +320,8 @@ int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const
   size_t nch = pc_Grpc_PollPrepare(chs, n, fds, who, MAX_POLLED / 2, &timeout);
   size_t nfds = nch;
   for (size_t i = 0; i < m; i++) {
-    pc_GrpcListener *l = ls[i];
-    double due = tend(l, now);
-    if (due >= 0 && due - now < timeout) timeout = due - now;
     first[i] = nfds;
-    if (l->fd >= 0 && nfds < MAX_POLLED) {
-      fds[nfds].fd = l->fd;
-      fds[nfds].events = POLLIN;
-      fds[nfds].revents = 0;
-      who[nfds++] = NULL; /* the listening socket */
-    }
-    for (SConn *c = l->conns; c && nfds < MAX_POLLED; c = c->next) {
-      const char *p;
-      int want = c->ready && pc_GrpcServerConn_Output(c->engine, &p) > 0;
-      fds[nfds].fd = pc_NetSocket_Fd(c->sock);
-      fds[nfds].events = pc_NetSocket_Events(c->sock, want);
-      fds[nfds].revents = 0;
-      who[nfds++] = c;
-    }
+    nfds = prepare(ls[i], now, fds, who, nfds, MAX_POLLED, &timeout);
     count[i] = nfds - first[i];
   }
   if (timeout < 0) timeout = 0;

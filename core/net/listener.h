@@ -61,4 +61,14 @@ void pc_GrpcListener_Free(pc_GrpcListener *l);
 int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
                     double timeout);
 
+/* For a host that polls in its own loop: what one pc_Grpc_PumpAll would
+ * poll, without polling. Sends what is queued, enforces deadlines and
+ * timeouts, fills at most 'max' entries of 'fds' (fd and events POLLIN /
+ * POLLOUT; half of them at most for the channels) and returns how many;
+ * lowers '*timeout' (seconds) to when the next deadline or timer is due.
+ * Once poll(2) says one is ready, or '*timeout' passed, a pc_Grpc_PumpAll
+ * with timeout 0 does the work. */
+size_t pc_Grpc_PollFds(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
+                       struct pollfd *fds, size_t max, double *timeout);
+
 #endif

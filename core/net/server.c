@@ -57,7 +57,11 @@ struct pc_GrpcServerCall {
   int deferred;
   int submitted; /* response headers submitted */
   int remote_ended, closed, cancelled;
-  int finished; /* Finish ran: the trailers follow the messages */
+  int finished;        /* Finish ran: the trailers follow the messages */
+  int accepts_gzip;    /* grpc-accept-encoding lists gzip */
+  int gzip_declared;   /* the response headers carry grpc-encoding gzip */
+  int gzip_out;        /* response messages are gzipped */
+  int last_compressed; /* the last message Next returned had the flag set */
   pc_Code code;
   const char *message, *details;
   size_t message_len, details_len;
@@ -290,6 +294,10 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only) {
   h[n++] = NV(":status", "200");
   h[n++] = NV("content-type", "application/grpc");
   h[n++] = NV("grpc-accept-encoding", "identity,gzip");
+  if (s->gzip_out) {
+    h[n++] = NV("grpc-encoding", "gzip");
+    s->gzip_declared = 1;
+  }
   if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
   s->submitted = 1;
   if (trailers_only) {
@@ -455,7 +463,18 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     s->timeout = pc_Grpc_ParseTimeout(v, valuelen);
     return 0;
   }
-  if (is(name, namelen, "te") || is(name, namelen, "grpc-accept-encoding")) return 0;
+  if (is(name, namelen, "grpc-accept-encoding")) {
+    /* a comma-separated list: "identity, deflate, gzip" */
+    for (size_t i = 0; i < valuelen;) {
+      while (i < valuelen && (v[i] == ' ' || v[i] == ',')) i++;
+      size_t j = i;
+      while (j < valuelen && v[j] != ',' && v[j] != ' ') j++;
+      if (j - i == 4 && memcmp(v + i, "gzip", 4) == 0) s->accepts_gzip = 1;
+      i = j;
+    }
+    return 0;
+  }
+  if (is(name, namelen, "te")) return 0;
   if (!add_pair(s, &s->md, (const char *)name, namelen, v, valuelen, 1))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   return 0;
@@ -851,6 +870,7 @@ int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len)
     const char *body = s->in.p + 5;
     s->rpos = 5 + n;
     release_window(s);
+    s->last_compressed = h[0] == 1;
     if (h[0] == 0) {
       *data = body;
       *len = n;
@@ -903,19 +923,25 @@ int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
     return 0;
   }
   if (s->out_pos > 0 && s->out_pos == s->out.len) s->out.len = s->out_pos = 0;
-  if (!buf_reserve(&s->m, &s->out, 5 + len)) {
+  if (!pc_Grpc_FrameMessage(s->m.alloc, s->m.ud, &s->out, msg, len, s->gzip_out)) {
     fail(s, kPc_Code_ResourceExhausted, "out of memory framing a response message");
     return 0;
   }
-  unsigned char *h = (unsigned char *)s->out.p + s->out.len;
-  h[0] = 0;
-  h[1] = (unsigned char)(len >> 24);
-  h[2] = (unsigned char)(len >> 16);
-  h[3] = (unsigned char)(len >> 8);
-  h[4] = (unsigned char)len;
-  if (len) memcpy(h + 5, msg, len);
-  s->out.len += 5 + len;
   resume(s);
+  return 1;
+}
+
+int pc_GrpcServerCall_Compressed(const pc_GrpcServerCall *s) {
+  return s->last_compressed;
+}
+
+int pc_GrpcServerCall_SetCompression(pc_GrpcServerCall *s, int gzip) {
+  if (!gzip) {
+    s->gzip_out = 0;
+    return 1;
+  }
+  if (!s->accepts_gzip || (s->submitted && !s->gzip_declared)) return 0;
+  s->gzip_out = 1;
   return 1;
 }
 

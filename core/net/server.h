@@ -9,7 +9,8 @@
  * request headers (:method POST, :path, content-type application/grpc*,
  * grpc-timeout, grpc-encoding, metadata), 5-byte length-prefixed messages
  * (gzip through zlib; any other grpc-encoding is UNIMPLEMENTED before the
- * handler runs), response headers, messages and trailers (grpc-status,
+ * handler runs; gzipped responses when the driver asks and the client's
+ * grpc-accept-encoding allows), response headers, messages and trailers (grpc-status,
  * grpc-message percent-encoded, grpc-status-details-bin), a Trailers-Only
  * response when nothing was sent, HTTP 415 for a content-type that is not
  * gRPC, RST_STREAM NO_ERROR after the trailers when the client still
@@ -144,9 +145,23 @@ int pc_GrpcServerCall_Cancelled(const pc_GrpcServerCall *s);
 int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_GrpcPair *p,
                                   pc_Error *err);
 
-/* Queues one response message (copied; the response headers go first).
- * Returns 1, or 0 when the call is over or finished. */
+/* Queues one response message (copied; the response headers go first),
+ * gzipped when pc_GrpcServerCall_SetCompression turned gzip on. Returns 1,
+ * or 0 when the call is over or finished. */
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len);
+
+/* Whether the message pc_GrpcServerCall_Next returned last came with the
+ * compressed flag set (gzip on the wire; PROTOCOL-HTTP2.md
+ * "Compressed-Flag"); 0 before any. */
+int pc_GrpcServerCall_Compressed(const pc_GrpcServerCall *s);
+
+/* Response compression from the next pc_GrpcServerCall_Send on: 'gzip'
+ * nonzero gzips each message (the response headers, when not yet sent,
+ * declare grpc-encoding gzip), 0 sends them uncompressed (flag clear;
+ * allowed whatever the headers declared). Returns 1, or 0 when gzip cannot
+ * be used: the client's grpc-accept-encoding does not list it, or the
+ * headers went out without it; messages then go uncompressed. */
+int pc_GrpcServerCall_SetCompression(pc_GrpcServerCall *s, int gzip);
 
 /* Response bytes queued and not yet taken by HTTP/2 (the client's window
  * is closed): a sender waits while this is above its bound. */

@@ -359,6 +359,7 @@ int main(void) {
     const char *d;
     size_t n;
     CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 300 && memcmp(d, plain, 300) == 0);
+    CHECK(pc_GrpcServerCall_Compressed(s));
     CHECK(pc_GrpcServerCall_Next(s2, &d, &n) == -1);
     CHECK(pc_GrpcServerCall_Cancelled(s2));
     shuttle(c);
@@ -368,6 +369,69 @@ int main(void) {
     pc_GrpcServerCall_Free(s);
     pc_GrpcServerCall_Free(s2);
     while ((s = pc_GrpcServerConn_Accept(c)) != NULL) pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Compressed responses: gzip only for a client whose
+   * grpc-accept-encoding lists it; the headers declare grpc-encoding gzip;
+   * each message gzipped or not as asked; no gzip once the headers went
+   * out without it. */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t gz = request("/t.T/Z", "application/grpc", "grpc-accept-encoding",
+                         "identity, deflate,gzip", "x", 1, 0, 1);
+    int32_t no =
+        request("/t.T/Z", "application/grpc", "grpc-accept-encoding", "gzipx", "x", 1, 0, 1);
+    int32_t late =
+        request("/t.T/Z", "application/grpc", "grpc-accept-encoding", "gzip", "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall *s2 = must(pc_GrpcServerConn_Accept(c), "call 2");
+    pc_GrpcServerCall *s3 = must(pc_GrpcServerConn_Accept(c), "call 3");
+    const char *d;
+    size_t n;
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && !pc_GrpcServerCall_Compressed(s));
+    static char plain[3000];
+    memset(plain, 'a', sizeof plain);
+    CHECK(pc_GrpcServerCall_SetCompression(s, 1));
+    CHECK(pc_GrpcServerCall_Send(s, plain, sizeof plain));
+    CHECK(pc_GrpcServerCall_SetCompression(s, 0));
+    CHECK(pc_GrpcServerCall_Send(s, "b", 1));
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    CHECK(!pc_GrpcServerCall_SetCompression(s2, 1));
+    CHECK(pc_GrpcServerCall_Send(s2, "b", 1));
+    pc_GrpcServerCall_Finish(s2, kPc_Code_Ok, "", 0, NULL, 0);
+    CHECK(pc_GrpcServerCall_Send(s3, "b", 1));
+    CHECK(!pc_GrpcServerCall_SetCompression(s3, 1)); /* the headers are out without it */
+    CHECK(pc_GrpcServerCall_Send(s3, "b", 1));
+    pc_GrpcServerCall_Finish(s3, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CStream *t = cst(gz);
+    CHECK(has(t->headers, "grpc-encoding=gzip;"));
+    CHECK(t->data_len > 12 && t->data[0] == 1);
+    size_t zl =
+        (size_t)t->data[1] << 24 | (size_t)t->data[2] << 16 | (size_t)t->data[3] << 8 | t->data[4];
+    CHECK(zl < sizeof plain && t->data_len == 5 + zl + 6);
+    unsigned char back[4000] = {0};
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    inflateInit2(&zs, 31);
+    zs.next_in = t->data + 5;
+    zs.avail_in = (uInt)zl;
+    zs.next_out = back;
+    zs.avail_out = sizeof back;
+    CHECK(inflate(&zs, Z_FINISH) == Z_STREAM_END);
+    CHECK(zs.total_out == sizeof plain && memcmp(back, plain, sizeof plain) == 0);
+    inflateEnd(&zs);
+    CHECK(t->data[5 + zl] == 0 && t->data[5 + zl + 5] == 'b');
+    CHECK(!has(cst(no)->headers, "grpc-encoding"));
+    CHECK(cst(no)->data_len == 6 && cst(no)->data[0] == 0);
+    CHECK(cst(late)->data_len == 12 && cst(late)->data[0] == 0 && cst(late)->data[6] == 0);
+    CHECK(has(cst(late)->trailers, "grpc-status=0;"));
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerCall_Free(s2);
+    pc_GrpcServerCall_Free(s3);
     pc_GrpcServerConn_Free(c);
   }
 

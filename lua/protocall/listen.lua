@@ -118,6 +118,22 @@ function M.install(pc, core)
       local ok, why = call:add_metadata(true, k, v)
       if not ok then error("set_trailer: " .. why, 2) end
     end
+    --- ctx:compressed() -> whether the last request message read (the
+    -- unary request, or the last ctx:recv()) came gzipped (its
+    -- compressed flag set).
+    function ctx.compressed() return call:compressed() end
+    --- ctx:set_compression(name): "gzip" gzips the responses sent from
+    -- now on (the response headers declare it when not yet sent),
+    -- "identity" sends them uncompressed. Returns whether responses go
+    -- gzipped: false when the client's grpc-accept-encoding lacks gzip or
+    -- the headers already went out without it. Raises on another name.
+    function ctx.set_compression(_, name)
+      if name ~= "gzip" and name ~= "identity" then
+        error("bad argument #1 to 'set_compression' (\"gzip\" or \"identity\" expected, got "
+          .. (type(name) == "string" and ("\"" .. name:gsub("%c", "?") .. "\"") or type(name)) .. ")", 2)
+      end
+      return call:set_compression(name == "gzip")
+    end
     return ctx
   end
 
@@ -266,7 +282,8 @@ function M.install(pc, core)
   -- ENHANCE_YOUR_CALM), `stream_window` / `connection_window` (receive
   -- windows, 1 MiB / 16 MiB). Handlers are called as by pc.inproc:
   -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
-  -- with ctx:recv(); ctx adds `cancelled`, `set_header` and `set_trailer`;
+  -- with ctx:recv(); ctx adds `cancelled`, `set_header`, `set_trailer`,
+  -- `compressed` and `set_compression`;
   -- `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
   -- address that cannot be bound. Serve with `listener:serve()`.
   function pc.listen(server, address, opts)

@@ -816,60 +816,130 @@ function M.install(pc, core)
     return co
   end
 
+  -- The channels and listeners the waiting tasks wait on (each once) and
+  -- the end of the first sleep (nil: none).
+  local function waited()
+    local chans, seen, soonest = {}, {}, nil
+    for co, ch in pairs(waiting) do
+      if type(ch) == "table" then -- a list of channels (Transport:wait)
+        for i = 1, #ch do
+          local c = ch[i]
+          if not seen[c] then
+            seen[c] = true
+            chans[#chans + 1] = c
+          end
+        end
+      elseif ch and not seen[ch] then
+        seen[ch] = true
+        chans[#chans + 1] = ch
+      end
+      local w = wake_at[co]
+      if w and (soonest == nil or w < soonest) then soonest = w end
+    end
+    return chans, soonest
+  end
+
+  -- One round of the scheduler: runs the ready tasks; then, unless one is
+  -- ready again, one round of I/O over what the others wait on for at
+  -- most `max_wait` seconds (less when a sleep ends sooner); readies the
+  -- tasks whose wait ended. Returns whether any task is left.
+  local function round(max_wait)
+    local ready = queue
+    queue = {}
+    for i = 1, #ready do step(ready[i]) end
+    if next(tasks) == nil then return false end
+    local chans, soonest = waited()
+    if #queue == 0 then
+      local t = soonest and soonest - monotonic() or 1
+      if t > max_wait then t = max_wait end
+      if #chans > 0 then
+        core_pump(chans, t)
+      elseif t > 0 then
+        core.sleep(t)
+      end
+    end
+    local now = monotonic()
+    for co, ch in pairs(waiting) do
+      if ch or wake_at[co] <= now then
+        waiting[co], wake_at[co] = nil, nil
+        queue[#queue + 1] = co
+      end
+    end
+    return true
+  end
+
+  -- Runs `fn(...)` as the loop: no other pc.run or pc.step meanwhile; an
+  -- error drops every task and is raised.
+  local function as_loop(name, fn, ...)
+    if running_loop then error(name .. ": already running", 3) end
+    running_loop = true
+    local ok, a, b = pcall(fn, ...)
+    running_loop = false
+    if not ok then
+      tasks, queue, waiting, wake_at = {}, {}, {}, {}
+      role_epoch = role_epoch + 1 -- driver roles of the dropped tasks are free
+      error(a, 0)
+    end
+    return a, b
+  end
+
+  local function count_tasks()
+    local n = 0
+    for _ in pairs(tasks) do n = n + 1 end
+    return n
+  end
+
   --- `pc.run()`: runs the spawned tasks (and tasks they spawn) until all
   -- have finished. An error in a task stops the loop and is raised here
   -- (the other tasks stay suspended and are dropped). Raises when called
   -- from inside a task.
   function pc.run()
-    if running_loop then error("pc.run: already running", 2) end
-    running_loop = true
-    local ok, err = pcall(function()
-      while true do
+    as_loop("pc.run", function()
+      while round(math.huge) do end
+    end)
+  end
+
+  --- `n = pc.step([seconds])`: one step of the pc.run loop, for a host
+  -- that runs its own event loop (README "Serving"): runs the tasks that
+  -- are ready, then one round of I/O over the channels and listeners the
+  -- others wait on (sending, accepting, reading, deadlines), waiting at
+  -- most `seconds` for a socket (default 0: not at all; less when a
+  -- task's sleep ends sooner), then runs the tasks that can go on. Returns
+  -- the number of tasks left (0: all have finished). A task's error is
+  -- raised here, the other tasks dropped, as pc.run does. Raises inside a
+  -- task or pc.run, or for `seconds` not a number >= 0.
+  function pc.step(seconds)
+    if seconds == nil then seconds = 0 end
+    if type(seconds) ~= "number" or not (seconds >= 0) then
+      error("bad argument #1 to 'step' (seconds >= 0 expected, got " .. tostring(seconds) .. ")", 2)
+    end
+    return as_loop("pc.step", function()
+      if round(seconds) then
         local ready = queue
         queue = {}
         for i = 1, #ready do step(ready[i]) end
-        if next(tasks) == nil then break end
-        -- Pump the channels tasks wait on, at most until the first sleep ends.
-        local chans, seen, soonest = {}, {}, nil
-        for co, ch in pairs(waiting) do
-          if type(ch) == "table" then -- a list of channels (Transport:wait)
-            for i = 1, #ch do
-              local c = ch[i]
-              if not seen[c] then
-                seen[c] = true
-                chans[#chans + 1] = c
-              end
-            end
-          elseif ch and not seen[ch] then
-            seen[ch] = true
-            chans[#chans + 1] = ch
-          end
-          local w = wake_at[co]
-          if w and (soonest == nil or w < soonest) then soonest = w end
-        end
-        if #queue == 0 then
-          local t = soonest and soonest - monotonic() or 1
-          if #chans > 0 then
-            core_pump(chans, t)
-          elseif t > 0 then
-            core.sleep(t)
-          end
-        end
-        local now = monotonic()
-        for co, ch in pairs(waiting) do
-          if ch or wake_at[co] <= now then
-            waiting[co], wake_at[co] = nil, nil
-            queue[#queue + 1] = co
-          end
-        end
       end
+      return count_tasks()
     end)
-    running_loop = false
-    if not ok then
-      tasks, queue, waiting, wake_at = {}, {}, {}, {}
-      role_epoch = role_epoch + 1 -- driver roles of the dropped tasks are free
-      error(err, 0)
-    end
+  end
+
+  --- `fds, timeout = pc.poll_fds()`: what the host's loop should wait on
+  -- before the next pc.step(0): `fds` lists `{fd, events}` (events "r",
+  -- "w" or "rw", as luv's uv.new_poll takes them) of the sockets of the
+  -- channels and listeners the tasks wait on; `timeout` is the seconds
+  -- until pc.step must run even with no socket ready (0: a task is ready
+  -- now; a sleep ending, a call's deadline, a connection timer), nil when
+  -- only a socket can wake the tasks (or there are none). Sends what is
+  -- queued meanwhile. Raises inside a task or pc.run.
+  function pc.poll_fds()
+    if running_loop then error("pc.poll_fds: called inside pc.run or a task", 2) end
+    local chans, soonest = waited()
+    local timeout = soonest and soonest - monotonic() or nil
+    if #queue > 0 then timeout = 0 end
+    local fds, due = core.grpc_poll_fds(chans, timeout or 3600)
+    if timeout or due < 3600 then timeout = due end
+    if timeout and timeout < 0 then timeout = 0 end
+    return fds, timeout
   end
 
   -- pc.sleep, and the default sleep of callables made from now on (retry

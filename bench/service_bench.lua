@@ -14,6 +14,8 @@
 --    seconds each client spends per 10,000 calls or messages, measured over
 --    the same runs (its own process: os.clock here, getrusage in C++,
 --    time.process_time in Python; every thread of theirs);
+--    and, measured first, protocall's memory per idle connection and per
+--    open stream (this process's resident size);
 -- 3. backpressure of a server stream left unread (python3-grpcio server,
 --    spec/grpc_server.py: faults.Faults/Stream, 2,000 replies of 10 kB):
 --    the growth of this process's resident memory while the stream waits
@@ -183,6 +185,36 @@ end
 
 local ok, err = pcall(function()
   assert(stub:Echo(small).data == small.data)
+  -- Memory of protocall's client: IDLE more connections (a transport
+  -- each, idle after one call), then STREAMS open client streams on one
+  -- connection (one message sent each), from this process's resident size,
+  -- first, before the rate runs leave freed heap that new objects would reuse.
+  local IDLE, STREAMS = quick and 20 or 100, quick and 100 or 500
+  local kib = function(bytes) return bytes / 1024 end
+  collectgarbage()
+  local r0 = H.rss()
+  local idle = {}
+  for i = 1, IDLE do
+    idle[i] = pc.grpc(cpp.url)
+    pc.client("bench.Echo", { transport = idle[i] }):Echo(small)
+  end
+  collectgarbage()
+  local r1 = H.rss()
+  local calls = {}
+  for i = 1, STREAMS do
+    calls[i] = stub:Collect()
+    calls[i]:send(small)
+  end
+  stub:Echo(small) -- the streams' HEADERS and messages are out
+  local r2 = H.rss()
+  for i = 1, STREAMS do calls[i]:cancel() end
+  for i = 1, IDLE do idle[i]:close() end
+  H.report("protocall client memory (resident size of this process)", {
+    { name = "per idle connection (" .. IDLE .. " transports, one call each)", value = kib(r1 - r0) / IDLE,
+      unit = "KiB" },
+    { name = "per open client stream (" .. STREAMS .. " on one connection)", value = kib(r2 - r1) / STREAMS,
+      unit = "KiB" },
+  })
   local rate, cpu = {}, {}
   for r = 1, #rows do rate[r], cpu[r] = {}, {} end
   for _ = 1, RUNS do -- alternating, as the shared machine's load drifts

@@ -158,7 +158,7 @@ def serve_grpc(port, tls=None):
         "FailWith": grpc.unary_unary_rpc_method_handler(fail_with),
         "Peer": grpc.unary_unary_rpc_method_handler(peer),
     }
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=int(os.environ.get("PC_SERVER_WORKERS", "16"))),
                          options=[("grpc.max_send_message_length", 64 << 20),
                                   ("grpc.so_reuseport", 0)])
     faults = faults_handlers()

@@ -10,6 +10,7 @@ local resty = require "protocall.resty"
 local M = {}
 
 local faults, talk -- the clients, made in init_by_lua (before the fork)
+local shared, target, echo_request -- /bench: the shared transport, its target, an encoded request
 
 --- `demo.init(root, upstream)` (init_by_lua): loads
 -- spec/fixtures/protos/grpc/faults.proto under `root` (the repository),
@@ -27,6 +28,8 @@ import "grpc/faults.proto";
 service Talk { rpc Chat(stream Request) returns (stream Reply); }
 ]], { name = "grpc/nginx_talk.proto", import_paths = { protos } }))
   local transport = resty.grpc(pc, upstream, { reconnect = { initial = 0.1, maximum = 1 } })
+  shared, target = transport, upstream
+  echo_request = pc.encode(pc.type("faults.Request") { text = "bench" })
   local policy = { transport = transport, timeout = 5,
     retry = pc.Retry { initial = 0.05, maximum = 0.5, timeout = 5 } }
   faults = resty.client(pc, "faults.Faults", policy)
@@ -111,6 +114,20 @@ function M.timer()
     assert(done:wait(10), "the timer's call did not finish")
     if type(result) ~= "string" then error(result, 0) end
     return { result }
+  end)
+end
+
+--- GET /bench?mode=shared|request: one Echo on raw bytes, through the
+-- worker's shared connection (owned by an ngx.timer) or through a
+-- connection of this request's own (opened, used once, closed): what
+-- spec/nginx_spec.lua's figure compares. Answers "ok".
+function M.bench()
+  answer(function(a)
+    local t = a.mode == "request" and resty.grpc(pc, target, { per_request = true }) or shared
+    local ok, err = pcall(t.unary, t, "/faults.Faults/Echo", echo_request, { timeout = 5 })
+    if t ~= shared then t:close() end
+    if not ok then error(err, 0) end
+    return { "ok" }
   end)
 end
 

@@ -115,6 +115,14 @@ local function error_log(n)
   return s
 end
 
+describe("protocall.resty outside nginx", function()
+  it("raises a clear error when there is no ngx", function()
+    local ok, err = pcall(require, "protocall.resty")
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("protocall.resty: needs nginx with lua-nginx-module (OpenResty)", 1, true), err)
+  end)
+end)
+
 local absent = missing()
 if absent then
   describe("nginx as the host", function()
@@ -136,6 +144,13 @@ describe("nginx as the host (examples/nginx, protocall.resty)", function()
   teardown(function()
     stop_nginx(nginx)
     helper.stop(server)
+  end)
+
+  it("loads a protocall.so that links no Lua library (nginx's LuaJIT provides the C API)", function()
+    local out, ok = R.capture("ldd " .. shell_quote(ROOT .. "/build/luajit/protocall.so"))
+    assert.truthy(ok, out)
+    assert.falsy(out:find("libluajit", 1, true), out)
+    assert.falsy(out:find("liblua", 1, true), out)
   end)
 
   it("unary from content_by_lua", function()

@@ -130,7 +130,7 @@ end
 
 -- The owner: connects (and TLS), then writes what the requests queue
 -- while its reader thread reads; closes the socket once closing.
-local function owner(premature, c)
+local function run_owner(premature, c)
   if premature then
     c.err, c.closing = "nginx worker is exiting", true
     c.ready:post(1)
@@ -168,6 +168,18 @@ local function owner(premature, c)
   c.closing = true
   kill_thread(reader)
   sock:close()
+  wake(c.readable)
+  wake(c.sent)
+end
+
+-- The owner timer's function: run_owner, and should it raise, the
+-- connection ends with that error instead of leaving its calls waiting.
+local function owner(premature, c)
+  local ok, err = pcall(run_owner, premature, c)
+  if ok then return end
+  c.err, c.closing = c.err or ("the connection's ngx.timer failed: " .. tostring(err)), true
+  if c.sock then c.sock:close() end
+  c.ready:post(1)
   wake(c.readable)
   wake(c.sent)
 end

@@ -100,6 +100,10 @@ local IN_CAP = 1048576    -- bytes read ahead before the reader waits for them t
 local OUT_CAP = 1048576   -- bytes queued for sending before a sender waits
 local POLL = 1            -- seconds the owner's threads wait before looking at the flags again
 local SEND_TIMEOUT = 60   -- seconds one send of the owner may take
+-- Seconds one read of the owner waits: nginx logs every read timeout, and
+-- the reader needs none (the writer, which wakes every POLL, kills it
+-- when the connection closes or the worker exits).
+local IDLE_READ = 3600
 
 -- The owner's reading thread: reads ahead into c.inq until closing.
 local function owner_reader(c)
@@ -137,7 +141,7 @@ local function run_owner(premature, c)
     return
   end
   local sock = tcp()
-  sock:settimeouts(ms(c.timeout), SEND_TIMEOUT * 1000, POLL * 1000)
+  sock:settimeouts(ms(c.timeout), SEND_TIMEOUT * 1000, IDLE_READ * 1000)
   local ok, err = sock:connect(c.host, c.port)
   if ok and c.tls then ok, err = sock:sslhandshake(nil, c.server_name, c.verify) end
   if not ok or c.closing then

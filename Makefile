@@ -79,7 +79,7 @@ test: build build-asan build-luajit
 
 bench: build build-luajit
 	@for b in bench/*_bench.lua; do $(RELEASE)/protocall $$b $(BENCH_ARGS) || exit 1; done
-	@LUA_CPATH='$(LUAJIT)/?.so;;' luajit bench/luajit/fields_bench.lua $(BENCH_ARGS)
+	@for b in bench/luajit/*_bench.lua; do LUA_CPATH='$(LUAJIT)/?.so;;' luajit $$b $(BENCH_ARGS) || exit 1; done
 
 # The test servers spec/grpc_server.py starts end themselves after
 # PC_SERVER_LIFETIME seconds (120 by default): under valgrind the suite takes

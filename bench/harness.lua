@@ -125,7 +125,8 @@ local function fmt_num(x)
   if x == nil then return "-" end
   if x >= 100 then return string.format("%.0f", x) end
   if x >= 10 then return string.format("%.1f", x) end
-  return string.format("%.2f", x)
+  if x >= 1 or x == 0 then return string.format("%.2f", x) end
+  return string.format("%.3f", x)
 end
 
 --- Runs a benchmark table (see the header) and prints its figures.
@@ -162,6 +163,61 @@ function H.report(title, rows)
   for _, r in ipairs(rows) do
     local verdict = r.ok == nil and "" or (r.ok and "  ok" or "  MISSED")
     print(string.format("%-44s %16s  %-26s%s", r.name, fmt_num(r.value) .. " " .. (r.unit or ""), r.goal or "", verdict))
+  end
+end
+
+--- The load average of the machine, "1-min 5-min 15-min" (Linux /proc), or "?".
+function H.loadavg()
+  local f = io.open("/proc/loadavg", "r")
+  if not f then return "?" end
+  local a, b, c = f:read("*l"):match("^(%S+) (%S+) (%S+)")
+  f:close()
+  return a .. " " .. b .. " " .. c
+end
+
+--- CPU seconds (user + system, all its threads) the process `pid` has used
+-- so far, from /proc/PID/stat (clock ticks of 1/100 s, Linux's USER_HZ).
+function H.proc_cpu(pid)
+  local f = assert(io.open("/proc/" .. pid .. "/stat", "r"))
+  local text = f:read("*a")
+  f:close()
+  local fields = {}
+  for w in text:match("%) (.*)$"):gmatch("%S+") do fields[#fields + 1] = w end
+  return (tonumber(fields[12]) + tonumber(fields[13])) / 100 -- utime, stime
+end
+
+--- rate, total, cpu = H.child(command): runs the shell command line of a
+-- bench client (bench/grpc_cpp/echo_client, bench/grpc_py/echo.py client),
+-- which prints "RATE TOTAL CPU" (per second; calls or messages the server
+-- handled; the client's CPU seconds per 10,000 of them). Raises an error
+-- naming the command when it prints something else.
+function H.child(command)
+  local f = io.popen(command)
+  local line = f:read("*l")
+  f:close()
+  local rate, total, cpu = (line or ""):match("^([%d.]+) (%d+) ([%d.]+)$")
+  if not rate then error("no figures from: " .. command, 0) end
+  return tonumber(rate), tonumber(total), tonumber(cpu)
+end
+
+--- Prints a table of figures with one column per subject and ratio
+-- columns: H.table(title, {"protocall", "python3-grpcio", "C++"}, rows,
+-- ratios) with rows = { {name=, unit=, values = {a, b, c}}, ... } (nil: not
+-- measured) and ratios = { {name="protocall / C++", num=1, den=3}, ... }.
+function H.table(title, columns, rows, ratios)
+  print(string.format("\n## %s", title))
+  local head = { string.format("%-46s", "figure") }
+  for _, c in ipairs(columns) do head[#head + 1] = string.format("%16s", c) end
+  for _, r in ipairs(ratios or {}) do head[#head + 1] = string.format("%16s", r.name) end
+  print(table.concat(head, " "))
+  for _, row in ipairs(rows) do
+    local line = { string.format("%-46s", row.name .. (row.unit and " (" .. row.unit .. ")" or "")) }
+    for i = 1, #columns do line[#line + 1] = string.format("%16s", fmt_num(row.values[i])) end
+    for _, r in ipairs(ratios or {}) do
+      local a, b = row.values[r.num], row.values[r.den]
+      line[#line + 1] = string.format("%16s", (a and b and b ~= 0) and fmt_num(a / b) .. "x" or "-")
+    end
+    print(table.concat(line, " "))
   end
 end
 

@@ -1,37 +1,75 @@
--- Serving (pc.listen): unary calls per second served by protocall and by
--- the python3-grpcio server (spec/grpc_server.py), driven by the same
--- clients in the same run: Debian's python3-grpcio client (one call at a
--- time, spec/grpc_server.py client mode) and protocall's client with 1 and
--- 64 calls in flight (pc.spawn tasks); then the protocall server's memory
--- per idle connection (VmRSS of its process before and after 200 more
--- connections, each idle after one call).
+-- Serving (pc.listen) against the other servers of bench.Echo
+-- (bench/grpc_cpp/echo.proto), in one run: protocall's server (this file
+-- with --serve, in its own process), a python3-grpcio server
+-- (bench/grpc_py/echo.py) and the C++ gRPC echo server (bench/grpc_cpp),
+-- each driven by the same C++ gRPC client (bench/grpc_cpp/echo_client):
+-- unary calls/s with 1 and 64 calls in flight, streaming messages/s of
+-- Stream (server streaming), Collect (client streaming) and Chat
+-- (bidirectional, sending and reading at once), 10-byte messages; the
+-- server process's CPU seconds (utime + stime of /proc/PID/stat, every
+-- thread) per 10,000 calls or messages, around each client run; its memory
+-- per idle connection (VmRSS before and after 200 more connections, each
+-- idle after one call). Rates are the best of 3 alternating runs, CPU the
+-- least of them; the load average is printed beside them.
 --
---   build/release/protocall bench/server_bench.lua
+--   build/release/protocall bench/server_bench.lua [--quick]
 --
--- The protocall server runs in its own process (this file with --serve),
--- so the clients here cannot slow it down by sharing its Lua state.
+-- --quick: one run of each, shorter (a check that everything works).
 local pc = require "protocall"
 local H = require "bench.harness"
 local helper = require "spec.grpc_helper"
 
-assert(pc.load([[
-syntax = "proto3";
-package bench;
-message Msg { bytes data = 1; }
-service Bench { rpc Echo(Msg) returns (Msg); }
-]]))
+assert(pc.load_file("bench/grpc_cpp/echo.proto", { import_paths = { "bench/grpc_cpp" } }))
 
 if arg[1] == "--serve" then
-  local l = pc.listen(pc.server { ["bench.Bench"] = { Echo = function(m) return m end } },
-    "127.0.0.1:0", { max_connections = 10000 })
-  local f = io.open("/proc/self/stat")
-  local pid = f:read("n")
-  f:close()
+  local Msg = pc.type("bench.Msg")
+  local l = pc.listen(pc.server { ["bench.Echo"] = {
+    Echo = function(m) return m end,
+    Stream = function(req, ctx)
+      local m, send = Msg { data = string.rep("x", req.size) }, ctx.send
+      for _ = 1, req.count do send(m) end
+    end,
+    Collect = function(ctx)
+      local n = 0
+      while ctx:recv() do n = n + 1 end
+      return { messages = n }
+    end,
+    Chat = function(ctx)
+      local send = ctx.send
+      while true do
+        local m = ctx:recv()
+        if m == nil then return end
+        send(m)
+      end
+    end,
+  } }, "127.0.0.1:0", { max_connections = 10000 })
+  -- "PID (name) state PPID ...": this process and its parent (the bench).
+  local function ids()
+    local f = io.open("/proc/self/stat")
+    local text = f:read("a")
+    f:close()
+    local pid, ppid = text:match("^(%d+) .*%) %S+ (%d+)")
+    return pid, ppid
+  end
+  local pid, parent = ids()
   print(l.port .. " " .. pid)
   io.stdout:flush()
-  l:serve()
+  -- The bench kills this server; should the bench itself die first, the
+  -- server sees its parent change and exits (and after 600 s in any case).
+  local started = pc.now()
+  pc.spawn(function()
+    while select(2, ids()) == parent and pc.now() - started < 600 do pc.sleep(0.5) end
+    os.exit(0)
+  end)
+  pc.spawn(function() l:serve() end)
+  pc.run()
   return
 end
+
+local quick = false
+for _, a in ipairs(arg) do if a == "--quick" then quick = true end end
+local RUNS, SECONDS, COUNT, IDLE = 3, 1, 50000, 200
+if quick then RUNS, SECONDS, COUNT, IDLE = 1, 0.3, 5000, 50 end
 
 local function rss_kib(pid)
   local f = io.open("/proc/" .. pid .. "/status")
@@ -40,64 +78,75 @@ local function rss_kib(pid)
   return tonumber(text:match("VmRSS:%s*(%d+) kB"))
 end
 
+assert(os.execute("make -s -C bench/grpc_cpp >/dev/null"), "make -C bench/grpc_cpp failed "
+       .. "(needs libgrpc++-dev and protobuf-compiler-grpc: .ci/install-deps)")
 local BIN = arg[-1] or "build/release/protocall"
-local ours = helper.spawn_command(BIN .. " bench/server_bench.lua --serve", "protocall server")
-local py = helper.spawn("grpc")
-
+local CLIENT = "build/bench-grpc-cpp/echo_client"
+local servers = {}
 local ok, err = pcall(function()
-  local request = pc.encode(pc.type("bench.Msg") { data = string.rep("x", 10) })
-  local function python_client(server, path)
-    local f = io.popen("/usr/bin/python3 spec/grpc_server.py client " .. server.port .. " 10 1 "
-      .. path)
-    local v = tonumber(f:read("*l"))
-    f:close()
-    return v
-  end
-  local function protocall_client(server, path, tasks)
-    local t = pc.grpc(server.url)
-    t:unary(path, request) -- connect first
-    local calls = 2000 * tasks // (tasks > 1 and 8 or 1)
-    local t0 = helper.now()
-    for _ = 1, tasks do
-      pc.spawn(function()
-        for _ = 1, calls // tasks do t:unary(path, request) end
-      end)
+  servers[1] = helper.spawn_command(BIN .. " bench/server_bench.lua --serve", "protocall server")
+  servers[2] = helper.spawn_command("/usr/bin/python3 bench/grpc_py/echo.py server 0",
+                                    "python3-grpcio server")
+  servers[3] = helper.spawn_command("build/bench-grpc-cpp/echo_server 0", "C++ echo server")
+  local modes = {
+    { name = "unary calls/s, 1 in flight", args = "unary 10 " .. SECONDS .. " 1", unit = "calls/s",
+      cpu = "server CPU s per 10,000 calls, 1 in flight" },
+    { name = "unary calls/s, 64 in flight", args = "unary 10 " .. SECONDS .. " 64", unit = "calls/s",
+      cpu = "server CPU s per 10,000 calls, 64 in flight" },
+    { name = "Stream msgs/s (server streaming)", args = "stream 10 " .. COUNT, unit = "msg/s",
+      cpu = "server CPU s per 10,000 msgs, Stream" },
+    { name = "Collect msgs/s (client streaming)", args = "collect 10 " .. COUNT, unit = "msg/s",
+      cpu = "server CPU s per 10,000 msgs, Collect" },
+    { name = "Chat msgs/s (bidirectional)", args = "chat 10 " .. COUNT, unit = "msg/s",
+      cpu = "server CPU s per 10,000 msgs, Chat" },
+  }
+  local rate, cpu = {}, {}
+  for m = 1, #modes do rate[m], cpu[m] = {}, {} end
+  for _ = 1, RUNS do
+    for m, mode in ipairs(modes) do
+      for s, server in ipairs(servers) do
+        local c0 = H.proc_cpu(server.pid)
+        local r, total = H.child(CLIENT .. " " .. server.port .. " " .. mode.args)
+        local c = (H.proc_cpu(server.pid) - c0) / total * 10000
+        rate[m][s] = math.max(rate[m][s] or 0, r)
+        cpu[m][s] = math.min(cpu[m][s] or math.huge, c)
+      end
     end
-    pc.run()
-    local rate = calls / (helper.now() - t0)
-    t:close()
-    return rate
   end
-  -- Alternating runs, best of three each, as the shared machine's load drifts.
-  local r = { py_ours = 0, py_py = 0, one_ours = 0, one_py = 0, wide_ours = 0, wide_py = 0 }
-  for _ = 1, 3 do
-    r.py_ours = math.max(r.py_ours, python_client(ours, "/bench.Bench/Echo"))
-    r.py_py = math.max(r.py_py, python_client(py, "/test.Test/Echo"))
-    r.one_ours = math.max(r.one_ours, protocall_client(ours, "/bench.Bench/Echo", 1))
-    r.one_py = math.max(r.one_py, protocall_client(py, "/test.Test/Echo", 1))
-    r.wide_ours = math.max(r.wide_ours, protocall_client(ours, "/bench.Bench/Echo", 64))
-    r.wide_py = math.max(r.wide_py, protocall_client(py, "/test.Test/Echo", 64))
+  -- Memory per idle connection: IDLE transports, one call each, kept open.
+  local request = pc.encode(pc.type("bench.Msg") { data = string.rep("x", 10) })
+  local idle = {}
+  for s, server in ipairs(servers) do
+    local before = rss_kib(server.pid)
+    local conns = {}
+    for i = 1, IDLE do
+      conns[i] = pc.grpc(server.url)
+      conns[i]:unary("/bench.Echo/Echo", request)
+    end
+    idle[s] = (rss_kib(server.pid) - before) / IDLE
+    for i = 1, #conns do conns[i]:close() end
   end
-  -- Memory per idle connection: 200 transports, one call each, kept open.
-  local before = rss_kib(ours.pid)
-  local conns = {}
-  for i = 1, 200 do
-    conns[i] = pc.grpc(ours.url)
-    conns[i]:unary("/bench.Bench/Echo", request)
+  local rows = {}
+  for m, mode in ipairs(modes) do rows[#rows + 1] = { name = mode.name, values = rate[m] } end
+  for m, mode in ipairs(modes) do rows[#rows + 1] = { name = mode.cpu, values = cpu[m] } end
+  rows[#rows + 1] = { name = "server memory per idle connection, KiB", values = idle }
+  H.table(("bench.Echo served over loopback h2c, 10-byte messages, C++ gRPC client, %s; "
+           .. "streams of %d messages; load average %s"):format(
+             quick and "one quick run" or "best of " .. RUNS, COUNT, H.loadavg()),
+          { "protocall", "python3-grpcio", "C++ gRPC" }, rows,
+          { { name = "protocall/py", num = 1, den = 2 }, { name = "protocall/C++", num = 1, den = 3 } })
+  local goals = {}
+  for m = 1, 2 do
+    local x = rate[m][1] / rate[m][2]
+    goals[#goals + 1] = { name = "calls/s protocall/python, " .. modes[m].name:match("%d+ in flight"),
+                          value = x, unit = "x", goal = ">= 3 (calls/s)", ok = x >= 3 }
   end
-  local after = rss_kib(ours.pid)
-  for i = 1, #conns do conns[i]:close() end
-  H.report("unary echo (10 B field), calls per second, protocall server vs python3-grpcio server, best of 3", {
-    { name = "python3-grpcio client -> protocall server", value = r.py_ours, unit = "calls/s" },
-    { name = "python3-grpcio client -> python3-grpcio server", value = r.py_py, unit = "calls/s" },
-    { name = "protocall client, 1 in flight -> protocall server", value = r.one_ours, unit = "calls/s" },
-    { name = "protocall client, 1 in flight -> python3-grpcio server", value = r.one_py, unit = "calls/s" },
-    { name = "protocall client, 64 in flight -> protocall server", value = r.wide_ours, unit = "calls/s" },
-    { name = "protocall client, 64 in flight -> python3-grpcio server", value = r.wide_py, unit = "calls/s" },
-    { name = "protocall / python3-grpcio server, 64 in flight", value = r.wide_ours / r.wide_py, unit = "x" },
-    { name = "protocall server memory per idle connection", value = (after - before) / 200, unit = "KiB" },
-  })
+  for m = 1, 2 do
+    local x = cpu[m][1] / cpu[m][3]
+    goals[#goals + 1] = { name = "CPU per call protocall/C++, " .. modes[m].name:match("%d+ in flight"),
+                          value = x, unit = "x", goal = "<= 1.5", ok = x <= 1.5 }
+  end
+  H.report("goals of the server side", goals)
 end)
-helper.stop(ours)
-helper.stop(py)
+for _, server in pairs(servers) do helper.stop(server) end
 if not ok then error(err, 0) end

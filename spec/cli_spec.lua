@@ -99,6 +99,10 @@ describe("protocall help", function()
     out, err, code = run(BIN .. " run")
     assert.are.equal(2, code)
     assert.matches("run: a script expected", err, 1, true)
+    out, err, code = run(BIN .. " lst")
+    assert.are.equal(1, code)
+    assert.matches("cannot open lst: No such file or directory (and not a command: `protocall help` lists them)",
+      err, 1, true)
   end)
 end)
 

@@ -100,15 +100,39 @@ describe("an install", function()
     assert.matches("host: the script got demo.Distance", out, 1, true)
   end)
 
-  it54("builds and installs the rock with luarocks for Lua 5.4", "luarocks for Lua 5.4", function()
+  it("refuses Lua headers other than 5.4's and LuaJIT's when luarocks names them", function()
+    local dir = tmpdir() -- a Lua 5.3's lua.h
+    local f = assert(io.open(dir .. "/lua.h", "wb"))
+    f:write("#define LUA_VERSION_NUM\t\t503\n")
+    f:close()
+    local out, code = sh(string.format("cmake -S . -B %s/b -DPROTOCALL_LUA_INCDIR=%s", dir, dir))
+    os.execute("rm -rf " .. dir)
+    assert.are_not.equal(0, code, out)
+    assert.matches("protocall builds for Lua 5.4 and LuaJIT 2.1;", out, 1, true)
+    assert.matches("lua.h is%s+neither", out)
+  end)
+
+  -- Under LuaJIT, luarocks for 5.1 is pointed at luajit and its headers by a
+  -- configuration file named in LUAROCKS_CONFIG_5_1 (no root, no change to
+  -- the user's configuration), as the README's "Install" says.
+  it("builds and installs the rock with luarocks for " .. (R.luajit and "LuaJIT" or "Lua 5.4"), function()
     local src, tree = tmpdir(), tmpdir()
     local out, code = sh(string.format("cp -r CMakeLists.txt cmake core bindings lua %s/", src))
     assert.are.equal(0, code, out)
-    out, code = sh(string.format("cd %s && luarocks --lua-version=5.4 make --tree %s bindings/lua/protocall-0.1.0-1.rockspec",
-                                 src, tree))
+    local env = ""
+    if R.luajit then
+      local f = assert(io.open(src .. "/luarocks-luajit.lua", "wb"))
+      f:write('lua_interpreter = "luajit"\n',
+              'variables = { LUA = "/usr/bin/luajit", LUA_INCDIR = "/usr/include/luajit-2.1" }\n')
+      f:close()
+      env = "LUAROCKS_CONFIG_5_1=" .. src .. "/luarocks-luajit.lua "
+    end
+    out, code = sh(string.format("cd %s && %sluarocks --lua-version=%s make --tree %s bindings/lua/protocall-0.1.0-1.rockspec",
+                                 src, env, ABI, tree))
     assert.are.equal(0, code, out)
-    out, code = sh(string.format("LUA_CPATH='%s/lib/lua/5.4/?.so' LUA_PATH='%s/share/lua/5.4/?.lua;%s/share/lua/5.4/?/init.lua' ",
-                                 tree, tree, tree) .. LUA_CHECK)
+    if R.luajit then assert.matches("Found luajit", out, 1, true) end -- CMake took the LuaJIT build
+    out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='%s/share/lua/%s/?.lua;%s/share/lua/%s/?/init.lua' ",
+                                 tree, ABI, tree, ABI, tree, ABI) .. LUA_CHECK)
     os.execute("rm -rf " .. src .. " " .. tree)
     assert.are.equal(0, code, out)
     assert.are.equal("0.1.0 3", out)

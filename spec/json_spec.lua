@@ -60,6 +60,15 @@ describe("pc.to_json", function()
       '"fx":"18446744073709551615","sf":-2}', pc.to_json(m))
   end)
 
+  it("prints map entries in key order, whatever order they were set in", function()
+    local m = M{}
+    for _, k in ipairs({ "b", "ab", "a", "" }) do m.ms[k] = { v = #k } end
+    for _, k in ipairs({ 10, -3, 2, -20 }) do m.mi[k] = tostring(k) end
+    m.mb[true], m.mb[false] = 1, 0
+    assert.are.equal('{"ms":{"":{},"a":{"v":1},"ab":{"v":2},"b":{"v":1}},' ..
+      '"mi":{"-20":"-20","-3":"-3","2":"2","10":"10"},"mb":{"false":0,"true":1}}', pc.to_json(m))
+  end)
+
   it("prints floats as the shortest text that reads back, and the special values as strings", function()
     local cases = { { 0.1, '"d":0.1' }, { 1e300, '"d":1e+300' }, { 5e-324, '"d":5e-324' }, { 2.2250738585072e-308, '"d":2.2250738585072e-308' },
       { -0.0, '"d":-0.0' }, { 0 / 0, '"d":"NaN"' }, { math.huge, '"d":"Infinity"' },

@@ -1,6 +1,7 @@
 // A C++ gRPC server for bench/service_bench.lua (Debian's libgrpc++-dev):
 // bench.Echo/Echo returns its request, Stream sends `count` replies of `size`
-// bytes, Collect counts the messages it receives. Usage: echo_server PORT (0: a free
+// bytes, Collect counts the messages it receives, Chat echoes each message of
+// its stream. Usage: echo_server PORT (0: a free
 // loopback port). Prints "PORT PID" once listening, as spec/grpc_server.py
 // does, and exits when its standard input reaches end of file.
 #include <cstdio>
@@ -38,6 +39,15 @@ class EchoService final : public bench::Echo::Service {
     int64_t n = 0;
     while (reader->Read(&m)) n++;
     reply->set_messages(n);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Chat(grpc::ServerContext *,
+                    grpc::ServerReaderWriter<bench::Msg, bench::Msg> *stream) override {
+    bench::Msg m;
+    while (stream->Read(&m)) {
+      if (!stream->Write(m)) break;
+    }
     return grpc::Status::OK;
   }
 };

@@ -107,6 +107,12 @@ static int runscript(lua_State *L, char **argv, int argc, int script) {
   const char *fname = argv[script];
   if (strcmp(fname, "-") == 0 && strcmp(argv[script - 1], "--") != 0) fname = NULL; /* stdin */
   int status = luaL_loadfile(L, fname);
+  if (status == LUA_ERRFILE && fname != NULL && access(fname, F_OK) != 0 &&
+      strpbrk(fname, "/.") == NULL) {
+    /* a bare word that is no file: most likely a mistyped command */
+    lua_pushfstring(L, "%s (and not a command: `protocall help` lists them)", lua_tostring(L, -1));
+    lua_remove(L, -2);
+  }
   if (status == LUA_OK) {
     int n = argc - script - 1;
     luaL_checkstack(L, n + 3, "too many arguments to script");

@@ -496,16 +496,62 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   lua_remove(L, names);
 }
 
-/* Pushes {name = offset * 8 + kRead_*} of the fields of 'lk' whose slot
- * the C __index reads directly, but for 64-bit ones (kRead_I64). */
-static void push_plain_reads(lua_State *L, const Lookup *lk) {
+/* What the FFI writer (lua/protocall/message.lua) may store into the
+ * slot of 'f' itself, as the C __newindex would: the numeric kinds of
+ * kWrite_*, 7 for an open enum's numbers (closed enums, enum names,
+ * strings, messages, repeated fields and extensions go through C: 0). */
+static int ffi_write_kind(const pc_FieldDef *f) {
+  if (f->slot > kPc_Slot_64 || f->is_extension || f->label == kPc_Label_Repeated) return 0;
+  switch (f->type) {
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return kWrite_U32;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: return kWrite_I32;
+  case kPc_Type_Double: return kWrite_F64;
+  case kPc_Type_Float: return kWrite_F32;
+  case kPc_Type_Bool: return kWrite_Bool;
+  case kPc_Type_Enum: return f->enumdef->closed ? 0 : 7;
+  default: return kWrite_I64;
+  }
+}
+
+/* Pushes the list, in declaration order, of the fields the FFI reader and
+ * writer handle: {name =, offset =, read = kRead_* of a plain slot but
+ * 64-bit ones (else 0), write = ffi_write_kind, hasbit = (-1: none),
+ * case_offset = (0: no oneof), number =, widest = (the oneof's widest
+ * member, which pc_Message_Set clears)}. */
+static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
-  for (size_t j = 0; j <= lk->mask; j++) {
-    const LookupEntry *e = &lk->e[j];
-    if (e->key == lk || e->read == kRead_Other || e->read == kRead_I64) continue;
-    lua_pushstring(L, lk->fields[j]->name);
-    lua_pushnumber(L, (lua_Number)e->offset * 8 + e->read);
-    lua_rawset(L, -3);
+  lua_Integer n = 0;
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    int read = read_kind(f), write = ffi_write_kind(f);
+    if (read == kRead_I64) read = kRead_Other;
+    if (read == kRead_Other && write == 0) continue;
+    size_t widest = 0;
+    for (uint32_t j = 0; f->case_offset != 0 && j < f->oneof->field_count; j++) {
+      size_t w = pc_Slot_Size(f->oneof->fields[j]->slot);
+      if (w > widest) widest = w;
+    }
+    lua_createtable(L, 0, 8);
+    lua_pushstring(L, f->name);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, (lua_Integer)f->offset);
+    lua_setfield(L, -2, "offset");
+    lua_pushinteger(L, read);
+    lua_setfield(L, -2, "read");
+    lua_pushinteger(L, write);
+    lua_setfield(L, -2, "write");
+    lua_pushinteger(L, (lua_Integer)f->hasbit);
+    lua_setfield(L, -2, "hasbit");
+    lua_pushinteger(L, (lua_Integer)f->case_offset);
+    lua_setfield(L, -2, "case_offset");
+    lua_pushinteger(L, (lua_Integer)f->number);
+    lua_setfield(L, -2, "number");
+    lua_pushinteger(L, (lua_Integer)widest);
+    lua_setfield(L, -2, "widest");
+    lua_rawseti(L, -2, ++n);
   }
 }
 
@@ -530,7 +576,7 @@ static int make_type_metatables(lua_State *L) {
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_reader_key) == LUA_TFUNCTION) {
     lua_getiuservalue(L, type_idx, 2);
     lua_getiuservalue(L, type_idx, 3);
-    push_plain_reads(L, lua_touserdata(L, names));
+    push_ffi_fields(L, def);
     lua_call(L, 3, 0);
   } else {
     lua_pop(L, 1);
@@ -540,11 +586,12 @@ static int make_type_metatables(lua_State *L) {
 }
 
 /* -- core.set_reader(hook)   (LuaJIT: lua/protocall/message.lua) hook is
- * called as hook(standalone_mt, view_mt, reads) for every Type made from
- * then on, before its first instance: reads maps each field name read
- * straight from its slot to offset * 8 + kind (1 uint32, 2 int32, 4
- * double, 5 float, 6 bool; 64-bit fields are left to the C __index), for
- * the hook to put an FFI __index in front of the C one. */
+ * called as hook(standalone_mt, view_mt, fields) for every Type made from
+ * then on, before its first instance, to put an FFI __index and
+ * __newindex in front of the C ones: fields lists what each field's slot
+ * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
+ * double, 5 float, 6 bool or 0, write kind the same plus 3 64-bit and 7
+ * open enum or 0, hasbit, case_offset, number, widest). */
 static int lpc_set_reader(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);

@@ -76,6 +76,54 @@ static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, 
   return (int32_t)i;
 }
 
+/* A decimal integer string ("-9223372036854775808", "18446744073709551615")
+ * as a 64-bit field's value: an optional '-' and digits, nothing else. 1
+ * with '*out' its two's-complement bits, 0 when 's' is no decimal integer,
+ * -1 when it is one outside the field's range (int64: -2^63..2^63-1,
+ * uint64: 0..2^64-1). */
+static int parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *out) {
+  size_t i = 0;
+  int neg = len > 0 && s[0] == '-';
+  if (neg) i = 1;
+  if (i == len) return 0;
+  uint64_t v = 0;
+  int over = 0;
+  for (; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    unsigned d = (unsigned)(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) over = 1;
+    v = v * 10 + d;
+  }
+  if (over) return -1;
+  if (is_unsigned) {
+    if (neg && v != 0) return -1;
+  } else if (neg ? v > (uint64_t)1 << 63 : v > (uint64_t)INT64_MAX) {
+    return -1;
+  }
+  *out = neg ? (uint64_t)0 - v : v;
+  return 1;
+}
+
+/* LuaJIT: the decimal string at 'idx' for 64-bit field 'f' (its bits), or
+ * an error naming 'name' (the string shown up to 40 bytes). */
+static uint64_t check_decimal(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+  uint64_t v = 0;
+  int r = parse_decimal(s, len, is_unsigned, &v);
+  if (r > 0) return v;
+  char shown[48];
+  size_t n = len < 40 ? len : 40;
+  memcpy(shown, s, n);
+  memcpy(shown + n, len > n ? "..." : "", len > n ? 4 : 1);
+  if (r < 0)
+    lpc_msg_error(L, "%s: value \"%s\" out of range for %s", name, shown,
+                  pc_FieldType_Name(f->type));
+  lpc_msg_error(L, "%s: decimal integer string expected, got \"%s\"", name, shown);
+  return 0;
+}
+
 /* The scalar (or string, as a view into the Lua string) at 'idx' for a
  * field of f's type; raises naming 'name'. */
 pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
@@ -95,8 +143,12 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
   case kPc_Type_Sfixed64:
   case kPc_Type_Uint64:
   case kPc_Type_Fixed64: {
+    if (LPC_LUAJIT && lua_type(L, idx) == LUA_TSTRING) {
+      v.u64 = check_decimal(L, f, name, idx);
+      break;
+    }
     int r = lpc_to_int64(L, idx, &v.u64);
-    if (r == 0) lpc_type_error(L, name, "integer", idx);
+    if (r == 0) lpc_type_error(L, name, LPC_LUAJIT ? "integer or decimal string" : "integer", idx);
     if (r < 0)
       lpc_msg_error(L,
                     LPC_LUAJIT ? "%s: number has no exact 64-bit integer value (LuaJIT takes "

@@ -1,7 +1,10 @@
 -- luarocks packaging of the Lua module: from the repository root,
 --   luarocks --lua-version=5.4 make --tree DIR bindings/lua/protocall-0.1.0-1.rockspec
 -- builds with CMake (Debian's cmake, liblua5.4-dev, libnghttp2-dev, libssl-dev,
--- zlib1g-dev) and installs protocall.so and the Lua layer into the tree.
+-- zlib1g-dev) and installs protocall.so and the Lua layer into the tree. For
+-- LuaJIT, `--lua-version=5.1` with luarocks configured for luajit and its
+-- headers (README "Install"): CMake sees luajit.h in LUA_INCDIR and builds
+-- the LuaJIT module. Lua 5.1 to 5.3 themselves are refused by CMake.
 rockspec_format = "3.0"
 package = "protocall"
 version = "0.1.0-1"
@@ -12,7 +15,7 @@ description = {
     .. "binary wire format, and RPC methods wrapped with cached call policies (retry with "
     .. "backoff and jitter, deadlines), in process and over gRPC.",
 }
-dependencies = { "lua >= 5.4, < 5.5" }
+dependencies = { "lua >= 5.1, < 5.5" }
 build = {
   type = "cmake",
   variables = {
@@ -21,6 +24,7 @@ build = {
     PROTOCALL_INSTALL_CMOD = "$(LIBDIR)",
     PROTOCALL_INSTALL_LMOD = "$(LUADIR)",
     BUILD_TESTING = "OFF",
+    PROTOCALL_LUA_INCDIR = "$(LUA_INCDIR)",
     PROTOCALL_INSTALL_HOST = "OFF",
   },
 }

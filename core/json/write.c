@@ -272,8 +272,22 @@ static int write_map(W *w, const pc_FieldDef *f, const pc_Map *map, const pc_Jso
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   if (!putch(w, '{')) return 0;
   size_t n = map != NULL ? map->size : 0;
+  /* keys in order (pc_Map_SortEntries), so the text does not depend on
+   * the order the entries were set in */
+  const pc_MapEntry **sorted = NULL;
+  if (n > 1) {
+    pc_Arena *a = scratch_of(w);
+    if (a == NULL) return 0;
+    sorted = n <= SIZE_MAX / sizeof *sorted ? pc_Arena_Malloc(a, n * sizeof *sorted) : NULL;
+    if (sorted == NULL) {
+      w->status = kPc_JsonStatus_OutOfMemory;
+      pc_Error_Set(w->err, "not enough memory");
+      return 0;
+    }
+    pc_Map_SortEntries(map, kf->type, sorted);
+  }
   for (size_t i = 0; i < n; i++) {
-    const pc_MapEntry *e = &map->entries[i];
+    const pc_MapEntry *e = sorted != NULL ? sorted[i] : &map->entries[i];
     pc_JsonPath step = {path, "", 0, 0};
     if (kf->type == kPc_Type_String) {
       step.key = e->key.s.data != NULL ? e->key.s.data : "";

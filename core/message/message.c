@@ -1,5 +1,6 @@
 #include "message/message.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static pc_Value load(const void *p, pc_SlotKind slot) {
@@ -344,6 +345,54 @@ int pc_Map_Delete(pc_Map *map, pc_SlotKind k, pc_Value key) {
   map->size--;
   reindex(map, k);
   return 1;
+}
+
+/* Map key comparisons for pc_Map_SortEntries, one per key class. */
+#define KEY_CMP(name, member)                                                                      \
+  static int name(const void *pa, const void *pb) {                                                \
+    const pc_Value *x = &(*(const pc_MapEntry *const *)pa)->key;                                   \
+    const pc_Value *y = &(*(const pc_MapEntry *const *)pb)->key;                                   \
+    return (x->member > y->member) - (x->member < y->member);                                      \
+  }
+KEY_CMP(key_cmp_i32, i32)
+KEY_CMP(key_cmp_u32, u32)
+KEY_CMP(key_cmp_i64, i64)
+KEY_CMP(key_cmp_u64, u64)
+#undef KEY_CMP
+
+static int key_cmp_bool(const void *pa, const void *pb) {
+  const pc_Value *x = &(*(const pc_MapEntry *const *)pa)->key;
+  const pc_Value *y = &(*(const pc_MapEntry *const *)pb)->key;
+  return (x->b != 0) - (y->b != 0);
+}
+
+static int key_cmp_bytes(const void *pa, const void *pb) {
+  const pc_Value *x = &(*(const pc_MapEntry *const *)pa)->key;
+  const pc_Value *y = &(*(const pc_MapEntry *const *)pb)->key;
+  size_t n = x->s.size < y->s.size ? x->s.size : y->s.size;
+  int c = n ? memcmp(x->s.data, y->s.data, n) : 0;
+  if (c != 0) return c;
+  return (x->s.size > y->s.size) - (x->s.size < y->s.size);
+}
+
+void pc_Map_SortEntries(const pc_Map *map, pc_FieldType ktype, const pc_MapEntry **out) {
+  int (*cmp)(const void *, const void *);
+  switch (ktype) {
+  case kPc_Type_Bool: cmp = key_cmp_bool; break;
+  case kPc_Type_String:
+  case kPc_Type_Bytes: cmp = key_cmp_bytes; break;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: cmp = key_cmp_i32; break;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: cmp = key_cmp_u32; break;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64: cmp = key_cmp_i64; break;
+  default: cmp = key_cmp_u64; break;
+  }
+  for (size_t i = 0; i < map->size; i++) out[i] = &map->entries[i];
+  if (map->size > 1) qsort(out, map->size, sizeof *out, cmp);
 }
 
 pc_Map *pc_Message_MutableMap(pc_Message *msg, const pc_FieldDef *f, pc_Arena *a) {

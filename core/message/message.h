@@ -182,6 +182,12 @@ void pc_Map_Clear(pc_Map *map);
  * removed. */
 int pc_Map_Delete(pc_Map *map, pc_SlotKind kslot, pc_Value key);
 
+/* Puts pointers to the map's entries into 'out' (room for map->size) in
+ * key order: false before true, integers by value (signed or unsigned as
+ * 'ktype', the key's field type, says), strings by their bytes. The order
+ * of deterministic serialization (wire/encode.h) and of JSON output. */
+void pc_Map_SortEntries(const pc_Map *map, pc_FieldType ktype, const pc_MapEntry **out);
+
 /* -- Unknown fields and extensions --------------------------------------- */
 
 /* Appends raw wire bytes (whole fields) to the unknown bytes; 0 on

@@ -184,36 +184,6 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
   return 1;
 }
 
-/* Map key order for deterministic output. */
-typedef struct {
-  const pc_MapEntry *entry;
-  pc_FieldType ktype;
-} SortItem;
-
-static int key_cmp(const void *pa, const void *pb) {
-  const SortItem *a = pa, *b = pb;
-  const pc_Value *x = &a->entry->key, *y = &b->entry->key;
-  switch (a->ktype) {
-  case kPc_Type_Bool: return (x->b != 0) - (y->b != 0);
-  case kPc_Type_String:
-  case kPc_Type_Bytes: {
-    size_t n = x->s.size < y->s.size ? x->s.size : y->s.size;
-    int c = n ? memcmp(x->s.data, y->s.data, n) : 0;
-    if (c != 0) return c;
-    return (x->s.size > y->s.size) - (x->s.size < y->s.size);
-  }
-  case kPc_Type_Int32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32: return (x->i32 > y->i32) - (x->i32 < y->i32);
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return (x->u32 > y->u32) - (x->u32 < y->u32);
-  case kPc_Type_Int64:
-  case kPc_Type_Sint64:
-  case kPc_Type_Sfixed64: return (x->i64 > y->i64) - (x->i64 < y->i64);
-  default: return (x->u64 > y->u64) - (x->u64 < y->u64);
-  }
-}
-
 static int put_map_entry(Enc *e, const pc_FieldDef *f, const pc_FieldDef *kf, const pc_FieldDef *vf,
                          const pc_MapEntry *ent) {
   pc_WireWriter *w = e->w;
@@ -234,18 +204,15 @@ static int put_map(Enc *e, const pc_FieldDef *f, const pc_Map *map) {
     return 1;
   }
   pc_WireWriter *w = e->w;
-  if (map->size > SIZE_MAX / sizeof(SortItem)) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-  size_t bytes = map->size * sizeof(SortItem);
-  SortItem *items = w->alloc(w->ud, NULL, 0, bytes);
+  if (map->size > SIZE_MAX / sizeof(const pc_MapEntry *))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  size_t bytes = map->size * sizeof(const pc_MapEntry *);
+  const pc_MapEntry **items = w->alloc(w->ud, NULL, 0, bytes);
   if (items == NULL) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-  for (size_t i = 0; i < map->size; i++) {
-    items[i].entry = &map->entries[i];
-    items[i].ktype = kf->type;
-  }
-  qsort(items, map->size, sizeof(SortItem), key_cmp);
+  pc_Map_SortEntries(map, kf->type, items);
   int ok = 1;
-  for (size_t i = map->size; ok && i-- > 0;) ok = put_map_entry(e, f, kf, vf, items[i].entry);
-  w->alloc(w->ud, items, bytes, 0);
+  for (size_t i = map->size; ok && i-- > 0;) ok = put_map_entry(e, f, kf, vf, items[i]);
+  w->alloc(w->ud, (void *)items, bytes, 0);
   return ok;
 }
 

@@ -151,42 +151,120 @@ function M.install(pc, core)
     return core_to_table(m)
   end
 
-  -- LuaJIT: plain scalar fields read through the FFI, which the JIT
-  -- compiles to a load; a C __index is a call the JIT cannot compile.
-  -- Every Type made from here on gets an __index that reads those fields
-  -- (core.set_reader: field name -> slot offset * 8 + kind) and hands the
-  -- rest to the C one, by a tail call, so its errors name the caller's line.
+  -- LuaJIT: scalar fields read and written through the FFI, which the JIT
+  -- compiles to loads and stores; a C __index or __newindex is a call the
+  -- JIT cannot compile. Every Type made from here on gets, in front of the
+  -- C metamethods, an __index and a __newindex generated for it
+  -- (core.set_reader gives each field's slot layout): one `k == "name"`
+  -- test per field, which the JIT folds away for a constant key, and the
+  -- load or store. A store is made only of a value the C __newindex would
+  -- store unchanged (an integer in the field's range, a number, a boolean,
+  -- an open enum's number, 64-bit: an integral number within 2^53 or
+  -- int64_t / uint64_t cdata), with the presence bit or oneof case set as
+  -- pc_Message_Set sets them; anything else, and every other field, goes
+  -- to the C metamethod by a tail call, so its errors name the caller's
+  -- line. Past CHAIN fields the rest are found through a table.
   if compat.luajit then
     local ffi = require "ffi"
-    local cast, charp, charpp = ffi.cast, ffi.typeof("char *"), ffi.typeof("char **")
-    local ptr = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), false, ffi.typeof("double *"),
-                  ffi.typeof("float *"), ffi.typeof("uint8_t *") }
-    -- One reader per field: a standalone message's slots are its own
-    -- memory; a view holds the pc_Message pointer.
-    local function reader(kind, off, view)
-      local p = ptr[kind]
-      if kind == 6 then
-        if view then return function(m) return cast(p, cast(charpp, m)[0] + off)[0] ~= 0 end end
-        return function(m) return cast(p, cast(charp, m) + off)[0] ~= 0 end
-      end
-      if view then return function(m) return cast(p, cast(charpp, m)[0] + off)[0] end end
-      return function(m) return cast(p, cast(charp, m) + off)[0] end
+    local bit = require "bit"
+    local CHAIN = 40
+    local env = {
+      cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
+      bor = bit.bor, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
+      i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"),
+      P = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), ffi.typeof("int64_t *"),
+            ffi.typeof("double *"), ffi.typeof("float *"), ffi.typeof("uint8_t *"),
+            ffi.typeof("int32_t *") },
+    }
+    local ctype_of = { "P[1]", "P[2]", "P[3]", "P[4]", "P[5]", "P[6]", "P[7]" }
+    -- The test a value must pass to be stored by write kind (v is the value).
+    local accepts = {
+      "type(v) == 'number' and v >= 0 and v <= 4294967295 and floor(v) == v",
+      "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
+      "(type(v) == 'number' and v >= -9007199254740992 and v <= 9007199254740992 and floor(v) == v)"
+        .. " or istype(i64, v) or istype(u64, v)",
+      "type(v) == 'number'",
+      "type(v) == 'number'",
+      "v == true or v == false",
+      "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
+    }
+
+    local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
+
+    local function read_code(f, view)
+      local load = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)
+      if f.read == 6 then load = load .. " ~= 0" end
+      return "return " .. load
     end
-    local function install_reads(mt, reads, view)
-      local readers, c_index = {}, mt.__index
-      for name, code in pairs(reads) do
-        local kind = code % 8
-        readers[name] = reader(kind, (code - kind) / 8, view)
+
+    local function write_code(f, view)
+      local out = { "if " .. accepts[f.write] .. " then", "local b = " .. base(view) }
+      if f.hasbit >= 0 then
+        local byte = 8 + (f.hasbit - f.hasbit % 8) / 8
+        out[#out + 1] = string.format("local h = cast(P[6], b + %d) h[0] = bor(h[0], %d)", byte,
+                                      bit.lshift(1, f.hasbit % 8))
       end
-      mt.__index = function(m, k)
-        local r = readers[k]
-        if r then return r(m) end
-        return c_index(m, k)
+      if f.case_offset ~= 0 then
+        out[#out + 1] = string.format("fill(b + %d, %d) cast(P[1], b + %d)[0] = %d", f.offset, f.widest,
+                                      f.case_offset, f.number)
+      end
+      local value = f.write == 6 and "(v and 1 or 0)" or "v"
+      out[#out + 1] = string.format("cast(%s, b + %d)[0] = %s return end", ctype_of[f.write], f.offset,
+                                    value)
+      return table.concat(out, " ")
+    end
+
+    -- The source of the __index (what = "read") or __newindex ("write")
+    -- of one instance metatable.
+    local function source(fields, what, view)
+      local code = what == "read" and read_code or write_code
+      local out = { "local c_meta, rest = ...",
+                    what == "read" and "return function(m, k)" or "return function(m, k, v)" }
+      local n = 0
+      for _, f in ipairs(fields) do
+        if f[what] ~= 0 then
+          n = n + 1
+          if n <= CHAIN then
+            out[#out + 1] = string.format("if k == %q then %s end", f.name, code(f, view))
+          end
+        end
+      end
+      if n > CHAIN then
+        out[#out + 1] = what == "read" and "local r = rest[k] if r then return r(m) end"
+                                        or "local w = rest[k] if w then return w(m, v, k) end"
+      end
+      out[#out + 1] = what == "read" and "return c_meta(m, k) end" or "return c_meta(m, k, v) end"
+      return table.concat(out, "\n")
+    end
+
+    -- One function per field beyond CHAIN: function(m) (read) or
+    -- function(m, v, k) (write; k for the C fallback).
+    local function rest_of(fields, what, view, c_meta)
+      local code, rest, n = what == "read" and read_code or write_code, {}, 0
+      for _, f in ipairs(fields) do
+        if f[what] ~= 0 then
+          n = n + 1
+          if n > CHAIN then
+            local args = what == "read" and "local c_meta = ... return function(m) "
+                                         or "local c_meta = ... return function(m, v, k) "
+            local tail = what == "read" and " end" or " return c_meta(m, k, v) end"
+            rest[f.name] = assert(load(args .. code(f, view) .. tail, "=protocall.ffi", "t", env))(c_meta)
+          end
+        end
+      end
+      return rest
+    end
+
+    local function install(mt, fields, view)
+      for what, key in pairs { read = "__index", write = "__newindex" } do
+        local c_meta = mt[key]
+        local chunk = assert(load(source(fields, what, view), "=protocall.ffi", "t", env))
+        mt[key] = chunk(c_meta, rest_of(fields, what, view, c_meta))
       end
     end
-    core.set_reader(function(standalone_mt, view_mt, reads)
-      install_reads(standalone_mt, reads, false)
-      install_reads(view_mt, reads, true)
+    core.set_reader(function(standalone_mt, view_mt, fields)
+      install(standalone_mt, fields, false)
+      install(view_mt, fields, true)
     end)
   end
 

@@ -1,0 +1,212 @@
+-- protocall under LuaJIT against Lua 5.4 and against lua-protobuf under
+-- LuaJIT, in one run:
+--   make build build-luajit && LUA_CPATH='build/luajit/?.so;;' luajit bench/luajit/runtime_bench.lua [--quick]
+-- (`make bench` runs it). Rows:
+--   * the memory of one {uint32 x = 1; uint32 y = 2; uint32 z = 3}
+--     message, everything counted: collectgarbage("count") before and
+--     after making N of them (held in a table made beforehand), over N;
+--   * construct (T{...}) + encode + decode of that message under LuaJIT,
+--     under Lua 5.4 (the same loop in a lua5.4 child process loading
+--     build/release's module: `lua5.4 bench/luajit/runtime_bench.lua
+--     --child-cycle`) and with lua-protobuf under LuaJIT;
+--   * decode of otlp_traces.bin and reading every field, against
+--     lua-protobuf's decode and the same walk.
+-- lua-protobuf is built by this bench from ../shared/peers/lua-protobuf
+-- into build/bench-luajit (never into the product); the corpus is
+-- ../shared/corpus, as bench/codec_bench.lua finds it. Either missing: its
+-- rows are skipped, saying so.
+local H = require "bench.harness"
+local pc = require "protocall"
+
+local quick = false
+local child = false
+for _, a in ipairs(arg or {}) do
+  if a == "--quick" then quick = true end
+  if a == "--child-cycle" then child = true end
+end
+
+local Point = pc.message("bench.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 }, { "z", "uint32", 3 } })
+
+-- construct + encode + decode, the same code on both runtimes.
+local function cycle(n)
+  local encode, decode = pc.encode, pc.decode
+  for i = 1, n do
+    local m = Point { x = i, y = i + 1, z = i + 2 }
+    local d = decode(Point, encode(m))
+    if d.z ~= i + 2 then error("bad round trip") end
+  end
+end
+
+if child then -- the Lua 5.4 process: prints ns per cycle
+  io.write(string.format("%.3f\n", (H.measure(cycle, quick))))
+  return
+end
+assert(rawget(_G, "jit"), "bench/luajit/runtime_bench.lua runs under luajit")
+
+local function sh(cmd)
+  local status = os.execute(cmd)
+  if status ~= 0 and status ~= true then error("bench: command failed: " .. cmd) end
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"), path)
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local OUT = "build/bench-luajit"
+local CORPUS = "../shared/corpus"
+local OTLP = CORPUS .. "/payloads/opentelemetry/otlp_traces.bin"
+local OTEL = CORPUS .. "/protos/opentelemetry"
+local OTLP_TYPE = "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest"
+local PEER_SRC = "../shared/peers/lua-protobuf"
+local have_corpus, have_peer = exists(OTLP), exists(PEER_SRC .. "/pb.c")
+
+sh("mkdir -p " .. OUT)
+-- One descriptor set for both libraries: bench.Point, and the OTLP types
+-- when the corpus is there.
+if have_corpus then
+  sh(("protoc -I bench/codec -I %s --include_imports -o %s/set.pb point.proto "
+      .. "opentelemetry/proto/collector/trace/v1/trace_service.proto"):format(OTEL, OUT))
+else
+  sh(("protoc -I bench/codec -o %s/set.pb point.proto"):format(OUT))
+end
+local pool = pc.pool()
+assert(pool:load_descriptor_set(read(OUT .. "/set.pb")))
+
+local pb
+if have_peer then
+  sh(("gcc -O2 -shared -fPIC -I/usr/include/luajit-2.1 %s/pb.c -o %s/pb.so"):format(PEER_SRC, OUT))
+  package.cpath = OUT .. "/?.so;" .. package.cpath
+  pb = require "pb"
+  assert(pb.load(read(OUT .. "/set.pb")), "lua-protobuf: cannot load the descriptor set")
+  pb.option "enum_as_value"
+else
+  print(("\nruntime_bench: lua-protobuf not found at %s; its rows are skipped"):format(PEER_SRC))
+end
+
+local function measure(fn) return (H.measure(fn, quick)) end
+
+-- Memory of one instance: N made into a table that exists beforehand.
+local function per_instance(make)
+  local N = 100000
+  local keep = {}
+  for i = 1, N do keep[i] = false end
+  collectgarbage()
+  collectgarbage()
+  local before = collectgarbage("count")
+  for i = 1, N do keep[i] = make(i) end
+  collectgarbage()
+  collectgarbage()
+  local bytes = (collectgarbage("count") - before) * 1024 / N
+  assert(#keep == N)
+  return bytes
+end
+
+local rows = {}
+local function row(name, value, unit, goal, ok)
+  rows[#rows + 1] = { name = name, value = value, unit = unit, goal = goal, ok = ok }
+end
+
+local point_bytes = per_instance(function(i) return Point { x = i, y = i, z = i } end)
+row("bench.Point message, all memory", point_bytes, "B", "<= 32 B", point_bytes <= 32)
+row("plain table {x=, y=, z=} (for scale)", per_instance(function(i) return { x = i, y = i, z = i } end), "B")
+
+local jit_ns = measure(cycle)
+row("construct+encode+decode, LuaJIT", jit_ns, "ns")
+local p = io.popen("LUA_CPATH='build/release/?.so' lua5.4 bench/luajit/runtime_bench.lua --child-cycle"
+                   .. (quick and " --quick" or ""))
+local lua54_ns = tonumber(p:read("*a"))
+p:close()
+if lua54_ns then
+  row("construct+encode+decode, Lua 5.4 (lua5.4 child)", lua54_ns, "ns")
+  row("LuaJIT / Lua 5.4", jit_ns / lua54_ns, "x", "<= 0.5x (2x faster)", jit_ns / lua54_ns <= 0.5)
+else
+  print("\nruntime_bench: the lua5.4 child (build/release's module) failed; its row is skipped")
+end
+if pb then
+  local encode, decode = pb.encode, pb.decode
+  local peer_ns = measure(function(n)
+    for i = 1, n do
+      local d = decode("bench.Point", encode("bench.Point", { x = i, y = i + 1, z = i + 2 }))
+      if d.z ~= i + 2 then error("bad round trip") end
+    end
+  end)
+  row("construct+encode+decode, lua-protobuf LuaJIT", peer_ns, "ns")
+  row("protocall / lua-protobuf (LuaJIT)", jit_ns / peer_ns, "x", "<= 0.5x", jit_ns / peer_ns <= 0.5)
+end
+
+-- decode + read every field: one reading plan per type (the fields in
+-- declaration order, with how to walk each), the same for both libraries.
+if have_corpus then
+  local T = assert(pool:type(OTLP_TYPE))
+  local bytes = read(OTLP)
+  local plans = {}
+  local function plan_of(U)
+    if plans[U] then return plans[U] end
+    local plan = {}
+    plans[U] = plan
+    for _, f in ipairs(pool:fields(U)) do
+      local e = { name = f.name, kind = "scalar" }
+      local map_value = f.type:match("^map<[^,]+,%s*(.-)>$")
+      if map_value then
+        local V = pool:type(map_value)
+        e.kind = type(V) == "userdata" and "mapmsg" or "map"
+        if e.kind == "mapmsg" then e.sub = plan_of(V) end
+      elseif f.type == "message" or f.type == "group" then
+        e.kind = f.label == "repeated" and "repmsg" or "msg"
+        e.sub = plan_of(assert(pool:type(f.type_name)))
+      elseif f.label == "repeated" then
+        e.kind = "rep"
+      end
+      plan[#plan + 1] = e
+    end
+    return plan
+  end
+  local pairs_of = pc.pairs
+  local function walk(plan, m)
+    for i = 1, #plan do
+      local e = plan[i]
+      local v = m[e.name]
+      if v ~= nil then
+        local k = e.kind
+        if k == "msg" then
+          walk(e.sub, v)
+        elseif k == "rep" then
+          for j = 1, #v do local _ = v[j] end
+        elseif k == "repmsg" then
+          for j = 1, #v do walk(e.sub, v[j]) end
+        elseif k == "map" then
+          for _ in pairs_of(v) do end
+        elseif k == "mapmsg" then
+          for _, x in pairs_of(v) do walk(e.sub, x) end
+        end
+      end
+    end
+  end
+  local plan = plan_of(T)
+  local decode = pc.decode
+  local ours = measure(function(n) for _ = 1, n do walk(plan, decode(T, bytes)) end end)
+  row("otlp_traces decode+read, protocall LuaJIT", ours / 1e3, "us")
+  local opts = { table = true }
+  local tables = measure(function(n) for _ = 1, n do walk(plan, decode(T, bytes, opts)) end end)
+  row("otlp_traces decode{table}+read, protocall LuaJIT", tables / 1e3, "us")
+  if pb then
+    local pdecode = pb.decode
+    local peer = measure(function(n) for _ = 1, n do walk(plan, pdecode(OTLP_TYPE, bytes)) end end)
+    row("otlp_traces decode+read, lua-protobuf LuaJIT", peer / 1e3, "us")
+    row("decode+read / lua-protobuf", ours / peer, "x", "<= 0.5x", ours / peer <= 0.5)
+    row("decode{table}+read / lua-protobuf", tables / peer, "x", "<= 0.5x", tables / peer <= 0.5)
+  end
+else
+  print(("\nruntime_bench: corpus not found at %s; the otlp_traces rows are skipped"):format(CORPUS))
+end
+
+H.report("LuaJIT: memory, construct+encode+decode against Lua 5.4 and lua-protobuf, otlp_traces", rows)

@@ -1,0 +1,135 @@
+-- LuaJIT's FFI field access (lua/protocall/message.lua, README "LuaJIT"):
+-- the generated __index and __newindex must read and store exactly what
+-- the C metamethods behind them do, presence bits and oneof cases
+-- included, and hand every value they do not store to C (whose errors
+-- name the caller's line). Each write is made through the FFI on one
+-- message and through the C __newindex on another; the two must encode
+-- alike and read alike.
+local pc = require "protocall"
+local R = require "runtime"
+
+local pool = pc.pool()
+pool:enum("f.Open", { ZERO = 0, ONE = 1 })
+pool:enum("f.Closed", { A = 1, B = 2 }, { syntax = "proto2" })
+local Fields = { { "u32", "uint32", 1 }, { "i32", "int32", 2 }, { "s32", "sint32", 3 },
+                 { "fx32", "fixed32", 4 }, { "sf32", "sfixed32", 5 }, { "d", "double", 6 },
+                 { "f", "float", 7 }, { "b", "bool", 8 }, { "i64", "int64", 9 },
+                 { "u64", "uint64", 10 }, { "s64", "sint64", 11 }, { "fx64", "fixed64", 12 },
+                 { "sf64", "sfixed64", 13 }, { "e", "f.Open", 14 },
+                 { "oi", "int32", 15, oneof = "o" }, { "od", "double", 16, oneof = "o" },
+                 { "os", "string", 17, oneof = "o" }, { "ob", "bool", 18, oneof = "o" },
+                 { "opt", "int32", 19, optional = true }, { "optb", "bool", 20, optional = true } }
+local M3 = pool:message("f.M3", Fields)
+local M2 = pool:message("f.M2", {
+  { "i", "int32", 1 }, { "c", "f.Closed", 2 }, { "u", "uint64", 3 }, { "d", "double", 4, default = 1.5 },
+}, { syntax = "proto2" })
+local fields = {}
+for i = 1, 60 do fields[i] = { "x" .. i, "int32", i } end
+local Wide = pool:message("f.Wide", fields) -- more fields than the generated test chain holds
+
+local function c_meta(m, key)
+  local fn = debug.getmetatable(m)[key]
+  for u = 1, math.huge do
+    local name, v = debug.getupvalue(fn, u)
+    if name == nil then return nil end
+    if name == "c_meta" then return v end
+  end
+end
+
+-- Writes v to field k of a fresh T (or of 'base' copies) through the FFI
+-- and through C; both must succeed or fail alike.
+local function same_write(T, k, v, before)
+  local a, b = T(before or {}), T(before or {})
+  local ok1, err1 = pcall(function() a[k] = v end)
+  local ok2, err2 = pcall(c_meta(b, "__newindex"), b, k, v)
+  assert.are.equal(ok2, ok1, k .. " = " .. tostring(v) .. ": " .. tostring(err1 or err2))
+  if not ok1 then
+    assert.matches("ffi_spec%.lua:%d+: ", err1) -- the caller's line
+    assert.are.equal(err2:gsub("^[^:]*:%d+: ", ""), (err1:gsub("^[^:]*:%d+: ", "")))
+  end
+  assert.are.equal(pc.encode(b), pc.encode(a), k .. " = " .. tostring(v))
+  if not ok1 then
+    return a
+  elseif b[k] ~= b[k] then
+    assert.is_true(a[k] ~= a[k], k .. " reads NaN") -- NaN
+  else
+    assert.are.equal(b[k], a[k])
+  end
+  return a
+end
+
+if not R.luajit then
+  describe("the FFI field access", function()
+    pending("runs under LuaJIT only (Lua 5.4 has no FFI)")
+  end)
+  return
+end
+
+local ffi = require "ffi"
+
+describe("the FFI field access", function()
+  it("is installed in front of the C metamethods", function()
+    for _, m in ipairs { M3(), pc.decode(M3, pc.encode(M3 { u32 = 1 })) } do
+      assert.is_function(c_meta(m, "__index"))
+      assert.is_function(c_meta(m, "__newindex"))
+    end
+  end)
+
+  it("stores what the C __newindex stores, and refuses what it refuses", function()
+    local values = { 0, 1, -1, 1.5, 2 ^ 31, -2 ^ 31, 2 ^ 31 - 1, -2 ^ 31 - 1, 2 ^ 32 - 1, 2 ^ 32, 2 ^ 53,
+                     2 ^ 53 + 2, -2 ^ 53, 1 / 0, -1 / 0, 0 / 0, 0.1, true, false, "1", "ONE", "x", {},
+                     ffi.new("int64_t", -5), ffi.new("uint64_t", 7), ffi.new("int32_t", 3) }
+    for _, f in ipairs(Fields) do
+      for _, v in ipairs(values) do same_write(M3, f[1], v) end
+    end
+    for _, k in ipairs { "i", "c", "u", "d" } do
+      for _, v in ipairs(values) do same_write(M2, k, v) end
+      for v = 0, 3 do same_write(M2, k, v) end
+    end
+    same_write(M3, "nope", 1)
+    same_write(M3, 1, 1)
+  end)
+
+  it("sets presence bits and oneof cases as the C path does", function()
+    local m = same_write(M3, "opt", 0)
+    assert.is_true(pc.has(m, "opt"))
+    m = same_write(M3, "optb", false)
+    assert.is_true(pc.has(m, "optb"))
+    m = same_write(M2, "i", 0)
+    assert.is_true(pc.has(m, "i"))
+    m = same_write(M3, "oi", 5, { os = "a string" })
+    assert.are.equal("oi", pc.which_oneof(m, "o"))
+    assert.are.equal("", m.os)
+    m = same_write(M3, "od", 2.5, { oi = -1 })
+    assert.are.equal("od", pc.which_oneof(m, "o"))
+    assert.are.equal(0, m.oi)
+    m = same_write(M3, "ob", true, { od = 2.5 })
+    assert.are.equal("ob", pc.which_oneof(m, "o"))
+    m.oi = 7
+    assert.is_false(m.ob)
+    assert.are.equal(7, m.oi)
+    m.oi = nil -- clearing goes through C
+    assert.is_nil(pc.which_oneof(m, "o"))
+  end)
+
+  it("writes decoded views and reads back through the FFI", function()
+    local v = pc.decode(M3, pc.encode(M3 { u32 = 1, d = 2 }))
+    v.u32, v.d, v.b, v.e, v.i64, v.oi = 4294967295, -0.5, true, 1, -3, 9
+    assert.are.equal(4294967295, v.u32)
+    assert.are.equal(-0.5, v.d)
+    assert.is_true(v.b)
+    assert.are.equal(1, v.e)
+    assert.are.equal(R.int("-3"), v.i64)
+    assert.are.equal(9, v.oi)
+    assert.are.equal(M3 { u32 = 4294967295, d = -0.5, b = true, e = 1, i64 = -3, oi = 9 }, v)
+  end)
+
+  it("covers types with more fields than the generated chain", function()
+    local m = Wide()
+    for i = 1, 60 do m["x" .. i] = i end
+    for i = 1, 60 do assert.are.equal(i, m["x" .. i]) end
+    same_write(Wide, "x60", 2 ^ 31)
+    same_write(Wide, "x60", -7)
+    same_write(Wide, "x1", 1.5)
+  end)
+end)

@@ -196,15 +196,20 @@ describe("nginx as the host (examples/nginx, protocall.resty)", function()
   end)
 
   it("measures calls/s through the shared connection and through one per request", function()
-    local rate = {}
-    for _, mode in ipairs { "shared", "request" } do
-      get_many(nginx, "/bench?mode=" .. mode, 100, 50) -- warm-up
-      local codes, seconds = get_many(nginx, "/bench?mode=" .. mode, 1000, 50)
-      assert.are.same({ ["200"] = 1000 }, codes)
-      rate[mode] = 1000 / seconds
+    local rates = { shared = {}, request = {} }
+    for _, mode in ipairs { "shared", "request" } do get_many(nginx, "/bench?mode=" .. mode, 100, 50) end -- warm-up
+    for _ = 1, 3 do -- the modes take turns, so a burst of load elsewhere hits both
+      for _, mode in ipairs { "shared", "request" } do
+        local codes, seconds = get_many(nginx, "/bench?mode=" .. mode, 1000, 50)
+        assert.are.same({ ["200"] = 1000 }, codes)
+        local r = rates[mode]
+        r[#r + 1] = 1000 / seconds
+      end
     end
-    print(("# nginx, one worker, 50 concurrent requests, one Echo each: %.0f calls/s through the "
-      .. "shared connection, %.0f calls/s with a connection per request"):format(rate.shared, rate.request))
+    for _, r in pairs(rates) do table.sort(r) end
+    print(("# nginx, one worker, 50 concurrent requests of one Echo each, median of 3 x 1000: %.0f calls/s "
+      .. "through the shared connection, %.0f with a connection per request (%.2fx)"):format(
+      rates.shared[2], rates.request[2], rates.shared[2] / rates.request[2]))
   end)
 
   it("a call in the log phase fails with the phase error", function()

@@ -9,7 +9,8 @@
     grpc_server.py client PORT SIZE SECONDS   (for bench/) python3-grpcio client calling
                                  test.Test/Echo with SIZE bytes for SECONDS; prints calls/s
 
-PORT 0 picks a free loopback port. The first line printed is "PORT PID".
+PORT 0 picks a free loopback port. The grpc and tls modes run calls on
+PC_SERVER_WORKERS threads (16 unless set; spec/nginx_spec.lua needs 50 at once). The first line printed is "PORT PID".
 Every server exits when its standard input reaches end of file (the spec
 holds the writing end: io.popen(cmd, "w")), so a spec that fails or dies
 cannot leave it running, and after PC_SERVER_LIFETIME seconds (120 unless set) in any case.
@@ -158,7 +159,7 @@ def serve_grpc(port, tls=None):
         "FailWith": grpc.unary_unary_rpc_method_handler(fail_with),
         "Peer": grpc.unary_unary_rpc_method_handler(peer),
     }
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=int(os.environ.get("PC_SERVER_WORKERS", "16"))),
                          options=[("grpc.max_send_message_length", 64 << 20),
                                   ("grpc.so_reuseport", 0)])
     faults = faults_handlers()

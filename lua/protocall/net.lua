@@ -692,6 +692,7 @@ local function with_role(dc, st, role, fn, ...)
   fn(dc, st, ...)
   st[role] = nil
   fire(dc.signal)
+  if dc.wake then dc.wake() end
 end
 
 -- New connections get a state; gone ones their socket closed.
@@ -752,7 +753,9 @@ function drive(dc, limit)
     -- with calls on several connections, short reads take turns on them
     return with_role(dc, dc.conns[id], "reader", do_read, busy > 1 and (t < SHARED_READ and t or SHARED_READ) or t)
   end
-  if not task_wait_signal(dc.signal, t) then dc.sleep(t < 0.005 and t or 0.005) end
+  if not task_wait_signal(dc.signal, t) then
+    if dc.wait then dc.wait(t) else dc.sleep(t < 0.005 and t or 0.005) end
+  end
   ch:host_tick()
 end
 
@@ -779,7 +782,7 @@ local function driven_channel(channel, driver, where, opts, sleep)
       alpn = { "h2" },
     },
     connect_timeout = opts.connect_timeout or 20,
-    conns = {}, signal = {}, sleep = sleep,
+    conns = {}, signal = {}, sleep = driver.sleep or sleep, wait = driver.wait, wake = driver.wake,
   }
   function dc.close_all()
     for id, st in pairs(dc.conns) do
@@ -1056,7 +1059,12 @@ function M.install(pc, core)
   -- `sock:sslhandshake(server_name, verify)` (optional; called for https
   -- targets, true or nil, err; the handshake must negotiate ALPN h2;
   -- without it the driver gives TLS itself when `o.tls`, or plaintext);
-  -- `sock:close()`. The methods may yield the running coroutine (pc.sleep
+  -- `sock:close()`; optional `driver.sleep(seconds)` (how a call outside
+  -- any pc.spawn task pauses between rounds; default the host's sleep) and
+  -- `driver.wait(seconds)` with `driver.wake()` (a call with nothing to
+  -- do waits until some call's driver method returned, at most `seconds`:
+  -- ngx.semaphore in lua/protocall/resty.lua).
+  -- The methods may yield the running coroutine (pc.sleep
   -- inside a pc.spawn task, a cosocket's own yield in its host), so tasks
   -- interleave; one call at a time reads and one writes a socket. A driver
   -- that fails, raises, or reports an error or "closed" ends the calls on

@@ -1,0 +1,389 @@
+--- OpenResty / nginx (lua-nginx-module) as the host of pc.grpc: a host I/O
+-- driver on ngx.socket.tcp cosockets, ngx.sleep and ngx.now, so gRPC calls
+-- made in rewrite_by_lua*, access_by_lua*, content_by_lua* and ngx.timer
+-- callbacks yield to nginx instead of blocking the worker (README
+-- "OpenResty / nginx"; examples/nginx/ is a configuration using it).
+--
+-- A cosocket belongs to the request (or timer) that created it, while an
+-- HTTP/2 connection is shared by every call of the worker. So by default
+-- each connection is owned by an ngx.timer: its two light threads, one
+-- reading ahead and one writing, move the bytes, and the requests hand
+-- them bytes and take what was read through queues and ngx.semaphore
+-- (the socket object net.lua drives is that hand-over, `Shared` below).
+-- `per_request = true` instead gives a transport whose connection is a
+-- cosocket of the calling request (one connection per request: open it,
+-- call, close it).
+--
+-- Usage (init_by_lua* loads the schemas and builds the clients once, in the
+-- master before the fork; every worker then has its own copy and opens its
+-- own connection at its first call):
+--   local pc, resty = require "protocall", require "protocall.resty"
+--   pc.load_file("route.proto")
+--   client = resty.client(pc, "demo.Router", {
+--     transport = resty.grpc(pc, "127.0.0.1:50051"), retry = pc.Retry{}, timeout = 5 })
+--   -- content_by_lua_block: ngx.say(client:Measure(route).length)
+local ngx = rawget(_G, "ngx")
+if type(ngx) ~= "table" or type(ngx.socket) ~= "table" then
+  error("protocall.resty: needs nginx with lua-nginx-module (OpenResty): there is no global 'ngx' here", 2)
+end
+local semaphore = require "ngx.semaphore"
+
+local setmetatable, type, error, pairs, ipairs, tostring = setmetatable, type, error, pairs, ipairs,
+  tostring
+local concat, floor = table.concat, math.floor
+local tcp, ngx_sleep, ngx_now, update_time, get_phase = ngx.socket.tcp, ngx.sleep, ngx.now,
+  ngx.update_time, ngx.get_phase
+local timer_at, spawn_thread, kill_thread = ngx.timer.at, ngx.thread.spawn, ngx.thread.kill
+local worker_exiting = ngx.worker.exiting
+
+local M = {}
+
+-- The phases where cosockets, ngx.sleep and ngx.semaphore waits work.
+local CALL_PHASES = {
+  rewrite = true, access = true, content = true, timer = true,
+  ssl_cert = true, ssl_session_fetch = true, ssl_client_hello = true,
+}
+
+local WHERE = "call from rewrite_by_lua*, access_by_lua*, content_by_lua* or an ngx.timer.at callback"
+local HINTS = {
+  init = "load schemas and build clients there; " .. WHERE,
+}
+
+--- `resty.check_phase()`: raises, unless the running nginx phase may make
+-- gRPC calls (rewrite, access, content, timer and the ssl_* handlers with
+-- cosockets), the error "protocall.resty: gRPC calls cannot run in the
+-- log phase (cosockets are disabled there; use ngx.timer.at ...)" as a
+-- pc.Error FAILED_PRECONDITION with `local = true` (never retried) when
+-- `pc` is given, else as a string. Every call through `resty.grpc`
+-- checks this first.
+function M.check_phase(pc)
+  local phase = get_phase()
+  if CALL_PHASES[phase] then return end
+  local msg = "protocall.resty: gRPC calls cannot run in the " .. tostring(phase) ..
+    " phase (cosockets are disabled there; " .. (HINTS[phase] or ("use ngx.timer.at, or " .. WHERE)) .. ")"
+  if pc then error(pc.Error { code = "FAILED_PRECONDITION", message = msg, ["local"] = true }, 0) end
+  error(msg, 2)
+end
+
+--- `resty.now()` -> seconds: nginx's clock (ngx.now after
+-- ngx.update_time, so a call sees the time of its own, not of the event
+-- loop's last wake-up). The clock of `resty.client`'s callables.
+function M.now()
+  update_time()
+  return ngx_now()
+end
+
+--- `resty.sleep(seconds)`: ngx.sleep, which yields the request to nginx
+-- (the worker goes on with other requests). The sleep of retry backoff in
+-- `resty.client` and of the channel between rounds.
+function M.sleep(seconds)
+  ngx_sleep(seconds > 0 and seconds or 0)
+end
+
+local function ms(seconds)
+  local v = floor(seconds * 1000 + 0.5)
+  return v > 0 and v or 1
+end
+
+-- Wakes every light thread waiting on semaphore `s` (none: nothing is
+-- kept for later, a waiter always looks at the state before it waits).
+local function wake(s)
+  local n = s:count()
+  if n < 0 then s:post(-n) end
+end
+
+---------------------------------------------------------------------------
+-- A connection owned by an ngx.timer
+
+local READ_MAX = 65536    -- bytes one receiveany asks for
+local IN_CAP = 1048576    -- bytes read ahead before the reader waits for them to be taken
+local OUT_CAP = 1048576   -- bytes queued for sending before a sender waits
+local POLL = 1            -- seconds the owner's threads wait before looking at the flags again
+local SEND_TIMEOUT = 60   -- seconds one send of the owner may take
+-- Seconds one read of the owner waits: nginx logs every read timeout, and
+-- the reader needs none (the writer, which wakes every POLL, kills it
+-- when the connection closes or the worker exits).
+local IDLE_READ = 3600
+
+-- The owner's reading thread: reads ahead into c.inq until closing.
+local function owner_reader(c)
+  local sock = c.sock
+  while not c.closing do
+    if worker_exiting() then
+      c.err = c.err or "nginx worker is exiting"
+      break
+    end
+    if c.inbytes >= IN_CAP then
+      c.drained:wait(POLL)
+    else
+      local data, err = sock:receiveany(READ_MAX)
+      if data then
+        c.inq[#c.inq + 1] = data
+        c.inbytes = c.inbytes + #data
+        wake(c.readable)
+      elseif err ~= "timeout" then
+        c.err = c.err or err
+        break
+      end
+    end
+  end
+  c.closing = true
+  wake(c.readable)
+  wake(c.writable)
+end
+
+-- The owner: connects (and TLS), then writes what the requests queue
+-- while its reader thread reads; closes the socket once closing.
+local function run_owner(premature, c)
+  if premature then
+    c.err, c.closing = "nginx worker is exiting", true
+    c.ready:post(1)
+    return
+  end
+  local sock = tcp()
+  sock:settimeouts(ms(c.timeout), SEND_TIMEOUT * 1000, IDLE_READ * 1000)
+  local ok, err = sock:connect(c.host, c.port)
+  if ok and c.tls then ok, err = sock:sslhandshake(nil, c.server_name, c.verify) end
+  if not ok or c.closing then
+    c.err, c.closing = c.err or err or "given up", true
+    sock:close()
+    c.ready:post(1)
+    return
+  end
+  c.sock = sock
+  c.ready:post(1)
+  local reader = spawn_thread(owner_reader, c)
+  while not c.closing do
+    if c.outbytes > 0 then
+      local data = concat(c.outq)
+      c.outq, c.outbytes = {}, 0
+      wake(c.sent)
+      local n, serr = sock:send(data)
+      if not n then
+        c.err = c.err or serr
+        break
+      end
+    else
+      c.writable:wait(POLL)
+      if worker_exiting() then c.err = c.err or "nginx worker is exiting" end
+      if c.err then break end
+    end
+  end
+  c.closing = true
+  kill_thread(reader)
+  sock:close()
+  wake(c.readable)
+  wake(c.sent)
+end
+
+-- The owner timer's function: run_owner, and should it raise, the
+-- connection ends with that error instead of leaving its calls waiting.
+local function owner(premature, c)
+  local ok, err = pcall(run_owner, premature, c)
+  if ok then return end
+  c.err, c.closing = c.err or ("the connection's ngx.timer failed: " .. tostring(err)), true
+  if c.sock then c.sock:close() end
+  c.ready:post(1)
+  wake(c.readable)
+  wake(c.sent)
+end
+
+-- The socket net.lua drives for a timer-owned connection: it hands bytes
+-- to the owner's writer and takes those its reader read.
+local Shared = {}
+Shared.__index = Shared
+
+-- Seconds (read: per receiveany; send: waiting for room in the queue).
+function Shared:settimeouts(_, send, read)
+  self.send_timeout, self.read_timeout = send, read
+  return true
+end
+
+function Shared:send(bytes)
+  local c = self.c
+  local limit = M.now() + self.send_timeout
+  while not c.closing and c.outbytes >= OUT_CAP do
+    local left = limit - M.now()
+    if left <= 0 then return nil, "timeout" end
+    c.sent:wait(left < POLL and left or POLL)
+  end
+  if c.closing then return nil, c.err or "closed" end
+  c.outq[#c.outq + 1] = bytes
+  c.outbytes = c.outbytes + #bytes
+  wake(c.writable)
+  return #bytes
+end
+
+function Shared:receiveany(max)
+  local c = self.c
+  local limit = M.now() + self.read_timeout
+  while true do
+    if c.inbytes > 0 then
+      local q = c.inq
+      local data = q[c.head]
+      if #data > max then
+        q[c.head] = data:sub(max + 1)
+        data = data:sub(1, max)
+      else
+        q[c.head] = nil
+        c.head = c.head + 1
+        if c.head > #q then c.inq, c.head = {}, 1 end
+      end
+      local full = c.inbytes >= IN_CAP
+      c.inbytes = c.inbytes - #data
+      if full then wake(c.drained) end
+      return data
+    end
+    if c.closing then return nil, c.err or "closed" end
+    local left = limit - M.now()
+    if left <= 0 then return nil, "timeout" end
+    c.readable:wait(left)
+  end
+end
+
+function Shared:close()
+  local c = self.c
+  c.closing = true
+  wake(c.writable)
+  return true
+end
+
+-- A connection through a new owner timer: the socket, or nil and why.
+local function shared_connect(host, port, o)
+  local c = {
+    host = host, port = port, timeout = o.timeout, tls = o.tls, server_name = o.server_name,
+    verify = not o.insecure, closing = false, head = 1, inq = {}, inbytes = 0, outq = {}, outbytes = 0,
+    ready = semaphore.new(), readable = semaphore.new(), writable = semaphore.new(),
+    sent = semaphore.new(), drained = semaphore.new(),
+  }
+  local ok, err = timer_at(0, owner, c)
+  if not ok then return nil, "cannot start the connection's ngx.timer: " .. tostring(err) end
+  local got = c.ready:wait(o.timeout + POLL)
+  if not got then
+    c.closing = true
+    return nil, "timed out after " .. o.timeout .. " s"
+  end
+  if c.err then return nil, c.err end
+  return setmetatable({ c = c, send_timeout = SEND_TIMEOUT, read_timeout = POLL }, Shared)
+end
+
+---------------------------------------------------------------------------
+-- A connection that is a cosocket of the calling request
+
+local Own = {}
+Own.__index = Own
+
+function Own:settimeouts(connect, send, read)
+  return self.sock:settimeouts(ms(connect), ms(send), ms(read))
+end
+
+function Own:send(bytes) return self.sock:send(bytes) end
+
+function Own:receiveany(max) return self.sock:receiveany(max) end
+
+function Own:close() return self.sock:close() end
+
+local function own_connect(host, port, o)
+  local sock = tcp()
+  sock:settimeouts(ms(o.timeout), SEND_TIMEOUT * 1000, POLL * 1000)
+  local ok, err = sock:connect(host, port)
+  if ok and o.tls then ok, err = sock:sslhandshake(nil, o.server_name, not o.insecure) end
+  if not ok then
+    sock:close()
+    return nil, err
+  end
+  return setmetatable({ sock = sock }, Own)
+end
+
+---------------------------------------------------------------------------
+-- Drivers and transports
+
+-- Waiting calls of the worker (net.lua's driver.wait / driver.wake): one
+-- semaphore per worker, made at the first wait (after the fork).
+local waiters
+
+local function driver_wait(seconds)
+  waiters = waiters or semaphore.new()
+  waiters:wait(seconds)
+end
+
+local function driver_wake()
+  if waiters then wake(waiters) end
+end
+
+--- `resty.driver{per_request = false}` -> a host I/O driver for pc.grpc's
+-- `driver` option (README "Host I/O drivers"): `connect(host, port, o)`
+-- opens the connection through an owner ngx.timer (the default: the
+-- connection serves every request of the worker) or, with `per_request =
+-- true`, as a cosocket of the calling request (the transport must then
+-- not outlive that request). TLS is the cosocket's sslhandshake with
+-- `o.server_name` and verification unless `o.insecure` (nginx's
+-- `lua_ssl_trusted_certificate` is the CA list; lua-nginx-module offers
+-- no ALPN, so a server insisting on ALPN h2 refuses it; `ca_file`,
+-- `cert_file` and `key_file` are not used). Its `sleep`, `wait` and
+-- `wake` let waiting calls yield to nginx. Raises on a bad option.
+function M.driver(opts)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "per_request" then error("protocall.resty.driver: unknown option '" .. tostring(k) .. "'", 2) end
+  end
+  return {
+    connect = opts.per_request and own_connect or shared_connect,
+    sleep = M.sleep, wait = driver_wait, wake = driver_wake,
+  }
+end
+
+local SHARED = M.driver()
+local PER_REQUEST = M.driver { per_request = true }
+
+local GUARDED = { "unary", "server_stream", "stream", "start_unary", "start_server_stream", "wait" }
+
+--- `resty.grpc(pc, target, opts)` -> a transport as `pc.grpc(target,
+-- opts)`'s (same targets and options, `driver` set to this module's)
+-- whose calls first check the phase (`resty.check_phase`, raising
+-- FAILED_PRECONDITION in log_by_lua* and the other phases without
+-- cosockets). Made in init_by_lua*, it is copied into every worker, each
+-- opening its own connection at its first call. `opts.per_request = true`
+-- makes the connection a cosocket of the calling request instead (make
+-- the transport in that request and `close()` it before it ends).
+-- Raises as pc.grpc does.
+function M.grpc(pc, target, opts)
+  if type(pc) ~= "table" or type(pc.grpc) ~= "function" then
+    error("bad argument #1 to 'grpc' (the protocall module expected)", 2)
+  end
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  local per_request = o.per_request
+  o.per_request = nil
+  if o.driver ~= nil then error("protocall.resty.grpc: option 'driver' is this module's own", 2) end
+  o.driver = per_request and PER_REQUEST or SHARED
+  local t = pc.grpc(target, o)
+  local g = { target = t.target, transport = t }
+  for _, name in ipairs(GUARDED) do
+    if t[name] then
+      g[name] = function(_, ...)
+        M.check_phase(pc)
+        return t[name](t, ...)
+      end
+    end
+  end
+  function g.close() return t:close() end
+  if t.set_load_balancing then
+    function g.set_load_balancing(_, ...) return t:set_load_balancing(...) end
+  end
+  return g
+end
+
+--- `resty.client(pc, service, opts)` -> `pc.client(service, opts)` with
+-- `sleep = resty.sleep` and `clock = resty.now` unless given, so retry
+-- backoff yields to nginx. `opts.transport` should be a `resty.grpc`
+-- transport (or any transport whose waits yield). Raises as pc.client.
+function M.client(pc, service, opts)
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  if o.sleep == nil then o.sleep = M.sleep end
+  if o.clock == nil then o.clock = M.now end
+  return pc.client(service, o)
+end
+
+return M

@@ -1,0 +1,249 @@
+-- nginx as the host: Debian's nginx with libnginx-mod-http-lua runs
+-- examples/nginx/nginx.conf (through examples/nginx/run.sh, a prefix under
+-- build/nginx/, one worker) whose locations call the python3-grpcio test
+-- server (spec/grpc_server.py grpc) through protocall.resty, the cosocket
+-- driver (lua/protocall/resty.lua), loading build/luajit/protocall.so into
+-- nginx's own LuaJIT. This spec only drives processes over HTTP (curl), so
+-- it runs the same under lua5.4 and luajit. Without nginx, the module or
+-- the LuaJIT build it is a visible pending test, a failure when env CI is
+-- set.
+local helper = require "grpc_helper"
+local R = require "runtime"
+local socket = require "socket"
+
+local NGINX = "/usr/sbin/nginx"
+local ROOT = R.capture("pwd"):gsub("\n$", "")
+local NEEDED = {
+  [NGINX] = "nginx (Debian's nginx-light)",
+  ["/usr/lib/nginx/modules/ngx_http_lua_module.so"] = "libnginx-mod-http-lua",
+  ["/usr/share/lua/5.1/resty/core.lua"] = "lua-resty-core",
+  [ROOT .. "/build/luajit/protocall.so"] = "the LuaJIT build (make build-luajit)",
+  ["/usr/bin/curl"] = "curl",
+}
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function missing()
+  local out = {}
+  for path, what in pairs(NEEDED) do
+    if not exists(path) then out[#out + 1] = what .. " (" .. path .. ")" end
+  end
+  table.sort(out)
+  return #out > 0 and table.concat(out, ", ") or nil
+end
+
+-- A free loopback port (bound and released; nginx binds it right after).
+local function free_port()
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return tonumber(port)
+end
+
+local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Starts nginx with examples/nginx/run.sh on a free port, calling
+-- `upstream`. It runs under a shell that stops it (SIGTERM, then waits)
+-- when its standard input, held here, closes: when the spec stops it or
+-- when this process ends, however it ends.
+local function start_nginx(upstream)
+  local port = free_port()
+  local prefix = ROOT .. "/build/nginx/spec-" .. port
+  local script = "PROTOCALL_UPSTREAM=" .. upstream .. " " .. shell_quote(ROOT .. "/examples/nginx/run.sh") ..
+    " " .. shell_quote(prefix) .. " " .. port .. " >" .. shell_quote(prefix .. ".out") ..
+    " 2>&1 & n=$!; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
+  os.execute("rm -rf " .. shell_quote(prefix) .. "; mkdir -p " .. shell_quote(ROOT .. "/build/nginx"))
+  local pipe = io.popen("exec sh -c " .. shell_quote(script), "w")
+  local n = { port = port, prefix = prefix, pipe = pipe, url = "http://127.0.0.1:" .. port }
+  for _ = 1, 200 do
+    local c = socket.connect("127.0.0.1", port)
+    if c then
+      c:close()
+      return n
+    end
+    os.execute("sleep 0.05")
+  end
+  local f = io.open(prefix .. ".out")
+  local out = f and f:read("*a") or ""
+  if f then f:close() end
+  pipe:close()
+  error("nginx did not start: " .. out)
+end
+
+-- Stops nginx (and waits for it) and removes its prefix.
+local function stop_nginx(n)
+  if n and n.pipe then
+    n.pipe:close()
+    n.pipe = nil
+    os.execute("rm -rf " .. shell_quote(n.prefix) .. " " .. shell_quote(n.prefix .. ".out"))
+  end
+end
+
+-- GET `path`: the HTTP status and the body (curl, at most `limit` s).
+local function get(n, path, limit)
+  local out = R.capture("curl -s -m " .. (limit or 20) .. " -w '\n%{http_code}' " .. shell_quote(n.url .. path))
+  local body, code = out:match("^(.*)\n(%d+)$")
+  return tonumber(code), body
+end
+
+-- `count` GETs of `path`, `parallel` at once (each on a connection of its
+-- own, at once: --parallel-immediate); the HTTP statuses counted by status
+-- and the seconds it took.
+local function get_many(n, path, count, parallel)
+  local cfg = os.tmpname()
+  local f = assert(io.open(cfg, "w"))
+  for _ = 1, count do f:write('url = "', n.url, path, '"\noutput = "/dev/null"\n') end
+  f:close()
+  local t0 = helper.now()
+  local out = R.capture("curl -s -Z --parallel-immediate --parallel-max " .. parallel ..
+    " -m 30 -w '%{http_code}\n' -K " .. cfg .. " 2>/dev/null")
+  local seconds = helper.now() - t0
+  os.remove(cfg)
+  local codes = {}
+  for code in out:gmatch("(%d+)\n") do codes[code] = (codes[code] or 0) + 1 end
+  return codes, seconds
+end
+
+local function error_log(n)
+  local f = io.open(n.prefix .. "/logs/error.log")
+  local s = f and f:read("*a") or ""
+  if f then f:close() end
+  return s
+end
+
+describe("protocall.resty outside nginx", function()
+  it("raises a clear error when there is no ngx", function()
+    local ok, err = pcall(require, "protocall.resty")
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("protocall.resty: needs nginx with lua-nginx-module (OpenResty)", 1, true), err)
+  end)
+end)
+
+local absent = missing()
+if absent then
+  describe("nginx as the host", function()
+    it("runs examples/nginx", function()
+      if os.getenv("CI") then error("missing (required when CI is set): " .. absent) end
+      pending("nginx spec skipped, missing: " .. absent)
+    end)
+  end)
+  return
+end
+
+describe("nginx as the host (examples/nginx, protocall.resty)", function()
+  local server, nginx
+  setup(function()
+    server = helper.spawn_command("env PC_SERVER_WORKERS=64 /usr/bin/python3 spec/grpc_server.py grpc 0",
+      "grpc_server.py grpc")
+    nginx = start_nginx("127.0.0.1:" .. server.port)
+  end)
+  teardown(function()
+    stop_nginx(nginx)
+    helper.stop(server)
+  end)
+
+  it("loads a protocall.so that links no Lua library (nginx's LuaJIT provides the C API)", function()
+    local out, ok = R.capture("ldd " .. shell_quote(ROOT .. "/build/luajit/protocall.so"))
+    assert.truthy(ok, out)
+    assert.falsy(out:find("libluajit", 1, true), out)
+    assert.falsy(out:find("liblua", 1, true), out)
+  end)
+
+  it("unary from content_by_lua", function()
+    local code, body = get(nginx, "/unary?text=hello")
+    assert.are.equal(200, code, body)
+    assert.are.equal("hello attempts=1\n", body)
+  end)
+
+  it("server streaming from rewrite_by_lua", function()
+    local code, body = get(nginx, "/stream?count=5")
+    assert.are.equal(200, code, body)
+    assert.are.equal("reply 1\nreply 2\nreply 3\nreply 4\nreply 5\n", body)
+  end)
+
+  it("bidirectional streaming", function()
+    local code, body = get(nginx, "/chat?words=a,bb,ccc")
+    assert.are.equal(200, code, body)
+    assert.are.equal("a 1\nbb 2\nccc 3\n", body)
+  end)
+
+  it("a call from an ngx.timer callback", function()
+    local code, body = get(nginx, "/timer?text=tick")
+    assert.are.equal(200, code, body)
+    assert.are.equal("timer: tick\n", body)
+  end)
+
+  it("the retry policy rides out a server failing UNAVAILABLE twice", function()
+    local code, body = get(nginx, "/retry?id=nginx-retry-" .. nginx.port .. "&failures=2")
+    assert.are.equal(200, code, body)
+    assert.are.equal("ok after 2 attempts=3\n", body)
+  end)
+
+  it("50 concurrent slow calls take about the time of one (the worker does not block)", function()
+    local t0 = helper.now()
+    local code, body = get(nginx, "/sleep?seconds=0.5")
+    local one = helper.now() - t0
+    assert.are.equal(200, code, body)
+    assert.are.equal("slept\n", body)
+    local codes, all = get_many(nginx, "/sleep?seconds=0.5", 50, 50)
+    assert.are.same({ ["200"] = 50 }, codes)
+    -- served one after another they would take 50 x 0.5 s
+    assert.is_true(all < 5 * one, ("50 calls took %.2f s, one %.2f s"):format(all, one))
+  end)
+
+  it("measures calls/s through the shared connection and through one per request", function()
+    local rates = { shared = {}, request = {} }
+    for _, mode in ipairs { "shared", "request" } do get_many(nginx, "/bench?mode=" .. mode, 100, 50) end -- warm-up
+    for _ = 1, 3 do -- the modes take turns, so a burst of load elsewhere hits both
+      for _, mode in ipairs { "shared", "request" } do
+        local codes, seconds = get_many(nginx, "/bench?mode=" .. mode, 1000, 50)
+        assert.are.same({ ["200"] = 1000 }, codes)
+        local r = rates[mode]
+        r[#r + 1] = 1000 / seconds
+      end
+    end
+    for _, r in pairs(rates) do table.sort(r) end
+    print(("# nginx, one worker, 50 concurrent requests of one Echo each, median of 3 x 1000: %.0f calls/s "
+      .. "through the shared connection, %.0f with a connection per request (%.2fx)"):format(
+      rates.shared[2], rates.request[2], rates.shared[2] / rates.request[2]))
+  end)
+
+  it("a call in the log phase fails with the phase error", function()
+    local code, body = get(nginx, "/log")
+    assert.are.equal(200, code, body)
+    local log
+    for _ = 1, 100 do
+      log = error_log(nginx)
+      if log:find("protocall log phase", 1, true) then break end
+      os.execute("sleep 0.02")
+    end
+    assert.truthy(log:find("protocall log phase: FAILED_PRECONDITION: protocall.resty: gRPC calls cannot run in the "
+      .. "log phase (cosockets are disabled there", 1, true), log)
+  end)
+
+  it("a killed upstream gives a mapped status (503 UNAVAILABLE), not a hung request", function()
+    local out = os.tmpname()
+    -- a call in flight when the server dies, and one after
+    local pending_call = io.popen("curl -s -m 20 -w '\n%{http_code}' " .. shell_quote(nginx.url .. "/sleep?seconds=5")
+      .. " > " .. out)
+    os.execute("sleep 0.5")
+    helper.stop(server)
+    local t0 = helper.now()
+    pending_call:close()
+    local f = io.open(out)
+    local text = f:read("*a")
+    f:close()
+    os.remove(out)
+    local body, code = text:match("^(.*)\n(%d+)$")
+    assert.are.equal("503", code, text)
+    assert.truthy(body:find("^UNAVAILABLE: "), body)
+    local code2, body2 = get(nginx, "/unary?text=after")
+    assert.are.equal(503, code2, body2)
+    assert.truthy(body2:find("^UNAVAILABLE: .*connect to 127.0.0.1:" .. server.port), body2)
+    assert.is_true(helper.now() - t0 < 15, "the failures took " .. (helper.now() - t0) .. " s")
+  end)
+end)

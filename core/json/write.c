@@ -278,7 +278,8 @@ static int write_map(W *w, const pc_FieldDef *f, const pc_Map *map, const pc_Jso
   if (n > 1) {
     pc_Arena *a = scratch_of(w);
     if (a == NULL) return 0;
-    sorted = n <= SIZE_MAX / sizeof *sorted ? pc_Arena_Malloc(a, n * sizeof *sorted) : NULL;
+    size_t each = sizeof(const pc_MapEntry *);
+    sorted = n <= SIZE_MAX / each ? pc_Arena_Malloc(a, n * each) : NULL;
     if (sorted == NULL) {
       w->status = kPc_JsonStatus_OutOfMemory;
       pc_Error_Set(w->err, "not enough memory");

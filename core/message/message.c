@@ -392,7 +392,7 @@ void pc_Map_SortEntries(const pc_Map *map, pc_FieldType ktype, const pc_MapEntry
   default: cmp = key_cmp_u64; break;
   }
   for (size_t i = 0; i < map->size; i++) out[i] = &map->entries[i];
-  if (map->size > 1) qsort(out, map->size, sizeof *out, cmp);
+  if (map->size > 1) qsort((void *)out, map->size, sizeof(const pc_MapEntry *), cmp);
 }
 
 pc_Map *pc_Message_MutableMap(pc_Message *msg, const pc_FieldDef *f, pc_Arena *a) {

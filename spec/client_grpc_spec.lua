@@ -122,7 +122,9 @@ describe("pc.client over pc.grpc", function()
     it("succeeds after retries when the server is killed between calls and restarted", function()
       local s1 = spawn("grpc")
       local port = s1.port
-      local tr = pc.grpc(s1.url)
+      -- wait_for_ready: each attempt waits for the next connection attempt
+      -- (without it, attempts within the reconnection backoff fail at once)
+      local tr = pc.grpc(s1.url, { wait_for_ready = true })
       local s = spy(tr)
       local restarted
       local retry = RETRY:with_predicate(function(e)

@@ -26,8 +26,8 @@ end
 describe("reconnection backoff", function()
   it("spaces connection attempts by the backoff, growing to its maximum", function()
     local port = refusing_port()
-    local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 0.1, multiplier = 2, jitter = 0,
-      maximum = 0.4 } })
+    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 0.1,
+      multiplier = 2, jitter = 0, maximum = 0.4 } })
     local ends = {}
     for i = 1, 6 do
       local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
@@ -47,9 +47,31 @@ describe("reconnection backoff", function()
     end
   end)
 
-  it("fails a call at once when the next attempt comes after its deadline", function()
+  it("fails a call at once during the backoff unless the transport has wait_for_ready", function()
     local port = refusing_port()
     local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 5, jitter = 0 } })
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
+    assert.are.equal("connect to 127.0.0.1:" .. port .. ": Connection refused", err.message)
+    -- gRPC's fail-fast: the next call fails without waiting the 5 s for the next attempt
+    err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.matches("^connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: the next attempt in [%d.]+ s; a transport with wait_for_ready waits for it%)$",
+      err.message)
+    -- so a retry policy's own backoff paces the attempts, each failing at once
+    pc.load_file("spec/fixtures/protos/grpc/faults.proto", { import_paths = { "spec/fixtures/protos" } })
+    local stub = pc.client("faults.Faults", { transport = t, timeout = 10,
+      retry = pc.Retry { initial = 0.01, maximum = 0.02, max_attempts = 4 } })
+    local ok, e = pcall(stub.Echo, stub, { text = "x" })
+    assert.is_false(ok)
+    assert.are.equal(4, e.attempts, tostring(e))
+    assert.are.equal("UNAVAILABLE", e.cause.code)
+    assert.matches("reconnection backoff: the next attempt in", e.cause.message, 1, true)
+    t:close()
+  end)
+
+  it("fails a wait_for_ready call at once when the next attempt comes after its deadline", function()
+    local port = refusing_port()
+    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 5, jitter = 0 } })
     failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
     local t0 = now()
     local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
@@ -75,7 +97,7 @@ describe("reconnection backoff", function()
     local s = helper.spawn("grpc")
     local port = s.port
     helper.stop(s)
-    local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 1.5, jitter = 0 } })
+    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 1.5, jitter = 0 } })
     failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
     local t0 = now()
     s = helper.spawn("grpc", port)

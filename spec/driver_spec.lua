@@ -185,7 +185,7 @@ describe("pc.grpc with a host driver", function()
     it("a failed connect backs off, then reconnects", function()
       local fail = true
       local D = sdriver.new(pc, { connect = function() if fail then return nil, "refused" end end })
-      local t = pc.grpc(server.url, { driver = D, reconnect = { initial = 0.1, jitter = 0 } })
+      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } })
       assert.are.equal("UNAVAILABLE", failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 }).code)
       fail = false
       local t0 = now()

@@ -281,7 +281,9 @@ describe("pc.grpc", function()
 
     it("recovers on the same transport when the server is killed and restarted", function()
       local s = spawn("grpc")
-      local tr = pc.grpc(s.url)
+      -- wait_for_ready: the call after the refused one waits out the
+      -- reconnection backoff instead of failing at once
+      local tr = pc.grpc(s.url, { wait_for_ready = true })
       assert.are.equal("one", tr:unary("/test.Test/Echo", "one"))
       local port = s.port
       stop(s)

@@ -210,7 +210,7 @@ describe("service_config matching", function()
     assert.are.equal(7, timeouts(only_shout, "sc.Echo", "Say", { timeout = 7 }))
   end)
 
-  it("accepts waitForReady (transports connect within the call's deadline either way)", function()
+  it("accepts waitForReady (wait-for-ready is the transport's option, pc.grpc{wait_for_ready=})", function()
     assert.are.equal(5, timeouts({ methodConfig = { { name = { {} }, timeout = "5s", waitForReady = true } } },
       "sc.Echo", "Say"))
   end)

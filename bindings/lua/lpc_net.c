@@ -70,6 +70,8 @@ static double opt_seconds(lua_State *L, int t, const char *k) {
  *                           connect_timeout = seconds (0 or nil: none),
  *                           host_io = boolean (a host driver moves the
  *                                     bytes: ch:host_* below),
+ *                           wait_for_ready = boolean (calls wait out the
+ *                                     reconnection backoff: channel.h),
  *                           backoff = {initial=, multiplier=, jitter=,
  *                                      maximum=, min_connect_timeout=}}
  * Strings and integers (bytes; 0 or nil: the defaults of engine.h), times
@@ -95,7 +97,9 @@ static int lpc_grpc_channel(lua_State *L) {
   o.connect_timeout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
   lua_getfield(L, 1, "host_io");
   o.host_io = lua_toboolean(L, -1);
-  lua_pop(L, 3);
+  lua_getfield(L, 1, "wait_for_ready");
+  o.wait_for_ready = lua_toboolean(L, -1);
+  lua_pop(L, 4);
   o.user_agent = opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
   o.max_receive = (size_t)opt_size(L, 1, "max_receive", 0x7fffffff);

@@ -428,6 +428,15 @@ static int open_stream(pc_GrpcCall *c) {
   Conn *conn = pick_conn(c->ch, &err, &wait);
   if (conn == NULL && wait) {
     const Backoff *b = &c->ch->backoff;
+    if (!c->ch->o.wait_for_ready) {
+      char m[PC_ERROR_MAX];
+      snprintf(m, sizeof m,
+               "%.300s (reconnection backoff: the next attempt in %.3g s; a transport with "
+               "wait_for_ready waits for it)",
+               b->why, b->retry_at - pc_Clock_Monotonic());
+      end_early(c, kPc_Code_Unavailable, m);
+      return 0;
+    }
     if (c->deadline >= 0 && c->deadline <= b->retry_at) {
       char m[PC_ERROR_MAX];
       snprintf(m, sizeof m,

@@ -45,12 +45,14 @@ typedef struct {
    * sooner than the backoff later: 'backoff_initial' seconds, times
    * 'backoff_multiplier' after each further failure up to 'backoff_max',
    * each spread by +-'backoff_jitter' of itself; a connection that becomes
-   * ready resets it. A call that needs a connection meanwhile waits for the
-   * next attempt, or fails UNAVAILABLE at once when that comes after its
-   * deadline. 'backoff_set' 0: gRPC's numbers (1 s, 1.6, 0.2, 120 s, and
-   * 20 s for min_connect_timeout); 1: the five fields as given (each
+   * ready resets it. A call that needs a connection meanwhile fails
+   * UNAVAILABLE at once (gRPC's fail-fast: the channel is in
+   * TRANSIENT_FAILURE), or with 'wait_for_ready' waits for the next attempt
+   * (failing at once when that comes after its deadline). 'backoff_set' 0: gRPC's numbers (1
+   * s, 1.6, 0.2, 120 s, and 20 s for min_connect_timeout); 1: the five fields as given (each
    * >= 0, multiplier >= 1, jitter <= 1). */
   int backoff_set;
+  int wait_for_ready;
   double backoff_initial, backoff_multiplier, backoff_jitter, backoff_max, min_connect_timeout;
   int insecure; /* as socket.h: TLS WITHOUT verifying the server */
   /* Seconds a new connection may take to connect and finish TLS; past it

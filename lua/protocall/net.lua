@@ -55,7 +55,7 @@ local TRANSPORT_OPTIONS = {
   connection_window = "number", compression = "string", metadata = "table",
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
-  driver = "table",
+  driver = "table", wait_for_ready = "boolean",
 }
 
 -- pc.grpc's `reconnect` table: its keys and gRPC's numbers
@@ -1037,8 +1037,11 @@ function M.install(pc, core)
   -- attempt the next waits initial s, growing by multiplier per failure up
   -- to maximum, +-jitter of it; an attempt not connected within
   -- max(min_connect_timeout, the backoff) has failed; a call needing a
-  -- connection waits for the next attempt, or fails UNAVAILABLE at once
-  -- when that is past its deadline),
+  -- connection meanwhile fails UNAVAILABLE at once, as gRPC fails a call
+  -- that is not wait-for-ready, so a retry policy's own backoff paces the
+  -- attempts), `wait_for_ready` (true: such a call waits for the next
+  -- connection attempt instead, failing at once only when that is past
+  -- its deadline; gRPC's wait-for-ready),
   -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
   -- name check, so anyone on the path can read and change the calls; for
   -- a test server with a self-signed certificate only), `connect_timeout`
@@ -1146,7 +1149,7 @@ function M.install(pc, core)
         max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
         stream_window = sizes.stream_window, connection_window = sizes.connection_window,
         keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
-        backoff = backoff, host_io = driver ~= nil,
+        backoff = backoff, host_io = driver ~= nil, wait_for_ready = opts.wait_for_ready,
       }
       if driver then driven_channel(channel, driver, where, opts, base_sleep) end
       return setmetatable({

@@ -3,9 +3,10 @@
 -- on (handlers in examples/route_services.lua), the Lua twin of
 -- examples/route_server.py.
 --
---     lua5.4 examples/route_server.lua [PORT]      (or: protocall examples/route_server.lua)
+--     build/release/protocall examples/route_server.lua [PORT]
+--     (or LUA_CPATH='build/release/?.so;;' lua5.4 examples/route_server.lua)
 --
--- Then `lua5.4 examples/quickstart.lua --target http://127.0.0.1:PORT`.
+-- Then `build/release/protocall examples/quickstart.lua --target http://127.0.0.1:PORT`.
 -- Measure fails twice with UNAVAILABLE for each route name, then answers,
 -- so the client's retry policy shows. PORT 0 picks a free one (default
 -- 50051). Prints the address it listens on; stops on Ctrl-C.

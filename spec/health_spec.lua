@@ -66,6 +66,18 @@ describe("pc.health", function()
     assert.are.equal(SERVING, stub:Check{}.status)
   end)
 
+  it("with health = true, answers SERVING for each service the server serves", function()
+    local pool = pc.pool()
+    assert(pool:load('syntax = "proto3"; package h; message M {} service S { rpc Do(M) returns (M); }', { name = "h.proto" }))
+    local server = pc.server({ ["h.S"] = { Do = function(m) return m end } }, { pool = pool, health = true })
+    local stub = pc.client("grpc.health.v1.Health", { pool = pool, transport = pc.inproc(server) })
+    assert.are.equal(SERVING, stub:Check{ service = "h.S" }.status)
+    assert.are.equal(SERVING, stub:Check{ service = "" }.status)
+    local ok, err = pcall(stub.Check, stub, { service = "h.Other" })
+    assert.is_false(ok)
+    assert.are.equal("NOT_FOUND", err.code)
+  end)
+
   it("refuses bad statuses and arguments", function()
     local health = setup()
     assert.has_error(function() health:set("h.S", "SERVICE_UNKNOWN") end,

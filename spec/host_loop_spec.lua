@@ -47,6 +47,7 @@ describe("pc.step", function()
 
   it("returns the tasks left at once with seconds 0, and 0 with none", function()
     assert.are.equal(0, pc.step())
+    assert.are.equal(1, select("#", pc.step())) -- the count alone
     pc.spawn(function() pc.sleep(0.05) end)
     local t0 = pc.now()
     assert.are.equal(1, pc.step(0))

@@ -3,7 +3,7 @@
 -- builds with CMake (Debian's cmake, liblua5.4-dev, libnghttp2-dev, libssl-dev,
 -- zlib1g-dev) and installs protocall.so and the Lua layer into the tree. For
 -- LuaJIT, `--lua-version=5.1` with luarocks configured for luajit and its
--- headers (README "Install"): CMake sees luajit.h in LUA_INCDIR and builds
+-- headers (README "Installing"): CMake sees luajit.h in LUA_INCDIR and builds
 -- the LuaJIT module. Lua 5.1 to 5.3 themselves are refused by CMake.
 rockspec_format = "3.0"
 package = "protocall"

@@ -4,7 +4,9 @@
 # runs nginx in the foreground with that prefix (logs in PREFIX/logs, the
 # pid file PREFIX/logs/nginx.pid, temp files in PREFIX/temp). Set
 # PROTOCALL_UPSTREAM to the gRPC server's host:port first, e.g.
-#   /usr/bin/python3 spec/grpc_server.py grpc 50051 &
+#   sleep 3600 | PC_SERVER_LIFETIME=3600 /usr/bin/python3 spec/grpc_server.py grpc 50051 &
+# (the test server stops when its standard input closes, and after
+# PC_SERVER_LIFETIME seconds)
 #   PROTOCALL_UPSTREAM=127.0.0.1:50051 examples/nginx/run.sh build/nginx 8080
 #   curl 'http://127.0.0.1:8080/unary?text=hi'
 # Run as root, the worker stays root (nginx's default user "nobody" could

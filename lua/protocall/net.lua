@@ -916,14 +916,14 @@ function M.install(pc, core)
     if type(seconds) ~= "number" or not (seconds >= 0) then
       error("bad argument #1 to 'step' (seconds >= 0 expected, got " .. tostring(seconds) .. ")", 2)
     end
-    return as_loop("pc.step", function()
+    return (as_loop("pc.step", function()
       if round(seconds) then
         local ready = queue
         queue = {}
         for i = 1, #ready do step(ready[i]) end
       end
       return count_tasks()
-    end)
+    end))
   end
 
   --- `fds, timeout = pc.poll_fds()`: what the host's loop should wait on

@@ -150,7 +150,8 @@ function M.install(pc, core)
 
   --- services = pc._builtin_services(services, opts, pool): `services`
   -- (pc.server's first argument) with the built-in services of
-  -- opts.health (true: a new pc.health(); or a pc.health() object) and
+  -- opts.health (true: a new pc.health() with each service of `services`
+  -- SERVING; or a pc.health() object, as its owner set it) and
   -- opts.reflection (true: both reflection versions, listing every
   -- service served), their files added to `pool`. Raises at pc.server's
   -- caller on a bad option or a frozen pool without the files.
@@ -165,7 +166,11 @@ function M.install(pc, core)
     if h then
       need(FILES.health)
       if h == true then
+        -- as gRPC's default health service: every service served is SERVING
         h = pc.health { pool = pool }
+        for name in pairs(services) do
+          if type(name) == "string" then h:set(name, "SERVING") end
+        end
       elseif not pc._is_health(h) then
         error("pc.server: health: true or pc.health() expected, got " .. type(h), 3)
       end

@@ -938,6 +938,7 @@ function M.install(pc, core)
     if running_loop then error("pc.poll_fds: called inside pc.run or a task", 2) end
     local chans, soonest = waited()
     local timeout = soonest and soonest - monotonic() or nil
+    if timeout == math.huge then timeout = nil end -- pc.sleep(math.huge): only a socket wakes it
     if #queue > 0 then timeout = 0 end
     local fds, due = core.grpc_poll_fds(chans, timeout or 3600)
     if timeout or due < 3600 then timeout = due end

@@ -269,6 +269,23 @@ describe("messages", function()
     assert.are.equal(R.int("-1"), m.sf64)
   end)
 
+  it("copy a 64-bit field's value into 32-bit and floating fields (LuaJIT: its cdata, in range)", function()
+    local src = Scalars { i64 = 5, u64 = 7 }
+    local m = Scalars()
+    m.i32, m.u32, m.d, m.f = src.i64, src.u64, src.i64, src.u64
+    assert.are.same({ 5, 7, 5, 7 }, { m.i32, m.u32, m.d, m.f })
+    local c = Scalars { i32 = src.i64, d = src.u64 }
+    assert.are.same({ 5, 7 }, { c.i32, c.d })
+    assert.are.equal(pc.encode(Scalars { i32 = 5 }), pc.encode(Scalars, { i32 = src.i64 }))
+    fails("t.Scalars.u32: value -1 out of range for uint32", function() m.u32 = R.int("-1") end)
+    fails("t.Scalars.i32: value 2147483648 out of range for int32", function() m.i32 = R.int("2147483648") end)
+    if R.luajit then
+      fails("t.Scalars.u32: value 18446744073709551615ULL out of range",
+            function() m.u32 = R.uint("18446744073709551615") end)
+    end
+    assert.are.same({ 5, 7 }, { m.i32, m.u32 }) -- nothing was stored
+  end)
+
   it("check constructor values as writes do (plain slots are stored directly)", function()
     local m = Scalars { i32 = -5, u32 = 4294967295, i64 = R.min64, u64 = -1, d = 1, f = 0.5,
                         b = false, sf32 = -2147483648, f32 = 0, s32 = 2147483647 }

@@ -65,11 +65,12 @@ describe("pc.step", function()
 
   it("checks its argument and refuses to run inside pc.run", function()
     assert.has_error(function() pc.step(-1) end, "bad argument #1 to 'step' (seconds >= 0 expected, got -1)")
-    assert.has_error(function() pc.step("x") end, "bad argument #1 to 'step' (seconds >= 0 expected, got x)")
+    assert.has_error(function() pc.step("1") end, "bad argument #1 to 'step' (seconds >= 0 expected, got string)")
+    assert.has_error(function() pc.step(0 / 0) end, "bad argument #1 to 'step' (seconds >= 0 expected, got nan)")
     local inner
     pc.spawn(function() inner = select(2, pcall(pc.step, 0)) end)
     pc.run()
-    assert.matches("pc.step: already running", inner, 1, true)
+    assert.matches("pc.step: called inside pc.run or a task", inner, 1, true)
   end)
 end)
 

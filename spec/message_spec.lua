@@ -264,6 +264,7 @@ describe("messages", function()
     for _, s in ipairs { "1.5", "", "-", " 1", "1 ", "+1", "0x10", "1e3", "abc" } do
       fails('t.Scalars.sf64: decimal integer string expected, got "' .. s .. '"', function() m.sf64 = s end)
     end
+    fails('t.Scalars.sf64: decimal integer string expected, got "1?2"', function() m.sf64 = "1\0002" end)
     fails("t.Scalars.i64: integer or decimal string expected, got boolean", function() m.i64 = true end)
     assert.are.equal(R.min64, m.i64) -- nothing was stored
     assert.are.equal(R.int("-1"), m.sf64)

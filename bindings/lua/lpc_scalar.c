@@ -117,7 +117,8 @@ static int parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *o
 }
 
 /* LuaJIT: the decimal string at 'idx' for 64-bit field 'f' (its bits), or
- * an error naming 'name' (the string shown up to 40 bytes). */
+ * an error naming 'name' (the string shown up to 40 bytes, control bytes
+ * as '?'). */
 static uint64_t check_decimal(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
   size_t len;
   const char *s = lua_tolstring(L, idx, &len);
@@ -127,7 +128,8 @@ static uint64_t check_decimal(lua_State *L, const pc_FieldDef *f, const char *na
   if (r > 0) return v;
   char shown[48];
   size_t n = len < 40 ? len : 40;
-  memcpy(shown, s, n);
+  for (size_t i = 0; i < n; i++) /* control bytes (a NUL too) shown as '?' */
+    shown[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
   memcpy(shown + n, len > n ? "..." : "", len > n ? 4 : 1);
   if (r < 0)
     lpc_msg_error(L, "%s: value \"%s\" out of range for %s", name, shown,

@@ -60,11 +60,15 @@ function M.unary()
   end)
 end
 
---- GET /stream?count=N: Stream; answers "reply I" per reply.
+--- GET /stream?count=N[&size=B]: Stream, each reply with B payload bytes
+-- (none unless given); answers "reply I" per reply, "reply I B" (B: the
+-- payload's length) with `size`.
 function M.stream()
   answer(function(a)
-    local out = {}
-    for r in faults:Stream { count = tonumber(a.count) or 3 } do out[#out + 1] = "reply " .. r.index end
+    local out, size = {}, tonumber(a.size)
+    for r in faults:Stream { count = tonumber(a.count) or 3, size = size or 0 } do
+      out[#out + 1] = "reply " .. r.index .. (size and " " .. #r.payload or "")
+    end
     return out
   end)
 end

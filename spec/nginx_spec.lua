@@ -314,6 +314,27 @@ describe("nginx as the host (examples/nginx, protocall.resty)", function()
       rates.shared[2], rates.request[2], rates.shared[2] / rates.request[2]))
   end)
 
+  it("a transport made in a request and dropped unclosed ends its connection's owner timer when collected", function()
+    local function running()
+      local code, body = get(nginx, "/timers")
+      assert.are.equal(200, code, body)
+      return tonumber(body:match("^running (%d+)"))
+    end
+    local before = running()
+    for _ = 1, 5 do
+      local code, body = get(nginx, "/dropped")
+      assert.are.equal(200, code, body)
+    end
+    -- each /timers collects, then waits 0.5 s; an owner looks at its
+    -- closing flag every second
+    local now
+    for _ = 1, 10 do
+      now = running()
+      if now == before then break end
+    end
+    assert.are.equal(before, now)
+  end)
+
   it("a call in the log phase fails with the phase error", function()
     local code, body = get(nginx, "/log")
     assert.are.equal(200, code, body)

@@ -135,6 +135,31 @@ function M.bench()
   end)
 end
 
+--- GET /dropped: one Echo through a resty.grpc transport made in this
+-- request and dropped unclosed (transports are meant to be made once, in
+-- init_by_lua*: each opens a connection owned by an ngx.timer, which a
+-- transport collected as garbage closes). Answers "ok".
+function M.dropped()
+  answer(function()
+    local t = resty.grpc(pc, target)
+    t:unary("/faults.Faults/Echo", echo_request, { timeout = 5 })
+    return { "ok" }
+  end)
+end
+
+--- GET /timers: three full garbage collection cycles (a dropped
+-- transport's sockets go in the third: its channel, a userdata with __gc,
+-- is finalized in the first and leaves net.lua's weak-keyed table in the
+-- second), then after 0.5 s the number of ngx.timers running (a
+-- connection's owner timer among them): "running N".
+function M.timers()
+  answer(function()
+    for _ = 1, 3 do collectgarbage() end
+    ngx.sleep(0.5)
+    return { "running " .. ngx.timer.running_count() }
+  end)
+end
+
 --- log_by_lua of /log: a call there fails with resty.check_phase's error,
 -- which goes to error.log ("protocall log phase: ...").
 function M.log_phase()

@@ -32,6 +32,7 @@ local fifo = require "protocall.fifo"
 local setmetatable, type, error, pairs, ipairs, tostring = setmetatable, type, error, pairs, ipairs,
   tostring
 local floor = math.floor
+local newproxy, getmetatable = rawget(_G, "newproxy"), getmetatable
 local tcp, ngx_sleep, ngx_now, update_time, get_phase = ngx.socket.tcp, ngx.sleep, ngx.now,
   ngx.update_time, ngx.get_phase
 local timer_at, spawn_thread, kill_thread = ngx.timer.at, ngx.thread.spawn, ngx.thread.kill
@@ -238,6 +239,20 @@ function Shared:close()
   return true
 end
 
+-- An object whose collection sets c.closing: a connection whose socket
+-- (and so its transport) is garbage ends, its owner timer with it, at the
+-- writer's next look (within POLL seconds). LuaJIT runs __gc only for
+-- userdata (newproxy); Lua 5.4 for tables too.
+local function close_on_gc(c)
+  local function closing() c.closing = true end
+  if newproxy then
+    local guard = newproxy(true)
+    getmetatable(guard).__gc = closing
+    return guard
+  end
+  return setmetatable({}, { __gc = closing })
+end
+
 -- A connection through a new owner timer: the socket, or nil and why.
 local function shared_connect(host, port, o)
   local c = {
@@ -254,7 +269,7 @@ local function shared_connect(host, port, o)
     return nil, "timed out after " .. o.timeout .. " s"
   end
   if c.err then return nil, c.err end
-  return setmetatable({ c = c, send_timeout = SEND_TIMEOUT, read_timeout = POLL }, Shared)
+  return setmetatable({ c = c, send_timeout = SEND_TIMEOUT, read_timeout = POLL, guard = close_on_gc(c) }, Shared)
 end
 
 ---------------------------------------------------------------------------
@@ -336,6 +351,9 @@ local GUARDED = { "unary", "server_stream", "stream", "start_unary", "start_serv
 -- opening its own connection at its first call. `opts.per_request = true`
 -- makes the connection a cosocket of the calling request instead (make
 -- the transport in that request and `close()` it before it ends).
+-- Without it, make the transport once per worker (init_by_lua*), not per
+-- request: each one has a connection and owner timer of its own, which
+-- `close()` ends, or the collection of the transport (within POLL s).
 -- Raises as pc.grpc does.
 function M.grpc(pc, target, opts)
   if type(pc) ~= "table" or type(pc.grpc) ~= "function" then

@@ -320,6 +320,29 @@ describe("pc.grpc with a host driver", function()
     end)
   end)
 
+  it("lets a transport dropped unclosed be collected with its connection's sockets", function()
+    -- LuaJIT's weak-keyed tables too, which never let go of a key its value refers to
+    local socks = setmetatable({}, { __mode = "k" })
+    local D = sdriver.new(pc, {
+      settimeouts = function(sock, _, s, r)
+        socks[sock] = true
+        sock.send_timeout, sock.read_timeout = s, r
+        return true
+      end,
+    })
+    local function call_and_drop()
+      local t = pc.grpc(server.url, { driver = D })
+      assert.are.equal("x", t:unary("/test.Test/Echo", "x", { timeout = 5 }))
+    end
+    call_and_drop()
+    assert.is_not_nil(next(socks))
+    -- three cycles: the channel (a userdata with __gc) is finalized in the
+    -- first, leaves the weak-keyed table in the second, and what that
+    -- entry held (the connections' sockets) goes in the third
+    for _ = 1, 3 do collectgarbage() end
+    assert.is_nil(next(socks), "the dropped transport's socket is still referenced")
+  end)
+
   it("refuses a driver without connect", function()
     assert.has_error(function() pc.grpc(server.url, { driver = {} }) end,
       "pc.grpc: option 'driver': a table with a function 'connect' expected")

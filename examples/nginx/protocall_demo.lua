@@ -60,11 +60,15 @@ function M.unary()
   end)
 end
 
---- GET /stream?count=N: Stream; answers "reply I" per reply.
+--- GET /stream?count=N[&size=B]: Stream, each reply with B payload bytes
+-- (none unless given); answers "reply I" per reply, "reply I B" (B: the
+-- payload's length) with `size`.
 function M.stream()
   answer(function(a)
-    local out = {}
-    for r in faults:Stream { count = tonumber(a.count) or 3 } do out[#out + 1] = "reply " .. r.index end
+    local out, size = {}, tonumber(a.size)
+    for r in faults:Stream { count = tonumber(a.count) or 3, size = size or 0 } do
+      out[#out + 1] = "reply " .. r.index .. (size and " " .. #r.payload or "")
+    end
     return out
   end)
 end
@@ -128,6 +132,31 @@ function M.bench()
     if t ~= shared then t:close() end
     if not ok then error(err, 0) end
     return { "ok" }
+  end)
+end
+
+--- GET /dropped: one Echo through a resty.grpc transport made in this
+-- request and dropped unclosed (transports are meant to be made once, in
+-- init_by_lua*: each opens a connection owned by an ngx.timer, which a
+-- transport collected as garbage closes). Answers "ok".
+function M.dropped()
+  answer(function()
+    local t = resty.grpc(pc, target)
+    t:unary("/faults.Faults/Echo", echo_request, { timeout = 5 })
+    return { "ok" }
+  end)
+end
+
+--- GET /timers: three full garbage collection cycles (a dropped
+-- transport's sockets go in the third: its channel, a userdata with __gc,
+-- is finalized in the first and leaves net.lua's weak-keyed table in the
+-- second), then after 0.5 s the number of ngx.timers running (a
+-- connection's owner timer among them): "running N".
+function M.timers()
+  answer(function()
+    for _ = 1, 3 do collectgarbage() end
+    ngx.sleep(0.5)
+    return { "running " .. ngx.timer.running_count() }
   end)
 end
 

@@ -773,8 +773,12 @@ end
 
 -- The driver state of a new driven channel.
 local function driven_channel(channel, driver, where, opts, sleep)
-  local dc = {
-    channel = channel, driver = driver, host = where.host, port = tonumber(where.port),
+  -- dc.channel through a weak table: `driven` holds dc by its channel, and
+  -- LuaJIT's weak keys (no ephemerons) never let a channel go whose value
+  -- refers to it (its transport, connections and sockets would stay forever)
+  local ref = setmetatable({ channel = channel }, { __mode = "v" })
+  local dc = setmetatable({
+    driver = driver, host = where.host, port = tonumber(where.port),
     where = (where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host) .. ":" .. where.port,
     connect_opts = {
       tls = where.tls, server_name = opts.server_name or where.host, insecure = opts.insecure == true,
@@ -783,7 +787,7 @@ local function driven_channel(channel, driver, where, opts, sleep)
     },
     connect_timeout = opts.connect_timeout or 20,
     conns = {}, signal = {}, sleep = driver.sleep or sleep, wait = driver.wait, wake = driver.wake,
-  }
+  }, { __index = ref })
   function dc.close_all()
     for id, st in pairs(dc.conns) do
       if st.sock then drv(st.sock, "close") end

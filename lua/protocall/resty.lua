@@ -27,10 +27,12 @@ if type(ngx) ~= "table" or type(ngx.socket) ~= "table" then
   error("protocall.resty: needs nginx with lua-nginx-module (OpenResty): there is no global 'ngx' here", 2)
 end
 local semaphore = require "ngx.semaphore"
+local fifo = require "protocall.fifo"
 
 local setmetatable, type, error, pairs, ipairs, tostring = setmetatable, type, error, pairs, ipairs,
   tostring
-local concat, floor = table.concat, math.floor
+local floor = math.floor
+local newproxy, getmetatable = rawget(_G, "newproxy"), getmetatable
 local tcp, ngx_sleep, ngx_now, update_time, get_phase = ngx.socket.tcp, ngx.sleep, ngx.now,
   ngx.update_time, ngx.get_phase
 local timer_at, spawn_thread, kill_thread = ngx.timer.at, ngx.thread.spawn, ngx.thread.kill
@@ -105,7 +107,9 @@ local SEND_TIMEOUT = 60   -- seconds one send of the owner may take
 -- when the connection closes or the worker exits).
 local IDLE_READ = 3600
 
--- The owner's reading thread: reads ahead into c.inq until closing.
+-- The owner's reading thread: reads ahead into c.inq (a protocall.fifo:
+-- explicit head and tail, as read-ahead leaves holes at the front) until
+-- closing.
 local function owner_reader(c)
   local sock = c.sock
   while not c.closing do
@@ -113,13 +117,12 @@ local function owner_reader(c)
       c.err = c.err or "nginx worker is exiting"
       break
     end
-    if c.inbytes >= IN_CAP then
+    if c.inq.bytes >= IN_CAP then
       c.drained:wait(POLL)
     else
       local data, err = sock:receiveany(READ_MAX)
       if data then
-        c.inq[#c.inq + 1] = data
-        c.inbytes = c.inbytes + #data
+        c.inq:push(data)
         wake(c.readable)
       elseif err ~= "timeout" then
         c.err = c.err or err
@@ -154,9 +157,8 @@ local function run_owner(premature, c)
   c.ready:post(1)
   local reader = spawn_thread(owner_reader, c)
   while not c.closing do
-    if c.outbytes > 0 then
-      local data = concat(c.outq)
-      c.outq, c.outbytes = {}, 0
+    if c.outq.bytes > 0 then
+      local data = c.outq:take_all()
       wake(c.sent)
       local n, serr = sock:send(data)
       if not n then
@@ -202,14 +204,13 @@ end
 function Shared:send(bytes)
   local c = self.c
   local limit = M.now() + self.send_timeout
-  while not c.closing and c.outbytes >= OUT_CAP do
+  while not c.closing and c.outq.bytes >= OUT_CAP do
     local left = limit - M.now()
     if left <= 0 then return nil, "timeout" end
     c.sent:wait(left < POLL and left or POLL)
   end
   if c.closing then return nil, c.err or "closed" end
-  c.outq[#c.outq + 1] = bytes
-  c.outbytes = c.outbytes + #bytes
+  c.outq:push(bytes)
   wake(c.writable)
   return #bytes
 end
@@ -218,19 +219,9 @@ function Shared:receiveany(max)
   local c = self.c
   local limit = M.now() + self.read_timeout
   while true do
-    if c.inbytes > 0 then
-      local q = c.inq
-      local data = q[c.head]
-      if #data > max then
-        q[c.head] = data:sub(max + 1)
-        data = data:sub(1, max)
-      else
-        q[c.head] = nil
-        c.head = c.head + 1
-        if c.head > #q then c.inq, c.head = {}, 1 end
-      end
-      local full = c.inbytes >= IN_CAP
-      c.inbytes = c.inbytes - #data
+    local full = c.inq.bytes >= IN_CAP
+    local data = c.inq:take(max)
+    if data then
       if full then wake(c.drained) end
       return data
     end
@@ -248,11 +239,25 @@ function Shared:close()
   return true
 end
 
+-- An object whose collection sets c.closing: a connection whose socket
+-- (and so its transport) is garbage ends, its owner timer with it, at the
+-- writer's next look (within POLL seconds). LuaJIT runs __gc only for
+-- userdata (newproxy); Lua 5.4 for tables too.
+local function close_on_gc(c)
+  local function closing() c.closing = true end
+  if newproxy then
+    local guard = newproxy(true)
+    getmetatable(guard).__gc = closing
+    return guard
+  end
+  return setmetatable({}, { __gc = closing })
+end
+
 -- A connection through a new owner timer: the socket, or nil and why.
 local function shared_connect(host, port, o)
   local c = {
     host = host, port = port, timeout = o.timeout, tls = o.tls, server_name = o.server_name,
-    verify = not o.insecure, closing = false, head = 1, inq = {}, inbytes = 0, outq = {}, outbytes = 0,
+    verify = not o.insecure, closing = false, inq = fifo.new(), outq = fifo.new(),
     ready = semaphore.new(), readable = semaphore.new(), writable = semaphore.new(),
     sent = semaphore.new(), drained = semaphore.new(),
   }
@@ -264,7 +269,7 @@ local function shared_connect(host, port, o)
     return nil, "timed out after " .. o.timeout .. " s"
   end
   if c.err then return nil, c.err end
-  return setmetatable({ c = c, send_timeout = SEND_TIMEOUT, read_timeout = POLL }, Shared)
+  return setmetatable({ c = c, send_timeout = SEND_TIMEOUT, read_timeout = POLL, guard = close_on_gc(c) }, Shared)
 end
 
 ---------------------------------------------------------------------------
@@ -346,6 +351,9 @@ local GUARDED = { "unary", "server_stream", "stream", "start_unary", "start_serv
 -- opening its own connection at its first call. `opts.per_request = true`
 -- makes the connection a cosocket of the calling request instead (make
 -- the transport in that request and `close()` it before it ends).
+-- Without it, make the transport once per worker (init_by_lua*), not per
+-- request: each one has a connection and owner timer of its own, which
+-- `close()` ends, or the collection of the transport (within POLL s).
 -- Raises as pc.grpc does.
 function M.grpc(pc, target, opts)
   if type(pc) ~= "table" or type(pc.grpc) ~= "function" then

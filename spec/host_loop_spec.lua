@@ -65,11 +65,12 @@ describe("pc.step", function()
 
   it("checks its argument and refuses to run inside pc.run", function()
     assert.has_error(function() pc.step(-1) end, "bad argument #1 to 'step' (seconds >= 0 expected, got -1)")
-    assert.has_error(function() pc.step("x") end, "bad argument #1 to 'step' (seconds >= 0 expected, got x)")
+    assert.has_error(function() pc.step("1") end, "bad argument #1 to 'step' (seconds >= 0 expected, got string)")
+    assert.has_error(function() pc.step(0 / 0) end, "bad argument #1 to 'step' (seconds >= 0 expected, got nan)")
     local inner
     pc.spawn(function() inner = select(2, pcall(pc.step, 0)) end)
     pc.run()
-    assert.matches("pc.step: already running", inner, 1, true)
+    assert.matches("pc.step: called inside pc.run or a task", inner, 1, true)
   end)
 end)
 
@@ -105,6 +106,50 @@ describe("pc.poll_fds", function()
     assert.are.equal("\0\0\0", called)
     assert.is_true(most >= 3, most .. " descriptors") -- listening socket, the server's and the client's ends
     assert.are.same({}, (pc.poll_fds()))
+  end)
+
+  it("lists every socket and the loop serves them all: 300 transports calling one listener", function()
+    -- past the fixed tables the pump once had (64 channels, 512 or 1024
+    -- descriptors): the calls beyond them were never read
+    local pool = pc.pool()
+    assert(pool:load('syntax = "proto3"; package hl; message M { int32 n = 1; } service S { rpc Hold(M) returns (M); }',
+      { name = "hl.proto" }))
+    local N, started, done, most = 300, 0, 0, 0
+    local server = pc.server({ ["hl.S"] = { Hold = function(m, ctx)
+      started = started + 1
+      while started < N do ctx.sleep(0.01) end -- every call is in flight at once
+      return m
+    end } }, { pool = pool })
+    local l = pc.listen(server, "127.0.0.1:0")
+    pc.spawn(function() l:serve() end)
+    local transports = {}
+    for i = 1, N do
+      transports[i] = pc.grpc("http://127.0.0.1:" .. l.port)
+      pc.spawn(function()
+        local stub = pc.client("hl.S", { pool = pool, transport = transports[i], timeout = 120 })
+        assert(stub:Hold({ n = i }).n == i)
+        done = done + 1
+        if done == N then l:shutdown(1) end
+      end)
+    end
+    while true do
+      local fds = pc.poll_fds()
+      if #fds > most then most = #fds end
+      if pc.step(0.01) == 0 then break end
+    end
+    for i = 1, N do transports[i]:close() end
+    assert.are.equal(N, done)
+    assert.is_true(most > 2 * N, most .. " descriptors") -- both ends of each connection, the listener's
+  end)
+
+  it("gives no timeout when only a socket can wake the tasks, after pc.sleep(math.huge) too", function()
+    pc.spawn(function() pc.sleep(math.huge) end)
+    assert.are.equal(1, pc.step(0))
+    local _, timeout = pc.poll_fds()
+    assert.is_nil(timeout)
+    -- drop the sleeping task
+    pc.spawn(function() error("stop") end)
+    assert.has_error(function() pc.step(0) end, "stop")
   end)
 
   it("refuses to run inside a task", function()

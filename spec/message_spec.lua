@@ -264,9 +264,27 @@ describe("messages", function()
     for _, s in ipairs { "1.5", "", "-", " 1", "1 ", "+1", "0x10", "1e3", "abc" } do
       fails('t.Scalars.sf64: decimal integer string expected, got "' .. s .. '"', function() m.sf64 = s end)
     end
+    fails('t.Scalars.sf64: decimal integer string expected, got "1?2"', function() m.sf64 = "1\0002" end)
     fails("t.Scalars.i64: integer or decimal string expected, got boolean", function() m.i64 = true end)
     assert.are.equal(R.min64, m.i64) -- nothing was stored
     assert.are.equal(R.int("-1"), m.sf64)
+  end)
+
+  it("copy a 64-bit field's value into 32-bit and floating fields (LuaJIT: its cdata, in range)", function()
+    local src = Scalars { i64 = 5, u64 = 7 }
+    local m = Scalars()
+    m.i32, m.u32, m.d, m.f = src.i64, src.u64, src.i64, src.u64
+    assert.are.same({ 5, 7, 5, 7 }, { m.i32, m.u32, m.d, m.f })
+    local c = Scalars { i32 = src.i64, d = src.u64 }
+    assert.are.same({ 5, 7 }, { c.i32, c.d })
+    assert.are.equal(pc.encode(Scalars { i32 = 5 }), pc.encode(Scalars, { i32 = src.i64 }))
+    fails("t.Scalars.u32: value -1 out of range for uint32", function() m.u32 = R.int("-1") end)
+    fails("t.Scalars.i32: value 2147483648 out of range for int32", function() m.i32 = R.int("2147483648") end)
+    if R.luajit then
+      fails("t.Scalars.u32: value 18446744073709551615ULL out of range",
+            function() m.u32 = R.uint("18446744073709551615") end)
+    end
+    assert.are.same({ 5, 7 }, { m.i32, m.u32 }) -- nothing was stored
   end)
 
   it("check constructor values as writes do (plain slots are stored directly)", function()

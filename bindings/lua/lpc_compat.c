@@ -83,24 +83,23 @@ int lpc_compat_error(lua_State *L, const char *fmt, ...) {
   return lua_error(L);
 }
 
-
 /* push(pointer, unsigned) -> int64_t / uint64_t cdata of *pointer (read
  * through unqualified pointers: a const int64_t cdata would not be taken
  * by string.format's %d);
- * to(value, pointer) -> whether value is 64-bit integer cdata, stored at
- * *pointer when it is. */
-static const char kHelpers[] =
-    "local ffi = require 'ffi'\n"
-    "local i64, u64 = ffi.typeof('int64_t'), ffi.typeof('uint64_t')\n"
-    "local pi, pu = ffi.typeof('int64_t *'), ffi.typeof('uint64_t *')\n"
-    "local cast, istype = ffi.cast, ffi.istype\n"
-    "return function(p, unsigned)\n"
-    "  if unsigned then return cast(pu, p)[0] end\n"
-    "  return cast(pi, p)[0]\n"
-    "end, function(v, p)\n"
-    "  if istype(i64, v) or istype(u64, v) then cast(pi, p)[0] = v return true end\n"
-    "  return false\n"
-    "end\n";
+ * to(value, pointer) -> 1 for an int64_t cdata, 2 for a uint64_t one (its
+ * bits stored at *pointer), false for anything else. */
+static const char kHelpers[] = "local ffi = require 'ffi'\n"
+                               "local i64, u64 = ffi.typeof('int64_t'), ffi.typeof('uint64_t')\n"
+                               "local pi, pu = ffi.typeof('int64_t *'), ffi.typeof('uint64_t *')\n"
+                               "local cast, istype = ffi.cast, ffi.istype\n"
+                               "return function(p, unsigned)\n"
+                               "  if unsigned then return cast(pu, p)[0] end\n"
+                               "  return cast(pi, p)[0]\n"
+                               "end, function(v, p)\n"
+                               "  if istype(i64, v) then cast(pi, p)[0] = v return 1 end\n"
+                               "  if istype(u64, v) then cast(pi, p)[0] = v return 2 end\n"
+                               "  return false\n"
+                               "end\n";
 
 /* Registry keys of the two ffi helpers below. */
 static const char kPushKey = 'p', kToKey = 't';
@@ -146,16 +145,22 @@ int lpc_to_int64(lua_State *L, int idx, uint64_t *out) {
     *out = (uint64_t)(int64_t)n;
     return 1;
   }
-  if (t != 10) return 0; /* LuaJIT's cdata type (LUA_TCDATA in its lj_obj.h) */
+  int is_unsigned;
+  return lpc_int64_cdata(L, idx, out, &is_unsigned);
+}
+
+int lpc_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned) {
+  if (lua_type(L, idx) != 10) return 0; /* LuaJIT's cdata type (LUA_TCDATA in its lj_obj.h) */
   idx = lua_absindex(L, idx);
   lua_pushlightuserdata(L, (void *)&kToKey);
   lua_rawget(L, LUA_REGISTRYINDEX);
   lua_pushvalue(L, idx);
-  lua_pushlightuserdata(L, out);
+  lua_pushlightuserdata(L, bits);
   lua_call(L, 2, 1);
-  int ok = lua_toboolean(L, -1);
+  lua_Integer kind = lua_tointeger(L, -1);
   lua_pop(L, 1);
-  return ok;
+  *is_unsigned = kind == 2;
+  return kind != 0;
 }
 
 #else
@@ -167,6 +172,14 @@ void lpc_open_compat(lua_State *L) {
 void lpc_push_int64(lua_State *L, uint64_t bits, int is_unsigned) {
   (void)is_unsigned;
   lua_pushinteger(L, (lua_Integer)bits);
+}
+
+int lpc_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned) {
+  (void)L;
+  (void)idx;
+  (void)bits;
+  (void)is_unsigned;
+  return 0;
 }
 
 int lpc_to_int64(lua_State *L, int idx, uint64_t *out) {

@@ -227,6 +227,10 @@ void lpc_push_int64(lua_State *L, uint64_t bits, int is_unsigned);
  * integer value (a fraction, or a double beyond 2^53 under LuaJIT). */
 int lpc_to_int64(lua_State *L, int idx, uint64_t *out);
 
+/* Whether the value at 'idx' is an int64_t / uint64_t cdata (LuaJIT; never
+ * under Lua 5.4): 1 with '*bits' its bits and '*is_unsigned' set. */
+int lpc_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned);
+
 /* Registers the 64-bit helpers of this state (LuaJIT: requires "ffi");
  * luaopen_protocall_core calls it. */
 void lpc_open_compat(lua_State *L);

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 static void set_err(char *err, size_t errsize, const char *msg) {
@@ -919,7 +920,8 @@ int protocall_step(lua_State *L, double seconds) {
 int protocall_pollfds(lua_State *L, struct pollfd *fds, int max, double *timeout) {
   push_module_function(L, "poll_fds", "protocall_pollfds");
   lua_call(L, 0, 2);
-  *timeout = lua_isnil(L, -1) ? -1 : lua_tonumber(L, -1);
+  double t = lua_isnil(L, -1) ? -1 : lua_tonumber(L, -1);
+  if (timeout != NULL) *timeout = t >= 0 && t < HUGE_VAL ? t : -1;
   int n = (int)luaL_len(L, -2);
   for (int i = 0; i < n && i < max; i++) {
     lua_geti(L, -2, i + 1);

@@ -18,6 +18,7 @@
 
 #include <lauxlib.h>
 
+#include <errno.h>
 #include <string.h>
 
 #define CHANNEL_MT "protocall.GrpcChannel"
@@ -466,32 +467,35 @@ static int lpc_grpccall_close(lua_State *L) {
   return 0;
 }
 
-#define PUMP_MAX 64
-
 typedef struct {
-  pc_GrpcChannel *chs[PUMP_MAX];
-  pc_GrpcListener *ls[16];
+  pc_GrpcChannel **chs;
+  pc_GrpcListener **ls;
   size_t n, m;
   int closed; /* the list holds a closed one */
 } Waitables;
 
-/* The open channels and listeners of the list at 'idx' (at most 64 and
- * 16); returns how many entries the list has. */
+/* The open channels and listeners of the list at 'idx' (its arrays in a
+ * userdata pushed on the stack, which keeps them until the caller
+ * returns); returns how many entries the list has. */
 static lua_Integer waitables(lua_State *L, int idx, Waitables *w) {
   luaL_checktype(L, idx, LUA_TTABLE);
   w->n = w->m = 0;
   w->closed = 0;
   lua_Integer len = luaL_len(L, idx);
+  luaL_argcheck(L, len >= 0 && len <= 1000000, idx, "too many channels and listeners");
+  void **room = lua_newuserdatauv(L, 2 * ((size_t)len + 1) * sizeof(void *), 0);
+  w->chs = (pc_GrpcChannel **)room;
+  w->ls = (pc_GrpcListener **)(room + len + 1);
   for (lua_Integer i = 1; i <= len; i++) {
     lua_geti(L, idx, i);
     if (lpc_islistener(L, -1)) {
       pc_GrpcListener *l = lpc_tolistener(L, -1);
       if (l == NULL) w->closed = 1;
-      if (l && w->m < 16) w->ls[w->m++] = l;
+      if (l) w->ls[w->m++] = l;
     } else {
       ChannelBox *b = luaL_checkudata(L, -1, CHANNEL_MT);
       if (b->ch == NULL) w->closed = 1;
-      if (b->ch && w->n < PUMP_MAX) w->chs[w->n++] = b->ch;
+      if (b->ch) w->chs[w->n++] = b->ch;
     }
     lua_pop(L, 1);
   }
@@ -502,7 +506,7 @@ static lua_Integer waitables(lua_State *L, int idx, Waitables *w) {
  * One round of I/O over a list of channels and listeners (lpc_listen.c;
  * closed ones are skipped): sends, waits at most 'timeout' seconds (capped
  * by the nearest deadline), accepts and reads, ends calls past their
- * deadline. At most 64 channels and 16 listeners. */
+ * deadline. Raises "poll failed" when poll(2) failed or memory ran out. */
 static int lpc_grpc_pump(lua_State *L) {
   Waitables w;
   lua_Integer len = waitables(L, 1, &w);
@@ -510,11 +514,9 @@ static int lpc_grpc_pump(lua_State *L) {
   if (!(timeout > 0) || (len > 0 && w.n == 0 && w.m == 0)) timeout = 0; /* all closed */
   int ok =
       w.m > 0 ? pc_Grpc_PumpAll(w.chs, w.n, w.ls, w.m, timeout) : pc_Grpc_Pump(w.chs, w.n, timeout);
-  if (!ok) return luaL_error(L, "poll failed");
+  if (!ok) return luaL_error(L, "poll failed: %s", strerror(errno)); /* ENOMEM: no room */
   return 0;
 }
-
-#define POLL_FDS_MAX 512
 
 /* -- core.grpc_poll_fds(waitables, timeout) -> {{fd, "r" | "w" | "rw"}, ...}, seconds
  * What core.grpc_pump over the same list would poll, without polling
@@ -526,8 +528,9 @@ static int lpc_grpc_poll_fds(lua_State *L) {
   waitables(L, 1, &w);
   double timeout = luaL_checknumber(L, 2);
   if (w.closed) timeout = 0; /* its waiter goes on at once */
-  struct pollfd fds[POLL_FDS_MAX];
-  size_t nfds = pc_Grpc_PollFds(w.chs, w.n, w.ls, w.m, fds, POLL_FDS_MAX, &timeout);
+  size_t max = pc_Grpc_PollCount(w.chs, w.n, w.ls, w.m);
+  struct pollfd *fds = lua_newuserdatauv(L, (max ? max : 1) * sizeof *fds, 0);
+  size_t nfds = pc_Grpc_PollFds(w.chs, w.n, w.ls, w.m, fds, max, &timeout);
   lua_createtable(L, (int)nfds, 0);
   for (size_t i = 0; i < nfds; i++) {
     int r = (fds[i].events & POLLIN) != 0, wr = (fds[i].events & POLLOUT) != 0;

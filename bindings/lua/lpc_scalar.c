@@ -4,7 +4,9 @@
  * files share ("demo.M.x: integer expected, got string"). */
 #include "lpc.h"
 
+#include <inttypes.h>
 #include <lauxlib.h>
+#include <stdio.h>
 #include <string.h>
 
 void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
@@ -47,6 +49,16 @@ _Noreturn void lpc_type_error(lua_State *L, const char *name, const char *expect
 }
 
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx) {
+  uint64_t bits;
+  int is_unsigned;
+  if (lpc_int64_cdata(L, idx, &bits, &is_unsigned)) { /* LuaJIT: 5LL, 5ULL */
+    if (is_unsigned && bits > (uint64_t)INT64_MAX) {
+      char text[24];
+      snprintf(text, sizeof text, "%" PRIu64, bits);
+      lpc_msg_error(L, "%s: value %sULL out of range", name, text);
+    }
+    return (lua_Integer)(int64_t)bits;
+  }
   if (lua_type(L, idx) != LUA_TNUMBER) lpc_type_error(L, name, "integer", idx);
   int exact;
   lua_Integer i = lua_tointegerx(L, idx, &exact); /* floats only when integral */
@@ -105,7 +117,8 @@ static int parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *o
 }
 
 /* LuaJIT: the decimal string at 'idx' for 64-bit field 'f' (its bits), or
- * an error naming 'name' (the string shown up to 40 bytes). */
+ * an error naming 'name' (the string shown up to 40 bytes, control bytes
+ * as '?'). */
 static uint64_t check_decimal(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
   size_t len;
   const char *s = lua_tolstring(L, idx, &len);
@@ -115,7 +128,8 @@ static uint64_t check_decimal(lua_State *L, const pc_FieldDef *f, const char *na
   if (r > 0) return v;
   char shown[48];
   size_t n = len < 40 ? len : 40;
-  memcpy(shown, s, n);
+  for (size_t i = 0; i < n; i++) /* control bytes (a NUL too) shown as '?' */
+    shown[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
   memcpy(shown + n, len > n ? "..." : "", len > n ? 4 : 1);
   if (r < 0)
     lpc_msg_error(L, "%s: value \"%s\" out of range for %s", name, shown,
@@ -131,13 +145,22 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
   memset(&v, 0, sizeof(v));
   switch (f->type) {
   case kPc_Type_Double:
-  case kPc_Type_Float:
-    if (lua_type(L, idx) != LUA_TNUMBER) lpc_type_error(L, name, "number", idx);
-    if (f->type == kPc_Type_Double)
-      v.d = (double)lua_tonumber(L, idx);
+  case kPc_Type_Float: {
+    uint64_t bits;
+    int is_unsigned;
+    double d;
+    if (lpc_int64_cdata(L, idx, &bits, &is_unsigned)) /* LuaJIT: 5LL, 5ULL */
+      d = is_unsigned ? (double)bits : (double)(int64_t)bits;
+    else if (lua_type(L, idx) == LUA_TNUMBER)
+      d = (double)lua_tonumber(L, idx);
     else
-      v.f = (float)lua_tonumber(L, idx);
+      lpc_type_error(L, name, "number", idx);
+    if (f->type == kPc_Type_Double)
+      v.d = d;
+    else
+      v.f = (float)d;
     break;
+  }
   case kPc_Type_Int64:
   case kPc_Type_Sint64:
   case kPc_Type_Sfixed64:

@@ -599,7 +599,10 @@ PROTOCALL_API int protocall_step(lua_State *L, double seconds);
  * returns how many there are (above 'max': call again with room for that
  * many); sets '*timeout' to the seconds until protocall_step must run even
  * with no descriptor ready (0: a task is ready now), or -1 when only a
- * descriptor can wake the tasks. Raises as pc.poll_fds does. */
+ * descriptor can wake the tasks ('timeout' may be NULL). Raises as
+ * pc.poll_fds does; like protocall_step, call it inside a protected call
+ * (lua_pcall, or a lua_CFunction the host runs protected): an error
+ * outside one ends the process through Lua's panic handler. */
 PROTOCALL_API int protocall_pollfds(lua_State *L, struct pollfd *fds, int max, double *timeout);
 
 #endif

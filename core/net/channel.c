@@ -18,7 +18,6 @@
  * not retried transparently. */
 #define REPLAY_MAX              ((size_t)4 * 1024 * 1024)
 #define MAX_TRANSPARENT_RETRIES 3
-#define MAX_CONNS_POLLED        256
 
 typedef struct Conn Conn;
 
@@ -762,16 +761,55 @@ void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd 
   }
 }
 
+size_t pc_Grpc_PollSlots(pc_GrpcChannel *const *chs, size_t n) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; i++) {
+    for (Conn *c = chs[i]->conns; c; c = c->next) count += c->sock != NULL;
+    count += 2; /* a connection _PollPrepare may open for waiting calls */
+  }
+  return count;
+}
+
+int pc_GrpcPollSet_Init(pc_GrpcPollSet *p, size_t cap, size_t nspans) {
+  p->heap = NULL;
+  p->heap_size = 0;
+  if (cap <= sizeof p->small_fds / sizeof p->small_fds[0] &&
+      nspans <= sizeof p->small_spans / sizeof p->small_spans[0]) {
+    p->fds = p->small_fds;
+    p->who = p->small_who;
+    p->spans = p->small_spans;
+  } else {
+    size_t each = sizeof(struct pollfd) + sizeof(void *);
+    if (cap > (SIZE_MAX / 2) / each || nspans > (SIZE_MAX / 2) / sizeof(size_t)) return 0;
+    size_t size = cap * each + nspans * sizeof(size_t) + 1;
+    char *m = pc_DefaultAlloc(NULL, NULL, 0, size);
+    if (m == NULL) return 0;
+    p->heap = m;
+    p->heap_size = size;
+    p->who = (void **)m; /* pointers first: each part stays aligned */
+    p->fds = (struct pollfd *)(m + cap * sizeof(void *));
+    p->spans = (size_t *)(m + cap * each);
+  }
+  p->cap = cap;
+  p->nspans = nspans;
+  return 1;
+}
+
+void pc_GrpcPollSet_Free(pc_GrpcPollSet *p) {
+  if (p->heap != NULL) pc_DefaultAlloc(NULL, p->heap, p->heap_size, 0);
+  p->heap = NULL;
+}
+
 int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout) {
-  struct pollfd fds[MAX_CONNS_POLLED];
-  void *who[MAX_CONNS_POLLED];
-  size_t nfds = pc_Grpc_PollPrepare(chs, n, fds, who, MAX_CONNS_POLLED, &timeout);
+  pc_GrpcPollSet ps;
+  if (!pc_GrpcPollSet_Init(&ps, pc_Grpc_PollSlots(chs, n), 0)) return 0;
+  size_t nfds = pc_Grpc_PollPrepare(chs, n, ps.fds, ps.who, ps.cap, &timeout);
   if (timeout < 0) timeout = 0;
   int ms = timeout > 3600 ? 3600000 : (int)(timeout * 1000 + 0.999);
-  int r = poll(fds, nfds, ms);
-  if (r < 0) return 0;
-  pc_Grpc_PollDone(chs, n, fds, who, nfds);
-  return 1;
+  int r = poll(ps.fds, nfds, ms);
+  if (r >= 0) pc_Grpc_PollDone(chs, n, ps.fds, ps.who, nfds);
+  pc_GrpcPollSet_Free(&ps);
+  return r >= 0;
 }
 
 /* -- host I/O ------------------------------------------------------------ */

@@ -135,6 +135,31 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout);
  * services the ready ones (the same 'chs', 'fds', 'who', 'nfds'). */
 size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *fds, void **who,
                            size_t max, double *timeout);
+
+/* An upper bound on the entries _PollPrepare fills for 'chs' now: their
+ * connections with a socket, plus room for the ones it may open. */
+size_t pc_Grpc_PollSlots(pc_GrpcChannel *const *chs, size_t n);
+
+/* Room for one round's poll entries: 'fds' and 'who' of 'cap' entries,
+ * and 'spans' of 'nspans' (a caller's per-listener counts), in the struct
+ * itself when small, else from pc_DefaultAlloc. So every socket is
+ * polled, however many there are. */
+typedef struct {
+  struct pollfd *fds;
+  void **who;
+  size_t *spans;
+  size_t cap, nspans;
+  void *heap; /* the allocation, NULL when in the struct */
+  size_t heap_size;
+  struct pollfd small_fds[64];
+  void *small_who[64];
+  size_t small_spans[16];
+} pc_GrpcPollSet;
+
+/* Makes room for 'cap' entries and 'nspans' spans; 0 when out of memory
+ * (nothing to free then). */
+int pc_GrpcPollSet_Init(pc_GrpcPollSet *p, size_t cap, size_t nspans);
+void pc_GrpcPollSet_Free(pc_GrpcPollSet *p);
 void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd *fds,
                       void *const *who, size_t nfds);
 

@@ -34,6 +34,7 @@ static pc_GrpcChannel *host_channel(pc_Alloc *alloc) {
   o.backoff_multiplier = 1;
   o.backoff_max = 0.02;
   o.min_connect_timeout = 10;
+  o.wait_for_ready = 1; /* a call during the backoff waits for the next attempt */
   pc_Error err;
   pc_Error_Init(&err);
   return pc_GrpcChannel_New(&o, alloc, NULL, &err);
@@ -88,7 +89,36 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
   pc_GrpcCall_Free(a);
   good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
 
-  /* The backoff holds the next attempt back: the call waits for it. */
+  /* Without wait_for_ready a call during the backoff fails at once. */
+  {
+    pc_GrpcChannelOptions o;
+    memset(&o, 0, sizeof o);
+    o.host = "example.test";
+    o.port = "50051";
+    o.host_io = 1;
+    o.backoff_set = 1;
+    o.backoff_initial = 5;
+    o.backoff_multiplier = 1;
+    o.backoff_max = 5;
+    o.min_connect_timeout = 10;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_GrpcChannel *fast = pc_GrpcChannel_New(&o, alloc, NULL, &err);
+    pc_GrpcCall *f = fast ? start(fast, 5) : NULL;
+    unsigned fid = f ? only_conn(fast, &ready) : 0;
+    if (fid) pc_GrpcChannel_HostConnected(fast, fid, 0, "connect to example.test:50051: refused");
+    if (f) pc_GrpcCall_Free(f);
+    f = fid ? start(fast, 5) : NULL;
+    good &= STEP(f != NULL && ended(f, kPc_Code_Unavailable,
+                                    "connect to example.test:50051: refused (reconnection backoff: "
+                                    "the next attempt in 5 s; a transport with wait_for_ready "
+                                    "waits for it)"));
+    if (f) pc_GrpcCall_Free(f);
+    pc_GrpcChannel_Free(fast);
+  }
+
+  /* With wait_for_ready the backoff holds the next attempt back: the call
+   * waits for it. */
   pc_GrpcCall *b = start(ch, 5);
   if (b == NULL) {
     pc_GrpcChannel_Free(ch);

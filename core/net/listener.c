@@ -20,7 +20,6 @@
 
 #define READ_CHUNK        ((size_t)16 * 1024)
 #define READ_ROUND        ((size_t)256 * 1024)
-#define MAX_POLLED        1024
 #define DEFAULT_MAX_CONNS 1000
 
 typedef struct SConn SConn;
@@ -93,7 +92,7 @@ pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *o, pc_Alloc *
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
       l->fd = fd;
       break;
     }
@@ -273,8 +272,6 @@ static double tend(pc_GrpcListener *l, double now) {
   return due;
 }
 
-#define MAX_LISTENERS 16
-
 /* Tends listener 'l' (timeouts, flushes), lowers '*timeout' to when its
  * next timer is due and adds its sockets to 'fds' / 'who' (NULL for the
  * listening socket) from entry 'nfds' on, up to 'max'; returns the new
@@ -300,37 +297,49 @@ static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void *
   return nfds;
 }
 
+size_t pc_Grpc_PollCount(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls,
+                         size_t m) {
+  size_t count = pc_Grpc_PollSlots(chs, n);
+  for (size_t i = 0; i < m; i++) count += 1 + ls[i]->nconns;
+  return count;
+}
+
 size_t pc_Grpc_PollFds(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
                        struct pollfd *fds, size_t max, double *timeout) {
-  void *who[MAX_POLLED];
-  if (max > MAX_POLLED) max = MAX_POLLED;
+  pc_GrpcPollSet ps; /* for 'who', which only the pump needs */
+  if (!pc_GrpcPollSet_Init(&ps, max, 0)) return 0;
   double now = pc_Clock_Monotonic();
-  size_t nfds = pc_Grpc_PollPrepare(chs, n, fds, who, max / 2, timeout);
-  for (size_t i = 0; i < m; i++) nfds = prepare(ls[i], now, fds, who, nfds, max, timeout);
+  size_t nfds = pc_Grpc_PollPrepare(chs, n, fds, ps.who, max, timeout);
+  for (size_t i = 0; i < m; i++) nfds = prepare(ls[i], now, fds, ps.who, nfds, max, timeout);
+  pc_GrpcPollSet_Free(&ps);
   return nfds;
 }
 
 int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
                     double timeout) {
-  struct pollfd fds[MAX_POLLED];
-  void *who[MAX_POLLED];
-  size_t first[MAX_LISTENERS], count[MAX_LISTENERS];
-  if (m > MAX_LISTENERS) m = MAX_LISTENERS;
+  pc_GrpcPollSet ps;
+  if (!pc_GrpcPollSet_Init(&ps, pc_Grpc_PollCount(chs, n, ls, m), m)) return 0;
+  struct pollfd *fds = ps.fds;
+  void **who = ps.who;
   double now = pc_Clock_Monotonic();
-  size_t nch = pc_Grpc_PollPrepare(chs, n, fds, who, MAX_POLLED / 2, &timeout);
+  size_t nch = pc_Grpc_PollPrepare(chs, n, fds, who, ps.cap, &timeout);
   size_t nfds = nch;
   for (size_t i = 0; i < m; i++) {
-    first[i] = nfds;
-    nfds = prepare(ls[i], now, fds, who, nfds, MAX_POLLED, &timeout);
-    count[i] = nfds - first[i];
+    size_t first = nfds;
+    nfds = prepare(ls[i], now, fds, who, nfds, ps.cap, &timeout);
+    ps.spans[i] = nfds - first;
   }
   if (timeout < 0) timeout = 0;
   int ms = timeout > 3600 ? 3600000 : (int)(timeout * 1000 + 0.999);
-  if (poll(fds, nfds, ms) < 0 && errno != EINTR) return 0;
+  if (poll(fds, nfds, ms) < 0 && errno != EINTR) {
+    pc_GrpcPollSet_Free(&ps);
+    return 0;
+  }
   pc_Grpc_PollDone(chs, n, fds, who, nch);
   now = pc_Clock_Monotonic();
+  size_t k = nch;
   for (size_t i = 0; i < m; i++) {
-    for (size_t k = first[i]; k < first[i] + count[i]; k++) {
+    for (size_t end = k + ps.spans[i]; k < end; k++) {
       if (!fds[k].revents) continue;
       if (who[k] == NULL)
         accept_all(ls[i], now);
@@ -339,5 +348,6 @@ int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const
     }
     tend(ls[i], now);
   }
+  pc_GrpcPollSet_Free(&ps);
   return 1;
 }

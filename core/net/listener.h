@@ -61,10 +61,16 @@ void pc_GrpcListener_Free(pc_GrpcListener *l);
 int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
                     double timeout);
 
+/* An upper bound on the entries pc_Grpc_PollFds fills for these now (the
+ * room to give it so that every socket is listed). */
+size_t pc_Grpc_PollCount(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls,
+                         size_t m);
+
 /* For a host that polls in its own loop: what one pc_Grpc_PumpAll would
  * poll, without polling. Sends what is queued, enforces deadlines and
  * timeouts, fills at most 'max' entries of 'fds' (fd and events POLLIN /
- * POLLOUT; half of them at most for the channels) and returns how many;
+ * POLLOUT; give it pc_Grpc_PollCount entries; 0 when out of memory) and
+ * returns how many;
  * lowers '*timeout' (seconds) to when the next deadline or timer is due.
  * Once poll(2) says one is ready, or '*timeout' passed, a pc_Grpc_PumpAll
  * with timeout 0 does the work. */

@@ -874,7 +874,7 @@ function M.install(pc, core)
   -- Runs `fn(...)` as the loop: no other pc.run or pc.step meanwhile; an
   -- error drops every task and is raised.
   local function as_loop(name, fn, ...)
-    if running_loop then error(name .. ": already running", 3) end
+    if running_loop then error(name .. ": called inside pc.run or a task", 3) end
     running_loop = true
     local ok, a, b = pcall(fn, ...)
     running_loop = false
@@ -914,7 +914,8 @@ function M.install(pc, core)
   function pc.step(seconds)
     if seconds == nil then seconds = 0 end
     if type(seconds) ~= "number" or not (seconds >= 0) then
-      error("bad argument #1 to 'step' (seconds >= 0 expected, got " .. tostring(seconds) .. ")", 2)
+      local got = type(seconds) ~= "number" and type(seconds) or seconds ~= seconds and "nan" or tostring(seconds)
+      error("bad argument #1 to 'step' (seconds >= 0 expected, got " .. got .. ")", 2)
     end
     return (as_loop("pc.step", function()
       if round(seconds) then
@@ -938,6 +939,7 @@ function M.install(pc, core)
     if running_loop then error("pc.poll_fds: called inside pc.run or a task", 2) end
     local chans, soonest = waited()
     local timeout = soonest and soonest - monotonic() or nil
+    if timeout == math.huge then timeout = nil end -- pc.sleep(math.huge): only a socket wakes it
     if #queue > 0 then timeout = 0 end
     local fds, due = core.grpc_poll_fds(chans, timeout or 3600)
     if timeout or due < 3600 then timeout = due end

@@ -21,15 +21,25 @@ Modes and what they print:
   noread        a server stream never read, held 2 s   -> "held N" (bytes received)
   silent        a TCP connection that sends nothing    -> "closed" once the server closes it
   twoconns      a second connection past max_connections -> "second closed"
+  gzip:KIND     one gzip request message that does not decompress -> "status N"
+                 and the start of its grpc-message ("status 8 decompressed request
+                 message exceeds"): KIND is bomb (5 MiB of zeros), bigbomb (1 GiB),
+                 corrupt, truncated, trailing (garbage after it), two (two gzip
+                 members), crc (a wrong CRC-32), zlib, raw (deflate), empty (no
+                 bytes), or fits101 (101 bytes, for max_receive_size 100)
+  gzbidi        on /srv.Calc/Echo (bidi) one good message, its reply, then a gzip
+                 bomb -> "reply then status N ..." as for gzip
   flags PATH HEX [ACCEPT]  a call of PATH with the request bytes HEX and
                  grpc-accept-encoding ACCEPT (none without) -> "encoding E
                  flags F,... status N": the response's grpc-encoding (or
                  "none") and each response message's compressed flag
                  (spec/interop_server_spec.lua)
 """
+import gzip
 import socket
 import sys
 import time
+import zlib
 
 import h2.config
 import h2.connection
@@ -128,6 +138,55 @@ def answer(c, sid=1):
                 return "status " + h["grpc-status"]
             if h.get(":status") != "200":
                 return "http " + h[":status"]
+    return "nothing"
+
+
+def bad_gzip(kind):
+    """A request message body of 'kind' (see gzip above)."""
+    good = gzip.compress(b"\x08\x01")
+    if kind == "bomb":
+        return gzip.compress(b"\0" * (5 << 20))
+    if kind == "bigbomb":
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        chunk = b"\0" * (1 << 20)
+        return b"".join(z.compress(chunk) for _ in range(1024)) + z.flush()
+    if kind == "corrupt":
+        return good[:10] + b"\xff" * (len(good) - 10)
+    if kind == "truncated":
+        return good[:-4]
+    if kind == "trailing":
+        return good + b"junk"
+    if kind == "two":
+        return good + good
+    if kind == "crc":
+        return good[:-8] + bytes([good[-8] ^ 1]) + good[-7:]
+    if kind == "zlib":
+        return zlib.compress(b"\x08\x01")
+    if kind == "raw":
+        z = zlib.compressobj(6, zlib.DEFLATED, -15)
+        return z.compress(b"\x08\x01") + z.flush()
+    if kind == "empty":
+        return b""
+    if kind == "fits101":
+        return gzip.compress(b"\x1a\x63" + b"n" * 99)  # note = 99 n's: 101 bytes
+    raise ValueError("unknown gzip kind " + kind)
+
+
+def gzip_answer(c, sid=1):
+    """'status N MESSAGE' from the stream's trailers (or trailers-only
+    headers), else what answer() saw."""
+    for ev in c.events():
+        if ev == "closed":
+            return "closed"
+        if isinstance(ev, h2.events.ConnectionTerminated):
+            return "goaway %d" % ev.error_code
+        if isinstance(ev, h2.events.StreamReset) and ev.stream_id == sid:
+            return "rst %d" % ev.error_code
+        if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)) \
+                and ev.stream_id == sid:
+            h = {k.decode(): v.decode() for k, v in ev.headers}
+            if "grpc-status" in h:
+                return "status %s %s" % (h["grpc-status"], h.get("grpc-message", ""))
     return "nothing"
 
 
@@ -241,6 +300,45 @@ def main():
         for _ in c.events(seconds=2, read=False):
             pass
         print("held %d" % c.received)
+    elif mode.startswith("gzip:"):
+        body = bad_gzip(mode[5:])
+        c.conn.send_headers(1, headers(extra=[("grpc-encoding", "gzip")]))
+        c.flush()
+        # h2 keeps to the server's windows; send what they allow as they open
+        pending = frame(body, flag=1)
+        while pending:
+            n = min(len(pending), c.conn.local_flow_control_window(1),
+                    c.conn.max_outbound_frame_size)
+            if n == 0:
+                for ev in c.events(seconds=1):
+                    if isinstance(ev, (h2.events.WindowUpdated, h2.events.StreamReset,
+                                       h2.events.ResponseReceived)) or ev == "closed":
+                        break
+                if c.conn.local_flow_control_window(1) == 0:
+                    break
+                continue
+            c.conn.send_data(1, pending[:n], end_stream=n == len(pending))
+            pending = pending[n:]
+            c.flush()
+        print(gzip_answer(c))
+    elif mode == "gzbidi":
+        c.conn.send_headers(1, headers(path="/srv.Calc/Echo", extra=[("grpc-encoding", "gzip")]))
+        c.conn.send_data(1, frame(gzip.compress(b"\x08\x05"), flag=1))
+        c.flush()
+        replied = False
+        for ev in c.events():
+            if isinstance(ev, h2.events.DataReceived) and ev.stream_id == 1:
+                replied = True
+                break
+            if ev == "closed" or isinstance(ev, (h2.events.StreamReset,
+                                                 h2.events.ConnectionTerminated)):
+                break
+        if not replied:
+            print("no reply")
+            return
+        c.conn.send_data(1, frame(bad_gzip("bomb"), flag=1), end_stream=True)
+        c.flush()
+        print("reply then " + gzip_answer(c))
     elif mode == "flags":
         extra = [("grpc-accept-encoding", sys.argv[5])] if len(sys.argv) > 5 else []
         c.conn.send_headers(1, headers(path=sys.argv[3], extra=extra))

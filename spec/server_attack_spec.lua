@@ -13,6 +13,7 @@ message Sum { int64 total = 1; uint32 count = 2; }
 service Calc {
   rpc Add(Point) returns (Sum);
   rpc Count(Point) returns (stream Point);
+  rpc Echo(stream Point) returns (stream Point);
 }
 ]], { name = "srv/calc.proto" }))
 
@@ -23,6 +24,9 @@ local server = pc.server({ ["srv.Calc"] = {
       if ctx:cancelled() then return end
       ctx.send { x = i, note = string.rep("n", 1000) }
     end
+  end,
+  Echo = function(ctx)
+    for p in ctx.recv do ctx.send(p) end
   end,
 } }, { pool = pool })
 
@@ -104,6 +108,32 @@ describe("pc.listen under bad input", function()
 
   it("answers a request that does not decode INTERNAL", function()
     assert.equals("status 13", attack("undecodable"))
+  end)
+
+  -- A compressed message that fails to decompress ends its call with the
+  -- status in trailers (the call's end came from the engine, not a reset).
+  local exceeds = "decompressed request message exceeds the limit of "
+  it("answers a gzip bomb over the limit RESOURCE_EXHAUSTED", function()
+    assert.equals("status 8 " .. exceeds .. "4194304 bytes", attack("gzip:bomb"))
+  end)
+
+  it("answers a gzip bomb of 1 GiB RESOURCE_EXHAUSTED", function()
+    assert.equals("status 8 " .. exceeds .. "4194304 bytes", attack("gzip:bigbomb"))
+  end)
+
+  it("answers a message inflating one byte past max_receive_size RESOURCE_EXHAUSTED", function()
+    assert.equals("status 8 " .. exceeds .. "100 bytes",
+      attack("gzip:fits101", { max_receive_size = 100 }))
+  end)
+
+  for _, kind in ipairs { "corrupt", "truncated", "trailing", "two", "crc", "zlib", "raw", "empty" } do
+    it("answers a request message that is not valid gzip (" .. kind .. ") INTERNAL", function()
+      assert.equals("status 13 request message is not valid gzip", attack("gzip:" .. kind))
+    end)
+  end
+
+  it("answers a gzip bomb on a bidi stream after one reply RESOURCE_EXHAUSTED", function()
+    assert.equals("reply then status 8 " .. exceeds .. "4194304 bytes", attack("gzbidi"))
   end)
 
   it("ends a flood of RST_STREAM after HEADERS with GOAWAY ENHANCE_YOUR_CALM", function()

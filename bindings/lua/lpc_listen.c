@@ -187,10 +187,12 @@ static int lpc_scall_metadata(lua_State *L) {
 static int lpc_scall_next(lua_State *L) {
   const char *d;
   size_t n;
-  int r = pc_GrpcServerCall_Next(check_call(L), &d, &n);
-  if (r == 1)
+  pc_GrpcServerCall *c = check_call(L);
+  int r = pc_GrpcServerCall_Next(c, &d, &n);
+  if (r == 1) {
     lua_pushlstring(L, d, n);
-  else if (r == 0)
+    pc_GrpcServerCall_Release(c); /* the string is a copy */
+  } else if (r == 0)
     lua_pushboolean(L, 0);
   else
     lua_pushnil(L);

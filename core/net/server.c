@@ -58,6 +58,7 @@ struct pc_GrpcServerCall {
   int submitted; /* response headers submitted */
   int remote_ended, closed, cancelled;
   int finished;        /* Finish ran: the trailers follow the messages */
+  int ended;           /* the engine finished it (fail, deadline): its status is queued */
   int accepts_gzip;    /* grpc-accept-encoding lists gzip */
   int gzip_declared;   /* the response headers carry grpc-encoding gzip */
   int gzip_out;        /* response messages are gzipped */
@@ -359,6 +360,7 @@ static void fail(pc_GrpcServerCall *s, pc_Code code, const char *fmt, ...) {
   if (n < 0) n = 0;
   if ((size_t)n >= sizeof text) n = (int)sizeof text - 1;
   s->cancelled = 1;
+  s->ended = 1;
   s->in.len = s->rpos = s->scan = 0;
   s->out.len = s->out_pos = 0;
   finish(s, code, text, (size_t)n, NULL, 0);
@@ -814,7 +816,7 @@ double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
   for (pc_GrpcServerCall *s = c->calls; s; s = s->next) {
     if (s->deadline < 0 || s->finished || s->closed) continue;
     if (now >= s->deadline) {
-      s->cancelled = 1;
+      s->cancelled = s->ended = 1;
       s->out.len = s->out_pos = 0;
       finish(s, kPc_Code_DeadlineExceeded, "deadline exceeded", 17, NULL, 0);
     } else if (next < 0 || s->deadline < next) {
@@ -898,6 +900,12 @@ int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len)
   return s->remote_ended || s->closed ? -1 : 0;
 }
 
+void pc_GrpcServerCall_Release(pc_GrpcServerCall *s) {
+  if (s->dbuf) mem(&s->m, s->dbuf, s->dcap, 0);
+  s->dbuf = NULL;
+  s->dcap = 0;
+}
+
 int pc_GrpcServerCall_Cancelled(const pc_GrpcServerCall *s) {
   return s->cancelled || s->c == NULL;
 }
@@ -961,9 +969,10 @@ int pc_GrpcServerCall_Done(const pc_GrpcServerCall *s) {
 
 void pc_GrpcServerCall_Free(pc_GrpcServerCall *s) {
   if (s == NULL) return;
-  if (s->c && !s->closed && s->finished && !s->cancelled) {
-    /* The response is queued: the engine keeps the call until the stream
-     * closes (or the connection goes), as it does calls never taken. */
+  if (s->c && !s->closed && !s->c->dead && s->finished && (!s->cancelled || s->ended)) {
+    /* The response is queued (or the status of a call the engine ended):
+     * the engine keeps the call until the stream closes (or the connection
+     * goes), as it does calls never taken. */
     s->accepted = 0;
     return;
   }

@@ -133,6 +133,13 @@ const pc_GrpcPair *pc_GrpcServerCall_Metadata(const pc_GrpcServerCall *s, size_t
  * Reading opens the flow-control window by what was read. */
 int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len);
 
+/* Frees the buffer holding the last message pc_GrpcServerCall_Next
+ * decompressed (up to the receive limit plus 1 KiB), once the caller has
+ * copied it: a call whose handler runs long then holds no second copy.
+ * The pointer Next returned is invalid afterwards; the next compressed
+ * message allocates a new buffer. */
+void pc_GrpcServerCall_Release(pc_GrpcServerCall *s);
+
 /* Whether the call is over for the handler: the client reset it, the
  * connection went, the deadline passed, or the engine ended it (a message
  * over the limit, bad gzip, a truncated message). */

@@ -129,7 +129,7 @@ static uint64_t check_decimal(lua_State *L, const pc_FieldDef *f, const char *na
   char shown[48];
   size_t n = len < 40 ? len : 40;
   for (size_t i = 0; i < n; i++) /* control bytes (a NUL too) shown as '?' */
-    shown[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    shown[i] = (char)((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i]);
   memcpy(shown + n, len > n ? "..." : "", len > n ? 4 : 1);
   if (r < 0)
     lpc_msg_error(L, "%s: value \"%s\" out of range for %s", name, shown,

@@ -427,21 +427,19 @@ static int open_stream(pc_GrpcCall *c) {
   Conn *conn = pick_conn(c->ch, &err, &wait);
   if (conn == NULL && wait) {
     const Backoff *b = &c->ch->backoff;
-    if (!c->ch->o.wait_for_ready) {
-      char m[PC_ERROR_MAX];
-      snprintf(m, sizeof m,
-               "%.300s (reconnection backoff: the next attempt in %.3g s; a transport with "
-               "wait_for_ready waits for it)",
-               b->why, b->retry_at - pc_Clock_Monotonic());
-      end_early(c, kPc_Code_Unavailable, m);
-      return 0;
-    }
-    if (c->deadline >= 0 && c->deadline <= b->retry_at) {
-      char m[PC_ERROR_MAX];
-      snprintf(m, sizeof m,
-               "%.300s (reconnection backoff: the next attempt, in %.3g s, comes after the call's "
-               "deadline)",
-               b->why, b->retry_at - pc_Clock_Monotonic());
+    int fail_fast = !c->ch->o.wait_for_ready;
+    if (fail_fast || (c->deadline >= 0 && c->deadline <= b->retry_at)) {
+      double in = b->retry_at - pc_Clock_Monotonic();
+      char when[128], m[PC_ERROR_MAX];
+      if (fail_fast)
+        snprintf(when, sizeof when,
+                 "the next attempt in %.3g s; a transport with wait_for_ready "
+                 "waits for it",
+                 in);
+      else
+        snprintf(when, sizeof when, "the next attempt, in %.3g s, comes after the call's deadline",
+                 in);
+      snprintf(m, sizeof m, "%.300s (reconnection backoff: %s)", b->why, when);
       end_early(c, kPc_Code_Unavailable, m);
       return 0;
     }

@@ -23,21 +23,28 @@ static int step_at(int ok, int line) {
   return ok;
 }
 
-static pc_GrpcChannel *host_channel(pc_Alloc *alloc) {
+/* A host-I/O channel whose reconnection backoff is 'backoff' seconds
+ * flat; with 'wait_for_ready' a call during the backoff waits for the next
+ * attempt. */
+static pc_GrpcChannel *backoff_channel(pc_Alloc *alloc, double backoff, int wait_for_ready) {
   pc_GrpcChannelOptions o;
   memset(&o, 0, sizeof o);
   o.host = "example.test";
   o.port = "50051";
   o.host_io = 1;
   o.backoff_set = 1;
-  o.backoff_initial = 0.02;
+  o.backoff_initial = backoff;
   o.backoff_multiplier = 1;
-  o.backoff_max = 0.02;
+  o.backoff_max = backoff;
   o.min_connect_timeout = 10;
-  o.wait_for_ready = 1; /* a call during the backoff waits for the next attempt */
+  o.wait_for_ready = wait_for_ready;
   pc_Error err;
   pc_Error_Init(&err);
   return pc_GrpcChannel_New(&o, alloc, NULL, &err);
+}
+
+static pc_GrpcChannel *host_channel(pc_Alloc *alloc) {
+  return backoff_channel(alloc, 0.02, 1);
 }
 
 static pc_GrpcCall *start(pc_GrpcChannel *ch, double timeout) {
@@ -91,19 +98,7 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
 
   /* Without wait_for_ready a call during the backoff fails at once. */
   {
-    pc_GrpcChannelOptions o;
-    memset(&o, 0, sizeof o);
-    o.host = "example.test";
-    o.port = "50051";
-    o.host_io = 1;
-    o.backoff_set = 1;
-    o.backoff_initial = 5;
-    o.backoff_multiplier = 1;
-    o.backoff_max = 5;
-    o.min_connect_timeout = 10;
-    pc_Error err;
-    pc_Error_Init(&err);
-    pc_GrpcChannel *fast = pc_GrpcChannel_New(&o, alloc, NULL, &err);
+    pc_GrpcChannel *fast = backoff_channel(alloc, 5, 0);
     pc_GrpcCall *f = fast ? start(fast, 5) : NULL;
     unsigned fid = f ? only_conn(fast, &ready) : 0;
     if (fid) pc_GrpcChannel_HostConnected(fast, fid, 0, "connect to example.test:50051: refused");

@@ -61,4 +61,25 @@ function M.stop(server)
   end
 end
 
+--- Test certificates made with openssl in a new temporary folder (its
+-- path returned; the caller removes it): a CA (ca.pem, ca.key), a server
+-- certificate for localhost / 127.0.0.1 (server.pem, server.key) and a
+-- client certificate (client.pem, client.key), both signed by the CA.
+function M.make_certs()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir " .. dir))
+  local function run(cmd) assert(os.execute("cd " .. dir .. " && " .. cmd .. " 2>/dev/null"), cmd) end
+  run("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=protocall-test-ca -keyout ca.key -out ca.pem")
+  run("printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext")
+  run("printf 'extendedKeyUsage=clientAuth\\n' > client.ext")
+  for _, who in ipairs { "server", "client" } do
+    run("openssl req -newkey rsa:2048 -nodes -subj /CN=" .. who .. " -keyout " .. who .. ".key -out "
+      .. who .. ".csr")
+    run("openssl x509 -req -in " .. who .. ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile "
+      .. who .. ".ext -out " .. who .. ".pem")
+  end
+  return dir
+end
+
 return M

@@ -9,6 +9,7 @@
 package.path = "spec/?.lua;" .. package.path
 local pc = require "protocall"
 local service = require "interop_service"
+local helper = require "grpc_helper"
 
 local PYTHON = "/usr/bin/python3"
 
@@ -51,21 +52,6 @@ local function results_of(text)
   return r
 end
 
--- A CA and a server certificate for localhost / 127.0.0.1 it signed, made
--- with openssl; the folder they are in.
-local function make_certs()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir " .. dir))
-  local function run(cmd) assert(os.execute("cd " .. dir .. " && " .. cmd .. " 2>/dev/null"), cmd) end
-  run("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=protocall-test-ca -keyout ca.key -out ca.pem")
-  run("printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext")
-  run("openssl req -newkey rsa:2048 -nodes -subj /CN=server -keyout server.key -out server.csr")
-  run("openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1"
-    .. " -extfile server.ext -out server.pem")
-  return dir
-end
-
 local function python_cases(name, start)
   describe("interop cases of a python3-grpcio client against pc.listen over " .. name, function()
     local results, output
@@ -91,7 +77,7 @@ python_cases("h2c", function()
 end)
 
 python_cases("TLS", function()
-  local dir = make_certs()
+  local dir = helper.make_certs()
   local out = serve_while({ cert_file = dir .. "/server.pem", key_file = dir .. "/server.key" },
     function(port) return PYTHON .. " spec/interop_client.py " .. port .. " " .. dir .. "/ca.pem" end)
   os.execute("rm -rf " .. dir)

@@ -28,25 +28,6 @@ local function find(pairs_, key)
   end
 end
 
--- Test certificates made with openssl: a CA, a server certificate for
--- localhost / 127.0.0.1 and a client certificate, both signed by it.
-local function make_certs()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir " .. dir))
-  local function run(cmd) assert(os.execute("cd " .. dir .. " && " .. cmd .. " 2>/dev/null"), cmd) end
-  run("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=protocall-test-ca -keyout ca.key -out ca.pem")
-  run("printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext")
-  run("printf 'extendedKeyUsage=clientAuth\\n' > client.ext")
-  for _, who in ipairs { "server", "client" } do
-    run("openssl req -newkey rsa:2048 -nodes -subj /CN=" .. who .. " -keyout " .. who .. ".key -out "
-      .. who .. ".csr")
-    run("openssl x509 -req -in " .. who .. ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile "
-      .. who .. ".ext -out " .. who .. ".pem")
-  end
-  return dir
-end
-
 assert(pc.load_file("grpc/testing/test.proto", { import_paths = { "spec/fixtures/protos" } }))
 
 -- The interop cases against the server and transport `start()` returns.
@@ -236,7 +217,7 @@ end)
 
 local certs
 interop_cases("TLS", function()
-  certs = certs or make_certs()
+  certs = certs or helper.make_certs()
   local s = spawn("0", certs .. "/server.pem", certs .. "/server.key")
   return s, pc.grpc("https://127.0.0.1:" .. s.port, { ca_file = certs .. "/ca.pem" })
 end)
@@ -270,7 +251,7 @@ describe("interop extras", function()
   describe("mutual TLS", function()
     local s
     setup(function()
-      certs = certs or make_certs()
+      certs = certs or helper.make_certs()
       s = spawn("0", certs .. "/server.pem", certs .. "/server.key", certs .. "/ca.pem")
     end)
     teardown(function() helper.stop(s) end)

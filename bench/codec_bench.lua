@@ -152,51 +152,10 @@ local USER_CASES = {
     iters = 20000 },
 }
 
--- A reading plan per type: the fields in declaration order, with how to
--- walk each (one plan for both libraries, so the walk costs the same).
-local plans = {}
-local function plan_of(T)
-  if plans[T] then return plans[T] end
-  local plan = {}
-  plans[T] = plan
-  for _, f in ipairs(pool:fields(T)) do
-    local p = { name = f.name, kind = "scalar" }
-    local map_value = f.type:match("^map<[^,]+,%s*(.-)>$")
-    if map_value then
-      local V = pool:type(map_value)
-      p.kind = type(V) == "userdata" and "mapmsg" or "map"
-      if p.kind == "mapmsg" then p.sub = plan_of(V) end
-    elseif f.type == "message" or f.type == "group" then
-      p.kind = f.label == "repeated" and "repmsg" or "msg"
-      p.sub = plan_of(assert(pool:type(f.type_name)))
-    elseif f.label == "repeated" then
-      p.kind = "rep"
-    end
-    plan[#plan + 1] = p
-  end
-  return plan
-end
-
-local function walk(plan, m)
-  for i = 1, #plan do
-    local p = plan[i]
-    local v = m[p.name]
-    if v ~= nil then
-      local k = p.kind
-      if k == "msg" then
-        walk(p.sub, v)
-      elseif k == "rep" then
-        for j = 1, #v do local _ = v[j] end
-      elseif k == "repmsg" then
-        for j = 1, #v do walk(p.sub, v[j]) end
-      elseif k == "map" then
-        for _, _ in pairs(v) do end
-      elseif k == "mapmsg" then
-        for _, x in pairs(v) do walk(p.sub, x) end
-      end
-    end
-  end
-end
+-- Every field read the same way for both libraries (bench/walk.lua).
+local W = require "bench.walk"
+local walk = W.walker(pairs)
+local function plan_of(T) return W.plan_of(pool, T) end
 
 local user_cases = {}
 for _, c in ipairs(USER_CASES) do

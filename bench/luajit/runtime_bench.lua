@@ -148,50 +148,9 @@ end
 if have_corpus then
   local T = assert(pool:type(OTLP_TYPE))
   local bytes = read(OTLP)
-  local plans = {}
-  local function plan_of(U)
-    if plans[U] then return plans[U] end
-    local plan = {}
-    plans[U] = plan
-    for _, f in ipairs(pool:fields(U)) do
-      local e = { name = f.name, kind = "scalar" }
-      local map_value = f.type:match("^map<[^,]+,%s*(.-)>$")
-      if map_value then
-        local V = pool:type(map_value)
-        e.kind = type(V) == "userdata" and "mapmsg" or "map"
-        if e.kind == "mapmsg" then e.sub = plan_of(V) end
-      elseif f.type == "message" or f.type == "group" then
-        e.kind = f.label == "repeated" and "repmsg" or "msg"
-        e.sub = plan_of(assert(pool:type(f.type_name)))
-      elseif f.label == "repeated" then
-        e.kind = "rep"
-      end
-      plan[#plan + 1] = e
-    end
-    return plan
-  end
-  local pairs_of = pc.pairs
-  local function walk(plan, m)
-    for i = 1, #plan do
-      local e = plan[i]
-      local v = m[e.name]
-      if v ~= nil then
-        local k = e.kind
-        if k == "msg" then
-          walk(e.sub, v)
-        elseif k == "rep" then
-          for j = 1, #v do local _ = v[j] end
-        elseif k == "repmsg" then
-          for j = 1, #v do walk(e.sub, v[j]) end
-        elseif k == "map" then
-          for _ in pairs_of(v) do end
-        elseif k == "mapmsg" then
-          for _, x in pairs_of(v) do walk(e.sub, x) end
-        end
-      end
-    end
-  end
-  local plan = plan_of(T)
+  local W = require "bench.walk" -- every field read the same way for both libraries
+  local walk = W.walker(pc.pairs)
+  local plan = W.plan_of(pool, T)
   local decode = pc.decode
   local ours = measure(function(n) for _ = 1, n do walk(plan, decode(T, bytes)) end end)
   row("otlp_traces decode+read, protocall LuaJIT", ours / 1e3, "us")

@@ -33,9 +33,10 @@ static uint8_t read_kind(const pc_FieldDef *f) {
   }
 }
 
-static uint8_t write_kind(const pc_FieldDef *f) {
-  if (!lpc_plain_slot(f)) return kWrite_Other;
-  switch (f->type) {
+/* The kWrite_* of a 32-bit, floating or bool field type; kWrite_Other for
+ * enums and 64-bit types (whose callers decide), and the rest. */
+static uint8_t scalar_write_kind(pc_FieldType t) {
+  switch (t) {
   case kPc_Type_Uint32:
   case kPc_Type_Fixed32: return kWrite_U32;
   case kPc_Type_Int32:
@@ -44,9 +45,20 @@ static uint8_t write_kind(const pc_FieldDef *f) {
   case kPc_Type_Double: return kWrite_F64;
   case kPc_Type_Float: return kWrite_F32;
   case kPc_Type_Bool: return kWrite_Bool;
-  case kPc_Type_Enum: return kWrite_Other;                /* names, closed enums */
-  default: return LPC_LUAJIT ? kWrite_Other : kWrite_I64; /* any Lua integer; LuaJIT: cdata too */
+  default: return kWrite_Other;
   }
+}
+
+static int is_64bit_integer(pc_FieldType t) {
+  return t == kPc_Type_Int64 || t == kPc_Type_Sint64 || t == kPc_Type_Sfixed64 ||
+         t == kPc_Type_Uint64 || t == kPc_Type_Fixed64;
+}
+
+static uint8_t write_kind(const pc_FieldDef *f) {
+  if (!lpc_plain_slot(f)) return kWrite_Other;
+  /* enums: names, closed enums; 64-bit: any Lua integer (LuaJIT: cdata too, through C) */
+  if (is_64bit_integer(f->type)) return LPC_LUAJIT ? kWrite_Other : kWrite_I64;
+  return scalar_write_kind(f->type);
 }
 
 /* -- Module functions ---------------------------------------------------------- */
@@ -502,18 +514,9 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
  * strings, messages, repeated fields and extensions go through C: 0). */
 static int ffi_write_kind(const pc_FieldDef *f) {
   if (f->slot > kPc_Slot_64 || f->is_extension || f->label == kPc_Label_Repeated) return 0;
-  switch (f->type) {
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return kWrite_U32;
-  case kPc_Type_Int32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32: return kWrite_I32;
-  case kPc_Type_Double: return kWrite_F64;
-  case kPc_Type_Float: return kWrite_F32;
-  case kPc_Type_Bool: return kWrite_Bool;
-  case kPc_Type_Enum: return f->enumdef->closed ? 0 : 7;
-  default: return kWrite_I64;
-  }
+  if (f->type == kPc_Type_Enum) return f->enumdef->closed ? 0 : 7;
+  if (is_64bit_integer(f->type)) return kWrite_I64;
+  return scalar_write_kind(f->type);
 }
 
 /* Pushes the list, in declaration order, of the fields the FFI reader and

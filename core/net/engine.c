@@ -11,7 +11,6 @@
 
 #include <nghttp2/nghttp2.h>
 #define ZLIB_CONST /* next_in is const */
-#include <zlib.h>
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -112,7 +111,7 @@ static void free_cstr(pc_GrpcEngine *e, char *s) {
   if (s) mem(&e->m, s, strlen(s) + 1, 0);
 }
 
-/* nghttp2 and zlib allocate through the engine's allocator; the size sits
+/* nghttp2 allocates through the engine's allocator; the size sits
  * in front of each block because pc_Alloc needs it to free. */
 #define HEAD 16
 
@@ -164,14 +163,6 @@ static void *ng_realloc(void *ptr, size_t size, void *ud) {
   if (q == NULL) return NULL;
   memcpy(q, &n, sizeof n);
   return q + HEAD;
-}
-
-static voidpf z_alloc(voidpf opaque, uInt items, uInt size) {
-  return head_alloc(opaque, (size_t)items * size);
-}
-
-static void z_free(voidpf opaque, voidpf ptr) {
-  head_free(opaque, ptr);
 }
 
 /* -- events and status --------------------------------------------------- */
@@ -960,49 +951,22 @@ static int take_message(pc_GrpcStream *s, const char **data, size_t *len) {
     *len = n;
     return 1;
   }
-  pc_GrpcEngine *e = s->e;
-  size_t max = e->max_receive;
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  z.zalloc = z_alloc;
-  z.zfree = z_free;
-  z.opaque = e;
-  if (inflateInit2(&z, 15 + 16) != Z_OK) {
-    fail(s, kPc_Code_ResourceExhausted, 1, "out of memory decompressing a response");
-    return 0;
-  }
-  z.next_in = (const Bytef *)body;
-  z.avail_in = (uInt)n;
-  s->dbuf.len = 0;
-  int r = Z_OK;
-  while (r == Z_OK) {
-    if (s->dbuf.len > max) break;
-    if (!buf_reserve(&s->m, &s->dbuf, n * 2 + 1024)) {
-      r = Z_MEM_ERROR;
-      break;
-    }
-    z.next_out = (Bytef *)s->dbuf.p + s->dbuf.len;
-    z.avail_out = (uInt)(s->dbuf.cap - s->dbuf.len);
-    r = inflate(&z, Z_NO_FLUSH);
-    s->dbuf.len = s->dbuf.cap - z.avail_out;
-    if (r == Z_BUF_ERROR && z.avail_out > 0) break;
-    if (r == Z_BUF_ERROR) r = Z_OK;
-  }
-  int trailing = z.avail_in > 0;
-  inflateEnd(&z);
-  if (s->dbuf.len > max) {
+  size_t max = s->e->max_receive;
+  size_t out = pc_Grpc_Gunzip(s->m.alloc, s->m.ud, body, n, max, &s->dbuf.p, &s->dbuf.cap);
+  if (out == (size_t)-2) {
     fail(s, kPc_Code_ResourceExhausted, 1,
          "decompressed response message exceeds the receive limit of %zu bytes", max);
     return 0;
   }
-  if (r == Z_MEM_ERROR) {
+  if (out == (size_t)-3) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory decompressing a response");
     return 0;
   }
-  if (r != Z_STREAM_END || trailing) {
+  if (out == (size_t)-1) {
     fail(s, kPc_Code_Internal, 1, "response message is not valid gzip");
     return 0;
   }
+  s->dbuf.len = out;
   *data = s->dbuf.p;
   *len = s->dbuf.len;
   return 1;

@@ -226,14 +226,19 @@ static void z_free(voidpf opaque, voidpf ptr) {
   if (ptr) pc_Grpc_BlockRealloc(m->alloc, m->ud, ptr, 0);
 }
 
+/* A zlib stream allocating through 'm' (which must outlive it). */
+static void z_stream_init(z_stream *z, ZMem *m) {
+  memset(z, 0, sizeof *z);
+  z->zalloc = z_alloc;
+  z->zfree = z_free;
+  z->opaque = m;
+}
+
 size_t pc_Grpc_Gunzip(pc_Alloc *alloc, void *ud, const void *in, size_t len, size_t max, char **buf,
                       size_t *cap) {
   ZMem m = {alloc, ud};
   z_stream z;
-  memset(&z, 0, sizeof z);
-  z.zalloc = z_alloc;
-  z.zfree = z_free;
-  z.opaque = &m;
+  z_stream_init(&z, &m);
   if (len > UINT32_MAX) return (size_t)-1;
   if (inflateInit2(&z, 15 + 16) != Z_OK) return (size_t)-3;
   z.next_in = (const Bytef *)in;
@@ -298,10 +303,7 @@ int pc_Grpc_FrameMessage(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const void 
   } else {
     ZMem m = {alloc, ud};
     z_stream z;
-    memset(&z, 0, sizeof z);
-    z.zalloc = z_alloc;
-    z.zfree = z_free;
-    z.opaque = &m;
+    z_stream_init(&z, &m);
     if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
       return 0;
     size_t bound = deflateBound(&z, (uLong)len);

@@ -46,12 +46,7 @@ local function client(transport, opts)
 end
 
 -- The error a call raised (the call must fail).
-local function failure(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "the call succeeded")
-  assert.are.equal("table", type(err), tostring(err))
-  return err
-end
+local failure = helper.failure
 
 -- A fresh attempt-counter key per test.
 local serial = 0

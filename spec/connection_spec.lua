@@ -8,12 +8,7 @@ local helper = require "grpc_helper"
 
 local now = pc.now
 
-local function failure(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected a failure")
-  assert.are.equal(pc.Error, getmetatable(err), tostring(err))
-  return err
-end
+local failure = helper.status_error
 
 -- A loopback port nothing listens on.
 local function refusing_port()

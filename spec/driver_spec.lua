@@ -19,12 +19,7 @@ import "grpc/faults.proto";
 service Talk { rpc Chat(stream Request) returns (stream Reply); }
 ]], { name = "grpc/driver_talk.proto", import_paths = { "spec/fixtures/protos" } }))
 
-local function failure(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "the call succeeded")
-  assert.are.equal("table", type(err), tostring(err))
-  return err
-end
+local failure = helper.failure
 
 describe("pc.grpc with a host driver", function()
   local server, peer

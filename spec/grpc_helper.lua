@@ -1,6 +1,7 @@
 --- Test and benchmark helper: starts spec/grpc_server.py (run with Debian's
--- /usr/bin/python3) and stops it. Used by spec/grpc_spec.lua and
--- bench/grpc_bench.lua, both run from the repository root.
+-- /usr/bin/python3) and stops it, and what the gRPC specs share (errors,
+-- test certificates). Used by the gRPC specs and the gRPC benches, all run
+-- from the repository root.
 local M = {}
 
 local PYTHON = "/usr/bin/python3"
@@ -59,6 +60,24 @@ function M.stop(server)
     server.pipe:close()
     server.pipe = nil
   end
+end
+
+--- `err = M.failure(fn, ...)`: the error `fn(...)` raised, asserting that it
+-- raised a table (a pc.Error, a pc.RetryError). For specs (busted's
+-- luassert, loaded here so the benches need no busted).
+function M.failure(fn, ...)
+  local luassert = require "luassert"
+  local ok, err = pcall(fn, ...)
+  luassert.is_false(ok, "the call succeeded")
+  luassert.are.equal("table", type(err), tostring(err))
+  return err
+end
+
+--- `err = M.status_error(fn, ...)`: as M.failure, asserting a pc.Error.
+function M.status_error(fn, ...)
+  local err = M.failure(fn, ...)
+  require("luassert").are.equal(require("protocall").Error, getmetatable(err), tostring(err))
+  return err
 end
 
 --- Test certificates made with openssl in a new temporary folder (its

@@ -9,12 +9,7 @@ local helper = require "grpc_helper"
 local now, spawn, stop = helper.now, helper.spawn, helper.stop
 
 -- The error object a call raised (the call must fail).
-local function failure(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "the call succeeded")
-  assert.are.equal("table", type(err), tostring(err))
-  return err
-end
+local failure = helper.failure
 
 local function find(pairs_list, key)
   for _, p in ipairs(pairs_list) do

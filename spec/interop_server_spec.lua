@@ -149,12 +149,7 @@ describe("interop cases of protocall's client against pc.listen", function()
     if err then error(err, 0) end
   end
 
-  local function failure(fn, ...)
-    local ok, err = pcall(fn, ...)
-    assert.is_false(ok, "expected a failure")
-    assert.are.equal(pc.Error, getmetatable(err), tostring(err))
-    return err
-  end
+  local failure = helper.status_error
 
   local function find(list, key)
     for _, kv in ipairs(list) do if kv[1] == key then return kv[2] end end

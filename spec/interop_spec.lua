@@ -15,12 +15,7 @@ end
 
 local function zeros(n) return string.rep("\0", n) end
 
-local function failure(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected a failure")
-  assert.are.equal(pc.Error, getmetatable(err), tostring(err))
-  return err
-end
+local failure = helper.status_error
 
 local function find(pairs_, key)
   for _, p in ipairs(pairs_) do

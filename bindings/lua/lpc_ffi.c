@@ -148,10 +148,17 @@ static int lpc_ffi_layout(lua_State *L) {
   return 1;
 }
 
-/* The body a `void *` cdata at 'idx' points to. */
+/* lua_type of a cdata under LuaJIT (its lj_obj.h's LUA_TCDATA). */
+enum { kLpc_TypeCdata = 10 };
+
+/* The body the `void *` cdata at 'idx' points to (raises for anything
+ * but a cdata). */
 static void *body_at(lua_State *L, int idx) {
-  void *const *p = lua_topointer(L, idx);
-  if (p == NULL) luaL_argerror(L, idx, "void * cdata expected");
+  void *const *p = lua_type(L, idx) == kLpc_TypeCdata ? lua_topointer(L, idx) : NULL;
+  if (p == NULL) {
+    luaL_argerror(L, idx, "void * cdata expected");
+    return NULL;
+  }
   return *p;
 }
 

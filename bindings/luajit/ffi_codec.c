@@ -60,7 +60,7 @@ static void out_of_memory(pc_ffi_Codec *c) {
 }
 
 /* Encode buffers above this size are freed after the call. */
-#define PC_FFI_ENCODEBUF_KEEP (64 * 1024)
+#define PC_FFI_ENCODEBUF_KEEP ((size_t)64 * 1024)
 
 /* The bytes of a body of 'def' to copy: 'body_size', at most the message's. */
 static size_t body_bytes(const pc_MessageDef *def, size_t body_size) {

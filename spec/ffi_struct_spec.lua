@@ -287,4 +287,27 @@ describe("FFI struct messages", function()
       assert.are.equal(pc.encode(Point { x = i }) .. "\200\1" .. string.char(i % 128), pc.encode(list[i]))
     end
   end)
+
+  it("check P{...}'s keys without table.nkeys too (Debian's LuaJIT has none)", function()
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+package.preload["table.nkeys"] = function() error("not in this LuaJIT") end
+local pc = require "protocall"
+local T = pc.message("n.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 } })
+local P = pc.ffi(T)
+assert(pc.encode(P { x = 1, y = 2 }) == pc.encode(T { x = 1, y = 2 }))
+local ok, err = pcall(P, { x = 1, w = 2 })
+assert(not ok and err:find("n.Point.w: no such field", 1, true), err)
+ok, err = pcall(P, { x = -1 })
+assert(not ok and err:find("n.Point.x: value -1 out of range for uint32", 1, true), err)
+io.write("ok")
+]])
+    f:close()
+    local p = io.popen("LUA_CPATH='" .. package.cpath .. "' luajit " .. script .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    os.remove(script)
+    assert.are.equal("ok", out)
+  end)
 end)

@@ -125,12 +125,18 @@ describe("FFI struct messages", function()
       assert.are.equal(strip(err1), strip(err2))
       assert.matches("ffi_struct_spec%.lua:%d+: ", err2)
     end
-    assert.has_error(function() PP(5) end,
-      "bad argument #1 to 's.Point' (table, s.Point message or struct expected, got number)")
-    assert.has_error(function() PP(P3()) end,
-      "bad argument #1 to 's.Point' (table, s.Point message or struct expected, got another struct)")
-    assert.has_error(function() PP(F3()) end,
-      "bad argument #1 to 's.Point' (table, s.Point message or struct expected, got userdata)")
+    assert.has_error(function() PP(P3()) end, "bad argument #1 to 's.Point' (a table, field values, or a "
+      .. "s.Point message or struct expected, got another struct)")
+    assert.has_error(function() PP(F3()) end, "bad argument #1 to 's.Point' (a table, field values, or a "
+      .. "s.Point message or struct expected, got userdata)")
+    ok, err = pcall(function() return PP(1, 2, 3, 4) end)
+    assert.is_false(ok)
+    assert.are.equal(debug.getinfo(1, "S").short_src .. ":" .. (debug.getinfo(1, "l").currentline - 2)
+                     .. ": s.Point takes at most 3 field values (its fields, in declaration order)", err)
+    ok, err = pcall(function() return PP(1, -2) end)
+    assert.is_false(ok)
+    assert.are.equal(debug.getinfo(1, "S").short_src .. ":" .. (debug.getinfo(1, "l").currentline - 2)
+                     .. ": s.Point.y: value -2 out of range for uint32", err)
   end)
 
   it("construct from tables, messages and structs as T{...} does", function()
@@ -145,6 +151,20 @@ describe("FFI struct messages", function()
     assert.are.equal(7, p.u32) -- a copy
     assert.are.equal(bytes(P3()), bytes(F3()))
     assert.are.equal("", bytes(P3 {}))
+    -- field values in declaration order, as ffi.new takes initializers
+    assert.are.equal(bytes(Point { x = 1, z = 3 }), bytes(PP(1, nil, 3)))
+    assert.are.equal(bytes(F3 { u32 = 7, i32 = -7, s32 = -3 }), bytes(P3(7, -7, -3)))
+    assert.are.equal(bytes(F2 { i = 1, c = "B", u = 5 }), bytes(P2(1, "B", 5)))
+    local wide = {}
+    for i = 1, 70 do wide[i] = { "f" .. i, "int32", i } end
+    local W = pool:message("s.Wide", wide)
+    local PW, args, t = pc.ffi(W), {}, {}
+    for i = 1, 70 do args[i], t["f" .. i] = i, i end
+    assert.are.equal(bytes(W(t)), bytes(PW(unpack(args))))
+    args[71] = 1
+    assert.has_error(function() PW(unpack(args)) end)
+    args[71], args[65] = nil, "x"
+    assert.has_error(function() PW(unpack(args)) end)
   end)
 
   it("encode and decode as messages do, unknown fields kept", function()

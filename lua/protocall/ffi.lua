@@ -46,6 +46,8 @@ function M.install(pc, core)
   local core_encode, core_decode = pc.encode, pc.decode
   local core_is_message, core_type_of = core.is_message, pc.type_of
 
+  local POSITIONAL = 60 -- P(v1, v2, ...): fields stored in line, the rest through C
+
   -- The info of struct `p`, or nil when `p` is no struct of pc.ffi (the
   -- struct type itself, P, has P's ctype id too).
   local function info_of(p)
@@ -54,6 +56,8 @@ function M.install(pc, core)
     if info and not rawequal(p, info.P) then return info end
     return nil
   end
+
+  local function is_struct(x) return info_of(x) ~= nil end
 
   -- The test a value must pass for the generated writer to store it, by
   -- the layout's write kind (v is the value); others go to C.
@@ -73,7 +77,7 @@ function M.install(pc, core)
     cast = cast, istype = istype, type = type, floor = math.floor,
     band = bit.band, bor = bit.bor, voidp = voidp,
     i64 = typeof("int64_t"), u64 = typeof("uint64_t"), new = new, pairs = pairs, pcall = pcall,
-    error = error, tostring = tostring, nkeys = nkeys,
+    error = error, tostring = tostring, nkeys = nkeys, select = select,
   }
 
   -- The struct declaration of `layout` (members named `prefix` .. field
@@ -154,8 +158,8 @@ function M.install(pc, core)
   -- The metatype's __index, __newindex and constructor for `layout`
   -- (defaults: the values an empty message reads; get / set: the C
   -- metamethods' paths, core.ffi_slow; from: P(m) / P(q)).
-  local function accessors(layout, prefix, cases, defaults, get, set, from)
-    local src = { "local D, get, set, from = ...", "local index = function(p, k)" }
+  local function accessors(T, layout, prefix, cases, defaults, get, set, from)
+    local src = { "local D, get, set, from, is_struct, NAMES, too_many = ...", "local index = function(p, k)" }
     for i, f in ipairs(layout.fields) do
       local load, present = read_expr(f, prefix, cases)
       if present then
@@ -185,31 +189,64 @@ function M.install(pc, core)
       if not ok then error(tostring(err):gsub("^protocall%.ffi:%d+: ", ""), 4) end
     end]]
     writer("store", "slow(p, k, v)")
-    -- P{...}: with OpenResty's table.nkeys, each field read by its
-    -- constant key and stored in line, and the table's keys counted (the
-    -- JIT compiles all of it); a table with other keys goes through pairs
-    -- to raise for the first it finds. Without it, pairs.
-    src[#src + 1] = [[local construct = function(ct, t)
+    -- The constructor, P(t) / P(m) / P(q) / P(v1, v2, ...). P{...}: with
+    -- OpenResty's table.nkeys, each field read by its constant key and
+    -- stored in line, and the table's keys counted (the JIT compiles all of
+    -- it); a table with other keys goes through pairs to raise for the
+    -- first it finds. Without table.nkeys, pairs. Field values in
+    -- declaration order: each stored in line (past POSITIONAL fields,
+    -- through the C path).
+    local fields = layout.fields
+    local params = {}
+    for i = 2, math.min(#fields, POSITIONAL) do params[#params + 1] = "a" .. i end
+    params[#params + 1] = #fields > POSITIONAL and "..." or "extra"
+    src[#src + 1] = format([[local construct = function(ct, t, %s)
       local p = new(ct)
-      if t == nil then return p end
-      if type(t) ~= "table" then return from(p, t) end]]
+      local tt = type(t)
+      if tt == "table" then]], concat(params, ", "))
+    local function inline_store(f, v)
+      local stmt = format("slow(p, %q, %s)", f.name, v)
+      if accepts[f.write] then
+        stmt = format("if %s then %s else %s end", accepts[f.write]:gsub("%f[%w]v%f[^%w]", v),
+                      write_stmt(f, prefix, cases):gsub("%f[%w]v%f[^%w]", v), stmt)
+      end
+      return stmt
+    end
     if nkeys then
       src[#src + 1] = "local n, v = 0"
-      for _, f in ipairs(layout.fields) do
-        local stmt = format("slow(p, %q, v)", f.name)
-        if accepts[f.write] then
-          stmt = format("if %s then %s else %s end", accepts[f.write], write_stmt(f, prefix, cases), stmt)
-        end
-        src[#src + 1] = format("v = t[%q] if v ~= nil then n = n + 1 %s end", f.name, stmt)
+      for _, f in ipairs(fields) do
+        src[#src + 1] = format("v = t[%q] if v ~= nil then n = n + 1 %s end", f.name, inline_store(f, "v"))
       end
       src[#src + 1] = "if n == nkeys(t) then return p end"
     end
     src[#src + 1] = [[for k, v in pairs(t) do store(p, k, v) end
-      return p
-    end]]
+        return p
+      end
+      if tt == "userdata" or (tt == "cdata" and is_struct(t)) then return from(p, t) end]]
+    for i = 1, math.min(#fields, POSITIONAL) do
+      local a = i == 1 and "t" or "a" .. i
+      src[#src + 1] = format("if %s ~= nil then %s end", a, inline_store(fields[i], a))
+    end
+    if #fields > POSITIONAL then
+      src[#src + 1] = format([[for i = 1, select("#", ...) do
+        local v = select(i, ...)
+        if v ~= nil then
+          if NAMES[i + %d] == nil then too_many(%d) end
+          slow(p, NAMES[i + %d], v)
+        end
+      end]], POSITIONAL, #fields, POSITIONAL)
+    else
+      src[#src + 1] = format("if extra ~= nil then too_many(%d) end", #fields)
+    end
+    src[#src + 1] = "return p end"
     src[#src + 1] = "return index, newindex, construct"
     local chunk = assert(load(concat(src, "\n"), "=protocall.ffi", "t", env))
-    return chunk(defaults, get, set, from)
+    local names = {}
+    for i, f in ipairs(fields) do names[i] = f.name end
+    local function too_many(n)
+      error(format("%s takes at most %d field values (its fields, in declaration order)", T.full_name, n), 4)
+    end
+    return chunk(defaults, get, set, from, is_struct, names, too_many)
   end
 
   -- The C __index and __newindex of T's messages: the generated FFI
@@ -230,7 +267,9 @@ function M.install(pc, core)
   -- is a string field; an FFI struct holds only numbers, bools and enums
   -- (use the message type)"). A struct p of P:
   --   P{x = 1, ...} / P() / P(m) (a copy of message m of type T, unknown
-  --     fields included) / P(q) (a copy of struct q);
+  --     fields included) / P(q) (a copy of struct q) / P(v1, v2, ...) (the
+  --     fields' values in declaration order, nil leaving one unset, as
+  --     ffi.new takes initializers);
   --   p.name, p.name = v: the values, defaults and errors of T's messages
   --     (int64 fields as cdata, enums as numbers, names taken on write);
   --   pc.encode(p [, {partial = true}]), pc.decode(P, bytes [, {partial =
@@ -274,12 +313,12 @@ function M.install(pc, core)
         local u = core.unknown_fields(x)
         if u ~= "" then unknown[p] = u end
       else
-        error(format("bad argument #1 to '%s' (table, %s message or struct expected, got %s)",
-                     T.full_name, T.full_name, src and "another struct" or type(x)), 3)
+        error(format("bad argument #1 to '%s' (a table, field values, or a %s message or struct "
+                     .. "expected, got %s)", T.full_name, T.full_name, src and "another struct" or "userdata"), 3)
       end
       return p
     end
-    local index, newindex, construct = accessors(layout, prefix, cases, defaults, get, set, from)
+    local index, newindex, construct = accessors(T, layout, prefix, cases, defaults, get, set, from)
     local def, size = cast("const void *", layout.def), layout.size
     info.codec = codec_ud -- what `codec` points to lives as long as the types using it
     P = ffi.metatype(ct, {

@@ -308,6 +308,130 @@ describe("FFI struct messages", function()
     end
   end)
 
+  it("refuse P itself, ffi.typeof(p) and NULL pointers where a struct is expected, without crashing", function()
+    local src = debug.getinfo(1, "S").short_src
+    local line = debug.getinfo(1, "l").currentline
+    local ok, err = pcall(function() local x = PP.x return x end)
+    assert.is_false(ok)
+    assert.are.equal(src .. ":" .. (line + 1) .. ": s.Point: struct expected, got its type (a ctype)", err)
+    assert.has_error(function() return PP.nope end, "s.Point: struct expected, got its type (a ctype)")
+    assert.has_error(function() PP.x = 1 end, "s.Point: struct expected, got its type (a ctype)")
+    local p = PP { x = 1 }
+    local ct = ffi.typeof(p)
+    assert.is_true(ct == PP)
+    assert.is_false(p == ct)
+    assert.is_false(ct == p)
+    assert.has_error(function() pc.to_message(ct) end,
+      "bad argument #1 to 'to_message' (pc.ffi struct expected, got cdata)")
+    assert.has_error(function() pc.has(ct, "x") end)
+    assert.has_error(function() pc.clear(ct) end)
+    assert.is_nil(pc.type_of(ct))
+    -- ffi.typeof(p) is P, as ffi.typeof(p) == P says
+    assert.are.equal(2, pc.decode(ct, pc.encode(PP { x = 2 })).x)
+    assert.are.equal(pc.encode(Point { y = 3 }), pc.encode(ct, { y = 3 }))
+    -- pointers and references to a struct reach its fields
+    local ptr = ffi.cast(ffi.typeof("$ *", PP), p)
+    assert.are.equal(1, ptr.x)
+    ptr.y = 5
+    assert.are.equal(5, p.y)
+    assert.has_error(function() return ptr.nope end, "s.Point.nope: no such field")
+    local null = ffi.new(ffi.typeof("$ *", PP))
+    assert.has_error(function() return null.nope end, "s.Point: struct expected, got a NULL pointer")
+  end)
+
+  it("take types of a thousand fields and more", function()
+    for _, ty in ipairs { "int64", "int32", "bool", "uint64" } do
+      local fields, t = {}, {}
+      for i = 1, 1500 do
+        fields[i] = { "f" .. i, ty, i }
+        t["f" .. i] = ty == "bool" or i
+      end
+      local T = pc.pool():message("s.Big", fields)
+      local P = pc.ffi(T)
+      assert.are.equal(bytes(T(t)), bytes(P(t)))
+    end
+  end)
+
+  it("read P{...}'s table raw and in T{...}'s order, as T{...} does", function()
+    local defaults = { x = 7 }
+    for _, t in ipairs { setmetatable({ y = 2 }, { __index = defaults }),
+                         setmetatable({}, { __index = function(_, k) error("read " .. k) end }) } do
+      assert.are.equal(bytes(Point(t)), bytes(PP(t)))
+    end
+    local ok1, err1 = pcall(Point, setmetatable({ w = 2 }, { __index = defaults }))
+    local ok2, err2 = pcall(PP, setmetatable({ w = 2 }, { __index = defaults }))
+    assert.is_false(ok1 or ok2)
+    assert.are.equal(strip(err1), strip(err2))
+    -- two members of a oneof: the one pairs visits last wins, in both
+    local members = { oi = 1, od = 2.5, ob = true, ou = 7 }
+    local names = { "oi", "od", "ob", "ou" }
+    for i = 1, 4 do
+      for j = 1, 4 do
+        if i ~= j then
+          local t = { u32 = 1, [names[i]] = members[names[i]], [names[j]] = members[names[j]] }
+          assert.are.equal(bytes(F3(t)), bytes(P3(t)))
+          assert.are.equal(pc.which_oneof(F3(t), "o"), pc.which_oneof(P3(t), "o"))
+        end
+      end
+    end
+    -- several bad values: the first pairs visits is named, in both
+    for _, t in ipairs { { u32 = -1, i32 = 2 ^ 40 }, { i32 = 2 ^ 40, u32 = -1, e = "NOPE" },
+                         { b = 1, d = "x", f = "y", u64 = -1.5 } } do
+      ok1, err1 = pcall(F3, t)
+      ok2, err2 = pcall(P3, t)
+      assert.is_false(ok1 or ok2)
+      assert.are.equal(strip(err1), strip(err2))
+    end
+  end)
+
+  it("take no field values for a type without fields", function()
+    local P0 = pc.ffi(pool:message("s.Empty", {}))
+    assert.are.equal("", pc.encode(P0()))
+    assert.has_error(function() P0(5) end,
+      "s.Empty takes at most 0 field values (its fields, in declaration order)")
+  end)
+
+  it("name the caller's line in the errors of the message functions, as messages do", function()
+    local src = debug.getinfo(1, "S").short_src
+    local function at(line, f)
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      assert.are.equal(src .. ":" .. line .. ":", err:match("^[^:]*:%d+:"))
+      return strip(err)
+    end
+    local l = debug.getinfo(1, "l").currentline
+    local e1 = at(l + 1, function() local p = PP { x = -1 } return p end)
+    assert.are.equal("s.Point.x: value -1 out of range for uint32", e1)
+    at(l + 3, function() local p = PP { w = 1 } return p end)
+    at(l + 4, function() local p = PP(1, "x") return p end)
+    at(l + 5, function() local p = PP(1, 2, 3, 4) return p end)
+    at(l + 6, function() local p = PP(F3()) return p end)
+    at(l + 7, function() local s = pc.encode(P2()) return s end)
+    assert.are.equal("s.Point.nope: no such field",
+      at(l + 9, function() local p = PP() pc.clear(p, "nope") return p end))
+    assert.are.equal(at(l + 10, function() local m = Point() pc.merge(m, 5) return m end),
+      at(l + 11, function() local p = PP() pc.merge(p, 5) return p end))
+    assert.are.equal(at(l + 12, function() local m = pc.from_json(Point, 5) return m end),
+      at(l + 13, function() local p = pc.from_json(PP, 5) return p end))
+  end)
+
+  it("check options as pc.encode and pc.decode do", function()
+    for _, c in ipairs {
+      { function() return pc.encode(Point(), 5) end, function() return pc.encode(PP(), 5) end },
+      { function() return pc.decode(Point, "", 5) end, function() return pc.decode(PP, "", 5) end },
+      { function() return pc.encode(Point) end, function() return pc.encode(PP) end },
+      { function() return pc.encode(Point, 5) end, function() return pc.encode(PP, 5) end },
+    } do
+      local ok1, err1 = pcall(c[1])
+      local ok2, err2 = pcall(c[2])
+      assert.is_false(ok1 or ok2)
+      assert.are.equal(strip(err1), strip(err2))
+    end
+    local m = Point { x = 1 }
+    pc.merge(m, PP { y = 2 }) -- a struct merges into a message too
+    assert.are.equal(bytes(Point { x = 1, y = 2 }), bytes(m))
+  end)
+
   it("check P{...}'s keys without table.nkeys too (Debian's LuaJIT has none)", function()
     local script = os.tmpname()
     local f = assert(io.open(script, "w"))

@@ -12,6 +12,7 @@ local M = {}
 
 local compat = require "protocall.compat"
 local type, error, setmetatable, pairs, tostring, rawequal = type, error, setmetatable, pairs, tostring, rawequal
+local getinfo = debug.getinfo
 local format, concat = string.format, table.concat
 
 function M.install(pc, core)
@@ -48,12 +49,19 @@ function M.install(pc, core)
 
   local POSITIONAL = 60 -- P(v1, v2, ...): fields stored in line, the rest through C
 
-  -- The info of struct `p`, or nil when `p` is no struct of pc.ffi (the
-  -- struct type itself, P, has P's ctype id too).
+  -- Whether cdata x is an instance, not a ctype: P itself and
+  -- ffi.typeof(p) have P's ctype id too, and ffi.cast would turn one into
+  -- that number, not an address. ffi.new converts as a C argument is
+  -- converted: a struct to its address, a ctype refused. (The callers test
+  -- rawequal(x, P) first: an error raised, even in pcall, stops the JIT
+  -- compiling the code around it.)
+  local function is_instance(x) return (pcall(new, voidp, x)) end
+
+  -- The info of struct `p`, or nil when `p` is no struct of pc.ffi.
   local function info_of(p)
     if type(p) ~= "cdata" then return nil end
     local info = infos[tonumber(typeof(p))]
-    if info and not rawequal(p, info.P) then return info end
+    if info and not rawequal(p, info.P) and is_instance(p) then return info end
     return nil
   end
 
@@ -73,11 +81,25 @@ function M.install(pc, core)
   }
   accepts.u64 = accepts.i64
 
+  -- error(msg) naming the line of the first Lua function above the
+  -- caller of the function calling raise that is not a generated accessor
+  -- or constructor (chunk "=protocall.ffi"), as the C functions name the
+  -- first Lua line they find (lpc_msg_error, bindings/lua/lpc_anchor.c).
+  local function raise(msg)
+    local level = 3
+    while true do
+      local ar = getinfo(level, "Sl")
+      if ar == nil then error(msg, 0) end
+      if ar.currentline > 0 and ar.source ~= "=protocall.ffi" then error(msg, level) end
+      level = level + 1
+    end
+  end
+
   local env = {
     cast = cast, istype = istype, type = type, floor = math.floor,
     band = bit.band, bor = bit.bor, voidp = voidp,
     i64 = typeof("int64_t"), u64 = typeof("uint64_t"), new = new, pairs = pairs, pcall = pcall,
-    error = error, tostring = tostring, nkeys = nkeys, select = select,
+    raise = raise, tostring = tostring, nkeys = nkeys, select = select, rawget = rawget,
   }
 
   -- The struct declaration of `layout` (members named `prefix` .. field
@@ -159,7 +181,8 @@ function M.install(pc, core)
   -- (defaults: the values an empty message reads; get / set: the C
   -- metamethods' paths, core.ffi_slow; from: P(m) / P(q)).
   local function accessors(T, layout, prefix, cases, defaults, get, set, from)
-    local src = { "local D, get, set, from, is_struct, NAMES, too_many = ...", "local index = function(p, k)" }
+    local src = { "local D, get, set, from, is_struct, NAMES, too_many, body = ...",
+                  "local index = function(p, k)" }
     for i, f in ipairs(layout.fields) do
       local load, present = read_expr(f, prefix, cases)
       if present then
@@ -169,7 +192,7 @@ function M.install(pc, core)
         src[#src + 1] = format("if k == %q then return %s end", f.name, load)
       end
     end
-    src[#src + 1] = "return get(cast(voidp, p), k) end"
+    src[#src + 1] = "return get(body(p), k) end"
     -- The writer, twice: p.name = v (the C path by a tail call, so its
     -- errors name the caller's line) and P{...}'s (through slow, which
     -- names the line calling P).
@@ -183,46 +206,52 @@ function M.install(pc, core)
       end
       src[#src + 1] = "return " .. fallback .. " end"
     end
-    writer("newindex", "set(cast(voidp, p), k, v)")
+    writer("newindex", "set(body(p), k, v)")
     src[#src + 1] = [[local function slow(p, k, v)
       local ok, err = pcall(set, cast(voidp, p), k, v)
-      if not ok then error(tostring(err):gsub("^protocall%.ffi:%d+: ", ""), 4) end
+      if not ok then raise((tostring(err):gsub("^protocall%.ffi:%d+: ", ""))) end
     end]]
     writer("store", "slow(p, k, v)")
-    -- The constructor, P(t) / P(m) / P(q) / P(v1, v2, ...). P{...}: with
-    -- OpenResty's table.nkeys, each field read by its constant key and
-    -- stored in line, and the table's keys counted (the JIT compiles all of
-    -- it); a table with other keys goes through pairs to raise for the
-    -- first it finds. Without table.nkeys, pairs. Field values in
+    -- The constructor, P(t) / P(m) / P(q) / P(v1, v2, ...). P{...}
+    -- (from_table): with OpenResty's table.nkeys, each field read by its
+    -- constant key (raw, as T{...} reads) and stored in line or through
+    -- C, and the table's keys counted (the JIT compiles all of it). A table
+    -- with other keys, a value C refuses, or two members of a oneof, goes
+    -- through pairs: T{...}'s order, so the same member wins and the same
+    -- error is raised. Without table.nkeys, pairs. Field values in
     -- declaration order: each stored in line (past POSITIONAL fields,
     -- through the C path).
     local fields = layout.fields
-    local params = {}
-    for i = 2, math.min(#fields, POSITIONAL) do params[#params + 1] = "a" .. i end
-    params[#params + 1] = #fields > POSITIONAL and "..." or "extra"
-    src[#src + 1] = format([[local construct = function(ct, t, %s)
-      local p = new(ct)
-      local tt = type(t)
-      if tt == "table" then]], concat(params, ", "))
-    local function inline_store(f, v)
-      local stmt = format("slow(p, %q, %s)", f.name, v)
+    local function inline_store(f, v, fallback)
+      local stmt = fallback or format("slow(p, %q, %s)", f.name, v)
       if accepts[f.write] then
         stmt = format("if %s then %s else %s end", accepts[f.write]:gsub("%f[%w]v%f[^%w]", v),
                       write_stmt(f, prefix, cases):gsub("%f[%w]v%f[^%w]", v), stmt)
       end
       return stmt
     end
+    src[#src + 1] = "local from_table = function(p, t)"
     if nkeys then
-      src[#src + 1] = "local n, v = 0"
+      src[#src + 1] = "local n, v, redo = 0, nil, false"
       for _, f in ipairs(fields) do
-        src[#src + 1] = format("v = t[%q] if v ~= nil then n = n + 1 %s end", f.name, inline_store(f, "v"))
+        local again = f.oneof and format("if p.%sc%d ~= 0 then redo = true end ", prefix, cases[f.oneof]) or ""
+        local through_c = format("if not pcall(set, cast(voidp, p), %q, v) then redo = true end", f.name)
+        src[#src + 1] = format("v = rawget(t, %q) if v ~= nil then n = n + 1 %s%s end", f.name, again,
+                               inline_store(f, "v", through_c))
       end
-      src[#src + 1] = "if n == nkeys(t) then return p end"
+      src[#src + 1] = "if n == nkeys(t) and not redo then return p end"
     end
-    src[#src + 1] = [[for k, v in pairs(t) do store(p, k, v) end
-        return p
-      end
-      if tt == "userdata" or (tt == "cdata" and is_struct(t)) then return from(p, t) end]]
+    src[#src + 1] = "for k, v in pairs(t) do store(p, k, v) end return p end"
+    local params = {}
+    for i = 2, math.min(#fields, POSITIONAL) do params[#params + 1] = "a" .. i end
+    params[#params + 1] = #fields > POSITIONAL and "..." or "extra"
+    src[#src + 1] = format([[local construct = function(ct, t, %s)
+      local p = new(ct)
+      local tt = type(t)
+      if tt == "table" then return from_table(p, t) end
+      if tt == "userdata" or (tt == "cdata" and is_struct(t)) then return from(p, t) end]],
+                           concat(params, ", "))
+    if #fields == 0 then src[#src + 1] = "if t ~= nil then too_many(0) end" end
     for i = 1, math.min(#fields, POSITIONAL) do
       local a = i == 1 and "t" or "a" .. i
       src[#src + 1] = format("if %s ~= nil then %s end", a, inline_store(fields[i], a))
@@ -244,9 +273,19 @@ function M.install(pc, core)
     local names = {}
     for i, f in ipairs(fields) do names[i] = f.name end
     local function too_many(n)
-      error(format("%s takes at most %d field values (its fields, in declaration order)", T.full_name, n), 4)
+      raise(format("%s takes at most %d field values (its fields, in declaration order)", T.full_name, n))
     end
-    return chunk(defaults, get, set, from, is_struct, names, too_many)
+    -- The `void *` to what the accessors got: a struct, or a pointer or a
+    -- reference to one. Raises for P itself (P.x: a ctype, whose member
+    -- reads come back to the accessors) and for a NULL pointer, naming the
+    -- line that called the outermost accessor.
+    local function body(p)
+      local ok, b = pcall(new, voidp, p)
+      if ok and b ~= nil then return b end
+      raise(format("%s: struct expected, got %s", T.full_name,
+                   ok and "a NULL pointer" or "its type (a ctype)"))
+    end
+    return chunk(defaults, get, set, from, is_struct, names, too_many, body)
   end
 
   -- The C __index and __newindex of T's messages: the generated FFI
@@ -313,8 +352,9 @@ function M.install(pc, core)
         local u = core.unknown_fields(x)
         if u ~= "" then unknown[p] = u end
       else
-        error(format("bad argument #1 to '%s' (a table, field values, or a %s message or struct "
-                     .. "expected, got %s)", T.full_name, T.full_name, src and "another struct" or "userdata"), 3)
+        raise(format("bad argument #1 to '%s' (a table, field values, or a %s message or struct "
+                     .. "expected, got %s)", T.full_name, T.full_name,
+                     src and "another struct" or "userdata"))
       end
       return p
     end
@@ -331,22 +371,30 @@ function M.install(pc, core)
       end,
     })
     info.P = P
+    -- info.encode and info.decode are tail-called by pc.encode and
+    -- pc.decode: level 2 is the line that called those.
     function info.encode(p, opts)
       local u = unknown[p]
+      if opts ~= nil and type(opts) ~= "table" then
+        error("bad argument #2 to 'encode' (table expected, got " .. type(opts) .. ")", 2)
+      end
       local partial = opts ~= nil and opts.partial and 1 or 0
       local s = api.encode(codec, def, p, size, u, u and #u or 0, partial, size_out)
-      if s == nil then error(fstring(api.error(codec)), 3) end
+      if s == nil then error(fstring(api.error(codec)), 2) end
       return fstring(s, size_out[0])
     end
     function info.decode(bytes, opts)
       if type(bytes) ~= "string" then
-        error("bad argument #2 to 'decode' (string expected, got " .. type(bytes) .. ")", 3)
+        error("bad argument #2 to 'decode' (string expected, got " .. type(bytes) .. ")", 2)
+      end
+      if opts ~= nil and type(opts) ~= "table" then
+        error("bad argument #3 to 'decode' (table expected, got " .. type(opts) .. ")", 2)
       end
       local partial = opts ~= nil and opts.partial and 1 or 0
       local p = new(ct)
       local r = api.decode(codec, def, bytes, #bytes, partial, p, size, unknown_out, unknown_size)
       if r ~= 0 then
-        if r == 2 then error("not enough memory", 3) end
+        if r == 2 then error("not enough memory", 2) end
         return nil, fstring(api.error(codec))
       end
       if unknown_size[0] ~= 0 then unknown[p] = fstring(unknown_out[0], unknown_size[0]) end
@@ -358,11 +406,12 @@ function M.install(pc, core)
     return P
   end
 
-  -- The info of P (a struct type pc.ffi returned), or nil.
+  -- The info of P (a struct type pc.ffi returned, or ffi.typeof of one of
+  -- its structs: the same ctype), or nil.
   local function info_of_ctype(P)
     if type(P) ~= "cdata" then return nil end
     local info = infos[tonumber(typeof(P))]
-    if info and rawequal(P, info.P) then return info end
+    if info and (rawequal(P, info.P) or not is_instance(P)) then return info end
     return nil
   end
 
@@ -380,7 +429,12 @@ function M.install(pc, core)
     local info = info_of(m)
     if info then return info.encode(m, a) end
     info = info_of_ctype(m)
-    if info then return info.encode(info.P(a), b) end
+    if info then
+      if type(a) ~= "table" then -- as pc.encode(T, table) refuses
+        error("bad argument #2 to 'encode' (table expected, got " .. type(a) .. ")", 2)
+      end
+      return info.encode(info.P(a), b)
+    end
     return core_encode(m, a, b)
   end
 
@@ -403,16 +457,32 @@ function M.install(pc, core)
       return fn(m, ...)
     end
   end
+  -- Raises err, which C function fn raised for the function `name` when
+  -- called in pcall by its caller here (so naming that line of this file,
+  -- or none and "to '?'"), from the line that called that caller.
+  local here = "^" .. getinfo(1, "S").short_src:gsub("%p", "%%%0") .. ":%d+: "
+  local function reraise(name, err)
+    error((tostring(err):gsub(here, ""):gsub("to '%?'", "to '" .. name .. "'", 1)), 3)
+  end
   -- Functions that change it: through a message copy and back.
   for _, name in ipairs { "clear", "merge" } do
     local fn = pc[name]
     pc[name] = function(m, ...)
       local info = info_of(m)
-      if not info then return fn(m, ...) end
+      local other = ... -- pc.merge(x, q): q may be a struct too
+      local oinfo = name == "merge" and info_of(other)
+      if not info then
+        if oinfo then return fn(m, to_message(oinfo, other), select(2, ...)) end
+        return fn(m, ...)
+      end
       local copy = to_message(info, m)
-      local other = ... -- pc.merge(p, q): q may be a struct too
-      local oinfo = info_of(other)
-      if oinfo then fn(copy, to_message(oinfo, other), select(2, ...)) else fn(copy, ...) end
+      local ok, err
+      if oinfo then
+        ok, err = pcall(fn, copy, to_message(oinfo, other), select(2, ...))
+      else
+        ok, err = pcall(fn, copy, ...)
+      end
+      if not ok then reraise(name, err) end
       core.ffi_copy(info.T, copy, cast(voidp, m), true)
       local u = core.unknown_fields(copy)
       unknown[m] = u ~= "" and u or nil
@@ -424,7 +494,8 @@ function M.install(pc, core)
     pc[name] = function(T, ...)
       local info = info_of_ctype(T)
       if not info then return fn(T, ...) end
-      local m, err = fn(info.T, ...)
+      local ok, m, err = pcall(fn, info.T, ...)
+      if not ok then reraise(name, m) end
       if m == nil then return nil, err end
       return info.P(m)
     end

@@ -48,12 +48,47 @@ function M.install(pc, core)
 
   local POSITIONAL = 60 -- P(v1, v2, ...): fields stored in line, the rest through C
 
+  -- Raises msg naming the line of the first Lua function on the stack
+  -- outside this file and the generated accessors: the code that called
+  -- P, pc.encode, ... (C frames such as pcall's skipped).
+  local own = { [debug.getinfo(1, "S").short_src] = true, ["protocall.ffi"] = true }
+  local getinfo = debug.getinfo
+  local function raise(msg)
+    local level = 2
+    while true do
+      local info = getinfo(level, "Sl")
+      if info == nil then error(msg, 0) end
+      if info.what ~= "C" and not own[info.short_src] then
+        if info.currentline > 0 then error(info.short_src .. ":" .. info.currentline .. ": " .. msg, 0) end
+        error(msg, 0)
+      end
+      level = level + 1
+    end
+  end
+
   -- The info of struct `p`, or nil when `p` is no struct of pc.ffi (the
   -- struct type itself, P, has P's ctype id too).
+  local indirect = {} -- other ctype ids: of P * or P & (an FFI array's element) -> info, else false
   local function info_of(p)
     if type(p) ~= "cdata" then return nil end
-    local info = infos[tonumber(typeof(p))]
-    if info and not rawequal(p, info.P) then return info end
+    local id = tonumber(typeof(p))
+    local info = infos[id]
+    if info then
+      if not rawequal(p, info.P) then return info end
+      return nil
+    end
+    info = indirect[id]
+    if info == nil then -- a ctype seen first: is it a pointer or reference to a struct type?
+      info = false
+      for _, i in pairs(infos) do
+        if istype(i.P, p) then
+          info = i
+          break
+        end
+      end
+      indirect[id] = info
+    end
+    if info and cast(voidp, p) ~= nil then return info end
     return nil
   end
 
@@ -77,7 +112,7 @@ function M.install(pc, core)
     cast = cast, istype = istype, type = type, floor = math.floor,
     band = bit.band, bor = bit.bor, voidp = voidp,
     i64 = typeof("int64_t"), u64 = typeof("uint64_t"), new = new, pairs = pairs, pcall = pcall,
-    error = error, tostring = tostring, nkeys = nkeys, select = select,
+    raise = raise, tostring = tostring, nkeys = nkeys, select = select,
   }
 
   -- The struct declaration of `layout` (members named `prefix` .. field
@@ -186,7 +221,7 @@ function M.install(pc, core)
     writer("newindex", "set(cast(voidp, p), k, v)")
     src[#src + 1] = [[local function slow(p, k, v)
       local ok, err = pcall(set, cast(voidp, p), k, v)
-      if not ok then error(tostring(err):gsub("^protocall%.ffi:%d+: ", ""), 4) end
+      if not ok then raise((tostring(err):gsub("^protocall%.ffi:%d+: ", ""))) end
     end]]
     writer("store", "slow(p, k, v)")
     -- The constructor, P(t) / P(m) / P(q) / P(v1, v2, ...). P{...}: with
@@ -244,7 +279,7 @@ function M.install(pc, core)
     local names = {}
     for i, f in ipairs(fields) do names[i] = f.name end
     local function too_many(n)
-      error(format("%s takes at most %d field values (its fields, in declaration order)", T.full_name, n), 4)
+      raise(format("%s takes at most %d field values (its fields, in declaration order)", T.full_name, n))
     end
     return chunk(defaults, get, set, from, is_struct, names, too_many)
   end
@@ -253,7 +288,15 @@ function M.install(pc, core)
   -- accessors of message objects (lua/protocall/message.lua) keep them.
   local c_meta = pc._c_metamethods
 
-  local function to_message(info, p)
+  local to_message
+  -- x as a message of info's type (a copy of a struct), or nil.
+  local function as_message(info, x)
+    if info_of(x) == info then return to_message(info, x) end
+    if core_is_message(x) and core_type_of(x) == info.T then return x end
+    return nil
+  end
+
+  function to_message(info, p)
     local m = info.T()
     core.ffi_copy(info.T, m, cast(voidp, p), false)
     local u = unknown[p]
@@ -313,8 +356,8 @@ function M.install(pc, core)
         local u = core.unknown_fields(x)
         if u ~= "" then unknown[p] = u end
       else
-        error(format("bad argument #1 to '%s' (a table, field values, or a %s message or struct "
-                     .. "expected, got %s)", T.full_name, T.full_name, src and "another struct" or "userdata"), 3)
+        raise(format("bad argument #1 to '%s' (a table, field values, or a %s message or struct "
+                     .. "expected, got %s)", T.full_name, T.full_name, src and "another struct" or "userdata"))
       end
       return p
     end
@@ -326,8 +369,9 @@ function M.install(pc, core)
       __newindex = newindex,
       __new = construct,
       __tostring = function(p) return tostring(to_message(info, p)) end,
-      __eq = function(a, b)
-        return info_of(a) == info and info_of(b) == info and to_message(info, a) == to_message(info, b)
+      __eq = function(a, b) -- a struct or a message of T on either side
+        local ma, mb = as_message(info, a), as_message(info, b)
+        return ma ~= nil and mb ~= nil and ma == mb
       end,
     })
     info.P = P
@@ -335,18 +379,18 @@ function M.install(pc, core)
       local u = unknown[p]
       local partial = opts ~= nil and opts.partial and 1 or 0
       local s = api.encode(codec, def, p, size, u, u and #u or 0, partial, size_out)
-      if s == nil then error(fstring(api.error(codec)), 3) end
+      if s == nil then raise(fstring(api.error(codec))) end
       return fstring(s, size_out[0])
     end
     function info.decode(bytes, opts)
       if type(bytes) ~= "string" then
-        error("bad argument #2 to 'decode' (string expected, got " .. type(bytes) .. ")", 3)
+        raise("bad argument #2 to 'decode' (string expected, got " .. type(bytes) .. ")")
       end
       local partial = opts ~= nil and opts.partial and 1 or 0
       local p = new(ct)
       local r = api.decode(codec, def, bytes, #bytes, partial, p, size, unknown_out, unknown_size)
       if r ~= 0 then
-        if r == 2 then error("not enough memory", 3) end
+        if r == 2 then raise("not enough memory") end
         return nil, fstring(api.error(codec))
       end
       if unknown_size[0] ~= 0 then unknown[p] = fstring(unknown_out[0], unknown_size[0]) end
@@ -371,7 +415,7 @@ function M.install(pc, core)
   function pc.to_message(p)
     local info = info_of(p)
     if not info then
-      error("bad argument #1 to 'to_message' (pc.ffi struct expected, got " .. type(p) .. ")", 2)
+      raise("bad argument #1 to 'to_message' (pc.ffi struct expected, got " .. type(p) .. ")")
     end
     return to_message(info, p)
   end
@@ -408,7 +452,11 @@ function M.install(pc, core)
     local fn = pc[name]
     pc[name] = function(m, ...)
       local info = info_of(m)
-      if not info then return fn(m, ...) end
+      if not info then
+        local oinfo = info_of((...)) -- pc.merge(message, struct)
+        if oinfo then return fn(m, to_message(oinfo, (...)), select(2, ...)) end
+        return fn(m, ...)
+      end
       local copy = to_message(info, m)
       local other = ... -- pc.merge(p, q): q may be a struct too
       local oinfo = info_of(other)

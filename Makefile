@@ -84,9 +84,13 @@ bench: build build-luajit
 # The test servers spec/grpc_server.py starts end themselves after
 # PC_SERVER_LIFETIME seconds (120 by default): under valgrind the suite takes
 # about ten minutes, so they get an hour.
-memcheck: build
+# Then the FFI specs under LuaJIT (the C that only LuaJIT's FFI calls:
+# bindings/luajit/, bindings/lua/lpc_ffi.c).
+memcheck: build build-luajit
 	PC_MEMCHECK=1 PC_SERVER_LIFETIME=3600 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
 	  $(RELEASE)/protocall $$(command -v busted) -o TAP
+	valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	  luajit $$(command -v busted) --cpath='$(LUAJIT)/?.so' -o TAP spec/ffi_struct_spec.lua spec/ffi_spec.lua
 
 lint: build
 	@/usr/bin/python3 .ci/check-layout --self-test

@@ -321,14 +321,16 @@ describe("FFI struct messages", function()
     assert.is_true(ct == PP)
     assert.is_false(p == ct)
     assert.is_false(ct == p)
-    assert.has_error(function() pc.to_message(ct) end,
-      "bad argument #1 to 'to_message' (pc.ffi struct expected, got cdata)")
-    assert.has_error(function() pc.has(ct, "x") end)
-    assert.has_error(function() pc.clear(ct) end)
-    assert.is_nil(pc.type_of(ct))
-    -- ffi.typeof(p) is P, as ffi.typeof(p) == P says
-    assert.are.equal(2, pc.decode(ct, pc.encode(PP { x = 2 })).x)
-    assert.are.equal(pc.encode(Point { y = 3 }), pc.encode(ct, { y = 3 }))
+    for _, f in ipairs { pc.to_message, pc.to_json, pc.clear, pc.clone, PP } do
+      assert.has_error(function() f(ct) end, "s.Point: struct expected, got its type (a ctype)")
+    end
+    assert.has_error(function() pc.has(ct, "x") end, "s.Point: struct expected, got its type (a ctype)")
+    assert.has_error(function() pc.merge(Point(), ct) end, "s.Point: struct expected, got its type (a ctype)")
+    assert.has_error(function() pc.encode(ct) end)
+    local pct = ffi.typeof(ffi.cast(ffi.typeof("$ *", PP), p)) -- a pointer type's ctype
+    assert.has_error(function() pc.to_message(pct) end, "s.Point: struct expected, got its type (a ctype)")
+    assert.has_error(function() pc.encode(pct) end)
+    assert.are.equal(2, pc.decode(ct, pc.encode(PP { x = 2 })).x) -- as ffi.typeof(p) == P says
     -- pointers and references to a struct reach its fields
     local ptr = ffi.cast(ffi.typeof("$ *", PP), p)
     assert.are.equal(1, ptr.x)
@@ -453,5 +455,52 @@ io.write("ok")
     p:close()
     os.remove(script)
     assert.are.equal("ok", out)
+  end)
+
+  it("name the line that called them from inside functions and through pcall", function()
+    local here = debug.getinfo(1, "S").short_src
+    local function make() local p = PP { x = -1 } return p end -- this line
+    local line = debug.getinfo(1, "l").currentline - 1
+    local function outer() local r = make() return r end
+    local ok, err = pcall(outer)
+    assert.is_false(ok)
+    assert.are.equal(here .. ":" .. line .. ": s.Point.x: value -1 out of range for uint32", err)
+    local function encode() local s = pc.encode(P2()) return s end -- this line
+    line = debug.getinfo(1, "l").currentline - 1
+    ok, err = pcall(encode)
+    assert.is_false(ok)
+    assert.are.equal(here .. ":" .. line .. ": missing required field: s.F2.r", err)
+    ok, err = pcall(PP, { x = -1 }) -- this line: the Lua function calling pcall
+    line = debug.getinfo(1, "l").currentline - 1
+    assert.are.equal(here .. ":" .. line .. ": s.Point.x: value -1 out of range for uint32", err)
+  end)
+
+  it("mix with messages in pc.merge and ==", function()
+    local m = Point { x = 2 }
+    pc.merge(m, PP { y = 3 })
+    assert.are.equal(Point { x = 2, y = 3 }, m)
+    assert.is_true(PP { x = 1 } == Point { x = 1 })
+    assert.is_true(Point { x = 1 } == PP { x = 1 })
+    assert.is_false(PP { x = 1 } == Point { x = 2 })
+    assert.is_false(PP { x = 1 } == F3 { u32 = 1 })
+    assert.is_false(PP { x = 1 } == 1)
+  end)
+
+  it("are reached through FFI arrays and pointers too", function()
+    local a = ffi.new(ffi.typeof("$[?]", PP), 3)
+    a[1].x, a[1].y = 5, 6
+    assert.has_error(function() a[1].x = -1 end)
+    assert.are.equal(pc.encode(Point { x = 5, y = 6 }), pc.encode(a[1]))
+    local ptr = ffi.cast(ffi.typeof("$ *", PP), a + 1)
+    assert.are.equal(5, ptr.x)
+    assert.are.equal(pc.encode(Point { x = 5, y = 6 }), pc.encode(ptr))
+    assert.are.equal(Point { x = 5, y = 6 }, pc.to_message(ptr))
+    pc.clear(ptr, "x")
+    assert.are.equal(0, a[1].x)
+    local copy = PP(a[1])
+    a[1].y = 7
+    assert.are.equal(6, copy.y)
+    local null = ffi.cast(ffi.typeof("$ *", PP), nil)
+    assert.has_error(function() pc.encode(null) end)
   end)
 end)

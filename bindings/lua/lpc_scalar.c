@@ -174,8 +174,9 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
     if (r == 0) lpc_type_error(L, name, LPC_LUAJIT ? "integer or decimal string" : "integer", idx);
     if (r < 0)
       lpc_msg_error(L,
-                    LPC_LUAJIT ? "%s: number has no exact 64-bit integer value (LuaJIT takes "
-                                 "numbers within 2^53; beyond, int64_t / uint64_t cdata: 1LL)"
+                    LPC_LUAJIT ? "%s: number is not an integer in -2^53..2^53 (LuaJIT takes "
+                                 "larger 64-bit values as int64_t / uint64_t cdata, 1LL, or "
+                                 "decimal strings)"
                                : "%s: number has no integer representation",
                     name);
     break;

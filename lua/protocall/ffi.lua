@@ -12,7 +12,6 @@ local M = {}
 
 local compat = require "protocall.compat"
 local type, error, setmetatable, pairs, tostring, rawequal = type, error, setmetatable, pairs, tostring, rawequal
-local getinfo = debug.getinfo
 local format, concat = string.format, table.concat
 
 function M.install(pc, core)
@@ -49,19 +48,62 @@ function M.install(pc, core)
 
   local POSITIONAL = 60 -- P(v1, v2, ...): fields stored in line, the rest through C
 
-  -- Whether cdata x is an instance, not a ctype: P itself and
-  -- ffi.typeof(p) have P's ctype id too, and ffi.cast would turn one into
-  -- that number, not an address. ffi.new converts as a C argument is
-  -- converted: a struct to its address, a ctype refused. (The callers test
-  -- rawequal(x, P) first: an error raised, even in pcall, stops the JIT
-  -- compiling the code around it.)
-  local function is_instance(x) return (pcall(new, voidp, x)) end
+  -- Raises msg naming the line of the first Lua function on the stack
+  -- outside this file and the generated accessors: the code that called
+  -- P, pc.encode, ... (C frames such as pcall's skipped).
+  local own = { [debug.getinfo(1, "S").short_src] = true, ["protocall.ffi"] = true }
+  local getinfo = debug.getinfo
+  local function raise(msg)
+    local level = 2
+    while true do
+      local info = getinfo(level, "Sl")
+      if info == nil then error(msg, 0) end
+      if info.what ~= "C" and not own[info.short_src] then
+        if info.currentline > 0 then error(info.short_src .. ":" .. info.currentline .. ": " .. msg, 0) end
+        error(msg, 0)
+      end
+      level = level + 1
+    end
+  end
 
-  -- The info of struct `p`, or nil when `p` is no struct of pc.ffi.
+  -- A `void *` to struct p (or to what pointer p points to) for C to read
+  -- or write, naming T in its errors: P itself and ffi.typeof(p), ctypes
+  -- with the struct's (or the pointer's) ctype id, raise, as ffi.cast
+  -- would turn one into that number, not an address (ffi.new converts as
+  -- a C argument: a struct to its address, a ctype refused); so does a
+  -- NULL pointer. (info_of does not test this: an allocation and a pcall
+  -- on each pc.encode. pc.encode(ctype) raises in the FFI call's
+  -- conversion of its argument.)
+  local function body_of(T, p)
+    local ok, b = pcall(new, voidp, p)
+    if ok and b ~= nil then return b end
+    raise(format("%s: struct expected, got %s", T.full_name, ok and "a NULL pointer" or "its type (a ctype)"))
+  end
+
+  -- The info of struct `p`, or nil when `p` is no struct of pc.ffi (the
+  -- struct type itself, P, has P's ctype id too; so has ffi.typeof(p),
+  -- which this takes for a struct: see body_of).
+  local indirect = {} -- other ctype ids: of P * or P & (an FFI array's element) -> info, else false
   local function info_of(p)
     if type(p) ~= "cdata" then return nil end
-    local info = infos[tonumber(typeof(p))]
-    if info and not rawequal(p, info.P) and is_instance(p) then return info end
+    local id = tonumber(typeof(p))
+    local info = infos[id]
+    if info then
+      if not rawequal(p, info.P) then return info end
+      return nil
+    end
+    info = indirect[id]
+    if info == nil then -- a ctype seen first: is it a pointer or reference to a struct type?
+      info = false
+      for _, i in pairs(infos) do
+        if istype(i.P, p) then
+          info = i
+          break
+        end
+      end
+      indirect[id] = info
+    end
+    if info and cast(voidp, p) ~= nil then return info end
     return nil
   end
 
@@ -80,20 +122,6 @@ function M.install(pc, core)
     bool = "v == true or v == false",
   }
   accepts.u64 = accepts.i64
-
-  -- error(msg) naming the line of the first Lua function above the
-  -- caller of the function calling raise that is not a generated accessor
-  -- or constructor (chunk "=protocall.ffi"), as the C functions name the
-  -- first Lua line they find (lpc_msg_error, bindings/lua/lpc_anchor.c).
-  local function raise(msg)
-    local level = 3
-    while true do
-      local ar = getinfo(level, "Sl")
-      if ar == nil then error(msg, 0) end
-      if ar.currentline > 0 and ar.source ~= "=protocall.ffi" then error(msg, level) end
-      level = level + 1
-    end
-  end
 
   local env = {
     cast = cast, istype = istype, type = type, floor = math.floor,
@@ -277,14 +305,8 @@ function M.install(pc, core)
     end
     -- The `void *` to what the accessors got: a struct, or a pointer or a
     -- reference to one. Raises for P itself (P.x: a ctype, whose member
-    -- reads come back to the accessors) and for a NULL pointer, naming the
-    -- line that called the outermost accessor.
-    local function body(p)
-      local ok, b = pcall(new, voidp, p)
-      if ok and b ~= nil then return b end
-      raise(format("%s: struct expected, got %s", T.full_name,
-                   ok and "a NULL pointer" or "its type (a ctype)"))
-    end
+    -- reads come back to the accessors) and for a NULL pointer.
+    local function body(p) return body_of(T, p) end
     return chunk(defaults, get, set, from, is_struct, names, too_many, body)
   end
 
@@ -292,9 +314,17 @@ function M.install(pc, core)
   -- accessors of message objects (lua/protocall/message.lua) keep them.
   local c_meta = pc._c_metamethods
 
-  local function to_message(info, p)
+  local to_message
+  -- x as a message of info's type (a copy of a struct), or nil.
+  local function as_message(info, x)
+    if info_of(x) == info then return pcall(new, voidp, x) and to_message(info, x) or nil end
+    if core_is_message(x) and core_type_of(x) == info.T then return x end
+    return nil
+  end
+
+  function to_message(info, p)
     local m = info.T()
-    core.ffi_copy(info.T, m, cast(voidp, p), false)
+    core.ffi_copy(info.T, m, body_of(info.T, p), false)
     local u = unknown[p]
     if u then core.add_unknown_fields(m, u) end
     return m
@@ -345,7 +375,7 @@ function M.install(pc, core)
     local function from(p, x)
       local src = info_of(x)
       if src == info then
-        ffi.copy(p, x, layout.size)
+        ffi.copy(p, body_of(T, x), layout.size)
         unknown[p] = unknown[x]
       elseif core_is_message(x) and core_type_of(x) == T then
         core.ffi_copy(T, x, cast(voidp, p), true)
@@ -366,35 +396,34 @@ function M.install(pc, core)
       __newindex = newindex,
       __new = construct,
       __tostring = function(p) return tostring(to_message(info, p)) end,
-      __eq = function(a, b)
-        return info_of(a) == info and info_of(b) == info and to_message(info, a) == to_message(info, b)
+      __eq = function(a, b) -- a struct or a message of T on either side
+        local ma, mb = as_message(info, a), as_message(info, b)
+        return ma ~= nil and mb ~= nil and ma == mb
       end,
     })
     info.P = P
-    -- info.encode and info.decode are tail-called by pc.encode and
-    -- pc.decode: level 2 is the line that called those.
     function info.encode(p, opts)
       local u = unknown[p]
       if opts ~= nil and type(opts) ~= "table" then
-        error("bad argument #2 to 'encode' (table expected, got " .. type(opts) .. ")", 2)
+        raise("bad argument #2 to 'encode' (table expected, got " .. type(opts) .. ")")
       end
       local partial = opts ~= nil and opts.partial and 1 or 0
       local s = api.encode(codec, def, p, size, u, u and #u or 0, partial, size_out)
-      if s == nil then error(fstring(api.error(codec)), 2) end
+      if s == nil then raise(fstring(api.error(codec))) end
       return fstring(s, size_out[0])
     end
     function info.decode(bytes, opts)
       if type(bytes) ~= "string" then
-        error("bad argument #2 to 'decode' (string expected, got " .. type(bytes) .. ")", 2)
+        raise("bad argument #2 to 'decode' (string expected, got " .. type(bytes) .. ")")
       end
       if opts ~= nil and type(opts) ~= "table" then
-        error("bad argument #3 to 'decode' (table expected, got " .. type(opts) .. ")", 2)
+        raise("bad argument #3 to 'decode' (table expected, got " .. type(opts) .. ")")
       end
       local partial = opts ~= nil and opts.partial and 1 or 0
       local p = new(ct)
       local r = api.decode(codec, def, bytes, #bytes, partial, p, size, unknown_out, unknown_size)
       if r ~= 0 then
-        if r == 2 then error("not enough memory", 2) end
+        if r == 2 then raise("not enough memory") end
         return nil, fstring(api.error(codec))
       end
       if unknown_size[0] ~= 0 then unknown[p] = fstring(unknown_out[0], unknown_size[0]) end
@@ -411,7 +440,7 @@ function M.install(pc, core)
   local function info_of_ctype(P)
     if type(P) ~= "cdata" then return nil end
     local info = infos[tonumber(typeof(P))]
-    if info and (rawequal(P, info.P) or not is_instance(P)) then return info end
+    if info and (rawequal(P, info.P) or not pcall(new, voidp, P)) then return info end
     return nil
   end
 
@@ -420,7 +449,7 @@ function M.install(pc, core)
   function pc.to_message(p)
     local info = info_of(p)
     if not info then
-      error("bad argument #1 to 'to_message' (pc.ffi struct expected, got " .. type(p) .. ")", 2)
+      raise("bad argument #1 to 'to_message' (pc.ffi struct expected, got " .. type(p) .. ")")
     end
     return to_message(info, p)
   end
@@ -431,7 +460,7 @@ function M.install(pc, core)
     info = info_of_ctype(m)
     if info then
       if type(a) ~= "table" then -- as pc.encode(T, table) refuses
-        error("bad argument #2 to 'encode' (table expected, got " .. type(a) .. ")", 2)
+        raise("bad argument #2 to 'encode' (table expected, got " .. type(a) .. ")")
       end
       return info.encode(info.P(a), b)
     end
@@ -458,11 +487,11 @@ function M.install(pc, core)
     end
   end
   -- Raises err, which C function fn raised for the function `name` when
-  -- called in pcall by its caller here (so naming that line of this file,
-  -- or none and "to '?'"), from the line that called that caller.
+  -- called in pcall here (so naming a line of this file, or none and "to
+  -- '?'"), as fn raises it for a message.
   local here = "^" .. getinfo(1, "S").short_src:gsub("%p", "%%%0") .. ":%d+: "
   local function reraise(name, err)
-    error((tostring(err):gsub(here, ""):gsub("to '%?'", "to '" .. name .. "'", 1)), 3)
+    raise((tostring(err):gsub(here, ""):gsub("to '%?'", "to '" .. name .. "'", 1)))
   end
   -- Functions that change it: through a message copy and back.
   for _, name in ipairs { "clear", "merge" } do

@@ -457,6 +457,28 @@ io.write("ok")
     assert.are.equal("ok", out)
   end)
 
+  it("say so when LuaJIT has no C type ids left for another struct type", function()
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local ffi = require "ffi"
+local pc = require "protocall"
+local T = pc.message("n.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 } })
+for _, decl in ipairs { "struct { int a, b, c, d, e, f, g, h; }", "struct { int a; }", "struct {}" } do
+  while pcall(ffi.typeof, decl) do end -- use up the ids
+end
+local ok, err = pcall(pc.ffi, T)
+io.write(tostring(err))
+]])
+    f:close()
+    local p = io.popen("LUA_CPATH='" .. package.cpath .. "' luajit " .. script .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    os.remove(script)
+    assert.are.equal("pc.ffi: n.Point: LuaJIT cannot declare another C type (table overflow; a Lua state has "
+                     .. "65536 C type ids, and the struct types, with their fields, keep theirs)", out)
+  end)
+
   it("name the line that called them from inside functions and through pcall", function()
     local here = debug.getinfo(1, "S").short_src
     local function make() local p = PP { x = -1 } return p end -- this line

@@ -365,7 +365,11 @@ function M.install(pc, core)
       while f.name:sub(1, #prefix) == prefix do prefix = prefix .. "_" end
     end
     local decl, cases = declaration(layout, prefix)
-    local ct = typeof(decl)
+    local made, ct = pcall(typeof, decl)
+    if not made then -- LuaJIT's "table overflow": its 65536 C type ids are used up
+      error(format("pc.ffi: %s: LuaJIT cannot declare another C type (%s; a Lua state has 65536 "
+                   .. "C type ids, and the struct types, with their fields, keep theirs)", T.full_name, ct), 2)
+    end
     local empty = T()
     local defaults = {}
     for i, f in ipairs(layout.fields) do defaults[i] = empty[f.name] end

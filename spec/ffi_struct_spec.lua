@@ -321,15 +321,18 @@ describe("FFI struct messages", function()
     assert.is_true(ct == PP)
     assert.is_false(p == ct)
     assert.is_false(ct == p)
-    for _, f in ipairs { pc.to_message, pc.to_json, pc.clear, pc.clone, PP } do
-      assert.has_error(function() f(ct) end, "s.Point: struct expected, got its type (a ctype)")
-    end
-    assert.has_error(function() pc.has(ct, "x") end, "s.Point: struct expected, got its type (a ctype)")
-    assert.has_error(function() pc.merge(Point(), ct) end, "s.Point: struct expected, got its type (a ctype)")
-    assert.has_error(function() pc.encode(ct) end)
     local pct = ffi.typeof(ffi.cast(ffi.typeof("$ *", PP), p)) -- a pointer type's ctype
-    assert.has_error(function() pc.to_message(pct) end, "s.Point: struct expected, got its type (a ctype)")
-    assert.has_error(function() pc.encode(pct) end)
+    for _, x in ipairs { ct, pct } do
+      assert.has_error(function() pc.to_message(x) end,
+        "bad argument #1 to 'to_message' (pc.ffi struct expected, got cdata)")
+      for _, f in ipairs { pc.to_json, pc.clear, pc.clone, PP, function(y) pc.merge(Point(), y) end,
+                           function(y) return pc.has(y, "x") end, function(y) return PP(y) end } do
+        assert.has_error(function() f(x) end)
+      end
+      assert.is_nil(pc.type_of(x))
+    end
+    assert.has_error(function() pc.encode(pct) end, "bad argument #1 to 'encode' (message expected, got cdata)")
+    assert.has_error(function() pc.encode(ct) end, "bad argument #2 to 'encode' (table expected, got nil)")
     assert.are.equal(2, pc.decode(ct, pc.encode(PP { x = 2 })).x) -- as ffi.typeof(p) == P says
     -- pointers and references to a struct reach its fields
     local ptr = ffi.cast(ffi.typeof("$ *", PP), p)
@@ -477,6 +480,24 @@ io.write(tostring(err))
     os.remove(script)
     assert.are.equal("pc.ffi: n.Point: LuaJIT cannot declare another C type (table overflow; a Lua state has "
                      .. "65536 C type ids, and the struct types, with their fields, keep theirs)", out)
+  end)
+
+  it("encode and decode right when a finalizer or hook encodes and decodes meanwhile", function()
+    -- LuaJIT runs finalizers when it boxes an FFI call's result or makes
+    -- a string, and hooks between any two instructions: here, between the
+    -- codec's call and the copy of its bytes.
+    local other = pc.decode(PP, pc.encode(PP { x = 9 }) .. string.rep("\200\1\1", 100))
+    local p = PP { x = 1, y = 2 }
+    local want = pc.encode(p)
+    jit.flush()
+    jit.off()
+    debug.sethook(function() pc.decode(PP, pc.encode(other)) end, "", 1)
+    local got = pc.encode(p)
+    local d = pc.decode(PP, want .. "\200\1\5")
+    debug.sethook()
+    jit.on()
+    assert.are.equal(want, got)
+    assert.are.equal(want .. "\200\1\5", pc.encode(d))
   end)
 
   it("name the line that called them from inside functions and through pcall", function()

@@ -28,9 +28,22 @@ function M.install(pc, core)
   if not pcall(ffi.typeof, "pc_ffi_Api") then ffi.cdef(cdef) end
   local api = ffi.cast("const pc_ffi_Api *", api_ptr)
   local codec = ffi.cast("pc_ffi_Codec *", codec_ud)
-  local size_out = ffi.new("size_t[1]")
-  local unknown_out, unknown_size = ffi.new("const char *[1]"), ffi.new("size_t[1]")
   local new, cast, typeof, istype, fstring = ffi.new, ffi.cast, ffi.typeof, ffi.istype, ffi.string
+  -- The codec and its out-parameters, which every call shares. A call
+  -- made while one is under way takes a codec of its own (spare): a
+  -- finalizer or hook that LuaJIT runs when it boxes an FFI call's result
+  -- or allocates the string of the bytes, before the outer call has copied
+  -- them out, must neither overwrite the buffer and sizes that call still
+  -- reads nor free the buffer. (`busy` stays set if a call raises "not
+  -- enough memory" there: later calls then each take a spare codec.)
+  local shared = { ud = codec_ud, c = codec, size = new("size_t[1]"), uptr = new("const char *[1]"),
+                   usize = new("size_t[1]") }
+  local busy = false
+  local function spare()
+    local _, ud = core.ffi_codec()
+    return { ud = ud, c = cast("pc_ffi_Codec *", ud), size = new("size_t[1]"),
+             uptr = new("const char *[1]"), usize = new("size_t[1]") }
+  end
   local voidp = typeof("void *")
   local tonumber = tonumber
   local has_nkeys, nkeys = pcall(require, "table.nkeys") -- OpenResty's LuaJIT has it
@@ -71,25 +84,25 @@ function M.install(pc, core)
   -- with the struct's (or the pointer's) ctype id, raise, as ffi.cast
   -- would turn one into that number, not an address (ffi.new converts as
   -- a C argument: a struct to its address, a ctype refused); so does a
-  -- NULL pointer. (info_of does not test this: an allocation and a pcall
-  -- on each pc.encode. pc.encode(ctype) raises in the FFI call's
-  -- conversion of its argument.)
+  -- NULL pointer. The accessors get P itself for P.x.
   local function body_of(T, p)
     local ok, b = pcall(new, voidp, p)
     if ok and b ~= nil then return b end
     raise(format("%s: struct expected, got %s", T.full_name, ok and "a NULL pointer" or "its type (a ctype)"))
   end
 
-  -- The info of struct `p`, or nil when `p` is no struct of pc.ffi (the
-  -- struct type itself, P, has P's ctype id too; so has ffi.typeof(p),
-  -- which this takes for a struct: see body_of).
+  -- The info of struct `p`, or nil when `p` is no struct of pc.ffi. The
+  -- struct type itself, P, has P's ctype id too, and so has ffi.typeof(p)
+  -- (of a pointer, the pointer's): ffi.cast turns such a ctype into
+  -- exactly that id, never a struct's address (a test the JIT compiles to
+  -- a compare; body_of's pcall would cost each pc.encode an allocation).
   local indirect = {} -- other ctype ids: of P * or P & (an FFI array's element) -> info, else false
   local function info_of(p)
     if type(p) ~= "cdata" then return nil end
     local id = tonumber(typeof(p))
     local info = infos[id]
     if info then
-      if not rawequal(p, info.P) then return info end
+      if not rawequal(p, info.P) and cast(voidp, p) ~= cast(voidp, id) then return info end
       return nil
     end
     info = indirect[id]
@@ -103,7 +116,10 @@ function M.install(pc, core)
       end
       indirect[id] = info
     end
-    if info and cast(voidp, p) ~= nil then return info end
+    if info then
+      local at = cast(voidp, p)
+      if at ~= nil and at ~= cast(voidp, id) then return info end
+    end
     return nil
   end
 
@@ -412,9 +428,17 @@ function M.install(pc, core)
         raise("bad argument #2 to 'encode' (table expected, got " .. type(opts) .. ")")
       end
       local partial = opts ~= nil and opts.partial and 1 or 0
-      local s = api.encode(codec, def, p, size, u, u and #u or 0, partial, size_out)
-      if s == nil then raise(fstring(api.error(codec))) end
-      return fstring(s, size_out[0])
+      local x = shared
+      if busy then x = spare() else busy = true end
+      local s = api.encode(x.c, def, p, size, u, u and #u or 0, partial, x.size)
+      if s == nil then
+        local err = fstring(api.error(x.c))
+        if x == shared then busy = false end
+        raise(err)
+      end
+      local bytes = fstring(s, x.size[0])
+      if x == shared then busy = false end
+      return bytes
     end
     function info.decode(bytes, opts)
       if type(bytes) ~= "string" then
@@ -425,12 +449,14 @@ function M.install(pc, core)
       end
       local partial = opts ~= nil and opts.partial and 1 or 0
       local p = new(ct)
-      local r = api.decode(codec, def, bytes, #bytes, partial, p, size, unknown_out, unknown_size)
-      if r ~= 0 then
-        if r == 2 then raise("not enough memory") end
-        return nil, fstring(api.error(codec))
-      end
-      if unknown_size[0] ~= 0 then unknown[p] = fstring(unknown_out[0], unknown_size[0]) end
+      local x = shared
+      if busy then x = spare() else busy = true end
+      local r = api.decode(x.c, def, bytes, #bytes, partial, p, size, x.uptr, x.usize)
+      local err = r == 1 and fstring(api.error(x.c))
+      if r == 0 and x.usize[0] ~= 0 then unknown[p] = fstring(x.uptr[0], x.usize[0]) end
+      if x == shared then busy = false end
+      if r == 2 then raise("not enough memory") end
+      if r ~= 0 then return nil, err end
       return p
     end
     infos[tonumber(ct)] = info
@@ -463,8 +489,9 @@ function M.install(pc, core)
     if info then return info.encode(m, a) end
     info = info_of_ctype(m)
     if info then
-      if type(a) ~= "table" then -- as pc.encode(T, table) refuses
-        raise("bad argument #2 to 'encode' (table expected, got " .. type(a) .. ")")
+      if type(a) ~= "table" or (b ~= nil and type(b) ~= "table") then -- as pc.encode(T, table, opts)
+        local n, x = type(a) ~= "table" and 2 or 3, type(a) ~= "table" and a or b
+        raise(format("bad argument #%d to 'encode' (table expected, got %s)", n, type(x)))
       end
       return info.encode(info.P(a), b)
     end

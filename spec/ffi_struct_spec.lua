@@ -426,6 +426,7 @@ describe("FFI struct messages", function()
       { function() return pc.decode(Point, "", 5) end, function() return pc.decode(PP, "", 5) end },
       { function() return pc.encode(Point) end, function() return pc.encode(PP) end },
       { function() return pc.encode(Point, 5) end, function() return pc.encode(PP, 5) end },
+      { function() return pc.encode(Point, {}, 5) end, function() return pc.encode(PP, {}, 5) end },
     } do
       local ok1, err1 = pcall(c[1])
       local ok2, err2 = pcall(c[2])

@@ -27,23 +27,30 @@ function M.install(pc, core)
   local api_ptr, codec_ud, cdef = core.ffi_codec()
   if not pcall(ffi.typeof, "pc_ffi_Api") then ffi.cdef(cdef) end
   local api = ffi.cast("const pc_ffi_Api *", api_ptr)
-  local codec = ffi.cast("pc_ffi_Codec *", codec_ud)
   local new, cast, typeof, istype, fstring = ffi.new, ffi.cast, ffi.typeof, ffi.istype, ffi.string
-  -- The codec and its out-parameters, which every call shares. A call
-  -- made while one is under way takes a codec of its own (spare): a
+  -- The codecs and their out-parameters, by depth: calls[0] for calls
+  -- made when none is under way, calls[d] for one made inside d others (a
   -- finalizer or hook that LuaJIT runs when it boxes an FFI call's result
-  -- or allocates the string of the bytes, before the outer call has copied
-  -- them out, must neither overwrite the buffer and sizes that call still
-  -- reads nor free the buffer. (`busy` stays set if a call raises "not
-  -- enough memory" there: later calls then each take a spare codec.)
-  local shared = { ud = codec_ud, c = codec, size = new("size_t[1]"), uptr = new("const char *[1]"),
-                   usize = new("size_t[1]") }
-  local busy = false
-  local function spare()
-    local _, ud = core.ffi_codec()
-    return { ud = ud, c = cast("pc_ffi_Codec *", ud), size = new("size_t[1]"),
-             uptr = new("const char *[1]"), usize = new("size_t[1]") }
+  -- or makes the string of its bytes, before the outer call has copied
+  -- them out: it must neither overwrite the buffer and sizes that call
+  -- still reads nor free the buffer). A finalizer's error raised there
+  -- leaves `depth` one higher: later calls then take the next codec
+  -- (past the eighth, a new one each).
+  local calls, depth = {}, 0
+  local function nested() -- calls[depth], made on first use
+    local x = calls[depth]
+    if x == nil then
+      local ud = select(2, core.ffi_codec())
+      x = { ud = ud, c = cast("pc_ffi_Codec *", ud), size = new("size_t[1]"),
+            uptr = new("const char *[1]"), usize = new("size_t[1]") }
+      if depth < 8 then calls[depth] = x end
+    end
+    return x
   end
+  -- calls[0], in upvalues: the JIT loads those faster
+  local codec, size_out = cast("pc_ffi_Codec *", codec_ud), new("size_t[1]")
+  local unknown_out, unknown_size = new("const char *[1]"), new("size_t[1]")
+  calls[0] = { ud = codec_ud, c = codec, size = size_out, uptr = unknown_out, usize = unknown_size }
   local voidp = typeof("void *")
   local tonumber = tonumber
   local has_nkeys, nkeys = pcall(require, "table.nkeys") -- OpenResty's LuaJIT has it
@@ -274,27 +281,32 @@ function M.install(pc, core)
       end
       return stmt
     end
-    src[#src + 1] = "local from_table = function(p, t)"
+    -- The table branch (p and t given; returns p): in construct, or, past
+    -- 200 fields, a function of its own (past some 800, a branch within
+    -- construct would outgrow the jumps of LuaJIT's bytecode).
+    local branch = {}
     if nkeys then
-      src[#src + 1] = "local n, v, redo = 0, nil, false"
+      branch[#branch + 1] = "local n, v, redo = 0, nil, false"
       for _, f in ipairs(fields) do
         local again = f.oneof and format("if p.%sc%d ~= 0 then redo = true end ", prefix, cases[f.oneof]) or ""
         local through_c = format("if not pcall(set, cast(voidp, p), %q, v) then redo = true end", f.name)
-        src[#src + 1] = format("v = rawget(t, %q) if v ~= nil then n = n + 1 %s%s end", f.name, again,
-                               inline_store(f, "v", through_c))
+        branch[#branch + 1] = format("v = rawget(t, %q) if v ~= nil then n = n + 1 %s%s end", f.name, again,
+                                     inline_store(f, "v", through_c))
       end
-      src[#src + 1] = "if n == nkeys(t) and not redo then return p end"
+      branch[#branch + 1] = "if n == nkeys(t) and not redo then return p end"
     end
-    src[#src + 1] = "for k, v in pairs(t) do store(p, k, v) end return p end"
+    branch[#branch + 1] = "for k, v in pairs(t) do store(p, k, v) end return p"
+    local own_function = #fields > 200
+    if own_function then src[#src + 1] = "local from_table = function(p, t) " .. concat(branch, "\n") .. " end" end
     local params = {}
     for i = 2, math.min(#fields, POSITIONAL) do params[#params + 1] = "a" .. i end
     params[#params + 1] = #fields > POSITIONAL and "..." or "extra"
     src[#src + 1] = format([[local construct = function(ct, t, %s)
       local p = new(ct)
       local tt = type(t)
-      if tt == "table" then return from_table(p, t) end
+      if tt == "table" then %s end
       if tt == "userdata" or (tt == "cdata" and is_struct(t)) then return from(p, t) end]],
-                           concat(params, ", "))
+                           concat(params, ", "), own_function and "return from_table(p, t)" or concat(branch, "\n"))
     if #fields == 0 then src[#src + 1] = "if t ~= nil then too_many(0) end" end
     for i = 1, math.min(#fields, POSITIONAL) do
       local a = i == 1 and "t" or "a" .. i
@@ -428,16 +440,20 @@ function M.install(pc, core)
         raise("bad argument #2 to 'encode' (table expected, got " .. type(opts) .. ")")
       end
       local partial = opts ~= nil and opts.partial and 1 or 0
-      local x = shared
-      if busy then x = spare() else busy = true end
-      local s = api.encode(x.c, def, p, size, u, u and #u or 0, partial, x.size)
+      local c, so = codec, size_out
+      if depth ~= 0 then
+        local x = nested()
+        c, so = x.c, x.size
+      end
+      depth = depth + 1
+      local s = api.encode(c, def, p, size, u, u and #u or 0, partial, so)
       if s == nil then
-        local err = fstring(api.error(x.c))
-        if x == shared then busy = false end
+        local err = fstring(api.error(c))
+        depth = depth - 1
         raise(err)
       end
-      local bytes = fstring(s, x.size[0])
-      if x == shared then busy = false end
+      local bytes = fstring(s, so[0])
+      depth = depth - 1
       return bytes
     end
     function info.decode(bytes, opts)
@@ -449,12 +465,16 @@ function M.install(pc, core)
       end
       local partial = opts ~= nil and opts.partial and 1 or 0
       local p = new(ct)
-      local x = shared
-      if busy then x = spare() else busy = true end
-      local r = api.decode(x.c, def, bytes, #bytes, partial, p, size, x.uptr, x.usize)
-      local err = r == 1 and fstring(api.error(x.c))
-      if r == 0 and x.usize[0] ~= 0 then unknown[p] = fstring(x.uptr[0], x.usize[0]) end
-      if x == shared then busy = false end
+      local c, uo, us = codec, unknown_out, unknown_size
+      if depth ~= 0 then
+        local x = nested()
+        c, uo, us = x.c, x.uptr, x.usize
+      end
+      depth = depth + 1
+      local r = api.decode(c, def, bytes, #bytes, partial, p, size, uo, us)
+      local err = r == 1 and fstring(api.error(c))
+      if r == 0 and us[0] ~= 0 then unknown[p] = fstring(uo[0], us[0]) end
+      depth = depth - 1
       if r == 2 then raise("not enough memory") end
       if r ~= 0 then return nil, err end
       return p

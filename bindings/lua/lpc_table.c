@@ -688,22 +688,25 @@ static void make_plan(lua_State *L, const pc_MessageDef *root) {
 
 static void push_plain(Plain *P, const pc_Message *msg, const pc_MessageDef *def, int k);
 
+/* Doubles the room for the values set later. */
+static void grow_later(Plain *P) {
+  if (P->cap > SIZE_MAX / 18) lpc_nomem(P->L);
+  size_t cap = 2 * P->cap;
+  uint64_t *bits = lua_newuserdatauv(P->L, cap * 9, 0);
+  memcpy(bits, P->bits, P->n * sizeof *bits);
+  memcpy(bits + cap, P->is_unsigned, P->n);
+  lua_rawseti(P->L, P->later, 0);
+  P->bits = bits;
+  P->is_unsigned = (uint8_t *)(bits + cap);
+  P->cap = cap;
+}
+
 /* Whether the value 'v' of 'f' is set later (Plain): then it is kept in
  * P's list, and the caller calls set_later with the key on top. 'planned':
  * the value is in a message of a plan type. */
-static int keep_later(Plain *P, const pc_FieldDef *f, pc_Value v, int planned) {
+static inline int keep_later(Plain *P, const pc_FieldDef *f, pc_Value v, int planned) {
   if (P->later == 0 || !planned || !is_int64(f->type)) return 0;
-  if (P->n == P->cap) {
-    if (P->cap > SIZE_MAX / 18) lpc_nomem(P->L);
-    size_t cap = 2 * P->cap;
-    uint64_t *bits = lua_newuserdatauv(P->L, cap * 9, 0);
-    memcpy(bits, P->bits, P->n * sizeof *bits);
-    memcpy(bits + cap, P->is_unsigned, P->n);
-    lua_rawseti(P->L, P->later, 0);
-    P->bits = bits;
-    P->is_unsigned = (uint8_t *)(bits + cap);
-    P->cap = cap;
-  }
+  if (P->n == P->cap) grow_later(P);
   P->bits[P->n] = v.u64;
   P->is_unsigned[P->n] = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
   P->n++;
@@ -736,15 +739,15 @@ static void push_plain_value(Plain *P, const pc_FieldDef *f, pc_Value v, int k) 
  * inline), with its value in '*v' when it is. */
 static inline int plain_get(const pc_Message *msg, const pc_FieldDef *f, pc_Value *v) {
   const char *slot = (const char *)msg + f->offset;
-  if (f->case_offset != 0) {
+  int has = f->hasbit >= 0;
+  if (f->case_offset != 0) { /* a oneof member: set when it is the case */
     uint32_t which;
     memcpy(&which, (const char *)msg + f->case_offset, 4);
     if (which != (uint32_t)f->number) return 0;
-    *v = pc_Message_Get(msg, f);
-    return 1;
+    has = 1;
+  } else if (has && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1)) {
+    return 0;
   }
-  int has = f->hasbit >= 0;
-  if (has && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1)) return 0;
   switch (f->slot) {
   case kPc_Slot_Bool: v->b = *(const uint8_t *)slot; return has || v->b != 0;
   case kPc_Slot_32: memcpy(&v->u32, slot, 4); return has || v->u32 != 0;
@@ -763,7 +766,7 @@ static inline int plain_get(const pc_Message *msg, const pc_FieldDef *f, pc_Valu
     return v->map != NULL && v->map->size > 0;
   }
   v->m = ptr;
-  return ptr != NULL;
+  return ptr != NULL || f->case_offset != 0; /* a oneof's case counts, as for pc_Message_Has */
 }
 
 /* Sets field 'f' (value 'v', field 'i' of plan type 'k', or of no plan

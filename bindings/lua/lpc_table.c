@@ -589,10 +589,10 @@ int lpc_table_message(lua_State *L, int type, int t) {
  * fields by name, interning each as they go. */
 #define LPC_PLAIN_TYPES 64
 
-static char lpc_plain_key; /* registry: Type -> its PlainPlan (weak keys) */
+static char lpc_plain_key; /* registry: Type -> the names table of its PlainPlan (weak keys) */
 
 /* The field names of every message type reachable from one root type, as
- * interned strings in one Lua table (the plan userdata's user value), so a
+ * interned strings in one Lua table (which holds the plan userdata at [0]), so a
  * table is filled with lua_rawgeti + lua_rawset rather than by interning
  * each name again: names[first[k] + i + 1] is field i of defs[k]; sub[first[k] + i]
  * the index in defs of that field's message type (a map's value type), or
@@ -643,8 +643,8 @@ static int plan_index(const pc_MessageDef *const *defs, uint32_t n, const pc_Mes
   return -1;
 }
 
-/* Pushes the plan of 'root' (a new PlainPlan userdata whose user value
- * is its names table). */
+/* Pushes the names table of a new plan for 'root' (the PlainPlan
+ * userdata at its [0]). */
 static void make_plan(lua_State *L, const pc_MessageDef *root) {
   const pc_MessageDef *defs[LPC_PLAIN_TYPES];
   uint32_t n = 1, fields = 0;
@@ -657,10 +657,11 @@ static void make_plan(lua_State *L, const pc_MessageDef *root) {
     }
   }
   size_t size = sizeof(PlainPlan) + (fields ? fields - 1 : 0) * sizeof(int32_t);
-  PlainPlan *plan = lua_newuserdatauv(L, size, 1);
+  lua_createtable(L, (int)fields, 1);
+  PlainPlan *plan = lua_newuserdatauv(L, size, 0);
   memset(plan, 0, size);
   plan->ntypes = n;
-  lua_createtable(L, (int)fields, 0);
+  lua_rawseti(L, -2, 0);
   uint32_t at = 0;
   for (uint32_t k = 0; k < n; k++) {
     plan->defs[k] = defs[k];
@@ -674,7 +675,6 @@ static void make_plan(lua_State *L, const pc_MessageDef *root) {
       lua_rawseti(L, -2, (lua_Integer)at + 1);
     }
   }
-  lua_setiuservalue(L, -2, 1);
   for (int changed = 1; changed;) { /* has64 through the sub-message types */
     changed = 0;
     for (uint32_t k = 0; k < n; k++) {
@@ -855,6 +855,11 @@ static void push_plain(Plain *P, const pc_Message *msg, const pc_MessageDef *def
 }
 
 void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_MessageDef *def) {
+  if (type == 0) {
+    Plain P = {L, NULL, 0, 0, NULL, NULL, 0, 0};
+    push_plain(&P, msg, def, -1);
+    return;
+  }
   type = lua_absindex(L, type);
   int base = lua_gettop(L);
   luaL_checkstack(L, 8, "message nesting too deep");
@@ -867,10 +872,12 @@ void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_Mess
     lua_pushvalue(L, -2);
     lua_rawset(L, -4);
   }
-  lua_getiuservalue(L, -1, 1);
+  (lua_rawgeti)(L, -1, 0);
+  const PlainPlan *plan = lua_touserdata(L, -1); /* kept by the names table */
+  lua_pop(L, 1);
   uint64_t bits[LPC_PLAIN_INTS];
   uint8_t is_unsigned[LPC_PLAIN_INTS];
-  Plain P = {L, lua_touserdata(L, -2), lua_gettop(L), 0, bits, is_unsigned, 0, LPC_PLAIN_INTS};
+  Plain P = {L, plan, lua_gettop(L), 0, bits, is_unsigned, 0, LPC_PLAIN_INTS};
 #if LPC_LUAJIT
   if (P.plan->has64[0]) {
     lua_createtable(L, 2 * LPC_PLAIN_INTS, 0);
@@ -908,7 +915,7 @@ void lpc_open_table(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
-  lua_createtable(L, 0, 0); /* Type -> PlainPlan, dropped with the Type */
+  lua_createtable(L, 0, 0); /* Type -> plan names, dropped with the Type */
   lua_createtable(L, 0, 1);
   lua_pushliteral(L, "k");
   lua_setfield(L, -2, "__mode");

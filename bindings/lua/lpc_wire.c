@@ -213,7 +213,7 @@ static int flat_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *def,
     lua_pushstring(L, err.msg);
     return 2;
   }
-  lpc_push_plain(L, 1, msg, def);
+  lpc_push_plain(L, 0, msg, def); /* a few plain fields: names interned as they are set */
   return 1;
 }
 

@@ -1,6 +1,7 @@
 # Writes OUT, a C file holding every Lua file under LUA_DIR/protocall as a
 # byte array (bindings/lua/embedded.h), so luaopen_protocall needs no files.
-# Run as: cmake -DLUA_DIR=... -DOUT=... [-DLUAC=luac5.4] -P embed_lua.cmake
+# Run as: cmake -DLUA_DIR=... -DOUT=... -DCDEF=... [-DLUAC=luac5.4] -P embed_lua.cmake
+# CDEF is bindings/luajit/protocall_ffi.h, stored as the string lpc_ffi_cdef.
 # With LUAC each file is stored precompiled (luac, debug info kept: error
 # messages and tracebacks name lua/protocall/x.lua and its lines as the
 # source would), so a require runs the chunks without compiling them;
@@ -39,6 +40,9 @@ endforeach()
 string(APPEND body "\nconst lpc_EmbeddedFile lpc_embedded_files[] = {\n${table}};\n")
 string(APPEND body "const size_t lpc_embedded_count = ${i};\n")
 string(APPEND body "const int lpc_embedded_binary = ${binary};\n")
+file(READ "${CDEF}" hex HEX)
+string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+string(APPEND body "const char lpc_ffi_cdef[] = {\n${hex}0};\n")
 file(WRITE "${OUT}.tmp" "${body}")
 file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
 file(REMOVE "${OUT}.tmp")

@@ -3,11 +3,14 @@
 --   make build build-luajit && LUA_CPATH='build/luajit/?.so;;' luajit bench/luajit/runtime_bench.lua [--quick]
 -- (`make bench` runs it). Rows:
 --   * the memory of one {uint32 x = 1; uint32 y = 2; uint32 z = 3}
---     message, everything counted: collectgarbage("count") before and
---     after making N of them (held in a table made beforehand), over N;
---   * construct (T{...}) + encode + decode of that message under LuaJIT,
---     under Lua 5.4 (the same loop in a lua5.4 child process loading
---     build/release's module: `lua5.4 bench/luajit/runtime_bench.lua
+--     instance, everything counted: collectgarbage("count") before and
+--     after making N of them (held in a table made beforehand), over N; as
+--     an FFI struct (pc.ffi, lua/protocall/ffi.lua: the goal row) and as a
+--     message object;
+--   * construct + encode + decode of that message under LuaJIT (the goal
+--     rows with pc.ffi's struct, P{...}; and with message objects, T{...}),
+--     under Lua 5.4 (T{...}: the same loop in a lua5.4 child process
+--     loading build/release's module: `lua5.4 bench/luajit/runtime_bench.lua
 --     --child-cycle`) and with lua-protobuf under LuaJIT;
 --   * decode of otlp_traces.bin and reading every field, against
 --     lua-protobuf's decode and the same walk.
@@ -27,15 +30,19 @@ end
 
 local Point = pc.message("bench.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 }, { "z", "uint32", 3 } })
 
--- construct + encode + decode, the same code on both runtimes.
-local function cycle(n)
-  local encode, decode = pc.encode, pc.decode
-  for i = 1, n do
-    local m = Point { x = i, y = i + 1, z = i + 2 }
-    local d = decode(Point, encode(m))
-    if d.z ~= i + 2 then error("bad round trip") end
+-- construct + encode + decode, the same code on both runtimes: with
+-- Point's messages, and under LuaJIT with its FFI struct.
+local function cycle_of(T)
+  return function(n)
+    local encode, decode = pc.encode, pc.decode
+    for i = 1, n do
+      local m = T { x = i, y = i + 1, z = i + 2 }
+      local d = decode(T, encode(m))
+      if d.z ~= i + 2 then error("bad round trip") end
+    end
   end
 end
+local cycle = cycle_of(Point)
 
 if child then -- the Lua 5.4 process: prints ns per cycle
   io.write(string.format("%.3f\n", (H.measure(cycle, quick))))
@@ -122,19 +129,22 @@ local function row(name, value, unit, goal, ok)
   rows[#rows + 1] = { name = name, value = value, unit = unit, goal = goal, ok = ok }
 end
 
-local point_bytes = per_instance(function(i) return Point { x = i, y = i, z = i } end)
-row("bench.Point message, all memory", point_bytes, "B", "<= 32 B", point_bytes <= 32)
+local Struct = pc.ffi(Point)
+local struct_bytes = per_instance(function(i) return Struct { x = i, y = i, z = i } end)
+row("bench.Point pc.ffi struct, all memory", struct_bytes, "B", "<= 32 B", struct_bytes <= 32)
+row("bench.Point message object, all memory", per_instance(function(i) return Point { x = i, y = i, z = i } end), "B")
 row("plain table {x=, y=, z=} (for scale)", per_instance(function(i) return { x = i, y = i, z = i } end), "B")
 
-local jit_ns = measure(cycle)
-row("construct+encode+decode, LuaJIT", jit_ns, "ns")
+local jit_ns = measure(cycle_of(Struct))
+row("construct+encode+decode, LuaJIT pc.ffi struct", jit_ns, "ns")
+row("construct+encode+decode, LuaJIT message object", measure(cycle), "ns")
 local p = io.popen("LUA_CPATH='build/release/?.so' lua5.4 bench/luajit/runtime_bench.lua --child-cycle"
                    .. (quick and " --quick" or ""))
 local lua54_ns = tonumber(p:read("*a"))
 p:close()
 if lua54_ns then
   row("construct+encode+decode, Lua 5.4 (lua5.4 child)", lua54_ns, "ns")
-  row("LuaJIT / Lua 5.4", jit_ns / lua54_ns, "x", "<= 0.5x (2x faster)", jit_ns / lua54_ns <= 0.5)
+  row("LuaJIT struct / Lua 5.4", jit_ns / lua54_ns, "x", "<= 0.5x (2x faster)", jit_ns / lua54_ns <= 0.5)
 else
   print("\nruntime_bench: the lua5.4 child (build/release's module) failed; its row is skipped")
 end
@@ -147,7 +157,7 @@ if pb then
     end
   end)
   row("construct+encode+decode, lua-protobuf LuaJIT", peer_ns, "ns")
-  row("protocall / lua-protobuf (LuaJIT)", jit_ns / peer_ns, "x", "<= 0.5x", jit_ns / peer_ns <= 0.5)
+  row("protocall struct / lua-protobuf (LuaJIT)", jit_ns / peer_ns, "x", "<= 0.5x", jit_ns / peer_ns <= 0.5)
 end
 
 -- decode + read every field: one reading plan per type (the fields in

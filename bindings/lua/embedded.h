@@ -17,5 +17,8 @@ extern const size_t lpc_embedded_count;
 /* 1 when the files are precompiled Lua 5.4 chunks (luac, debug info kept),
  * 0 when they are source. */
 extern const int lpc_embedded_binary;
+/* bindings/luajit/protocall_ffi.h's text (NUL-terminated), which
+ * lua/protocall/ffi.lua feeds to ffi.cdef. */
+extern const char lpc_ffi_cdef[];
 
 #endif

@@ -58,5 +58,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_json(L);
   lpc_open_text(L);
   lpc_open_table(L);
+  lpc_open_ffi(L);
   return 1;
 }

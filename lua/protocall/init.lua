@@ -36,6 +36,7 @@ for _, name in ipairs {
   "protocall.reflection",
   "protocall.listen",
   "protocall.host",
+  "protocall.ffi",
 } do
   require(name).install(M, core)
 end

@@ -255,7 +255,12 @@ function M.install(pc, core)
       return rest
     end
 
+    -- The C __index and __newindex of each Type's standalone messages
+    -- (by their metatable), for pc.ffi's structs (lua/protocall/ffi.lua).
+    local c_metas = setmetatable({}, { __mode = "k" })
     local function install(mt, fields, view)
+      local c = { mt.__index, mt.__newindex }
+      if not view then c_metas[mt] = c end
       for what, key in pairs { read = "__index", write = "__newindex" } do
         local c_meta = mt[key]
         local chunk = assert(load(source(fields, what, view), "=protocall.ffi", "t", env))
@@ -266,6 +271,12 @@ function M.install(pc, core)
       install(standalone_mt, fields, false)
       install(view_mt, fields, true)
     end)
+    --- c_index, c_newindex = pc._c_metamethods(T): the C metamethods of
+    -- T's standalone messages (internal: pc.ffi).
+    function pc._c_metamethods(T)
+      local c = c_metas[debug.getmetatable(T())]
+      return c[1], c[2]
+    end
   end
 
   --- for k, v in pc.pairs(x) / for i, v in pc.ipairs(x): pairs and ipairs

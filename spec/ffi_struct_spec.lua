@@ -1,0 +1,290 @@
+-- FFI struct messages (pc.ffi, lua/protocall/ffi.lua; README "LuaJIT"):
+-- a struct of pc.ffi(T) must read, store, refuse, encode and decode
+-- exactly what a message of T does. Every operation is made on a message
+-- and on a struct, and the two must agree: values, errors (the struct's
+-- naming the caller's line) and wire bytes.
+local pc = require "protocall"
+local R = require "runtime"
+
+local pool = pc.pool()
+pool:enum("s.Open", { ZERO = 0, ONE = 1 })
+pool:enum("s.Closed", { A = 1, B = 2 }, { syntax = "proto2" })
+local F3 = pool:message("s.F3", {
+  { "u32", "uint32", 1 }, { "i32", "int32", 2 }, { "s32", "sint32", 3 }, { "fx32", "fixed32", 4 },
+  { "sf32", "sfixed32", 5 }, { "d", "double", 6 }, { "f", "float", 7 }, { "b", "bool", 8 },
+  { "i64", "int64", 9 }, { "u64", "uint64", 10 }, { "s64", "sint64", 11 }, { "fx64", "fixed64", 12 },
+  { "sf64", "sfixed64", 13 }, { "e", "s.Open", 14 }, { "oi", "int32", 15, oneof = "o" },
+  { "od", "double", 16, oneof = "o" }, { "ob", "bool", 18, oneof = "o" },
+  { "ou", "uint64", 19, oneof = "o" }, { "opt", "int32", 20, optional = true },
+  { "optb", "bool", 21, optional = true },
+})
+local F2 = pool:message("s.F2", {
+  { "i", "int32", 1 }, { "c", "s.Closed", 2 }, { "u", "uint64", 3 }, { "d", "double", 4, default = 1.5 },
+  { "r", "sint32", 5, required = true }, { "big", "int64", 6, default = -9000000000 },
+}, { syntax = "proto2" })
+local Under = pool:message("s.Under", { { "_1", "int32", 1 }, { "__x", "uint32", 2 }, { "y", "double", 3 } })
+local Point = pool:message("s.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 }, { "z", "uint32", 3 } })
+
+if not R.luajit then
+  describe("FFI struct messages", function()
+    it("are refused under Lua 5.4, saying why", function()
+      assert.has_error(function() pc.ffi(Point) end,
+        "pc.ffi needs LuaJIT's FFI (this is " .. _VERSION .. "; use the message type)")
+    end)
+    pending("the rest runs under LuaJIT only (Lua 5.4 has no FFI)")
+  end)
+  return
+end
+
+local ffi = require "ffi"
+local P3, P2, PU, PP = pc.ffi(F3), pc.ffi(F2), pc.ffi(Under), pc.ffi(Point)
+
+local function strip(err) return (tostring(err):gsub("^[^:]*:%d+: ", "")) end
+
+-- The wire bytes of a message or struct, required fields or not.
+local function bytes(x) return pc.encode(x, { partial = true }) end
+
+-- Writes v to field k of a message and of a struct made from 'before';
+-- both must succeed or fail alike, and end the same.
+local function same_write(T, P, k, v, before)
+  local m, p = T(before or {}), P(before or {})
+  local ok1, err1 = pcall(function() m[k] = v end)
+  local ok2, err2 = pcall(function() p[k] = v end)
+  local what = T.full_name .. "." .. tostring(k) .. " = " .. tostring(v)
+  assert.are.equal(ok1, ok2, what .. ": " .. tostring(err1 or err2))
+  if not ok1 then
+    assert.matches("ffi_struct_spec%.lua:%d+: ", err2) -- the caller's line
+    assert.are.equal(strip(err1), strip(err2))
+  end
+  assert.are.equal(bytes(m), bytes(p), what)
+  if ok1 and m[k] ~= m[k] then
+    assert.is_true(p[k] ~= p[k], what .. " reads NaN")
+  elseif ok1 then
+    assert.are.equal(m[k], p[k], what)
+  end
+  return p
+end
+
+local values = { 0, 1, -1, 1.5, 2 ^ 31, -2 ^ 31, 2 ^ 31 - 1, -2 ^ 31 - 1, 2 ^ 32 - 1, 2 ^ 32, 2 ^ 53, 2 ^ 53 + 2,
+                 -2 ^ 53, 1 / 0, -1 / 0, 0 / 0, 0.1, -0.0, true, false, "1", "-12", "ONE", "A", "B", "x", {},
+                 ffi.new("int64_t", -5), ffi.new("uint64_t", 7), ffi.new("int32_t", 3),
+                 ffi.new("uint64_t", -1), nil }
+
+describe("FFI struct messages", function()
+  it("are laid out as the message body: 12 bytes for three uint32 fields", function()
+    assert.are.equal(12, ffi.sizeof(PP))
+    assert.are.equal(PP, pc.ffi(Point)) -- one struct type per message type
+    assert.is_true(ffi.istype(PP, PP { x = 1 }))
+  end)
+
+  it("store what a message stores, and refuse what it refuses", function()
+    for _, T in ipairs { F3, F2 } do
+      local P = pc.ffi(T)
+      for _, f in ipairs(pc.fields(T)) do
+        for i = 1, #values + 1 do same_write(T, P, f.name, values[i]) end
+        for v = 0, 3 do same_write(T, P, f.name, v) end
+      end
+      same_write(T, P, "nope", 1)
+      same_write(T, P, 1, 1)
+    end
+  end)
+
+  it("set presence bits and oneof cases as a message does", function()
+    local p = same_write(F3, P3, "opt", 0)
+    assert.is_true(pc.has(p, "opt"))
+    p = same_write(F3, P3, "oi", 5, { od = 2.5 })
+    assert.are.equal("oi", pc.which_oneof(p, "o"))
+    assert.are.equal(0, p.od)
+    p = same_write(F3, P3, "ou", -1, { ob = true })
+    assert.are.equal(R.uint("18446744073709551615"), p.ou)
+    assert.is_false(p.ob)
+    p.ob = true
+    assert.are.equal(R.uint("0"), p.ou)
+    p.ob = nil
+    assert.is_nil(pc.which_oneof(p, "o"))
+    p = P2 { r = 1 }
+    assert.are.equal(1.5, p.d) -- the proto2 default while unset
+    assert.are.equal(R.int("-9000000000"), p.big)
+    assert.is_false(pc.has(p, "d"))
+    p.d = 1.5
+    assert.is_true(pc.has(p, "d"))
+    assert.are.equal(bytes(F2 { r = 1, d = 1.5 }), bytes(p))
+  end)
+
+  it("name the caller's line in P{...}'s errors, as T{...} does", function()
+    local ok, err = pcall(function() return PP { x = -1 } end)
+    assert.is_false(ok)
+    assert.are.equal(debug.getinfo(1, "S").short_src .. ":" .. (debug.getinfo(1, "l").currentline - 2)
+                     .. ": s.Point.x: value -1 out of range for uint32", err)
+    for _, t in ipairs { { w = 1 }, { x = 1, [1] = 2 }, { x = "1" }, { c = "C", r = 1 } } do
+      local T = t.c and F2 or Point
+      local ok1, err1 = pcall(T, t)
+      local ok2, err2 = pcall(pc.ffi(T), t)
+      assert.is_false(ok1)
+      assert.is_false(ok2)
+      assert.are.equal(strip(err1), strip(err2))
+      assert.matches("ffi_struct_spec%.lua:%d+: ", err2)
+    end
+    assert.has_error(function() PP(5) end,
+      "bad argument #1 to 's.Point' (table, s.Point message or struct expected, got number)")
+    assert.has_error(function() PP(P3()) end,
+      "bad argument #1 to 's.Point' (table, s.Point message or struct expected, got another struct)")
+    assert.has_error(function() PP(F3()) end,
+      "bad argument #1 to 's.Point' (table, s.Point message or struct expected, got userdata)")
+  end)
+
+  it("construct from tables, messages and structs as T{...} does", function()
+    local t = { u32 = 7, i32 = -7, s32 = -3, fx32 = 9, sf32 = -9, d = 0.25, f = 1.5, b = true, i64 = -2 ^ 40,
+                u64 = 2 ^ 50, s64 = -1, fx64 = 3, sf64 = -3, e = "ONE", od = -0.0, opt = 0, optb = false }
+    local p = P3(t)
+    assert.are.equal(bytes(F3(t)), bytes(p))
+    assert.are.equal(F3(t), pc.to_message(p))
+    assert.are.equal(bytes(p), bytes(P3(F3(t))))
+    local q = P3(p)
+    q.u32 = 8
+    assert.are.equal(7, p.u32) -- a copy
+    assert.are.equal(bytes(P3()), bytes(F3()))
+    assert.are.equal("", bytes(P3 {}))
+  end)
+
+  it("encode and decode as messages do, unknown fields kept", function()
+    math.randomseed(13)
+    local checked = 0
+    for round = 1, 400 do
+      local T = round % 2 == 0 and F3 or F2
+      local P = pc.ffi(T)
+      local m = T()
+      for _, f in ipairs(pc.fields(T)) do
+        if math.random() < 0.5 then pcall(function() m[f.name] = values[math.random(#values)] end) end
+      end
+      local b = bytes(m)
+      local r = math.random(4)
+      if r == 1 then
+        b = b .. "\200\1\42" .. "\210\2\3abc" -- unknown fields 25 and 42
+      elseif r == 2 and #b > 0 then
+        b = b:sub(1, math.random(#b) - 1) -- truncated
+      elseif r == 3 then
+        local i = math.random(#b + 1)
+        b = b:sub(1, i - 1) .. string.char(math.random(0, 255)) .. b:sub(i)
+      end
+      for _, opts in ipairs { {}, { partial = true } } do
+        local dm, e1 = pc.decode(T, b, opts)
+        local dp, e2 = pc.decode(P, b, opts)
+        assert.are.equal(e1, e2)
+        if dm then
+          checked = checked + 1
+          assert.is_true(ffi.istype(P, dp))
+          assert.are.equal(bytes(dm), bytes(dp))
+        else
+          assert.is_nil(dp)
+        end
+      end
+    end
+    assert.is_true(checked > 200)
+    local p = pc.decode(PP, pc.encode(PP { x = 1 }) .. "\200\1\42")
+    assert.are.equal(pc.encode(Point { x = 1 }) .. "\200\1\42", pc.encode(p))
+    assert.are.equal(pc.encode(p), pc.encode(PP(p))) -- copies keep them
+    assert.are.equal(pc.encode(p), pc.encode(pc.to_message(p)))
+    assert.are.equal(pc.encode(p), pc.encode(PP(pc.to_message(p))))
+    local ok1, err1 = pcall(pc.encode, F2())
+    local ok2, err2 = pcall(pc.encode, P2())
+    assert.is_false(ok1 or ok2)
+    assert.are.equal(strip(err1), strip(err2))
+    assert.are.equal("", pc.encode(P2(), { partial = true }))
+    assert.are.equal(pc.encode(Point, { y = 2 }), pc.encode(PP, { y = 2 }))
+    local ok, err = pcall(pc.decode, PP, 5)
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to 'decode' %(string expected, got number%)", err)
+  end)
+
+  it("go through the other message functions by way of a copy", function()
+    local p = P3 { u32 = 1, od = 2.5, opt = 3, e = 1 }
+    local m = pc.to_message(p)
+    assert.are.equal(F3, pc.type_of(p))
+    assert.are.same(pc.to_table(m), pc.to_table(p))
+    assert.are.equal(pc.to_json(m), pc.to_json(p))
+    assert.are.equal(pc.to_text(m), pc.to_text(p))
+    assert.are.equal(tostring(m), tostring(p))
+    assert.are.equal("od", pc.which_oneof(p, "o"))
+    assert.is_true(pc.has(p, "opt"))
+    assert.is_true(pc.is_initialized(P2 { r = 1 }))
+    assert.is_false(pc.is_initialized(P2()))
+    pc.clear(p, "opt")
+    assert.is_false(pc.has(p, "opt"))
+    pc.clear(p)
+    assert.are.equal("", pc.encode(p))
+    p = P3 { u32 = 1 }
+    pc.merge(p, P3 { i32 = 2 })
+    pc.merge(p, F3 { d = 3 })
+    assert.are.equal(bytes(F3 { u32 = 1, i32 = 2, d = 3 }), bytes(p))
+    local c = pc.clone(p)
+    c.u32 = 9
+    assert.are.equal(1, p.u32)
+    assert.is_true(ffi.istype(P3, c))
+    assert.is_true(P3 { u32 = 1 } == P3 { u32 = 1 })
+    assert.is_false(P3 { u32 = 1 } == P3 { u32 = 2 })
+    assert.is_false(P3 { u32 = 1 } == PP { x = 1 })
+    local j = pc.from_json(P3, '{"u32": 5, "e": "ONE"}')
+    assert.is_true(ffi.istype(P3, j))
+    assert.are.equal(5, j.u32)
+    assert.are.equal(1, j.e)
+    local x = pc.from_text(P3, "u32: 6")
+    assert.are.equal(6, x.u32)
+    local bad, err = pc.from_json(P3, '{"u32": -1}')
+    assert.is_nil(bad)
+    assert.is_string(err)
+    assert.has_error(function() pc.to_message(5) end,
+      "bad argument #1 to 'to_message' (pc.ffi struct expected, got number)")
+  end)
+
+  it("refuse types a struct cannot hold, saying why", function()
+    local cases = {
+      { { { "s", "string", 1 } }, "s.R1.s is a string field" },
+      { { { "s", "bytes", 1 } }, "s.R2.s is a bytes field" },
+      { { { "m", "s.Point", 1 } }, "s.R3.m is a message field" },
+      { { { "r", "int32", 1, repeated = true } }, "s.R4.r is a repeated field" },
+      { { { "mp", "map<int32, int32>", 1 } }, "s.R5.mp is a map" },
+    }
+    for i, c in ipairs(cases) do
+      local T = pool:message("s.R" .. i, c[1])
+      local ok, err = pcall(pc.ffi, T)
+      assert.is_false(ok)
+      assert.are.equal("pc.ffi: " .. c[2] .. "; an FFI struct holds only numbers, bools and enums (use the "
+                       .. "message type)", strip(err))
+    end
+    local X = pool:message("s.Ext", { { "a", "int32", 1 } }, { syntax = "proto2", extensions = { { 100, 200 } } })
+    assert.has_error(function() pc.ffi(X) end, "pc.ffi: s.Ext takes extensions, which an FFI struct cannot hold")
+    assert.has_error(function() pc.ffi(5) end, "bad argument #1 to 'ffi' (protocall.Type expected, got number)")
+  end)
+
+  it("keep field names that start with underscores apart from their members", function()
+    local p = PU { _1 = 5, __x = 6, y = 0.5 }
+    assert.are.equal(5, p._1)
+    assert.are.equal(6, p.__x)
+    p._1 = -1
+    assert.are.equal(bytes(Under { _1 = -1, __x = 6, y = 0.5 }), bytes(p))
+    same_write(Under, PU, "_1", 2 ^ 31)
+  end)
+
+  it("are separate types for types of the same name in two pools", function()
+    local other = pc.pool()
+    local O = other:message("s.Point", { { "x", "double", 1 } })
+    local PO = pc.ffi(O)
+    assert.are_not.equal(PP, PO)
+    local p = PO { x = 0.5 }
+    assert.are.equal(0.5, p.x)
+    assert.are.equal(pc.encode(O { x = 0.5 }), pc.encode(p))
+  end)
+
+  it("keep unknown fields of live structs through collections", function()
+    local list = {}
+    for i = 1, 2000 do
+      list[i] = pc.decode(PP, pc.encode(PP { x = i }) .. "\200\1" .. string.char(i % 128))
+    end
+    collectgarbage()
+    collectgarbage()
+    for i = 1, 2000 do
+      assert.are.equal(pc.encode(Point { x = i }) .. "\200\1" .. string.char(i % 128), pc.encode(list[i]))
+    end
+  end)
+end)

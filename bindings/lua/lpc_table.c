@@ -718,8 +718,9 @@ static inline int keep_later(Plain *P, const pc_FieldDef *f, pc_Value v, int pla
 static void set_later(Plain *P, int t) {
   lua_State *L = P->L;
   lua_pushvalue(L, t);
-  lua_rawseti(L, P->later, (lua_Integer)(2 * P->n - 1));
-  lua_rawseti(L, P->later, (lua_Integer)(2 * P->n));
+  lua_Integer i = 2 * (lua_Integer)P->n;
+  lua_rawseti(L, P->later, i - 1);
+  lua_rawseti(L, P->later, i);
 }
 
 /* Pushes one element or singular value of 'f' as pc.to_table shows it

@@ -372,18 +372,12 @@ static const uint8_t *read_field(Dec *d, const uint8_t *tagpos, const uint8_t *p
       if (cell == NULL) return oom(d);
       return read_submessage(d, p, end, f, m, &cell->m, group);
     }
-    if (f->oneof == NULL) { /* the hot path: the pointer slot and its presence bit, if any */
+    if (f->oneof == NULL) { /* the hot path: the pointer slot is the presence (no hasbit) */
       void *slot = pc_Message_Slot(msg, f);
-      uint8_t *bits = (uint8_t *)msg + 8 + (f->hasbit >= 0 ? f->hasbit / 8 : 0);
-      uint8_t bit = f->hasbit >= 0 ? (uint8_t)(1u << (f->hasbit % 8)) : 0;
-      pc_Message *sub = NULL;
-      if (bit == 0 || (*bits & bit)) memcpy(&sub, slot, sizeof sub);
-      pc_Message *before = sub;
+      pc_Message *sub;
+      memcpy(&sub, slot, sizeof sub);
       p = read_submessage(d, p, end, f, m, &sub, group);
-      if (sub != before) {
-        memcpy(slot, &sub, sizeof sub);
-        if (bit != 0) *bits |= bit;
-      }
+      memcpy(slot, &sub, sizeof sub);
       return p;
     }
     pc_Message *sub = pc_Message_Has(msg, f) ? pc_Message_Get(msg, f).m : NULL;

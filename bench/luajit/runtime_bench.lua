@@ -100,7 +100,14 @@ else
   print(("\nruntime_bench: lua-protobuf not found at %s; its rows are skipped"):format(PEER_SRC))
 end
 
-local function measure(fn) return (H.measure(fn, quick)) end
+-- Each row starts from no compiled traces: the otlp rows share one walk
+-- (bench/walk.lua), whose traces, recorded on message objects by one row,
+-- otherwise cost the next rows 60-250 us of side exits that vary from run
+-- to run, more than the decoders measured.
+local function measure(fn)
+  jit.flush()
+  return (H.measure(fn, quick))
+end
 
 -- Memory of one instance: N made into a table that exists beforehand.
 local function per_instance(make)

@@ -61,10 +61,12 @@ int lpc_encode_table(lua_State *L, int type, int t);
  * lpc_encode_table declines: the caller builds T{...} (lpc_table.c). */
 int lpc_table_message(lua_State *L, int type, int t);
 
-/* Pushes the plain table of 'msg' (type 'def') in pc.to_table's shape:
- * set fields by name, sub-messages as tables, lists, maps as tables,
- * enums as numbers (lpc_table.c). */
-void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def);
+/* Pushes the plain table of 'msg' (type 'def', whose Type is at 'type',
+ * or 0 for a message of a few fields, whose names are then interned as
+ * they are set rather than taken from the Type's names) in pc.to_table's
+ * shape: set fields by name, sub-messages as tables, lists, maps as
+ * tables, enums as numbers (lpc_table.c). */
+void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_MessageDef *def);
 
 /* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
  * types, declarations), the message files (instances: lpc_anchor.c,

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* dladdr */
 #include "lpc_compat.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -87,10 +88,13 @@ int lpc_compat_error(lua_State *L, const char *fmt, ...) {
  * through unqualified pointers: a const int64_t cdata would not be taken
  * by string.format's %d);
  * to(value, pointer) -> 1 for an int64_t cdata, 2 for a uint64_t one (its
- * bits stored at *pointer), false for anything else. */
+ * bits stored at *pointer), false for anything else;
+ * set(t, bits, unsigned, n): t[2i + 1][t[2i + 2]] = push(bits + i, unsigned[i] ~= 0)
+ * for i = 0..n-1. */
 static const char kHelpers[] = "local ffi = require 'ffi'\n"
                                "local i64, u64 = ffi.typeof('int64_t'), ffi.typeof('uint64_t')\n"
                                "local pi, pu = ffi.typeof('int64_t *'), ffi.typeof('uint64_t *')\n"
+                               "local pk = ffi.typeof('const uint8_t *')\n"
                                "local cast, istype = ffi.cast, ffi.istype\n"
                                "return function(p, unsigned)\n"
                                "  if unsigned then return cast(pu, p)[0] end\n"
@@ -99,10 +103,17 @@ static const char kHelpers[] = "local ffi = require 'ffi'\n"
                                "  if istype(i64, v) then cast(pi, p)[0] = v return 1 end\n"
                                "  if istype(u64, v) then cast(pi, p)[0] = v return 2 end\n"
                                "  return false\n"
+                               "end, function(t, p, k, n)\n"
+                               "  local u, s, ks = cast(pu, p), cast(pi, p), cast(pk, k)\n"
+                               "  for i = 0, n - 1 do\n"
+                               "    local v\n"
+                               "    if ks[i] ~= 0 then v = u[i] else v = s[i] end\n"
+                               "    t[2 * i + 1][t[2 * i + 2]] = v\n"
+                               "  end\n"
                                "end\n";
 
-/* Registry keys of the two ffi helpers below. */
-static const char kPushKey = 'p', kToKey = 't';
+/* Registry keys of the three ffi helpers below. */
+static const char kPushKey = 'p', kToKey = 't', kSetKey = 'l';
 
 /* LuaJIT's lua_close runs finalizers in up to ten rounds, and unloads C
  * modules in the first: a finalizer of ours that a finalizer made (the
@@ -117,7 +128,10 @@ static void keep_loaded(void) {
 void lpc_open_compat(lua_State *L) {
   keep_loaded();
   if (luaL_loadbuffer(L, kHelpers, sizeof kHelpers - 1, "=protocall.int64") != 0) lua_error(L);
-  lua_call(L, 0, 2);
+  lua_call(L, 0, 3);
+  lua_pushlightuserdata(L, (void *)&kSetKey);
+  lua_insert(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
   lua_pushlightuserdata(L, (void *)&kToKey);
   lua_insert(L, -2);
   lua_rawset(L, LUA_REGISTRYINDEX);
@@ -132,6 +146,16 @@ void lpc_push_int64(lua_State *L, uint64_t bits, int is_unsigned) {
   lua_pushlightuserdata(L, &bits);
   lua_pushboolean(L, is_unsigned);
   lua_call(L, 2, 1);
+}
+
+void lpc_set_int64s(lua_State *L, const uint64_t *bits, const uint8_t *is_unsigned, size_t n) {
+  lua_pushlightuserdata(L, (void *)&kSetKey);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  lua_insert(L, -2);
+  lua_pushlightuserdata(L, (void *)(uintptr_t)bits);
+  lua_pushlightuserdata(L, (void *)(uintptr_t)is_unsigned);
+  lua_pushnumber(L, (lua_Number)n);
+  lua_call(L, 4, 0);
 }
 
 /* 2^53: every integer up to it is exact in a double. */

@@ -220,6 +220,14 @@ int lpc_compat_error(lua_State *L, const char *fmt, ...);
 /* Pushes a signed (or, when 'is_unsigned', unsigned) 64-bit value. */
 void lpc_push_int64(lua_State *L, uint64_t bits, int is_unsigned);
 
+/* Pops a table t and sets t[2i + 1][t[2i + 2]] to the 64-bit value
+ * bits[i] (unsigned when 'is_unsigned[i]'), as lpc_push_int64 pushes it,
+ * for i = 0..n-1 (LuaJIT: one Lua call makes all the cdata, instead of one
+ * call each). */
+#if LPC_LUAJIT
+void lpc_set_int64s(lua_State *L, const uint64_t *bits, const uint8_t *is_unsigned, size_t n);
+#endif
+
 /* The 64-bit integer at 'idx': a Lua integer (5.4), an integral number
  * within +-2^53 or an int64_t / uint64_t cdata (LuaJIT). Returns 1 with
  * '*out' its two's-complement bits, 0 when the value is no integer at all

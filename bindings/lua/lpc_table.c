@@ -585,17 +585,154 @@ int lpc_table_message(lua_State *L, int type, int t) {
 
 /* -- Messages to plain tables ---------------------------------------------- */
 
-static void push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def);
+/* Message types one plan names: deeper ones (a rare schema) set their
+ * fields by name, interning each as they go. */
+#define LPC_PLAIN_TYPES 64
 
-/* Pushes one element or singular value of 'f' as pc.to_table shows it. */
-static void push_plain_value(lua_State *L, const pc_FieldDef *f, pc_Value v) {
+static char lpc_plain_key; /* registry: Type -> the names table of its PlainPlan (weak keys) */
+
+/* The field names of every message type reachable from one root type, as
+ * interned strings in one Lua table (which holds the plan userdata at [0]), so a
+ * table is filled with lua_rawgeti + lua_rawset rather than by interning
+ * each name again: names[first[k] + i + 1] is field i of defs[k]; sub[first[k] + i]
+ * the index in defs of that field's message type (a map's value type), or
+ * -1 when it has none or the plan is full. */
+typedef struct {
+  uint32_t ntypes;
+  const pc_MessageDef *defs[LPC_PLAIN_TYPES];
+  uint32_t first[LPC_PLAIN_TYPES];
+  /* has64[k]: a 64-bit integer value may be met in a message of defs[k]
+   * (its fields, and those of the plan types below it) */
+  uint8_t has64[LPC_PLAIN_TYPES];
+  int32_t sub[1];
+} PlainPlan;
+
+/* The 64-bit values a call holds on the C stack; more take a userdata. */
+#define LPC_PLAIN_INTS 64
+
+/* A call's state: the plan and the stack index of its names. Under LuaJIT
+ * a 64-bit value is a cdata, which C makes only by calling Lua: the values
+ * met below plan types are set at the end, all in one call
+ * (lpc_set_int64s), from 'bits' and 'is_unsigned' (n of them, room for
+ * cap) and the table at 'later': its [2i - 1] the table of value i, [2i]
+ * its key, [0] the userdata 'bits' is in when it outgrew the C stack. */
+typedef struct {
+  lua_State *L;
+  const PlainPlan *plan;
+  int names;
+  int later; /* 0: no values set later (Lua 5.4, or a tree without them) */
+  uint64_t *bits;
+  uint8_t *is_unsigned;
+  size_t n, cap;
+} Plain;
+
+static int is_int64(pc_FieldType t) {
+  return t == kPc_Type_Int64 || t == kPc_Type_Sint64 || t == kPc_Type_Sfixed64 ||
+         t == kPc_Type_Uint64 || t == kPc_Type_Fixed64;
+}
+
+/* The message type of the values of 'f' (a map's value type), or NULL. */
+static const pc_MessageDef *plain_sub(const pc_FieldDef *f) {
+  if (f->is_map) f = pc_FieldDef_MapValue(f);
+  return f->type == kPc_Type_Message || f->type == kPc_Type_Group ? f->message : NULL;
+}
+
+static int plan_index(const pc_MessageDef *const *defs, uint32_t n, const pc_MessageDef *def) {
+  for (uint32_t k = 0; k < n; k++)
+    if (defs[k] == def) return (int)k;
+  return -1;
+}
+
+/* Pushes the names table of a new plan for 'root' (the PlainPlan
+ * userdata at its [0]). */
+static void make_plan(lua_State *L, const pc_MessageDef *root) {
+  const pc_MessageDef *defs[LPC_PLAIN_TYPES];
+  uint32_t n = 1, fields = 0;
+  defs[0] = root;
+  for (uint32_t k = 0; k < n; k++) { /* breadth first, up to LPC_PLAIN_TYPES */
+    fields += defs[k]->field_count;
+    for (uint32_t i = 0; i < defs[k]->field_count; i++) {
+      const pc_MessageDef *m = plain_sub(&defs[k]->fields[i]);
+      if (m != NULL && n < LPC_PLAIN_TYPES && plan_index(defs, n, m) < 0) defs[n++] = m;
+    }
+  }
+  size_t size = sizeof(PlainPlan) + (fields ? fields - 1 : 0) * sizeof(int32_t);
+  lua_createtable(L, (int)fields, 1);
+  PlainPlan *plan = lua_newuserdatauv(L, size, 0);
+  memset(plan, 0, size);
+  plan->ntypes = n;
+  lua_rawseti(L, -2, 0);
+  uint32_t at = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    plan->defs[k] = defs[k];
+    plan->first[k] = at;
+    for (uint32_t i = 0; i < defs[k]->field_count; i++, at++) {
+      const pc_MessageDef *m = plain_sub(&defs[k]->fields[i]);
+      plan->sub[at] = m != NULL ? plan_index(defs, n, m) : -1;
+      const pc_FieldDef *f = &defs[k]->fields[i];
+      if (is_int64((f->is_map ? pc_FieldDef_MapValue(f) : f)->type)) plan->has64[k] = 1;
+      lua_pushstring(L, defs[k]->fields[i].name);
+      lua_rawseti(L, -2, (lua_Integer)at + 1);
+    }
+  }
+  for (int changed = 1; changed;) { /* has64 through the sub-message types */
+    changed = 0;
+    for (uint32_t k = 0; k < n; k++) {
+      for (uint32_t i = 0; i < defs[k]->field_count && !plan->has64[k]; i++) {
+        int32_t s = plan->sub[plan->first[k] + i];
+        if (s >= 0 && plan->has64[s]) changed = plan->has64[k] = 1;
+      }
+    }
+  }
+}
+
+static void push_plain(Plain *P, const pc_Message *msg, const pc_MessageDef *def, int k);
+
+/* Doubles the room for the values set later. */
+static void grow_later(Plain *P) {
+  if (P->cap > SIZE_MAX / 18) lpc_nomem(P->L);
+  size_t cap = 2 * P->cap;
+  uint64_t *bits = lua_newuserdatauv(P->L, cap * 9, 0);
+  memcpy(bits, P->bits, P->n * sizeof *bits);
+  memcpy(bits + cap, P->is_unsigned, P->n);
+  lua_rawseti(P->L, P->later, 0);
+  P->bits = bits;
+  P->is_unsigned = (uint8_t *)(bits + cap);
+  P->cap = cap;
+}
+
+/* Whether the value 'v' of 'f' is set later (Plain): then it is kept in
+ * P's list, and the caller calls set_later with the key on top. 'planned':
+ * the value is in a message of a plan type. */
+static inline int keep_later(Plain *P, const pc_FieldDef *f, pc_Value v, int planned) {
+  if (P->later == 0 || !planned || !is_int64(f->type)) return 0;
+  if (P->n == P->cap) grow_later(P);
+  P->bits[P->n] = v.u64;
+  P->is_unsigned[P->n] = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+  P->n++;
+  return 1;
+}
+
+/* Notes the table at 't' and the key on top (popped) as where the value
+ * keep_later kept goes. */
+static void set_later(Plain *P, int t) {
+  lua_State *L = P->L;
+  lua_pushvalue(L, t);
+  lua_Integer i = 2 * (lua_Integer)P->n;
+  lua_rawseti(L, P->later, i - 1);
+  lua_rawseti(L, P->later, i);
+}
+
+/* Pushes one element or singular value of 'f' as pc.to_table shows it
+ * ('k': the plan index of its message type). */
+static void push_plain_value(Plain *P, const pc_FieldDef *f, pc_Value v, int k) {
   if (f->type == kPc_Type_Message || f->type == kPc_Type_Group) {
     if (v.m == NULL)
-      lua_createtable(L, 0, 0);
+      lua_createtable(P->L, 0, 0);
     else
-      push_plain(L, v.m, f->message);
+      push_plain(P, v.m, f->message, k);
   } else {
-    lpc_push_scalar(L, f, v);
+    lpc_push_scalar(P->L, f, v);
   }
 }
 
@@ -603,15 +740,15 @@ static void push_plain_value(lua_State *L, const pc_FieldDef *f, pc_Value v) {
  * inline), with its value in '*v' when it is. */
 static inline int plain_get(const pc_Message *msg, const pc_FieldDef *f, pc_Value *v) {
   const char *slot = (const char *)msg + f->offset;
-  if (f->case_offset != 0) {
+  int has = f->hasbit >= 0;
+  if (f->case_offset != 0) { /* a oneof member: set when it is the case */
     uint32_t which;
     memcpy(&which, (const char *)msg + f->case_offset, 4);
     if (which != (uint32_t)f->number) return 0;
-    *v = pc_Message_Get(msg, f);
-    return 1;
+    has = 1;
+  } else if (has && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1)) {
+    return 0;
   }
-  int has = f->hasbit >= 0;
-  if (has && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1)) return 0;
   switch (f->slot) {
   case kPc_Slot_Bool: v->b = *(const uint8_t *)slot; return has || v->b != 0;
   case kPc_Slot_32: memcpy(&v->u32, slot, 4); return has || v->u32 != 0;
@@ -630,74 +767,141 @@ static inline int plain_get(const pc_Message *msg, const pc_FieldDef *f, pc_Valu
     return v->map != NULL && v->map->size > 0;
   }
   v->m = ptr;
-  return ptr != NULL;
+  return ptr != NULL || f->case_offset != 0; /* a oneof's case counts, as for pc_Message_Has */
 }
 
-/* Sets field 'f' (value 'v') of the table on top. */
-static void plain_field(lua_State *L, const pc_FieldDef *f, pc_Value v) {
+/* Sets field 'f' (value 'v', field 'i' of plan type 'k', or of no plan
+ * type when k < 0) of the table at 't'. */
+static void plain_field(Plain *P, int t, const pc_FieldDef *f, pc_Value v, int k, uint32_t i) {
+  lua_State *L = P->L;
+  int sub = -1;
+  if (k >= 0) {
+    uint32_t at = P->plan->first[k] + i;
+    (lua_rawgeti)(L, P->names, (lua_Integer)at + 1);
+    sub = P->plan->sub[at];
+  } else {
+    lua_pushstring(L, f->name);
+  }
+  int planned = k >= 0;
   if (f->is_map) {
     const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
     lua_createtable(L, 0, (int)v.map->size);
-    for (size_t k = 0; k < v.map->size; k++) {
-      lpc_push_key(L, kf, v.map->entries[k].key);
-      push_plain_value(L, vf, v.map->entries[k].value);
-      lua_rawset(L, -3);
+    int m = lua_gettop(L);
+    for (size_t j = 0; j < v.map->size; j++) {
+      lpc_push_key(L, kf, v.map->entries[j].key);
+      if (keep_later(P, vf, v.map->entries[j].value, planned)) {
+        set_later(P, m);
+        continue;
+      }
+      push_plain_value(P, vf, v.map->entries[j].value, sub);
+      lua_rawset(L, m);
     }
   } else if (f->label == kPc_Label_Repeated) {
     pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
     lua_createtable(L, (int)v.a->size, 0);
-    for (size_t k = 0; k < v.a->size; k++) {
-      push_plain_value(L, f, pc_Array_Get(v.a, k, slot));
-      lua_rawseti(L, -2, (lua_Integer)k + 1);
+    int list = lua_gettop(L);
+    for (size_t j = 0; j < v.a->size; j++) {
+      pc_Value e = pc_Array_Get(v.a, j, slot);
+      if (keep_later(P, f, e, planned)) {
+        lua_pushinteger(L, (lua_Integer)j + 1);
+        set_later(P, list);
+        continue;
+      }
+      push_plain_value(P, f, e, sub);
+      lua_rawseti(L, list, (lua_Integer)j + 1);
     }
+  } else if (keep_later(P, f, v, planned)) {
+    set_later(P, t);
+    return;
   } else {
-    push_plain_value(L, f, v);
+    push_plain_value(P, f, v, sub);
   }
-  lua_setfield(L, -2, f->name);
+  lua_rawset(L, t);
 }
 
 /* Fields gathered in one pass before the table is made (its size known);
  * types with more fields count first. */
 #define LPC_PLAIN_GATHER 32
 
-/* Pushes the plain table of 'msg' (type 'def'): its set fields by name,
- * sub-messages as tables, repeated fields as lists, maps as tables, enums
- * as numbers (pc.to_table's shape). Extensions and unknown fields are
- * left out. */
-static void push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def) {
-  luaL_checkstack(L, 6, "message nesting too deep");
+/* Pushes the plain table of 'msg' (type 'def', plan index 'k' or -1): its
+ * set fields by name, sub-messages as tables, repeated fields as lists,
+ * maps as tables, enums as numbers (pc.to_table's shape). Extensions and
+ * unknown fields are left out. */
+static void push_plain(Plain *P, const pc_Message *msg, const pc_MessageDef *def, int k) {
+  lua_State *L = P->L;
+  luaL_checkstack(L, 8, "message nesting too deep");
   uint32_t count = def->field_count;
   pc_Value v;
   if (count <= LPC_PLAIN_GATHER) {
-    const pc_FieldDef *fs[LPC_PLAIN_GATHER];
+    uint8_t is[LPC_PLAIN_GATHER];
     pc_Value vs[LPC_PLAIN_GATHER];
     int n = 0;
     for (uint32_t i = 0; i < count; i++) {
-      if (plain_get(msg, &def->fields[i], &vs[n])) fs[n++] = &def->fields[i];
+      if (plain_get(msg, &def->fields[i], &vs[n])) is[n++] = (uint8_t)i;
     }
     lua_createtable(L, 0, n);
-    for (int i = 0; i < n; i++) plain_field(L, fs[i], vs[i]);
+    int t = lua_gettop(L);
+    for (int j = 0; j < n; j++) plain_field(P, t, &def->fields[is[j]], vs[j], k, is[j]);
     return;
   }
   int present = 0;
   for (uint32_t i = 0; i < count; i++) present += plain_get(msg, &def->fields[i], &v);
   lua_createtable(L, 0, present);
+  int t = lua_gettop(L);
   for (uint32_t i = 0; i < count && present > 0; i++) {
     if (!plain_get(msg, &def->fields[i], &v)) continue;
     present--;
-    plain_field(L, &def->fields[i], v);
+    plain_field(P, t, &def->fields[i], v, k, i);
   }
 }
 
-void lpc_push_plain(lua_State *L, const pc_Message *msg, const pc_MessageDef *def) {
-  push_plain(L, msg, def);
+void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_MessageDef *def) {
+  if (type == 0) {
+    Plain P = {L, NULL, 0, 0, NULL, NULL, 0, 0};
+    push_plain(&P, msg, def, -1);
+    return;
+  }
+  type = lua_absindex(L, type);
+  int base = lua_gettop(L);
+  luaL_checkstack(L, 8, "message nesting too deep");
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_plain_key);
+  lua_pushvalue(L, type);
+  if (lua_rawget(L, -2) == LUA_TNIL) {
+    lua_pop(L, 1);
+    make_plan(L, def);
+    lua_pushvalue(L, type);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  (lua_rawgeti)(L, -1, 0);
+  const PlainPlan *plan = lua_touserdata(L, -1); /* kept by the names table */
+  lua_pop(L, 1);
+  uint64_t bits[LPC_PLAIN_INTS];
+  uint8_t is_unsigned[LPC_PLAIN_INTS];
+  Plain P = {L, plan, lua_gettop(L), 0, bits, is_unsigned, 0, LPC_PLAIN_INTS};
+#if LPC_LUAJIT
+  if (P.plan->has64[0]) {
+    lua_createtable(L, 2 * LPC_PLAIN_INTS, 0);
+    P.later = lua_gettop(L);
+  }
+#endif
+  push_plain(&P, msg, def, 0);
+#if LPC_LUAJIT
+  if (P.n > 0) { /* where the values go, then the values */
+    lua_pushvalue(L, P.later);
+    lpc_set_int64s(L, P.bits, P.is_unsigned, P.n);
+  }
+#endif
+  lua_replace(L, base + 1);
+  lua_settop(L, base + 1);
 }
 
 /* -- t = core.to_table(m)   (pc.to_table: message.lua checks m) */
 static int lpc_to_table(lua_State *L) {
   const pc_MessageDef *def;
   const pc_Message *msg = lpc_checkmessage(L, 1, &def);
-  push_plain(L, msg, def);
+  lpc_pushtype(L, def);
+  lpc_push_plain(L, -1, msg, def);
   return 1;
 }
 
@@ -712,6 +916,12 @@ void lpc_open_table(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  lua_createtable(L, 0, 0); /* Type -> plan names, dropped with the Type */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_plain_key);
   lua_pushcfunction(L, lpc_to_table);
   lua_setfield(L, -2, "to_table");
 }

@@ -213,7 +213,7 @@ static int flat_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *def,
     lua_pushstring(L, err.msg);
     return 2;
   }
-  lpc_push_plain(L, msg, def);
+  lpc_push_plain(L, 0, msg, def); /* a few plain fields: names interned as they are set */
   return 1;
 }
 
@@ -230,8 +230,10 @@ static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *de
   pc_Error err;
   pc_Error_Init(&err);
   pc_Message *msg = pc_Message_New(def, cs->tables);
+  pc_DecodeOptions table_opts = *opts;
+  table_opts.alias = 1; /* the strings point into 'bytes', alive until the copy is made */
   pc_DecodeStatus st = msg == NULL ? kPc_DecodeStatus_OutOfMemory
-                                   : pc_Decode(bytes, len, msg, def, cs->tables, opts, &err);
+                                   : pc_Decode(bytes, len, msg, def, cs->tables, &table_opts, &err);
   if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
   if (st != kPc_DecodeStatus_Ok) {
     lua_pushnil(L);
@@ -239,7 +241,7 @@ static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *de
     tables_done(cs); /* also on the normal returns: LuaJIT has no lua_toclose */
     return 2;
   }
-  lpc_push_plain(L, msg, def);
+  lpc_push_plain(L, 1, msg, def);
   tables_done(cs);
   return 1;
 }
@@ -384,7 +386,7 @@ static int lpc_codec_decode(lua_State *L) {
   if (as_table) { /* the tables arena was in use: this tree's own arena */
     /* The tree lives only until it is copied: freed here (or by the Arena's
      * __gc if copying raises), so the collector is not told about it. */
-    if (st == kPc_DecodeStatus_Ok) lpc_push_plain(L, msg, def);
+    if (st == kPc_DecodeStatus_Ok) lpc_push_plain(L, 1, msg, def);
     Holder *h = lua_touserdata(L, arena_idx);
     pc_Arena_Free(h->arena);
     h->arena = NULL;

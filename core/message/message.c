@@ -150,13 +150,7 @@ pc_Value pc_Message_Get(const pc_Message *msg, const pc_FieldDef *f) {
 void pc_Message_Set(pc_Message *msg, const pc_FieldDef *f, pc_Value v) {
   if (f->case_offset != 0) {
     /* The members share the slot: clear the widest member's bytes first. */
-    const pc_OneofDef *o = f->oneof;
-    size_t widest = 0;
-    for (uint32_t i = 0; i < o->field_count; i++) {
-      size_t s = pc_Slot_Size(o->fields[i]->slot);
-      if (s > widest) widest = s;
-    }
-    memset((char *)msg + f->offset, 0, widest);
+    memset((char *)msg + f->offset, 0, f->oneof->slot_size);
     set_case(msg, f->case_offset, (uint32_t)f->number);
   }
   if (f->hasbit >= 0) set_hasbit(msg, f->hasbit, 1);

@@ -843,6 +843,7 @@ static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
       for (uint32_t j = 0; j < o->field_count; j++)
         if (pc_Slot_Size(o->fields[j]->slot) > biggest) biggest = pc_Slot_Size(o->fields[j]->slot);
       if (biggest != size) continue;
+      o->slot_size = size;
       off = (off + align - 1) & ~(align - 1);
       for (uint32_t j = 0; j < o->field_count; j++) {
         pc_FieldDef *f = (pc_FieldDef *)o->fields[j];

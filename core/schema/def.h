@@ -139,6 +139,8 @@ struct pc_OneofDef {
   const pc_FieldDef **fields; /* declaration order */
   uint32_t field_count;
   uint32_t case_offset; /* offset of the uint32_t case slot (0 synthetic) */
+  uint32_t slot_size;   /* bytes of the slot the members share: the widest
+                           member's (0 synthetic) */
   uint8_t synthetic;    /* proto3 optional's oneof: members use hasbits */
 };
 

@@ -372,6 +372,14 @@ static const uint8_t *read_field(Dec *d, const uint8_t *tagpos, const uint8_t *p
       if (cell == NULL) return oom(d);
       return read_submessage(d, p, end, f, m, &cell->m, group);
     }
+    if (f->oneof == NULL) { /* the hot path: the pointer slot is the presence (no hasbit) */
+      void *slot = pc_Message_Slot(msg, f);
+      pc_Message *sub;
+      memcpy(&sub, slot, sizeof sub);
+      p = read_submessage(d, p, end, f, m, &sub, group);
+      memcpy(slot, &sub, sizeof sub);
+      return p;
+    }
     pc_Message *sub = pc_Message_Has(msg, f) ? pc_Message_Get(msg, f).m : NULL;
     pc_Message *before = sub;
     p = read_submessage(d, p, end, f, m, &sub, group);

@@ -124,6 +124,30 @@ describe("the FFI field access", function()
     assert.are.equal(M3 { u32 = 4294967295, d = -0.5, b = true, e = 1, i64 = -3, oi = 9 }, v)
   end)
 
+  it("reads strings and bytes as the C __index does", function()
+    local S = pool:message("f.S", { { "s", "string", 1 }, { "b", "bytes", 2 }, { "n", "f.S", 3 },
+                                    { "os", "string", 4, oneof = "k" }, { "opt", "bytes", 5, optional = true } })
+    local values = { "", "a", "caf\195\169", ("x"):rep(5000), "\0\1\0" }
+    for _, v in ipairs(values) do
+      local m = S { s = v, b = v .. "\255", n = { s = v }, os = v, opt = v }
+      local decoded = pc.decode(S, pc.encode(m))
+      local flat = pc.decode(pool:message("f.Flat" .. #v, { { "s", "string", 1 } }), pc.encode(S { s = v }))
+      for _, x in ipairs { m, m.n, decoded, decoded.n, flat } do
+        local index = c_meta(x, "__index")
+        assert.is_function(index)
+        for _, k in ipairs { "s", "b", "os", "opt" } do
+          if x ~= flat or k == "s" then assert.are.equal(index(x, k), x[k], k) end
+        end
+      end
+      m.s = nil
+      assert.are.equal("", m.s)
+      m.b = "new"
+      assert.are.equal("new", m.b)
+      collectgarbage()
+      assert.are.equal(v, decoded.s)
+    end
+  end)
+
   it("covers types with more fields than the generated chain", function()
     local m = Wide()
     for i = 1, 60 do m["x" .. i] = i end

@@ -519,11 +519,15 @@ static int ffi_write_kind(const pc_FieldDef *f) {
   return scalar_write_kind(f->type);
 }
 
+/* The FFI reader's kind for a string or bytes field without presence (a
+ * pc_StringView slot copied out by ffi.string). */
+enum { kFfiRead_String = kRead_Bool + 2 };
+
 /* Pushes the list, in declaration order, of the fields the FFI reader and
  * writer handle: {name =, offset =, read = kRead_* of a plain slot but
- * 64-bit ones (else 0), write = ffi_write_kind, hasbit = (-1: none),
- * case_offset = (0: no oneof), number =, widest = (the oneof's widest
- * member, which pc_Message_Set clears)}. */
+ * 64-bit ones, or kFfiRead_String (else 0), write = ffi_write_kind, hasbit
+ * = (-1: none), case_offset = (0: no oneof), number =, widest = (the
+ * oneof's widest member, which pc_Message_Set clears)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
   lua_Integer n = 0;
@@ -531,6 +535,9 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
     const pc_FieldDef *f = &def->fields[i];
     int read = read_kind(f), write = ffi_write_kind(f);
     if (read == kRead_I64) read = kRead_Other;
+    if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
+        f->label != kPc_Label_Repeated)
+      read = kFfiRead_String;
     if (read == kRead_Other && write == 0) continue;
     size_t widest = 0;
     for (uint32_t j = 0; f->case_offset != 0 && j < f->oneof->field_count; j++) {
@@ -593,8 +600,9 @@ static int make_type_metatables(lua_State *L) {
  * then on, before its first instance, to put an FFI __index and
  * __newindex in front of the C ones: fields lists what each field's slot
  * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
- * double, 5 float, 6 bool or 0, write kind the same plus 3 64-bit and 7
- * open enum or 0, hasbit, case_offset, number, widest). */
+ * double, 5 float, 6 bool, 8 string or bytes or 0, write kind the same
+ * but 8 plus 3 64-bit and 7 open enum or 0, hasbit, case_offset, number,
+ * widest). */
 static int lpc_set_reader(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);

@@ -157,7 +157,8 @@ function M.install(pc, core)
   -- C metamethods, an __index and a __newindex generated for it
   -- (core.set_reader gives each field's slot layout): one `k == "name"`
   -- test per field, which the JIT folds away for a constant key, and the
-  -- load or store. A store is made only of a value the C __newindex would
+  -- load or store (strings and bytes without presence: a copy of their
+  -- bytes, ffi.string). A store is made only of a value the C __newindex would
   -- store unchanged (an integer in the field's range, a number, a boolean,
   -- an open enum's number, 64-bit: an integral number within 2^53 or
   -- int64_t / uint64_t cdata), with the presence bit or oneof case set as
@@ -171,7 +172,8 @@ function M.install(pc, core)
     local env = {
       cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
       bor = bit.bor, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
-      i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"),
+      i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"), fstring = ffi.string,
+      SV = ffi.typeof("struct { const char *data; size_t size; } *"), -- pc_StringView
       P = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), ffi.typeof("int64_t *"),
             ffi.typeof("double *"), ffi.typeof("float *"), ffi.typeof("uint8_t *"),
             ffi.typeof("int32_t *") },
@@ -192,6 +194,10 @@ function M.install(pc, core)
     local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
 
     local function read_code(f, view)
+      if f.read == 8 then -- a string or bytes slot: a copy of its bytes
+        return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", base(view),
+                             f.offset)
+      end
       local load = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)
       if f.read == 6 then load = load .. " ~= 0" end
       return "return " .. load

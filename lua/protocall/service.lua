@@ -29,7 +29,8 @@ function M.install(pc, core)
 
   -- The request as a message of `T`: a message of that type as is, a plain
   -- table converted (raising the constructor's error on a bad field, after
-  -- `what`). Raises at `level` (0: no position).
+  -- `what`), under LuaJIT a struct of pc.ffi(T) copied into one
+  -- (pc.to_message). Raises at `level` (0: no position).
   local function as_message(T, value, what, level)
     local lv = level > 0 and level + 1 or 0
     if is_message(value) then
@@ -37,6 +38,11 @@ function M.install(pc, core)
         error(format("%s: %s expected, got %s", what, T.full_name, type_of(value).full_name), lv)
       end
       return value
+    end
+    if type(value) == "cdata" and pc.to_message then
+      local S = pc.type_of(value) -- a struct's type (lua/protocall/ffi.lua), or nil
+      if S == T then return pc.to_message(value) end
+      if S then error(format("%s: %s expected, got a struct of %s", what, T.full_name, S.full_name), lv) end
     end
     if type(value) ~= "table" then
       error(format("%s: %s or a table expected, got %s", what, T.full_name, type(value)), lv)

@@ -109,6 +109,13 @@ typedef struct {
 /* The pool of the "protocall.Pool" userdata at 'idx' (raises otherwise). */
 pc_Pool *lpc_checkpool(lua_State *L, int idx);
 
+/* What the FFI writers (lua/protocall/message.lua, ffi.lua) may store into
+ * the slot of 'f' themselves, as the C __newindex would: the kWrite_*
+ * kinds (1 uint32, 2 int32, 3 64-bit, 4 double, 5 float, 6 bool), 7 for
+ * an open enum's numbers; 0 for what goes through C (closed enums, enum
+ * names, strings, messages, repeated fields, extensions) (lpc_message_ops.c). */
+int lpc_ffi_write_kind(const pc_FieldDef *f);
+
 /* Pushes the Pool userdata that owns 'pool' (created by this state). */
 void lpc_pushpool(lua_State *L, const pc_Pool *pool);
 

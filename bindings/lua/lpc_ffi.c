@@ -59,27 +59,6 @@ static const char *ctype_of(const pc_FieldDef *f) {
   }
 }
 
-/* The kind of value the generated writer stores itself (the rest goes to
- * the C __newindex): "u32", "i32", "u64", "i64", "f32", "f64", "bool",
- * "enum" (an open enum's numbers) or "c" (a closed enum: C checks the
- * number is a value). */
-static const char *write_kind(const pc_FieldDef *f) {
-  switch (f->type) {
-  case kPc_Type_Bool: return "bool";
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return "u32";
-  case kPc_Type_Int32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32: return "i32";
-  case kPc_Type_Enum: return f->enumdef->closed ? "c" : "enum";
-  case kPc_Type_Uint64:
-  case kPc_Type_Fixed64: return "u64";
-  case kPc_Type_Float: return "f32";
-  case kPc_Type_Double: return "f64";
-  default: return "i64";
-  }
-}
-
 static void set_int(lua_State *L, const char *k, lua_Integer v) {
   lua_pushinteger(L, v);
   lua_setfield(L, -2, k);
@@ -107,10 +86,10 @@ static size_t body_size(const pc_MessageDef *def) {
  * T's layout for a struct declaration: {def = lightuserdata, size = bytes
  * of the body (body_size), presence = bytes of presence bits, fields =
  * {{name, number, offset (in the body), ctype ("uint32_t", ...), write
- * (write_kind), hasbit (-1: none), case_offset (in the body; -1: not in a
- * oneof), oneof (its name), size (the slot's bytes), widest (the oneof's
- * widest member: what a write clears)}, ...} in declaration order}; nil
- * and why for a type a struct cannot hold. */
+ * (lpc_ffi_write_kind), hasbit (-1: none), case_offset (in the body; -1:
+ * not in a oneof), oneof (its name), size (the slot's bytes), widest (the
+ * slot a oneof's members share)}, ...} in declaration order}; nil and why
+ * for a type a struct cannot hold. */
 static int lpc_ffi_layout(lua_State *L) {
   const pc_MessageDef *def = lpc_checktype(L, 1);
   if (push_refusal(L, def)) {
@@ -126,22 +105,17 @@ static int lpc_ffi_layout(lua_State *L) {
   lua_createtable(L, (int)def->field_count, 0);
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
-    size_t widest = 0;
-    for (uint32_t j = 0; f->oneof != NULL && j < f->oneof->field_count; j++) {
-      size_t w = pc_Slot_Size(f->oneof->fields[j]->slot);
-      if (w > widest) widest = w;
-    }
     lua_createtable(L, 0, 11);
     set_str(L, "name", f->name);
     set_int(L, "number", f->number);
     set_int(L, "offset", (lua_Integer)f->offset - 8);
     set_str(L, "ctype", ctype_of(f));
-    set_str(L, "write", write_kind(f));
+    set_int(L, "write", lpc_ffi_write_kind(f));
     set_int(L, "hasbit", f->hasbit);
     set_int(L, "case_offset", f->case_offset != 0 ? (lua_Integer)f->case_offset - 8 : -1);
     if (f->oneof != NULL) set_str(L, "oneof", f->oneof->name);
     set_int(L, "size", (lua_Integer)pc_Slot_Size(f->slot));
-    set_int(L, "widest", (lua_Integer)widest);
+    set_int(L, "widest", f->oneof != NULL ? (lua_Integer)f->oneof->slot_size : 0);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_setfield(L, -2, "fields");

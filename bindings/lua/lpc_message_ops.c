@@ -508,11 +508,7 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   lua_remove(L, names);
 }
 
-/* What the FFI writer (lua/protocall/message.lua) may store into the
- * slot of 'f' itself, as the C __newindex would: the numeric kinds of
- * kWrite_*, 7 for an open enum's numbers (closed enums, enum names,
- * strings, messages, repeated fields and extensions go through C: 0). */
-static int ffi_write_kind(const pc_FieldDef *f) {
+int lpc_ffi_write_kind(const pc_FieldDef *f) {
   if (f->slot > kPc_Slot_64 || f->is_extension || f->label == kPc_Label_Repeated) return 0;
   if (f->type == kPc_Type_Enum) return f->enumdef->closed ? 0 : 7;
   if (is_64bit_integer(f->type)) return kWrite_I64;
@@ -525,7 +521,7 @@ enum { kFfiRead_String = kRead_Bool + 2 };
 
 /* Pushes the list, in declaration order, of the fields the FFI reader and
  * writer handle: {name =, offset =, read = kRead_* of a plain slot but
- * 64-bit ones, or kFfiRead_String (else 0), write = ffi_write_kind, hasbit
+ * 64-bit ones, or kFfiRead_String (else 0), write = lpc_ffi_write_kind, hasbit
  * = (-1: none), case_offset = (0: no oneof), number =, widest = (the
  * oneof's widest member, which pc_Message_Set clears)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
@@ -533,17 +529,13 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_Integer n = 0;
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
-    int read = read_kind(f), write = ffi_write_kind(f);
+    int read = read_kind(f), write = lpc_ffi_write_kind(f);
     if (read == kRead_I64) read = kRead_Other;
     if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
         f->label != kPc_Label_Repeated)
       read = kFfiRead_String;
     if (read == kRead_Other && write == 0) continue;
-    size_t widest = 0;
-    for (uint32_t j = 0; f->case_offset != 0 && j < f->oneof->field_count; j++) {
-      size_t w = pc_Slot_Size(f->oneof->fields[j]->slot);
-      if (w > widest) widest = w;
-    }
+    size_t widest = f->case_offset != 0 ? f->oneof->slot_size : 0;
     lua_createtable(L, 0, 8);
     lua_pushstring(L, f->name);
     lua_setfield(L, -2, "name");

@@ -133,18 +133,9 @@ function M.install(pc, core)
   local function is_struct(x) return info_of(x) ~= nil end
 
   -- The test a value must pass for the generated writer to store it, by
-  -- the layout's write kind (v is the value); others go to C.
-  local accepts = {
-    u32 = "type(v) == 'number' and v >= 0 and v <= 4294967295 and floor(v) == v",
-    i32 = "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
-    enum = "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
-    i64 = "(type(v) == 'number' and v >= -9007199254740992 and v <= 9007199254740992 and floor(v) == v)"
-      .. " or istype(i64, v) or istype(u64, v)",
-    f32 = "type(v) == 'number'",
-    f64 = "type(v) == 'number'",
-    bool = "v == true or v == false",
-  }
-  accepts.u64 = accepts.i64
+  -- the layout's write kind (v is the value; 0: none, C stores it), as
+  -- message objects' FFI writers test it (lua/protocall/message.lua).
+  local accepts = core.ffi_accepts
 
   local env = {
     cast = cast, istype = istype, type = type, floor = math.floor,
@@ -222,8 +213,8 @@ function M.install(pc, core)
       out[#out + 1] = format("p.%sh[%d] = bor(p.%sh[%d], %d)", prefix, byte, prefix, byte,
                              bit.lshift(1, f.hasbit % 8))
     end
-    if f.write == "u64" then out[#out + 1] = "if type(v) == 'number' and v < 0 then v = i64(v) end" end
-    local value = f.write == "bool" and "(v and 1 or 0)" or "v"
+    if f.ctype == "uint64_t" then out[#out + 1] = "if type(v) == 'number' and v < 0 then v = i64(v) end" end
+    local value = f.ctype == "uint8_t" and "(v and 1 or 0)" or "v"
     out[#out + 1] = format("p.%s%d = %s", prefix, f.number, value)
     return concat(out, " ")
   end

@@ -179,7 +179,8 @@ function M.install(pc, core)
             ffi.typeof("int32_t *") },
     }
     local ctype_of = { "P[1]", "P[2]", "P[3]", "P[4]", "P[5]", "P[6]", "P[7]" }
-    -- The test a value must pass to be stored by write kind (v is the value).
+    -- The test a value must pass to be stored by write kind (v is the value;
+    -- lpc_ffi_write_kind's kinds), for the struct writers of ffi.lua too.
     local accepts = {
       "type(v) == 'number' and v >= 0 and v <= 4294967295 and floor(v) == v",
       "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
@@ -190,6 +191,7 @@ function M.install(pc, core)
       "v == true or v == false",
       "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
     }
+    core.ffi_accepts = accepts
 
     local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
 

@@ -9,6 +9,7 @@
 -- the Lua cases (harness), the C API and the C++ baseline (valgrind runs
 -- of N and 2N operations; the difference over N).
 local H = require "bench.harness"
+local sh, read = H.sh, H.read
 local pc = require "protocall"
 
 local CORPUS = "../shared/corpus"
@@ -19,18 +20,6 @@ local PROTOS = CORPUS .. "/protos"
 local function has(flag)
   for _, a in ipairs(arg or {}) do if a == flag then return true end end
   return false
-end
-
-local function sh(cmd)
-  local ok = os.execute(cmd)
-  if not ok then error("bench: command failed: " .. cmd) end
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"), path)
-  local s = f:read("a")
-  f:close()
-  return s
 end
 
 -- The build directory for the baselines (kept between runs of the bench,

@@ -230,4 +230,20 @@ function H.rss()
   return resident and resident * 4096 or nil
 end
 
+--- H.sh(cmd): runs the shell command line `cmd`, raising when it fails
+-- (under Lua 5.4 and LuaJIT alike: their os.execute results differ).
+function H.sh(cmd)
+  local status = os.execute(cmd)
+  if status ~= 0 and status ~= true then error("bench: command failed: " .. cmd) end
+end
+
+--- s = H.read(path): the whole file at `path` (binary), raising naming it
+-- when it cannot be opened.
+function H.read(path)
+  local f = assert(io.open(path, "rb"), path)
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
 return H

@@ -7,23 +7,12 @@
 -- written 3.4028234e+38 (python3-protobuf refuses 3.4028235e+38).
 --   build/release/protocall bench/json_bench.lua [--quick]
 local H = require "bench.harness"
+local sh, read = H.sh, H.read
 local pc = require "protocall"
 
 local CORPUS = "../shared/corpus"
 local PROTOS = CORPUS .. "/protos"
 local OUT = "build/bench-json"
-
-local function sh(cmd)
-  local ok = os.execute(cmd)
-  if not ok then error("bench: command failed: " .. cmd) end
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"), path)
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
 local function write(path, s)
   local f = assert(io.open(path, "wb"), path)

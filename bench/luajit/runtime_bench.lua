@@ -20,6 +20,7 @@
 -- ../shared/corpus, as bench/codec_bench.lua finds it. Either missing: its
 -- rows are skipped, saying so.
 local H = require "bench.harness"
+local sh, read = H.sh, H.read
 local pc = require "protocall"
 
 local quick = false
@@ -50,18 +51,6 @@ if child then -- the Lua 5.4 process: prints ns per cycle
   return
 end
 assert(rawget(_G, "jit"), "bench/luajit/runtime_bench.lua runs under luajit")
-
-local function sh(cmd)
-  local status = os.execute(cmd)
-  if status ~= 0 and status ~= true then error("bench: command failed: " .. cmd) end
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"), path)
-  local s = f:read("*a")
-  f:close()
-  return s
-end
 
 local function exists(path)
   local f = io.open(path, "rb")

@@ -88,8 +88,10 @@ static size_t body_size(const pc_MessageDef *def) {
  * {{name, number, offset (in the body), ctype ("uint32_t", ...), write
  * (lpc_ffi_write_kind), hasbit (-1: none), case_offset (in the body; -1:
  * not in a oneof), oneof (its name), size (the slot's bytes), widest (the
- * slot a oneof's members share)}, ...} in declaration order}; nil and why
- * for a type a struct cannot hold. */
+ * slot a oneof's members share), type (the field's protobuf type: "int32",
+ * "enum", ...), required (true for a proto2 required field), closed (of a
+ * closed enum's field: {[number] = true, ...}, its values)}, ...} in
+ * declaration order}; nil and why for a type a struct cannot hold. */
 static int lpc_ffi_layout(lua_State *L) {
   const pc_MessageDef *def = lpc_checktype(L, 1);
   if (push_refusal(L, def)) {
@@ -105,7 +107,7 @@ static int lpc_ffi_layout(lua_State *L) {
   lua_createtable(L, (int)def->field_count, 0);
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
-    lua_createtable(L, 0, 11);
+    lua_createtable(L, 0, 14);
     set_str(L, "name", f->name);
     set_int(L, "number", f->number);
     set_int(L, "offset", (lua_Integer)f->offset - 8);
@@ -116,6 +118,17 @@ static int lpc_ffi_layout(lua_State *L) {
     if (f->oneof != NULL) set_str(L, "oneof", f->oneof->name);
     set_int(L, "size", (lua_Integer)pc_Slot_Size(f->slot));
     set_int(L, "widest", f->oneof != NULL ? (lua_Integer)f->oneof->slot_size : 0);
+    set_str(L, "type", pc_FieldType_Name(f->type));
+    lua_pushboolean(L, f->label == kPc_Label_Required);
+    lua_setfield(L, -2, "required");
+    if (f->enumdef != NULL && f->enumdef->closed) {
+      lua_createtable(L, 0, (int)f->enumdef->value_count);
+      for (uint32_t j = 0; j < f->enumdef->value_count; j++) {
+        lua_pushboolean(L, 1);
+        lua_rawseti(L, -2, f->enumdef->values[j].number);
+      }
+      lua_setfield(L, -2, "closed");
+    }
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_setfield(L, -2, "fields");

@@ -64,6 +64,7 @@ function M.install(pc, core)
   local of_type = setmetatable({}, { __mode = "k" }) -- T -> P
 
   local core_encode, core_decode = pc.encode, pc.decode
+  local lua_codec = require "protocall.ffi_codec"
   local core_is_message, core_type_of = core.is_message, pc.type_of
 
   local POSITIONAL = 60 -- P(v1, v2, ...): fields stored in line, the rest through C
@@ -137,7 +138,11 @@ function M.install(pc, core)
   -- message objects' FFI writers test it (lua/protocall/message.lua).
   local accepts = core.ffi_accepts
 
+  local band = bit.band
   local env = {
+    NAN = 0 / 0,
+    nan64 = function(hi, lo) return band(hi, 0x7FF00000) == 0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or lo ~= 0) end,
+    nan32 = function(w) return band(w, 0x7F800000) == 0x7F800000 and band(w, 0x7FFFFF) ~= 0 end,
     cast = cast, istype = istype, type = type, floor = math.floor,
     band = bit.band, bor = bit.bor, voidp = voidp,
     i64 = typeof("int64_t"), u64 = typeof("uint64_t"), new = new, pairs = pairs, pcall = pcall,
@@ -157,6 +162,14 @@ function M.install(pc, core)
     local cases, unions = {}, {}
     for _, f in ipairs(layout.fields) do
       local member = format("%s %s%d;", f.ctype, prefix, f.number)
+      -- a double or float with its bits beside it (`prefix .. "w" ..
+      -- number`: NaN-safe reads, and the Lua codec's bytes)
+      if f.ctype == "double" then
+        member = format("double %s%d; uint32_t %sw%d[2];", prefix, f.number, prefix, f.number)
+      elseif f.ctype == "float" then
+        member = format("float %s%d; uint32_t %sw%d;", prefix, f.number, prefix, f.number)
+      end
+      if not f.oneof and (f.ctype == "double" or f.ctype == "float") then member = "union { " .. member .. " };" end
       if f.oneof then
         local u = unions[f.oneof]
         if not u then
@@ -191,6 +204,13 @@ function M.install(pc, core)
   local function read_expr(f, prefix, cases)
     local load = format("p.%s%d", prefix, f.number)
     if f.ctype == "uint8_t" then load = load .. " ~= 0" end
+    -- A NaN reads as Lua's one NaN (LuaJIT's FFI load would keep its
+    -- payload, whose bits can read as another type's tag and crash the VM).
+    if f.ctype == "double" then
+      load = format("(nan64(p.%sw%d[1], p.%sw%d[0]) and NAN or %s)", prefix, f.number, prefix, f.number, load)
+    elseif f.ctype == "float" then
+      load = format("(nan32(p.%sw%d) and NAN or %s)", prefix, f.number, load)
+    end
     local present
     if f.oneof then
       present = format("p.%sc%d == %d", prefix, cases[f.oneof], f.number)
@@ -400,10 +420,14 @@ function M.install(pc, core)
       if src == info then
         ffi.copy(p, body_of(T, x), layout.size)
         unknown[p] = unknown[x]
+        if unknown[p] then info.unknown = true end
       elseif core_is_message(x) and core_type_of(x) == T then
         core.ffi_copy(T, x, cast(voidp, p), true)
         local u = core.unknown_fields(x)
-        if u ~= "" then unknown[p] = u end
+        if u ~= "" then
+          unknown[p] = u
+          info.unknown = true
+        end
       else
         raise(format("bad argument #1 to '%s' (a table, field values, or a %s message or struct "
                      .. "expected, got %s)", T.full_name, T.full_name,
@@ -412,6 +436,13 @@ function M.install(pc, core)
       return p
     end
     local index, newindex, construct = accessors(T, layout, prefix, cases, defaults, get, set, from)
+    -- The Lua codec (lua/protocall/ffi_codec.lua) for a type with fields:
+    -- pc.encode(p) and pc.decode(P, bytes) try it first, the core codec
+    -- below doing what it leaves (nil). Not while a struct of the type may
+    -- hold unknown fields (info.unknown: then encode looks them up).
+    if #layout.fields > 0 then
+      info.lua_encode, info.lua_decode = lua_codec.generate(layout, prefix, cases, function() return new(ct) end)
+    end
     local def, size = cast("const void *", layout.def), layout.size
     info.codec = codec_ud -- what `codec` points to lives as long as the types using it
     P = ffi.metatype(ct, {
@@ -426,10 +457,15 @@ function M.install(pc, core)
     })
     info.P = P
     function info.encode(p, opts)
-      local u = unknown[p]
       if opts ~= nil and type(opts) ~= "table" then
         raise("bad argument #2 to 'encode' (table expected, got " .. type(opts) .. ")")
       end
+      local lua_encode = info.lua_encode
+      if lua_encode and not info.unknown then
+        local s = lua_encode(p, opts ~= nil and opts.partial)
+        if s then return s end
+      end
+      local u = unknown[p]
       local partial = opts ~= nil and opts.partial and 1 or 0
       local c, so = codec, size_out
       if depth ~= 0 then
@@ -454,6 +490,11 @@ function M.install(pc, core)
       if opts ~= nil and type(opts) ~= "table" then
         raise("bad argument #3 to 'decode' (table expected, got " .. type(opts) .. ")")
       end
+      local lua_decode = info.lua_decode
+      if lua_decode then
+        local p = lua_decode(bytes, opts ~= nil and opts.partial)
+        if p then return p end
+      end
       local partial = opts ~= nil and opts.partial and 1 or 0
       local p = new(ct)
       local c, uo, us = codec, unknown_out, unknown_size
@@ -464,7 +505,10 @@ function M.install(pc, core)
       depth = depth + 1
       local r = api.decode(c, def, bytes, #bytes, partial, p, size, uo, us)
       local err = r == 1 and fstring(api.error(c))
-      if r == 0 and us[0] ~= 0 then unknown[p] = fstring(uo[0], us[0]) end
+      if r == 0 and us[0] ~= 0 then
+        unknown[p] = fstring(uo[0], us[0])
+        info.unknown = true
+      end
       depth = depth - 1
       if r == 2 then raise("not enough memory") end
       if r ~= 0 then return nil, err end
@@ -496,10 +540,24 @@ function M.install(pc, core)
   end
 
   function pc.encode(m, a, b)
+    -- pc.encode(p): the Lua codec of p's type, when it has one, tested
+    -- without touching p (no rawequal, no address), so the JIT can keep a
+    -- struct made to be encoded out of memory. For P itself or
+    -- ffi.typeof(p) (the same ctype id), its first member read raises
+    -- (the accessors' "struct expected, got its type").
+    if a == nil and type(m) == "cdata" then
+      local info = infos[tonumber(typeof(m))]
+      if info and info.lua_encode and not info.unknown then
+        local s = info.lua_encode(m, false)
+        if s then return s end
+      end
+    end
     local info = info_of(m)
     if info then return info.encode(m, a) end
     info = info_of_ctype(m)
     if info then
+      -- pc.encode(P): as the Lua codec's member read raises
+      if a == nil then raise(format("%s: struct expected, got its type (a ctype)", info.T.full_name)) end
       if type(a) ~= "table" or (b ~= nil and type(b) ~= "table") then -- as pc.encode(T, table, opts)
         local n, x = type(a) ~= "table" and 2 or 3, type(a) ~= "table" and a or b
         raise(format("bad argument #%d to 'encode' (table expected, got %s)", n, type(x)))
@@ -557,6 +615,7 @@ function M.install(pc, core)
       core.ffi_copy(info.T, copy, cast(voidp, m), true)
       local u = core.unknown_fields(copy)
       unknown[m] = u ~= "" and u or nil
+      if u ~= "" then info.unknown = true end
     end
   end
   -- Parsers into a type: P gives a struct.
@@ -570,6 +629,13 @@ function M.install(pc, core)
       if m == nil then return nil, err end
       return info.P(m)
     end
+  end
+  -- For spec/ffi_struct_spec.lua: the Lua codec of struct type P
+  -- (lua/protocall/ffi_codec.lua's encode and decode), or nil.
+  function pc._ffi_lua_codec(P)
+    local info = info_of_ctype(P)
+    if info then return info.lua_encode, info.lua_decode end
+    return nil
   end
   function pc.type_of(m)
     local info = info_of(m)

@@ -171,7 +171,7 @@ function M.install(pc, core)
     local CHAIN = 40
     local env = {
       cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
-      bor = bit.bor, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
+      bor = bit.bor, band = bit.band, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
       i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"), fstring = ffi.string,
       SV = ffi.typeof("struct { const char *data; size_t size; } *"), -- pc_StringView
       P = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), ffi.typeof("int64_t *"),
@@ -202,6 +202,17 @@ function M.install(pc, core)
       end
       local load = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)
       if f.read == 6 then load = load .. " ~= 0" end
+      -- A double or float NaN reads as Lua's one NaN, as lua_pushnumber
+      -- makes it: LuaJIT's FFI load keeps a NaN's payload, whose bits can
+      -- read as another type's tag (NaN-boxing) and crash the VM.
+      if f.read == 4 then
+        return string.format("local w = cast(P[1], %s + %d) local hi = w[1] if band(hi, 0x7FF00000) == "
+                             .. "0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or w[0] ~= 0) then return NAN end "
+                             .. "return %s", base(view), f.offset, load)
+      elseif f.read == 5 then
+        return string.format("local w = cast(P[1], %s + %d)[0] if band(w, 0x7F800000) == 0x7F800000 and "
+                             .. "band(w, 0x7FFFFF) ~= 0 then return NAN end return %s", base(view), f.offset, load)
+      end
       return "return " .. load
     end
 

@@ -138,11 +138,8 @@ function M.install(pc, core)
   -- message objects' FFI writers test it (lua/protocall/message.lua).
   local accepts = core.ffi_accepts
 
-  local band = bit.band
   local env = {
-    NAN = 0 / 0,
-    nan64 = function(hi, lo) return band(hi, 0x7FF00000) == 0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or lo ~= 0) end,
-    nan32 = function(w) return band(w, 0x7F800000) == 0x7F800000 and band(w, 0x7FFFFF) ~= 0 end,
+    NAN = 0 / 0, nan64 = core.ffi_nan64, nan32 = core.ffi_nan32,
     cast = cast, istype = istype, type = type, floor = math.floor,
     band = bit.band, bor = bit.bor, voidp = voidp,
     i64 = typeof("int64_t"), u64 = typeof("uint64_t"), new = new, pairs = pairs, pcall = pcall,

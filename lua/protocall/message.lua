@@ -171,7 +171,7 @@ function M.install(pc, core)
     local CHAIN = 40
     local env = {
       cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
-      bor = bit.bor, band = bit.band, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
+      bor = bit.bor, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
       i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"), fstring = ffi.string,
       SV = ffi.typeof("struct { const char *data; size_t size; } *"), -- pc_StringView
       P = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), ffi.typeof("int64_t *"),
@@ -192,6 +192,12 @@ function M.install(pc, core)
       "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
     }
     core.ffi_accepts = accepts
+    -- Whether the bits of a double (its high and low words) or a float
+    -- are a NaN, for ffi.lua's struct readers too.
+    local band = bit.band
+    function env.nan64(hi, lo) return band(hi, 0x7FF00000) == 0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or lo ~= 0) end
+    function env.nan32(w) return band(w, 0x7F800000) == 0x7F800000 and band(w, 0x7FFFFF) ~= 0 end
+    core.ffi_nan64, core.ffi_nan32 = env.nan64, env.nan32
 
     local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
 
@@ -206,12 +212,11 @@ function M.install(pc, core)
       -- makes it: LuaJIT's FFI load keeps a NaN's payload, whose bits can
       -- read as another type's tag (NaN-boxing) and crash the VM.
       if f.read == 4 then
-        return string.format("local w = cast(P[1], %s + %d) local hi = w[1] if band(hi, 0x7FF00000) == "
-                             .. "0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or w[0] ~= 0) then return NAN end "
-                             .. "return %s", base(view), f.offset, load)
+        return string.format("local w = cast(P[1], %s + %d) if nan64(w[1], w[0]) then return NAN end return %s",
+                             base(view), f.offset, load)
       elseif f.read == 5 then
-        return string.format("local w = cast(P[1], %s + %d)[0] if band(w, 0x7F800000) == 0x7F800000 and "
-                             .. "band(w, 0x7FFFFF) ~= 0 then return NAN end return %s", base(view), f.offset, load)
+        return string.format("if nan32(cast(P[1], %s + %d)[0]) then return NAN end return %s", base(view),
+                             f.offset, load)
       end
       return "return " .. load
     end

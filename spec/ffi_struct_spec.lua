@@ -540,6 +540,12 @@ io.write(tostring(err))
     assert.are.equal(here .. ":" .. line .. ": s.Point.x: value -1 out of range for uint32", err)
   end)
 
+  it("are refused by pc.pairs, as messages are, naming their type", function()
+    assert.has_error(function() for _ in pc.pairs(P3 { u32 = 5 }) do end end,
+      "bad argument #1 to 'pairs' (table expected, got s.F3 struct)")
+    assert.has_error(function() for _ in pc.pairs(F3 { u32 = 5 }) do end end)
+  end)
+
   it("mix with messages in pc.merge and ==", function()
     local m = Point { x = 2 }
     pc.merge(m, PP { y = 3 })
@@ -549,6 +555,36 @@ io.write(tostring(err))
     assert.is_false(PP { x = 1 } == Point { x = 2 })
     assert.is_false(PP { x = 1 } == F3 { u32 = 1 })
     assert.is_false(PP { x = 1 } == 1)
+  end)
+
+  it("keep the Lua codec after an error raised inside it, and leave types too large for it to C", function()
+    local S = pc.ffi(pool:message("s.Stuck", { { "a", "int32", 1 }, { "b", "int32", 2 } }))
+    local enc, dec = pc._ffi_lua_codec(S)
+    local p = S { a = 1, b = 2 }
+    jit.off()
+    debug.sethook(function() -- raises once the codec has started
+      local i = debug.getinfo(2, "fl")
+      if i and i.func == enc and i.currentline >= 5 then
+        debug.sethook()
+        error("boom")
+      end
+    end, "", 1)
+    local ok, err = pcall(pc.encode, p)
+    debug.sethook()
+    jit.on()
+    assert.is_false(ok)
+    assert.matches("boom", err)
+    assert.is_not_nil(enc(p)) -- no state left set by the error
+    assert.is_not_nil(dec("\8\1"))
+    -- 5000 required fields: the Lua codec's test of them would pass
+    -- LuaJIT's jump range; the type works through the core codec
+    local fs = {}
+    for i = 1, 5000 do fs[i] = { "f" .. i, "int32", i, required = true } end
+    local B = pc.ffi(pool:message("s.ManyRequired", fs, { syntax = "proto2" }))
+    assert.is_nil(pc._ffi_lua_codec(B))
+    local b = B()
+    for i = 1, 5000 do b["f" .. i] = i end
+    assert.are.equal(5000, pc.decode(B, pc.encode(b)).f5000)
   end)
 
   it("read a NaN of any payload as Lua's NaN and keep its bits on the wire", function()

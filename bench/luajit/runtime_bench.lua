@@ -26,8 +26,13 @@ local pc = require "protocall"
 local quick = false
 local child = false
 for _, a in ipairs(arg or {}) do
-  if a == "--quick" then quick = true end
-  if a == "--child-cycle" then child = true end
+  if a == "--quick" then
+    quick = true
+  elseif a == "--child-cycle" then
+    child = true
+  else
+    error("runtime_bench.lua takes --quick (and --child-cycle, for its own Lua 5.4 child), not " .. a, 0)
+  end
 end
 
 local Point = pc.message("bench.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 }, { "z", "uint32", 3 } })
@@ -136,7 +141,7 @@ local positional_ns = measure(function(n)
     if d.z ~= i + 2 then error("bad round trip") end
   end
 end)
-row("construct+encode+decode, LuaJIT struct P(x, y, z)", positional_ns, "ns")
+row("construct+encode+decode, struct P(x, y, z)", positional_ns, "ns")
 row("construct+encode+decode, LuaJIT message object", measure(cycle), "ns")
 local p = io.popen("LUA_CPATH='build/release/?.so' lua5.4 bench/luajit/runtime_bench.lua --child-cycle"
                    .. (quick and " --quick" or ""))

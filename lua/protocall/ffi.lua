@@ -68,6 +68,7 @@ function M.install(pc, core)
   local core_is_message, core_type_of = core.is_message, pc.type_of
 
   local POSITIONAL = 60 -- P(v1, v2, ...): fields stored in line, the rest through C
+  local INDEX_GROUP = 4096 -- fields per generated __index function
 
   -- Raises msg naming the line of the first Lua function on the stack
   -- outside this file and the generated accessors: the code that called
@@ -146,6 +147,7 @@ function M.install(pc, core)
     raise = raise, tostring = tostring, nkeys = nkeys, select = select, rawget = rawget,
   }
 
+  local WORDS = { double = "[2]", fixed64 = "[2]", sfixed64 = "[2]", float = "" }
   -- The struct declaration of `layout` (members named `prefix` .. field
   -- number, presence bits `prefix .. "h"`, oneof cases `prefix .. "c" ..
   -- i`; a oneof's members share a union), with every member at the
@@ -159,14 +161,13 @@ function M.install(pc, core)
     local cases, unions = {}, {}
     for _, f in ipairs(layout.fields) do
       local member = format("%s %s%d;", f.ctype, prefix, f.number)
-      -- a double or float with its bits beside it (`prefix .. "w" ..
+      -- a fixed-width value with its bits beside it (`prefix .. "w" ..
       -- number`: NaN-safe reads, and the Lua codec's bytes)
-      if f.ctype == "double" then
-        member = format("double %s%d; uint32_t %sw%d[2];", prefix, f.number, prefix, f.number)
-      elseif f.ctype == "float" then
-        member = format("float %s%d; uint32_t %sw%d;", prefix, f.number, prefix, f.number)
+      local words = WORDS[f.type]
+      if words then
+        member = format("%s %s%d; uint32_t %sw%d%s;", f.ctype, prefix, f.number, prefix, f.number, words)
+        if not f.oneof then member = "union { " .. member .. " };" end
       end
-      if not f.oneof and (f.ctype == "double" or f.ctype == "float") then member = "union { " .. member .. " };" end
       if f.oneof then
         local u = unions[f.oneof]
         if not u then
@@ -240,18 +241,25 @@ function M.install(pc, core)
   -- (defaults: the values an empty message reads; get / set: the C
   -- metamethods' paths, core.ffi_slow; from: P(m) / P(q)).
   local function accessors(T, layout, prefix, cases, defaults, get, set, from)
-    local src = { "local D, get, set, from, is_struct, NAMES, too_many, body = ...",
-                  "local index = function(p, k)" }
-    for i, f in ipairs(layout.fields) do
-      local load, present = read_expr(f, prefix, cases)
-      if present then
-        src[#src + 1] = format("if k == %q then if %s then return %s end return D[%d] end", f.name,
-                               present, load, i)
-      else
-        src[#src + 1] = format("if k == %q then return %s end", f.name, load)
+    local src = { "local D, get, set, from, is_struct, NAMES, too_many, body = ..." }
+    -- __index: one function per INDEX_GROUP fields, each passing what it
+    -- does not name to the next (a function holds at most 65536 constants)
+    local fields, groups = layout.fields, math.ceil(#layout.fields / INDEX_GROUP)
+    for g = math.max(groups, 1), 1, -1 do
+      src[#src + 1] = format("local index%d = function(p, k)", g)
+      for i = (g - 1) * INDEX_GROUP + 1, math.min(g * INDEX_GROUP, #fields) do
+        local f = fields[i]
+        local load, present = read_expr(f, prefix, cases)
+        if present then
+          src[#src + 1] = format("if k == %q then if %s then return %s end return D[%d] end", f.name,
+                                 present, load, i)
+        else
+          src[#src + 1] = format("if k == %q then return %s end", f.name, load)
+        end
       end
+      src[#src + 1] = g < groups and format("return index%d(p, k) end", g + 1) or "return get(body(p), k) end"
     end
-    src[#src + 1] = "return get(body(p), k) end"
+    src[#src + 1] = "local index = index1"
     -- The writer, twice: p.name = v (the C path by a tail call, so its
     -- errors name the caller's line) and P{...}'s (through slow, which
     -- names the line calling P).
@@ -626,6 +634,14 @@ function M.install(pc, core)
       if m == nil then return nil, err end
       return info.P(m)
     end
+  end
+  -- pc.pairs(p) raises as for a message, naming the struct's type (LuaJIT's
+  -- own error names a ctype number)
+  local msg_pairs = pc.pairs
+  function pc.pairs(m)
+    local info = info_of(m)
+    if info then raise(format("bad argument #1 to 'pairs' (table expected, got %s struct)", info.T.full_name)) end
+    return msg_pairs(m)
   end
   -- For spec/ffi_struct_spec.lua: the Lua codec of struct type P
   -- (lua/protocall/ffi_codec.lua's encode and decode), or nil.

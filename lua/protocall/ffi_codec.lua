@@ -7,16 +7,20 @@
 -- codec (lua/protocall/ffi.lua calls it when these return nil):
 --   * encode(p, partial): bytes, in field number order, as the core
 --     encoder writes them (core/wire/encode.c); nil for a negative or
---     >= 2^53 64-bit varint value, or a required field missing without
---     `partial`;
+--     >= 2^53 64-bit varint value, a required field missing without
+--     `partial`, or another encode of the type run meanwhile (by a debug
+--     hook or a finalizer: they share a buffer);
 --   * decode(bytes, partial): a new struct; nil unless every field on the
 --     wire is known, has its wire type, comes in ascending field number
 --     order at most once, fits a varint of at most 7 bytes, and (closed
 --     enums) is a known value, and the required fields are there without
 --     `partial`. The core decoder then decodes the bytes again, with its
 --     unknown fields, errors and last-one-wins rules.
--- Floats and doubles move as their bits (the struct's `w` words), never
--- read as numbers, so a NaN keeps its payload as the core keeps it.
+-- Floats, doubles, fixed64 and sfixed64 move as their bits (the struct's
+-- `w` words), never read as numbers, so a NaN keeps its payload as the
+-- core keeps it. The decoder shares nothing between calls. A type past
+-- LuaJIT's limits for one function gets no Lua codec (generate gives nil).
+-- (M.generate's callers: lua/protocall/ffi.lua.)
 -- Encoding (protobuf's wire format): varints, ZigZag for sint32 / sint64,
 -- little-endian fixed32 / fixed64, tags (field number << 3 | wire type) as
 -- varints; int32 and enum values below zero as 10-byte varints.
@@ -28,16 +32,6 @@ local format, concat = string.format, table.concat
 
 local M = {}
 
--- Whether an encode or a decode is under way: one that a debug hook or a
--- finalizer starts meanwhile (between any two instructions) leaves its
--- work to the core codec, as the scratch below is in use.
-local busy = false
-local function enter() if busy then return false end busy = true return true end
-local function leave(x) busy = false return x end
-
--- One scratch union for the bytes of fixed-width values.
-local pun = ffi.new([[union { uint8_t b[8]; float f; double d; uint32_t u32; int32_t i32;
-                              uint64_t u64; int64_t i64; }]])
 
 -- buf[n...]: the varint of v, a number in [0, 2^32); returns the next n.
 local function w32(buf, n, v)
@@ -111,7 +105,6 @@ local WIRE = { -- wire type by protobuf type
   int32 = 0, int64 = 0, uint32 = 0, uint64 = 0, sint32 = 0, sint64 = 0, bool = 0, enum = 0,
   fixed64 = 1, sfixed64 = 1, double = 1, fixed32 = 5, sfixed32 = 5, float = 5,
 }
-local PUN = { fixed32 = "u32", sfixed32 = "i32", float = "f", fixed64 = "u64", sfixed64 = "i64", double = "d" }
 
 -- The bytes of the varint of n, as Lua numbers.
 local function varint_bytes(n)
@@ -125,7 +118,8 @@ local function varint_bytes(n)
 end
 
 --- encode, decode = M.generate(layout, prefix, cases, new_struct): the
--- codec of a struct type, or nil when this machine is not little-endian.
+-- codec of a struct type, or nil when this machine is not little-endian or
+-- the type is too large for one generated function.
 -- layout: core.ffi_layout's table (fields with number, type, hasbit,
 -- oneof, required, closed); prefix: the members' prefix; cases: oneof name
 -- -> index of its case member; new_struct: a function returning a zeroed
@@ -152,14 +146,17 @@ function M.generate(layout, prefix, cases, new_struct)
     return "v ~= 0"
   end
 
-  -- The first member's read raises for P itself (a ctype); then nothing
-  -- raises until leave.
-  local first = fields[1].oneof and format("p.%sc%d", prefix, cases[fields[1].oneof])
-                or fields[1].hasbit >= 0 and hasbit(fields[1]) or member(fields[1])
-  local enc = { "local w32, w53, wneg32, pun, band, rshift, buf, enter, leave = ...",
+  -- The bytes are made in buf, one per struct type: an encode that a
+  -- debug hook or a finalizer starts meanwhile (between any two
+  -- instructions) may overwrite them, so each call counts itself in
+  -- `calls` and gives up (nil: the core codec, which nests) when another
+  -- ran before its string was made. Nothing else is shared; nothing is
+  -- left set when a call raises.
+  local enc = { "local w32, w53, wneg32, band, rshift, buf = ...",
+                "local calls = 0",
                 "return function(p, partial)",
-                format("local _ = %s", first),
-                "if not enter() then return nil end" }
+                "local call = calls + 1",
+                "calls = call" }
   local required = {}
   for _, f in ipairs(fields) do
     if f.required then
@@ -168,7 +165,7 @@ function M.generate(layout, prefix, cases, new_struct)
     end
   end
   if #required > 0 then
-    enc[#enc + 1] = format("if not partial and (%s) then return leave(nil) end", concat(required, " or "))
+    enc[#enc + 1] = format("if not partial and (%s) then return nil end", concat(required, " or "))
   end
   enc[#enc + 1] = "local n = 0"
   local max = 0
@@ -186,7 +183,7 @@ function M.generate(layout, prefix, cases, new_struct)
                     .. "buf[n + %d] = band(rshift(%s, 16), 255) buf[n + %d] = rshift(%s, 24)",
                     at, w, at + 1, w, at + 2, w, at + 3, w)
     end
-    if f.type == "double" then -- its bits, never read as a number (a NaN's payload kept)
+    if f.type == "double" then -- its two words, never read as a number (a NaN's payload kept)
       load = format("p.%sw%d", prefix, f.number)
       if f.hasbit < 0 and not f.oneof then test = "v[0] ~= 0 or v[1] ~= 0" end
       put = le32("v[0]", 0) .. " " .. le32("v[1]", 4) .. " n = n + 8"
@@ -195,10 +192,10 @@ function M.generate(layout, prefix, cases, new_struct)
       put = le32("v", 0) .. " n = n + 4"
     elseif f.type == "fixed32" or f.type == "sfixed32" then
       put = le32("v", 0) .. " n = n + 4"
-    elseif PUN[f.type] then -- fixed64, sfixed64: a 64-bit cdata
-      local copy = {}
-      for j = 0, 7 do copy[#copy + 1] = format("buf[n + %d] = pun.b[%d]", j, j) end
-      put = format("pun.%s = v %s n = n + 8", PUN[f.type], concat(copy, " "))
+    elseif f.type == "fixed64" or f.type == "sfixed64" then -- its two words
+      load = format("p.%sw%d", prefix, f.number)
+      if f.hasbit < 0 and not f.oneof then test = "v[0] ~= 0 or v[1] ~= 0" end
+      put = le32("v[0]", 0) .. " " .. le32("v[1]", 4) .. " n = n + 8"
     elseif f.type == "bool" then
       put = "buf[n] = v ~= 0 and 1 or 0 n = n + 1"
     elseif f.type == "uint32" then
@@ -208,24 +205,26 @@ function M.generate(layout, prefix, cases, new_struct)
     elseif f.type == "int32" or f.type == "enum" then
       put = "if v >= 0 then n = w32(buf, n, v) else n = wneg32(buf, n, v) end"
     elseif f.type == "sint64" then
-      put = "if v <= -4503599627370496LL or v >= 4503599627370496LL then return leave(nil) end "
+      put = "if v <= -4503599627370496LL or v >= 4503599627370496LL then return nil end "
             .. "v = tonumber(v) n = w53(buf, n, v >= 0 and 2 * v or -2 * v - 1)"
     else -- int64, uint64
-      put = "if v < 0 or v >= 9007199254740992ULL then return leave(nil) end n = w53(buf, n, tonumber(v))"
+      put = "if v < 0 or v >= 9007199254740992ULL then return nil end n = w53(buf, n, tonumber(v))"
     end
     enc[#enc + 1] = format("do local v = %s if %s then %s %s end end", load, test, put_tag, put)
   end
-  enc[#enc + 1] = "return leave(ffi_string(buf, n)) end"
+  enc[#enc + 1] = "local s = ffi_string(buf, n) if calls ~= call then return nil end return s end"
   local buf = ffi.new("uint8_t[?]", max + 1)
-  local env = { band = band, tonumber = tonumber, ffi_string = ffi.string }
-  local encode = assert(load(concat(enc, "\n"), "=protocall.ffi", "t", env))(w32, w53, wneg32, pun, band, rshift, buf,
-                                                                           enter, leave)
+  -- A type past LuaJIT's limits for one function (a jump's range, 65536
+  -- constants) has no Lua codec: the core codec does it all.
+  local make = load(concat(enc, "\n"), "=protocall.ffi", "t",
+                    { band = band, tonumber = tonumber, ffi_string = ffi.string })
+  if not make then return nil end
+  local encode = make(w32, w53, wneg32, band, rshift, buf)
 
-  local dec = { "local rv, pun, band, bor, tobit, bxor, rshift, new_struct, u8p, CLOSED, enter, leave = ...",
+  local dec = { "local rv, band, bor, tobit, bxor, rshift, new_struct, u8p, CLOSED = ...",
                 "return function(bytes, partial)",
                 "local s, len = cast(u8p, bytes), #bytes",
                 "local p = new_struct()",
-                "if not enter() then return nil end",
                 "local i = 0" }
   for k, f in ipairs(fields) do
     local wt = WIRE[f.type]
@@ -239,21 +238,19 @@ function M.generate(layout, prefix, cases, new_struct)
                     at + 3)
     end
     if f.type == "double" then -- stored as its bits (a NaN's payload kept)
-      read = format("if i + 8 > len then return leave(nil) end local lo, hi = %s, %s i = i + 8", word(0), word(4))
+      read = format("if i + 8 > len then return nil end local lo, hi = %s, %s i = i + 8", word(0), word(4))
       store = format("p.%sw%d[0] = lo p.%sw%d[1] = hi", prefix, f.number, prefix, f.number)
     elseif f.type == "float" then
-      read = format("if i + 4 > len then return leave(nil) end v = %s i = i + 4", word(0))
+      read = format("if i + 4 > len then return nil end v = %s i = i + 4", word(0))
       store = format("p.%sw%d = v", prefix, f.number)
     elseif f.type == "fixed32" or f.type == "sfixed32" then
-      read = format("if i + 4 > len then return leave(nil) end v = %s i = i + 4", word(0))
+      read = format("if i + 4 > len then return nil end v = %s i = i + 4", word(0))
       if f.type == "sfixed32" then read = read .. " v = tobit(v)" end
-    elseif PUN[f.type] then -- fixed64, sfixed64
-      local copy = {}
-      for j = 0, 7 do copy[#copy + 1] = format("pun.b[%d] = s[i + %d]", j, j) end
-      read = format("if i + 8 > len then return leave(nil) end %s v = pun.%s i = i + 8", concat(copy, " "),
-                    PUN[f.type])
+    elseif f.type == "fixed64" or f.type == "sfixed64" then -- its two words
+      read = format("if i + 8 > len then return nil end local lo, hi = %s, %s i = i + 8", word(0), word(4))
+      store = format("p.%sw%d[0] = lo p.%sw%d[1] = hi", prefix, f.number, prefix, f.number)
     else
-      read = "if i >= len then return leave(nil) end v, i = rv(s, i, len) if v < 0 then return leave(nil) end"
+      read = "if i >= len then return nil end v, i = rv(s, i, len) if v < 0 then return nil end"
       if f.type == "bool" then
         read = read .. " v = v ~= 0 and 1 or 0"
       elseif f.type == "uint32" then
@@ -265,7 +262,7 @@ function M.generate(layout, prefix, cases, new_struct)
       elseif f.type == "sint64" then
         read = read .. " if v % 2 == 0 then v = v / 2 else v = -(v + 1) / 2 end"
       end
-      if f.closed then read = read .. format(" if not CLOSED[%d][v] then return leave(nil) end", k) end
+      if f.closed then read = read .. format(" if not CLOSED[%d][v] then return nil end", k) end
     end
     local mark = ""
     if f.oneof then
@@ -277,17 +274,16 @@ function M.generate(layout, prefix, cases, new_struct)
     dec[#dec + 1] = format("if i + %d <= len and %s then local v i = i + %d %s %s %s end", #tag,
                            concat(test, " and "), #tag, read, mark, store)
   end
-  dec[#dec + 1] = "if i ~= len then return leave(nil) end"
+  dec[#dec + 1] = "if i ~= len then return nil end"
   local closed = {}
   for k, f in ipairs(fields) do closed[k] = f.closed end
   if #required > 0 then
-    dec[#dec + 1] = format("if not partial and (%s) then return leave(nil) end", concat(required, " or "))
+    dec[#dec + 1] = format("if not partial and (%s) then return nil end", concat(required, " or "))
   end
-  dec[#dec + 1] = "return leave(p) end"
-  env = { cast = ffi.cast }
-  local decode = assert(load(concat(dec, "\n"), "=protocall.ffi", "t", env))(
-    rv, pun, band, bor, tobit, bxor, rshift, new_struct, ffi.typeof("const uint8_t *"), closed, enter, leave)
-  return encode, decode
+  dec[#dec + 1] = "return p end"
+  make = load(concat(dec, "\n"), "=protocall.ffi", "t", { cast = ffi.cast })
+  if not make then return nil end
+  return encode, make(rv, band, bor, tobit, bxor, rshift, new_struct, ffi.typeof("const uint8_t *"), closed)
 end
 
 return M

@@ -72,6 +72,8 @@ end
 
 -- The varint at s[i] (i < len), at most 7 bytes (below 2^49: exact as a
 -- number): its value and the index past it, or -1 (longer or cut short).
+-- Unrolled, as w32 is: a loop would be a trace of its own, and LuaJIT
+-- sinks no allocation across a trace's end.
 local function rv(s, i, len)
   local b = s[i]
   if b < 128 then return b, i + 1 end

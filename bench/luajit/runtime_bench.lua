@@ -30,6 +30,8 @@ for _, a in ipairs(arg or {}) do
     quick = true
   elseif a == "--child-cycle" then
     child = true
+  elseif a == "--callgrind" then -- make bench BENCH_ARGS=--callgrind: counts for fields_bench.lua only
+    print("runtime_bench: no instruction counts for these rows (times and memory only)")
   else
     error("runtime_bench.lua takes --quick (and --child-cycle, for its own Lua 5.4 child), not " .. a, 0)
   end

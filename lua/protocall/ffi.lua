@@ -61,6 +61,14 @@ function M.install(pc, core)
   local unknown = setmetatable({}, { __mode = "k" })
   -- What each struct type is: by ctype id, {T =, P =, encode =, decode =}.
   local infos = {}
+  -- Sets struct p's unknown fields (u: their bytes; nil or "" for none).
+  -- Its type is marked as having met some: from then on pc.encode looks
+  -- them up, through the core codec (lua/protocall/ffi_codec.lua's cannot).
+  local function keep_unknown(info, p, u)
+    if u == "" then u = nil end
+    unknown[p] = u
+    if u then info.unknown = true end
+  end
   local of_type = setmetatable({}, { __mode = "k" }) -- T -> P
 
   local core_encode, core_decode = pc.encode, pc.decode
@@ -424,15 +432,10 @@ function M.install(pc, core)
       local src = info_of(x)
       if src == info then
         ffi.copy(p, body_of(T, x), layout.size)
-        unknown[p] = unknown[x]
-        if unknown[p] then info.unknown = true end
+        keep_unknown(info, p, unknown[x])
       elseif core_is_message(x) and core_type_of(x) == T then
         core.ffi_copy(T, x, cast(voidp, p), true)
-        local u = core.unknown_fields(x)
-        if u ~= "" then
-          unknown[p] = u
-          info.unknown = true
-        end
+        keep_unknown(info, p, core.unknown_fields(x))
       else
         raise(format("bad argument #1 to '%s' (a table, field values, or a %s message or struct "
                      .. "expected, got %s)", T.full_name, T.full_name,
@@ -470,6 +473,10 @@ function M.install(pc, core)
         local s = lua_encode(p, opts ~= nil and opts.partial)
         if s then return s end
       end
+      return info.encode_core(p, opts)
+    end
+    -- The core encoder through the FFI (opts checked: nil or a table).
+    function info.encode_core(p, opts)
       local u = unknown[p]
       local partial = opts ~= nil and opts.partial and 1 or 0
       local c, so = codec, size_out
@@ -510,10 +517,7 @@ function M.install(pc, core)
       depth = depth + 1
       local r = api.decode(c, def, bytes, #bytes, partial, p, size, uo, us)
       local err = r == 1 and fstring(api.error(c))
-      if r == 0 and us[0] ~= 0 then
-        unknown[p] = fstring(uo[0], us[0])
-        info.unknown = true
-      end
+      if r == 0 and us[0] ~= 0 then keep_unknown(info, p, fstring(uo[0], us[0])) end
       depth = depth - 1
       if r == 2 then raise("not enough memory") end
       if r ~= 0 then return nil, err end
@@ -555,6 +559,7 @@ function M.install(pc, core)
       if info and info.lua_encode and not info.unknown then
         local s = info.lua_encode(m, false)
         if s then return s end
+        return info.encode_core(m, nil) -- m is a struct: P itself raised above
       end
     end
     local info = info_of(m)
@@ -618,9 +623,7 @@ function M.install(pc, core)
       end
       if not ok then reraise(name, err) end
       core.ffi_copy(info.T, copy, cast(voidp, m), true)
-      local u = core.unknown_fields(copy)
-      unknown[m] = u ~= "" and u or nil
-      if u ~= "" then info.unknown = true end
+      keep_unknown(info, m, core.unknown_fields(copy))
     end
   end
   -- Parsers into a type: P gives a struct.

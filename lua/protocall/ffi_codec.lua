@@ -103,6 +103,22 @@ local function rv(s, i, len)
   return -1, i
 end
 
+-- The types moved as two 32-bit words (the struct's `w` member).
+local TWO_WORDS = { double = true, fixed64 = true, sfixed64 = true }
+
+-- Code storing the 4 little-endian bytes of word w (a number or an int32)
+-- at buf[n + at].
+local function le32(w, at)
+  return format("buf[n + %d] = band(%s, 255) buf[n + %d] = band(rshift(%s, 8), 255) "
+                .. "buf[n + %d] = band(rshift(%s, 16), 255) buf[n + %d] = rshift(%s, 24)",
+                at, w, at + 1, w, at + 2, w, at + 3, w)
+end
+
+-- Code reading the little-endian uint32 at s[i + at], as a number.
+local function word(at)
+  return format("s[i + %d] + s[i + %d] * 256 + s[i + %d] * 65536 + s[i + %d] * 16777216", at, at + 1, at + 2, at + 3)
+end
+
 local WIRE = { -- wire type by protobuf type
   int32 = 0, int64 = 0, uint32 = 0, uint64 = 0, sint32 = 0, sint64 = 0, bool = 0, enum = 0,
   fixed64 = 1, sfixed64 = 1, double = 1, fixed32 = 5, sfixed32 = 5, float = 5,
@@ -180,12 +196,7 @@ function M.generate(layout, prefix, cases, new_struct)
     local put
     local load = member(f)
     local test = present(f)
-    local function le32(w, at) -- the 4 bytes of word w (a number or int32) at buf[n + at]
-      return format("buf[n + %d] = band(%s, 255) buf[n + %d] = band(rshift(%s, 8), 255) "
-                    .. "buf[n + %d] = band(rshift(%s, 16), 255) buf[n + %d] = rshift(%s, 24)",
-                    at, w, at + 1, w, at + 2, w, at + 3, w)
-    end
-    if f.type == "double" then -- its two words, never read as a number (a NaN's payload kept)
+    if TWO_WORDS[f.type] then -- never read as a number (a NaN's payload kept)
       load = format("p.%sw%d", prefix, f.number)
       if f.hasbit < 0 and not f.oneof then test = "v[0] ~= 0 or v[1] ~= 0" end
       put = le32("v[0]", 0) .. " " .. le32("v[1]", 4) .. " n = n + 8"
@@ -194,10 +205,6 @@ function M.generate(layout, prefix, cases, new_struct)
       put = le32("v", 0) .. " n = n + 4"
     elseif f.type == "fixed32" or f.type == "sfixed32" then
       put = le32("v", 0) .. " n = n + 4"
-    elseif f.type == "fixed64" or f.type == "sfixed64" then -- its two words
-      load = format("p.%sw%d", prefix, f.number)
-      if f.hasbit < 0 and not f.oneof then test = "v[0] ~= 0 or v[1] ~= 0" end
-      put = le32("v[0]", 0) .. " " .. le32("v[1]", 4) .. " n = n + 8"
     elseif f.type == "bool" then
       put = "buf[n] = v ~= 0 and 1 or 0 n = n + 1"
     elseif f.type == "uint32" then
@@ -235,11 +242,7 @@ function M.generate(layout, prefix, cases, new_struct)
     for j, b in ipairs(tag) do test[j] = format("s[i + %d] == %d", j - 1, b) end
     local read
     local store = format("%s = v", member(f))
-    local function word(at) -- the little-endian uint32 at s[i + at], as a number
-      return format("s[i + %d] + s[i + %d] * 256 + s[i + %d] * 65536 + s[i + %d] * 16777216", at, at + 1, at + 2,
-                    at + 3)
-    end
-    if f.type == "double" then -- stored as its bits (a NaN's payload kept)
+    if TWO_WORDS[f.type] then -- stored as its bits (a NaN's payload kept)
       read = format("if i + 8 > len then return nil end local lo, hi = %s, %s i = i + 8", word(0), word(4))
       store = format("p.%sw%d[0] = lo p.%sw%d[1] = hi", prefix, f.number, prefix, f.number)
     elseif f.type == "float" then
@@ -248,9 +251,6 @@ function M.generate(layout, prefix, cases, new_struct)
     elseif f.type == "fixed32" or f.type == "sfixed32" then
       read = format("if i + 4 > len then return nil end v = %s i = i + 4", word(0))
       if f.type == "sfixed32" then read = read .. " v = tobit(v)" end
-    elseif f.type == "fixed64" or f.type == "sfixed64" then -- its two words
-      read = format("if i + 8 > len then return nil end local lo, hi = %s, %s i = i + 8", word(0), word(4))
-      store = format("p.%sw%d[0] = lo p.%sw%d[1] = hi", prefix, f.number, prefix, f.number)
     else
       read = "if i >= len then return nil end v, i = rv(s, i, len) if v < 0 then return nil end"
       if f.type == "bool" then

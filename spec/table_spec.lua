@@ -291,3 +291,263 @@ describe("pc.to_table and pc.decode(T, bytes, {table = true})", function()
     end
   end)
 end)
+
+-- pc.decode(T, bytes, {table = true}) reads the wire straight into tables
+-- (lpc_decode_plain) and leaves to a decode into an arena whatever it does
+-- not take exactly; core.decode_direct is that first path alone (false
+-- where it gives up). Both must give what pc.to_table(pc.decode(T, bytes))
+-- gives, errors included.
+describe("pc.decode(T, bytes, {table = true}) straight from the wire", function()
+  local core = require "protocall.core"
+  local dp = pc.pool()
+  assert(dp:load([[
+    syntax = "proto3";
+    package td;
+    enum E { Z = 0; A = 1; B = 2; }
+    message Sub { int32 x = 1; string name = 2; Sub child = 3; }
+    message M {
+      int32 i32 = 1; int64 i64 = 2; uint32 u32 = 3; uint64 u64 = 4; sint32 s32 = 5; sint64 s64 = 6;
+      fixed32 f32 = 7; fixed64 f64 = 8; sfixed32 sf32 = 9; sfixed64 sf64 = 10; float fl = 11; double d = 12;
+      bool b = 13; string s = 14; bytes by = 15; E e = 16; Sub sub = 17;
+      repeated int32 ri = 18; repeated sint64 rs64 = 19 [packed = false]; repeated double rd = 20;
+      repeated string rs = 21; repeated Sub rsub = 22; repeated E re = 23; repeated fixed32 rf = 24;
+      oneof o { int32 oi = 25; string os = 26; Sub osub = 27; }
+      optional int32 opt = 28; optional string ostr = 29;
+      int32 big = 1000; string huge = 100000;
+    }
+    message WithMap { int32 a = 1; map<string, int32> m = 2; }
+  ]], { name = "td.proto" }))
+  assert(dp:load([[
+    syntax = "proto2";
+    package td2;
+    enum C { ONE = 1; TWO = 2; }
+    message P {
+      required int32 req = 1; optional int32 a = 2 [default = 5]; optional C c = 3; repeated C rc = 4;
+      optional string s = 5; optional P child = 6; optional group G = 7 { optional int32 g = 1; }
+      extensions 100 to 199;
+    }
+    extend P { optional int32 ext = 100; }
+  ]], { name = "td2.proto" }))
+  local M, Sub, P = dp:type("td.M"), dp:type("td.Sub"), dp:type("td2.P")
+
+  -- What the arena path gives: the tables, or nil and the error.
+  local function reference(T, bytes, opts)
+    local m, err = pc.decode(T, bytes, opts)
+    if not m then return nil, err end
+    return pc.to_table(m)
+  end
+
+  -- Checks decode{table} against the reference; returns whether the direct
+  -- path took the input (and then its tables are checked too).
+  local function check(T, bytes, what, opts)
+    local want, want_err = reference(T, bytes, opts)
+    local topts = { table = true }
+    for k, v in pairs(opts or {}) do topts[k] = v end
+    local got, err = pc.decode(T, bytes, topts)
+    if want == nil then
+      assert(got == nil, what .. ": tables where the decoder fails with " .. tostring(want_err))
+      assert.are.equal(want_err, err, what)
+    else
+      same_tables(want, got, what)
+    end
+    local direct = core.decode_direct(T, bytes, opts and opts.max_depth, opts and opts.partial)
+    if direct == false then return false end
+    assert(want ~= nil, what .. ": the direct path took input the decoder refuses: " .. tostring(want_err))
+    same_tables(want, direct, what .. " (direct)")
+    return true
+  end
+
+  local function varint(v)
+    local out = {}
+    repeat
+      local b = v % 128
+      v = (v - b) / 128
+      out[#out + 1] = string.char(v > 0 and b + 128 or b)
+    until v == 0
+    return table.concat(out)
+  end
+  local function tag(n, wt) return varint(n * 8 + wt) end
+  local function len(n, body) return tag(n, 2) .. varint(#body) .. body end
+
+  it("takes plain input and gives the decoder's tables, values and presence alike", function()
+    local m = M { i32 = -7, i64 = R.int("-9007199254740993"), u32 = 4294967295, u64 = R.uint("18446744073709551615"),
+      s32 = -2147483648, s64 = R.int("-9223372036854775808"), f32 = 1, f64 = R.uint("9007199254740993"),
+      sf32 = -1, sf64 = -2, fl = -0.0, d = 0 / 0, b = true, s = "héllo", by = "\0\255", e = "B",
+      sub = { x = 1, child = { name = "c" } }, ri = { 1, -1, 300 }, rs64 = { -5, 5 }, rd = { 0.5 },
+      rs = { "", "a" }, rsub = { {}, { x = 2 } }, re = { 0, 7 }, rf = { 1, 2 }, osub = {}, opt = 0, ostr = "",
+      big = 3, huge = "h" }
+    assert.is_true(check(M, pc.encode(m), "every kind of field"))
+    assert.is_true(check(M, "", "empty input"))
+    assert.is_true(check(Sub, pc.encode(Sub { child = { child = { child = {} } } }), "nested"))
+    -- Implicit defaults on the wire are not set; presence keeps them.
+    local zeros = tag(1, 0) .. "\0" .. tag(14, 2) .. "\0" .. tag(11, 5) .. "\0\0\0\0" .. len(18, "")
+      .. tag(28, 0) .. "\0" .. tag(25, 0) .. "\0"
+    assert.is_true(check(M, zeros, "zeros on the wire"))
+    assert.are.same({ opt = 0, oi = 0 }, pc.decode(M, zeros, { table = true }))
+    -- Unknown fields and fields of another wire type are left out.
+    local odd = tag(500, 0) .. "\1" .. tag(1, 2) .. "\1x" .. tag(2, 0) .. "\5" .. tag(501, 5) .. "\1\2\3\4"
+      .. tag(502, 3) .. tag(1, 0) .. "\1" .. tag(502, 4)
+    assert.is_true(check(M, odd, "unknown fields"))
+    assert.are.same({ i64 = R.int("5") }, pc.decode(M, odd, { table = true }))
+    -- Packed and unpacked elements in one run.
+    local mixed = tag(18, 0) .. "\1" .. len(18, "\2\3") .. tag(18, 0) .. "\4" .. len(19, "\3")
+    assert.is_true(check(M, mixed, "packed and unpacked"))
+    assert.are.same({ ri = { 1, 2, 3, 4 }, rs64 = { -2 } }, pc.decode(M, mixed, { table = true }))
+    local p2 = P { req = 0, c = "TWO", rc = { "ONE" }, s = "\255", child = { req = 1 } }
+    assert.is_true(check(P, pc.encode(p2), "proto2"))
+    assert.is_true(check(P, tag(2, 0) .. "\0", "partial", { partial = true }))
+  end)
+
+  it("gives up where the decoder's rules differ from setting each field once", function()
+    local cases = {
+      { M, tag(1, 0) .. "\1" .. tag(1, 0) .. "\2", { i32 = 2 }, "a scalar twice: the last wins" },
+      { M, len(17, tag(1, 0) .. "\1") .. len(17, len(2, "n")), { sub = { x = 1, name = "n" } },
+        "a sub-message twice: they merge" },
+      { M, tag(25, 0) .. "\1" .. len(26, "s"), { os = "s" }, "two members of one oneof: the last wins" },
+      { M, tag(18, 0) .. "\1" .. tag(1, 0) .. "\1" .. tag(18, 0) .. "\2", { ri = { 1, 2 }, i32 = 1 },
+        "a repeated field in two runs: one list" },
+      { M, tag(23, 0) .. "\1" .. tag(18, 0) .. "\9" .. tag(23, 0) .. "\2", { re = { 1, 2 }, ri = { 9 } },
+        "an open enum in two runs" },
+      { P, tag(1, 0) .. "\1" .. tag(3, 0) .. "\9", { req = 1 }, "a closed enum's unknown value" },
+      { P, tag(1, 0) .. "\1" .. tag(4, 0) .. "\1" .. tag(4, 0) .. "\9", { req = 1, rc = { 1 } },
+        "a closed enum's unknown value in a list" },
+      { P, tag(1, 0) .. "\1" .. tag(100, 0) .. "\5", { req = 1 }, "an extension" },
+      { P, tag(1, 0) .. "\1" .. tag(7, 3) .. tag(1, 0) .. "\4" .. tag(7, 4), { req = 1, g = { g = 4 } },
+        "a group" },
+      { dp:type("td.WithMap"), len(2, len(1, "k") .. tag(2, 0) .. "\3"), { m = { k = 3 } }, "a map" },
+    }
+    for _, c in ipairs(cases) do
+      local T, bytes, want, what = c[1], c[2], c[3], c[4]
+      assert.is_false(check(T, bytes, what), what)
+      same_tables(want, pc.decode(T, bytes, { table = true }), what)
+    end
+    -- Refused input: the decoder's error, word for word.
+    local bad = {
+      { M, tag(14, 2) .. "\2\255\254", "bad UTF-8" },
+      { P, tag(2, 0) .. "\1", "a required field missing" },
+      { P, tag(1, 0) .. "\1" .. len(6, tag(2, 0) .. "\1"), "a nested required field missing" },
+      { M, tag(1, 0) .. "\128", "a cut varint" },
+      { M, len(17, "\8"), "a cut sub-message" },
+      { M, tag(1, 0) .. "\255\255\255\255\255\255\255\255\255\255\1", "an 11-byte varint" },
+      { M, len(24, "\1\2\3"), "a packed fixed32 run of 3 bytes" },
+      { M, len(18, "\128"), "a packed run ending inside a varint" },
+      { M, "\0", "field 0" },
+      { M, tag(1, 7), "wire type 7" },
+      { M, tag(1, 4), "an end-group alone" },
+      { M, tag(500, 2) .. "\5ab", "an unknown field past the end" },
+    }
+    for _, c in ipairs(bad) do
+      assert.is_false(check(c[1], c[2], c[3]), c[3])
+      assert.is_nil((pc.decode(c[1], c[2], { table = true })), c[3])
+    end
+  end)
+
+  it("stops at the decoder's depth limit, and the decoder says where", function()
+    local function nested(n)
+      local b = ""
+      for _ = 1, n do b = len(3, b) end
+      return b
+    end
+    for _, depth in ipairs({ 1, 2, 5 }) do
+      for n = depth - 1, depth + 1 do
+        check(Sub, nested(n), ("%d levels, max_depth %d"):format(n, depth), { max_depth = depth })
+      end
+    end
+    assert.is_true(check(Sub, nested(99), "99 levels"))
+    check(Sub, nested(100), "100 levels")
+    assert.is_false(check(Sub, nested(101), "101 levels"))
+  end)
+
+  it("keeps nothing of a tree it returned (LuaJIT sets 64-bit values last, through one reused table)", function()
+    local weak = setmetatable({}, { __mode = "v" })
+    local t = pc.decode(M, pc.encode(M { i64 = 5, rs64 = { 1, 2, 3, 4 }, sub = {} }), { table = true })
+    weak[1], weak[2] = t, t.rs64
+    assert.are.equal(4, #t.rs64)
+    t = nil -- luacheck: ignore
+    local u = pc.decode(M, pc.encode(M { i64 = 1 }), { table = true })
+    assert.is_true(u.i64 == 1)
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(weak[1])
+    assert.is_nil(weak[2])
+  end)
+
+  -- Random messages of td.M and td2.P, their bytes and mutations of them.
+  it("agrees with the decoder on 3000 random and mutated inputs, and takes most valid ones", function()
+    math.randomseed(20261201)
+    local rnd = math.random
+    local function rstr() local t = {} for i = 1, rnd(0, 6) do t[i] = string.char(rnd(97, 122)) end return table.concat(t) end
+    local function rbytes() local t = {} for i = 1, rnd(0, 6) do t[i] = string.char(rnd(0, 255)) end return table.concat(t) end
+    local function rint() local c = rnd(1, 4) return c == 1 and 0 or c == 2 and rnd(-200, 200) or rnd(-2147483648, 2147483647) end
+    local function rsub(d)
+      local s = { x = rnd(2) == 1 and rint() or nil, name = rnd(2) == 1 and rstr() or nil }
+      if d < 3 and rnd(3) == 1 then s.child = rsub(d + 1) end
+      return s
+    end
+    local function rlist(n, f) local t = {} for i = 1, rnd(0, n) do t[i] = f() end return t end
+    local function rm()
+      local t = {}
+      if rnd(2) == 1 then t.i32 = rint() end
+      if rnd(2) == 1 then t.i64 = R.int((rnd(2) == 1 and "-" or "") .. rnd(0, 922337203) .. ("%010d"):format(rnd(0, 2147483647))) end
+      if rnd(2) == 1 then t.u32 = rnd(0, 4294967295) end
+      if rnd(2) == 1 then t.u64 = R.uint(rnd(0, 1844674407) .. ("%010d"):format(rnd(0, 2147483647))) end
+      if rnd(2) == 1 then t.s32 = rint() end
+      if rnd(2) == 1 then t.s64 = R.int(tostring(rint())) end
+      if rnd(2) == 1 then t.f32 = rnd(0, 4294967295) end
+      if rnd(2) == 1 then t.sf64 = R.int(tostring(rint())) end
+      if rnd(2) == 1 then t.fl = ({ 0.5, -0.0, 1 / 0, 0 / 0, 3 })[rnd(5)] end
+      if rnd(2) == 1 then t.d = ({ 0.1, -0.0, -1 / 0, 0 / 0, 2 ^ 60 })[rnd(5)] end
+      if rnd(2) == 1 then t.b = rnd(2) == 1 end
+      if rnd(2) == 1 then t.s = rstr() end
+      if rnd(2) == 1 then t.by = rbytes() end
+      if rnd(2) == 1 then t.e = rnd(0, 3) end
+      if rnd(2) == 1 then t.sub = rsub(0) end
+      if rnd(2) == 1 then t.ri = rlist(5, rint) end
+      if rnd(2) == 1 then t.rs64 = rlist(5, function() return R.int(tostring(rint())) end) end
+      if rnd(2) == 1 then t.rd = rlist(3, function() return rnd() end) end
+      if rnd(2) == 1 then t.rs = rlist(3, rstr) end
+      if rnd(2) == 1 then t.rsub = rlist(3, function() return rsub(1) end) end
+      if rnd(2) == 1 then t.re = rlist(4, function() return rnd(0, 5) end) end
+      local o = rnd(4)
+      if o == 1 then t.oi = rint() elseif o == 2 then t.os = rstr() elseif o == 3 then t.osub = rsub(2) end
+      if rnd(2) == 1 then t.opt = rint() end
+      if rnd(3) == 1 then t.big = rint() end
+      if rnd(3) == 1 then t.huge = rstr() end
+      return M(t)
+    end
+    local function rp(d)
+      local t = { req = rnd(4) > 1 and rint() or nil }
+      if rnd(2) == 1 then t.a = rint() end
+      if rnd(2) == 1 then t.c = rnd(1, 2) end
+      if rnd(2) == 1 then t.rc = rlist(3, function() return rnd(1, 2) end) end
+      if rnd(2) == 1 then t.s = rbytes() end
+      if d < 2 and rnd(3) == 1 then t.child = rp(d + 1) end
+      return P(t)
+    end
+    local function mutate(b)
+      local k = rnd(6)
+      if #b == 0 or k == 1 then return b .. tag(rnd(1, 30), rnd(0, 5)) .. string.char(rnd(0, 255), rnd(0, 255)) end
+      local i = rnd(#b)
+      if k == 2 then return b:sub(1, i - 1) end
+      if k == 3 then return b:sub(1, i - 1) .. string.char(rnd(0, 255)) .. b:sub(i + 1) end
+      if k == 4 then return b .. b end
+      if k == 5 then return b:sub(1, i) .. b:sub(i) end
+      return b:sub(i) .. b:sub(1, i - 1)
+    end
+    local valid, taken = 0, 0
+    for i = 1, 1500 do
+      local T, m = M, nil
+      if i % 3 == 0 then T, m = P, rp(0) else m = rm() end
+      local ok, b = pcall(pc.encode, m, { partial = true })
+      assert(ok, b)
+      if check(T, b, "random " .. i, { partial = true }) then taken = taken + 1 end
+      valid = valid + 1
+      check(T, b, "random " .. i .. " (required checked)")
+      local mb = mutate(b)
+      check(T, mb, "mutated " .. i, { partial = true })
+      check(T, mb, "mutated " .. i .. " (required checked)")
+    end
+    -- What it gives up on among valid bytes: only types and cases named above.
+    assert(taken >= valid * 0.95, ("the direct path took %d of %d valid inputs"):format(taken, valid))
+  end)
+end)

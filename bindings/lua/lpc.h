@@ -9,6 +9,7 @@
 #include "message/message.h"
 #include "protocall.h"
 #include "schema/def.h"
+#include "wire/decode.h"
 
 #include "lpc_compat.h"
 
@@ -61,12 +62,21 @@ int lpc_encode_table(lua_State *L, int type, int t);
  * lpc_encode_table declines: the caller builds T{...} (lpc_table.c). */
 int lpc_table_message(lua_State *L, int type, int t);
 
-/* Pushes the plain table of 'msg' (type 'def', whose Type is at 'type',
- * or 0 for a message of a few fields, whose names are then interned as
- * they are set rather than taken from the Type's names) in pc.to_table's
+/* Pushes the plain table of 'msg' (type 'def', whose Type is at 'type')
+ * in pc.to_table's
  * shape: set fields by name, sub-messages as tables, lists, maps as
  * tables, enums as numbers (lpc_table.c). */
 void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_MessageDef *def);
+
+/* pc.decode(T, bytes, {table = true}) straight from the wire: pushes the
+ * tables lpc_push_plain would show of the decoded message (the Type at
+ * 'type', of 'def'; 'opts': max_depth and partial) and returns 1, or
+ * returns 0 with the stack as it was when the input is anything but
+ * plain well-formed data (the caller then decodes it into an arena: the
+ * same tables, or the decoder's error). Never raises for bad input
+ * (lpc_table.c). */
+int lpc_decode_plain(lua_State *L, int type, const pc_MessageDef *def, const char *bytes,
+                     size_t len, const pc_DecodeOptions *opts);
 
 /* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
  * types, declarations), the message files (instances: lpc_anchor.c,

@@ -90,7 +90,7 @@ int lpc_compat_error(lua_State *L, const char *fmt, ...) {
  * to(value, pointer) -> 1 for an int64_t cdata, 2 for a uint64_t one (its
  * bits stored at *pointer), false for anything else;
  * set(t, bits, unsigned, n): t[2i + 1][t[2i + 2]] = push(bits + i, unsigned[i] ~= 0)
- * for i = 0..n-1. */
+ * for i = 0..n-1, then t[2i + 1] and t[2i + 2] cleared (t is used again). */
 static const char kHelpers[] = "local ffi = require 'ffi'\n"
                                "local i64, u64 = ffi.typeof('int64_t'), ffi.typeof('uint64_t')\n"
                                "local pi, pu = ffi.typeof('int64_t *'), ffi.typeof('uint64_t *')\n"
@@ -109,6 +109,8 @@ static const char kHelpers[] = "local ffi = require 'ffi'\n"
                                "    local v\n"
                                "    if ks[i] ~= 0 then v = u[i] else v = s[i] end\n"
                                "    t[2 * i + 1][t[2 * i + 2]] = v\n"
+                               "    t[2 * i + 1], t[2 * i + 2] = nil, nil\n"
+
                                "  end\n"
                                "end\n";
 

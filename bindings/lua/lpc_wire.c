@@ -178,45 +178,6 @@ static int lpc_codecstate_close(lua_State *L) {
   return 0;
 }
 
-/* Flat types this size or smaller decode {table = true} on the C stack. */
-#define LPC_FLAT_STACK 512
-
-/* {table = true} for a flat type (flat_kind): the message on the C stack,
- * its strings pointing into the input; the scratch arena takes only
- * unknown fields, which plain tables leave out. Pushes the table (1) or
- * nil and the reason (2); 0 when the type is too large for this. */
-static int flat_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *def, const char *bytes,
-                         size_t len, const pc_DecodeOptions *opts) {
-  union {
-    max_align_t align;
-    char mem[LPC_FLAT_STACK];
-  } buf;
-  if (def->size > sizeof buf.mem) return 0;
-  if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
-    return luaL_error(L, "not enough memory");
-  pc_Message *msg = (pc_Message *)(void *)buf.mem;
-  pc_Message_Init(def, msg);
-  pc_DecodeOptions flat_opts = *opts;
-  flat_opts.alias = 1;
-  pc_Error err;
-  pc_Error_Init(&err);
-  size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
-  pc_DecodeStatus st = pc_Decode(bytes, len, msg, def, cs->scratch, &flat_opts, &err);
-  if (pc_Arena_SpaceAllocated(cs->scratch) != empty) {
-    /* Unknown fields: a copy the tables do not show. */
-    pc_Arena_Free(cs->scratch);
-    cs->scratch = NULL;
-  }
-  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
-  if (st != kPc_DecodeStatus_Ok) {
-    lua_pushnil(L);
-    lua_pushstring(L, err.msg);
-    return 2;
-  }
-  lpc_push_plain(L, 0, msg, def); /* a few plain fields: names interned as they are set */
-  return 1;
-}
-
 /* {table = true}: decodes into the reusable arena and pushes the plain
  * tables (1), or nil and the reason (2). 0 when the arena is in use. */
 static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *def,
@@ -341,7 +302,7 @@ static int lpc_codec_decode(lua_State *L) {
     lua_pop(L, 2);
   }
   if (as_table) {
-    int n = cs->type_flat != kFlat_No ? flat_to_table(L, cs, def, bytes, len, &opts) : 0;
+    int n = lpc_decode_plain(L, 1, def, bytes, len, &opts);
     if (n == 0) n = decode_to_table(L, cs, def, bytes, len, &opts);
     if (n > 0) return n;
   }

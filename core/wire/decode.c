@@ -54,64 +54,6 @@ static const uint8_t *oom(Dec *d) {
   return NULL;
 }
 
-/* The wire type a field of type 't' is written with. */
-static pc_WireType wire_type_of(pc_FieldType t) {
-  switch (t) {
-  case kPc_Type_Double:
-  case kPc_Type_Fixed64:
-  case kPc_Type_Sfixed64: return kPc_Wire_Fixed64;
-  case kPc_Type_Float:
-  case kPc_Type_Fixed32:
-  case kPc_Type_Sfixed32: return kPc_Wire_Fixed32;
-  case kPc_Type_String:
-  case kPc_Type_Bytes:
-  case kPc_Type_Message: return kPc_Wire_Len;
-  case kPc_Type_Group: return kPc_Wire_StartGroup;
-  default: return kPc_Wire_Varint;
-  }
-}
-
-static int is_scalar_numeric(pc_FieldType t) {
-  return t != kPc_Type_String && t != kPc_Type_Bytes && t != kPc_Type_Message &&
-         t != kPc_Type_Group;
-}
-
-/* One numeric value of type 't' whose wire type 'wt' fits, as a pc_Value
- * of the type's slot kind. */
-static const uint8_t *read_number(const uint8_t *p, const uint8_t *end, pc_FieldType t, pc_Value *v,
-                                  pc_WireStatus *st) {
-  switch (wire_type_of(t)) {
-  case kPc_Wire_Fixed32:
-    if (end - p < 4) {
-      *st = kPc_WireStatus_Truncated;
-      return NULL;
-    }
-    v->u32 = pc_Wire_LoadFixed32(p);
-    return p + 4;
-  case kPc_Wire_Fixed64:
-    if (end - p < 8) {
-      *st = kPc_WireStatus_Truncated;
-      return NULL;
-    }
-    v->u64 = pc_Wire_LoadFixed64(p);
-    return p + 8;
-  default: break;
-  }
-  uint64_t u;
-  p = pc_Wire_ReadVarint(p, end, &u, st);
-  if (p == NULL) return NULL;
-  switch (t) {
-  case kPc_Type_Bool: v->b = u != 0; break;
-  case kPc_Type_Int32:
-  case kPc_Type_Enum:
-  case kPc_Type_Uint32: v->u32 = (uint32_t)u; break;
-  case kPc_Type_Sint32: v->i32 = pc_Wire_ZigZagDecode32((uint32_t)u); break;
-  case kPc_Type_Sint64: v->i64 = pc_Wire_ZigZagDecode64(u); break;
-  default: v->u64 = u; break;
-  }
-  return p;
-}
-
 /* Stores a numeric value in memory of slot kind 'slot'. */
 static void store_number(void *dst, pc_SlotKind slot, const pc_Value *v) {
   switch (slot) {
@@ -119,12 +61,6 @@ static void store_number(void *dst, pc_SlotKind slot, const pc_Value *v) {
   case kPc_Slot_32: memcpy(dst, &v->u32, 4); break;
   default: memcpy(dst, &v->u64, 8); break;
   }
-}
-
-/* A closed enum's value the enum does not define goes to unknown fields. */
-static int enum_unknown(const pc_FieldDef *f, int32_t v) {
-  return f->type == kPc_Type_Enum && f->enumdef != NULL && f->enumdef->closed &&
-         pc_EnumDef_FindByNumber(f->enumdef, v) == NULL;
 }
 
 static int add_unknown(Dec *d, pc_Message *msg, const uint8_t *from, const uint8_t *to) {
@@ -154,10 +90,6 @@ static int make_string(Dec *d, pc_StringView *out, const uint8_t *p, size_t len)
     return 1;
   }
   return pc_StringView_Copy(out, (const char *)p, len, d->arena);
-}
-
-static int check_utf8(const pc_FieldDef *f) {
-  return f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3;
 }
 
 static const uint8_t *decode_message(Dec *d, const uint8_t *p, const uint8_t *end, pc_Message *msg,
@@ -216,7 +148,7 @@ static const uint8_t *read_map_entry(Dec *d, const uint8_t *tagpos, const uint8_
     const pc_FieldDef *ef = num == 1 ? kf : num == 2 ? vf : NULL;
     if (wt == kPc_Wire_EndGroup)
       return fail(d, entry, NULL, num, kPc_WireStatus_UnmatchedEndGroup, tp);
-    if (ef == NULL || wt != wire_type_of(ef->type)) {
+    if (ef == NULL || wt != pc_Decode_WireType(ef->type)) {
       const uint8_t *at;
       p = pc_Wire_SkipField(p, end, num, wt, d->depth_left, &st, &at);
       if (p == NULL) return fail(d, entry, NULL, num, st, at);
@@ -228,7 +160,7 @@ static const uint8_t *read_map_entry(Dec *d, const uint8_t *tagpos, const uint8_
       size_t len;
       p = pc_Wire_ReadLength(p, end, &len, &st);
       if (p == NULL) return fail(d, entry, ef, 0, st, vp);
-      if (check_utf8(ef) && !pc_Wire_ValidUtf8(p, len))
+      if (pc_Decode_ChecksUtf8(ef) && !pc_Wire_ValidUtf8(p, len))
         return fail(d, entry, ef, 0, kPc_WireStatus_BadUtf8, vp);
       if (!make_string(d, &v->s, p, len)) return oom(d);
       p += len;
@@ -237,13 +169,13 @@ static const uint8_t *read_map_entry(Dec *d, const uint8_t *tagpos, const uint8_
       p = read_submessage(d, p, end, ef, entry, &v->m, 0);
       if (p == NULL) return NULL;
     } else {
-      p = read_number(p, end, ef->type, v, &st);
+      p = pc_Decode_ReadNumber(p, end, ef->type, v, &st);
       if (p == NULL) return fail(d, entry, ef, 0, st, vp);
     }
     if (num == 2) have_val = 1;
   }
   d->depth_left++;
-  if (have_val && enum_unknown(vf, val.i32)) {
+  if (have_val && pc_Decode_EnumUnknown(vf, val.i32)) {
     if (!add_unknown(d, msg, tagpos, end)) return oom(d);
     return end;
   }
@@ -266,7 +198,7 @@ static const uint8_t *read_packed(Dec *d, const uint8_t *tagpos, const uint8_t *
                                   const pc_FieldDef *f, pc_Array *arr) {
   size_t elem = pc_FieldDef_ElemSize(f);
   pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
-  pc_WireType wt = wire_type_of(f->type);
+  pc_WireType wt = pc_Decode_WireType(f->type);
   size_t n;
   pc_WireStatus st = kPc_WireStatus_Ok;
   (void)tagpos;
@@ -287,12 +219,12 @@ static const uint8_t *read_packed(Dec *d, const uint8_t *tagpos, const uint8_t *
   while (p < end) {
     pc_Value v;
     const uint8_t *vp = p;
-    p = read_number(p, end, f->type, &v, &st);
+    p = pc_Decode_ReadNumber(p, end, f->type, &v, &st);
     if (p == NULL) {
       arr->size = base + kept;
       return fail(d, owner, f, 0, st, vp);
     }
-    if (enum_unknown(f, v.i32)) {
+    if (pc_Decode_EnumUnknown(f, v.i32)) {
       if (!add_unknown_varint(d, msg, (uint32_t)f->number, (uint64_t)(int64_t)v.i32)) {
         arr->size = base + kept;
         return oom(d);
@@ -330,7 +262,7 @@ static const uint8_t *read_field(Dec *d, const uint8_t *tagpos, const uint8_t *p
       arr = pc_Message_MutableArray(msg, f, d->arena);
     }
     if (arr == NULL) return oom(d);
-    if (wt == kPc_Wire_Len && is_scalar_numeric(f->type)) {
+    if (wt == kPc_Wire_Len && pc_Decode_IsNumeric(f->type)) {
       size_t len;
       p = pc_Wire_ReadLength(p, end, &len, &st);
       if (p == NULL) return fail(d, m, f, 0, st, vp);
@@ -347,14 +279,14 @@ static const uint8_t *read_field(Dec *d, const uint8_t *tagpos, const uint8_t *p
       size_t len;
       p = pc_Wire_ReadLength(p, end, &len, &st);
       if (p == NULL) return fail(d, m, f, 0, st, vp);
-      if (check_utf8(f) && !pc_Wire_ValidUtf8(p, len))
+      if (pc_Decode_ChecksUtf8(f) && !pc_Wire_ValidUtf8(p, len))
         return fail(d, m, f, 0, kPc_WireStatus_BadUtf8, vp);
       if (!make_string(d, &v.s, p, len)) return oom(d);
       p += len;
     } else {
-      p = read_number(p, end, f->type, &v, &st);
+      p = pc_Decode_ReadNumber(p, end, f->type, &v, &st);
       if (p == NULL) return fail(d, m, f, 0, st, vp);
-      if (enum_unknown(f, v.i32)) return add_unknown(d, msg, tagpos, p) ? p : oom(d);
+      if (pc_Decode_EnumUnknown(f, v.i32)) return add_unknown(d, msg, tagpos, p) ? p : oom(d);
       pc_Value tmp;
       memset(&tmp, 0, sizeof tmp);
       store_number(&tmp, pc_FieldDef_ElemSlot(f), &v);
@@ -396,15 +328,15 @@ static const uint8_t *read_field(Dec *d, const uint8_t *tagpos, const uint8_t *p
     size_t len;
     p = pc_Wire_ReadLength(p, end, &len, &st);
     if (p == NULL) return fail(d, m, f, 0, st, vp);
-    if (check_utf8(f) && !pc_Wire_ValidUtf8(p, len))
+    if (pc_Decode_ChecksUtf8(f) && !pc_Wire_ValidUtf8(p, len))
       return fail(d, m, f, 0, kPc_WireStatus_BadUtf8, vp);
     if (!make_string(d, &v.s, p, len)) return oom(d);
     p += len;
   } else {
     pc_Value raw;
-    p = read_number(p, end, f->type, &raw, &st);
+    p = pc_Decode_ReadNumber(p, end, f->type, &raw, &st);
     if (p == NULL) return fail(d, m, f, 0, st, vp);
-    if (enum_unknown(f, raw.i32)) return add_unknown(d, msg, tagpos, p) ? p : oom(d);
+    if (pc_Decode_EnumUnknown(f, raw.i32)) return add_unknown(d, msg, tagpos, p) ? p : oom(d);
     store_number(&v, pc_FieldDef_ElemSlot(f), &raw);
   }
   if (ext) {
@@ -427,29 +359,12 @@ static const uint8_t *read_field(Dec *d, const uint8_t *tagpos, const uint8_t *p
   return p;
 }
 
-/* The field with number 'num': the regular field (trying the one after
- * the last found first, since input is usually in order), else an
- * extension when 'num' is in an extension range. */
+/* The field with number 'num': the regular field (pc_Decode_FindField),
+ * else an extension when 'num' is in an extension range. */
 static const pc_FieldDef *find_field(const Dec *d, const pc_MessageDef *m, uint32_t num,
                                      uint32_t *hint) {
-  uint32_t i = *hint;
-  if (i < m->field_count && (uint32_t)m->fields_by_number[i]->number == num) {
-    *hint = i + 1;
-    return m->fields_by_number[i];
-  }
-  uint32_t lo = 0, hi = m->field_count;
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    uint32_t n = (uint32_t)m->fields_by_number[mid]->number;
-    if (n == num) {
-      *hint = mid + 1;
-      return m->fields_by_number[mid];
-    }
-    if (n < num)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  const pc_FieldDef *f = pc_Decode_FindField(m, num, hint);
+  if (f != NULL) return f;
   for (uint32_t r = 0; r < m->extension_range_count; r++) {
     if ((int32_t)num >= m->extension_ranges[r].start && (int32_t)num < m->extension_ranges[r].end)
       return d->pool != NULL ? pc_Pool_FindExtensionByNumber(d->pool, m, (int32_t)num) : NULL;
@@ -465,23 +380,8 @@ static const uint8_t *decode_message(Dec *d, const uint8_t *p, const uint8_t *en
     const uint8_t *tagpos = p;
     uint32_t num;
     pc_WireType wt;
-    if (*p < 0x80 || (end - p >= 2 && p[1] < 0x80)) {
-      /* One- and two-byte tags inline (fields up to 2047). */
-      uint32_t t;
-      if (*p < 0x80) {
-        t = *p++;
-      } else {
-        t = (uint32_t)(p[0] & 0x7f) | (uint32_t)p[1] << 7;
-        p += 2;
-      }
-      num = t >> 3;
-      wt = (pc_WireType)(t & 7);
-      if (num == 0) return fail(d, m, NULL, 0, kPc_WireStatus_FieldZero, tagpos);
-      if (wt > kPc_Wire_Fixed32) return fail(d, m, NULL, num, kPc_WireStatus_BadWireType, tagpos);
-    } else {
-      p = pc_Wire_ReadTag(p, end, &num, &wt, &st);
-      if (p == NULL) return fail(d, m, NULL, num, st, tagpos);
-    }
+    p = pc_Decode_ReadTag(p, end, &num, &wt, &st);
+    if (p == NULL) return fail(d, m, NULL, num, st, tagpos);
     if (wt == kPc_Wire_EndGroup) {
       if (group == 0) return fail(d, m, NULL, num, kPc_WireStatus_UnmatchedEndGroup, tagpos);
       if (num != group) return fail(d, m, NULL, num, kPc_WireStatus_GroupMismatch, tagpos);
@@ -489,20 +389,20 @@ static const uint8_t *decode_message(Dec *d, const uint8_t *p, const uint8_t *en
     }
     const pc_FieldDef *f = find_field(d, m, num, &hint);
     if (f != NULL) {
-      pc_WireType want = wire_type_of(f->type);
+      pc_WireType want = pc_Decode_WireType(f->type);
       if (wt == want && f->slot <= kPc_Slot_64 && f->oneof == NULL && !f->is_extension &&
           (f->type != kPc_Type_Enum || f->enumdef == NULL || !f->enumdef->closed)) {
         /* The hot path: a singular number into its slot. */
         pc_Value v;
         const uint8_t *vp = p;
-        p = read_number(p, end, f->type, &v, &st);
+        p = pc_Decode_ReadNumber(p, end, f->type, &v, &st);
         if (p == NULL) return fail(d, m, f, 0, st, vp);
         store_number((char *)msg + f->offset, f->slot, &v);
         if (f->hasbit >= 0) ((uint8_t *)msg)[8 + f->hasbit / 8] |= (uint8_t)(1u << (f->hasbit % 8));
         continue;
       }
       if (wt == want ||
-          (wt == kPc_Wire_Len && f->label == kPc_Label_Repeated && is_scalar_numeric(f->type))) {
+          (wt == kPc_Wire_Len && f->label == kPc_Label_Repeated && pc_Decode_IsNumeric(f->type))) {
         p = read_field(d, tagpos, p, end, msg, m, f, wt);
         if (p == NULL) return NULL;
         continue;

@@ -75,19 +75,6 @@ const uint8_t *pc_Wire_ReadTag(const uint8_t *p, const uint8_t *end, uint32_t *f
   return p;
 }
 
-const uint8_t *pc_Wire_ReadLength(const uint8_t *p, const uint8_t *end, size_t *len,
-                                  pc_WireStatus *st) {
-  uint64_t v;
-  p = pc_Wire_ReadVarint(p, end, &v, st);
-  if (p == NULL) return NULL;
-  if (v > (uint64_t)(end - p)) {
-    *st = kPc_WireStatus_LengthPastEnd;
-    return NULL;
-  }
-  *len = (size_t)v;
-  return p;
-}
-
 /* Iterative over nested groups: each open group's number sits in 'open'
  * (bounded by the depth limit and by PC_WIRE_SKIP_MAX_GROUPS, so no
  * recursion and no allocation). */

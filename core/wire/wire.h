@@ -95,8 +95,18 @@ static inline uint64_t pc_Wire_LoadFixed64(const uint8_t *p) {
 
 /* Reads a length prefix and checks it against what remains: on success
  * '*len' bytes start at the returned position and end at or before 'end'. */
-const uint8_t *pc_Wire_ReadLength(const uint8_t *p, const uint8_t *end, size_t *len,
-                                  pc_WireStatus *st);
+static inline const uint8_t *pc_Wire_ReadLength(const uint8_t *p, const uint8_t *end, size_t *len,
+                                                pc_WireStatus *st) {
+  uint64_t v;
+  p = pc_Wire_ReadVarint(p, end, &v, st);
+  if (p == NULL) return NULL;
+  if (v > (uint64_t)(end - p)) {
+    *st = kPc_WireStatus_LengthPastEnd;
+    return NULL;
+  }
+  *len = (size_t)v;
+  return p;
+}
 
 /* Skips the value of a field whose tag was just read ('field', 'wt'), start
  * groups included: a group's contents are skipped up to the end-group with

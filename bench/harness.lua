@@ -65,22 +65,41 @@ local function time_once(fn, n)
   return clock() - t0
 end
 
---- Nanoseconds per operation of fn: best of RUNS after a warm-up, with n
--- grown until one run takes MIN_TIME seconds. Returns ns, n.
-function H.measure(fn, quick)
+-- The n for which one run of fn(n) takes MIN_TIME (a tenth with quick);
+-- the runs that find it warm fn up.
+local function find_n(fn, quick)
   local n = 1
   while true do
     local t = time_once(fn, n)
-    if t >= (quick and MIN_TIME / 10 or MIN_TIME) or n >= 2 ^ 30 then break end
+    if t >= (quick and MIN_TIME / 10 or MIN_TIME) or n >= 2 ^ 30 then return n end
     n = n * (t > 0 and math.max(2, math.min(10, math.ceil(MIN_TIME / t * 1.2))) or 10)
     n = math.floor(n)
   end
+end
+
+--- Nanoseconds per operation of fn: best of RUNS after a warm-up, with n
+-- grown until one run takes MIN_TIME seconds. Returns ns, n.
+function H.measure(fn, quick)
+  local n = find_n(fn, quick)
   local best = math.huge
   for _ = 1, quick and 1 or RUNS do
     local t = time_once(fn, n)
     if t < best then best = t end
   end
   return best / n * 1e9, n
+end
+
+--- a_ns, b_ns = H.measure_pair(fa, fb, quick): H.measure of two functions
+-- whose ratio is the figure, their runs interleaved (a, b, a, b, ...), so
+-- both meet the same load on a shared machine; best of RUNS each.
+function H.measure_pair(fa, fb, quick)
+  local na, nb = find_n(fa, quick), find_n(fb, quick)
+  local best_a, best_b = math.huge, math.huge
+  for _ = 1, quick and 2 or RUNS do
+    best_a = math.min(best_a, time_once(fa, na))
+    best_b = math.min(best_b, time_once(fb, nb))
+  end
+  return best_a / na * 1e9, best_b / nb * 1e9
 end
 
 local function script_path()

@@ -1,6 +1,6 @@
 -- protocall under LuaJIT against Lua 5.4 and against lua-protobuf under
 -- LuaJIT, in one run:
---   make build build-luajit && LUA_CPATH='build/luajit/?.so;;' luajit bench/luajit/runtime_bench.lua [--quick]
+--   make build build-luajit && LUA_CPATH='build/luajit/?.so;;' luajit bench/luajit/runtime_bench.lua [--quick] [--callgrind]
 -- (`make bench` runs it). Rows:
 --   * the memory of one {uint32 x = 1; uint32 y = 2; uint32 z = 3}
 --     instance, everything counted: collectgarbage("count") before and
@@ -13,8 +13,12 @@
 --     under Lua 5.4 (T{...}: the same loop in a lua5.4 child process
 --     loading build/release's module: `lua5.4 bench/luajit/runtime_bench.lua
 --     --child-cycle`) and with lua-protobuf under LuaJIT;
---   * decode of otlp_traces.bin and reading every field, against
---     lua-protobuf's decode and the same walk.
+--   * decode of otlp_traces.bin and reading every field (bench/walk.lua),
+--     as message objects, and as plain tables with {table = true} against
+--     lua-protobuf's decode and the same walk: those two interleaved
+--     (H.measure_pair), and with --callgrind also as instructions per
+--     decode + read (valgrind runs of this script's --child-otlp loop, n
+--     and 2n times; the difference over n).
 -- lua-protobuf is built by this bench from ../shared/peers/lua-protobuf
 -- into build/bench-luajit (never into the product); the corpus is
 -- ../shared/corpus, as bench/codec_bench.lua finds it. Either missing: its
@@ -23,18 +27,25 @@ local H = require "bench.harness"
 local sh, read = H.sh, H.read
 local pc = require "protocall"
 
-local quick = false
-local child = false
-for _, a in ipairs(arg or {}) do
+local quick, child, callgrind, child_otlp, child_n = false, false, false, nil, nil
+local args = arg or {}
+local i = 1
+while args[i] do
+  local a = args[i]
   if a == "--quick" then
     quick = true
   elseif a == "--child-cycle" then
     child = true
-  elseif a == "--callgrind" then -- make bench BENCH_ARGS=--callgrind: counts for fields_bench.lua only
-    print("runtime_bench: no instruction counts for these rows (times and memory only)")
+  elseif a == "--callgrind" then -- instructions per op of the otlp_traces rows
+    callgrind = true
+  elseif a == "--child-otlp" then -- a child under callgrind: table|peer, n decodes
+    child_otlp, child_n = args[i + 1], tonumber(args[i + 2])
+    i = i + 2
   else
-    error("runtime_bench.lua takes --quick (and --child-cycle, for its own Lua 5.4 child), not " .. a, 0)
+    error("runtime_bench.lua takes --quick and --callgrind (and --child-cycle, --child-otlp WHICH N"
+      .. " for its own child processes), not " .. a, 0)
   end
+  i = i + 1
 end
 
 local Point = pc.message("bench.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 }, { "z", "uint32", 3 } })
@@ -94,6 +105,30 @@ if have_peer then
   pb.option "enum_as_value"
 else
   print(("\nruntime_bench: lua-protobuf not found at %s; its rows are skipped"):format(PEER_SRC))
+end
+
+-- decode + read every field of otlp_traces: one reading plan per type (the
+-- fields in declaration order, with how to walk each), the same for both
+-- libraries; with {table = true} and lua-protobuf, plain tables both.
+local T, bytes, walk, plan, tables_loop, peer_loop
+if have_corpus then
+  T = assert(pool:type(OTLP_TYPE))
+  bytes = read(OTLP)
+  local W = require "bench.walk" -- every field read the same way for both libraries
+  walk = W.walker(pc.pairs)
+  plan = W.plan_of(pool, T)
+  local decode, opts = pc.decode, { table = true }
+  tables_loop = function(n) for _ = 1, n do walk(plan, decode(T, bytes, opts)) end end
+  peer_loop = function(n)
+    local pdecode = pb.decode
+    for _ = 1, n do walk(plan, pdecode(OTLP_TYPE, bytes)) end
+  end
+end
+if child_otlp then -- a child under callgrind: the loop alone
+  local loop = child_otlp == "peer" and peer_loop or tables_loop
+  loop(math.min(child_n, 50)) -- traces and the name plan made before both counts
+  loop(child_n)
+  return
 end
 
 -- Each row starts from no compiled traces: the otlp rows share one walk
@@ -169,26 +204,39 @@ if pb then
   row("protocall struct / lua-protobuf (LuaJIT)", jit_ns / peer_ns, "x", "<= 0.5x", jit_ns / peer_ns <= 0.5)
 end
 
--- decode + read every field: one reading plan per type (the fields in
--- declaration order, with how to walk each), the same for both libraries.
 if have_corpus then
-  local T = assert(pool:type(OTLP_TYPE))
-  local bytes = read(OTLP)
-  local W = require "bench.walk" -- every field read the same way for both libraries
-  local walk = W.walker(pc.pairs)
-  local plan = W.plan_of(pool, T)
   local decode = pc.decode
   local ours = measure(function(n) for _ = 1, n do walk(plan, decode(T, bytes)) end end)
   row("otlp_traces decode+read, protocall LuaJIT", ours / 1e3, "us")
-  local opts = { table = true }
-  local tables = measure(function(n) for _ = 1, n do walk(plan, decode(T, bytes, opts)) end end)
-  row("otlp_traces decode{table}+read, protocall LuaJIT", tables / 1e3, "us")
   if pb then
-    local pdecode = pb.decode
-    local peer = measure(function(n) for _ = 1, n do walk(plan, pdecode(OTLP_TYPE, bytes)) end end)
+    -- The goal's two rows interleaved: both meet the same load (H.measure_pair).
+    jit.flush()
+    local tables, peer = H.measure_pair(tables_loop, peer_loop, quick)
+    row("otlp_traces decode{table}+read, protocall LuaJIT", tables / 1e3, "us")
     row("otlp_traces decode+read, lua-protobuf LuaJIT", peer / 1e3, "us")
     row("decode+read / lua-protobuf", ours / peer, "x", "<= 0.5x", ours / peer <= 0.5)
     row("decode{table}+read / lua-protobuf", tables / peer, "x", "<= 0.5x", tables / peer <= 0.5)
+    if callgrind then -- instructions per decode + read: counts of n and 2n runs, differenced
+      local function per_op(which)
+        local function count(n)
+          return H.callgrind(("luajit -e \"package.cpath = '%s'\" bench/luajit/runtime_bench.lua --child-otlp %s %d")
+            :format(package.cpath, which, n))
+        end
+        local a, b = count(500), count(1000)
+        return a and b and (b - a) / 500
+      end
+      local ci, cp = per_op("table"), per_op("peer")
+      if ci and cp then
+        row("otlp decode{table}+read, callgrind", ci / 1e3, "k instr")
+        row("otlp lua-protobuf decode+read, callgrind", cp / 1e3, "k instr")
+        row("decode{table}+read / lua-protobuf, callgrind", ci / cp, "x")
+      else
+        print("\nruntime_bench: valgrind failed; the instruction rows are skipped")
+      end
+    end
+  else
+    local tables = measure(tables_loop)
+    row("otlp_traces decode{table}+read, protocall LuaJIT", tables / 1e3, "us")
   end
 else
   print(("\nruntime_bench: corpus not found at %s; the otlp_traces rows are skipped"):format(CORPUS))

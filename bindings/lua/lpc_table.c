@@ -959,6 +959,11 @@ void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_Mess
  * fields of another wire type are skipped (pc_Wire_SkipField's checks), as
  * plain tables leave them out. */
 
+/* Stack room made at the start and every fourth level: a level holds at
+ * most 5 slots (its table, a key, a list, an element's key and a table
+ * for set_later). */
+#define DIRECT_STACK 32
+
 /* A decode's state: the tables' Plain, the levels still allowed. */
 typedef struct {
   Plain *P;
@@ -1084,7 +1089,6 @@ static const uint8_t *direct_list(Direct *D, const uint8_t *p, const uint8_t *en
     lua_pop(L, 1);
     return run_end;
   }
-  luaL_checkstack(L, 8, "message nesting too deep");
   lua_createtable(L, count < INT_MAX ? (int)count : INT_MAX, 0);
   int list = lua_gettop(L);
   lua_Integer j = 0;
@@ -1126,7 +1130,7 @@ static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const
   Plain *P = D->P;
   lua_State *L = P->L;
   if (def->field_count > 64 || def->oneof_count > 64) return 0;
-  luaL_checkstack(L, 8, "message nesting too deep");
+  if (D->depth_left % 4 == 0) luaL_checkstack(L, DIRECT_STACK, "message nesting too deep");
   lua_createtable(L, 0, k >= 0 ? P->plan->size[k] : 4);
   int t = lua_gettop(L), planned = k >= 0, empty, n = 0;
   uint64_t seen = 0, oneofs = 0; /* fields by index, oneofs by index */
@@ -1208,7 +1212,7 @@ int lpc_decode_plain(lua_State *L, int type, const pc_MessageDef *def, const cha
                      size_t len, const pc_DecodeOptions *opts) {
   type = lua_absindex(L, type);
   int base = lua_gettop(L);
-  luaL_checkstack(L, 8, "message nesting too deep");
+  luaL_checkstack(L, DIRECT_STACK, "message nesting too deep");
   PlainPlan *plan = push_plan(L, type, def);
   uint64_t bits[LPC_PLAIN_INTS];
   uint8_t is_unsigned[LPC_PLAIN_INTS];

@@ -68,15 +68,20 @@ int lpc_table_message(lua_State *L, int type, int t);
  * tables, enums as numbers (lpc_table.c). */
 void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_MessageDef *def);
 
+/* The plan {table = true} fills tables of 'def' (the Type at 'type') by:
+ * pushes its names table (which keeps the plan) and returns the plan, made
+ * on first use (lpc_table.c). */
+void *lpc_plain_plan(lua_State *L, int type, const pc_MessageDef *def);
+
 /* pc.decode(T, bytes, {table = true}) straight from the wire: pushes the
- * tables lpc_push_plain would show of the decoded message (the Type at
- * 'type', of 'def'; 'opts': max_depth and partial) and returns 1, or
- * returns 0 with the stack as it was when the input is anything but
- * plain well-formed data (the caller then decodes it into an arena: the
- * same tables, or the decoder's error). Never raises for bad input
- * (lpc_table.c). */
-int lpc_decode_plain(lua_State *L, int type, const pc_MessageDef *def, const char *bytes,
-                     size_t len, const pc_DecodeOptions *opts);
+ * tables lpc_push_plain would show of the decoded message (of type 'def',
+ * with 'plan' and its names table at 'names' from lpc_plain_plan; 'opts':
+ * max_depth and partial) and returns 1, or returns 0 with the stack as it
+ * was when the input is anything but plain well-formed data (the caller
+ * then decodes it into an arena: the same tables, or the decoder's error).
+ * Never raises for bad input (lpc_table.c). */
+int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *def,
+                     const char *bytes, size_t len, const pc_DecodeOptions *opts);
 
 /* Messages, types and pools as Lua values, shared by lpc_schema.c (pools,
  * types, declarations), the message files (instances: lpc_anchor.c,

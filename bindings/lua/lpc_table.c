@@ -892,11 +892,11 @@ static PlainPlan *push_plan(lua_State *L, int type, const pc_MessageDef *def) {
   return plan;
 }
 
-/* Starts a call: 'P' for 'plan' with its names at the top of the stack,
- * its C-stack room for 64-bit values in 'bits' and 'is_unsigned'. */
-static void plain_begin(Plain *P, lua_State *L, PlainPlan *plan, uint64_t *bits,
+/* Starts a call: 'P' for 'plan' with its names table at 'names', its
+ * C-stack room for 64-bit values in 'bits' and 'is_unsigned'. */
+static void plain_begin(Plain *P, lua_State *L, PlainPlan *plan, int names, uint64_t *bits,
                         uint8_t *is_unsigned) {
-  Plain p0 = {L, plan, lua_gettop(L), 0, bits, is_unsigned, 0, LPC_PLAIN_INTS};
+  Plain p0 = {L, plan, names, 0, bits, is_unsigned, 0, LPC_PLAIN_INTS};
   *P = p0;
 #if LPC_LUAJIT
   if (plan->has64[0]) { /* the state's table, taken out while in use */
@@ -913,7 +913,8 @@ static void plain_begin(Plain *P, lua_State *L, PlainPlan *plan, uint64_t *bits,
 }
 
 /* Ends a call whose tree is on top: sets the values kept for later, and
- * leaves the tree alone at 'base' + 1. */
+ * leaves the tree alone at 'base' + 1 (above it, when the call began: the
+ * names table or nothing, then the table of the values set later). */
 static void plain_end(Plain *P, int base) {
 #if LPC_LUAJIT
   if (P->n > 0) { /* where the values go, then the values (their places cleared) */
@@ -925,8 +926,10 @@ static void plain_end(Plain *P, int base) {
     lua_rawsetp(P->L, LUA_REGISTRYINDEX, &lpc_later_key);
   }
 #endif
-  lua_replace(P->L, base + 1);
-  lua_settop(P->L, base + 1);
+  if (lua_gettop(P->L) > base + 1) {
+    lua_replace(P->L, base + 1);
+    lua_settop(P->L, base + 1);
+  }
 }
 
 void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_MessageDef *def) {
@@ -937,7 +940,7 @@ void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_Mess
   uint64_t bits[LPC_PLAIN_INTS];
   uint8_t is_unsigned[LPC_PLAIN_INTS];
   Plain P;
-  plain_begin(&P, L, plan, bits, is_unsigned);
+  plain_begin(&P, L, plan, lua_gettop(L), bits, is_unsigned);
   push_plain(&P, msg, def, 0);
   plain_end(&P, base);
 }
@@ -1208,16 +1211,19 @@ static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const
   return 1;
 }
 
-int lpc_decode_plain(lua_State *L, int type, const pc_MessageDef *def, const char *bytes,
-                     size_t len, const pc_DecodeOptions *opts) {
-  type = lua_absindex(L, type);
+void *lpc_plain_plan(lua_State *L, int type, const pc_MessageDef *def) {
+  return push_plan(L, lua_absindex(L, type), def);
+}
+
+int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *def,
+                     const char *bytes, size_t len, const pc_DecodeOptions *opts) {
+  names = lua_absindex(L, names);
   int base = lua_gettop(L);
   luaL_checkstack(L, DIRECT_STACK, "message nesting too deep");
-  PlainPlan *plan = push_plan(L, type, def);
   uint64_t bits[LPC_PLAIN_INTS];
   uint8_t is_unsigned[LPC_PLAIN_INTS];
   Plain P;
-  plain_begin(&P, L, plan, bits, is_unsigned);
+  plain_begin(&P, L, plan, names, bits, is_unsigned);
   int depth = opts->max_depth > 0 ? opts->max_depth : PC_WIRE_DEFAULT_DEPTH;
   Direct D = {&P, depth < PC_MESSAGE_MAX_DEPTH ? depth : PC_MESSAGE_MAX_DEPTH, opts->partial};
   const uint8_t *p = (const uint8_t *)bytes;
@@ -1249,7 +1255,8 @@ static int lpc_decode_direct(lua_State *L) {
   pc_DecodeOptions opts = {0};
   opts.max_depth = (int)luaL_optinteger(L, 3, 0);
   opts.partial = lua_toboolean(L, 4);
-  if (!lpc_decode_plain(L, 1, def, bytes, len, &opts)) lua_pushboolean(L, 0);
+  void *plan = lpc_plain_plan(L, 1, def);
+  if (!lpc_decode_plain(L, lua_gettop(L), plan, def, bytes, len, &opts)) lua_pushboolean(L, 0);
   return 1;
 }
 

@@ -44,7 +44,9 @@ typedef struct {
   int mt_standalone;
   const void *type;
   const pc_MessageDef *type_def;
-  int type_flat; /* flat_kind of type_def */
+  int type_flat;    /* flat_kind of type_def */
+  void *type_plain; /* {table = true}'s plan of type_def (lpc_plain_plan), its
+                       names table in slot 3, or NULL before the first */
 } CodecState;
 
 #define CODEC_STATE lua_upvalueindex(1)
@@ -62,10 +64,11 @@ static int clear_cache(lua_State *L) {
   CodecState *cs = lua_touserdata(L, lua_upvalueindex(1));
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
-  lua_pushnil(L);
-  lua_rawseti(L, lua_upvalueindex(2), 1);
-  lua_pushnil(L);
-  lua_rawseti(L, lua_upvalueindex(2), 2);
+  cs->type_plain = NULL;
+  for (int slot = 1; slot <= 3; slot++) {
+    lua_pushnil(L);
+    lua_rawseti(L, lua_upvalueindex(2), slot);
+  }
   lua_newuserdatauv(L, 0, 0);
   lua_pushvalue(L, lua_upvalueindex(3));
   lua_setmetatable(L, -2);
@@ -102,6 +105,7 @@ LPC_INLINE const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
   cache(L, 2);
   cs->type_def = def;
   cs->type_flat = flat_kind(def);
+  cs->type_plain = NULL;
   return def;
 }
 
@@ -302,7 +306,12 @@ static int lpc_codec_decode(lua_State *L) {
     lua_pop(L, 2);
   }
   if (as_table) {
-    int n = lpc_decode_plain(L, 1, def, bytes, len, &opts);
+    if (cs->type_plain == NULL) { /* the Type at 1 is the cached one */
+      cs->type_plain = lpc_plain_plan(L, 1, def);
+      cache(L, 3);
+    }
+    lua_rawgeti(L, CODEC_CACHE, 3);
+    int n = lpc_decode_plain(L, lua_gettop(L), cs->type_plain, def, bytes, len, &opts);
     if (n == 0) n = decode_to_table(L, cs, def, bytes, len, &opts);
     if (n > 0) return n;
   }
@@ -434,6 +443,7 @@ void lpc_open_wire(lua_State *L) {
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
   cs->type_flat = 0;
+  cs->type_plain = NULL;
   cs->mt_standalone = 0;
   if (luaL_newmetatable(L, LPC_CODECSTATE)) {
     lua_pushcfunction(L, lpc_codecstate_gc);

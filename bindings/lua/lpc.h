@@ -40,6 +40,7 @@ void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
 void lpc_open_json(lua_State *L);     /* proto3 JSON (lpc_json.c) */
 void lpc_open_text(lua_State *L);     /* text format (lpc_text.c) */
 void lpc_open_table(lua_State *L);    /* plain tables to wire bytes (lpc_table.c) */
+void lpc_open_plain(lua_State *L);    /* wire bytes and messages to plain tables (lpc_plain.c) */
 void lpc_open_ffi(lua_State *L);      /* FFI struct messages (lpc_ffi.c) */
 
 /* The listener of the "protocall.GrpcListener" userdata at 'idx' (NULL
@@ -65,12 +66,12 @@ int lpc_table_message(lua_State *L, int type, int t);
 /* Pushes the plain table of 'msg' (type 'def', whose Type is at 'type')
  * in pc.to_table's
  * shape: set fields by name, sub-messages as tables, lists, maps as
- * tables, enums as numbers (lpc_table.c). */
+ * tables, enums as numbers (lpc_plain.c). */
 void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_MessageDef *def);
 
 /* The plan {table = true} fills tables of 'def' (the Type at 'type') by:
  * pushes its names table (which keeps the plan) and returns the plan, made
- * on first use (lpc_table.c). */
+ * on first use (lpc_plain.c). */
 void *lpc_plain_plan(lua_State *L, int type, const pc_MessageDef *def);
 
 /* pc.decode(T, bytes, {table = true}) straight from the wire: pushes the
@@ -79,7 +80,7 @@ void *lpc_plain_plan(lua_State *L, int type, const pc_MessageDef *def);
  * max_depth and partial) and returns 1, or returns 0 with the stack as it
  * was when the input is anything but plain well-formed data (the caller
  * then decodes it into an arena: the same tables, or the decoder's error).
- * Never raises for bad input (lpc_table.c). */
+ * Never raises for bad input (lpc_plain.c). */
 int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *def,
                      const char *bytes, size_t len, const pc_DecodeOptions *opts);
 

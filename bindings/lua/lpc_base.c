@@ -58,6 +58,7 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_json(L);
   lpc_open_text(L);
   lpc_open_table(L);
+  lpc_open_plain(L);
   lpc_open_ffi(L);
   return 1;
 }

@@ -304,7 +304,7 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     syntax = "proto3";
     package td;
     enum E { Z = 0; A = 1; B = 2; }
-    message Sub { int32 x = 1; string name = 2; Sub child = 3; }
+    message Sub { int32 x = 1; string name = 2; Sub child = 3; map<string, int32> tags = 4; }
     message M {
       int32 i32 = 1; int64 i64 = 2; uint32 u32 = 3; uint64 u64 = 4; sint32 s32 = 5; sint64 s64 = 6;
       fixed32 f32 = 7; fixed64 f64 = 8; sfixed32 sf32 = 9; sfixed64 sf64 = 10; float fl = 11; double d = 12;
@@ -314,16 +314,18 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
       oneof o { int32 oi = 25; string os = 26; Sub osub = 27; }
       optional int32 opt = 28; optional string ostr = 29;
       int32 big = 1000; string huge = 100000;
+      map<string, int32> ms = 30; map<int64, Sub> mi = 31; map<bool, E> mb = 32; map<uint64, sint64> mu = 33;
     }
-    message WithMap { int32 a = 1; map<string, int32> m = 2; }
   ]], { name = "td.proto" }))
   assert(dp:load([[
     syntax = "proto2";
     package td2;
     enum C { ONE = 1; TWO = 2; }
+    enum C2 { Z2 = 0; K2 = 3; }
     message P {
       required int32 req = 1; optional int32 a = 2 [default = 5]; optional C c = 3; repeated C rc = 4;
       optional string s = 5; optional P child = 6; optional group G = 7 { optional int32 g = 1; }
+      map<int32, C2> mc = 8;
       extensions 100 to 199;
     }
     extend P { optional int32 ext = 100; }
@@ -393,7 +395,16 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     local mixed = tag(18, 0) .. "\1" .. len(18, "\2\3") .. tag(18, 0) .. "\4" .. len(19, "\3")
     assert.is_true(check(M, mixed, "packed and unpacked"))
     assert.are.same({ ri = { 1, 2, 3, 4 }, rs64 = { -2 } }, pc.decode(M, mixed, { table = true }))
-    local p2 = P { req = 0, c = "TWO", rc = { "ONE" }, s = "\255", child = { req = 1 } }
+    -- Map entries: a missing key or value is its default, a repeated key or part keeps the last.
+    local maps = len(30, len(1, "a") .. tag(2, 0) .. "\1") .. len(30, tag(2, 0) .. "\2") .. len(30, len(1, "a"))
+      .. len(30, tag(2, 0) .. "\5" .. tag(2, 0) .. "\6" .. len(1, "b") .. tag(9, 0) .. "\1")
+      .. len(31, tag(1, 0) .. "\7") .. len(31, len(2, tag(1, 0) .. "\3") .. tag(1, 0) .. "\8")
+      .. len(32, "") .. len(33, tag(1, 0) .. "\3" .. tag(2, 0) .. "\3")
+    assert.is_true(check(M, maps, "maps"))
+    same_tables({ ms = { a = 0, [""] = 2, b = 6 }, mi = { [7] = {}, [8] = { x = 3 } }, mb = { [false] = 0 },
+      mu = { [3] = R.int("-2") } }, pc.decode(M, maps, { table = true }), "maps")
+    assert.is_true(check(P, tag(1, 0) .. "\1" .. len(8, tag(1, 0) .. "\4"), "a closed enum's missing value"))
+    local p2 = P { req = 0, c = "TWO", rc = { "ONE" }, s = "\255", child = { req = 1 }, mc = { [3] = "K2" } }
     assert.is_true(check(P, pc.encode(p2), "proto2"))
     assert.is_true(check(P, tag(2, 0) .. "\0", "partial", { partial = true }))
   end)
@@ -414,12 +425,18 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
       { P, tag(1, 0) .. "\1" .. tag(100, 0) .. "\5", { req = 1 }, "an extension" },
       { P, tag(1, 0) .. "\1" .. tag(7, 3) .. tag(1, 0) .. "\4" .. tag(7, 4), { req = 1, g = { g = 4 } },
         "a group" },
-      { dp:type("td.WithMap"), len(2, len(1, "k") .. tag(2, 0) .. "\3"), { m = { k = 3 } }, "a map" },
+      { M, len(31, len(2, len(1, "a")) .. len(2, len(2, "b"))), { mi = { [0] = { name = "b" } } },
+        "a map entry's message value twice: they merge" },
+      { P, tag(1, 0) .. "\1" .. len(8, tag(1, 0) .. "\1" .. tag(2, 0) .. "\9"), { req = 1 },
+        "a map entry with a closed enum's unknown value" },
     }
+    if R.luajit then -- 64-bit keys past 2^53 are cdata, which two equal keys would not share
+      cases[#cases + 1] = { M, len(33, tag(1, 0) .. "\255\255\255\255\255\255\255\255\255\1"), nil, "a uint64 key" }
+    end
     for _, c in ipairs(cases) do
       local T, bytes, want, what = c[1], c[2], c[3], c[4]
       assert.is_false(check(T, bytes, what), what)
-      same_tables(want, pc.decode(T, bytes, { table = true }), what)
+      if want then same_tables(want, pc.decode(T, bytes, { table = true }), what) end
     end
     -- Refused input: the decoder's error, word for word.
     local bad = {
@@ -453,6 +470,19 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
         check(Sub, nested(n), ("%d levels, max_depth %d"):format(n, depth), { max_depth = depth })
       end
     end
+    -- A map entry is a level, and its message value one more.
+    local function tagged(n) -- n levels of child, then a map entry
+      local b = len(4, len(1, "t") .. tag(2, 0) .. "\1")
+      for _ = 1, n do b = len(3, b) end
+      return b
+    end
+    for _, depth in ipairs({ 1, 2, 3 }) do
+      for n = depth - 2, depth do
+        if n >= 0 then check(Sub, tagged(n), ("a map entry under %d levels, max_depth %d"):format(n, depth), { max_depth = depth }) end
+      end
+    end
+    assert.is_nil((pc.decode(Sub, tagged(1), { table = true, max_depth = 1 })))
+    assert.are.same({ child = { tags = { t = 1 } } }, pc.decode(Sub, tagged(1), { table = true, max_depth = 2 }))
     assert.is_true(check(Sub, nested(99), "99 levels"))
     check(Sub, nested(100), "100 levels")
     assert.is_false(check(Sub, nested(101), "101 levels"))
@@ -513,6 +543,10 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
       if rnd(2) == 1 then t.opt = rint() end
       if rnd(3) == 1 then t.big = rint() end
       if rnd(3) == 1 then t.huge = rstr() end
+      if rnd(3) == 1 then t.ms = {} for _ = 1, rnd(0, 3) do t.ms[rstr()] = rint() end end
+      if rnd(3) == 1 then t.mi = {} for _ = 1, rnd(0, 3) do t.mi[rint()] = rsub(2) end end
+      if rnd(4) == 1 then t.mb = { [rnd(2) == 1] = rnd(0, 2) } end
+      if rnd(4) == 1 then t.mu = { [R.uint(tostring(rnd(0, 2147483647)))] = R.int(tostring(rint())) } end
       return M(t)
     end
     local function rp(d)
@@ -522,6 +556,7 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
       if rnd(2) == 1 then t.rc = rlist(3, function() return rnd(1, 2) end) end
       if rnd(2) == 1 then t.s = rbytes() end
       if d < 2 and rnd(3) == 1 then t.child = rp(d + 1) end
+      if rnd(3) == 1 then t.mc = { [rint()] = rnd(2) == 1 and 0 or 3 } end
       return P(t)
     end
     local function mutate(b)

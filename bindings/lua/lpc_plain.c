@@ -383,8 +383,9 @@ void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_Mess
  * sub-messages merge: pc_Decode's rules), a repeated field in two runs, two
  * members of one oneof, a required field missing (without 'partial'), a
  * closed enum's unknown value, a proto3 string that is not UTF-8, unknown
- * fields of a type with extension ranges, maps, groups, types of more than
- * 64 fields or oneofs, nesting at the depth limit. Unknown fields and
+ * fields of a type with extension ranges, a map entry's message value
+ * twice, a map key beyond 2^53 under LuaJIT (a cdata), groups, types of
+ * more than 64 fields or oneofs, nesting at the depth limit. Unknown fields and
  * fields of another wire type are skipped (pc_Wire_SkipField's checks), as
  * plain tables leave them out. */
 
@@ -551,6 +552,117 @@ static const uint8_t *direct_list(Direct *D, const uint8_t *p, const uint8_t *en
   return run_end;
 }
 
+/* Reads the map entry in [p, end) of map field 'f' into '*key' and
+ * '*val' (a message value: its length prefix at '*msg', or NULL when the
+ * entry has none), as pc_Decode does: each missing part its default, the
+ * last of a repeated part (other fields skipped). Returns 0 to give up: a
+ * malformed entry, a message value twice (they merge), a closed enum's
+ * unknown value (the entry goes to unknown fields). */
+static int direct_entry(Direct *D, const uint8_t *p, const uint8_t *end, const pc_FieldDef *f,
+                        pc_Value *key, pc_Value *val, const uint8_t **msg) {
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  int have_val = 0;
+  memset(key, 0, sizeof *key);
+  memset(val, 0, sizeof *val);
+  *msg = NULL;
+  while (p < end) {
+    uint32_t num;
+    pc_WireType wt;
+    pc_WireStatus st;
+    p = pc_Decode_ReadTag(p, end, &num, &wt, &st);
+    if (p == NULL) return 0;
+    const pc_FieldDef *ef = num == 1 ? kf : num == 2 ? vf : NULL;
+    if (ef == NULL || wt != pc_Decode_WireType(ef->type)) {
+      const uint8_t *at;
+      p = pc_Wire_SkipField(p, end, num, wt, D->depth_left, &st, &at);
+      if (p == NULL) return 0;
+      continue;
+    }
+    pc_Value *v = num == 1 ? key : val;
+    if (ef->type == kPc_Type_Message) {
+      if (*msg != NULL) return 0;
+      *msg = p;
+      p = direct_skip(p, end, wt);
+    } else if (ef->type == kPc_Type_String || ef->type == kPc_Type_Bytes) {
+      size_t len;
+      p = pc_Wire_ReadLength(p, end, &len, &st);
+      if (p == NULL || (pc_Decode_ChecksUtf8(ef) && !pc_Wire_ValidUtf8(p, len))) return 0;
+      v->s.data = (const char *)p;
+      v->s.size = len;
+      p += len;
+    } else {
+      p = pc_Decode_ReadNumber(p, end, ef->type, v, &st);
+    }
+    if (p == NULL) return 0;
+    have_val |= num == 2;
+  }
+  if (have_val && pc_Decode_EnumUnknown(vf, val->i32)) return 0;
+  if (vf->type == kPc_Type_Enum && !have_val && vf->enumdef != NULL && vf->enumdef->closed &&
+      vf->enumdef->value_count > 0)
+    val->i32 = vf->enumdef->values[0].number;
+  return 1;
+}
+
+/* Pushes the table of map field 'f' from the run of its entries that
+ * starts with the tag at 'p' (as direct_list); the key of the field's
+ * table is on top. Returns the position after the run, or NULL to give
+ * up. */
+static const uint8_t *direct_map(Direct *D, const uint8_t *p, const uint8_t *end,
+                                 const pc_FieldDef *f, int sub, int planned) {
+  lua_State *L = D->P->L;
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  pc_WireStatus st;
+  uint32_t num;
+  pc_WireType wt;
+  size_t count = 0, len;
+  const uint8_t *q = p, *run_end;
+  while (q < end) { /* count the entries */
+    const uint8_t *tagpos = q;
+    q = pc_Decode_ReadTag(q, end, &num, &wt, &st);
+    if (q == NULL) return NULL;
+    if (num != (uint32_t)f->number || wt != kPc_Wire_Len) {
+      q = tagpos;
+      break;
+    }
+    q = direct_skip(q, end, wt);
+    if (q == NULL) return NULL;
+    count++;
+  }
+  run_end = q;
+  lua_createtable(L, 0, count < INT_MAX ? (int)count : INT_MAX);
+  int m = lua_gettop(L);
+  for (q = p; q < run_end;) {
+    q = pc_Decode_ReadTag(q, end, &num, &wt, &st);
+    q = q != NULL ? pc_Wire_ReadLength(q, end, &len, &st) : NULL;
+    if (q == NULL || D->depth_left <= 0) return NULL; /* an entry is a level */
+    D->depth_left--;
+    pc_Value key, val;
+    const uint8_t *msg;
+    if (!direct_entry(D, q, q + len, f, &key, &val, &msg)) return NULL;
+    if (LPC_LUAJIT && is_int64(kf->type) &&
+        (kf->type == kPc_Type_Uint64 || kf->type == kPc_Type_Fixed64
+             ? key.u64 > ((uint64_t)1 << 53)
+             : key.i64 < -((int64_t)1 << 53) || key.i64 > ((int64_t)1 << 53)))
+      return NULL; /* a cdata key: equal keys would be two table keys */
+    lpc_push_key(L, kf, key);
+    if (vf->type == kPc_Type_Message) {
+      if (msg == NULL)
+        lua_createtable(L, 0, 0);
+      else if (direct_sub(D, msg, q + len, vf, sub) == NULL)
+        return NULL;
+      lua_rawset(L, m);
+    } else if (keep_later(D->P, vf, val, planned)) {
+      set_later(D->P, m);
+    } else {
+      lpc_push_scalar(L, vf, val);
+      lua_rawset(L, m);
+    }
+    D->depth_left++;
+    q += len;
+  }
+  return run_end;
+}
+
 /* Pushes the table of the message of type 'def' (plan type 'k', or -1)
  * in [p, end): 1, or 0 to give up (the stack then holds what was made).
  * The table is made at the size the last table of its type took. */
@@ -590,8 +702,8 @@ static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const
     }
     int sub = push_name(P, f, k, f->index);
     if (f->label == kPc_Label_Repeated) {
-      if (f->is_map) return 0;
-      p = direct_list(D, tagpos, end, f, sub, planned);
+      p = f->is_map ? direct_map(D, tagpos, end, f, sub, planned)
+                    : direct_list(D, tagpos, end, f, sub, planned);
       if (p == NULL) return 0;
       if (lua_gettop(L) > t) lua_rawset(L, t);
       continue;

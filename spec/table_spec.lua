@@ -404,6 +404,17 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     same_tables({ ms = { a = 0, [""] = 2, b = 6 }, mi = { [7] = {}, [8] = { x = 3 } }, mb = { [false] = 0 },
       mu = { [3] = R.int("-2") } }, pc.decode(M, maps, { table = true }), "maps")
     assert.is_true(check(P, tag(1, 0) .. "\1" .. len(8, tag(1, 0) .. "\4"), "a closed enum's missing value"))
+    -- A type of 100 fields, the last required.
+    local wide = { 'syntax = "proto2"; package tw; message W {' }
+    for i = 1, 99 do wide[#wide + 1] = ("optional int32 f%d = %d;"):format(i, i) end
+    wide[#wide + 1] = "required string last = 100; }"
+    assert(dp:load(table.concat(wide, " "), { name = "tw.proto" }))
+    local W = dp:type("tw.W")
+    local w = tag(70, 0) .. "\7" .. tag(99, 0) .. "\9" .. len(100, "z")
+    assert.is_true(check(W, w, "100 fields"))
+    same_tables({ f70 = 7, f99 = 9, last = "z" }, pc.decode(W, w, { table = true }), "100 fields")
+    assert.is_false(check(W, tag(70, 0) .. "\7", "100 fields, the required one missing"))
+    assert.is_false(check(W, w .. tag(99, 0) .. "\1", "100 fields, field 99 twice"))
     local p2 = P { req = 0, c = "TWO", rc = { "ONE" }, s = "\255", child = { req = 1 }, mc = { [3] = "K2" } }
     assert.is_true(check(P, pc.encode(p2), "proto2"))
     assert.is_true(check(P, tag(2, 0) .. "\0", "partial", { partial = true }))

@@ -42,7 +42,7 @@ typedef struct {
   uint8_t has64[LPC_PLAIN_TYPES];
   /* size[k]: the fields of the last table of defs[k] lpc_decode_plain
    * made, the size it makes the next one at */
-  uint8_t size[LPC_PLAIN_TYPES];
+  uint16_t size[LPC_PLAIN_TYPES];
   int32_t sub[1];
 } PlainPlan;
 
@@ -385,7 +385,7 @@ void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_Mess
  * closed enum's unknown value, a proto3 string that is not UTF-8, unknown
  * fields of a type with extension ranges, a map entry's message value
  * twice, a map key beyond 2^53 under LuaJIT (a cdata), groups, types of
- * more than 64 fields or oneofs, nesting at the depth limit. Unknown fields and
+ * more than DIRECT_FIELDS fields or 64 oneofs, nesting at the depth limit. Unknown fields and
  * fields of another wire type are skipped (pc_Wire_SkipField's checks), as
  * plain tables leave them out. */
 
@@ -393,6 +393,9 @@ void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_Mess
  * most 5 slots (its table, a key, a list, an element's key and a table
  * for set_later). */
 #define DIRECT_STACK 32
+
+/* Fields a type may have for this path (a bit each on the C stack). */
+#define DIRECT_FIELDS 256
 
 /* A decode's state: the tables' Plain, the levels still allowed. */
 typedef struct {
@@ -670,11 +673,12 @@ static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const
                           int k) {
   Plain *P = D->P;
   lua_State *L = P->L;
-  if (def->field_count > 64 || def->oneof_count > 64) return 0;
+  if (def->field_count > DIRECT_FIELDS || def->oneof_count > 64) return 0;
   if (D->depth_left % 4 == 0) luaL_checkstack(L, DIRECT_STACK, "message nesting too deep");
   lua_createtable(L, 0, k >= 0 ? P->plan->size[k] : 4);
   int t = lua_gettop(L), planned = k >= 0, empty, n = 0;
-  uint64_t seen = 0, oneofs = 0; /* fields by index, oneofs by index */
+  uint64_t seen[DIRECT_FIELDS / 64], oneofs = 0; /* fields by index, oneofs by index */
+  memset(seen, 0, (def->field_count + 63) / 64 * sizeof seen[0]);
   uint32_t hint = 0;
   while (p < end) {
     const uint8_t *tagpos = p;
@@ -691,9 +695,9 @@ static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const
       if (p == NULL) return 0;
       continue;
     }
-    uint64_t bit = (uint64_t)1 << f->index;
-    if (seen & bit) return 0; /* a second value (direct_list takes a whole run) */
-    seen |= bit;
+    uint64_t bit = (uint64_t)1 << (f->index % 64);
+    if (seen[f->index / 64] & bit) return 0; /* a second value (direct_list takes a whole run) */
+    seen[f->index / 64] |= bit;
     n++;
     if (f->case_offset != 0) { /* a oneof member: the only one of its oneof */
       uint64_t o = (uint64_t)1 << f->oneof->index;
@@ -743,9 +747,9 @@ static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const
   }
   if (def->required_count > 0 && !D->partial) {
     for (uint32_t i = 0; i < def->field_count; i++)
-      if (def->fields[i].label == kPc_Label_Required && !(seen >> i & 1)) return 0;
+      if (def->fields[i].label == kPc_Label_Required && !(seen[i / 64] >> (i % 64) & 1)) return 0;
   }
-  if (k >= 0 && n > P->plan->size[k]) P->plan->size[k] = (uint8_t)n; /* at most 64 */
+  if (k >= 0 && n > P->plan->size[k]) P->plan->size[k] = (uint16_t)n;
   return 1;
 }
 

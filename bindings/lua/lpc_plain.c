@@ -678,7 +678,8 @@ static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const
   lua_createtable(L, 0, k >= 0 ? P->plan->size[k] : 4);
   int t = lua_gettop(L), planned = k >= 0, empty, n = 0;
   uint64_t seen[DIRECT_FIELDS / 64], oneofs = 0; /* fields by index, oneofs by index */
-  memset(seen, 0, (def->field_count + 63) / 64 * sizeof seen[0]);
+  seen[0] = 0;
+  if (def->field_count > 64) memset(seen + 1, 0, (def->field_count - 1) / 64 * sizeof seen[0]);
   uint32_t hint = 0;
   while (p < end) {
     const uint8_t *tagpos = p;

@@ -483,6 +483,42 @@ static size_t packed_count(const pc_FieldDef *f, const uint8_t *p, size_t len) {
   return n;
 }
 
+/* The run of repeated (or map) field 'f''s records that starts with the
+ * tag at 'p', up to the first record of another field: returns its end
+ * and its elements (packed ones counted) in '*count', or NULL when it is
+ * malformed. */
+static const uint8_t *run_count(const uint8_t *p, const uint8_t *end, const pc_FieldDef *f,
+                                size_t *count) {
+  size_t n = 0;
+  while (p < end) {
+    const uint8_t *tagpos = p;
+    uint32_t num;
+    pc_WireType wt;
+    pc_WireStatus st;
+    size_t len;
+    p = pc_Decode_ReadTag(p, end, &num, &wt, &st);
+    if (p == NULL) return NULL;
+    if (num != (uint32_t)f->number || !direct_fits(f, wt)) {
+      p = tagpos;
+      break;
+    }
+    if (wt == kPc_Wire_Len && pc_Decode_IsNumeric(f->type)) {
+      p = pc_Wire_ReadLength(p, end, &len, &st);
+      if (p == NULL) return NULL;
+      size_t k = packed_count(f, p, len);
+      if (k == (size_t)-1) return NULL;
+      n += k;
+      p += len;
+    } else {
+      p = direct_skip(p, end, wt);
+      if (p == NULL) return NULL;
+      n++;
+    }
+  }
+  *count = n;
+  return p;
+}
+
 /* Pushes the list of repeated field 'f' from the run of its records that
  * starts with the tag at 'p' (up to the first record of another field: a
  * record of 'f' after it makes direct_message give up), or pops the key on
@@ -494,30 +530,9 @@ static const uint8_t *direct_list(Direct *D, const uint8_t *p, const uint8_t *en
   pc_WireStatus st;
   uint32_t num;
   pc_WireType wt;
-  size_t count = 0, len;
-  const uint8_t *q = p, *run_end;
-  while (q < end) { /* count the elements */
-    const uint8_t *tagpos = q;
-    q = pc_Decode_ReadTag(q, end, &num, &wt, &st);
-    if (q == NULL) return NULL;
-    if (num != (uint32_t)f->number || !direct_fits(f, wt)) {
-      q = tagpos;
-      break;
-    }
-    if (wt == kPc_Wire_Len && pc_Decode_IsNumeric(f->type)) {
-      q = pc_Wire_ReadLength(q, end, &len, &st);
-      if (q == NULL) return NULL;
-      size_t n = packed_count(f, q, len);
-      if (n == (size_t)-1) return NULL;
-      count += n;
-      q += len;
-    } else {
-      q = direct_skip(q, end, wt);
-      if (q == NULL) return NULL;
-      count++;
-    }
-  }
-  run_end = q;
+  size_t count, len;
+  const uint8_t *q, *run_end = run_count(p, end, f, &count);
+  if (run_end == NULL) return NULL;
   if (count == 0) { /* empty packed runs: the field is not set */
     lua_pop(L, 1);
     return run_end;
@@ -617,21 +632,9 @@ static const uint8_t *direct_map(Direct *D, const uint8_t *p, const uint8_t *end
   pc_WireStatus st;
   uint32_t num;
   pc_WireType wt;
-  size_t count = 0, len;
-  const uint8_t *q = p, *run_end;
-  while (q < end) { /* count the entries */
-    const uint8_t *tagpos = q;
-    q = pc_Decode_ReadTag(q, end, &num, &wt, &st);
-    if (q == NULL) return NULL;
-    if (num != (uint32_t)f->number || wt != kPc_Wire_Len) {
-      q = tagpos;
-      break;
-    }
-    q = direct_skip(q, end, wt);
-    if (q == NULL) return NULL;
-    count++;
-  }
-  run_end = q;
+  size_t count, len;
+  const uint8_t *q, *run_end = run_count(p, end, f, &count);
+  if (run_end == NULL) return NULL;
   lua_createtable(L, 0, count < INT_MAX ? (int)count : INT_MAX);
   int m = lua_gettop(L);
   for (q = p; q < run_end;) {

@@ -163,7 +163,10 @@ function H.run(spec)
     return {} -- a later H.run of the script has it
   end
   print(string.format("\n## %s", spec.title))
-  print(string.format("%-44s %12s %8s  %-26s %s", "case", "ns/op", "ratio", "goal", opts.callgrind and "instr/op" or ""))
+  local w = 44 -- the name column: as wide as the longest name
+  for _, c in ipairs(all) do w = math.max(w, #c.name) end
+  print(string.format("%-" .. w .. "s %12s %8s  %-26s %s", "case", "ns/op", "ratio", "goal",
+    opts.callgrind and "instr/op" or ""))
   local base_ns = H.measure(spec.baseline.fn, opts.quick)
   local results = {}
   for i, c in ipairs(all) do
@@ -171,7 +174,7 @@ function H.run(spec)
     local verdict = ""
     if c.check then verdict = c.check(ns, base_ns) and "  ok" or "  MISSED" end
     local ir = opts.callgrind and H.instructions(c.name, c.callgrind_iters or 20000) or nil
-    print(string.format("%-44s %12s %8s  %-26s %s%s", c.name, fmt_num(ns),
+    print(string.format("%-" .. w .. "s %12s %8s  %-26s %s%s", c.name, fmt_num(ns),
       fmt_num(ns / base_ns) .. "x", (c.goal or (i == 1 and "(baseline)" or "")) , ir and fmt_num(ir) or "", verdict))
     results[c.name] = { ns = ns, ratio = ns / base_ns, instructions = ir }
   end
@@ -181,10 +184,12 @@ end
 --- Prints extra figures: rows = { {name=, value=, unit=, goal=, ok=}, ... }.
 function H.report(title, rows)
   print(string.format("\n## %s", title))
-  print(string.format("%-44s %16s  %-26s", "figure", "value", "goal"))
+  local w = 44
+  for _, r in ipairs(rows) do w = math.max(w, #r.name) end
+  print(string.format("%-" .. w .. "s %16s  %-26s", "figure", "value", "goal"))
   for _, r in ipairs(rows) do
     local verdict = r.ok == nil and "" or (r.ok and "  ok" or "  MISSED")
-    print(string.format("%-44s %16s  %-26s%s", r.name, fmt_num(r.value) .. " " .. (r.unit or ""), r.goal or "", verdict))
+    print(string.format("%-" .. w .. "s %16s  %-26s%s", r.name, fmt_num(r.value) .. " " .. (r.unit or ""), r.goal or "", verdict))
   end
 end
 

@@ -579,6 +579,7 @@ static const uint8_t *direct_list(Direct *D, const uint8_t *p, const uint8_t *en
 static int direct_entry(Direct *D, const uint8_t *p, const uint8_t *end, const pc_FieldDef *f,
                         pc_Value *key, pc_Value *val, const uint8_t **msg) {
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  if (kf == NULL || vf == NULL) return 0; /* a map entry type has both */
   int have_val = 0;
   memset(key, 0, sizeof *key);
   memset(val, 0, sizeof *val);
@@ -629,6 +630,7 @@ static const uint8_t *direct_map(Direct *D, const uint8_t *p, const uint8_t *end
                                  const pc_FieldDef *f, int sub, int planned) {
   lua_State *L = D->P->L;
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  if (kf == NULL || vf == NULL) return NULL; /* a map entry type has both */
   pc_WireStatus st;
   uint32_t num;
   pc_WireType wt;

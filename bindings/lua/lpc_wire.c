@@ -320,13 +320,15 @@ static int lpc_codec_decode(lua_State *L) {
   pc_DecodeStatus st;
   int flat = as_table ? kFlat_No : cs->type_flat; /* flat_kind(def), cached with the type */
   if (flat != kFlat_No) {
-    if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
-      return luaL_error(L, "not enough memory");
-    size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
     pc_Message *msg = lua_newuserdatauv(L, def->size, flat == kFlat_Strings);
     pc_Message_Init(def, msg);
     lua_getiuservalue(L, 1, 2); /* the Type's metatable of standalone instances */
     lua_setmetatable(L, -2);
+    /* The scratch arena is taken only now: the allocations above may run a
+     * finalizer whose own decode frees it (unknown fields, below). */
+    if (cs->scratch == NULL && (cs->scratch = pc_Arena_New(NULL, NULL)) == NULL)
+      return luaL_error(L, "not enough memory");
+    size_t empty = pc_Arena_SpaceAllocated(cs->scratch);
     pc_DecodeOptions flat_opts = opts;
     flat_opts.alias = 1; /* strings point into 'bytes', kept by the user value */
     st = pc_Decode(bytes, len, msg, def, cs->scratch, &flat_opts, &err);

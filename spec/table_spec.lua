@@ -499,6 +499,28 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     assert.is_false(check(Sub, nested(101), "101 levels"))
   end)
 
+  it("uses its own type's plan when the options' reads decode another type", function()
+    local A = pc.message("tp.A", { { "a", "int32", 1 }, { "s", "string", 2 }, { "sub", "tp.A", 3 } })
+    local B = pc.message("tp.B", { { "zz", "int32", 1 } })
+    local F = pc.message("tp.F", { { "n", "uint32", 1 } }) -- all numbers: a standalone decode
+    local bytes = pc.encode(A { a = 5, s = "x", sub = { a = 6 } })
+    for _, other in ipairs({ { B, "\8\7", { table = true } }, { F, "\8\7" } }) do
+      local opts = setmetatable({}, { __index = function(_, k)
+        if k == "table" then
+          assert(pc.decode(other[1], other[2], other[3])) -- caches another type meanwhile
+          return true
+        end
+      end })
+      for _ = 1, 3 do
+        same_tables({ a = 5, s = "x", sub = { a = 6 } }, pc.decode(A, bytes, opts), "A after " .. tostring(other[1]))
+        local m = pc.decode(A, bytes, setmetatable({}, { __index = function(_, k)
+          if k == "partial" then assert(pc.decode(other[1], other[2], other[3])) end
+        end }))
+        assert.are.equal(6, m.sub.a)
+      end
+    end
+  end)
+
   it("keeps nothing of a tree it returned (LuaJIT sets 64-bit values last, through one reused table)", function()
     local weak = setmetatable({}, { __mode = "v" })
     local t = pc.decode(M, pc.encode(M { i64 = 5, rs64 = { 1, 2, 3, 4 }, sub = {} }), { table = true })

@@ -45,8 +45,9 @@ typedef struct {
   const void *type;
   const pc_MessageDef *type_def;
   int type_flat;    /* flat_kind of type_def */
-  void *type_plain; /* {table = true}'s plan of type_def (lpc_plain_plan), its
-                       names table in slot 3, or NULL before the first */
+  void *type_plain; /* {table = true}'s plan of type_plain_def (lpc_plain_plan),
+                       its names table in slot 3, or NULL before the first */
+  const pc_MessageDef *type_plain_def;
 } CodecState;
 
 #define CODEC_STATE lua_upvalueindex(1)
@@ -283,6 +284,10 @@ static int lpc_codec_encode(lua_State *L) {
 static int lpc_codec_decode(lua_State *L) {
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
   const pc_MessageDef *def = check_type(L, cs);
+  /* What the cache says of the type, read before anything allocates: an
+   * allocation may run a finalizer whose own decode caches another type. */
+  int type_flat = cs->type_flat;
+  void *plain = cs->type_plain_def == def ? cs->type_plain : NULL;
   size_t len;
   if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
@@ -306,19 +311,25 @@ static int lpc_codec_decode(lua_State *L) {
     lua_pop(L, 2);
   }
   if (as_table) {
-    if (cs->type_plain == NULL) { /* the Type at 1 is the cached one */
-      cs->type_plain = lpc_plain_plan(L, 1, def);
-      cache(L, 3);
+    if (plain != NULL && cs->type_plain == plain) { /* still cached: its names in slot 3 */
+      lua_rawgeti(L, CODEC_CACHE, 3);
+    } else {
+      plain = lpc_plain_plan(L, 1, def); /* pushes its names */
+      if (cs->type_def == def) {         /* cache them with the type */
+        lua_pushvalue(L, -1);
+        cache(L, 3);
+        cs->type_plain = plain;
+        cs->type_plain_def = def;
+      }
     }
-    lua_rawgeti(L, CODEC_CACHE, 3);
-    int n = lpc_decode_plain(L, lua_gettop(L), cs->type_plain, def, bytes, len, &opts);
+    int n = lpc_decode_plain(L, lua_gettop(L), plain, def, bytes, len, &opts);
     if (n == 0) n = decode_to_table(L, cs, def, bytes, len, &opts);
     if (n > 0) return n;
   }
   pc_Error err;
   pc_Error_Init(&err);
   pc_DecodeStatus st;
-  int flat = as_table ? kFlat_No : cs->type_flat; /* flat_kind(def), cached with the type */
+  int flat = as_table ? kFlat_No : type_flat; /* flat_kind(def), cached with the type */
   if (flat != kFlat_No) {
     pc_Message *msg = lua_newuserdatauv(L, def->size, flat == kFlat_Strings);
     pc_Message_Init(def, msg);
@@ -446,6 +457,7 @@ void lpc_open_wire(lua_State *L) {
   cs->mt_def = cs->type_def = NULL;
   cs->type_flat = 0;
   cs->type_plain = NULL;
+  cs->type_plain_def = NULL;
   cs->mt_standalone = 0;
   if (luaL_newmetatable(L, LPC_CODECSTATE)) {
     lua_pushcfunction(L, lpc_codecstate_gc);
@@ -456,7 +468,7 @@ void lpc_open_wire(lua_State *L) {
     lua_setfield(L, -2, "__metatable");
   }
   lua_setmetatable(L, -2);
-  lua_createtable(L, 2, 0); /* the cache */
+  lua_createtable(L, 3, 0); /* the cache: storing into it allocates nothing */
   /* The first sentinel: a garbage userdata (a table's __gc is Lua 5.4's,
    * not LuaJIT's) whose __gc (clear_cache) runs at the end of the next
    * cycle and leaves the next sentinel. */

@@ -17,7 +17,7 @@
 --     as message objects, and as plain tables with {table = true} against
 --     lua-protobuf's decode and the same walk: those two interleaved
 --     (H.measure_pair), and with --callgrind also as instructions per
---     decode + read (valgrind runs of this script's --child-otlp loop, n
+--     decode + read (H.instructions: valgrind runs of this script's loop, n
 --     and 2n times; the difference over n).
 -- lua-protobuf is built by this bench from ../shared/peers/lua-protobuf
 -- into build/bench-luajit (never into the product); the corpus is
@@ -27,7 +27,7 @@ local H = require "bench.harness"
 local sh, read = H.sh, H.read
 local pc = require "protocall"
 
-local quick, child, callgrind, child_otlp, child_n = false, false, false, nil, nil
+local quick, child, callgrind, only, iters = false, false, false, nil, nil
 local args = arg or {}
 local i = 1
 while args[i] do
@@ -38,11 +38,11 @@ while args[i] do
     child = true
   elseif a == "--callgrind" then -- instructions per op of the otlp_traces rows
     callgrind = true
-  elseif a == "--child-otlp" then -- a child under callgrind: table|peer, n decodes
-    child_otlp, child_n = args[i + 1], tonumber(args[i + 2])
-    i = i + 2
+  elseif a == "--only" or a == "--iters" then -- H.instructions' child: one loop, n times
+    if a == "--only" then only = args[i + 1] else iters = tonumber(args[i + 1]) end
+    i = i + 1
   else
-    error("runtime_bench.lua takes --quick and --callgrind (and --child-cycle, --child-otlp WHICH N"
+    error("runtime_bench.lua takes --quick and --callgrind (and --child-cycle, --only NAME --iters N"
       .. " for its own child processes), not " .. a, 0)
   end
   i = i + 1
@@ -124,10 +124,10 @@ if have_corpus then
     for _ = 1, n do walk(plan, pdecode(OTLP_TYPE, bytes)) end
   end
 end
-if child_otlp then -- a child under callgrind: the loop alone
-  local loop = child_otlp == "peer" and peer_loop or tables_loop
-  loop(math.min(child_n, 50)) -- traces and the name plan made before both counts
-  loop(child_n)
+if only then -- a child under callgrind (H.instructions): the loop alone
+  local loop = only == "peer" and peer_loop or tables_loop
+  loop(math.min(iters, 50)) -- traces and the name plan made before both counts
+  loop(iters)
   return
 end
 
@@ -219,15 +219,7 @@ if have_corpus then
     row("decode+read (message objects) / lua-protobuf", ours / peer, "x")
     row("decode{table}+read / lua-protobuf", tables / peer, "x", "<= 0.5x", tables / peer <= 0.5)
     if callgrind then -- instructions per decode + read: counts of n and 2n runs, differenced
-      local function per_op(which)
-        local function count(n)
-          return H.callgrind(("luajit -e \"package.cpath = '%s'\" bench/luajit/runtime_bench.lua --child-otlp %s %d")
-            :format(package.cpath, which, n))
-        end
-        local a, b = count(500), count(1000)
-        return a and b and (b - a) / 500
-      end
-      local ci, cp = per_op("table"), per_op("peer")
+      local ci, cp = H.instructions("table", 500), H.instructions("peer", 500)
       if ci and cp then
         row("otlp decode{table}+read, callgrind", ci / 1e3, "k instr")
         row("otlp lua-protobuf decode+read, callgrind", cp / 1e3, "k instr")

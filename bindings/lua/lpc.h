@@ -64,9 +64,8 @@ int lpc_encode_table(lua_State *L, int type, int t);
 int lpc_table_message(lua_State *L, int type, int t);
 
 /* Pushes the plain table of 'msg' (type 'def', whose Type is at 'type')
- * in pc.to_table's
- * shape: set fields by name, sub-messages as tables, lists, maps as
- * tables, enums as numbers (lpc_plain.c). */
+ * in pc.to_table's shape: set fields by name, sub-messages as tables,
+ * lists, maps as tables, enums as numbers (lpc_plain.c). */
 void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_MessageDef *def);
 
 /* The plan {table = true} fills tables of 'def' (the Type at 'type') by:
@@ -325,6 +324,9 @@ void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v);
  * LuaJIT a 64-bit key within +-2^53 is a number (so plain tables can be
  * indexed by it; cdata keys are distinct objects), cdata beyond. */
 void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v);
+/* Whether lpc_push_key pushes key 'v' of 'f' as a cdata: under LuaJIT, a
+ * 64-bit key beyond +-2^53 (two equal ones are then two table keys). */
+int lpc_key_is_cdata(const pc_FieldDef *f, pc_Value v);
 _Noreturn void lpc_type_error(lua_State *L, const char *name, const char *expected, int idx);
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
 pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);

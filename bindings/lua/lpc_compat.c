@@ -110,7 +110,6 @@ static const char kHelpers[] = "local ffi = require 'ffi'\n"
                                "    if ks[i] ~= 0 then v = u[i] else v = s[i] end\n"
                                "    t[2 * i + 1][t[2 * i + 2]] = v\n"
                                "    t[2 * i + 1], t[2 * i + 2] = nil, nil\n"
-
                                "  end\n"
                                "end\n";
 

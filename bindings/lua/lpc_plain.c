@@ -385,9 +385,9 @@ void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_Mess
  * closed enum's unknown value, a proto3 string that is not UTF-8, unknown
  * fields of a type with extension ranges, a map entry's message value
  * twice, a map key beyond 2^53 under LuaJIT (a cdata), groups, types of
- * more than DIRECT_FIELDS fields or 64 oneofs, nesting at the depth limit. Unknown fields and
- * fields of another wire type are skipped (pc_Wire_SkipField's checks), as
- * plain tables leave them out. */
+ * more than DIRECT_FIELDS fields or 64 oneofs, nesting at the depth limit.
+ * Unknown fields and fields of another wire type are skipped
+ * (pc_Wire_SkipField's checks), as plain tables leave them out. */
 
 /* Stack room made at the start and every fourth level: a level holds at
  * most 5 slots (its table, a key, a list, an element's key and a table
@@ -647,11 +647,7 @@ static const uint8_t *direct_map(Direct *D, const uint8_t *p, const uint8_t *end
     pc_Value key, val;
     const uint8_t *msg;
     if (!direct_entry(D, q, q + len, f, &key, &val, &msg)) return NULL;
-    if (LPC_LUAJIT && is_int64(kf->type) &&
-        (kf->type == kPc_Type_Uint64 || kf->type == kPc_Type_Fixed64
-             ? key.u64 > ((uint64_t)1 << 53)
-             : key.i64 < -((int64_t)1 << 53) || key.i64 > ((int64_t)1 << 53)))
-      return NULL; /* a cdata key: equal keys would be two table keys */
+    if (lpc_key_is_cdata(kf, key)) return NULL; /* equal keys would be two table keys */
     lpc_push_key(L, kf, key);
     if (vf->type == kPc_Type_Message) {
       if (msg == NULL)

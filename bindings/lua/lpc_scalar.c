@@ -27,15 +27,27 @@ void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
   }
 }
 
+int lpc_key_is_cdata(const pc_FieldDef *f, pc_Value v) {
+  if (!LPC_LUAJIT) return 0;
+  const uint64_t limit = (uint64_t)1 << 53;
+  switch (f->type) {
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: return v.u64 > limit;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64: return v.i64 < -(int64_t)limit || v.i64 > (int64_t)limit;
+  default: return 0;
+  }
+}
+
 void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v) {
-  if (LPC_LUAJIT) {
-    int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
-    int is_signed =
-        f->type == kPc_Type_Int64 || f->type == kPc_Type_Sint64 || f->type == kPc_Type_Sfixed64;
-    const uint64_t limit = (uint64_t)1 << 53;
-    if ((is_unsigned && v.u64 <= limit) ||
-        (is_signed && v.i64 >= -(int64_t)limit && v.i64 <= (int64_t)limit)) {
-      lua_pushnumber(L, is_unsigned ? (lua_Number)v.u64 : (lua_Number)v.i64);
+  if (LPC_LUAJIT && !lpc_key_is_cdata(f, v)) {
+    if (f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64) {
+      lua_pushnumber(L, (lua_Number)v.u64);
+      return;
+    }
+    if (f->type == kPc_Type_Int64 || f->type == kPc_Type_Sint64 || f->type == kPc_Type_Sfixed64) {
+      lua_pushnumber(L, (lua_Number)v.i64);
       return;
     }
   }

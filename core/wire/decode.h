@@ -69,7 +69,7 @@ pc_DecodeStatus pc_Decode(const char *buf, size_t size, pc_Message *msg, const p
                           pc_Arena *a, const pc_DecodeOptions *opts, pc_Error *err);
 
 /* -- Helpers the decoder shares with the bindings' direct decoders (Lua
- * tables straight from wire bytes, bindings/lua/lpc_table.c), so both read
+ * tables straight from wire bytes, bindings/lua/lpc_plain.c), so both read
  * a value the same way. ---------------------------------------------------- */
 
 /* The wire type a field of type 't' is written with (proto encoding spec,

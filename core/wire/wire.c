@@ -153,14 +153,19 @@ int pc_Wire_ValidUtf8(const uint8_t *s, size_t len) {
   if (len == 0) return 1; /* 's' may be NULL then (an empty string slot) */
   const uint8_t *end = s + len;
   while (s < end) {
-    /* ASCII runs eight bytes at a time. */
-    while (end - s >= 8) {
-      uint64_t w;
+    /* ASCII eight bytes at a time; the last fewer than eight as the eight
+     * that end the string (bytes before 's' are valid already). */
+    uint64_t w;
+    if (end - s >= 8) {
       memcpy(&w, s, 8);
-      if (w & UINT64_C(0x8080808080808080)) break;
-      s += 8;
+      if (!(w & UINT64_C(0x8080808080808080))) {
+        s += 8;
+        continue;
+      }
+    } else if (len >= 8) {
+      memcpy(&w, end - 8, 8);
+      if (!(w & UINT64_C(0x8080808080808080))) return 1;
     }
-    if (s >= end) break;
     uint8_t c = *s;
     if (c < 0x80) {
       s++;

@@ -202,6 +202,25 @@ static int utf8(const char *s) {
   return pc_Wire_ValidUtf8((const uint8_t *)s, strlen(s));
 }
 
+/* UTF-8 validity by the definition (RFC 3629 section 4), a byte at a time. */
+static int utf8_by_bytes(const uint8_t *s, size_t len) {
+  for (size_t i = 0; i < len;) {
+    uint8_t c = s[i];
+    size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (n == 0 || len - i < n) return 0;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t j = 1; j < n; j++) {
+      if ((s[i + j] & 0xc0) != 0x80) return 0;
+      cp = cp << 6 | (s[i + j] & 0x3f);
+    }
+    static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    i += n;
+  }
+  return 1;
+}
+
 static void test_utf8(void) {
   CHECK(utf8(""));
   CHECK(utf8("plain ascii, long enough to take the 8-byte path"));
@@ -242,6 +261,28 @@ static void test_utf8(void) {
       int want = a >= 0xc2 && a <= 0xdf && b >= 0x80 && b <= 0xbf;
       CHECK(pc_Wire_ValidUtf8(s, 2) == want);
     }
+  /* the word-at-a-time paths (a string's first and last eight bytes) against
+   * a byte-at-a-time reading, over strings of ASCII with a few bytes of
+   * multi-byte sequences, valid or not, at every position */
+  static const uint8_t pieces[][4] = {{0xc3, 0xa9}, {0xe2, 0x82, 0xac}, {0xf0, 0x9f, 0x98, 0x80},
+                                      {0x80},       {0xc3},             {0xed, 0xa0, 0x80}};
+  static const size_t piece_len[] = {2, 3, 4, 1, 1, 3};
+  uint32_t seed = 12345;
+  for (int round = 0; round < 20000; round++) {
+    uint8_t buf[40];
+    size_t n = 0, want_len = (seed = seed * 1103515245u + 12345u) >> 16 & 31;
+    while (n < want_len) {
+      seed = seed * 1103515245u + 12345u;
+      unsigned r = seed >> 16;
+      if (r % 8 != 0) {
+        buf[n++] = (uint8_t)('a' + r % 26);
+        continue;
+      }
+      size_t k = r / 8 % 6;
+      for (size_t i = 0; i < piece_len[k] && n < sizeof buf; i++) buf[n++] = pieces[k][i];
+    }
+    CHECK(pc_Wire_ValidUtf8(buf, n) == utf8_by_bytes(buf, n));
+  }
 }
 
 static int fill_writer(pc_WireWriter *w) {

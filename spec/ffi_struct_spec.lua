@@ -432,12 +432,23 @@ describe("FFI struct messages", function()
       { function() return pc.decode(Point, "", 5) end, function() return pc.decode(PP, "", 5) end },
       { function() return pc.encode(Point, 5) end, function() return pc.encode(PP, 5) end },
       { function() return pc.encode(Point, {}, 5) end, function() return pc.encode(PP, {}, 5) end },
+      -- a misspelt option raises, naming it, on both
+      { function() return pc.encode(Point(), { partail = true }) end,
+        function() return pc.encode(PP(), { partail = true }) end },
+      { function() return pc.encode(Point, {}, { [1] = true }) end,
+        function() return pc.encode(PP, {}, { [1] = true }) end },
+      { function() return pc.decode(Point, "", { partail = true }) end,
+        function() return pc.decode(PP, "", { partail = true }) end },
     } do
       local ok1, err1 = pcall(c[1])
       local ok2, err2 = pcall(c[2])
       assert.is_false(ok1 or ok2)
       assert.are.equal(strip(err1), strip(err2))
     end
+    assert.matches("bad argument #3 to 'decode' %(unknown option 'partail'%)$",
+      select(2, pcall(pc.decode, PP, "", { partail = true })))
+    assert.matches("bad argument #2 to 'encode' %(unknown option 'number'%)$",
+      select(2, pcall(pc.encode, PP(), { [1] = true })))
     local m = Point { x = 1 }
     pc.merge(m, PP { y = 2 }) -- a struct merges into a message too
     assert.are.equal(bytes(Point { x = 1, y = 2 }), bytes(m))

@@ -331,6 +331,27 @@ describe("pc.decode and pc.encode arguments", function()
     assert.are.equal("bad argument #2 to 'encode' (table expected, got number)", message_of(pc.encode, T "t.Rec" {}, 5))
   end)
 
+  it("raises on an option it does not know, naming it, and takes every one it does", function()
+    local function message_of(...) return select(2, pcall(...)) end
+    local m = T "t.Rec" {}
+    assert.are.equal("bad argument #3 to 'decode' (unknown option 'tabel')",
+      message_of(pc.decode, T "t.Rec", "", { tabel = true }))
+    assert.are.equal("bad argument #3 to 'decode' (unknown option 'number')",
+      message_of(pc.decode, T "t.Rec", "", { true }))
+    assert.are.equal("bad argument #2 to 'encode' (unknown option 'determinstic')",
+      message_of(pc.encode, m, { determinstic = true }))
+    assert.are.equal("bad argument #3 to 'encode' (unknown option 'table')",
+      message_of(pc.encode, T "t.Rec", {}, { table = true }))
+    -- the ones it knows, together
+    assert.are.same({}, pc.decode(T "t.Rec", "", { table = true, extensions = false, max_depth = 5, partial = true }))
+    assert.are.equal("", pc.encode(m, { deterministic = true, partial = true }))
+    assert.are.equal("", pc.encode(T "t.Rec", {}, { deterministic = true, partial = true }))
+    assert.are.equal("", pc.encode(T "t.Rec", {}, { partial = false }))
+    -- keys only an __index gives are read, not checked (no raw key)
+    local opts = setmetatable({}, { __index = { table = true } })
+    assert.are.same({}, pc.decode(T "t.Rec", "", opts))
+  end)
+
   it("decodes all-number types with unknown fields too", function()
     local m = assert(pc.decode(T "t.I64", unhex "08 01 f8 01 07 10 02"))
     assert.are.equal(1, m.r)

@@ -110,6 +110,11 @@ LPC_INLINE const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
   return def;
 }
 
+/* The options pc.encode and pc.decode take (another key raises: a misspelt
+ * option is not silently ignored). */
+static const char *const kEncodeOptions[] = {"deterministic", "partial", NULL};
+static const char *const kDecodeOptions[] = {"table", "extensions", "max_depth", "partial", NULL};
+
 /* pc.encode(T, table [, opts]): the table's encoding pushed by the direct
  * path (lpc_table.c) and 1; else T{...} replaces the Type at 1 (raising
  * T{...}'s error for a table it refuses) and 0, and the caller encodes
@@ -119,6 +124,7 @@ static int encode_table(lua_State *L) {
   int deterministic = 0;
   if (!lua_isnoneornil(L, 3)) {
     if (!lua_istable(L, 3)) codec_typeerror(L, 3, "encode", "table");
+    lpc_check_options(L, 3, "encode", kEncodeOptions);
     deterministic = lua_getfield(L, 3, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
     lua_pop(L, 1);
   }
@@ -235,14 +241,15 @@ static int flat_kind(const pc_MessageDef *def) {
 }
 
 /* -- bytes = pc.encode(m [, {deterministic = true, partial = true}])
- * -- bytes = pc.encode(T, table [, {deterministic = true}])
+ * -- bytes = pc.encode(T, table [, {deterministic = true, partial = true}])
  * m: a message; T: a message Type and table the fields as T{...} takes
  * them (the same bytes as pc.encode(T(table)), without making message
  * objects: lpc_table.c); deterministic: sort map entries by key; partial:
  * skip the proto2 required-field check. Raises on a non-message, on what
  * T{...} refuses (the same error), on nesting past PC_ENCODE_MAX_DEPTH, on
  * unset required fields ("missing required fields: r.Req.inner.id,
- * r.Req.name") and when memory runs out. */
+ * r.Req.name"), on an option other than these two ("bad argument #2 to
+ * 'encode' (unknown option 'determinstic')") and when memory runs out. */
 static int lpc_codec_encode(lua_State *L) {
   const pc_MessageDef *def;
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
@@ -251,6 +258,7 @@ static int lpc_codec_encode(lua_State *L) {
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 2)) {
     if (!lua_istable(L, 2)) codec_typeerror(L, 2, "encode", "table");
+    lpc_check_options(L, 2, "encode", kEncodeOptions);
     opts.deterministic = lua_getfield(L, 2, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
     opts.partial = lua_getfield(L, 2, "partial") != LUA_TNIL && lua_toboolean(L, -1);
     lua_pop(L, 2);
@@ -279,8 +287,9 @@ static int lpc_codec_encode(lua_State *L) {
  * ranges stay unknown fields (re-encoded byte for byte). Returns the
  * message, or nil and "<subject>: <reason> at offset <n>" for malformed
  * input, or nil and "missing required fields: r.Req.inner.id" when the
- * input lacks required fields. Raises when
- * memory runs out. */
+ * input lacks required fields. Raises on an option other than these four
+ * ("bad argument #3 to 'decode' (unknown option 'tabel')") and when memory
+ * runs out. */
 static int lpc_codec_decode(lua_State *L) {
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
   const pc_MessageDef *def = check_type(L, cs);
@@ -295,6 +304,7 @@ static int lpc_codec_decode(lua_State *L) {
   int as_table = 0;
   if (!lua_isnoneornil(L, 3)) {
     if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
+    lpc_check_options(L, 3, "decode", kDecodeOptions);
     as_table = lua_getfield(L, 3, "table") != LUA_TNIL && lua_toboolean(L, -1);
     lua_pop(L, 1);
     opts.no_extensions = lua_getfield(L, 3, "extensions") != LUA_TNIL && !lua_toboolean(L, -1);

@@ -96,6 +96,20 @@ function M.install(pc, core)
     end
   end
 
+  -- Raises "bad argument #n to 'fname' (unknown option 'k')" for a key of
+  -- the table opts that is not in the set names: the C codec's rule for
+  -- pc.encode and pc.decode (bindings/lua/lpc_wire.c).
+  local ENCODE_OPTIONS = { deterministic = true, partial = true }
+  local DECODE_OPTIONS = { table = true, extensions = true, max_depth = true, partial = true }
+  local function check_options(opts, names, n, fname)
+    for k in pairs(opts) do
+      if not names[k] then
+        raise(format("bad argument #%d to '%s' (unknown option '%s')", n, fname,
+                     type(k) == "string" and k or type(k)))
+      end
+    end
+  end
+
   -- A `void *` to struct p (or to what pointer p points to) for C to read
   -- or write, naming T in its errors: P itself and ffi.typeof(p), ctypes
   -- with the struct's (or the pointer's) ctype id, raise, as ffi.cast
@@ -468,6 +482,7 @@ function M.install(pc, core)
       if opts ~= nil and type(opts) ~= "table" then
         raise("bad argument #2 to 'encode' (table expected, got " .. type(opts) .. ")")
       end
+      if opts ~= nil then check_options(opts, ENCODE_OPTIONS, 2, "encode") end
       local lua_encode = info.lua_encode
       if lua_encode and not info.unknown then
         local s = lua_encode(p, opts ~= nil and opts.partial)
@@ -502,6 +517,7 @@ function M.install(pc, core)
       if opts ~= nil and type(opts) ~= "table" then
         raise("bad argument #3 to 'decode' (table expected, got " .. type(opts) .. ")")
       end
+      if opts ~= nil then check_options(opts, DECODE_OPTIONS, 3, "decode") end
       local lua_decode = info.lua_decode
       if lua_decode then
         local p = lua_decode(bytes, opts ~= nil and opts.partial)
@@ -572,6 +588,7 @@ function M.install(pc, core)
         local n, x = type(a) ~= "table" and 2 or 3, type(a) ~= "table" and a or b
         raise(format("bad argument #%d to 'encode' (table expected, got %s)", n, type(x)))
       end
+      if b ~= nil then check_options(b, ENCODE_OPTIONS, 3, "encode") end
       return info.encode(info.P(a), b)
     end
     return core_encode(m, a, b)

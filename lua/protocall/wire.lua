@@ -19,7 +19,8 @@ function M.install(pc, core)
   -- bytes = pc.encode(T, table [, opts]): a plain table as a message of
   -- type T, without making message objects (bindings/lua/lpc_table.c): the
   -- bytes of pc.encode(T(table), opts), and T{...}'s error (naming
-  -- type.field) for a table T{...} refuses.
+  -- type.field) for a table T{...} refuses. An option other than these
+  -- raises: "bad argument #2 to 'encode' (unknown option 'determinstic')".
   pc.encode = encode
 
   --- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, partial = true,
@@ -31,7 +32,8 @@ function M.install(pc, core)
   -- required field returns nil and "missing required fields: r.Req.inner.id".
   -- With `table`, plain Lua tables in pc.to_table's shape instead of a
   -- message (made in one pass in C); with `extensions = false`, fields in
-  -- extension ranges stay unknown fields.
+  -- extension ranges stay unknown fields. An option other than these four
+  -- raises: "bad argument #3 to 'decode' (unknown option 'tabel')".
   pc.decode = decode
 
   --- ok = pc.is_initialized(m): whether every proto2 required field of m

@@ -148,6 +148,29 @@ describe("the FFI field access", function()
     end
   end)
 
+  it("reads 64-bit integers as the C __index does: the same cdata type and value", function()
+    local i64, u64 = ffi.typeof("int64_t"), ffi.typeof("uint64_t")
+    local signed = { "0", "1", "-1", "9007199254740993", "9223372036854775807", "-9223372036854775808" }
+    local unsigned = { "0", "1", "9007199254740993", "18446744073709551615" }
+    for i = 1, #signed do
+      local u = unsigned[(i - 1) % #unsigned + 1]
+      local m = M3 { i64 = R.int(signed[i]), s64 = R.int(signed[i]), sf64 = R.int(signed[i]),
+                     u64 = R.uint(u), fx64 = R.uint(u) }
+      local m2 = M2 { u = R.uint(u) }
+      for _, x in ipairs { m, pc.decode(M3, pc.encode(m)), M3(), m2, pc.decode(M2, pc.encode(m2)) } do
+        local index = c_meta(x, "__index")
+        local keys = pc.type_of(x) == M2 and { "u" } or { "i64", "s64", "sf64", "u64", "fx64" }
+        for _, k in ipairs(keys) do
+          local want, got = index(x, k), x[k]
+          assert.are.equal(want, got, k)
+          assert.is_true(ffi.istype(ffi.typeof(want), got), k)
+          local kind = (k == "u64" or k == "fx64" or k == "u") and u64 or i64
+          assert.is_true(ffi.istype(kind, got), k)
+        end
+      end
+    end
+  end)
+
   it("covers types with more fields than the generated chain", function()
     local m = Wide()
     for i = 1, 60 do m["x" .. i] = i end

@@ -515,13 +515,15 @@ int lpc_ffi_write_kind(const pc_FieldDef *f) {
   return scalar_write_kind(f->type);
 }
 
-/* The FFI reader's kind for a string or bytes field without presence (a
- * pc_StringView slot copied out by ffi.string). */
-enum { kFfiRead_String = kRead_Bool + 2 };
+/* The FFI reader's kinds beyond the plain slots': a string or bytes field
+ * without presence (a pc_StringView slot copied out by ffi.string), and the
+ * 64-bit integers of plain slots (an int64_t / uint64_t cdata, what
+ * lpc_push_int64 makes of them). */
+enum { kFfiRead_String = kRead_Bool + 2, kFfiRead_I64, kFfiRead_U64 };
 
 /* Pushes the list, in declaration order, of the fields the FFI reader and
  * writer handle: {name =, offset =, read = kRead_* of a plain slot but
- * 64-bit ones, or kFfiRead_String (else 0), write = lpc_ffi_write_kind, hasbit
+ * 64-bit ones, or kFfiRead_String, kFfiRead_I64, kFfiRead_U64 (else 0), write = lpc_ffi_write_kind, hasbit
  * = (-1: none), case_offset = (0: no oneof), number =, widest = (the
  * oneof's widest member, which pc_Message_Set clears)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
@@ -530,7 +532,8 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
     int read = read_kind(f), write = lpc_ffi_write_kind(f);
-    if (read == kRead_I64) read = kRead_Other;
+    if (lpc_plain_slot(f) && is_64bit_integer(f->type))
+      read = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64 ? kFfiRead_U64 : kFfiRead_I64;
     if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
         f->label != kPc_Label_Repeated)
       read = kFfiRead_String;
@@ -592,7 +595,8 @@ static int make_type_metatables(lua_State *L) {
  * then on, before its first instance, to put an FFI __index and
  * __newindex in front of the C ones: fields lists what each field's slot
  * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
- * double, 5 float, 6 bool, 8 string or bytes or 0, write kind the same
+ * double, 5 float, 6 bool, 8 string or bytes, 9 int64_t, 10 uint64_t or 0,
+ * write kind the same
  * but 8 plus 3 64-bit and 7 open enum or 0, hasbit, case_offset, number,
  * widest). */
 static int lpc_set_reader(lua_State *L) {

@@ -158,7 +158,8 @@ function M.install(pc, core)
   -- (core.set_reader gives each field's slot layout): one `k == "name"`
   -- test per field, which the JIT folds away for a constant key, and the
   -- load or store (strings and bytes without presence: a copy of their
-  -- bytes, ffi.string). A store is made only of a value the C __newindex would
+  -- bytes, ffi.string; 64-bit integers: the int64_t or uint64_t cdata the C
+  -- __index gives). A store is made only of a value the C __newindex would
   -- store unchanged (an integer in the field's range, a number, a boolean,
   -- an open enum's number, 64-bit: an integral number within 2^53 or
   -- int64_t / uint64_t cdata), with the presence bit or oneof case set as
@@ -173,6 +174,7 @@ function M.install(pc, core)
       cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
       bor = bit.bor, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
       i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"), fstring = ffi.string,
+      PU64 = ffi.typeof("uint64_t *"),
       SV = ffi.typeof("struct { const char *data; size_t size; } *"), -- pc_StringView
       P = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), ffi.typeof("int64_t *"),
             ffi.typeof("double *"), ffi.typeof("float *"), ffi.typeof("uint8_t *"),
@@ -204,6 +206,9 @@ function M.install(pc, core)
     local function read_code(f, view)
       if f.read == 8 then -- a string or bytes slot: a copy of its bytes
         return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", base(view),
+                             f.offset)
+      elseif f.read == 9 or f.read == 10 then -- 64-bit: an int64_t / uint64_t cdata, as C makes
+        return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", base(view),
                              f.offset)
       end
       local load = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)

@@ -84,7 +84,11 @@ int lpc_compat_error(lua_State *L, const char *fmt, ...) {
   return lua_error(L);
 }
 
-/* push(pointer, unsigned) -> int64_t / uint64_t cdata of *pointer (read
+/* Pointers reach the helpers as numbers (their addresses: below 2^53 on
+ * every 64-bit target LuaJIT runs on, so exact): the JIT compiles ffi.cast
+ * of a number, not of a light userdata (NYI, which left the helpers to the
+ * interpreter).
+ * push(pointer, unsigned) -> int64_t / uint64_t cdata of *pointer (read
  * through unqualified pointers: a const int64_t cdata would not be taken
  * by string.format's %d);
  * to(value, pointer) -> 1 for an int64_t cdata, 2 for a uint64_t one (its
@@ -141,10 +145,15 @@ void lpc_open_compat(lua_State *L) {
   lua_rawset(L, LUA_REGISTRYINDEX);
 }
 
+/* A pointer as the number the helpers take. */
+static void push_address(lua_State *L, const void *p) {
+  lua_pushnumber(L, (lua_Number)(uintptr_t)p);
+}
+
 void lpc_push_int64(lua_State *L, uint64_t bits, int is_unsigned) {
   lua_pushlightuserdata(L, (void *)&kPushKey);
   lua_rawget(L, LUA_REGISTRYINDEX);
-  lua_pushlightuserdata(L, &bits);
+  push_address(L, &bits);
   lua_pushboolean(L, is_unsigned);
   lua_call(L, 2, 1);
 }
@@ -153,8 +162,8 @@ void lpc_set_int64s(lua_State *L, const uint64_t *bits, const uint8_t *is_unsign
   lua_pushlightuserdata(L, (void *)&kSetKey);
   lua_rawget(L, LUA_REGISTRYINDEX);
   lua_insert(L, -2);
-  lua_pushlightuserdata(L, (void *)(uintptr_t)bits);
-  lua_pushlightuserdata(L, (void *)(uintptr_t)is_unsigned);
+  push_address(L, bits);
+  push_address(L, is_unsigned);
   lua_pushnumber(L, (lua_Number)n);
   lua_call(L, 4, 0);
 }
@@ -180,7 +189,7 @@ int lpc_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned) {
   lua_pushlightuserdata(L, (void *)&kToKey);
   lua_rawget(L, LUA_REGISTRYINDEX);
   lua_pushvalue(L, idx);
-  lua_pushlightuserdata(L, bits);
+  push_address(L, bits);
   lua_call(L, 2, 1);
   lua_Integer kind = lua_tointeger(L, -1);
   lua_pop(L, 1);

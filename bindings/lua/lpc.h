@@ -228,8 +228,10 @@ int lpc_type_call(lua_State *L);
 enum { kLpc_Standalone = 1, kLpc_View = 2 };
 
 extern char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
-extern char lpc_def_key;  /* instance metatable field: lightuserdata def */
-extern char lpc_kind_key; /* instance metatable field: kLpc_Standalone / kLpc_View */
+/* Instance metatable field: a light userdata of the type's def with the
+ * kind in its two low bits (a def is aligned to at least 4 bytes), so one
+ * lookup gives both (lpc_tomessage). */
+extern char lpc_def_key;
 
 /* The "protocall.Arena" userdata. */
 typedef struct {
@@ -314,6 +316,7 @@ _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
 const char *lpc_tname(lua_State *L, int idx);
 void lpc_pace(lua_State *L, Holder *h);
 int lpc_push_anchor(lua_State *L, int idx);
+int lpc_push_anchor_of(lua_State *L, int idx, int kind);
 void lpc_push_refs(lua_State *L, int a, int create);
 Holder *lpc_anchor_holder(lua_State *L, int a);
 void lpc_set_ref(lua_State *L, int a, const void *key, int v);

@@ -9,8 +9,9 @@
 #include <stdarg.h>
 
 char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
-char lpc_def_key;  /* metatable field: lightuserdata def */
-char lpc_kind_key; /* metatable field: kLpc_Standalone / kLpc_View */
+char lpc_def_key;  /* metatable field: lightuserdata def | kind (lpc.h) */
+
+_Static_assert(_Alignof(pc_MessageDef) >= 4, "the kind is kept in a def's two low bits");
 
 /* Raises "file:line: <message>" naming the nearest Lua caller, also when a
  * C function such as table.insert stands between it and the metamethod. */
@@ -79,24 +80,23 @@ void lpc_pacearena(lua_State *L, int idx) {
   lpc_pace(L, luaL_checkudata(L, idx, LPC_ARENA_MT));
 }
 
-static int meta_int(lua_State *L, int mt, void *key) {
-  lua_rawgetp(L, mt, key);
-  int v = (int)lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  return v;
+/* The lpc_def_key field of the metatable of the value at 'idx' (0 when
+ * it has none: not a message). */
+static uintptr_t def_and_kind(lua_State *L, int idx) {
+  if (!lua_getmetatable(L, idx)) return 0;
+  lua_rawgetp(L, -1, &lpc_def_key);
+  uintptr_t tagged = (uintptr_t)lua_touserdata(L, -1);
+  lua_pop(L, 2);
+  return tagged;
 }
 
 pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return NULL;
-  lua_rawgetp(L, -1, &lpc_def_key);
-  const pc_MessageDef *d = lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  int kind = d ? meta_int(L, lua_gettop(L), &lpc_kind_key) : 0;
-  lua_pop(L, 1);
-  if (d == NULL) return NULL;
-  if (def != NULL) *def = d;
+  if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
+  uintptr_t tagged = def_and_kind(L, idx);
+  if (tagged == 0) return NULL;
+  if (def != NULL) *def = (const pc_MessageDef *)(tagged & ~(uintptr_t)3);
   void *p = lua_touserdata(L, idx);
-  return kind == kLpc_Standalone ? p : *(pc_Message **)p;
+  return (tagged & 3) == kLpc_Standalone ? p : *(pc_Message **)p;
 }
 
 static _Noreturn void not_a_message(lua_State *L, int idx) {
@@ -112,21 +112,22 @@ pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def) {
   return m;
 }
 
-static int is_standalone(lua_State *L, int idx) {
-  lua_getmetatable(L, idx);
-  int kind = meta_int(L, lua_gettop(L), &lpc_kind_key);
-  lua_pop(L, 1);
-  return kind == kLpc_Standalone;
-}
-
-/* Pushes the anchor of the message at 'idx'; returns its absolute index. */
-int lpc_push_anchor(lua_State *L, int idx) {
+/* Pushes the anchor of the message at 'idx', of kind 'kind' (its own
+ * __index knows it; 0: read from its metatable); returns its absolute
+ * index. */
+int lpc_push_anchor_of(lua_State *L, int idx, int kind) {
   idx = lua_absindex(L, idx);
-  if (is_standalone(L, idx))
+  if (kind == 0) kind = (int)(def_and_kind(L, idx) & 3);
+  if (kind == kLpc_Standalone)
     lua_pushvalue(L, idx);
   else
     lua_getiuservalue(L, idx, 1);
   return lua_gettop(L);
+}
+
+/* Pushes the anchor of the message at 'idx'; returns its absolute index. */
+int lpc_push_anchor(lua_State *L, int idx) {
+  return lpc_push_anchor_of(L, idx, 0);
 }
 
 /* Pushes the refs table of the anchor at 'a' (created when 'create'), or

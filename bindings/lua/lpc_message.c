@@ -71,12 +71,12 @@ static void push_submessage(lua_State *L, int a, const pc_MessageDef *def, pc_Me
  * the slot's address + 1 (extensions get a new one each time). User values:
  * 1 the message object, 2 the table of element objects (message elements:
  * index or key -> the object the slot points to), or nil. */
-void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
+static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f) {
   obj = lua_absindex(L, obj);
   int a = 0;
   const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
   if (!f->is_extension) {
-    a = lpc_push_anchor(L, obj);
+    a = lpc_push_anchor_of(L, obj, kind);
     lpc_push_refs(L, a, 1);
     if (lua_rawgetp(L, -1, key) == LUA_TUSERDATA) {
       lua_replace(L, a);
@@ -99,23 +99,33 @@ void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDe
   }
 }
 
-/* Pushes the value of field 'f' of the message object at 'obj'. */
-void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
+void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
+  push_container(L, obj, 0, msg, f);
+}
+
+/* Pushes the value of field 'f' of the message object at 'obj' (of kind
+ * 'kind', or 0: its metatable says). */
+static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f) {
   if (f->label == kPc_Label_Repeated) {
-    lpc_push_container(L, obj, msg, f);
+    push_container(L, obj, kind, msg, f);
   } else if (f->message != NULL) {
     pc_Value v = pc_Message_Get(msg, f);
     if (v.m == NULL) {
       lua_pushnil(L);
       return;
     }
-    int a = lpc_push_anchor(L, obj);
+    int a = lpc_push_anchor_of(L, obj, kind);
     const void *key = f->is_extension ? (const void *)v.m : pc_Message_Slot(msg, f);
     push_submessage(L, a, f->message, v.m, key);
     lua_remove(L, a);
   } else {
     lpc_push_scalar(L, f, pc_Message_Get(msg, f));
   }
+}
+
+/* Pushes the value of field 'f' of the message object at 'obj'. */
+void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
+  push_field(L, obj, 0, msg, f);
 }
 
 static _Noreturn void no_field(lua_State *L, const pc_MessageDef *def, int key) {
@@ -150,14 +160,14 @@ const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int k
 }
 
 /* The general read of m[key] (not a plain slot, or a key the Lookup does
- * not hold). */
-static int index_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, char *msg) {
+ * not hold) of the message of kind 'kind' at 1. */
+static int index_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, char *msg, int kind) {
   const pc_FieldDef *f = e != NULL ? lpc_entry_field(lk, e) : lpc_lookup_slow(L, lk->def, 2);
   if (f->slot <= kPc_Slot_String) {
     lpc_push_scalar(L, f, pc_Message_Get(msg, f));
     return 1;
   }
-  lpc_push_field(L, 1, msg, f);
+  push_field(L, 1, kind, msg, f);
   return 1;
 }
 
@@ -168,7 +178,7 @@ LPC_INLINE int index_common(lua_State *L, int kind) {
   const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
   const LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
-  if (e == NULL) return index_slow(L, lk, e, msg);
+  if (e == NULL) return index_slow(L, lk, e, msg, kind);
   const char *p = msg + e->offset;
   if (e->read == kRead_U32) {
     uint32_t v;
@@ -204,7 +214,7 @@ LPC_INLINE int index_common(lua_State *L, int kind) {
     lua_pushboolean(L, *p != 0);
     return 1;
   }
-  return index_slow(L, lk, e, msg);
+  return index_slow(L, lk, e, msg, kind);
 }
 
 /* -- v = m.name   (standalone message) */

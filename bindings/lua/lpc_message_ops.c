@@ -428,10 +428,8 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_setfield(L, -2, "__name");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
-  lua_pushlightuserdata(L, (void *)def);
+  lua_pushlightuserdata(L, (void *)((uintptr_t)def | (uintptr_t)kind));
   lua_rawsetp(L, -2, &lpc_def_key);
-  lua_pushinteger(L, kind);
-  lua_rawsetp(L, -2, &lpc_kind_key);
 }
 
 /* Picks the table size and shift of a Lookup for the 'n' name addresses
@@ -523,9 +521,9 @@ enum { kFfiRead_String = kRead_Bool + 2, kFfiRead_I64, kFfiRead_U64 };
 
 /* Pushes the list, in declaration order, of the fields the FFI reader and
  * writer handle: {name =, offset =, read = kRead_* of a plain slot but
- * 64-bit ones, or kFfiRead_String, kFfiRead_I64, kFfiRead_U64 (else 0), write = lpc_ffi_write_kind, hasbit
- * = (-1: none), case_offset = (0: no oneof), number =, widest = (the
- * oneof's widest member, which pc_Message_Set clears)}. */
+ * 64-bit ones, or kFfiRead_String, kFfiRead_I64, kFfiRead_U64 (else 0), write = lpc_ffi_write_kind,
+ * hasbit = (-1: none), case_offset = (0: no oneof), number =, widest = (the oneof's widest member,
+ * which pc_Message_Set clears)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
   lua_Integer n = 0;
@@ -533,7 +531,8 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
     const pc_FieldDef *f = &def->fields[i];
     int read = read_kind(f), write = lpc_ffi_write_kind(f);
     if (lpc_plain_slot(f) && is_64bit_integer(f->type))
-      read = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64 ? kFfiRead_U64 : kFfiRead_I64;
+      read =
+          f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64 ? kFfiRead_U64 : kFfiRead_I64;
     if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
         f->label != kPc_Label_Repeated)
       read = kFfiRead_String;

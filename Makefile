@@ -1,6 +1,7 @@
 # protocall: the two commands a user needs are `make run` and `make test`.
 # Everything builds with CMake into build/<kind>/.
-#   make run      install missing packages, build, run examples/quickstart.lua
+#   make run      install missing packages, build (the Lua 5.4 build and the
+#                 LuaJIT module, build/luajit), run examples/quickstart.lua
 #   make test     the same set-up, then every test on the release build and
 #                 on the sanitizer build, and the busted suite under LuaJIT
 #                 (build/luajit); the last line is "N passed, N failed"
@@ -59,7 +60,7 @@ build-fuzz: deps
 fuzz: build-fuzz
 	@cd $(FUZZ) && ctest --output-on-failure --timeout 0 -V
 
-run: build
+run: build build-luajit
 	$(RELEASE)/protocall examples/quickstart.lua
 
 test: build build-asan build-luajit

@@ -439,6 +439,12 @@ describe("FFI struct messages", function()
         function() return pc.encode(PP, {}, { [1] = true }) end },
       { function() return pc.decode(Point, "", { partail = true }) end,
         function() return pc.decode(PP, "", { partail = true }) end },
+      { function() return pc.decode(Point, "", { max_depth = 0 }) end,
+        function() return pc.decode(PP, "", { max_depth = 0 }) end },
+      { function() return pc.decode(Point, "", { max_depth = 1.5 }) end,
+        function() return pc.decode(PP, "", { max_depth = 1.5 }) end },
+      { function() return pc.decode(Point, "", { max_depth = "5" }) end,
+        function() return pc.decode(PP, "", { max_depth = "5" }) end },
     } do
       local ok1, err1 = pcall(c[1])
       local ok2, err2 = pcall(c[2])
@@ -447,7 +453,7 @@ describe("FFI struct messages", function()
     end
     assert.matches("bad argument #3 to 'decode' %(unknown option 'partail'%)$",
       select(2, pcall(pc.decode, PP, "", { partail = true })))
-    assert.matches("bad argument #2 to 'encode' %(unknown option 'number'%)$",
+    assert.matches("bad argument #2 to 'encode' %(unknown option '1'%)$",
       select(2, pcall(pc.encode, PP(), { [1] = true })))
     local m = Point { x = 1 }
     pc.merge(m, PP { y = 2 }) -- a struct merges into a message too

@@ -336,8 +336,11 @@ describe("pc.decode and pc.encode arguments", function()
     local m = T "t.Rec" {}
     assert.are.equal("bad argument #3 to 'decode' (unknown option 'tabel')",
       message_of(pc.decode, T "t.Rec", "", { tabel = true }))
-    assert.are.equal("bad argument #3 to 'decode' (unknown option 'number')",
+    assert.are.equal("bad argument #3 to 'decode' (unknown option '1')",
       message_of(pc.decode, T "t.Rec", "", { true }))
+    -- a key that is no string, as tostring shows it (not confused with the option 'table')
+    assert.matches("^bad argument #3 to 'decode' %(unknown option 'table: 0?x?%x+'%)$",
+      message_of(pc.decode, T "t.Rec", "", { [{}] = true }))
     assert.are.equal("bad argument #2 to 'encode' (unknown option 'determinstic')",
       message_of(pc.encode, m, { determinstic = true }))
     assert.are.equal("bad argument #3 to 'encode' (unknown option 'table')",

@@ -77,10 +77,9 @@ void lpc_check_options(lua_State *L, int idx, const char *fname, const char *con
     const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     size_t i = 0;
     while (k != NULL && names[i] != NULL && strcmp(names[i], k) != 0) i++;
-    if (k == NULL || names[i] == NULL)
-      json_argerror(
-          L, idx, fname,
-          lua_pushfstring(L, "unknown option '%s'", k != NULL ? k : luaL_typename(L, -1)));
+    if (k == NULL || names[i] == NULL) /* another key as tostring shows it: '1', 'table: 0x...' */
+      json_argerror(L, idx, fname,
+                    lua_pushfstring(L, "unknown option '%s'", luaL_tolstring(L, -1, NULL)));
   }
 }
 

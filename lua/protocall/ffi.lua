@@ -104,8 +104,7 @@ function M.install(pc, core)
   local function check_options(opts, names, n, fname)
     for k in pairs(opts) do
       if not names[k] then
-        raise(format("bad argument #%d to '%s' (unknown option '%s')", n, fname,
-                     type(k) == "string" and k or type(k)))
+        raise(format("bad argument #%d to '%s' (unknown option '%s')", n, fname, tostring(k)))
       end
     end
   end
@@ -517,7 +516,13 @@ function M.install(pc, core)
       if opts ~= nil and type(opts) ~= "table" then
         raise("bad argument #3 to 'decode' (table expected, got " .. type(opts) .. ")")
       end
-      if opts ~= nil then check_options(opts, DECODE_OPTIONS, 3, "decode") end
+      if opts ~= nil then
+        check_options(opts, DECODE_OPTIONS, 3, "decode")
+        local d = opts.max_depth -- a struct nests nothing, but the option is checked as for T
+        if d ~= nil and not (type(d) == "number" and d >= 1 and d <= 1000 and d == math.floor(d)) then
+          raise("bad argument #3 to 'decode' (max_depth must be in 1..1000)")
+        end
+      end
       local lua_decode = info.lua_decode
       if lua_decode then
         local p = lua_decode(bytes, opts ~= nil and opts.partial)

@@ -80,23 +80,30 @@ void lpc_pacearena(lua_State *L, int idx) {
   lpc_pace(L, luaL_checkudata(L, idx, LPC_ARENA_MT));
 }
 
-/* The lpc_def_key field of the metatable of the value at 'idx' (0 when
- * it has none: not a message). */
-static uintptr_t def_and_kind(lua_State *L, int idx) {
-  if (!lua_getmetatable(L, idx)) return 0;
+/* The lpc_def_key field of the metatable of the value at 'idx': the
+ * type's def plus the kind as a pointer (make_mt, lpc_message_ops.c), or
+ * NULL when it has none (not a message). */
+static const char *def_and_kind(lua_State *L, int idx) {
+  if (!lua_getmetatable(L, idx)) return NULL;
   lua_rawgetp(L, -1, &lpc_def_key);
-  uintptr_t tagged = (uintptr_t)lua_touserdata(L, -1);
+  const char *tagged = lua_touserdata(L, -1);
   lua_pop(L, 2);
   return tagged;
 }
 
+/* The kind in a def_and_kind pointer. */
+static int kind_of(const char *tagged) {
+  return (int)((uintptr_t)tagged & 3);
+}
+
 pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def) {
   if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
-  uintptr_t tagged = def_and_kind(L, idx);
-  if (tagged == 0) return NULL;
-  if (def != NULL) *def = (const pc_MessageDef *)(tagged & ~(uintptr_t)3);
+  const char *tagged = def_and_kind(L, idx);
+  if (tagged == NULL) return NULL;
+  int kind = kind_of(tagged);
+  if (def != NULL) *def = (const pc_MessageDef *)(const void *)(tagged - kind);
   void *p = lua_touserdata(L, idx);
-  return (tagged & 3) == kLpc_Standalone ? p : *(pc_Message **)p;
+  return kind == kLpc_Standalone ? p : *(pc_Message **)p;
 }
 
 static _Noreturn void not_a_message(lua_State *L, int idx) {
@@ -117,7 +124,7 @@ pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def) {
  * index. */
 int lpc_push_anchor_of(lua_State *L, int idx, int kind) {
   idx = lua_absindex(L, idx);
-  if (kind == 0) kind = (int)(def_and_kind(L, idx) & 3);
+  if (kind == 0) kind = kind_of(def_and_kind(L, idx));
   if (kind == kLpc_Standalone)
     lua_pushvalue(L, idx);
   else

@@ -428,7 +428,7 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_setfield(L, -2, "__name");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
-  lua_pushlightuserdata(L, (void *)((uintptr_t)def | (uintptr_t)kind));
+  lua_pushlightuserdata(L, (void *)((const char *)def + kind)); /* lpc_def_key in lpc.h */
   lua_rawsetp(L, -2, &lpc_def_key);
 }
 

@@ -104,6 +104,31 @@ describe("pc.encode(T, table)", function()
     same_bytes(P2E, { c = "C_ONE" })
   end)
 
+  it("takes a number into a 64-bit field where a write of the field takes it, else raises its error", function()
+    -- LuaJIT: numbers within +-2^53 only (past it a double may be a rounded
+    -- literal: 2^53 + 1 reads as 2^53); Lua 5.4: floats with an integer value
+    local function strip(e) return (tostring(e):gsub("^[^:]*:%d+: ", "")) end
+    for _, v in ipairs { 2 ^ 53, -2 ^ 53, 2 ^ 53 + 2, -2 ^ 60, 1e18, 2 ^ 63 } do
+      local cases = { { "mi", { [v] = {} }, function(m) m.mi[v] = {} end } }
+      for _, k in ipairs { "i64", "u64", "s64", "f64", "sf64" } do
+        cases[#cases + 1] = { k, v, function(m) m[k] = v end }
+      end
+      for _, c in ipairs(cases) do
+        local ok, err = pcall(c[3], All())
+        local t = { [c[1]] = c[2] }
+        if ok then
+          same_bytes(All, t)
+        else
+          assert.are.equal(strip(err), strip(same_error(All, t)), c[1] .. " = " .. v)
+        end
+      end
+    end
+    if R.luajit then
+      assert.matches("te.All.u64: number is not an integer in %-2%^53%.%.2%^53", same_error(All, { u64 = 2 ^ 60 }))
+      assert.matches("te.All.mi: number is not an integer", same_error(All, { mi = { [2 ^ 60] = {} } }))
+    end
+  end)
+
   it("sorts map entries with {deterministic = true} as pc.encode does", function()
     local t = { ms = { b = "2", a = "1", c = "3" }, mi = { [9] = { x = 9 }, [1] = { x = 1 } } }
     assert.are.equal(pc.encode(All(t), { deterministic = true }), pc.encode(All, t, { deterministic = true }))

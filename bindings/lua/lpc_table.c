@@ -249,11 +249,16 @@ static int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *o
     if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
     *out = (uint64_t)i;
     return 1;
-  case kPc_Type_Sint64: *out = pc_Wire_ZigZagEncode64((int64_t)i); return 1;
+  case kPc_Type_Sint64:
   case kPc_Type_Int64:
   case kPc_Type_Uint64:
   case kPc_Type_Fixed64:
-  case kPc_Type_Sfixed64: *out = (uint64_t)i; return 1;
+  case kPc_Type_Sfixed64:
+    /* LuaJIT: a number within +-2^53 only, as lpc_check_scalar takes (a
+     * double past it may be a rounded literal) */
+    if (LPC_LUAJIT && (i < -((lua_Integer)1 << 53) || i > (lua_Integer)1 << 53)) return 0;
+    *out = f->type == kPc_Type_Sint64 ? pc_Wire_ZigZagEncode64((int64_t)i) : (uint64_t)i;
+    return 1;
   default: return 0;
   }
 }

@@ -439,6 +439,8 @@ describe("FFI struct messages", function()
         function() return pc.encode(PP, {}, { [1] = true }) end },
       { function() return pc.decode(Point, "", { partail = true }) end,
         function() return pc.decode(PP, "", { partail = true }) end },
+      { function() return pc.decode(Point, "", { ["partial\0"] = true }) end, -- the whole key
+        function() return pc.decode(PP, "", { ["partial\0"] = true }) end },
       { function() return pc.decode(Point, "", { max_depth = 0 }) end,
         function() return pc.decode(PP, "", { max_depth = 0 }) end },
       { function() return pc.decode(Point, "", { max_depth = 1.5 }) end,

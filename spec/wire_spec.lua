@@ -345,6 +345,13 @@ describe("pc.decode and pc.encode arguments", function()
       message_of(pc.encode, m, { determinstic = true }))
     assert.are.equal("bad argument #3 to 'encode' (unknown option 'table')",
       message_of(pc.encode, T "t.Rec", {}, { table = true }))
+    -- the whole key, a NUL in it too: "partial\0" is not "partial"
+    assert.are.equal("bad argument #3 to 'decode' (unknown option 'partial\0')",
+      message_of(pc.decode, T "t.Rec", "", { ["partial\0"] = true }))
+    assert.are.equal("bad argument #2 to 'encode' (unknown option 'deterministic\0x')",
+      message_of(pc.encode, m, { ["deterministic\0x"] = true }))
+    assert.are.equal("bad argument #2 to 'to_json' (unknown option 'indent\0')",
+      message_of(pc.to_json, m, { ["indent\0"] = 2 }))
     -- the ones it knows, together
     assert.are.same({}, pc.decode(T "t.Rec", "", { table = true, extensions = false, max_depth = 5, partial = true }))
     assert.are.equal("", pc.encode(m, { deterministic = true, partial = true }))

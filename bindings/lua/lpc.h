@@ -190,7 +190,9 @@ void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg);
 const pc_MessageDef *lpc_check_parse_args(lua_State *L, const char *fname, const char **s,
                                           size_t *len);
 /* The table at 'idx' (nil or none allowed) has only keys among 'names'
- * (NULL-terminated). */
+ * (NULL-terminated; whole keys compared, a NUL in one too); else raises
+ * "bad argument #idx to 'fname' (unknown option 'key')", a key that is not
+ * a string named as tostring shows it. */
 void lpc_check_options(lua_State *L, int idx, const char *fname, const char *const *names);
 /* Integer field 'name' of the table at 'idx' in lo..hi, or 'dflt' when
  * absent (or when there is no table). */

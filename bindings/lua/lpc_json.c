@@ -74,12 +74,24 @@ void lpc_check_options(lua_State *L, int idx, const char *fname, const char *con
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     lua_pop(L, 1);
-    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    size_t i = 0;
-    while (k != NULL && names[i] != NULL && strcmp(names[i], k) != 0) i++;
-    if (k == NULL || names[i] == NULL) /* another key as tostring shows it: '1', 'table: 0x...' */
-      json_argerror(L, idx, fname,
-                    lua_pushfstring(L, "unknown option '%s'", luaL_tolstring(L, -1, NULL)));
+    size_t len = 0;
+    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    size_t i = 0; /* the whole key: "partial\0" is not "partial" */
+    while (k != NULL && names[i] != NULL &&
+           (strlen(names[i]) != len || memcmp(names[i], k, len) != 0))
+      i++;
+    if (k == NULL ||
+        names[i] == NULL) { /* named whole (a NUL in it too), or as tostring shows it */
+      luaL_where(L, 1);
+      lua_pushfstring(L, "bad argument #%d to '%s' (unknown option '", idx, fname);
+      if (k != NULL)
+        lua_pushvalue(L, -3);
+      else
+        luaL_tolstring(L, -3, NULL); /* '1', 'table: 0x...' */
+      lua_pushliteral(L, "')");
+      lua_concat(L, 4);
+      lua_error(L);
+    }
   }
 }
 

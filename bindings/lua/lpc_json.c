@@ -80,8 +80,8 @@ void lpc_check_options(lua_State *L, int idx, const char *fname, const char *con
     while (k != NULL && names[i] != NULL &&
            (strlen(names[i]) != len || memcmp(names[i], k, len) != 0))
       i++;
-    if (k == NULL ||
-        names[i] == NULL) { /* named whole (a NUL in it too), or as tostring shows it */
+    if (k == NULL || names[i] == NULL) {
+      /* named whole (a NUL in it too), or as tostring shows it */
       luaL_where(L, 1);
       lua_pushfstring(L, "bad argument #%d to '%s' (unknown option '", idx, fname);
       if (k != NULL)

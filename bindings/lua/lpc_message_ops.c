@@ -521,9 +521,10 @@ enum { kFfiRead_String = kRead_Bool + 2, kFfiRead_I64, kFfiRead_U64 };
 
 /* Pushes the list, in declaration order, of the fields the FFI reader and
  * writer handle: {name =, offset =, read = kRead_* of a plain slot but
- * 64-bit ones, or kFfiRead_String, kFfiRead_I64, kFfiRead_U64 (else 0), write = lpc_ffi_write_kind,
- * hasbit = (-1: none), case_offset = (0: no oneof), number =, widest = (the oneof's widest member,
- * which pc_Message_Set clears)}. */
+ * 64-bit ones, or kFfiRead_String, kFfiRead_I64, kFfiRead_U64 (else 0),
+ * write = lpc_ffi_write_kind, hasbit = (-1: none), case_offset = (0: no
+ * oneof), number =, widest = (the oneof's widest member, which
+ * pc_Message_Set clears)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
   lua_Integer n = 0;
@@ -595,9 +596,8 @@ static int make_type_metatables(lua_State *L) {
  * __newindex in front of the C ones: fields lists what each field's slot
  * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
  * double, 5 float, 6 bool, 8 string or bytes, 9 int64_t, 10 uint64_t or 0,
- * write kind the same
- * but 8 plus 3 64-bit and 7 open enum or 0, hasbit, case_offset, number,
- * widest). */
+ * write kind the same but 8 plus 3 64-bit and 7 open enum or 0, hasbit,
+ * case_offset, number, widest). */
 static int lpc_set_reader(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);

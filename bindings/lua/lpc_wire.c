@@ -115,20 +115,47 @@ LPC_INLINE const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
 static const char *const kEncodeOptions[] = {"deterministic", "partial", NULL};
 static const char *const kDecodeOptions[] = {"table", "extensions", "max_depth", "partial", NULL};
 
+/* Reads pc.encode's options, the table at 'idx' (argument #idx), into
+ * '*opts'; raises on an option it does not know. */
+static void encode_options(lua_State *L, int idx, pc_EncodeOptions *opts) {
+  if (!lua_istable(L, idx)) codec_typeerror(L, idx, "encode", "table");
+  lpc_check_options(L, idx, "encode", kEncodeOptions);
+  opts->deterministic = lua_getfield(L, idx, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
+  opts->partial = lua_getfield(L, idx, "partial") != LUA_TNIL && lua_toboolean(L, -1);
+  lua_pop(L, 2);
+}
+
+/* Reads pc.decode's options, the table at 'idx' (argument #idx), into
+ * '*opts' and '*as_table'; raises on an option it does not know and on a
+ * max_depth out of 1..PC_MESSAGE_MAX_DEPTH. */
+static void decode_options(lua_State *L, int idx, pc_DecodeOptions *opts, int *as_table) {
+  if (!lua_istable(L, idx)) codec_typeerror(L, idx, "decode", "table");
+  lpc_check_options(L, idx, "decode", kDecodeOptions);
+  *as_table = lua_getfield(L, idx, "table") != LUA_TNIL && lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  opts->no_extensions = lua_getfield(L, idx, "extensions") != LUA_TNIL && !lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, idx, "max_depth") != LUA_TNIL) {
+    int isint;
+    lua_Integer d = lua_tointegerx(L, -1, &isint);
+    if (!isint || d < 1 || d > PC_MESSAGE_MAX_DEPTH)
+      codec_argerror(L, idx, "decode",
+                     lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
+    opts->max_depth = (int)d;
+  }
+  opts->partial = lua_getfield(L, idx, "partial") != LUA_TNIL && lua_toboolean(L, -1);
+  lua_pop(L, 2);
+}
+
 /* pc.encode(T, table [, opts]): the table's encoding pushed by the direct
  * path (lpc_table.c) and 1; else T{...} replaces the Type at 1 (raising
  * T{...}'s error for a table it refuses) and 0, and the caller encodes
  * that message with the options at 3. */
 static int encode_table(lua_State *L) {
   if (lua_type(L, 2) != LUA_TTABLE) codec_typeerror(L, 2, "encode", "table");
-  int deterministic = 0;
-  if (!lua_isnoneornil(L, 3)) {
-    if (!lua_istable(L, 3)) codec_typeerror(L, 3, "encode", "table");
-    lpc_check_options(L, 3, "encode", kEncodeOptions);
-    deterministic = lua_getfield(L, 3, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
-    lua_pop(L, 1);
-  }
-  if (!deterministic && lpc_encode_table(L, 1, 2)) return 1;
+  pc_EncodeOptions opts = {0};
+  if (!lua_isnoneornil(L, 3)) encode_options(L, 3, &opts);
+  if (!opts.deterministic && lpc_encode_table(L, 1, 2)) return 1;
   lua_pushcfunction(L, lpc_type_call);
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
@@ -256,13 +283,7 @@ static int lpc_codec_encode(lua_State *L) {
   pc_Message *msg = check_message(L, cs, &def);
   if (msg == NULL) return 1; /* pc.encode(T, table): the direct path's bytes */
   pc_EncodeOptions opts = {0};
-  if (!lua_isnoneornil(L, 2)) {
-    if (!lua_istable(L, 2)) codec_typeerror(L, 2, "encode", "table");
-    lpc_check_options(L, 2, "encode", kEncodeOptions);
-    opts.deterministic = lua_getfield(L, 2, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
-    opts.partial = lua_getfield(L, 2, "partial") != LUA_TNIL && lua_toboolean(L, -1);
-    lua_pop(L, 2);
-  }
+  if (!lua_isnoneornil(L, 2)) encode_options(L, 2, &opts);
   pc_WireWriter *w = &cs->w;
   pc_Error err;
   pc_Error_Init(&err);
@@ -302,24 +323,7 @@ static int lpc_codec_decode(lua_State *L) {
   const char *bytes = lua_tolstring(L, 2, &len);
   pc_DecodeOptions opts = {0};
   int as_table = 0;
-  if (!lua_isnoneornil(L, 3)) {
-    if (!lua_istable(L, 3)) codec_typeerror(L, 3, "decode", "table");
-    lpc_check_options(L, 3, "decode", kDecodeOptions);
-    as_table = lua_getfield(L, 3, "table") != LUA_TNIL && lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    opts.no_extensions = lua_getfield(L, 3, "extensions") != LUA_TNIL && !lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    if (lua_getfield(L, 3, "max_depth") != LUA_TNIL) {
-      int isint;
-      lua_Integer d = lua_tointegerx(L, -1, &isint);
-      if (!isint || d < 1 || d > PC_MESSAGE_MAX_DEPTH)
-        codec_argerror(L, 3, "decode",
-                       lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
-      opts.max_depth = (int)d;
-    }
-    opts.partial = lua_getfield(L, 3, "partial") != LUA_TNIL && lua_toboolean(L, -1);
-    lua_pop(L, 2);
-  }
+  if (!lua_isnoneornil(L, 3)) decode_options(L, 3, &opts, &as_table);
   if (as_table) {
     if (plain != NULL && cs->type_plain == plain) { /* still cached: its names in slot 3 */
       lua_rawgeti(L, CODEC_CACHE, 3);
@@ -458,6 +462,28 @@ static int lpc_codec_load_descriptor_set(lua_State *L) {
   return 1;
 }
 
+/* -- core.check_codec_options(opts, fname, arg)   (lua/protocall/ffi.lua)
+ * Raises what pc.encode (fname "encode") or pc.decode ("decode") raises
+ * for 'opts' given as its argument #arg (2 or 3): not a table, an option
+ * it does not know, a bad max_depth. pc.ffi structs' encode and decode
+ * check their options so. */
+static int lpc_codec_check_options(lua_State *L) {
+  int decode = strcmp(luaL_checkstring(L, 2), "decode") == 0;
+  int arg = (int)luaL_checkinteger(L, 3);
+  luaL_argcheck(L, arg == 2 || arg == 3, 3, "2 or 3 expected");
+  lua_pushvalue(L, 1);
+  lua_replace(L, arg); /* the table at its argument's index, as the codec reads it */
+  if (decode) {
+    pc_DecodeOptions opts = {0};
+    int as_table;
+    decode_options(L, arg, &opts, &as_table);
+  } else {
+    pc_EncodeOptions opts = {0};
+    encode_options(L, arg, &opts);
+  }
+  return 0;
+}
+
 void lpc_open_wire(lua_State *L) {
   CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
   pc_WireWriter_Init(&cs->w, NULL, NULL);
@@ -500,6 +526,8 @@ void lpc_open_wire(lua_State *L) {
   lua_setfield(L, -2, "decode");
   lua_pushcfunction(L, lpc_codec_is_initialized);
   lua_setfield(L, -2, "is_initialized");
+  lua_pushcfunction(L, lpc_codec_check_options);
+  lua_setfield(L, -2, "check_codec_options");
   lua_pushcfunction(L, lpc_codec_load_descriptor_set);
   lua_setfield(L, -2, "load_descriptor_set");
 }

@@ -96,17 +96,13 @@ function M.install(pc, core)
     end
   end
 
-  -- Raises "bad argument #n to 'fname' (unknown option 'k')" for a key of
-  -- the table opts that is not in the set names: the C codec's rule for
-  -- pc.encode and pc.decode (bindings/lua/lpc_wire.c).
-  local ENCODE_OPTIONS = { deterministic = true, partial = true }
-  local DECODE_OPTIONS = { table = true, extensions = true, max_depth = true, partial = true }
-  local function check_options(opts, names, n, fname)
-    for k in pairs(opts) do
-      if not names[k] then
-        raise(format("bad argument #%d to '%s' (unknown option '%s')", n, fname, tostring(k)))
-      end
-    end
+  -- Raises, naming the caller's line, what pc.encode or pc.decode (fname)
+  -- raises for the options table opts given as argument #n: the C codec's
+  -- check (bindings/lua/lpc_wire.c), so both take the same options.
+  local check_codec_options = core.check_codec_options
+  local function check_options(opts, fname, n)
+    local ok, err = pcall(check_codec_options, opts, fname, n)
+    if not ok then raise(err) end
   end
 
   -- A `void *` to struct p (or to what pointer p points to) for C to read
@@ -481,7 +477,7 @@ function M.install(pc, core)
       if opts ~= nil and type(opts) ~= "table" then
         raise("bad argument #2 to 'encode' (table expected, got " .. type(opts) .. ")")
       end
-      if opts ~= nil then check_options(opts, ENCODE_OPTIONS, 2, "encode") end
+      if opts ~= nil then check_options(opts, "encode", 2) end
       local lua_encode = info.lua_encode
       if lua_encode and not info.unknown then
         local s = lua_encode(p, opts ~= nil and opts.partial)
@@ -516,13 +512,7 @@ function M.install(pc, core)
       if opts ~= nil and type(opts) ~= "table" then
         raise("bad argument #3 to 'decode' (table expected, got " .. type(opts) .. ")")
       end
-      if opts ~= nil then
-        check_options(opts, DECODE_OPTIONS, 3, "decode")
-        local d = opts.max_depth -- a struct nests nothing, but the option is checked as for T
-        if d ~= nil and not (type(d) == "number" and d >= 1 and d <= 1000 and d == math.floor(d)) then
-          raise("bad argument #3 to 'decode' (max_depth must be in 1..1000)")
-        end
-      end
+      if opts ~= nil then check_options(opts, "decode", 3) end -- max_depth too (a struct nests nothing)
       local lua_decode = info.lua_decode
       if lua_decode then
         local p = lua_decode(bytes, opts ~= nil and opts.partial)
@@ -593,7 +583,7 @@ function M.install(pc, core)
         local n, x = type(a) ~= "table" and 2 or 3, type(a) ~= "table" and a or b
         raise(format("bad argument #%d to 'encode' (table expected, got %s)", n, type(x)))
       end
-      if b ~= nil then check_options(b, ENCODE_OPTIONS, 3, "encode") end
+      if b ~= nil then check_options(b, "encode", 3) end
       return info.encode(info.P(a), b)
     end
     return core_encode(m, a, b)

@@ -267,6 +267,10 @@ describe("pc.from_json", function()
     assert.are.equal('{"any":{"@type":"t/o.Other","z":1}}', pc.to_json(any, { pool = q }))
     assert.has_error(function() pc.from_json(M, "{}", { max_depth = 0 }) end,
       "bad argument #3 to 'from_json' (max_depth must be an integer in 1..1000)")
+    assert.has_error(function() pc.from_json(M, "{}", { max_depth = "10" }) end,
+      "bad argument #3 to 'from_json' (max_depth must be an integer in 1..1000)")
+    assert.has_error(function() pc.to_json(M {}, { indent = "2" }) end,
+      "bad argument #2 to 'to_json' (indent must be an integer in 0..16)")
     assert.has_error(function() pc.from_json(M, "{}", { strict = true }) end,
       "bad argument #3 to 'from_json' (unknown option 'strict')")
     assert.has_error(function() pc.from_json("jt.M", "{}") end,

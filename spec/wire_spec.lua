@@ -327,6 +327,12 @@ describe("pc.decode and pc.encode arguments", function()
     assert.are.equal("bad argument #3 to 'decode' (table expected, got number)", message_of(pc.decode, T "t.Rec", "", 1))
     assert.are.equal("bad argument #3 to 'decode' (max_depth must be in 1..1000)",
       message_of(pc.decode, T "t.Rec", "", { max_depth = 1.5 }))
+    -- a number, not a numeric string (Lua 5.4 would convert "10"; LuaJIT does not)
+    assert.are.equal("bad argument #3 to 'decode' (max_depth must be in 1..1000)",
+      message_of(pc.decode, T "t.Rec", "", { max_depth = "10" }))
+    assert.are.equal("bad argument #3 to 'decode' (max_depth must be in 1..1000)",
+      message_of(pc.decode, T "t.Rec", "", { max_depth = "10", table = true }))
+    assert.is_not_nil(pc.decode(T "t.Rec", "", { max_depth = 10.0 }))
     assert.are.equal("bad argument #1 to 'encode' (message expected, got table)", message_of(pc.encode, {}))
     assert.are.equal("bad argument #2 to 'encode' (table expected, got number)", message_of(pc.encode, T "t.Rec" {}, 5))
   end)

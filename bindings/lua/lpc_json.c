@@ -107,8 +107,8 @@ int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int 
   if (lua_isnoneornil(L, idx)) return dflt;
   int v = dflt;
   if (lua_getfield(L, idx, name) != LUA_TNIL) {
-    int isint;
-    lua_Integer n = lua_tointegerx(L, -1, &isint);
+    int isint = 0; /* a number: a string such as "10" is refused on both runtimes */
+    lua_Integer n = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
     if (!isint || n < lo || n > hi)
       json_argerror(L, idx, fname,
                     lua_pushfstring(L, "%s must be an integer in %d..%d", name, lo, hi));

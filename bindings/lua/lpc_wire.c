@@ -136,8 +136,8 @@ static void decode_options(lua_State *L, int idx, pc_DecodeOptions *opts, int *a
   opts->no_extensions = lua_getfield(L, idx, "extensions") != LUA_TNIL && !lua_toboolean(L, -1);
   lua_pop(L, 1);
   if (lua_getfield(L, idx, "max_depth") != LUA_TNIL) {
-    int isint;
-    lua_Integer d = lua_tointegerx(L, -1, &isint);
+    int isint = 0; /* a number: a string such as "10" is refused on both runtimes */
+    lua_Integer d = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
     if (!isint || d < 1 || d > PC_MESSAGE_MAX_DEPTH)
       codec_argerror(L, idx, "decode",
                      lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));

@@ -13,12 +13,19 @@
 --     under Lua 5.4 (T{...}: the same loop in a lua5.4 child process
 --     loading build/release's module: `lua5.4 bench/luajit/runtime_bench.lua
 --     --child-cycle`) and with lua-protobuf under LuaJIT;
---   * decode of otlp_traces.bin and reading every field (bench/walk.lua),
---     as message objects, and as plain tables with {table = true} against
---     lua-protobuf's decode and the same walk: those two interleaved
---     (H.measure_pair), and with --callgrind also as instructions per
---     decode + read (H.instructions: valgrind runs of this script's loop, n
---     and 2n times; the difference over n).
+--   * decode of otlp_traces.bin and reading every field, as plain tables
+--     with {table = true} against lua-protobuf's decode, each pair
+--     interleaved (H.measure_pair): read by bench/walk.lua's reader
+--     (generated code reading each field by its constant name, as
+--     application code does: the goal row), by its walker (one function
+--     interpreting a plan, as a generic serializer does; LuaJIT spends
+--     some 10 us of each walk in side exits of its recursive traces,
+--     whichever library made the tables), and not read at all. Every
+--     reader is compiled once per library, so neither runs traces recorded
+--     on the other's tables. As message objects too (informational). With
+--     --callgrind also instructions per decode + read (H.instructions:
+--     valgrind runs of this script's loop, n and 2n times; the difference
+--     over n).
 -- lua-protobuf is built by this bench from ../shared/peers/lua-protobuf
 -- into build/bench-luajit (never into the product); the corpus is
 -- ../shared/corpus, as bench/codec_bench.lua finds it. Either missing: its
@@ -27,7 +34,7 @@ local H = require "bench.harness"
 local sh, read = H.sh, H.read
 local pc = require "protocall"
 
-local quick, child, callgrind, only, iters = false, false, false, nil, nil
+local quick, child, child_otlp, callgrind, only, iters = false, false, false, false, nil, nil
 local args = arg or {}
 local i = 1
 while args[i] do
@@ -36,14 +43,16 @@ while args[i] do
     quick = true
   elseif a == "--child-cycle" then
     child = true
+  elseif a == "--child-otlp" then
+    child_otlp = true
   elseif a == "--callgrind" then -- instructions per op of the otlp_traces rows
     callgrind = true
   elseif a == "--only" or a == "--iters" then -- H.instructions' child: one loop, n times
     if a == "--only" then only = args[i + 1] else iters = tonumber(args[i + 1]) end
     i = i + 1
   else
-    error("runtime_bench.lua takes --quick and --callgrind (and --child-cycle, --only NAME --iters N"
-      .. " for its own child processes), not " .. a, 0)
+    error("runtime_bench.lua takes --quick and --callgrind (and --child-cycle, --child-otlp, --only NAME"
+      .. " --iters N for its own child processes), not " .. a, 0)
   end
   i = i + 1
 end
@@ -108,33 +117,42 @@ else
 end
 
 -- decode + read every field of otlp_traces: one reading plan per type (the
--- fields in declaration order, with how to walk each), the same for both
--- libraries; with {table = true} and lua-protobuf, plain tables both.
-local T, bytes, walk, plan, tables_loop, peer_loop
+-- fields in declaration order, with how to read each), the same for both
+-- libraries; with {table = true} and lua-protobuf, plain tables both. The
+-- loops by how they read: "read" (W.reader), "walk" (W.walker), "none".
+local T, bytes, W, plan, loops
 if have_corpus then
   T = assert(pool:type(OTLP_TYPE))
   bytes = read(OTLP)
-  local W = require "bench.walk" -- every field read the same way for both libraries
-  walk = W.walker(pc.pairs)
+  W = require "bench.walk" -- every field read the same way for both libraries
   plan = W.plan_of(pool, T)
-  local decode, opts = pc.decode, { table = true }
-  tables_loop = function(n) for _ = 1, n do walk(plan, decode(T, bytes, opts)) end end
-  peer_loop = function(n)
-    local pdecode = pb.decode
-    for _ = 1, n do walk(plan, pdecode(OTLP_TYPE, bytes)) end
+  -- n decodes of `decode(first, bytes, opts)`, each read `how`; compiled
+  -- anew at each call, so each library's loop has traces of its own.
+  local LOOP = "local decode, first, bytes, opts, read, plan = ... local c = 0\n"
+    .. "return function(n) for _ = 1, n do %s end end"
+  local BODY = { none = "decode(first, bytes, opts)", walk = "read(plan, decode(first, bytes, opts))",
+                 read = "c = c + read(decode(first, bytes, opts))" }
+  local function loop_of(how, decode, first, opts)
+    local read = how == "walk" and W.walker(pc.pairs) or W.reader(plan, pc.pairs)
+    return assert(load(LOOP:format(BODY[how]), "=runtime_bench.loop"))(decode, first, bytes, opts, read, plan)
   end
+  local function ours(how) return loop_of(how, pc.decode, T, { table = true }) end
+  local function peer(how) return loop_of(how, pb and pb.decode, OTLP_TYPE, nil) end
+  loops = { table = ours("read"), peer = peer("read"), ours = ours, peer_of = peer }
 end
 if only then -- a child under callgrind (H.instructions): the loop alone
-  local loop = only == "peer" and peer_loop or tables_loop
+  local loop = loops[only]
   loop(math.min(iters, 50)) -- traces and the name plan made before both counts
   loop(iters)
   return
 end
+if child_otlp then -- a process of the goal's pair: prints ns per decode + read, ours then lua-protobuf's
+  io.write(string.format("%.3f %.3f\n", H.measure_pair(loops.ours("read"), loops.peer_of("read"), quick)))
+  return
+end
 
--- Each row starts from no compiled traces: the otlp rows share one walk
--- (bench/walk.lua), whose traces, recorded on message objects by one row,
--- otherwise cost the next rows 60-250 us of side exits that vary from run
--- to run, more than the decoders measured.
+-- Each row starts from no compiled traces (jit.flush), so what one row
+-- recorded does not make side exits in the next.
 local function measure(fn)
   jit.flush()
   return (H.measure(fn, quick))
@@ -181,12 +199,30 @@ end)
 row("construct+encode+decode, struct P(x, y, z)", positional_ns, "ns")
 local object_ns = measure(cycle)
 row("construct+encode+decode, LuaJIT message object", object_ns, "ns")
-local p = io.popen("LUA_CPATH='build/release/?.so' lua5.4 bench/luajit/runtime_bench.lua --child-cycle"
-                   .. (quick and " --quick" or ""))
-local lua54_ns = tonumber(p:read("*a"))
-p:close()
+-- The figures each of PROCESSES child processes printed, in order of the
+-- first (each process compiles its own traces and lays out its own heap,
+-- which moves a figure more from process to process than from run to run
+-- within one), or nil when a child failed.
+local PROCESSES = quick and 1 or 5
+local function children(command)
+  local runs = {}
+  for k = 1, PROCESSES do
+    local p = io.popen(command .. (quick and " --quick" or ""))
+    local out = p:read("*a")
+    p:close()
+    local a, b = out:match("^(%S+)%s*(%S*)")
+    if not tonumber(a) then return nil end
+    runs[k] = { tonumber(a), tonumber(b) }
+  end
+  table.sort(runs, function(x, y) return x[1] < y[1] end)
+  return runs
+end
+local function median(list) return list[math.floor((#list + 1) / 2)] end
+
+local lua54 = children("LUA_CPATH='build/release/?.so' lua5.4 bench/luajit/runtime_bench.lua --child-cycle")
+local lua54_ns = lua54 and median(lua54)[1]
 if lua54_ns then
-  row("construct+encode+decode, Lua 5.4 (lua5.4 child)", lua54_ns, "ns")
+  row(("construct+encode+decode, Lua 5.4 (median of %d lua5.4 children)"):format(PROCESSES), lua54_ns, "ns")
   row("LuaJIT struct / Lua 5.4", jit_ns / lua54_ns, "x", "<= 0.5x (2x faster)", jit_ns / lua54_ns <= 0.5)
   row("LuaJIT struct P(x, y, z) / Lua 5.4", positional_ns / lua54_ns, "x", "<= 0.5x (2x faster)",
       positional_ns / lua54_ns <= 0.5)
@@ -208,19 +244,40 @@ if pb then
 end
 
 if have_corpus then
-  local decode = pc.decode
-  local ours = measure(function(n) for _ = 1, n do walk(plan, decode(T, bytes)) end end)
+  local decode, reader = pc.decode, W.reader(plan, pc.pairs)
+  local c = 0
+  local ours = measure(function(n) for _ = 1, n do c = c + reader(decode(T, bytes)) end end)
   row("otlp_traces decode+read, protocall LuaJIT", ours / 1e3, "us")
   if pb then
-    -- The goal's two rows interleaved: both meet the same load (H.measure_pair).
-    jit.flush()
-    local tables, peer = H.measure_pair(tables_loop, peer_loop, quick)
+    -- Each pair interleaved: both sides meet the same load (H.measure_pair).
+    local function pair(how)
+      jit.flush()
+      return H.measure_pair(loops.ours(how), loops.peer_of(how), quick)
+    end
+    -- The goal's pair in PROCESSES processes of its own: the median of their ratios.
+    local runs = children(("%s bench/luajit/runtime_bench.lua --child-otlp"):format(arg[-1] or "luajit"))
+    local ratios = {}
+    for k, r in ipairs(runs or {}) do ratios[k] = r[1] / r[2] end
+    table.sort(ratios)
+    local tables, peer = pair("read")
     row("otlp_traces decode{table}+read, protocall LuaJIT", tables / 1e3, "us")
     row("otlp_traces decode+read, lua-protobuf LuaJIT", peer / 1e3, "us")
     -- The goal is the plain tables' row: what lua-protobuf gives, read the same way. Message
     -- objects are read through the C API, which LuaJIT does not compile (informational).
     row("decode+read (message objects) / lua-protobuf", ours / peer, "x")
-    row("decode{table}+read / lua-protobuf", tables / peer, "x", "<= 0.5x", tables / peer <= 0.5)
+    row("decode{table}+read / lua-protobuf, this process", tables / peer, "x")
+    if #ratios > 0 then
+      local m = median(ratios)
+      row(("decode{table}+read / lua-protobuf, median of %d processes"):format(#ratios), m, "x", "<= 0.5x", m <= 0.5)
+      row("  the lowest and the highest of them", ratios[1], "x", ("%.3f x"):format(ratios[#ratios]))
+    else
+      print("\nruntime_bench: a --child-otlp process failed; the goal row is this process's")
+      row("decode{table}+read / lua-protobuf", tables / peer, "x", "<= 0.5x", tables / peer <= 0.5)
+    end
+    local walked, peer_walked = pair("walk")
+    row("decode{table}+walk / lua-protobuf (the walker)", walked / peer_walked, "x")
+    local alone, peer_alone = pair("none")
+    row("decode{table} / lua-protobuf decode (no reading)", alone / peer_alone, "x")
     if callgrind then -- instructions per decode + read: counts of n and 2n runs, differenced
       local ci, cp = H.instructions("table", 500), H.instructions("peer", 500)
       if ci and cp then
@@ -232,7 +289,7 @@ if have_corpus then
       end
     end
   else
-    local tables = measure(tables_loop)
+    local tables = measure(loops.table)
     row("otlp_traces decode{table}+read, protocall LuaJIT", tables / 1e3, "us")
   end
 else

@@ -21,6 +21,9 @@
 #define READ_CHUNK        ((size_t)16 * 1024)
 #define READ_ROUND        ((size_t)256 * 1024)
 #define DEFAULT_MAX_CONNS 1000
+/* How long an ended connection lingers to let its peer read the GOAWAY
+ * (pc_NetSocket_Linger) before it is closed anyway. */
+#define LINGER_SECONDS    2.0
 
 typedef struct SConn SConn;
 
@@ -31,6 +34,7 @@ struct SConn {
   int ready;
   int got_bytes;
   double started, active;
+  double linger_until; /* > 0: the engine is done, the socket lingers until then */
 };
 
 struct pc_GrpcListener {
@@ -41,7 +45,8 @@ struct pc_GrpcListener {
   pc_NetTlsServer *tls;
   pc_GrpcListenerOptions o;
   SConn *conns;
-  size_t nconns;
+  size_t nconns;  /* live connections, the ones max_connections counts */
+  size_t nlinger; /* connections in 'conns' that linger */
   int shutting;
 };
 
@@ -144,7 +149,7 @@ void pc_GrpcListener_CloseAll(pc_GrpcListener *l) {
     pc_GrpcServerConn_Lost(c->engine);
     conn_free(l, c);
   }
-  l->nconns = 0;
+  l->nconns = l->nlinger = 0;
 }
 
 size_t pc_GrpcListener_Connections(const pc_GrpcListener *l) {
@@ -213,6 +218,10 @@ static void flush(SConn *c) {
 }
 
 static void service(SConn *c, double now) {
+  if (c->linger_until > 0) { /* done once the peer closed: tend closes it */
+    if (pc_NetSocket_Linger(c->sock)) c->linger_until = now;
+    return;
+  }
   if (!c->ready) {
     int r = pc_NetSocket_Progress(c->sock);
     if (r < 0) {
@@ -246,6 +255,17 @@ static double tend(pc_GrpcListener *l, double now) {
   SConn **pp = &l->conns;
   while (*pp) {
     SConn *c = *pp;
+    if (c->linger_until > 0) {
+      if (now >= c->linger_until) {
+        *pp = c->next;
+        l->nlinger--;
+        conn_free(l, c);
+        continue;
+      }
+      if (due < 0 || c->linger_until < due) due = c->linger_until;
+      pp = &c->next;
+      continue;
+    }
     if (c->ready) flush(c);
     double d = pc_GrpcServerConn_Expire(c->engine, now);
     int waiting = !c->ready || !c->got_bytes;
@@ -261,8 +281,17 @@ static double tend(pc_GrpcListener *l, double now) {
     }
     if (c->ready) flush(c);
     if (!pc_GrpcServerConn_Alive(c->engine)) {
-      *pp = c->next;
       l->nconns--;
+      /* Lingers, so the peer reads the GOAWAY rather than a reset, unless
+       * as many connections linger as max_connections allows to live. */
+      if (c->ready && l->nlinger < l->o.max_connections && !pc_NetSocket_Linger(c->sock)) {
+        c->linger_until = now + LINGER_SECONDS;
+        l->nlinger++;
+        if (due < 0 || c->linger_until < due) due = c->linger_until;
+        pp = &c->next;
+        continue;
+      }
+      *pp = c->next;
       conn_free(l, c);
       continue;
     }
@@ -288,7 +317,7 @@ static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void *
   }
   for (SConn *c = l->conns; c && nfds < max; c = c->next) {
     const char *p;
-    int want = c->ready && pc_GrpcServerConn_Output(c->engine, &p) > 0;
+    int want = c->ready && c->linger_until == 0 && pc_GrpcServerConn_Output(c->engine, &p) > 0;
     fds[nfds].fd = pc_NetSocket_Fd(c->sock);
     fds[nfds].events = pc_NetSocket_Events(c->sock, want);
     fds[nfds].revents = 0;
@@ -300,7 +329,7 @@ static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void *
 size_t pc_Grpc_PollCount(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls,
                          size_t m) {
   size_t count = pc_Grpc_PollSlots(chs, n);
-  for (size_t i = 0; i < m; i++) count += 1 + ls[i]->nconns;
+  for (size_t i = 0; i < m; i++) count += 1 + ls[i]->nconns + ls[i]->nlinger;
   return count;
 }
 

@@ -7,8 +7,11 @@
  * are taken with pc_GrpcListener_Accept; a call belongs to the driver from
  * then on. Limits: max connections (more are accepted and closed at once),
  * a handshake timeout (TLS done, or for h2c the first bytes) and an idle
- * timeout (no call and no byte for that long: GOAWAY, then close).
- * Not thread-safe. */
+ * timeout (no call and no byte for that long: GOAWAY, then close). A
+ * connection whose engine is done lingers up to 2 s (pc_NetSocket_Linger:
+ * its sending side ended, what arrives dropped) until the peer closes, so
+ * the peer reads the GOAWAY instead of a reset; at most max_connections
+ * linger at once. Not thread-safe. */
 #ifndef PC_NET_LISTENER_H
 #define PC_NET_LISTENER_H
 
@@ -47,7 +50,7 @@ void pc_GrpcListener_Shutdown(pc_GrpcListener *l);
 /* Closes every connection now (their calls are cancelled). */
 void pc_GrpcListener_CloseAll(pc_GrpcListener *l);
 
-/* Connections open. */
+/* Connections open (not those lingering after their end). */
 size_t pc_GrpcListener_Connections(const pc_GrpcListener *l);
 
 /* Closes the sockets and frees the listener; calls taken stay valid,

@@ -40,6 +40,7 @@ struct pc_NetSocket {
   int has_cert; /* a client certificate is configured */
   int got_data; /* application data arrived over TLS */
   int hosted;   /* pc_NetSocket_NewHosted: no descriptor, the host moves the bytes */
+  int linger;   /* pc_NetSocket_Linger: 1 sending what is left, 2 reading to the end */
 };
 
 static void set_err(pc_NetSocket *s, const char *what, const char *why) {
@@ -285,6 +286,7 @@ int pc_NetSocket_Fd(const pc_NetSocket *s) {
 short pc_NetSocket_Events(const pc_NetSocket *s, int want_write) {
   if (s->hosted) return 0;
   if (s->state == kConnecting) return POLLOUT;
+  if (s->linger) return s->linger == 1 ? POLLOUT : POLLIN;
   short ev = POLLIN;
   if (want_write || s->out_pos < s->out_len || (s->wbio && BIO_ctrl_pending(s->wbio) > 0))
     ev |= POLLOUT;
@@ -371,6 +373,31 @@ long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n) {
 
 const char *pc_NetSocket_Error(const pc_NetSocket *s) {
   return s->err[0] ? s->err : "connection failed";
+}
+
+int pc_NetSocket_Linger(pc_NetSocket *s) {
+  if (s->hosted || s->fd < 0 || s->state != kReady) return 1;
+  if (s->linger == 0) {
+    s->linger = 1;
+    if (s->ssl) {
+      ERR_clear_error();
+      (void)SSL_shutdown(s->ssl); /* close_notify into the write BIO (the peer's is not awaited) */
+    }
+  }
+  if (s->linger == 1) {
+    int f = s->ssl ? flush_tls(s) : 1;
+    if (f == 0) return 0;
+    if (f < 0 || shutdown(s->fd, SHUT_WR) != 0) return 1;
+    s->linger = 2;
+  }
+  char buf[4096];
+  for (int i = 0; i < 16; i++) {
+    ssize_t n = recv(s->fd, buf, sizeof buf, 0);
+    if (n > 0) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    return 1; /* the peer's end, or an error */
+  }
+  return 0;
 }
 
 void pc_NetSocket_Close(pc_NetSocket *s) {

@@ -57,6 +57,19 @@ long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n);
  * on an error. */
 long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n);
 
+/* A close that lets the peer read what was sent: closing a TCP socket
+ * whose input is unread makes the kernel reset the connection, and the
+ * peer then loses what had reached it but it had not read yet (a GOAWAY,
+ * RFC 9113 section 6.8, the last thing a server sends). Sends what TLS
+ * still holds, with TLS's close_notify, then ends the sending side
+ * (shutdown SHUT_WR) and reads and drops what arrives until the peer
+ * closes, at most 64 KiB a call. Returns 1 when done (the peer closed, an
+ * error, a socket that is not ready or is the host's), 0 to be called
+ * again when pc_NetSocket_Events says (POLLOUT while TLS bytes wait,
+ * POLLIN after). The caller bounds how long it waits, then calls
+ * pc_NetSocket_Close. */
+int pc_NetSocket_Linger(pc_NetSocket *s);
+
 /* Why the last call failed, e.g. "connect to 127.0.0.1:1: Connection
  * refused". */
 const char *pc_NetSocket_Error(const pc_NetSocket *s);

@@ -1,6 +1,7 @@
 /* The built-in driver against listeners in this process: connection
- * refused, a plain exchange over IPv4 (and IPv6 when the host has it), TLS
- * against a port that is not TLS, and a CA file that does not load. TLS
+ * refused, a plain exchange over IPv4 (and IPv6 when the host has it), a
+ * lingering close, TLS against a port that is not TLS, and a CA file that
+ * does not load. TLS
  * against real servers is in spec/grpc_spec.lua. */
 #define _POSIX_C_SOURCE 200809L
 #include "testing/check.h"
@@ -89,6 +90,52 @@ static int exchange(int family, const char *host) {
   return ok;
 }
 
+/* pc_NetSocket_Linger on the accepting side of a connection whose peer
+ * sent 100 KB the server never read: the peer still reads what the server
+ * wrote last, then the end of the stream (a plain close would have reset
+ * the connection, and the peer read neither); the linger ends once the
+ * peer closes. */
+static int linger(void) {
+  char port[8];
+  int l = listener(AF_INET, port);
+  struct sockaddr_in a4;
+  memset(&a4, 0, sizeof a4);
+  a4.sin_family = AF_INET;
+  a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a4.sin_port = htons((unsigned short)atoi(port));
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  int ok = l >= 0 && c >= 0 && connect(c, (struct sockaddr *)&a4, sizeof a4) == 0;
+  int a = ok ? accept(l, NULL, NULL) : -1;
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_NetSocket *s = a >= 0 ? pc_NetSocket_Adopt(a, "peer", NULL, NULL, NULL, &err) : NULL;
+  ok = ok && s != NULL;
+  static char junk[100000];
+  ok = ok && send(c, junk, sizeof junk, 0) == (ssize_t)sizeof junk;
+  ok = ok && pc_NetSocket_Write(s, "GOAWAY", 6) == 6;
+  ok = ok && pc_NetSocket_Linger(s) == 0; /* the peer has not closed */
+  ok = ok && pc_NetSocket_Events(s, 1) == POLLIN;
+  char buf[16] = {0};
+  struct pollfd p = {c, POLLIN, 0};
+  ok = ok && poll(&p, 1, 2000) == 1 && recv(c, buf, sizeof buf, 0) == 6 &&
+       memcmp(buf, "GOAWAY", 6) == 0;
+  ok = ok && poll(&p, 1, 2000) == 1 && recv(c, buf, sizeof buf, 0) == 0; /* the server's end */
+  if (c >= 0) close(c);
+  int done = 0;
+  for (int i = 0; ok && i < 200 && !done; i++) {
+    struct pollfd q = {pc_NetSocket_Fd(s), pc_NetSocket_Events(s, 0), 0};
+    poll(&q, 1, 10);
+    done = pc_NetSocket_Linger(s);
+  }
+  ok = ok && done;
+  if (s != NULL)
+    pc_NetSocket_Close(s);
+  else if (a >= 0)
+    close(a);
+  if (l >= 0) close(l);
+  return ok;
+}
+
 /* 'p', or the test stops: what follows needs it. */
 static pc_NetSocket *must(pc_NetSocket *p, const pc_Error *err) {
   if (p == NULL) {
@@ -117,6 +164,7 @@ int main(void) {
 
   CHECK(exchange(AF_INET, "127.0.0.1"));
   CHECK(exchange(AF_INET6, "::1"));
+  CHECK(linger());
 
   /* TLS against a listener that reads the hello and closes */
   l = listener(AF_INET, port);

@@ -46,3 +46,6 @@ string(APPEND body "const char lpc_ffi_cdef[] = {\n${hex}0};\n")
 file(WRITE "${OUT}.tmp" "${body}")
 file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
 file(REMOVE "${OUT}.tmp")
+# Newer than what it was made from, even when its text is the same, or make
+# would run this again at every build.
+file(TOUCH_NOCREATE "${OUT}")

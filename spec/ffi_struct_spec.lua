@@ -30,6 +30,8 @@ if not R.luajit then
     it("are refused under Lua 5.4, saying why", function()
       assert.has_error(function() pc.ffi(Point) end,
         "pc.ffi needs LuaJIT's FFI (this is " .. _VERSION .. "; use the message type)")
+      assert.has_error(function() pc.to_message(Point {}) end,
+        "pc.to_message takes pc.ffi structs, which need LuaJIT's FFI (this is " .. _VERSION .. ")")
     end)
     pending("the rest runs under LuaJIT only (Lua 5.4 has no FFI)")
   end)

@@ -82,22 +82,48 @@ describe("an install", function()
     assert.matches("host: the script got demo.Distance", out, 1, true)
   end)
 
-  it54("compiles examples/host.c in a CMake project with find_package(protocall)",
+  it54("compiles examples/host.c in a CMake project with find_package(protocall), static and shared",
        "the host library is the Lua 5.4 build's", function()
     local proj = tmpdir()
     local f = assert(io.open(proj .. "/CMakeLists.txt", "wb"))
     f:write("cmake_minimum_required(VERSION 3.18)\nproject(uses_protocall C)\n",
             "find_package(protocall 0.1 REQUIRED)\n",
             "add_executable(host " .. os.getenv("PWD") .. "/examples/host.c)\n",
-            "target_link_libraries(host PRIVATE protocall::protocall_static)\n")
+            "target_link_libraries(host PRIVATE protocall::protocall_static)\n",
+            "add_executable(host_shared " .. os.getenv("PWD") .. "/examples/host.c)\n",
+            "target_link_libraries(host_shared PRIVATE protocall::protocall_shared)\n")
     f:close()
     local out, code = sh(string.format("cmake -S %s -B %s/b -DCMAKE_PREFIX_PATH=%s >/dev/null && cmake --build %s/b",
                                        proj, proj, prefix, proj))
     assert.are.equal(0, code, out)
+    local shared_out, shared_code = sh("LD_LIBRARY_PATH=" .. prefix .. "/lib " .. proj .. "/b/host_shared")
     out, code = sh(proj .. "/b/host")
     os.execute("rm -rf " .. proj)
     assert.are.equal(0, code, out)
     assert.matches("host: the script got demo.Distance", out, 1, true)
+    assert.are.equal(0, shared_code, shared_out)
+    assert.matches("host: the script got demo.Distance", shared_out, 1, true)
+  end)
+
+  -- luarocks builds every rock in one folder, build.luarocks/: the LuaJIT
+  -- rock built after the Lua 5.4 one must embed the layer as source, not
+  -- the luac5.4 bytecode the first configure of that folder made.
+  it54("embeds the Lua layer anew when its build folder is configured for the other runtime",
+       "one check of the CMake build, from either runtime", function()
+    local dir = tmpdir()
+    local function embed(incdir)
+      local out, code = sh(string.format("cmake -S . -B %s/b -DBUILD_TESTING=OFF -DPROTOCALL_LUA_INCDIR=%s >/dev/null"
+        .. " && cmake --build %s/b --target embedded_lua.o", dir, incdir, dir)) -- that object alone
+      assert.are.equal(0, code, out)
+      local f = assert(io.open(dir .. "/b/embedded_lua.c", "rb"))
+      local c = f:read("a")
+      f:close()
+      return c:match("lpc_embedded_binary = (%d)")
+    end
+    local first, luajit, again = embed("/usr/include/lua5.4"), embed("/usr/include/luajit-2.1"),
+      embed("/usr/include/lua5.4")
+    os.execute("rm -rf " .. dir)
+    assert.are.same({ "1", "0", "1" }, { first, luajit, again })
   end)
 
   it("refuses Lua headers other than 5.4's and LuaJIT's when luarocks names them", function()

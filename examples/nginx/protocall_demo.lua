@@ -48,7 +48,9 @@ local function answer(fn)
   end
   local code = type(out) == "table" and (out.code or (out.cause and out.cause.code)) or "UNKNOWN"
   ngx.status = HTTP_STATUS[code] or 502
-  ngx.say(code, ": ", tostring(out))
+  local text = tostring(out) -- a pc.Error's already starts "CODE: "
+  if text:sub(1, #code + 2) ~= code .. ": " then text = code .. ": " .. text end
+  ngx.say(text)
   return ngx.exit(ngx.status)
 end
 

@@ -4,7 +4,7 @@
 # runs nginx in the foreground with that prefix (logs in PREFIX/logs, the
 # pid file PREFIX/logs/nginx.pid, temp files in PREFIX/temp). Set
 # PROTOCALL_UPSTREAM to the gRPC server's host:port first, e.g.
-#   sleep 3600 | PC_SERVER_LIFETIME=3600 /usr/bin/python3 spec/grpc_server.py grpc 50051 &
+#   sleep 3600 | PC_SERVER_LIFETIME=3600 PC_SERVER_WORKERS=64 /usr/bin/python3 spec/grpc_server.py grpc 50051 &
 # (the test server stops when its standard input closes, and after
 # PC_SERVER_LIFETIME seconds)
 #   PROTOCALL_UPSTREAM=127.0.0.1:50051 examples/nginx/run.sh build/nginx 8080

@@ -20,6 +20,10 @@ function M.install(pc, core)
     function pc.ffi()
       error("pc.ffi needs LuaJIT's FFI (this is " .. _VERSION .. "; use the message type)", 2)
     end
+    --- m = pc.to_message(p): LuaJIT only (there are no structs to convert).
+    function pc.to_message()
+      error("pc.to_message takes pc.ffi structs, which need LuaJIT's FFI (this is " .. _VERSION .. ")", 2)
+    end
     return
   end
   local ffi = require "ffi"

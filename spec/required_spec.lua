@@ -75,6 +75,28 @@ describe("proto2 required fields", function()
     assert.are.equal(7, pc.decode(Inner, "\8\7").id)
   end)
 
+  it("are missing from a map entry's message value the input leaves out, on every decode path", function()
+    local q = pc.pool()
+    assert(q:load([[syntax = "proto2"; package rm;
+      message Req { required int32 id = 1; }
+      message M { map<int32, Req> m = 1; }
+      message N { required int32 x = 1; map<int32, Req> m = 2; }]], { name = "rm.proto" }))
+    local M, N = q:type("rm.M"), q:type("rm.N")
+    for _, c in ipairs {
+      { M, "\10\2\8\7", "missing required field: rm.M.m[7].id" }, -- an entry with a key, no value
+      { N, "\8\1\18\2\8\7", "missing required field: rm.N.m[7].id" },
+      { M, "\10\4\8\7\18\0", "missing required field: rm.M.m[7].id" }, -- an empty value
+    } do
+      for _, opts in ipairs { {}, { table = true } } do
+        local got, err = pc.decode(c[1], c[2], opts)
+        assert.is_nil(got)
+        assert.are.equal(c[3], err)
+      end
+      assert.is_truthy(pc.decode(c[1], c[2], { partial = true }))
+      assert.is_truthy(pc.decode(c[1], c[2], { partial = true, table = true }))
+    end
+  end)
+
   it("answer pc.is_initialized without raising", function()
     assert.is_false(pc.is_initialized(Req {}))
     assert.is_false(pc.is_initialized(Req { name = "n", must = { id = 1 }, items = { {} } }))

@@ -330,6 +330,7 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     package td;
     enum E { Z = 0; A = 1; B = 2; }
     message Sub { int32 x = 1; string name = 2; Sub child = 3; map<string, int32> tags = 4; }
+    message Node { Node child = 3; map<string, Node> m = 4; }
     message M {
       int32 i32 = 1; int64 i64 = 2; uint32 u32 = 3; uint64 u64 = 4; sint32 s32 = 5; sint64 s64 = 6;
       fixed32 f32 = 7; fixed64 f64 = 8; sfixed32 sf32 = 9; sfixed64 sf64 = 10; float fl = 11; double d = 12;
@@ -522,6 +523,47 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     assert.is_true(check(Sub, nested(99), "99 levels"))
     check(Sub, nested(100), "100 levels")
     assert.is_false(check(Sub, nested(101), "101 levels"))
+  end)
+
+  -- A map entry is two levels of the depth limit but one of the tables: the
+  -- stack room (made every fourth table) must not follow the depth's parity,
+  -- which one sub-message level above the maps makes odd.
+  it("makes its stack room by tables, whatever the depth left above maps of messages", function()
+    local function chain(maps, children)
+      local b = ""
+      for _ = 1, maps do b = len(4, len(1, "k") .. len(2, b)) end
+      for _ = 1, children do b = len(3, b) end
+      return b
+    end
+    local N = dp:type("td.Node")
+    for _, c in ipairs({ { 45, 1 }, { 45, 0 }, { 46, 1 }, { 300, 1, 999 }, { 301, 0, 1000 } }) do
+      local opts, bytes = c[3] and { max_depth = c[3] } or nil, chain(c[1], c[2])
+      local what = ("%d maps under %d levels"):format(c[1], c[2])
+      assert.is_true(check(N, bytes, what, opts))
+    end
+    -- Past its room the decode wrote over whatever lay beyond the stack:
+    -- seen from a fresh process's main thread, whose stack starts small.
+    local script = os.tmpname()
+    local f = assert(io.open(script, "wb"))
+    f:write(([[
+      local pc = require "protocall"
+      local p = pc.pool()
+      assert(p:load('syntax = "proto3"; package td; message Node { Node child = 3; map<string, Node> m = 4; }'))
+      local bytes = %q
+      for _ = 1, 3 do
+        local t = assert(pc.decode(p:type("td.Node"), bytes, { table = true }))
+        collectgarbage()
+      end
+      io.write("decoded")
+    ]]):format(chain(45, 1)))
+    f:close()
+    local bin = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+    local out = io.popen(bin .. " " .. script .. " 2>&1")
+    local text = out:read("*a")
+    local ok = out:close()
+    os.remove(script)
+    assert.are.equal("decoded", text)
+    assert.is_truthy(ok)
   end)
 
   it("uses its own type's plan when the options' reads decode another type", function()

@@ -389,9 +389,10 @@ void lpc_push_plain(lua_State *L, int type, const pc_Message *msg, const pc_Mess
  * Unknown fields and fields of another wire type are skipped
  * (pc_Wire_SkipField's checks), as plain tables leave them out. */
 
-/* Stack room made at the start and every fourth level: a level holds at
- * most 5 slots (its table, a key, a list, an element's key and a table
- * for set_later). */
+/* Stack room made at the start and every fourth message level (counted by
+ * direct_message's calls, not by the depth left, which a map entry lowers
+ * by two): a level holds at most 5 slots (its table, a key, a list or map,
+ * an element's key and a table for set_later). */
 #define DIRECT_STACK 32
 
 /* Fields a type may have for this path (a bit each on the C stack). */
@@ -402,6 +403,7 @@ typedef struct {
   Plain *P;
   int depth_left;
   int partial;
+  unsigned levels; /* direct_message calls running */
 } Direct;
 
 static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const pc_MessageDef *def,
@@ -650,6 +652,8 @@ static const uint8_t *direct_map(Direct *D, const uint8_t *p, const uint8_t *end
     if (lpc_key_is_cdata(kf, key)) return NULL; /* equal keys would be two table keys */
     lpc_push_key(L, kf, key);
     if (vf->type == kPc_Type_Message) {
+      if (msg == NULL && vf->message->required_count > 0 && !D->partial)
+        return NULL; /* an empty value lacks its required fields: the decoder says which */
       if (msg == NULL)
         lua_createtable(L, 0, 0);
       else if (direct_sub(D, msg, q + len, vf, sub) == NULL)
@@ -670,12 +674,23 @@ static const uint8_t *direct_map(Direct *D, const uint8_t *p, const uint8_t *end
 /* Pushes the table of the message of type 'def' (plan type 'k', or -1)
  * in [p, end): 1, or 0 to give up (the stack then holds what was made).
  * The table is made at the size the last table of its type took. */
+static int direct_fields(Direct *D, const uint8_t *p, const uint8_t *end, const pc_MessageDef *def,
+                         int k);
+
 static int direct_message(Direct *D, const uint8_t *p, const uint8_t *end, const pc_MessageDef *def,
                           int k) {
+  if (def->field_count > DIRECT_FIELDS || def->oneof_count > 64) return 0;
+  if (++D->levels % 4 == 0) luaL_checkstack(D->P->L, DIRECT_STACK, "message nesting too deep");
+  int ok = direct_fields(D, p, end, def, k);
+  D->levels--;
+  return ok;
+}
+
+/* direct_message's work: the table, then the fields. */
+static int direct_fields(Direct *D, const uint8_t *p, const uint8_t *end, const pc_MessageDef *def,
+                         int k) {
   Plain *P = D->P;
   lua_State *L = P->L;
-  if (def->field_count > DIRECT_FIELDS || def->oneof_count > 64) return 0;
-  if (D->depth_left % 4 == 0) luaL_checkstack(L, DIRECT_STACK, "message nesting too deep");
   lua_createtable(L, 0, k >= 0 ? P->plan->size[k] : 4);
   int t = lua_gettop(L), planned = k >= 0, empty, n = 0;
   uint64_t seen[DIRECT_FIELDS / 64], oneofs = 0; /* fields by index, oneofs by index */
@@ -769,7 +784,7 @@ int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *d
   Plain P;
   plain_begin(&P, L, plan, names, bits, is_unsigned);
   int depth = opts->max_depth > 0 ? opts->max_depth : PC_WIRE_DEFAULT_DEPTH;
-  Direct D = {&P, depth < PC_MESSAGE_MAX_DEPTH ? depth : PC_MESSAGE_MAX_DEPTH, opts->partial};
+  Direct D = {&P, depth < PC_MESSAGE_MAX_DEPTH ? depth : PC_MESSAGE_MAX_DEPTH, opts->partial, 0};
   const uint8_t *p = (const uint8_t *)bytes;
   if (!direct_message(&D, p, p + len, def, 0)) {
     lua_settop(L, base);

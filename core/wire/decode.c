@@ -182,6 +182,7 @@ static const uint8_t *read_map_entry(Dec *d, const uint8_t *tagpos, const uint8_
   if (vf->type == kPc_Type_Message && val.m == NULL) {
     val.m = pc_Message_New(vf->message, d->arena);
     if (val.m == NULL) return oom(d);
+    d->required |= vf->message->required_count; /* an empty value still needs them */
   }
   if (vf->type == kPc_Type_Enum && !have_val && vf->enumdef != NULL && vf->enumdef->closed &&
       vf->enumdef->value_count > 0)

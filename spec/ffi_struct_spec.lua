@@ -349,6 +349,27 @@ describe("FFI struct messages", function()
     assert.has_error(function() return ptr.nope end, "s.Point.nope: no such field")
     local null = ffi.new(ffi.typeof("$ *", PP))
     assert.has_error(function() return null.nope end, "s.Point: struct expected, got a NULL pointer")
+    -- the fields' FFI loads and stores too (they would read address 0),
+    -- and P(null), which LuaJIT's null == nil would take for P()
+    local e = "s.Point: struct expected, got a NULL pointer"
+    assert.has_error(function() return null.x end, e)
+    assert.has_error(function() null.y = 3 end, e)
+    assert.has_error(function() return PP(null) end, e)
+    assert.has_error(function() return PP(ffi.cast("void *", 0)) end, "s.Point.x: integer expected, got cdata")
+    assert.has_error(function() return PP(1, 2, 3, ffi.cast("void *", 0)) end)
+    -- const and volatile pointers are pointers to the struct too
+    for _, q in ipairs { "const $ *", "volatile $ *", "const volatile $ *" } do
+      local cp = ffi.cast(ffi.typeof(q, PP), p)
+      assert.are.equal(1, cp.x)
+      assert.are.equal("s.Point{x=1, y=5}", tostring(cp))
+      assert.are.equal(Point { x = 1, y = 5 }, pc.to_message(cp))
+      assert.is_true(cp == p)
+      assert.is_true(pc.is_initialized(cp))
+      assert.are.equal(5, pc.clone(cp).y)
+      local m = Point()
+      pc.merge(m, cp)
+      assert.are.equal(5, m.y)
+    end
   end)
 
   it("take types of a thousand fields and more", function()

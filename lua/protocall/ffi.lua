@@ -56,6 +56,7 @@ function M.install(pc, core)
   local unknown_out, unknown_size = new("const char *[1]"), new("size_t[1]")
   calls[0] = { ud = codec_ud, c = codec, size = size_out, uptr = unknown_out, usize = unknown_size }
   local voidp = typeof("void *")
+  local anyp = typeof("const volatile void *") -- what any pointer to a struct converts to
   local tonumber = tonumber
   local has_nkeys, nkeys = pcall(require, "table.nkeys") -- OpenResty's LuaJIT has it
   if not has_nkeys then nkeys = nil end
@@ -116,8 +117,8 @@ function M.install(pc, core)
   -- a C argument: a struct to its address, a ctype refused); so does a
   -- NULL pointer. The accessors get P itself for P.x.
   local function body_of(T, p)
-    local ok, b = pcall(new, voidp, p)
-    if ok and b ~= nil then return b end
+    local ok, b = pcall(new, anyp, p) -- refuses P itself; takes const and volatile pointers
+    if ok and b ~= nil then return cast(voidp, b) end
     raise(format("%s: struct expected, got %s", T.full_name, ok and "a NULL pointer" or "its type (a ctype)"))
   end
 
@@ -165,7 +166,8 @@ function M.install(pc, core)
     cast = cast, istype = istype, type = type, floor = math.floor,
     band = bit.band, bor = bit.bor, voidp = voidp,
     i64 = typeof("int64_t"), u64 = typeof("uint64_t"), new = new, pairs = pairs, pcall = pcall,
-    raise = raise, tostring = tostring, nkeys = nkeys, select = select, rawget = rawget,
+    raise = raise, tostring = tostring, nkeys = nkeys, select = select, rawget = rawget, rawequal = rawequal,
+    typeof = typeof, tonumber = tonumber,
   }
 
   local WORDS = { double = "[2]", fixed64 = "[2]", sfixed64 = "[2]", float = "" }
@@ -261,13 +263,20 @@ function M.install(pc, core)
   -- The metatype's __index, __newindex and constructor for `layout`
   -- (defaults: the values an empty message reads; get / set: the C
   -- metamethods' paths, core.ffi_slow; from: P(m) / P(q)).
-  local function accessors(T, layout, prefix, cases, defaults, get, set, from)
-    local src = { "local D, get, set, from, is_struct, NAMES, too_many, body = ..." }
+  local function accessors(T, layout, prefix, cases, defaults, get, set, from, ct)
+    local src = { "local D, get, set, from, is_struct, NAMES, too_many, body, CT, ID = ..." }
+    -- A NULL pointer to a struct goes to the C path, which raises (body).
+    -- For a struct value the test is a constant (its ctype id is ID), so
+    -- the JIT drops it and never takes the struct's address; no "$ *"
+    -- pointer type is made (busted memoizes ffi.typeof by its first
+    -- argument), and p is compared as a void * (p == nil would call __eq).
+    local null = "if tonumber(typeof(p)) ~= ID and cast(voidp, p) == nil then return %s end"
     -- __index: one function per INDEX_GROUP fields, each passing what it
     -- does not name to the next (a function holds at most 65536 constants)
     local fields, groups = layout.fields, math.ceil(#layout.fields / INDEX_GROUP)
     for g = math.max(groups, 1), 1, -1 do
       src[#src + 1] = format("local index%d = function(p, k)", g)
+      if g == 1 then src[#src + 1] = null:format("get(body(p), k)") end
       for i = (g - 1) * INDEX_GROUP + 1, math.min(g * INDEX_GROUP, #fields) do
         local f = fields[i]
         local load, present = read_expr(f, prefix, cases)
@@ -286,6 +295,7 @@ function M.install(pc, core)
     -- names the line calling P).
     local function writer(name, fallback)
       src[#src + 1] = "local " .. name .. " = function(p, k, v)"
+      if name == "newindex" then src[#src + 1] = null:format("set(body(p), k, v)") end
       for _, f in ipairs(layout.fields) do
         if accepts[f.write] then
           src[#src + 1] = format("if k == %q then if %s then %s return end return %s end", f.name,
@@ -342,23 +352,24 @@ function M.install(pc, core)
       local p = new(ct)
       local tt = type(t)
       if tt == "table" then %s end
-      if tt == "userdata" or (tt == "cdata" and is_struct(t)) then return from(p, t) end]],
+      if tt == "userdata" or (tt == "cdata" and (is_struct(t) or istype(CT, t))) then return from(p, t) end]],
                            concat(params, ", "), own_function and "return from_table(p, t)" or concat(branch, "\n"))
     if #fields == 0 then src[#src + 1] = "if t ~= nil then too_many(0) end" end
     for i = 1, math.min(#fields, POSITIONAL) do
       local a = i == 1 and "t" or "a" .. i
-      src[#src + 1] = format("if %s ~= nil then %s end", a, inline_store(fields[i], a))
+      -- (rawequal: LuaJIT's NULL pointer == nil, but is a value to refuse)
+      src[#src + 1] = format("if not rawequal(%s, nil) then %s end", a, inline_store(fields[i], a))
     end
     if #fields > POSITIONAL then
       src[#src + 1] = format([[for i = 1, select("#", ...) do
         local v = select(i, ...)
-        if v ~= nil then
+        if not rawequal(v, nil) then
           if NAMES[i + %d] == nil then too_many(%d) end
           slow(p, NAMES[i + %d], v)
         end
       end]], POSITIONAL, #fields, POSITIONAL)
     else
-      src[#src + 1] = format("if extra ~= nil then too_many(%d) end", #fields)
+      src[#src + 1] = format("if not rawequal(extra, nil) then too_many(%d) end", #fields)
     end
     src[#src + 1] = "return p end"
     src[#src + 1] = "return index, newindex, construct"
@@ -372,7 +383,7 @@ function M.install(pc, core)
     -- reference to one. Raises for P itself (P.x: a ctype, whose member
     -- reads come back to the accessors) and for a NULL pointer.
     local function body(p) return body_of(T, p) end
-    return chunk(defaults, get, set, from, is_struct, names, too_many, body)
+    return chunk(defaults, get, set, from, is_struct, names, too_many, body, ct, tonumber(ct))
   end
 
   -- The C __index and __newindex of T's messages: the generated FFI
@@ -382,7 +393,7 @@ function M.install(pc, core)
   local to_message
   -- x as a message of info's type (a copy of a struct), or nil.
   local function as_message(info, x)
-    if info_of(x) == info then return pcall(new, voidp, x) and to_message(info, x) or nil end
+    if info_of(x) == info then return pcall(new, anyp, x) and to_message(info, x) or nil end
     if core_is_message(x) and core_type_of(x) == info.T then return x end
     return nil
   end
@@ -450,13 +461,14 @@ function M.install(pc, core)
         core.ffi_copy(T, x, cast(voidp, p), true)
         keep_unknown(info, p, core.unknown_fields(x))
       else
+        if type(x) == "cdata" and istype(ct, x) then body_of(T, x) end -- a NULL pointer: raises
         raise(format("bad argument #1 to '%s' (a table, field values, or a %s message or struct "
                      .. "expected, got %s)", T.full_name, T.full_name,
                      src and "another struct" or "userdata"))
       end
       return p
     end
-    local index, newindex, construct = accessors(T, layout, prefix, cases, defaults, get, set, from)
+    local index, newindex, construct = accessors(T, layout, prefix, cases, defaults, get, set, from, ct)
     -- The Lua codec (lua/protocall/ffi_codec.lua) for a type with fields:
     -- pc.encode(p) and pc.decode(P, bytes) try it first, the core codec
     -- below doing what it leaves (nil). Not while a struct of the type may

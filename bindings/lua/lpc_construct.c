@@ -6,6 +6,8 @@
 #include "lpc.h"
 
 #include <lauxlib.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 static char lpc_visit_key; /* registry: tables being converted (cycle check) */
@@ -186,6 +188,52 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   lua_settop(L, objs - 1);
 }
 
+/* LuaJIT: raises when two keys of the table at 'src' for the integer-keyed
+ * map field 'f' (key field 'kf') are one key of the map: a number, an
+ * int64_t / uint64_t cdata and a decimal string can name the same integer
+ * (1, 1LL, "1"), and the map would keep one of their values, the one
+ * lua_next met last. Tables whose keys are all numbers pass at once:
+ * distinct numbers are distinct integers. */
+static void check_key_aliases(lua_State *L, int src, const pc_FieldDef *f, const pc_FieldDef *kf,
+                              pc_SlotKind ks) {
+  int plain = 1;
+  lua_pushnil(L);
+  while (plain && lua_next(L, src)) {
+    lua_pop(L, 1);
+    plain = lua_type(L, -1) == LUA_TNUMBER;
+  }
+  if (plain) return;
+  lua_pop(L, 1); /* the key lua_next stopped at */
+  lua_newtable(L);
+  int seen = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, src)) {
+    lua_pop(L, 1);
+    pc_Value k = lpc_check_scalar(L, kf, f->full_name, -1);
+    uint64_t bits = ks == kPc_Slot_32 ? k.u32 : k.u64;
+    lua_pushlstring(L, (const char *)&bits, sizeof bits);
+    if (lua_rawget(L, seen) != LUA_TNIL) {
+      char text[32];
+      int is_signed = kf->type != kPc_Type_Uint64 && kf->type != kPc_Type_Fixed64 &&
+                      kf->type != kPc_Type_Uint32 && kf->type != kPc_Type_Fixed32;
+      if (is_signed)
+        snprintf(text, sizeof text, "%" PRId64,
+                 ks == kPc_Slot_32 ? (int64_t)k.i32 : (int64_t)k.u64);
+      else
+        snprintf(text, sizeof text, "%" PRIu64, bits);
+      lpc_msg_error(L,
+                    "%s: two keys of the table are map key %s (LuaJIT: a number, an int64_t or "
+                    "uint64_t cdata and a decimal string may name one integer)",
+                    f->full_name, text);
+    }
+    lua_pop(L, 1);
+    lua_pushlstring(L, (const char *)&bits, sizeof bits);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, seen);
+  }
+  lua_pop(L, 1);
+}
+
 /* Replaces the entries of the map field of the container at 'c' with the
  * table (or map container of the same type) at 'src'; checked first. */
 static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
@@ -237,6 +285,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
     }
     lua_pop(L, 1);
   }
+  if (LPC_LUAJIT && (ks == kPc_Slot_32 || ks == kPc_Slot_64)) check_key_aliases(L, src, f, kf, ks);
   /* Pass 2: store into the emptied map. */
   lua_getiuservalue(L, c, 1);
   int a = lpc_push_anchor(L, -1);

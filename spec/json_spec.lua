@@ -269,6 +269,12 @@ describe("pc.from_json", function()
       "bad argument #3 to 'from_json' (max_depth must be an integer in 1..1000)")
     assert.has_error(function() pc.from_json(M, "{}", { max_depth = "10" }) end,
       "bad argument #3 to 'from_json' (max_depth must be an integer in 1..1000)")
+    assert.has_error(function() pc.from_json(M, "{}", { pool = 5 }) end,
+      "bad argument #3 to 'from_json' (pool: protocall.Pool expected, got number)")
+    assert.has_error(function() pc.to_json(M {}, { pool = {} }) end,
+      "bad argument #2 to 'to_json' (pool: protocall.Pool expected, got table)")
+    assert.has_error(function() pc.from_text(M, "", { pool = "p" }) end,
+      "bad argument #3 to 'from_text' (pool: protocall.Pool expected, got string)")
     assert.has_error(function() pc.to_json(M {}, { indent = "2" }) end,
       "bad argument #2 to 'to_json' (indent must be an integer in 0..16)")
     assert.has_error(function() pc.from_json(M, "{}", { strict = true }) end,

@@ -800,6 +800,10 @@ describe("messages", function()
       assert.are.equal('t.Shape{name="a\\010\\"b\\"", tags={"x"}, attrs={["k"]=2}, p=t.Point{x=1}, r=0.5}',
                        tostring(s))
       assert.are.equal("t.Point{}", tostring(Point()))
+      -- 64-bit map keys in full on both runtimes (LuaJIT's keys within 2^53 are numbers)
+      local K = pc.message("t.K64", { { "m", "map<int64, int32>", 1 } })
+      assert.are.equal("t.K64{m={[123456789012345]=1, [123456789012346]=2}}",
+                       tostring(K { m = { [123456789012345] = 1, [123456789012346] = 2 } }))
     end)
 
     it("pc.to_table gives plain tables of the set fields", function()

@@ -54,8 +54,14 @@ describe("pc.to_text", function()
     assert.is_true(big < 40 * small + 0.5, string.format("30,000: %.3f s, 300,000: %.3f s", small, big))
   end)
 
-  it("raises on options that are not a table", function()
+  it("raises on options that are not a table, and on an option it does not know", function()
     assert.has_error(function() pc.to_text(E{}, 5) end, "bad argument #2 to 'to_text' (table expected, got number)")
+    assert.has_error(function() pc.to_text(E{}, { oneline = true }) end,
+      "bad argument #2 to 'to_text' (unknown option 'oneline')")
+    assert.has_error(function() pc.to_text(E{}, { indent = 2 }) end,
+      "bad argument #2 to 'to_text' (unknown option 'indent')")
+    assert.has_error(function() pc.to_text(E{}, { true }) end, "bad argument #2 to 'to_text' (unknown option '1')")
+    assert.is_string(pc.to_text(E{}, { one_line = true, utf8 = false }))
   end)
 
   if not corpus.read("payloads/MANIFEST.tsv") then

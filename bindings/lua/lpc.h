@@ -198,8 +198,9 @@ void lpc_check_options(lua_State *L, int idx, const char *fname, const char *con
  * absent (or when there is no table). */
 int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi,
                 int dflt);
-/* The pool of field "pool" of the table at 'idx' (a Pool userdata), or NULL. */
-pc_Pool *lpc_opt_pool(lua_State *L, int idx);
+/* The pool of field "pool" of the table at 'idx' (a Pool userdata), or NULL;
+ * raises "bad argument #idx to 'fname' (pool: protocall.Pool expected, ...)". */
+pc_Pool *lpc_opt_pool(lua_State *L, int idx, const char *fname);
 
 /* Types ("protocall.Type", lpc_schema.c) get their instance metatables
  * from the message binding without the schema binding naming it: the

@@ -118,10 +118,15 @@ int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int 
   return v;
 }
 
-pc_Pool *lpc_opt_pool(lua_State *L, int idx) {
+pc_Pool *lpc_opt_pool(lua_State *L, int idx, const char *fname) {
   if (lua_isnoneornil(L, idx)) return NULL;
   pc_Pool *pool = NULL;
-  if (lua_getfield(L, idx, "pool") != LUA_TNIL) pool = lpc_checkpool(L, lua_gettop(L));
+  if (lua_getfield(L, idx, "pool") != LUA_TNIL) {
+    if (luaL_testudata(L, -1, "protocall.Pool") == NULL)
+      lpc_argerror(L, idx, fname,
+                   lua_pushfstring(L, "pool: protocall.Pool expected, got %s", lpc_tname(L, -1)));
+    pool = lpc_checkpool(L, -1);
+  }
   lua_pop(L, 1);
   return pool;
 }
@@ -164,7 +169,7 @@ static int lpc_to_json(lua_State *L) {
   o.proto_names = opt_bool(L, 2, "proto_names");
   o.enums_as_ints = opt_bool(L, 2, "enums_as_ints");
   o.indent = lpc_opt_int(L, 2, "to_json", "indent", 0, 16, 0);
-  pc_Pool *pool = lpc_opt_pool(L, 2);
+  pc_Pool *pool = lpc_opt_pool(L, 2, "to_json");
   o.pool = pool;
   o.find_type = find_type;
   o.find_type_ud = &finder;
@@ -202,7 +207,7 @@ static int lpc_from_json(lua_State *L) {
   o.ignore_unknown = opt_bool(L, 3, "ignore_unknown");
   o.max_depth =
       lpc_opt_int(L, 3, "from_json", "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
-  pc_Pool *pool = lpc_opt_pool(L, 3);
+  pc_Pool *pool = lpc_opt_pool(L, 3, "from_json");
   o.pool = pool;
   o.find_type = find_type;
   o.find_type_ud = &finder;

@@ -54,7 +54,7 @@ static int lpc_from_text(lua_State *L) {
   memset(&o, 0, sizeof o);
   o.max_depth =
       lpc_opt_int(L, 3, "from_text", "max_depth", 1, PC_TEXT_MAX_DEPTH, PC_TEXT_DEFAULT_DEPTH);
-  o.pool = lpc_opt_pool(L, 3);
+  o.pool = lpc_opt_pool(L, 3, "from_text");
   pc_Arena *a = lpc_newarena(L);
   int arena_idx = lua_gettop(L);
   pc_Message *msg = pc_Message_New(def, a);

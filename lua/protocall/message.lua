@@ -109,7 +109,8 @@ function M.install(pc, core)
         if is_map(info) then
           local items = {}
           for k, x in compat.pairs(v) do
-            local o = { "[", show_value(k), "]=" }
+            -- an integer key in full: LuaJIT's tostring shows 2^47 + 1 as 1.4073748835533e+14
+            local o = { "[", type(k) == "number" and format("%d", k) or show_value(k), "]=" }
             emit(o, x)
             items[#items + 1] = concat(o)
           end

@@ -270,13 +270,19 @@ function M.install(pc, core)
   -- header); with utf8, string fields keep their UTF-8 bytes instead of
   -- octal escapes; with one_line, everything on one line with single spaces
   -- (`name: "x" points { x: 1 }`, as the C++ library's ShortDebugString and
-  -- python's as_one_line print it). Raises on a non-message.
+  -- python's as_one_line print it). Raises on a non-message and on an
+  -- option other than these two.
   function pc.to_text(m, opts)
     if not is_message(m) then
       error("bad argument #1 to 'to_text' (message expected, got " .. type(m) .. ")", 2)
     end
     if opts ~= nil and type(opts) ~= "table" then
       error("bad argument #2 to 'to_text' (table expected, got " .. type(opts) .. ")", 2)
+    end
+    for k in next, opts or {} do -- its raw keys, as the C functions check theirs
+      if k ~= "utf8" and k ~= "one_line" then
+        error("bad argument #2 to 'to_text' (unknown option '" .. tostring(k) .. "')", 2)
+      end
     end
     local out = {}
     local one_line = opts ~= nil and opts.one_line

@@ -64,6 +64,38 @@ describe("declarations", function()
   end)
 end)
 
+describe("names holding a NUL byte", function()
+  -- C reads a name up to its first NUL: "f3.All\0x" would be f3.All
+  local p = pc.pool()
+  assert(p:load([[syntax = "proto2"; package f3;
+    message All { optional int32 i32 = 1; oneof o { int32 a = 2; } extensions 100 to 199; }
+    extend All { optional int32 ext1 = 100; }
+    service S { rpc M(All) returns (All); }]], { name = "f3.proto" }))
+
+  it("are refused where a type, field, oneof, enum value or extension is declared", function()
+    local why = "a name holds no NUL byte"
+    assert.has_error(function() p:message("zz.A\0b", { { "a", "int32", 1 } }) end)
+    assert.matches(why, select(2, pcall(p.message, p, "zz.A\0b", { { "a", "int32", 1 } })), 1, true)
+    assert.has_error(function() p:message("zz.B", { { "a\0x", "int32", 1 } }) end, "zz.B: " .. why)
+    assert.has_error(function() p:message("zz.C", { { "a", "f3.All\0x", 1 } }) end, "zz.C.a: " .. why)
+    assert.has_error(function() p:message("zz.D", { { "a", "int32", 1, oneof = "o\0" } }) end, "zz.D.a: " .. why)
+    assert.has_error(function() p:message("zz.E", { { "a", "int32", 1, json_name = "a\0" } }) end, "zz.E.a: " .. why)
+    assert.has_error(function() p:enum("zz.F", { ["A\0"] = 1 }) end, "zz.F: " .. why)
+    assert.has_error(function() p:extend("f3.All", { { "f3.ext2\0", "int32", 101 } }) end, "f3.All: " .. why)
+    assert.is_nil(p:type("zz.A"))
+  end)
+
+  it("name nothing where one is looked up, and errors show the NUL", function()
+    assert.is_nil(p:type("f3.All\0x"))
+    assert.is_not_nil(p:type("f3.All"))
+    local m = p:type("f3.All")()
+    assert.has_error(function() pc.set_extension(m, "f3.ext1\0junk", 5) end, "f3.All: no extension named 'f3.ext1\\0junk'")
+    assert.has_error(function() return m["i32\0"] end, "f3.All.i32\\0: no such field")
+    assert.has_error(function() pc.which_oneof(m, "o\0") end, "f3.All: no oneof named 'o\\0'")
+    assert.is_nil(pc.builtin_source("google/protobuf/any.proto\0"))
+  end)
+end)
+
 describe("hostile input found by testing", function()
   it("refuses to encode a proto3 string that is not UTF-8 (decode would refuse it)", function()
     local p = pc.pool()

@@ -317,6 +317,13 @@ int lpc_arena_gc(lua_State *L);
  * defined. */
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
 const char *lpc_tname(lua_State *L, int idx);
+/* Whether the string at 'idx' holds a NUL byte: no name of a pool does (C
+ * reads one as the end), so such a name is refused where declared and
+ * found nowhere (lpc_anchor.c). */
+int lpc_has_nul(lua_State *L, int idx);
+/* Pushes the string at 'idx' with each NUL byte written \0, for an error
+ * message's %s, and returns it. */
+const char *lpc_pushshown(lua_State *L, int idx);
 void lpc_pace(lua_State *L, Holder *h);
 int lpc_push_anchor(lua_State *L, int idx);
 int lpc_push_anchor_of(lua_State *L, int idx, int kind);

@@ -7,6 +7,7 @@
 
 #include <lauxlib.h>
 #include <stdarg.h>
+#include <string.h>
 
 char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
 char lpc_def_key;  /* metatable field: lightuserdata def | kind (lpc.h) */
@@ -35,6 +36,27 @@ _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...) {
 #if defined(__GNUC__)
   __builtin_unreachable();
 #endif
+}
+
+int lpc_has_nul(lua_State *L, int idx) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  return s != NULL && memchr(s, 0, len) != NULL;
+}
+
+const char *lpc_pushshown(lua_State *L, int idx) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] == '\0')
+      luaL_addstring(&b, "\\0");
+    else
+      luaL_addchar(&b, s[i]);
+  }
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
 }
 
 const char *lpc_tname(lua_State *L, int idx) {

@@ -69,7 +69,8 @@ static int lpc_load_proto(lua_State *L) {
  *  enums={full names}, services={full names}, dependencies={names}} */
 static int lpc_file_info(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
-  const pc_FileDef *f = pc_Pool_FindFile(pool, luaL_checkstring(L, 2));
+  const char *name = luaL_checkstring(L, 2);
+  const pc_FileDef *f = lpc_has_nul(L, 2) ? NULL : pc_Pool_FindFile(pool, name);
   if (f == NULL) return 0;
   lua_createtable(L, 0, 7);
   lua_pushstring(L, f->name);
@@ -111,7 +112,8 @@ static int lpc_file_info(lua_State *L) {
  *  ...}} with methods also indexed by name. */
 static int lpc_service_info(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
-  const pc_ServiceDef *s = pc_Pool_FindService(pool, luaL_checkstring(L, 2));
+  const char *name = luaL_checkstring(L, 2);
+  const pc_ServiceDef *s = lpc_has_nul(L, 2) ? NULL : pc_Pool_FindService(pool, name);
   if (s == NULL) return 0;
   lua_createtable(L, 0, 3);
   lua_pushstring(L, s->name);
@@ -163,7 +165,8 @@ static int lpc_file_names(lua_State *L) {
  * well-known types, gRPC's health and reflection); nil for another name. */
 static int lpc_builtin_source(lua_State *L) {
   size_t len;
-  const char *src = pc_Wkt_Source(luaL_checkstring(L, 1), &len);
+  const char *name = luaL_checkstring(L, 1);
+  const char *src = lpc_has_nul(L, 1) ? NULL : pc_Wkt_Source(name, &len);
   if (src == NULL) return 0;
   lua_pushlstring(L, src, len);
   return 1;
@@ -182,7 +185,8 @@ static int lpc_writer_gc(lua_State *L) {
  * of that name. Raises when memory runs out. */
 static int lpc_file_descriptor_bytes(lua_State *L) {
   pc_Pool *pool = lpc_checkpool(L, 1);
-  const pc_FileDesc *fd = pc_Pool_FileDesc(pool, luaL_checkstring(L, 2));
+  const char *name = luaL_checkstring(L, 2);
+  const pc_FileDesc *fd = lpc_has_nul(L, 2) ? NULL : pc_Pool_FileDesc(pool, name);
   if (fd == NULL) return 0;
   /* The buffer belongs to a userdata, so a raising push cannot leak it. */
   pc_WireWriter *w = lua_newuserdatauv(L, sizeof *w, 0);

@@ -153,7 +153,7 @@ static int lpc_message_which_oneof(lua_State *L) {
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   const pc_OneofDef *o = pc_MessageDef_FindOneof(def, name, len);
-  if (o == NULL) lpc_msg_error(L, "%s: no oneof named '%s'", def->full_name, name);
+  if (o == NULL) lpc_msg_error(L, "%s: no oneof named '%s'", def->full_name, lpc_pushshown(L, 2));
   const pc_FieldDef *f = o != NULL ? pc_Message_WhichOneof(msg, o) : NULL;
   if (f == NULL) return 0;
   lua_pushstring(L, f->name);
@@ -256,9 +256,9 @@ static int lpc_message_eq(lua_State *L) {
 
 static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def, int arg) {
   const char *name = luaL_checkstring(L, arg);
-  const pc_FieldDef *f = pc_Pool_FindExtension(def->file->pool, name);
+  const pc_FieldDef *f = lpc_has_nul(L, arg) ? NULL : pc_Pool_FindExtension(def->file->pool, name);
   if (f == NULL) {
-    lpc_msg_error(L, "%s: no extension named '%s'", def->full_name, name);
+    lpc_msg_error(L, "%s: no extension named '%s'", def->full_name, lpc_pushshown(L, arg));
     return NULL;
   }
   if (f->containing != def)

@@ -180,6 +180,15 @@ static const char *arena_str(lua_State *L, pc_Arena *a, const char *s, size_t le
   return r;
 }
 
+/* A name (of a type, field, oneof or enum value, or a type named by a
+ * field) copied into the arena; raises when it holds a NUL byte, where C
+ * would read it cut short ("f3.All\0x" as f3.All). */
+static const char *arena_name(lua_State *L, pc_Arena *a, const char *s, size_t len,
+                              const char *where) {
+  if (memchr(s, 0, len) != NULL) luaL_error(L, "%s: a name holds no NUL byte", where);
+  return arena_str(L, a, s, len);
+}
+
 static void *arena_calloc(lua_State *L, pc_Arena *a, size_t size) {
   void *p = pc_Arena_Calloc(a, size ? size : 1);
   if (p == NULL) luaL_error(L, "not enough memory");
@@ -219,7 +228,7 @@ static void resolve_type(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *s
     spell++;
     len--;
   }
-  char *name = (char *)arena_str(L, a, spell, len);
+  char *name = (char *)arena_name(L, a, spell, len, where);
   char *dotted = arena_calloc(L, a, len + 2);
   dotted[0] = '.';
   memcpy(dotted + 1, name, len + 1);
@@ -387,6 +396,7 @@ static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
  * ("bad argument #1 to 'message' (string expected, got number)"). */
 static const char *check_name(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TSTRING) luaL_typeerror(L, idx, "string");
+  if (lpc_has_nul(L, idx)) luaL_argerror(L, idx, "a name holds no NUL byte");
   return lua_tostring(L, idx);
 }
 
@@ -463,7 +473,7 @@ static int lpc_pool_message(lua_State *L) {
     lua_rawgeti(L, t, 3);
     if (lua_type(L, -3) != LUA_TSTRING || lua_type(L, -2) != LUA_TSTRING || !lua_isinteger(L, -1))
       return luaL_error(L, "%s: field %d: {name, type, number} expected", full, (int)i + 1);
-    f->name = arena_str(L, a, lua_tostring(L, -3), lua_rawlen(L, -3));
+    f->name = arena_name(L, a, lua_tostring(L, -3), lua_rawlen(L, -3), full);
     lua_Integer num = lua_tointeger(L, -1);
     f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
     lua_pushfstring(L, "%s.%s", full, f->name);
@@ -487,10 +497,11 @@ static int lpc_pool_message(lua_State *L) {
     if (lua_getfield(L, t, "packed") != LUA_TNIL) f->packed = lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (lua_getfield(L, t, "json_name") == LUA_TSTRING)
-      f->json_name = arena_str(L, a, lua_tostring(L, -1), lua_rawlen(L, -1));
+      f->json_name = arena_name(L, a, lua_tostring(L, -1), lua_rawlen(L, -1), where);
     lua_pop(L, 1);
     if (lua_getfield(L, t, "oneof") != LUA_TNIL) {
       if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "%s: oneof must be a name", where);
+      if (lpc_has_nul(L, -1)) return luaL_error(L, "%s: a name holds no NUL byte", where);
       const char *o = lua_tostring(L, -1);
       size_t k = 0;
       while (k < md->oneof_count && strcmp(md->oneofs[k].name, o) != 0) k++;
@@ -571,6 +582,7 @@ static int lpc_pool_extend(lua_State *L) {
     if (lua_type(L, -3) != LUA_TSTRING || lua_type(L, -2) != LUA_TSTRING || !lua_isinteger(L, -1))
       return luaL_error(L, "%s: extension %d: {full_name, type, number} expected", extendee,
                         (int)i + 1);
+    if (lpc_has_nul(L, -3)) return luaL_error(L, "%s: a name holds no NUL byte", extendee);
     const char *full = lua_tostring(L, -3);
     const char *pkg, *name;
     split_name(L, a, arena_str(L, a, full, strlen(full)), &pkg, &name);
@@ -648,7 +660,7 @@ static int lpc_pool_enum(lua_State *L) {
     if (v < INT32_MIN || v > INT32_MAX)
       return luaL_error(L, "%s.%s: value out of range for int32", full, lua_tostring(L, -2));
     pc_EnumValueDesc *ev = &ed->values[ed->value_count++];
-    ev->name = arena_str(L, a, lua_tostring(L, -2), lua_rawlen(L, -2));
+    ev->name = arena_name(L, a, lua_tostring(L, -2), lua_rawlen(L, -2), full);
     ev->number = (int32_t)v;
     lua_pop(L, 1);
   }
@@ -683,6 +695,10 @@ static int lpc_pool_type(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
   const char *name = luaL_checkstring(L, base);
+  if (lpc_has_nul(L, base)) { /* no type's name holds one */
+    lua_pushnil(L);
+    return 1;
+  }
   if (name[0] == '.') name++;
   const pc_MessageDef *m = pc_Pool_FindMessage(pool, name);
   const pc_EnumDef *e = m ? NULL : pc_Pool_FindEnum(pool, name);

@@ -171,13 +171,13 @@ describe("the FFI field access", function()
     end
   end)
 
-  it("refuses a table whose keys name one map key twice (1 and 1LL), before changing the map", function()
+  it("refuses a table whose keys name one map key twice (1 and an int64_t 1), before changing the map", function()
     local K = pool:message("f.K", { { "m64", "map<int64, string>", 1 }, { "mu64", "map<uint64, int32>", 2 },
                                     { "m32", "map<int32, string>", 3 } })
     local why = " (LuaJIT: a number, an int64_t or uint64_t cdata and a decimal string may name one integer)"
     local cases = {
-      { "m64", { [1LL] = "a", [1] = "b" }, "f.K.m64: two keys of the table are map key 1" },
-      { "m64", { [-5LL] = "a", ["-5"] = "b" }, "f.K.m64: two keys of the table are map key -5" },
+      { "m64", { [ffi.new("int64_t", 1)] = "a", [1] = "b" }, "f.K.m64: two keys of the table are map key 1" },
+      { "m64", { [ffi.new("int64_t", -5)] = "a", ["-5"] = "b" }, "f.K.m64: two keys of the table are map key -5" },
       { "mu64", { [2 ^ 53] = 1, [ffi.new("uint64_t", 2 ^ 53)] = 2 }, "f.K.mu64: two keys of the table are map key 9007199254740992" },
       { "mu64", { [-1] = 1, ["18446744073709551615"] = 2 }, "f.K.mu64: two keys of the table are map key 18446744073709551615" },
       { "m32", { [5] = "x", [ffi.new("int64_t", 5)] = "y" }, "f.K.m32: two keys of the table are map key 5" },
@@ -189,7 +189,7 @@ describe("the FFI field access", function()
       assert.has_error(function() m[c[1]] = c[2] end, c[3] .. why)
       assert.are.equal("kept", m.m64[7])
     end
-    local m = K { m64 = { [1LL] = "a", [2] = "b", ["3"] = "c" } } -- distinct keys of every kind
+    local m = K { m64 = { [ffi.new("int64_t", 1)] = "a", [2] = "b", ["3"] = "c" } } -- distinct keys of every kind
     assert.are.same({ "a", "b", "c" }, { m.m64[1], m.m64[2], m.m64[3] })
   end)
 

@@ -34,6 +34,12 @@ local function sanitized()
   return cache:find("PROTOCALL_SANITIZE:BOOL=ON", 1, true) ~= nil
 end
 
+-- examples/host.c ran through (its exit status and output).
+local function host_ran(out, code)
+  assert.are.equal(0, code, out)
+  assert.matches("host: the script got demo.Distance", out, 1, true)
+end
+
 local LUA_CHECK = (R.luajit and "luajit" or "lua5.4") .. [[ -e 'local pc = require "protocall"; local P = pc.message("i.P", {{"a", "int32", 1}}); io.write(pc.VERSION, " ", #pc.encode(P{a = 150}))']]
 
 describe("an install", function()
@@ -77,9 +83,7 @@ describe("an install", function()
     local out, code = sh(string.format(
       "cc -o %s examples/host.c $(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags --libs protocall)", exe, prefix))
     assert.are.equal(0, code, out)
-    out, code = sh("LD_LIBRARY_PATH=" .. prefix .. "/lib " .. exe)
-    assert.are.equal(0, code, out)
-    assert.matches("host: the script got demo.Distance", out, 1, true)
+    host_ran(sh("LD_LIBRARY_PATH=" .. prefix .. "/lib " .. exe))
   end)
 
   it54("compiles examples/host.c in a CMake project with find_package(protocall), static and shared",
@@ -99,10 +103,8 @@ describe("an install", function()
     local shared_out, shared_code = sh("LD_LIBRARY_PATH=" .. prefix .. "/lib " .. proj .. "/b/host_shared")
     out, code = sh(proj .. "/b/host")
     os.execute("rm -rf " .. proj)
-    assert.are.equal(0, code, out)
-    assert.matches("host: the script got demo.Distance", out, 1, true)
-    assert.are.equal(0, shared_code, shared_out)
-    assert.matches("host: the script got demo.Distance", shared_out, 1, true)
+    host_ran(out, code)
+    host_ran(shared_out, shared_code)
   end)
 
   -- luarocks builds every rock in one folder, build.luarocks/: the LuaJIT

@@ -21,6 +21,10 @@ Modes and what they print:
   noread        a server stream never read, held 2 s   -> "held N" (bytes received)
   silent        a TCP connection that sends nothing    -> "closed" once the server closes it
   twoconns      a second connection past max_connections -> "second closed"
+  lingerfill:N  N connections of garbage held open after the server's GOAWAY
+                 (they linger), then N sending the preface      -> "answered A, ended E"
+                 (A of the new ones got SETTINGS, E of the old ones were ended);
+                 then it holds every socket until its stdin closes
   gzip:KIND     one gzip request message that does not decompress -> "status N"
                  and the start of its grpc-message ("status 8 decompressed request
                  message exceeds"): KIND is bomb (5 MiB of zeros), bigbomb (1 GiB),
@@ -226,6 +230,39 @@ def main():
             print("still open")
         except ConnectionResetError:
             print("closed")
+        return
+    if mode.startswith("lingerfill:"):
+        n = int(mode.split(":")[1])
+        old = []
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"\xff" * 100)
+            old.append(s)
+        for s in old:  # the GOAWAY, then the end of the server's sending side
+            try:
+                while s.recv(65536):
+                    pass
+            except (socket.timeout, ConnectionResetError):
+                pass
+        new, answered = [], 0
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            try:
+                answered += len(s.recv(65536)) > 0
+            except (socket.timeout, ConnectionResetError):
+                pass
+            new.append(s)
+        ended = 0
+        for s in old:  # a lingering socket the server closed resets a write
+            try:
+                s.send(b"x")
+                time.sleep(0.05)
+                s.send(b"x")
+            except OSError:
+                ended += 1
+        print("answered %d, ended %d" % (answered, ended), flush=True)
+        sys.stdin.read()
         return
     if mode == "twoconns":
         first = Client(port)

@@ -184,6 +184,48 @@ describe("pc.listen under bad input", function()
     assert.equals("second closed", attack("twoconns", { max_connections = 1 }))
   end)
 
+  -- An ended connection lingers until its peer closes (at most 2 s), so
+  -- the peer reads the GOAWAY; lingering sockets count against
+  -- max_connections too, or a server at its limit would hold twice the
+  -- sockets (past a ulimit -n of 1024 with the default 1000).
+  it("holds at most max_connections sockets, lingering ones included", function()
+    local l = pc.listen(server, "127.0.0.1:0", { max_connections = 4 })
+    local f = assert(io.open("/proc/self/stat"))
+    local pid = f:read("*l"):match("^(%d+)")
+    f:close()
+    local function sockets()
+      local p = io.popen("ls -l /proc/" .. pid .. "/fd 2>/dev/null | grep -c socket:")
+      local n = tonumber(p:read("*a"))
+      p:close()
+      return n
+    end
+    local out, fifo = os.tmpname(), os.tmpname()
+    os.remove(fifo)
+    assert(os.execute("mkfifo " .. fifo))
+    local before, during, answer = sockets(), nil, nil
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      os.execute("/usr/bin/python3 spec/h2_client.py lingerfill:4 " .. l.port .. " < " .. fifo .. " > " .. out
+        .. " 2>&1 &")
+      local hold = io.open(fifo, "w") -- the client holds its sockets until this closes
+      for _ = 1, 1000 do
+        local r = io.open(out)
+        answer = r and r:read("*l")
+        if r then r:close() end
+        if answer then break end
+        pc.sleep(0.01)
+      end
+      during = sockets()
+      hold:close()
+      l:shutdown(1)
+    end)
+    pc.run()
+    os.remove(out)
+    os.remove(fifo)
+    assert.are.equal("answered 4, ended 4", answer)
+    assert.is_true(during <= before + 4, ("%d sockets before, %d with 4 allowed"):format(before, during))
+  end)
+
   it("sends GOAWAY to a connection idle for idle_timeout and closes it", function()
     assert.equals("settings, then 0 connections", attack("preface", { idle_timeout = 0.3, max_connections = 5 }))
   end)

@@ -166,6 +166,21 @@ void pc_GrpcListener_Free(pc_GrpcListener *l) {
 
 /* -- I/O --------------------------------------------------------------------- */
 
+/* Closes the lingering connection that has lingered longest (the one due
+ * first), making room for a live one: live and lingering connections
+ * together hold at most max_connections sockets. */
+static void drop_lingering(pc_GrpcListener *l) {
+  SConn **first = NULL;
+  for (SConn **pp = &l->conns; *pp; pp = &(*pp)->next)
+    if ((*pp)->linger_until > 0 && (first == NULL || (*pp)->linger_until < (*first)->linger_until))
+      first = pp;
+  if (first == NULL) return;
+  SConn *c = *first;
+  *first = c->next;
+  l->nlinger--;
+  conn_free(l, c);
+}
+
 static void accept_all(pc_GrpcListener *l, double now) {
   for (int i = 0; i < 64 && l->fd >= 0; i++) {
     struct sockaddr_storage ss;
@@ -176,6 +191,7 @@ static void accept_all(pc_GrpcListener *l, double now) {
       close(fd);
       continue;
     }
+    if (l->nconns + l->nlinger >= l->o.max_connections) drop_lingering(l);
     char host[NI_MAXHOST] = "?", port[16] = "?", where[NI_MAXHOST + 24];
     getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
                 NI_NUMERICHOST | NI_NUMERICSERV);
@@ -282,9 +298,9 @@ static double tend(pc_GrpcListener *l, double now) {
     if (c->ready) flush(c);
     if (!pc_GrpcServerConn_Alive(c->engine)) {
       l->nconns--;
-      /* Lingers, so the peer reads the GOAWAY rather than a reset, unless
-       * as many connections linger as max_connections allows to live. */
-      if (c->ready && l->nlinger < l->o.max_connections && !pc_NetSocket_Linger(c->sock)) {
+      /* Lingers, so the peer reads the GOAWAY rather than a reset (a
+       * new connection may end that early: drop_lingering). */
+      if (c->ready && !pc_NetSocket_Linger(c->sock)) {
         c->linger_until = now + LINGER_SECONDS;
         l->nlinger++;
         if (due < 0 || c->linger_until < due) due = c->linger_until;

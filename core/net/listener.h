@@ -10,8 +10,9 @@
  * timeout (no call and no byte for that long: GOAWAY, then close). A
  * connection whose engine is done lingers up to 2 s (pc_NetSocket_Linger:
  * its sending side ended, what arrives dropped) until the peer closes, so
- * the peer reads the GOAWAY instead of a reset; at most max_connections
- * linger at once. Not thread-safe. */
+ * the peer reads the GOAWAY instead of a reset; live and lingering
+ * connections hold at most max_connections sockets together (a new
+ * connection ends the oldest linger). Not thread-safe. */
 #ifndef PC_NET_LISTENER_H
 #define PC_NET_LISTENER_H
 

@@ -94,6 +94,48 @@ describe("names holding a NUL byte", function()
     assert.has_error(function() pc.which_oneof(m, "o\0") end, "f3.All: no oneof named 'o\\0'")
     assert.is_nil(pc.builtin_source("google/protobuf/any.proto\0"))
   end)
+
+  it("are refused in .proto text, file names, import paths and descriptor sets", function()
+    local q = pc.pool()
+    assert.are.same({ nil, "de.proto:2:39: A name holds no NUL byte." },
+      { q:load('syntax = "proto3"; package de;\nmessage M { string j = 2 [json_name = "a\\0b"]; }', { name = "de.proto" }) })
+    assert.are.same({ nil, "df.proto:1:27: A name holds no NUL byte." },
+      { q:load('syntax = "proto3"; import "x.proto\\0zz";', { name = "df.proto" }) })
+    assert.has_error(function() q:load('syntax = "proto3";', { name = "x.proto\0a" }) end,
+      "load: option 'name' holds a NUL byte")
+    assert.has_error(function() q:load('syntax = "proto3";', { import_paths = { "d\0j" } }) end,
+      "load: import_paths[1] holds a NUL byte")
+    assert.has_error(function() q:load_file("lf.proto\0junk") end, "bad argument #1 to 'load_file' (a path holds no NUL byte)")
+    assert.is_nil(q:file("x.proto"))
+    local FDS = pc.type("google.protobuf.FileDescriptorSet")
+    local function set_of(file) return pc.encode(FDS { file = { file } }) end
+    local field = { name = "x", number = 1, label = "LABEL_OPTIONAL", type = "TYPE_INT32" }
+    for _, c in ipairs {
+      { { name = "d.proto", package = "d", message_type = { { name = "M\0zz" } } }, "name" },
+      { { name = "d.proto\0zz", package = "d" }, "name" },
+      { { name = "d.proto", package = "d", dependency = { "any.proto\0zz" } }, "dependency" },
+      { { name = "d.proto", package = "d", message_type = { { name = "M", field = {
+          { name = "x", number = 1, label = "LABEL_OPTIONAL", type = "TYPE_INT32", json_name = "j\0zz" } } } } },
+        "json_name" },
+    } do
+      assert.are.same({ nil, "descriptor set: a " .. c[2] .. " holds a NUL byte" },
+        { pc.pool():load_descriptor_set(set_of(c[1])) })
+    end
+    assert.is_truthy(pc.pool():load_descriptor_set(set_of { name = "d.proto", package = "d",
+      message_type = { { name = "M", field = { field } } } }))
+  end)
+
+  it("are no names: a string default keeps them, from .proto text, pc.message and a descriptor set", function()
+    local q = pc.pool()
+    assert(q:load('syntax = "proto2"; package dd; message M { optional string s = 1 [default = "a\\0b"]; }',
+      { name = "dd.proto" }))
+    assert.are.equal("a\0b", q:type("dd.M")().s)
+    assert.are.equal("a\0b", q:message("dd.L", { { "s", "string", 1, default = "a\0b" } }, { syntax = "proto2" })().s)
+    local set = pc.encode(q:type("google.protobuf.FileDescriptorSet") { file = { q:file_descriptor("dd.proto") } })
+    local r = pc.pool()
+    assert(r:load_descriptor_set(set))
+    assert.are.equal("a\0b", r:type("dd.M")().s)
+  end)
 end)
 
 describe("hostile input found by testing", function()

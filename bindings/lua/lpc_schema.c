@@ -519,6 +519,8 @@ static int lpc_pool_message(lua_State *L) {
     if (lua_getfield(L, t, "default") != LUA_TNIL) {
       if (!proto2) return luaL_error(L, "%s: default values need syntax \"proto2\"", where);
       f->default_value = default_text(L, a, pool, where, f, lua_gettop(L));
+      if (f->type == kPc_Type_String && lua_rawlen(L, -1) != strlen(f->default_value))
+        f->default_value_len = lua_rawlen(L, -1); /* a string holding NUL bytes */
     }
     lua_settop(L, t - 1);
   }
@@ -601,8 +603,11 @@ static int lpc_pool_extend(lua_State *L) {
     check_keys(L, t, full, 3, kExtensionOptions, "repeated or default");
     resolve_type(L, pool, a, "", full, spell, tlen, f);
     if (opt_bool(L, t, "repeated")) f->label = kPc_Label_Repeated;
-    if (lua_getfield(L, t, "default") != LUA_TNIL)
+    if (lua_getfield(L, t, "default") != LUA_TNIL) {
       f->default_value = default_text(L, a, pool, full, f, lua_gettop(L));
+      if (f->type == kPc_Type_String && lua_rawlen(L, -1) != strlen(f->default_value))
+        f->default_value_len = lua_rawlen(L, -1); /* a string holding NUL bytes */
+    }
     lua_settop(L, t - 1);
   }
   if (n == 0) return 0;

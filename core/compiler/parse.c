@@ -157,12 +157,17 @@ static char *consume_string(P *p, const char *msg, size_t *len) {
     return NULL;
   }
   size_t n = 0;
+  pc_Token first = p->cur;
   while (p->cur.kind == kPc_Tok_String) {
     n += pc_Token_Unescape(&p->cur, out + n);
     advance(p);
   }
   out[n] = '\0';
-  if (len) *len = n;
+  if (len) {
+    *len = n;
+  } else if (strlen(out) != n && !p->failed) { /* a name or a file: read as a C string */
+    error_at(p, first.line, first.column, "A name holds no NUL byte.");
+  }
   return p->failed ? NULL : out;
 }
 

@@ -639,8 +639,11 @@ static int unescape_bytes(Builder *b, const char *s, pc_DefaultValue *out) {
   return 1;
 }
 
-static int parse_default(Builder *b, pc_FieldDef *f, const char *text) {
+/* 'len': the bytes of a string default holding NUL bytes, else 0. */
+static int parse_default(Builder *b, pc_FieldDef *f, const char *text, size_t len) {
   pc_DefaultValue *v = &f->default_value;
+  if (len != 0 && f->type != kPc_Type_String) /* only a string's text may hold a NUL byte */
+    return fail(b, "%s: default holds a NUL byte%s", f->full_name, "");
   char *end = NULL;
   errno = 0;
   switch (f->type) {
@@ -703,7 +706,7 @@ static int parse_default(Builder *b, pc_FieldDef *f, const char *text) {
     return 1;
   case kPc_Type_String:
     v->s.data = text;
-    v->s.size = strlen(text);
+    v->s.size = len != 0 ? len : strlen(text);
     return 1;
   case kPc_Type_Bytes: return unescape_bytes(b, text, v);
   case kPc_Type_Enum: {
@@ -788,7 +791,7 @@ static int build_field(Builder *b, pc_FieldDef *f, const pc_FieldDesc *d, const 
                   f->full_name, "");
     f->has_default = 1;
     f->default_text = d->default_value;
-    if (!parse_default(b, f, d->default_value)) return 0;
+    if (!parse_default(b, f, d->default_value, d->default_value_len)) return 0;
   }
   return 1;
 }

@@ -145,6 +145,7 @@ typedef struct {
   pc_Arena *tmp; /* decoded messages */
   pc_Error *err;
   int oom;
+  const char *nul; /* the field of the first string holding a NUL byte, or NULL */
 } Reader;
 
 static const pc_FieldDef *fld(const pc_MessageDef *m, const char *name) {
@@ -156,6 +157,7 @@ static const char *get_str(Reader *r, const pc_Message *msg, const pc_MessageDef
   const pc_FieldDef *f = fld(m, name);
   if (!pc_Message_Has(msg, f)) return NULL;
   pc_StringView s = pc_Message_Get(msg, f).s;
+  if (s.size > 0 && memchr(s.data, 0, s.size) != NULL && r->nul == NULL) r->nul = name;
   char *c = pc_Arena_StrDup(r->out, s.data != NULL ? s.data : "", s.size);
   if (c == NULL) r->oom = 1;
   return c;
@@ -238,7 +240,14 @@ static void read_field(Reader *r, const pc_Message *msg, pc_FieldDesc *f) {
   f->label = (pc_Label)get_i32(msg, m, "label", kPc_Label_Optional);
   f->type = (pc_FieldType)get_i32(msg, m, "type", 0);
   f->type_name = get_str(r, msg, m, "type_name");
-  f->default_value = get_str(r, msg, m, "default_value");
+  const pc_FieldDef *dv = fld(m, "default_value");
+  if (pc_Message_Has(msg, dv)) { /* a string default may hold NUL bytes: its length kept */
+    pc_StringView s = pc_Message_Get(msg, dv).s;
+    char *c = pc_Arena_StrDup(r->out, s.data != NULL ? s.data : "", s.size);
+    if (c == NULL) r->oom = 1;
+    if (s.size > 0 && memchr(s.data, 0, s.size) != NULL) f->default_value_len = s.size;
+    f->default_value = c;
+  }
   f->oneof_index = get_i32(msg, m, "oneof_index", -1);
   f->json_name = get_str(r, msg, m, "json_name");
   f->proto3_optional = get_bool(msg, m, "proto3_optional", 0);
@@ -266,6 +275,7 @@ static void read_names(Reader *r, const pc_Message *msg, const pc_MessageDef *m,
   *count = *out != NULL ? n : 0;
   for (size_t i = 0; i < *count; i++) {
     pc_StringView s = pc_Array_Get(arr, i, kPc_Slot_String).s;
+    if (s.size > 0 && memchr(s.data, 0, s.size) != NULL && r->nul == NULL) r->nul = name;
     (*out)[i] = pc_Arena_StrDup(r->out, s.data != NULL ? s.data : "", s.size);
     if ((*out)[i] == NULL) r->oom = 1;
   }
@@ -431,7 +441,7 @@ int pc_DescriptorSet_Read(const char *buf, size_t size, pc_Arena *a, pc_FileDesc
     pc_Error_Set(err, "out of memory");
     goto done;
   }
-  Reader r = {pool, a, tmp, err, 0};
+  Reader r = {pool, a, tmp, err, 0, NULL};
   const pc_MessageDef *setm = def(&r, PKG "FileDescriptorSet");
   pc_Message *set = pc_Message_New(setm, tmp);
   if (set == NULL) {
@@ -452,6 +462,10 @@ int pc_DescriptorSet_Read(const char *buf, size_t size, pc_Arena *a, pc_FileDesc
   for (size_t i = 0; out != NULL && i < n; i++) read_file(&r, elem_msg(arr, i), &out[i]);
   if (r.oom) {
     pc_Error_Set(err, "out of memory");
+    goto done;
+  }
+  if (r.nul != NULL) { /* names are C strings: one would be read cut at it */
+    pc_Error_Set(err, "descriptor set: a %s holds a NUL byte", r.nul);
     goto done;
   }
   *files = out;

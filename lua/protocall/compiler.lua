@@ -22,6 +22,10 @@ local function check_opts(fname, opts, level)
   if opts.name ~= nil and type(opts.name) ~= "string" then
     error(format("%s: option 'name' must be a string, got %s", fname, type(opts.name)), level + 1)
   end
+  -- names and paths are C strings further on: a NUL would cut them short
+  if opts.name ~= nil and opts.name:find("\0", 1, true) then
+    error(format("%s: option 'name' holds a NUL byte", fname), level + 1)
+  end
   local paths = opts.import_paths
   if paths ~= nil then
     if type(paths) ~= "table" then
@@ -30,6 +34,8 @@ local function check_opts(fname, opts, level)
     for i, p in ipairs(paths) do
       if type(p) ~= "string" then
         error(format("%s: import_paths[%d] must be a string, got %s", fname, i, type(p)), level + 1)
+      elseif p:find("\0", 1, true) then
+        error(format("%s: import_paths[%d] holds a NUL byte", fname, i), level + 1)
       end
     end
   end
@@ -89,6 +95,7 @@ function M.install(pc, core)
     if type(path) ~= "string" then
       error("bad argument #1 to 'load_file' (string expected, got " .. type(path) .. ")", 2)
     end
+    if path:find("\0", 1, true) then error("bad argument #1 to 'load_file' (a path holds no NUL byte)", 2) end
     opts = check_opts("load_file", opts, 2)
     local paths = {}
     for i, p in ipairs(opts.import_paths or {}) do paths[i] = p end

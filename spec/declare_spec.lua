@@ -69,6 +69,7 @@ describe("names holding a NUL byte", function()
   local p = pc.pool()
   assert(p:load([[syntax = "proto2"; package f3;
     message All { optional int32 i32 = 1; oneof o { int32 a = 2; } extensions 100 to 199; }
+    enum Color { RED = 0; }
     extend All { optional int32 ext1 = 100; }
     service S { rpc M(All) returns (All); }]], { name = "f3.proto" }))
 
@@ -92,6 +93,10 @@ describe("names holding a NUL byte", function()
     assert.has_error(function() pc.set_extension(m, "f3.ext1\0junk", 5) end, "f3.All: no extension named 'f3.ext1\\0junk'")
     assert.has_error(function() return m["i32\0"] end, "f3.All.i32\\0: no such field")
     assert.has_error(function() pc.which_oneof(m, "o\0") end, "f3.All: no oneof named 'o\\0'")
+    assert.has_error(function() pc.has(m, "i32\0y") end, "f3.All.i32\\0y: no such field")
+    assert.has_error(function() pc.clear(m, "i32\0y") end, "f3.All.i32\\0y: no such field")
+    local E = p:message("f3.WithEnum", { { "e", "f3.Color", 1 } }, { syntax = "proto2" })
+    assert.has_error(function() E().e = "RED\0zz" end, "f3.WithEnum.e: unknown value 'RED\\0zz' for enum f3.Color")
     assert.is_nil(pc.builtin_source("google/protobuf/any.proto\0"))
   end)
 

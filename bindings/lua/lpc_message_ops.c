@@ -74,7 +74,7 @@ static const pc_FieldDef *lpc_check_field(lua_State *L, const pc_MessageDef *def
     *oneof = pc_MessageDef_FindOneof(def, name, len);
     if (*oneof != NULL) return NULL;
   }
-  lpc_msg_error(L, "%s.%s: no such field", def->full_name, name);
+  lpc_msg_error(L, "%s.%s: no such field", def->full_name, lpc_pushshown(L, arg));
   return NULL;
 }
 

@@ -90,7 +90,8 @@ static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, 
     const char *s = lua_tolstring(L, idx, &len);
     const pc_EnumValueDef *v = pc_EnumDef_FindByName(e, s, len);
     if (v != NULL) return v->number;
-    lpc_msg_error(L, "%s: unknown value '%s' for enum %s", name, s, e->full_name);
+    lpc_msg_error(L, "%s: unknown value '%s' for enum %s", name, lpc_pushshown(L, idx),
+                  e->full_name);
   }
   if (lua_type(L, idx) != LUA_TNUMBER) lpc_type_error(L, name, "enum value name or number", idx);
   lua_Integer i = lpc_check_integer(L, name, idx);

@@ -57,6 +57,7 @@ function M.install(pc, core)
   calls[0] = { ud = codec_ud, c = codec, size = size_out, uptr = unknown_out, usize = unknown_size }
   local voidp = typeof("void *")
   local anyp = typeof("const volatile void *") -- what any pointer to a struct converts to
+  local volatilep = typeof("volatile void *") -- what a pointer that takes writes converts to
   local tonumber = tonumber
   local has_nkeys, nkeys = pcall(require, "table.nkeys") -- OpenResty's LuaJIT has it
   if not has_nkeys then nkeys = nil end
@@ -354,7 +355,7 @@ function M.install(pc, core)
       if tt == "table" then %s end
       if tt == "userdata" or (tt == "cdata" and (is_struct(t) or istype(CT, t))) then return from(p, t) end]],
                            concat(params, ", "), own_function and "return from_table(p, t)" or concat(branch, "\n"))
-    if #fields == 0 then src[#src + 1] = "if t ~= nil then too_many(0) end" end
+    if #fields == 0 then src[#src + 1] = "if not rawequal(t, nil) then too_many(0) end" end
     for i = 1, math.min(#fields, POSITIONAL) do
       local a = i == 1 and "t" or "a" .. i
       -- (rawequal: LuaJIT's NULL pointer == nil, but is a value to refuse)
@@ -641,6 +642,10 @@ function M.install(pc, core)
       if not info then
         if oinfo then return fn(m, to_message(oinfo, other), select(2, ...)) end
         return fn(m, ...)
+      end
+      if not pcall(new, volatilep, m) then -- a const pointer: LuaJIT refuses p.x = v there too
+        raise(format("bad argument #1 to '%s' (%s: a pointer to const, which takes no write)", name,
+                     info.T.full_name))
       end
       local copy = to_message(info, m)
       local ok, err

@@ -33,6 +33,18 @@ local server = pc.server({ ["srv.Calc"] = {
 -- Runs spec/h2_client.py MODE against a listener (as a task, so the
 -- server goes on serving meanwhile), then a protocall call on a new
 -- connection; returns what the client printed.
+-- The first line the client writes to the file at `out`, waiting for it
+-- (pc.sleep, so the server runs meanwhile) up to `tries` x 10 ms; or nil.
+local function first_line(out, tries)
+  for _ = 1, tries do
+    local f = io.open(out)
+    local line = f and f:read("*l")
+    if f then f:close() end
+    if line then return line end
+    pc.sleep(0.01)
+  end
+end
+
 local function attack(mode, opts)
   local l = pc.listen(server, "127.0.0.1:0", opts)
   local out = os.tmpname()
@@ -41,13 +53,7 @@ local function attack(mode, opts)
   pc.spawn(function()
     os.execute("/usr/bin/python3 spec/h2_client.py " .. mode .. " " .. l.port .. " > " .. out
       .. " 2>&1 &")
-    for _ = 1, 3000 do
-      local f = io.open(out)
-      local line = f and f:read("*l")
-      if f then f:close() end
-      if line then answer = line; break end
-      pc.sleep(0.01)
-    end
+    answer = first_line(out, 3000)
     if opts and opts.max_connections == 1 then
       -- the attacker's first connection may outlive its answer line: the
       -- one connection allowed must be free before the check call
@@ -165,13 +171,7 @@ describe("pc.listen under bad input", function()
     pc.spawn(function() l:serve() end)
     pc.spawn(function()
       os.execute("/usr/bin/python3 spec/h2_client.py silent " .. l.port .. " > " .. out .. " 2>&1 &")
-      for _ = 1, 1000 do
-        local f = io.open(out)
-        answer = f and f:read("*l")
-        if f then f:close() end
-        if answer then break end
-        pc.sleep(0.01)
-      end
+      answer = first_line(out, 1000)
       l:shutdown(1)
     end)
     pc.run()
@@ -208,13 +208,7 @@ describe("pc.listen under bad input", function()
       os.execute("/usr/bin/python3 spec/h2_client.py lingerfill:4 " .. l.port .. " < " .. fifo .. " > " .. out
         .. " 2>&1 &")
       local hold = io.open(fifo, "w") -- the client holds its sockets until this closes
-      for _ = 1, 1000 do
-        local r = io.open(out)
-        answer = r and r:read("*l")
-        if r then r:close() end
-        if answer then break end
-        pc.sleep(0.01)
-      end
+      answer = first_line(out, 1000)
       during = sockets()
       hold:close()
       l:shutdown(1)

@@ -157,7 +157,7 @@ static const char *get_str(Reader *r, const pc_Message *msg, const pc_MessageDef
   const pc_FieldDef *f = fld(m, name);
   if (!pc_Message_Has(msg, f)) return NULL;
   pc_StringView s = pc_Message_Get(msg, f).s;
-  if (s.size > 0 && memchr(s.data, 0, s.size) != NULL && r->nul == NULL) r->nul = name;
+  if (s.data != NULL && memchr(s.data, 0, s.size) != NULL && r->nul == NULL) r->nul = name;
   char *c = pc_Arena_StrDup(r->out, s.data != NULL ? s.data : "", s.size);
   if (c == NULL) r->oom = 1;
   return c;
@@ -245,7 +245,7 @@ static void read_field(Reader *r, const pc_Message *msg, pc_FieldDesc *f) {
     pc_StringView s = pc_Message_Get(msg, dv).s;
     char *c = pc_Arena_StrDup(r->out, s.data != NULL ? s.data : "", s.size);
     if (c == NULL) r->oom = 1;
-    if (s.size > 0 && memchr(s.data, 0, s.size) != NULL) f->default_value_len = s.size;
+    if (s.data != NULL && memchr(s.data, 0, s.size) != NULL) f->default_value_len = s.size;
     f->default_value = c;
   }
   f->oneof_index = get_i32(msg, m, "oneof_index", -1);
@@ -275,7 +275,7 @@ static void read_names(Reader *r, const pc_Message *msg, const pc_MessageDef *m,
   *count = *out != NULL ? n : 0;
   for (size_t i = 0; i < *count; i++) {
     pc_StringView s = pc_Array_Get(arr, i, kPc_Slot_String).s;
-    if (s.size > 0 && memchr(s.data, 0, s.size) != NULL && r->nul == NULL) r->nul = name;
+    if (s.data != NULL && memchr(s.data, 0, s.size) != NULL && r->nul == NULL) r->nul = name;
     (*out)[i] = pc_Arena_StrDup(r->out, s.data != NULL ? s.data : "", s.size);
     if ((*out)[i] == NULL) r->oom = 1;
   }

@@ -12,7 +12,9 @@
 --     objects, T{...}),
 --     under Lua 5.4 (T{...}: the same loop in a lua5.4 child process
 --     loading build/release's module: `lua5.4 bench/luajit/runtime_bench.lua
---     --child-cycle`) and with lua-protobuf under LuaJIT;
+--     --child-cycle`) and with lua-protobuf under LuaJIT; each figure the
+--     median of 5 processes on both runtimes (`luajit ... --child-struct`),
+--     as a process's heap and traces move it by some 20%;
 --   * decode of otlp_traces.bin and reading every field, as plain tables
 --     with {table = true} against lua-protobuf's decode, each pair
 --     interleaved (H.measure_pair): read by bench/walk.lua's reader
@@ -34,7 +36,7 @@ local H = require "bench.harness"
 local sh, read = H.sh, H.read
 local pc = require "protocall"
 
-local quick, child, child_otlp, callgrind, only, iters = false, false, false, false, nil, nil
+local quick, child, child_otlp, child_struct, callgrind, only, iters = false, false, false, false, false, nil, nil
 local args = arg or {}
 local i = 1
 while args[i] do
@@ -45,14 +47,16 @@ while args[i] do
     child = true
   elseif a == "--child-otlp" then
     child_otlp = true
+  elseif a == "--child-struct" then
+    child_struct = true
   elseif a == "--callgrind" then -- instructions per op of the otlp_traces rows
     callgrind = true
   elseif a == "--only" or a == "--iters" then -- H.instructions' child: one loop, n times
     if a == "--only" then only = args[i + 1] else iters = tonumber(args[i + 1]) end
     i = i + 1
   else
-    error("runtime_bench.lua takes --quick and --callgrind (and --child-cycle, --child-otlp, --only NAME"
-      .. " --iters N for its own child processes), not " .. a, 0)
+    error("runtime_bench.lua takes --quick and --callgrind (and --child-cycle, --child-otlp, --child-struct,"
+      .. " --only NAME --iters N for its own child processes), not " .. a, 0)
   end
   i = i + 1
 end
@@ -93,10 +97,13 @@ local OTLP_TYPE = "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequ
 local PEER_SRC = "../shared/peers/lua-protobuf"
 local have_corpus, have_peer = exists(OTLP), exists(PEER_SRC .. "/pb.c")
 
+-- The parent builds what its child processes load.
+local parent = not (child_otlp or child_struct or only)
 sh("mkdir -p " .. OUT)
 -- One descriptor set for both libraries: bench.Point, and the OTLP types
 -- when the corpus is there.
-if have_corpus then
+if not parent then -- made by the parent
+elseif have_corpus then
   sh(("protoc -I bench/codec -I %s --include_imports -o %s/set.pb point.proto "
       .. "opentelemetry/proto/collector/trace/v1/trace_service.proto"):format(OTEL, OUT))
 else
@@ -107,7 +114,7 @@ assert(pool:load_descriptor_set(read(OUT .. "/set.pb")))
 
 local pb
 if have_peer then
-  sh(("gcc -O2 -shared -fPIC -I/usr/include/luajit-2.1 %s/pb.c -o %s/pb.so"):format(PEER_SRC, OUT))
+  if parent then sh(("gcc -O2 -shared -fPIC -I/usr/include/luajit-2.1 %s/pb.c -o %s/pb.so"):format(PEER_SRC, OUT)) end
   package.cpath = OUT .. "/?.so;" .. package.cpath
   pb = require "pb"
   assert(pb.load(read(OUT .. "/set.pb")), "lua-protobuf: cannot load the descriptor set")
@@ -158,6 +165,33 @@ local function measure(fn)
   return (H.measure(fn, quick))
 end
 
+-- construct + encode + decode under LuaJIT: pc.ffi's struct by P{...} and
+-- by P(x, y, z) (the field values in declaration order, as ffi.new takes
+-- initializers: no table to build and check), the message object by
+-- T{...}, and lua-protobuf's tables when it was built.
+local Struct = pc.ffi(Point)
+local function positional(n)
+  local encode, decode = pc.encode, pc.decode
+  for i = 1, n do
+    local d = decode(Struct, encode(Struct(i, i + 1, i + 2)))
+    if d.z ~= i + 2 then error("bad round trip") end
+  end
+end
+local function peer_cycle(n)
+  local encode, decode = pb.encode, pb.decode
+  for i = 1, n do
+    local d = decode("bench.Point", encode("bench.Point", { x = i, y = i + 1, z = i + 2 }))
+    if d.z ~= i + 2 then error("bad round trip") end
+  end
+end
+local CYCLES = { cycle_of(Struct), positional, cycle, pb and peer_cycle or nil }
+if child_struct then -- a process of the cycle rows: prints ns per cycle of each of CYCLES
+  local out = {}
+  for k, fn in ipairs(CYCLES) do out[k] = string.format("%.3f", measure(fn)) end
+  io.write(table.concat(out, " "), "\n")
+  return
+end
+
 -- Memory of one instance: N made into a table that exists beforehand.
 local function per_instance(make)
   local N = 100000
@@ -179,30 +213,15 @@ local function row(name, value, unit, goal, ok)
   rows[#rows + 1] = { name = name, value = value, unit = unit, goal = goal, ok = ok }
 end
 
-local Struct = pc.ffi(Point)
 local struct_bytes = per_instance(function(i) return Struct { x = i, y = i, z = i } end)
 row("bench.Point pc.ffi struct, all memory", struct_bytes, "B", "<= 32 B", struct_bytes <= 32)
 row("bench.Point message object, all memory", per_instance(function(i) return Point { x = i, y = i, z = i } end), "B")
 row("plain table {x=, y=, z=} (for scale)", per_instance(function(i) return { x = i, y = i, z = i } end), "B")
 
-local jit_ns = measure(cycle_of(Struct))
-row("construct+encode+decode, LuaJIT pc.ffi struct", jit_ns, "ns")
--- The same with the field values in declaration order, P(x, y, z), as
--- ffi.new takes initializers: no table to build and check.
-local positional_ns = measure(function(n)
-  local encode, decode = pc.encode, pc.decode
-  for i = 1, n do
-    local d = decode(Struct, encode(Struct(i, i + 1, i + 2)))
-    if d.z ~= i + 2 then error("bad round trip") end
-  end
-end)
-row("construct+encode+decode, struct P(x, y, z)", positional_ns, "ns")
-local object_ns = measure(cycle)
-row("construct+encode+decode, LuaJIT message object", object_ns, "ns")
--- The figures each of PROCESSES child processes printed, in order of the
--- first (each process compiles its own traces and lays out its own heap,
--- which moves a figure more from process to process than from run to run
--- within one), or nil when a child failed.
+-- The figures each of PROCESSES child processes printed, a list of numbers
+-- per process, or nil when a child failed. Each process compiles its own
+-- traces and lays out its own heap, which moves a figure more from process
+-- to process (some 20%) than from run to run within one.
 local PROCESSES = quick and 1 or 5
 local function children(command)
   local runs = {}
@@ -210,19 +229,50 @@ local function children(command)
     local p = io.popen(command .. (quick and " --quick" or ""))
     local out = p:read("*a")
     p:close()
-    local a, b = out:match("^(%S+)%s*(%S*)")
-    if not tonumber(a) then return nil end
-    runs[k] = { tonumber(a), tonumber(b) }
+    local figures = {}
+    for v in out:gmatch("%S+") do
+      if not tonumber(v) then return nil end
+      figures[#figures + 1] = tonumber(v)
+    end
+    if #figures == 0 then return nil end
+    runs[k] = figures
   end
-  table.sort(runs, function(x, y) return x[1] < y[1] end)
   return runs
 end
+-- The k-th figure of each process, sorted; its median.
+local function column(runs, k)
+  local list = {}
+  for i, r in ipairs(runs) do list[i] = r[k] end
+  table.sort(list)
+  return list
+end
 local function median(list) return list[math.floor((#list + 1) / 2)] end
+-- "the median of 5 processes" (what of: "lua5.4 " or "").
+local function median_of(n, what) return ("median of %d %sprocess%s"):format(n, what, n == 1 and "" or "es") end
+
+local cycles = children(("%s bench/luajit/runtime_bench.lua --child-struct"):format(arg[-1] or "luajit"))
+local jit_cycle = {} -- ns per cycle of each of CYCLES: the median of the processes
+if cycles and #cycles[1] == #CYCLES then
+  for k = 1, #CYCLES do jit_cycle[k] = median(column(cycles, k)) end
+else
+  cycles = nil
+  print("\nruntime_bench: a --child-struct process failed; the cycle rows are this process's")
+  for k, fn in ipairs(CYCLES) do jit_cycle[k] = measure(fn) end
+end
+local jit_ns, positional_ns, object_ns, peer_ns = jit_cycle[1], jit_cycle[2], jit_cycle[3], jit_cycle[4]
+local of = cycles and " (" .. median_of(#cycles, "") .. ")" or ""
+row("construct+encode+decode, LuaJIT pc.ffi struct P{...}" .. of, jit_ns, "ns")
+if cycles then
+  local list = column(cycles, 1)
+  row("  the lowest and the highest of them", list[1], "ns", ("%.0f ns"):format(list[#list]))
+end
+row("construct+encode+decode, struct P(x, y, z)" .. of, positional_ns, "ns")
+row("construct+encode+decode, LuaJIT message object" .. of, object_ns, "ns")
 
 local lua54 = children("LUA_CPATH='build/release/?.so' lua5.4 bench/luajit/runtime_bench.lua --child-cycle")
-local lua54_ns = lua54 and median(lua54)[1]
+local lua54_ns = lua54 and median(column(lua54, 1))
 if lua54_ns then
-  row(("construct+encode+decode, Lua 5.4 (median of %d lua5.4 children)"):format(PROCESSES), lua54_ns, "ns")
+  row("construct+encode+decode, Lua 5.4 (" .. median_of(#lua54, "lua5.4 ") .. ")", lua54_ns, "ns")
   row("LuaJIT struct / Lua 5.4", jit_ns / lua54_ns, "x", "<= 0.5x (2x faster)", jit_ns / lua54_ns <= 0.5)
   row("LuaJIT struct P(x, y, z) / Lua 5.4", positional_ns / lua54_ns, "x", "<= 0.5x (2x faster)",
       positional_ns / lua54_ns <= 0.5)
@@ -231,15 +281,13 @@ else
   print("\nruntime_bench: the lua5.4 child (build/release's module) failed; its row is skipped")
 end
 if pb then
-  local encode, decode = pb.encode, pb.decode
-  local peer_ns = measure(function(n)
-    for i = 1, n do
-      local d = decode("bench.Point", encode("bench.Point", { x = i, y = i + 1, z = i + 2 }))
-      if d.z ~= i + 2 then error("bad round trip") end
-    end
-  end)
-  row("construct+encode+decode, lua-protobuf LuaJIT", peer_ns, "ns")
-  row("protocall struct / lua-protobuf (LuaJIT)", jit_ns / peer_ns, "x", "<= 0.5x", jit_ns / peer_ns <= 0.5)
+  row("construct+encode+decode, lua-protobuf LuaJIT" .. of, peer_ns, "ns")
+  -- Ours against lua-protobuf in the same process: the median of those ratios.
+  local ratios = {}
+  for i, r in ipairs(cycles or { jit_cycle }) do ratios[i] = r[1] / r[4] end
+  table.sort(ratios)
+  local struct_peer = median(ratios)
+  row("protocall struct / lua-protobuf (LuaJIT)", struct_peer, "x", "<= 0.5x", struct_peer <= 0.5)
   row("protocall message object / lua-protobuf (LuaJIT)", object_ns / peer_ns, "x") -- informational
 end
 
@@ -268,7 +316,7 @@ if have_corpus then
     row("decode{table}+read / lua-protobuf, this process", tables / peer, "x")
     if #ratios > 0 then
       local m = median(ratios)
-      row(("decode{table}+read / lua-protobuf, median of %d processes"):format(#ratios), m, "x", "<= 0.5x", m <= 0.5)
+      row("decode{table}+read / lua-protobuf, " .. median_of(#ratios, ""), m, "x", "<= 0.5x", m <= 0.5)
       row("  the lowest and the highest of them", ratios[1], "x", ("%.3f x"):format(ratios[#ratios]))
     else
       print("\nruntime_bench: a --child-otlp process failed; the goal row is this process's")

@@ -24,6 +24,11 @@
 /* How long an ended connection lingers to let its peer read the GOAWAY
  * (pc_NetSocket_Linger) before it is closed anyway. */
 #define LINGER_SECONDS    2.0
+/* How long the listening socket is left out of the poll set after accept
+ * failed for want of file descriptors or memory (EMFILE, ENFILE, ENOBUFS,
+ * ENOMEM): the connection waits in the backlog, readable, so polling it
+ * again at once would spin (nginx pauses its accepts the same way). */
+#define ACCEPT_PAUSE      0.1
 
 typedef struct SConn SConn;
 
@@ -48,6 +53,7 @@ struct pc_GrpcListener {
   size_t nconns;  /* live connections, the ones max_connections counts */
   size_t nlinger; /* connections in 'conns' that linger */
   int shutting;
+  double accept_after; /* > now: accept failed for want of resources (ACCEPT_PAUSE) */
 };
 
 static void conn_free(pc_GrpcListener *l, SConn *c) {
@@ -186,7 +192,11 @@ static void accept_all(pc_GrpcListener *l, double now) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     int fd = accept(l->fd, (struct sockaddr *)&ss, &len);
-    if (fd < 0) return; /* EAGAIN, or a failure of that one client */
+    if (fd < 0) { /* EAGAIN, a failure of that one client, or out of resources */
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        l->accept_after = now + ACCEPT_PAUSE;
+      return;
+    }
     if (l->nconns >= l->o.max_connections) {
       close(fd);
       continue;
@@ -325,7 +335,9 @@ static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void *
                       size_t max, double *timeout) {
   double due = tend(l, now);
   if (due >= 0 && due - now < *timeout) *timeout = due - now;
-  if (l->fd >= 0 && nfds < max) {
+  if (now < l->accept_after) { /* the listening socket sits out its pause */
+    if (l->accept_after - now < *timeout) *timeout = l->accept_after - now;
+  } else if (l->fd >= 0 && nfds < max) {
     fds[nfds].fd = l->fd;
     fds[nfds].events = POLLIN;
     fds[nfds].revents = 0;

@@ -12,7 +12,10 @@
  * its sending side ended, what arrives dropped) until the peer closes, so
  * the peer reads the GOAWAY instead of a reset; live and lingering
  * connections hold at most max_connections sockets together (a new
- * connection ends the oldest linger). Not thread-safe. */
+ * connection ends the oldest linger). When accept fails for want of file
+ * descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the listening
+ * socket is left out of the poll set for 0.1 s, so a pump does not spin
+ * on the connection waiting in the backlog. Not thread-safe. */
 #ifndef PC_NET_LISTENER_H
 #define PC_NET_LISTENER_H
 

@@ -396,14 +396,19 @@ int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const
   now = pc_Clock_Monotonic();
   size_t k = nch;
   for (size_t i = 0; i < m; i++) {
+    /* Connections first, then the ended ones counted out (tend), then new
+     * ones: a client that closes and connects again at once, at
+     * max_connections, is not refused for the connection it ended. */
+    int listening = 0;
     for (size_t end = k + ps.spans[i]; k < end; k++) {
       if (!fds[k].revents) continue;
       if (who[k] == NULL)
-        accept_all(ls[i], now);
+        listening = 1;
       else
         service(who[k], now);
     }
     tend(ls[i], now);
+    if (listening) accept_all(ls[i], now);
   }
   pc_GrpcPollSet_Free(&ps);
   return 1;

@@ -1,8 +1,11 @@
-/* The listener out of file descriptors: accept fails with EMFILE while a
- * connection waits in the backlog, so the listening socket stays readable;
- * it then sits out a pause (left out of the poll set, the poll timeout
- * lowered to the pause's end) instead of being polled again at once, which
- * spun. Once descriptors are free, the waiting connection is accepted. */
+/* The listener at its limits. Out of file descriptors: accept fails with
+ * EMFILE while a connection waits in the backlog, so the listening socket
+ * stays readable; it then sits out a pause (left out of the poll set, the
+ * poll timeout lowered to the pause's end) instead of being polled again at
+ * once, which spun. Once descriptors are free, the waiting connection is
+ * accepted. At max_connections: a client that closes its connection and
+ * connects again at once is served, not closed (the end of the old
+ * connection is read before the new one is accepted). */
 #define _POSIX_C_SOURCE 200809L
 #include "testing/check.h"
 #include "net/listener.h"
@@ -18,25 +21,39 @@
 
 #define MAX_TAKEN 256
 
-int main(void) {
+/* A listener on 127.0.0.1 with at most 'max_connections' (0: the default). */
+static pc_GrpcListener *listener(size_t max_connections) {
   pc_Error err;
   pc_Error_Init(&err);
   pc_GrpcListenerOptions o;
   memset(&o, 0, sizeof o);
   o.host = "127.0.0.1";
   o.port = "0";
+  o.max_connections = max_connections;
   pc_GrpcListener *l = pc_GrpcListener_New(&o, NULL, NULL, &err);
   CHECK(l != NULL);
-  if (l == NULL) return CHECK_DONE();
+  return l;
+}
 
-  /* a client whose connection the kernel completes into the backlog */
+/* A client socket connected to 'l' (the kernel completes the connection
+ * into the listener's backlog), or -1. */
+static int client(const pc_GrpcListener *l) {
   int c = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons((unsigned short)pc_GrpcListener_Port(l));
-  CHECK(c >= 0 && connect(c, (struct sockaddr *)&a, sizeof a) == 0);
+  if (c >= 0 && connect(c, (struct sockaddr *)&a, sizeof a) == 0) return c;
+  if (c >= 0) close(c);
+  return -1;
+}
+
+static void out_of_descriptors(void) {
+  pc_GrpcListener *l = listener(0);
+  if (l == NULL) return;
+  int c = client(l);
+  CHECK(c >= 0);
 
   struct pollfd fds[4];
   double timeout = 10;
@@ -69,5 +86,33 @@ int main(void) {
 
   close(c);
   pc_GrpcListener_Free(l);
+}
+
+static void reconnect_at_limit(void) {
+  pc_GrpcListener *l = listener(1);
+  if (l == NULL) return;
+  int first = client(l);
+  CHECK(first >= 0);
+  for (int i = 0; i < 100 && pc_GrpcListener_Connections(l) == 0; i++)
+    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, 0.05));
+  CHECK(pc_GrpcListener_Connections(l) == 1);
+  /* the old connection's end and the new one, seen in one poll */
+  close(first);
+  int second = client(l);
+  CHECK(second >= 0);
+  CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, 1.0));
+  for (int i = 0; i < 100 && pc_GrpcListener_Connections(l) == 0; i++)
+    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, 0.05));
+  CHECK(pc_GrpcListener_Connections(l) == 1);
+  char byte;
+  CHECK(recv(second, &byte, 1, MSG_DONTWAIT) < 0 &&
+        errno == EAGAIN); /* open: not ended, not reset */
+  close(second);
+  pc_GrpcListener_Free(l);
+}
+
+int main(void) {
+  out_of_descriptors();
+  reconnect_at_limit();
   return CHECK_DONE();
 }

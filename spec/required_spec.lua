@@ -97,6 +97,26 @@ describe("proto2 required fields", function()
     end
   end)
 
+  it("show a string map key in their path as a Lua literal: NUL, quotes, backslashes escaped", function()
+    local q = pc.pool()
+    assert(q:load([[syntax = "proto2"; package rk;
+      message Req { required int32 id = 1; }
+      message S { map<string, Req> m = 1; }]], { name = "rk.proto" }))
+    local S = q:type("rk.S")
+    local key = 'a\0"b\\\n1' -- a NUL " b \ LF 1: "\10" before the digit 1 is "\0101"
+    local entry = "\10" .. string.char(#key) .. key .. "\18\0"
+    local want = [[missing required field: rk.S.m["a\0\"b\\\0101"].id]]
+    for _, opts in ipairs { {}, { table = true } } do
+      local got, err = pc.decode(S, "\10" .. string.char(#entry) .. entry, opts)
+      assert.is_nil(got)
+      assert.are.equal(want, err)
+    end
+    assert.are.equal(key, assert(load("return " .. want:match("%[(.-)%]%.id$")))())
+    local long = string.rep("k", 70)
+    local err = encode_error(S { m = { [long] = {} } })
+    assert.are.equal('missing required field: rk.S.m["' .. string.rep("k", 64) .. '..."].id', err)
+  end)
+
   it("answer pc.is_initialized without raising", function()
     assert.is_false(pc.is_initialized(Req {}))
     assert.is_false(pc.is_initialized(Req { name = "n", must = { id = 1 }, items = { {} } }))

@@ -2,6 +2,7 @@
  * (message/message.h). */
 #include "message/message.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,13 +64,31 @@ static void note_missing(Walk *w, const pc_FieldDef *f) {
   path_pop(w, mark);
 }
 
+/* A string or bytes map key as a Lua literal shows it: ["text"], '"' and
+ * '\' escaped, control bytes and NUL as \ddd (three digits before a
+ * digit); past 64 bytes cut, with "...". */
+static size_t push_string_key(Walk *w, const char *s, size_t n) {
+  size_t mark = path_push(w, "[\"");
+  size_t shown = n > 64 ? 64 : n;
+  for (size_t i = 0; i < shown; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\')
+      path_push(w, "\\%c", c);
+    else if (c < 0x20 || c == 0x7f)
+      path_push(w, i + 1 < shown && isdigit((unsigned char)s[i + 1]) ? "\\%03u" : "\\%u",
+                (unsigned)c);
+    else
+      path_push(w, "%c", c);
+  }
+  path_push(w, n > shown ? "...\"]" : "\"]");
+  return mark;
+}
+
 /* A map key as the path shows it: ["text"] for strings, [n] for numbers. */
 static size_t push_key(Walk *w, const pc_FieldDef *kf, pc_Value k) {
   switch (kf->type) {
   case kPc_Type_String:
-  case kPc_Type_Bytes:
-    return path_push(w, "[\"%.*s\"]", (int)(k.s.size > 64 ? 64 : k.s.size),
-                     k.s.data != NULL ? k.s.data : "");
+  case kPc_Type_Bytes: return push_string_key(w, k.s.data, k.s.size);
   case kPc_Type_Bool: return path_push(w, "[%s]", k.b ? "true" : "false");
   case kPc_Type_Uint32:
   case kPc_Type_Fixed32: return path_push(w, "[%" PRIu32 "]", k.u32);

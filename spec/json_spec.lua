@@ -344,7 +344,12 @@ describe("pc.from_json", function()
       { '{"leaf": 1}', "$.leaf: object expected, got a number at offset 9" },
       { '{"nope": 1}', '$.nope: no field named "nope" in jt.M at offset 1' },
       { '{"leaf": {"v": 1, "w": 2}}', '$.leaf.w: no field named "w" in jt.Leaf at offset 18' },
-      { '{"a\\u0000": 1}', '$["a\\u0000"]: no field named "a" in jt.M at offset 1' },
+      { '{"a\\u0000": 1}', '$["a\\u0000"]: no field named "a\\u0000" in jt.M at offset 1' },
+      -- the input's text escaped as in a JSON string, cut after 200 bytes, never within a character
+      { '{"q\\"\\\\\\n": 1}', '$["q\\"\\\\\\u000a"]: no field named "q\\"\\\\\\u000a" in jt.M at offset 1' },
+      { '{"c": "B\\u0000LUE"}', '$.c: unknown value "B\\u0000LUE" of enum jt.Color at offset 6' },
+      { '{"c": "' .. ("x"):rep(199) .. 'é!"}', '$.c: unknown value "' .. ("x"):rep(199) .. '..." of enum jt.Color at offset 6' },
+      { '{"c": "' .. ("x"):rep(198) .. 'é!"}', '$.c: unknown value "' .. ("x"):rep(198) .. 'é..." of enum jt.Color at offset 6' },
       -- well-known types
       { '{"ts": "1970-01-01T00:00:00"}', '$.ts: invalid RFC 3339 timestamp "1970-01-01T00:00:00" at offset 7' },
       { '{"ts": "1970-02-30T00:00:00Z"}', '$.ts: invalid RFC 3339 timestamp "1970-02-30T00:00:00Z" at offset 7' },

@@ -376,8 +376,35 @@ static const char *kind_name(JType t) {
   return names[t];
 }
 
-/* Names for messages in errors: at most 200 bytes of text 's'. */
-#define SHOW(s, n) (int)((n) > 200 ? 200 : (n)), (s)
+/* Text of the input in an error message: 'n' bytes at 's' as the contents
+ * of a JSON string ('"', '\' and control bytes escaped, so a NUL from
+ * \u0000 shows as \u0000 instead of ending the text), at most 200 of them
+ * and SHOW_ROOM - 4 bytes written, then "..." (never within a UTF-8
+ * sequence). Into 'buf', SHOW_ROOM bytes; returns it. */
+enum { SHOW_ROOM = 256 };
+static const char *show(char *buf, const char *s, size_t n) {
+  size_t o = 0, i = 0;
+  for (; i < n && i < 200; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char esc[8] = {(char)c, 0};
+    int k = 1;
+    if (c == '"' || c == '\\')
+      k = snprintf(esc, sizeof esc, "\\%c", c);
+    else if (c < 0x20)
+      k = snprintf(esc, sizeof esc, "\\u%04x", (unsigned)c);
+    if (o + (size_t)k > SHOW_ROOM - 4) break;
+    memcpy(buf + o, esc, (size_t)k);
+    o += (size_t)k;
+  }
+  if (i < n) {
+    for (; i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80; i--) o--; /* copied as is */
+    memcpy(buf + o, "...", 3);
+    o += 3;
+  }
+  buf[o] = '\0';
+  return buf;
+}
+#define SHOW(s, n) show((char[SHOW_ROOM]){0}, (s), (n))
 
 /* -- Numbers -------------------------------------------------------------- */
 
@@ -477,8 +504,8 @@ static int read_integer(R *r, const JNode *v, pc_FieldType t, pc_Value *out,
   uint64_t mag;
   int neg;
   IntResult res = exact_integer(s, n, &mag, &neg);
-  if (res == INT_SYNTAX) RFAIL(r, path, v->off, "invalid integer \"%.*s\"", SHOW(s, n));
-  if (res == INT_FRACTION) RFAIL(r, path, v->off, "integer expected, got %.*s", SHOW(s, n));
+  if (res == INT_SYNTAX) RFAIL(r, path, v->off, "invalid integer \"%s\"", SHOW(s, n));
+  if (res == INT_FRACTION) RFAIL(r, path, v->off, "integer expected, got %s", SHOW(s, n));
   int is_signed = t == kPc_Type_Int32 || t == kPc_Type_Sint32 || t == kPc_Type_Sfixed32 ||
                   t == kPc_Type_Int64 || t == kPc_Type_Sint64 || t == kPc_Type_Sfixed64 ||
                   t == kPc_Type_Enum;
@@ -488,7 +515,7 @@ static int read_integer(R *r, const JNode *v, pc_FieldType t, pc_Value *out,
                                : (is64 ? UINT64_MAX : (uint64_t)UINT32_MAX);
   uint64_t neg_max = is_signed ? pos_max + 1 : 0;
   if (res == INT_RANGE || (neg ? mag > neg_max : mag > pos_max))
-    RFAIL(r, path, v->off, "%.*s out of range for %s", SHOW(s, n), pc_FieldType_Name(t));
+    RFAIL(r, path, v->off, "%s out of range for %s", SHOW(s, n), pc_FieldType_Name(t));
   if (neg) {
     if (is64)
       out->i64 = mag == 0 ? 0 : (int64_t)(0 - mag);
@@ -517,7 +544,7 @@ static int read_floating(R *r, const JNode *v, int is_float, pc_Value *out,
   } else if (v->type == J_STRING && n == 9 && memcmp(s, "-Infinity", 9) == 0) {
     d = -INFINITY;
   } else {
-    if (!is_json_number(s, n)) RFAIL(r, path, v->off, "invalid number \"%.*s\"", SHOW(s, n));
+    if (!is_json_number(s, n)) RFAIL(r, path, v->off, "invalid number \"%s\"", SHOW(s, n));
     char buf[64];
     char *text = buf;
     if (n >= sizeof buf && (text = pc_Arena_Malloc(r->scratch, n + 1)) == NULL) return r_oom(r);
@@ -525,7 +552,7 @@ static int read_floating(R *r, const JNode *v, int is_float, pc_Value *out,
     text[n] = '\0';
     d = strtod(text, NULL);
     if (isinf(d) || (is_float && isinf((float)d)))
-      RFAIL(r, path, v->off, "%.*s out of range for %s", SHOW(s, n), is_float ? "float" : "double");
+      RFAIL(r, path, v->off, "%s out of range for %s", SHOW(s, n), is_float ? "float" : "double");
   }
   if (is_float)
     out->f = (float)d;
@@ -562,7 +589,7 @@ static int read_enum(R *r, const JNode *v, const pc_FieldDef *f, pc_Value *out,
     int neg;
     if (exact_integer(v->s, v->n, &mag, &neg) != INT_OK || !is_json_number(v->s, v->n)) {
       if (r->o->ignore_unknown) return SKIP;
-      RFAIL(r, path, v->off, "unknown value \"%.*s\" of enum %s", SHOW(v->s, v->n), e->full_name);
+      RFAIL(r, path, v->off, "unknown value \"%s\" of enum %s", SHOW(v->s, v->n), e->full_name);
     }
   } else if (v->type != J_NUMBER) {
     RFAIL(r, path, v->off, "enum name or number expected, got %s", kind_name(v->type));
@@ -652,7 +679,7 @@ static int read_key(R *r, const JNode *member, const pc_FieldDef *kf, pc_Value *
     int plain = i < k.n;
     for (; i < k.n; i++)
       if (k.s[i] < '0' || k.s[i] > '9') plain = 0;
-    if (!plain) RFAIL(r, path, k.off, "map key \"%.*s\" is not an integer", SHOW(k.s, k.n));
+    if (!plain) RFAIL(r, path, k.off, "map key \"%s\" is not an integer", SHOW(k.s, k.n));
     return read_integer(r, &k, kf->type, out, path);
   }
   }
@@ -790,7 +817,7 @@ static int read_timestamp(R *r, const JNode *v, pc_Message *msg, const pc_Messag
   int64_t secs = pc_Json_DaysFromCivil(y, (unsigned)mo, (unsigned)d) * 86400 + hh * 3600 + mi * 60 +
                  ss - offset;
   if (secs < PC_JSON_TIMESTAMP_MIN || secs > PC_JSON_TIMESTAMP_MAX)
-    RFAIL(r, path, v->off, "timestamp \"%.*s\" out of range (years 1 to 9999)", SHOW(s, n));
+    RFAIL(r, path, v->off, "timestamp \"%s\" out of range (years 1 to 9999)", SHOW(s, n));
   pc_Value val;
   val.i64 = secs;
   set_n(msg, m, 1, val);
@@ -799,7 +826,7 @@ static int read_timestamp(R *r, const JNode *v, pc_Message *msg, const pc_Messag
   set_n(msg, m, 2, val);
   return 1;
 bad:
-  RFAIL(r, path, v->off, "invalid RFC 3339 timestamp \"%.*s\"", SHOW(s, n));
+  RFAIL(r, path, v->off, "invalid RFC 3339 timestamp \"%s\"", SHOW(s, n));
 }
 
 static int read_duration(R *r, const JNode *v, pc_Message *msg, const pc_MessageDef *m,
@@ -818,7 +845,7 @@ static int read_duration(R *r, const JNode *v, pc_Message *msg, const pc_Message
   long nanos = read_fraction(s, n, &i);
   if (nanos < 0 || i + 1 != n || s[i] != 's') goto bad;
   if (secs > PC_JSON_DURATION_MAX)
-    RFAIL(r, path, v->off, "duration \"%.*s\" out of range", SHOW(s, n));
+    RFAIL(r, path, v->off, "duration \"%s\" out of range", SHOW(s, n));
   pc_Value val;
   val.i64 = neg ? -secs : secs;
   set_n(msg, m, 1, val);
@@ -827,7 +854,7 @@ static int read_duration(R *r, const JNode *v, pc_Message *msg, const pc_Message
   set_n(msg, m, 2, val);
   return 1;
 bad:
-  RFAIL(r, path, v->off, "invalid duration \"%.*s\" (expected like \"1.5s\")", SHOW(s, n));
+  RFAIL(r, path, v->off, "invalid duration \"%s\" (expected like \"1.5s\")", SHOW(s, n));
 }
 
 static int read_fieldmask(R *r, const JNode *v, pc_Message *msg, const pc_MessageDef *m,
@@ -845,7 +872,7 @@ static int read_fieldmask(R *r, const JNode *v, pc_Message *msg, const pc_Messag
     if (out == NULL) return r_oom(r);
     size_t len = pc_Json_CamelToSnake(v->s + start, i - start, out);
     if (len == (size_t)-1)
-      RFAIL(r, path, v->off, "FieldMask path \"%.*s\" must be camelCase (no '_')",
+      RFAIL(r, path, v->off, "FieldMask path \"%s\" must be camelCase (no '_')",
             SHOW(v->s + start, i - start));
     pc_Value val;
     val.s.data = out;
@@ -916,7 +943,7 @@ static int read_any(R *r, const JNode *v, pc_Message *msg, const pc_MessageDef *
                                 : pc_Pool_FindMessage(r->pool, z);
   }
   if (t == NULL)
-    RFAIL(r, &tstep, type->off, "type \"%.*s\" is not in the pool", SHOW(type->s, type->n));
+    RFAIL(r, &tstep, type->off, "type \"%s\" is not in the pool", SHOW(type->s, type->n));
   pc_Message *inner = pc_Message_New(t, r->a);
   if (inner == NULL) return r_oom(r);
   pc_JsonWkt inner_wkt = pc_Json_WktOf(t);
@@ -1057,7 +1084,7 @@ static int read_message(R *r, const JNode *v, pc_Message *msg, const pc_MessageD
     if (f == NULL) {
       if (r->status != kPc_JsonStatus_Ok) return 0;
       if (r->o->ignore_unknown) continue;
-      RFAIL(r, &step, e->keyoff, "no field named \"%.*s\" in %s", SHOW(e->key, e->keylen),
+      RFAIL(r, &step, e->keyoff, "no field named \"%s\" in %s", SHOW(e->key, e->keylen),
             m->full_name);
     }
     if (!f->is_extension) {
@@ -1065,14 +1092,14 @@ static int read_message(R *r, const JNode *v, pc_Message *msg, const pc_MessageD
       if (prev != NULL) {
         if (prev->keylen == e->keylen && memcmp(prev->key, e->key, e->keylen) == 0)
           RFAIL(r, &step, e->keyoff, "duplicate key");
-        RFAIL(r, &step, e->keyoff, "field %s set twice (as \"%.*s\" and \"%.*s\")", f->full_name,
+        RFAIL(r, &step, e->keyoff, "field %s set twice (as \"%s\" and \"%s\")", f->full_name,
               SHOW(prev->key, prev->keylen), SHOW(e->key, e->keylen));
       }
       seen[f->index] = e;
       if (f->oneof != NULL && !(e->type == J_NULL && !null_is_value(f))) {
         const JNode *other = oneof_seen[f->oneof->index];
         if (other != NULL)
-          RFAIL(r, &step, e->keyoff, "oneof %s set twice (by \"%.*s\" and \"%.*s\")",
+          RFAIL(r, &step, e->keyoff, "oneof %s set twice (by \"%s\" and \"%s\")",
                 f->oneof->full_name, SHOW(other->key, other->keylen), SHOW(e->key, e->keylen));
         oneof_seen[f->oneof->index] = e;
       }

@@ -345,11 +345,18 @@ describe("pc.from_json", function()
       { '{"nope": 1}', '$.nope: no field named "nope" in jt.M at offset 1' },
       { '{"leaf": {"v": 1, "w": 2}}', '$.leaf.w: no field named "w" in jt.Leaf at offset 18' },
       { '{"a\\u0000": 1}', '$["a\\u0000"]: no field named "a\\u0000" in jt.M at offset 1' },
-      -- the input's text escaped as in a JSON string, cut after 200 bytes, never within a character
+      -- the input's text escaped as in a JSON string, cut after 100 bytes, never within a character
       { '{"q\\"\\\\\\n": 1}', '$["q\\"\\\\\\u000a"]: no field named "q\\"\\\\\\u000a" in jt.M at offset 1' },
       { '{"c": "B\\u0000LUE"}', '$.c: unknown value "B\\u0000LUE" of enum jt.Color at offset 6' },
-      { '{"c": "' .. ("x"):rep(199) .. 'é!"}', '$.c: unknown value "' .. ("x"):rep(199) .. '..." of enum jt.Color at offset 6' },
-      { '{"c": "' .. ("x"):rep(198) .. 'é!"}', '$.c: unknown value "' .. ("x"):rep(198) .. 'é..." of enum jt.Color at offset 6' },
+      { '{"c": "' .. ("x"):rep(99) .. 'é!"}', '$.c: unknown value "' .. ("x"):rep(99) .. '..." of enum jt.Color at offset 6' },
+      { '{"c": "' .. ("x"):rep(98) .. 'é!"}', '$.c: unknown value "' .. ("x"):rep(98) .. 'é..." of enum jt.Color at offset 6' },
+      -- a key in the path: cut after 64 bytes (escaped), so the message stays whole
+      { '{"' .. ("x"):rep(600) .. '": 1}',
+        '$.' .. ("x"):rep(64) .. '...: no field named "' .. ("x"):rep(100) .. '..." in jt.M at offset 1' },
+      { '{"mi": {"' .. ("x"):rep(600) .. '": "v"}}',
+        '$.mi.' .. ("x"):rep(64) .. '...: map key "' .. ("x"):rep(100) .. '..." is not an integer at offset 8' },
+      { '{"' .. ("\\u0001"):rep(100) .. '": 1}', '$["' .. ("\\u0001"):rep(10) .. '..."]: no field named "'
+        .. ("\\u0001"):rep(16) .. '..." in jt.M at offset 1' },
       -- well-known types
       { '{"ts": "1970-01-01T00:00:00"}', '$.ts: invalid RFC 3339 timestamp "1970-01-01T00:00:00" at offset 7' },
       { '{"ts": "1970-02-30T00:00:00Z"}', '$.ts: invalid RFC 3339 timestamp "1970-02-30T00:00:00Z" at offset 7' },
@@ -386,6 +393,23 @@ describe("pc.from_json", function()
     assert.are.equal("n", pc.get_extension(m, "jt2.note"))
     assert.are.equal(2, pc.get_extension(m, "jt2.nums")[2])
     assert.are.equal('$["[jt2.nope]"]: no field named "[jt2.nope]" in jt2.P at offset 1', err_of(P, '{"[jt2.nope]": 1}'))
+  end)
+
+  it("keeps the message whole under long keys at any depth: the path gives up steps from its middle", function()
+    local keys = { ("x"):rep(70), ("é"):rep(40), ("\\u0001"):rep(30), '\\"q\\\\', "k" }
+    for depth = 1, 24 do
+      for _, key in ipairs(keys) do
+        local json = '{"st": ' .. ('{"' .. key .. '": '):rep(depth) .. "@" .. ("}"):rep(depth + 1)
+        local err = err_of(M, json)
+        assert.is_true(#err <= 511, err)
+        assert.matches(': unexpected character \'@\' at offset %d+$', err)
+        assert.matches("^%$%.st", err)
+        if utf8 then assert.is_truthy(utf8.len(err), err) end -- Lua 5.4: never within a character
+      end
+    end
+    local err = err_of(M, '{"st": ' .. ('{"' .. ("é"):rep(40) .. '": '):rep(24) .. "@" .. ("}"):rep(25))
+    assert.matches('%["' .. ("é"):rep(32) .. '%.%.%."%]: unexpected character', err) -- the last step kept
+    assert.matches('%.%.%."%]%.%.%.%["', err) -- steps left out of the middle
   end)
 
   it("limits nesting (100 messages by default) without a crash on deep documents", function()

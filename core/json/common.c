@@ -86,64 +86,95 @@ static int plain_key(const char *k, size_t n) {
   return 1;
 }
 
-static void put_step(Out *o, const pc_JsonPath *p) {
-  char num[32];
-  if (p->key == NULL) {
-    int n = snprintf(num, sizeof num, "[%zu]", p->index);
-    put(o, num, (size_t)n);
-  } else if (plain_key(p->key, p->keylen)) {
-    put(o, ".", 1);
-    put(o, p->key, p->keylen);
-  } else {
-    put(o, "[\"", 2);
-    for (size_t i = 0; i < p->keylen; i++) {
-      unsigned char c = (unsigned char)p->key[i];
-      if (c == '"' || c == '\\') {
-        put(o, "\\", 1);
-        put(o, (const char *)&p->key[i], 1);
-      } else if (c < 0x20) {
-        int n = snprintf(num, sizeof num, "\\u%04x", c);
-        put(o, num, (size_t)n);
-      } else {
-        put(o, (const char *)&p->key[i], 1);
-      }
-    }
-    put(o, "\"]", 2);
+const char *pc_Json_Show(char *buf, size_t room, const char *s, size_t n) {
+  size_t o = 0, i = 0;
+  for (; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char esc[8] = {(char)c, 0};
+    int k = 1;
+    if (c == '"' || c == '\\')
+      k = snprintf(esc, sizeof esc, "\\%c", c);
+    else if (c < 0x20)
+      k = snprintf(esc, sizeof esc, "\\u%04x", (unsigned)c);
+    if (o + (size_t)k > room - 4) break;
+    memcpy(buf + o, esc, (size_t)k);
+    o += (size_t)k;
   }
+  if (i < n) {
+    for (; i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80; i--) o--; /* copied as is */
+    memcpy(buf + o, "...", 3);
+    o += 3;
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+/* A step's text: [i], .name, or ["key"] for a key that is not a plain name,
+ * escaped and cut as pc_Json_Show does within STEP_ROOM bytes. */
+#define STEP_ROOM ((size_t)72)
+
+static size_t step_text(char *buf, const pc_JsonPath *p) {
+  if (p->key == NULL) return (size_t)snprintf(buf, STEP_ROOM, "[%zu]", p->index);
+  char key[STEP_ROOM - 4];
+  pc_Json_Show(key, sizeof key, p->key, p->keylen);
+  int plain = plain_key(p->key, p->keylen);
+  return (size_t)snprintf(buf, STEP_ROOM, plain ? ".%s" : "[\"%s\"]", key);
 }
 
 /* Steps printed at each end of a deep path; the middle becomes "...". */
 #define PATH_ENDS ((size_t)8)
 
-/* The steps from the root down to 'p' ('i' steps lie above it, 'n' in all). */
-static void put_steps(Out *o, const pc_JsonPath *p, size_t i, size_t n) {
-  if (p == NULL) return;
-  put_steps(o, p->up, i - 1, n);
-  if (n > 2 * PATH_ENDS && i >= PATH_ENDS && i < n - PATH_ENDS) {
-    if (i == PATH_ENDS) put(o, "...", 3);
-    return;
-  }
-  put_step(o, p);
-}
-
-static void put_path(Out *o, const pc_JsonPath *p) {
+/* The path to 'p' as "$.a[2].b" in at most 'budget' bytes: at most
+ * PATH_ENDS steps at each end of a deeper path, and when they do not fit
+ * the budget, the last steps that fit in half of it and the first that fit
+ * the rest, with "..." where steps are left out. */
+static void put_path(Out *o, const pc_JsonPath *p, size_t budget) {
   size_t n = 0;
   for (const pc_JsonPath *q = p; q != NULL; q = q->up) n++;
+  const pc_JsonPath *shown[2 * PATH_ENDS]; /* from the root down */
+  size_t m = n > 2 * PATH_ENDS ? 2 * PATH_ENDS : n, gap = n > 2 * PATH_ENDS ? PATH_ENDS : m;
+  size_t i = n;
+  for (const pc_JsonPath *q = p; q != NULL; q = q->up) {
+    i--; /* q is step i from the root */
+    if (i < PATH_ENDS || n <= 2 * PATH_ENDS)
+      shown[i] = q;
+    else if (i >= n - PATH_ENDS)
+      shown[i - (n - 2 * PATH_ENDS)] = q;
+  }
+  char text[STEP_ROOM];
+  size_t len[2 * PATH_ENDS], total = 1 + (gap < m ? 3 : 0);
+  for (size_t k = 0; k < m; k++) total += len[k] = step_text(text, shown[k]);
+  size_t head = m, tail = m; /* steps [0, head) and [tail, m) are written */
+  if (total > budget) {
+    size_t used = 4; /* "$" and "..." */
+    for (tail = m; tail > 0 && (tail == m || used + len[tail - 1] <= budget / 2); tail--)
+      used += len[tail - 1];
+    for (head = 0; head < tail && used + len[head] <= budget; head++) used += len[head];
+  } else if (gap < m) {
+    head = gap;
+    tail = gap;
+  }
   put(o, "$", 1);
-  if (n > 0) put_steps(o, p, n - 1, n);
+  for (size_t k = 0; k < head; k++) put(o, text, step_text(text, shown[k]));
+  if (head < tail || gap < m) put(o, "...", 3);
+  for (size_t k = tail; k < m; k++) put(o, text, step_text(text, shown[k]));
 }
 
 void pc_Json_Fail(pc_Error *err, const pc_JsonPath *path, const char *fmt, ...) {
   if (err == NULL || err->set) return;
-  char buf[PC_ERROR_MAX];
-  Out o = {buf, buf + sizeof buf - 1};
-  put_path(&o, path);
-  put(&o, ": ", 2);
+  char what[PC_ERROR_MAX], buf[PC_ERROR_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(o.p, (size_t)(o.end - o.p) + 1, fmt, ap);
+  int n = vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  buf[sizeof buf - 1] = '\0';
+  size_t wlen = n < 0 ? 0 : (size_t)n >= sizeof what ? sizeof what - 1 : (size_t)n;
+  size_t budget = sizeof buf - 1 > wlen + 2 + 128 ? sizeof buf - 1 - wlen - 2 : 128;
+  Out o = {buf, buf + budget};
+  put_path(&o, path, budget);
+  o.end = buf + sizeof buf - 1;
+  put(&o, ": ", 2);
+  put(&o, what, wlen);
+  *o.p = '\0';
   pc_Error_Set(err, "%s", buf);
 }
 

@@ -376,35 +376,10 @@ static const char *kind_name(JType t) {
   return names[t];
 }
 
-/* Text of the input in an error message: 'n' bytes at 's' as the contents
- * of a JSON string ('"', '\' and control bytes escaped, so a NUL from
- * \u0000 shows as \u0000 instead of ending the text), at most 200 of them
- * and SHOW_ROOM - 4 bytes written, then "..." (never within a UTF-8
- * sequence). Into 'buf', SHOW_ROOM bytes; returns it. */
-enum { SHOW_ROOM = 256 };
-static const char *show(char *buf, const char *s, size_t n) {
-  size_t o = 0, i = 0;
-  for (; i < n && i < 200; i++) {
-    unsigned char c = (unsigned char)s[i];
-    char esc[8] = {(char)c, 0};
-    int k = 1;
-    if (c == '"' || c == '\\')
-      k = snprintf(esc, sizeof esc, "\\%c", c);
-    else if (c < 0x20)
-      k = snprintf(esc, sizeof esc, "\\u%04x", (unsigned)c);
-    if (o + (size_t)k > SHOW_ROOM - 4) break;
-    memcpy(buf + o, esc, (size_t)k);
-    o += (size_t)k;
-  }
-  if (i < n) {
-    for (; i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80; i--) o--; /* copied as is */
-    memcpy(buf + o, "...", 3);
-    o += 3;
-  }
-  buf[o] = '\0';
-  return buf;
-}
-#define SHOW(s, n) show((char[SHOW_ROOM]){0}, (s), (n))
+/* Text of the input in an error message: at most 100 bytes of it, escaped
+ * (pc_Json_Show). */
+enum { SHOW_ROOM = 104 };
+#define SHOW(s, n) pc_Json_Show((char[SHOW_ROOM]){0}, SHOW_ROOM, (s), (n))
 
 /* -- Numbers -------------------------------------------------------------- */
 

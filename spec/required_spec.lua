@@ -117,6 +117,32 @@ describe("proto2 required fields", function()
     assert.are.equal('missing required field: rk.S.m["' .. string.rep("k", 64) .. '..."].id', err)
   end)
 
+  it("name the first missing field however long its path, leaving out the path's middle", function()
+    local q = pc.pool()
+    assert(q:load([[syntax = "proto2"; package acme.inventory.v1;
+      message Item { required int32 id = 1; }
+      message Shelf { map<string, Item> items_by_label = 1; }
+      message Warehouse { map<string, Shelf> shelves_by_label = 1; }
+      message Chain { optional Chain next = 1; optional Item item = 2; }]], { name = "w.proto" }))
+    local W, Chain = q:type("acme.inventory.v1.Warehouse"), q:type("acme.inventory.v1.Chain")
+    local k = ("\r\n"):rep(32) -- 64 bytes, each shown as \13\10
+    local m = W { shelves_by_label = { [k] = { items_by_label = { [k] = {} } } } }
+    local bytes = pc.encode(m, { partial = true })
+    local errs = { encode_error(m), select(2, pc.decode(W, bytes)), select(2, pc.decode(W, bytes, { table = true })) }
+    for _, err in ipairs(errs) do
+      assert.are.equal('missing required field: acme.inventory.v1.Warehouse.shelves_by_label["'
+        .. ("\\13\\10"):rep(10) .. '\\13..."].items_by_label["' .. ("\\13\\10"):rep(10) .. '\\13..."].id', err)
+    end
+    -- 90 levels: the path outgrows the error; its middle is left out
+    local t = { item = {} }
+    for _ = 1, 90 do t = { next = t } end
+    local err = select(2, pc.decode(Chain, pc.encode(Chain, t, { partial = true })))
+    assert.matches("^missing required field: acme%.inventory%.v1%.Chain%.next%.next%.", err)
+    assert.matches("%.next%.%.%.%.next%.", err) -- the middle left out at a segment's start
+    assert.matches("%.next%.next%.item%.id$", err)
+    assert.is_true(#err < 512)
+  end)
+
   it("answer pc.is_initialized without raising", function()
     assert.is_false(pc.is_initialized(Req {}))
     assert.is_false(pc.is_initialized(Req { name = "n", must = { id = 1 }, items = { {} } }))

@@ -6,11 +6,12 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 /* The walk's state: the path of the message being visited ('path' holds
  * 'len' bytes, always NUL-terminated) and the list written so far. */
 typedef struct {
-  char path[PC_ERROR_MAX];
+  char path[4 * PC_ERROR_MAX]; /* note_missing lists its middle cut to fit */
   size_t len;
   char list[PC_ERROR_MAX]; /* "a.B.x, a.B.y" */
   size_t list_len;
@@ -43,45 +44,104 @@ static void path_pop(Walk *w, size_t mark) {
 }
 
 /* A field's path segment: ".name", or ".(pkg.ext)" for an extension (as the
- * text format names it). */
-static size_t push_field(Walk *w, const pc_FieldDef *f) {
-  if (f->is_extension) return path_push(w, ".(%s)", f->full_name);
-  return path_push(w, ".%s", f->name);
+ * text format names it), into 'buf'. */
+static void field_text(char *buf, size_t size, const pc_FieldDef *f) {
+  if (f->is_extension)
+    snprintf(buf, size, ".(%s)", f->full_name);
+  else
+    snprintf(buf, size, ".%s", f->name);
 }
 
+static size_t push_field(Walk *w, const pc_FieldDef *f) {
+  char text[PC_ERROR_MAX];
+  field_text(text, sizeof text, f);
+  return path_push(w, "%s", text);
+}
+
+/* The segment boundaries of 'path' ('.' or '[' outside a quoted map key and
+ * an extension's name): the last at or before 'limit' into '*before' (0
+ * when none), the first at or after 'from' into '*after' ('len' when
+ * none). */
+static void boundaries(const char *path, size_t len, size_t limit, size_t from, size_t *before,
+                       size_t *after) {
+  int quoted = 0, extension = 0;
+  *before = 0;
+  *after = len;
+  for (size_t i = 0; i < len; i++) {
+    char c = path[i];
+    if (extension) { /* .(pkg.ext) */
+      extension = c != ')';
+    } else if (quoted) {
+      if (c == '\\')
+        i++;
+      else if (c == '"')
+        quoted = 0;
+    } else if (c == '"') {
+      quoted = 1;
+    } else if (c == '(') {
+      extension = 1;
+    } else if (c == '.' || c == '[') {
+      if (i <= limit) *before = i;
+      if (i >= from && *after == len) *after = i;
+    }
+  }
+}
+
+/* Lists field 'f' of the message at the path, as room allows: whole, or
+ * for the first one listed, with the middle of the path left out ("...")
+ * at a segment boundary, so the error names at least one field. */
 static void note_missing(Walk *w, const pc_FieldDef *f) {
   w->missing++;
   if (w->stop_at_first) return;
-  size_t mark = push_field(w, f);
+  char own[PC_ERROR_MAX / 4];
+  field_text(own, sizeof own, f);
   const char *sep = w->listed > 0 ? ", " : "";
   /* Room for this entry and for the closing " (N in all)" note. */
-  size_t need = strlen(sep) + w->len;
-  if (w->list_len + need + 64 < sizeof w->list) {
-    w->list_len +=
-        (size_t)snprintf(w->list + w->list_len, sizeof w->list - w->list_len, "%s%s", sep, w->path);
-    w->listed++;
+  size_t room = sizeof w->list - w->list_len - 64, own_len = strlen(own);
+  char *at = w->list + w->list_len;
+  size_t left = sizeof w->list - w->list_len;
+  if (strlen(sep) + w->len + own_len < room) {
+    w->list_len += (size_t)snprintf(at, left, "%s%s%s", sep, w->path, own);
+  } else if (w->listed == 0) {
+    size_t avail = room > own_len + 4 ? room - own_len - 4 : 0, head, tail, unused;
+    boundaries(w->path, w->len, 0, w->len > avail / 2 ? w->len - avail / 2 : 0, &unused, &tail);
+    boundaries(w->path, w->len, avail > w->len - tail ? avail - (w->len - tail) : 0, w->len, &head,
+               &unused);
+    w->list_len += (size_t)snprintf(at, left, "%.*s...%.*s%s", (int)head, w->path,
+                                    (int)(w->len - tail), w->path + tail, own);
+  } else {
+    return;
   }
-  path_pop(w, mark);
+  w->listed++;
 }
 
 /* A string or bytes map key as a Lua literal shows it: ["text"], '"' and
  * '\' escaped, control bytes and NUL as \ddd (three digits before a
- * digit); past 64 bytes cut, with "...". */
+ * digit); cut with "..." once it takes 64 bytes, never within an escape or
+ * a UTF-8 sequence. */
 static size_t push_string_key(Walk *w, const char *s, size_t n) {
-  size_t mark = path_push(w, "[\"");
-  size_t shown = n > 64 ? 64 : n;
-  for (size_t i = 0; i < shown; i++) {
+  char key[72];
+  size_t o = 0, i = 0;
+  for (; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
+    char esc[8] = {(char)c, 0};
+    int k = 1;
     if (c == '"' || c == '\\')
-      path_push(w, "\\%c", c);
+      k = snprintf(esc, sizeof esc, "\\%c", c);
     else if (c < 0x20 || c == 0x7f)
-      path_push(w, i + 1 < shown && isdigit((unsigned char)s[i + 1]) ? "\\%03u" : "\\%u",
-                (unsigned)c);
-    else
-      path_push(w, "%c", c);
+      k = snprintf(esc, sizeof esc,
+                   i + 1 < n && isdigit((unsigned char)s[i + 1]) ? "\\%03u" : "\\%u", (unsigned)c);
+    if (o + (size_t)k > 64) break;
+    memcpy(key + o, esc, (size_t)k);
+    o += (size_t)k;
   }
-  path_push(w, n > shown ? "...\"]" : "\"]");
-  return mark;
+  if (i < n) {
+    for (; i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80; i--) o--; /* copied as is */
+    memcpy(key + o, "...", 3);
+    o += 3;
+  }
+  key[o] = '\0';
+  return path_push(w, "[\"%s\"]", key);
 }
 
 /* A map key as the path shows it: ["text"] for strings, [n] for numbers. */

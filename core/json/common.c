@@ -86,37 +86,14 @@ static int plain_key(const char *k, size_t n) {
   return 1;
 }
 
-const char *pc_Json_Show(char *buf, size_t room, const char *s, size_t n) {
-  size_t o = 0, i = 0;
-  for (; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    char esc[8] = {(char)c, 0};
-    int k = 1;
-    if (c == '"' || c == '\\')
-      k = snprintf(esc, sizeof esc, "\\%c", c);
-    else if (c < 0x20)
-      k = snprintf(esc, sizeof esc, "\\u%04x", (unsigned)c);
-    if (o + (size_t)k > room - 4) break;
-    memcpy(buf + o, esc, (size_t)k);
-    o += (size_t)k;
-  }
-  if (i < n) {
-    for (; i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80; i--) o--; /* copied as is */
-    memcpy(buf + o, "...", 3);
-    o += 3;
-  }
-  buf[o] = '\0';
-  return buf;
-}
-
 /* A step's text: [i], .name, or ["key"] for a key that is not a plain name,
- * escaped and cut as pc_Json_Show does within STEP_ROOM bytes. */
+ * escaped and cut as pc_Error_Quote does within STEP_ROOM bytes. */
 #define STEP_ROOM ((size_t)72)
 
 static size_t step_text(char *buf, const pc_JsonPath *p) {
   if (p->key == NULL) return (size_t)snprintf(buf, STEP_ROOM, "[%zu]", p->index);
   char key[STEP_ROOM - 4];
-  pc_Json_Show(key, sizeof key, p->key, p->keylen);
+  pc_Error_Quote(key, sizeof key, p->key, p->keylen, kPc_Quote_Json);
   int plain = plain_key(p->key, p->keylen);
   return (size_t)snprintf(buf, STEP_ROOM, plain ? ".%s" : "[\"%s\"]", key);
 }

@@ -41,20 +41,13 @@ typedef struct pc_JsonPath {
 
 /* Writes "<path>: <what>" into 'err' (unless it is set): the path as
  * "$.a[2].b", keys that are not plain names as ["key"] (escaped and cut as
- * pc_Json_Show does, in 68 bytes), at most 8 steps at each end of a deeper
+ * pc_Error_Quote does, in 68 bytes), at most 8 steps at each end of a deeper
  * path with "..." between; when path and what do not fit PC_ERROR_MAX, the
  * path gives up steps from its middle, so the message is whole. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
 void pc_Json_Fail(pc_Error *err, const pc_JsonPath *path, const char *fmt, ...);
-
-/* Input text in an error message: the 'n' bytes at 's' as the contents of a
- * JSON string ('"', '\' and control bytes escaped, so a NUL from \u0000
- * shows as \u0000 instead of ending the text), as many as fit in 'room' - 4
- * bytes, then "..." (never within an escape or a UTF-8 sequence). Written
- * into 'buf' ('room' bytes, NUL-terminated; room >= 8); returns it. */
-const char *pc_Json_Show(char *buf, size_t room, const char *s, size_t n);
 
 /* Standard base64 with padding of 'n' bytes: 4 * ceil(n / 3) characters
  * written to 'out'. */

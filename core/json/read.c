@@ -377,9 +377,9 @@ static const char *kind_name(JType t) {
 }
 
 /* Text of the input in an error message: at most 100 bytes of it, escaped
- * (pc_Json_Show). */
+ * as in a JSON string (pc_Error_Quote). */
 enum { SHOW_ROOM = 104 };
-#define SHOW(s, n) pc_Json_Show((char[SHOW_ROOM]){0}, SHOW_ROOM, (s), (n))
+#define SHOW(s, n) pc_Error_Quote((char[SHOW_ROOM]){0}, SHOW_ROOM, (s), (n), kPc_Quote_Json)
 
 /* -- Numbers -------------------------------------------------------------- */
 

@@ -2,7 +2,6 @@
  * (message/message.h). */
 #include "message/message.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -120,28 +119,8 @@ static void note_missing(Walk *w, const pc_FieldDef *f) {
  * digit); cut with "..." once it takes 64 bytes, never within an escape or
  * a UTF-8 sequence. */
 static size_t push_string_key(Walk *w, const char *s, size_t n) {
-  char key[72];
-  size_t o = 0, i = 0;
-  for (; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    char esc[8] = {(char)c, 0};
-    int k = 1;
-    if (c == '"' || c == '\\')
-      k = snprintf(esc, sizeof esc, "\\%c", c);
-    else if (c < 0x20 || c == 0x7f)
-      k = snprintf(esc, sizeof esc,
-                   i + 1 < n && isdigit((unsigned char)s[i + 1]) ? "\\%03u" : "\\%u", (unsigned)c);
-    if (o + (size_t)k > 64) break;
-    memcpy(key + o, esc, (size_t)k);
-    o += (size_t)k;
-  }
-  if (i < n) {
-    for (; i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80; i--) o--; /* copied as is */
-    memcpy(key + o, "...", 3);
-    o += 3;
-  }
-  key[o] = '\0';
-  return path_push(w, "[\"%s\"]", key);
+  char key[68];
+  return path_push(w, "[\"%s\"]", pc_Error_Quote(key, sizeof key, s, n, kPc_Quote_Lua));
 }
 
 /* A map key as the path shows it: ["text"] for strings, [n] for numbers. */

@@ -401,6 +401,17 @@ describe("verdicts of protoc 3.21.12", function()
     end)
   end
 
+  it("takes an extension's json_name that is its default however long the name, as protoc", function()
+    local name = ("long_name_"):rep(40) -- its JSON name has 320 characters
+    local src = ('syntax = "proto2";\nmessage M { extensions 1 to max; }\n'
+      .. 'extend M { optional int32 %s = 1 [json_name = "%s"]; }\n'):format(name, "longName" .. ("LongName"):rep(39))
+    local q = pc.pool()
+    assert(q:load(src, { name = "long_extension.proto" }))
+    local m = q:type("M") {}
+    pc.set_extension(m, name, 5)
+    assert.are.equal(5, pc.get_extension(m, name))
+  end)
+
   it("accepts an import chain 70 files deep", function()
     local n = 70
     for i = 1, n do

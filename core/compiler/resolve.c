@@ -554,8 +554,10 @@ static int check_field(R *r, const pc_FieldDesc *f, int is_extension, const pc_M
     return fail_at(r, AT_TYPE(f),
                    "jstype is only allowed on int64, uint64, sint64, fixed64 or sfixed64 fields.");
   if (is_extension && f->json_name != NULL) {
-    char buf[256];
-    pc_JsonName(f->name, buf, sizeof buf);
+    size_t cap = strlen(f->name) + 1; /* a default JSON name is never longer */
+    char *buf = pc_Arena_Malloc(r->a, cap);
+    if (buf == NULL) return oom(r);
+    pc_JsonName(f->name, buf, cap);
     if (strcmp(buf, f->json_name) != 0)
       return fail_at(r, f->json_line ? f->json_line : f->line,
                      f->json_line ? f->json_column : f->column,

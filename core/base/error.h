@@ -32,14 +32,16 @@ void pc_Error_Set(pc_Error *e, const char *fmt, ...);
 void pc_Error_SetAtV(pc_Error *e, const char *file, int line, int col, const char *fmt, va_list ap);
 
 /* How pc_Error_Quote escapes: as in a JSON string ('"', '\\', control bytes
- * as \u00XX) or as in a Lua literal ('"', '\\', control bytes and DEL as
- * \ddd, three digits before a digit). */
+ * as \u00XX, a byte that is not UTF-8 as \xNN) or as in a Lua literal ('"',
+ * '\\', control bytes, DEL and a byte that is not UTF-8 as \ddd, three
+ * digits before a digit). */
 typedef enum { kPc_Quote_Json, kPc_Quote_Lua } pc_QuoteStyle;
 
 /* Input text in an error message: the 'n' bytes at 's' escaped in 'style',
- * so a NUL shows instead of ending the text, as many as fit in 'room' - 4
- * bytes, then "..." (never within an escape or a UTF-8 sequence). Written
- * into 'buf' ('room' >= 8 bytes, NUL-terminated); returns it. */
+ * so a NUL shows instead of ending the text and the message is UTF-8 (RFC
+ * 3629) whatever the input, as many as fit in 'room' - 4 bytes, then "..."
+ * (never within an escape or a UTF-8 sequence). Written into 'buf' ('room'
+ * >= 8 bytes, NUL-terminated); returns it. */
 const char *pc_Error_Quote(char *buf, size_t room, const char *s, size_t n, pc_QuoteStyle style);
 
 #endif

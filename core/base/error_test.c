@@ -27,5 +27,15 @@ int main(void) {
   CHECK(quotes("abcdefg\xc3\xa9", 9, 12, kPc_Quote_Json, "abcdefg...")); /* not half an é */
   CHECK(quotes("abcdef\xc3\xa9!", 9, 12, kPc_Quote_Json, "abcdef\xc3\xa9..."));
   CHECK(quotes("\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 8, 10, kPc_Quote_Lua, "\xf0\x9f\x98\x80..."));
+  /* bytes that are not UTF-8 are escaped, never copied or cut into */
+  CHECK(quotes("\xff", 1, 64, kPc_Quote_Json, "\\xff"));
+  CHECK(quotes("\xff", 1, 64, kPc_Quote_Lua, "\\255"));
+  CHECK(quotes("\xc0\x80", 2, 64, kPc_Quote_Lua, "\\192\\128"));           /* overlong */
+  CHECK(quotes("\xed\xa0\x80", 3, 64, kPc_Quote_Json, "\\xed\\xa0\\x80")); /* a surrogate */
+  CHECK(quotes("\xf4\x90\x80\x80", 4, 64, kPc_Quote_Json,
+               "\\xf4\\x90\\x80\\x80"));                          /* past U+10FFFF */
+  CHECK(quotes("\xe2\x82", 2, 64, kPc_Quote_Json, "\\xe2\\x82")); /* cut short */
+  CHECK(quotes("\"\x80\x80\x80", 4, 12, kPc_Quote_Json, "\\\"\\x80..."));
+  CHECK(quotes("\x7f\x80\x80", 3, 12, kPc_Quote_Lua, "\\127\\128..."));
   return CHECK_DONE();
 }

@@ -101,10 +101,11 @@ static size_t step_text(char *buf, const pc_JsonPath *p) {
 /* Steps printed at each end of a deep path; the middle becomes "...". */
 #define PATH_ENDS ((size_t)8)
 
-/* The path to 'p' as "$.a[2].b" in at most 'budget' bytes: at most
- * PATH_ENDS steps at each end of a deeper path, and when they do not fit
- * the budget, the last steps that fit in half of it and the first that fit
- * the rest, with "..." where steps are left out. */
+/* The path to 'p' as "$.a[2].b" in at most 'budget' (>= 4) bytes: at
+ * most PATH_ENDS steps at each end of a deeper path, and when they do not
+ * fit the budget, the last steps that fit in half of it (the last one in
+ * all of it) and the first that fit the rest, with "..." where steps are
+ * left out. */
 static void put_path(Out *o, const pc_JsonPath *p, size_t budget) {
   size_t n = 0;
   for (const pc_JsonPath *q = p; q != NULL; q = q->up) n++;
@@ -124,7 +125,7 @@ static void put_path(Out *o, const pc_JsonPath *p, size_t budget) {
   size_t head = m, tail = m; /* steps [0, head) and [tail, m) are written */
   if (total > budget) {
     size_t used = 4; /* "$" and "..." */
-    for (tail = m; tail > 0 && (tail == m || used + len[tail - 1] <= budget / 2); tail--)
+    for (tail = m; tail > 0 && used + len[tail - 1] <= (tail == m ? budget : budget / 2); tail--)
       used += len[tail - 1];
     for (head = 0; head < tail && used + len[head] <= budget; head++) used += len[head];
   } else if (gap < m) {
@@ -145,7 +146,7 @@ void pc_Json_Fail(pc_Error *err, const pc_JsonPath *path, const char *fmt, ...) 
   int n = vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   size_t wlen = n < 0 ? 0 : (size_t)n >= sizeof what ? sizeof what - 1 : (size_t)n;
-  size_t budget = sizeof buf - 1 > wlen + 2 + 128 ? sizeof buf - 1 - wlen - 2 : 128;
+  size_t budget = sizeof buf - 1 > wlen + 2 + 4 ? sizeof buf - 1 - wlen - 2 : 4; /* 4: "$..." */
   Out o = {buf, buf + budget};
   put_path(&o, path, budget);
   o.end = buf + sizeof buf - 1;

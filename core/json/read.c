@@ -357,7 +357,7 @@ typedef struct {
 
 #define RFAIL(r, path, off, ...)                                                                   \
   do {                                                                                             \
-    char what_[400];                                                                               \
+    char what_[PC_ERROR_MAX];                                                                      \
     snprintf(what_, sizeof what_, __VA_ARGS__);                                                    \
     pc_Json_Fail((r)->err, (path), "%s at offset %zu", what_, (size_t)(off));                      \
     (r)->status = kPc_JsonStatus_Invalid;                                                          \

@@ -16,28 +16,39 @@ typedef struct {
   size_t list_len;
   size_t missing; /* required fields found unset */
   size_t listed;  /* of them in 'list' */
+  size_t dropped; /* segments past the end of 'path', left out */
   int stop_at_first;
 } Walk;
 
-/* Appends printf-style text to the path; returns the length to restore. */
+/* What path_push returns for a segment it left out. */
+#define DROPPED SIZE_MAX
+
+/* Appends a printf-style segment to the path, whole, or none of it when it
+ * does not fit (counted in 'dropped'); returns what path_pop takes back. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
 static size_t
 path_push(Walk *w, const char *fmt, ...) {
-  size_t mark = w->len;
-  if (w->len < sizeof w->path - 1) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(w->path + w->len, sizeof w->path - w->len, fmt, ap);
-    va_end(ap);
-    if (n > 0) w->len += (size_t)n;
-    if (w->len > sizeof w->path - 1) w->len = sizeof w->path - 1;
+  size_t mark = w->len, left = sizeof w->path - w->len;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = w->dropped > 0 ? -1 : vsnprintf(w->path + w->len, left, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= left) {
+    w->path[mark] = '\0';
+    w->dropped++;
+    return DROPPED;
   }
+  w->len += (size_t)n;
   return mark;
 }
 
 static void path_pop(Walk *w, size_t mark) {
+  if (mark == DROPPED) {
+    w->dropped--;
+    return;
+  }
   w->len = mark;
   w->path[mark] = '\0';
 }
@@ -59,11 +70,12 @@ static size_t push_field(Walk *w, const pc_FieldDef *f) {
 
 /* The segment boundaries of 'path' ('.' or '[' outside a quoted map key and
  * an extension's name): the last at or before 'limit' into '*before' (0
- * when none), the first at or after 'from' into '*after' ('len' when
- * none). */
+ * when none), the first at or after 'from' into '*after' (the last one
+ * when none is; 'len' when there is none). */
 static void boundaries(const char *path, size_t len, size_t limit, size_t from, size_t *before,
                        size_t *after) {
   int quoted = 0, extension = 0;
+  size_t last = len;
   *before = 0;
   *after = len;
   for (size_t i = 0; i < len; i++) {
@@ -82,32 +94,36 @@ static void boundaries(const char *path, size_t len, size_t limit, size_t from, 
     } else if (c == '.' || c == '[') {
       if (i <= limit) *before = i;
       if (i >= from && *after == len) *after = i;
+      last = i;
     }
   }
+  if (*after == len) *after = last; /* the last segment, however long */
 }
 
 /* Lists field 'f' of the message at the path, as room allows: whole, or
  * for the first one listed, with the middle of the path left out ("...")
- * at a segment boundary, so the error names at least one field. */
+ * at segment boundaries (and "..." before the field for segments past the
+ * path's end), so the error names at least one field. */
 static void note_missing(Walk *w, const pc_FieldDef *f) {
   w->missing++;
   if (w->stop_at_first) return;
-  char own[PC_ERROR_MAX / 4];
+  char own[PC_ERROR_MAX];
   field_text(own, sizeof own, f);
   const char *sep = w->listed > 0 ? ", " : "";
   /* Room for this entry and for the closing " (N in all)" note. */
   size_t room = sizeof w->list - w->list_len - 64, own_len = strlen(own);
   char *at = w->list + w->list_len;
   size_t left = sizeof w->list - w->list_len;
-  if (strlen(sep) + w->len + own_len < room) {
+  if (w->dropped == 0 && strlen(sep) + w->len + own_len < room) {
     w->list_len += (size_t)snprintf(at, left, "%s%s%s", sep, w->path, own);
   } else if (w->listed == 0) {
     size_t avail = room > own_len + 4 ? room - own_len - 4 : 0, head, tail, unused;
     boundaries(w->path, w->len, 0, w->len > avail / 2 ? w->len - avail / 2 : 0, &unused, &tail);
     boundaries(w->path, w->len, avail > w->len - tail ? avail - (w->len - tail) : 0, w->len, &head,
                &unused);
-    w->list_len += (size_t)snprintf(at, left, "%.*s...%.*s%s", (int)head, w->path,
-                                    (int)(w->len - tail), w->path + tail, own);
+    w->list_len +=
+        (size_t)snprintf(at, left, "%.*s...%.*s%s%s", (int)head, w->path, (int)(w->len - tail),
+                         w->path + tail, w->dropped > 0 ? "..." : "", own);
   } else {
     return;
   }
@@ -208,7 +224,7 @@ size_t pc_Message_CheckRequired(const pc_Message *msg, const pc_MessageDef *m, p
   w.path[0] = '\0';
   w.list_len = 0;
   w.list[0] = '\0';
-  w.missing = w.listed = 0;
+  w.missing = w.listed = w.dropped = 0;
   w.stop_at_first = err == NULL;
   path_push(&w, "%s", m->full_name);
   walk(&w, msg, m, 0);

@@ -141,6 +141,26 @@ describe("proto2 required fields", function()
     assert.matches("%.next%.%.%.%.next%.", err) -- the middle left out at a segment's start
     assert.matches("%.next%.next%.item%.id$", err)
     assert.is_true(#err < 512)
+    -- 40 levels of 64-byte keys outgrow the walk's path: the segments past it
+    -- are left out whole and shown as "..." before the field
+    local q2 = pc.pool()
+    assert(q2:load([[syntax = "proto2"; package p;
+      message V { required int32 x = 1; }
+      message N { map<string, N> m = 1; optional V v = 2; }]], { name = "n.proto" }))
+    local N = q2:type("p.N")
+    local root = {}
+    local cur = root
+    for _ = 1, 40 do
+      local n = {}
+      cur.m = { ["a" .. ("é"):rep(40)] = n }
+      cur = n
+    end
+    cur.v = {}
+    err = select(2, pc.decode(N, pc.encode(N(root), { partial = true })))
+    assert.matches('^missing required field: p%.N%.m%["a[^"]*%.%.%."%]%.m', err)
+    assert.matches('%.%.%."%]%.m%.%.%.%.x$', err)
+    assert.is_true(#err < 512)
+    if utf8 then assert.is_truthy(utf8.len(err)) end
   end)
 
   it("answer pc.is_initialized without raising", function()

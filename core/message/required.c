@@ -8,10 +8,13 @@
 #include <string.h>
 
 /* The walk's state: the path of the message being visited ('path' holds
- * 'len' bytes, always NUL-terminated) and the list written so far. */
+ * 'len' bytes, always NUL-terminated, in 'nseg' segments starting at
+ * 'seg[i]') and the list written so far. */
 typedef struct {
   char path[4 * PC_ERROR_MAX]; /* note_missing lists its middle cut to fit */
   size_t len;
+  uint16_t seg[2 * PC_ERROR_MAX]; /* a segment takes 2 bytes at least */
+  size_t nseg;
   char list[PC_ERROR_MAX]; /* "a.B.x, a.B.y" */
   size_t list_len;
   size_t missing; /* required fields found unset */
@@ -41,6 +44,7 @@ path_push(Walk *w, const char *fmt, ...) {
     return DROPPED;
   }
   w->len += (size_t)n;
+  w->seg[w->nseg++] = (uint16_t)mark;
   return mark;
 }
 
@@ -51,53 +55,31 @@ static void path_pop(Walk *w, size_t mark) {
   }
   w->len = mark;
   w->path[mark] = '\0';
+  w->nseg--;
 }
 
 /* A field's path segment: ".name", or ".(pkg.ext)" for an extension (as the
- * text format names it), into 'buf'. */
-static void field_text(char *buf, size_t size, const pc_FieldDef *f) {
-  if (f->is_extension)
-    snprintf(buf, size, ".(%s)", f->full_name);
-  else
-    snprintf(buf, size, ".%s", f->name);
-}
+ * text format names it). */
+#define FIELD_FORMAT(f)                                                                            \
+  (f)->is_extension ? ".(%s)" : ".%s", (f)->is_extension ? (f)->full_name : (f)->name
 
 static size_t push_field(Walk *w, const pc_FieldDef *f) {
-  char text[PC_ERROR_MAX];
-  field_text(text, sizeof text, f);
-  return path_push(w, "%s", text);
+  return path_push(w, FIELD_FORMAT(f));
 }
 
-/* The segment boundaries of 'path' ('.' or '[' outside a quoted map key and
- * an extension's name): the last at or before 'limit' into '*before' (0
- * when none), the first at or after 'from' into '*after' (the last one
- * when none is; 'len' when there is none). */
-static void boundaries(const char *path, size_t len, size_t limit, size_t from, size_t *before,
-                       size_t *after) {
-  int quoted = 0, extension = 0;
-  size_t last = len;
+/* Where the path may be cut: the start of the last segment at or before
+ * 'limit' (0 when none) into '*before', and of the first at or after 'from'
+ * (the last segment when none is) into '*after'. */
+static void boundaries(const Walk *w, size_t limit, size_t from, size_t *before, size_t *after) {
   *before = 0;
-  *after = len;
-  for (size_t i = 0; i < len; i++) {
-    char c = path[i];
-    if (extension) { /* .(pkg.ext) */
-      extension = c != ')';
-    } else if (quoted) {
-      if (c == '\\')
-        i++;
-      else if (c == '"')
-        quoted = 0;
-    } else if (c == '"') {
-      quoted = 1;
-    } else if (c == '(') {
-      extension = 1;
-    } else if (c == '.' || c == '[') {
-      if (i <= limit) *before = i;
-      if (i >= from && *after == len) *after = i;
-      last = i;
+  *after = w->nseg > 0 ? w->seg[w->nseg - 1] : w->len;
+  for (size_t i = 0; i < w->nseg; i++) {
+    if (w->seg[i] <= limit) *before = w->seg[i];
+    if (w->seg[i] >= from) {
+      *after = w->seg[i];
+      break;
     }
   }
-  if (*after == len) *after = last; /* the last segment, however long */
 }
 
 /* Lists field 'f' of the message at the path, as room allows: whole, or
@@ -108,7 +90,7 @@ static void note_missing(Walk *w, const pc_FieldDef *f) {
   w->missing++;
   if (w->stop_at_first) return;
   char own[PC_ERROR_MAX];
-  field_text(own, sizeof own, f);
+  snprintf(own, sizeof own, FIELD_FORMAT(f));
   const char *sep = w->listed > 0 ? ", " : "";
   /* Room for this entry and for the closing " (N in all)" note. */
   size_t room = sizeof w->list - w->list_len - 64, own_len = strlen(own);
@@ -118,9 +100,8 @@ static void note_missing(Walk *w, const pc_FieldDef *f) {
     w->list_len += (size_t)snprintf(at, left, "%s%s%s", sep, w->path, own);
   } else if (w->listed == 0) {
     size_t avail = room > own_len + 4 ? room - own_len - 4 : 0, head, tail, unused;
-    boundaries(w->path, w->len, 0, w->len > avail / 2 ? w->len - avail / 2 : 0, &unused, &tail);
-    boundaries(w->path, w->len, avail > w->len - tail ? avail - (w->len - tail) : 0, w->len, &head,
-               &unused);
+    boundaries(w, 0, w->len > avail / 2 ? w->len - avail / 2 : 0, &unused, &tail);
+    boundaries(w, avail > w->len - tail ? avail - (w->len - tail) : 0, w->len, &head, &unused);
     w->list_len +=
         (size_t)snprintf(at, left, "%.*s...%.*s%s%s", (int)head, w->path, (int)(w->len - tail),
                          w->path + tail, w->dropped > 0 ? "..." : "", own);
@@ -224,7 +205,7 @@ size_t pc_Message_CheckRequired(const pc_Message *msg, const pc_MessageDef *m, p
   w.path[0] = '\0';
   w.list_len = 0;
   w.list[0] = '\0';
-  w.missing = w.listed = w.dropped = 0;
+  w.missing = w.listed = w.dropped = w.nseg = 0;
   w.stop_at_first = err == NULL;
   path_push(&w, "%s", m->full_name);
   walk(&w, msg, m, 0);

@@ -335,7 +335,7 @@ static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void *
                       size_t max, double *timeout) {
   double due = tend(l, now);
   if (due >= 0 && due - now < *timeout) *timeout = due - now;
-  if (now < l->accept_after) { /* the listening socket sits out its pause */
+  if (l->fd >= 0 && now < l->accept_after) { /* the listening socket sits out its pause */
     if (l->accept_after - now < *timeout) *timeout = l->accept_after - now;
   } else if (l->fd >= 0 && nfds < max) {
     fds[nfds].fd = l->fd;

@@ -573,7 +573,7 @@ io.write(tostring(err))
     assert.are.equal(want_q, got_q)
     assert.are.equal(want_q, pc.encode(dq))
     assert.are.equal(want_r, pc.encode(r))
-    assert.is_function(pc._ffi_lua_codec(PH))
+    assert.is_function(require("protocall.ffi.struct").lua_codec(PH))
   end)
 
   it("name the line that called them from inside functions and through pcall", function()
@@ -613,7 +613,7 @@ io.write(tostring(err))
 
   it("keep the Lua codec after an error raised inside it, and leave types too large for it to C", function()
     local S = pc.ffi(pool:message("s.Stuck", { { "a", "int32", 1 }, { "b", "int32", 2 } }))
-    local enc, dec = pc._ffi_lua_codec(S)
+    local enc, dec = require("protocall.ffi.struct").lua_codec(S)
     local p = S { a = 1, b = 2 }
     jit.off()
     debug.sethook(function() -- raises once the codec has started
@@ -635,7 +635,7 @@ io.write(tostring(err))
     local fs = {}
     for i = 1, 5000 do fs[i] = { "f" .. i, "int32", i, required = true } end
     local B = pc.ffi(pool:message("s.ManyRequired", fs, { syntax = "proto2" }))
-    assert.is_nil(pc._ffi_lua_codec(B))
+    assert.is_nil(require("protocall.ffi.struct").lua_codec(B))
     local b = B()
     for i = 1, 5000 do b["f" .. i] = i end
     assert.are.equal(5000, pc.decode(B, pc.encode(b)).f5000)
@@ -683,7 +683,7 @@ io.write(tostring(err))
     local function same_value(a, b) return a == b or (a ~= a and b ~= b) end
     local counts = { enc = 0, enc_lua = 0, dec = 0, dec_lua = 0 }
     local function check_decode(T, P, b, partial, valid)
-      local _, ldec = pc._ffi_lua_codec(P)
+      local _, ldec = require("protocall.ffi.struct").lua_codec(P)
       local q = ldec(b, partial)
       if valid then counts.dec = counts.dec + 1 end
       if q == nil then return end
@@ -699,7 +699,7 @@ io.write(tostring(err))
     end
     for _, case in ipairs { { F3, P3 }, { F2, P2 }, { Point, PP } } do
       local T, P = case[1], case[2]
-      local lenc = pc._ffi_lua_codec(P)
+      local lenc = require("protocall.ffi.struct").lua_codec(P)
       assert.is_function(lenc, T.full_name)
       local oneof_members = {}
       for _, f in ipairs(pool:fields(T)) do

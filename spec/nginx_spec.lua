@@ -144,9 +144,9 @@ describe("protocall.resty outside nginx", function()
     assert.truthy(tostring(err):find("protocall.resty: needs nginx with lua-nginx-module (OpenResty)", 1, true), err)
   end)
 
-  -- protocall.fifo: the owner timer's read-ahead and send queues
-  describe("protocall.fifo", function()
-    local fifo = require "protocall.fifo"
+  -- protocall.transport.fifo: the owner timer's read-ahead and send queues
+  describe("protocall.transport.fifo", function()
+    local fifo = require "protocall.transport.fifo"
 
     it("keeps order and bytes while its front has holes (where # may be any border)", function()
       local q = fifo.new()

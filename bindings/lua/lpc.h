@@ -316,6 +316,7 @@ int lpc_arena_gc(lua_State *L);
 /* Declared here for the message files; each is documented where it is
  * defined. */
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
+int lpc_protect(lua_State *L); /* core.protect (lpc_anchor.c) */
 const char *lpc_tname(lua_State *L, int idx);
 /* Whether the string at 'idx' holds a NUL byte: no name of a pool does (C
  * reads one as the end), so such a name is refused where declared and

@@ -14,11 +14,47 @@ char lpc_def_key;  /* metatable field: lightuserdata def | kind (lpc.h) */
 
 _Static_assert(_Alignof(pc_MessageDef) >= 4, "the kind is kept in a def's two low bits");
 
+/* Registry: how many core.protect calls are running (a light integer). */
+static char kProtectKey;
+
+static lua_Integer protect_depth(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kProtectKey);
+  lua_Integer n = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return n;
+}
+
+static void set_protect_depth(lua_State *L, lua_Integer n) {
+  lua_pushinteger(L, n);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kProtectKey);
+}
+
+/* -- ok, ... = core.protect(f, ...)
+ * pcall for the Lua layer's own calls of the module's functions: the
+ * errors lpc_msg_error raises inside name no source position, since the
+ * nearest Lua caller is a file of lua/protocall, not the user's code (which
+ * the layer's own error names). f must not yield. */
+int lpc_protect(lua_State *L) {
+  luaL_checkany(L, 1);
+  lua_Integer depth = protect_depth(L);
+  set_protect_depth(L, depth + 1);
+  int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+  set_protect_depth(L, depth);
+  lua_pushboolean(L, status == LUA_OK);
+  lua_insert(L, 1);
+  return lua_gettop(L);
+}
+
 /* Raises "file:line: <message>" naming the nearest Lua caller, also when a
- * C function such as table.insert stands between it and the metamethod. */
+ * C function such as table.insert stands between it and the metamethod;
+ * inside core.protect, "<message>" alone. */
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...) {
   lua_Debug ar;
   int level = 1, found = 0;
+  if (protect_depth(L) > 0) {
+    lua_pushliteral(L, "");
+    found = 1;
+  }
   while (!found && lua_getstack(L, level++, &ar)) {
     lua_getinfo(L, "Sl", &ar);
     if (ar.currentline > 0) {

@@ -32,7 +32,8 @@ static int lpc_code_from_http(lua_State *L) {
 }
 
 void lpc_open_status(lua_State *L) {
-  static const luaL_Reg funcs[] = {{"code_name", lpc_code_name},
+  static const luaL_Reg funcs[] = {{"protect", lpc_protect},
+                                   {"code_name", lpc_code_name},
                                    {"code_number", lpc_code_number},
                                    {"code_from_http", lpc_code_from_http},
                                    {NULL, NULL}};

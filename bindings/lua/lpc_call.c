@@ -349,7 +349,9 @@ enum {
   UV_COUNT = UV_NAMES + 3
 };
 
-/* A plan table's array part, read here (call.lua fills it). */
+/* A plan table's array slots, read here and filled by
+ * lua/protocall/call/policy.lua, which takes their numbers from
+ * core.plan_slots (lpc_open_call): the one place they are named. */
 enum { PLAN_FIRST = 1, PLAN_NEEDSTART, PLAN_COMPRESSION };
 
 /* The Lua part's result is the call's result. */
@@ -555,6 +557,14 @@ void lpc_open_call(lua_State *L) {
   luaL_setfuncs(L, funcs, 0);
   lua_pushinteger(L, PC_RETRY_DEFAULT_MAX_ATTEMPTS);
   lua_setfield(L, -2, "DEFAULT_MAX_ATTEMPTS");
+  lua_createtable(L, 0, 3); /* core.plan_slots: {first =, needs_start =, compression =} */
+  lua_pushinteger(L, PLAN_FIRST);
+  lua_setfield(L, -2, "first");
+  lua_pushinteger(L, PLAN_NEEDSTART);
+  lua_setfield(L, -2, "needs_start");
+  lua_pushinteger(L, PLAN_COMPRESSION);
+  lua_setfield(L, -2, "compression");
+  lua_setfield(L, -2, "plan_slots");
   lpc_gettime(L);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTimeKey);
   lua_pushvalue(L, -1);

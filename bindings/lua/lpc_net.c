@@ -141,30 +141,34 @@ static int lpc_grpcchannel_close(lua_State *L) {
   return 0;
 }
 
-/* -- call = ch:start(path, timeout|nil, metadata|nil, gzip, previous_attempts|nil)
- * Starts a call (request messages follow with call:send). 'timeout' in
- * seconds (<= 0: ends at once DEADLINE_EXCEEDED), metadata a list of
- * {key, value}, previous_attempts an integer in 0..100 sent as
- * grpc-previous-rpc-attempts when positive. Raises on invalid metadata or
- * path. */
+/* -- call = ch:start(path, settings)
+ * Starts a call (request messages follow with call:send). 'settings' is
+ * the table lua/protocall/transport/grpc.lua checked once (settings_of):
+ * {timeout = seconds | nil (<= 0: ends at once DEADLINE_EXCEEDED),
+ *  metadata = {{key, value}, ...} | nil, gzip = boolean,
+ *  previous_attempts = 0..100 | nil (sent as grpc-previous-rpc-attempts
+ *  when positive)}. Raises on metadata entries that are not string pairs
+ * or an invalid path or metadata (pc_GrpcChannel_Start's error). */
 static int lpc_grpcchannel_start(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
   const char *path = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
   pc_GrpcCallSettings s;
   memset(&s, 0, sizeof s);
-  if (lua_isnoneornil(L, 3)) {
+  if (lua_getfield(L, 3, "timeout") == LUA_TNIL) {
     s.timeout = -1;
   } else {
-    s.timeout = luaL_checknumber(L, 3);
+    s.timeout = lua_tonumber(L, -1);
     if (!(s.timeout > 0)) s.timeout = 0; /* already past (NaN too) */
   }
-  s.gzip = lua_toboolean(L, 5);
-  lua_Integer previous = luaL_optinteger(L, 6, 0);
-  luaL_argcheck(L, previous >= 0 && previous <= 100, 6, "previous attempts: 0..100 expected");
-  s.previous_attempts = (unsigned)previous;
+  lua_getfield(L, 3, "gzip");
+  s.gzip = lua_toboolean(L, -1);
+  lua_getfield(L, 3, "previous_attempts");
+  lua_Integer previous = lua_tointeger(L, -1);
+  s.previous_attempts = previous > 0 && previous <= 100 ? (unsigned)previous : 0;
+  lua_settop(L, 3);
   pc_GrpcPair *pairs = NULL;
-  if (!lua_isnoneornil(L, 4)) {
-    luaL_checktype(L, 4, LUA_TTABLE);
+  if (lua_getfield(L, 3, "metadata") == LUA_TTABLE) { /* at 4 */
     size_t n = (size_t)luaL_len(L, 4);
     pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* kept on the stack */
     for (size_t i = 0; i < n; i++) {

@@ -27,7 +27,7 @@ if type(ngx) ~= "table" or type(ngx.socket) ~= "table" then
   error("protocall.resty: needs nginx with lua-nginx-module (OpenResty): there is no global 'ngx' here", 2)
 end
 local semaphore = require "ngx.semaphore"
-local fifo = require "protocall.fifo"
+local fifo = require "protocall.transport.fifo"
 
 local setmetatable, type, error, pairs, ipairs, tostring = setmetatable, type, error, pairs, ipairs,
   tostring

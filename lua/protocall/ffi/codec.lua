@@ -4,7 +4,7 @@
 -- decoded and only read, is never allocated (LuaJIT's allocation sinking).
 --
 -- It covers the common case exactly and leaves everything else to the core
--- codec (lua/protocall/ffi.lua calls it when these return nil):
+-- codec (lua/protocall/ffi/struct.lua calls it when these return nil):
 --   * encode(p, partial): bytes, in field number order, as the core
 --     encoder writes them (core/wire/encode.c); nil for a negative or
 --     >= 2^53 64-bit varint value, a required field missing without
@@ -20,7 +20,7 @@
 -- `w` words), never read as numbers, so a NaN keeps its payload as the
 -- core keeps it. The decoder shares nothing between calls. A type past
 -- LuaJIT's limits for one function gets no Lua codec (generate gives nil).
--- (M.generate's callers: lua/protocall/ffi.lua.)
+-- (M.generate's caller: lua/protocall/ffi/struct.lua.)
 -- Encoding (protobuf's wire format): varints, ZigZag for sint32 / sint64,
 -- little-endian fixed32 / fixed64, tags (field number << 3 | wire type) as
 -- varints; int32 and enum values below zero as 10-byte varints.

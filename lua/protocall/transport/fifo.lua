@@ -1,7 +1,6 @@
 --- A first-in first-out queue of byte strings, counting the bytes it
 -- holds: the read-ahead and send queues of a connection that
--- lua/protocall/resty.lua's owner ngx.timer shares with the requests. A
--- helper of that module, not a concern of its own: it has no `install`.
+-- lua/protocall/resty.lua's owner ngx.timer shares with the requests.
 --
 -- The queue keeps explicit head and tail indices: once its first slots are
 -- taken the table has holes at the front, where `#` may give any border

@@ -1,0 +1,236 @@
+--- `protocall call`: a gRPC call of any shape, JSON or text in and out,
+-- with the schema from files or the server's reflection service.
+local pc = require "protocall"
+local common = require "protocall.cli.common"
+
+local type, pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
+  type, pairs, ipairs, tostring, pcall, getmetatable, setmetatable
+local format = string.format
+local stdout, stderr = common.stdout, common.stderr
+local usage_error, fail, check_format, has_schema, load_schemas, read_input, render, json_documents =
+  common.usage_error, common.fail, common.check_format, common.has_schema, common.load_schemas,
+  common.read_input, common.render, common.json_documents
+local metadata_of, print_error, connect, with_reflection = common.metadata_of, common.print_error,
+  common.connect, common.with_reflection
+
+local M = {}
+
+--- Whether stderr is a terminal (progress lines of streams); cli/init.lua
+-- sets it for each run.
+M.terminal = false
+
+M.call = {
+  summary = "a gRPC call of any shape, JSON in and out",
+  flags = common.with_schema {
+    d = "string", H = "list", ["max-time"] = "number", ["retry-attempts"] = "number",
+    gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
+    ["emit-defaults"] = "bool", v = "bool", cert = "string", key = "string",
+    servername = "string", insecure = "bool", retry = "string", ["connect-timeout"] = "number",
+  },
+  usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
+          "       [-connect-timeout S] [-retry-attempts N | -retry JSON] [-gzip] [-format json|text]\n" ..
+          "       [-emit-defaults]\n" ..
+          "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
+          "       [-v] TARGET pkg.Service/Method",
+  about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
+          "-plaintext). The request is JSON from -d (@ reads standard input, @FILE a file;\n" ..
+          "none: an empty message); a client or bidirectional stream sends every JSON\n" ..
+          "document of it (concatenated or one per line). Each response is printed as it\n" ..
+          "arrives. Without schema flags the schema comes from TARGET's server\n" ..
+          "reflection service. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
+          "`ERROR: code = ..., message = ...` on stderr. TLS: -cacert verifies the server\n" ..
+          "against FILE (default: the system store), -cert/-key give a client certificate,\n" ..
+          "-servername the name to verify and send, -insecure skips verification (test\n" ..
+          "servers only). -retry takes a service config retryPolicy ({\"maxAttempts\": 3,\n" ..
+          "\"initialBackoff\": \"0.1s\", ...}) or a whole service config. -v prints the\n" ..
+          "response headers, trailers and timing to stderr. -connect-timeout bounds\n" ..
+          "connecting (and the TLS handshake): UNAVAILABLE past it.",
+  example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
+            "    127.0.0.1:50051 demo.Router/Measure",
+}
+
+-- Metadata pairs as grpcurl prints them ("key: value", -bin values in
+-- base64), or "(empty)".
+local function print_pairs(title, pairs_list)
+  stderr:write(title, "\n")
+  if pairs_list == nil or #pairs_list == 0 then stderr:write("(empty)\n") end
+  for _, kv in ipairs(pairs_list or {}) do
+    local v = kv[2]
+    if kv[1]:sub(-4) == "-bin" then
+      v = pc.to_json(pc.type("google.protobuf.BytesValue") { value = v }):sub(2, -2)
+    end
+    stderr:write(kv[1], ": ", v, "\n")
+  end
+end
+
+-- `transport` seen through: every call records where its response headers
+-- and trailers are (for -v).
+local function recording(transport, seen)
+  return {
+    unary = function(_, path, request, settings)
+      local s = {}
+      for k, v in pairs(settings or {}) do s[k] = v end
+      s.with_metadata = true
+      local bytes, md = transport:unary(path, request, s)
+      seen.md = md
+      return bytes
+    end,
+    server_stream = function(_, path, request, settings)
+      local iter, state, ctl, call = transport:server_stream(path, request, settings)
+      seen.md = nil
+      seen.raw = call
+      if call == nil then return iter, state, ctl end
+      -- the loop closes the call at its end: its metadata is taken first
+      local function close()
+        if seen.raw == call then
+          seen.md, seen.raw = call:metadata(), nil
+        end
+        call:close()
+      end
+      return iter, state, ctl, setmetatable({ close = close }, { __close = close })
+    end,
+    stream = function(_, path, settings)
+      local call = transport:stream(path, settings)
+      seen.md = nil
+      seen.call = call
+      return call
+    end,
+  }
+end
+
+-- The headers and trailers of the call `seen` recorded, or of the error.
+local function seen_metadata(seen, err)
+  if getmetatable(err) == pc.RetryError then err = err.cause end
+  if getmetatable(err) == pc.Error and (err.headers or err.metadata) then
+    return { headers = err.headers, trailers = err.metadata }
+  end
+  if seen.md then return seen.md end
+  if seen.raw then return seen.raw:metadata() end
+  if seen.call then return { headers = seen.call:headers(), trailers = seen.call:trailers() } end
+  return {}
+end
+
+-- A -retry value: a retryPolicy object, or a whole service config (with
+-- "methodConfig"), as the JSON text pc.client takes.
+local function retry_config(json)
+  if json:find('"methodConfig"', 1, true) then return json end
+  return '{"methodConfig": [{"name": [{}], "retryPolicy": ' .. json .. "}]}"
+end
+
+-- A pool of the server's files defining `service`, by reflection; or nil
+-- and the exit status.
+local function reflection_pool(flags, transport, service)
+  return with_reflection(flags, transport, function(r)
+    r.symbol(service)
+    return r.pool
+  end, "protocall call: Service not found: " .. service)
+end
+
+function M.call.run(flags, args)
+  local fmt = check_format("call", flags, { "json", "text" })
+  if #args ~= 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
+  local target, method = args[1], args[2]
+  local service, name = method:match("^/?([%w_.]+)[/.]([%w_]+)$")
+  if not service then usage_error("call", "method '" .. method .. "': pkg.Service/Method expected") end
+  local pool, transport
+  if has_schema(flags) then
+    pool = load_schemas(flags)
+  else
+    transport = connect(flags, target, "call")
+    local status
+    pool, status = reflection_pool(flags, transport, service)
+    if not pool then return status end
+  end
+  local info = pool:service(service)
+  if not info then fail("Service not found: " .. service) end
+  local m = info.methods[name]
+  if not m then fail(service .. " has no method '" .. name .. "'") end
+  local data = flags.d
+  if data == "@" then data = read_input(nil)
+  elseif data and data:sub(1, 1) == "@" then data = read_input(data:sub(2)) end
+  -- A client stream sends every JSON document of the data (concatenated or
+  -- one per line); the other shapes take one.
+  local requests = {}
+  for i, doc in ipairs(m.client_streaming and json_documents(data or "") or { data or "{}" }) do
+    local request, err = pc.from_json(m.input, doc)
+    if not request then fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. err) end
+    requests[i] = request
+  end
+  local request = requests[1]
+  transport = transport or connect(flags, target, "call")
+  local seen = {}
+  if flags.v then transport = recording(transport, seen) end
+  local opts = { transport = transport, pool = pool, metadata = metadata_of(flags) }
+  if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
+  local attempts = flags["retry-attempts"]
+  if attempts and (attempts ~= math.floor(attempts) or attempts < 1) then
+    usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. tostring(attempts))
+  end
+  if attempts and attempts > 1 then opts.retry = pc.Retry { max_attempts = math.floor(attempts) } end
+  if flags.retry then
+    if attempts then usage_error("call", "-retry and -retry-attempts exclude each other") end
+    opts.service_config = retry_config(flags.retry)
+  end
+  local okS, stub = pcall(pc.client, service, opts) -- its errors name no position here
+  if not okS then -- bad metadata from -H, say: one line, without pc.client's prefix
+    local msg = tostring(stub):gsub("^pc%.client: ", "")
+    if flags.retry and not flags.retry:find('"methodConfig"', 1, true) then
+      msg = msg:gsub("^service_config: methodConfig%[0%]%.retryPolicy%.?", "-retry: ")
+        :gsub("^service_config: JSON: ", "-retry: JSON: ")
+    end
+    fail(msg)
+  end
+  local started = pc.now()
+  local count = 0
+  local function show(r)
+    count = count + 1
+    if M.terminal then stderr:write("\r\27[K") end -- the progress line off before the response
+    if count > 1 and fmt == "text" then stdout:write("\n") end -- as decode -length-delimited
+    stdout:write(render(r, fmt, flags))
+    stdout:flush()
+    if M.terminal then stderr:write(format("\r%d received, %.1f s ", count, pc.now() - started)) end
+  end
+  local okc, cerr = pcall(function()
+    if m.client_streaming and not m.server_streaming then
+      local call = stub[name](stub)
+      for _, r in ipairs(requests) do call:send(r) end
+      show(call:close_and_recv())
+    elseif m.client_streaming then -- bidirectional: one task sends while another prints
+      local call = stub[name](stub)
+      local failure
+      pc.spawn(function()
+        local ok, e = pcall(function()
+          for _, r in ipairs(requests) do call:send(r) end
+          call:close_send()
+        end)
+        if not ok and failure == nil then failure = e end
+      end)
+      pc.spawn(function()
+        local ok, e = pcall(function()
+          for r in function() return call:recv() end do show(r) end
+        end)
+        if not ok then failure = e end
+      end)
+      pc.run()
+      if failure ~= nil then error(failure, 0) end
+      if M.terminal then stderr:write("\r\27[K") end
+    elseif m.server_streaming then
+      for r in stub[name](stub, request) do show(r) end
+      if M.terminal then stderr:write("\r\27[K") end
+    else
+      stdout:write(render(stub[name](stub, request), fmt, flags))
+      count = 1
+    end
+  end)
+  if flags.v then
+    local md = seen_metadata(seen, not okc and cerr or nil)
+    print_pairs("Response headers received:", md.headers)
+    stderr:write("\n")
+    print_pairs("Response trailers received:", md.trailers)
+    stderr:write(format("%d response message%s in %.3f s\n", count, count == 1 and "" or "s", pc.now() - started))
+  end
+  if not okc then return print_error(cerr) end
+  return 0
+end
+
+return M

@@ -1,0 +1,91 @@
+--- `protocall decode` and `protocall encode`: binary messages to text or
+-- JSON and back.
+local pc = require "protocall"
+local common = require "protocall.cli.common"
+
+local ipairs, format, concat = ipairs, string.format, table.concat
+local stdout = common.stdout
+local usage_error, fail, check_format, need_schema, message_type, load_schemas, read_input =
+  common.usage_error, common.fail, common.check_format, common.need_schema, common.message_type,
+  common.load_schemas, common.read_input
+local split_delimited, render, json_documents, varint = common.split_delimited, common.render,
+  common.json_documents, common.varint
+
+local M = {}
+
+M.decode = {
+  summary = "binary messages to text format or JSON",
+  flags = common.with_schema { format = "string", raw = "bool", ["length-delimited"] = "bool",
+                        ["emit-defaults"] = "bool" },
+  usage = "protocall decode [schema flags] [-format text|json] [-length-delimited] TYPE [FILE]\n" ..
+          "       protocall decode -raw [-length-delimited] [FILE]",
+  about = "Reads binary messages (FILE or standard input) and prints them as text (as\n" ..
+          "`protoc --decode` does) or JSON; -raw prints without a schema, field numbers\n" ..
+          "only (as `protoc --decode_raw`). -length-delimited reads a stream of\n" ..
+          "varint-prefixed messages.",
+  example = "protocall decode -I examples -proto route.proto demo.Route < route.bin",
+}
+
+M.encode = {
+  summary = "text format or JSON to binary messages",
+  flags = common.with_schema { format = "string", ["length-delimited"] = "bool" },
+  usage = "protocall encode [schema flags] [-format text|json] [-length-delimited] TYPE [FILE]",
+  about = "Reads a message as text format (as `protoc --encode` takes it) or JSON (FILE or\n" ..
+          "standard input) and writes its binary encoding to standard output. With\n" ..
+          "-format json -length-delimited, every JSON document of the input becomes one\n" ..
+          "varint-prefixed message.",
+  example = "protocall encode -I examples -proto route.proto demo.Route < route.txt > route.bin",
+}
+
+function M.decode.run(flags, args)
+  local fmt = check_format("decode", flags, { "text", "json" })
+  local T, file
+  if flags.raw then
+    if #args > 1 then usage_error("decode", "-raw takes no TYPE, at most FILE") end
+    if flags.proto or flags.protoset then usage_error("decode", "-raw takes no schema") end
+    if fmt ~= "text" then usage_error("decode", "-raw prints text format only") end
+    T, file = pc.type("google.protobuf.Empty"), args[1]
+  else
+    if #args < 1 then usage_error("decode", "TYPE expected") end
+    if #args > 2 then usage_error("decode", "too many arguments: TYPE [FILE]") end
+    need_schema("decode", flags)
+    T, file = message_type(load_schemas(flags), args[1]), args[2]
+  end
+  local bytes = read_input(file)
+  local parts = flags["length-delimited"] and split_delimited(bytes) or { bytes }
+  for i, b in ipairs(parts) do
+    local m, err = pc.decode(T, b)
+    if not m then
+      fail((file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or "") .. ": " .. err)
+    end
+    if i > 1 and fmt == "text" then stdout:write("\n") end
+    stdout:write(render(m, fmt, flags))
+  end
+  return 0
+end
+
+function M.encode.run(flags, args)
+  local fmt = check_format("encode", flags, { "text", "json" })
+  if #args < 1 then usage_error("encode", "TYPE expected") end
+  if #args > 2 then usage_error("encode", "too many arguments: TYPE [FILE]") end
+  need_schema("encode", flags)
+  local T = message_type(load_schemas(flags), args[1])
+  local input = read_input(args[2])
+  local docs = { input }
+  if flags["length-delimited"] then
+    if fmt ~= "json" then usage_error("encode", "-length-delimited reads JSON documents (-format json)") end
+    docs = json_documents(input)
+  end
+  local out = {}
+  for i, doc in ipairs(docs) do
+    local m, err
+    if fmt == "json" then m, err = pc.from_json(T, doc) else m, err = pc.from_text(T, doc) end
+    if not m then fail((args[2] or "<stdin>") .. (#docs > 1 and format(" (document %d)", i) or "") .. ": " .. err) end
+    local bytes = pc.encode(m)
+    out[#out + 1] = flags["length-delimited"] and varint(#bytes) .. bytes or bytes
+  end
+  stdout:write(concat(out))
+  return 0
+end
+
+return M

@@ -1,0 +1,329 @@
+--- What the commands of `protocall` (lua/protocall/cli/) share: flags,
+-- usage errors and failures, reading input and schemas, printing
+-- messages, connecting to a target and asking its reflection service.
+local pc = require "protocall"
+local reflection = require "protocall.rpc.reflection"
+
+local type, error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
+  type, error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
+local concat, format = table.concat, string.format
+
+local M = {}
+
+M.stdout, M.stderr = io.stdout, io.stderr
+local stdout, stderr = M.stdout, M.stderr
+
+-- Kinds: "bool", "string", "list" (repeatable string), "number".
+local SCHEMA_FLAGS = {
+  I = "list", ["import-path"] = "list", proto = "list", protoset = "list",
+}
+
+--- flags = with_schema(flags): `flags` (a command's flag kinds) with the
+-- schema flags (-I, -import-path, -proto, -protoset) added.
+function M.with_schema(flags)
+  for k, v in pairs(SCHEMA_FLAGS) do flags[k] = v end
+  return flags
+end
+
+-- What list and describe take to reach a server's reflection service.
+local CONNECT_FLAGS = { plaintext = "bool", cacert = "string", cert = "string", key = "string",
+  servername = "string", insecure = "bool", ["connect-timeout"] = "number", H = "list",
+  ["max-time"] = "number" }
+
+--- flags = with_connect(flags): `flags` with the flags that reach a
+-- server's reflection service added.
+function M.with_connect(flags)
+  for k, v in pairs(CONNECT_FLAGS) do flags[k] = v end
+  return flags
+end
+
+-- A usage error: raised as a table so main can print the usage and exit 2.
+local Usage = {}
+M.Usage = Usage
+--- usage_error(cmd, msg): raises the usage error `msg` of command `cmd`.
+local function usage_error(cmd, msg) error(setmetatable({ cmd = cmd, msg = msg }, Usage), 0) end
+M.usage_error = usage_error
+
+-- A failure: one line on stderr, exit `status` (1 unless given).
+local Failure = {}
+M.Failure = Failure
+--- fail(msg [, status]): raises the failure `msg` (exit status 1 unless given).
+local function fail(msg, status) error(setmetatable({ msg = msg, status = status or 1 }, Failure), 0) end
+M.fail = fail
+
+--- flags, rest = parse(cmd, spec, args, first): the flags of command `cmd`
+-- (kinds `spec`) in args[first..], and the other arguments in order.
+function M.parse(cmd, spec, args, first)
+  local flags, rest = {}, {}
+  local i = first
+  while i <= #args do
+    local a = args[i]
+    if a == "--" then
+      for j = i + 1, #args do rest[#rest + 1] = args[j] end
+      break
+    end
+    local name, value = a:match("^%-%-?([%w][%w%-]*)=(.*)$")
+    if not name and spec.I and a:match("^%-I.") then name, value = "I", a:sub(3) end -- protoc's -Idir
+    if not name then name = a:match("^%-%-?([%w][%w%-]*)$") end
+    if name and a ~= "-" then
+      local kind = spec[name]
+      if kind == nil then usage_error(cmd, "unknown flag " .. a) end
+      if kind == "bool" then
+        if value ~= nil then usage_error(cmd, "flag -" .. name .. " takes no value") end
+        flags[name] = true
+      else
+        if value == nil then
+          i = i + 1
+          value = args[i]
+          if value == nil then usage_error(cmd, "flag -" .. name .. " needs a value") end
+        end
+        if kind == "list" then
+          flags[name] = flags[name] or {}
+          flags[name][#flags[name] + 1] = value
+        elseif kind == "number" then
+          local n = tonumber(value)
+          if n == nil or n < 0 then usage_error(cmd, "flag -" .. name .. ": a number >= 0 expected, got '" .. value .. "'") end
+          flags[name] = n
+        else
+          flags[name] = value
+        end
+      end
+    else
+      rest[#rest + 1] = a
+    end
+    i = i + 1
+  end
+  return flags, rest
+end
+
+--- s = read_input(path): the bytes of file `path`, or of standard input for
+-- nil or "-".
+local function read_input(path)
+  if path == nil or path == "-" then return io.stdin:read("a") or "" end
+  local f, why = io.open(path, "rb")
+  if not f then fail(why) end
+  local s, rerr = f:read("a")
+  f:close()
+  if not s then fail(path .. ": " .. tostring(rerr)) end
+  return s
+end
+
+M.read_input = read_input
+
+--- pool, names = load_schemas(flags): a pool with the files of -proto
+-- (found through -I, as protoc finds them) and the sets of -protoset; the
+-- list of the files named.
+function M.load_schemas(flags)
+  local pool = pc.pool()
+  local paths = {}
+  for _, d in ipairs(flags.I or {}) do paths[#paths + 1] = d end
+  for _, d in ipairs(flags["import-path"] or {}) do paths[#paths + 1] = d end
+  if #paths == 0 then paths[1] = "." end
+  local names = {}
+  for _, set in ipairs(flags.protoset or {}) do
+    local files, err = pool:load_descriptor_set(read_input(set))
+    if not files then fail(set .. ": " .. tostring(err)) end
+    for _, f in ipairs(files) do names[#names + 1] = f.name end
+  end
+  for _, proto in ipairs(flags.proto or {}) do
+    local path
+    for _, dir in ipairs(paths) do
+      local candidate = dir .. "/" .. proto
+      local f = io.open(candidate, "rb")
+      if f then
+        f:close()
+        path = candidate
+        break
+      end
+    end
+    if not path then fail(proto .. ": File not found.") end
+    local file, err = pool:load_file(path, { import_paths = paths, name = proto })
+    if not file then fail(err) end
+    names[#names + 1] = file.name
+  end
+  return pool, names
+end
+
+function M.has_schema(flags)
+  return flags.proto ~= nil or flags.protoset ~= nil
+end
+
+function M.need_schema(cmd, flags)
+  if not flags.proto and not flags.protoset then
+    usage_error(cmd, "no schema: give -proto FILE or -protoset FILE")
+  end
+end
+
+function M.message_type(pool, name)
+  local T = pool:type(name)
+  if not T or not T.full_name then fail(name .. ": no such message type in the loaded files") end
+  return T
+end
+
+--- list = split_delimited(bytes): a stream of varint-prefixed messages split.
+function M.split_delimited(bytes)
+  local out, pos = {}, 1
+  while pos <= #bytes do
+    local len, scale, start = 0, 1, pos
+    repeat
+      local b = bytes:byte(pos)
+      if b == nil then fail(format("truncated length prefix at offset %d", start - 1)) end
+      if scale > 2 ^ 28 then fail(format("length prefix over 5 bytes at offset %d", start - 1)) end
+      len = len + b % 128 * scale
+      scale = scale * 128
+      pos = pos + 1
+    until b < 0x80
+    if pos + len - 1 > #bytes then
+      fail(format("message at offset %d runs past the end of the input (%d bytes announced)", start - 1, len))
+    end
+    out[#out + 1] = bytes:sub(pos, pos + len - 1)
+    pos = pos + len
+  end
+  return out
+end
+
+--- bytes = varint(n): n as a base-128 varint.
+function M.varint(n)
+  local t = {}
+  repeat
+    local b = n % 128
+    n = math.floor(n / 128)
+    t[#t + 1] = string.char(n > 0 and b + 128 or b)
+  until n == 0
+  return concat(t)
+end
+
+--- fmt = check_format(cmd, flags, allowed): the -format flag, one of
+-- `allowed` (the first by default).
+function M.check_format(cmd, flags, allowed)
+  local f = flags.format or allowed[1]
+  for _, a in ipairs(allowed) do
+    if f == a then return f end
+  end
+  usage_error(cmd, "-format must be " .. concat(allowed, " or ") .. ", got '" .. f .. "'")
+end
+
+--- text = render(m, fmt, flags): message m as "json" (indented) or text.
+function M.render(m, fmt, flags)
+  if fmt == "json" then
+    local ok, text = pcall(pc.to_json, m, { emit_defaults = flags["emit-defaults"] or nil, indent = 2 })
+    if not ok then fail(tostring(text)) end
+    return text .. "\n"
+  end
+  return pc.to_text(m)
+end
+
+--- docs = json_documents(s): the JSON documents of a stream (concatenated
+-- or one per line).
+function M.json_documents(s)
+  local docs, depth, start, i, n = {}, 0, nil, 1, #s
+  while i <= n do
+    local c = s:sub(i, i)
+    if c == '"' then
+      local j = i + 1
+      while j <= n do
+        local d = s:sub(j, j)
+        if d == "\\" then j = j + 1 elseif d == '"' then break end
+        j = j + 1
+      end
+      i = j
+    elseif c == "{" or c == "[" then
+      if depth == 0 then start = i end
+      depth = depth + 1
+    elseif c == "}" or c == "]" then
+      depth = depth - 1
+      if depth == 0 then docs[#docs + 1] = s:sub(start, i) end
+      if depth < 0 then fail(format("unbalanced '%s' at offset %d", c, i - 1)) end
+    elseif depth == 0 and not c:match("%s") then
+      fail(format("JSON object expected at offset %d", i - 1))
+    end
+    i = i + 1
+  end
+  if depth ~= 0 then fail("the last JSON document is not closed") end
+  return docs
+end
+
+-- Base64 (standard or URL-safe, padded or not) to bytes, or nil: read by
+-- the JSON codec's own base64 reader, as a google.protobuf.BytesValue.
+local function base64_decode(s)
+  if s:find('[%c"\\]') then return nil end
+  local v = pc.from_json(pc.type("google.protobuf.BytesValue"), '"' .. s .. '"')
+  return v and v.value
+end
+
+--- md = metadata_of(flags): the -H flags as {key, value} pairs.
+function M.metadata_of(flags)
+  local md = {}
+  for _, h in ipairs(flags.H or {}) do
+    local k, v = h:match("^%s*([^:]+):%s?(.*)$")
+    if not k then usage_error("call", "-H '" .. h .. "': 'key: value' expected") end
+    k = k:lower():gsub("%s+$", "")
+    if k:sub(-4) == "-bin" then
+      v = base64_decode(v)
+      if not v then fail("-H '" .. h .. "': the value of a -bin key must be base64") end
+    end
+    md[#md + 1] = { k, v }
+  end
+  return md
+end
+
+--- status = print_error(err): prints a call's failure as grpcurl does and
+-- returns the exit status, 64 + the status code.
+function M.print_error(err)
+  if getmetatable(err) == pc.RetryError then err = err.cause end
+  if getmetatable(err) == pc.Error then
+    stderr:write(format("ERROR: code = %s, message = %s\n", err.code, err.message or ""))
+    for _, d in ipairs(err.details or {}) do
+      local ok, text = pcall(pc.to_text, d)
+      stderr:write("  details: ", ok and text:gsub("\n$", "") or tostring(d), "\n")
+    end
+    return 64 + (pc.codes[err.code] or 2)
+  end
+  stderr:write("ERROR: ", tostring(err), "\n")
+  return 64 + 2
+end
+
+--- transport = connect(flags, target, cmd): the pc.grpc transport to
+-- TARGET with the connection flags.
+function M.connect(flags, target, cmd)
+  local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
+  if target:match("^https?://") then url = target end
+  if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
+    usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")
+  end
+  if flags.insecure and flags.cacert then usage_error(cmd, "-insecure and -cacert exclude each other") end
+  if (flags.cert == nil) ~= (flags.key == nil) then usage_error(cmd, "-cert and -key go together") end
+  local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil,
+    cert_file = flags.cert, key_file = flags.key, server_name = flags.servername,
+    insecure = flags.insecure or nil }
+  local ct = flags["connect-timeout"]
+  if ct ~= nil then
+    if not (ct > 0 and ct < math.huge) then
+      usage_error(cmd, "-connect-timeout: a positive number of seconds expected, got " .. tostring(ct))
+    end
+    transport_opts.connect_timeout = ct
+  end
+  local ok, transport = pcall(pc.grpc, url, transport_opts) -- pc.grpc's errors name no position here
+  if not ok then fail(tostring(transport)) end
+  return transport
+end
+
+-- Runs fn(r) with a reflection client of TARGET; returns fn's result, or
+-- on failure nil and the exit status (a symbol the server lacks: one line,
+-- `missing` .. the symbol, status 1; other failures as a call's).
+function M.with_reflection(flags, transport, fn, missing)
+  local opts = { metadata = M.metadata_of(flags) }
+  if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end
+  local r = reflection.client(transport, opts)
+  local ok, res = pcall(fn, r)
+  r.close()
+  if ok then return res end
+  if getmetatable(res) == pc.Error and res.reflection and res.code == "NOT_FOUND" and missing then
+    stderr:write(missing, "\n")
+    return nil, 1
+  end
+  if getmetatable(res) == Failure or getmetatable(res) == Usage then error(res, 0) end
+  return nil, M.print_error(res)
+end
+
+return M

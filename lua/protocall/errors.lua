@@ -1,0 +1,104 @@
+--- A call's failure as an object: pc.Error and pc.RetryError, and the
+-- conversion of whatever a target raised into one.
+local internal = require "protocall.internal"
+
+local type, tostring, pcall, next, getmetatable, setmetatable =
+  type, tostring, pcall, next, getmetatable, setmetatable
+local argerror, code_name = internal.argerror, internal.code_name
+
+local M = {}
+
+--- pc.Error{code=, message=, details=, metadata=, retry_delay=, ["local"]=, value=}:
+-- a call's failure. `code` is a canonical gRPC name or number (stored as
+-- the name, "UNAVAILABLE"); `message` a string; `details` anything (the
+-- status details); `metadata` the trailers as {key, value} pairs;
+-- `retry_delay` the server's pushback in seconds (replaces the next
+-- backoff sleep; negative means "do not retry"); `local` true for
+-- failures protocall raises itself that would recur (never retried by
+-- pc.if_transient_error); `value` the original Lua value when a target
+-- raised something that was not a pc.Error (code "UNKNOWN"). Other
+-- fields are kept as given (a transport's own, such as `method`).
+-- tostring(err) is "UNAVAILABLE: connection refused". Raises on a bad
+-- field. `getmetatable(err) == pc.Error` tells an error apart.
+local Error = { __name = "protocall.Error" }
+Error.__index = Error
+Error.__tostring = function(e)
+  local m = e.message
+  if m == nil or m == "" then return tostring(e.code) end
+  return tostring(e.code) .. ": " .. tostring(m)
+end
+setmetatable(Error, {
+  __call = function(_, t)
+    if type(t) ~= "table" then argerror("Error", "table expected, got " .. type(t), 2) end
+    local code = code_name(t.code)
+    if code == "OK" then
+      argerror("Error", "code: OK is not an error status (a failure needs another code)", 2)
+    end
+    if type(code) ~= "string" then
+      argerror("Error", "code: gRPC status name or number expected, got " .. tostring(t.code), 2)
+    end
+    if t.message ~= nil and type(t.message) ~= "string" then
+      argerror("Error", "message: string expected, got " .. type(t.message), 2)
+    end
+    local d = t.retry_delay
+    if d ~= nil and (type(d) ~= "number" or d ~= d) then
+      argerror("Error", "retry_delay: number of seconds expected, got " .. tostring(d), 2)
+    end
+    if t["local"] ~= nil and type(t["local"]) ~= "boolean" then
+      argerror("Error", "local: boolean expected, got " .. type(t["local"]), 2)
+    end
+    local e = {}
+    for k, v in next, t do e[k] = v end -- other fields (a transport's own) are kept
+    e.code = code
+    return setmetatable(e, Error)
+  end,
+})
+M.Error = Error
+
+--- pc.RetryError{cause=, attempts=, message=}: a retried call gave up.
+-- `cause` is the last attempt's error (a pc.Error), `attempts` how many
+-- attempts were sent, `message` why it gave up; tostring(err) is the
+-- message, which ends with the cause. `getmetatable(e) == pc.RetryError`.
+local RetryError = { __name = "protocall.RetryError" }
+RetryError.__index = RetryError
+RetryError.__tostring = function(e) return tostring(e.message) end
+setmetatable(RetryError, {
+  __call = function(_, t)
+    if type(t) ~= "table" then argerror("RetryError", "table expected, got " .. type(t), 2) end
+    return setmetatable({ cause = t.cause, attempts = t.attempts, message = t.message }, RetryError)
+  end,
+})
+M.RetryError = RetryError
+
+--- status(code, message [, extra]) -> pc.Error: the error of a status the
+-- library decides itself (`extra`: a table of further fields, reused).
+function M.status(code, message, extra)
+  local t = extra or {}
+  t.code, t.message = code, message
+  return Error(t)
+end
+
+--- message | nil = count_problem(n, kind): what is wrong with a call
+-- (`kind`: "unary call" or "call") that received `n` response messages
+-- where exactly one is due (gRPC: zero or two are INTERNAL), nil for one.
+function M.count_problem(n, kind)
+  if n == 1 then return nil end
+  if n == 0 then return kind .. " received no response message" end
+  return kind .. " received " .. n .. " response messages"
+end
+
+--- normalize(v) -> what a target raised, as an error object: pc.Error and
+-- pc.RetryError as they are, anything else UNKNOWN carrying the value
+-- (`value`) and its text as the message.
+function M.normalize(v)
+  local mt = getmetatable(v)
+  if mt == Error or mt == RetryError then return v end
+  local message = v
+  if type(v) ~= "string" then
+    local ok, s = pcall(tostring, v)
+    message = ok and type(s) == "string" and s or type(v)
+  end
+  return setmetatable({ code = "UNKNOWN", message = message, value = v }, Error)
+end
+
+return M

@@ -1,0 +1,164 @@
+--- LuaJIT only: the accessors of message objects. Scalar fields are read
+-- and written through the FFI, which the JIT compiles to loads and stores;
+-- a C __index or __newindex is a call the JIT cannot compile.
+-- Once this module is loaded (lua/protocall/schema/init.lua requires it
+-- first), every Type made gets, in front of the C metamethods, an __index
+-- and a __newindex generated for it
+-- (core.set_reader gives each field's slot layout): one `k == "name"`
+-- test per field, which the JIT folds away for a constant key, and the
+-- load or store (strings and bytes without presence: a copy of their
+-- bytes, ffi.string; 64-bit integers: the int64_t or uint64_t cdata the C
+-- __index gives). A store is made only of a value the C __newindex would
+-- store unchanged (an integer in the field's range, a number, a boolean,
+-- an open enum's number, 64-bit: an integral number within 2^53 or
+-- int64_t / uint64_t cdata), with the presence bit or oneof case set as
+-- pc_Message_Set sets them; anything else, and every other field, goes
+-- to the C metamethod by a tail call, so its errors name the caller's
+-- line. Past CHAIN fields the rest are found through a table.
+local core = require "protocall.core"
+local ffi = require "ffi"
+local bit = require "bit"
+
+local type, pairs, ipairs, setmetatable, assert, load = type, pairs, ipairs, setmetatable, assert, load
+
+local M = {}
+
+local CHAIN = 40
+local env = {
+  cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
+  bor = bit.bor, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
+  i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"), fstring = ffi.string,
+  PU64 = ffi.typeof("uint64_t *"),
+  SV = ffi.typeof("struct { const char *data; size_t size; } *"), -- pc_StringView
+  P = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), ffi.typeof("int64_t *"),
+        ffi.typeof("double *"), ffi.typeof("float *"), ffi.typeof("uint8_t *"),
+        ffi.typeof("int32_t *") },
+}
+local ctype_of = { "P[1]", "P[2]", "P[3]", "P[4]", "P[5]", "P[6]", "P[7]" }
+-- The test a value must pass to be stored by write kind (v is the value;
+-- lpc_ffi_write_kind's kinds), for the struct writers of ffi/struct.lua too.
+local accepts = {
+  "type(v) == 'number' and v >= 0 and v <= 4294967295 and floor(v) == v",
+  "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
+  "(type(v) == 'number' and v >= -9007199254740992 and v <= 9007199254740992 and floor(v) == v)"
+    .. " or istype(i64, v) or istype(u64, v)",
+  "type(v) == 'number'",
+  "type(v) == 'number'",
+  "v == true or v == false",
+  "type(v) == 'number' and v >= -2147483648 and v <= 2147483647 and floor(v) == v",
+}
+M.accepts = accepts
+-- Whether the bits of a double (its high and low words) or a float
+-- are a NaN, for ffi/struct.lua's struct readers too.
+local band = bit.band
+function env.nan64(hi, lo) return band(hi, 0x7FF00000) == 0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or lo ~= 0) end
+function env.nan32(w) return band(w, 0x7F800000) == 0x7F800000 and band(w, 0x7FFFFF) ~= 0 end
+M.nan64, M.nan32 = env.nan64, env.nan32
+
+local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
+
+local function read_code(f, view)
+  if f.read == 8 then -- a string or bytes slot: a copy of its bytes
+    return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", base(view),
+                         f.offset)
+  elseif f.read == 9 or f.read == 10 then -- 64-bit: an int64_t / uint64_t cdata, as C makes
+    return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", base(view),
+                         f.offset)
+  end
+  local load = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)
+  if f.read == 6 then load = load .. " ~= 0" end
+  -- A double or float NaN reads as Lua's one NaN, as lua_pushnumber
+  -- makes it: LuaJIT's FFI load keeps a NaN's payload, whose bits can
+  -- read as another type's tag (NaN-boxing) and crash the VM.
+  if f.read == 4 then
+    return string.format("local w = cast(P[1], %s + %d) if nan64(w[1], w[0]) then return NAN end return %s",
+                         base(view), f.offset, load)
+  elseif f.read == 5 then
+    return string.format("if nan32(cast(P[1], %s + %d)[0]) then return NAN end return %s", base(view),
+                         f.offset, load)
+  end
+  return "return " .. load
+end
+
+local function write_code(f, view)
+  local out = { "if " .. accepts[f.write] .. " then", "local b = " .. base(view) }
+  if f.hasbit >= 0 then
+    local byte = 8 + (f.hasbit - f.hasbit % 8) / 8
+    out[#out + 1] = string.format("local h = cast(P[6], b + %d) h[0] = bor(h[0], %d)", byte,
+                                  bit.lshift(1, f.hasbit % 8))
+  end
+  if f.case_offset ~= 0 then
+    out[#out + 1] = string.format("fill(b + %d, %d) cast(P[1], b + %d)[0] = %d", f.offset, f.widest,
+                                  f.case_offset, f.number)
+  end
+  local value = f.write == 6 and "(v and 1 or 0)" or "v"
+  out[#out + 1] = string.format("cast(%s, b + %d)[0] = %s return end", ctype_of[f.write], f.offset,
+                                value)
+  return table.concat(out, " ")
+end
+
+-- The source of the __index (what = "read") or __newindex ("write")
+-- of one instance metatable.
+local function source(fields, what, view)
+  local code = what == "read" and read_code or write_code
+  local out = { "local c_meta, rest = ...",
+                what == "read" and "return function(m, k)" or "return function(m, k, v)" }
+  local n = 0
+  for _, f in ipairs(fields) do
+    if f[what] ~= 0 then
+      n = n + 1
+      if n <= CHAIN then
+        out[#out + 1] = string.format("if k == %q then %s end", f.name, code(f, view))
+      end
+    end
+  end
+  if n > CHAIN then
+    out[#out + 1] = what == "read" and "local r = rest[k] if r then return r(m) end"
+                                    or "local w = rest[k] if w then return w(m, v, k) end"
+  end
+  out[#out + 1] = what == "read" and "return c_meta(m, k) end" or "return c_meta(m, k, v) end"
+  return table.concat(out, "\n")
+end
+
+-- One function per field beyond CHAIN: function(m) (read) or
+-- function(m, v, k) (write; k for the C fallback).
+local function rest_of(fields, what, view, c_meta)
+  local code, rest, n = what == "read" and read_code or write_code, {}, 0
+  for _, f in ipairs(fields) do
+    if f[what] ~= 0 then
+      n = n + 1
+      if n > CHAIN then
+        local args = what == "read" and "local c_meta = ... return function(m) "
+                                     or "local c_meta = ... return function(m, v, k) "
+        local tail = what == "read" and " end" or " return c_meta(m, k, v) end"
+        rest[f.name] = assert(load(args .. code(f, view) .. tail, "=protocall.ffi", "t", env))(c_meta)
+      end
+    end
+  end
+  return rest
+end
+
+-- The C __index and __newindex of each Type's standalone messages
+-- (by their metatable), for pc.ffi's structs (lua/protocall/ffi/struct.lua).
+local c_metas = setmetatable({}, { __mode = "k" })
+local function install(mt, fields, view)
+  local c = { mt.__index, mt.__newindex }
+  if not view then c_metas[mt] = c end
+  for what, key in pairs { read = "__index", write = "__newindex" } do
+    local c_meta = mt[key]
+    local chunk = assert(load(source(fields, what, view), "=protocall.ffi", "t", env))
+    mt[key] = chunk(c_meta, rest_of(fields, what, view, c_meta))
+  end
+end
+core.set_reader(function(standalone_mt, view_mt, fields)
+  install(standalone_mt, fields, false)
+  install(view_mt, fields, true)
+end)
+--- c_index, c_newindex = c_metamethods(T): the C metamethods of T's
+-- standalone messages (for pc.ffi's structs).
+function M.c_metamethods(T)
+  local c = c_metas[debug.getmetatable(T())]
+  return c[1], c[2]
+end
+
+return M

@@ -1,0 +1,44 @@
+--- Helpers private to the modules of lua/protocall: the status code table,
+-- argument errors in Lua's wording and a callable test. Not part of the
+-- public table; nothing outside lua/protocall may rely on them.
+local core = require "protocall.core"
+
+local type, error, getmetatable, format = type, error, getmetatable, string.format
+
+local M = {}
+
+--- codes: the canonical gRPC status codes by name and by number
+-- (grpc/grpc doc/statuscodes.md): codes.UNAVAILABLE == 14,
+-- codes[14] == "UNAVAILABLE". The public `pc.codes` is this table.
+local codes = {}
+for n = 0, 16 do
+  local name = core.code_name(n)
+  codes[name] = n
+  codes[n] = name
+end
+M.codes = codes
+
+--- argerror(fname, msg, level [, arg]): raises "bad argument #arg to
+-- 'fname' (msg)" (arg 1 by default) as luaL_argerror words it, at the
+-- position `error(msg, level)` in the caller of argerror would give (2:
+-- the caller's caller).
+function M.argerror(fname, msg, level, arg)
+  error(format("bad argument #%d to '%s' (%s)", arg or 1, fname, msg), level + 1)
+end
+
+--- is_callable(v): whether v is a function or has a __call metamethod.
+function M.is_callable(v)
+  if type(v) == "function" then return true end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and mt.__call ~= nil
+end
+
+--- code_name(c) -> the status name of code `c` (a name or a number), or
+-- nil when it is neither.
+function M.code_name(c)
+  local name = codes[c]
+  if type(name) == "number" then return c end
+  return name
+end
+
+return M

@@ -1,0 +1,238 @@
+--- The attempts of a client's calls (rpc/client.lua): one function per
+-- method shape that makes one attempt over a transport (bytes in, a
+-- decoded response or a stream of them out), as pc.wrap_method calls its
+-- target: unary, server streaming, and hedged (several attempts in flight,
+-- call/hedge.lua). The settings a transport gets are one table
+-- {timeout =, metadata =, compression =, with_metadata =,
+-- previous_attempts =, tried =}.
+local core = require "protocall.core"
+local errors = require "protocall.errors"
+local hedge = require "protocall.call.hedge"
+
+local type, error, pcall, setmetatable = type, error, pcall, setmetatable
+local format = string.format
+local status, decode = errors.status, core.decode
+
+local M = {}
+
+--- err = too_large(full, what, n, max): the RESOURCE_EXHAUSTED (local)
+-- error of a request or response (`what`) of `n` bytes past the service
+-- config's `max` for method `full`.
+function M.too_large(full, what, n, max)
+  return status("RESOURCE_EXHAUSTED", format("%s: %s of %d bytes is larger than the service config's %d",
+    full, what, n, max), { ["local"] = true })
+end
+
+--- resp = decoded(m, bytes, max): the decoded response of method `m` in
+-- `bytes`, within the size limit `max` (nil: none); raises the call's
+-- pc.Error (RESOURCE_EXHAUSTED, INTERNAL; both local) otherwise.
+local function decoded(m, bytes, max)
+  if max and #bytes > max then error(M.too_large(m.full_name, "response", #bytes, max), 0) end
+  local resp, err = decode(m.output, bytes)
+  if not resp then
+    error(status("INTERNAL", m.full_name .. ": response failed to decode: " .. err, { ["local"] = true }), 0)
+  end
+  return resp
+end
+
+-- A unary attempt. The request is its bytes, or a record {bytes=} of a
+-- call made {with_metadata = true}: the attempt then asks the transport
+-- for the response's headers and trailers and sets record.metadata.
+-- `attempt` is nil for the first, then 2, 3, ... (pc.wrap_method); the
+-- transport sends previous_attempts as grpc-previous-rpc-attempts.
+function M.unary(transport, m, max)
+  local path = m.path
+  return function(request, timeout, metadata, compression, attempt)
+    local rec
+    if type(request) == "table" then rec, request = request, request.bytes end
+    local bytes, meta = transport:unary(path, request, { timeout = timeout, metadata = metadata,
+      compression = compression, with_metadata = rec ~= nil, previous_attempts = attempt and attempt - 1 })
+    if rec then rec.metadata = meta end
+    return decoded(m, bytes, max)
+  end
+end
+
+-- {headers=, trailers=} of a with_metadata record (empty lists from a
+-- transport that has none: pc.inproc, a host's).
+function M.metadata_of(rec)
+  local meta = rec.metadata
+  if type(meta) ~= "table" then meta = {} end
+  return { headers = meta.headers or {}, trailers = meta.trailers or {} }
+end
+
+-- {headers=, trailers=} a transport's stream call holds (pc.grpc's
+-- call:metadata()), nil when it has none or is closed.
+local function transport_metadata(call)
+  local t = type(call)
+  if t ~= "table" and t ~= "userdata" then return nil end
+  local ok, m = pcall(function()
+    if call.metadata then return call:metadata() end
+    if call.headers and call.trailers then return { headers = call:headers(), trailers = call:trailers() } end
+  end)
+  return ok and type(m) == "table" and m or nil
+end
+
+--- The second value of a server-streaming stub call made
+-- `{with_metadata = true}`: `call:headers()` -> the response headers
+-- ({key, value} pairs; those received so far while the stream runs),
+-- `call:trailers()` -> the trailers once the stream has ended ({} before).
+-- Both are the last attempt's (a retried or resumed stream's latest) and
+-- also set when it failed (as the error's `headers` and `metadata`); a
+-- transport without metadata (pc.inproc) gives empty lists.
+local StreamMetadata = { __name = "protocall.StreamMetadata" }
+StreamMetadata.__index = StreamMetadata
+
+function StreamMetadata:headers()
+  local m = self.rec.metadata
+  if m == nil and self.rec.live ~= nil and type(self.rec.live) == "userdata" then
+    m = transport_metadata(self.rec.live)
+  end
+  return m and m.headers or {}
+end
+
+function StreamMetadata:trailers()
+  local m = self.rec.metadata
+  return m and m.trailers or {}
+end
+
+--- m = stream_metadata(rec): the StreamMetadata of a with_metadata record.
+function M.stream_metadata(rec)
+  return setmetatable({ rec = rec }, StreamMetadata)
+end
+
+-- A server-streaming attempt lasts until the first response (or the end
+-- of the stream): a failure before it is retried by the call's policy,
+-- as gRPC commits a call once a response arrives; later failures reach
+-- the caller's loop (or, with `resume`, start the next attempt).
+-- The transport's call (its closing value) of each stream iterator a
+-- stub hands out, so the stub returns it as the generic for's fourth
+-- value: leaving the loop early closes the stream (RST_STREAM CANCEL over
+-- the network, the handler stopped in process).
+local stream_closers = setmetatable({}, { __mode = "k" })
+M.stream_closers = stream_closers
+local Closing = { __name = "protocall.StreamClose" }
+M.Closing = Closing
+Closing.__index = Closing
+function Closing.close(self)
+  local c = self.current()
+  if c ~= nil then c:close() end
+end
+Closing.__close = Closing.close
+
+function M.server_stream(transport, m, max)
+  local path = m.path
+  local function next_of(bytes)
+    if bytes == nil then return nil end
+    return decoded(m, bytes, max)
+  end
+  return function(request_bytes, timeout, metadata, compression, attempt)
+    local rec -- a with_metadata record (stream_metadata below)
+    if type(request_bytes) == "table" then rec, request_bytes = request_bytes.sink or request_bytes, request_bytes.bytes end
+    local iter, state, ctl, call = transport:server_stream(path, request_bytes, { timeout = timeout,
+      metadata = metadata, compression = compression, previous_attempts = attempt and attempt - 1 })
+    if rec then
+      rec.metadata, rec.live = nil, call
+      local raw = iter
+      iter = function(st, c)
+        local ok, bytes = pcall(raw, st, c)
+        if not ok then
+          if type(bytes) == "table" then rec.metadata = { headers = bytes.headers, trailers = bytes.metadata } end
+          error(bytes, 0)
+        end
+        if bytes == nil then rec.metadata = transport_metadata(call) or {} end
+        return bytes
+      end
+    end
+    local first = next_of(iter(state, ctl))
+    local done = first == nil
+    local f = function()
+      if first ~= nil then
+        local r = first
+        first = nil
+        return r
+      end
+      if done then return nil end
+      local r = next_of(iter(state, ctl))
+      if r == nil then done = true end
+      return r
+    end
+    stream_closers[f] = call
+    return f, call
+  end
+end
+
+--- it, nil, nil, closing = stream_values(it): the generic for's four
+-- values for a stream iterator of a stub (the closing value nil when the
+-- transport gave none).
+function M.stream_values(it)
+  local call = stream_closers[it]
+  if call == nil then return it end
+  return it, nil, nil, setmetatable({ current = function() return call end }, Closing)
+end
+
+--- attempt = hedged(transport, m, max, policy, bucket, clock, sleep): a
+-- hedged call of unary or server-streaming method `m` as one attempt
+-- function (call/hedge.lua runs the hedges). On a
+-- transport with start_unary / start_server_stream and wait (pc.grpc's)
+-- the hedges are in flight together on its connection, a stream committing
+-- at its first response; on any other (pc.inproc) each attempt runs to
+-- its end before the next may start, so only a failure with a non-fatal
+-- code (or pushback) leads to the next one. `bucket` is the client's C
+-- retry token bucket or nil; `clock` and `sleep` the client's.
+-- An attempt that ended when it started (a transport without start_*).
+local Ended = { __index = {
+  result = function(h) return h.ok, h.v end,
+  cancel = function() end,
+} }
+
+function M.hedged(transport, m, max, policy, bucket, clock, sleep)
+  local path, streaming = m.path, m.server_streaming
+  local begin = transport[streaming and "start_server_stream" or "start_unary"]
+  local start, wait, sync
+  if type(begin) == "function" and type(transport.wait) == "function" then
+    local function decode_stream(it)
+      return function()
+        local b = it()
+        if b == nil then return nil end
+        return decoded(m, b, max)
+      end
+    end
+    -- `request` is the bytes, or a record {bytes=} of a call made with
+    -- with_metadata (the winner sets record.metadata), as unary_attempt's.
+    start = function(request, timeout, metadata, compression, previous, tried)
+      local rec = type(request) == "table" and request or nil
+      local h = begin(transport, path, rec and rec.bytes or request, { timeout = timeout, metadata = metadata,
+        compression = compression, previous_attempts = previous > 0 and previous or nil, tried = tried,
+        with_metadata = rec ~= nil or nil })
+      return {
+        raw = h,
+        cancel = function() h:cancel() end,
+        result = function()
+          local ok, v, meta = h:result()
+          if not ok then return ok, v end
+          if streaming then return true, decode_stream(v) end
+          if rec then rec.metadata = meta end
+          return pcall(decoded, m, v, max)
+        end,
+      }
+    end
+    wait = function(list, seconds)
+      local raw = {}
+      for i = 1, #list do raw[i] = list[i].raw end
+      transport:wait(raw, seconds)
+    end
+  else
+    local run = (streaming and M.server_stream or M.unary)(transport, m, max)
+    start = function(bytes, timeout, metadata, compression, previous)
+      local ok, v = pcall(run, bytes, timeout, metadata, compression, previous + 1)
+      return setmetatable({ ok = ok, v = v, sync = true }, Ended)
+    end
+    wait = function(_, seconds)
+      if seconds > 0 then sleep(seconds) end
+    end
+    sync = true
+  end
+  return hedge.run(policy, { start = start, wait = wait, clock = clock, bucket = bucket, sync = sync })
+end
+
+return M

@@ -1,0 +1,374 @@
+--- pc.inproc(server): the in-process transport, the embedded default. It
+-- runs a pc.server (rpc/server.lua) in the same Lua state, through encode
+-- and decode as a network would, with the transport shape of pc.grpc's
+-- (transport:unary / server_stream / stream, a call object of the same
+-- methods).
+local core = require "protocall.core"
+local compat = require "protocall.compat"
+local errors = require "protocall.errors"
+local sched = require "protocall.sched"
+local status_details = require "protocall.status"
+local rpc_server = require "protocall.rpc.server"
+
+local type, error, pairs, pcall, getmetatable, setmetatable, tostring =
+  type, error, pairs, pcall, getmetatable, setmetatable, tostring
+local co_create, co_resume, co_yield, co_status, co_close =
+  coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, compat.co_close
+local pack, unpack, mtype = compat.pack, compat.unpack, compat.mtype
+local Error, status = errors.Error, errors.status
+local decode, is_message = core.decode, core.is_message
+local is_server, response_of, response_bytes = rpc_server.is_server, rpc_server.response_of,
+  rpc_server.response_bytes
+local now = sched.now
+
+local M = {}
+
+-- What a handler raised, as the call's status: a pc.Error as the client
+-- would receive it (its `details` through grpc-status-details-bin and
+-- decoded back), anything else as rpc/server.lua's handler_error makes it.
+local function handler_failure(info, raised)
+  local e = rpc_server.handler_error(info, raised)
+  if getmetatable(e) == Error then return status_details.roundtrip(e) end
+  return e
+end
+
+local Inproc = { __name = "protocall.Inproc" }
+Inproc.__index = Inproc
+
+-- A handler's context for a call of `info` with `settings`.
+local function context_of(info, settings)
+  local timeout, metadata = nil, {}
+  if settings then
+    timeout = settings.timeout
+    local md = settings.metadata
+    if md then
+      for i = 1, #md do
+        local kv = md[i]
+        metadata[i] = { kv[1], kv[2] }
+      end
+    end
+    local previous = settings.previous_attempts
+    if previous and previous > 0 then
+      metadata[#metadata + 1] = { "grpc-previous-rpc-attempts", tostring(previous) }
+    end
+  end
+  return {
+    method = info.full_name, metadata = metadata, timeout = timeout,
+    deadline = timeout and now() + timeout or nil,
+  }
+end
+
+-- The handler entry, method info, decoded request and context of a
+-- unary or server-streaming call of `path`; raises pc.Error. Only a
+-- streaming call's context gets `send` (set by the caller).
+local function prepare(server, path, request, settings)
+  local entry = server.methods[path]
+  if not entry then return error(status("UNIMPLEMENTED", "unknown method " .. tostring(path)), 0) end
+  local info = entry.info
+  if info.client_streaming then
+    error(status("UNIMPLEMENTED", info.full_name .. ": a client-streaming method (transport:stream calls it)"), 0)
+  end
+  local req, err = decode(info.input, request)
+  if not req then error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 0) end
+  return entry, info, req, context_of(info, settings)
+end
+
+local function check_deadline(info, ctx)
+  if ctx.deadline and now() > ctx.deadline then
+    error(status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded"), 0)
+  end
+end
+
+--- transport = pc.inproc(server): the in-process transport, the embedded
+-- default. Requests and responses go through pc.encode / pc.decode as on
+-- a network; compression is accepted and has nothing to do in process.
+function M.inproc(server)
+  if not is_server(server) then
+    error("bad argument #1 to 'inproc' (protocall.Server expected, got " .. type(server) .. ")", 2)
+  end
+  return setmetatable({ server = server }, Inproc)
+end
+
+--- bytes = inproc:unary(path, request_bytes, settings)
+function Inproc:unary(path, request, settings)
+  local entry, info, req, ctx = prepare(self.server, path, request, settings)
+  local ok, result = pcall(entry.handler, req, ctx)
+  if not ok then error(handler_failure(info, result), 0) end
+  check_deadline(info, ctx)
+  if result == nil then
+    error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
+  end
+  return response_bytes(info, response_of(info, result))
+end
+
+local SEND = setmetatable({}, { __name = "protocall.inproc.send" }) -- ctx.send's yield tag
+local SLEEP = setmetatable({}, { __name = "protocall.inproc.sleep" }) -- ctx.sleep's yield tag
+
+-- ctx.sleep(seconds) of a handler run in a coroutine: the caller's side
+-- sleeps (pc.sleep: a task's sleep lets the other tasks run) and resumes it.
+local function ctx_sleep(seconds) co_yield(SLEEP, seconds) end
+
+local Closer = { __name = "protocall.InprocStream" }
+Closer.__index = Closer
+Closer.__close = function(self) self.close() end
+
+--- for bytes in inproc:server_stream(path, request_bytes, settings) do ... end
+-- The handler runs in a coroutine: each ctx.send hands its response to
+-- the iterator as it is sent; ctx.sleep(seconds) sleeps in the iterator's
+-- caller (pc.sleep, so a pc.spawn task lets the others run meanwhile);
+-- other yields of the handler (a sleep yielding to an outer scheduler) pass through to the running coroutine
+-- and resume the handler with its results. A handler's error is raised
+-- after the responses sent before it; DEADLINE_EXCEEDED is raised once
+-- the deadline has passed (checked before each response and at the end).
+-- A handler may also return a list of responses. The fourth value closes
+-- the stream (stopping the handler); a generic `for` left early closes it,
+-- and an iterator dropped unfinished never resumes the handler.
+function Inproc:server_stream(path, request, settings)
+  local entry, info, req, ctx = prepare(self.server, path, request, settings)
+  function ctx.send(response)
+    co_yield(SEND, response_of(info, response))
+  end
+  ctx.sleep = ctx_sleep
+  local co = co_create(entry.handler)
+  local args = pack(req, ctx)
+  local returned, i, finished = nil, 0, false
+  local function close()
+    finished = true
+    if co_status(co) == "suspended" then co_close(co) end
+  end
+  local function iterate()
+    if finished then return nil end
+    if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
+    if returned then
+      i = i + 1
+      local r = returned[i]
+      if r == nil then finished = true; return nil end
+      return response_bytes(info, response_of(info, r))
+    end
+    while true do
+      local r = pack(co_resume(co, unpack(args, 1, args.n)))
+      if not r[1] then
+        finished = true
+        error(handler_failure(info, r[2]), 0)
+      end
+      if co_status(co) == "dead" then
+        local result = r[2]
+        local list = result == nil or (type(result) == "table" and not is_message(result))
+        if list and result ~= nil then
+          for k in pairs(result) do
+            if mtype(k) ~= "integer" then list = false; break end
+          end
+        end
+        if not list then
+          finished = true
+          error(status("INTERNAL", info.full_name .. ": handler must return a list of responses or nil"), 0)
+        end
+        returned = result or {}
+        return iterate()
+      end
+      if r[2] == SEND then
+        args = pack() -- ctx.send returns nothing
+        if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
+        return response_bytes(info, r[3])
+      end
+      if r[2] == SLEEP then
+        sched.sleep(r[3])
+        args = pack()
+      else
+        -- a yield of the handler's own: pass it through, resume with the answer
+        args = pack(co_yield(unpack(r, 2, r.n)))
+      end
+    end
+  end
+  return iterate, nil, nil, setmetatable({ close = close }, Closer)
+end
+
+local RECV = setmetatable({}, { __name = "protocall.inproc.recv" }) -- ctx:recv's yield tag
+
+local InprocCall = { __name = "protocall.InprocCall" }
+InprocCall.__index = InprocCall
+
+--- call = inproc:stream(path, settings): a client-streaming or
+-- bidirectional call, with pc.grpc's call object (send, close_send, recv,
+-- close_and_recv, headers, trailers, cancel, close; bytes in and out).
+-- The handler function(ctx) runs in a coroutine resumed when the caller
+-- waits for a response: ctx:recv() hands it the requests sent so far, in
+-- order, then nil once the caller has closed its side. A caller waiting
+-- for a response while the handler waits for a request that was not
+-- sent: outside any coroutine nothing could send it, and the call fails
+-- FAILED_PRECONDITION; inside one (a pc.spawn task) the caller sleeps a
+-- millisecond at a time (pc.sleep) so that another task may send.
+-- ctx.sleep and other yields of the handler work as in server_stream. Failures
+-- (UNIMPLEMENTED for an unknown or non-client-streaming method, a request
+-- that fails to decode, the handler's error, DEADLINE_EXCEEDED) are
+-- raised by the next send or recv, as over a network.
+function Inproc:stream(path, settings)
+  local entry = self.server.methods[path]
+  local c = setmetatable({ queue = {}, head = 1, tail = 0, out = {}, out_head = 1, out_tail = 0 }, InprocCall)
+  if not entry then
+    c.failure = status("UNIMPLEMENTED", "unknown method " .. tostring(path))
+    return c
+  end
+  local info = entry.info
+  c.info = info
+  if not info.client_streaming then
+    c.failure = status("UNIMPLEMENTED", info.full_name .. ": not a client-streaming or bidirectional method")
+    return c
+  end
+  local ctx = context_of(info, settings)
+  c.ctx = ctx
+  function ctx.recv()
+    while c.head > c.tail do
+      if c.closed then return nil end
+      co_yield(RECV)
+    end
+    local m = c.queue[c.head]
+    c.queue[c.head] = nil
+    c.head = c.head + 1
+    return m
+  end
+  if info.server_streaming then
+    function ctx.send(response)
+      co_yield(SEND, response_of(info, response))
+    end
+  end
+  ctx.sleep = ctx_sleep
+  c.co = co_create(entry.handler)
+  c.args = pack(ctx)
+  return c
+end
+
+-- Ends the call with `err` (nil: OK), stopping the handler.
+local function finish(c, err)
+  c.done = true
+  if err and not c.failure then c.failure = err end
+  if c.co and co_status(c.co) == "suspended" then co_close(c.co) end
+end
+
+local function raise_failure(c)
+  if c.failure then error(c.failure, 0) end
+end
+
+local function push_out(c, bytes)
+  c.out_tail = c.out_tail + 1
+  c.out[c.out_tail] = bytes
+end
+
+-- Runs the handler until it answers, ends or waits for a request that
+-- was not sent (returns false then).
+local function step(c)
+  local info, ctx = c.info, c.ctx
+  while true do
+    local r = pack(co_resume(c.co, unpack(c.args, 1, c.args.n)))
+    c.args = pack()
+    if not r[1] then return finish(c, handler_failure(info, r[2])) end
+    if co_status(c.co) == "dead" then
+      local result = r[2]
+      if info.server_streaming then
+        if result ~= nil then
+          return finish(c, status("INTERNAL", info.full_name .. ": a bidirectional handler answers with ctx.send and returns nothing"))
+        end
+      elseif result == nil then
+        return finish(c, status("INTERNAL", info.full_name .. ": handler returned no response"))
+      else
+        local ok, bytes = pcall(function() return response_bytes(info, response_of(info, result)) end)
+        if not ok then return finish(c, bytes) end
+        push_out(c, bytes)
+      end
+      return finish(c, nil)
+    end
+    if r[2] == SEND then
+      local ok, bytes = pcall(response_bytes, info, r[3])
+      if not ok then return finish(c, bytes) end
+      push_out(c, bytes)
+      return true
+    end
+    if r[2] == RECV then
+      if c.head > c.tail and not c.closed then return false end -- none sent yet
+    elseif r[2] == SLEEP then
+      sched.sleep(r[3])
+    else
+      -- a yield of the handler's own: pass it through, resume with the answer
+      c.args = pack(co_yield(unpack(r, 2, r.n)))
+    end
+    if ctx.deadline and now() > ctx.deadline then
+      return finish(c, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded"))
+    end
+  end
+end
+
+--- call:send(bytes): queues one request for the handler's ctx:recv().
+function InprocCall:send(bytes)
+  if type(bytes) ~= "string" then
+    error("bad argument #1 to 'send' (string expected, got " .. type(bytes) .. ")", 2)
+  end
+  if self.send_closed then error("send: the sending side is closed (close_send)", 2) end
+  raise_failure(self)
+  if self.done then return end
+  local req, err = decode(self.info.input, bytes)
+  if not req then
+    finish(self, status("INTERNAL", self.info.full_name .. ": request failed to decode: " .. err))
+    raise_failure(self)
+  end
+  self.tail = self.tail + 1
+  self.queue[self.tail] = req
+end
+
+--- call:close_send(): no more requests (the handler's ctx:recv() returns nil).
+function InprocCall:close_send()
+  self.send_closed = true
+  self.closed = true
+end
+
+--- call:recv() -> the next response (bytes), nil after the last one;
+-- raises the call's failure.
+function InprocCall:recv()
+  while true do
+    local out = self.out[self.out_head]
+    if out ~= nil then
+      self.out[self.out_head] = nil
+      self.out_head = self.out_head + 1
+      return out
+    end
+    raise_failure(self)
+    if self.done then return nil end
+    local ctx = self.ctx
+    if ctx.deadline and now() > ctx.deadline then
+      finish(self, status("DEADLINE_EXCEEDED", self.info.full_name .. ": deadline exceeded"))
+    elseif step(self) == false then
+      if not sched.in_task() then
+        finish(self, status("FAILED_PRECONDITION", self.info.full_name
+          .. ": the handler waits for a request and the caller for a response (send, or close_send)"))
+      else
+        sched.sleep(0.001)
+      end
+    end
+  end
+end
+
+--- call:close_and_recv() -> the one response of a client-streaming call.
+function InprocCall:close_and_recv()
+  self:close_send()
+  local first = self:recv()
+  if first == nil then
+    error(status("INTERNAL", (self.info and self.info.full_name or "call") .. ": call received no response message"), 0)
+  end
+  return first
+end
+
+--- call:headers(), call:trailers(): in process there are none ({}).
+function InprocCall:headers() return {} end
+function InprocCall:trailers() return {} end
+
+--- call:cancel(): ends the call CANCELLED (later send and recv raise it).
+function InprocCall:cancel()
+  finish(self, status("CANCELLED", (self.info and self.info.full_name or "call") .. ": cancelled"))
+end
+
+--- call:close(): stops the handler if it is still running.
+function InprocCall:close()
+  if not self.done then finish(self, nil) end
+end
+InprocCall.__close = InprocCall.close
+
+return M

@@ -1,0 +1,334 @@
+--- Serving gRPC over HTTP/2: `pc.listen(server, address, opts)`. The C
+-- side (core/net/listener.h, server.h) accepts connections, runs HTTP/2
+-- and gRPC framing and enforces the limits; this file runs each call's
+-- handler as a task of the scheduler (lua/protocall/sched.lua), with the
+-- same `pc.server{...}` handler tables pc.inproc serves (rpc/server.lua).
+local core = require "protocall.core"
+local errors = require "protocall.errors"
+local internal = require "protocall.internal"
+local sched = require "protocall.sched"
+local rpc_server = require "protocall.rpc.server"
+local details_bin = require("protocall.status").details_bin
+
+local type, error, pairs, tostring, setmetatable, getmetatable, pcall, floor =
+  type, error, pairs, tostring, setmetatable, getmetatable, pcall, math.floor
+local Error, status, codes = errors.Error, errors.status, internal.codes
+local decode, is_message = core.decode, core.is_message
+local is_server, response_of, response_bytes = rpc_server.is_server, rpc_server.response_of,
+  rpc_server.response_bytes
+local wait, in_task, now = sched.wait, sched.in_task, sched.now
+
+local M = {}
+
+-- Response bytes a handler may have queued beyond what HTTP/2 took: past
+-- this, ctx.send waits for the client's window (a client that does not
+-- read holds the handler, not memory).
+local SEND_QUEUE = 64 * 1024
+
+local LISTEN_OPTIONS = {
+  cert_file = "string", key_file = "string", client_ca_file = "string",
+  max_concurrent_streams = "number", max_receive_size = "number",
+  max_header_list_size = "number", max_connections = "number", idle_timeout = "number",
+  handshake_timeout = "number", stream_window = "number", connection_window = "number",
+  max_resets = "number", max_control_frames = "number",
+}
+
+
+local Listener = { __name = "protocall.Listener" }
+Listener.__index = Listener
+
+-- A handler's failure as (code number, message, details bytes or nil):
+-- a pc.Error as is, its `details` (a list of messages) sent as
+-- pc.status_details_bin makes them, or given as bytes (a serialized
+-- google.rpc.Status) sent as they are; details that cannot be sent make
+-- it INTERNAL. Anything else as rpc/server.lua's handler_error makes it.
+local function failure_of(info, raised)
+  local err = rpc_server.handler_error(info, raised)
+  local d = err.details
+  if getmetatable(raised) == Error and type(d) ~= "string" and d ~= nil then
+    local bin, problem = details_bin(err)
+    if problem then return codes.INTERNAL, info.full_name .. ": " .. problem end
+    d = bin
+  end
+  return codes[err.code], err.message or "", d
+end
+
+local function over(call, ctx)
+  return call:cancelled() or (ctx.deadline ~= nil and now() > ctx.deadline)
+end
+
+local function cancelled_error(info)
+  return status("CANCELLED", info.full_name .. ": the call is over (cancelled by the client, "
+    .. "its deadline passed or the server is shutting down)")
+end
+
+-- The next request message's bytes, waiting; nil at the end of the
+-- client's stream or once the call is over.
+local function next_bytes(self, call)
+  while true do
+    local m = call:next()
+    if m ~= false then return m end
+    wait(self.core)
+  end
+end
+
+local function make_ctx(self, call, info)
+  local timeout, deadline = call:timeout()
+  local ctx = {
+    method = info.full_name, metadata = call:metadata(), timeout = timeout, deadline = deadline,
+  }
+  --- ctx.send(response): sends one response (server streaming, bidi),
+  -- waiting while the client's window is closed. Raises pc.Error
+  -- CANCELLED once the call is over.
+  function ctx.send(response)
+    local bytes = response_bytes(info, response_of(info, response))
+    if over(call, ctx) or not call:send(bytes) then error(cancelled_error(info), 2) end
+    while call:unsent() > SEND_QUEUE and not over(call, ctx) do wait(self.core) end
+  end
+  --- ctx:recv() -> the next request message (client streaming, bidi),
+  -- nil at the end of the client's stream; raises pc.Error INTERNAL for
+  -- a request that does not decode, CANCELLED once the call is over.
+  function ctx.recv()
+    local bytes = next_bytes(self, call)
+    if bytes == nil then
+      if call:cancelled() then error(cancelled_error(info), 2) end
+      return nil
+    end
+    local req, err = decode(info.input, bytes)
+    if not req then
+      error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 2)
+    end
+    return req
+  end
+  ctx.sleep = sched.sleep -- as in process: lets the other tasks run
+  --- ctx:cancelled() -> whether the client cancelled, the deadline
+  -- passed or the server shut the call down.
+  function ctx.cancelled() return over(call, ctx) end
+  --- ctx:set_header(key, value) / ctx:set_trailer(key, value): response
+  -- metadata ("-bin" keys carry bytes); headers before the first
+  -- response. Raises on a bad key or value, or headers already sent.
+  function ctx.set_header(_, k, v)
+    local ok, why = call:add_metadata(false, k, v)
+    if not ok then error("set_header: " .. why, 2) end
+  end
+  function ctx.set_trailer(_, k, v)
+    local ok, why = call:add_metadata(true, k, v)
+    if not ok then error("set_trailer: " .. why, 2) end
+  end
+  --- ctx:compressed() -> whether the last request message read (the
+  -- unary request, or the last ctx:recv()) came gzipped (its
+  -- compressed flag set).
+  function ctx.compressed() return call:compressed() end
+  --- ctx:set_compression(name): "gzip" gzips the responses sent from
+  -- now on (the response headers declare it when not yet sent),
+  -- "identity" sends them uncompressed. Returns whether responses go
+  -- gzipped: false when the client's grpc-accept-encoding lacks gzip or
+  -- the headers already went out without it. Raises on another name.
+  function ctx.set_compression(_, name)
+    if name ~= "gzip" and name ~= "identity" then
+      error("bad argument #1 to 'set_compression' (\"gzip\" or \"identity\" expected, got "
+        .. (type(name) == "string" and ("\"" .. name:gsub("%c", "?") .. "\"") or type(name)) .. ")", 2)
+    end
+    return call:set_compression(name == "gzip")
+  end
+  return ctx
+end
+
+-- One call, from its headers to its end; a task of the scheduler.
+local function run_call(self, call)
+  local entry = self.server.methods[call:path()]
+  if not entry then
+    call:finish(codes.UNIMPLEMENTED, "unknown method " .. call:path())
+  else
+    local info = entry.info
+    local ctx = make_ctx(self, call, info)
+    local req, bad = nil, nil
+    if not info.client_streaming then
+      local bytes = next_bytes(self, call)
+      if bytes == nil then
+        bad = call:cancelled() and "" or "no request message"
+      else
+        local err
+        req, err = decode(info.input, bytes)
+        if not req then bad = "request failed to decode: " .. err end
+      end
+    end
+    if bad == "" then
+      call:finish(codes.CANCELLED, "cancelled")
+    elseif bad then
+      call:finish(codes.INTERNAL, info.full_name .. ": " .. bad)
+    else
+      local ok, result
+      if info.client_streaming then
+        ok, result = pcall(entry.handler, ctx)
+      else
+        ok, result = pcall(entry.handler, req, ctx)
+      end
+      if ok and ctx.deadline ~= nil and now() > ctx.deadline then
+        -- a late answer is no answer: the client's deadline has passed (as gRPC servers do)
+        ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
+      end
+      if ok and info.client_streaming and info.server_streaming and result ~= nil then
+        ok, result = false, status("INTERNAL", info.full_name
+          .. ": a bidirectional handler answers with ctx.send and returns nothing")
+      elseif ok and not info.server_streaming then
+        ok, result = pcall(function()
+          if result == nil then
+            error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
+          end
+          call:send(response_bytes(info, response_of(info, result)))
+        end)
+      elseif ok and type(result) == "table" and not is_message(result) then
+        ok, result = pcall(function()
+          for i = 1, #result do ctx.send(result[i]) end
+        end)
+      end
+      if ok then
+        call:finish(codes.OK, "")
+      else
+        call:finish(failure_of(info, result))
+      end
+    end
+  end
+  call:close() -- a finished call's response still going out is the engine's to send
+end
+
+local function task(self, call)
+  self.active = self.active + 1
+  local ok = pcall(run_call, self, call)
+  if not ok then call:close() end
+  self.active = self.active - 1
+end
+
+--- `listener:serve()`: serves until `listener:shutdown()` has finished:
+-- accepts calls and runs each handler as a task (a slow handler does not
+-- stop the others). Inside a pc.run task it serves alongside the other
+-- tasks (which may call this server); outside, it runs the scheduler
+-- itself (pc.spawn + pc.run).
+function Listener:serve()
+  if not in_task() then
+    sched.spawn(self.serve, self)
+    return sched.run()
+  end
+  while true do
+    while not self.closed do
+      local call = self.core:accept()
+      if not call then break end
+      sched.spawn(task, self, call)
+    end
+    if self.finished then break end
+    wait(self.core)
+  end
+  self.core:close()
+end
+
+--- `listener:shutdown(grace)`: graceful shutdown: stops listening, sends
+-- GOAWAY (with the last stream id) on every connection, lets calls in
+-- flight run for `grace` seconds (default 5), then cancels the rest
+-- (their handlers see ctx:cancelled(), their sends fail) and returns
+-- once every call is done and the connections are closed. Inside a task
+-- it waits without stopping the others; idempotent.
+function Listener:shutdown(grace)
+  if grace ~= nil and (type(grace) ~= "number" or grace < 0) then
+    error("bad argument #1 to 'shutdown' (seconds >= 0 expected, got " .. tostring(grace) .. ")", 2)
+  end
+  if self.closed then return end
+  self.closed = true
+  local c = self.core
+  c:shutdown()
+  if in_task() then
+    local limit = now() + (grace or 5)
+    -- Handlers end, then their responses go out and each connection ends.
+    while (self.active > 0 or c:connections() > 0) and now() < limit do sched.sleep(0.01) end
+    c:close_all()
+    while self.active > 0 do sched.sleep(0.01) end
+  else
+    c:close_all()
+  end
+  self.finished = true
+  c:close() -- a serve task waiting on it wakes at once
+end
+
+--- `listener:connections()` -> connections open now (0 once shut down).
+function Listener:connections()
+  if self.finished then return 0 end
+  return self.core:connections()
+end
+
+local function size_option(opts, key, low)
+  local v = opts[key]
+  if v ~= nil and (v ~= floor(v) or v < low or v > 2 ^ 31 - 1) then
+    error("pc.listen: option '" .. key .. "' must be an integer in " .. low .. "..2^31-1", 3)
+  end
+  return v
+end
+
+--- `listener = pc.listen(server, address, opts)`: serves the pc.server
+-- `server` over HTTP/2 on `address`, "host:port" ("127.0.0.1:50051",
+-- "[::1]:0", ":8080" for every address; port 0 picks a free port,
+-- `listener.port` tells which). h2c unless `opts.cert_file` and
+-- `opts.key_file` (PEM) are given: TLS with ALPN h2; `client_ca_file`
+-- (PEM bundle) requires client certificates signed by it (mutual TLS).
+-- Limits (defaults): `max_concurrent_streams` per connection (100; more
+-- are refused with RST_STREAM REFUSED_STREAM), `max_receive_size` (4
+-- MiB; a larger request is RESOURCE_EXHAUSTED), `max_header_list_size`
+-- (16 KiB), `max_connections` (1000), `handshake_timeout` (10 s),
+-- `idle_timeout` (300 s without calls: GOAWAY), `max_resets` and
+-- `max_control_frames` (streams reset by the client, SETTINGS and PING
+-- frames: a burst of 200 and 500, then 20 a second; past that GOAWAY
+-- ENHANCE_YOUR_CALM), `stream_window` / `connection_window` (receive
+-- windows, 1 MiB / 16 MiB). Handlers are called as by pc.inproc:
+-- (request, ctx), client-streaming and bidirectional ones (ctx) reading
+-- with ctx:recv(); ctx adds `cancelled`, `set_header`, `set_trailer`,
+-- `compressed` and `set_compression`;
+-- `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
+-- address that cannot be bound. Serve with `listener:serve()`.
+function M.listen(server, address, opts)
+  if not is_server(server) then
+    error("bad argument #1 to 'listen' (protocall.Server expected, got " .. type(server) .. ")", 2)
+  end
+  if type(address) ~= "string" then
+    error("bad argument #2 to 'listen' (string expected, got " .. type(address) .. ")", 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #3 to 'listen' (table expected, got " .. type(opts) .. ")", 2)
+  end
+  opts = opts or {}
+  for k, v in pairs(opts) do
+    local want = LISTEN_OPTIONS[k]
+    if want == nil then error("pc.listen: unknown option '" .. tostring(k) .. "'", 2) end
+    if type(v) ~= want then
+      error("pc.listen: option '" .. k .. "' must be a " .. want .. ", got " .. type(v), 2)
+    end
+  end
+  if (opts.cert_file == nil) ~= (opts.key_file == nil) then
+    error("pc.listen: cert_file and key_file go together", 2)
+  end
+  if opts.client_ca_file and not opts.cert_file then
+    error("pc.listen: client_ca_file needs cert_file and key_file (TLS)", 2)
+  end
+  local host, port = address:match("^%[([%x:.]+)%]:(%d+)$")
+  if not host then host, port = address:match("^([^:%[%]]*):(%d+)$") end
+  if not port or address:find("[%c ]") or tonumber(port) > 65535 then
+    error("pc.listen: address '" .. address:gsub("%c", "?")
+      .. "': expected host:port, [ipv6]:port or :port (port 0 picks one)", 2)
+  end
+  local ok, l = pcall(core.grpc_listen, { -- a C function in pcall: its error names no position
+    host = host ~= "" and host or nil, port = port,
+    cert_file = opts.cert_file, key_file = opts.key_file, client_ca_file = opts.client_ca_file,
+    max_concurrent_streams = size_option(opts, "max_concurrent_streams", 1),
+    max_receive = size_option(opts, "max_receive_size", 1),
+    max_header_list = size_option(opts, "max_header_list_size", 1),
+    max_connections = size_option(opts, "max_connections", 1),
+    stream_window = size_option(opts, "stream_window", 65535),
+    connection_window = size_option(opts, "connection_window", 65535),
+    reset_burst = size_option(opts, "max_resets", 1),
+    control_burst = size_option(opts, "max_control_frames", 1),
+    handshake_timeout = opts.handshake_timeout, idle_timeout = opts.idle_timeout,
+  })
+  if not ok then error("pc.listen: " .. tostring(l), 2) end
+  return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false },
+    Listener)
+end
+
+return M

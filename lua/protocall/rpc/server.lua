@@ -1,0 +1,176 @@
+--- pc.server: a set of handler tables, served in process by pc.inproc
+-- (rpc/inproc.lua) and over the network by pc.listen (rpc/listen.lua);
+-- and what both do alike with a handler's answer or failure.
+local core = require "protocall.core"
+local errors = require "protocall.errors"
+local message = require "protocall.message"
+local schema = require "protocall.schema"
+local sched = require "protocall.sched"
+local interceptors = require "protocall.rpc.interceptors"
+local health = require "protocall.rpc.health"
+local reflection = require "protocall.rpc.reflection"
+
+local type, error, pairs, tostring, getmetatable, setmetatable, pcall =
+  type, error, pairs, tostring, getmetatable, setmetatable, pcall
+local format = string.format
+local Error, status = errors.Error, errors.status
+local encode, type_of, is_message, coerce, protect = core.encode, core.type_of, core.is_message,
+  message.coerce, core.protect
+local now = sched.now
+
+local M = {}
+
+local Server = { __name = "protocall.Server" }
+Server.__index = Server
+
+--- ok = is_server(v): whether v is a pc.server.
+function M.is_server(v) return getmetatable(v) == Server end
+
+local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflection = true }
+
+--- server = pc.server{["pkg.Service"] = {Method = function(request, ctx) ... end}, ...}
+-- Handlers get the decoded request and a context {method = full name,
+-- metadata = {{key, value}, ...} (the call's, a copy; a retry or hedge
+-- also has grpc-previous-rpc-attempts, as a gRPC server sees), timeout = seconds
+-- or nil, deadline = monotonic seconds or nil, send = function(response)
+-- (server streaming)}. A unary handler returns the response (a message of
+-- the output type or a table of it). A server-streaming handler calls
+-- ctx.send for each response, or returns a list of them. Client-streaming
+-- and bidirectional handlers are function(ctx): ctx:recv() returns the
+-- next request (nil once the client closed its side); a client-streaming
+-- handler returns its one response, a bidirectional one answers with
+-- ctx.send. Raising a pc.Error fails the call with that status; raising
+-- anything else fails it with UNKNOWN, the message kept less its source
+-- position. Raises on an unknown service or method, or a handler that is
+-- not a function. An optional second table takes {pool = p (default: the
+-- default pool), interceptors = {fn, ...}}: each fn(call, next) runs
+-- around every handler call with call = {method = full name, request = the
+-- decoded request, metadata = the call's list, ctx = the handler's
+-- context}; next(call) runs the rest and the handler (a unary handler's
+-- response, a streaming one's returned list or nil); returning without
+-- next short-circuits with that response, raising fails the call; after
+-- next, call.status ("OK" or the code), call.elapsed and on failure
+-- call.error are set; a client-streaming or bidirectional call has no
+-- `request`. `health = true | pc.health()` and `reflection = true` add
+-- the built-in grpc.health.v1.Health and grpc.reflection.v1 / v1alpha
+-- ServerReflection services (rpc/health.lua, rpc/reflection.lua).
+function M.server(services, opts)
+  if type(services) ~= "table" then
+    error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #2 to 'server' (table expected, got " .. type(opts) .. ")", 2)
+  end
+  for k in pairs(opts or {}) do
+    if not SERVER_OPTIONS[k] then error("pc.server: unknown option '" .. tostring(k) .. "'", 2) end
+  end
+  local chain, per_attempt = interceptors.split(opts and opts.interceptors, "pc.server")
+  if per_attempt then
+    error("pc.server: interceptors: {per_attempt = ...} is for clients (a server sees each attempt as a call)", 2)
+  end
+  local pool = opts and opts.pool or schema.default_pool()
+  if opts and (opts.health or opts.reflection) then
+    local all, problem = M.with_builtins(services, opts, pool)
+    if not all then error("pc.server: " .. problem, 2) end
+    services = all
+  end
+  local methods = {}
+  for sname, handlers in pairs(services) do
+    local info = type(sname) == "string" and pool:service(sname)
+    if not info then error("pc.server: unknown service '" .. tostring(sname) .. "'", 2) end
+    if type(handlers) ~= "table" then
+      error("pc.server: " .. sname .. ": table of handlers expected, got " .. type(handlers), 2)
+    end
+    for mname, fn in pairs(handlers) do
+      local m = type(mname) == "string" and info.methods[mname]
+      if not m then error(format("pc.server: %s has no method '%s'", sname, tostring(mname)), 2) end
+      if type(fn) ~= "function" then
+        error(format("pc.server: %s.%s: function expected, got %s", sname, mname, type(fn)), 2)
+      end
+      local handler = fn
+      if chain and m.client_streaming then
+        local full = m.full_name
+        handler = function(ctx)
+          local c = { method = full, metadata = ctx.metadata, ctx = ctx }
+          return interceptors.run(chain, 1, c, function(cc) return fn(cc.ctx) end, now(), now)
+        end
+      elseif chain then
+        local full = m.full_name
+        handler = function(req, ctx)
+          local c = { method = full, request = req, metadata = ctx.metadata, ctx = ctx }
+          return interceptors.run(chain, 1, c, function(cc) return fn(cc.request, cc.ctx) end, now(), now)
+        end
+      end
+      methods[m.path] = { info = m, handler = handler }
+    end
+  end
+  return setmetatable({ methods = methods }, Server)
+end
+
+--- services | nil, problem = with_builtins(services, opts, pool):
+-- `services` (pc.server's first argument) with the built-in services of
+-- opts.health (true: a new pc.health() with each service of `services`
+-- SERVING; or a pc.health() object, as its owner set it) and
+-- opts.reflection (true: both reflection versions, listing every service
+-- served), their files added to `pool`; nil and what is wrong on a bad
+-- option or a frozen pool without the files.
+function M.with_builtins(services, opts, pool)
+  local all = {}
+  for k, v in pairs(services) do all[k] = v end
+  local h = opts.health
+  if h then
+    local ok, err = schema.load_builtin(pool, health.FILE)
+    if not ok then return nil, err end
+    if h == true then
+      -- as gRPC's default health service: every service served is SERVING
+      h = health.new()
+      for name in pairs(services) do
+        if type(name) == "string" then h:set(name, "SERVING") end
+      end
+    elseif not health.is_health(h) then
+      return nil, "health: true or pc.health() expected, got " .. type(h)
+    end
+    all[health.SERVICE] = h
+  end
+  local r = opts.reflection
+  if r then
+    if r ~= true then return nil, "reflection: true expected, got " .. type(r) end
+    local problem = reflection.serve(all, pool)
+    if problem then return nil, problem end
+  end
+  return all
+end
+
+--- resp = response_of(info, value): a handler's response as a message of
+-- the output type of method `info`, or raises an INTERNAL pc.Error.
+function M.response_of(info, value)
+  if is_message(value) and type_of(value) == info.output then return value end
+  local m, err = coerce(info.output, value, info.full_name .. " response")
+  if not m then error(status("INTERNAL", err), 0) end
+  return m
+end
+
+--- bytes = response_bytes(info, m): a handler's response on the wire; one
+-- that cannot be encoded (a proto3 string that is not UTF-8, nesting too
+-- deep) raises an INTERNAL pc.Error, as a gRPC server's serialization
+-- failure does.
+function M.response_bytes(info, m)
+  local ok, bytes = protect(encode, m)
+  if ok then return bytes end
+  error(status("INTERNAL", info.full_name .. ": response failed to encode: " .. tostring(bytes)), 0)
+end
+
+--- err = handler_error(info, raised): what a handler of method `info`
+-- raised, as the call's pc.Error: a pc.Error as it is; anything else
+-- UNKNOWN with `value` the raised value and the message "<method>: <text>",
+-- where the text of a string is the string less the source position Lua
+-- put in front of it (a client is not told where the server's files are)
+-- and that of another value "handler raised a <type>".
+function M.handler_error(info, raised)
+  if getmetatable(raised) == Error then return raised end
+  local text = type(raised) == "string" and raised:gsub("^[^:\n]*:%d+: ", "", 1)
+    or ("handler raised a " .. type(raised))
+  return status("UNKNOWN", info.full_name .. ": " .. text, { value = raised })
+end
+
+return M

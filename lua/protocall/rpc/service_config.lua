@@ -1,0 +1,341 @@
+--- gRPC service config (the JSON document of grpc/service_config.proto, as
+-- a Lua table or JSON text): validated as gRFC A6 says, each problem named
+-- with its JSON path, and turned into the options pc.client gives each
+-- method (rpc/client.lua).
+local core = require "protocall.core"
+local compat = require "protocall.compat"
+local internal = require "protocall.internal"
+local message = require "protocall.message"
+local schema = require "protocall.schema"
+local policy = require "protocall.call.policy"
+
+local type, error, pairs, tostring, tonumber, next, setmetatable, pcall =
+  type, error, pairs, tostring, tonumber, next, setmetatable, pcall
+local format, huge, floor = string.format, math.huge, math.floor
+local mtype, code_name, which_oneof = compat.mtype, internal.code_name, core.which_oneof
+local ipairs, pairs_of = message.ipairs, message.pairs
+
+local M = {}
+
+-- Raises "service_config: <path>: <what>" at pc.client's caller.
+local function config_error(path, msg)
+  error({ service_config = path .. ": " .. msg }, 0)
+end
+
+local function known_keys(t, path, known)
+  for k in pairs(t) do
+    if not known[k] then
+      config_error(path == "" and tostring(k) or path .. "." .. tostring(k), "unknown field")
+    end
+  end
+end
+
+local function object_at(v, path)
+  if type(v) ~= "table" then config_error(path, "object expected, got " .. type(v)) end
+  return v
+end
+
+local function list_at(v, path)
+  if type(v) ~= "table" then config_error(path, "list expected, got " .. type(v)) end
+  local n = #v
+  for k in pairs(v) do
+    if mtype(k) ~= "integer" or k < 1 or k > n then config_error(path, "list expected, got an object") end
+  end
+  return v
+end
+
+-- A google.protobuf.Duration in its JSON form ("0.1s", "1s", "2.000000001s")
+-- as seconds; `positive` refuses 0.
+local function duration_at(v, path, positive)
+  if type(v) ~= "string" then
+    config_error(path, "duration string such as \"0.1s\" expected, got " .. type(v))
+  end
+  local int, frac = v:match("^(%d+)%.?(%d*)s$")
+  if not int or #frac > 9 or #int > 12 or v:find("%.s$") then
+    config_error(path, "duration string such as \"0.1s\" expected, got \"" .. v .. "\"")
+  end
+  local seconds = tonumber(int) + (frac ~= "" and tonumber(frac) / 10 ^ #frac or 0)
+  if positive and seconds <= 0 then config_error(path, "positive duration expected, got \"" .. v .. "\"") end
+  return seconds
+end
+
+local function number_at(v, path, what)
+  if type(v) ~= "number" or v ~= v or v == huge or v == -huge then
+    config_error(path, what .. " expected, got " .. (type(v) == "number" and tostring(v) or type(v)))
+  end
+  return v
+end
+
+-- A list of status codes (names such as "UNAVAILABLE", or numbers) as names.
+local function codes_at(v, path, required)
+  list_at(v, path)
+  if required and #v == 0 then config_error(path, "at least one status code expected") end
+  local names = {}
+  for i, c in ipairs(v) do
+    local name = code_name(c)
+    if type(name) ~= "string" or name == "OK" then
+      config_error(format("%s[%d]", path, i - 1), "status code name such as \"UNAVAILABLE\" expected, got "
+        .. (type(c) == "string" and "\"" .. c .. "\"" or tostring(c)))
+    end
+    names[#names + 1] = name
+  end
+  return names
+end
+
+-- maxAttempts of a retry or hedging policy: an integer of at least 2;
+-- above 5 it is 5 (gRFC A6 "Maximum Number of Retries").
+local function attempts_at(v, path)
+  if v == nil then config_error(path, "required") end
+  if mtype(v) ~= "integer" and not (type(v) == "number" and v == floor(v)) then
+    config_error(path, "integer expected, got " .. tostring(v))
+  end
+  if v < 2 then config_error(path, "at least 2 expected, got " .. tostring(compat.tointeger(v) or v)) end
+  return v > 5 and 5 or compat.tointeger(v)
+end
+
+local RETRY_POLICY_KEYS = { maxAttempts = true, initialBackoff = true, maxBackoff = true,
+  backoffMultiplier = true, retryableStatusCodes = true, perAttemptRecvTimeout = true }
+
+local function retry_policy_at(v, path)
+  object_at(v, path)
+  known_keys(v, path, RETRY_POLICY_KEYS)
+  local function required(k)
+    if v[k] == nil then config_error(path .. "." .. k, "required") end
+    return v[k]
+  end
+  local max_attempts = attempts_at(v.maxAttempts, path .. ".maxAttempts")
+  local initial = duration_at(required("initialBackoff"), path .. ".initialBackoff", true)
+  local maximum = duration_at(required("maxBackoff"), path .. ".maxBackoff", true)
+  local multiplier = number_at(required("backoffMultiplier"), path .. ".backoffMultiplier", "number")
+  if multiplier <= 0 then
+    config_error(path .. ".backoffMultiplier", "positive number expected, got " .. tostring(multiplier))
+  end
+  if multiplier < 1 then
+    config_error(path .. ".backoffMultiplier", "values below 1 (a shrinking backoff) are not supported, got "
+      .. tostring(multiplier))
+  end
+  local codes = codes_at(required("retryableStatusCodes"), path .. ".retryableStatusCodes", true)
+  local per_attempt
+  if v.perAttemptRecvTimeout ~= nil then
+    per_attempt = duration_at(v.perAttemptRecvTimeout, path .. ".perAttemptRecvTimeout", true)
+  end
+  local retry = policy.Retry { initial = initial, maximum = maximum, multiplier = multiplier,
+    max_attempts = max_attempts, timeout = false, predicate = policy.if_status(compat.unpack(codes)) }
+  return retry, per_attempt
+end
+
+local HEDGING_POLICY_KEYS = { maxAttempts = true, hedgingDelay = true, nonFatalStatusCodes = true }
+
+-- {max_attempts=, delay= seconds (0 when unset: every attempt at once),
+-- non_fatal = {CODE = true}} for call/hedge.lua.
+local function hedging_policy_at(v, path)
+  object_at(v, path)
+  known_keys(v, path, HEDGING_POLICY_KEYS)
+  local policy = { max_attempts = attempts_at(v.maxAttempts, path .. ".maxAttempts"), delay = 0, non_fatal = {} }
+  if v.hedgingDelay ~= nil then policy.delay = duration_at(v.hedgingDelay, path .. ".hedgingDelay", false) end
+  if v.nonFatalStatusCodes ~= nil then
+    for _, name in ipairs(codes_at(v.nonFatalStatusCodes, path .. ".nonFatalStatusCodes")) do
+      policy.non_fatal[name] = true
+    end
+  end
+  return policy
+end
+
+local function size_at(v, path)
+  if mtype(v) ~= "integer" and not (type(v) == "number" and v == floor(v) and v >= 0 and v < 2 ^ 53) then
+    config_error(path, "non-negative integer expected, got " .. tostring(v))
+  end
+  if v < 0 then config_error(path, "non-negative integer expected, got " .. tostring(v)) end
+  return compat.tointeger(v)
+end
+
+local METHOD_CONFIG_KEYS = { name = true, timeout = true, retryPolicy = true, hedgingPolicy = true,
+  waitForReady = true, maxRequestMessageBytes = true, maxResponseMessageBytes = true }
+local NAME_KEYS = { service = true, method = true }
+local CONFIG_KEYS = { methodConfig = true, retryThrottling = true, loadBalancingConfig = true,
+  loadBalancingPolicy = true }
+local LB_POLICIES = { pick_first = true, round_robin = true }
+
+--- config = parse(t): the methodConfig entries by name
+-- ("pkg.Service/Method", "pkg.Service/" for service-wide, "/" for the
+-- default), each {timeout=, retry=, hedging=, max_request=, max_response=,
+-- wait_for_ready=}, `throttling` {max_tokens=, token_ratio=} or nil, and
+-- `balancing` "pick_first" | "round_robin" | nil (the first policy of
+-- loadBalancingConfig protocall has, as gRPC picks).
+-- Raises {service_config = "path: what"} on the first problem.
+function M.parse(t)
+  object_at(t, "service_config")
+  known_keys(t, "", CONFIG_KEYS)
+  local balancing
+  if t.loadBalancingConfig ~= nil then
+    local list = list_at(t.loadBalancingConfig, "loadBalancingConfig")
+    for i, entry in ipairs(list) do
+      local path = format("loadBalancingConfig[%d]", i - 1)
+      object_at(entry, path)
+      local name, conf = next(entry)
+      if name == nil or next(entry, name) ~= nil then config_error(path, "object with one policy name expected") end
+      if type(conf) ~= "table" then
+        config_error(path .. "." .. tostring(name), "object expected, got " .. type(conf))
+      end
+      if LB_POLICIES[name] and not balancing then
+        known_keys(conf, path .. "." .. name, {})
+        balancing = name
+      end
+    end
+    if not balancing then
+      config_error("loadBalancingConfig", "no supported policy (pick_first, round_robin)")
+    end
+  elseif t.loadBalancingPolicy ~= nil then
+    local v = t.loadBalancingPolicy
+    if type(v) ~= "string" or not LB_POLICIES[v:lower()] then
+      config_error("loadBalancingPolicy", "\"pick_first\" or \"round_robin\" expected, got "
+        .. (type(v) == "string" and "\"" .. v .. "\"" or type(v)))
+    end
+    balancing = v:lower()
+  end
+  local by_name = {}
+  local mcs = t.methodConfig
+  if mcs ~= nil then
+    list_at(mcs, "methodConfig")
+    for i, mc in ipairs(mcs) do
+      local path = format("methodConfig[%d]", i - 1)
+      object_at(mc, path)
+      known_keys(mc, path, METHOD_CONFIG_KEYS)
+      local entry = {}
+      if mc.timeout ~= nil then entry.timeout = duration_at(mc.timeout, path .. ".timeout", true) end
+      if mc.retryPolicy ~= nil and mc.hedgingPolicy ~= nil then
+        config_error(path, "retryPolicy and hedgingPolicy are mutually exclusive")
+      end
+      if mc.retryPolicy ~= nil then
+        entry.retry, entry.per_attempt = retry_policy_at(mc.retryPolicy, path .. ".retryPolicy")
+      end
+      if mc.hedgingPolicy ~= nil then
+        entry.hedging = hedging_policy_at(mc.hedgingPolicy, path .. ".hedgingPolicy")
+      end
+      if mc.waitForReady ~= nil then
+        if type(mc.waitForReady) ~= "boolean" then
+          config_error(path .. ".waitForReady", "boolean expected, got " .. type(mc.waitForReady))
+        end
+        entry.wait_for_ready = mc.waitForReady
+      end
+      if mc.maxRequestMessageBytes ~= nil then
+        entry.max_request = size_at(mc.maxRequestMessageBytes, path .. ".maxRequestMessageBytes")
+      end
+      if mc.maxResponseMessageBytes ~= nil then
+        entry.max_response = size_at(mc.maxResponseMessageBytes, path .. ".maxResponseMessageBytes")
+      end
+      local names = mc.name
+      if names == nil then config_error(path .. ".name", "required") end
+      list_at(names, path .. ".name")
+      if #names == 0 then config_error(path .. ".name", "at least one name expected") end
+      for j, n in ipairs(names) do
+        local npath = format("%s.name[%d]", path, j - 1)
+        object_at(n, npath)
+        known_keys(n, npath, NAME_KEYS)
+        local service, method = n.service or "", n.method or ""
+        if type(service) ~= "string" then config_error(npath .. ".service", "string expected, got " .. type(service)) end
+        if type(method) ~= "string" then config_error(npath .. ".method", "string expected, got " .. type(method)) end
+        if service == "" and method ~= "" then
+          config_error(npath, "a method needs its service (only {} or {service=\"\"} names the default)")
+        end
+        local key = service .. "/" .. method
+        if by_name[key] then
+          config_error(npath, format("duplicate name %s (also in %s)", key == "/" and "(the default)" or key,
+            by_name[key].path))
+        end
+        entry.path = entry.path or npath
+        by_name[key] = entry
+      end
+    end
+  end
+  local throttling
+  if t.retryThrottling ~= nil then
+    local rt = object_at(t.retryThrottling, "retryThrottling")
+    known_keys(rt, "retryThrottling", { maxTokens = true, tokenRatio = true })
+    for _, k in ipairs { "maxTokens", "tokenRatio" } do
+      if rt[k] == nil then config_error("retryThrottling." .. k, "required") end
+      number_at(rt[k], "retryThrottling." .. k, "number")
+    end
+    local ok, err = core.throttle(rt.maxTokens, rt.tokenRatio) -- "maxTokens: ..." or "tokenRatio: ..."
+    if not ok then
+      local what, msg = err:match("^(%a+): (.*)$")
+      config_error("retryThrottling." .. what, msg)
+    end
+    throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
+  end
+  return { by_name = by_name, throttling = throttling, balancing = balancing }
+end
+
+-- A google.protobuf.Value as the Lua value JSON text means: objects and
+-- lists as tables, null as nil.
+local function plain_value(v)
+  local kind = which_oneof(v, "kind")
+  if kind == "struct_value" then
+    local t = {}
+    for k, f in pairs_of(v.struct_value.fields) do t[k] = plain_value(f) end
+    return t
+  elseif kind == "list_value" then
+    local t = {}
+    for i, f in ipairs(v.list_value.values) do t[i] = plain_value(f) end
+    return t
+  elseif kind == "null_value" or kind == nil then
+    return nil
+  end
+  return v[kind]
+end
+
+--- t = from_json(text): service config JSON text as the Lua table it
+-- spells (read as a google.protobuf.Struct by pc.from_json); raises
+-- {service_config = err} with the JSON path and offset of a syntax error.
+function M.from_json(text)
+  local struct, err = core.from_json(schema.default_pool():type("google.protobuf.Struct"), text)
+  if not struct then error({ service_config = "JSON: " .. err }, 0) end
+  local t = {}
+  for k, f in pairs_of(struct.fields) do t[k] = plain_value(f) end
+  return t
+end
+
+--- entry | nil = entry_for(config, service, method): the methodConfig
+-- entry of `service`/`method`, as gRPC matches: the exact name, else the
+-- service-wide one, else the default.
+function M.entry_for(config, service, method)
+  local by = config.by_name
+  return by[service .. "/" .. method] or by[service .. "/"] or by["/"]
+end
+
+-- One bucket per transport (the client's target) and retryThrottling
+-- numbers, shared by every client and method over it.
+local shared_buckets = setmetatable({}, { __mode = "k" })
+
+--- throttle = throttle_for(transport, throttling): the pc.Throttle of
+-- `transport` for the config's {max_tokens=, token_ratio=}.
+function M.throttle_for(transport, throttling)
+  local per = shared_buckets[transport]
+  if not per then
+    per = {}
+    shared_buckets[transport] = per
+  end
+  local key = format("%.17g/%.17g", throttling.max_tokens, throttling.token_ratio)
+  local b = per[key]
+  if not b then
+    b = policy.Throttle { max_tokens = throttling.max_tokens, token_ratio = throttling.token_ratio }
+    per[key] = b
+  end
+  return b
+end
+
+--- config | nil, problem = load(sc): the service config `sc` (a Lua table
+-- or JSON text) parsed (see parse), or nil and "<path>: <what is wrong>".
+function M.load(sc)
+  if type(sc) ~= "table" and type(sc) ~= "string" then
+    return nil, "table or JSON text expected, got " .. type(sc)
+  end
+  local ok, res = pcall(function()
+    return M.parse(type(sc) == "string" and M.from_json(sc) or sc)
+  end)
+  if ok then return res end
+  if type(res) == "table" and res.service_config then return nil, res.service_config end
+  error(res, 0)
+end
+
+return M

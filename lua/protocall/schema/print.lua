@@ -1,0 +1,180 @@
+--- Descriptors back to `.proto` source: the printer behind `protocall
+-- describe` (lua/protocall/cli/schema.lua), from FileDescriptorProto
+-- messages (pool:file_descriptor) or a server's reflection.
+local core = require "protocall.core"
+local message = require "protocall.message"
+
+local format, concat, sort, tostring, pairs = string.format, table.concat, table.sort, tostring, pairs
+local ipairs = message.ipairs -- repeated fields are containers
+local has = core.has
+
+local M = {}
+
+--- fds = descriptors(pool, names): every file of the pool reachable from
+-- the file names `names`, imports first, as FileDescriptorProto messages.
+function M.descriptors(pool, names)
+  local out, seen = {}, {}
+  local function visit(name)
+    if seen[name] then return end
+    seen[name] = true
+    local info = pool:file(name)
+    for _, dep in ipairs(info and info.dependencies or {}) do visit(dep) end
+    local fd = pool:file_descriptor(name)
+    if fd then out[#out + 1] = fd end
+  end
+  for _, n in ipairs(names) do visit(n) end
+  return out
+end
+
+local SCALAR = {
+  [1] = "double", [2] = "float", [3] = "int64", [4] = "uint64", [5] = "int32", [6] = "fixed64",
+  [7] = "fixed32", [8] = "bool", [9] = "string", [10] = "group", [11] = "message", [12] = "bytes",
+  [13] = "uint32", [14] = "enum", [15] = "sfixed32", [16] = "sfixed64", [17] = "sint32", [18] = "sint64",
+}
+local LABEL = { [1] = "optional", [2] = "required", [3] = "repeated" }
+
+local function field_type(f)
+  if f.type == 11 or f.type == 14 or f.type == 10 then return f.type_name end
+  return SCALAR[f.type]
+end
+
+-- The nested map-entry type named by field f of message d, or nil.
+local function map_entry(d, f)
+  if f.label ~= 3 or f.type ~= 11 then return nil end
+  for _, n in ipairs(d.nested_type) do
+    if n.options and n.options.map_entry and f.type_name:sub(-#n.name - 1) == "." .. n.name then
+      return n
+    end
+  end
+  return nil
+end
+
+local function field_options(f)
+  local o = {}
+  if f.options then
+    if has(f.options, "packed") then o[#o + 1] = "packed = " .. tostring(f.options.packed) end
+    if f.options.deprecated then o[#o + 1] = "deprecated = true" end
+  end
+  if has(f, "default_value") then
+    local v = f.default_value
+    o[#o + 1] = "default = " .. ((f.type == 9 or f.type == 12) and format("%q", v) or v)
+  end
+  if #o == 0 then return "" end
+  return " [" .. concat(o, ", ") .. "]"
+end
+
+local print_message
+
+local function print_field(out, ind, d, f, syntax)
+  local entry = map_entry(d, f)
+  if entry then
+    local k, v = entry.field[1], entry.field[2]
+    out[#out + 1] = format("%smap<%s, %s> %s = %d%s;", ind, field_type(k), field_type(v), f.name,
+                           f.number, field_options(f))
+    return
+  end
+  local label = LABEL[f.label]
+  if syntax == "proto3" and label == "optional" and not f.proto3_optional then label = nil end
+  if has(f, "oneof_index") and not f.proto3_optional then label = nil end
+  out[#out + 1] = format("%s%s%s %s = %d%s;", ind, label and label .. " " or "", field_type(f), f.name,
+                         f.number, field_options(f))
+end
+
+local function print_enum(out, ind, e)
+  out[#out + 1] = ind .. "enum " .. e.name .. " {"
+  for _, v in ipairs(e.value) do out[#out + 1] = format("%s  %s = %d;", ind, v.name, v.number) end
+  out[#out + 1] = ind .. "}"
+end
+
+function print_message(out, ind, d, syntax)
+  out[#out + 1] = ind .. "message " .. d.name .. " {"
+  local inner = ind .. "  "
+  local oneofs_done = {}
+  for _, f in ipairs(d.field) do
+    if has(f, "oneof_index") and not f.proto3_optional then
+      local idx = f.oneof_index
+      if not oneofs_done[idx] then
+        oneofs_done[idx] = true
+        out[#out + 1] = inner .. "oneof " .. d.oneof_decl[idx + 1].name .. " {"
+        for _, g in ipairs(d.field) do
+          if has(g, "oneof_index") and g.oneof_index == idx and not g.proto3_optional then
+            print_field(out, inner .. "  ", d, g, syntax)
+          end
+        end
+        out[#out + 1] = inner .. "}"
+      end
+    else
+      print_field(out, inner, d, f, syntax)
+    end
+  end
+  for _, n in ipairs(d.nested_type) do
+    if not (n.options and n.options.map_entry) then print_message(out, inner, n, syntax) end
+  end
+  for _, e in ipairs(d.enum_type) do print_enum(out, inner, e) end
+  for _, r in ipairs(d.extension_range) do
+    out[#out + 1] = format("%sextensions %d to %s;", inner, r.start, r["end"] == 536870912 and "max" or tostring(r["end"] - 1))
+  end
+  out[#out + 1] = ind .. "}"
+end
+
+local function method_line(m)
+  return format("rpc %s ( %s%s ) returns ( %s%s );", m.name, m.client_streaming and "stream " or "",
+                m.input_type, m.server_streaming and "stream " or "", m.output_type)
+end
+
+local function print_service(out, s)
+  out[#out + 1] = "service " .. s.name .. " {"
+  for _, m in ipairs(s.method) do out[#out + 1] = "  " .. method_line(m) end
+  out[#out + 1] = "}"
+end
+
+--- syms = symbols(fds): every symbol of the files (FileDescriptorProto
+-- messages): full name -> {kind = "message" | "field" | "enum" | "service"
+-- | "method", d = its descriptor, ...}.
+function M.symbols(fds)
+  local t = {}
+  local function walk_message(prefix, d, syntax)
+    local name = prefix .. d.name
+    t[name] = { kind = "message", d = d, syntax = syntax }
+    for _, f in ipairs(d.field) do t[name .. "." .. f.name] = { kind = "field", d = f, parent = d, syntax = syntax } end
+    for _, n in ipairs(d.nested_type) do walk_message(name .. ".", n, syntax) end
+    for _, e in ipairs(d.enum_type) do t[name .. "." .. e.name] = { kind = "enum", d = e } end
+  end
+  for _, fd in ipairs(fds) do
+    local prefix = fd.package ~= "" and fd.package .. "." or ""
+    local syntax = fd.syntax ~= "" and fd.syntax or "proto2"
+    for _, d in ipairs(fd.message_type) do walk_message(prefix, d, syntax) end
+    for _, e in ipairs(fd.enum_type) do t[prefix .. e.name] = { kind = "enum", d = e } end
+    for _, s in ipairs(fd.service) do
+      t[prefix .. s.name] = { kind = "service", d = s }
+      for _, m in ipairs(s.method) do t[prefix .. s.name .. "." .. m.name] = { kind = "method", d = m } end
+    end
+  end
+  return t
+end
+
+--- names = services_of(syms): the full names of the services among
+-- `syms`, sorted.
+function M.services_of(syms)
+  local list = {}
+  for name, s in pairs(syms) do
+    if s.kind == "service" then list[#list + 1] = name end
+  end
+  sort(list)
+  return list
+end
+
+--- text = describe(name, sym): symbol `name` (an entry of symbols) as
+-- `protocall describe` prints it: "<name> is a <kind>:" and its .proto
+-- source.
+function M.describe(name, s)
+  local out = { name .. (s.kind == "enum" and " is an " or " is a ") .. s.kind .. ":" }
+  if s.kind == "service" then print_service(out, s.d)
+  elseif s.kind == "method" then out[#out + 1] = method_line(s.d)
+  elseif s.kind == "message" then print_message(out, "", s.d, s.syntax)
+  elseif s.kind == "enum" then print_enum(out, "", s.d)
+  else print_field(out, "", s.parent, s.d, s.syntax) end
+  return concat(out, "\n") .. "\n"
+end
+
+return M

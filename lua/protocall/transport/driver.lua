@@ -1,0 +1,234 @@
+--- Host I/O drivers: pc.grpc(target, {driver = D}) (the option's contract
+-- is stated at pc.grpc, transport/grpc.lua).
+--
+-- The channel (core/net/channel.c, host_io) keeps every piece of
+-- connection logic and names its connections by ids; this side runs the
+-- driver's calls for them. Whoever waits on the channel takes one free
+-- role of one connection (connect it, send its bytes, or read from it),
+-- runs it (the driver may yield there, as cosockets do) and returns; with
+-- every role taken, it waits until a holder is done or the channel's next
+-- timer (a deadline, keepalive, a connect timeout). So the tasks of
+-- pc.spawn share the connection's reads and writes, and a call outside any
+-- task drives the connection itself.
+local core = require "protocall.core"
+local sched = require "protocall.sched"
+
+local setmetatable, type, pairs, pcall, tostring, tonumber = setmetatable, type, pairs, pcall, tostring, tonumber
+local co_running = coroutine.running
+
+local M = {}
+
+-- Channels whose bytes a host driver moves: core channel -> its driver state.
+local driven = setmetatable({}, { __mode = "k" })
+
+local READ_MAX = 65536 -- bytes asked of one receiveany
+local READ_CAP = 1     -- seconds a read waits at most before the timers run again
+local SEND_TIMEOUT = 60
+local SHARED_READ = 0.01 -- seconds a read waits when other connections have calls too
+
+-- Roles held by pc.run tasks it dropped after an error are free again.
+local function holds(role)
+  if role == nil or role.epoch ~= sched.epoch() then return false end
+  -- the main coroutine (false: LuaJIT's coroutine.running gives nil there) never dies
+  return not role.co or coroutine.status(role.co) ~= "dead"
+end
+
+-- A driver method: its results, or nil and what it raised.
+local function drv(sock, method, ...)
+  local ok, a, b = pcall(sock[method], sock, ...)
+  if not ok then return nil, a end
+  return a, b
+end
+
+-- A failed attempt: calls past their deadline end DEADLINE_EXCEEDED
+-- first, the others UNAVAILABLE with `why`.
+local function connect_failed(ch, id, why)
+  ch:host_tick()
+  ch:host_connected(id, false, why)
+end
+
+local function do_connect(dc, st, seconds)
+  local ch = dc.channel
+  local o = dc.connect_opts
+  o.timeout = seconds < dc.connect_timeout and seconds or dc.connect_timeout
+  local ok, sock, err = pcall(dc.driver.connect, dc.host, dc.port, o)
+  if not ok then sock, err = nil, sock end
+  if type(sock) ~= "table" and type(sock) ~= "userdata" then
+    return connect_failed(ch, st.id, "connect to " .. dc.where .. ": " .. tostring(err or "the driver returned no socket"))
+  end
+  st.sock = sock
+  if sock.settimeouts then drv(sock, "settimeouts", o.timeout, SEND_TIMEOUT, READ_CAP) end
+  if dc.connect_opts.tls and sock.sslhandshake then
+    local done, why = drv(sock, "sslhandshake", dc.connect_opts.server_name, not dc.connect_opts.insecure)
+    if not done then
+      return connect_failed(ch, st.id, "TLS handshake with " .. dc.where .. ": " .. tostring(why))
+    end
+  end
+  ch:host_connected(st.id, true)
+end
+
+local function do_write(dc, st)
+  local ch = dc.channel
+  while true do
+    local out = ch:host_output(st.id)
+    if not out then return end
+    local n, err = drv(st.sock, "send", out)
+    if not n then return ch:host_lost(st.id, "send to " .. dc.where .. ": " .. tostring(err)) end
+    n = type(n) == "number" and n or #out
+    ch:host_wrote(st.id, n)
+    if n == 0 then return end -- the driver took nothing now: the next round tries again
+  end
+end
+
+local function do_read(dc, st, seconds)
+  local ch, sock = dc.channel, st.sock
+  if sock.settimeouts then drv(sock, "settimeouts", dc.connect_timeout, SEND_TIMEOUT, seconds) end
+  local data, err = drv(sock, "receiveany", READ_MAX)
+  if type(data) == "string" then
+    if #data > 0 then ch:host_recv(st.id, data) end
+  elseif err ~= "timeout" then
+    ch:host_lost(st.id, "read from " .. dc.where .. ": " ..
+      (err == "closed" and "connection closed by the peer" or tostring(err)))
+  end
+end
+
+-- Runs `fn` as the current coroutine's `role` on `st`, then wakes the waiters.
+local function with_role(dc, st, role, fn, ...)
+  st[role] = { co = co_running() or false, epoch = sched.epoch() }
+  fn(dc, st, ...)
+  st[role] = nil
+  sched.fire(dc.signal)
+  if dc.wake then dc.wake() end
+end
+
+-- New connections get a state; gone ones their socket closed.
+local function sync(dc)
+  local live, calls = dc.channel:host_conns()
+  for id in pairs(live) do
+    if not dc.conns[id] then dc.conns[id] = { id = id } end
+  end
+  for id, st in pairs(dc.conns) do
+    if live[id] == nil and not holds(st.connector) and not holds(st.reader) and not holds(st.writer) then
+      if st.sock then drv(st.sock, "close") end
+      dc.conns[id] = nil
+    end
+  end
+  return live, calls
+end
+
+-- The connection to read: one with calls whose reader role is free, the
+-- next after the last one read (so a task alone serves every connection);
+-- and how many connections have calls. Idle connections are not read.
+local function reader_pick(dc, live, calls)
+  local ids, busy = {}, 0
+  for id in pairs(dc.conns) do
+    if live[id] and calls[id] > 0 then
+      busy = busy + 1
+      if not holds(dc.conns[id].reader) then ids[#ids + 1] = id end
+    end
+  end
+  if #ids == 0 then return nil, busy end
+  table.sort(ids)
+  for i = 1, #ids do
+    if ids[i] > (dc.last_read or 0) then return ids[i], busy end
+  end
+  return ids[1], busy
+end
+
+-- One round of a wait on a driven channel, waiting at most `limit`
+-- seconds when given (and the driver keeps to its timeouts).
+local function drive(dc, limit)
+  local ch = dc.channel
+  local timer = ch:host_tick() or math.huge
+  if timer < 0.001 then timer = 0.001 end
+  local next_timer = limit and limit < timer and limit or timer -- a connect gets the whole timer
+  if next_timer < 0.001 then next_timer = 0.001 end
+  local t = next_timer < READ_CAP and next_timer or READ_CAP
+  local live, calls = sync(dc)
+  for id, st in pairs(dc.conns) do
+    if live[id] == false and not st.sock and not holds(st.connector) then
+      return with_role(dc, st, "connector", do_connect, timer)
+    end
+    if live[id] and not holds(st.writer) and ch:host_output(id) then
+      return with_role(dc, st, "writer", do_write)
+    end
+  end
+  local id, busy = reader_pick(dc, live, calls)
+  if id then
+    dc.last_read = id
+    -- with calls on several connections, short reads take turns on them
+    return with_role(dc, dc.conns[id], "reader", do_read, busy > 1 and (t < SHARED_READ and t or SHARED_READ) or t)
+  end
+  if not sched.wait_signal(dc.signal, t) then
+    if dc.wait then dc.wait(t) else dc.sleep(t < 0.005 and t or 0.005) end
+  end
+  ch:host_tick()
+end
+
+--- flush(channel): sends what the calls of a driven channel queued, when
+-- no one else is sending (no wait for the next round: another task may be
+-- the one reading the answer); nothing for another channel.
+function M.flush(channel)
+  local dc = driven[channel]
+  if not dc then return end
+  for id, st in pairs(dc.conns) do
+    if st.sock and not holds(st.writer) and channel:host_output(id) then
+      with_role(dc, st, "writer", do_write)
+    end
+  end
+end
+
+--- attach(channel, driver, where, opts): makes core channel `channel`
+-- (made with host_io) driven by `driver` (pc.grpc's `driver` option) for
+-- the backend `where` = {host=, port=, tls=}, with pc.grpc's `opts`.
+function M.attach(channel, driver, where, opts)
+  -- dc.channel through a weak table: `driven` holds dc by its channel, and
+  -- LuaJIT's weak keys (no ephemerons) never let a channel go whose value
+  -- refers to it (its transport, connections and sockets would stay forever)
+  local ref = setmetatable({ channel = channel }, { __mode = "v" })
+  local dc = setmetatable({
+    driver = driver, host = where.host, port = tonumber(where.port),
+    where = (where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host) .. ":" .. where.port,
+    connect_opts = {
+      tls = where.tls, server_name = opts.server_name or where.host, insecure = opts.insecure == true,
+      ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
+      alpn = { "h2" },
+    },
+    connect_timeout = opts.connect_timeout or 20,
+    conns = {}, signal = {}, sleep = driver.sleep or core.sleep, wait = driver.wait, wake = driver.wake,
+  }, { __index = ref })
+  function dc.close_all()
+    for id, st in pairs(dc.conns) do
+      if st.sock then drv(st.sock, "close") end
+      dc.conns[id] = nil
+    end
+  end
+  driven[channel] = dc
+end
+
+--- wait(channel): until a call of `channel` may have moved on: for a
+-- driven channel one round of its driver's I/O, else sched.wait.
+function M.wait(channel)
+  local dc = driven[channel]
+  if dc then return drive(dc) end
+  return sched.wait(channel)
+end
+
+--- pump(channels, seconds): one round of I/O over the channels of the
+-- started calls a transport waits for, at most `seconds`: a driven one's
+-- driver, else sched.pump.
+function M.pump(channels, seconds)
+  for i = 1, #channels do
+    local dc = driven[channels[i]]
+    if dc then return drive(dc, seconds) end -- a host driver's transport: one round of its I/O
+  end
+  return sched.pump(channels, seconds)
+end
+
+--- close(channel): closes the sockets of a driven channel (nothing for another).
+function M.close(channel)
+  local dc = driven[channel]
+  if dc then dc.close_all() end
+end
+
+return M

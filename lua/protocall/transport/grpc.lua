@@ -1,0 +1,648 @@
+--- gRPC over HTTP/2: `pc.grpc(target, opts)`, the network transport.
+-- A transport moves bytes: the caller encodes requests and decodes
+-- responses. The C side (core/net: the engine on nghttp2, the built-in
+-- socket and TLS driver, channels) does framing, gzip, grpc-timeout,
+-- metadata, flow control and status without ever blocking but in
+-- core.grpc_pump; this file waits for calls (alone, or interleaved under
+-- the scheduler, sched.lua), checks each call's settings once and raises
+-- error objects.
+--
+-- Failures raise pc.Error with the transport's fields: code, message,
+-- details (grpc-status-details-bin decoded: lua/protocall/status.lua),
+-- metadata (trailers as {key, value} pairs), headers (response headers,
+-- same shape), retry_delay (grpc-retry-pushback-ms in seconds; -1 with
+-- no_retry = true for a negative or malformed value), local (true for a
+-- failure protocall found that would recur), method (the call's path).
+local core = require "protocall.core"
+local compat = require "protocall.compat"
+local errors = require "protocall.errors"
+local sched = require "protocall.sched"
+local error_of = require("protocall.status").error_of
+local driver = require "protocall.transport.driver"
+local balancer = require "protocall.transport.balancer"
+local target_places = require("protocall.transport.target").places
+
+local setmetatable, type, error, pairs, ipairs, tostring, tonumber =
+  setmetatable, type, error, pairs, ipairs, tostring, tonumber
+local floor, io_open = math.floor, io.open
+local mtype = compat.mtype
+local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
+
+local M = {}
+
+local Transport = {}
+Transport.__index = Transport
+
+local TRANSPORT_OPTIONS = {
+  ca_file = "string", cert_file = "string", key_file = "string", server_name = "string",
+  max_receive_size = "number", max_header_list_size = "number", stream_window = "number",
+  connection_window = "number", compression = "string", metadata = "table",
+  user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
+  reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
+  driver = "table", wait_for_ready = "boolean",
+}
+
+-- pc.grpc's `reconnect` table: its keys and gRPC's numbers
+-- (doc/connection-backoff.md) for those left out.
+local RECONNECT = { initial = 1, multiplier = 1.6, jitter = 0.2, maximum = 120, min_connect_timeout = 20 }
+
+-- The reconnection backoff of `opts.reconnect`, every field filled in;
+-- raises on an unknown key or a value out of range.
+local function reconnect_option(r)
+  if r == nil then return nil end
+  local b = {}
+  for k, v in pairs(r) do
+    if RECONNECT[k] == nil then error("pc.grpc: reconnect: unknown field '" .. tostring(k) .. "'", 3) end
+    if type(v) ~= "number" or v ~= v or v < 0 or v > 1e9 then
+      error("pc.grpc: reconnect." .. k .. ": a number of seconds >= 0 expected, got " .. tostring(v), 3)
+    end
+    b[k] = v
+  end
+  for k, v in pairs(RECONNECT) do
+    if b[k] == nil then b[k] = v end
+  end
+  if b.multiplier < 1 then error("pc.grpc: reconnect.multiplier: at least 1 expected, got " .. b.multiplier, 3) end
+  if b.jitter > 1 then error("pc.grpc: reconnect.jitter: at most 1 expected, got " .. b.jitter, 3) end
+  if b.maximum < b.initial then
+    error("pc.grpc: reconnect.maximum: at least reconnect.initial (" .. b.initial .. ") expected, got " .. b.maximum, 3)
+  end
+  return b
+end
+
+local function check_compression(c, level)
+  if c ~= nil and c ~= "gzip" and c ~= "identity" then
+    error("compression '" .. tostring(c) .. "': expected \"gzip\" or \"identity\"", level + 1)
+  end
+  return c == "gzip"
+end
+
+-- The transport's default metadata with the call's: a call's entry
+-- replaces the transport's entries of the same key.
+local function merged_metadata(base, extra)
+  if base == nil then return extra end
+  if extra == nil or #extra == 0 then return base end
+  local own, all = {}, {}
+  for i = 1, #extra do own[extra[i][1]] = true end
+  for i = 1, #base do
+    if not own[base[i][1]] then all[#all + 1] = base[i] end
+  end
+  for i = 1, #extra do all[#all + 1] = extra[i] end
+  return all
+end
+
+-- The settings of one call, checked once, as the C channel reads them
+-- (ch:start(path, s), bindings/lua/lpc_net.c): the caller's settings
+-- {timeout = seconds or nil, metadata = {{k, v}, ...}, compression =
+-- "gzip" | "identity" | nil, with_metadata = boolean, previous_attempts =
+-- n (sent as grpc-previous-rpc-attempts when positive: a retry or hedge of
+-- gRFC A6) or nil} become {timeout =, metadata = the transport's and the
+-- call's, gzip = boolean, previous_attempts =}; misuse raises at `level`.
+local function settings_of(self, name, path, settings, level)
+  if type(path) ~= "string" then
+    error("bad argument #1 to '" .. name .. "' (string expected, got " .. type(path) .. ")", level + 1)
+  end
+  if settings ~= nil and type(settings) ~= "table" then
+    error("bad argument #3 to '" .. name .. "' (table expected, got " .. type(settings) .. ")",
+          level + 1)
+  end
+  settings = settings or {}
+  local compression = settings.compression
+  if compression == nil then compression = self.compression end
+  local gzip = check_compression(compression, level + 1)
+  local timeout = settings.timeout
+  if timeout ~= nil and type(timeout) ~= "number" then
+    error("timeout: seconds (a number) or nil expected, got " .. type(timeout), level + 1)
+  end
+  if settings.metadata ~= nil then
+    local problem = metadata_problem(settings.metadata)
+    if problem then error(problem, level + 1) end
+  end
+  local previous = settings.previous_attempts
+  if previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
+    error("previous_attempts: integer in 0..100 expected, got " .. tostring(previous), level + 1)
+  end
+  return { timeout = timeout, metadata = merged_metadata(self.metadata, settings.metadata), gzip = gzip,
+           previous_attempts = previous }
+end
+
+local function check_request(name, request, level)
+  if type(request) ~= "string" then
+    error("bad argument #2 to '" .. name .. "' (string expected, got " .. type(request) .. ")",
+          level + 1)
+  end
+end
+
+local function raise(call, path)
+  local st = call:status()
+  call:close()
+  st.method = path
+  error(error_of(st), 0)
+end
+
+-- The next response message of `call`, waiting as needed; nil at the end.
+local function next_message(channel, call)
+  while true do
+    local m = call:next()
+    if m ~= false then return m end
+    driver.wait(channel)
+  end
+end
+
+-- The iterator of a server stream's messages: each message, then nil
+-- after a status OK; any other status raises the error object.
+local function stream_iterator(channel, call, path)
+  local finished = false
+  return function()
+    if finished then return nil end
+    local msg = next_message(channel, call)
+    if msg ~= nil then return msg end
+    finished = true
+    local st = call:status()
+    if st.code ~= "OK" then raise(call, path) end
+    return nil
+  end
+end
+
+--- Unary call: `transport:unary(path, request_bytes, settings)` ->
+-- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
+-- `settings.with_metadata`). `path` is "/pkg.Service/Method"; settings as
+-- `settings_of` above; `timeout` in seconds is sent as grpc-timeout and
+-- enforced here too (a timeout <= 0 fails at once). Zero or two response
+-- messages are INTERNAL. Raises the transport's error object with the
+-- canonical `code` on any failure; raises a string at the caller's line on
+-- misuse (bad metadata, bad path, closed transport). Under pc.run, waits
+-- without stopping other coroutines.
+function Transport:unary(path, request, settings)
+  local s = settings_of(self, "unary", path, settings, 2)
+  check_request("unary", request, 2)
+  local channel = self.channel
+  local call = channel:start(path, s)
+  call:send(request)
+  call:close_send()
+  local first = next_message(channel, call)
+  local n = first and 1 or 0
+  if first ~= nil then
+    while next_message(channel, call) ~= nil do n = n + 1 end
+  end
+  local st = call:status()
+  if st.code == "OK" then
+    local problem = count_problem(n, "unary call")
+    if problem then
+      st.code, st.message = "INTERNAL", problem
+    else
+      local meta = settings and settings.with_metadata and call:metadata() or nil
+      call:close()
+      return first, meta
+    end
+  end
+  call:close()
+  st.method = path
+  error(error_of(st), 0)
+end
+
+--- Server-streaming call: `for bytes in transport:server_stream(path,
+-- request_bytes, settings) do ... end`. The iterator returns each response
+-- message, then nil after a status OK; any other status raises the error
+-- object. `timeout` covers the whole stream. The fourth value is the call:
+-- `call:metadata()` -> {headers = pairs, trailers = pairs} received so far,
+-- `call:close()` cancels it (RST_STREAM) if still running; a generic `for`
+-- closes it when the loop ends or is left early; `call:buffered()` is the
+-- bytes it holds for received, unread data. Flow control bounds that: a
+-- stream read slowly holds at most its window (`stream_window`) while the
+-- other calls on the connection go on.
+function Transport:server_stream(path, request, settings)
+  local s = settings_of(self, "server_stream", path, settings, 2)
+  check_request("server_stream", request, 2)
+  local channel = self.channel
+  local call = channel:start(path, s)
+  call:send(request)
+  call:close_send()
+  return stream_iterator(channel, call, path), nil, nil, call
+end
+
+-- Calls started without waiting (hedging: several attempts of one call in
+-- flight at once). A handle's `result()` is nil while its call runs.
+local Started = { __name = "protocall.GrpcStarted" }
+Started.__index = Started
+
+--- `handle:cancel()`: ends the started call CANCELLED (RST_STREAM CANCEL,
+-- sent at once: the server sees the cancellation) and releases it unless
+-- a result handed it on (a committed stream). Idempotent.
+function Started:cancel()
+  if self.done then return end
+  self.done = true
+  self.call:cancel()
+  self.call:close()
+end
+
+local function started(self, name, path, request, settings, result)
+  local s = settings_of(self, name, path, settings, 3)
+  check_request(name, request, 3)
+  local call = self.channel:start(path, s)
+  call:send(request)
+  call:close_send()
+  return setmetatable({ channel = self.channel, call = call, path = path, result = result,
+    done = false, count = 0, want_md = settings and settings.with_metadata }, Started)
+end
+
+-- A started unary call's result: nil while it runs, else true and the
+-- response bytes (and with settings.with_metadata {headers=, trailers=}),
+-- or false and the error object (as Transport:unary).
+local function unary_result(h)
+  if h.done then return false, error_of { code = "CANCELLED", message = "cancelled", method = h.path } end
+  local call = h.call
+  while true do
+    local m = call:next()
+    if m == false then return nil end
+    if m == nil then break end
+    h.count = h.count + 1
+    if h.count == 1 then h.first = m end
+  end
+  h.done = true
+  local st = call:status()
+  local meta = h.want_md and call:metadata() or nil
+  call:close()
+  if st.code == "OK" then
+    local problem = count_problem(h.count, "unary call")
+    if not problem then return true, h.first, meta end
+    st.code, st.message = "INTERNAL", problem
+  end
+  st.method = h.path
+  return false, error_of(st)
+end
+
+-- A started server stream's result: nil until its first response message
+-- or its end, then true and an iterator of the stream (the first message
+-- included) and the call, or false and the error object.
+local function stream_result(h)
+  if h.done then return false, error_of { code = "CANCELLED", message = "cancelled", method = h.path } end
+  local call = h.call
+  local m = call:next()
+  if m == false then return nil end
+  h.done = true
+  if m == nil then
+    local st = call:status()
+    if st.code ~= "OK" then
+      call:close()
+      st.method = h.path
+      return false, error_of(st)
+    end
+  end
+  local rest, first = stream_iterator(h.channel, call, h.path), m
+  return true, function()
+    if first ~= nil then
+      local r = first
+      first = nil
+      return r
+    end
+    return rest()
+  end, call
+end
+
+--- `handle = transport:start_unary(path, request_bytes, settings)`: a
+-- unary call started without waiting for it (arguments and misuse as
+-- `unary`); `handle:result()` -> nil while it runs, else true and the
+-- response bytes (and the metadata, as `unary` with `with_metadata`), or
+-- false and the error object; `handle:cancel()`.
+-- Several started calls share the connection, in flight together;
+-- `transport:wait` waits for them.
+function Transport:start_unary(path, request, settings)
+  return started(self, "start_unary", path, request, settings, unary_result)
+end
+
+--- `handle = transport:start_server_stream(path, request_bytes,
+-- settings)`: a server stream started without waiting; `handle:result()`
+-- -> nil until its first response message (or its end), then true and an
+-- iterator of the whole stream (as `server_stream`'s) and the call, or
+-- false and the error object; `handle:cancel()`.
+function Transport:start_server_stream(path, request, settings)
+  return started(self, "start_server_stream", path, request, settings, stream_result)
+end
+
+--- `transport:wait(handles, seconds)`: waits until one of the started
+-- calls in the list `handles` may have moved on, at most `seconds` (sleeps
+-- when the list is empty). Under pc.run the other tasks run meanwhile.
+function Transport:wait(handles, seconds)
+  local chans, seen = {}, {}
+  for i = 1, #handles do
+    local ch = handles[i].channel
+    if ch and not seen[ch] then
+      seen[ch] = true
+      chans[#chans + 1] = ch
+    end
+  end
+  if seconds < 0 then seconds = 0 end
+  if #chans == 0 then
+    if seconds > 0 then sched.sleep(seconds) end
+    return
+  end
+  driver.pump(chans, seconds)
+end
+
+-- Request bytes a sender may have queued beyond what HTTP/2 took: past
+-- this, call:send waits for the peer's window (flow control).
+local SEND_QUEUE = 64 * 1024
+
+local Call = { __name = "protocall.GrpcCall" }
+Call.__index = Call
+
+-- Waits until `done()` or the call ended.
+local function wait_until(self, done)
+  local channel, call = self.channel, self.call
+  while not done() and not call:status() do driver.wait(channel) end
+end
+
+local function raise_if_failed(self)
+  local st = self.call:status()
+  if st and st.code ~= "OK" then
+    st.method = self.path
+    error(error_of(st), 0)
+  end
+end
+
+--- `call:send(bytes)`: queues one request message, waiting while the
+-- peer's flow-control window is closed (more than 64 KiB queued), so a
+-- peer that stops reading holds the sender, not memory; the deadline still
+-- applies. Raises the call's error once it has ended other than OK, a
+-- string after `close_send`.
+function Call:send(bytes)
+  if type(bytes) ~= "string" then
+    error("bad argument #1 to 'send' (string expected, got " .. type(bytes) .. ")", 2)
+  end
+  if self.send_closed then error("send: the sending side is closed (close_send)", 2) end
+  local call = self.call
+  if not call:send(bytes) then
+    raise_if_failed(self)
+    return
+  end
+  driver.flush(self.channel)
+  wait_until(self, function() return call:unsent() <= SEND_QUEUE end)
+  raise_if_failed(self)
+end
+
+--- `call:close_send()`: no more request messages (END_STREAM). Idempotent.
+function Call:close_send()
+  if self.send_closed then return end
+  self.send_closed = true
+  self.call:close_send()
+  driver.flush(self.channel)
+end
+
+--- `call:recv()` -> the next response message (bytes), or nil after the
+-- last one once the call ended OK; raises the call's error otherwise.
+-- Under pc.run, one task may read while another sends.
+function Call:recv()
+  local call = self.call
+  while true do
+    local m = call:next()
+    if m then return m end
+    if m == nil then
+      raise_if_failed(self)
+      return nil
+    end
+    driver.wait(self.channel)
+  end
+end
+
+--- `call:close_and_recv()` -> the one response message of a
+-- client-streaming call: closes the sending side and waits for the end;
+-- zero or two messages are INTERNAL.
+function Call:close_and_recv()
+  self:close_send()
+  local first = self:recv()
+  local n = first and 1 or 0
+  if first ~= nil then
+    while self:recv() ~= nil do n = n + 1 end
+  end
+  local problem = count_problem(n, "call")
+  if problem then error(error_of { code = "INTERNAL", method = self.path, message = problem }, 0) end
+  return first
+end
+
+--- `call:headers()` -> the response headers ({key, value} pairs), waiting
+-- for them (an empty list when the call ended without any).
+function Call:headers()
+  local call = self.call
+  wait_until(self, function() return call:headers_done() end)
+  return call:metadata().headers
+end
+
+--- `call:trailers()` -> the trailers ({key, value} pairs), waiting for the
+-- end of the call (read the responses first: unread ones hold it).
+function Call:trailers()
+  local call = self.call
+  wait_until(self, function() return false end)
+  return call:metadata().trailers
+end
+
+--- `call:cancel()`: ends the call CANCELLED (RST_STREAM CANCEL: the server
+-- sees CANCELLED); later `recv` and `send` raise CANCELLED.
+function Call:cancel()
+  self.call:cancel()
+  driver.flush(self.channel)
+end
+
+--- `call:close()`: cancels the call if still running and releases it.
+function Call:close()
+  self.call:close()
+end
+Call.__close = Call.close
+
+--- Streaming call of any shape: `local call = transport:stream(path,
+-- settings)` (settings as `unary`) -> a call object with `send`,
+-- `close_send`, `recv`, `close_and_recv`, `headers`, `trailers`, `cancel`
+-- and `close`. The deadline (`timeout`) covers the whole call.
+function Transport:stream(path, settings)
+  local s = settings_of(self, "stream", path, settings, 2)
+  local call = self.channel:start(path, s)
+  return setmetatable({ channel = self.channel, call = call, path = path }, Call)
+end
+
+--- Closes the connection (calls still being read keep it until they end).
+function Transport:close()
+  self.channel:close()
+  driver.close(self.channel)
+end
+
+local MAX_INT31 = 2 ^ 31 - 1
+
+local function size_option(opts, key, low)
+  local v = opts[key]
+  if v ~= nil and (v ~= floor(v) or v < low or v > MAX_INT31) then
+    error("pc.grpc: option '" .. key .. "' must be an integer in " .. low .. "..2^31-1", 3)
+  end
+  return v
+end
+
+local LB_POLICIES = { pick_first = true, round_robin = true }
+
+--- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port",
+-- "host:port" or "dns:///host:port" (HTTP/2 without TLS, prior
+-- knowledge) or "https://host[:port]" (TLS, verification on, ALPN h2);
+-- several backends are a list of such addresses ({"127.0.0.1:5001",
+-- "127.0.0.1:5002"}), "ipv4:127.0.0.1:5001,127.0.0.1:5002" (or ipv6:
+-- with "[::1]:5001"), or a dns:/// name resolving to several addresses
+-- (one connection each, the name as :authority; resolved again when every
+-- backend has failed); `load_balancing` picks among them (README "Load
+-- balancing", transport/balancer.lua).
+-- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
+-- `key_file` (PEM client certificate and key, mutual TLS),
+-- `server_name` (the name TLS verifies and sends, and :authority;
+-- default the host), `max_receive_size` (bytes, default 4 MiB; a larger
+-- response message fails with RESOURCE_EXHAUSTED, local = true),
+-- `max_header_list_size` (bytes of one response header block, default
+-- 64 KiB; more is RESOURCE_EXHAUSTED for that call only),
+-- `stream_window` / `connection_window` (HTTP/2 receive windows in
+-- bytes, default 1 MiB / 16 MiB: what an unread stream / the connection
+-- may hold), `compression` ("gzip" for every call), `metadata` (list of
+-- {key, value} sent with every call; keys ending in "-bin" carry bytes;
+-- a call's own entry of the same key replaces it), `user_agent`,
+-- `keepalive_time` / `keepalive_timeout` (seconds: a connection with
+-- calls that received nothing for keepalive_time sends an HTTP/2 PING;
+-- no ACK within keepalive_timeout, default 20, closes it and its calls
+-- fail UNAVAILABLE; default no pings), `reconnect` = {initial = 1,
+-- multiplier = 1.6, jitter = 0.2, maximum = 120, min_connect_timeout =
+-- 20} (seconds; gRPC's connection backoff: after a failed connection
+-- attempt the next waits initial s, growing by multiplier per failure up
+-- to maximum, +-jitter of it; an attempt not connected within
+-- max(min_connect_timeout, the backoff) has failed; a call needing a
+-- connection meanwhile fails UNAVAILABLE at once, as gRPC fails a call
+-- that is not wait-for-ready, so a retry policy's own backoff paces the
+-- attempts), `wait_for_ready` (true: such a call waits for the next
+-- connection attempt instead, failing at once only when that is past
+-- its deadline; gRPC's wait-for-ready),
+-- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
+-- name check, so anyone on the path can read and change the calls; for
+-- a test server with a self-signed certificate only), `connect_timeout`
+-- (seconds a new connection may take to connect and finish TLS; past
+-- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
+-- timed out after S s"; default none but the calls' deadlines),
+-- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
+-- of the built-in sockets and TLS: `driver.connect(host, port, o)` ->
+-- a socket object, or nil and why, with `o` = {tls = boolean,
+-- server_name =, insecure = boolean, ca_file =, cert_file =, key_file =,
+-- alpn = {"h2"}, timeout = seconds the attempt may take};
+-- `sock:send(bytes)` -> bytes sent (all of them, or a count to retry
+-- the rest later) or nil, err; `sock:receiveany(max)` -> at most `max`
+-- bytes, or nil, "timeout" (nothing within the read timeout: not an
+-- error), nil, "closed" or nil, err; `sock:settimeouts(connect, send,
+-- read)` (optional; SECONDS, not milliseconds as in nginx: a read waits
+-- at most until the channel's next timer, 1 s at most);
+-- `sock:sslhandshake(server_name, verify)` (optional; called for https
+-- targets, true or nil, err; the handshake must negotiate ALPN h2;
+-- without it the driver gives TLS itself when `o.tls`, or plaintext);
+-- `sock:close()`; optional `driver.sleep(seconds)` (how a call outside
+-- any pc.spawn task pauses between rounds; default the host's sleep) and
+-- `driver.wait(seconds)` with `driver.wake()` (a call with nothing to
+-- do waits until some call's driver method returned, at most `seconds`:
+-- ngx.semaphore in lua/protocall/resty.lua).
+-- The methods may yield the running coroutine (pc.sleep
+-- inside a pc.spawn task, a cosocket's own yield in its host), so tasks
+-- interleave; one call at a time reads and one writes a socket. A driver
+-- that fails, raises, or reports an error or "closed" ends the calls on
+-- that connection UNAVAILABLE ("connect to HOST:PORT: why", "send to
+-- ...", "read from ...", "TLS handshake with ..."); everything else (one
+-- connection shared, GOAWAY, refused streams, deadlines, reconnection
+-- backoff, keepalive, connect_timeout) is the same as with the built-in
+-- driver. A driver must honour its timeouts: deadlines are checked
+-- between its calls), `load_balancing` ("pick_first", the default, or
+-- "round_robin"). Raises
+-- on a bad target or option, bad metadata, or a `ca_file` that cannot be
+-- read. All calls to one backend share one connection (a second one opens
+-- when the server takes no more streams on it or sends GOAWAY).
+function M.grpc(target, opts)
+  if type(target) ~= "string" and type(target) ~= "table" then
+    error("bad argument #1 to 'grpc' (string or list of addresses expected, got " .. type(target) .. ")", 2)
+  end
+  local places, dns = target_places(target)
+  if not places then
+    error("pc.grpc: target '" .. (type(target) == "string" and target:gsub("%c", "?") or "{...}") .. "': "
+      .. dns, 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #2 to 'grpc' (table expected, got " .. type(opts) .. ")", 2)
+  end
+  opts = opts or {}
+  for k, v in pairs(opts) do
+    local want = TRANSPORT_OPTIONS[k]
+    if want == nil then error("pc.grpc: unknown option '" .. tostring(k) .. "'", 2) end
+    if type(v) ~= want then
+      error("pc.grpc: option '" .. k .. "' must be a " .. want .. ", got " .. type(v), 2)
+    end
+  end
+  check_compression(opts.compression, 2)
+  if opts.load_balancing ~= nil and not LB_POLICIES[opts.load_balancing] then
+    error("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \""
+      .. opts.load_balancing:gsub("%c", "?") .. "\"", 2)
+  end
+  if opts.metadata ~= nil then
+    local bad = metadata_problem(opts.metadata)
+    if bad then error("pc.grpc: " .. bad, 2) end
+  end
+  for _, key in pairs { "ca_file", "cert_file", "key_file" } do
+    if opts[key] ~= nil then
+      local f, why = io_open(opts[key], "rb")
+      if not f then error("pc.grpc: option '" .. key .. "': cannot read " .. why, 2) end
+      f:close()
+    end
+  end
+  for _, key in pairs { "keepalive_time", "keepalive_timeout" } do
+    local v = opts[key]
+    if v ~= nil and not (v > 0 and v <= 1e9) then
+      error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. tostring(v), 2)
+    end
+  end
+  local host_driver = opts.driver
+  if host_driver ~= nil and type(host_driver.connect) ~= "function" then
+    error("pc.grpc: option 'driver': a table with a function 'connect' expected", 2)
+  end
+  local backoff = reconnect_option(opts.reconnect)
+  local ct = opts.connect_timeout
+  if ct ~= nil and not (ct > 0 and ct < math.huge) then
+    error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. tostring(ct), 2)
+  end
+  for _, key in pairs { "user_agent", "server_name" } do
+    if opts[key] ~= nil and opts[key]:find("%c") then
+      error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)
+    end
+  end
+  local sizes = {
+    max_receive = size_option(opts, "max_receive_size", 1),
+    max_header_list = size_option(opts, "max_header_list_size", 1),
+    stream_window = size_option(opts, "stream_window", 65535),
+    connection_window = size_option(opts, "connection_window", 65535),
+  }
+  -- One backend: its channel and transport.
+  local function make(where)
+    local channel = core.grpc_channel {
+      host = where.host, port = where.port, tls = where.tls,
+      ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
+      server_name = opts.server_name or (dns and dns.host), user_agent = opts.user_agent,
+      insecure = opts.insecure, connect_timeout = opts.connect_timeout,
+      max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
+      stream_window = sizes.stream_window, connection_window = sizes.connection_window,
+      keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
+      backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready,
+    }
+    if host_driver then driver.attach(channel, host_driver, where, opts) end
+    return setmetatable({
+      channel = channel, target = where.host .. ":" .. where.port, compression = opts.compression,
+      metadata = opts.metadata,
+    }, Transport)
+  end
+  if #places == 1 then
+    local t = make(places[1])
+    if type(target) == "string" then t.target = target end
+    return t
+  end
+  local resolve
+  if dns then
+    resolve = function()
+      local again = target_places(target)
+      return again
+    end
+  end
+  return balancer.new(places, make, opts.load_balancing or "pick_first", resolve, target)
+end
+
+return M

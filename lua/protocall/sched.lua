@@ -216,7 +216,7 @@ end
 -- number >= 0.
 function M.step(seconds)
   if seconds == nil then seconds = 0 end
-  if type(seconds) ~= "number" or not (seconds >= 0) then
+  if type(seconds) ~= "number" or not (seconds >= 0) then -- luacheck: ignore 581 (NaN must fail)
     local got = type(seconds) ~= "number" and type(seconds) or seconds ~= seconds and "nan" or tostring(seconds)
     error("bad argument #1 to 'step' (seconds >= 0 expected, got " .. got .. ")", 2)
   end

@@ -11,7 +11,7 @@ local core = require "protocall.core"
 
 local M = {}
 
-local type, ipairs, pairs, tostring, sort, concat = type, ipairs, pairs, tostring, table.sort, table.concat
+local type, ipairs, tostring, sort, concat = type, ipairs, tostring, table.sort, table.concat
 local format, byte, rep = string.format, string.byte, string.rep
 local compat = require "protocall.compat"
 local pack, unpack, u64_decimal, u64_hex = compat.spack, compat.sunpack, compat.u64_decimal, compat.u64_hex

@@ -62,7 +62,8 @@ function M.run(policy, ops)
   return function(bytes, timeout, metadata, compression)
     local t0 = clock()
     local deadline = timeout and t0 + timeout
-    local live, sent, next_at, stopped, last = nil, 0, t0, nil, nil
+    local live, sent, next_at, stopped, last
+    sent, next_at = 0, t0
     local tried -- for the transport: the backends this call's attempts used
     if sync then
       -- The first attempt has ended when start returns: a success needs no more.

@@ -3,8 +3,8 @@
 local pc = require "protocall"
 local common = require "protocall.cli.common"
 
-local type, pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
-  type, pairs, ipairs, tostring, pcall, getmetatable, setmetatable
+local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
+  pairs, ipairs, tostring, pcall, getmetatable, setmetatable
 local format = string.format
 local stdout, stderr = common.stdout, common.stderr
 local usage_error, fail, check_format, has_schema, load_schemas, read_input, render, json_documents =

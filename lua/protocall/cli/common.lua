@@ -4,14 +4,14 @@
 local pc = require "protocall"
 local reflection = require "protocall.rpc.reflection"
 
-local type, error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
-  type, error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
+local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
+  error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
 local concat, format = table.concat, string.format
 
 local M = {}
 
 M.stdout, M.stderr = io.stdout, io.stderr
-local stdout, stderr = M.stdout, M.stderr
+local stderr = M.stderr
 
 -- Kinds: "bool", "string", "list" (repeatable string), "number".
 local SCHEMA_FLAGS = {
@@ -82,7 +82,9 @@ function M.parse(cmd, spec, args, first)
           flags[name][#flags[name] + 1] = value
         elseif kind == "number" then
           local n = tonumber(value)
-          if n == nil or n < 0 then usage_error(cmd, "flag -" .. name .. ": a number >= 0 expected, got '" .. value .. "'") end
+          if n == nil or n < 0 then
+            usage_error(cmd, "flag -" .. name .. ": a number >= 0 expected, got '" .. value .. "'")
+          end
           flags[name] = n
         else
           flags[name] = value

@@ -65,19 +65,19 @@ local function read_code(f, view)
     return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", base(view),
                          f.offset)
   end
-  local load = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)
-  if f.read == 6 then load = load .. " ~= 0" end
+  local value = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)
+  if f.read == 6 then value = value .. " ~= 0" end
   -- A double or float NaN reads as Lua's one NaN, as lua_pushnumber
   -- makes it: LuaJIT's FFI load keeps a NaN's payload, whose bits can
   -- read as another type's tag (NaN-boxing) and crash the VM.
   if f.read == 4 then
     return string.format("local w = cast(P[1], %s + %d) if nan64(w[1], w[0]) then return NAN end return %s",
-                         base(view), f.offset, load)
+                         base(view), f.offset, value)
   elseif f.read == 5 then
     return string.format("if nan32(cast(P[1], %s + %d)[0]) then return NAN end return %s", base(view),
-                         f.offset, load)
+                         f.offset, value)
   end
-  return "return " .. load
+  return "return " .. value
 end
 
 local function write_code(f, view)

@@ -65,7 +65,6 @@ calls[0] = { ud = codec_ud, c = codec, size = size_out, uptr = unknown_out, usiz
 local voidp = typeof("void *")
 local anyp = typeof("const volatile void *") -- what any pointer to a struct converts to
 local volatilep = typeof("volatile void *") -- what a pointer that takes writes converts to
-local tonumber = tonumber
 local has_nkeys, nkeys = pcall(require, "table.nkeys") -- OpenResty's LuaJIT has it
 if not has_nkeys then nkeys = nil end
 
@@ -325,7 +324,6 @@ local function accessors(T, layout, prefix, cases, defaults, get, set, from, ct)
   -- error is raised. Without table.nkeys, pairs. Field values in
   -- declaration order: each stored in line (past POSITIONAL fields,
   -- through the C path).
-  local fields = layout.fields
   local function inline_store(f, v, fallback)
     local stmt = fallback or format("slow(p, %q, %s)", f.name, v)
     if accepts[f.write] then

@@ -127,7 +127,9 @@ function M.server_stream(transport, m, max)
   end
   return function(request_bytes, timeout, metadata, compression, attempt)
     local rec -- a with_metadata record (stream_metadata below)
-    if type(request_bytes) == "table" then rec, request_bytes = request_bytes.sink or request_bytes, request_bytes.bytes end
+    if type(request_bytes) == "table" then
+      rec, request_bytes = request_bytes.sink or request_bytes, request_bytes.bytes
+    end
     local iter, state, ctl, call = transport:server_stream(path, request_bytes, { timeout = timeout,
       metadata = metadata, compression = compression, previous_attempts = attempt and attempt - 1 })
     if rec then

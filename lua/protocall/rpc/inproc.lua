@@ -266,7 +266,8 @@ local function step(c)
       local result = r[2]
       if info.server_streaming then
         if result ~= nil then
-          return finish(c, status("INTERNAL", info.full_name .. ": a bidirectional handler answers with ctx.send and returns nothing"))
+          return finish(c, status("INTERNAL", info.full_name
+            .. ": a bidirectional handler answers with ctx.send and returns nothing"))
         end
       elseif result == nil then
         return finish(c, status("INTERNAL", info.full_name .. ": handler returned no response"))
@@ -357,8 +358,8 @@ function InprocCall:close_and_recv()
 end
 
 --- call:headers(), call:trailers(): in process there are none ({}).
-function InprocCall:headers() return {} end
-function InprocCall:trailers() return {} end
+function InprocCall.headers() return {} end
+function InprocCall.trailers() return {} end
 
 --- call:cancel(): ends the call CANCELLED (later send and recv raise it).
 function InprocCall:cancel()

@@ -48,20 +48,20 @@ local function indexer(pool)
       -- enum values are siblings of their enum, as in C++ scoping
       for _, v in ipairs(e.value) do symbols[prefix .. v.name] = file end
     end
-    local function message(file, prefix, d)
+    local function message_type(file, prefix, d)
       local name = prefix .. d.name
       symbols[name] = file
       local inner = name .. "."
       for _, f in ipairs(d.field) do symbols[inner .. f.name] = file end
       for _, o in ipairs(d.oneof_decl) do symbols[inner .. o.name] = file end
-      for _, n in ipairs(d.nested_type) do message(file, inner, n) end
+      for _, n in ipairs(d.nested_type) do message_type(file, inner, n) end
       for _, e in ipairs(d.enum_type) do enum(file, inner, e) end
       for _, x in ipairs(d.extension) do extension(file, inner, x) end
     end
     for _, file in ipairs(names) do
       local fd = pool:file_descriptor(file)
       local prefix = fd.package ~= "" and fd.package .. "." or ""
-      for _, d in ipairs(fd.message_type) do message(file, prefix, d) end
+      for _, d in ipairs(fd.message_type) do message_type(file, prefix, d) end
       for _, e in ipairs(fd.enum_type) do enum(file, prefix, e) end
       for _, x in ipairs(fd.extension) do extension(file, prefix, x) end
       for _, s in ipairs(fd.service) do
@@ -142,7 +142,8 @@ local function reflection_handler(pool, services)
       sort(numbers)
       resp.all_extension_numbers_response = { base_type_name = name, extension_number = numbers }
     else
-      resp.error_response = { error_code = INVALID_ARGUMENT, error_message = "the request asks nothing (message_request unset)" }
+      resp.error_response = { error_code = INVALID_ARGUMENT,
+                              error_message = "the request asks nothing (message_request unset)" }
     end
     return resp
   end

@@ -10,8 +10,8 @@ local interceptors = require "protocall.rpc.interceptors"
 local health = require "protocall.rpc.health"
 local reflection = require "protocall.rpc.reflection"
 
-local type, error, pairs, tostring, getmetatable, setmetatable, pcall =
-  type, error, pairs, tostring, getmetatable, setmetatable, pcall
+local type, error, pairs, tostring, getmetatable, setmetatable =
+  type, error, pairs, tostring, getmetatable, setmetatable
 local format = string.format
 local Error, status = errors.Error, errors.status
 local encode, type_of, is_message, coerce, protect = core.encode, core.type_of, core.is_message,

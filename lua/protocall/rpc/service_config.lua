@@ -131,14 +131,15 @@ local HEDGING_POLICY_KEYS = { maxAttempts = true, hedgingDelay = true, nonFatalS
 local function hedging_policy_at(v, path)
   object_at(v, path)
   known_keys(v, path, HEDGING_POLICY_KEYS)
-  local policy = { max_attempts = attempts_at(v.maxAttempts, path .. ".maxAttempts"), delay = 0, non_fatal = {} }
-  if v.hedgingDelay ~= nil then policy.delay = duration_at(v.hedgingDelay, path .. ".hedgingDelay", false) end
+  local hedging = { max_attempts = attempts_at(v.maxAttempts, path .. ".maxAttempts"), delay = 0,
+                    non_fatal = {} }
+  if v.hedgingDelay ~= nil then hedging.delay = duration_at(v.hedgingDelay, path .. ".hedgingDelay", false) end
   if v.nonFatalStatusCodes ~= nil then
     for _, name in ipairs(codes_at(v.nonFatalStatusCodes, path .. ".nonFatalStatusCodes")) do
-      policy.non_fatal[name] = true
+      hedging.non_fatal[name] = true
     end
   end
-  return policy
+  return hedging
 end
 
 local function size_at(v, path)
@@ -233,7 +234,9 @@ function M.parse(t)
         object_at(n, npath)
         known_keys(n, npath, NAME_KEYS)
         local service, method = n.service or "", n.method or ""
-        if type(service) ~= "string" then config_error(npath .. ".service", "string expected, got " .. type(service)) end
+        if type(service) ~= "string" then
+          config_error(npath .. ".service", "string expected, got " .. type(service))
+        end
         if type(method) ~= "string" then config_error(npath .. ".method", "string expected, got " .. type(method)) end
         if service == "" and method ~= "" then
           config_error(npath, "a method needs its service (only {} or {service=\"\"} names the default)")

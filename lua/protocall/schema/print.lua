@@ -112,7 +112,8 @@ function print_message(out, ind, d, syntax)
   end
   for _, e in ipairs(d.enum_type) do print_enum(out, inner, e) end
   for _, r in ipairs(d.extension_range) do
-    out[#out + 1] = format("%sextensions %d to %s;", inner, r.start, r["end"] == 536870912 and "max" or tostring(r["end"] - 1))
+    local last = r["end"] == 536870912 and "max" or tostring(r["end"] - 1)
+    out[#out + 1] = format("%sextensions %d to %s;", inner, r.start, last)
   end
   out[#out + 1] = ind .. "}"
 end

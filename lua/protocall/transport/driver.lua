@@ -54,7 +54,8 @@ local function do_connect(dc, st, seconds)
   local ok, sock, err = pcall(dc.driver.connect, dc.host, dc.port, o)
   if not ok then sock, err = nil, sock end
   if type(sock) ~= "table" and type(sock) ~= "userdata" then
-    return connect_failed(ch, st.id, "connect to " .. dc.where .. ": " .. tostring(err or "the driver returned no socket"))
+    return connect_failed(ch, st.id,
+      "connect to " .. dc.where .. ": " .. tostring(err or "the driver returned no socket"))
   end
   st.sock = sock
   if sock.settimeouts then drv(sock, "settimeouts", o.timeout, SEND_TIMEOUT, READ_CAP) end

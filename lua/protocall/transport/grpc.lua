@@ -22,8 +22,7 @@ local driver = require "protocall.transport.driver"
 local balancer = require "protocall.transport.balancer"
 local target_places = require("protocall.transport.target").places
 
-local setmetatable, type, error, pairs, ipairs, tostring, tonumber =
-  setmetatable, type, error, pairs, ipairs, tostring, tonumber
+local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
 local floor, io_open = math.floor, io.open
 local mtype = compat.mtype
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
@@ -322,7 +321,7 @@ end
 --- `transport:wait(handles, seconds)`: waits until one of the started
 -- calls in the list `handles` may have moved on, at most `seconds` (sleeps
 -- when the list is empty). Under pc.run the other tasks run meanwhile.
-function Transport:wait(handles, seconds)
+function Transport.wait(_, handles, seconds)
   local chans, seen = {}, {}
   for i = 1, #handles do
     local ch = handles[i].channel

@@ -56,7 +56,9 @@ function M.places(target)
       if mtype(k) ~= "integer" or k < 1 or k > n then return nil, "list of addresses expected (keys 1..n)" end
     end
     for i = 1, n do
-      if type(target[i]) ~= "string" then return nil, "address " .. i .. ": string expected, got " .. type(target[i]) end
+      if type(target[i]) ~= "string" then
+        return nil, "address " .. i .. ": string expected, got " .. type(target[i])
+      end
       list[i] = target[i]
     end
   elseif type(target) == "string" then

@@ -112,6 +112,14 @@ int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *d
  * for standalone messages of numbers-only types, which have no user value,
  * an entry in an ephemeron table in the registry (lpc_push_refs). */
 
+#define LPC_POOL_MT "protocall.Pool"
+
+/* The "protocall.Pool" userdata. */
+typedef struct {
+  pc_Pool *pool;
+  int owned; /* 0: a host's pool (protocall_pushpool), never freed here */
+} lpc_PoolBox;
+
 /* A "protocall.Type" userdata: its def, and its field lookup in this
  * lua_State (owned by the instance metatables the Type holds in user values
  * 2 and 3; per state, since it is keyed by this state's strings: a frozen
@@ -119,7 +127,7 @@ int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *d
 typedef struct {
   const pc_MessageDef *def;
   const void *lookup;
-} TypeBox;
+} lpc_TypeBox;
 
 /* The pool of the "protocall.Pool" userdata at 'idx' (raises otherwise). */
 pc_Pool *lpc_checkpool(lua_State *L, int idx);
@@ -179,28 +187,57 @@ int lpc_load_wkt(lua_State *L, pc_Pool *pool, const char *full_name);
  * pool has that built-in file now, 0 when it is none or the pool is frozen. */
 int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file);
 
-/* Options tables of the codecs (lpc_json.c, used by lpc_text.c too). Each
- * raises "bad argument #idx to 'fname' (...)", named so that a pcall'd call
- * does not name the core table. */
-void lpc_argerror(lua_State *L, int arg, const char *fname, const char *msg);
+/* -- Argument errors (lpc_arg.c) ------------------------------------------
+ * The binding's one path for Lua's "bad argument" error. */
 
+/* Raises "bad argument #arg to 'fname' (msg)" after the calling Lua line's
+ * position, as luaL_argerror words it; 'fname' names the function as its
+ * caller knows it ("decode", "to_json"). 'msg' NULL: the message is the
+ * string on top of the stack (which may hold a NUL byte). */
+_Noreturn void lpc_arg_error(lua_State *L, int arg, const char *fname, const char *msg);
+/* As luaL_typeerror through lpc_arg_error: "(table expected, got number)",
+ * a value with a __name metafield shown by it. */
+_Noreturn void lpc_arg_type_error(lua_State *L, int arg, const char *fname, const char *expected);
+/* The name of the type of the value at 'idx' for an error: its __name
+ * metafield ("protocall.Pool", "demo.Point"), else its Lua type. */
+const char *lpc_type_name(lua_State *L, int idx);
 /* The arguments (T, s) of a parser such as pc.from_json / pc.from_text:
- * the Type's def, and the string in *s, *len; raises Lua's argument error
- * naming 'fname' otherwise (lpc_json.c). */
+ * the Type's def, and the string in *s, *len; raises naming 'fname'. */
 const pc_MessageDef *lpc_check_parse_args(lua_State *L, const char *fname, const char **s,
                                           size_t *len);
-/* The table at 'idx' (nil or none allowed) has only keys among 'names'
- * (NULL-terminated; whole keys compared, a NUL in one too); else raises
- * "bad argument #idx to 'fname' (unknown option 'key')", a key that is not
- * a string named as tostring shows it. */
+
+/* -- Options tables (lpc_options.c) --------------------------------------- */
+
+/* The table at 'idx' (nil or none allowed: argument #idx of 'fname') has
+ * only keys among 'names' (NULL-terminated; whole keys compared, a NUL in
+ * one too); else raises "bad argument #idx to 'fname' (unknown option
+ * 'key')", a key that is not a string named as tostring shows it. */
 void lpc_check_options(lua_State *L, int idx, const char *fname, const char *const *names);
-/* Integer field 'name' of the table at 'idx' in lo..hi, or 'dflt' when
- * absent (or when there is no table). */
+/* The keys of the declaration table at 't' are 1..npos and names among
+ * 'allowed'; else raises "<where>: unknown option 'k' (expected
+ * <expected>)" (pc.message, pc.enum, pc.extend). */
+void lpc_check_keys(lua_State *L, int t, const char *where, lua_Integer npos,
+                    const char *const *allowed, const char *expected);
+/* Field 'name' of the table at 'idx' is set and not false (0 when there is
+ * no table). */
+int lpc_opt_bool(lua_State *L, int idx, const char *name);
+/* Field 'name' of the table at 'idx': 1 with '*v' set when it is a number
+ * with an integer value in lo..hi, 0 when absent (or no table), -1 when it
+ * is anything else (the caller words the error). */
+int lpc_test_opt_int(lua_State *L, int idx, const char *name, int lo, int hi, int *v);
+/* As lpc_test_opt_int: the value, 'dflt' when absent; raises "bad argument
+ * #idx to 'fname' (<name> must be an integer in lo..hi)". */
 int lpc_opt_int(lua_State *L, int idx, const char *fname, const char *name, int lo, int hi,
                 int dflt);
 /* The pool of field "pool" of the table at 'idx' (a Pool userdata), or NULL;
  * raises "bad argument #idx to 'fname' (pool: protocall.Pool expected, ...)". */
 pc_Pool *lpc_opt_pool(lua_State *L, int idx, const char *fname);
+/* String field 'k' of the table at 't', or NULL when nil (luaL_checkstring
+ * on the field otherwise). */
+const char *lpc_opt_string(lua_State *L, int t, const char *k);
+/* Integer field 'k' of the table at 't' in 0..max, 0 when nil; raises "<k>
+ * must be in 0..<max>". */
+lua_Integer lpc_opt_size(lua_State *L, int t, const char *k, lua_Integer max);
 
 /* Types ("protocall.Type", lpc_schema.c) get their instance metatables
  * from the message binding without the schema binding naming it: the
@@ -316,7 +353,6 @@ int lpc_arena_gc(lua_State *L);
 /* Declared here for the message files; each is documented where it is
  * defined. */
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
-const char *lpc_tname(lua_State *L, int idx);
 /* Whether the string at 'idx' holds a NUL byte: no name of a pool does (C
  * reads one as the end), so such a name is refused where declared and
  * found nowhere (lpc_anchor.c). */

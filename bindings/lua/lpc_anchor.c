@@ -59,15 +59,6 @@ const char *lpc_pushshown(lua_State *L, int idx) {
   return lua_tostring(L, -1);
 }
 
-const char *lpc_tname(lua_State *L, int idx) {
-  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) {
-    const char *n = lua_tostring(L, -1);
-    lua_pop(L, 1); /* the metatable still holds it */
-    return n;
-  }
-  return luaL_typename(L, idx);
-}
-
 /* -- Arenas and anchors ---------------------------------------------------- */
 
 int lpc_arena_gc(lua_State *L) {

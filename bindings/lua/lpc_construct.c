@@ -126,7 +126,7 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     const Container *other = luaL_testudata(L, src, LPC_REPEATED_MT);
     if (other == NULL || other->f->type != f->type || other->f->message != f->message ||
         other->f->enumdef != f->enumdef)
-      lpc_msg_error(L, "%s: list expected, got %s", f->full_name, lpc_tname(L, src));
+      lpc_msg_error(L, "%s: list expected, got %s", f->full_name, lpc_type_name(L, src));
     n = luaL_len(L, src);
   }
   /* Pass 1: check every element; message objects and kept strings into a
@@ -246,7 +246,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   if (lua_type(L, src) != LUA_TTABLE) {
     const Container *other = luaL_testudata(L, src, LPC_MAP_MT);
     if (other == NULL || other->f->message != f->message) {
-      lpc_msg_error(L, "%s: table expected, got %s", f->full_name, lpc_tname(L, src));
+      lpc_msg_error(L, "%s: table expected, got %s", f->full_name, lpc_type_name(L, src));
       return; /* (lpc_msg_error raises) */
     }
     lua_newtable(L); /* copy through a plain table: src may be this very map */
@@ -536,7 +536,7 @@ static int visit(lua_State *L, int t, int on, lpc_Build *visited) {
  * plain slots take their values directly; the one allocation is the
  * message's block. */
 static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
-  const TypeBox *box = lua_touserdata(L, type);
+  const lpc_TypeBox *box = lua_touserdata(L, type);
   const pc_MessageDef *def = box->def;
   const Lookup *lk = box->lookup;
   if (visited->marks && visit(L, t, -1, visited))
@@ -577,7 +577,7 @@ int lpc_type_call(lua_State *L) {
   /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
   int t = lua_type(L, 2);
   if (t == LUA_TTABLE) {
-    const TypeBox *box = lua_touserdata(L, 1);
+    const lpc_TypeBox *box = lua_touserdata(L, 1);
     if (((const Lookup *)box->lookup)->tree && lpc_table_message(L, 1, 2)) return 1;
     lpc_Build visited = {0, 0};
     construct(L, 1, 2, &visited);

@@ -131,7 +131,7 @@ void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f
 static _Noreturn void no_field(lua_State *L, const pc_MessageDef *def, int key) {
   if (lua_type(L, key) == LUA_TSTRING)
     lpc_msg_error(L, "%s.%s: no such field", def->full_name, lpc_pushshown(L, key));
-  lpc_msg_error(L, "%s: field name expected, got %s", def->full_name, lpc_tname(L, key));
+  lpc_msg_error(L, "%s: field name expected, got %s", def->full_name, lpc_type_name(L, key));
 }
 
 /* Empty entries hold the Lookup's own address (never a string), so a NULL

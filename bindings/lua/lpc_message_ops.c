@@ -88,7 +88,7 @@ static int lpc_message_has(lua_State *L) {
   const pc_OneofDef *o = NULL;
   const pc_FieldDef *f = lpc_check_field(L, def, 2, &o);
   if (f != NULL && !f->has_presence)
-    return luaL_error(L, "bad argument #2 to 'has' (%s has no presence)", f->full_name);
+    lpc_arg_error(L, 2, "has", lua_pushfstring(L, "%s has no presence", f->full_name));
   lua_pushboolean(L,
                   f ? pc_Message_Has(msg, f) : o != NULL && pc_Message_WhichOneof(msg, o) != NULL);
   return 1;
@@ -383,7 +383,7 @@ static void push_tostring(lua_State *L);
 static int lpc_message_tostring(lua_State *L) {
   push_tostring(L);
   if (lua_isnil(L, -1)) {
-    lua_pushfstring(L, "%s: %p", lpc_tname(L, 1), lua_topointer(L, 1));
+    lua_pushfstring(L, "%s: %p", lpc_type_name(L, 1), lua_topointer(L, 1));
     return 1;
   }
   lua_pushvalue(L, 1);
@@ -564,12 +564,12 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
  * a new Type's Lookup and its two instance metatables, user values 2 and 3) */
 static int make_type_metatables(lua_State *L) {
   const int type_idx = 1;
-  const pc_MessageDef *def = ((TypeBox *)lua_touserdata(L, type_idx))->def;
+  const pc_MessageDef *def = ((lpc_TypeBox *)lua_touserdata(L, type_idx))->def;
   make_lookup(L, def);
   int names = lua_gettop(L);
   /* The Type owns this Lookup through its metatables: instances keep
    * their Type alive. */
-  ((TypeBox *)lua_touserdata(L, type_idx))->lookup = lua_touserdata(L, names);
+  ((lpc_TypeBox *)lua_touserdata(L, type_idx))->lookup = lua_touserdata(L, names);
   make_mt(L, def, names, kLpc_Standalone);
   lua_pushvalue(L, type_idx);
   lua_rawsetp(L, -2, &lpc_type_key);

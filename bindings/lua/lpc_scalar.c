@@ -57,7 +57,7 @@ void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v) {
 /* -- Checked conversions --------------------------------------------------- */
 
 _Noreturn void lpc_type_error(lua_State *L, const char *name, const char *expected, int idx) {
-  lpc_msg_error(L, "%s: %s expected, got %s", name, expected, lpc_tname(L, idx));
+  lpc_msg_error(L, "%s: %s expected, got %s", name, expected, lpc_type_name(L, idx));
 }
 
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MT "protocall.Pool"
+#define POOL_MT LPC_POOL_MT
 #define TYPE_MT LPC_TYPE_MT
 
 static char kPoolsKey;   /* registry: weak-valued pc_Pool* -> Pool */
@@ -18,20 +18,15 @@ static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
 
 char lpc_type_metatables_key;
 
-typedef struct {
-  pc_Pool *pool;
-  int owned; /* 0: a host's pool (protocall_pushpool), never freed here */
-} PoolBox;
-
 /* -- Pools ------------------------------------------------------------------ */
 
 pc_Pool *lpc_checkpool(lua_State *L, int idx) {
-  PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
+  lpc_PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
   return b->pool;
 }
 
 static int lpc_pool_gc(lua_State *L) {
-  PoolBox *b = luaL_checkudata(L, 1, POOL_MT);
+  lpc_PoolBox *b = luaL_checkudata(L, 1, POOL_MT);
   if (b->owned) pc_Pool_Free(b->pool);
   b->pool = NULL;
   return 0;
@@ -39,7 +34,7 @@ static int lpc_pool_gc(lua_State *L) {
 
 /* -- pool = core.pool_new()   (an empty pool) */
 static int lpc_pool_new(lua_State *L) {
-  PoolBox *b = lua_newuserdatauv(L, sizeof(PoolBox), 0);
+  lpc_PoolBox *b = lua_newuserdatauv(L, sizeof(lpc_PoolBox), 0);
   b->pool = NULL;
   b->owned = 1;
   luaL_setmetatable(L, POOL_MT);
@@ -68,7 +63,7 @@ void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
     return;
   }
   lua_pop(L, 1);
-  PoolBox *b = lua_newuserdatauv(L, sizeof(PoolBox), 0);
+  lpc_PoolBox *b = lua_newuserdatauv(L, sizeof(lpc_PoolBox), 0);
   b->pool = pool;
   b->owned = 0;
   luaL_setmetatable(L, POOL_MT);
@@ -86,7 +81,7 @@ void lpc_pushpool(lua_State *L, const pc_Pool *pool) {
 /* -- Types ------------------------------------------------------------------ */
 
 const pc_MessageDef *lpc_checktype(lua_State *L, int idx) {
-  TypeBox *t = luaL_checkudata(L, idx, TYPE_MT);
+  lpc_TypeBox *t = luaL_checkudata(L, idx, TYPE_MT);
   return t->def;
 }
 
@@ -97,7 +92,7 @@ void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
     return;
   }
   lua_pop(L, 1);
-  TypeBox *t = lua_newuserdatauv(L, sizeof(TypeBox), 3);
+  lpc_TypeBox *t = lua_newuserdatauv(L, sizeof(lpc_TypeBox), 3);
   t->def = def;
   luaL_setmetatable(L, TYPE_MT);
   lpc_pushpool(L, def->file->pool);
@@ -366,28 +361,6 @@ static void map_entry(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *self
   fd->label = kPc_Label_Repeated;
 }
 
-/* Raises "<where>: unknown option 'k' (expected ...)" for a key of the table
- * at 't' other than 1..npos and the names in 'allowed' (NULL-terminated), so
- * a misspelt option cannot be silently ignored. */
-static void check_keys(lua_State *L, int t, const char *where, lua_Integer npos,
-                       const char *const *allowed, const char *expected) {
-  lua_pushnil(L);
-  while (lua_next(L, t) != 0) {
-    lua_pop(L, 1);
-    if (lua_isinteger(L, -1)) {
-      lua_Integer k = lua_tointeger(L, -1);
-      if (k >= 1 && k <= npos) continue;
-    } else if (lua_type(L, -1) == LUA_TSTRING) {
-      const char *k = lua_tostring(L, -1);
-      const char *const *a = allowed;
-      while (*a != NULL && strcmp(*a, k) != 0) a++;
-      if (*a != NULL) continue;
-    }
-    luaL_error(L, "%s: unknown option '%s' (expected %s)", where, luaL_tolstring(L, -1, NULL),
-               expected);
-  }
-}
-
 static const char *const kFieldOptions[] = {"repeated",  "required", "optional", "packed",
                                             "json_name", "oneof",    "default",  NULL};
 static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
@@ -412,7 +385,7 @@ static int lpc_pool_message(lua_State *L) {
   if (!lua_isnoneornil(L, opts)) {
     luaL_checktype(L, opts, LUA_TTABLE);
     static const char *const kMessageOptions[] = {"syntax", "extensions", NULL};
-    check_keys(L, opts, full, 0, kMessageOptions, "syntax or extensions");
+    lpc_check_keys(L, opts, full, 0, kMessageOptions, "syntax or extensions");
     lua_getfield(L, opts, "syntax");
     const char *syn = lua_tostring(L, -1);
     if (syn != NULL && strcmp(syn, "proto2") == 0)
@@ -478,8 +451,8 @@ static int lpc_pool_message(lua_State *L) {
     f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
     lua_pushfstring(L, "%s.%s", full, f->name);
     const char *where = lua_tostring(L, -1);
-    check_keys(L, t, where, 3, kFieldOptions,
-               "repeated, required, optional, packed, json_name, oneof or default");
+    lpc_check_keys(L, t, where, 3, kFieldOptions,
+                   "repeated, required, optional, packed, json_name, oneof or default");
     size_t tlen;
     const char *spell = lua_tolstring(L, -3, &tlen);
     int repeated = opt_bool(L, t, "repeated");
@@ -600,7 +573,7 @@ static int lpc_pool_extend(lua_State *L) {
     f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
     size_t tlen;
     const char *spell = lua_tolstring(L, -2, &tlen);
-    check_keys(L, t, full, 3, kExtensionOptions, "repeated or default");
+    lpc_check_keys(L, t, full, 3, kExtensionOptions, "repeated or default");
     resolve_type(L, pool, a, "", full, spell, tlen, f);
     if (opt_bool(L, t, "repeated")) f->label = kPc_Label_Repeated;
     if (lua_getfield(L, t, "default") != LUA_TNIL) {

@@ -336,7 +336,7 @@ static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
   if (s->ntypes == LPC_TABLE_TYPES) return NULL;
   lua_State *L = e->L;
   lpc_pushtype(L, def);
-  const Lookup *lk = ((const TypeBox *)lua_touserdata(L, -1))->lookup;
+  const Lookup *lk = ((const lpc_TypeBox *)lua_touserdata(L, -1))->lookup;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
   lua_getiuservalue(L, -1, 1);
   lua_rotate(L, -3, -1); /* state, table, Type */
@@ -532,7 +532,7 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
 
 int lpc_encode_table(lua_State *L, int type, int t) {
   t = lua_absindex(L, t);
-  const TypeBox *box = lua_touserdata(L, type);
+  const lpc_TypeBox *box = lua_touserdata(L, type);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
   TableState *s = lua_touserdata(L, -1);
   lua_pop(L, 1); /* the registry keeps it */
@@ -565,7 +565,7 @@ int lpc_encode_table(lua_State *L, int type, int t) {
 
 int lpc_table_message(lua_State *L, int type, int t) {
   if (!lpc_encode_table(L, type, t)) return 0;
-  const pc_MessageDef *def = ((const TypeBox *)lua_touserdata(L, type))->def;
+  const pc_MessageDef *def = ((const lpc_TypeBox *)lua_touserdata(L, type))->def;
   size_t len;
   const char *bytes = lua_tolstring(L, -1, &len);
   pc_Arena *a = lpc_newarena(L);

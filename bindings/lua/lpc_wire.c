@@ -76,24 +76,6 @@ static int clear_cache(lua_State *L) {
   return 0;
 }
 
-/* Raises "bad argument #arg to 'fname' (msg)". encode and decode name
- * themselves: luaL_argerror, when the call site gives no name (pcall),
- * would find 'protocall.core.decode' through package.loaded. */
-static _Noreturn void codec_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
-  luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
-#if defined(__GNUC__)
-  __builtin_unreachable();
-#endif
-}
-
-/* As luaL_typeerror, named as codec_argerror. */
-static _Noreturn void codec_typeerror(lua_State *L, int arg, const char *fname,
-                                      const char *expected) {
-  const char *got = luaL_getmetafield(L, arg, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
-                                                                       : luaL_typename(L, arg);
-  codec_argerror(L, arg, fname, lua_pushfstring(L, "%s expected, got %s", expected, got));
-}
-
 static int flat_kind(const pc_MessageDef *def);
 
 /* The Type at 1 through the cache, or NULL when it is no Type. */
@@ -118,33 +100,25 @@ static const char *const kDecodeOptions[] = {"table", "extensions", "max_depth",
 /* Reads pc.encode's options, the table at 'idx' (argument #idx), into
  * '*opts'; raises on an option it does not know. */
 static void encode_options(lua_State *L, int idx, pc_EncodeOptions *opts) {
-  if (!lua_istable(L, idx)) codec_typeerror(L, idx, "encode", "table");
+  if (!lua_istable(L, idx)) lpc_arg_type_error(L, idx, "encode", "table");
   lpc_check_options(L, idx, "encode", kEncodeOptions);
-  opts->deterministic = lua_getfield(L, idx, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
-  opts->partial = lua_getfield(L, idx, "partial") != LUA_TNIL && lua_toboolean(L, -1);
-  lua_pop(L, 2);
+  opts->deterministic = lpc_opt_bool(L, idx, "deterministic");
+  opts->partial = lpc_opt_bool(L, idx, "partial");
 }
 
 /* Reads pc.decode's options, the table at 'idx' (argument #idx), into
  * '*opts' and '*as_table'; raises on an option it does not know and on a
  * max_depth out of 1..PC_MESSAGE_MAX_DEPTH. */
 static void decode_options(lua_State *L, int idx, pc_DecodeOptions *opts, int *as_table) {
-  if (!lua_istable(L, idx)) codec_typeerror(L, idx, "decode", "table");
+  if (!lua_istable(L, idx)) lpc_arg_type_error(L, idx, "decode", "table");
   lpc_check_options(L, idx, "decode", kDecodeOptions);
-  *as_table = lua_getfield(L, idx, "table") != LUA_TNIL && lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  *as_table = lpc_opt_bool(L, idx, "table");
   opts->no_extensions = lua_getfield(L, idx, "extensions") != LUA_TNIL && !lua_toboolean(L, -1);
   lua_pop(L, 1);
-  if (lua_getfield(L, idx, "max_depth") != LUA_TNIL) {
-    int isint = 0; /* a number: a string such as "10" is refused on both runtimes */
-    lua_Integer d = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
-    if (!isint || d < 1 || d > PC_MESSAGE_MAX_DEPTH)
-      codec_argerror(L, idx, "decode",
-                     lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
-    opts->max_depth = (int)d;
-  }
-  opts->partial = lua_getfield(L, idx, "partial") != LUA_TNIL && lua_toboolean(L, -1);
-  lua_pop(L, 2);
+  if (lpc_test_opt_int(L, idx, "max_depth", 1, PC_MESSAGE_MAX_DEPTH, &opts->max_depth) < 0)
+    lpc_arg_error(L, idx, "decode",
+                  lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
+  opts->partial = lpc_opt_bool(L, idx, "partial");
 }
 
 /* pc.encode(T, table [, opts]): the table's encoding pushed by the direct
@@ -152,7 +126,7 @@ static void decode_options(lua_State *L, int idx, pc_DecodeOptions *opts, int *a
  * T{...}'s error for a table it refuses) and 0, and the caller encodes
  * that message with the options at 3. */
 static int encode_table(lua_State *L) {
-  if (lua_type(L, 2) != LUA_TTABLE) codec_typeerror(L, 2, "encode", "table");
+  if (lua_type(L, 2) != LUA_TTABLE) lpc_arg_type_error(L, 2, "encode", "table");
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 3)) encode_options(L, 3, &opts);
   if (!opts.deterministic && lpc_encode_table(L, 1, 2)) return 1;
@@ -178,7 +152,7 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
   }
   if (test_type(L, cs) != NULL && encode_table(L)) return NULL;
   pc_Message *msg = lpc_tomessage(L, 1, def);
-  if (msg == NULL) codec_typeerror(L, 1, "encode", "message");
+  if (msg == NULL) lpc_arg_type_error(L, 1, "encode", "message");
   lua_getmetatable(L, 1);
   cs->mt = lua_topointer(L, -1);
   cache(L, 1);
@@ -190,7 +164,7 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
 /* The Type at 1, as lpc_checktype, through the cache. */
 static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
   const pc_MessageDef *def = test_type(L, cs);
-  if (def == NULL) codec_typeerror(L, 1, "decode", "protocall.Type");
+  if (def == NULL) lpc_arg_type_error(L, 1, "decode", "protocall.Type");
   return def;
 }
 
@@ -319,7 +293,7 @@ static int lpc_codec_decode(lua_State *L) {
   int type_flat = cs->type_flat;
   void *plain = cs->type_plain_def == def ? cs->type_plain : NULL;
   size_t len;
-  if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
+  if (lua_type(L, 2) != LUA_TSTRING) lpc_arg_type_error(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
   pc_DecodeOptions opts = {0};
   int as_table = 0;
@@ -434,7 +408,7 @@ static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes,
 static int lpc_codec_is_initialized(lua_State *L) {
   const pc_MessageDef *def;
   pc_Message *msg = lpc_tomessage(L, 1, &def);
-  if (msg == NULL) codec_typeerror(L, 1, "is_initialized", "message");
+  if (msg == NULL) lpc_arg_type_error(L, 1, "is_initialized", "message");
   lua_pushboolean(L, pc_Message_CheckRequired(msg, def, NULL) == 0);
   return 1;
 }

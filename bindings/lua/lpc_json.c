@@ -8,7 +8,7 @@
  * message anchored to that arena. An Any naming a well-known type the pool
  * lacks loads that type's built-in file (as pc.type does) and runs again. */
 #include "json/json.h"
-#include "lpc.h"
+#include "lpc_options.h"
 #include "schema/wkt.h"
 
 #include <lauxlib.h>
@@ -44,9 +44,9 @@ static int load_wanted(lua_State *L, pc_Pool *pool, Finder *f) {
 
 /* The pool that owns 'def' (through its Type's Pool userdata). */
 static pc_Pool *pool_of(lua_State *L, const pc_MessageDef *def) {
-  lpc_pushtype(L, def);
+  lpc_push_type(L, def);
   lua_getiuservalue(L, -1, 1);
-  pc_Pool *pool = lpc_checkpool(L, -1);
+  pc_Pool *pool = lpc_check_pool(L, -1);
   lua_pop(L, 2);
   return pool;
 }
@@ -67,7 +67,7 @@ static int lpc_to_json(lua_State *L) {
                                       "indent",        "pool",        NULL};
   pc_JsonBuf *b = lua_touserdata(L, lua_upvalueindex(1));
   const pc_MessageDef *def;
-  pc_Message *msg = lpc_tomessage(L, 1, &def);
+  pc_Message *msg = lpc_to_message(L, 1, &def);
   if (msg == NULL)
     lpc_arg_error(L, 1, "to_json",
                   lua_pushfstring(L, "message expected, got %s", luaL_typename(L, 1)));
@@ -124,17 +124,17 @@ static int lpc_from_json(lua_State *L) {
   o.find_type_ud = &finder;
   if (pool == NULL) pool = pool_of(L, def);
   for (;;) {
-    pc_Arena *a = lpc_newarena(L);
+    pc_Arena *a = lpc_new_arena(L);
     int arena_idx = lua_gettop(L);
     pc_Message *msg = pc_Message_New(def, a);
     if (msg == NULL) return luaL_error(L, "not enough memory");
     pc_Error err;
     pc_Error_Init(&err);
     pc_JsonStatus st = pc_Json_Read(s, len, msg, def, a, &o, &err);
-    lpc_pacearena(L, arena_idx);
+    lpc_pace_arena(L, arena_idx);
     if (st == kPc_JsonStatus_OutOfMemory) return luaL_error(L, "not enough memory");
     if (st == kPc_JsonStatus_Ok) {
-      lpc_pushview(L, def, msg, arena_idx);
+      lpc_push_view(L, def, msg, arena_idx);
       return 1;
     }
     if (!load_wanted(L, pool, &finder)) {

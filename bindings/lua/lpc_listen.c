@@ -5,7 +5,7 @@
  * lua/protocall/listen.lua builds pc.listen, the handler tasks and their
  * contexts on top. Every C call lives in a "protocall.ServerCall" userdata
  * from the moment it is taken, so nothing leaks when Lua raises. */
-#include "lpc.h"
+#include "lpc_options.h"
 #include "net/listener.h"
 
 #include <lauxlib.h>
@@ -23,12 +23,12 @@ typedef struct {
   pc_GrpcServerCall *call;
 } SCallBox;
 
-pc_GrpcListener *lpc_tolistener(lua_State *L, int idx) {
+pc_GrpcListener *lpc_to_listener(lua_State *L, int idx) {
   ListenerBox *b = luaL_testudata(L, idx, LISTENER_MT);
   return b ? b->l : NULL;
 }
 
-int lpc_islistener(lua_State *L, int idx) {
+int lpc_is_listener(lua_State *L, int idx) {
   return luaL_testudata(L, idx, LISTENER_MT) != NULL;
 }
 

@@ -13,7 +13,7 @@
 #include "net/channel.h"
 #include "net/listener.h"
 #include "net/resolve.h"
-#include "lpc.h"
+#include "lpc_options.h"
 #include "protocall.h"
 
 #include <lauxlib.h>
@@ -473,8 +473,8 @@ static lua_Integer waitables(lua_State *L, int idx, Waitables *w) {
   w->ls = (pc_GrpcListener **)(room + len + 1);
   for (lua_Integer i = 1; i <= len; i++) {
     lua_geti(L, idx, i);
-    if (lpc_islistener(L, -1)) {
-      pc_GrpcListener *l = lpc_tolistener(L, -1);
+    if (lpc_is_listener(L, -1)) {
+      pc_GrpcListener *l = lpc_to_listener(L, -1);
       if (l == NULL) w->closed = 1;
       if (l) w->ls[w->m++] = l;
     } else {

@@ -2,7 +2,7 @@
  * for every binding file that takes one (the codecs' {max_depth =, ...},
  * pc.message's declarations, the gRPC channel's and listener's settings).
  * Errors about a function's argument go through lpc_arg_error. */
-#include "lpc.h"
+#include "lpc_options.h"
 
 #include <lauxlib.h>
 #include <string.h>

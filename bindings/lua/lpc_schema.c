@@ -1,7 +1,7 @@
 /* Pools, types and enums as Lua values, and the Lua declarations
  * pc.message / pc.enum (README "Schemas"): a declaration becomes a one-type
  * pc_FileDesc added with pc_Pool_AddFile, as every other schema source. */
-#include "lpc.h"
+#include "lpc_options.h"
 #include "schema/wkt.h"
 
 #include <lauxlib.h>
@@ -20,7 +20,7 @@ char lpc_type_metatables_key;
 
 /* -- Pools ------------------------------------------------------------------ */
 
-pc_Pool *lpc_checkpool(lua_State *L, int idx) {
+pc_Pool *lpc_check_pool(lua_State *L, int idx) {
   lpc_PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
   return b->pool;
 }
@@ -56,7 +56,7 @@ static void push_pools(lua_State *L) {
     luaL_error(L, "protocall: open the module first (luaopen_protocall)");
 }
 
-void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
+void lpc_push_host_pool(lua_State *L, pc_Pool *pool) {
   push_pools(L);
   if (lua_rawgetp(L, -1, pool) != LUA_TNIL) {
     lua_remove(L, -2);
@@ -72,7 +72,7 @@ void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
   lua_remove(L, -2);
 }
 
-void lpc_pushpool(lua_State *L, const pc_Pool *pool) {
+void lpc_push_pool(lua_State *L, const pc_Pool *pool) {
   push_pools(L);
   lua_rawgetp(L, -1, pool);
   lua_remove(L, -2);
@@ -80,12 +80,12 @@ void lpc_pushpool(lua_State *L, const pc_Pool *pool) {
 
 /* -- Types ------------------------------------------------------------------ */
 
-const pc_MessageDef *lpc_checktype(lua_State *L, int idx) {
+const pc_MessageDef *lpc_check_type(lua_State *L, int idx) {
   lpc_TypeBox *t = luaL_checkudata(L, idx, TYPE_MT);
   return t->def;
 }
 
-void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
+void lpc_push_type(lua_State *L, const pc_MessageDef *def) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTypesKey);
   if (lua_rawgetp(L, -1, def) != LUA_TNIL) {
     lua_remove(L, -2);
@@ -95,7 +95,7 @@ void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
   lpc_TypeBox *t = lua_newuserdatauv(L, sizeof(lpc_TypeBox), 3);
   t->def = def;
   luaL_setmetatable(L, TYPE_MT);
-  lpc_pushpool(L, def->file->pool);
+  lpc_push_pool(L, def->file->pool);
   lua_setiuservalue(L, -2, 1);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key); /* lpc_open_message's */
   lua_pushvalue(L, -2);
@@ -107,7 +107,7 @@ void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
 
 /* -- v = T.full_name, T.name */
 static int lpc_type_index(lua_State *L) {
-  const pc_MessageDef *def = lpc_checktype(L, 1);
+  const pc_MessageDef *def = lpc_check_type(L, 1);
   const char *k = lua_tostring(L, 2);
   if (k != NULL && strcmp(k, "full_name") == 0)
     lua_pushstring(L, def->full_name);
@@ -122,7 +122,7 @@ static int lpc_type_index(lua_State *L) {
 
 /* -- s = tostring(T)   ("protocall.Type(demo.Point)") */
 static int lpc_type_tostring(lua_State *L) {
-  lua_pushfstring(L, "protocall.Type(%s)", lpc_checktype(L, 1)->full_name);
+  lua_pushfstring(L, "protocall.Type(%s)", lpc_check_type(L, 1)->full_name);
   return 1;
 }
 
@@ -146,7 +146,7 @@ static void push_enum(lua_State *L, const pc_EnumDef *e) {
   lua_setfield(L, -2, "__name");
   lua_pushlightuserdata(L, (void *)e);
   lua_rawsetp(L, -2, &kEnumDefKey);
-  lpc_pushpool(L, e->file->pool);
+  lpc_push_pool(L, e->file->pool);
   lua_setfield(L, -2, "pool"); /* keeps the pool alive */
   lua_setmetatable(L, -2);
   lua_pushvalue(L, -1);
@@ -166,7 +166,7 @@ static pc_Pool *bound_pool(lua_State *L, int *base, int *pool_idx) {
     *base = 2;
     *pool_idx = 1;
   }
-  return lpc_checkpool(L, *pool_idx);
+  return lpc_check_pool(L, *pool_idx);
 }
 
 static const char *arena_str(lua_State *L, pc_Arena *a, const char *s, size_t len) {
@@ -397,7 +397,7 @@ static int lpc_pool_message(lua_State *L) {
   if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", full);
   if (pc_Pool_FindMessage(pool, full) || pc_Pool_FindEnum(pool, full))
     return luaL_error(L, "%s: already defined", full);
-  pc_Arena *a = lpc_newarena(L); /* scratch, freed by the collector */
+  pc_Arena *a = lpc_new_arena(L); /* scratch, freed by the collector */
   pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
   pc_MessageDesc *md = arena_calloc(L, a, sizeof(pc_MessageDesc));
   if (!lua_isnoneornil(L, opts) && lua_getfield(L, opts, "extensions") != LUA_TNIL) {
@@ -514,7 +514,7 @@ static int lpc_pool_message(lua_State *L) {
   pc_Error_Init(&err);
   const pc_FileDef *file = pc_Pool_AddFile(pool, fd, &err);
   if (file == NULL) return luaL_error(L, "%s", err.msg);
-  lpc_pushtype(L, &file->messages[0]);
+  lpc_push_type(L, &file->messages[0]);
   return 1;
 }
 
@@ -531,7 +531,7 @@ static int lpc_pool_extend(lua_State *L) {
   if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", extendee);
   if (pc_Pool_FindMessage(pool, extendee) == NULL)
     return luaL_error(L, "%s: unknown message type", extendee);
-  pc_Arena *a = lpc_newarena(L);
+  pc_Arena *a = lpc_new_arena(L);
   pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
   size_t n = lua_rawlen(L, list);
   fd->syntax = kPc_Syntax_Proto2;
@@ -613,7 +613,7 @@ static int lpc_pool_enum(lua_State *L) {
   if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", full);
   if (pc_Pool_FindMessage(pool, full) || pc_Pool_FindEnum(pool, full))
     return luaL_error(L, "%s: already defined", full);
-  pc_Arena *a = lpc_newarena(L);
+  pc_Arena *a = lpc_new_arena(L);
   pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
   pc_EnumDesc *ed = arena_calloc(L, a, sizeof(pc_EnumDesc));
   lua_pushfstring(L, "lua:%s", full);
@@ -685,7 +685,7 @@ static int lpc_pool_type(lua_State *L) {
     e = m ? NULL : pc_Pool_FindEnum(pool, name);
   }
   if (m != NULL) {
-    lpc_pushtype(L, m);
+    lpc_push_type(L, m);
     return 1;
   }
   if (e == NULL) {
@@ -733,7 +733,7 @@ static void push_default(lua_State *L, const pc_FieldDef *f) {
 static int lpc_pool_fields(lua_State *L) {
   const pc_MessageDef *def = NULL;
   int arg = lua_type(L, 1) == LUA_TUSERDATA && luaL_testudata(L, 1, POOL_MT) ? 2 : 1;
-  def = lpc_checktype(L, arg);
+  def = lpc_check_type(L, arg);
   lua_createtable(L, (int)def->field_count, 0);
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
@@ -795,7 +795,7 @@ static const luaL_Reg pool_funcs[] = {
 /* -- fns = core.pool_functions(pool)   (message, enum, type, fields, freeze,
  * is_frozen as functions bound to 'pool', for pc.* on the default pool) */
 static int lpc_pool_functions(lua_State *L) {
-  lpc_checkpool(L, 1);
+  lpc_check_pool(L, 1);
   lua_newtable(L);
   for (const luaL_Reg *r = pool_funcs; r->name; r++) {
     lua_pushvalue(L, 1);
@@ -816,12 +816,12 @@ int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
   if (pc_Pool_FindFile(pool, file) != NULL) return 1;
   pc_ImportCtx c;
   memset(&c, 0, sizeof c); /* no text, no import paths: the built-ins answer */
-  c.arena = lpc_newarena(L);
+  c.arena = lpc_new_arena(L);
   int idx = lua_gettop(L);
   pc_Error err;
   pc_Error_Init(&err);
   int ok = pc_Import(pool, &c, file, &err);
-  lpc_pacearena(L, idx);
+  lpc_pace_arena(L, idx);
   lua_remove(L, idx);
   return ok;
 }

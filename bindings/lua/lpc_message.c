@@ -320,6 +320,7 @@ int lpc_container_len(lua_State *L) {
   return 1;
 }
 
+/* -- i, v = next(c, i)   (the iterator lpc_repeated_pairs returns) */
 static int lpc_repeated_next(lua_State *L) {
   lua_Integer i = luaL_checkinteger(L, 2) + 1;
   lua_pushinteger(L, i);

@@ -137,14 +137,15 @@ LPC_INLINE char *lpc_msg_at1(lua_State *L, int kind) {
   return kind == kLpc_Standalone ? (char *)p : *(char **)p;
 }
 
-/* -- Arenas, anchors and errors (lpc_anchor.c); each is documented where it
- * is defined, as are the functions of the sections below. */
-int lpc_arena_gc(lua_State *L);
+/* -- Arenas, anchors and errors (lpc_anchor.c) ------------------------------
+ * A function without a comment here has it where it is defined. */
+int lpc_arena_gc(lua_State *L); /* the Arena's __gc */
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
-_Noreturn void lpc_nomem(lua_State *L);
+_Noreturn void lpc_nomem(lua_State *L); /* lpc_msg_error "not enough memory" */
 /* Pushes the string at 'idx' with each NUL byte written \0, for an error
  * message's %s, and returns it. */
 const char *lpc_push_shown(lua_State *L, int idx);
+/* As lpc_pace_arena, for the box at hand. */
 void lpc_pace(lua_State *L, lpc_ArenaBox *h);
 int lpc_push_anchor(lua_State *L, int idx);
 int lpc_push_anchor_of(lua_State *L, int idx, int kind);
@@ -153,6 +154,8 @@ lpc_ArenaBox *lpc_anchor_arena(lua_State *L, int a);
 void lpc_set_ref(lua_State *L, int a, const void *key, int v);
 
 /* -- Scalar values (lpc_scalar.c) ------------------------------------------ */
+
+/* Pushes value 'v' of scalar (or string) field 'f' as Lua shows it. */
 void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v);
 /* Pushes a map key of key field 'f': as lpc_push_scalar, except that under
  * LuaJIT a 64-bit key within +-2^53 is a number (so plain tables can be
@@ -163,19 +166,27 @@ void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v);
 int lpc_key_is_cdata(const pc_FieldDef *f, pc_Value v);
 /* Raises "<name>: <expected> expected, got <type of the value at idx>". */
 _Noreturn void lpc_field_type_error(lua_State *L, const char *name, const char *expected, int idx);
+/* The integer at 'idx' (a number with an integer value; LuaJIT: an int64
+ * cdata too) or an error naming 'name'. */
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
 pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);
 
 /* -- Reading (lpc_message.c) ----------------------------------------------- */
+
+/* Pushes a new empty standalone message of 'def' with the metatable at
+ * 'mt' (0: its Type's). */
 pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt);
 /* 1 when standalone messages of 'def' carry a refs user value: the type has
  * a string, message, repeated or map field, or extension ranges. */
 int lpc_standalone_uv(const pc_MessageDef *def);
+/* Pushes the container object of repeated or map field 'f' of the message
+ * object at 'obj'. */
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
 void lpc_keep_elem(lua_State *L, int c, int key, int v);
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key);
+/* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT). */
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt);
 int lpc_message_index(lua_State *L);
 int lpc_view_index(lua_State *L);

@@ -1,16 +1,16 @@
 /* The message binding's ownership layer: the "protocall.Arena" userdata
  * (arenas paced against Lua's collector), anchors (the object owning a
  * message's memory) and their refs tables, the message test behind
- * lpc_tomessage, and the error helpers the message files share. The object
- * model is described in lpc.h ("Messages, types and pools as Lua values"). */
-#include "lpc.h"
+ * lpc_to_message, and the error helpers the message files share. The object
+ * model is described in lpc_message.h. */
+#include "lpc_message.h"
 
 #include <lauxlib.h>
 #include <stdarg.h>
 #include <string.h>
 
 char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
-char lpc_def_key;  /* metatable field: lightuserdata def | kind (lpc.h) */
+char lpc_def_key;  /* metatable field: lightuserdata def | kind (lpc_message.h) */
 
 _Static_assert(_Alignof(pc_MessageDef) >= 4, "the kind is kept in a def's two low bits");
 
@@ -80,7 +80,7 @@ int lpc_has_nul(lua_State *L, int idx) {
   return s != NULL && memchr(s, 0, len) != NULL;
 }
 
-const char *lpc_pushshown(lua_State *L, int idx) {
+const char *lpc_push_shown(lua_State *L, int idx) {
   size_t len;
   const char *s = lua_tolstring(L, idx, &len);
   luaL_Buffer b;
@@ -95,26 +95,21 @@ const char *lpc_pushshown(lua_State *L, int idx) {
   return lua_tostring(L, -1);
 }
 
-const char *lpc_tname(lua_State *L, int idx) {
-  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) {
-    const char *n = lua_tostring(L, -1);
-    lua_pop(L, 1); /* the metatable still holds it */
-    return n;
-  }
-  return luaL_typename(L, idx);
-}
-
 /* -- Arenas and anchors ---------------------------------------------------- */
 
-int lpc_arena_gc(lua_State *L) {
-  Holder *h = luaL_checkudata(L, 1, LPC_ARENA_MT);
+void lpc_free_arena(lua_State *L, int idx) {
+  lpc_ArenaBox *h = luaL_checkudata(L, idx, LPC_ARENA_MT);
   pc_Arena_Free(h->arena);
   h->arena = NULL;
+}
+
+int lpc_arena_gc(lua_State *L) {
+  lpc_free_arena(L, 1);
   return 0;
 }
 
-pc_Arena *lpc_newarena(lua_State *L) {
-  Holder *h = lua_newuserdatauv(L, sizeof(Holder), 1); /* user value 1: refs */
+pc_Arena *lpc_new_arena(lua_State *L) {
+  lpc_ArenaBox *h = lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 1); /* user value 1: refs */
   h->arena = NULL;
   h->reported = 0;
   luaL_setmetatable(L, LPC_ARENA_MT);
@@ -126,7 +121,7 @@ pc_Arena *lpc_newarena(lua_State *L) {
   return h->arena;
 }
 
-void lpc_pace(lua_State *L, Holder *h) {
+void lpc_pace(lua_State *L, lpc_ArenaBox *h) {
   size_t now = pc_Arena_SpaceAllocated(h->arena);
   if (now - h->reported >= 4096) {
     lua_gc(L, LUA_GCSTEP, (int)((now - h->reported) / 1024));
@@ -134,7 +129,7 @@ void lpc_pace(lua_State *L, Holder *h) {
   }
 }
 
-void lpc_pacearena(lua_State *L, int idx) {
+void lpc_pace_arena(lua_State *L, int idx) {
   lpc_pace(L, luaL_checkudata(L, idx, LPC_ARENA_MT));
 }
 
@@ -154,7 +149,7 @@ static int kind_of(const char *tagged) {
   return (int)((uintptr_t)tagged & 3);
 }
 
-pc_Message *lpc_tomessage(lua_State *L, int idx, const pc_MessageDef **def) {
+pc_Message *lpc_to_message(lua_State *L, int idx, const pc_MessageDef **def) {
   if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
   const char *tagged = def_and_kind(L, idx);
   if (tagged == NULL) return NULL;
@@ -171,8 +166,8 @@ static _Noreturn void not_a_message(lua_State *L, int idx) {
 #endif
 }
 
-pc_Message *lpc_checkmessage(lua_State *L, int idx, const pc_MessageDef **def) {
-  pc_Message *m = lpc_tomessage(L, idx, def);
+pc_Message *lpc_check_message(lua_State *L, int idx, const pc_MessageDef **def) {
+  pc_Message *m = lpc_to_message(L, idx, def);
   if (m == NULL) not_a_message(L, idx);
   return m;
 }
@@ -241,13 +236,13 @@ void lpc_push_refs(lua_State *L, int a, int create) {
 
 /* The arena holder of the anchor at 'a' (made for a standalone message on
  * first need). */
-Holder *lpc_anchor_holder(lua_State *L, int a) {
-  Holder *h = luaL_testudata(L, a, LPC_ARENA_MT);
+lpc_ArenaBox *lpc_anchor_arena(lua_State *L, int a) {
+  lpc_ArenaBox *h = luaL_testudata(L, a, LPC_ARENA_MT);
   if (h != NULL) return h;
   lpc_push_refs(L, a, 1);
   if (lua_rawgeti(L, -1, 1) == LUA_TNIL) {
     lua_pop(L, 1);
-    lpc_newarena(L);
+    lpc_new_arena(L);
     lua_pushvalue(L, -1);
     lua_rawseti(L, -3, 1);
   }

@@ -21,7 +21,7 @@
  * the registry, upvalue 1 of core.monotonic and core.sleep. */
 static char kTimeKey;
 
-lpc_Time *lpc_gettime(lua_State *L) {
+lpc_Time *lpc_get_time(lua_State *L) {
   lpc_Time *t;
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kTimeKey) == LUA_TUSERDATA) {
     t = lua_touserdata(L, -1);
@@ -511,7 +511,7 @@ static int lpc_callable_new(lua_State *L) {
   int throttled = lua_toboolean(L, 12);
   if (throttled) luaL_checkudata(L, 12, THROTTLE);
   if (!lua_toboolean(L, 5)) { /* the state's time, found once (the registry keeps it) */
-    lua_pushlightuserdata(L, lpc_gettime(L));
+    lua_pushlightuserdata(L, lpc_get_time(L));
     lua_replace(L, 5);
   }
   lua_settop(L, UV_NAMES - 1);
@@ -565,7 +565,7 @@ void lpc_open_call(lua_State *L) {
   lua_pushinteger(L, PLAN_COMPRESSION);
   lua_setfield(L, -2, "compression");
   lua_setfield(L, -2, "plan_slots");
-  lpc_gettime(L);
+  lpc_get_time(L);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTimeKey);
   lua_pushvalue(L, -1);
   lua_pushcclosure(L, lpc_monotonic, 1);

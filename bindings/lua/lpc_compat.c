@@ -180,10 +180,10 @@ int lpc_to_int64(lua_State *L, int idx, uint64_t *out) {
     return 1;
   }
   int is_unsigned;
-  return lpc_int64_cdata(L, idx, out, &is_unsigned);
+  return lpc_is_int64_cdata(L, idx, out, &is_unsigned);
 }
 
-int lpc_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned) {
+int lpc_is_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned) {
   if (lua_type(L, idx) != 10) return 0; /* LuaJIT's cdata type (LUA_TCDATA in its lj_obj.h) */
   idx = lua_absindex(L, idx);
   lua_pushlightuserdata(L, (void *)&kToKey);
@@ -208,7 +208,7 @@ void lpc_push_int64(lua_State *L, uint64_t bits, int is_unsigned) {
   lua_pushinteger(L, (lua_Integer)bits);
 }
 
-int lpc_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned) {
+int lpc_is_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned) {
   (void)L;
   (void)idx;
   (void)bits;

@@ -167,7 +167,7 @@ static inline int luaL_getsubtable(lua_State *L, int idx, const char *name) {
   return 0;
 }
 
-/* 5.4's luaL_newmetatable also sets __name (lpc_tname reads it). */
+/* 5.4's luaL_newmetatable also sets __name (lpc_type_name reads it). */
 static inline int lpc_compat_newmetatable(lua_State *L, const char *name) {
   if (!luaL_newmetatable(L, name)) return 0;
   lua_pushstring(L, name);
@@ -237,7 +237,7 @@ int lpc_to_int64(lua_State *L, int idx, uint64_t *out);
 
 /* Whether the value at 'idx' is an int64_t / uint64_t cdata (LuaJIT; never
  * under Lua 5.4): 1 with '*bits' its bits and '*is_unsigned' set. */
-int lpc_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned);
+int lpc_is_int64_cdata(lua_State *L, int idx, uint64_t *bits, int *is_unsigned);
 
 /* Registers the 64-bit helpers of this state (LuaJIT: requires "ffi");
  * luaopen_protocall_core calls it. */

@@ -24,7 +24,7 @@
  * resolve or pool error. Files the pool already holds are reused, not read;
  * nothing is added unless the whole file set resolved. */
 static int lpc_load_proto(lua_State *L) {
-  pc_Pool *pool = lpc_checkpool(L, 1);
+  pc_Pool *pool = lpc_check_pool(L, 1);
   const char *name = luaL_checkstring(L, 2);
   pc_ImportCtx c;
   memset(&c, 0, sizeof c);
@@ -38,7 +38,7 @@ static int lpc_load_proto(lua_State *L) {
     lua_pushfstring(L, "%s: pool is frozen", name);
     return 2;
   }
-  c.arena = lpc_newarena(L); /* scratch, freed by the collector */
+  c.arena = lpc_new_arena(L); /* scratch, freed by the collector */
   int arena_idx = lua_gettop(L);
   c.path_count = lua_rawlen(L, 4);
   c.paths = pc_Arena_Malloc(c.arena, (c.path_count + 1) * sizeof(char *));
@@ -59,7 +59,7 @@ static int lpc_load_proto(lua_State *L) {
     lua_pushstring(L, err.set ? err.msg : "load failed");
     return 2;
   }
-  lpc_pacearena(L, arena_idx);
+  lpc_pace_arena(L, arena_idx);
   lua_pushstring(L, name);
   return 1;
 }
@@ -68,7 +68,7 @@ static int lpc_load_proto(lua_State *L) {
  * {name=, package=, syntax="proto2"|"proto3", messages={full names},
  *  enums={full names}, services={full names}, dependencies={names}} */
 static int lpc_file_info(lua_State *L) {
-  pc_Pool *pool = lpc_checkpool(L, 1);
+  pc_Pool *pool = lpc_check_pool(L, 1);
   const char *name = luaL_checkstring(L, 2);
   const pc_FileDef *f = lpc_has_nul(L, 2) ? NULL : pc_Pool_FindFile(pool, name);
   if (f == NULL) return 0;
@@ -111,7 +111,7 @@ static int lpc_file_info(lua_State *L) {
  *  input=Type, output=Type, client_streaming=bool, server_streaming=bool},
  *  ...}} with methods also indexed by name. */
 static int lpc_service_info(lua_State *L) {
-  pc_Pool *pool = lpc_checkpool(L, 1);
+  pc_Pool *pool = lpc_check_pool(L, 1);
   const char *name = luaL_checkstring(L, 2);
   const pc_ServiceDef *s = lpc_has_nul(L, 2) ? NULL : pc_Pool_FindService(pool, name);
   if (s == NULL) return 0;
@@ -130,9 +130,9 @@ static int lpc_service_info(lua_State *L) {
     lua_setfield(L, -2, "full_name");
     lua_pushfstring(L, "/%s/%s", s->full_name, m->name);
     lua_setfield(L, -2, "path");
-    lpc_pushtype(L, m->input);
+    lpc_push_type(L, m->input);
     lua_setfield(L, -2, "input");
-    lpc_pushtype(L, m->output);
+    lpc_push_type(L, m->output);
     lua_setfield(L, -2, "output");
     lua_pushboolean(L, m->client_streaming);
     lua_setfield(L, -2, "client_streaming");
@@ -150,7 +150,7 @@ static int lpc_service_info(lua_State *L) {
  * The names of the files the pool holds, in the order they were added
  * (a file's imports before it). */
 static int lpc_file_names(lua_State *L) {
-  const pc_Pool *pool = lpc_checkpool(L, 1);
+  const pc_Pool *pool = lpc_check_pool(L, 1);
   size_t n = pc_Pool_FileCount(pool);
   lua_createtable(L, (int)n, 0);
   for (size_t i = 0; i < n; i++) {
@@ -184,7 +184,7 @@ static int lpc_writer_gc(lua_State *L) {
  * (core/wire/descriptor_write.h: protoc's bytes); nil when the pool has no file
  * of that name. Raises when memory runs out. */
 static int lpc_file_descriptor_bytes(lua_State *L) {
-  pc_Pool *pool = lpc_checkpool(L, 1);
+  pc_Pool *pool = lpc_check_pool(L, 1);
   const char *name = luaL_checkstring(L, 2);
   const pc_FileDesc *fd = lpc_has_nul(L, 2) ? NULL : pc_Pool_FileDesc(pool, name);
   if (fd == NULL) return 0;

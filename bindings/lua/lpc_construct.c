@@ -3,14 +3,14 @@
  * the table, cycles refused), filling repeated and map fields from Lua
  * tables, and the writing side of the containers (__newindex). Every value
  * is checked before the message changes. */
-#include "lpc.h"
+#include "lpc_message.h"
 
 #include <lauxlib.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-static char lpc_visit_key; /* registry: tables being converted (cycle check) */
+static char kVisitKey; /* registry: tables being converted (cycle check) */
 
 static void construct(lua_State *L, int type, int t, lpc_Build *visited);
 
@@ -24,7 +24,7 @@ static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const c
     if (visited->depth >= PC_MESSAGE_MAX_DEPTH)
       lpc_msg_error(L, "%s: tables nested deeper than %d levels", name, PC_MESSAGE_MAX_DEPTH);
     luaL_checkstack(L, 20, "message nesting too deep");
-    lpc_pushtype(L, def);
+    lpc_push_type(L, def);
     int type = lua_gettop(L);
     visited->depth++;
     construct(L, type, idx, visited);
@@ -33,8 +33,8 @@ static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const c
     return lua_touserdata(L, -1);
   }
   const pc_MessageDef *d = NULL;
-  pc_Message *m = lpc_tomessage(L, idx, &d);
-  if (m == NULL || d != def) lpc_type_error(L, name, def->full_name, idx);
+  pc_Message *m = lpc_to_message(L, idx, &d);
+  if (m == NULL || d != def) lpc_field_type_error(L, name, def->full_name, idx);
   lua_pushvalue(L, idx);
   return m;
 }
@@ -80,7 +80,7 @@ static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Int
   memset(&v, 0, sizeof(v));
   if (f->message != NULL) {
     lua_rawgeti(L, objs, i);
-    v.m = lpc_tomessage(L, -1, NULL);
+    v.m = lpc_to_message(L, -1, NULL);
     lua_pop(L, 1);
     return v;
   }
@@ -106,7 +106,7 @@ static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Int
 static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   c = lua_absindex(L, c);
   src = lua_absindex(L, src);
-  const Container *cont = lua_touserdata(L, c);
+  const lpc_Container *cont = lua_touserdata(L, c);
   pc_Message *msg = cont->msg;
   const pc_FieldDef *f = cont->f;
   lua_Integer n = 0;
@@ -123,10 +123,10 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     }
     if (count != n) lpc_msg_error(L, "%s: list expected, got a table with holes", f->full_name);
   } else {
-    const Container *other = luaL_testudata(L, src, LPC_REPEATED_MT);
+    const lpc_Container *other = luaL_testudata(L, src, LPC_REPEATED_MT);
     if (other == NULL || other->f->type != f->type || other->f->message != f->message ||
         other->f->enumdef != f->enumdef)
-      lpc_msg_error(L, "%s: list expected, got %s", f->full_name, lpc_tname(L, src));
+      lpc_msg_error(L, "%s: list expected, got %s", f->full_name, lpc_type_name(L, src));
     n = luaL_len(L, src);
   }
   /* Pass 1: check every element; message objects and kept strings into a
@@ -151,7 +151,7 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   /* Pass 2: store. */
   lua_getiuservalue(L, c, 1);
   int a = lpc_push_anchor(L, -1);
-  Holder *h = lpc_anchor_holder(L, a);
+  lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   pc_Array *arr = pc_Message_MutableArray(msg, f, h->arena);
   size_t elem = pc_FieldDef_ElemSize(f);
   pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
@@ -177,7 +177,7 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   if (f->is_extension) {
     for (lua_Integer i = 1; i <= n && f->message != NULL; i++) {
       lua_rawgeti(L, objs, i);
-      lpc_set_ref(L, a, lpc_tomessage(L, -1, NULL), -1);
+      lpc_set_ref(L, a, lpc_to_message(L, -1, NULL), -1);
       lua_pop(L, 1);
     }
   } else {
@@ -239,14 +239,14 @@ static void check_key_aliases(lua_State *L, int src, const pc_FieldDef *f, const
 static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   c = lua_absindex(L, c);
   src = lua_absindex(L, src);
-  const Container *cont = lua_touserdata(L, c);
+  const lpc_Container *cont = lua_touserdata(L, c);
   pc_Message *msg = cont->msg;
   const pc_FieldDef *f = cont->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   if (lua_type(L, src) != LUA_TTABLE) {
-    const Container *other = luaL_testudata(L, src, LPC_MAP_MT);
+    const lpc_Container *other = luaL_testudata(L, src, LPC_MAP_MT);
     if (other == NULL || other->f->message != f->message) {
-      lpc_msg_error(L, "%s: table expected, got %s", f->full_name, lpc_tname(L, src));
+      lpc_msg_error(L, "%s: table expected, got %s", f->full_name, lpc_type_name(L, src));
       return; /* (lpc_msg_error raises) */
     }
     lua_newtable(L); /* copy through a plain table: src may be this very map */
@@ -289,7 +289,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   /* Pass 2: store into the emptied map. */
   lua_getiuservalue(L, c, 1);
   int a = lpc_push_anchor(L, -1);
-  Holder *h = lpc_anchor_holder(L, a);
+  lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   pc_Map *map = pc_Message_MutableMap(msg, f, h->arena);
   if (map == NULL) lpc_nomem(L);
   pc_Map_Clear(map);
@@ -303,7 +303,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
       memset(&v, 0, sizeof(v));
       lua_pushvalue(L, -2);
       lua_rawget(L, objs);
-      v.m = lpc_tomessage(L, -1, NULL);
+      v.m = lpc_to_message(L, -1, NULL);
       lua_pop(L, 1);
     } else {
       v = lpc_check_scalar(L, vf, f->full_name, -1);
@@ -352,7 +352,7 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
   if (f->label == kPc_Label_Repeated) {
     if (f->is_extension) {
       int a = lpc_push_anchor(L, obj);
-      if (pc_Message_MutableArray(msg, f, lpc_anchor_holder(L, a)->arena) == NULL) lpc_nomem(L);
+      if (pc_Message_MutableArray(msg, f, lpc_anchor_arena(L, a)->arena) == NULL) lpc_nomem(L);
       lua_settop(L, a - 1);
     }
     lpc_push_container(L, obj, msg, f);
@@ -390,10 +390,10 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
     return;
   }
   int a = lpc_push_anchor(L, obj);
-  Holder *h = NULL;
+  lpc_ArenaBox *h = NULL;
   pc_Arena *arena = NULL;
   if (f->message == NULL || f->is_extension) {
-    h = lpc_anchor_holder(L, a);
+    h = lpc_anchor_arena(L, a);
     arena = h->arena;
   }
   pc_Value val;
@@ -426,18 +426,18 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
 /* Stores the value at 'v' into the plain slot of 'e' when it is exactly
  * what the slot takes (an integer in range, a number, a boolean): 1 when
  * stored, 0 when the general path must check it (and raise). */
-LPC_INLINE int store_plain(lua_State *L, char *msg, const LookupEntry *e, int v) {
+LPC_INLINE int store_plain(lua_State *L, char *msg, const lpc_LookupEntry *e, int v) {
   char *p = msg + e->offset;
   switch (e->write) {
-  case kWrite_U32:
-  case kWrite_I32:
-  case kWrite_I64: {
+  case kLpc_Write_U32:
+  case kLpc_Write_I32:
+  case kLpc_Write_I64: {
     if (!lua_isinteger(L, v)) return 0;
     lua_Integer i = lua_tointegerx(L, v, NULL);
-    if (e->write == kWrite_I64) {
+    if (e->write == kLpc_Write_I64) {
       int64_t x = (int64_t)i;
       memcpy(p, &x, 8);
-    } else if (e->write == kWrite_U32) {
+    } else if (e->write == kLpc_Write_U32) {
       if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
       uint32_t x = (uint32_t)i;
       memcpy(p, &x, 4);
@@ -448,11 +448,11 @@ LPC_INLINE int store_plain(lua_State *L, char *msg, const LookupEntry *e, int v)
     }
     return 1;
   }
-  case kWrite_F64:
-  case kWrite_F32: {
+  case kLpc_Write_F64:
+  case kLpc_Write_F32: {
     if (lua_type(L, v) != LUA_TNUMBER) return 0;
     lua_Number d = lua_tonumberx(L, v, NULL);
-    if (e->write == kWrite_F64) {
+    if (e->write == kLpc_Write_F64) {
       double x = (double)d;
       memcpy(p, &x, 8);
     } else {
@@ -461,7 +461,7 @@ LPC_INLINE int store_plain(lua_State *L, char *msg, const LookupEntry *e, int v)
     }
     return 1;
   }
-  case kWrite_Bool:
+  case kLpc_Write_Bool:
     if (!lua_isboolean(L, v)) return 0;
     *p = (char)lua_toboolean(L, v);
     return 1;
@@ -471,7 +471,8 @@ LPC_INLINE int store_plain(lua_State *L, char *msg, const LookupEntry *e, int v)
 
 /* m[key] = value at 3 for the message 'msg', when store_plain did not
  * take it. */
-static void newindex_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, pc_Message *msg) {
+static void newindex_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry *e,
+                          pc_Message *msg) {
   const pc_FieldDef *f = e ? lpc_entry_field(lk, e) : lpc_lookup_slow(L, lk->def, 2);
   if (lpc_plain_slot(f) && !lua_isnil(L, 3)) {
     pc_Value v = lpc_check_scalar(L, f, f->full_name, 3);
@@ -483,9 +484,9 @@ static void newindex_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, 
 }
 
 LPC_INLINE void newindex_common(lua_State *L, int kind) {
-  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
+  const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
-  const LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
+  const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
   if (e != NULL && store_plain(L, msg, e, 3)) return;
   newindex_slow(L, lk, e, msg);
 }
@@ -511,10 +512,10 @@ static int visit(lua_State *L, int t, int on, lpc_Build *visited) {
   if (visited->marks == 0) {
     if (on != 1) return 0;
     lua_newtable(L);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_visit_key);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &kVisitKey);
     visited->marks = 1;
   }
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_visit_key);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kVisitKey);
   lua_pushvalue(L, t);
   int was = lua_rawget(L, -2) != LUA_TNIL;
   lua_pop(L, 1);
@@ -536,9 +537,9 @@ static int visit(lua_State *L, int t, int on, lpc_Build *visited) {
  * plain slots take their values directly; the one allocation is the
  * message's block. */
 static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
-  const TypeBox *box = lua_touserdata(L, type);
+  const lpc_TypeBox *box = lua_touserdata(L, type);
   const pc_MessageDef *def = box->def;
-  const Lookup *lk = box->lookup;
+  const lpc_Lookup *lk = box->lookup;
   if (visited->marks && visit(L, t, -1, visited))
     lpc_msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
   char *msg = lua_newuserdatauv(L, def->size, lk->standalone_uv);
@@ -549,7 +550,7 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
   int marked = 0;
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    const LookupEntry *e = lpc_probe(lk, lua_topointer(L, -2));
+    const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, -2));
     if (e != NULL && store_plain(L, msg, e, -1)) {
       lua_pop(L, 1);
       continue;
@@ -577,8 +578,8 @@ int lpc_type_call(lua_State *L) {
   /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
   int t = lua_type(L, 2);
   if (t == LUA_TTABLE) {
-    const TypeBox *box = lua_touserdata(L, 1);
-    if (((const Lookup *)box->lookup)->tree && lpc_table_message(L, 1, 2)) return 1;
+    const lpc_TypeBox *box = lua_touserdata(L, 1);
+    if (((const lpc_Lookup *)box->lookup)->tree && lpc_table_message(L, 1, 2)) return 1;
     lpc_Build visited = {0, 0};
     construct(L, 1, 2, &visited);
     return 1;
@@ -595,7 +596,7 @@ int lpc_type_call(lua_State *L) {
 
 /* -- c[i] = v   (1..#c replaces, #c+1 appends, c[#c] = nil removes the last) */
 int lpc_repeated_newindex(lua_State *L) {
-  Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
+  lpc_Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
   const pc_FieldDef *f = c->f;
   pc_Array *arr = pc_Message_Get(c->msg, f).a;
   size_t size = arr ? arr->size : 0;
@@ -620,7 +621,7 @@ int lpc_repeated_newindex(lua_State *L) {
     v = lpc_check_scalar(L, f, f->full_name, 3);
   lua_getiuservalue(L, 1, 1);
   int a = lpc_push_anchor(L, -1);
-  Holder *h = lpc_anchor_holder(L, a);
+  lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   int keep = kept_string(f, f); /* the element points into the string at 3 */
   if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) && !keep &&
       !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
@@ -639,7 +640,7 @@ int lpc_repeated_newindex(lua_State *L) {
 
 /* -- c[k] = v   (nil removes) */
 int lpc_map_newindex(lua_State *L) {
-  Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
+  lpc_Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
   const pc_FieldDef *f = c->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   lua_settop(L, 3);
@@ -659,7 +660,7 @@ int lpc_map_newindex(lua_State *L) {
     v = lpc_check_scalar(L, vf, f->full_name, 3);
   lua_getiuservalue(L, 1, 1);
   int a = lpc_push_anchor(L, -1);
-  Holder *h = lpc_anchor_holder(L, a);
+  lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) && !keep_value &&
       !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
     lpc_nomem(L);

@@ -65,7 +65,7 @@ static const char *opt_str(lua_State *L, int t, const char *k) {
 }
 
 /* -- sock | nil, err = d.connect(host, port, o) */
-static int driver_connect(lua_State *L) {
+static int lpc_driver_connect(lua_State *L) {
   const protocall_Driver *d = driver_of(L);
   const char *host = luaL_checkstring(L, 1);
   lua_Integer port = luaL_checkinteger(L, 2);
@@ -99,7 +99,7 @@ static int driver_connect(lua_State *L) {
 }
 
 /* -- n | nil, err = sock:send(bytes) */
-static int sock_send(lua_State *L) {
+static int lpc_sock_send(lua_State *L) {
   SockBox *b = check_sock(L);
   size_t len;
   const char *bytes = luaL_checklstring(L, 2, &len);
@@ -112,7 +112,7 @@ static int sock_send(lua_State *L) {
 }
 
 /* -- bytes | nil, "timeout" | nil, "closed" | nil, err = sock:receiveany(max) */
-static int sock_receiveany(lua_State *L) {
+static int lpc_sock_receiveany(lua_State *L) {
   SockBox *b = check_sock(L);
   lua_Integer max = luaL_checkinteger(L, 2);
   luaL_argcheck(L, max > 0 && max <= READ_MAX, 2, "1..16 MiB expected");
@@ -131,7 +131,7 @@ static int sock_receiveany(lua_State *L) {
 }
 
 /* -- sock:settimeouts(connect, send, read)   -- seconds */
-static int sock_settimeouts(lua_State *L) {
+static int lpc_sock_settimeouts(lua_State *L) {
   SockBox *b = check_sock(L);
   double c = luaL_checknumber(L, 2), s = luaL_checknumber(L, 3), r = luaL_checknumber(L, 4);
   const protocall_Driver *d = sock_driver(L);
@@ -141,7 +141,7 @@ static int sock_settimeouts(lua_State *L) {
 }
 
 /* -- true | nil, err = sock:sslhandshake(server_name, verify) */
-static int sock_sslhandshake(lua_State *L) {
+static int lpc_sock_sslhandshake(lua_State *L) {
   SockBox *b = check_sock(L);
   const char *name = luaL_optstring(L, 2, NULL);
   int verify = lua_isnoneornil(L, 3) ? 1 : lua_toboolean(L, 3);
@@ -154,7 +154,7 @@ static int sock_sslhandshake(lua_State *L) {
 }
 
 /* -- sock:close()   -- idempotent (and at collection) */
-static int sock_close(lua_State *L) {
+static int lpc_sock_close(lua_State *L) {
   SockBox *b = luaL_checkudata(L, 1, SOCK_MT);
   if (b->open) {
     b->open = 0;
@@ -167,7 +167,7 @@ static int sock_close(lua_State *L) {
 
 /* Looks a method up: sslhandshake only when the host gave one, so the
  * channel knows to leave TLS to the driver otherwise. */
-static int sock_index(lua_State *L) {
+static int lpc_sock_index(lua_State *L) {
   const char *k = luaL_checkstring(L, 2);
   if (strcmp(k, "sslhandshake") == 0) {
     lua_getiuservalue(L, 1, 1);
@@ -180,7 +180,7 @@ static int sock_index(lua_State *L) {
   return 1;
 }
 
-static int driver_gc(lua_State *L) {
+static int lpc_driver_gc(lua_State *L) {
   DriverBox *b = luaL_checkudata(L, 1, DRIVER_MT);
   if (b->d.release) b->d.release(b->d.ud);
   b->d.release = NULL;
@@ -195,23 +195,23 @@ void protocall_pushdriver(lua_State *L, const protocall_Driver *d) {
   if (d->connect == NULL || d->send == NULL || d->receive == NULL || d->close == NULL)
     luaL_error(L, "protocall_pushdriver: connect, send, receive and close are required");
   if (luaL_newmetatable(L, SOCK_MT)) {
-    static const luaL_Reg methods[] = {{"send", sock_send},
-                                       {"receiveany", sock_receiveany},
-                                       {"settimeouts", sock_settimeouts},
-                                       {"sslhandshake", sock_sslhandshake},
-                                       {"close", sock_close},
+    static const luaL_Reg methods[] = {{"send", lpc_sock_send},
+                                       {"receiveany", lpc_sock_receiveany},
+                                       {"settimeouts", lpc_sock_settimeouts},
+                                       {"sslhandshake", lpc_sock_sslhandshake},
+                                       {"close", lpc_sock_close},
                                        {NULL, NULL}};
     luaL_newlib(L, methods);
-    lua_pushcclosure(L, sock_index, 1);
+    lua_pushcclosure(L, lpc_sock_index, 1);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, sock_close);
+    lua_pushcfunction(L, lpc_sock_close);
     lua_setfield(L, -2, "__gc");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
   }
   lua_pop(L, 1);
   if (luaL_newmetatable(L, DRIVER_MT)) {
-    lua_pushcfunction(L, driver_gc);
+    lua_pushcfunction(L, lpc_driver_gc);
     lua_setfield(L, -2, "__gc");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
@@ -223,6 +223,6 @@ void protocall_pushdriver(lua_State *L, const protocall_Driver *d) {
   memcpy(&b->d, d, d->size < sizeof b->d ? d->size : sizeof b->d);
   b->d.size = sizeof b->d;
   luaL_setmetatable(L, DRIVER_MT); /* release from here on */
-  lua_pushcclosure(L, driver_connect, 1);
+  lua_pushcclosure(L, lpc_driver_connect, 1);
   lua_setfield(L, -2, "connect");
 }

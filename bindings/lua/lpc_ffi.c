@@ -93,7 +93,7 @@ static size_t body_size(const pc_MessageDef *def) {
  * closed enum's field: {[number] = true, ...}, its values)}, ...} in
  * declaration order}; nil and why for a type a struct cannot hold. */
 static int lpc_ffi_layout(lua_State *L) {
-  const pc_MessageDef *def = lpc_checktype(L, 1);
+  const pc_MessageDef *def = lpc_check_type(L, 1);
   if (push_refusal(L, def)) {
     lua_pushnil(L);
     lua_insert(L, -2);
@@ -168,7 +168,7 @@ static void call_c_meta(lua_State *L, int nargs, int nresults) {
 
 /* -- v = get(p, k)   (upvalues: a scratch message of the type, its C
  * __index): m[k] of the message whose body p points to. */
-static int ffi_get(lua_State *L) {
+static int lpc_ffi_get(lua_State *L) {
   size_t size;
   char *scratch = scratch_of(L, &size);
   memcpy(scratch + 8, body_at(L, 1), size);
@@ -179,7 +179,7 @@ static int ffi_get(lua_State *L) {
 /* -- set(p, k, v)   (upvalues: a scratch message of the type, its C
  * __newindex): m[k] = v into the body p points to, as the C metamethod
  * stores it (the body unchanged when it raises). */
-static int ffi_set(lua_State *L) {
+static int lpc_ffi_set(lua_State *L) {
   size_t size;
   char *scratch = scratch_of(L, &size);
   void *body = body_at(L, 1);
@@ -191,9 +191,9 @@ static int ffi_set(lua_State *L) {
 
 /* -- get, set = core.ffi_slow(T, c_index, c_newindex)
  * The reads and writes a struct's accessors leave to the C metamethods
- * c_index / c_newindex of T's standalone messages (ffi_get, ffi_set). */
+ * c_index / c_newindex of T's standalone messages (lpc_ffi_get, lpc_ffi_set). */
 static int lpc_ffi_slow(lua_State *L) {
-  lpc_checktype(L, 1);
+  lpc_check_type(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   luaL_checktype(L, 3, LUA_TFUNCTION);
   lua_settop(L, 3);
@@ -201,7 +201,7 @@ static int lpc_ffi_slow(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_call(L, 0, 1); /* T(): the scratch message */
     lua_pushvalue(L, 2 + i);
-    lua_pushcclosure(L, i == 0 ? ffi_get : ffi_set, 2);
+    lua_pushcclosure(L, i == 0 ? lpc_ffi_get : lpc_ffi_set, 2);
   }
   return 2;
 }
@@ -210,8 +210,8 @@ static int lpc_ffi_slow(lua_State *L) {
  * Copies the body of the message m (of type T: raises otherwise) into the
  * struct p points to (to_struct true), or the struct's into m. */
 static int lpc_ffi_copy(lua_State *L) {
-  const pc_MessageDef *def = lpc_checktype(L, 1), *mdef;
-  pc_Message *msg = lpc_checkmessage(L, 2, &mdef);
+  const pc_MessageDef *def = lpc_check_type(L, 1), *mdef;
+  pc_Message *msg = lpc_check_message(L, 2, &mdef);
   if (mdef != def)
     return luaL_error(L, "%s message expected, got %s", def->full_name, mdef->full_name);
   void *body = body_at(L, 3);
@@ -222,7 +222,7 @@ static int lpc_ffi_copy(lua_State *L) {
   return 0;
 }
 
-static int codec_gc(lua_State *L) {
+static int lpc_fficodec_gc(lua_State *L) {
   pc_ffi_CodecFree(lua_touserdata(L, 1));
   return 0;
 }
@@ -238,7 +238,7 @@ static int lpc_ffi_codec(lua_State *L) {
   lua_Alloc alloc = lua_getallocf(L, &ud);
   pc_ffi_CodecInit(c, alloc, ud);
   lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, codec_gc);
+  lua_pushcfunction(L, lpc_fficodec_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_pushstring(L, lpc_ffi_cdef);

@@ -518,24 +518,24 @@ pc_Message *protocall_clone(const pc_Message *msg, const pc_MessageDef *type, pc
 /* -- Between C and a lua_State ---------------------------------------------- */
 
 void protocall_pushpool(lua_State *L, pc_Pool *pool) {
-  lpc_pushhostpool(L, pool);
+  lpc_push_host_pool(L, pool);
 }
 
 void protocall_pushmessage(lua_State *L, const pc_MessageDef *type, const pc_Message *msg) {
-  lpc_pushpool(L, type->file->pool);
+  lpc_push_pool(L, type->file->pool);
   int known = !lua_isnil(L, -1);
   lua_pop(L, 1);
   if (!known) luaL_error(L, "protocall: %s: its pool is not known to this state", type->full_name);
-  pc_Arena *a = lpc_newarena(L); /* owns the copy */
+  pc_Arena *a = lpc_new_arena(L); /* owns the copy */
   pc_Message *copy = pc_Message_Clone(msg, type, a);
   if (copy == NULL) luaL_error(L, "not enough memory");
-  lpc_pacearena(L, -1);
-  lpc_pushview(L, type, copy, -1);
+  lpc_pace_arena(L, -1);
+  lpc_push_view(L, type, copy, -1);
   lua_remove(L, -2);
 }
 
 const pc_Message *protocall_tomessage(lua_State *L, int idx, const pc_MessageDef **type) {
-  return lpc_tomessage(L, idx, type);
+  return lpc_to_message(L, idx, type);
 }
 
 void protocall_setdefaultpool(lua_State *L, pc_Pool *pool) {
@@ -543,7 +543,7 @@ void protocall_setdefaultpool(lua_State *L, pc_Pool *pool) {
   if (lua_getfield(L, -1, "protocall") != LUA_TTABLE ||
       lua_getfield(L, -1, "set_default_pool") != LUA_TFUNCTION)
     luaL_error(L, "protocall_setdefaultpool: open the module first (luaopen_protocall)");
-  lpc_pushhostpool(L, pool);
+  lpc_push_host_pool(L, pool);
   lua_call(L, 1, 0);
   lua_pop(L, 2);
 }
@@ -867,7 +867,7 @@ static int lpc_set_host_transport(lua_State *L) {
 /* -- Host time ---------------------------------------------------------------- */
 
 void protocall_settime(lua_State *L, protocall_ClockFn *clock, protocall_SleepFn *sleep, void *ud) {
-  lpc_Time *t = lpc_gettime(L);
+  lpc_Time *t = lpc_get_time(L);
   t->clock = clock;
   t->sleep = sleep;
   t->ud = ud;

@@ -5,7 +5,7 @@
  * lua/protocall/listen.lua builds pc.listen, the handler tasks and their
  * contexts on top. Every C call lives in a "protocall.ServerCall" userdata
  * from the moment it is taken, so nothing leaks when Lua raises. */
-#include "lpc.h"
+#include "lpc_options.h"
 #include "net/listener.h"
 
 #include <lauxlib.h>
@@ -23,12 +23,12 @@ typedef struct {
   pc_GrpcServerCall *call;
 } SCallBox;
 
-pc_GrpcListener *lpc_tolistener(lua_State *L, int idx) {
+pc_GrpcListener *lpc_to_listener(lua_State *L, int idx) {
   ListenerBox *b = luaL_testudata(L, idx, LISTENER_MT);
   return b ? b->l : NULL;
 }
 
-int lpc_islistener(lua_State *L, int idx) {
+int lpc_is_listener(lua_State *L, int idx) {
   return luaL_testudata(L, idx, LISTENER_MT) != NULL;
 }
 
@@ -42,21 +42,6 @@ static pc_GrpcServerCall *check_call(lua_State *L) {
   SCallBox *b = luaL_checkudata(L, 1, SCALL_MT);
   if (b->call == NULL) luaL_argerror(L, 1, "call is closed");
   return b->call;
-}
-
-static const char *opt_string(lua_State *L, const char *k) {
-  lua_getfield(L, 1, k);
-  const char *s = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
-  lua_pop(L, 1); /* anchored in the options table */
-  return s;
-}
-
-static lua_Integer opt_int(lua_State *L, const char *k, lua_Integer max) {
-  lua_getfield(L, 1, k);
-  lua_Integer v = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
-  lua_pop(L, 1);
-  if (v < 0 || v > max) luaL_error(L, "%s must be in 0..%I", k, max);
-  return v;
 }
 
 static double opt_number(lua_State *L, const char *k) {
@@ -79,24 +64,25 @@ static int lpc_grpc_listen(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   pc_GrpcListenerOptions o;
   memset(&o, 0, sizeof o);
-  o.host = opt_string(L, "host");
-  o.port = opt_string(L, "port");
+  o.host = lpc_opt_string(L, 1, "host");
+  o.port = lpc_opt_string(L, 1, "port");
   luaL_argcheck(L, o.port != NULL, 1, "port expected");
-  o.cert_file = opt_string(L, "cert_file");
-  o.key_file = opt_string(L, "key_file");
-  o.client_ca_file = opt_string(L, "client_ca_file");
-  o.max_connections = (size_t)opt_int(L, "max_connections", 0x7fffffff);
+  o.cert_file = lpc_opt_string(L, 1, "cert_file");
+  o.key_file = lpc_opt_string(L, 1, "key_file");
+  o.client_ca_file = lpc_opt_string(L, 1, "client_ca_file");
+  o.max_connections = (size_t)lpc_opt_size(L, 1, "max_connections", 0x7fffffff);
   o.handshake_timeout = opt_number(L, "handshake_timeout");
   o.idle_timeout = opt_number(L, "idle_timeout");
-  o.engine.max_concurrent_streams = (uint32_t)opt_int(L, "max_concurrent_streams", 0x7fffffff);
-  o.engine.max_receive = (size_t)opt_int(L, "max_receive", 0x7fffffff);
-  o.engine.max_header_list = (size_t)opt_int(L, "max_header_list", 0x7fffffff);
-  o.engine.stream_window = (uint32_t)opt_int(L, "stream_window", 0x7fffffff);
-  o.engine.connection_window = (uint32_t)opt_int(L, "connection_window", 0x7fffffff);
-  o.engine.reset_burst = (uint32_t)opt_int(L, "reset_burst", 0x7fffffff);
-  o.engine.reset_rate = (uint32_t)opt_int(L, "reset_rate", 0x7fffffff);
-  o.engine.control_burst = (uint32_t)opt_int(L, "control_burst", 0x7fffffff);
-  o.engine.control_rate = (uint32_t)opt_int(L, "control_rate", 0x7fffffff);
+  o.engine.max_concurrent_streams =
+      (uint32_t)lpc_opt_size(L, 1, "max_concurrent_streams", 0x7fffffff);
+  o.engine.max_receive = (size_t)lpc_opt_size(L, 1, "max_receive", 0x7fffffff);
+  o.engine.max_header_list = (size_t)lpc_opt_size(L, 1, "max_header_list", 0x7fffffff);
+  o.engine.stream_window = (uint32_t)lpc_opt_size(L, 1, "stream_window", 0x7fffffff);
+  o.engine.connection_window = (uint32_t)lpc_opt_size(L, 1, "connection_window", 0x7fffffff);
+  o.engine.reset_burst = (uint32_t)lpc_opt_size(L, 1, "reset_burst", 0x7fffffff);
+  o.engine.reset_rate = (uint32_t)lpc_opt_size(L, 1, "reset_rate", 0x7fffffff);
+  o.engine.control_burst = (uint32_t)lpc_opt_size(L, 1, "control_burst", 0x7fffffff);
+  o.engine.control_rate = (uint32_t)lpc_opt_size(L, 1, "control_rate", 0x7fffffff);
   ListenerBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->l = NULL;
   luaL_setmetatable(L, LISTENER_MT);

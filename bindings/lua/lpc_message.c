@@ -4,7 +4,7 @@
  * live repeated and map containers (__index, __len, __pairs). Writing is in
  * lpc_construct.c, the module functions and metatables in
  * lpc_message_ops.c. */
-#include "lpc.h"
+#include "lpc_message.h"
 
 #include <lauxlib.h>
 #include <string.h>
@@ -12,12 +12,12 @@
 /* -- Types and views ------------------------------------------------------- */
 
 static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
-  lpc_pushtype(L, def);
+  lpc_push_type(L, def);
   lua_getiuservalue(L, -1, kind == kLpc_Standalone ? 2 : 3);
   lua_remove(L, -2);
 }
 
-void lpc_pushview(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx) {
+void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx) {
   anchor_idx = lua_absindex(L, anchor_idx);
   pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), 1);
   *p = msg;
@@ -55,12 +55,12 @@ static void push_submessage(lua_State *L, int a, const pc_MessageDef *def, pc_Me
     return;
   }
   lpc_push_refs(L, a, 1);
-  if (lua_rawgetp(L, -1, key) != LUA_TNIL && lpc_tomessage(L, -1, NULL) == msg) {
+  if (lua_rawgetp(L, -1, key) != LUA_TNIL && lpc_to_message(L, -1, NULL) == msg) {
     lua_remove(L, -2);
     return;
   }
   lua_pop(L, 1);
-  lpc_pushview(L, def, msg, a);
+  lpc_push_view(L, def, msg, a);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, -3, key);
   lua_remove(L, -2);
@@ -85,7 +85,7 @@ static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, con
     }
     lua_pop(L, 1);
   }
-  Container *c = lua_newuserdatauv(L, sizeof(Container), 2);
+  lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), 2);
   c->msg = msg;
   c->f = f;
   lua_pushvalue(L, obj);
@@ -130,13 +130,13 @@ void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f
 
 static _Noreturn void no_field(lua_State *L, const pc_MessageDef *def, int key) {
   if (lua_type(L, key) == LUA_TSTRING)
-    lpc_msg_error(L, "%s.%s: no such field", def->full_name, lpc_pushshown(L, key));
-  lpc_msg_error(L, "%s: field name expected, got %s", def->full_name, lpc_tname(L, key));
+    lpc_msg_error(L, "%s.%s: no such field", def->full_name, lpc_push_shown(L, key));
+  lpc_msg_error(L, "%s: field name expected, got %s", def->full_name, lpc_type_name(L, key));
 }
 
 /* Empty entries hold the Lookup's own address (never a string), so a NULL
  * key (a number) is a miss without a test. */
-const LookupEntry *lpc_probe_more(const Lookup *lk, const void *p, size_t i) {
+const lpc_LookupEntry *lpc_probe_more(const lpc_Lookup *lk, const void *p, size_t i) {
   for (;;) {
     if (lk->e[i].key == (const void *)lk) return NULL;
     i = (i + 1) & lk->mask;
@@ -161,7 +161,8 @@ const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int k
 
 /* The general read of m[key] (not a plain slot, or a key the Lookup does
  * not hold) of the message of kind 'kind' at 1. */
-static int index_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, char *msg, int kind) {
+static int index_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry *e, char *msg,
+                      int kind) {
   const pc_FieldDef *f = e != NULL ? lpc_entry_field(lk, e) : lpc_lookup_slow(L, lk->def, 2);
   if (f->slot <= kPc_Slot_String) {
     lpc_push_scalar(L, f, pc_Message_Get(msg, f));
@@ -175,42 +176,42 @@ static int index_slow(lua_State *L, const Lookup *lk, const LookupEntry *e, char
  * most common kinds tested first. The key is probed before the message is
  * fetched, so fewer values live across the API calls. */
 LPC_INLINE int index_common(lua_State *L, int kind) {
-  const Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
+  const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
-  const LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
+  const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
   if (e == NULL) return index_slow(L, lk, e, msg, kind);
   const char *p = msg + e->offset;
-  if (e->read == kRead_U32) {
+  if (e->read == kLpc_Read_U32) {
     uint32_t v;
     memcpy(&v, p, 4);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kRead_I32) {
+  if (e->read == kLpc_Read_I32) {
     int32_t v;
     memcpy(&v, p, 4);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kRead_I64) {
+  if (e->read == kLpc_Read_I64) {
     int64_t v;
     memcpy(&v, p, 8);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kRead_F64) {
+  if (e->read == kLpc_Read_F64) {
     double v;
     memcpy(&v, p, 8);
     lua_pushnumber(L, v);
     return 1;
   }
-  if (e->read == kRead_F32) {
+  if (e->read == kLpc_Read_F32) {
     float v;
     memcpy(&v, p, 4);
     lua_pushnumber(L, (lua_Number)v);
     return 1;
   }
-  if (e->read == kRead_Bool) {
+  if (e->read == kLpc_Read_Bool) {
     lua_pushboolean(L, *p != 0);
     return 1;
   }
@@ -233,12 +234,12 @@ void lpc_keep_elem(lua_State *L, int c, int key, int v) {
   c = lua_absindex(L, c);
   key = lua_absindex(L, key);
   v = lua_absindex(L, v);
-  const Container *cont = lua_touserdata(L, c);
+  const lpc_Container *cont = lua_touserdata(L, c);
   if (cont->f->is_extension) { /* no remembered container: keep by address */
     if (lua_isnil(L, v)) return;
     lua_getiuservalue(L, c, 1);
     int a = lpc_push_anchor(L, -1);
-    lpc_set_ref(L, a, lpc_tomessage(L, v, NULL), v);
+    lpc_set_ref(L, a, lpc_to_message(L, v, NULL), v);
     lua_settop(L, a - 2);
     return;
   }
@@ -268,7 +269,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   }
   c = lua_absindex(L, c);
   key = lua_absindex(L, key);
-  const Container *cont = lua_touserdata(L, c);
+  const lpc_Container *cont = lua_touserdata(L, c);
   lua_getiuservalue(L, c, 1);
   int a = lpc_push_anchor(L, -1);
   if (cont->f->is_extension) {
@@ -277,7 +278,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
     if (lua_getiuservalue(L, c, 2) == LUA_TTABLE) {
       lua_pushvalue(L, key);
       lua_rawget(L, -2);
-      if (lpc_tomessage(L, -1, NULL) == v.m) {
+      if (lpc_to_message(L, -1, NULL) == v.m) {
         lua_replace(L, a - 1);
         lua_settop(L, a - 1);
         return;
@@ -285,7 +286,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    lpc_pushview(L, ef->message, v.m, a);
+    lpc_push_view(L, ef->message, v.m, a);
     lpc_keep_elem(L, c, key, -1);
   }
   lua_replace(L, a - 1);
@@ -294,13 +295,13 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
 
 /* -- Repeated containers ----------------------------------------------------- */
 
-Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
+lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
   return luaL_checkudata(L, idx, mt);
 }
 
 /* -- v = c[i]   (repeated; nil outside 1..#c) */
 int lpc_repeated_index(lua_State *L) {
-  Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
+  lpc_Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
   const pc_Array *arr = pc_Message_Get(c->msg, c->f).a;
   int isint;
   lua_Integer i = lua_tointegerx(L, 2, &isint); /* 1.0 reads element 1, as c[1.0] = v writes it */
@@ -312,14 +313,15 @@ int lpc_repeated_index(lua_State *L) {
 
 /* -- n = #c */
 int lpc_container_len(lua_State *L) {
-  Container *c = lua_touserdata(L, 1);
+  lpc_Container *c = lua_touserdata(L, 1);
   pc_Value v = pc_Message_Get(c->msg, c->f);
   size_t n = c->f->is_map ? (v.map ? v.map->size : 0) : (v.a ? v.a->size : 0);
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
 }
 
-static int repeated_next(lua_State *L) {
+/* -- i, v = next(c, i)   (the iterator lpc_repeated_pairs returns) */
+static int lpc_repeated_next(lua_State *L) {
   lua_Integer i = luaL_checkinteger(L, 2) + 1;
   lua_pushinteger(L, i);
   if (lua_geti(L, 1, i) == LUA_TNIL) return 1;
@@ -329,7 +331,7 @@ static int repeated_next(lua_State *L) {
 /* -- for i, v in pairs(c)   (repeated: as ipairs) */
 int lpc_repeated_pairs(lua_State *L) {
   lpc_check_container(L, 1, LPC_REPEATED_MT);
-  lua_pushcfunction(L, repeated_next);
+  lua_pushcfunction(L, lpc_repeated_next);
   lua_pushvalue(L, 1);
   lua_pushinteger(L, 0);
   return 3;
@@ -339,7 +341,7 @@ int lpc_repeated_pairs(lua_State *L) {
 
 /* -- v = c[k]   (nil when absent; a key of the wrong type raises) */
 int lpc_map_index(lua_State *L) {
-  Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
+  lpc_Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f), *vf = pc_FieldDef_MapValue(c->f);
   pc_Value k = lpc_check_scalar(L, kf, c->f->full_name, 2);
   const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, pc_FieldDef_ElemSlot(kf), k);
@@ -352,8 +354,8 @@ int lpc_map_index(lua_State *L) {
  * pairs began, upvalue 2 the position; a key deleted since is skipped, a
  * value changed since reads as it is now (Lua's rule for next: existing
  * fields may be changed or cleared during a traversal). */
-static int map_next(lua_State *L) {
-  Container *c = lua_touserdata(L, 1);
+static int lpc_map_next(lua_State *L) {
+  lpc_Container *c = lua_touserdata(L, 1);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   lua_Integer i = lua_tointeger(L, lua_upvalueindex(2));
@@ -375,7 +377,7 @@ static int map_next(lua_State *L) {
 /* -- for k, v in pairs(c)   (map: in the order of its entries; entries may
  * be changed or deleted during the loop, as in a Lua table) */
 int lpc_map_pairs(lua_State *L) {
-  Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
+  lpc_Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
   const pc_Map *map = pc_Message_Get(c->msg, c->f).map;
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
   size_t n = map != NULL ? map->size : 0;
@@ -385,7 +387,7 @@ int lpc_map_pairs(lua_State *L) {
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_pushinteger(L, 0);
-  lua_pushcclosure(L, map_next, 2);
+  lua_pushcclosure(L, lpc_map_next, 2);
   lua_pushvalue(L, 1);
   lua_pushnil(L);
   return 3;

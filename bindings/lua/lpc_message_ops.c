@@ -4,7 +4,7 @@
  * Lua layer's formatter, the per-type instance metatables and Lookups, and
  * lpc_open_message, which registers the metatables of arenas and
  * containers. */
-#include "lpc.h"
+#include "lpc_message.h"
 
 #include <lauxlib.h>
 #include <math.h>
@@ -13,39 +13,39 @@
 #endif
 #include <string.h>
 
-static char lpc_type_key;   /* metatable field: the Type */
-static char lpc_eq_key;     /* registry: the messages' __eq */
-static char lpc_reader_key; /* registry: the FFI reader hook (LuaJIT), or none */
+static char kTypeKey;   /* metatable field: the Type */
+static char kEqKey;     /* registry: the messages' __eq */
+static char kReaderKey; /* registry: the FFI reader hook (LuaJIT), or none */
 
 static uint8_t read_kind(const pc_FieldDef *f) {
-  if (!lpc_plain_slot(f)) return kRead_Other;
+  if (!lpc_plain_slot(f)) return kLpc_Read_Other;
   switch (f->type) {
   case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return kRead_U32;
+  case kPc_Type_Fixed32: return kLpc_Read_U32;
   case kPc_Type_Int32:
   case kPc_Type_Sint32:
   case kPc_Type_Sfixed32:
-  case kPc_Type_Enum: return kRead_I32;
-  case kPc_Type_Double: return kRead_F64;
-  case kPc_Type_Float: return kRead_F32;
-  case kPc_Type_Bool: return kRead_Bool;
-  default: return LPC_LUAJIT ? kRead_Other : kRead_I64; /* LuaJIT: cdata (lpc_push_int64) */
+  case kPc_Type_Enum: return kLpc_Read_I32;
+  case kPc_Type_Double: return kLpc_Read_F64;
+  case kPc_Type_Float: return kLpc_Read_F32;
+  case kPc_Type_Bool: return kLpc_Read_Bool;
+  default: return LPC_LUAJIT ? kLpc_Read_Other : kLpc_Read_I64; /* LuaJIT: cdata (lpc_push_int64) */
   }
 }
 
-/* The kWrite_* of a 32-bit, floating or bool field type; kWrite_Other for
+/* The kLpc_Write_* of a 32-bit, floating or bool field type; kLpc_Write_Other for
  * enums and 64-bit types (whose callers decide), and the rest. */
 static uint8_t scalar_write_kind(pc_FieldType t) {
   switch (t) {
   case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return kWrite_U32;
+  case kPc_Type_Fixed32: return kLpc_Write_U32;
   case kPc_Type_Int32:
   case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32: return kWrite_I32;
-  case kPc_Type_Double: return kWrite_F64;
-  case kPc_Type_Float: return kWrite_F32;
-  case kPc_Type_Bool: return kWrite_Bool;
-  default: return kWrite_Other;
+  case kPc_Type_Sfixed32: return kLpc_Write_I32;
+  case kPc_Type_Double: return kLpc_Write_F64;
+  case kPc_Type_Float: return kLpc_Write_F32;
+  case kPc_Type_Bool: return kLpc_Write_Bool;
+  default: return kLpc_Write_Other;
   }
 }
 
@@ -55,17 +55,17 @@ static int is_64bit_integer(pc_FieldType t) {
 }
 
 static uint8_t write_kind(const pc_FieldDef *f) {
-  if (!lpc_plain_slot(f)) return kWrite_Other;
+  if (!lpc_plain_slot(f)) return kLpc_Write_Other;
   /* enums: names, closed enums; 64-bit: any Lua integer (LuaJIT: cdata too, through C) */
-  if (is_64bit_integer(f->type)) return LPC_LUAJIT ? kWrite_Other : kWrite_I64;
+  if (is_64bit_integer(f->type)) return LPC_LUAJIT ? kLpc_Write_Other : kLpc_Write_I64;
   return scalar_write_kind(f->type);
 }
 
 /* -- Module functions ---------------------------------------------------------- */
 
 /* The field or oneof named by argument 'arg' of the message type. */
-static const pc_FieldDef *lpc_check_field(lua_State *L, const pc_MessageDef *def, int arg,
-                                          const pc_OneofDef **oneof) {
+static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, int arg,
+                                      const pc_OneofDef **oneof) {
   size_t len;
   const char *name = luaL_checklstring(L, arg, &len);
   const pc_FieldDef *f = pc_MessageDef_FindFieldByName(def, name, len);
@@ -74,7 +74,7 @@ static const pc_FieldDef *lpc_check_field(lua_State *L, const pc_MessageDef *def
     *oneof = pc_MessageDef_FindOneof(def, name, len);
     if (*oneof != NULL) return NULL;
   }
-  lpc_msg_error(L, "%s.%s: no such field", def->full_name, lpc_pushshown(L, arg));
+  lpc_msg_error(L, "%s.%s: no such field", def->full_name, lpc_push_shown(L, arg));
   return NULL;
 }
 
@@ -84,11 +84,11 @@ static const pc_FieldDef *lpc_check_field(lua_State *L, const pc_MessageDef *def
  * refuses them. */
 static int lpc_message_has(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, &def);
   const pc_OneofDef *o = NULL;
-  const pc_FieldDef *f = lpc_check_field(L, def, 2, &o);
+  const pc_FieldDef *f = check_field(L, def, 2, &o);
   if (f != NULL && !f->has_presence)
-    return luaL_error(L, "bad argument #2 to 'has' (%s has no presence)", f->full_name);
+    lpc_arg_error(L, 2, "has", lua_pushfstring(L, "%s has no presence", f->full_name));
   lua_pushboolean(L,
                   f ? pc_Message_Has(msg, f) : o != NULL && pc_Message_WhichOneof(msg, o) != NULL);
   return 1;
@@ -99,9 +99,9 @@ static int lpc_message_has(lua_State *L) {
  * pc.to_table and pc.to_text walk with. */
 static int lpc_message_is_set(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, &def);
   const pc_OneofDef *o = NULL;
-  const pc_FieldDef *f = lpc_check_field(L, def, 2, &o);
+  const pc_FieldDef *f = check_field(L, def, 2, &o);
   lua_pushboolean(L,
                   f ? pc_Message_Has(msg, f) : o != NULL && pc_Message_WhichOneof(msg, o) != NULL);
   return 1;
@@ -127,13 +127,13 @@ static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
 /* -- pc.clear(m [, name])   (one field, every member of a oneof, or all) */
 static int lpc_message_clear(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, &def);
   if (lua_isnoneornil(L, 2)) {
     clear_all(L, msg, def);
     return 0;
   }
   const pc_OneofDef *o = NULL;
-  const pc_FieldDef *f = lpc_check_field(L, def, 2, &o);
+  const pc_FieldDef *f = check_field(L, def, 2, &o);
   lua_settop(L, 2);
   lua_pushnil(L);
   lpc_Build visited = {0, 0};
@@ -149,11 +149,11 @@ static int lpc_message_clear(lua_State *L) {
 /* -- name = pc.which_oneof(m, oneof)   (nil when no member is set) */
 static int lpc_message_which_oneof(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, &def);
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   const pc_OneofDef *o = pc_MessageDef_FindOneof(def, name, len);
-  if (o == NULL) lpc_msg_error(L, "%s: no oneof named '%s'", def->full_name, lpc_pushshown(L, 2));
+  if (o == NULL) lpc_msg_error(L, "%s: no oneof named '%s'", def->full_name, lpc_push_shown(L, 2));
   const pc_FieldDef *f = o != NULL ? pc_Message_WhichOneof(msg, o) : NULL;
   if (f == NULL) return 0;
   lua_pushstring(L, f->name);
@@ -163,21 +163,21 @@ static int lpc_message_which_oneof(lua_State *L) {
 /* -- T = pc.type_of(m)   (nil for a value that is not a message) */
 static int lpc_message_type_of(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  if (lpc_tomessage(L, 1, &def) == NULL) {
+  if (lpc_to_message(L, 1, &def) == NULL) {
     lua_pushnil(L);
     return 1;
   }
-  lpc_pushtype(L, def);
+  lpc_push_type(L, def);
   return 1;
 }
 
 /* -- copy = pc.clone(m)   (deep; the copy shares nothing with m) */
 static int lpc_message_clone(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *src = lpc_checkmessage(L, 1, &def);
+  pc_Message *src = lpc_check_message(L, 1, &def);
   pc_Message *dst = lpc_new_standalone(L, def, 0);
   int obj = lua_gettop(L);
-  Holder *h = lpc_anchor_holder(L, obj);
+  lpc_ArenaBox *h = lpc_anchor_arena(L, obj);
   if (!pc_Message_Merge(dst, src, def, h->arena)) lpc_nomem(L);
   lpc_pace(L, h);
   return 1;
@@ -186,9 +186,9 @@ static int lpc_message_clone(lua_State *L) {
 /* Merges the message at 'src' into the object at 'dst' (same type). */
 static void merge(lua_State *L, int dst, int src) {
   const pc_MessageDef *def = NULL;
-  pc_Message *d = lpc_checkmessage(L, dst, &def), *s = lpc_tomessage(L, src, NULL);
+  pc_Message *d = lpc_check_message(L, dst, &def), *s = lpc_to_message(L, src, NULL);
   int a = lpc_push_anchor(L, dst);
-  Holder *h = lpc_anchor_holder(L, a);
+  lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
     if (!pc_Message_Has(s, f)) continue;
@@ -231,8 +231,8 @@ static void merge(lua_State *L, int dst, int src) {
 /* -- pc.merge(dst, src)   (protobuf merge: see pc_Message_Merge; same type) */
 static int lpc_message_merge(lua_State *L) {
   const pc_MessageDef *dd = NULL, *sd = NULL;
-  pc_Message *d = lpc_checkmessage(L, 1, &dd);
-  pc_Message *s = lpc_checkmessage(L, 2, &sd);
+  pc_Message *d = lpc_check_message(L, 1, &dd);
+  pc_Message *s = lpc_check_message(L, 2, &sd);
   if (dd != sd)
     lpc_msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name,
                   sd->full_name);
@@ -249,7 +249,7 @@ static int lpc_message_merge(lua_State *L) {
 /* -- a == b   (same type and equal values) */
 static int lpc_message_eq(lua_State *L) {
   const pc_MessageDef *da = NULL, *db = NULL;
-  pc_Message *a = lpc_tomessage(L, 1, &da), *b = lpc_tomessage(L, 2, &db);
+  pc_Message *a = lpc_to_message(L, 1, &da), *b = lpc_to_message(L, 2, &db);
   lua_pushboolean(L, a != NULL && b != NULL && da == db && pc_Message_Equal(a, b, da));
   return 1;
 }
@@ -258,7 +258,7 @@ static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def
   const char *name = luaL_checkstring(L, arg);
   const pc_FieldDef *f = lpc_has_nul(L, arg) ? NULL : pc_Pool_FindExtension(def->file->pool, name);
   if (f == NULL) {
-    lpc_msg_error(L, "%s: no extension named '%s'", def->full_name, lpc_pushshown(L, arg));
+    lpc_msg_error(L, "%s: no extension named '%s'", def->full_name, lpc_push_shown(L, arg));
     return NULL;
   }
   if (f->containing != def)
@@ -270,11 +270,11 @@ static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def
 /* -- v = pc.get_extension(m, "pkg.name")   (its default when unset) */
 static int lpc_message_get_extension(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, &def);
   const pc_FieldDef *f = check_extension(L, def, 2);
   if (f->label == kPc_Label_Repeated) {
     int a = lpc_push_anchor(L, 1);
-    Holder *h = lpc_anchor_holder(L, a);
+    lpc_ArenaBox *h = lpc_anchor_arena(L, a);
     if (pc_Message_MutableArray(msg, f, h->arena) == NULL) lpc_nomem(L);
   }
   lpc_push_field(L, 1, msg, f);
@@ -284,7 +284,7 @@ static int lpc_message_get_extension(lua_State *L) {
 /* -- pc.set_extension(m, "pkg.name", v)   (nil clears) */
 static int lpc_message_set_extension(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_checkmessage(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, &def);
   const pc_FieldDef *f = check_extension(L, def, 2);
   lua_settop(L, 3);
   lpc_Build visited = {0, 0};
@@ -294,7 +294,7 @@ static int lpc_message_set_extension(lua_State *L) {
 
 /* -- bytes = core.unknown_fields(m)   (raw wire bytes kept, "" when none) */
 static int lpc_message_unknown(lua_State *L) {
-  pc_Message *msg = lpc_checkmessage(L, 1, NULL);
+  pc_Message *msg = lpc_check_message(L, 1, NULL);
   size_t n;
   const char *u = pc_Message_GetUnknown(msg, &n);
   lua_pushlstring(L, n ? u : "", n);
@@ -304,11 +304,11 @@ static int lpc_message_unknown(lua_State *L) {
 /* -- core.add_unknown_fields(m, bytes)   (appends raw wire bytes; for tests
  * and codecs: the bytes are not checked here) */
 static int lpc_message_add_unknown(lua_State *L) {
-  pc_Message *msg = lpc_checkmessage(L, 1, NULL);
+  pc_Message *msg = lpc_check_message(L, 1, NULL);
   size_t n;
   const char *s = luaL_checklstring(L, 2, &n);
   int a = lpc_push_anchor(L, 1);
-  Holder *h = lpc_anchor_holder(L, a);
+  lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   if (!pc_Message_AddUnknown(msg, s, n, h->arena)) lpc_nomem(L);
   lpc_pace(L, h);
   return 0;
@@ -317,9 +317,9 @@ static int lpc_message_add_unknown(lua_State *L) {
 /* -- bytes = core.arena_size(m)   (bytes the arena of m's anchor has taken
  * from the allocator, 0 when it has none: for tests and benchmarks) */
 static int lpc_message_arena_size(lua_State *L) {
-  lpc_checkmessage(L, 1, NULL);
+  lpc_check_message(L, 1, NULL);
   int a = lpc_push_anchor(L, 1);
-  Holder *h = luaL_testudata(L, a, LPC_ARENA_MT);
+  lpc_ArenaBox *h = luaL_testudata(L, a, LPC_ARENA_MT);
   if (h == NULL) {
     lpc_push_refs(L, a, 0);
     if (lua_istable(L, -1) && lua_rawgeti(L, -1, 1) != LUA_TNIL) h = lua_touserdata(L, -1);
@@ -330,7 +330,7 @@ static int lpc_message_arena_size(lua_State *L) {
 
 /* -- bool = core.is_message(v) */
 static int lpc_message_is(lua_State *L) {
-  lua_pushboolean(L, lpc_tomessage(L, 1, NULL) != NULL);
+  lua_pushboolean(L, lpc_to_message(L, 1, NULL) != NULL);
   return 1;
 }
 
@@ -338,13 +338,13 @@ static int lpc_message_is(lua_State *L) {
  * benchmarks and tests of the layout) */
 static int lpc_message_sizeof(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  lpc_checkmessage(L, 1, &def);
+  lpc_check_message(L, 1, &def);
   lua_pushinteger(L, (lua_Integer)def->size);
   return 1;
 }
 
 /* The benchmark floor: a userdata whose __index returns a constant. */
-static int const_index(lua_State *L) {
+static int lpc_benchconst_index(lua_State *L) {
   lua_pushinteger(L, 0);
   return 1;
 }
@@ -353,7 +353,7 @@ static int const_index(lua_State *L) {
 static int lpc_bench_const_index(lua_State *L) {
   lua_newuserdatauv(L, 8, 0);
   if (luaL_newmetatable(L, "protocall._BenchConst")) {
-    lua_pushcfunction(L, const_index);
+    lua_pushcfunction(L, lpc_benchconst_index);
     lua_setfield(L, -2, "__index");
   }
   lua_setmetatable(L, -2);
@@ -383,7 +383,7 @@ static void push_tostring(lua_State *L);
 static int lpc_message_tostring(lua_State *L) {
   push_tostring(L);
   if (lua_isnil(L, -1)) {
-    lua_pushfstring(L, "%s: %p", lpc_tname(L, 1), lua_topointer(L, 1));
+    lua_pushfstring(L, "%s: %p", lpc_type_name(L, 1), lua_topointer(L, 1));
     return 1;
   }
   lua_pushvalue(L, 1);
@@ -415,11 +415,11 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_setfield(L, -2, "__newindex");
   /* One function object for every message metatable: Lua 5.1 (LuaJIT)
    * calls __eq only when both operands' are the same. */
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_eq_key) != LUA_TFUNCTION) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kEqKey) != LUA_TFUNCTION) {
     lua_pop(L, 1);
     lua_pushcfunction(L, lpc_message_eq);
     lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_eq_key);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &kEqKey);
   }
   lua_setfield(L, -2, "__eq");
   lua_pushcfunction(L, lpc_message_tostring);
@@ -428,7 +428,7 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_setfield(L, -2, "__name");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
-  lua_pushlightuserdata(L, (void *)((const char *)def + kind)); /* lpc_def_key in lpc.h */
+  lua_pushlightuserdata(L, (void *)((const char *)def + kind)); /* lpc_def_key in lpc_message.h */
   lua_rawsetp(L, -2, &lpc_def_key);
 }
 
@@ -476,9 +476,9 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   size_t cap;
   unsigned shift;
   lookup_shape(small, def->field_count <= 64 ? n : def->field_count, &cap, &shift);
-  size_t entries = sizeof(Lookup) + (cap - 1) * sizeof(LookupEntry);
+  size_t entries = sizeof(lpc_Lookup) + (cap - 1) * sizeof(lpc_LookupEntry);
   size_t size = entries + cap * sizeof(const pc_FieldDef *);
-  Lookup *lk = lua_newuserdatauv(L, size, 1);
+  lpc_Lookup *lk = lua_newuserdatauv(L, size, 1);
   memset(lk, 0, size);
   lk->mask = cap - 1;
   lk->shift = shift;
@@ -509,7 +509,7 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
 int lpc_ffi_write_kind(const pc_FieldDef *f) {
   if (f->slot > kPc_Slot_64 || f->is_extension || f->label == kPc_Label_Repeated) return 0;
   if (f->type == kPc_Type_Enum) return f->enumdef->closed ? 0 : 7;
-  if (is_64bit_integer(f->type)) return kWrite_I64;
+  if (is_64bit_integer(f->type)) return kLpc_Write_I64;
   return scalar_write_kind(f->type);
 }
 
@@ -517,10 +517,10 @@ int lpc_ffi_write_kind(const pc_FieldDef *f) {
  * without presence (a pc_StringView slot copied out by ffi.string), and the
  * 64-bit integers of plain slots (an int64_t / uint64_t cdata, what
  * lpc_push_int64 makes of them). */
-enum { kFfiRead_String = kRead_Bool + 2, kFfiRead_I64, kFfiRead_U64 };
+enum { kFfiRead_String = kLpc_Read_Bool + 2, kFfiRead_I64, kFfiRead_U64 };
 
 /* Pushes the list, in declaration order, of the fields the FFI reader and
- * writer handle: {name =, offset =, read = kRead_* of a plain slot but
+ * writer handle: {name =, offset =, read = kLpc_Read_* of a plain slot but
  * 64-bit ones, or kFfiRead_String, kFfiRead_I64, kFfiRead_U64 (else 0),
  * write = lpc_ffi_write_kind, hasbit = (-1: none), case_offset = (0: no
  * oneof), number =, widest = (the oneof's widest member, which
@@ -537,7 +537,7 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
     if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
         f->label != kPc_Label_Repeated)
       read = kFfiRead_String;
-    if (read == kRead_Other && write == 0) continue;
+    if (read == kLpc_Read_Other && write == 0) continue;
     size_t widest = f->case_offset != 0 ? f->oneof->slot_size : 0;
     lua_createtable(L, 0, 8);
     lua_pushstring(L, f->name);
@@ -560,25 +560,25 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   }
 }
 
-/* -- make_type_metatables(T)   (registered under &lpc_type_metatables_key:
+/* -- lpc_type_make_metatables(T)   (registered under &lpc_type_metatables_key:
  * a new Type's Lookup and its two instance metatables, user values 2 and 3) */
-static int make_type_metatables(lua_State *L) {
+static int lpc_type_make_metatables(lua_State *L) {
   const int type_idx = 1;
-  const pc_MessageDef *def = ((TypeBox *)lua_touserdata(L, type_idx))->def;
+  const pc_MessageDef *def = ((lpc_TypeBox *)lua_touserdata(L, type_idx))->def;
   make_lookup(L, def);
   int names = lua_gettop(L);
   /* The Type owns this Lookup through its metatables: instances keep
    * their Type alive. */
-  ((TypeBox *)lua_touserdata(L, type_idx))->lookup = lua_touserdata(L, names);
+  ((lpc_TypeBox *)lua_touserdata(L, type_idx))->lookup = lua_touserdata(L, names);
   make_mt(L, def, names, kLpc_Standalone);
   lua_pushvalue(L, type_idx);
-  lua_rawsetp(L, -2, &lpc_type_key);
+  lua_rawsetp(L, -2, &kTypeKey);
   lua_setiuservalue(L, type_idx, 2);
   make_mt(L, def, names, kLpc_View);
   lua_pushvalue(L, type_idx);
-  lua_rawsetp(L, -2, &lpc_type_key);
+  lua_rawsetp(L, -2, &kTypeKey);
   lua_setiuservalue(L, type_idx, 3);
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_reader_key) == LUA_TFUNCTION) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kReaderKey) == LUA_TFUNCTION) {
     lua_getiuservalue(L, type_idx, 2);
     lua_getiuservalue(L, type_idx, 3);
     push_ffi_fields(L, def);
@@ -601,7 +601,7 @@ static int make_type_metatables(lua_State *L) {
 static int lpc_set_reader(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_reader_key);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kReaderKey);
   return 0;
 }
 
@@ -626,7 +626,7 @@ void lpc_open_message(lua_State *L) {
                                    {"set_reader", lpc_set_reader},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
-  lua_pushcfunction(L, make_type_metatables);
+  lua_pushcfunction(L, lpc_type_make_metatables);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key);
   luaL_getmetatable(L, LPC_TYPE_MT); /* made by lpc_open_schema */
   lua_pushcfunction(L, lpc_type_call);

@@ -13,7 +13,7 @@
 #include "net/channel.h"
 #include "net/listener.h"
 #include "net/resolve.h"
-#include "lpc.h"
+#include "lpc_options.h"
 #include "protocall.h"
 
 #include <lauxlib.h>
@@ -36,21 +36,6 @@ static ChannelBox *check_channel(lua_State *L, int idx) {
   ChannelBox *b = luaL_checkudata(L, idx, CHANNEL_MT);
   if (b->ch == NULL) luaL_argerror(L, idx, "transport is closed");
   return b;
-}
-
-static const char *opt_string(lua_State *L, int t, const char *k) {
-  lua_getfield(L, t, k);
-  const char *s = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
-  lua_pop(L, 1); /* anchored in the options table */
-  return s;
-}
-
-static lua_Integer opt_size(lua_State *L, int t, const char *k, lua_Integer max) {
-  lua_getfield(L, t, k);
-  lua_Integer v = lua_isnil(L, -1) ? 0 : luaL_checkinteger(L, -1);
-  lua_pop(L, 1);
-  if (v < 0 || v > max) luaL_error(L, "%s must be in 0..%I", k, max);
-  return v;
 }
 
 /* A non-negative number of seconds, 0 when absent. */
@@ -82,16 +67,16 @@ static int lpc_grpc_channel(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   pc_GrpcChannelOptions o;
   memset(&o, 0, sizeof o);
-  o.host = opt_string(L, 1, "host");
-  o.port = opt_string(L, 1, "port");
+  o.host = lpc_opt_string(L, 1, "host");
+  o.port = lpc_opt_string(L, 1, "port");
   luaL_argcheck(L, o.host != NULL && o.port != NULL, 1, "host and port expected");
   lua_getfield(L, 1, "tls");
   o.tls = lua_toboolean(L, -1);
   lua_pop(L, 1);
-  o.ca_file = opt_string(L, 1, "ca_file");
-  o.cert_file = opt_string(L, 1, "cert_file");
-  o.key_file = opt_string(L, 1, "key_file");
-  o.server_name = opt_string(L, 1, "server_name");
+  o.ca_file = lpc_opt_string(L, 1, "ca_file");
+  o.cert_file = lpc_opt_string(L, 1, "cert_file");
+  o.key_file = lpc_opt_string(L, 1, "key_file");
+  o.server_name = lpc_opt_string(L, 1, "server_name");
   lua_getfield(L, 1, "insecure");
   o.insecure = lua_toboolean(L, -1);
   lua_getfield(L, 1, "connect_timeout");
@@ -101,12 +86,12 @@ static int lpc_grpc_channel(lua_State *L) {
   lua_getfield(L, 1, "wait_for_ready");
   o.wait_for_ready = lua_toboolean(L, -1);
   lua_pop(L, 4);
-  o.user_agent = opt_string(L, 1, "user_agent");
+  o.user_agent = lpc_opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
-  o.max_receive = (size_t)opt_size(L, 1, "max_receive", 0x7fffffff);
-  o.max_header_list = (size_t)opt_size(L, 1, "max_header_list", 0x7fffffff);
-  o.stream_window = (uint32_t)opt_size(L, 1, "stream_window", 0x7fffffff);
-  o.connection_window = (uint32_t)opt_size(L, 1, "connection_window", 0x7fffffff);
+  o.max_receive = (size_t)lpc_opt_size(L, 1, "max_receive", 0x7fffffff);
+  o.max_header_list = (size_t)lpc_opt_size(L, 1, "max_header_list", 0x7fffffff);
+  o.stream_window = (uint32_t)lpc_opt_size(L, 1, "stream_window", 0x7fffffff);
+  o.connection_window = (uint32_t)lpc_opt_size(L, 1, "connection_window", 0x7fffffff);
   o.keepalive_time = opt_seconds(L, 1, "keepalive_time");
   o.keepalive_timeout = opt_seconds(L, 1, "keepalive_timeout");
   lua_getfield(L, 1, "backoff");
@@ -492,8 +477,8 @@ static lua_Integer waitables(lua_State *L, int idx, Waitables *w) {
   w->ls = (pc_GrpcListener **)(room + len + 1);
   for (lua_Integer i = 1; i <= len; i++) {
     lua_geti(L, idx, i);
-    if (lpc_islistener(L, -1)) {
-      pc_GrpcListener *l = lpc_tolistener(L, -1);
+    if (lpc_is_listener(L, -1)) {
+      pc_GrpcListener *l = lpc_to_listener(L, -1);
       if (l == NULL) w->closed = 1;
       if (l) w->ls[w->m++] = l;
     } else {

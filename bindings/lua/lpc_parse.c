@@ -16,7 +16,7 @@ typedef struct {
   pc_Arena *a;
 } Box;
 
-static int box_gc(lua_State *L) {
+static int lpc_protoarena_gc(lua_State *L) {
   Box *b = luaL_checkudata(L, 1, ARENA_MT);
   pc_Arena_Free(b->a);
   b->a = NULL;
@@ -277,7 +277,7 @@ static int lpc_parse_proto(lua_State *L) {
 
 void lpc_open_parse(lua_State *L) {
   if (luaL_newmetatable(L, ARENA_MT)) {
-    lua_pushcfunction(L, box_gc);
+    lua_pushcfunction(L, lpc_protoarena_gc);
     lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);

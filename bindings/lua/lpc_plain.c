@@ -5,7 +5,7 @@
  * into an arena and lpc_push_plain (lpc_wire.c). Both set fields by their
  * interned names from a per-type plan (PlainPlan). The other way, plain
  * tables to wire bytes, is lpc_table.c. */
-#include "lpc.h"
+#include "lpc_message.h"
 #include "wire/decode.h"
 #include "wire/wire.h"
 
@@ -19,12 +19,12 @@
  * fields by name, interning each as they go. */
 #define LPC_PLAIN_TYPES 64
 
-static char lpc_plain_key; /* registry: Type -> the names table of its PlainPlan (weak keys) */
+static char kPlainKey; /* registry: Type -> the names table of its PlainPlan (weak keys) */
 #if LPC_LUAJIT
 /* registry: the table of the values set later (Plain), kept between calls
  * while its array part has not grown; a call takes it out (one a finalizer
  * starts meanwhile makes its own) and puts it back empty. */
-static char lpc_later_key;
+static char kLaterKey;
 #endif
 
 /* The field names of every message type reachable from one root type, as
@@ -302,7 +302,7 @@ static void push_plain(Plain *P, const pc_Message *msg, const pc_MessageDef *def
 /* Pushes the names table of the plan of the Type at 'type' (of 'def'),
  * made on first use; returns the plan (kept by that table). */
 static PlainPlan *push_plan(lua_State *L, int type, const pc_MessageDef *def) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_plain_key);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kPlainKey);
   lua_pushvalue(L, type);
   if (lua_rawget(L, -2) == LUA_TNIL) {
     lua_pop(L, 1);
@@ -326,12 +326,12 @@ static void plain_begin(Plain *P, lua_State *L, PlainPlan *plan, int names, uint
   *P = p0;
 #if LPC_LUAJIT
   if (plan->has64[0]) { /* the state's table, taken out while in use */
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_later_key) == LUA_TNIL) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kLaterKey) == LUA_TNIL) {
       lua_pop(L, 1);
       lua_createtable(L, 2 * LPC_PLAIN_INTS, 0);
     } else {
       lua_pushnil(L);
-      lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_later_key);
+      lua_rawsetp(L, LUA_REGISTRYINDEX, &kLaterKey);
     }
     P->later = lua_gettop(L);
   }
@@ -349,7 +349,7 @@ static void plain_end(Plain *P, int base) {
   }
   if (P->later != 0 && P->cap == LPC_PLAIN_INTS) { /* back, unless it grew */
     lua_pushvalue(P->L, P->later);
-    lua_rawsetp(P->L, LUA_REGISTRYINDEX, &lpc_later_key);
+    lua_rawsetp(P->L, LUA_REGISTRYINDEX, &kLaterKey);
   }
 #endif
   if (lua_gettop(P->L) > base + 1) {
@@ -797,8 +797,8 @@ int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *d
 /* -- t = core.to_table(m)   (pc.to_table: message.lua checks m) */
 static int lpc_to_table(lua_State *L) {
   const pc_MessageDef *def;
-  const pc_Message *msg = lpc_checkmessage(L, 1, &def);
-  lpc_pushtype(L, def);
+  const pc_Message *msg = lpc_check_message(L, 1, &def);
+  lpc_push_type(L, def);
   lpc_push_plain(L, -1, msg, def);
   return 1;
 }
@@ -808,7 +808,7 @@ static int lpc_to_table(lua_State *L) {
  * gives up (the specs compare it with pc.to_table(pc.decode(T, bytes)) and
  * count what it takes). */
 static int lpc_decode_direct(lua_State *L) {
-  const pc_MessageDef *def = lpc_checktype(L, 1);
+  const pc_MessageDef *def = lpc_check_type(L, 1);
   size_t len;
   const char *bytes = luaL_checklstring(L, 2, &len);
   pc_DecodeOptions opts = {0};
@@ -825,7 +825,7 @@ void lpc_open_plain(lua_State *L) {
   lua_pushliteral(L, "k");
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_plain_key);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kPlainKey);
   lua_pushcfunction(L, lpc_to_table);
   lua_setfield(L, -2, "to_table");
   lua_pushcfunction(L, lpc_decode_direct);

@@ -2,7 +2,7 @@
  * a Lua value, and the checked conversions (type, integer representation,
  * range, enum names and closed enums) with the error texts the message
  * files share ("demo.M.x: integer expected, got string"). */
-#include "lpc.h"
+#include "lpc_message.h"
 
 #include <inttypes.h>
 #include <lauxlib.h>
@@ -56,14 +56,14 @@ void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v) {
 
 /* -- Checked conversions --------------------------------------------------- */
 
-_Noreturn void lpc_type_error(lua_State *L, const char *name, const char *expected, int idx) {
-  lpc_msg_error(L, "%s: %s expected, got %s", name, expected, lpc_tname(L, idx));
+_Noreturn void lpc_field_type_error(lua_State *L, const char *name, const char *expected, int idx) {
+  lpc_msg_error(L, "%s: %s expected, got %s", name, expected, lpc_type_name(L, idx));
 }
 
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx) {
   uint64_t bits;
   int is_unsigned;
-  if (lpc_int64_cdata(L, idx, &bits, &is_unsigned)) { /* LuaJIT: 5LL, 5ULL */
+  if (lpc_is_int64_cdata(L, idx, &bits, &is_unsigned)) { /* LuaJIT: 5LL, 5ULL */
     if (is_unsigned && bits > (uint64_t)INT64_MAX) {
       char text[24];
       snprintf(text, sizeof text, "%" PRIu64, bits);
@@ -71,7 +71,7 @@ lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx) {
     }
     return (lua_Integer)(int64_t)bits;
   }
-  if (lua_type(L, idx) != LUA_TNUMBER) lpc_type_error(L, name, "integer", idx);
+  if (lua_type(L, idx) != LUA_TNUMBER) lpc_field_type_error(L, name, "integer", idx);
   int exact;
   lua_Integer i = lua_tointegerx(L, idx, &exact); /* floats only when integral */
   if (!exact) lpc_msg_error(L, "%s: number has no integer representation", name);
@@ -90,10 +90,11 @@ static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, 
     const char *s = lua_tolstring(L, idx, &len);
     const pc_EnumValueDef *v = pc_EnumDef_FindByName(e, s, len);
     if (v != NULL) return v->number;
-    lpc_msg_error(L, "%s: unknown value '%s' for enum %s", name, lpc_pushshown(L, idx),
+    lpc_msg_error(L, "%s: unknown value '%s' for enum %s", name, lpc_push_shown(L, idx),
                   e->full_name);
   }
-  if (lua_type(L, idx) != LUA_TNUMBER) lpc_type_error(L, name, "enum value name or number", idx);
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    lpc_field_type_error(L, name, "enum value name or number", idx);
   lua_Integer i = lpc_check_integer(L, name, idx);
   check_range(L, name, i, INT32_MIN, INT32_MAX, "enum");
   if (e->closed && pc_EnumDef_FindByNumber(e, (int32_t)i) == NULL)
@@ -162,12 +163,12 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
     uint64_t bits;
     int is_unsigned;
     double d;
-    if (lpc_int64_cdata(L, idx, &bits, &is_unsigned)) /* LuaJIT: 5LL, 5ULL */
+    if (lpc_is_int64_cdata(L, idx, &bits, &is_unsigned)) /* LuaJIT: 5LL, 5ULL */
       d = is_unsigned ? (double)bits : (double)(int64_t)bits;
     else if (lua_type(L, idx) == LUA_TNUMBER)
       d = (double)lua_tonumber(L, idx);
     else
-      lpc_type_error(L, name, "number", idx);
+      lpc_field_type_error(L, name, "number", idx);
     if (f->type == kPc_Type_Double)
       v.d = d;
     else
@@ -184,7 +185,8 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
       break;
     }
     int r = lpc_to_int64(L, idx, &v.u64);
-    if (r == 0) lpc_type_error(L, name, LPC_LUAJIT ? "integer or decimal string" : "integer", idx);
+    if (r == 0)
+      lpc_field_type_error(L, name, LPC_LUAJIT ? "integer or decimal string" : "integer", idx);
     if (r < 0)
       lpc_msg_error(L,
                     LPC_LUAJIT ? "%s: number is not an integer in -2^53..2^53 (LuaJIT takes "
@@ -210,16 +212,16 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
     break;
   }
   case kPc_Type_Bool:
-    if (!lua_isboolean(L, idx)) lpc_type_error(L, name, "boolean", idx);
+    if (!lua_isboolean(L, idx)) lpc_field_type_error(L, name, "boolean", idx);
     v.b = (uint8_t)lua_toboolean(L, idx);
     break;
   case kPc_Type_String:
   case kPc_Type_Bytes:
-    if (lua_type(L, idx) != LUA_TSTRING) lpc_type_error(L, name, "string", idx);
+    if (lua_type(L, idx) != LUA_TSTRING) lpc_field_type_error(L, name, "string", idx);
     v.s.data = lua_tolstring(L, idx, &v.s.size);
     break;
   case kPc_Type_Enum: v.i32 = check_enum(L, f, name, idx); break;
-  default: lpc_type_error(L, name, "scalar", idx);
+  default: lpc_field_type_error(L, name, "scalar", idx);
   }
   return v;
 }

@@ -1,7 +1,7 @@
 /* Pools, types and enums as Lua values, and the Lua declarations
  * pc.message / pc.enum (README "Schemas"): a declaration becomes a one-type
  * pc_FileDesc added with pc_Pool_AddFile, as every other schema source. */
-#include "lpc.h"
+#include "lpc_options.h"
 #include "schema/wkt.h"
 
 #include <lauxlib.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MT "protocall.Pool"
+#define POOL_MT LPC_POOL_MT
 #define TYPE_MT LPC_TYPE_MT
 
 static char kPoolsKey;   /* registry: weak-valued pc_Pool* -> Pool */
@@ -18,20 +18,15 @@ static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
 
 char lpc_type_metatables_key;
 
-typedef struct {
-  pc_Pool *pool;
-  int owned; /* 0: a host's pool (protocall_pushpool), never freed here */
-} PoolBox;
-
 /* -- Pools ------------------------------------------------------------------ */
 
-pc_Pool *lpc_checkpool(lua_State *L, int idx) {
-  PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
+pc_Pool *lpc_check_pool(lua_State *L, int idx) {
+  lpc_PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
   return b->pool;
 }
 
 static int lpc_pool_gc(lua_State *L) {
-  PoolBox *b = luaL_checkudata(L, 1, POOL_MT);
+  lpc_PoolBox *b = luaL_checkudata(L, 1, POOL_MT);
   if (b->owned) pc_Pool_Free(b->pool);
   b->pool = NULL;
   return 0;
@@ -39,7 +34,7 @@ static int lpc_pool_gc(lua_State *L) {
 
 /* -- pool = core.pool_new()   (an empty pool) */
 static int lpc_pool_new(lua_State *L) {
-  PoolBox *b = lua_newuserdatauv(L, sizeof(PoolBox), 0);
+  lpc_PoolBox *b = lua_newuserdatauv(L, sizeof(lpc_PoolBox), 0);
   b->pool = NULL;
   b->owned = 1;
   luaL_setmetatable(L, POOL_MT);
@@ -61,14 +56,14 @@ static void push_pools(lua_State *L) {
     luaL_error(L, "protocall: open the module first (luaopen_protocall)");
 }
 
-void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
+void lpc_push_host_pool(lua_State *L, pc_Pool *pool) {
   push_pools(L);
   if (lua_rawgetp(L, -1, pool) != LUA_TNIL) {
     lua_remove(L, -2);
     return;
   }
   lua_pop(L, 1);
-  PoolBox *b = lua_newuserdatauv(L, sizeof(PoolBox), 0);
+  lpc_PoolBox *b = lua_newuserdatauv(L, sizeof(lpc_PoolBox), 0);
   b->pool = pool;
   b->owned = 0;
   luaL_setmetatable(L, POOL_MT);
@@ -77,7 +72,7 @@ void lpc_pushhostpool(lua_State *L, pc_Pool *pool) {
   lua_remove(L, -2);
 }
 
-void lpc_pushpool(lua_State *L, const pc_Pool *pool) {
+void lpc_push_pool(lua_State *L, const pc_Pool *pool) {
   push_pools(L);
   lua_rawgetp(L, -1, pool);
   lua_remove(L, -2);
@@ -85,22 +80,22 @@ void lpc_pushpool(lua_State *L, const pc_Pool *pool) {
 
 /* -- Types ------------------------------------------------------------------ */
 
-const pc_MessageDef *lpc_checktype(lua_State *L, int idx) {
-  TypeBox *t = luaL_checkudata(L, idx, TYPE_MT);
+const pc_MessageDef *lpc_check_type(lua_State *L, int idx) {
+  lpc_TypeBox *t = luaL_checkudata(L, idx, TYPE_MT);
   return t->def;
 }
 
-void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
+void lpc_push_type(lua_State *L, const pc_MessageDef *def) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTypesKey);
   if (lua_rawgetp(L, -1, def) != LUA_TNIL) {
     lua_remove(L, -2);
     return;
   }
   lua_pop(L, 1);
-  TypeBox *t = lua_newuserdatauv(L, sizeof(TypeBox), 3);
+  lpc_TypeBox *t = lua_newuserdatauv(L, sizeof(lpc_TypeBox), 3);
   t->def = def;
   luaL_setmetatable(L, TYPE_MT);
-  lpc_pushpool(L, def->file->pool);
+  lpc_push_pool(L, def->file->pool);
   lua_setiuservalue(L, -2, 1);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key); /* lpc_open_message's */
   lua_pushvalue(L, -2);
@@ -112,7 +107,7 @@ void lpc_pushtype(lua_State *L, const pc_MessageDef *def) {
 
 /* -- v = T.full_name, T.name */
 static int lpc_type_index(lua_State *L) {
-  const pc_MessageDef *def = lpc_checktype(L, 1);
+  const pc_MessageDef *def = lpc_check_type(L, 1);
   const char *k = lua_tostring(L, 2);
   if (k != NULL && strcmp(k, "full_name") == 0)
     lua_pushstring(L, def->full_name);
@@ -127,7 +122,7 @@ static int lpc_type_index(lua_State *L) {
 
 /* -- s = tostring(T)   ("protocall.Type(demo.Point)") */
 static int lpc_type_tostring(lua_State *L) {
-  lua_pushfstring(L, "protocall.Type(%s)", lpc_checktype(L, 1)->full_name);
+  lua_pushfstring(L, "protocall.Type(%s)", lpc_check_type(L, 1)->full_name);
   return 1;
 }
 
@@ -151,7 +146,7 @@ static void push_enum(lua_State *L, const pc_EnumDef *e) {
   lua_setfield(L, -2, "__name");
   lua_pushlightuserdata(L, (void *)e);
   lua_rawsetp(L, -2, &kEnumDefKey);
-  lpc_pushpool(L, e->file->pool);
+  lpc_push_pool(L, e->file->pool);
   lua_setfield(L, -2, "pool"); /* keeps the pool alive */
   lua_setmetatable(L, -2);
   lua_pushvalue(L, -1);
@@ -171,7 +166,7 @@ static pc_Pool *bound_pool(lua_State *L, int *base, int *pool_idx) {
     *base = 2;
     *pool_idx = 1;
   }
-  return lpc_checkpool(L, *pool_idx);
+  return lpc_check_pool(L, *pool_idx);
 }
 
 static const char *arena_str(lua_State *L, pc_Arena *a, const char *s, size_t len) {
@@ -366,28 +361,6 @@ static void map_entry(lua_State *L, pc_Pool *pool, pc_Arena *a, const char *self
   fd->label = kPc_Label_Repeated;
 }
 
-/* Raises "<where>: unknown option 'k' (expected ...)" for a key of the table
- * at 't' other than 1..npos and the names in 'allowed' (NULL-terminated), so
- * a misspelt option cannot be silently ignored. */
-static void check_keys(lua_State *L, int t, const char *where, lua_Integer npos,
-                       const char *const *allowed, const char *expected) {
-  lua_pushnil(L);
-  while (lua_next(L, t) != 0) {
-    lua_pop(L, 1);
-    if (lua_isinteger(L, -1)) {
-      lua_Integer k = lua_tointeger(L, -1);
-      if (k >= 1 && k <= npos) continue;
-    } else if (lua_type(L, -1) == LUA_TSTRING) {
-      const char *k = lua_tostring(L, -1);
-      const char *const *a = allowed;
-      while (*a != NULL && strcmp(*a, k) != 0) a++;
-      if (*a != NULL) continue;
-    }
-    luaL_error(L, "%s: unknown option '%s' (expected %s)", where, luaL_tolstring(L, -1, NULL),
-               expected);
-  }
-}
-
 static const char *const kFieldOptions[] = {"repeated",  "required", "optional", "packed",
                                             "json_name", "oneof",    "default",  NULL};
 static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
@@ -412,7 +385,7 @@ static int lpc_pool_message(lua_State *L) {
   if (!lua_isnoneornil(L, opts)) {
     luaL_checktype(L, opts, LUA_TTABLE);
     static const char *const kMessageOptions[] = {"syntax", "extensions", NULL};
-    check_keys(L, opts, full, 0, kMessageOptions, "syntax or extensions");
+    lpc_check_keys(L, opts, full, 0, kMessageOptions, "syntax or extensions");
     lua_getfield(L, opts, "syntax");
     const char *syn = lua_tostring(L, -1);
     if (syn != NULL && strcmp(syn, "proto2") == 0)
@@ -424,7 +397,7 @@ static int lpc_pool_message(lua_State *L) {
   if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", full);
   if (pc_Pool_FindMessage(pool, full) || pc_Pool_FindEnum(pool, full))
     return luaL_error(L, "%s: already defined", full);
-  pc_Arena *a = lpc_newarena(L); /* scratch, freed by the collector */
+  pc_Arena *a = lpc_new_arena(L); /* scratch, freed by the collector */
   pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
   pc_MessageDesc *md = arena_calloc(L, a, sizeof(pc_MessageDesc));
   if (!lua_isnoneornil(L, opts) && lua_getfield(L, opts, "extensions") != LUA_TNIL) {
@@ -478,8 +451,8 @@ static int lpc_pool_message(lua_State *L) {
     f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
     lua_pushfstring(L, "%s.%s", full, f->name);
     const char *where = lua_tostring(L, -1);
-    check_keys(L, t, where, 3, kFieldOptions,
-               "repeated, required, optional, packed, json_name, oneof or default");
+    lpc_check_keys(L, t, where, 3, kFieldOptions,
+                   "repeated, required, optional, packed, json_name, oneof or default");
     size_t tlen;
     const char *spell = lua_tolstring(L, -3, &tlen);
     int repeated = opt_bool(L, t, "repeated");
@@ -541,7 +514,7 @@ static int lpc_pool_message(lua_State *L) {
   pc_Error_Init(&err);
   const pc_FileDef *file = pc_Pool_AddFile(pool, fd, &err);
   if (file == NULL) return luaL_error(L, "%s", err.msg);
-  lpc_pushtype(L, &file->messages[0]);
+  lpc_push_type(L, &file->messages[0]);
   return 1;
 }
 
@@ -558,7 +531,7 @@ static int lpc_pool_extend(lua_State *L) {
   if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", extendee);
   if (pc_Pool_FindMessage(pool, extendee) == NULL)
     return luaL_error(L, "%s: unknown message type", extendee);
-  pc_Arena *a = lpc_newarena(L);
+  pc_Arena *a = lpc_new_arena(L);
   pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
   size_t n = lua_rawlen(L, list);
   fd->syntax = kPc_Syntax_Proto2;
@@ -600,7 +573,7 @@ static int lpc_pool_extend(lua_State *L) {
     f->number = num < 0 || num > INT32_MAX ? 0 : (int32_t)num;
     size_t tlen;
     const char *spell = lua_tolstring(L, -2, &tlen);
-    check_keys(L, t, full, 3, kExtensionOptions, "repeated or default");
+    lpc_check_keys(L, t, full, 3, kExtensionOptions, "repeated or default");
     resolve_type(L, pool, a, "", full, spell, tlen, f);
     if (opt_bool(L, t, "repeated")) f->label = kPc_Label_Repeated;
     if (lua_getfield(L, t, "default") != LUA_TNIL) {
@@ -640,7 +613,7 @@ static int lpc_pool_enum(lua_State *L) {
   if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", full);
   if (pc_Pool_FindMessage(pool, full) || pc_Pool_FindEnum(pool, full))
     return luaL_error(L, "%s: already defined", full);
-  pc_Arena *a = lpc_newarena(L);
+  pc_Arena *a = lpc_new_arena(L);
   pc_FileDesc *fd = arena_calloc(L, a, sizeof(pc_FileDesc));
   pc_EnumDesc *ed = arena_calloc(L, a, sizeof(pc_EnumDesc));
   lua_pushfstring(L, "lua:%s", full);
@@ -712,7 +685,7 @@ static int lpc_pool_type(lua_State *L) {
     e = m ? NULL : pc_Pool_FindEnum(pool, name);
   }
   if (m != NULL) {
-    lpc_pushtype(L, m);
+    lpc_push_type(L, m);
     return 1;
   }
   if (e == NULL) {
@@ -760,7 +733,7 @@ static void push_default(lua_State *L, const pc_FieldDef *f) {
 static int lpc_pool_fields(lua_State *L) {
   const pc_MessageDef *def = NULL;
   int arg = lua_type(L, 1) == LUA_TUSERDATA && luaL_testudata(L, 1, POOL_MT) ? 2 : 1;
-  def = lpc_checktype(L, arg);
+  def = lpc_check_type(L, arg);
   lua_createtable(L, (int)def->field_count, 0);
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
@@ -822,7 +795,7 @@ static const luaL_Reg pool_funcs[] = {
 /* -- fns = core.pool_functions(pool)   (message, enum, type, fields, freeze,
  * is_frozen as functions bound to 'pool', for pc.* on the default pool) */
 static int lpc_pool_functions(lua_State *L) {
-  lpc_checkpool(L, 1);
+  lpc_check_pool(L, 1);
   lua_newtable(L);
   for (const luaL_Reg *r = pool_funcs; r->name; r++) {
     lua_pushvalue(L, 1);
@@ -843,12 +816,12 @@ int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
   if (pc_Pool_FindFile(pool, file) != NULL) return 1;
   pc_ImportCtx c;
   memset(&c, 0, sizeof c); /* no text, no import paths: the built-ins answer */
-  c.arena = lpc_newarena(L);
+  c.arena = lpc_new_arena(L);
   int idx = lua_gettop(L);
   pc_Error err;
   pc_Error_Init(&err);
   int ok = pc_Import(pool, &c, file, &err);
-  lpc_pacearena(L, idx);
+  lpc_pace_arena(L, idx);
   lua_remove(L, idx);
   return ok;
 }

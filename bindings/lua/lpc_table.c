@@ -19,7 +19,7 @@
  * LPC_TABLE_MAX_DEPTH) makes it return 0, and the caller builds T{...}
  * and encodes that, which raises the very error T{...} and pc.encode
  * raise, or encodes what this path declined. */
-#include "lpc.h"
+#include "lpc_message.h"
 #include "wire/wire.h"
 #include "wire/decode.h"
 
@@ -33,7 +33,7 @@
 /* Distinct sub-message types one encode remembers the Lookups of. */
 #define LPC_TABLE_TYPES     32
 
-static char lpc_table_key; /* registry: the TableState userdata */
+static char kTableKey; /* registry: the TableState userdata */
 
 /* Entries of TableState.slot (a power of two). */
 #define LPC_TABLE_SLOTS 64
@@ -42,7 +42,7 @@ static char lpc_table_key; /* registry: the TableState userdata */
  * takes it (plain_type). */
 typedef struct {
   const pc_MessageDef *def;
-  const Lookup *lk;
+  const lpc_Lookup *lk;
   int plain;
 } TypeInfo;
 
@@ -79,7 +79,7 @@ typedef struct {
   int room; /* the stack is known to have slots up to this index */
 } Enc;
 
-static int tablestate_gc(lua_State *L) {
+static int lpc_tablestate_gc(lua_State *L) {
   TableState *s = lua_touserdata(L, 1);
   if (s->buf != NULL) s->alloc(s->ud, s->buf, s->cap, 0);
   if (s->g != NULL) s->alloc(s->ud, s->g, s->gcap * sizeof(Gathered), 0);
@@ -316,7 +316,7 @@ static inline size_t slot_of(const pc_MessageDef *def) {
 }
 
 /* Remembers 'def' with its Lookup for the rest of the call. */
-static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const Lookup *lk) {
+static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const lpc_Lookup *lk) {
   TypeInfo *t = &s->types[s->ntypes++];
   t->def = def;
   t->lk = lk;
@@ -335,9 +335,9 @@ static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
     if (s->types[i].def == def) return &s->types[i];
   if (s->ntypes == LPC_TABLE_TYPES) return NULL;
   lua_State *L = e->L;
-  lpc_pushtype(L, def);
-  const Lookup *lk = ((const TypeBox *)lua_touserdata(L, -1))->lookup;
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  lpc_push_type(L, def);
+  const lpc_Lookup *lk = ((const lpc_TypeBox *)lua_touserdata(L, -1))->lookup;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
   lua_getiuservalue(L, -1, 1);
   lua_rotate(L, -3, -1); /* state, table, Type */
   lua_rawseti(L, -2, s->ntypes + 1);
@@ -441,8 +441,8 @@ static int put_field(Enc *e, const pc_FieldDef *f, int idx) {
 }
 
 /* The field of the key at -2 in 'lk', or NULL when T{...} knows none. */
-static const pc_FieldDef *field_of(lua_State *L, const Lookup *lk) {
-  const LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
+static const pc_FieldDef *field_of(lua_State *L, const lpc_Lookup *lk) {
+  const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
   if (le != NULL) return lpc_entry_field(lk, le);
   if (lua_type(L, -2) != LUA_TSTRING) return NULL;
   size_t len;
@@ -489,7 +489,7 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   lua_State *L = e->L;
   TableState *s = e->s;
   const pc_MessageDef *def = ti->def;
-  const Lookup *lk = ti->lk;
+  const lpc_Lookup *lk = ti->lk;
   int base = e->top;
   if (++e->depth > LPC_TABLE_MAX_DEPTH || !ti->plain) return 0;
   int need = base + 2 * (int)def->field_count + 16; /* and what type_of pushes */
@@ -532,8 +532,8 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
 
 int lpc_encode_table(lua_State *L, int type, int t) {
   t = lua_absindex(L, t);
-  const TypeBox *box = lua_touserdata(L, type);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  const lpc_TypeBox *box = lua_touserdata(L, type);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
   TableState *s = lua_touserdata(L, -1);
   lua_pop(L, 1); /* the registry keeps it */
   int top = lua_gettop(L);
@@ -544,7 +544,7 @@ int lpc_encode_table(lua_State *L, int type, int t) {
   /* The root's Type is the argument: remembered without being kept. */
   int ok = encode_message(&e, remember(s, box->def, box->lookup), t);
   if (s->ntypes > 1) { /* the Types the call kept alive */
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
     lua_getiuservalue(L, -1, 1);
     for (int i = 2; i <= s->ntypes; i++) {
       lua_pushnil(L);
@@ -565,10 +565,10 @@ int lpc_encode_table(lua_State *L, int type, int t) {
 
 int lpc_table_message(lua_State *L, int type, int t) {
   if (!lpc_encode_table(L, type, t)) return 0;
-  const pc_MessageDef *def = ((const TypeBox *)lua_touserdata(L, type))->def;
+  const pc_MessageDef *def = ((const lpc_TypeBox *)lua_touserdata(L, type))->def;
   size_t len;
   const char *bytes = lua_tolstring(L, -1, &len);
-  pc_Arena *a = lpc_newarena(L);
+  pc_Arena *a = lpc_new_arena(L);
   int arena_idx = lua_gettop(L);
   pc_Message *msg = pc_Message_New(def, a);
   if (msg == NULL) return luaL_error(L, "not enough memory");
@@ -580,8 +580,8 @@ int lpc_table_message(lua_State *L, int type, int t) {
     lua_pop(L, 2);
     return 0;
   }
-  lpc_pacearena(L, arena_idx);
-  lpc_pushview(L, def, msg, arena_idx);
+  lpc_pace_arena(L, arena_idx);
+  lpc_push_view(L, def, msg, arena_idx);
   lua_replace(L, arena_idx - 1); /* the bytes */
   lua_settop(L, arena_idx - 1);
   return 1;
@@ -594,8 +594,8 @@ void lpc_open_table(lua_State *L) {
   lua_createtable(L, LPC_TABLE_TYPES, 0);
   lua_setiuservalue(L, -2, 1);
   lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, tablestate_gc);
+  lua_pushcfunction(L, lpc_tablestate_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_table_key);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kTableKey);
 }

@@ -4,7 +4,7 @@
  * with pc.get_extension). from_text makes its "protocall.Arena" userdata
  * first, so everything the parser allocates has an owner before anything
  * can raise; the result is a view anchored to it. */
-#include "lpc.h"
+#include "lpc_options.h"
 #include "text/text.h"
 
 #include <lauxlib.h>
@@ -16,7 +16,7 @@
  * message or enum type's full name (or nil), label = "optional" |
  * "repeated"}. Raises on a non-message. */
 static int lpc_text_extensions(lua_State *L) {
-  pc_Message *msg = lpc_checkmessage(L, 1, NULL);
+  pc_Message *msg = lpc_check_message(L, 1, NULL);
   size_t n;
   const pc_Extension *ext = pc_Message_Extensions(msg, &n);
   lua_createtable(L, (int)n, 0);
@@ -55,21 +55,21 @@ static int lpc_from_text(lua_State *L) {
   o.max_depth =
       lpc_opt_int(L, 3, "from_text", "max_depth", 1, PC_TEXT_MAX_DEPTH, PC_TEXT_DEFAULT_DEPTH);
   o.pool = lpc_opt_pool(L, 3, "from_text");
-  pc_Arena *a = lpc_newarena(L);
+  pc_Arena *a = lpc_new_arena(L);
   int arena_idx = lua_gettop(L);
   pc_Message *msg = pc_Message_New(def, a);
   if (msg == NULL) return luaL_error(L, "not enough memory");
   pc_Error err;
   pc_Error_Init(&err);
   pc_TextStatus st = pc_Text_Parse(s, len, msg, def, a, &o, &err);
-  lpc_pacearena(L, arena_idx);
+  lpc_pace_arena(L, arena_idx);
   if (st == kPc_TextStatus_OutOfMemory) return luaL_error(L, "not enough memory");
   if (st != kPc_TextStatus_Ok) {
     lua_pushnil(L);
     lua_pushstring(L, err.msg);
     return 2;
   }
-  lpc_pushview(L, def, msg, arena_idx);
+  lpc_push_view(L, def, msg, arena_idx);
   return 1;
 }
 

@@ -14,7 +14,7 @@
 #include "wire/decode.h"
 #include "wire/descriptor_set.h"
 #include "wire/encode.h"
-#include "lpc.h"
+#include "lpc_options.h"
 #include "wire/wire.h"
 
 #include <lauxlib.h>
@@ -37,7 +37,7 @@ typedef struct {
    * Type decode met. Saves the generic checks on the common loop of one
    * type. Slots 1 and 2 of the table in upvalue 2 of encode and decode hold
    * them, so an address cannot be reused while it is cached; a finalizer
-   * that runs once per collection cycle (clear_cache) empties the cache, so
+   * that runs once per collection cycle (lpc_sentinel_gc) empties the cache, so
    * it never keeps a dropped type or its pool alive past the next cycle. */
   const void *mt;
   const pc_MessageDef *mt_def;
@@ -61,7 +61,7 @@ static void cache(lua_State *L, int slot) {
 /* __gc of a sentinel userdata made once per collection cycle: forgets the cached
  * types (upvalue 1 the CodecState, 2 the cache table, 3 the sentinel's
  * metatable), then leaves a new sentinel for the next cycle. */
-static int clear_cache(lua_State *L) {
+static int lpc_sentinel_gc(lua_State *L) {
   CodecState *cs = lua_touserdata(L, lua_upvalueindex(1));
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
@@ -76,31 +76,13 @@ static int clear_cache(lua_State *L) {
   return 0;
 }
 
-/* Raises "bad argument #arg to 'fname' (msg)". encode and decode name
- * themselves: luaL_argerror, when the call site gives no name (pcall),
- * would find 'protocall.core.decode' through package.loaded. */
-static _Noreturn void codec_argerror(lua_State *L, int arg, const char *fname, const char *msg) {
-  luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
-#if defined(__GNUC__)
-  __builtin_unreachable();
-#endif
-}
-
-/* As luaL_typeerror, named as codec_argerror. */
-static _Noreturn void codec_typeerror(lua_State *L, int arg, const char *fname,
-                                      const char *expected) {
-  const char *got = luaL_getmetafield(L, arg, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
-                                                                       : luaL_typename(L, arg);
-  codec_argerror(L, arg, fname, lua_pushfstring(L, "%s expected, got %s", expected, got));
-}
-
 static int flat_kind(const pc_MessageDef *def);
 
 /* The Type at 1 through the cache, or NULL when it is no Type. */
 LPC_INLINE const pc_MessageDef *test_type(lua_State *L, CodecState *cs) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_touserdata(L, 1) == cs->type) return cs->type_def;
-  if (luaL_testudata(L, 1, "protocall.Type") == NULL) return NULL;
-  const pc_MessageDef *def = lpc_checktype(L, 1);
+  if (luaL_testudata(L, 1, LPC_TYPE_MT) == NULL) return NULL;
+  const pc_MessageDef *def = lpc_check_type(L, 1);
   cs->type = lua_touserdata(L, 1);
   lua_pushvalue(L, 1);
   cache(L, 2);
@@ -118,33 +100,25 @@ static const char *const kDecodeOptions[] = {"table", "extensions", "max_depth",
 /* Reads pc.encode's options, the table at 'idx' (argument #idx), into
  * '*opts'; raises on an option it does not know. */
 static void encode_options(lua_State *L, int idx, pc_EncodeOptions *opts) {
-  if (!lua_istable(L, idx)) codec_typeerror(L, idx, "encode", "table");
+  if (!lua_istable(L, idx)) lpc_arg_type_error(L, idx, "encode", "table");
   lpc_check_options(L, idx, "encode", kEncodeOptions);
-  opts->deterministic = lua_getfield(L, idx, "deterministic") != LUA_TNIL && lua_toboolean(L, -1);
-  opts->partial = lua_getfield(L, idx, "partial") != LUA_TNIL && lua_toboolean(L, -1);
-  lua_pop(L, 2);
+  opts->deterministic = lpc_opt_bool(L, idx, "deterministic");
+  opts->partial = lpc_opt_bool(L, idx, "partial");
 }
 
 /* Reads pc.decode's options, the table at 'idx' (argument #idx), into
  * '*opts' and '*as_table'; raises on an option it does not know and on a
  * max_depth out of 1..PC_MESSAGE_MAX_DEPTH. */
 static void decode_options(lua_State *L, int idx, pc_DecodeOptions *opts, int *as_table) {
-  if (!lua_istable(L, idx)) codec_typeerror(L, idx, "decode", "table");
+  if (!lua_istable(L, idx)) lpc_arg_type_error(L, idx, "decode", "table");
   lpc_check_options(L, idx, "decode", kDecodeOptions);
-  *as_table = lua_getfield(L, idx, "table") != LUA_TNIL && lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  *as_table = lpc_opt_bool(L, idx, "table");
   opts->no_extensions = lua_getfield(L, idx, "extensions") != LUA_TNIL && !lua_toboolean(L, -1);
   lua_pop(L, 1);
-  if (lua_getfield(L, idx, "max_depth") != LUA_TNIL) {
-    int isint = 0; /* a number: a string such as "10" is refused on both runtimes */
-    lua_Integer d = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
-    if (!isint || d < 1 || d > PC_MESSAGE_MAX_DEPTH)
-      codec_argerror(L, idx, "decode",
-                     lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
-    opts->max_depth = (int)d;
-  }
-  opts->partial = lua_getfield(L, idx, "partial") != LUA_TNIL && lua_toboolean(L, -1);
-  lua_pop(L, 2);
+  if (lpc_test_opt_int(L, idx, "max_depth", 1, PC_MESSAGE_MAX_DEPTH, &opts->max_depth) < 0)
+    lpc_arg_error(L, idx, "decode",
+                  lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
+  opts->partial = lpc_opt_bool(L, idx, "partial");
 }
 
 /* pc.encode(T, table [, opts]): the table's encoding pushed by the direct
@@ -152,7 +126,7 @@ static void decode_options(lua_State *L, int idx, pc_DecodeOptions *opts, int *a
  * T{...}'s error for a table it refuses) and 0, and the caller encodes
  * that message with the options at 3. */
 static int encode_table(lua_State *L) {
-  if (lua_type(L, 2) != LUA_TTABLE) codec_typeerror(L, 2, "encode", "table");
+  if (lua_type(L, 2) != LUA_TTABLE) lpc_arg_type_error(L, 2, "encode", "table");
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 3)) encode_options(L, 3, &opts);
   if (!opts.deterministic && lpc_encode_table(L, 1, 2)) return 1;
@@ -165,7 +139,7 @@ static int encode_table(lua_State *L) {
   return 0;
 }
 
-/* The message at 1 and its type, as lpc_checkmessage, through the cache. */
+/* The message at 1 and its type, as lpc_check_message, through the cache. */
 static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageDef **def) {
   if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
     int hit = lua_topointer(L, -1) == cs->mt;
@@ -177,8 +151,8 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
     }
   }
   if (test_type(L, cs) != NULL && encode_table(L)) return NULL;
-  pc_Message *msg = lpc_tomessage(L, 1, def);
-  if (msg == NULL) codec_typeerror(L, 1, "encode", "message");
+  pc_Message *msg = lpc_to_message(L, 1, def);
+  if (msg == NULL) lpc_arg_type_error(L, 1, "encode", "message");
   lua_getmetatable(L, 1);
   cs->mt = lua_topointer(L, -1);
   cache(L, 1);
@@ -187,10 +161,10 @@ static pc_Message *check_message(lua_State *L, CodecState *cs, const pc_MessageD
   return msg;
 }
 
-/* The Type at 1, as lpc_checktype, through the cache. */
+/* The Type at 1, as lpc_check_type, through the cache. */
 static const pc_MessageDef *check_type(lua_State *L, CodecState *cs) {
   const pc_MessageDef *def = test_type(L, cs);
-  if (def == NULL) codec_typeerror(L, 1, "decode", "protocall.Type");
+  if (def == NULL) lpc_arg_type_error(L, 1, "decode", "protocall.Type");
   return def;
 }
 
@@ -319,7 +293,7 @@ static int lpc_codec_decode(lua_State *L) {
   int type_flat = cs->type_flat;
   void *plain = cs->type_plain_def == def ? cs->type_plain : NULL;
   size_t len;
-  if (lua_type(L, 2) != LUA_TSTRING) codec_typeerror(L, 2, "decode", "string");
+  if (lua_type(L, 2) != LUA_TSTRING) lpc_arg_type_error(L, 2, "decode", "string");
   const char *bytes = lua_tolstring(L, 2, &len);
   pc_DecodeOptions opts = {0};
   int as_table = 0;
@@ -359,7 +333,7 @@ static int lpc_codec_decode(lua_State *L) {
     st = pc_Decode(bytes, len, msg, def, cs->scratch, &flat_opts, &err);
     if (pc_Arena_SpaceAllocated(cs->scratch) == empty) {
       if (st == kPc_DecodeStatus_Ok) {
-        if (flat == kFlat_Strings) { /* the input, where the refs table goes (lpc.h) */
+        if (flat == kFlat_Strings) { /* the input, where the refs table goes (lpc_message.h) */
           lua_pushvalue(L, 2);
           lua_setiuservalue(L, -2, 1);
         }
@@ -375,7 +349,7 @@ static int lpc_codec_decode(lua_State *L) {
     lua_pop(L, 1);
     pc_Error_Init(&err);
   }
-  pc_Arena *a = lpc_newarena(L);
+  pc_Arena *a = lpc_new_arena(L);
   int arena_idx = lua_gettop(L);
   pc_Message *msg = pc_Message_New(def, a);
   if (msg == NULL) return luaL_error(L, "not enough memory");
@@ -384,12 +358,10 @@ static int lpc_codec_decode(lua_State *L) {
     /* The tree lives only until it is copied: freed here (or by the Arena's
      * __gc if copying raises), so the collector is not told about it. */
     if (st == kPc_DecodeStatus_Ok) lpc_push_plain(L, 1, msg, def);
-    Holder *h = lua_touserdata(L, arena_idx);
-    pc_Arena_Free(h->arena);
-    h->arena = NULL;
+    lpc_free_arena(L, arena_idx);
     if (st == kPc_DecodeStatus_Ok) return 1;
   } else {
-    lpc_pacearena(L, arena_idx);
+    lpc_pace_arena(L, arena_idx);
   }
   if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
   if (st != kPc_DecodeStatus_Ok) {
@@ -397,7 +369,7 @@ static int lpc_codec_decode(lua_State *L) {
     lua_pushstring(L, err.msg);
     return 2;
   }
-  lpc_pushview(L, def, msg, arena_idx);
+  lpc_push_view(L, def, msg, arena_idx);
   return 1;
 }
 
@@ -410,7 +382,7 @@ static int lpc_codec_decode(lua_State *L) {
  * does for an import). A set that does not read is left to
  * pc_Pool_AddDescriptorSet to report. */
 static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes, size_t len) {
-  pc_Arena *a = lpc_newarena(L);
+  pc_Arena *a = lpc_new_arena(L);
   pc_FileDesc *files;
   size_t count;
   if (pc_DescriptorSet_Read(bytes, len, a, &files, &count, NULL)) {
@@ -433,14 +405,14 @@ static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes,
  * otherwise. */
 static int lpc_codec_is_initialized(lua_State *L) {
   const pc_MessageDef *def;
-  pc_Message *msg = lpc_tomessage(L, 1, &def);
-  if (msg == NULL) codec_typeerror(L, 1, "is_initialized", "message");
+  pc_Message *msg = lpc_to_message(L, 1, &def);
+  if (msg == NULL) lpc_arg_type_error(L, 1, "is_initialized", "message");
   lua_pushboolean(L, pc_Message_CheckRequired(msg, def, NULL) == 0);
   return 1;
 }
 
 static int lpc_codec_load_descriptor_set(lua_State *L) {
-  pc_Pool *pool = lpc_checkpool(L, 1);
+  pc_Pool *pool = lpc_check_pool(L, 1);
   size_t len;
   if (lua_type(L, 2) != LUA_TSTRING) luaL_typeerror(L, 2, "string");
   const char *bytes = lua_tolstring(L, 2, &len);
@@ -506,13 +478,13 @@ void lpc_open_wire(lua_State *L) {
   lua_setmetatable(L, -2);
   lua_createtable(L, 3, 0); /* the cache: storing into it allocates nothing */
   /* The first sentinel: a garbage userdata (a table's __gc is Lua 5.4's,
-   * not LuaJIT's) whose __gc (clear_cache) runs at the end of the next
+   * not LuaJIT's) whose __gc (lpc_sentinel_gc) runs at the end of the next
    * cycle and leaves the next sentinel. */
   lua_createtable(L, 0, 1); /* its metatable */
   lua_pushvalue(L, -3);
   lua_pushvalue(L, -3);
   lua_pushvalue(L, -3);
-  lua_pushcclosure(L, clear_cache, 3);
+  lua_pushcclosure(L, lpc_sentinel_gc, 3);
   lua_setfield(L, -2, "__gc");
   lua_newuserdatauv(L, 0, 0);
   lua_insert(L, -2);

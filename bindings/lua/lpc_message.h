@@ -1,0 +1,220 @@
+/* Private to bindings/lua: the internals of message objects, shared by the
+ * message files (lpc_anchor.c, lpc_scalar.c, lpc_message.c,
+ * lpc_construct.c, lpc_message_ops.c) and the files that read or write
+ * message memory themselves (lpc_table.c: the Lookup; lpc_plain.c: scalar
+ * values). Everything else goes through lpc.h.
+ *
+ * How message memory is owned:
+ *   message, standalone one block: the message's slots ARE the userdata's
+ *                       memory (def->size bytes); user value 1, its refs
+ *                       table, when the type can hold references
+ *                       (lpc_standalone_uv), else none; a flat type's
+ *                       decode (lpc_wire.c) leaves there the input string
+ *                       its string fields point into, which lpc_push_refs
+ *                       moves into the refs table (under the message's own
+ *                       address) when one is first needed.
+ *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
+ *                       object owning the memory (an Arena or a standalone
+ *                       message).
+ *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table.
+ * A standalone message is its own anchor. What a message's memory points to
+ * that the anchor's arena does not own is kept alive from a per-anchor refs
+ * table: the anchor's user value 1 (an Arena's, a standalone message's), or
+ * for standalone messages of numbers-only types, which have no user value,
+ * an entry in an ephemeron table in the registry (lpc_push_refs). */
+#ifndef LPC_MESSAGE_H
+#define LPC_MESSAGE_H
+
+#include "lpc.h"
+
+#define LPC_ARENA_MT    "protocall.Arena"
+#define LPC_REPEATED_MT "protocall.Repeated"
+#define LPC_MAP_MT      "protocall.Map"
+
+/* Instance metatables say which kind of object they serve. */
+enum { kLpc_Standalone = 1, kLpc_View = 2 };
+
+extern char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
+/* Instance metatable field: a light userdata of the type's def with the
+ * kind in its two low bits (a def is aligned to at least 4 bytes), so one
+ * lookup gives both (lpc_to_message). */
+extern char lpc_def_key;
+
+/* The "protocall.Arena" userdata. */
+typedef struct {
+  pc_Arena *arena;
+  size_t reported; /* bytes already reported to the collector */
+} lpc_ArenaBox;
+
+/* A repeated or map container: the field 'f' of the message 'msg'. */
+typedef struct {
+  pc_Message *msg;
+  const pc_FieldDef *f;
+} lpc_Container;
+
+/* -- The per-type field lookup ----------------------------------------------
+ * Without allocation: open addressing keyed by the address of the field
+ * name's interned Lua string (short strings are interned, so a key string
+ * read from Lua code is that very string). The strings are kept alive by
+ * the userdata's user value. The Lookup is this state's (a frozen pool's
+ * defs are shared by several states): __index and __newindex have it as
+ * their upvalue, the Type in its lpc_TypeBox. The field access paths are
+ * inlined into each metamethod (LPC_INLINE; the kind of message a constant
+ * there). */
+
+/* How a plain slot is read without the general path. */
+enum {
+  kLpc_Read_Other,
+  kLpc_Read_U32,
+  kLpc_Read_I32,
+  kLpc_Read_I64,
+  kLpc_Read_F64,
+  kLpc_Read_F32,
+  kLpc_Read_Bool
+};
+
+/* How a plain slot takes a Lua value without the general path: integers
+ * range-checked here, the rest (enums, strings, messages, presence) through
+ * lpc_set_field. */
+enum {
+  kLpc_Write_Other,
+  kLpc_Write_U32,
+  kLpc_Write_I32,
+  kLpc_Write_I64,
+  kLpc_Write_F64,
+  kLpc_Write_F32,
+  kLpc_Write_Bool
+};
+
+typedef struct {
+  const void *key; /* the name's TString, as lua_topointer gives it */
+  uint32_t offset; /* the field's offset, for the direct read and write */
+  uint8_t read;    /* kLpc_Read_*: a plain slot read directly, or kLpc_Read_Other */
+  uint8_t write;   /* kLpc_Write_* */
+} lpc_LookupEntry;
+
+typedef struct {
+  const pc_MessageDef *def;
+  int standalone_uv; /* lpc_standalone_uv(def), for T{...} */
+  int tree;          /* a field holds messages: T{...} tries lpc_table_message first */
+  size_t mask;
+  unsigned shift;             /* hash: (address >> shift) & mask */
+  const pc_FieldDef **fields; /* fields[i] is the field of e[i] (after e) */
+  lpc_LookupEntry e[1];
+} lpc_Lookup;
+
+static inline int lpc_plain_slot(const pc_FieldDef *f) {
+  return f->slot <= kPc_Slot_64 && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
+         f->label != kPc_Label_Repeated;
+}
+
+/* Strings are separate allocations: the address bits above the
+ * alignment tell them apart. Each type picks the shift (and table size)
+ * that puts every name in its first slot when it can (see make_lookup). */
+static inline size_t lpc_hash_ptr(const void *p, unsigned shift) {
+  return (size_t)((uintptr_t)p >> shift);
+}
+
+/* The entry of the name at 'p', probing past its first slot; NULL when
+ * absent (lpc_message.c). */
+const lpc_LookupEntry *lpc_probe_more(const lpc_Lookup *lk, const void *p, size_t i);
+
+/* The entry of the interned name string at 'p' in the Lookup, or NULL. */
+LPC_INLINE const lpc_LookupEntry *lpc_probe(const lpc_Lookup *lk, const void *p) {
+  size_t i = lpc_hash_ptr(p, lk->shift) & lk->mask;
+  if (lk->e[i].key == p) return &lk->e[i];
+  return lpc_probe_more(lk, p, i);
+}
+
+static inline const pc_FieldDef *lpc_entry_field(const lpc_Lookup *lk, const lpc_LookupEntry *e) {
+  return lk->fields[e - lk->e];
+}
+
+/* The message memory of the object at 1 (a standalone message's block or
+ * the memory a view points to). */
+LPC_INLINE char *lpc_msg_at1(lua_State *L, int kind) {
+  void *p = lua_touserdata(L, 1);
+  return kind == kLpc_Standalone ? (char *)p : *(char **)p;
+}
+
+/* -- Arenas, anchors and errors (lpc_anchor.c) ------------------------------
+ * A function without a comment here has it where it is defined. */
+int lpc_arena_gc(lua_State *L); /* the Arena's __gc */
+_Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
+_Noreturn void lpc_nomem(lua_State *L); /* lpc_msg_error "not enough memory" */
+/* Pushes the string at 'idx' with each NUL byte written \0, for an error
+ * message's %s, and returns it. */
+const char *lpc_push_shown(lua_State *L, int idx);
+/* As lpc_pace_arena, for the box at hand. */
+void lpc_pace(lua_State *L, lpc_ArenaBox *h);
+int lpc_push_anchor(lua_State *L, int idx);
+int lpc_push_anchor_of(lua_State *L, int idx, int kind);
+void lpc_push_refs(lua_State *L, int a, int create);
+lpc_ArenaBox *lpc_anchor_arena(lua_State *L, int a);
+void lpc_set_ref(lua_State *L, int a, const void *key, int v);
+
+/* -- Scalar values (lpc_scalar.c) ------------------------------------------ */
+
+/* Pushes value 'v' of scalar (or string) field 'f' as Lua shows it. */
+void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v);
+/* Pushes a map key of key field 'f': as lpc_push_scalar, except that under
+ * LuaJIT a 64-bit key within +-2^53 is a number (so plain tables can be
+ * indexed by it; cdata keys are distinct objects), cdata beyond. */
+void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v);
+/* Whether lpc_push_key pushes key 'v' of 'f' as a cdata: under LuaJIT, a
+ * 64-bit key beyond +-2^53 (two equal ones are then two table keys). */
+int lpc_key_is_cdata(const pc_FieldDef *f, pc_Value v);
+/* Raises "<name>: <expected> expected, got <type of the value at idx>". */
+_Noreturn void lpc_field_type_error(lua_State *L, const char *name, const char *expected, int idx);
+/* The integer at 'idx' (a number with an integer value; LuaJIT: an int64
+ * cdata too) or an error naming 'name'. */
+lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
+pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);
+
+/* -- Reading (lpc_message.c) ----------------------------------------------- */
+
+/* Pushes a new empty standalone message of 'def' with the metatable at
+ * 'mt' (0: its Type's). */
+pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt);
+/* 1 when standalone messages of 'def' carry a refs user value: the type has
+ * a string, message, repeated or map field, or extension ranges. */
+int lpc_standalone_uv(const pc_MessageDef *def);
+/* Pushes the container object of repeated or map field 'f' of the message
+ * object at 'obj'. */
+void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
+void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
+const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
+void lpc_keep_elem(lua_State *L, int c, int key, int v);
+void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key);
+/* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT). */
+lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt);
+int lpc_message_index(lua_State *L);
+int lpc_view_index(lua_State *L);
+int lpc_repeated_index(lua_State *L);
+int lpc_container_len(lua_State *L);
+int lpc_repeated_pairs(lua_State *L);
+int lpc_map_index(lua_State *L);
+int lpc_map_pairs(lua_State *L);
+
+/* -- Writing (lpc_construct.c) --------------------------------------------- */
+
+/* One conversion of Lua tables into messages (T{...}, m.f = {...}): 'marks'
+ * whether the registry's table of tables being converted (the cycle check)
+ * was started, 'depth' how many levels of tables below the first the
+ * conversion is in (refused past PC_MESSAGE_MAX_DEPTH before recursing).
+ * Start each conversion at {0, 0}. */
+typedef struct {
+  int marks;
+  int depth;
+} lpc_Build;
+
+void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
+                        const pc_MessageDef *vdef, const pc_Message *target);
+void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int v,
+                   lpc_Build *visited);
+int lpc_message_newindex(lua_State *L);
+int lpc_view_newindex(lua_State *L);
+int lpc_repeated_newindex(lua_State *L);
+int lpc_map_newindex(lua_State *L);
+
+#endif

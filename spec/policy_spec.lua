@@ -180,10 +180,23 @@ describe("predicates", function()
   end)
 end)
 
-describe("wrap_method", function()
+-- The callable's two paths: under Lua 5.4 a call's first attempt runs in
+-- C (core.callable) unless the callable is made for the Lua path, which
+-- LuaJIT always takes; every case below runs through both.
+local callable = require "protocall.call.callable"
+local function lua_path(fn, defaults)
+  local call, problem, arg = callable.new(fn, defaults, "lua")
+  if not call then error(string.format("bad argument #%d to 'wrap_method' (%s)", arg, problem), 2) end
+  return call
+end
+
+for _, path in ipairs { { "wrap_method", pc.wrap_method }, { "wrap_method, the Lua path", lua_path } } do
+describe(path[1], function()
+  local wrap_method = path[2]
+
   it("calls fn(request, timeout, metadata, compression) once, without retry or timeout by default", function()
     local w = world()
-    local call = pc.wrap_method(w.target(function() return "response", "ignored" end), w.opts())
+    local call = wrap_method(w.target(function() return "response", "ignored" end), w.opts())
     assert.are.equal("response", call("req"))
     assert.are.equal(1, #w.attempts)
     local a = w.attempts[1]
@@ -192,14 +205,14 @@ describe("wrap_method", function()
     assert.are.equal(0, #a.md)
     assert.is_nil(a.compression)
     w.attempts = {}
-    assert.are.equal("UNAVAILABLE: connection refused", tostring(raised(pc.wrap_method(
+    assert.are.equal("UNAVAILABLE: connection refused", tostring(raised(wrap_method(
       w.target(fail_with(unavailable())), w.opts()), "req")))
     assert.are.equal(1, #w.attempts)
   end)
 
   it("case: timeout 10 gives every call's first attempt 10, whenever it starts", function()
     local w = world()
-    local call = pc.wrap_method(w.target(function() return true end),
+    local call = wrap_method(w.target(function() return true end),
       w.opts { timeout = 10, retry = pc.Retry() })
     for _, t in ipairs { 0, 5, 9.5, 20 } do
       w.t = t
@@ -211,7 +224,7 @@ describe("wrap_method", function()
 
   it("case: an ExponentialTimeout starts afresh for each call", function()
     local w = world()
-    local call = pc.wrap_method(w.target(function() return true end),
+    local call = wrap_method(w.target(function() return true end),
       w.opts { timeout = pc.ExponentialTimeout { initial = 1, multiplier = 2, maximum = 8 } })
     for i = 1, 5 do
       w.t = i * 3
@@ -223,7 +236,7 @@ describe("wrap_method", function()
 
   it("an ExponentialTimeout grows within one call, capped by its deadline", function()
     local w = world(0)
-    local call = pc.wrap_method(w.target(function()
+    local call = wrap_method(w.target(function()
       w.t = w.t + 1
       error(unavailable(), 0)
     end), w.opts { retry = pc.Retry { timeout = 100, max_attempts = 10 },
@@ -241,7 +254,7 @@ describe("wrap_method", function()
   it("case: metadata is the caller's pairs then the defaults', never accumulating", function()
     local w = world()
     local seen = {}
-    local call = pc.wrap_method(w.target(function(n, _, md)
+    local call = wrap_method(w.target(function(n, _, md)
       seen[n] = #md
       -- What an attempt does to its list is its own business.
       md[#md + 1] = { "grown", "x" }
@@ -261,7 +274,7 @@ describe("wrap_method", function()
 
   it("hands the defaults' metadata as a read-only view made once", function()
     local w = world()
-    local call = pc.wrap_method(w.target(function(_, _, md) return md end),
+    local call = wrap_method(w.target(function(_, _, md) return md end),
       w.opts { metadata = { { "a", "1" }, { "b", "2" } } })
     local md = call("req")
     assert.are.equal(md, call("req"))
@@ -274,7 +287,7 @@ describe("wrap_method", function()
   it54("refuses writes to the defaults' metadata handed to a call",
        "LuaJIT's # and ipairs ignore a proxy's __len and __index, so it hands a copy", function()
     local w = world()
-    local call = pc.wrap_method(w.target(function(_, _, md) return md end),
+    local call = wrap_method(w.target(function(_, _, md) return md end),
       w.opts { metadata = { { "a", "1" }, { "b", "2" } } })
     local md = call("req")
     assert.are.equal("protocall: metadata handed to a call is read-only (copy it to change it)",
@@ -289,7 +302,7 @@ describe("wrap_method", function()
   it("case: Retry{1, 2, 8, timeout 10} on a target always UNAVAILABLE gives up at t = 7", function()
     local w = world(1)
     local last
-    local call = pc.wrap_method(w.target(function()
+    local call = wrap_method(w.target(function()
       last = unavailable()
       error(last, 0)
     end), w.opts { retry = pc.Retry { initial = 1, multiplier = 2, maximum = 8, timeout = 10 } })
@@ -309,7 +322,7 @@ describe("wrap_method", function()
   it("case: the backoff caps are 1, 2, 4, 8, 16, 32, 60, 60; sleeps span [0, cap]", function()
     for _, r in ipairs { 1, 0 } do
       local w = world(r)
-      local call = pc.wrap_method(w.target(fail_with(unavailable())),
+      local call = wrap_method(w.target(fail_with(unavailable())),
         w.opts { retry = pc.Retry { initial = 1, multiplier = 2, maximum = 60, timeout = 1000,
           max_attempts = 9 } })
       local err = raised(call, "req")
@@ -324,7 +337,7 @@ describe("wrap_method", function()
 
   it("case: timeout 600 and Retry{timeout = 600} with 200 s attempts end at t = 600 exactly", function()
     local w = world(0)
-    local call = pc.wrap_method(w.target(function()
+    local call = wrap_method(w.target(function()
       w.t = w.t + 200
       error(unavailable(), 0)
     end), w.opts { timeout = 600, retry = pc.Retry { timeout = 600 } })
@@ -342,7 +355,7 @@ describe("wrap_method", function()
   it("gives up at once, without sleeping, when the drawn sleep would reach the call's deadline", function()
     local w = world(0.999)
     local last
-    local call = pc.wrap_method(w.target(function()
+    local call = wrap_method(w.target(function()
       last = unavailable()
       error(last, 0)
     end), w.opts { timeout = 3, retry = pc.Retry { initial = 1, maximum = 4, multiplier = 2, timeout = 10 } })
@@ -359,7 +372,7 @@ describe("wrap_method", function()
     -- a server's pushback is held to the same rule: 2 s left, 2 s asked
     w = world(1)
     local pushback = pc.Error { code = "UNAVAILABLE", retry_delay = 2 }
-    call = pc.wrap_method(w.target(function() w.t = w.t + 1; error(pushback, 0) end),
+    call = wrap_method(w.target(function() w.t = w.t + 1; error(pushback, 0) end),
       w.opts { timeout = 3, retry = pc.Retry() })
     err = raised(call, "req")
     assert.are.same({}, w.sleeps)
@@ -372,14 +385,14 @@ describe("wrap_method", function()
     local denied = pc.Error { code = "PERMISSION_DENIED", message = "no" }
     local seen = {}
     local retry = pc.Retry { on_error = function(e) seen[#seen + 1] = e end, max_attempts = 3 }
-    local call = pc.wrap_method(w.target(fail_with(denied)), w.opts { retry = retry })
+    local call = wrap_method(w.target(fail_with(denied)), w.opts { retry = retry })
     assert.are.equal(denied, raised(call, "req"))
     assert.are.equal(1, #w.attempts)
     assert.are.equal(0, #seen)
 
     w.attempts = {}
     local errors = {}
-    call = pc.wrap_method(w.target(function(n)
+    call = wrap_method(w.target(function(n)
       errors[n] = unavailable("try " .. n)
       error(errors[n], 0)
     end), w.opts { retry = retry })
@@ -389,7 +402,7 @@ describe("wrap_method", function()
     for i = 1, 3 do assert.are.equal(errors[i], seen[i]) end
 
     w.attempts, seen = {}, {}
-    call = pc.wrap_method(w.target(function(n)
+    call = wrap_method(w.target(function(n)
       error(n == 1 and unavailable() or denied, 0)
     end), w.opts { retry = retry })
     assert.are.equal(denied, raised(call, "req"))
@@ -399,7 +412,7 @@ describe("wrap_method", function()
 
   it("case: max_attempts = 3 stops after exactly three attempts", function()
     local w = world(0)
-    local call = pc.wrap_method(w.target(fail_with(unavailable())),
+    local call = wrap_method(w.target(fail_with(unavailable())),
       w.opts { retry = pc.Retry { max_attempts = 3 } })
     local err = raised(call, "req")
     assert.are.equal(3, #w.attempts)
@@ -410,7 +423,7 @@ describe("wrap_method", function()
 
   it("case: a pushback delay of 0.25 s on the error is the next sleep (min_pushback = 0)", function()
     local w = world(1)
-    local call = pc.wrap_method(w.target(function(n)
+    local call = wrap_method(w.target(function(n)
       if n == 1 then
         error(pc.Error { code = "UNAVAILABLE", retry_delay = 0.25 }, 0)
       elseif n == 2 then
@@ -429,7 +442,7 @@ describe("wrap_method", function()
     -- sent thousands of attempts in 2 s.
     local w = world(1)
     local hammer = pc.Error { code = "UNAVAILABLE", retry_delay = 0 }
-    local call = pc.wrap_method(w.target(function() w.t = w.t + 0.001; error(hammer, 0) end),
+    local call = wrap_method(w.target(function() w.t = w.t + 0.001; error(hammer, 0) end),
       w.opts { retry = pc.Retry { initial = 0.5, timeout = 2, max_attempts = 1000 } })
     local err = raised(call, "req")
     assert.are.same({ 0.5, 0.5, 0.5 }, w.sleeps)
@@ -438,7 +451,7 @@ describe("wrap_method", function()
       .. "deadline); last error: UNAVAILABLE", tostring(err))
     -- min_pushback sets the floor; 0.25 s here
     w = world(1)
-    call = pc.wrap_method(w.target(function() w.t = w.t + 0.001; error(hammer, 0) end),
+    call = wrap_method(w.target(function() w.t = w.t + 0.001; error(hammer, 0) end),
       w.opts { retry = pc.Retry { initial = 0.5, timeout = 2, max_attempts = 1000, min_pushback = 0.25 } })
     err = raised(call, "req")
     assert.are.equal(0.25, w.sleeps[1])
@@ -451,7 +464,7 @@ describe("wrap_method", function()
 
   it("gives up after 5 attempts when the Retry names no max_attempts (gRPC A6's cap)", function()
     local w = world(0) -- every drawn sleep is 0: only the cap ends the loop
-    local call = pc.wrap_method(w.target(fail_with(unavailable())),
+    local call = wrap_method(w.target(fail_with(unavailable())),
       w.opts { retry = pc.Retry { timeout = false } })
     local err = raised(call, "req")
     assert.are.equal(5, #w.attempts)
@@ -464,7 +477,7 @@ describe("wrap_method", function()
     -- Holding the loop's clock at its highest reading made the call last
     -- 2.28 s over 94 attempts.
     local w = world(1)
-    local call = pc.wrap_method(w.target(function(n)
+    local call = wrap_method(w.target(function(n)
       w.t = w.t + 0.01
       if n == 1 then w.t = w.t - 2 end
       error(unavailable(), 0)
@@ -480,7 +493,7 @@ describe("wrap_method", function()
 
   it("ends a retry loop whose clock is frozen by the time it slept", function()
     local slept, attempts = 0, 0
-    local call = pc.wrap_method(function()
+    local call = wrap_method(function()
       attempts = attempts + 1
       if attempts > 10000 then error("runaway: the loop never saw its deadline", 0) end
       error(unavailable(), 0)
@@ -495,7 +508,7 @@ describe("wrap_method", function()
 
   it("a negative pushback stops retrying (gRPC A6)", function()
     local w = world(1)
-    local call = pc.wrap_method(w.target(fail_with(pc.Error { code = "UNAVAILABLE", retry_delay = -1 })),
+    local call = wrap_method(w.target(fail_with(pc.Error { code = "UNAVAILABLE", retry_delay = -1 })),
       w.opts { retry = pc.Retry() })
     local err = raised(call, "req")
     assert.are.equal(1, err.attempts)
@@ -505,7 +518,7 @@ describe("wrap_method", function()
 
   it("case: a sleep that yields the coroutine; resuming completes the call", function()
     local w = world(1)
-    local call = pc.wrap_method(w.target(function(n)
+    local call = wrap_method(w.target(function(n)
       if n < 3 then error(unavailable(), 0) end
       return "done after " .. n
     end), {
@@ -532,7 +545,7 @@ describe("wrap_method", function()
   end)
 
   it("survives a target that yields, on the fast path and with options", function()
-    local call = pc.wrap_method(function(req, timeout)
+    local call = wrap_method(function(req, timeout)
       local v = coroutine.yield("waiting")
       if v == "fail" then error("boom", 0) end
       return req .. v .. tostring(timeout)
@@ -551,7 +564,7 @@ describe("wrap_method", function()
 
   it("turns a raised string or other value into UNKNOWN carrying it, never retried", function()
     local w = world(0)
-    local call = pc.wrap_method(w.target(function() error("boom") end), w.opts { retry = pc.Retry() })
+    local call = wrap_method(w.target(function() error("boom") end), w.opts { retry = pc.Retry() })
     local err = raised(call, "req")
     assert.are.equal(pc.Error, getmetatable(err))
     assert.are.equal("UNKNOWN", err.code)
@@ -559,14 +572,14 @@ describe("wrap_method", function()
     assert.are.equal(err.value, err.message)
     assert.are.equal(1, #w.attempts)
     local value = { reason = "odd" }
-    err = raised(pc.wrap_method(fail_with(value), { retry = pc.Retry() }), "req")
+    err = raised(wrap_method(fail_with(value), { retry = pc.Retry() }), "req")
     assert.are.equal("UNKNOWN", err.code)
     assert.are.equal(value, err.value)
   end)
 
   it("retry = false or timeout = false per call turn them off; DEFAULT keeps the defaults", function()
     local w = world(0)
-    local call = pc.wrap_method(w.target(fail_with(unavailable())),
+    local call = wrap_method(w.target(fail_with(unavailable())),
       w.opts { retry = pc.Retry { max_attempts = 2 }, timeout = 5 })
     assert.are.equal(unavailable().code, raised(call, "req", { retry = false }).code)
     assert.are.equal(1, #w.attempts)
@@ -582,10 +595,10 @@ describe("wrap_method", function()
 
   it("honours a per-call compression whatever the default", function()
     local w = world()
-    local plain = pc.wrap_method(w.target(function(_, _, _, c) return c end), w.opts())
+    local plain = wrap_method(w.target(function(_, _, _, c) return c end), w.opts())
     assert.is_nil(plain("r"))
     assert.are.equal("gzip", plain("r", { compression = "gzip" }))
-    local zipped = pc.wrap_method(w.target(function(_, _, _, c) return c end),
+    local zipped = wrap_method(w.target(function(_, _, _, c) return c end),
       w.opts { compression = "gzip" })
     assert.are.equal("gzip", zipped("r"))
     assert.are.equal("deflate", zipped("r", { compression = "deflate" }))
@@ -593,7 +606,7 @@ describe("wrap_method", function()
   end)
 
   it("rejects bad options and arguments with the caller's wording", function()
-    local call = pc.wrap_method(function() return 1 end)
+    local call = wrap_method(function() return 1 end)
     assert.are.equal("bad argument #2 to 'callable' (unknown option 'timeot')",
       message_of(call, "r", { timeot = 3 }))
     assert.are.equal("bad argument #2 to 'callable' (timeout: positive number expected)",
@@ -617,41 +630,41 @@ describe("wrap_method", function()
     assert.are.equal("bad argument #2 to 'callable' (metadata 'x-a': value must be printable ASCII (use a "
       .. "'-bin' key for bytes))", message_of(call, "r", { metadata = { { "x-a", "a\nb" } } }))
     assert.are.equal("bad argument #2 to 'wrap_method' (metadata: list of {key, value} pairs expected, got a "
-      .. 'table with key "x-a")', message_of(pc.wrap_method, print, { metadata = { ["x-a"] = "1" } }))
+      .. 'table with key "x-a")', message_of(wrap_method, print, { metadata = { ["x-a"] = "1" } }))
     assert.are.equal("bad argument #2 to 'wrap_method' (metadata: list of {key, value} pairs expected, got "
-      .. "string)", message_of(pc.wrap_method, print, { metadata = "x-a: 1" }))
+      .. "string)", message_of(wrap_method, print, { metadata = "x-a: 1" }))
     -- raised at the caller's line, before any attempt
     local attempts = 0
-    local counted = pc.wrap_method(function() attempts = attempts + 1 end)
+    local counted = wrap_method(function() attempts = attempts + 1 end)
     local line = debug.getinfo(1, "l").currentline + 1
     local ok, err = pcall(function() counted("r", { metadata = { ["x-a"] = "1" } }) end)
     assert.is_false(ok)
     assert.are.equal("spec/policy_spec.lua:" .. line .. ":", err:match("^[^:]*:%d+:"))
     assert.are.equal(0, attempts)
     -- the read-only metadata a call hands out is good metadata for another call
-    local inner = pc.wrap_method(function(_, _, md) return md[1][1] .. "=" .. md[1][2] .. " " .. #md end)
-    local outer = pc.wrap_method(function(r, _, md) return inner(r, { metadata = md }) end,
+    local inner = wrap_method(function(_, _, md) return md[1][1] .. "=" .. md[1][2] .. " " .. #md end)
+    local outer = wrap_method(function(r, _, md) return inner(r, { metadata = md }) end,
       { metadata = { { "x-a", "1" } } })
     assert.are.equal("x-a=1 1", outer("r"))
     -- bytes under a -bin key
-    assert.are.equal(1, pc.wrap_method(function(_, _, md) return #md end)("r", { metadata = { { "x-b-bin", "\0\255" } } }))
+    assert.are.equal(1, wrap_method(function(_, _, md) return #md end)("r", { metadata = { { "x-b-bin", "\0\255" } } }))
     assert.are.equal("bad argument #1 to 'wrap_method' (function expected, got nil)",
-      message_of(pc.wrap_method, nil))
+      message_of(wrap_method, nil))
     assert.are.equal("bad argument #2 to 'wrap_method' (timeout: positive number expected)",
-      message_of(pc.wrap_method, print, { timeout = 0 }))
+      message_of(wrap_method, print, { timeout = 0 }))
     assert.are.equal("bad argument #2 to 'wrap_method' (unknown field 'retries')",
-      message_of(pc.wrap_method, print, { retries = pc.Retry() }))
+      message_of(wrap_method, print, { retries = pc.Retry() }))
     assert.are.equal("bad argument #2 to 'wrap_method' (cache_size: integer in 0..4096 expected, got -1)",
-      message_of(pc.wrap_method, print, { cache_size = -1 }))
+      message_of(wrap_method, print, { cache_size = -1 }))
     assert.are.equal("clock: number expected, got string",
-      message_of(pc.wrap_method(print, { retry = pc.Retry(), clock = function() return "now" end }), 1))
+      message_of(wrap_method(print, { retry = pc.Retry(), clock = function() return "now" end }), 1))
   end)
 
   it("checks what clock and random return", function()
     local function call_with(t)
       t.retry = pc.Retry()
       t.sleep = function() end
-      return pc.wrap_method(fail_with(unavailable()), t)
+      return wrap_method(fail_with(unavailable()), t)
     end
     assert.are.equal("random: number expected, got nil",
       message_of(call_with { random = function() end, clock = function() return 0 end }, 1))
@@ -664,24 +677,24 @@ describe("wrap_method", function()
 
   it("retries without a budget when Retry's timeout is false, up to max_attempts", function()
     local w = world(1)
-    local call = pc.wrap_method(w.target(fail_with(unavailable())),
+    local call = wrap_method(w.target(fail_with(unavailable())),
       w.opts { retry = pc.Retry { timeout = false, initial = 1000, maximum = 1000, max_attempts = 4 } })
     assert.are.equal(4, raised(call, "req").attempts)
     assert.are.same({ 1000, 1000, 1000 }, w.sleeps)
   end)
 
   it("lets errors raised by a predicate or on_error through", function()
-    local call = pc.wrap_method(fail_with(unavailable()),
+    local call = wrap_method(fail_with(unavailable()),
       { retry = pc.Retry { predicate = function() error("predicate broke", 0) end } })
     assert.are.equal("predicate broke", raised(call, 1))
-    call = pc.wrap_method(fail_with(unavailable()),
+    call = wrap_method(fail_with(unavailable()),
       { retry = pc.Retry { on_error = function() error("log full", 0) end } })
     assert.are.equal("log full", raised(call, 1))
   end)
 
   it("sleeps for real with the default monotonic clock and nanosleep", function()
     local n = 0
-    local call = pc.wrap_method(function()
+    local call = wrap_method(function()
       n = n + 1
       if n < 3 then error(unavailable(), 0) end
       return n
@@ -693,6 +706,7 @@ describe("wrap_method", function()
     assert.is_true(core.monotonic() - a >= 0.001)
   end)
 end)
+end
 
 describe("the plan cache", function()
   it("counts hits and misses, keyed by object identity and numbers by value", function()

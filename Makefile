@@ -10,8 +10,11 @@
 #                 (make test runs a FUZZ_SLICE-second slice of each);
 #                 BENCH_ARGS=--callgrind adds exact instruction counts
 #   make memcheck the spec suite under valgrind
-#   make lint     the layout rules (.ci/check-layout), then cppcheck and
-#                 clang-tidy over core/ and bindings/
+#   make lint     the layout rules of the C and the Lua (.ci/check-layout),
+#                 luacheck over lua/ spec/ bench/ examples/, then cppcheck
+#                 and clang-tidy over core/ and bindings/
+#   make lua-graph  the require graph of lua/protocall (module, its group,
+#                 the modules it requires)
 #   make format   clang-format over all C
 
 JOBS    ?= $(shell nproc)
@@ -24,7 +27,7 @@ FUZZ_SLICE   ?= 20
 CMAKE_FLAGS ?= -DPROTOCALL_WERROR=ON
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find core bindings -name '*.[ch]')
 
-.PHONY: all deps build build-asan build-luajit build-fuzz run test fuzz bench memcheck lint format clean
+.PHONY: all deps build build-asan build-luajit build-fuzz run test fuzz bench memcheck lint lua-graph format clean
 
 all: build
 
@@ -96,6 +99,7 @@ memcheck: build build-luajit
 lint: build
 	@/usr/bin/python3 .ci/check-layout --self-test
 	@/usr/bin/python3 .ci/check-layout --objects $(RELEASE)
+	@luacheck -qqq lua spec bench examples
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --std=c11 -I core -I bindings/lua core bindings
 	@echo "clang-tidy over core/ and bindings/ (compile_commands.json of $(RELEASE))"
@@ -103,6 +107,9 @@ lint: build
 	  xargs -P $(JOBS) -n 4 clang-tidy -p $(RELEASE) --quiet --warnings-as-errors='*' 2>&1); \
 	  status=$$?; printf '%s\n' "$$out" | grep -v -e '^[0-9]* warnings\{0,1\} generated\.$$' -e '^$$'; \
 	  exit $$status
+
+lua-graph:
+	@/usr/bin/python3 .ci/check-layout --lua-graph
 
 format:
 	clang-format -i $(filter %.c %.h,$(C_SOURCES))

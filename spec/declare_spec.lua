@@ -199,6 +199,7 @@ describe("hostile input found by testing", function()
     assert.are.equal('d.proto:1:68: Field number 1 has already been used in "A" by field "a".', err)
     ok, err = pc.pool():load('syntax = "proto3"; message A { int32 a_b = 4; int32 aB = 5; int32 ab = 6; }',
       { name = "j.proto" })
+    assert.is_nil(ok)
     assert.are.equal('j.proto:1:53: The JSON camel-case name of field "aB" conflicts with field "a_b". '
       .. "This is not allowed in proto3.", err)
     assert.has_error(function() p:message("x.D", { { "a", "int32", 1 }, { "b", "int32", 2 }, { "a", "int32", 3 } }) end)

@@ -27,6 +27,7 @@ describe("pc.health", function()
     assert.are.equal("unknown service 'h.Other'", err.message)
     health:set("h.S", nil)
     ok, err = pcall(stub.Check, stub, { service = "h.S" })
+    assert.is_false(ok)
     assert.are.equal("NOT_FOUND", err.code)
   end)
 

@@ -443,6 +443,8 @@ describe("wrap_method", function()
     err = raised(call, "req")
     assert.are.equal(0.25, w.sleeps[1])
     assert.are.equal(8, #w.attempts)
+    assert.are.equal("RetryError: gave up after 8 attempts (the next sleep would pass the retry "
+      .. "deadline); last error: UNAVAILABLE", tostring(err))
     assert.are.equal("bad argument #1 to 'Retry' (min_pushback: number >= 0 expected)",
       message_of(pc.Retry, { min_pushback = -1 }))
     assert.are.equal("bad argument #1 to 'Retry' (min_pushback: number expected, got string)",

@@ -438,7 +438,7 @@ describe("errors on a real document", function()
     assert(pc.from_json(T, doc))
     -- spoil the third traceId (a span's link): its first base64 character becomes '!'
     local n = 0
-    local bad = doc:gsub('"traceId":%s*"(.)', function(c)
+    local bad = doc:gsub('"traceId":%s*"(.)', function()
       n = n + 1
       if n == 3 then return '"traceId": "!' end
     end)

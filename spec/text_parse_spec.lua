@@ -228,24 +228,24 @@ end)
 
 
 describe("pc.from_text as protoc --encode", function()
-  local pc = require "protocall"
   local p = pc.pool()
   assert(p:load('syntax = "proto3"; package tq; message P { int32 i32 = 1; }'
     .. ' message R { string s = 1; repeated P rc = 2; }', { name = "tq.proto" }))
-  local R = p:type("tq.R")
+  local TqR = p:type("tq.R")
   it("joins a UTF-16 surrogate pair in \\u escapes and takes a message list without ':'", function()
     local text = 's: "\\ud83d\\ude00" rc [{ i32: 1 }, { i32: 2 }]'
-    local m = assert(pc.from_text(R, text))
+    local m = assert(pc.from_text(TqR, text))
     assert.are.equal("\240\159\152\128", m.s)
     assert.are.equal(2, #m.rc)
     local h = io.popen("printf '%s' '" .. text .. "' > /tmp/tq.txt; "
-      .. "printf 'syntax = \"proto3\"; package tq; message P { int32 i32 = 1; } message R { string s = 1; repeated P rc = 2; }' > /tmp/tq.proto; "
+      .. "printf 'syntax = \"proto3\"; package tq; message P { int32 i32 = 1; }"
+      .. " message R { string s = 1; repeated P rc = 2; }' > /tmp/tq.proto; "
       .. "protoc -I /tmp --encode=tq.R /tmp/tq.proto < /tmp/tq.txt")
     local protoc = h:read("a")
     h:close()
     assert.are.equal(protoc, pc.encode(m))
-    assert.is_nil(pc.from_text(R, 's: "\\ud83d"')) -- a lone surrogate stays an error
-    assert.is_nil(pc.from_text(R, 's: "a" rc [1]'))
+    assert.is_nil(pc.from_text(TqR, 's: "\\ud83d"')) -- a lone surrogate stays an error
+    assert.is_nil(pc.from_text(TqR, 's: "a" rc [1]'))
   end)
 
   it("reads an Any's type URL as protoc does: dotted names, one '/', nothing joined", function()

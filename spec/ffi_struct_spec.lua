@@ -788,7 +788,8 @@ io.write(tostring(err))
   it("are taken as a call's request and a handler's response", function()
     local spool = pc.pool()
     assert(spool:load('syntax = "proto3"; package c; message Pt { uint32 x = 1; uint32 y = 2; } '
-                      .. 'message Other { int32 a = 1; } service S { rpc Flip(Pt) returns (Pt); }', { name = "c.proto" }))
+                      .. 'message Other { int32 a = 1; } service S { rpc Flip(Pt) returns (Pt); }',
+                      { name = "c.proto" }))
     local Pt, Other = spool:type("c.Pt"), spool:type("c.Other")
     local PS = pc.ffi(Pt)
     local server = pc.server({ ["c.S"] = { Flip = function(p) return PS { x = p.y, y = p.x } end } }, { pool = spool })

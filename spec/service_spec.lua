@@ -427,7 +427,8 @@ end)
 
 describe("in-process server streaming", function()
   local function walker(handler, opts)
-    local o = { pool = pool, transport = pc.inproc(pc.server({ ["svc.Router"] = { Walk = handler } }, { pool = pool })) }
+    local o = { pool = pool,
+                transport = pc.inproc(pc.server({ ["svc.Router"] = { Walk = handler } }, { pool = pool })) }
     for k, v in pairs(opts or {}) do o[k] = v end
     return pc.client("svc.Router", o)
   end
@@ -461,7 +462,7 @@ describe("in-process server streaming", function()
         for i = 1, 100 do ctx.send{ x = i } end
       end]]))(function() sent = "closed" end)
     local t = pc.inproc(pc.server({ ["svc.Router"] = { Walk = walk } }, { pool = pool }))
-    for bytes in t:server_stream("/svc.Router/Walk", pc.encode(Route{}), {}) do -- luacheck: ignore 512 (breaks on purpose)
+    for bytes in t:server_stream("/svc.Router/Walk", pc.encode(Route{}), {}) do -- luacheck: ignore 512 (breaks early)
       assert.are.equal(1, pc.decode(Point, bytes).x)
       break
     end
@@ -478,13 +479,13 @@ describe("in-process server streaming", function()
         for i = 1, 100 do ctx.send{ x = i } end
       end]]))(function() closed = closed + 1 end)
     local stub = walker(walk)
-    for p in stub:Walk{} do -- luacheck: ignore 512 (breaks on purpose)
+    for p in stub:Walk{} do -- luacheck: ignore 512 (breaks early)
       assert.are.equal(1, p.x)
       break
     end
     assert.are.equal(1, closed)
     -- with resume, the attempt open when the loop breaks
-    for p in stub:Walk({}, { resume = function(req) return req end }) do -- luacheck: ignore 512 (breaks on purpose)
+    for p in stub:Walk({}, { resume = function(req) return req end }) do -- luacheck: ignore 512 (breaks early)
       assert.are.equal(1, p.x)
       break
     end
@@ -494,7 +495,7 @@ describe("in-process server streaming", function()
     local seen = 0
     local intercepted = pc.client("svc.Router", { pool = pool, transport = t,
       interceptors = { function(call, nxt) seen = seen + 1 return nxt(call) end } })
-    for p in intercepted:Walk{} do -- luacheck: ignore 512 (breaks on purpose)
+    for p in intercepted:Walk{} do -- luacheck: ignore 512 (breaks early)
       assert.are.equal(1, p.x)
       break
     end
@@ -613,7 +614,8 @@ describe("in-process client streaming and bidirectional calls", function()
   local function stub_of(handlers, opts)
     opts = opts or {}
     opts.pool = pool
-    return pc.client("svc.Router", { pool = pool, transport = pc.inproc(pc.server({ ["svc.Router"] = handlers }, opts)) })
+    return pc.client("svc.Router",
+      { pool = pool, transport = pc.inproc(pc.server({ ["svc.Router"] = handlers }, opts)) })
   end
   local function record(ctx)
     local sum = 0

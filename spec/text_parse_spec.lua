@@ -133,8 +133,8 @@ describe("pc.from_text", function()
         local m, err = pc.from_text(T, text)
         -- protoc sees the whole set, so an Any may hold any of its types
         local name = proto:match("^protos/[^/]+/(.*)$")
-        local cmd = string.format("protoc --descriptor_set_in=%s/descriptors/%s.pb --encode=%s %s < %s/payloads/%s 2>&1",
-          corpus.dir, set, mtype, name, corpus.dir, file)
+        local cmd = string.format("protoc --descriptor_set_in=%s/descriptors/%s.pb --encode=%s %s"
+          .. " < %s/payloads/%s 2>&1", corpus.dir, set, mtype, name, corpus.dir, file)
         local want, ok = R.capture(cmd)
         if ok then
           local ref = assert(pc.decode(T, want))
@@ -208,7 +208,8 @@ describe("pc.from_text", function()
           f = assert(io.open(txt, "wb"))
           f:write(ours)
           f:close()
-          local encoded, ok = R.capture(base .. "--encode=" .. tname .. " " .. files[set] .. " < " .. txt .. " 2>/dev/null")
+          local encoded, ok = R.capture(base .. "--encode=" .. tname .. " " .. files[set] .. " < " .. txt
+            .. " 2>/dev/null")
           local again = ok and pc.decode(T, encoded, { partial = true })
           if not again or pc.encode(again, { deterministic = true, partial = true }) ~= want then
             bad[#bad + 1] = tname .. " " .. hx .. ": protoc --encode of to_text differs"

@@ -10,3 +10,6 @@ files["spec"] = { std = "+busted" }
 -- nginx's lua-nginx-module gives the global `ngx`.
 files["lua/protocall/resty.lua"] = { read_globals = { "ngx" } }
 files["examples/nginx"] = { read_globals = { "ngx" } }
+-- The demo sets the response status, which lua-nginx-module lets a handler
+-- write (ngx.status = 502).
+files["examples/nginx/protocall_demo.lua"] = { globals = { "ngx.status" } }

@@ -189,7 +189,8 @@ function H.report(title, rows)
   print(string.format("%-" .. w .. "s %16s  %-26s", "figure", "value", "goal"))
   for _, r in ipairs(rows) do
     local verdict = r.ok == nil and "" or (r.ok and "  ok" or "  MISSED")
-    print(string.format("%-" .. w .. "s %16s  %-26s%s", r.name, fmt_num(r.value) .. " " .. (r.unit or ""), r.goal or "", verdict))
+    print(string.format("%-" .. w .. "s %16s  %-26s%s", r.name, fmt_num(r.value) .. " " .. (r.unit or ""),
+                        r.goal or "", verdict))
   end
 end
 

@@ -170,7 +170,7 @@ if not only then
   local trows = {}
   for _, tree in ipairs { { "otlp", "otlp_traces.bin", "(lua-protobuf: 9.9x)" },
                           { "tat3", "test_all_types_proto3.bin", "(reported)" } } do
-    local all, gc, rss, used, free, arena, size = child_mem("tree:" .. tree[1])
+    local all, gc, rss, used, _, arena, size = child_mem("tree:" .. tree[1])
     if all == "absent" or all == nil then
       print(string.format("decoded-tree memory: %s not found under %s; skipped", tree[2], CORPUS))
     else

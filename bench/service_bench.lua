@@ -190,7 +190,7 @@ local ok, err = pcall(function()
   -- connection (one message sent each), from this process's resident size,
   -- first, before the rate runs leave freed heap that new objects would reuse.
   local IDLE, STREAMS = quick and 20 or 100, quick and 100 or 500
-  local kib = function(bytes) return bytes / 1024 end
+  local kib = function(n) return n / 1024 end
   collectgarbage()
   local r0 = H.rss()
   local idle = {}
@@ -255,7 +255,7 @@ local py = helper.spawn("grpc")
 local faults = pc.client("faults.Faults", { transport = pc.grpc(py.url) })
 ok, err = pcall(function()
   faults:Echo { text = "warm up" }
-  local function mb(bytes) return bytes / 1e6 end
+  local function mb(n) return n / 1e6 end
   collectgarbage()
   local r0 = H.rss()
   local iter = faults:Stream { count = 2000, size = 10000 }

@@ -86,10 +86,11 @@ function M.reader(plan, pairs_of)
     bodies[#bodies + 1] = out
     for _, e in ipairs(p) do
       local get = ("m[%q]"):format(e.name)
-      local k, each = e.kind, nil
+      local k = e.kind
       if k == "scalar" then
         out[#out + 1] = ("if %s ~= nil then c = c + 1 end"):format(get)
       else
+        local each
         if k == "msg" then
           each = ("c = c + %s(v)"):format(name_of(e.sub))
         elseif k == "rep" then

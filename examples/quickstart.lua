@@ -20,7 +20,7 @@ local route = Route { name = "triangle", points = { { x = 0, y = 0 }, { x = 3, y
 route.points[#route.points + 1] = Point { x = 3, y = 0 } -- or table.insert (Lua 5.4)
 route.labels.kind = "demo"
 print("route:   " .. tostring(route))
-local ok, err = pcall(function() route.points[1].x = "four" end)
+local _, err = pcall(function() route.points[1].x = "four" end)
 print("bad write: " .. tostring(err))
 
 -- 3. Wire format: byte-exact encode and decode.

@@ -13,7 +13,8 @@ local function id()
 end
 
 local RETRY = { methodConfig = { { name = { { service = "faults.Faults" } }, retryPolicy = { maxAttempts = 3,
-  initialBackoff = "0.01s", maxBackoff = "0.01s", backoffMultiplier = 1, retryableStatusCodes = { "UNAVAILABLE" } } } } }
+  initialBackoff = "0.01s", maxBackoff = "0.01s", backoffMultiplier = 1,
+  retryableStatusCodes = { "UNAVAILABLE" } } } } }
 
 local function addr(s) return "127.0.0.1:" .. s.port end
 
@@ -117,7 +118,8 @@ describe("pc.grpc with several backends", function()
   end)
 
   it("resolves a dns:/// name: every address a backend (here one: a plain transport)", function()
-    local c = pc.client("faults.Faults", { transport = grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })
+    local c = pc.client("faults.Faults",
+      { transport = grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })
     assert.are.equal("x", c:Echo({ text = "x" }).text)
   end)
 end)
@@ -131,8 +133,8 @@ describe("pc.grpc several-backend targets", function()
     end
     assert.are.equal("pc.grpc: target '{...}': list of at least one address expected", refusal({}))
     assert.are.equal("pc.grpc: target '{...}': address 2: string expected, got number", refusal({ "a:1", 5 }))
-    assert.are.equal("pc.grpc: target 'ipv4:127.0.0.1:1,127.0.0.1': address 2 '127.0.0.1': h2c needs a port (http://host:port)",
-      refusal("ipv4:127.0.0.1:1,127.0.0.1"))
+    assert.are.equal("pc.grpc: target 'ipv4:127.0.0.1:1,127.0.0.1': address 2 '127.0.0.1': "
+      .. "h2c needs a port (http://host:port)", refusal("ipv4:127.0.0.1:1,127.0.0.1"))
     assert.are.equal("pc.grpc: target '{...}': every address must use the same scheme (TLS or not)",
       refusal({ "a:1", "https://b:2" }))
     assert.are.equal("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \"random\"",

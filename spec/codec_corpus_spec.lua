@@ -15,7 +15,9 @@ local function read(path) return corpus.read(path:sub(#CORPUS + 2)) end
 local manifest = read(CORPUS .. "/payloads/MANIFEST.tsv")
 
 describe("codec over the corpus", function()
-  if not corpus.read("payloads/MANIFEST.tsv") then return it("needs the corpus", function() corpus.skip(pending, "corpus round trip") end) end
+  if not corpus.read("payloads/MANIFEST.tsv") then
+    return it("needs the corpus", function() corpus.skip(pending, "corpus round trip") end)
+  end
 
   local pools = {}
   local function pool_for(project)

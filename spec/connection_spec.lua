@@ -37,7 +37,8 @@ describe("reconnection backoff", function()
       -- the backoff runs from the failed attempt, a little before the call
       -- returned: half of it is slack enough on a loaded machine, and far
       -- above the ~0 s gap without a backoff
-      assert.is_true(gap >= want[i] / 2, ("attempt %d came %.3f s after the last, before its %.1f s"):format(i + 1, gap, want[i]))
+      assert.is_true(gap >= want[i] / 2,
+        ("attempt %d came %.3f s after the last, before its %.1f s"):format(i + 1, gap, want[i]))
       assert.is_true(gap < want[i] + 1, ("attempt %d came %.3f s after the last"):format(i + 1, gap))
     end
   end)
@@ -50,8 +51,8 @@ describe("reconnection backoff", function()
     -- gRPC's fail-fast: the next call fails without waiting the 5 s for the next attempt
     err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
     assert.are.equal("UNAVAILABLE", err.code)
-    assert.matches("^connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: the next attempt in [%d.]+ s; a transport with wait_for_ready waits for it%)$",
-      err.message)
+    assert.matches("^connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: "
+      .. "the next attempt in [%d.]+ s; a transport with wait_for_ready waits for it%)$", err.message)
     -- so a retry policy's own backoff paces the attempts, each failing at once
     pc.load_file("spec/fixtures/protos/grpc/faults.proto", { import_paths = { "spec/fixtures/protos" } })
     local stub = pc.client("faults.Faults", { transport = t, timeout = 10,
@@ -72,8 +73,8 @@ describe("reconnection backoff", function()
     local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
     assert.is_true(now() - t0 < 1.5, "waited " .. (now() - t0) .. " s")
     assert.are.equal("UNAVAILABLE", err.code)
-    assert.matches("^connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: the next attempt, in [%d.]+ s, comes after the call's deadline%)$",
-      err.message)
+    assert.matches("^connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: "
+      .. "the next attempt, in [%d.]+ s, comes after the call's deadline%)$", err.message)
     t:close()
   end)
 

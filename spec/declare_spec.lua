@@ -90,27 +90,31 @@ describe("names holding a NUL byte", function()
     assert.is_nil(p:type("f3.All\0x"))
     assert.is_not_nil(p:type("f3.All"))
     local m = p:type("f3.All")()
-    assert.has_error(function() pc.set_extension(m, "f3.ext1\0junk", 5) end, "f3.All: no extension named 'f3.ext1\\0junk'")
+    assert.has_error(function() pc.set_extension(m, "f3.ext1\0junk", 5) end,
+      "f3.All: no extension named 'f3.ext1\\0junk'")
     assert.has_error(function() return m["i32\0"] end, "f3.All.i32\\0: no such field")
     assert.has_error(function() pc.which_oneof(m, "o\0") end, "f3.All: no oneof named 'o\\0'")
     assert.has_error(function() pc.has(m, "i32\0y") end, "f3.All.i32\\0y: no such field")
     assert.has_error(function() pc.clear(m, "i32\0y") end, "f3.All.i32\\0y: no such field")
     local E = p:message("f3.WithEnum", { { "e", "f3.Color", 1 } }, { syntax = "proto2" })
-    assert.has_error(function() E().e = "RED\0zz" end, "f3.WithEnum.e: unknown value 'RED\\0zz' for enum f3.Color")
+    assert.has_error(function() E().e = "RED\0zz" end,
+      "f3.WithEnum.e: unknown value 'RED\\0zz' for enum f3.Color")
     assert.is_nil(pc.builtin_source("google/protobuf/any.proto\0"))
   end)
 
   it("are refused in .proto text, file names, import paths and descriptor sets", function()
     local q = pc.pool()
     assert.are.same({ nil, "de.proto:2:39: A name holds no NUL byte." },
-      { q:load('syntax = "proto3"; package de;\nmessage M { string j = 2 [json_name = "a\\0b"]; }', { name = "de.proto" }) })
+      { q:load('syntax = "proto3"; package de;\nmessage M { string j = 2 [json_name = "a\\0b"]; }',
+               { name = "de.proto" }) })
     assert.are.same({ nil, "df.proto:1:27: A name holds no NUL byte." },
       { q:load('syntax = "proto3"; import "x.proto\\0zz";', { name = "df.proto" }) })
     assert.has_error(function() q:load('syntax = "proto3";', { name = "x.proto\0a" }) end,
       "load: option 'name' holds a NUL byte")
     assert.has_error(function() q:load('syntax = "proto3";', { import_paths = { "d\0j" } }) end,
       "load: import_paths[1] holds a NUL byte")
-    assert.has_error(function() q:load_file("lf.proto\0junk") end, "bad argument #1 to 'load_file' (a path holds no NUL byte)")
+    assert.has_error(function() q:load_file("lf.proto\0junk") end,
+      "bad argument #1 to 'load_file' (a path holds no NUL byte)")
     assert.is_nil(q:file("x.proto"))
     local FDS = pc.type("google.protobuf.FileDescriptorSet")
     local function set_of(file) return pc.encode(FDS { file = { file } }) end
@@ -174,7 +178,8 @@ describe("hostile input found by testing", function()
         sleep = function() sleeps = sleeps + 1 end, random = function() return 1 end })
     local ok, err = pcall(f, 1)
     assert.is_false(ok)
-    assert.are.equal(getmetatable(pc.RetryError{ cause = pc.Error{ code = "UNAVAILABLE" }, attempts = 1 }), getmetatable(err))
+    assert.are.equal(getmetatable(pc.RetryError{ cause = pc.Error{ code = "UNAVAILABLE" }, attempts = 1 }),
+      getmetatable(err))
     assert.is_true(sleeps < 10)
   end)
 
@@ -199,6 +204,7 @@ describe("hostile input found by testing", function()
     assert.are.equal('d.proto:1:68: Field number 1 has already been used in "A" by field "a".', err)
     ok, err = pc.pool():load('syntax = "proto3"; message A { int32 a_b = 4; int32 aB = 5; int32 ab = 6; }',
       { name = "j.proto" })
+    assert.is_nil(ok)
     assert.are.equal('j.proto:1:53: The JSON camel-case name of field "aB" conflicts with field "a_b". '
       .. "This is not allowed in proto3.", err)
     assert.has_error(function() p:message("x.D", { { "a", "int32", 1 }, { "b", "int32", 2 }, { "a", "int32", 3 } }) end)

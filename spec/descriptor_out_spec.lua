@@ -137,7 +137,9 @@ describe("pc.file_descriptor", function()
     assert.is_nil(pool:type("google.protobuf.FileDescriptorProto"))
   end)
 
-  if not corpus.read("descriptors/wkt.pb") then return it("needs the corpus", function() corpus.skip(pending, "descriptor corpus comparison") end) end
+  if not corpus.read("descriptors/wkt.pb") then
+    return it("needs the corpus", function() corpus.skip(pending, "descriptor corpus comparison") end)
+  end
 
   -- Files whose options carry custom options (extensions of *Options) that
   -- the same pool defines: protoc writes one option record per assignment

@@ -178,8 +178,10 @@ describe("the FFI field access", function()
     local cases = {
       { "m64", { [ffi.new("int64_t", 1)] = "a", [1] = "b" }, "f.K.m64: two keys of the table are map key 1" },
       { "m64", { [ffi.new("int64_t", -5)] = "a", ["-5"] = "b" }, "f.K.m64: two keys of the table are map key -5" },
-      { "mu64", { [2 ^ 53] = 1, [ffi.new("uint64_t", 2 ^ 53)] = 2 }, "f.K.mu64: two keys of the table are map key 9007199254740992" },
-      { "mu64", { [-1] = 1, ["18446744073709551615"] = 2 }, "f.K.mu64: two keys of the table are map key 18446744073709551615" },
+      { "mu64", { [2 ^ 53] = 1, [ffi.new("uint64_t", 2 ^ 53)] = 2 },
+        "f.K.mu64: two keys of the table are map key 9007199254740992" },
+      { "mu64", { [-1] = 1, ["18446744073709551615"] = 2 },
+        "f.K.mu64: two keys of the table are map key 18446744073709551615" },
       { "m32", { [5] = "x", [ffi.new("int64_t", 5)] = "y" }, "f.K.m32: two keys of the table are map key 5" },
     }
     for _, c in ipairs(cases) do

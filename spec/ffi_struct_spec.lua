@@ -160,9 +160,9 @@ describe("FFI struct messages", function()
     local wide = {}
     for i = 1, 70 do wide[i] = { "f" .. i, "int32", i } end
     local W = pool:message("s.Wide", wide)
-    local PW, args, t = pc.ffi(W), {}, {}
-    for i = 1, 70 do args[i], t["f" .. i] = i, i end
-    assert.are.equal(bytes(W(t)), bytes(PW(unpack(args))))
+    local PW, args, named = pc.ffi(W), {}, {}
+    for i = 1, 70 do args[i], named["f" .. i] = i, i end
+    assert.are.equal(bytes(W(named)), bytes(PW(unpack(args))))
     args[71] = 1
     assert.has_error(function() PW(unpack(args)) end)
     args[71], args[65] = nil, "x"
@@ -591,6 +591,7 @@ io.write(tostring(err))
     assert.are.equal(here .. ":" .. line .. ": missing required field: s.F2.r", err)
     ok, err = pcall(PP, { x = -1 }) -- this line: the Lua function calling pcall
     line = debug.getinfo(1, "l").currentline - 1
+    assert.is_false(ok)
     assert.are.equal(here .. ":" .. line .. ": s.Point.x: value -1 out of range for uint32", err)
   end)
 
@@ -787,7 +788,8 @@ io.write(tostring(err))
   it("are taken as a call's request and a handler's response", function()
     local spool = pc.pool()
     assert(spool:load('syntax = "proto3"; package c; message Pt { uint32 x = 1; uint32 y = 2; } '
-                      .. 'message Other { int32 a = 1; } service S { rpc Flip(Pt) returns (Pt); }', { name = "c.proto" }))
+                      .. 'message Other { int32 a = 1; } service S { rpc Flip(Pt) returns (Pt); }',
+                      { name = "c.proto" }))
     local Pt, Other = spool:type("c.Pt"), spool:type("c.Other")
     local PS = pc.ffi(Pt)
     local server = pc.server({ ["c.S"] = { Flip = function(p) return PS { x = p.y, y = p.x } end } }, { pool = spool })

@@ -340,7 +340,8 @@ describe("verdicts of protoc 3.21.12", function()
       'proto3_group_number.proto:2:38: Field number 1 has already been used in "A" by field "x".' },
     { "map_no_label.proto", 'syntax = "proto2";\nmessage A { map }\n',
       'map_no_label.proto:2:17: Expected "required", "optional", or "repeated".' },
-    { "enum_default_token.proto", 'syntax = "proto2";\nenum E { A = 0; }\nmessage M { optional E e = 1 [default = 1]; }\n',
+    { "enum_default_token.proto",
+      'syntax = "proto2";\nenum E { A = 0; }\nmessage M { optional E e = 1 [default = 1]; }\n',
       "enum_default_token.proto:3:41: Default value for an enum field must be an identifier." },
     { "range_includes.proto", 'syntax = "proto2";\nmessage A {\n  extensions 7;\n  optional int32 a = 2;\n'
       .. "  extensions 1 to 5;\n}\n", 'range_includes.proto:5:14: Extension range 1 to 5 includes field "a" (2).' },

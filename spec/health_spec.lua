@@ -5,7 +5,8 @@ local pc = require "protocall"
 
 local function setup()
   local pool = pc.pool()
-  assert(pool:load('syntax = "proto3"; package h; message M {} service S { rpc Do(M) returns (M); }', { name = "h.proto" }))
+  assert(pool:load('syntax = "proto3"; package h; message M {} service S { rpc Do(M) returns (M); }',
+    { name = "h.proto" }))
   local health = pc.health { pool = pool }
   local server = pc.server({ ["h.S"] = { Do = function(m) return m end } }, { pool = pool, health = health })
   local stub = pc.client("grpc.health.v1.Health", { pool = pool, transport = pc.inproc(server) })
@@ -27,6 +28,7 @@ describe("pc.health", function()
     assert.are.equal("unknown service 'h.Other'", err.message)
     health:set("h.S", nil)
     ok, err = pcall(stub.Check, stub, { service = "h.S" })
+    assert.is_false(ok)
     assert.are.equal("NOT_FOUND", err.code)
   end)
 
@@ -68,7 +70,8 @@ describe("pc.health", function()
 
   it("with health = true, answers SERVING for each service the server serves", function()
     local pool = pc.pool()
-    assert(pool:load('syntax = "proto3"; package h; message M {} service S { rpc Do(M) returns (M); }', { name = "h.proto" }))
+    assert(pool:load('syntax = "proto3"; package h; message M {} service S { rpc Do(M) returns (M); }',
+      { name = "h.proto" }))
     local server = pc.server({ ["h.S"] = { Do = function(m) return m end } }, { pool = pool, health = true })
     local stub = pc.client("grpc.health.v1.Health", { pool = pool, transport = pc.inproc(server) })
     assert.are.equal(SERVING, stub:Check{ service = "h.S" }.status)

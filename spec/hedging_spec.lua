@@ -209,7 +209,8 @@ describe("hedging on a concurrent transport (fake clock)", function()
       { timeout = "1s" }))
     local err = failure(c.Get, c, {})
     assert.are.equal("DEADLINE_EXCEEDED", err.code)
-    assert.are.same({ "start 1 @0", "start 2 @0.4", "start 3 @0.8", "cancel 1 @1", "cancel 2 @1", "cancel 3 @1" }, w.log)
+    assert.are.same({ "start 1 @0", "start 2 @0.4", "start 3 @0.8", "cancel 1 @1", "cancel 2 @1", "cancel 3 @1" },
+      w.log)
   end)
 
   it("commits a server stream at its first response; its loop sees that stream", function()
@@ -248,7 +249,8 @@ describe("hedging on pc.inproc", function()
       end,
       List = function(_, ctx) ctx.send { text = "only" } end,
     } }, { pool = pool })
-    local c = pc.client("hg.Svc", { pool = pool, transport = pc.inproc(server), sleep = function(s) sleeps[#sleeps + 1] = s end,
+    local c = pc.client("hg.Svc", { pool = pool, transport = pc.inproc(server),
+      sleep = function(s) sleeps[#sleeps + 1] = s end,
       service_config = config { maxAttempts = 4, hedgingDelay = "10s", nonFatalStatusCodes = { "UNAVAILABLE" } } })
     assert.are.equal(3, c:Get({}).n)
     assert.are.same({ "0", "1", "2" }, seen)
@@ -353,7 +355,8 @@ describe("hedging on pc.grpc (python3-grpcio test server)", function()
   it("sends grpc-previous-rpc-attempts on retries too", function()
     local c = pc.client("faults.Faults", { transport = pc.grpc(server.url), service_config = {
       methodConfig = { { name = { { service = "faults.Faults" } }, retryPolicy = { maxAttempts = 3,
-        initialBackoff = "0.01s", maxBackoff = "0.01s", backoffMultiplier = 1, retryableStatusCodes = { "UNAVAILABLE" } } } } } })
+        initialBackoff = "0.01s", maxBackoff = "0.01s", backoffMultiplier = 1,
+        retryableStatusCodes = { "UNAVAILABLE" } } } } } })
     local r = c:Hedge { id = id(), failures = 2, code = "UNAVAILABLE" }
     assert.are.equal(3, r.attempts)
     assert.are.equal("2", r.text)

@@ -86,9 +86,11 @@ describe("pc.poll_fds", function()
     assert.is_nil(timeout) -- only a socket can wake the serve task
     pc.spawn(function() pc.sleep(0.5) end)
     fds, timeout = pc.poll_fds()
+    assert.are.equal(1, #fds) -- the listener's socket still
     assert.are.equal(0, timeout) -- a task is ready
     assert.are.equal(2, pc.step(0))
     fds, timeout = pc.poll_fds()
+    assert.are.equal(1, #fds)
     assert.is_true(timeout > 0.3 and timeout <= 0.5, tostring(timeout))
     local called
     pc.spawn(function()

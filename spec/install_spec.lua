@@ -40,7 +40,8 @@ local function host_ran(out, code)
   assert.matches("host: the script got demo.Distance", out, 1, true)
 end
 
-local LUA_CHECK = (R.luajit and "luajit" or "lua5.4") .. [[ -e 'local pc = require "protocall"; local P = pc.message("i.P", {{"a", "int32", 1}}); io.write(pc.VERSION, " ", #pc.encode(P{a = 150}))']]
+local LUA_CHECK = (R.luajit and "luajit" or "lua5.4") .. [[ -e 'local pc = require "protocall"; ]]
+  .. [[local P = pc.message("i.P", {{"a", "int32", 1}}); io.write(pc.VERSION, " ", #pc.encode(P{a = 150}))']]
 
 describe("an install", function()
   if sanitized() then
@@ -68,7 +69,8 @@ describe("an install", function()
 
   it("gives a stock " .. (R.luajit and "luajit" or "lua5.4") .. " the module, with and without the installed Lua layer",
      function()
-    local env = string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='%s/share/lua/%s/?.lua;%s/share/lua/%s/?/init.lua' ",
+    local env = string.format("LUA_CPATH='%s/lib/lua/%s/?.so' "
+                              .. "LUA_PATH='%s/share/lua/%s/?.lua;%s/share/lua/%s/?/init.lua' ",
                               prefix, ABI, prefix, ABI, prefix, ABI)
     local out, code = sh(env .. LUA_CHECK)
     assert.are.equal(0, code, out)
@@ -155,11 +157,12 @@ describe("an install", function()
       f:close()
       env = "LUAROCKS_CONFIG_5_1=" .. src .. "/luarocks-luajit.lua "
     end
-    out, code = sh(string.format("cd %s && %sluarocks --lua-version=%s make --tree %s bindings/lua/protocall-0.1.0-1.rockspec",
-                                 src, env, ABI, tree))
+    out, code = sh(string.format("cd %s && %sluarocks --lua-version=%s make --tree %s "
+                                 .. "bindings/lua/protocall-0.1.0-1.rockspec", src, env, ABI, tree))
     assert.are.equal(0, code, out)
     if R.luajit then assert.matches("Found luajit", out, 1, true) end -- CMake took the LuaJIT build
-    out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='%s/share/lua/%s/?.lua;%s/share/lua/%s/?/init.lua' ",
+    out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' "
+                                 .. "LUA_PATH='%s/share/lua/%s/?.lua;%s/share/lua/%s/?/init.lua' ",
                                  tree, ABI, tree, ABI, tree, ABI) .. LUA_CHECK)
     os.execute("rm -rf " .. src .. " " .. tree)
     assert.are.equal(0, code, out)

@@ -79,7 +79,7 @@ describe("client interceptors", function()
     local w = world()
     local seen
     local stub = client(w, pc.inproc(backend(w, 10)), { function(call, next)
-      local ok, err = pcall(next, call)
+      local _, err = pcall(next, call)
       seen = call
       error(err, 0)
     end })

@@ -70,7 +70,8 @@ describe("pc.to_json", function()
   end)
 
   it("prints floats as the shortest text that reads back, and the special values as strings", function()
-    local cases = { { 0.1, '"d":0.1' }, { 1e300, '"d":1e+300' }, { 5e-324, '"d":5e-324' }, { 2.2250738585072e-308, '"d":2.2250738585072e-308' },
+    local cases = { { 0.1, '"d":0.1' }, { 1e300, '"d":1e+300' }, { 5e-324, '"d":5e-324' },
+      { 2.2250738585072e-308, '"d":2.2250738585072e-308' },
       { -0.0, '"d":-0.0' }, { 0 / 0, '"d":"NaN"' }, { math.huge, '"d":"Infinity"' },
       { -math.huge, '"d":"-Infinity"' }, { 123456789012345678, '"d":1.2345678901234568e+17' } }
     for _, c in ipairs(cases) do
@@ -171,7 +172,8 @@ describe("pc.to_json", function()
     assert.has_error(function() pc.to_json(M{ ms = { ["\255"] = {} } }) end,
       '$.ms["\\xff"]: string is not valid UTF-8') -- the error itself is UTF-8
     assert.has_error(function() pc.to_json({}) end, "bad argument #1 to 'to_json' (message expected, got table)")
-    assert.has_error(function() pc.to_json(M{}, { indnet = 2 }) end, "bad argument #2 to 'to_json' (unknown option 'indnet')")
+    assert.has_error(function() pc.to_json(M{}, { indnet = 2 }) end,
+      "bad argument #2 to 'to_json' (unknown option 'indnet')")
     assert.has_error(function() pc.to_json(M{}, { indent = 17 }) end,
       "bad argument #2 to 'to_json' (indent must be an integer in 0..16)")
   end)
@@ -222,8 +224,8 @@ describe("pc.from_json", function()
   end)
 
   it("reads null as the default, and as null in Value and NullValue", function()
-    local m = assert(pc.from_json(M, '{"i32":null,"leaf":null,"r":null,"ms":null,"va":null,"nv":null,"os":null,"oi":2,' ..
-      '"vals":[null,{"a":[]}],"st":{"n":null}}'))
+    local m = assert(pc.from_json(M, '{"i32":null,"leaf":null,"r":null,"ms":null,"va":null,"nv":null,"os":null,'
+      .. '"oi":2,"vals":[null,{"a":[]}],"st":{"n":null}}'))
     assert.is_false(pc.has(m, "leaf"))
     assert.is_true(pc.has(m, "va"))
     assert.are.equal("null_value", pc.which_oneof(m.va, "kind"))
@@ -306,7 +308,8 @@ describe("pc.from_json", function()
       -- duplicates and oneofs
       { '{"i32": 1, "i32": 2}', "$.i32: duplicate key at offset 11" },
       { '{"snakeCaseName": 1, "snake_case_name": 2}',
-        '$.snake_case_name: field jt.M.snake_case_name set twice (as "snakeCaseName" and "snake_case_name") at offset 21' },
+        '$.snake_case_name: field jt.M.snake_case_name set twice (as "snakeCaseName" and "snake_case_name")'
+        .. ' at offset 21' },
       { '{"os": "a", "oi": 1}', '$.oi: oneof jt.M.o set twice (by "os" and "oi") at offset 12' },
       { '{"ms": {"a": {}, "a": {}}}', "$.ms.a: duplicate map key at offset 17" },
       { '{"mb": {"true": 1, "true": 2}}', "$.mb.true: duplicate map key at offset 19" },
@@ -348,8 +351,10 @@ describe("pc.from_json", function()
       -- the input's text escaped as in a JSON string, cut after 100 bytes, never within a character
       { '{"q\\"\\\\\\n": 1}', '$["q\\"\\\\\\u000a"]: no field named "q\\"\\\\\\u000a" in jt.M at offset 1' },
       { '{"c": "B\\u0000LUE"}', '$.c: unknown value "B\\u0000LUE" of enum jt.Color at offset 6' },
-      { '{"c": "' .. ("x"):rep(99) .. 'é!"}', '$.c: unknown value "' .. ("x"):rep(99) .. '..." of enum jt.Color at offset 6' },
-      { '{"c": "' .. ("x"):rep(98) .. 'é!"}', '$.c: unknown value "' .. ("x"):rep(98) .. 'é..." of enum jt.Color at offset 6' },
+      { '{"c": "' .. ("x"):rep(99) .. 'é!"}',
+        '$.c: unknown value "' .. ("x"):rep(99) .. '..." of enum jt.Color at offset 6' },
+      { '{"c": "' .. ("x"):rep(98) .. 'é!"}',
+        '$.c: unknown value "' .. ("x"):rep(98) .. 'é..." of enum jt.Color at offset 6' },
       -- a key in the path: cut after 64 bytes (escaped), so the message stays whole
       { '{"' .. ("x"):rep(600) .. '": 1}',
         '$.' .. ("x"):rep(64) .. '...: no field named "' .. ("x"):rep(100) .. '..." in jt.M at offset 1' },
@@ -385,14 +390,16 @@ describe("pc.from_json", function()
     end
     assert.are.equal("$.c: 3 is not a value of closed enum jt2.Closed at offset 6", err_of(P, '{"c": 3}'))
     assert.are.equal("$.rc[1]: 3 is not a value of closed enum jt2.Closed at offset 11", err_of(P, '{"rc": [1, 3]}'))
-    assert.are.equal('$[\"[jt2.note]\"]: duplicate key at offset 20', err_of(P, '{"[jt2.note]": "a", "[jt2.note]": "b"}'))
+    assert.are.equal('$[\"[jt2.note]\"]: duplicate key at offset 20',
+      err_of(P, '{"[jt2.note]": "a", "[jt2.note]": "b"}'))
   end)
 
   it("reads extensions as [pkg.ext]", function()
     local m = assert(pc.from_json(P, '{"[jt2.note]": "n", "[jt2.nums]": [1, 2], "x": 1}'))
     assert.are.equal("n", pc.get_extension(m, "jt2.note"))
     assert.are.equal(2, pc.get_extension(m, "jt2.nums")[2])
-    assert.are.equal('$["[jt2.nope]"]: no field named "[jt2.nope]" in jt2.P at offset 1', err_of(P, '{"[jt2.nope]": 1}'))
+    assert.are.equal('$["[jt2.nope]"]: no field named "[jt2.nope]" in jt2.P at offset 1',
+      err_of(P, '{"[jt2.nope]": 1}'))
   end)
 
   it("keeps the message whole under long keys at any depth: the path gives up steps from its middle", function()
@@ -416,10 +423,12 @@ describe("pc.from_json", function()
     local ok = string.rep('{"kids":[', 100) .. "{}" .. string.rep("]}", 100)
     assert.is_truthy(pc.from_json(M, ok))
     local err = err_of(M, string.rep('{"kids":[', 101) .. "{}" .. string.rep("]}", 101))
-    assert.matches("^%$%.kids%[0%]%.kids%[0%]%.kids%[0%]%.kids%[0%]%.%.%.%.kids%[0%]%.kids%[0%]%.kids%[0%]%.kids%[0%]: " ..
-      "messages nested deeper than 100 at offset 909$", err)
-    assert.matches("^%$%[0%]%[0%].*: JSON nested deeper than 204 at offset 204$", err_of(M, string.rep("[", 100000)))
-    assert.matches("%.a%.a: JSON nested deeper than 204 at offset 1021$", err_of(M, '{"st":' .. string.rep('{"a":', 300)))
+    assert.matches("^%$%.kids%[0%]%.kids%[0%]%.kids%[0%]%.kids%[0%]%.%.%."
+      .. "%.kids%[0%]%.kids%[0%]%.kids%[0%]%.kids%[0%]: messages nested deeper than 100 at offset 909$", err)
+    assert.matches("^%$%[0%]%[0%].*: JSON nested deeper than 204 at offset 204$",
+      err_of(M, string.rep("[", 100000)))
+    assert.matches("%.a%.a: JSON nested deeper than 204 at offset 1021$",
+      err_of(M, '{"st":' .. string.rep('{"a":', 300)))
     assert.matches("%.a%.a: messages nested deeper than 100 at offset 506$",
       err_of(M, '{"st":' .. string.rep('{"a":', 150) .. "1" .. string.rep("}", 151)))
     local v = string.rep("[", 150) .. string.rep("]", 150) -- Struct nesting counts one level per JSON level
@@ -438,7 +447,7 @@ describe("errors on a real document", function()
     assert(pc.from_json(T, doc))
     -- spoil the third traceId (a span's link): its first base64 character becomes '!'
     local n = 0
-    local bad = doc:gsub('"traceId":%s*"(.)', function(c)
+    local bad = doc:gsub('"traceId":%s*"(.)', function()
       n = n + 1
       if n == 3 then return '"traceId": "!' end
     end)

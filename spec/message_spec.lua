@@ -255,9 +255,12 @@ describe("messages", function()
     assert.are.equal(R.int("-42"), c.i64)
     assert.are.equal(R.uint("42"), c.u64)
     assert.are.equal(R.int("-42"), pc.decode(Scalars, pc.encode(c)).i64)
-    fails('t.Scalars.i64: value "9223372036854775808" out of range for int64', function() m.i64 = "9223372036854775808" end)
-    fails('t.Scalars.s64: value "-9223372036854775809" out of range for sint64', function() m.s64 = "-9223372036854775809" end)
-    fails('t.Scalars.u64: value "18446744073709551616" out of range for uint64', function() m.u64 = "18446744073709551616" end)
+    fails('t.Scalars.i64: value "9223372036854775808" out of range for int64',
+          function() m.i64 = "9223372036854775808" end)
+    fails('t.Scalars.s64: value "-9223372036854775809" out of range for sint64',
+          function() m.s64 = "-9223372036854775809" end)
+    fails('t.Scalars.u64: value "18446744073709551616" out of range for uint64',
+          function() m.u64 = "18446744073709551616" end)
     fails('t.Scalars.f64: value "-1" out of range for fixed64', function() m.f64 = "-1" end)
     fails('t.Scalars.u64: value "' .. string.rep("9", 40) .. '..." out of range for uint64',
           function() m.u64 = string.rep("9", 41) end)
@@ -888,11 +891,11 @@ describe("messages", function()
     it("builds a chain 32,000 levels deep top-down in linear time", function()
       -- Each anchor's refs sat in one ephemeron table, which Lua's collector
       -- converges one link per pass: 32k levels took 2 s, 4k 0.06 s.
-      local R = pool:message("t.Chain", { { "child", "t.Chain", 1 }, { "v", "int32", 2 } })
+      local Chain = pool:message("t.Chain", { { "child", "t.Chain", 1 }, { "v", "int32", 2 } })
       local function build(n)
         collectgarbage()
         local t0 = os.clock()
-        local root = R {}
+        local root = Chain {}
         local cur = root
         for _ = 1, n do
           cur.child = {}
@@ -915,17 +918,17 @@ describe("messages", function()
     it("refuses tables nested past 1000 levels on the way down, without a crash", function()
       -- 25,000 levels recursed in C once per level and overflowed the stack
       -- (the 200-level limit was checked on the way back).
-      local R = pool:message("t.Deep", { { "child", "t.Deep", 1 }, { "v", "int32", 2 } })
+      local Deep = pool:message("t.Deep", { { "child", "t.Deep", 1 }, { "v", "int32", 2 } })
       local function deep(n)
         local t = { v = 1 }
         for _ = 1, n do t = { child = t } end
         return t
       end
-      fails("t.Deep.child: tables nested deeper than 1000 levels", function() R(deep(25000)) end)
-      fails("t.Deep.child: tables nested deeper than 1000 levels", function() R(deep(1001)) end)
-      local m = R(deep(1000))
+      fails("t.Deep.child: tables nested deeper than 1000 levels", function() Deep(deep(25000)) end)
+      fails("t.Deep.child: tables nested deeper than 1000 levels", function() Deep(deep(1001)) end)
+      local m = Deep(deep(1000))
       assert.is_string(pc.encode(m))
-      local target = R {}
+      local target = Deep {}
       fails("t.Deep.child: tables nested deeper than 1000 levels",
         function() target.child = deep(1000) end) -- 1001 below target
       target.child = deep(999)
@@ -934,16 +937,16 @@ describe("messages", function()
 
     it("refuses assigning a message that would nest its new parent deeper than 1000 levels", function()
       -- the assignment went through and pc.encode raised "nesting too deep" later
-      local R = pool:message("t.Deep2", { { "child", "t.Deep2", 1 }, { "v", "int32", 2 },
+      local Deep2 = pool:message("t.Deep2", { { "child", "t.Deep2", 1 }, { "v", "int32", 2 },
         { "kids", "t.Deep2", 3, repeated = true } })
       local function chain(n)
         local t = { v = 1 }
         for _ = 1, n do t = { child = t } end
-        return R(t)
+        return Deep2(t)
       end
       local m1000, m999 = chain(1000), chain(999)
       assert.is_string(pc.encode(m1000))
-      local target = R {}
+      local target = Deep2 {}
       fails("t.Deep2.child: the message would nest deeper than 1000 levels",
         function() target.child = m1000 end)
       assert.is_nil(target.child)
@@ -952,12 +955,12 @@ describe("messages", function()
       fails("t.Deep2.kids: the message would nest deeper than 1000 levels",
         function() target.kids[1] = m1000 end)
       fails("t.Deep2.child: the message would nest deeper than 1000 levels",
-        function() R { child = m1000 } end)
+        function() Deep2 { child = m1000 } end)
       target.child = m999
       assert.is_string(pc.encode(target))
       -- decoded at the limit: re-encodes, and a copy merges at the same level
-      local d = assert(pc.decode(R, pc.encode(m1000), { max_depth = 1000 }))
-      local copy = R {}
+      local d = assert(pc.decode(Deep2, pc.encode(m1000), { max_depth = 1000 }))
+      local copy = Deep2 {}
       pc.merge(copy, d)
       assert.is_string(pc.encode(copy))
     end)

@@ -456,6 +456,8 @@ describe(path[1], function()
     err = raised(call, "req")
     assert.are.equal(0.25, w.sleeps[1])
     assert.are.equal(8, #w.attempts)
+    assert.are.equal("RetryError: gave up after 8 attempts (the next sleep would pass the retry "
+      .. "deadline); last error: UNAVAILABLE", tostring(err))
     assert.are.equal("bad argument #1 to 'Retry' (min_pushback: number >= 0 expected)",
       message_of(pc.Retry, { min_pushback = -1 }))
     assert.are.equal("bad argument #1 to 'Retry' (min_pushback: number expected, got string)",
@@ -647,7 +649,8 @@ describe(path[1], function()
       { metadata = { { "x-a", "1" } } })
     assert.are.equal("x-a=1 1", outer("r"))
     -- bytes under a -bin key
-    assert.are.equal(1, wrap_method(function(_, _, md) return #md end)("r", { metadata = { { "x-b-bin", "\0\255" } } }))
+    assert.are.equal(1, wrap_method(function(_, _, md) return #md end)("r",
+      { metadata = { { "x-b-bin", "\0\255" } } }))
     assert.are.equal("bad argument #1 to 'wrap_method' (function expected, got nil)",
       message_of(wrap_method, nil))
     assert.are.equal("bad argument #2 to 'wrap_method' (timeout: positive number expected)",
@@ -727,8 +730,8 @@ describe("the plan cache", function()
   it("does not take true for 1", function()
     local call = pc.wrap_method(function(_, t) return t end)
     assert.are.equal(1, call("x", { timeout = 1 }))
-    assert.are.equal("bad argument #2 to 'callable' (timeout: number, pc.ExponentialTimeout or false expected, got boolean)",
-      message_of(call, "x", { timeout = true }))
+    assert.are.equal("bad argument #2 to 'callable' (timeout: number, pc.ExponentialTimeout or false expected, "
+      .. "got boolean)", message_of(call, "x", { timeout = true }))
     assert.are.same({ hits = 0, misses = 2, size = 1, capacity = 4 }, call:cache_info())
   end)
 
@@ -782,7 +785,8 @@ describe("pc.Throttle", function()
     local th = pc.Throttle { max_tokens = 4, token_ratio = 0.5 }
     local fail = true
     local behave = function() if fail then error(unavailable(), 0) end return "ok" end
-    local a = pc.wrap_method(w.target(behave), w.opts { retry = pc.Retry { initial = 1, max_attempts = 5 }, throttle = th })
+    local a = pc.wrap_method(w.target(behave),
+      w.opts { retry = pc.Retry { initial = 1, max_attempts = 5 }, throttle = th })
     local b = pc.wrap_method(w.target(behave), w.opts { retry = pc.Retry { initial = 1 }, throttle = th })
     -- 4 -> 3 allows a retry, 3 -> 2 does not (2 is half)
     local err = raised(a, "r")

@@ -119,7 +119,8 @@ end
 -- protoc's serialized files for `main` with its imports.
 local function protoc_files(main)
   local out = DIR .. "/set.pb"
-  assert.is_true(require("runtime").execute("protoc -I " .. DIR .. " --include_imports --descriptor_set_out=" .. out .. " " .. main))
+  assert.is_true(require("runtime").execute("protoc -I " .. DIR .. " --include_imports --descriptor_set_out="
+    .. out .. " " .. main))
   local f = assert(io.open(out, "rb"))
   local bytes = f:read("a")
   f:close()
@@ -268,7 +269,8 @@ end)
 describe("pc.server's built-in services", function()
   it("adds them to a pool that lacks them and refuses bad options", function()
     local p = pc.pool()
-    assert(p:load('syntax = "proto3"; package b; message M {} service S { rpc Do(M) returns (M); }', { name = "b.proto" }))
+    assert(p:load('syntax = "proto3"; package b; message M {} service S { rpc Do(M) returns (M); }',
+      { name = "b.proto" }))
     assert.is_nil(p:service("grpc.health.v1.Health"))
     pc.server({ ["b.S"] = { Do = function(m) return m end } }, { pool = p, health = true, reflection = true })
     assert.is_not_nil(p:service("grpc.health.v1.Health"))

@@ -471,7 +471,9 @@ describe("pc.listen", function()
     assert.matches("cert_file and key_file go together",
       raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "x" }) end))
     assert.matches("pc.listen: cert_file '/nonexistent'",
-      raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "/nonexistent", key_file = "/nonexistent" }) end))
+      raised(function()
+        pc.listen(server, "127.0.0.1:0", { cert_file = "/nonexistent", key_file = "/nonexistent" })
+      end))
     local l = pc.listen(server, "127.0.0.1:0")
     assert.matches("Address already in use", raised(function() pc.listen(server, "127.0.0.1:" .. l.port) end))
     l:shutdown()

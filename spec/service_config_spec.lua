@@ -79,7 +79,8 @@ describe("service_config validation", function()
         "methodConfig[1].retryPolicy.initialBackoff: duration string such as \"0.1s\" expected, got \"100ms\"" },
       { with_retry { initialBackoff = 0.1 },
         "methodConfig[1].retryPolicy.initialBackoff: duration string such as \"0.1s\" expected, got number" },
-      { with_retry { maxBackoff = "0s" }, "methodConfig[1].retryPolicy.maxBackoff: positive duration expected, got \"0s\"" },
+      { with_retry { maxBackoff = "0s" },
+        "methodConfig[1].retryPolicy.maxBackoff: positive duration expected, got \"0s\"" },
       { with_retry { backoffMultiplier = 0 },
         "methodConfig[1].retryPolicy.backoffMultiplier: positive number expected, got 0" },
       { with_retry { backoffMultiplier = "2" },
@@ -87,9 +88,11 @@ describe("service_config validation", function()
       { with_retry { retryableStatusCodes = {} },
         "methodConfig[1].retryPolicy.retryableStatusCodes: at least one status code expected" },
       { with_retry { retryableStatusCodes = { "UNAVAILABLE", "unavailable" } },
-        "methodConfig[1].retryPolicy.retryableStatusCodes[1]: status code name such as \"UNAVAILABLE\" expected, got \"unavailable\"" },
+        "methodConfig[1].retryPolicy.retryableStatusCodes[1]: status code name such as \"UNAVAILABLE\" expected, "
+          .. "got \"unavailable\"" },
       { with_retry { retryableStatusCodes = { "OK" } },
-        "methodConfig[1].retryPolicy.retryableStatusCodes[0]: status code name such as \"UNAVAILABLE\" expected, got \"OK\"" },
+        "methodConfig[1].retryPolicy.retryableStatusCodes[0]: status code name such as \"UNAVAILABLE\" expected, "
+          .. "got \"OK\"" },
       { with_retry { perAttemptRecvTimeout = "0s" },
         "methodConfig[1].retryPolicy.perAttemptRecvTimeout: positive duration expected, got \"0s\"" },
       { with_retry { jitter = 0.2 }, "methodConfig[1].retryPolicy.jitter: unknown field" },
@@ -116,7 +119,8 @@ describe("service_config validation", function()
       { { methodConfig = { { name = { {} }, hedgingPolicy = { maxAttempts = 3, hedgingDelay = "fast" } } } },
         "methodConfig[0].hedgingPolicy.hedgingDelay: duration string such as \"0.1s\" expected, got \"fast\"" },
       { { methodConfig = { { name = { {} }, hedgingPolicy = { maxAttempts = 3, nonFatalStatusCodes = { "NOPE" } } } } },
-        "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]: status code name such as \"UNAVAILABLE\" expected, got \"NOPE\"" },
+        "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]: status code name such as \"UNAVAILABLE\" expected, "
+          .. "got \"NOPE\"" },
       { { retryThrottling = { maxTokens = 0, tokenRatio = 0.1 } },
         "retryThrottling.maxTokens: number in (0, 1000] expected" },
       { { retryThrottling = { maxTokens = 1001, tokenRatio = 0.1 } },
@@ -169,7 +173,8 @@ describe("service_config validation", function()
   it("takes maxAttempts above 5 as 5 (gRFC A6)", function()
     local w = world()
     local stub = client(w, pc.inproc(server(w, unavailable)),
-      { methodConfig = { { name = { {} }, retryPolicy = with_retry { maxAttempts = 9 }.methodConfig[2].retryPolicy } } })
+      { methodConfig = { { name = { {} },
+        retryPolicy = with_retry { maxAttempts = 9 }.methodConfig[2].retryPolicy } } })
     local ok, err = pcall(stub.Say, stub, {})
     assert.is_false(ok)
     assert.are.equal(pc.RetryError, getmetatable(err))
@@ -312,12 +317,14 @@ describe("retry throttling", function()
     assert.are.equal(4, err.attempts)
     assert.are.equal(6, stub:throttle_info().tokens)
     ok, err = pcall(stub.Say, stub, {})
+    assert.is_false(ok)
     assert.are.equal(1, err.attempts)
     assert.matches("retries are throttled", err.message, 1, true)
     assert.are.equal(5, stub:throttle_info().tokens)
     assert.is_false(stub:throttle_info().retries_allowed)
     -- another method of the same client shares the bucket
     ok, err = pcall(stub.Shout, stub, {})
+    assert.is_false(ok)
     assert.are.equal(1, err.attempts)
     assert.are.equal(4, stub:throttle_info().tokens)
     -- recovery: each success gives 0.5 back; 3 successes make 5.5 > 5

@@ -354,6 +354,7 @@ describe("pc.client", function()
       .. "no such field", err)
     line = debug.getinfo(1, "l").currentline + 1
     ok, err = pcall(function() stub:Measure({}, { timot = 1 }) end)
+    assert.is_false(ok)
     assert.are.equal("spec/service_spec.lua:" .. line .. ": bad argument #2 to 'Measure' (unknown option "
       .. "'timot')", err)
     assert.has_error(function() stub:Measure({}, { timeout = -1 }) end,
@@ -426,7 +427,8 @@ end)
 
 describe("in-process server streaming", function()
   local function walker(handler, opts)
-    local o = { pool = pool, transport = pc.inproc(pc.server({ ["svc.Router"] = { Walk = handler } }, { pool = pool })) }
+    local o = { pool = pool,
+                transport = pc.inproc(pc.server({ ["svc.Router"] = { Walk = handler } }, { pool = pool })) }
     for k, v in pairs(opts or {}) do o[k] = v end
     return pc.client("svc.Router", o)
   end
@@ -460,7 +462,7 @@ describe("in-process server streaming", function()
         for i = 1, 100 do ctx.send{ x = i } end
       end]]))(function() sent = "closed" end)
     local t = pc.inproc(pc.server({ ["svc.Router"] = { Walk = walk } }, { pool = pool }))
-    for bytes in t:server_stream("/svc.Router/Walk", pc.encode(Route{}), {}) do
+    for bytes in t:server_stream("/svc.Router/Walk", pc.encode(Route{}), {}) do -- luacheck: ignore 512 (breaks early)
       assert.are.equal(1, pc.decode(Point, bytes).x)
       break
     end
@@ -477,13 +479,13 @@ describe("in-process server streaming", function()
         for i = 1, 100 do ctx.send{ x = i } end
       end]]))(function() closed = closed + 1 end)
     local stub = walker(walk)
-    for p in stub:Walk{} do
+    for p in stub:Walk{} do -- luacheck: ignore 512 (breaks early)
       assert.are.equal(1, p.x)
       break
     end
     assert.are.equal(1, closed)
     -- with resume, the attempt open when the loop breaks
-    for p in stub:Walk({}, { resume = function(req) return req end }) do
+    for p in stub:Walk({}, { resume = function(req) return req end }) do -- luacheck: ignore 512 (breaks early)
       assert.are.equal(1, p.x)
       break
     end
@@ -493,7 +495,7 @@ describe("in-process server streaming", function()
     local seen = 0
     local intercepted = pc.client("svc.Router", { pool = pool, transport = t,
       interceptors = { function(call, nxt) seen = seen + 1 return nxt(call) end } })
-    for p in intercepted:Walk{} do
+    for p in intercepted:Walk{} do -- luacheck: ignore 512 (breaks early)
       assert.are.equal(1, p.x)
       break
     end
@@ -612,7 +614,8 @@ describe("in-process client streaming and bidirectional calls", function()
   local function stub_of(handlers, opts)
     opts = opts or {}
     opts.pool = pool
-    return pc.client("svc.Router", { pool = pool, transport = pc.inproc(pc.server({ ["svc.Router"] = handlers }, opts)) })
+    return pc.client("svc.Router",
+      { pool = pool, transport = pc.inproc(pc.server({ ["svc.Router"] = handlers }, opts)) })
   end
   local function record(ctx)
     local sum = 0

@@ -7,7 +7,7 @@ local R = require "runtime"
 local corpus = require "corpus"
 
 local pool = pc.pool()
-local E = pool:enum("te.E", { ZERO = 0, ONE = 1, TWO = 2 })
+pool:enum("te.E", { ZERO = 0, ONE = 1, TWO = 2 })
 local Sub = pool:message("te.Sub", { { "x", "int32", 1 }, { "name", "string", 2 }, { "child", "te.Sub", 3 } })
 local All = pool:message("te.All", {
   { "i32", "int32", 1 }, { "i64", "int64", 2 }, { "u32", "uint32", 3 }, { "u64", "uint64", 4 },
@@ -24,7 +24,7 @@ local All = pool:message("te.All", {
 })
 local P2 = pool:message("te2.P2", { { "a", "int32", 1 }, { "req", "int32", 2, required = true } },
   { syntax = "proto2" })
-local Closed = pool:enum("te2.C", { C_ONE = 1 }, { syntax = "proto2" })
+pool:enum("te2.C", { C_ONE = 1 }, { syntax = "proto2" })
 local P2E = pool:message("te2.P2E", { { "c", "te2.C", 1 } }, { syntax = "proto2" })
 
 -- T{...} itself goes through pc.encode(T, table) for nested tables
@@ -356,7 +356,7 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     }
     extend P { optional int32 ext = 100; }
   ]], { name = "td2.proto" }))
-  local M, Sub, P = dp:type("td.M"), dp:type("td.Sub"), dp:type("td2.P")
+  local M, TdSub, P = dp:type("td.M"), dp:type("td.Sub"), dp:type("td2.P")
 
   -- What the arena path gives: the tables, or nil and the error.
   local function reference(T, bytes, opts)
@@ -406,7 +406,7 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
       big = 3, huge = "h" }
     assert.is_true(check(M, pc.encode(m), "every kind of field"))
     assert.is_true(check(M, "", "empty input"))
-    assert.is_true(check(Sub, pc.encode(Sub { child = { child = { child = {} } } }), "nested"))
+    assert.is_true(check(TdSub, pc.encode(TdSub { child = { child = { child = {} } } }), "nested"))
     -- Implicit defaults on the wire are not set; presence keeps them.
     local zeros = tag(1, 0) .. "\0" .. tag(14, 2) .. "\0" .. tag(11, 5) .. "\0\0\0\0" .. len(18, "")
       .. tag(28, 0) .. "\0" .. tag(25, 0) .. "\0"
@@ -504,7 +504,7 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     end
     for _, depth in ipairs({ 1, 2, 5 }) do
       for n = depth - 1, depth + 1 do
-        check(Sub, nested(n), ("%d levels, max_depth %d"):format(n, depth), { max_depth = depth })
+        check(TdSub, nested(n), ("%d levels, max_depth %d"):format(n, depth), { max_depth = depth })
       end
     end
     -- A map entry is a level, and its message value one more.
@@ -515,14 +515,16 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     end
     for _, depth in ipairs({ 1, 2, 3 }) do
       for n = depth - 2, depth do
-        if n >= 0 then check(Sub, tagged(n), ("a map entry under %d levels, max_depth %d"):format(n, depth), { max_depth = depth }) end
+        if n >= 0 then
+          check(TdSub, tagged(n), ("a map entry under %d levels, max_depth %d"):format(n, depth), { max_depth = depth })
+        end
       end
     end
-    assert.is_nil((pc.decode(Sub, tagged(1), { table = true, max_depth = 1 })))
-    assert.are.same({ child = { tags = { t = 1 } } }, pc.decode(Sub, tagged(1), { table = true, max_depth = 2 }))
-    assert.is_true(check(Sub, nested(99), "99 levels"))
-    check(Sub, nested(100), "100 levels")
-    assert.is_false(check(Sub, nested(101), "101 levels"))
+    assert.is_nil((pc.decode(TdSub, tagged(1), { table = true, max_depth = 1 })))
+    assert.are.same({ child = { tags = { t = 1 } } }, pc.decode(TdSub, tagged(1), { table = true, max_depth = 2 }))
+    assert.is_true(check(TdSub, nested(99), "99 levels"))
+    check(TdSub, nested(100), "100 levels")
+    assert.is_false(check(TdSub, nested(101), "101 levels"))
   end)
 
   -- A map entry is two levels of the depth limit but one of the tables: the
@@ -606,9 +608,20 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
   it("agrees with the decoder on 3000 random and mutated inputs, and takes most valid ones", function()
     math.randomseed(20261201)
     local rnd = math.random
-    local function rstr() local t = {} for i = 1, rnd(0, 6) do t[i] = string.char(rnd(97, 122)) end return table.concat(t) end
-    local function rbytes() local t = {} for i = 1, rnd(0, 6) do t[i] = string.char(rnd(0, 255)) end return table.concat(t) end
-    local function rint() local c = rnd(1, 4) return c == 1 and 0 or c == 2 and rnd(-200, 200) or rnd(-2147483648, 2147483647) end
+    local function rstr()
+      local t = {}
+      for i = 1, rnd(0, 6) do t[i] = string.char(rnd(97, 122)) end
+      return table.concat(t)
+    end
+    local function rbytes()
+      local t = {}
+      for i = 1, rnd(0, 6) do t[i] = string.char(rnd(0, 255)) end
+      return table.concat(t)
+    end
+    local function rint()
+      local c = rnd(1, 4)
+      return c == 1 and 0 or c == 2 and rnd(-200, 200) or rnd(-2147483648, 2147483647)
+    end
     local function rsub(d)
       local s = { x = rnd(2) == 1 and rint() or nil, name = rnd(2) == 1 and rstr() or nil }
       if d < 3 and rnd(3) == 1 then s.child = rsub(d + 1) end
@@ -618,7 +631,9 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     local function rm()
       local t = {}
       if rnd(2) == 1 then t.i32 = rint() end
-      if rnd(2) == 1 then t.i64 = R.int((rnd(2) == 1 and "-" or "") .. rnd(0, 922337203) .. ("%010d"):format(rnd(0, 2147483647))) end
+      if rnd(2) == 1 then
+        t.i64 = R.int((rnd(2) == 1 and "-" or "") .. rnd(0, 922337203) .. ("%010d"):format(rnd(0, 2147483647)))
+      end
       if rnd(2) == 1 then t.u32 = rnd(0, 4294967295) end
       if rnd(2) == 1 then t.u64 = R.uint(rnd(0, 1844674407) .. ("%010d"):format(rnd(0, 2147483647))) end
       if rnd(2) == 1 then t.s32 = rint() end
@@ -671,8 +686,8 @@ describe("pc.decode(T, bytes, {table = true}) straight from the wire", function(
     end
     local valid, taken = 0, 0
     for i = 1, 1500 do
-      local T, m = M, nil
-      if i % 3 == 0 then T, m = P, rp(0) else m = rm() end
+      local T, m
+      if i % 3 == 0 then T, m = P, rp(0) else T, m = M, rm() end
       local ok, b = pcall(pc.encode, m, { partial = true })
       assert(ok, b)
       if check(T, b, "random " .. i, { partial = true }) then taken = taken + 1 end

@@ -21,7 +21,7 @@ describe("pc.to_text", function()
     message R { repeated E e = 1; }
     extend E { optional string note = 10; repeated E kids = 11; optional group G = 12 { optional int32 a = 1; } }
   ]], { name = "tf.proto" }))
-  local E, R = p:type("tf.E"), p:type("tf.R")
+  local E, TfR = p:type("tf.E"), p:type("tf.R")
 
   it("prints extensions as [pkg.ext] among the fields, in number order", function()
     local m = E{ v = 1 }
@@ -41,7 +41,7 @@ describe("pc.to_text", function()
 
   it("takes time linear in the number of sub-messages", function()
     local function time(n)
-      local m = assert(pc.decode(R, string.rep("\10\0", n)))
+      local m = assert(pc.decode(TfR, string.rep("\10\0", n)))
       local t = os.clock()
       local s = pc.to_text(m)
       assert.are.equal(6 * n, #s)
@@ -98,14 +98,13 @@ end)
 
 describe("pc.to_text one_line", function()
   it("prints the message on one line, as python's text_format as_one_line does", function()
-    local pc = require "protocall"
     local p = pc.pool()
     assert(p:load('syntax = "proto3"; package ol; message P { int32 x = 1; string s = 2; }'
       .. ' message R { string name = 1; repeated P points = 2; }', { name = "ol.proto" }))
-    local R = p:type("ol.R")
-    local m = R{ name = "a\nb", points = { { x = 1, s = "q r" }, {} } }
+    local OlR = p:type("ol.R")
+    local m = OlR{ name = "a\nb", points = { { x = 1, s = "q r" }, {} } }
     assert.are.equal('name: "a\\nb" points { x: 1 s: "q r" } points { }', pc.to_text(m, { one_line = true }))
-    assert.are.equal("", pc.to_text(R{}, { one_line = true }))
+    assert.are.equal("", pc.to_text(OlR{}, { one_line = true }))
     -- a deep message prints no indentation it would drop: the text grows linearly
     assert(p:load('syntax = "proto3"; package ol2; message N { N child = 1; int32 v = 2; }', { name = "ol2.proto" }))
     local N = p:type("ol2.N")

@@ -133,8 +133,8 @@ describe("pc.from_text", function()
         local m, err = pc.from_text(T, text)
         -- protoc sees the whole set, so an Any may hold any of its types
         local name = proto:match("^protos/[^/]+/(.*)$")
-        local cmd = string.format("protoc --descriptor_set_in=%s/descriptors/%s.pb --encode=%s %s < %s/payloads/%s 2>&1",
-          corpus.dir, set, mtype, name, corpus.dir, file)
+        local cmd = string.format("protoc --descriptor_set_in=%s/descriptors/%s.pb --encode=%s %s"
+          .. " < %s/payloads/%s 2>&1", corpus.dir, set, mtype, name, corpus.dir, file)
         local want, ok = R.capture(cmd)
         if ok then
           local ref = assert(pc.decode(T, want))
@@ -208,7 +208,8 @@ describe("pc.from_text", function()
           f = assert(io.open(txt, "wb"))
           f:write(ours)
           f:close()
-          local encoded, ok = R.capture(base .. "--encode=" .. tname .. " " .. files[set] .. " < " .. txt .. " 2>/dev/null")
+          local encoded, ok = R.capture(base .. "--encode=" .. tname .. " " .. files[set] .. " < " .. txt
+            .. " 2>/dev/null")
           local again = ok and pc.decode(T, encoded, { partial = true })
           if not again or pc.encode(again, { deterministic = true, partial = true }) ~= want then
             bad[#bad + 1] = tname .. " " .. hx .. ": protoc --encode of to_text differs"
@@ -228,24 +229,24 @@ end)
 
 
 describe("pc.from_text as protoc --encode", function()
-  local pc = require "protocall"
   local p = pc.pool()
   assert(p:load('syntax = "proto3"; package tq; message P { int32 i32 = 1; }'
     .. ' message R { string s = 1; repeated P rc = 2; }', { name = "tq.proto" }))
-  local R = p:type("tq.R")
+  local TqR = p:type("tq.R")
   it("joins a UTF-16 surrogate pair in \\u escapes and takes a message list without ':'", function()
     local text = 's: "\\ud83d\\ude00" rc [{ i32: 1 }, { i32: 2 }]'
-    local m = assert(pc.from_text(R, text))
+    local m = assert(pc.from_text(TqR, text))
     assert.are.equal("\240\159\152\128", m.s)
     assert.are.equal(2, #m.rc)
     local h = io.popen("printf '%s' '" .. text .. "' > /tmp/tq.txt; "
-      .. "printf 'syntax = \"proto3\"; package tq; message P { int32 i32 = 1; } message R { string s = 1; repeated P rc = 2; }' > /tmp/tq.proto; "
+      .. "printf 'syntax = \"proto3\"; package tq; message P { int32 i32 = 1; }"
+      .. " message R { string s = 1; repeated P rc = 2; }' > /tmp/tq.proto; "
       .. "protoc -I /tmp --encode=tq.R /tmp/tq.proto < /tmp/tq.txt")
     local protoc = h:read("a")
     h:close()
     assert.are.equal(protoc, pc.encode(m))
-    assert.is_nil(pc.from_text(R, 's: "\\ud83d"')) -- a lone surrogate stays an error
-    assert.is_nil(pc.from_text(R, 's: "a" rc [1]'))
+    assert.is_nil(pc.from_text(TqR, 's: "\\ud83d"')) -- a lone surrogate stays an error
+    assert.is_nil(pc.from_text(TqR, 's: "a" rc [1]'))
   end)
 
   it("reads an Any's type URL as protoc does: dotted names, one '/', nothing joined", function()

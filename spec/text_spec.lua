@@ -41,7 +41,9 @@ describe("pc.to_text", function()
     assert.has_error(function() pc.to_text({}) end, "bad argument #1 to 'to_text' (message expected, got table)")
   end)
 
-  if not corpus.read("payloads/MANIFEST.tsv") then return it("needs the corpus", function() corpus.skip(pending, "text format differential") end) end
+  if not corpus.read("payloads/MANIFEST.tsv") then
+    return it("needs the corpus", function() corpus.skip(pending, "text format differential") end)
+  end
   local manifest = corpus.read("payloads/MANIFEST.tsv")
 
   local pools = {}

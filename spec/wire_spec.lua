@@ -267,8 +267,8 @@ describe("wire format", function()
     assert.are.equal(bytes, pc.encode(other))
     local top = T "t.Rec" {}
     -- 1001 levels: refused at the assignment (pc.encode would refuse it later)
-    local ok, e = pcall(function() top.child = m end)
-    assert.is_false(ok)
+    local assigned, e = pcall(function() top.child = m end)
+    assert.is_false(assigned)
     assert.matches("t.Rec.child: the message would nest deeper than 1000 levels$", e)
     assert.is_nil(top.child)
     m, err = pc.decode(T "t.Rec", nested(1001), { max_depth = 1000 })
@@ -324,7 +324,8 @@ describe("pc.decode and pc.encode arguments", function()
     assert.are.equal("bad argument #2 to 'decode' (string expected, got nil)", message_of(pc.decode, T "t.Rec", nil))
     assert.are.equal("bad argument #1 to 'decode' (protocall.Type expected, got string)",
       message_of(pc.decode, "t.Rec", ""))
-    assert.are.equal("bad argument #3 to 'decode' (table expected, got number)", message_of(pc.decode, T "t.Rec", "", 1))
+    assert.are.equal("bad argument #3 to 'decode' (table expected, got number)",
+      message_of(pc.decode, T "t.Rec", "", 1))
     assert.are.equal("bad argument #3 to 'decode' (max_depth must be in 1..1000)",
       message_of(pc.decode, T "t.Rec", "", { max_depth = 1.5 }))
     -- a number, not a numeric string (Lua 5.4 would convert "10"; LuaJIT does not)

@@ -1,6 +1,7 @@
 -- protocall under LuaJIT against Lua 5.4 and against lua-protobuf under
 -- LuaJIT, in one run:
---   make build build-luajit && LUA_CPATH='build/luajit/?.so;;' luajit bench/luajit/runtime_bench.lua [--quick] [--callgrind]
+--   make build build-luajit &&
+--     LUA_CPATH='build/luajit/?.so;;' luajit bench/luajit/runtime_bench.lua [--quick] [--callgrind]
 -- (`make bench` runs it). Rows:
 --   * the memory of one {uint32 x = 1; uint32 y = 2; uint32 z = 3}
 --     instance, everything counted: collectgarbage("count") before and
@@ -38,9 +39,9 @@ local pc = require "protocall"
 
 local quick, child, child_otlp, child_struct, callgrind, only, iters = false, false, false, false, false, nil, nil
 local args = arg or {}
-local i = 1
-while args[i] do
-  local a = args[i]
+local argn = 1
+while args[argn] do
+  local a = args[argn]
   if a == "--quick" then
     quick = true
   elseif a == "--child-cycle" then
@@ -52,13 +53,13 @@ while args[i] do
   elseif a == "--callgrind" then -- instructions per op of the otlp_traces rows
     callgrind = true
   elseif a == "--only" or a == "--iters" then -- H.instructions' child: one loop, n times
-    if a == "--only" then only = args[i + 1] else iters = tonumber(args[i + 1]) end
-    i = i + 1
+    if a == "--only" then only = args[argn + 1] else iters = tonumber(args[argn + 1]) end
+    argn = argn + 1
   else
     error("runtime_bench.lua takes --quick and --callgrind (and --child-cycle, --child-otlp, --child-struct,"
       .. " --only NAME --iters N for its own child processes), not " .. a, 0)
   end
-  i = i + 1
+  argn = argn + 1
 end
 
 local Point = pc.message("bench.Point", { { "x", "uint32", 1 }, { "y", "uint32", 2 }, { "z", "uint32", 3 } })
@@ -102,12 +103,13 @@ local parent = not (child_otlp or child_struct or only)
 sh("mkdir -p " .. OUT)
 -- One descriptor set for both libraries: bench.Point, and the OTLP types
 -- when the corpus is there.
-if not parent then -- made by the parent
-elseif have_corpus then
-  sh(("protoc -I bench/codec -I %s --include_imports -o %s/set.pb point.proto "
-      .. "opentelemetry/proto/collector/trace/v1/trace_service.proto"):format(OTEL, OUT))
-else
-  sh(("protoc -I bench/codec -o %s/set.pb point.proto"):format(OUT))
+if parent then -- a child process loads the set its parent made
+  if have_corpus then
+    sh(("protoc -I bench/codec -I %s --include_imports -o %s/set.pb point.proto "
+        .. "opentelemetry/proto/collector/trace/v1/trace_service.proto"):format(OTEL, OUT))
+  else
+    sh(("protoc -I bench/codec -o %s/set.pb point.proto"):format(OUT))
+  end
 end
 local pool = pc.pool()
 assert(pool:load_descriptor_set(read(OUT .. "/set.pb")))
@@ -140,8 +142,8 @@ if have_corpus then
   local BODY = { none = "decode(first, bytes, opts)", walk = "read(plan, decode(first, bytes, opts))",
                  read = "c = c + read(decode(first, bytes, opts))" }
   local function loop_of(how, decode, first, opts)
-    local read = how == "walk" and W.walker(pc.pairs) or W.reader(plan, pc.pairs)
-    return assert(load(LOOP:format(BODY[how]), "=runtime_bench.loop"))(decode, first, bytes, opts, read, plan)
+    local visit = how == "walk" and W.walker(pc.pairs) or W.reader(plan, pc.pairs)
+    return assert(load(LOOP:format(BODY[how]), "=runtime_bench.loop"))(decode, first, bytes, opts, visit, plan)
   end
   local function ours(how) return loop_of(how, pc.decode, T, { table = true }) end
   local function peer(how) return loop_of(how, pb and pb.decode, OTLP_TYPE, nil) end
@@ -203,9 +205,9 @@ local function per_instance(make)
   for i = 1, N do keep[i] = make(i) end
   collectgarbage()
   collectgarbage()
-  local bytes = (collectgarbage("count") - before) * 1024 / N
+  local size = (collectgarbage("count") - before) * 1024 / N
   assert(#keep == N)
-  return bytes
+  return size
 end
 
 local rows = {}

@@ -12,6 +12,7 @@
 #include "base/status.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define PC_GRPC_DEFAULT_MAX_RECEIVE       ((size_t)4 * 1024 * 1024)
 /* Flow-control windows when the options say 0 (bytes), client and server. */

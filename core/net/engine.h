@@ -26,10 +26,7 @@
 
 /* The header list limit advertised (SETTINGS_MAX_HEADER_LIST_SIZE) and
  * enforced per response header block when the options say 0. */
-#define PC_GRPC_DEFAULT_MAX_HEADER_LIST   ((size_t)64 * 1024)
-/* Flow-control windows when the options say 0 (bytes). */
-#define PC_GRPC_DEFAULT_STREAM_WINDOW     ((uint32_t)1024 * 1024)
-#define PC_GRPC_DEFAULT_CONNECTION_WINDOW ((uint32_t)16 * 1024 * 1024)
+#define PC_GRPC_DEFAULT_MAX_HEADER_LIST ((size_t)64 * 1024)
 
 typedef struct pc_GrpcEngine pc_GrpcEngine;
 typedef struct pc_GrpcStream pc_GrpcStream;

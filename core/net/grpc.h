@@ -12,8 +12,12 @@
 #include "base/status.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
-#define PC_GRPC_DEFAULT_MAX_RECEIVE ((size_t)4 * 1024 * 1024)
+#define PC_GRPC_DEFAULT_MAX_RECEIVE       ((size_t)4 * 1024 * 1024)
+/* Flow-control windows when the options say 0 (bytes), client and server. */
+#define PC_GRPC_DEFAULT_STREAM_WINDOW     ((uint32_t)1024 * 1024)
+#define PC_GRPC_DEFAULT_CONNECTION_WINDOW ((uint32_t)16 * 1024 * 1024)
 
 /* One metadata entry. Keys are lowercase; a key ending in "-bin" has a
  * binary value (base64 on the wire, raw bytes here). */

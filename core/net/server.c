@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "net/server.h"
+#include "net/session_internal.h"
 
 #include <nghttp2/nghttp2.h>
 
@@ -14,27 +15,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define OUTPUT_CHUNK ((size_t)64 * 1024)
-
-typedef pc_GrpcBuf Buf;
-
-typedef struct {
-  pc_Alloc *alloc;
-  void *ud;
-} Mem;
-
-typedef struct {
-  pc_GrpcPair *items;
-  size_t count, cap;
-} Pairs;
-
 typedef struct {
   double tokens, last;
   int started;
 } Bucket;
 
 struct pc_GrpcServerCall {
-  Mem m;
+  pc_GrpcMem m;
   pc_GrpcServerConn *c; /* NULL once the connection is gone */
   pc_GrpcServerCall *prev, *next;
   pc_Arena *arena;
@@ -43,19 +30,12 @@ struct pc_GrpcServerCall {
   const char *content_type;
   const char *encoding;
   double timeout, deadline;
-  Pairs md, out_md[2]; /* request metadata; response headers and trailers */
-  size_t block_bytes;
-  int queued;   /* waiting for pc_GrpcServerConn_Accept */
-  int accepted; /* the driver owns it */
-  Buf in;       /* request body: read below 'rpos', whole messages below 'scan' */
-  size_t rpos, scan;
-  size_t unconsumed;
-  char *dbuf; /* the last decompressed message */
-  size_t dcap;
-  Buf out; /* framed response messages, sent below 'out_pos' */
-  size_t out_pos;
-  int deferred;
-  int submitted; /* response headers submitted */
+  pc_GrpcPairs md, out_md[2]; /* request metadata; response headers and trailers */
+  int queued;                 /* waiting for pc_GrpcServerConn_Accept */
+  int accepted;               /* the driver owns it */
+  pc_GrpcInbox in;            /* the request body */
+  pc_GrpcOutbox out;          /* framed response messages */
+  int submitted;              /* response headers submitted */
   int remote_ended, closed, cancelled;
   int finished;        /* Finish ran: the trailers follow the messages */
   int ended;           /* the engine finished it (fail, deadline): its status is queued */
@@ -69,9 +49,7 @@ struct pc_GrpcServerCall {
 };
 
 struct pc_GrpcServerConn {
-  Mem m;
-  nghttp2_session *session;
-  nghttp2_mem mem;
+  pc_GrpcSession h2; /* first: the connection is its block (pc_GrpcSession_New) */
   pc_GrpcServerCall *calls, *last;
   size_t held; /* calls not yet freed */
   size_t max_receive, max_header_list;
@@ -79,64 +57,14 @@ struct pc_GrpcServerConn {
   uint32_t reset_burst, reset_rate, control_burst, control_rate;
   Bucket resets, controls;
   double now;
-  Buf out;
-  size_t out_pos;
-  int dead, goaway;
-  int broken;              /* nghttp2_session_mem_recv failed */
-  char why[PC_ERROR_MAX];  /* what ended the connection */
-  char said[PC_ERROR_MAX]; /* what nghttp2 said last */
+  int goaway;
+  int broken;             /* nghttp2_session_mem_recv failed */
+  char why[PC_ERROR_MAX]; /* what ended the connection */
 };
-
-/* -- memory ------------------------------------------------------------ */
-
-static void *mem(const Mem *m, void *p, size_t osize, size_t nsize) {
-  return m->alloc(m->ud, p, osize, nsize);
-}
-
-static int buf_reserve(const Mem *m, Buf *b, size_t extra) {
-  return pc_GrpcBuf_Reserve(m->alloc, m->ud, b, extra);
-}
-
-static void buf_free(const Mem *m, Buf *b) {
-  pc_GrpcBuf_Free(m->alloc, m->ud, b);
-}
-
-static void *ng_malloc(size_t size, void *ud) {
-  pc_GrpcServerConn *c = ud;
-  return pc_Grpc_BlockRealloc(c->m.alloc, c->m.ud, NULL, size);
-}
-
-static void ng_free(void *ptr, void *ud) {
-  pc_GrpcServerConn *c = ud;
-  if (ptr) pc_Grpc_BlockRealloc(c->m.alloc, c->m.ud, ptr, 0);
-}
-
-static void *ng_calloc(size_t n, size_t size, void *ud) {
-  if (size != 0 && n > SIZE_MAX / size) return NULL;
-  void *p = ng_malloc(n * size, ud);
-  if (p) memset(p, 0, n * size);
-  return p;
-}
-
-static void *ng_realloc(void *ptr, size_t size, void *ud) {
-  pc_GrpcServerConn *c = ud;
-  return pc_Grpc_BlockRealloc(c->m.alloc, c->m.ud, ptr, size);
-}
+_Static_assert(offsetof(pc_GrpcServerConn, h2) == 0,
+               "a connection's block starts with its session");
 
 /* -- helpers --------------------------------------------------------------- */
-
-static nghttp2_nv nv(const char *k, size_t kn, const char *v, size_t vn) {
-  nghttp2_nv x;
-  /* nghttp2 copies the bytes and never writes them (no NO_COPY flag). */
-  memcpy(&x.name, &k, sizeof k);
-  memcpy(&x.value, &v, sizeof v);
-  x.namelen = kn;
-  x.valuelen = vn;
-  x.flags = NGHTTP2_NV_FLAG_NONE;
-  return x;
-}
-
-#define NV(k, v) nv((k), sizeof(k) - 1, (v), strlen(v))
 
 static int take_token(Bucket *b, uint32_t burst, uint32_t rate, double now) {
   if (!b->started) {
@@ -154,11 +82,7 @@ static int take_token(Bucket *b, uint32_t burst, uint32_t rate, double now) {
   return 1;
 }
 
-static void set_why(pc_GrpcServerConn *c, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+static void set_why(pc_GrpcServerConn *c, const char *fmt, ...) PC_GRPC_PRINTF(2, 3);
 
 static void set_why(pc_GrpcServerConn *c, const char *fmt, ...) {
   if (c->why[0]) return;
@@ -171,11 +95,17 @@ static void set_why(pc_GrpcServerConn *c, const char *fmt, ...) {
 /* Ends the connection with GOAWAY ENHANCE_YOUR_CALM. */
 static void calm(pc_GrpcServerConn *c, const char *what) {
   set_why(c, "%s: GOAWAY ENHANCE_YOUR_CALM", what);
-  nghttp2_session_terminate_session(c->session, NGHTTP2_ENHANCE_YOUR_CALM);
+  nghttp2_session_terminate_session(c->h2.session, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 static pc_GrpcServerCall *call_of(nghttp2_session *session, int32_t id) {
   return nghttp2_session_get_stream_user_data(session, id);
+}
+
+/* The session of a call nghttp2 has not closed, NULL once closed or
+ * detached. */
+static nghttp2_session *live(const pc_GrpcServerCall *s) {
+  return s->c && !s->closed ? s->c->h2.session : NULL;
 }
 
 static void unlink_call(pc_GrpcServerCall *s) {
@@ -194,73 +124,21 @@ static void unlink_call(pc_GrpcServerCall *s) {
 
 static void free_call(pc_GrpcServerCall *s) {
   if (s->c) {
-    if (!s->closed) {
-      if (s->unconsumed > 0) nghttp2_session_consume_connection(s->c->session, s->unconsumed);
-      nghttp2_session_set_stream_user_data(s->c->session, s->id, NULL);
-    }
+    if (!s->closed) pc_GrpcInbox_Detach(&s->in, s->c->h2.session, s->id);
     unlink_call(s);
   }
-  Mem m = s->m;
+  pc_GrpcMem m = s->m;
   pc_Arena_Free(s->arena);
-  buf_free(&m, &s->in);
-  buf_free(&m, &s->out);
-  if (s->dbuf) mem(&m, s->dbuf, s->dcap, 0);
-  mem(&m, s, sizeof *s, 0);
-}
-
-static int add_pair(pc_GrpcServerCall *s, Pairs *ps, const char *k, size_t kn, const char *v,
-                    size_t vn, int decode_bin) {
-  if (ps->count == ps->cap) {
-    size_t cap = ps->cap ? ps->cap * 2 : 8;
-    pc_GrpcPair *items = pc_Arena_Malloc(s->arena, cap * sizeof *items);
-    if (items == NULL) return 0;
-    if (ps->count) memcpy(items, ps->items, ps->count * sizeof *items);
-    ps->items = items;
-    ps->cap = cap;
-  }
-  char *key = pc_Arena_StrDup(s->arena, k, kn);
-  if (key == NULL) return 0;
-  char *value = NULL;
-  if (decode_bin && pc_Grpc_IsBinKey(key, kn)) {
-    unsigned char *raw = pc_Arena_Malloc(s->arena, vn / 4 * 3 + 4);
-    if (raw == NULL) return 0;
-    size_t n = pc_Grpc_Base64Decode(v, vn, raw);
-    if (n != (size_t)-1) {
-      raw[n] = '\0';
-      value = (char *)raw;
-      vn = n;
-    }
-  }
-  if (value == NULL) value = pc_Arena_StrDup(s->arena, v, vn);
-  if (value == NULL) return 0;
-  ps->items[ps->count].key = key;
-  ps->items[ps->count].key_len = kn;
-  ps->items[ps->count].value = value;
-  ps->items[ps->count].value_len = vn;
-  ps->count++;
-  return 1;
+  pc_GrpcInbox_Free(&s->in, &m);
+  pc_GrpcOutbox_Free(&s->out, &m);
+  pc_GrpcMem_Alloc(&m, s, sizeof *s, 0);
 }
 
 /* -- responses ------------------------------------------------------------- */
 
-static ssize_t read_response(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
-                             uint32_t *data_flags, nghttp2_data_source *source, void *ud);
-
-/* Appends the response pairs of 'block' (base64 for "-bin" keys). */
-static int push_pairs(pc_GrpcServerCall *s, const Pairs *ps, nghttp2_nv *h, size_t *n) {
-  for (size_t i = 0; i < ps->count; i++) {
-    const pc_GrpcPair *p = &ps->items[i];
-    const char *v = p->value;
-    size_t vn = p->value_len;
-    if (pc_Grpc_IsBinKey(p->key, p->key_len)) {
-      char *b = pc_Arena_Malloc(s->arena, p->value_len / 3 * 4 + 8);
-      if (b == NULL) return 0;
-      vn = pc_Grpc_Base64Encode((const unsigned char *)p->value, p->value_len, b);
-      v = b;
-    }
-    h[(*n)++] = nv(p->key, p->key_len, v, vn);
-  }
-  return 1;
+/* Appends the response pairs 'ps' (base64 for "-bin" keys). */
+static int push_pairs(pc_GrpcServerCall *s, const pc_GrpcPairs *ps, nghttp2_nv *h, size_t *n) {
+  return pc_Grpc_PushPairs(ps->items, ps->count, s->arena, h, n);
 }
 
 /* The status pairs (grpc-status, grpc-message, grpc-status-details-bin). */
@@ -268,18 +146,18 @@ static int push_status(pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
   char *code = pc_Arena_Malloc(s->arena, 8);
   if (code == NULL) return 0;
   snprintf(code, 8, "%d", (int)s->code);
-  h[(*n)++] = NV("grpc-status", code);
+  h[(*n)++] = PC_GRPC_NV("grpc-status", code);
   if (s->message_len > 0) {
     char *m = pc_Arena_Malloc(s->arena, s->message_len * 3 + 1);
     if (m == NULL) return 0;
     size_t mn = pc_Grpc_PercentEncode(s->message, s->message_len, m);
-    h[(*n)++] = nv("grpc-message", 12, m, mn);
+    h[(*n)++] = pc_Grpc_Nv("grpc-message", 12, m, mn);
   }
   if (s->details_len > 0) {
     char *d = pc_Arena_Malloc(s->arena, s->details_len / 3 * 4 + 8);
     if (d == NULL) return 0;
     size_t dn = pc_Grpc_Base64Encode((const unsigned char *)s->details, s->details_len, d);
-    h[(*n)++] = nv("grpc-status-details-bin", 23, d, dn);
+    h[(*n)++] = pc_Grpc_Nv("grpc-status-details-bin", 23, d, dn);
   }
   return 1;
 }
@@ -292,30 +170,25 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only) {
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   if (h == NULL) return 0;
   size_t n = 0;
-  h[n++] = NV(":status", "200");
-  h[n++] = NV("content-type", "application/grpc");
-  h[n++] = NV("grpc-accept-encoding", "identity,gzip");
+  h[n++] = PC_GRPC_NV(":status", "200");
+  h[n++] = PC_GRPC_NV("content-type", "application/grpc");
+  h[n++] = PC_GRPC_NV("grpc-accept-encoding", "identity,gzip");
   if (s->gzip_out) {
-    h[n++] = NV("grpc-encoding", "gzip");
+    h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
     s->gzip_declared = 1;
   }
   if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
   s->submitted = 1;
   if (trailers_only) {
     if (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n)) return 0;
-    return nghttp2_submit_response(c->session, s->id, h, n, NULL) == 0;
+    return nghttp2_submit_response(c->h2.session, s->id, h, n, NULL) == 0;
   }
-  nghttp2_data_provider prd;
-  prd.source.ptr = s;
-  prd.read_callback = read_response;
-  return nghttp2_submit_response(c->session, s->id, h, n, &prd) == 0;
+  nghttp2_data_provider prd = pc_GrpcSession_Body();
+  return nghttp2_submit_response(c->h2.session, s->id, h, n, &prd) == 0;
 }
 
 static void resume(pc_GrpcServerCall *s) {
-  if (s->deferred && s->c && !s->closed) {
-    s->deferred = 0;
-    nghttp2_session_resume_data(s->c->session, s->id);
-  }
+  pc_GrpcOutbox_Resume(&s->out, live(s), s->id);
 }
 
 static void finish(pc_GrpcServerCall *s, pc_Code code, const char *msg, size_t len,
@@ -335,9 +208,9 @@ static void finish(pc_GrpcServerCall *s, pc_Code code, const char *msg, size_t l
       s->details_len = dlen;
     }
   }
-  int ok = s->submitted ? 1 : submit_headers(s, s->out.len == s->out_pos);
+  int ok = s->submitted ? 1 : submit_headers(s, pc_GrpcOutbox_Unsent(&s->out) == 0);
   if (!ok) {
-    nghttp2_submit_rst_stream(s->c->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    nghttp2_submit_rst_stream(s->c->h2.session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
   resume(s);
@@ -345,81 +218,60 @@ static void finish(pc_GrpcServerCall *s, pc_Code code, const char *msg, size_t l
 
 /* A failure the engine found in a request: the call ends with 'code'
  * (the handler sees it cancelled) and the rest of its body is dropped. */
-static void fail(pc_GrpcServerCall *s, pc_Code code, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+static void fail(pc_GrpcServerCall *s, pc_Code code, const char *fmt, ...) PC_GRPC_PRINTF(3, 4);
 
 static void fail(pc_GrpcServerCall *s, pc_Code code, const char *fmt, ...) {
   char text[PC_ERROR_MAX];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(text, sizeof text, fmt, ap);
+  size_t n = pc_Grpc_VFormat(text, sizeof text, fmt, ap);
   va_end(ap);
-  if (n < 0) n = 0;
-  if ((size_t)n >= sizeof text) n = (int)sizeof text - 1;
   s->cancelled = 1;
   s->ended = 1;
-  s->in.len = s->rpos = s->scan = 0;
-  s->out.len = s->out_pos = 0;
-  finish(s, code, text, (size_t)n, NULL, 0);
+  pc_GrpcInbox_Clear(&s->in);
+  pc_GrpcOutbox_Clear(&s->out);
+  finish(s, code, text, n, NULL, 0);
 }
 
-static ssize_t read_response(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
-                             uint32_t *data_flags, nghttp2_data_source *source, void *ud) {
-  (void)source;
+/* The response body: the framed messages, then (once Finish ran) the
+ * trailers end the stream. */
+static ssize_t response_body(void *ud, void *call, uint8_t *buf, size_t length,
+                             uint32_t *data_flags) {
+  pc_GrpcServerCall *s = call;
   (void)ud;
-  pc_GrpcServerCall *s = call_of(session, id);
-  if (s == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  size_t left = s->out.len - s->out_pos;
-  if (left == 0) {
-    if (!s->finished) {
-      s->deferred = 1;
-      return NGHTTP2_ERR_DEFERRED;
-    }
-    *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-    size_t max = 4 + s->out_md[1].count;
-    nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
-    size_t n = 0;
-    if (h == NULL || !push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n) ||
-        nghttp2_submit_trailer(session, id, h, n) != 0)
-      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    return 0;
-  }
-  size_t n = left < length ? left : length;
-  memcpy(buf, s->out.p + s->out_pos, n);
-  s->out_pos += n;
-  if (s->out_pos == s->out.len) s->out.len = s->out_pos = 0;
-  return (ssize_t)n;
+  ssize_t n = pc_GrpcOutbox_Pull(&s->out, buf, length, s->finished, data_flags);
+  if (n != 0 || !(*data_flags & NGHTTP2_DATA_FLAG_EOF)) return n;
+  *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+  size_t max = 4 + s->out_md[1].count;
+  nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
+  size_t k = 0;
+  if (h == NULL || !push_status(s, h, &k) || !push_pairs(s, &s->out_md[1], h, &k) ||
+      nghttp2_submit_trailer(s->c->h2.session, s->id, h, k) != 0)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  return 0;
 }
 
 /* -- requests -------------------------------------------------------------- */
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
   pc_GrpcServerConn *c = ud;
-  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-    pc_GrpcServerCall *s = call_of(session, frame->hd.stream_id);
-    if (s) s->block_bytes = 0;
-    return 0;
-  }
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   if (c->held >= (size_t)c->max_streams * 2) {
     /* The driver still holds as many calls as two full connections. */
     nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
                               NGHTTP2_REFUSED_STREAM);
     return 0;
   }
-  pc_GrpcServerCall *s = mem(&c->m, NULL, 0, sizeof *s);
+  pc_GrpcServerCall *s = pc_GrpcMem_Zalloc(&c->h2.m, sizeof *s);
   if (s == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  memset(s, 0, sizeof *s);
-  s->m = c->m;
+  s->m = c->h2.m;
   s->c = c;
   s->id = frame->hd.stream_id;
   s->timeout = s->deadline = -1;
-  s->arena = pc_Arena_New(c->m.alloc, c->m.ud);
+  s->arena = pc_Arena_New(s->m.alloc, s->m.ud);
   if (s->arena == NULL || nghttp2_session_set_stream_user_data(session, s->id, s) != 0) {
     if (s->arena) pc_Arena_Free(s->arena);
-    mem(&c->m, s, sizeof *s, 0);
+    pc_GrpcMem_Alloc(&s->m, s, sizeof *s, 0);
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
   s->prev = c->last;
@@ -437,15 +289,11 @@ static int is(const uint8_t *p, size_t n, const char *k) {
   return n == kn && memcmp(p, k, kn) == 0;
 }
 
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud) {
-  pc_GrpcServerConn *c = ud;
-  (void)flags;
-  pc_GrpcServerCall *s = call_of(session, frame->hd.stream_id);
-  if (s == NULL || frame->hd.type != NGHTTP2_HEADERS) return 0;
-  s->block_bytes += namelen + valuelen + 32;
-  if (s->block_bytes > c->max_header_list) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, int over) {
+  pc_GrpcServerCall *s = call;
+  (void)ud;
+  if (over) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* client trailers: ignored */
   const char *v = (const char *)value;
   if (is(name, namelen, ":path")) {
@@ -477,7 +325,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     return 0;
   }
   if (is(name, namelen, "te")) return 0;
-  if (!add_pair(s, &s->md, (const char *)name, namelen, v, valuelen, 1))
+  if (!pc_GrpcPairs_Add(&s->md, s->arena, (const char *)name, namelen, v, valuelen, 1))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   return 0;
 }
@@ -489,11 +337,11 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   size_t ctn = ct ? strlen(ct) : 0;
   if (ct == NULL || ctn < 16 || memcmp(ct, "application/grpc", 16) != 0 ||
       (ctn > 16 && ct[16] != '+' && ct[16] != ';')) {
-    nghttp2_nv h[3] = {NV(":status", "415"), NV("content-type", "text/plain"),
-                       NV("grpc-message", "content-type must be application/grpc")};
+    nghttp2_nv h[3] = {PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
+                       PC_GRPC_NV("grpc-message", "content-type must be application/grpc")};
     s->finished = s->cancelled = 1;
     s->submitted = 1;
-    nghttp2_submit_response(c->session, s->id, h, 3, NULL);
+    nghttp2_submit_response(c->h2.session, s->id, h, 3, NULL);
     return;
   }
   if (s->path == NULL) s->path = "";
@@ -506,40 +354,29 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   s->queued = 1;
 }
 
+/* Gives back to flow control what is not held in whole unread messages. */
+static void release_window(pc_GrpcServerCall *s) {
+  pc_GrpcInbox_Release(&s->in, live(s), s->id, !s->cancelled);
+}
+
+/* A request message that could not be read fails the call. */
+static void fail_read(pc_GrpcServerCall *s, pc_GrpcRead r) {
+  char text[PC_ERROR_MAX];
+  pc_Code code =
+      pc_GrpcInbox_Failure(&s->in, r, s->c->max_receive, "request", "the limit", text, sizeof text);
+  fail(s, code, "%s", text);
+}
+
 /* Checks each length prefix and flag as soon as they are here; a request
  * over the limit fails before its body arrives. */
 static void scan_messages(pc_GrpcServerCall *s) {
-  pc_GrpcServerConn *c = s->c;
-  while (!s->cancelled && s->in.len - s->scan >= 5) {
-    const unsigned char *h = (const unsigned char *)s->in.p + s->scan;
-    uint32_t len = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
-    if (h[0] > 1) {
-      fail(s, kPc_Code_Internal, "request message has an invalid flags byte 0x%02x", h[0]);
-      return;
-    }
-    if (h[0] == 1 && (s->encoding == NULL || strcmp(s->encoding, "gzip") != 0)) {
-      fail(s, kPc_Code_Internal, "request message is compressed but grpc-encoding is not gzip");
-      return;
-    }
-    if (len > c->max_receive) {
-      fail(s, kPc_Code_ResourceExhausted,
-           "request message of %lu bytes exceeds the limit of %zu bytes", (unsigned long)len,
-           c->max_receive);
-      return;
-    }
-    if (s->in.len - s->scan - 5 < len) return;
-    s->scan += 5 + (size_t)len;
-  }
-}
-
-/* Gives back to flow control what is not held in whole unread messages. */
-static void release_window(pc_GrpcServerCall *s) {
-  size_t held = s->scan - s->rpos;
-  if (s->cancelled) held = 0;
-  if (s->unconsumed > held && s->c && !s->closed) {
-    nghttp2_session_consume(s->c->session, s->id, s->unconsumed - held);
-    s->unconsumed = held;
-  }
+  int gzip = s->encoding != NULL && strcmp(s->encoding, "gzip") == 0;
+  int whole; /* the driver polls Next: no event */
+  pc_GrpcRead r = pc_GrpcInbox_Scan(&s->in, s->c->max_receive, gzip, &whole);
+  if (r == kPc_GrpcRead_Compressed)
+    fail(s, kPc_Code_Internal, "request message is compressed but grpc-encoding is not gzip");
+  else if (r != kPc_GrpcRead_Ok)
+    fail_read(s, r);
 }
 
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
@@ -551,15 +388,10 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     nghttp2_session_consume(session, id, len);
     return 0;
   }
-  s->unconsumed += len;
-  if (s->rpos > 0 && s->rpos == s->in.len) s->in.len = s->rpos = s->scan = 0;
-  if (!buf_reserve(&s->m, &s->in, len)) {
+  if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len))
     fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
-  } else {
-    memcpy(s->in.p + s->in.len, data, len);
-    s->in.len += len;
+  else
     scan_messages(s);
-  }
   release_window(s);
   return 0;
 }
@@ -587,9 +419,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     request_ready(c, s);
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     s->remote_ended = 1;
-    if (!s->cancelled && s->in.len > s->scan)
+    if (!s->cancelled && pc_GrpcInbox_Partial(&s->in) > 0)
       fail(s, kPc_Code_Internal, "request ended inside a message (%zu bytes left over)",
-           s->in.len - s->scan);
+           pc_GrpcInbox_Partial(&s->in));
   }
   return 0;
 }
@@ -610,22 +442,22 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, 
   pc_GrpcServerCall *s = call_of(session, id);
   if (s == NULL) return 0;
   s->closed = 1;
-  if (s->unconsumed > 0) nghttp2_session_consume_connection(session, s->unconsumed);
-  s->unconsumed = 0;
+  pc_GrpcInbox_Closed(&s->in, session);
   if (!s->finished) s->cancelled = 1;
   nghttp2_session_set_stream_user_data(session, id, NULL);
   if (!s->accepted) free_call(s);
   return 0;
 }
 
-static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len,
-                    void *ud) {
-  pc_GrpcServerConn *c = ud;
-  (void)session;
-  (void)lib_error_code;
-  snprintf(c->said, sizeof c->said, "%.*s", (int)(len > 200 ? 200 : len), msg);
-  return 0;
-}
+/* The server's side of the session. */
+static const pc_GrpcSessionRole server = {.server = 1,
+                                          .begin_headers = on_begin_headers,
+                                          .header = on_header,
+                                          .body = response_body,
+                                          .nghttp2 = {.data_chunk = on_data_chunk,
+                                                      .frame_recv = on_frame_recv,
+                                                      .frame_send = on_frame_send,
+                                                      .stream_close = on_stream_close}};
 
 /* -- connection ------------------------------------------------------------ */
 
@@ -635,7 +467,7 @@ static void cancel_all(pc_GrpcServerConn *c) {
     pc_GrpcServerCall *next = s->next;
     s->cancelled = 1;
     if (!s->accepted) {
-      if (!s->closed) nghttp2_session_set_stream_user_data(c->session, s->id, NULL);
+      if (!s->closed) nghttp2_session_set_stream_user_data(c->h2.session, s->id, NULL);
       s->closed = 1;
       free_call(s);
     }
@@ -644,24 +476,20 @@ static void cancel_all(pc_GrpcServerConn *c) {
 }
 
 static void check_dead(pc_GrpcServerConn *c) {
-  if (c->dead || c->out_pos < c->out.len) return;
+  if (c->h2.dead || pc_GrpcSession_Unsent(&c->h2) > 0) return;
   /* A broken session has nothing left to say once its output is out. */
   if (!c->broken &&
-      (nghttp2_session_want_read(c->session) || nghttp2_session_want_write(c->session)))
+      (nghttp2_session_want_read(c->h2.session) || nghttp2_session_want_write(c->h2.session)))
     return;
-  c->dead = 1;
+  c->h2.dead = 1;
   set_why(c, "the connection ended");
   cancel_all(c);
 }
 
 pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc *alloc, void *ud,
                                          pc_Error *err) {
-  if (alloc == NULL) alloc = pc_DefaultAlloc;
-  pc_GrpcServerConn *c = alloc(ud, NULL, 0, sizeof *c);
-  if (c == NULL) goto oom;
-  memset(c, 0, sizeof *c);
-  c->m.alloc = alloc;
-  c->m.ud = ud;
+  pc_GrpcServerConn *c = pc_GrpcSession_New(&server, alloc, ud, sizeof *c, err);
+  if (c == NULL) return NULL;
   c->max_streams =
       o->max_concurrent_streams ? o->max_concurrent_streams : PC_GRPC_SERVER_DEFAULT_MAX_STREAMS;
   c->max_receive = o->max_receive ? o->max_receive : PC_GRPC_DEFAULT_MAX_RECEIVE;
@@ -671,119 +499,59 @@ pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc
   c->reset_rate = o->reset_rate ? o->reset_rate : PC_GRPC_SERVER_DEFAULT_RESET_RATE;
   c->control_burst = o->control_burst ? o->control_burst : PC_GRPC_SERVER_DEFAULT_CONTROL_BURST;
   c->control_rate = o->control_rate ? o->control_rate : PC_GRPC_SERVER_DEFAULT_CONTROL_RATE;
-  c->mem.mem_user_data = c;
-  c->mem.malloc = ng_malloc;
-  c->mem.free = ng_free;
-  c->mem.calloc = ng_calloc;
-  c->mem.realloc = ng_realloc;
-  nghttp2_session_callbacks *cb;
-  if (nghttp2_session_callbacks_new(&cb) != 0) goto fail;
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-  nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-  nghttp2_session_callbacks_set_error_callback2(cb, on_error);
-  nghttp2_option *opt;
-  if (nghttp2_option_new(&opt) != 0) {
-    nghttp2_session_callbacks_del(cb);
-    goto fail;
-  }
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  /* The buckets above answer with ENHANCE_YOUR_CALM first. */
-  nghttp2_option_set_stream_reset_rate_limit(opt, 1u << 30, 1u << 30);
-  nghttp2_option_set_max_continuations(opt, 16);
-  int r = nghttp2_session_server_new3(&c->session, cb, c, opt, &c->mem);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cb);
-  if (r != 0) {
-    c->session = NULL;
-    goto fail;
-  }
-  uint32_t sw = o->stream_window ? o->stream_window : (uint32_t)1024 * 1024;
-  uint32_t cw = o->connection_window ? o->connection_window : (uint32_t)16 * 1024 * 1024;
-  if (sw > 0x7fffffff) sw = 0x7fffffff;
-  if (cw > 0x7fffffff) cw = 0x7fffffff;
-  size_t hl = c->max_header_list > 0xffffffffu ? 0xffffffffu : c->max_header_list;
-  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->max_streams},
-                                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, sw},
-                                 {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)hl}};
-  if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, 3) != 0) goto fail;
-  if (nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, (int32_t)cw) != 0)
-    goto fail;
-  return c;
-fail:
+  pc_GrpcSessionSettings set = {.max_streams = c->max_streams,
+                                .stream_window = o->stream_window,
+                                .connection_window = o->connection_window,
+                                .max_header_list = c->max_header_list};
+  if (pc_GrpcSession_Start(&c->h2, &set, err)) return c;
   pc_GrpcServerConn_Free(c);
-oom:
-  pc_Error_Set(err, "cannot start an HTTP/2 server session: out of memory");
   return NULL;
 }
 
 void pc_GrpcServerConn_Free(pc_GrpcServerConn *c) {
   if (c == NULL) return;
-  if (c->session) cancel_all(c);
+  if (c->h2.session) cancel_all(c);
   for (pc_GrpcServerCall *s = c->calls; s; s = s->next) {
-    if (!s->closed && c->session) nghttp2_session_set_stream_user_data(c->session, s->id, NULL);
+    if (!s->closed && c->h2.session)
+      nghttp2_session_set_stream_user_data(c->h2.session, s->id, NULL);
     s->closed = 1;
     s->cancelled = 1;
     s->c = NULL;
   }
-  if (c->session) nghttp2_session_del(c->session);
-  buf_free(&c->m, &c->out);
-  mem(&c->m, c, sizeof *c, 0);
+  pc_GrpcSession_Free(&c->h2, sizeof *c);
 }
 
 int pc_GrpcServerConn_Recv(pc_GrpcServerConn *c, const void *data, size_t len, double now) {
-  if (c->dead || c->broken) return 0;
+  if (c->h2.dead || c->broken) return 0;
   c->now = now;
-  ssize_t r = nghttp2_session_mem_recv(c->session, data, len);
-  if (r < 0) {
+  char said[PC_ERROR_MAX];
+  if (!pc_GrpcSession_Recv(&c->h2, data, len, said, sizeof said)) {
     c->broken = 1;
-    set_why(c, "HTTP/2: %s", c->said[0] ? c->said : nghttp2_strerror((int)r));
+    set_why(c, "HTTP/2: %s", said);
     /* nghttp2 queued a GOAWAY for most errors: _Output lets it out. */
     return 0;
   }
   check_dead(c);
-  return !c->dead;
+  return !c->h2.dead;
 }
 
 size_t pc_GrpcServerConn_Output(pc_GrpcServerConn *c, const char **data) {
-  if (c->out_pos == c->out.len && !c->dead) {
-    c->out.len = c->out_pos = 0;
-    while (c->out.len < OUTPUT_CHUNK) {
-      const uint8_t *p;
-      ssize_t n = nghttp2_session_mem_send(c->session, &p);
-      if (n < 0) {
-        set_why(c, "HTTP/2 session failed: %s", nghttp2_strerror((int)n));
-        c->dead = 1;
-        cancel_all(c);
-        break;
-      }
-      if (n == 0) break;
-      if (!buf_reserve(&c->m, &c->out, (size_t)n)) {
-        set_why(c, "out of memory sending");
-        c->dead = 1;
-        cancel_all(c);
-        break;
-      }
-      memcpy(c->out.p + c->out.len, p, (size_t)n);
-      c->out.len += (size_t)n;
-    }
+  char why[PC_ERROR_MAX];
+  if (!pc_GrpcSession_Fill(&c->h2, why, sizeof why)) {
+    set_why(c, "%s", why);
+    cancel_all(c);
   }
-  if (c->out.len == c->out_pos) check_dead(c);
-  *data = c->out.p + c->out_pos;
-  return c->out.len - c->out_pos;
+  if (pc_GrpcSession_Unsent(&c->h2) == 0) check_dead(c);
+  return pc_GrpcSession_Output(&c->h2, data);
 }
 
 void pc_GrpcServerConn_Wrote(pc_GrpcServerConn *c, size_t n) {
-  size_t left = c->out.len - c->out_pos;
-  c->out_pos += n < left ? n : left;
+  pc_GrpcSession_Wrote(&c->h2, n);
   check_dead(c);
 }
 
 int pc_GrpcServerConn_Alive(const pc_GrpcServerConn *c) {
-  return !c->dead;
+  return !c->h2.dead;
 }
 
 const char *pc_GrpcServerConn_Why(const pc_GrpcServerConn *c) {
@@ -791,18 +559,18 @@ const char *pc_GrpcServerConn_Why(const pc_GrpcServerConn *c) {
 }
 
 void pc_GrpcServerConn_Lost(pc_GrpcServerConn *c) {
-  if (c->dead) return;
-  c->dead = 1;
+  if (c->h2.dead) return;
+  c->h2.dead = 1;
   set_why(c, "the connection was lost");
   cancel_all(c);
 }
 
 void pc_GrpcServerConn_Shutdown(pc_GrpcServerConn *c) {
-  if (c->dead || c->goaway) return;
+  if (c->h2.dead || c->goaway) return;
   c->goaway = 1;
-  nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
-                        nghttp2_session_get_last_proc_stream_id(c->session), NGHTTP2_NO_ERROR, NULL,
-                        0);
+  nghttp2_submit_goaway(c->h2.session, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(c->h2.session), NGHTTP2_NO_ERROR,
+                        NULL, 0);
 }
 
 size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c) {
@@ -817,7 +585,7 @@ double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
     if (s->deadline < 0 || s->finished || s->closed) continue;
     if (now >= s->deadline) {
       s->cancelled = s->ended = 1;
-      s->out.len = s->out_pos = 0;
+      pc_GrpcOutbox_Clear(&s->out);
       finish(s, kPc_Code_DeadlineExceeded, "deadline exceeded", 17, NULL, 0);
     } else if (next < 0 || s->deadline < next) {
       next = s->deadline;
@@ -860,50 +628,20 @@ const pc_GrpcPair *pc_GrpcServerCall_Metadata(const pc_GrpcServerCall *s, size_t
 
 int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len) {
   if (s->cancelled || s->c == NULL) return -1;
-  if (s->rpos > 0) {
-    memmove(s->in.p, s->in.p + s->rpos, s->in.len - s->rpos);
-    s->in.len -= s->rpos;
-    s->scan -= s->rpos;
-    s->rpos = 0;
-  }
-  if (s->rpos < s->scan) {
-    const unsigned char *h = (const unsigned char *)s->in.p;
-    size_t n = (size_t)((uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4]);
-    const char *body = s->in.p + 5;
-    s->rpos = 5 + n;
+  pc_GrpcInbox_Drop(&s->in);
+  if (pc_GrpcInbox_Ready(&s->in)) {
+    pc_GrpcRead r =
+        pc_GrpcInbox_Take(&s->in, &s->m, s->c->max_receive, data, len, &s->last_compressed);
     release_window(s);
-    s->last_compressed = h[0] == 1;
-    if (h[0] == 0) {
-      *data = body;
-      *len = n;
-      return 1;
-    }
-    size_t out =
-        pc_Grpc_Gunzip(s->m.alloc, s->m.ud, body, n, s->c->max_receive, &s->dbuf, &s->dcap);
-    if (out == (size_t)-1) {
-      fail(s, kPc_Code_Internal, "request message is not valid gzip");
-      return -1;
-    }
-    if (out == (size_t)-2) {
-      fail(s, kPc_Code_ResourceExhausted,
-           "decompressed request message exceeds the limit of %zu bytes", s->c->max_receive);
-      return -1;
-    }
-    if (out == (size_t)-3) {
-      fail(s, kPc_Code_ResourceExhausted, "out of memory decompressing a request");
-      return -1;
-    }
-    *data = s->dbuf;
-    *len = out;
-    return 1;
+    if (r == kPc_GrpcRead_Ok) return 1;
+    fail_read(s, r);
+    return -1;
   }
   return s->remote_ended || s->closed ? -1 : 0;
 }
 
 void pc_GrpcServerCall_Release(pc_GrpcServerCall *s) {
-  if (s->dbuf) mem(&s->m, s->dbuf, s->dcap, 0);
-  s->dbuf = NULL;
-  s->dcap = 0;
+  pc_GrpcInbox_FreeMessage(&s->in, &s->m);
 }
 
 int pc_GrpcServerCall_Cancelled(const pc_GrpcServerCall *s) {
@@ -917,7 +655,8 @@ int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_G
     pc_Error_Set(err, "%s already sent", trailers ? "trailers" : "headers");
     return 0;
   }
-  if (!add_pair(s, &s->out_md[trailers ? 1 : 0], p->key, p->key_len, p->value, p->value_len, 0)) {
+  if (!pc_GrpcPairs_Add(&s->out_md[trailers ? 1 : 0], s->arena, p->key, p->key_len, p->value,
+                        p->value_len, 0)) {
     pc_Error_Set(err, "out of memory");
     return 0;
   }
@@ -930,8 +669,7 @@ int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
     fail(s, kPc_Code_ResourceExhausted, "out of memory sending response headers");
     return 0;
   }
-  if (s->out_pos > 0 && s->out_pos == s->out.len) s->out.len = s->out_pos = 0;
-  if (!pc_Grpc_FrameMessage(s->m.alloc, s->m.ud, &s->out, msg, len, s->gzip_out)) {
+  if (!pc_GrpcOutbox_Frame(&s->out, &s->m, msg, len, s->gzip_out)) {
     fail(s, kPc_Code_ResourceExhausted, "out of memory framing a response message");
     return 0;
   }
@@ -954,7 +692,7 @@ int pc_GrpcServerCall_SetCompression(pc_GrpcServerCall *s, int gzip) {
 }
 
 size_t pc_GrpcServerCall_Unsent(const pc_GrpcServerCall *s) {
-  return s->out.len - s->out_pos;
+  return pc_GrpcOutbox_Unsent(&s->out);
 }
 
 void pc_GrpcServerCall_Finish(pc_GrpcServerCall *s, pc_Code code, const char *message, size_t len,
@@ -969,7 +707,7 @@ int pc_GrpcServerCall_Done(const pc_GrpcServerCall *s) {
 
 void pc_GrpcServerCall_Free(pc_GrpcServerCall *s) {
   if (s == NULL) return;
-  if (s->c && !s->closed && !s->c->dead && s->finished && (!s->cancelled || s->ended)) {
+  if (s->c && !s->closed && !s->c->h2.dead && s->finished && (!s->cancelled || s->ended)) {
     /* The response is queued (or the status of a call the engine ended):
      * the engine keeps the call until the stream closes (or the connection
      * goes), as it does calls never taken. */
@@ -977,7 +715,7 @@ void pc_GrpcServerCall_Free(pc_GrpcServerCall *s) {
     return;
   }
   if (s->c && !s->closed) {
-    nghttp2_submit_rst_stream(s->c->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+    nghttp2_submit_rst_stream(s->c->h2.session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
   }
   free_call(s);
 }

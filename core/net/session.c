@@ -1,0 +1,487 @@
+/* The nghttp2 plumbing of both engines (see session_internal.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "net/session_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Output gathered from nghttp2 per pc_GrpcSession_Fill, at most. */
+#define OUTPUT_CHUNK ((size_t)64 * 1024)
+
+/* -- memory -------------------------------------------------------------- */
+
+void *pc_GrpcMem_Alloc(const pc_GrpcMem *m, void *p, size_t osize, size_t nsize) {
+  return m->alloc(m->ud, p, osize, nsize);
+}
+
+void *pc_GrpcMem_Zalloc(const pc_GrpcMem *m, size_t n) {
+  void *p = m->alloc(m->ud, NULL, 0, n);
+  if (p) memset(p, 0, n);
+  return p;
+}
+
+/* nghttp2 allocates through the connection's allocator, in blocks that
+ * keep their size (pc_Grpc_BlockRealloc); malloc(0) gives a block, as
+ * libc's does. */
+static void *ng_malloc(size_t size, void *ud) {
+  const pc_GrpcMem *m = ud;
+  return pc_Grpc_BlockRealloc(m->alloc, m->ud, NULL, size ? size : 1);
+}
+
+static void ng_free(void *ptr, void *ud) {
+  const pc_GrpcMem *m = ud;
+  if (ptr) pc_Grpc_BlockRealloc(m->alloc, m->ud, ptr, 0);
+}
+
+static void *ng_calloc(size_t n, size_t size, void *ud) {
+  if (size != 0 && n > SIZE_MAX / size) return NULL;
+  void *p = ng_malloc(n * size, ud);
+  if (p) memset(p, 0, n * size);
+  return p;
+}
+
+static void *ng_realloc(void *ptr, size_t size, void *ud) {
+  const pc_GrpcMem *m = ud;
+  if (ptr == NULL) return ng_malloc(size, ud);
+  return pc_Grpc_BlockRealloc(m->alloc, m->ud, ptr, size);
+}
+
+/* -- the session --------------------------------------------------------- */
+
+/* The callbacks below get the engine as user data; its block starts with
+ * its session. */
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
+  pc_GrpcSession *s = ud;
+  s->block_bytes = 0;
+  return s->role->begin_headers ? s->role->begin_headers(session, frame, ud) : 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *ud) {
+  pc_GrpcSession *s = ud;
+  (void)flags;
+  void *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+  if (stream == NULL || frame->hd.type != NGHTTP2_HEADERS) return 0;
+  s->block_bytes += namelen + valuelen + 32;
+  return s->role->header(ud, stream, frame, name, namelen, value, valuelen,
+                         s->block_bytes > s->max_header_list);
+}
+
+static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len,
+                    void *ud) {
+  pc_GrpcSession *s = ud;
+  (void)session;
+  (void)lib_error_code;
+  if (len >= sizeof s->said) len = sizeof s->said - 1;
+  memcpy(s->said, msg, len);
+  s->said[len] = '\0';
+  return 0;
+}
+
+static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *source, void *ud) {
+  const pc_GrpcSession *s = ud;
+  (void)source;
+  void *stream = nghttp2_session_get_stream_user_data(session, id);
+  if (stream == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  return s->role->body(ud, stream, buf, length, data_flags);
+}
+
+static nghttp2_session_callbacks *new_callbacks(const pc_GrpcSessionCallbacks *c) {
+  nghttp2_session_callbacks *cb;
+  if (nghttp2_session_callbacks_new(&cb) != 0) return NULL;
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+  nghttp2_session_callbacks_set_error_callback2(cb, on_error);
+  if (c->begin_frame) nghttp2_session_callbacks_set_on_begin_frame_callback(cb, c->begin_frame);
+  if (c->data_chunk) nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, c->data_chunk);
+  if (c->frame_recv) nghttp2_session_callbacks_set_on_frame_recv_callback(cb, c->frame_recv);
+  if (c->frame_send) nghttp2_session_callbacks_set_on_frame_send_callback(cb, c->frame_send);
+  if (c->frame_not_sent)
+    nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, c->frame_not_sent);
+  if (c->stream_close) nghttp2_session_callbacks_set_on_stream_close_callback(cb, c->stream_close);
+  return cb;
+}
+
+static void out_of_memory(const pc_GrpcSessionRole *role, pc_Error *err) {
+  pc_Error_Set(err, "cannot start an HTTP/2 %ssession: out of memory",
+               role->server ? "server " : "");
+}
+
+void *pc_GrpcSession_New(const pc_GrpcSessionRole *role, pc_Alloc *alloc, void *ud, size_t size,
+                         pc_Error *err) {
+  pc_GrpcMem m = {alloc ? alloc : pc_DefaultAlloc, ud};
+  pc_GrpcSession *s = pc_GrpcMem_Zalloc(&m, size);
+  if (s == NULL) {
+    out_of_memory(role, err);
+    return NULL;
+  }
+  s->m = m;
+  s->role = role;
+  return s;
+}
+
+void pc_GrpcSession_OutOfMemory(const pc_GrpcSession *s, pc_Error *err) {
+  out_of_memory(s->role, err);
+}
+
+/* The body of pc_GrpcSession_Start but for the error. */
+static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
+  const pc_GrpcSessionRole *role = s->role;
+  s->max_header_list = settings->max_header_list;
+  s->mem.mem_user_data = &s->m;
+  s->mem.malloc = ng_malloc;
+  s->mem.free = ng_free;
+  s->mem.calloc = ng_calloc;
+  s->mem.realloc = ng_realloc;
+  nghttp2_session_callbacks *cb = new_callbacks(&role->nghttp2);
+  if (cb == NULL) return 0;
+  nghttp2_option *opt;
+  if (nghttp2_option_new(&opt) != 0) {
+    nghttp2_session_callbacks_del(cb);
+    return 0;
+  }
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  int r;
+  if (role->server) {
+    /* The engine's token bucket answers with ENHANCE_YOUR_CALM first. */
+    nghttp2_option_set_stream_reset_rate_limit(opt, 1u << 30, 1u << 30);
+    nghttp2_option_set_max_continuations(opt, 16);
+    r = nghttp2_session_server_new3(&s->session, cb, s, opt, &s->mem);
+  } else {
+    nghttp2_option_set_max_reserved_remote_streams(opt, 0);
+    r = nghttp2_session_client_new3(&s->session, cb, s, opt, &s->mem);
+  }
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cb);
+  if (r != 0) {
+    s->session = NULL;
+    return 0;
+  }
+  uint32_t sw = settings->stream_window ? settings->stream_window : PC_GRPC_DEFAULT_STREAM_WINDOW;
+  uint32_t cw =
+      settings->connection_window ? settings->connection_window : PC_GRPC_DEFAULT_CONNECTION_WINDOW;
+  if (sw > 0x7fffffff) sw = 0x7fffffff;
+  if (cw > 0x7fffffff) cw = 0x7fffffff;
+  size_t hl = settings->max_header_list > 0xffffffffu ? 0xffffffffu : settings->max_header_list;
+  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, sw},
+                                 {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)hl}};
+  if (role->server) {
+    iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
+    iv[0].value = settings->max_streams;
+  }
+  if (nghttp2_submit_settings(s->session, NGHTTP2_FLAG_NONE, iv, 3) != 0) return 0;
+  return nghttp2_session_set_local_window_size(s->session, NGHTTP2_FLAG_NONE, 0, (int32_t)cw) == 0;
+}
+
+int pc_GrpcSession_Start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings, pc_Error *err) {
+  if (start(s, settings)) return 1;
+  pc_GrpcSession_OutOfMemory(s, err);
+  return 0;
+}
+
+void pc_GrpcSession_Free(pc_GrpcSession *s, size_t size) {
+  pc_GrpcMem m = s->m;
+  if (s->session) nghttp2_session_del(s->session);
+  pc_GrpcBuf_Free(m.alloc, m.ud, &s->out);
+  pc_GrpcMem_Alloc(&m, s, size, 0);
+}
+
+int pc_GrpcSession_Recv(pc_GrpcSession *s, const void *data, size_t len, char *why, size_t size) {
+  ssize_t r = nghttp2_session_mem_recv(s->session, data, len);
+  if (r >= 0) return 1;
+  snprintf(why, size, "%s", s->said[0] ? s->said : nghttp2_strerror((int)r));
+  return 0;
+}
+
+nghttp2_data_provider pc_GrpcSession_Body(void) {
+  nghttp2_data_provider p;
+  p.source.ptr = NULL;
+  p.read_callback = read_body;
+  return p;
+}
+
+int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
+  if (s->dead || s->out_pos != s->out.len) return 1;
+  s->out.len = s->out_pos = 0;
+  while (s->out.len < OUTPUT_CHUNK) {
+    const uint8_t *p;
+    ssize_t n = nghttp2_session_mem_send(s->session, &p);
+    if (n < 0) {
+      snprintf(why, size, "HTTP/2 session failed: %s", nghttp2_strerror((int)n));
+      s->dead = 1;
+      return 0;
+    }
+    if (n == 0) break;
+    if (!pc_GrpcBuf_Reserve(s->m.alloc, s->m.ud, &s->out, (size_t)n)) {
+      snprintf(why, size, "out of memory sending");
+      s->dead = 1;
+      return 0;
+    }
+    memcpy(s->out.p + s->out.len, p, (size_t)n);
+    s->out.len += (size_t)n;
+  }
+  return 1;
+}
+
+size_t pc_GrpcSession_Output(const pc_GrpcSession *s, const char **data) {
+  *data = s->out.p + s->out_pos;
+  return s->out.len - s->out_pos;
+}
+
+void pc_GrpcSession_Wrote(pc_GrpcSession *s, size_t n) {
+  size_t left = s->out.len - s->out_pos;
+  s->out_pos += n < left ? n : left;
+}
+
+size_t pc_GrpcSession_Unsent(const pc_GrpcSession *s) {
+  return s->out.len - s->out_pos;
+}
+
+/* -- headers ------------------------------------------------------------- */
+
+int pc_GrpcPairs_Add(pc_GrpcPairs *ps, pc_Arena *a, const char *k, size_t kn, const char *v,
+                     size_t vn, int decode_bin) {
+  if (ps->count == ps->cap) {
+    size_t cap = ps->cap ? ps->cap * 2 : 8;
+    pc_GrpcPair *items = pc_Arena_Malloc(a, cap * sizeof *items);
+    if (items == NULL) return 0;
+    if (ps->count) memcpy(items, ps->items, ps->count * sizeof *items);
+    ps->items = items;
+    ps->cap = cap;
+  }
+  char *key = pc_Arena_StrDup(a, k, kn);
+  if (key == NULL) return 0;
+  char *value = NULL;
+  if (decode_bin && pc_Grpc_IsBinKey(key, kn)) {
+    unsigned char *raw = pc_Arena_Malloc(a, vn / 4 * 3 + 4);
+    if (raw == NULL) return 0;
+    size_t n = pc_Grpc_Base64Decode(v, vn, raw);
+    if (n != (size_t)-1) {
+      raw[n] = '\0';
+      value = (char *)raw;
+      vn = n;
+    }
+  }
+  if (value == NULL) value = pc_Arena_StrDup(a, v, vn);
+  if (value == NULL) return 0;
+  ps->items[ps->count].key = key;
+  ps->items[ps->count].key_len = kn;
+  ps->items[ps->count].value = value;
+  ps->items[ps->count].value_len = vn;
+  ps->count++;
+  return 1;
+}
+
+nghttp2_nv pc_Grpc_Nv(const char *k, size_t kn, const char *v, size_t vn) {
+  nghttp2_nv x;
+  /* nghttp2 copies the bytes and never writes them (no NO_COPY flag). */
+  memcpy(&x.name, &k, sizeof k);
+  memcpy(&x.value, &v, sizeof v);
+  x.namelen = kn;
+  x.valuelen = vn;
+  x.flags = NGHTTP2_NV_FLAG_NONE;
+  return x;
+}
+
+int pc_Grpc_PushPairs(const pc_GrpcPair *items, size_t count, pc_Arena *a, nghttp2_nv *h,
+                      size_t *n) {
+  for (size_t i = 0; i < count; i++) {
+    const pc_GrpcPair *p = &items[i];
+    const char *v = p->value;
+    size_t vn = p->value_len;
+    if (pc_Grpc_IsBinKey(p->key, p->key_len)) {
+      char *b = pc_Arena_Malloc(a, p->value_len / 3 * 4 + 8);
+      if (b == NULL) return 0;
+      vn = pc_Grpc_Base64Encode((const unsigned char *)p->value, p->value_len, b);
+      v = b;
+    }
+    h[(*n)++] = pc_Grpc_Nv(p->key, p->key_len, v, vn);
+  }
+  return 1;
+}
+
+/* -- received messages --------------------------------------------------- */
+
+/* The length in a message's 5-byte prefix (after the flags byte). */
+static uint32_t prefix_length(const unsigned char *h) {
+  return (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
+}
+
+int pc_GrpcInbox_Append(pc_GrpcInbox *b, const pc_GrpcMem *m, const uint8_t *data, size_t len) {
+  b->unconsumed += len;
+  if (b->rpos > 0 && b->rpos == b->buf.len) b->buf.len = b->rpos = b->scan = 0;
+  if (!pc_GrpcBuf_Reserve(m->alloc, m->ud, &b->buf, len)) return 0;
+  memcpy(b->buf.p + b->buf.len, data, len);
+  b->buf.len += len;
+  return 1;
+}
+
+pc_GrpcRead pc_GrpcInbox_Scan(pc_GrpcInbox *b, size_t max, int gzip, int *whole) {
+  *whole = 0;
+  while (b->buf.len - b->scan >= 5) {
+    const unsigned char *h = (const unsigned char *)b->buf.p + b->scan;
+    uint32_t len = prefix_length(h);
+    if (h[0] > 1) return kPc_GrpcRead_BadFlags;
+    if (h[0] == 1 && !gzip) return kPc_GrpcRead_Compressed;
+    if (len > max) return kPc_GrpcRead_TooLarge;
+    if (b->buf.len - b->scan - 5 < len) break;
+    b->scan += 5 + (size_t)len;
+    (*whole)++;
+  }
+  return kPc_GrpcRead_Ok;
+}
+
+int pc_GrpcInbox_Ready(const pc_GrpcInbox *b) {
+  return b->rpos < b->scan;
+}
+
+pc_GrpcRead pc_GrpcInbox_Take(pc_GrpcInbox *b, const pc_GrpcMem *m, size_t max, const char **data,
+                              size_t *len, int *compressed) {
+  const unsigned char *h = (const unsigned char *)b->buf.p + b->rpos;
+  size_t n = prefix_length(h);
+  const char *body = b->buf.p + b->rpos + 5;
+  b->rpos += 5 + n;
+  *compressed = h[0] == 1;
+  if (h[0] == 0) {
+    *data = body;
+    *len = n;
+    return kPc_GrpcRead_Ok;
+  }
+  size_t out = pc_Grpc_Gunzip(m->alloc, m->ud, body, n, max, &b->dbuf, &b->dcap);
+  if (out == (size_t)-1) return kPc_GrpcRead_NotGzip;
+  if (out == (size_t)-2) return kPc_GrpcRead_Inflated;
+  if (out == (size_t)-3) return kPc_GrpcRead_NoMemory;
+  *data = b->dbuf;
+  *len = out;
+  return kPc_GrpcRead_Ok;
+}
+
+void pc_GrpcInbox_Drop(pc_GrpcInbox *b) {
+  if (b->rpos == 0) return;
+  memmove(b->buf.p, b->buf.p + b->rpos, b->buf.len - b->rpos);
+  b->buf.len -= b->rpos;
+  b->scan -= b->rpos;
+  b->rpos = 0;
+}
+
+void pc_GrpcInbox_Clear(pc_GrpcInbox *b) {
+  b->buf.len = b->rpos = b->scan = 0;
+}
+
+size_t pc_GrpcInbox_Partial(const pc_GrpcInbox *b) {
+  return b->buf.len - b->scan;
+}
+
+pc_Code pc_GrpcInbox_Failure(const pc_GrpcInbox *b, pc_GrpcRead r, size_t max, const char *what,
+                             const char *limit, char *text, size_t size) {
+  const unsigned char *h;
+  switch (r) {
+  case kPc_GrpcRead_BadFlags:
+    h = (const unsigned char *)b->buf.p + b->scan;
+    snprintf(text, size, "%s message has an invalid flags byte 0x%02x", what, h[0]);
+    return kPc_Code_Internal;
+  case kPc_GrpcRead_TooLarge:
+    h = (const unsigned char *)b->buf.p + b->scan;
+    snprintf(text, size, "%s message of %lu bytes exceeds %s of %zu bytes", what,
+             (unsigned long)prefix_length(h), limit, max);
+    return kPc_Code_ResourceExhausted;
+  case kPc_GrpcRead_NotGzip:
+    snprintf(text, size, "%s message is not valid gzip", what);
+    return kPc_Code_Internal;
+  case kPc_GrpcRead_Inflated:
+    snprintf(text, size, "decompressed %s message exceeds %s of %zu bytes", what, limit, max);
+    return kPc_Code_ResourceExhausted;
+  case kPc_GrpcRead_NoMemory:
+    snprintf(text, size, "out of memory decompressing a %s", what);
+    return kPc_Code_ResourceExhausted;
+  default: snprintf(text, size, "%s message could not be read", what); return kPc_Code_Internal;
+  }
+}
+
+void pc_GrpcInbox_Release(pc_GrpcInbox *b, nghttp2_session *session, int32_t id, int keep) {
+  size_t held = keep ? b->scan - b->rpos : 0;
+  if (b->unconsumed > held && session) {
+    nghttp2_session_consume(session, id, b->unconsumed - held);
+    b->unconsumed = held;
+  }
+}
+
+void pc_GrpcInbox_Closed(pc_GrpcInbox *b, nghttp2_session *session) {
+  if (b->unconsumed > 0) nghttp2_session_consume_connection(session, b->unconsumed);
+  b->unconsumed = 0;
+}
+
+void pc_GrpcInbox_Detach(pc_GrpcInbox *b, nghttp2_session *session, int32_t id) {
+  pc_GrpcInbox_Closed(b, session);
+  nghttp2_session_set_stream_user_data(session, id, NULL);
+}
+
+void pc_GrpcInbox_FreeMessage(pc_GrpcInbox *b, const pc_GrpcMem *m) {
+  if (b->dbuf) m->alloc(m->ud, b->dbuf, b->dcap, 0);
+  b->dbuf = NULL;
+  b->dcap = 0;
+}
+
+void pc_GrpcInbox_Free(pc_GrpcInbox *b, const pc_GrpcMem *m) {
+  pc_GrpcBuf_Free(m->alloc, m->ud, &b->buf);
+  pc_GrpcInbox_FreeMessage(b, m);
+}
+
+/* -- messages to send ---------------------------------------------------- */
+
+int pc_GrpcOutbox_Frame(pc_GrpcOutbox *o, const pc_GrpcMem *m, const void *msg, size_t len,
+                        int gzip) {
+  if (o->pos > 0 && o->pos == o->buf.len) o->buf.len = o->pos = 0;
+  return pc_Grpc_FrameMessage(m->alloc, m->ud, &o->buf, msg, len, gzip);
+}
+
+size_t pc_GrpcOutbox_Unsent(const pc_GrpcOutbox *o) {
+  return o->buf.len - o->pos;
+}
+
+ssize_t pc_GrpcOutbox_Pull(pc_GrpcOutbox *o, uint8_t *buf, size_t length, int last,
+                           uint32_t *data_flags) {
+  size_t left = o->buf.len - o->pos;
+  if (left == 0) {
+    if (!last) {
+      o->deferred = 1;
+      return NGHTTP2_ERR_DEFERRED;
+    }
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return 0;
+  }
+  size_t n = left < length ? left : length;
+  memcpy(buf, o->buf.p + o->pos, n);
+  o->pos += n;
+  if (o->pos == o->buf.len) o->buf.len = o->pos = 0;
+  return (ssize_t)n;
+}
+
+void pc_GrpcOutbox_Resume(pc_GrpcOutbox *o, nghttp2_session *session, int32_t id) {
+  if (o->deferred && session) {
+    o->deferred = 0;
+    nghttp2_session_resume_data(session, id);
+  }
+}
+
+void pc_GrpcOutbox_Clear(pc_GrpcOutbox *o) {
+  o->buf.len = o->pos = 0;
+}
+
+void pc_GrpcOutbox_Free(pc_GrpcOutbox *o, const pc_GrpcMem *m) {
+  pc_GrpcBuf_Free(m->alloc, m->ud, &o->buf);
+}
+
+/* -- text ---------------------------------------------------------------- */
+
+size_t pc_Grpc_VFormat(char *text, size_t size, const char *fmt, va_list ap) {
+  int n = vsnprintf(text, size, fmt, ap);
+  if (n < 0) n = 0;
+  if ((size_t)n >= size) n = (int)size - 1;
+  return (size_t)n;
+}

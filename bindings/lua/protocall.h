@@ -27,6 +27,11 @@
 #ifndef PROTOCALL_H
 #define PROTOCALL_H
 
+/* C linkage for C++ hosts, lua.h's declarations included (lua.hpp's way). */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include <lua.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -604,5 +609,9 @@ PROTOCALL_API int protocall_step(lua_State *L, double seconds);
  * (lua_pcall, or a lua_CFunction the host runs protected): an error
  * outside one ends the process through Lua's panic handler. */
 PROTOCALL_API int protocall_pollfds(lua_State *L, struct pollfd *fds, int max, double *timeout);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

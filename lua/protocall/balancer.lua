@@ -1,4 +1,4 @@
---- Several backends behind one pc.grpc target (README "Load balancing"):
+--- Several backends behind one pc.grpc target (doc/guide.md "Load balancing"):
 -- one transport per backend (lua/protocall/net.lua, one connection each)
 -- and a policy choosing one per call.
 --

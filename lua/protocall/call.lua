@@ -1,4 +1,4 @@
---- Call policies and the cached callable (README "Calls";
+--- Call policies and the cached callable (doc/guide.md "Calls";
 -- the design in core/call/README.md).
 --
 -- Adds pc.Error, pc.RetryError, pc.DEFAULT, pc.if_status,

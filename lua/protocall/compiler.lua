@@ -1,4 +1,4 @@
---- Loading `.proto` source (README "Schemas"): pc.load, pc.load_file and
+--- Loading `.proto` source (doc/guide.md "Schemas"): pc.load, pc.load_file and
 -- their pool methods, plus service reflection (pool:service). Parsing and
 -- resolving are in C (core/compiler/load.h through bindings/lua/lpc_compiler.c).
 local M = {}

@@ -1,4 +1,4 @@
---- FFI struct messages (README "LuaJIT"): under LuaJIT, `P = pc.ffi(T)`
+--- FFI struct messages (doc/luajit.md): under LuaJIT, `P = pc.ffi(T)`
 -- is an FFI struct type laid out as the body of T's messages (the core's
 -- layout, bindings/lua/lpc_ffi.c), with `ffi.metatype` accessors the JIT
 -- compiles to loads and stores. `P{...}` makes one (28 B for three
@@ -16,11 +16,11 @@ local format, concat = string.format, table.concat
 
 function M.install(pc, core)
   if not compat.luajit then
-    --- P = pc.ffi(T): LuaJIT only; under Lua 5.4 raises.
+    -- P = pc.ffi(T): LuaJIT only; under Lua 5.4 raises.
     function pc.ffi()
       error("pc.ffi needs LuaJIT's FFI (this is " .. _VERSION .. "; use the message type)", 2)
     end
-    --- m = pc.to_message(p): LuaJIT only (there are no structs to convert).
+    -- m = pc.to_message(p): LuaJIT only (there are no structs to convert).
     function pc.to_message()
       error("pc.to_message takes pc.ffi structs, which need LuaJIT's FFI (this is " .. _VERSION .. ")", 2)
     end

@@ -1,5 +1,5 @@
 --- gRPC's health service, grpc.health.v1.Health (grpc/health/v1/health.proto,
--- built in: core/schema/wkt.c), as an ordinary handler table (README "Health
+-- built in: core/schema/wkt.c), as an ordinary handler table (doc/guide.md "Health
 -- and reflection"): pc.health() and pc.server's `health` option.
 local M = {}
 

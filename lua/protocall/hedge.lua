@@ -1,7 +1,7 @@
 --- Hedging (gRFC A6 "Hedging Policy"): several attempts of one call in
 -- flight at once, the first response winning. pc.client
 -- (lua/protocall/service.lua) hedges the methods whose service config
--- entry has a hedgingPolicy (README "Service config").
+-- entry has a hedgingPolicy (doc/guide.md "Service config").
 --
 -- The first attempt goes out at once, another every `delay` seconds while
 -- none has answered, up to `max_attempts`. The first success commits: the

@@ -1,4 +1,4 @@
---- Host transports (protocall.h, README "C hosts"): the Lua side of
+--- Host transports (protocall.h, doc/c-hosts.md): the Lua side of
 -- protocall_pushtransport and protocall_pushhosttransport. The host's C
 -- functions do the calls (core.host_unary, core.host_start / host_send /
 -- host_close_send / host_recv / host_finish run them); this file gives them

@@ -1,15 +1,18 @@
 --- protocall: protobuf messages and RPC call policies for Lua.
 -- `require "protocall"` returns this table. The C part is `protocall.core`;
 -- each concern is a file under lua/protocall/ whose `install(M, core)` adds
--- its public names to this table (the README's "Reference" is the contract).
+-- its public names to this table (doc/reference.md gathers their doc
+-- comments). Times are seconds (Lua numbers, fractions allowed) and sizes
+-- bytes; loading and decoding return nil, err on bad input (it is expected
+-- there), everything else raises on misuse.
 local core = require "protocall.core"
 
 local M = {}
 
---- The library's version string ("0.1.0").
+--- pc.VERSION: the library's version string ("0.1.0").
 M.VERSION = core.VERSION
 
---- Canonical gRPC status codes by name and by number
+--- pc.codes: canonical gRPC status codes by name and by number
 -- (grpc/grpc doc/statuscodes.md): `pc.codes.UNAVAILABLE == 14`,
 -- `pc.codes[14] == "UNAVAILABLE"`.
 M.codes = {}

@@ -1,5 +1,5 @@
---- Serving gRPC over HTTP/2: `pc.listen(server, address, opts)` (README
--- "Serving"). The C side (core/net/listener.h, server.h) accepts
+--- Serving gRPC over HTTP/2: `pc.listen(server, address, opts)`
+-- (doc/guide.md "Serving"). The C side (core/net/listener.h, server.h) accepts
 -- connections, runs HTTP/2 and gRPC framing and enforces the limits; this
 -- file runs each call's handler as a task of the pc.spawn / pc.run
 -- scheduler (lua/protocall/net.lua), with the same `pc.server{...}`

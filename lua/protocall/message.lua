@@ -1,4 +1,4 @@
---- Messages and Lua declarations (README "Schemas" and "Messages").
+--- Messages and Lua declarations (doc/guide.md "Schemas" and "Messages").
 -- The work is in C (bindings/lua/lpc_schema.c, lpc_message.c,
 -- lpc_table.c); this file names it in the module and adds `tostring(m)`,
 -- which only formats.
@@ -33,29 +33,55 @@ function M.install(pc, core)
   pc.set_default_pool = set_default_pool
   set_default_pool(first)
 
-  --- T = pc.message(full_name, fields [, {syntax = "proto2"}]): declares a
-  -- message type (one synthetic file "lua:<full_name>"); raises on a bad
-  -- declaration, naming the type and field.
+  --- T = pc.message(full_name, fields [, {syntax = "proto2", extensions =
+  -- {{100, 199}, ...}}]): declares a message type (one synthetic file
+  -- "lua:<full_name>"). Each field is {name, type, number} plus options
+  -- `repeated = true`, `optional = true` (explicit presence), `oneof =
+  -- "name"`, `packed =`, `json_name =`, `default =` and `required = true`
+  -- (proto2); its type is a scalar keyword ("int32", "string", ...),
+  -- "map<K,V>" or a message or enum's full name. Raises on a bad
+  -- declaration or an unknown option, naming the type and field.
   --- Enum = pc.enum(full_name, {NAME = number, ...} [, {syntax = "proto2"}]):
-  -- a table mapping names to numbers and numbers to names.
+  -- a table mapping names to numbers and numbers to names; proto2 enums are
+  -- closed and need no 0 value.
   --- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...}):
-  -- declares proto2 extensions of a message declared with
-  -- {syntax = "proto2", extensions = {{from, to}, ...}}; reach them with
-  -- pc.get_extension / pc.set_extension.
+  -- declares proto2 extensions (full names of one package) of a message
+  -- declared with {syntax = "proto2", extensions = {{from, to}, ...}};
+  -- reach them with pc.get_extension / pc.set_extension.
   --- pc.type(full_name) -> Type, Enum or nil.
   --- pc.fields(T) -> list of {name, number, type, type_name, label, oneof,
   -- json_name, packed, has_presence, default} in declaration order.
   --- pc.pool() -> a new independent Pool (methods: message, enum, type,
-  -- fields, freeze, is_frozen, and what other modules add).
+  -- fields, freeze, is_frozen, and what other modules add); pool:freeze()
+  -- refuses further loads and declarations.
   function pc.pool() return core.pool_new() end
 
+  --- present = pc.has(m, name): whether the field `name` (one with
+  -- presence) or a member of the oneof `name` is set. Raises "bad argument
+  -- #2 to 'has' (demo.M.a has no presence)" for a repeated, map or proto3
+  -- implicit-presence field, as Python's HasField refuses them.
   pc.has = core.has
+  --- pc.clear(m [, name]): clears the field `name`, every member of the
+  -- oneof `name`, or, without `name`, every field.
   pc.clear = core.clear
+  --- name = pc.which_oneof(m, oneof): the name of the oneof's member that
+  -- is set, nil when none is. Raises on a name that is no oneof of m's type.
   pc.which_oneof = core.which_oneof
+  --- T = pc.type_of(m): the message type of m; nil for a value that is not
+  -- a message.
   pc.type_of = core.type_of
+  --- copy = pc.clone(m): a deep copy sharing nothing with m.
   pc.clone = core.clone
+  --- pc.merge(dst, src): merges src into dst as protobuf merges (set
+  -- scalars and strings replace, messages merge, repeated fields append,
+  -- map entries replace by key, unknown fields append); src must be of
+  -- dst's type. Nothing of src is shared.
   pc.merge = core.merge
+  --- v = pc.get_extension(m, "pkg.name"): the extension's value (its
+  -- default when unset; a container for a repeated one).
   pc.get_extension = core.get_extension
+  --- pc.set_extension(m, "pkg.name", v): sets the extension, with the
+  -- checks of a field write; nil clears it.
   pc.set_extension = core.set_extension
 
   local fields_of = setmetatable({}, { __mode = "k" })

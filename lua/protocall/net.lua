@@ -482,7 +482,8 @@ function Transport:stream(path, settings)
   return setmetatable({ channel = self.channel, call = call, path = path }, Call)
 end
 
---- Closes the connection (calls still being read keep it until they end).
+--- `transport:close()`: closes the connection (calls still being read keep
+-- it until they end).
 function Transport:close()
   local dc = driven[self.channel]
   self.channel:close()
@@ -907,7 +908,7 @@ function M.install(pc, core)
   end
 
   --- `n = pc.step([seconds])`: one step of the pc.run loop, for a host
-  -- that runs its own event loop (README "Serving"): runs the tasks that
+  -- that runs its own event loop (doc/guide.md "Serving"): runs the tasks that
   -- are ready, then one round of I/O over the channels and listeners the
   -- others wait on (sending, accepting, reading, deadlines), waiting at
   -- most `seconds` for a socket (default 0: not at all; less when a
@@ -963,7 +964,7 @@ function M.install(pc, core)
   sleep_hook = sleep
 
   -- The backends of `target` as {host=, port=, tls=} places, and for a
-  -- dns:/// target the name it resolves again (README "Load balancing").
+  -- dns:/// target the name it resolves again (doc/guide.md "Load balancing").
   local function places_of(target)
     local show = type(target) == "string" and target:gsub("%c", "?") or "{...}"
     local function bad(problem) error("pc.grpc: target '" .. show .. "': " .. problem, 3) end
@@ -1020,8 +1021,8 @@ function M.install(pc, core)
   -- "127.0.0.1:5002"}), "ipv4:127.0.0.1:5001,127.0.0.1:5002" (or ipv6:
   -- with "[::1]:5001"), or a dns:/// name resolving to several addresses
   -- (one connection each, the name as :authority; resolved again when every
-  -- backend has failed); `load_balancing` picks among them (README "Load
-  -- balancing", lua/protocall/balancer.lua).
+  -- backend has failed); `load_balancing` picks among them (doc/guide.md
+  -- "Load balancing", lua/protocall/balancer.lua).
   -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
   -- `key_file` (PEM client certificate and key, mutual TLS),
   -- `server_name` (the name TLS verifies and sends, and :authority;

@@ -2,7 +2,7 @@
 -- v1alpha twin (grpc/reflection/v1*/reflection.proto, built in:
 -- core/schema/wkt.c), answered from the server's pool, and the built-in
 -- services pc.server adds for its `health` and `reflection` options
--- (README "Health and reflection").
+-- (doc/guide.md "Health and reflection").
 local M = {}
 
 local type, error, pairs, ipairs, tostring = type, error, pairs, ipairs, tostring

@@ -1,4 +1,4 @@
---- Services (README "Services"): pc.server, pc.inproc and pc.client.
+--- Services (doc/guide.md "Services"): pc.server, pc.inproc and pc.client.
 --
 -- A transport moves bytes, one operation per call shape:
 --   transport:unary(path, request_bytes, settings) -> response_bytes
@@ -141,11 +141,11 @@ function M.install(pc, core)
   -- (a unary handler's response, a streaming one's returned list or nil);
   -- returning without next short-circuits with that response, raising fails
   -- the call; after next, call.status ("OK" or the code), call.elapsed and
-  -- on failure call.error are set (README "Interceptors"); a client-streaming
+  -- on failure call.error are set (doc/guide.md "Interceptors"); a client-streaming
   -- or bidirectional call has no `request`. `health = true | pc.health()`
   -- and `reflection = true` add the built-in grpc.health.v1.Health and
-  -- grpc.reflection.v1 / v1alpha ServerReflection services (README "Health
-  -- and reflection").
+  -- grpc.reflection.v1 / v1alpha ServerReflection services (doc/guide.md
+  -- "Health and reflection").
   function pc.server(services, opts)
     if type(services) ~= "table" then
       error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)
@@ -1006,8 +1006,9 @@ function M.install(pc, core)
     return ok and type(m) == "table" and m or nil
   end
 
-  --- The second value of a server-streaming stub call made
-  -- `{with_metadata = true}`: `call:headers()` -> the response headers
+  --- iterator, call = stub:StreamMethod(request, {with_metadata = true}):
+  -- a server-streaming stub call's second value. `call:headers()` -> the
+  -- response headers
   -- ({key, value} pairs; those received so far while the stream runs),
   -- `call:trailers()` -> the trailers once the stream has ended ({} before).
   -- Both are the last attempt's (a retried or resumed stream's latest) and
@@ -1250,9 +1251,13 @@ function M.install(pc, core)
   --   for response in stub:StreamMethod(request [, {resume=, ...}]) do ... end
   --   stub.Method:cache_info() -> {hits=, misses=, size=, capacity=} of its plan cache
   --   stub:throttle_info() -> the retry bucket's {tokens=, ...} (pc.Throttle:info), or nil
-  -- `request` is a message of the input type or a plain table of it.
+  -- `request` is a message of the input type or a plain table of it. Per
+  -- call, `with_metadata = true` makes a unary method return `response,
+  -- {headers =, trailers =}` (the successful attempt's {key, value} lists,
+  -- as python grpc's with_call; empty over pc.inproc) and a server-streaming
+  -- one `iterator, call` (see stub:StreamMethod).
   -- `service_config` is gRPC's service config as a Lua table or JSON text
-  -- (README "Service config"): each method takes its methodConfig entry's retry and
+  -- (doc/guide.md "Service config"): each method takes its methodConfig entry's retry and
   -- timeout unless `methods.Name` sets them (the client's own retry and
   -- timeout apply to methods no entry names); `retryThrottling` makes one
   -- pc.Throttle per transport and numbers, shared by every client over that
@@ -1260,7 +1265,7 @@ function M.install(pc, core)
   -- last_response) -> next_request` lets a server stream that failed after
   -- a response retry with the request it returns (nil ends the stream), the
   -- caller's loop seeing one stream. `interceptors` lists fn(call, next)
-  -- run once per call, or {per_attempt = fn} once per attempt (README
+  -- run once per call, or {per_attempt = fn} once per attempt (doc/guide.md
   -- "Interceptors"). Client-streaming and bidirectional methods return a call
   -- object:
   --   local call = stub:ClientStreamOrBidiMethod([opts]); call:send(request) ...

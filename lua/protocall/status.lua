@@ -1,4 +1,4 @@
---- Rich error status (README "Calls"): gRPC's `grpc-status-details-bin`
+--- Rich error status (doc/guide.md "Calls"): gRPC's `grpc-status-details-bin`
 -- trailer, a serialized google.rpc.Status whose `details` are
 -- google.protobuf.Any messages (google/rpc/status.proto and
 -- google/rpc/error_details.proto are built in, core/schema/wkt.h).

@@ -320,7 +320,7 @@ local function split_signature(lines, subject)
     head[#head + 1] = l
     local _, d = scan(l, function() end, depth)
     depth = d
-    if depth == 0 and not l:match("[,/]%s*$") then break end
+    if depth == 0 and not l:match("[,/]%s*$") and not l:match("%sdo%s*$") then break end
   end
   local h = table.concat(head, " "):gsub("%s+", " ")
   local rest = {}
@@ -344,6 +344,8 @@ local function split_signature(lines, subject)
       if not nstop then break end
       stop = nstop
     end
+    local loop = h:match("^%s*do .- end", stop + 1) -- for ... in f(...) do ... end
+    if loop then stop = stop + #loop end
     sig, tail, punct = h:sub(1, stop), h:sub(stop + 1), ""
   end
   tail = tail:gsub("^%s+", "")

@@ -7,7 +7,8 @@
 --   ```lua run=NAME      blocks of one NAME run as one script, in order
 --   ```lua run luajit    run by `luajit` with the LuaJIT build's module
 --   ```sh run            sh -e from the repository root, build/release on PATH
---   ```LANG file=NAME    written to NAME before the document's blocks run
+--   ```LANG file=NAME    written to NAME before each of the document's
+--                        runnable blocks runs (after the substitutions below)
 --   ```output            what the runnable block before it prints (stdout
 --                        and stderr), compared exactly
 -- Each document runs in a scratch folder that links every entry of the
@@ -179,14 +180,17 @@ local function substitute(text, ports)
               :gsub("127%.0%.0%.1:8080", "127.0.0.1:" .. ports.free))
 end
 
-local function run_unit(dir, u)
+local function run_unit(dir, u, files)
   local text = {}
   for _, b in ipairs(u.blocks) do text[#text + 1] = b.text end
   text = table.concat(text, "\n")
   local ports = { free = free_port() }
   write(dir .. "/.doc-start", "")
-  if text:find("127.0.0.1:50051", 1, true) then ports.server = start_server(dir) end
+  local uses = text
+  for _, b in ipairs(files) do uses = uses .. b.text end
+  if uses:find("127.0.0.1:50051", 1, true) then ports.server = start_server(dir) end
   local ok, out, code = pcall(function()
+    for _, b in ipairs(files) do write(dir .. "/" .. b.attrs.file, substitute(b.text, ports)) end
     local body = substitute(text, ports)
     if u.kind == "sh" then
       write(dir .. "/.doc-block.sh", body)
@@ -288,10 +292,7 @@ for _, doc in ipairs(documents()) do
   if #units > 0 then
     describe(doc .. ", runnable blocks", function()
       local dir
-      setup(function()
-        dir = scratch()
-        for _, b in ipairs(files) do write(dir .. "/" .. b.attrs.file, b.text) end
-      end)
+      setup(function() dir = scratch() end)
       teardown(function()
         if dir then
           stop_all(dir)
@@ -306,7 +307,7 @@ for _, doc in ipairs(documents()) do
           pending(title .. " [" .. why .. "]")
         else
           it(title .. (u.has_output and ", printing what the document shows" or ""), function()
-            local out, code = run_unit(dir, u)
+            local out, code = run_unit(dir, u, files)
             assert.are.equal(0, code, out)
             if u.has_output then assert.are.equal(table.concat(u.outputs), out) end
           end)

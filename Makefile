@@ -10,9 +10,13 @@
 #                 (make test runs a FUZZ_SLICE-second slice of each);
 #                 BENCH_ARGS=--callgrind adds exact instruction counts
 #   make memcheck the spec suite under valgrind
-#   make lint     the layout rules of the C and the Lua (.ci/check-layout),
-#                 luacheck over lua/ spec/ bench/ examples/, then cppcheck
-#                 and clang-tidy over core/ and bindings/
+#   make lint     doc/reference.md up to date, the layout rules of the C and
+#                 the Lua (.ci/check-layout), luacheck over lua/ spec/ bench/
+#                 examples/, then cppcheck and clang-tidy over core/ and
+#                 bindings/
+#   make doc      doc/reference.md from the --- doc comments of lua/protocall/
+#                 (doc/gen_reference.lua; spec/doc_spec.lua fails when it is
+#                 not what the generator writes)
 #   make lua-graph  the require graph of lua/protocall (module, its group,
 #                 the modules it requires)
 #   make format   clang-format over all C
@@ -27,7 +31,8 @@ FUZZ_SLICE   ?= 20
 CMAKE_FLAGS ?= -DPROTOCALL_WERROR=ON
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find core bindings -name '*.[ch]')
 
-.PHONY: all deps build build-asan build-luajit build-fuzz run test fuzz bench memcheck lint lua-graph format clean
+.PHONY: all deps build build-asan build-luajit build-fuzz run test fuzz bench memcheck lint lua-graph format doc \
+  clean
 
 all: build
 
@@ -97,6 +102,7 @@ memcheck: build build-luajit
 	  luajit $$(command -v busted) --cpath='$(LUAJIT)/?.so' -o TAP spec/ffi_struct_spec.lua spec/ffi_spec.lua
 
 lint: build
+	@lua5.4 doc/gen_reference.lua --check doc/reference.md
 	@/usr/bin/python3 .ci/check-layout --self-test
 	@/usr/bin/python3 .ci/check-layout --objects $(RELEASE)
 	@luacheck -qqq lua spec bench examples
@@ -113,6 +119,9 @@ lua-graph:
 
 format:
 	clang-format -i $(filter %.c %.h,$(C_SOURCES))
+
+doc:
+	@lua5.4 doc/gen_reference.lua doc/reference.md
 
 clean:
 	rm -rf build

@@ -1,5 +1,5 @@
 -- Several backends behind one pc.grpc target (README "Load balancing",
--- lua/protocall/balancer.lua): two python3-grpcio test servers
+-- lua/protocall/transport/balancer.lua): two python3-grpcio test servers
 -- (spec/grpc_server.py) on two ports, attempts counted on each server.
 local pc = require "protocall"
 local helper = require "grpc_helper"

@@ -1,4 +1,4 @@
--- The `protocall` command's subcommands (lua/protocall/cli.lua), run as
+-- The `protocall` command's subcommands (lua/protocall/cli/), run as
 -- processes through the command of the build under test ($PROTOCALL_BIN):
 -- help and usage errors, decode against Debian's `protoc --decode` for every
 -- binary corpus payload, descriptor sets, length-delimited streams, describe

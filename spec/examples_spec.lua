@@ -101,45 +101,4 @@ describe("examples under LuaJIT", function()
   end)
 end)
 
-describe("the README's snippets", function()
-  -- The lua block after `intro` in README.md.
-  local function block_after(intro)
-    local f = assert(io.open("README.md"))
-    local readme = f:read("*a")
-    f:close()
-    local at = readme:find(intro, 1, true)
-    assert(at, intro)
-    local block = readme:match("```lua\n(.-)```", at)
-    assert(block, intro)
-    return block
-  end
-  -- What the blocks after each of `intros`, run as one script in a process
-  -- of its own (the command of the build under test), print.
-  local function run_blocks(intros)
-    local blocks = {}
-    for i, intro in ipairs(intros) do blocks[i] = block_after(intro) end
-    local script = os.tmpname()
-    local f = assert(io.open(script, "w"))
-    f:write(table.concat(blocks, "\n"))
-    f:close()
-    local out, code = run(BIN .. " " .. script)
-    os.remove(script)
-    assert.are.equal(0, code, out)
-    return out
-  end
-
-  it("A taste: messages declared in Lua, a retried callable", function()
-    assert.are.equal("demo.Point{x=3, y=4}\n", run_blocks { "## A taste" })
-  end)
-
-  it("A taste: .proto source and JSON", function()
-    assert.are.equal('tea\tgreen\t{"name":"tea","cents":"250","tags":["green"]}\n'
-      .. 'nil\t$.nmae: no field named "nmae" in shop.Item at offset 1\n',
-      run_blocks { "From `.proto` source (or `pc.load_file`, or a descriptor set), with JSON:" })
-  end)
-
-  it("the four call shapes against pc.listen, then Serving", function()
-    assert.are.equal("1\t1\n1\t2\n1\t3\n2\n1\n2\n3\n1\n",
-      run_blocks { "The four call shapes over the network", "With `demo.Map` loaded as in the snippet above" })
-  end)
-end)
+-- The README's and doc/'s runnable blocks: spec/doc_spec.lua.

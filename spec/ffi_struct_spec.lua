@@ -1,4 +1,4 @@
--- FFI struct messages (pc.ffi, lua/protocall/ffi.lua; README "LuaJIT"):
+-- FFI struct messages (pc.ffi, lua/protocall/ffi/struct.lua; README "LuaJIT"):
 -- a struct of pc.ffi(T) must read, store, refuse, encode and decode
 -- exactly what a message of T does. Every operation is made on a message
 -- and on a struct, and the two must agree: values, errors (the struct's
@@ -663,7 +663,7 @@ io.write(tostring(err))
   end)
 
   it("encode and decode through the Lua codec exactly as the core codec does, or leave it to C", function()
-    -- lua/protocall/ffi_codec.lua: each encode it makes must be the core
+    -- lua/protocall/ffi/codec.lua: each encode it makes must be the core
     -- encoder's bytes, each decode the core decoder's fields; what it
     -- leaves (nil) goes to C. Random values and wire bytes, with the cases
     -- it must leave, and counts showing it took most of the rest.

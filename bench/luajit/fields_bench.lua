@@ -3,7 +3,7 @@
 -- instances (so no load is hoisted out of the loop):
 --   make build-luajit && LUA_CPATH='build/luajit/?.so;;' luajit bench/luajit/fields_bench.lua [--quick] [--callgrind]
 -- (`make bench` runs it). The goal rows are FFI structs (pc.ffi(Three),
--- lua/protocall/ffi.lua): cdata with ffi.metatype accessors, a load or a
+-- lua/protocall/ffi/struct.lua): cdata with ffi.metatype accessors, a load or a
 -- store the JIT compiles. Message objects' scalar fields go through the FFI
 -- __index and __newindex lua/protocall/message.lua installs in front of
 -- the C ones (a load or a store too, behind the userdata's metatable

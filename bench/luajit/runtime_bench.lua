@@ -6,7 +6,7 @@
 --   * the memory of one {uint32 x = 1; uint32 y = 2; uint32 z = 3}
 --     instance, everything counted: collectgarbage("count") before and
 --     after making N of them (held in a table made beforehand), over N; as
---     an FFI struct (pc.ffi, lua/protocall/ffi.lua: the goal row) and as a
+--     an FFI struct (pc.ffi, lua/protocall/ffi/struct.lua: the goal row) and as a
 --     message object;
 --   * construct + encode + decode of that message under LuaJIT (the goal
 --     rows with pc.ffi's struct, P{...} and P(x, y, z); and with message

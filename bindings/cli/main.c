@@ -1,5 +1,5 @@
 /* The `protocall` command: Lua 5.4 with the protocall module preloaded,
- * and the subcommands of lua/protocall/cli.lua.
+ * and the subcommands of lua/protocall/cli/.
  *
  *   protocall COMMAND [flags] [args...]   (decode, encode, describe, list,
  *                                          call, help; `protocall help`)
@@ -150,7 +150,7 @@ static int runscript_stdin(lua_State *L) {
 /* The exit status a subcommand asked for (pmain's result when >= 0). */
 static int command_status = -1;
 
-/* Whether argv[1] names a subcommand of lua/protocall/cli.lua rather than a
+/* Whether argv[1] names a subcommand of lua/protocall/cli/ rather than a
  * script: one of the names, or --help / -h, and no file of that name. */
 static int is_command(int argc, char **argv) {
   static const char *const names[] = {"call",  "list", "describe", "decode", "encode",

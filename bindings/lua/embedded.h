@@ -18,7 +18,7 @@ extern const size_t lpc_embedded_count;
  * 0 when they are source. */
 extern const int lpc_embedded_binary;
 /* bindings/luajit/protocall_ffi.h's text (NUL-terminated), which
- * lua/protocall/ffi.lua feeds to ffi.cdef. */
+ * lua/protocall/ffi/struct.lua feeds to ffi.cdef. */
 extern const char lpc_ffi_cdef[];
 
 #endif

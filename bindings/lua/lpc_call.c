@@ -2,7 +2,7 @@
  * (protocall.Policy), one call's state (protocall.CallState), the plan
  * cache (protocall.PlanCache) and the callable's fast path.
  *
- * The retry loop itself is Lua (lua/protocall/call.lua) so that a 'sleep'
+ * The retry loop itself is Lua (lua/protocall/call/callable.lua) so that a 'sleep'
  * or a target may yield; these functions do its arithmetic. The fast path
  * (no per-call options) is C: one clock reading, one protected call of the
  * target, nothing allocated; a failure or per-call options continue in Lua

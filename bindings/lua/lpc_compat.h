@@ -11,7 +11,7 @@
  *   - integers: every number is a double; lua_isinteger and lua_tointegerx
  *     take a number with an exact integer value within the 64-bit range.
  *   - continuations (lua_callk, lua_pcallk): a plain call; LuaJIT cannot
- *     yield across a C function, so lua/protocall/call.lua makes callables
+ *     yield across a C function, so lua/protocall/call/callable.lua makes callables
  *     Lua functions under LuaJIT.
  *   - lua_toclose: nothing (the caller also clears what its __close would
  *     on the normal path; an error raised meanwhile leaves it set).

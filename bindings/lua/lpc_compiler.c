@@ -1,6 +1,6 @@
 /* Loading .proto source into a pool, and services as Lua values.
  *
- *   pool:load(source, opts), pool:load_file(path, opts)   (lua/protocall/compiler.lua)
+ *   pool:load(source, opts), pool:load_file(path, opts)   (lua/protocall/schema/init.lua)
  *   pool:service(full_name)
  *
  * Parsing, resolving and importing are the core's (compiler/import.h:

@@ -1,6 +1,6 @@
 /* Host I/O drivers from C (protocall.h, protocall_pushdriver): a
  * protocall_Driver's functions as the Lua driver table pc.grpc's `driver`
- * option takes (lua/protocall/net.lua): `d.connect(host, port, o)` ->
+ * option takes (lua/protocall/transport/grpc.lua): `d.connect(host, port, o)` ->
  * socket userdata with send, receiveany, settimeouts, sslhandshake (when
  * the host gave one) and close, answering as a cosocket does (bytes, or
  * nil and "timeout" / "closed" / the host's message). */

@@ -1,4 +1,4 @@
-/* FFI struct messages (pc.ffi, lua/protocall/ffi.lua; LuaJIT only): the
+/* FFI struct messages (pc.ffi, lua/protocall/ffi/struct.lua; LuaJIT only): the
  * layout a struct declaration is generated from, the codec's function
  * table (bindings/luajit/protocall_ffi.h), copies between a struct and a
  * message object, and the reads and writes the generated accessors leave

@@ -57,11 +57,8 @@ static int lpc_jsonstate_gc(lua_State *L) {
   return 0;
 }
 
-/* -- s = pc.to_json(m [, {emit_defaults=, proto_names=, enums_as_ints=,
- *                         indent=0, pool=}])
- * The message's proto3 JSON (core/json/json.h). Raises on a non-message,
- * an unknown option, and a message JSON cannot express ("$.ts: Timestamp
- * seconds ... out of range ..."). */
+/* -- s = pc.to_json(m [, opts])   (the contract: lua/protocall/json.lua;
+ * the mapping: core/json/json.h) */
 static int lpc_to_json(lua_State *L) {
   static const char *const names[] = {"emit_defaults", "proto_names", "enums_as_ints",
                                       "indent",        "pool",        NULL};
@@ -101,10 +98,7 @@ static int lpc_to_json(lua_State *L) {
   return 1;
 }
 
-/* -- m | nil, err = pc.from_json(T, s [, {ignore_unknown=, max_depth=100, pool=}])
- * A new message of type T from proto3 JSON text 's'. Bad input returns nil
- * and "<path>: <what> at offset <n>". Raises on bad arguments and when
- * memory runs out. */
+/* -- m | nil, err = pc.from_json(T, s [, opts])   (lua/protocall/json.lua) */
 static int lpc_from_json(lua_State *L) {
   static const char *const names[] = {"ignore_unknown", "max_depth", "pool", NULL};
   size_t len;

@@ -2,7 +2,7 @@
  *
  * The binding speaks bytes, numbers and {key, value} lists and never
  * blocks (core.grpc_pump, lpc_net.c, polls listeners with channels);
- * lua/protocall/listen.lua builds pc.listen, the handler tasks and their
+ * lua/protocall/rpc/listen.lua builds pc.listen, the handler tasks and their
  * contexts on top. Every C call lives in a "protocall.ServerCall" userdata
  * from the moment it is taken, so nothing leaks when Lua raises. */
 #include "lpc_options.h"

@@ -1,4 +1,4 @@
-/* Messages as Lua values, reading (README "Messages"): views
+/* Messages as Lua values, reading (doc/guide.md "Messages"): views
  * of sub-messages, the per-type __index (plain slots read through the
  * Lookup, the rest through lpc_push_field), and the reading side of the
  * live repeated and map containers (__index, __len, __pairs). Writing is in

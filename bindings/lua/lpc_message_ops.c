@@ -78,10 +78,7 @@ static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, in
   return NULL;
 }
 
-/* -- bool = pc.has(m, name)   (name: a field with presence or a oneof)
- * Raises "bad argument #2 to 'has' (demo.M.a has no presence)" for a
- * repeated, map or proto3 implicit-presence field, as Python's HasField
- * refuses them. */
+/* -- present = pc.has(m, name)   (lua/protocall/message.lua) */
 static int lpc_message_has(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_check_message(L, 1, &def);
@@ -124,7 +121,7 @@ static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
   pc_Message_DiscardUnknown(msg);
 }
 
-/* -- pc.clear(m [, name])   (one field, every member of a oneof, or all) */
+/* -- pc.clear(m [, name])   (lua/protocall/message.lua) */
 static int lpc_message_clear(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_check_message(L, 1, &def);
@@ -146,7 +143,7 @@ static int lpc_message_clear(lua_State *L) {
   return 0;
 }
 
-/* -- name = pc.which_oneof(m, oneof)   (nil when no member is set) */
+/* -- name = pc.which_oneof(m, oneof)   (lua/protocall/message.lua) */
 static int lpc_message_which_oneof(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_check_message(L, 1, &def);
@@ -160,7 +157,7 @@ static int lpc_message_which_oneof(lua_State *L) {
   return 1;
 }
 
-/* -- T = pc.type_of(m)   (nil for a value that is not a message) */
+/* -- T = pc.type_of(m)   (lua/protocall/message.lua) */
 static int lpc_message_type_of(lua_State *L) {
   const pc_MessageDef *def = NULL;
   if (lpc_to_message(L, 1, &def) == NULL) {
@@ -171,7 +168,7 @@ static int lpc_message_type_of(lua_State *L) {
   return 1;
 }
 
-/* -- copy = pc.clone(m)   (deep; the copy shares nothing with m) */
+/* -- copy = pc.clone(m)   (lua/protocall/message.lua) */
 static int lpc_message_clone(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *src = lpc_check_message(L, 1, &def);
@@ -228,7 +225,7 @@ static void merge(lua_State *L, int dst, int src) {
   lua_settop(L, a - 1);
 }
 
-/* -- pc.merge(dst, src)   (protobuf merge: see pc_Message_Merge; same type) */
+/* -- pc.merge(dst, src)   (lua/protocall/message.lua; pc_Message_Merge) */
 static int lpc_message_merge(lua_State *L) {
   const pc_MessageDef *dd = NULL, *sd = NULL;
   pc_Message *d = lpc_check_message(L, 1, &dd);
@@ -267,7 +264,7 @@ static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def
   return f;
 }
 
-/* -- v = pc.get_extension(m, "pkg.name")   (its default when unset) */
+/* -- v = pc.get_extension(m, "pkg.name")   (lua/protocall/message.lua) */
 static int lpc_message_get_extension(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_check_message(L, 1, &def);
@@ -281,7 +278,7 @@ static int lpc_message_get_extension(lua_State *L) {
   return 1;
 }
 
-/* -- pc.set_extension(m, "pkg.name", v)   (nil clears) */
+/* -- pc.set_extension(m, "pkg.name", v)   (lua/protocall/message.lua) */
 static int lpc_message_set_extension(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_check_message(L, 1, &def);

@@ -1,7 +1,7 @@
 /* gRPC channels and calls for Lua (core/net/channel.h).
  *
  * The binding speaks bytes and status tables and never blocks but in
- * core.grpc_pump; lua/protocall/net.lua builds the transport object, the
+ * core.grpc_pump; lua/protocall/transport/grpc.lua builds the transport object, the
  * waiting (alone or under the pc.spawn scheduler) and pc.Error objects on
  * top. A status table is
  *   { code = "UNAVAILABLE", message = "...", details = bytes or nil,

@@ -1,5 +1,5 @@
 /* Pools, types and enums as Lua values, and the Lua declarations
- * pc.message / pc.enum (README "Schemas"): a declaration becomes a one-type
+ * pc.message / pc.enum (doc/guide.md "Schemas"): a declaration becomes a one-type
  * pc_FileDesc added with pc_Pool_AddFile, as every other schema source. */
 #include "lpc_options.h"
 #include "schema/wkt.h"
@@ -276,7 +276,7 @@ static const char *default_text(lua_State *L, pc_Arena *a, pc_Pool *pool, const 
       lua_pushvalue(L, v);
     }
   } else if (lua_isinteger(L, v) && (fd->type == kPc_Type_Uint64 || fd->type == kPc_Type_Fixed64)) {
-    char buf[32]; /* any Lua integer, as two's complement (README "Messages") */
+    char buf[32]; /* any Lua integer, as two's complement (doc/guide.md "Messages") */
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)(lua_Unsigned)lua_tointeger(L, v));
     lua_pushstring(L, buf);
   } else if (lua_isinteger(L, v)) {
@@ -373,7 +373,7 @@ static const char *check_name(lua_State *L, int idx) {
   return lua_tostring(L, idx);
 }
 
-/* -- T = pc.message(full_name, fields, opts)   (README "Schemas") */
+/* -- T = pc.message(full_name, fields [, opts])   (lua/protocall/message.lua) */
 static int lpc_pool_message(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
@@ -518,9 +518,9 @@ static int lpc_pool_message(lua_State *L) {
   return 1;
 }
 
-/* -- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...})
- * Declares proto2 extensions of message 'extendee' (one synthetic file);
- * every extension's full name must share one package. */
+/* -- pc.extend(extendee, {{"pkg.name", type, number [, ...]}, ...})
+ * (lua/protocall/message.lua): one synthetic file, so every extension's
+ * full name must share one package. */
 static int lpc_pool_extend(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
@@ -597,7 +597,7 @@ static int cmp_values(const void *x, const void *y) {
   return strcmp(a->name, b->name);
 }
 
-/* -- Enum = pc.enum(full_name, {NAME = number, ...} [, {syntax = "proto2"}]) */
+/* -- Enum = pc.enum(full_name, {NAME = number, ...} [, opts])   (lua/protocall/message.lua) */
 static int lpc_pool_enum(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
@@ -668,7 +668,7 @@ static int lpc_pool_enum(lua_State *L) {
   return 1;
 }
 
-/* -- T = pc.type(full_name)   (a message Type, an Enum, or nil) */
+/* -- T = pc.type(full_name)   (lua/protocall/message.lua) */
 static int lpc_pool_type(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
@@ -729,7 +729,7 @@ static void push_default(lua_State *L, const pc_FieldDef *f) {
   }
 }
 
-/* -- infos = pc.fields(T)   (declaration order; see README "Schemas") */
+/* -- infos = pc.fields(T)   (lua/protocall/message.lua) */
 static int lpc_pool_fields(lua_State *L) {
   const pc_MessageDef *def = NULL;
   int arg = lua_type(L, 1) == LUA_TUSERDATA && luaL_testudata(L, 1, POOL_MT) ? 2 : 1;

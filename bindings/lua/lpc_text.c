@@ -40,10 +40,8 @@ static int lpc_text_extensions(lua_State *L) {
   return 1;
 }
 
-/* -- m | nil, err = pc.from_text(T, s [, {max_depth = 100, pool = p}])
- * A new message of type T from text format 's' (core/text/text.h); bad
- * input returns nil and "line:col: what". Raises on bad arguments and when
- * memory runs out. */
+/* -- m | nil, err = pc.from_text(T, s [, opts])   (the contract:
+ * lua/protocall/text.lua; the grammar: core/text/text.h) */
 static int lpc_from_text(lua_State *L) {
   static const char *const names[] = {"max_depth", "pool", NULL};
   size_t len;

@@ -241,16 +241,10 @@ static int flat_kind(const pc_MessageDef *def) {
   return kind;
 }
 
-/* -- bytes = pc.encode(m [, {deterministic = true, partial = true}])
- * -- bytes = pc.encode(T, table [, {deterministic = true, partial = true}])
- * m: a message; T: a message Type and table the fields as T{...} takes
- * them (the same bytes as pc.encode(T(table)), without making message
- * objects: lpc_table.c); deterministic: sort map entries by key; partial:
- * skip the proto2 required-field check. Raises on a non-message, on what
- * T{...} refuses (the same error), on nesting past PC_ENCODE_MAX_DEPTH, on
- * unset required fields ("missing required fields: r.Req.inner.id,
- * r.Req.name"), on an option other than these two ("bad argument #2 to
- * 'encode' (unknown option 'determinstic')") and when memory runs out. */
+/* -- bytes = pc.encode(m [, opts]) / pc.encode(T, table [, opts])
+ * (the contract: lua/protocall/wire.lua). A table goes through
+ * encode_table (lpc_table.c) unless deterministic; the nesting limit is
+ * PC_ENCODE_MAX_DEPTH. */
 static int lpc_codec_encode(lua_State *L) {
   const pc_MessageDef *def;
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
@@ -272,19 +266,10 @@ static int lpc_codec_encode(lua_State *L) {
   return 1;
 }
 
-/* -- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, partial = true,
- *                                           table = true, extensions = false}])
- * T: a message Type; bytes: string; max_depth: levels of nesting allowed
- * below the root (default 100, at most PC_MESSAGE_MAX_DEPTH = 1000, which
- * every other operation on messages handles too); partial: skip the proto2
- * required-field check; table: return plain Lua tables in pc.to_table's
- * shape instead of a message; extensions = false: fields in extension
- * ranges stay unknown fields (re-encoded byte for byte). Returns the
- * message, or nil and "<subject>: <reason> at offset <n>" for malformed
- * input, or nil and "missing required fields: r.Req.inner.id" when the
- * input lacks required fields. Raises on an option other than these four
- * ("bad argument #3 to 'decode' (unknown option 'tabel')") and when memory
- * runs out. */
+/* -- m | nil, err = pc.decode(T, bytes [, opts])
+ * (the contract: lua/protocall/wire.lua; max_depth at most
+ * PC_MESSAGE_MAX_DEPTH). `table` reads with lpc_decode_plain
+ * (lpc_plain.c). */
 static int lpc_codec_decode(lua_State *L) {
   CodecState *cs = lua_touserdata(L, CODEC_STATE);
   const pc_MessageDef *def = check_type(L, cs);
@@ -398,11 +383,7 @@ static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes,
   lua_pop(L, 1); /* the arena, to the collector */
 }
 
-/* -- ok = pc.is_initialized(m)
- * Whether every proto2 required field of m and of the messages it holds is
- * set (pc_Message_CheckRequired); never raises for a message. Raises
- * "bad argument #1 to 'is_initialized' (message expected, got number)"
- * otherwise. */
+/* -- ok = pc.is_initialized(m)   (lua/protocall/wire.lua) */
 static int lpc_codec_is_initialized(lua_State *L) {
   const pc_MessageDef *def;
   pc_Message *msg = lpc_to_message(L, 1, &def);
@@ -434,7 +415,7 @@ static int lpc_codec_load_descriptor_set(lua_State *L) {
   return 1;
 }
 
-/* -- core.check_codec_options(opts, fname, arg)   (lua/protocall/ffi.lua)
+/* -- core.check_codec_options(opts, fname, arg)   (lua/protocall/ffi/struct.lua)
  * Raises what pc.encode (fname "encode") or pc.decode ("decode") raises
  * for 'opts' given as its argument #arg (2 or 3): not a table, an option
  * it does not know, a bad max_depth. pc.ffi structs' encode and decode

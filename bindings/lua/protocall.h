@@ -27,6 +27,11 @@
 #ifndef PROTOCALL_H
 #define PROTOCALL_H
 
+/* C linkage for C++ hosts, lua.h's declarations included (lua.hpp's way). */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include <lua.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -310,7 +315,7 @@ PROTOCALL_API void protocall_setdefaultpool(lua_State *L, pc_Pool *pool);
  *
  * A host transport is a set of C functions doing calls; it is pushed as a
  * Lua value that works as `pc.client(service, {transport = t, ...})` (the
- * transport shape of lua/protocall/service.lua: unary, server_stream,
+ * transport shape of lua/protocall/rpc/inproc.lua: unary, server_stream,
  * stream), so the client's retry and timeout policies apply around it,
  * once per attempt. A host gives either one unary function
  * (protocall_pushtransport, the first form) or a protocall_Transport
@@ -472,7 +477,7 @@ PROTOCALL_API void protocall_pushtransport(lua_State *L, protocall_UnaryFn *unar
  * iterator; its fourth value the call, closing it cancels), and
  * transport:stream(path, settings) -> call with send, close_send, recv,
  * close_and_recv, headers, trailers, cancel, close (as pc.grpc's,
- * lua/protocall/net.lua). */
+ * lua/protocall/transport/grpc.lua). */
 PROTOCALL_API void protocall_pushhosttransport(lua_State *L, const protocall_Transport *t);
 
 /* ---------------------------------------------------------------------------
@@ -604,5 +609,9 @@ PROTOCALL_API int protocall_step(lua_State *L, double seconds);
  * (lua_pcall, or a lua_CFunction the host runs protected): an error
  * outside one ends the process through Lua's panic handler. */
 PROTOCALL_API int protocall_pollfds(lua_State *L, struct pollfd *fds, int max, double *timeout);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

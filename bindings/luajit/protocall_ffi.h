@@ -1,6 +1,6 @@
-/* The C functions behind FFI struct messages (pc.ffi, lua/protocall/ffi.lua),
+/* The C functions behind FFI struct messages (pc.ffi, lua/protocall/ffi/struct.lua),
  * as LuaJIT's ffi.cdef reads them: the module compiles this file's text in
- * (cmake/embed_lua.cmake) and lua/protocall/ffi.lua feeds it to ffi.cdef;
+ * (cmake/embed_lua.cmake) and lua/protocall/ffi/struct.lua feeds it to ffi.cdef;
  * ffi_codec.c implements it. No preprocessor lines (ffi.cdef takes none): a
  * C file includes <stddef.h> before it. The functions are reached through
  * the function pointers of a pc_ffi_Api (core.ffi_codec() gives its

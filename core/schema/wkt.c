@@ -665,7 +665,7 @@ static const char k_rpc_status[] =
     "}\n";
 
 /* gRPC's health and reflection services (grpc-proto's files, same names,
- * numbers and options), served by lua/protocall/health.lua and reflection.lua. */
+ * numbers and options), served by lua/protocall/rpc/health.lua and rpc/reflection.lua. */
 static const char k_health[] =
     "syntax = \"proto3\";\n"
     "package grpc.health.v1;\n"

@@ -2,7 +2,10 @@
 -- `require "protocall"` returns this table, assembled here from the
 -- modules of lua/protocall (lua/README.md maps them); each function's
 -- contract is the doc comment where it is defined (doc/reference.md
--- gathers them). The C part is `protocall.core`.
+-- gathers them). The C part is `protocall.core`. Times are seconds (Lua
+-- numbers, fractions allowed) and sizes bytes; loading and decoding return
+-- nil, err on bad input (it is expected there), everything else raises on
+-- misuse.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
 local internal = require "protocall.internal"

@@ -9,7 +9,7 @@ local M = {}
 
 --- s = pc.to_json(m [, opts]): the message as proto3 JSON text.
 -- opts: `emit_defaults` (print fields without presence at their
--- defaults: 0, "", [], {}), `proto_names` (field names as in the .proto),
+-- defaults: 0, "", [], {}, the first enum value), `proto_names` (field names as in the .proto),
 -- `enums_as_ints`, `indent` (spaces per level, 0..16; 0, the default,
 -- prints one line without spaces), `pool` (where an Any's type is found;
 -- default the message's pool). Raises on a non-message, an unknown
@@ -24,6 +24,6 @@ M.to_json = core.to_json
 -- default 100, at most 1000), `pool` (where Any's types and extensions
 -- are found). Bad input returns nil and "<path>: <what> at offset <n>",
 -- e.g. "$.resourceSpans[0].spans[2].traceId: invalid base64 at offset
--- 311" (offsets count bytes from 0).
+-- 311" (offsets count bytes from 0). Raises on bad arguments.
 M.from_json = core.from_json
 return M

@@ -12,24 +12,32 @@ local Pool = core.Pool
 
 local M = {}
 
---- set = pc.has(m, name): whether field `name` of m is set: a field with
--- presence or a member of a oneof; a repeated, map or proto3 implicit
--- field raises "bad argument #2 to 'has' (demo.M.a has no presence)".
+--- present = pc.has(m, name): whether the field `name` (one with
+-- presence) or a member of the oneof `name` is set. Raises "bad argument
+-- #2 to 'has' (demo.M.a has no presence)" for a repeated, map or proto3
+-- implicit-presence field, as Python's HasField refuses them.
 M.has = core.has
---- pc.clear(m [, name]): clears field `name`, or every field of m.
+--- pc.clear(m [, name]): clears the field `name`, every member of the
+-- oneof `name`, or, without `name`, every field.
 M.clear = core.clear
---- name | nil = pc.which_oneof(m, oneof): the set field of the oneof.
+--- name = pc.which_oneof(m, oneof): the name of the oneof's member that
+-- is set, nil when none is. Raises on a name that is no oneof of m's type.
 M.which_oneof = core.which_oneof
---- T = pc.type_of(m): the Type of message m.
+--- T = pc.type_of(m): the message type of m; nil for a value that is not
+-- a message.
 M.type_of = core.type_of
---- copy = pc.clone(m): a deep copy of message m.
+--- copy = pc.clone(m): a deep copy sharing nothing with m.
 M.clone = core.clone
---- pc.merge(dst, src): merges message src into dst as the wire format
--- does (set scalars replace, repeated fields append, messages merge).
+--- pc.merge(dst, src): merges src into dst as protobuf merges (set
+-- scalars and strings replace, messages merge, repeated fields append,
+-- map entries replace by key, unknown fields append); src must be of
+-- dst's type. Nothing of src is shared.
 M.merge = core.merge
---- v = pc.get_extension(m, "pkg.name"), pc.set_extension(m, "pkg.name", v):
--- an extension field of m, reached by its full name once its file is loaded.
+--- v = pc.get_extension(m, "pkg.name"): the extension's value (its
+-- default when unset; a container for a repeated one).
 M.get_extension = core.get_extension
+--- pc.set_extension(m, "pkg.name", v): sets the extension, with the
+-- checks of a field write; nil clears it.
 M.set_extension = core.set_extension
 
 local fields_of = setmetatable({}, { __mode = "k" })

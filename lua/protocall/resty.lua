@@ -1,8 +1,8 @@
 --- OpenResty / nginx (lua-nginx-module) as the host of pc.grpc: a host I/O
 -- driver on ngx.socket.tcp cosockets, ngx.sleep and ngx.now, so gRPC calls
 -- made in rewrite_by_lua*, access_by_lua*, content_by_lua* and ngx.timer
--- callbacks yield to nginx instead of blocking the worker (README
--- "OpenResty / nginx"; examples/nginx/ is a configuration using it).
+-- callbacks yield to nginx instead of blocking the worker
+-- (doc/openresty.md; examples/nginx/ is a configuration using it).
 --
 -- A cosocket belongs to the request (or timer) that created it, while an
 -- HTTP/2 connection is shared by every call of the worker. So by default
@@ -317,7 +317,7 @@ local function driver_wake()
 end
 
 --- `resty.driver{per_request = false}` -> a host I/O driver for pc.grpc's
--- `driver` option (README "Host I/O drivers"): `connect(host, port, o)`
+-- `driver` option (doc/guide.md "Host I/O drivers"): `connect(host, port, o)`
 -- opens the connection through an owner ngx.timer (the default: the
 -- connection serves every request of the worker) or, with `per_request =
 -- true`, as a cosocket of the calling request (the transport must then

@@ -1,4 +1,4 @@
---- Text format out: pc.to_text(m), as the C++ library's TextFormat prints
+--- Text format: pc.to_text(m) as the C++ library's TextFormat prints
 -- (what `protoc --decode` shows): fields and extensions (`[pkg.ext]`) in
 -- field-number order, one per line, nested messages in braces indented by
 -- two spaces, map entries sorted by key, enums by name, strings C-escaped
@@ -304,9 +304,11 @@ end
 -- (groups by their type's name), [pkg.ext] extensions, expanded Any
 -- ([type.googleapis.com/pkg.T] { ... }), { } or < >, lists [a, b],
 -- adjacent strings concatenated with every C escape, inf / nan, enums by
--- name or number, # comments. Bad input returns nil and
--- "line:col: what" (both from 1). `pool` is where extensions and Any
--- types are found (default T's pool). Raises on bad arguments.
+-- name or number, # comments; a non-repeated field given twice and two
+-- members of one oneof are refused, as protoc refuses them. Bad input
+-- returns nil and "line:col: what" (both from 1). `pool` is where
+-- extensions and Any types are found (default T's pool). Raises on bad
+-- arguments.
 M.from_text = core.from_text
 
 return M

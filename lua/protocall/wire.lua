@@ -10,10 +10,12 @@ local M = {}
 --- bytes = pc.encode(m [, {deterministic = true, partial = true}]): the
 -- message's wire encoding, byte for byte what the C++ library writes
 -- (field-number order, unknown fields last); `deterministic` sorts map
--- entries by key. Raises on a non-message, on nesting deeper than 1000
--- levels, and, unless `partial`, when a proto2 required field is unset
--- anywhere in it: "missing required fields: r.Req.inner.id, r.Req.name"
--- (every missing path; "[i]" in repeated fields, "[\"key\"]" in maps).
+-- entries by key (otherwise they come in the map's own order, which
+-- differs between runs and runtimes). Raises on a non-message, on nesting
+-- deeper than 1000 levels, and, unless `partial`, when a proto2 required
+-- field is unset anywhere in it: "missing required fields: r.Req.inner.id,
+-- r.Req.name" (every missing path; "[i]" in repeated fields, "[\"key\"]"
+-- in maps).
 -- bytes = pc.encode(T, table [, opts]): a plain table as a message of
 -- type T, without making message objects (bindings/lua/lpc_table.c): the
 -- bytes of pc.encode(T(table), opts), and T{...}'s error (naming
@@ -23,20 +25,24 @@ M.encode = core.encode
 
 --- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, partial = true,
 -- table = true, extensions = false}]): a new message of type T from its
--- wire encoding. Malformed input returns nil and "<subject>: <reason> at
--- offset <n>" (the subject names the field); nesting deeper than max_depth
--- (default 100, at most 1000: what encode, merge, clone and assignment
--- handle too) is malformed. Unless `partial`, input lacking a proto2
--- required field returns nil and "missing required fields: r.Req.inner.id".
--- With `table`, plain Lua tables in pc.to_table's shape instead of a
--- message (made in one pass in C); with `extensions = false`, fields in
--- extension ranges stay unknown fields. An option other than these four
--- raises: "bad argument #3 to 'decode' (unknown option 'tabel')".
+-- wire encoding; unknown fields are kept and encoded again. Malformed
+-- input returns nil and "<subject>: <reason> at offset <n>" (the subject
+-- names the field); nesting deeper than max_depth is malformed (the levels
+-- below the top message: 1 allows its direct sub-messages; default 100, at
+-- most 1000, what encode, merge, clone and assignment handle too). Unless
+-- `partial`, input lacking a proto2 required field returns nil and
+-- "missing required fields: r.Req.inner.id". With `table`, plain Lua
+-- tables in pc.to_table's shape instead of a message, made in one pass in
+-- C (the tables and errors of pc.to_table(pc.decode(T, bytes))); with
+-- `extensions = false`, fields in extension ranges stay unknown fields (as
+-- pc.file_descriptor reads custom options). An option other than these
+-- four raises: "bad argument #3 to 'decode' (unknown option 'tabel')".
 M.decode = core.decode
 
 --- ok = pc.is_initialized(m): whether every proto2 required field of m
 -- and of the messages it holds is set (what pc.encode checks); a type
--- without required fields is always initialized.
+-- without required fields is always initialized. Raises on a
+-- non-message.
 M.is_initialized = core.is_initialized
 
 return M

@@ -36,7 +36,7 @@ local function failed(err)
   return { result = function() return false, err end, cancel = function() end, sync = true }
 end
 
---- run = hedge.run(policy, ops): the hedged call as one
+--- run = M.run(policy, ops): the hedged call as one
 -- function run(request_bytes, timeout, metadata, compression) returning
 -- the winner's results or raising. policy = {max_attempts = n >= 1,
 -- delay = seconds >= 0, non_fatal = {CODE = true, ...}}; ops = {start =

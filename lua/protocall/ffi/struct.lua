@@ -18,11 +18,11 @@ local M = {}
 
 
 if not compat.luajit then
-  --- P = pc.ffi(T): LuaJIT only; under Lua 5.4 raises.
+  -- P = pc.ffi(T): LuaJIT only; under Lua 5.4 raises.
   function M.ffi()
     error("pc.ffi needs LuaJIT's FFI (this is " .. _VERSION .. "; use the message type)", 2)
   end
-  --- m = pc.to_message(p): LuaJIT only (there are no structs to convert).
+  -- m = pc.to_message(p): LuaJIT only (there are no structs to convert).
   function M.to_message()
     error("pc.to_message takes pc.ffi structs, which need LuaJIT's FFI (this is " .. _VERSION .. ")", 2)
   end

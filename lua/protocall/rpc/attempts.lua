@@ -72,8 +72,9 @@ local function transport_metadata(call)
   return ok and type(m) == "table" and m or nil
 end
 
---- The second value of a server-streaming stub call made
--- `{with_metadata = true}`: `call:headers()` -> the response headers
+--- iterator, call = stub:StreamMethod(request, {with_metadata = true}):
+-- a server-streaming stub call's second value. `call:headers()` -> the
+-- response headers
 -- ({key, value} pairs; those received so far while the stream runs),
 -- `call:trailers()` -> the trailers once the stream has ended ({} before).
 -- Both are the last attempt's (a retried or resumed stream's latest) and

@@ -456,7 +456,11 @@ end
 --   for response in stub:StreamMethod(request [, {resume=, ...}]) do ... end
 --   stub.Method:cache_info() -> {hits=, misses=, size=, capacity=} of its plan cache
 --   stub:throttle_info() -> the retry bucket's {tokens=, ...} (pc.Throttle:info), or nil
--- `request` is a message of the input type or a plain table of it.
+-- `request` is a message of the input type or a plain table of it. Per
+-- call, `with_metadata = true` makes a unary method return `response,
+-- {headers =, trailers =}` (the successful attempt's {key, value} lists,
+-- as python grpc's with_call; empty over pc.inproc) and a server-streaming
+-- one `iterator, call` (see stub:StreamMethod).
 -- `service_config` is gRPC's service config as a Lua table or JSON text:
 -- each method takes its methodConfig entry's retry and timeout unless
 -- `methods.Name` sets them (the client's own retry and timeout apply to

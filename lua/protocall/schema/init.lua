@@ -41,20 +41,27 @@ function M.set_default_pool(pool)
   return core.pool_functions(pool)
 end
 
---- T = pc.message(full_name, fields [, {syntax = "proto2"}]): declares a
--- message type (one synthetic file "lua:<full_name>"); raises on a bad
--- declaration, naming the type and field.
+--- T = pc.message(full_name, fields [, {syntax = "proto2", extensions =
+-- {{100, 199}, ...}}]): declares a message type (one synthetic file
+-- "lua:<full_name>"). Each field is {name, type, number} plus options
+-- `repeated = true`, `optional = true` (explicit presence), `oneof =
+-- "name"`, `packed =`, `json_name =`, `default =` and `required = true`
+-- (proto2); its type is a scalar keyword ("int32", "string", ...),
+-- "map<K,V>" or a message or enum's full name. Raises on a bad
+-- declaration or an unknown option, naming the type and field.
 --- Enum = pc.enum(full_name, {NAME = number, ...} [, {syntax = "proto2"}]):
--- a table mapping names to numbers and numbers to names.
+-- a table mapping names to numbers and numbers to names; proto2 enums are
+-- closed and need no 0 value.
 --- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...}):
--- declares proto2 extensions of a message declared with
--- {syntax = "proto2", extensions = {{from, to}, ...}}; reach them with
--- pc.get_extension / pc.set_extension.
+-- declares proto2 extensions (full names of one package) of a message
+-- declared with {syntax = "proto2", extensions = {{from, to}, ...}};
+-- reach them with pc.get_extension / pc.set_extension.
 --- pc.type(full_name) -> Type, Enum or nil.
 --- pc.fields(T) -> list of {name, number, type, type_name, label, oneof,
 -- json_name, packed, has_presence, default} in declaration order.
 --- pool = pc.pool(): a new independent Pool (methods: message, enum,
--- extend, type, fields, freeze, is_frozen, and those below).
+-- extend, type, fields, freeze, is_frozen, and those below);
+-- pool:freeze() refuses further loads and declarations.
 function M.pool() return core.pool_new() end
 
 -- A name for source given without one: the same text gets the same name,
@@ -250,7 +257,9 @@ end
 --- files | nil, err = pool:load_descriptor_set(bytes): adds every file of
 -- a serialized google.protobuf.FileDescriptorSet (`protoc -o
 -- --include_imports`) to the pool, extensions included, read with the
--- project's own codec; files the pool already has by name are skipped.
+-- project's own codec; files the pool already has by name are skipped. A
+-- set made without --include_imports needs its imports in the pool first,
+-- except the built-in files (the well-known types), which are added.
 -- Returns the list of the added files as file tables (as pool:load
 -- returns: {name, package, syntax, messages, enums, services,
 -- dependencies}), or nil and "descriptor set: <subject>: <reason> at

@@ -457,7 +457,8 @@ function Transport:stream(path, settings)
   return setmetatable({ channel = self.channel, call = call, path = path }, Call)
 end
 
---- Closes the connection (calls still being read keep it until they end).
+--- `transport:close()`: closes the connection (calls still being read keep
+-- it until they end).
 function Transport:close()
   self.channel:close()
   driver.close(self.channel)

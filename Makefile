@@ -105,7 +105,7 @@ lint: build
 	@lua5.4 doc/gen_reference.lua --check doc/reference.md
 	@/usr/bin/python3 .ci/check-layout --self-test
 	@/usr/bin/python3 .ci/check-layout --objects $(RELEASE)
-	@luacheck -qqq lua spec bench examples
+	@luacheck --formatter plain lua spec bench examples
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --std=c11 -I core -I bindings/lua core bindings
 	@echo "clang-tidy over core/ and bindings/ (compile_commands.json of $(RELEASE))"

@@ -75,7 +75,7 @@ local function blocks_of(md)
   for line in (md .. "\n"):gmatch("(.-)\n") do
     n = n + 1
     if cur then
-      local ind, ticks = line:match("^(%s*)(```+)%s*$")
+      local ticks = line:match("^%s*(```+)%s*$")
       if ticks and #ticks >= #cur.fence then
         cur.text = table.concat(cur.lines, "\n") .. (#cur.lines > 0 and "\n" or "")
         cur.lines = nil

@@ -4,8 +4,6 @@
 -- command of the build under test ($PROTOCALL_BIN, set by .ci/busted).
 local helper = require "grpc_helper"
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
-local corpus = require "corpus"
-local CORPUS = corpus.dir
 
 local R = require "runtime"
 
@@ -20,7 +18,8 @@ describe("examples/interceptors.lua", function()
     assert.are.equal(0, code, out)
     assert.are.equal(2, select(2, out:gsub("demo%.Router%.Measure %-> OK after 1 attempt%(s%)", "")), out)
     assert.are.equal(2, select(2, out:gsub("demo%.Router%.Measure %-> UNAVAILABLE after 3 attempt%(s%)", "")), out)
-    assert.matches("demo.Router.Measure -> UNAVAILABLE after 0 attempt(s)\nMeasure: UNAVAILABLE: circuit open", out, 1, true)
+    assert.matches("demo.Router.Measure -> UNAVAILABLE after 0 attempt(s)\nMeasure: UNAVAILABLE: circuit open", out, 1,
+      true)
     assert.matches("Measure after the cooldown: legs = 1", out, 1, true)
     assert.matches("count Measure OK = 2\ncount Measure UNAVAILABLE = 3", out, 1, true)
   end)

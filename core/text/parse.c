@@ -186,8 +186,8 @@ static int tok_is_nocase(const Tok *t, const char *word) {
 
 /* The token as text for messages: at most 60 bytes in our words, whole in
  * protoc's (TEXT), as protoc prints it. */
-#define TOKTEXT(t)     (int)((t)->n > 60 ? 60 : (t)->n), (t)->s
-#define TEXT(tp, t)    (int)((t)->n > 60 && !(tp)->protoc ? 60 : (t)->n), (t)->s
+#define TOKTEXT(t)            (int)((t)->n > 60 ? 60 : (t)->n), (t)->s
+#define TEXT(tp, t)           (int)((t)->n > 60 && !(tp)->protoc ? 60 : (t)->n), (t)->s
 /* Our words or protoc's, for one list of arguments. */
 #define SAY(tp, ours, theirs) ((tp)->protoc ? (theirs) : (ours))
 
@@ -201,7 +201,8 @@ static int describe_expected(TP *tp, const char *what) {
 /* A token of a kind: 'ours' names it in our words, 'theirs' in protoc's
  * ("Expected identifier, got: 5"). */
 static int expected(TP *tp, const char *ours, const char *theirs) {
-  if (tp->protoc) return fail_at(tp, &tp->tok, "Expected %s, got: %.*s", theirs, TEXT(tp, &tp->tok));
+  if (tp->protoc)
+    return fail_at(tp, &tp->tok, "Expected %s, got: %.*s", theirs, TEXT(tp, &tp->tok));
   return describe_expected(tp, ours);
 }
 
@@ -264,7 +265,8 @@ static int read_integer(TP *tp, pc_FieldType t, pc_Value *out) {
   uint64_t pos_max = is_signed ? (is64 ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX)
                                : (is64 ? UINT64_MAX : (uint64_t)UINT32_MAX);
   if (read == 0 || mag > pos_max + (uint64_t)neg)
-    return fail_at(tp, &start, SAY(tp, "integer out of range (%s%.*s)", "Integer out of range (%s%.*s)"),
+    return fail_at(tp, &start,
+                   SAY(tp, "integer out of range (%s%.*s)", "Integer out of range (%s%.*s)"),
                    neg && !tp->protoc ? "-" : "", TEXT(tp, &tp->tok));
   if (is64)
     out->u64 = neg ? (uint64_t)0 - mag : mag;
@@ -291,7 +293,8 @@ static int read_floating(TP *tp, int is_float, pc_Value *out) {
     d = NAN;
   } else if (t->type == T_INT && t->n > 1 && t->s[0] == '0') { /* hex, octal */
     if (tp->protoc) return fail_at(tp, t, "Expect a decimal number, got: %.*s", TEXT(tp, t));
-    return fail_at(tp, &start, "expected a decimal number, got \"%.*s\"", TOKTEXT(neg ? &start : t));
+    return fail_at(tp, &start, "expected a decimal number, got \"%.*s\"",
+                   TOKTEXT(neg ? &start : t));
   } else if (t->type == T_FLOAT || t->type == T_INT) {
     char buf[128];
     size_t n = t->n;
@@ -427,8 +430,9 @@ static int read_string(TP *tp, pc_Value *out, int utf8) {
       bad : {
         Tok at = tp->tok;
         at.col += (int)(esc - tp->tok.s);
-        return fail_at(tp, &at, SAY(tp, "invalid escape sequence in string",
-                                    "Invalid escape sequence in string literal."));
+        return fail_at(tp, &at,
+                       SAY(tp, "invalid escape sequence in string",
+                           "Invalid escape sequence in string literal."));
       }
       }
     }
@@ -555,8 +559,9 @@ static int mset_store(TP *tp, pc_Message *msg, const pc_FieldDef *f, const pc_Me
   }
   pc_WireWriter_Free(&w);
   if (es != kPc_EncodeStatus_Ok && es != kPc_EncodeStatus_OutOfMemory)
-    return fail_at(tp, &tp->tok, SAY(tp, "the MessageSet item %s does not encode: %s",
-                                     "MessageSet item %s does not encode: %s."),
+    return fail_at(tp, &tp->tok,
+                   SAY(tp, "the MessageSet item %s does not encode: %s",
+                       "MessageSet item %s does not encode: %s."),
                    f->full_name, pc_EncodeStatus_String(es));
   if (all == NULL || !pc_Message_AddUnknown(msg, all, size + n, tp->a)) return oom(tp);
   return 1;
@@ -703,13 +708,15 @@ static int read_expanded_any(TP *tp, pc_Message *msg, const pc_MessageDef *m, co
   pc_WireWriter_Free(&w);
   if (es == kPc_EncodeStatus_OutOfMemory || (es == kPc_EncodeStatus_Ok && !ok)) return oom(tp);
   if (es != kPc_EncodeStatus_Ok)
-    return fail_at(tp, at, SAY(tp, "the Any's message does not encode: %s",
-                               "The Any's message does not encode: %s."),
-                   pc_EncodeStatus_String(es));
+    return fail_at(
+        tp, at,
+        SAY(tp, "the Any's message does not encode: %s", "The Any's message does not encode: %s."),
+        pc_EncodeStatus_String(es));
   const pc_FieldDef *fu = pc_MessageDef_FindFieldByNumber(m, 1);
   const pc_FieldDef *fv = pc_MessageDef_FindFieldByNumber(m, 2);
   if (fu == NULL || fv == NULL)
-    return fail_at(tp, at, SAY(tp, "malformed google.protobuf.Any", "Malformed google.protobuf.Any."));
+    return fail_at(tp, at,
+                   SAY(tp, "malformed google.protobuf.Any", "Malformed google.protobuf.Any."));
   if (tp->protoc && pc_Message_Has(msg, fu))
     return fail_at(tp, at, "Non-repeated Any specified multiple times.");
   if (pc_Message_Has(msg, fu) || pc_Message_Has(msg, fv))
@@ -876,7 +883,8 @@ static void find_missing(const pc_Message *msg, const pc_MessageDef *m, char *pa
     if (f->type != kPc_Type_Message && f->type != kPc_Type_Group) continue;
     char *p = path + plen;
     size_t room = 512 - plen;
-    int k = f->is_extension ? snprintf(p, room, "(%s)", f->full_name) : snprintf(p, room, "%s", f->name);
+    int k = f->is_extension ? snprintf(p, room, "(%s)", f->full_name)
+                            : snprintf(p, room, "%s", f->name);
     if (k < 0 || (size_t)k >= room) continue;
     size_t len = plen + (size_t)k;
     if (f->is_map) {
@@ -884,7 +892,8 @@ static void find_missing(const pc_Message *msg, const pc_MessageDef *m, char *pa
       for (size_t e = 0; vf->slot == kPc_Slot_Message && e < v.map->size; e++) {
         int w = snprintf(path + len, 512 - len, "[%zu].value.", e);
         if (w > 0 && (size_t)w < 512 - len && v.map->entries[e].value.m != NULL)
-          find_missing(v.map->entries[e].value.m, vf->message, path, len + (size_t)w, out, depth + 1);
+          find_missing(v.map->entries[e].value.m, vf->message, path, len + (size_t)w, out,
+                       depth + 1);
       }
     } else if (f->label == kPc_Label_Repeated) {
       for (size_t e = 0; e < v.a->size; e++) {

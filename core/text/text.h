@@ -58,9 +58,9 @@ typedef struct {
 } pc_TextFinder;
 
 typedef struct {
-  int max_depth;       /* 0: PC_TEXT_DEFAULT_DEPTH; at most PC_TEXT_MAX_DEPTH */
-  const pc_Pool *pool; /* extensions and expanded Any types; NULL: the pool
-                          of the message's type */
+  int max_depth;               /* 0: PC_TEXT_DEFAULT_DEPTH; at most PC_TEXT_MAX_DEPTH */
+  const pc_Pool *pool;         /* extensions and expanded Any types; NULL: the pool
+                                  of the message's type */
   const pc_TextFinder *finder; /* NULL: full names in 'pool' */
   /* Non-zero: as protoc's option interpreter runs TextFormat::Parser, for
    * the .proto compiler. Errors in protoc's words with no position ("Expected

@@ -10,7 +10,6 @@
 
 #include "compiler/parse_internal.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,7 +19,7 @@
 #define MAX_FIELD_NUMBER 536870911
 #define MAX_DEPTH        64
 /* Aggregate option values nest this deep at most (protoc sets no limit;
- * this one bounds the recursion of the text reader to a small stack). */
+ * this one bounds core/text's recursion to a small stack). */
 #define MAX_TEXT_DEPTH   300
 
 typedef enum {
@@ -1084,7 +1083,7 @@ static int skip_value(const uint8_t **p, const uint8_t *end, int wt, uint32_t nu
   }
 }
 
-/* A value to store, from an option statement or a text-format literal. */
+/* A value to store, from an option statement. */
 typedef enum { kVIdent, kVPos, kVNeg, kVDouble, kVString, kVAggregate, kVNone } VKind;
 
 typedef struct {

@@ -13,7 +13,6 @@ void pc_Lexer_Init(pc_Lexer *lx, const char *src, size_t len) {
   lx->error = NULL;
   lx->error_line = lx->error_column = 0;
   lx->ident_end = NULL;
-  lx->hash_comments = 0;
 }
 
 void pc_Lexer_SkipBom(pc_Lexer *lx) {
@@ -90,9 +89,6 @@ static int skip_space(pc_Lexer *lx) {
       lx->p = q;
     } else if (c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
       step(lx);
-    } else if (c == '#' && lx->hash_comments) {
-      const char *q = memchr(lx->p, '\n', (size_t)(lx->end - lx->p));
-      advance_to(lx, q != NULL ? q : lx->end);
     } else if (c == '/' && peekc(lx, 1) == '/') {
       /* to the end of the line (or a NUL byte, which protoc's tokenizer
        * reads as the end of its buffer); the newline resets the column */

@@ -1,6 +1,5 @@
-/* The .proto tokenizer, shared by the .proto parser (compiler/parse.c) and the
- * resolver's text-format reader for aggregate option values
- * (compiler/resolve.c).
+/* The .proto tokenizer of the .proto parser (compiler/parse.c); aggregate
+ * option values are text format, read by core/text's own tokenizer.
  *
  * Follows protoc's io::Tokenizer: identifiers [A-Za-z_][A-Za-z0-9_]*,
  * integers (decimal, 0x hex, leading-0 octal), floats (digits with '.' or
@@ -40,8 +39,6 @@ typedef struct {
   int error_line, error_column; /* 1-based */
   char error_buf[64];           /* 'error' when it names a value */
   const char *ident_end;        /* where the last identifier ended */
-  int hash_comments;            /* text format: '#' to the end of the line is a
-                                   comment (set after pc_Lexer_Init) */
 } pc_Lexer;
 
 /* Starts reading the 'len' bytes at 'src' (not NUL-terminated). */

@@ -2,12 +2,14 @@
  * compiler/resolve_internal.h. Follows protoc's descriptor.cc (DescriptorBuilder and
  * OptionInterpreter): same lookups, same error texts. */
 #include "compiler/resolve_internal.h"
+#include "message/message.h"
+#include "schema/def.h"
+#include "text/text.h"
+#include "wire/encode.h"
 #include "wire/wire.h"
 
-#include "compiler/lex_internal.h"
 #include "compiler/parse_internal.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,7 +19,7 @@
 #define MAX_FIELD_NUMBER 536870911
 #define MAX_DEPTH        64
 /* Aggregate option values nest this deep at most (protoc sets no limit;
- * this one bounds the recursion of the text reader to a small stack). */
+ * this one bounds core/text's recursion to a small stack). */
 #define MAX_TEXT_DEPTH   300
 
 typedef enum {
@@ -67,6 +69,7 @@ typedef struct {
    * extensions checked so far, hashed for extension_clash */
   struct ExtEntry *exts;
   size_t ext_cap, ext_count;
+  pc_Pool *scratch; /* definitions for aggregate option values, made on first use */
 } R;
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -1080,7 +1083,7 @@ static int skip_value(const uint8_t **p, const uint8_t *end, int wt, uint32_t nu
   }
 }
 
-/* A value to store, from an option statement or a text-format literal. */
+/* A value to store, from an option statement. */
 typedef enum { kVIdent, kVPos, kVNeg, kVDouble, kVString, kVAggregate, kVNone } VKind;
 
 typedef struct {
@@ -1096,7 +1099,6 @@ typedef struct {
   R *r;
   int line, col;
   const char *option_name; /* "(foo).bar" as written, for errors */
-  int failed_text;         /* text-format error wording instead of option wording */
 } Ctx;
 
 static const char *field_full_name(R *r, const pc_FieldDesc *f, char *buf, size_t cap) {
@@ -1116,10 +1118,10 @@ static const char *kTypeWord[19] = {NULL,    "double",  "float",  "int64",   "ui
                                     "group", "message", "string", "uint32",  "enum",
                                     "int32", "int64",   "int32",  "int64"};
 
-/* Encodes 'v' for scalar or enum field 'f' (tag included unless
- * 'packed_body'); the option-statement checks and wording of protoc's
+/* Encodes 'v' for scalar or enum field 'f', tag included; the
+ * option-statement checks and wording of protoc's
  * OptionInterpreter::SetOptionValue. */
-static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, int packed_body) {
+static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v) {
   R *r = c->r;
   char fn[256]; /* the field's full name, filled by FN() for errors only */
   const char *tw = kTypeWord[f->type];
@@ -1214,13 +1216,6 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
   case kPc_Type_Enum: {
     const Sym *es = find_full(r, f->type_name);
     const pc_EnumDesc *e = es ? es->desc : NULL;
-    if (v->kind == kVPos || v->kind == kVNeg) {
-      if (!c->failed_text)
-        return fail_at(r, c->line, c->col,
-                       "Value must be identifier for enum-valued option \"%s\".", FN());
-      bits = v->kind == kVPos ? v->u : (uint64_t)v->i;
-      break;
-    }
     if (v->kind != kVIdent)
       return fail_at(r, c->line, c->col, "Value must be identifier for enum-valued option \"%s\".",
                      FN());
@@ -1245,337 +1240,12 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v, in
            buf_put(r, b, v->s, v->slen);
   default: return fail_at(r, c->line, c->col, "Option \"%s\" is not a scalar.", FN());
   }
-  if (!packed_body && !buf_tag(r, b, (uint32_t)f->number, wt)) return 0;
+  if (!buf_tag(r, b, (uint32_t)f->number, wt)) return 0;
   if (wt == 0) return buf_varint(r, b, bits);
   return buf_fixed(r, b, bits, wt == 5 ? 4 : 8);
 }
 
 #undef FN
-
-/* ---- text format (aggregate option values) ------------------------------- */
-
-typedef struct {
-  Ctx *c;
-  pc_Lexer lx;
-  pc_Token cur;
-  int bad;
-} T;
-
-typedef struct {
-  uint32_t number;
-  int packed; /* value bytes without tag, to be joined into one record */
-  size_t off, len;
-} Ent;
-
-typedef struct {
-  Buf data;
-  Ent *ents;
-  size_t n, cap;
-} Ents;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static int
-text_fail(T *t, const char *fmt, ...) {
-  if (!t->bad) {
-    char msg[PC_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fail_at(t->c->r, t->c->line, t->c->col, "Error while parsing option value for \"%s\": %s",
-            t->c->option_name, msg);
-  }
-  t->bad = 1;
-  t->cur.kind = kPc_Tok_End;
-  return 0;
-}
-
-static void text_next(T *t) {
-  if (t->bad) return;
-  if (!pc_Lexer_Next(&t->lx, &t->cur)) text_fail(t, "%s", t->lx.error);
-}
-
-static int text_at(const T *t, const char *s) {
-  size_t n = strlen(s);
-  return (t->cur.kind == kPc_Tok_Ident || t->cur.kind == kPc_Tok_Symbol) && t->cur.len == n &&
-         memcmp(t->cur.text, s, n) == 0;
-}
-
-static int text_try(T *t, const char *s) {
-  if (!text_at(t, s)) return 0;
-  text_next(t);
-  return !t->bad;
-}
-
-static int text_expect(T *t, const char *s) {
-  if (text_try(t, s)) return 1;
-  return text_fail(t, "Expected \"%s\", found \"%.*s\".", s, (int)t->cur.len, t->cur.text);
-}
-
-static int ents_add(R *r, Ents *e, uint32_t number, int packed, const Buf *src) {
-  if (e->n == e->cap) {
-    size_t nc = e->cap ? e->cap * 2 : 8;
-    Ent *ne = pc_Arena_Malloc(r->a, nc * sizeof *ne);
-    if (ne == NULL) return oom(r);
-    if (e->n) memcpy(ne, e->ents, e->n * sizeof *ne);
-    e->ents = ne;
-    e->cap = nc;
-  }
-  Ent *x = &e->ents[e->n++];
-  x->number = number;
-  x->packed = packed;
-  x->off = e->data.n;
-  x->len = src->n;
-  return buf_put(r, &e->data, src->p, src->n);
-}
-
-/* Serializes collected entries in field-number order (stable), packing
- * runs of packed values of one field into one record. */
-static int ents_finish(R *r, Ents *e, Buf *out) {
-  for (size_t i = 1; i < e->n; i++) {
-    Ent x = e->ents[i];
-    size_t j = i;
-    while (j > 0 && e->ents[j - 1].number > x.number) {
-      e->ents[j] = e->ents[j - 1];
-      j--;
-    }
-    e->ents[j] = x;
-  }
-  for (size_t i = 0; i < e->n;) {
-    Ent *x = &e->ents[i];
-    if (!x->packed) {
-      if (!buf_put(r, out, e->data.p + x->off, x->len)) return 0;
-      i++;
-      continue;
-    }
-    size_t total = 0, k = i;
-    while (k < e->n && e->ents[k].number == x->number && e->ents[k].packed)
-      total += e->ents[k++].len;
-    if (!buf_tag(r, out, x->number, 2) || !buf_varint(r, out, total)) return 0;
-    for (; i < k; i++)
-      if (!buf_put(r, out, e->data.p + e->ents[i].off, e->ents[i].len)) return 0;
-  }
-  return 1;
-}
-
-static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int depth);
-static int text_any(T *t, const Sym *any, Ents *e, const char *url, const char *type, int depth);
-
-static int is_packed(const R *r, const pc_FieldDesc *f, const Sym *owner) {
-  if (f->label != kPc_Label_Repeated || !is_packable(f->type)) return 0;
-  if (f->packed >= 0) return f->packed;
-  return owner != NULL && file_of(r, owner->file)->syntax == kPc_Syntax_Proto3;
-}
-
-/* The token kinds protoc's text format parser takes for a value of 'f'
- * ('after_minus': the token after a leading '-'); otherwise its "Expected
- * <what>, got: <token>". */
-static int text_value_kind(T *t, const pc_FieldDesc *f, int after_minus) {
-  pc_TokKind k = t->cur.kind;
-  const char *want = NULL;
-  switch (f->type) {
-  case kPc_Type_String:
-  case kPc_Type_Bytes: want = k == kPc_Tok_String ? NULL : "string"; break;
-  case kPc_Type_Bool: want = k == kPc_Tok_Int || k == kPc_Tok_Ident ? NULL : "identifier"; break;
-  case kPc_Type_Uint32:
-  case kPc_Type_Uint64:
-  case kPc_Type_Fixed32:
-  case kPc_Type_Fixed64: want = k == kPc_Tok_Int ? NULL : "integer"; break;
-  case kPc_Type_Float:
-  case kPc_Type_Double:
-    want = k == kPc_Tok_Int || k == kPc_Tok_Float || k == kPc_Tok_Ident ||
-                   (!after_minus && text_at(t, "-"))
-               ? NULL
-               : "double";
-    break;
-  case kPc_Type_Enum:
-    if (after_minus)
-      want = k == kPc_Tok_Int ? NULL : "integer";
-    else
-      want = k == kPc_Tok_Int || k == kPc_Tok_Ident || text_at(t, "-") ? NULL
-                                                                       : "integer or identifier";
-    break;
-  default: /* signed integers */
-    want = k == kPc_Tok_Int || (!after_minus && text_at(t, "-")) ? NULL : "integer";
-  }
-  if (want == NULL) return 1;
-  return text_fail(t, "Expected %s, got: %.*s", want, (int)t->cur.len, t->cur.text);
-}
-
-/* The largest magnitude protoc's text format parser takes in an integer
- * token for a field of type 'type' (after a '-' when 'neg'). */
-static uint64_t text_int_max(pc_FieldType type, int neg) {
-  switch (type) {
-  case kPc_Type_Int32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32:
-  case kPc_Type_Enum: return (uint64_t)INT32_MAX + (neg ? 1 : 0);
-  case kPc_Type_Int64:
-  case kPc_Type_Sint64:
-  case kPc_Type_Sfixed64: return (uint64_t)INT64_MAX + (neg ? 1 : 0);
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return UINT32_MAX;
-  case kPc_Type_Bool: return 1;
-  default: return UINT64_MAX;
-  }
-}
-
-static int text_scalar(T *t, Val *v, const pc_FieldDesc *f) {
-  memset(v, 0, sizeof *v);
-  if (!text_value_kind(t, f, 0)) return 0;
-  int neg = text_try(t, "-");
-  if (t->bad || (neg && !text_value_kind(t, f, 1))) return 0;
-  if (t->cur.kind == kPc_Tok_Int) {
-    uint64_t u = 0;
-    int is_float = f->type == kPc_Type_Float || f->type == kPc_Type_Double;
-    int fits = pc_Token_Int(&t->cur, &u);
-    if (!is_float && (!fits || u > text_int_max(f->type, neg)))
-      return text_fail(t, "Integer out of range (%.*s)", (int)t->cur.len, t->cur.text);
-    if (is_float) {
-      if (t->cur.len > 1 && t->cur.text[0] == '0') /* hex and octal, as protoc 21 */
-        return text_fail(t, "Expect a decimal number, got: %.*s", (int)t->cur.len, t->cur.text);
-      v->kind = kVDouble;
-      char digits[400];
-      snprintf(digits, sizeof digits, "%.*s", (int)t->cur.len, t->cur.text);
-      v->d = fits ? (double)u : strtod(digits, NULL); /* past 2^64: as a decimal */
-      if (neg) v->d = -v->d;
-    } else if (neg) {
-      v->kind = kVNeg;
-      v->i = (int64_t)(0 - u);
-    } else {
-      v->kind = kVPos;
-      v->u = u;
-    }
-    if (f->type == kPc_Type_Bool) {
-      v->kind = kVIdent;
-      v->s = u ? "true" : "false";
-    }
-  } else if (t->cur.kind == kPc_Tok_Float) {
-    v->kind = kVDouble;
-    v->d = pc_Token_Float(&t->cur);
-    if (neg) v->d = -v->d;
-  } else if (t->cur.kind == kPc_Tok_Ident) {
-    char word[64];
-    snprintf(word, sizeof word, "%.*s", (int)t->cur.len, t->cur.text);
-    if (f->type == kPc_Type_Float || f->type == kPc_Type_Double) {
-      v->kind = kVDouble;
-      if (strcmp(word, "inf") == 0 || strcmp(word, "infinity") == 0 ||
-          strcmp(word, "Infinity") == 0 || strcmp(word, "INF") == 0) {
-        v->d = neg ? -INFINITY : INFINITY;
-      } else if (strcmp(word, "nan") == 0 || strcmp(word, "NaN") == 0 || strcmp(word, "NAN") == 0) {
-        v->d = NAN;
-      } else {
-        return text_fail(t, "Expected double, got: %s", word);
-      }
-    } else if (neg) {
-      return text_fail(t, "Expected integer, got: %s", word);
-    } else if (f->type == kPc_Type_Bool) {
-      v->kind = kVIdent;
-      if (strcmp(word, "true") == 0 || strcmp(word, "True") == 0 || strcmp(word, "t") == 0) {
-        v->s = "true";
-      } else if (strcmp(word, "false") == 0 || strcmp(word, "False") == 0 ||
-                 strcmp(word, "f") == 0) {
-        v->s = "false";
-      } else {
-        return text_fail(t, "Invalid value for boolean field \"%s\". Value: \"%s\".", f->name,
-                         word);
-      }
-    } else {
-      v->kind = kVIdent;
-      v->s = pc_Arena_StrDup(t->c->r->a, t->cur.text, t->cur.len);
-      if (v->s == NULL) return oom(t->c->r);
-    }
-  } else if (t->cur.kind == kPc_Tok_String && !neg) {
-    size_t raw = 0;
-    pc_Lexer save = t->lx;
-    pc_Token tk = t->cur;
-    while (tk.kind == kPc_Tok_String) {
-      raw += tk.len;
-      if (!pc_Lexer_Next(&save, &tk)) break;
-    }
-    char *s = pc_Arena_Malloc(t->c->r->a, raw + 1);
-    if (s == NULL) return oom(t->c->r);
-    size_t n = 0;
-    while (t->cur.kind == kPc_Tok_String) {
-      n += pc_Token_Unescape(&t->cur, s + n);
-      text_next(t);
-    }
-    v->kind = kVString;
-    v->s = s;
-    v->slen = n;
-    return !t->bad;
-  } else {
-    return text_fail(t, "Expected value, found \"%.*s\".", (int)t->cur.len, t->cur.text);
-  }
-  text_next(t);
-  return !t->bad;
-}
-
-/* One value of field 'f' (of message 'owner') into 'e'. */
-static int text_value(T *t, Ents *e, const pc_FieldDesc *f, const Sym *owner, int message_set,
-                      int depth) {
-  R *r = t->c->r;
-  Buf one = {0};
-  if (f->type == kPc_Type_Message || f->type == kPc_Type_Group) {
-    const char *close;
-    if (text_try(t, "{")) {
-      close = "}";
-    } else if (text_try(t, "<")) {
-      close = ">";
-    } else {
-      return text_fail(t, "Expected \"{\", found \"%.*s\".", (int)t->cur.len, t->cur.text);
-    }
-    const Sym *ms = find_full(r, f->type_name);
-    if (ms == NULL || ms->kind != kSymMessage) return text_fail(t, "Unknown message type.");
-    Buf body = {0};
-    if (!text_message(t, ms, &body, close, depth + 1)) return 0;
-    if (message_set && f->extendee != NULL) {
-      /* MessageSet item: group 1 { type_id 2, message 3 } */
-      if (!buf_tag(r, &one, 1, 3) || !buf_tag(r, &one, 2, 0) ||
-          !buf_varint(r, &one, (uint64_t)f->number) || !buf_tag(r, &one, 3, 2) ||
-          !buf_varint(r, &one, body.n) || !buf_put(r, &one, body.p, body.n) ||
-          !buf_tag(r, &one, 1, 4))
-        return 0;
-    } else if (f->type == kPc_Type_Group) {
-      if (!buf_tag(r, &one, (uint32_t)f->number, 3) || !buf_put(r, &one, body.p, body.n) ||
-          !buf_tag(r, &one, (uint32_t)f->number, 4))
-        return 0;
-    } else if (!buf_tag(r, &one, (uint32_t)f->number, 2) || !buf_varint(r, &one, body.n) ||
-               !buf_put(r, &one, body.p, body.n)) {
-      return 0;
-    }
-    return ents_add(r, e, message_set && f->extendee ? 1 : (uint32_t)f->number, 0, &one);
-  }
-  Val v;
-  if (!text_scalar(t, &v, f)) return 0;
-  if (f->type == kPc_Type_Enum && v.kind == kVIdent) {
-    const Sym *es = find_full(r, f->type_name);
-    const pc_EnumDesc *en = es ? es->desc : NULL;
-    int found = 0;
-    for (size_t i = 0; en && i < en->value_count && !found; i++)
-      found = v.s != NULL && strcmp(en->values[i].name, v.s) == 0;
-    if (!found)
-      return text_fail(t, "Unknown enumeration value of \"%s\" for field \"%s\".", v.s, f->name);
-  }
-  if (f->type == kPc_Type_Enum && (v.kind == kVPos || v.kind == kVNeg)) {
-    /* a number: a closed (proto2) enum must have it, as protoc checks */
-    const Sym *es = find_full(r, f->type_name);
-    const pc_EnumDesc *en = es ? es->desc : NULL;
-    long long n = v.kind == kVPos ? (long long)v.u : (long long)v.i;
-    int found = en == NULL || file_of(r, es->file)->syntax == kPc_Syntax_Proto3;
-    for (size_t i = 0; en && i < en->value_count && !found; i++) found = en->values[i].number == n;
-    if (!found)
-      return text_fail(t, "Unknown enumeration value of \"%lld\" for field \"%s\".", n, f->name);
-  }
-  int packed = is_packed(r, f, owner);
-  int saved = t->c->failed_text;
-  t->c->failed_text = 1;
-  int ok = encode_scalar(t->c, &one, f, &v, packed);
-  t->c->failed_text = saved;
-  return ok && ents_add(r, e, (uint32_t)f->number, packed, &one);
-}
 
 /* A field of an option name part ("(opt).a.b"): by field name, as
  * protoc's OptionInterpreter looks it up, or a group by its type name. */
@@ -1593,171 +1263,143 @@ static const pc_FieldDesc *find_field(const pc_MessageDesc *m, const char *name,
   return NULL;
 }
 
-/* protoc's text format field lookup: by name, else by the lower-cased
- * name when that is a group's field; a group is then named by its type
- * ("MyGroup { ... }"), never by its field name. */
-static const pc_FieldDesc *text_find_field(const pc_MessageDesc *m, const char *name, size_t len) {
-  const pc_FieldDesc *found = NULL;
-  for (size_t i = 0; i < m->field_count && found == NULL; i++)
-    if (strlen(m->fields[i].name) == len && memcmp(m->fields[i].name, name, len) == 0)
-      found = &m->fields[i];
-  for (size_t i = 0; i < m->field_count && found == NULL; i++) {
-    const pc_FieldDesc *f = &m->fields[i];
-    size_t k = 0;
-    while (k < len && f->name[k] != '\0' && f->name[k] == lower(name[k])) k++;
-    if (k == len && f->name[k] == '\0' && f->type == kPc_Type_Group) found = f;
-  }
-  if (found != NULL && found->type == kPc_Type_Group) {
-    const char *tn = found->type_name ? found->type_name : "";
-    const char *dot = strrchr(tn, '.');
-    tn = dot ? dot + 1 : tn;
-    if (strlen(tn) != len || memcmp(tn, name, len) != 0) return NULL;
-  }
-  return found;
+/* ---- aggregate option values ---------------------------------------------- */
+
+/* `option (o) = { a: 1 b { c: "x" } };` is text format, read by core/text as
+ * protoc's option interpreter has TextFormat::Parser read it: into a message
+ * of the option's type (a DynamicMessage in protoc) whose bytes become the
+ * option's value. The message types come from a scratch pool built on first
+ * use with the files the value needs (the types the resolver works on are
+ * descriptions; a pool makes definitions of them), freed after the file. */
+
+/* The scratch pool draws from the resolver's arena: every byte counted,
+ * all of it freed with the arena. */
+static void *arena_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  if (nsize == 0) return NULL;
+  void *p = pc_Arena_Malloc(ud, nsize);
+  if (p != NULL && ptr != NULL) memcpy(p, ptr, osize < nsize ? osize : nsize);
+  return p;
 }
 
-/* An expanded google.protobuf.Any, `[type.googleapis.com/pkg.Msg] { ... }`:
- * type_url (1) and the message's bytes as value (2). */
-static int text_any(T *t, const Sym *any, Ents *e, const char *url, const char *type, int depth) {
-  R *r = t->c->r;
-  if (any->len != 19 || memcmp(any->name, "google.protobuf.Any", 19) != 0)
-    return text_fail(t, "Message type \"%.*s\" has no field named \"%s\".", (int)any->len,
-                     any->name, url);
-  const Sym *ms = find(r, type, strlen(type));
-  if (ms == NULL || ms->kind != kSymMessage)
-    return text_fail(t, "Could not find type \"%s\" stored in google.protobuf.Any.", url);
-  text_try(t, ":");
-  const char *close;
-  if (text_try(t, "{")) {
-    close = "}";
-  } else if (text_try(t, "<")) {
-    close = ">";
-  } else {
-    return text_fail(t, "Expected \"{\", found \"%.*s\".", (int)t->cur.len, t->cur.text);
-  }
-  Buf body = {0}, one = {0}, two = {0};
-  size_t ulen = strlen(url);
-  if (!text_message(t, ms, &body, close, depth + 1)) return 0;
-  return buf_tag(r, &one, 1, 2) && buf_varint(r, &one, ulen) && buf_put(r, &one, url, ulen) &&
-         ents_add(r, e, 1, 0, &one) && buf_tag(r, &two, 2, 2) && buf_varint(r, &two, body.n) &&
-         buf_put(r, &two, body.p, body.n) && ents_add(r, e, 2, 0, &two);
+/* Copies, in place of '*enums' and '*messages' (nested ones too), with every
+ * enum's aliases allowed: protoc checks aliases after the options
+ * (validate_enum), so the scratch pool must not refuse them first. 0 when
+ * memory runs out. */
+static int allow_aliases(R *r, pc_EnumDesc **enums, size_t ne, pc_MessageDesc **messages,
+                         size_t nm) {
+  pc_EnumDesc *e = ne ? pc_Arena_Malloc(r->a, ne * sizeof *e) : NULL;
+  pc_MessageDesc *m = nm ? pc_Arena_Malloc(r->a, nm * sizeof *m) : NULL;
+  if ((ne && e == NULL) || (nm && m == NULL)) return 0;
+  if (ne) *enums = memcpy(e, *enums, ne * sizeof *e);
+  if (nm) *messages = memcpy(m, *messages, nm * sizeof *m);
+  for (size_t i = 0; i < ne; i++) e[i].allow_alias = 1;
+  for (size_t i = 0; i < nm; i++)
+    if (!allow_aliases(r, &m[i].enums, m[i].enum_count, &m[i].nested, m[i].nested_count)) return 0;
+  return 1;
 }
 
-static int text_message(T *t, const Sym *msym, Buf *out, const char *close, int depth) {
-  R *r = t->c->r;
-  if (depth > MAX_TEXT_DEPTH) return text_fail(t, "Message is too deep");
-  const pc_MessageDesc *m = msym->desc;
-  Ents e;
-  memset(&e, 0, sizeof e);
-  char mname[256];
-  snprintf(mname, sizeof mname, "%.*s", (int)msym->len, msym->name);
-  /* what is set so far, as protoc's HasField sees it: singular fields by
-   * index (extensions in a list), the member set of each oneof */
-  unsigned char *set = pc_Arena_Calloc(r->a, m->field_count + 1);
-  const pc_FieldDesc **oneof_set =
-      pc_Arena_Calloc(r->a, (m->oneof_count + 1) * sizeof(const pc_FieldDesc *));
-  const pc_FieldDesc **exts_set = NULL;
-  size_t nexts = 0, capexts = 0;
-  if (set == NULL || oneof_set == NULL) return oom(r);
-  int proto3 = file_of(r, msym->file)->syntax == kPc_Syntax_Proto3;
-  while (!(close ? text_at(t, close) : t->cur.kind == kPc_Tok_End)) {
-    if (t->bad) return 0;
-    if (t->cur.kind == kPc_Tok_End) return text_fail(t, "Expected \"%s\".", close);
-    const pc_FieldDesc *f = NULL;
-    char name[512];
-    if (text_try(t, "[")) {
-      size_t n = 0;
-      while (!text_at(t, "]") && t->cur.kind != kPc_Tok_End && n + t->cur.len < sizeof name) {
-        memcpy(name + n, t->cur.text, t->cur.len);
-        n += t->cur.len;
-        text_next(t);
-      }
-      name[n] = '\0';
-      if (!text_expect(t, "]")) return 0;
-      const char *slash = strrchr(name, '/');
-      if (slash != NULL) {
-        if (!text_any(t, msym, &e, name, slash + 1, depth)) return 0;
-        if (!text_try(t, ";")) text_try(t, ",");
-        continue;
-      }
-      const Sym *s = lookup(r, name, mname, 0);
-      if (s != NULL && s->kind == kSymField) {
-        f = s->desc;
-      } else if (s != NULL && s->kind == kSymMessage && m->message_set_wire_format) {
-        const pc_MessageDesc *fm = s->desc;
-        for (size_t i = 0; i < fm->extension_count && f == NULL; i++) {
-          const Sym *es = find_full(r, fm->extensions[i].extendee);
-          if (es == msym) f = &fm->extensions[i];
-        }
-      }
-      if (f == NULL || f->extendee == NULL || find_full(r, f->extendee) != msym)
-        return text_fail(t, "Extension \"%s\" is not defined or is not an extension of \"%s\".",
-                         name, mname);
-    } else {
-      if (t->cur.kind != kPc_Tok_Ident)
-        return text_fail(t, "Expected identifier, got: %.*s", (int)t->cur.len, t->cur.text);
-      f = text_find_field(m, t->cur.text, t->cur.len);
-      if (f == NULL)
-        return text_fail(t, "Message type \"%s\" has no field named \"%.*s\".", mname,
-                         (int)t->cur.len, t->cur.text);
-      snprintf(name, sizeof name, "%.*s", (int)t->cur.len, t->cur.text);
-      text_next(t);
-    }
-    /* protoc: a singular field once (a proto3 field without presence is
-     * "set" only when not zero, which this reader does not track, so it is
-     * not checked), one member per oneof */
-    int implicit = proto3 && f->extendee == NULL && f->oneof_index < 0 && !f->proto3_optional &&
-                   f->type != kPc_Type_Message && f->type != kPc_Type_Group;
-    if (f->label != kPc_Label_Repeated && !implicit) {
-      int again = 0;
-      if (f->extendee == NULL) {
-        again = set[f - m->fields];
-        set[f - m->fields] = 1;
-      } else {
-        for (size_t i = 0; i < nexts && !again; i++) again = exts_set[i] == f;
-        if (!again && nexts == capexts) {
-          capexts = capexts ? capexts * 2 : 8;
-          const pc_FieldDesc **grown =
-              pc_Arena_Malloc(r->a, capexts * sizeof(const pc_FieldDesc *));
-          if (grown == NULL) return oom(r);
-          if (nexts) memcpy(grown, exts_set, nexts * sizeof(const pc_FieldDesc *));
-          exts_set = grown;
-        }
-        if (!again) exts_set[nexts++] = f;
-      }
-      if (again)
-        return text_fail(t, "Non-repeated field \"%s\" is specified multiple times.", name);
-    }
-    if (f->extendee == NULL && f->oneof_index >= 0 && (size_t)f->oneof_index < m->oneof_count) {
-      const pc_FieldDesc *other = oneof_set[f->oneof_index];
-      if (other != NULL && other != f)
-        return text_fail(t,
-                         "Field \"%s\" is specified along with field \"%s\", another member of "
-                         "oneof \"%s\".",
-                         name, other->name, m->oneofs[f->oneof_index].name);
-      oneof_set[f->oneof_index] = f;
-    }
-    int is_msg = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
-    if (!text_try(t, ":") && !is_msg)
-      return text_fail(t, "Expected \":\", found \"%.*s\".", (int)t->cur.len, t->cur.text);
-    if (t->bad) return 0;
-    if (f->label == kPc_Label_Repeated && text_try(t, "[")) {
-      if (!text_try(t, "]")) {
-        for (;;) { /* protoc: a value, then "]" or "," */
-          if (!text_value(t, &e, f, msym, m->message_set_wire_format, depth)) return 0;
-          if (text_try(t, "]")) break;
-          if (t->bad || !text_expect(t, ",")) return 0;
-        }
-      }
-    } else if (!text_value(t, &e, f, msym, m->message_set_wire_format, depth)) {
-      return 0;
-    }
-    if (!text_try(t, ";")) text_try(t, ",");
-    if (t->bad) return 0;
+/* File 'index' in the scratch pool, what it imports first; NULL with the
+ * error set when the pool refuses it. */
+static const pc_FileDef *scratch_file(R *r, int index) {
+  const pc_FileDesc *f = file_of(r, index);
+  const pc_FileDef *def = pc_Pool_FindFile(r->scratch, f->name);
+  if (def != NULL) return def;
+  for (size_t i = 0; i < f->dependency_count; i++) {
+    int d = dep_index(r, f->dependencies[i]);
+    if (d >= 0 && scratch_file(r, d) == NULL) return NULL;
   }
-  if (close) text_next(t);
-  if (t->bad) return 0;
-  return ents_finish(r, &e, out);
+  pc_FileDesc self;
+  if (index == file_index_self(r)) {
+    self = *f;
+    if (!allow_aliases(r, &self.enums, self.enum_count, &self.messages, self.message_count)) {
+      oom(r);
+      return NULL;
+    }
+    f = &self;
+  }
+  pc_Error err;
+  pc_Error_Init(&err);
+  def = pc_Pool_AddFile(r->scratch, f, &err);
+  if (def == NULL && strstr(err.msg, "out of memory") != NULL) oom(r);
+  if (def == NULL) fail_at(r, 0, 0, "%s", err.msg);
+  return def;
+}
+
+/* The scratch pool's definition of message 's'. */
+static const pc_MessageDef *scratch_message(R *r, const Sym *s) {
+  if (r->scratch == NULL && (r->scratch = pc_Pool_New(arena_alloc, r->a)) == NULL) {
+    oom(r);
+    return NULL;
+  }
+  return scratch_file(r, s->file) != NULL ? pc_Pool_FindMessage(r->scratch, s->name) : NULL;
+}
+
+/* protoc's AggregateOptionFinder::FindExtension: 'name' looked up from the
+ * message's scope; a MessageSet also takes the name of a message type
+ * declaring one extension of it. */
+static const pc_FieldDef *find_extension(void *ud, const pc_MessageDef *m, const char *name) {
+  R *r = ud;
+  const Sym *ms = find(r, m->full_name, strlen(m->full_name));
+  const Sym *s = lookup(r, name, m->full_name, 0);
+  const char *full = s != NULL && s->kind == kSymField ? s->name : NULL;
+  if (ms == NULL || s == NULL) return NULL;
+  if (s->kind == kSymMessage && ((const pc_MessageDesc *)ms->desc)->message_set_wire_format) {
+    const pc_MessageDesc *holder = s->desc;
+    for (size_t i = 0; i < holder->extension_count && full == NULL; i++)
+      if (find_full(r, holder->extensions[i].extendee) == ms)
+        full = join(r, s->name, holder->extensions[i].name);
+  }
+  const Sym *fs = full != NULL ? find(r, full, strlen(full)) : NULL;
+  if (fs == NULL || fs->kind != kSymField || scratch_file(r, fs->file) == NULL) return NULL;
+  return pc_Pool_FindExtension(r->scratch, full);
+}
+
+/* protoc's AggregateOptionFinder::FindAnyType: the two type URL prefixes
+ * it knows, then the type by its full name. */
+static const pc_MessageDef *find_any_type(void *ud, const char *url) {
+  R *r = ud;
+  const char *type = strrchr(url, '/') + 1;
+  if ((size_t)(type - url) != 20 || (memcmp(url, "type.googleapis.com/", 20) != 0 &&
+                                     memcmp(url, "type.googleprod.com/", 20) != 0))
+    return NULL;
+  const Sym *s = find(r, type, strlen(type));
+  return s != NULL && s->kind == kSymMessage ? scratch_message(r, s) : NULL;
+}
+
+/* The aggregate value 'text' of option 'name' (of message type 'type'),
+ * encoded into 'out' (the message's bytes, as protoc serializes it). */
+static int aggregate(R *r, const Ctx *c, const Sym *type, const char *name, const char *text,
+                     size_t len, Buf *out) {
+  const pc_MessageDef *m = scratch_message(r, type);
+  if (m == NULL) return r->failed ? 0 : oom(r);
+  pc_Message *msg = pc_Message_New(m, r->a);
+  if (msg == NULL) return oom(r);
+  pc_TextFinder finder = {find_extension, find_any_type, r};
+  pc_TextParseOptions o;
+  memset(&o, 0, sizeof o);
+  o.max_depth = MAX_TEXT_DEPTH;
+  o.finder = &finder;
+  o.protoc = 1;
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_TextStatus st = pc_Text_Parse(text, len, msg, m, r->a, &o, &err);
+  if (r->failed) return 0; /* the scratch pool refused a file the finder needed */
+  if (st == kPc_TextStatus_OutOfMemory) return oom(r);
+  if (st != kPc_TextStatus_Ok)
+    return fail_at(r, c->line, c->col, "Error while parsing option value for \"%s\": %s", name,
+                   err.msg);
+  pc_WireWriter w;
+  pc_WireWriter_Init(&w, arena_alloc, r->a);
+  static const pc_EncodeOptions kAsWritten = {0, 1}; /* maps in the order written */
+  pc_EncodeStatus es = pc_Encode(msg, m, &kAsWritten, &w, &err);
+  int ok =
+      es == kPc_EncodeStatus_Ok && buf_put(r, out, pc_WireWriter_Data(&w), pc_WireWriter_Size(&w));
+  pc_WireWriter_Free(&w);
+  if (es == kPc_EncodeStatus_OutOfMemory) return oom(r);
+  if (es != kPc_EncodeStatus_Ok) /* a proto3 string that is not UTF-8 */
+    return fail_at(r, c->line, c->col, "Error while parsing option value for \"%s\": %s", name,
+                   err.msg);
+  return ok;
 }
 
 /* ---- interpreting uninterpreted_option entries ------------------------------ */
@@ -1925,7 +1567,7 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
       (*nnames)++;
     }
   }
-  Ctx c = {r, u->vline, u->vcol, dbg, 0}; /* value errors point at the value */
+  Ctx c = {r, u->vline, u->vcol, dbg}; /* value errors point at the value */
   Buf val = {0};
   if (leaf->type == kPc_Type_Message || leaf->type == kPc_Type_Group) {
     if (u->v.kind != kVAggregate) {
@@ -1938,20 +1580,8 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
     }
     const Sym *ms = find_full(r, leaf->type_name);
     if (ms == NULL) return fail_at(r, u->line, u->col, "Option \"%s\" unknown.", dbg);
-    char optname[256];
-    snprintf(optname, sizeof optname, "%s", leaf->name);
-    c.option_name = optname;
-    T t;
-    memset(&t, 0, sizeof t);
-    t.c = &c;
-    pc_Lexer_Init(&t.lx, u->v.s, u->v.slen);
-    /* protoc reads the value as text format, where '#' starts a comment;
-     * the value is its tokens joined on one line, so a comment runs to the
-     * end of the value */
-    t.lx.hash_comments = 1;
-    text_next(&t);
     Buf body = {0};
-    if (!text_message(&t, ms, &body, NULL, 0) || r->failed) return 0;
+    if (!aggregate(r, &c, ms, leaf->name, u->v.s, u->v.slen, &body)) return 0;
     if (leaf->type == kPc_Type_Group) {
       if (!buf_tag(r, &val, (uint32_t)leaf->number, 3) || !buf_put(r, &val, body.p, body.n) ||
           !buf_tag(r, &val, (uint32_t)leaf->number, 4))
@@ -1970,7 +1600,7 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
       if (ident == NULL) return oom(r);
       v.s = ident;
     }
-    if (!encode_scalar(&c, &val, leaf, &v, 0)) return 0;
+    if (!encode_scalar(&c, &val, leaf, &v)) return 0;
   }
   /* wrap in the intermediate messages, innermost first */
   for (size_t i = u->nparts - 1; i-- > 0;) {
@@ -2116,109 +1746,116 @@ static int interpret_file(R *r, pc_FileDesc *file, const char *pkg) {
 
 /* ---- entry point ---------------------------------------------------------- */
 
-int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const *deps,
-                    size_t dep_count, const pc_LaterError *later, pc_Error *err) {
-  R r;
-  memset(&r, 0, sizeof r);
-  r.a = arena;
-  r.err = err;
-  r.file = file;
-  r.deps = deps;
-  r.ndeps = dep_count;
-  r.undeclared_file = -1;
+static int resolve(R *r, const pc_LaterError *later) {
+  pc_FileDesc *file = r->file;
   if (later != NULL && later->error.set && later->early) {
-    pc_Error_Set(err, "%s", later->error.msg);
+    pc_Error_Set(r->err, "%s", later->error.msg);
     return 0;
   }
-  r.visible = pc_Arena_Calloc(arena, dep_count + 1);
-  if (r.visible == NULL) return oom(&r);
+  r->visible = pc_Arena_Calloc(r->a, r->ndeps + 1);
+  if (r->visible == NULL) return oom(r);
 
   /* imports: each once, each present */
   for (size_t i = 0; i < file->dependency_count; i++) {
     for (size_t k = 0; k < i; k++)
       if (strcmp(file->dependencies[k], file->dependencies[i]) == 0)
-        return fail_at(&r, 0, 0, "Import \"%s\" was listed twice.", file->dependencies[i]);
-    int d = dep_index(&r, file->dependencies[i]);
+        return fail_at(r, 0, 0, "Import \"%s\" was listed twice.", file->dependencies[i]);
+    int d = dep_index(r, file->dependencies[i]);
     if (d < 0)
-      return fail_at(&r, 0, 0, "Import \"%s\" was not found or had errors.", file->dependencies[i]);
-    mark_public(&r, d);
-    r.visible[d] = 1;
+      return fail_at(r, 0, 0, "Import \"%s\" was not found or had errors.", file->dependencies[i]);
+    mark_public(r, d);
+    r->visible[d] = 1;
   }
   size_t estimate = count_file_syms(file);
-  for (size_t i = 0; i < dep_count; i++) estimate += count_file_syms(deps[i]);
-  r.cap = 64;
-  while (r.cap < estimate * 2) r.cap *= 2;
-  r.slots = pc_Arena_Calloc(arena, r.cap * sizeof *r.slots);
-  if (r.slots == NULL) return oom(&r);
-  for (size_t i = 0; i < dep_count; i++)
-    if (!add_file_syms(&r, deps[i], (int)i)) return 0;
-  if (!add_file_syms(&r, file, file_index_self(&r))) return 0;
+  for (size_t i = 0; i < r->ndeps; i++) estimate += count_file_syms(r->deps[i]);
+  r->cap = 64;
+  while (r->cap < estimate * 2) r->cap *= 2;
+  r->slots = pc_Arena_Calloc(r->a, r->cap * sizeof *r->slots);
+  if (r->slots == NULL) return oom(r);
+  for (size_t i = 0; i < r->ndeps; i++)
+    if (!add_file_syms(r, r->deps[i], (int)i)) return 0;
+  if (!add_file_syms(r, file, file_index_self(r))) return 0;
 
   const char *pkg = file->package && file->package[0] ? file->package : NULL;
   for (size_t i = 0; i < file->message_count; i++)
-    if (!resolve_message(&r, pkg, &file->messages[i])) return 0;
+    if (!resolve_message(r, pkg, &file->messages[i])) return 0;
   for (size_t i = 0; i < file->extension_count; i++) {
-    char *n = join(&r, pkg, file->extensions[i].name);
-    if (n == NULL || !resolve_field(&r, &file->extensions[i], n)) return 0;
+    char *n = join(r, pkg, file->extensions[i].name);
+    if (n == NULL || !resolve_field(r, &file->extensions[i], n)) return 0;
   }
   for (size_t i = 0; i < file->service_count; i++) {
     pc_ServiceDesc *s = &file->services[i];
-    char *sn = join(&r, pkg, s->name);
+    char *sn = join(r, pkg, s->name);
     if (sn == NULL) return 0;
     for (size_t k = 0; k < s->method_count; k++) {
       pc_MethodDesc *md = &s->methods[k];
-      char *mn = join(&r, sn, md->name);
+      char *mn = join(r, sn, md->name);
       if (mn == NULL) return 0;
       const char **types[2] = {&md->input_type, &md->output_type};
       for (int j = 0; j < 2; j++) {
-        const Sym *t = lookup(&r, *types[j], mn, 0);
+        const Sym *t = lookup(r, *types[j], mn, 0);
         int line = md->type_line[j] ? md->type_line[j] : md->line;
         int col = md->type_line[j] ? md->type_column[j] : md->column;
-        if (t == NULL) return not_defined(&r, line, col, *types[j]);
+        if (t == NULL) return not_defined(r, line, col, *types[j]);
         if (t->kind != kSymMessage)
-          return fail_at(&r, line, col, "\"%s\" is not a message type.", *types[j]);
-        if ((*types[j] = dotted(&r, t)) == NULL) return 0;
+          return fail_at(r, line, col, "\"%s\" is not a message type.", *types[j]);
+        if ((*types[j] = dotted(r, t)) == NULL) return 0;
       }
     }
   }
 
   for (size_t i = 0; i < file->message_count; i++)
-    if (!check_message(&r, pkg, &file->messages[i])) return 0;
+    if (!check_message(r, pkg, &file->messages[i])) return 0;
   for (size_t i = 0; i < file->enum_count; i++)
-    if (!check_enum(&r, &file->enums[i])) return 0;
-  if (!check_extensions(&r, file->extensions, file->extension_count, pkg)) return 0;
+    if (!check_enum(r, &file->enums[i])) return 0;
+  if (!check_extensions(r, file->extensions, file->extension_count, pkg)) return 0;
   for (size_t i = 0; i < file->message_count; i++)
-    if (!check_message_extensions(&r, pkg, &file->messages[i])) return 0;
+    if (!check_message_extensions(r, pkg, &file->messages[i])) return 0;
 
   for (size_t i = 0; i < file->message_count; i++)
-    if (!message_float_defaults(&r, &file->messages[i])) return 0;
-  if (!float_defaults(&r, file->extensions, file->extension_count)) return 0;
+    if (!message_float_defaults(r, &file->messages[i])) return 0;
+  if (!float_defaults(r, file->extensions, file->extension_count)) return 0;
 
   /* custom options, now that every type is known; a standard option's error
    * from the parser comes first unless a custom one fails before it */
   if (later == NULL || !later->error.set) {
-    if (!interpret_file(&r, file, pkg)) return 0;
+    if (!interpret_file(r, file, pkg)) return 0;
   } else {
     pc_Error inner;
     pc_Error_Init(&inner);
-    r.err = &inner;
-    int ok = interpret_file(&r, file, pkg);
+    pc_Error *err = r->err;
+    r->err = &inner;
+    int ok = interpret_file(r, file, pkg);
     int before =
-        r.fail_line < later->line || (r.fail_line == later->line && r.fail_col < later->column);
-    if (r.in_file_options != later->file_level) before = later->file_level; /* those go last */
-    int custom_first = !ok && (r.fail_line <= 0 || before);
+        r->fail_line < later->line || (r->fail_line == later->line && r->fail_col < later->column);
+    if (r->in_file_options != later->file_level) before = later->file_level; /* those go last */
+    int custom_first = !ok && (r->fail_line <= 0 || before);
+    r->err = err;
     pc_Error_Set(err, "%s", custom_first ? inner.msg : later->error.msg);
     return 0;
   }
 
   /* what protoc validates last: enum values, then the parser's own */
   for (size_t i = 0; i < file->enum_count; i++)
-    if (!validate_enum(&r, pkg, &file->enums[i])) return 0;
+    if (!validate_enum(r, pkg, &file->enums[i])) return 0;
   for (size_t i = 0; i < file->message_count; i++)
-    if (!validate_message_enums(&r, pkg, &file->messages[i])) return 0;
+    if (!validate_message_enums(r, pkg, &file->messages[i])) return 0;
   if (later != NULL && later->validate.set) {
-    pc_Error_Set(err, "%s", later->validate.msg);
+    pc_Error_Set(r->err, "%s", later->validate.msg);
     return 0;
   }
-  return !r.failed;
+  return !r->failed;
+}
+
+int pc_ResolveProto(pc_Arena *arena, pc_FileDesc *file, const pc_FileDesc *const *deps,
+                    size_t dep_count, const pc_LaterError *later, pc_Error *err) {
+  R r = {.a = arena,
+         .err = err,
+         .file = file,
+         .deps = deps,
+         .ndeps = dep_count,
+         .undeclared_file = -1};
+  int ok = resolve(&r, later);
+  pc_Pool_Free(r.scratch); /* its memory is the arena's */
+  return ok;
 }

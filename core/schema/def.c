@@ -554,6 +554,7 @@ static int build_names(Builder *b, const pc_MessageDesc *d, size_t n, const char
     m->containing = containing;
     m->syntax = b->file->syntax;
     m->map_entry = (uint8_t)(d[i].map_entry != 0);
+    m->message_set = (uint8_t)(d[i].message_set_wire_format != 0);
     if (!add_local(b, m->full_name, kKind_Message, m)) return 0;
     for (size_t j = 0; j < d[i].enum_count; j++)
       if (!build_enum(b, &d[i].enums[j], m->full_name, m)) return 0;

@@ -158,6 +158,9 @@ struct pc_MessageDef {
   const pc_RangeDesc *extension_ranges; /* end exclusive */
   uint32_t extension_range_count;
   uint8_t map_entry;
+  uint8_t message_set; /* message_set_wire_format: its extensions travel as
+                          MessageSet items (core/wire keeps those as unknown
+                          bytes; core/text writes them so) */
   /* Layout: a message is 'size' bytes: the type word (offset 0, see
    * message.h), presence bits from byte 8 ('hasbit_count' bits), oneof case
    * slots, then field slots from the largest to the smallest. */

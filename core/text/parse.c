@@ -1,6 +1,8 @@
 /* Text format into messages (text.h): a tokenizer in the shape of the C++
  * library's io::Tokenizer and a recursive descent parser over the
- * message's type, one token of lookahead. */
+ * message's type, one token of lookahead, step for step TextFormat::Parser's
+ * (ConsumeField, ConsumeFieldValue, ...), so that it can speak protoc's words
+ * where the .proto compiler needs them (pc_TextParseOptions.protoc). */
 #include "text/text.h"
 #include "wire/encode.h"
 #include "wire/wire.h"
@@ -39,8 +41,10 @@ typedef struct {
   Tok tok; /* the current token */
   pc_Arena *a;
   const pc_Pool *pool;
+  const pc_TextFinder *finder; /* NULL: full names in 'pool' */
   pc_Error *err;
   int max_depth;
+  int protoc; /* protoc's words and leniency (text.h) */
   pc_TextStatus status;
 } TP;
 
@@ -66,7 +70,10 @@ fail_at(TP *tp, const Tok *t, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  pc_Error_Set(tp->err, "%d:%d: %s", t->line, t->col, what);
+  if (tp->protoc) /* the caller says where, as protoc's option interpreter does */
+    pc_Error_Set(tp->err, "%s", what);
+  else
+    pc_Error_Set(tp->err, "%d:%d: %s", t->line, t->col, what);
   return 0;
 }
 
@@ -177,8 +184,12 @@ static int tok_is_nocase(const Tok *t, const char *word) {
   return 1;
 }
 
-/* The token as text for messages (at most 60 bytes). */
-#define TOKTEXT(t) (int)((t)->n > 60 ? 60 : (t)->n), (t)->s
+/* The token as text for messages: at most 60 bytes in our words, whole in
+ * protoc's (TEXT), as protoc prints it. */
+#define TOKTEXT(t)            (int)((t)->n > 60 ? 60 : (t)->n), (t)->s
+#define TEXT(tp, t)           (int)((t)->n > 60 && !(tp)->protoc ? 60 : (t)->n), (t)->s
+/* Our words or protoc's, for one list of arguments. */
+#define SAY(tp, ours, theirs) ((tp)->protoc ? (theirs) : (ours))
 
 static int describe_expected(TP *tp, const char *what) {
   if (tp->tok.type == T_EOF) return fail_at(tp, &tp->tok, "expected %s, got end of input", what);
@@ -187,13 +198,24 @@ static int describe_expected(TP *tp, const char *what) {
   return fail_at(tp, &tp->tok, "expected %s, got \"%.*s\"", what, TOKTEXT(&tp->tok));
 }
 
+/* A token of a kind: 'ours' names it in our words, 'theirs' in protoc's
+ * ("Expected identifier, got: 5"). */
+static int expected(TP *tp, const char *ours, const char *theirs) {
+  if (tp->protoc)
+    return fail_at(tp, &tp->tok, "Expected %s, got: %.*s", theirs, TEXT(tp, &tp->tok));
+  return describe_expected(tp, ours);
+}
+
+/* protoc's Consume(c). */
 static int expect_sym(TP *tp, char c) {
-  if (!is_sym(tp, c)) {
-    char what[4] = {'"', c, '"', 0};
-    return describe_expected(tp, what);
+  if (is_sym(tp, c)) {
+    next(tp);
+    return 1;
   }
-  next(tp);
-  return 1;
+  if (tp->protoc)
+    return fail_at(tp, &tp->tok, "Expected \"%c\", found \"%.*s\".", c, TEXT(tp, &tp->tok));
+  char what[4] = {'"', c, '"', 0};
+  return describe_expected(tp, what);
 }
 
 /* -- Values --------------------------------------------------------------- */
@@ -222,31 +244,30 @@ static int int_value(const Tok *t, uint64_t *v) {
   return 1;
 }
 
-/* An integer of type 't' (with an optional '-') into '*out'. */
+/* An integer of type 't' into '*out', a '-' first for signed types
+ * (protoc's ConsumeSignedInteger / ConsumeUnsignedInteger). */
 static int read_integer(TP *tp, pc_FieldType t, pc_Value *out) {
-  int neg = 0;
-  Tok start = tp->tok;
-  if (is_sym(tp, '-')) {
-    neg = 1;
-    next(tp);
-  }
   int is_signed = t == kPc_Type_Int32 || t == kPc_Type_Sint32 || t == kPc_Type_Sfixed32 ||
                   t == kPc_Type_Int64 || t == kPc_Type_Sint64 || t == kPc_Type_Sfixed64 ||
                   t == kPc_Type_Enum;
   int is64 = t == kPc_Type_Int64 || t == kPc_Type_Sint64 || t == kPc_Type_Sfixed64 ||
              t == kPc_Type_Uint64 || t == kPc_Type_Fixed64;
-  if (tp->tok.type != T_INT || (neg && !is_signed))
-    return fail_at(tp, &start, "expected %s, got \"%.*s\"",
-                   is_signed ? "integer" : "unsigned integer", TOKTEXT(neg ? &start : &tp->tok));
+  Tok start = tp->tok;
+  int neg = is_signed && is_sym(tp, '-');
+  if (neg) next(tp);
   uint64_t mag;
-  uint64_t pos_max = is_signed ? (is64 ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX)
-                               : (is64 ? UINT64_MAX : (uint64_t)UINT32_MAX);
-  int read = int_value(&tp->tok, &mag);
+  int read = tp->tok.type == T_INT ? int_value(&tp->tok, &mag) : -1;
+  if (read < 0 && tp->protoc) return expected(tp, NULL, "integer");
   if (read < 0)
     return fail_at(tp, &start, "expected %s, got \"%.*s\"",
-                   is_signed ? "integer" : "unsigned integer", TOKTEXT(&tp->tok));
-  if (read == 0 || mag > pos_max + (uint64_t)(neg && is_signed))
-    return fail_at(tp, &start, "integer out of range (%s%.*s)", neg ? "-" : "", TOKTEXT(&tp->tok));
+                   is_signed ? "integer" : "unsigned integer",
+                   TOKTEXT(neg && tp->tok.type != T_INT ? &start : &tp->tok));
+  uint64_t pos_max = is_signed ? (is64 ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX)
+                               : (is64 ? UINT64_MAX : (uint64_t)UINT32_MAX);
+  if (read == 0 || mag > pos_max + (uint64_t)neg)
+    return fail_at(tp, &start,
+                   SAY(tp, "integer out of range (%s%.*s)", "Integer out of range (%s%.*s)"),
+                   neg && !tp->protoc ? "-" : "", TEXT(tp, &tp->tok));
   if (is64)
     out->u64 = neg ? (uint64_t)0 - mag : mag;
   else
@@ -255,6 +276,8 @@ static int read_integer(TP *tp, pc_FieldType t, pc_Value *out) {
   return 1;
 }
 
+/* protoc's ConsumeDouble: a decimal integer or a float, inf / infinity / nan
+ * in any case, a '-' before any of them. */
 static int read_floating(TP *tp, int is_float, pc_Value *out) {
   int neg = 0;
   Tok start = tp->tok;
@@ -268,15 +291,24 @@ static int read_floating(TP *tp, int is_float, pc_Value *out) {
     d = INFINITY;
   } else if (t->type == T_IDENT && tok_is_nocase(t, "nan")) {
     d = NAN;
-  } else if (t->type == T_FLOAT ||
-             (t->type == T_INT && !(t->n > 1 && (t->s[1] == 'x' || t->s[1] == 'X')))) {
+  } else if (t->type == T_INT && t->n > 1 && t->s[0] == '0') { /* hex, octal */
+    if (tp->protoc) return fail_at(tp, t, "Expect a decimal number, got: %.*s", TEXT(tp, t));
+    return fail_at(tp, &start, "expected a decimal number, got \"%.*s\"",
+                   TOKTEXT(neg ? &start : t));
+  } else if (t->type == T_FLOAT || t->type == T_INT) {
     char buf[128];
     size_t n = t->n;
     if (n > 0 && (t->s[n - 1] == 'f' || t->s[n - 1] == 'F')) n--;
-    if (n >= sizeof buf) return fail_at(tp, &start, "number too long");
+    if (n >= sizeof buf) return fail_at(tp, &start, SAY(tp, "number too long", "Number too long."));
     memcpy(buf, t->s, n);
     buf[n] = '\0';
     d = strtod(buf, NULL); /* an overflow is an infinity, as protoc reads it */
+  } else if (tp->protoc) { /* an identifier in lower case, as protoc shows it */
+    char low[64];
+    size_t n = t->type == T_IDENT && t->n < sizeof low ? t->n : 0;
+    for (size_t i = 0; i < n; i++)
+      low[i] = (char)(t->s[i] >= 'A' && t->s[i] <= 'Z' ? t->s[i] - 'A' + 'a' : t->s[i]);
+    return fail_at(tp, t, "Expected double, got: %.*s", n ? (int)n : (int)t->n, n ? low : t->s);
   } else {
     return fail_at(tp, &start, "expected a decimal number, got \"%.*s\"",
                    TOKTEXT(neg ? &start : t));
@@ -290,10 +322,12 @@ static int read_floating(TP *tp, int is_float, pc_Value *out) {
   return 1;
 }
 
-/* Adjacent string tokens, unescaped, into '*out' (in tp->a). */
+/* Adjacent string tokens, unescaped, into '*out' (in tp->a); 'utf8': the
+ * result must be UTF-8. A lone UTF-16 surrogate (\ud800) is an error, or
+ * with 'protoc' its three bytes, as protoc writes it. */
 static int read_string(TP *tp, pc_Value *out, int utf8) {
   Tok start = tp->tok;
-  if (tp->tok.type != T_STRING) return describe_expected(tp, "string");
+  if (tp->tok.type != T_STRING) return expected(tp, "string", "string");
   /* A token's unescaped bytes are no more than its text: room for the
    * first, grown when another follows. */
   size_t cap = tp->tok.n;
@@ -364,7 +398,7 @@ static int read_string(TP *tp, pc_Value *out, int utf8) {
             p += 6;
           }
         }
-        if (k != want || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) goto bad;
+        if (k != want || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff && !tp->protoc)) goto bad;
         if (cp < 0x80) {
           buf[o++] = (char)cp;
         } else if (cp < 0x800) {
@@ -396,7 +430,9 @@ static int read_string(TP *tp, pc_Value *out, int utf8) {
       bad : {
         Tok at = tp->tok;
         at.col += (int)(esc - tp->tok.s);
-        return fail_at(tp, &at, "invalid escape sequence in string");
+        return fail_at(tp, &at,
+                       SAY(tp, "invalid escape sequence in string",
+                           "Invalid escape sequence in string literal."));
       }
       }
     }
@@ -414,6 +450,9 @@ static int read_enum(TP *tp, const pc_FieldDef *f, pc_Value *out) {
   Tok start = tp->tok;
   if (tp->tok.type == T_IDENT) {
     const pc_EnumValueDef *ev = pc_EnumDef_FindByName(e, tp->tok.s, tp->tok.n);
+    if (ev == NULL && tp->protoc)
+      return fail_at(tp, &start, "Unknown enumeration value of \"%.*s\" for field \"%s\".",
+                     TEXT(tp, &start), f->name);
     if (ev == NULL)
       return fail_at(tp, &start, "unknown enumeration value \"%.*s\" of %s", TOKTEXT(&start),
                      e->full_name);
@@ -421,27 +460,119 @@ static int read_enum(TP *tp, const pc_FieldDef *f, pc_Value *out) {
     next(tp);
     return 1;
   }
+  if (tp->protoc && tp->tok.type != T_INT && !is_sym(tp, '-'))
+    return expected(tp, NULL, "integer or identifier");
   if (!read_integer(tp, kPc_Type_Enum, out)) return 0;
+  if (e->closed && pc_EnumDef_FindByNumber(e, out->i32) == NULL && tp->protoc)
+    return fail_at(tp, &start, "Unknown enumeration value of \"%" PRId32 "\" for field \"%s\".",
+                   out->i32, f->name);
   if (e->closed && pc_EnumDef_FindByNumber(e, out->i32) == NULL)
     return fail_at(tp, &start, "unknown enumeration value %" PRId32 " of %s", out->i32,
                    e->full_name);
   return 1;
 }
 
-static int read_bool(TP *tp, pc_Value *out) {
+/* true / True / t, false / False / f, or an integer no more than 1. */
+static int read_bool(TP *tp, const pc_FieldDef *f, pc_Value *out) {
   Tok *t = &tp->tok;
-  if (t->type == T_IDENT && (tok_is(t, "true") || tok_is(t, "True") || tok_is(t, "t"))) {
+  uint64_t v = 2;
+  int read = t->type == T_INT ? int_value(t, &v) : -1;
+  if (read > 0 && v <= 1) {
+    out->b = (uint8_t)v;
+  } else if (t->type == T_IDENT && (tok_is(t, "true") || tok_is(t, "True") || tok_is(t, "t"))) {
     out->b = 1;
   } else if (t->type == T_IDENT && (tok_is(t, "false") || tok_is(t, "False") || tok_is(t, "f"))) {
     out->b = 0;
-  } else if (t->type == T_INT && (tok_is(t, "0") || tok_is(t, "1"))) {
-    out->b = t->s[0] == '1';
-  } else {
+  } else if (!tp->protoc) {
     return fail_at(tp, t, "invalid value for boolean field: \"%.*s\"", TOKTEXT(t));
+  } else if (t->type == T_INT) {
+    return fail_at(tp, t, read < 0 ? "Expected integer, got: %.*s" : "Integer out of range (%.*s)",
+                   TEXT(tp, t));
+  } else if (t->type == T_IDENT) {
+    return fail_at(tp, t, "Invalid value for boolean field \"%s\". Value: \"%.*s\".", f->name,
+                   TEXT(tp, t));
+  } else {
+    return expected(tp, NULL, "identifier");
   }
   next(tp);
   return 1;
 }
+
+/* -- MessageSet items ----------------------------------------------------- */
+
+/* A message extension of a MessageSet (message_set_wire_format) is kept as
+ * the item protoc writes for it, group 1 { type_id 2, message 3 }, in the
+ * unknown bytes, where core/wire's decoder keeps items too; items go in
+ * type_id order, as the C++ library writes them. */
+static int is_mset_item(const pc_FieldDef *f) {
+  return f->is_extension && f->containing->message_set && f->type == kPc_Type_Message &&
+         f->label != kPc_Label_Repeated;
+}
+
+/* Whether 'msg' holds the item of extension 'number'; '*at' (may be NULL):
+ * where that item goes among the ones written here (0b 10 id 1a len ... 0c). */
+static int mset_find(const pc_Message *msg, uint32_t number, size_t *at) {
+  size_t size;
+  const uint8_t *base = (const uint8_t *)pc_Message_GetUnknown(msg, &size);
+  if (at != NULL) *at = size;
+  if (size == 0) return 0;
+  const uint8_t *p = base, *end = base + size;
+  pc_WireStatus st;
+  while (end - p > 2 && p[0] == 0x0b && p[1] == 0x10) {
+    const uint8_t *item = p;
+    uint64_t id;
+    size_t len;
+    p = pc_Wire_ReadVarint(p + 2, end, &id, &st);
+    if (p == NULL || p == end || *p != 0x1a) break;
+    p = pc_Wire_ReadLength(p + 1, end, &len, &st);
+    if (p == NULL || (size_t)(end - p) <= len || p[len] != 0x0c) break;
+    p += len + 1;
+    if (id == number) return 1;
+    if (id > number && at != NULL && *at == size) *at = (size_t)(item - base);
+  }
+  return 0;
+}
+
+static int mset_store(TP *tp, pc_Message *msg, const pc_FieldDef *f, const pc_Message *value) {
+  size_t at, size;
+  mset_find(msg, (uint32_t)f->number, &at);
+  pc_WireWriter w; /* back to front */
+  pc_WireWriter_Init(&w, NULL, NULL);
+  static const pc_EncodeOptions kPartial = {0, 1};
+  pc_EncodeStatus es = pc_WireWriter_PutTag(&w, 1, kPc_Wire_EndGroup)
+                           ? pc_Encode(value, f->message, &kPartial, &w, NULL)
+                           : kPc_EncodeStatus_OutOfMemory;
+  size_t len = pc_WireWriter_Size(&w) - 1;
+  int ok = es == kPc_EncodeStatus_Ok && pc_WireWriter_PutVarint(&w, len) &&
+           pc_WireWriter_PutTag(&w, 3, kPc_Wire_Len) &&
+           pc_WireWriter_PutVarint(&w, (uint64_t)(uint32_t)f->number) &&
+           pc_WireWriter_PutTag(&w, 2, kPc_Wire_Varint) &&
+           pc_WireWriter_PutTag(&w, 1, kPc_Wire_StartGroup);
+  const char *old = pc_Message_GetUnknown(msg, &size);
+  size_t n = pc_WireWriter_Size(&w);
+  char *all = ok ? pc_Arena_Malloc(tp->a, size + n) : NULL;
+  if (all != NULL) {
+    if (at > 0) memcpy(all, old, at);
+    memcpy(all + at, pc_WireWriter_Data(&w), n);
+    if (size > at) memcpy(all + at + n, old + at, size - at);
+    pc_Message_DiscardUnknown(msg);
+  }
+  pc_WireWriter_Free(&w);
+  if (es != kPc_EncodeStatus_Ok && es != kPc_EncodeStatus_OutOfMemory)
+    return fail_at(tp, &tp->tok,
+                   SAY(tp, "the MessageSet item %s does not encode: %s",
+                       "MessageSet item %s does not encode: %s."),
+                   f->full_name, pc_EncodeStatus_String(es));
+  if (all == NULL || !pc_Message_AddUnknown(msg, all, size + n, tp->a)) return oom(tp);
+  return 1;
+}
+
+/* protoc's HasField. */
+static int has_field(const pc_Message *msg, const pc_FieldDef *f) {
+  return is_mset_item(f) ? mset_find(msg, (uint32_t)f->number, NULL) : pc_Message_Has(msg, f);
+}
+
+/* -- Messages ------------------------------------------------------------- */
 
 static int parse_body(TP *tp, pc_Message *msg, const pc_MessageDef *m, char close, int depth);
 
@@ -452,8 +583,11 @@ static int read_message_value(TP *tp, const pc_MessageDef *m, pc_Value *out, int
     close = '}';
   else if (is_sym(tp, '<'))
     close = '>';
+  else if (tp->protoc)
+    return expect_sym(tp, '{');
   else
     return describe_expected(tp, "\"{\" or \"<\"");
+  if (depth > tp->max_depth && tp->protoc) return fail_at(tp, &tp->tok, "Message is too deep");
   if (depth > tp->max_depth)
     return fail_at(tp, &tp->tok, "messages nested deeper than %d", tp->max_depth);
   next(tp);
@@ -467,11 +601,12 @@ static int read_message_value(TP *tp, const pc_MessageDef *m, pc_Value *out, int
 static int read_single(TP *tp, const pc_FieldDef *f, pc_Value *out, int depth) {
   memset(out, 0, sizeof *out);
   switch (f->type) {
-  case kPc_Type_Bool: return read_bool(tp, out);
+  case kPc_Type_Bool: return read_bool(tp, f, out);
   case kPc_Type_Float: return read_floating(tp, 1, out);
   case kPc_Type_Double: return read_floating(tp, 0, out);
   case kPc_Type_Enum: return read_enum(tp, f, out);
-  case kPc_Type_String: return read_string(tp, out, f->file->syntax == kPc_Syntax_Proto3);
+  case kPc_Type_String:
+    return read_string(tp, out, f->file->syntax == kPc_Syntax_Proto3 && !tp->protoc);
   case kPc_Type_Bytes: return read_string(tp, out, 0);
   case kPc_Type_Message:
   case kPc_Type_Group: return read_message_value(tp, f->message, out, depth + 1);
@@ -498,6 +633,7 @@ static int store(TP *tp, pc_Message *msg, const pc_FieldDef *f, pc_Value v) {
     if (arr == NULL || !pc_Array_Append(arr, &v, pc_FieldDef_ElemSize(f), tp->a)) return oom(tp);
     return 1;
   }
+  if (is_mset_item(f)) return mset_store(tp, msg, f, v.m);
   if (f->is_extension) {
     pc_Value *cell = pc_Message_MutableExtension(msg, f, tp->a);
     if (cell == NULL) return oom(tp);
@@ -510,17 +646,19 @@ static int store(TP *tp, pc_Message *msg, const pc_FieldDef *f, pc_Value v) {
 
 /* The value(s) after a field name: ':' then a value or a list; for
  * messages the ':' is optional, also before a list of repeated messages
- * (`f [{...}, {...}]`, as protoc takes it). */
+ * (`f [{...}, {...}]`, as protoc takes it). A list for a field that is not
+ * repeated is refused as such here, by the value's parser in protoc. */
 static int read_field_value(TP *tp, pc_Message *msg, const pc_FieldDef *f, int depth) {
   int is_msg = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
+  int repeated = f->label == kPc_Label_Repeated;
   int colon = is_sym(tp, ':');
   if (colon)
     next(tp);
   else if (!is_msg)
-    return describe_expected(tp, "\":\"");
+    return expect_sym(tp, ':');
   pc_Value v;
-  if ((colon || (is_msg && f->label == kPc_Label_Repeated)) && is_sym(tp, '[')) {
-    if (f->label != kPc_Label_Repeated)
+  if (is_sym(tp, '[') && (repeated ? colon || is_msg : colon && !tp->protoc)) {
+    if (!repeated)
       return fail_at(tp, &tp->tok, "list given for non-repeated field \"%s\"", f->name);
     next(tp);
     if (is_sym(tp, ']')) {
@@ -541,29 +679,46 @@ static int read_field_value(TP *tp, pc_Message *msg, const pc_FieldDef *f, int d
 /* [type.googleapis.com/pkg.T] { ... } inside an Any: the URL in 'url'. */
 static int read_expanded_any(TP *tp, pc_Message *msg, const pc_MessageDef *m, const char *url,
                              const Tok *at, int depth) {
-  const char *slash = strrchr(url, '/');
-  const pc_MessageDef *t = pc_Pool_FindMessage(tp->pool, slash + 1);
+  const pc_MessageDef *t = tp->finder != NULL
+                               ? tp->finder->any_type(tp->finder->ud, url)
+                               : pc_Pool_FindMessage(tp->pool, strrchr(url, '/') + 1);
   if (t == NULL)
-    return fail_at(tp, at, "could not find type \"%s\" stored in google.protobuf.Any", url);
+    return fail_at(tp, at,
+                   SAY(tp, "could not find type \"%s\" stored in google.protobuf.Any",
+                       "Could not find type \"%s\" stored in google.protobuf.Any."),
+                   url);
   if (is_sym(tp, ':')) next(tp);
   pc_Value inner;
   memset(&inner, 0, sizeof inner);
   if (!read_message_value(tp, t, &inner, depth + 1)) return 0;
+  if (tp->protoc && pc_Message_CheckRequired(inner.m, t, NULL) != 0)
+    return fail_at(tp, at,
+                   "Value of type \"%s\" stored in google.protobuf.Any has missing required fields",
+                   t->full_name);
   pc_WireWriter w;
   pc_WireWriter_Init(&w, NULL, NULL);
-  /* stable bytes: maps by key; required fields are not checked (partial) */
-  static const pc_EncodeOptions kDeterministic = {1, 1};
-  pc_EncodeStatus es = pc_Encode(inner.m, t, &kDeterministic, &w, NULL);
+  /* stable bytes: maps by key (protoc's: in the order written); required
+   * fields are not checked (partial) */
+  pc_EncodeOptions eo = {!tp->protoc, 1};
+  pc_EncodeStatus es = pc_Encode(inner.m, t, &eo, &w, NULL);
   pc_Value val;
   int ok =
       es == kPc_EncodeStatus_Ok && pc_StringView_Copy(&val.s, (const char *)pc_WireWriter_Data(&w),
                                                       pc_WireWriter_Size(&w), tp->a);
   pc_WireWriter_Free(&w);
   if (es == kPc_EncodeStatus_OutOfMemory || (es == kPc_EncodeStatus_Ok && !ok)) return oom(tp);
-  if (es != kPc_EncodeStatus_Ok) return fail_at(tp, at, "the Any's message does not encode");
+  if (es != kPc_EncodeStatus_Ok)
+    return fail_at(
+        tp, at,
+        SAY(tp, "the Any's message does not encode: %s", "The Any's message does not encode: %s."),
+        pc_EncodeStatus_String(es));
   const pc_FieldDef *fu = pc_MessageDef_FindFieldByNumber(m, 1);
   const pc_FieldDef *fv = pc_MessageDef_FindFieldByNumber(m, 2);
-  if (fu == NULL || fv == NULL) return fail_at(tp, at, "malformed google.protobuf.Any");
+  if (fu == NULL || fv == NULL)
+    return fail_at(tp, at,
+                   SAY(tp, "malformed google.protobuf.Any", "Malformed google.protobuf.Any."));
+  if (tp->protoc && pc_Message_Has(msg, fu))
+    return fail_at(tp, at, "Non-repeated Any specified multiple times.");
   if (pc_Message_Has(msg, fu) || pc_Message_Has(msg, fv))
     return fail_at(tp, at, "google.protobuf.Any set twice");
   pc_Message_Set(msg, fv, val);
@@ -587,81 +742,170 @@ static const pc_FieldDef *find_field(const pc_MessageDef *m, const Tok *t) {
   return NULL;
 }
 
-/* Fields up to 'close' ('\0': the end of input). */
-static int parse_body(TP *tp, pc_Message *msg, const pc_MessageDef *m, char close, int depth) {
-  uint8_t seen_small[64];
-  uint8_t *seen = seen_small;
-  if (m->field_count > sizeof seen_small && (seen = pc_Arena_Calloc(tp->a, m->field_count)) == NULL)
-    return oom(tp);
-  if (seen == seen_small) memset(seen_small, 0, sizeof seen_small);
+/* The name in [...] (at the '['): identifiers joined by '.', and an Any's
+ * type URL with one '/' ("type.googleapis.com/pkg.T"); '*slashes' says
+ * which. As protoc reads it (ConsumeFullTypeName, ConsumeAnyTypeUrl), which
+ * takes the '/' only in a google.protobuf.Any ('any') and wants it there. */
+static int read_bracketed(TP *tp, int any, char *buf, size_t cap, int *slashes, const Tok *name) {
+  size_t n = 0;
+  int want_ident = 1;
+  *slashes = 0;
+  next(tp);
   for (;;) {
-    if (close == '\0' ? tp->tok.type == T_EOF : is_sym(tp, close)) {
-      if (close != '\0') next(tp);
+    const Tok *t = &tp->tok;
+    if (want_ident) {
+      if (t->type != T_IDENT) return expected(tp, "an identifier", "identifier");
+    } else if (is_sym(tp, ']') && !(tp->protoc && any && *slashes == 0)) {
+      break;
+    } else if (is_sym(tp, '/') && *slashes == 0 && (any || !tp->protoc)) {
+      (*slashes)++;
+    } else if (!is_sym(tp, '.')) {
+      if (tp->protoc) return expect_sym(tp, any && *slashes == 0 ? '/' : ']');
+      if (is_sym(tp, '/'))
+        return fail_at(tp, t, "a type URL holds one \"/\" (\"type.googleapis.com/pkg.T\")");
+      return describe_expected(tp, "\"]\"");
+    }
+    if (n + t->n >= cap) return fail_at(tp, name, SAY(tp, "name too long", "Name too long."));
+    memcpy(buf + n, t->s, t->n);
+    n += t->n;
+    want_ident = !want_ident;
+    next(tp);
+  }
+  buf[n] = '\0';
+  next(tp);
+  return 1;
+}
+
+/* One field and its value(s) (protoc's ConsumeField). */
+static int parse_field(TP *tp, pc_Message *msg, const pc_MessageDef *m, char close, int depth) {
+  Tok name = tp->tok;
+  const pc_FieldDef *f;
+  char buf[512]; /* the name as written */
+  if (is_sym(tp, '[')) {
+    int any = strcmp(m->full_name, "google.protobuf.Any") == 0, slashes;
+    if (!read_bracketed(tp, any, buf, sizeof buf, &slashes, &name)) return 0;
+    if (slashes) {
+      if (!any)
+        return fail_at(tp, &name, "an expanded Any ([%s]) in %s, which is no google.protobuf.Any",
+                       buf, m->full_name);
+      if (!read_expanded_any(tp, msg, m, buf, &name, depth)) return 0;
+      if (is_sym(tp, ';') || is_sym(tp, ',')) next(tp);
       return 1;
     }
-    Tok name = tp->tok;
-    const pc_FieldDef *f = NULL;
-    if (is_sym(tp, '[')) {
-      /* [pkg.ext] or [domain/pkg.T] */
-      char buf[512];
-      size_t n = 0;
-      next(tp);
-      /* As protoc reads it: ident ('.' ident)* and, for an Any, one '/' then
-       * the type's full name: identifiers and separators alternate. */
-      int want_ident = 1, slashes = 0;
-      while (!is_sym(tp, ']') || want_ident) {
-        int ident = tp->tok.type == T_IDENT;
-        if (ident != want_ident || (!ident && !is_sym(tp, '.') && !is_sym(tp, '/')))
-          return describe_expected(tp, want_ident ? "an identifier" : "\"]\"");
-        if (is_sym(tp, '/') && ++slashes > 1)
-          return fail_at(tp, &tp->tok,
-                         "a type URL holds one \"/\" (\"type.googleapis.com/pkg.T\")");
-        want_ident = !ident;
-        if (n + tp->tok.n >= sizeof buf) return fail_at(tp, &name, "name too long");
-        memcpy(buf + n, tp->tok.s, tp->tok.n);
-        n += tp->tok.n;
-        next(tp);
-      }
-      buf[n] = '\0';
-      next(tp);
-      if (strchr(buf, '/') != NULL) {
-        if (strcmp(m->full_name, "google.protobuf.Any") != 0)
-          return fail_at(tp, &name, "an expanded Any ([%s]) in %s, which is no google.protobuf.Any",
-                         buf, m->full_name);
-        if (!read_expanded_any(tp, msg, m, buf, &name, depth)) return 0;
-        if (is_sym(tp, ';') || is_sym(tp, ',')) next(tp);
-        continue;
-      }
-      f = pc_Pool_FindExtension(tp->pool, buf);
-      if (f == NULL || f->containing != m)
-        return fail_at(tp, &name,
-                       "extension \"%s\" is not defined or is not an extension of \"%s\"", buf,
-                       m->full_name);
-      if (f->label != kPc_Label_Repeated && pc_Message_GetExtension(msg, f) != NULL)
-        return fail_at(tp, &name, "non-repeated field \"%s\" is specified multiple times", buf);
-    } else if (tp->tok.type == T_IDENT) {
-      f = find_field(m, &tp->tok);
-      if (f == NULL)
-        return fail_at(tp, &name, "message type \"%s\" has no field named \"%.*s\"", m->full_name,
-                       TOKTEXT(&name));
-      next(tp);
-      if (f->label != kPc_Label_Repeated) {
-        if (seen[f->index])
-          return fail_at(tp, &name, "non-repeated field \"%s\" is specified multiple times",
-                         f->name);
-        const pc_FieldDef *other = f->oneof != NULL ? pc_Message_WhichOneof(msg, f->oneof) : NULL;
-        if (other != NULL && other != f)
-          return fail_at(tp, &name,
+    f = tp->finder != NULL ? tp->finder->extension(tp->finder->ud, m, buf)
+                           : pc_Pool_FindExtension(tp->pool, buf);
+    if (f == NULL || f->containing != m)
+      return fail_at(tp, &name,
+                     SAY(tp, "extension \"%s\" is not defined or is not an extension of \"%s\"",
+                         "Extension \"%s\" is not defined or is not an extension of \"%s\"."),
+                     buf, m->full_name);
+  } else if (tp->tok.type == T_IDENT) {
+    f = find_field(m, &tp->tok);
+    if (f == NULL)
+      return fail_at(tp, &name,
+                     SAY(tp, "message type \"%s\" has no field named \"%.*s\"",
+                         "Message type \"%s\" has no field named \"%.*s\"."),
+                     m->full_name, TEXT(tp, &name));
+    if (tp->protoc) /* protoc names the field as written, a group by its type */
+      snprintf(buf, sizeof buf, "%.*s", (int)name.n, name.s);
+    else
+      snprintf(buf, sizeof buf, "%s", f->name);
+    next(tp);
+  } else if (tp->protoc) {
+    return expected(tp, NULL, "identifier");
+  } else {
+    return describe_expected(tp, close == '\0' ? "a field name" : "a field name or the end");
+  }
+  if (f->label != kPc_Label_Repeated) { /* protoc: a singular field once, one member per oneof */
+    if (has_field(msg, f))
+      return fail_at(tp, &name,
+                     SAY(tp, "non-repeated field \"%s\" is specified multiple times",
+                         "Non-repeated field \"%s\" is specified multiple times."),
+                     buf);
+    const pc_FieldDef *other = f->oneof != NULL ? pc_Message_WhichOneof(msg, f->oneof) : NULL;
+    if (other != NULL)
+      return fail_at(tp, &name,
+                     SAY(tp,
                          "field \"%s\" is specified along with field \"%s\", another member of "
                          "oneof \"%s\"",
-                         f->name, other->name, f->oneof->name);
-        seen[f->index] = 1;
-      }
+                         "Field \"%s\" is specified along with field \"%s\", another member of "
+                         "oneof \"%s\"."),
+                     buf, other->name, f->oneof->name);
+  }
+  if (!read_field_value(tp, msg, f, depth)) return 0;
+  if (is_sym(tp, ';') || is_sym(tp, ',')) next(tp);
+  return 1;
+}
+
+/* Fields up to 'close' ('\0': the end of input); as protoc, either closing
+ * bracket ends the fields, then it must be the right one. */
+static int parse_body(TP *tp, pc_Message *msg, const pc_MessageDef *m, char close, int depth) {
+  while (close == '\0' ? tp->tok.type != T_EOF : !is_sym(tp, '}') && !is_sym(tp, '>'))
+    if (!parse_field(tp, msg, m, close, depth)) return 0;
+  if (close == '\0') return 1;
+  if (!tp->protoc && !is_sym(tp, close)) return describe_expected(tp, "a field name or the end");
+  return expect_sym(tp, close);
+}
+
+/* -- protoc's required-field check ---------------------------------------- */
+
+typedef struct {
+  char list[PC_ERROR_MAX];
+  size_t n;
+} Missing;
+
+/* protoc's FindInitializationErrors: the paths of the unset required fields
+ * of 'msg' under 'path' ("i.x", "r[1].x", "(p.e).x", "m[0].value.x"), this
+ * message's first, then its sub-messages' in field-number order. */
+static void find_missing(const pc_Message *msg, const pc_MessageDef *m, char *path, size_t plen,
+                         Missing *out, int depth) {
+  if (depth > PC_MESSAGE_MAX_DEPTH || plen >= 512) return;
+  for (uint32_t i = 0; m->required_count > 0 && i < m->field_count; i++) {
+    const pc_FieldDef *f = &m->fields[i];
+    if (f->label == kPc_Label_Required && !pc_Message_Has(msg, f) && out->n < sizeof out->list)
+      out->n += (size_t)snprintf(out->list + out->n, sizeof out->list - out->n, "%s%.*s%s",
+                                 out->n ? ", " : "", (int)plen, path, f->name);
+  }
+  size_t nx, j = 0;
+  const pc_Extension *xs = pc_Message_Extensions(msg, &nx);
+  uint32_t i = 0;
+  while (i < m->field_count || j < nx) {
+    const pc_FieldDef *f;
+    pc_Value v;
+    if (j == nx || (i < m->field_count && m->fields_by_number[i]->number < xs[j].field->number)) {
+      f = m->fields_by_number[i++];
+      if (!pc_Message_Has(msg, f)) continue;
+      v = pc_Message_Get(msg, f);
     } else {
-      return describe_expected(tp, close == '\0' ? "a field name" : "a field name or the end");
+      f = xs[j].field;
+      v = xs[j++].value;
     }
-    if (!read_field_value(tp, msg, f, depth)) return 0;
-    if (is_sym(tp, ';') || is_sym(tp, ',')) next(tp);
+    if (f->type != kPc_Type_Message && f->type != kPc_Type_Group) continue;
+    char *p = path + plen;
+    size_t room = 512 - plen;
+    int k = f->is_extension ? snprintf(p, room, "(%s)", f->full_name)
+                            : snprintf(p, room, "%s", f->name);
+    if (k < 0 || (size_t)k >= room) continue;
+    size_t len = plen + (size_t)k;
+    if (f->is_map) {
+      const pc_FieldDef *vf = pc_FieldDef_MapValue(f);
+      for (size_t e = 0; vf->slot == kPc_Slot_Message && e < v.map->size; e++) {
+        int w = snprintf(path + len, 512 - len, "[%zu].value.", e);
+        if (w > 0 && (size_t)w < 512 - len && v.map->entries[e].value.m != NULL)
+          find_missing(v.map->entries[e].value.m, vf->message, path, len + (size_t)w, out,
+                       depth + 1);
+      }
+    } else if (f->label == kPc_Label_Repeated) {
+      for (size_t e = 0; e < v.a->size; e++) {
+        int w = snprintf(path + len, 512 - len, "[%zu].", e);
+        if (w > 0 && (size_t)w < 512 - len)
+          find_missing(pc_Array_Get(v.a, e, kPc_Slot_Message).m, f->message, path, len + (size_t)w,
+                       out, depth + 1);
+      }
+    } else if (len + 1 < 512) {
+      path[len] = '.';
+      find_missing(v.m, f->message, path, len + 1, out, depth + 1);
+    }
   }
 }
 
@@ -675,11 +919,22 @@ pc_TextStatus pc_Text_Parse(const char *text, size_t len, pc_Message *msg, const
   tp.a = a;
   tp.err = err;
   tp.pool = opts != NULL && opts->pool != NULL ? opts->pool : m->file->pool;
+  tp.finder = opts != NULL ? opts->finder : NULL;
+  tp.protoc = opts != NULL && opts->protoc;
   tp.max_depth = opts != NULL && opts->max_depth > 0 ? opts->max_depth : PC_TEXT_DEFAULT_DEPTH;
   if (tp.max_depth > PC_TEXT_MAX_DEPTH) tp.max_depth = PC_TEXT_MAX_DEPTH;
   tp.status = kPc_TextStatus_Ok;
   next(&tp);
   if (!parse_body(&tp, msg, m, '\0', 0))
     return tp.status != kPc_TextStatus_Ok ? tp.status : kPc_TextStatus_Invalid;
+  if (tp.protoc && pc_Message_CheckRequired(msg, m, NULL) != 0) {
+    char path[512];
+    Missing missing;
+    missing.n = 0;
+    missing.list[0] = '\0';
+    find_missing(msg, m, path, 0, &missing, 0);
+    fail_at(&tp, &tp.tok, "Message missing required fields: %s", missing.list);
+    return tp.status;
+  }
   return kPc_TextStatus_Ok;
 }

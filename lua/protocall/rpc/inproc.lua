@@ -9,6 +9,7 @@ local errors = require "protocall.errors"
 local sched = require "protocall.sched"
 local status_details = require "protocall.status"
 local rpc_server = require "protocall.rpc.server"
+local health = require "protocall.rpc.health"
 
 local type, error, pairs, pcall, getmetatable, setmetatable, tostring =
   type, error, pairs, pcall, getmetatable, setmetatable, tostring
@@ -103,10 +104,29 @@ end
 
 local SEND = setmetatable({}, { __name = "protocall.inproc.send" }) -- ctx.send's yield tag
 local SLEEP = setmetatable({}, { __name = "protocall.inproc.sleep" }) -- ctx.sleep's yield tag
+local WAIT = setmetatable({}, { __name = "protocall.inproc.wait" }) -- ctx[health.WAIT]'s yield tag
 
 -- ctx.sleep(seconds) of a handler run in a coroutine: the caller's side
 -- sleeps (pc.sleep: a task's sleep lets the other tasks run) and resumes it.
 local function ctx_sleep(seconds) co_yield(SLEEP, seconds) end
+
+-- ctx[health.WAIT](signal, seconds) of a handler run in a coroutine (a
+-- health watcher): the caller's side waits for sched.fire(signal), at most
+-- `seconds` (a task waits letting the others run; outside any task nothing
+-- could fire it, so it sleeps), and resumes it.
+local function ctx_wait(sig, seconds)
+  co_yield(WAIT, sig, seconds)
+  return true
+end
+
+-- What the caller's side does for a handler's SLEEP or WAIT yield `r`.
+local function wait_for(r)
+  if r[2] == SLEEP then
+    sched.sleep(r[3])
+  elseif not sched.wait_signal(r[3], r[4]) then
+    sched.sleep(r[4])
+  end
+end
 
 local Closer = { __name = "protocall.InprocStream" }
 Closer.__index = Closer
@@ -128,7 +148,7 @@ function Inproc:server_stream(path, request, settings)
   function ctx.send(response)
     co_yield(SEND, response_of(info, response))
   end
-  ctx.sleep = ctx_sleep
+  ctx.sleep, ctx[health.WAIT] = ctx_sleep, ctx_wait
   local co = co_create(entry.handler)
   local args = pack(req, ctx)
   local returned, i, finished = nil, 0, false
@@ -171,9 +191,10 @@ function Inproc:server_stream(path, request, settings)
         if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
         return response_bytes(info, r[3])
       end
-      if r[2] == SLEEP then
-        sched.sleep(r[3])
+      if r[2] == SLEEP or r[2] == WAIT then
+        wait_for(r)
         args = pack()
+        if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
       else
         -- a yield of the handler's own: pass it through, resume with the answer
         args = pack(co_yield(unpack(r, 2, r.n)))
@@ -232,7 +253,7 @@ function Inproc:stream(path, settings)
       co_yield(SEND, response_of(info, response))
     end
   end
-  ctx.sleep = ctx_sleep
+  ctx.sleep, ctx[health.WAIT] = ctx_sleep, ctx_wait
   c.co = co_create(entry.handler)
   c.args = pack(ctx)
   return c
@@ -286,8 +307,8 @@ local function step(c)
     end
     if r[2] == RECV then
       if c.head > c.tail and not c.closed then return false end -- none sent yet
-    elseif r[2] == SLEEP then
-      sched.sleep(r[3])
+    elseif r[2] == SLEEP or r[2] == WAIT then
+      wait_for(r)
     else
       -- a yield of the handler's own: pass it through, resume with the answer
       c.args = pack(co_yield(unpack(r, 2, r.n)))

@@ -479,3 +479,58 @@ describe("pc.listen", function()
     l:shutdown()
   end)
 end)
+
+describe("ctx.send in a unary or client-streaming handler", function()
+  -- Handlers that call ctx.send first guarded (what it raised and the
+  -- line of the call go to `caught`), then unguarded (the call fails).
+  local caught = {}
+  local here = debug.getinfo(1, "S").short_src
+  local send_server = pc.server({ ["srv.Calc"] = {
+    Add = function(_, ctx)
+      local _, e = pcall(function() ctx.send { total = 1 } end); caught.Add = { e, debug.getinfo(1, "l").currentline }
+      ctx.send { total = 2 }
+    end,
+    Total = function(ctx)
+      while ctx:recv() do end
+      local _, e = pcall(function() ctx.send { total = 1 } end); caught.Total = { e, debug.getinfo(1, "l").currentline }
+      ctx.send { total = 2 }
+    end,
+  } }, { pool = pool })
+
+  -- Calls Add and Total over `transport` and checks the one rule.
+  local function check(transport)
+    local stub = pc.client("srv.Calc", { transport = transport, pool = pool })
+    caught = {}
+    local e = raised(function() stub:Add { x = 1 } end)
+    assert.equals("UNKNOWN", e.code)
+    assert.equals("srv.Calc.Add: ctx.send: srv.Calc.Add is unary: return the response", e.message)
+    assert.equals(here .. ":" .. caught.Add[2] .. ": ctx.send: srv.Calc.Add is unary: return the response",
+      caught.Add[1])
+    local call = stub:Total()
+    call:send { x = 1 }
+    e = raised(function() call:close_and_recv() end)
+    assert.equals("UNKNOWN", e.code)
+    assert.equals("srv.Calc.Total: ctx.send: srv.Calc.Total is client-streaming: return the response", e.message)
+    assert.equals(here .. ":" .. caught.Total[2]
+      .. ": ctx.send: srv.Calc.Total is client-streaming: return the response", caught.Total[1])
+  end
+
+  it("raises at the handler's line in process", function()
+    check(pc.inproc(send_server))
+  end)
+
+  it("raises at the handler's line over the network, sending nothing", function()
+    local l = pc.listen(send_server, "127.0.0.1:0")
+    local err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local t = pc.grpc("http://127.0.0.1:" .. l.port)
+      local ok, e = pcall(check, t)
+      if not ok then err = e end
+      t:close()
+      l:shutdown(1)
+    end)
+    pc.run()
+    if err then error(err, 0) end
+  end)
+end)

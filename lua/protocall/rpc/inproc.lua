@@ -18,8 +18,8 @@ local co_create, co_resume, co_yield, co_status, co_close =
 local pack, unpack, mtype = compat.pack, compat.unpack, compat.mtype
 local Error, status = errors.Error, errors.status
 local decode, is_message = core.decode, core.is_message
-local is_server, response_of, response_bytes = rpc_server.is_server, rpc_server.response_of,
-  rpc_server.response_bytes
+local is_server, response_of, response_bytes, no_send = rpc_server.is_server, rpc_server.response_of,
+  rpc_server.response_bytes, rpc_server.no_send
 local now = sched.now
 
 local M = {}
@@ -60,8 +60,9 @@ local function context_of(info, settings)
 end
 
 -- The handler entry, method info, decoded request and context of a
--- unary or server-streaming call of `path`; raises pc.Error. Only a
--- streaming call's context gets `send` (set by the caller).
+-- unary or server-streaming call of `path`; raises pc.Error. A unary
+-- call's ctx.send raises at the handler's line (a server stream's is set
+-- by the caller).
 local function prepare(server, path, request, settings)
   local entry = server.methods[path]
   if not entry then return error(status("UNIMPLEMENTED", "unknown method " .. tostring(path)), 0) end
@@ -71,7 +72,9 @@ local function prepare(server, path, request, settings)
   end
   local req, err = decode(info.input, request)
   if not req then error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 0) end
-  return entry, info, req, context_of(info, settings)
+  local ctx = context_of(info, settings)
+  if not info.server_streaming then ctx.send = no_send(info) end
+  return entry, info, req, ctx
 end
 
 local function check_deadline(info, ctx)
@@ -252,6 +255,8 @@ function Inproc:stream(path, settings)
     function ctx.send(response)
       co_yield(SEND, response_of(info, response))
     end
+  else
+    ctx.send = no_send(info)
   end
   ctx.sleep, ctx[health.WAIT] = ctx_sleep, ctx_wait
   c.co = co_create(entry.handler)

@@ -203,11 +203,20 @@ describe("pc.health over pc.listen", function()
     stop(l)
   end)
 
-  it("ends a watcher's handler when its deadline passes", function()
+  it("ends a watcher's handler when its client cancels or its deadline passes", function()
     local _, stub, l = served()
     local seen = watcher(stub, "", { timeout = 0.3 })
     step_until(function() return seen.done end, 3)
     assert.are.equal("DEADLINE_EXCEEDED", seen.err.code)
+    step_until(function() return l.active == 0 end, 3)
+    local call
+    pc.spawn(function()
+      local it
+      it, call = stub:Watch { service = "" }
+      it()
+      call:cancel()
+    end)
+    step_until(function() return call ~= nil and l.active == 1 end, 3)
     step_until(function() return l.active == 0 end, 3)
     stop(l)
   end)

@@ -266,6 +266,49 @@ describe("pc.listen", function()
     end)
   end)
 
+  it("cancels a server stream from its call object: the server sees CANCELLED, the loop raises it", function()
+    -- Waits (at most 3 s) for the handler to see its call cancelled.
+    local function server_saw_cancel()
+      for _ = 1, 300 do
+        if seen.stream_cancelled then break end
+        pc.sleep(0.01)
+      end
+      return seen.stream_cancelled
+    end
+    with_server(nil, function(stub, t)
+      -- the stub's second value (also the generic for's closing value)
+      seen.stream_cancelled = nil
+      local it, call, _, closing = stub:Count { x = 100000, note = "slow" }
+      assert.are.equal(call, closing)
+      assert.equals(1, it().x)
+      assert.equals(2, it().x)
+      call:cancel()
+      local e = raised(it)
+      assert.equals("CANCELLED", e.code)
+      assert.equals("srv.Calc.Count: cancelled by the client", e.message)
+      assert.is_nil(it())
+      assert.is_true(server_saw_cancel())
+      call:cancel() -- nothing once ended
+      -- the transport's call (its fourth value)
+      seen.stream_cancelled = nil
+      local req = pc.encode(pool:type("srv.Point") { x = 100000, note = "slow" })
+      local iter, _, _, tcall = t:server_stream("/srv.Calc/Count", req)
+      assert.is_string(iter())
+      tcall:cancel()
+      e = raised(iter)
+      assert.equals("CANCELLED", e.code)
+      assert.is_nil(iter())
+      assert.is_true(server_saw_cancel())
+      -- a stream that ended: cancel changes nothing
+      local got = {}
+      it, call = stub:Count { x = 2 }
+      for p in it do got[#got + 1] = p.x end
+      call:cancel()
+      assert.is_nil(it())
+      assert.same({ 1, 2 }, got)
+    end)
+  end)
+
   it("sends the list a server-streaming handler returns, and runs server interceptors", function()
     local log = {}
     local s2 = pc.server({ ["srv.Calc"] = {

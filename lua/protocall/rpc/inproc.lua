@@ -143,9 +143,12 @@ Closer.__close = function(self) self.close() end
 -- and resume the handler with its results. A handler's error is raised
 -- after the responses sent before it; DEADLINE_EXCEEDED is raised once
 -- the deadline has passed (checked before each response and at the end).
--- A handler may also return a list of responses. The fourth value closes
--- the stream (stopping the handler); a generic `for` left early closes it,
--- and an iterator dropped unfinished never resumes the handler.
+-- A handler may also return a list of responses. The fourth value is the
+-- call: `call:close()` closes the stream (stopping the handler; the
+-- iterator then returns nil), as a generic `for` left early does;
+-- `call:cancel()` stops it too and the iterator raises CANCELLED (nothing
+-- once the stream has ended); an iterator dropped unfinished never
+-- resumes the handler.
 function Inproc:server_stream(path, request, settings)
   local entry, info, req, ctx = prepare(self.server, path, request, settings)
   function ctx.send(response)
@@ -154,12 +157,21 @@ function Inproc:server_stream(path, request, settings)
   ctx.sleep, ctx[health.WAIT] = ctx_sleep, ctx_wait
   local co = co_create(entry.handler)
   local args = pack(req, ctx)
-  local returned, i, finished = nil, 0, false
+  local returned, i, finished, cancelled = nil, 0, false, false
   local function close()
     finished = true
     if co_status(co) == "suspended" then co_close(co) end
   end
+  local function cancel()
+    if finished then return end
+    cancelled = true
+    close()
+  end
   local function iterate()
+    if cancelled then
+      cancelled = false
+      error(status("CANCELLED", info.full_name .. ": cancelled by the client"), 0)
+    end
     if finished then return nil end
     if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
     if returned then
@@ -204,7 +216,7 @@ function Inproc:server_stream(path, request, settings)
       end
     end
   end
-  return iterate, nil, nil, setmetatable({ close = close }, Closer)
+  return iterate, nil, nil, setmetatable({ close = close, cancel = cancel }, Closer)
 end
 
 local RECV = setmetatable({}, { __name = "protocall.inproc.recv" }) -- ctx:recv's yield tag

@@ -460,8 +460,9 @@ end
 -- each method takes its methodConfig entry's retry and timeout unless
 -- `methods.Name` sets them (the client's own retry and timeout apply to
 -- methods no entry names); `retryThrottling` makes one pc.Throttle per
--- transport and numbers, shared by every client over that transport
--- (`throttle` gives one explicitly). `resume(request, last_response) ->
+-- server and numbers (the server: pc.grpc's target, pc.inproc's server
+-- object, as gRPC shares one per server name), shared by every client and
+-- transport of it (`throttle` gives one explicitly). `resume(request, last_response) ->
 -- next_request` lets a server stream that failed after a response retry
 -- with the request it returns (nil ends the stream), the caller's loop
 -- seeing one stream. `interceptors` lists fn(call, next) run once per

@@ -216,7 +216,9 @@ function M.render(m, fmt, flags)
 end
 
 --- docs = json_documents(s): the JSON documents of a stream (concatenated
--- or one per line).
+-- or one per line): objects and arrays, and bare values too (a string,
+-- number, true, false or null: the JSON form of a wrapper type such as
+-- google.protobuf.StringValue), each a document.
 function M.json_documents(s)
   local docs, depth, start, i, n = {}, 0, nil, 1, #s
   while i <= n do
@@ -228,6 +230,8 @@ function M.json_documents(s)
         if d == "\\" then j = j + 1 elseif d == '"' then break end
         j = j + 1
       end
+      if j > n then fail(format("the string at offset %d is not closed", i - 1)) end
+      if depth == 0 then docs[#docs + 1] = s:sub(i, j) end
       i = j
     elseif c == "{" or c == "[" then
       if depth == 0 then start = i end
@@ -237,7 +241,14 @@ function M.json_documents(s)
       if depth == 0 then docs[#docs + 1] = s:sub(start, i) end
       if depth < 0 then fail(format("unbalanced '%s' at offset %d", c, i - 1)) end
     elseif depth == 0 and not c:match("%s") then
-      fail(format("JSON object expected at offset %d", i - 1))
+      -- a bare number or literal: up to the next space or structural character
+      local word = s:match("^[^%s{}%[%]\"]+", i)
+      local literal = word == "true" or word == "false" or word == "null"
+      if not literal and not word:match("^%-?%d[%d.eE+%-]*$") then
+        fail(format("JSON value expected at offset %d", i - 1))
+      end
+      docs[#docs + 1] = word
+      i = i + #word - 1
     end
     i = i + 1
   end

@@ -6,7 +6,8 @@ local reflection = require "protocall.rpc.reflection"
 
 local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
   error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
-local concat, format = table.concat, string.format
+local concat, format, huge = table.concat, string.format, math.huge
+local metadata_problem = require("protocall.core").metadata_problem
 
 local M = {}
 
@@ -82,8 +83,8 @@ function M.parse(cmd, spec, args, first)
           flags[name][#flags[name] + 1] = value
         elseif kind == "number" then
           local n = tonumber(value)
-          if n == nil or n < 0 then
-            usage_error(cmd, "flag -" .. name .. ": a number >= 0 expected, got '" .. value .. "'")
+          if n == nil or not (n >= 0 and n < huge) then -- NaN and inf too (1e400 reads as inf)
+            usage_error(cmd, "flag -" .. name .. ": a finite number >= 0 expected, got '" .. value .. "'")
           end
           flags[name] = n
         else
@@ -264,13 +265,17 @@ local function base64_decode(s)
   return v and v.value
 end
 
---- md = metadata_of(flags): the -H flags as {key, value} pairs.
-function M.metadata_of(flags)
+--- md = metadata_of(flags, cmd): the -H flags as {key, value} pairs; a
+-- flag that is not 'key: value' or whose key gRPC metadata cannot carry
+-- is a usage error of command `cmd`.
+function M.metadata_of(flags, cmd)
   local md = {}
   for _, h in ipairs(flags.H or {}) do
     local k, v = h:match("^%s*([^:]+):%s?(.*)$")
-    if not k then usage_error("call", "-H '" .. h .. "': 'key: value' expected") end
+    if not k then usage_error(cmd, "-H '" .. h .. "': 'key: value' expected") end
     k = k:lower():gsub("%s+$", "")
+    local problem = metadata_problem { { k, "" } }
+    if problem then usage_error(cmd, "-H '" .. h .. "': " .. problem) end
     if k:sub(-4) == "-bin" then
       v = base64_decode(v)
       if not v then fail("-H '" .. h .. "': the value of a -bin key must be base64") end
@@ -324,8 +329,8 @@ end
 -- Runs fn(r) with a reflection client of TARGET; returns fn's result, or
 -- on failure nil and the exit status (a symbol the server lacks: one line,
 -- `missing` .. the symbol, status 1; other failures as a call's).
-function M.with_reflection(flags, transport, fn, missing)
-  local opts = { metadata = M.metadata_of(flags) }
+function M.with_reflection(flags, transport, fn, missing, cmd)
+  local opts = { metadata = M.metadata_of(flags, cmd) }
   if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end
   local r = reflection.client(transport, opts)
   local ok, res = pcall(fn, r)

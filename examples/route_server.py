@@ -6,15 +6,15 @@ Serves demo.Router from examples/route.proto with Debian's python3-grpcio and
 python3-protobuf (no generated code: protoc compiles the schema to a
 descriptor set at start-up). Measure fails twice with UNAVAILABLE for each
 route name, then answers, so the client's retry policy shows. PORT 0 picks
-a free one. Prints the address it listens on; stops on Ctrl-C, or when its
-standard input reaches end of file (Ctrl-D; spec/examples_spec.lua holds a
-pipe to it).
+a free one. Prints the address it listens on and serves until a signal
+stops it (Ctrl-C, SIGTERM), started with `&` as well as in a terminal: it
+never reads its standard input.
 """
 import math
 import os
+import signal
 import subprocess
 import sys
-import threading
 from concurrent import futures
 
 import grpc
@@ -89,16 +89,12 @@ def main():
     server.start()
     print("demo.Router listening on http://127.0.0.1:%d" % port, flush=True)
 
-    def stop_at_eof():
-        while sys.stdin.read(4096):
-            pass
-        os._exit(0)
-
-    threading.Thread(target=stop_at_eof, daemon=True).start()
+    # SIGTERM stops it as Ctrl-C does: calls in flight get a second.
+    signal.signal(signal.SIGTERM, lambda *_: server.stop(1))
     try:
         server.wait_for_termination()
     except KeyboardInterrupt:
-        server.stop(0)
+        server.stop(1).wait()
 
 
 if __name__ == "__main__":

@@ -67,6 +67,26 @@ describe("protocall help", function()
     end)
   end
 
+  it("shows serve's example with the script that serves under serve", function()
+    local out, err, code = run(BIN .. " help serve")
+    assert.are.equal(0, code, err)
+    local script = out:match("\nexample:\n  protocall serve .- (%S+)\n$")
+    assert.are.equal("examples/route_services.lua", script)
+    local f = assert(io.open(script)) -- a table of services, which serve listens with
+    assert.matches("return services", f:read("a"), 1, true)
+    f:close()
+  end)
+
+  it("refuses a number flag that is not finite, exit 2 with the usage", function()
+    for _, v in ipairs { "1e400", "inf", "nan" } do
+      local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -max-time " .. v
+        .. " 127.0.0.1:1 demo.Router/Measure")
+      assert.are.equal(2, code, err)
+      assert.are.equal("", out)
+      assert.matches("^protocall call: flag %-max%-time: a finite number >= 0 expected, got '" .. v .. "'\nusage:", err)
+    end
+  end)
+
   it("exits 2 with the usage on an unknown command, flag or missing argument", function()
     local out, err, code = run(BIN .. " help nosuch")
     assert.are.equal(2, code)
@@ -241,7 +261,7 @@ describe("protocall encode", function()
     out, err, code = run(BIN .. " encode -format json -length-delimited " .. ROUTE .. " demo.Route", '{"name": "a"} x')
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall encode: JSON object expected at offset 14\n", err)
+    assert.are.equal("protocall encode: JSON value expected at offset 14\n", err)
     out, err, code = run(BIN .. " encode -length-delimited " .. ROUTE .. " demo.Route", "")
     assert.are.equal(2, code)
     assert.are.equal("", out)
@@ -320,9 +340,20 @@ describe("protocall call", function()
     assert.are.equal("", out)
     assert.are.equal("protocall call: pc.grpc: target 'http://localhost': h2c needs a port (http://host:port)\n", err)
     out, err, code = call("-H 'grpc-timeout: 1S' TARGET faults.Faults/Echo")
+    assert.are.equal(2, code) -- a usage error
+    assert.are.equal("", out)
+    assert.matches("^protocall call: %-H 'grpc%-timeout: 1S': metadata key 'grpc%-timeout' is reserved for the "
+      .. "transport\nusage: protocall call ", err)
+    out, err, code = call("-H 'Bad Key: v' TARGET faults.Faults/Echo")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall call: %-H 'Bad Key: v': metadata key 'bad key': only lowercase letters, digits, "
+      .. "'_', '%-', '%.'\nusage: protocall call ", err)
+    out, err, code = call("TARGET/faults.Faults/Echo faults.Faults/Echo")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: metadata key 'grpc-timeout' is reserved for the transport\n", err)
+    assert.matches("^protocall call: pc.grpc: target 'http://127.0.0.1:%d+/faults.Faults/Echo': a path "
+      .. "%('/faults.Faults/Echo'%) is not allowed: a target is host:port %(the method is the path%)\n$", err)
     out, err, code = call("-retry-attempts 1.5 TARGET faults.Faults/Echo")
     assert.are.equal(2, code)
     assert.are.equal("", out)
@@ -367,6 +398,35 @@ describe("protocall call", function()
     assert.are.equal(1, code)
     assert.are.equal("", out)
     assert.matches("^protocall call: request 1: %$%.text: ", err)
+  end)
+
+  it("sends each bare JSON value of -d as a message of a stream (the JSON of wrapper types)", function()
+    -- faults.Talk/Chat answers each request's field 1 (a string) as field 1
+    -- of its reply: google.protobuf.StringValue both ways
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/talk.proto", "wb"))
+    f:write('syntax = "proto3"; package faults; import "google/protobuf/wrappers.proto";\n'
+      .. "service Talk { rpc Chat(stream google.protobuf.StringValue)"
+      .. " returns (stream google.protobuf.StringValue); }\n")
+    f:close()
+    local function chat(data)
+      return run(BIN .. " call -plaintext -I " .. dir .. " -proto talk.proto -d @ 127.0.0.1:" .. server.port
+        .. " faults.Talk/Chat", data)
+    end
+    local out, err, code = chat('"x" "y"\n"z""w"')
+    assert.are.equal(0, code, err)
+    assert.are.equal('"x"\n"y"\n"z"\n"w"\n', out)
+    out, err, code = chat('"x" nope')
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: JSON value expected at offset 4\n", err)
+    out, err, code = chat('"x" "y')
+    os.execute("rm -rf " .. dir)
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: the string at offset 4 is not closed\n", err)
   end)
 end)
 
@@ -444,6 +504,18 @@ message M {
     local out, err, code = run(BIN .. " list " .. ROUTE)
     assert.are.equal(0, code, err)
     assert.are.equal("demo.Router\n", out)
+    -- a target (as grpcurl users give it) is not needed with -proto: not asked
+    for _, target in ipairs { "127.0.0.1:1", "http://127.0.0.1:1", "dns:///localhost:1" } do
+      out, err, code = run(BIN .. " list -plaintext " .. ROUTE .. " " .. target)
+      assert.are.equal(0, code, err)
+      assert.are.equal("demo.Router\n", out)
+    end
+    out, err, code = run(BIN .. " list -plaintext " .. ROUTE .. " 127.0.0.1:1 demo.Router")
+    assert.are.equal(0, code, err)
+    assert.are.equal("demo.Router.Measure\ndemo.Router.Walk\ndemo.Router.Record\ndemo.Router.Follow\n", out)
+    out, err, code = run(BIN .. " describe -plaintext " .. ROUTE .. " 127.0.0.1:1 demo.Point")
+    assert.are.equal(0, code, err)
+    assert.matches("^demo.Point is a message:\n", out)
     out, err, code = run(BIN .. " list " .. ROUTE .. " demo.Router")
     assert.are.equal(0, code, err)
     assert.are.equal("demo.Router.Measure\ndemo.Router.Walk\ndemo.Router.Record\ndemo.Router.Follow\n", out)
@@ -520,6 +592,17 @@ describe("protocall list, describe and call by server reflection", function()
     assert.are.equal(1, code)
     assert.are.equal("", out)
     assert.are.equal("protocall list: Service not found: faults.Nope\n", err)
+  end)
+
+  it("refuses a bad -H key as a usage error (exit 2), naming no internal position", function()
+    for _, cmd in ipairs { "list", "describe" } do
+      local out, err, code = cli(cmd .. " -plaintext -H 'Bad Key: v' TARGET")
+      assert.are.equal(2, code, err)
+      assert.are.equal("", out)
+      assert.matches("^protocall " .. cmd .. ": %-H 'Bad Key: v': metadata key 'bad key': only lowercase "
+        .. "letters, digits, '_', '%-', '%.'\nusage: protocall " .. cmd, err)
+      assert.is_nil(err:find("%.lua:%d+:"))
+    end
   end)
 
   it("describes services, methods and messages as the local files describe them", function()

@@ -2,7 +2,6 @@
 -- server (examples/route_server.py on Debian's python3-grpcio). They run
 -- through the `protocall`
 -- command of the build under test ($PROTOCALL_BIN, set by .ci/busted).
-local helper = require "grpc_helper"
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
 
 local R = require "runtime"
@@ -12,14 +11,50 @@ local function run(cmd)
   return out, ok and 0 or code
 end
 
+-- Starts server `command` as a shell's `&` does (standard input
+-- /dev/null) and waits for its first line "demo.Router listening on URL";
+-- returns URL (nil when it never came) and stop(), which sends SIGTERM and
+-- returns whether the server has exited within 5 s.
+local function background(command)
+  local out_file, pid_file = os.tmpname(), os.tmpname()
+  -- exec keeps the shell's pid, so the pid file names the server.
+  assert(os.execute("sh -c 'echo $$ > " .. pid_file .. "; exec " .. command .. "' < /dev/null > "
+    .. out_file .. " 2>&1 &"))
+  local url
+  for _ = 1, 200 do
+    local f = io.open(out_file)
+    local line = f and f:read("*l")
+    if f then f:close() end
+    url = line and line:match("^demo%.Router listening on (http://127%.0%.0%.1:%d+)$")
+    if url then break end
+    os.execute("sleep 0.05")
+  end
+  local f = io.open(pid_file)
+  local pid = f and f:read("*l")
+  if f then f:close() end
+  os.remove(pid_file)
+  local function alive() return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+  return url, function()
+    os.remove(out_file)
+    if not (pid and pid:match("^%d+$")) then return false end
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    for _ = 1, 100 do
+      if not alive() then return true end
+      os.execute("sleep 0.05")
+    end
+    os.execute("kill -9 " .. pid .. " 2>/dev/null")
+    return false
+  end
+end
+
 describe("examples/interceptors.lua", function()
   it("runs auth, logging, metrics and a circuit breaker around calls", function()
     local out, code = run(BIN .. " examples/interceptors.lua")
     assert.are.equal(0, code, out)
     assert.are.equal(2, select(2, out:gsub("demo%.Router%.Measure %-> OK after 1 attempt%(s%)", "")), out)
     assert.are.equal(2, select(2, out:gsub("demo%.Router%.Measure %-> UNAVAILABLE after 3 attempt%(s%)", "")), out)
-    assert.matches("demo.Router.Measure -> UNAVAILABLE after 0 attempt(s)\nMeasure: UNAVAILABLE: circuit open", out, 1,
-      true)
+    assert.matches("demo.Router.Measure -> UNAVAILABLE after 0 attempt(s)\nMeasure: UNAVAILABLE: circuit open",
+      out, 1, true)
     assert.matches("Measure after the cooldown: legs = 1", out, 1, true)
     assert.matches("count Measure OK = 2\ncount Measure UNAVAILABLE = 3", out, 1, true)
   end)
@@ -38,41 +73,28 @@ describe("examples/quickstart.lua", function()
     assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
   end)
 
-  it("calls a real gRPC server with --target", function()
-    local server = helper.spawn_command("/usr/bin/python3 examples/route_server.py 0",
-                                        "examples/route_server.py",
-                                        "^demo%.Router listening on http://127%.0%.0%.1:(%d+)$")
-    local out, code = run(BIN .. " examples/quickstart.lua --target " .. server.url)
-    helper.stop(server)
+  it("calls a real gRPC server with --target, started with & (it serves until a signal)", function()
+    local url, stop = background("/usr/bin/python3 examples/route_server.py 0")
+    local out, code = "", -1
+    if url then
+      os.execute("sleep 0.3") -- its standard input is at end of file already: it must not care
+      out, code = run(BIN .. " examples/quickstart.lua --target " .. url)
+    end
+    local stopped = stop()
+    assert.is_not_nil(url, "examples/route_server.py did not start")
     assert.are.equal(0, code, out)
-    assert.matches("calling demo.Router at " .. server.url, out, 1, true)
+    assert.matches("calling demo.Router at " .. url, out, 1, true)
     assert.matches("client: retrying after UNAVAILABLE: flaky server", out, 1, true)
     assert.matches("Measure -> demo.Distance{length=9.0, legs=2}", out, 1, true)
     assert.matches("Walk -> (0,0) (3,4) (3,0)", out, 1, true)
+    assert.is_true(stopped, "SIGTERM did not stop examples/route_server.py")
   end)
 
   it("runs with --target against examples/route_server.lua (pc.listen) as against the Python one", function()
-    local out_file, pid_file = os.tmpname(), os.tmpname()
-    -- exec keeps the shell's pid, so the pid file names the server.
-    assert(os.execute("sh -c 'echo $$ > " .. pid_file .. "; exec " .. BIN
-      .. " examples/route_server.lua 0' > " .. out_file .. " 2>&1 &"))
-    local url
-    for _ = 1, 200 do
-      local f = io.open(out_file)
-      local line = f and f:read("*l")
-      if f then f:close() end
-      url = line and line:match("^demo%.Router listening on (http://127%.0%.0%.1:%d+)$")
-      if url then break end
-      os.execute("sleep 0.05")
-    end
-    local f = io.open(pid_file)
-    local pid = f and f:read("*l")
-    if f then f:close() end
+    local url, stop = background(BIN .. " examples/route_server.lua 0")
     local out, code = "", -1
     if url then out, code = run(BIN .. " examples/quickstart.lua --target " .. url) end
-    if pid and pid:match("^%d+$") then os.execute("kill " .. pid .. " 2>/dev/null") end
-    os.remove(out_file)
-    os.remove(pid_file)
+    stop()
     assert.is_not_nil(url, "examples/route_server.lua did not start")
     assert.are.equal(0, code, out)
     assert.matches("client: retrying after UNAVAILABLE: flaky server", out, 1, true)
@@ -100,4 +122,45 @@ describe("examples under LuaJIT", function()
   end)
 end)
 
--- The README's and doc/'s runnable blocks: spec/doc_spec.lua.
+describe("the README's snippets", function()
+  -- The lua block after `intro` in README.md.
+  local function block_after(intro)
+    local f = assert(io.open("README.md"))
+    local readme = f:read("*a")
+    f:close()
+    local at = readme:find(intro, 1, true)
+    assert(at, intro)
+    local block = readme:match("```lua\n(.-)```", at)
+    assert(block, intro)
+    return block
+  end
+  -- What the blocks after each of `intros`, run as one script in a process
+  -- of its own (the command of the build under test), print.
+  local function run_blocks(intros)
+    local blocks = {}
+    for i, intro in ipairs(intros) do blocks[i] = block_after(intro) end
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write(table.concat(blocks, "\n"))
+    f:close()
+    local out, code = run(BIN .. " " .. script)
+    os.remove(script)
+    assert.are.equal(0, code, out)
+    return out
+  end
+
+  it("A taste: messages declared in Lua, a retried callable", function()
+    assert.are.equal("demo.Point{x=3, y=4}\n", run_blocks { "## A taste" })
+  end)
+
+  it("A taste: .proto source and JSON", function()
+    assert.are.equal('tea\tgreen\t{"name":"tea","cents":"250","tags":["green"]}\n'
+      .. 'nil\t$.nmae: no field named "nmae" in shop.Item at offset 1\n',
+      run_blocks { "From `.proto` source (or `pc.load_file`, or a descriptor set), with JSON:" })
+  end)
+
+  it("the four call shapes against pc.listen, then Serving", function()
+    assert.are.equal("1\t1\n1\t2\n1\t3\n2\n1\n2\n3\n1\n",
+      run_blocks { "The four call shapes over the network", "With `demo.Map` loaded as in the snippet above" })
+  end)
+end)

@@ -859,6 +859,10 @@ describe("pc.grpc", function()
       assert.has_error(function() pc.grpc("http://127.0.0.1:99999") end,
                        "pc.grpc: target 'http://127.0.0.1:99999': port must be in 1..65535")
       assert.has_error(function() pc.grpc("http://:1") end, "pc.grpc: target 'http://:1': no host")
+      assert.has_error(function() pc.grpc("http://h:1/pkg.S/M") end, "pc.grpc: target 'http://h:1/pkg.S/M': "
+        .. "a path ('/pkg.S/M') is not allowed: a target is host:port (the method is the path)")
+      assert.has_error(function() pc.grpc("h:1/x") end,
+        "pc.grpc: target 'h:1/x': a path ('/x') is not allowed: a target is host:port (the method is the path)")
       assert.has_error(function() pc.grpc("http://h") end,
                        "pc.grpc: target 'http://h': h2c needs a port (http://host:port)")
       assert.has_error(function() pc.grpc("http://h:1", 5) end,

@@ -346,16 +346,20 @@ describe("with_metadata", function()
     it("gives headers and trailers once the stream ends", function()
       local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20 })
       local it, call = stub:StreamingOutputCall(PARAMS, { metadata = ECHO, with_metadata = true })
-      assert.are.equal("protocall.StreamMetadata", getmetatable(call).__name)
+      assert.are.equal("protocall.StreamCall", getmetatable(call).__name)
       assert.are.same({}, call:trailers()) -- still running
       local sizes = {}
       for r in it do sizes[#sizes + 1] = #r.payload.body end
       assert.are.same({ 1, 2, 3 }, sizes)
       assert.are.equal("v", find(call:headers(), "x-grpc-test-echo-initial"))
       assert.are.equal("\1\2", find(call:trailers(), "x-grpc-test-echo-trailing-bin"))
-      -- without it, one value as before
-      local it2, none = stub:StreamingOutputCall(PARAMS, { metadata = ECHO })
-      assert.is_nil(none)
+      -- without it, the call (cancel, close) has no headers nor trailers
+      local it2, plain = stub:StreamingOutputCall(PARAMS, { metadata = ECHO })
+      assert.are.equal("protocall.StreamCall", getmetatable(plain).__name)
+      assert.has_error(function() plain:headers() end,
+        "headers: grpc.testing.TestService.StreamingOutputCall was called without {with_metadata = true}")
+      assert.has_error(function() plain:trailers() end,
+        "trailers: grpc.testing.TestService.StreamingOutputCall was called without {with_metadata = true}")
       for _ in it2 do end
     end)
 

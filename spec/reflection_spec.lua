@@ -294,3 +294,69 @@ describe("pc.server's built-in services", function()
     end
   end)
 end)
+
+describe("the reflection client against a hostile server", function()
+  local reflection = require "protocall.rpc.reflection"
+  local FDP = pc.type("google.protobuf.FileDescriptorProto")
+
+  -- A reflection server whose files import what `imports(name)` lists:
+  -- every file_by_filename is answered with a file of that name (up to
+  -- `most` of them, then NOT_FOUND, so the unfixed client ends too);
+  -- file_containing_symbol with "root.proto". `asked` counts the files.
+  local function hostile(imports, most)
+    local p = pc.pool()
+    assert(p:load('syntax = "proto3"; import "grpc/reflection/v1/reflection.proto";', { name = "hostile.proto" }))
+    local s = { asked = 0 }
+    local function answer(req)
+      local name = req.file_by_filename
+      if pc.which_oneof(req, "message_request") == "file_containing_symbol" then name = "root.proto" end
+      s.asked = s.asked + 1
+      if s.asked > most then
+        return { error_response = { error_code = 5, error_message = "no more" } }
+      end
+      local fd = FDP { name = name, package = "evil", dependency = imports(name) }
+      return { file_descriptor_response = { file_descriptor_proto = { pc.encode(fd) } } }
+    end
+    local srv = pc.server({ ["grpc.reflection.v1.ServerReflection"] = { ServerReflectionInfo = function(ctx)
+      for req in function() return ctx:recv() end do ctx.send(answer(req)) end
+    end } }, { pool = p })
+    s.transport = pc.inproc(srv)
+    return s
+  end
+
+  local function refused(s)
+    local r = reflection.client(s.transport)
+    local ok, err = pcall(r.symbol, "evil.Svc")
+    r.close()
+    assert.is_false(ok)
+    return err
+  end
+
+  it("stops an import chain that does not end at its depth limit, naming the files", function()
+    -- f1 imports f2, which imports f3, ...
+    local s = hostile(function(name)
+      local n = tonumber(name:match("^f(%d+)%.proto$")) or 0
+      return { "f" .. (n + 1) .. ".proto" }
+    end, 5000)
+    local err = refused(s)
+    assert.are.equal("RESOURCE_EXHAUSTED", err.code)
+    assert.are.equal("reflection: the imports of root.proto are more than 100 files deep "
+      .. "(f99.proto imports f100.proto)", err.message)
+    assert.are.equal(100, s.asked)
+  end)
+
+  it("stops at its limit of files received", function()
+    -- root.proto imports 3,000 files (none importing anything)
+    local s = hostile(function(name)
+      local deps = {}
+      if name == "root.proto" then
+        for i = 1, 3000 do deps[i] = "leaf" .. i .. ".proto" end
+      end
+      return deps
+    end, 5000)
+    local err = refused(s)
+    assert.are.equal("RESOURCE_EXHAUSTED", err.code)
+    assert.are.equal("reflection: more than 2000 files received (the last asked for leaf2000.proto)", err.message)
+    assert.are.equal(2001, s.asked)
+  end)
+end)

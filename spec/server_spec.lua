@@ -266,6 +266,49 @@ describe("pc.listen", function()
     end)
   end)
 
+  it("cancels a server stream from its call object: the server sees CANCELLED, the loop raises it", function()
+    -- Waits (at most 3 s) for the handler to see its call cancelled.
+    local function server_saw_cancel()
+      for _ = 1, 300 do
+        if seen.stream_cancelled then break end
+        pc.sleep(0.01)
+      end
+      return seen.stream_cancelled
+    end
+    with_server(nil, function(stub, t)
+      -- the stub's second value (also the generic for's closing value)
+      seen.stream_cancelled = nil
+      local it, call, _, closing = stub:Count { x = 100000, note = "slow" }
+      assert.are.equal(call, closing)
+      assert.equals(1, it().x)
+      assert.equals(2, it().x)
+      call:cancel()
+      local e = raised(it)
+      assert.equals("CANCELLED", e.code)
+      assert.equals("srv.Calc.Count: cancelled by the client", e.message)
+      assert.is_nil(it())
+      assert.is_true(server_saw_cancel())
+      call:cancel() -- nothing once ended
+      -- the transport's call (its fourth value)
+      seen.stream_cancelled = nil
+      local req = pc.encode(pool:type("srv.Point") { x = 100000, note = "slow" })
+      local iter, _, _, tcall = t:server_stream("/srv.Calc/Count", req)
+      assert.is_string(iter())
+      tcall:cancel()
+      e = raised(iter)
+      assert.equals("CANCELLED", e.code)
+      assert.is_nil(iter())
+      assert.is_true(server_saw_cancel())
+      -- a stream that ended: cancel changes nothing
+      local got = {}
+      it, call = stub:Count { x = 2 }
+      for p in it do got[#got + 1] = p.x end
+      call:cancel()
+      assert.is_nil(it())
+      assert.same({ 1, 2 }, got)
+    end)
+  end)
+
   it("sends the list a server-streaming handler returns, and runs server interceptors", function()
     local log = {}
     local s2 = pc.server({ ["srv.Calc"] = {
@@ -477,5 +520,60 @@ describe("pc.listen", function()
     local l = pc.listen(server, "127.0.0.1:0")
     assert.matches("Address already in use", raised(function() pc.listen(server, "127.0.0.1:" .. l.port) end))
     l:shutdown()
+  end)
+end)
+
+describe("ctx.send in a unary or client-streaming handler", function()
+  -- Handlers that call ctx.send first guarded (what it raised and the
+  -- line of the call go to `caught`), then unguarded (the call fails).
+  local caught = {}
+  local here = debug.getinfo(1, "S").short_src
+  local send_server = pc.server({ ["srv.Calc"] = {
+    Add = function(_, ctx)
+      local _, e = pcall(function() ctx.send { total = 1 } end); caught.Add = { e, debug.getinfo(1, "l").currentline }
+      ctx.send { total = 2 }
+    end,
+    Total = function(ctx)
+      while ctx:recv() do end
+      local _, e = pcall(function() ctx.send { total = 1 } end); caught.Total = { e, debug.getinfo(1, "l").currentline }
+      ctx.send { total = 2 }
+    end,
+  } }, { pool = pool })
+
+  -- Calls Add and Total over `transport` and checks the one rule.
+  local function check(transport)
+    local stub = pc.client("srv.Calc", { transport = transport, pool = pool })
+    caught = {}
+    local e = raised(function() stub:Add { x = 1 } end)
+    assert.equals("UNKNOWN", e.code)
+    assert.equals("srv.Calc.Add: ctx.send: srv.Calc.Add is unary: return the response", e.message)
+    assert.equals(here .. ":" .. caught.Add[2] .. ": ctx.send: srv.Calc.Add is unary: return the response",
+      caught.Add[1])
+    local call = stub:Total()
+    call:send { x = 1 }
+    e = raised(function() call:close_and_recv() end)
+    assert.equals("UNKNOWN", e.code)
+    assert.equals("srv.Calc.Total: ctx.send: srv.Calc.Total is client-streaming: return the response", e.message)
+    assert.equals(here .. ":" .. caught.Total[2]
+      .. ": ctx.send: srv.Calc.Total is client-streaming: return the response", caught.Total[1])
+  end
+
+  it("raises at the handler's line in process", function()
+    check(pc.inproc(send_server))
+  end)
+
+  it("raises at the handler's line over the network, sending nothing", function()
+    local l = pc.listen(send_server, "127.0.0.1:0")
+    local err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local t = pc.grpc("http://127.0.0.1:" .. l.port)
+      local ok, e = pcall(check, t)
+      if not ok then err = e end
+      t:close()
+      l:shutdown(1)
+    end)
+    pc.run()
+    if err then error(err, 0) end
   end)
 end)

@@ -337,19 +337,46 @@ describe("retry throttling", function()
     assert.are.equal(4 + 1 + 1 + 23, #w.log)
   end)
 
-  it("is shared by every client over one transport, not across transports", function()
+  it("is shared by every client and transport of one server, not across servers", function()
     local w = world()
     local srv = server(w, unavailable)
     local t1 = pc.inproc(srv)
     local a = client(w, t1, THROTTLED)
     local b = client(w, t1, THROTTLED, "sc.Other")
-    local c = client(w, pc.inproc(srv), THROTTLED)
+    local c = client(w, pc.inproc(srv), THROTTLED) -- another transport to the same server
+    local d = client(w, pc.inproc(server(w, unavailable)), THROTTLED)
     pcall(a.Say, a, {})
     assert.are.equal(6, b:throttle_info().tokens)
     pcall(b.Ping, b, {})
     assert.are.equal(5, a:throttle_info().tokens)
-    assert.are.equal(10, c:throttle_info().tokens)
+    assert.are.equal(5, c:throttle_info().tokens)
+    pcall(c.Say, c, {})
+    assert.are.equal(4, a:throttle_info().tokens)
+    assert.are.equal(10, d:throttle_info().tokens)
     assert.is_nil(client(w, t1, { methodConfig = {} }):throttle_info())
+    -- other numbers, another bucket
+    local other = { retryThrottling = { maxTokens = 20, tokenRatio = 0.5 }, methodConfig = THROTTLED.methodConfig }
+    assert.are.equal(20, client(w, t1, other):throttle_info().tokens)
+  end)
+
+  it("is shared by the pc.grpc transports of one target (gRPC's server name)", function()
+    local w = world()
+    -- nothing listens on port 1: each attempt fails UNAVAILABLE at once
+    local a = client(w, pc.grpc("127.0.0.1:1"), THROTTLED)
+    local b = client(w, pc.grpc("127.0.0.1:1"), THROTTLED)
+    local c = client(w, pc.grpc({ "127.0.0.1:1", "127.0.0.2:1" }), THROTTLED)
+    local d = client(w, pc.grpc({ "127.0.0.1:1", "127.0.0.2:1" }), THROTTLED)
+    local ok, err = pcall(a.Say, a, {})
+    assert.is_false(ok)
+    assert.are.equal(4, err.attempts)
+    assert.are.equal(6, b:throttle_info().tokens)
+    ok, err = pcall(b.Say, b, {})
+    assert.is_false(ok)
+    assert.are.equal(1, err.attempts) -- throttled: the first transport spent the tokens
+    assert.are.equal(5, a:throttle_info().tokens)
+    assert.are.equal(10, c:throttle_info().tokens) -- another target
+    pcall(c.Say, c, {})
+    assert.are.equal(6, d:throttle_info().tokens)
   end)
 
   it("counts successes of the C fast path, of per-call options and of retried calls", function()
@@ -371,8 +398,8 @@ describe("retry throttling", function()
     assert.are.equal(3.75, stub:throttle_info().tokens)
   end)
 
-  -- 1,000 clients, each over its own transport (own bucket), against a
-  -- backend that fails every call for 20 rounds and then recovers. gRFC A6:
+  -- 1,000 clients, each of its own server (own bucket), against backends
+  -- that fail every call for 20 rounds and then recover. gRFC A6:
   -- with throttling a client retries while its tokens are above
   -- maxTokens / 2, so during the outage it makes at most
   -- maxTokens / 2 - 1 retries (10 -> 6 allows 4), whatever the number of
@@ -380,14 +407,14 @@ describe("retry throttling", function()
   it("keeps 1,000 clients' retries under gRFC A6's bound in an outage, and recovers", function()
     local w = world()
     local down = true
-    local srv = server(w, function()
+    local function behave()
       if down then unavailable() end
       return {}
-    end)
+    end
     local config = { retryThrottling = { maxTokens = 10, tokenRatio = 0.1 },
       methodConfig = { { name = { {} }, retryPolicy = RETRY } } }
     local clients = {}
-    for i = 1, 1000 do clients[i] = client(w, pc.inproc(srv), config) end
+    for i = 1, 1000 do clients[i] = client(w, pc.inproc(server(w, behave)), config) end
     local calls, attempts = 0, 0
     for _ = 1, 20 do
       for i = 1, 1000 do

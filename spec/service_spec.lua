@@ -511,6 +511,32 @@ describe("in-process server streaming", function()
     assert.is_nil(it())
   end)
 
+  it("cancels a stream from its call object (the stub's second value, the transport's fourth)", function()
+    local sent, stopped = 0, false
+    local stub = walker(function(_, ctx)
+      for i = 1, 100 do sent = i; ctx.send{ x = i } end
+      stopped = "finished"
+    end)
+    local it, call = stub:Walk{}
+    assert.are.equal(1, it().x)
+    call:cancel()
+    local e = raised(it)
+    assert.are.equal("CANCELLED", e.code)
+    assert.are.equal("svc.Router.Walk: cancelled by the client", e.message)
+    assert.is_nil(it())
+    assert.are.same({ 1, false }, { sent, stopped }) -- the handler stopped where it was
+    local t = pc.inproc(pc.server({ ["svc.Router"] = { Walk = function(_, ctx)
+      for i = 1, 100 do sent = i; ctx.send{ x = i } end
+    end } }, { pool = pool }))
+    local iter, _, _, tcall = t:server_stream("/svc.Router/Walk", pc.encode(Route{}), {})
+    assert.are.equal(1, pc.decode(Point, iter()).x)
+    tcall:cancel()
+    e = raised(iter)
+    assert.are.equal("CANCELLED", e.code)
+    assert.is_nil(iter())
+    assert.are.equal(1, sent)
+  end)
+
   it("delivers the responses sent before a handler error, then raises it", function()
     local stub = walker(function(_, ctx)
       ctx.send{ x = 1 }

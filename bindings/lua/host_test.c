@@ -824,10 +824,29 @@ static void streams(void) {
   CHECK(run(L, "for p in stub:Walk{points = {{x = 1}, {x = 2}}} do break end\n"
                "collectgarbage(); collectgarbage()\n"));
   CHECK(s.started == 9 && s.finished == 9 && s.cancelled == 3);
+  /* A server stream's call object cancels it (the stub's second value, the
+   * transport's fourth): the host's finish is told, the loop raises
+   * CANCELLED. */
+  CHECK(run(
+      L,
+      "local it, call = stub:Walk{points = {{x = 1}, {x = 2}}}\n"
+      "assert(it().x == 1)\n"
+      "call:cancel()\n"
+      "local ok, e = pcall(it)\n"
+      "assert(not ok and e.code == 'CANCELLED', tostring(e))\n"
+      "assert(it() == nil)\n"
+      "local R = pool:type('demo.Route')\n"
+      "local iter, _, _, c = t:server_stream('/demo.Router/Walk', pc.encode(R{points = {{x = 1}, "
+      "{x = 2}}}), {})\n"
+      "assert(iter())\n"
+      "c:cancel()\n"
+      "local ok2, e2 = pcall(iter)\n"
+      "assert(not ok2 and e2.code == 'CANCELLED', tostring(e2))\n"));
+  CHECK(s.started == 11 && s.finished == 11 && s.cancelled == 5);
   /* A call still open at lua_close is cancelled then. */
   CHECK(run(L, "open_call = stub:Chat()"));
   lua_close(L);
-  CHECK(s.started == 10 && s.finished == 10 && s.cancelled == 4);
+  CHECK(s.started == 12 && s.finished == 12 && s.cancelled == 6);
 
   /* ABI: fields past 'size' are not read (a host built against the ABI 1
    * header has no 'start'); a size below ABI 1, no function at all, or

@@ -123,7 +123,7 @@ local function reflection_pool(flags, transport, service)
   return with_reflection(flags, transport, function(r)
     r.symbol(service)
     return r.pool
-  end, "protocall call: Service not found: " .. service)
+  end, "protocall call: Service not found: " .. service, "call")
 end
 
 function M.call.run(flags, args)
@@ -132,6 +132,7 @@ function M.call.run(flags, args)
   local target, method = args[1], args[2]
   local service, name = method:match("^/?([%w_.]+)[/.]([%w_]+)$")
   if not service then usage_error("call", "method '" .. method .. "': pkg.Service/Method expected") end
+  local metadata = metadata_of(flags, "call")
   local pool, transport
   if has_schema(flags) then
     pool = load_schemas(flags)
@@ -160,7 +161,7 @@ function M.call.run(flags, args)
   transport = transport or connect(flags, target, "call")
   local seen = {}
   if flags.v then transport = recording(transport, seen) end
-  local opts = { transport = transport, pool = pool, metadata = metadata_of(flags) }
+  local opts = { transport = transport, pool = pool, metadata = metadata }
   if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
   local attempts = flags["retry-attempts"]
   if attempts and (attempts ~= math.floor(attempts) or attempts < 1) then

@@ -6,7 +6,8 @@ local reflection = require "protocall.rpc.reflection"
 
 local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
   error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
-local concat, format = table.concat, string.format
+local concat, format, huge = table.concat, string.format, math.huge
+local metadata_problem = require("protocall.core").metadata_problem
 
 local M = {}
 
@@ -82,8 +83,8 @@ function M.parse(cmd, spec, args, first)
           flags[name][#flags[name] + 1] = value
         elseif kind == "number" then
           local n = tonumber(value)
-          if n == nil or n < 0 then
-            usage_error(cmd, "flag -" .. name .. ": a number >= 0 expected, got '" .. value .. "'")
+          if n == nil or not (n >= 0 and n < huge) then -- NaN and inf too (1e400 reads as inf)
+            usage_error(cmd, "flag -" .. name .. ": a finite number >= 0 expected, got '" .. value .. "'")
           end
           flags[name] = n
         else
@@ -216,7 +217,9 @@ function M.render(m, fmt, flags)
 end
 
 --- docs = json_documents(s): the JSON documents of a stream (concatenated
--- or one per line).
+-- or one per line): objects and arrays, and bare values too (a string,
+-- number, true, false or null: the JSON form of a wrapper type such as
+-- google.protobuf.StringValue), each a document.
 function M.json_documents(s)
   local docs, depth, start, i, n = {}, 0, nil, 1, #s
   while i <= n do
@@ -228,6 +231,8 @@ function M.json_documents(s)
         if d == "\\" then j = j + 1 elseif d == '"' then break end
         j = j + 1
       end
+      if j > n then fail(format("the string at offset %d is not closed", i - 1)) end
+      if depth == 0 then docs[#docs + 1] = s:sub(i, j) end
       i = j
     elseif c == "{" or c == "[" then
       if depth == 0 then start = i end
@@ -237,7 +242,14 @@ function M.json_documents(s)
       if depth == 0 then docs[#docs + 1] = s:sub(start, i) end
       if depth < 0 then fail(format("unbalanced '%s' at offset %d", c, i - 1)) end
     elseif depth == 0 and not c:match("%s") then
-      fail(format("JSON object expected at offset %d", i - 1))
+      -- a bare number or literal: up to the next space or structural character
+      local word = s:match("^[^%s{}%[%]\"]+", i)
+      local literal = word == "true" or word == "false" or word == "null"
+      if not literal and not word:match("^%-?%d[%d.eE+%-]*$") then
+        fail(format("JSON value expected at offset %d", i - 1))
+      end
+      docs[#docs + 1] = word
+      i = i + #word - 1
     end
     i = i + 1
   end
@@ -253,13 +265,17 @@ local function base64_decode(s)
   return v and v.value
 end
 
---- md = metadata_of(flags): the -H flags as {key, value} pairs.
-function M.metadata_of(flags)
+--- md = metadata_of(flags, cmd): the -H flags as {key, value} pairs; a
+-- flag that is not 'key: value' or whose key gRPC metadata cannot carry
+-- is a usage error of command `cmd`.
+function M.metadata_of(flags, cmd)
   local md = {}
   for _, h in ipairs(flags.H or {}) do
     local k, v = h:match("^%s*([^:]+):%s?(.*)$")
-    if not k then usage_error("call", "-H '" .. h .. "': 'key: value' expected") end
+    if not k then usage_error(cmd, "-H '" .. h .. "': 'key: value' expected") end
     k = k:lower():gsub("%s+$", "")
+    local problem = metadata_problem { { k, "" } }
+    if problem then usage_error(cmd, "-H '" .. h .. "': " .. problem) end
     if k:sub(-4) == "-bin" then
       v = base64_decode(v)
       if not v then fail("-H '" .. h .. "': the value of a -bin key must be base64") end
@@ -313,8 +329,8 @@ end
 -- Runs fn(r) with a reflection client of TARGET; returns fn's result, or
 -- on failure nil and the exit status (a symbol the server lacks: one line,
 -- `missing` .. the symbol, status 1; other failures as a call's).
-function M.with_reflection(flags, transport, fn, missing)
-  local opts = { metadata = M.metadata_of(flags) }
+function M.with_reflection(flags, transport, fn, missing, cmd)
+  local opts = { metadata = M.metadata_of(flags, cmd) }
   if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end
   local r = reflection.client(transport, opts)
   local ok, res = pcall(fn, r)

@@ -17,11 +17,12 @@ local M = {}
 M.describe = {
   summary = "a service, method, message, enum or field as .proto source",
   flags = common.with_schema(common.with_connect {}),
-  usage = "protocall describe [schema flags] [SYMBOL]\n" ..
+  usage = "protocall describe [schema flags] [TARGET] [SYMBOL]\n" ..
           "       protocall describe [-plaintext | TLS flags as call's] [-H 'key: value']... TARGET [SYMBOL]",
   about = "Prints the definition of a service, method, message, enum or field as .proto\n" ..
           "source; with no SYMBOL, every service of the loaded files. Without schema\n" ..
-          "flags the definitions come from TARGET's server reflection service.",
+          "flags the definitions come from TARGET's server reflection service; with\n" ..
+          "them a TARGET is not needed (given, it is not asked).",
   example = "protocall describe -I examples -proto route.proto demo.Router\n" ..
             "  protocall describe -plaintext 127.0.0.1:50051 demo.Route",
 }
@@ -29,10 +30,11 @@ M.describe = {
 M.list = {
   summary = "the services of the loaded files or a server, or a service's methods",
   flags = common.with_schema(common.with_connect {}),
-  usage = "protocall list [schema flags] [SERVICE]\n" ..
+  usage = "protocall list [schema flags] [TARGET] [SERVICE]\n" ..
           "       protocall list [-plaintext | TLS flags as call's] [-H 'key: value']... TARGET [SERVICE]",
   about = "Lists the services of the loaded files, or the methods of SERVICE. Without\n" ..
-          "schema flags it asks TARGET's server reflection service.",
+          "schema flags it asks TARGET's server reflection service; with them a TARGET\n" ..
+          "is not needed (given, it is not asked).",
   example = "protocall list -I examples -proto route.proto\n" ..
             "  protocall list -plaintext 127.0.0.1:50051 demo.Router",
 }
@@ -40,8 +42,21 @@ M.list = {
 -- list and describe by server reflection (below).
 local list_by_reflection, describe_by_reflection
 
+-- With schema flags a first argument that is a target (host:port, a URL:
+-- what no symbol spells) is left out, as grpcurl users give it: the
+-- loaded files answer.
+local function without_target(args)
+  if args[1] and args[1]:find("[:/]") then
+    local rest = {}
+    for i = 2, #args do rest[i - 1] = args[i] end
+    return rest
+  end
+  return args
+end
+
 function M.describe.run(flags, args)
   if not has_schema(flags) and #args > 0 then return describe_by_reflection(flags, args) end
+  args = without_target(args)
   if #args > 1 then usage_error("describe", "at most one SYMBOL") end
   need_schema("describe", flags)
   local syms = symbols(descriptors(load_schemas(flags)))
@@ -58,6 +73,7 @@ end
 
 function M.list.run(flags, args)
   if not has_schema(flags) and #args > 0 then return list_by_reflection(flags, args) end
+  args = without_target(args)
   if #args > 1 then usage_error("list", "at most one SERVICE") end
   need_schema("list", flags)
   local syms = symbols(descriptors(load_schemas(flags)))
@@ -83,7 +99,7 @@ function list_by_reflection(flags, args)
     local out = {}
     for i, m in ipairs(info.methods) do out[i] = service .. "." .. m.name end
     return out
-  end, service and "protocall list: Service not found: " .. service)
+  end, service and "protocall list: Service not found: " .. service, "list")
   if not lines then return status end
   for _, l in ipairs(lines) do stdout:write(l, "\n") end
   return 0
@@ -104,7 +120,7 @@ function describe_by_reflection(flags, args)
       out[#out + 1] = describe_one(n, s)
     end
     return concat(out)
-  end, want and "protocall describe: Symbol not found: " .. want)
+  end, want and "protocall describe: Symbol not found: " .. want, "describe")
   if not text then return status end
   stdout:write(text)
   return 0

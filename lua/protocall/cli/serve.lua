@@ -21,7 +21,7 @@ M.serve = {
           "a pc.server{...} the script built is served as it is. h2c, or TLS with -cert\n" ..
           "and -key (mutual TLS with -client-ca). Prints `listening on HOST:PORT` to\n" ..
           "stderr and serves until the process is stopped.",
-  example = "protocall serve -listen 127.0.0.1:50051 examples/route_server.lua",
+  example = "protocall serve -listen 127.0.0.1:50051 examples/route_services.lua",
 }
 
 --- protocall serve: the script's services on -listen, until the process

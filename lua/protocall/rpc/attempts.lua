@@ -72,34 +72,54 @@ local function transport_metadata(call)
   return ok and type(m) == "table" and m or nil
 end
 
---- iterator, call = stub:StreamMethod(request, {with_metadata = true}):
--- a server-streaming stub call's second value. `call:headers()` -> the
--- response headers
--- ({key, value} pairs; those received so far while the stream runs),
--- `call:trailers()` -> the trailers once the stream has ended ({} before).
--- Both are the last attempt's (a retried or resumed stream's latest) and
--- also set when it failed (as the error's `headers` and `metadata`); a
--- transport without metadata (pc.inproc) gives empty lists.
-local StreamMetadata = { __name = "protocall.StreamMetadata" }
-StreamMetadata.__index = StreamMetadata
+--- iterator, call = stub:StreamMethod(request [, opts]): the second value
+-- of a server-streaming stub call, also its generic for's closing value:
+-- `call:cancel()` ends the stream CANCELLED (over
+-- the network RST_STREAM CANCEL, the server sees CANCELLED; in process the
+-- handler stops) and the loop's next step raises CANCELLED, as grpcio's
+-- iterator does after call.cancel() (nothing once the stream has ended);
+-- `call:close()` ends it quietly (the loop's next step returns nil), as a
+-- generic `for` left early does. With `{with_metadata = true}`:
+-- `call:headers()` -> the response headers ({key, value} pairs; those
+-- received so far while the stream runs), `call:trailers()` -> the
+-- trailers once the stream has ended ({} before). Both are the last
+-- attempt's (a retried or resumed stream's latest) and also set when it
+-- failed (as the error's `headers` and `metadata`); a transport without
+-- metadata (pc.inproc) gives empty lists.
+local StreamCall = { __name = "protocall.StreamCall" }
+StreamCall.__index = StreamCall
 
-function StreamMetadata:headers()
-  local m = self.rec.metadata
-  if m == nil and self.rec.live ~= nil and type(self.rec.live) == "userdata" then
-    m = transport_metadata(self.rec.live)
-  end
+local function metadata_record(self, name)
+  local rec = self.rec
+  if not rec then error(name .. ": " .. self.full .. " was called without {with_metadata = true}", 3) end
+  return rec
+end
+
+function StreamCall:headers()
+  local rec = metadata_record(self, "headers")
+  local m = rec.metadata
+  if m == nil and rec.live ~= nil then m = transport_metadata(rec.live) end
   return m and m.headers or {}
 end
 
-function StreamMetadata:trailers()
-  local m = self.rec.metadata
+function StreamCall:trailers()
+  local m = metadata_record(self, "trailers").metadata
   return m and m.trailers or {}
 end
 
---- m = stream_metadata(rec): the StreamMetadata of a with_metadata record.
-function M.stream_metadata(rec)
-  return setmetatable({ rec = rec }, StreamMetadata)
+function StreamCall:cancel()
+  if self.ended then return end
+  self.ended, self.cancelled = true, true
+  local c = self.current()
+  if c ~= nil and c.cancel then c:cancel() end
 end
+
+function StreamCall:close()
+  self.ended = true
+  local c = self.current()
+  if c ~= nil then c:close() end
+end
+StreamCall.__close = StreamCall.close
 
 -- A server-streaming attempt lasts until the first response (or the end
 -- of the stream): a failure before it is retried by the call's policy,
@@ -117,6 +137,10 @@ Closing.__index = Closing
 function Closing.close(self)
   local c = self.current()
   if c ~= nil then c:close() end
+end
+function Closing.cancel(self)
+  local c = self.current()
+  if c ~= nil and c.cancel then c:cancel() end
 end
 Closing.__close = Closing.close
 
@@ -164,13 +188,27 @@ function M.server_stream(transport, m, max)
   end
 end
 
---- it, nil, nil, closing = stream_values(it): the generic for's four
--- values for a stream iterator of a stub (the closing value nil when the
--- transport gave none).
-function M.stream_values(it)
-  local call = stream_closers[it]
-  if call == nil then return it end
-  return it, nil, nil, setmetatable({ current = function() return call end }, Closing)
+--- it, call, nil, call = stream_values(it, full, rec): the generic for's
+-- four values for a stream iterator `it` of a stub's method `full`: the
+-- StreamCall (above) of the transport's call (`rec` the with_metadata
+-- record, or nil) and an iterator that raises CANCELLED after its
+-- cancel(), returns nil after its close(), and otherwise is `it`.
+function M.stream_values(it, full, rec)
+  local closer = stream_closers[it]
+  local call = setmetatable({ rec = rec, full = full, current = function() return closer end }, StreamCall)
+  local function f()
+    if call.ended then
+      if call.cancelled then
+        call.cancelled = false
+        error(status("CANCELLED", full .. ": cancelled by the client", { ["local"] = true }), 0)
+      end
+      return nil
+    end
+    local r = it()
+    if r == nil then call.ended = true end
+    return r
+  end
+  return f, call, nil, call
 end
 
 --- attempt = hedged(transport, m, max, policy, bucket, clock, sleep): a
@@ -213,7 +251,11 @@ function M.hedged(transport, m, max, policy, bucket, clock, sleep)
         result = function()
           local ok, v, meta = h:result()
           if not ok then return ok, v end
-          if streaming then return true, decode_stream(v) end
+          if streaming then
+            local it = decode_stream(v)
+            stream_closers[it] = meta -- the stream's call (its third result)
+            return true, it
+          end
           if rec then rec.metadata = meta end
           return pcall(decoded, m, v, max)
         end,

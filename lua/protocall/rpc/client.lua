@@ -369,12 +369,11 @@ local function unary_method(c, m)
       local rec = want_md and { call = {} } or nil
       if rec then rec.bytes = encoded(request, 2) end
       if not resume then
-        local it, _, _, closing = attempts.stream_values(call_with(rec or encoded(request, 2), rest, 2))
-        return it, rec and attempts.stream_metadata(rec) or nil, nil, closing
+        return attempts.stream_values(call_with(rec or encoded(request, 2), rest, 2), full, rec)
       end
       if rest ~= nil then check_call_options(name, rest, 2) end
-      local res, closing = resumable(as_message(input, request, full .. " request", 2), rest, resume, rec)
-      return res, rec and attempts.stream_metadata(rec) or nil, nil, closing
+      return attempts.stream_values(resumable(as_message(input, request, full .. " request", 2), rest, resume, rec),
+        full, rec)
     end
   end
 
@@ -430,10 +429,7 @@ local function unary_method(c, m)
         return res
       end
       local res = interceptors.run(per_call_chain or {}, 1, ic, terminal, t0, clock)
-      if m.server_streaming then
-        local it, _, _, closing = attempts.stream_values(res)
-        return it, ic.response_metadata and attempts.stream_metadata(ic.response_metadata) or nil, nil, closing
-      end
+      if m.server_streaming then return attempts.stream_values(res, full, ic.response_metadata) end
       if ic.response_metadata then return res, attempts.metadata_of(ic.response_metadata) end
       return res
     end
@@ -454,6 +450,9 @@ end
 -- with the service's defaults overridden per method:
 --   response = stub:Method(request [, {retry=, timeout=, metadata=, compression=}])
 --   for response in stub:StreamMethod(request [, {resume=, ...}]) do ... end
+--   local it, call = stub:StreamMethod(request): call:cancel() ends the stream
+--     CANCELLED (the loop's next step raises it), call:close() quietly;
+--     with {with_metadata = true} call:headers(), call:trailers()
 --   stub.Method:cache_info() -> {hits=, misses=, size=, capacity=} of its plan cache
 --   stub:throttle_info() -> the retry bucket's {tokens=, ...} (pc.Throttle:info), or nil
 -- `request` is a message of the input type or a plain table of it. Per
@@ -465,8 +464,9 @@ end
 -- each method takes its methodConfig entry's retry and timeout unless
 -- `methods.Name` sets them (the client's own retry and timeout apply to
 -- methods no entry names); `retryThrottling` makes one pc.Throttle per
--- transport and numbers, shared by every client over that transport
--- (`throttle` gives one explicitly). `resume(request, last_response) ->
+-- server and numbers (the server: pc.grpc's target, pc.inproc's server
+-- object, as gRPC shares one per server name), shared by every client and
+-- transport of it (`throttle` gives one explicitly). `resume(request, last_response) ->
 -- next_request` lets a server stream that failed after a response retry
 -- with the request it returns (nil ends the stream), the caller's loop
 -- seeing one stream. `interceptors` lists fn(call, next) run once per

@@ -5,9 +5,11 @@ local errors = require "protocall.errors"
 local schema = require "protocall.schema"
 local sched = require "protocall.sched"
 
-local type, error, pairs, setmetatable, getmetatable, tostring = type, error, pairs, setmetatable,
-  getmetatable, tostring
+local type, error, pairs, next, setmetatable, getmetatable, tostring = type, error, pairs, next,
+  setmetatable, getmetatable, tostring
+local floor = math.floor
 local Error = errors.Error
+local now, wait_signal, fire = sched.now, sched.wait_signal, sched.fire
 
 local M = {}
 
@@ -15,7 +17,18 @@ local M = {}
 M.FILE = "grpc/health/v1/health.proto"
 M.SERVICE = "grpc.health.v1.Health"
 local STATUSES = { UNKNOWN = true, SERVING = true, NOT_SERVING = true }
-local WATCH_POLL = 0.01 -- seconds between two looks at a watched status
+-- A watcher waits for health:set to wake it, and at most this long (up to
+-- the next whole second of the clock, so idle watchers wake in one round):
+-- then it looks whether its call is over (the client cancelled it, its
+-- deadline passed), which nothing signals.
+local WATCH_SLICE = 1
+
+--- WAIT: the key of a handler context's wait(signal, seconds) -> whether it
+-- waited, where the placement runs a handler outside the scheduler's tasks
+-- (rpc/inproc.lua: a coroutine the caller resumes); without it a watcher
+-- waits with sched.wait_signal (pc.listen runs each handler as a task).
+M.WAIT = setmetatable({}, { __name = "protocall.health.wait" })
+local WAIT = M.WAIT
 
 local Health = { __name = "protocall.Health" }
 local methods = {}
@@ -30,8 +43,9 @@ local state = setmetatable({}, { __mode = "k" }) -- health -> {statuses = {servi
 -- service is unknown until health:set names it. Check answers a known
 -- service's status and fails NOT_FOUND for an unknown one; Watch sends
 -- the current status (SERVICE_UNKNOWN for an unknown service) and then
--- every change, until the client cancels (it looks every 10 ms, sleeping
--- with ctx.sleep or pc.sleep, so under pc.run other tasks go on meanwhile). `pool`
+-- every change, until the client cancels: health:set wakes the watchers of
+-- that service (under pc.run the other tasks go on meanwhile; an idle
+-- watcher costs nothing but a look at its call once a second). `pool`
 -- (default the default pool) gets grpc/health/v1/health.proto if it lacks
 -- it; raises when that pool is frozen without it.
 function M.health(opts)
@@ -46,9 +60,24 @@ function M.health(opts)
   return M.new()
 end
 
+-- The seconds a watcher with context `ctx` waits at most: until the next
+-- whole second, or just past its deadline when that comes first.
+local function slice(ctx)
+  local t = now()
+  local s = floor(t) + WATCH_SLICE - t
+  local d = ctx.deadline
+  if d ~= nil and d - t + 0.001 < s then
+    s = d - t + 0.001
+    if s < 0.001 then s = 0.001 end
+  end
+  return s
+end
+
 --- health = new(): a pc.health() object (its file already loaded).
 function M.new()
-  local st = { statuses = { [""] = "SERVING" } }
+  -- statuses: service -> status; signals: service -> the scheduler signal
+  -- its watchers wait on (sched.wait_signal), dropped when none waits.
+  local st = { statuses = { [""] = "SERVING" }, signals = {} }
   local h = {}
 
   function h.Check(request)
@@ -68,8 +97,15 @@ function M.new()
         sent = s
       end
       if ctx.cancelled and ctx:cancelled() then return nil end
-      local sleep = ctx.sleep or sched.sleep
-      sleep(WATCH_POLL)
+      local sig = st.signals[service]
+      if not sig then
+        sig = {}
+        st.signals[service] = sig
+      end
+      local seconds = slice(ctx)
+      local wait = ctx[WAIT] or wait_signal
+      if not wait(sig, seconds) then sched.sleep(seconds) end -- outside a task nothing can set it
+      if next(sig) == nil and st.signals[service] == sig then st.signals[service] = nil end
     end
   end
 
@@ -92,6 +128,8 @@ function methods:set(service, status)
       .. (type(status) == "string" and "\"" .. status .. "\"" or type(status)) .. ")", 2)
   end
   st.statuses[service] = status
+  local sig = st.signals[service]
+  if sig then fire(sig) end
 end
 
 --- status | nil = health:get(service): the status set for `service`.

@@ -9,6 +9,7 @@ local errors = require "protocall.errors"
 local sched = require "protocall.sched"
 local status_details = require "protocall.status"
 local rpc_server = require "protocall.rpc.server"
+local health = require "protocall.rpc.health"
 
 local type, error, pairs, pcall, getmetatable, setmetatable, tostring =
   type, error, pairs, pcall, getmetatable, setmetatable, tostring
@@ -17,8 +18,8 @@ local co_create, co_resume, co_yield, co_status, co_close =
 local pack, unpack, mtype = compat.pack, compat.unpack, compat.mtype
 local Error, status = errors.Error, errors.status
 local decode, is_message = core.decode, core.is_message
-local is_server, response_of, response_bytes = rpc_server.is_server, rpc_server.response_of,
-  rpc_server.response_bytes
+local is_server, response_of, response_bytes, no_send = rpc_server.is_server, rpc_server.response_of,
+  rpc_server.response_bytes, rpc_server.no_send
 local now = sched.now
 
 local M = {}
@@ -59,8 +60,9 @@ local function context_of(info, settings)
 end
 
 -- The handler entry, method info, decoded request and context of a
--- unary or server-streaming call of `path`; raises pc.Error. Only a
--- streaming call's context gets `send` (set by the caller).
+-- unary or server-streaming call of `path`; raises pc.Error. A unary
+-- call's ctx.send raises at the handler's line (a server stream's is set
+-- by the caller).
 local function prepare(server, path, request, settings)
   local entry = server.methods[path]
   if not entry then return error(status("UNIMPLEMENTED", "unknown method " .. tostring(path)), 0) end
@@ -70,7 +72,9 @@ local function prepare(server, path, request, settings)
   end
   local req, err = decode(info.input, request)
   if not req then error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 0) end
-  return entry, info, req, context_of(info, settings)
+  local ctx = context_of(info, settings)
+  if not info.server_streaming then ctx.send = no_send(info) end
+  return entry, info, req, ctx
 end
 
 local function check_deadline(info, ctx)
@@ -103,10 +107,29 @@ end
 
 local SEND = setmetatable({}, { __name = "protocall.inproc.send" }) -- ctx.send's yield tag
 local SLEEP = setmetatable({}, { __name = "protocall.inproc.sleep" }) -- ctx.sleep's yield tag
+local WAIT = setmetatable({}, { __name = "protocall.inproc.wait" }) -- ctx[health.WAIT]'s yield tag
 
 -- ctx.sleep(seconds) of a handler run in a coroutine: the caller's side
 -- sleeps (pc.sleep: a task's sleep lets the other tasks run) and resumes it.
 local function ctx_sleep(seconds) co_yield(SLEEP, seconds) end
+
+-- ctx[health.WAIT](signal, seconds) of a handler run in a coroutine (a
+-- health watcher): the caller's side waits for sched.fire(signal), at most
+-- `seconds` (a task waits letting the others run; outside any task nothing
+-- could fire it, so it sleeps), and resumes it.
+local function ctx_wait(sig, seconds)
+  co_yield(WAIT, sig, seconds)
+  return true
+end
+
+-- What the caller's side does for a handler's SLEEP or WAIT yield `r`.
+local function wait_for(r)
+  if r[2] == SLEEP then
+    sched.sleep(r[3])
+  elseif not sched.wait_signal(r[3], r[4]) then
+    sched.sleep(r[4])
+  end
+end
 
 local Closer = { __name = "protocall.InprocStream" }
 Closer.__index = Closer
@@ -120,23 +143,35 @@ Closer.__close = function(self) self.close() end
 -- and resume the handler with its results. A handler's error is raised
 -- after the responses sent before it; DEADLINE_EXCEEDED is raised once
 -- the deadline has passed (checked before each response and at the end).
--- A handler may also return a list of responses. The fourth value closes
--- the stream (stopping the handler); a generic `for` left early closes it,
--- and an iterator dropped unfinished never resumes the handler.
+-- A handler may also return a list of responses. The fourth value is the
+-- call: `call:close()` closes the stream (stopping the handler; the
+-- iterator then returns nil), as a generic `for` left early does;
+-- `call:cancel()` stops it too and the iterator raises CANCELLED (nothing
+-- once the stream has ended); an iterator dropped unfinished never
+-- resumes the handler.
 function Inproc:server_stream(path, request, settings)
   local entry, info, req, ctx = prepare(self.server, path, request, settings)
   function ctx.send(response)
     co_yield(SEND, response_of(info, response))
   end
-  ctx.sleep = ctx_sleep
+  ctx.sleep, ctx[health.WAIT] = ctx_sleep, ctx_wait
   local co = co_create(entry.handler)
   local args = pack(req, ctx)
-  local returned, i, finished = nil, 0, false
+  local returned, i, finished, cancelled = nil, 0, false, false
   local function close()
     finished = true
     if co_status(co) == "suspended" then co_close(co) end
   end
+  local function cancel()
+    if finished then return end
+    cancelled = true
+    close()
+  end
   local function iterate()
+    if cancelled then
+      cancelled = false
+      error(status("CANCELLED", info.full_name .. ": cancelled by the client"), 0)
+    end
     if finished then return nil end
     if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
     if returned then
@@ -171,16 +206,17 @@ function Inproc:server_stream(path, request, settings)
         if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
         return response_bytes(info, r[3])
       end
-      if r[2] == SLEEP then
-        sched.sleep(r[3])
+      if r[2] == SLEEP or r[2] == WAIT then
+        wait_for(r)
         args = pack()
+        if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
       else
         -- a yield of the handler's own: pass it through, resume with the answer
         args = pack(co_yield(unpack(r, 2, r.n)))
       end
     end
   end
-  return iterate, nil, nil, setmetatable({ close = close }, Closer)
+  return iterate, nil, nil, setmetatable({ close = close, cancel = cancel }, Closer)
 end
 
 local RECV = setmetatable({}, { __name = "protocall.inproc.recv" }) -- ctx:recv's yield tag
@@ -231,8 +267,10 @@ function Inproc:stream(path, settings)
     function ctx.send(response)
       co_yield(SEND, response_of(info, response))
     end
+  else
+    ctx.send = no_send(info)
   end
-  ctx.sleep = ctx_sleep
+  ctx.sleep, ctx[health.WAIT] = ctx_sleep, ctx_wait
   c.co = co_create(entry.handler)
   c.args = pack(ctx)
   return c
@@ -286,8 +324,8 @@ local function step(c)
     end
     if r[2] == RECV then
       if c.head > c.tail and not c.closed then return false end -- none sent yet
-    elseif r[2] == SLEEP then
-      sched.sleep(r[3])
+    elseif r[2] == SLEEP or r[2] == WAIT then
+      wait_for(r)
     else
       -- a yield of the handler's own: pass it through, resume with the answer
       c.args = pack(co_yield(unpack(r, 2, r.n)))

@@ -14,8 +14,8 @@ local type, error, pairs, tostring, setmetatable, getmetatable, pcall, floor =
   type, error, pairs, tostring, setmetatable, getmetatable, pcall, math.floor
 local Error, status, codes = errors.Error, errors.status, internal.codes
 local decode, is_message = core.decode, core.is_message
-local is_server, response_of, response_bytes = rpc_server.is_server, rpc_server.response_of,
-  rpc_server.response_bytes
+local is_server, response_of, response_bytes, no_send = rpc_server.is_server, rpc_server.response_of,
+  rpc_server.response_bytes, rpc_server.no_send
 local wait, in_task, now = sched.wait, sched.in_task, sched.now
 
 local M = {}
@@ -79,11 +79,16 @@ local function make_ctx(self, call, info)
   }
   --- ctx.send(response): sends one response (server streaming, bidi),
   -- waiting while the client's window is closed. Raises pc.Error
-  -- CANCELLED once the call is over.
-  function ctx.send(response)
-    local bytes = response_bytes(info, response_of(info, response))
-    if over(call, ctx) or not call:send(bytes) then error(cancelled_error(info), 2) end
-    while call:unsent() > SEND_QUEUE and not over(call, ctx) do wait(self.core) end
+  -- CANCELLED once the call is over; in a unary or client-streaming
+  -- handler, raises at its line (rpc/server.lua no_send).
+  if info.server_streaming then
+    function ctx.send(response)
+      local bytes = response_bytes(info, response_of(info, response))
+      if over(call, ctx) or not call:send(bytes) then error(cancelled_error(info), 2) end
+      while call:unsent() > SEND_QUEUE and not over(call, ctx) do wait(self.core) end
+    end
+  else
+    ctx.send = no_send(info)
   end
   --- ctx:recv() -> the next request message (client streaming, bidi),
   -- nil at the end of the client's stream; raises pc.Error INTERNAL for

@@ -13,7 +13,7 @@ local client = require "protocall.rpc.client"
 
 local type, error, pairs, tostring, pcall, getmetatable, assert =
   type, error, pairs, tostring, pcall, getmetatable, assert
-local sort = table.sort
+local sort, format = table.sort, string.format
 local ipairs = message.ipairs -- repeated fields are containers (LuaJIT's ipairs takes tables only)
 local which_oneof, decode = core.which_oneof, core.decode
 local file_descriptor_bytes = core.file_descriptor_bytes
@@ -177,6 +177,13 @@ function M.serve(services, pool)
   return nil
 end
 
+--- What a reflection client takes from a server at most: files received
+-- (each answer's files counted, kept or not), bytes of them, and the depth
+-- of an import chain. Past one the client fails RESOURCE_EXHAUSTED naming
+-- the file and the limit, so a hostile server cannot make it fetch and
+-- recurse without end.
+M.MAX_FILES, M.MAX_BYTES, M.MAX_DEPTH = 2000, 64 * 1024 * 1024, 100
+
 --- r = client(transport [, {metadata =, timeout =}]): a client of the
 -- server reflection service behind `transport` (grpc.reflection.v1, or
 -- v1alpha when the server answers v1 UNIMPLEMENTED), one stream for all
@@ -185,13 +192,18 @@ end
 -- defining `name` with its imports (asking for an import the server did
 -- not send by its name; a well-known type the server lacks comes built
 -- in); r.close(). Failures raise pc.Error (an ErrorResponse as its code
--- and message, with `reflection = true`).
+-- and message, with `reflection = true`; past M.MAX_FILES, M.MAX_BYTES or
+-- M.MAX_DEPTH RESOURCE_EXHAUSTED, local).
 function M.client(transport, opts)
   local rpool = schema.pool()
   for _, file in ipairs { FILES.v1, FILES.v1alpha } do assert(schema.load_builtin(rpool, file)) end
   local FDP = rpool:type("google.protobuf.FileDescriptorProto")
   local r = { pool = schema.pool() }
   local files = {} -- name -> {bytes =, fd =} as received
+  local received, received_bytes = 0, 0
+  local function exhausted(msg)
+    error(Error { code = "RESOURCE_EXHAUSTED", message = "reflection: " .. msg, ["local"] = true }, 0)
+  end
   local version, call, answered = 1, nil, false
   local copts = { transport = transport, pool = rpool, metadata = opts and opts.metadata,
                   timeout = opts and opts.timeout }
@@ -236,6 +248,13 @@ function M.client(transport, opts)
     end
     local first
     for _, bytes in ipairs(resp.file_descriptor_response.file_descriptor_proto) do
+      received, received_bytes = received + 1, received_bytes + #bytes
+      if received > M.MAX_FILES then
+        exhausted(format("more than %d files received (the last asked for %s)", M.MAX_FILES, what))
+      end
+      if received_bytes > M.MAX_BYTES then
+        exhausted(format("more than %d bytes of files received (the last asked for %s)", M.MAX_BYTES, what))
+      end
       local fd, err = decode(FDP, bytes)
       if not fd then
         error(Error { code = "INTERNAL", message = "reflection: a file descriptor failed to decode: " .. err }, 0)
@@ -258,10 +277,15 @@ function M.client(transport, opts)
     return "\x0a" .. table.concat(len) .. bytes
   end
 
-  -- Adds file `name` to the pool after its imports.
+  -- Adds file `name` to the pool after its imports; `chain` lists the
+  -- files importing it (the first asked for, then each import).
   local adding = {}
-  local function add(name)
+  local function add(name, chain)
     if r.pool:file(name) or adding[name] then return end
+    if #chain >= M.MAX_DEPTH then
+      exhausted(format("the imports of %s are more than %d files deep (%s imports %s)",
+        chain[1], M.MAX_DEPTH, chain[#chain], name))
+    end
     adding[name] = true
     local f = files[name]
     if not f and core.builtin_source(name) then return end
@@ -271,7 +295,9 @@ function M.client(transport, opts)
       f = files[name]
       if not f then error(Error { code = "INTERNAL", message = "reflection sent another file for " .. name }, 0) end
     end
-    for _, dep in ipairs(f.fd.dependency) do add(dep) end
+    chain[#chain + 1] = name
+    for _, dep in ipairs(f.fd.dependency) do add(dep, chain) end
+    chain[#chain] = nil
     local ok, err = r.pool:load_descriptor_set(set_of(f.bytes))
     if not ok then error(Error { code = "INTERNAL", message = "reflection: " .. name .. ": " .. tostring(err) }, 0) end
   end
@@ -289,7 +315,7 @@ function M.client(transport, opts)
 
   function r.symbol(name)
     local resp, kind = ask { file_containing_symbol = name }
-    add(keep(resp, kind, name))
+    add(keep(resp, kind, name), {})
   end
 
   function r.close()

@@ -33,7 +33,8 @@ local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflec
 -- metadata = {{key, value}, ...} (the call's, a copy; a retry or hedge
 -- also has grpc-previous-rpc-attempts, as a gRPC server sees), timeout = seconds
 -- or nil, deadline = monotonic seconds or nil, send = function(response)
--- (server streaming)}. A unary handler returns the response (a message of
+-- (server streaming and bidirectional; a unary or client-streaming
+-- handler's raises at its line: it returns its response)}. A unary handler returns the response (a message of
 -- the output type or a table of it). A server-streaming handler calls
 -- ctx.send for each response, or returns a list of them. Client-streaming
 -- and bidirectional handlers are function(ctx): ctx:recv() returns the
@@ -158,6 +159,15 @@ function M.response_bytes(info, m)
   local ok, bytes = protect(encode, m)
   if ok then return bytes end
   error(status("INTERNAL", info.full_name .. ": response failed to encode: " .. tostring(bytes)), 0)
+end
+
+--- send = no_send(info): the ctx.send of a handler of method `info`,
+-- unary or client-streaming, in every placement: it raises at the
+-- handler's line, as such a method answers by returning its response.
+function M.no_send(info)
+  local msg = format("ctx.send: %s is %s: return the response", info.full_name,
+    info.client_streaming and "client-streaming" or "unary")
+  return function() error(msg, 2) end
 end
 
 --- err = handler_error(info, raised): what a handler of method `info`

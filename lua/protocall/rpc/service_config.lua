@@ -11,7 +11,7 @@ local policy = require "protocall.call.policy"
 
 local type, error, pairs, tostring, tonumber, next, setmetatable, pcall =
   type, error, pairs, tostring, tonumber, next, setmetatable, pcall
-local format, huge, floor = string.format, math.huge, math.floor
+local format, concat, huge, floor = string.format, table.concat, math.huge, math.floor
 local mtype, code_name, which_oneof = compat.mtype, internal.code_name, core.which_oneof
 local ipairs, pairs_of = message.ipairs, message.pairs
 
@@ -306,23 +306,41 @@ function M.entry_for(config, service, method)
   return by[service .. "/" .. method] or by[service .. "/"] or by["/"]
 end
 
--- One bucket per transport (the client's target) and retryThrottling
--- numbers, shared by every client and method over it.
+-- One bucket per server (a target, as gRPC shares one per server name)
+-- and retryThrottling numbers, shared by every client, method and
+-- transport of it. Weak keys: a server object goes with its buckets
+-- (target strings stay, one small table each).
 local shared_buckets = setmetatable({}, { __mode = "k" })
 
---- throttle = throttle_for(transport, throttling): the pc.Throttle of
--- `transport` for the config's {max_tokens=, token_ratio=}.
+-- The server `transport` calls: pc.grpc's target (a string, or a list of
+-- addresses: the balancer's), pc.inproc's server object; any other
+-- transport is its own.
+local function server_of(transport)
+  local target = transport.target
+  if type(target) == "string" then return target end
+  if type(target) == "table" then
+    local parts = {}
+    for i = 1, #target do parts[i] = tostring(target[i]) end
+    return "{" .. concat(parts, ",") .. "}"
+  end
+  if transport.server ~= nil then return transport.server end
+  return transport
+end
+
+--- throttle = throttle_for(transport, throttling): the pc.Throttle of the
+-- server `transport` calls for the config's {max_tokens=, token_ratio=}.
 function M.throttle_for(transport, throttling)
-  local per = shared_buckets[transport]
+  local key = server_of(transport)
+  local per = shared_buckets[key]
   if not per then
     per = {}
-    shared_buckets[transport] = per
+    shared_buckets[key] = per
   end
-  local key = format("%.17g/%.17g", throttling.max_tokens, throttling.token_ratio)
-  local b = per[key]
+  local numbers = format("%.17g/%.17g", throttling.max_tokens, throttling.token_ratio)
+  local b = per[numbers]
   if not b then
     b = policy.Throttle { max_tokens = throttling.max_tokens, token_ratio = throttling.token_ratio }
-    per[key] = b
+    per[numbers] = b
   end
   return b
 end

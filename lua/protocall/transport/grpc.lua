@@ -147,17 +147,35 @@ local function next_message(channel, call)
   end
 end
 
--- The iterator of a server stream's messages: each message, then nil
--- after a status OK; any other status raises the error object.
-local function stream_iterator(channel, call, path)
+local Call = { __name = "protocall.GrpcCall" }
+Call.__index = Call
+
+-- The iterator of server stream `c`'s messages (a Call below): each
+-- message, then nil after a status OK; any other status raises the error
+-- object, CANCELLED at once after c:cancel() (as grpcio's iterator raises
+-- after call.cancel()); nil once c is closed.
+local function stream_iterator(c)
+  local channel, call, path = c.channel, c.call, c.path
   local finished = false
   return function()
     if finished then return nil end
-    local msg = next_message(channel, call)
-    if msg ~= nil then return msg end
+    if c.closed then
+      finished = true
+      return nil
+    end
+    if not c.cancelled then
+      local msg = next_message(channel, call)
+      if msg ~= nil and not c.cancelled then return msg end
+      if c.closed then
+        finished = true
+        return nil
+      end
+    end
     finished = true
-    local st = call:status()
-    if st.code ~= "OK" then raise(call, path) end
+    if call:status().code ~= "OK" then
+      c.closed = true
+      raise(call, path)
+    end
     return nil
   end
 end
@@ -202,13 +220,16 @@ end
 --- Server-streaming call: `for bytes in transport:server_stream(path,
 -- request_bytes, settings) do ... end`. The iterator returns each response
 -- message, then nil after a status OK; any other status raises the error
--- object. `timeout` covers the whole stream. The fourth value is the call:
--- `call:metadata()` -> {headers = pairs, trailers = pairs} received so far,
--- `call:close()` cancels it (RST_STREAM) if still running; a generic `for`
--- closes it when the loop ends or is left early; `call:buffered()` is the
--- bytes it holds for received, unread data. Flow control bounds that: a
--- stream read slowly holds at most its window (`stream_window`) while the
--- other calls on the connection go on.
+-- object. `timeout` covers the whole stream. The fourth value is the call
+-- (the call object of `stream` below): `call:metadata()` -> {headers =
+-- pairs, trailers = pairs} received so far, `call:cancel()` ends it
+-- CANCELLED (RST_STREAM CANCEL; the iterator then raises CANCELLED),
+-- `call:close()` cancels it if still running and releases it (the
+-- iterator then returns nil); a generic `for` closes it when the loop ends
+-- or is left early; `call:buffered()` is the bytes it holds for received,
+-- unread data. Flow control bounds that: a stream read slowly holds at
+-- most its window (`stream_window`) while the other calls on the
+-- connection go on.
 function Transport:server_stream(path, request, settings)
   local s = settings_of(self, "server_stream", path, settings, 2)
   check_request("server_stream", request, 2)
@@ -216,7 +237,8 @@ function Transport:server_stream(path, request, settings)
   local call = channel:start(path, s)
   call:send(request)
   call:close_send()
-  return stream_iterator(channel, call, path), nil, nil, call
+  local c = setmetatable({ channel = channel, call = call, path = path }, Call)
+  return stream_iterator(c), nil, nil, c
 end
 
 -- Calls started without waiting (hedging: several attempts of one call in
@@ -287,15 +309,16 @@ local function stream_result(h)
       return false, error_of(st)
     end
   end
-  local rest, first = stream_iterator(h.channel, call, h.path), m
+  local c = setmetatable({ channel = h.channel, call = call, path = h.path }, Call)
+  local rest, first = stream_iterator(c), m
   return true, function()
-    if first ~= nil then
+    if first ~= nil and not c.cancelled and not c.closed then
       local r = first
       first = nil
       return r
     end
     return rest()
-  end, call
+  end, c
 end
 
 --- `handle = transport:start_unary(path, request_bytes, settings)`: a
@@ -341,9 +364,6 @@ end
 -- Request bytes a sender may have queued beyond what HTTP/2 took: past
 -- this, call:send waits for the peer's window (flow control).
 local SEND_QUEUE = 64 * 1024
-
-local Call = { __name = "protocall.GrpcCall" }
-Call.__index = Call
 
 -- Waits until `done()` or the call ended.
 local function wait_until(self, done)
@@ -435,17 +455,27 @@ function Call:trailers()
 end
 
 --- `call:cancel()`: ends the call CANCELLED (RST_STREAM CANCEL: the server
--- sees CANCELLED); later `recv` and `send` raise CANCELLED.
+-- sees CANCELLED); later `recv` and `send` raise CANCELLED. Nothing once
+-- the call has ended or is closed.
 function Call:cancel()
-  self.call:cancel()
+  if self.closed then return end
+  local call = self.call
+  if not call:status() then self.cancelled = true end
+  call:cancel()
   driver.flush(self.channel)
 end
 
 --- `call:close()`: cancels the call if still running and releases it.
 function Call:close()
+  self.closed = true
   self.call:close()
 end
 Call.__close = Call.close
+
+--- `call:metadata()` -> {headers = pairs, trailers = pairs} received so
+-- far; `call:buffered()` -> bytes held for received, unread responses.
+function Call:metadata() return self.call:metadata() end
+function Call:buffered() return self.call:buffered() end
 
 --- Streaming call of any shape: `local call = transport:stream(path,
 -- settings)` (settings as `unary`) -> a call object with `send`,

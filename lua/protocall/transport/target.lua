@@ -28,6 +28,10 @@ local function parse(target)
     end
     scheme = "http"
   end
+  local path = rest:match("^[^/]*(/.+)$")
+  if path then
+    return nil, "a path ('" .. path .. "') is not allowed: a target is host:port (the method is the path)"
+  end
   local host, port = rest:match("^%[([%x:.]+)%]:?(%d*)/?$")
   if not host then host, port = rest:match("^([^:/%[%]]+):?(%d*)/?$") end
   if not host or host == "" then return nil, "no host" end

@@ -386,6 +386,12 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     /* The header block is whole: no message comes before it. */
     const pc_GrpcPair *enc = find_pair(s, 0, "grpc-encoding");
     s->gzip_in = enc != NULL && enc->value_len == 4 && memcmp(enc->value, "gzip", 4) == 0;
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+      /* Trailers-Only: its metadata is the trailers (grpc-core reads it so:
+       * grpcio's trailing_metadata()), the headers stay empty. */
+      s->pairs[1] = s->pairs[0];
+      memset(&s->pairs[0], 0, sizeof s->pairs[0]);
+    }
     emit(e, s, kPc_GrpcEvent_Headers);
   }
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) s->remote_ended = 1;

@@ -153,7 +153,8 @@ size_t pc_GrpcStream_Buffered(const pc_GrpcStream *s);
 
 /* Response headers ('trailers' 0) or trailers (1) received so far: the
  * count, and entry 'i' (values of "-bin" keys base64-decoded; pseudo
- * headers not included). */
+ * headers not included). A Trailers-Only response (one header block with
+ * END_STREAM) is trailers, its headers empty, as grpc-core reads it. */
 size_t pc_GrpcStream_MetadataCount(const pc_GrpcStream *s, int trailers);
 const pc_GrpcPair *pc_GrpcStream_Metadata(const pc_GrpcStream *s, int trailers, size_t i);
 

@@ -120,8 +120,8 @@ static void reply(int32_t id) {
     respond(id, small_body, zl + 5, 1);
   } else if (strcmp(m, "Only") == 0) {
     nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc"),
-                      H("grpc-status", "5"), H("grpc-message", "no%20such")};
-    nghttp2_submit_response(srv.s, id, h, 4, NULL);
+                      H("grpc-status", "5"), H("grpc-message", "no%20such"), H("x-o", "1")};
+    nghttp2_submit_response(srv.s, id, h, 5, NULL);
   } else if (strncmp(m, "Http", 4) == 0) {
     nghttp2_nv h[] = {{(uint8_t *)":status", (uint8_t *)m + 4, 7, 3, 0},
                       H("content-type", "text/plain")};
@@ -384,9 +384,11 @@ int main(void) {
   CHECK(ended_with(s, kPc_Code_Ok, ""));
   pc_GrpcStream_Free(s);
 
-  /* Trailers-Only, HTTP errors */
+  /* Trailers-Only (its metadata is the trailers, as grpc-core reads it), HTTP errors */
   s = must(call(e, "/t.T/Only", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_NotFound, "no such"));
+  CHECK(pc_GrpcStream_MetadataCount(s, 0) == 0);
+  CHECK(trailer(s, "x-o") != NULL && strcmp(trailer(s, "x-o"), "1") == 0);
   pc_GrpcStream_Free(s);
   s = must(call(e, "/t.T/Http503", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_Unavailable, "no grpc-status in the response (HTTP status 503)"));

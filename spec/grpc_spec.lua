@@ -364,6 +364,35 @@ describe("pc.grpc", function()
       assert.are.equal("invalid grpc-status 'abc'", err.message)
     end)
 
+    it("skips 1xx informational header blocks before the response", function()
+      local r, md = h:unary("/raw.Test/Informational", "", { timeout = 5, with_metadata = true })
+      assert.are.equal("ok", r)
+      assert.are.same({ { "x-h", "1" } }, md.headers) -- no x-early of the 103 block
+      assert.are.same({ { "x-t", "2" } }, md.trailers)
+      local err = failure(h.unary, h, "/raw.Test/InformationalOnly", "", { timeout = 5 })
+      assert.are.equal("NOT_FOUND", err.code)
+      assert.are.equal("gone", err.message)
+      assert.are.same({ { "x-only", "yes" } }, err.metadata)
+    end)
+
+    it("takes the status from the trailers, not a grpc-status in the headers (as C++)", function()
+      -- the gRPC C++ client (1.51) reads the message after such headers and
+      -- takes the status from the trailers; with none, the status is UNKNOWN
+      local r, md = h:unary("/raw.Test/StatusInHeaders", "", { timeout = 5, with_metadata = true })
+      assert.are.equal("ok", r)
+      assert.are.same({ { "x-h", "1" } }, md.headers)
+      assert.are.same({ { "x-t", "2" } }, md.trailers)
+      for _, method in ipairs { "StatusInHeadersEnd", "StatusInHeaders0End" } do
+        local got = {}
+        local err = failure(function()
+          for m in h:server_stream("/raw.Test/" .. method, "", { timeout = 5 }) do got[#got + 1] = m end
+        end)
+        assert.are.same({ "ok" }, got)
+        assert.are.equal("UNKNOWN", err.code, method)
+        assert.are.equal("no grpc-status in the response (HTTP status 200)", err.message)
+      end
+    end)
+
     it("fails a unary call with zero or two response messages", function()
       local err = failure(h.unary, h, "/raw.Test/Zero", "")
       assert.are.equal("INTERNAL", err.code)

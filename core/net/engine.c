@@ -166,8 +166,8 @@ static void set_statusf(pc_GrpcStream *s, pc_Code code, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void read_pushback(pc_GrpcStream *s, int block) {
-  const pc_GrpcPair *pb = find_pair(s, block, "grpc-retry-pushback-ms");
+static void read_pushback(pc_GrpcStream *s) {
+  const pc_GrpcPair *pb = find_pair(s, 1, "grpc-retry-pushback-ms");
   if (pb == NULL) return;
   long long ms = 0;
   int valid = pb->value_len > 0 && pb->value_len <= 12;
@@ -183,16 +183,14 @@ static void read_pushback(pc_GrpcStream *s, int block) {
 }
 
 /* The status of a stream nghttp2 closed (unless this side decided it):
- * grpc-status from the trailers or a Trailers-Only block once the response
- * is complete, else the reset, GOAWAY or HTTP status. */
+ * grpc-status from the trailers or a Trailers-Only block (which became the
+ * trailers) once the response is complete, else the reset, GOAWAY or HTTP
+ * status. A grpc-status among the response headers of a response that
+ * goes on is not the status: the C++ client reads the messages after it
+ * and takes the status from the trailers (UNKNOWN without them). */
 static void decide_status(pc_GrpcStream *s) {
   pc_GrpcEngine *e = s->e;
-  int block = 1;
   const pc_GrpcPair *gs = find_pair(s, 1, "grpc-status");
-  if (gs == NULL) {
-    block = 0;
-    gs = find_pair(s, 0, "grpc-status");
-  }
   if (!s->remote_ended) {
     if (e && e->goaway && s->id > e->goaway_last) {
       set_statusf(s, kPc_Code_Unavailable,
@@ -219,7 +217,7 @@ static void decide_status(pc_GrpcStream *s) {
       return;
     }
     s->status.code = (pc_Code)code;
-    const pc_GrpcPair *gm = find_pair(s, block, "grpc-message");
+    const pc_GrpcPair *gm = find_pair(s, 1, "grpc-message");
     if (gm != NULL) {
       char *m = pc_Arena_StrDup(s->arena, gm->value, gm->value_len);
       if (m != NULL) {
@@ -229,12 +227,12 @@ static void decide_status(pc_GrpcStream *s) {
         s->status.message_len = n;
       }
     }
-    const pc_GrpcPair *gd = find_pair(s, block, "grpc-status-details-bin");
+    const pc_GrpcPair *gd = find_pair(s, 1, "grpc-status-details-bin");
     if (gd != NULL) {
       s->status.details = gd->value;
       s->status.details_len = gd->value_len;
     }
-    read_pushback(s, block);
+    read_pushback(s);
   } else {
     /* http-grpc-status-mapping.md; 431 (header list too large) is a
      * failure of this side's request. */
@@ -288,7 +286,10 @@ static int on_header(void *ud, void *stream, const nghttp2_frame *frame, const u
          e->max_header_list, e->max_header_list);
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
-  int trailers = frame->headers.cat != NGHTTP2_HCAT_RESPONSE;
+  (void)frame;
+  /* Blocks before the final response headers are response headers (a 1xx
+   * block first, nghttp2 checks the order); those after it trailers. */
+  int trailers = s->headers_done;
   if (namelen > 0 && name[0] == ':') {
     if (!trailers && namelen == 7 && memcmp(name, ":status", 7) == 0) {
       int st = 0;
@@ -297,6 +298,9 @@ static int on_header(void *ud, void *stream, const nghttp2_frame *frame, const u
     }
     return 0;
   }
+  /* An informational (1xx) block's fields are not metadata; kept, endless
+   * 1xx blocks would grow the arena. (Pseudo headers come first.) */
+  if (!trailers && s->http_status < 200) return 0;
   if (!pc_GrpcPairs_Add(&s->pairs[trailers], s->arena, (const char *)name, namelen,
                         (const char *)value, valuelen, 1)) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading response metadata");
@@ -377,8 +381,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   pc_GrpcStream *s = stream_of(session, frame->hd.stream_id);
   if (s == NULL) return 0;
-  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE &&
-      s->http_status >= 200) {
+  if (frame->hd.type == NGHTTP2_HEADERS && !s->headers_done && s->http_status < 200) {
+    /* An informational (1xx) block (RFC 9113 8.1): the response follows. */
+    s->http_status = 0;
+  } else if (frame->hd.type == NGHTTP2_HEADERS && !s->headers_done) {
     s->headers_done = 1;
     const pc_GrpcPair *ct = find_pair(s, 0, "content-type");
     s->grpc_body = s->http_status == 200 && ct != NULL && ct->value_len >= 16 &&

@@ -7,7 +7,8 @@
  *
  * Implements grpc/grpc doc/PROTOCOL-HTTP2.md (request headers, 5-byte
  * length-prefixed messages and their compressed flag, status from trailers
- * or a Trailers-Only response, RST_STREAM codes to status),
+ * or a Trailers-Only response, RST_STREAM codes to status; 1xx blocks
+ * before the response skipped, RFC 9113 8.1),
  * http-grpc-status-mapping.md, compression.md (gzip through zlib), the
  * grpc-retry-pushback-ms trailer of gRFC A6, and HTTP/2 flow control (RFC
  * 9113 section 5.2): a stream's window opens only as its messages are

@@ -122,6 +122,27 @@ static void reply(int32_t id) {
     nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc"),
                       H("grpc-status", "5"), H("grpc-message", "no%20such"), H("x-o", "1")};
     nghttp2_submit_response(srv.s, id, h, 5, NULL);
+  } else if (strcmp(m, "Info") == 0) {
+    /* two 1xx blocks (informational, RFC 9113 8.1), then the response */
+    nghttp2_nv c[] = {H(":status", "100")};
+    nghttp2_nv hint[] = {H(":status", "103"), H("x-early", "hint")};
+    nghttp2_submit_headers(srv.s, NGHTTP2_FLAG_NONE, id, NULL, c, 1, NULL);
+    nghttp2_submit_headers(srv.s, NGHTTP2_FLAG_NONE, id, NULL, hint, 2, NULL);
+    memcpy(small_body, t->body, t->body_len);
+    respond(id, small_body, t->body_len, 1);
+  } else if (strcmp(m, "StatusInHeaders") == 0) {
+    /* grpc-status in the response headers, then a message and END_STREAM
+     * without trailers */
+    nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc"),
+                      H("grpc-status", "5"), H("grpc-message", "early")};
+    nghttp2_submit_headers(srv.s, NGHTTP2_FLAG_NONE, id, NULL, h, 4, NULL);
+    memcpy(small_body, t->body, t->body_len);
+    t->resp = small_body;
+    t->resp_len = t->body_len;
+    t->resp_pos = 0;
+    t->trailers = 0;
+    nghttp2_data_provider prd = {{0}, s_read};
+    nghttp2_submit_data(srv.s, NGHTTP2_FLAG_END_STREAM, id, &prd);
   } else if (strncmp(m, "Http", 4) == 0) {
     nghttp2_nv h[] = {{(uint8_t *)":status", (uint8_t *)m + 4, 7, 3, 0},
                       H("content-type", "text/plain")};
@@ -310,12 +331,18 @@ static int next_is(pc_GrpcStream *s, const char *want) {
   return pc_GrpcStream_Next(s, &d, &n) == 1 && n == strlen(want) && memcmp(d, want, n) == 0;
 }
 
-static const char *trailer(pc_GrpcStream *s, const char *key) {
-  for (size_t i = 0; i < pc_GrpcStream_MetadataCount(s, 1); i++) {
-    const pc_GrpcPair *p = pc_GrpcStream_Metadata(s, 1, i);
+/* The value of 'key' among the response headers ('trailers' 0) or the
+ * trailers (1), NULL when absent. */
+static const char *md_value(pc_GrpcStream *s, int trailers, const char *key) {
+  for (size_t i = 0; i < pc_GrpcStream_MetadataCount(s, trailers); i++) {
+    const pc_GrpcPair *p = pc_GrpcStream_Metadata(s, trailers, i);
     if (strcmp(p->key, key) == 0) return p->value;
   }
   return NULL;
+}
+
+static const char *trailer(pc_GrpcStream *s, const char *key) {
+  return md_value(s, 1, key);
 }
 
 /* Every allocation failing in turn through engine, call and free. */
@@ -389,6 +416,20 @@ int main(void) {
   CHECK(ended_with(s, kPc_Code_NotFound, "no such"));
   CHECK(pc_GrpcStream_MetadataCount(s, 0) == 0);
   CHECK(trailer(s, "x-o") != NULL && strcmp(trailer(s, "x-o"), "1") == 0);
+  pc_GrpcStream_Free(s);
+  /* 1xx blocks are skipped: the response that follows is read */
+  s = must(call(e, "/t.T/Info", "hello", NULL), "call");
+  CHECK(next_is(s, "hello"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  CHECK(md_value(s, 0, "content-type") != NULL && md_value(s, 0, "x-early") == NULL &&
+        trailer(s, "x-early") == NULL);
+  CHECK(trailer(s, "x-t") != NULL && strcmp(trailer(s, "x-t"), "yes") == 0);
+  pc_GrpcStream_Free(s);
+  /* a grpc-status in the response headers is not the status (the C++
+   * client's reading): the message is read, the missing trailers are UNKNOWN */
+  s = must(call(e, "/t.T/StatusInHeaders", "hello", NULL), "call");
+  CHECK(next_is(s, "hello"));
+  CHECK(ended_with(s, kPc_Code_Unknown, "no grpc-status in the response (HTTP status 200)"));
   pc_GrpcStream_Free(s);
   s = must(call(e, "/t.T/Http503", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_Unavailable, "no grpc-status in the response (HTTP status 503)"));

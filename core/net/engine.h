@@ -114,7 +114,15 @@ int pc_GrpcEngine_PingPending(const pc_GrpcEngine *e);
  * set on misuse (bad path, invalid metadata), allocation failure, or when
  * pc_GrpcEngine_CanOpen is 0. 'settings->timeout' (>= 0) becomes
  * grpc-timeout; the engine itself keeps no clock. 'user' is handed back by
- * pc_GrpcStream_User. */
+ * pc_GrpcStream_User.
+ *
+ * The header block is checked before anything is sent: one the connection
+ * cannot carry (over the peer's SETTINGS_MAX_HEADER_LIST_SIZE, or over the
+ * 64 KiB nghttp2 sends as one block, as it estimates the encoding) gives a
+ * stream that has already ended RESOURCE_EXHAUSTED, local, with the sizes
+ * in its message (no End event for it). Until the peer's SETTINGS arrive a
+ * header list over 8 KiB waits for them, then is checked (its End event
+ * then comes from pc_GrpcEngine_Recv). */
 pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
                                   const pc_GrpcCallSettings *settings, void *user, pc_Error *err);
 

@@ -208,6 +208,17 @@ describe("pc.client over pc.grpc", function()
       assert.are.equal(1, s.attempts)
     end)
 
+    it("does not retry metadata the server's header list limit refuses", function()
+      -- local RESOURCE_EXHAUSTED before anything is sent (the test server
+      -- advertises 8192 bytes; it used to close the connection: UNAVAILABLE)
+      local s = spy(pc.grpc(server.url))
+      local c = client(s, { retry = RETRY }) -- retries UNAVAILABLE and RESOURCE_EXHAUSTED unless local
+      local err = failure(c.Echo, c, { text = "x" }, { metadata = { { "x-big", string.rep("v", 20000) } } })
+      assert.are.equal("RESOURCE_EXHAUSTED", err.code)
+      assert.is_true(err["local"])
+      assert.are.equal(1, s.attempts)
+    end)
+
     it("does not retry a status the predicate refuses", function()
       local s = spy(t)
       local c = client(s, { retry = RETRY })

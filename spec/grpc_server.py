@@ -378,6 +378,25 @@ def h2_reply(h, sid, method, arg):
     elif method == "TrailersOnly":
         h.send_headers(sid, ok200 + [("grpc-status", "5"), ("grpc-message", "no%20such%20thing"),
                                      ("x-only", "yes")], end_stream=True)
+    elif method == "Informational":  # 1xx header blocks before the response
+        h.send_headers(sid, [(":status", "100")])
+        h.send_headers(sid, [(":status", "103"), ("x-early", "hint")])
+        h.send_headers(sid, ok200 + [("x-h", "1")])
+        h.send_data(sid, frame(b"ok"))
+        h.send_headers(sid, [("grpc-status", "0"), ("x-t", "2")], end_stream=True)
+    elif method == "InformationalOnly":  # a 1xx block, then Trailers-Only
+        h.send_headers(sid, [(":status", "100")])
+        h.send_headers(sid, ok200 + [("grpc-status", "5"), ("grpc-message", "gone"),
+                                     ("x-only", "yes")], end_stream=True)
+    elif method.startswith("StatusInHeaders"):  # grpc-status in the headers, then DATA
+        # StatusInHeadersN: grpc-status N there; ...End: END_STREAM on the
+        # DATA (no trailers), else trailers with grpc-status 0
+        code = method[len("StatusInHeaders"):].replace("End", "") or "5"
+        h.send_headers(sid, ok200 + [("grpc-status", code), ("grpc-message", "in%20headers"),
+                                     ("x-h", "1")])
+        h.send_data(sid, frame(b"ok"), end_stream=method.endswith("End"))
+        if not method.endswith("End"):
+            h.send_headers(sid, [("grpc-status", "0"), ("x-t", "2")], end_stream=True)
     elif method == "Pushback":  # arg: the grpc-retry-pushback-ms value
         h.send_headers(sid, ok200)
         h.send_headers(sid, [("grpc-status", "14"), ("grpc-message", "busy"),

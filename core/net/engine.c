@@ -40,6 +40,9 @@ struct pc_GrpcStream {
   int ended;             /* 'status' is final */
   int failed;            /* ...set by this side (a local failure or a cancel) */
   pc_GrpcStatus status;
+  int held;         /* the request waits for the peer's SETTINGS (not submitted) */
+  nghttp2_nv *req;  /* ...its header fields, copied into 'arena' */
+  size_t req_count; /* ...how many */
 };
 
 struct pc_GrpcEngine {
@@ -56,6 +59,7 @@ struct pc_GrpcEngine {
   int goaway;
   int32_t goaway_last;
   int ping_pending; /* a PING of pc_GrpcEngine_Ping awaits its ACK */
+  int settings_in;  /* the peer's SETTINGS arrived (its limits are known) */
 };
 _Static_assert(offsetof(pc_GrpcEngine, h2) == 0, "an engine's block starts with its session");
 
@@ -88,6 +92,11 @@ static void set_message(pc_GrpcStream *s, const char *msg, size_t len) {
 static void end_stream(pc_GrpcStream *s) {
   if (s->ended) return;
   s->ended = 1;
+  if (s->held) { /* never submitted: nghttp2 has no such stream */
+    s->held = 0;
+    s->closed = 1;
+    if (s->e) s->e->open--;
+  }
   if (s->e) {
     s->e->running--;
     emit(s->e, s, kPc_GrpcEvent_End);
@@ -166,8 +175,8 @@ static void set_statusf(pc_GrpcStream *s, pc_Code code, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void read_pushback(pc_GrpcStream *s, int block) {
-  const pc_GrpcPair *pb = find_pair(s, block, "grpc-retry-pushback-ms");
+static void read_pushback(pc_GrpcStream *s) {
+  const pc_GrpcPair *pb = find_pair(s, 1, "grpc-retry-pushback-ms");
   if (pb == NULL) return;
   long long ms = 0;
   int valid = pb->value_len > 0 && pb->value_len <= 12;
@@ -183,16 +192,14 @@ static void read_pushback(pc_GrpcStream *s, int block) {
 }
 
 /* The status of a stream nghttp2 closed (unless this side decided it):
- * grpc-status from the trailers or a Trailers-Only block once the response
- * is complete, else the reset, GOAWAY or HTTP status. */
+ * grpc-status from the trailers or a Trailers-Only block (which became the
+ * trailers) once the response is complete, else the reset, GOAWAY or HTTP
+ * status. A grpc-status among the response headers of a response that
+ * goes on is not the status: the C++ client reads the messages after it
+ * and takes the status from the trailers (UNKNOWN without them). */
 static void decide_status(pc_GrpcStream *s) {
   pc_GrpcEngine *e = s->e;
-  int block = 1;
   const pc_GrpcPair *gs = find_pair(s, 1, "grpc-status");
-  if (gs == NULL) {
-    block = 0;
-    gs = find_pair(s, 0, "grpc-status");
-  }
   if (!s->remote_ended) {
     if (e && e->goaway && s->id > e->goaway_last) {
       set_statusf(s, kPc_Code_Unavailable,
@@ -219,7 +226,7 @@ static void decide_status(pc_GrpcStream *s) {
       return;
     }
     s->status.code = (pc_Code)code;
-    const pc_GrpcPair *gm = find_pair(s, block, "grpc-message");
+    const pc_GrpcPair *gm = find_pair(s, 1, "grpc-message");
     if (gm != NULL) {
       char *m = pc_Arena_StrDup(s->arena, gm->value, gm->value_len);
       if (m != NULL) {
@@ -229,12 +236,12 @@ static void decide_status(pc_GrpcStream *s) {
         s->status.message_len = n;
       }
     }
-    const pc_GrpcPair *gd = find_pair(s, block, "grpc-status-details-bin");
+    const pc_GrpcPair *gd = find_pair(s, 1, "grpc-status-details-bin");
     if (gd != NULL) {
       s->status.details = gd->value;
       s->status.details_len = gd->value_len;
     }
-    read_pushback(s, block);
+    read_pushback(s);
   } else {
     /* http-grpc-status-mapping.md; 431 (header list too large) is a
      * failure of this side's request. */
@@ -288,7 +295,10 @@ static int on_header(void *ud, void *stream, const nghttp2_frame *frame, const u
          e->max_header_list, e->max_header_list);
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
-  int trailers = frame->headers.cat != NGHTTP2_HCAT_RESPONSE;
+  (void)frame;
+  /* Blocks before the final response headers are response headers (a 1xx
+   * block first, nghttp2 checks the order); those after it trailers. */
+  int trailers = s->headers_done;
   if (namelen > 0 && name[0] == ':') {
     if (!trailers && namelen == 7 && memcmp(name, ":status", 7) == 0) {
       int st = 0;
@@ -297,6 +307,9 @@ static int on_header(void *ud, void *stream, const nghttp2_frame *frame, const u
     }
     return 0;
   }
+  /* An informational (1xx) block's fields are not metadata; kept, endless
+   * 1xx blocks would grow the arena. (Pseudo headers come first.) */
+  if (!trailers && s->http_status < 200) return 0;
   if (!pc_GrpcPairs_Add(&s->pairs[trailers], s->arena, (const char *)name, namelen,
                         (const char *)value, valuelen, 1)) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading response metadata");
@@ -362,8 +375,17 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
   return 0;
 }
 
+static void release_held(pc_GrpcEngine *e);
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
   pc_GrpcEngine *e = ud;
+  if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+    if (!e->settings_in) {
+      e->settings_in = 1;
+      release_held(e);
+    }
+    return 0;
+  }
   if (frame->hd.type == NGHTTP2_GOAWAY) {
     e->goaway = 1;
     e->goaway_last = frame->goaway.last_stream_id;
@@ -377,8 +399,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   pc_GrpcStream *s = stream_of(session, frame->hd.stream_id);
   if (s == NULL) return 0;
-  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_RESPONSE &&
-      s->http_status >= 200) {
+  if (frame->hd.type == NGHTTP2_HEADERS && !s->headers_done && s->http_status < 200) {
+    /* An informational (1xx) block (RFC 9113 8.1): the response follows. */
+    s->http_status = 0;
+  } else if (frame->hd.type == NGHTTP2_HEADERS && !s->headers_done) {
     s->headers_done = 1;
     const pc_GrpcPair *ct = find_pair(s, 0, "content-type");
     s->grpc_body = s->http_status == 200 && ct != NULL && ct->value_len >= 16 &&
@@ -386,6 +410,12 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     /* The header block is whole: no message comes before it. */
     const pc_GrpcPair *enc = find_pair(s, 0, "grpc-encoding");
     s->gzip_in = enc != NULL && enc->value_len == 4 && memcmp(enc->value, "gzip", 4) == 0;
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+      /* Trailers-Only: its metadata is the trailers (grpc-core reads it so:
+       * grpcio's trailing_metadata()), the headers stay empty. */
+      s->pairs[1] = s->pairs[0];
+      memset(&s->pairs[0], 0, sizeof s->pairs[0]);
+    }
     emit(e, s, kPc_GrpcEvent_Headers);
   }
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) s->remote_ended = 1;
@@ -575,7 +605,17 @@ int pc_GrpcEngine_PingPending(const pc_GrpcEngine *e) {
 
 /* -- streams ------------------------------------------------------------- */
 
-static int submit(pc_GrpcStream *s, const char *path, const pc_GrpcCallSettings *set) {
+/* Until the peer's SETTINGS arrive, its SETTINGS_MAX_HEADER_LIST_SIZE is
+ * unknown: a request header list larger than this waits for them, a
+ * smaller one goes out at once (gRPC servers take this much by default:
+ * grpc-core advertises 8192 bytes). */
+#define EARLY_HEADER_LIST ((size_t)8 * 1024)
+
+/* The request's header fields, in the stream's arena: '*out' and '*count';
+ * 0 when the arena fails. Names and values are still the caller's (nghttp2
+ * copies them when the request is submitted). */
+static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallSettings *set,
+                          nghttp2_nv **out, size_t *count) {
   pc_GrpcEngine *e = s->e;
   size_t n = 0, max = 11 + set->metadata_count;
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
@@ -602,12 +642,85 @@ static int submit(pc_GrpcStream *s, const char *path, const pc_GrpcCallSettings 
     h[n++] = PC_GRPC_NV("grpc-previous-rpc-attempts", a);
   }
   if (!pc_Grpc_PushPairs(set->metadata, set->metadata_count, s->arena, h, &n)) return 0;
+  *out = h;
+  *count = n;
+  return 1;
+}
+
+/* Keeps the request's fields for later: their names and values copied into
+ * the stream's arena. 0 when it fails. */
+static int hold(pc_GrpcStream *s, nghttp2_nv *h, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char *k = pc_Arena_StrDup(s->arena, (const char *)h[i].name, h[i].namelen);
+    char *v = pc_Arena_StrDup(s->arena, (const char *)h[i].value, h[i].valuelen);
+    if (k == NULL || v == NULL) return 0;
+    h[i] = pc_Grpc_Nv(k, h[i].namelen, v, h[i].valuelen);
+  }
+  s->req = h;
+  s->req_count = n;
+  s->held = 1;
+  return 1;
+}
+
+/* Whether the connection can carry the request's header block: within the
+ * peer's SETTINGS_MAX_HEADER_LIST_SIZE (unlimited until its SETTINGS) and
+ * what nghttp2 sends as one block. Else 0 with why in 'text'. */
+static int fits(const pc_GrpcEngine *e, const nghttp2_nv *h, size_t n, char *text, size_t size) {
+  size_t list = pc_Grpc_NvListSize(h, n), bound = pc_Grpc_NvBound(h, n);
+  uint32_t peer =
+      nghttp2_session_get_remote_settings(e->h2.session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE);
+  if (list > peer) {
+    snprintf(text, size,
+             "request header list of %zu bytes exceeds the server's limit of %lu bytes "
+             "(SETTINGS_MAX_HEADER_LIST_SIZE: a field counts its name, its value and 32)",
+             list, (unsigned long)peer);
+    return 0;
+  }
+  if (bound > PC_GRPC_MAX_SEND_HEADER_BLOCK) {
+    snprintf(text, size,
+             "request header block of up to %zu bytes exceeds the %zu bytes nghttp2 sends as "
+             "one header block",
+             bound, PC_GRPC_MAX_SEND_HEADER_BLOCK);
+    return 0;
+  }
+  return 1;
+}
+
+/* A request the connection cannot carry ends RESOURCE_EXHAUSTED (what
+ * grpc-core's "to-be-sent initial metadata size exceeds peer limit" says,
+ * and a gRPC server answers metadata over its limit), and local: the same
+ * block fails again, so retry policies pass it over. Nothing was sent. */
+static void refuse(pc_GrpcStream *s, const char *why) {
+  s->closed = 1; /* never submitted: no RST_STREAM */
+  fail(s, kPc_Code_ResourceExhausted, 1, "%s", why);
+}
+
+/* Hands the request to nghttp2; 0 when it refuses it (out of memory, no
+ * stream id left). */
+static int submit(pc_GrpcStream *s, const nghttp2_nv *h, size_t n) {
   nghttp2_data_provider prd = pc_GrpcSession_Body();
-  int32_t id = nghttp2_submit_request(e->h2.session, NULL, h, n, &prd, s);
+  int32_t id = nghttp2_submit_request(s->e->h2.session, NULL, h, n, &prd, s);
   if (id < 0) return 0;
   s->id = id;
-  e->open++;
   return 1;
+}
+
+/* The peer's SETTINGS came: each request held for them is checked against
+ * its limits, then submitted or refused. */
+static void release_held(pc_GrpcEngine *e) {
+  for (pc_GrpcStream *s = e->streams; s; s = s->next) {
+    if (!s->held) continue;
+    s->held = 0;
+    char why[PC_ERROR_MAX];
+    if (!fits(e, s->req, s->req_count, why, sizeof why)) {
+      e->open--;
+      refuse(s, why);
+    } else if (!submit(s, s->req, s->req_count)) {
+      e->open--;
+      s->closed = 1;
+      fail(s, kPc_Code_ResourceExhausted, 1, "cannot start a call: out of memory");
+    }
+  }
 }
 
 pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
@@ -629,7 +742,17 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
   s->status.message = "";
   s->status.details = "";
   s->arena = pc_Arena_New(s->m.alloc, s->m.ud);
-  if (s->arena == NULL || !submit(s, path, settings)) {
+  nghttp2_nv *h = NULL;
+  size_t n = 0;
+  char why[PC_ERROR_MAX];
+  int fit = 1, ok = s->arena != NULL && request_fields(s, path, settings, &h, &n);
+  if (ok) {
+    if (!e->settings_in && pc_Grpc_NvListSize(h, n) > EARLY_HEADER_LIST)
+      ok = hold(s, h, n);
+    else if ((fit = fits(e, h, n, why, sizeof why)))
+      ok = submit(s, h, n);
+  }
+  if (!ok) {
     if (s->arena) pc_Arena_Free(s->arena);
     pc_GrpcMem_Alloc(&s->m, s, sizeof *s, 0);
     goto oom;
@@ -637,7 +760,16 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
   s->next = e->streams;
   if (e->streams) e->streams->prev = s;
   e->streams = s;
+  if (!fit) {
+    /* Ended before it ran: detached meanwhile, it is not counted as
+     * running and no End event comes from inside Open. */
+    s->e = NULL;
+    refuse(s, why);
+    s->e = e;
+    return s;
+  }
   e->running++;
+  e->open++;
   return s;
 oom:
   pc_Error_Set(err, "cannot start a call: out of memory");

@@ -7,7 +7,8 @@
  *
  * Implements grpc/grpc doc/PROTOCOL-HTTP2.md (request headers, 5-byte
  * length-prefixed messages and their compressed flag, status from trailers
- * or a Trailers-Only response, RST_STREAM codes to status),
+ * or a Trailers-Only response, RST_STREAM codes to status; 1xx blocks
+ * before the response skipped, RFC 9113 8.1),
  * http-grpc-status-mapping.md, compression.md (gzip through zlib), the
  * grpc-retry-pushback-ms trailer of gRFC A6, and HTTP/2 flow control (RFC
  * 9113 section 5.2): a stream's window opens only as its messages are
@@ -113,7 +114,15 @@ int pc_GrpcEngine_PingPending(const pc_GrpcEngine *e);
  * set on misuse (bad path, invalid metadata), allocation failure, or when
  * pc_GrpcEngine_CanOpen is 0. 'settings->timeout' (>= 0) becomes
  * grpc-timeout; the engine itself keeps no clock. 'user' is handed back by
- * pc_GrpcStream_User. */
+ * pc_GrpcStream_User.
+ *
+ * The header block is checked before anything is sent: one the connection
+ * cannot carry (over the peer's SETTINGS_MAX_HEADER_LIST_SIZE, or over the
+ * 64 KiB nghttp2 sends as one block, as it estimates the encoding) gives a
+ * stream that has already ended RESOURCE_EXHAUSTED, local, with the sizes
+ * in its message (no End event for it). Until the peer's SETTINGS arrive a
+ * header list over 8 KiB waits for them, then is checked (its End event
+ * then comes from pc_GrpcEngine_Recv). */
 pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
                                   const pc_GrpcCallSettings *settings, void *user, pc_Error *err);
 
@@ -153,7 +162,8 @@ size_t pc_GrpcStream_Buffered(const pc_GrpcStream *s);
 
 /* Response headers ('trailers' 0) or trailers (1) received so far: the
  * count, and entry 'i' (values of "-bin" keys base64-decoded; pseudo
- * headers not included). */
+ * headers not included). A Trailers-Only response (one header block with
+ * END_STREAM) is trailers, its headers empty, as grpc-core reads it. */
 size_t pc_GrpcStream_MetadataCount(const pc_GrpcStream *s, int trailers);
 const pc_GrpcPair *pc_GrpcStream_Metadata(const pc_GrpcStream *s, int trailers, size_t i);
 

@@ -31,7 +31,11 @@ typedef struct {
   SStream st[16]; /* by (stream id - 1) / 2 */
   int gzip_flag;  /* flag byte of the last request message */
   char encoding[32];
+  int requests; /* request header blocks begun */
 } Server;
+
+/* The server's SETTINGS_MAX_HEADER_LIST_SIZE for server_new (0: none sent). */
+static uint32_t srv_header_limit;
 
 static Server srv;
 
@@ -120,8 +124,29 @@ static void reply(int32_t id) {
     respond(id, small_body, zl + 5, 1);
   } else if (strcmp(m, "Only") == 0) {
     nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc"),
-                      H("grpc-status", "5"), H("grpc-message", "no%20such")};
-    nghttp2_submit_response(srv.s, id, h, 4, NULL);
+                      H("grpc-status", "5"), H("grpc-message", "no%20such"), H("x-o", "1")};
+    nghttp2_submit_response(srv.s, id, h, 5, NULL);
+  } else if (strcmp(m, "Info") == 0) {
+    /* two 1xx blocks (informational, RFC 9113 8.1), then the response */
+    nghttp2_nv c[] = {H(":status", "100")};
+    nghttp2_nv hint[] = {H(":status", "103"), H("x-early", "hint")};
+    nghttp2_submit_headers(srv.s, NGHTTP2_FLAG_NONE, id, NULL, c, 1, NULL);
+    nghttp2_submit_headers(srv.s, NGHTTP2_FLAG_NONE, id, NULL, hint, 2, NULL);
+    memcpy(small_body, t->body, t->body_len);
+    respond(id, small_body, t->body_len, 1);
+  } else if (strcmp(m, "StatusInHeaders") == 0) {
+    /* grpc-status in the response headers, then a message and END_STREAM
+     * without trailers */
+    nghttp2_nv h[] = {H(":status", "200"), H("content-type", "application/grpc"),
+                      H("grpc-status", "5"), H("grpc-message", "early")};
+    nghttp2_submit_headers(srv.s, NGHTTP2_FLAG_NONE, id, NULL, h, 4, NULL);
+    memcpy(small_body, t->body, t->body_len);
+    t->resp = small_body;
+    t->resp_len = t->body_len;
+    t->resp_pos = 0;
+    t->trailers = 0;
+    nghttp2_data_provider prd = {{0}, s_read};
+    nghttp2_submit_data(srv.s, NGHTTP2_FLAG_END_STREAM, id, &prd);
   } else if (strncmp(m, "Http", 4) == 0) {
     nghttp2_nv h[] = {{(uint8_t *)":status", (uint8_t *)m + 4, 7, 3, 0},
                       H("content-type", "text/plain")};
@@ -182,6 +207,7 @@ static int s_begin(nghttp2_session *session, const nghttp2_frame *f, void *ud) {
   (void)ud;
   SStream *t = sst(f->hd.stream_id);
   memset(t, 0, sizeof *t);
+  srv.requests++;
   return 0;
 }
 
@@ -226,8 +252,9 @@ static void server_new(void) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, s_frame);
   nghttp2_session_server_new(&srv.s, cb, NULL);
   nghttp2_session_callbacks_del(cb);
-  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 8}};
-  nghttp2_submit_settings(srv.s, NGHTTP2_FLAG_NONE, iv, 1);
+  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 8},
+                                 {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, srv_header_limit}};
+  nghttp2_submit_settings(srv.s, NGHTTP2_FLAG_NONE, iv, srv_header_limit ? 2 : 1);
 }
 
 /* Moves bytes both ways until neither side has any. */
@@ -310,28 +337,75 @@ static int next_is(pc_GrpcStream *s, const char *want) {
   return pc_GrpcStream_Next(s, &d, &n) == 1 && n == strlen(want) && memcmp(d, want, n) == 0;
 }
 
-static const char *trailer(pc_GrpcStream *s, const char *key) {
-  for (size_t i = 0; i < pc_GrpcStream_MetadataCount(s, 1); i++) {
-    const pc_GrpcPair *p = pc_GrpcStream_Metadata(s, 1, i);
+/* The value of 'key' among the response headers ('trailers' 0) or the
+ * trailers (1), NULL when absent. */
+static const char *md_value(pc_GrpcStream *s, int trailers, const char *key) {
+  for (size_t i = 0; i < pc_GrpcStream_MetadataCount(s, trailers); i++) {
+    const pc_GrpcPair *p = pc_GrpcStream_Metadata(s, trailers, i);
     if (strcmp(p->key, key) == 0) return p->value;
   }
   return NULL;
 }
 
-/* Every allocation failing in turn through engine, call and free. */
-static int echo_with(pc_Alloc *alloc) {
+static const char *trailer(pc_GrpcStream *s, const char *key) {
+  return md_value(s, 1, key);
+}
+
+/* Metadata of one pair "x-big" whose value is 'n' bytes of 'v'. */
+static pc_GrpcCallSettings big_metadata(size_t n) {
+  static char v[80000];
+  static pc_GrpcPair p;
+  memset(v, 'v', sizeof v);
+  p.key = "x-big";
+  p.key_len = 5;
+  p.value = v;
+  p.value_len = n;
+  pc_GrpcCallSettings set = {-1, &p, 1, 0, 0};
+  return set;
+}
+
+/* An echo call with 'set' (NULL: none) through a new engine, then the
+ * frees: 1 when it ended OK (for each_failure). */
+static int echo_through(pc_Alloc *alloc, const pc_GrpcCallSettings *set) {
   server_new();
   pc_GrpcEngine *e = client(0, 0, 0, alloc);
   if (e == NULL) {
     nghttp2_session_del(srv.s);
     return 0;
   }
-  pc_GrpcStream *s = call(e, "/t.T/Echo", "hello", NULL);
-  int ok = s != NULL;
+  pc_GrpcStream *s = call(e, "/t.T/Echo", "hello", set);
+  int ok =
+      s != NULL && pc_GrpcStream_Status(s) != NULL && pc_GrpcStream_Status(s)->code == kPc_Code_Ok;
   pc_GrpcEngine_Free(e);
   pc_GrpcStream_Free(s);
   nghttp2_session_del(srv.s);
   return ok;
+}
+
+static int echo_with(pc_Alloc *alloc) {
+  return echo_through(alloc, NULL);
+}
+
+/* A call held until the peer's SETTINGS (9000 bytes of metadata, more
+ * than goes out before them). */
+static int held_with(pc_Alloc *alloc) {
+  pc_GrpcCallSettings set = big_metadata(9000);
+  return echo_through(alloc, &set);
+}
+
+/* Runs 'run' with allocation k failing, k = 1, 2, ... until none fails:
+ * nothing leaks, and it succeeds once no allocation fails. */
+static void each_failure(int (*run)(pc_Alloc *alloc)) {
+  for (long k = 1;; k++) {
+    fail_reset(k);
+    int ok = run(fail_alloc);
+    if (fail_live != 0) fprintf(stderr, "leak %lld bytes failing allocation %ld\n", fail_live, k);
+    CHECK(fail_live == 0);
+    if (!fail_hit) {
+      CHECK(ok);
+      break;
+    }
+  }
 }
 
 /* 'p', or the test stops: what follows needs it. */
@@ -384,9 +458,25 @@ int main(void) {
   CHECK(ended_with(s, kPc_Code_Ok, ""));
   pc_GrpcStream_Free(s);
 
-  /* Trailers-Only, HTTP errors */
+  /* Trailers-Only (its metadata is the trailers, as grpc-core reads it), HTTP errors */
   s = must(call(e, "/t.T/Only", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_NotFound, "no such"));
+  CHECK(pc_GrpcStream_MetadataCount(s, 0) == 0);
+  CHECK(trailer(s, "x-o") != NULL && strcmp(trailer(s, "x-o"), "1") == 0);
+  pc_GrpcStream_Free(s);
+  /* 1xx blocks are skipped: the response that follows is read */
+  s = must(call(e, "/t.T/Info", "hello", NULL), "call");
+  CHECK(next_is(s, "hello"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  CHECK(md_value(s, 0, "content-type") != NULL && md_value(s, 0, "x-early") == NULL &&
+        trailer(s, "x-early") == NULL);
+  CHECK(trailer(s, "x-t") != NULL && strcmp(trailer(s, "x-t"), "yes") == 0);
+  pc_GrpcStream_Free(s);
+  /* a grpc-status in the response headers is not the status (the C++
+   * client's reading): the message is read, the missing trailers are UNKNOWN */
+  s = must(call(e, "/t.T/StatusInHeaders", "hello", NULL), "call");
+  CHECK(next_is(s, "hello"));
+  CHECK(ended_with(s, kPc_Code_Unknown, "no grpc-status in the response (HTTP status 200)"));
   pc_GrpcStream_Free(s);
   s = must(call(e, "/t.T/Http503", NULL, NULL), "call");
   CHECK(ended_with(s, kPc_Code_Unavailable, "no grpc-status in the response (HTTP status 503)"));
@@ -532,6 +622,98 @@ int main(void) {
   pc_GrpcEngine_Free(e);
   nghttp2_session_del(srv.s);
 
+  /* a request header block the connection cannot carry fails at once,
+   * RESOURCE_EXHAUSTED and local, nothing sent: over the peer's
+   * SETTINGS_MAX_HEADER_LIST_SIZE (389 bytes of fields with 5037 of
+   * metadata), over what nghttp2 sends in one block */
+  srv_header_limit = 4096;
+  server_new();
+  e = must(client(0, 0, 0, NULL), "client");
+  shuttle(e); /* SETTINGS both ways */
+  pc_GrpcCallSettings big = big_metadata(5000);
+  s = must(call(e, "/t.T/Echo", "hello", &big), "call");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted,
+                   "request header list of 5426 bytes exceeds the server's limit of 4096 bytes "
+                   "(SETTINGS_MAX_HEADER_LIST_SIZE: a field counts its name, its value and 32)"));
+  CHECK(pc_GrpcStream_Status(s)->local && !pc_GrpcStream_Refused(s));
+  CHECK(srv.requests == 0);
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Echo", "small", NULL), "call");
+  CHECK(next_is(s, "small"));
+  CHECK(ended_with(s, kPc_Code_Ok, "") && srv.requests == 1);
+  pc_GrpcStream_Free(s);
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+  /* before the peer's SETTINGS: a block over 8 KiB waits for them, then
+   * is checked; a smaller one goes out at once; a held call cancelled */
+  server_new();
+  e = must(client(0, 0, 0, NULL), "client");
+  big = big_metadata(9000);
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Echo", &big, NULL, &err), "pc_GrpcEngine_Open");
+  pc_GrpcStream *small = must(pc_GrpcEngine_Open(e, "/t.T/Echo", &plain, NULL, &err), "open");
+  pc_GrpcStream_Send(small, "at once", 7);
+  pc_GrpcStream_CloseSend(small);
+  const char *out;
+  size_t len;
+  while ((len = pc_GrpcEngine_Output(e, &out)) > 0) { /* to the server, nothing back */
+    nghttp2_session_mem_recv(srv.s, (const uint8_t *)out, len);
+    pc_GrpcEngine_Wrote(e, len);
+  }
+  CHECK(srv.requests == 1 && pc_GrpcStream_Status(s) == NULL);
+  shuttle(e);
+  CHECK(next_is(small, "at once"));
+  CHECK(ended_with(small, kPc_Code_Ok, "") && srv.requests == 1);
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted,
+                   "request header list of 9426 bytes exceeds the server's limit of 4096 bytes "
+                   "(SETTINGS_MAX_HEADER_LIST_SIZE: a field counts its name, its value and 32)"));
+  CHECK(srv.requests == 1);
+  pc_GrpcStream_Free(s);
+  pc_GrpcStream_Free(small);
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Echo", &big, NULL, &err), "pc_GrpcEngine_Open");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted, NULL)); /* known now: at once */
+  pc_GrpcStream_Free(s);
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+  srv_header_limit = 0;
+  server_new();
+  e = must(client(0, 0, 0, NULL), "client");
+  s = must(call(e, "/t.T/Echo", "held", &big), "call"); /* sent once SETTINGS came */
+  CHECK(next_is(s, "held"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  pc_GrpcStream_Free(s);
+  big = big_metadata(70000);
+  s = must(call(e, "/t.T/Echo", "hello", &big), "call");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted,
+                   "request header block of up to 70263 bytes exceeds the 65536 bytes nghttp2 "
+                   "sends as one header block"));
+  CHECK(pc_GrpcStream_Status(s)->local && !pc_GrpcStream_Refused(s));
+  pc_GrpcStream_Free(s);
+  big = big_metadata(65273); /* up to 65536 bytes: nghttp2 sends it */
+  s = must(call(e, "/t.T/Echo", "edge", &big), "call");
+  CHECK(next_is(s, "edge"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  pc_GrpcStream_Free(s);
+  big = big_metadata(65274);
+  s = must(call(e, "/t.T/Echo", "edge", &big), "call");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted, NULL) && pc_GrpcStream_Status(s)->local);
+  pc_GrpcStream_Free(s);
+
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+  server_new();
+  e = must(client(0, 0, 0, NULL), "client");
+  s = must(pc_GrpcEngine_Open(e, "/t.T/Echo", &big, NULL, &err), "pc_GrpcEngine_Open");
+  pc_GrpcStream_Cancel(s, kPc_Code_Cancelled, "cancelled");
+  shuttle(e);
+  CHECK(ended_with(s, kPc_Code_Cancelled, "cancelled") && srv.requests == 0);
+  CHECK(pc_GrpcEngine_Running(e) == 0 && pc_GrpcEngine_CanOpen(e));
+  pc_GrpcStream_Free(s);
+  s = must(call(e, "/t.T/Echo", "next", NULL), "call");
+  CHECK(next_is(s, "next"));
+  pc_GrpcStream_Free(s);
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+
   /* misuse */
   e = must(client(0, 0, 0, NULL), "client");
   CHECK(pc_GrpcEngine_Open(e, "no-slash", &plain, NULL, &err) == NULL);
@@ -541,15 +723,7 @@ int main(void) {
   CHECK(pc_GrpcEngine_Open(e, "/a.B/C", &badmd, NULL, &err) == NULL);
   pc_GrpcEngine_Free(e);
 
-  for (long k = 1;; k++) {
-    fail_reset(k);
-    int ok = echo_with(fail_alloc);
-    if (fail_live != 0) fprintf(stderr, "leak %lld bytes failing allocation %ld\n", fail_live, k);
-    CHECK(fail_live == 0);
-    if (!fail_hit) {
-      CHECK(ok);
-      break;
-    }
-  }
+  each_failure(echo_with);
+  each_failure(held_with);
   return CHECK_DONE();
 }

@@ -145,6 +145,7 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
     return 0;
   }
   nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_option_set_max_send_header_block_length(opt, PC_GRPC_MAX_SEND_HEADER_BLOCK);
   int r;
   if (role->server) {
     /* The engine's token bucket answers with ENHANCE_YOUR_CALM first. */
@@ -303,6 +304,21 @@ int pc_Grpc_PushPairs(const pc_GrpcPair *items, size_t count, pc_Arena *a, nghtt
     h[(*n)++] = pc_Grpc_Nv(p->key, p->key_len, v, vn);
   }
   return 1;
+}
+
+size_t pc_Grpc_NvListSize(const nghttp2_nv *h, size_t n) {
+  size_t size = 0;
+  for (size_t i = 0; i < n; i++) size += h[i].namelen + h[i].valuelen + 32;
+  return size;
+}
+
+size_t pc_Grpc_NvBound(const nghttp2_nv *h, size_t n) {
+  /* nghttp2_hd_deflate_bound: 12 bytes of table size updates, each field
+   * as a literal with a new name (two length prefixes of up to 6 bytes),
+   * then NGHTTP2_PRIORITY_SPECLEN. */
+  size_t size = 12 + 12 * n + 5;
+  for (size_t i = 0; i < n; i++) size += h[i].namelen + h[i].valuelen;
+  return size;
 }
 
 /* -- received messages --------------------------------------------------- */

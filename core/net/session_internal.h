@@ -183,6 +183,21 @@ nghttp2_nv pc_Grpc_Nv(const char *k, size_t kn, const char *v, size_t vn);
 int pc_Grpc_PushPairs(const pc_GrpcPair *items, size_t count, pc_Arena *a, nghttp2_nv *h,
                       size_t *n);
 
+/* The most a session sends as one header block, as nghttp2 estimates the
+ * encoded size (pc_Grpc_NvBound): nghttp2's default, set explicitly
+ * (nghttp2_option_set_max_send_header_block_length); a larger block is
+ * never sent (NGHTTP2_ERR_FRAME_SIZE_ERROR). */
+#define PC_GRPC_MAX_SEND_HEADER_BLOCK ((size_t)64 * 1024)
+
+/* The size of the 'n' header fields at 'h' as SETTINGS_MAX_HEADER_LIST_SIZE
+ * counts it (RFC 9113 6.5.2: each field's name, value and 32 bytes). */
+size_t pc_Grpc_NvListSize(const nghttp2_nv *h, size_t n);
+
+/* The encoded size nghttp2 reserves for a HEADERS frame of the 'n' fields
+ * at 'h' before it sends one (nghttp2_hd_deflate_bound, plus the 5 bytes
+ * of a priority field), which PC_GRPC_MAX_SEND_HEADER_BLOCK bounds. */
+size_t pc_Grpc_NvBound(const nghttp2_nv *h, size_t n);
+
 /* -- received messages --------------------------------------------------- */
 
 /* A stream's received body: bytes below 'rpos' were read, whole messages

@@ -33,6 +33,7 @@ Modes and what they print:
                  bytes), or fits101 (101 bytes, for max_receive_size 100)
   gzbidi        on /srv.Calc/Echo (bidi) one good message, its reply, then a gzip
                  bomb -> "reply then status N ..." as for gzip
+  timeout:VALUE a unary call with grpc-timeout VALUE     -> "status N MESSAGE" as for gzip
   flags PATH HEX [ACCEPT]  a call of PATH with the request bytes HEX and
                  grpc-accept-encoding ACCEPT (none without) -> "encoding E
                  flags F,... status N": the response's grpc-encoding (or
@@ -357,6 +358,11 @@ def main():
             c.conn.send_data(1, pending[:n], end_stream=n == len(pending))
             pending = pending[n:]
             c.flush()
+        print(gzip_answer(c))
+    elif mode.startswith("timeout:"):
+        c.conn.send_headers(1, headers(extra=[("grpc-timeout", mode[8:])]))
+        c.conn.send_data(1, frame(b"\x08\x01"), end_stream=True)
+        c.flush()
         print(gzip_answer(c))
     elif mode == "gzbidi":
         c.conn.send_headers(1, headers(path="/srv.Calc/Echo", extra=[("grpc-encoding", "gzip")]))

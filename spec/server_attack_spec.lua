@@ -112,6 +112,13 @@ describe("pc.listen under bad input", function()
     assert.equals("status 12", attack("encoding"))
   end)
 
+  it("refuses a malformed grpc-timeout INTERNAL instead of running without a deadline", function()
+    local grammar = "' is malformed (1 to 8 digits, then H, M, S, m, u or n)"
+    assert.equals("status 13 grpc-timeout '1x" .. grammar, attack("timeout:1x"))
+    assert.equals("status 13 grpc-timeout '123456789S" .. grammar, attack("timeout:123456789S"))
+    assert.equals("status 0 ", attack("timeout:99999999S"))
+  end)
+
   it("answers a request that does not decode INTERNAL", function()
     assert.equals("status 13", attack("undecodable"))
   end)

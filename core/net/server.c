@@ -29,6 +29,7 @@ struct pc_GrpcServerCall {
   const char *path;
   const char *content_type;
   const char *encoding;
+  const char *bad_timeout; /* a grpc-timeout outside the grammar, refused INTERNAL */
   double timeout, deadline;
   pc_GrpcPairs md, out_md[2]; /* request metadata; response headers and trailers */
   int queued;                 /* waiting for pc_GrpcServerConn_Accept */
@@ -311,6 +312,11 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
   }
   if (is(name, namelen, "grpc-timeout")) {
     s->timeout = pc_Grpc_ParseTimeout(v, valuelen);
+    s->bad_timeout = NULL;
+    if (s->timeout < 0) {
+      s->bad_timeout = pc_Arena_StrDup(s->arena, v, valuelen);
+      return s->bad_timeout ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
     return 0;
   }
   if (is(name, namelen, "grpc-accept-encoding")) {
@@ -330,8 +336,8 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
   return 0;
 }
 
-/* A request whose headers are complete: refused here (415, an unknown
- * grpc-encoding) or queued for the driver. */
+/* A request whose headers are complete: refused here (415, a malformed
+ * grpc-timeout, an unknown grpc-encoding) or queued for the driver. */
 static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   const char *ct = s->content_type;
   size_t ctn = ct ? strlen(ct) : 0;
@@ -345,6 +351,15 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     return;
   }
   if (s->path == NULL) s->path = "";
+  if (s->bad_timeout) {
+    /* PROTOCOL-HTTP2.md: 1 to 8 digits and a unit; grpc-core answers a
+     * value it cannot parse INTERNAL ("Error parsing 'grpc-timeout'
+     * metadata") rather than run the call without a deadline. */
+    fail(s, kPc_Code_Internal,
+         "grpc-timeout '%.20s' is malformed (1 to 8 digits, then H, M, S, m, u or n)",
+         s->bad_timeout);
+    return;
+  }
   if (s->encoding && strcmp(s->encoding, "identity") != 0 && strcmp(s->encoding, "gzip") != 0) {
     fail(s, kPc_Code_Unimplemented, "grpc-encoding '%.40s' is not supported (identity, gzip)",
          s->encoding);

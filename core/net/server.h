@@ -7,7 +7,8 @@
  *
  * Implements grpc/grpc doc/PROTOCOL-HTTP2.md from the server's side:
  * request headers (:method POST, :path, content-type application/grpc*,
- * grpc-timeout, grpc-encoding, metadata), 5-byte length-prefixed messages
+ * grpc-timeout (a value outside its grammar is INTERNAL), grpc-encoding,
+ * metadata), 5-byte length-prefixed messages
  * (gzip through zlib; any other grpc-encoding is UNIMPLEMENTED before the
  * handler runs; gzipped responses when the driver asks and the client's
  * grpc-accept-encoding allows), response headers, messages and trailers (grpc-status,

@@ -1,7 +1,8 @@
 /* The server engine driven with byte buffers: an nghttp2 client session in
  * the same process (no sockets) against pc_GrpcServerConn. Covers a unary
  * call with metadata and timeout, Trailers-Only errors with a
- * percent-encoded message and details, 415, an unknown grpc-encoding,
+ * percent-encoded message and details, 415, a malformed grpc-timeout, an
+ * unknown grpc-encoding,
  * gzip, limits (message size, resets, PING flood), a truncated message, a
  * client reset, deadlines, flow control of a client that does not read,
  * graceful shutdown, and every allocation failing. */
@@ -485,6 +486,36 @@ int main(void) {
     pc_GrpcServerCall_Free(s);
     pc_GrpcServerCall_Free(s2);
     pc_GrpcServerCall_Free(s3);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* A grpc-timeout outside the grammar of PROTOCOL-HTTP2.md (1 to 8
+   * digits, then one of H M S m u n) is refused INTERNAL before the driver
+   * sees the call, not ignored (a call with no deadline); the largest
+   * valid one is taken. */
+  {
+    static const char *bad[] = {"1x", "123456789S", "S", "-1S", "1.5S", "", "1s", "+1S"};
+    size_t nbad = sizeof bad / sizeof bad[0];
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t ids[8];
+    for (size_t i = 0; i < nbad; i++)
+      ids[i] = request("/t.T/T", "application/grpc", "grpc-timeout", bad[i], "x", 1, 0, 1);
+    shuttle(c);
+    CHECK(pc_GrpcServerConn_Accept(c) == NULL);
+    for (size_t i = 0; i < nbad; i++) {
+      CHECK(has(cst(ids[i])->headers, "grpc-status=13;"));
+      CHECK(has(cst(ids[i])->headers, "grpc-message=grpc-timeout"));
+      CHECK(cst(ids[i])->closed);
+    }
+    int32_t ok = request("/t.T/T", "application/grpc", "grpc-timeout", "99999999H", "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(pc_GrpcServerCall_Timeout(s) == 99999999.0 * 3600);
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(ok)->headers, "grpc-status=0;"));
+    pc_GrpcServerCall_Free(s);
     pc_GrpcServerConn_Free(c);
   }
 

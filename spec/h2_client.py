@@ -33,6 +33,8 @@ Modes and what they print:
                  bytes), or fits101 (101 bytes, for max_receive_size 100)
   gzbidi        on /srv.Calc/Echo (bidi) one good message, its reply, then a gzip
                  bomb -> "reply then status N ..." as for gzip
+  msgs:N:PATH   a call of PATH with N request messages (x = 1..N), then END_STREAM
+                 -> "status N MESSAGE" as for gzip
   timeout:VALUE a unary call with grpc-timeout VALUE     -> "status N MESSAGE" as for gzip
   flags PATH HEX [ACCEPT]  a call of PATH with the request bytes HEX and
                  grpc-accept-encoding ACCEPT (none without) -> "encoding E
@@ -358,6 +360,13 @@ def main():
             c.conn.send_data(1, pending[:n], end_stream=n == len(pending))
             pending = pending[n:]
             c.flush()
+        print(gzip_answer(c))
+    elif mode.startswith("msgs:"):
+        _, n, path = mode.split(":", 2)
+        c.conn.send_headers(1, headers(path=path), end_stream=int(n) == 0)
+        for i in range(int(n)):
+            c.conn.send_data(1, frame(b"\x08" + varint(i + 1)), end_stream=i == int(n) - 1)
+        c.flush()
         print(gzip_answer(c))
     elif mode.startswith("timeout:"):
         c.conn.send_headers(1, headers(extra=[("grpc-timeout", mode[8:])]))

@@ -119,6 +119,26 @@ describe("pc.listen under bad input", function()
     assert.equals("status 0 ", attack("timeout:99999999S"))
   end)
 
+  -- gRPC's status code table (doc/statuscodes.md): a request cardinality
+  -- violation is UNIMPLEMENTED.
+  it("answers a unary call with two request messages UNIMPLEMENTED", function()
+    assert.equals("status 12 srv.Calc.Add: a unary method takes exactly one request message, got more",
+      attack("msgs:2:/srv.Calc/Add"))
+    assert.equals("status 0 ", attack("msgs:1:/srv.Calc/Add"))
+  end)
+
+  it("answers a server-streaming call with two request messages UNIMPLEMENTED", function()
+    assert.equals("status 12 srv.Calc.Count: a server-streaming method takes exactly one request message, "
+      .. "got more", attack("msgs:2:/srv.Calc/Count"))
+  end)
+
+  it("answers a unary or server-streaming call with no request message UNIMPLEMENTED", function()
+    assert.equals("status 12 srv.Calc.Add: a unary method takes exactly one request message, got none",
+      attack("msgs:0:/srv.Calc/Add"))
+    assert.equals("status 12 srv.Calc.Count: a server-streaming method takes exactly one request message, "
+      .. "got none", attack("msgs:0:/srv.Calc/Count"))
+  end)
+
   it("answers a request that does not decode INTERNAL", function()
     assert.equals("status 13", attack("undecodable"))
   end)

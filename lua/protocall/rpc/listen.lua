@@ -142,21 +142,32 @@ local function run_call(self, call)
   else
     local info = entry.info
     local ctx = make_ctx(self, call, info)
-    local req, bad = nil, nil
+    local req, code, bad = nil, nil, nil
     if not info.client_streaming then
+      -- Exactly one request message, then the end of the client's stream,
+      -- before the handler runs (as grpc-go and grpc-java wait for the
+      -- half-close); another count is a request cardinality violation,
+      -- UNIMPLEMENTED in gRPC's status code table (doc/statuscodes.md).
+      local one = ": a " .. (info.server_streaming and "server-streaming" or "unary")
+        .. " method takes exactly one request message, got "
       local bytes = next_bytes(self, call)
       if bytes == nil then
-        bad = call:cancelled() and "" or "no request message"
+        code, bad = codes.UNIMPLEMENTED, one .. "none"
       else
         local err
         req, err = decode(info.input, bytes)
-        if not req then bad = "request failed to decode: " .. err end
+        if not req then
+          code, bad = codes.INTERNAL, ": request failed to decode: " .. err
+        elseif next_bytes(self, call) ~= nil then
+          code, bad = codes.UNIMPLEMENTED, one .. "more"
+        end
       end
+      if call:cancelled() then code, bad = codes.CANCELLED, "" end
     end
-    if bad == "" then
+    if code == codes.CANCELLED then
       call:finish(codes.CANCELLED, "cancelled")
     elseif bad then
-      call:finish(codes.INTERNAL, info.full_name .. ": " .. bad)
+      call:finish(code, info.full_name .. bad)
     else
       local ok, result
       if info.client_streaming then
@@ -279,7 +290,9 @@ end
 -- ENHANCE_YOUR_CALM), `stream_window` / `connection_window` (receive
 -- windows, 1 MiB / 16 MiB). Handlers are called as by pc.inproc:
 -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
--- with ctx:recv(); ctx adds `cancelled`, `set_header`, `set_trailer`,
+-- with ctx:recv(); a unary or server-streaming handler runs once the
+-- client's stream ended with exactly one request (none or more:
+-- UNIMPLEMENTED); ctx adds `cancelled`, `set_header`, `set_trailer`,
 -- `compressed` and `set_compression`;
 -- `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
 -- address that cannot be bound. Serve with `listener:serve()`.

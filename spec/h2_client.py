@@ -35,6 +35,8 @@ Modes and what they print:
                  bomb -> "reply then status N ..." as for gzip
   msgs:N:PATH   a call of PATH with N request messages (x = 1..N), then END_STREAM
                  -> "status N MESSAGE" as for gzip
+  note:N:PATH   a call of PATH with one srv.Point whose note is N bytes
+                 -> "status N MESSAGE" as for gzip
   timeout:VALUE a unary call with grpc-timeout VALUE     -> "status N MESSAGE" as for gzip
   flags PATH HEX [ACCEPT]  a call of PATH with the request bytes HEX and
                  grpc-accept-encoding ACCEPT (none without) -> "encoding E
@@ -367,6 +369,23 @@ def main():
         for i in range(int(n)):
             c.conn.send_data(1, frame(b"\x08" + varint(i + 1)), end_stream=i == int(n) - 1)
         c.flush()
+        print(gzip_answer(c))
+    elif mode.startswith("note:"):
+        _, n, path = mode.split(":", 2)
+        note = b"n" * int(n)
+        c.conn.send_headers(1, headers(path=path))
+        c.flush()
+        pending = frame(b"\x1a" + varint(len(note)) + note)
+        while pending:  # within the server's windows, as they open
+            k = min(len(pending), c.conn.local_flow_control_window(1), c.conn.max_outbound_frame_size)
+            if k == 0:
+                for ev in c.events(seconds=1):
+                    if isinstance(ev, h2.events.WindowUpdated) or ev == "closed":
+                        break
+                continue
+            c.conn.send_data(1, pending[:k], end_stream=k == len(pending))
+            pending = pending[k:]
+            c.flush()
         print(gzip_answer(c))
     elif mode.startswith("timeout:"):
         c.conn.send_headers(1, headers(extra=[("grpc-timeout", mode[8:])]))

@@ -14,6 +14,7 @@ service Calc {
   rpc Add(Point) returns (Sum);
   rpc Count(Point) returns (stream Point);
   rpc Echo(stream Point) returns (stream Point);
+  rpc Fail(Point) returns (Sum);
 }
 ]], { name = "srv/calc.proto" }))
 
@@ -28,6 +29,8 @@ local server = pc.server({ ["srv.Calc"] = {
   Echo = function(ctx)
     for p in ctx.recv do ctx.send(p) end
   end,
+  -- copies request text into its error, as handlers do
+  Fail = function(p) error(pc.Error { code = "INVALID_ARGUMENT", message = "bad note: " .. p.note }) end,
 } }, { pool = pool })
 
 -- Runs spec/h2_client.py MODE against a listener (as a task, so the
@@ -137,6 +140,30 @@ describe("pc.listen under bad input", function()
       attack("msgs:0:/srv.Calc/Add"))
     assert.equals("status 12 srv.Calc.Count: a server-streaming method takes exactly one request message, "
       .. "got none", attack("msgs:0:/srv.Calc/Count"))
+  end)
+
+  -- nghttp2 sends no header block over 64 KiB, a client may take less
+  -- (SETTINGS_MAX_HEADER_LIST_SIZE): a status that does not fit becomes
+  -- RESOURCE_EXHAUSTED with a short message (as grpc-core does), never a
+  -- stream that does not end.
+  it("answers an error too large for its trailers RESOURCE_EXHAUSTED", function()
+    assert.equals("status 3 bad note: " .. ("n"):rep(100), attack("note:100:/srv.Calc/Fail"))
+    assert.matches("^status 8 response trailers of %d+ bytes exceed the limit of 65536 bytes$",
+      attack("note:70000:/srv.Calc/Fail"))
+    local l = pc.listen(server, "127.0.0.1:0")
+    local err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local stub = pc.client("srv.Calc", { pool = pool,
+        transport = pc.grpc("http://127.0.0.1:" .. l.port, { max_header_list_size = 16384 }) })
+      local ok
+      ok, err = pcall(stub.Fail, stub, { note = ("n"):rep(20000) }, { timeout = 10 })
+      assert.is_false(ok)
+      l:shutdown(1)
+    end)
+    pc.run()
+    assert.equals("RESOURCE_EXHAUSTED", err.code)
+    assert.matches("^response trailers of %d+ bytes exceed the limit of 16384 bytes$", err.message)
   end)
 
   it("answers a request that does not decode INTERNAL", function()

@@ -163,9 +163,52 @@ static int push_status(pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
   return 1;
 }
 
+/* nghttp2 sends no header block over this many bytes (its default
+ * max_send_header_block_length, which the session keeps): a larger one
+ * would never go out, and its stream would never end. */
+#define SEND_BLOCK_MAX ((size_t)64 * 1024)
+
+/* A header block's size as RFC 9113 6.5.2 counts it (each field its name,
+ * its value and 32 bytes): never below nghttp2's own estimate. */
+static size_t block_size(const nghttp2_nv *h, size_t n) {
+  size_t size = 0;
+  for (size_t i = 0; i < n; i++) size += h[i].namelen + h[i].valuelen + 32;
+  return size;
+}
+
+/* The largest header block the call may send: what nghttp2 sends, or the
+ * client's SETTINGS_MAX_HEADER_LIST_SIZE when lower (grpc-core checks the
+ * metadata it is about to send against it). */
+static size_t block_limit(const pc_GrpcServerCall *s) {
+  uint32_t peer =
+      nghttp2_session_get_remote_settings(s->c->h2.session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE);
+  return peer < SEND_BLOCK_MAX ? peer : SEND_BLOCK_MAX;
+}
+
+/* A status block of 'size' bytes is over 'limit': as grpc-core cancels a
+ * stream whose metadata to send exceeds the peer's limit, the status
+ * becomes RESOURCE_EXHAUSTED with a short message naming the sizes
+ * ('what': "headers", "trailers"), appended at '*n' alone (no metadata, no
+ * details). Returns 0 when memory runs out or even that does not fit. */
+static int cut_status(pc_GrpcServerCall *s, const char *what, size_t size, size_t limit,
+                      nghttp2_nv *h, size_t *n) {
+  char text[96];
+  int len = snprintf(text, sizeof text, "response %s of %zu bytes exceed the limit of %zu bytes",
+                     what, size, limit);
+  s->code = kPc_Code_ResourceExhausted;
+  s->message = pc_Arena_StrDup(s->arena, text, (size_t)len);
+  s->message_len = s->message ? (size_t)len : 0;
+  s->details = NULL;
+  s->details_len = 0;
+  return s->message && push_status(s, h, n) && block_size(h, *n) <= limit;
+}
+
 /* Submits the response headers: with a data provider, or (trailers_only)
- * as the whole response with the status. */
-static int submit_headers(pc_GrpcServerCall *s, int trailers_only) {
+ * as the whole response with the status (cut_status when it does not fit).
+ * Returns 1; 0 when memory runs out or nghttp2 refuses; -1 when headers
+ * with a data provider exceed the limit, with the sizes in '*over' (the
+ * block's) and '*limit'. */
+static int submit_headers(pc_GrpcServerCall *s, int trailers_only, size_t *over, size_t *limit) {
   pc_GrpcServerConn *c = s->c;
   size_t max = 8 + s->out_md[0].count + (trailers_only ? s->out_md[1].count : 0);
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
@@ -174,18 +217,20 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only) {
   h[n++] = PC_GRPC_NV(":status", "200");
   h[n++] = PC_GRPC_NV("content-type", "application/grpc");
   h[n++] = PC_GRPC_NV("grpc-accept-encoding", "identity,gzip");
-  if (s->gzip_out) {
-    h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
-    s->gzip_declared = 1;
-  }
+  if (s->gzip_out) h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
   if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
-  s->submitted = 1;
-  if (trailers_only) {
-    if (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n)) return 0;
-    return nghttp2_submit_response(c->h2.session, s->id, h, n, NULL) == 0;
+  if (trailers_only && (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n))) return 0;
+  *over = block_size(h, n);
+  *limit = block_limit(s);
+  if (*over > *limit) {
+    if (!trailers_only) return -1;
+    n = 2; /* :status, content-type */
+    if (!cut_status(s, "trailers", *over, *limit, h, &n)) return 0;
   }
+  s->submitted = 1;
+  s->gzip_declared = s->gzip_out;
   nghttp2_data_provider prd = pc_GrpcSession_Body();
-  return nghttp2_submit_response(c->h2.session, s->id, h, n, &prd) == 0;
+  return nghttp2_submit_response(c->h2.session, s->id, h, n, trailers_only ? NULL : &prd) == 0;
 }
 
 static void resume(pc_GrpcServerCall *s) {
@@ -209,8 +254,9 @@ static void finish(pc_GrpcServerCall *s, pc_Code code, const char *msg, size_t l
       s->details_len = dlen;
     }
   }
-  int ok = s->submitted ? 1 : submit_headers(s, pc_GrpcOutbox_Unsent(&s->out) == 0);
-  if (!ok) {
+  size_t size, limit;
+  int ok = s->submitted ? 1 : submit_headers(s, pc_GrpcOutbox_Unsent(&s->out) == 0, &size, &limit);
+  if (ok != 1) {
     nghttp2_submit_rst_stream(s->c->h2.session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
@@ -246,8 +292,15 @@ static ssize_t response_body(void *ud, void *call, uint8_t *buf, size_t length,
   size_t max = 4 + s->out_md[1].count;
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   size_t k = 0;
-  if (h == NULL || !push_status(s, h, &k) || !push_pairs(s, &s->out_md[1], h, &k) ||
-      nghttp2_submit_trailer(s->c->h2.session, s->id, h, k) != 0)
+  if (h == NULL || !push_status(s, h, &k) || !push_pairs(s, &s->out_md[1], h, &k))
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  size_t size = block_size(h, k), limit = block_limit(s);
+  if (size > limit) {
+    k = 0;
+    if (!cut_status(s, "trailers", size, limit, h, &k)) /* RST_STREAM INTERNAL_ERROR */
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  if (nghttp2_submit_trailer(s->c->h2.session, s->id, h, k) != 0)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   return 0;
 }
@@ -451,6 +504,18 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
   return 0;
 }
 
+/* A header block nghttp2 could not send (over one of its limits) would
+ * leave its stream open forever: reset it. */
+static int on_frame_not_sent(nghttp2_session *session, const nghttp2_frame *frame, int why,
+                             void *ud) {
+  (void)ud;
+  pc_GrpcServerCall *s = call_of(session, frame->hd.stream_id);
+  if (frame->hd.type == NGHTTP2_HEADERS && s && !s->closed && why != NGHTTP2_ERR_STREAM_CLOSED &&
+      why != NGHTTP2_ERR_STREAM_CLOSING && why != NGHTTP2_ERR_SESSION_CLOSING)
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+  return 0;
+}
+
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, void *ud) {
   (void)code;
   (void)ud;
@@ -472,6 +537,7 @@ static const pc_GrpcSessionRole server = {.server = 1,
                                           .nghttp2 = {.data_chunk = on_data_chunk,
                                                       .frame_recv = on_frame_recv,
                                                       .frame_send = on_frame_send,
+                                                      .frame_not_sent = on_frame_not_sent,
                                                       .stream_close = on_stream_close}};
 
 /* -- connection ------------------------------------------------------------ */
@@ -680,7 +746,15 @@ int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_G
 
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
   if (s->cancelled || s->finished || s->c == NULL || s->closed || len > UINT32_MAX) return 0;
-  if (!s->submitted && !submit_headers(s, 0)) {
+  size_t size, limit;
+  int r = s->submitted ? 1 : submit_headers(s, 0, &size, &limit);
+  if (r == -1) {
+    s->out_md[0].count = 0; /* they cannot go out, nor with the status */
+    fail(s, kPc_Code_ResourceExhausted,
+         "response headers of %zu bytes exceed the limit of %zu bytes", size, limit);
+    return 0;
+  }
+  if (r == 0) {
     fail(s, kPc_Code_ResourceExhausted, "out of memory sending response headers");
     return 0;
   }

@@ -23,7 +23,8 @@
  * concurrent streams (more are refused with RST_STREAM REFUSED_STREAM by
  * nghttp2), calls held by the driver (twice that), the largest request
  * message (RESOURCE_EXHAUSTED), the header list size (advertised; a block
- * over it resets the stream), streams reset by the client and SETTINGS or
+ * over it resets the stream; response blocks kept within the client's),
+ * streams reset by the client and SETTINGS or
  * PING frames, each a token bucket per connection (empty: GOAWAY
  * ENHANCE_YOUR_CALM and the connection ends), CONTINUATION frames per
  * header block.
@@ -155,7 +156,10 @@ int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_G
 
 /* Queues one response message (copied; the response headers go first),
  * gzipped when pc_GrpcServerCall_SetCompression turned gzip on. Returns 1,
- * or 0 when the call is over or finished. */
+ * or 0 when the call is over or finished, or the response headers are
+ * larger than will go out (the limit of pc_GrpcServerCall_Finish): the
+ * call then ends RESOURCE_EXHAUSTED "response headers of N bytes exceed
+ * the limit of M bytes". */
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len);
 
 /* Whether the message pc_GrpcServerCall_Next returned last came with the
@@ -178,8 +182,13 @@ size_t pc_GrpcServerCall_Unsent(const pc_GrpcServerCall *s);
 /* Ends the call with 'code', 'message' ('len' bytes, percent-encoded on
  * the wire) and 'details' (the bytes of a google.rpc.Status for
  * grpc-status-details-bin; NULL: none): the trailers follow the queued
- * messages, or a Trailers-Only response when nothing was sent. Ignored
- * once the call is over or finished. */
+ * messages, or a Trailers-Only response when nothing was sent. A status
+ * block larger than will go out (nghttp2 sends none over 64 KiB, the
+ * client's SETTINGS_MAX_HEADER_LIST_SIZE when lower) goes as
+ * RESOURCE_EXHAUSTED "response trailers of N bytes exceed the limit of M
+ * bytes", without the trailer metadata and details (grpc-core's answer);
+ * if even that does not fit, RST_STREAM INTERNAL_ERROR. Ignored once the
+ * call is over or finished. */
 void pc_GrpcServerCall_Finish(pc_GrpcServerCall *s, pc_Code code, const char *message, size_t len,
                               const char *details, size_t details_len);
 

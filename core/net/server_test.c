@@ -2,8 +2,8 @@
  * the same process (no sockets) against pc_GrpcServerConn. Covers a unary
  * call with metadata and timeout, Trailers-Only errors with a
  * percent-encoded message and details, 415, a malformed grpc-timeout, an
- * unknown grpc-encoding,
- * gzip, limits (message size, resets, PING flood), a truncated message, a
+ * unknown grpc-encoding, gzip, limits (message size, resets, PING flood,
+ * response header blocks too large to send), a truncated message, a
  * client reset, deadlines, flow control of a client that does not read,
  * graceful shutdown, and every allocation failing. */
 #include "testing/check.h"
@@ -552,6 +552,68 @@ int main(void) {
     CHECK(has(cst(t)->headers, "grpc-status=4;"));
     CHECK(!cst(t)->got_rst || cst(t)->rst != NGHTTP2_CANCEL);
     pc_GrpcServerCall_Free(s[2]);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Header blocks larger than will go out (nghttp2 sends none over 64 KiB;
+   * the client's SETTINGS_MAX_HEADER_LIST_SIZE) still end the stream: as
+   * grpc-core does, RESOURCE_EXHAUSTED with a short message in place of
+   * the status, trailers or headers that do not fit. A status message of
+   * 70,000 bytes: Trailers-Only, and trailers after a message; trailer
+   * metadata of 70,000 bytes; response headers of 70,000 bytes (Send
+   * fails); a message of 2,000 bytes to a client that takes 1,024. */
+  {
+    static char huge[70000];
+    memset(huge, 'e', sizeof huge);
+    pc_GrpcPair big_md = {"x-big", 5, huge, sizeof huge};
+    pc_Error err;
+    pc_Error_Init(&err);
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t ids[4];
+    for (int i = 0; i < 4; i++)
+      ids[i] = request("/t.T/Big", "application/grpc", NULL, NULL, "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s[4];
+    for (int i = 0; i < 4; i++) s[i] = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall_Finish(s[0], kPc_Code_InvalidArgument, huge, sizeof huge, NULL, 0);
+    CHECK(pc_GrpcServerCall_Send(s[1], "r", 1));
+    pc_GrpcServerCall_Finish(s[1], kPc_Code_InvalidArgument, huge, sizeof huge, NULL, 0);
+    CHECK(pc_GrpcServerCall_AddMetadata(s[2], 1, &big_md, &err));
+    CHECK(pc_GrpcServerCall_Send(s[2], "r", 1));
+    pc_GrpcServerCall_Finish(s[2], kPc_Code_Ok, "", 0, NULL, 0);
+    CHECK(pc_GrpcServerCall_AddMetadata(s[3], 0, &big_md, &err));
+    CHECK(!pc_GrpcServerCall_Send(s[3], "r", 1));
+    CHECK(pc_GrpcServerCall_Cancelled(s[3]));
+    shuttle(c);
+    for (int i = 0; i < 4; i++) {
+      CStream *t = cst(ids[i]);
+      const char *block = i == 0 || i == 3 ? t->headers : t->trailers;
+      CHECK(t->closed);
+      CHECK(has(block, "grpc-status=8;"));
+      CHECK(has(block, i == 3 ? "grpc-message=response headers of "
+                              : "grpc-message=response trailers of "));
+      CHECK(has(block, " bytes exceed the limit of 65536 bytes;"));
+      CHECK(!has(block, "x-big"));
+      pc_GrpcServerCall_Free(s[i]);
+    }
+    CHECK(cst(ids[1])->data_len == 6 && cst(ids[2])->data_len == 6);
+    CHECK(pc_GrpcServerConn_Running(c) == 0);
+    pc_GrpcServerConn_Free(c);
+
+    client_new(65535);
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 1024}};
+    nghttp2_submit_settings(cli.s, NGHTTP2_FLAG_NONE, iv, 1);
+    c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id = request("/t.T/Big", "application/grpc", NULL, NULL, "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *one = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall_Finish(one, kPc_Code_InvalidArgument, huge, 2000, NULL, 0);
+    shuttle(c);
+    CHECK(cst(id)->closed);
+    CHECK(has(cst(id)->headers, "grpc-status=8;"));
+    CHECK(has(cst(id)->headers, " bytes exceed the limit of 1024 bytes;"));
+    pc_GrpcServerCall_Free(one);
     pc_GrpcServerConn_Free(c);
   }
 

@@ -278,6 +278,20 @@ describe("pc.listen under bad input", function()
     assert.equals("settings, then 0 connections", attack("preface", { idle_timeout = 0.3, max_connections = 5 }))
   end)
 
+  -- Messages still arriving hold at most the connection's incomplete_budget
+  -- (here the connection window: room for one) and a stream window each
+  -- (the waiting ones stall on it), not every stream's message; each that
+  -- then stalls for stall_timeout ends RESOURCE_EXHAUSTED and makes room
+  -- for the next.
+  it("bounds the bytes of requests still arriving and ends stalled ones RESOURCE_EXHAUSTED", function()
+    local window, len = 6 * 65535, 200000
+    local answer = attack("partial:6:" .. len .. ":20", { max_receive_size = len, stream_window = 65535,
+      connection_window = window, stall_timeout = 0.3 })
+    local peak, rest = answer:match("^peak (%d+), (.*)$")
+    assert.is_true(tonumber(peak) <= window + 6 * 65535, answer)
+    assert.equals("6 answered: " .. ("status 8, "):rep(5) .. "status 8", rest)
+  end)
+
   it("holds a client that never reads a server stream to its flow-control window", function()
     local held = tonumber(attack("noread", { stream_window = 65535 }):match("^held (%d+)$"))
     -- The client's windows are h2's defaults (65,535 bytes): the server sent

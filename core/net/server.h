@@ -27,7 +27,13 @@
  * streams reset by the client and SETTINGS or
  * PING frames, each a token bucket per connection (empty: GOAWAY
  * ENHANCE_YOUR_CALM and the connection ends), CONTINUATION frames per
- * header block.
+ * header block, request messages still arriving (the stream window of a
+ * message above it is given back only within the connection's
+ * incomplete_budget, so a connection holds at most that budget and a
+ * stream window per stream of request bytes, not max_receive per stream;
+ * past it clients wait on their stream windows) and stalled (a message
+ * half-received, its client free to send and sending nothing for
+ * stall_timeout: RESOURCE_EXHAUSTED "request message stalled").
  *
  * Nothing here raises or prints. Not thread-safe. */
 #ifndef PC_NET_SERVER_H
@@ -47,6 +53,9 @@
 #define PC_GRPC_SERVER_DEFAULT_RESET_RATE      20
 #define PC_GRPC_SERVER_DEFAULT_CONTROL_BURST   500
 #define PC_GRPC_SERVER_DEFAULT_CONTROL_RATE    20
+/* Seconds a request message may stay half-received while the client may
+ * send (nginx's client_body_timeout is as long). */
+#define PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT   60
 
 typedef struct pc_GrpcServerConn pc_GrpcServerConn;
 typedef struct pc_GrpcServerCall pc_GrpcServerCall;
@@ -59,6 +68,12 @@ typedef struct {
   uint32_t connection_window;           /* connection receive window; 0: 16 MiB */
   uint32_t reset_burst, reset_rate;     /* 0: the defaults above */
   uint32_t control_burst, control_rate; /* 0: the defaults above */
+  size_t incomplete_budget;             /* bytes of request messages still arriving whose
+                                         * window is given back; 0: the connection window
+                                         * (at least max_receive + 5 either way) */
+  double stall_timeout; /* seconds a request message may stay half-received while the
+                         * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
+                         * < 0: none */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL

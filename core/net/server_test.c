@@ -3,7 +3,8 @@
  * call with metadata and timeout, Trailers-Only errors with a
  * percent-encoded message and details, 415, a malformed grpc-timeout, an
  * unknown grpc-encoding, gzip, limits (message size, resets, PING flood,
- * response header blocks too large to send), a truncated message, a
+ * response header blocks too large to send, requests still arriving and
+ * stalled), a truncated message, a
  * client reset, deadlines, flow control of a client that does not read,
  * graceful shutdown, and every allocation failing. */
 #include "testing/check.h"
@@ -614,6 +615,110 @@ int main(void) {
     CHECK(has(cst(id)->headers, "grpc-status=8;"));
     CHECK(has(cst(id)->headers, " bytes exceed the limit of 1024 bytes;"));
     pc_GrpcServerCall_Free(one);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Requests still arriving: the window of a message above its stream
+   * window is given back only while the connection's incomplete_budget
+   * holds its whole length, so 8 streams that each send all but the last
+   * byte of a message of 100,000 bytes get in at most the budget and a
+   * stream window each (the rest wait on their stream windows), not 8 x
+   * 100,000 bytes. A stream whose message then stalls for
+   * stall_timeout ends RESOURCE_EXHAUSTED and hands its share of the
+   * budget to one that waits; a stream that waits for the budget does not
+   * time out. A message larger than the stream window still arrives
+   * whole. */
+  {
+    enum { LEN = 100000, N = 8 };
+    static unsigned char big[5 + LEN];
+    memset(big, 'p', sizeof big);
+    big[0] = 0;
+    big[1] = (unsigned char)(LEN >> 24);
+    big[2] = (unsigned char)(LEN >> 16);
+    big[3] = (unsigned char)(LEN >> 8);
+    big[4] = (unsigned char)LEN;
+    pc_GrpcServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.max_receive = LEN;
+    o.stream_window = 65535;
+    o.connection_window = 8 * 65535;
+    o.incomplete_budget = 2 * (5 + LEN) + 10;
+    o.stall_timeout = 5;
+    pc_Error err;
+    pc_Error_Init(&err);
+    client_new(65535);
+    pc_GrpcServerConn *c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) {
+      ids[i] = request("/t.T/Up", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+      cst(ids[i])->body = big;
+      cst(ids[i])->body_len = sizeof big - 1; /* all but the last byte */
+    }
+    shuttle(c);
+    size_t sent = 0, whole = 0;
+    for (int i = 0; i < N; i++) {
+      sent += cst(ids[i])->body_pos;
+      whole += cst(ids[i])->body_pos == sizeof big - 1;
+    }
+    CHECK(whole == 2);
+    CHECK(sent <= o.incomplete_budget + N * o.stream_window);
+    for (int i = 0; i < N; i++) /* a waiting one holds its stream window at most */
+      CHECK(cst(ids[i])->body_pos == sizeof big - 1 || cst(ids[i])->body_pos <= o.stream_window);
+    pc_GrpcServerCall *s;
+    while ((s = pc_GrpcServerConn_Accept(c)) != NULL) pc_GrpcServerCall_Free(s);
+    shuttle(c);
+    for (int i = 0; i < N; i++) CHECK(cst(ids[i])->got_rst && cst(ids[i])->rst == NGHTTP2_CANCEL);
+    pc_GrpcServerConn_Free(c);
+
+    client_new(65535);
+    c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    for (int i = 0; i < N; i++) {
+      ids[i] = request("/t.T/Up", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+      cst(ids[i])->body = big;
+      cst(ids[i])->body_len = sizeof big - 1;
+    }
+    shuttle(c);
+    CHECK(pc_GrpcServerConn_Expire(c, now_s + 4) == now_s + 5);
+    shuttle(c);
+    CHECK(pc_GrpcServerConn_Expire(c, now_s + 6) == now_s + 6 + 5); /* the next two */
+    shuttle(c);
+    size_t ended = 0;
+    whole = 0;
+    for (int i = 0; i < N; i++) {
+      CStream *t = cst(ids[i]);
+      if (has(t->headers, "grpc-status=8;")) {
+        ended++;
+        CHECK(has(t->headers, "grpc-message=request message stalled: 100004 of 100005 bytes"));
+      }
+      whole += t->body_pos == sizeof big - 1;
+    }
+    CHECK(ended == 2);
+    CHECK(whole == 4);
+    size_t waiting = 0; /* the two that ended were never taken: gone with their streams */
+    while ((s = pc_GrpcServerConn_Accept(c)) != NULL) {
+      const char *d;
+      size_t n;
+      waiting += pc_GrpcServerCall_Next(s, &d, &n) == 0;
+      pc_GrpcServerCall_Free(s);
+    }
+    CHECK(waiting == N - 2);
+    pc_GrpcServerConn_Free(c);
+
+    client_new(65535);
+    c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    int32_t id = request("/t.T/Up", "application/grpc", NULL, NULL, "x", 1, 0, 1);
+    cst(id)->body = big;
+    cst(id)->body_len = sizeof big;
+    shuttle(c);
+    s = must(pc_GrpcServerConn_Accept(c), "call");
+    const char *d;
+    size_t n;
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == LEN && d[0] == 'p' && d[LEN - 1] == 'p');
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == -1);
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(id)->headers, "grpc-status=0;"));
+    pc_GrpcServerCall_Free(s);
     pc_GrpcServerConn_Free(c);
   }
 

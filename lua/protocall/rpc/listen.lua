@@ -292,9 +292,10 @@ end
 -- windows, 1 MiB / 16 MiB), `incomplete_budget` (bytes of request
 -- messages larger than their stream window a connection takes while they
 -- arrive: the connection window, at least max_receive_size; past it their
--- clients wait on the stream window) and `stall_timeout` (60 s: a request message half-received with
--- nothing more arriving although the client may send ends
--- RESOURCE_EXHAUSTED; negative: never). Handlers are called as by pc.inproc:
+-- clients wait on the stream window) and `stall_timeout` (60 s: a
+-- request message half-received with nothing more arriving although the
+-- client may send ends RESOURCE_EXHAUSTED; negative: never). Handlers are
+-- called as by pc.inproc:
 -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
 -- with ctx:recv(); a unary or server-streaming handler runs once the
 -- client's stream ended with exactly one request (none or more:

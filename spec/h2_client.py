@@ -33,6 +33,16 @@ Modes and what they print:
                  bytes), or fits101 (101 bytes, for max_receive_size 100)
   gzbidi        on /srv.Calc/Echo (bidi) one good message, its reply, then a gzip
                  bomb -> "reply then status N ..." as for gzip
+  msgs:N:PATH   a call of PATH with N request messages (x = 1..N), then END_STREAM
+                 -> "status N MESSAGE" as for gzip
+  note:N:PATH   a call of PATH with one srv.Point whose note is N bytes
+                 -> "status N MESSAGE" as for gzip
+  partial:N:LEN:SECONDS  N calls of /srv.Calc/Echo, each sending all but the last byte of
+                 a message of LEN bytes as the windows allow, for SECONDS -> "peak P,
+                 A answered: CODES": the most bytes sent on streams not yet answered
+                 (what the server held), then the grpc-status of each answered call
+                 (sorted; "rst N" for a reset)
+  timeout:VALUE a unary call with grpc-timeout VALUE     -> "status N MESSAGE" as for gzip
   flags PATH HEX [ACCEPT]  a call of PATH with the request bytes HEX and
                  grpc-accept-encoding ACCEPT (none without) -> "encoding E
                  flags F,... status N": the response's grpc-encoding (or
@@ -194,6 +204,25 @@ def gzip_answer(c, sid=1):
     return "nothing"
 
 
+def send_windowed(c, pending):
+    """Sends 'pending' on stream 1, then END_STREAM, as the server's windows
+    open (h2 keeps to them); stops when they stay shut or the stream ends."""
+    while pending:
+        n = min(len(pending), c.conn.local_flow_control_window(1),
+                c.conn.max_outbound_frame_size)
+        if n == 0:
+            for ev in c.events(seconds=1):
+                if isinstance(ev, (h2.events.WindowUpdated, h2.events.StreamReset,
+                                   h2.events.ResponseReceived)) or ev == "closed":
+                    break
+            if c.conn.local_flow_control_window(1) == 0:
+                break
+            continue
+        c.conn.send_data(1, pending[:n], end_stream=n == len(pending))
+        pending = pending[n:]
+        c.flush()
+
+
 def flood(c, send):
     for i in range(2000):
         send(i)
@@ -341,22 +370,61 @@ def main():
         body = bad_gzip(mode[5:])
         c.conn.send_headers(1, headers(extra=[("grpc-encoding", "gzip")]))
         c.flush()
-        # h2 keeps to the server's windows; send what they allow as they open
-        pending = frame(body, flag=1)
-        while pending:
-            n = min(len(pending), c.conn.local_flow_control_window(1),
-                    c.conn.max_outbound_frame_size)
-            if n == 0:
-                for ev in c.events(seconds=1):
-                    if isinstance(ev, (h2.events.WindowUpdated, h2.events.StreamReset,
-                                       h2.events.ResponseReceived)) or ev == "closed":
+        send_windowed(c, frame(body, flag=1))
+        print(gzip_answer(c))
+    elif mode.startswith("msgs:"):
+        _, n, path = mode.split(":", 2)
+        c.conn.send_headers(1, headers(path=path), end_stream=int(n) == 0)
+        for i in range(int(n)):
+            c.conn.send_data(1, frame(b"\x08" + varint(i + 1)), end_stream=i == int(n) - 1)
+        c.flush()
+        print(gzip_answer(c))
+    elif mode.startswith("note:"):
+        _, n, path = mode.split(":", 2)
+        note = b"n" * int(n)
+        c.conn.send_headers(1, headers(path=path))
+        c.flush()
+        send_windowed(c, frame(b"\x1a" + varint(len(note)) + note))
+        print(gzip_answer(c))
+    elif mode.startswith("partial:"):
+        _, n, length, seconds = mode.split(":")
+        n, length = int(n), int(length)
+        sids = [1 + 2 * i for i in range(n)]
+        pending, sent, answers = {}, {}, {}
+        for sid in sids:
+            c.conn.send_headers(sid, headers(path="/srv.Calc/Echo"))
+            pending[sid] = frame(b"n" * (length - 1), length=length)
+            sent[sid] = 0
+        c.flush()
+        peak, end = 0, time.time() + float(seconds)
+        while time.time() < end and len(answers) < n:
+            for sid in sids:  # in order, as far as the windows allow
+                while sid not in answers and pending[sid]:
+                    k = min(len(pending[sid]), c.conn.local_flow_control_window(sid),
+                            c.conn.max_outbound_frame_size)
+                    if k <= 0:
                         break
-                if c.conn.local_flow_control_window(1) == 0:
-                    break
-                continue
-            c.conn.send_data(1, pending[:n], end_stream=n == len(pending))
-            pending = pending[n:]
+                    c.conn.send_data(sid, pending[sid][:k])
+                    pending[sid] = pending[sid][k:]
+                    sent[sid] += k
             c.flush()
+            peak = max(peak, sum(sent[sid] for sid in sids if sid not in answers))
+            for ev in c.events(seconds=0.1):
+                if isinstance(ev, h2.events.StreamReset) and ev.stream_id not in answers:
+                    answers[ev.stream_id] = "rst %d" % ev.error_code
+                if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                    h = {k.decode(): v.decode() for k, v in ev.headers}
+                    if "grpc-status" in h:
+                        answers[ev.stream_id] = "status " + h["grpc-status"]
+                if ev == "closed":
+                    end = 0
+                    break
+        codes = sorted(answers.values())
+        print("peak %d, %d answered: %s" % (peak, len(answers), ", ".join(codes)))
+    elif mode.startswith("timeout:"):
+        c.conn.send_headers(1, headers(extra=[("grpc-timeout", mode[8:])]))
+        c.conn.send_data(1, frame(b"\x08\x01"), end_stream=True)
+        c.flush()
         print(gzip_answer(c))
     elif mode == "gzbidi":
         c.conn.send_headers(1, headers(path="/srv.Calc/Echo", extra=[("grpc-encoding", "gzip")]))

@@ -14,6 +14,7 @@ service Calc {
   rpc Add(Point) returns (Sum);
   rpc Count(Point) returns (stream Point);
   rpc Echo(stream Point) returns (stream Point);
+  rpc Fail(Point) returns (Sum);
 }
 ]], { name = "srv/calc.proto" }))
 
@@ -28,6 +29,8 @@ local server = pc.server({ ["srv.Calc"] = {
   Echo = function(ctx)
     for p in ctx.recv do ctx.send(p) end
   end,
+  -- copies request text into its error, as handlers do
+  Fail = function(p) error(pc.Error { code = "INVALID_ARGUMENT", message = "bad note: " .. p.note }) end,
 } }, { pool = pool })
 
 -- Runs spec/h2_client.py MODE against a listener (as a task, so the
@@ -110,6 +113,57 @@ describe("pc.listen under bad input", function()
 
   it("answers an unknown grpc-encoding UNIMPLEMENTED", function()
     assert.equals("status 12", attack("encoding"))
+  end)
+
+  it("refuses a malformed grpc-timeout INTERNAL instead of running without a deadline", function()
+    local grammar = "' is malformed (1 to 8 digits, then H, M, S, m, u or n)"
+    assert.equals("status 13 grpc-timeout '1x" .. grammar, attack("timeout:1x"))
+    assert.equals("status 13 grpc-timeout '123456789S" .. grammar, attack("timeout:123456789S"))
+    assert.equals("status 0 ", attack("timeout:99999999S"))
+  end)
+
+  -- gRPC's status code table (doc/statuscodes.md): a request cardinality
+  -- violation is UNIMPLEMENTED.
+  it("answers a unary call with two request messages UNIMPLEMENTED", function()
+    assert.equals("status 12 srv.Calc.Add: a unary method takes exactly one request message, got more",
+      attack("msgs:2:/srv.Calc/Add"))
+    assert.equals("status 0 ", attack("msgs:1:/srv.Calc/Add"))
+  end)
+
+  it("answers a server-streaming call with two request messages UNIMPLEMENTED", function()
+    assert.equals("status 12 srv.Calc.Count: a server-streaming method takes exactly one request message, "
+      .. "got more", attack("msgs:2:/srv.Calc/Count"))
+  end)
+
+  it("answers a unary or server-streaming call with no request message UNIMPLEMENTED", function()
+    assert.equals("status 12 srv.Calc.Add: a unary method takes exactly one request message, got none",
+      attack("msgs:0:/srv.Calc/Add"))
+    assert.equals("status 12 srv.Calc.Count: a server-streaming method takes exactly one request message, "
+      .. "got none", attack("msgs:0:/srv.Calc/Count"))
+  end)
+
+  -- nghttp2 sends no header block over 64 KiB, a client may take less
+  -- (SETTINGS_MAX_HEADER_LIST_SIZE): a status that does not fit becomes
+  -- RESOURCE_EXHAUSTED with a short message (as grpc-core does), never a
+  -- stream that does not end.
+  it("answers an error too large for its trailers RESOURCE_EXHAUSTED", function()
+    assert.equals("status 3 bad note: " .. ("n"):rep(100), attack("note:100:/srv.Calc/Fail"))
+    assert.matches("^status 8 response trailers of %d+ bytes exceed the limit of 65536 bytes$",
+      attack("note:70000:/srv.Calc/Fail"))
+    local l = pc.listen(server, "127.0.0.1:0")
+    local err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local stub = pc.client("srv.Calc", { pool = pool,
+        transport = pc.grpc("http://127.0.0.1:" .. l.port, { max_header_list_size = 16384 }) })
+      local ok
+      ok, err = pcall(stub.Fail, stub, { note = ("n"):rep(20000) }, { timeout = 10 })
+      assert.is_false(ok)
+      l:shutdown(1)
+    end)
+    pc.run()
+    assert.equals("RESOURCE_EXHAUSTED", err.code)
+    assert.matches("^response trailers of %d+ bytes exceed the limit of 16384 bytes$", err.message)
   end)
 
   it("answers a request that does not decode INTERNAL", function()
@@ -222,6 +276,20 @@ describe("pc.listen under bad input", function()
 
   it("sends GOAWAY to a connection idle for idle_timeout and closes it", function()
     assert.equals("settings, then 0 connections", attack("preface", { idle_timeout = 0.3, max_connections = 5 }))
+  end)
+
+  -- Messages still arriving hold at most the connection's incomplete_budget
+  -- (here the connection window: room for one) and a stream window each
+  -- (the waiting ones stall on it), not every stream's message; each that
+  -- then stalls for stall_timeout ends RESOURCE_EXHAUSTED and makes room
+  -- for the next.
+  it("bounds the bytes of requests still arriving and ends stalled ones RESOURCE_EXHAUSTED", function()
+    local window, len = 6 * 65535, 200000
+    local answer = attack("partial:6:" .. len .. ":20", { max_receive_size = len, stream_window = 65535,
+      connection_window = window, stall_timeout = 0.3 })
+    local peak, rest = answer:match("^peak (%d+), (.*)$")
+    assert.is_true(tonumber(peak) <= window + 6 * 65535, answer)
+    assert.equals("6 answered: " .. ("status 8, "):rep(5) .. "status 8", rest)
   end)
 
   it("holds a client that never reads a server stream to its flow-control window", function()

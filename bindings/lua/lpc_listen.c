@@ -57,7 +57,8 @@ static double opt_number(lua_State *L, const char *k) {
  *                         max_concurrent_streams=, max_receive=,
  *                         max_header_list=, stream_window=,
  *                         connection_window=, reset_burst=, reset_rate=,
- *                         control_burst=, control_rate=}
+ *                         control_burst=, control_rate=, incomplete_budget=,
+ *                         stall_timeout= (seconds)}
  * Binds and listens (listener.h; 0 or nil: the defaults there). Raises
  * with the reason when it cannot. */
 static int lpc_grpc_listen(lua_State *L) {
@@ -83,6 +84,8 @@ static int lpc_grpc_listen(lua_State *L) {
   o.engine.reset_rate = (uint32_t)lpc_opt_size(L, 1, "reset_rate", 0x7fffffff);
   o.engine.control_burst = (uint32_t)lpc_opt_size(L, 1, "control_burst", 0x7fffffff);
   o.engine.control_rate = (uint32_t)lpc_opt_size(L, 1, "control_rate", 0x7fffffff);
+  o.engine.incomplete_budget = (size_t)lpc_opt_size(L, 1, "incomplete_budget", 0x7fffffff);
+  o.engine.stall_timeout = opt_number(L, "stall_timeout");
   ListenerBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->l = NULL;
   luaL_setmetatable(L, LISTENER_MT);

@@ -29,6 +29,7 @@ struct pc_GrpcServerCall {
   const char *path;
   const char *content_type;
   const char *encoding;
+  const char *bad_timeout; /* a grpc-timeout outside the grammar, refused INTERNAL */
   double timeout, deadline;
   pc_GrpcPairs md, out_md[2]; /* request metadata; response headers and trailers */
   int queued;                 /* waiting for pc_GrpcServerConn_Accept */
@@ -43,6 +44,11 @@ struct pc_GrpcServerCall {
   int gzip_declared;   /* the response headers carry grpc-encoding gzip */
   int gzip_out;        /* response messages are gzipped */
   int last_compressed; /* the last message Next returned had the flag set */
+  size_t res;          /* the reservation of the connection's incomplete_budget: the
+                        * length of the message it covers (0: none) */
+  size_t res_to;       /* where that message ends, counted from the next unread byte */
+  size_t ahead;        /* of the unconsumed bytes, those given to the connection already */
+  double stall_from;   /* when the stall timer started (-1: not running) */
   pc_Code code;
   const char *message, *details;
   size_t message_len, details_len;
@@ -55,6 +61,10 @@ struct pc_GrpcServerConn {
   size_t max_receive, max_header_list;
   uint32_t max_streams;
   uint32_t reset_burst, reset_rate, control_burst, control_rate;
+  size_t budget;   /* incomplete_budget */
+  size_t reserved; /* of it, held by calls (pc_GrpcServerCall.res) */
+  int room;        /* 'reserved' went down: calls waiting may take it (wake) */
+  double stall_timeout;
   Bucket resets, controls;
   double now;
   int goaway;
@@ -122,10 +132,22 @@ static void unlink_call(pc_GrpcServerCall *s) {
   c->held--;
 }
 
+/* Requests still arriving (below). */
+static int unreserve(pc_GrpcServerCall *s);
+static void drop_ahead(pc_GrpcServerCall *s);
+static void wake(pc_GrpcServerConn *c);
+static void release_window(pc_GrpcServerCall *s);
+
 static void free_call(pc_GrpcServerCall *s) {
-  if (s->c) {
-    if (!s->closed) pc_GrpcInbox_Detach(&s->in, s->c->h2.session, s->id);
+  pc_GrpcServerConn *c = s->c;
+  if (c) {
+    unreserve(s);
+    if (!s->closed) {
+      drop_ahead(s);
+      pc_GrpcInbox_Detach(&s->in, c->h2.session, s->id);
+    }
     unlink_call(s);
+    wake(c);
   }
   pc_GrpcMem m = s->m;
   pc_Arena_Free(s->arena);
@@ -162,9 +184,52 @@ static int push_status(pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
   return 1;
 }
 
+/* nghttp2 sends no header block over this many bytes (its default
+ * max_send_header_block_length, which the session keeps): a larger one
+ * would never go out, and its stream would never end. */
+#define SEND_BLOCK_MAX ((size_t)64 * 1024)
+
+/* A header block's size as RFC 9113 6.5.2 counts it (each field its name,
+ * its value and 32 bytes): never below nghttp2's own estimate. */
+static size_t block_size(const nghttp2_nv *h, size_t n) {
+  size_t size = 0;
+  for (size_t i = 0; i < n; i++) size += h[i].namelen + h[i].valuelen + 32;
+  return size;
+}
+
+/* The largest header block the call may send: what nghttp2 sends, or the
+ * client's SETTINGS_MAX_HEADER_LIST_SIZE when lower (grpc-core checks the
+ * metadata it is about to send against it). */
+static size_t block_limit(const pc_GrpcServerCall *s) {
+  uint32_t peer =
+      nghttp2_session_get_remote_settings(s->c->h2.session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE);
+  return peer < SEND_BLOCK_MAX ? peer : SEND_BLOCK_MAX;
+}
+
+/* A status block of 'size' bytes is over 'limit': as grpc-core cancels a
+ * stream whose metadata to send exceeds the peer's limit, the status
+ * becomes RESOURCE_EXHAUSTED with a short message naming the sizes
+ * ('what': "headers", "trailers"), appended at '*n' alone (no metadata, no
+ * details). Returns 0 when memory runs out or even that does not fit. */
+static int cut_status(pc_GrpcServerCall *s, const char *what, size_t size, size_t limit,
+                      nghttp2_nv *h, size_t *n) {
+  char text[96];
+  int len = snprintf(text, sizeof text, "response %s of %zu bytes exceed the limit of %zu bytes",
+                     what, size, limit);
+  s->code = kPc_Code_ResourceExhausted;
+  s->message = pc_Arena_StrDup(s->arena, text, (size_t)len);
+  s->message_len = s->message ? (size_t)len : 0;
+  s->details = NULL;
+  s->details_len = 0;
+  return s->message && push_status(s, h, n) && block_size(h, *n) <= limit;
+}
+
 /* Submits the response headers: with a data provider, or (trailers_only)
- * as the whole response with the status. */
-static int submit_headers(pc_GrpcServerCall *s, int trailers_only) {
+ * as the whole response with the status (cut_status when it does not fit).
+ * Returns 1; 0 when memory runs out or nghttp2 refuses; -1 when headers
+ * with a data provider exceed the limit, with the sizes in '*over' (the
+ * block's) and '*limit'. */
+static int submit_headers(pc_GrpcServerCall *s, int trailers_only, size_t *over, size_t *limit) {
   pc_GrpcServerConn *c = s->c;
   size_t max = 8 + s->out_md[0].count + (trailers_only ? s->out_md[1].count : 0);
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
@@ -173,18 +238,20 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only) {
   h[n++] = PC_GRPC_NV(":status", "200");
   h[n++] = PC_GRPC_NV("content-type", "application/grpc");
   h[n++] = PC_GRPC_NV("grpc-accept-encoding", "identity,gzip");
-  if (s->gzip_out) {
-    h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
-    s->gzip_declared = 1;
-  }
+  if (s->gzip_out) h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
   if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
-  s->submitted = 1;
-  if (trailers_only) {
-    if (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n)) return 0;
-    return nghttp2_submit_response(c->h2.session, s->id, h, n, NULL) == 0;
+  if (trailers_only && (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n))) return 0;
+  *over = block_size(h, n);
+  *limit = block_limit(s);
+  if (*over > *limit) {
+    if (!trailers_only) return -1;
+    n = 2; /* :status, content-type */
+    if (!cut_status(s, "trailers", *over, *limit, h, &n)) return 0;
   }
+  s->submitted = 1;
+  s->gzip_declared = s->gzip_out;
   nghttp2_data_provider prd = pc_GrpcSession_Body();
-  return nghttp2_submit_response(c->h2.session, s->id, h, n, &prd) == 0;
+  return nghttp2_submit_response(c->h2.session, s->id, h, n, trailers_only ? NULL : &prd) == 0;
 }
 
 static void resume(pc_GrpcServerCall *s) {
@@ -208,8 +275,9 @@ static void finish(pc_GrpcServerCall *s, pc_Code code, const char *msg, size_t l
       s->details_len = dlen;
     }
   }
-  int ok = s->submitted ? 1 : submit_headers(s, pc_GrpcOutbox_Unsent(&s->out) == 0);
-  if (!ok) {
+  size_t size, limit;
+  int ok = s->submitted ? 1 : submit_headers(s, pc_GrpcOutbox_Unsent(&s->out) == 0, &size, &limit);
+  if (ok != 1) {
     nghttp2_submit_rst_stream(s->c->h2.session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
@@ -231,6 +299,8 @@ static void fail(pc_GrpcServerCall *s, pc_Code code, const char *fmt, ...) {
   pc_GrpcInbox_Clear(&s->in);
   pc_GrpcOutbox_Clear(&s->out);
   finish(s, code, text, n, NULL, 0);
+  release_window(s);
+  if (s->c) wake(s->c);
 }
 
 /* The response body: the framed messages, then (once Finish ran) the
@@ -245,8 +315,15 @@ static ssize_t response_body(void *ud, void *call, uint8_t *buf, size_t length,
   size_t max = 4 + s->out_md[1].count;
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   size_t k = 0;
-  if (h == NULL || !push_status(s, h, &k) || !push_pairs(s, &s->out_md[1], h, &k) ||
-      nghttp2_submit_trailer(s->c->h2.session, s->id, h, k) != 0)
+  if (h == NULL || !push_status(s, h, &k) || !push_pairs(s, &s->out_md[1], h, &k))
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  size_t size = block_size(h, k), limit = block_limit(s);
+  if (size > limit) {
+    k = 0;
+    if (!cut_status(s, "trailers", size, limit, h, &k)) /* RST_STREAM INTERNAL_ERROR */
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  if (nghttp2_submit_trailer(s->c->h2.session, s->id, h, k) != 0)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   return 0;
 }
@@ -267,7 +344,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
   s->m = c->h2.m;
   s->c = c;
   s->id = frame->hd.stream_id;
-  s->timeout = s->deadline = -1;
+  s->timeout = s->deadline = s->stall_from = -1;
   s->arena = pc_Arena_New(s->m.alloc, s->m.ud);
   if (s->arena == NULL || nghttp2_session_set_stream_user_data(session, s->id, s) != 0) {
     if (s->arena) pc_Arena_Free(s->arena);
@@ -311,6 +388,11 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
   }
   if (is(name, namelen, "grpc-timeout")) {
     s->timeout = pc_Grpc_ParseTimeout(v, valuelen);
+    s->bad_timeout = NULL;
+    if (s->timeout < 0) {
+      s->bad_timeout = pc_Arena_StrDup(s->arena, v, valuelen);
+      return s->bad_timeout ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
     return 0;
   }
   if (is(name, namelen, "grpc-accept-encoding")) {
@@ -330,8 +412,8 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
   return 0;
 }
 
-/* A request whose headers are complete: refused here (415, an unknown
- * grpc-encoding) or queued for the driver. */
+/* A request whose headers are complete: refused here (415, a malformed
+ * grpc-timeout, an unknown grpc-encoding) or queued for the driver. */
 static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   const char *ct = s->content_type;
   size_t ctn = ct ? strlen(ct) : 0;
@@ -345,6 +427,15 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     return;
   }
   if (s->path == NULL) s->path = "";
+  if (s->bad_timeout) {
+    /* PROTOCOL-HTTP2.md: 1 to 8 digits and a unit; grpc-core answers a
+     * value it cannot parse INTERNAL ("Error parsing 'grpc-timeout'
+     * metadata") rather than run the call without a deadline. */
+    fail(s, kPc_Code_Internal,
+         "grpc-timeout '%.20s' is malformed (1 to 8 digits, then H, M, S, m, u or n)",
+         s->bad_timeout);
+    return;
+  }
   if (s->encoding && strcmp(s->encoding, "identity") != 0 && strcmp(s->encoding, "gzip") != 0) {
     fail(s, kPc_Code_Unimplemented, "grpc-encoding '%.40s' is not supported (identity, gzip)",
          s->encoding);
@@ -354,9 +445,111 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   s->queued = 1;
 }
 
-/* Gives back to flow control what is not held in whole unread messages. */
+/* -- requests still arriving ---------------------------------------------- */
+
+/* A message above its stream window arrives only as its window is given
+ * back before it is whole. The bytes the calls of a connection hold that
+ * way are bounded by its incomplete_budget: a call whose message is still
+ * arriving reserves the message's whole length (known from its prefix)
+ * before its stream window is given back, so each reserved message can
+ * complete; one that finds no room keeps its stream window, and its client
+ * stalls on it. The connection window of a message still arriving is
+ * always given back (as before): were it held, messages waiting for the
+ * budget could take the whole connection window and starve the ones
+ * holding it, and a client with many uploads at once would hang (nghttp2
+ * sends the connection's WINDOW_UPDATE only once half of it was given
+ * back). A connection then holds at most its budget and a stream window
+ * per stream of request bytes, instead of max_receive per stream. A
+ * reservation lasts until its message is read (or the call ends); one call
+ * holds at most one. */
+
+/* Gives the call's reservation back; returns whether it held one. */
+static int unreserve(pc_GrpcServerCall *s) {
+  if (s->res == 0) return 0;
+  if (s->c) {
+    s->c->reserved -= s->res;
+    s->c->room = 1;
+  }
+  s->res = s->res_to = 0;
+  return 1;
+}
+
+/* Gives 'n' of the call's unconsumed bytes back to flow control; the ones
+ * already given to the connection ('ahead') go back to the stream alone. */
+static void give(pc_GrpcServerCall *s, nghttp2_session *h2, size_t n) {
+  size_t ahead = n < s->ahead ? n : s->ahead;
+  if (ahead > 0) nghttp2_session_consume_stream(h2, s->id, ahead);
+  if (n > ahead) nghttp2_session_consume(h2, s->id, n - ahead);
+  s->ahead -= ahead;
+  s->in.unconsumed -= n;
+}
+
+/* The stream closes or is detached: what it gave the connection already
+ * is not owed again (pc_GrpcInbox_Closed gives the rest). */
+static void drop_ahead(pc_GrpcServerCall *s) {
+  s->in.unconsumed -= s->ahead;
+  s->ahead = 0;
+}
+
+/* Gives back to flow control what the call need not hold: whole unread
+ * messages wait for their reader (the window opens as they are read), a
+ * message still arriving is given back once it holds a reservation, and
+ * until then to the connection alone; a call that is over gives back
+ * everything and its reservation. */
 static void release_window(pc_GrpcServerCall *s) {
-  pc_GrpcInbox_Release(&s->in, live(s), s->id, !s->cancelled);
+  pc_GrpcServerConn *c = s->c;
+  pc_GrpcInbox *b = &s->in;
+  nghttp2_session *h2 = live(s);
+  if (s->cancelled || h2 == NULL) {
+    unreserve(s);
+    if (h2) give(s, h2, b->unconsumed);
+    return;
+  }
+  size_t unread = b->buf.len - b->rpos, whole = b->scan - b->rpos;
+  if (s->res == 0 && unread > whole) {
+    size_t need = pc_GrpcInbox_Expected(b);
+    if (need > 0 && need <= c->budget - c->reserved) {
+      s->res = need;
+      s->res_to = whole + need;
+      c->reserved += need;
+    }
+  }
+  size_t covered = 0, waiting = 0;
+  if (s->res > 0) {
+    size_t start = s->res_to - s->res, end = s->res_to < unread ? s->res_to : unread;
+    covered = end > start ? end - start : 0;
+  } else {
+    waiting = unread - whole;
+  }
+  if (b->unconsumed > unread - covered) give(s, h2, b->unconsumed - (unread - covered));
+  if (waiting > b->unconsumed) waiting = b->unconsumed;
+  if (waiting > s->ahead) {
+    nghttp2_session_consume_connection(h2, waiting - s->ahead);
+    s->ahead = waiting;
+  }
+}
+
+/* The budget has room again: calls whose message waits for it take it in
+ * turn, oldest first. */
+static void wake(pc_GrpcServerConn *c) {
+  if (!c->room) return;
+  c->room = 0;
+  for (pc_GrpcServerCall *t = c->calls; t && c->reserved < c->budget; t = t->next)
+    if (t->res == 0 && !t->cancelled && live(t) && pc_GrpcInbox_Partial(&t->in) > 0)
+      release_window(t);
+}
+
+/* Whether the client could send the rest of a message it started and does
+ * not: the windows of the call's stream and of the connection are open. A
+ * message held up by the engine (whole messages unread, no room in the
+ * budget) does not stall. */
+static int stalled(pc_GrpcServerCall *s) {
+  if (s->finished || s->cancelled || s->remote_ended || live(s) == NULL ||
+      pc_GrpcInbox_Partial(&s->in) == 0)
+    return 0;
+  nghttp2_session *h2 = s->c->h2.session;
+  return nghttp2_session_get_stream_local_window_size(h2, s->id) > 0 &&
+         nghttp2_session_get_local_window_size(h2) > 0;
 }
 
 /* A request message that could not be read fails the call. */
@@ -388,11 +581,13 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     nghttp2_session_consume(session, id, len);
     return 0;
   }
+  s->stall_from = s->c->now;
   if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len))
     fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
   else
     scan_messages(s);
   release_window(s);
+  wake(s->c);
   return 0;
 }
 
@@ -436,14 +631,29 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
   return 0;
 }
 
+/* A header block nghttp2 could not send (over one of its limits) would
+ * leave its stream open forever: reset it. */
+static int on_frame_not_sent(nghttp2_session *session, const nghttp2_frame *frame, int why,
+                             void *ud) {
+  (void)ud;
+  pc_GrpcServerCall *s = call_of(session, frame->hd.stream_id);
+  if (frame->hd.type == NGHTTP2_HEADERS && s && !s->closed && why != NGHTTP2_ERR_STREAM_CLOSED &&
+      why != NGHTTP2_ERR_STREAM_CLOSING && why != NGHTTP2_ERR_SESSION_CLOSING)
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+  return 0;
+}
+
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, void *ud) {
   (void)code;
   (void)ud;
   pc_GrpcServerCall *s = call_of(session, id);
   if (s == NULL) return 0;
   s->closed = 1;
+  drop_ahead(s);
   pc_GrpcInbox_Closed(&s->in, session);
   if (!s->finished) s->cancelled = 1;
+  unreserve(s);
+  wake(s->c);
   nghttp2_session_set_stream_user_data(session, id, NULL);
   if (!s->accepted) free_call(s);
   return 0;
@@ -457,6 +667,7 @@ static const pc_GrpcSessionRole server = {.server = 1,
                                           .nghttp2 = {.data_chunk = on_data_chunk,
                                                       .frame_recv = on_frame_recv,
                                                       .frame_send = on_frame_send,
+                                                      .frame_not_sent = on_frame_not_sent,
                                                       .stream_close = on_stream_close}};
 
 /* -- connection ------------------------------------------------------------ */
@@ -499,6 +710,11 @@ pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc
   c->reset_rate = o->reset_rate ? o->reset_rate : PC_GRPC_SERVER_DEFAULT_RESET_RATE;
   c->control_burst = o->control_burst ? o->control_burst : PC_GRPC_SERVER_DEFAULT_CONTROL_BURST;
   c->control_rate = o->control_rate ? o->control_rate : PC_GRPC_SERVER_DEFAULT_CONTROL_RATE;
+  c->budget = o->incomplete_budget   ? o->incomplete_budget
+              : o->connection_window ? o->connection_window
+                                     : PC_GRPC_DEFAULT_CONNECTION_WINDOW;
+  if (c->budget < c->max_receive + 5) c->budget = c->max_receive + 5;
+  c->stall_timeout = o->stall_timeout ? o->stall_timeout : PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
   pc_GrpcSessionSettings set = {.max_streams = c->max_streams,
                                 .stream_window = o->stream_window,
                                 .connection_window = o->connection_window,
@@ -579,17 +795,46 @@ size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c) {
   return n;
 }
 
+/* Ends a call whose request message stalled for the stall timeout. */
+static void fail_stalled(pc_GrpcServerCall *s) {
+  size_t have = pc_GrpcInbox_Partial(&s->in), need = pc_GrpcInbox_Expected(&s->in);
+  double t = s->c->stall_timeout;
+  if (need > 0)
+    fail(s, kPc_Code_ResourceExhausted,
+         "request message stalled: %zu of %zu bytes arrived, then nothing for %g s", have, need, t);
+  else
+    fail(s, kPc_Code_ResourceExhausted,
+         "request message stalled: %zu bytes of its 5-byte prefix arrived, then nothing for %g s",
+         have, t);
+}
+
 double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
-  double next = -1;
   for (pc_GrpcServerCall *s = c->calls; s; s = s->next) {
-    if (s->deadline < 0 || s->finished || s->closed) continue;
-    if (now >= s->deadline) {
+    if (s->finished || s->closed) continue;
+    if (s->deadline >= 0 && now >= s->deadline) {
       s->cancelled = s->ended = 1;
       pc_GrpcOutbox_Clear(&s->out);
       finish(s, kPc_Code_DeadlineExceeded, "deadline exceeded", 17, NULL, 0);
-    } else if (next < 0 || s->deadline < next) {
-      next = s->deadline;
+      release_window(s);
+      wake(c);
+    } else if (c->stall_timeout > 0 && stalled(s)) {
+      if (s->stall_from < 0) s->stall_from = now;
+      if (now >= s->stall_from + c->stall_timeout) fail_stalled(s);
+    } else {
+      s->stall_from = -1;
     }
+  }
+  /* A call that ended above may have made room for one seen before it. */
+  double next = -1;
+  for (pc_GrpcServerCall *s = c->calls; s; s = s->next) {
+    if (s->finished || s->closed) continue;
+    double due = s->deadline;
+    if (c->stall_timeout > 0 && stalled(s)) {
+      if (s->stall_from < 0) s->stall_from = now;
+      double stall = s->stall_from + c->stall_timeout;
+      if (due < 0 || stall < due) due = stall;
+    }
+    if (due >= 0 && (next < 0 || due < next)) next = due;
   }
   return next;
 }
@@ -630,9 +875,16 @@ int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len)
   if (s->cancelled || s->c == NULL) return -1;
   pc_GrpcInbox_Drop(&s->in);
   if (pc_GrpcInbox_Ready(&s->in)) {
+    size_t before = s->in.rpos;
     pc_GrpcRead r =
         pc_GrpcInbox_Take(&s->in, &s->m, s->c->max_receive, data, len, &s->last_compressed);
+    size_t taken = s->in.rpos - before;
+    if (s->res > 0 && s->res_to <= taken)
+      unreserve(s); /* the message it covered was read */
+    else if (s->res > 0)
+      s->res_to -= taken;
     release_window(s);
+    wake(s->c);
     if (r == kPc_GrpcRead_Ok) return 1;
     fail_read(s, r);
     return -1;
@@ -665,7 +917,15 @@ int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_G
 
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
   if (s->cancelled || s->finished || s->c == NULL || s->closed || len > UINT32_MAX) return 0;
-  if (!s->submitted && !submit_headers(s, 0)) {
+  size_t size, limit;
+  int r = s->submitted ? 1 : submit_headers(s, 0, &size, &limit);
+  if (r == -1) {
+    s->out_md[0].count = 0; /* they cannot go out, nor with the status */
+    fail(s, kPc_Code_ResourceExhausted,
+         "response headers of %zu bytes exceed the limit of %zu bytes", size, limit);
+    return 0;
+  }
+  if (r == 0) {
     fail(s, kPc_Code_ResourceExhausted, "out of memory sending response headers");
     return 0;
   }

@@ -7,7 +7,8 @@
  *
  * Implements grpc/grpc doc/PROTOCOL-HTTP2.md from the server's side:
  * request headers (:method POST, :path, content-type application/grpc*,
- * grpc-timeout, grpc-encoding, metadata), 5-byte length-prefixed messages
+ * grpc-timeout (a value outside its grammar is INTERNAL), grpc-encoding,
+ * metadata), 5-byte length-prefixed messages
  * (gzip through zlib; any other grpc-encoding is UNIMPLEMENTED before the
  * handler runs; gzipped responses when the driver asks and the client's
  * grpc-accept-encoding allows), response headers, messages and trailers (grpc-status,
@@ -22,10 +23,17 @@
  * concurrent streams (more are refused with RST_STREAM REFUSED_STREAM by
  * nghttp2), calls held by the driver (twice that), the largest request
  * message (RESOURCE_EXHAUSTED), the header list size (advertised; a block
- * over it resets the stream), streams reset by the client and SETTINGS or
+ * over it resets the stream; response blocks kept within the client's),
+ * streams reset by the client and SETTINGS or
  * PING frames, each a token bucket per connection (empty: GOAWAY
  * ENHANCE_YOUR_CALM and the connection ends), CONTINUATION frames per
- * header block.
+ * header block, request messages still arriving (the stream window of a
+ * message above it is given back only within the connection's
+ * incomplete_budget, so a connection holds at most that budget and a
+ * stream window per stream of request bytes, not max_receive per stream;
+ * past it clients wait on their stream windows) and stalled (a message
+ * half-received, its client free to send and sending nothing for
+ * stall_timeout: RESOURCE_EXHAUSTED "request message stalled").
  *
  * Nothing here raises or prints. Not thread-safe. */
 #ifndef PC_NET_SERVER_H
@@ -45,6 +53,9 @@
 #define PC_GRPC_SERVER_DEFAULT_RESET_RATE      20
 #define PC_GRPC_SERVER_DEFAULT_CONTROL_BURST   500
 #define PC_GRPC_SERVER_DEFAULT_CONTROL_RATE    20
+/* Seconds a request message may stay half-received while the client may
+ * send (nginx's client_body_timeout is as long). */
+#define PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT   60
 
 typedef struct pc_GrpcServerConn pc_GrpcServerConn;
 typedef struct pc_GrpcServerCall pc_GrpcServerCall;
@@ -57,6 +68,12 @@ typedef struct {
   uint32_t connection_window;           /* connection receive window; 0: 16 MiB */
   uint32_t reset_burst, reset_rate;     /* 0: the defaults above */
   uint32_t control_burst, control_rate; /* 0: the defaults above */
+  size_t incomplete_budget;             /* bytes of request messages still arriving whose
+                                         * window is given back; 0: the connection window
+                                         * (at least max_receive + 5 either way) */
+  double stall_timeout; /* seconds a request message may stay half-received while the
+                         * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
+                         * < 0: none */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL
@@ -154,7 +171,10 @@ int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_G
 
 /* Queues one response message (copied; the response headers go first),
  * gzipped when pc_GrpcServerCall_SetCompression turned gzip on. Returns 1,
- * or 0 when the call is over or finished. */
+ * or 0 when the call is over or finished, or the response headers are
+ * larger than will go out (the limit of pc_GrpcServerCall_Finish): the
+ * call then ends RESOURCE_EXHAUSTED "response headers of N bytes exceed
+ * the limit of M bytes". */
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len);
 
 /* Whether the message pc_GrpcServerCall_Next returned last came with the
@@ -177,8 +197,13 @@ size_t pc_GrpcServerCall_Unsent(const pc_GrpcServerCall *s);
 /* Ends the call with 'code', 'message' ('len' bytes, percent-encoded on
  * the wire) and 'details' (the bytes of a google.rpc.Status for
  * grpc-status-details-bin; NULL: none): the trailers follow the queued
- * messages, or a Trailers-Only response when nothing was sent. Ignored
- * once the call is over or finished. */
+ * messages, or a Trailers-Only response when nothing was sent. A status
+ * block larger than will go out (nghttp2 sends none over 64 KiB, the
+ * client's SETTINGS_MAX_HEADER_LIST_SIZE when lower) goes as
+ * RESOURCE_EXHAUSTED "response trailers of N bytes exceed the limit of M
+ * bytes", without the trailer metadata and details (grpc-core's answer);
+ * if even that does not fit, RST_STREAM INTERNAL_ERROR. Ignored once the
+ * call is over or finished. */
 void pc_GrpcServerCall_Finish(pc_GrpcServerCall *s, pc_Code code, const char *message, size_t len,
                               const char *details, size_t details_len);
 

@@ -1,8 +1,10 @@
 /* The server engine driven with byte buffers: an nghttp2 client session in
  * the same process (no sockets) against pc_GrpcServerConn. Covers a unary
  * call with metadata and timeout, Trailers-Only errors with a
- * percent-encoded message and details, 415, an unknown grpc-encoding,
- * gzip, limits (message size, resets, PING flood), a truncated message, a
+ * percent-encoded message and details, 415, a malformed grpc-timeout, an
+ * unknown grpc-encoding, gzip, limits (message size, resets, PING flood,
+ * response header blocks too large to send, requests still arriving and
+ * stalled), a truncated message, a
  * client reset, deadlines, flow control of a client that does not read,
  * graceful shutdown, and every allocation failing. */
 #include "testing/check.h"
@@ -488,6 +490,36 @@ int main(void) {
     pc_GrpcServerConn_Free(c);
   }
 
+  /* A grpc-timeout outside the grammar of PROTOCOL-HTTP2.md (1 to 8
+   * digits, then one of H M S m u n) is refused INTERNAL before the driver
+   * sees the call, not ignored (a call with no deadline); the largest
+   * valid one is taken. */
+  {
+    static const char *bad[] = {"1x", "123456789S", "S", "-1S", "1.5S", "", "1s", "+1S"};
+    size_t nbad = sizeof bad / sizeof bad[0];
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t ids[8];
+    for (size_t i = 0; i < nbad; i++)
+      ids[i] = request("/t.T/T", "application/grpc", "grpc-timeout", bad[i], "x", 1, 0, 1);
+    shuttle(c);
+    CHECK(pc_GrpcServerConn_Accept(c) == NULL);
+    for (size_t i = 0; i < nbad; i++) {
+      CHECK(has(cst(ids[i])->headers, "grpc-status=13;"));
+      CHECK(has(cst(ids[i])->headers, "grpc-message=grpc-timeout"));
+      CHECK(cst(ids[i])->closed);
+    }
+    int32_t ok = request("/t.T/T", "application/grpc", "grpc-timeout", "99999999H", "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(pc_GrpcServerCall_Timeout(s) == 99999999.0 * 3600);
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(ok)->headers, "grpc-status=0;"));
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
+
   /* Limits: a prefix over max_receive is RESOURCE_EXHAUSTED before the
    * body; END_STREAM inside a message is INTERNAL; a client reset cancels
    * the call; a deadline passing ends the call DEADLINE_EXCEEDED. */
@@ -521,6 +553,172 @@ int main(void) {
     CHECK(has(cst(t)->headers, "grpc-status=4;"));
     CHECK(!cst(t)->got_rst || cst(t)->rst != NGHTTP2_CANCEL);
     pc_GrpcServerCall_Free(s[2]);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Header blocks larger than will go out (nghttp2 sends none over 64 KiB;
+   * the client's SETTINGS_MAX_HEADER_LIST_SIZE) still end the stream: as
+   * grpc-core does, RESOURCE_EXHAUSTED with a short message in place of
+   * the status, trailers or headers that do not fit. A status message of
+   * 70,000 bytes: Trailers-Only, and trailers after a message; trailer
+   * metadata of 70,000 bytes; response headers of 70,000 bytes (Send
+   * fails); a message of 2,000 bytes to a client that takes 1,024. */
+  {
+    static char huge[70000];
+    memset(huge, 'e', sizeof huge);
+    pc_GrpcPair big_md = {"x-big", 5, huge, sizeof huge};
+    pc_Error err;
+    pc_Error_Init(&err);
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t ids[4];
+    for (int i = 0; i < 4; i++)
+      ids[i] = request("/t.T/Big", "application/grpc", NULL, NULL, "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s[4];
+    for (int i = 0; i < 4; i++) s[i] = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall_Finish(s[0], kPc_Code_InvalidArgument, huge, sizeof huge, NULL, 0);
+    CHECK(pc_GrpcServerCall_Send(s[1], "r", 1));
+    pc_GrpcServerCall_Finish(s[1], kPc_Code_InvalidArgument, huge, sizeof huge, NULL, 0);
+    CHECK(pc_GrpcServerCall_AddMetadata(s[2], 1, &big_md, &err));
+    CHECK(pc_GrpcServerCall_Send(s[2], "r", 1));
+    pc_GrpcServerCall_Finish(s[2], kPc_Code_Ok, "", 0, NULL, 0);
+    CHECK(pc_GrpcServerCall_AddMetadata(s[3], 0, &big_md, &err));
+    CHECK(!pc_GrpcServerCall_Send(s[3], "r", 1));
+    CHECK(pc_GrpcServerCall_Cancelled(s[3]));
+    shuttle(c);
+    for (int i = 0; i < 4; i++) {
+      CStream *t = cst(ids[i]);
+      const char *block = i == 0 || i == 3 ? t->headers : t->trailers;
+      CHECK(t->closed);
+      CHECK(has(block, "grpc-status=8;"));
+      CHECK(has(block, i == 3 ? "grpc-message=response headers of "
+                              : "grpc-message=response trailers of "));
+      CHECK(has(block, " bytes exceed the limit of 65536 bytes;"));
+      CHECK(!has(block, "x-big"));
+      pc_GrpcServerCall_Free(s[i]);
+    }
+    CHECK(cst(ids[1])->data_len == 6 && cst(ids[2])->data_len == 6);
+    CHECK(pc_GrpcServerConn_Running(c) == 0);
+    pc_GrpcServerConn_Free(c);
+
+    client_new(65535);
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 1024}};
+    nghttp2_submit_settings(cli.s, NGHTTP2_FLAG_NONE, iv, 1);
+    c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id = request("/t.T/Big", "application/grpc", NULL, NULL, "x", 1, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *one = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall_Finish(one, kPc_Code_InvalidArgument, huge, 2000, NULL, 0);
+    shuttle(c);
+    CHECK(cst(id)->closed);
+    CHECK(has(cst(id)->headers, "grpc-status=8;"));
+    CHECK(has(cst(id)->headers, " bytes exceed the limit of 1024 bytes;"));
+    pc_GrpcServerCall_Free(one);
+    pc_GrpcServerConn_Free(c);
+  }
+
+  /* Requests still arriving: the window of a message above its stream
+   * window is given back only while the connection's incomplete_budget
+   * holds its whole length, so 8 streams that each send all but the last
+   * byte of a message of 100,000 bytes get in at most the budget and a
+   * stream window each (the rest wait on their stream windows), not 8 x
+   * 100,000 bytes. A stream whose message then stalls for
+   * stall_timeout ends RESOURCE_EXHAUSTED and hands its share of the
+   * budget to one that waits; a stream that waits for the budget does not
+   * time out. A message larger than the stream window still arrives
+   * whole. */
+  {
+    enum { LEN = 100000, N = 8 };
+    static unsigned char big[5 + LEN];
+    memset(big, 'p', sizeof big);
+    big[0] = 0;
+    big[1] = (unsigned char)(LEN >> 24);
+    big[2] = (unsigned char)(LEN >> 16);
+    big[3] = (unsigned char)(LEN >> 8);
+    big[4] = (unsigned char)LEN;
+    pc_GrpcServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.max_receive = LEN;
+    o.stream_window = 65535;
+    o.connection_window = 8 * 65535;
+    o.incomplete_budget = 2 * (5 + LEN) + 10;
+    o.stall_timeout = 5;
+    pc_Error err;
+    pc_Error_Init(&err);
+    client_new(65535);
+    pc_GrpcServerConn *c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) {
+      ids[i] = request("/t.T/Up", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+      cst(ids[i])->body = big;
+      cst(ids[i])->body_len = sizeof big - 1; /* all but the last byte */
+    }
+    shuttle(c);
+    size_t sent = 0, whole = 0;
+    for (int i = 0; i < N; i++) {
+      sent += cst(ids[i])->body_pos;
+      whole += cst(ids[i])->body_pos == sizeof big - 1;
+    }
+    CHECK(whole == 2);
+    CHECK(sent <= o.incomplete_budget + N * o.stream_window);
+    for (int i = 0; i < N; i++) /* a waiting one holds its stream window at most */
+      CHECK(cst(ids[i])->body_pos == sizeof big - 1 || cst(ids[i])->body_pos <= o.stream_window);
+    pc_GrpcServerCall *s;
+    while ((s = pc_GrpcServerConn_Accept(c)) != NULL) pc_GrpcServerCall_Free(s);
+    shuttle(c);
+    for (int i = 0; i < N; i++) CHECK(cst(ids[i])->got_rst && cst(ids[i])->rst == NGHTTP2_CANCEL);
+    pc_GrpcServerConn_Free(c);
+
+    client_new(65535);
+    c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    for (int i = 0; i < N; i++) {
+      ids[i] = request("/t.T/Up", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+      cst(ids[i])->body = big;
+      cst(ids[i])->body_len = sizeof big - 1;
+    }
+    shuttle(c);
+    CHECK(pc_GrpcServerConn_Expire(c, now_s + 4) == now_s + 5);
+    shuttle(c);
+    CHECK(pc_GrpcServerConn_Expire(c, now_s + 6) == now_s + 6 + 5); /* the next two */
+    shuttle(c);
+    size_t ended = 0;
+    whole = 0;
+    for (int i = 0; i < N; i++) {
+      CStream *t = cst(ids[i]);
+      if (has(t->headers, "grpc-status=8;")) {
+        ended++;
+        CHECK(has(t->headers, "grpc-message=request message stalled: 100004 of 100005 bytes"));
+      }
+      whole += t->body_pos == sizeof big - 1;
+    }
+    CHECK(ended == 2);
+    CHECK(whole == 4);
+    size_t waiting = 0; /* the two that ended were never taken: gone with their streams */
+    while ((s = pc_GrpcServerConn_Accept(c)) != NULL) {
+      const char *d;
+      size_t n;
+      waiting += pc_GrpcServerCall_Next(s, &d, &n) == 0;
+      pc_GrpcServerCall_Free(s);
+    }
+    CHECK(waiting == N - 2);
+    pc_GrpcServerConn_Free(c);
+
+    client_new(65535);
+    c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    int32_t id = request("/t.T/Up", "application/grpc", NULL, NULL, "x", 1, 0, 1);
+    cst(id)->body = big;
+    cst(id)->body_len = sizeof big;
+    shuttle(c);
+    s = must(pc_GrpcServerConn_Accept(c), "call");
+    const char *d;
+    size_t n;
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == LEN && d[0] == 'p' && d[LEN - 1] == 'p');
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == -1);
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(id)->headers, "grpc-status=0;"));
+    pc_GrpcServerCall_Free(s);
     pc_GrpcServerConn_Free(c);
   }
 

@@ -427,6 +427,11 @@ void pc_GrpcInbox_Release(pc_GrpcInbox *b, nghttp2_session *session, int32_t id,
   }
 }
 
+size_t pc_GrpcInbox_Expected(const pc_GrpcInbox *b) {
+  if (b->buf.len - b->scan < 5) return 0;
+  return 5 + (size_t)prefix_length((const unsigned char *)b->buf.p + b->scan);
+}
+
 void pc_GrpcInbox_Closed(pc_GrpcInbox *b, nghttp2_session *session) {
   if (b->unconsumed > 0) nghttp2_session_consume_connection(session, b->unconsumed);
   b->unconsumed = 0;

@@ -270,6 +270,10 @@ pc_Code pc_GrpcInbox_Failure(const pc_GrpcInbox *b, pc_GrpcRead r, size_t max, c
  * 'session' NULL: the stream is closed or detached (nothing to give). */
 void pc_GrpcInbox_Release(pc_GrpcInbox *b, nghttp2_session *session, int32_t id, int keep);
 
+/* The length of the message still arriving, its 5-byte prefix included,
+ * once that prefix is here (0 before). */
+size_t pc_GrpcInbox_Expected(const pc_GrpcInbox *b);
+
 /* The stream closed: what it still held counts no more against the
  * connection's window (nghttp2_session_consume_connection). */
 void pc_GrpcInbox_Closed(pc_GrpcInbox *b, nghttp2_session *session);

@@ -30,7 +30,8 @@ local LISTEN_OPTIONS = {
   max_concurrent_streams = "number", max_receive_size = "number",
   max_header_list_size = "number", max_connections = "number", idle_timeout = "number",
   handshake_timeout = "number", stream_window = "number", connection_window = "number",
-  max_resets = "number", max_control_frames = "number",
+  max_resets = "number", max_control_frames = "number", incomplete_budget = "number",
+  stall_timeout = "number",
 }
 
 
@@ -147,21 +148,32 @@ local function run_call(self, call)
   else
     local info = entry.info
     local ctx = make_ctx(self, call, info)
-    local req, bad = nil, nil
+    local req, code, bad = nil, nil, nil
     if not info.client_streaming then
+      -- Exactly one request message, then the end of the client's stream,
+      -- before the handler runs (as grpc-go and grpc-java wait for the
+      -- half-close); another count is a request cardinality violation,
+      -- UNIMPLEMENTED in gRPC's status code table (doc/statuscodes.md).
+      local one = ": a " .. (info.server_streaming and "server-streaming" or "unary")
+        .. " method takes exactly one request message, got "
       local bytes = next_bytes(self, call)
       if bytes == nil then
-        bad = call:cancelled() and "" or "no request message"
+        code, bad = codes.UNIMPLEMENTED, one .. "none"
       else
         local err
         req, err = decode(info.input, bytes)
-        if not req then bad = "request failed to decode: " .. err end
+        if not req then
+          code, bad = codes.INTERNAL, ": request failed to decode: " .. err
+        elseif next_bytes(self, call) ~= nil then
+          code, bad = codes.UNIMPLEMENTED, one .. "more"
+        end
       end
+      if call:cancelled() then code, bad = codes.CANCELLED, "" end
     end
-    if bad == "" then
+    if code == codes.CANCELLED then
       call:finish(codes.CANCELLED, "cancelled")
     elseif bad then
-      call:finish(codes.INTERNAL, info.full_name .. ": " .. bad)
+      call:finish(code, info.full_name .. bad)
     else
       local ok, result
       if info.client_streaming then
@@ -282,9 +294,17 @@ end
 -- `max_control_frames` (streams reset by the client, SETTINGS and PING
 -- frames: a burst of 200 and 500, then 20 a second; past that GOAWAY
 -- ENHANCE_YOUR_CALM), `stream_window` / `connection_window` (receive
--- windows, 1 MiB / 16 MiB). Handlers are called as by pc.inproc:
+-- windows, 1 MiB / 16 MiB), `incomplete_budget` (bytes of request
+-- messages larger than their stream window a connection takes while they
+-- arrive: the connection window, at least max_receive_size; past it their
+-- clients wait on the stream window) and `stall_timeout` (60 s: a
+-- request message half-received with nothing more arriving although the
+-- client may send ends RESOURCE_EXHAUSTED; negative: never). Handlers are
+-- called as by pc.inproc:
 -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
--- with ctx:recv(); ctx adds `cancelled`, `set_header`, `set_trailer`,
+-- with ctx:recv(); a unary or server-streaming handler runs once the
+-- client's stream ended with exactly one request (none or more:
+-- UNIMPLEMENTED); ctx adds `cancelled`, `set_header`, `set_trailer`,
 -- `compressed` and `set_compression`;
 -- `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
 -- address that cannot be bound. Serve with `listener:serve()`.
@@ -329,7 +349,9 @@ function M.listen(server, address, opts)
     connection_window = size_option(opts, "connection_window", 65535),
     reset_burst = size_option(opts, "max_resets", 1),
     control_burst = size_option(opts, "max_control_frames", 1),
+    incomplete_budget = size_option(opts, "incomplete_budget", 1),
     handshake_timeout = opts.handshake_timeout, idle_timeout = opts.idle_timeout,
+    stall_timeout = opts.stall_timeout,
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
   return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false },

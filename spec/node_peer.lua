@@ -9,7 +9,12 @@
 --
 --   local peer = require "node_peer"
 --   local absent = peer.missing("@grpc/grpc-js")   -- nil when all is there
---   if absent then peer.skip(describe, it, pending, "grpc-js", absent) return end
+--   if absent then
+--     describe("...", function()
+--       it("runs", function() peer.skip(pending, "grpc-js interop", absent) end)
+--     end)
+--     return
+--   end
 --   local out = peer.run("grpcjs_client.mjs", { set, port, "unary" })
 --   local server = peer.serve("grpcjs_server.mjs", { set })   -- .port
 --   peer.stop(server)
@@ -74,17 +79,14 @@ function M.missing(...)
     .. " (.ci/install-deps runs npm ci from package-lock.json)"
 end
 
---- M.skip(describe, it, pending, title, reason): in place of a spec
--- file's specs, one `describe(title)` whose one test is pending with
--- `reason` (a visible skip in the summary); raises instead when env CI is
--- set, where every peer must be installed.
-function M.skip(describe, it, pending, title, reason)
-  describe(title, function()
-    it("needs its peers", function()
-      if os.getenv("CI") then error(title .. ": " .. reason .. " (required when CI is set)") end
-      pending(title .. " skipped: " .. reason)
-    end)
-  end)
+--- Inside an `it`: marks it pending because `what` cannot run for
+-- `reason` (M.missing's), a visible skip in the summary; raises instead when
+-- env CI is set, where every peer must be installed. Pass busted's
+-- `pending` as seen inside the `it` (busted keeps it in the spec file's
+-- environment), as spec/corpus.lua's skip takes it.
+function M.skip(pending, what, reason)
+  if os.getenv("CI") then error(what .. ": " .. reason .. " (required when CI is set)", 2) end
+  pending(what .. " skipped: " .. reason)
 end
 
 --- path = M.descriptor_set(files, import_paths): a FileDescriptorSet of

@@ -203,16 +203,15 @@ describe("pc.listen with buf curl (@bufbuild/buf), the schema from reflection", 
 end)
 
 describe("pc.grpc calling a @grpc/grpc-js server", function()
+  -- One server for these tests: each uses route names of its own.
   local server, t, stub
+  setup(function() server = peer.serve("grpcjs_server.mjs", { SET }) end)
+  teardown(function() peer.stop(server) end)
   before_each(function()
-    server = peer.serve("grpcjs_server.mjs", { SET })
     t = pc.grpc(server.url)
     stub = pc.client("demo.Router", { transport = t })
   end)
-  after_each(function()
-    t:close()
-    peer.stop(server)
-  end)
+  after_each(function() t:close() end)
 
   local failure = require("grpc_helper").status_error
 

@@ -1,0 +1,291 @@
+-- protocall against implementations that are not its own, from npm
+-- (package.json, spec/node_peer.lua): pc.listen serving demo.Router
+-- (examples/route.proto, the handlers of examples/route_services.lua) to
+-- @connectrpc/connect-node's gRPC transport, to @grpc/grpc-js and to
+-- `buf curl` (with reflection); and protocall's client (pc.grpc) calling a
+-- @grpc/grpc-js server. The node scripts are in spec/node/; peer.mjs there
+-- says what each case sends.
+local pc = require "protocall"
+local peer = require "node_peer"
+
+local absent = peer.missing("@connectrpc/connect-node", "@connectrpc/connect", "@bufbuild/protobuf",
+  "@grpc/grpc-js", "buf")
+if absent then
+  describe("protocall with node peers", function()
+    it("runs against @connectrpc/connect-node, @grpc/grpc-js and buf", function()
+      peer.skip(pending, "interop with node peers", absent)
+    end)
+  end)
+  return
+end
+
+if not pc.type("demo.Route") then
+  assert(pc.load_file("route.proto", { import_paths = { "examples" } }))
+end
+local ErrorInfo = pc.type("google.rpc.ErrorInfo")
+
+-- The FileDescriptorSet the node scripts read: route.proto and the
+-- google.rpc status and error details (protocall's built-in files).
+local SET
+
+local seen = {}
+
+-- demo.Router: examples/route_services.lua's handlers (a fresh copy for
+-- each server: its Measure fails twice per route name, then answers), and
+-- three route names Measure answers its own way:
+--   "details": INVALID_ARGUMENT with a google.rpc.ErrorInfo;
+--   "sleep":   waits until the call is cancelled (its deadline passed);
+--   "meta":    header x-head "hi <x-user>", trailers x-trail "t1" and
+--              x-echo-bin (the request's x-raw-bin).
+-- spec/node/grpcjs_server.mjs serves the same.
+local function router()
+  local route = dofile("examples/route_services.lua")["demo.Router"]
+  local measure = route.Measure
+  route.Measure = function(r, ctx)
+    if r.name == "details" then
+      error(pc.Error { code = "INVALID_ARGUMENT", message = "too far: 100% ✓",
+        details = { ErrorInfo { reason = "TOO_FAR", domain = "demo", metadata = { limit = "10" } } } })
+    elseif r.name == "sleep" then
+      while not ctx:cancelled() do pc.sleep(0.01) end
+      seen.cancelled = true
+      return {}
+    elseif r.name == "meta" then
+      local md = {}
+      for _, kv in ipairs(ctx.metadata) do md[kv[1]] = kv[2] end
+      seen.metadata = md
+      ctx:set_header("x-head", "hi " .. tostring(md["x-user"]))
+      ctx:set_trailer("x-trail", "t1")
+      ctx:set_trailer("x-echo-bin", md["x-raw-bin"] or "")
+      return { length = 1 }
+    end
+    return measure(r, ctx)
+  end
+  return pc.server({ ["demo.Router"] = route }, { reflection = true })
+end
+
+-- Serves a fresh router() on pc.listen while fn(port) runs as a task
+-- beside it (the peer runs through peer.run, which lets the listener
+-- serve); errors of fn are raised.
+local function serving(fn)
+  local l = pc.listen(router(), "127.0.0.1:0")
+  local err
+  pc.spawn(function() l:serve() end)
+  pc.spawn(function()
+    local ok, e = pcall(fn, l.port)
+    if not ok then err = e end
+    l:shutdown(1)
+  end)
+  pc.run()
+  if err then error(err, 0) end
+end
+
+local function lines(...) return table.concat({ ... }, "\n") .. "\n" end
+
+-- What every client case prints (spec/node/peer.mjs sends the requests).
+local EXPECTED = {
+  unary = lines("error UNAVAILABLE flaky server", "error UNAVAILABLE flaky server", "measure 5 1"),
+  server_stream = lines("point 1 2", "point 3 4", "point 5 6", "end"),
+  client_stream = lines("record 10 2"),
+  bidi = lines("leg 3 4", "leg 0 4", "end"),
+  details = lines("error INVALID_ARGUMENT too far: 100% ✓", "detail ErrorInfo TOO_FAR demo limit=10"),
+  deadline = lines("error DEADLINE_EXCEEDED"),
+  metadata = lines("header x-head hi ann", "trailer x-trail t1", "trailer x-echo-bin 000102ff", "measure 1 0"),
+}
+local CASES = { "unary", "server_stream", "client_stream", "bidi", "details", "deadline", "metadata" }
+
+setup(function()
+  SET = peer.descriptor_set({ "route.proto", "google/rpc/status.proto", "google/rpc/error_details.proto" },
+    { "examples", "core/schema/protos" })
+end)
+teardown(function() os.remove(SET) end)
+
+-- The cases of one client script against pc.listen, one test each.
+local function client_cases(script)
+  for _, case in ipairs(CASES) do
+    it(case:gsub("_", " "), function()
+      seen.cancelled, seen.metadata = nil, nil
+      serving(function(port)
+        assert.are.equal(EXPECTED[case], peer.run(script, { SET, port, case }))
+        if case == "deadline" then
+          for _ = 1, 200 do
+            if seen.cancelled then break end
+            pc.sleep(0.01)
+          end
+          assert.is_true(seen.cancelled, "the handler saw the cancellation")
+        elseif case == "metadata" then
+          assert.are.equal("ann", seen.metadata["x-user"])
+          assert.are.equal("\0\1\2\255", seen.metadata["x-raw-bin"])
+        end
+      end)
+    end)
+  end
+end
+
+describe("pc.listen with @connectrpc/connect-node's gRPC transport (HTTP/2)", function()
+  client_cases("connect_client.mjs")
+end)
+
+describe("pc.listen with @grpc/grpc-js", function()
+  client_cases("grpcjs_client.mjs")
+end)
+
+describe("pc.listen with buf curl (@bufbuild/buf), the schema from reflection", function()
+  local BUF = peer.bin("buf") .. " curl --protocol grpc --http2-prior-knowledge"
+
+  -- buf curl's standard output and error and exit code (8 times the
+  -- status code of a failed call) against the router at `port`.
+  local function curl(port, args)
+    return peer.command(BUF .. " " .. args:gsub("URL", "http://127.0.0.1:" .. port))
+  end
+
+  it("lists the services and the methods", function()
+    serving(function(port)
+      local out, err, code = curl(port, "--list-services URL")
+      assert.are.equal(0, code, err)
+      assert.are.equal(lines("demo.Router", "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection"), out)
+      out, err, code = curl(port, "--list-methods URL")
+      assert.are.equal(0, code, err)
+      assert.are.equal(lines("demo.Router/Follow", "demo.Router/Measure", "demo.Router/Record", "demo.Router/Walk",
+        "grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"), out)
+    end)
+  end)
+
+  it("calls each call shape", function()
+    serving(function(port)
+      local route = [['{"name": "b", "points": [{}, {"x": 3, "y": 4}]}' URL/demo.Router/Measure]]
+      for _ = 1, 2 do
+        local out, err, code = curl(port, "-d " .. route)
+        assert.are.equal("", out)
+        assert.are.equal(14 * 8, code, err)
+        assert.are.equal('{\n   "code": "unavailable",\n   "message": "flaky server"\n}\n', err)
+      end
+      local out, err, code = curl(port, "-d " .. route)
+      assert.are.equal(0, code, err)
+      assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
+      out, err, code = curl(port, [[-d '{"points": [{"x": 1}, {"y": 2}]}' URL/demo.Router/Walk]])
+      assert.are.equal(0, code, err)
+      assert.are.equal('{\n  "x": 1\n}\n{\n  "y": 2\n}\n', out)
+      out, err, code = curl(port, [[-d '{"x": 0} {"x": 3, "y": 4} {"x": 6, "y": 8}' URL/demo.Router/Record]])
+      assert.are.equal(0, code, err)
+      assert.are.equal('{\n  "length": 10,\n  "legs": 2\n}\n', out)
+      out, err, code = curl(port, [[-d '{"x": 1, "y": 1} {"x": 4, "y": 5} {"x": 4, "y": 9}' URL/demo.Router/Follow]])
+      assert.are.equal(0, code, err)
+      assert.are.equal('{\n  "x": 3,\n  "y": 4\n}\n{\n  "y": 4\n}\n', out)
+    end)
+  end)
+
+  it("shows an error's code, message and details", function()
+    serving(function(port)
+      local out, err, code = curl(port, [[-d '{"name": "details"}' URL/demo.Router/Measure]])
+      assert.are.equal("", out)
+      assert.are.equal(3 * 8, code, err)
+      -- value: ErrorInfo{reason: "TOO_FAR", domain: "demo", metadata: {limit: "10"}}, base64
+      assert.are.equal('{\n   "code": "invalid_argument",\n   "message": "too far: 100% ✓",\n   "details": [\n'
+        .. '      {\n         "type": "google.rpc.ErrorInfo",\n'
+        .. '         "value": "CgdUT09fRkFSEgRkZW1vGgsKBWxpbWl0EgIxMA"\n      }\n   ]\n}\n', err)
+    end)
+  end)
+
+  it("sends request headers and shows the response's headers and trailers", function()
+    serving(function(port)
+      local out, err, code = curl(port, [[-v -H 'x-user: ann' -H 'x-raw-bin: AAEC/w==' -d '{"name": "meta"}' ]]
+        .. "URL/demo.Router/Measure")
+      assert.are.equal(0, code, err)
+      assert.are.equal('{\n  "length": 1\n}\n', out)
+      assert.matches("\nbuf: < %(#2%) X%-Head: hi ann\n", err)
+      assert.matches("\nbuf: < %(#2%) X%-Echo%-Bin: AAEC/w\n", err)
+      assert.matches("\nbuf: < %(#2%) X%-Trail: t1\n", err)
+      assert.are.equal("\0\1\2\255", seen.metadata["x-raw-bin"])
+    end)
+  end)
+end)
+
+describe("pc.grpc calling a @grpc/grpc-js server", function()
+  -- One server for these tests: each uses route names of its own.
+  local server, t, stub
+  setup(function() server = peer.serve("grpcjs_server.mjs", { SET }) end)
+  teardown(function() peer.stop(server) end)
+  before_each(function()
+    t = pc.grpc(server.url)
+    stub = pc.client("demo.Router", { transport = t })
+  end)
+  after_each(function() t:close() end)
+
+  local failure = require("grpc_helper").status_error
+
+  it("unary, with and without a retry policy", function()
+    local e = failure(function() return stub:Measure { name = "r" } end)
+    assert.are.equal("UNAVAILABLE", e.code)
+    assert.are.equal("flaky server", e.message)
+    local d = stub:Measure({ name = "q", points = { {}, { x = 3, y = 4 } } }, { retry = pc.Retry { initial = 0.01 } })
+    assert.are.equal(5, d.length)
+    assert.are.equal(1, d.legs)
+  end)
+
+  it("server streaming", function()
+    local got = {}
+    for p in stub:Walk { points = { { x = 1, y = 2 }, { x = 3 } } } do got[#got + 1] = p.x .. "," .. p.y end
+    assert.are.same({ "1,2", "3,0" }, got)
+  end)
+
+  it("client streaming", function()
+    local c = stub:Record()
+    for _, p in ipairs { { x = 0 }, { x = 3, y = 4 }, { x = 6, y = 8 } } do c:send(p) end
+    local d = c:close_and_recv()
+    assert.are.equal(10, d.length)
+    assert.are.equal(2, d.legs)
+  end)
+
+  it("bidirectional, message by message", function()
+    local c = stub:Follow()
+    c:send { x = 1, y = 1 }
+    c:send { x = 4, y = 5 }
+    local leg = c:recv()
+    assert.are.equal(3, leg.x)
+    assert.are.equal(4, leg.y)
+    c:send { x = 4, y = 9 }
+    leg = c:recv()
+    assert.are.equal(0, leg.x)
+    assert.are.equal(4, leg.y)
+    c:close_send()
+    assert.is_nil(c:recv())
+  end)
+
+  it("an error with details", function()
+    local e = failure(function() return stub:Measure { name = "details" } end)
+    assert.are.equal("INVALID_ARGUMENT", e.code)
+    assert.are.equal("too far: 100% ✓", e.message)
+    assert.are.equal("google.rpc.ErrorInfo", pc.type_of(e.details[1]).full_name)
+    assert.are.equal("TOO_FAR", e.details[1].reason)
+    assert.are.equal("demo", e.details[1].domain)
+    assert.are.equal("10", e.details[1].metadata.limit)
+  end)
+
+  it("a deadline: the server sees grpc-timeout and the cancellation", function()
+    local e = failure(function() return stub:Measure({ name = "sleep" }, { timeout = 0.3 }) end)
+    assert.are.equal("DEADLINE_EXCEEDED", e.code)
+    local d
+    for _ = 1, 300 do
+      d = stub:Measure { name = "slept" }
+      if d.legs > 0 then break end
+      pc.sleep(0.01)
+    end
+    assert.are.equal(1, d.legs)
+    -- the seconds left when the handler ran (-1: no grpc-timeout came)
+    assert.is_true(d.length > 0 and d.length <= 0.3, tostring(d.length))
+  end)
+
+  it("request metadata, response headers and trailers", function()
+    local d, md = stub:Measure({ name = "meta" },
+      { metadata = { { "x-user", "ann" }, { "x-raw-bin", "\0\1\2\255" } }, with_metadata = true })
+    assert.are.equal(1, d.length)
+    local h, tr = {}, {}
+    for _, kv in ipairs(md.headers) do h[kv[1]] = kv[2] end
+    for _, kv in ipairs(md.trailers) do tr[kv[1]] = kv[2] end
+    assert.are.equal("hi ann", h["x-head"])
+    assert.are.equal("t1", tr["x-trail"])
+    assert.are.equal("\0\1\2\255", tr["x-echo-bin"])
+  end)
+end)

@@ -395,6 +395,20 @@ describe("pc.client over pc.grpc", function()
       call:close()
       assert.has_error(function() talk:Chat(5) end,
                        "bad argument #1 to 'Chat' (table expected, got number)")
+      -- every option is checked, as a unary stub's are (a boolean timeout crashed inside)
+      local function refused(opts, why)
+        local ok, err = pcall(function() local c = talk:Chat(opts); return c end)
+        assert.is_false(ok)
+        assert.are.equal("bad argument #1 to 'Chat' (" .. why .. ")", (tostring(err):gsub("^[^:]*:%d+: ", "")))
+        assert.matches("client_grpc_spec%.lua:%d+:", err)
+      end
+      refused({ timeout = true }, "timeout: number, pc.ExponentialTimeout or false expected, got boolean")
+      refused({ timeout = "x" }, "timeout: number, pc.ExponentialTimeout or false expected, got string")
+      refused({ foo = 1 }, "unknown option 'foo'")
+      refused({ retry = pc.Retry() },
+        "retry: client-streaming and bidirectional calls are not retried (the requests are the caller's to send)")
+      refused({ resume = print }, "resume: only server-streaming methods resume")
+      refused({ with_metadata = true }, "with_metadata: the call object has headers() and trailers()")
       assert.has_error(function() client({}):Record() end,
                        "faults.Faults.Record: client-streaming and bidirectional calls are not supported yet")
     end)

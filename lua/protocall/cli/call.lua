@@ -2,6 +2,7 @@
 -- with the schema from files or the server's reflection service.
 local pc = require "protocall"
 local common = require "protocall.cli.common"
+local service_config = require "protocall.rpc.service_config"
 
 local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
   pairs, ipairs, tostring, pcall, getmetatable, setmetatable
@@ -110,11 +111,16 @@ local function seen_metadata(seen, err)
   return {}
 end
 
--- A -retry value: a retryPolicy object, or a whole service config (with
--- "methodConfig"), as the JSON text pc.client takes.
+-- A -retry value, a retryPolicy object or a whole service config (with
+-- "methodConfig"), as the service config table pc.client takes, and
+-- whether it was a whole one. JSON errors name offsets in the flag's text.
 local function retry_config(json)
-  if json:find('"methodConfig"', 1, true) then return json end
-  return '{"methodConfig": [{"name": [{}], "retryPolicy": ' .. json .. "}]}"
+  local ok, t = pcall(service_config.from_json, json)
+  if not ok then
+    fail("-retry: " .. (type(t) == "table" and t.service_config or tostring(t)))
+  end
+  if type(t) == "table" and t.methodConfig ~= nil then return t, true end
+  return { methodConfig = { { name = { {} }, retryPolicy = t } } }, false
 end
 
 -- A pool of the server's files defining `service`, by reflection; or nil
@@ -143,6 +149,9 @@ function M.call.run(flags, args)
     if not pool then return status end
   end
   local info = pool:service(service)
+  if not info and pool:service(method) then
+    usage_error("call", "'" .. method .. "' is a service: pkg.Service/Method expected")
+  end
   if not info then fail("Service not found: " .. service) end
   local m = info.methods[name]
   if not m then fail(service .. " has no method '" .. name .. "'") end
@@ -168,16 +177,16 @@ function M.call.run(flags, args)
     usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. tostring(attempts))
   end
   if attempts and attempts > 1 then opts.retry = pc.Retry { max_attempts = math.floor(attempts) } end
+  local whole_config
   if flags.retry then
     if attempts then usage_error("call", "-retry and -retry-attempts exclude each other") end
-    opts.service_config = retry_config(flags.retry)
+    opts.service_config, whole_config = retry_config(flags.retry)
   end
   local okS, stub = pcall(pc.client, service, opts) -- its errors name no position here
-  if not okS then -- bad metadata from -H, say: one line, without pc.client's prefix
+  if not okS then -- a bad -retry policy, say: one line, without pc.client's prefix
     local msg = tostring(stub):gsub("^pc%.client: ", "")
-    if flags.retry and not flags.retry:find('"methodConfig"', 1, true) then
+    if flags.retry and not whole_config then
       msg = msg:gsub("^service_config: methodConfig%[0%]%.retryPolicy%.?", "-retry: ")
-        :gsub("^service_config: JSON: ", "-retry: JSON: ")
     end
     fail(msg)
   end

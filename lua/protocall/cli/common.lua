@@ -278,8 +278,10 @@ function M.metadata_of(flags, cmd)
     if problem then usage_error(cmd, "-H '" .. h .. "': " .. problem) end
     if k:sub(-4) == "-bin" then
       v = base64_decode(v)
-      if not v then fail("-H '" .. h .. "': the value of a -bin key must be base64") end
+      if not v then usage_error(cmd, "-H '" .. h .. "': the value of a -bin key must be base64") end
     end
+    problem = metadata_problem { { k, v } }
+    if problem then usage_error(cmd, "-H '" .. h .. "': " .. problem) end
     md[#md + 1] = { k, v }
   end
   return md

@@ -172,6 +172,13 @@ function StubCall:cancel() return self.call:cancel() end
 function StubCall:close() return self.call:close() end
 StubCall.__close = StubCall.close
 
+-- Per-call options a client-streaming or bidirectional call refuses, and why.
+local STREAM_REFUSED = {
+  retry = "retry: client-streaming and bidirectional calls are not retried (the requests are the caller's to send)",
+  resume = "resume: only server-streaming methods resume",
+  with_metadata = "with_metadata: the call object has headers() and trailers()",
+}
+
 local function streaming_method(transport, m, d)
   local full, name = m.full_name, m.name
   return function(_, call_opts)
@@ -180,6 +187,14 @@ local function streaming_method(transport, m, d)
     end
     call_opts = call_opts or {}
     local bad = options_problem(call_opts)
+    for k, v in next, call_opts do
+      if bad then break end
+      if k == "retry" or k == "resume" or k == "with_metadata" then
+        bad = STREAM_REFUSED[k]
+      else
+        bad = option_problem(k, v)
+      end
+    end
     if bad then error(format("bad argument #1 to '%s' (%s)", name, bad), 2) end
     if type(transport.stream) ~= "function" then
       error(full .. ": client-streaming and bidirectional calls are not supported yet", 2)

@@ -480,7 +480,7 @@ void pc_Http1Parser_ExpectHead(pc_Http1Parser *p) {
 static void restart(pc_Http1Parser *p) {
   p->state = S_HEAD;
   p->scan = p->nscan = p->seek = 0;
-  p->head_request = 0;
+  p->head_request = p->interim = 0;
   p->remaining = 0;
   memset(&p->head, 0, sizeof p->head);
   p->head.content_length = -1;
@@ -493,7 +493,7 @@ int pc_Http1Parser_Next(pc_Http1Parser *p) {
     restart(p);
     return 1;
   case S_HEAD:
-    if (p->scan == 0 && p->seek == 0) return 1;
+    if (p->scan == 0 && p->seek == 0 && !p->interim) return 1;
     break;
   case S_ERROR: return 0;
   default: break;
@@ -531,6 +531,8 @@ static size_t step(pc_Http1Parser *p, const char *data, size_t len, pc_Http1Even
         }
         if (pos == len) {
           if (!p->eof) return event(ev, kPc_Http1Event_NeedMore, pos);
+          if (p->interim)
+            return fail(p, kPc_Http1Status_Truncated, "closed before the final response", pos);
           p->state = S_CLOSED;
           return event(ev, kPc_Http1Event_Closed, pos);
         }
@@ -552,8 +554,10 @@ static size_t step(pc_Http1Parser *p, const char *data, size_t len, pc_Http1Even
       if (!interpret(p, data + pos, pos)) return 0;
       pos += end;
       ev->head = &p->head;
-      if (p->role == kPc_Http1_Responses && p->head.status < 200)
+      if (p->role == kPc_Http1_Responses && p->head.status < 200) {
+        p->interim = 1;
         return event(ev, kPc_Http1Event_Informational, pos);
+      }
       switch (p->head.body) {
       case kPc_Http1Body_Length:
         p->remaining = (uint64_t)p->head.content_length;

@@ -172,6 +172,7 @@ typedef struct {
   int state;
   int eof;          /* the peer closed: what is given is all there is */
   int head_request; /* the response to come answers a HEAD request */
+  int interim;      /* a 1xx came: the final response is still due */
   size_t scan;      /* head or trailers: the lines already checked end here */
   size_t nscan;     /* fields in them */
   size_t seek;      /* the search for the next LF got this far */

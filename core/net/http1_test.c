@@ -470,6 +470,11 @@ static void pipelining(void) {
   n = pc_Http1Parser_Parse(&p, "GET / HT", 8, &ev);
   CHECK(ev.type == kPc_Http1Event_NeedMore && n == 0);
   CHECK(pc_Http1Parser_Next(&p) == 0);
+  /* after a 1xx the final response is still due */
+  pc_Http1Parser_Init(&p, kPc_Http1_Responses, NULL, f, 4);
+  n = pc_Http1Parser_Parse(&p, "HTTP/1.1 100 Continue\r\n\r\n", 25, &ev);
+  CHECK(ev.type == kPc_Http1Event_Informational && n == 25 && ev.head->status == 100);
+  CHECK(pc_Http1Parser_Next(&p) == 0);
   /* no bytes at all */
   pc_Http1Parser_Init(&p, kPc_Http1_Requests, NULL, f, 4);
   CHECK(pc_Http1Parser_Parse(&p, NULL, 0, &ev) == 0 && ev.type == kPc_Http1Event_NeedMore);
@@ -750,7 +755,8 @@ static void responses(void) {
              "head 200 OK 1.1 [Connection: close] [Content-Length: 1] length 1 ka=0\nbody x\nend\n"
              "close\nerror AfterClose \"bytes after the last message\" @58"));
   /* no Host needed in a response; a missing final response is truncated */
-  CHECK(resp("HTTP/1.1 100 Continue\r\n\r\n", "info 100 Continue 1.1\nclosed"));
+  CHECK(resp("HTTP/1.1 100 Continue\r\n\r\n",
+             "info 100 Continue 1.1\nerror Truncated \"closed before the final response\" @25"));
 }
 
 /* -- limits -------------------------------------------------------------- */

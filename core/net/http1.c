@@ -267,6 +267,12 @@ static int section(pc_Http1Parser *p, const char *d, size_t len, int trailers, s
       return 0;
     }
     size_t i = (size_t)(lf - d);
+    /* As the limit acts when the bytes come in pieces: an LF this far
+     * comes after max_start_line + 2 bytes without one. */
+    if (!trailers && pos == 0 && i >= p->o.max_start_line + 2)
+      return fail(p, kPc_Http1Status_StartLineTooLong, "start line too long",
+                  at + p->o.max_start_line),
+             -1;
     if (i == pos || d[i - 1] != '\r')
       return fail(p, kPc_Http1Status_BadLineEnd, "bare LF", at + i), -1;
     size_t ll = i - 1 - pos;
@@ -286,10 +292,6 @@ static int section(pc_Http1Parser *p, const char *d, size_t len, int trailers, s
       return 1;
     }
     if (!trailers && pos == 0) {
-      if (ll > p->o.max_start_line)
-        return fail(p, kPc_Http1Status_StartLineTooLong, "start line too long",
-                    at + p->o.max_start_line),
-               -1;
       int ok =
           p->role == kPc_Http1_Requests ? request_line(p, d, ll, at) : status_line(p, d, ll, at);
       if (!ok) return -1;

@@ -788,6 +788,11 @@ static void limits(void) {
   CHECK(expect_with(&s, msg, strlen(msg), "error StartLineTooLong \"start line too long\" @40"));
   snprintf(msg, sizeof msg, "GET /%s%s", t, t);
   CHECK(expect_with(&s, msg, strlen(msg), "error StartLineTooLong \"start line too long\" @40"));
+  /* (found by the fuzzer: a bare LF past the limit is past the limit) */
+  snprintf(msg, sizeof msg, "GET /%sbb HTTP/1.1\nHost: a\r\n\r\n", t);
+  CHECK(expect_with(&s, msg, strlen(msg), "error StartLineTooLong \"start line too long\" @40"));
+  snprintf(msg, sizeof msg, "GET /%s HTTP/1.\nHost: a\r\n\r\n", t);
+  CHECK(expect_with(&s, msg, strlen(msg), "error BadLineEnd \"bare LF\" @39"));
   free(t);
   /* the head: 100 bytes pass, 101 do not */
   const char *base = "GET / HTTP/1.1\r\nHost: a\r\nX: \r\n\r\n"; /* 32 bytes */

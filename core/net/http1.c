@@ -887,7 +887,8 @@ size_t pc_Http1_WriteChunk(char *buf, size_t cap, const void *data, size_t len) 
   if (n <= cap && buf != NULL) {
     memcpy(buf, head, hn);
     memcpy(buf + hn, data, len);
-    memcpy(buf + hn + len, "\r\n", 2);
+    buf[hn + len] = '\r';
+    buf[hn + len + 1] = '\n';
   }
   return n;
 }

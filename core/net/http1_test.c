@@ -361,6 +361,24 @@ static int req_fields(const char *fields, const char *want) {
   return req(msg, want);
 }
 
+/* A chunked POST ("Host: a") and the events of its head. */
+static const char kTe[] = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+static const char kTeHead[] =
+    "head POST / 1.1 [Host: a] [Transfer-Encoding: chunked] chunked ka=1\n";
+
+/* The chunked POST with 'chunks' for its body gives its head, then 'want'. */
+static int chunked_with(const Setup *s, const char *chunks, const char *want) {
+  char msg[512], w[512];
+  snprintf(msg, sizeof msg, "%s%s", kTe, chunks);
+  snprintf(w, sizeof w, "%s%s", kTeHead, want);
+  return expect_with(s, msg, strlen(msg), w);
+}
+
+static int chunked(const char *chunks, const char *want) {
+  Setup s = {kPc_Http1_Requests, NULL, 0, 0};
+  return chunked_with(&s, chunks, want);
+}
+
 /* What a single-byte field value gives. */
 static int value_byte(unsigned char c, int ok) {
   char msg[64];
@@ -488,38 +506,19 @@ static void line_ends(void) {
   CHECK(req("GET / HTTP/1.1\r\nHost: a\r\n\n", "error BadLineEnd \"bare LF\" @25"));
   CHECK(req("\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", "error BadLineEnd \"bare LF\" @0"));
   CHECK(req("\r\n\nGET / HTTP/1.1\r\n", "error BadLineEnd \"bare LF\" @2"));
-  const char *te = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
-  const char *te_head = "head POST / 1.1 [Host: a] [Transfer-Encoding: chunked] chunked ka=1\n";
-  char msg[256], want[512];
-  snprintf(msg, sizeof msg, "%s3\nabc\r\n0\r\n\r\n", te);
-  snprintf(want, sizeof want, "%serror BadLineEnd \"bare LF\" @57", te_head);
-  CHECK(req(msg, want));
-  snprintf(msg, sizeof msg, "%s3\r\nabc\n0\r\n\r\n", te);
-  snprintf(want, sizeof want, "%sbody abc\nerror BadLineEnd \"bare LF\" @62", te_head);
-  CHECK(req(msg, want));
-  snprintf(msg, sizeof msg, "%s3\r\nabc\r\n0\n\r\n", te);
-  snprintf(want, sizeof want, "%sbody abc\nerror BadLineEnd \"bare LF\" @65", te_head);
-  CHECK(req(msg, want));
-  snprintf(msg, sizeof msg, "%s3\r\nabc\r\n0\r\nT: 1\n\r\n", te);
-  snprintf(want, sizeof want, "%sbody abc\nerror BadLineEnd \"bare LF\" @71", te_head);
-  CHECK(req(msg, want));
-  snprintf(msg, sizeof msg, "%s3\r\nabc\r\n0\r\n\n", te);
-  snprintf(want, sizeof want, "%sbody abc\nerror BadLineEnd \"bare LF\" @67", te_head);
-  CHECK(req(msg, want));
+  CHECK(chunked("3\nabc\r\n0\r\n\r\n", "error BadLineEnd \"bare LF\" @57"));
+  CHECK(chunked("3\r\nabc\n0\r\n\r\n", "body abc\nerror BadLineEnd \"bare LF\" @62"));
+  CHECK(chunked("3\r\nabc\r\n0\n\r\n", "body abc\nerror BadLineEnd \"bare LF\" @65"));
+  CHECK(chunked("3\r\nabc\r\n0\r\nT: 1\n\r\n", "body abc\nerror BadLineEnd \"bare LF\" @71"));
+  CHECK(chunked("3\r\nabc\r\n0\r\n\n", "body abc\nerror BadLineEnd \"bare LF\" @67"));
   /* bare CR */
   CHECK(req("GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n", "error BadLineEnd \"bare CR\" @23"));
   CHECK(req("GET / HTTP/1.1\r\r\nHost: a\r\n\r\n", "error BadLineEnd \"bare CR\" @14"));
   CHECK(req("\rGET / HTTP/1.1\r\n", "error BadLineEnd \"bare CR\" @0"));
-  snprintf(msg, sizeof msg, "%s3\r\nabc\rx", te);
-  snprintf(want, sizeof want, "%sbody abc\nerror BadLineEnd \"bare CR\" @62", te_head);
-  CHECK(req(msg, want));
-  snprintf(msg, sizeof msg, "%s3\r\nabcd\r\n", te);
-  snprintf(want, sizeof want, "%sbody abc\nerror BadChunk \"chunk data longer than its size\" @62",
-           te_head);
-  CHECK(req(msg, want));
-  snprintf(msg, sizeof msg, "%s3;a\rb\r\nabc\r\n", te);
-  snprintf(want, sizeof want, "%serror BadLineEnd \"bare CR\" @59", te_head);
-  CHECK(req(msg, want));
+  CHECK(chunked("3\r\nabc\rx", "body abc\nerror BadLineEnd \"bare CR\" @62"));
+  CHECK(
+      chunked("3\r\nabcd\r\n", "body abc\nerror BadChunk \"chunk data longer than its size\" @62"));
+  CHECK(chunked("3;a\rb\r\nabc\r\n", "error BadLineEnd \"bare CR\" @59"));
 }
 
 static void fields(void) {
@@ -641,8 +640,6 @@ static void framing(void) {
   CHECK(req("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             "error BadTransferEncoding \"Transfer-Encoding in HTTP/1.0\" @17"));
   /* chunk sizes */
-  const char *te = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
-  const char *te_head = "head POST / 1.1 [Host: a] [Transfer-Encoding: chunked] chunked ka=1\n";
   static const struct {
     const char *chunks, *want;
   } bad[] = {
@@ -670,24 +667,14 @@ static void framing(void) {
        "end\nclosed"},
       {"1 ;\r\nz\r\n0\r\n\r\n", "body z\nend\nclosed"},
   };
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    char msg[256], want[512];
-    snprintf(msg, sizeof msg, "%s%s", te, bad[i].chunks);
-    snprintf(want, sizeof want, "%s%s", te_head, bad[i].want);
-    CHECK(req(msg, want));
-  }
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK(chunked(bad[i].chunks, bad[i].want));
   /* overflow with the largest limit */
   pc_Http1Options o = {0};
   o.max_content_length = UINT64_MAX;
   Setup s = {kPc_Http1_Requests, &o, 0, 0};
-  char msg[256];
-  snprintf(msg, sizeof msg, "%s10000000000000000\r\n", te);
-  char want[512];
-  snprintf(want, sizeof want, "%serror BadChunk \"chunk size overflows\" @72", te_head);
-  CHECK(expect_with(&s, msg, strlen(msg), want));
-  snprintf(msg, sizeof msg, "%s7fffffffffffffff\r\n", te);
-  snprintf(want, sizeof want, "%serror Truncated \"closed inside a body\" @74", te_head);
-  CHECK(expect_with(&s, msg, strlen(msg), want));
+  CHECK(chunked_with(&s, "10000000000000000\r\n", "error BadChunk \"chunk size overflows\" @72"));
+  CHECK(chunked_with(&s, "7fffffffffffffff\r\n", "error Truncated \"closed inside a body\" @74"));
   /* truncated heads and bodies */
   CHECK(req("GET / HTTP/1.1\r\nHost: a\r\n", "error Truncated \"closed inside a head\" @25"));
   CHECK(req("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nabc",
@@ -818,27 +805,18 @@ static void limits(void) {
   CHECK(expect_with(&s, cl11, strlen(cl11),
                     "error ContentTooLarge \"Content-Length over the limit\" @26"));
   /* chunks: a size up to 10, a size line up to 12 bytes */
-  const char *te = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
-  const char *te_head = "head POST / 1.1 [Host: a] [Transfer-Encoding: chunked] chunked ka=1\n";
-  snprintf(msg, sizeof msg, "%sa;xxxxxxxxxx\r\n0123456789\r\n0\r\n\r\n", te);
-  snprintf(want, sizeof want, "%sbody 0123456789\nend\nclosed", te_head);
-  CHECK(expect_with(&s, msg, strlen(msg), want));
-  snprintf(msg, sizeof msg, "%sb\r\n", te);
-  snprintf(want, sizeof want, "%serror ContentTooLarge \"chunk size over the limit\" @56", te_head);
-  CHECK(expect_with(&s, msg, strlen(msg), want));
-  snprintf(msg, sizeof msg, "%sa;xxxxxxxxxxx\r\n0123456789\r\n0\r\n\r\n", te);
-  snprintf(want, sizeof want, "%serror BadChunk \"chunk size line too long\" @68", te_head);
-  CHECK(expect_with(&s, msg, strlen(msg), want));
+  CHECK(
+      chunked_with(&s, "a;xxxxxxxxxx\r\n0123456789\r\n0\r\n\r\n", "body 0123456789\nend\nclosed"));
+  CHECK(chunked_with(&s, "b\r\n", "error ContentTooLarge \"chunk size over the limit\" @56"));
+  CHECK(chunked_with(&s, "a;xxxxxxxxxxx\r\n0123456789\r\n0\r\n\r\n",
+                     "error BadChunk \"chunk size line too long\" @68"));
   /* trailers: 30 bytes pass (with the blank line), 31 do not; 3 fields */
-  snprintf(msg, sizeof msg, "%s0\r\nA: 1\r\nB: 2\r\nC: 01234567890\r\n\r\n", te);
-  snprintf(want, sizeof want, "%strailers [A: 1] [B: 2] [C: 01234567890]\nend\nclosed", te_head);
-  CHECK(expect_with(&s, msg, strlen(msg), want));
-  snprintf(msg, sizeof msg, "%s0\r\nA: 1\r\nB: 2\r\nC: 012345678901\r\n\r\n", te);
-  snprintf(want, sizeof want, "%serror HeadTooLarge \"trailer section too large\" @89", te_head);
-  CHECK(expect_with(&s, msg, strlen(msg), want));
-  snprintf(msg, sizeof msg, "%s0\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", te);
-  snprintf(want, sizeof want, "%serror TooManyFields \"too many fields\" @77", te_head);
-  CHECK(expect_with(&s, msg, strlen(msg), want));
+  CHECK(chunked_with(&s, "0\r\nA: 1\r\nB: 2\r\nC: 01234567890\r\n\r\n",
+                     "trailers [A: 1] [B: 2] [C: 01234567890]\nend\nclosed"));
+  CHECK(chunked_with(&s, "0\r\nA: 1\r\nB: 2\r\nC: 012345678901\r\n\r\n",
+                     "error HeadTooLarge \"trailer section too large\" @89"));
+  CHECK(chunked_with(&s, "0\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n",
+                     "error TooManyFields \"too many fields\" @77"));
   /* the defaults: a 16 KiB head, an 8 KiB start line, byte by byte (the
    * scan resumes where it stopped, so this is quick) */
   Setup d = {kPc_Http1_Requests, NULL, 0, 0};

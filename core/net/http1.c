@@ -237,11 +237,12 @@ static int field_line(pc_Http1Parser *p, const char *s, size_t n, size_t at, pc_
  * and its fields stored, from where the last call stopped (p->scan: the
  * start of the first line not yet checked; p->seek: how far the search for
  * its LF got). Returns 1 with '*end' past the blank line, 0 when more
- * bytes are needed, -1 on an error (recorded). Fields of lines checked in
+ * bytes are needed, -1 on an error (recorded); the fields are in p->fields,
+ * '*count' of them. Fields of lines checked in
  * an earlier call point into that call's bytes, so once the section is
  * whole those lines are read again from this call's. */
 static int section(pc_Http1Parser *p, const char *d, size_t len, int trailers, size_t at,
-                   size_t *end) {
+                   size_t *end, size_t *count) {
   size_t limit = trailers ? p->o.max_trailers : p->o.max_head;
   size_t avail = len < limit ? len : limit;
   size_t first = p->scan, pos = p->scan, n = p->nscan;
@@ -284,10 +285,10 @@ static int section(pc_Http1Parser *p, const char *d, size_t len, int trailers, s
         return fail(p, kPc_Http1Status_BadStartLine, "empty start line", at), -1;
       if (first > 0) { /* fields stored from an earlier call's bytes */
         p->scan = p->nscan = p->seek = 0;
-        return section(p, d, len, trailers, at, end);
+        return section(p, d, len, trailers, at, end, count);
       }
       p->scan = p->nscan = p->seek = 0;
-      p->head.nfields = n;
+      *count = n;
       *end = i + 1;
       return 1;
     }
@@ -547,7 +548,7 @@ static size_t step(pc_Http1Parser *p, const char *data, size_t len, pc_Http1Even
                       p->role == kPc_Http1_Requests ? "bad method" : "not an HTTP version", pos);
       }
       size_t end;
-      int r = section(p, data + pos, len - pos, 0, pos, &end);
+      int r = section(p, data + pos, len - pos, 0, pos, &end, &p->head.nfields);
       if (r < 0) return 0;
       if (r == 0) {
         if (p->eof) return fail(p, kPc_Http1Status_Truncated, "closed inside a head", len);
@@ -626,20 +627,20 @@ static size_t step(pc_Http1Parser *p, const char *data, size_t len, pc_Http1Even
       continue;
     }
     case S_TRAILERS: {
-      size_t end;
-      int r = section(p, data + pos, len - pos, 1, pos, &end);
+      size_t end, count;
+      int r = section(p, data + pos, len - pos, 1, pos, &end, &count);
       if (r < 0) return 0;
       if (r == 0) {
         if (p->eof) return fail(p, kPc_Http1Status_Truncated, "closed inside the trailers", len);
         return event(ev, kPc_Http1Event_NeedMore, pos);
       }
       pos += end;
-      if (p->head.nfields == 0) {
+      if (count == 0) {
         p->state = S_PAUSED;
         return event(ev, kPc_Http1Event_End, pos);
       }
       ev->fields = p->fields;
-      ev->nfields = p->head.nfields;
+      ev->nfields = count;
       p->state = S_END;
       return event(ev, kPc_Http1Event_Trailers, pos);
     }

@@ -13,7 +13,8 @@
  * (method, target, fields, body bytes) points into the bytes of the call
  * that gave it: zero-copy, valid as long as the caller keeps those bytes.
  * Field slots come from the caller (pc_Http1Parser_Init), their count is the
- * limit on fields per head or trailer section.
+ * limit on fields per head or trailer section; the trailers reuse the slots
+ * of the head's fields, so a caller keeping those copies them first.
  *
  * At the end of a message the parser stops (kPc_Http1Event_Paused, nothing
  * consumed) until the caller is done with it and calls pc_Http1Parser_Next:

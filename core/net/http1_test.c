@@ -488,6 +488,16 @@ static void pipelining(void) {
   n = pc_Http1Parser_Parse(&p, "GET / HT", 8, &ev);
   CHECK(ev.type == kPc_Http1Event_NeedMore && n == 0);
   CHECK(pc_Http1Parser_Next(&p) == 0);
+  /* trailers take the field slots, not the head's count */
+  pc_Http1Parser_Init(&p, kPc_Http1_Requests, NULL, f, 4);
+  const char tr[] =
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: 1\r\n\r\n";
+  n = pc_Http1Parser_Parse(&p, tr, sizeof tr - 1, &ev);
+  const pc_Http1Head *head = ev.head;
+  CHECK(ev.type == kPc_Http1Event_Head && head->nfields == 2);
+  m = pc_Http1Parser_Parse(&p, tr + n, sizeof tr - 1 - n, &ev);
+  CHECK(ev.type == kPc_Http1Event_Trailers && ev.nfields == 1 && m == sizeof tr - 1 - n);
+  CHECK(head->nfields == 2 && head->body == kPc_Http1Body_Chunked);
   /* after a 1xx the final response is still due */
   pc_Http1Parser_Init(&p, kPc_Http1_Responses, NULL, f, 4);
   n = pc_Http1Parser_Parse(&p, "HTTP/1.1 100 Continue\r\n\r\n", 25, &ev);

@@ -34,7 +34,7 @@
  *   505); an HTTP/1.1 request has exactly one Host field, an HTTP/1.0 one
  *   at most one.
  * - Body framing: Transfer-Encoding must be one field whose value is
- *   "chunked" (any other coding, or several, is an error, HTTP 501 or 400);
+ *   "chunked" (any other coding, or several fields, is an error; HTTP 501);
  *   Transfer-Encoding with Content-Length is an error (the strict choice of
  *   6.1: the message is refused rather than framed by Transfer-Encoding);
  *   Transfer-Encoding in an HTTP/1.0 message is an error (6.1);

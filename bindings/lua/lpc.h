@@ -181,11 +181,11 @@ int lpc_ffi_write_kind(const pc_FieldDef *f);
  * out. */
 int lpc_encode_table(lua_State *L, int type, int t);
 
-/* T{...} for a table of nested tables: encodes it as lpc_encode_table does
- * and decodes the bytes into one arena (a message view), which costs a
- * fraction of building one object per sub-message. Returns 1 with the
- * message pushed, or 0 (nothing pushed, nothing raised) when
- * lpc_encode_table declines: the caller builds T{...} (lpc_table.c). */
+/* T{...} for a table of nested tables: builds the tree straight into the
+ * slots of one new arena (a message view), one pass over each table, no
+ * object per sub-message. Returns 1 with the message pushed, or 0 (nothing
+ * pushed, nothing raised) for a table T{...} must check or refuse itself:
+ * the caller builds T{...} (lpc_table.c). */
 int lpc_table_message(lua_State *L, int type, int t);
 
 /* Pushes the plain table of 'msg' (type 'def', whose Type is at 'type')

@@ -451,52 +451,6 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
   lua_settop(L, a - 1);
 }
 
-/* Stores the value at 'v' into the plain slot of 'e' when it is exactly
- * what the slot takes (an integer in range, a number, a boolean): 1 when
- * stored, 0 when the general path must check it (and raise). */
-LPC_INLINE int store_plain(lua_State *L, char *msg, const lpc_LookupEntry *e, int v) {
-  char *p = msg + e->offset;
-  switch (e->write) {
-  case kLpc_Write_U32:
-  case kLpc_Write_I32:
-  case kLpc_Write_I64: {
-    if (!lua_isinteger(L, v)) return 0;
-    lua_Integer i = lua_tointegerx(L, v, NULL);
-    if (e->write == kLpc_Write_I64) {
-      int64_t x = (int64_t)i;
-      memcpy(p, &x, 8);
-    } else if (e->write == kLpc_Write_U32) {
-      if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
-      uint32_t x = (uint32_t)i;
-      memcpy(p, &x, 4);
-    } else {
-      if (i < INT32_MIN || i > INT32_MAX) return 0;
-      int32_t x = (int32_t)i;
-      memcpy(p, &x, 4);
-    }
-    return 1;
-  }
-  case kLpc_Write_F64:
-  case kLpc_Write_F32: {
-    if (lua_type(L, v) != LUA_TNUMBER) return 0;
-    lua_Number d = lua_tonumberx(L, v, NULL);
-    if (e->write == kLpc_Write_F64) {
-      double x = (double)d;
-      memcpy(p, &x, 8);
-    } else {
-      float x = (float)d;
-      memcpy(p, &x, 4);
-    }
-    return 1;
-  }
-  case kLpc_Write_Bool:
-    if (!lua_isboolean(L, v)) return 0;
-    *p = (char)lua_toboolean(L, v);
-    return 1;
-  default: return 0;
-  }
-}
-
 /* m[key] = value at 3 for the message 'msg', when store_plain did not
  * take it. */
 static void newindex_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry *e,
@@ -515,7 +469,7 @@ LPC_INLINE void newindex_common(lua_State *L, int kind) {
   const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
   const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
-  if (e != NULL && store_plain(L, msg, e, 3)) return;
+  if (e != NULL && lpc_store_plain(L, msg, e, 3)) return;
   newindex_slow(L, lk, e, msg);
 }
 
@@ -579,7 +533,7 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
     const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, -2));
-    if (e != NULL && store_plain(L, msg, e, -1)) {
+    if (e != NULL && lpc_store_plain(L, msg, e, -1)) {
       lua_pop(L, 1);
       continue;
     }

@@ -223,6 +223,52 @@ LPC_INLINE char *lpc_msg_at1(lua_State *L, int kind) {
   return kind == kLpc_Standalone ? (char *)p : *(char **)p;
 }
 
+/* Stores the value at 'v' into the plain slot of 'e' when it is exactly
+ * what the slot takes (an integer in range, a number, a boolean): 1 when
+ * stored, 0 when the general path must check it (and raise). */
+LPC_INLINE int lpc_store_plain(lua_State *L, char *msg, const lpc_LookupEntry *e, int v) {
+  char *p = msg + e->offset;
+  switch (e->write) {
+  case kLpc_Write_U32:
+  case kLpc_Write_I32:
+  case kLpc_Write_I64: {
+    if (!lua_isinteger(L, v)) return 0;
+    lua_Integer i = lua_tointegerx(L, v, NULL);
+    if (e->write == kLpc_Write_I64) {
+      int64_t x = (int64_t)i;
+      memcpy(p, &x, 8);
+    } else if (e->write == kLpc_Write_U32) {
+      if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
+      uint32_t x = (uint32_t)i;
+      memcpy(p, &x, 4);
+    } else {
+      if (i < INT32_MIN || i > INT32_MAX) return 0;
+      int32_t x = (int32_t)i;
+      memcpy(p, &x, 4);
+    }
+    return 1;
+  }
+  case kLpc_Write_F64:
+  case kLpc_Write_F32: {
+    if (lua_type(L, v) != LUA_TNUMBER) return 0;
+    lua_Number d = lua_tonumberx(L, v, NULL);
+    if (e->write == kLpc_Write_F64) {
+      double x = (double)d;
+      memcpy(p, &x, 8);
+    } else {
+      float x = (float)d;
+      memcpy(p, &x, 4);
+    }
+    return 1;
+  }
+  case kLpc_Write_Bool:
+    if (!lua_isboolean(L, v)) return 0;
+    *p = (char)lua_toboolean(L, v);
+    return 1;
+  default: return 0;
+  }
+}
+
 /* -- Arenas, anchors and errors (lpc_anchor.c) ------------------------------
  * A function without a comment here has it where it is defined. */
 int lpc_arena_gc(lua_State *L); /* the Arena's __gc */

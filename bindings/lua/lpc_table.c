@@ -1,6 +1,7 @@
 /* Plain Lua tables straight to wire bytes: pc.encode(T, table) without
- * making message objects (lpc_wire.c calls lpc_encode_table); the other
- * way, wire bytes and messages to plain tables, is lpc_plain.c.
+ * making message objects (lpc_wire.c calls lpc_encode_table), and straight
+ * into arena slots: T{...} of nested tables (lpc_table_message, below);
+ * the other way, wire bytes and messages to plain tables, is lpc_plain.c.
  *
  * The table is walked with the type's Lookup (the field found by the
  * address of the key's interned string, as T{...} does) and written front
@@ -21,7 +22,6 @@
  * raise, or encodes what this path declined. */
 #include "lpc_message.h"
 #include "wire/wire.h"
-#include "wire/decode.h"
 
 #include <lauxlib.h>
 #include <string.h>
@@ -530,6 +530,21 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   return 1;
 }
 
+/* Ends a call: the Types it kept alive let go, the types forgotten. */
+static void forget_types(lua_State *L, TableState *s) {
+  if (s->ntypes > 1) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
+    lua_getiuservalue(L, -1, 1);
+    for (int i = 2; i <= s->ntypes; i++) {
+      lua_pushnil(L);
+      lua_rawseti(L, -2, i);
+    }
+    lua_pop(L, 2);
+  }
+  for (int i = 0; i < s->ntypes; i++) s->slot[slot_of(s->types[i].def)] = 0;
+  s->ntypes = 0;
+}
+
 int lpc_encode_table(lua_State *L, int type, int t) {
   t = lua_absindex(L, t);
   const lpc_TypeBox *box = lua_touserdata(L, type);
@@ -543,16 +558,7 @@ int lpc_encode_table(lua_State *L, int type, int t) {
   s->ntypes = 0;
   /* The root's Type is the argument: remembered without being kept. */
   int ok = encode_message(&e, remember(s, box->def, box->lookup), t);
-  if (s->ntypes > 1) { /* the Types the call kept alive */
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
-    lua_getiuservalue(L, -1, 1);
-    for (int i = 2; i <= s->ntypes; i++) {
-      lua_pushnil(L);
-      lua_rawseti(L, -2, i);
-    }
-  }
-  for (int i = 0; i < s->ntypes; i++) s->slot[slot_of(s->types[i].def)] = 0;
-  s->ntypes = 0;
+  forget_types(L, s);
   lua_settop(L, top);
   if (ok) lua_pushlstring(L, (const char *)s->buf, s->len);
   if (s->cap > LPC_TABLE_BUF_KEEP) {
@@ -563,27 +569,229 @@ int lpc_encode_table(lua_State *L, int type, int t) {
   return ok;
 }
 
+/* -- T{...} straight into arena slots -------------------------------------
+ * T{...} of a table of nested tables builds the tree in one new arena:
+ * each field found by its key's Lookup entry, its value checked and stored
+ * into its slot (strings copied into the arena, sub-messages made there),
+ * one pass over each table and no Lua object but the root's view. As the
+ * encoder above, it declines (returns 0, leaving the stack as it was) on
+ * anything T{...} must check or refuse itself: a key that is no field, a
+ * value of the wrong type or out of range, a message object inside the
+ * table, a list with holes or keys out of order, 64-bit values other than
+ * numbers under LuaJIT, nesting past LPC_TABLE_MAX_DEPTH (a table holding
+ * itself); the caller then builds T{...} the general way, raising its
+ * error. */
+
+typedef struct {
+  Enc e; /* the state, the types met, the depth */
+  pc_Arena *a;
+} Build;
+
+/* The scalar or string at 'idx' for field 'f' as lpc_check_scalar takes it
+ * (strings copied into the arena): 1, or 0 when it would raise (or the
+ * value is one only it takes: LuaJIT's 64-bit cdata and decimal strings). */
+static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) {
+  lua_State *L = b->e.L;
+  memset(out, 0, sizeof *out);
+  int t = lua_type(L, idx);
+  switch (f->type) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: {
+    if (t != LUA_TSTRING) return 0;
+    size_t len;
+    const char *p = lua_tolstring(L, idx, &len);
+    if (!pc_StringView_Copy(&out->s, p, len, b->a)) lpc_nomem(L);
+    return 1;
+  }
+  case kPc_Type_Bool:
+    if (t != LUA_TBOOLEAN) return 0;
+    out->b = (uint8_t)lua_toboolean(L, idx);
+    return 1;
+  case kPc_Type_Double:
+  case kPc_Type_Float:
+    if (t != LUA_TNUMBER) return 0;
+    if (f->type == kPc_Type_Double)
+      out->d = (double)lua_tonumber(L, idx);
+    else
+      out->f = (float)lua_tonumber(L, idx);
+    return 1;
+  case kPc_Type_Enum:
+    if (t == LUA_TSTRING) {
+      size_t len;
+      const char *name = lua_tolstring(L, idx, &len);
+      const pc_EnumValueDef *v = pc_EnumDef_FindByName(f->enumdef, name, len);
+      if (v == NULL) return 0;
+      out->i32 = v->number;
+      return 1;
+    }
+    break;
+  default: break;
+  }
+  if (t != LUA_TNUMBER) return 0;
+  int exact;
+  lua_Integer i = lua_tointegerx(L, idx, &exact);
+  if (!exact) return 0;
+  switch (f->type) {
+  case kPc_Type_Enum:
+    if (i < INT32_MIN || i > INT32_MAX) return 0;
+    if (f->enumdef->closed && pc_EnumDef_FindByNumber(f->enumdef, (int32_t)i) == NULL) return 0;
+    out->i32 = (int32_t)i;
+    return 1;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32:
+    if (i < INT32_MIN || i > INT32_MAX) return 0;
+    out->i32 = (int32_t)i;
+    return 1;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32:
+    if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
+    out->u32 = (uint32_t)i;
+    return 1;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64:
+    if (LPC_LUAJIT && (i < -((lua_Integer)1 << 53) || i > (lua_Integer)1 << 53)) return 0;
+    out->i64 = (int64_t)i;
+    return 1;
+  default: return 0;
+  }
+}
+
+static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg);
+
+/* A message element or field value from the table at 'idx': a new message
+ * of 'def' in the arena, in '*out'. */
+static int build_sub(Build *b, const pc_MessageDef *def, int idx, pc_Value *out) {
+  memset(out, 0, sizeof *out);
+  if (lua_type(b->e.L, idx) != LUA_TTABLE) return 0;
+  const TypeInfo *ti = type_of(&b->e, def);
+  if (ti == NULL) return 0;
+  pc_Message *m = pc_Message_New(def, b->a);
+  if (m == NULL) lpc_nomem(b->e.L);
+  out->m = m;
+  return build_message(b, ti, idx, m);
+}
+
+/* One element or map value of field 'f' (its element field 'ef') from the
+ * value at 'idx'. */
+static int build_elem(Build *b, const pc_FieldDef *ef, int idx, pc_Value *out) {
+  if (ef->message != NULL) return build_sub(b, ef->message, idx, out);
+  return build_scalar(b, ef, idx, out);
+}
+
+/* The list at 'idx' for repeated field 'f': keys 1..n met in order. */
+static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
+  lua_State *L = b->e.L;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  size_t n = (size_t)lua_rawlen(L, idx);
+  if (n == 0) { /* an empty list, or a table of other keys */
+    lua_pushnil(L);
+    if (lua_next(L, idx)) return 0;
+    return 1;
+  }
+  pc_Array *arr = pc_Message_MutableArray(msg, f, b->a);
+  size_t elem = pc_FieldDef_ElemSize(f);
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+  if (arr == NULL || !pc_Array_Resize(arr, n, elem, b->a)) lpc_nomem(L);
+  lua_Integer expect = 1;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || (size_t)expect > n) return 0;
+    pc_Value v;
+    b->e.top = lua_gettop(L);
+    if (!build_elem(b, f, -1, &v)) return 0;
+    pc_Array_Set(arr, (size_t)expect - 1, slot, v);
+    expect++;
+    lua_pop(L, 1);
+  }
+  return (size_t)expect == n + 1;
+}
+
+/* The table at 'idx' for map field 'f'. */
+static int build_map(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
+  lua_State *L = b->e.L;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
+  pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  pc_Map *map = NULL;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    pc_Value k, v;
+    /* LuaJIT: 1, 1LL and "1" may name one integer key (T{...} checks) */
+    if (LPC_LUAJIT && ks != kPc_Slot_String && ks != kPc_Slot_Bool &&
+        lua_type(L, -2) != LUA_TNUMBER)
+      return 0;
+    b->e.top = lua_gettop(L);
+    if (!build_scalar(b, kf, -2, &k) || !build_elem(b, vf, -1, &v)) return 0;
+    if (map == NULL && (map = pc_Message_MutableMap(msg, f, b->a)) == NULL) lpc_nomem(L);
+    if (pc_Map_Set(map, ks, k, v, b->a) == NULL) lpc_nomem(L);
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+/* Fills 'msg' (type ti->def, empty) from the table at 't'. */
+static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
+  lua_State *L = b->e.L;
+  const lpc_Lookup *lk = ti->lk;
+  if (++b->e.depth > LPC_TABLE_MAX_DEPTH) return 0;
+  t = lua_absindex(L, t);
+  if (!lua_checkstack(L, 8)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
+    if (le != NULL && lpc_store_plain(L, msg, le, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    const pc_FieldDef *f = le != NULL ? lpc_entry_field(lk, le) : field_of(L, lk);
+    if (f == NULL || f->is_extension) return 0;
+    int ok;
+    if (f->is_map) {
+      ok = build_map(b, f, lua_gettop(L), msg);
+    } else if (f->label == kPc_Label_Repeated) {
+      ok = build_list(b, f, lua_gettop(L), msg);
+    } else {
+      pc_Value v;
+      ok = build_elem(b, f, -1, &v);
+      if (ok) pc_Message_Set(msg, f, v);
+    }
+    if (!ok) return 0;
+    lua_pop(L, 1);
+  }
+  b->e.depth--;
+  return 1;
+}
+
 int lpc_table_message(lua_State *L, int type, int t) {
-  if (!lpc_encode_table(L, type, t)) return 0;
-  const pc_MessageDef *def = ((const lpc_TypeBox *)lua_touserdata(L, type))->def;
-  size_t len;
-  const char *bytes = lua_tolstring(L, -1, &len);
+  t = lua_absindex(L, t);
+  const lpc_TypeBox *box = lua_touserdata(L, type);
+  const pc_MessageDef *def = box->def;
+  int top = lua_gettop(L);
   pc_Arena *a = lpc_new_arena(L);
   int arena_idx = lua_gettop(L);
   pc_Message *msg = pc_Message_New(def, a);
-  if (msg == NULL) return luaL_error(L, "not enough memory");
-  /* what T{...} nests, decoded; no required fields (lpc_encode_table refuses them) */
-  pc_DecodeOptions opts = {PC_MESSAGE_MAX_DEPTH, 0, 1, 0};
-  pc_DecodeStatus st = pc_Decode(bytes, len, msg, def, a, &opts, NULL);
-  if (st == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
-  if (st != kPc_DecodeStatus_Ok) { /* what the encoder let through and a decoder refuses */
-    lua_pop(L, 2);
+  if (msg == NULL) lpc_nomem(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
+  TableState *s = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  Build b = {{L, s, 0, arena_idx, arena_idx}, a};
+  s->ntypes = 0;
+  int ok = build_message(&b, remember(s, def, box->lookup), t, msg);
+  forget_types(L, s);
+  if (!ok) {
+    lua_settop(L, arena_idx);
+    lpc_free_arena(L, arena_idx);
+    lua_settop(L, top);
     return 0;
   }
+  lua_settop(L, arena_idx);
   lpc_pace_arena(L, arena_idx);
   lpc_push_view(L, def, msg, arena_idx);
-  lua_replace(L, arena_idx - 1); /* the bytes */
-  lua_settop(L, arena_idx - 1);
+  lua_replace(L, arena_idx);
   return 1;
 }
 

@@ -71,39 +71,6 @@ static int kept_string(const pc_FieldDef *container, const pc_FieldDef *ef) {
   return !container->is_extension && (ef->type == kPc_Type_String || ef->type == kPc_Type_Bytes);
 }
 
-/* Makes the table at 'objs' (0: none) what the elements of the container
- * slot 'slot' point into, in the refs of the anchor at 'a': the messages in
- * it are pinned in the anchor's map, those of the table it replaces
- * unpinned (after, so an element kept again stays). */
-static void replace_elems(lua_State *L, int a, const void *slot, int objs) {
-  if (objs != 0) {
-    lua_pushnil(L);
-    while (lua_next(L, objs)) {
-      lpc_pin_obj(L, a, -1, 1);
-      lua_pop(L, 1);
-    }
-  }
-  lpc_push_elems(L, a, slot, 0);
-  int old = lua_gettop(L);
-  if (lua_istable(L, old)) {
-    lua_pushnil(L);
-    while (lua_next(L, old)) {
-      lpc_pin_obj(L, a, -1, -1);
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
-  lpc_push_refs(L, a, objs != 0);
-  if (!lua_isnil(L, -1)) {
-    if (objs != 0)
-      lua_pushvalue(L, objs);
-    else
-      lua_pushnil(L);
-    lua_rawsetp(L, -2, (const char *)slot + 1);
-  }
-  lua_pop(L, 1);
-}
-
 /* Element 'i' (1-based) of the list at 'src' as a value for the array: the
  * element objects of messages, and the kept strings, come from the table
  * at 'objs'. */
@@ -156,7 +123,7 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     }
     if (count != n) lpc_msg_error(L, "%s: list expected, got a table with holes", f->full_name);
   } else {
-    const lpc_Container *other = lpc_test_container(L, src, 0);
+    const lpc_Container *other = luaL_testudata(L, src, LPC_REPEATED_MT);
     if (other == NULL || other->f->type != f->type || other->f->message != f->message ||
         other->f->enumdef != f->enumdef)
       lpc_msg_error(L, "%s: list expected, got %s", f->full_name, lpc_type_name(L, src));
@@ -182,7 +149,8 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     lua_pop(L, 1);
   }
   /* Pass 2: store. */
-  int a = lpc_push_container_anchor(L, c);
+  lua_getiuservalue(L, c, 1);
+  int a = lpc_push_anchor(L, -1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   pc_Array *arr = pc_Message_MutableArray(msg, f, h->arena);
   size_t elem = pc_FieldDef_ElemSize(f);
@@ -213,7 +181,8 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
       lua_pop(L, 1);
     }
   } else {
-    replace_elems(L, a, pc_Message_Slot(msg, f), objs);
+    lua_pushvalue(L, objs);
+    lua_setiuservalue(L, c, 2);
   }
   lpc_pace(L, h);
   lua_settop(L, objs - 1);
@@ -275,7 +244,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   const pc_FieldDef *f = cont->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   if (lua_type(L, src) != LUA_TTABLE) {
-    const lpc_Container *other = lpc_test_container(L, src, 1);
+    const lpc_Container *other = luaL_testudata(L, src, LPC_MAP_MT);
     if (other == NULL || other->f->message != f->message) {
       lpc_msg_error(L, "%s: table expected, got %s", f->full_name, lpc_type_name(L, src));
       return; /* (lpc_msg_error raises) */
@@ -318,7 +287,8 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   }
   if (LPC_LUAJIT && (ks == kPc_Slot_32 || ks == kPc_Slot_64)) check_key_aliases(L, src, f, kf, ks);
   /* Pass 2: store into the emptied map. */
-  int a = lpc_push_container_anchor(L, c);
+  lua_getiuservalue(L, c, 1);
+  int a = lpc_push_anchor(L, -1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   pc_Map *map = pc_Message_MutableMap(msg, f, h->arena);
   if (map == NULL) lpc_nomem(L);
@@ -344,7 +314,8 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
     if (pc_Map_Set(map, ks, k, v, h->arena) == NULL) lpc_nomem(L);
     lua_pop(L, 1);
   }
-  replace_elems(L, a, pc_Message_Slot(msg, f), objs);
+  lua_pushvalue(L, objs);
+  lua_setiuservalue(L, c, 2);
   lpc_pace(L, h);
   lua_settop(L, objs - 1);
 }
@@ -358,8 +329,9 @@ static void empty_container(lua_State *L, int obj, pc_Message *msg, const pc_Fie
     v.a->size = 0;
   }
   if (!f->is_extension) {
-    int a = lpc_push_anchor(L, obj);
-    replace_elems(L, a, pc_Message_Slot(msg, f), 0);
+    lpc_push_container(L, obj, msg, f);
+    lua_pushnil(L);
+    lua_setiuservalue(L, -2, 2);
     lua_pop(L, 1);
   }
 }
@@ -601,7 +573,8 @@ int lpc_repeated_newindex(lua_State *L) {
     v.m = elem_object(L, f, 3, c->msg, &visited); /* at 4 */
   else
     v = lpc_check_scalar(L, f, f->full_name, 3);
-  int a = lpc_push_container_anchor(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  int a = lpc_push_anchor(L, -1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   int keep = kept_string(f, f); /* the element points into the string at 3 */
   if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) && !keep &&
@@ -639,7 +612,8 @@ int lpc_map_newindex(lua_State *L) {
     v.m = elem_object(L, vf, 3, c->msg, &visited); /* at 4 */
   else
     v = lpc_check_scalar(L, vf, f->full_name, 3);
-  int a = lpc_push_container_anchor(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  int a = lpc_push_anchor(L, -1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) && !keep_value &&
       !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
@@ -651,12 +625,7 @@ int lpc_map_newindex(lua_State *L) {
     /* The new entry's key points into the string at 2, which the keep
      * table then holds as its key: an equal key left there would stay the
      * table's key instead, so it goes first. */
-    lpc_push_elems(L, a, pc_Message_Slot(c->msg, f), 0);
-    if (lua_istable(L, -1)) {
-      lua_pushvalue(L, 2);
-      lua_rawget(L, -2);
-      lpc_pin_obj(L, a, -1, -1);
-      lua_pop(L, 1);
+    if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE) {
       lua_pushvalue(L, 2);
       lua_pushnil(L);
       lua_rawset(L, -3);

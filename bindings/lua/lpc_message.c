@@ -11,60 +11,20 @@
 
 /* -- Types and views ------------------------------------------------------- */
 
-/* The state's objects index (lpc_open_objects). */
-static lpc_ObjIndex *obj_index(lua_State *L) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_index_key);
-  lpc_ObjIndex *x = lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  return x;
-}
-
-/* Pushes the instance metatable of 'def' for 'kind', through the cache in
- * the anchors table (of index 'x'). */
-static void push_mt(lua_State *L, lpc_ObjIndex *x, const pc_MessageDef *def, int kind) {
-  size_t slot = ((uintptr_t)def >> 4) % LPC_MT_CACHE + (kind == kLpc_Standalone ? LPC_MT_CACHE : 0);
-  lpc_push_anchors(L, x);
-  if (x->mt_def[slot] == def) {
-    if (lua_rawgeti(L, -1, (lua_Integer)slot + 1) == LUA_TTABLE) {
-      lua_remove(L, -2);
-      return;
-    }
-    lua_pop(L, 1);
-  }
+static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
   lpc_push_type(L, def);
   lua_getiuservalue(L, -1, kind == kLpc_Standalone ? 2 : 3);
   lua_remove(L, -2);
-  lua_pushvalue(L, -1);
-  lua_rawseti(L, -3, (lua_Integer)slot + 1);
-  lua_remove(L, -2);
-  x->mt_def[slot] = def;
-}
-
-static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
-  push_mt(L, obj_index(L), def, kind);
-}
-
-/* Pushes a new view of 'msg' (type 'def'), whose anchor is the value at
- * 'a', its map 'm' and its objects table at 'objs'. */
-static void new_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int a, int objs,
-                     lpc_ObjMap *m) {
-  lpc_View *v = lua_newuserdatauv(L, sizeof(lpc_View), 2);
-  v->msg = msg;
-  v->map = m;
-  lua_pushvalue(L, a);
-  lua_setiuservalue(L, -2, 1);
-  lua_pushvalue(L, objs);
-  lua_setiuservalue(L, -2, 2);
-  push_mt(L, m->index, def, kLpc_View);
-  lua_setmetatable(L, -2);
 }
 
 void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx) {
   anchor_idx = lua_absindex(L, anchor_idx);
-  lpc_ObjMap *m = lpc_anchor_map(L, anchor_idx);
-  lpc_push_map_objs(L, m);
-  new_view(L, def, msg, anchor_idx, lua_gettop(L), m);
-  lua_remove(L, -2);
+  pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), 1);
+  *p = msg;
+  lua_pushvalue(L, anchor_idx);
+  lua_setiuservalue(L, -2, 1);
+  push_instance_mt(L, def, kLpc_View);
+  lua_setmetatable(L, -2);
 }
 
 int lpc_standalone_uv(const pc_MessageDef *def) {
@@ -75,7 +35,6 @@ int lpc_standalone_uv(const pc_MessageDef *def) {
 }
 
 pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt) {
-  if (mt != 0) mt = lua_absindex(L, mt);
   void *p = lua_newuserdatauv(L, def->size, lpc_standalone_uv(def));
   pc_Message_Init(def, p);
   if (mt != 0)
@@ -86,101 +45,58 @@ pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt) {
   return p;
 }
 
-/* Pushes the anchor and the objects table of the object at 'obj' (a
- * message of kind 'kind', or a container: kind 0): a view's or a
- * container's user values, else the message itself and its map's table;
- * returns the map. */
-static lpc_ObjMap *push_owner(lua_State *L, int obj, int kind) {
-  if (kind == kLpc_Standalone) {
-    lpc_ObjMap *m = lpc_anchor_map(L, obj);
-    lua_pushvalue(L, obj);
-    lpc_push_map_objs(L, m);
-    return m;
-  }
-  lua_getiuservalue(L, obj, 1);
-  lua_getiuservalue(L, obj, 2);
-  return kind == kLpc_View ? ((lpc_View *)lpc_to_pointer(L, obj))->map
-                           : ((lpc_Container *)lpc_to_pointer(L, obj))->map;
-}
-
-/* Pushes the Lua object for sub-message 'msg' (of type 'def') reached from
- * the object at 'obj' (a message of kind 'kind', or a container: kind 0):
- * the one its anchor's map has for that memory (the object a field was
- * given, or a view made before and still referenced), or a new view, which
- * the map then has. */
-static void push_submessage(lua_State *L, int obj, int kind, const pc_MessageDef *def,
-                            pc_Message *msg) {
+/* Pushes the Lua object for sub-message 'msg' reached from the anchor at
+ * 'a' through 'key' (a slot address or the message itself): the object
+ * stored there, or a new view remembered there. */
+static void push_submessage(lua_State *L, int a, const pc_MessageDef *def, pc_Message *msg,
+                            const void *key) {
   if (msg == NULL) {
     lua_pushnil(L);
     return;
   }
-  obj = lua_absindex(L, obj);
-  lpc_ObjMap *m = push_owner(L, obj, kind);
-  int objs = lua_gettop(L), a = objs - 1;
-  uint32_t idx = lpc_map_find(m, msg);
-  if (idx != 0) {
-    if (lua_rawgeti(L, objs, (lua_Integer)idx) != LUA_TNIL) {
-      lua_replace(L, a);
-      lua_settop(L, a);
-      return;
-    }
-    lua_pop(L, 1);
-  } else if ((idx = lpc_map_add(m, msg)) == 0) {
-    lpc_nomem(L);
+  lpc_push_refs(L, a, 1);
+  if (lua_rawgetp(L, -1, key) != LUA_TNIL && lpc_to_message(L, -1, NULL) == msg) {
+    lua_remove(L, -2);
+    return;
   }
-  new_view(L, def, msg, a, objs, m);
+  lua_pop(L, 1);
+  lpc_push_view(L, def, msg, a);
   lua_pushvalue(L, -1);
-  lua_rawseti(L, objs, (lua_Integer)idx);
-  lua_replace(L, a);
-  lua_settop(L, a);
+  lua_rawsetp(L, -3, key);
+  lua_remove(L, -2);
 }
 
 /* Pushes the container of repeated or map field 'f' of the message object at
- * 'obj': one object per field of a message (while one is referenced),
- * found by the slot's address in the anchor's map (extensions get a new
- * one each time). */
+ * 'obj': one object per field of a message, remembered by the anchor under
+ * the slot's address + 1 (extensions get a new one each time). User values:
+ * 1 the message object, 2 the table of element objects (message elements:
+ * index or key -> the object the slot points to), or nil. */
 static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f) {
   obj = lua_absindex(L, obj);
-  if (kind == 0) kind = lpc_kind_of(L, obj);
-  lpc_ObjMap *m = push_owner(L, obj, kind);
-  int objs = lua_gettop(L), a = objs - 1;
-  const void *key = pc_Message_Slot(msg, f);
-  uint32_t idx = f->is_extension ? 0 : lpc_map_find(m, key);
-  if (idx != 0) {
-    if (lua_rawgeti(L, objs, (lua_Integer)idx) != LUA_TNIL) {
+  int a = 0;
+  const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
+  if (!f->is_extension) {
+    a = lpc_push_anchor_of(L, obj, kind);
+    lpc_push_refs(L, a, 1);
+    if (lua_rawgetp(L, -1, key) == LUA_TUSERDATA) {
       lua_replace(L, a);
       lua_settop(L, a);
       return;
     }
     lua_pop(L, 1);
-  } else if (!f->is_extension && (idx = lpc_map_add(m, key)) == 0) {
-    lpc_nomem(L);
   }
   lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), 2);
   c->msg = msg;
   c->f = f;
-  c->map = m;
-  c->magic = f->is_map ? kLpc_MapMagic : kLpc_RepeatedMagic;
-  lua_pushvalue(L, a);
+  lua_pushvalue(L, obj);
   lua_setiuservalue(L, -2, 1);
-  lua_pushvalue(L, objs);
-  lua_setiuservalue(L, -2, 2);
-  int slot = f->is_map ? LPC_OBJ_MAP : LPC_OBJ_REPEATED;
-  lpc_push_anchors(L, m->index);
-  if (lua_rawgeti(L, -1, slot) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    luaL_getmetatable(L, f->is_map ? LPC_MAP_MT : LPC_REPEATED_MT);
+  luaL_setmetatable(L, f->is_map ? LPC_MAP_MT : LPC_REPEATED_MT);
+  if (a != 0) {
     lua_pushvalue(L, -1);
-    lua_rawseti(L, -3, slot);
+    lua_rawsetp(L, a + 1, key);
+    lua_replace(L, a);
+    lua_settop(L, a);
   }
-  lua_remove(L, -2);
-  lua_setmetatable(L, -2);
-  if (idx != 0) {
-    lua_pushvalue(L, -1);
-    lua_rawseti(L, objs, (lua_Integer)idx);
-  }
-  lua_replace(L, a);
-  lua_settop(L, a);
 }
 
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
@@ -198,8 +114,10 @@ static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const p
       lua_pushnil(L);
       return;
     }
-    if (kind == 0) kind = lpc_kind_of(L, obj);
-    push_submessage(L, obj, kind, f->message, v.m);
+    int a = lpc_push_anchor_of(L, obj, kind);
+    const void *key = f->is_extension ? (const void *)v.m : pc_Message_Slot(msg, f);
+    push_submessage(L, a, f->message, v.m, key);
+    lua_remove(L, a);
   } else {
     lpc_push_scalar(L, f, pc_Message_Get(msg, f));
   }
@@ -310,47 +228,37 @@ int lpc_view_index(lua_State *L) {
   return index_common(L, kLpc_View);
 }
 
-/* Pushes the anchor of the container at 'c' (its user value 1). */
-int lpc_push_container_anchor(lua_State *L, int c) {
-  lua_getiuservalue(L, c, 1);
-  return lua_gettop(L);
-}
-
-/* Remembers what the element 'key' (a stack index) of the container at 'c'
- * points into, the value at 'v' (a message object or a string; nil
- * forgets): the anchor's refs keep it, and a message is pinned in the
- * anchor's map. */
+/* Remembers the message object at 'v' (or forgets, when nil) as element
+ * 'key' (a stack index) of the container at 'c'. */
 void lpc_keep_elem(lua_State *L, int c, int key, int v) {
   c = lua_absindex(L, c);
   key = lua_absindex(L, key);
   v = lua_absindex(L, v);
   const lpc_Container *cont = lua_touserdata(L, c);
-  int a = lpc_push_container_anchor(L, c);
-  if (cont->f->is_extension) { /* no slot of its own: keep by address */
-    if (!lua_isnil(L, v)) lpc_set_ref(L, a, lpc_to_message(L, v, NULL), v);
-    lua_settop(L, a - 1);
+  if (cont->f->is_extension) { /* no remembered container: keep by address */
+    if (lua_isnil(L, v)) return;
+    lua_getiuservalue(L, c, 1);
+    int a = lpc_push_anchor(L, -1);
+    lpc_set_ref(L, a, lpc_to_message(L, v, NULL), v);
+    lua_settop(L, a - 2);
     return;
   }
-  lpc_push_elems(L, a, pc_Message_Slot(cont->msg, cont->f), !lua_isnil(L, v));
-  if (lua_istable(L, -1)) {
-    int elems = lua_gettop(L);
-    lua_pushvalue(L, key);
-    lua_rawget(L, elems);
-    lpc_pin_obj(L, a, v, 1);
-    lpc_pin_obj(L, a, -1, -1);
+  if (lua_getiuservalue(L, c, 2) != LUA_TTABLE) {
     lua_pop(L, 1);
-    lua_pushvalue(L, key);
-    lua_pushvalue(L, v);
-    lua_rawset(L, elems);
+    if (lua_isnil(L, v)) return;
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, c, 2);
   }
-  lua_settop(L, a - 1);
+  lua_pushvalue(L, key);
+  lua_pushvalue(L, v);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
 }
 
 /* Pushes element 'v' (of field 'ef', at Lua key 'key') of the container at
- * 'c': scalars as values, messages as the object the anchor's map has for
- * the element's memory, or a new view. */
+ * 'c': scalars as values, messages as the remembered object or a new view. */
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key) {
-  (void)key;
   if (ef->message == NULL) {
     lpc_push_scalar(L, ef, v);
     return;
@@ -359,21 +267,36 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
     lua_pushnil(L);
     return;
   }
-  push_submessage(L, c, 0, ef->message, v.m);
+  c = lua_absindex(L, c);
+  key = lua_absindex(L, key);
+  const lpc_Container *cont = lua_touserdata(L, c);
+  lua_getiuservalue(L, c, 1);
+  int a = lpc_push_anchor(L, -1);
+  if (cont->f->is_extension) {
+    push_submessage(L, a, ef->message, v.m, v.m);
+  } else {
+    if (lua_getiuservalue(L, c, 2) == LUA_TTABLE) {
+      lua_pushvalue(L, key);
+      lua_rawget(L, -2);
+      if (lpc_to_message(L, -1, NULL) == v.m) {
+        lua_replace(L, a - 1);
+        lua_settop(L, a - 1);
+        return;
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lpc_push_view(L, ef->message, v.m, a);
+    lpc_keep_elem(L, c, key, -1);
+  }
+  lua_replace(L, a - 1);
+  lua_settop(L, a - 1);
 }
 
 /* -- Repeated containers ----------------------------------------------------- */
 
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
-  lpc_Container *c = lpc_test_container(L, idx, strcmp(mt, LPC_MAP_MT) == 0);
-  if (c == NULL) luaL_typeerror(L, idx, mt);
-  return c;
-}
-
-lpc_Container *lpc_test_container(lua_State *L, int idx, int is_map) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != sizeof(lpc_Container)) return NULL;
-  lpc_Container *c = lpc_to_pointer(L, idx);
-  return c->magic == (is_map ? kLpc_MapMagic : kLpc_RepeatedMagic) ? c : NULL;
+  return luaL_checkudata(L, idx, mt);
 }
 
 /* -- v = c[i]   (repeated; nil outside 1..#c) */

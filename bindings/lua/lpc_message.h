@@ -13,31 +13,15 @@
  *                       its string fields point into, which lpc_push_refs
  *                       moves into the refs table (under the message's own
  *                       address) when one is first needed.
- *   message, view       userdata lpc_View, user value 1: its anchor, the
+ *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
- *                       message); 2: the anchor's objects table.
- *   container           userdata lpc_Container, user values: the anchor of
- *                       the message holding the field, its objects table.
- *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table,
- *                       2 its anchor's objects table.
+ *                       message).
+ *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table.
  * A standalone message is its own anchor. What a message's memory points to
  * that the anchor's arena does not own is kept alive from a per-anchor refs
  * table: the anchor's user value 1 (an Arena's, a standalone message's), or
  * for standalone messages of numbers-only types, which have no user value,
- * an entry in an ephemeron table in the registry (lpc_push_refs). The refs
- * table holds, by address: the Lua string a string slot points into, the
- * object a message slot was given, and at a container slot's address + 1
- * the table of what its elements point into (by index or key: strings, the
- * objects elements were given); at [1] a standalone message's arena.
- *
- * One Lua object per piece of memory: the anchor's map (lpc_ObjMap, in its
- * arena's box) gives, for the address of a message or of a container's
- * slot, the index of its Lua object in the anchor's weak-valued objects
- * table: the object a field was given, else the view or container made
- * when it was first read, so reading a field twice gives the same object
- * for as long as one is referenced. Under LuaJIT message objects and
- * containers are cdata (lua/protocall/ffi/views.lua), made and found
- * through the same maps and tables. */
+ * an entry in an ephemeron table in the registry (lpc_push_refs). */
 #ifndef LPC_MESSAGE_H
 #define LPC_MESSAGE_H
 
@@ -56,87 +40,17 @@ extern char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
  * lookup gives both (lpc_to_message). */
 extern char lpc_def_key;
 
-/* -- One object per piece of memory (lpc_anchor.c) ---------------------------
- * Each anchor has an objects table (weak values: [0] the anchor itself,
- * [i] the object of some message or container memory) and a map (in its
- * arena's box) from the memory's address to i. The state's anchors table
- * (weak values, at a registry integer ref) holds each anchor's objects
- * table at the anchor's index, which LuaJIT's views find it by; its first
- * indices hold the cache of instance metatables. Anchor indices are kept
- * in C, so the maps need no lua_State to grow (LuaJIT's views add to a map
- * through the FFI). */
-
-/* Anchors-table indices kept for the cache of instance metatables: a
- * direct-mapped cache by def, views at 1..LPC_MT_CACHE and standalone
- * messages after them; then the repeated and the map container's. */
-#define LPC_MT_CACHE     64
-#define LPC_OBJ_REPEATED (2 * LPC_MT_CACHE + 1)
-#define LPC_OBJ_MAP      (2 * LPC_MT_CACHE + 2)
-#define LPC_OBJ_FIRST    (2 * LPC_MT_CACHE + 3) /* the first anchor index */
-
+/* The "protocall.Arena" userdata. */
 typedef struct {
-  uint32_t top; /* the highest anchor index handed out */
-  uint32_t nfree, capfree;
-  uint32_t *free;  /* anchor indices given back */
-  int anchors_ref; /* registry[anchors_ref]: the anchors table */
-  int closed;      /* the state is closing: freeing indices does nothing */
-  lua_Alloc alloc;
-  void *ud;
-  const pc_MessageDef *mt_def[2 * LPC_MT_CACHE]; /* whose metatable each slot holds */
-} lpc_ObjIndex;
-
-/* An anchor's map: the address of a message or of a container's slot ->
- * the index of its object in the anchor's objects table. 'pins' counts the
- * fields that were given that object; an entry made by a read has
- * LPC_PIN_READ and stays while the anchor lives, one made for given
- * objects goes with the last field that held it. Open addressing with
- * linear probing, mask + 1 entries (none before the first). */
-typedef struct {
-  const void *key;
-  uint32_t idx;
-  uint32_t pins;
-} lpc_ObjEntry;
-
-#define LPC_PIN_READ 0x80000000u
-
-typedef struct {
-  uint32_t anchor; /* first: the anchor's index (lua/protocall/ffi/views.lua reads it) */
-  uint32_t next;   /* the last object index handed out */
-  uint32_t count, mask;
-  lpc_ObjEntry *e;
-  lpc_ObjIndex *index;
-} lpc_ObjMap;
-
-/* The index of 'key' in the map, 0 when absent. */
-uint32_t lpc_map_find(const lpc_ObjMap *m, const void *key);
-/* Adds 'key' (not present) with a new index, made by a read; returns the
- * index, 0 when memory runs out. */
-uint32_t lpc_map_add(lpc_ObjMap *m, const void *key);
+  pc_Arena *arena;
+  size_t reported; /* bytes already reported to the collector */
+} lpc_ArenaBox;
 
 /* A repeated or map container: the field 'f' of the message 'msg'. */
 typedef struct {
   pc_Message *msg;
   const pc_FieldDef *f;
-  lpc_ObjMap *map; /* its anchor's */
-  uint32_t magic;  /* kLpc_RepeatedMagic or kLpc_MapMagic: lpc_test_container */
-} lpc_Container;   /* user values as a view's */
-
-enum { kLpc_RepeatedMagic = 0x52657065, kLpc_MapMagic = 0x4D617073 };
-
-/* A view: a message in memory its anchor owns (user value 1: the anchor,
- * 2: the anchor's objects table). */
-typedef struct {
-  pc_Message *msg; /* first: lpc_msg_at1 and the FFI readers read it */
-  lpc_ObjMap *map; /* its anchor's */
-} lpc_View;
-
-/* The "protocall.Arena" userdata. */
-typedef struct {
-  pc_Arena *arena;
-  size_t reported; /* bytes already reported to the collector */
-  lpc_ObjMap map;  /* the objects of its anchor (the Arena, or the standalone
-                      message it belongs to) */
-} lpc_ArenaBox;
+} lpc_Container;
 
 /* -- The per-type field lookup ----------------------------------------------
  * Without allocation: open addressing keyed by the address of the field
@@ -280,43 +194,10 @@ const char *lpc_push_shown(lua_State *L, int idx);
 /* As lpc_pace_arena, for the box at hand. */
 void lpc_pace(lua_State *L, lpc_ArenaBox *h);
 int lpc_push_anchor(lua_State *L, int idx);
-/* The kind (kLpc_Standalone, kLpc_View) of the message object at 'idx', 0
- * for anything else. */
-int lpc_kind_of(lua_State *L, int idx);
-/* The memory of the userdata (or LuaJIT cdata) at 'idx'. */
-LPC_INLINE void *lpc_to_pointer(lua_State *L, int idx) {
-  return (void *)lua_topointer(L, idx);
-}
 int lpc_push_anchor_of(lua_State *L, int idx, int kind);
 void lpc_push_refs(lua_State *L, int a, int create);
 lpc_ArenaBox *lpc_anchor_arena(lua_State *L, int a);
 void lpc_set_ref(lua_State *L, int a, const void *key, int v);
-extern char lpc_index_key; /* registry: the lpc_ObjIndex userdata */
-/* Makes the state's anchors table and index (lpc_open_message). */
-void lpc_open_objects(lua_State *L);
-/* Pushes the anchors table of index 'x'. */
-LPC_INLINE void lpc_push_anchors(lua_State *L, const lpc_ObjIndex *x) {
-  lua_rawgeti(L, LUA_REGISTRYINDEX, x->anchors_ref);
-}
-/* The map of the anchor at 'a' (made on first use, with its arena and
- * objects table). */
-lpc_ObjMap *lpc_anchor_map(lua_State *L, int a);
-/* Pushes the objects table of the anchor of map 'm'. */
-void lpc_push_map_objs(lua_State *L, const lpc_ObjMap *m);
-/* Pushes the object map 'm' holds for 'key' and returns 1; otherwise
- * pushes nothing, returns 0 and sets '*idx' to the index to store the new
- * object at with lpc_set_obj (the key is in the map from now on). */
-int lpc_find_obj(lua_State *L, lpc_ObjMap *m, const void *key, uint32_t *idx);
-/* The objects table of map 'm': [idx] = the value at 'v'. */
-void lpc_set_obj(lua_State *L, const lpc_ObjMap *m, uint32_t idx, int v);
-/* Counts the object at 'v' (when it is a message) as given to one more
- * (delta 1) or one fewer (-1) field of the anchor at 'a', whose map then
- * finds it by its memory. */
-void lpc_pin_obj(lua_State *L, int a, int v, int delta);
-/* Pushes the table of what the elements of container slot 'slot' point
- * into (refs[slot + 1] of the anchor at 'a'), made when 'create'; nil
- * otherwise. */
-void lpc_push_elems(lua_State *L, int a, const void *slot, int create);
 
 /* -- Scalar values (lpc_scalar.c) ------------------------------------------ */
 
@@ -349,14 +230,10 @@ int lpc_standalone_uv(const pc_MessageDef *def);
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
-int lpc_push_container_anchor(lua_State *L, int c);
 void lpc_keep_elem(lua_State *L, int c, int key, int v);
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key);
-/* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT),
- * raising otherwise. */
+/* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT). */
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt);
-/* The repeated (is_map 0) or map container at 'idx', or NULL. */
-lpc_Container *lpc_test_container(lua_State *L, int idx, int is_map);
 int lpc_message_index(lua_State *L);
 int lpc_view_index(lua_State *L);
 int lpc_repeated_index(lua_State *L);

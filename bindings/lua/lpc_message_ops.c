@@ -633,7 +633,6 @@ void lpc_open_message(lua_State *L) {
    * same table when the module is opened again: live messages need it). */
   lpc_registry_table(L, &lpc_refs_key, "k");
   lua_pop(L, 1);
-  lpc_open_objects(L); /* one object per piece of memory (lpc_find_obj) */
   luaL_newmetatable(L, LPC_ARENA_MT);
   lua_pushcfunction(L, lpc_arena_gc);
   lua_setfield(L, -2, "__gc");

@@ -441,7 +441,7 @@ static int put_field(Enc *e, const pc_FieldDef *f, int idx) {
 }
 
 /* The field of the key at -2 in 'lk', or NULL when T{...} knows none. */
-static const pc_FieldDef *field_of(lua_State *L, const lpc_Lookup *lk) {
+LPC_INLINE const pc_FieldDef *field_of(lua_State *L, const lpc_Lookup *lk) {
   const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
   if (le != NULL) return lpc_entry_field(lk, le);
   if (lua_type(L, -2) != LUA_TSTRING) return NULL;
@@ -531,7 +531,7 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
 }
 
 /* Ends a call: the Types it kept alive let go, the types forgotten. */
-static void forget_types(lua_State *L, TableState *s) {
+LPC_INLINE void forget_types(lua_State *L, TableState *s) {
   if (s->ntypes > 1) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
     lua_getiuservalue(L, -1, 1);

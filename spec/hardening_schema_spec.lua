@@ -104,6 +104,32 @@ describe("large schemas", function()
     local elapsed = os.clock() - t0
     assert(elapsed < bound, ("took %.1f s"):format(elapsed))
   end)
+
+  it("refuses a package name 78 KB long at once, as protoc", function()
+    -- every prefix of the package was copied: 1.5 GB and 6 s, then the
+    -- error "\"A\" is not defined."
+    local src = 'syntax = "proto3";\npackage ' .. ("a."):rep(39000) .. "a;\nmessage A {}\nmessage B { A a = 1; }\n"
+    grows_less_than(20 * 1024, function()
+      local clock = os.clock()
+      local files, err = pc.pool():load(src, { name = "long_package.proto" })
+      assert.is_nil(files)
+      assert.are.equal("long_package.proto:2:1: Package name is too long", err)
+      assert(os.clock() - clock < bound / 10, ("took %.1f s"):format(os.clock() - clock))
+    end)
+  end)
+
+  it("refuses a descriptor set whose package is too long or too deep, as protoc", function()
+    local set = pc.pool():type("google.protobuf.FileDescriptorSet")
+    local function load(name, package)
+      return pc.pool():load_descriptor_set(pc.encode(set{ file = { {
+        name = name, package = package, syntax = "proto3", message_type = { { name = "A" } } } } }))
+    end
+    assert.are.same({ nil, "long.proto: Package name is too long" },
+      { load("long.proto", ("a."):rep(300) .. "a") })
+    assert.are.same({ nil, "deep.proto: Exceeds Maximum Package Depth" },
+      { load("deep.proto", ("a."):rep(101) .. "a") })
+    assert(load("limits.proto", ("abcd."):rep(100) .. "abcd"))
+  end)
 end)
 
 --- protoc's stderr and exit status on `args` (run from the repository
@@ -349,6 +375,21 @@ describe("verdicts of protoc 3.21.12", function()
       .. "message R { repeated int32 n = 1; }\nextend google.protobuf.FileOptions { optional R r = 50001; }\n"
       .. "option (r) = { n: [1, 2; };\n",
       'aggregate_list_comma.proto:7:14: Error while parsing option value for "r": Expected ",", found ";".' },
+    -- names: protoc's limits on a package, none on other names (a name
+    -- once stopped resolving past 1 KB, an option name past 16 parts)
+    { "package_too_long.proto", 'syntax = "proto3";\npackage ' .. ("a."):rep(255) .. "bb;\nmessage A {}\n",
+      "package_too_long.proto:2:1: Package name is too long" },
+    { "package_too_deep.proto", 'syntax = "proto3";\n  package ' .. ("a."):rep(101) .. "a;\nmessage A {}\n",
+      "package_too_deep.proto:2:3: Exceeds Maximum Package Depth" },
+    { "package_at_limits.proto", 'syntax = "proto3";\npackage ' .. ("abcd."):rep(100) .. "abcd;\n"
+      .. "message A {}\nmessage B { A a = 1; ." .. ("abcd."):rep(101) .. "A b = 2; }\n", "" },
+    { "long_type_names.proto", 'syntax = "proto3";\npackage p;\nmessage ' .. ("M"):rep(1100) .. " {\n"
+      .. "  message " .. ("N"):rep(1100) .. " { message B {} }\n  " .. ("N"):rep(1100) .. ".B b = 1;\n}\n", "" },
+    { "long_option_name.proto", 'syntax = "proto2";\n' .. DESCRIPTOR .. "package p;\n"
+      .. "message N { optional N n = 1; optional int32 x = 2; }\n"
+      .. "extend google.protobuf.MessageOptions { optional N " .. ("e"):rep(600) .. " = 50000; }\n"
+      .. "message A { option (" .. ("e"):rep(600) .. ")" .. (".n"):rep(20) .. ".x = 5; }\n"
+      .. "message B { option (p." .. ("e"):rep(600) .. ") = { n { n { x: 1 } } }; }\n", "" },
     { "aggregate_deep.proto", 'syntax = "proto2";\n' .. DESCRIPTOR
       .. "message D { optional D d = 1; optional int32 a = 2; }\n"
       .. "extend google.protobuf.FileOptions { optional D deep = 50001; }\n"

@@ -477,6 +477,15 @@ done:
   return ok;
 }
 
+/* protoc's error for a package past its limits, or NULL. */
+static const char *package_error(const pc_FileDesc *f) {
+  size_t n = 0, dots = 0;
+  for (const char *p = f->package ? f->package : ""; *p; p++, n++) dots += *p == '.';
+  if (n > PC_PACKAGE_MAX_LENGTH) return "Package name is too long";
+  if (dots > PC_PACKAGE_MAX_DOTS) return "Exceeds Maximum Package Depth";
+  return NULL;
+}
+
 /* The first import of 'f' that the pool lacks (the set's files before 'f'
  * are in the pool by then), or NULL. */
 static const char *missing_import(const pc_Pool *pool, const pc_FileDesc *f) {
@@ -501,6 +510,12 @@ long pc_Pool_AddDescriptorSet(pc_Pool *pool, const char *buf, size_t size, size_
   } else {
     for (size_t i = 0; i < count; i++) {
       if (pc_Pool_FindFile(pool, files[i].name) != NULL) continue;
+      const char *bad = package_error(&files[i]);
+      if (bad != NULL) {
+        pc_Error_Set(err, "%s: %s", files[i].name, bad);
+        added = -1;
+        break;
+      }
       pc_Error why;
       pc_Error_Init(&why);
       if (pc_Pool_AddFile(pool, &files[i], &why) == NULL) {

@@ -273,6 +273,10 @@ describe("verdicts of protoc 3.21.12", function()
       'aggregate_group_lower.proto:5:14: Error while parsing option value for "o": Message type "O" '
       .. 'has no field named "g".' },
     { "aggregate_group.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { G { x: 1 } };\n", "" },
+    { "option_group_type.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).G.x = 1;\n",
+      'option_group_type.proto:5:8: Option "(o).G" unknown. Ensure that your proto definition file '
+      .. "imports the proto which defines the option." },
+    { "option_group_field.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).g.x = 1;\n", "" },
     { "escape_upper_x.proto", 'syntax = "proto2";\nmessage M {\n  optional string s = 1 [default = "\\X41"];\n}\n',
       "escape_upper_x.proto:3:38: Invalid escape sequence in string literal." },
     { "escape_x_alone.proto", 'syntax = "proto2";\nmessage M { optional string s = 1 [default = "\\xZ"]; }\n',

@@ -1308,18 +1308,12 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v) {
 #undef FN
 
 /* A field of an option name part ("(opt).a.b"): by field name, as
- * protoc's OptionInterpreter looks it up, or a group by its type name. */
+ * protoc's OptionInterpreter looks it up (a group by its field's name, "g",
+ * not its type's). */
 static const pc_FieldDesc *find_field(const pc_MessageDesc *m, const char *name, size_t len) {
   for (size_t i = 0; i < m->field_count; i++)
     if (strlen(m->fields[i].name) == len && memcmp(m->fields[i].name, name, len) == 0)
       return &m->fields[i];
-  for (size_t i = 0; i < m->field_count; i++) {
-    const pc_FieldDesc *f = &m->fields[i];
-    if (f->type != kPc_Type_Group || f->type_name == NULL) continue;
-    const char *dot = strrchr(f->type_name, '.');
-    const char *tn = dot ? dot + 1 : f->type_name;
-    if (strlen(tn) == len && memcmp(tn, name, len) == 0) return f;
-  }
   return NULL;
 }
 

@@ -323,8 +323,9 @@ static int read_floating(TP *tp, int is_float, pc_Value *out) {
 }
 
 /* Adjacent string tokens, unescaped, into '*out' (in tp->a); 'utf8': the
- * result must be UTF-8. A lone UTF-16 surrogate (\ud800) is an error, or
- * with 'protoc' its three bytes, as protoc writes it. */
+ * result must be UTF-8. A UTF-16 surrogate (\ud800, \ud83d\ude00) is an
+ * error, or with 'protoc' its three bytes, a pair joined, as protoc 3.21
+ * writes them. */
 static int read_string(TP *tp, pc_Value *out, int utf8) {
   Tok start = tp->tok;
   if (tp->tok.type != T_STRING) return expected(tp, "string", "string");
@@ -385,8 +386,9 @@ static int read_string(TP *tp, pc_Value *out, int utf8) {
           p++;
           k++;
         }
+        int pair = 0;
         if (k == want && c == 'u' && cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\' &&
-            p[1] == 'u') { /* a UTF-16 surrogate pair, as protoc joins it: \ud83d\ude00 */
+            p[1] == 'u') { /* a UTF-16 surrogate pair, as protoc 3.21 joins it: \ud83d\ude00 */
           unsigned long lo = 0;
           unsigned j = 2;
           while (j < 6 && is_hex(p[j])) {
@@ -396,9 +398,24 @@ static int read_string(TP *tp, pc_Value *out, int utf8) {
           if (j == 6 && lo >= 0xdc00 && lo <= 0xdfff) {
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             p += 6;
+            pair = 1;
           }
         }
-        if (k != want || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff && !tp->protoc)) goto bad;
+        if (k != want || cp > 0x10ffff) goto bad;
+        /* a surrogate is no character: the text format specification and
+         * the conformance suite refuse one, paired or not (protoc 3.21 joins
+         * a pair, writes a lone one's bytes: its voice does too) */
+        if (!tp->protoc && (pair || (cp >= 0xd800 && cp <= 0xdfff))) {
+          Tok at = tp->tok;
+          at.col += (int)(esc - tp->tok.s);
+          if (pair)
+            return fail_at(tp, &at,
+                           "%.12s: text format takes no UTF-16 surrogate pair; write U+%05lX as "
+                           "\\U%08lX or as UTF-8",
+                           esc, cp, cp);
+          return fail_at(tp, &at, "%.*s: a UTF-16 surrogate is not a character", (int)(p - esc),
+                         esc);
+        }
         if (cp < 0x80) {
           buf[o++] = (char)cp;
         } else if (cp < 0x800) {

@@ -374,7 +374,9 @@ end
 -- ([type.googleapis.com/pkg.T] { ... }), { } or < >, lists [a, b],
 -- adjacent strings concatenated with every C escape, inf / nan, enums by
 -- name or number, # comments; a non-repeated field given twice and two
--- members of one oneof are refused, as protoc refuses them. Bad input
+-- members of one oneof are refused, as protoc refuses them, and a UTF-16
+-- surrogate in a \u escape, paired or not, as the specification says
+-- (protoc 3.21 joins a pair). Bad input
 -- returns nil and "line:col: what" (both from 1). `pool` is where
 -- extensions and Any types are found (default T's pool). Raises on bad
 -- arguments.

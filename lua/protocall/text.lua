@@ -8,7 +8,7 @@
 -- printed as one). Work is linear in the size of the message: what each
 -- type needs is computed once per type and cached, unknown fields are
 -- printed from their bytes as they are read (nothing built per field), and
--- the text goes out in chunks (write_text) or is joined a chunk at a time.
+-- the text is made a chunk at a time (the command writes each as it comes).
 local core = require "protocall.core"
 
 local M = {}

@@ -458,6 +458,33 @@ describe("verdicts of protoc 3.21.12", function()
     assert.are.equal(5, pc.get_extension(m, name))
   end)
 
+  it("refuses a descriptor set whose imports form a cycle, naming it as protoc", function()
+    local set = pc.pool():type("google.protobuf.FileDescriptorSet")
+    local function file(name, ...)
+      return { name = name, syntax = "proto3", dependency = { ... },
+               message_type = { { name = name:match("^%a+"):upper() } } }
+    end
+    for _, c in ipairs {
+      { { file("a.proto", "a.proto") }, "a.proto: File recursively imports itself: a.proto -> a.proto" },
+      { { file("a.proto", "b.proto"), file("b.proto", "a.proto") },
+        "a.proto: File recursively imports itself: a.proto -> b.proto -> a.proto" },
+      { { file("x.proto", "a.proto"), file("a.proto", "b.proto"), file("b.proto", "c.proto"),
+          file("c.proto", "a.proto") },
+        "a.proto: File recursively imports itself: a.proto -> b.proto -> c.proto -> a.proto" },
+    } do
+      local bytes = pc.encode(set{ file = c[1] })
+      assert.are.same({ nil, c[2] }, { pc.pool():load_descriptor_set(bytes) })
+      local f = assert(io.open(dir .. "/cycle.pb", "wb"))
+      f:write(bytes)
+      f:close()
+      local text = protoc("--descriptor_set_in=" .. dir .. "/cycle.pb -o /dev/null " .. c[1][1].name)
+      if text then assert.are.equal(c[2], text:match("[^\n]*")) end
+    end
+    -- a diamond is no cycle
+    assert(pc.pool():load_descriptor_set(pc.encode(set{ file = { file("d.proto"), file("b.proto", "d.proto"),
+      file("c.proto", "d.proto"), file("a.proto", "b.proto", "c.proto") } })))
+  end)
+
   it("accepts an import chain 70 files deep", function()
     local n = 70
     for i = 1, n do

@@ -263,7 +263,9 @@ end
 -- Returns the list of the added files as file tables (as pool:load
 -- returns: {name, package, syntax, messages, enums, services,
 -- dependencies}), or nil and "descriptor set: <subject>: <reason> at
--- offset <n>" / the pool's validation error.
+-- offset <n>" / the pool's validation error / protoc's word on an import
+-- cycle ("a.proto: File recursively imports itself: a.proto -> b.proto ->
+-- a.proto", nothing added) or a package past its limits.
 function core.Pool.load_descriptor_set(pool, bytes)
   if type(bytes) ~= "string" then
     error("bad argument #1 to 'load_descriptor_set' (string expected, got " .. type(bytes) .. ")", 2)

@@ -277,6 +277,17 @@ describe("verdicts of protoc 3.21.12", function()
       'option_group_type.proto:5:8: Option "(o).G" unknown. Ensure that your proto definition file '
       .. "imports the proto which defines the option." },
     { "option_group_field.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).g.x = 1;\n", "" },
+    -- a custom option set twice in its two forms, as protoc's ExamineIfOptionIsSet sees it
+    { "option_mixed_after.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { a: 1 };\noption (o).a = 2;\n",
+      'option_mixed_after.proto:6:8: Option "(o).a" was already set.' },
+    { "option_mixed_before.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).a = 2;\noption (o) = { b: 1 };\n",
+      'option_mixed_before.proto:6:8: Option "(o)" was already set.' },
+    { "option_mixed_group.proto", 'syntax = "proto2";\n' .. OPTION_O
+      .. "option (o) = { G { x: 1 } };\noption (o).g.x = 2;\n",
+      'option_mixed_group.proto:6:8: Option "(o).g.x" was already set.' },
+    { "option_mixed_apart.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { b: 1 };\noption (o).a = 2;\n", "" },
+    { "option_twice_dotted.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).a = 1;\noption (.o).a = 2;\n",
+      'option_twice_dotted.proto:6:8: Option "(.o).a" was already set.' },
     { "escape_upper_x.proto", 'syntax = "proto2";\nmessage M {\n  optional string s = 1 [default = "\\X41"];\n}\n',
       "escape_upper_x.proto:3:38: Invalid escape sequence in string literal." },
     { "escape_x_alone.proto", 'syntax = "proto2";\nmessage M { optional string s = 1 [default = "\\xZ"]; }\n',

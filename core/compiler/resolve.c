@@ -1421,10 +1421,11 @@ static const pc_MessageDef *find_any_type(void *ud, const char *url) {
 }
 
 /* The aggregate value 'text' of option 'name' (of message type 'type'),
- * encoded into 'out' (the message's bytes, as protoc serializes it). */
+ * encoded into 'out' (the message's bytes, as protoc serializes it); '*def'
+ * the type's definition. */
 static int aggregate(R *r, const Ctx *c, const Sym *type, const char *name, const char *text,
-                     size_t len, Buf *out) {
-  const pc_MessageDef *m = scratch_message(r, type);
+                     size_t len, Buf *out, const pc_MessageDef **def) {
+  const pc_MessageDef *m = *def = scratch_message(r, type);
   if (m == NULL) return r->failed ? 0 : oom(r);
   pc_Message *msg = pc_Message_New(m, r->a);
   if (msg == NULL) return oom(r);
@@ -1454,6 +1455,84 @@ static int aggregate(R *r, const Ctx *c, const Sym *type, const char *name, cons
     return fail_at(r, c->line, c->col, "Error while parsing option value for \"%s\": %s", name,
                    err.msg);
   return ok;
+}
+
+/* ---- options set so far ------------------------------------------------------ */
+
+/* What a *Options message has had set so far, as protoc's
+ * ExamineIfOptionIsSet reads it from the options interpreted before: a tree
+ * of field numbers with a path for each option's name ("(o).n.a": o, n, a)
+ * and, below an aggregate value, one for each field the value sets. A
+ * non-repeated option whose path is in the tree was already set: "(o).a"
+ * after "(o) = { a: 1 }", "(o)" after "(o).a". Node 0 is the message. */
+typedef struct {
+  struct OptEdge {
+    size_t parent, child; /* child 0: a free slot */
+    int32_t number;
+  } * slots;
+  size_t cap, count; /* edges; node ids 1..count */
+} OptTree;
+
+static size_t edge_hash(size_t parent, int32_t number) {
+  return (size_t)(((uint64_t)parent * 0x9E3779B97F4A7C15ull) ^ (uint32_t)number) * 2654435761u;
+}
+
+/* The node below 'parent' for field 'number', added when 'add' (else 0
+ * when there is none); 0 with 'r' failed when memory runs out. */
+static size_t opt_child(R *r, OptTree *t, size_t parent, int32_t number, int add) {
+  for (size_t i = t->cap ? edge_hash(parent, number) & (t->cap - 1) : 0;
+       t->cap && t->slots[i].child != 0; i = (i + 1) & (t->cap - 1))
+    if (t->slots[i].parent == parent && t->slots[i].number == number) return t->slots[i].child;
+  if (!add) return 0;
+  if ((t->count + 1) * 2 > t->cap) {
+    size_t nc = t->cap ? 2 * t->cap : 16;
+    struct OptEdge *grown = pc_Arena_Calloc(r->a, nc * sizeof *grown);
+    if (grown == NULL) return (size_t)oom(r);
+    for (size_t k = 0; k < t->cap; k++) {
+      if (t->slots[k].child == 0) continue;
+      size_t i = edge_hash(t->slots[k].parent, t->slots[k].number) & (nc - 1);
+      while (grown[i].child != 0) i = (i + 1) & (nc - 1);
+      grown[i] = t->slots[k];
+    }
+    t->slots = grown;
+    t->cap = nc;
+  }
+  size_t i = edge_hash(parent, number) & (t->cap - 1);
+  while (t->slots[i].child != 0) i = (i + 1) & (t->cap - 1);
+  t->slots[i] = (struct OptEdge){parent, ++t->count, number};
+  return t->count;
+}
+
+/* Adds below 'node' the fields the message bytes [p, end) of type 'm' set
+ * (an aggregate option value), into their sub-messages and groups. */
+static int opt_expand(R *r, OptTree *t, size_t node, const uint8_t *p, const uint8_t *end,
+                      const pc_MessageDef *m, uint32_t group) {
+  while (p < end) {
+    uint64_t tag, len;
+    if (!read_varint(&p, end, &tag)) return 0;
+    uint32_t number = (uint32_t)(tag >> 3);
+    int wt = (int)(tag & 7);
+    if (wt == 4) return number == group;
+    size_t child = opt_child(r, t, node, (int32_t)number, 1);
+    if (child == 0) return 0;
+    const pc_FieldDef *f = pc_MessageDef_FindFieldByNumber(m, (int32_t)number);
+    if (f == NULL && r->scratch != NULL)
+      f = pc_Pool_FindExtensionByNumber(r->scratch, m, (int32_t)number);
+    const pc_MessageDef *sub = f != NULL ? f->message : NULL;
+    if (wt == 2 && sub != NULL) {
+      if (!read_varint(&p, end, &len) || len > (uint64_t)(end - p) ||
+          !opt_expand(r, t, child, p, p + len, sub, 0))
+        return 0;
+      p += len;
+    } else if (wt == 3 && sub != NULL) {
+      const uint8_t *q = p; /* the group's fields, up to its end tag */
+      if (!skip_value(&p, end, 3, number, 0) || !opt_expand(r, t, child, q, p, sub, number))
+        return 0;
+    } else if (!skip_value(&p, end, wt, number, 0)) {
+      return 0;
+    }
+  }
+  return group == 0;
 }
 
 /* ---- interpreting uninterpreted_option entries ------------------------------ */
@@ -1566,7 +1645,7 @@ static int decode_unint(R *r, const uint8_t *p, const uint8_t *end, Unint *u) {
  * full name of the element (protoc's name_scope); 'opts_type' the full name
  * of its *Options message. */
 static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_type, Buf *out,
-                         char **names, size_t *nnames) {
+                         OptTree *set) {
   const Sym *msym = find(r, opts_type, strlen(opts_type));
   if (msym == NULL)
     return fail_at(r, u->line, u->col,
@@ -1631,16 +1710,15 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
     }
   }
   const pc_FieldDesc *leaf = u->parts[u->nparts - 1].field;
-  if (leaf->label != kPc_Label_Repeated) {
-    for (size_t i = 0; i < *nnames; i++)
-      if (strcmp(names[i], dbg) == 0)
-        return fail_at(r, u->line, u->col, "Option \"%s\" was already set.", dbg);
-    if (*nnames < 64) {
-      names[*nnames] = pc_Arena_StrDup(r->a, dbg, strlen(dbg));
-      if (names[*nnames] == NULL) return oom(r);
-      (*nnames)++;
-    }
-  }
+  size_t node = 0; /* the option's path in the options set so far */
+  for (size_t i = 0; i < u->nparts && (i == 0 || node != 0); i++)
+    node = opt_child(r, set, node, u->parts[i].field->number, 0);
+  if (r->failed) return 0;
+  if (node != 0 && leaf->label != kPc_Label_Repeated)
+    return fail_at(r, u->line, u->col, "Option \"%s\" was already set.", dbg);
+  node = 0;
+  for (size_t i = 0; i < u->nparts; i++)
+    if ((node = opt_child(r, set, node, u->parts[i].field->number, 1)) == 0) return 0;
   Ctx c = {r, u->vline, u->vcol, dbg}; /* value errors point at the value */
   Buf val = {0};
   if (leaf->type == kPc_Type_Message || leaf->type == kPc_Type_Group) {
@@ -1654,7 +1732,10 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
     const Sym *ms = find_full(r, leaf->type_name);
     if (ms == NULL) return fail_at(r, u->line, u->col, "Option \"%s\" unknown.", dbg);
     Buf body = {0};
-    if (!aggregate(r, &c, ms, leaf->name, u->v.s, u->v.slen, &body)) return 0;
+    const pc_MessageDef *def;
+    if (!aggregate(r, &c, ms, leaf->name, u->v.s, u->v.slen, &body, &def) ||
+        !opt_expand(r, set, node, body.p, body.p + body.n, def, 0))
+      return r->failed ? 0 : fail_at(r, u->vline, u->vcol, "malformed option value");
     if (leaf->type == kPc_Type_Group) {
       if (!buf_tag(r, &val, (uint32_t)leaf->number, 3) || !buf_put(r, &val, body.p, body.n) ||
           !buf_tag(r, &val, (uint32_t)leaf->number, 4))
@@ -1713,8 +1794,7 @@ static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opt
   }
   if (!any) return 1;
   Buf out = {0};
-  char *names[64];
-  size_t nnames = 0;
+  OptTree set = {NULL, 0, 0};
   p = o->data;
   while (p < end) {
     const uint8_t *start = p;
@@ -1732,7 +1812,7 @@ static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opt
     if (!decode_unint(r, p, p + len, &u) || u.nparts == 0)
       return fail_at(r, 0, 0, "malformed options");
     p += len;
-    if (!interpret_one(r, &u, scope, opts_type, &out, names, &nnames)) return 0;
+    if (!interpret_one(r, &u, scope, opts_type, &out, &set)) return 0;
   }
   o->data = out.p;
   o->size = out.n;

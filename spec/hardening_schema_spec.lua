@@ -191,6 +191,35 @@ describe("loading files", function()
     assert(other:load_descriptor_set(bytes))
   end)
 
+  it("names a built-in file read from disk by its import name, so an import of it finds it", function()
+    -- it was named by its path: an import of the same file then defined every type twice
+    local dir = os.tmpname()
+    os.remove(dir)
+    local type_proto = assert(pc.builtin_source("google/protobuf/type.proto"))
+    assert(os.execute("mkdir -p " .. dir .. "/include/google/protobuf " .. dir .. "/copy"))
+    for _, path in ipairs { "/include/google/protobuf/type.proto", "/copy/mytype.proto" } do
+      local f = assert(io.open(dir .. path, "wb"))
+      f:write(type_proto)
+      f:close()
+    end
+    local user = 'syntax = "proto3"; import "google/protobuf/type.proto"; message U { google.protobuf.Type t = 1; }'
+    local pool = pc.pool()
+    local file = assert(pool:load_file(dir .. "/include/google/protobuf/type.proto"))
+    assert.are.equal("google/protobuf/type.proto", file.name)
+    assert(pool:load(user, { name = "user.proto" }))
+    -- the other order: the import brought the built-in file, the path finds it loaded
+    local other = pc.pool()
+    assert(other:load(user, { name = "user.proto" }))
+    assert.are.equal("google/protobuf/type.proto",
+      assert(other:load_file(dir .. "/include/google/protobuf/type.proto")).name)
+    -- under another name it is another file: the error says which defines the type
+    local copy = pc.pool()
+    assert(copy:load_file(dir .. "/copy/mytype.proto"))
+    assert.are.same({ nil, "google/protobuf/type.proto: 'google.protobuf.Enum' is already defined in "
+      .. "the pool, by " .. dir .. "/copy/mytype.proto" }, { copy:load(user, { name = "user.proto" }) })
+    os.execute("rm -rf " .. dir)
+  end)
+
   it("names a map whose value is a group, as protoc", function()
     local src = 'syntax = "proto2";\nmessage M {\n  map<string, group> m = 1;\n}\n'
     assert.are.same({ nil, "mg.proto: Field with message or enum type missing type_name." },

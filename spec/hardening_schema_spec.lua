@@ -314,7 +314,8 @@ describe("verdicts of protoc 3.21.12", function()
     { "option_mixed_group.proto", 'syntax = "proto2";\n' .. OPTION_O
       .. "option (o) = { G { x: 1 } };\noption (o).g.x = 2;\n",
       'option_mixed_group.proto:6:8: Option "(o).g.x" was already set.' },
-    { "option_mixed_apart.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { b: 1 };\noption (o).a = 2;\n", "" },
+    { "option_mixed_apart.proto", 'syntax = "proto2";\n' .. OPTION_O
+      .. "option (o) = { b: 1 };\noption (o).a = 2;\n", "" },
     { "option_twice_dotted.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).a = 1;\noption (.o).a = 2;\n",
       'option_twice_dotted.proto:6:8: Option "(.o).a" was already set.' },
     { "escape_upper_x.proto", 'syntax = "proto2";\nmessage M {\n  optional string s = 1 [default = "\\X41"];\n}\n',

@@ -266,6 +266,15 @@ describe("pc.from_text as protoc --encode", function()
     assert.is_nil(pc.from_text(TqR, 's: "a" rc [1]'))
   end)
 
+  it("takes an extension name of any length in [...] (it stopped at 511 bytes)", function()
+    local q = pc.pool()
+    local name = ("e"):rep(700)
+    assert(q:load('syntax = "proto2"; package tl; message M { extensions 1 to 9; }'
+      .. " extend M { optional int32 " .. name .. " = 1; }", { name = "tl.proto" }))
+    local m = assert(pc.from_text(q:type("tl.M"), "[tl." .. name .. "]: 5"))
+    assert.are.equal(5, pc.get_extension(m, "tl." .. name))
+  end)
+
   it("reads an Any's type URL as protoc does: dotted names, one '/', nothing joined", function()
     local q = pc.pool()
     assert(q:load('syntax = "proto3"; package ta; import "google/protobuf/any.proto";'

@@ -763,8 +763,9 @@ static const pc_FieldDef *find_field(const pc_MessageDef *m, const Tok *t) {
  * type URL with one '/' ("type.googleapis.com/pkg.T"); '*slashes' says
  * which. As protoc reads it (ConsumeFullTypeName, ConsumeAnyTypeUrl), which
  * takes the '/' only in a google.protobuf.Any ('any') and wants it there. */
-static int read_bracketed(TP *tp, int any, char *buf, size_t cap, int *slashes, const Tok *name) {
-  size_t n = 0;
+static int read_bracketed(TP *tp, int any, char **out, int *slashes) {
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
   int want_ident = 1;
   *slashes = 0;
   next(tp);
@@ -782,13 +783,21 @@ static int read_bracketed(TP *tp, int any, char *buf, size_t cap, int *slashes, 
         return fail_at(tp, t, "a type URL holds one \"/\" (\"type.googleapis.com/pkg.T\")");
       return describe_expected(tp, "\"]\"");
     }
-    if (n + t->n >= cap) return fail_at(tp, name, SAY(tp, "name too long", "Name too long."));
+    if (n + t->n >= cap) { /* no limit but the input's: grown in the arena */
+      size_t ncap = 2 * (n + t->n) + 16;
+      char *nbuf = pc_Arena_Malloc(tp->a, ncap);
+      if (nbuf == NULL) return oom(tp);
+      if (n > 0) memcpy(nbuf, buf, n);
+      buf = nbuf;
+      cap = ncap;
+    }
     memcpy(buf + n, t->s, t->n);
     n += t->n;
     want_ident = !want_ident;
     next(tp);
   }
   buf[n] = '\0';
+  *out = buf;
   next(tp);
   return 1;
 }
@@ -797,10 +806,14 @@ static int read_bracketed(TP *tp, int any, char *buf, size_t cap, int *slashes, 
 static int parse_field(TP *tp, pc_Message *msg, const pc_MessageDef *m, char close, int depth) {
   Tok name = tp->tok;
   const pc_FieldDef *f;
-  char buf[512]; /* the name as written */
+  const char *shown = NULL; /* the name for errors ('shown_n' bytes) */
+  int shown_n = 0;
   if (is_sym(tp, '[')) {
     int any = strcmp(m->full_name, "google.protobuf.Any") == 0, slashes;
-    if (!read_bracketed(tp, any, buf, sizeof buf, &slashes, &name)) return 0;
+    char *buf = NULL;
+    if (!read_bracketed(tp, any, &buf, &slashes)) return 0;
+    shown = buf;
+    shown_n = (int)strlen(buf);
     if (slashes) {
       if (!any)
         return fail_at(tp, &name, "an expanded Any ([%s]) in %s, which is no google.protobuf.Any",
@@ -823,10 +836,9 @@ static int parse_field(TP *tp, pc_Message *msg, const pc_MessageDef *m, char clo
                      SAY(tp, "message type \"%s\" has no field named \"%.*s\"",
                          "Message type \"%s\" has no field named \"%.*s\"."),
                      m->full_name, TEXT(tp, &name));
-    if (tp->protoc) /* protoc names the field as written, a group by its type */
-      snprintf(buf, sizeof buf, "%.*s", (int)name.n, name.s);
-    else
-      snprintf(buf, sizeof buf, "%s", f->name);
+    /* protoc names the field as written, a group by its type */
+    shown = tp->protoc ? name.s : f->name;
+    shown_n = tp->protoc ? (int)name.n : (int)strlen(f->name);
     next(tp);
   } else if (tp->protoc) {
     return expected(tp, NULL, "identifier");
@@ -836,18 +848,18 @@ static int parse_field(TP *tp, pc_Message *msg, const pc_MessageDef *m, char clo
   if (f->label != kPc_Label_Repeated) { /* protoc: a singular field once, one member per oneof */
     if (has_field(msg, f))
       return fail_at(tp, &name,
-                     SAY(tp, "non-repeated field \"%s\" is specified multiple times",
-                         "Non-repeated field \"%s\" is specified multiple times."),
-                     buf);
+                     SAY(tp, "non-repeated field \"%.*s\" is specified multiple times",
+                         "Non-repeated field \"%.*s\" is specified multiple times."),
+                     shown_n, shown);
     const pc_FieldDef *other = f->oneof != NULL ? pc_Message_WhichOneof(msg, f->oneof) : NULL;
     if (other != NULL)
       return fail_at(tp, &name,
                      SAY(tp,
-                         "field \"%s\" is specified along with field \"%s\", another member of "
+                         "field \"%.*s\" is specified along with field \"%s\", another member of "
                          "oneof \"%s\"",
-                         "Field \"%s\" is specified along with field \"%s\", another member of "
+                         "Field \"%.*s\" is specified along with field \"%s\", another member of "
                          "oneof \"%s\"."),
-                     buf, other->name, f->oneof->name);
+                     shown_n, shown, other->name, f->oneof->name);
   }
   if (!read_field_value(tp, msg, f, depth)) return 0;
   if (is_sym(tp, ';') || is_sym(tp, ',')) next(tp);

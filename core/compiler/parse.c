@@ -423,7 +423,7 @@ static int parse_opt_value(P *p, OptVal *v) {
     advance(p);
     return !p->failed;
   case kPc_Tok_Int: {
-    uint64_t u;
+    uint64_t u = 0;
     if (!consume_u64(p, neg ? (uint64_t)INT64_MAX + 1 : UINT64_MAX, &u, "Expected integer."))
       return 0;
     if (neg) {

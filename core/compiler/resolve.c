@@ -1577,7 +1577,7 @@ static int decode_unint(R *r, const uint8_t *p, const uint8_t *end, Unint *u) {
     if (wt == 2) read_varint(&q, p, &x);
     switch (num) {
     case 2: {
-      if (wt != 2) return 0;
+      if (wt != 2 || u->nparts == n) return 0;
       UnintPart *part = &u->parts[u->nparts++];
       while (q < p) {
         uint64_t t2, y;

@@ -762,8 +762,9 @@ static const pc_FieldDef *find_field(const pc_MessageDef *m, const Tok *t) {
 /* The name in [...] (at the '['): identifiers joined by '.', and an Any's
  * type URL with one '/' ("type.googleapis.com/pkg.T"); '*slashes' says
  * which. As protoc reads it (ConsumeFullTypeName, ConsumeAnyTypeUrl), which
- * takes the '/' only in a google.protobuf.Any ('any') and wants it there. */
-static int read_bracketed(TP *tp, int any, char **out, int *slashes) {
+ * takes the '/' only in a google.protobuf.Any ('any') and wants it there.
+ * NULL after an error. */
+static char *read_bracketed(TP *tp, int any, int *slashes) {
   char *buf = NULL;
   size_t n = 0, cap = 0;
   int want_ident = 1;
@@ -772,21 +773,33 @@ static int read_bracketed(TP *tp, int any, char **out, int *slashes) {
   for (;;) {
     const Tok *t = &tp->tok;
     if (want_ident) {
-      if (t->type != T_IDENT) return expected(tp, "an identifier", "identifier");
+      if (t->type != T_IDENT) {
+        expected(tp, "an identifier", "identifier");
+        return NULL;
+      }
     } else if (is_sym(tp, ']') && !(tp->protoc && any && *slashes == 0)) {
       break;
     } else if (is_sym(tp, '/') && *slashes == 0 && (any || !tp->protoc)) {
       (*slashes)++;
     } else if (!is_sym(tp, '.')) {
-      if (tp->protoc) return expect_sym(tp, any && *slashes == 0 ? '/' : ']');
-      if (is_sym(tp, '/'))
-        return fail_at(tp, t, "a type URL holds one \"/\" (\"type.googleapis.com/pkg.T\")");
-      return describe_expected(tp, "\"]\"");
+      if (tp->protoc) {
+        expect_sym(tp, any && *slashes == 0 ? '/' : ']');
+        return NULL;
+      }
+      if (is_sym(tp, '/')) {
+        fail_at(tp, t, "a type URL holds one \"/\" (\"type.googleapis.com/pkg.T\")");
+        return NULL;
+      }
+      describe_expected(tp, "\"]\"");
+      return NULL;
     }
     if (n + t->n >= cap) { /* no limit but the input's: grown in the arena */
       size_t ncap = 2 * (n + t->n) + 16;
       char *nbuf = pc_Arena_Malloc(tp->a, ncap);
-      if (nbuf == NULL) return oom(tp);
+      if (nbuf == NULL) {
+        oom(tp);
+        return NULL;
+      }
       if (n > 0) memcpy(nbuf, buf, n);
       buf = nbuf;
       cap = ncap;
@@ -797,9 +810,8 @@ static int read_bracketed(TP *tp, int any, char **out, int *slashes) {
     next(tp);
   }
   buf[n] = '\0';
-  *out = buf;
   next(tp);
-  return 1;
+  return buf;
 }
 
 /* One field and its value(s) (protoc's ConsumeField). */
@@ -810,8 +822,8 @@ static int parse_field(TP *tp, pc_Message *msg, const pc_MessageDef *m, char clo
   int shown_n = 0;
   if (is_sym(tp, '[')) {
     int any = strcmp(m->full_name, "google.protobuf.Any") == 0, slashes;
-    char *buf = NULL;
-    if (!read_bracketed(tp, any, &buf, &slashes)) return 0;
+    char *buf = read_bracketed(tp, any, &slashes);
+    if (buf == NULL) return 0;
     shown = buf;
     shown_n = (int)strlen(buf);
     if (slashes) {

@@ -423,7 +423,7 @@ static int parse_opt_value(P *p, OptVal *v) {
     advance(p);
     return !p->failed;
   case kPc_Tok_Int: {
-    uint64_t u;
+    uint64_t u = 0;
     if (!consume_u64(p, neg ? (uint64_t)INT64_MAX + 1 : UINT64_MAX, &u, "Expected integer."))
       return 0;
     if (neg) {
@@ -546,12 +546,12 @@ static int add_uninterpreted(P *p, Opts *o, const NamePart *parts, size_t nparts
 
 /* `name = value` after "option" or inside [...]. */
 static int parse_option_body(P *p, Opts *o) {
-  NamePart parts[16];
-  size_t nparts = 0;
+  NamePart *parts = NULL; /* as many as written, as protoc takes them */
+  size_t nparts = 0, cap = 0;
   int line = p->cur.line, col = p->cur.column;
   do {
-    if (nparts == 16) return error(p, "Option name too long.");
-    NamePart *np = &parts[nparts++];
+    NamePart *np = push(p, &parts, &nparts, &cap, sizeof *np);
+    if (np == NULL) return 0;
     if (try_consume(p, "(")) {
       Buf b = {0};
       if (p->cur.kind == kPc_Tok_Ident) {
@@ -1523,6 +1523,8 @@ static int parse_file(P *p, pc_FileDesc *file) {
       ok = *d != NULL && expect(p, ";");
     } else if (at(p, "package")) {
       if (file->package != NULL) return error(p, "Multiple package definitions.");
+      file->package_line = p->cur.line;
+      file->package_column = p->cur.column;
       advance(p);
       Buf b = {0};
       for (;;) {

@@ -54,7 +54,8 @@ struct pc_GrpcChannel {
   size_t live_calls;
   int closing;
   Backoff backoff;
-  unsigned last_id; /* of the newest connection */
+  unsigned last_id;     /* of the newest connection */
+  pc_GrpcWakeList wake; /* the calls' (wake.h) */
 };
 
 struct pc_GrpcCall {
@@ -78,6 +79,7 @@ struct pc_GrpcCall {
   int waiting; /* no stream yet: waits for the next connection attempt (backoff) */
   int early;   /* ended before a stream could start: 'status' */
   pc_GrpcStatus status;
+  pc_GrpcWaker waker; /* its place in the channel's wake list */
 };
 
 static void *mem(pc_GrpcChannel *ch, void *p, size_t o, size_t n) {
@@ -102,6 +104,20 @@ static void free_opt(pc_GrpcChannel *ch, const char *s) {
   char *p;
   memcpy(&p, &s, sizeof p);
   mem(ch, p, strlen(s) + 1, 0);
+}
+
+/* Something the waiter on 'c' may care about happened (wake.h). */
+static void wake(pc_GrpcCall *c) {
+  pc_GrpcWakeList_Add(&c->ch->wake, &c->waker);
+}
+
+/* The engine's events: each is news for its call's waiter (a GOAWAY
+ * alone is not; the streams it refuses end). */
+static void on_event(void *ud, pc_GrpcStream *stream, pc_GrpcEvent ev) {
+  (void)ud;
+  (void)ev;
+  pc_GrpcCall *c = stream ? pc_GrpcStream_User(stream) : NULL;
+  if (c) wake(c);
 }
 
 /* -- reconnection backoff ------------------------------------------------ */
@@ -256,6 +272,7 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   eo.max_header_list = ch->o.max_header_list;
   eo.stream_window = ch->o.stream_window;
   eo.connection_window = ch->o.connection_window;
+  eo.on_event = on_event;
   c->engine = pc_GrpcEngine_New(&eo, ch->alloc, ch->ud, err);
   if (c->engine == NULL) {
     mem(ch, c, sizeof *c, 0);
@@ -306,6 +323,7 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *all
   ch->alloc = alloc;
   ch->ud = ud;
   ch->o = *o;
+  pc_GrpcWakeList_Init(&ch->wake, alloc, ud);
   backoff_init(&ch->backoff, o, ch);
   int ok = 1;
   ch->o.host = dup_opt(ch, o->host ? o->host : "", &ok);
@@ -351,6 +369,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->o.server_name);
   free_opt(ch, ch->o.user_agent);
   free_opt(ch, ch->authority);
+  pc_GrpcWakeList_Free(&ch->wake);
   mem(ch, ch, sizeof *ch, 0);
 }
 
@@ -363,6 +382,7 @@ static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
   c->status.message = m ? m : "out of memory";
   c->status.message_len = strlen(c->status.message);
   c->status.details = "";
+  wake(c);
 }
 
 static void detach(pc_GrpcCall *c) {
@@ -578,6 +598,14 @@ int pc_GrpcCall_Next(pc_GrpcCall *c, const char **data, size_t *len) {
   if (c->early) return -1;
   if (c->stream == NULL) return 0; /* waiting */
   return pc_GrpcStream_Next(c->stream, data, len);
+}
+
+void pc_GrpcCall_SetWakeToken(pc_GrpcCall *c, uint64_t token) {
+  c->waker.token = token;
+}
+
+pc_GrpcWakeList *pc_GrpcChannel_Wake(pc_GrpcChannel *ch) {
+  return &ch->wake;
 }
 
 int pc_GrpcCall_HeadersDone(const pc_GrpcCall *c) {

@@ -43,6 +43,7 @@ struct pc_GrpcServerCall {
   int gzip_declared;   /* the response headers carry grpc-encoding gzip */
   int gzip_out;        /* response messages are gzipped */
   int last_compressed; /* the last message Next returned had the flag set */
+  pc_GrpcWaker waker;  /* its place in the listener's wake list (wake.h) */
   pc_Code code;
   const char *message, *details;
   size_t message_len, details_len;
@@ -55,6 +56,7 @@ struct pc_GrpcServerConn {
   size_t max_receive, max_header_list;
   uint32_t max_streams;
   uint32_t reset_burst, reset_rate, control_burst, control_rate;
+  pc_GrpcWakeList *wake; /* the driver's, or NULL */
   Bucket resets, controls;
   double now;
   int goaway;
@@ -96,6 +98,13 @@ static void set_why(pc_GrpcServerConn *c, const char *fmt, ...) {
 static void calm(pc_GrpcServerConn *c, const char *what) {
   set_why(c, "%s: GOAWAY ENHANCE_YOUR_CALM", what);
   nghttp2_session_terminate_session(c->h2.session, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* Something the driver's waiter on 's' may care about happened: a
+ * message or the end of the request arrived, responses went out, the call
+ * ended (wake.h). */
+static void wake(pc_GrpcServerCall *s) {
+  if (s->c && s->c->wake && s->accepted) pc_GrpcWakeList_Add(s->c->wake, &s->waker);
 }
 
 static pc_GrpcServerCall *call_of(nghttp2_session *session, int32_t id) {
@@ -231,6 +240,7 @@ static void fail(pc_GrpcServerCall *s, pc_Code code, const char *fmt, ...) {
   pc_GrpcInbox_Clear(&s->in);
   pc_GrpcOutbox_Clear(&s->out);
   finish(s, code, text, n, NULL, 0);
+  wake(s);
 }
 
 /* The response body: the framed messages, then (once Finish ran) the
@@ -240,6 +250,7 @@ static ssize_t response_body(void *ud, void *call, uint8_t *buf, size_t length,
   pc_GrpcServerCall *s = call;
   (void)ud;
   ssize_t n = pc_GrpcOutbox_Pull(&s->out, buf, length, s->finished, data_flags);
+  if (n > 0) wake(s); /* a sender waiting for room may go on */
   if (n != 0 || !(*data_flags & NGHTTP2_DATA_FLAG_EOF)) return n;
   *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
   size_t max = 4 + s->out_md[1].count;
@@ -371,8 +382,9 @@ static void fail_read(pc_GrpcServerCall *s, pc_GrpcRead r) {
  * over the limit fails before its body arrives. */
 static void scan_messages(pc_GrpcServerCall *s) {
   int gzip = s->encoding != NULL && strcmp(s->encoding, "gzip") == 0;
-  int whole; /* the driver polls Next: no event */
+  int whole;
   pc_GrpcRead r = pc_GrpcInbox_Scan(&s->in, s->c->max_receive, gzip, &whole);
+  if (whole > 0) wake(s);
   if (r == kPc_GrpcRead_Compressed)
     fail(s, kPc_Code_Internal, "request message is compressed but grpc-encoding is not gzip");
   else if (r != kPc_GrpcRead_Ok)
@@ -419,6 +431,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     request_ready(c, s);
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     s->remote_ended = 1;
+    wake(s);
     if (!s->cancelled && pc_GrpcInbox_Partial(&s->in) > 0)
       fail(s, kPc_Code_Internal, "request ended inside a message (%zu bytes left over)",
            pc_GrpcInbox_Partial(&s->in));
@@ -444,6 +457,7 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, 
   s->closed = 1;
   pc_GrpcInbox_Closed(&s->in, session);
   if (!s->finished) s->cancelled = 1;
+  wake(s);
   nghttp2_session_set_stream_user_data(session, id, NULL);
   if (!s->accepted) free_call(s);
   return 0;
@@ -466,6 +480,7 @@ static void cancel_all(pc_GrpcServerConn *c) {
   while (s) {
     pc_GrpcServerCall *next = s->next;
     s->cancelled = 1;
+    wake(s);
     if (!s->accepted) {
       if (!s->closed) nghttp2_session_set_stream_user_data(c->h2.session, s->id, NULL);
       s->closed = 1;
@@ -499,6 +514,7 @@ pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc
   c->reset_rate = o->reset_rate ? o->reset_rate : PC_GRPC_SERVER_DEFAULT_RESET_RATE;
   c->control_burst = o->control_burst ? o->control_burst : PC_GRPC_SERVER_DEFAULT_CONTROL_BURST;
   c->control_rate = o->control_rate ? o->control_rate : PC_GRPC_SERVER_DEFAULT_CONTROL_RATE;
+  c->wake = o->wake;
   pc_GrpcSessionSettings set = {.max_streams = c->max_streams,
                                 .stream_window = o->stream_window,
                                 .connection_window = o->connection_window,
@@ -587,6 +603,7 @@ double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
       s->cancelled = s->ended = 1;
       pc_GrpcOutbox_Clear(&s->out);
       finish(s, kPc_Code_DeadlineExceeded, "deadline exceeded", 17, NULL, 0);
+      wake(s);
     } else if (next < 0 || s->deadline < next) {
       next = s->deadline;
     }
@@ -675,6 +692,10 @@ int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
   }
   resume(s);
   return 1;
+}
+
+void pc_GrpcServerCall_SetWakeToken(pc_GrpcServerCall *s, uint64_t token) {
+  s->waker.token = token;
 }
 
 int pc_GrpcServerCall_Compressed(const pc_GrpcServerCall *s) {

@@ -33,6 +33,7 @@
 
 #include "base/arena.h"
 #include "net/grpc.h"
+#include "net/wake.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -57,6 +58,7 @@ typedef struct {
   uint32_t connection_window;           /* connection receive window; 0: 16 MiB */
   uint32_t reset_burst, reset_rate;     /* 0: the defaults above */
   uint32_t control_burst, control_rate; /* 0: the defaults above */
+  pc_GrpcWakeList *wake;                /* where calls with a wake token are listed; NULL: none */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL
@@ -156,6 +158,13 @@ int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_G
  * gzipped when pc_GrpcServerCall_SetCompression turned gzip on. Returns 1,
  * or 0 when the call is over or finished. */
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len);
+
+/* Gives the call a wake token (wake.h; 0: none): from now on, what its
+ * waiter may care about lists 'token' in the options' wake list: a whole
+ * request message or the end of the request arrived, response bytes went
+ * out (pc_GrpcServerCall_Unsent fell), the call was cancelled, reset,
+ * timed out or failed, or its connection went. */
+void pc_GrpcServerCall_SetWakeToken(pc_GrpcServerCall *s, uint64_t token);
 
 /* Whether the message pc_GrpcServerCall_Next returned last came with the
  * compressed flag set (gzip on the wire; PROTOCOL-HTTP2.md

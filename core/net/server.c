@@ -52,7 +52,10 @@ struct pc_GrpcServerCall {
 struct pc_GrpcServerConn {
   pc_GrpcSession h2; /* first: the connection is its block (pc_GrpcSession_New) */
   pc_GrpcServerCall *calls, *last;
-  size_t held; /* calls not yet freed */
+  size_t held;    /* calls not yet freed */
+  size_t open;    /* ...of them not closed by nghttp2 (pc_GrpcServerConn_Running) */
+  size_t waiting; /* ...queued for pc_GrpcServerConn_Accept */
+  double due;     /* no call's deadline is before this (-1: none has one): Expire's scan waits */
   size_t max_receive, max_header_list;
   uint32_t max_streams;
   uint32_t reset_burst, reset_rate, control_burst, control_rate;
@@ -117,8 +120,17 @@ static nghttp2_session *live(const pc_GrpcServerCall *s) {
   return s->c && !s->closed ? s->c->h2.session : NULL;
 }
 
+/* The stream is closed (once). */
+static void mark_closed(pc_GrpcServerCall *s) {
+  if (s->closed) return;
+  s->closed = 1;
+  if (s->c) s->c->open--;
+}
+
 static void unlink_call(pc_GrpcServerCall *s) {
   pc_GrpcServerConn *c = s->c;
+  if (!s->closed) c->open--;
+  if (s->queued) c->waiting--;
   if (s->prev)
     s->prev->next = s->next;
   else
@@ -292,6 +304,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     c->calls = s;
   c->last = s;
   c->held++;
+  c->open++;
   return 0;
 }
 
@@ -361,8 +374,12 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
          s->encoding);
     return;
   }
-  if (s->timeout >= 0) s->deadline = c->now + s->timeout;
+  if (s->timeout >= 0) {
+    s->deadline = c->now + s->timeout;
+    if (c->due < 0 || s->deadline < c->due) c->due = s->deadline;
+  }
   s->queued = 1;
+  c->waiting++;
 }
 
 /* Gives back to flow control what is not held in whole unread messages. */
@@ -454,7 +471,7 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, 
   (void)ud;
   pc_GrpcServerCall *s = call_of(session, id);
   if (s == NULL) return 0;
-  s->closed = 1;
+  mark_closed(s);
   pc_GrpcInbox_Closed(&s->in, session);
   if (!s->finished) s->cancelled = 1;
   wake(s);
@@ -483,7 +500,7 @@ static void cancel_all(pc_GrpcServerConn *c) {
     wake(s);
     if (!s->accepted) {
       if (!s->closed) nghttp2_session_set_stream_user_data(c->h2.session, s->id, NULL);
-      s->closed = 1;
+      mark_closed(s);
       free_call(s);
     }
     s = next;
@@ -515,6 +532,7 @@ pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc
   c->control_burst = o->control_burst ? o->control_burst : PC_GRPC_SERVER_DEFAULT_CONTROL_BURST;
   c->control_rate = o->control_rate ? o->control_rate : PC_GRPC_SERVER_DEFAULT_CONTROL_RATE;
   c->wake = o->wake;
+  c->due = -1;
   pc_GrpcSessionSettings set = {.max_streams = c->max_streams,
                                 .stream_window = o->stream_window,
                                 .connection_window = o->connection_window,
@@ -590,12 +608,12 @@ void pc_GrpcServerConn_Shutdown(pc_GrpcServerConn *c) {
 }
 
 size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c) {
-  size_t n = 0;
-  for (const pc_GrpcServerCall *s = c->calls; s; s = s->next) n += !s->closed;
-  return n;
+  return c->open;
 }
 
 double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
+  /* Nothing is due before 'due': no scan of every call each round. */
+  if (c->due < 0 || now < c->due) return c->due;
   double next = -1;
   for (pc_GrpcServerCall *s = c->calls; s; s = s->next) {
     if (s->deadline < 0 || s->finished || s->closed) continue;
@@ -608,13 +626,16 @@ double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
       next = s->deadline;
     }
   }
+  c->due = next;
   return next;
 }
 
 pc_GrpcServerCall *pc_GrpcServerConn_Accept(pc_GrpcServerConn *c) {
+  if (c->waiting == 0) return NULL; /* no scan of the calls held */
   for (pc_GrpcServerCall *s = c->calls; s; s = s->next) {
     if (!s->queued) continue;
     s->queued = 0;
+    c->waiting--;
     s->accepted = 1;
     return s;
   }

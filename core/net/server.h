@@ -106,8 +106,10 @@ void pc_GrpcServerConn_Shutdown(pc_GrpcServerConn *c);
 size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c);
 
 /* Finishes with DEADLINE_EXCEEDED every call whose grpc-timeout passed by
- * 'now'; returns the nearest deadline still ahead (monotonic seconds), or
- * -1 when none. */
+ * 'now'; returns when the next one falls due (monotonic seconds), or -1
+ * when none. The calls are scanned only once that time has come, so it
+ * may be the deadline of a call that ended since: the call then made
+ * finds the next. */
 double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now);
 
 /* The next call the client started that the driver has not taken yet

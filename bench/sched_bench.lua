@@ -34,14 +34,7 @@ service S {
 ]], { name = "schedbench.proto" }))
 local Msg, Tally = pool:type("schedbench.Msg"), pool:type("schedbench.Tally")
 
--- "PID (name) state PPID ...": this process's id and its parent's.
-local function ids()
-  local f = io.open("/proc/self/stat")
-  local text = f:read("a")
-  f:close()
-  local pid, ppid = text:match("^(%d+) .*%) %S+ (%d+)")
-  return pid, ppid
-end
+local ids = H.ids
 
 -- A task that ends this process once its parent (the bench) is gone, or
 -- after 900 s: the bench kills its children, but may die first.

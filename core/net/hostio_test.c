@@ -4,9 +4,10 @@
  * driver's words and backs off, the client preface comes out and stays
  * until reported written, a lost connection ends its calls, deadlines end
  * calls in pc_GrpcChannel_HostTick, which says when the next timer falls
- * due, bytes that are no HTTP/2 break the connection (once its GOAWAY is out), ids no longer listed
- * are ignored, and every allocation failing leaks nothing. The data path
- * against real servers is spec/driver_spec.lua. */
+ * due, bytes that are no HTTP/2 break the connection (once its GOAWAY is
+ * out), ids no longer listed are ignored, calls with a wake token are
+ * listed as they end, and every allocation failing leaks nothing. The data
+ * path against real servers is spec/driver_spec.lua. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "base/clock.h"
@@ -152,7 +153,8 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
 }
 
 /* A deadline on a connected connection ends the call in the tick; bytes
- * that are no HTTP/2 end the other. */
+ * that are no HTTP/2 end the other. Each, given a wake token (wake.h), is
+ * listed as it ends. */
 static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
   *ok = 0;
   pc_GrpcChannel *ch = host_channel(alloc);
@@ -165,14 +167,21 @@ static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
     return 0;
   }
   int good = 1, ready = 0;
+  pc_GrpcWakeList *w = pc_GrpcChannel_Wake(ch);
+  const uint64_t *items;
+  pc_GrpcCall_SetWakeToken(a, 1);
+  pc_GrpcCall_SetWakeToken(b, 2);
   unsigned id = only_conn(ch, &ready); /* both calls on one connection */
   pc_GrpcChannel_HostConnected(ch, id, 1, NULL);
   double next = pc_GrpcChannel_HostTick(ch);
   good &= STEP(id != 0 && next > 0 && next <= 0.02);
+  pc_GrpcWakeList_Clear(w); /* what their requests going out listed */
   pc_Clock_Sleep(0.025);
   pc_GrpcChannel_HostTick(ch);
   good &= STEP(ended(a, kPc_Code_DeadlineExceeded, "deadline exceeded"));
   good &= STEP(pc_GrpcCall_Status(b) == NULL);
+  good &= STEP(pc_GrpcWakeList_Items(w, &items) == 1 && items[0] == 1);
+  pc_GrpcWakeList_Clear(w);
   pc_GrpcChannel_HostRecv(ch, id, "HTTP/1.1 400 Bad Request\r\n\r\n", 28);
   const char *p;
   for (size_t n; (n = pc_GrpcChannel_HostOutput(ch, id, &p)) > 0;)
@@ -181,6 +190,7 @@ static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
   const pc_GrpcStatus *st = pc_GrpcCall_Status(b);
   good &= STEP(st != NULL && st->code == kPc_Code_Unavailable &&
                strstr(st->message, "expected SETTINGS frame") != NULL);
+  good &= STEP(pc_GrpcWakeList_Items(w, &items) == 1 && items[0] == 2);
   pc_GrpcCall_Free(a);
   pc_GrpcCall_Free(b);
   pc_GrpcChannel_HostTick(ch);

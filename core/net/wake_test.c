@@ -1,14 +1,10 @@
 /* Wake lists (wake.h): a token is listed once per round and only when
  * set, a failed allocation turns into an overflow (every waiter looks)
- * instead of a lost wake, nothing leaks; a host-I/O channel lists the
- * calls that have a token when their deadline passes or their connection
- * breaks, and not the others. The server engine's calls: server_test.c. */
+ * instead of a lost wake, nothing leaks. What lists a channel's calls:
+ * hostio_test.c; a server engine's: server_test.c. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
-#include "base/clock.h"
-#include "net/channel.h"
-
-#include <string.h>
+#include "net/wake.h"
 
 /* The tokens listed, as a bit set of 1..63 (bit 0: anything else). */
 static uint64_t listed(const pc_GrpcWakeList *w) {
@@ -22,15 +18,6 @@ static uint64_t listed(const pc_GrpcWakeList *w) {
 static size_t count(const pc_GrpcWakeList *w) {
   const uint64_t *items;
   return pc_GrpcWakeList_Items(w, &items);
-}
-
-static pc_GrpcCall *start(pc_GrpcChannel *ch, double timeout) {
-  pc_GrpcCallSettings s;
-  memset(&s, 0, sizeof s);
-  s.timeout = timeout;
-  pc_Error err;
-  pc_Error_Init(&err);
-  return pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
 }
 
 int main(void) {
@@ -89,47 +76,5 @@ int main(void) {
     fail_reset(0);
   }
 
-  /* A channel lists its calls with a token: the deadline that ends one in
-   * the tick, then the lost connection that ends the others; a call
-   * without a token never. */
-  {
-    pc_GrpcChannelOptions o;
-    memset(&o, 0, sizeof o);
-    o.host = "example.test";
-    o.port = "50051";
-    o.host_io = 1;
-    pc_Error err;
-    pc_Error_Init(&err);
-    pc_GrpcChannel *ch = pc_GrpcChannel_New(&o, NULL, NULL, &err);
-    if (ch == NULL) {
-      fprintf(stderr, "wake_test.c: no channel: %s\n", err.msg);
-      return 1;
-    }
-    pc_GrpcWakeList *w = pc_GrpcChannel_Wake(ch);
-    pc_GrpcCall *late = start(ch, 0.02), *held = start(ch, 10), *mute = start(ch, 10);
-    pc_GrpcCall_SetWakeToken(late, 1);
-    pc_GrpcCall_SetWakeToken(held, 2);
-    pc_GrpcHostConn c[2];
-    CHECK(pc_GrpcChannel_HostConns(ch, c, 2) == 1);
-    pc_GrpcChannel_HostConnected(ch, c[0].id, 1, NULL);
-    pc_GrpcChannel_HostTick(ch);
-    const char *p;
-    for (size_t n; (n = pc_GrpcChannel_HostOutput(ch, c[0].id, &p)) > 0;)
-      pc_GrpcChannel_HostWrote(ch, c[0].id, n);
-    pc_GrpcWakeList_Clear(w); /* the headers went out: news of no interest here */
-    pc_GrpcChannel_HostTick(ch);
-    CHECK(count(w) == 0);
-    pc_Clock_Sleep(0.025);
-    pc_GrpcChannel_HostTick(ch);
-    CHECK(pc_GrpcCall_Status(late) != NULL && listed(w) == (1u << 1));
-    pc_GrpcWakeList_Clear(w);
-    pc_GrpcChannel_HostLost(ch, c[0].id, "read from example.test:50051: connection reset");
-    CHECK(pc_GrpcCall_Status(held) != NULL && pc_GrpcCall_Status(mute) != NULL);
-    CHECK(listed(w) == (1u << 2));
-    pc_GrpcCall_Free(late);
-    pc_GrpcCall_Free(held);
-    pc_GrpcCall_Free(mute);
-    pc_GrpcChannel_Free(ch);
-  }
   return CHECK_DONE();
 }

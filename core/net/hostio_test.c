@@ -6,7 +6,8 @@
  * calls in pc_GrpcChannel_HostTick, which says when the next timer falls
  * due, bytes that are no HTTP/2 break the connection (once its GOAWAY is
  * out), ids no longer listed are ignored, calls with a wake token are
- * listed as they end, and every allocation failing leaks nothing. The data
+ * listed as they end, a call refused by a GOAWAY runs again on a new
+ * connection, and every allocation failing leaks nothing. The data
  * path against real servers is spec/driver_spec.lua. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
@@ -200,21 +201,62 @@ static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
   return 1;
 }
 
+/* A GOAWAY taking none of the calls refuses them: the tick runs each
+ * again on a new connection (gRFC A6 transparent retry) although nobody
+ * reads it, and lists its wake token. */
+static int refused_again(pc_Alloc *alloc, int *ok) {
+  *ok = 0;
+  pc_GrpcChannel *ch = host_channel(alloc);
+  if (ch == NULL) return 0;
+  pc_GrpcCall *a = start(ch, 5);
+  if (a == NULL) {
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  pc_GrpcCall_SetWakeToken(a, 7);
+  int good = 1, ready = 0;
+  unsigned id = only_conn(ch, &ready);
+  pc_GrpcChannel_HostConnected(ch, id, 1, NULL);
+  const char *p;
+  for (size_t n; (n = pc_GrpcChannel_HostOutput(ch, id, &p)) > 0;)
+    pc_GrpcChannel_HostWrote(ch, id, n);
+  pc_GrpcWakeList *w = pc_GrpcChannel_Wake(ch);
+  pc_GrpcWakeList_Clear(w);
+  /* The server's SETTINGS, then GOAWAY NO_ERROR with last stream id 0. */
+  static const unsigned char goaway[] = {0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 8, 7,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  pc_GrpcChannel_HostRecv(ch, id, goaway, sizeof goaway);
+  const uint64_t *items;
+  good &= STEP(pc_GrpcWakeList_Items(w, &items) >= 1 && items[0] == 7);
+  pc_GrpcChannel_HostTick(ch);
+  pc_GrpcHostConn c[4];
+  size_t n = pc_GrpcChannel_HostConns(ch, c, 4);
+  good &= STEP(pc_GrpcCall_Status(a) == NULL); /* running again */
+  good &= STEP(n >= 1 && n <= 4 && c[0].id != id && c[0].ready == 0); /* the newest first */
+  pc_GrpcCall_Free(a);
+  pc_GrpcChannel_Free(ch);
+  *ok = good;
+  return 1;
+}
+
 int main(void) {
   int ok = 0;
   CHECK(lifecycle(NULL, &ok));
   CHECK(ok);
   CHECK(deadline_and_garbage(NULL, &ok));
   CHECK(ok);
+  CHECK(refused_again(NULL, &ok));
+  CHECK(ok);
   quiet = 1;
   for (long n = 1;; n++) {
     fail_reset(n);
     int ran = lifecycle(fail_alloc, &ok);
     int ran2 = deadline_and_garbage(fail_alloc, &ok);
+    int ran3 = refused_again(fail_alloc, &ok);
     if (fail_live != 0) fprintf(stderr, "leak %lld bytes failing allocation %ld\n", fail_live, n);
     CHECK(fail_live == 0);
     if (!fail_hit) {
-      CHECK(ran && ran2);
+      CHECK(ran && ran2 && ran3);
       break;
     }
   }

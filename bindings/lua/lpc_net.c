@@ -513,23 +513,19 @@ static pc_GrpcWakeList *wake_list(lua_State *L, int idx) {
   return b->ch ? pc_GrpcChannel_Wake(b->ch) : NULL;
 }
 
-/* Pushes 'tokens' (the wake tokens listed by the waitables of the list at
- * 'idx', or nil) and 'all' (the waitables whose every waiter must look: a
- * closed one, or one whose list overflowed; or nil), then clears their
- * lists. A list is cleared only once its tokens are in 'tokens', so an
- * error of memory in between loses none. */
-static void push_woken(lua_State *L, int idx) {
-  lua_Integer len = luaL_len(L, idx);
-  int tokens = 0, all = 0;
-  lua_Integer nt = 0, na = 0;
+/* Puts the wake tokens listed by the waitables of the list at 'idx' in
+ * the table at 'out' (at 1..n, the entries after n left as they were) and
+ * clears their lists; pushes n and 'all', the waitables whose every waiter
+ * must look (a closed one, or one whose list overflowed), or nil. A list
+ * is cleared only once its tokens are in 'out', so an error of memory in
+ * between loses none. */
+static void take_woken(lua_State *L, int idx, int out) {
+  lua_Integer len = luaL_len(L, idx), nt = 0, na = 0;
   lua_pushnil(L);
-  lua_pushnil(L);
-  tokens = lua_gettop(L) - 1;
-  all = tokens + 1;
+  int all = lua_gettop(L);
   for (lua_Integer i = 1; i <= len; i++) {
     lua_geti(L, idx, i);
     pc_GrpcWakeList *w = wake_list(L, -1);
-    const uint64_t *items = NULL;
     if (w == NULL || pc_GrpcWakeList_Overflow(w)) {
       if (na == 0) {
         lua_newtable(L);
@@ -540,19 +536,17 @@ static void push_woken(lua_State *L, int idx) {
     }
     lua_pop(L, 1);
     if (w == NULL) continue;
-    size_t n = pc_GrpcWakeList_Items(w, &items);
-    if (n > 0 && nt == 0) {
-      lua_createtable(L, (int)(n < 1024 ? n : 1024), 0);
-      lua_replace(L, tokens);
-    }
     /* Items again each time: a call the collector frees meanwhile may
      * list itself (its stream's end), moving the array. */
+    const uint64_t *items;
     for (size_t k = 0; k < pc_GrpcWakeList_Items(w, &items); k++) {
       lua_pushinteger(L, (lua_Integer)items[k]);
-      lua_rawseti(L, tokens, ++nt);
+      lua_rawseti(L, out, ++nt);
     }
     pc_GrpcWakeList_Clear(w);
   }
+  lua_pushinteger(L, nt);
+  lua_insert(L, all); /* n, all */
 }
 
 /* Whether a waitable of 'w' has news a pump would hand out now. */
@@ -564,17 +558,19 @@ static int any_pending(const Waitables *w) {
   return 0;
 }
 
-/* -- tokens | nil, all | nil = core.grpc_pump(waitables, timeout)
+/* -- n, all | nil = core.grpc_pump(waitables, timeout, tokens)
  * One round of I/O over a list of channels and listeners (lpc_listen.c;
  * closed ones are skipped): sends, waits at most 'timeout' seconds (capped
  * by the nearest deadline), accepts and reads, ends calls past their
- * deadline (no wait when a wake list has news already). Returns the wake
+ * deadline (no wait when a wake list has news already). Puts the wake
  * tokens (call:wake_token()) of the calls something happened to since the
- * last pump over their channel or listener, and the waitables of the list
- * whose every waiter must look (closed, or more news than their wake list
- * held); nil for none. Raises "poll failed" when poll(2) failed or memory
- * ran out. */
+ * last pump over their channel or listener in the table 'tokens' (at
+ * 1..n; a table the caller uses again: the entries after n are stale) and
+ * returns n and the waitables of the list whose every waiter must look
+ * (closed, or more news than their wake list held), or nil. Raises "poll
+ * failed" when poll(2) failed or memory ran out. */
 static int lpc_grpc_pump(lua_State *L) {
+  luaL_checktype(L, 3, LUA_TTABLE);
   Waitables w;
   lua_Integer len = waitables(L, 1, &w);
   lua_Number timeout = luaL_checknumber(L, 2);
@@ -583,7 +579,7 @@ static int lpc_grpc_pump(lua_State *L) {
   int ok =
       w.m > 0 ? pc_Grpc_PumpAll(w.chs, w.n, w.ls, w.m, timeout) : pc_Grpc_Pump(w.chs, w.n, timeout);
   if (!ok) return luaL_error(L, "poll failed: %s", strerror(errno)); /* ENOMEM: no room */
-  push_woken(L, 1);
+  take_woken(L, 1, 3);
   return 2;
 }
 

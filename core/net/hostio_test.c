@@ -77,17 +77,22 @@ static unsigned only_conn(pc_GrpcChannel *ch, int *ready) {
   return c[0].id;
 }
 
+/* A host-I/O channel ('*ch') with one call started on it, or NULL (and
+ * nothing left) when an allocation failed. */
+static pc_GrpcCall *one_call(pc_Alloc *alloc, pc_GrpcChannel **ch) {
+  *ch = host_channel(alloc);
+  pc_GrpcCall *a = *ch ? start(*ch, 5) : NULL;
+  if (a == NULL) pc_GrpcChannel_Free(*ch);
+  return a;
+}
+
 /* A failed connect, then a connection that connects, writes its preface
  * in two parts and is lost; 1 when every step went as it should. */
 static int lifecycle(pc_Alloc *alloc, int *ok) {
   *ok = 0;
-  pc_GrpcChannel *ch = host_channel(alloc);
-  if (ch == NULL) return 0;
-  pc_GrpcCall *a = start(ch, 5);
-  if (a == NULL) {
-    pc_GrpcChannel_Free(ch);
-    return 0;
-  }
+  pc_GrpcChannel *ch;
+  pc_GrpcCall *a = one_call(alloc, &ch);
+  if (a == NULL) return 0;
   int good = 1, ready = -1;
   const char *p;
   unsigned id = only_conn(ch, &ready);
@@ -206,13 +211,9 @@ static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
  * reads it, and lists its wake token. */
 static int refused_again(pc_Alloc *alloc, int *ok) {
   *ok = 0;
-  pc_GrpcChannel *ch = host_channel(alloc);
-  if (ch == NULL) return 0;
-  pc_GrpcCall *a = start(ch, 5);
-  if (a == NULL) {
-    pc_GrpcChannel_Free(ch);
-    return 0;
-  }
+  pc_GrpcChannel *ch;
+  pc_GrpcCall *a = one_call(alloc, &ch);
+  if (a == NULL) return 0;
   pc_GrpcCall_SetWakeToken(a, 7);
   int good = 1, ready = 0;
   unsigned id = only_conn(ch, &ready);
@@ -231,7 +232,7 @@ static int refused_again(pc_Alloc *alloc, int *ok) {
   pc_GrpcChannel_HostTick(ch);
   pc_GrpcHostConn c[4];
   size_t n = pc_GrpcChannel_HostConns(ch, c, 4);
-  good &= STEP(pc_GrpcCall_Status(a) == NULL); /* running again */
+  good &= STEP(pc_GrpcCall_Status(a) == NULL);                        /* running again */
   good &= STEP(n >= 1 && n <= 4 && c[0].id != id && c[0].ready == 0); /* the newest first */
   pc_GrpcCall_Free(a);
   pc_GrpcChannel_Free(ch);

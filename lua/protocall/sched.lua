@@ -25,6 +25,7 @@ local M = {}
 local tasks = {}      -- coroutine -> true while pc.run runs it
 local ntasks = 0      -- how many
 local queue = {}      -- coroutines to start or resume, in order
+local spare = {}      -- an empty table, the next queue (a round allocates nothing)
 -- What each waiting task waits on: false (its timer or a signal alone),
 -- else a channel, a listener or a list of channels: as a whole when
 -- wide[co], else the call whose wake token is on_call[co].
@@ -34,10 +35,15 @@ local on_call = {}    -- coroutine -> the wake token of the call it waits on
 local by_token = {}   -- wake token -> the coroutine waiting on that call, or a set of them
 local callers = {}    -- waitable -> {[co] = true}: the tasks waiting on one of its calls
 local ncallers = {}   -- waitable -> how many
+local sets = {}       -- empty tables for callers, to use again
+local tokens = {}     -- the wake tokens core.grpc_pump hands out, at 1..n
 local wake_at = {}    -- coroutine -> monotonic time its wait ends
 -- The timers, a binary heap by time; an entry whose task no longer waits
--- until that time (wake_at) is dropped when it comes up.
+-- until that time (wake_at) is dropped when it comes up, or when such
+-- entries outnumber the timers (ntimed) and the heap is built anew: it
+-- holds no finished task long.
 local heap_at, heap_co, heap_n = {}, {}, 0
+local ntimed = 0 -- tasks with a wake_at
 local running_loop = false
 local rounds, resumes = 0, 0 -- for M.stats
 -- Incremented when a loop drops its tasks after an error: what the dropped
@@ -45,8 +51,7 @@ local rounds, resumes = 0, 0 -- for M.stats
 -- free again.
 local epoch = 0
 
-local function timer_add(co, at)
-  wake_at[co] = at
+local function heap_add(co, at)
   heap_n = heap_n + 1
   local i = heap_n
   while i > 1 do
@@ -56,6 +61,17 @@ local function timer_add(co, at)
     i = p
   end
   heap_at[i], heap_co[i] = at, co
+end
+
+local function timer_add(co, at)
+  if wake_at[co] == nil then ntimed = ntimed + 1 end
+  wake_at[co] = at
+  if heap_n >= 2 * ntimed + 64 then -- mostly entries of waits that ended
+    heap_at, heap_co, heap_n = {}, {}, 0
+    for c, t in pairs(wake_at) do heap_add(c, t) end
+  else
+    heap_add(co, at)
+  end
 end
 
 local function timer_pop()
@@ -90,6 +106,7 @@ end
 local function unwait(co)
   local w = waiting[co]
   if w == nil then return false end
+  if wake_at[co] ~= nil then ntimed = ntimed - 1 end
   waiting[co], wake_at[co] = nil, nil
   if wide[co] then
     wide[co] = nil
@@ -105,11 +122,13 @@ local function unwait(co)
       b[co] = nil
       if next(b) == nil then by_token[token] = nil end
     end
-    local n = ncallers[w] - 1
+    local set, n = callers[w], ncallers[w] - 1
+    set[co] = nil
     if n == 0 then
       callers[w], ncallers[w] = nil, nil
+      sets[#sets + 1] = set
     else
-      callers[w][co], ncallers[w] = nil, n
+      ncallers[w] = n
     end
   end
   return true
@@ -121,17 +140,16 @@ local function wake(co)
 end
 
 -- Readies the tasks a pump's results name: those waiting on the calls of
--- `tokens`, and every task waiting on a call of a waitable in `all` (one
--- closed, or with more news than its wake list held).
-local function deliver(tokens, all)
-  if tokens then
-    for i = 1, #tokens do
-      local b = by_token[tokens[i]]
-      if type(b) == "table" then
-        for co in pairs(b) do wake(co) end
-      elseif b ~= nil then
-        wake(b)
-      end
+-- the `n` tokens it put in `tokens`, and every task waiting on a call of a
+-- waitable in `all` (one closed, or with more news than its wake list
+-- held).
+local function deliver(n, all)
+  for i = 1, n do
+    local b = by_token[tokens[i]]
+    if type(b) == "table" then
+      for co in pairs(b) do wake(co) end
+    elseif b ~= nil then
+      wake(b)
     end
   end
   if all then
@@ -174,7 +192,7 @@ M.task_wait = task_wait
 -- second.
 function M.wait(waitable)
   if task_wait(waitable) then return end
-  deliver(core_pump({ waitable }, 1))
+  deliver(core_pump({ waitable }, 1, tokens))
 end
 
 --- wait_call(waitable, call): until something happened to `call`, a call
@@ -187,7 +205,7 @@ end
 function M.wait_call(waitable, call)
   local co = co_running()
   if not tasks[co] then
-    deliver(core_pump({ waitable }, 1))
+    deliver(core_pump({ waitable }, 1, tokens))
     return
   end
   local token = call:wake_token()
@@ -202,7 +220,12 @@ function M.wait_call(waitable, call)
   end
   local set = callers[waitable]
   if set == nil then
-    set = {}
+    local k = #sets
+    if k > 0 then
+      set, sets[k] = sets[k], nil
+    else
+      set = {}
+    end
     callers[waitable], ncallers[waitable] = set, 0
   end
   set[co], ncallers[waitable] = true, ncallers[waitable] + 1
@@ -213,7 +236,7 @@ end
 -- waiting at most `seconds` (a task yields to the loop meanwhile).
 function M.pump(list, seconds)
   if task_wait(list, seconds) then return end
-  deliver(core_pump(list, seconds))
+  deliver(core_pump(list, seconds, tokens))
 end
 
 local function task_sleep(seconds)
@@ -275,13 +298,15 @@ function M.spawn(fn, ...)
   return co
 end
 
--- The channels and listeners the waiting tasks wait on (each once) and
--- the end of the first timer (nil: none).
+local chans, nchans, seen = {}, 0, {} -- waited()'s, used again each time
+
+-- The channels and listeners the waiting tasks wait on (each once; a table
+-- the next call reuses) and the end of the first timer (nil: none).
 local function waited()
-  local chans, seen = {}, {}
+  local n = 0
   for w in pairs(callers) do
-    seen[w] = true
-    chans[#chans + 1] = w
+    n = n + 1
+    chans[n], seen[w] = w, true
   end
   for co in pairs(wide) do
     local ch = waiting[co]
@@ -289,16 +314,36 @@ local function waited()
       for i = 1, #ch do
         local c = ch[i]
         if not seen[c] then
-          seen[c] = true
-          chans[#chans + 1] = c
+          n = n + 1
+          chans[n], seen[c] = c, true
         end
       end
     elseif not seen[ch] then
-      seen[ch] = true
-      chans[#chans + 1] = ch
+      n = n + 1
+      chans[n], seen[ch] = ch, true
     end
   end
+  for i = n + 1, nchans do chans[i] = nil end
+  for i = 1, n do seen[chans[i]] = nil end
+  nchans = n
   return chans, soonest()
+end
+
+-- New, empty state: every task dropped (or all finished), and the room
+-- the tables grew for them given back.
+local function fresh()
+  tasks, ntasks, queue, spare, waiting, wake_at = {}, 0, {}, {}, {}, {}
+  wide, on_call, by_token, callers, ncallers, sets, tokens = {}, {}, {}, {}, {}, {}, {}
+  chans, nchans, seen = {}, 0, {}
+  heap_at, heap_co, heap_n, ntimed = {}, {}, 0, 0
+end
+
+-- Runs the ready tasks; those they ready meanwhile wait for the next call.
+local function run_ready()
+  local ready = queue
+  queue, spare = spare, ready
+  for i = 1, #ready do step(ready[i]) end
+  for i = #ready, 1, -1 do ready[i] = nil end
 end
 
 -- One round of the scheduler: runs the ready tasks; then, unless one is
@@ -308,16 +353,17 @@ end
 -- those whose timer is due. Returns whether any task is left.
 local function round(max_wait)
   rounds = rounds + 1
-  local ready = queue
-  queue = {}
-  for i = 1, #ready do step(ready[i]) end
-  if ntasks == 0 then return false end
-  local chans, first = waited()
+  run_ready()
+  if ntasks == 0 then
+    fresh() -- what a burst of tasks grew is let go
+    return false
+  end
+  local list, first = waited()
   if #queue == 0 then
     local t = first and first - monotonic() or 1
     if t > max_wait then t = max_wait end
-    if #chans > 0 then
-      deliver(core_pump(chans, t))
+    if #list > 0 then
+      deliver(core_pump(list, t, tokens))
     elseif t > 0 then
       core_sleep(t)
     end
@@ -339,9 +385,7 @@ local function as_loop(name, fn, ...)
   local ok, a, b = pcall(fn, ...)
   running_loop = false
   if not ok then
-    tasks, ntasks, queue, waiting, wake_at = {}, 0, {}, {}, {}
-    wide, on_call, by_token, callers, ncallers = {}, {}, {}, {}, {}
-    heap_at, heap_co, heap_n = {}, {}, 0
+    fresh()
     epoch = epoch + 1
     error(a, 0)
   end
@@ -374,11 +418,7 @@ function M.step(seconds)
     error("bad argument #1 to 'step' (seconds >= 0 expected, got " .. got .. ")", 2)
   end
   return (as_loop("pc.step", function()
-    if round(seconds) then
-      local ready = queue
-      queue = {}
-      for i = 1, #ready do step(ready[i]) end
-    end
+    if round(seconds) then run_ready() end
     return ntasks
   end))
 end
@@ -393,11 +433,11 @@ end
 -- queued meanwhile. Raises inside a task or pc.run.
 function M.poll_fds()
   if running_loop then error("pc.poll_fds: called inside pc.run or a task", 2) end
-  local chans, first = waited()
+  local list, first = waited()
   local timeout = first and first - monotonic() or nil
   if timeout == huge then timeout = nil end -- pc.sleep(math.huge): only a socket wakes it
   if #queue > 0 then timeout = 0 end
-  local fds, due = core.grpc_poll_fds(chans, timeout or 3600)
+  local fds, due = core.grpc_poll_fds(list, timeout or 3600)
   if timeout or due < 3600 then timeout = due end
   if timeout and timeout < 0 then timeout = 0 end
   return fds, timeout

@@ -1,6 +1,7 @@
 /* The .proto parser. Statement by statement as protoc's compiler/parser.cc
  * (same grammar, same error texts); see compiler/parse_internal.h for what it keeps. */
 #include "compiler/parse_internal.h"
+#include "base/hash.h"
 #include "wire/wire.h"
 
 #include "compiler/lex_internal.h"
@@ -1324,15 +1325,9 @@ typedef struct {
   size_t cap;
 } NameSet;
 
-static size_t name_hash(const char *s) {
-  size_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-  return h;
-}
-
 /* 1 when 'name' is in the set; otherwise adds it when 'add' and returns 0. */
 static int name_set_has(NameSet *set, const char *name, int add) {
-  size_t i = name_hash(name) & (set->cap - 1);
+  size_t i = (size_t)pc_Hash_String(name) & (set->cap - 1);
   for (; set->slots[i] != NULL; i = (i + 1) & (set->cap - 1))
     if (strcmp(set->slots[i], name) == 0) return 1;
   if (add) set->slots[i] = name;

@@ -1,6 +1,7 @@
 /* Name resolution, validation and custom option interpretation; see
  * compiler/resolve_internal.h. Follows protoc's descriptor.cc (DescriptorBuilder and
  * OptionInterpreter): same lookups, same error texts. */
+#include "base/hash.h"
 #include "compiler/resolve_internal.h"
 #include "message/message.h"
 #include "schema/def.h"
@@ -105,18 +106,10 @@ static int oom(R *r) {
 
 /* ---- symbol table ---------------------------------------------------------- */
 
-/* FNV-1a, continued from 'h' (HASH_START for a new name): a dotted name's
- * hash is its scope's continued, so every prefix of a name is hashed in one
- * pass over it. */
-#define HASH_START 1469598103934665603ull
-
-static uint64_t hash_more(uint64_t h, const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
+/* A dotted name's hash is its scope's continued (base/hash.h), so every
+ * prefix of a name is hashed in one pass over it. */
 static uint64_t hash(const char *s, size_t n) {
-  return hash_more(HASH_START, s, n);
+  return pc_Hash_More(PC_HASH_START, s, n);
 }
 
 /* The symbol named 'scope' "." 'name' ('name' alone when 'slen' is 0),
@@ -126,11 +119,11 @@ static Sym *find_in(const R *r, const char *scope, size_t slen, uint64_t h, cons
   if (r->cap == 0) return NULL;
   size_t len = nlen, at = 0;
   if (slen > 0) {
-    h = hash_more(h, ".", 1);
+    h = pc_Hash_More(h, ".", 1);
     len += slen + 1;
     at = slen + 1;
   }
-  h = hash_more(h, name, nlen);
+  h = pc_Hash_More(h, name, nlen);
   for (size_t i = (size_t)h & (r->cap - 1); r->slots[i].name != NULL; i = (i + 1) & (r->cap - 1)) {
     const Sym *s = &r->slots[i];
     if (s->hash == h && s->len == len && memcmp(s->name + at, name, nlen) == 0 &&
@@ -141,7 +134,7 @@ static Sym *find_in(const R *r, const char *scope, size_t slen, uint64_t h, cons
 }
 
 static Sym *find(const R *r, const char *name, size_t len) {
-  return find_in(r, NULL, 0, HASH_START, name, len);
+  return find_in(r, NULL, 0, PC_HASH_START, name, len);
 }
 
 static int grow_table(R *r) {
@@ -305,10 +298,10 @@ static int add_file_syms(R *r, const pc_FileDesc *f, int file) {
     /* "a", "a.b", "a.b.c": prefixes of the package in place, each hash the
      * one before continued (a package thousands of parts long costs as
      * much as it is long) */
-    uint64_t h = HASH_START;
+    uint64_t h = PC_HASH_START;
     for (const char *d = pkg, *from = pkg;; d++) {
       if (*d == '.' || *d == '\0') {
-        h = hash_more(h, from, (size_t)(d - from));
+        h = pc_Hash_More(h, from, (size_t)(d - from));
         from = d;
         if (!add_sym_hashed(r, pkg, (size_t)(d - pkg), h, kSymPackage, file, f, NULL, 0, 0))
           return 0;
@@ -423,11 +416,11 @@ static const Sym *lookup(R *r, const char *name, const char *relative_to, int ty
     r->scopes = grown;
     r->scope_cap = 2 * n;
   }
-  uint64_t h = HASH_START;
+  uint64_t h = PC_HASH_START;
   n = 0;
   for (const char *q = relative_to, *from = relative_to; *q; q++)
     if (*q == '.') {
-      h = hash_more(h, from, (size_t)(q - from));
+      h = pc_Hash_More(h, from, (size_t)(q - from));
       from = q;
       r->scopes[n++] = (struct Scope){(size_t)(q - relative_to), h};
     }

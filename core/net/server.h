@@ -72,10 +72,10 @@ typedef struct {
   size_t incomplete_budget;             /* bytes of request messages still arriving whose
                                          * window is given back; 0: the connection window
                                          * (at least max_receive + 5 either way) */
-  double stall_timeout; /* seconds a request message may stay half-received while the
-                         * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
-                         * < 0: none */
-  pc_GrpcWakeList *wake;                /* where calls with a wake token are listed; NULL: none */
+  double stall_timeout;  /* seconds a request message may stay half-received while the
+                          * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
+                          * < 0: none */
+  pc_GrpcWakeList *wake; /* where calls with a wake token are listed; NULL: none */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL

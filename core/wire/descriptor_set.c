@@ -1,5 +1,6 @@
 #include "wire/descriptor_set.h"
 
+#include "base/hash.h"
 #include "wire/decode.h"
 #include "message/message.h"
 
@@ -507,16 +508,10 @@ typedef struct {
   size_t mask;
 } Graph;
 
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
 /* The node of file 'name' ('f' its description, or NULL to look for it in
  * the pool); NONE when neither has it. Room was made for every file. */
 static size_t node_of(Graph *g, const char *name, const pc_FileDesc *f) {
-  size_t i = (size_t)name_hash(name) & g->mask;
+  size_t i = (size_t)pc_Hash_String(name) & g->mask;
   for (; g->slots[i] != 0; i = (i + 1) & g->mask)
     if (strcmp(g->nodes[g->slots[i] - 1].f->name, name) == 0) return g->slots[i] - 1;
   if (f == NULL && (f = pc_Pool_FileDesc(g->pool, name)) == NULL) return NONE;

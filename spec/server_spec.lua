@@ -43,6 +43,7 @@ local handlers = {
       return { total = -1 }
     end
     if p.note == "nil" then return nil end
+    if p.note == "yield" then coroutine.yield() end -- not a wait of protocall's
     if p.note == "meta" then
       ctx:set_header("x-head", "h1")
       ctx:set_trailer("x-trail", "t1")
@@ -458,6 +459,29 @@ describe("pc.listen", function()
     pc.run()
     assert.is_true(seen.cancelled)
     assert.equals("UNAVAILABLE", code)
+  end)
+
+  it("ends a call whose handler yields outside protocall's waits, and shuts down", function()
+    local l = pc.listen(server, "127.0.0.1:0")
+    local e, shut
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local stub = pc.client("srv.Calc", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = pool })
+      e = raised(function() return stub:Add({ note = "yield" }, { timeout = 2 }) end)
+      l:shutdown(0.1)
+      shut = true
+    end)
+    pc.spawn(function() -- a hung shutdown fails the spec instead of hanging it
+      for _ = 1, 300 do
+        if shut then return end
+        pc.sleep(0.01)
+      end
+      error("listener:shutdown() did not return")
+    end)
+    pc.run()
+    assert.equals("INTERNAL", e.code)
+    assert.equals("srv.Calc.Add: the handler yielded outside protocall's waits (a bare coroutine.yield:"
+      .. " wait with pc.sleep or a call, or yield in a coroutine of your own)", e.message)
   end)
 
   describe("over TLS", function()

@@ -217,6 +217,16 @@ local function task(self, call)
   self.active = self.active - 1
 end
 
+-- A handler's task that yielded outside the waits (sched.STRAY) was
+-- dropped: its call ends INTERNAL.
+local function stray(self, call)
+  local entry = self.server.methods[call:path()]
+  pcall(call.finish, call, codes.INTERNAL, (entry and entry.info.full_name or call:path())
+    .. ": the handler " .. sched.STRAY)
+  call:close()
+  self.active = self.active - 1
+end
+
 --- `listener:serve()`: serves until `listener:shutdown()` has finished:
 -- accepts calls and runs each handler as a task (a slow handler does not
 -- stop the others). Inside a pc.run task it serves alongside the other
@@ -231,7 +241,7 @@ function Listener:serve()
     while not self.closed do
       local call = self.core:accept()
       if not call then break end
-      sched.spawn(task, self, call)
+      sched.spawn_guarded(stray, task, self, call)
     end
     if self.finished then break end
     wait(self.core)

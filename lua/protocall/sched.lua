@@ -13,6 +13,7 @@
 -- every round of I/O; timers sit in a heap.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
+local argerror = require("protocall.internal").argerror
 
 local type, error, pairs, next, select, tostring, pcall = type, error, pairs, next, select, tostring, pcall
 local co_create, co_running, co_yield, co_resume, co_status =
@@ -480,9 +481,13 @@ end
 --- pc.sleep(seconds): inside a task, lets the other tasks run meanwhile;
 -- outside, the host's sleep (protocall_settime) or nanosleep, which resumes
 -- after a signal until the time has passed. The default sleep of callables
--- (retry backoff).
+-- (retry backoff). `seconds` <= 0 does not sleep; raises for a
+-- `seconds` that is not a number (or NaN).
 function M.sleep(seconds)
-  if type(seconds) == "number" and seconds > 0 and task_sleep(seconds) then return end
+  if type(seconds) ~= "number" or seconds ~= seconds then
+    argerror("sleep", "number expected, got " .. (seconds ~= seconds and "nan" or type(seconds)), 2)
+  end
+  if seconds > 0 and task_sleep(seconds) then return end
   return core_sleep(seconds)
 end
 

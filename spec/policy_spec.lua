@@ -88,6 +88,16 @@ describe("pc.Error", function()
     assert.are.equal("bad argument #1 to 'Error' (retry_delay: number of seconds expected, got soon)",
       message_of(pc.Error, { code = "UNKNOWN", retry_delay = "soon" }))
   end)
+
+  it("rejects metadata that is not a list of {key, value} pairs, and prints NaN as nan", function()
+    assert.are.equal("bad argument #1 to 'Error' (metadata: list of {key, value} pairs expected, got string)",
+      message_of(pc.Error, { code = "UNKNOWN", metadata = "x" }))
+    assert.are.equal("bad argument #1 to 'Error' (metadata[2]: {key, value} pair of strings expected)",
+      message_of(pc.Error, { code = "UNKNOWN", metadata = { { "a", "b" }, { "c", 5 } } }))
+    assert.are.same({ { "a", "b" } }, pc.Error { code = "UNKNOWN", metadata = { { "a", "b" } } }.metadata)
+    assert.are.equal("bad argument #1 to 'Error' (retry_delay: number of seconds expected, got nan)",
+      message_of(pc.Error, { code = "UNKNOWN", retry_delay = 0 / 0 }))
+  end)
 end)
 
 describe("pc.Retry", function()

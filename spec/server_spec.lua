@@ -37,6 +37,8 @@ local handlers = {
       error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = { 42 } })
     end
     if p.note == "crash" then error("boom at /secret/path") end
+    if p.note == "crash0" then error("localhost:50051: conn refused", 0) end -- no position of Lua's
+    if p.note == "header5" then ctx:set_header("x-n", 5) end
     if p.note == "sleep" then
       while not ctx:cancelled() do pc.sleep(0.01) end
       seen.cancelled = true
@@ -195,6 +197,21 @@ describe("pc.listen", function()
       assert.equals("UNKNOWN", e.code)
       assert.equals("srv.Calc.Add: boom at /secret/path", e.message)
       assert.not_matches("%.lua:%d", e.message)
+    end)
+  end)
+
+  it("keeps a message that only looks like a position", function()
+    with_server(nil, function(stub)
+      local e = raised(function() stub:Add { note = "crash0" } end)
+      assert.equals("srv.Calc.Add: localhost:50051: conn refused", e.message)
+    end)
+  end)
+
+  it("refuses a metadata value that is not a string", function()
+    with_server(nil, function(stub)
+      local e = raised(function() stub:Add { note = "header5" } end)
+      assert.equals("UNKNOWN", e.code)
+      assert.equals("srv.Calc.Add: bad argument #2 to 'set_header' (string expected, got number)", e.message)
     end)
   end)
 

@@ -17,7 +17,7 @@ local error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, ra
   error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, rawlen
 local format, huge, math_random = string.format, math.huge, math.random
 local mtype = compat.mtype
-local argerror, is_callable = internal.argerror, internal.is_callable
+local argerror, is_callable, show = internal.argerror, internal.is_callable, internal.show
 local RetryError, normalize = errors.RetryError, errors.normalize
 local DEFAULT, Throttle, make_plan, option_problem = policy.DEFAULT, policy.Throttle, policy.plan,
   policy.option_problem
@@ -59,9 +59,9 @@ end
 -- for random one in [0, 1].
 local function checked(what, v)
   if type(v) ~= "number" then error(what .. ": number expected, got " .. type(v), 0) end
-  if v ~= v or v == huge or v == -huge then error(what .. ": finite number expected, got " .. tostring(v), 0) end
+  if v ~= v or v == huge or v == -huge then error(what .. ": finite number expected, got " .. show(v), 0) end
   if what == "random" and (v < 0 or v > 1) then
-    error("random: number in [0, 1] expected, got " .. tostring(v), 0)
+    error("random: number in [0, 1] expected, got " .. show(v), 0)
   end
   return v
 end
@@ -111,7 +111,7 @@ local function new(fn, defaults, path)
   local size = d.cache_size
   if size == nil then size = 4 end
   if mtype(size) ~= "integer" or size < 0 or size > 4096 then
-    return nil, "cache_size: integer in 0..4096 expected, got " .. tostring(size), 2
+    return nil, "cache_size: integer in 0..4096 expected, got " .. show(size), 2
   end
   local cache, plans = core.plan_cache(size), {}
 

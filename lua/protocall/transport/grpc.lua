@@ -29,7 +29,7 @@ local format = string.format
 local floor, io_open = math.floor, io.open
 local mtype = compat.mtype
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
-local argerror = internal.argerror
+local argerror, show = internal.argerror, internal.show
 local compression_problem, option_problem = policy.compression_problem, policy.option_problem
 
 local M = {}
@@ -58,7 +58,7 @@ local function reconnect_option(r)
   for k, v in pairs(r) do
     if RECONNECT[k] == nil then error("pc.grpc: reconnect: unknown field '" .. tostring(k) .. "'", 3) end
     if type(v) ~= "number" or v ~= v or v < 0 or v > 1e9 then
-      error("pc.grpc: reconnect." .. k .. ": a number of seconds >= 0 expected, got " .. tostring(v), 3)
+      error("pc.grpc: reconnect." .. k .. ": a number of seconds >= 0 expected, got " .. show(v), 3)
     end
     b[k] = v
   end
@@ -143,7 +143,7 @@ local function settings_of(self, name, path, settings, level, sarg)
   end
   local previous = settings.previous_attempts
   if not problem and previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
-    problem = "previous_attempts: integer in 0..100 expected, got " .. tostring(previous)
+    problem = "previous_attempts: integer in 0..100 expected, got " .. show(previous)
   end
   if problem then argerror(name, problem, level, sarg) end
   return { timeout = timeout, metadata = merged_metadata(self.metadata, settings.metadata),
@@ -662,7 +662,7 @@ function M.grpc(target, opts)
   for _, key in pairs { "keepalive_time", "keepalive_timeout" } do
     local v = opts[key]
     if v ~= nil and not (v > 0 and v <= 1e9) then
-      error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. tostring(v), 2)
+      error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. show(v), 2)
     end
   end
   local host_driver = opts.driver
@@ -672,7 +672,7 @@ function M.grpc(target, opts)
   local backoff = reconnect_option(opts.reconnect)
   local ct = opts.connect_timeout
   if ct ~= nil and not (ct > 0 and ct < math.huge) then
-    error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. tostring(ct), 2)
+    error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. show(ct), 2)
   end
   for _, key in pairs { "user_agent", "server_name" } do
     if opts[key] ~= nil and opts[key]:find("%c") then

@@ -944,6 +944,10 @@ describe("pc.grpc", function()
                        .. "dns:///host:port or host:port")
       assert.has_error(function() pc.grpc("http://h:1", { bogus = 1 }) end,
                        "pc.grpc: unknown option 'bogus'")
+      assert.has_error(function() pc.grpc("https://h:1", { cert_file = "spec/grpc_spec.lua" }) end, -- a readable file
+                       "pc.grpc: cert_file and key_file go together")
+      assert.has_error(function() pc.grpc("https://h:1", { key_file = "spec/grpc_spec.lua" }) end,
+                       "pc.grpc: cert_file and key_file go together")
       assert.has_error(function() pc.grpc("http://h:1", { max_receive_size = -1 }) end,
                        "pc.grpc: option 'max_receive_size' must be an integer in 1..2^31-1")
       assert.has_error(function() pc.grpc("http://h:1", { max_receive_size = 2 ^ 63 }) end,

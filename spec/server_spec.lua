@@ -554,6 +554,12 @@ describe("pc.listen", function()
     assert.matches("unknown option 'bogus'", raised(function() pc.listen(server, "127.0.0.1:0", { bogus = 1 }) end))
     assert.matches("cert_file and key_file go together",
       raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "x" }) end))
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { idle_timeout = 0 / 0 }) end,
+      "pc.listen: option 'idle_timeout' must be a positive number of seconds, got nan")
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { handshake_timeout = -1 }) end,
+      "pc.listen: option 'handshake_timeout' must be a positive number of seconds, got -1")
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = math.huge }) end,
+      "pc.listen: option 'stall_timeout' must be a positive number of seconds, got inf")
     assert.matches("pc.listen: cert_file '/nonexistent'",
       raised(function()
         pc.listen(server, "127.0.0.1:0", { cert_file = "/nonexistent", key_file = "/nonexistent" })

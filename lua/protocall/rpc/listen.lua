@@ -353,6 +353,12 @@ function M.listen(server, address, opts)
   if opts.client_ca_file and not opts.cert_file then
     error("pc.listen: client_ca_file needs cert_file and key_file (TLS)", 2)
   end
+  for _, key in pairs { "handshake_timeout", "idle_timeout", "stall_timeout" } do
+    local v = opts[key]
+    if v ~= nil and not (v > 0 and v <= 1e9) then
+      error("pc.listen: option '" .. key .. "' must be a positive number of seconds, got " .. show(v), 2)
+    end
+  end
   local host, port = address:match("^%[([%x:.]+)%]:(%d+)$")
   if not host then host, port = address:match("^([^:%[%]]*):(%d+)$") end
   if not port or address:find("[%c ]") or tonumber(port) > 65535 then

@@ -558,7 +558,7 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- backend has failed); `load_balancing` picks among them (README "Load
 -- balancing", transport/balancer.lua).
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
--- `key_file` (PEM client certificate and key, mutual TLS),
+-- `key_file` (PEM client certificate and key, mutual TLS; one needs the other),
 -- `server_name` (the name TLS verifies and sends, and :authority;
 -- default the host), `max_receive_size` (bytes, default 4 MiB; a larger
 -- response message fails with RESOURCE_EXHAUSTED, local = true),
@@ -641,6 +641,9 @@ function M.grpc(target, opts)
     if type(v) ~= want then
       error("pc.grpc: option '" .. k .. "' must be a " .. want .. ", got " .. type(v), 2)
     end
+  end
+  if (opts.cert_file == nil) ~= (opts.key_file == nil) then
+    error("pc.grpc: cert_file and key_file go together", 2) -- as pc.listen's
   end
   local bad_compression = compression_problem(opts.compression)
   if bad_compression then error(bad_compression, 2) end

@@ -210,9 +210,10 @@ end
 -- enforced here too; a timeout <= 0 fails at once, NaN and infinity are
 -- refused), `metadata` ({key, value} pairs, after the transport's),
 -- `compression` ("gzip", "identity", false for none; nil: the
--- transport's), `with_metadata` (boolean) and `previous_attempts` (an
--- integer in 0..100, sent as grpc-previous-rpc-attempts); another key is
--- refused. Zero or two response messages are INTERNAL. Raises the
+-- transport's), `with_metadata` (boolean), `previous_attempts` (an
+-- integer in 0..100, sent as grpc-previous-rpc-attempts) and `tried` (the
+-- table a balancer keeps for a hedged call); another key is refused. Zero
+-- or two response messages are INTERNAL. Raises the
 -- transport's error object with the canonical `code` on any failure;
 -- raises at the caller's line on misuse ("bad argument #3 to 'unary'
 -- (timeout: ...)"; a bad path is argument #1; a closed transport

@@ -33,6 +33,15 @@ function M.show(v)
   return tostring(v)
 end
 
+--- problem | nil = compression_problem(c): what is wrong with `c` as a
+-- call's compression, or nil: the transports know "gzip" and "identity"
+-- (false and nil: none). The client's options and a transport's settings
+-- share it.
+function M.compression_problem(c)
+  if c == nil or c == false or c == "gzip" or c == "identity" then return nil end
+  return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
+end
+
 --- is_callable(v): whether v is a function or has a __call metamethod.
 function M.is_callable(v)
   if type(v) == "function" then return true end

@@ -285,15 +285,6 @@ M.DEFAULT = DEFAULT
 
 local CALL_OPTIONS = { retry = true, timeout = true, compression = true, metadata = true }
 
---- problem | nil = compression_problem(c): what is wrong with `c` as a
--- call's compression, or nil: the transports know "gzip" and "identity"
--- (false and nil: none). The client's options and a transport's settings
--- share it.
-function M.compression_problem(c)
-  if c == nil or c == false or c == "gzip" or c == "identity" then return nil end
-  return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
-end
-
 --- problem | nil = option_problem(key, value): what is wrong with per-call
 -- option `key` = `value` of a callable (retry: a pc.Retry or false;
 -- timeout: seconds, a pc.ExponentialTimeout or false; compression: a name

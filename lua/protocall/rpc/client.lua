@@ -14,6 +14,7 @@
 -- is (transport/grpc.lua).
 local core = require "protocall.core"
 local errors = require "protocall.errors"
+local internal = require "protocall.internal"
 local message = require "protocall.message"
 local schema = require "protocall.schema"
 local sched = require "protocall.sched"
@@ -29,7 +30,7 @@ local format = string.format
 local status = errors.status
 local encode, decode, protect = core.encode, core.decode, core.protect
 local DEFAULT, option_problem, metadata_problem = policy.DEFAULT, policy.option_problem, core.metadata_problem
-local compression_problem = policy.compression_problem
+local compression_problem = internal.compression_problem
 local as_message = message.as_message
 
 local M = {}

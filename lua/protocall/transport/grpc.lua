@@ -17,7 +17,6 @@ local core = require "protocall.core"
 local compat = require "protocall.compat"
 local errors = require "protocall.errors"
 local internal = require "protocall.internal"
-local policy = require "protocall.call.policy"
 local sched = require "protocall.sched"
 local error_of = require("protocall.status").error_of
 local driver = require "protocall.transport.driver"
@@ -30,7 +29,7 @@ local floor, io_open = math.floor, io.open
 local mtype = compat.mtype
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
 local argerror, show = internal.argerror, internal.show
-local compression_problem, option_problem = policy.compression_problem, policy.option_problem
+local compression_problem = internal.compression_problem
 
 local M = {}
 
@@ -112,9 +111,9 @@ end
 -- = boolean, previous_attempts = n (sent as grpc-previous-rpc-attempts when
 -- positive: a retry or hedge of gRFC A6) or nil} become {timeout =, metadata
 -- = the transport's and the call's, gzip = boolean, previous_attempts =}.
--- The timeout and compression follow the client's rule
--- (call/policy.lua), but a timeout <= 0 is allowed (the call fails at
--- once). Misuse raises "bad argument #`sarg` to `name`" (a closed
+-- The timeout and compression follow the client's rules
+-- (core.check_timeout, internal.compression_problem), but a timeout <= 0
+-- is allowed (the call fails at once). Misuse raises "bad argument #`sarg` to `name`" (a closed
 -- transport: "calling `name` on bad self") at `level`.
 local function settings_of(self, name, path, settings, level, sarg)
   level = level + 1
@@ -133,7 +132,8 @@ local function settings_of(self, name, path, settings, level, sarg)
     if type(timeout) ~= "number" then
       problem = "timeout: seconds (a number) or nil expected, got " .. type(timeout)
     elseif not (timeout <= 0) then -- luacheck: ignore 581 (NaN is checked)
-      problem = option_problem("timeout", timeout)
+      local ok, why = core.check_timeout(1, timeout) -- the client's rule (call/policy.lua option_problem)
+      if not ok then problem = why end
     end
   end
   if not problem and settings.metadata ~= nil then problem = metadata_problem(settings.metadata) end

@@ -25,7 +25,7 @@ local target_places = require("protocall.transport.target").places
 
 local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
 local format = string.format
-local floor, io_open = math.floor, io.open
+local floor, huge, io_open = math.floor, math.huge, io.open
 local mtype = compat.mtype
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
 local argerror, show = internal.argerror, internal.show
@@ -131,7 +131,7 @@ local function settings_of(self, name, path, settings, level, sarg)
   if not problem and timeout ~= nil then
     if type(timeout) ~= "number" then
       problem = "timeout: seconds (a number) or nil expected, got " .. type(timeout)
-    elseif not (timeout <= 0) then -- luacheck: ignore 581 (NaN is checked)
+    elseif not (timeout <= 0) or timeout == -huge then -- luacheck: ignore 581 (NaN is checked)
       local ok, why = core.check_timeout(1, timeout) -- the client's rule (call/policy.lua option_problem)
       if not ok then problem = why end
     end
@@ -207,8 +207,8 @@ end
 -- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
 -- `settings.with_metadata`). `path` is "/pkg.Service/Method"; `settings`
 -- (nil or a table) holds `timeout` (seconds, sent as grpc-timeout and
--- enforced here too; a timeout <= 0 fails at once, NaN and infinity are
--- refused), `metadata` ({key, value} pairs, after the transport's),
+-- enforced here too; a finite timeout <= 0 fails at once, NaN and
+-- infinities are refused), `metadata` ({key, value} pairs, after the transport's),
 -- `compression` ("gzip", "identity", false for none; nil: the
 -- transport's), `with_metadata` (boolean), `previous_attempts` (an
 -- integer in 0..100, sent as grpc-previous-rpc-attempts) and `tried` (the

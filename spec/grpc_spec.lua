@@ -11,6 +11,14 @@ local now, spawn, stop = helper.now, helper.spawn, helper.stop
 -- The error object a call raised (the call must fail).
 local failure = helper.failure
 
+-- Asserts that `fn()` raises the string `msg` at line `line` of this file
+-- (luassert's has_error ignores the position).
+local function raises_at(line, fn, msg)
+  local ok, e = pcall(fn)
+  assert.is_false(ok)
+  assert.are.equal("spec/grpc_spec.lua:" .. line .. ": " .. msg, e)
+end
+
 local function find(pairs_list, key)
   for _, p in ipairs(pairs_list) do
     if p[1] == key then return p[2] end
@@ -130,7 +138,7 @@ describe("pc.grpc", function()
       local function refused(metadata, message)
         local ok, err = pcall(t.unary, t, "/test.Test/Echo", "", { metadata = metadata })
         assert.is_false(ok)
-        assert.are.equal(message, (err:gsub("^spec/grpc_spec%.lua:%d+: ", "")))
+        assert.are.equal("bad argument #3 to 'unary' (" .. message .. ")", (err:gsub("^spec/grpc_spec%.lua:%d+: ", "")))
       end
       refused({ { "Bad-Key", "v" } }, "metadata key 'Bad-Key': only lowercase letters, digits, '_', '-', '.'")
       refused({ { "grpc-timeout", "1S" } }, "metadata key 'grpc-timeout' is reserved for the transport")
@@ -936,6 +944,10 @@ describe("pc.grpc", function()
                        .. "dns:///host:port or host:port")
       assert.has_error(function() pc.grpc("http://h:1", { bogus = 1 }) end,
                        "pc.grpc: unknown option 'bogus'")
+      assert.has_error(function() pc.grpc("https://h:1", { cert_file = "spec/grpc_spec.lua" }) end, -- a readable file
+                       "pc.grpc: cert_file and key_file go together")
+      assert.has_error(function() pc.grpc("https://h:1", { key_file = "spec/grpc_spec.lua" }) end,
+                       "pc.grpc: cert_file and key_file go together")
       assert.has_error(function() pc.grpc("http://h:1", { max_receive_size = -1 }) end,
                        "pc.grpc: option 'max_receive_size' must be an integer in 1..2^31-1")
       assert.has_error(function() pc.grpc("http://h:1", { max_receive_size = 2 ^ 63 }) end,
@@ -965,18 +977,92 @@ describe("pc.grpc", function()
       assert.has_error(function() pc.grpc("http://h:1", { metadata = md }) end,
                        "pc.grpc: metadata: 1001 pairs, at most 1000")
       assert.has_error(function() t:unary("no-slash", "") end,
-                       "method path 'no-slash': expected /package.Service/Method")
+                       "bad argument #1 to 'unary' (method path 'no-slash': expected /package.Service/Method)")
       assert.has_error(function() t:unary("/a.B/C", {}) end,
                        "bad argument #2 to 'unary' (string expected, got table)")
       assert.has_error(function() t:server_stream("/a.B/C", "", 5) end,
                        "bad argument #3 to 'server_stream' (table expected, got number)")
     end)
 
-    it("refuses calls on a closed transport", function()
+    it("refuses calls on a closed transport at the caller's line, a stub's too", function()
       local tr = pc.grpc(server.url)
       tr:close()
       tr:close()
-      assert.has_error(function() tr:unary("/test.Test/Echo", "") end)
+      local line = debug.getinfo(1, "l").currentline
+      raises_at(line + 1, function() tr:unary("/test.Test/Echo", "") end,
+        "calling 'unary' on bad self (transport is closed)")
+      raises_at(line + 3, function() tr:start_unary("/test.Test/Echo", "") end,
+        "calling 'start_unary' on bad self (transport is closed)")
+      raises_at(line + 5, function() tr:stream("/test.Test/Echo") end,
+        "calling 'stream' on bad self (transport is closed)")
+      local pool = pc.pool()
+      assert(pool:load('syntax = "proto3"; package test; message M { string text = 1; }'
+        .. " service Test { rpc Echo(M) returns (M); rpc Chat(stream M) returns (stream M); }",
+        { name = "closed.proto" }))
+      local stub = pc.client("test.Test", { transport = tr, pool = pool })
+      line = debug.getinfo(1, "l").currentline
+      raises_at(line + 1, function() stub:Echo { text = "x" } end,
+        "calling 'Echo' on bad self (transport is closed)")
+      raises_at(line + 3, function() stub:Chat() end, "calling 'Chat' on bad self (transport is closed)")
+    end)
+
+    it("raises a bad method path at the caller's line", function()
+      local line = debug.getinfo(1, "l").currentline
+      raises_at(line + 1, function() t:unary("nope", "") end,
+        "bad argument #1 to 'unary' (method path 'nope': expected /package.Service/Method)")
+      raises_at(line + 3, function() t:server_stream("/a.B/C D", "") end,
+        "bad argument #1 to 'server_stream' (method path '/a.B/C D': unexpected character)")
+    end)
+
+    it("raises misuse of start_unary and start_server_stream at the caller's line", function()
+      local line = debug.getinfo(1, "l").currentline
+      raises_at(line + 1, function() t:start_unary("/a.B/C", 5) end,
+        "bad argument #2 to 'start_unary' (string expected, got number)")
+      raises_at(line + 3, function() t:start_server_stream("/a.B/C", "", 5) end,
+        "bad argument #3 to 'start_server_stream' (table expected, got number)")
+    end)
+
+    it("names the settings of stream argument #2", function()
+      local line = debug.getinfo(1, "l").currentline
+      raises_at(line + 1, function() t:stream("/t.S/B", "x") end,
+        "bad argument #2 to 'stream' (table expected, got string)")
+    end)
+
+    it("checks a call's settings as the client checks its options", function()
+      local line = debug.getinfo(1, "l").currentline
+      raises_at(line + 1, function() t:unary("/a.B/C", "", { timeout = 0 / 0 }) end,
+        "bad argument #3 to 'unary' (timeout: positive number expected)")
+      raises_at(line + 3, function() t:unary("/a.B/C", "", { timeout = math.huge }) end,
+        "bad argument #3 to 'unary' (timeout: positive number expected)")
+      raises_at(line + 5, function() t:unary("/a.B/C", "", { timeout = -math.huge }) end,
+        "bad argument #3 to 'unary' (timeout: positive number expected)")
+      raises_at(line + 7, function() t:start_server_stream("/a.B/C", "", { timeout = "x" }) end,
+        "bad argument #3 to 'start_server_stream' (timeout: seconds (a number) or nil expected, got string)")
+      raises_at(line + 9, function() t:unary("/a.B/C", "", { with_metadata = "yes" }) end,
+        "bad argument #3 to 'unary' (with_metadata: boolean expected, got string)")
+      raises_at(line + 11, function() t:stream("/a.B/C", { timout = 1 }) end,
+        "bad argument #2 to 'stream' (unknown setting 'timout')")
+      raises_at(line + 13, function() t:unary("/a.B/C", "", { compression = "br" }) end,
+        [[bad argument #3 to 'unary' (compression 'br': expected "gzip" or "identity")]])
+    end)
+
+    it("raises misuse of transport:wait and pc.sleep at the caller's line", function()
+      local line = debug.getinfo(1, "l").currentline
+      raises_at(line + 1, function() t:wait("x", 1) end, "bad argument #1 to 'wait' (table expected, got string)")
+      raises_at(line + 2, function() t:wait(nil, 1) end, "bad argument #1 to 'wait' (table expected, got nil)")
+      raises_at(line + 3, function() t:wait({ 1 }, 0.1) end,
+        "bad argument #1 to 'wait' (handles[1]: a started call expected, got number)")
+      raises_at(line + 5, function() t:wait({}, "x") end, "bad argument #2 to 'wait' (number expected, got string)")
+      raises_at(line + 6, function() t:wait({}, 0 / 0) end, "bad argument #2 to 'wait' (number expected, got nan)")
+      raises_at(line + 7, function() pc.sleep("x") end, "bad argument #1 to 'sleep' (number expected, got string)")
+    end)
+
+    it("takes compression = false as none and a timeout <= 0 as one already passed", function()
+      local gz = pc.grpc(server.url, { compression = "gzip" })
+      assert.are.equal("plain", gz:unary("/test.Test/Echo", "plain", { compression = false }))
+      local e = failure(function() gz:unary("/test.Test/Echo", "x", { timeout = 0 }) end)
+      assert.are.equal("DEADLINE_EXCEEDED", e.code)
+      gz:close()
     end)
   end)
 

@@ -88,6 +88,16 @@ describe("pc.Error", function()
     assert.are.equal("bad argument #1 to 'Error' (retry_delay: number of seconds expected, got soon)",
       message_of(pc.Error, { code = "UNKNOWN", retry_delay = "soon" }))
   end)
+
+  it("rejects metadata that is not a list of {key, value} pairs, and prints NaN as nan", function()
+    assert.are.equal("bad argument #1 to 'Error' (metadata: list of {key, value} pairs expected, got string)",
+      message_of(pc.Error, { code = "UNKNOWN", metadata = "x" }))
+    assert.are.equal("bad argument #1 to 'Error' (metadata[2]: {key, value} pair of strings expected)",
+      message_of(pc.Error, { code = "UNKNOWN", metadata = { { "a", "b" }, { "c", 5 } } }))
+    assert.are.same({ { "a", "b" } }, pc.Error { code = "UNKNOWN", metadata = { { "a", "b" } } }.metadata)
+    assert.are.equal("bad argument #1 to 'Error' (retry_delay: number of seconds expected, got nan)",
+      message_of(pc.Error, { code = "UNKNOWN", retry_delay = 0 / 0 }))
+  end)
 end)
 
 describe("pc.Retry", function()
@@ -676,6 +686,31 @@ describe(path[1], function()
       clock = function() n = n + 1; if n == 1 then return 0 end end }, 1))
     assert.are.equal("clock: number expected, got boolean", message_of(call_with {
       clock = function() return true end }, 1, { timeout = 3 }))
+  end)
+
+  it("raises a bad clock or random at the caller's line, NaN shown as nan", function()
+    local function at(line, fn, msg)
+      local ok, e = pcall(fn)
+      assert.is_false(ok)
+      assert.are.equal("spec/policy_spec.lua:" .. line .. ": " .. msg, e)
+    end
+    local function call_with(t)
+      t.retry = pc.Retry()
+      t.sleep = function() end
+      return wrap_method(fail_with(unavailable()), t)
+    end
+    local nan = call_with { clock = function() return 0 / 0 end }
+    local t, n = 0, 0
+    local later = call_with { clock = function() n = n + 1; return n == 1 and 0 or 0 / 0 end }
+    local rand = call_with { clock = function() return t end, random = function() return 5 end }
+    local line = debug.getinfo(1, "l").currentline
+    at(line + 1, function() nan(1) end, "clock: finite number expected, got nan")
+    at(line + 2, function() nan(1, { timeout = 3 }) end, "clock: finite number expected, got nan")
+    at(line + 3, function() later(1) end, "clock: finite number expected, got nan") -- in the retry loop
+    n = 0
+    at(line + 5, function() later(1, { timeout = 3 }) end, "clock: finite number expected, got nan")
+    at(line + 6, function() rand(1) end, "random: number in [0, 1] expected, got 5")
+    at(line + 7, function() rand(1, { timeout = 3 }) end, "random: number in [0, 1] expected, got 5")
   end)
 
   it("retries without a budget when Retry's timeout is false, up to max_attempts", function()

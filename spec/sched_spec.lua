@@ -55,4 +55,16 @@ describe("the scheduler", function()
     assert.equals(2, after.resumes - before.resumes) -- started, then woken by its timer
     assert.is_true(after.rounds > before.rounds)
   end)
+
+  it("raises from pc.run for a task that yields outside its waits, and runs again after", function()
+    local other = 0
+    pc.spawn(function() coroutine.yield() end)
+    pc.spawn(function() pc.sleep(0.01); other = other + 1 end)
+    pc.spawn(function() pc.sleep(3); error("pc.run went on without the task") end)
+    assert.has_error(function() pc.run() end, "pc.run: a task yielded outside protocall's waits"
+      .. " (a bare coroutine.yield: wait with pc.sleep or a call, or yield in a coroutine of your own)")
+    pc.spawn(function() pc.sleep(0.001); other = other + 10 end)
+    pc.run()
+    assert.equals(10, other) -- the other task was dropped with the loop
+  end)
 end)

@@ -37,12 +37,15 @@ local handlers = {
       error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = { 42 } })
     end
     if p.note == "crash" then error("boom at /secret/path") end
+    if p.note == "crash0" then error("localhost:50051: conn refused", 0) end -- no position of Lua's
+    if p.note == "header5" then ctx:set_header("x-n", 5) end
     if p.note == "sleep" then
       while not ctx:cancelled() do pc.sleep(0.01) end
       seen.cancelled = true
       return { total = -1 }
     end
     if p.note == "nil" then return nil end
+    if p.note == "yield" then coroutine.yield() end -- not a wait of protocall's
     if p.note == "meta" then
       ctx:set_header("x-head", "h1")
       ctx:set_trailer("x-trail", "t1")
@@ -194,6 +197,21 @@ describe("pc.listen", function()
       assert.equals("UNKNOWN", e.code)
       assert.equals("srv.Calc.Add: boom at /secret/path", e.message)
       assert.not_matches("%.lua:%d", e.message)
+    end)
+  end)
+
+  it("keeps a message that only looks like a position", function()
+    with_server(nil, function(stub)
+      local e = raised(function() stub:Add { note = "crash0" } end)
+      assert.equals("srv.Calc.Add: localhost:50051: conn refused", e.message)
+    end)
+  end)
+
+  it("refuses a metadata value that is not a string", function()
+    with_server(nil, function(stub)
+      local e = raised(function() stub:Add { note = "header5" } end)
+      assert.equals("UNKNOWN", e.code)
+      assert.equals("srv.Calc.Add: bad argument #2 to 'set_header' (string expected, got number)", e.message)
     end)
   end)
 
@@ -460,6 +478,29 @@ describe("pc.listen", function()
     assert.equals("UNAVAILABLE", code)
   end)
 
+  it("ends a call whose handler yields outside protocall's waits, and shuts down", function()
+    local l = pc.listen(server, "127.0.0.1:0")
+    local e, shut
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local stub = pc.client("srv.Calc", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = pool })
+      e = raised(function() return stub:Add({ note = "yield" }, { timeout = 2 }) end)
+      l:shutdown(0.1)
+      shut = true
+    end)
+    pc.spawn(function() -- a hung shutdown fails the spec instead of hanging it
+      for _ = 1, 300 do
+        if shut then return end
+        pc.sleep(0.01)
+      end
+      error("listener:shutdown() did not return")
+    end)
+    pc.run()
+    assert.equals("INTERNAL", e.code)
+    assert.equals("srv.Calc.Add: the handler yielded outside protocall's waits (a bare coroutine.yield:"
+      .. " wait with pc.sleep or a call, or yield in a coroutine of your own)", e.message)
+  end)
+
   describe("over TLS", function()
     local dir
     setup(function()
@@ -513,6 +554,12 @@ describe("pc.listen", function()
     assert.matches("unknown option 'bogus'", raised(function() pc.listen(server, "127.0.0.1:0", { bogus = 1 }) end))
     assert.matches("cert_file and key_file go together",
       raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "x" }) end))
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { idle_timeout = 0 / 0 }) end,
+      "pc.listen: option 'idle_timeout' must be a positive number of seconds, got nan")
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { handshake_timeout = -1 }) end,
+      "pc.listen: option 'handshake_timeout' must be a positive number of seconds, got -1")
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = math.huge }) end,
+      "pc.listen: option 'stall_timeout' must be a positive number of seconds, got inf")
     assert.matches("pc.listen: cert_file '/nonexistent'",
       raised(function()
         pc.listen(server, "127.0.0.1:0", { cert_file = "/nonexistent", key_file = "/nonexistent" })

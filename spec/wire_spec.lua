@@ -359,6 +359,15 @@ describe("pc.decode and pc.encode arguments", function()
       message_of(pc.encode, m, { ["deterministic\0x"] = true }))
     assert.are.equal("bad argument #2 to 'to_json' (unknown option 'indent\0')",
       message_of(pc.to_json, m, { ["indent\0"] = 2 }))
+    -- a flag is a boolean (nil: unset)
+    assert.are.equal("bad argument #2 to 'encode' (deterministic: boolean expected, got string)",
+      message_of(pc.encode, m, { deterministic = "x" }))
+    assert.are.equal("bad argument #3 to 'encode' (partial: boolean expected, got number)",
+      message_of(pc.encode, T "t.Rec", {}, { partial = 1 }))
+    assert.are.equal("bad argument #3 to 'decode' (table: boolean expected, got number)",
+      message_of(pc.decode, T "t.Rec", "", { table = 1 }))
+    assert.are.equal("bad argument #2 to 'to_json' (emit_defaults: boolean expected, got string)",
+      message_of(pc.to_json, m, { emit_defaults = "yes" }))
     -- the ones it knows, together
     assert.are.same({}, pc.decode(T "t.Rec", "", { table = true, extensions = false, max_depth = 5, partial = true }))
     assert.are.equal("", pc.encode(m, { deterministic = true, partial = true }))

@@ -470,8 +470,9 @@ callable_call(lua_State *L, lua_KFunction k) {
       lua_call(L, 0, 1);
       if (lua_type(L, -1) != LUA_TNUMBER)
         return luaL_error(L, "clock: number expected, got %s", luaL_typename(L, -1));
-      if (!isfinite(lua_tonumber(L, -1)))
-        return luaL_error(L, "clock: finite number expected, got %s", lua_tostring(L, -1));
+      if (!isfinite(lua_tonumber(L, -1))) /* "nan", not the C library's "-nan" */
+        return luaL_error(L, "clock: finite number expected, got %s",
+                          isnan(lua_tonumber(L, -1)) ? "nan" : lua_tostring(L, -1));
     }
     start = lua_gettop(L);
   }

@@ -73,9 +73,9 @@ static int lpc_to_json(lua_State *L) {
   finder.want[0] = '\0';
   pc_JsonWriteOptions o;
   memset(&o, 0, sizeof o);
-  o.emit_defaults = lpc_opt_bool(L, 2, "emit_defaults");
-  o.proto_names = lpc_opt_bool(L, 2, "proto_names");
-  o.enums_as_ints = lpc_opt_bool(L, 2, "enums_as_ints");
+  o.emit_defaults = lpc_opt_bool(L, 2, "to_json", "emit_defaults");
+  o.proto_names = lpc_opt_bool(L, 2, "to_json", "proto_names");
+  o.enums_as_ints = lpc_opt_bool(L, 2, "to_json", "enums_as_ints");
   o.indent = lpc_opt_int(L, 2, "to_json", "indent", 0, 16, 0);
   pc_Pool *pool = lpc_opt_pool(L, 2, "to_json");
   o.pool = pool;
@@ -109,7 +109,7 @@ static int lpc_from_json(lua_State *L) {
   finder.want[0] = '\0';
   pc_JsonReadOptions o;
   memset(&o, 0, sizeof o);
-  o.ignore_unknown = lpc_opt_bool(L, 3, "ignore_unknown");
+  o.ignore_unknown = lpc_opt_bool(L, 3, "from_json", "ignore_unknown");
   o.max_depth =
       lpc_opt_int(L, 3, "from_json", "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
   pc_Pool *pool = lpc_opt_pool(L, 3, "from_json");

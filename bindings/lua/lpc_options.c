@@ -55,9 +55,13 @@ void lpc_check_keys(lua_State *L, int t, const char *where, lua_Integer npos,
   }
 }
 
-int lpc_opt_bool(lua_State *L, int idx, const char *name) {
+int lpc_opt_bool(lua_State *L, int idx, const char *fname, const char *name) {
   if (lua_isnoneornil(L, idx)) return 0;
-  int v = lua_getfield(L, idx, name) != LUA_TNIL && lua_toboolean(L, -1);
+  int t = lua_getfield(L, idx, name);
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    lpc_arg_error(L, idx, fname,
+                  lua_pushfstring(L, "%s: boolean expected, got %s", name, lua_typename(L, t)));
+  int v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
 }

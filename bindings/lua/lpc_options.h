@@ -18,9 +18,10 @@ void lpc_check_options(lua_State *L, int idx, const char *fname, const char *con
 void lpc_check_keys(lua_State *L, int t, const char *where, lua_Integer npos,
                     const char *const *allowed, const char *expected);
 
-/* Field 'name' of the table at 'idx' is set and not false (0 when there is
- * no table). */
-int lpc_opt_bool(lua_State *L, int idx, const char *name);
+/* Field 'name' of the table at 'idx' is true (0 when there is no table or
+ * the field is nil); another value than a boolean raises "bad argument #idx
+ * to 'fname' (name: boolean expected, got string)". */
+int lpc_opt_bool(lua_State *L, int idx, const char *fname, const char *name);
 
 /* Field 'name' of the table at 'idx': 1 with '*v' set when it is a number
  * with an integer value in lo..hi, 0 when absent (or no table), -1 when it

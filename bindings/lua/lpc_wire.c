@@ -102,8 +102,8 @@ static const char *const kDecodeOptions[] = {"table", "extensions", "max_depth",
 static void encode_options(lua_State *L, int idx, pc_EncodeOptions *opts) {
   if (!lua_istable(L, idx)) lpc_arg_type_error(L, idx, "encode", "table");
   lpc_check_options(L, idx, "encode", kEncodeOptions);
-  opts->deterministic = lpc_opt_bool(L, idx, "deterministic");
-  opts->partial = lpc_opt_bool(L, idx, "partial");
+  opts->deterministic = lpc_opt_bool(L, idx, "encode", "deterministic");
+  opts->partial = lpc_opt_bool(L, idx, "encode", "partial");
 }
 
 /* Reads pc.decode's options, the table at 'idx' (argument #idx), into
@@ -112,13 +112,13 @@ static void encode_options(lua_State *L, int idx, pc_EncodeOptions *opts) {
 static void decode_options(lua_State *L, int idx, pc_DecodeOptions *opts, int *as_table) {
   if (!lua_istable(L, idx)) lpc_arg_type_error(L, idx, "decode", "table");
   lpc_check_options(L, idx, "decode", kDecodeOptions);
-  *as_table = lpc_opt_bool(L, idx, "table");
+  *as_table = lpc_opt_bool(L, idx, "decode", "table");
   opts->no_extensions = lua_getfield(L, idx, "extensions") != LUA_TNIL && !lua_toboolean(L, -1);
   lua_pop(L, 1);
   if (lpc_test_opt_int(L, idx, "max_depth", 1, PC_MESSAGE_MAX_DEPTH, &opts->max_depth) < 0)
     lpc_arg_error(L, idx, "decode",
                   lua_pushfstring(L, "max_depth must be in 1..%d", PC_MESSAGE_MAX_DEPTH));
-  opts->partial = lpc_opt_bool(L, idx, "partial");
+  opts->partial = lpc_opt_bool(L, idx, "decode", "partial");
 }
 
 /* pc.encode(T, table [, opts]): the table's encoding pushed by the direct

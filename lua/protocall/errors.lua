@@ -4,7 +4,7 @@ local internal = require "protocall.internal"
 
 local type, tostring, pcall, next, getmetatable, setmetatable =
   type, tostring, pcall, next, getmetatable, setmetatable
-local argerror, code_name = internal.argerror, internal.code_name
+local argerror, code_name, show = internal.argerror, internal.code_name, internal.show
 
 local M = {}
 
@@ -42,7 +42,19 @@ setmetatable(Error, {
     end
     local d = t.retry_delay
     if d ~= nil and (type(d) ~= "number" or d ~= d) then
-      argerror("Error", "retry_delay: number of seconds expected, got " .. tostring(d), 2)
+      argerror("Error", "retry_delay: number of seconds expected, got " .. show(d), 2)
+    end
+    local md = t.metadata
+    if md ~= nil then
+      if type(md) ~= "table" then
+        argerror("Error", "metadata: list of {key, value} pairs expected, got " .. type(md), 2)
+      end
+      for i = 1, #md do
+        local p = md[i]
+        if type(p) ~= "table" or type(p[1]) ~= "string" or type(p[2]) ~= "string" then
+          argerror("Error", "metadata[" .. i .. "]: {key, value} pair of strings expected", 2)
+        end
+      end
     end
     if t["local"] ~= nil and type(t["local"]) ~= "boolean" then
       argerror("Error", "local: boolean expected, got " .. type(t["local"]), 2)

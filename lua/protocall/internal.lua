@@ -3,7 +3,7 @@
 -- public table; nothing outside lua/protocall may rely on them.
 local core = require "protocall.core"
 
-local type, error, getmetatable, format = type, error, getmetatable, string.format
+local type, error, getmetatable, tostring, format = type, error, getmetatable, tostring, string.format
 
 local M = {}
 
@@ -24,6 +24,22 @@ M.codes = codes
 -- the caller's caller).
 function M.argerror(fname, msg, level, arg)
   error(format("bad argument #%d to '%s' (%s)", arg or 1, fname, msg), level + 1)
+end
+
+--- show(v) -> tostring(v) for an error message, but "nan" for NaN (Lua
+-- 5.4 prints 0/0 as the C library's "-nan").
+function M.show(v)
+  if v ~= v then return "nan" end
+  return tostring(v)
+end
+
+--- problem | nil = compression_problem(c): what is wrong with `c` as a
+-- call's compression, or nil: the transports know "gzip" and "identity"
+-- (false and nil: none). The client's options and a transport's settings
+-- share it.
+function M.compression_problem(c)
+  if c == nil or c == false or c == "gzip" or c == "identity" then return nil end
+  return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
 end
 
 --- is_callable(v): whether v is a function or has a __call metamethod.

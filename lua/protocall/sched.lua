@@ -13,11 +13,12 @@
 -- every round of I/O; timers sit in a heap.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
+local argerror = require("protocall.internal").argerror
 
 local type, error, pairs, next, select, tostring, pcall = type, error, pairs, next, select, tostring, pcall
 local co_create, co_running, co_yield, co_resume, co_status =
   coroutine.create, coroutine.running, coroutine.yield, coroutine.resume, coroutine.status
-local unpack_args, huge, floor = compat.unpack, math.huge, math.floor
+local unpack_args, co_close, huge, floor = compat.unpack, compat.co_close, math.huge, math.floor
 local monotonic, core_pump, core_sleep = core.monotonic, core.grpc_pump, core.sleep
 
 local M = {}
@@ -44,6 +45,8 @@ local wake_at = {}    -- coroutine -> monotonic time its wait ends
 -- holds no finished task long.
 local heap_at, heap_co, heap_n = {}, {}, 0
 local ntimed = 0 -- tasks with a wake_at
+-- Tasks of spawn_guarded: coroutine -> {on_stray, args...} (see there).
+local guards = {}
 local running_loop = false
 local rounds, resumes = 0, 0 -- for M.stats
 -- Incremented when a loop drops its tasks after an error: what the dropped
@@ -270,14 +273,27 @@ function M.fire(sig)
   end
 end
 
+--- STRAY: what a task did that yielded to the loop without a wait of
+-- protocall (a bare coroutine.yield): nothing would ever resume it.
+M.STRAY = "yielded outside protocall's waits (a bare coroutine.yield:"
+  .. " wait with pc.sleep or a call, or yield in a coroutine of your own)"
+
 local function step(co, ...)
   resumes = resumes + 1
   local ok, err = co_resume(co, ...)
   if co_status(co) == "dead" then
     if tasks[co] then ntasks = ntasks - 1 end
-    tasks[co] = nil
+    tasks[co], guards[co] = nil, nil
     unwait(co)
     if not ok then error(err, 0) end
+  elseif waiting[co] == nil and tasks[co] then
+    -- a stray yield: the task ends here, as an error of its own
+    tasks[co], ntasks = nil, ntasks - 1
+    local g = guards[co]
+    guards[co] = nil
+    co_close(co) -- Lua 5.4: its to-be-closed variables are closed
+    if g == nil then error("pc.run: a task " .. M.STRAY, 0) end
+    g[1](unpack_args(g, 2, g.n))
   end
 end
 
@@ -295,6 +311,16 @@ function M.spawn(fn, ...)
   tasks[co] = true
   ntasks = ntasks + 1
   queue[#queue + 1] = co
+  return co
+end
+
+--- spawn_guarded(on_stray, fn, ...) -> co: pc.spawn(fn, ...) for a task
+-- whose stray yield (M.STRAY) is an error of its own work, not of the
+-- loop: the task is dropped and `on_stray(...)` (the same arguments) runs
+-- instead of pc.run raising (a listener's handler task ends its call).
+function M.spawn_guarded(on_stray, fn, ...)
+  local co = M.spawn(fn, ...)
+  guards[co] = { on_stray, n = select("#", ...) + 1, ... }
   return co
 end
 
@@ -332,7 +358,7 @@ end
 -- New, empty state: every task dropped (or all finished), and the room
 -- the tables grew for them given back.
 local function fresh()
-  tasks, ntasks, queue, spare, waiting, wake_at = {}, 0, {}, {}, {}, {}
+  tasks, ntasks, queue, spare, waiting, wake_at, guards = {}, 0, {}, {}, {}, {}, {}
   wide, on_call, by_token, callers, ncallers, sets, tokens = {}, {}, {}, {}, {}, {}, {}
   chans, nchans, seen = {}, 0, {}
   heap_at, heap_co, heap_n, ntimed = {}, {}, 0, 0
@@ -394,8 +420,10 @@ end
 
 --- pc.run(): runs the spawned tasks (and tasks they spawn) until all have
 -- finished. An error in a task stops the loop and is raised here (the
--- other tasks stay suspended and are dropped). Raises when called from
--- inside a task.
+-- other tasks stay suspended and are dropped); so does a task yielding
+-- outside protocall's waits (a bare coroutine.yield, which nothing would
+-- resume; a handler of pc.listen doing so ends its call INTERNAL
+-- instead). Raises when called from inside a task.
 function M.run()
   as_loop("pc.run", function()
     while round(huge) do end
@@ -453,9 +481,13 @@ end
 --- pc.sleep(seconds): inside a task, lets the other tasks run meanwhile;
 -- outside, the host's sleep (protocall_settime) or nanosleep, which resumes
 -- after a signal until the time has passed. The default sleep of callables
--- (retry backoff).
+-- (retry backoff). `seconds` <= 0 does not sleep; raises for a
+-- `seconds` that is not a number (or NaN).
 function M.sleep(seconds)
-  if type(seconds) == "number" and seconds > 0 and task_sleep(seconds) then return end
+  if type(seconds) ~= "number" or seconds ~= seconds then
+    argerror("sleep", "number expected, got " .. (seconds ~= seconds and "nan" or type(seconds)), 2)
+  end
+  if seconds > 0 and task_sleep(seconds) then return end
   return core_sleep(seconds)
 end
 

@@ -20,7 +20,9 @@ local M = {}
 -- type T, without making message objects (bindings/lua/lpc_table.c): the
 -- bytes of pc.encode(T(table), opts), and T{...}'s error (naming
 -- type.field) for a table T{...} refuses. An option other than these
--- raises: "bad argument #2 to 'encode' (unknown option 'determinstic')".
+-- raises: "bad argument #2 to 'encode' (unknown option 'determinstic')",
+-- and so does one that is not a boolean (or nil): "bad argument #2 to
+-- 'encode' (deterministic: boolean expected, got string)".
 M.encode = core.encode
 
 --- m | nil, err = pc.decode(T, bytes [, {max_depth = 100, partial = true,

@@ -17,7 +17,7 @@ local error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, ra
   error, getmetatable, setmetatable, type, tostring, pcall, next, ipairs, rawlen
 local format, huge, math_random = string.format, math.huge, math.random
 local mtype = compat.mtype
-local argerror, is_callable = internal.argerror, internal.is_callable
+local argerror, is_callable, show = internal.argerror, internal.is_callable, internal.show
 local RetryError, normalize = errors.RetryError, errors.normalize
 local DEFAULT, Throttle, make_plan, option_problem = policy.DEFAULT, policy.Throttle, policy.plan,
   policy.option_problem
@@ -56,12 +56,14 @@ end
 
 -- What an injected clock or random source returned, checked: a finite
 -- number (NaN would make every deadline test false and retry forever),
--- for random one in [0, 1].
-local function checked(what, v)
-  if type(v) ~= "number" then error(what .. ": number expected, got " .. type(v), 0) end
-  if v ~= v or v == huge or v == -huge then error(what .. ": finite number expected, got " .. tostring(v), 0) end
+-- for random one in [0, 1]. A bad one raises at `level` as error's, counted
+-- from checked's caller (the callable's caller; nil: no position).
+local function checked(what, v, level)
+  level = level and level + 1 or 0
+  if type(v) ~= "number" then error(what .. ": number expected, got " .. type(v), level) end
+  if v ~= v or v == huge or v == -huge then error(what .. ": finite number expected, got " .. show(v), level) end
   if what == "random" and (v < 0 or v > 1) then
-    error("random: number in [0, 1] expected, got " .. tostring(v), 0)
+    error("random: number in [0, 1] expected, got " .. show(v), level)
   end
   return v
 end
@@ -111,7 +113,7 @@ local function new(fn, defaults, path)
   local size = d.cache_size
   if size == nil then size = 4 end
   if mtype(size) ~= "integer" or size < 0 or size > 4096 then
-    return nil, "cache_size: integer in 0..4096 expected, got " .. tostring(size), 2
+    return nil, "cache_size: integer in 0..4096 expected, got " .. show(size), 2
   end
   local cache, plans = core.plan_cache(size), {}
 
@@ -152,7 +154,7 @@ local function new(fn, defaults, path)
       s.state = state
     end
     local pushback, r = e.retry_delay, 0
-    if pushback == nil then r = checked("random", random()) end
+    if pushback == nil then r = checked("random", random(), s.level and s.level + 1) end
     local delay, why = state:on_error(s:now(), r, pushback)
     if not delay then error(give_up(e, s.attempts, why), 0) end
     sleep(delay)
@@ -168,8 +170,8 @@ local function new(fn, defaults, path)
   -- the last sleep (it stepped back, stood still, or a sleep returned
   -- early by its own account) the sleep counts instead, so a clock that
   -- goes backwards or freezes cannot hold the deadline off.
-  function Session.now(s)
-    local t = checked("clock", clock())
+  function Session.now(s) -- called by Session.failed
+    local t = checked("clock", clock(), s.level and s.level + 2)
     local advanced = t - s.reading
     if advanced < s.slept then s.skew = s.skew + (s.slept - advanced) end
     s.reading, s.slept = t, 0
@@ -185,13 +187,17 @@ local function new(fn, defaults, path)
     if bucket then bucket:success() end
   end
 
-  local function session(plan, m, start)
+  -- `level`: where the callable's caller is, as error's level counted
+  -- from retry_loop (nil: unknown, a session of callable.attempts).
+  local function session(plan, m, start, level)
     return setmetatable({ plan = plan, m = m, start = start, reading = start, skew = 0, slept = 0,
-      attempts = 1 }, Session)
+      attempts = 1, level = level }, Session)
   end
 
-  local function retry_loop(plan, request, m, start, err)
-    local s = session(plan, m, start)
+  -- `level`: the callable's caller, counted from here (3 when on_fail or
+  -- on_opts tail-called this from the C callable or the Lua one).
+  local function retry_loop(plan, request, m, start, err, level)
+    local s = session(plan, m, start, level or 3)
     local compression = plan.compression
     while true do
       local timeout = s:failed(err)
@@ -204,8 +210,8 @@ local function new(fn, defaults, path)
     end
   end
 
-  local function on_fail(request, start, err, plan)
-    return retry_loop(plan or default_plan, request, nil, start, err)
+  local function on_fail(request, start, err, plan, level)
+    return retry_loop(plan or default_plan, request, nil, start, err, level)
   end
 
   -- The plan and per-call metadata of options `opts` (`missed`: the C
@@ -256,7 +262,7 @@ local function new(fn, defaults, path)
     local md = default_md
     if m ~= nil then md = merge(m) end
     local start
-    if plan.needs_start then start = checked("clock", clock()) end
+    if plan.needs_start then start = checked("clock", clock(), 3) end
     local okc, res = pcall(fn, request, plan.first, md, plan.compression)
     if okc then
       if bucket then bucket:success() end
@@ -277,13 +283,13 @@ local function new(fn, defaults, path)
         return res
       end
       local start
-      if needs_start then start = checked("clock", clock()) end
+      if needs_start then start = checked("clock", clock(), 2) end
       local okc, res = pcall(fn, request, first, default_md, compression)
       if okc then
         if bucket then bucket:success() end
         return res
       end
-      return on_fail(request, start, res, nil)
+      return on_fail(request, start, res, nil, 2) -- tail calls: the caller is 2 up from retry_loop
     end
   else
     call = core.callable(fn, default_plan.first, default_md, default_plan.compression,
@@ -314,7 +320,7 @@ local function new(fn, defaults, path)
         if p then error("bad argument #2 to 'callable' (" .. p .. ")", level + 1) end
       end
     end
-    local start = checked("clock", clock())
+    local start = checked("clock", clock(), level + 1)
     local s = session(plan, m, start)
     s.first, s.compression = plan.first, plan.compression
     return s

@@ -12,6 +12,7 @@ local error, getmetatable, setmetatable, type, tostring, next, select =
 local format, floor = string.format, math.floor
 local mtype, tointeger = compat.mtype, compat.tointeger
 local argerror, is_callable, code_name = internal.argerror, internal.is_callable, internal.code_name
+local shown = internal.show
 
 local M = {}
 
@@ -121,7 +122,7 @@ local function new_retry(fname, t, level)
   end
   local n = f.max_attempts
   if n ~= nil and (mtype(n) == nil or n < 1 or n ~= floor(n)) then
-    argerror(fname, "max_attempts: positive integer expected, got " .. tostring(n), level + 1)
+    argerror(fname, "max_attempts: positive integer expected, got " .. shown(n), level + 1)
   end
   f.max_attempts = n == nil and core.DEFAULT_MAX_ATTEMPTS or tointeger(n)
   if f.predicate == nil then f.predicate = if_transient_error end

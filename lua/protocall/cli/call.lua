@@ -7,6 +7,7 @@ local service_config = require "protocall.rpc.service_config"
 local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
   pairs, ipairs, tostring, pcall, getmetatable, setmetatable
 local format = string.format
+local shown = require("protocall.internal").show
 local stdout, stderr = common.stdout, common.stderr
 local usage_error, fail, check_format, has_schema, load_schemas, read_input, write_message, json_documents =
   common.usage_error, common.fail, common.check_format, common.has_schema, common.load_schemas,
@@ -174,7 +175,7 @@ function M.call.run(flags, args)
   if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
   local attempts = flags["retry-attempts"]
   if attempts and (attempts ~= math.floor(attempts) or attempts < 1) then
-    usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. tostring(attempts))
+    usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. shown(attempts))
   end
   if attempts and attempts > 1 then opts.retry = pc.Retry { max_attempts = math.floor(attempts) } end
   local whole_config

@@ -9,6 +9,7 @@ local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatabl
   error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
 local concat, format, huge = table.concat, string.format, math.huge
 local metadata_problem = require("protocall.core").metadata_problem
+local show = require("protocall.internal").show
 
 local M = {}
 
@@ -323,7 +324,7 @@ function M.connect(flags, target, cmd)
   local ct = flags["connect-timeout"]
   if ct ~= nil then
     if not (ct > 0 and ct < math.huge) then
-      usage_error(cmd, "-connect-timeout: a positive number of seconds expected, got " .. tostring(ct))
+      usage_error(cmd, "-connect-timeout: a positive number of seconds expected, got " .. show(ct))
     end
     transport_opts.connect_timeout = ct
   end

@@ -35,7 +35,8 @@ function M.serve.run(flags, args)
   local script_arg = { [0] = args[1] }
   for i = 2, #args do script_arg[i - 1] = args[i] end
   _G.arg = script_arg
-  local got = chunk(table.unpack(script_arg))
+  local ran, got = pcall(chunk, table.unpack(script_arg))
+  if not ran then fail(tostring(got)) end -- the script's error, not a traceback of protocall's
   local mt = getmetatable(got)
   local server
   if type(mt) == "table" and mt.__name == "protocall.Server" then

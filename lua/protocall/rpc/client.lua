@@ -14,6 +14,7 @@
 -- is (transport/grpc.lua).
 local core = require "protocall.core"
 local errors = require "protocall.errors"
+local internal = require "protocall.internal"
 local message = require "protocall.message"
 local schema = require "protocall.schema"
 local sched = require "protocall.sched"
@@ -23,12 +24,13 @@ local attempts = require "protocall.rpc.attempts"
 local interceptors = require "protocall.rpc.interceptors"
 local service_config = require "protocall.rpc.service_config"
 
-local type, error, pairs, ipairs, next, tostring, pcall, getmetatable, setmetatable =
-  type, error, pairs, ipairs, next, tostring, pcall, getmetatable, setmetatable
+local type, error, pairs, ipairs, next, tostring, pcall, getmetatable, setmetatable, rawget =
+  type, error, pairs, ipairs, next, tostring, pcall, getmetatable, setmetatable, rawget
 local format = string.format
 local status = errors.status
 local encode, decode, protect = core.encode, core.decode, core.protect
 local DEFAULT, option_problem, metadata_problem = policy.DEFAULT, policy.option_problem, core.metadata_problem
+local compression_problem = internal.compression_problem
 local as_message = message.as_message
 
 local M = {}
@@ -40,13 +42,6 @@ local CLIENT_KEYS = { transport = true, pool = true, methods = true, cache_size 
 for k in pairs(POLICY_KEYS) do CLIENT_KEYS[k] = true end
 local METHOD_KEYS = { resume = true }
 for k in pairs(POLICY_KEYS) do METHOD_KEYS[k] = true end
-
--- What is wrong with compression `c` as a call option, or nil: the
--- transports know "gzip" and "identity" (false and nil: none).
-local function compression_problem(c)
-  if c == nil or c == false or c == "gzip" or c == "identity" then return nil end
-  return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
-end
 
 -- What is wrong with the policy options in `t` (client, method or call
 -- level) that a transport would refuse, or nil; the callable checks the
@@ -172,6 +167,15 @@ function StubCall:cancel() return self.call:cancel() end
 function StubCall:close() return self.call:close() end
 StubCall.__close = StubCall.close
 
+-- Raises "calling 'name' on bad self (transport is closed)" at `level`
+-- when the stub's transport was closed (transport:close()), before any
+-- attempt.
+local function check_open(transport, name, level)
+  if type(transport) == "table" and rawget(transport, "closed") == true then
+    error(format("calling '%s' on bad self (transport is closed)", name), level + 1)
+  end
+end
+
 -- Per-call options a client-streaming or bidirectional call refuses, and why.
 local STREAM_REFUSED = {
   retry = "retry: client-streaming and bidirectional calls are not retried (the requests are the caller's to send)",
@@ -196,6 +200,7 @@ local function streaming_method(transport, m, d)
       end
     end
     if bad then error(format("bad argument #1 to '%s' (%s)", name, bad), 2) end
+    check_open(transport, name, 2)
     if type(transport.stream) ~= "function" then
       error(full .. ": client-streaming and bidirectional calls are not supported yet", 2)
     end
@@ -360,6 +365,7 @@ local function unary_method(c, m)
     local want_md, bad
     rest, want_md, bad = split_with_metadata(rest)
     if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+    check_open(transport, name, 2)
     if want_md then
       local rec = { bytes = encoded(request, 2) }
       local res = call_with(rec, rest, 2)
@@ -381,6 +387,7 @@ local function unary_method(c, m)
       local want_md, bad
       rest, want_md, bad = split_with_metadata(rest)
       if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+      check_open(transport, name, 2)
       local rec = want_md and { call = {} } or nil
       if rec then rec.bytes = encoded(request, 2) end
       if not resume then
@@ -415,6 +422,7 @@ local function unary_method(c, m)
       end
       local bad = options_problem(ic.options)
       if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
+      check_open(transport, name, 2)
       local t0 = clock()
       local function terminal(cc)
         local o = {}

@@ -12,7 +12,8 @@ local details_bin = require("protocall.status").details_bin
 
 local type, error, pairs, tostring, setmetatable, getmetatable, pcall, floor =
   type, error, pairs, tostring, setmetatable, getmetatable, pcall, math.floor
-local Error, status, codes = errors.Error, errors.status, internal.codes
+local Error, status, codes, show = errors.Error, errors.status, internal.codes, internal.show
+local argerror = internal.argerror
 local decode, is_message = core.decode, core.is_message
 local is_server, response_of, response_bytes, no_send = rpc_server.is_server, rpc_server.response_of,
   rpc_server.response_bytes, rpc_server.no_send
@@ -73,6 +74,14 @@ local function next_bytes(self, call)
   end
 end
 
+-- Raises "bad argument #N to `fname`" at the handler's line for a
+-- metadata key or value that is not a string (the C side would take a
+-- number as its text).
+local function check_pair(fname, k, v)
+  if type(k) ~= "string" then argerror(fname, "string expected, got " .. type(k), 3) end
+  if type(v) ~= "string" then argerror(fname, "string expected, got " .. type(v), 3, 2) end
+end
+
 local function make_ctx(self, call, info)
   local timeout, deadline = call:timeout()
   local ctx = {
@@ -114,10 +123,12 @@ local function make_ctx(self, call, info)
   -- metadata ("-bin" keys carry bytes); headers before the first
   -- response. Raises on a bad key or value, or headers already sent.
   function ctx.set_header(_, k, v)
+    check_pair("set_header", k, v)
     local ok, why = call:add_metadata(false, k, v)
     if not ok then error("set_header: " .. why, 2) end
   end
   function ctx.set_trailer(_, k, v)
+    check_pair("set_trailer", k, v)
     local ok, why = call:add_metadata(true, k, v)
     if not ok then error("set_trailer: " .. why, 2) end
   end
@@ -217,6 +228,16 @@ local function task(self, call)
   self.active = self.active - 1
 end
 
+-- A handler's task that yielded outside the waits (sched.STRAY) was
+-- dropped: its call ends INTERNAL.
+local function stray(self, call)
+  local entry = self.server.methods[call:path()]
+  pcall(call.finish, call, codes.INTERNAL, (entry and entry.info.full_name or call:path())
+    .. ": the handler " .. sched.STRAY)
+  call:close()
+  self.active = self.active - 1
+end
+
 --- `listener:serve()`: serves until `listener:shutdown()` has finished:
 -- accepts calls and runs each handler as a task (a slow handler does not
 -- stop the others). Inside a pc.run task it serves alongside the other
@@ -231,7 +252,7 @@ function Listener:serve()
     while not self.closed do
       local call = self.core:accept()
       if not call then break end
-      sched.spawn(task, self, call)
+      sched.spawn_guarded(stray, task, self, call)
     end
     if self.finished then break end
     wait(self.core)
@@ -247,7 +268,7 @@ end
 -- it waits without stopping the others; idempotent.
 function Listener:shutdown(grace)
   if grace ~= nil and (type(grace) ~= "number" or grace < 0) then
-    error("bad argument #1 to 'shutdown' (seconds >= 0 expected, got " .. tostring(grace) .. ")", 2)
+    error("bad argument #1 to 'shutdown' (seconds >= 0 expected, got " .. show(grace) .. ")", 2)
   end
   if self.closed then return end
   self.closed = true
@@ -331,6 +352,12 @@ function M.listen(server, address, opts)
   end
   if opts.client_ca_file and not opts.cert_file then
     error("pc.listen: client_ca_file needs cert_file and key_file (TLS)", 2)
+  end
+  for _, key in pairs { "handshake_timeout", "idle_timeout", "stall_timeout" } do
+    local v = opts[key]
+    if v ~= nil and not (v > 0 and v <= 1e9) then
+      error("pc.listen: option '" .. key .. "' must be a positive number of seconds, got " .. show(v), 2)
+    end
   end
   local host, port = address:match("^%[([%x:.]+)%]:(%d+)$")
   if not host then host, port = address:match("^([^:%[%]]*):(%d+)$") end

@@ -170,6 +170,14 @@ function M.no_send(info)
   return function() error(msg, 2) end
 end
 
+-- `text` without the position error() put before it ("handler.lua:12: ",
+-- '[string "..."]:3: '), kept when it only looks like one
+-- (error("localhost:50051: refused", 0)).
+local function without_position(text)
+  local rest = text:match("^[^:\n]-%.lua:%d+: (.*)$") or text:match('^%[string "[^\n]-"%]:%d+: (.*)$')
+  return rest or text
+end
+
 --- err = handler_error(info, raised): what a handler of method `info`
 -- raised, as the call's pc.Error: a pc.Error as it is; anything else
 -- UNKNOWN with `value` the raised value and the message "<method>: <text>",
@@ -178,8 +186,7 @@ end
 -- and that of another value "handler raised a <type>".
 function M.handler_error(info, raised)
   if getmetatable(raised) == Error then return raised end
-  local text = type(raised) == "string" and raised:gsub("^[^:\n]*:%d+: ", "", 1)
-    or ("handler raised a " .. type(raised))
+  local text = type(raised) == "string" and without_position(raised) or ("handler raised a " .. type(raised))
   return status("UNKNOWN", info.full_name .. ": " .. text, { value = raised })
 end
 

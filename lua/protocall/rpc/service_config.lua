@@ -12,7 +12,7 @@ local policy = require "protocall.call.policy"
 local type, error, pairs, tostring, tonumber, next, setmetatable, pcall =
   type, error, pairs, tostring, tonumber, next, setmetatable, pcall
 local format, concat, huge, floor = string.format, table.concat, math.huge, math.floor
-local mtype, code_name, which_oneof = compat.mtype, internal.code_name, core.which_oneof
+local mtype, code_name, which_oneof, show = compat.mtype, internal.code_name, core.which_oneof, internal.show
 local ipairs, pairs_of = message.ipairs, message.pairs
 
 local M = {}
@@ -61,7 +61,7 @@ end
 
 local function number_at(v, path, what)
   if type(v) ~= "number" or v ~= v or v == huge or v == -huge then
-    config_error(path, what .. " expected, got " .. (type(v) == "number" and tostring(v) or type(v)))
+    config_error(path, what .. " expected, got " .. (type(v) == "number" and show(v) or type(v)))
   end
   return v
 end
@@ -87,9 +87,9 @@ end
 local function attempts_at(v, path)
   if v == nil then config_error(path, "required") end
   if mtype(v) ~= "integer" and not (type(v) == "number" and v == floor(v)) then
-    config_error(path, "integer expected, got " .. tostring(v))
+    config_error(path, "integer expected, got " .. show(v))
   end
-  if v < 2 then config_error(path, "at least 2 expected, got " .. tostring(compat.tointeger(v) or v)) end
+  if v < 2 then config_error(path, "at least 2 expected, got " .. show(compat.tointeger(v) or v)) end
   return v > 5 and 5 or compat.tointeger(v)
 end
 
@@ -108,7 +108,7 @@ local function retry_policy_at(v, path)
   local maximum = duration_at(required("maxBackoff"), path .. ".maxBackoff", true)
   local multiplier = number_at(required("backoffMultiplier"), path .. ".backoffMultiplier", "number")
   if multiplier <= 0 then
-    config_error(path .. ".backoffMultiplier", "positive number expected, got " .. tostring(multiplier))
+    config_error(path .. ".backoffMultiplier", "positive number expected, got " .. show(multiplier))
   end
   if multiplier < 1 then
     config_error(path .. ".backoffMultiplier", "values below 1 (a shrinking backoff) are not supported, got "
@@ -144,9 +144,9 @@ end
 
 local function size_at(v, path)
   if mtype(v) ~= "integer" and not (type(v) == "number" and v == floor(v) and v >= 0 and v < 2 ^ 53) then
-    config_error(path, "non-negative integer expected, got " .. tostring(v))
+    config_error(path, "non-negative integer expected, got " .. show(v))
   end
-  if v < 0 then config_error(path, "non-negative integer expected, got " .. tostring(v)) end
+  if v < 0 then config_error(path, "non-negative integer expected, got " .. show(v)) end
   return compat.tointeger(v)
 end
 

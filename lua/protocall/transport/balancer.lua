@@ -138,8 +138,14 @@ local function rethrow(b, err)
   error(err, 0)
 end
 
+-- Raises as pc.grpc's transport does for a call on a closed transport.
+local function check_open(self, name, level)
+  if self.closed then error("calling '" .. name .. "' on bad self (transport is closed)", level + 1) end
+end
+
 --- As pc.grpc's transport:unary, on the backend the policy picks.
 function Balanced:unary(path, request, settings)
+  check_open(self, "unary", 2)
   local b = pick(self, settings and settings.tried)
   local ok, res, meta = pcall(b.transport.unary, b.transport, path, request, settings)
   if not ok then rethrow(b, res) end
@@ -149,6 +155,7 @@ end
 
 --- As pc.grpc's transport:server_stream, on the backend the policy picks.
 function Balanced:server_stream(path, request, settings)
+  check_open(self, "server_stream", 2)
   local b = pick(self, settings and settings.tried)
   local ok, iter, state, ctl, call = pcall(b.transport.server_stream, b.transport, path, request, settings)
   if not ok then rethrow(b, iter) end
@@ -163,12 +170,14 @@ end
 --- As pc.grpc's transport:stream (client streaming and bidirectional),
 -- on the backend the policy picks.
 function Balanced:stream(path, settings)
+  check_open(self, "stream", 2)
   local b = pick(self, settings and settings.tried)
   return b.transport:stream(path, settings)
 end
 
 -- A started call on backend `b`, reporting its outcome; `tried` records b.
 local function started(self, name, path, request, settings)
+  check_open(self, name, 3)
   local tried = settings and settings.tried
   local b = pick(self, tried)
   if tried then tried[b] = true end
@@ -185,12 +194,14 @@ end
 --- As pc.grpc's transport:start_unary; settings.tried (a table) keeps
 -- the backends a hedged call used, so its next attempt goes elsewhere.
 function Balanced:start_unary(path, request, settings)
-  return started(self, "start_unary", path, request, settings)
+  local h = started(self, "start_unary", path, request, settings)
+  return h -- not a tail call: misuse raises at the caller's line
 end
 
 --- As pc.grpc's transport:start_server_stream (settings.tried as start_unary).
 function Balanced:start_server_stream(path, request, settings)
-  return started(self, "start_server_stream", path, request, settings)
+  local h = started(self, "start_server_stream", path, request, settings)
+  return h
 end
 
 --- As pc.grpc's transport:wait, over calls on any of the backends.
@@ -201,6 +212,7 @@ end
 
 --- Closes every backend's connection.
 function Balanced:close()
+  self.closed = true
   for _, b in ipairs(self.members) do b.transport:close() end
 end
 

@@ -16,6 +16,7 @@
 local core = require "protocall.core"
 local compat = require "protocall.compat"
 local errors = require "protocall.errors"
+local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local error_of = require("protocall.status").error_of
 local driver = require "protocall.transport.driver"
@@ -23,9 +24,12 @@ local balancer = require "protocall.transport.balancer"
 local target_places = require("protocall.transport.target").places
 
 local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
-local floor, io_open = math.floor, io.open
+local format = string.format
+local floor, huge, io_open = math.floor, math.huge, io.open
 local mtype = compat.mtype
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
+local argerror, show = internal.argerror, internal.show
+local compression_problem = internal.compression_problem
 
 local M = {}
 
@@ -53,7 +57,7 @@ local function reconnect_option(r)
   for k, v in pairs(r) do
     if RECONNECT[k] == nil then error("pc.grpc: reconnect: unknown field '" .. tostring(k) .. "'", 3) end
     if type(v) ~= "number" or v ~= v or v < 0 or v > 1e9 then
-      error("pc.grpc: reconnect." .. k .. ": a number of seconds >= 0 expected, got " .. tostring(v), 3)
+      error("pc.grpc: reconnect." .. k .. ": a number of seconds >= 0 expected, got " .. show(v), 3)
     end
     b[k] = v
   end
@@ -66,13 +70,6 @@ local function reconnect_option(r)
     error("pc.grpc: reconnect.maximum: at least reconnect.initial (" .. b.initial .. ") expected, got " .. b.maximum, 3)
   end
   return b
-end
-
-local function check_compression(c, level)
-  if c ~= nil and c ~= "gzip" and c ~= "identity" then
-    error("compression '" .. tostring(c) .. "': expected \"gzip\" or \"identity\"", level + 1)
-  end
-  return c == "gzip"
 end
 
 -- The transport's default metadata with the call's: a call's entry
@@ -89,46 +86,72 @@ local function merged_metadata(base, extra)
   return all
 end
 
+-- The keys of a call's settings (`tried`: a balancer's, transport/balancer.lua).
+local SETTINGS = {
+  timeout = true, metadata = true, compression = true, with_metadata = true, previous_attempts = true,
+  tried = true,
+}
+
+-- Raises "bad argument #1 to `name`" for a method path the channel
+-- refuses (core/net/grpc.c pc_Grpc_PathCheck: a leading '/', no spaces,
+-- control characters, '?', '#' or '%'), at `level`.
+local function check_path(name, path, level)
+  if type(path) ~= "string" then argerror(name, "string expected, got " .. type(path), level + 1) end
+  local why = path:sub(1, 1) ~= "/" and "expected /package.Service/Method"
+    or path:find("[%z\1- \127?#%%]") and "unexpected character"
+  if why then
+    argerror(name, format("method path '%s': %s", path:sub(1, 200):gsub("%c", "?"), why), level + 1)
+  end
+end
+
 -- The settings of one call, checked once, as the C channel reads them
 -- (ch:start(path, s), bindings/lua/lpc_net.c): the caller's settings
 -- {timeout = seconds or nil, metadata = {{k, v}, ...}, compression =
--- "gzip" | "identity" | nil, with_metadata = boolean, previous_attempts =
--- n (sent as grpc-previous-rpc-attempts when positive: a retry or hedge of
--- gRFC A6) or nil} become {timeout =, metadata = the transport's and the
--- call's, gzip = boolean, previous_attempts =}; misuse raises at `level`.
-local function settings_of(self, name, path, settings, level)
-  if type(path) ~= "string" then
-    error("bad argument #1 to '" .. name .. "' (string expected, got " .. type(path) .. ")", level + 1)
+-- "gzip" | "identity" | false (none) | nil (the transport's), with_metadata
+-- = boolean, previous_attempts = n (sent as grpc-previous-rpc-attempts when
+-- positive: a retry or hedge of gRFC A6) or nil} become {timeout =, metadata
+-- = the transport's and the call's, gzip = boolean, previous_attempts =}.
+-- The timeout and compression follow the client's rules
+-- (core.check_timeout, internal.compression_problem), but a timeout <= 0
+-- is allowed (the call fails at once). Misuse raises "bad argument #`sarg` to `name`" (a closed
+-- transport: "calling `name` on bad self") at `level`.
+local function settings_of(self, name, path, settings, level, sarg)
+  level = level + 1
+  if self.closed then error(format("calling '%s' on bad self (transport is closed)", name), level) end
+  check_path(name, path, level)
+  if settings == nil then settings = {} end
+  if type(settings) ~= "table" then argerror(name, "table expected, got " .. type(settings), level, sarg) end
+  for k in pairs(settings) do
+    if not SETTINGS[k] then argerror(name, format("unknown setting '%s'", tostring(k)), level, sarg) end
   end
-  if settings ~= nil and type(settings) ~= "table" then
-    error("bad argument #3 to '" .. name .. "' (table expected, got " .. type(settings) .. ")",
-          level + 1)
-  end
-  settings = settings or {}
   local compression = settings.compression
   if compression == nil then compression = self.compression end
-  local gzip = check_compression(compression, level + 1)
   local timeout = settings.timeout
-  if timeout ~= nil and type(timeout) ~= "number" then
-    error("timeout: seconds (a number) or nil expected, got " .. type(timeout), level + 1)
+  local problem = compression_problem(compression)
+  if not problem and timeout ~= nil then
+    if type(timeout) ~= "number" then
+      problem = "timeout: seconds (a number) or nil expected, got " .. type(timeout)
+    elseif not (timeout <= 0) or timeout == -huge then -- luacheck: ignore 581 (NaN is checked)
+      local ok, why = core.check_timeout(1, timeout) -- the client's rule (call/policy.lua option_problem)
+      if not ok then problem = why end
+    end
   end
-  if settings.metadata ~= nil then
-    local problem = metadata_problem(settings.metadata)
-    if problem then error(problem, level + 1) end
+  if not problem and settings.metadata ~= nil then problem = metadata_problem(settings.metadata) end
+  local with = settings.with_metadata
+  if not problem and with ~= nil and type(with) ~= "boolean" then
+    problem = "with_metadata: boolean expected, got " .. type(with)
   end
   local previous = settings.previous_attempts
-  if previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
-    error("previous_attempts: integer in 0..100 expected, got " .. tostring(previous), level + 1)
+  if not problem and previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
+    problem = "previous_attempts: integer in 0..100 expected, got " .. show(previous)
   end
-  return { timeout = timeout, metadata = merged_metadata(self.metadata, settings.metadata), gzip = gzip,
-           previous_attempts = previous }
+  if problem then argerror(name, problem, level, sarg) end
+  return { timeout = timeout, metadata = merged_metadata(self.metadata, settings.metadata),
+           gzip = compression == "gzip", previous_attempts = previous }
 end
 
 local function check_request(name, request, level)
-  if type(request) ~= "string" then
-    error("bad argument #2 to '" .. name .. "' (string expected, got " .. type(request) .. ")",
-          level + 1)
-  end
+  if type(request) ~= "string" then argerror(name, "string expected, got " .. type(request), level + 1, 2) end
 end
 
 local function raise(call, path)
@@ -182,15 +205,22 @@ end
 
 --- Unary call: `transport:unary(path, request_bytes, settings)` ->
 -- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
--- `settings.with_metadata`). `path` is "/pkg.Service/Method"; settings as
--- `settings_of` above; `timeout` in seconds is sent as grpc-timeout and
--- enforced here too (a timeout <= 0 fails at once). Zero or two response
--- messages are INTERNAL. Raises the transport's error object with the
--- canonical `code` on any failure; raises a string at the caller's line on
--- misuse (bad metadata, bad path, closed transport). Under pc.run, waits
--- without stopping other coroutines.
+-- `settings.with_metadata`). `path` is "/pkg.Service/Method"; `settings`
+-- (nil or a table) holds `timeout` (seconds, sent as grpc-timeout and
+-- enforced here too; a finite timeout <= 0 fails at once, NaN and
+-- infinities are refused), `metadata` ({key, value} pairs, after the transport's),
+-- `compression` ("gzip", "identity", false for none; nil: the
+-- transport's), `with_metadata` (boolean), `previous_attempts` (an
+-- integer in 0..100, sent as grpc-previous-rpc-attempts) and `tried` (the
+-- table a balancer keeps for a hedged call); another key is refused. Zero
+-- or two response messages are INTERNAL. Raises the
+-- transport's error object with the canonical `code` on any failure;
+-- raises at the caller's line on misuse ("bad argument #3 to 'unary'
+-- (timeout: ...)"; a bad path is argument #1; a closed transport
+-- "calling 'unary' on bad self (transport is closed)"). Under pc.run,
+-- waits without stopping other coroutines.
 function Transport:unary(path, request, settings)
-  local s = settings_of(self, "unary", path, settings, 2)
+  local s = settings_of(self, "unary", path, settings, 2, 3)
   check_request("unary", request, 2)
   local channel = self.channel
   local call = channel:start(path, s)
@@ -231,7 +261,7 @@ end
 -- most its window (`stream_window`) while the other calls on the
 -- connection go on.
 function Transport:server_stream(path, request, settings)
-  local s = settings_of(self, "server_stream", path, settings, 2)
+  local s = settings_of(self, "server_stream", path, settings, 2, 3)
   check_request("server_stream", request, 2)
   local channel = self.channel
   local call = channel:start(path, s)
@@ -257,7 +287,7 @@ function Started:cancel()
 end
 
 local function started(self, name, path, request, settings, result)
-  local s = settings_of(self, name, path, settings, 3)
+  local s = settings_of(self, name, path, settings, 3, 3)
   check_request(name, request, 3)
   local call = self.channel:start(path, s)
   call:send(request)
@@ -329,7 +359,8 @@ end
 -- Several started calls share the connection, in flight together;
 -- `transport:wait` waits for them.
 function Transport:start_unary(path, request, settings)
-  return started(self, "start_unary", path, request, settings, unary_result)
+  local h = started(self, "start_unary", path, request, settings, unary_result)
+  return h -- not a tail call: misuse raises at the caller's line
 end
 
 --- `handle = transport:start_server_stream(path, request_bytes,
@@ -338,16 +369,27 @@ end
 -- iterator of the whole stream (as `server_stream`'s) and the call, or
 -- false and the error object; `handle:cancel()`.
 function Transport:start_server_stream(path, request, settings)
-  return started(self, "start_server_stream", path, request, settings, stream_result)
+  local h = started(self, "start_server_stream", path, request, settings, stream_result)
+  return h
 end
 
 --- `transport:wait(handles, seconds)`: waits until one of the started
 -- calls in the list `handles` may have moved on, at most `seconds` (sleeps
 -- when the list is empty). Under pc.run the other tasks run meanwhile.
+-- Raises for a `handles` that is not a list of handles or `seconds` not a
+-- number.
 function Transport.wait(_, handles, seconds)
+  if type(handles) ~= "table" then argerror("wait", "table expected, got " .. type(handles), 2) end
+  if type(seconds) ~= "number" or seconds ~= seconds then
+    argerror("wait", "number expected, got " .. (seconds ~= seconds and "nan" or type(seconds)), 2, 2)
+  end
   local chans, seen = {}, {}
   for i = 1, #handles do
-    local ch = handles[i].channel
+    local h = handles[i]
+    if type(h) ~= "table" then
+      argerror("wait", format("handles[%d]: a started call expected, got %s", i, type(h)), 2)
+    end
+    local ch = h.channel
     if ch and not seen[ch] then
       seen[ch] = true
       chans[#chans + 1] = ch
@@ -482,7 +524,7 @@ function Call:buffered() return self.call:buffered() end
 -- `close_send`, `recv`, `close_and_recv`, `headers`, `trailers`, `cancel`
 -- and `close`. The deadline (`timeout`) covers the whole call.
 function Transport:stream(path, settings)
-  local s = settings_of(self, "stream", path, settings, 2)
+  local s = settings_of(self, "stream", path, settings, 2, 2)
   local call = self.channel:start(path, s)
   return setmetatable({ channel = self.channel, call = call, path = path }, Call)
 end
@@ -490,6 +532,7 @@ end
 --- `transport:close()`: closes the connection (calls still being read keep
 -- it until they end).
 function Transport:close()
+  self.closed = true
   self.channel:close()
   driver.close(self.channel)
 end
@@ -516,7 +559,7 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- backend has failed); `load_balancing` picks among them (README "Load
 -- balancing", transport/balancer.lua).
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
--- `key_file` (PEM client certificate and key, mutual TLS),
+-- `key_file` (PEM client certificate and key, mutual TLS; one needs the other),
 -- `server_name` (the name TLS verifies and sends, and :authority;
 -- default the host), `max_receive_size` (bytes, default 4 MiB; a larger
 -- response message fails with RESOURCE_EXHAUSTED, local = true),
@@ -600,7 +643,11 @@ function M.grpc(target, opts)
       error("pc.grpc: option '" .. k .. "' must be a " .. want .. ", got " .. type(v), 2)
     end
   end
-  check_compression(opts.compression, 2)
+  if (opts.cert_file == nil) ~= (opts.key_file == nil) then
+    error("pc.grpc: cert_file and key_file go together", 2) -- as pc.listen's
+  end
+  local bad_compression = compression_problem(opts.compression)
+  if bad_compression then error(bad_compression, 2) end
   if opts.load_balancing ~= nil and not LB_POLICIES[opts.load_balancing] then
     error("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \""
       .. opts.load_balancing:gsub("%c", "?") .. "\"", 2)
@@ -619,7 +666,7 @@ function M.grpc(target, opts)
   for _, key in pairs { "keepalive_time", "keepalive_timeout" } do
     local v = opts[key]
     if v ~= nil and not (v > 0 and v <= 1e9) then
-      error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. tostring(v), 2)
+      error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. show(v), 2)
     end
   end
   local host_driver = opts.driver
@@ -629,7 +676,7 @@ function M.grpc(target, opts)
   local backoff = reconnect_option(opts.reconnect)
   local ct = opts.connect_timeout
   if ct ~= nil and not (ct > 0 and ct < math.huge) then
-    error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. tostring(ct), 2)
+    error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. show(ct), 2)
   end
   for _, key in pairs { "user_agent", "server_name" } do
     if opts[key] ~= nil and opts[key]:find("%c") then

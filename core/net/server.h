@@ -72,10 +72,10 @@ typedef struct {
   size_t incomplete_budget;             /* bytes of request messages still arriving whose
                                          * window is given back; 0: the connection window
                                          * (at least max_receive + 5 either way) */
-  double stall_timeout; /* seconds a request message may stay half-received while the
-                         * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
-                         * < 0: none */
-  pc_GrpcWakeList *wake;                /* where calls with a wake token are listed; NULL: none */
+  double stall_timeout;  /* seconds a request message may stay half-received while the
+                          * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
+                          * < 0: none */
+  pc_GrpcWakeList *wake; /* where calls with a wake token are listed; NULL: none */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL
@@ -172,6 +172,13 @@ int pc_GrpcServerCall_Cancelled(const pc_GrpcServerCall *s);
  * already sent. */
 int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_GrpcPair *p,
                                   pc_Error *err);
+
+/* Queues the trailer grpc-retry-pushback-ms of gRFC A6, the server's
+ * pushback: 'ms' milliseconds before the client's next attempt (capped at
+ * INT32_MAX), or "-1" for a negative 'ms' (do not retry). The one reserved
+ * key a handler may have sent, so pc_GrpcServerCall_AddMetadata refuses it.
+ * Returns 0 when the trailers are already sent or out of memory. */
+int pc_GrpcServerCall_SetPushback(pc_GrpcServerCall *s, long long ms);
 
 /* Queues one response message (copied; the response headers go first),
  * gzipped when pc_GrpcServerCall_SetCompression turned gzip on. Returns 1,

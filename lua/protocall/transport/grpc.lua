@@ -182,8 +182,13 @@ end
 
 --- Unary call: `transport:unary(path, request_bytes, settings)` ->
 -- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
--- `settings.with_metadata`). `path` is "/pkg.Service/Method"; settings as
--- `settings_of` above; `timeout` in seconds is sent as grpc-timeout and
+-- `settings.with_metadata`). `path` is "/pkg.Service/Method"; `settings`
+-- is nil or {timeout = seconds or nil, metadata = {{key, value}, ...}
+-- (after the transport's own `metadata`, replacing an entry of the same
+-- key), compression = "gzip" | "identity" | nil (nil: the transport's),
+-- with_metadata = boolean, previous_attempts = n or nil (sent as
+-- grpc-previous-rpc-attempts when positive: a retry or hedge of gRFC A6)};
+-- `timeout` in seconds is sent as grpc-timeout and
 -- enforced here too (a timeout <= 0 fails at once). Zero or two response
 -- messages are INTERNAL. Raises the transport's error object with the
 -- canonical `code` on any failure; raises a string at the caller's line on
@@ -513,8 +518,8 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- "127.0.0.1:5002"}), "ipv4:127.0.0.1:5001,127.0.0.1:5002" (or ipv6:
 -- with "[::1]:5001"), or a dns:/// name resolving to several addresses
 -- (one connection each, the name as :authority; resolved again when every
--- backend has failed); `load_balancing` picks among them (README "Load
--- balancing", transport/balancer.lua).
+-- backend has failed); `load_balancing` picks among them (doc/guide.md
+-- "Load balancing", transport/balancer.lua).
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
 -- `key_file` (PEM client certificate and key, mutual TLS),
 -- `server_name` (the name TLS verifies and sends, and :authority;

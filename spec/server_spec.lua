@@ -1,4 +1,4 @@
--- pc.listen (README "Serving"): protocall's client against protocall's
+-- pc.listen (doc/guide.md "Serving"): protocall's client against protocall's
 -- server in one Lua state (the listener and the calls are tasks of one
 -- pc.run), over h2c and TLS; all four call shapes, metadata, deadlines,
 -- cancellation, errors, shutdown.

@@ -78,22 +78,30 @@ local handlers = {
 
 local server = pc.server({ ["srv.Calc"] = handlers }, { pool = pool })
 
--- Runs `fn(stub, transport, listener)` as a task beside a listener's
--- serve task, then shuts the listener down; errors of `fn` are raised.
-local function with_server(opts, fn, target_opts, scheme)
-  local l = pc.listen(server, "127.0.0.1:0", opts)
+-- Runs `fn(transport, listener)` as a task beside the serve task of a
+-- listener of `srv` (listen options `opts`; a pc.grpc transport with
+-- `target_opts` over `scheme`, default "http"), then shuts the listener
+-- down; errors of `fn` are raised.
+local function over_network(srv, fn, opts, target_opts, scheme)
+  local l = pc.listen(srv, "127.0.0.1:0", opts)
   local err
   pc.spawn(function() l:serve() end)
   pc.spawn(function()
     local t = pc.grpc((scheme or "http") .. "://127.0.0.1:" .. l.port, target_opts)
-    local stub = pc.client("srv.Calc", { transport = t, pool = pool })
-    local ok, e = pcall(fn, stub, t, l)
+    local ok, e = pcall(fn, t, l)
     if not ok then err = e end
     t:close()
     l:shutdown(1)
   end)
   pc.run()
   if err then error(err, 0) end
+end
+
+-- Runs `fn(stub, transport, listener)` over the network with `server`.
+local function with_server(opts, fn, target_opts, scheme)
+  over_network(server, function(t, l)
+    return fn(pc.client("srv.Calc", { transport = t, pool = pool }), t, l)
+  end, opts, target_opts, scheme)
 end
 
 local function raised(fn)
@@ -563,18 +571,7 @@ describe("ctx.send in a unary or client-streaming handler", function()
   end)
 
   it("raises at the handler's line over the network, sending nothing", function()
-    local l = pc.listen(send_server, "127.0.0.1:0")
-    local err
-    pc.spawn(function() l:serve() end)
-    pc.spawn(function()
-      local t = pc.grpc("http://127.0.0.1:" .. l.port)
-      local ok, e = pcall(check, t)
-      if not ok then err = e end
-      t:close()
-      l:shutdown(1)
-    end)
-    pc.run()
-    if err then error(err, 0) end
+    over_network(send_server, check)
   end)
 end)
 
@@ -654,25 +651,10 @@ describe("one handler in process and over the network", function()
     if err then error(err, 0) end
   end
 
-  local function over_network(fn)
-    local l = pc.listen(same, "127.0.0.1:0")
-    local err
-    pc.spawn(function() l:serve() end)
-    pc.spawn(function()
-      local t = pc.grpc("http://127.0.0.1:" .. l.port)
-      local ok, e = pcall(fn, t)
-      if not ok then err = e end
-      t:close()
-      l:shutdown(1)
-    end)
-    pc.run()
-    if err then error(err, 0) end
-  end
-
   -- One `it` per placement for `fn(transport)`.
   local function both(name, fn)
     it(name .. " (in process)", function() in_process(fn) end)
-    it(name .. " (over the network)", function() over_network(fn) end)
+    it(name .. " (over the network)", function() over_network(same, fn) end)
   end
 
   local function stub_of(t, opts)

@@ -286,18 +286,15 @@ end
 -- why (a bad key or value, the block already sent) and `compress(gzip)`
 -- -> boolean do the placement's part. They raise at the handler's line.
 function M.add_response_metadata(ctx, add, compress)
-  function ctx.set_header(_, k, v)
-    check_string("set_header", 1, k)
-    check_string("set_header", 2, v)
-    local ok, why = add(false, k, v)
-    if not ok then error("set_header: " .. why, 2) end
+  local function setter(name, trailers)
+    return function(_, k, v)
+      check_string(name, 1, k)
+      check_string(name, 2, v)
+      local ok, why = add(trailers, k, v)
+      if not ok then error(name .. ": " .. why, 2) end
+    end
   end
-  function ctx.set_trailer(_, k, v)
-    check_string("set_trailer", 1, k)
-    check_string("set_trailer", 2, v)
-    local ok, why = add(true, k, v)
-    if not ok then error("set_trailer: " .. why, 2) end
-  end
+  ctx.set_header, ctx.set_trailer = setter("set_header", false), setter("set_trailer", true)
   function ctx.set_compression(_, name)
     if name ~= "gzip" and name ~= "identity" then
       error("bad argument #1 to 'set_compression' (\"gzip\" or \"identity\" expected, got "

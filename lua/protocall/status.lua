@@ -138,18 +138,4 @@ function M.error_of(st)
   return Error(st)
 end
 
---- roundtrip(err) -> pc.Error: what a client receives for the server-side
--- error `err` (a pc.Error), its details sent through pc.status_details_bin
--- and decoded back as over the network; details that cannot be sent make
--- it INTERNAL (pc.inproc).
-function M.roundtrip(err)
-  if err.details == nil then return err end
-  local bin, problem = details_bin(err)
-  if problem then return Error { code = "INTERNAL", message = problem } end
-  local t = {}
-  for k, v in pairs(err) do t[k] = v end
-  t.details = bin
-  return M.error_of(t)
-end
-
 return M

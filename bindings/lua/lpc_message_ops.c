@@ -156,7 +156,7 @@ static int lpc_message_which_oneof(lua_State *L) {
     lpc_arg_error(
         L, 2, "which_oneof",
         lua_pushfstring(L, "%s: no oneof named '%s'", def->full_name, lpc_push_shown(L, 2)));
-  const pc_FieldDef *f = pc_Message_WhichOneof(msg, o);
+  const pc_FieldDef *f = o != NULL ? pc_Message_WhichOneof(msg, o) : NULL;
   if (f == NULL) return 0;
   lua_pushstring(L, f->name);
   return 1;

@@ -453,7 +453,7 @@ describe("FFI struct messages", function()
     at(l + 5, function() local p = PP(1, 2, 3, 4) return p end)
     at(l + 6, function() local p = PP(F3()) return p end)
     at(l + 7, function() local s = pc.encode(P2()) return s end)
-    assert.are.equal("s.Point.nope: no such field",
+    assert.are.equal("bad argument #2 to 'clear' (s.Point.nope: no such field)",
       at(l + 9, function() local p = PP() pc.clear(p, "nope") return p end))
     assert.are.equal(at(l + 10, function() local m = Point() pc.merge(m, 5) return m end),
       at(l + 11, function() local p = PP() pc.merge(p, 5) return p end))

@@ -6,9 +6,16 @@ message bytes and prints one line per check, then "done".
 
 With CA_FILE the channel is TLS (the server's certificate for localhost).
 """
+import json
 import sys
+import time
 
 import grpc
+
+# grpc-core's retries on (gRFC A6), so that it honours the server's pushback.
+RETRY = json.dumps({"methodConfig": [{"name": [{"service": "srv.Calc"}], "retryPolicy": {
+    "maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+    "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]})
 
 
 def point(x=0, y=0, note=b""):
@@ -25,11 +32,12 @@ def point(x=0, y=0, note=b""):
 def main():
     port = sys.argv[1]
     target = "localhost:" + port
+    options = [("grpc.enable_retries", 1), ("grpc.service_config", RETRY)]
     if len(sys.argv) > 2:
         creds = grpc.ssl_channel_credentials(open(sys.argv[2], "rb").read())
-        ch = grpc.secure_channel(target, creds)
+        ch = grpc.secure_channel(target, creds, options=options)
     else:
-        ch = grpc.insecure_channel("127.0.0.1:" + port)
+        ch = grpc.insecure_channel("127.0.0.1:" + port, options=options)
     add = ch.unary_unary("/srv.Calc/Add")
     count = ch.unary_stream("/srv.Calc/Count")
     total = ch.stream_unary("/srv.Calc/Total")
@@ -50,6 +58,21 @@ def main():
             print(name, "OK")
         except grpc.RpcError as e:
             print(name, e.code().name, e.details())
+    # a pc.Error's metadata and retry_delay: trailers, and a pushback of
+    # 0.3 s that grpc-core waits before each of its two retries
+    start = time.monotonic()
+    try:
+        add(point(30, note=b"pushback"), timeout=10)
+    except grpc.RpcError as e:
+        md = dict(e.trailing_metadata())
+        print("pushback", e.code().name, md.get("x-why"), md.get("grpc-retry-pushback-ms"),
+              "waited" if time.monotonic() - start >= 0.55 else "did not wait")
+    # a negative retry_delay: grpc-core does not retry (one attempt)
+    try:
+        add(point(note=b"stop"), timeout=10)
+    except grpc.RpcError as e:
+        print("stop", e.code().name, dict(e.trailing_metadata()).get("grpc-retry-pushback-ms"))
+    print("stops", add(point(note=b"stops"), timeout=10).hex())
     print("done")
 
 

@@ -649,7 +649,8 @@ describe("messages", function()
       pc.clear(s, "shape")
       assert.is_nil(pc.which_oneof(s, "shape"))
       assert.is_false(pc.has(s, "shape"))
-      fails("t.Shape: no oneof named 'nope'", function() pc.which_oneof(s, "nope") end)
+      fails("bad argument #2 to 'which_oneof' (t.Shape: no oneof named 'nope')",
+        function() pc.which_oneof(s, "nope") end)
     end)
 
     it("tracks explicit presence (proto3 optional, messages, proto2)", function()
@@ -664,7 +665,7 @@ describe("messages", function()
       assert.is_false(pc.has(m, "plain"))
       m.plain = 0
       assert.is_true(pc.has(m, "plain"))
-      fails("t.Shape.zz: no such field", function() pc.has(s, "zz") end)
+      fails("bad argument #2 to 'has' (t.Shape.zz: no such field)", function() pc.has(s, "zz") end)
     end)
 
     it("refuse pc.has on fields without presence, as Python's HasField does", function()

@@ -17,8 +17,22 @@ service Calc {
 }
 ]], { name = "srv/calc.proto" }))
 
+local stops = 0
 local server = pc.server({ ["srv.Calc"] = {
   Add = function(p, ctx)
+    if p.note == "pushback" then
+      error(pc.Error { code = "UNAVAILABLE", message = "busy", retry_delay = p.x / 100,
+        metadata = { { "x-why", "busy" } } })
+    end
+    if p.note == "stop" then
+      stops = stops + 1
+      error(pc.Error { code = "UNAVAILABLE", message = "stop", retry_delay = -1 })
+    end
+    if p.note == "stops" then
+      local n = stops
+      stops = 0
+      return { total = n }
+    end
     if p.note == "fail" then error(pc.Error { code = "FAILED_PRECONDITION", message = "not now" }) end
     if p.note == "crash" then error("boom") end
     if p.note == "sleep" then
@@ -77,6 +91,9 @@ local EXPECTED = table.concat({
   "unknown UNIMPLEMENTED unknown method /srv.Calc/Nope",
   "crash UNKNOWN srv.Calc.Add: boom",
   "deadline DEADLINE_EXCEEDED",
+  "pushback UNAVAILABLE busy 300 waited",
+  "stop UNAVAILABLE -1",
+  "stops 0801",
   "done",
 }, "\n")
 

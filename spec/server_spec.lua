@@ -1,4 +1,4 @@
--- pc.listen (README "Serving"): protocall's client against protocall's
+-- pc.listen (doc/guide.md "Serving"): protocall's client against protocall's
 -- server in one Lua state (the listener and the calls are tasks of one
 -- pc.run), over h2c and TLS; all four call shapes, metadata, deadlines,
 -- cancellation, errors, shutdown.
@@ -81,22 +81,30 @@ local handlers = {
 
 local server = pc.server({ ["srv.Calc"] = handlers }, { pool = pool })
 
--- Runs `fn(stub, transport, listener)` as a task beside a listener's
--- serve task, then shuts the listener down; errors of `fn` are raised.
-local function with_server(opts, fn, target_opts, scheme)
-  local l = pc.listen(server, "127.0.0.1:0", opts)
+-- Runs `fn(transport, listener)` as a task beside the serve task of a
+-- listener of `srv` (listen options `opts`; a pc.grpc transport with
+-- `target_opts` over `scheme`, default "http"), then shuts the listener
+-- down; errors of `fn` are raised.
+local function over_network(srv, fn, opts, target_opts, scheme)
+  local l = pc.listen(srv, "127.0.0.1:0", opts)
   local err
   pc.spawn(function() l:serve() end)
   pc.spawn(function()
     local t = pc.grpc((scheme or "http") .. "://127.0.0.1:" .. l.port, target_opts)
-    local stub = pc.client("srv.Calc", { transport = t, pool = pool })
-    local ok, e = pcall(fn, stub, t, l)
+    local ok, e = pcall(fn, t, l)
     if not ok then err = e end
     t:close()
     l:shutdown(1)
   end)
   pc.run()
   if err then error(err, 0) end
+end
+
+-- Runs `fn(stub, transport, listener)` over the network with `server`.
+local function with_server(opts, fn, target_opts, scheme)
+  over_network(server, function(t, l)
+    return fn(pc.client("srv.Calc", { transport = t, pool = pool }), t, l)
+  end, opts, target_opts, scheme)
 end
 
 local function raised(fn)
@@ -610,17 +618,191 @@ describe("ctx.send in a unary or client-streaming handler", function()
   end)
 
   it("raises at the handler's line over the network, sending nothing", function()
-    local l = pc.listen(send_server, "127.0.0.1:0")
+    over_network(send_server, check)
+  end)
+end)
+
+describe("one handler in process and over the network", function()
+  -- The same pc.server run by pc.inproc and by pc.listen: each case runs
+  -- in both placements (rpc/server.lua holds the rules both apply).
+  local Status = pc.type("google.rpc.Status")
+  local arrivals, caught = {}, {}
+  local same = pc.server({ ["srv.Calc"] = {
+    Add = function(p, ctx)
+      local note = p.note
+      arrivals[#arrivals + 1] = pc.now()
+      if note == "pushback" then
+        error(pc.Error { code = "UNAVAILABLE", message = "busy", retry_delay = p.x / 1000,
+          metadata = { { "x-why", "busy" }, { "x-why-bin", "\0\1" } } })
+      elseif note == "details string" then
+        error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = "abc" })
+      elseif note == "details list" then
+        error(pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = { "abc" } })
+      elseif note == "details bytes" then
+        error(pc.Error { code = "INVALID_ARGUMENT", message = "bad",
+          details = pc.encode(Status { code = 3, message = "raw" }) })
+      elseif note == "reserved metadata" then
+        error(pc.Error { code = "ABORTED", message = "no", metadata = { { "grpc-status", "0" } } })
+      elseif note == "meta" or note == "meta fail" then
+        ctx:set_header("x-head", "h1")
+        ctx:set_trailer("x-trail", "t1")
+        ctx:set_trailer("x-bin", "\0\255")
+        assert.is_true(ctx:set_compression("identity"))
+        if note == "meta fail" then
+          error(pc.Error { code = "ABORTED", message = "no", metadata = { { "x-err", "e1" } } })
+        end
+      elseif note == "misuse" then
+        caught = {}
+        for _, f in ipairs {
+          function() ctx:set_header("x-n", 5) end,
+          function() ctx:set_trailer(5, "v") end,
+          function() ctx:set_header("X-Up", "v") end,
+          function() ctx:set_trailer("grpc-status", "0") end,
+          function() ctx:set_compression("br") end,
+        } do
+          local _, e = pcall(f)
+          caught[#caught + 1] = e
+        end
+      end
+      return { total = p.x + p.y }
+    end,
+    Count = function(p, ctx)
+      if p.note == "five" then return 5 end
+      if p.note == "map" then return { a = { x = 1 } } end
+      if p.note == "holes" then return { [1] = { x = 1 }, [3] = { x = 3 } } end
+      if p.note == "list" then return { { x = 1 }, { x = 2 } } end
+      ctx:set_header("x-head", "h1")
+      ctx.send { x = 1 }
+      local _, e = pcall(ctx.set_header, ctx, "x-late", "v")
+      caught.late = e
+      ctx:set_trailer("x-trail", "t1")
+      if p.note == "fail" then
+        error(pc.Error { code = "ABORTED", message = "after", metadata = { { "x-err", "e1" } } })
+      end
+    end,
+  } }, { pool = pool })
+
+  local function pairs_of(list)
+    local t = {}
+    for _, kv in ipairs(list) do t[#t + 1] = kv[1] .. "=" .. kv[2] end
+    return table.concat(t, " ")
+  end
+
+  local function in_process(fn)
     local err
-    pc.spawn(function() l:serve() end)
     pc.spawn(function()
-      local t = pc.grpc("http://127.0.0.1:" .. l.port)
-      local ok, e = pcall(check, t)
+      local ok, e = pcall(fn, pc.inproc(same))
       if not ok then err = e end
-      t:close()
-      l:shutdown(1)
     end)
     pc.run()
     if err then error(err, 0) end
+  end
+
+  -- One `it` per placement for `fn(transport)`.
+  local function both(name, fn)
+    it(name .. " (in process)", function() in_process(fn) end)
+    it(name .. " (over the network)", function() over_network(same, fn) end)
+  end
+
+  local function stub_of(t, opts)
+    opts = opts or {}
+    opts.transport, opts.pool = t, pool
+    return pc.client("srv.Calc", opts)
+  end
+
+  both("fails a server-streaming handler that returns no list INTERNAL", function(t)
+    local stub = stub_of(t)
+    for _, note in ipairs { "five", "map", "holes" } do
+      local e = raised(function() for _ in stub:Count { note = note } do end end)
+      assert.equals("INTERNAL", e.code)
+      assert.equals("srv.Calc.Count: handler must return a list of responses or nil", e.message)
+    end
+    local got = {}
+    for q in stub:Count { note = "list" } do got[#got + 1] = q.x end
+    assert.same({ 1, 2 }, got)
+  end)
+
+  both("sends a pc.Error's metadata as trailers and retry_delay as grpc-retry-pushback-ms", function(t)
+    local stub = stub_of(t)
+    local e = raised(function() stub:Add { note = "pushback", x = 1500 } end)
+    assert.equals("UNAVAILABLE", e.code)
+    assert.equals(1.5, e.retry_delay)
+    assert.equals("x-why=busy x-why-bin=\0\1 grpc-retry-pushback-ms=1500", pairs_of(e.metadata))
+    e = raised(function() stub:Add { note = "pushback", x = -1 } end)
+    assert.equals(-1, e.retry_delay)
+    assert.is_true(e.no_retry)
+    assert.equals("x-why=busy x-why-bin=\0\1 grpc-retry-pushback-ms=-1", pairs_of(e.metadata))
+  end)
+
+  both("has the retry policy honour the handler's pushback", function(t)
+    local stub = stub_of(t, { retry = pc.Retry { initial = 0.001, maximum = 0.001, min_pushback = 0,
+      max_attempts = 3 } })
+    arrivals = {}
+    local e = raised(function() stub:Add { note = "pushback", x = 150 } end)
+    assert.equals(pc.RetryError, getmetatable(e))
+    assert.equals(3, #arrivals)
+    assert.is_true(arrivals[2] - arrivals[1] >= 0.14)
+    assert.is_true(arrivals[3] - arrivals[2] >= 0.14)
+    arrivals = {}
+    e = raised(function() stub:Add { note = "pushback", x = -1 } end)
+    assert.equals(1, #arrivals) -- a negative pushback: no retry
+    assert.equals(1, e.attempts)
+  end)
+
+  both("sends a pc.Error's details: a list of messages or the bytes of a google.rpc.Status", function(t)
+    local stub = stub_of(t)
+    local e = raised(function() stub:Add { note = "details string" } end)
+    assert.equals("INTERNAL", e.code)
+    assert.equals("srv.Calc.Add: details: a serialized google.rpc.Status expected "
+      .. "(google.rpc.Status field 12: truncated input at offset 1)", e.message)
+    e = raised(function() stub:Add { note = "details list" } end)
+    assert.equals("INTERNAL", e.code)
+    assert.equals("srv.Calc.Add: details[1]: message expected, got string", e.message)
+    e = raised(function() stub:Add { note = "details bytes" } end)
+    assert.equals("INVALID_ARGUMENT", e.code)
+    assert.equals("raw", pc.decode(Status, e.details_bin).message)
+    e = raised(function() stub:Add { note = "reserved metadata" } end)
+    assert.equals("INTERNAL", e.code)
+    assert.equals("srv.Calc.Add: pc.Error metadata key 'grpc-status' is reserved for the transport", e.message)
+  end)
+
+  both("gives ctx:set_header, set_trailer and set_compression, their metadata to the client", function(t)
+    local stub = stub_of(t)
+    local r, md = stub:Add({ x = 1, y = 2, note = "meta" }, { with_metadata = true })
+    assert.equals(3, r.total)
+    assert.equals("h1", pairs_of(md.headers):match("x%-head=(%w+)"))
+    assert.equals("x-trail=t1 x-bin=\0\255", pairs_of(md.trailers))
+    local e = raised(function() stub:Add { note = "meta fail" } end)
+    assert.equals("ABORTED", e.code)
+    -- nothing was sent: a Trailers-Only answer, the headers among the trailers
+    assert.equals("", pairs_of(e.headers))
+    assert.equals("x-head=h1 x-trail=t1 x-bin=\0\255 x-err=e1", pairs_of(e.metadata))
+    local it, call = stub:Count({ note = "meta" }, { with_metadata = true })
+    assert.equals(1, it().x)
+    assert.same({}, call:trailers()) -- still running
+    assert.is_nil(it())
+    assert.equals("h1", pairs_of(call:headers()):match("x%-head=(%w+)"))
+    assert.equals("x-trail=t1", pairs_of(call:trailers()))
+    assert.equals("set_header: headers already sent", caught.late)
+    it, call = stub:Count({ note = "fail" }, { with_metadata = true })
+    assert.equals(1, it().x)
+    e = raised(it)
+    assert.equals("ABORTED", e.code)
+    assert.equals("x-trail=t1 x-err=e1", pairs_of(call:trailers()))
+  end)
+
+  both("checks ctx:set_header, set_trailer and set_compression's arguments alike", function(t)
+    stub_of(t):Add { note = "misuse" }
+    local here = debug.getinfo(1, "S").short_src
+    for i, want in ipairs {
+      "bad argument #2 to 'set_header' (string expected, got number)",
+      "bad argument #1 to 'set_trailer' (string expected, got number)",
+      "set_header: metadata key 'X-Up': only lowercase letters, digits, '_', '-', '.'",
+      "set_trailer: metadata key 'grpc-status' is reserved for the transport",
+      "bad argument #1 to 'set_compression' (\"gzip\" or \"identity\" expected, got \"br\")",
+    } do
+      assert.equals(here .. ":", caught[i]:sub(1, #here + 1))
+      assert.equals(want, (caught[i]:gsub("^[^:]*:%d+: ", "")))
+    end
   end)
 end)

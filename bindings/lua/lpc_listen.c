@@ -212,6 +212,14 @@ static int lpc_scall_add_metadata(lua_State *L) {
   return 1;
 }
 
+/* -- call:set_pushback(ms) -> whether the grpc-retry-pushback-ms trailer
+ * was queued (ms < 0: "-1", do not retry) */
+static int lpc_scall_set_pushback(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  lua_pushboolean(L, pc_GrpcServerCall_SetPushback(c, (long long)luaL_checkinteger(L, 2)));
+  return 1;
+}
+
 /* -- call:send(bytes) -> whether it was queued (false: the call is over) */
 static int lpc_scall_send(lua_State *L) {
   pc_GrpcServerCall *c = check_call(L);
@@ -290,6 +298,7 @@ void lpc_open_listen(lua_State *L) {
                                   {"next", lpc_scall_next},
                                   {"cancelled", lpc_scall_cancelled},
                                   {"add_metadata", lpc_scall_add_metadata},
+                                  {"set_pushback", lpc_scall_set_pushback},
                                   {"send", lpc_scall_send},
                                   {"unsent", lpc_scall_unsent},
                                   {"compressed", lpc_scall_compressed},

@@ -63,9 +63,11 @@ static uint8_t write_kind(const pc_FieldDef *f) {
 
 /* -- Module functions ---------------------------------------------------------- */
 
-/* The field or oneof named by argument 'arg' of the message type. */
+/* The field or oneof named by argument 'arg' of function 'fname' for the
+ * message type; another name is a bad argument ("bad argument #2 to 'has'
+ * (demo.Point.z: no such field)"). */
 static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, int arg,
-                                      const pc_OneofDef **oneof) {
+                                      const char *fname, const pc_OneofDef **oneof) {
   size_t len;
   const char *name = luaL_checklstring(L, arg, &len);
   const pc_FieldDef *f = pc_MessageDef_FindFieldByName(def, name, len);
@@ -74,8 +76,8 @@ static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, in
     *oneof = pc_MessageDef_FindOneof(def, name, len);
     if (*oneof != NULL) return NULL;
   }
-  lpc_msg_error(L, "%s.%s: no such field", def->full_name, lpc_push_shown(L, arg));
-  return NULL;
+  lpc_arg_error(L, arg, fname,
+                lua_pushfstring(L, "%s.%s: no such field", def->full_name, lpc_push_shown(L, arg)));
 }
 
 /* -- present = pc.has(m, name)   (lua/protocall/message.lua) */
@@ -83,7 +85,7 @@ static int lpc_message_has(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_check_message(L, 1, &def);
   const pc_OneofDef *o = NULL;
-  const pc_FieldDef *f = check_field(L, def, 2, &o);
+  const pc_FieldDef *f = check_field(L, def, 2, "has", &o);
   if (f != NULL && !f->has_presence)
     lpc_arg_error(L, 2, "has", lua_pushfstring(L, "%s has no presence", f->full_name));
   lua_pushboolean(L,
@@ -98,7 +100,7 @@ static int lpc_message_is_set(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *msg = lpc_check_message(L, 1, &def);
   const pc_OneofDef *o = NULL;
-  const pc_FieldDef *f = check_field(L, def, 2, &o);
+  const pc_FieldDef *f = check_field(L, def, 2, "is_set", &o);
   lua_pushboolean(L,
                   f ? pc_Message_Has(msg, f) : o != NULL && pc_Message_WhichOneof(msg, o) != NULL);
   return 1;
@@ -130,7 +132,7 @@ static int lpc_message_clear(lua_State *L) {
     return 0;
   }
   const pc_OneofDef *o = NULL;
-  const pc_FieldDef *f = check_field(L, def, 2, &o);
+  const pc_FieldDef *f = check_field(L, def, 2, "clear", &o);
   lua_settop(L, 2);
   lua_pushnil(L);
   lpc_Build visited = {0, 0};
@@ -150,7 +152,10 @@ static int lpc_message_which_oneof(lua_State *L) {
   size_t len;
   const char *name = luaL_checklstring(L, 2, &len);
   const pc_OneofDef *o = pc_MessageDef_FindOneof(def, name, len);
-  if (o == NULL) lpc_msg_error(L, "%s: no oneof named '%s'", def->full_name, lpc_push_shown(L, 2));
+  if (o == NULL)
+    lpc_arg_error(
+        L, 2, "which_oneof",
+        lua_pushfstring(L, "%s: no oneof named '%s'", def->full_name, lpc_push_shown(L, 2)));
   const pc_FieldDef *f = o != NULL ? pc_Message_WhichOneof(msg, o) : NULL;
   if (f == NULL) return 0;
   lua_pushstring(L, f->name);

@@ -962,6 +962,17 @@ int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_G
   return 1;
 }
 
+int pc_GrpcServerCall_SetPushback(pc_GrpcServerCall *s, long long ms) {
+  static const char key[] = "grpc-retry-pushback-ms";
+  char value[24];
+  if (s->finished) return 0;
+  int n = snprintf(value, sizeof value, "%lld",
+                   ms < 0           ? -1LL
+                   : ms > INT32_MAX ? (long long)INT32_MAX
+                                    : ms);
+  return pc_GrpcPairs_Add(&s->out_md[1], s->arena, key, sizeof key - 1, value, (size_t)n, 0);
+}
+
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
   if (s->cancelled || s->finished || s->c == NULL || s->closed || len > UINT32_MAX) return 0;
   size_t size, limit;

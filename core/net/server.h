@@ -173,6 +173,13 @@ int pc_GrpcServerCall_Cancelled(const pc_GrpcServerCall *s);
 int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_GrpcPair *p,
                                   pc_Error *err);
 
+/* Queues the trailer grpc-retry-pushback-ms of gRFC A6, the server's
+ * pushback: 'ms' milliseconds before the client's next attempt (capped at
+ * INT32_MAX), or "-1" for a negative 'ms' (do not retry). The one reserved
+ * key a handler may have sent, so pc_GrpcServerCall_AddMetadata refuses it.
+ * Returns 0 when the trailers are already sent or out of memory. */
+int pc_GrpcServerCall_SetPushback(pc_GrpcServerCall *s, long long ms);
+
 /* Queues one response message (copied; the response headers go first),
  * gzipped when pc_GrpcServerCall_SetCompression turned gzip on. Returns 1,
  * or 0 when the call is over or finished, or the response headers are

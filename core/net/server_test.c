@@ -283,13 +283,18 @@ int main(void) {
     CHECK(!pc_GrpcServerCall_AddMetadata(s, 0, &bad, &err));
     CHECK(pc_GrpcServerCall_Send(s, "world", 5));
     CHECK(!pc_GrpcServerCall_AddMetadata(s, 0, &hd, &err)); /* headers are out */
+    pc_GrpcPair pb = {"grpc-retry-pushback-ms", 22, "5", 1};
+    CHECK(!pc_GrpcServerCall_AddMetadata(s, 1, &pb, &err)); /* reserved: SetPushback sends it */
+    CHECK(pc_GrpcServerCall_SetPushback(s, 1500));
     pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    CHECK(!pc_GrpcServerCall_SetPushback(s, 1)); /* the trailers are out */
     shuttle(c);
     CHECK(has(cst(id)->headers, ":status=200;"));
     CHECK(has(cst(id)->headers, "content-type=application/grpc;"));
     CHECK(has(cst(id)->headers, "x-h=1;"));
     CHECK(cst(id)->data_len == 10 && memcmp(cst(id)->data + 5, "world", 5) == 0);
     CHECK(has(cst(id)->trailers, "grpc-status=0;"));
+    CHECK(has(cst(id)->trailers, "grpc-retry-pushback-ms=1500;"));
     CHECK(cst(id)->closed);
     CHECK(pc_GrpcServerCall_Done(s));
     CHECK(!pc_GrpcServerCall_Cancelled(s));

@@ -70,7 +70,9 @@ M.Error = Error
 --- pc.RetryError{cause=, attempts=, message=}: a retried call gave up.
 -- `cause` is the last attempt's error (a pc.Error), `attempts` how many
 -- attempts were sent, `message` why it gave up; tostring(err) is the
--- message, which ends with the cause. `getmetatable(e) == pc.RetryError`.
+-- message (in the RetryErrors protocall raises it ends with the cause;
+-- one made with pc.RetryError{...} has the message given, nothing added).
+-- `getmetatable(e) == pc.RetryError`.
 local RetryError = { __name = "protocall.RetryError" }
 RetryError.__index = RetryError
 RetryError.__tostring = function(e) return tostring(e.message) end

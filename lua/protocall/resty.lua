@@ -9,7 +9,8 @@
 -- each connection is owned by an ngx.timer: its two light threads, one
 -- reading ahead and one writing, move the bytes, and the requests hand
 -- them bytes and take what was read through queues and ngx.semaphore
--- (the socket object net.lua drives is that hand-over, `Shared` below).
+-- (the socket object this driver's `connect` gives pc.grpc is that
+-- hand-over, not the cosocket itself).
 -- `per_request = true` instead gives a transport whose connection is a
 -- cosocket of the calling request (one connection per request: open it,
 -- call, close it).
@@ -353,7 +354,8 @@ local GUARDED = { "unary", "server_stream", "stream", "start_unary", "start_serv
 -- the transport in that request and `close()` it before it ends).
 -- Without it, make the transport once per worker (init_by_lua*), not per
 -- request: each one has a connection and owner timer of its own, which
--- `close()` ends, or the collection of the transport (within POLL s).
+-- `close()` ends, or the collection of the transport (within 1 s: the
+-- timer's threads look for it every second).
 -- Raises as pc.grpc does.
 function M.grpc(pc, target, opts)
   if type(pc) ~= "table" or type(pc.grpc) ~= "function" then

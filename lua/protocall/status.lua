@@ -27,18 +27,18 @@ local function type_named(name) return schema.default_pool():type(name) end
 
 --- bytes | nil [, problem] = details_bin(err): the trailer's value for the
 -- pc.Error `err` (nil when it has no details to send), or nil and what is
--- wrong with its details ("status_details_bin: details[2]: message
--- expected, got string", or a detail that fails to encode).
+-- wrong with its details ("details[2]: message expected, got string",
+-- or a detail that fails to encode).
 local function details_bin(err)
   local details = err.details
   if details == nil then return nil end
   if type(details) ~= "table" or is_message(details) then
-    return nil, "status_details_bin: details: list of messages expected, got " .. type(details)
+    return nil, "details: list of messages expected, got " .. type(details)
   end
   local n = #details
   for k in pairs(details) do
     if mtype(k) ~= "integer" or k < 1 or k > n then
-      return nil, "status_details_bin: details: list of messages expected (keys 1..n)"
+      return nil, "details: list of messages expected (keys 1..n)"
     end
   end
   if n == 0 then return nil end
@@ -47,21 +47,21 @@ local function details_bin(err)
   for i = 1, n do
     local d = details[i]
     if not is_message(d) then
-      return nil, format("status_details_bin: details[%d]: message expected, got %s", i, type(d))
+      return nil, format("details[%d]: message expected, got %s", i, type(d))
     end
     local T = type_of(d)
     if T == Any then
       packed[i] = d
     else
       local ok, bytes = protect(encode, d)
-      if not ok then return nil, format("status_details_bin: details[%d]: %s", i, bytes) end
+      if not ok then return nil, format("details[%d]: %s", i, bytes) end
       packed[i] = Any { type_url = TYPE_PREFIX .. T.full_name, value = bytes }
     end
   end
   local ok, bytes = protect(encode, type_named("google.rpc.Status") {
     code = codes[err.code], message = err.message or "", details = packed,
   })
-  if not ok then return nil, "status_details_bin: " .. bytes end
+  if not ok then return nil, bytes end
   return bytes
 end
 M.details_bin = details_bin
@@ -74,14 +74,15 @@ M.details_bin = details_bin
 -- (an Any is sent as it is). Returns nil when `err.details` is nil or
 -- empty (no trailer to send). Raises on an `err` that is not a pc.Error
 -- and on details that are not a list of messages, naming the entry
--- ("details[2]: message expected, got string"). The in-process server
+-- ("bad argument #1 to 'status_details_bin' (details[2]: message
+-- expected, got string)"). The in-process server
 -- (pc.inproc) and the network server both send what this returns.
 function M.status_details_bin(err)
   if getmetatable(err) ~= Error then
     error("bad argument #1 to 'status_details_bin' (pc.Error expected, got " .. type(err) .. ")", 2)
   end
   local bytes, problem = details_bin(err)
-  if problem then error(problem, 2) end
+  if problem then error("bad argument #1 to 'status_details_bin' (" .. problem .. ")", 2) end
   return bytes
 end
 
@@ -135,20 +136,6 @@ function M.error_of(st)
     end
   end
   return Error(st)
-end
-
---- roundtrip(err) -> pc.Error: what a client receives for the server-side
--- error `err` (a pc.Error), its details sent through pc.status_details_bin
--- and decoded back as over the network; details that cannot be sent make
--- it INTERNAL (pc.inproc).
-function M.roundtrip(err)
-  if err.details == nil then return err end
-  local bin, problem = details_bin(err)
-  if problem then return Error { code = "INTERNAL", message = problem } end
-  local t = {}
-  for k, v in pairs(err) do t[k] = v end
-  t.details = bin
-  return M.error_of(t)
 end
 
 return M

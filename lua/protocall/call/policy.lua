@@ -234,7 +234,8 @@ end
 local THROTTLE_FIELDS = { max_tokens = true, token_ratio = true }
 
 --- throttle:info() -> {tokens=, max_tokens=, token_ratio=, retries_allowed=}:
--- the bucket now (tokens in thousandths, as counted).
+-- the bucket now, `tokens` and `max_tokens` in tokens (floats such as
+-- 8.1: the bucket counts thousandths of a token, so three decimals).
 function Throttle.info(self)
   local tokens, max_tokens, ratio, allowed = buckets[self]:info()
   return { tokens = tokens, max_tokens = max_tokens, token_ratio = ratio, retries_allowed = allowed }

@@ -43,11 +43,17 @@ M.call = {
           "`ERROR: code = ..., message = ...` on stderr. TLS: -cacert verifies the server\n" ..
           "against FILE (default: the system store), -cert/-key give a client certificate,\n" ..
           "-servername the name to verify and send, -insecure skips verification (test\n" ..
-          "servers only). -retry takes a service config retryPolicy ({\"maxAttempts\": 3,\n" ..
-          "\"initialBackoff\": \"0.1s\", ...}) or a whole service config. -v prints the\n" ..
-          "response headers, trailers and timing to stderr. -connect-timeout bounds\n" ..
-          "connecting (and the TLS handshake): UNAVAILABLE past it.",
+          "servers only). -retry takes a service config retryPolicy, every field required\n" ..
+          "({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\", \"maxBackoff\": \"1s\",\n" ..
+          "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
+          "service config. -v prints the response headers, trailers and timing to\n" ..
+          "stderr. -connect-timeout bounds connecting (and the TLS handshake):\n" ..
+          "UNAVAILABLE past it.",
   example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
+            "    127.0.0.1:50051 demo.Router/Measure\n" ..
+            "  protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"s\"}' \\\n" ..
+            "    -retry '{\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\", \"maxBackoff\": \"1s\",\n" ..
+            "    \"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure",
 }
 

@@ -53,7 +53,7 @@ function M.unary(transport, m, max)
 end
 
 -- {headers=, trailers=} of a with_metadata record (empty lists from a
--- transport that has none: pc.inproc, a host's).
+-- transport that has none: a host's).
 function M.metadata_of(rec)
   local meta = rec.metadata
   if type(meta) ~= "table" then meta = {} end
@@ -85,7 +85,7 @@ end
 -- trailers once the stream has ended ({} before). Both are the last
 -- attempt's (a retried or resumed stream's latest) and also set when it
 -- failed (as the error's `headers` and `metadata`); a transport without
--- metadata (pc.inproc) gives empty lists.
+-- metadata (a host's) gives empty lists.
 local StreamCall = { __name = "protocall.StreamCall" }
 StreamCall.__index = StreamCall
 

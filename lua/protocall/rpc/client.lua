@@ -481,7 +481,7 @@ end
 -- `request` is a message of the input type or a plain table of it. Per
 -- call, `with_metadata = true` makes a unary method return `response,
 -- {headers =, trailers =}` (the successful attempt's {key, value} lists,
--- as python grpc's with_call; empty over pc.inproc) and a server-streaming
+-- as python grpc's with_call; over pc.inproc those the handler set) and a server-streaming
 -- one `iterator, call` (see stub:StreamMethod).
 -- `service_config` is gRPC's service config as a Lua table or JSON text:
 -- each method takes its methodConfig entry's retry and timeout unless

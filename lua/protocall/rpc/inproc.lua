@@ -11,32 +11,90 @@ local status_details = require "protocall.status"
 local rpc_server = require "protocall.rpc.server"
 local health = require "protocall.rpc.health"
 
-local type, error, pairs, pcall, getmetatable, setmetatable, tostring =
-  type, error, pairs, pcall, getmetatable, setmetatable, tostring
+local type, error, pcall, getmetatable, setmetatable, tostring =
+  type, error, pcall, getmetatable, setmetatable, tostring
 local co_create, co_resume, co_yield, co_status, co_close =
   coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, compat.co_close
-local pack, unpack, mtype = compat.pack, compat.unpack, compat.mtype
+local pack, unpack = compat.pack, compat.unpack
 local Error, status = errors.Error, errors.status
-local decode, is_message = core.decode, core.is_message
-local is_server, response_of, response_bytes, no_send = rpc_server.is_server, rpc_server.response_of,
-  rpc_server.response_bytes, rpc_server.no_send
+local decode = core.decode
+local is_server, response_of, response_bytes, no_send, returned_list = rpc_server.is_server,
+  rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.returned_list
+local metadata_problem = core.metadata_problem
 local now = sched.now
 
 local M = {}
 
--- What a handler raised, as the call's status: a pc.Error as the client
--- would receive it (its `details` through grpc-status-details-bin and
--- decoded back), anything else as rpc/server.lua's handler_error makes it.
-local function handler_failure(info, raised)
-  local e = rpc_server.handler_error(info, raised)
-  if getmetatable(e) == Error then return status_details.roundtrip(e) end
+local function copy(list, into)
+  into = into or {}
+  for i = 1, #list do into[#into + 1] = list[i] end
+  return into
+end
+
+-- The response headers and trailers a client receives, as pc.listen
+-- sends them: the trailers are `first` (grpc-status-details-bin), those
+-- the handler set, then `last`; a call that ends before any response
+-- went out answers Trailers-Only, the headers the handler set first among
+-- the trailers.
+local function received(out, first, last)
+  local headers, trailers = copy(out.headers), {}
+  if not out.sent then headers, trailers = trailers, headers end
+  copy(last, copy(out.trailers, copy(first, trailers)))
+  return headers, trailers
+end
+
+-- The error `e` (a pc.Error the transport raised for the call) as the
+-- client receives it: with the metadata the handler set, as over a
+-- network.
+local function with_metadata(e, out)
+  if getmetatable(e) == Error and e.headers == nil then
+    e.headers, e.metadata = received(out, {}, e.metadata or {})
+  end
   return e
+end
+
+-- What a handler raised, as the client receives the call's status:
+-- rpc/server.lua's failure, its details through grpc-status-details-bin
+-- and decoded back, its pushback as pc.grpc reads grpc-retry-pushback-ms;
+-- the error's metadata and the pushback after the trailers the handler
+-- set.
+local function handler_failure(info, raised, out)
+  local st = rpc_server.failure(info, raised)
+  local first, last = {}, copy(st.metadata or {})
+  if st.details then first[1] = { "grpc-status-details-bin", st.details } end
+  local e = { code = st.code, message = st.message, details = st.details, value = st.value }
+  local ms = st.pushback
+  if ms then
+    last[#last + 1] = { "grpc-retry-pushback-ms", tostring(ms) }
+    e.retry_delay = ms < 0 and -1 or ms / 1000
+    if ms < 0 then e.no_retry = true end
+  end
+  e.headers, e.metadata = received(out, first, last)
+  return status_details.error_of(e)
 end
 
 local Inproc = { __name = "protocall.Inproc" }
 Inproc.__index = Inproc
 
--- A handler's context for a call of `info` with `settings`.
+-- ctx:set_header, set_trailer and set_compression in process
+-- (rpc/server.lua add_response_metadata): the metadata is kept in `out`
+-- for the client (headers until the first response goes out); nothing is
+-- compressed in process.
+local function add_metadata(out)
+  return function(trailers, k, v)
+    local problem = metadata_problem { { k, v } }
+    if problem then return nil, problem end
+    if not trailers and out.sent then return nil, "headers already sent" end
+    local list = trailers and out.trailers or out.headers
+    list[#list + 1] = { k, v }
+    return true
+  end
+end
+local function compress(gzip) return not gzip end
+
+-- A handler's context for a call of `info` with `settings`, and the
+-- record of its response metadata {headers =, trailers =, sent =
+-- whether a response went out, cancelled =}.
 local function context_of(info, settings)
   local timeout, metadata = nil, {}
   if settings then
@@ -53,10 +111,18 @@ local function context_of(info, settings)
       metadata[#metadata + 1] = { "grpc-previous-rpc-attempts", tostring(previous) }
     end
   end
-  return {
+  local ctx = {
     method = info.full_name, metadata = metadata, timeout = timeout,
     deadline = timeout and now() + timeout or nil,
   }
+  local out = { headers = {}, trailers = {}, sent = false, cancelled = false }
+  rpc_server.add_response_metadata(ctx, add_metadata(out), compress)
+  -- ctx:cancelled() and ctx:compressed() as over the network: whether
+  -- the caller cancelled or the deadline passed; false (nothing is
+  -- compressed in process).
+  function ctx.cancelled() return out.cancelled or (ctx.deadline ~= nil and now() > ctx.deadline) end
+  function ctx.compressed() return false end
+  return ctx, out
 end
 
 -- The handler entry, method info, decoded request and context of a
@@ -72,9 +138,9 @@ local function prepare(server, path, request, settings)
   end
   local req, err = decode(info.input, request)
   if not req then error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 0) end
-  local ctx = context_of(info, settings)
+  local ctx, out = context_of(info, settings)
   if not info.server_streaming then ctx.send = no_send(info) end
-  return entry, info, req, ctx
+  return entry, info, req, ctx, out
 end
 
 local function check_deadline(info, ctx)
@@ -86,6 +152,11 @@ end
 --- transport = pc.inproc(server): the in-process transport, the embedded
 -- default. Requests and responses go through pc.encode / pc.decode as on
 -- a network; compression is accepted and has nothing to do in process.
+-- The metadata a handler sets (ctx:set_header, ctx:set_trailer) and a
+-- pc.Error's trailers reach the caller as pc.listen sends them:
+-- `settings.with_metadata` makes `unary` return {headers =, trailers =}
+-- after the bytes, the calls of streams have headers() and trailers(),
+-- and errors carry `headers` and `metadata`.
 function M.inproc(server)
   if not is_server(server) then
     error("bad argument #1 to 'inproc' (protocall.Server expected, got " .. type(server) .. ")", 2)
@@ -95,14 +166,22 @@ end
 
 --- bytes = inproc:unary(path, request_bytes, settings)
 function Inproc:unary(path, request, settings)
-  local entry, info, req, ctx = prepare(self.server, path, request, settings)
+  local entry, info, req, ctx, out = prepare(self.server, path, request, settings)
   local ok, result = pcall(entry.handler, req, ctx)
-  if not ok then error(handler_failure(info, result), 0) end
-  check_deadline(info, ctx)
-  if result == nil then
-    error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
+  if not ok then error(handler_failure(info, result, out), 0) end
+  local bytes
+  ok, bytes = pcall(function()
+    check_deadline(info, ctx)
+    if result == nil then
+      error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
+    end
+    return response_bytes(info, response_of(info, result))
+  end)
+  if not ok then error(with_metadata(bytes, out), 0) end
+  if settings and settings.with_metadata then
+    return bytes, { headers = out.headers, trailers = out.trailers }
   end
-  return response_bytes(info, response_of(info, result))
+  return bytes
 end
 
 local SEND = setmetatable({}, { __name = "protocall.inproc.send" }) -- ctx.send's yield tag
@@ -143,14 +222,16 @@ Closer.__close = function(self) self.close() end
 -- and resume the handler with its results. A handler's error is raised
 -- after the responses sent before it; DEADLINE_EXCEEDED is raised once
 -- the deadline has passed (checked before each response and at the end).
--- A handler may also return a list of responses. The fourth value is the
--- call: `call:close()` closes the stream (stopping the handler; the
--- iterator then returns nil), as a generic `for` left early does;
--- `call:cancel()` stops it too and the iterator raises CANCELLED (nothing
--- once the stream has ended); an iterator dropped unfinished never
--- resumes the handler.
+-- A handler may also return a list of responses (rpc/server.lua
+-- returned_list). The fourth value is the call: `call:close()` closes
+-- the stream (stopping the handler; the iterator then returns nil), as a
+-- generic `for` left early does; `call:cancel()` stops it too and the
+-- iterator raises CANCELLED (nothing once the stream has ended); an
+-- iterator dropped unfinished never resumes the handler; `call:headers()`
+-- and `call:trailers()` give the metadata the handler set (trailers once
+-- the stream has ended, {} before).
 function Inproc:server_stream(path, request, settings)
-  local entry, info, req, ctx = prepare(self.server, path, request, settings)
+  local entry, info, req, ctx, out = prepare(self.server, path, request, settings)
   function ctx.send(response)
     co_yield(SEND, response_of(info, response))
   end
@@ -164,10 +245,10 @@ function Inproc:server_stream(path, request, settings)
   end
   local function cancel()
     if finished then return end
-    cancelled = true
+    cancelled, out.cancelled = true, true
     close()
   end
-  local function iterate()
+  local function step()
     if cancelled then
       cancelled = false
       error(status("CANCELLED", info.full_name .. ": cancelled by the client"), 0)
@@ -178,32 +259,23 @@ function Inproc:server_stream(path, request, settings)
       i = i + 1
       local r = returned[i]
       if r == nil then finished = true; return nil end
+      out.sent = true
       return response_bytes(info, response_of(info, r))
     end
     while true do
       local r = pack(co_resume(co, unpack(args, 1, args.n)))
       if not r[1] then
         finished = true
-        error(handler_failure(info, r[2]), 0)
+        error(handler_failure(info, r[2], out), 0)
       end
       if co_status(co) == "dead" then
-        local result = r[2]
-        local list = result == nil or (type(result) == "table" and not is_message(result))
-        if list and result ~= nil then
-          for k in pairs(result) do
-            if mtype(k) ~= "integer" then list = false; break end
-          end
-        end
-        if not list then
-          finished = true
-          error(status("INTERNAL", info.full_name .. ": handler must return a list of responses or nil"), 0)
-        end
-        returned = result or {}
-        return iterate()
+        returned = returned_list(info, r[2])
+        return step()
       end
       if r[2] == SEND then
         args = pack() -- ctx.send returns nothing
         if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
+        out.sent = true
         return response_bytes(info, r[3])
       end
       if r[2] == SLEEP or r[2] == WAIT then
@@ -216,7 +288,20 @@ function Inproc:server_stream(path, request, settings)
       end
     end
   end
-  return iterate, nil, nil, setmetatable({ close = close, cancel = cancel }, Closer)
+  local function iterate()
+    local ok, bytes = pcall(step)
+    if not ok then
+      finished = true
+      error(with_metadata(bytes, out), 0)
+    end
+    return bytes
+  end
+  local call = {
+    close = close, cancel = cancel,
+    headers = function() return out.headers end,
+    trailers = function() return finished and out.trailers or {} end,
+  }
+  return iterate, nil, nil, setmetatable(call, Closer)
 end
 
 local RECV = setmetatable({}, { __name = "protocall.inproc.recv" }) -- ctx:recv's yield tag
@@ -251,8 +336,8 @@ function Inproc:stream(path, settings)
     c.failure = status("UNIMPLEMENTED", info.full_name .. ": not a client-streaming or bidirectional method")
     return c
   end
-  local ctx = context_of(info, settings)
-  c.ctx = ctx
+  local ctx, md = context_of(info, settings)
+  c.ctx, c.md = ctx, md
   function ctx.recv()
     while c.head > c.tail do
       if c.closed then return nil end
@@ -279,7 +364,7 @@ end
 -- Ends the call with `err` (nil: OK), stopping the handler.
 local function finish(c, err)
   c.done = true
-  if err and not c.failure then c.failure = err end
+  if err and not c.failure then c.failure = c.md and with_metadata(err, c.md) or err end
   if c.co and co_status(c.co) == "suspended" then co_close(c.co) end
 end
 
@@ -288,6 +373,7 @@ local function raise_failure(c)
 end
 
 local function push_out(c, bytes)
+  c.md.sent = true
   c.out_tail = c.out_tail + 1
   c.out[c.out_tail] = bytes
 end
@@ -299,7 +385,7 @@ local function step(c)
   while true do
     local r = pack(co_resume(c.co, unpack(c.args, 1, c.args.n)))
     c.args = pack()
-    if not r[1] then return finish(c, handler_failure(info, r[2])) end
+    if not r[1] then return finish(c, handler_failure(info, r[2], c.md)) end
     if co_status(c.co) == "dead" then
       local result = r[2]
       if info.server_streaming then
@@ -395,12 +481,15 @@ function InprocCall:close_and_recv()
   return first
 end
 
---- call:headers(), call:trailers(): in process there are none ({}).
-function InprocCall.headers() return {} end
-function InprocCall.trailers() return {} end
+--- call:headers(), call:trailers(): the metadata the handler set
+-- (ctx:set_header, ctx:set_trailer; trailers once the call has ended,
+-- {} before).
+function InprocCall:headers() return self.md and self.md.headers or {} end
+function InprocCall:trailers() return self.done and self.md and self.md.trailers or {} end
 
 --- call:cancel(): ends the call CANCELLED (later send and recv raise it).
 function InprocCall:cancel()
+  if self.md then self.md.cancelled = true end
   finish(self, status("CANCELLED", (self.info and self.info.full_name or "call") .. ": cancelled"))
 end
 

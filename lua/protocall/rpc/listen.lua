@@ -8,15 +8,13 @@ local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local rpc_server = require "protocall.rpc.server"
-local details_bin = require("protocall.status").details_bin
 
-local type, error, pairs, tostring, setmetatable, getmetatable, pcall, floor =
-  type, error, pairs, tostring, setmetatable, getmetatable, pcall, math.floor
-local Error, status, codes, show = errors.Error, errors.status, internal.codes, internal.show
-local argerror = internal.argerror
-local decode, is_message = core.decode, core.is_message
-local is_server, response_of, response_bytes, no_send = rpc_server.is_server, rpc_server.response_of,
-  rpc_server.response_bytes, rpc_server.no_send
+local type, error, pairs, tostring, setmetatable, pcall, floor =
+  type, error, pairs, tostring, setmetatable, pcall, math.floor
+local status, codes, show = errors.status, internal.codes, internal.show
+local decode = core.decode
+local is_server, response_of, response_bytes, no_send, returned_list = rpc_server.is_server,
+  rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.returned_list
 local wait, wait_call, in_task, now = sched.wait, sched.wait_call, sched.in_task, sched.now
 
 local M = {}
@@ -39,20 +37,17 @@ local LISTEN_OPTIONS = {
 local Listener = { __name = "protocall.Listener" }
 Listener.__index = Listener
 
--- A handler's failure as (code number, message, details bytes or nil):
--- a pc.Error as is, its `details` (a list of messages) sent as
--- pc.status_details_bin makes them, or given as bytes (a serialized
--- google.rpc.Status) sent as they are; details that cannot be sent make
--- it INTERNAL. Anything else as rpc/server.lua's handler_error makes it.
-local function failure_of(info, raised)
-  local err = rpc_server.handler_error(info, raised)
-  local d = err.details
-  if getmetatable(raised) == Error and type(d) ~= "string" and d ~= nil then
-    local bin, problem = details_bin(err)
-    if problem then return codes.INTERNAL, info.full_name .. ": " .. problem end
-    d = bin
+-- Ends `call` with what its handler of method `info` raised, as
+-- rpc/server.lua's failure makes it: the pc.Error's metadata and pushback
+-- as trailers after those the handler set.
+local function finish_failed(call, info, raised)
+  local st = rpc_server.failure(info, raised)
+  local md = st.metadata
+  if md then
+    for i = 1, #md do call:add_metadata(true, md[i][1], md[i][2]) end
   end
-  return codes[err.code], err.message or "", d
+  if st.pushback then call:set_pushback(st.pushback) end
+  call:finish(codes[st.code], st.message, st.details)
 end
 
 local function over(call, ctx)
@@ -72,14 +67,6 @@ local function next_bytes(self, call)
     if m ~= false then return m end
     wait_call(self.core, call)
   end
-end
-
--- Raises "bad argument #N to `fname`" at the handler's line for a
--- metadata key or value that is not a string (the C side would take a
--- number as its text).
-local function check_pair(fname, k, v)
-  if type(k) ~= "string" then argerror(fname, "string expected, got " .. type(k), 3) end
-  if type(v) ~= "string" then argerror(fname, "string expected, got " .. type(v), 3, 2) end
 end
 
 local function make_ctx(self, call, info)
@@ -119,35 +106,13 @@ local function make_ctx(self, call, info)
   --- ctx:cancelled() -> whether the client cancelled, the deadline
   -- passed or the server shut the call down.
   function ctx.cancelled() return over(call, ctx) end
-  --- ctx:set_header(key, value) / ctx:set_trailer(key, value): response
-  -- metadata ("-bin" keys carry bytes); headers before the first
-  -- response. Raises on a bad key or value, or headers already sent.
-  function ctx.set_header(_, k, v)
-    check_pair("set_header", k, v)
-    local ok, why = call:add_metadata(false, k, v)
-    if not ok then error("set_header: " .. why, 2) end
-  end
-  function ctx.set_trailer(_, k, v)
-    check_pair("set_trailer", k, v)
-    local ok, why = call:add_metadata(true, k, v)
-    if not ok then error("set_trailer: " .. why, 2) end
-  end
+  rpc_server.add_response_metadata(ctx, function(trailers, k, v)
+    return call:add_metadata(trailers, k, v)
+  end, function(gzip) return call:set_compression(gzip) end)
   --- ctx:compressed() -> whether the last request message read (the
   -- unary request, or the last ctx:recv()) came gzipped (its
   -- compressed flag set).
   function ctx.compressed() return call:compressed() end
-  --- ctx:set_compression(name): "gzip" gzips the responses sent from
-  -- now on (the response headers declare it when not yet sent),
-  -- "identity" sends them uncompressed. Returns whether responses go
-  -- gzipped: false when the client's grpc-accept-encoding lacks gzip or
-  -- the headers already went out without it. Raises on another name.
-  function ctx.set_compression(_, name)
-    if name ~= "gzip" and name ~= "identity" then
-      error("bad argument #1 to 'set_compression' (\"gzip\" or \"identity\" expected, got "
-        .. (type(name) == "string" and ("\"" .. name:gsub("%c", "?") .. "\"") or type(name)) .. ")", 2)
-    end
-    return call:set_compression(name == "gzip")
-  end
   return ctx
 end
 
@@ -206,15 +171,16 @@ local function run_call(self, call)
           end
           call:send(response_bytes(info, response_of(info, result)))
         end)
-      elseif ok and type(result) == "table" and not is_message(result) then
+      elseif ok then
         ok, result = pcall(function()
-          for i = 1, #result do ctx.send(result[i]) end
+          local list = returned_list(info, result)
+          for i = 1, #list do ctx.send(list[i]) end
         end)
       end
       if ok then
         call:finish(codes.OK, "")
       else
-        call:finish(failure_of(info, result))
+        finish_failed(call, info, result)
       end
     end
   end
@@ -325,9 +291,7 @@ end
 -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
 -- with ctx:recv(); a unary or server-streaming handler runs once the
 -- client's stream ended with exactly one request (none or more:
--- UNIMPLEMENTED); ctx adds `cancelled`, `set_header`, `set_trailer`,
--- `compressed` and `set_compression`;
--- `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
+-- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
 -- address that cannot be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

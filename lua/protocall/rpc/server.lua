@@ -6,16 +6,19 @@ local errors = require "protocall.errors"
 local message = require "protocall.message"
 local schema = require "protocall.schema"
 local sched = require "protocall.sched"
+local compat = require "protocall.compat"
+local status_details = require "protocall.status"
 local interceptors = require "protocall.rpc.interceptors"
 local health = require "protocall.rpc.health"
 local reflection = require "protocall.rpc.reflection"
 
 local type, error, pairs, tostring, getmetatable, setmetatable =
   type, error, pairs, tostring, getmetatable, setmetatable
-local format = string.format
+local format, floor, mtype = string.format, math.floor, compat.mtype
 local Error, status = errors.Error, errors.status
-local encode, type_of, is_message, coerce, protect = core.encode, core.type_of, core.is_message,
-  message.coerce, core.protect
+local encode, decode, type_of, is_message, coerce, protect = core.encode, core.decode, core.type_of,
+  core.is_message, message.coerce, core.protect
+local metadata_problem, details_bin = core.metadata_problem, status_details.details_bin
 local now = sched.now
 
 local M = {}
@@ -40,9 +43,24 @@ local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflec
 -- and bidirectional handlers are function(ctx): ctx:recv() returns the
 -- next request (nil once the client closed its side); a client-streaming
 -- handler returns its one response, a bidirectional one answers with
--- ctx.send. Raising a pc.Error fails the call with that status; raising
--- anything else fails it with UNKNOWN, the message kept less its source
--- position. Raises on an unknown service or method, or a handler that is
+-- ctx.send. In process as over the network, ctx also has:
+-- ctx:set_header(key, value) and ctx:set_trailer(key, value), response
+-- metadata (strings; "-bin" keys carry bytes; headers until the first
+-- response goes out; raises on a bad key or value);
+-- ctx:set_compression("gzip" | "identity"), the responses' compression
+-- from now on, returning whether that is what happens (false for "gzip"
+-- when the client does not accept it or the headers went out without it,
+-- and in process, where nothing is compressed); ctx:cancelled(), whether
+-- the client cancelled, the deadline passed or the server shut the call
+-- down; ctx:compressed(), whether the last request message came gzipped.
+-- Raising a pc.Error fails the call with that status: its `details` (a
+-- list of messages, or the bytes of a google.rpc.Status) go as
+-- grpc-status-details-bin, its `metadata` as trailers after those the
+-- handler set, its `retry_delay` as grpc-retry-pushback-ms (gRFC A6:
+-- rounded to milliseconds, at most 2^31-1; negative: -1, do not retry);
+-- details or metadata that cannot be sent make it INTERNAL "<method>:
+-- <what is wrong>". Raising anything else fails it with UNKNOWN, the
+-- message kept less its source position. Raises on an unknown service or method, or a handler that is
 -- not a function. An optional second table takes {pool = p (default: the
 -- default pool), interceptors = {fn, ...}}: each fn(call, next) runs
 -- around every handler call with call = {method = full name, request = the
@@ -188,6 +206,109 @@ function M.handler_error(info, raised)
   if getmetatable(raised) == Error then return raised end
   local text = type(raised) == "string" and without_position(raised) or ("handler raised a " .. type(raised))
   return status("UNKNOWN", info.full_name .. ": " .. text, { value = raised })
+end
+
+--- list = returned_list(info, result): what a server-streaming handler of
+-- method `info` returned, as the list of responses to send after those it
+-- sent (nil: none); anything but nil or a list (keys 1..n) raises an
+-- INTERNAL pc.Error, in every placement.
+function M.returned_list(info, result)
+  if result == nil then return {} end
+  local list = type(result) == "table" and not is_message(result)
+  if list then
+    local n = #result
+    for k in pairs(result) do
+      if mtype(k) ~= "integer" or k < 1 or k > n then list = false; break end
+    end
+  end
+  if not list then
+    error(status("INTERNAL", info.full_name .. ": handler must return a list of responses or nil"), 0)
+  end
+  return result
+end
+
+local Status -- google.rpc.Status, once needed
+
+-- Bytes of a serialized google.rpc.Status, or nil and why not.
+local function status_bytes(d)
+  Status = Status or schema.default_pool():type("google.rpc.Status")
+  local ok, st, err = protect(decode, Status, d)
+  if ok and st then return d end
+  return nil, "details: a serialized google.rpc.Status expected (" .. tostring(ok and err or st) .. ")"
+end
+
+--- st = failure(info, raised): the status a call of method `info` ends
+-- with when its handler raised `raised`, the same in every placement:
+-- {code = name, message =, details = grpc-status-details-bin bytes or
+-- nil, metadata = trailers to add or nil, pushback = milliseconds for
+-- grpc-retry-pushback-ms or nil (-1: do not retry), value = a non-Error
+-- raised}. A pc.Error's `details` go as pc.status_details_bin makes them
+-- (a list of messages) or as given (a string: the bytes of a
+-- google.rpc.Status); its `metadata` go as trailers (a list
+-- core.metadata_problem accepts: no "grpc-" keys); its `retry_delay`
+-- (seconds) as the pushback of gRFC A6, rounded to milliseconds (at most
+-- 2^31-1), negative: -1. Details or metadata that cannot be sent make it
+-- INTERNAL "<method>: <what is wrong>". Anything else raised is as
+-- handler_error makes it.
+function M.failure(info, raised)
+  local err = M.handler_error(info, raised)
+  local st = { code = err.code, message = err.message or "", value = err.value }
+  if getmetatable(raised) ~= Error then return st end
+  local d, problem = err.details, nil
+  if type(d) == "string" then
+    d, problem = status_bytes(d)
+  elseif d ~= nil then
+    d, problem = details_bin(err)
+  end
+  local md = err.metadata
+  if not problem and md ~= nil then
+    problem = metadata_problem(md)
+    if problem then problem = "pc.Error " .. problem end
+  end
+  if problem then return { code = "INTERNAL", message = info.full_name .. ": " .. problem } end
+  st.details, st.metadata = d, md
+  local delay = err.retry_delay
+  if type(delay) == "number" and delay == delay then
+    st.pushback = delay < 0 and -1 or delay * 1000 >= 0x7fffffff and 0x7fffffff or floor(delay * 1000 + 0.5)
+  end
+  return st
+end
+
+-- A response metadata argument: a string (a number is refused).
+local function check_string(name, i, v)
+  if type(v) ~= "string" then
+    error(format("bad argument #%d to '%s' (string expected, got %s)", i, name, type(v)), 3)
+  end
+end
+
+--- add_response_metadata(ctx, add, compress): a handler's
+-- ctx:set_header(key, value) and ctx:set_trailer(key, value) (response
+-- metadata, "-bin" keys carry bytes; headers before the first response)
+-- and ctx:set_compression(name) ("gzip" gzips the responses sent from now
+-- on, the response headers declaring it when not yet sent; "identity"
+-- sends them uncompressed; returns whether that is what happens: false
+-- for "gzip" when the client's grpc-accept-encoding lacks it or the
+-- headers already went out without it, and always in process), in every
+-- placement. Strings only; `add(trailers, key, value)` -> true or nil and
+-- why (a bad key or value, the block already sent) and `compress(gzip)`
+-- -> boolean do the placement's part. They raise at the handler's line.
+function M.add_response_metadata(ctx, add, compress)
+  local function setter(name, trailers)
+    return function(_, k, v)
+      check_string(name, 1, k)
+      check_string(name, 2, v)
+      local ok, why = add(trailers, k, v)
+      if not ok then error(name .. ": " .. why, 2) end
+    end
+  end
+  ctx.set_header, ctx.set_trailer = setter("set_header", false), setter("set_trailer", true)
+  function ctx.set_compression(_, name)
+    if name ~= "gzip" and name ~= "identity" then
+      error("bad argument #1 to 'set_compression' (\"gzip\" or \"identity\" expected, got "
+        .. (type(name) == "string" and ("\"" .. name:gsub("%c", "?") .. "\"") or type(name)) .. ")", 2)
+    end
+    return compress(name == "gzip")
+  end
 end
 
 return M

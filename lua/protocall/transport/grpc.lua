@@ -556,8 +556,8 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- "127.0.0.1:5002"}), "ipv4:127.0.0.1:5001,127.0.0.1:5002" (or ipv6:
 -- with "[::1]:5001"), or a dns:/// name resolving to several addresses
 -- (one connection each, the name as :authority; resolved again when every
--- backend has failed); `load_balancing` picks among them (README "Load
--- balancing", transport/balancer.lua).
+-- backend has failed); `load_balancing` picks among them (doc/guide.md
+-- "Load balancing", transport/balancer.lua).
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
 -- `key_file` (PEM client certificate and key, mutual TLS; one needs the other),
 -- `server_name` (the name TLS verifies and sends, and :authority;

@@ -210,16 +210,19 @@ end
 
 --- list = returned_list(info, result): what a server-streaming handler of
 -- method `info` returned, as the list of responses to send after those it
--- sent (nil: none); anything but nil or a list (keys 1..n) raises an
--- INTERNAL pc.Error, in every placement.
+-- sent (nil: none); anything but nil or a list (keys 1..n, every one
+-- present: a list with a hole such as {a, nil, b} would lose what follows
+-- the hole) raises an INTERNAL pc.Error, in every placement.
 function M.returned_list(info, result)
   if result == nil then return {} end
   local list = type(result) == "table" and not is_message(result)
   if list then
-    local n = #result
+    local n, count = #result, 0
     for k in pairs(result) do
       if mtype(k) ~= "integer" or k < 1 or k > n then list = false; break end
+      count = count + 1
     end
+    if count ~= n then list = false end
   end
   if not list then
     error(status("INTERNAL", info.full_name .. ": handler must return a list of responses or nil"), 0)

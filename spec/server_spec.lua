@@ -626,12 +626,18 @@ describe("one handler in process and over the network", function()
   -- The same pc.server run by pc.inproc and by pc.listen: each case runs
   -- in both placements (rpc/server.lua holds the rules both apply).
   local Status = pc.type("google.rpc.Status")
-  local arrivals, caught = {}, {}
+  local arrivals, caught, kept = {}, {}, nil
   local same = pc.server({ ["srv.Calc"] = {
     Add = function(p, ctx)
       local note = p.note
       arrivals[#arrivals + 1] = pc.now()
-      if note == "pushback" then
+      if note == "keep" then
+        kept = ctx
+        caught.sleep = type(ctx.sleep)
+        ctx.sleep(0)
+        local _, e = pcall(function() ctx:recv() end)
+        caught.recv = e
+      elseif note == "pushback" then
         error(pc.Error { code = "UNAVAILABLE", message = "busy", retry_delay = p.x / 1000,
           metadata = { { "x-why", "busy" }, { "x-why-bin", "\0\1" } } })
       elseif note == "details string" then
@@ -672,6 +678,18 @@ describe("one handler in process and over the network", function()
       if p.note == "holes" then return { [1] = { x = 1 }, [3] = { x = 3 } } end
       if p.note == "hole" then return { { x = 1 }, nil, { x = 3 } } end -- # may be 3: 2 is missing
       if p.note == "list" then return { { x = 1 }, { x = 2 } } end
+      if p.note == "keep" then
+        kept = ctx
+        local _, e = pcall(function() ctx:recv() end)
+        caught.recv = e
+        return { { x = 1 } }
+      end
+      if p.note == "yield" then
+        ctx.send { x = 1 }
+        coroutine.yield() -- not a wait of protocall's: nothing would resume it
+        ctx.send { x = 2 }
+        return
+      end
       ctx:set_header("x-head", "h1")
       ctx.send { x = 1 }
       local _, e = pcall(ctx.set_header, ctx, "x-late", "v")
@@ -721,6 +739,56 @@ describe("one handler in process and over the network", function()
     local got = {}
     for q in stub:Count { note = "list" } do got[#got + 1] = q.x end
     assert.same({ 1, 2 }, got)
+  end)
+
+  both("gives a unary handler ctx.sleep and a ctx:recv that raises at its line", function(t)
+    local here = debug.getinfo(1, "S").short_src
+    local stub = stub_of(t)
+    assert.equals(3, stub:Add { x = 1, y = 2, note = "keep" }.total)
+    assert.equals("function", caught.sleep)
+    assert.equals(here .. ":", caught.recv:sub(1, #here + 1))
+    assert.equals("ctx:recv: srv.Calc.Add is unary: its request is the handler's first argument",
+      (caught.recv:gsub("^[^:]*:%d+: ", "")))
+    for _ in stub:Count { note = "keep" } do end
+    assert.equals("ctx:recv: srv.Calc.Count is server-streaming: its request is the handler's first argument",
+      (caught.recv:gsub("^[^:]*:%d+: ", "")))
+  end)
+
+  both("makes a ctx kept after its call ended say so: cancelled, send CANCELLED, set_* raise", function(t)
+    local here = debug.getinfo(1, "S").short_src
+    local stub = stub_of(t)
+    for _, call in ipairs {
+      function() return stub:Add { note = "keep" } end,
+      function() for _ in stub:Count { note = "keep" } do end end,
+    } do
+      kept = nil
+      call()
+      assert.is_true(kept:cancelled())
+      assert.is_false(kept:compressed())
+      for _, f in ipairs {
+        function() kept:set_trailer("x-late", "v") end,
+        function() kept:set_header("x-late", "v") end,
+        function() kept:set_compression("identity") end,
+      } do
+        local ok, e = pcall(f)
+        assert.is_false(ok)
+        assert.equals(here .. ":", e:sub(1, #here + 1))
+        assert.matches("^set_%a+: the call is over$", (e:gsub("^[^:]*:%d+: ", "")))
+      end
+    end
+    local e = raised(function() kept.send { x = 1 } end)
+    assert.equals(pc.Error, getmetatable(e))
+    assert.equals("CANCELLED", e.code)
+    assert.equals("srv.Calc.Count: the call is over", e.message)
+  end)
+
+  both("fails a stream whose handler yields outside protocall's waits INTERNAL", function(t)
+    local got = {}
+    local e = raised(function() for q in stub_of(t):Count { note = "yield" } do got[#got + 1] = q.x end end)
+    assert.same({ 1 }, got)
+    assert.equals("INTERNAL", e.code)
+    assert.equals("srv.Calc.Count: the handler yielded outside protocall's waits (a bare coroutine.yield:"
+      .. " wait with pc.sleep or a call, or yield in a coroutine of your own)", e.message)
   end)
 
   both("sends a pc.Error's metadata as trailers and retry_delay as grpc-retry-pushback-ms", function(t)

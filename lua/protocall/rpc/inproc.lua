@@ -18,8 +18,11 @@ local co_create, co_resume, co_yield, co_status, co_close =
 local pack, unpack = compat.pack, compat.unpack
 local Error, status = errors.Error, errors.status
 local decode = core.decode
-local is_server, response_of, response_bytes, no_send, returned_list = rpc_server.is_server,
-  rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.returned_list
+local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
+  rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
+  rpc_server.returned_list
+local call_over, stray_error, OVER = rpc_server.call_over, rpc_server.stray_error, rpc_server.OVER
+local co_running = coroutine.running
 local metadata_problem = core.metadata_problem
 local now = sched.now
 
@@ -79,9 +82,11 @@ Inproc.__index = Inproc
 -- ctx:set_header, set_trailer and set_compression in process
 -- (rpc/server.lua add_response_metadata): the metadata is kept in `out`
 -- for the client (headers until the first response goes out); nothing is
--- compressed in process.
+-- compressed in process. Once the call has ended (out.ended) they raise
+-- OVER, as over the network.
 local function add_metadata(out)
   return function(trailers, k, v)
+    if out.ended then return nil, OVER end
     local problem = metadata_problem { { k, v } }
     if problem then return nil, problem end
     if not trailers and out.sent then return nil, "headers already sent" end
@@ -90,11 +95,17 @@ local function add_metadata(out)
     return true
   end
 end
-local function compress(gzip) return not gzip end
+local function compress_of(out)
+  return function(gzip)
+    if out.ended then return nil, OVER end
+    return not gzip
+  end
+end
 
 -- A handler's context for a call of `info` with `settings`, and the
 -- record of its response metadata {headers =, trailers =, sent =
--- whether a response went out, cancelled =}.
+-- whether a response went out, cancelled =, ended = whether the call is
+-- over}.
 local function context_of(info, settings)
   local timeout, metadata = nil, {}
   if settings then
@@ -115,20 +126,24 @@ local function context_of(info, settings)
     method = info.full_name, metadata = metadata, timeout = timeout,
     deadline = timeout and now() + timeout or nil,
   }
-  local out = { headers = {}, trailers = {}, sent = false, cancelled = false }
-  rpc_server.add_response_metadata(ctx, add_metadata(out), compress)
+  local out = { headers = {}, trailers = {}, sent = false, cancelled = false, ended = false }
+  rpc_server.add_response_metadata(ctx, add_metadata(out), compress_of(out))
   -- ctx:cancelled() and ctx:compressed() as over the network: whether
-  -- the caller cancelled or the deadline passed; false (nothing is
-  -- compressed in process).
-  function ctx.cancelled() return out.cancelled or (ctx.deadline ~= nil and now() > ctx.deadline) end
+  -- the caller cancelled, the deadline passed or the call is over; false
+  -- (nothing is compressed in process).
+  function ctx.cancelled()
+    return out.ended or out.cancelled or (ctx.deadline ~= nil and now() > ctx.deadline)
+  end
   function ctx.compressed() return false end
   return ctx, out
 end
 
 -- The handler entry, method info, decoded request and context of a
--- unary or server-streaming call of `path`; raises pc.Error. A unary
--- call's ctx.send raises at the handler's line (a server stream's is set
--- by the caller).
+-- unary or server-streaming call of `path`; raises pc.Error. Its
+-- ctx:recv raises at the handler's line (rpc/server.lua no_recv), and so
+-- does a unary call's ctx.send (a server stream's is set by the caller);
+-- a unary handler's ctx.sleep is pc.sleep, as over the network (it runs
+-- in the caller's coroutine).
 local function prepare(server, path, request, settings)
   local entry = server.methods[path]
   if not entry then return error(status("UNIMPLEMENTED", "unknown method " .. tostring(path)), 0) end
@@ -139,7 +154,8 @@ local function prepare(server, path, request, settings)
   local req, err = decode(info.input, request)
   if not req then error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 0) end
   local ctx, out = context_of(info, settings)
-  if not info.server_streaming then ctx.send = no_send(info) end
+  ctx.recv = no_recv(info)
+  if not info.server_streaming then ctx.send, ctx.sleep = no_send(info), sched.sleep end
   return entry, info, req, ctx, out
 end
 
@@ -168,6 +184,7 @@ end
 function Inproc:unary(path, request, settings)
   local entry, info, req, ctx, out = prepare(self.server, path, request, settings)
   local ok, result = pcall(entry.handler, req, ctx)
+  out.ended = true
   if not ok then error(handler_failure(info, result, out), 0) end
   local bytes
   ok, bytes = pcall(function()
@@ -201,6 +218,17 @@ local function ctx_wait(sig, seconds)
   return true
 end
 
+-- The values the caller's coroutine is resumed with after passing on a
+-- handler's own yield `r` (results of coroutine.resume): to a coroutine
+-- of the caller's own; in a pc.run task or outside any coroutine nothing
+-- would resume it, and the call fails as over the network
+-- (rpc/server.lua stray_error).
+local function pass_yield(info, r)
+  local co, main = co_running()
+  if co == nil or main or sched.in_task() then return nil, stray_error(info) end
+  return pack(co_yield(unpack(r, 2, r.n)))
+end
+
 -- What the caller's side does for a handler's SLEEP or WAIT yield `r`.
 local function wait_for(r)
   if r[2] == SLEEP then
@@ -218,8 +246,10 @@ Closer.__close = function(self) self.close() end
 -- The handler runs in a coroutine: each ctx.send hands its response to
 -- the iterator as it is sent; ctx.sleep(seconds) sleeps in the iterator's
 -- caller (pc.sleep, so a pc.spawn task lets the others run meanwhile);
--- other yields of the handler (a sleep yielding to an outer scheduler) pass through to the running coroutine
--- and resume the handler with its results. A handler's error is raised
+-- other yields of the handler (a sleep yielding to an outer scheduler)
+-- pass through to the running coroutine when it is one of the caller's
+-- own and resume the handler with its results (in a pc.run task or
+-- outside any coroutine the call fails INTERNAL, as over the network). A handler's error is raised
 -- after the responses sent before it; DEADLINE_EXCEEDED is raised once
 -- the deadline has passed (checked before each response and at the end).
 -- A handler may also return a list of responses (rpc/server.lua
@@ -233,6 +263,7 @@ Closer.__close = function(self) self.close() end
 function Inproc:server_stream(path, request, settings)
   local entry, info, req, ctx, out = prepare(self.server, path, request, settings)
   function ctx.send(response)
+    if out.ended then error(call_over(info), 2) end
     co_yield(SEND, response_of(info, response))
   end
   ctx.sleep, ctx[health.WAIT] = ctx_sleep, ctx_wait
@@ -240,7 +271,7 @@ function Inproc:server_stream(path, request, settings)
   local args = pack(req, ctx)
   local returned, i, finished, cancelled = nil, 0, false, false
   local function close()
-    finished = true
+    finished, out.ended = true, true
     if co_status(co) == "suspended" then co_close(co) end
   end
   local function cancel()
@@ -265,10 +296,11 @@ function Inproc:server_stream(path, request, settings)
     while true do
       local r = pack(co_resume(co, unpack(args, 1, args.n)))
       if not r[1] then
-        finished = true
+        finished, out.ended = true, true
         error(handler_failure(info, r[2], out), 0)
       end
       if co_status(co) == "dead" then
+        out.ended = true
         returned = returned_list(info, r[2])
         return step()
       end
@@ -284,14 +316,16 @@ function Inproc:server_stream(path, request, settings)
         if ctx.deadline and now() > ctx.deadline then close(); check_deadline(info, ctx) end
       else
         -- a yield of the handler's own: pass it through, resume with the answer
-        args = pack(co_yield(unpack(r, 2, r.n)))
+        local err
+        args, err = pass_yield(info, r)
+        if err then close(); error(err, 0) end
       end
     end
   end
   local function iterate()
     local ok, bytes = pcall(step)
     if not ok then
-      finished = true
+      finished, out.ended = true, true
       error(with_metadata(bytes, out), 0)
     end
     return bytes
@@ -339,6 +373,7 @@ function Inproc:stream(path, settings)
   local ctx, md = context_of(info, settings)
   c.ctx, c.md = ctx, md
   function ctx.recv()
+    if md.ended then error(call_over(info), 2) end
     while c.head > c.tail do
       if c.closed then return nil end
       co_yield(RECV)
@@ -350,6 +385,7 @@ function Inproc:stream(path, settings)
   end
   if info.server_streaming then
     function ctx.send(response)
+      if md.ended then error(call_over(info), 2) end
       co_yield(SEND, response_of(info, response))
     end
   else
@@ -364,6 +400,7 @@ end
 -- Ends the call with `err` (nil: OK), stopping the handler.
 local function finish(c, err)
   c.done = true
+  if c.md then c.md.ended = true end
   if err and not c.failure then c.failure = c.md and with_metadata(err, c.md) or err end
   if c.co and co_status(c.co) == "suspended" then co_close(c.co) end
 end
@@ -414,7 +451,9 @@ local function step(c)
       wait_for(r)
     else
       -- a yield of the handler's own: pass it through, resume with the answer
-      c.args = pack(co_yield(unpack(r, 2, r.n)))
+      local err
+      c.args, err = pass_yield(info, r)
+      if err then return finish(c, err) end
     end
     if ctx.deadline and now() > ctx.deadline then
       return finish(c, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded"))

@@ -13,8 +13,10 @@ local type, error, pairs, tostring, setmetatable, pcall, floor =
   type, error, pairs, tostring, setmetatable, pcall, math.floor
 local status, codes, show = errors.status, internal.codes, internal.show
 local decode = core.decode
-local is_server, response_of, response_bytes, no_send, returned_list = rpc_server.is_server,
-  rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.returned_list
+local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
+  rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
+  rpc_server.returned_list
+local call_over, OVER = rpc_server.call_over, rpc_server.OVER
 local wait, wait_call, in_task, now = sched.wait, sched.wait_call, sched.in_task, sched.now
 
 local M = {}
@@ -69,7 +71,12 @@ local function next_bytes(self, call)
   end
 end
 
+-- A handler's context for `call` of method `info`, and the function that
+-- marks the call ended: a ctx kept after that answers as rpc/server.lua
+-- has it (cancelled() true, send and recv raise CANCELLED, set_* raise
+-- OVER) without touching the closed call.
 local function make_ctx(self, call, info)
+  local ended = false
   local timeout, deadline = call:timeout()
   local ctx = {
     method = info.full_name, metadata = call:metadata(), timeout = timeout, deadline = deadline,
@@ -80,6 +87,7 @@ local function make_ctx(self, call, info)
   -- handler, raises at its line (rpc/server.lua no_send).
   if info.server_streaming then
     function ctx.send(response)
+      if ended then error(call_over(info), 2) end
       local bytes = response_bytes(info, response_of(info, response))
       if over(call, ctx) or not call:send(bytes) then error(cancelled_error(info), 2) end
       while call:unsent() > SEND_QUEUE and not over(call, ctx) do wait_call(self.core, call) end
@@ -89,8 +97,11 @@ local function make_ctx(self, call, info)
   end
   --- ctx:recv() -> the next request message (client streaming, bidi),
   -- nil at the end of the client's stream; raises pc.Error INTERNAL for
-  -- a request that does not decode, CANCELLED once the call is over.
+  -- a request that does not decode, CANCELLED once the call is over; in
+  -- a unary or server-streaming handler, raises at its line
+  -- (rpc/server.lua no_recv).
   function ctx.recv()
+    if ended then error(call_over(info), 2) end
     local bytes = next_bytes(self, call)
     if bytes == nil then
       if call:cancelled() then error(cancelled_error(info), 2) end
@@ -102,18 +113,23 @@ local function make_ctx(self, call, info)
     end
     return req
   end
+  if not info.client_streaming then ctx.recv = no_recv(info) end
   ctx.sleep = sched.sleep -- as in process: lets the other tasks run
   --- ctx:cancelled() -> whether the client cancelled, the deadline
   -- passed or the server shut the call down.
-  function ctx.cancelled() return over(call, ctx) end
+  function ctx.cancelled() return ended or over(call, ctx) end
   rpc_server.add_response_metadata(ctx, function(trailers, k, v)
+    if ended then return nil, OVER end
     return call:add_metadata(trailers, k, v)
-  end, function(gzip) return call:set_compression(gzip) end)
+  end, function(gzip)
+    if ended then return nil, OVER end
+    return call:set_compression(gzip)
+  end)
   --- ctx:compressed() -> whether the last request message read (the
   -- unary request, or the last ctx:recv()) came gzipped (its
   -- compressed flag set).
-  function ctx.compressed() return call:compressed() end
-  return ctx
+  function ctx.compressed() return not ended and call:compressed() end
+  return ctx, function() ended = true end
 end
 
 -- One call, from its headers to its end; a task of the scheduler.
@@ -123,7 +139,7 @@ local function run_call(self, call)
     call:finish(codes.UNIMPLEMENTED, "unknown method " .. call:path())
   else
     local info = entry.info
-    local ctx = make_ctx(self, call, info)
+    local ctx, ended = make_ctx(self, call, info)
     local req, code, bad = nil, nil, nil
     if not info.client_streaming then
       -- Exactly one request message, then the end of the client's stream,
@@ -183,6 +199,7 @@ local function run_call(self, call)
         finish_failed(call, info, result)
       end
     end
+    ended()
   end
   call:close() -- a finished call's response still going out is the engine's to send
 end
@@ -198,8 +215,8 @@ end
 -- dropped: its call ends INTERNAL.
 local function stray(self, call)
   local entry = self.server.methods[call:path()]
-  pcall(call.finish, call, codes.INTERNAL, (entry and entry.info.full_name or call:path())
-    .. ": the handler " .. sched.STRAY)
+  pcall(call.finish, call, codes.INTERNAL, entry and rpc_server.stray_error(entry.info).message
+    or call:path() .. ": the handler " .. sched.STRAY)
   call:close()
   self.active = self.active - 1
 end

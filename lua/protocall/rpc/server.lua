@@ -188,6 +188,35 @@ function M.no_send(info)
   return function() error(msg, 2) end
 end
 
+--- recv = no_recv(info): the ctx:recv of a handler of method `info`,
+-- unary or server-streaming, in every placement: it raises at the
+-- handler's line, as such a handler gets its one request as its first
+-- argument.
+function M.no_recv(info)
+  local msg = format("ctx:recv: %s is %s: its request is the handler's first argument", info.full_name,
+    info.server_streaming and "server-streaming" or "unary")
+  return function() error(msg, 2) end
+end
+
+--- OVER: why a handler's ctx refuses set_header, set_trailer and
+-- set_compression once its call has ended (a ctx kept after the handler
+-- returned).
+M.OVER = "the call is over"
+
+--- err = call_over(info): the pc.Error CANCELLED that ctx.send and
+-- ctx:recv raise once the call of method `info` has ended, in every
+-- placement.
+function M.call_over(info)
+  return status("CANCELLED", info.full_name .. ": " .. M.OVER)
+end
+
+--- err = stray_error(info): the call's INTERNAL pc.Error when its handler
+-- of method `info` yielded outside protocall's waits (a bare
+-- coroutine.yield that nothing would resume), in every placement.
+function M.stray_error(info)
+  return status("INTERNAL", info.full_name .. ": the handler " .. sched.STRAY)
+end
+
 -- `text` without the position error() put before it ("handler.lua:12: ",
 -- '[string "..."]:3: '), kept when it only looks like one
 -- (error("localhost:50051: refused", 0)).
@@ -293,8 +322,9 @@ end
 -- for "gzip" when the client's grpc-accept-encoding lacks it or the
 -- headers already went out without it, and always in process), in every
 -- placement. Strings only; `add(trailers, key, value)` -> true or nil and
--- why (a bad key or value, the block already sent) and `compress(gzip)`
--- -> boolean do the placement's part. They raise at the handler's line.
+-- why (a bad key or value, the block already sent, the call over:
+-- OVER) and `compress(gzip)` -> boolean or nil and why do the
+-- placement's part. They raise at the handler's line.
 function M.add_response_metadata(ctx, add, compress)
   local function setter(name, trailers)
     return function(_, k, v)
@@ -310,7 +340,9 @@ function M.add_response_metadata(ctx, add, compress)
       error("bad argument #1 to 'set_compression' (\"gzip\" or \"identity\" expected, got "
         .. (type(name) == "string" and ("\"" .. name:gsub("%c", "?") .. "\"") or type(name)) .. ")", 2)
     end
-    return compress(name == "gzip")
+    local ok, why = compress(name == "gzip")
+    if ok == nil then error("set_compression: " .. why, 2) end
+    return ok
   end
 end
 

@@ -637,6 +637,11 @@ describe("one handler in process and over the network", function()
         ctx.sleep(0)
         local _, e = pcall(function() ctx:recv() end)
         caught.recv = e
+      elseif note == "many headers" or note == "many trailers" then
+        local set = note == "many headers" and ctx.set_header or ctx.set_trailer
+        for i = 1, p.x do set(ctx, "x-k" .. i, "v") end
+      elseif note == "huge trailer" then
+        ctx:set_trailer("x-big", string.rep("x", 70000))
       elseif note == "pushback" then
         error(pc.Error { code = "UNAVAILABLE", message = "busy", retry_delay = p.x / 1000,
           metadata = { { "x-why", "busy" }, { "x-why-bin", "\0\1" } } })
@@ -789,6 +794,21 @@ describe("one handler in process and over the network", function()
     assert.equals("INTERNAL", e.code)
     assert.equals("srv.Calc.Count: the handler yielded outside protocall's waits (a bare coroutine.yield:"
       .. " wait with pc.sleep or a call, or yield in a coroutine of your own)", e.message)
+  end)
+
+  both("bounds the response headers and trailers as call metadata: RESOURCE_EXHAUSTED past that", function(t)
+    local stub = stub_of(t)
+    local _, md = stub:Add({ note = "many trailers", x = 1000 }, { with_metadata = true })
+    assert.equals(1000, #md.trailers)
+    for _, case in ipairs {
+      { "many headers", 1001, "srv.Calc.Add: set_header: metadata: 1001 pairs, at most 1000" },
+      { "many trailers", 1500, "srv.Calc.Add: set_trailer: metadata: 1001 pairs, at most 1000" },
+      { "huge trailer", 0, "srv.Calc.Add: set_trailer: metadata: more than 65536 bytes of keys and values" },
+    } do
+      local e = raised(function() stub:Add { note = case[1], x = case[2] } end)
+      assert.equals("RESOURCE_EXHAUSTED", e.code)
+      assert.equals(case[3], e.message)
+    end
   end)
 
   both("sends a pc.Error's metadata as trailers and retry_delay as grpc-retry-pushback-ms", function(t)

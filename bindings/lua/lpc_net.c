@@ -617,14 +617,21 @@ static int lpc_grpc_poll_fds(lua_State *L) {
 #define LPC_METADATA_MAX_PAIRS 1000
 #define LPC_METADATA_MAX_BYTES ((size_t)64 * 1024)
 
-/* -- nil | message = core.metadata_problem(md)
+/* -- nil | message, over = core.metadata_problem(md [, pairs, bytes])
  * What is wrong with 'md' as call metadata, or nil: it must be a list of
  * {key, value} string pairs (no other keys; a table with a metatable,
  * such as the read-only views calls hand out, is read through __len and
  * __index only) each of which pc_GrpcPair_Check accepts, at most
- * LPC_METADATA_MAX_PAIRS pairs and LPC_METADATA_MAX_BYTES. The one check
+ * LPC_METADATA_MAX_PAIRS pairs and LPC_METADATA_MAX_BYTES. 'md' may
+ * continue a list of 'pairs' pairs and 'bytes' bytes of keys and values
+ * (default 0: a handler's response metadata is checked a pair at a time);
+ * 'over' is true when what is wrong is a bound passed. The one check
  * every place metadata enters uses (pc._metadata_problem). */
 static int lpc_grpc_metadata_problem(lua_State *L) {
+  lua_Integer before = luaL_optinteger(L, 2, 0);
+  lua_Integer before_bytes = luaL_optinteger(L, 3, 0);
+  luaL_argcheck(L, before >= 0, 2, "pairs >= 0 expected");
+  luaL_argcheck(L, before_bytes >= 0, 3, "bytes >= 0 expected");
   if (!lua_istable(L, 1)) {
     lua_pushfstring(L, "metadata: list of {key, value} pairs expected, got %s",
                     luaL_typename(L, 1));
@@ -652,11 +659,12 @@ static int lpc_grpc_metadata_problem(lua_State *L) {
   } else {
     lua_pop(L, 1);
   }
-  if (n > LPC_METADATA_MAX_PAIRS) {
-    lua_pushfstring(L, "metadata: %I pairs, at most %d", n, LPC_METADATA_MAX_PAIRS);
-    return 1;
+  if (n > LPC_METADATA_MAX_PAIRS - before) {
+    lua_pushfstring(L, "metadata: %I pairs, at most %d", n + before, LPC_METADATA_MAX_PAIRS);
+    lua_pushboolean(L, 1);
+    return 2;
   }
-  size_t total = 0;
+  size_t total = (size_t)before_bytes;
   for (lua_Integer i = 1; i <= n; i++) {
     pc_GrpcPair p;
     int ok = lua_geti(L, 1, i) == LUA_TTABLE && luaL_len(L, 2) == 2 &&
@@ -671,7 +679,8 @@ static int lpc_grpc_metadata_problem(lua_State *L) {
     if (total > LPC_METADATA_MAX_BYTES) {
       lua_pushfstring(L, "metadata: more than %d bytes of keys and values",
                       (int)LPC_METADATA_MAX_BYTES);
-      return 1;
+      lua_pushboolean(L, 1);
+      return 2;
     }
     pc_Error err;
     pc_Error_Init(&err);

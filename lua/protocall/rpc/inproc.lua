@@ -23,7 +23,6 @@ local is_server, response_of, response_bytes, no_send, no_recv, returned_list = 
   rpc_server.returned_list
 local call_over, stray_error, OVER = rpc_server.call_over, rpc_server.stray_error, rpc_server.OVER
 local co_running = coroutine.running
-local metadata_problem = core.metadata_problem
 local now = sched.now
 
 local M = {}
@@ -87,8 +86,6 @@ Inproc.__index = Inproc
 local function add_metadata(out)
   return function(trailers, k, v)
     if out.ended then return nil, OVER end
-    local problem = metadata_problem { { k, v } }
-    if problem then return nil, problem end
     if not trailers and out.sent then return nil, "headers already sent" end
     local list = trailers and out.trailers or out.headers
     list[#list + 1] = { k, v }

@@ -321,17 +321,28 @@ end
 -- sends them uncompressed; returns whether that is what happens: false
 -- for "gzip" when the client's grpc-accept-encoding lacks it or the
 -- headers already went out without it, and always in process), in every
--- placement. Strings only; `add(trailers, key, value)` -> true or nil and
--- why (a bad key or value, the block already sent, the call over:
--- OVER) and `compress(gzip)` -> boolean or nil and why do the
--- placement's part. They raise at the handler's line.
+-- placement. Strings only, each pair as core.metadata_problem checks
+-- call metadata, raising at the handler's line; the headers and the
+-- trailers are each bounded as a call's metadata is (1000 pairs, 64 KiB
+-- of keys and values), and past that the pair raises a pc.Error
+-- RESOURCE_EXHAUSTED "<method>: set_header: metadata: ..." (a gRPC
+-- server's answer to metadata too large to send) rather than the call
+-- failing later in one placement only. `add(trailers, key, value)` -> true
+-- or nil and why (the block already sent, the call over: OVER) and
+-- `compress(gzip)` -> boolean or nil and why do the placement's part.
 function M.add_response_metadata(ctx, add, compress)
+  local method = ctx.method
   local function setter(name, trailers)
+    local pairs_n, bytes = 0, 0
     return function(_, k, v)
       check_string(name, 1, k)
       check_string(name, 2, v)
+      local problem, over = metadata_problem({ { k, v } }, pairs_n, bytes)
+      if over then error(status("RESOURCE_EXHAUSTED", method .. ": " .. name .. ": " .. problem), 2) end
+      if problem then error(name .. ": " .. problem, 2) end
       local ok, why = add(trailers, k, v)
       if not ok then error(name .. ": " .. why, 2) end
+      pairs_n, bytes = pairs_n + 1, bytes + #k + #v
     end
   end
   ctx.set_header, ctx.set_trailer = setter("set_header", false), setter("set_trailer", true)

@@ -182,6 +182,41 @@ describe("pc.server and pc.inproc", function()
     assert.matches("request failed to decode", err.message)
   end)
 
+  it("checks a call's arguments as pc.grpc's transport does, at the caller's line", function()
+    local called = false
+    local t = pc.inproc(pc.server({ ["svc.Router"] = {
+      Measure = function() called = true; return {} end,
+      Chat = function() called = true end,
+    } }, { pool = pool }))
+    local here = debug.getinfo(1, "S").short_src
+    local function check(want, fn)
+      local line = debug.getinfo(fn, "S").linedefined -- each fn is one line
+      local ok, e = pcall(fn)
+      assert.is_false(ok)
+      assert.are.equal(here .. ":" .. line .. ": " .. want, e)
+    end
+    local M = "/svc.Router/Measure"
+    check("bad argument #2 to 'unary' (string expected, got nil)", function() t:unary(M, nil) end)
+    check("bad argument #1 to 'unary' (string expected, got nil)", function() t:unary(nil, "") end)
+    check("bad argument #1 to 'unary' (string expected, got number)", function() t:unary(5, "") end)
+    check("bad argument #1 to 'server_stream' (method path 'svc.Router/Walk': expected /package.Service/Method)",
+      function() t:server_stream("svc.Router/Walk", "") end)
+    check("bad argument #3 to 'unary' (table expected, got string)", function() t:unary(M, "", "x") end)
+    check("bad argument #3 to 'unary' (timeout: positive number expected)",
+      function() t:unary(M, "", { timeout = 0 / 0 }) end)
+    check("bad argument #3 to 'unary' (timeout: positive number expected)",
+      function() t:unary(M, "", { timeout = math.huge }) end)
+    check("bad argument #3 to 'unary' (unknown setting 'tiemout')", function() t:unary(M, "", { tiemout = 1 }) end)
+    check("bad argument #3 to 'unary' (metadata: list of {key, value} pairs expected, got a table with key \"a\")",
+      function() t:unary(M, "", { metadata = { a = "b" } }) end)
+    check("bad argument #3 to 'unary' (metadata key 'grpc-status' is reserved for the transport)",
+      function() t:unary(M, "", { metadata = { { "grpc-status", "5" } } }) end)
+    check("bad argument #2 to 'stream' (with_metadata: boolean expected, got string)",
+      function() t:stream("/svc.Router/Chat", { with_metadata = "yes" }) end)
+    check("calling 'unary' on bad self (protocall.Inproc expected, got string)", function() t.unary(M, "") end)
+    assert.is_false(called)
+  end)
+
   it("refuses unknown services, methods and non-function handlers", function()
     assert.has_error(function() pc.server({ ["svc.Nope"] = {} }, { pool = pool }) end,
       "pc.server: unknown service 'svc.Nope'")

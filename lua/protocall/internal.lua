@@ -3,7 +3,11 @@
 -- public table; nothing outside lua/protocall may rely on them.
 local core = require "protocall.core"
 
-local type, error, getmetatable, tostring, format = type, error, getmetatable, tostring, string.format
+local compat = require "protocall.compat"
+
+local type, error, getmetatable, tostring, pairs, format = type, error, getmetatable, tostring, pairs,
+  string.format
+local huge, mtype = math.huge, compat.mtype
 
 local M = {}
 
@@ -40,6 +44,77 @@ end
 function M.compression_problem(c)
   if c == nil or c == false or c == "gzip" or c == "identity" then return nil end
   return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
+end
+
+-- The keys of a call's settings (`tried`: a balancer's, transport/balancer.lua).
+local SETTINGS = {
+  timeout = true, metadata = true, compression = true, with_metadata = true, previous_attempts = true,
+  tried = true,
+}
+
+-- Raises "bad argument #1 to `name`" for a method path the channel
+-- refuses (core/net/grpc.c pc_Grpc_PathCheck: a leading '/', no spaces,
+-- control characters, '?', '#' or '%'), at `level`.
+local function check_path(name, path, level)
+  if type(path) ~= "string" then M.argerror(name, "string expected, got " .. type(path), level + 1) end
+  local why = path:sub(1, 1) ~= "/" and "expected /package.Service/Method"
+    or path:find("[%z\1- \127?#%%]") and "unexpected character"
+  if why then
+    M.argerror(name, format("method path '%s': %s", path:sub(1, 200):gsub("%c", "?"), why), level + 1)
+  end
+end
+
+--- settings = check_call(name, path, settings, level, sarg, compression):
+-- the checks of a transport's call arguments, the same for pc.grpc's
+-- (transport/grpc.lua) and pc.inproc's (rpc/inproc.lua): `path` a method
+-- path as the channel takes it, `settings` nil or {timeout = seconds or
+-- nil, metadata = {{k, v}, ...} (core.metadata_problem: no reserved
+-- keys), compression = "gzip" | "identity" | false (none) | nil (the
+-- transport's, `compression`), with_metadata = boolean,
+-- previous_attempts = n (sent as grpc-previous-rpc-attempts when positive:
+-- a retry or hedge of gRFC A6) or nil} and no other keys. The timeout and
+-- compression follow the client's rules (core.check_timeout,
+-- compression_problem), but a timeout <= 0 is allowed (the call fails at
+-- once). Returns the settings ({} for nil); misuse raises "bad argument
+-- #1 (the path) or #`sarg` (the settings) to `name`" at `level` (1: the
+-- caller of check_call).
+function M.check_call(name, path, settings, level, sarg, compression)
+  level = level + 1
+  check_path(name, path, level)
+  if settings == nil then return {} end
+  if type(settings) ~= "table" then M.argerror(name, "table expected, got " .. type(settings), level, sarg) end
+  for k in pairs(settings) do
+    if not SETTINGS[k] then M.argerror(name, format("unknown setting '%s'", tostring(k)), level, sarg) end
+  end
+  if settings.compression ~= nil then compression = settings.compression end
+  local timeout = settings.timeout
+  local problem = M.compression_problem(compression)
+  if not problem and timeout ~= nil then
+    if type(timeout) ~= "number" then
+      problem = "timeout: seconds (a number) or nil expected, got " .. type(timeout)
+    elseif not (timeout <= 0) or timeout == -huge then -- luacheck: ignore 581 (NaN is checked)
+      local ok, why = core.check_timeout(1, timeout) -- the client's rule (call/policy.lua option_problem)
+      if not ok then problem = why end
+    end
+  end
+  if not problem and settings.metadata ~= nil then problem = core.metadata_problem(settings.metadata) end
+  local with = settings.with_metadata
+  if not problem and with ~= nil and type(with) ~= "boolean" then
+    problem = "with_metadata: boolean expected, got " .. type(with)
+  end
+  local previous = settings.previous_attempts
+  if not problem and previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
+    problem = "previous_attempts: integer in 0..100 expected, got " .. M.show(previous)
+  end
+  if problem then M.argerror(name, problem, level, sarg) end
+  return settings
+end
+
+--- check_request(name, request, level): raises "bad argument #2 to
+-- `name`" at `level` (1: the caller of check_request) unless `request`
+-- is a string (a request message's bytes).
+function M.check_request(name, request, level)
+  if type(request) ~= "string" then M.argerror(name, "string expected, got " .. type(request), level + 1, 2) end
 end
 
 --- is_callable(v): whether v is a function or has a __call metamethod.

@@ -6,6 +6,7 @@
 local core = require "protocall.core"
 local compat = require "protocall.compat"
 local errors = require "protocall.errors"
+local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local status_details = require "protocall.status"
 local rpc_server = require "protocall.rpc.server"
@@ -16,8 +17,10 @@ local type, error, pcall, getmetatable, setmetatable, tostring =
 local co_create, co_resume, co_yield, co_status, co_close =
   coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, compat.co_close
 local pack, unpack = compat.pack, compat.unpack
+local format = string.format
 local Error, status = errors.Error, errors.status
 local decode = core.decode
+local check_call, check_request = internal.check_call, internal.check_request
 local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
   rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
   rpc_server.returned_list
@@ -177,8 +180,22 @@ function M.inproc(server)
   return setmetatable({ server = server }, Inproc)
 end
 
+-- Raises "calling `name` on bad self" at the caller's caller's line for
+-- a method called with a dot (transport.unary(path, ...)).
+local function check_self(self, name)
+  if getmetatable(self) ~= Inproc then
+    error(format("calling '%s' on bad self (protocall.Inproc expected, got %s)", name, type(self)), 3)
+  end
+end
+
 --- bytes = inproc:unary(path, request_bytes, settings)
+-- The arguments are checked as pc.grpc's transport checks them
+-- (internal.check_call): misuse raises "bad argument #N to 'unary'" at
+-- the caller's line.
 function Inproc:unary(path, request, settings)
+  check_self(self, "unary")
+  check_call("unary", path, settings, 2, 3)
+  check_request("unary", request, 2)
   local entry, info, req, ctx, out = prepare(self.server, path, request, settings)
   local ok, result = pcall(entry.handler, req, ctx)
   out.ended = true
@@ -258,6 +275,9 @@ Closer.__close = function(self) self.close() end
 -- and `call:trailers()` give the metadata the handler set (trailers once
 -- the stream has ended, {} before).
 function Inproc:server_stream(path, request, settings)
+  check_self(self, "server_stream")
+  check_call("server_stream", path, settings, 2, 3)
+  check_request("server_stream", request, 2)
   local entry, info, req, ctx, out = prepare(self.server, path, request, settings)
   function ctx.send(response)
     if out.ended then error(call_over(info), 2) end
@@ -355,6 +375,8 @@ InprocCall.__index = InprocCall
 -- that fails to decode, the handler's error, DEADLINE_EXCEEDED) are
 -- raised by the next send or recv, as over a network.
 function Inproc:stream(path, settings)
+  check_self(self, "stream")
+  check_call("stream", path, settings, 2, 2)
   local entry = self.server.methods[path]
   local c = setmetatable({ queue = {}, head = 1, tail = 0, out = {}, out_head = 1, out_tail = 0 }, InprocCall)
   if not entry then

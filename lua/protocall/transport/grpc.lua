@@ -14,7 +14,6 @@
 -- no_retry = true for a negative or malformed value), local (true for a
 -- failure protocall found that would recur), method (the call's path).
 local core = require "protocall.core"
-local compat = require "protocall.compat"
 local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
@@ -25,11 +24,11 @@ local target_places = require("protocall.transport.target").places
 
 local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
 local format = string.format
-local floor, huge, io_open = math.floor, math.huge, io.open
-local mtype = compat.mtype
+local floor, io_open = math.floor, io.open
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
 local argerror, show = internal.argerror, internal.show
-local compression_problem = internal.compression_problem
+local compression_problem, check_call, check_request = internal.compression_problem, internal.check_call,
+  internal.check_request
 
 local M = {}
 
@@ -86,72 +85,20 @@ local function merged_metadata(base, extra)
   return all
 end
 
--- The keys of a call's settings (`tried`: a balancer's, transport/balancer.lua).
-local SETTINGS = {
-  timeout = true, metadata = true, compression = true, with_metadata = true, previous_attempts = true,
-  tried = true,
-}
-
--- Raises "bad argument #1 to `name`" for a method path the channel
--- refuses (core/net/grpc.c pc_Grpc_PathCheck: a leading '/', no spaces,
--- control characters, '?', '#' or '%'), at `level`.
-local function check_path(name, path, level)
-  if type(path) ~= "string" then argerror(name, "string expected, got " .. type(path), level + 1) end
-  local why = path:sub(1, 1) ~= "/" and "expected /package.Service/Method"
-    or path:find("[%z\1- \127?#%%]") and "unexpected character"
-  if why then
-    argerror(name, format("method path '%s': %s", path:sub(1, 200):gsub("%c", "?"), why), level + 1)
-  end
-end
-
--- The settings of one call, checked once, as the C channel reads them
--- (ch:start(path, s), bindings/lua/lpc_net.c): the caller's settings
--- {timeout = seconds or nil, metadata = {{k, v}, ...}, compression =
--- "gzip" | "identity" | false (none) | nil (the transport's), with_metadata
--- = boolean, previous_attempts = n (sent as grpc-previous-rpc-attempts when
--- positive: a retry or hedge of gRFC A6) or nil} become {timeout =, metadata
--- = the transport's and the call's, gzip = boolean, previous_attempts =}.
--- The timeout and compression follow the client's rules
--- (core.check_timeout, internal.compression_problem), but a timeout <= 0
--- is allowed (the call fails at once). Misuse raises "bad argument #`sarg` to `name`" (a closed
--- transport: "calling `name` on bad self") at `level`.
+-- The settings of one call, checked once (internal.check_call, the
+-- checks pc.inproc makes too), as the C channel reads them (ch:start(path,
+-- s), bindings/lua/lpc_net.c): they become {timeout =, metadata = the
+-- transport's and the call's, gzip = boolean, previous_attempts =}. Misuse
+-- raises "bad argument #`sarg` to `name`" (a closed transport: "calling
+-- `name` on bad self") at `level`.
 local function settings_of(self, name, path, settings, level, sarg)
   level = level + 1
   if self.closed then error(format("calling '%s' on bad self (transport is closed)", name), level) end
-  check_path(name, path, level)
-  if settings == nil then settings = {} end
-  if type(settings) ~= "table" then argerror(name, "table expected, got " .. type(settings), level, sarg) end
-  for k in pairs(settings) do
-    if not SETTINGS[k] then argerror(name, format("unknown setting '%s'", tostring(k)), level, sarg) end
-  end
+  settings = check_call(name, path, settings, level, sarg, self.compression)
   local compression = settings.compression
   if compression == nil then compression = self.compression end
-  local timeout = settings.timeout
-  local problem = compression_problem(compression)
-  if not problem and timeout ~= nil then
-    if type(timeout) ~= "number" then
-      problem = "timeout: seconds (a number) or nil expected, got " .. type(timeout)
-    elseif not (timeout <= 0) or timeout == -huge then -- luacheck: ignore 581 (NaN is checked)
-      local ok, why = core.check_timeout(1, timeout) -- the client's rule (call/policy.lua option_problem)
-      if not ok then problem = why end
-    end
-  end
-  if not problem and settings.metadata ~= nil then problem = metadata_problem(settings.metadata) end
-  local with = settings.with_metadata
-  if not problem and with ~= nil and type(with) ~= "boolean" then
-    problem = "with_metadata: boolean expected, got " .. type(with)
-  end
-  local previous = settings.previous_attempts
-  if not problem and previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
-    problem = "previous_attempts: integer in 0..100 expected, got " .. show(previous)
-  end
-  if problem then argerror(name, problem, level, sarg) end
-  return { timeout = timeout, metadata = merged_metadata(self.metadata, settings.metadata),
-           gzip = compression == "gzip", previous_attempts = previous }
-end
-
-local function check_request(name, request, level)
-  if type(request) ~= "string" then argerror(name, "string expected, got " .. type(request), level + 1, 2) end
+  return { timeout = settings.timeout, metadata = merged_metadata(self.metadata, settings.metadata),
+           gzip = compression == "gzip", previous_attempts = settings.previous_attempts }
 end
 
 local function raise(call, path)

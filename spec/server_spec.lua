@@ -567,7 +567,15 @@ describe("pc.listen", function()
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { handshake_timeout = -1 }) end,
       "pc.listen: option 'handshake_timeout' must be a positive number of seconds, got -1")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = math.huge }) end,
-      "pc.listen: option 'stall_timeout' must be a positive number of seconds, got inf")
+      "pc.listen: option 'stall_timeout' must be a positive number of seconds (negative: never), got inf")
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = -math.huge }) end,
+      "pc.listen: option 'stall_timeout' must be a positive number of seconds (negative: never), got -inf")
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = 0 / 0 }) end,
+      "pc.listen: option 'stall_timeout' must be a positive number of seconds (negative: never), got nan")
+    pc.listen(server, "127.0.0.1:0", { stall_timeout = -1 }):shutdown() -- negative: never, as documented
+    local shut = pc.listen(server, "127.0.0.1:0")
+    assert.has_error(function() shut:shutdown(0 / 0) end, "bad argument #1 to 'shutdown' (seconds >= 0 expected, got nan)")
+    shut:shutdown()
     assert.matches("pc.listen: cert_file '/nonexistent'",
       raised(function()
         pc.listen(server, "127.0.0.1:0", { cert_file = "/nonexistent", key_file = "/nonexistent" })

@@ -74,6 +74,9 @@ describe("service_config validation", function()
     local cases = {
       { with_retry { maxAttempts = 1 }, "methodConfig[1].retryPolicy.maxAttempts: at least 2 expected, got 1" },
       { with_retry { maxAttempts = 2.5 }, "methodConfig[1].retryPolicy.maxAttempts: integer expected, got 2.5" },
+      { with_retry { maxAttempts = math.huge }, "methodConfig[1].retryPolicy.maxAttempts: integer expected, got inf" },
+      { { methodConfig = { { name = { {} }, timeout = "315576000001s" } } },
+        "methodConfig[0].timeout: duration of at most 315576000000s expected, got \"315576000001s\"" },
       { with_retry { maxAttempts = false }, "methodConfig[1].retryPolicy.maxAttempts: required" },
       { with_retry { initialBackoff = "100ms" },
         "methodConfig[1].retryPolicy.initialBackoff: duration string such as \"0.1s\" expected, got \"100ms\"" },

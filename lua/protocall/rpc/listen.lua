@@ -9,8 +9,8 @@ local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local rpc_server = require "protocall.rpc.server"
 
-local type, error, pairs, tostring, setmetatable, pcall, floor =
-  type, error, pairs, tostring, setmetatable, pcall, math.floor
+local type, error, pairs, tostring, setmetatable, pcall, floor, huge =
+  type, error, pairs, tostring, setmetatable, pcall, math.floor, math.huge
 local status, codes, show = errors.status, internal.codes, internal.show
 local decode = core.decode
 local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
@@ -250,7 +250,7 @@ end
 -- once every call is done and the connections are closed. Inside a task
 -- it waits without stopping the others; idempotent.
 function Listener:shutdown(grace)
-  if grace ~= nil and (type(grace) ~= "number" or grace < 0) then
+  if grace ~= nil and (type(grace) ~= "number" or not (grace >= 0)) then
     error("bad argument #1 to 'shutdown' (seconds >= 0 expected, got " .. show(grace) .. ")", 2)
   end
   if self.closed then return end
@@ -336,8 +336,11 @@ function M.listen(server, address, opts)
   end
   for _, key in pairs { "handshake_timeout", "idle_timeout", "stall_timeout" } do
     local v = opts[key]
-    if v ~= nil and not (v > 0 and v <= 1e9) then
-      error("pc.listen: option '" .. key .. "' must be a positive number of seconds, got " .. show(v), 2)
+    -- stall_timeout: a finite negative is never (core/net/server.h: < 0, none)
+    local never = key == "stall_timeout" and v ~= nil and v < 0 and v > -huge
+    if v ~= nil and not never and not (v > 0 and v <= 1e9) then
+      error("pc.listen: option '" .. key .. "' must be a positive number of seconds"
+        .. (key == "stall_timeout" and " (negative: never)" or "") .. ", got " .. show(v), 2)
     end
   end
   local host, port = address:match("^%[([%x:.]+)%]:(%d+)$")

@@ -44,8 +44,12 @@ local function list_at(v, path)
   return v
 end
 
+-- The largest google.protobuf.Duration, in seconds (duration.proto: about
+-- 10,000 years).
+local DURATION_MAX = 315576000000
+
 -- A google.protobuf.Duration in its JSON form ("0.1s", "1s", "2.000000001s")
--- as seconds; `positive` refuses 0.
+-- as seconds, at most DURATION_MAX; `positive` refuses 0.
 local function duration_at(v, path, positive)
   if type(v) ~= "string" then
     config_error(path, "duration string such as \"0.1s\" expected, got " .. type(v))
@@ -53,6 +57,9 @@ local function duration_at(v, path, positive)
   local int, frac = v:match("^(%d+)%.?(%d*)s$")
   if not int or #frac > 9 or #int > 12 or v:find("%.s$") then
     config_error(path, "duration string such as \"0.1s\" expected, got \"" .. v .. "\"")
+  end
+  if tonumber(int) > DURATION_MAX then
+    config_error(path, "duration of at most " .. DURATION_MAX .. "s expected, got \"" .. v .. "\"")
   end
   local seconds = tonumber(int) + (frac ~= "" and tonumber(frac) / 10 ^ #frac or 0)
   if positive and seconds <= 0 then config_error(path, "positive duration expected, got \"" .. v .. "\"") end
@@ -86,7 +93,7 @@ end
 -- above 5 it is 5 (gRFC A6 "Maximum Number of Retries").
 local function attempts_at(v, path)
   if v == nil then config_error(path, "required") end
-  if mtype(v) ~= "integer" and not (type(v) == "number" and v == floor(v)) then
+  if mtype(v) ~= "integer" and not (type(v) == "number" and v == floor(v) and v ~= huge and v ~= -huge) then
     config_error(path, "integer expected, got " .. show(v))
   end
   if v < 2 then config_error(path, "at least 2 expected, got " .. show(compat.tointeger(v) or v)) end

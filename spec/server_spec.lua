@@ -574,7 +574,8 @@ describe("pc.listen", function()
       "pc.listen: option 'stall_timeout' must be a positive number of seconds (negative: never), got nan")
     pc.listen(server, "127.0.0.1:0", { stall_timeout = -1 }):shutdown() -- negative: never, as documented
     local shut = pc.listen(server, "127.0.0.1:0")
-    assert.has_error(function() shut:shutdown(0 / 0) end, "bad argument #1 to 'shutdown' (seconds >= 0 expected, got nan)")
+    assert.has_error(function() shut:shutdown(0 / 0) end,
+      "bad argument #1 to 'shutdown' (seconds >= 0 expected, got nan)")
     shut:shutdown()
     assert.matches("pc.listen: cert_file '/nonexistent'",
       raised(function()

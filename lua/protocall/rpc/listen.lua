@@ -250,7 +250,7 @@ end
 -- once every call is done and the connections are closed. Inside a task
 -- it waits without stopping the others; idempotent.
 function Listener:shutdown(grace)
-  if grace ~= nil and (type(grace) ~= "number" or not (grace >= 0)) then
+  if grace ~= nil and (type(grace) ~= "number" or grace < 0 or grace ~= grace) then
     error("bad argument #1 to 'shutdown' (seconds >= 0 expected, got " .. show(grace) .. ")", 2)
   end
   if self.closed then return end

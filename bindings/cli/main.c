@@ -13,8 +13,9 @@
  * With no script and no -e, standard input runs when it is not a terminal
  * (`echo 'print(1)' | protocall`); on a terminal the usage is printed.
  *
- * A subcommand's name wins only when no file of that name exists, so a
- * script called `decode` next to the caller still runs as a script.
+ * A subcommand's name wins only when no regular file of that name exists,
+ * so a script called `decode` next to the caller still runs as a script
+ * (a directory of that name does not count).
  *
  * As Lua's own lua.c: 'arg' holds the script name at 0, its arguments at
  * 1..n and the command's options at negative indices; everything runs under
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *progname = "protocall";
@@ -150,14 +152,21 @@ static int runscript_stdin(lua_State *L) {
 /* The exit status a subcommand asked for (pmain's result when >= 0). */
 static int command_status = -1;
 
+/* Whether 'name' is a regular file (a script may be run by that name). */
+static int regular_file(const char *name) {
+  struct stat st;
+  return stat(name, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Whether argv[1] names a subcommand of lua/protocall/cli/ rather than a
- * script: one of the names, or --help / -h, and no file of that name. */
+ * script: one of the names, or --help / -h, and no regular file of that
+ * name (a directory ./serve/ does not stop `protocall serve`). */
 static int is_command(int argc, char **argv) {
   static const char *const names[] = {"call",  "list", "describe", "decode", "encode",
                                       "serve", "help", "--help",   "-h",     NULL};
   if (argc < 2) return 0;
   for (int i = 0; names[i] != NULL; i++) {
-    if (strcmp(argv[1], names[i]) == 0) return argv[1][0] == '-' || access(argv[1], F_OK) != 0;
+    if (strcmp(argv[1], names[i]) == 0) return argv[1][0] == '-' || !regular_file(argv[1]);
   }
   return 0;
 }
@@ -209,7 +218,7 @@ static int pmain(lua_State *L) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  if (argc == 2 && strcmp(argv[1], "run") == 0 && access("run", F_OK) != 0) {
+  if (argc == 2 && strcmp(argv[1], "run") == 0 && !regular_file("run")) {
     fprintf(stderr, "%s run: a script expected\nusage: %s run SCRIPT [args]\n", progname, progname);
     command_status = 2;
     lua_pushboolean(L, 1);

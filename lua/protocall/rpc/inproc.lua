@@ -189,9 +189,9 @@ local function check_self(self, name)
 end
 
 --- bytes = inproc:unary(path, request_bytes, settings)
--- The arguments are checked as pc.grpc's transport checks them
--- (internal.check_call): misuse raises "bad argument #N to 'unary'" at
--- the caller's line.
+-- The arguments are checked as pc.grpc's transport checks them (the
+-- same code): misuse raises "bad argument #N to 'unary'" at the caller's
+-- line.
 function Inproc:unary(path, request, settings)
   check_self(self, "unary")
   check_call("unary", path, settings, 2, 3)

@@ -46,13 +46,21 @@ local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflec
 -- ctx.send. In process as over the network, ctx also has:
 -- ctx:set_header(key, value) and ctx:set_trailer(key, value), response
 -- metadata (strings; "-bin" keys carry bytes; headers until the first
--- response goes out; raises on a bad key or value);
+-- response goes out; raises on a bad key or value; each block bounded as
+-- call metadata is, 1000 pairs and 64 KiB, past that pc.Error
+-- RESOURCE_EXHAUSTED); ctx.sleep(seconds) (pc.sleep: a task lets the
+-- others run);
 -- ctx:set_compression("gzip" | "identity"), the responses' compression
 -- from now on, returning whether that is what happens (false for "gzip"
 -- when the client does not accept it or the headers went out without it,
 -- and in process, where nothing is compressed); ctx:cancelled(), whether
 -- the client cancelled, the deadline passed or the server shut the call
 -- down; ctx:compressed(), whether the last request message came gzipped.
+-- A ctx kept after its call ended: cancelled() is true, send and recv
+-- raise pc.Error CANCELLED, set_header, set_trailer and set_compression
+-- raise "...: the call is over" at the caller's line. A bare
+-- coroutine.yield in a handler (not a wait of protocall's) fails the
+-- call INTERNAL.
 -- Raising a pc.Error fails the call with that status: its `details` (a
 -- list of messages, or the bytes of a google.rpc.Status) go as
 -- grpc-status-details-bin, its `metadata` as trailers after those the

@@ -60,7 +60,8 @@ local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflec
 -- raise pc.Error CANCELLED, set_header, set_trailer and set_compression
 -- raise "...: the call is over" at the caller's line. A bare
 -- coroutine.yield in a handler (not a wait of protocall's) fails the
--- call INTERNAL.
+-- call INTERNAL over the network, and in process for a streaming
+-- handler called from a pc.run task or outside any coroutine.
 -- Raising a pc.Error fails the call with that status: its `details` (a
 -- list of messages, or the bytes of a google.rpc.Status) go as
 -- grpc-status-details-bin, its `metadata` as trailers after those the

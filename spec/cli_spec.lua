@@ -550,6 +550,7 @@ describe("protocall scripts", function()
     assert.are.equal(0, code, err)
     assert.matches("`protocall help COMMAND` shows", out, 1, true)
     out, err, code = run("cd " .. dir .. " && " .. bin .. " run")
+    assert.are.equal("", out)
     assert.are.equal(2, code)
     assert.matches(" run: a script expected\n", err, 1, true) -- the usage, not the directory run as a script
     local script = write_tmp("print('ran', arg[0], ...)")

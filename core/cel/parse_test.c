@@ -1,0 +1,2 @@
+#include "testing/check.h"
+int main(void) { return CHECK_DONE(); }

@@ -324,7 +324,11 @@ size_t cel_utf8_put(uint32_t cp, char *out);
 /* Time (time.c) */
 #define CEL_TS_MIN (-62135596800LL) /* 0001-01-01T00:00:00Z */
 #define CEL_TS_MAX 253402300799LL   /* 9999-12-31T23:59:59Z */
-#define CEL_DUR_MAX 315576000000LL  /* 10000 years: protobuf's Duration range */
+/* Durations fit int64 nanoseconds, as in cel-go and cel-es (about 292
+ * years; a protobuf Duration may hold more, and reads as it is). */
+#define CEL_DUR_MAX_SEC   9223372036LL
+#define CEL_DUR_MAX_NANOS 854775807
+int cel_duration_ok(int64_t sec, int64_t nanos);
 int cel_parse_timestamp(const char *s, size_t n, int64_t *sec, int32_t *nanos);
 int cel_parse_duration(const char *s, size_t n, int64_t *sec, int32_t *nanos);
 size_t cel_format_timestamp(int64_t sec, int32_t nanos, char *buf); /* room: 40 */

@@ -134,32 +134,34 @@ static int lookup_name(C *c, const char *name, size_t len, pc_CelValue *out) {
   return 0;
 }
 
-/* A name as written, resolved in the container ("a.b": a.b.NAME, a.NAME,
- * NAME) or at the root when absolute. */
-static int resolve_name(C *c, const char *name, size_t len, int absolute, pc_CelValue *out) {
+/* The names a name written in the expression may stand for, most
+ * qualified first: in container "a.b", NAME is tried as a.b.NAME, a.NAME,
+ * then NAME (cel-spec's name resolution); a name with a leading dot only
+ * as NAME. The k-th (from 0) into 'buf'; 0 when there is none. */
+static size_t candidate(const C *c, const char *name, size_t len, int absolute, int k, char *buf,
+                        size_t room) {
   const char *cont = absolute || c->env->container == NULL ? "" : c->env->container;
   size_t clen = strlen(cont);
-  for (;;) {
-    if (clen == 0) return lookup_name(c, name, len, out);
-    if (clen + 1 + len <= 1024) {
-      char buf[1025];
-      memcpy(buf, cont, clen);
-      buf[clen] = '.';
-      memcpy(buf + clen + 1, name, len);
-      if (lookup_name(c, buf, clen + 1 + len, out)) return 1;
-    }
+  for (int i = 0; i < k; i++) {
+    if (clen == 0) return 0;
     while (clen > 0 && cont[clen - 1] != '.') clen--;
     if (clen > 0) clen--;
   }
+  size_t total = clen ? clen + 1 + len : len;
+  if (total >= room) return 0;
+  memcpy(buf, cont, clen);
+  if (clen) buf[clen] = '.';
+  memcpy(buf + (clen ? clen + 1 : 0), name, len);
+  buf[total] = '\0';
+  return total;
 }
 
-/* Whether 'x' is a chain of selections on a name that is no variable. */
-static const cel_Node *name_root(const cel_Node *x, const Scope *scope, const C *c) {
+/* Whether 'x' is a chain of selections on a name that is no comprehension
+ * variable (it may be a declared one: resolve_chain finds out). */
+static const cel_Node *name_root(const cel_Node *x, const Scope *scope) {
   while (x->kind == kCelNode_Select) x = x->kids[0];
   if (x->kind != kCelNode_Name) return NULL;
-  if (!x->absolute && (find_scope(scope, x->name, x->name_len) != NULL ||
-                       find_var(c, x->name, x->name_len) >= 0))
-    return NULL;
+  if (!x->absolute && find_scope(scope, x->name, x->name_len) != NULL) return NULL;
   return x;
 }
 
@@ -197,32 +199,47 @@ static cel_Node *const_node(C *c, uint32_t pos, pc_CelValue v) {
   return x;
 }
 
+static cel_Node *ident_node(C *c, uint32_t pos, int slot) {
+  cel_Node *x = const_node(c, pos, cel_int(0));
+  if (x == NULL) return NULL;
+  x->kind = kCelNode_Ident;
+  x->slot = slot;
+  x->type = cel_message_type(c->env->vars[slot].type);
+  return x;
+}
+
 static int resolve(C *c, cel_Node **np, const Scope *scope);
 
-/* A chain of selections rooted in a name that is no variable: the longest
- * prefix that names a type or an enum constant becomes a constant. */
+/* A chain of selections rooted in a name that is no comprehension
+ * variable: the longest prefix that names a declared variable, a type or
+ * an enum constant (tried in the container as cel-spec says) takes its
+ * place, and the selections above it are resolved as selections. */
 static int resolve_chain(C *c, cel_Node **np, const Scope *scope) {
-  cel_Node *top = *np;
-  char buf[1025];
-  const cel_Node *root = name_root(top, scope, c);
-  /* from the whole chain down to the root alone */
+  char text[1025], buf[1025];
+  const cel_Node *root = name_root(*np, scope);
   for (cel_Node **at = np;;) {
-    cel_Node *x = *at;
-    size_t len = chain_text(x, buf, sizeof buf);
-    pc_CelValue v;
-    if (len > 0 && resolve_name(c, buf, len, root->absolute, &v)) {
-      cel_Node *k = const_node(c, x->pos, v);
-      if (k == NULL) return 0;
+    cel_Node *x = *at, *k = NULL;
+    size_t len = chain_text(x, text, sizeof text);
+    for (int i = 0; len > 0 && k == NULL; i++) {
+      size_t n = candidate(c, text, len, root->absolute, i, buf, sizeof buf);
+      if (n == 0) break;
+      int v = find_var(c, buf, n);
+      pc_CelValue value;
+      if (v >= 0) {
+        if ((k = ident_node(c, x->pos, v)) == NULL) return 0;
+      } else if (lookup_name(c, buf, n, &value)) {
+        if ((k = const_node(c, x->pos, value)) == NULL) return 0;
+      }
+    }
+    if (k != NULL) {
       *at = k;
       break;
     }
-    if (x->kind == kCelNode_Name) {
+    if (x->kind == kCelNode_Name)
       return fail(c, kPc_CelStatus_Compile, root->pos, "undeclared reference to '%.*s'",
                   (int)root->name_len, root->name);
-    }
     at = &x->kids[0];
   }
-  /* the selections above the constant */
   return resolve(c, np, scope);
 }
 
@@ -305,7 +322,8 @@ static int resolve_call(C *c, cel_Node **np, const Scope *scope) {
       if (!resolve(c, &x->kids[i], scope)) return 0;
     return 1;
   }
-  if (x->receiver && x->name_len < 512 && name_root(x->kids[0], scope, c) != NULL) {
+  const cel_Node *root = x->receiver && x->name_len < 512 ? name_root(x->kids[0], scope) : NULL;
+  if (root != NULL && find_var(c, root->name, root->name_len) < 0) {
     /* a.b.f(x): a function with a qualified name (strings.quote) */
     char buf[1025];
     size_t len = chain_text(x->kids[0], buf, sizeof buf - x->name_len - 1);
@@ -347,17 +365,10 @@ static int resolve(C *c, cel_Node **np, const Scope *scope) {
       x->type = s->type; /* the range's element type */
       return 1;
     }
-    int v = x->absolute ? -1 : find_var(c, x->name, x->name_len);
-    if (v >= 0) {
-      x->kind = kCelNode_Ident;
-      x->slot = v;
-      x->type = cel_message_type(c->env->vars[v].type);
-      return 1;
-    }
     return resolve_chain(c, np, scope);
   }
   case kCelNode_Select:
-    if (name_root(x, scope, c) != NULL) return resolve_chain(c, np, scope);
+    if (name_root(x, scope) != NULL) return resolve_chain(c, np, scope);
     if (!resolve(c, &x->kids[0], scope)) return 0;
     return select_field(c, x);
   case kCelNode_Has:

@@ -45,7 +45,7 @@ static int make_time(cel_E *e, const cel_Node *n, pc_CelKind kind, int64_t sec, 
       sec++;
       nanos -= 1000000000;
     }
-    if (sec > CEL_DUR_MAX || sec < -CEL_DUR_MAX) return cel_fail(e, n->pos, "duration out of range");
+    if (!cel_duration_ok(sec, nanos)) return cel_fail(e, n->pos, "duration out of range");
   }
   memset(out, 0, sizeof *out);
   out->kind = kind;
@@ -64,14 +64,12 @@ static int time_add(cel_E *e, const cel_Node *n, const pc_CelValue *a, const pc_
   /* both within 10^12 seconds: no overflow */
   pc_CelKind kind = a->kind == kPc_Cel_Timestamp || b->kind == kPc_Cel_Timestamp ? kPc_Cel_Timestamp
                                                                                  : kPc_Cel_Duration;
-  if (sub && a->kind == kPc_Cel_Timestamp && b->kind == kPc_Cel_Timestamp) {
-    /* a difference of timestamps must fit int64 nanoseconds, as in cel-go */
-    int64_t sec = a->v.t.seconds + s, nanos = a->v.t.nanos + ns;
-    sec += nanos / 1000000000;
-    nanos %= 1000000000;
-    if (sec > 9223372035 || sec < -9223372035) return cel_fail(e, n->pos, "duration out of range");
-    return make_time(e, n, kPc_Cel_Duration, sec, nanos, out);
-  }
+  if (sub && a->kind == kPc_Cel_Timestamp && b->kind == kPc_Cel_Timestamp) kind = kPc_Cel_Duration;
+  /* seconds of timestamps and of durations read from messages stay within
+     10^13: the sum cannot overflow */
+  if (a->v.t.seconds > 1000000000000000LL || a->v.t.seconds < -1000000000000000LL ||
+      s > 1000000000000000LL || s < -1000000000000000LL)
+    return cel_fail(e, n->pos, "%s out of range", kind == kPc_Cel_Timestamp ? "timestamp" : "duration");
   return make_time(e, n, kind, a->v.t.seconds + s, (int64_t)a->v.t.nanos + ns, out);
 }
 
@@ -277,18 +275,58 @@ static int parse_int(const pc_StringView *s, int is_signed, int64_t *i, uint64_t
   return 1;
 }
 
+static int word_is(const char *s, size_t n, const char *w) {
+  if (strlen(w) != n) return 0;
+  for (size_t i = 0; i < n; i++)
+    if ((s[i] | 0x20) != w[i]) return 0;
+  return 1;
+}
+
+static size_t digits(const char *s, size_t n, size_t i, int hex) {
+  size_t start = i;
+  while (i < n && ((s[i] >= '0' && s[i] <= '9') ||
+                   (hex && ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'f'))))
+    i++;
+  return i - start;
+}
+
+/* What Go's strconv.ParseFloat reads (cel-go's double()): a sign, then
+ * decimal digits with a point and an exponent, a hexadecimal mantissa with
+ * a 'p' exponent, "inf", "infinity" or "nan" in any case; nothing else. */
+static int float_syntax(const char *s, size_t n) {
+  size_t i = 0;
+  if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+  if (word_is(s + i, n - i, "inf") || word_is(s + i, n - i, "infinity") || word_is(s + i, n - i, "nan"))
+    return 1;
+  int hex = n - i > 2 && s[i] == '0' && (s[i + 1] | 0x20) == 'x';
+  if (hex) i += 2;
+  size_t m = digits(s, n, i, hex);
+  i += m;
+  if (i < n && s[i] == '.') {
+    size_t f = digits(s, n, i + 1, hex);
+    m += f;
+    i += 1 + f;
+  }
+  if (m == 0) return 0;
+  if (i < n && (s[i] | 0x20) == (hex ? 'p' : 'e')) {
+    i++;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    size_t x = digits(s, n, i, 0);
+    if (x == 0) return 0;
+    i += x;
+  } else if (hex) {
+    return 0;
+  }
+  return i == n;
+}
+
 static int parse_double(const pc_StringView *s, double *d) {
-  if (s->size == 0 || s->size > 512) return 0;
+  if (s->size == 0 || s->size > 512 || !float_syntax(s->data, s->size)) return 0;
   char buf[513];
   memcpy(buf, s->data, s->size);
   buf[s->size] = '\0';
-  if (buf[0] == ' ' || buf[0] == '\t' || buf[0] == '\n' || buf[0] == '\r' || buf[0] == '\f' ||
-      buf[0] == '\v')
-    return 0;
-  char *end;
   errno = 0;
-  *d = strtod(buf, &end);
-  if (end != buf + s->size) return 0;
+  *d = strtod(buf, NULL);
   if (errno == ERANGE && isinf(*d)) return -1;
   return 1;
 }
@@ -328,7 +366,7 @@ static int convert(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue *out
       *out = cel_uint((uint64_t)x->v.i);
       return kCel_Ok;
     case kPc_Cel_Double:
-      if (!(x->v.d > -1.0 && x->v.d < 18446744073709551616.0)) return cel_fail(e, n->pos, "uint() range error");
+      if (!(x->v.d >= 0 && x->v.d < 18446744073709551616.0)) return cel_fail(e, n->pos, "uint() range error");
       *out = cel_uint((uint64_t)x->v.d);
       return kCel_Ok;
     case kPc_Cel_String: {

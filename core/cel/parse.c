@@ -132,7 +132,8 @@ typedef enum {
   kTok_Double,
   kTok_String,
   kTok_Bytes,
-  kTok_Punct /* 'op' */
+  kTok_Quoted, /* `a-b.c`: a field name in backquotes ('s', 'n': the name) */
+  kTok_Punct   /* 'op' */
 } TokKind;
 
 enum { kOp_LE = 256, kOp_GE, kOp_EQ, kOp_NE, kOp_And, kOp_Or };
@@ -408,6 +409,20 @@ static int next(P *s) {
   if (is_digit(c) || (c == '.' && i + 1 < n && is_digit((unsigned char)src[i + 1])))
     return lex_number(s, t);
   if (c == '"' || c == '\'') return lex_string(s, t, 0, 0);
+  if (c == '`') {
+    /* cel-spec's quoted field names: letters, digits and _ . - / space */
+    size_t j = i + 1;
+    while (j < n && (is_ident_char((unsigned char)src[j]) || src[j] == '.' || src[j] == '-' ||
+                     src[j] == '/' || src[j] == ' '))
+      j++;
+    if (j >= n || src[j] != '`' || j == i + 1)
+      return fail(s, kPc_CelStatus_Syntax, t->pos, "invalid quoted field name");
+    t->kind = kTok_Quoted;
+    t->s = src + i + 1;
+    t->n = j - i - 1;
+    s->at = j + 1;
+    return 1;
+  }
   static const struct {
     const char *text;
     int op;
@@ -453,6 +468,7 @@ static const char *describe(const Tok *t, char *buf, size_t room) {
   case kTok_Double: return "a number";
   case kTok_String: return "a string";
   case kTok_Bytes: return "a bytes literal";
+  case kTok_Quoted: return "a quoted field name";
   default: break;
   }
   static const char *const ops[] = {"<=", ">=", "==", "!=", "&&", "||"};
@@ -476,6 +492,15 @@ static const char *const kReserved[] = {
 static int reserved(const char *s, size_t n) {
   for (size_t i = 0; i < sizeof kReserved / sizeof kReserved[0]; i++)
     if (strlen(kReserved[i]) == n && memcmp(kReserved[i], s, n) == 0) return 1;
+  return 0;
+}
+
+/* After a '.', only the words that are tokens of the grammar are refused
+ * (cel-spec's conformance: `{'as': 1}.as` is 1, `a.while()` a call). */
+static int keyword(const char *s, size_t n) {
+  static const char *const kKeywords[] = {"false", "in", "null", "true"};
+  for (size_t i = 0; i < sizeof kKeywords / sizeof kKeywords[0]; i++)
+    if (strlen(kKeywords[i]) == n && memcmp(kKeywords[i], s, n) == 0) return 1;
   return 0;
 }
 
@@ -699,7 +724,7 @@ static cel_Node *message_literal(P *s, cel_Node *type_name) {
   const char **fields = NULL;
   size_t nf = 0, cap = 0;
   while (!is_op(s, '}')) {
-    if (s->tok.kind != kTok_Ident || reserved(s->tok.s, s->tok.n)) {
+    if (!(s->tok.kind == kTok_Quoted || (s->tok.kind == kTok_Ident && !keyword(s->tok.s, s->tok.n)))) {
       char buf[64];
       fail(s, kPc_CelStatus_Syntax, s->tok.pos, "expected a field name, found %s",
            describe(&s->tok, buf, sizeof buf));
@@ -860,18 +885,18 @@ static cel_Node *member(P *s) {
     if (is_op(s, '.')) {
       if (!next(s)) return NULL;
       Tok t = s->tok;
-      if (t.kind != kTok_Ident) {
+      if (t.kind != kTok_Ident && t.kind != kTok_Quoted) {
         char buf[64];
         fail(s, kPc_CelStatus_Syntax, t.pos, "expected a field or method name after '.', found %s",
              describe(&t, buf, sizeof buf));
         return NULL;
       }
-      if (reserved(t.s, t.n)) {
+      if (t.kind == kTok_Ident && keyword(t.s, t.n)) {
         fail(s, kPc_CelStatus_Syntax, t.pos, "reserved identifier '%.*s'", (int)t.n, t.s);
         return NULL;
       }
       if (!next(s)) return NULL;
-      if (is_op(s, '(')) {
+      if (is_op(s, '(') && t.kind == kTok_Ident) {
         Nodes args = {0};
         if (!arguments(s, &args)) return NULL;
         x = make_call(s, x, t.s, t.n, 0, t.pos, &args);

@@ -128,9 +128,26 @@ size_t cel_format_duration(int64_t sec, int32_t nanos, char *buf) {
   return n;
 }
 
+int cel_duration_ok(int64_t sec, int64_t nanos) {
+  if (sec > CEL_DUR_MAX_SEC || sec < -CEL_DUR_MAX_SEC) return 0;
+  if (sec == CEL_DUR_MAX_SEC) return nanos <= CEL_DUR_MAX_NANOS;
+  if (sec == -CEL_DUR_MAX_SEC) return nanos >= -CEL_DUR_MAX_NANOS - 1;
+  return 1;
+}
+
+/* floor(f * unit / scale) for f < scale <= 10^18 and unit <= 3.6e12: the
+ * nanoseconds a fraction of a unit is worth, exactly. */
+static uint64_t fraction_ns(uint64_t f, uint64_t unit, uint64_t scale) {
+#ifdef __SIZEOF_INT128__
+  return (uint64_t)((unsigned __int128)f * unit / scale);
+#else
+  return (uint64_t)((long double)f * (long double)unit / (long double)scale);
+#endif
+}
+
 /* Go's time.ParseDuration syntax: [-+]? then one or more of a decimal
  * number and a unit (ns, us, µs, ms, s, m, h), or "0". 1, 0 (syntax) or
- * -1 (out of CEL's range). */
+ * -1 (out of range). Fractions count exactly, truncated to the nanosecond. */
 int cel_parse_duration(const char *s, size_t n, int64_t *sec, int32_t *nanos) {
   size_t i = 0;
   int neg = 0;
@@ -141,7 +158,7 @@ int cel_parse_duration(const char *s, size_t n, int64_t *sec, int32_t *nanos) {
     *nanos = 0;
     return 1;
   }
-  int64_t tsec = 0, tns = 0; /* the total, tns kept below 1e9 */
+  uint64_t tsec = 0, tns = 0; /* the total, tns kept below 1e9 */
   while (i < n) {
     uint64_t whole = 0;
     int any = 0, big = 0;
@@ -164,40 +181,44 @@ int cel_parse_duration(const char *s, size_t n, int64_t *sec, int32_t *nanos) {
       }
     }
     if (!any) return 0;
-    /* the unit: seconds and nanoseconds it is worth */
-    int64_t usec = 0, uns = 0;
+    /* the unit in nanoseconds */
+    uint64_t unit;
     size_t rest = n - i;
-    if (rest >= 2 && memcmp(s + i, "ns", 2) == 0) uns = 1, i += 2;
-    else if (rest >= 2 && memcmp(s + i, "us", 2) == 0) uns = 1000, i += 2;
-    else if (rest >= 3 && memcmp(s + i, "\xC2\xB5s", 3) == 0) uns = 1000, i += 3;
-    else if (rest >= 3 && memcmp(s + i, "\xCE\xBCs", 3) == 0) uns = 1000, i += 3;
-    else if (rest >= 2 && memcmp(s + i, "ms", 2) == 0) uns = 1000000, i += 2;
-    else if (rest >= 1 && s[i] == 's') usec = 1, i += 1;
-    else if (rest >= 1 && s[i] == 'm') usec = 60, i += 1;
-    else if (rest >= 1 && s[i] == 'h') usec = 3600, i += 1;
+    if (rest >= 2 && memcmp(s + i, "ns", 2) == 0) unit = 1, i += 2;
+    else if (rest >= 2 && memcmp(s + i, "us", 2) == 0) unit = 1000, i += 2;
+    else if (rest >= 3 && memcmp(s + i, "\xC2\xB5s", 3) == 0) unit = 1000, i += 3;
+    else if (rest >= 3 && memcmp(s + i, "\xCE\xBCs", 3) == 0) unit = 1000, i += 3;
+    else if (rest >= 2 && memcmp(s + i, "ms", 2) == 0) unit = 1000000, i += 2;
+    else if (rest >= 1 && s[i] == 's') unit = 1000000000ULL, i += 1;
+    else if (rest >= 1 && s[i] == 'm') unit = 60000000000ULL, i += 1;
+    else if (rest >= 1 && s[i] == 'h') unit = 3600000000000ULL, i += 1;
     else return 0;
     if (big) return -1;
-    if (usec) {
-      if (whole > (uint64_t)(CEL_DUR_MAX * 2) / (uint64_t)usec) return -1;
-      tsec += (int64_t)whole * usec;
-      /* the fraction of a unit of whole seconds, in nanoseconds */
-      long double f = (long double)frac / (long double)scale * (long double)usec * 1e9L;
-      int64_t fns = (int64_t)f;
-      tsec += fns / 1000000000;
-      tns += fns % 1000000000;
+    /* whole units: seconds and nanoseconds */
+    if (unit >= 1000000000ULL) {
+      uint64_t per = unit / 1000000000ULL;
+      if (whole > (uint64_t)CEL_DUR_MAX_SEC / per + 1) return -1;
+      tsec += whole * per;
     } else {
-      uint64_t per_sec = (uint64_t)(1000000000 / uns);
-      tsec += (int64_t)(whole / per_sec);
-      tns += (int64_t)(whole % per_sec) * uns;
-      tns += (int64_t)((long double)frac / (long double)scale * (long double)uns);
+      uint64_t per = 1000000000ULL / unit;
+      tsec += whole / per;
+      tns += (whole % per) * unit;
     }
-    tsec += tns / 1000000000;
-    tns %= 1000000000;
-    if (tsec > CEL_DUR_MAX * 2) return -1;
+    uint64_t fns = fraction_ns(frac, unit, scale);
+    tsec += fns / 1000000000ULL;
+    tns += fns % 1000000000ULL;
+    tsec += tns / 1000000000ULL;
+    tns %= 1000000000ULL;
+    if (tsec > (uint64_t)CEL_DUR_MAX_SEC + 1) return -1;
   }
-  if (tsec > CEL_DUR_MAX || (tsec == CEL_DUR_MAX && tns > 0)) return -1;
-  *sec = neg ? -tsec : tsec;
-  *nanos = (int32_t)(neg ? -tns : tns);
+  int64_t s64 = (int64_t)tsec, n64 = (int64_t)tns;
+  if (neg) {
+    s64 = -s64;
+    n64 = -n64;
+  }
+  if (!cel_duration_ok(s64, n64)) return -1;
+  *sec = s64;
+  *nanos = (int32_t)n64;
   return 1;
 }
 

@@ -394,37 +394,15 @@ static int is_number(pc_CelKind k) {
   return k == kPc_Cel_Int || k == kPc_Cel_Uint || k == kPc_Cel_Double;
 }
 
-/* Numbers of any two kinds: -1, 0, 1, or 2 when unordered (NaN). As
- * cel-go: an int or uint against a double compares as doubles unless the
- * double is out of the integer's range. */
+/* Numbers of any two kinds: -1, 0, 1, or 2 when unordered (NaN). An int
+ * or uint against a double compares as doubles (as cel-go: conformance's
+ * "lossy" cases), an int against a uint exactly. */
 static int compare_numbers(const pc_CelValue *a, const pc_CelValue *b) {
   if (a->kind == kPc_Cel_Double || b->kind == kPc_Cel_Double) {
-    if (a->kind == kPc_Cel_Double && b->kind == kPc_Cel_Double) {
-      double x = a->v.d, y = b->v.d;
-      if (isnan(x) || isnan(y)) return 2;
-      return x < y ? -1 : x > y ? 1 : 0;
-    }
-    int flip = a->kind == kPc_Cel_Double;
-    const pc_CelValue *n = flip ? b : a;
-    double d = flip ? a->v.d : b->v.d;
-    int r;
-    if (isnan(d)) return 2;
-    if (n->kind == kPc_Cel_Int) {
-      if (d < -9223372036854775808.0) r = 1;
-      else if (d >= 9223372036854775808.0) r = -1;
-      else {
-        double x = (double)n->v.i;
-        r = x < d ? -1 : x > d ? 1 : 0;
-      }
-    } else {
-      if (d < 0) r = 1;
-      else if (d >= 18446744073709551616.0) r = -1;
-      else {
-        double x = (double)n->v.u;
-        r = x < d ? -1 : x > d ? 1 : 0;
-      }
-    }
-    return flip ? -r : r;
+    double x = a->kind == kPc_Cel_Double ? a->v.d : a->kind == kPc_Cel_Int ? (double)a->v.i : (double)a->v.u;
+    double y = b->kind == kPc_Cel_Double ? b->v.d : b->kind == kPc_Cel_Int ? (double)b->v.i : (double)b->v.u;
+    if (isnan(x) || isnan(y)) return 2;
+    return x < y ? -1 : x > y ? 1 : 0;
   }
   if (a->kind == b->kind) {
     if (a->kind == kPc_Cel_Int) return a->v.i < b->v.i ? -1 : a->v.i > b->v.i;

@@ -231,6 +231,11 @@ static int resolve_chain(C *c, cel_Node **np, const Scope *scope) {
         if ((k = const_node(c, x->pos, value)) == NULL) return 0;
       }
     }
+    if (k != NULL && k->kind == kCelNode_Const && at != np) {
+      /* a type or an enum constant has no fields: the whole name is unknown */
+      len = chain_text(*np, text, sizeof text);
+      return fail(c, kPc_CelStatus_Compile, root->pos, "undeclared reference to '%.*s'", (int)len, text);
+    }
     if (k != NULL) {
       *at = k;
       break;

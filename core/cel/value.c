@@ -61,7 +61,9 @@ void *cel_alloc(cel_E *e, size_t n, uint32_t pos) {
 }
 
 int cel_check_size(cel_E *e, size_t n, uint32_t pos) {
-  if (e->running && n > e->limits.max_size) return cel_fatal(e, kPc_CelStatus_Limit, pos, "size");
+  if (!e->running) return kCel_Ok;
+  if (n > e->limits.max_size) return cel_fatal(e, kPc_CelStatus_Limit, pos, "size");
+  if (n > e->used.max_size) e->used.max_size = n;
   return kCel_Ok;
 }
 
@@ -546,8 +548,8 @@ int cel_equal(cel_E *e, const pc_CelValue *a, const pc_CelValue *b, uint32_t pos
 /* -- Values as text --------------------------------------------------------- */
 
 int cel_buf_add(cel_E *e, cel_Buf *b, const char *s, size_t n, uint32_t pos) {
+  if (cel_check_size(e, b->size + n, pos) != kCel_Ok) return kCel_Fatal;
   if (b->data == NULL || n > b->cap - b->size) {
-    if (cel_check_size(e, b->size + n, pos) != kCel_Ok) return kCel_Fatal;
     size_t cap = b->cap ? b->cap * 2 : 64;
     while (cap < b->size + n + 1) cap *= 2;
     char *data = cel_alloc(e, cap, pos);

@@ -93,11 +93,11 @@ typedef struct pc_CelMap pc_CelMap;   /* opaque: pc_CelMap_Size, pc_CelEval_MapE
 typedef struct {
   pc_CelKind kind;
   union {
-    int b;                 /* Bool: 0 or 1 */
-    int64_t i;             /* Int */
-    uint64_t u;            /* Uint */
-    double d;              /* Double */
-    pc_StringView s;       /* String, Bytes; Type: the type's name ("int", "demo.User") */
+    int b;                  /* Bool: 0 or 1 */
+    int64_t i;              /* Int */
+    uint64_t u;             /* Uint */
+    double d;               /* Double */
+    pc_StringView s;        /* String, Bytes; Type: the type's name ("int", "demo.User") */
     const pc_CelList *list; /* List */
     const pc_CelMap *map;   /* Map */
     struct {
@@ -157,8 +157,8 @@ typedef struct pc_CelProgram pc_CelProgram;
  * ("1:5: undeclared reference to 'x'"). 'env' and what it points to need
  * not outlive the call, but the pool and the message types must outlive
  * the program. */
-pc_CelStatus pc_CelProgram_New(const pc_CelEnv *env, const char *expr, size_t len,
-                               pc_Alloc *alloc, void *ud, pc_CelProgram **out, pc_Error *err);
+pc_CelStatus pc_CelProgram_New(const pc_CelEnv *env, const char *expr, size_t len, pc_Alloc *alloc,
+                               void *ud, pc_CelProgram **out, pc_Error *err);
 
 /* Frees the program (NULL allowed). */
 void pc_CelProgram_Free(pc_CelProgram *p);
@@ -183,7 +183,8 @@ typedef struct {
 } pc_CelLimits;
 
 /* 1,000,000 steps, 100,000 iterations, 16 MiB, 1 MiB. */
-#define PC_CEL_DEFAULT_LIMITS {1000000, 100000, (size_t)16 << 20, (size_t)1 << 20}
+#define PC_CEL_DEFAULT_LIMITS                                                                      \
+  { 1000000, 100000, (size_t)16 << 20, (size_t)1 << 20 }
 
 typedef struct pc_CelEval pc_CelEval;
 

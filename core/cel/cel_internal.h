@@ -143,11 +143,11 @@ struct cel_Node {
   uint32_t n;       /* kids */
   int32_t slot;     /* Ident, Comp */
   cel_Node **kids;
-  const char *name; /* Name, Select, Has, Call (before compiling), Struct, Comp: the
-                       first variable */
+  const char *name;  /* Name, Select, Has, Call (before compiling), Struct, Comp: the
+                        first variable */
   const char *name2; /* Comp: the second variable, or NULL */
   uint32_t name_len, name2_len;
-  const char **fields; /* Struct: a field name per kid */
+  const char **fields;        /* Struct: a field name per kid */
   const pc_FieldDef *field;   /* Select, Has: 'name' in 'mtype' */
   const pc_MessageDef *mtype; /* Select, Has: the operand's type when known */
   const pc_MessageDef *type;  /* the message type the node's value always has, or NULL
@@ -164,9 +164,9 @@ typedef enum { kCelList_Values, kCelList_Field } cel_ListKind;
 struct pc_CelList {
   uint8_t kind;
   size_t size;
-  const pc_CelValue *items;  /* Values */
-  const pc_Array *arr;       /* Field: the elements, stored as message.h says */
-  const pc_FieldDef *field;  /* Field: the repeated field */
+  const pc_CelValue *items; /* Values */
+  const pc_Array *arr;      /* Field: the elements, stored as message.h says */
+  const pc_FieldDef *field; /* Field: the repeated field */
 };
 
 typedef enum { kCelMap_Values, kCelMap_Field } cel_MapKind;
@@ -211,7 +211,7 @@ struct pc_CelEval {
   void *ud;
   pc_Arena *arena;
   pc_CelLimits limits, used;
-  int running;           /* inside pc_CelProgram_Eval: the budget applies */
+  int running; /* inside pc_CelProgram_Eval: the budget applies */
   const pc_CelProgram *prog;
   pc_CelValue *slots;
   /* the first error of the evaluation */
@@ -242,7 +242,8 @@ void cel_clear_error(cel_E *e);
 /* Budget: 'n' steps of work at 'pos' (kCel_Fatal when the budget is out). */
 static inline int cel_steps(cel_E *e, uint64_t n, uint32_t pos) {
   e->used.steps += n;
-  if (e->running && e->used.steps > e->limits.steps) return cel_fatal(e, kPc_CelStatus_Limit, pos, "steps");
+  if (e->running && e->used.steps > e->limits.steps)
+    return cel_fatal(e, kPc_CelStatus_Limit, pos, "steps");
   return kCel_Ok;
 }
 
@@ -251,6 +252,10 @@ static inline int cel_steps(cel_E *e, uint64_t n, uint32_t pos) {
 void *cel_alloc(cel_E *e, size_t n, uint32_t pos);
 /* A value of 'n' bytes / elements may be made (max_size). */
 int cel_check_size(cel_E *e, size_t n, uint32_t pos);
+
+/* Past this many levels of nested lists and maps, comparing or printing
+ * is refused (messages nest no deeper than PC_MESSAGE_MAX_DEPTH). */
+#define CEL_VALUE_DEPTH (PC_MESSAGE_MAX_DEPTH + PC_CEL_MAX_DEPTH + 8)
 
 /* Values */
 pc_CelValue cel_bool(int b);
@@ -322,8 +327,8 @@ uint32_t cel_utf8_next(const char *s, size_t n, size_t *i);
 size_t cel_utf8_put(uint32_t cp, char *out);
 
 /* Time (time.c) */
-#define CEL_TS_MIN (-62135596800LL) /* 0001-01-01T00:00:00Z */
-#define CEL_TS_MAX 253402300799LL   /* 9999-12-31T23:59:59Z */
+#define CEL_TS_MIN        (-62135596800LL) /* 0001-01-01T00:00:00Z */
+#define CEL_TS_MAX        253402300799LL   /* 9999-12-31T23:59:59Z */
 /* Durations fit int64 nanoseconds, as in cel-go and cel-es (about 292
  * years; a protobuf Duration may hold more, and reads as it is). */
 #define CEL_DUR_MAX_SEC   9223372036LL

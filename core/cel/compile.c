@@ -7,24 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-const cel_FnInfo cel_fn_info[kCelFn_Count] = {
-#define CEL_FN_INFO(id, name, how, min, max) {name, how, min, max},
-    CEL_FUNCTIONS(CEL_FN_INFO)
-#undef CEL_FN_INFO
-};
-
-const char *pc_CelStatus_String(pc_CelStatus s) {
-  switch (s) {
-  case kPc_CelStatus_Ok: return "ok";
-  case kPc_CelStatus_Syntax: return "syntax error";
-  case kPc_CelStatus_Compile: return "compile error";
-  case kPc_CelStatus_Error: return "evaluation error";
-  case kPc_CelStatus_Limit: return "limit reached";
-  case kPc_CelStatus_NoMemory: return "out of memory";
-  }
-  return "unknown status";
-}
-
 typedef struct Scope {
   const char *name;
   size_t len;
@@ -44,7 +26,8 @@ typedef struct {
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
-static int fail(C *c, pc_CelStatus status, uint32_t pos, const char *fmt, ...) {
+static int
+fail(C *c, pc_CelStatus status, uint32_t pos, const char *fmt, ...) {
   if (c->status != kPc_CelStatus_Ok) return 0;
   c->status = status;
   if (c->err != NULL && !c->err->set) {
@@ -87,8 +70,8 @@ static int find_var(const C *c, const char *name, size_t len) {
 
 /* -- Qualified names ------------------------------------------------------ */
 
-static const char *const kTypeNames[] = {"int",  "uint", "double",    "bool", "string",
-                                         "bytes", "list", "map", "null_type", "type"};
+static const char *const kTypeNames[] = {"int",   "uint", "double", "bool",      "string",
+                                         "bytes", "list", "map",    "null_type", "type"};
 
 /* The value a fully qualified name denotes, or 0. */
 static int lookup_name(C *c, const char *name, size_t len, pc_CelValue *out) {
@@ -125,7 +108,8 @@ static int lookup_name(C *c, const char *name, size_t len, pc_CelValue *out) {
   if (dot != NULL) {
     *dot = '\0';
     e = pc_Pool_FindEnum(pool, buf);
-    const pc_EnumValueDef *v = e != NULL ? pc_EnumDef_FindByName(e, dot + 1, strlen(dot + 1)) : NULL;
+    const pc_EnumValueDef *v =
+        e != NULL ? pc_EnumDef_FindByName(e, dot + 1, strlen(dot + 1)) : NULL;
     if (v != NULL) {
       *out = cel_int(v->number);
       return 1;
@@ -234,7 +218,8 @@ static int resolve_chain(C *c, cel_Node **np, const Scope *scope) {
     if (k != NULL && k->kind == kCelNode_Const && at != np) {
       /* a type or an enum constant has no fields: the whole name is unknown */
       len = chain_text(*np, text, sizeof text);
-      return fail(c, kPc_CelStatus_Compile, root->pos, "undeclared reference to '%.*s'", (int)len, text);
+      return fail(c, kPc_CelStatus_Compile, root->pos, "undeclared reference to '%.*s'", (int)len,
+                  text);
     }
     if (k != NULL) {
       *at = k;
@@ -280,8 +265,8 @@ static int find_function(C *c, cel_Node *x) {
     named = 1;
     if (!(f->how & how)) {
       if (how == CEL_GLOBAL)
-        return fail(c, kPc_CelStatus_Compile, x->pos,
-                    "'%s' is a method: call it as value.%s(...)", f->name, f->name);
+        return fail(c, kPc_CelStatus_Compile, x->pos, "'%s' is a method: call it as value.%s(...)",
+                    f->name, f->name);
       return fail(c, kPc_CelStatus_Compile, x->pos, "'%s' is a function: call it as %s(...)",
                   f->name, f->name);
     }
@@ -292,8 +277,8 @@ static int find_function(C *c, cel_Node *x) {
   if (named)
     return fail(c, kPc_CelStatus_Compile, x->pos, "wrong number of arguments to '%.*s'",
                 (int)x->name_len, x->name);
-  return fail(c, kPc_CelStatus_Compile, x->pos, "undeclared reference to '%.*s'",
-              (int)x->name_len, x->name);
+  return fail(c, kPc_CelStatus_Compile, x->pos, "undeclared reference to '%.*s'", (int)x->name_len,
+              x->name);
 }
 
 static int add_regex(C *c, cel_Node *x) {
@@ -302,9 +287,9 @@ static int add_regex(C *c, cel_Node *x) {
   pc_CelProgram *p = c->prog;
   if (p->regex_count == p->regex_cap) {
     size_t cap = p->regex_cap ? p->regex_cap * 2 : 4;
-    pc_CelRegex **r = pc_Arena_Malloc(p->arena, cap * sizeof *r);
+    pc_CelRegex **r = pc_Arena_Malloc(p->arena, cap * sizeof(pc_CelRegex *));
     if (r == NULL) return nomem(c, x->pos);
-    if (p->regex_count) memcpy(r, p->regexes, p->regex_count * sizeof *r);
+    if (p->regex_count) memcpy(r, p->regexes, p->regex_count * sizeof(pc_CelRegex *));
     p->regexes = r;
     p->regex_cap = cap;
   }
@@ -421,12 +406,12 @@ void pc_CelProgram_Free(pc_CelProgram *p) {
   pc_Arena_Free(p->arena);
 }
 
-pc_CelStatus pc_CelProgram_New(const pc_CelEnv *env, const char *expr, size_t len,
-                               pc_Alloc *alloc, void *ud, pc_CelProgram **out, pc_Error *err) {
+pc_CelStatus pc_CelProgram_New(const pc_CelEnv *env, const char *expr, size_t len, pc_Alloc *alloc,
+                               void *ud, pc_CelProgram **out, pc_Error *err) {
   *out = NULL;
   size_t max_length = env->max_length ? env->max_length : PC_CEL_MAX_LENGTH;
-  int max_depth = env->max_depth > 0 && env->max_depth < PC_CEL_MAX_DEPTH ? env->max_depth
-                                                                           : PC_CEL_MAX_DEPTH;
+  int max_depth =
+      env->max_depth > 0 && env->max_depth < PC_CEL_MAX_DEPTH ? env->max_depth : PC_CEL_MAX_DEPTH;
   if (len > max_length) {
     pc_Error_Set(err, "expression too long (%zu bytes, at most %zu)", len, max_length);
     return kPc_CelStatus_Limit;
@@ -460,8 +445,8 @@ pc_CelStatus pc_CelProgram_New(const pc_CelEnv *env, const char *expr, size_t le
   C c = {p, env, err, kPc_CelStatus_Ok, (int32_t)env->var_count};
   p->var_count = env->var_count;
   if (env->var_count > 0) {
-    p->var_names = pc_Arena_Malloc(a, env->var_count * sizeof *p->var_names);
-    p->var_types = pc_Arena_Malloc(a, env->var_count * sizeof *p->var_types);
+    p->var_names = pc_Arena_Malloc(a, env->var_count * sizeof(const char *));
+    p->var_types = pc_Arena_Malloc(a, env->var_count * sizeof(const pc_MessageDef *));
     if (p->var_names == NULL || p->var_types == NULL) {
       nomem(&c, 0);
     } else {

@@ -102,11 +102,16 @@ static void split_row(char *line, Row *r) {
 
 static void put_escaped(FILE *o, const char *s) {
   for (; *s; s++) {
-    if (*s == '\\') fputs("\\\\", o);
-    else if (*s == '\t') fputs("\\t", o);
-    else if (*s == '\n') fputs("\\n", o);
-    else if (*s == '\r') fputs("\\r", o);
-    else fputc(*s, o);
+    if (*s == '\\')
+      fputs("\\\\", o);
+    else if (*s == '\t')
+      fputs("\\t", o);
+    else if (*s == '\n')
+      fputs("\\n", o);
+    else if (*s == '\r')
+      fputs("\\r", o);
+    else
+      fputc(*s, o);
   }
 }
 
@@ -153,8 +158,8 @@ static int write_descriptors(const pc_Pool *pool, const char *path) {
 
 /* A binding: "expr" (a CEL literal, evaluated here) or "msg:<type>" (JSON of
  * a message of the schema). 0 with 'why' when it cannot be made. */
-static int bind(pc_CelEval *ev, pc_Arena *a, const pc_Pool *pool, const char *kind, const char *data,
-                pc_CelValue *out, pc_CelProgram **prog, char *why, size_t room) {
+static int bind(pc_CelEval *ev, pc_Arena *a, const pc_Pool *pool, const char *kind,
+                const char *data, pc_CelValue *out, pc_CelProgram **prog, char *why, size_t room) {
   pc_Error err;
   pc_Error_Init(&err);
   if (strcmp(kind, "expr") == 0) {
@@ -253,7 +258,8 @@ int main(void) {
   char cmd[1024];
   printf("seed %s\n", seed);
   fflush(stdout);
-  snprintf(cmd, sizeof cmd, "TZ=UTC node %s gen cel_diff_cases.tsv --seed %s --count %s --descriptors cel_diff.pb",
+  snprintf(cmd, sizeof cmd,
+           "TZ=UTC node %s gen cel_diff_cases.tsv --seed %s --count %s --descriptors cel_diff.pb",
            TOOL, seed, count);
   if (system(cmd) != 0) {
     fprintf(stderr, "the generator failed\n");
@@ -281,8 +287,10 @@ int main(void) {
   int cases = 0;
   for (char *line = text, *end; *line; line = end) {
     end = strchr(line, '\n');
-    if (end != NULL) *end++ = '\0';
-    else end = line + strlen(line);
+    if (end != NULL)
+      *end++ = '\0';
+    else
+      end = line + strlen(line);
     if (*line == '\0') continue;
     Row r;
     split_row(line, &r);
@@ -299,7 +307,8 @@ int main(void) {
   pc_Pool_Free(pool);
   printf("%d cases evaluated\n", cases);
   CHECK(cases >= 1000);
-  snprintf(cmd, sizeof cmd, "TZ=UTC node %s check cel_diff_cases.tsv cel_diff_ours.tsv --descriptors cel_diff.pb",
+  snprintf(cmd, sizeof cmd,
+           "TZ=UTC node %s check cel_diff_cases.tsv cel_diff_ours.tsv --descriptors cel_diff.pb",
            TOOL);
   fflush(stdout);
   CHECK(system(cmd) == 0);

@@ -35,8 +35,9 @@ static int restore(cel_E *e, const Pending *p) {
 
 static const pc_FieldDef *find_field(cel_E *e, const cel_Node *n, const pc_CelValue *v) {
   const pc_MessageDef *m = v->v.m.def;
-  const pc_FieldDef *f = n->field != NULL && m == n->mtype ? n->field
-                                                            : pc_MessageDef_FindFieldByName(m, n->name, n->name_len);
+  const pc_FieldDef *f = n->field != NULL && m == n->mtype
+                             ? n->field
+                             : pc_MessageDef_FindFieldByName(m, n->name, n->name_len);
   if (f == NULL)
     cel_fail(e, n->pos, "no such field '%.*s' in %s", (int)n->name_len, n->name, m->full_name);
   return f;
@@ -103,8 +104,8 @@ static int index_value(cel_E *e, const cel_Node *n, const pc_CelValue *c, const 
     if (rc != kCel_Ok) return rc;
     if (!found) {
       if (k->kind == kPc_Cel_String)
-        return cel_fail(e, n->pos, "no such key: '%.*s'", (int)(k->v.s.size > 100 ? 100 : k->v.s.size),
-                        k->v.s.data);
+        return cel_fail(e, n->pos, "no such key: '%.*s'",
+                        (int)(k->v.s.size > 100 ? 100 : k->v.s.size), k->v.s.data);
       return cel_fail(e, n->pos, "no such key");
     }
     return kCel_Ok;
@@ -123,9 +124,11 @@ static int logic(cel_E *e, const cel_Node *n, pc_CelValue *out) {
   for (int k = 0; k < 2; k++) {
     pc_CelValue v;
     int rc = cel_eval(e, n->kids[k], &v);
-    if (rc == kCel_Ok && v.kind != kPc_Cel_Bool)
-      rc = cel_fail(e, n->kids[k]->pos, "no matching overload for '%s' applied to %s", op,
-                    cel_type_name(&v));
+    if (rc == kCel_Ok && v.kind != kPc_Cel_Bool) {
+      cel_fail(e, n->kids[k]->pos, "no matching overload for '%s' applied to %s", op,
+               cel_type_name(&v));
+      rc = kCel_Error;
+    }
     if (rc == kCel_Fatal) return rc;
     if (rc == kCel_Ok && v.v.b == decide) {
       cel_clear_error(e);
@@ -178,8 +181,10 @@ static int comprehension(cel_E *e, const cel_Node *n, pc_CelValue *out) {
     if (++e->used.iterations > e->limits.iterations)
       return cel_fatal(e, kPc_CelStatus_Limit, n->pos, "iterations");
     pc_CelValue elem, value;
-    if (is_map) rc = cel_map_entry(e, range.v.map, i, n->pos, &elem, two ? &value : NULL);
-    else rc = cel_list_get(e, range.v.list, i, n->pos, &elem);
+    if (is_map)
+      rc = cel_map_entry(e, range.v.map, i, n->pos, &elem, two ? &value : NULL);
+    else
+      rc = cel_list_get(e, range.v.list, i, n->pos, &elem);
     if (rc != kCel_Ok) return rc;
     if (two) {
       if (!is_map) {
@@ -213,8 +218,10 @@ static int comprehension(cel_E *e, const cel_Node *n, pc_CelValue *out) {
     if (pred != NULL) {
       pc_CelValue v;
       rc = cel_eval(e, pred, &v);
-      if (rc == kCel_Ok && v.kind != kPc_Cel_Bool)
-        rc = cel_fail(e, pred->pos, "no matching overload: the predicate gave a %s", cel_type_name(&v));
+      if (rc == kCel_Ok && v.kind != kPc_Cel_Bool) {
+        cel_fail(e, pred->pos, "no matching overload: the predicate gave a %s", cel_type_name(&v));
+        rc = kCel_Error;
+      }
       if (rc == kCel_Fatal) return rc;
       if (quantifier) {
         if (rc == kCel_Ok && v.v.b == decide) {
@@ -262,6 +269,7 @@ static int comprehension(cel_E *e, const cel_Node *n, pc_CelValue *out) {
 /* -- Nodes ------------------------------------------------------------------ */
 
 int cel_eval(cel_E *e, const cel_Node *n, pc_CelValue *out) {
+  out->kind = kPc_Cel_Unbound;
   int rc = cel_steps(e, 1, n->pos);
   if (rc != kCel_Ok) return rc;
   switch ((cel_NodeKind)n->kind) {
@@ -280,7 +288,8 @@ int cel_eval(cel_E *e, const cel_Node *n, pc_CelValue *out) {
   }
   case kCelNode_Index: {
     pc_CelValue c, k;
-    if ((rc = cel_eval(e, n->kids[0], &c)) != kCel_Ok || (rc = cel_eval(e, n->kids[1], &k)) != kCel_Ok)
+    if ((rc = cel_eval(e, n->kids[0], &c)) != kCel_Ok ||
+        (rc = cel_eval(e, n->kids[1], &k)) != kCel_Ok)
       return rc;
     return index_value(e, n, &c, &k, out);
   }
@@ -302,7 +311,8 @@ int cel_eval(cel_E *e, const cel_Node *n, pc_CelValue *out) {
     if (!map) return cel_new_list(e, vals, count, n->pos, out);
     /* keys first, then values: split the pairs */
     pc_CelValue *keys = cel_alloc(e, (count ? count : 1) * sizeof *keys, n->pos);
-    pc_CelValue *values = keys != NULL ? cel_alloc(e, (count ? count : 1) * sizeof *values, n->pos) : NULL;
+    pc_CelValue *values =
+        keys != NULL ? cel_alloc(e, (count ? count : 1) * sizeof *values, n->pos) : NULL;
     if (values == NULL) return kCel_Fatal;
     for (size_t i = 0; i < count; i++) {
       keys[i] = vals[2 * i];
@@ -314,7 +324,8 @@ int cel_eval(cel_E *e, const cel_Node *n, pc_CelValue *out) {
     pc_CelValue c;
     if ((rc = cel_eval(e, n->kids[0], &c)) != kCel_Ok) return rc;
     if (c.kind != kPc_Cel_Bool)
-      return cel_fail(e, n->pos, "no matching overload for '_?_:_' applied to %s", cel_type_name(&c));
+      return cel_fail(e, n->pos, "no matching overload for '_?_:_' applied to %s",
+                      cel_type_name(&c));
     return cel_eval(e, n->kids[c.v.b ? 1 : 2], out);
   }
   case kCelNode_And:
@@ -324,46 +335,6 @@ int cel_eval(cel_E *e, const cel_Node *n, pc_CelValue *out) {
   case kCelNode_Struct: break;
   }
   return cel_fail(e, n->pos, "internal error: an unresolved node");
-}
-
-/* -- Regular expressions ------------------------------------------------------ */
-
-int cel_regex(cel_E *e, const cel_Node *n, const pc_StringView *p, const pc_CelRegex **out) {
-  if (n->re != NULL) {
-    *out = n->re;
-    return kCel_Ok;
-  }
-  for (unsigned i = 0; i < CEL_REGEX_CACHE; i++) {
-    if (e->cache[i].re != NULL && e->cache[i].len == p->size &&
-        (p->size == 0 || memcmp(e->cache[i].pattern, p->data, p->size) == 0)) {
-      *out = e->cache[i].re;
-      return kCel_Ok;
-    }
-  }
-  const cel_Node *pat = n->kids[1];
-  if (cel_steps(e, 1 + p->size, pat->pos) != kCel_Ok) return kCel_Fatal;
-  char why[256];
-  pc_CelRegex *re = pc_CelRegex_New(p->data, p->size, why, sizeof why);
-  if (re == NULL) {
-    if (why[0] == '\0') return cel_fatal(e, kPc_CelStatus_NoMemory, pat->pos, "memory");
-    return cel_fail(e, pat->pos, "invalid regular expression: %s", why);
-  }
-  char *copy = e->alloc(e->ud, NULL, 0, p->size + 1);
-  if (copy == NULL) {
-    pc_CelRegex_Free(re);
-    return cel_fatal(e, kPc_CelStatus_NoMemory, pat->pos, "memory");
-  }
-  if (p->size) memcpy(copy, p->data, p->size);
-  unsigned k = e->cache_next++ % CEL_REGEX_CACHE;
-  if (e->cache[k].re != NULL) {
-    pc_CelRegex_Free(e->cache[k].re);
-    e->alloc(e->ud, e->cache[k].pattern, e->cache[k].len + 1, 0);
-  }
-  e->cache[k].pattern = copy;
-  e->cache[k].len = p->size;
-  e->cache[k].re = re;
-  *out = re;
-  return kCel_Ok;
 }
 
 /* -- The context ------------------------------------------------------------ */

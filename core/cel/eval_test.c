@@ -21,8 +21,9 @@ typedef struct {
 static void run(const Case *cases, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const char *got = eval_text(cases[i].expr);
-    int ok = strncmp(cases[i].want, "error", 5) == 0 ? strncmp(got, cases[i].want, strlen(cases[i].want)) == 0
-                                                     : strcmp(got, cases[i].want) == 0;
+    int ok = strncmp(cases[i].want, "error", 5) == 0
+                 ? strncmp(got, cases[i].want, strlen(cases[i].want)) == 0
+                 : strcmp(got, cases[i].want) == 0;
     if (!ok) fprintf(stderr, "%s\n  got:  %s\n  want: %s\n", cases[i].expr, got, cases[i].want);
     CHECK(ok);
   }
@@ -53,7 +54,8 @@ static void literals(void) {
       {"\"\"\"two\nlines\"\"\"", "\"two\\u000alines\""},
       {"r'\\n'", "\"\\\\n\""},
       {"R\"\\d\"", "\"\\\\d\""},
-      {"'\\a\\b\\f\\n\\r\\t\\v\\\\\\?\\\"\\'\\`'", "\"\\u0007\\u0008\\u000c\\u000a\\u000d\\u0009\\u000b\\\\?\\\"'`\""},
+      {"'\\a\\b\\f\\n\\r\\t\\v\\\\\\?\\\"\\'\\`'",
+       "\"\\u0007\\u0008\\u000c\\u000a\\u000d\\u0009\\u000b\\\\?\\\"'`\""},
       {"'\\x41\\X42\\103\\u0044\\U00000045'", "\"ABCDE\""},
       {"'\\xff'", "\"\xc3\xbf\""},
       {"b'\\xff\\377a'", "b\"ffff61\""},
@@ -98,8 +100,10 @@ static void arithmetic(void) {
       {"-1.0 / 0.0", "-Infinity"},
       {"0.0 / 0.0", "NaN"},
       {"-(0.0)", "-0.0"},
-      {"1.5 % 1.0", "error: evaluation error: 1:5: no matching overload for '_%_' applied to (double, double)"},
-      {"1 + 1u", "error: evaluation error: 1:3: no matching overload for '_+_' applied to (int, uint)"},
+      {"1.5 % 1.0",
+       "error: evaluation error: 1:5: no matching overload for '_%_' applied to (double, double)"},
+      {"1 + 1u",
+       "error: evaluation error: 1:3: no matching overload for '_+_' applied to (int, uint)"},
       {"1 + 1.0", "error: evaluation error"},
       {"-1u", "error: evaluation error: 1:1: no matching overload for '-_' applied to (uint)"},
       {"!1", "error: evaluation error"},
@@ -153,7 +157,8 @@ static void comparisons(void) {
       {"false < true", "true"},
       {"duration('1s') < duration('1001ms')", "true"},
       {"timestamp('2000-01-01T00:00:00Z') > timestamp('1999-12-31T23:59:59.999999999Z')", "true"},
-      {"[1] < [2]", "error: evaluation error: 1:5: no matching overload for ordering list and list"},
+      {"[1] < [2]",
+       "error: evaluation error: 1:5: no matching overload for ordering list and list"},
       {"'a' < 1", "error: evaluation error"},
       {"null < null", "error: evaluation error"},
       {"1 in [1, 2]", "true"},
@@ -182,14 +187,16 @@ static void logic(void) {
       {"1 / 0 == 1 && true", "error: evaluation error: 1:3: division by zero"},
       {"true && 1 / 0 == 1", "error: evaluation error: 1:11: division by zero"},
       {"1 / 0 == 1 || 2 / 0 == 1", "error: evaluation error: 1:3: division by zero"},
-      {"false || 'a'", "error: evaluation error: 1:10: no matching overload for '||' applied to string"},
+      {"false || 'a'",
+       "error: evaluation error: 1:10: no matching overload for '||' applied to string"},
       {"'a' && false", "false"},
       {"'a' || true", "true"},
       {"(1 / 0 == 1 || true) && (false || (false && 1 / 0 == 1)) || 2 / 0 == 1",
        "error: evaluation error: 1:63: division by zero"},
       {"true ? 1 : 1 / 0", "1"},
       {"false ? 1 / 0 : 'b'", "\"b\""},
-      {"1 ? 2 : 3", "error: evaluation error: 1:3: no matching overload for '_?_:_' applied to int"},
+      {"1 ? 2 : 3",
+       "error: evaluation error: 1:3: no matching overload for '_?_:_' applied to int"},
       {"true ? false ? 1 : 2 : 3", "error: syntax error: 1:14: expected ':', found '?'"},
       {"false ? 1 : true ? 2 : 3", "2"},
       {"true ? (false ? 1 : 2) : 3", "2"},
@@ -221,7 +228,8 @@ static void macros(void) {
       {"[1, 0].exists_one(x, 1 / x == 1)", "error: evaluation error: 1:24: division by zero"},
       {"[1, 0].map(x, 1 / x)", "error: evaluation error: 1:17: division by zero"},
       {"[1, 'a'].filter(x, x > 0)", "error: evaluation error"},
-      {"[1].all(x, 'a')", "error: evaluation error: 1:12: no matching overload: the predicate gave a string"},
+      {"[1].all(x, 'a')",
+       "error: evaluation error: 1:12: no matching overload: the predicate gave a string"},
       {"1.all(x, true)", "error: evaluation error: 1:3: cannot range over a int"},
       /* nesting and shadowing */
       {"[[1, 2], [3]].map(x, x.map(y, y * 2))", "[[2, 4], [6]]"},
@@ -315,7 +323,8 @@ static void time_values(void) {
       {"timestamp('9999-12-31T23:59:59.999999999Z')", "timestamp(253402300799.999999999)"},
       {"timestamp('10000-01-01T00:00:00Z')", "error: evaluation error"},
       {"timestamp('0000-01-01T00:00:00Z')", "error: evaluation error: 1:1: timestamp out of range"},
-      {"timestamp('2009-02-29T00:00:00Z')", "error: evaluation error: 1:1: timestamp() conversion error"},
+      {"timestamp('2009-02-29T00:00:00Z')",
+       "error: evaluation error: 1:1: timestamp() conversion error"},
       {"timestamp('2008-02-29T00:00:00Z')", "timestamp(1204243200.000000000)"},
       {"timestamp('2009-02-13t23:31:30Z')", "error: evaluation error"},
       {"timestamp(-62135596801)", "error: evaluation error: 1:1: timestamp out of range"},
@@ -333,13 +342,19 @@ static void time_values(void) {
       {"timestamp('2009-02-13T23:31:30Z') + duration('1.5s')", "timestamp(1234567891.500000000)"},
       {"duration('1.5s') + timestamp('2009-02-13T23:31:30Z')", "timestamp(1234567891.500000000)"},
       {"timestamp('2009-02-13T23:31:30Z') - duration('0.5s')", "timestamp(1234567889.500000000)"},
-      {"timestamp('2009-02-13T23:31:31Z') - timestamp('2009-02-13T23:31:30.5Z')", "duration(\"0.500000000s\")"},
-      {"timestamp('2009-02-13T23:31:30Z') - timestamp('2009-02-13T23:31:30.5Z')", "duration(\"-0.500000000s\")"},
+      {"timestamp('2009-02-13T23:31:31Z') - timestamp('2009-02-13T23:31:30.5Z')",
+       "duration(\"0.500000000s\")"},
+      {"timestamp('2009-02-13T23:31:30Z') - timestamp('2009-02-13T23:31:30.5Z')",
+       "duration(\"-0.500000000s\")"},
       {"duration('1s') - duration('1.5s')", "duration(\"-0.500000000s\")"},
-      {"timestamp('9999-12-31T23:59:59Z') + duration('1s')", "error: evaluation error: 1:35: timestamp out of range"},
-      {"timestamp('9999-12-31T23:59:59Z') - timestamp('1970-01-01T00:00:00Z')", "error: evaluation error"},
-      {"duration('9000000000s') + duration('9000000000s')", "error: evaluation error: 1:25: duration out of range"},
-      {"timestamp('2009-02-13T23:31:30Z') + timestamp('2009-02-13T23:31:30Z')", "error: evaluation error"},
+      {"timestamp('9999-12-31T23:59:59Z') + duration('1s')",
+       "error: evaluation error: 1:35: timestamp out of range"},
+      {"timestamp('9999-12-31T23:59:59Z') - timestamp('1970-01-01T00:00:00Z')",
+       "error: evaluation error"},
+      {"duration('9000000000s') + duration('9000000000s')",
+       "error: evaluation error: 1:25: duration out of range"},
+      {"timestamp('2009-02-13T23:31:30Z') + timestamp('2009-02-13T23:31:30Z')",
+       "error: evaluation error"},
       {"timestamp('2009-02-13T23:31:30.123Z').getFullYear()", "2009"},
       {"timestamp('2009-02-13T23:31:30.123Z').getMonth()", "1"},
       {"timestamp('2009-02-13T23:31:30.123Z').getDate()", "13"},
@@ -356,7 +371,8 @@ static void time_values(void) {
       {"timestamp('2009-02-13T23:31:30Z').getDate('+01:30')", "14"},
       {"timestamp('2009-02-13T01:00:00Z').getDate('-02:00')", "12"},
       {"timestamp('2009-02-13T23:31:30Z').getHours('UTC')", "23"},
-      {"timestamp('2009-02-13T23:31:30Z').getHours('Europe/Paris')", "error: evaluation error: 1:35: unsupported time zone 'Europe/Paris'"},
+      {"timestamp('2009-02-13T23:31:30Z').getHours('Europe/Paris')",
+       "error: evaluation error: 1:35: unsupported time zone 'Europe/Paris'"},
       {"timestamp('1969-12-31T23:59:59Z').getSeconds()", "59"},
       {"duration('3730.5s').getHours()", "1"},
       {"duration('3730.5s').getMinutes()", "62"},
@@ -397,10 +413,12 @@ static void strings(void) {
       {"'%s=%d'.format(['a', 1])", "\"a=1\""},
       {"'%s'.format([[1, 'a', 1.5, null, true, b'x']])", "\"[1, a, 1.5, null, true, x]\""},
       {"'%s'.format([{'b': 1, 'a': [2]}])", "\"{a: [2], b: 1}\""},
-      {"'%s %s'.format([timestamp('2009-02-13T23:31:30.5Z'), duration('90s')])", "\"2009-02-13T23:31:30.5Z 90s\""},
+      {"'%s %s'.format([timestamp('2009-02-13T23:31:30.5Z'), duration('90s')])",
+       "\"2009-02-13T23:31:30.5Z 90s\""},
       {"'%s'.format([type(1)])", "\"int\""},
       {"'%d %d'.format([-5, 5u])", "\"-5 5\""},
-      {"'%d'.format([1.5])", "error: evaluation error: 1:6: invalid argument to function format: invalid integer value"},
+      {"'%d'.format([1.5])",
+       "error: evaluation error: 1:6: invalid argument to function format: invalid integer value"},
       {"'%d'.format([1.0 / 0.0])", "\"Infinity\""},
       {"'%x %X %o %b'.format([255, 255u, 8, 5])", "\"ff FF 10 101\""},
       {"'%x'.format([-255])", "\"-ff\""},
@@ -411,12 +429,17 @@ static void strings(void) {
       {"'%e %.2e'.format([1234.5, 0.000123])", "\"1.234500e+03 1.23e-04\""},
       {"'%f'.format([0.0 / 0.0])", "\"NaN\""},
       {"'%f'.format(['Infinity'])", "\"Infinity\""},
-      {"'%f'.format([1])", "error: evaluation error: 1:6: invalid argument to function format: fixed-point clause can only be used on doubles"},
+      {"'%f'.format([1])", "error: evaluation error: 1:6: invalid argument to function format: "
+                           "fixed-point clause can only be used on doubles"},
       {"'100%%'.format([])", "\"100%\""},
-      {"'%s'.format([])", "error: evaluation error: 1:6: invalid argument to function format: too few arguments"},
-      {"'a'.format([1])", "error: evaluation error: 1:5: invalid argument to function format: too many arguments"},
-      {"'%'.format([1])", "error: evaluation error: 1:5: invalid argument to function format: invalid format string"},
-      {"'%q'.format([1])", "error: evaluation error: 1:6: invalid argument to function format: could not parse formatting clause"},
+      {"'%s'.format([])",
+       "error: evaluation error: 1:6: invalid argument to function format: too few arguments"},
+      {"'a'.format([1])",
+       "error: evaluation error: 1:5: invalid argument to function format: too many arguments"},
+      {"'%'.format([1])",
+       "error: evaluation error: 1:5: invalid argument to function format: invalid format string"},
+      {"'%q'.format([1])", "error: evaluation error: 1:6: invalid argument to function format: "
+                           "could not parse formatting clause"},
       {"'h\xc3\xa9llo'.charAt(1)", "\"\xc3\xa9\""},
       {"'abc'.charAt(3)", "\"\""},
       {"'abc'.charAt(4)", "error: evaluation error: 1:7: index 4 out of range [0, 3)"},
@@ -439,7 +462,8 @@ static void strings(void) {
       {"'h\xc3\xa9'.split('')", "[\"h\", \"\xc3\xa9\"]"},
       {"'h\xc3\xa9llo'.substring(1)", "\"\xc3\xa9llo\""},
       {"'hello'.substring(1, 3)", "\"el\""},
-      {"'hello'.substring(3, 1)", "error: evaluation error: 1:9: invalid argument to function substring: start > end"},
+      {"'hello'.substring(3, 1)",
+       "error: evaluation error: 1:9: invalid argument to function substring: start > end"},
       {"'hello'.substring(6)", "error: evaluation error"},
       {"'  \\t a b \xe3\x80\x80'.trim()", "\"a b\""},
       {"['a', 'b'].join()", "\"ab\""},
@@ -519,8 +543,10 @@ static void protovalidate(void) {
       {"[0.0 / 0.0, 0.0 / 0.0].unique()", "true"},
       {"[0.0, -0.0].unique()", "false"},
       {"[b'a', b'a'].unique()", "false"},
-      {"[[1], [1]].unique()", "error: evaluation error: 1:12: no matching overload for 'unique' on a list of list"},
-      {"getField({'a': 1}, 'a')", "error: evaluation error: 1:1: getField can only be applied to messages"},
+      {"[[1], [1]].unique()",
+       "error: evaluation error: 1:12: no matching overload for 'unique' on a list of list"},
+      {"getField({'a': 1}, 'a')",
+       "error: evaluation error: 1:1: getField can only be applied to messages"},
   };
   RUN(cases);
 }
@@ -575,16 +601,20 @@ static void names(void) {
   CHECK(strcmp(eval_text_env(&env, "y", vals), "2") == 0);
   CHECK(strcmp(eval_text_env(&env, "[1].map(x, x + 1)", vals), "[2]") == 0); /* shadowing */
   CHECK(strcmp(eval_text_env(&env, "[1].map(y, x)", vals), "[7]") == 0);
-  CHECK(strncmp(eval_text_env(&env, "a.c", vals), "error: compile error: 1:1: undeclared reference to 'a'", 54) == 0);
-  CHECK(strncmp(eval_text_env(&env, "z", vals), "error: compile error: 1:1: undeclared reference to 'z'", 54) == 0);
+  CHECK(strncmp(eval_text_env(&env, "a.c", vals),
+                "error: compile error: 1:1: undeclared reference to 'a'", 54) == 0);
+  CHECK(strncmp(eval_text_env(&env, "z", vals),
+                "error: compile error: 1:1: undeclared reference to 'z'", 54) == 0);
   env.container = "pkg";
   CHECK(strcmp(eval_text_env(&env, "y", vals), "1") == 0);  /* pkg.y first */
   CHECK(strcmp(eval_text_env(&env, ".y", vals), "2") == 0); /* the root */
   /* an unbound variable is an evaluation error, absorbed as errors are */
   vals[0].kind = kPc_Cel_Unbound;
-  CHECK(strcmp(eval_text_env(&env, "x", vals), "error: evaluation error: 1:1: no value bound to 'x'") == 0);
+  CHECK(strcmp(eval_text_env(&env, "x", vals),
+               "error: evaluation error: 1:1: no value bound to 'x'") == 0);
   CHECK(strcmp(eval_text_env(&env, "x == 1 || true", vals), "true") == 0);
-  CHECK(strcmp(eval_text_env(&env, "x", NULL), "error: evaluation error: 1:1: no value bound to 'x'") == 0);
+  CHECK(strcmp(eval_text_env(&env, "x", NULL),
+               "error: evaluation error: 1:1: no value bound to 'x'") == 0);
 }
 
 /* The API around evaluation: results of every kind out, contexts reused,

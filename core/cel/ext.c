@@ -120,7 +120,8 @@ static int ip4_address(Ip4 *p) {
 }
 
 static int ip4_prefix(Ip4 *p) {
-  return ip4_part(p) && take(&p->c, '/') && prefix_length(&p->c, 2, 32, &p->prefix) && p->c.i == p->c.l;
+  return ip4_part(p) && take(&p->c, '/') && prefix_length(&p->c, 2, 32, &p->prefix) &&
+         p->c.i == p->c.l;
 }
 
 static uint32_t ip4_bits(const Ip4 *p) {
@@ -254,7 +255,7 @@ static int ip6_prefix_only(const Ip6 *p) {
   }
   uint32_t words[4] = {0, 0, 0, 0};
   if (n == 8)
-    for (int k = 0; k < 4; k++) words[k] = p16[2 * k] << 16 | p16[2 * k + 1];
+    for (size_t k = 0; k < 4; k++) words[k] = p16[2 * k] << 16 | p16[2 * k + 1];
   for (int k = 0; k < 4; k++) {
     int len = p->prefix - 32 * k;
     uint32_t mask = len >= 32 ? 0xFFFFFFFFu : len <= 0 ? 0 : ~(0xFFFFFFFFu >> len);
@@ -362,7 +363,8 @@ static int is_email(const char *s, size_t n) {
   i++;
   for (;;) {
     size_t start = i;
-    while (i < n && (is_alpha((unsigned char)s[i]) || is_digit((unsigned char)s[i]) || s[i] == '-')) i++;
+    while (i < n && (is_alpha((unsigned char)s[i]) || is_digit((unsigned char)s[i]) || s[i] == '-'))
+      i++;
     size_t l = i - start;
     if (l == 0 || l > 63 || s[start] == '-' || s[i - 1] == '-') return 0;
     if (i == n) return 1;
@@ -416,7 +418,8 @@ static int path_end(const Uri *u) {
 static int uri_scheme(Uri *u) {
   size_t start = u->c.i;
   if (alpha(&u->c)) {
-    while (alpha(&u->c) || digit(&u->c) || take(&u->c, '+') || take(&u->c, '-') || take(&u->c, '.')) {
+    while (alpha(&u->c) || digit(&u->c) || take(&u->c, '+') || take(&u->c, '-') ||
+           take(&u->c, '.')) {
     }
     if (at(&u->c, ':')) return 1;
   }
@@ -464,7 +467,8 @@ static int uri_zone(Uri *u) {
 
 static int ipv6_addrz(Uri *u) {
   size_t start = u->c.i;
-  if (ipv6_address(u) && take(&u->c, '%') && take(&u->c, '2') && take(&u->c, '5') && uri_zone(u)) return 1;
+  if (ipv6_address(u) && take(&u->c, '%') && take(&u->c, '2') && take(&u->c, '5') && uri_zone(u))
+    return 1;
   u->c.i = start;
   return 0;
 }
@@ -510,10 +514,14 @@ static int u8_feed(U8 *u, unsigned char b) {
     u->lo = 0x80;
     u->hi = 0xBF;
     if (b < 0x80) return 1;
-    if (b >= 0xC2 && b <= 0xDF) u->need = 1;
-    else if (b >= 0xE0 && b <= 0xEF) u->need = 2;
-    else if (b >= 0xF0 && b <= 0xF4) u->need = 3;
-    else return 0;
+    if (b >= 0xC2 && b <= 0xDF)
+      u->need = 1;
+    else if (b >= 0xE0 && b <= 0xEF)
+      u->need = 2;
+    else if (b >= 0xF0 && b <= 0xF4)
+      u->need = 3;
+    else
+      return 0;
     if (b == 0xE0) u->lo = 0xA0;
     if (b == 0xED) u->hi = 0x9F;
     if (b == 0xF0) u->lo = 0x90;
@@ -655,7 +663,10 @@ static int query_or_fragment(Uri *u, int query) {
 
 static int hier_or_relative_part(Uri *u, int relative) {
   size_t start = u->c.i;
-  if (take(&u->c, '/') && take(&u->c, '/') && authority(u) && path_abempty(u)) return 1;
+  if (u->c.l - u->c.i >= 2 && u->c.s[u->c.i] == '/' && u->c.s[u->c.i + 1] == '/') {
+    u->c.i += 2; /* "//" authority path-abempty */
+    if (authority(u) && path_abempty(u)) return 1;
+  }
   u->c.i = start;
   return path_absolute(u) || (relative ? path_noscheme(u) : path_rootless(u)) || path_end(u);
 }
@@ -678,8 +689,8 @@ static int uri(Uri *u) {
 static int relative_ref(Uri *u) {
   size_t start = u->c.i;
   if (!hier_or_relative_part(u, 1)) return 0;
-  if ((take(&u->c, '?') && !query_or_fragment(u, 1)) || (take(&u->c, '#') && !query_or_fragment(u, 0)) ||
-      u->c.i != u->c.l) {
+  if ((take(&u->c, '?') && !query_or_fragment(u, 1)) ||
+      (take(&u->c, '#') && !query_or_fragment(u, 0)) || u->c.i != u->c.l) {
     u->c.i = start;
     return 0;
   }
@@ -710,7 +721,8 @@ static uint64_t hash_value(const pc_CelValue *v) {
     return h ^ (bits * 0xff51afd7ed558ccdULL);
   }
   default: {
-    for (size_t i = 0; i < v->v.s.size; i++) h = (h ^ (unsigned char)v->v.s.data[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < v->v.s.size; i++)
+      h = (h ^ (unsigned char)v->v.s.data[i]) * 1099511628211ULL;
     return h;
   }
   }
@@ -724,7 +736,9 @@ static int same(const pc_CelValue *a, const pc_CelValue *b) {
   case kPc_Cel_Int: return a->v.i == b->v.i;
   case kPc_Cel_Uint: return a->v.u == b->v.u;
   case kPc_Cel_Double: return a->v.d == b->v.d;
-  default: return a->v.s.size == b->v.s.size && (a->v.s.size == 0 || memcmp(a->v.s.data, b->v.s.data, a->v.s.size) == 0);
+  default:
+    return a->v.s.size == b->v.s.size &&
+           (a->v.s.size == 0 || memcmp(a->v.s.data, b->v.s.data, a->v.s.size) == 0);
   }
 }
 
@@ -750,7 +764,9 @@ static int unique(cel_E *e, const cel_Node *n, const pc_CelValue *a, pc_CelValue
     case kPc_Cel_Double:
       if (isnan(v.v.d)) continue; /* every NaN is distinct */
       break;
-    default: return cel_fail(e, n->pos, "no matching overload for 'unique' on a list of %s", cel_type_name(&v));
+    default:
+      return cel_fail(e, n->pos, "no matching overload for 'unique' on a list of %s",
+                      cel_type_name(&v));
     }
     if (v.kind == kPc_Cel_String || v.kind == kPc_Cel_Bytes) {
       if (cel_steps(e, v.v.s.size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
@@ -803,7 +819,8 @@ static int fmt_error(cel_E *e, const cel_Node *n, const char *issue) {
 
 /* An integer in base 2, 8 or 16 ('upper' for %X), a '-' before a negative
  * one. */
-static int fmt_base(cel_E *e, cel_Buf *b, const cel_Node *n, int neg, uint64_t u, int base, int upper) {
+static int fmt_base(cel_E *e, cel_Buf *b, const cel_Node *n, int neg, uint64_t u, int base,
+                    int upper) {
   char tmp[70];
   size_t k = sizeof tmp;
   const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
@@ -815,7 +832,8 @@ static int fmt_base(cel_E *e, cel_Buf *b, const cel_Node *n, int neg, uint64_t u
   return cel_buf_add(e, b, tmp + k, sizeof tmp - k, n->pos);
 }
 
-static int fmt_int(cel_E *e, cel_Buf *b, const cel_Node *n, const pc_CelValue *v, int base, int upper) {
+static int fmt_int(cel_E *e, cel_Buf *b, const cel_Node *n, const pc_CelValue *v, int base,
+                   int upper) {
   if (v->kind == kPc_Cel_Int) {
     uint64_t mag = v->v.i < 0 ? 0 - (uint64_t)v->v.i : (uint64_t)v->v.i;
     return fmt_base(e, b, n, v->v.i < 0, mag, base, upper);
@@ -823,7 +841,8 @@ static int fmt_int(cel_E *e, cel_Buf *b, const cel_Node *n, const pc_CelValue *v
   return fmt_base(e, b, n, 0, v->v.u, base, upper);
 }
 
-static int fmt_hex_bytes(cel_E *e, cel_Buf *b, const cel_Node *n, const pc_StringView *s, int upper) {
+static int fmt_hex_bytes(cel_E *e, cel_Buf *b, const cel_Node *n, const pc_StringView *s,
+                         int upper) {
   const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
   for (size_t i = 0; i < s->size; i++) {
     char two[2] = {digits[(unsigned char)s->data[i] >> 4], digits[(unsigned char)s->data[i] & 15]};
@@ -832,7 +851,8 @@ static int fmt_hex_bytes(cel_E *e, cel_Buf *b, const cel_Node *n, const pc_Strin
   return kCel_Ok;
 }
 
-static int fmt_clause(cel_E *e, cel_Buf *b, const cel_Node *n, char c, const pc_CelValue *v, int precision) {
+static int fmt_clause(cel_E *e, cel_Buf *b, const cel_Node *n, char c, const pc_CelValue *v,
+                      int precision) {
   char tmp[400];
   int len;
   int is_int = v->kind == kPc_Cel_Int || v->kind == kPc_Cel_Uint;
@@ -841,24 +861,30 @@ static int fmt_clause(cel_E *e, cel_Buf *b, const cel_Node *n, char c, const pc_
   case 'f':
     if (v->kind == kPc_Cel_String) {
       const pc_StringView *s = &v->v.s;
-      if ((s->size == 3 && memcmp(s->data, "NaN", 3) == 0) || (s->size == 8 && memcmp(s->data, "Infinity", 8) == 0) ||
+      if ((s->size == 3 && memcmp(s->data, "NaN", 3) == 0) ||
+          (s->size == 8 && memcmp(s->data, "Infinity", 8) == 0) ||
           (s->size == 9 && memcmp(s->data, "-Infinity", 9) == 0))
         return cel_buf_add(e, b, s->data, s->size, n->pos);
       return fmt_error(e, n, "invalid floating point value");
     }
     if (v->kind != kPc_Cel_Double)
-      return fmt_error(e, n, c == 'e' ? "scientific clause can only be used on doubles"
-                                       : "fixed-point clause can only be used on doubles");
-    if (!isfinite(v->v.d)) len = cel_double_text(v->v.d, tmp, sizeof tmp);
-    else if (precision > 100) return fmt_error(e, n, "precision too large");
-    else if (c == 'e') len = snprintf(tmp, sizeof tmp, "%.*e", precision, v->v.d);
+      return fmt_error(e, n,
+                       c == 'e' ? "scientific clause can only be used on doubles"
+                                : "fixed-point clause can only be used on doubles");
+    if (!isfinite(v->v.d))
+      len = cel_double_text(v->v.d, tmp, sizeof tmp);
+    else if (precision > 100)
+      return fmt_error(e, n, "precision too large");
+    else if (c == 'e')
+      len = snprintf(tmp, sizeof tmp, "%.*e", precision, v->v.d);
     else {
       /* %f of a huge number is long: print into the context */
       int need = snprintf(NULL, 0, "%.*f", precision, v->v.d);
       char *big = cel_alloc(e, (size_t)need + 1, n->pos);
       if (big == NULL) return kCel_Fatal;
       snprintf(big, (size_t)need + 1, "%.*f", precision, v->v.d);
-      if (strcmp(big, "-0") == 0 || (strncmp(big, "-0.", 3) == 0 && strspn(big + 3, "0") == strlen(big + 3)))
+      if (strcmp(big, "-0") == 0 ||
+          (strncmp(big, "-0.", 3) == 0 && strspn(big + 3, "0") == strlen(big + 3)))
         return cel_buf_add(e, b, big + 1, (size_t)need - 1, n->pos); /* Intl prints no -0 */
       return cel_buf_add(e, b, big, (size_t)need, n->pos);
     }
@@ -880,7 +906,8 @@ static int fmt_clause(cel_E *e, cel_Buf *b, const cel_Node *n, char c, const pc_
   case 'x':
   case 'X':
     if (is_int) return fmt_int(e, b, n, v, 16, c == 'X');
-    if (v->kind == kPc_Cel_String || v->kind == kPc_Cel_Bytes) return fmt_hex_bytes(e, b, n, &v->v.s, c == 'X');
+    if (v->kind == kPc_Cel_String || v->kind == kPc_Cel_Bytes)
+      return fmt_hex_bytes(e, b, n, &v->v.s, c == 'X');
     return fmt_error(e, n, "only integers, byte buffers, and strings can be formatted as hex");
   case 's': {
     if (v->kind == kPc_Cel_Message) return fmt_error(e, n, "invalid string value");
@@ -888,7 +915,8 @@ static int fmt_clause(cel_E *e, cel_Buf *b, const cel_Node *n, char c, const pc_
   }
   default: {
     char issue[96];
-    snprintf(issue, sizeof issue, "could not parse formatting clause: unrecognized formatting clause: %c", c);
+    snprintf(issue, sizeof issue,
+             "could not parse formatting clause: unrecognized formatting clause: %c", c);
     return fmt_error(e, n, issue);
   }
   }
@@ -950,8 +978,10 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
       pc_CelValue x;
       if ((rc = cel_list_get(e, l, i, n->pos, &x)) != kCel_Ok) return rc;
       if (x.kind != kPc_Cel_String)
-        return cel_fail(e, n->pos, "invalid argument to function join: list contains non-string value");
-      if ((i > 0 && nargs == 2 && (rc = cel_buf_add(e, &b, a[1].v.s.data, a[1].v.s.size, n->pos)) != kCel_Ok) ||
+        return cel_fail(e, n->pos,
+                        "invalid argument to function join: list contains non-string value");
+      if ((i > 0 && nargs == 2 &&
+           (rc = cel_buf_add(e, &b, a[1].v.s.data, a[1].v.s.size, n->pos)) != kCel_Ok) ||
           (rc = cel_buf_add(e, &b, x.v.s.data, x.v.s.size, n->pos)) != kCel_Ok)
         return rc;
     }
@@ -1014,7 +1044,8 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     return kCel_Ok;
   }
   case kCelFn_REPLACE: {
-    if (a[1].kind != kPc_Cel_String || a[2].kind != kPc_Cel_String || (nargs == 4 && a[3].kind != kPc_Cel_Int))
+    if (a[1].kind != kPc_Cel_String || a[2].kind != kPc_Cel_String ||
+        (nargs == 4 && a[3].kind != kPc_Cel_Int))
       return cel_no_overload(e, n, a, nargs);
     /* Go's strings.Replace: n < 0 all; an empty 'old' matches before each
        code point and at the end */
@@ -1088,7 +1119,8 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     int64_t from = a[1].v.i, to = nargs == 3 ? a[2].v.i : (int64_t)count;
     if (from < 0 || (uint64_t)from > count) return index_error(e, n, from, count);
     if (to < 0 || (uint64_t)to > count) return index_error(e, n, to, count);
-    if (from > to) return cel_fail(e, n->pos, "invalid argument to function substring: start > end");
+    if (from > to)
+      return cel_fail(e, n->pos, "invalid argument to function substring: start > end");
     size_t x = cp_offset(s, from), y = cp_offset(s, to);
     *out = cel_string(s->data + x, y - x);
     return kCel_Ok;
@@ -1117,12 +1149,16 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     for (size_t i = 0; i < s->size; i++) {
       char ch = s->data[i];
       const char *esc = NULL;
-      if (ch == 0) esc = kEscapes[0];
-      else if (ch >= 7 && ch <= 13) esc = kEscapes[ch - 6];
-      else if (ch == '"') esc = "\\\"";
-      else if (ch == '\\') esc = "\\\\";
-      if ((rc = esc != NULL ? cel_buf_add(e, &b, esc, strlen(esc), n->pos) : cel_buf_add(e, &b, &ch, 1, n->pos)) !=
-          kCel_Ok)
+      if (ch == 0)
+        esc = kEscapes[0];
+      else if (ch >= 7 && ch <= 13)
+        esc = kEscapes[ch - 6];
+      else if (ch == '"')
+        esc = "\\\"";
+      else if (ch == '\\')
+        esc = "\\\\";
+      if ((rc = esc != NULL ? cel_buf_add(e, &b, esc, strlen(esc), n->pos)
+                            : cel_buf_add(e, &b, &ch, 1, n->pos)) != kCel_Ok)
         return rc;
     }
     if ((rc = cel_buf_add(e, &b, "\"", 1, n->pos)) != kCel_Ok) return rc;
@@ -1159,12 +1195,16 @@ int cel_ext_call(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs, pc_C
   case kCelFn_IS_URI_REF:
     if (!is_string(&a[0])) return cel_no_overload(e, n, a, nargs);
     if (cel_steps(e, 1 + s->size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
-    if (n->fn == kCelFn_IS_EMAIL) *out = cel_bool(is_email(s->data, s->size));
-    else if (n->fn == kCelFn_IS_HOSTNAME) *out = cel_bool(is_hostname(s->data, s->size));
-    else *out = cel_bool(is_uri(s->data, s->size, n->fn == kCelFn_IS_URI_REF));
+    if (n->fn == kCelFn_IS_EMAIL)
+      *out = cel_bool(is_email(s->data, s->size));
+    else if (n->fn == kCelFn_IS_HOSTNAME)
+      *out = cel_bool(is_hostname(s->data, s->size));
+    else
+      *out = cel_bool(is_uri(s->data, s->size, n->fn == kCelFn_IS_URI_REF));
     return kCel_Ok;
   case kCelFn_IS_IP:
-    if (!is_string(&a[0]) || (nargs == 2 && a[1].kind != kPc_Cel_Int)) return cel_no_overload(e, n, a, nargs);
+    if (!is_string(&a[0]) || (nargs == 2 && a[1].kind != kPc_Cel_Int))
+      return cel_no_overload(e, n, a, nargs);
     if (cel_steps(e, 1 + s->size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
     *out = cel_bool(is_ip(s->data, s->size, nargs == 2 ? a[1].v.i : 0));
     return kCel_Ok;
@@ -1172,8 +1212,10 @@ int cel_ext_call(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs, pc_C
     int64_t version = 0;
     int strict = 0;
     if (!is_string(&a[0])) return cel_no_overload(e, n, a, nargs);
-    if (nargs == 2 && a[1].kind == kPc_Cel_Int) version = a[1].v.i;
-    else if (nargs == 2 && a[1].kind == kPc_Cel_Bool) strict = a[1].v.b;
+    if (nargs == 2 && a[1].kind == kPc_Cel_Int)
+      version = a[1].v.i;
+    else if (nargs == 2 && a[1].kind == kPc_Cel_Bool)
+      strict = a[1].v.b;
     else if (nargs == 3 && a[1].kind == kPc_Cel_Int && a[2].kind == kPc_Cel_Bool) {
       version = a[1].v.i;
       strict = a[2].v.b;

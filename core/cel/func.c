@@ -11,16 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cel_no_overload(cel_E *e, const cel_Node *n, const pc_CelValue *args, size_t nargs) {
-  char types[256];
-  size_t o = 0;
-  for (size_t i = 0; i < nargs && o < sizeof types - 64; i++)
-    o += (size_t)snprintf(types + o, sizeof types - o, "%s%s", i ? ", " : "", cel_type_name(&args[i]));
-  types[o] = '\0';
-  return cel_fail(e, n->pos, "no matching overload for '%s' applied to (%s)", cel_fn_info[n->fn].name,
-                  types);
-}
-
 static int overflow(cel_E *e, const cel_Node *n) {
   return cel_fail(e, n->pos, "integer overflow in '%s'", cel_fn_info[n->fn].name);
 }
@@ -54,8 +44,8 @@ static int make_time(cel_E *e, const cel_Node *n, pc_CelKind kind, int64_t sec, 
   return kCel_Ok;
 }
 
-static int time_add(cel_E *e, const cel_Node *n, const pc_CelValue *a, const pc_CelValue *b, int sub,
-                    pc_CelValue *out) {
+static int time_add(cel_E *e, const cel_Node *n, const pc_CelValue *a, const pc_CelValue *b,
+                    int sub, pc_CelValue *out) {
   int64_t s = b->v.t.seconds, ns = b->v.t.nanos;
   if (sub) {
     s = -s;
@@ -69,7 +59,8 @@ static int time_add(cel_E *e, const cel_Node *n, const pc_CelValue *a, const pc_
      10^13: the sum cannot overflow */
   if (a->v.t.seconds > 1000000000000000LL || a->v.t.seconds < -1000000000000000LL ||
       s > 1000000000000000LL || s < -1000000000000000LL)
-    return cel_fail(e, n->pos, "%s out of range", kind == kPc_Cel_Timestamp ? "timestamp" : "duration");
+    return cel_fail(e, n->pos, "%s out of range",
+                    kind == kPc_Cel_Timestamp ? "timestamp" : "duration");
   return make_time(e, n, kind, a->v.t.seconds + s, (int64_t)a->v.t.nanos + ns, out);
 }
 
@@ -91,7 +82,8 @@ static int time_part(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs, 
     return cel_no_overload(e, n, a, nargs);
   int32_t offset = 0;
   if (nargs == 2 && !cel_time_zone(a[1].v.s.data, a[1].v.s.size, &offset))
-    return cel_fail(e, n->pos, "unsupported time zone '%.*s' (UTC and fixed offsets like +05:30 are)",
+    return cel_fail(e, n->pos,
+                    "unsupported time zone '%.*s' (UTC and fixed offsets like +05:30 are)",
                     (int)(a[1].v.s.size > 64 ? 64 : a[1].v.s.size), a[1].v.s.data);
   int64_t local = t->v.t.seconds + offset;
   int64_t days = local >= 0 ? local / 86400 : -((-local + 86399) / 86400);
@@ -177,7 +169,10 @@ static int arith(cel_E *e, const cel_Node *n, const pc_CelValue *a, const pc_Cel
   }
   if (a->kind == kPc_Cel_Double && b->kind == kPc_Cel_Double && fn != kCelFn_MOD) {
     double x = a->v.d, y = b->v.d;
-    *out = cel_double(fn == kCelFn_ADD ? x + y : fn == kCelFn_SUB ? x - y : fn == kCelFn_MUL ? x * y : x / y);
+    *out = cel_double(fn == kCelFn_ADD   ? x + y
+                      : fn == kCelFn_SUB ? x - y
+                      : fn == kCelFn_MUL ? x * y
+                                         : x / y);
     return kCel_Ok;
   }
   if (fn == kCelFn_ADD && a->kind == b->kind &&
@@ -228,7 +223,8 @@ static int find(const pc_StringView *h, const pc_StringView *needle) {
   if (needle->size == 0) return 1;
   if (needle->size > h->size) return 0;
   for (size_t i = 0; i + needle->size <= h->size; i++)
-    if (h->data[i] == needle->data[0] && memcmp(h->data + i, needle->data, needle->size) == 0) return 1;
+    if (h->data[i] == needle->data[0] && memcmp(h->data + i, needle->data, needle->size) == 0)
+      return 1;
   return 0;
 }
 
@@ -244,7 +240,9 @@ static int string_test(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue 
     r = find(s, t);
     break;
   case kCelFn_STARTS_WITH: r = t->size <= s->size && memcmp(s->data, t->data, t->size) == 0; break;
-  default: r = t->size <= s->size && memcmp(s->data + s->size - t->size, t->data, t->size) == 0; break;
+  default:
+    r = t->size <= s->size && memcmp(s->data + s->size - t->size, t->data, t->size) == 0;
+    break;
   }
   *out = cel_bool(r);
   return kCel_Ok;
@@ -257,7 +255,8 @@ static int string_test(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue 
 static int parse_int(const pc_StringView *s, int is_signed, int64_t *i, uint64_t *u) {
   size_t k = 0;
   int neg = 0;
-  if (is_signed && k < s->size && (s->data[k] == '-' || s->data[k] == '+')) neg = s->data[k++] == '-';
+  if (is_signed && k < s->size && (s->data[k] == '-' || s->data[k] == '+'))
+    neg = s->data[k++] == '-';
   if (k == s->size) return 0;
   uint64_t v = 0;
   for (; k < s->size; k++) {
@@ -284,8 +283,8 @@ static int word_is(const char *s, size_t n, const char *w) {
 
 static size_t digits(const char *s, size_t n, size_t i, int hex) {
   size_t start = i;
-  while (i < n && ((s[i] >= '0' && s[i] <= '9') ||
-                   (hex && ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'f'))))
+  while (i < n &&
+         ((s[i] >= '0' && s[i] <= '9') || (hex && ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'f'))))
     i++;
   return i - start;
 }
@@ -296,7 +295,8 @@ static size_t digits(const char *s, size_t n, size_t i, int hex) {
 static int float_syntax(const char *s, size_t n) {
   size_t i = 0;
   if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-  if (word_is(s + i, n - i, "inf") || word_is(s + i, n - i, "infinity") || word_is(s + i, n - i, "nan"))
+  if (word_is(s + i, n - i, "inf") || word_is(s + i, n - i, "infinity") ||
+      word_is(s + i, n - i, "nan"))
     return 1;
   int hex = n - i > 2 && s[i] == '0' && (s[i + 1] | 0x20) == 'x';
   if (hex) i += 2;
@@ -351,7 +351,9 @@ static int convert(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue *out
     case kPc_Cel_String: {
       int64_t i;
       r = parse_int(&x->v.s, 1, &i, NULL);
-      if (r <= 0) return cel_fail(e, n->pos, r < 0 ? "int() range error" : "int() conversion error: not an integer");
+      if (r <= 0)
+        return cel_fail(e, n->pos,
+                        r < 0 ? "int() range error" : "int() conversion error: not an integer");
       *out = cel_int(i);
       return kCel_Ok;
     }
@@ -366,13 +368,17 @@ static int convert(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue *out
       *out = cel_uint((uint64_t)x->v.i);
       return kCel_Ok;
     case kPc_Cel_Double:
-      if (!(x->v.d >= 0 && x->v.d < 18446744073709551616.0)) return cel_fail(e, n->pos, "uint() range error");
+      if (!(x->v.d >= 0 && x->v.d < 18446744073709551616.0))
+        return cel_fail(e, n->pos, "uint() range error");
       *out = cel_uint((uint64_t)x->v.d);
       return kCel_Ok;
     case kPc_Cel_String: {
       uint64_t u;
       r = parse_int(&x->v.s, 0, NULL, &u);
-      if (r <= 0) return cel_fail(e, n->pos, r < 0 ? "uint() range error" : "uint() conversion error: not an unsigned integer");
+      if (r <= 0)
+        return cel_fail(e, n->pos,
+                        r < 0 ? "uint() range error"
+                              : "uint() conversion error: not an unsigned integer");
       *out = cel_uint(u);
       return kCel_Ok;
     }
@@ -386,7 +392,9 @@ static int convert(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue *out
     case kPc_Cel_String: {
       double d;
       r = parse_double(&x->v.s, &d);
-      if (r <= 0) return cel_fail(e, n->pos, r < 0 ? "double() range error" : "double() conversion error: not a number");
+      if (r <= 0)
+        return cel_fail(e, n->pos,
+                        r < 0 ? "double() range error" : "double() conversion error: not a number");
       *out = cel_double(d);
       return kCel_Ok;
     }
@@ -398,10 +406,13 @@ static int convert(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue *out
     case kPc_Cel_String: *out = *x; return kCel_Ok;
     case kPc_Cel_Bytes:
       if (cel_steps(e, x->v.s.size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
-      if (!cel_utf8_valid(x->v.s.data, x->v.s.size)) return cel_fail(e, n->pos, "string() of bytes that are not UTF-8");
+      if (!cel_utf8_valid(x->v.s.data, x->v.s.size))
+        return cel_fail(e, n->pos, "string() of bytes that are not UTF-8");
       *out = cel_string(x->v.s.data, x->v.s.size);
       return kCel_Ok;
-    case kPc_Cel_Bool: *out = x->v.b ? cel_string("true", 4) : cel_string("false", 5); return kCel_Ok;
+    case kPc_Cel_Bool:
+      *out = x->v.b ? cel_string("true", 4) : cel_string("false", 5);
+      return kCel_Ok;
     case kPc_Cel_Int: len = (size_t)snprintf(tmp, sizeof tmp, "%" PRId64, x->v.i); break;
     case kPc_Cel_Uint: len = (size_t)snprintf(tmp, sizeof tmp, "%" PRIu64, x->v.u); break;
     case kPc_Cel_Double: len = (size_t)cel_double_text(x->v.d, tmp, sizeof tmp); break;
@@ -416,9 +427,12 @@ static int convert(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue *out
     return kCel_Ok;
   }
   case kCelFn_BYTES:
-    if (x->kind == kPc_Cel_Bytes) *out = *x;
-    else if (x->kind == kPc_Cel_String) *out = cel_bytes(x->v.s.data, x->v.s.size);
-    else return cel_no_overload(e, n, a, 1);
+    if (x->kind == kPc_Cel_Bytes)
+      *out = *x;
+    else if (x->kind == kPc_Cel_String)
+      *out = cel_bytes(x->v.s.data, x->v.s.size);
+    else
+      return cel_no_overload(e, n, a, 1);
     return kCel_Ok;
   case kCelFn_BOOL:
     if (x->kind == kPc_Cel_Bool) {
@@ -458,17 +472,59 @@ static int convert(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue *out
            : cel_parse_duration(x->v.s.data, x->v.s.size, &sec, &nanos);
     if (r < 0) return cel_fail(e, n->pos, "%s out of range", ts ? "timestamp" : "duration");
     if (r == 0)
-      return cel_fail(e, n->pos, "%s() conversion error: '%.*s' is not %s", ts ? "timestamp" : "duration",
-                      (int)(x->v.s.size > 64 ? 64 : x->v.s.size), x->v.s.data,
-                      ts ? "an RFC 3339 time" : "a duration");
+      return cel_fail(e, n->pos, "%s() conversion error: '%.*s' is not %s",
+                      ts ? "timestamp" : "duration", (int)(x->v.s.size > 64 ? 64 : x->v.s.size),
+                      x->v.s.data, ts ? "an RFC 3339 time" : "a duration");
     return make_time(e, n, kind, sec, nanos, out);
   }
   case kCelFn_DYN: *out = *x; return kCel_Ok;
   default: /* kCelFn_TYPE */
-    if (x->kind == kPc_Cel_Type) *out = cel_type("type");
-    else *out = cel_type(cel_type_name(x));
+    if (x->kind == kPc_Cel_Type)
+      *out = cel_type("type");
+    else
+      *out = cel_type(cel_type_name(x));
     return kCel_Ok;
   }
+}
+
+/* -- Regular expressions ------------------------------------------------------ */
+
+int cel_regex(cel_E *e, const cel_Node *n, const pc_StringView *p, const pc_CelRegex **out) {
+  if (n->re != NULL) {
+    *out = n->re;
+    return kCel_Ok;
+  }
+  for (unsigned i = 0; i < CEL_REGEX_CACHE; i++) {
+    if (e->cache[i].re != NULL && e->cache[i].len == p->size &&
+        (p->size == 0 || memcmp(e->cache[i].pattern, p->data, p->size) == 0)) {
+      *out = e->cache[i].re;
+      return kCel_Ok;
+    }
+  }
+  const cel_Node *pat = n->kids[1];
+  if (cel_steps(e, 1 + p->size, pat->pos) != kCel_Ok) return kCel_Fatal;
+  char why[256];
+  pc_CelRegex *re = pc_CelRegex_New(p->data, p->size, why, sizeof why);
+  if (re == NULL) {
+    if (why[0] == '\0') return cel_fatal(e, kPc_CelStatus_NoMemory, pat->pos, "memory");
+    return cel_fail(e, pat->pos, "invalid regular expression: %s", why);
+  }
+  char *copy = e->alloc(e->ud, NULL, 0, p->size + 1);
+  if (copy == NULL) {
+    pc_CelRegex_Free(re);
+    return cel_fatal(e, kPc_CelStatus_NoMemory, pat->pos, "memory");
+  }
+  if (p->size) memcpy(copy, p->data, p->size);
+  unsigned k = e->cache_next++ % CEL_REGEX_CACHE;
+  if (e->cache[k].re != NULL) {
+    pc_CelRegex_Free(e->cache[k].re);
+    e->alloc(e->ud, e->cache[k].pattern, e->cache[k].len + 1, 0);
+  }
+  e->cache[k].pattern = copy;
+  e->cache[k].len = p->size;
+  e->cache[k].re = re;
+  *out = re;
+  return kCel_Ok;
 }
 
 /* -- Dispatch ------------------------------------------------------------------------- */
@@ -507,11 +563,16 @@ int cel_call(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs, pc_CelVa
   case kCelFn_GE: {
     if ((rc = cel_compare(e, &a[0], &a[1], n->pos, &cmp)) != kCel_Ok) return rc;
     int r;
-    if (cmp == 2) r = 0; /* NaN */
-    else if (n->fn == kCelFn_LT) r = cmp < 0;
-    else if (n->fn == kCelFn_LE) r = cmp <= 0;
-    else if (n->fn == kCelFn_GT) r = cmp > 0;
-    else r = cmp >= 0;
+    if (cmp == 2)
+      r = 0; /* NaN */
+    else if (n->fn == kCelFn_LT)
+      r = cmp < 0;
+    else if (n->fn == kCelFn_LE)
+      r = cmp <= 0;
+    else if (n->fn == kCelFn_GT)
+      r = cmp > 0;
+    else
+      r = cmp >= 0;
     *out = cel_bool(r);
     return kCel_Ok;
   }
@@ -521,7 +582,8 @@ int cel_call(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs, pc_CelVa
       for (size_t i = 0; i < l->size; i++) {
         pc_CelValue x;
         int eq;
-        if ((rc = cel_steps(e, 1, n->pos)) != kCel_Ok || (rc = cel_list_get(e, l, i, n->pos, &x)) != kCel_Ok ||
+        if ((rc = cel_steps(e, 1, n->pos)) != kCel_Ok ||
+            (rc = cel_list_get(e, l, i, n->pos, &x)) != kCel_Ok ||
             (rc = cel_equal(e, &a[0], &x, n->pos, &eq)) != kCel_Ok)
           return rc;
         if (eq) {
@@ -554,7 +616,8 @@ int cel_call(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs, pc_CelVa
   case kCelFn_STARTS_WITH:
   case kCelFn_ENDS_WITH: return string_test(e, n, a, out);
   case kCelFn_MATCHES: {
-    if (a[0].kind != kPc_Cel_String || a[1].kind != kPc_Cel_String) return cel_no_overload(e, n, a, 2);
+    if (a[0].kind != kPc_Cel_String || a[1].kind != kPc_Cel_String)
+      return cel_no_overload(e, n, a, 2);
     const pc_CelRegex *re;
     if ((rc = cel_regex(e, n, &a[1].v.s, &re)) != kCel_Ok) return rc;
     if (cel_steps(e, 1 + a[0].v.s.size / 16, n->pos) != kCel_Ok) return kCel_Fatal;

@@ -15,7 +15,8 @@
 
 /* Evaluates 'expr' with one variable 'x' (may be NULL) under 'limits';
  * returns the status, the error text in 'msg'. */
-static pc_CelStatus run(const char *expr, const pc_CelValue *x, const pc_CelLimits *limits, char *msg) {
+static pc_CelStatus run(const char *expr, const pc_CelValue *x, const pc_CelLimits *limits,
+                        char *msg) {
   pc_CelVar var = {"x", NULL};
   pc_CelEnv env;
   memset(&env, 0, sizeof env);
@@ -55,26 +56,31 @@ static void budget(void) {
   /* exponential time: nested macros */
   const char *ten = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]";
   char expr[1024];
-  snprintf(expr, sizeof expr, "%s.all(a, %s.all(b, %s.all(c, %s.all(d, %s.all(e, %s.all(f, true))))))", ten, ten,
-           ten, ten, ten, ten);
+  snprintf(expr, sizeof expr,
+           "%s.all(a, %s.all(b, %s.all(c, %s.all(d, %s.all(e, %s.all(f, true))))))", ten, ten, ten,
+           ten, ten, ten);
   CHECK(run(expr, NULL, NULL, msg) == kPc_CelStatus_Limit);
   CHECK(strstr(msg, "evaluation limit reached: ") != NULL);
   /* iterations */
   l = dflt;
   l.iterations = 15;
-  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2].map(b, a))", NULL, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2].map(b, a))", NULL, &l, msg) ==
+        kPc_CelStatus_Limit);
   if (strcmp(msg, "1:33: evaluation limit reached: iterations") != 0) fprintf(stderr, "%s\n", msg);
   CHECK(strcmp(msg, "1:33: evaluation limit reached: iterations") == 0);
   l.iterations = 30;
-  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2].map(b, a))", NULL, &l, msg) == kPc_CelStatus_Ok);
+  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2].map(b, a))", NULL, &l, msg) ==
+        kPc_CelStatus_Ok);
   /* steps */
   l = dflt;
   l.steps = 10;
   CHECK(run("1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1", NULL, &l, msg) == kPc_CelStatus_Limit);
   CHECK(strstr(msg, "evaluation limit reached: steps") != NULL);
   /* a limit is not absorbed by || or all */
-  CHECK(run("true || [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, true)", NULL, &l, msg) == kPc_CelStatus_Ok);
-  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, true) || true", NULL, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("true || [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, true)", NULL, &l, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, true) || true", NULL, &l, msg) ==
+        kPc_CelStatus_Limit);
   /* string growth: the size of one value, the bytes of the evaluation */
   pc_CelValue big = string_of('a', 600000);
   CHECK(run("x + x", &big, NULL, msg) == kPc_CelStatus_Limit);
@@ -86,7 +92,8 @@ static void budget(void) {
   CHECK(strstr(msg, "evaluation limit reached: bytes") != NULL);
   CHECK(run("'%s%s'.format([x, x])", &big, NULL, msg) == kPc_CelStatus_Limit);
   CHECK(run("[x, x].join()", &big, NULL, msg) == kPc_CelStatus_Limit);
-  if (run("x.replace('a', 'bb')", &big, NULL, msg) != kPc_CelStatus_Limit) fprintf(stderr, "replace: %s\n", msg);
+  if (run("x.replace('a', 'bb')", &big, NULL, msg) != kPc_CelStatus_Limit)
+    fprintf(stderr, "replace: %s\n", msg);
   CHECK(run("x.replace('a', 'bb')", &big, NULL, msg) == kPc_CelStatus_Limit);
   /* scanning costs steps: a long string's size, contains, matches */
   l = dflt;
@@ -98,8 +105,8 @@ static void budget(void) {
   /* list growth */
   l = dflt;
   l.max_size = 100;
-  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]).size()", NULL, &l, msg) ==
-        kPc_CelStatus_Ok);
+  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]).size()", NULL,
+            &l, msg) == kPc_CelStatus_Ok);
   CHECK(run("'a,b'.split(',') + 'a,b,c'.split(',')", NULL, &l, msg) == kPc_CelStatus_Ok);
   pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
   pc_CelValue items[200], list;
@@ -114,7 +121,8 @@ static void budget(void) {
   CHECK(run("x.map(i, i)", &list, &l, msg) == kPc_CelStatus_Limit);
   if (strcmp(msg, "1:3: evaluation limit reached: size") != 0) fprintf(stderr, "%s\n", msg);
   CHECK(strcmp(msg, "1:3: evaluation limit reached: size") == 0);
-  CHECK(run("x.filter(i, false)", &list, &l, msg) == kPc_CelStatus_Limit); /* room for all is reserved */
+  CHECK(run("x.filter(i, false)", &list, &l, msg) ==
+        kPc_CelStatus_Limit); /* room for all is reserved */
   CHECK(run("x + x", &list, &l, msg) == kPc_CelStatus_Limit);
   CHECK(run("x.exists(i, i == 199)", &list, &l, msg) == kPc_CelStatus_Ok); /* nothing made */
   pc_CelEval_Free(ev);
@@ -169,10 +177,10 @@ static void regexes(void) {
   strcpy(deep + n, "')");
   CHECK(run(deep, &x, NULL, msg) == kPc_CelStatus_Compile);
   CHECK(strcmp(msg, "1:11: invalid regular expression: pattern nested too deeply") == 0);
-  CHECK(run("x.matches('((((((((a{1000}){1000}){1000}){1000}){1000}){1000}){1000}){1000})')", &x, NULL, msg) ==
-        kPc_CelStatus_Compile);
-  CHECK(run("x.matches('\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}')", &x, NULL, msg) ==
-        kPc_CelStatus_Compile);
+  CHECK(run("x.matches('((((((((a{1000}){1000}){1000}){1000}){1000}){1000}){1000}){1000})')", &x,
+            NULL, msg) == kPc_CelStatus_Compile);
+  CHECK(run("x.matches('\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}')", &x, NULL,
+            msg) == kPc_CelStatus_Compile);
   CHECK(strcmp(msg, "1:11: invalid regular expression: pattern too large - compile failed") == 0);
   free((char *)x.v.s.data);
   free(long_pattern);
@@ -187,7 +195,8 @@ static void regexes(void) {
   CHECK(pc_CelProgram_New(&env, text, strlen(text), NULL, NULL, &p, NULL) == kPc_CelStatus_Ok);
   for (int round = 0; round < 3; round++) {
     pc_CelValue out;
-    CHECK(pc_CelProgram_Eval(p, ev, NULL, &out, NULL) == kPc_CelStatus_Ok && out.kind == kPc_Cel_Bool && out.v.b);
+    CHECK(pc_CelProgram_Eval(p, ev, NULL, &out, NULL) == kPc_CelStatus_Ok &&
+          out.kind == kPc_Cel_Bool && out.v.b);
     pc_CelEval_Reset(ev);
   }
   pc_CelProgram_Free(p);
@@ -225,7 +234,8 @@ static void deep_values(void) {
 static const char *const kExprs[] = {
     "[1, 2, 3].map(x, x * 2).filter(y, y > 2)",
     "{'a': [1, 2], 'b': {'c': 'd'}}.all(k, k.size() == 1) && x.startsWith('ab')",
-    "'%s-%d-%x'.format([x, 42, b'\\x01']) + string(1.5) + string(timestamp('2009-02-13T23:31:30Z'))",
+    "'%s-%d-%x'.format([x, 42, b'\\x01']) + string(1.5) + "
+    "string(timestamp('2009-02-13T23:31:30Z'))",
     "x.matches('^a.c$') && x.matches(x) && 'a.b.c'.split('.').join('/') == 'a/b/c'",
     "[0, 1].exists(i, 1 / i == 1) || [1u, 2u].unique() && 'h\\u00e9'.charAt(1) == '\\u00e9'",
     "x.replace('b', 'bb').substring(1).upperAscii().trim() + strings.quote(x)",
@@ -296,7 +306,8 @@ static void failing_allocator(void) {
         CHECK(p == NULL);
       }
       CHECK(st == want || (fail_hit && st == kPc_CelStatus_NoMemory));
-      if (fail_live != 0) fprintf(stderr, "%s: %lld bytes leaked failing allocation %ld\n", expr, fail_live, n);
+      if (fail_live != 0)
+        fprintf(stderr, "%s: %lld bytes leaked failing allocation %ld\n", expr, fail_live, n);
       CHECK(fail_live == 0);
       runs++;
       if (!fail_hit) break;
@@ -315,7 +326,8 @@ static void *worker(void *arg) {
   int ok = 1;
   for (int i = 0; i < 300 && ok; i++) {
     pc_CelValue out;
-    ok = pc_CelProgram_Eval(shared, ev, NULL, &out, NULL) == kPc_CelStatus_Ok && out.kind == kPc_Cel_Bool && out.v.b;
+    ok = pc_CelProgram_Eval(shared, ev, NULL, &out, NULL) == kPc_CelStatus_Ok &&
+         out.kind == kPc_Cel_Bool && out.v.b;
     pc_CelEval_Reset(ev);
   }
   pc_CelEval_Free(ev);

@@ -25,14 +25,12 @@ static Wkt wkt_of(const pc_MessageDef *m) {
   static const struct {
     const char *name;
     Wkt wkt;
-  } kNames[] = {{"Timestamp", kWkt_Timestamp},   {"Duration", kWkt_Duration},
-                {"Any", kWkt_Any},               {"Struct", kWkt_Struct},
-                {"Value", kWkt_Value},           {"ListValue", kWkt_ListValue},
-                {"BoolValue", kWkt_Wrapper},     {"BytesValue", kWkt_Wrapper},
-                {"DoubleValue", kWkt_Wrapper},   {"FloatValue", kWkt_Wrapper},
-                {"Int32Value", kWkt_Wrapper},    {"Int64Value", kWkt_Wrapper},
-                {"StringValue", kWkt_Wrapper},   {"UInt32Value", kWkt_Wrapper},
-                {"UInt64Value", kWkt_Wrapper}};
+  } kNames[] = {
+      {"Timestamp", kWkt_Timestamp}, {"Duration", kWkt_Duration},   {"Any", kWkt_Any},
+      {"Struct", kWkt_Struct},       {"Value", kWkt_Value},         {"ListValue", kWkt_ListValue},
+      {"BoolValue", kWkt_Wrapper},   {"BytesValue", kWkt_Wrapper},  {"DoubleValue", kWkt_Wrapper},
+      {"FloatValue", kWkt_Wrapper},  {"Int32Value", kWkt_Wrapper},  {"Int64Value", kWkt_Wrapper},
+      {"StringValue", kWkt_Wrapper}, {"UInt32Value", kWkt_Wrapper}, {"UInt64Value", kWkt_Wrapper}};
   for (size_t i = 0; i < sizeof kNames / sizeof kNames[0]; i++)
     if (strcmp(n, kNames[i].name) == 0) return kNames[i].wkt;
   return kWkt_None;
@@ -108,7 +106,8 @@ static int unpack_any(cel_E *e, const pc_Message *msg, const pc_MessageDef *m, u
   memcpy(name, url.data + slash, len);
   name[len] = '\0';
   const pc_MessageDef *t = pc_Pool_FindMessage(m->file->pool, name);
-  if (t == NULL) return cel_fail(e, pos, "google.protobuf.Any holds %s, a type the schema lacks", name);
+  if (t == NULL)
+    return cel_fail(e, pos, "google.protobuf.Any holds %s, a type the schema lacks", name);
   if (depth > 32) return cel_fail(e, pos, "google.protobuf.Any nested too deeply");
   if (cel_steps(e, bytes.size / 16, pos) != kCel_Ok) return kCel_Fatal;
   if (e->running && bytes.size > (e->limits.bytes - e->used.bytes) / 4)
@@ -121,7 +120,8 @@ static int unpack_any(cel_E *e, const pc_Message *msg, const pc_MessageDef *m, u
   pc_Error_Init(&err);
   pc_DecodeStatus st = pc_Decode(bytes.data, bytes.size, inner, t, e->arena, &o, &err);
   e->used.bytes += pc_Arena_SpaceAllocated(e->arena) - before;
-  if (st == kPc_DecodeStatus_OutOfMemory) return cel_fatal(e, kPc_CelStatus_NoMemory, pos, "memory");
+  if (st == kPc_DecodeStatus_OutOfMemory)
+    return cel_fatal(e, kPc_CelStatus_NoMemory, pos, "memory");
   if (st != kPc_DecodeStatus_Ok) return cel_fail(e, pos, "google.protobuf.Any: %s", err.msg);
   if (wkt_of(t) == kWkt_Any) return unpack_any(e, inner, t, pos, out, depth + 1);
   return cel_message_value(e, inner, t, pos, out);
@@ -272,7 +272,8 @@ int cel_get_field(cel_E *e, const pc_CelValue *msg, const pc_CelValue *name, uin
   const pc_FieldDef *f =
       pc_MessageDef_FindFieldByName(msg->v.m.def, name->v.s.data, name->v.s.size);
   if (f == NULL)
-    return cel_fail(e, pos, "field %.*s not found on %s", (int)(name->v.s.size > 100 ? 100 : name->v.s.size),
-                    name->v.s.data, msg->v.m.def->full_name);
+    return cel_fail(e, pos, "field %.*s not found on %s",
+                    (int)(name->v.s.size > 100 ? 100 : name->v.s.size), name->v.s.data,
+                    msg->v.m.def->full_name);
   return cel_field_value(e, msg->v.m.msg, f, pos, out);
 }

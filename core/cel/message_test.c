@@ -126,15 +126,18 @@ static const char *eval_msg(const pc_MessageDef *decl, const pc_MessageDef *m, c
 
 static void expect(const char *json, const char *expr, const char *want) {
   const char *got = eval_msg(msg_type, msg_type, json, expr);
-  int ok = strncmp(want, "error", 5) == 0 ? strncmp(got, want, strlen(want)) == 0 : strcmp(got, want) == 0;
+  int ok = strncmp(want, "error", 5) == 0 ? strncmp(got, want, strlen(want)) == 0
+                                          : strcmp(got, want) == 0;
   if (!ok) fprintf(stderr, "%s  [%s]\n  got:  %s\n  want: %s\n", expr, json, got, want);
   CHECK(ok);
 }
 
 static const char kFull[] =
-    "{\"i32\": -1, \"i64\": \"-9223372036854775808\", \"u32\": 4294967295, \"u64\": \"18446744073709551615\","
+    "{\"i32\": -1, \"i64\": \"-9223372036854775808\", \"u32\": 4294967295, \"u64\": "
+    "\"18446744073709551615\","
     " \"s32\": -2, \"s64\": \"-3\", \"f32\": 4, \"f64\": \"5\", \"sf32\": -6, \"sf64\": \"-7\","
-    " \"fl\": 1.5, \"db\": 2.25, \"b\": true, \"s\": \"h\xc3\xa9\", \"by\": \"/w==\", \"color\": \"BLUE\","
+    " \"fl\": 1.5, \"db\": 2.25, \"b\": true, \"s\": \"h\xc3\xa9\", \"by\": \"/w==\", \"color\": "
+    "\"BLUE\","
     " \"inner\": {\"id\": 9, \"name\": \"in\"}, \"ri64\": [\"1\", \"2\", \"3\"],"
     " \"rinner\": [{\"id\": 1}, {\"id\": 1}], \"msi\": {\"a\": \"1\", \"b\": \"2\"},"
     " \"mis\": {\"-1\": \"m\", \"7\": \"s\"}, \"mub\": {\"18446744073709551615\": true},"
@@ -150,26 +153,37 @@ static const char kFull[] =
 static void scalars(void) {
   expect(kFull, "[this.i32, this.i64, this.s32, this.s64, this.sf32, this.sf64]",
          "[-1, -9223372036854775808, -2, -3, -6, -7]");
-  expect(kFull, "[this.u32, this.u64, this.f32, this.f64]", "[4294967295u, 18446744073709551615u, 4u, 5u]");
-  expect(kFull, "[this.fl, this.db, this.b, this.s, this.by]", "[1.5, 2.25, true, \"h\xc3\xa9\", b\"ff\"]");
+  expect(kFull, "[this.u32, this.u64, this.f32, this.f64]",
+         "[4294967295u, 18446744073709551615u, 4u, 5u]");
+  expect(kFull, "[this.fl, this.db, this.b, this.s, this.by]",
+         "[1.5, 2.25, true, \"h\xc3\xa9\", b\"ff\"]");
   expect(kFull, "this.s.size()", "2");
   expect(kFull, "this.color", "2");
-  expect(kFull, "this.color == t.Color.BLUE && this.color == Color.BLUE && this.color == .t.Color.BLUE", "true");
+  expect(kFull,
+         "this.color == t.Color.BLUE && this.color == Color.BLUE && this.color == .t.Color.BLUE",
+         "true");
   expect(kFull, "type(this.color)", "type(int)");
   expect(kFull, "type(this) == t.Msg && type(this.inner) == Inner", "true");
   expect(kFull, "type(this)", "type(t.Msg)");
   expect(kFull, "t.Color", "type(t.Color)");
-  expect(kFull, "t.Color.GREEN", "error: compile error: 1:1: undeclared reference to 't.Color.GREEN'");
-  expect(kFull, "t.Color.RED.x", "error: compile error: 1:1: undeclared reference to 't.Color.RED.x'");
+  expect(kFull, "t.Color.GREEN",
+         "error: compile error: 1:1: undeclared reference to 't.Color.GREEN'");
+  expect(kFull, "t.Color.RED.x",
+         "error: compile error: 1:1: undeclared reference to 't.Color.RED.x'");
   /* proto3 defaults, and presence */
   expect("{}", "[this.i32, this.u64, this.db, this.b, this.s, this.by, this.color]",
          "[0, 0u, 0.0, false, \"\", b\"\", 0]");
-  expect("{}", "has(this.i32) || has(this.s) || has(this.inner) || has(this.ri64) || has(this.msi)", "false");
-  expect(kFull, "has(this.i32) && has(this.s) && has(this.inner) && has(this.ri64) && has(this.msi)", "true");
-  expect("{\"i32\": 0, \"opt\": 0}", "[has(this.i32), has(this.opt), this.opt]", "[false, true, 0]");
+  expect("{}", "has(this.i32) || has(this.s) || has(this.inner) || has(this.ri64) || has(this.msi)",
+         "false");
+  expect(kFull,
+         "has(this.i32) && has(this.s) && has(this.inner) && has(this.ri64) && has(this.msi)",
+         "true");
+  expect("{\"i32\": 0, \"opt\": 0}", "[has(this.i32), has(this.opt), this.opt]",
+         "[false, true, 0]");
   expect("{}", "has(this.opt)", "false");
   /* oneofs */
-  expect(kFull, "[has(this.o_s), has(this.o_m), this.o_s, this.o_m.id]", "[true, false, \"one\", 0]");
+  expect(kFull, "[has(this.o_s), has(this.o_m), this.o_s, this.o_m.id]",
+         "[true, false, \"one\", 0]");
   expect("{\"oM\": {}}", "[has(this.o_s), has(this.o_m)]", "[false, true]");
   /* proto2: presence is set-or-not, defaults are the declared ones */
   expect(kFull, "[has(this.old.a), this.old.a, has(this.old.b), this.old.b, has(this.old.c)]",
@@ -177,15 +191,18 @@ static void scalars(void) {
   expect("{}", "[this.old.a, this.old.b, this.old.sub.sub.a]", "[7, \"dflt\", 7]");
   /* fields a type lacks: found while compiling */
   expect(kFull, "this.nope", "error: compile error: 1:6: no such field 'nope' in t.Msg");
-  expect(kFull, "has(this.inner.nope)", "error: compile error: 1:1: no such field 'nope' in t.Inner");
-  expect(kFull, "this.rinner.all(x, x.nope == 1)", "error: compile error: 1:22: no such field 'nope' in t.Inner");
+  expect(kFull, "has(this.inner.nope)",
+         "error: compile error: 1:1: no such field 'nope' in t.Inner");
+  expect(kFull, "this.rinner.all(x, x.nope == 1)",
+         "error: compile error: 1:22: no such field 'nope' in t.Inner");
   expect(kFull, "dyn(this).nope", "error: evaluation error: 1:11: no such field 'nope' in t.Msg");
   expect(kFull, "getField(this, 'i32')", "-1");
   expect(kFull, "getField(this, 'ri64')", "[1, 2, 3]");
   expect(kFull, "getField(this, 'wi64')", "0");
   expect("{}", "getField(this, 'wi64')", "null");
   expect("{}", "getField(this, 'inner')", "message(t.Inner)");
-  expect(kFull, "getField(this, 'nope')", "error: evaluation error: 1:1: field nope not found on t.Msg");
+  expect(kFull, "getField(this, 'nope')",
+         "error: evaluation error: 1:1: field nope not found on t.Msg");
 }
 
 static void sub_messages(void) {
@@ -209,7 +226,8 @@ static void repeated_and_maps(void) {
          "[[1, 2, 3], 3, 2, true, true]");
   expect(kFull, "this.ri64.map(x, x * 2)", "[2, 4, 6]");
   expect(kFull, "this.ri64 == [1, 2, 3] && this.ri64 != [1, 2]", "true");
-  expect(kFull, "this.ri64[3]", "error: evaluation error: 1:10: invalid_argument: index 3 out of range");
+  expect(kFull, "this.ri64[3]",
+         "error: evaluation error: 1:10: invalid_argument: index 3 out of range");
   expect(kFull, "this.rinner.map(x, x.id)", "[1, 1]");
   expect(kFull, "this.rcolor", "[1, 5]");
   expect(kFull, "this.rts[0]", "timestamp(1.000000000)");
@@ -219,10 +237,12 @@ static void repeated_and_maps(void) {
   expect(kFull, "[this.msi.a, this.msi['b'], 'a' in this.msi, 'z' in this.msi, has(this.msi.z)]",
          "[1, 2, true, false, false]");
   expect(kFull, "this.msi.z", "error: evaluation error: 1:10: no such key: 'z'");
-  expect(kFull, "[this.mis[-1], this.mis[7u], this.mis[7.0], -1 in this.mis, 2147483648 in this.mis]",
+  expect(kFull,
+         "[this.mis[-1], this.mis[7u], this.mis[7.0], -1 in this.mis, 2147483648 in this.mis]",
          "[\"m\", \"s\", \"s\", true, false]");
   expect(kFull, "this.mis[1.5]", "error: evaluation error: 1:9: no such key");
-  expect(kFull, "[this.mub[18446744073709551615u], -1 in this.mub, 'a' in this.mub]", "[true, false, false]");
+  expect(kFull, "[this.mub[18446744073709551615u], -1 in this.mub, 'a' in this.mub]",
+         "[true, false, false]");
   expect(kFull, "[this.mbi[true].id, false in this.mbi]", "[3, false]");
   expect(kFull, "[this.mss[-5], this.mss[-5.0]]", "[\"neg\", \"neg\"]");
   expect(kFull, "this.msi.map(k, k)", "[\"a\", \"b\"]");
@@ -243,8 +263,11 @@ static void well_known_types(void) {
   expect("{}", "[this.wi64, this.ws, this.wf, this.wu32]", "[null, null, null, null]");
   expect("{}", "this.wi64 == null && !has(this.wi64)", "true");
   expect(kFull, "this.wi64 == null || has(this.wi64) && this.wi64 + 1 == 1", "true");
-  expect("{}", "this.wi64 + 1", "error: evaluation error: 1:11: no matching overload for '_+_' applied to (null_type, int)");
-  expect(kFull, "this.st", "{\"a\": 1.0, \"l\": [true, \"x\"], \"n\": null, \"o\": {\"k\": \"v\"}}");
+  expect(
+      "{}", "this.wi64 + 1",
+      "error: evaluation error: 1:11: no matching overload for '_+_' applied to (null_type, int)");
+  expect(kFull, "this.st",
+         "{\"a\": 1.0, \"l\": [true, \"x\"], \"n\": null, \"o\": {\"k\": \"v\"}}");
   expect(kFull, "[this.st.a, this.st.o.k, this.st['l'][1], has(this.st.n), has(this.st.z)]",
          "[1.0, \"v\", \"x\", true, false]");
   expect(kFull, "this.val", "{\"x\": [1.0, 2.0]}");
@@ -257,13 +280,17 @@ static void well_known_types(void) {
   expect(kFull, "this.any", "message(t.Inner)");
   expect(kFull, "this.any.id", "4");
   expect(kFull, "this.any == this.inner", "false");
-  expect("{\"any\": {\"@type\": \"type.googleapis.com/google.protobuf.Duration\", \"value\": \"2s\"}}",
-         "this.any", "duration(\"2.000000000s\")");
-  expect("{\"any\": {\"@type\": \"type.googleapis.com/google.protobuf.Int64Value\", \"value\": \"7\"}}",
+  expect(
+      "{\"any\": {\"@type\": \"type.googleapis.com/google.protobuf.Duration\", \"value\": \"2s\"}}",
+      "this.any", "duration(\"2.000000000s\")");
+  expect("{\"any\": {\"@type\": \"type.googleapis.com/google.protobuf.Int64Value\", \"value\": "
+         "\"7\"}}",
          "this.any + 1", "8");
-  expect("{\"any\": {\"@type\": \"type.googleapis.com/google.protobuf.Struct\", \"value\": {\"a\": 1}}}",
+  expect("{\"any\": {\"@type\": \"type.googleapis.com/google.protobuf.Struct\", \"value\": {\"a\": "
+         "1}}}",
          "this.any.a", "1.0");
-  expect("{}", "this.any", "error: evaluation error: 1:6: google.protobuf.Any with the type URL ''");
+  expect("{}", "this.any",
+         "error: evaluation error: 1:6: google.protobuf.Any with the type URL ''");
   expect("{}", "has(this.any) || this.s == ''", "true");
 }
 
@@ -281,6 +308,13 @@ static void wrong_type(void) {
   CHECK(strcmp(got, "\"inh\xc3\xa9\"") == 0);
 }
 
+static const char *text_of(tbuf *b, pc_CelEval *ev, const pc_CelValue *v) {
+  b->n = 0;
+  tb_str(b, "");
+  tb_value(b, ev, v);
+  return b->s != NULL ? b->s : "";
+}
+
 static void binding_api(void) {
   pc_Message *msg = from_json(msg_type, kFull);
   pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
@@ -289,30 +323,35 @@ static void binding_api(void) {
   pc_Error_Init(&err);
   tbuf b = {0};
 #define FIELD(name) pc_MessageDef_FindFieldByName(msg_type, name, strlen(name))
-#define TEXT(v) (b.n = 0, tb_str(&b, ""), tb_value(&b, ev, &(v)), b.s)
+#define TEXT(v)     text_of(&b, ev, &(v))
   CHECK(pc_CelEval_FieldValue(ev, msg, FIELD("ri64"), &v, &err) == kPc_CelStatus_Ok);
   CHECK(strcmp(TEXT(v), "[1, 2, 3]") == 0);
   CHECK(pc_CelEval_FieldValue(ev, msg, FIELD("ws"), &v, &err) == kPc_CelStatus_Ok);
   CHECK(strcmp(TEXT(v), "\"w\"") == 0);
-  CHECK(pc_CelEval_FieldValue(ev, NULL, FIELD("ws"), &v, &err) == kPc_CelStatus_Ok && v.kind == kPc_Cel_Null);
-  CHECK(pc_CelEval_FieldValue(ev, msg, FIELD("st"), &v, &err) == kPc_CelStatus_Ok && v.kind == kPc_Cel_Map);
+  CHECK(pc_CelEval_FieldValue(ev, NULL, FIELD("ws"), &v, &err) == kPc_CelStatus_Ok &&
+        v.kind == kPc_Cel_Null);
+  CHECK(pc_CelEval_FieldValue(ev, msg, FIELD("st"), &v, &err) == kPc_CelStatus_Ok &&
+        v.kind == kPc_Cel_Map);
   CHECK(pc_CelEval_FieldValue(ev, msg, FIELD("color"), &v, &err) == kPc_CelStatus_Ok);
   CHECK(v.kind == kPc_Cel_Int && v.v.i == 2);
   /* the elements of a repeated field and of a map, as protovalidate's
      items, keys and values rules see them */
   const pc_FieldDef *rinner = FIELD("rinner"), *mis = FIELD("mis");
   pc_Value arr = pc_Message_Get(msg, rinner);
-  CHECK(pc_CelEval_ElemValue(ev, rinner, pc_Array_Get(arr.a, 0, kPc_Slot_Message), &v, &err) == kPc_CelStatus_Ok);
+  CHECK(pc_CelEval_ElemValue(ev, rinner, pc_Array_Get(arr.a, 0, kPc_Slot_Message), &v, &err) ==
+        kPc_CelStatus_Ok);
   CHECK(v.kind == kPc_Cel_Message && strcmp(pc_CelValue_TypeName(&v), "t.Inner") == 0);
   pc_Value map = pc_Message_Get(msg, mis);
-  CHECK(pc_CelEval_ElemValue(ev, pc_FieldDef_MapKey(mis), map.map->entries[0].key, &v, &err) == kPc_CelStatus_Ok);
+  CHECK(pc_CelEval_ElemValue(ev, pc_FieldDef_MapKey(mis), map.map->entries[0].key, &v, &err) ==
+        kPc_CelStatus_Ok);
   CHECK(v.kind == kPc_Cel_Int && v.v.i == -1);
   CHECK(pc_CelEval_ElemValue(ev, pc_FieldDef_MapValue(mis), map.map->entries[0].value, &v, &err) ==
         kPc_CelStatus_Ok);
   CHECK(strcmp(TEXT(v), "\"m\"") == 0);
   /* a well-known type as a whole */
   const pc_FieldDef *ts = FIELD("ts");
-  CHECK(pc_CelEval_MessageValue(ev, pc_Message_Get(msg, ts).m, ts->message, &v, &err) == kPc_CelStatus_Ok);
+  CHECK(pc_CelEval_MessageValue(ev, pc_Message_Get(msg, ts).m, ts->message, &v, &err) ==
+        kPc_CelStatus_Ok);
   CHECK(v.kind == kPc_Cel_Timestamp && v.v.t.seconds == 1234567890 && v.v.t.nanos == 500000000);
   CHECK(strcmp(pc_CelValue_TypeName(&v), "google.protobuf.Timestamp") == 0);
   CHECK(pc_CelEval_MessageValue(ev, NULL, FIELD("any")->message, &v, &err) == kPc_CelStatus_Error);

@@ -10,118 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* -- Positions ----------------------------------------------------------- */
-
-void cel_position(const char *text, size_t len, uint32_t pos, char *buf, size_t room) {
-  int line = 1, col = 1;
-  if (pos > len) pos = (uint32_t)len;
-  for (size_t i = 0; i < pos; i++) {
-    unsigned char c = (unsigned char)text[i];
-    if (c == '\n' || (c == '\r' && !(i + 1 < len && text[i + 1] == '\n'))) {
-      line++;
-      col = 1;
-    } else if (c == '\r') {
-      /* the \r of \r\n: the \n ends the line */
-    } else if ((c & 0xC0) != 0x80) {
-      col++;
-    }
-  }
-  snprintf(buf, room, "%d:%d: ", line, col);
-}
-
-/* -- UTF-8 ---------------------------------------------------------------- */
-
-uint32_t cel_utf8_next(const char *s, size_t n, size_t *i) {
-  const unsigned char *p = (const unsigned char *)s;
-  size_t k = *i;
-  unsigned c = p[k];
-  if (c < 0x80) {
-    *i = k + 1;
-    return c;
-  }
-  int len;
-  uint32_t cp, min;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-    cp = c & 0x1F;
-    min = 0x80;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    cp = c & 0x0F;
-    min = 0x800;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    cp = c & 0x07;
-    min = 0x10000;
-  } else {
-    *i = k + 1;
-    return 0xFFFD;
-  }
-  size_t j = 1;
-  for (; j < (size_t)len && k + j < n; j++) {
-    unsigned d = p[k + j];
-    if ((d & 0xC0) != 0x80) break;
-    uint32_t next = (cp << 6) | (d & 0x3F);
-    /* stop at the first byte that makes the sequence impossible (the
-       maximal subpart of WHATWG's decoder) */
-    if (j == 1 && ((len == 3 && ((c == 0xE0 && d < 0xA0) || (c == 0xED && d > 0x9F))) ||
-                   (len == 4 && ((c == 0xF0 && d < 0x90) || (c == 0xF4 && d > 0x8F)))))
-      break;
-    cp = next;
-  }
-  if (j < (size_t)len) {
-    *i = k + j;
-    return 0xFFFD;
-  }
-  *i = k + (size_t)len;
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0xFFFD;
-  return cp;
-}
-
-int cel_utf8_valid(const char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    if ((unsigned char)s[i] < 0x80) {
-      i++;
-      continue;
-    }
-    size_t start = i;
-    uint32_t cp = cel_utf8_next(s, n, &i);
-    if (cp == 0xFFFD && !(i - start == 3 && memcmp(s + start, "\xEF\xBF\xBD", 3) == 0)) return 0;
-  }
-  return 1;
-}
-
-size_t cel_utf8_count(const char *s, size_t n) {
-  size_t count = 0;
-  for (size_t i = 0; i < n; i++)
-    if (((unsigned char)s[i] & 0xC0) != 0x80) count++;
-  return count;
-}
-
-size_t cel_utf8_put(uint32_t cp, char *out) {
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
 /* -- Tokens --------------------------------------------------------------- */
 
 typedef enum {
@@ -153,9 +41,9 @@ typedef struct {
   const char *src;
   size_t len, at;
   Tok tok;
-  int level;          /* nesting of expressions being parsed */
-  cel_Node *pending;  /* an int literal 9223372036854775808 waiting for its '-' */
-  cel_Node *literal;  /* the last number literal read, while nothing follows it */
+  int level;         /* nesting of expressions being parsed */
+  cel_Node *pending; /* an int literal 9223372036854775808 waiting for its '-' */
+  cel_Node *literal; /* the last number literal read, while nothing follows it */
   int failed;
 } P;
 
@@ -260,8 +148,8 @@ static int lex_string(P *s, Tok *t, int raw, int bytes) {
       break;
     }
     default:
-      if (e >= '0' && e <= '3' && i + 1 < n && src[i] >= '0' && src[i] <= '7' && src[i + 1] >= '0' &&
-          src[i + 1] <= '7') {
+      if (e >= '0' && e <= '3' && i + 1 < n && src[i] >= '0' && src[i] <= '7' &&
+          src[i + 1] >= '0' && src[i + 1] <= '7') {
         cp = (uint32_t)((e - '0') * 64 + (src[i] - '0') * 8 + (src[i + 1] - '0'));
         i += 2;
         break;
@@ -426,7 +314,7 @@ static int next(P *s) {
   static const struct {
     const char *text;
     int op;
-  } two[] = {{"<=", kOp_LE}, {">=", kOp_GE}, {"==", kOp_EQ},
+  } two[] = {{"<=", kOp_LE}, {">=", kOp_GE},  {"==", kOp_EQ},
              {"!=", kOp_NE}, {"&&", kOp_And}, {"||", kOp_Or}};
   for (size_t k = 0; k < sizeof two / sizeof two[0]; k++) {
     if (i + 1 < n && src[i] == two[k].text[0] && src[i + 1] == two[k].text[1]) {
@@ -460,9 +348,7 @@ static int is_word(const P *s, const char *w) {
 static const char *describe(const Tok *t, char *buf, size_t room) {
   switch (t->kind) {
   case kTok_End: return "the end of the expression";
-  case kTok_Ident:
-    snprintf(buf, room, "'%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s);
-    return buf;
+  case kTok_Ident: snprintf(buf, room, "'%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s); return buf;
   case kTok_Int:
   case kTok_Uint:
   case kTok_Double: return "a number";
@@ -472,8 +358,10 @@ static const char *describe(const Tok *t, char *buf, size_t room) {
   default: break;
   }
   static const char *const ops[] = {"<=", ">=", "==", "!=", "&&", "||"};
-  if (t->op >= kOp_LE) snprintf(buf, room, "'%s'", ops[t->op - kOp_LE]);
-  else snprintf(buf, room, "'%c'", t->op);
+  if (t->op >= kOp_LE)
+    snprintf(buf, room, "'%s'", ops[t->op - kOp_LE]);
+  else
+    snprintf(buf, room, "'%c'", t->op);
   return buf;
 }
 
@@ -484,10 +372,10 @@ static int expect(P *s, int op, const char *what) {
               describe(&s->tok, buf, sizeof buf));
 }
 
-static const char *const kReserved[] = {
-    "as",     "break",  "const", "continue", "else",      "false", "for",  "function", "if",
-    "import", "in",     "let",   "loop",     "namespace", "null",  "package", "return", "true",
-    "var",    "void",   "while"};
+static const char *const kReserved[] = {"as",   "break",     "const", "continue", "else",   "false",
+                                        "for",  "function",  "if",    "import",   "in",     "let",
+                                        "loop", "namespace", "null",  "package",  "return", "true",
+                                        "var",  "void",      "while"};
 
 static int reserved(const char *s, size_t n) {
   for (size_t i = 0; i < sizeof kReserved / sizeof kReserved[0]; i++)
@@ -570,9 +458,9 @@ typedef struct {
 static int push(P *s, Nodes *v, cel_Node *x) {
   if (v->n == v->cap) {
     uint32_t cap = v->cap ? v->cap * 2 : 8;
-    cel_Node **items = pc_Arena_Malloc(s->p->arena, cap * sizeof *items);
+    cel_Node **items = pc_Arena_Malloc(s->p->arena, cap * sizeof(cel_Node *));
     if (items == NULL) return nomem(s);
-    if (v->n) memcpy(items, v->items, v->n * sizeof *items);
+    if (v->n) memcpy(items, v->items, v->n * sizeof(cel_Node *));
     v->items = items;
     v->cap = cap;
   }
@@ -610,9 +498,12 @@ static cel_Node *macro(P *s, cel_Node *target, const char *name, size_t len, uin
   uint32_t n = args->n;
   if ((IS("all") || IS("exists") || IS("exists_one") || IS("existsOne")) && (n == 2 || n == 3)) {
     vars = (int)n - 1;
-    if (IS("all")) kind = vars == 1 ? kCelComp_All : kCelComp_All2;
-    else if (IS("exists")) kind = vars == 1 ? kCelComp_Exists : kCelComp_Exists2;
-    else kind = vars == 1 ? kCelComp_ExistsOne : kCelComp_ExistsOne2;
+    if (IS("all"))
+      kind = vars == 1 ? kCelComp_All : kCelComp_All2;
+    else if (IS("exists"))
+      kind = vars == 1 ? kCelComp_Exists : kCelComp_Exists2;
+    else
+      kind = vars == 1 ? kCelComp_ExistsOne : kCelComp_ExistsOne2;
   } else if (IS("map") && (n == 2 || n == 3)) {
     kind = n == 2 ? kCelComp_Map : kCelComp_MapFilter;
   } else if (IS("filter") && n == 2) {
@@ -724,7 +615,8 @@ static cel_Node *message_literal(P *s, cel_Node *type_name) {
   const char **fields = NULL;
   size_t nf = 0, cap = 0;
   while (!is_op(s, '}')) {
-    if (!(s->tok.kind == kTok_Quoted || (s->tok.kind == kTok_Ident && !keyword(s->tok.s, s->tok.n)))) {
+    if (!(s->tok.kind == kTok_Quoted ||
+          (s->tok.kind == kTok_Ident && !keyword(s->tok.s, s->tok.n)))) {
       char buf[64];
       fail(s, kPc_CelStatus_Syntax, s->tok.pos, "expected a field name, found %s",
            describe(&s->tok, buf, sizeof buf));
@@ -948,8 +840,10 @@ static cel_Node *unary(P *s) {
     negs--; /* the literal is -9223372036854775808 */
   } else if (negs > 0 && x == s->literal) {
     /* fold the innermost '-' into the literal */
-    if (x->value.kind == kPc_Cel_Int) x->value.v.i = -x->value.v.i;
-    else x->value.v.d = -x->value.v.d;
+    if (x->value.kind == kPc_Cel_Int)
+      x->value.v.i = -x->value.v.i;
+    else
+      x->value.v.d = -x->value.v.d;
     x->pos = pos + (uint32_t)(negs - 1);
     negs--;
   }
@@ -1072,7 +966,8 @@ cel_Node *cel_parse(cel_Parser *p) {
     size_t i = 0;
     while (i < p->len) {
       size_t start = i;
-      if (cel_utf8_next(p->text, p->len, &i) == 0xFFFD && !cel_utf8_valid(p->text + start, i - start)) {
+      if (cel_utf8_next(p->text, p->len, &i) == 0xFFFD &&
+          !cel_utf8_valid(p->text + start, i - start)) {
         i = start;
         break;
       }

@@ -12,7 +12,8 @@
 
 static void expect(const char *expr, const char *want) {
   const char *got = eval_text(expr);
-  int ok = strncmp(want, "error", 5) == 0 ? strncmp(got, want, strlen(want)) == 0 : strcmp(got, want) == 0;
+  int ok = strncmp(want, "error", 5) == 0 ? strncmp(got, want, strlen(want)) == 0
+                                          : strcmp(got, want) == 0;
   if (!ok) fprintf(stderr, "%s\n  got:  %s\n  want: %s\n", expr, got, want);
   CHECK(ok);
 }
@@ -21,7 +22,7 @@ static void grammar(void) {
   /* precedence, lowest first: ?: || && relations + - * / % unary member */
   expect("1 + 2 * 3", "7");
   expect("(1 + 2) * 3", "9");
-  expect("10 - 2 - 3", "5");           /* left to right */
+  expect("10 - 2 - 3", "5"); /* left to right */
   expect("100 / 10 / 5", "2");
   expect("2 * 3 % 4", "2");
   expect("-2 * 3", "-6");
@@ -45,10 +46,12 @@ static void grammar(void) {
   expect("{'as': 1}.as + {'while': 2}.while", "3");
   /* the spec's required minimums, and more */
   expect("((((((((((((((((((((((((((((((((7))))))))))))))))))))))))))))))))", "7");
-  expect("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]][0][0][0][0][0][0][0][0][0][0][0][0]"
+  expect("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]][0][0][0][0][0][0][0][0]"
+         "[0][0][0][0]"
          "[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]",
          "1");
-  expect("1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + "
+  expect("1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + "
+         "1 + 1 + 1 + "
          "1 + 1 + 1 + 1 + 1 + 1 + 1 + 1",
          "33");
 }
@@ -119,13 +122,17 @@ static void compile_errors(void) {
   expect("1.f()", "error: compile error: 1:3: undeclared reference to 'f'");
   expect("size()", "error: compile error: 1:1: wrong number of arguments to 'size'");
   expect("'a'.size(1)", "error: compile error: 1:5: wrong number of arguments to 'size'");
-  expect("contains('a', 'b')", "error: compile error: 1:1: 'contains' is a method: call it as value.contains(...)");
+  expect("contains('a', 'b')",
+         "error: compile error: 1:1: 'contains' is a method: call it as value.contains(...)");
   expect("1.int()", "error: compile error: 1:3: 'int' is a function: call it as int(...)");
-  expect("'a'.matches('(')", "error: compile error: 1:13: invalid regular expression: missing ): (");
+  expect("'a'.matches('(')",
+         "error: compile error: 1:13: invalid regular expression: missing ): (");
   expect("dyn", "error: compile error: 1:1: undeclared reference to 'dyn'");
   expect("Msg{a: 1}", "error: compile error: 1:4: message literals (Msg{...}) are not supported");
-  expect("a.b.Msg{}", "error: compile error: 1:8: message literals (a.b.Msg{...}) are not supported");
-  expect(".a.Msg{`f`: 1,}", "error: compile error: 1:7: message literals (.a.Msg{...}) are not supported");
+  expect("a.b.Msg{}",
+         "error: compile error: 1:8: message literals (a.b.Msg{...}) are not supported");
+  expect(".a.Msg{`f`: 1,}",
+         "error: compile error: 1:7: message literals (.a.Msg{...}) are not supported");
   expect("Msg{1: 2}", "error: syntax error: 1:5: expected a field name, found a number");
 }
 
@@ -171,7 +178,8 @@ static void limits(void) {
   big[m] = '\0';
   pc_Error_Init(&err);
   CHECK(pc_CelProgram_New(&env, big, m, NULL, NULL, &p, &err) == kPc_CelStatus_Limit);
-  if (strcmp(err.msg, "1:999: expression nested too deeply (more than 250 levels)") != 0) fprintf(stderr, "%s\n", err.msg);
+  if (strcmp(err.msg, "1:999: expression nested too deeply (more than 250 levels)") != 0)
+    fprintf(stderr, "%s\n", err.msg);
   CHECK(strcmp(err.msg, "1:999: expression nested too deeply (more than 250 levels)") == 0);
   /* within the limit it runs */
   m = 0;

@@ -56,7 +56,7 @@ static void tb_double(tbuf *b, double d) {
     snprintf(tmp, sizeof tmp, "%.*e", prec - 1, d);
     if (strtod(tmp, NULL) == d) break;
   }
-  char digits[20];
+  char digits[32] = {0}; /* 17 at most, and n <= 21 */
   int k = 0;
   const char *p = tmp;
   int neg = *p == '-';
@@ -64,7 +64,7 @@ static void tb_double(tbuf *b, double d) {
   for (; *p != 'e'; p++)
     if (*p != '.') digits[k++] = *p;
   while (k > 1 && digits[k - 1] == '0') k--;
-  int n = atoi(p + 1) + 1;
+  int n = (int)strtol(p + 1, NULL, 10) + 1;
   if (neg) tb_str(b, "-");
   if (k <= n && n <= 21) {
     tb_add(b, digits, (size_t)k);
@@ -115,8 +115,8 @@ static void tb_time(tbuf *b, const pc_CelValue *v) {
     int64_t s = v->v.t.seconds;
     int32_t ns = v->v.t.nanos;
     int neg = s < 0 || ns < 0;
-    snprintf(tmp, sizeof tmp, "duration(\"%s%lld.%09ds\")", neg ? "-" : "", (long long)(neg ? -s : s),
-             (int)(neg ? -ns : ns));
+    snprintf(tmp, sizeof tmp, "duration(\"%s%lld.%09ds\")", neg ? "-" : "",
+             (long long)(neg ? -s : s), (int)(neg ? -ns : ns));
   } else {
     snprintf(tmp, sizeof tmp, "timestamp(%lld.%09d)", (long long)v->v.t.seconds, (int)v->v.t.nanos);
   }
@@ -187,8 +187,8 @@ static int tb_value(tbuf *b, pc_CelEval *ev, const pc_CelValue *v) {
     for (size_t i = 0; i < n && ok; i++) {
       pc_CelValue k, x;
       tbuf kb = {0}, vb = {0};
-      ok = pc_CelEval_MapEntry(ev, v->v.map, i, &k, &x, NULL) == kPc_CelStatus_Ok && tb_value(&kb, ev, &k) &&
-           tb_value(&vb, ev, &x);
+      ok = pc_CelEval_MapEntry(ev, v->v.map, i, &k, &x, NULL) == kPc_CelStatus_Ok &&
+           tb_value(&kb, ev, &k) && tb_value(&vb, ev, &x);
       pairs[i].key = kb.s;
       pairs[i].value = vb.s;
     }

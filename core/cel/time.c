@@ -54,7 +54,8 @@ int cel_parse_timestamp(const char *s, size_t n, int64_t *sec, int32_t *nanos) {
       !digits(s, n, 8, 2, &d) || s[10] != 'T' || !digits(s, n, 11, 2, &h) || s[13] != ':' ||
       !digits(s, n, 14, 2, &mi) || s[16] != ':' || !digits(s, n, 17, 2, &se))
     return 0;
-  if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59) return 0;
+  if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59)
+    return 0;
   size_t i = 19;
   int32_t frac = 0;
   if (i < n && s[i] == '.') {
@@ -73,8 +74,8 @@ int cel_parse_timestamp(const char *s, size_t n, int64_t *sec, int32_t *nanos) {
     i++;
   } else if (i < n && (s[i] == '+' || s[i] == '-')) {
     int oh, om;
-    if (!digits(s, n, i + 1, 2, &oh) || i + 3 >= n || s[i + 3] != ':' || !digits(s, n, i + 4, 2, &om) ||
-        oh > 23 || om > 59)
+    if (!digits(s, n, i + 1, 2, &oh) || i + 3 >= n || s[i + 3] != ':' ||
+        !digits(s, n, i + 4, 2, &om) || oh > 23 || om > 59)
       return 0;
     offset = (int64_t)(oh * 3600 + om * 60) * (s[i] == '-' ? -1 : 1);
     i += 6;
@@ -82,7 +83,8 @@ int cel_parse_timestamp(const char *s, size_t n, int64_t *sec, int32_t *nanos) {
     return 0;
   }
   if (i != n) return 0;
-  int64_t t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset;
+  int64_t t =
+      days_from_civil(y, mo, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + se - offset;
   if (t < CEL_TS_MIN || t > CEL_TS_MAX) return -1;
   *sec = t;
   *nanos = frac;
@@ -106,8 +108,8 @@ size_t cel_format_timestamp(int64_t sec, int32_t nanos, char *buf) {
   int64_t rem = sec - days * 86400, y;
   int m, d;
   cel_civil(days, &y, &m, &d);
-  size_t n = (size_t)snprintf(buf, 40, "%04d-%02d-%02dT%02d:%02d:%02d", (int)y, m, d, (int)(rem / 3600),
-                              (int)(rem / 60 % 60), (int)(rem % 60));
+  size_t n = (size_t)snprintf(buf, 40, "%04d-%02d-%02dT%02d:%02d:%02d", (int)y, m, d,
+                              (int)(rem / 3600), (int)(rem / 60 % 60), (int)(rem % 60));
   n += fraction(nanos, buf + n);
   buf[n++] = 'Z';
   buf[n] = '\0';
@@ -163,8 +165,10 @@ int cel_parse_duration(const char *s, size_t n, int64_t *sec, int32_t *nanos) {
     uint64_t whole = 0;
     int any = 0, big = 0;
     while (i < n && s[i] >= '0' && s[i] <= '9') {
-      if (whole > 100000000000000000ULL) big = 1;
-      else whole = whole * 10 + (uint64_t)(s[i] - '0');
+      if (whole > 100000000000000000ULL)
+        big = 1;
+      else
+        whole = whole * 10 + (uint64_t)(s[i] - '0');
       any = 1;
       i++;
     }
@@ -184,15 +188,23 @@ int cel_parse_duration(const char *s, size_t n, int64_t *sec, int32_t *nanos) {
     /* the unit in nanoseconds */
     uint64_t unit;
     size_t rest = n - i;
-    if (rest >= 2 && memcmp(s + i, "ns", 2) == 0) unit = 1, i += 2;
-    else if (rest >= 2 && memcmp(s + i, "us", 2) == 0) unit = 1000, i += 2;
-    else if (rest >= 3 && memcmp(s + i, "\xC2\xB5s", 3) == 0) unit = 1000, i += 3;
-    else if (rest >= 3 && memcmp(s + i, "\xCE\xBCs", 3) == 0) unit = 1000, i += 3;
-    else if (rest >= 2 && memcmp(s + i, "ms", 2) == 0) unit = 1000000, i += 2;
-    else if (rest >= 1 && s[i] == 's') unit = 1000000000ULL, i += 1;
-    else if (rest >= 1 && s[i] == 'm') unit = 60000000000ULL, i += 1;
-    else if (rest >= 1 && s[i] == 'h') unit = 3600000000000ULL, i += 1;
-    else return 0;
+    if (rest >= 2 && memcmp(s + i, "ns", 2) == 0)
+      unit = 1, i += 2;
+    else if (rest >= 2 && memcmp(s + i, "us", 2) == 0)
+      unit = 1000, i += 2;
+    else if (rest >= 3 &&
+             (memcmp(s + i, "\xC2\xB5s", 3) == 0 || memcmp(s + i, "\xCE\xBCs", 3) == 0))
+      unit = 1000, i += 3; /* micro sign, Greek mu */
+    else if (rest >= 2 && memcmp(s + i, "ms", 2) == 0)
+      unit = 1000000, i += 2;
+    else if (rest >= 1 && s[i] == 's')
+      unit = 1000000000ULL, i += 1;
+    else if (rest >= 1 && s[i] == 'm')
+      unit = 60000000000ULL, i += 1;
+    else if (rest >= 1 && s[i] == 'h')
+      unit = 3600000000000ULL, i += 1;
+    else
+      return 0;
     if (big) return -1;
     /* whole units: seconds and nanoseconds */
     if (unit >= 1000000000ULL) {

@@ -31,7 +31,8 @@ static const char kProto[] =
     "  int32 i32 = 1; int64 i64 = 2; uint32 u32 = 3; uint64 u64 = 4; double d = 5; float f = 6;\n"
     "  bool b = 7; string s = 8; bytes by = 9; E e = 10; M m = 11; repeated int64 ri = 12;\n"
     "  repeated string rs = 13; repeated M rm = 14; map<string, int64> msi = 15;\n"
-    "  map<int64, M> mim = 16; google.protobuf.Timestamp ts = 17; google.protobuf.Duration du = 18;\n"
+    "  map<int64, M> mim = 16; google.protobuf.Timestamp ts = 17; google.protobuf.Duration du = "
+    "18;\n"
     "  google.protobuf.Int64Value wi = 19; google.protobuf.StringValue ws = 20;\n"
     "  google.protobuf.Struct st = 21; google.protobuf.Value v = 22;\n"
     "  google.protobuf.ListValue lv = 23; google.protobuf.Any any = 24; optional int32 o = 25;\n"
@@ -40,9 +41,12 @@ static const char kProto[] =
 
 static const char kJson[] =
     "{\"i32\": -5, \"i64\": \"9223372036854775807\", \"u32\": 7, \"u64\": \"18446744073709551615\","
-    " \"d\": 2.5, \"f\": -0.5, \"b\": true, \"s\": \"h\xc3\xa9llo\", \"by\": \"AP8=\", \"e\": \"A\","
-    " \"m\": {\"i32\": 1, \"m\": {\"s\": \"deep\"}}, \"ri\": [\"1\", \"-2\", \"3\"], \"rs\": [\"a\", \"\"],"
-    " \"rm\": [{\"i32\": 2}, {}], \"msi\": {\"a\": \"1\", \"b\": \"2\"}, \"mim\": {\"-1\": {\"b\": true}},"
+    " \"d\": 2.5, \"f\": -0.5, \"b\": true, \"s\": \"h\xc3\xa9llo\", \"by\": \"AP8=\", \"e\": "
+    "\"A\","
+    " \"m\": {\"i32\": 1, \"m\": {\"s\": \"deep\"}}, \"ri\": [\"1\", \"-2\", \"3\"], \"rs\": "
+    "[\"a\", \"\"],"
+    " \"rm\": [{\"i32\": 2}, {}], \"msi\": {\"a\": \"1\", \"b\": \"2\"}, \"mim\": {\"-1\": {\"b\": "
+    "true}},"
     " \"ts\": \"2009-02-13T23:31:30.5Z\", \"du\": \"-1.5s\", \"wi\": \"3\", \"ws\": \"w\","
     " \"st\": {\"a\": [1, {\"b\": null}], \"c\": \"d\"}, \"v\": [true, 1.5], \"lv\": [\"x\"],"
     " \"any\": {\"@type\": \"type.googleapis.com/f.M\", \"i32\": 9}, \"o\": 0, \"ks\": \"k\"}";
@@ -67,7 +71,8 @@ static void setup(void) {
   pc_Arena_Free(a);
   type = pc_Pool_FindMessage(pool, "f.M");
   msg = type != NULL ? pc_Message_New(type, keep) : NULL;
-  if (msg == NULL || pc_Json_Read(kJson, strlen(kJson), msg, type, keep, NULL, NULL) != kPc_JsonStatus_Ok)
+  if (msg == NULL ||
+      pc_Json_Read(kJson, strlen(kJson), msg, type, keep, NULL, NULL) != kPc_JsonStatus_Ok)
     abort();
 }
 
@@ -111,8 +116,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pc_CelStatus st = pc_CelProgram_New(&env, (const char *)data, size, NULL, NULL, &p, &err);
   if (st == kPc_CelStatus_Ok) {
     if (p == NULL) abort();
-  } else if (p != NULL || !err.set || (st != kPc_CelStatus_Syntax && st != kPc_CelStatus_Compile &&
-                                        st != kPc_CelStatus_Limit)) {
+  } else if (p != NULL || !err.set ||
+             (st != kPc_CelStatus_Syntax && st != kPc_CelStatus_Compile &&
+              st != kPc_CelStatus_Limit)) {
     abort();
   }
   if (p == NULL) return 0;
@@ -139,8 +145,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     args[2].kind = kPc_Cel_List;
     args[2].v.list = pc_CelEval_NewList(ev, items, 3);
     if (args[2].v.list == NULL) abort();
-    if (pc_CelEval_FieldValue(ev, msg, pc_MessageDef_FindFieldByName(type, "msi", 3), &args[3], NULL) !=
-        kPc_CelStatus_Ok)
+    if (pc_CelEval_FieldValue(ev, msg, pc_MessageDef_FindFieldByName(type, "msi", 3), &args[3],
+                              NULL) != kPc_CelStatus_Ok)
       abort();
     args[4].kind = kPc_Cel_Timestamp;
     args[4].v.t.seconds = 1700000000;
@@ -149,11 +155,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pc_CelLimits used;
     pc_CelEval_Used(ev, &used);
     if (sts[round] == kPc_CelStatus_Ok) {
-      if (used.steps > limits.steps || used.iterations > limits.iterations || used.bytes > limits.bytes ||
-          used.max_size > limits.max_size)
+      if (used.steps > limits.steps || used.iterations > limits.iterations ||
+          used.bytes > limits.bytes || used.max_size > limits.max_size)
         abort(); /* over the budget, and still an answer */
       walk(ev, &out, 0, &sums[round]);
-    } else if (!err.set || sts[round] == kPc_CelStatus_Syntax || sts[round] == kPc_CelStatus_Compile) {
+    } else if (!err.set || sts[round] == kPc_CelStatus_Syntax ||
+               sts[round] == kPc_CelStatus_Compile) {
       abort();
     }
     pc_CelEval_Free(ev);

@@ -44,18 +44,18 @@ typedef struct {
   const pc_MessageDef *rules_type;
   const CelRule **std; /* the standard rules of its set fields */
   size_t nstd;
-  const pc_EnumDef *defined_only;        /* enum.defined_only */
-  const pc_Array *any_in, *any_not_in;   /* any.in / any.not_in (strings) */
-  const pc_MessageDef *recurse;          /* a message: validated in turn */
-  int ignore;                            /* items, keys, values: buf.validate.Ignore */
+  const pc_EnumDef *defined_only;      /* enum.defined_only */
+  const pc_Array *any_in, *any_not_in; /* any.in / any.not_in (strings) */
+  const pc_MessageDef *recurse;        /* a message: validated in turn */
+  int ignore;                          /* items, keys, values: buf.validate.Ignore */
 } ValuePlan;
 
 typedef struct {
   const pc_FieldDef *f;
   int required, cond;
-  ValuePlan self;   /* the field's value (a list or a map for those) */
-  ValuePlan items;  /* repeated: each item; map: each value */
-  ValuePlan keys;   /* map: each key */
+  ValuePlan self;  /* the field's value (a list or a map for those) */
+  ValuePlan items; /* repeated: each item; map: each value */
+  ValuePlan keys;  /* map: each key */
 } FieldPlan;
 
 typedef struct {
@@ -380,7 +380,8 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
       char *id = dup_view(v, pc_Message_Get(r, fid).s);
       char *m = dup_view(v, pc_Message_Get(r, fmsg).s);
       char *e = dup_view(v, pc_Message_Get(r, fexpr).s);
-      if (id == NULL || m == NULL || e == NULL || !compile_rule(v, pool, rules_type, id, m, e, &rules[k++]))
+      if (id == NULL || m == NULL || e == NULL ||
+          !compile_rule(v, pool, rules_type, id, m, e, &rules[k++]))
         return 0;
     }
   }
@@ -417,12 +418,12 @@ static int rule_case(const pc_FieldDef *f) {
   static const struct {
     const char *name;
     int rcase;
-  } wkt[] = {{"google.protobuf.Any", 20},         {"google.protobuf.Duration", 21},
-             {"google.protobuf.Timestamp", 22},   {"google.protobuf.FieldMask", 28},
-             {"google.protobuf.FloatValue", 1},   {"google.protobuf.DoubleValue", 2},
-             {"google.protobuf.Int32Value", 3},   {"google.protobuf.Int64Value", 4},
-             {"google.protobuf.UInt32Value", 5},  {"google.protobuf.UInt64Value", 6},
-             {"google.protobuf.BoolValue", 13},   {"google.protobuf.StringValue", 14},
+  } wkt[] = {{"google.protobuf.Any", 20},        {"google.protobuf.Duration", 21},
+             {"google.protobuf.Timestamp", 22},  {"google.protobuf.FieldMask", 28},
+             {"google.protobuf.FloatValue", 1},  {"google.protobuf.DoubleValue", 2},
+             {"google.protobuf.Int32Value", 3},  {"google.protobuf.Int64Value", 4},
+             {"google.protobuf.UInt32Value", 5}, {"google.protobuf.UInt64Value", 6},
+             {"google.protobuf.BoolValue", 13},  {"google.protobuf.StringValue", 14},
              {"google.protobuf.BytesValue", 15}};
   for (size_t i = 0; i < sizeof(wkt) / sizeof(wkt[0]); i++)
     if (strcmp(f->message->full_name, wkt[i].name) == 0) return wkt[i].rcase;
@@ -447,7 +448,8 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
       if (frt->fields[i].number == want) wanted = frt->fields[i].name;
     v->status = kPc_Validate_Compile;
     if (wanted)
-      pc_Error_Set(v->err, "expected rule \"%s\", got \"%s\" on %s", wanted, set->name, f->full_name);
+      pc_Error_Set(v->err, "expected rule \"%s\", got \"%s\" on %s", wanted, set->name,
+                   f->full_name);
     else
       pc_Error_Set(v->err, "rule \"%s\" cannot be used on %s", set->name, f->full_name);
     return 0;
@@ -486,8 +488,8 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
   return 1;
 }
 
-static const pc_Message *sub_rules(const pc_Message *rules, const pc_MessageDef *rt, const char *name,
-                                   const pc_MessageDef **type) {
+static const pc_Message *sub_rules(const pc_Message *rules, const pc_MessageDef *rt,
+                                   const char *name, const pc_MessageDef **type) {
   const pc_FieldDef *f = rules ? field_named(rt, name) : NULL;
   *type = f ? f->message : NULL;
   return f && pc_Message_Has(rules, f) ? pc_Message_Get(rules, f).m : NULL;
@@ -509,7 +511,8 @@ static int plan_field(pc_Validator *v, const Plan *p, FieldPlan *fp, const pc_Fi
   int ignore = fr ? (int)pc_Message_Get(fr, field_named(frt, "ignore")).i32 : 0;
   if ((fr == NULL || !pc_Message_Has(fr, field_named(frt, "ignore"))) && in_oneof_rule(p, f))
     ignore = kIgnore_IfZero;
-  fp->required = fr && pc_Message_Get(fr, field_named(frt, "required")).b && ignore != kIgnore_Always;
+  fp->required =
+      fr && pc_Message_Get(fr, field_named(frt, "required")).b && ignore != kIgnore_Always;
   int message = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
   if (ignore == kIgnore_Always)
     fp->cond = kCond_Never;
@@ -569,7 +572,8 @@ static Plan *plan_of(pc_Validator *v, const pc_MessageDef *m) {
         o->required = pc_Message_Get(r, freq).b;
         v->status = kPc_Validate_Compile;
         if (names == NULL) {
-          pc_Error_Set(v->err, "at least one field must be specified in oneof rule for the message %s",
+          pc_Error_Set(v->err,
+                       "at least one field must be specified in oneof rule for the message %s",
                        m->full_name);
           return NULL;
         }
@@ -659,7 +663,11 @@ static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
     if (!path_add(v, "[\"", 2)) return 0;
     for (size_t i = 0; i < k.s.size; i++) {
       char c = k.s.data[i];
-      const char *esc = c == '\\' ? "\\\\" : c == '"' ? "\\\"" : c == '\r' ? "\\r" : c == '\n' ? "\\n" : NULL;
+      const char *esc = c == '\\'   ? "\\\\"
+                        : c == '"'  ? "\\\""
+                        : c == '\r' ? "\\r"
+                        : c == '\n' ? "\\n"
+                                    : NULL;
       if (!(esc ? path_add(v, esc, 2) : path_add(v, &c, 1))) return 0;
     }
     return path_add(v, "\"]", 2);
@@ -679,7 +687,8 @@ static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
 
 /* Records a violation at the current path; 0 to stop (fail fast, or out
  * of memory). */
-static int violate(pc_Validator *v, const char *rule, const char *message, size_t mlen, int for_key) {
+static int violate(pc_Validator *v, const char *rule, const char *message, size_t mlen,
+                   int for_key) {
   pc_Violation *vio = grow(v, v->vio, &v->capvio, v->nvio + 1, sizeof(*vio));
   char *field = pc_Arena_StrDup(v->scratch, v->path ? v->path : "", v->plen);
   char *msg = pc_Arena_StrDup(v->scratch, message, mlen);
@@ -754,7 +763,8 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
     for (size_t i = 0; i < vp->ncustom; i++)
       if (!run_rule(v, &vp->custom[i], vars, for_key)) return 0;
     if (vp->nstd) {
-      if (pc_CelEval_MessageValue(v->ev, vp->rules, vp->rules_type, &vars[1], &e) != kPc_CelStatus_Ok) {
+      if (pc_CelEval_MessageValue(v->ev, vp->rules, vp->rules_type, &vars[1], &e) !=
+          kPc_CelStatus_Ok) {
         v->status = kPc_Validate_Runtime;
         pc_Error_Set(v->err, "%s", e.msg);
         return 0;
@@ -775,15 +785,19 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
     int found_in = 0, found_out = 0;
     for (size_t i = 0; vp->any_in && i < vp->any_in->size; i++) {
       pc_StringView s = pc_Array_Get(vp->any_in, i, kPc_Slot_String).s;
-      if (s.size == url.size && (s.size == 0 || memcmp(s.data, url.data, s.size) == 0)) found_in = 1;
+      if (s.size == url.size && (s.size == 0 || memcmp(s.data, url.data, s.size) == 0))
+        found_in = 1;
     }
     for (size_t i = 0; vp->any_not_in && i < vp->any_not_in->size; i++) {
       pc_StringView s = pc_Array_Get(vp->any_not_in, i, kPc_Slot_String).s;
-      if (s.size == url.size && (s.size == 0 || memcmp(s.data, url.data, s.size) == 0)) found_out = 1;
+      if (s.size == url.size && (s.size == 0 || memcmp(s.data, url.data, s.size) == 0))
+        found_out = 1;
     }
-    const char *in = "type URL must be in the allow list", *out = "type URL must not be in the block list";
+    const char *in = "type URL must be in the allow list",
+               *out = "type URL must not be in the block list";
     if (vp->any_in && !found_in && !violate(v, "any.in", in, strlen(in), for_key)) return 0;
-    if (vp->any_not_in && found_out && !violate(v, "any.not_in", out, strlen(out), for_key)) return 0;
+    if (vp->any_not_in && found_out && !violate(v, "any.not_in", out, strlen(out), for_key))
+      return 0;
   }
   if (vp->recurse && val.m != NULL) return validate_message(v, val.m, vp->recurse);
   return 1;
@@ -903,8 +917,8 @@ static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_Mes
 }
 
 pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
-                                        const pc_MessageDef *m, int fail_fast,
-                                        const int64_t now[2], pc_Error *err) {
+                                        const pc_MessageDef *m, int fail_fast, const int64_t now[2],
+                                        pc_Error *err) {
   pc_Arena_Reset(v->scratch);
   v->nvio = 0;
   v->plen = 0;

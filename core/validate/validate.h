@@ -43,12 +43,12 @@
 
 typedef enum {
   kPc_Validate_Valid = 0,
-  kPc_Validate_Invalid,  /* violations (pc_Validator_Violation) */
-  kPc_Validate_Compile,  /* a rule is wrong: CEL that does not compile, rules of another
-                            type than the field's ("expected rule \"string\", got
-                            \"int32\" on t.M.f"), a oneof rule naming no field */
-  kPc_Validate_Runtime,  /* a rule failed to evaluate (a CEL error, a result neither
-                            bool nor string, a budget reached) */
+  kPc_Validate_Invalid, /* violations (pc_Validator_Violation) */
+  kPc_Validate_Compile, /* a rule is wrong: CEL that does not compile, rules of another
+                           type than the field's ("expected rule \"string\", got
+                           \"int32\" on t.M.f"), a oneof rule naming no field */
+  kPc_Validate_Runtime, /* a rule failed to evaluate (a CEL error, a result neither
+                           bool nor string, a budget reached) */
   kPc_Validate_NoMemory
 } pc_ValidateStatus;
 
@@ -75,8 +75,8 @@ void pc_Validator_Free(pc_Validator *v);
  * `now` (the timestamp rules' lt_now, gt_now, within): seconds and nanos
  * since the epoch, or NULL for the system clock's. */
 pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
-                                        const pc_MessageDef *m, int fail_fast,
-                                        const int64_t now[2], pc_Error *err);
+                                        const pc_MessageDef *m, int fail_fast, const int64_t now[2],
+                                        pc_Error *err);
 
 /* The violations of the last validation, in the order protovalidate's
  * runtimes find them: the fields in declaration order (each field's

@@ -43,10 +43,13 @@ static const char kProto[] =
     "  google.protobuf.Timestamp at = 10 [(buf.validate.field).timestamp.lt_now = true];\n"
     "  google.protobuf.Int32Value wrapped = 11 [(buf.validate.field).int32.gt = 5];\n"
     "  optional string nick = 12 [(buf.validate.field).string.min_len = 3];\n"
-    "  string code = 13 [(buf.validate.field).cel = {id: \"code.upper\", message: \"must be upper case\",\n"
+    "  string code = 13 [(buf.validate.field).cel = {id: \"code.upper\", message: \"must be upper "
+    "case\",\n"
     "                    expression: \"this == this.upperAscii()\"}];\n"
-    "  oneof contact { option (buf.validate.oneof).required = true; string phone = 14; string fax = 15; }\n"
-    "  google.protobuf.Any any = 16 [(buf.validate.field).any = {in: [\"type.googleapis.com/t.Inner\"]}];\n"
+    "  oneof contact { option (buf.validate.oneof).required = true; string phone = 14; string fax "
+    "= 15; }\n"
+    "  google.protobuf.Any any = 16 [(buf.validate.field).any = {in: "
+    "[\"type.googleapis.com/t.Inner\"]}];\n"
     "  double ratio = 17 [(buf.validate.field).double = {gte: 0, lte: 1}];\n"
     "  bytes blob = 18 [(buf.validate.field).bytes.max_len = 4];\n"
     "  string ignored = 19 [(buf.validate.field).string.min_len = 5, (buf.validate.field).ignore = "
@@ -60,11 +63,14 @@ static const char kProto[] =
     "  string a = 1; string b = 2;\n"
     "  option (buf.validate.message).oneof = {fields: [\"a\", \"b\"], required: true};\n"
     "}\n"
-    "message Tree { string name = 1 [(buf.validate.field).string.min_len = 1]; repeated Tree kids = 2; }\n"
+    "message Tree { string name = 1 [(buf.validate.field).string.min_len = 1]; repeated Tree kids "
+    "= 2; }\n"
     "message Plain { int32 x = 1; }\n"
     "message BadType { int32 x = 1 [(buf.validate.field).string.min_len = 1]; }\n"
-    "message BadCel { int32 x = 1 [(buf.validate.field).cel = {id: \"bad\", expression: \"this +\"}]; }\n"
-    "message BadResult { int32 x = 1 [(buf.validate.field).cel = {id: \"num\", expression: \"this\"}]; }\n";
+    "message BadCel { int32 x = 1 [(buf.validate.field).cel = {id: \"bad\", expression: \"this "
+    "+\"}]; }\n"
+    "message BadResult { int32 x = 1 [(buf.validate.field).cel = {id: \"num\", expression: "
+    "\"this\"}]; }\n";
 
 static pc_Pool *pool;
 static pc_Arena *arena;
@@ -105,7 +111,8 @@ static const char *run(const char *type, const char *json, const char *overlay) 
   pc_Message *msg = from_json(m, json);
   pc_Error err;
   pc_Error_Init(&err);
-  if (overlay && pc_Json_Read(overlay, strlen(overlay), msg, m, arena, NULL, &err) != kPc_JsonStatus_Ok)
+  if (overlay &&
+      pc_Json_Read(overlay, strlen(overlay), msg, m, arena, NULL, &err) != kPc_JsonStatus_Ok)
     fprintf(stderr, "%s: %s\n", overlay, err.msg);
   const int64_t now[2] = {1700000000, 0};
   pc_ValidateStatus st = pc_Validator_Validate(val, msg, m, 0, now, &err);
@@ -117,16 +124,20 @@ static const char *run(const char *type, const char *json, const char *overlay) 
   size_t len = 0;
   for (size_t i = 0; i < pc_Validator_ViolationCount(val); i++) {
     const pc_Violation *x = pc_Validator_Violation(val, i);
-    len += (size_t)snprintf(out + len, sizeof out - len, "%s%s|%s", i ? ";" : "", x->field, x->rule);
+    len +=
+        (size_t)snprintf(out + len, sizeof out - len, "%s%s|%s", i ? ";" : "", x->field, x->rule);
   }
   return out;
 }
 
-static void check_result(const char *type, const char *json, const char *overlay, const char *want) {
+static void check_result(const char *type, const char *json, const char *overlay,
+                         const char *want) {
   const char *got = run(type, json, overlay);
   int ok = strncmp(want, "error", 5) == 0 ? strncmp(got, want, strlen(want)) == 0
                                           : strcmp(got, want) == 0;
-  if (!ok) fprintf(stderr, "%s %s %s\n  want %s\n  got  %s\n", type, json, overlay ? overlay : "", want, got);
+  if (!ok)
+    fprintf(stderr, "%s %s %s\n  want %s\n  got  %s\n", type, json, overlay ? overlay : "", want,
+            got);
   CHECK(ok);
 }
 
@@ -135,8 +146,9 @@ static void expect(const char *type, const char *json, const char *want) {
 }
 
 /* A valid user. */
-static const char kUser[] = "{\"name\": \"ann\", \"age\": 30, \"code\": \"X\", \"phone\": \"1\", "
-                            "\"inner\": {\"id\": \"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e10\", \"n\": 3}}";
+static const char kUser[] =
+    "{\"name\": \"ann\", \"age\": 30, \"code\": \"X\", \"phone\": \"1\", "
+    "\"inner\": {\"id\": \"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e10\", \"n\": 3}}";
 
 /* The valid user with the JSON members 'extra' read over it. */
 static void expect_user(const char *extra, const char *want) {
@@ -173,13 +185,16 @@ static void standard_rules(void) {
 }
 
 static void containers(void) {
-  expect_user("\"tags\": [\"a\", \"B\", \"a\", \"c\"]", "tags|repeated.max_items;tags|repeated.unique;tags[1]|string.pattern");
+  expect_user("\"tags\": [\"a\", \"B\", \"a\", \"c\"]",
+              "tags|repeated.max_items;tags|repeated.unique;tags[1]|string.pattern");
   expect_user("\"age\": 19, \"tags\": [\"a\"]", "|user.adult");
-  expect_user("\"scores\": {\"x\": 1, \"yy\": -1}", "scores[\"x\"]|string.min_len;scores[\"yy\"]|int32.gte");
+  expect_user("\"scores\": {\"x\": 1, \"yy\": -1}",
+              "scores[\"x\"]|string.min_len;scores[\"yy\"]|int32.gte");
   expect_user("\"scores\": {\"a\\\"b\": 1}", "");
   expect_user("\"scores\": {\"\\n\": 1}", "scores[\"\\n\"]|string.min_len");
   expect_user("\"inners\": [{\"id\": \"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e10\", \"n\": 1}, "
-              "{\"id\": \"x\", \"n\": 11}]", "inners[1].id|string.uuid;inners[1].n|int32.gt_lte");
+              "{\"id\": \"x\", \"n\": 11}]",
+              "inners[1].id|string.uuid;inners[1].n|int32.gt_lte");
   const pc_Validator *cv = val;
   expect_user("\"scores\": {\"x\": 1}", "scores[\"x\"]|string.min_len");
   CHECK(pc_Validator_Violation(cv, 0)->for_key == 1);
@@ -215,7 +230,8 @@ static void errors_and_cache(void) {
   const pc_MessageDef *m = pc_Pool_FindMessage(pool, "t.User");
   pc_Error err;
   pc_Error_Init(&err);
-  CHECK(pc_Validator_Validate(val, from_json(m, "{\"age\": 1, \"blob\": \"AAAAAAAA\"}"), m, 1, NULL, &err) == kPc_Validate_Invalid);
+  CHECK(pc_Validator_Validate(val, from_json(m, "{\"age\": 1, \"blob\": \"AAAAAAAA\"}"), m, 1, NULL,
+                              &err) == kPc_Validate_Invalid);
   CHECK(pc_Validator_ViolationCount(val) == 1);
   /* plans are kept: validating again builds none */
   size_t plans = pc_Validator_PlanCount(val);

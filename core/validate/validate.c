@@ -191,7 +191,7 @@ pc_Validator *pc_Validator_New(pc_Alloc *alloc, void *ud) {
 void pc_Validator_Free(pc_Validator *v) {
   if (v == NULL) return;
   for (size_t i = 0; i < v->nprograms; i++) pc_CelProgram_Free(v->programs[i]);
-  if (v->capprograms) v->alloc(v->ud, v->programs, v->capprograms * sizeof(*v->programs), 0);
+  if (v->capprograms) v->alloc(v->ud, v->programs, v->capprograms * sizeof(pc_CelProgram *), 0);
   if (v->capvio) v->alloc(v->ud, v->vio, v->capvio * sizeof(*v->vio), 0);
   if (v->pcap) v->alloc(v->ud, v->path, v->pcap, 0);
   map_free(v, &v->plans);
@@ -332,7 +332,7 @@ static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDe
     pc_Error_Set(v->err, "failed to compile %s: %s", id, e.msg);
     return 0;
   }
-  v->programs = grow(v, v->programs, &v->capprograms, v->nprograms + 1, sizeof(*v->programs));
+  v->programs = grow(v, v->programs, &v->capprograms, v->nprograms + 1, sizeof(pc_CelProgram *));
   if (v->programs == NULL) {
     v->capprograms = 0;
     v->nprograms = 0;
@@ -467,7 +467,7 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
     total += p->n;
   }
   if (total) {
-    if ((vp->std = pc_Arena_Malloc(v->arena, total * sizeof(*vp->std))) == NULL) {
+    if ((vp->std = pc_Arena_Malloc(v->arena, total * sizeof(const CelRule *))) == NULL) {
       v->status = kPc_Validate_NoMemory;
       return 0;
     }
@@ -516,11 +516,9 @@ static int plan_field(pc_Validator *v, const Plan *p, FieldPlan *fp, const pc_Fi
   int message = f->type == kPc_Type_Message || f->type == kPc_Type_Group;
   if (ignore == kIgnore_Always)
     fp->cond = kCond_Never;
-  else if (f->label == kPc_Label_Repeated)
-    fp->cond = ignore == kIgnore_IfZero ? kCond_IfSet : kCond_Always;
-  else if (message || f->has_presence)
+  else if (f->label != kPc_Label_Repeated && (message || f->has_presence))
     fp->cond = kCond_IfSet;
-  else
+  else /* lists, maps, scalars without presence */
     fp->cond = ignore == kIgnore_IfZero ? kCond_IfSet : kCond_Always;
   if (f->is_map) {
     if (!plan_value(v, &fp->self, fr, frt, f, 19, 0)) return 0;
@@ -577,7 +575,8 @@ static Plan *plan_of(pc_Validator *v, const pc_MessageDef *m) {
                        m->full_name);
           return NULL;
         }
-        if ((o->fields = pc_Arena_Calloc(v->arena, names->size * sizeof(*o->fields))) == NULL) {
+        if ((o->fields = pc_Arena_Calloc(v->arena, names->size * sizeof(const pc_FieldDef *))) ==
+            NULL) {
           v->status = kPc_Validate_NoMemory;
           return NULL;
         }
@@ -610,7 +609,8 @@ static Plan *plan_of(pc_Validator *v, const pc_MessageDef *m) {
   for (uint32_t i = 0; i < m->field_count; i++)
     if (!plan_field(v, p, &p->fields[p->nfields++], &m->fields[i], frt)) return NULL;
   if (m->oneof_count && ort != NULL) {
-    if ((p->required = pc_Arena_Calloc(v->arena, m->oneof_count * sizeof(*p->required))) == NULL) {
+    if ((p->required = pc_Arena_Calloc(v->arena, m->oneof_count * sizeof(const pc_OneofDef *))) ==
+        NULL) {
       v->status = kPc_Validate_NoMemory;
       return NULL;
     }

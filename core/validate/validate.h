@@ -58,7 +58,7 @@ typedef struct {
   const char *field;   /* the path from the validated message: "name", "items[2].id",
                           "labels[\"k\"]", a oneof's name; "" for a message rule */
   const char *rule;    /* the rule's id: "string.min_len", "required", a custom rule's id */
-  const char *message; /* "value length must be at least 1 characters" */
+  const char *message; /* "must be at least 1 characters" */
   int for_key;         /* a map key's rule (`map.keys`), not its value's */
 } pc_Violation;
 

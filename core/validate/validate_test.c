@@ -108,6 +108,7 @@ static const char *run(const char *type, const char *json, const char *overlay) 
   static char out[4096];
   const pc_MessageDef *m = pc_Pool_FindMessage(pool, type);
   CHECK(m != NULL);
+  if (m == NULL) return "no such type";
   pc_Message *msg = from_json(m, json);
   pc_Error err;
   pc_Error_Init(&err);
@@ -228,6 +229,8 @@ static void errors_and_cache(void) {
   expect("t.BadResult", "{\"x\": 1}", "error: expression num outputs int");
   /* fail fast: the first violation only */
   const pc_MessageDef *m = pc_Pool_FindMessage(pool, "t.User");
+  CHECK(m != NULL);
+  if (m == NULL) return;
   pc_Error err;
   pc_Error_Init(&err);
   CHECK(pc_Validator_Validate(val, from_json(m, "{\"age\": 1, \"blob\": \"AAAAAAAA\"}"), m, 1, NULL,

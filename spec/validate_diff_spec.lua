@@ -268,7 +268,8 @@ describe("validation against @bufbuild/protovalidate", function()
         end
         for _, v in ipairs(tset) do if not in_mine[v] then only_theirs[#only_theirs + 1] = v end end
         local text = c.type .. " " .. c.json:sub(1, 300) .. "\n    protocall " .. mresult
-          .. (ok and "" or " " .. tostring(list)) .. ", only: " .. table.concat(only_mine, ", ") .. "\n    protovalidate-es " .. tostring(tresult)
+          .. (ok and "" or " " .. tostring(list)) .. ", only: " .. table.concat(only_mine, ", ")
+          .. "\n    protovalidate-es " .. tostring(tresult)
           .. ", only: " .. table.concat(only_theirs, ", ") .. (tresult == "error" and " " .. theirs or "")
         if why then
           listed[why] = (listed[why] or 0) + 1

@@ -195,3 +195,75 @@ describe("pc.validate and pc.check", function()
     assert.are.same({}, pc.validate(q:type("P") { x = 5 }))
   end)
 end)
+
+describe("validate = true at the edge", function()
+  local p = pc.pool()
+  assert(p:load([[
+    syntax = "proto3";
+    package edge;
+    import "buf/validate/validate.proto";
+    message Req { string name = 1 [(buf.validate.field).string.min_len = 2]; }
+    message Res { string greeting = 1; }
+    service Greeter {
+      rpc Hello (Req) returns (Res);
+      rpc Many (stream Req) returns (Res);
+    }
+  ]], { name = "edge.proto" }))
+  local Req = p:type("edge.Req")
+  local calls = 0
+  local handlers = { ["edge.Greeter"] = {
+    Hello = function(req) calls = calls + 1 return { greeting = "hi " .. req.name } end,
+    Many = function(ctx)
+      local n = 0
+      while ctx:recv() do n = n + 1 end
+      return { greeting = tostring(n) }
+    end,
+  } }
+
+  it("a server refuses an invalid request with INVALID_ARGUMENT before the handler runs", function()
+    local server = pc.server(handlers, { pool = p, validate = true })
+    local client = pc.client("edge.Greeter", { transport = pc.inproc(server), pool = p })
+    calls = 0
+    assert.are.equal("hi ann", client:Hello(Req { name = "ann" }).greeting)
+    local ok, err = pcall(client.Hello, client, Req { name = "a" })
+    assert.is_false(ok)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
+    assert.truthy(err.message:find("name: ", 1, true))
+    assert.truthy(err.message:find("[string.min_len]", 1, true))
+    assert.are.equal(1, calls)
+    local br = err.details and err.details[1]
+    assert.is_not_nil(br)
+    assert.are.equal("name", br.field_violations[1].field)
+  end)
+
+  it("a server validates each request of a client stream", function()
+    local server = pc.server(handlers, { pool = p, validate = true })
+    local client = pc.client("edge.Greeter", { transport = pc.inproc(server), pool = p })
+    local call = client:Many()
+    call:send(Req { name = "ok" })
+    call:send(Req { name = "x" })
+    local ok, err = pcall(call.close_and_recv, call)
+    assert.is_false(ok)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
+  end)
+
+  it("a client refuses to send an invalid request", function()
+    local server = pc.server(handlers, { pool = p })
+    local client = pc.client("edge.Greeter", { transport = pc.inproc(server), pool = p, validate = true })
+    calls = 0
+    local ok, err = pcall(client.Hello, client, { name = "a" })
+    assert.is_false(ok)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
+    assert.is_true(err["local"])
+    assert.are.equal(0, calls)
+    assert.are.equal("hi bob", client:Hello({ name = "bob" }).greeting)
+    local call = client:Many()
+    assert.has_error(function() call:send(Req { name = "" }) end)
+  end)
+
+  it("without the option, invalid requests reach the handler", function()
+    local server = pc.server(handlers, { pool = p })
+    local client = pc.client("edge.Greeter", { transport = pc.inproc(server), pool = p })
+    assert.are.equal("hi a", client:Hello(Req { name = "a" }).greeting)
+  end)
+end)

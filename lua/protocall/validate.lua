@@ -6,8 +6,9 @@
 -- each rule runs, through bindings/lua/lpc_validate.c).
 local core = require "protocall.core"
 local errors = require "protocall.errors"
+local schema = require "protocall.schema"
 
-local error, type, tostring, pairs = error, type, tostring, pairs
+local error, type, tostring, pairs, pcall, ipairs = error, type, tostring, pairs, pcall, ipairs
 local validate_core = core.validate
 
 local M = {}
@@ -57,6 +58,28 @@ local function describe(list)
   return s
 end
 M.describe = describe
+
+-- The google.rpc.BadRequest of a list of violations (its field_violations:
+-- field and description, as gRPC's rich error model has them), or nil when
+-- the default pool cannot have the type (a frozen pool without it).
+local function bad_request(list)
+  local ok, BadRequest = pcall(function() return schema.default_pool():type("google.rpc.BadRequest") end)
+  if not ok or not BadRequest then return nil end
+  local fv = {}
+  for i, v in ipairs(list) do fv[i] = { field = v.field, description = v.message .. " [" .. v.rule .. "]" } end
+  return BadRequest { field_violations = fv }
+end
+
+--- err | nil = refusal(m): nil when `m` breaks no rule, else the pc.Error
+-- pc.check raises, with `details` {google.rpc.BadRequest} (what the
+-- `validate = true` option of pc.server and pc.client answer with).
+function M.refusal(m)
+  local list = run(m, nil, "validate")
+  if #list == 0 then return nil end
+  local br = bad_request(list)
+  return errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list),
+    { violations = list, ["local"] = true, details = br and { br } or nil })
+end
 
 --- m = pc.check(m [, opts]): `m` when it breaks no rule; otherwise raises a
 -- pc.Error with code INVALID_ARGUMENT (what a server answers a request

@@ -36,14 +36,47 @@ typedef struct {
   size_t n;
 } Predef;
 
+/* A standard rule checked in C first: only when the check fails are the
+ * rule's CEL expressions run, for the violation's exact id and message (so
+ * the check may fail where the expressions pass, never the reverse). */
+enum {
+  kN_Range = 1, /* gt / gte with lt / lte, of an integer type ('rf' lower, 'rf2' upper) */
+  kN_Const,
+  kN_In,
+  kN_NotIn,
+  kN_Len, /* code points for strings, bytes for bytes */
+  kN_MinLen,
+  kN_MaxLen,
+  kN_LenBytes,
+  kN_MinBytes,
+  kN_MaxBytes,
+  kN_Prefix,
+  kN_Suffix,
+  kN_Contains,
+  kN_NotContains,
+  kN_MinSize, /* repeated.min_items, map.min_pairs */
+  kN_MaxSize
+};
+
+/* The kinds of value a native check reads. */
+enum { kFam_None, kFam_Signed, kFam_Unsigned, kFam_String, kFam_Bytes, kFam_List };
+
+typedef struct {
+  int kind;                    /* kN_*, or 0: the rule has no native check (its CEL runs) */
+  const pc_FieldDef *rf, *rf2; /* the rule's field(s) in the *Rules message */
+  const Predef *p, *p2;        /* their CEL */
+} Native;
+
 /* What to check of one value (a field's, an item's, a map key's or value's). */
 typedef struct {
   CelRule *custom; /* FieldRules.cel and cel_expression */
   size_t ncustom;
   const pc_Message *rules; /* the *Rules message (StringRules, ...), or NULL */
   const pc_MessageDef *rules_type;
-  const CelRule **std; /* the standard rules of its set fields */
-  size_t nstd;
+  Native *native; /* the standard rules of its set fields, in their order: checked in C
+                     first (kind != 0) or CEL only (kind 0) */
+  size_t nnative;
+  int family;                          /* kFam_*: how the native checks read the value */
   const pc_EnumDef *defined_only;      /* enum.defined_only */
   const pc_Array *any_in, *any_not_in; /* any.in / any.not_in (strings) */
   const pc_MessageDef *recurse;        /* a message: validated in turn */
@@ -430,6 +463,66 @@ static int rule_case(const pc_FieldDef *f) {
   return 0;
 }
 
+/* How native checks read values of field 'f' under rules of type 'rt'. */
+static int family_of(const pc_MessageDef *rt, const pc_FieldDef *f) {
+  const char *n = rt->full_name + strlen("buf.validate.");
+  if (strcmp(n, "RepeatedRules") == 0 || strcmp(n, "MapRules") == 0) return kFam_List;
+  switch (f->type) {
+  case kPc_Type_Int32:
+  case kPc_Type_Int64:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Sfixed64: return kFam_Signed;
+  case kPc_Type_Uint32:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Fixed64: return kFam_Unsigned;
+  case kPc_Type_String: return kFam_String;
+  case kPc_Type_Bytes: return kFam_Bytes;
+  default: return kFam_None; /* floats, bools, enums, messages (wrappers too): CEL only */
+  }
+}
+
+/* The native check of rule field 'name' for values of 'family': a kN_*,
+ * 0 for none (CEL only), -1 for a rule that always passes (`example`). */
+static int native_kind(int family, const char *name) {
+  static const struct {
+    const char *name;
+    int kind;
+    unsigned families; /* bit per kFam_* */
+  } table[] = {
+      {"gt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned},
+      {"gte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned},
+      {"lt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned},
+      {"lte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned},
+      {"const", kN_Const,
+       1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String | 1u << kFam_Bytes},
+      {"in", kN_In, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String},
+      {"not_in", kN_NotIn, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String},
+      {"len", kN_Len, 1u << kFam_String | 1u << kFam_Bytes},
+      {"min_len", kN_MinLen, 1u << kFam_String | 1u << kFam_Bytes},
+      {"max_len", kN_MaxLen, 1u << kFam_String | 1u << kFam_Bytes},
+      {"len_bytes", kN_LenBytes, 1u << kFam_String},
+      {"min_bytes", kN_MinBytes, 1u << kFam_String},
+      {"max_bytes", kN_MaxBytes, 1u << kFam_String},
+      {"prefix", kN_Prefix, 1u << kFam_String | 1u << kFam_Bytes},
+      {"suffix", kN_Suffix, 1u << kFam_String | 1u << kFam_Bytes},
+      {"contains", kN_Contains, 1u << kFam_String | 1u << kFam_Bytes},
+      {"not_contains", kN_NotContains, 1u << kFam_String},
+      {"min_items", kN_MinSize, 1u << kFam_List},
+      {"max_items", kN_MaxSize, 1u << kFam_List},
+      {"min_pairs", kN_MinSize, 1u << kFam_List},
+      {"max_pairs", kN_MaxSize, 1u << kFam_List},
+  };
+  if (family == kFam_None) return 0;
+  if (strcmp(name, "example") == 0) return -1;
+  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+    if (strcmp(table[i].name, name) == 0)
+      return (table[i].families >> family) & 1u ? table[i].kind : 0;
+  return 0;
+}
+
 /* Fills 'vp' from FieldRules 'fr' (may be NULL) for values of 'f' (its
  * elements when 'elem'), with 'want' the rule case that fits (-1: the
  * field's own, 18 repeated, 19 map). */
@@ -458,24 +551,49 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
   const pc_MessageDef *rt = set->message;
   vp->rules = rules;
   vp->rules_type = rt;
-  size_t total = 0;
+  vp->family = family_of(rt, f);
+  size_t total = 0, nnative = 0;
   for (uint32_t i = 0; i < rt->field_count; i++) {
     const pc_FieldDef *rf = &rt->fields[i];
     if (!pc_Message_Has(rules, rf)) continue;
     const Predef *p = predef(v, rf);
     if (p == NULL) return 0;
     total += p->n;
+    nnative++;
   }
-  if (total) {
-    if ((vp->std = pc_Arena_Malloc(v->arena, total * sizeof(const CelRule *))) == NULL) {
-      v->status = kPc_Validate_NoMemory;
-      return 0;
-    }
-    for (uint32_t i = 0; i < rt->field_count; i++) {
-      const pc_FieldDef *rf = &rt->fields[i];
-      if (!pc_Message_Has(rules, rf)) continue;
-      const Predef *p = map_get(&v->predefs, rf);
-      for (size_t k = 0; k < p->n; k++) vp->std[vp->nstd++] = &p->rules[k];
+  if (total && (vp->native = pc_Arena_Calloc(v->arena, nnative * sizeof(Native))) == NULL) {
+    v->status = kPc_Validate_NoMemory;
+    return 0;
+  }
+  Native *range = NULL;
+  for (uint32_t i = 0; total && i < rt->field_count; i++) {
+    const pc_FieldDef *rf = &rt->fields[i];
+    if (!pc_Message_Has(rules, rf)) continue;
+    const Predef *p = map_get(&v->predefs, rf);
+    int kind = native_kind(vp->family, rf->name);
+    if (kind < 0) continue; /* an example: always passes */
+    if (kind == kN_Range) {
+      int lower = rf->name[0] == 'g';
+      if (range == NULL) {
+        range = &vp->native[vp->nnative++];
+        range->kind = kN_Range;
+      }
+      if (lower) {
+        range->rf = rf;
+        range->p = p;
+      } else {
+        range->rf2 = rf;
+        range->p2 = p;
+      }
+    } else if (kind != 0) {
+      Native *n = &vp->native[vp->nnative++];
+      n->kind = kind;
+      n->rf = rf;
+      n->p = p;
+    } else if (p->n) { /* CEL only, in its place among the others */
+      Native *n = &vp->native[vp->nnative++];
+      n->rf = rf;
+      n->p = p;
     }
   }
   if (strcmp(rt->full_name, "buf.validate.EnumRules") == 0 &&
@@ -746,12 +864,114 @@ typedef struct {
   int is_elem;
 } Source;
 
-static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
+/* An integer of field type 't' held in 'x', widened. */
+static int64_t as_signed(pc_FieldType t, pc_Value x) {
+  return t == kPc_Type_Int32 || t == kPc_Type_Sint32 || t == kPc_Type_Sfixed32 ? x.i32 : x.i64;
+}
+
+static uint64_t as_unsigned(pc_FieldType t, pc_Value x) {
+  return t == kPc_Type_Uint32 || t == kPc_Type_Fixed32 ? x.u32 : x.u64;
+}
+
+static int view_eq(pc_StringView a, pc_StringView b) {
+  return a.size == b.size && (a.size == 0 || memcmp(a.data, b.data, a.size) == 0);
+}
+
+static int view_find(pc_StringView hay, pc_StringView needle) {
+  if (needle.size == 0) return 1;
+  for (size_t i = 0; i + needle.size <= hay.size; i++)
+    if (memcmp(hay.data + i, needle.data, needle.size) == 0) return 1;
+  return 0;
+}
+
+/* Whether value 'x' of field 'vf' (its family 'fam') passes native check
+ * 'n' of the rules message 'rules'. */
+static int native_passes(const Native *n, const pc_Message *rules, int fam, const pc_FieldDef *vf,
+                         pc_Value x) {
+  const pc_FieldDef *rf = n->rf;
+  if (n->kind == kN_Range) {
+    const pc_FieldDef *lo = n->rf, *hi = n->rf2;
+    int above = 0, below = 0, normal = 1;
+    if (fam == kFam_Signed) {
+      int64_t t = as_signed(vf->type, x);
+      int64_t l = lo ? as_signed(lo->type, pc_Message_Get(rules, lo)) : 0;
+      int64_t h = hi ? as_signed(hi->type, pc_Message_Get(rules, hi)) : 0;
+      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
+      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      if (lo && hi) normal = h >= l;
+    } else {
+      uint64_t t = as_unsigned(vf->type, x);
+      uint64_t l = lo ? as_unsigned(lo->type, pc_Message_Get(rules, lo)) : 0;
+      uint64_t h = hi ? as_unsigned(hi->type, pc_Message_Get(rules, hi)) : 0;
+      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
+      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      if (lo && hi) normal = h >= l;
+    }
+    return normal ? !(above || below) : !(above && below);
+  }
+  if (n->kind == kN_MinSize || n->kind == kN_MaxSize) {
+    uint64_t size = vf->is_map ? (x.map ? x.map->size : 0) : (x.a ? x.a->size : 0);
+    uint64_t r = pc_Message_Get(rules, rf).u64;
+    return n->kind == kN_MinSize ? size >= r : size <= r;
+  }
+  if (fam == kFam_Signed || fam == kFam_Unsigned) {
+    if (n->kind == kN_Const) {
+      pc_Value r = pc_Message_Get(rules, rf);
+      return fam == kFam_Signed ? as_signed(vf->type, x) == as_signed(rf->type, r)
+                                : as_unsigned(vf->type, x) == as_unsigned(rf->type, r);
+    }
+    const pc_Array *list = pc_Message_Get(rules, rf).a;
+    int found = 0;
+    pc_SlotKind slot = pc_FieldDef_ElemSlot(rf);
+    for (size_t i = 0; list && i < list->size && !found; i++) {
+      pc_Value r = pc_Array_Get(list, i, slot);
+      found = fam == kFam_Signed ? as_signed(vf->type, x) == as_signed(rf->type, r)
+                                 : as_unsigned(vf->type, x) == as_unsigned(rf->type, r);
+    }
+    return n->kind == kN_In ? found : !found;
+  }
+  /* strings and bytes */
+  pc_StringView t = x.s;
+  pc_Value r = pc_Message_Get(rules, rf);
+  uint64_t len = t.size;
+  if (fam == kFam_String && (n->kind == kN_Len || n->kind == kN_MinLen || n->kind == kN_MaxLen)) {
+    len = 0;
+    for (size_t i = 0; i < t.size; i++) len += ((unsigned char)t.data[i] & 0xC0) != 0x80;
+  }
+  switch (n->kind) {
+  case kN_Len:
+  case kN_LenBytes: return len == r.u64;
+  case kN_MinLen:
+  case kN_MinBytes: return len >= r.u64;
+  case kN_MaxLen:
+  case kN_MaxBytes: return len <= r.u64;
+  case kN_Const: return view_eq(t, r.s);
+  case kN_Prefix:
+    return t.size >= r.s.size && (r.s.size == 0 || memcmp(t.data, r.s.data, r.s.size) == 0);
+  case kN_Suffix:
+    return t.size >= r.s.size &&
+           (r.s.size == 0 || memcmp(t.data + t.size - r.s.size, r.s.data, r.s.size) == 0);
+  case kN_Contains: return view_find(t, r.s);
+  case kN_NotContains: return !view_find(t, r.s);
+  case kN_In:
+  case kN_NotIn: {
+    int found = 0;
+    for (size_t i = 0; r.a && i < r.a->size && !found; i++)
+      found = view_eq(t, pc_Array_Get(r.a, i, kPc_Slot_String).s);
+    return n->kind == kN_In ? found : !found;
+  }
+  default: return 0;
+  }
+}
+
+/* Binds `this` (and with 'with_rules' `rules`) for the CEL rules of a
+ * value, once; 0 on failure. */
+static int bind(pc_Validator *v, const ValuePlan *vp, const Source *src, pc_CelValue *vars,
+                int *bound, int with_rules) {
   pc_Error e;
   pc_Error_Init(&e);
-  if (vp->ncustom || vp->nstd) {
-    pc_CelValue vars[4];
-    memset(vars, 0, sizeof(vars));
+  if (!(*bound & 1)) {
+    memset(vars, 0, 4 * sizeof(*vars));
     pc_CelStatus st = src->is_elem ? pc_CelEval_ElemValue(v->ev, src->f, src->elem, &vars[0], &e)
                                    : pc_CelEval_FieldValue(v->ev, src->msg, src->f, &vars[0], &e);
     if (st != kPc_CelStatus_Ok) {
@@ -760,20 +980,42 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
       return 0;
     }
     vars[3] = v->now;
-    for (size_t i = 0; i < vp->ncustom; i++)
-      if (!run_rule(v, &vp->custom[i], vars, for_key)) return 0;
-    if (vp->nstd) {
-      if (pc_CelEval_MessageValue(v->ev, vp->rules, vp->rules_type, &vars[1], &e) !=
-          kPc_CelStatus_Ok) {
-        v->status = kPc_Validate_Runtime;
-        pc_Error_Set(v->err, "%s", e.msg);
-        return 0;
-      }
-      for (size_t i = 0; i < vp->nstd; i++)
-        if (!run_rule(v, vp->std[i], vars, for_key)) return 0;
-    }
-    pc_CelEval_Reset(v->ev);
+    *bound |= 1;
   }
+  if (with_rules && !(*bound & 2)) {
+    if (pc_CelEval_MessageValue(v->ev, vp->rules, vp->rules_type, &vars[1], &e) !=
+        kPc_CelStatus_Ok) {
+      v->status = kPc_Validate_Runtime;
+      pc_Error_Set(v->err, "%s", e.msg);
+      return 0;
+    }
+    *bound |= 2;
+  }
+  return 1;
+}
+
+static int run_predef(pc_Validator *v, const Predef *p, const pc_CelValue *vars, int for_key) {
+  for (size_t i = 0; p && i < p->n; i++)
+    if (!run_rule(v, &p->rules[i], vars, for_key)) return 0;
+  return 1;
+}
+
+static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
+  pc_CelValue vars[4];
+  int bound = 0;
+  for (size_t i = 0; i < vp->ncustom; i++)
+    if (!bind(v, vp, src, vars, &bound, 0) || !run_rule(v, &vp->custom[i], vars, for_key)) return 0;
+  if (vp->nnative) {
+    pc_Value x = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
+    for (size_t i = 0; i < vp->nnative; i++) {
+      const Native *n = &vp->native[i];
+      if (n->kind != 0 && native_passes(n, vp->rules, vp->family, src->f, x)) continue;
+      if (!bind(v, vp, src, vars, &bound, 1) || !run_predef(v, n->p, vars, for_key) ||
+          !run_predef(v, n->p2, vars, for_key))
+        return 0;
+    }
+  }
+  if (bound) pc_CelEval_Reset(v->ev);
   pc_Value val = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
   if (vp->defined_only && pc_EnumDef_FindByNumber(vp->defined_only, val.i32) == NULL) {
     const char *m = "value must be one of the defined enum values";
@@ -821,7 +1063,8 @@ static int elem_applies(const ValuePlan *vp, const pc_FieldDef *f, pc_Value x) {
 }
 
 static int has_rules(const ValuePlan *vp) {
-  return vp->ncustom || vp->nstd || vp->defined_only || vp->any_in || vp->any_not_in || vp->recurse;
+  return vp->ncustom || vp->nnative || vp->defined_only || vp->any_in || vp->any_not_in ||
+         vp->recurse;
 }
 
 static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message *msg) {

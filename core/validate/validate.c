@@ -7,6 +7,7 @@
 #include "wire/decode.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -40,7 +41,7 @@ typedef struct {
  * rule's CEL expressions run, for the violation's exact id and message (so
  * the check may fail where the expressions pass, never the reverse). */
 enum {
-  kN_Range = 1, /* gt / gte with lt / lte, of an integer type ('rf' lower, 'rf2' upper) */
+  kN_Range = 1, /* gt / gte with lt / lte, of a number ('rf' lower, 'rf2' upper) */
   kN_Const,
   kN_In,
   kN_NotIn,
@@ -59,7 +60,7 @@ enum {
 };
 
 /* The kinds of value a native check reads. */
-enum { kFam_None, kFam_Signed, kFam_Unsigned, kFam_String, kFam_Bytes, kFam_List };
+enum { kFam_None, kFam_Signed, kFam_Unsigned, kFam_Double, kFam_String, kFam_Bytes, kFam_List };
 
 typedef struct {
   int kind;                    /* kN_*, or 0: the rule has no native check (its CEL runs) */
@@ -478,9 +479,11 @@ static int family_of(const pc_MessageDef *rt, const pc_FieldDef *f) {
   case kPc_Type_Uint64:
   case kPc_Type_Fixed32:
   case kPc_Type_Fixed64: return kFam_Unsigned;
+  case kPc_Type_Float:
+  case kPc_Type_Double: return kFam_Double;
   case kPc_Type_String: return kFam_String;
   case kPc_Type_Bytes: return kFam_Bytes;
-  default: return kFam_None; /* floats, bools, enums, messages (wrappers too): CEL only */
+  default: return kFam_None; /* bools, enums, messages (wrappers too): CEL only */
   }
 }
 
@@ -492,10 +495,10 @@ static int native_kind(int family, const char *name) {
     int kind;
     unsigned families; /* bit per kFam_* */
   } table[] = {
-      {"gt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned},
-      {"gte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned},
-      {"lt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned},
-      {"lte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned},
+      {"gt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
+      {"gte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
+      {"lt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
+      {"lte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
       {"const", kN_Const,
        1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String | 1u << kFam_Bytes},
       {"in", kN_In, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String},
@@ -873,6 +876,10 @@ static uint64_t as_unsigned(pc_FieldType t, pc_Value x) {
   return t == kPc_Type_Uint32 || t == kPc_Type_Fixed32 ? x.u32 : x.u64;
 }
 
+static double as_double(pc_FieldType t, pc_Value x) {
+  return t == kPc_Type_Float ? (double)x.f : x.d;
+}
+
 static int view_eq(pc_StringView a, pc_StringView b) {
   return a.size == b.size && (a.size == 0 || memcmp(a.data, b.data, a.size) == 0);
 }
@@ -892,7 +899,15 @@ static int native_passes(const Native *n, const pc_Message *rules, int fam, cons
   if (n->kind == kN_Range) {
     const pc_FieldDef *lo = n->rf, *hi = n->rf2;
     int above = 0, below = 0, normal = 1;
-    if (fam == kFam_Signed) {
+    if (fam == kFam_Double) { /* a NaN anywhere: CEL decides */
+      double t = vf->type == kPc_Type_Float ? (double)x.f : x.d;
+      double l = lo ? as_double(lo->type, pc_Message_Get(rules, lo)) : 0;
+      double h = hi ? as_double(hi->type, pc_Message_Get(rules, hi)) : 0;
+      if (isnan(t) || isnan(l) || isnan(h)) return 0;
+      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
+      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      if (lo && hi) normal = h >= l;
+    } else if (fam == kFam_Signed) {
       int64_t t = as_signed(vf->type, x);
       int64_t l = lo ? as_signed(lo->type, pc_Message_Get(rules, lo)) : 0;
       int64_t h = hi ? as_signed(hi->type, pc_Message_Get(rules, hi)) : 0;

@@ -203,6 +203,15 @@ function H.loadavg()
   return a .. " " .. b .. " " .. c
 end
 
+--- pid, ppid = H.ids(): this process's id and its parent's, as strings
+-- ("PID (name) state PPID ..." of /proc/self/stat; Linux).
+function H.ids()
+  local f = io.open("/proc/self/stat")
+  local text = f:read("a")
+  f:close()
+  return text:match("^(%d+) .*%) %S+ (%d+)")
+end
+
 --- CPU seconds (user + system, all its threads) the process `pid` has used
 -- so far, from /proc/PID/stat (clock ticks of 1/100 s, Linux's USER_HZ).
 function H.proc_cpu(pid)

@@ -43,14 +43,7 @@ if arg[1] == "--serve" then
       end
     end,
   } }, "127.0.0.1:0", { max_connections = 10000 })
-  -- "PID (name) state PPID ...": this process and its parent (the bench).
-  local function ids()
-    local f = io.open("/proc/self/stat")
-    local text = f:read("a")
-    f:close()
-    local pid, ppid = text:match("^(%d+) .*%) %S+ (%d+)")
-    return pid, ppid
-  end
+  local ids = H.ids
   local pid, parent = ids()
   print(l.port .. " " .. pid)
   io.stdout:flush()

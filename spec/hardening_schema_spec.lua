@@ -104,6 +104,32 @@ describe("large schemas", function()
     local elapsed = os.clock() - t0
     assert(elapsed < bound, ("took %.1f s"):format(elapsed))
   end)
+
+  it("refuses a package name 78 KB long at once, as protoc", function()
+    -- every prefix of the package was copied: 1.5 GB and 6 s, then the
+    -- error "\"A\" is not defined."
+    local src = 'syntax = "proto3";\npackage ' .. ("a."):rep(39000) .. "a;\nmessage A {}\nmessage B { A a = 1; }\n"
+    grows_less_than(20 * 1024, function()
+      local clock = os.clock()
+      local files, err = pc.pool():load(src, { name = "long_package.proto" })
+      assert.is_nil(files)
+      assert.are.equal("long_package.proto:2:1: Package name is too long", err)
+      assert(os.clock() - clock < bound / 10, ("took %.1f s"):format(os.clock() - clock))
+    end)
+  end)
+
+  it("refuses a descriptor set whose package is too long or too deep, as protoc", function()
+    local set = pc.pool():type("google.protobuf.FileDescriptorSet")
+    local function load(name, package)
+      return pc.pool():load_descriptor_set(pc.encode(set{ file = { {
+        name = name, package = package, syntax = "proto3", message_type = { { name = "A" } } } } }))
+    end
+    assert.are.same({ nil, "long.proto: Package name is too long" },
+      { load("long.proto", ("a."):rep(300) .. "a") })
+    assert.are.same({ nil, "deep.proto: Exceeds Maximum Package Depth" },
+      { load("deep.proto", ("a."):rep(101) .. "a") })
+    assert(load("limits.proto", ("abcd."):rep(100) .. "abcd"))
+  end)
 end)
 
 --- protoc's stderr and exit status on `args` (run from the repository
@@ -163,6 +189,35 @@ describe("loading files", function()
     local other = pc.pool()
     assert(other:load('syntax = "proto3"; package a; message A {}', { name = "a.proto" }))
     assert(other:load_descriptor_set(bytes))
+  end)
+
+  it("names a built-in file read from disk by its import name, so an import of it finds it", function()
+    -- it was named by its path: an import of the same file then defined every type twice
+    local dir = os.tmpname()
+    os.remove(dir)
+    local type_proto = assert(pc.builtin_source("google/protobuf/type.proto"))
+    assert(os.execute("mkdir -p " .. dir .. "/include/google/protobuf " .. dir .. "/copy"))
+    for _, path in ipairs { "/include/google/protobuf/type.proto", "/copy/mytype.proto" } do
+      local f = assert(io.open(dir .. path, "wb"))
+      f:write(type_proto)
+      f:close()
+    end
+    local user = 'syntax = "proto3"; import "google/protobuf/type.proto"; message U { google.protobuf.Type t = 1; }'
+    local pool = pc.pool()
+    local file = assert(pool:load_file(dir .. "/include/google/protobuf/type.proto"))
+    assert.are.equal("google/protobuf/type.proto", file.name)
+    assert(pool:load(user, { name = "user.proto" }))
+    -- the other order: the import brought the built-in file, the path finds it loaded
+    local other = pc.pool()
+    assert(other:load(user, { name = "user.proto" }))
+    assert.are.equal("google/protobuf/type.proto",
+      assert(other:load_file(dir .. "/include/google/protobuf/type.proto")).name)
+    -- under another name it is another file: the error says which defines the type
+    local copy = pc.pool()
+    assert(copy:load_file(dir .. "/copy/mytype.proto"))
+    assert.are.same({ nil, "google/protobuf/type.proto: 'google.protobuf.Enum' is already defined in "
+      .. "the pool, by " .. dir .. "/copy/mytype.proto" }, { copy:load(user, { name = "user.proto" }) })
+    os.execute("rm -rf " .. dir)
   end)
 
   it("names a map whose value is a group, as protoc", function()
@@ -247,6 +302,22 @@ describe("verdicts of protoc 3.21.12", function()
       'aggregate_group_lower.proto:5:14: Error while parsing option value for "o": Message type "O" '
       .. 'has no field named "g".' },
     { "aggregate_group.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { G { x: 1 } };\n", "" },
+    { "option_group_type.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).G.x = 1;\n",
+      'option_group_type.proto:5:8: Option "(o).G" unknown. Ensure that your proto definition file '
+      .. "imports the proto which defines the option." },
+    { "option_group_field.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).g.x = 1;\n", "" },
+    -- a custom option set twice in its two forms, as protoc's ExamineIfOptionIsSet sees it
+    { "option_mixed_after.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o) = { a: 1 };\noption (o).a = 2;\n",
+      'option_mixed_after.proto:6:8: Option "(o).a" was already set.' },
+    { "option_mixed_before.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).a = 2;\noption (o) = { b: 1 };\n",
+      'option_mixed_before.proto:6:8: Option "(o)" was already set.' },
+    { "option_mixed_group.proto", 'syntax = "proto2";\n' .. OPTION_O
+      .. "option (o) = { G { x: 1 } };\noption (o).g.x = 2;\n",
+      'option_mixed_group.proto:6:8: Option "(o).g.x" was already set.' },
+    { "option_mixed_apart.proto", 'syntax = "proto2";\n' .. OPTION_O
+      .. "option (o) = { b: 1 };\noption (o).a = 2;\n", "" },
+    { "option_twice_dotted.proto", 'syntax = "proto2";\n' .. OPTION_O .. "option (o).a = 1;\noption (.o).a = 2;\n",
+      'option_twice_dotted.proto:6:8: Option "(.o).a" was already set.' },
     { "escape_upper_x.proto", 'syntax = "proto2";\nmessage M {\n  optional string s = 1 [default = "\\X41"];\n}\n',
       "escape_upper_x.proto:3:38: Invalid escape sequence in string literal." },
     { "escape_x_alone.proto", 'syntax = "proto2";\nmessage M { optional string s = 1 [default = "\\xZ"]; }\n',
@@ -349,6 +420,21 @@ describe("verdicts of protoc 3.21.12", function()
       .. "message R { repeated int32 n = 1; }\nextend google.protobuf.FileOptions { optional R r = 50001; }\n"
       .. "option (r) = { n: [1, 2; };\n",
       'aggregate_list_comma.proto:7:14: Error while parsing option value for "r": Expected ",", found ";".' },
+    -- names: protoc's limits on a package, none on other names (a name
+    -- once stopped resolving past 1 KB, an option name past 16 parts)
+    { "package_too_long.proto", 'syntax = "proto3";\npackage ' .. ("a."):rep(255) .. "bb;\nmessage A {}\n",
+      "package_too_long.proto:2:1: Package name is too long" },
+    { "package_too_deep.proto", 'syntax = "proto3";\n  package ' .. ("a."):rep(101) .. "a;\nmessage A {}\n",
+      "package_too_deep.proto:2:3: Exceeds Maximum Package Depth" },
+    { "package_at_limits.proto", 'syntax = "proto3";\npackage ' .. ("abcd."):rep(100) .. "abcd;\n"
+      .. "message A {}\nmessage B { A a = 1; ." .. ("abcd."):rep(101) .. "A b = 2; }\n", "" },
+    { "long_type_names.proto", 'syntax = "proto3";\npackage p;\nmessage ' .. ("M"):rep(1100) .. " {\n"
+      .. "  message " .. ("N"):rep(1100) .. " { message B {} }\n  " .. ("N"):rep(1100) .. ".B b = 1;\n}\n", "" },
+    { "long_option_name.proto", 'syntax = "proto2";\n' .. DESCRIPTOR .. "package p;\n"
+      .. "message N { optional N n = 1; optional int32 x = 2; }\n"
+      .. "extend google.protobuf.MessageOptions { optional N " .. ("e"):rep(600) .. " = 50000; }\n"
+      .. "message A { option (" .. ("e"):rep(600) .. ")" .. (".n"):rep(20) .. ".x = 5; }\n"
+      .. "message B { option (p." .. ("e"):rep(600) .. ") = { n { n { x: 1 } } }; }\n", "" },
     { "aggregate_deep.proto", 'syntax = "proto2";\n' .. DESCRIPTOR
       .. "message D { optional D d = 1; optional int32 a = 2; }\n"
       .. "extend google.protobuf.FileOptions { optional D deep = 50001; }\n"
@@ -411,6 +497,33 @@ describe("verdicts of protoc 3.21.12", function()
     local m = q:type("M") {}
     pc.set_extension(m, name, 5)
     assert.are.equal(5, pc.get_extension(m, name))
+  end)
+
+  it("refuses a descriptor set whose imports form a cycle, naming it as protoc", function()
+    local set = pc.pool():type("google.protobuf.FileDescriptorSet")
+    local function file(name, ...)
+      return { name = name, syntax = "proto3", dependency = { ... },
+               message_type = { { name = name:match("^%a+"):upper() } } }
+    end
+    for _, c in ipairs {
+      { { file("a.proto", "a.proto") }, "a.proto: File recursively imports itself: a.proto -> a.proto" },
+      { { file("a.proto", "b.proto"), file("b.proto", "a.proto") },
+        "a.proto: File recursively imports itself: a.proto -> b.proto -> a.proto" },
+      { { file("x.proto", "a.proto"), file("a.proto", "b.proto"), file("b.proto", "c.proto"),
+          file("c.proto", "a.proto") },
+        "a.proto: File recursively imports itself: a.proto -> b.proto -> c.proto -> a.proto" },
+    } do
+      local bytes = pc.encode(set{ file = c[1] })
+      assert.are.same({ nil, c[2] }, { pc.pool():load_descriptor_set(bytes) })
+      local f = assert(io.open(dir .. "/cycle.pb", "wb"))
+      f:write(bytes)
+      f:close()
+      local text = protoc("--descriptor_set_in=" .. dir .. "/cycle.pb -o /dev/null " .. c[1][1].name)
+      if text then assert.are.equal(c[2], text:match("[^\n]*")) end
+    end
+    -- a diamond is no cycle
+    assert(pc.pool():load_descriptor_set(pc.encode(set{ file = { file("d.proto"), file("b.proto", "d.proto"),
+      file("c.proto", "d.proto"), file("a.proto", "b.proto", "c.proto") } })))
   end)
 
   it("accepts an import chain 70 files deep", function()

@@ -82,11 +82,25 @@ describe("pc.from_text", function()
       { "m { a: 1 >", '1:10: expected a field name or the end, got ">"' },
       { "a: 1\n  s: 2", '2:6: expected string, got "2"' },
       { [[s: "\q"]], "1:5: invalid escape sequence in string" },
-      { [[s: "\ud800"]], "1:5: invalid escape sequence in string" },
+      { [[s: "\ud800"]], "1:5: \\ud800: a UTF-16 surrogate is not a character" },
+      -- the conformance suite's StringLiteralShortUnicodeEscapeSurrogatePair{String,Bytes}
+      -- (protoc 3.21 joins the pair; the specification refuses surrogates)
+      { [[s: '\ud801\udc37']], "1:5: \\ud801\\udc37: text format takes no UTF-16 surrogate pair; "
+        .. "write U+10437 as \\U00010437 or as UTF-8" },
+      { [[b: '\ud801\udc37']], "1:5: \\ud801\\udc37: text format takes no UTF-16 surrogate pair" },
+      { [[s: '\U0000d801\udc37']], "1:5: \\U0000d801: a UTF-16 surrogate is not a character" },
+      { [[s: '\ud801\U0000dc37']], "1:5: \\ud801: a UTF-16 surrogate is not a character" },
       { "ok: yes", 'invalid value for boolean field: "yes"' },
       { "[tp.nope]: 1", '1:1: extension "tp.nope" is not defined or is not an extension of "tp.M"' },
       { "any { [x/tp.Nope] {} }", '1:7: could not find type "x/tp.Nope" stored in google.protobuf.Any' },
       { "m { [x/tp.M] {} }", "1:5: an expanded Any ([x/tp.M]) in tp.M, which is no google.protobuf.Any" },
+      -- an expanded Any and its own fields: protoc's "specified multiple times" (both were once
+      -- kept, half of each)
+      { 'any { [type.googleapis.com/tp.M] { a: 1 } type_url: "u" }',
+        '1:43: non-repeated field "type_url" is specified multiple times' },
+      { 'any { [type.googleapis.com/tp.M] { a: 1 } value: "v" }',
+        '1:43: non-repeated field "value" is specified multiple times' },
+      { 'any { value: "v" [type.googleapis.com/tp.M] { a: 1 } }', "1:18: google.protobuf.Any set twice" },
       { "a: 1x", '1:4: expected integer, got "1x"' },
       { "a: 09", '1:4: expected integer, got "09"' },
       { "a: 0x", '1:4: expected integer, got "0x"' },
@@ -233,8 +247,8 @@ describe("pc.from_text as protoc --encode", function()
   assert(p:load('syntax = "proto3"; package tq; message P { int32 i32 = 1; }'
     .. ' message R { string s = 1; repeated P rc = 2; }', { name = "tq.proto" }))
   local TqR = p:type("tq.R")
-  it("joins a UTF-16 surrogate pair in \\u escapes and takes a message list without ':'", function()
-    local text = 's: "\\ud83d\\ude00" rc [{ i32: 1 }, { i32: 2 }]'
+  it("takes \\U escapes and a message list without ':', refuses a UTF-16 surrogate pair", function()
+    local text = 's: "\\U0001F600" rc [{ i32: 1 }, { i32: 2 }]'
     local m = assert(pc.from_text(TqR, text))
     assert.are.equal("\240\159\152\128", m.s)
     assert.are.equal(2, #m.rc)
@@ -246,7 +260,19 @@ describe("pc.from_text as protoc --encode", function()
     h:close()
     assert.are.equal(protoc, pc.encode(m))
     assert.is_nil(pc.from_text(TqR, 's: "\\ud83d"')) -- a lone surrogate stays an error
+    -- protoc 3.21 joins a pair; the specification and the conformance suite refuse it
+    assert.are.equal("1:5: \\ud83d\\ude00: text format takes no UTF-16 surrogate pair; write U+1F600 as "
+      .. "\\U0001F600 or as UTF-8", select(2, pc.from_text(TqR, 's: "\\ud83d\\ude00"')))
     assert.is_nil(pc.from_text(TqR, 's: "a" rc [1]'))
+  end)
+
+  it("takes an extension name of any length in [...] (it stopped at 511 bytes)", function()
+    local q = pc.pool()
+    local name = ("e"):rep(700)
+    assert(q:load('syntax = "proto2"; package tl; message M { extensions 1 to 9; }'
+      .. " extend M { optional int32 " .. name .. " = 1; }", { name = "tl.proto" }))
+    local m = assert(pc.from_text(q:type("tl.M"), "[tl." .. name .. "]: 5"))
+    assert.are.equal(5, pc.get_extension(m, "tl." .. name))
   end)
 
   it("reads an Any's type URL as protoc does: dotted names, one '/', nothing joined", function()

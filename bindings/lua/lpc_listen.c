@@ -256,6 +256,17 @@ static int lpc_scall_finish(lua_State *L) {
   return 0;
 }
 
+/* -- token = call:wake_token(): the call's wake token (an integer, the
+ * same each time); from the first ask on, core.grpc_pump lists it when
+ * something happened to the call (lpc_net.c, core/net/wake.h) */
+static int lpc_scall_wake_token(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  uint64_t token = (uint64_t)(uintptr_t)c;
+  pc_GrpcServerCall_SetWakeToken(c, token);
+  lua_pushinteger(L, (lua_Integer)token);
+  return 1;
+}
+
 /* -- call:close(): frees the call (a finished one's response still goes
  * out; any other open stream is reset; idempotent; also __gc) */
 static int lpc_scall_close(lua_State *L) {
@@ -284,6 +295,7 @@ void lpc_open_listen(lua_State *L) {
                                   {"compressed", lpc_scall_compressed},
                                   {"set_compression", lpc_scall_set_compression},
                                   {"finish", lpc_scall_finish},
+                                  {"wake_token", lpc_scall_wake_token},
                                   {"close", lpc_scall_close},
                                   {NULL, NULL}};
   luaL_newmetatable(L, LISTENER_MT);

@@ -448,6 +448,18 @@ static int lpc_grpccall_cancel(lua_State *L) {
   return 0;
 }
 
+/* -- token = call:wake_token()
+ * The call's wake token (an integer, the same each time): from the first
+ * ask on, core.grpc_pump lists it when something happened to the call
+ * (core/net/wake.h), so the scheduler resumes only the task of that call. */
+static int lpc_grpccall_wake_token(lua_State *L) {
+  CallBox *b = check_call(L);
+  uint64_t token = (uint64_t)(uintptr_t)b->call;
+  pc_GrpcCall_SetWakeToken(b->call, token);
+  lua_pushinteger(L, (lua_Integer)token);
+  return 1;
+}
+
 /* -- call:close()   -- cancels a running call (RST_STREAM) and frees it; idempotent */
 static int lpc_grpccall_close(lua_State *L) {
   CallBox *b = luaL_checkudata(L, 1, CALL_MT);
@@ -491,27 +503,92 @@ static lua_Integer waitables(lua_State *L, int idx, Waitables *w) {
   return len;
 }
 
-/* -- core.grpc_pump(waitables, timeout)
+/* The wake list of the channel or listener at 'idx' (NULL: closed). */
+static pc_GrpcWakeList *wake_list(lua_State *L, int idx) {
+  if (lpc_is_listener(L, idx)) {
+    pc_GrpcListener *l = lpc_to_listener(L, idx);
+    return l ? pc_GrpcListener_Wake(l) : NULL;
+  }
+  ChannelBox *b = luaL_checkudata(L, idx, CHANNEL_MT);
+  return b->ch ? pc_GrpcChannel_Wake(b->ch) : NULL;
+}
+
+/* Puts the wake tokens listed by the waitables of the list at 'idx' in
+ * the table at 'out' (at 1..n, the entries after n left as they were) and
+ * clears their lists; pushes n and 'all', the waitables whose every waiter
+ * must look (a closed one, or one whose list overflowed), or nil. A list
+ * is cleared only once its tokens are in 'out', so an error of memory in
+ * between loses none. */
+static void take_woken(lua_State *L, int idx, int out) {
+  lua_Integer len = luaL_len(L, idx), nt = 0, na = 0;
+  lua_pushnil(L);
+  int all = lua_gettop(L);
+  for (lua_Integer i = 1; i <= len; i++) {
+    lua_geti(L, idx, i);
+    pc_GrpcWakeList *w = wake_list(L, -1);
+    if (w == NULL || pc_GrpcWakeList_Overflow(w)) {
+      if (na == 0) {
+        lua_newtable(L);
+        lua_replace(L, all);
+      }
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, all, ++na);
+    }
+    lua_pop(L, 1);
+    if (w == NULL) continue;
+    /* Items again each time: a call the collector frees meanwhile may
+     * list itself (its stream's end), moving the array. */
+    const uint64_t *items;
+    for (size_t k = 0; k < pc_GrpcWakeList_Items(w, &items); k++) {
+      lua_pushinteger(L, (lua_Integer)items[k]);
+      lua_rawseti(L, out, ++nt);
+    }
+    pc_GrpcWakeList_Clear(w);
+  }
+  lua_pushinteger(L, nt);
+  lua_insert(L, all); /* n, all */
+}
+
+/* Whether a waitable of 'w' has news a pump would hand out now. */
+static int any_pending(const Waitables *w) {
+  for (size_t i = 0; i < w->n; i++)
+    if (pc_GrpcWakeList_Pending(pc_GrpcChannel_Wake(w->chs[i]))) return 1;
+  for (size_t i = 0; i < w->m; i++)
+    if (pc_GrpcWakeList_Pending(pc_GrpcListener_Wake(w->ls[i]))) return 1;
+  return 0;
+}
+
+/* -- n, all | nil = core.grpc_pump(waitables, timeout, tokens)
  * One round of I/O over a list of channels and listeners (lpc_listen.c;
  * closed ones are skipped): sends, waits at most 'timeout' seconds (capped
  * by the nearest deadline), accepts and reads, ends calls past their
- * deadline. Raises "poll failed" when poll(2) failed or memory ran out. */
+ * deadline (no wait when a wake list has news already). Puts the wake
+ * tokens (call:wake_token()) of the calls something happened to since the
+ * last pump over their channel or listener in the table 'tokens' (at
+ * 1..n; a table the caller uses again: the entries after n are stale) and
+ * returns n and the waitables of the list whose every waiter must look
+ * (closed, or more news than their wake list held), or nil. Raises "poll
+ * failed" when poll(2) failed or memory ran out. */
 static int lpc_grpc_pump(lua_State *L) {
+  luaL_checktype(L, 3, LUA_TTABLE);
   Waitables w;
   lua_Integer len = waitables(L, 1, &w);
   lua_Number timeout = luaL_checknumber(L, 2);
   if (!(timeout > 0) || (len > 0 && w.n == 0 && w.m == 0)) timeout = 0; /* all closed */
+  if (any_pending(&w)) timeout = 0; /* news already (a task cancelled a call): no wait */
   int ok =
       w.m > 0 ? pc_Grpc_PumpAll(w.chs, w.n, w.ls, w.m, timeout) : pc_Grpc_Pump(w.chs, w.n, timeout);
   if (!ok) return luaL_error(L, "poll failed: %s", strerror(errno)); /* ENOMEM: no room */
-  return 0;
+  take_woken(L, 1, 3);
+  return 2;
 }
 
 /* -- core.grpc_poll_fds(waitables, timeout) -> {{fd, "r" | "w" | "rw"}, ...}, seconds
  * What core.grpc_pump over the same list would poll, without polling
  * (pc_Grpc_PollFds): the descriptors with the events wanted, and
  * 'timeout' lowered to when the next deadline or timer is due (0 when one
- * in the list is closed). */
+ * in the list is closed or has wake tokens for the next pump to hand
+ * out). */
 static int lpc_grpc_poll_fds(lua_State *L) {
   Waitables w;
   waitables(L, 1, &w);
@@ -520,6 +597,7 @@ static int lpc_grpc_poll_fds(lua_State *L) {
   size_t max = pc_Grpc_PollCount(w.chs, w.n, w.ls, w.m);
   struct pollfd *fds = lua_newuserdatauv(L, (max ? max : 1) * sizeof *fds, 0);
   size_t nfds = pc_Grpc_PollFds(w.chs, w.n, w.ls, w.m, fds, max, &timeout);
+  if (any_pending(&w)) timeout = 0; /* news (a deadline it just enforced): pump at once */
   lua_createtable(L, (int)nfds, 0);
   for (size_t i = 0; i < nfds; i++) {
     int r = (fds[i].events & POLLIN) != 0, wr = (fds[i].events & POLLOUT) != 0;
@@ -649,6 +727,7 @@ void lpc_open_net(lua_State *L) {
                                           {"status", lpc_grpccall_status},
                                           {"metadata", lpc_grpccall_metadata},
                                           {"cancel", lpc_grpccall_cancel},
+                                          {"wake_token", lpc_grpccall_wake_token},
                                           {"close", lpc_grpccall_close},
                                           {NULL, NULL}};
   static const luaL_Reg funcs[] = {{"grpc_channel", lpc_grpc_channel},

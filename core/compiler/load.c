@@ -108,6 +108,13 @@ static pc_FileDesc *load(L *l, const char *name, const char *importer) {
   pc_Error_Init(&later.validate);
   f = pc_ParseProto(l->a, name, src, len, l->err, &later);
   if (f == NULL) return NULL;
+  /* protoc checks the package's length as it builds a file, before its
+   * imports (the number of dots after them: resolve.c) */
+  if (f->package != NULL && strlen(f->package) > PC_PACKAGE_MAX_LENGTH) {
+    pc_Error_Set(l->err, "%s:%d:%d: Package name is too long", f->name, f->package_line,
+                 f->package_column);
+    return NULL;
+  }
   l->stack[l->depth++] = f->name;
   for (size_t i = 0; i < f->dependency_count; i++)
     if (load(l, f->dependencies[i], f->name) == NULL) return NULL;

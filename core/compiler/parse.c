@@ -1,6 +1,7 @@
 /* The .proto parser. Statement by statement as protoc's compiler/parser.cc
  * (same grammar, same error texts); see compiler/parse_internal.h for what it keeps. */
 #include "compiler/parse_internal.h"
+#include "base/hash.h"
 #include "wire/wire.h"
 
 #include "compiler/lex_internal.h"
@@ -423,7 +424,7 @@ static int parse_opt_value(P *p, OptVal *v) {
     advance(p);
     return !p->failed;
   case kPc_Tok_Int: {
-    uint64_t u;
+    uint64_t u = 0;
     if (!consume_u64(p, neg ? (uint64_t)INT64_MAX + 1 : UINT64_MAX, &u, "Expected integer."))
       return 0;
     if (neg) {
@@ -546,12 +547,12 @@ static int add_uninterpreted(P *p, Opts *o, const NamePart *parts, size_t nparts
 
 /* `name = value` after "option" or inside [...]. */
 static int parse_option_body(P *p, Opts *o) {
-  NamePart parts[16];
-  size_t nparts = 0;
+  NamePart *parts = NULL; /* as many as written, as protoc takes them */
+  size_t nparts = 0, cap = 0;
   int line = p->cur.line, col = p->cur.column;
   do {
-    if (nparts == 16) return error(p, "Option name too long.");
-    NamePart *np = &parts[nparts++];
+    NamePart *np = push(p, &parts, &nparts, &cap, sizeof *np);
+    if (np == NULL) return 0;
     if (try_consume(p, "(")) {
       Buf b = {0};
       if (p->cur.kind == kPc_Tok_Ident) {
@@ -1324,15 +1325,9 @@ typedef struct {
   size_t cap;
 } NameSet;
 
-static size_t name_hash(const char *s) {
-  size_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-  return h;
-}
-
 /* 1 when 'name' is in the set; otherwise adds it when 'add' and returns 0. */
 static int name_set_has(NameSet *set, const char *name, int add) {
-  size_t i = name_hash(name) & (set->cap - 1);
+  size_t i = (size_t)pc_Hash_String(name) & (set->cap - 1);
   for (; set->slots[i] != NULL; i = (i + 1) & (set->cap - 1))
     if (strcmp(set->slots[i], name) == 0) return 1;
   if (add) set->slots[i] = name;
@@ -1523,6 +1518,8 @@ static int parse_file(P *p, pc_FileDesc *file) {
       ok = *d != NULL && expect(p, ";");
     } else if (at(p, "package")) {
       if (file->package != NULL) return error(p, "Multiple package definitions.");
+      file->package_line = p->cur.line;
+      file->package_column = p->cur.column;
       advance(p);
       Buf b = {0};
       for (;;) {

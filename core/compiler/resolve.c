@@ -1,6 +1,7 @@
 /* Name resolution, validation and custom option interpretation; see
  * compiler/resolve_internal.h. Follows protoc's descriptor.cc (DescriptorBuilder and
  * OptionInterpreter): same lookups, same error texts. */
+#include "base/hash.h"
 #include "compiler/resolve_internal.h"
 #include "message/message.h"
 #include "schema/def.h"
@@ -34,8 +35,10 @@ typedef enum {
 } SymKind;
 
 typedef struct {
-  const char *name; /* full name, no leading dot */
+  const char *name; /* full name, no leading dot; a package's is a prefix of the
+                       file's package, not NUL-terminated at 'len' */
   size_t len;
+  uint64_t hash;
   SymKind kind;
   int file;          /* index into deps; dep_count means the file itself */
   const void *desc;  /* pc_MessageDesc, pc_EnumDesc, pc_FieldDesc, ... */
@@ -62,9 +65,13 @@ typedef struct {
   int fail_line, fail_col; /* where the error is, for ordering it against a parser's later one */
   int in_file_options;     /* interpreting the file's own options */
   /* details of the last failed lookup, for protoc's error texts */
-  char undefined_resolved[256];
+  const char *undefined_resolved; /* the full name tried, or NULL */
   int undeclared_file;
-  char undeclared_name[256];
+  const char *undeclared_name; /* 'undeclared_len' bytes */
+  size_t undeclared_len;
+  /* scratch of lookup(): each enclosing scope's length and hash */
+  struct Scope *scopes;
+  size_t scope_cap;
   /* (extendee, number) of the dependencies' extensions and of the file's
    * extensions checked so far, hashed for extension_clash */
   struct ExtEntry *exts;
@@ -99,20 +106,35 @@ static int oom(R *r) {
 
 /* ---- symbol table ---------------------------------------------------------- */
 
+/* A dotted name's hash is its scope's continued (base/hash.h), so every
+ * prefix of a name is hashed in one pass over it. */
 static uint64_t hash(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
+  return pc_Hash_More(PC_HASH_START, s, n);
+}
+
+/* The symbol named 'scope' "." 'name' ('name' alone when 'slen' is 0),
+ * 'h' the hash of 'scope', without writing the name out. */
+static Sym *find_in(const R *r, const char *scope, size_t slen, uint64_t h, const char *name,
+                    size_t nlen) {
+  if (r->cap == 0) return NULL;
+  size_t len = nlen, at = 0;
+  if (slen > 0) {
+    h = pc_Hash_More(h, ".", 1);
+    len += slen + 1;
+    at = slen + 1;
+  }
+  h = pc_Hash_More(h, name, nlen);
+  for (size_t i = (size_t)h & (r->cap - 1); r->slots[i].name != NULL; i = (i + 1) & (r->cap - 1)) {
+    const Sym *s = &r->slots[i];
+    if (s->hash == h && s->len == len && memcmp(s->name + at, name, nlen) == 0 &&
+        (slen == 0 || (memcmp(s->name, scope, slen) == 0 && s->name[slen] == '.')))
+      return &r->slots[i];
+  }
+  return NULL;
 }
 
 static Sym *find(const R *r, const char *name, size_t len) {
-  if (r->cap == 0) return NULL;
-  size_t i = (size_t)hash(name, len) & (r->cap - 1);
-  while (r->slots[i].name != NULL) {
-    if (r->slots[i].len == len && memcmp(r->slots[i].name, name, len) == 0) return &r->slots[i];
-    i = (i + 1) & (r->cap - 1);
-  }
-  return NULL;
+  return find_in(r, NULL, 0, PC_HASH_START, name, len);
 }
 
 static int grow_table(R *r) {
@@ -121,7 +143,7 @@ static int grow_table(R *r) {
   if (ns == NULL) return oom(r);
   for (size_t k = 0; k < r->cap; k++) {
     if (r->slots[k].name == NULL) continue;
-    size_t i = (size_t)hash(r->slots[k].name, r->slots[k].len) & (nc - 1);
+    size_t i = (size_t)r->slots[k].hash & (nc - 1);
     while (ns[i].name != NULL) i = (i + 1) & (nc - 1);
     ns[i] = r->slots[k];
   }
@@ -138,16 +160,16 @@ static const pc_FileDesc *file_of(const R *r, int index) {
   return index == file_index_self(r) ? r->file : r->deps[index];
 }
 
-/* Adds 'name' (arena string); for the file itself, a clash is protoc's
- * "already defined" error at 'line':'col'. */
-static int add_sym(R *r, const char *name, SymKind kind, int file, const void *desc,
-                   const void *owner, int line, int col) {
-  size_t len = strlen(name);
+/* Adds the 'len' bytes at 'name' (in the arena), of hash 'h'; for the
+ * file itself, a clash is protoc's "already defined" error at 'line':'col'. */
+static int add_sym_hashed(R *r, const char *name, size_t len, uint64_t h, SymKind kind, int file,
+                          const void *desc, const void *owner, int line, int col) {
   if ((r->count + 1) * 2 > r->cap && !grow_table(r)) return 0;
-  size_t i = (size_t)hash(name, len) & (r->cap - 1);
+  size_t i = (size_t)h & (r->cap - 1);
   Sym *s = NULL;
   for (; r->slots[i].name != NULL; i = (i + 1) & (r->cap - 1)) {
-    if (r->slots[i].len == len && memcmp(r->slots[i].name, name, len) == 0) {
+    if (r->slots[i].hash == h && r->slots[i].len == len &&
+        memcmp(r->slots[i].name, name, len) == 0) {
       s = &r->slots[i];
       break;
     }
@@ -157,9 +179,9 @@ static int add_sym(R *r, const char *name, SymKind kind, int file, const void *d
     if (kind == kSymPackage) {
       if (s->kind == kSymPackage) return 1;
       return fail_at(r, line, col,
-                     "\"%s\" is already defined (as something other than a package) in file "
+                     "\"%.*s\" is already defined (as something other than a package) in file "
                      "\"%s\".",
-                     name, file_of(r, s->file)->name);
+                     (int)len, name, file_of(r, s->file)->name);
     }
     if (s->file != file) {
       return fail_at(r, line, col, "\"%s\" is already defined in file \"%s\".", name,
@@ -172,6 +194,7 @@ static int add_sym(R *r, const char *name, SymKind kind, int file, const void *d
   }
   r->slots[i].name = name;
   r->slots[i].len = len;
+  r->slots[i].hash = h;
   r->slots[i].kind = kind;
   r->slots[i].file = file;
   r->slots[i].desc = desc;
@@ -180,19 +203,32 @@ static int add_sym(R *r, const char *name, SymKind kind, int file, const void *d
   return 1;
 }
 
-static char *join(R *r, const char *scope, const char *name) {
-  size_t a = scope ? strlen(scope) : 0, b = strlen(name);
+/* Adds 'name', a NUL-terminated arena string (see add_sym_hashed). */
+static int add_sym(R *r, const char *name, SymKind kind, int file, const void *desc,
+                   const void *owner, int line, int col) {
+  size_t len = strlen(name);
+  return add_sym_hashed(r, name, len, hash(name, len), kind, file, desc, owner, line, col);
+}
+
+/* 'scope' "." 'name' (just 'name' when 'a' is 0), the first 'a' bytes
+ * of 'scope'. */
+static char *join_n(R *r, const char *scope, size_t a, const char *name) {
+  size_t b = strlen(name);
   char *s = pc_Arena_Malloc(r->a, a + b + 2);
   if (s == NULL) {
     oom(r);
     return NULL;
   }
   if (a) {
-    memcpy(s, scope, a + 1);
+    memcpy(s, scope, a);
     s[a++] = '.';
   }
   memcpy(s + a, name, b + 1);
   return s;
+}
+
+static char *join(R *r, const char *scope, const char *name) {
+  return join_n(r, scope, scope ? strlen(scope) : 0, name);
 }
 
 static int add_enum_syms(R *r, const char *scope, const pc_EnumDesc *e, int file) {
@@ -259,11 +295,16 @@ static size_t count_file_syms(const pc_FileDesc *f) {
 static int add_file_syms(R *r, const pc_FileDesc *f, int file) {
   const char *pkg = f->package;
   if (pkg != NULL && pkg[0]) {
-    for (const char *d = pkg;; d++) {
+    /* "a", "a.b", "a.b.c": prefixes of the package in place, each hash the
+     * one before continued (a package thousands of parts long costs as
+     * much as it is long) */
+    uint64_t h = PC_HASH_START;
+    for (const char *d = pkg, *from = pkg;; d++) {
       if (*d == '.' || *d == '\0') {
-        char *prefix = pc_Arena_StrDup(r->a, pkg, (size_t)(d - pkg));
-        if (prefix == NULL) return oom(r);
-        if (!add_sym(r, prefix, kSymPackage, file, f, NULL, 0, 0)) return 0;
+        h = pc_Hash_More(h, from, (size_t)(d - from));
+        from = d;
+        if (!add_sym_hashed(r, pkg, (size_t)(d - pkg), h, kSymPackage, file, f, NULL, 0, 0))
+          return 0;
         if (*d == '\0') break;
       }
     }
@@ -321,18 +362,19 @@ static int in_package(const pc_FileDesc *f, const char *name, size_t len) {
   return n >= len && memcmp(f->package, name, len) == 0 && (n == len || f->package[len] == '.');
 }
 
-/* protoc's FindSymbol: a symbol of a file this file can see. */
-static const Sym *find_visible(R *r, const char *name, size_t len) {
-  const Sym *s = find(r, name, len);
+/* protoc's FindSymbol: 's' when this file can see it, else NULL (noted
+ * for the error). */
+static const Sym *visible(R *r, const Sym *s) {
   if (s == NULL) return NULL;
   if (s->file == file_index_self(r) || r->visible[s->file]) return s;
   if (s->kind == kSymPackage) {
-    if (in_package(r->file, name, len)) return s;
+    if (in_package(r->file, s->name, s->len)) return s;
     for (size_t i = 0; i < r->ndeps; i++)
-      if (r->visible[i] && in_package(r->deps[i], name, len)) return s;
+      if (r->visible[i] && in_package(r->deps[i], s->name, s->len)) return s;
   }
   r->undeclared_file = s->file;
-  snprintf(r->undeclared_name, sizeof r->undeclared_name, "%.*s", (int)len, name);
+  r->undeclared_name = s->name;
+  r->undeclared_len = s->len;
   return NULL;
 }
 
@@ -345,52 +387,66 @@ static int is_aggregate(const Sym *s) {
          s->kind == kSymService;
 }
 
+/* An enclosing scope of lookup(): the first 'len' bytes of the name. */
+struct Scope {
+  size_t len;
+  uint64_t hash;
+};
+
 /* protoc's LookupSymbolNoPlaceholder: 'name' relative to the scope of the
  * element named 'relative_to' (innermost scope first; a leading dot makes
- * it absolute). 'types_only' skips non-type symbols of the same name. */
+ * it absolute). 'types_only' skips non-type symbols of the same name. No
+ * name is written out: the scopes' hashes come from one pass over
+ * 'relative_to', and each try hashes only 'name'. */
 static const Sym *lookup(R *r, const char *name, const char *relative_to, int types_only) {
-  r->undefined_resolved[0] = '\0';
+  r->undefined_resolved = NULL;
   r->undeclared_file = -1;
-  if (name[0] == '.') return find_visible(r, name + 1, strlen(name + 1));
+  if (name[0] == '.') return visible(r, find(r, name + 1, strlen(name + 1)));
   size_t nlen = strlen(name);
   const char *dot = strchr(name, '.');
   size_t first = dot ? (size_t)(dot - name) : nlen;
-  char buf[1024];
-  size_t scope = strlen(relative_to);
-  if (scope + nlen + 2 > sizeof buf) return NULL;
-  memcpy(buf, relative_to, scope + 1);
-  for (;;) {
-    while (scope > 0 && buf[scope - 1] != '.') scope--;
-    if (scope == 0) return find_visible(r, name, nlen);
-    scope--; /* drop the dot: buf[0..scope) is the enclosing scope */
-    buf[scope] = '.';
-    memcpy(buf + scope + 1, name, first);
-    size_t len = scope + 1 + first;
-    const Sym *s = find_visible(r, buf, len);
-    if (s != NULL) {
-      if (first < nlen) {
-        if (is_aggregate(s)) {
-          memcpy(buf + len, name + first, nlen - first);
-          len += nlen - first;
-          s = find_visible(r, buf, len);
-          if (s == NULL)
-            snprintf(r->undefined_resolved, sizeof r->undefined_resolved, "%.*s", (int)len, buf);
-          return s;
-        }
-      } else if (!types_only || is_type(s)) {
-        return s;
-      }
+  size_t n = 0;
+  for (const char *q = relative_to; *q; q++) n += *q == '.';
+  if (n > r->scope_cap) {
+    struct Scope *grown = pc_Arena_Malloc(r->a, 2 * n * sizeof *grown);
+    if (grown == NULL) {
+      oom(r);
+      return NULL;
     }
+    r->scopes = grown;
+    r->scope_cap = 2 * n;
   }
+  uint64_t h = PC_HASH_START;
+  n = 0;
+  for (const char *q = relative_to, *from = relative_to; *q; q++)
+    if (*q == '.') {
+      h = pc_Hash_More(h, from, (size_t)(q - from));
+      from = q;
+      r->scopes[n++] = (struct Scope){(size_t)(q - relative_to), h};
+    }
+  while (n-- > 0) {
+    struct Scope sc = r->scopes[n];
+    const Sym *s = visible(r, find_in(r, relative_to, sc.len, sc.hash, name, first));
+    if (s == NULL) continue;
+    if (first < nlen) {
+      if (!is_aggregate(s)) continue;
+      s = visible(r, find_in(r, relative_to, sc.len, sc.hash, name, nlen));
+      if (s == NULL) r->undefined_resolved = join_n(r, relative_to, sc.len, name);
+      return s;
+    }
+    if (!types_only || is_type(s)) return s;
+  }
+  return visible(r, find(r, name, nlen));
 }
 
 static int not_defined(R *r, int line, int col, const char *name) {
   if (r->undeclared_file >= 0)
     return fail_at(r, line, col,
-                   "\"%s\" seems to be defined in \"%s\", which is not imported by \"%s\".  To "
+                   "\"%.*s\" seems to be defined in \"%s\", which is not imported by \"%s\".  To "
                    "use it here, please add the necessary import.",
-                   r->undeclared_name, file_of(r, r->undeclared_file)->name, r->file->name);
-  if (r->undefined_resolved[0])
+                   (int)r->undeclared_len, r->undeclared_name, file_of(r, r->undeclared_file)->name,
+                   r->file->name);
+  if (r->undefined_resolved != NULL)
     return fail_at(r, line, col,
                    "\"%s\" is resolved to \"%s\", which is not defined. The innermost scope is "
                    "searched first in name resolution. Consider using a leading '.'(i.e., "
@@ -1101,17 +1157,15 @@ typedef struct {
   const char *option_name; /* "(foo).bar" as written, for errors */
 } Ctx;
 
-static const char *field_full_name(R *r, const pc_FieldDesc *f, char *buf, size_t cap) {
+/* The full name of field 'f', for an error (a field's symbol is a
+ * NUL-terminated join()). */
+static const char *field_full_name(const R *r, const pc_FieldDesc *f) {
   for (size_t i = 0; i < r->cap; i++)
-    if (r->slots[i].name && r->slots[i].desc == f) {
-      snprintf(buf, cap, "%.*s", (int)r->slots[i].len, r->slots[i].name);
-      return buf;
-    }
-  snprintf(buf, cap, "%s", f->name);
-  return buf;
+    if (r->slots[i].name && r->slots[i].desc == f) return r->slots[i].name;
+  return f->name;
 }
 
-#define FN() field_full_name(r, f, fn, sizeof fn)
+#define FN() field_full_name(r, f)
 
 static const char *kTypeWord[19] = {NULL,    "double",  "float",  "int64",   "uint64",
                                     "int32", "uint64",  "uint32", "boolean", "string",
@@ -1123,7 +1177,6 @@ static const char *kTypeWord[19] = {NULL,    "double",  "float",  "int64",   "ui
  * OptionInterpreter::SetOptionValue. */
 static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v) {
   R *r = c->r;
-  char fn[256]; /* the field's full name, filled by FN() for errors only */
   const char *tw = kTypeWord[f->type];
   uint64_t bits = 0;
   int wt = 0;
@@ -1248,18 +1301,12 @@ static int encode_scalar(Ctx *c, Buf *b, const pc_FieldDesc *f, const Val *v) {
 #undef FN
 
 /* A field of an option name part ("(opt).a.b"): by field name, as
- * protoc's OptionInterpreter looks it up, or a group by its type name. */
+ * protoc's OptionInterpreter looks it up (a group by its field's name, "g",
+ * not its type's). */
 static const pc_FieldDesc *find_field(const pc_MessageDesc *m, const char *name, size_t len) {
   for (size_t i = 0; i < m->field_count; i++)
     if (strlen(m->fields[i].name) == len && memcmp(m->fields[i].name, name, len) == 0)
       return &m->fields[i];
-  for (size_t i = 0; i < m->field_count; i++) {
-    const pc_FieldDesc *f = &m->fields[i];
-    if (f->type != kPc_Type_Group || f->type_name == NULL) continue;
-    const char *dot = strrchr(f->type_name, '.');
-    const char *tn = dot ? dot + 1 : f->type_name;
-    if (strlen(tn) == len && memcmp(tn, name, len) == 0) return f;
-  }
   return NULL;
 }
 
@@ -1367,10 +1414,11 @@ static const pc_MessageDef *find_any_type(void *ud, const char *url) {
 }
 
 /* The aggregate value 'text' of option 'name' (of message type 'type'),
- * encoded into 'out' (the message's bytes, as protoc serializes it). */
+ * encoded into 'out' (the message's bytes, as protoc serializes it); '*def'
+ * the type's definition. */
 static int aggregate(R *r, const Ctx *c, const Sym *type, const char *name, const char *text,
-                     size_t len, Buf *out) {
-  const pc_MessageDef *m = scratch_message(r, type);
+                     size_t len, Buf *out, const pc_MessageDef **def) {
+  const pc_MessageDef *m = *def = scratch_message(r, type);
   if (m == NULL) return r->failed ? 0 : oom(r);
   pc_Message *msg = pc_Message_New(m, r->a);
   if (msg == NULL) return oom(r);
@@ -1402,21 +1450,115 @@ static int aggregate(R *r, const Ctx *c, const Sym *type, const char *name, cons
   return ok;
 }
 
+/* ---- options set so far ------------------------------------------------------ */
+
+/* What a *Options message has had set so far, as protoc's
+ * ExamineIfOptionIsSet reads it from the options interpreted before: a tree
+ * of field numbers with a path for each option's name ("(o).n.a": o, n, a)
+ * and, below an aggregate value, one for each field the value sets. A
+ * non-repeated option whose path is in the tree was already set: "(o).a"
+ * after "(o) = { a: 1 }", "(o)" after "(o).a". Node 0 is the message. */
+typedef struct {
+  struct OptEdge {
+    size_t parent, child; /* child 0: a free slot */
+    int32_t number;
+  } * slots;
+  size_t cap, count; /* edges; node ids 1..count */
+} OptTree;
+
+static size_t edge_hash(size_t parent, int32_t number) {
+  return (size_t)(((uint64_t)parent * 0x9E3779B97F4A7C15ull) ^ (uint32_t)number) * 2654435761u;
+}
+
+/* The node below 'parent' for field 'number', added when 'add' (else 0
+ * when there is none); 0 with 'r' failed when memory runs out. */
+static size_t opt_child(R *r, OptTree *t, size_t parent, int32_t number, int add) {
+  for (size_t i = t->cap ? edge_hash(parent, number) & (t->cap - 1) : 0;
+       t->cap && t->slots[i].child != 0; i = (i + 1) & (t->cap - 1))
+    if (t->slots[i].parent == parent && t->slots[i].number == number) return t->slots[i].child;
+  if (!add) return 0;
+  if ((t->count + 1) * 2 > t->cap) {
+    size_t nc = t->cap ? 2 * t->cap : 16;
+    struct OptEdge *grown = pc_Arena_Calloc(r->a, nc * sizeof *grown);
+    if (grown == NULL) return (size_t)oom(r);
+    for (size_t k = 0; k < t->cap; k++) {
+      if (t->slots[k].child == 0) continue;
+      size_t i = edge_hash(t->slots[k].parent, t->slots[k].number) & (nc - 1);
+      while (grown[i].child != 0) i = (i + 1) & (nc - 1);
+      grown[i] = t->slots[k];
+    }
+    t->slots = grown;
+    t->cap = nc;
+  }
+  size_t i = edge_hash(parent, number) & (t->cap - 1);
+  while (t->slots[i].child != 0) i = (i + 1) & (t->cap - 1);
+  t->slots[i] = (struct OptEdge){parent, ++t->count, number};
+  return t->count;
+}
+
+/* Adds below 'node' the fields the message bytes [p, end) of type 'm' set
+ * (an aggregate option value), into their sub-messages and groups. */
+static int opt_expand(R *r, OptTree *t, size_t node, const uint8_t *p, const uint8_t *end,
+                      const pc_MessageDef *m, uint32_t group) {
+  while (p < end) {
+    uint64_t tag, len;
+    if (!read_varint(&p, end, &tag)) return 0;
+    uint32_t number = (uint32_t)(tag >> 3);
+    int wt = (int)(tag & 7);
+    if (wt == 4) return number == group;
+    size_t child = opt_child(r, t, node, (int32_t)number, 1);
+    if (child == 0) return 0;
+    const pc_FieldDef *f = pc_MessageDef_FindFieldByNumber(m, (int32_t)number);
+    if (f == NULL && r->scratch != NULL)
+      f = pc_Pool_FindExtensionByNumber(r->scratch, m, (int32_t)number);
+    const pc_MessageDef *sub = f != NULL ? f->message : NULL;
+    if (wt == 2 && sub != NULL) {
+      if (!read_varint(&p, end, &len) || len > (uint64_t)(end - p) ||
+          !opt_expand(r, t, child, p, p + len, sub, 0))
+        return 0;
+      p += len;
+    } else if (wt == 3 && sub != NULL) {
+      const uint8_t *q = p; /* the group's fields, up to its end tag */
+      if (!skip_value(&p, end, 3, number, 0) || !opt_expand(r, t, child, q, p, sub, number))
+        return 0;
+    } else if (!skip_value(&p, end, wt, number, 0)) {
+      return 0;
+    }
+  }
+  return group == 0;
+}
+
 /* ---- interpreting uninterpreted_option entries ------------------------------ */
 
+/* A part of an option's name: "(pkg.ext)" or "field". */
 typedef struct {
-  const char *parts[16];
-  size_t lens[16];
-  int is_ext[16];
+  const char *name; /* 'len' bytes, in the options */
+  size_t len;
+  int is_ext;
+  const pc_FieldDesc *field; /* what it names, found by interpret_one */
+} UnintPart;
+
+typedef struct {
+  UnintPart *parts; /* as many as written */
   size_t nparts;
   Val v;
   int line, col;   /* of the name */
   int vline, vcol; /* of the value */
 } Unint;
 
-static int decode_unint(const uint8_t *p, const uint8_t *end, Unint *u) {
+/* 0 when malformed or out of memory (then 'r' has failed). */
+static int decode_unint(R *r, const uint8_t *p, const uint8_t *end, Unint *u) {
   memset(u, 0, sizeof *u);
   u->v.kind = kVNone;
+  size_t n = 0;
+  for (const uint8_t *q = p; q < end;) {
+    uint64_t tag;
+    if (!read_varint(&q, end, &tag) ||
+        !skip_value(&q, end, (int)(tag & 7), (uint32_t)(tag >> 3), 0))
+      return 0;
+    n += (tag >> 3) == 2;
+  }
+  if (n > 0 && (u->parts = pc_Arena_Calloc(r->a, n * sizeof *u->parts)) == NULL) return oom(r);
   while (p < end) {
     uint64_t tag, x = 0;
     if (!read_varint(&p, end, &tag)) return 0;
@@ -1428,19 +1570,19 @@ static int decode_unint(const uint8_t *p, const uint8_t *end, Unint *u) {
     if (wt == 2) read_varint(&q, p, &x);
     switch (num) {
     case 2: {
-      if (wt != 2 || u->nparts == 16) return 0;
-      size_t k = u->nparts++;
+      if (wt != 2 || u->nparts == n) return 0;
+      UnintPart *part = &u->parts[u->nparts++];
       while (q < p) {
         uint64_t t2, y;
         if (!read_varint(&q, p, &t2)) return 0;
         if ((t2 >> 3) == 1 && (t2 & 7) == 2) {
           if (!read_varint(&q, p, &y) || y > (uint64_t)(p - q)) return 0;
-          u->parts[k] = (const char *)q;
-          u->lens[k] = (size_t)y;
+          part->name = (const char *)q;
+          part->len = (size_t)y;
           q += y;
         } else if ((t2 >> 3) == 2 && (t2 & 7) == 0) {
           if (!read_varint(&q, p, &y)) return 0;
-          u->is_ext[k] = (int)y;
+          part->is_ext = (int)y;
         } else if (!skip_value(&q, p, (int)(t2 & 7), (uint32_t)(t2 >> 3), 0)) {
           return 0;
         }
@@ -1496,29 +1638,33 @@ static int decode_unint(const uint8_t *p, const uint8_t *end, Unint *u) {
  * full name of the element (protoc's name_scope); 'opts_type' the full name
  * of its *Options message. */
 static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_type, Buf *out,
-                         char **names, size_t *nnames) {
-  char dbg[512];
-  size_t dn = 0;
-  dbg[0] = '\0';
+                         OptTree *set) {
   const Sym *msym = find(r, opts_type, strlen(opts_type));
   if (msym == NULL)
     return fail_at(r, u->line, u->col,
                    "Option \"(%.*s)\" unknown. Ensure that your proto definition file imports "
                    "the proto which defines the option.",
-                   (int)u->lens[0], u->parts[0]);
-  const pc_FieldDesc *chain[16] = {NULL};
+                   (int)u->parts[0].len, u->parts[0].name);
+  /* the name as far as it is read, "(a.b).c.(d)", for errors (protoc's
+   * debug_msg_name) */
+  Buf name = {0};
+  const char *dbg = NULL;
   for (size_t i = 0; i < u->nparts; i++) {
     const pc_FieldDesc *f = NULL;
-    char part[512];
-    snprintf(part, sizeof part, "%.*s", (int)u->lens[i], u->parts[i]);
-    dn += (size_t)snprintf(dbg + dn, sizeof dbg - dn, u->is_ext[i] ? "%s(%s)" : "%s%s",
-                           dn ? "." : "", part);
-    if (dn >= sizeof dbg) dn = sizeof dbg - 1;
-    if (u->is_ext[i]) {
+    const UnintPart *up = &u->parts[i];
+    char *part = pc_Arena_StrDup(r->a, up->name, up->len);
+    if (part == NULL) return oom(r);
+    if (name.n > 0) name.n--; /* the NUL */
+    if ((i > 0 && !buf_put(r, &name, ".", 1)) || (up->is_ext && !buf_put(r, &name, "(", 1)) ||
+        !buf_put(r, &name, up->name, up->len) || (up->is_ext && !buf_put(r, &name, ")", 1)) ||
+        !buf_put(r, &name, "", 1))
+      return 0;
+    dbg = (const char *)name.p;
+    if (up->is_ext) {
       const Sym *s = lookup(r, part, scope, 0);
       if (s != NULL && s->kind == kSymField) f = s->desc;
       if (f == NULL) {
-        if (r->undefined_resolved[0])
+        if (r->undefined_resolved != NULL)
           return fail_at(r, u->line, u->col,
                          "Option \"%s\" is resolved to \"(%s)\", which is not defined. The "
                          "innermost scope is searched first in name resolution. Consider using a "
@@ -1536,14 +1682,14 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
                        om->name);
       }
     } else {
-      f = find_field(msym->desc, part, strlen(part));
+      f = find_field(msym->desc, up->name, up->len);
       if (f == NULL)
         return fail_at(r, u->line, u->col,
                        "Option \"%s\" unknown. Ensure that your proto definition file imports "
                        "the proto which defines the option.",
                        dbg);
     }
-    chain[i] = f;
+    u->parts[i].field = f;
     if (i + 1 < u->nparts) {
       if (f->type != kPc_Type_Message && f->type != kPc_Type_Group)
         return fail_at(r, u->line, u->col, "Option \"%s\" is an atomic type, not a message.", dbg);
@@ -1556,32 +1702,33 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
       if (msym == NULL) return fail_at(r, u->line, u->col, "Option \"%s\" unknown.", dbg);
     }
   }
-  const pc_FieldDesc *leaf = chain[u->nparts - 1];
-  if (leaf->label != kPc_Label_Repeated) {
-    for (size_t i = 0; i < *nnames; i++)
-      if (strcmp(names[i], dbg) == 0)
-        return fail_at(r, u->line, u->col, "Option \"%s\" was already set.", dbg);
-    if (*nnames < 64) {
-      names[*nnames] = pc_Arena_StrDup(r->a, dbg, strlen(dbg));
-      if (names[*nnames] == NULL) return oom(r);
-      (*nnames)++;
-    }
-  }
+  const pc_FieldDesc *leaf = u->parts[u->nparts - 1].field;
+  size_t node = 0; /* the option's path in the options set so far */
+  for (size_t i = 0; i < u->nparts && (i == 0 || node != 0); i++)
+    node = opt_child(r, set, node, u->parts[i].field->number, 0);
+  if (r->failed) return 0;
+  if (node != 0 && leaf->label != kPc_Label_Repeated)
+    return fail_at(r, u->line, u->col, "Option \"%s\" was already set.", dbg);
+  node = 0;
+  for (size_t i = 0; i < u->nparts; i++)
+    if ((node = opt_child(r, set, node, u->parts[i].field->number, 1)) == 0) return 0;
   Ctx c = {r, u->vline, u->vcol, dbg}; /* value errors point at the value */
   Buf val = {0};
   if (leaf->type == kPc_Type_Message || leaf->type == kPc_Type_Group) {
     if (u->v.kind != kVAggregate) {
-      char full[256];
       return fail_at(r, u->vline, u->vcol,
                      "Option \"%s\" is a message. To set the entire message, use syntax like "
                      "\"%s = { <proto text format> }\". To set fields within it, use syntax like "
                      "\"%s.foo = value\".",
-                     field_full_name(r, leaf, full, sizeof full), leaf->name, leaf->name);
+                     field_full_name(r, leaf), leaf->name, leaf->name);
     }
     const Sym *ms = find_full(r, leaf->type_name);
     if (ms == NULL) return fail_at(r, u->line, u->col, "Option \"%s\" unknown.", dbg);
     Buf body = {0};
-    if (!aggregate(r, &c, ms, leaf->name, u->v.s, u->v.slen, &body)) return 0;
+    const pc_MessageDef *def;
+    if (!aggregate(r, &c, ms, leaf->name, u->v.s, u->v.slen, &body, &def) ||
+        !opt_expand(r, set, node, body.p, body.p + body.n, def, 0))
+      return r->failed ? 0 : fail_at(r, u->vline, u->vcol, "malformed option value");
     if (leaf->type == kPc_Type_Group) {
       if (!buf_tag(r, &val, (uint32_t)leaf->number, 3) || !buf_put(r, &val, body.p, body.n) ||
           !buf_tag(r, &val, (uint32_t)leaf->number, 4))
@@ -1602,21 +1749,30 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
     }
     if (!encode_scalar(&c, &val, leaf, &v)) return 0;
   }
-  /* wrap in the intermediate messages, innermost first */
-  for (size_t i = u->nparts - 1; i-- > 0;) {
-    Buf wrap = {0};
-    const pc_FieldDesc *f = chain[i];
-    if (f->type == kPc_Type_Group) {
-      if (!buf_tag(r, &wrap, (uint32_t)f->number, 3) || !buf_put(r, &wrap, val.p, val.n) ||
-          !buf_tag(r, &wrap, (uint32_t)f->number, 4))
-        return 0;
-    } else if (!buf_tag(r, &wrap, (uint32_t)f->number, 2) || !buf_varint(r, &wrap, val.n) ||
-               !buf_put(r, &wrap, val.p, val.n)) {
-      return 0;
-    }
-    val = wrap;
+  /* wrapped in the intermediate messages: their sizes innermost first, then
+   * the bytes front to back, so a long name costs as much as it is long */
+  size_t n = u->nparts, *size = pc_Arena_Malloc(r->a, n * sizeof *size);
+  if (size == NULL) return oom(r);
+  size[n - 1] = val.n;
+  for (size_t i = n - 1; i-- > 0;) {
+    const pc_FieldDesc *f = u->parts[i].field;
+    size_t tag = pc_Wire_VarintSize((uint64_t)(uint32_t)f->number << 3);
+    size[i] = f->type == kPc_Type_Group ? 2 * tag + size[i + 1]
+                                        : tag + pc_Wire_VarintSize(size[i + 1]) + size[i + 1];
   }
-  return buf_put(r, out, val.p, val.n);
+  for (size_t i = 0; i + 1 < n; i++) {
+    const pc_FieldDesc *f = u->parts[i].field;
+    if (f->type == kPc_Type_Group
+            ? !buf_tag(r, out, (uint32_t)f->number, 3)
+            : !buf_tag(r, out, (uint32_t)f->number, 2) || !buf_varint(r, out, size[i + 1]))
+      return 0;
+  }
+  if (!buf_put(r, out, val.p, val.n)) return 0;
+  for (size_t i = n - 1; i-- > 0;) {
+    const pc_FieldDesc *f = u->parts[i].field;
+    if (f->type == kPc_Type_Group && !buf_tag(r, out, (uint32_t)f->number, 4)) return 0;
+  }
+  return 1;
 }
 
 static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opts_type) {
@@ -1631,8 +1787,7 @@ static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opt
   }
   if (!any) return 1;
   Buf out = {0};
-  char *names[64];
-  size_t nnames = 0;
+  OptTree set = {NULL, 0, 0};
   p = o->data;
   while (p < end) {
     const uint8_t *start = p;
@@ -1647,10 +1802,10 @@ static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opt
     if ((tag & 7) != 2 || !read_varint(&p, end, &len) || len > (uint64_t)(end - p))
       return fail_at(r, 0, 0, "malformed options");
     Unint u;
-    if (!decode_unint(p, p + len, &u) || u.nparts == 0)
+    if (!decode_unint(r, p, p + len, &u) || u.nparts == 0)
       return fail_at(r, 0, 0, "malformed options");
     p += len;
-    if (!interpret_one(r, &u, scope, opts_type, &out, names, &nnames)) return 0;
+    if (!interpret_one(r, &u, scope, opts_type, &out, &set)) return 0;
   }
   o->data = out.p;
   o->size = out.n;
@@ -1748,6 +1903,10 @@ static int interpret_file(R *r, pc_FileDesc *file, const char *pkg) {
 
 static int resolve(R *r, const pc_LaterError *later) {
   pc_FileDesc *file = r->file;
+  size_t dots = 0;
+  for (const char *q = file->package ? file->package : ""; *q; q++) dots += *q == '.';
+  if (dots > PC_PACKAGE_MAX_DOTS) /* before anything else protoc checks (the length: load.c) */
+    return fail_at(r, file->package_line, file->package_column, "Exceeds Maximum Package Depth");
   if (later != NULL && later->error.set && later->early) {
     pc_Error_Set(r->err, "%s", later->error.msg);
     return 0;

@@ -1,4 +1,5 @@
 #include "message/message.h"
+#include "base/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -230,8 +231,7 @@ void pc_Array_Set(pc_Array *arr, size_t i, pc_SlotKind slot, pc_Value v) {
 static uint32_t key_hash(pc_SlotKind k, pc_Value key) {
   uint64_t h;
   if (k == kPc_Slot_String) {
-    h = 1469598103934665603ull;
-    for (size_t i = 0; i < key.s.size; i++) h = (h ^ (uint8_t)key.s.data[i]) * 1099511628211ull;
+    h = pc_Hash_More(PC_HASH_START, key.s.data, key.s.size);
   } else {
     h = k == kPc_Slot_Bool ? key.b : k == kPc_Slot_32 ? key.u32 : key.u64;
     h *= 0x9E3779B97F4A7C15ull;

@@ -54,7 +54,12 @@ struct pc_GrpcChannel {
   size_t live_calls;
   int closing;
   Backoff backoff;
-  unsigned last_id; /* of the newest connection */
+  unsigned last_id;     /* of the newest connection */
+  pc_GrpcWakeList wake; /* the calls' (wake.h) */
+  /* So a round with many calls in flight scans none of them: */
+  double due;         /* no call's deadline is before this (-1: none has one) */
+  int any_waiting;    /* a call may wait for the backoff (start_waiting) */
+  pc_GrpcCall *check; /* calls whose stream got headers or ended: retry_refused's */
 };
 
 struct pc_GrpcCall {
@@ -78,6 +83,9 @@ struct pc_GrpcCall {
   int waiting; /* no stream yet: waits for the next connection attempt (backoff) */
   int early;   /* ended before a stream could start: 'status' */
   pc_GrpcStatus status;
+  pc_GrpcWaker waker;                   /* its place in the channel's wake list */
+  pc_GrpcCall *check_prev, *check_next; /* in the channel's 'check' list */
+  int checking;
 };
 
 static void *mem(pc_GrpcChannel *ch, void *p, size_t o, size_t n) {
@@ -102,6 +110,43 @@ static void free_opt(pc_GrpcChannel *ch, const char *s) {
   char *p;
   memcpy(&p, &s, sizeof p);
   mem(ch, p, strlen(s) + 1, 0);
+}
+
+/* Something the waiter on 'c' may care about happened (wake.h). */
+static void wake(pc_GrpcCall *c) {
+  pc_GrpcWakeList_Add(&c->ch->wake, &c->waker);
+}
+
+/* Lists 'c' for retry_refused (check_calls). */
+static void to_check(pc_GrpcCall *c) {
+  if (c->checking) return;
+  c->checking = 1;
+  c->check_prev = NULL;
+  c->check_next = c->ch->check;
+  if (c->check_next) c->check_next->check_prev = c;
+  c->ch->check = c;
+}
+
+static void unlist_check(pc_GrpcCall *c) {
+  if (!c->checking) return;
+  c->checking = 0;
+  if (c->check_prev)
+    c->check_prev->check_next = c->check_next;
+  else
+    c->ch->check = c->check_next;
+  if (c->check_next) c->check_next->check_prev = c->check_prev;
+  c->check_prev = c->check_next = NULL;
+}
+
+/* The engine's events: each is news for its call's waiter (a GOAWAY
+ * alone is not; the streams it refuses end); headers and the end are
+ * what retry_refused looks for. */
+static void on_event(void *ud, pc_GrpcStream *stream, pc_GrpcEvent ev) {
+  (void)ud;
+  pc_GrpcCall *c = stream ? pc_GrpcStream_User(stream) : NULL;
+  if (c == NULL) return;
+  wake(c);
+  if (ev == kPc_GrpcEvent_Headers || ev == kPc_GrpcEvent_End) to_check(c);
 }
 
 /* -- reconnection backoff ------------------------------------------------ */
@@ -256,6 +301,7 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   eo.max_header_list = ch->o.max_header_list;
   eo.stream_window = ch->o.stream_window;
   eo.connection_window = ch->o.connection_window;
+  eo.on_event = on_event;
   c->engine = pc_GrpcEngine_New(&eo, ch->alloc, ch->ud, err);
   if (c->engine == NULL) {
     mem(ch, c, sizeof *c, 0);
@@ -306,6 +352,8 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *all
   ch->alloc = alloc;
   ch->ud = ud;
   ch->o = *o;
+  ch->due = -1;
+  pc_GrpcWakeList_Init(&ch->wake, alloc, ud);
   backoff_init(&ch->backoff, o, ch);
   int ok = 1;
   ch->o.host = dup_opt(ch, o->host ? o->host : "", &ok);
@@ -351,6 +399,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->o.server_name);
   free_opt(ch, ch->o.user_agent);
   free_opt(ch, ch->authority);
+  pc_GrpcWakeList_Free(&ch->wake);
   mem(ch, ch, sizeof *ch, 0);
 }
 
@@ -363,6 +412,7 @@ static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
   c->status.message = m ? m : "out of memory";
   c->status.message_len = strlen(c->status.message);
   c->status.details = "";
+  wake(c);
 }
 
 static void detach(pc_GrpcCall *c) {
@@ -444,6 +494,7 @@ static int open_stream(pc_GrpcCall *c) {
       return 0;
     }
     c->waiting = 1;
+    c->ch->any_waiting = 1;
     return 0;
   }
   if (conn == NULL) {
@@ -511,6 +562,7 @@ pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
   c->previous_attempts = s->previous_attempts;
   c->replayable = 1;
   c->deadline = s->timeout >= 0 ? pc_Clock_Monotonic() + s->timeout : -1;
+  if (c->deadline >= 0 && (ch->due < 0 || c->deadline < ch->due)) ch->due = c->deadline;
   c->path = pc_Arena_StrDup(c->arena, path, strlen(path));
   c->md_count = s->metadata_count;
   c->md = pc_Arena_Malloc(c->arena, (s->metadata_count ? s->metadata_count : 1) * sizeof *c->md);
@@ -580,6 +632,14 @@ int pc_GrpcCall_Next(pc_GrpcCall *c, const char **data, size_t *len) {
   return pc_GrpcStream_Next(c->stream, data, len);
 }
 
+void pc_GrpcCall_SetWakeToken(pc_GrpcCall *c, uint64_t token) {
+  c->waker.token = token;
+}
+
+pc_GrpcWakeList *pc_GrpcChannel_Wake(pc_GrpcChannel *ch) {
+  return &ch->wake;
+}
+
 int pc_GrpcCall_HeadersDone(const pc_GrpcCall *c) {
   return c->early || (c->stream && pc_GrpcStream_HeadersDone(c->stream));
 }
@@ -614,6 +674,7 @@ void pc_GrpcCall_Free(pc_GrpcCall *c) {
   pc_GrpcChannel *ch = c->ch;
   Conn *conn = c->conn;
   detach(c);
+  unlist_check(c);           /* after detach: the end of its stream lists it */
   if (conn) flush_out(conn); /* the RST_STREAM */
   drop_replay(c);
   if (c->prev)
@@ -689,6 +750,7 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
 /* Opens the streams of calls that waited for the backoff once it is over;
  * returns when it is (< 0: no call waits). */
 static double start_waiting(pc_GrpcChannel *ch, double now) {
+  if (!ch->any_waiting) return -1;
   int any = 0;
   for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
     if (!c->waiting || c->early) continue;
@@ -700,24 +762,41 @@ static double start_waiting(pc_GrpcChannel *ch, double now) {
     reopen(c);
     if (c->waiting) any = 1;
   }
+  ch->any_waiting = any;
   return any ? ch->backoff.retry_at : -1;
 }
 
+/* retry_refused for the calls whose stream got headers or ended since. */
+static void check_calls(pc_GrpcChannel *ch) {
+  while (ch->check) {
+    pc_GrpcCall *c = ch->check;
+    unlist_check(c);
+    retry_refused(c);
+  }
+}
+
 /* Ends the calls whose deadline passed; returns the nearest deadline of
- * the others (< 0: none). */
+ * the others (< 0: none). The calls are scanned only once the nearest
+ * deadline known has come ('due': it may be a call's that ended since). */
 static double enforce_deadlines(pc_GrpcChannel *ch, double now) {
+  if (ch->due < 0 || now < ch->due) return ch->due;
   double nearest = -1;
   for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
-    if (c->waiting && !c->early && c->deadline >= 0 && c->deadline <= now)
-      end_early(c, kPc_Code_DeadlineExceeded, "deadline exceeded waiting for a connection");
+    if (c->waiting && !c->early && c->deadline >= 0) {
+      if (c->deadline <= now)
+        end_early(c, kPc_Code_DeadlineExceeded, "deadline exceeded waiting for a connection");
+      else
+        nearest = sooner(nearest, c->deadline);
+    }
     if (!running(c) || c->deadline < 0) continue;
     if (c->deadline <= now) {
       pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded, "deadline exceeded");
       if (c->conn) flush_out(c->conn);
-    } else if (nearest < 0 || c->deadline < nearest) {
-      nearest = c->deadline;
+    } else {
+      nearest = sooner(nearest, c->deadline);
     }
   }
+  ch->due = nearest;
   return nearest;
 }
 
@@ -754,7 +833,7 @@ void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd 
     enforce_deadlines(chs[i], now);
     check_conns(chs[i], now);
     start_waiting(chs[i], now);
-    for (pc_GrpcCall *c = chs[i]->calls; c; c = c->next) retry_refused(c);
+    check_calls(chs[i]);
     reap(chs[i]);
   }
 }
@@ -839,7 +918,7 @@ double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch) {
   double d = enforce_deadlines(ch, now);
   d = sooner(d, check_conns(ch, now));
   d = sooner(d, start_waiting(ch, now));
-  for (pc_GrpcCall *c = ch->calls; c; c = c->next) retry_refused(c);
+  check_calls(ch);
   reap(ch);
   return d < 0 ? -1 : (d > now ? d - now : 0);
 }

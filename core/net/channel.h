@@ -20,6 +20,7 @@
 #define PC_NET_CHANNEL_H
 
 #include "net/engine.h"
+#include "net/wake.h"
 
 #include <poll.h>
 
@@ -99,6 +100,18 @@ void pc_GrpcCall_CloseSend(pc_GrpcCall *call);
 /* As pc_GrpcStream_Next: 1 with a message, 0 when none is ready yet, -1
  * once the call has ended (pc_GrpcCall_Status). */
 int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len);
+
+/* Gives the call a wake token (wake.h; 0: none): from now on, what its
+ * waiter may care about lists 'token' in the channel's wake list:
+ * response headers or a whole message arrived, request bytes went out
+ * (pc_GrpcCall_Unsent fell), the call ended (a status from the server, a
+ * reset, a refusal, its deadline, a lost connection, a cancel). A refused
+ * call run again on another connection is listed when it ended refused. */
+void pc_GrpcCall_SetWakeToken(pc_GrpcCall *call, uint64_t token);
+
+/* The channel's wake list (wake.h): a driver reads and clears it after
+ * each pc_Grpc_Pump. */
+pc_GrpcWakeList *pc_GrpcChannel_Wake(pc_GrpcChannel *ch);
 
 /* Whether response headers arrived or the call ended. */
 int pc_GrpcCall_HeadersDone(const pc_GrpcCall *call);

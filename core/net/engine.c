@@ -457,10 +457,9 @@ static ssize_t request_body(void *ud, void *stream, uint8_t *buf, size_t length,
   pc_GrpcStream *s = stream;
   (void)ud;
   ssize_t n = pc_GrpcOutbox_Pull(&s->out, buf, length, s->send_closed, data_flags);
-  if (n > 0 && pc_GrpcOutbox_Unsent(&s->out) == 0) {
-    if (s->send_closed) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-    emit(s->e, s, kPc_GrpcEvent_Writable);
-  }
+  if (n > 0 && pc_GrpcOutbox_Unsent(&s->out) == 0 && s->send_closed)
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (n > 0) emit(s->e, s, kPc_GrpcEvent_Writable);
   return n;
 }
 

@@ -35,7 +35,7 @@ typedef struct pc_GrpcStream pc_GrpcStream;
 typedef enum {
   kPc_GrpcEvent_Headers,  /* response headers arrived */
   kPc_GrpcEvent_Message,  /* a whole response message is ready to read */
-  kPc_GrpcEvent_Writable, /* the stream's send buffer drained (flow control) */
+  kPc_GrpcEvent_Writable, /* bytes of the stream's send buffer went out (flow control) */
   kPc_GrpcEvent_End,      /* the stream ended: its status is final */
   kPc_GrpcEvent_Goaway    /* the peer sent GOAWAY ('stream' NULL) */
 } pc_GrpcEvent;

@@ -4,9 +4,11 @@
  * driver's words and backs off, the client preface comes out and stays
  * until reported written, a lost connection ends its calls, deadlines end
  * calls in pc_GrpcChannel_HostTick, which says when the next timer falls
- * due, bytes that are no HTTP/2 break the connection (once its GOAWAY is out), ids no longer listed
- * are ignored, and every allocation failing leaks nothing. The data path
- * against real servers is spec/driver_spec.lua. */
+ * due, bytes that are no HTTP/2 break the connection (once its GOAWAY is
+ * out), ids no longer listed are ignored, calls with a wake token are
+ * listed as they end, a call refused by a GOAWAY runs again on a new
+ * connection, and every allocation failing leaks nothing. The data
+ * path against real servers is spec/driver_spec.lua. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "base/clock.h"
@@ -75,17 +77,22 @@ static unsigned only_conn(pc_GrpcChannel *ch, int *ready) {
   return c[0].id;
 }
 
+/* A host-I/O channel ('*ch') with one call started on it, or NULL (and
+ * nothing left) when an allocation failed. */
+static pc_GrpcCall *one_call(pc_Alloc *alloc, pc_GrpcChannel **ch) {
+  *ch = host_channel(alloc);
+  pc_GrpcCall *a = *ch ? start(*ch, 5) : NULL;
+  if (a == NULL) pc_GrpcChannel_Free(*ch);
+  return a;
+}
+
 /* A failed connect, then a connection that connects, writes its preface
  * in two parts and is lost; 1 when every step went as it should. */
 static int lifecycle(pc_Alloc *alloc, int *ok) {
   *ok = 0;
-  pc_GrpcChannel *ch = host_channel(alloc);
-  if (ch == NULL) return 0;
-  pc_GrpcCall *a = start(ch, 5);
-  if (a == NULL) {
-    pc_GrpcChannel_Free(ch);
-    return 0;
-  }
+  pc_GrpcChannel *ch;
+  pc_GrpcCall *a = one_call(alloc, &ch);
+  if (a == NULL) return 0;
   int good = 1, ready = -1;
   const char *p;
   unsigned id = only_conn(ch, &ready);
@@ -152,7 +159,8 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
 }
 
 /* A deadline on a connected connection ends the call in the tick; bytes
- * that are no HTTP/2 end the other. */
+ * that are no HTTP/2 end the other. Each, given a wake token (wake.h), is
+ * listed as it ends. */
 static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
   *ok = 0;
   pc_GrpcChannel *ch = host_channel(alloc);
@@ -165,14 +173,21 @@ static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
     return 0;
   }
   int good = 1, ready = 0;
+  pc_GrpcWakeList *w = pc_GrpcChannel_Wake(ch);
+  const uint64_t *items;
+  pc_GrpcCall_SetWakeToken(a, 1);
+  pc_GrpcCall_SetWakeToken(b, 2);
   unsigned id = only_conn(ch, &ready); /* both calls on one connection */
   pc_GrpcChannel_HostConnected(ch, id, 1, NULL);
   double next = pc_GrpcChannel_HostTick(ch);
   good &= STEP(id != 0 && next > 0 && next <= 0.02);
+  pc_GrpcWakeList_Clear(w); /* what their requests going out listed */
   pc_Clock_Sleep(0.025);
   pc_GrpcChannel_HostTick(ch);
   good &= STEP(ended(a, kPc_Code_DeadlineExceeded, "deadline exceeded"));
   good &= STEP(pc_GrpcCall_Status(b) == NULL);
+  good &= STEP(pc_GrpcWakeList_Items(w, &items) == 1 && items[0] == 1);
+  pc_GrpcWakeList_Clear(w);
   pc_GrpcChannel_HostRecv(ch, id, "HTTP/1.1 400 Bad Request\r\n\r\n", 28);
   const char *p;
   for (size_t n; (n = pc_GrpcChannel_HostOutput(ch, id, &p)) > 0;)
@@ -181,10 +196,45 @@ static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
   const pc_GrpcStatus *st = pc_GrpcCall_Status(b);
   good &= STEP(st != NULL && st->code == kPc_Code_Unavailable &&
                strstr(st->message, "expected SETTINGS frame") != NULL);
+  good &= STEP(pc_GrpcWakeList_Items(w, &items) == 1 && items[0] == 2);
   pc_GrpcCall_Free(a);
   pc_GrpcCall_Free(b);
   pc_GrpcChannel_HostTick(ch);
   good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
+  pc_GrpcChannel_Free(ch);
+  *ok = good;
+  return 1;
+}
+
+/* A GOAWAY taking none of the calls refuses them: the tick runs each
+ * again on a new connection (gRFC A6 transparent retry) although nobody
+ * reads it, and lists its wake token. */
+static int refused_again(pc_Alloc *alloc, int *ok) {
+  *ok = 0;
+  pc_GrpcChannel *ch;
+  pc_GrpcCall *a = one_call(alloc, &ch);
+  if (a == NULL) return 0;
+  pc_GrpcCall_SetWakeToken(a, 7);
+  int good = 1, ready = 0;
+  unsigned id = only_conn(ch, &ready);
+  pc_GrpcChannel_HostConnected(ch, id, 1, NULL);
+  const char *p;
+  for (size_t n; (n = pc_GrpcChannel_HostOutput(ch, id, &p)) > 0;)
+    pc_GrpcChannel_HostWrote(ch, id, n);
+  pc_GrpcWakeList *w = pc_GrpcChannel_Wake(ch);
+  pc_GrpcWakeList_Clear(w);
+  /* The server's SETTINGS, then GOAWAY NO_ERROR with last stream id 0. */
+  static const unsigned char goaway[] = {0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 8, 7,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  pc_GrpcChannel_HostRecv(ch, id, goaway, sizeof goaway);
+  const uint64_t *items;
+  good &= STEP(pc_GrpcWakeList_Items(w, &items) >= 1 && items[0] == 7);
+  pc_GrpcChannel_HostTick(ch);
+  pc_GrpcHostConn c[4];
+  size_t n = pc_GrpcChannel_HostConns(ch, c, 4);
+  good &= STEP(pc_GrpcCall_Status(a) == NULL);                        /* running again */
+  good &= STEP(n >= 1 && n <= 4 && c[0].id != id && c[0].ready == 0); /* the newest first */
+  pc_GrpcCall_Free(a);
   pc_GrpcChannel_Free(ch);
   *ok = good;
   return 1;
@@ -196,15 +246,18 @@ int main(void) {
   CHECK(ok);
   CHECK(deadline_and_garbage(NULL, &ok));
   CHECK(ok);
+  CHECK(refused_again(NULL, &ok));
+  CHECK(ok);
   quiet = 1;
   for (long n = 1;; n++) {
     fail_reset(n);
     int ran = lifecycle(fail_alloc, &ok);
     int ran2 = deadline_and_garbage(fail_alloc, &ok);
+    int ran3 = refused_again(fail_alloc, &ok);
     if (fail_live != 0) fprintf(stderr, "leak %lld bytes failing allocation %ld\n", fail_live, n);
     CHECK(fail_live == 0);
     if (!fail_hit) {
-      CHECK(ran && ran2);
+      CHECK(ran && ran2 && ran3);
       break;
     }
   }

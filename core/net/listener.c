@@ -53,7 +53,8 @@ struct pc_GrpcListener {
   size_t nconns;  /* live connections, the ones max_connections counts */
   size_t nlinger; /* connections in 'conns' that linger */
   int shutting;
-  double accept_after; /* > now: accept failed for want of resources (ACCEPT_PAUSE) */
+  double accept_after;  /* > now: accept failed for want of resources (ACCEPT_PAUSE) */
+  pc_GrpcWakeList wake; /* the calls' (wake.h); every engine lists into it */
 };
 
 static void conn_free(pc_GrpcListener *l, SConn *c) {
@@ -74,7 +75,9 @@ pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *o, pc_Alloc *
   l->alloc = alloc;
   l->ud = ud;
   l->fd = -1;
+  pc_GrpcWakeList_Init(&l->wake, alloc, ud);
   l->o = *o;
+  l->o.engine.wake = &l->wake;
   l->o.host = l->o.port = l->o.cert_file = l->o.key_file = l->o.client_ca_file = NULL;
   if (l->o.max_connections == 0) l->o.max_connections = DEFAULT_MAX_CONNS;
   if (l->o.handshake_timeout <= 0) l->o.handshake_timeout = 10;
@@ -158,6 +161,10 @@ void pc_GrpcListener_CloseAll(pc_GrpcListener *l) {
   l->nconns = l->nlinger = 0;
 }
 
+pc_GrpcWakeList *pc_GrpcListener_Wake(pc_GrpcListener *l) {
+  return &l->wake;
+}
+
 size_t pc_GrpcListener_Connections(const pc_GrpcListener *l) {
   return l->nconns;
 }
@@ -167,6 +174,7 @@ void pc_GrpcListener_Free(pc_GrpcListener *l) {
   pc_GrpcListener_CloseAll(l);
   if (l->fd >= 0) close(l->fd);
   pc_NetTlsServer_Free(l->tls);
+  pc_GrpcWakeList_Free(&l->wake);
   l->alloc(l->ud, l, sizeof *l, 0);
 }
 

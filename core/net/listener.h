@@ -54,6 +54,11 @@ void pc_GrpcListener_Shutdown(pc_GrpcListener *l);
 /* Closes every connection now (their calls are cancelled). */
 void pc_GrpcListener_CloseAll(pc_GrpcListener *l);
 
+/* The wake list of the calls taken from this listener (wake.h; they take
+ * part once given a token, pc_GrpcServerCall_SetWakeToken): a driver reads
+ * and clears it after each pc_Grpc_PumpAll. */
+pc_GrpcWakeList *pc_GrpcListener_Wake(pc_GrpcListener *l);
+
 /* Connections open (not those lingering after their end). */
 size_t pc_GrpcListener_Connections(const pc_GrpcListener *l);
 

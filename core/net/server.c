@@ -49,6 +49,7 @@ struct pc_GrpcServerCall {
   size_t res_to;       /* where that message ends, counted from the next unread byte */
   size_t ahead;        /* of the unconsumed bytes, those given to the connection already */
   double stall_from;   /* when the stall timer started (-1: not running) */
+  pc_GrpcWaker waker;  /* its place in the listener's wake list (wake.h) */
   pc_Code code;
   const char *message, *details;
   size_t message_len, details_len;
@@ -57,7 +58,10 @@ struct pc_GrpcServerCall {
 struct pc_GrpcServerConn {
   pc_GrpcSession h2; /* first: the connection is its block (pc_GrpcSession_New) */
   pc_GrpcServerCall *calls, *last;
-  size_t held; /* calls not yet freed */
+  size_t held;    /* calls not yet freed */
+  size_t open;    /* ...of them not closed by nghttp2 (pc_GrpcServerConn_Running) */
+  size_t waiting; /* ...queued for pc_GrpcServerConn_Accept */
+  double due;     /* no call's deadline is before this (-1: none has one): Expire's scan waits */
   size_t max_receive, max_header_list;
   uint32_t max_streams;
   uint32_t reset_burst, reset_rate, control_burst, control_rate;
@@ -65,6 +69,7 @@ struct pc_GrpcServerConn {
   size_t reserved; /* of it, held by calls (pc_GrpcServerCall.res) */
   int room;        /* 'reserved' went down: calls waiting may take it (wake) */
   double stall_timeout;
+  pc_GrpcWakeList *wake; /* the driver's, or NULL */
   Bucket resets, controls;
   double now;
   int goaway;
@@ -108,6 +113,13 @@ static void calm(pc_GrpcServerConn *c, const char *what) {
   nghttp2_session_terminate_session(c->h2.session, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
+/* Something the driver's waiter on 's' may care about happened: a
+ * message or the end of the request arrived, responses went out, the call
+ * ended (wake.h). */
+static void wake(pc_GrpcServerCall *s) {
+  if (s->c && s->c->wake && s->accepted) pc_GrpcWakeList_Add(s->c->wake, &s->waker);
+}
+
 static pc_GrpcServerCall *call_of(nghttp2_session *session, int32_t id) {
   return nghttp2_session_get_stream_user_data(session, id);
 }
@@ -118,8 +130,17 @@ static nghttp2_session *live(const pc_GrpcServerCall *s) {
   return s->c && !s->closed ? s->c->h2.session : NULL;
 }
 
+/* The stream is closed (once). */
+static void mark_closed(pc_GrpcServerCall *s) {
+  if (s->closed) return;
+  s->closed = 1;
+  if (s->c) s->c->open--;
+}
+
 static void unlink_call(pc_GrpcServerCall *s) {
   pc_GrpcServerConn *c = s->c;
+  if (!s->closed) c->open--;
+  if (s->queued) c->waiting--;
   if (s->prev)
     s->prev->next = s->next;
   else
@@ -135,7 +156,7 @@ static void unlink_call(pc_GrpcServerCall *s) {
 /* Requests still arriving (below). */
 static int unreserve(pc_GrpcServerCall *s);
 static void drop_ahead(pc_GrpcServerCall *s);
-static void wake(pc_GrpcServerConn *c);
+static void share_room(pc_GrpcServerConn *c);
 static void release_window(pc_GrpcServerCall *s);
 
 static void free_call(pc_GrpcServerCall *s) {
@@ -147,7 +168,7 @@ static void free_call(pc_GrpcServerCall *s) {
       pc_GrpcInbox_Detach(&s->in, c->h2.session, s->id);
     }
     unlink_call(s);
-    wake(c);
+    share_room(c);
   }
   pc_GrpcMem m = s->m;
   pc_Arena_Free(s->arena);
@@ -300,7 +321,8 @@ static void fail(pc_GrpcServerCall *s, pc_Code code, const char *fmt, ...) {
   pc_GrpcOutbox_Clear(&s->out);
   finish(s, code, text, n, NULL, 0);
   release_window(s);
-  if (s->c) wake(s->c);
+  wake(s);
+  if (s->c) share_room(s->c);
 }
 
 /* The response body: the framed messages, then (once Finish ran) the
@@ -310,6 +332,7 @@ static ssize_t response_body(void *ud, void *call, uint8_t *buf, size_t length,
   pc_GrpcServerCall *s = call;
   (void)ud;
   ssize_t n = pc_GrpcOutbox_Pull(&s->out, buf, length, s->finished, data_flags);
+  if (n > 0) wake(s); /* a sender waiting for room may go on */
   if (n != 0 || !(*data_flags & NGHTTP2_DATA_FLAG_EOF)) return n;
   *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
   size_t max = 4 + s->out_md[1].count;
@@ -358,6 +381,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     c->calls = s;
   c->last = s;
   c->held++;
+  c->open++;
   return 0;
 }
 
@@ -441,8 +465,12 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
          s->encoding);
     return;
   }
-  if (s->timeout >= 0) s->deadline = c->now + s->timeout;
+  if (s->timeout >= 0) {
+    s->deadline = c->now + s->timeout;
+    if (c->due < 0 || s->deadline < c->due) c->due = s->deadline;
+  }
   s->queued = 1;
+  c->waiting++;
 }
 
 /* -- requests still arriving ---------------------------------------------- */
@@ -527,11 +555,19 @@ static void release_window(pc_GrpcServerCall *s) {
     nghttp2_session_consume_connection(h2, waiting - s->ahead);
     s->ahead = waiting;
   }
+  if (unread > whole && c->stall_timeout > 0) {
+    /* The client may send the rest of a message: its stall timer starts
+     * (again), and the connection's next scan comes no later than its end
+     * (pc_GrpcServerConn_Expire). */
+    s->stall_from = c->now;
+    double end = c->now + c->stall_timeout;
+    if (c->due < 0 || end < c->due) c->due = end;
+  }
 }
 
 /* The budget has room again: calls whose message waits for it take it in
  * turn, oldest first. */
-static void wake(pc_GrpcServerConn *c) {
+static void share_room(pc_GrpcServerConn *c) {
   if (!c->room) return;
   c->room = 0;
   for (pc_GrpcServerCall *t = c->calls; t && c->reserved < c->budget; t = t->next)
@@ -564,8 +600,9 @@ static void fail_read(pc_GrpcServerCall *s, pc_GrpcRead r) {
  * over the limit fails before its body arrives. */
 static void scan_messages(pc_GrpcServerCall *s) {
   int gzip = s->encoding != NULL && strcmp(s->encoding, "gzip") == 0;
-  int whole; /* the driver polls Next: no event */
+  int whole;
   pc_GrpcRead r = pc_GrpcInbox_Scan(&s->in, s->c->max_receive, gzip, &whole);
+  if (whole > 0) wake(s);
   if (r == kPc_GrpcRead_Compressed)
     fail(s, kPc_Code_Internal, "request message is compressed but grpc-encoding is not gzip");
   else if (r != kPc_GrpcRead_Ok)
@@ -581,13 +618,12 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     nghttp2_session_consume(session, id, len);
     return 0;
   }
-  s->stall_from = s->c->now;
   if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len))
     fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
   else
     scan_messages(s);
   release_window(s);
-  wake(s->c);
+  share_room(s->c);
   return 0;
 }
 
@@ -614,6 +650,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     request_ready(c, s);
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     s->remote_ended = 1;
+    wake(s);
     if (!s->cancelled && pc_GrpcInbox_Partial(&s->in) > 0)
       fail(s, kPc_Code_Internal, "request ended inside a message (%zu bytes left over)",
            pc_GrpcInbox_Partial(&s->in));
@@ -648,12 +685,13 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, 
   (void)ud;
   pc_GrpcServerCall *s = call_of(session, id);
   if (s == NULL) return 0;
-  s->closed = 1;
+  mark_closed(s);
   drop_ahead(s);
   pc_GrpcInbox_Closed(&s->in, session);
   if (!s->finished) s->cancelled = 1;
   unreserve(s);
-  wake(s->c);
+  wake(s);
+  share_room(s->c);
   nghttp2_session_set_stream_user_data(session, id, NULL);
   if (!s->accepted) free_call(s);
   return 0;
@@ -677,9 +715,10 @@ static void cancel_all(pc_GrpcServerConn *c) {
   while (s) {
     pc_GrpcServerCall *next = s->next;
     s->cancelled = 1;
+    wake(s);
     if (!s->accepted) {
       if (!s->closed) nghttp2_session_set_stream_user_data(c->h2.session, s->id, NULL);
-      s->closed = 1;
+      mark_closed(s);
       free_call(s);
     }
     s = next;
@@ -715,6 +754,8 @@ pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc
                                      : PC_GRPC_DEFAULT_CONNECTION_WINDOW;
   if (c->budget < c->max_receive + 5) c->budget = c->max_receive + 5;
   c->stall_timeout = o->stall_timeout ? o->stall_timeout : PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
+  c->wake = o->wake;
+  c->due = -1;
   pc_GrpcSessionSettings set = {.max_streams = c->max_streams,
                                 .stream_window = o->stream_window,
                                 .connection_window = o->connection_window,
@@ -790,9 +831,7 @@ void pc_GrpcServerConn_Shutdown(pc_GrpcServerConn *c) {
 }
 
 size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c) {
-  size_t n = 0;
-  for (const pc_GrpcServerCall *s = c->calls; s; s = s->next) n += !s->closed;
-  return n;
+  return c->open;
 }
 
 /* Ends a call whose request message stalled for the stall timeout. */
@@ -809,6 +848,10 @@ static void fail_stalled(pc_GrpcServerCall *s) {
 }
 
 double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
+  c->now = now;
+  /* Nothing is due before 'due' (a lower bound of the deadlines and stall
+   * timers): no scan of every call each round. */
+  if (c->due < 0 || now < c->due) return c->due;
   for (pc_GrpcServerCall *s = c->calls; s; s = s->next) {
     if (s->finished || s->closed) continue;
     if (s->deadline >= 0 && now >= s->deadline) {
@@ -816,7 +859,8 @@ double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
       pc_GrpcOutbox_Clear(&s->out);
       finish(s, kPc_Code_DeadlineExceeded, "deadline exceeded", 17, NULL, 0);
       release_window(s);
-      wake(c);
+      wake(s);
+      share_room(c);
     } else if (c->stall_timeout > 0 && stalled(s)) {
       if (s->stall_from < 0) s->stall_from = now;
       if (now >= s->stall_from + c->stall_timeout) fail_stalled(s);
@@ -836,13 +880,16 @@ double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now) {
     }
     if (due >= 0 && (next < 0 || due < next)) next = due;
   }
+  c->due = next;
   return next;
 }
 
 pc_GrpcServerCall *pc_GrpcServerConn_Accept(pc_GrpcServerConn *c) {
+  if (c->waiting == 0) return NULL; /* no scan of the calls held */
   for (pc_GrpcServerCall *s = c->calls; s; s = s->next) {
     if (!s->queued) continue;
     s->queued = 0;
+    c->waiting--;
     s->accepted = 1;
     return s;
   }
@@ -884,7 +931,7 @@ int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len)
     else if (s->res > 0)
       s->res_to -= taken;
     release_window(s);
-    wake(s->c);
+    share_room(s->c);
     if (r == kPc_GrpcRead_Ok) return 1;
     fail_read(s, r);
     return -1;
@@ -935,6 +982,10 @@ int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
   }
   resume(s);
   return 1;
+}
+
+void pc_GrpcServerCall_SetWakeToken(pc_GrpcServerCall *s, uint64_t token) {
+  s->waker.token = token;
 }
 
 int pc_GrpcServerCall_Compressed(const pc_GrpcServerCall *s) {

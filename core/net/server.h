@@ -41,6 +41,7 @@
 
 #include "base/arena.h"
 #include "net/grpc.h"
+#include "net/wake.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -71,9 +72,10 @@ typedef struct {
   size_t incomplete_budget;             /* bytes of request messages still arriving whose
                                          * window is given back; 0: the connection window
                                          * (at least max_receive + 5 either way) */
-  double stall_timeout; /* seconds a request message may stay half-received while the
-                         * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
-                         * < 0: none */
+  double stall_timeout;  /* seconds a request message may stay half-received while the
+                          * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
+                          * < 0: none */
+  pc_GrpcWakeList *wake; /* where calls with a wake token are listed; NULL: none */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL
@@ -121,8 +123,10 @@ void pc_GrpcServerConn_Shutdown(pc_GrpcServerConn *c);
 size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c);
 
 /* Finishes with DEADLINE_EXCEEDED every call whose grpc-timeout passed by
- * 'now'; returns the nearest deadline still ahead (monotonic seconds), or
- * -1 when none. */
+ * 'now'; returns when the next one falls due (monotonic seconds), or -1
+ * when none. The calls are scanned only once that time has come, so it
+ * may be the deadline of a call that ended since: the call then made
+ * finds the next. */
 double pc_GrpcServerConn_Expire(pc_GrpcServerConn *c, double now);
 
 /* The next call the client started that the driver has not taken yet
@@ -176,6 +180,13 @@ int pc_GrpcServerCall_AddMetadata(pc_GrpcServerCall *s, int trailers, const pc_G
  * call then ends RESOURCE_EXHAUSTED "response headers of N bytes exceed
  * the limit of M bytes". */
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len);
+
+/* Gives the call a wake token (wake.h; 0: none): from now on, what its
+ * waiter may care about lists 'token' in the options' wake list: a whole
+ * request message or the end of the request arrived, response bytes went
+ * out (pc_GrpcServerCall_Unsent fell), the call was cancelled, reset,
+ * timed out or failed, or its connection went. */
+void pc_GrpcServerCall_SetWakeToken(pc_GrpcServerCall *s, uint64_t token);
 
 /* Whether the message pc_GrpcServerCall_Next returned last came with the
  * compressed flag set (gzip on the wire; PROTOCOL-HTTP2.md

@@ -6,7 +6,7 @@
  * response header blocks too large to send, requests still arriving and
  * stalled), a truncated message, a
  * client reset, deadlines, flow control of a client that does not read,
- * graceful shutdown, and every allocation failing. */
+ * wake tokens, graceful shutdown, and every allocation failing. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "net/server.h"
@@ -742,6 +742,80 @@ int main(void) {
     shuttle(c);
     CHECK(cst(id)->got_rst && cst(id)->rst == NGHTTP2_CANCEL);
     pc_GrpcServerConn_Free(c);
+  }
+
+  /* Wake tokens (wake.h): a call with one is listed in the options' wake
+   * list, once until the list is cleared, when a whole message arrives
+   * (not a part of one), when the request ends, when its responses go
+   * out, when the client resets it, when its deadline passes and when the
+   * connection goes; a call without a token never is. */
+  {
+    client_new(65535);
+    pc_GrpcWakeList w;
+    pc_GrpcWakeList_Init(&w, NULL, NULL);
+    pc_GrpcServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.wake = &w;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_GrpcServerConn *c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    int32_t a = request("/t.T/A", "application/grpc", NULL, NULL, "abc", 3, 0, 0);
+    int32_t b = request("/t.T/B", "application/grpc", "grpc-timeout", "2S", NULL, 0, 0, 0);
+    int32_t m = request("/t.T/M", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+    cst(a)->body_len = 4; /* the prefix and 'a' of "abc" */
+    cst(b)->body_len = 0; /* the headers alone */
+    shuttle(c);
+    pc_GrpcServerCall *sa = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall *sb = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall *sm = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall_SetWakeToken(sa, 1);
+    pc_GrpcServerCall_SetWakeToken(sb, 2);
+    const char *d;
+    size_t n;
+    const uint64_t *items;
+    CHECK(pc_GrpcServerCall_Next(sa, &d, &n) == 0);
+    CHECK(pc_GrpcWakeList_Items(&w, &items) == 0);
+    cst(a)->body_len = 8; /* the rest of the message */
+    nghttp2_session_resume_data(cli.s, a);
+    shuttle(c);
+    CHECK(pc_GrpcWakeList_Items(&w, &items) == 1 && items[0] == 1);
+    pc_GrpcWakeList_Clear(&w);
+    CHECK(pc_GrpcServerCall_Next(sa, &d, &n) == 1 && n == 3);
+    cst(a)->end = 1; /* the end of the request */
+    nghttp2_session_resume_data(cli.s, a);
+    shuttle(c);
+    CHECK(pc_GrpcWakeList_Items(&w, &items) == 1 && items[0] == 1);
+    pc_GrpcWakeList_Clear(&w);
+    CHECK(pc_GrpcServerCall_Next(sa, &d, &n) == -1);
+    CHECK(pc_GrpcServerCall_Send(sa, "r", 1));
+    CHECK(pc_GrpcServerCall_Send(sm, "r", 1));
+    shuttle(c); /* out: a sender waiting for room may go on */
+    CHECK(pc_GrpcWakeList_Items(&w, &items) == 1 && items[0] == 1);
+    pc_GrpcWakeList_Clear(&w);
+    CHECK(pc_GrpcServerConn_Expire(c, now_s + 3) == -1);
+    CHECK(pc_GrpcWakeList_Items(&w, &items) == 1 && items[0] == 2);
+    shuttle(c); /* its status out, the stream closes: listed once still */
+    CHECK(pc_GrpcWakeList_Items(&w, &items) == 1 && items[0] == 2);
+    pc_GrpcWakeList_Clear(&w);
+    nghttp2_submit_rst_stream(cli.s, NGHTTP2_FLAG_NONE, a, NGHTTP2_CANCEL);
+    nghttp2_submit_rst_stream(cli.s, NGHTTP2_FLAG_NONE, m, NGHTTP2_CANCEL);
+    shuttle(c);
+    CHECK(pc_GrpcServerCall_Cancelled(sa) && pc_GrpcServerCall_Cancelled(sm));
+    CHECK(pc_GrpcWakeList_Items(&w, &items) == 1 && items[0] == 1);
+    pc_GrpcWakeList_Clear(&w);
+    pc_GrpcServerCall_Free(sa);
+    request("/t.T/C", "application/grpc", NULL, NULL, "x", 1, 0, 0);
+    shuttle(c);
+    pc_GrpcServerCall *sc = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall_SetWakeToken(sc, 3);
+    pc_GrpcServerCall_Free(sb);
+    pc_GrpcWakeList_Clear(&w);
+    pc_GrpcServerConn_Free(c); /* the connection goes */
+    CHECK(pc_GrpcWakeList_Items(&w, &items) == 1 && items[0] == 3);
+    CHECK(pc_GrpcServerCall_Next(sc, &d, &n) == -1);
+    pc_GrpcServerCall_Free(sc);
+    pc_GrpcServerCall_Free(sm);
+    pc_GrpcWakeList_Free(&w);
   }
 
   /* Floods: RST_STREAM after HEADERS and PING, past their buckets, end the

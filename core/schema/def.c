@@ -466,9 +466,29 @@ static int valid_ident(const char *s) {
   return 1;
 }
 
+/* The file that defines 'def', a definition of 'kind' in the pool. */
+static const char *defined_in(int kind, const void *def) {
+  const pc_FileDef *f = kind == kKind_Message     ? ((const pc_MessageDef *)def)->file
+                        : kind == kKind_Enum      ? ((const pc_EnumDef *)def)->file
+                        : kind == kKind_Service   ? ((const pc_ServiceDef *)def)->file
+                        : kind == kKind_Extension ? ((const pc_FieldDef *)def)->file
+                                                  : NULL;
+  return f != NULL ? f->name : "?";
+}
+
+/* "b.proto: 'pkg.T' is already defined in the pool, by a.proto": the same
+ * file loaded twice under two names (a path and an import name) reads so. */
+static int already_defined(Builder *b, const char *name, int kind, const void *def) {
+  pc_Error_Set(b->err, "%s: '%s' is already defined in the pool, by %s", b->file->name, name,
+               defined_in(kind, def));
+  return 0;
+}
+
 static int add_local(Builder *b, const char *name, int kind, void *def) {
-  if ((kind == kKind_Service || kind == kKind_Extension) && names_get(b->pool, kind, name))
-    return fail(b, "%s: '%s' is already defined in the pool", b->file->name, name);
+  const void *other;
+  if ((kind == kKind_Service || kind == kKind_Extension) &&
+      (other = names_get(b->pool, kind, name)) != NULL)
+    return already_defined(b, name, kind, other);
   b->locals[b->nlocal].name = name;
   b->locals[b->nlocal].kind = kind;
   b->locals[b->nlocal].def = def;
@@ -1076,10 +1096,12 @@ static int build_file(Builder *b, const pc_FileDesc *d) {
   for (size_t i = 1; i < b->nlocal; i++)
     if (strcmp(b->locals[i].name, b->locals[i - 1].name) == 0)
       return fail(b, "%s: '%s' is defined twice", d->name, b->locals[i].name);
-  for (size_t i = 0; i < b->nlocal; i++)
-    if (names_get(b->pool, kKind_Message, b->locals[i].name) ||
-        names_get(b->pool, kKind_Enum, b->locals[i].name))
-      return fail(b, "%s: '%s' is already defined in the pool", d->name, b->locals[i].name);
+  for (size_t i = 0; i < b->nlocal; i++) {
+    const void *other = names_get(b->pool, kKind_Message, b->locals[i].name);
+    if (other != NULL) return already_defined(b, b->locals[i].name, kKind_Message, other);
+    if ((other = names_get(b->pool, kKind_Enum, b->locals[i].name)) != NULL)
+      return already_defined(b, b->locals[i].name, kKind_Enum, other);
+  }
   uint32_t next_msg = 0;
   if (!build_bodies(b, d->messages, d->message_count, &next_msg)) return 0;
   for (size_t i = 0; i < d->extension_count; i++)

@@ -169,6 +169,12 @@ typedef struct {
   int line, column;
 } pc_ServiceDesc;
 
+/* protoc's limits on a package name (kMaximumPackageLength, kPackageLimit):
+ * longer is "Package name is too long", more dots "Exceeds Maximum Package
+ * Depth". */
+#define PC_PACKAGE_MAX_LENGTH 511
+#define PC_PACKAGE_MAX_DOTS   100
+
 typedef struct {
   const char *name;    /* 1: "google/protobuf/any.proto" */
   const char *package; /* 2; NULL when none */
@@ -185,9 +191,10 @@ typedef struct {
   pc_ServiceDesc *services;
   size_t service_count; /* 6 */
   pc_FieldDesc *extensions;
-  size_t extension_count; /* 7 */
-  pc_OptionsDesc options; /* 8: FileOptions */
-  pc_Syntax syntax;       /* 12: "proto2" (or absent) / "proto3" */
+  size_t extension_count;           /* 7 */
+  pc_OptionsDesc options;           /* 8: FileOptions */
+  pc_Syntax syntax;                 /* 12: "proto2" (or absent) / "proto3" */
+  int package_line, package_column; /* of the package statement (0 when unknown) */
 } pc_FileDesc;
 
 /* "int32", "string", "message", ... for a pc_FieldType (the .proto spelling;

@@ -323,8 +323,9 @@ static int read_floating(TP *tp, int is_float, pc_Value *out) {
 }
 
 /* Adjacent string tokens, unescaped, into '*out' (in tp->a); 'utf8': the
- * result must be UTF-8. A lone UTF-16 surrogate (\ud800) is an error, or
- * with 'protoc' its three bytes, as protoc writes it. */
+ * result must be UTF-8. A UTF-16 surrogate (\ud800, \ud83d\ude00) is an
+ * error, or with 'protoc' its three bytes, a pair joined, as protoc 3.21
+ * writes them. */
 static int read_string(TP *tp, pc_Value *out, int utf8) {
   Tok start = tp->tok;
   if (tp->tok.type != T_STRING) return expected(tp, "string", "string");
@@ -385,8 +386,9 @@ static int read_string(TP *tp, pc_Value *out, int utf8) {
           p++;
           k++;
         }
+        int pair = 0;
         if (k == want && c == 'u' && cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\' &&
-            p[1] == 'u') { /* a UTF-16 surrogate pair, as protoc joins it: \ud83d\ude00 */
+            p[1] == 'u') { /* a UTF-16 surrogate pair, as protoc 3.21 joins it: \ud83d\ude00 */
           unsigned long lo = 0;
           unsigned j = 2;
           while (j < 6 && is_hex(p[j])) {
@@ -396,9 +398,24 @@ static int read_string(TP *tp, pc_Value *out, int utf8) {
           if (j == 6 && lo >= 0xdc00 && lo <= 0xdfff) {
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             p += 6;
+            pair = 1;
           }
         }
-        if (k != want || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff && !tp->protoc)) goto bad;
+        if (k != want || cp > 0x10ffff) goto bad;
+        /* a surrogate is no character: the text format specification and
+         * the conformance suite refuse one, paired or not (protoc 3.21 joins
+         * a pair, writes a lone one's bytes: its voice does too) */
+        if (!tp->protoc && (pair || (cp >= 0xd800 && cp <= 0xdfff))) {
+          Tok at = tp->tok;
+          at.col += (int)(esc - tp->tok.s);
+          if (pair)
+            return fail_at(tp, &at,
+                           "%.12s: text format takes no UTF-16 surrogate pair; write U+%05lX as "
+                           "\\U%08lX or as UTF-8",
+                           esc, cp, cp);
+          return fail_at(tp, &at, "%.*s: a UTF-16 surrogate is not a character", (int)(p - esc),
+                         esc);
+        }
         if (cp < 0x80) {
           buf[o++] = (char)cp;
         } else if (cp < 0x800) {
@@ -745,27 +762,48 @@ static const pc_FieldDef *find_field(const pc_MessageDef *m, const Tok *t) {
 /* The name in [...] (at the '['): identifiers joined by '.', and an Any's
  * type URL with one '/' ("type.googleapis.com/pkg.T"); '*slashes' says
  * which. As protoc reads it (ConsumeFullTypeName, ConsumeAnyTypeUrl), which
- * takes the '/' only in a google.protobuf.Any ('any') and wants it there. */
-static int read_bracketed(TP *tp, int any, char *buf, size_t cap, int *slashes, const Tok *name) {
-  size_t n = 0;
+ * takes the '/' only in a google.protobuf.Any ('any') and wants it there.
+ * NULL after an error. */
+static char *read_bracketed(TP *tp, int any, int *slashes) {
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
   int want_ident = 1;
   *slashes = 0;
   next(tp);
   for (;;) {
     const Tok *t = &tp->tok;
     if (want_ident) {
-      if (t->type != T_IDENT) return expected(tp, "an identifier", "identifier");
+      if (t->type != T_IDENT) {
+        expected(tp, "an identifier", "identifier");
+        return NULL;
+      }
     } else if (is_sym(tp, ']') && !(tp->protoc && any && *slashes == 0)) {
       break;
     } else if (is_sym(tp, '/') && *slashes == 0 && (any || !tp->protoc)) {
       (*slashes)++;
     } else if (!is_sym(tp, '.')) {
-      if (tp->protoc) return expect_sym(tp, any && *slashes == 0 ? '/' : ']');
-      if (is_sym(tp, '/'))
-        return fail_at(tp, t, "a type URL holds one \"/\" (\"type.googleapis.com/pkg.T\")");
-      return describe_expected(tp, "\"]\"");
+      if (tp->protoc) {
+        expect_sym(tp, any && *slashes == 0 ? '/' : ']');
+        return NULL;
+      }
+      if (is_sym(tp, '/')) {
+        fail_at(tp, t, "a type URL holds one \"/\" (\"type.googleapis.com/pkg.T\")");
+        return NULL;
+      }
+      describe_expected(tp, "\"]\"");
+      return NULL;
     }
-    if (n + t->n >= cap) return fail_at(tp, name, SAY(tp, "name too long", "Name too long."));
+    if (n + t->n >= cap) { /* no limit but the input's: grown in the arena */
+      size_t ncap = 2 * (n + t->n) + 16;
+      char *nbuf = pc_Arena_Malloc(tp->a, ncap);
+      if (nbuf == NULL) {
+        oom(tp);
+        return NULL;
+      }
+      if (n > 0) memcpy(nbuf, buf, n);
+      buf = nbuf;
+      cap = ncap;
+    }
     memcpy(buf + n, t->s, t->n);
     n += t->n;
     want_ident = !want_ident;
@@ -773,17 +811,21 @@ static int read_bracketed(TP *tp, int any, char *buf, size_t cap, int *slashes, 
   }
   buf[n] = '\0';
   next(tp);
-  return 1;
+  return buf;
 }
 
 /* One field and its value(s) (protoc's ConsumeField). */
 static int parse_field(TP *tp, pc_Message *msg, const pc_MessageDef *m, char close, int depth) {
   Tok name = tp->tok;
   const pc_FieldDef *f;
-  char buf[512]; /* the name as written */
+  const char *shown = NULL; /* the name for errors ('shown_n' bytes) */
+  int shown_n = 0;
   if (is_sym(tp, '[')) {
     int any = strcmp(m->full_name, "google.protobuf.Any") == 0, slashes;
-    if (!read_bracketed(tp, any, buf, sizeof buf, &slashes, &name)) return 0;
+    char *buf = read_bracketed(tp, any, &slashes);
+    if (buf == NULL) return 0;
+    shown = buf;
+    shown_n = (int)strlen(buf);
     if (slashes) {
       if (!any)
         return fail_at(tp, &name, "an expanded Any ([%s]) in %s, which is no google.protobuf.Any",
@@ -806,10 +848,9 @@ static int parse_field(TP *tp, pc_Message *msg, const pc_MessageDef *m, char clo
                      SAY(tp, "message type \"%s\" has no field named \"%.*s\"",
                          "Message type \"%s\" has no field named \"%.*s\"."),
                      m->full_name, TEXT(tp, &name));
-    if (tp->protoc) /* protoc names the field as written, a group by its type */
-      snprintf(buf, sizeof buf, "%.*s", (int)name.n, name.s);
-    else
-      snprintf(buf, sizeof buf, "%s", f->name);
+    /* protoc names the field as written, a group by its type */
+    shown = tp->protoc ? name.s : f->name;
+    shown_n = tp->protoc ? (int)name.n : (int)strlen(f->name);
     next(tp);
   } else if (tp->protoc) {
     return expected(tp, NULL, "identifier");
@@ -819,18 +860,18 @@ static int parse_field(TP *tp, pc_Message *msg, const pc_MessageDef *m, char clo
   if (f->label != kPc_Label_Repeated) { /* protoc: a singular field once, one member per oneof */
     if (has_field(msg, f))
       return fail_at(tp, &name,
-                     SAY(tp, "non-repeated field \"%s\" is specified multiple times",
-                         "Non-repeated field \"%s\" is specified multiple times."),
-                     buf);
+                     SAY(tp, "non-repeated field \"%.*s\" is specified multiple times",
+                         "Non-repeated field \"%.*s\" is specified multiple times."),
+                     shown_n, shown);
     const pc_FieldDef *other = f->oneof != NULL ? pc_Message_WhichOneof(msg, f->oneof) : NULL;
     if (other != NULL)
       return fail_at(tp, &name,
                      SAY(tp,
-                         "field \"%s\" is specified along with field \"%s\", another member of "
+                         "field \"%.*s\" is specified along with field \"%s\", another member of "
                          "oneof \"%s\"",
-                         "Field \"%s\" is specified along with field \"%s\", another member of "
+                         "Field \"%.*s\" is specified along with field \"%s\", another member of "
                          "oneof \"%s\"."),
-                     buf, other->name, f->oneof->name);
+                     shown_n, shown, other->name, f->oneof->name);
   }
   if (!read_field_value(tp, msg, f, depth)) return 0;
   if (is_sym(tp, ';') || is_sym(tp, ',')) next(tp);

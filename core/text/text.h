@@ -15,7 +15,9 @@
  * False / f or an integer 0 or 1; enums by name or number (a closed enum
  * refuses numbers it lacks); strings in '...' or "...", adjacent ones
  * concatenated, with the escapes \a \b \f \n \r \t \v \\ \' \" \? \ooo \xHH
- * \uXXXX \UXXXXXXXX (proto3 string fields must be valid UTF-8); # comments
+ * \uXXXX \UXXXXXXXX (not a UTF-16 surrogate, alone or paired: the
+ * specification's rule, though protoc 3.21 joins a pair; proto3 string
+ * fields must be valid UTF-8); # comments
  * to the end of the line. A non-repeated field set twice (as protoc's
  * HasField sees it: a proto3 field without presence once it is not zero),
  * or two members of one oneof, is refused, as protoc does. An extension of
@@ -65,8 +67,8 @@ typedef struct {
   /* Non-zero: as protoc's option interpreter runs TextFormat::Parser, for
    * the .proto compiler. Errors in protoc's words with no position ("Expected
    * integer, got: x"; the caller knows where the text came from); a lone
-   * UTF-16 surrogate escape gives its three bytes and strings need not be
-   * UTF-8, as protoc takes them; proto2 required fields must be set
+   * UTF-16 surrogate escape gives its three bytes, a pair its character,
+   * and strings need not be UTF-8, as protoc takes them; proto2 required fields must be set
    * ("Message missing required fields: a, i.x"); an Any's message is
    * encoded with its maps in the order written. */
   int protoc;

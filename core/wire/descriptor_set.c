@@ -1,8 +1,10 @@
 #include "wire/descriptor_set.h"
 
+#include "base/hash.h"
 #include "wire/decode.h"
 #include "message/message.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* descriptor.proto's messages as the reader needs them: names and numbers
@@ -477,6 +479,105 @@ done:
   return ok;
 }
 
+/* protoc's error for a package past its limits, or NULL. */
+static const char *package_error(const pc_FileDesc *f) {
+  size_t n = 0, dots = 0;
+  for (const char *p = f->package ? f->package : ""; *p; p++, n++) dots += *p == '.';
+  if (n > PC_PACKAGE_MAX_LENGTH) return "Package name is too long";
+  if (dots > PC_PACKAGE_MAX_DOTS) return "Exceeds Maximum Package Depth";
+  return NULL;
+}
+
+/* -- Import cycles ---------------------------------------------------------- */
+
+/* A file of the set, or of the pool, in the import graph. */
+typedef struct {
+  const pc_FileDesc *f;
+  size_t next;         /* the import to follow next */
+  size_t parent;       /* the file that reached this one, or NONE */
+  unsigned char state; /* 0: not reached, 1: on the path, 2: done */
+} Node;
+
+#define NONE ((size_t)-1)
+
+typedef struct {
+  const pc_Pool *pool;
+  Node *nodes;
+  size_t n;
+  size_t *slots; /* by name: node index + 1 (0: free) */
+  size_t mask;
+} Graph;
+
+/* The node of file 'name' ('f' its description, or NULL to look for it in
+ * the pool); NONE when neither has it. Room was made for every file. */
+static size_t node_of(Graph *g, const char *name, const pc_FileDesc *f) {
+  size_t i = (size_t)pc_Hash_String(name) & g->mask;
+  for (; g->slots[i] != 0; i = (i + 1) & g->mask)
+    if (strcmp(g->nodes[g->slots[i] - 1].f->name, name) == 0) return g->slots[i] - 1;
+  if (f == NULL && (f = pc_Pool_FileDesc(g->pool, name)) == NULL) return NONE;
+  g->nodes[g->n] = (Node){f, 0, NONE, 0};
+  g->slots[i] = ++g->n;
+  return g->n - 1;
+}
+
+/* protoc's error for the first import cycle met following the set's files
+ * in order, depth first (through the pool's files too): "a.proto: File
+ * recursively imports itself: a.proto -> b.proto -> a.proto". 1 when there
+ * is none, 0 with 'err' set. */
+static int check_cycles(const pc_Pool *pool, const pc_FileDesc *files, size_t count, pc_Arena *a,
+                        pc_Error *err) {
+  size_t room = count + pc_Pool_FileCount(pool) + 1, cap = 2;
+  while (cap < 2 * room) cap *= 2;
+  Graph g = {pool, pc_Arena_Malloc(a, room * sizeof(Node)), 0,
+             pc_Arena_Calloc(a, cap * sizeof(size_t)), cap - 1};
+  if (g.nodes == NULL || g.slots == NULL) {
+    pc_Error_Set(err, "out of memory");
+    return 0;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (pc_Pool_FindFile(pool, files[i].name) == NULL) node_of(&g, files[i].name, &files[i]);
+  size_t roots = g.n;
+  for (size_t r = 0; r < roots; r++) {
+    if (g.nodes[r].state != 0) continue;
+    g.nodes[r].state = 1;
+    for (size_t cur = r; cur != NONE;) {
+      Node *c = &g.nodes[cur];
+      if (c->next == c->f->dependency_count) {
+        c->state = 2;
+        cur = c->parent;
+        continue;
+      }
+      size_t d = node_of(&g, c->f->dependencies[c->next++], NULL);
+      if (d == NONE || g.nodes[d].state == 2) continue;
+      if (g.nodes[d].state == 0) {
+        g.nodes[d].state = 1;
+        g.nodes[d].parent = cur;
+        cur = d;
+        continue;
+      }
+      /* d is on the path: the cycle is d -> ... -> cur -> d, read back
+       * from cur through the parents */
+      size_t len = 1;
+      for (size_t k = cur; k != d; k = g.nodes[k].parent) len++;
+      const char **chain = pc_Arena_Malloc(a, len * sizeof *chain);
+      if (chain == NULL) {
+        pc_Error_Set(err, "out of memory");
+        return 0;
+      }
+      size_t k = cur;
+      for (size_t j = len; j-- > 0; k = g.nodes[k].parent) chain[j] = g.nodes[k].f->name;
+      char text[PC_ERROR_MAX];
+      size_t n = 0;
+      text[0] = '\0';
+      for (size_t j = 0; j < len && n < sizeof text; j++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s -> ", chain[j]);
+      pc_Error_Set(err, "%s: File recursively imports itself: %s%s", chain[0], text, chain[0]);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* The first import of 'f' that the pool lacks (the set's files before 'f'
  * are in the pool by then), or NULL. */
 static const char *missing_import(const pc_Pool *pool, const pc_FileDesc *f) {
@@ -496,11 +597,18 @@ long pc_Pool_AddDescriptorSet(pc_Pool *pool, const char *buf, size_t size, size_
   size_t count;
   long added = 0;
   *first = pc_Pool_FileCount(pool);
-  if (!pc_DescriptorSet_Read(buf, size, a, &files, &count, err)) {
+  if (!pc_DescriptorSet_Read(buf, size, a, &files, &count, err) ||
+      !check_cycles(pool, files, count, a, err)) {
     added = -1;
   } else {
     for (size_t i = 0; i < count; i++) {
       if (pc_Pool_FindFile(pool, files[i].name) != NULL) continue;
+      const char *bad = package_error(&files[i]);
+      if (bad != NULL) {
+        pc_Error_Set(err, "%s: %s", files[i].name, bad);
+        added = -1;
+        break;
+      }
       pc_Error why;
       pc_Error_Init(&why);
       if (pc_Pool_AddFile(pool, &files[i], &why) == NULL) {

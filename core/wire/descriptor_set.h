@@ -33,8 +33,13 @@ int pc_DescriptorSet_Read(const char *buf, size_t size, pc_Arena *a, pc_FileDesc
  * files added before the failing one). A file that fails while an import
  * of it is neither earlier in the set nor in the pool names that import:
  * "descriptor set: a.proto imports b.proto, which is neither in the set nor
- * in the pool (<the pool's error>)". 'first' receives the index in the
- * pool of the first added file (pc_Pool_File). */
+ * in the pool (<the pool's error>)". A set whose imports form a cycle
+ * (through the pool's files too) adds nothing: protoc's "a.proto: File
+ * recursively imports itself: a.proto -> b.proto -> a.proto", the first
+ * cycle met following the set's files in order; a package past protoc's
+ * limits is its "a.proto: Package name is too long" (or "Exceeds Maximum
+ * Package Depth"). 'first' receives the index in the pool of the first
+ * added file (pc_Pool_File). */
 long pc_Pool_AddDescriptorSet(pc_Pool *pool, const char *buf, size_t size, size_t *first,
                               pc_Error *err);
 

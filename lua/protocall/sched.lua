@@ -1,29 +1,166 @@
 --- The scheduler of coroutines: pc.spawn, pc.run, pc.step, pc.poll_fds and
--- pc.sleep. A task waiting for a channel, a listener or a timer yields to
--- the loop, which pumps what the tasks wait on (core.grpc_pump: sockets,
--- TLS, HTTP/2; bindings/lua/lpc_net.c) and resumes the tasks whose wait
--- ended. Outside any task a wait runs the pump itself, so a call made
+-- pc.sleep. A task waiting for a call, a channel, a listener or a timer
+-- yields to the loop, which pumps what the tasks wait on (core.grpc_pump:
+-- sockets, TLS, HTTP/2; bindings/lua/lpc_net.c) and resumes the tasks whose
+-- wait ended. Outside any task a wait runs the pump itself, so a call made
 -- outside blocks only itself.
+--
+-- A task waiting on one call (wait_call) is resumed only when the pump
+-- hands out that call's wake token (core/net/wake.h: a message, its end,
+-- room to send...), so a round costs what is ready, not the tasks that
+-- wait; a task waiting on a channel or listener as a whole (wait, pump:
+-- the accept loop, transport:wait over started calls) is resumed after
+-- every round of I/O; timers sit in a heap.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
 
 local type, error, pairs, next, select, tostring, pcall = type, error, pairs, next, select, tostring, pcall
 local co_create, co_running, co_yield, co_resume, co_status =
   coroutine.create, coroutine.running, coroutine.yield, coroutine.resume, coroutine.status
-local unpack_args, huge = compat.unpack, math.huge
+local unpack_args, huge, floor = compat.unpack, math.huge, math.floor
 local monotonic, core_pump, core_sleep = core.monotonic, core.grpc_pump, core.sleep
 
 local M = {}
 
 local tasks = {}      -- coroutine -> true while pc.run runs it
+local ntasks = 0      -- how many
 local queue = {}      -- coroutines to start or resume, in order
-local waiting = {}    -- coroutine -> channel it waits on, or false (sleeping)
-local wake_at = {}    -- coroutine -> monotonic time its sleep ends
+local spare = {}      -- an empty table, the next queue (a round allocates nothing)
+-- What each waiting task waits on: false (its timer or a signal alone),
+-- else a channel, a listener or a list of channels: as a whole when
+-- wide[co], else the call whose wake token is on_call[co].
+local waiting = {}
+local wide = {}       -- coroutine -> true: waits on its waitable as a whole
+local on_call = {}    -- coroutine -> the wake token of the call it waits on
+local by_token = {}   -- wake token -> the coroutine waiting on that call, or a set of them
+local callers = {}    -- waitable -> {[co] = true}: the tasks waiting on one of its calls
+local ncallers = {}   -- waitable -> how many
+local sets = {}       -- empty tables for callers, to use again
+local tokens = {}     -- the wake tokens core.grpc_pump hands out, at 1..n
+local wake_at = {}    -- coroutine -> monotonic time its wait ends
+-- The timers, a binary heap by time; an entry whose task no longer waits
+-- until that time (wake_at) is dropped when it comes up, or when such
+-- entries outnumber the timers (ntimed) and the heap is built anew: it
+-- holds no finished task long.
+local heap_at, heap_co, heap_n = {}, {}, 0
+local ntimed = 0 -- tasks with a wake_at
 local running_loop = false
+local rounds, resumes = 0, 0 -- for M.stats
 -- Incremented when a loop drops its tasks after an error: what the dropped
 -- tasks held (a host driver's roles, lua/protocall/transport/driver.lua) is
 -- free again.
 local epoch = 0
+
+local function heap_add(co, at)
+  heap_n = heap_n + 1
+  local i = heap_n
+  while i > 1 do
+    local p = floor(i / 2)
+    if heap_at[p] <= at then break end
+    heap_at[i], heap_co[i] = heap_at[p], heap_co[p]
+    i = p
+  end
+  heap_at[i], heap_co[i] = at, co
+end
+
+local function timer_add(co, at)
+  if wake_at[co] == nil then ntimed = ntimed + 1 end
+  wake_at[co] = at
+  if heap_n >= 2 * ntimed + 64 then -- mostly entries of waits that ended
+    heap_at, heap_co, heap_n = {}, {}, 0
+    for c, t in pairs(wake_at) do heap_add(c, t) end
+  else
+    heap_add(co, at)
+  end
+end
+
+local function timer_pop()
+  local at, co = heap_at[1], heap_co[1]
+  local last_at, last_co = heap_at[heap_n], heap_co[heap_n]
+  heap_at[heap_n], heap_co[heap_n] = nil, nil
+  heap_n = heap_n - 1
+  if heap_n > 0 then
+    local i = 1
+    while true do
+      local c = 2 * i
+      if c > heap_n then break end
+      if c < heap_n and heap_at[c + 1] < heap_at[c] then c = c + 1 end
+      if heap_at[c] >= last_at then break end
+      heap_at[i], heap_co[i] = heap_at[c], heap_co[c]
+      i = c
+    end
+    heap_at[i], heap_co[i] = last_at, last_co
+  end
+  return at, co
+end
+
+-- The end of the first wait with a timer (nil: none).
+local function soonest()
+  while heap_n > 0 do
+    if wake_at[heap_co[1]] == heap_at[1] then return heap_at[1] end
+    timer_pop()
+  end
+end
+
+-- Ends the wait of `co`; false when it was not waiting.
+local function unwait(co)
+  local w = waiting[co]
+  if w == nil then return false end
+  if wake_at[co] ~= nil then ntimed = ntimed - 1 end
+  waiting[co], wake_at[co] = nil, nil
+  if wide[co] then
+    wide[co] = nil
+    return true
+  end
+  local token = on_call[co]
+  if token ~= nil then
+    on_call[co] = nil
+    local b = by_token[token]
+    if b == co then
+      by_token[token] = nil
+    elseif type(b) == "table" then
+      b[co] = nil
+      if next(b) == nil then by_token[token] = nil end
+    end
+    local set, n = callers[w], ncallers[w] - 1
+    set[co] = nil
+    if n == 0 then
+      callers[w], ncallers[w] = nil, nil
+      sets[#sets + 1] = set
+    else
+      ncallers[w] = n
+    end
+  end
+  return true
+end
+
+-- Readies `co` if it waits.
+local function wake(co)
+  if unwait(co) then queue[#queue + 1] = co end
+end
+
+-- Readies the tasks a pump's results name: those waiting on the calls of
+-- the `n` tokens it put in `tokens`, and every task waiting on a call of a
+-- waitable in `all` (one closed, or with more news than its wake list
+-- held).
+local function deliver(n, all)
+  for i = 1, n do
+    local b = by_token[tokens[i]]
+    if type(b) == "table" then
+      for co in pairs(b) do wake(co) end
+    elseif b ~= nil then
+      wake(b)
+    end
+  end
+  if all then
+    for i = 1, #all do
+      local set = callers[all[i]]
+      if set then
+        for co in pairs(set) do wake(co) end
+      end
+    end
+  end
+end
 
 --- in_task() -> whether the running coroutine is a task of pc.run (so a
 -- wait can yield to the others); asked instead of coroutine.running, which
@@ -36,39 +173,77 @@ end
 function M.epoch() return epoch end
 
 -- A task waits for `waitable` (a channel or listener of core, or a list of
--- channels) at most `seconds` (nil: no limit): it yields to the loop, which
--- pumps every waitable a task waits on and resumes them all. False outside
--- a task.
+-- channels) as a whole at most `seconds` (nil: no limit): it yields to the
+-- loop, which resumes it after the next round of I/O. False outside a
+-- task.
 local function task_wait(waitable, seconds)
   local co = co_running()
   if not tasks[co] then return false end
-  waiting[co] = waitable
-  if seconds then wake_at[co] = monotonic() + seconds end
+  waiting[co], wide[co] = waitable, true
+  if seconds then timer_add(co, monotonic() + seconds) end
   co_yield()
   return true
 end
 M.task_wait = task_wait
 
---- wait(waitable): until a channel or listener of core may have moved on:
--- inside a task the loop pumps it while the others run; outside, one pump
--- of at most a second.
+--- wait(waitable): until a channel or listener of core may have moved on
+-- (a new call to accept): inside a task the loop resumes it after its
+-- next round of I/O while the others run; outside, one pump of at most a
+-- second.
 function M.wait(waitable)
   if task_wait(waitable) then return end
-  core_pump({ waitable }, 1)
+  deliver(core_pump({ waitable }, 1, tokens))
+end
+
+--- wait_call(waitable, call): until something happened to `call`, a call
+-- of core made on the channel `waitable` or taken from the listener
+-- `waitable` (a message or headers arrived, room to send, its end, a
+-- reset, its deadline: core/net/wake.h): inside a task the loop resumes
+-- it only then (or when `waitable` closed), while the others run;
+-- outside, one pump of at most a second. A task checks its call first,
+-- then waits: whatever happens after the check wakes it.
+function M.wait_call(waitable, call)
+  local co = co_running()
+  if not tasks[co] then
+    deliver(core_pump({ waitable }, 1, tokens))
+    return
+  end
+  local token = call:wake_token()
+  waiting[co], on_call[co] = waitable, token
+  local b = by_token[token]
+  if b == nil then
+    by_token[token] = co
+  elseif type(b) == "table" then
+    b[co] = true
+  else -- a second task on the call (one reads while another sends)
+    by_token[token] = { [b] = true, [co] = true }
+  end
+  local set = callers[waitable]
+  if set == nil then
+    local k = #sets
+    if k > 0 then
+      set, sets[k] = sets[k], nil
+    else
+      set = {}
+    end
+    callers[waitable], ncallers[waitable] = set, 0
+  end
+  set[co], ncallers[waitable] = true, ncallers[waitable] + 1
+  co_yield()
 end
 
 --- pump(list, seconds): one round of I/O over the channels in `list`,
 -- waiting at most `seconds` (a task yields to the loop meanwhile).
 function M.pump(list, seconds)
   if task_wait(list, seconds) then return end
-  core_pump(list, seconds)
+  deliver(core_pump(list, seconds, tokens))
 end
 
 local function task_sleep(seconds)
   local co = co_running()
   if not tasks[co] then return false end
   waiting[co] = false
-  wake_at[co] = monotonic() + seconds
+  timer_add(co, monotonic() + seconds)
   co_yield()
   return true
 end
@@ -81,7 +256,7 @@ function M.wait_signal(sig, seconds)
   if not tasks[co] then return false end
   sig[co] = true
   waiting[co] = false
-  wake_at[co] = monotonic() + seconds
+  timer_add(co, monotonic() + seconds)
   co_yield()
   sig[co] = nil
   return true
@@ -91,17 +266,17 @@ end
 function M.fire(sig)
   for co in pairs(sig) do
     sig[co] = nil
-    if waiting[co] == false then
-      waiting[co], wake_at[co] = nil, nil
-      queue[#queue + 1] = co
-    end
+    if waiting[co] == false then wake(co) end
   end
 end
 
 local function step(co, ...)
+  resumes = resumes + 1
   local ok, err = co_resume(co, ...)
   if co_status(co) == "dead" then
-    tasks[co], waiting[co], wake_at[co] = nil, nil, nil
+    if tasks[co] then ntasks = ntasks - 1 end
+    tasks[co] = nil
+    unwait(co)
     if not ok then error(err, 0) end
   end
 end
@@ -118,58 +293,86 @@ function M.spawn(fn, ...)
   local args, n = { ... }, select("#", ...)
   local co = co_create(function() return fn(unpack_args(args, 1, n)) end)
   tasks[co] = true
+  ntasks = ntasks + 1
   queue[#queue + 1] = co
   return co
 end
 
--- The channels and listeners the waiting tasks wait on (each once) and
--- the end of the first sleep (nil: none).
+local chans, nchans, seen = {}, 0, {} -- waited()'s, used again each time
+
+-- The channels and listeners the waiting tasks wait on (each once; a table
+-- the next call reuses) and the end of the first timer (nil: none).
 local function waited()
-  local chans, seen, soonest = {}, {}, nil
-  for co, ch in pairs(waiting) do
+  local n = 0
+  for w in pairs(callers) do
+    n = n + 1
+    chans[n], seen[w] = w, true
+  end
+  for co in pairs(wide) do
+    local ch = waiting[co]
     if type(ch) == "table" then -- a list of channels (transport:wait)
       for i = 1, #ch do
         local c = ch[i]
         if not seen[c] then
-          seen[c] = true
-          chans[#chans + 1] = c
+          n = n + 1
+          chans[n], seen[c] = c, true
         end
       end
-    elseif ch and not seen[ch] then
-      seen[ch] = true
-      chans[#chans + 1] = ch
+    elseif not seen[ch] then
+      n = n + 1
+      chans[n], seen[ch] = ch, true
     end
-    local w = wake_at[co]
-    if w and (soonest == nil or w < soonest) then soonest = w end
   end
-  return chans, soonest
+  for i = n + 1, nchans do chans[i] = nil end
+  for i = 1, n do seen[chans[i]] = nil end
+  nchans = n
+  return chans, soonest()
+end
+
+-- New, empty state: every task dropped (or all finished), and the room
+-- the tables grew for them given back.
+local function fresh()
+  tasks, ntasks, queue, spare, waiting, wake_at = {}, 0, {}, {}, {}, {}
+  wide, on_call, by_token, callers, ncallers, sets, tokens = {}, {}, {}, {}, {}, {}, {}
+  chans, nchans, seen = {}, 0, {}
+  heap_at, heap_co, heap_n, ntimed = {}, {}, 0, 0
+end
+
+-- Runs the ready tasks; those they ready meanwhile wait for the next call.
+local function run_ready()
+  local ready = queue
+  queue, spare = spare, ready
+  for i = 1, #ready do step(ready[i]) end
+  for i = #ready, 1, -1 do ready[i] = nil end
 end
 
 -- One round of the scheduler: runs the ready tasks; then, unless one is
 -- ready again, one round of I/O over what the others wait on for at
--- most `max_wait` seconds (less when a sleep ends sooner); readies the
--- tasks whose wait ended. Returns whether any task is left.
+-- most `max_wait` seconds (less when a timer ends sooner); readies the
+-- tasks of the calls it names, those waiting on a waitable as a whole and
+-- those whose timer is due. Returns whether any task is left.
 local function round(max_wait)
-  local ready = queue
-  queue = {}
-  for i = 1, #ready do step(ready[i]) end
-  if next(tasks) == nil then return false end
-  local chans, soonest = waited()
+  rounds = rounds + 1
+  run_ready()
+  if ntasks == 0 then
+    fresh() -- what a burst of tasks grew is let go
+    return false
+  end
+  local list, first = waited()
   if #queue == 0 then
-    local t = soonest and soonest - monotonic() or 1
+    local t = first and first - monotonic() or 1
     if t > max_wait then t = max_wait end
-    if #chans > 0 then
-      core_pump(chans, t)
+    if #list > 0 then
+      deliver(core_pump(list, t, tokens))
     elseif t > 0 then
       core_sleep(t)
     end
   end
+  for co in pairs(wide) do wake(co) end
   local now = monotonic()
-  for co, ch in pairs(waiting) do
-    if ch or wake_at[co] <= now then
-      waiting[co], wake_at[co] = nil, nil
-      queue[#queue + 1] = co
-    end
+  while heap_n > 0 and heap_at[1] <= now do
+    local at, co = timer_pop()
+    if wake_at[co] == at then wake(co) end
   end
   return true
 end
@@ -182,17 +385,11 @@ local function as_loop(name, fn, ...)
   local ok, a, b = pcall(fn, ...)
   running_loop = false
   if not ok then
-    tasks, queue, waiting, wake_at = {}, {}, {}, {}
+    fresh()
     epoch = epoch + 1
     error(a, 0)
   end
   return a, b
-end
-
-local function count_tasks()
-  local n = 0
-  for _ in pairs(tasks) do n = n + 1 end
-  return n
 end
 
 --- pc.run(): runs the spawned tasks (and tasks they spawn) until all have
@@ -221,12 +418,8 @@ function M.step(seconds)
     error("bad argument #1 to 'step' (seconds >= 0 expected, got " .. got .. ")", 2)
   end
   return (as_loop("pc.step", function()
-    if round(seconds) then
-      local ready = queue
-      queue = {}
-      for i = 1, #ready do step(ready[i]) end
-    end
-    return count_tasks()
+    if round(seconds) then run_ready() end
+    return ntasks
   end))
 end
 
@@ -240,14 +433,21 @@ end
 -- queued meanwhile. Raises inside a task or pc.run.
 function M.poll_fds()
   if running_loop then error("pc.poll_fds: called inside pc.run or a task", 2) end
-  local chans, soonest = waited()
-  local timeout = soonest and soonest - monotonic() or nil
+  local list, first = waited()
+  local timeout = first and first - monotonic() or nil
   if timeout == huge then timeout = nil end -- pc.sleep(math.huge): only a socket wakes it
   if #queue > 0 then timeout = 0 end
-  local fds, due = core.grpc_poll_fds(chans, timeout or 3600)
+  local fds, due = core.grpc_poll_fds(list, timeout or 3600)
   if timeout or due < 3600 then timeout = due end
   if timeout and timeout < 0 then timeout = 0 end
   return fds, timeout
+end
+
+--- stats() -> {rounds =, resumes =}: the rounds of the loop (each: the
+-- ready tasks run, then one round of I/O) and the task resumptions since
+-- the state started, for tests and benchmarks.
+function M.stats()
+  return { rounds = rounds, resumes = resumes }
 end
 
 --- pc.sleep(seconds): inside a task, lets the other tasks run meanwhile;

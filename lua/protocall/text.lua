@@ -6,7 +6,9 @@
 -- SimpleDtoa, then the unknown fields as `protoc --decode_raw` prints them
 -- (numbers only; a length-delimited value that parses as a message is
 -- printed as one). Work is linear in the size of the message: what each
--- type needs is computed once per type and cached.
+-- type needs is computed once per type and cached, unknown fields are
+-- printed from their bytes as they are read (nothing built per field), and
+-- the text is made a chunk at a time (the command writes each as it comes).
 local core = require "protocall.core"
 
 local M = {}
@@ -57,8 +59,25 @@ local function ftoa(x)
 end
 
 -- One level of indentation: two spaces, or none while printing on one line
--- (so a deep message costs no indentation it would drop).
-local unit = "  "
+-- (so a deep message costs no indentation it would drop); the end of a
+-- line: a newline, or a space on one line.
+local unit, nl = "  ", "\n"
+local pads = { ["  "] = {}, [""] = {} }
+local function pad_of(indent)
+  local p = pads[unit][indent]
+  if not p then
+    p = rep(unit, indent)
+    pads[unit][indent] = p
+  end
+  return p
+end
+
+-- The printed pieces go to out.sink a chunk at a time.
+local CHUNK = 4096
+local function flush(out)
+  out.sink(concat(out))
+  for k = #out, 1, -1 do out[k] = nil end
+end
 local fields_of, type_of, has, is_message = core.Pool.fields, core.type_of, core.is_set, core.is_message
 local get_extension, text_extensions, unknown_fields = core.get_extension, core.text_extensions,
   core.unknown_fields
@@ -121,9 +140,9 @@ local print_message
 local function value_text(p, v, out, indent, utf8)
   local t = p.type
   if t == "message" or t == "group" then
-    out[#out + 1] = " {\n"
+    out[#out + 1] = " {" .. nl
     print_message(v, out, indent + 1, utf8)
-    out[#out + 1] = rep(unit, indent) .. "}\n"
+    out[#out + 1] = pad_of(indent) .. "}" .. nl
     return
   end
   local s
@@ -134,28 +153,30 @@ local function value_text(p, v, out, indent, utf8)
     local f = scalar[t]
     s = f and f(v) or tostring(v)
   end
-  out[#out + 1] = ": " .. s .. "\n"
+  out[#out + 1] = ": " .. s .. nl
 end
 
 local function print_field(p, v, out, indent, utf8)
-  local pad = rep(unit, indent)
+  local pad = pad_of(indent)
   local name = p.name
   if p.map then
     local items = {}
     for k, x in compat.pairs(v) do items[#items + 1] = { k, x } end
     sort(items, p.order)
     for _, kv in ipairs(items) do
-      out[#out + 1] = pad .. name .. " {\n"
+      out[#out + 1] = pad .. name .. " {" .. nl
       out[#out + 1] = pad .. unit .. "key"
       value_text(p.key, kv[1], out, indent + 1, utf8)
       out[#out + 1] = pad .. unit .. "value"
       value_text(p.value, kv[2], out, indent + 1, utf8)
-      out[#out + 1] = pad .. "}\n"
+      out[#out + 1] = pad .. "}" .. nl
+      if #out >= CHUNK then flush(out) end
     end
   elseif p.repeated then
     for i = 1, #v do
       out[#out + 1] = pad .. name
       value_text(p, v[i], out, indent, utf8)
+      if #out >= CHUNK then flush(out) end
     end
   else
     out[#out + 1] = pad .. name
@@ -163,83 +184,120 @@ local function print_field(p, v, out, indent, utf8)
   end
 end
 
--- Unknown fields, as the C++ library's UnknownFieldSet parses them: a
--- list of {number, wire type, value} from s[i..j], or nil when the bytes
--- are not a message. 'group' is the number of the group being read.
-local varint, low32, rshift, band, fixed64 = compat.varint, compat.low32, compat.rshift, compat.band,
-  compat.fixed64
-local function parse_unknown(s, i, j, depth, group)
-  local list = {}
+-- Unknown fields, as the C++ library's UnknownFieldSet parses them, read
+-- from the bytes as they are printed: nothing is built per field (a list
+-- of them once cost some 100 bytes per byte of nested groups).
+local low32, fixed64, floor = compat.low32, compat.fixed64, math.floor
+
+-- compat.varint, with the values below 2^49 read as plain numbers (LuaJIT's
+-- compat.varint makes 64-bit cdata for every varint).
+local wide_varint = compat.varint
+local function varint(s, i, j)
+  local v, mul = 0, 1
+  for k = i, i + 6 do
+    local b = k <= j and byte(s, k)
+    if not b then return nil end
+    v = v + (b % 128) * mul
+    if b < 128 then return v, k + 1 end
+    mul = mul * 128
+  end
+  return wide_varint(s, i, j)
+end
+
+-- The tag at s[i] (j the last byte): number, wire type, next index; nil
+-- when there is none.
+local function read_tag(s, i, j)
+  local tag
+  tag, i = varint(s, i, j)
+  if not tag then return nil end
+  if tag < 0 or tag >= 0x100000000 then tag = low32(tag) end -- a varint32: longer ones keep their low bits
+  return floor(tag / 8), tag % 8, i
+end
+
+-- The index past the unknown fields of s[i..j] (past the end tag of group
+-- number 'group' when given), or nil when the bytes are not a message;
+-- groups nest 'depth' deep at most.
+local function scan(s, i, j, depth, group)
   while i <= j do
-    local tag
-    tag, i = varint(s, i, j)
-    if not tag then return nil end
-    tag = low32(tag) -- a tag is a varint32: longer ones keep their low bits
-    local num, wt = rshift(tag, 3), band(tag, 7)
-    if num == 0 then return nil end
-    local v
+    local num, wt
+    num, wt, i = read_tag(s, i, j)
+    if not num or num == 0 then return nil end
     if wt == 0 then
+      local v
       v, i = varint(s, i, j)
       if not v then return nil end
     elseif wt == 1 or wt == 5 then
-      local n = wt == 1 and 8 or 4
-      if i + n - 1 > j then return nil end
-      if n == 8 then
-        v = fixed64(s, i)
-      else
-        local b1, b2, b3, b4 = byte(s, i, i + 3)
-        v = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
-      end
-      i = i + n
+      i = i + (wt == 1 and 8 or 4)
+      if i - 1 > j then return nil end
     elseif wt == 2 then
       local len
       len, i = varint(s, i, j)
       if not len or len < 0 or len > j - i + 1 then return nil end
-      v = s:sub(i, i + len - 1)
       i = i + len
     elseif wt == 3 then
       if depth <= 0 then return nil end
-      v, i = parse_unknown(s, i, j, depth - 1, num)
-      if not v then return nil end
+      i = scan(s, i, j, depth - 1, num)
+      if not i then return nil end
     elseif wt == 4 then
-      if group == num then return list, i end
+      if group == num then return i end
       return nil
     else
       return nil
     end
-    list[#list + 1] = { num, wt, v }
   end
   if group then return nil end
-  return list, i
+  return i
 end
 
 -- TextFormat's recursion budget for unknown length-delimited values.
 local UNKNOWN_BUDGET = 10
-local function print_unknown(list, out, indent, budget)
-  local pad = rep(unit, indent)
-  for _, f in ipairs(list) do
-    local num, wt, v = f[1], f[2], f[3]
+-- Prints the unknown fields of s[i..j], which scan() accepted (up to the
+-- end tag of the group being printed, if any); returns the index past them.
+local function print_unknown(s, i, j, out, indent, budget)
+  local pad = pad_of(indent)
+  while i <= j do
+    local num, wt, v
+    num, wt, i = read_tag(s, i, j)
+    if wt == 4 then return i end
+    local n = #out -- a line's pieces go out as they are (no line string made)
     if wt == 0 then
-      out[#out + 1] = pad .. num .. ": " .. u64_decimal(v) .. "\n"
+      v, i = varint(s, i, j)
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = pad, num, ": ", u64_decimal(v)
     elseif wt == 1 then
-      out[#out + 1] = pad .. num .. ": 0x" .. u64_hex(v, 16) .. "\n"
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = pad, num, ": 0x", u64_hex(fixed64(s, i), 16)
+      i = i + 8
     elseif wt == 5 then
-      out[#out + 1] = pad .. num .. ": " .. format("0x%08x", v) .. "\n"
-    elseif wt == 3 then
-      out[#out + 1] = pad .. num .. " {\n"
-      print_unknown(v, out, indent + 1, budget - 1)
-      out[#out + 1] = pad .. "}\n"
+      local b1, b2, b3, b4 = byte(s, i, i + 3)
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = pad, num, ": ",
+        format("0x%08x", b1 + b2 * 256 + b3 * 65536 + b4 * 16777216)
+      i = i + 4
     else
-      local sub = #v > 0 and budget > 0 and parse_unknown(v, 1, #v, 100)
-      if sub then
-        out[#out + 1] = pad .. num .. " {\n"
-        print_unknown(sub, out, indent + 1, budget - 1)
-        out[#out + 1] = pad .. "}\n"
+      local e -- the last byte of the group or of the length-delimited value
+      if wt == 2 then
+        local len
+        len, i = varint(s, i, j)
+        e = i + len - 1
+      end
+      if wt == 3 or (e >= i and budget > 0 and scan(s, i, e, 100)) then
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = pad, num, " {", nl
+        if wt == 3 then
+          i = print_unknown(s, i, j, out, indent + 1, budget - 1)
+        else
+          print_unknown(s, i, e, out, indent + 1, budget - 1)
+          i = e + 1
+        end
+        n = #out
+        out[n + 1], out[n + 2] = pad, "}"
       else
-        out[#out + 1] = pad .. num .. ': "' .. escape(v, false) .. '"\n'
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = pad, num, ': "', escape(s:sub(i, e), false)
+        out[n + 5] = '"'
+        i = e + 1
       end
     end
+    out[#out + 1] = nl
+    if #out >= CHUNK then flush(out) end
   end
+  return i
 end
 
 print_message = function(m, out, indent, utf8)
@@ -254,16 +312,25 @@ print_message = function(m, out, indent, utf8)
       e = e + 1
     end
     if has(m, p.field) then print_field(p, m[p.field], out, indent, utf8) end
+    if #out >= CHUNK then flush(out) end
   end
   for k = e, #exts do
     local x = exts[k]
     print_field(prepare(T.pool, x, "[" .. x.name .. "]"), get_extension(m, x.name), out, indent, utf8)
   end
   local raw = unknown_fields(m)
-  if raw ~= "" then
-    local list = parse_unknown(raw, 1, #raw, 100)
-    if list then print_unknown(list, out, indent, UNKNOWN_BUDGET) end
-  end
+  if raw ~= "" and scan(raw, 1, #raw, 100) then print_unknown(raw, 1, #raw, out, indent, UNKNOWN_BUDGET) end
+end
+
+-- Prints m to sink(piece) a chunk at a time (to_text's options as
+-- booleans); with one_line the text ends with a space.
+local function print_to(m, sink, utf8, one_line)
+  local out = { sink = sink }
+  if one_line then unit, nl = "", " " end
+  local ok, err = pcall(print_message, m, out, 0, utf8)
+  unit, nl = "  ", "\n"
+  if not ok then error(err, 0) end
+  flush(out)
 end
 
 --- text = pc.to_text(m [, {utf8 = true, one_line = true}]): the message
@@ -285,17 +352,19 @@ function M.to_text(m, opts)
       error("bad argument #2 to 'to_text' (unknown option '" .. tostring(k) .. "')", 2)
     end
   end
-  local out = {}
+  local chunks = {}
   local one_line = opts ~= nil and opts.one_line
-  if one_line then unit = "" end
-  local ok, err = pcall(print_message, m, out, 0, opts ~= nil and opts.utf8)
-  unit = "  "
-  if not ok then error(err, 0) end
-  local text = concat(out)
-  if one_line then -- strings hold no raw newline: each is escaped
-    text = text:gsub("\n", " "):gsub(" $", "")
-  end
+  print_to(m, function(s) chunks[#chunks + 1] = s end, opts ~= nil and opts.utf8, one_line)
+  local text = concat(chunks)
+  if one_line and text:sub(-1) == " " then text = text:sub(1, -2) end
   return text
+end
+
+-- write_text(m, write): pc.to_text(m)'s text handed to write(piece) a
+-- chunk at a time (the command prints a large message without holding its
+-- text).
+function M.write_text(m, write)
+  print_to(m, write, false, false)
 end
 
 --- m | nil, err = pc.from_text(T, s [, {max_depth = 100, pool = p}]): a
@@ -305,7 +374,9 @@ end
 -- ([type.googleapis.com/pkg.T] { ... }), { } or < >, lists [a, b],
 -- adjacent strings concatenated with every C escape, inf / nan, enums by
 -- name or number, # comments; a non-repeated field given twice and two
--- members of one oneof are refused, as protoc refuses them. Bad input
+-- members of one oneof are refused, as protoc refuses them, and a UTF-16
+-- surrogate in a \u escape, paired or not, as the specification says
+-- (protoc 3.21 joins a pair). Bad input
 -- returns nil and "line:col: what" (both from 1). `pool` is where
 -- extensions and Any types are found (default T's pool). Raises on bad
 -- arguments.

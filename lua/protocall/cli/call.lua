@@ -8,9 +8,9 @@ local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
   pairs, ipairs, tostring, pcall, getmetatable, setmetatable
 local format = string.format
 local stdout, stderr = common.stdout, common.stderr
-local usage_error, fail, check_format, has_schema, load_schemas, read_input, render, json_documents =
+local usage_error, fail, check_format, has_schema, load_schemas, read_input, write_message, json_documents =
   common.usage_error, common.fail, common.check_format, common.has_schema, common.load_schemas,
-  common.read_input, common.render, common.json_documents
+  common.read_input, common.write_message, common.json_documents
 local metadata_of, print_error, connect, with_reflection = common.metadata_of, common.print_error,
   common.connect, common.with_reflection
 
@@ -196,7 +196,7 @@ function M.call.run(flags, args)
     count = count + 1
     if M.terminal then stderr:write("\r\27[K") end -- the progress line off before the response
     if count > 1 and fmt == "text" then stdout:write("\n") end -- as decode -length-delimited
-    stdout:write(render(r, fmt, flags))
+    write_message(r, fmt, flags, stdout)
     stdout:flush()
     if M.terminal then stderr:write(format("\r%d received, %.1f s ", count, pc.now() - started)) end
   end
@@ -228,7 +228,7 @@ function M.call.run(flags, args)
       for r in stub[name](stub, request) do show(r) end
       if M.terminal then stderr:write("\r\27[K") end
     else
-      stdout:write(render(stub[name](stub, request), fmt, flags))
+      write_message(stub[name](stub, request), fmt, flags, stdout)
       count = 1
     end
   end)

@@ -8,8 +8,8 @@ local stdout = common.stdout
 local usage_error, fail, check_format, need_schema, message_type, load_schemas, read_input =
   common.usage_error, common.fail, common.check_format, common.need_schema, common.message_type,
   common.load_schemas, common.read_input
-local split_delimited, render, json_documents, varint = common.split_delimited, common.render,
-  common.json_documents, common.varint
+local split_delimited, write_message, json_documents, varint = common.split_delimited,
+  common.write_message, common.json_documents, common.varint
 
 local M = {}
 
@@ -59,7 +59,7 @@ function M.decode.run(flags, args)
       fail((file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or "") .. ": " .. err)
     end
     if i > 1 and fmt == "text" then stdout:write("\n") end
-    stdout:write(render(m, fmt, flags))
+    write_message(m, fmt, flags, stdout)
   end
   return 0
 end

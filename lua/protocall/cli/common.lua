@@ -3,6 +3,7 @@
 -- messages, connecting to a target and asking its reflection service.
 local pc = require "protocall"
 local reflection = require "protocall.rpc.reflection"
+local text_format = require "protocall.text"
 
 local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
   error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
@@ -206,14 +207,17 @@ function M.check_format(cmd, flags, allowed)
   usage_error(cmd, "-format must be " .. concat(allowed, " or ") .. ", got '" .. f .. "'")
 end
 
---- text = render(m, fmt, flags): message m as "json" (indented) or text.
-function M.render(m, fmt, flags)
+--- write_message(m, fmt, flags, file): message m to file as "json"
+-- (indented) or text, the text a chunk at a time (a large message is not
+-- held as text).
+function M.write_message(m, fmt, flags, file)
   if fmt == "json" then
-    local ok, text = pcall(pc.to_json, m, { emit_defaults = flags["emit-defaults"] or nil, indent = 2 })
-    if not ok then fail(tostring(text)) end
-    return text .. "\n"
+    local ok, json = pcall(pc.to_json, m, { emit_defaults = flags["emit-defaults"] or nil, indent = 2 })
+    if not ok then fail(tostring(json)) end
+    file:write(json, "\n")
+    return
   end
-  return pc.to_text(m)
+  text_format.write_text(m, function(s) file:write(s) end)
 end
 
 --- docs = json_documents(s): the JSON documents of a stream (concatenated

@@ -16,7 +16,7 @@ local Error, status, codes = errors.Error, errors.status, internal.codes
 local decode, is_message = core.decode, core.is_message
 local is_server, response_of, response_bytes, no_send = rpc_server.is_server, rpc_server.response_of,
   rpc_server.response_bytes, rpc_server.no_send
-local wait, in_task, now = sched.wait, sched.in_task, sched.now
+local wait, wait_call, in_task, now = sched.wait, sched.wait_call, sched.in_task, sched.now
 
 local M = {}
 
@@ -69,7 +69,7 @@ local function next_bytes(self, call)
   while true do
     local m = call:next()
     if m ~= false then return m end
-    wait(self.core)
+    wait_call(self.core, call)
   end
 end
 
@@ -86,7 +86,7 @@ local function make_ctx(self, call, info)
     function ctx.send(response)
       local bytes = response_bytes(info, response_of(info, response))
       if over(call, ctx) or not call:send(bytes) then error(cancelled_error(info), 2) end
-      while call:unsent() > SEND_QUEUE and not over(call, ctx) do wait(self.core) end
+      while call:unsent() > SEND_QUEUE and not over(call, ctx) do wait_call(self.core, call) end
     end
   else
     ctx.send = no_send(info)

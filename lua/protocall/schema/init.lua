@@ -139,9 +139,13 @@ end
 
 --- file | nil, err = pool:load_file(path, opts): as pool:load, reading
 -- the file at `path`. Its name in the pool is `opts.name`, else `path`
--- relative to the first import path that holds it, else `path` with its
--- folder searched for imports after `import_paths`. A `path` that names
--- no file on disk is, as for protoc, a name inside the import paths
+-- relative to the first import path that holds it, else the import name
+-- of a built-in file that `path` ends with
+-- ("/usr/include/google/protobuf/type.proto" is "google/protobuf/type.proto",
+-- as protoc names it through its own include folder, so an import of it
+-- finds it loaded; the folder above is searched for imports), else `path`
+-- with its folder searched for imports after `import_paths`. A `path` that
+-- names no file on disk is, as for protoc, a name inside the import paths
 -- ("google/api/http.proto" with import_paths {"third_party/googleapis"}),
 -- read from the first that has it.
 function Pool.load_file(pool, path, opts)
@@ -173,6 +177,16 @@ function Pool.load_file(pool, path, opts)
       local prefix = p:sub(-1) == "/" and p or p .. "/"
       if path:sub(1, #prefix) == prefix then
         name = path:sub(#prefix + 1)
+        break
+      end
+    end
+  end
+  if not name then
+    for at in path:gmatch("()/") do -- the longest tail first
+      local tail = path:sub(at + 1)
+      if core.builtin_source(tail) then
+        name = tail
+        paths[#paths + 1] = at > 1 and path:sub(1, at - 1) or "/"
         break
       end
     end
@@ -263,7 +277,9 @@ end
 -- Returns the list of the added files as file tables (as pool:load
 -- returns: {name, package, syntax, messages, enums, services,
 -- dependencies}), or nil and "descriptor set: <subject>: <reason> at
--- offset <n>" / the pool's validation error.
+-- offset <n>" / the pool's validation error / protoc's word on an import
+-- cycle ("a.proto: File recursively imports itself: a.proto -> b.proto ->
+-- a.proto", nothing added) or a package past its limits.
 function core.Pool.load_descriptor_set(pool, bytes)
   if type(bytes) ~= "string" then
     error("bad argument #1 to 'load_descriptor_set' (string expected, got " .. type(bytes) .. ")", 2)

@@ -207,12 +207,13 @@ function M.attach(channel, driver, where, opts)
   driven[channel] = dc
 end
 
---- wait(channel): until a call of `channel` may have moved on: for a
--- driven channel one round of its driver's I/O, else sched.wait.
-function M.wait(channel)
+--- wait(channel, call): until `call` (a core call of `channel`) may have
+-- moved on: for a driven channel one round of its driver's I/O, else
+-- sched.wait_call.
+function M.wait(channel, call)
   local dc = driven[channel]
   if dc then return drive(dc) end
-  return sched.wait(channel)
+  return sched.wait_call(channel, call)
 end
 
 --- pump(channels, seconds): one round of I/O over the channels of the

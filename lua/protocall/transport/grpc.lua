@@ -143,7 +143,7 @@ local function next_message(channel, call)
   while true do
     local m = call:next()
     if m ~= false then return m end
-    driver.wait(channel)
+    driver.wait(channel, call)
   end
 end
 
@@ -368,7 +368,7 @@ local SEND_QUEUE = 64 * 1024
 -- Waits until `done()` or the call ended.
 local function wait_until(self, done)
   local channel, call = self.channel, self.call
-  while not done() and not call:status() do driver.wait(channel) end
+  while not done() and not call:status() do driver.wait(channel, call) end
 end
 
 local function raise_if_failed(self)
@@ -419,7 +419,7 @@ function Call:recv()
       raise_if_failed(self)
       return nil
     end
-    driver.wait(self.channel)
+    driver.wait(self.channel, call)
   end
 end
 

@@ -1,6 +1,6 @@
 -- Validation against what is not ours: @bufbuild/protovalidate
 -- (protovalidate-es, npm) as the oracle. Messages of the schemas of
--- spec/fixtures/protos/validate/diff.proto (every standard rule, custom CEL
+-- spec/fixtures/validate/diff.proto (every standard rule, custom CEL
 -- rules, required, ignore, oneofs, repeated items, map keys and values,
 -- nested and recursive messages, the well-known types) are generated from
 -- a seed, validated by pc.validate and by protovalidate-es
@@ -210,10 +210,10 @@ describe("validation against @bufbuild/protovalidate", function()
     local absent = peer.missing("@bufbuild/protovalidate", "@bufbuild/protobuf")
     if absent then return peer.skip(pending, "validation differential", absent) end
     local p = pc.pool()
-    assert(p:load_file("spec/fixtures/protos/validate/diff.proto",
-      { name = "validate/diff.proto", import_paths = { "spec/fixtures/protos" } }))
+    assert(p:load_file("spec/fixtures/validate/diff.proto",
+      { name = "validate/diff.proto", import_paths = { "spec/fixtures" } }))
     index_messages("vdiff.", p:file_descriptor("validate/diff.proto").message_type)
-    local set = peer.descriptor_set({ "validate/diff.proto" }, { "core/schema/protos", "spec/fixtures/protos" })
+    local set = peer.descriptor_set({ "validate/diff.proto" }, { "core/schema/protos", "spec/fixtures" })
     local cases, lines = {}, {}
     for i = 1, COUNT do
       local name = "vdiff." .. TYPES[(i - 1) % #TYPES + 1]

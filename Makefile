@@ -61,7 +61,7 @@ build-luajit: deps $(LUAJIT)/CMakeCache.txt
 # The fuzz build dir is configured on every use so FUZZ_SECONDS / FUZZ_SLICE
 # take effect (a no-op for CMake when nothing changed).
 build-fuzz: deps
-	@cmake -S . -B $(FUZZ) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \
+	@cmake -S . -B $(FUZZ) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \
 	  -DPROTOCALL_FUZZ=ON -DPROTOCALL_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(FUZZ) --target protocall_fuzz -j $(JOBS) -- --no-print-directory -s
 

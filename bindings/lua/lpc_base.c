@@ -61,5 +61,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_table(L);
   lpc_open_plain(L);
   lpc_open_ffi(L);
+  lpc_open_validate(L);
   return 1;
 }

@@ -16,6 +16,7 @@ local wire = require "protocall.wire"
 local json = require "protocall.json"
 local text = require "protocall.text"
 local status = require "protocall.status"
+local validate = require "protocall.validate"
 local struct = require "protocall.ffi.struct"
 local policy = require "protocall.call.policy"
 local callable = require "protocall.call.callable"
@@ -69,6 +70,8 @@ M.pairs, M.ipairs = message.pairs, message.ipairs
 M.encode, M.decode, M.is_initialized = wire.encode, wire.decode, wire.is_initialized
 M.to_json, M.from_json = json.to_json, json.from_json
 M.to_text, M.from_text = text.to_text, text.from_text
+-- Validation with protovalidate's rules (validate.lua)
+M.validate, M.check = validate.validate, validate.check
 
 -- FFI struct messages (ffi/struct.lua): under LuaJIT the functions that
 -- take a message take a pc.ffi struct too.

@@ -23,6 +23,7 @@ local callable = require "protocall.call.callable"
 local attempts = require "protocall.rpc.attempts"
 local interceptors = require "protocall.rpc.interceptors"
 local service_config = require "protocall.rpc.service_config"
+local refusal = require("protocall.validate").refusal
 
 local type, error, pairs, ipairs, next, tostring, pcall, getmetatable, setmetatable, rawget =
   type, error, pairs, ipairs, next, tostring, pcall, getmetatable, setmetatable, rawget
@@ -38,7 +39,7 @@ local M = {}
 local POLICY_KEYS = { retry = true, timeout = true, compression = true, metadata = true }
 local CLIENT_KEYS = { transport = true, pool = true, methods = true, cache_size = true,
                       clock = true, sleep = true, random = true, service_config = true,
-                      throttle = true, interceptors = true }
+                      throttle = true, interceptors = true, validate = true }
 for k in pairs(POLICY_KEYS) do CLIENT_KEYS[k] = true end
 local METHOD_KEYS = { resume = true }
 for k in pairs(POLICY_KEYS) do METHOD_KEYS[k] = true end
@@ -143,7 +144,10 @@ local StubCall = { __name = "protocall.StubCall" }
 StubCall.__index = StubCall
 
 function StubCall:send(msg)
-  local ok, bytes = protect(encode, as_message(self.input, msg, self.full .. " request", 2))
+  msg = as_message(self.input, msg, self.full .. " request", 2)
+  local refused = self.validate and refusal(msg)
+  if refused then error(refused, 0) end
+  local ok, bytes = protect(encode, msg)
   if not ok then error(self.full .. " request: " .. tostring(bytes), 2) end
   return self.call:send(bytes)
 end
@@ -224,7 +228,8 @@ local function streaming_method(transport, m, d)
     end
     local call = transport:stream(m.path,
       { timeout = timeout, metadata = md, compression = pick("compression") })
-    return setmetatable({ call = call, input = m.input, output = m.output, full = full }, StubCall)
+    return setmetatable({ call = call, input = m.input, output = m.output, full = full, validate = d.validate },
+      StubCall)
   end
 end
 
@@ -290,8 +295,14 @@ local function unary_method(c, m)
   -- table goes straight to bytes (pc.encode(T, table): T{...}'s checks and
   -- errors, no message objects); anything else is checked as a message of
   -- the input type first. Misuse raises at `level` (as error's).
+  local validate = opts.validate
   local function encoded(request, level)
     local ok, bytes
+    if validate then
+      request = as_message(input, request, full .. " request", level + 1)
+      local refused = refusal(request)
+      if refused then error(refused, 0) end
+    end
     if type(request) == "table" then
       ok, bytes = protect(encode, input, request)
     else
@@ -468,7 +479,7 @@ end
 --- stub = pc.client(service_full_name, {transport=, retry=, timeout=,
 -- metadata=, compression=, methods = {Name = {retry=, timeout=, metadata=,
 -- compression=, resume=}}, service_config=, throttle=, interceptors=,
--- pool=, cache_size=, clock=, sleep=, random=})
+-- pool=, cache_size=, clock=, sleep=, random=, validate=})
 -- Each method is a cached callable (pc.wrap_method) over the transport,
 -- with the service's defaults overridden per method:
 --   response = stub:Method(request [, {retry=, timeout=, metadata=, compression=}])
@@ -493,8 +504,12 @@ end
 -- next_request` lets a server stream that failed after a response retry
 -- with the request it returns (nil ends the stream), the caller's loop
 -- seeing one stream. `interceptors` lists fn(call, next) run once per
--- call, or {per_attempt = fn} once per attempt. Client-streaming and
--- bidirectional methods return a call object:
+-- call, or {per_attempt = fn} once per attempt. `validate = true` checks
+-- each request against its type's protovalidate rules (pc.validate)
+-- before anything is sent: one that breaks a rule raises pc.check's
+-- INVALID_ARGUMENT pc.Error (`local = true`, `violations`, a
+-- google.rpc.BadRequest in `details`) and no attempt is made.
+-- Client-streaming and bidirectional methods return a call object:
 --   local call = stub:ClientStreamOrBidiMethod([opts]); call:send(request) ...
 -- Raises on a missing transport, an unknown service, method or option, a
 -- bad service config ("pc.client: service_config:
@@ -566,7 +581,9 @@ function M.client(service_name, opts)
   local stub = {}
   for _, m in ipairs(info.methods) do
     if m.client_streaming then
-      stub[m.name] = streaming_method(transport, m, defaults_for(opts, per_method[m.name]))
+      local d = defaults_for(opts, per_method[m.name])
+      d.validate = opts.validate
+      stub[m.name] = streaming_method(transport, m, d)
     else
       local method
       method, problem = unary_method(c, m)

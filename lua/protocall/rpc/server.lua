@@ -11,6 +11,7 @@ local status_details = require "protocall.status"
 local interceptors = require "protocall.rpc.interceptors"
 local health = require "protocall.rpc.health"
 local reflection = require "protocall.rpc.reflection"
+local refusal = require("protocall.validate").refusal
 
 local type, error, pairs, tostring, getmetatable, setmetatable =
   type, error, pairs, tostring, getmetatable, setmetatable
@@ -29,7 +30,28 @@ Server.__index = Server
 --- ok = is_server(v): whether v is a pc.server.
 function M.is_server(v) return getmetatable(v) == Server end
 
-local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflection = true }
+local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflection = true, validate = true }
+
+-- `handler` refusing a request that breaks its type's rules.
+local function validated(handler, streaming)
+  if streaming then
+    return function(ctx)
+      local recv = ctx.recv
+      ctx.recv = function(...)
+        local req = recv(...)
+        local err = req ~= nil and refusal(req)
+        if err then error(err, 0) end
+        return req
+      end
+      return handler(ctx)
+    end
+  end
+  return function(req, ctx)
+    local err = refusal(req)
+    if err then error(err, 0) end
+    return handler(req, ctx)
+  end
+end
 
 --- server = pc.server{["pkg.Service"] = {Method = function(request, ctx) ... end}, ...}
 -- Handlers get the decoded request and a context {method = full name,
@@ -82,6 +104,12 @@ local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflec
 -- `request`. `health = true | pc.health()` and `reflection = true` add
 -- the built-in grpc.health.v1.Health and grpc.reflection.v1 / v1alpha
 -- ServerReflection services (rpc/health.lua, rpc/reflection.lua).
+-- `validate = true` checks each request against its type's protovalidate
+-- rules (pc.validate) before the interceptors and the handler run (for
+-- client-streaming and bidirectional calls, each request ctx:recv()
+-- returns): a request that breaks one fails the call with
+-- INVALID_ARGUMENT, "validation failed: <field>: <message> [<rule>]" and a
+-- google.rpc.BadRequest detail listing every violation (pc.check's error).
 function M.server(services, opts)
   if type(services) ~= "table" then
     error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)
@@ -129,6 +157,7 @@ function M.server(services, opts)
           return interceptors.run(chain, 1, c, function(cc) return fn(cc.request, cc.ctx) end, now(), now)
         end
       end
+      if opts and opts.validate then handler = validated(handler, m.client_streaming) end
       methods[m.path] = { info = m, handler = handler }
     end
   end

@@ -1,0 +1,58 @@
+-- Validation speed: pc.validate of a valid message with 20 standard rules
+-- and 3 custom CEL rules (bench/validate/bench.proto) against
+-- @bufbuild/protovalidate's validate of the same message in Node.js
+-- (bench/validate/es_bench.mjs), per message, in one run; and the cost of
+-- `validate = true` on a unary call served in process (pc.inproc, the
+-- client's stub call, against the same server without the option).
+--   build/release/protocall bench/validate_bench.lua [--quick]
+local H = require "bench.harness"
+local pc = require "protocall"
+
+local quick = false
+for _, a in ipairs(arg or {}) do if a == "--quick" then quick = true end end
+
+local pool = pc.pool()
+assert(pool:load_file("bench/validate/bench.proto", { name = "validate/bench.proto" }))
+local User = pool:type("vbench.User")
+local JSON = [[{"id": "3b241101-e2bb-4255-8caf-4136c566a962", "email": "ann@example.com", "name": "Ann",
+  "age": 30, "website": "https://example.com/ann", "ip": "192.168.1.20", "host": "api.example.com",
+  "tags": ["admin", "ops", "eu"], "labels": {"team": "core", "tier": "1"}, "balance": "120", "score": 0.7,
+  "country": "FR", "address": {"street": "1 rue de la Paix", "city": "Paris", "zip": "75002"},
+  "phone": "+33100000000", "nick": "ann"}]]
+local msg = assert(pc.from_json(User, JSON))
+assert(#pc.validate(msg) == 0, "the benchmark message must be valid")
+
+local validate = pc.validate
+local ours = H.measure(function(n) for _ = 1, n do validate(msg) end end, quick)
+
+local theirs
+local set = os.tmpname()
+local ok = os.execute("protoc --include_imports -I core/schema/protos -I bench -o " .. set
+  .. " validate/bench.proto 2>/dev/null")
+if ok and io.open("node_modules/@bufbuild/protovalidate/package.json") then
+  local p = io.popen("node bench/validate/es_bench.mjs " .. set .. " vbench.User '" .. JSON:gsub("\n", " ") .. "'")
+  theirs = tonumber(p:read("*a"))
+  p:close()
+end
+os.remove(set)
+
+-- validate = true on a unary call: the same call with and without it.
+assert(pool:load([[syntax = "proto3"; package vbench; import "validate/bench.proto";
+  service Users { rpc Put (User) returns (User); }]], { name = "validate/svc.proto" }))
+local handlers = { ["vbench.Users"] = { Put = function(req) return req end } }
+local plain = pc.client("vbench.Users", { transport = pc.inproc(pc.server(handlers, { pool = pool })), pool = pool })
+local checked = pc.client("vbench.Users",
+  { transport = pc.inproc(pc.server(handlers, { pool = pool, validate = true })), pool = pool })
+local a, b = H.measure_pair(function(n) for _ = 1, n do plain:Put(msg) end end,
+  function(n) for _ = 1, n do checked:Put(msg) end end, quick)
+
+H.report("pc.validate against protovalidate-es (one valid message, 20 standard + 3 CEL rules)", {
+  { name = "pc.validate", value = ours, unit = "ns/msg" },
+  { name = "protovalidate-es validate (node)", value = theirs, unit = "ns/msg" },
+  { name = "protovalidate-es / protocall", value = theirs and theirs / ours, unit = "x", goal = ">= 5x",
+    ok = theirs and theirs / ours >= 5 },
+  { name = "unary call in process", value = a, unit = "ns/call" },
+  { name = "unary call in process, validate = true", value = b, unit = "ns/call" },
+  { name = "validate = true, extra per call", value = (b - a) / a * 100, unit = "%", goal = "<= 10 %",
+    ok = (b - a) / a <= 0.10 },
+})

@@ -1,0 +1,98 @@
+/* protovalidate's rules as a Lua function: core.validate (made pc.validate
+ * and pc.check by lua/protocall/validate.lua), over core/validate/validate.h.
+ *
+ * One validator per pool and state: a "protocall.Validator" userdata in a
+ * registry table with weak keys, keyed by the Pool userdata, so its plans
+ * (keyed by the pool's message types) go with the pool. */
+#include "lpc.h"
+#include "validate/validate.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#define LPC_VALIDATOR_MT "protocall.Validator"
+
+static char kValidatorsKey;
+
+typedef struct {
+  pc_Validator *v;
+} ValidatorBox;
+
+static int lpc_validator_gc(lua_State *L) {
+  ValidatorBox *b = luaL_checkudata(L, 1, LPC_VALIDATOR_MT);
+  pc_Validator_Free(b->v);
+  b->v = NULL;
+  return 0;
+}
+
+/* The validator of the pool of 'def', made on first use. */
+static pc_Validator *validator_of(lua_State *L, const pc_MessageDef *def) {
+  lpc_registry_table(L, &kValidatorsKey, "k");
+  lpc_push_type(L, def);
+  lua_getiuservalue(L, -1, 1); /* the Type's Pool */
+  lua_remove(L, -2);
+  lua_pushvalue(L, -1);
+  if (lua_rawget(L, -3) != LUA_TNIL) {
+    ValidatorBox *b = luaL_checkudata(L, -1, LPC_VALIDATOR_MT);
+    lua_pop(L, 3);
+    return b->v;
+  }
+  lua_pop(L, 1);
+  ValidatorBox *b = lua_newuserdatauv(L, sizeof(*b), 0);
+  b->v = NULL;
+  luaL_setmetatable(L, LPC_VALIDATOR_MT);
+  if ((b->v = pc_Validator_New(NULL, NULL)) == NULL) luaL_error(L, "not enough memory");
+  lua_rawset(L, -3); /* validators[pool] = box */
+  lua_pop(L, 1);
+  return b->v;
+}
+
+/* -- list | nil, err = core.validate(m [, fail_fast])
+ * The violations of message 'm' as a list of {field =, rule =, message =
+ * [, for_key = true]} (empty when valid), or nil and the error of a rule
+ * that does not compile or evaluate ("compile" / "runtime" as a third
+ * result). */
+static int lpc_validate(lua_State *L) {
+  const pc_MessageDef *def;
+  const pc_Message *msg = lpc_check_message(L, 1, &def);
+  int fail_fast = lua_toboolean(L, 2);
+  pc_Validator *v = validator_of(L, def);
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_ValidateStatus st = pc_Validator_Validate(v, msg, def, fail_fast, NULL, &err);
+  if (st == kPc_Validate_NoMemory) return luaL_error(L, "not enough memory");
+  if (st == kPc_Validate_Compile || st == kPc_Validate_Runtime) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    lua_pushstring(L, st == kPc_Validate_Compile ? "compile" : "runtime");
+    return 3;
+  }
+  size_t n = pc_Validator_ViolationCount(v);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    const pc_Violation *x = pc_Validator_Violation(v, i);
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, x->field);
+    lua_setfield(L, -2, "field");
+    lua_pushstring(L, x->rule);
+    lua_setfield(L, -2, "rule");
+    lua_pushstring(L, x->message);
+    lua_setfield(L, -2, "message");
+    if (x->for_key) {
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, "for_key");
+    }
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+void lpc_open_validate(lua_State *L) {
+  if (luaL_newmetatable(L, LPC_VALIDATOR_MT)) {
+    lua_pushcfunction(L, lpc_validator_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  lua_pushcfunction(L, lpc_validate);
+  lua_setfield(L, -2, "validate");
+}

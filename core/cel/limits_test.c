@@ -1,0 +1,360 @@
+/* The budget and hostile expressions (ctest cel.limits): each part of
+ * pc_CelLimits stops what would exceed it (exponential macros, string and
+ * list growth, huge ranges), regular expressions stay linear and bounded,
+ * an allocation failing anywhere in compiling or evaluating ends in
+ * NoMemory with nothing leaked (the failing allocator of
+ * core/testing/failalloc.h), and one program serves several threads. */
+#include "cel/test_internal.h"
+#include "testing/check.h"
+#include "testing/failalloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Evaluates 'expr' with one variable 'x' (may be NULL) under 'limits';
+ * returns the status, the error text in 'msg'. */
+static pc_CelStatus run(const char *expr, const pc_CelValue *x, const pc_CelLimits *limits,
+                        char *msg) {
+  pc_CelVar var = {"x", NULL};
+  pc_CelEnv env;
+  memset(&env, 0, sizeof env);
+  env.vars = &var;
+  env.var_count = 1;
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_CelProgram *p;
+  pc_CelStatus st = pc_CelProgram_New(&env, expr, strlen(expr), NULL, NULL, &p, &err);
+  if (st == kPc_CelStatus_Ok) {
+    pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+    pc_CelEval_SetLimits(ev, limits);
+    pc_CelValue out;
+    st = pc_CelProgram_Eval(p, ev, x, &out, &err);
+    pc_CelEval_Free(ev);
+    pc_CelProgram_Free(p);
+  }
+  snprintf(msg, PC_ERROR_MAX, "%s", err.msg);
+  return st;
+}
+
+static pc_CelValue string_of(char c, size_t n) {
+  char *s = malloc(n + 1);
+  memset(s, c, n);
+  s[n] = '\0';
+  pc_CelValue v;
+  memset(&v, 0, sizeof v);
+  v.kind = kPc_Cel_String;
+  v.v.s.data = s;
+  v.v.s.size = n;
+  return v;
+}
+
+static void budget(void) {
+  char msg[PC_ERROR_MAX];
+  pc_CelLimits dflt = PC_CEL_DEFAULT_LIMITS, l;
+  /* exponential time: nested macros */
+  const char *ten = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]";
+  char expr[1024];
+  snprintf(expr, sizeof expr,
+           "%s.all(a, %s.all(b, %s.all(c, %s.all(d, %s.all(e, %s.all(f, true))))))", ten, ten, ten,
+           ten, ten, ten);
+  CHECK(run(expr, NULL, NULL, msg) == kPc_CelStatus_Limit);
+  CHECK(strstr(msg, "evaluation limit reached: ") != NULL);
+  /* iterations */
+  l = dflt;
+  l.iterations = 15;
+  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2].map(b, a))", NULL, &l, msg) ==
+        kPc_CelStatus_Limit);
+  if (strcmp(msg, "1:33: evaluation limit reached: iterations") != 0) fprintf(stderr, "%s\n", msg);
+  CHECK(strcmp(msg, "1:33: evaluation limit reached: iterations") == 0);
+  l.iterations = 30;
+  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2].map(b, a))", NULL, &l, msg) ==
+        kPc_CelStatus_Ok);
+  /* steps */
+  l = dflt;
+  l.steps = 10;
+  CHECK(run("1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1", NULL, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(strstr(msg, "evaluation limit reached: steps") != NULL);
+  /* a limit is not absorbed by || or all */
+  CHECK(run("true || [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, true)", NULL, &l, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, true) || true", NULL, &l, msg) ==
+        kPc_CelStatus_Limit);
+  /* string growth: the size of one value, the bytes of the evaluation */
+  pc_CelValue big = string_of('a', 600000);
+  CHECK(run("x + x", &big, NULL, msg) == kPc_CelStatus_Limit);
+  CHECK(strcmp(msg, "1:3: evaluation limit reached: size") == 0);
+  CHECK(run("size(x + 'b')", &big, NULL, msg) == kPc_CelStatus_Ok);
+  l = dflt;
+  l.bytes = 1000000;
+  CHECK(run("[1, 2].map(i, x + 'b').size()", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(strstr(msg, "evaluation limit reached: bytes") != NULL);
+  CHECK(run("'%s%s'.format([x, x])", &big, NULL, msg) == kPc_CelStatus_Limit);
+  CHECK(run("[x, x].join()", &big, NULL, msg) == kPc_CelStatus_Limit);
+  if (run("x.replace('a', 'bb')", &big, NULL, msg) != kPc_CelStatus_Limit)
+    fprintf(stderr, "replace: %s\n", msg);
+  CHECK(run("x.replace('a', 'bb')", &big, NULL, msg) == kPc_CelStatus_Limit);
+  /* scanning costs steps: a long string's size, contains, matches */
+  l = dflt;
+  l.steps = 1000;
+  CHECK(run("x.size()", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.contains('b')", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.matches('b')", &big, &l, msg) == kPc_CelStatus_Limit);
+  free((char *)big.v.s.data);
+  /* list growth */
+  l = dflt;
+  l.max_size = 100;
+  CHECK(run("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(a, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]).size()", NULL,
+            &l, msg) == kPc_CelStatus_Ok);
+  CHECK(run("'a,b'.split(',') + 'a,b,c'.split(',')", NULL, &l, msg) == kPc_CelStatus_Ok);
+  pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+  pc_CelValue items[200], list;
+  for (int i = 0; i < 200; i++) {
+    memset(&items[i], 0, sizeof items[i]);
+    items[i].kind = kPc_Cel_Int;
+    items[i].v.i = i;
+  }
+  memset(&list, 0, sizeof list);
+  list.kind = kPc_Cel_List;
+  list.v.list = pc_CelEval_NewList(ev, items, 200);
+  CHECK(run("x.map(i, i)", &list, &l, msg) == kPc_CelStatus_Limit);
+  if (strcmp(msg, "1:3: evaluation limit reached: size") != 0) fprintf(stderr, "%s\n", msg);
+  CHECK(strcmp(msg, "1:3: evaluation limit reached: size") == 0);
+  CHECK(run("x.filter(i, false)", &list, &l, msg) ==
+        kPc_CelStatus_Limit); /* room for all is reserved */
+  CHECK(run("x + x", &list, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.exists(i, i == 199)", &list, &l, msg) == kPc_CelStatus_Ok); /* nothing made */
+  pc_CelEval_Free(ev);
+  /* what an evaluation used */
+  ev = pc_CelEval_New(NULL, NULL);
+  pc_CelProgram *p;
+  pc_CelEnv env;
+  memset(&env, 0, sizeof env);
+  const char *text = "[1, 2, 3].map(x, x * 2)";
+  CHECK(pc_CelProgram_New(&env, text, strlen(text), NULL, NULL, &p, NULL) == kPc_CelStatus_Ok);
+  pc_CelValue out;
+  CHECK(pc_CelProgram_Eval(p, ev, NULL, &out, NULL) == kPc_CelStatus_Ok);
+  pc_CelLimits used;
+  pc_CelEval_Used(ev, &used);
+  CHECK(used.iterations == 3 && used.steps >= 13 && used.bytes > 0 && used.max_size == 3);
+  l = used;
+  pc_CelEval_SetLimits(ev, &l); /* exactly enough */
+  CHECK(pc_CelProgram_Eval(p, ev, NULL, &out, NULL) == kPc_CelStatus_Ok);
+  l.steps--;
+  pc_CelEval_SetLimits(ev, &l);
+  CHECK(pc_CelProgram_Eval(p, ev, NULL, &out, NULL) == kPc_CelStatus_Limit);
+  pc_CelEval_SetLimits(ev, NULL);
+  CHECK(pc_CelProgram_Eval(p, ev, NULL, &out, NULL) == kPc_CelStatus_Ok);
+  pc_CelProgram_Free(p);
+  pc_CelEval_Free(ev);
+}
+
+static void regexes(void) {
+  char msg[PC_ERROR_MAX];
+  /* a pattern that backtracking engines take exponential time over */
+  pc_CelValue x = string_of('a', 100000);
+  ((char *)x.v.s.data)[99999] = 'b';
+  CHECK(run("x.matches('^(a+)+$')", &x, NULL, msg) == kPc_CelStatus_Ok);
+  CHECK(run("x.matches('(a|aa)*c')", &x, NULL, msg) == kPc_CelStatus_Ok);
+  CHECK(run("x.matches('(x+x+)+y')", &x, NULL, msg) == kPc_CelStatus_Ok);
+  /* patterns too long, too deep, too big */
+  char *long_pattern = malloc(PC_CEL_MAX_PATTERN + 32);
+  snprintf(long_pattern, 16, "x.matches('");
+  memset(long_pattern + 11, 'a', PC_CEL_MAX_PATTERN + 1);
+  strcpy(long_pattern + 11 + PC_CEL_MAX_PATTERN + 1, "')");
+  CHECK(run(long_pattern, &x, NULL, msg) == kPc_CelStatus_Compile);
+  CHECK(strcmp(msg, "1:11: invalid regular expression: pattern too long") == 0);
+  pc_CelValue pat = string_of('a', PC_CEL_MAX_PATTERN + 1);
+  CHECK(run("'a'.matches(x)", &pat, NULL, msg) == kPc_CelStatus_Error);
+  CHECK(strcmp(msg, "1:13: invalid regular expression: pattern too long") == 0);
+  free((char *)pat.v.s.data);
+  char deep[700] = "x.matches('";
+  size_t n = strlen(deep);
+  for (int i = 0; i < 150; i++) deep[n++] = '(';
+  deep[n++] = 'a';
+  for (int i = 0; i < 150; i++) deep[n++] = ')';
+  strcpy(deep + n, "')");
+  CHECK(run(deep, &x, NULL, msg) == kPc_CelStatus_Compile);
+  CHECK(strcmp(msg, "1:11: invalid regular expression: pattern nested too deeply") == 0);
+  CHECK(run("x.matches('((((((((a{1000}){1000}){1000}){1000}){1000}){1000}){1000}){1000})')", &x,
+            NULL, msg) == kPc_CelStatus_Compile);
+  CHECK(run("x.matches('\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}\\\\pL{1000}')", &x, NULL,
+            msg) == kPc_CelStatus_Compile);
+  CHECK(strcmp(msg, "1:11: invalid regular expression: pattern too large - compile failed") == 0);
+  free((char *)x.v.s.data);
+  free(long_pattern);
+  /* patterns made while evaluating are cached in the context: more than
+     the cache holds, over and over */
+  pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+  pc_CelEnv env;
+  memset(&env, 0, sizeof env);
+  pc_CelProgram *p;
+  const char *text = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]"
+                     ".all(i, string(i).matches('^' + string(i) + '$'))";
+  CHECK(pc_CelProgram_New(&env, text, strlen(text), NULL, NULL, &p, NULL) == kPc_CelStatus_Ok);
+  for (int round = 0; round < 3; round++) {
+    pc_CelValue out;
+    CHECK(pc_CelProgram_Eval(p, ev, NULL, &out, NULL) == kPc_CelStatus_Ok &&
+          out.kind == kPc_Cel_Bool && out.v.b);
+    pc_CelEval_Reset(ev);
+  }
+  pc_CelProgram_Free(p);
+  pc_CelEval_Free(ev);
+}
+
+/* Values nested as deep as expressions may be, compared and printed. */
+static size_t nested_list(char *out, int depth) {
+  size_t n = 0;
+  for (int i = 0; i < depth; i++) out[n++] = '[';
+  out[n++] = '1';
+  for (int i = 0; i < depth; i++) out[n++] = ']';
+  out[n] = '\0';
+  return n;
+}
+
+static void deep_values(void) {
+  char expr[4096], msg[PC_ERROR_MAX];
+  nested_list(expr, PC_CEL_MAX_DEPTH);
+  CHECK(run(expr, NULL, NULL, msg) == kPc_CelStatus_Limit);
+  nested_list(expr, PC_CEL_MAX_DEPTH - 1);
+  CHECK(run(expr, NULL, NULL, msg) == kPc_CelStatus_Ok);
+  size_t n = nested_list(expr, PC_CEL_MAX_DEPTH - 2);
+  memcpy(expr + n, " == ", 4);
+  nested_list(expr + n + 4, PC_CEL_MAX_DEPTH - 2);
+  CHECK(run(expr, NULL, NULL, msg) == kPc_CelStatus_Ok);
+  memcpy(expr, "'%s'.format([", 13);
+  n = 13 + nested_list(expr + 13, PC_CEL_MAX_DEPTH - 3);
+  strcpy(expr + n, "])");
+  CHECK(run(expr, NULL, NULL, msg) == kPc_CelStatus_Ok);
+}
+
+/* Every allocation of compiling and evaluating fails in turn: the result
+ * is NoMemory (never a wrong value), and nothing leaks. */
+static const char *const kExprs[] = {
+    "[1, 2, 3].map(x, x * 2).filter(y, y > 2)",
+    "{'a': [1, 2], 'b': {'c': 'd'}}.all(k, k.size() == 1) && x.startsWith('ab')",
+    "'%s-%d-%x'.format([x, 42, b'\\x01']) + string(1.5) + "
+    "string(timestamp('2009-02-13T23:31:30Z'))",
+    "x.matches('^a.c$') && x.matches(x) && 'a.b.c'.split('.').join('/') == 'a/b/c'",
+    "[0, 1].exists(i, 1 / i == 1) || [1u, 2u].unique() && 'h\\u00e9'.charAt(1) == '\\u00e9'",
+    "x.replace('b', 'bb').substring(1).upperAscii().trim() + strings.quote(x)",
+    "{1: 'a'}.transformMap(k, v, v + v)[1] == 'aa' && [1, 2].transformList(i, v, v * i) == [0, 2]",
+    "'192.168.0.1/24'.isIpPrefix() && 'https://a.b/c'.isUri() && 'a@b.c'.isEmail()",
+    "1 +",
+    "undeclared",
+    "[[1], [2]].map(l, l + [3]).exists(l, l == [2, 3])",
+};
+
+static void failing_allocator(void) {
+  pc_CelValue x;
+  memset(&x, 0, sizeof x);
+  x.kind = kPc_Cel_String;
+  x.v.s.data = "abc";
+  x.v.s.size = 3;
+  pc_CelVar var = {"x", NULL};
+  pc_CelEnv env;
+  memset(&env, 0, sizeof env);
+  env.vars = &var;
+  env.var_count = 1;
+  for (size_t k = 0; k < sizeof kExprs / sizeof kExprs[0]; k++) {
+    const char *expr = kExprs[k];
+    /* the expected outcome, without failures */
+    pc_CelStatus want = kPc_CelStatus_Ok;
+    char want_text[1024] = "";
+    {
+      pc_CelProgram *p;
+      want = pc_CelProgram_New(&env, expr, strlen(expr), NULL, NULL, &p, NULL);
+      if (want == kPc_CelStatus_Ok) {
+        pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+        pc_CelValue out;
+        want = pc_CelProgram_Eval(p, ev, &x, &out, NULL);
+        tbuf b = {0};
+        tb_value(&b, ev, &out);
+        snprintf(want_text, sizeof want_text, "%s", b.s);
+        free(b.s);
+        pc_CelEval_Free(ev);
+        pc_CelProgram_Free(p);
+      }
+    }
+    int runs = 0;
+    for (long n = 1;; n++) {
+      fail_reset(n);
+      pc_CelProgram *p = NULL;
+      pc_CelStatus st = pc_CelProgram_New(&env, expr, strlen(expr), fail_alloc, NULL, &p, NULL);
+      if (st == kPc_CelStatus_Ok) {
+        pc_CelEval *ev = pc_CelEval_New(fail_alloc, NULL);
+        if (ev != NULL) {
+          pc_CelValue out;
+          st = pc_CelProgram_Eval(p, ev, &x, &out, NULL);
+          if (st == kPc_CelStatus_Ok) {
+            tbuf b = {0};
+            tb_value(&b, ev, &out);
+            CHECK(strcmp(b.s, want_text) == 0);
+            free(b.s);
+          }
+          /* a second evaluation in the same context, with the memory left */
+          pc_CelEval_Reset(ev);
+          pc_CelStatus again = pc_CelProgram_Eval(p, ev, &x, &out, NULL);
+          CHECK(again == want || again == kPc_CelStatus_NoMemory);
+          pc_CelEval_Free(ev);
+        } else {
+          st = kPc_CelStatus_NoMemory;
+        }
+        pc_CelProgram_Free(p);
+      } else {
+        CHECK(p == NULL);
+      }
+      CHECK(st == want || (fail_hit && st == kPc_CelStatus_NoMemory));
+      if (fail_live != 0)
+        fprintf(stderr, "%s: %lld bytes leaked failing allocation %ld\n", expr, fail_live, n);
+      CHECK(fail_live == 0);
+      runs++;
+      if (!fail_hit) break;
+    }
+    CHECK(runs > 1);
+  }
+  fail_reset(0);
+}
+
+/* One program, several threads, each with its context. */
+static pc_CelProgram *shared;
+
+static void *worker(void *arg) {
+  (void)arg;
+  pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+  int ok = 1;
+  for (int i = 0; i < 300 && ok; i++) {
+    pc_CelValue out;
+    ok = pc_CelProgram_Eval(shared, ev, NULL, &out, NULL) == kPc_CelStatus_Ok &&
+         out.kind == kPc_Cel_Bool && out.v.b;
+    pc_CelEval_Reset(ev);
+  }
+  pc_CelEval_Free(ev);
+  return ok ? arg : NULL;
+}
+
+static void threads(void) {
+  pc_CelEnv env;
+  memset(&env, 0, sizeof env);
+  const char *text = "['ab', 'abc'].all(s, s.matches('^ab') && s.matches('^' + s + '$')) && "
+                     "[1, 2, 3].map(x, x * x) == [1, 4, 9]";
+  CHECK(pc_CelProgram_New(&env, text, strlen(text), NULL, NULL, &shared, NULL) == kPc_CelStatus_Ok);
+  pthread_t t[4];
+  static int tag;
+  for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, worker, &tag) == 0);
+  for (int i = 0; i < 4; i++) {
+    void *r;
+    CHECK(pthread_join(t[i], &r) == 0 && r == &tag);
+  }
+  pc_CelProgram_Free(shared);
+}
+
+int main(void) {
+  budget();
+  regexes();
+  deep_values();
+  failing_allocator();
+  threads();
+  return CHECK_DONE();
+}

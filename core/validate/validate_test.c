@@ -1,0 +1,259 @@
+/* protovalidate's rules on messages (ctest validate.rules), over a schema
+ * compiled here with the core's .proto compiler importing the built-in
+ * buf/validate/validate.proto: standard rules of each kind through
+ * validate.proto's own CEL, custom field and message rules, required and
+ * ignore, oneofs, repeated items, map keys and values, nested messages and
+ * their paths, the well-known types' rules, compile errors, fail fast, and
+ * the plan cache. */
+#include "base/arena.h"
+#include "compiler/import.h"
+#include "json/json.h"
+#include "testing/check.h"
+#include "validate/validate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char kProto[] =
+    "syntax = \"proto3\";\n"
+    "package t;\n"
+    "import \"buf/validate/validate.proto\";\n"
+    "import \"google/protobuf/duration.proto\";\n"
+    "import \"google/protobuf/timestamp.proto\";\n"
+    "import \"google/protobuf/wrappers.proto\";\n"
+    "import \"google/protobuf/any.proto\";\n"
+    "enum Color { NONE = 0; RED = 1; BLUE = 2; }\n"
+    "message Inner {\n"
+    "  string id = 1 [(buf.validate.field).string.uuid = true];\n"
+    "  int32 n = 2 [(buf.validate.field).int32 = {gt: 0, lte: 10}];\n"
+    "}\n"
+    "message User {\n"
+    "  string name = 1 [(buf.validate.field).string = {min_len: 1, max_len: 8}];\n"
+    "  string email = 2 [(buf.validate.field).string.email = true,\n"
+    "                    (buf.validate.field).ignore = IGNORE_IF_ZERO_VALUE];\n"
+    "  uint32 age = 3 [(buf.validate.field).uint32 = {gte: 18, lt: 150}];\n"
+    "  repeated string tags = 4 [(buf.validate.field).repeated = {max_items: 3, unique: true,\n"
+    "                           items: {string: {pattern: \"^[a-z]+$\"}}}];\n"
+    "  map<string, int32> scores = 5 [(buf.validate.field).map = {\n"
+    "      keys: {string: {min_len: 2}}, values: {int32: {gte: 0}}}];\n"
+    "  Inner inner = 6 [(buf.validate.field).required = true];\n"
+    "  repeated Inner inners = 7;\n"
+    "  Color color = 8 [(buf.validate.field).enum = {defined_only: true, not_in: [2]}];\n"
+    "  google.protobuf.Duration ttl = 9 [(buf.validate.field).duration = {gt: {seconds: 1}}];\n"
+    "  google.protobuf.Timestamp at = 10 [(buf.validate.field).timestamp.lt_now = true];\n"
+    "  google.protobuf.Int32Value wrapped = 11 [(buf.validate.field).int32.gt = 5];\n"
+    "  optional string nick = 12 [(buf.validate.field).string.min_len = 3];\n"
+    "  string code = 13 [(buf.validate.field).cel = {id: \"code.upper\", message: \"must be upper "
+    "case\",\n"
+    "                    expression: \"this == this.upperAscii()\"}];\n"
+    "  oneof contact { option (buf.validate.oneof).required = true; string phone = 14; string fax "
+    "= 15; }\n"
+    "  google.protobuf.Any any = 16 [(buf.validate.field).any = {in: "
+    "[\"type.googleapis.com/t.Inner\"]}];\n"
+    "  double ratio = 17 [(buf.validate.field).double = {gte: 0, lte: 1}];\n"
+    "  bytes blob = 18 [(buf.validate.field).bytes.max_len = 4];\n"
+    "  string ignored = 19 [(buf.validate.field).string.min_len = 5, (buf.validate.field).ignore = "
+    "IGNORE_ALWAYS];\n"
+    "  option (buf.validate.message).cel = {id: \"user.name_code\", expression:\n"
+    "      \"this.name == this.code ? 'name and code must differ' : ''\"};\n"
+    "  option (buf.validate.message).cel = {id: \"user.adult\", message: \"too young for tags\",\n"
+    "      expression: \"this.age >= 21 || size(this.tags) == 0\"};\n"
+    "}\n"
+    "message Pair {\n"
+    "  string a = 1; string b = 2;\n"
+    "  option (buf.validate.message).oneof = {fields: [\"a\", \"b\"], required: true};\n"
+    "}\n"
+    "message Tree { string name = 1 [(buf.validate.field).string.min_len = 1]; repeated Tree kids "
+    "= 2; }\n"
+    "message Plain { int32 x = 1; }\n"
+    "message BadType { int32 x = 1 [(buf.validate.field).string.min_len = 1]; }\n"
+    "message BadCel { int32 x = 1 [(buf.validate.field).cel = {id: \"bad\", expression: \"this "
+    "+\"}]; }\n"
+    "message BadResult { int32 x = 1 [(buf.validate.field).cel = {id: \"num\", expression: "
+    "\"this\"}]; }\n";
+
+static pc_Pool *pool;
+static pc_Arena *arena;
+static pc_Validator *val;
+
+static void load(void) {
+  pool = pc_Pool_New(NULL, NULL);
+  pc_Arena *a = pc_Arena_New(NULL, NULL);
+  pc_ImportCtx c;
+  memset(&c, 0, sizeof c);
+  c.arena = a;
+  pc_Error err;
+  pc_Error_Init(&err);
+  c.main_name = "t.proto";
+  c.main_source = kProto;
+  c.main_len = strlen(kProto);
+  CHECK(pc_Import(pool, &c, "t.proto", &err));
+  if (err.set) fprintf(stderr, "%s\n", err.msg);
+  pc_Arena_Free(a);
+}
+
+static pc_Message *from_json(const pc_MessageDef *m, const char *json) {
+  pc_Message *msg = pc_Message_New(m, arena);
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (pc_Json_Read(json, strlen(json), msg, m, arena, NULL, &err) != kPc_JsonStatus_Ok)
+    fprintf(stderr, "%s: %s\n", json, err.msg);
+  return msg;
+}
+
+/* Validates the message of type 'type' read from 'json' then 'overlay'
+ * (JSON read into the same message: NULL for none) and returns its
+ * violations as "field|rule" joined by ';' (or "error: ..."). */
+static const char *run(const char *type, const char *json, const char *overlay) {
+  static char out[4096];
+  const pc_MessageDef *m = pc_Pool_FindMessage(pool, type);
+  CHECK(m != NULL);
+  if (m == NULL) return "no such type";
+  pc_Message *msg = from_json(m, json);
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (overlay &&
+      pc_Json_Read(overlay, strlen(overlay), msg, m, arena, NULL, &err) != kPc_JsonStatus_Ok)
+    fprintf(stderr, "%s: %s\n", overlay, err.msg);
+  const int64_t now[2] = {1700000000, 0};
+  pc_ValidateStatus st = pc_Validator_Validate(val, msg, m, 0, now, &err);
+  out[0] = '\0';
+  if (st != kPc_Validate_Valid && st != kPc_Validate_Invalid) {
+    snprintf(out, sizeof out, "error: %s", err.msg);
+    return out;
+  }
+  size_t len = 0;
+  for (size_t i = 0; i < pc_Validator_ViolationCount(val); i++) {
+    const pc_Violation *x = pc_Validator_Violation(val, i);
+    len +=
+        (size_t)snprintf(out + len, sizeof out - len, "%s%s|%s", i ? ";" : "", x->field, x->rule);
+  }
+  return out;
+}
+
+static void check_result(const char *type, const char *json, const char *overlay,
+                         const char *want) {
+  const char *got = run(type, json, overlay);
+  int ok = strncmp(want, "error", 5) == 0 ? strncmp(got, want, strlen(want)) == 0
+                                          : strcmp(got, want) == 0;
+  if (!ok)
+    fprintf(stderr, "%s %s %s\n  want %s\n  got  %s\n", type, json, overlay ? overlay : "", want,
+            got);
+  CHECK(ok);
+}
+
+static void expect(const char *type, const char *json, const char *want) {
+  check_result(type, json, NULL, want);
+}
+
+/* A valid user. */
+static const char kUser[] =
+    "{\"name\": \"ann\", \"age\": 30, \"code\": \"X\", \"phone\": \"1\", "
+    "\"inner\": {\"id\": \"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e10\", \"n\": 3}}";
+
+/* The valid user with the JSON members 'extra' read over it. */
+static void expect_user(const char *extra, const char *want) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "{%s}", extra);
+  check_result("t.User", kUser, buf, want);
+}
+
+static void standard_rules(void) {
+  expect("t.User", kUser, "");
+  expect_user("\"age\": 12", "age|uint32.gte_lt");
+  expect_user("\"age\": 150", "age|uint32.gte_lt");
+  /* name is proto3 without presence: checked when empty */
+  const char *noname = "{\"age\": 30, \"code\": \"X\", \"phone\": \"1\", \"inner\": {\"id\": "
+                       "\"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e10\", \"n\": 3}}";
+  expect("t.User", noname, "name|string.min_len");
+  expect_user("\"email\": \"nope\"", "email|string.email");
+  expect_user("\"email\": \"a@b.org\"", "");
+  expect_user("\"color\": \"BLUE\"", "color|enum.not_in");
+  expect_user("\"color\": 7", "color|enum.defined_only");
+  expect_user("\"ttl\": \"0.5s\"", "ttl|duration.gt");
+  expect_user("\"ttl\": \"2s\"", "");
+  expect_user("\"at\": \"2030-01-01T00:00:00Z\"", "at|timestamp.lt_now");
+  expect_user("\"at\": \"2020-01-01T00:00:00Z\"", "");
+  expect_user("\"wrapped\": 3", "wrapped|int32.gt");
+  expect_user("\"wrapped\": 6", "");
+  expect_user("\"nick\": \"ab\"", "nick|string.min_len");
+  expect_user("\"ratio\": 1.5", "ratio|double.gte_lte");
+  expect_user("\"ratio\": \"NaN\"", "ratio|double.gte_lte");
+  expect_user("\"blob\": \"AAAAAAAA\"", "blob|bytes.max_len");
+  expect_user("\"ignored\": \"x\"", "");
+  expect_user("\"any\": {\"@type\": \"type.googleapis.com/t.Plain\"}", "any|any.in");
+  expect_user("\"any\": {\"@type\": \"type.googleapis.com/t.Inner\", \"n\": 1}", "");
+}
+
+static void containers(void) {
+  expect_user("\"tags\": [\"a\", \"B\", \"a\", \"c\"]",
+              "tags|repeated.max_items;tags|repeated.unique;tags[1]|string.pattern");
+  expect_user("\"age\": 19, \"tags\": [\"a\"]", "|user.adult");
+  expect_user("\"scores\": {\"x\": 1, \"yy\": -1}",
+              "scores[\"x\"]|string.min_len;scores[\"yy\"]|int32.gte");
+  expect_user("\"scores\": {\"a\\\"b\": 1}", "");
+  expect_user("\"scores\": {\"\\n\": 1}", "scores[\"\\n\"]|string.min_len");
+  expect_user("\"inners\": [{\"id\": \"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e10\", \"n\": 1}, "
+              "{\"id\": \"x\", \"n\": 11}]",
+              "inners[1].id|string.uuid;inners[1].n|int32.gt_lte");
+  const pc_Validator *cv = val;
+  expect_user("\"scores\": {\"x\": 1}", "scores[\"x\"]|string.min_len");
+  CHECK(pc_Validator_Violation(cv, 0)->for_key == 1);
+  expect("t.Tree", "{\"name\": \"r\", \"kids\": [{\"name\": \"a\", \"kids\": [{}]}]}",
+         "kids[0].kids[0].name|string.min_len");
+}
+
+static void presence_and_custom(void) {
+  const char *noinner = "{\"name\": \"ann\", \"age\": 30, \"code\": \"X\", \"phone\": \"1\"}";
+  expect("t.User", noinner, "inner|required");
+  expect_user("\"inner\": {\"id\": \"x\", \"n\": 1}", "inner.id|string.uuid");
+  expect_user("\"code\": \"x\"", "code|code.upper");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "must be upper case") == 0);
+  expect_user("\"name\": \"X\"", "|user.name_code");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "name and code must differ") == 0);
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->field, "") == 0);
+  const char *nophone = "{\"name\": \"ann\", \"age\": 30, \"code\": \"X\", \"inner\": {\"id\": "
+                        "\"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e10\", \"n\": 3}}";
+  expect("t.User", nophone, "contact|required");
+  expect("t.Pair", "{}", "|message.oneof");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "one of a, b must be set") == 0);
+  expect("t.Pair", "{\"a\": \"x\", \"b\": \"y\"}", "|message.oneof");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "only one of a, b can be set") == 0);
+  expect("t.Pair", "{\"a\": \"x\"}", "");
+  expect("t.Plain", "{\"x\": 1}", "");
+}
+
+static void errors_and_cache(void) {
+  expect("t.BadType", "{}", "error: expected rule \"int32\", got \"string\" on t.BadType.x");
+  expect("t.BadCel", "{}", "error: failed to compile bad: ");
+  expect("t.BadResult", "{\"x\": 1}", "error: expression num outputs int");
+  /* fail fast: the first violation only */
+  const pc_MessageDef *m = pc_Pool_FindMessage(pool, "t.User");
+  CHECK(m != NULL);
+  if (m == NULL) return;
+  pc_Error err;
+  pc_Error_Init(&err);
+  CHECK(pc_Validator_Validate(val, from_json(m, "{\"age\": 1, \"blob\": \"AAAAAAAA\"}"), m, 1, NULL,
+                              &err) == kPc_Validate_Invalid);
+  CHECK(pc_Validator_ViolationCount(val) == 1);
+  /* plans are kept: validating again builds none */
+  size_t plans = pc_Validator_PlanCount(val);
+  CHECK(plans >= 3);
+  expect("t.User", kUser, "");
+  CHECK(pc_Validator_PlanCount(val) == plans);
+}
+
+int main(void) {
+  arena = pc_Arena_New(NULL, NULL);
+  load();
+  val = pc_Validator_New(NULL, NULL);
+  CHECK(val != NULL);
+  standard_rules();
+  containers();
+  presence_and_custom();
+  errors_and_cache();
+  pc_Validator_Free(val);
+  pc_Arena_Free(arena);
+  pc_Pool_Free(pool);
+  return CHECK_DONE();
+}

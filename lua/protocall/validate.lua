@@ -1,0 +1,97 @@
+--- Validation with protovalidate's rules: pc.validate and pc.check. The
+-- rules are the `(buf.validate.field)`, `(buf.validate.message)` and
+-- `(buf.validate.oneof)` options of the message's types
+-- (buf/validate/validate.proto is built in: a schema imports it with no
+-- file on disk); the work is in C (core/validate/, whose README says how
+-- each rule runs, through bindings/lua/lpc_validate.c).
+local core = require "protocall.core"
+local errors = require "protocall.errors"
+local schema = require "protocall.schema"
+
+local error, type, tostring, pairs, pcall, ipairs = error, type, tostring, pairs, pcall, ipairs
+local validate_core = core.validate
+
+local M = {}
+
+local function fail_fast(opts, fname)
+  if opts == nil then return false end
+  if type(opts) ~= "table" then
+    error("bad argument #2 to '" .. fname .. "' (table expected, got " .. type(opts) .. ")", 3)
+  end
+  for k in pairs(opts) do
+    if k ~= "fail_fast" then
+      error("bad argument #2 to '" .. fname .. "' (unknown option '" .. tostring(k) .. "')", 3)
+    end
+  end
+  return opts.fail_fast and true or false
+end
+
+local function run(m, opts, fname)
+  local list, err = validate_core(m, fail_fast(opts, fname))
+  if not list then error(fname .. ": " .. err, 3) end
+  return list
+end
+
+--- violations = pc.validate(m [, opts]): the rules message `m` breaks, as
+-- protovalidate's runtimes report them: a list (empty when `m` is valid) of
+-- {field = "items[2].name", rule = "string.min_len", message = "must be at
+-- least 1 characters"} (`for_key = true` for a map key's rule;
+-- `field` is "" for a message's own CEL rule; map keys read `labels["k"]`,
+-- `ports[80]`). Nested messages are validated in turn. opts: `fail_fast`
+-- (stop at the first violation). The rules are compiled on first use of
+-- each message type and kept with its pool. Raises on a non-message, and
+-- on a rule that does not compile or fails to evaluate ("validate: failed
+-- to compile user.ok: 1:6: ...", rules of another type than the field's:
+-- "validate: expected rule \"int32\", got \"string\" on demo.M.x").
+function M.validate(m, opts)
+  return run(m, opts, "validate")
+end
+
+--- The text protovalidate gives a list of violations: the first as
+-- `field: message [rule]` and ", and N more violations".
+local function describe(list)
+  local function one(v)
+    return (v.field ~= "" and v.field .. ": " or "") .. v.message .. " [" .. v.rule .. "]"
+  end
+  local s = one(list[1])
+  if #list > 1 then s = s .. ", and " .. (#list - 1) .. " more violation" .. (#list > 2 and "s" or "") end
+  return s
+end
+M.describe = describe
+
+-- The google.rpc.BadRequest of a list of violations (its field_violations:
+-- field and description, as gRPC's rich error model has them), or nil when
+-- the default pool cannot have the type (a frozen pool without it).
+local function bad_request(list)
+  local ok, BadRequest = pcall(function() return schema.default_pool():type("google.rpc.BadRequest") end)
+  if not ok or not BadRequest then return nil end
+  local fv = {}
+  for i, v in ipairs(list) do fv[i] = { field = v.field, description = v.message .. " [" .. v.rule .. "]" } end
+  return BadRequest { field_violations = fv }
+end
+
+--- err | nil = refusal(m): nil when `m` breaks no rule, else the pc.Error
+-- pc.check raises, with `details` {google.rpc.BadRequest} (what the
+-- `validate = true` option of pc.server and pc.client answer with).
+function M.refusal(m)
+  local list = run(m, nil, "validate")
+  if #list == 0 then return nil end
+  local br = bad_request(list)
+  return errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list),
+    { violations = list, ["local"] = true, details = br and { br } or nil })
+end
+
+--- m = pc.check(m [, opts]): `m` when it breaks no rule; otherwise raises a
+-- pc.Error with code INVALID_ARGUMENT (what a server answers a request
+-- that fails validation), `message` "validation failed: name: must be at least 1
+-- characters [string.min_len], and 2 more violations",
+-- `violations` the list pc.validate gives and `local = true`. opts as
+-- pc.validate's. Raises as pc.validate does on a bad argument or rule.
+function M.check(m, opts)
+  local list = run(m, opts, "check")
+  if #list == 0 then return m end
+  error(errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list),
+    { violations = list, ["local"] = true }), 2)
+end
+
+return M

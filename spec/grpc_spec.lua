@@ -1006,6 +1006,51 @@ describe("pc.grpc", function()
       raises_at(line + 3, function() stub:Chat() end, "calling 'Chat' on bad self (transport is closed)")
     end)
 
+    it("lets calls in flight at transport:close() go on to their end, or their deadline", function()
+      -- pc.step rounds for at most 5 s: a call no longer driven fails the
+      -- spec instead of hanging it
+      local tr, raw = pc.grpc(server.url), pc.grpc(peer.url)
+      local got, t0 = {}, now()
+      local chat = tr:stream("/test.Test/Chat", { timeout = 5 })
+      chat:send("a")
+      local iter = tr:server_stream("/test.Test/Stream", "3", { timeout = 5 })
+      got.first = iter()
+      local slow = tr:start_unary("/test.Test/Sleep", "0.3", { timeout = 5 })
+      local hang = raw:start_unary("/raw.Test/Hang", "", { timeout = 0.5 })
+      local hung = raw:stream("/raw.Test/Hang", { timeout = 0.5 })
+      tr:close()
+      raw:close()
+      chat:close_send()
+      pc.spawn(function() got.chat = { chat:recv(), chat:recv() } end)
+      pc.spawn(function()
+        got.rest = {}
+        for m in iter do got.rest[#got.rest + 1] = m end
+      end)
+      pc.spawn(function()
+        while not (got.slow and got.hang) do
+          tr:wait({ slow, hang }, 0.1)
+          local r, q = not got.slow and { slow:result() }, not got.hang and { hang:result() }
+          if r and r[1] ~= nil then got.slow = r end
+          if q and q[1] ~= nil then got.hang = q end
+        end
+      end)
+      pc.spawn(function() got.hung = { pcall(hung.recv, hung) } end)
+      local left = 1
+      while left > 0 and now() - t0 < 5 do left = pc.step(0.05) end
+      assert.are.equal(0, left)
+      assert.are.same({ "re:a" }, got.chat)
+      assert.are.equal("message 1", got.first)
+      assert.are.same({ "message 2", "message 3" }, got.rest)
+      assert.are.same({ true, "slept" }, got.slow)
+      assert.is_false(got.hang[1])
+      assert.are.equal("DEADLINE_EXCEEDED", got.hang[2].code)
+      assert.is_false(got.hung[1])
+      assert.are.equal("DEADLINE_EXCEEDED", got.hung[2].code)
+      assert.is_true(now() - t0 < 2)
+      assert.has_error(function() tr:unary("/test.Test/Echo", "") end,
+        "calling 'unary' on bad self (transport is closed)")
+    end)
+
     it("raises a bad method path at the caller's line", function()
       local line = debug.getinfo(1, "l").currentline
       raises_at(line + 1, function() t:unary("nope", "") end,

@@ -114,6 +114,17 @@ describe("pc.grpc", function()
       assert.is_nil(find(md.trailers, "grpc-status"))
     end)
 
+    it("carries values with leading or trailing spaces to grpcio and takes them back", function()
+      -- gRPC allows them (printable ASCII), RFC 9113 not: grpcio accepts them
+      local n, md = t:unary("/test.Test/Metadata", "", {
+        metadata = { { "x-lead", " v" }, { "x-trail", "v " } }, with_metadata = true })
+      assert.are.equal("2", n)
+      assert.are.equal(" v", find(md.headers, "x-lead"))
+      assert.are.equal("v ", find(md.headers, "x-trail"))
+      assert.are.equal(" v", find(md.trailers, "t-x-lead"))
+      assert.are.equal("v ", find(md.trailers, "t-x-trail"))
+    end)
+
     it("adds the transport's metadata to every call", function()
       local tm = pc.grpc(server.url, { metadata = { { "x-client", "c" } } })
       local _, md = tm:unary("/test.Test/Metadata", "",
@@ -467,6 +478,13 @@ describe("pc.grpc", function()
       for rst, code in pairs(want) do
         assert.are.equal(code, failure(h.unary, h, "/raw.Test/Rst", tostring(rst)).code, rst)
       end
+    end)
+
+    it("blames the server's invalid header field, not a reset of the server's, when this side resets", function()
+      local err = failure(h.unary, h, "/raw.Test/BadField", "", { timeout = 5 })
+      assert.are.equal("INTERNAL", err.code)
+      assert.are.equal("invalid response from the server: Invalid HTTP header field was received "
+        .. "(this client reset the stream: RST_STREAM PROTOCOL_ERROR (1))", err.message)
     end)
 
     it("moves to a new connection after a graceful GOAWAY on an idle one", function()

@@ -70,6 +70,40 @@ static int refused_call(pc_Alloc *alloc, int *unavailable) {
   return 1;
 }
 
+/* pc_GrpcChannel_Close with a call in flight: new calls are refused, the
+ * call is still pumped to its end (UNAVAILABLE here), and the channel is
+ * freed after it. */
+static int closed_call(int *ended) {
+  pc_GrpcChannelOptions o;
+  memset(&o, 0, sizeof o);
+  o.host = "127.0.0.1";
+  o.port = "1";
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_GrpcChannel *ch = pc_GrpcChannel_New(&o, NULL, NULL, &err);
+  if (ch == NULL) return 0;
+  pc_GrpcCallSettings s = {5.0, NULL, 0, 0, 0};
+  pc_GrpcCall *call = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
+  if (call == NULL) {
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  pc_GrpcChannel_Close(ch);
+  pc_GrpcChannel_Close(ch); /* idempotent */
+  int refused = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err) == NULL &&
+                strcmp(err.msg, "the channel is closed") == 0;
+  const char *data;
+  size_t len;
+  int got;
+  for (int i = 0; i < 100 && (got = pc_GrpcCall_Next(call, &data, &len)) == 0; i++)
+    pc_Grpc_Pump(&ch, 1, 0.1);
+  const pc_GrpcStatus *st = pc_GrpcCall_Status(call);
+  *ended = refused && got == -1 && st != NULL && st->code == kPc_Code_Unavailable;
+  pc_GrpcCall_Free(call);
+  pc_GrpcChannel_Free(ch);
+  return 1;
+}
+
 int main(void) {
   CHECK(timeout_is(0.05, "50000000n"));
   CHECK(timeout_is(1, "1000000u"));
@@ -116,6 +150,10 @@ int main(void) {
   int unavailable = 0;
   CHECK(refused_call(NULL, &unavailable));
   CHECK(unavailable);
+
+  int closed_ended = 0;
+  CHECK(closed_call(&closed_ended));
+  CHECK(closed_ended);
 
   /* Every allocation failing in turn: no leak, and a clean refusal. */
   for (long n = 1;; n++) {

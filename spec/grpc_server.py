@@ -401,6 +401,14 @@ def h2_reply(h, sid, method, arg):
         h.send_headers(sid, ok200)
         h.send_headers(sid, [("grpc-status", "14"), ("grpc-message", "busy"),
                              ("grpc-retry-pushback-ms", arg)], end_stream=True)
+    elif method == "BadField":  # a header value with a control character, which HTTP/2 refuses
+        h.config.validate_outbound_headers = False
+        h.config.normalize_outbound_headers = False
+        try:
+            h.send_headers(sid, ok200 + [("x-bad", "a\x01b")])
+        finally:
+            h.config.validate_outbound_headers = True
+            h.config.normalize_outbound_headers = True
     elif method == "Rst":  # arg: the RST_STREAM error code
         h.send_headers(sid, ok200)
         h.reset_stream(sid, error_code=int(arg))

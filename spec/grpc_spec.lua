@@ -114,6 +114,17 @@ describe("pc.grpc", function()
       assert.is_nil(find(md.trailers, "grpc-status"))
     end)
 
+    it("carries values with leading or trailing spaces to grpcio and takes them back", function()
+      -- gRPC allows them (printable ASCII), RFC 9113 not: grpcio accepts them
+      local n, md = t:unary("/test.Test/Metadata", "", {
+        metadata = { { "x-lead", " v" }, { "x-trail", "v " } }, with_metadata = true })
+      assert.are.equal("2", n)
+      assert.are.equal(" v", find(md.headers, "x-lead"))
+      assert.are.equal("v ", find(md.headers, "x-trail"))
+      assert.are.equal(" v", find(md.trailers, "t-x-lead"))
+      assert.are.equal("v ", find(md.trailers, "t-x-trail"))
+    end)
+
     it("adds the transport's metadata to every call", function()
       local tm = pc.grpc(server.url, { metadata = { { "x-client", "c" } } })
       local _, md = tm:unary("/test.Test/Metadata", "",
@@ -467,6 +478,13 @@ describe("pc.grpc", function()
       for rst, code in pairs(want) do
         assert.are.equal(code, failure(h.unary, h, "/raw.Test/Rst", tostring(rst)).code, rst)
       end
+    end)
+
+    it("blames the server's invalid header field, not a reset of the server's, when this side resets", function()
+      local err = failure(h.unary, h, "/raw.Test/BadField", "", { timeout = 5 })
+      assert.are.equal("INTERNAL", err.code)
+      assert.are.equal("invalid response from the server: Invalid HTTP header field was received "
+        .. "(this client reset the stream: RST_STREAM PROTOCOL_ERROR (1))", err.message)
     end)
 
     it("moves to a new connection after a graceful GOAWAY on an idle one", function()
@@ -1004,6 +1022,51 @@ describe("pc.grpc", function()
       raises_at(line + 1, function() stub:Echo { text = "x" } end,
         "calling 'Echo' on bad self (transport is closed)")
       raises_at(line + 3, function() stub:Chat() end, "calling 'Chat' on bad self (transport is closed)")
+    end)
+
+    it("lets calls in flight at transport:close() go on to their end, or their deadline", function()
+      -- pc.step rounds for at most 5 s: a call no longer driven fails the
+      -- spec instead of hanging it
+      local tr, raw = pc.grpc(server.url), pc.grpc(peer.url)
+      local got, t0 = {}, now()
+      local chat = tr:stream("/test.Test/Chat", { timeout = 5 })
+      chat:send("a")
+      local iter = tr:server_stream("/test.Test/Stream", "3", { timeout = 5 })
+      got.first = iter()
+      local slow = tr:start_unary("/test.Test/Sleep", "0.3", { timeout = 5 })
+      local hang = raw:start_unary("/raw.Test/Hang", "", { timeout = 0.5 })
+      local hung = raw:stream("/raw.Test/Hang", { timeout = 0.5 })
+      tr:close()
+      raw:close()
+      chat:close_send()
+      pc.spawn(function() got.chat = { chat:recv(), chat:recv() } end)
+      pc.spawn(function()
+        got.rest = {}
+        for m in iter do got.rest[#got.rest + 1] = m end
+      end)
+      pc.spawn(function()
+        while not (got.slow and got.hang) do
+          tr:wait({ slow, hang }, 0.1)
+          local r, q = not got.slow and { slow:result() }, not got.hang and { hang:result() }
+          if r and r[1] ~= nil then got.slow = r end
+          if q and q[1] ~= nil then got.hang = q end
+        end
+      end)
+      pc.spawn(function() got.hung = { pcall(hung.recv, hung) } end)
+      local left = 1
+      while left > 0 and now() - t0 < 5 do left = pc.step(0.05) end
+      assert.are.equal(0, left)
+      assert.are.same({ "re:a" }, got.chat)
+      assert.are.equal("message 1", got.first)
+      assert.are.same({ "message 2", "message 3" }, got.rest)
+      assert.are.same({ true, "slept" }, got.slow)
+      assert.is_false(got.hang[1])
+      assert.are.equal("DEADLINE_EXCEEDED", got.hang[2].code)
+      assert.is_false(got.hung[1])
+      assert.are.equal("DEADLINE_EXCEEDED", got.hung[2].code)
+      assert.is_true(now() - t0 < 2)
+      assert.has_error(function() tr:unary("/test.Test/Echo", "") end,
+        "calling 'unary' on bad self (transport is closed)")
     end)
 
     it("raises a bad method path at the caller's line", function()

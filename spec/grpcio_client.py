@@ -44,8 +44,12 @@ def main():
     double = ch.stream_stream("/srv.Calc/Double")
     nope = ch.unary_unary("/srv.Calc/Nope")
     print("unary", add(point(2, 3), timeout=10).hex())
-    resp, call = add.with_call(point(1, 1, b"meta"), metadata=[("x-user", "ann")], timeout=10)
+    resp, call = add.with_call(point(1, 1, b"meta"), metadata=[("x-user", "ann"), ("x-pad", " p ")],
+                               timeout=10)
     print("trailer", dict(call.trailing_metadata()).get("x-trail"))
+    # values with leading or trailing spaces, both ways (gRPC allows them)
+    print("spaces", repr(dict(call.initial_metadata()).get("x-sp")),
+          repr(dict(call.trailing_metadata()).get("x-pad")))
     print("stream", ",".join(r.hex() for r in count(point(3), timeout=10)))
     print("client_stream", total(iter([point(1), point(2), point(3)]), timeout=10).hex())
     print("bidi", ",".join(r.hex() for r in double(iter([point(1), point(2)]), timeout=10)))

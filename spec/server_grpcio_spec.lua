@@ -41,8 +41,14 @@ local server = pc.server({ ["srv.Calc"] = {
     end
     if p.note == "meta" then
       local user
-      for _, kv in ipairs(ctx.metadata) do if kv[1] == "x-user" then user = kv[2] end end
+      local pad
+      for _, kv in ipairs(ctx.metadata) do
+        if kv[1] == "x-user" then user = kv[2] end
+        if kv[1] == "x-pad" then pad = kv[2] end
+      end
+      ctx:set_header("x-sp", " h ")
       ctx:set_trailer("x-trail", "hi " .. tostring(user))
+      ctx:set_trailer("x-pad", tostring(pad))
     end
     return { total = p.x + p.y, count = 1 }
   end,
@@ -84,6 +90,7 @@ end
 local EXPECTED = table.concat({
   "unary 08051001",
   "trailer hi ann",
+  "spaces ' h ' ' p '",
   "stream 0801,0802,0803",
   "client_stream 08061003",
   "bidi 0802,0804",

@@ -46,6 +46,13 @@ local handlers = {
     end
     if p.note == "nil" then return nil end
     if p.note == "yield" then coroutine.yield() end -- not a wait of protocall's
+    if p.note == "spaces" then
+      ctx:set_header("x-sp", " h ")
+      ctx:set_trailer("x-sp", "t ")
+    end
+    if p.note == "spaces error" then
+      error(pc.Error { code = "ABORTED", message = "m", metadata = { { "x-sp", " e" } } })
+    end
     if p.note == "meta" then
       ctx:set_header("x-head", "h1")
       ctx:set_trailer("x-trail", "t1")
@@ -174,6 +181,25 @@ describe("pc.listen", function()
       assert.equals("h1", h["x-head"])
       assert.equals("t1", tr["x-trail"])
       assert.equals("\0\255", tr["x-bin"])
+    end)
+  end)
+
+  it("carries metadata values with leading or trailing spaces both ways (gRPC allows them)", function()
+    -- RFC 9113 refuses them in HTTP/2 fields; grpc-core and grpcio take them
+    with_server(nil, function(_, t)
+      local req = pc.encode(pool:type("srv.Point") { note = "spaces" })
+      local _, md = t:unary("/srv.Calc/Add", req, { with_metadata = true, metadata = { { "x-c", " c " } } })
+      local h, tr, got = {}, {}, {}
+      for _, kv in ipairs(md.headers) do h[kv[1]] = kv[2] end
+      for _, kv in ipairs(md.trailers) do tr[kv[1]] = kv[2] end
+      for _, kv in ipairs(seen.metadata) do got[kv[1]] = kv[2] end
+      assert.equals(" h ", h["x-sp"])
+      assert.equals("t ", tr["x-sp"])
+      assert.equals(" c ", got["x-c"])
+      local ok, e = pcall(t.unary, t, "/srv.Calc/Add", pc.encode(pool:type("srv.Point") { note = "spaces error" }))
+      assert.is_false(ok)
+      assert.equals("ABORTED", e.code)
+      assert.equals(" e", e.metadata[1] and e.metadata[1][2])
     end)
   end)
 

@@ -25,7 +25,8 @@
 #define CALL_MT    "protocall.GrpcCall"
 
 typedef struct {
-  pc_GrpcChannel *ch;
+  pc_GrpcChannel *ch; /* NULL once collected */
+  int closed;         /* ch:close(): no new call; the calls in flight go on */
 } ChannelBox;
 
 typedef struct {
@@ -108,6 +109,7 @@ static int lpc_grpc_channel(lua_State *L) {
   lua_pop(L, 1);
   ChannelBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->ch = NULL;
+  b->closed = 0;
   luaL_setmetatable(L, CHANNEL_MT);
   void *ud;
   lua_Alloc alloc = lua_getallocf(L, &ud);
@@ -118,11 +120,21 @@ static int lpc_grpc_channel(lua_State *L) {
   return 1;
 }
 
-/* -- ch:close()   -- idempotent; calls still alive keep the connection */
+/* -- ch:close()   -- idempotent; calls still alive keep their connection
+ * and go on to their end (pumped as before, deadlines included): the
+ * channel stays until it is collected, after its calls (they hold it). */
 static int lpc_grpcchannel_close(lua_State *L) {
+  ChannelBox *b = luaL_checkudata(L, 1, CHANNEL_MT);
+  if (b->ch && !b->closed) pc_GrpcChannel_Close(b->ch);
+  b->closed = 1;
+  return 0;
+}
+
+static int lpc_grpcchannel_gc(lua_State *L) {
   ChannelBox *b = luaL_checkudata(L, 1, CHANNEL_MT);
   pc_GrpcChannel_Free(b->ch);
   b->ch = NULL;
+  b->closed = 1;
   return 0;
 }
 
@@ -136,6 +148,7 @@ static int lpc_grpcchannel_close(lua_State *L) {
  * or an invalid path or metadata (pc_GrpcChannel_Start's error). */
 static int lpc_grpcchannel_start(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
+  if (cb->closed) luaL_argerror(L, 1, "transport is closed");
   const char *path = luaL_checkstring(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
   pc_GrpcCallSettings s;
@@ -750,7 +763,7 @@ void lpc_open_net(lua_State *L) {
   luaL_newmetatable(L, CHANNEL_MT);
   luaL_newlib(L, channel_methods);
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, lpc_grpcchannel_close);
+  lua_pushcfunction(L, lpc_grpcchannel_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, lpc_grpcchannel_close);
   lua_setfield(L, -2, "__close");

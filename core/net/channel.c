@@ -52,7 +52,8 @@ struct pc_GrpcChannel {
   Conn *conns;
   pc_GrpcCall *calls;
   size_t live_calls;
-  int closing;
+  int closing; /* freed: the last call frees it */
+  int closed;  /* pc_GrpcChannel_Close: no new call */
   Backoff backoff;
   unsigned last_id;     /* of the newest connection */
   pc_GrpcWakeList wake; /* the calls' (wake.h) */
@@ -282,6 +283,20 @@ static void reap(pc_GrpcChannel *ch) {
   }
 }
 
+/* After pc_GrpcChannel_Close: frees the connections that carry no call. */
+static void close_idle(pc_GrpcChannel *ch) {
+  Conn **pp = &ch->conns;
+  while (*pp) {
+    Conn *c = *pp;
+    if (c->calls == 0) {
+      *pp = c->next;
+      free_conn(c);
+    } else {
+      pp = &c->next;
+    }
+  }
+}
+
 static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   Conn *c = mem(ch, NULL, 0, sizeof *c);
   if (c == NULL) {
@@ -378,6 +393,11 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *all
 oom:
   pc_Error_Set(err, "out of memory");
   return NULL;
+}
+
+void pc_GrpcChannel_Close(pc_GrpcChannel *ch) {
+  ch->closed = 1;
+  close_idle(ch);
 }
 
 void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
@@ -541,6 +561,10 @@ static void retry_refused(pc_GrpcCall *c) {
 
 pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
                                   const pc_GrpcCallSettings *s, pc_Error *err) {
+  if (ch->closed) {
+    pc_Error_Set(err, "the channel is closed");
+    return NULL;
+  }
   if (!pc_Grpc_PathCheck(path, err)) return NULL;
   for (size_t i = 0; i < s->metadata_count; i++) {
     if (!pc_GrpcPair_Check(&s->metadata[i], err)) return NULL;
@@ -686,6 +710,7 @@ void pc_GrpcCall_Free(pc_GrpcCall *c) {
   mem(ch, c, sizeof *c, 0);
   ch->live_calls--;
   reap(ch);
+  if (ch->closed) close_idle(ch);
   if (ch->closing && ch->live_calls == 0) pc_GrpcChannel_Free(ch);
 }
 

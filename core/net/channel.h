@@ -77,6 +77,12 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *opts, pc_Alloc *
  * alive, that happens when the last one is freed. NULL is allowed. */
 void pc_GrpcChannel_Free(pc_GrpcChannel *ch);
 
+/* Closes the channel without freeing it: pc_GrpcChannel_Start refuses new
+ * calls, connections without a call close now, and those with calls when
+ * their last call is freed; the calls in flight go on to their end (their
+ * deadline included) as long as the channel is pumped. Idempotent. */
+void pc_GrpcChannel_Close(pc_GrpcChannel *ch);
+
 /* Starts a call of 'path'; request messages follow with pc_GrpcCall_Send.
  * Returns NULL (with 'err' set) only on misuse (bad path, invalid
  * metadata) or allocation failure: a call that cannot reach the server

@@ -35,6 +35,7 @@ struct pc_GrpcStream {
   int remote_ended; /* END_STREAM arrived */
   int closed;       /* nghttp2 closed the stream */
   uint32_t rst_code;
+  int refused; /* nghttp2 error code of a frame of the server's this side reset the stream for */
   size_t block_wire; /* of the header block being received, as HEADERS and CONTINUATION frames */
   pc_GrpcPairs pairs[2]; /* headers, trailers */
   int ended;             /* 'status' is final */
@@ -205,6 +206,12 @@ static void decide_status(pc_GrpcStream *s) {
       set_statusf(s, kPc_Code_Unavailable,
                   "the server sent GOAWAY (last stream %ld) before taking the call",
                   (long)e->goaway_last);
+    } else if (s->refused) {
+      set_statusf(s, code_from_rst(s->rst_code),
+                  "invalid response from the server: %s (this client reset the stream: "
+                  "RST_STREAM %s (%lu))",
+                  nghttp2_strerror(s->refused), nghttp2_http2_strerror(s->rst_code),
+                  (unsigned long)s->rst_code);
     } else {
       const char *name = nghttp2_http2_strerror(s->rst_code);
       set_statusf(s, code_from_rst(s->rst_code), "stream reset by the server: RST_STREAM %s (%lu)",
@@ -436,6 +443,16 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t code, 
   return 0;
 }
 
+/* A frame of the server's nghttp2 found invalid: it resets the stream
+ * itself (the reset must not read as the server's). */
+static int on_invalid_frame(nghttp2_session *session, const nghttp2_frame *frame,
+                            int lib_error_code, void *ud) {
+  (void)ud;
+  pc_GrpcStream *s = stream_of(session, frame->hd.stream_id);
+  if (s != NULL && !s->refused) s->refused = lib_error_code ? lib_error_code : NGHTTP2_ERR_PROTO;
+  return 0;
+}
+
 /* A request nghttp2 could not send (GOAWAY or the end of the connection
  * came first): the server never saw it. */
 static int on_not_sent(nghttp2_session *session, const nghttp2_frame *frame, int lib_error_code,
@@ -470,7 +487,8 @@ static const pc_GrpcSessionRole client = {.header = on_header,
                                                       .data_chunk = on_data_chunk,
                                                       .frame_recv = on_frame_recv,
                                                       .frame_not_sent = on_not_sent,
-                                                      .stream_close = on_stream_close}};
+                                                      .stream_close = on_stream_close,
+                                                      .invalid_frame = on_invalid_frame}};
 
 /* -- engine -------------------------------------------------------------- */
 

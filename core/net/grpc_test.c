@@ -38,15 +38,31 @@ static int pair_ok(const char *k, const char *v, const char *want_err) {
   return !ok && strcmp(err.msg, want_err) == 0;
 }
 
-/* Start a call to a port nothing listens on; it must end UNAVAILABLE. */
-static int refused_call(pc_Alloc *alloc, int *unavailable) {
+/* A channel to 127.0.0.1:1, where nothing listens (NULL: no memory). */
+static pc_GrpcChannel *closed_port(pc_Alloc *alloc, pc_Error *err) {
   pc_GrpcChannelOptions o;
   memset(&o, 0, sizeof o);
   o.host = "127.0.0.1";
   o.port = "1";
+  pc_Error_Init(err);
+  return pc_GrpcChannel_New(&o, alloc, NULL, err);
+}
+
+/* Pumps 'ch' until 'call' has a message or its end (10 s at most):
+ * pc_GrpcCall_Next's last answer. */
+static int pump_to_end(pc_GrpcChannel *ch, pc_GrpcCall *call) {
+  const char *data;
+  size_t len;
+  int got;
+  for (int i = 0; i < 100 && (got = pc_GrpcCall_Next(call, &data, &len)) == 0; i++)
+    pc_Grpc_Pump(&ch, 1, 0.1);
+  return got;
+}
+
+/* Start a call to a port nothing listens on; it must end UNAVAILABLE. */
+static int refused_call(pc_Alloc *alloc, int *unavailable) {
   pc_Error err;
-  pc_Error_Init(&err);
-  pc_GrpcChannel *ch = pc_GrpcChannel_New(&o, alloc, NULL, &err);
+  pc_GrpcChannel *ch = closed_port(alloc, &err);
   if (ch == NULL) return 0;
   pc_GrpcPair md[2] = {{"x-a", 3, "b", 1}, {"x-b-bin", 7, "\0\1", 2}};
   pc_GrpcCallSettings s = {5.0, md, 2, 1, 0};
@@ -57,16 +73,37 @@ static int refused_call(pc_Alloc *alloc, int *unavailable) {
   }
   pc_GrpcCall_Send(call, "hello", 5);
   pc_GrpcCall_CloseSend(call);
-  const char *data;
-  size_t len;
-  int got;
-  for (int i = 0; i < 100 && (got = pc_GrpcCall_Next(call, &data, &len)) == 0; i++)
-    pc_Grpc_Pump(&ch, 1, 0.1);
+  int got = pump_to_end(ch, call);
   const pc_GrpcStatus *st = pc_GrpcCall_Status(call);
   *unavailable = got == -1 && st != NULL && st->code == kPc_Code_Unavailable &&
                  strcmp(st->message, "connect to 127.0.0.1:1: Connection refused") == 0;
   pc_GrpcChannel_Free(ch); /* deferred: the call is alive */
   pc_GrpcCall_Free(call);  /* frees the channel too */
+  return 1;
+}
+
+/* pc_GrpcChannel_Close with a call in flight: new calls are refused, the
+ * call is still pumped to its end (UNAVAILABLE here), and the channel is
+ * freed after it. */
+static int closed_call(int *ended) {
+  pc_Error err;
+  pc_GrpcChannel *ch = closed_port(NULL, &err);
+  if (ch == NULL) return 0;
+  pc_GrpcCallSettings s = {5.0, NULL, 0, 0, 0};
+  pc_GrpcCall *call = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
+  if (call == NULL) {
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  pc_GrpcChannel_Close(ch);
+  pc_GrpcChannel_Close(ch); /* idempotent */
+  int refused = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err) == NULL &&
+                strcmp(err.msg, "the channel is closed") == 0;
+  int got = pump_to_end(ch, call);
+  const pc_GrpcStatus *st = pc_GrpcCall_Status(call);
+  *ended = refused && got == -1 && st != NULL && st->code == kPc_Code_Unavailable;
+  pc_GrpcCall_Free(call);
+  pc_GrpcChannel_Free(ch);
   return 1;
 }
 
@@ -116,6 +153,10 @@ int main(void) {
   int unavailable = 0;
   CHECK(refused_call(NULL, &unavailable));
   CHECK(unavailable);
+
+  int closed_ended = 0;
+  CHECK(closed_call(&closed_ended));
+  CHECK(closed_ended);
 
   /* Every allocation failing in turn: no leak, and a clean refusal. */
   for (long n = 1;; n++) {

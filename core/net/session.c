@@ -103,6 +103,8 @@ static nghttp2_session_callbacks *new_callbacks(const pc_GrpcSessionCallbacks *c
   if (c->frame_not_sent)
     nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, c->frame_not_sent);
   if (c->stream_close) nghttp2_session_callbacks_set_on_stream_close_callback(cb, c->stream_close);
+  if (c->invalid_frame)
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, c->invalid_frame);
   return cb;
 }
 
@@ -146,6 +148,13 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
   }
   nghttp2_option_set_no_auto_window_update(opt, 1);
   nghttp2_option_set_max_send_header_block_length(opt, PC_GRPC_MAX_SEND_HEADER_BLOCK);
+#if NGHTTP2_VERSION_NUM >= 0x013200
+  /* A field value with a leading or trailing space or tab, which RFC 9113
+   * section 8.2.1 forbids but gRPC's metadata (printable ASCII) allows:
+   * grpc-core and grpcio take it, so this side does too (nghttp2 >= 1.50;
+   * an older one resets the stream PROTOCOL_ERROR). */
+  nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(opt, 1);
+#endif
   int r;
   if (role->server) {
     /* The engine's token bucket answers with ENHANCE_YOUR_CALM first. */

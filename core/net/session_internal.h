@@ -62,6 +62,7 @@ typedef struct {
   nghttp2_on_frame_send_callback frame_send;
   nghttp2_on_frame_not_send_callback frame_not_sent;
   nghttp2_on_stream_close_callback stream_close;
+  nghttp2_on_invalid_frame_recv_callback invalid_frame;
 } pc_GrpcSessionCallbacks;
 
 /* What a client and a server session do differently: which session, the

@@ -198,12 +198,6 @@ function M.attach(channel, driver, where, opts)
     connect_timeout = opts.connect_timeout or 20,
     conns = {}, signal = {}, sleep = driver.sleep or core.sleep, wait = driver.wait, wake = driver.wake,
   }, { __index = ref })
-  function dc.close_all()
-    for id, st in pairs(dc.conns) do
-      if st.sock then drv(st.sock, "close") end
-      dc.conns[id] = nil
-    end
-  end
   driven[channel] = dc
 end
 
@@ -227,10 +221,13 @@ function M.pump(channels, seconds)
   return sched.pump(channels, seconds)
 end
 
---- close(channel): closes the sockets of a driven channel (nothing for another).
+--- close(channel): after channel:close(), closes the sockets of a driven
+-- channel's connections without a call (nothing for another channel); a
+-- connection with calls in flight keeps its socket, and the waits of those
+-- calls go on driving it, until they end.
 function M.close(channel)
   local dc = driven[channel]
-  if dc then dc.close_all() end
+  if dc then sync(dc) end
 end
 
 return M

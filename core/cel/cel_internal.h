@@ -324,7 +324,6 @@ int cel_utf8_valid(const char *s, size_t n);
 /* The code point at s[*i] (advancing *i), U+FFFD for a byte that starts no
  * valid sequence. */
 uint32_t cel_utf8_next(const char *s, size_t n, size_t *i);
-size_t cel_utf8_put(uint32_t cp, char *out);
 
 /* Time (time.c) */
 #define CEL_TS_MIN        (-62135596800LL) /* 0001-01-01T00:00:00Z */

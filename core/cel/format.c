@@ -1,6 +1,7 @@
 /* Values as text, as format's '%s' writes them (lists and maps included,
  * a map's entries sorted by their keys' text). */
 #include "cel/cel_internal.h"
+#include "base/utf8.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@ static int add_lossy(cel_E *e, cel_Buf *b, const pc_StringView *s, uint32_t pos)
     start = i;
     uint32_t cp = cel_utf8_next(s->data, n, &i);
     char u[4];
-    size_t len = cp == 0xFFFD ? cel_utf8_put(cp, u) : i - start;
+    size_t len = cp == 0xFFFD ? pc_Utf8_Put(cp, u) : i - start;
     if (cel_buf_add(e, b, cp == 0xFFFD ? u : s->data + start, len, pos) != kCel_Ok)
       return kCel_Fatal;
   }

@@ -5,6 +5,7 @@
  * max_depth) so no input runs the stack out. Names are resolved later
  * (compile.c). */
 #include "cel/cel_internal.h"
+#include "base/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +163,7 @@ static int lex_string(P *s, Tok *t, int raw, int bytes) {
     }
     if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
       return fail(s, kPc_CelStatus_Syntax, epos, "invalid code point in escape sequence");
-    o += cel_utf8_put(cp, out + o);
+    o += pc_Utf8_Put(cp, out + o);
   }
   out[o] = '\0';
   t->kind = bytes ? kTok_Bytes : kTok_String;

@@ -1,4 +1,5 @@
 #include "compiler/lex_internal.h"
+#include "base/utf8.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -274,29 +275,6 @@ double pc_Token_Float(const pc_Token *t) {
   return strtod(buf, NULL);
 }
 
-static size_t put_utf8(char *out, uint32_t cp) {
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
 size_t pc_Token_Unescape(const pc_Token *t, char *out) {
   const char *p = t->text + 1, *e = t->text + t->len - 1;
   size_t n = 0;
@@ -341,7 +319,7 @@ size_t pc_Token_Unescape(const pc_Token *t, char *out) {
         memcpy(out + n, text, 10);
         n += 10;
       } else {
-        n += put_utf8(out + n, cp);
+        n += pc_Utf8_Put(cp, out + n);
       }
       break;
     }

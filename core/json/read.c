@@ -4,6 +4,7 @@
  * read into the message by its type. The tree lets an Any find "@type"
  * wherever it stands; every node keeps its byte offset for errors. */
 #include "json/json_internal.h"
+#include "base/utf8.h"
 #include "wire/encode.h"
 #include "wire/wire.h"
 
@@ -101,29 +102,6 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
   return n;
 }
 
-static size_t put_utf8(char *o, unsigned long cp) {
-  if (cp < 0x80) {
-    o[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    o[0] = (char)(0xc0 | cp >> 6);
-    o[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    o[0] = (char)(0xe0 | cp >> 12);
-    o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[2] = (char)(0x80 | (cp & 0x3f));
-    return 3;
-  }
-  o[0] = (char)(0xf0 | cp >> 18);
-  o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-  o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-  o[3] = (char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
 /* A string at ps->p (the opening quote): its unescaped bytes in '*s' /
  * '*n' (pointing into the input when it has no escapes). 0 on error. */
 static int parse_string(P *ps, const pc_JsonPath *path, const char **s, size_t *n) {
@@ -201,7 +179,7 @@ static int parse_string(P *ps, const pc_JsonPath *path, const char **s, size_t *
         p += 6;
         cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
       }
-      o += put_utf8(out + o, (unsigned long)cp);
+      o += pc_Utf8_Put((uint32_t)cp, out + o);
       break;
     lone:
       pc_Json_Fail(ps->err, path, "lone surrogate in \\u escape at offset %zu", at);

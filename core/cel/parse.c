@@ -907,28 +907,26 @@ static cel_Node *relation(P *s) {
   return x;
 }
 
-static cel_Node *conjunction(P *s) {
-  cel_Node *x = relation(s);
-  while (x != NULL && is_op(s, kOp_And)) {
+/* A left-associative chain of 'operand's joined by operator 'op' into
+ * nodes of 'kind' (&& over relations, || over conjunctions). */
+static cel_Node *chain(P *s, cel_Node *(*operand)(P *), int op, cel_NodeKind kind) {
+  cel_Node *x = operand(s);
+  while (x != NULL && is_op(s, op)) {
     uint32_t pos = s->tok.pos;
     if (!next(s)) return NULL;
-    cel_Node *y = relation(s);
+    cel_Node *y = operand(s);
     if (y == NULL) return NULL;
-    x = binary(s, kCelNode_And, pos, x, y);
+    x = binary(s, kind, pos, x, y);
   }
   return x;
 }
 
+static cel_Node *conjunction(P *s) {
+  return chain(s, relation, kOp_And, kCelNode_And);
+}
+
 static cel_Node *disjunction(P *s) {
-  cel_Node *x = conjunction(s);
-  while (x != NULL && is_op(s, kOp_Or)) {
-    uint32_t pos = s->tok.pos;
-    if (!next(s)) return NULL;
-    cel_Node *y = conjunction(s);
-    if (y == NULL) return NULL;
-    x = binary(s, kCelNode_Or, pos, x, y);
-  }
-  return x;
+  return chain(s, conjunction, kOp_Or, kCelNode_Or);
 }
 
 static cel_Node *expr(P *s) {

@@ -333,8 +333,11 @@ end
 -- built in under import name `name` (the well-known types
 -- "google/protobuf/*.proto", "grpc/health/v1/health.proto",
 -- "grpc/reflection/v1/reflection.proto",
--- "grpc/reflection/v1alpha/reflection.proto"), for protoc or a reader; nil
--- for any other name.
+-- "grpc/reflection/v1alpha/reflection.proto", google/rpc's status files,
+-- protovalidate's "buf/validate/validate.proto" and the HTTP rules of
+-- googleapis, "google/api/http.proto", "google/api/annotations.proto" and
+-- "google/api/httpbody.proto"), for protoc or a reader; nil for any other
+-- name.
 function M.builtin_source(name)
   if type(name) ~= "string" then
     error("bad argument #1 to 'builtin_source' (string expected, got " .. type(name) .. ")", 2)

@@ -28,6 +28,7 @@ local inproc = require "protocall.rpc.inproc"
 local listen = require "protocall.rpc.listen"
 local client = require "protocall.rpc.client"
 local health = require "protocall.rpc.health"
+local transcode = require "protocall.http.transcode"
 
 local M = {}
 
@@ -100,5 +101,7 @@ M.sleep, M.now = sched.sleep, sched.now
 M.server, M.inproc, M.listen, M.health = rpc_server.server, inproc.inproc, listen.listen, health.health
 M.client = client.client
 M.grpc = grpc.grpc
+-- HTTP/JSON transcoding by google.api.http rules (http/)
+M.transcoder = transcode.transcoder
 
 return M

@@ -1,0 +1,305 @@
+--- The HTTP rules of a pool's services: `google.api.http` method options
+-- (google/api/annotations.proto) and rules given apart from the schema in
+-- the shape of google.api.Service's `http` (google.api.Http: `rules`,
+-- each with a `selector`, `fully_decode_reserved_expansion`), checked
+-- against the request and response types and compiled into routes of
+-- one router (template.lua). Errors name the method, the rule's pattern
+-- and what is wrong.
+local schema = require "protocall.schema"
+local message = require "protocall.message"
+local wire = require "protocall.wire"
+local json = require "protocall.json"
+local template = require "protocall.http.template"
+
+local type, ipairs, pcall, assert = type, ipairs, pcall, assert
+local format, tostring, setmetatable = string.format, tostring, setmetatable
+local which_oneof, get_extension, has = message.which_oneof, message.get_extension, message.has
+local mipairs = message.ipairs
+
+local M = {}
+
+-- A private pool with google/api/http.proto and a wrapper of one field
+-- in google.api.Service's place, for rules given apart from the schema.
+local config_pool
+local function config_types()
+  if not config_pool then
+    config_pool = schema.pool()
+    assert(config_pool:load([[
+      syntax = "proto3";
+      package protocall.http;
+      import "google/api/http.proto";
+      message Service { google.api.Http http = 31; }
+    ]], { name = "protocall/http/service.proto" }))
+  end
+  return config_pool:type("google.api.Http"), config_pool:type("protocall.http.Service"),
+    config_pool:type("google.api.HttpRule")
+end
+
+-- The well-known types a path variable or query parameter may name: their
+-- JSON form is a string (or a bool for BoolValue). The value is the
+-- wrapped scalar type of a wrapper.
+local WKT_LEAF = {
+  ["google.protobuf.Timestamp"] = "string", ["google.protobuf.Duration"] = "string",
+  ["google.protobuf.FieldMask"] = "string",
+  ["google.protobuf.DoubleValue"] = "double", ["google.protobuf.FloatValue"] = "float",
+  ["google.protobuf.Int64Value"] = "int64", ["google.protobuf.UInt64Value"] = "uint64",
+  ["google.protobuf.Int32Value"] = "int32", ["google.protobuf.UInt32Value"] = "uint32",
+  ["google.protobuf.BoolValue"] = "bool", ["google.protobuf.StringValue"] = "string",
+  ["google.protobuf.BytesValue"] = "bytes",
+}
+M.WKT_LEAF = WKT_LEAF
+
+local HTTP_BODY = "google.api.HttpBody"
+M.HTTP_BODY = HTTP_BODY
+
+--- index = field_index(pool, T): T's fields by proto name and by JSON
+-- name, each {name, json_name, type, type_name, repeated, map, T (the
+-- message type of a message field)}; cached in `cache`.
+local function field_index(cache, pool, T)
+  local idx = cache[T]
+  if idx then return idx end
+  idx = {}
+  for _, f in ipairs(pool:fields(T)) do
+    local info = {
+      name = f.name, json_name = f.json_name, type = f.type, type_name = f.type_name,
+      repeated = f.label == "repeated", map = f.type:sub(1, 4) == "map<", oneof = f.oneof,
+    }
+    if f.type == "message" then info.T = pool:type(f.type_name) end
+    idx[f.name] = info
+    if f.json_name and idx[f.json_name] == nil then idx[f.json_name] = info end
+  end
+  cache[T] = idx
+  return idx
+end
+M.field_index = field_index
+
+--- fields | nil, err = resolve(cache, pool, T, path): the fields a field
+-- path (a list of names) walks through from T: every one but the last a
+-- singular message field. nil and what is wrong.
+local function resolve(cache, pool, T, path)
+  local out = {}
+  for i, name in ipairs(path) do
+    local f = field_index(cache, pool, T)[name]
+    if not f then return nil, format("no field '%s' in %s", name, T.full_name) end
+    out[i] = f
+    if i < #path then
+      if f.type ~= "message" or f.repeated then
+        return nil, format("%s.%s is not a singular message field", T.full_name, f.name)
+      end
+      T = f.T
+    end
+  end
+  return out
+end
+M.resolve = resolve
+
+-- What a path variable or query parameter may name last: a scalar, an
+-- enum or one of WKT_LEAF (nil), else why not.
+local function leaf_problem(f)
+  if f.map then return "a map field" end
+  if f.type == "message" and not WKT_LEAF[f.type_name] then return "a message field (" .. f.type_name .. ")" end
+  return nil
+end
+M.leaf_problem = leaf_problem
+
+-- "get /v1/x" for errors.
+local function describe(pattern, path)
+  return format("%s %s", pattern, path)
+end
+
+-- The method and template of an HttpRule message, or nil and why.
+local function pattern_of(rule)
+  local which = which_oneof(rule, "pattern")
+  if which == nil then return nil, "no pattern (get, put, post, delete, patch or custom)" end
+  if which == "custom" then
+    local kind, path = rule.custom.kind, rule.custom.path
+    if kind == "" then return nil, "custom pattern without a kind" end
+    if kind:find("[^%w%-!#%$%%&'%*%+%.%^_`|~]") then return nil, format("custom kind '%s' is no HTTP method", kind) end
+    return kind, path
+  end
+  return which:upper(), rule[which]
+end
+
+-- One route of one binding (rule or additional binding) of method `m`.
+local function compile(self, m, rule, nested)
+  local http_method, path = pattern_of(rule)
+  local what = format("%s: rule %s", m.full_name, http_method and describe(http_method, path) or "?")
+  if not http_method then return nil, what .. ": " .. path end
+  if nested and #rule.additional_bindings > 0 then
+    return nil, what .. ": additional_bindings must not nest (one level only)"
+  end
+  local t, perr = template.parse(path)
+  if not t then return nil, format("%s: bad template: %s", what, perr) end
+  local pool, cache = self.pool, self.fields
+  local route = {
+    method = m.full_name, path = m.path, input = m.input, output = m.output,
+    client_streaming = m.client_streaming, server_streaming = m.server_streaming,
+    http_method = http_method, template = path, verb = t.verb, vars = t.vars,
+    body = rule.body, response_body = rule.response_body,
+    fully_decode = self.fully_decode, bound = {},
+  }
+  for _, v in ipairs(t.vars) do
+    local fields, err = resolve(cache, pool, m.input, v.path)
+    if not fields then return nil, format("%s: variable '%s': %s", what, v.field, err) end
+    local last = fields[#fields]
+    if last.repeated and not last.map then
+      return nil, format("%s: variable '%s': a repeated field", what, v.field)
+    end
+    local p = leaf_problem(last)
+    if p then return nil, format("%s: variable '%s': %s", what, v.field, p) end
+    v.fields = fields
+    route.bound[v.field] = true
+  end
+  local input_is_body = m.input.full_name == HTTP_BODY
+  if route.body ~= "" and route.body ~= "*" then
+    local f = field_index(cache, pool, m.input)[route.body]
+    if not f or f.name ~= route.body then
+      return nil, format("%s: body '%s': no such top-level field in %s", what, route.body, m.input.full_name)
+    end
+    if route.bound[route.body] then
+      return nil, format("%s: body '%s': the field is bound by the path too", what, route.body)
+    end
+    route.body_field = f
+    route.body_is_http_body = f.type_name == HTTP_BODY and not f.repeated
+  elseif input_is_body then
+    if #t.vars > 0 then
+      return nil, format("%s: google.api.HttpBody request: no field may be bound by the path", what)
+    end
+    route.body_is_http_body = route.body == "*"
+  end
+  if http_method == "GET" and route.body ~= "" then
+    return nil, format("%s: a GET rule may not have a body ('%s')", what, route.body)
+  end
+  if route.response_body ~= "" then
+    local f = field_index(cache, pool, m.output)[route.response_body]
+    if not f or f.name ~= route.response_body then
+      return nil, format("%s: response_body '%s': no such top-level field in %s", what, route.response_body,
+        m.output.full_name)
+    end
+    route.response_field = f
+    route.response_is_http_body = f.type_name == HTTP_BODY and not f.repeated
+  else
+    route.response_is_http_body = m.output.full_name == HTTP_BODY
+  end
+  local ok, other = self.router:add(t, http_method, route)
+  if not ok then
+    return nil, format("%s: the same method and template as %s's rule %s", what, other.method,
+      describe(other.http_method, other.template))
+  end
+  self.routes[#self.routes + 1] = route
+  return route
+end
+
+-- The annotated rule of each method of the pool's files: {[full name] =
+-- HttpRule}.
+local function annotations(pool, wanted)
+  local rules = {}
+  local MethodOptions = pool:type("google.protobuf.MethodOptions")
+  if not pool:type("google.api.HttpRule") or not MethodOptions then return rules end
+  for _, name in ipairs(pool:files()) do
+    local file = pool:file(name)
+    if #file.services > 0 then
+      local fd = pool:file_descriptor(name)
+      local prefix = fd.package ~= "" and fd.package .. "." or ""
+      for _, s in mipairs(fd.service) do
+        local sname = prefix .. s.name
+        if wanted == nil or wanted[sname] then
+          for _, md in mipairs(s.method) do
+            if has(md, "options") then
+              local opts = wire.decode(MethodOptions, wire.encode(md.options))
+              local ok, rule = pcall(get_extension, opts, "google.api.http")
+              if ok and rule then rules[sname .. "." .. md.name] = rule end
+            end
+          end
+        end
+      end
+    end
+  end
+  return rules
+end
+
+-- The rules given apart from the schema as a google.api.Http message:
+-- `http` is a Lua table of its shape or of google.api.Service's (the
+-- rules under an `http` key), or JSON text of either (a Service's other
+-- members are skipped).
+local function http_config(http)
+  local Http, Service = config_types()
+  if type(http) == "string" then
+    local m, err
+    if http:find('^%s*{%s*"http"%s*:') then
+      m, err = json.from_json(Service, http, { ignore_unknown = true })
+      if m then m = m.http end
+    else
+      m, err = json.from_json(Http, http)
+    end
+    if not m then return nil, "http rules: " .. err end
+    return m
+  end
+  if type(http) ~= "table" then return nil, "http rules: table or JSON text expected, got " .. type(http) end
+  if http.http ~= nil then http = http.http end
+  local ok, m = pcall(Http, http)
+  if not ok then return nil, "http rules: " .. tostring(m):gsub("^[^:\n]*:%d+: ", "") end
+  return m
+end
+
+--- set | nil, err = M.compile(pool, services, opts): the routes of the
+-- methods of `services` (a list of full names; nil: every service of the
+-- pool), from their annotations and from `opts.http` (rules given apart,
+-- which replace a method's annotation, "last one wins" among them), plus
+-- with `opts.unbound` a POST "/pkg.Service/Method" with body "*" for each
+-- method left without a rule (grpc-gateway's generate_unbound_methods).
+-- Returns {router, routes = {...}, by_method = {[full name] = {route...}},
+-- fields = the field index cache, pool, fully_decode}.
+function M.compile(pool, services, opts)
+  local self = {
+    pool = pool, router = template.router(), routes = {}, fields = setmetatable({}, { __mode = "k" }),
+    fully_decode = false,
+  }
+  local wanted, methods = nil, {}
+  if services then
+    wanted = {}
+    for _, s in ipairs(services) do wanted[s] = true end
+  end
+  local list = services or {}
+  if not services then
+    for _, name in ipairs(pool:files()) do
+      for _, s in ipairs(pool:file(name).services) do list[#list + 1] = s end
+    end
+  end
+  for _, sname in ipairs(list) do
+    local s = pool:service(sname)
+    if not s then return nil, format("no service '%s' in the pool", sname) end
+    for _, m in ipairs(s.methods) do methods[m.full_name] = m; methods[#methods + 1] = m end
+  end
+  local rules = annotations(pool, wanted)
+  if opts.http ~= nil then
+    local http, err = http_config(opts.http)
+    if not http then return nil, err end
+    self.fully_decode = http.fully_decode_reserved_expansion
+    for i, rule in mipairs(http.rules) do
+      local sel = rule.selector
+      if not methods[sel] then
+        return nil, format("http rules[%d]: selector '%s' names no method of the services", i, sel)
+      end
+      rules[sel] = rule
+    end
+  end
+  for _, m in ipairs(methods) do
+    local rule = rules[m.full_name]
+    if rule then
+      local ok, err = compile(self, m, rule, false)
+      if not ok then return nil, err end
+      for _, extra in mipairs(rule.additional_bindings) do
+        ok, err = compile(self, m, extra, true)
+        if not ok then return nil, err end
+      end
+    elseif opts.unbound then
+      local _, _, Rule = config_types()
+      local ok, err = compile(self, m, Rule { post = m.path, body = "*" }, false)
+      if not ok then return nil, err end
+    end
+  end
+  return self
+end
+
+return M

@@ -1,0 +1,305 @@
+--- Path templates of google/api/http.proto ("Path template syntax"):
+-- parsing a template, a router that matches (HTTP method, path) against
+-- many of them in one walk of a trie, percent-decoding and the query
+-- string. No schema here: a template's variables are field paths as text,
+-- which rules.lua checks against the request type.
+--
+--     Template = "/" Segments [ Verb ] ;
+--     Segments = Segment { "/" Segment } ;
+--     Segment  = "*" | "**" | LITERAL | Variable ;
+--     Variable = "{" FieldPath [ "=" Segments ] "}" ;
+--     FieldPath = IDENT { "." IDENT } ;
+--     Verb     = ":" LITERAL ;
+local type, tonumber, ipairs, setmetatable = type, tonumber, ipairs, setmetatable
+local concat, char, format = table.concat, string.char, string.format
+
+local M = {}
+
+-- Characters a LITERAL may hold: RFC 3986's pchar without ':' (the verb's
+-- mark), with percent-escapes.
+local LITERAL = "^[%w%-%._~!%$&'%(%)%+,;@%%]+$"
+
+-- true when every '%' of `s` begins a %XX escape.
+local function escapes_ok(s)
+  return not s:gsub("%%%x%x", ""):find("%%")
+end
+
+local function hex_char(h) return char(tonumber(h, 16)) end
+local function hex_char_but_slash(h)
+  local c = char(tonumber(h, 16))
+  if c == "/" then return "%" .. h end
+  return c
+end
+
+--- s = decode(s, keep_slash): `s` with its %XX escapes decoded (escapes
+-- checked by the caller); "%2F" and "%2f" stay as they are when
+-- `keep_slash` (http.proto: multi-segment variables).
+local function decode(s, keep_slash)
+  if not s:find("%", 1, true) then return s end
+  return (s:gsub("%%(%x%x)", keep_slash and hex_char_but_slash or hex_char))
+end
+M.decode = decode
+
+--- t | nil, err = parse(template): the template as {segments = {kind,
+-- text}..., verb = string | nil, vars = {{field = "a.b", path = {"a",
+-- "b"}, first = i, last = j | nil (a "**": to the end), single =
+-- boolean}...}}; segment kinds are "lit" (text decoded), "*" and "**".
+-- nil and what is wrong, with the offending part.
+function M.parse(template)
+  if type(template) ~= "string" then return nil, "template: string expected, got " .. type(template) end
+  if template:sub(1, 1) ~= "/" then return nil, "must begin with '/'" end
+  local segs, vars, seen = {}, {}, {}
+  local pos, n = 2, #template
+  local verb
+  local var -- the variable being read
+  while true do
+    -- one segment starts at pos
+    local c = template:sub(pos, pos)
+    if c == "{" then
+      if var then return nil, "a variable's template must not contain other variables" end
+      local close = template:find("}", pos, true)
+      if not close then return nil, "unclosed '{'" end
+      local inner = template:sub(pos + 1, close - 1)
+      local field, rest = inner:match("^([^=]*)=?(.*)$")
+      local path = {}
+      for id in (field .. "."):gmatch("([^.]*)%.") do
+        if not id:find("^[%a_][%w_]*$") then
+          return nil, format("variable '{%s}': bad field path '%s'", inner, field)
+        end
+        path[#path + 1] = id
+      end
+      if seen[field] then return nil, format("field '%s' is bound twice", field) end
+      seen[field] = true
+      if inner:find("=", 1, true) and rest == "" then
+        return nil, format("variable '{%s}': empty template", inner)
+      end
+      if rest:find("[{}]") then return nil, "a variable's template must not contain other variables" end
+      var = { field = field, path = path, first = #segs + 1 }
+      vars[#vars + 1] = var
+      local parts = rest == "" and { "*" } or {}
+      if rest ~= "" then
+        for part in (rest .. "/"):gmatch("([^/]*)/") do parts[#parts + 1] = part end
+      end
+      for _, part in ipairs(parts) do
+        if part == "*" or part == "**" then
+          segs[#segs + 1] = { kind = part }
+        elseif part == "" then
+          return nil, format("variable '{%s}': empty segment", inner)
+        elseif part:find(LITERAL) and escapes_ok(part) then
+          segs[#segs + 1] = { kind = "lit", text = decode(part) }
+        else
+          return nil, format("variable '{%s}': bad segment '%s'", inner, part)
+        end
+      end
+      var.last = #segs
+      var.single = var.last == var.first and segs[var.last].kind ~= "**"
+      var = nil
+      pos = close + 1
+    else
+      local stop = template:find("[/:{}]", pos) or n + 1
+      local part = template:sub(pos, stop - 1)
+      if part == "*" or part == "**" then
+        segs[#segs + 1] = { kind = part }
+      elseif part == "" then
+        return nil, pos > n and "empty last segment" or format("empty segment at offset %d", pos - 1)
+      elseif part:find(LITERAL) and escapes_ok(part) then
+        segs[#segs + 1] = { kind = "lit", text = decode(part) }
+      else
+        return nil, format("bad segment '%s'", part)
+      end
+      pos = stop
+    end
+    c = template:sub(pos, pos)
+    if c == "/" then
+      pos = pos + 1
+    elseif c == ":" then
+      verb = template:sub(pos + 1)
+      if not verb:find(LITERAL) or not escapes_ok(verb) then return nil, format("bad verb ':%s'", verb) end
+      verb = decode(verb)
+      break
+    elseif c == "" then
+      break
+    else
+      return nil, format("unexpected '%s' at offset %d", c, pos - 1)
+    end
+  end
+  for i, s in ipairs(segs) do
+    if s.kind == "**" and i ~= #segs then return nil, "'**' must be the last segment" end
+  end
+  for _, v in ipairs(vars) do
+    if segs[v.last].kind == "**" then v.last = nil end
+  end
+  return { segments = segs, verb = verb, vars = vars }
+end
+
+-- The router: a trie of segments. node = {lit = {text = node}, star =
+-- node, dstar = node, ends = {[verb or ""] = {[http method] = route}}}.
+-- A "**" node has only ends ('**' is last).
+local Router = {}
+Router.__index = Router
+
+--- router = M.router(): an empty router.
+function M.router() return setmetatable({ root = {} }, Router) end
+
+--- route | nil, other = router:add(t, http_method, route): adds the
+-- parsed template `t` for `http_method`; nil and the route already there
+-- when another has the same method and the same template shape (the same
+-- literals, '*' and '**' and verb, whatever its variables).
+function Router:add(t, http_method, route)
+  local node = self.root
+  for _, s in ipairs(t.segments) do
+    local key, nxt
+    if s.kind == "lit" then
+      node.lit = node.lit or {}
+      nxt = node.lit[s.text] or {}
+      node.lit[s.text] = nxt
+    else
+      key = s.kind == "*" and "star" or "dstar"
+      nxt = node[key] or {}
+      node[key] = nxt
+    end
+    node = nxt
+  end
+  node.ends = node.ends or {}
+  local byverb = node.ends[t.verb or ""] or {}
+  node.ends[t.verb or ""] = byverb
+  if byverb[http_method] then return nil, byverb[http_method] end
+  byverb[http_method] = route
+  return route
+end
+
+-- The ends of the first node, by precedence (a literal over '*' over
+-- '**', tried in that order, depth first), that `segs[i..n]` reaches and
+-- that has ends for `verb`: a trie node has one depth, so each is visited
+-- once at most and the cost is bounded by the path's length times the
+-- trie's branching, not by the number of rules.
+local function walk(node, segs, i, n, verb, method, found)
+  if i > n then
+    local e = node.ends and node.ends[verb]
+    if e then
+      local r = e[method]
+      if r then return r end
+      found.path = true
+    end
+    local d = node.dstar
+    if d then
+      e = d.ends and d.ends[verb]
+      if e then
+        if e[method] then return e[method] end
+        found.path = true
+      end
+    end
+    return nil
+  end
+  local s = segs[i]
+  local nxt = node.lit and node.lit[s]
+  if nxt then
+    local r = walk(nxt, segs, i + 1, n, verb, method, found)
+    if r then return r end
+  end
+  if node.star and s ~= "" then
+    local r = walk(node.star, segs, i + 1, n, verb, method, found)
+    if r then return r end
+  end
+  local d = node.dstar
+  if d then
+    local e = d.ends and d.ends[verb]
+    if e then
+      if e[method] then return e[method] end
+      found.path = true
+    end
+  end
+  return nil
+end
+
+--- route, segments | nil, why = router:match(http_method, path): the route
+-- of `path` (no query string) and its raw segments. A last segment with
+-- ':' is tried first as segment ":" verb, then whole (a literal ':' in an
+-- id). nil and "not found", "method not allowed" (the path matches for
+-- other methods), or "bad path: ..." (no leading '/', a bad
+-- percent-escape, a "." or ".." segment).
+function Router:match(method, path)
+  if path:sub(1, 1) ~= "/" then return nil, "bad path: no leading '/'" end
+  local raw, n, pos = {}, 0, 2
+  while true do
+    local slash = path:find("/", pos, true)
+    n = n + 1
+    if not slash then
+      raw[n] = path:sub(pos)
+      break
+    end
+    raw[n] = path:sub(pos, slash - 1)
+    pos = slash + 1
+  end
+  local segs = {}
+  for i = 1, n do
+    local part = raw[i]
+    if part:find("%", 1, true) then
+      if not escapes_ok(part) then return nil, format("bad path: bad percent-escape in segment %d", i) end
+      part = decode(part)
+    end
+    if part == "." or part == ".." then return nil, format("bad path: segment %d is '%s'", i, part) end
+    segs[i] = part
+  end
+  local found = {}
+  local last = raw[n]
+  if last and last:find(":", 1, true) then
+    local head, verb = last:match("^(.*):([^:]*)$")
+    local saved = segs[n]
+    segs[n] = decode(head)
+    local r = walk(self.root, segs, 1, n, decode(verb), method, found)
+    segs[n] = saved
+    if r then
+      raw[n] = head
+      return r, raw, n
+    end
+  end
+  local r = walk(self.root, segs, 1, n, "", method, found)
+  if r then return r, raw, n end
+  return nil, found.path and "method not allowed" or "not found"
+end
+
+--- value = binding(t_var, raw, n, fully_decode): the text a variable
+-- binds from the raw segments of a matched path (http.proto: a
+-- single-segment variable decodes every escape, "%2F" included; a
+-- multi-segment one leaves "%2F" and "%2f" as they are unless
+-- `fully_decode` (Http.fully_decode_reserved_expansion)).
+function M.binding(var, raw, n, fully_decode)
+  local last = var.last or n
+  if var.single then return decode(raw[var.first]) end
+  local keep = not fully_decode
+  if last == var.first then return decode(raw[last] or "", keep) end
+  local parts = {}
+  for i = var.first, last do parts[#parts + 1] = decode(raw[i], keep) end
+  return concat(parts, "/")
+end
+
+local function form_decode(s)
+  if s:find("+", 1, true) then s = s:gsub("%+", " ") end
+  return decode(s)
+end
+
+--- params | nil, err = query(qs, max_bytes, max_params): the query string
+-- as a list of {name, value} in order (application/x-www-form-urlencoded:
+-- '+' is a space, %XX escapes; a part without '=' has the value "";
+-- empty parts are skipped). nil and what is wrong for a bad escape or
+-- more than the limits.
+function M.query(qs, max_bytes, max_params)
+  local params = {}
+  if qs == nil or qs == "" then return params end
+  if #qs > max_bytes then
+    return nil, format("query string of %d bytes (at most %d)", #qs, max_bytes)
+  end
+  if not escapes_ok(qs) then return nil, "bad percent-escape in the query string" end
+  local count = 0
+  for part in qs:gmatch("[^&]+") do
+    count = count + 1
+    if count > max_params then return nil, format("more than %d query parameters", max_params) end
+    local name, value = part:match("^([^=]*)=(.*)$")
+    if not name then name, value = part, "" end
+    params[count] = { form_decode(name), form_decode(value) }
+  end
+  return params
+end
+
+return M

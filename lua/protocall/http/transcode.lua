@@ -1,0 +1,552 @@
+--- HTTP/JSON transcoding by google.api.http rules (google/api/http.proto),
+-- as Envoy's grpc_json_transcoder and grpc-gateway do it: `pc.transcoder`
+-- compiles a pool's rules once; its methods map an HTTP request to a gRPC
+-- request message and the answer back, with no I/O, so pc.listen, the
+-- `protocall gateway` command and the nginx handler share one
+-- implementation. Failures are returned as pc.Error values (nil, err) whose
+-- `http_status` says what :error() answers with; misuse raises.
+local internal = require "protocall.internal"
+local errors = require "protocall.errors"
+local schema = require "protocall.schema"
+local message = require "protocall.message"
+local json = require "protocall.json"
+local wire = require "protocall.wire"
+local status = require "protocall.status"
+local template = require "protocall.http.template"
+local rules = require "protocall.http.rules"
+
+local type, pairs, ipairs, tostring, tonumber, pcall, setmetatable, error =
+  type, pairs, ipairs, tostring, tonumber, pcall, setmetatable, error
+local format, concat, byte, lower = string.format, table.concat, string.byte, string.lower
+local Error, codes, argerror = errors.Error, internal.codes, internal.argerror
+local from_json, to_json, merge = json.from_json, json.to_json, message.merge
+
+local M = {}
+
+--- HTTP status of each gRPC code: grpc-gateway's HTTPStatusFromCode
+-- (runtime/errors.go), which Envoy's transcoder and googleapis'
+-- google/rpc/code.proto comments agree with.
+local HTTP_STATUS = {
+  OK = 200, CANCELLED = 499, UNKNOWN = 500, INVALID_ARGUMENT = 400, DEADLINE_EXCEEDED = 504,
+  NOT_FOUND = 404, ALREADY_EXISTS = 409, PERMISSION_DENIED = 403, UNAUTHENTICATED = 401,
+  RESOURCE_EXHAUSTED = 429, FAILED_PRECONDITION = 400, ABORTED = 409, OUT_OF_RANGE = 400,
+  UNIMPLEMENTED = 501, INTERNAL = 500, UNAVAILABLE = 503, DATA_LOSS = 500,
+}
+M.HTTP_STATUS = HTTP_STATUS
+
+local function invalid(msg) return Error { code = "INVALID_ARGUMENT", message = msg, http_status = 400 } end
+
+-- JSON string of `s` (escapes '"', '\' and control characters; UTF-8 is
+-- checked by the JSON reader).
+local function quote_char(c) return format("\\u%04x", byte(c)) end
+local function quote(s)
+  if s:find('[%c"\\]') then s = s:gsub('[%c"\\]', quote_char) end
+  return '"' .. s .. '"'
+end
+
+-- strconv.ParseBool's words (grpc-gateway reads query booleans with it).
+local BOOL = {
+  ["1"] = "true", t = "true", T = "true", TRUE = "true", ["true"] = "true", True = "true",
+  ["0"] = "false", f = "false", F = "false", FALSE = "false", ["false"] = "false", False = "false",
+}
+
+-- The JSON text of the string `v` for the leaf field `f`, or nil and why:
+-- proto3 JSON takes every other scalar, enum name and well-known type's
+-- string form as a JSON string.
+local function leaf_json(f, v)
+  local t = f.type
+  if t == "message" then t = rules.WKT_LEAF[f.type_name] end
+  if t == "bool" then
+    local b = BOOL[v]
+    if not b then return nil, format("invalid bool %s", quote(v)) end
+    return b
+  end
+  if t == "enum" and v:find("^%-?%d+$") then return v end
+  return quote(v)
+end
+
+-- A JSON document of the request's path and query fields: a tree of
+-- {order = {name...}, [name] = node | leaf}, leaf = {f, values}.
+local function tree_put(tree, fields, value)
+  local node = tree
+  for i = 1, #fields - 1 do
+    local name = fields[i].name
+    local nxt = node[name]
+    if not nxt then
+      nxt = { order = {} }
+      node[name] = nxt
+      node.order[#node.order + 1] = name
+    end
+    node = nxt
+  end
+  local f = fields[#fields]
+  local leaf = node[f.name]
+  if not leaf then
+    leaf = { f = f, values = {} }
+    node[f.name] = leaf
+    node.order[#node.order + 1] = f.name
+  end
+  leaf.values[#leaf.values + 1] = value
+  return #leaf.values
+end
+
+local function tree_json(node, out)
+  out[#out + 1] = "{"
+  for i, name in ipairs(node.order) do
+    if i > 1 then out[#out + 1] = "," end
+    out[#out + 1] = quote(name) .. ":"
+    local child = node[name]
+    if child.order then
+      tree_json(child, out)
+    elseif child.f.repeated then
+      out[#out + 1] = "[" .. concat(child.values, ",") .. "]"
+    else
+      out[#out + 1] = child.values[1]
+    end
+  end
+  out[#out + 1] = "}"
+end
+
+-- "$.a.b[2]: what at offset 17" -> "a.b", "what".
+local function json_error_parts(err)
+  local path, what = err:match("^%$%.?([^:]*): (.*)$")
+  if not path then return nil, err end
+  what = what:gsub(" at offset %d+$", "")
+  return (path:gsub("%[%d+%]", "")), what
+end
+
+local Transcoder = {}
+Transcoder.__index = Transcoder
+
+local OPTIONS = {
+  http = true, services = true, unbound = true, headers = true, ignore_unknown_query = true,
+  ignore_unknown_fields = true, max_query_bytes = true, max_query_params = true, json = true,
+  max_depth = true,
+}
+
+--- tc = pc.transcoder([pool,] opts): the HTTP/JSON routes of the services
+-- of `pool` (default the default pool), compiled once (google/api/http.proto;
+-- Envoy's grpc_json_transcoder and grpc-gateway read the same rules).
+-- opts: `services` (list of full names; default every service of the
+-- pool), `http` (rules given apart from the schema, in the shape of
+-- google.api.Service's `http`: a Lua table or JSON text of
+-- {rules = {{selector = "pkg.Service.Method", get = "/v1/{name=x/*}",
+-- body = "*", response_body =, additional_bindings = {...}}, ...},
+-- fully_decode_reserved_expansion = false}, or of a whole Service with
+-- them under `http`; a method's rule there replaces its annotation, as
+-- http.proto says), `unbound` (true: a method without a rule is served as
+-- POST /pkg.Service/Method with body "*", grpc-gateway's
+-- generate_unbound_methods), `headers` (request headers passed on as
+-- metadata besides `Grpc-Metadata-*`; default {"authorization"}),
+-- `ignore_unknown_query` (skip query parameters naming no field instead of
+-- failing, Envoy's ignore_unknown_query_parameters), `ignore_unknown_fields`
+-- (skip body members naming no field), `max_query_bytes` (default 65536),
+-- `max_query_params` (default 1024), `max_depth` (of body JSON, default
+-- 100), `json` (pc.to_json's options for response bodies: emit_defaults,
+-- proto_names, enums_as_ints, indent). Raises on a bad option and on an
+-- invalid or conflicting rule, naming the method, the rule and what is
+-- wrong: "t.S.Get: rule GET /v1/{nope}: variable 'nope': no field 'nope'
+-- in t.Req"; two rules with the same HTTP method and template shape;
+-- '**' not last; a body or response_body naming no top-level field; a
+-- variable bound to a repeated, map or message field (well-known types
+-- with a string form excepted); nested additional_bindings; a GET with a
+-- body.
+function M.transcoder(pool, opts)
+  if opts == nil and not schema.is_pool(pool) then pool, opts = nil, pool end
+  pool = pool or schema.default_pool()
+  if not schema.is_pool(pool) then argerror("transcoder", "protocall.Pool expected, got " .. type(pool), 2) end
+  opts = opts or {}
+  if type(opts) ~= "table" then argerror("transcoder", "options table expected, got " .. type(opts), 2, 2) end
+  for k in pairs(opts) do
+    if not OPTIONS[k] then argerror("transcoder", "unknown option '" .. tostring(k) .. "'", 2, 2) end
+  end
+  local set, err = rules.compile(pool, opts.services, opts)
+  if not set then error(err, 2) end
+  local allow = {}
+  for _, h in ipairs(opts.headers or { "authorization" }) do allow[lower(h)] = true end
+  return setmetatable({
+    set = set, pool = pool, allow = allow,
+    ignore_unknown_query = opts.ignore_unknown_query, ignore_unknown_fields = opts.ignore_unknown_fields,
+    max_query_bytes = opts.max_query_bytes or 65536, max_query_params = opts.max_query_params or 1024,
+    max_depth = opts.max_depth, json = opts.json or {},
+  }, Transcoder)
+end
+
+--- routes = tc:routes(): the compiled routes, in the order of the
+-- methods and their bindings: each {method = "pkg.Service.Method", path =
+-- "/pkg.Service/Method", input = Type, output = Type, client_streaming,
+-- server_streaming, http_method = "GET", template = "/v1/{name=x/*}",
+-- body = "" | "*" | field, response_body = "" | field}.
+function Transcoder:routes() return self.set.routes end
+
+--- route, bindings, query | nil, err = tc:match(http_method, target):
+-- the route of the request target ("/v1/messages/123?revision=2"; the
+-- query string after '?' is returned as it is), and its variable
+-- bindings, {{field = "a.b", value = decoded text}...}. Precedence as
+-- grpc-gateway's and Envoy's: a literal segment over '*' over '**', at
+-- each segment from the left; a last segment with ':' is first tried as
+-- a custom verb, then as a plain segment. Percent-decoding per
+-- http.proto: a single-segment variable ({var}, {var=*}) decodes every
+-- escape, "%2F" included, so it never spans segments; a multi-segment one
+-- ({var=a/*}, {var=**}) keeps "%2F"/"%2f" unless the rules set
+-- fully_decode_reserved_expansion; literals compare decoded. Fails (nil,
+-- pc.Error) NOT_FOUND (404) when nothing matches, UNIMPLEMENTED with
+-- http_status 405 when the path matches for other methods only, and
+-- INVALID_ARGUMENT (400) for a bad percent-escape or a "." or ".."
+-- segment (decoded or not).
+function Transcoder:match(http_method, target)
+  if type(http_method) ~= "string" then argerror("match", "string expected, got " .. type(http_method), 2) end
+  if type(target) ~= "string" then argerror("match", "string expected, got " .. type(target), 2, 2) end
+  local path, query = target, nil
+  local q = target:find("?", 1, true)
+  if q then path, query = target:sub(1, q - 1), target:sub(q + 1) end
+  local hash = path:find("#", 1, true)
+  if hash then path = path:sub(1, hash - 1) end
+  local route, raw, n = self.set.router:match(http_method, path)
+  if not route then
+    if raw == "not found" then
+      return nil, Error { code = "NOT_FOUND", message = "no route for " .. http_method .. " " .. path:sub(1, 200),
+        http_status = 404 }
+    elseif raw == "method not allowed" then
+      return nil, Error { code = "UNIMPLEMENTED", message = "method " .. http_method .. " not allowed for "
+        .. path:sub(1, 200), http_status = 405 }
+    end
+    return nil, invalid(raw)
+  end
+  local bindings = {}
+  for i, v in ipairs(route.vars) do
+    bindings[i] = { field = v.field, value = template.binding(v, raw, n, route.fully_decode) }
+  end
+  return route, bindings, query
+end
+
+-- Resolves a query parameter's name on a route: the fields it walks, or
+-- false (bound by the path or the body: skipped, as grpc-gateway does),
+-- or nil and why.
+local function query_fields(self, route, name)
+  local cache = route.qcache
+  if not cache then
+    cache = {}
+    route.qcache = cache
+  end
+  local hit = cache[name]
+  if hit ~= nil then return hit end
+  local path = {}
+  for id in (name .. "."):gmatch("([^.]*)%.") do path[#path + 1] = id end
+  local fields, err = rules.resolve(self.set.fields, self.pool, route.input, path)
+  if not fields then return nil, err end
+  local proto = {}
+  for i, f in ipairs(fields) do
+    proto[i] = f.name
+    local prefix = concat(proto, ".")
+    if route.bound_proto[prefix] or (i == 1 and route.body_field and route.body_field.name == f.name) then
+      cache[name] = false
+      return false
+    end
+  end
+  local last = fields[#fields]
+  local problem = rules.leaf_problem(last)
+  if problem then return nil, problem end
+  cache[name] = fields
+  return fields
+end
+
+-- The proto-name paths of the fields the route's variables bind.
+local function bound_proto(route)
+  local b = route.bound_proto
+  if b then return b end
+  b = {}
+  for _, v in ipairs(route.vars) do
+    local names = {}
+    for i, f in ipairs(v.fields) do names[i] = f.name end
+    b[concat(names, ".")] = true
+  end
+  route.bound_proto = b
+  return b
+end
+
+local function http_body(T, content_type, body)
+  return T { content_type = content_type or "", data = body }
+end
+
+--- msg | nil, err = tc:request(route, bindings, query, body, content_type):
+-- the gRPC request message of a matched request (google/api/http.proto
+-- "Rules for HTTP mapping"): the body (body "*": the whole message;
+-- body "field": that top-level field, a JSON value of its kind; none: no
+-- body is read; an empty or blank body sets nothing; a google.api.HttpBody
+-- there takes the bytes raw with `content_type`), then the path variables
+-- (which win over the body), then, unless body is "*", the query
+-- parameters: `a.b=v` sets the nested field a.b (proto or JSON names), a
+-- repeated field takes the parameter repeated, an enum its name or number,
+-- a bool true/false/1/0/t/f, a well-known type its JSON string form
+-- (Timestamp, Duration, FieldMask, the wrappers); '+' is a space; a
+-- parameter naming a field the path or the body binds is skipped
+-- (grpc-gateway). Fails (nil, pc.Error INVALID_ARGUMENT, http_status 400)
+-- naming the JSON path or the parameter: "body: $.revision: invalid
+-- integer \"x\"", "query parameter 'revision': invalid integer \"x\"",
+-- "query parameter 'nope': no field 'nope' in t.Req" (unless
+-- ignore_unknown_query), "query parameter 'name' given 2 times for a
+-- singular field", a bad escape or a query string past the limits.
+function Transcoder:request(route, bindings, query, body, content_type)
+  if type(route) ~= "table" or not route.input then argerror("request", "route expected", 2) end
+  local T = route.input
+  local msg
+  body = body or ""
+  if route.body == "*" then
+    if route.body_is_http_body then
+      msg = http_body(T, content_type, body)
+    elseif body:find("^%s*$") then
+      msg = T {}
+    else
+      local err
+      msg, err = from_json(T, body, { ignore_unknown = self.ignore_unknown_fields, max_depth = self.max_depth })
+      if not msg then return nil, invalid("body: " .. err) end
+    end
+  elseif route.body ~= "" then
+    local f = route.body_field
+    if route.body_is_http_body then
+      msg = T { [f.name] = http_body(f.T, content_type, body) }
+    elseif body:find("^%s*$") then
+      msg = T {}
+    else
+      local prefix = '{"' .. f.name .. '":'
+      local err
+      msg, err = from_json(T, prefix .. body .. "}",
+        { ignore_unknown = self.ignore_unknown_fields, max_depth = self.max_depth })
+      if not msg then
+        local p, what = json_error_parts(err)
+        local at = tonumber(err:match(" at offset (%d+)$"))
+        local where = p and ("$" .. p:sub(#f.name + 1)) or "$"
+        if p == nil then where = "$" end
+        return nil, invalid(format("body: %s: %s%s", where, what,
+          at and format(" at offset %d", at - #prefix) or ""))
+      end
+    end
+  end
+  -- the path and the query as one JSON document
+  local tree, labels, any = { order = {} }, {}, false
+  for i, b in ipairs(bindings or {}) do
+    local v = route.vars[i]
+    local value, why = leaf_json(v.fields[#v.fields], b.value)
+    if not value then return nil, invalid(format("path variable '%s': %s", v.field, why)) end
+    tree_put(tree, v.fields, value)
+    local names = {}
+    for k, f in ipairs(v.fields) do names[k] = f.name end
+    labels[concat(names, ".")] = "path variable '" .. v.field .. "'"
+    any = true
+  end
+  if route.body ~= "*" and query and query ~= "" then
+    local params, err = template.query(query, self.max_query_bytes, self.max_query_params)
+    if not params then return nil, invalid(err) end
+    bound_proto(route)
+    for _, p in ipairs(params) do
+      local name, value = p[1], p[2]
+      local fields, why = query_fields(self, route, name)
+      if fields then
+        local jv, bad = leaf_json(fields[#fields], value)
+        if not jv then return nil, invalid(format("query parameter '%s': %s", name, bad)) end
+        local count = tree_put(tree, fields, jv)
+        local last = fields[#fields]
+        if count > 1 and not last.repeated then
+          return nil, invalid(format("query parameter '%s' given %d times for a singular field", name, count))
+        end
+        local names = {}
+        for k, f in ipairs(fields) do names[k] = f.name end
+        labels[concat(names, ".")] = "query parameter '" .. name .. "'"
+        any = true
+      elseif fields == nil and not self.ignore_unknown_query then
+        return nil, invalid(format("query parameter '%s': %s", name:sub(1, 200), why))
+      end
+    end
+  end
+  if any then
+    local out = {}
+    tree_json(tree, out)
+    local extra, err = from_json(T, concat(out))
+    if not extra then
+      local p, what = json_error_parts(err)
+      return nil, invalid(format("%s: %s", p and labels[p] or "request", what))
+    end
+    if msg then
+      merge(msg, extra)
+    else
+      msg = extra
+    end
+  end
+  return msg or T {}
+end
+
+-- JSON text of field `f` of `msg` alone (response_body).
+local function field_json(self, route, msg, f)
+  local v = msg[f.name]
+  if f.type == "message" and not f.repeated then
+    if v == nil then return "{}" end
+    return to_json(v, self.json)
+  end
+  local W = route.output { [f.name] = v }
+  local s = to_json(W, self.json)
+  if s:find("^{%s*}$") then
+    local o = {}
+    for k, x in pairs(self.json) do o[k] = x end
+    o.emit_defaults = true
+    s = to_json(W, o)
+  end
+  return s:match('^{%s*"[^"]*":%s*(.-)%s*}$') or s
+end
+
+--- body, content_type = tc:response(route, msg): the HTTP response body of
+-- the gRPC response `msg`: its JSON (pc.to_json with the transcoder's
+-- `json` options), or with response_body that field's JSON value alone
+-- (an unset message field is {}); a google.api.HttpBody (the response, or
+-- the response_body field) gives its `data` raw with its `content_type`
+-- ("application/octet-stream" when empty). Raises when the message
+-- cannot be written as JSON (pc.to_json's errors).
+function Transcoder:response(route, msg)
+  if type(route) ~= "table" or not route.output then argerror("response", "route expected", 2) end
+  local f = route.response_field
+  if route.response_is_http_body then
+    local hb = f and msg[f.name] or msg
+    if hb == nil then return "", "application/octet-stream" end
+    local ct = hb.content_type
+    return hb.data, ct ~= "" and ct or "application/octet-stream"
+  end
+  if f then return field_json(self, route, msg, f), "application/json" end
+  return to_json(msg, self.json), "application/json"
+end
+
+local STATUS_OPTS = { emit_defaults = true }
+
+--- http_status, body, content_type = tc:error(err): the HTTP answer of a
+-- failed call or of a request refused before it (tc:match and tc:request
+-- failures): the status by grpc-gateway's HTTPStatusFromCode (INVALID_ARGUMENT
+-- 400, NOT_FOUND 404, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
+-- ALREADY_EXISTS and ABORTED 409, RESOURCE_EXHAUSTED 429, CANCELLED 499,
+-- UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504, ...; an
+-- `http_status` field of `err` wins, as 405 for a method not allowed) and
+-- a google.rpc.Status as JSON, every field written as grpc-gateway writes
+-- it: {"code":5,"message":"...","details":[{"@type":"type.googleapis.com/...",...}]}.
+-- `err` is a pc.Error or a table {code = name or number, message =,
+-- details = {messages...}}; details the pool cannot print are left out.
+function Transcoder:error(err)
+  if type(err) ~= "table" then argerror("error", "pc.Error expected, got " .. type(err), 2) end
+  local code = err.code
+  if type(code) == "number" then code = codes[code] end
+  if codes[code] == nil then code = "UNKNOWN" end
+  local http = err.http_status or HTTP_STATUS[code] or 500
+  local Status = schema.default_pool():type("google.rpc.Status")
+  local st
+  if err.details ~= nil then
+    local bin = status.details_bin(err)
+    if bin then st = wire.decode(Status, bin) end
+  end
+  st = st or Status { code = codes[code], message = tostring(err.message or "") }
+  local ok, body = pcall(to_json, st, { emit_defaults = true, pool = self.pool })
+  if not ok then
+    st.details = {}
+    body = to_json(st, STATUS_OPTS)
+  end
+  return http, body, "application/json"
+end
+
+-- Metadata keys a header may not become: HTTP/2's and gRPC's own.
+local RESERVED = {
+  ["content-type"] = true, te = true, host = true, connection = true, ["content-length"] = true,
+  ["transfer-encoding"] = true, ["keep-alive"] = true, upgrade = true, ["user-agent"] = true,
+  ["proxy-connection"] = true, trailer = true,
+}
+local function reserved(key)
+  return RESERVED[key] or key:sub(1, 5) == "grpc-" or not key:find("^[%w%-_%.]+$")
+end
+
+local BytesValue
+local function b64decode(s)
+  BytesValue = BytesValue or schema.default_pool():type("google.protobuf.BytesValue")
+  local m = from_json(BytesValue, quote(s))
+  return m and m.value
+end
+local function b64encode(s)
+  BytesValue = BytesValue or schema.default_pool():type("google.protobuf.BytesValue")
+  return to_json(BytesValue { value = s }):sub(2, -2)
+end
+
+local TIMEOUT_UNIT = { H = 3600, M = 60, S = 1, m = 1e-3, u = 1e-6, n = 1e-9 }
+
+--- metadata, timeout | nil, err = tc:metadata(headers): the gRPC
+-- metadata of a request's headers (`headers`: a list of {name, value} or
+-- a table name -> value or list of values): `Grpc-Metadata-<key>` as
+-- <key> (grpc-gateway), a header of the `headers` option by its
+-- lowercased name; keys HTTP/2 or gRPC reserve (content-type, te, host,
+-- connection, user-agent, grpc-*) are dropped, a "-bin" key's value is
+-- base64 (standard or URL-safe) and is decoded. `timeout` is the
+-- `Grpc-Timeout` header's ("1S", "500m", gRPC's form) in seconds, or nil.
+-- Fails (nil, pc.Error INVALID_ARGUMENT) on a bad Grpc-Timeout or -bin
+-- value.
+function Transcoder:metadata(headers)
+  if type(headers) ~= "table" then argerror("metadata", "table expected, got " .. type(headers), 2) end
+  local md, timeout = {}, nil
+  local function one(name, value)
+    local lname = lower(name)
+    local key
+    if lname:sub(1, 14) == "grpc-metadata-" then
+      key = lname:sub(15)
+    elseif lname == "grpc-timeout" then
+      local n, unit = value:match("^(%d+)([HMSmun])$")
+      if not n or #n > 8 then return format("bad Grpc-Timeout '%s'", value:sub(1, 40)) end
+      timeout = tonumber(n) * TIMEOUT_UNIT[unit]
+      return nil
+    elseif self.allow[lname] then
+      key = lname
+    end
+    if key and key ~= "" and not reserved(key) then
+      if key:sub(-4) == "-bin" then
+        local v = b64decode(value)
+        if not v then return format("header '%s': bad base64", name) end
+        value = v
+      end
+      md[#md + 1] = { key, value }
+    end
+    return nil
+  end
+  if headers[1] ~= nil then
+    for _, h in ipairs(headers) do
+      local why = one(h[1], h[2])
+      if why then return nil, invalid(why) end
+    end
+  else
+    for name, value in pairs(headers) do
+      if type(value) == "table" then
+        for _, v in ipairs(value) do
+          local why = one(name, v)
+          if why then return nil, invalid(why) end
+        end
+      else
+        local why = one(name, value)
+        if why then return nil, invalid(why) end
+      end
+    end
+  end
+  return md, timeout
+end
+
+--- list = tc:response_headers(headers, trailers): the HTTP headers of a
+-- call's response metadata, as grpc-gateway writes them: each header
+-- {key, value} as {"Grpc-Metadata-<key>", value} and each trailer as
+-- {"Grpc-Trailer-<key>", value}; a "-bin" value base64-encoded; keys gRPC
+-- or HTTP/2 reserve (grpc-*, content-type, ...) left out. Either list may
+-- be nil.
+function Transcoder:response_headers(headers, trailers)
+  local out = {}
+  for pass, list in ipairs { headers or {}, trailers or {} } do
+    local prefix = pass == 1 and "Grpc-Metadata-" or "Grpc-Trailer-"
+    for _, kv in ipairs(list) do
+      local key, value = lower(kv[1]), kv[2]
+      if not reserved(key) then
+        if key:sub(-4) == "-bin" then value = b64encode(value) end
+        out[#out + 1] = { prefix .. key, value }
+      end
+    end
+  end
+  return out
+end
+
+return M

@@ -225,13 +225,9 @@ end
 local function http_config(http)
   local Http, Service = config_types()
   if type(http) == "string" then
-    local m, err
-    if http:find('^%s*{%s*"http"%s*:') then
-      m, err = json.from_json(Service, http, { ignore_unknown = true })
-      if m then m = m.http end
-    else
-      m, err = json.from_json(Http, http)
-    end
+    local svc = json.from_json(Service, http, { ignore_unknown = true })
+    if svc and has(svc, "http") then return svc.http end
+    local m, err = json.from_json(Http, http)
     if not m then return nil, "http rules: " .. err end
     return m
   end

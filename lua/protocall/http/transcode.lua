@@ -197,11 +197,11 @@ function Transcoder:routes() return self.set.routes end
 function Transcoder:match(http_method, target)
   if type(http_method) ~= "string" then argerror("match", "string expected, got " .. type(http_method), 2) end
   if type(target) ~= "string" then argerror("match", "string expected, got " .. type(target), 2, 2) end
+  local hash = target:find("#", 1, true)
+  if hash then target = target:sub(1, hash - 1) end
   local path, query = target, nil
   local q = target:find("?", 1, true)
   if q then path, query = target:sub(1, q - 1), target:sub(q + 1) end
-  local hash = path:find("#", 1, true)
-  if hash then path = path:sub(1, hash - 1) end
   local route, raw, n = self.set.router:match(http_method, path)
   if not route then
     if raw == "not found" then
@@ -376,6 +376,21 @@ function Transcoder:request(route, bindings, query, body, content_type)
   return msg or T {}
 end
 
+-- The JSON of a field at its default (response_body of an unset field).
+local ZERO = { bool = "false", string = '""', bytes = '""', int64 = '"0"', uint64 = '"0"', sint64 = '"0"',
+  fixed64 = '"0"', sfixed64 = '"0"' }
+local function default_json(self, f)
+  if f.map then return "{}" end
+  if f.repeated then return "[]" end
+  if f.type == "message" then return "{}" end
+  if f.type == "enum" then
+    if self.json.enums_as_ints then return "0" end
+    local E = self.pool:type(f.type_name)
+    return E and E[0] and quote(E[0]) or "0"
+  end
+  return ZERO[f.type] or "0"
+end
+
 -- JSON text of field `f` of `msg` alone (response_body).
 local function field_json(self, route, msg, f)
   local v = msg[f.name]
@@ -383,15 +398,8 @@ local function field_json(self, route, msg, f)
     if v == nil then return "{}" end
     return to_json(v, self.json)
   end
-  local W = route.output { [f.name] = v }
-  local s = to_json(W, self.json)
-  if s:find("^{%s*}$") then
-    local o = {}
-    for k, x in pairs(self.json) do o[k] = x end
-    o.emit_defaults = true
-    s = to_json(W, o)
-  end
-  return s:match('^{%s*"[^"]*":%s*(.-)%s*}$') or s
+  local s = to_json(route.output { [f.name] = v }, self.json)
+  return s:match('^{%s*"[^"]*":%s*(.-)%s*}$') or default_json(self, f)
 end
 
 --- body, content_type = tc:response(route, msg): the HTTP response body of
@@ -534,7 +542,7 @@ end
 -- {"Grpc-Trailer-<key>", value}; a "-bin" value base64-encoded; keys gRPC
 -- or HTTP/2 reserve (grpc-*, content-type, ...) left out. Either list may
 -- be nil.
-function Transcoder:response_headers(headers, trailers)
+function Transcoder.response_headers(_, headers, trailers)
   local out = {}
   for pass, list in ipairs { headers or {}, trailers or {} } do
     local prefix = pass == 1 and "Grpc-Metadata-" or "Grpc-Trailer-"

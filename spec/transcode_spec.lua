@@ -1,0 +1,602 @@
+-- HTTP/JSON transcoding (lua/protocall/http/): the built-in google/api
+-- files, google.api.http rules read and refused, path matching, and the
+-- request / response / error / header mappings, as a table of cases from
+-- google/api/http.proto's own examples and the documented behaviour of
+-- grpc-gateway (runtime/, v2) and Envoy's grpc_json_transcoder. Each case
+-- asserts the exact result.
+local pc = require "protocall"
+
+local function protoc_set(file)
+  local out = os.tmpname()
+  local ok = os.execute("protoc --include_imports -I core/schema/protos -o " .. out .. " " .. file
+    .. " >/dev/null 2>&1")
+  local f = io.open(out, "rb")
+  local bytes = f and f:read("*a")
+  if f then f:close() end
+  os.remove(out)
+  if ok and bytes and #bytes > 0 then return bytes end
+end
+
+describe("google/api/http.proto, annotations.proto and httpbody.proto built in", function()
+  local FILES = { "google/api/http.proto", "google/api/annotations.proto", "google/api/httpbody.proto" }
+
+  it("are imported with no file on disk, their licence headers kept", function()
+    for _, name in ipairs(FILES) do
+      local src = assert(pc.builtin_source(name))
+      assert.truthy(src:find("Licensed under the Apache License, Version 2.0", 1, true), name)
+    end
+    local p = pc.pool()
+    assert(p:load([[
+      syntax = "proto3";
+      import "google/api/annotations.proto";
+      import "google/api/httpbody.proto";
+      message M {}
+      service S { rpc Get(M) returns (google.api.HttpBody) { option (google.api.http).get = "/m"; } }
+    ]], { name = "s.proto" }))
+    assert.is_not_nil(p:type("google.api.HttpRule"))
+    assert.is_not_nil(p:type("google.api.HttpBody"))
+  end)
+
+  it("give protoc's descriptors", function()
+    for _, name in ipairs(FILES) do
+      local set = protoc_set(name)
+      if not set then return pending("protoc is not installed") end
+      local fds = assert(pc.decode(pc.type("google.protobuf.FileDescriptorSet"), set))
+      local p = pc.pool()
+      assert(p:load('syntax = "proto3"; import "' .. name .. '";', { name = "x.proto" }))
+      local seen = 0
+      for _, f in pc.ipairs(fds.file) do
+        if f.name == name then
+          seen = seen + 1
+          assert.are.equal(pc.encode(f, { deterministic = true }),
+            pc.encode(p:file_descriptor(f.name), { deterministic = true }), name)
+        end
+      end
+      assert.are.equal(1, seen)
+    end
+  end)
+end)
+
+-- The messages of google/api/http.proto's examples, and a few more kinds.
+local SCHEMA = [[
+syntax = "proto3";
+package example.v1;
+import "google/api/annotations.proto";
+import "google/api/httpbody.proto";
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/duration.proto";
+import "google/protobuf/field_mask.proto";
+import "google/protobuf/wrappers.proto";
+import "google/rpc/error_details.proto";
+
+message GetMessageRequest {
+  message SubMessage { string subfield = 1; }
+  string message_id = 1;
+  int64 revision = 2;
+  SubMessage sub = 3;
+  string user_id = 4;
+  string name = 5;
+}
+message Message { string text = 1; }
+message UpdateMessageRequest { string message_id = 1; Message message = 2; }
+message PatchMessageRequest { string message_id = 1; string text = 2; }
+
+enum Kind { KIND_UNSPECIFIED = 0; BOOK = 1; MAGAZINE = 2; }
+message Query {
+  string name = 1;
+  repeated string tags = 2;
+  Kind kind = 3;
+  repeated Kind kinds = 4;
+  bool flag = 5;
+  google.protobuf.Timestamp ts = 6;
+  google.protobuf.Duration wait = 7;
+  google.protobuf.FieldMask mask = 8;
+  google.protobuf.Int32Value limit = 9;
+  google.protobuf.BoolValue on = 10;
+  map<string, string> labels = 11;
+  repeated Message list = 12;
+  bytes blob = 13;
+  double ratio = 14;
+  uint64 big = 15;
+  oneof choice { string a = 16; string b = 17; }
+  Message msg = 18;
+}
+message Reply { Message msg = 1; repeated string items = 2; int32 count = 3; google.api.HttpBody page = 4; }
+message Upload { string name = 1; google.api.HttpBody file = 2; }
+
+service Messaging {
+  rpc GetMessage(GetMessageRequest) returns (Message) {
+    option (google.api.http) = {
+      get: "/v1/messages/{message_id}"
+      additional_bindings { get: "/v1/users/{user_id}/messages/{message_id}" }
+      additional_bindings { get: "/v1/{name=messages/*/names/*}" }
+    };
+  }
+  rpc UpdateMessage(UpdateMessageRequest) returns (Message) {
+    option (google.api.http) = { patch: "/v1/messages/{message_id}" body: "message" };
+  }
+  rpc PatchMessage(PatchMessageRequest) returns (Message) {
+    option (google.api.http) = { patch: "/v2/messages/{message_id}" body: "*" };
+  }
+  rpc Search(Query) returns (Reply) {
+    option (google.api.http) = {
+      get: "/v1/search"
+      additional_bindings { get: "/v1/search/{name}" }
+      additional_bindings { get: "/v1/items" response_body: "items" }
+      additional_bindings { get: "/v1/msg" response_body: "msg" }
+      additional_bindings { get: "/v1/count" response_body: "count" }
+      additional_bindings { post: "/v1/search:tags" body: "tags" }
+      additional_bindings { post: "/v1/search:one" body: "msg" }
+      additional_bindings { get: "/v1/page" response_body: "page" }
+    };
+  }
+  rpc Shelf(Query) returns (Reply) {
+    option (google.api.http) = {
+      get: "/v1/shelves/special"
+      additional_bindings { get: "/v1/shelves/{name}" }
+      additional_bindings { get: "/v1/shelves/{name}/books/{a}" }
+      additional_bindings { get: "/v1/any/{name=**}" }
+      additional_bindings { get: "/v1/any/{name=*}/tail" }
+      additional_bindings { get: "/v1/files/{name=**}:download" }
+      additional_bindings { post: "/v1/{name=topics/*}:publish" body: "*" }
+      additional_bindings { get: "/v1/{name=topics/*}" }
+      additional_bindings { custom { kind: "HEAD" path: "/v1/head/{name}" } }
+      additional_bindings { delete: "/v1/shelves/{name}" }
+      additional_bindings { put: "/v1/shelves/{name}" body: "msg" }
+    };
+  }
+  rpc Raw(google.api.HttpBody) returns (google.api.HttpBody) {
+    option (google.api.http) = { post: "/v1/raw" body: "*" };
+  }
+  rpc Put(Upload) returns (Reply) {
+    option (google.api.http) = { put: "/v1/uploads/{name}" body: "file" };
+  }
+  rpc Unbound(Message) returns (Message);
+}
+]]
+
+local pool = pc.pool()
+assert(pool:load(SCHEMA, { name = "example/v1/messaging.proto" }))
+local tc = pc.transcoder(pool)
+
+-- The request message of an HTTP request, as text format for exact
+-- comparison, or nil and the error's text.
+local function call(t, method, target, body, ct)
+  local route, bindings, query = t:match(method, target)
+  if not route then return nil, tostring(bindings) end
+  local m, err = t:request(route, bindings, query, body, ct)
+  if not m then return nil, tostring(err) end
+  local text = pc.to_text(m):gsub("%s+", " "):gsub(" $", "")
+  return text == "" and route.method or route.method .. " " .. text
+end
+
+describe("google/api/http.proto's examples", function()
+  it("maps GET /v1/messages/123456 to message_id (a path variable)", function()
+    assert.are.same({ 'example.v1.Messaging.GetMessage message_id: "123456"' },
+      { call(tc, "GET", "/v1/messages/123456") })
+  end)
+
+  it("maps the fields not in the path to query parameters, nested with dots", function()
+    assert.are.same({ 'example.v1.Messaging.GetMessage message_id: "123456" revision: 2 sub { subfield: "foo" }' },
+      { call(tc, "GET", "/v1/messages/123456?revision=2&sub.subfield=foo") })
+  end)
+
+  it("binds a multi-segment variable with its literals: {name=messages/*/names/*}", function()
+    assert.are.same({ 'example.v1.Messaging.GetMessage name: "messages/1/names/2"' },
+      { call(tc, "GET", "/v1/messages/1/names/2") })
+  end)
+
+  it("maps body: \"message\" to that field", function()
+    assert.are.same({ 'example.v1.Messaging.UpdateMessage message_id: "123456" message { text: "Hi!" }' },
+      { call(tc, "PATCH", "/v1/messages/123456", '{ "text": "Hi!" }') })
+  end)
+
+  it("maps body: \"*\" to every field the path does not bind", function()
+    assert.are.same({ 'example.v1.Messaging.PatchMessage message_id: "123456" text: "Hi!"' },
+      { call(tc, "PATCH", "/v2/messages/123456", '{ "text": "Hi!" }') })
+  end)
+
+  it("serves additional_bindings", function()
+    assert.are.same({ 'example.v1.Messaging.GetMessage message_id: "123456" user_id: "me"' },
+      { call(tc, "GET", "/v1/users/me/messages/123456") })
+  end)
+
+  it("lets a service config rule replace the annotation (selector, sub.subfield in the path)", function()
+    local t = pc.transcoder(pool, { http = { rules = {
+      { selector = "example.v1.Messaging.GetMessage", get = "/v1/messages/{message_id}/{sub.subfield}" },
+    } } })
+    assert.are.same({ 'example.v1.Messaging.GetMessage message_id: "123456" sub { subfield: "foo" }' },
+      { call(t, "GET", "/v1/messages/123456/foo") })
+    assert.are.same({ nil, "NOT_FOUND: no route for GET /v1/users/me/messages/1" },
+      { call(t, "GET", "/v1/users/me/messages/1") })
+    -- the same as google.api.Service JSON
+    local j = pc.transcoder(pool, { http = '{"name": "x.googleapis.com", "http": {"rules": [{"selector": '
+      .. '"example.v1.Messaging.GetMessage", "get": "/v1/messages/{message_id}/{sub.subfield}"}]}}' })
+    assert.are.same({ 'example.v1.Messaging.GetMessage message_id: "1" sub { subfield: "x" }' },
+      { call(j, "GET", "/v1/messages/1/x") })
+  end)
+end)
+
+describe("path matching", function()
+  local cases = {
+    -- a literal segment wins over a variable, whatever the order of the rules
+    { "GET", "/v1/shelves/special", 'example.v1.Messaging.Shelf' },
+    { "GET", "/v1/shelves/other", 'example.v1.Messaging.Shelf name: "other"' },
+    { "GET", "/v1/shelves/s1/books/b1", 'example.v1.Messaging.Shelf name: "s1" a: "b1"' },
+    -- '*' wins over '**'; '**' takes one or more segments, and none
+    { "GET", "/v1/any/x/tail", 'example.v1.Messaging.Shelf name: "x"' },
+    { "GET", "/v1/any/x/y/tail", 'example.v1.Messaging.Shelf name: "x/y/tail"' },
+    { "GET", "/v1/any/x", 'example.v1.Messaging.Shelf name: "x"' },
+    { "GET", "/v1/any", "example.v1.Messaging.Shelf" },
+    -- custom verbs; a ':' that is no verb of a rule stays in the segment
+    { "POST", "/v1/topics/t1:publish", 'example.v1.Messaging.Shelf name: "topics/t1"' },
+    { "GET", "/v1/topics/t1:publish", 'example.v1.Messaging.Shelf name: "topics/t1:publish"' },
+    { "GET", "/v1/files/a/b.txt:download", 'example.v1.Messaging.Shelf name: "a/b.txt"' },
+    { "POST", "/v1/search:tags", "example.v1.Messaging.Search" },
+    -- custom methods, DELETE, PUT
+    { "HEAD", "/v1/head/h", 'example.v1.Messaging.Shelf name: "h"' },
+    { "DELETE", "/v1/shelves/d", 'example.v1.Messaging.Shelf name: "d"' },
+    -- single-segment variables decode every escape, %2F included: never a separator
+    { "GET", "/v1/messages/a%2Fb", 'example.v1.Messaging.GetMessage message_id: "a/b"' },
+    { "GET", "/v1/messages/a%20b+c", 'example.v1.Messaging.GetMessage message_id: "a b+c"' },
+    { "GET", "/v1/messages/%E2%82%AC", 'example.v1.Messaging.GetMessage message_id: "\\342\\202\\254"' },
+    -- multi-segment variables keep %2F and %2f
+    { "GET", "/v1/messages/a%2Fb/names/c%2fd%3F", 'example.v1.Messaging.GetMessage name: "messages/a%2Fb/names/c%2fd?"' },
+    { "GET", "/v1/any/a%2Fb/c", 'example.v1.Messaging.Shelf name: "a%2Fb/c"' },
+    -- literals compare decoded
+    { "GET", "/v1/shelves/spec%69al", "example.v1.Messaging.Shelf" },
+    -- the query string and a fragment are not the path
+    { "GET", "/v1/messages/7?#x", 'example.v1.Messaging.GetMessage message_id: "7"' },
+    -- not found, not allowed, bad paths
+    { "GET", "/v1/messages", nil, "NOT_FOUND: no route for GET /v1/messages" },
+    { "GET", "/v1/messages/", nil, "NOT_FOUND: no route for GET /v1/messages/" },
+    { "GET", "/v1//messages/1", nil, "NOT_FOUND: no route for GET /v1//messages/1" },
+    { "POST", "/v1/messages/1", nil, "UNIMPLEMENTED: method POST not allowed for /v1/messages/1" },
+    { "GET", "/v1/messages/%zz", nil, "INVALID_ARGUMENT: bad path: bad percent-escape in segment 3" },
+    { "GET", "/v1/messages/%4", nil, "INVALID_ARGUMENT: bad path: bad percent-escape in segment 3" },
+    { "GET", "/v1/shelves/../x", nil, "INVALID_ARGUMENT: bad path: segment 3 is '..'" },
+    { "GET", "/v1/shelves/%2E%2e", nil, "INVALID_ARGUMENT: bad path: segment 3 is '..'" },
+    { "GET", "/v1/./shelves/x", nil, "INVALID_ARGUMENT: bad path: segment 2 is '.'" },
+    { "GET", "v1/shelves/x", nil, "INVALID_ARGUMENT: bad path: no leading '/'" },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " " .. c[2], function()
+      assert.are.same({ c[3], c[4] }, { call(tc, c[1], c[2]) })
+    end)
+  end
+
+  it("answers 404, 405 and 400 with a google.rpc.Status body", function()
+    local _, e404 = tc:match("GET", "/nope")
+    assert.are.same({ 404, '{"code":5,"message":"no route for GET /nope","details":[]}', "application/json" },
+      { tc:error(e404) })
+    local _, e405 = tc:match("PUT", "/v1/messages/1")
+    assert.are.same({ 405, '{"code":12,"message":"method PUT not allowed for /v1/messages/1","details":[]}',
+      "application/json" }, { tc:error(e405) })
+    local _, e400 = tc:match("GET", "/v1/%")
+    assert.are.equal(400, (tc:error(e400)))
+  end)
+
+  it("decodes %2F in multi-segment variables with fully_decode_reserved_expansion", function()
+    local t = pc.transcoder(pool, { http = { fully_decode_reserved_expansion = true, rules = {} } })
+    assert.are.same({ 'example.v1.Messaging.Shelf name: "a/b/c"' }, { call(t, "GET", "/v1/any/a%2Fb/c") })
+  end)
+
+  it("walks as many trie nodes with 2000 rules as with one (a trie, not a list)", function()
+    local rules = {}
+    for i = 1, 2000 do
+      rules[i] = { selector = "example.v1.Messaging.Unbound", get = "/r" .. i .. "/{text}/x" .. i }
+    end
+    rules[1].additional_bindings = {}
+    for i = 2, 2000 do rules[1].additional_bindings[i - 1] = rules[i] end
+    local many = pc.transcoder(pool, { http = { rules = { rules[1] } } })
+    local route, b = many:match("GET", "/r1999/t/x1999")
+    assert.are.same({ "example.v1.Messaging.Unbound", "t" }, { route.method, b[1].value })
+    -- the root, then one node per segment: whatever the number of rules
+    assert.are.equal(4, many.set.router.visits.visits)
+    assert.are.same({ nil, "NOT_FOUND: no route for GET /r1999/t/x1" }, { call(many, "GET", "/r1999/t/x1") })
+    assert.are.equal(3, many.set.router.visits.visits)
+  end)
+end)
+
+describe("query parameters", function()
+  local cases = {
+    { "/v1/search?tags=a&tags=b", 'tags: "a" tags: "b"' },
+    { "/v1/search?kind=BOOK&kinds=2&kinds=BOOK", "kind: BOOK kinds: MAGAZINE kinds: BOOK" },
+    { "/v1/search?kind=1", "kind: BOOK" },
+    { "/v1/search?flag=true", "flag: true" },
+    { "/v1/search?flag=1", "flag: true" },
+    { "/v1/search?flag=False", "" },
+    { "/v1/search?ts=2017-01-15T01:30:15.01Z", "ts { seconds: 1484443815 nanos: 10000000 }" },
+    { "/v1/search?wait=1.5s", "wait { seconds: 1 nanos: 500000000 }" },
+    { "/v1/search?mask=a.b,c", 'mask { paths: "a.b" paths: "c" }' },
+    { "/v1/search?limit=7&on=true", "limit { value: 7 } on { value: true }" },
+    { "/v1/search?blob=AAFh", 'blob: "\\000\\001a"' },
+    { "/v1/search?ratio=NaN&big=18446744073709551615", "ratio: nan big: 18446744073709551615" },
+    { "/v1/search?msg.text=a+b%26c", 'msg { text: "a b&c" }' },
+    -- the JSON name works too
+    { "/v1/search?name=x&a=1", 'name: "x" a: "1"' },
+    -- a parameter without '=' is an empty value; empty parts are skipped
+    { "/v1/search?name&&", "" },
+    -- a field bound by the path is skipped (grpc-gateway filters it)
+    { "/v1/search/p?name=q", 'name: "p"' },
+    -- body "*": no query parameters at all
+    { "/v1/search?kind=9", "kind: 9" },
+  }
+  for _, c in ipairs(cases) do
+    it("GET " .. c[1], function()
+      local want = "example.v1.Messaging.Search" .. (c[2] ~= "" and " " .. c[2] or "")
+      assert.are.same({ want }, { call(tc, "GET", c[1]) })
+    end)
+  end
+
+  local bad = {
+    { "/v1/search?nope=1", "INVALID_ARGUMENT: query parameter 'nope': no field 'nope' in example.v1.Query" },
+    { "/v1/search?msg.nope=1",
+      "INVALID_ARGUMENT: query parameter 'msg.nope': no field 'nope' in example.v1.Message" },
+    { "/v1/search?name.x=1",
+      "INVALID_ARGUMENT: query parameter 'name.x': example.v1.Query.name is not a singular message field" },
+    { "/v1/search?big=-1", "INVALID_ARGUMENT: query parameter 'big': -1 out of range for uint64" },
+    { "/v1/search?kind=NOVEL", "INVALID_ARGUMENT: query parameter 'kind': unknown value \"NOVEL\" of enum example.v1.Kind" },
+    { "/v1/search?flag=yes", 'INVALID_ARGUMENT: query parameter \'flag\': invalid bool "yes"' },
+    { "/v1/search?name=a&name=b", "INVALID_ARGUMENT: query parameter 'name' given 2 times for a singular field" },
+    { "/v1/search?msg=x", "INVALID_ARGUMENT: query parameter 'msg': a message field (example.v1.Message)" },
+    { "/v1/search?list.text=x", "INVALID_ARGUMENT: query parameter 'list.text': "
+      .. "example.v1.Query.list is not a singular message field" },
+    { "/v1/search?labels=x", "INVALID_ARGUMENT: query parameter 'labels': a map field" },
+    { "/v1/search?name=%zz", "INVALID_ARGUMENT: bad percent-escape in the query string" },
+    { "/v1/search?a=1&b=2", "INVALID_ARGUMENT: query parameter 'b': oneof example.v1.Query.choice set "
+      .. "twice (by \"a\" and \"b\")" },
+  }
+  for _, c in ipairs(bad) do
+    it("refuses GET " .. c[1], function()
+      assert.are.same({ nil, c[2] }, { call(tc, "GET", c[1]) })
+    end)
+  end
+
+  it("skips unknown parameters with ignore_unknown_query", function()
+    local t = pc.transcoder(pool, { ignore_unknown_query = true })
+    assert.are.same({ 'example.v1.Messaging.Search name: "x"' }, { call(t, "GET", "/v1/search?nope=1&name=x") })
+  end)
+
+  it("refuses a query string past the limits", function()
+    local t = pc.transcoder(pool, { max_query_bytes = 100, max_query_params = 3 })
+    assert.are.same({ nil, "INVALID_ARGUMENT: query string of 101 bytes (at most 100)" },
+      { call(t, "GET", "/v1/search?name=" .. ("x"):rep(96)) })
+    assert.are.same({ nil, "INVALID_ARGUMENT: more than 3 query parameters" },
+      { call(t, "GET", "/v1/search?tags=1&tags=2&tags=3&tags=4") })
+    local huge = "/v1/search?" .. ("tags=x&"):rep(200000)
+    assert.are.same({ nil, "INVALID_ARGUMENT: query string of 1400000 bytes (at most 65536)" },
+      { call(tc, "GET", huge) })
+  end)
+end)
+
+describe("request bodies", function()
+  it("decodes body \"*\" and lets the path win over it", function()
+    assert.are.same({ 'example.v1.Messaging.PatchMessage message_id: "p" text: "t"' },
+      { call(tc, "PATCH", "/v2/messages/p", '{"messageId": "b", "text": "t"}') })
+  end)
+
+  it("ignores the query with body \"*\" and the body field's parameters with body \"field\"", function()
+    assert.are.same({ 'example.v1.Messaging.PatchMessage message_id: "p"' },
+      { call(tc, "PATCH", "/v2/messages/p?text=q", "") })
+    assert.are.same({ 'example.v1.Messaging.Shelf name: "s" msg { text: "b" }' },
+      { call(tc, "PUT", "/v1/shelves/s?msg.text=q", '{"text": "b"}') })
+  end)
+
+  it("takes a JSON array for a repeated body field", function()
+    assert.are.same({ 'example.v1.Messaging.Search name: "q" tags: "a" tags: "b"' },
+      { call(tc, "POST", "/v1/search:tags?name=q", '["a", "b"]') })
+  end)
+
+  it("treats an empty or blank body as no fields", function()
+    assert.are.same({ 'example.v1.Messaging.PatchMessage message_id: "p"' },
+      { call(tc, "PATCH", "/v2/messages/p", " \r\n") })
+    assert.are.same({ 'example.v1.Messaging.UpdateMessage message_id: "p"' },
+      { call(tc, "PATCH", "/v1/messages/p", "") })
+  end)
+
+  it("names the JSON path of bad input, relative to the body", function()
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $.text: string expected, got a number at offset 9" },
+      { call(tc, "PATCH", "/v2/messages/p", '{"text": 1}') })
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $.text: string expected, got a number at offset 10" },
+      { call(tc, "PATCH", "/v1/messages/p", ' {"text": 1}') })
+    assert.are.same({ nil, 'INVALID_ARGUMENT: body: $.nope: no field named "nope" in example.v1.PatchMessageRequest at offset 1' },
+      { call(tc, "PATCH", "/v2/messages/p", '{"nope": 1}') })
+    local _, err = call(tc, "PATCH", "/v2/messages/p", '{"text": ')
+    assert.truthy(err:find("^INVALID_ARGUMENT: body: "), err)
+    _, err = call(tc, "PATCH", "/v1/messages/p", '{"text": "x"} {')
+    assert.truthy(err:find("^INVALID_ARGUMENT: body: "), err)
+    _, err = call(tc, "PATCH", "/v1/messages/p", '"x"}, "message_id": "evil"')
+    assert.truthy(err:find("^INVALID_ARGUMENT: body: "), err)
+  end)
+
+  it("skips unknown body members with ignore_unknown_fields", function()
+    local t = pc.transcoder(pool, { ignore_unknown_fields = true })
+    assert.are.same({ 'example.v1.Messaging.PatchMessage message_id: "p" text: "t"' },
+      { call(t, "PATCH", "/v2/messages/p", '{"nope": 1, "text": "t"}') })
+  end)
+
+  it("takes a google.api.HttpBody request raw, with its content type", function()
+    assert.are.same({ 'example.v1.Messaging.Raw content_type: "image/png" data: "\\211PNG"' },
+      { call(tc, "POST", "/v1/raw", "\137PNG", "image/png") })
+    assert.are.same({ 'example.v1.Messaging.Put name: "n" file { content_type: "text/csv" data: "a,b" }' },
+      { call(tc, "PUT", "/v1/uploads/n", "a,b", "text/csv") })
+  end)
+end)
+
+describe("responses", function()
+  local Reply, Message = pool:type("example.v1.Reply"), pool:type("example.v1.Message")
+  local HttpBody = pool:type("google.api.HttpBody")
+  local function route(method, target) return (tc:match(method, target)) end
+
+  it("writes the whole message, or the response_body field alone", function()
+    local r = Reply { msg = Message { text = "m" }, items = { "a", "b" }, count = 3 }
+    assert.are.same({ '{"msg":{"text":"m"},"items":["a","b"],"count":3}', "application/json" },
+      { tc:response(route("GET", "/v1/search"), r) })
+    assert.are.same({ '["a","b"]', "application/json" }, { tc:response(route("GET", "/v1/items"), r) })
+    assert.are.same({ '{"text":"m"}', "application/json" }, { tc:response(route("GET", "/v1/msg"), r) })
+    assert.are.same({ "3", "application/json" }, { tc:response(route("GET", "/v1/count"), r) })
+    -- fields at their defaults: the default's JSON, an unset message {}
+    assert.are.same({ "[]", "application/json" }, { tc:response(route("GET", "/v1/items"), Reply {}) })
+    assert.are.same({ "0", "application/json" }, { tc:response(route("GET", "/v1/count"), Reply {}) })
+    assert.are.same({ "{}", "application/json" }, { tc:response(route("GET", "/v1/msg"), Reply {}) })
+  end)
+
+  it("writes with pc.to_json's options", function()
+    local t = pc.transcoder(pool, { json = { proto_names = true, emit_defaults = true } })
+    assert.are.same({ '{"message_id":"","revision":"0","user_id":"","name":""}', "application/json" },
+      { t:response({ output = pool:type("example.v1.GetMessageRequest") },
+        pool:type("example.v1.GetMessageRequest") {}) })
+  end)
+
+  it("gives a google.api.HttpBody raw, with its content type", function()
+    assert.are.same({ "<p>", "text/html" },
+      { tc:response(route("POST", "/v1/raw"), HttpBody { content_type = "text/html", data = "<p>" }) })
+    assert.are.same({ "x", "application/octet-stream" },
+      { tc:response(route("POST", "/v1/raw"), HttpBody { data = "x" }) })
+    assert.are.same({ "%PDF", "application/pdf" },
+      { tc:response(route("GET", "/v1/page"), Reply { page = HttpBody { content_type = "application/pdf",
+        data = "%PDF" } }) })
+  end)
+end)
+
+describe("errors", function()
+  -- grpc-gateway's HTTPStatusFromCode, every code
+  local STATUS = {
+    CANCELLED = 499, UNKNOWN = 500, INVALID_ARGUMENT = 400, DEADLINE_EXCEEDED = 504, NOT_FOUND = 404,
+    ALREADY_EXISTS = 409, PERMISSION_DENIED = 403, UNAUTHENTICATED = 401, RESOURCE_EXHAUSTED = 429,
+    FAILED_PRECONDITION = 400, ABORTED = 409, OUT_OF_RANGE = 400, UNIMPLEMENTED = 501, INTERNAL = 500,
+    UNAVAILABLE = 503, DATA_LOSS = 500,
+  }
+  for code, http in pairs(STATUS) do
+    it(code .. " is HTTP " .. http, function()
+      assert.are.same({ http, '{"code":' .. pc.codes[code] .. ',"message":"m","details":[]}', "application/json" },
+        { tc:error(pc.Error { code = code, message = "m" }) })
+    end)
+  end
+
+  it("writes the details as Any with their @type", function()
+    local BadRequest = pool:type("google.rpc.BadRequest")
+    local err = pc.Error { code = "INVALID_ARGUMENT", message = "bad", details = {
+      BadRequest { field_violations = { { field = "name", description = "empty" } } } } }
+    assert.are.same({ 400, '{"code":3,"message":"bad","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest",'
+      .. '"fieldViolations":[{"field":"name","description":"empty","reason":""}]}]}',
+      "application/json" }, { tc:error(err) })
+  end)
+
+  it("takes a plain table with a numeric code", function()
+    assert.are.same({ 503, '{"code":14,"message":"","details":[]}', "application/json" }, { tc:error { code = 14 } })
+  end)
+end)
+
+describe("headers", function()
+  it("passes Grpc-Metadata-* and the allow-list on as metadata, and reads Grpc-Timeout", function()
+    assert.are.same({ { { "x-user", "u" }, { "authorization", "Bearer t" }, { "k-bin", "\0\1" } }, 1.5 },
+      { tc:metadata { { "Grpc-Metadata-X-User", "u" }, { "Authorization", "Bearer t" }, { "Cookie", "c" },
+        { "Grpc-Timeout", "1500m" }, { "Grpc-Metadata-Content-Type", "x" }, { "Grpc-Metadata-Grpc-Status", "0" },
+        { "Grpc-Metadata-K-Bin", "AAE=" } } })
+    local t = pc.transcoder(pool, { headers = { "X-Request-Id" } })
+    assert.are.same({ { { "x-request-id", "r" } } }, { t:metadata { ["X-Request-Id"] = "r", Authorization = "a" } })
+    local md, err = tc:metadata { { "Grpc-Timeout", "1x" } }
+    assert.are.same({ nil, "INVALID_ARGUMENT: bad Grpc-Timeout '1x'", 400 }, { md, tostring(err), err.http_status })
+    md, err = tc:metadata { { "Grpc-Metadata-K-Bin", "@@" } }
+    assert.are.same({ nil, "INVALID_ARGUMENT: header 'Grpc-Metadata-K-Bin': bad base64" }, { md, tostring(err) })
+  end)
+
+  it("writes response metadata as Grpc-Metadata-* and trailers as Grpc-Trailer-*", function()
+    assert.are.same({ { "Grpc-Metadata-x-a", "1" }, { "Grpc-Metadata-k-bin", "AAE=" }, { "Grpc-Trailer-x-t", "2" } },
+      tc:response_headers({ { "x-a", "1" }, { "content-type", "application/grpc" }, { "k-bin", "\0\1" } },
+        { { "grpc-status", "0" }, { "x-t", "2" } }))
+  end)
+end)
+
+describe("rules refused at load", function()
+  local function refused(proto_rule, extra_fields)
+    local p = pc.pool()
+    assert(p:load([[
+      syntax = "proto3";
+      package r;
+      import "google/api/annotations.proto";
+      message Sub { string id = 1; }
+      message Req { string name = 1; Sub sub = 2; repeated string tags = 3; map<string, string> m = 4; ]]
+      .. (extra_fields or "") .. [[ }
+      service S { rpc M(Req) returns (Req) { option (google.api.http) = { ]] .. proto_rule .. [[ }; } }
+    ]], { name = "r.proto" }))
+    local ok, err = pcall(pc.transcoder, p)
+    assert.is_false(ok)
+    return (tostring(err):gsub("^[^:\n]*:%d+: ", ""))
+  end
+
+  local cases = {
+    { 'get: "/v1/{nope}"', "r.S.M: rule GET /v1/{nope}: variable 'nope': no field 'nope' in r.Req" },
+    { 'get: "/v1/{sub.nope}"', "r.S.M: rule GET /v1/{sub.nope}: variable 'sub.nope': no field 'nope' in r.Sub" },
+    { 'get: "/v1/{name.x}"', "r.S.M: rule GET /v1/{name.x}: variable 'name.x': r.Req.name is not a singular "
+      .. "message field" },
+    { 'get: "/v1/{tags}"', "r.S.M: rule GET /v1/{tags}: variable 'tags': a repeated field" },
+    { 'get: "/v1/{m}"', "r.S.M: rule GET /v1/{m}: variable 'm': a map field" },
+    { 'get: "/v1/{sub}"', "r.S.M: rule GET /v1/{sub}: variable 'sub': a message field (r.Sub)" },
+    { 'get: "/v1/**/x"', "r.S.M: rule GET /v1/**/x: bad template: '**' must be the last segment" },
+    { 'get: "/v1/{name=**}/x"', "r.S.M: rule GET /v1/{name=**}/x: bad template: '**' must be the last segment" },
+    { 'get: "v1/x"', "r.S.M: rule GET v1/x: bad template: must begin with '/'" },
+    { 'get: "/v1//x"', "r.S.M: rule GET /v1//x: bad template: empty segment at offset 4" },
+    { 'get: "/v1/x/"', "r.S.M: rule GET /v1/x/: bad template: empty last segment" },
+    { 'get: "/v1/{name"', "r.S.M: rule GET /v1/{name: bad template: unclosed '{'" },
+    { 'get: "/v1/{name={sub.id}}"',
+      "r.S.M: rule GET /v1/{name={sub.id}}: bad template: a variable's template must not contain other variables" },
+    { 'get: "/v1/{name}/{name}"', "r.S.M: rule GET /v1/{name}/{name}: bad template: field 'name' is bound twice" },
+    { 'get: "/v1/{na-me}"', "r.S.M: rule GET /v1/{na-me}: bad template: variable '{na-me}': bad field path 'na-me'" },
+    { 'get: "/v1/{name=}"', "r.S.M: rule GET /v1/{name=}: bad template: variable '{name=}': empty template" },
+    { 'get: "/v1/x?y"', "r.S.M: rule GET /v1/x?y: bad template: bad segment 'x?y'" },
+    { 'get: "/v1/x" body: "*"', "r.S.M: rule GET /v1/x: a GET rule may not have a body ('*')" },
+    { 'post: "/v1/x" body: "nope"', "r.S.M: rule POST /v1/x: body 'nope': no such top-level field in r.Req" },
+    { 'post: "/v1/x" body: "sub.id"', "r.S.M: rule POST /v1/x: body 'sub.id': no such top-level field in r.Req" },
+    { 'post: "/v1/{name}" body: "name"', "r.S.M: rule POST /v1/{name}: body 'name': the field is bound by the "
+      .. "path too" },
+    { 'get: "/v1/x" response_body: "nope"',
+      "r.S.M: rule GET /v1/x: response_body 'nope': no such top-level field in r.Req" },
+    { 'body: "*"', "r.S.M: rule ?: no pattern (get, put, post, delete, patch or custom)" },
+    { 'custom { kind: "" path: "/x" }', "r.S.M: rule ?: custom pattern without a kind" },
+    { 'get: "/v1/x" additional_bindings { get: "/v1/y" additional_bindings { get: "/v1/z" } }',
+      "r.S.M: rule GET /v1/y: additional_bindings must not nest (one level only)" },
+    { 'get: "/v1/{name}" additional_bindings { get: "/v1/{sub.id}" }',
+      "r.S.M: rule GET /v1/{sub.id}: the same method and template as r.S.M's rule GET /v1/{name}" },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1], function() assert.are.equal(c[2], refused(c[1])) end)
+  end
+
+  it("refuses two methods with the same method and template, naming both", function()
+    local p = pc.pool()
+    assert(p:load([[
+      syntax = "proto3"; package r; import "google/api/annotations.proto";
+      message Req { string name = 1; string id = 2; }
+      service S {
+        rpc A(Req) returns (Req) { option (google.api.http).get = "/v1/{name=things/*}"; }
+        rpc B(Req) returns (Req) { option (google.api.http).get = "/v1/things/{id}"; }
+      }
+    ]], { name = "r.proto" }))
+    assert.has_error(function() pc.transcoder(p) end,
+      "r.S.B: rule GET /v1/things/{id}: the same method and template as r.S.A's rule GET /v1/{name=things/*}")
+    -- other HTTP methods or verbs do not conflict
+    assert(pc.transcoder(p, { http = { rules = { { selector = "r.S.B", post = "/v1/things/{id}:go", body = "*" } } } }))
+  end)
+
+  it("refuses config rules naming no method, or not of HttpRule's shape", function()
+    assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x.Y.Z", get = "/" } } } }) end,
+      "http rules[1]: selector 'x.Y.Z' names no method of the services")
+    assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x", gett = "/" } } } }) end,
+      "http rules: google.api.HttpRule.gett: no such field")
+    assert.has_error(function() pc.transcoder(pool, { http = '{"rules": [{"selector": 1}]}' }) end,
+      "http rules: $.rules[0].selector: string expected, got a number at offset 24")
+    assert.has_error(function() pc.transcoder(pool, { nope = 1 }) end,
+      "bad argument #2 to 'transcoder' (unknown option 'nope')")
+  end)
+
+  it("serves methods without a rule as POST /pkg.Service/Method with unbound", function()
+    local t = pc.transcoder(pool, { unbound = true })
+    assert.are.same({ 'example.v1.Messaging.Unbound text: "u"' },
+      { call(t, "POST", "/example.v1.Messaging/Unbound", '{"text": "u"}') })
+    assert.are.same({ nil, "NOT_FOUND: no route for POST /example.v1.Messaging/Unbound" },
+      { call(tc, "POST", "/example.v1.Messaging/Unbound", "{}") })
+  end)
+end)

@@ -241,7 +241,8 @@ describe("path matching", function()
     { "GET", "/v1/messages/a%20b+c", 'example.v1.Messaging.GetMessage message_id: "a b+c"' },
     { "GET", "/v1/messages/%E2%82%AC", 'example.v1.Messaging.GetMessage message_id: "\\342\\202\\254"' },
     -- multi-segment variables keep %2F and %2f
-    { "GET", "/v1/messages/a%2Fb/names/c%2fd%3F", 'example.v1.Messaging.GetMessage name: "messages/a%2Fb/names/c%2fd?"' },
+    { "GET", "/v1/messages/a%2Fb/names/c%2fd%3F",
+      'example.v1.Messaging.GetMessage name: "messages/a%2Fb/names/c%2fd?"' },
     { "GET", "/v1/any/a%2Fb/c", 'example.v1.Messaging.Shelf name: "a%2Fb/c"' },
     -- literals compare decoded
     { "GET", "/v1/shelves/spec%69al", "example.v1.Messaging.Shelf" },
@@ -336,7 +337,8 @@ describe("query parameters", function()
     { "/v1/search?name.x=1",
       "INVALID_ARGUMENT: query parameter 'name.x': example.v1.Query.name is not a singular message field" },
     { "/v1/search?big=-1", "INVALID_ARGUMENT: query parameter 'big': -1 out of range for uint64" },
-    { "/v1/search?kind=NOVEL", "INVALID_ARGUMENT: query parameter 'kind': unknown value \"NOVEL\" of enum example.v1.Kind" },
+    { "/v1/search?kind=NOVEL",
+      "INVALID_ARGUMENT: query parameter 'kind': unknown value \"NOVEL\" of enum example.v1.Kind" },
     { "/v1/search?flag=yes", 'INVALID_ARGUMENT: query parameter \'flag\': invalid bool "yes"' },
     { "/v1/search?name=a&name=b", "INVALID_ARGUMENT: query parameter 'name' given 2 times for a singular field" },
     { "/v1/search?msg=x", "INVALID_ARGUMENT: query parameter 'msg': a message field (example.v1.Message)" },
@@ -400,7 +402,8 @@ describe("request bodies", function()
       { call(tc, "PATCH", "/v2/messages/p", '{"text": 1}') })
     assert.are.same({ nil, "INVALID_ARGUMENT: body: $.text: string expected, got a number at offset 10" },
       { call(tc, "PATCH", "/v1/messages/p", ' {"text": 1}') })
-    assert.are.same({ nil, 'INVALID_ARGUMENT: body: $.nope: no field named "nope" in example.v1.PatchMessageRequest at offset 1' },
+    assert.are.same({ nil,
+      'INVALID_ARGUMENT: body: $.nope: no field named "nope" in example.v1.PatchMessageRequest at offset 1' },
       { call(tc, "PATCH", "/v2/messages/p", '{"nope": 1}') })
     local _, err = call(tc, "PATCH", "/v2/messages/p", '{"text": ')
     assert.truthy(err:find("^INVALID_ARGUMENT: body: "), err)

@@ -1,0 +1,92 @@
+-- HTTP/JSON transcoding (pc.transcoder): the cost per byte of a request
+-- body turned into the gRPC request message, for a message with a
+-- 10,000-element repeated field (int32s, 16-byte strings, small messages),
+-- as grpc-httpjson-transcoding (Envoy's transcoder) publishes its figure
+-- (0.03 us/byte). Each case is tc:match + tc:request of
+-- POST /v1/items with the body bound by "*", and by "items" (the body is
+-- the array alone); the baseline is pc.from_json of the same document,
+-- so the ratio is what the transcoder adds to the JSON reader.
+--   build/release/protocall bench/transcode_bench.lua [--quick]
+local H = require "bench.harness"
+local pc = require "protocall"
+
+local pool = pc.pool()
+assert(pool:load([[
+  syntax = "proto3";
+  package bench;
+  import "google/api/annotations.proto";
+  message Item { string name = 1; int32 id = 2; }
+  message Ints { repeated int32 items = 1; string shelf = 2; }
+  message Strings { repeated string items = 1; string shelf = 2; }
+  message Items { repeated Item items = 1; string shelf = 2; }
+  service S {
+    rpc PostInts(Ints) returns (Ints) {
+      option (google.api.http) = { post: "/v1/{shelf}/ints" body: "*"
+        additional_bindings { post: "/v2/{shelf}/ints" body: "items" } };
+    }
+    rpc PostStrings(Strings) returns (Strings) {
+      option (google.api.http) = { post: "/v1/{shelf}/strings" body: "*"
+        additional_bindings { post: "/v2/{shelf}/strings" body: "items" } };
+    }
+    rpc PostItems(Items) returns (Items) {
+      option (google.api.http) = { post: "/v1/{shelf}/items" body: "*"
+        additional_bindings { post: "/v2/{shelf}/items" body: "items" } };
+    }
+  }
+]], { name = "bench/transcode.proto" }))
+local tc = pc.transcoder(pool)
+
+local N = 10000
+local function array(f)
+  local parts = {}
+  for i = 1, N do parts[i] = f(i) end
+  return "[" .. table.concat(parts, ",") .. "]"
+end
+local KINDS = {
+  { "ints", "bench.Ints", array(function(i) return tostring(i * 7919 % 1000003) end) },
+  { "strings", "bench.Strings", array(function(i) return string.format('"item-%010d"', i) end) },
+  { "items", "bench.Items", array(function(i) return string.format('{"name":"item-%06d","id":%d}', i, i) end) },
+}
+
+local rows = {}
+for _, k in ipairs(KINDS) do
+  local kind, type_name, arr = k[1], k[2], k[3]
+  local T = pool:type(type_name)
+  local whole = '{"items":' .. arr .. "}"
+  local r1, b1, q1 = tc:match("POST", "/v1/s1/" .. kind)
+  local r2, b2, q2 = tc:match("POST", "/v2/s1/" .. kind)
+  assert(#pc.from_json(T, whole).items == N)
+  assert(#assert(tc:request(r1, b1, q1, whole)).items == N)
+  assert(#assert(tc:request(r2, b2, q2, arr)).items == N)
+  local res = H.run {
+    title = string.format("JSON -> protobuf, %d-element repeated %s (%d bytes)", N, kind, #whole),
+    baseline = { name = "pc.from_json", fn = function(n) for _ = 1, n do pc.from_json(T, whole) end end },
+    cases = {
+      { name = 'match + request, body "*"', goal = "<= 1.1x from_json",
+        check = function(ns, base) return ns <= base * 1.1 end,
+        fn = function(n)
+          for _ = 1, n do
+            local r, b, q = tc:match("POST", "/v1/s1/" .. kind)
+            tc:request(r, b, q, whole, "application/json")
+          end
+        end },
+      { name = 'match + request, body "items"', goal = "<= 1.1x from_json",
+        check = function(ns, base) return ns <= base * 1.1 end,
+        fn = function(n)
+          for _ = 1, n do
+            local r, b, q = tc:match("POST", "/v2/s1/" .. kind)
+            tc:request(r, b, q, arr, "application/json")
+          end
+        end },
+    },
+  }
+  local star = res['match + request, body "*"']
+  if star then
+    rows[#rows + 1] = { name = kind .. ': body "*", us per byte', value = star.ns / 1000 / #whole, unit = "us/B",
+      goal = "<= 0.01 (Envoy's 0.03)", ok = star.ns / 1000 / #whole <= 0.01 }
+    local field = res['match + request, body "items"']
+    rows[#rows + 1] = { name = kind .. ': body "items", us per byte', value = field.ns / 1000 / #arr, unit = "us/B",
+      goal = "<= 0.01 (Envoy's 0.03)", ok = field.ns / 1000 / #arr <= 0.01 }
+  end
+end
+if #rows > 0 then H.report("Transcoding cost per byte (load " .. H.loadavg() .. ")", rows) end

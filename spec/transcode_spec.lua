@@ -413,6 +413,29 @@ describe("request bodies", function()
     assert.truthy(err:find("^INVALID_ARGUMENT: body: "), err)
   end)
 
+  it("keeps a body \"field\" body inside its field", function()
+    -- read as {"message": BODY}: a BODY closing that object must not set the other fields
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: more than one JSON value" },
+      { call(tc, "PUT", "/v1/shelves/s", '{"text": "a"}, "kind": "BOOK", "a": "x"') })
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: more than one JSON value" },
+      { call(tc, "POST", "/v1/search:tags", '["a"], "labels": {"k": "v"}') })
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: more than one JSON value" },
+      { call(tc, "POST", "/v1/search:tags", '["a"], "labels": {"k": 1}') })
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $[1]: string expected, got a number at offset 6" },
+      { call(tc, "POST", "/v1/search:tags", '["a", 2]') })
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: more than one JSON value" },
+      { call(tc, "POST", "/v1/search:tags", '["a"], "ratio": 2') })
+  end)
+
+  it("refuses a body past max_body_bytes with 413", function()
+    local t = pc.transcoder(pool, { max_body_bytes = 10 })
+    local route, b, q = t:match("PATCH", "/v2/messages/p")
+    local m, err = t:request(route, b, q, '{"text": "12345"}')
+    assert.are.same({ nil, "RESOURCE_EXHAUSTED: body of 17 bytes (at most 10)" }, { m, tostring(err) })
+    assert.are.same({ 413, '{"code":8,"message":"body of 17 bytes (at most 10)","details":[]}', "application/json" },
+      { t:error(err) })
+  end)
+
   it("skips unknown body members with ignore_unknown_fields", function()
     local t = pc.transcoder(pool, { ignore_unknown_fields = true })
     assert.are.same({ 'example.v1.Messaging.PatchMessage message_id: "p" text: "t"' },
@@ -485,6 +508,17 @@ describe("errors", function()
     assert.are.same({ 400, '{"code":3,"message":"bad","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest",'
       .. '"fieldViolations":[{"field":"name","description":"empty","reason":""}]}]}',
       "application/json" }, { tc:error(err) })
+  end)
+
+  it("keeps the details a server sent (details_bin of a call's error)", function()
+    local Status = pool:type("google.rpc.Status")
+    local ErrorInfo = pool:type("google.rpc.ErrorInfo")
+    local Any = pool:type("google.protobuf.Any")
+    local bin = pc.encode(Status { code = 7, message = "m", details = { Any {
+      type_url = "type.googleapis.com/google.rpc.ErrorInfo", value = pc.encode(ErrorInfo { reason = "R" }) } } })
+    assert.are.same({ 403, '{"code":7,"message":"denied","details":[{"@type":'
+      .. '"type.googleapis.com/google.rpc.ErrorInfo","reason":"R","domain":"","metadata":{}}]}', "application/json" },
+      { tc:error { code = "PERMISSION_DENIED", message = "denied", details_bin = bin } })
   end)
 
   it("takes a plain table with a numeric code", function()

@@ -58,15 +58,19 @@ M.HTTP_BODY = HTTP_BODY
 local function field_index(cache, pool, T)
   local idx = cache[T]
   if idx then return idx end
-  idx = {}
-  for _, f in ipairs(pool:fields(T)) do
+  idx = { [0] = {} } -- [0]: the fields in order
+  for i, f in ipairs(pool:fields(T)) do
     local info = {
       name = f.name, json_name = f.json_name, type = f.type, type_name = f.type_name,
-      repeated = f.label == "repeated", map = f.type:sub(1, 4) == "map<", oneof = f.oneof,
+      repeated = f.label == "repeated", map = f.type:sub(1, 4) == "map<", presence = f.has_presence,
     }
     if f.type == "message" then info.T = pool:type(f.type_name) end
     idx[f.name] = info
-    if f.json_name and idx[f.json_name] == nil then idx[f.json_name] = info end
+    idx[0][i] = info
+  end
+  -- a JSON name never hides another field's proto name
+  for _, info in ipairs(idx[0]) do
+    if info.json_name and idx[info.json_name] == nil then idx[info.json_name] = info end
   end
   cache[T] = idx
   return idx

@@ -20,6 +20,7 @@ local type, pairs, ipairs, tostring, tonumber, pcall, setmetatable, error =
 local format, concat, byte, lower = string.format, table.concat, string.byte, string.lower
 local Error, codes, argerror = errors.Error, internal.codes, internal.argerror
 local from_json, to_json, merge = json.from_json, json.to_json, message.merge
+local mpairs, has = message.pairs, message.has
 
 local M = {}
 
@@ -121,7 +122,7 @@ Transcoder.__index = Transcoder
 local OPTIONS = {
   http = true, services = true, unbound = true, headers = true, ignore_unknown_query = true,
   ignore_unknown_fields = true, max_query_bytes = true, max_query_params = true, json = true,
-  max_depth = true,
+  max_depth = true, max_body_bytes = true,
 }
 
 --- tc = pc.transcoder([pool,] opts): the HTTP/JSON routes of the services
@@ -141,7 +142,9 @@ local OPTIONS = {
 -- `ignore_unknown_query` (skip query parameters naming no field instead of
 -- failing, Envoy's ignore_unknown_query_parameters), `ignore_unknown_fields`
 -- (skip body members naming no field), `max_query_bytes` (default 65536),
--- `max_query_params` (default 1024), `max_depth` (of body JSON, default
+-- `max_query_params` (default 1024), `max_body_bytes` (default 4 MiB,
+-- gRPC's default message limit; a placement should stop reading there),
+-- `max_depth` (of body JSON, default
 -- 100), `json` (pc.to_json's options for response bodies: emit_defaults,
 -- proto_names, enums_as_ints, indent). Raises on a bad option and on an
 -- invalid or conflicting rule, naming the method, the rule and what is
@@ -168,7 +171,7 @@ function M.transcoder(pool, opts)
     set = set, pool = pool, allow = allow,
     ignore_unknown_query = opts.ignore_unknown_query, ignore_unknown_fields = opts.ignore_unknown_fields,
     max_query_bytes = opts.max_query_bytes or 65536, max_query_params = opts.max_query_params or 1024,
-    max_depth = opts.max_depth, json = opts.json or {},
+    max_depth = opts.max_depth, json = opts.json or {}, max_body_bytes = opts.max_body_bytes or 4194304,
   }, Transcoder)
 end
 
@@ -220,14 +223,18 @@ function Transcoder:match(http_method, target)
   return route, bindings, query
 end
 
+-- Names a route remembers (a recursive message type has no end of them:
+-- the cache starts over when full).
+local QCACHE_MAX = 512
+
 -- Resolves a query parameter's name on a route: the fields it walks, or
 -- false (bound by the path or the body: skipped, as grpc-gateway does),
 -- or nil and why.
 local function query_fields(self, route, name)
   local cache = route.qcache
-  if not cache then
+  if not cache or route.qcount >= QCACHE_MAX then
     cache = {}
-    route.qcache = cache
+    route.qcache, route.qcount = cache, 0
   end
   local hit = cache[name]
   if hit ~= nil then return hit end
@@ -241,6 +248,7 @@ local function query_fields(self, route, name)
     local prefix = concat(proto, ".")
     if route.bound_proto[prefix] or (i == 1 and route.body_field and route.body_field.name == f.name) then
       cache[name] = false
+      route.qcount = route.qcount + 1
       return false
     end
   end
@@ -248,6 +256,7 @@ local function query_fields(self, route, name)
   local problem = rules.leaf_problem(last)
   if problem then return nil, problem end
   cache[name] = fields
+  route.qcount = route.qcount + 1
   return fields
 end
 
@@ -263,6 +272,28 @@ local function bound_proto(route)
   end
   route.bound_proto = b
   return b
+end
+
+-- Whether a field of `msg` other than `except` is set: the body of a
+-- body "field" rule is read as {"field": BODY}, so a BODY of `1, "x": 2`
+-- would reach beyond its field.
+local ZERO_VALUES = { [""] = true, [0] = true, [false] = true }
+local function others_set(self, T, msg, except)
+  for _, f in ipairs(rules.field_index(self.set.fields, self.pool, T)[0]) do
+    if f ~= except then
+      local v = msg[f.name]
+      if f.map then
+        if mpairs(v)(v) ~= nil then return true end
+      elseif f.repeated then
+        if #v > 0 then return true end
+      elseif f.presence then
+        if has(msg, f.name) then return true end
+      elseif not ZERO_VALUES[v] and v ~= 0 then
+        return true
+      end
+    end
+  end
+  return false
 end
 
 local function http_body(T, content_type, body)
@@ -286,12 +317,19 @@ end
 -- integer \"x\"", "query parameter 'revision': invalid integer \"x\"",
 -- "query parameter 'nope': no field 'nope' in t.Req" (unless
 -- ignore_unknown_query), "query parameter 'name' given 2 times for a
--- singular field", a bad escape or a query string past the limits.
+-- singular field", a bad escape or a query string past the limits; a body
+-- past `max_body_bytes` fails RESOURCE_EXHAUSTED with http_status 413; a
+-- body "field" body holding more than that field's one JSON value fails
+-- "body: $: more than one JSON value".
 function Transcoder:request(route, bindings, query, body, content_type)
   if type(route) ~= "table" or not route.input then argerror("request", "route expected", 2) end
   local T = route.input
   local msg
   body = body or ""
+  if #body > self.max_body_bytes then
+    return nil, Error { code = "RESOURCE_EXHAUSTED", http_status = 413,
+      message = format("body of %d bytes (at most %d)", #body, self.max_body_bytes) }
+  end
   if route.body == "*" then
     if route.body_is_http_body then
       msg = http_body(T, content_type, body)
@@ -313,11 +351,20 @@ function Transcoder:request(route, bindings, query, body, content_type)
       local err
       msg, err = from_json(T, prefix .. body .. "}",
         { ignore_unknown = self.ignore_unknown_fields, max_depth = self.max_depth })
+      if msg and others_set(self, T, msg, f) then
+        msg, err = nil, "$: more than one JSON value"
+      end
       if not msg then
-        local p, what = json_error_parts(err)
+        local p, what = err:match("^%$%.?([^:]*): (.*)$")
         local at = tonumber(err:match(" at offset (%d+)$"))
-        local where = p and ("$" .. p:sub(#f.name + 1)) or "$"
-        if p == nil then where = "$" end
+        local n = #f.name
+        local where
+        if p and p:sub(1, n) == f.name and (#p == n or p:find("^[.[]", n + 1)) then
+          where = "$" .. p:sub(n + 1)
+          what = what:gsub(" at offset %d+$", "")
+        else
+          where, what, at = "$", "more than one JSON value", nil
+        end
         return nil, invalid(format("body: %s: %s%s", where, what,
           at and format(" at offset %d", at - #prefix) or ""))
       end
@@ -443,11 +490,14 @@ function Transcoder:error(err)
   local http = err.http_status or HTTP_STATUS[code] or 500
   local Status = schema.default_pool():type("google.rpc.Status")
   local st
-  if err.details ~= nil then
-    local bin = status.details_bin(err)
-    if bin then st = wire.decode(Status, bin) end
+  local bin = err.details_bin -- as the server sent it (rpc status tables keep it)
+  if type(bin) ~= "string" and err.details ~= nil then bin = status.details_bin(err) end
+  if type(bin) == "string" then st = wire.decode(Status, bin) end
+  if st then
+    st.code, st.message = codes[code], tostring(err.message or "")
+  else
+    st = Status { code = codes[code], message = tostring(err.message or "") }
   end
-  st = st or Status { code = codes[code], message = tostring(err.message or "") }
   local ok, body = pcall(to_json, st, { emit_defaults = true, pool = self.pool })
   if not ok then
     st.details = {}

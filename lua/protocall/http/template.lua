@@ -168,30 +168,24 @@ function Router:add(t, http_method, route)
   return route
 end
 
--- The ends of the first node, by precedence (a literal over '*' over
+-- The route of `node` for `verb` and `method`, or nil (noting in
+-- `found.path` that the node has routes for other methods).
+local function at_end(node, verb, method, found)
+  local e = node and node.ends and node.ends[verb]
+  if not e then return nil end
+  local r = e[method]
+  if not r then found.path = true end
+  return r
+end
+
+-- The route of the first node, by precedence (a literal over '*' over
 -- '**', tried in that order, depth first), that `segs[i..n]` reaches and
--- that has ends for `verb`: a trie node has one depth, so each is visited
--- once at most and the cost is bounded by the path's length times the
--- trie's branching, not by the number of rules.
+-- that has a route for `verb` and `method`: a trie node has one depth, so
+-- each is visited once at most and the cost is bounded by the trie nodes
+-- along the path, not by the number of rules.
 local function walk(node, segs, i, n, verb, method, found)
   found.visits = found.visits + 1
-  if i > n then
-    local e = node.ends and node.ends[verb]
-    if e then
-      local r = e[method]
-      if r then return r end
-      found.path = true
-    end
-    local d = node.dstar
-    if d then
-      e = d.ends and d.ends[verb]
-      if e then
-        if e[method] then return e[method] end
-        found.path = true
-      end
-    end
-    return nil
-  end
+  if i > n then return at_end(node, verb, method, found) or at_end(node.dstar, verb, method, found) end
   local s = segs[i]
   local nxt = node.lit and node.lit[s]
   if nxt then
@@ -202,19 +196,12 @@ local function walk(node, segs, i, n, verb, method, found)
     local r = walk(node.star, segs, i + 1, n, verb, method, found)
     if r then return r end
   end
-  local d = node.dstar
-  if d then
-    local e = d.ends and d.ends[verb]
-    if e then
-      if e[method] then return e[method] end
-      found.path = true
-    end
-  end
-  return nil
+  return at_end(node.dstar, verb, method, found)
 end
 
---- route, segments | nil, why = router:match(http_method, path): the route
--- of `path` (no query string) and its raw segments. A last segment with
+--- route, raw, n | nil, why = router:match(http_method, path): the route
+-- of `path` (no query string), its raw (undecoded) segments and their
+-- count (the verb cut off the last). A last segment with
 -- ':' is tried first as segment ":" verb, then whole (a literal ':' in an
 -- id). nil and "not found", "method not allowed" (the path matches for
 -- other methods), or "bad path: ..." (no leading '/', a bad

@@ -5,8 +5,9 @@
 -- (0.03 us/byte). Each case is tc:match + tc:request of
 -- POST /v1/items with the body bound by "*", and by "items" (the body is
 -- the array alone); the baseline is pc.from_json of the same document,
--- so the ratio is what the transcoder adds to the JSON reader.
---   build/release/protocall bench/transcode_bench.lua [--quick]
+-- so the ratio is what the transcoder adds to the JSON reader. The case
+-- names carry the kind: a --callgrind child runs the case of its name.
+--   build/release/protocall bench/transcode_bench.lua [--quick] [--callgrind]
 local H = require "bench.harness"
 local pc = require "protocall"
 
@@ -60,18 +61,19 @@ for _, k in ipairs(KINDS) do
   assert(#assert(tc:request(r2, b2, q2, arr)).items == N)
   local res = H.run {
     title = string.format("JSON -> protobuf, %d-element repeated %s (%d bytes)", N, kind, #whole),
-    baseline = { name = "pc.from_json", fn = function(n) for _ = 1, n do pc.from_json(T, whole) end end },
+    baseline = { name = kind .. ": pc.from_json", callgrind_iters = 20,
+      fn = function(n) for _ = 1, n do pc.from_json(T, whole) end end },
     cases = {
-      { name = 'match + request, body "*"', goal = "<= 1.1x from_json",
-        check = function(ns, base) return ns <= base * 1.1 end,
+      { name = kind .. ': match + request, body "*"', goal = "<= 1.1x from_json",
+        check = function(ns, base) return ns <= base * 1.1 end, callgrind_iters = 20,
         fn = function(n)
           for _ = 1, n do
             local r, b, q = tc:match("POST", "/v1/s1/" .. kind)
             tc:request(r, b, q, whole, "application/json")
           end
         end },
-      { name = 'match + request, body "items"', goal = "<= 1.1x from_json",
-        check = function(ns, base) return ns <= base * 1.1 end,
+      { name = kind .. ': match + request, body "items"', goal = "<= 1.1x from_json",
+        check = function(ns, base) return ns <= base * 1.1 end, callgrind_iters = 20,
         fn = function(n)
           for _ = 1, n do
             local r, b, q = tc:match("POST", "/v2/s1/" .. kind)
@@ -80,11 +82,15 @@ for _, k in ipairs(KINDS) do
         end },
     },
   }
-  local star = res['match + request, body "*"']
+  local star = res[kind .. ': match + request, body "*"']
+  if star and star.instructions then
+    rows[#rows + 1] = { name = kind .. ': body "*", instructions per byte', value = star.instructions / #whole,
+      unit = "instr/B" }
+  end
   if star then
     rows[#rows + 1] = { name = kind .. ': body "*", us per byte', value = star.ns / 1000 / #whole, unit = "us/B",
       goal = "<= 0.01 (Envoy's 0.03)", ok = star.ns / 1000 / #whole <= 0.01 }
-    local field = res['match + request, body "items"']
+    local field = res[kind .. ': match + request, body "items"']
     rows[#rows + 1] = { name = kind .. ': body "items", us per byte', value = field.ns / 1000 / #arr, unit = "us/B",
       goal = "<= 0.01 (Envoy's 0.03)", ok = field.ns / 1000 / #arr <= 0.01 }
   end

@@ -84,7 +84,7 @@ local function resolve(cache, pool, T, path)
   local out = {}
   for i, name in ipairs(path) do
     local f = field_index(cache, pool, T)[name]
-    if not f then return nil, format("no field '%s' in %s", name, T.full_name) end
+    if not f then return nil, format("no field '%s' in %s", (name:sub(1, 100):gsub("%c", "?")), T.full_name) end
     out[i] = f
     if i < #path then
       if f.type ~= "message" or f.repeated then

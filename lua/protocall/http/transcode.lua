@@ -116,6 +116,12 @@ local function json_error_parts(err)
   return (path:gsub("%[%d+%]", "")), what
 end
 
+-- A query parameter's name as errors quote it: at most 100 bytes, no
+-- control characters.
+local function shown(name)
+  return (name:sub(1, 100):gsub("%c", "?"))
+end
+
 local Transcoder = {}
 Transcoder.__index = Transcoder
 
@@ -391,18 +397,18 @@ function Transcoder:request(route, bindings, query, body, content_type)
       local fields, why = query_fields(self, route, name)
       if fields then
         local jv, bad = leaf_json(fields[#fields], value)
-        if not jv then return nil, invalid(format("query parameter '%s': %s", name, bad)) end
+        if not jv then return nil, invalid(format("query parameter '%s': %s", shown(name), bad)) end
         local count = tree_put(tree, fields, jv)
         local last = fields[#fields]
         if count > 1 and not last.repeated then
-          return nil, invalid(format("query parameter '%s' given %d times for a singular field", name, count))
+          return nil, invalid(format("query parameter '%s' given %d times for a singular field", shown(name), count))
         end
         local names = {}
         for k, f in ipairs(fields) do names[k] = f.name end
-        labels[concat(names, ".")] = "query parameter '" .. name .. "'"
+        labels[concat(names, ".")] = "query parameter '" .. shown(name) .. "'"
         any = true
       elseif fields == nil and not self.ignore_unknown_query then
-        return nil, invalid(format("query parameter '%s': %s", name:sub(1, 200), why))
+        return nil, invalid(format("query parameter '%s': %s", shown(name), why))
       end
     end
   end

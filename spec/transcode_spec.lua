@@ -528,6 +528,40 @@ describe("errors", function()
   end)
 end)
 
+describe("streams", function()
+  local Reply, Message = pool:type("example.v1.Reply"), pool:type("example.v1.Message")
+  local HttpBody = pool:type("google.api.HttpBody")
+
+  it("writes server-stream messages as grpc-gateway's newline-delimited {\"result\": ...}, or SSE", function()
+    local route = tc:match("GET", "/v1/msg")
+    assert.are.same({ "ndjson", "application/json" }, { tc:stream_kind(route, "application/json") })
+    assert.are.same({ "sse", "text/event-stream" }, { tc:stream_kind(route, "text/event-stream, */*") })
+    assert.are.same({ "raw", "application/octet-stream" }, { tc:stream_kind(tc:match("POST", "/v1/raw"), nil) })
+    local r = Reply { msg = Message { text = "a" } }
+    assert.are.equal('{"result":{"text":"a"}}\n', tc:stream_message(route, r, "ndjson"))
+    assert.are.equal('data: {"text":"a"}\n\n', tc:stream_message(route, r, "sse"))
+    assert.are.equal("xy", tc:stream_message(tc:match("POST", "/v1/raw"), HttpBody { data = "xy" }, "raw"))
+    local err = pc.Error { code = "ABORTED", message = "gone" }
+    assert.are.equal('{"error":{"code":10,"message":"gone","details":[]}}\n', tc:stream_error(err, "ndjson"))
+    assert.are.equal('event: error\ndata: {"code":10,"message":"gone","details":[]}\n\n', tc:stream_error(err, "sse"))
+  end)
+
+  it("reads a client stream from newline-delimited JSON, naming the line of bad input", function()
+    local route, b, q = tc:match("PATCH", "/v2/messages/p")
+    local msgs = assert(tc:requests(route, b, q, '{"text": "a"}\n\n{"text": "b"}\r\n{}'))
+    local texts = {}
+    for i, m in ipairs(msgs) do texts[i] = m.message_id .. ":" .. m.text end
+    assert.are.same({ "p:a", "p:b", "p:" }, texts)
+    local m, err = tc:requests(route, b, q, '{"text": "a"}\n{"text": 2}')
+    assert.are.same({ nil, "INVALID_ARGUMENT: line 2: body: $.text: string expected, got a number at offset 9" },
+      { m, tostring(err) })
+    -- a body without newlines is one message, its size bounded by max_body_bytes
+    local t = pc.transcoder(pool, { max_body_bytes = 64 })
+    m, err = t:requests(route, b, q, ('{"text": "a"}'):rep(10))
+    assert.are.same({ nil, "RESOURCE_EXHAUSTED: body of 130 bytes (at most 64)" }, { m, tostring(err) })
+  end)
+end)
+
 describe("headers", function()
   it("passes Grpc-Metadata-* and the allow-list on as metadata, and reads Grpc-Timeout", function()
     assert.are.same({ { { "x-user", "u" }, { "authorization", "Bearer t" }, { "k-bin", "\0\1" } }, 1.5 },

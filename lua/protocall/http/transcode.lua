@@ -477,19 +477,8 @@ end
 
 local STATUS_OPTS = { emit_defaults = true }
 
---- http_status, body, content_type = tc:error(err): the HTTP answer of a
--- failed call or of a request refused before it (tc:match and tc:request
--- failures): the status by grpc-gateway's HTTPStatusFromCode (INVALID_ARGUMENT
--- 400, NOT_FOUND 404, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
--- ALREADY_EXISTS and ABORTED 409, RESOURCE_EXHAUSTED 429, CANCELLED 499,
--- UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504, ...; an
--- `http_status` field of `err` wins, as 405 for a method not allowed) and
--- a google.rpc.Status as JSON, every field written as grpc-gateway writes
--- it: {"code":5,"message":"...","details":[{"@type":"type.googleapis.com/...",...}]}.
--- `err` is a pc.Error or a table {code = name or number, message =,
--- details = {messages...}}; details the pool cannot print are left out.
-function Transcoder:error(err)
-  if type(err) ~= "table" then argerror("error", "pc.Error expected, got " .. type(err), 2) end
+-- The HTTP status and google.rpc.Status JSON of a failure (tc:error).
+local function status_json(self, err)
   local code = err.code
   if type(code) == "number" then code = codes[code] end
   if codes[code] == nil then code = "UNKNOWN" end
@@ -509,7 +498,91 @@ function Transcoder:error(err)
     st.details = {}
     body = to_json(st, STATUS_OPTS)
   end
+  return http, body
+end
+
+--- http_status, body, content_type = tc:error(err): the HTTP answer of a
+-- failed call or of a request refused before it (tc:match and tc:request
+-- failures): the status by grpc-gateway's HTTPStatusFromCode (INVALID_ARGUMENT
+-- 400, NOT_FOUND 404, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
+-- ALREADY_EXISTS and ABORTED 409, RESOURCE_EXHAUSTED 429, CANCELLED 499,
+-- UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504, ...; an
+-- `http_status` field of `err` wins, as 405 for a method not allowed) and
+-- a google.rpc.Status as JSON, every field written as grpc-gateway writes
+-- it: {"code":5,"message":"...","details":[{"@type":"type.googleapis.com/...",...}]}.
+-- `err` is a pc.Error or a table {code = name or number, message =,
+-- details = {messages...}}; details the pool cannot print are left out.
+function Transcoder:error(err)
+  if type(err) ~= "table" then argerror("error", "pc.Error expected, got " .. type(err), 2) end
+  local http, body = status_json(self, err)
   return http, body, "application/json"
+end
+
+--- kind, content_type = tc:stream_kind(route, accept): how a server
+-- stream's messages are written for a request whose Accept header is
+-- `accept` (nil: none): "sse" (text/event-stream) when it asks for
+-- text/event-stream, "raw" (the HttpBody's content type, or
+-- application/octet-stream) for a google.api.HttpBody response, else
+-- "ndjson" (newline-delimited JSON, grpc-gateway's form, application/json).
+function Transcoder.stream_kind(_, route, accept)
+  if type(route) ~= "table" or not route.output then argerror("stream_kind", "route expected", 2) end
+  if route.response_is_http_body then return "raw", "application/octet-stream" end
+  if type(accept) == "string" and lower(accept):find("text/event-stream", 1, true) then
+    return "sse", "text/event-stream"
+  end
+  return "ndjson", "application/json"
+end
+
+--- chunk = tc:stream_message(route, msg, kind): one message of a server
+-- stream as `kind` (tc:stream_kind) writes it: "ndjson" {"result": JSON}
+-- and a newline (grpc-gateway's ForwardResponseStream), "sse" "data: JSON"
+-- and a blank line, "raw" the HttpBody's data.
+function Transcoder:stream_message(route, msg, kind)
+  if kind == "raw" then return (self:response(route, msg)) end
+  local body = self:response(route, msg)
+  if kind == "sse" then return "data: " .. body .. "\n\n" end
+  return '{"result":' .. body .. "}\n"
+end
+
+--- chunk = tc:stream_error(err, kind): a server stream's failure after
+-- its first message (the HTTP status is sent by then): "ndjson"
+-- {"error": google.rpc.Status JSON} and a newline (grpc-gateway), "sse"
+-- "event: error", "data: JSON" and a blank line; "raw" the same as ndjson.
+function Transcoder:stream_error(err, kind)
+  if type(err) ~= "table" then argerror("stream_error", "pc.Error expected, got " .. type(err), 2) end
+  local _, body = status_json(self, err)
+  if kind == "sse" then return "event: error\ndata: " .. body .. "\n\n" end
+  return '{"error":' .. body .. "}\n"
+end
+
+--- msgs | nil, err = tc:requests(route, bindings, query, body, content_type):
+-- the messages of a client stream whose body is newline-delimited JSON:
+-- each non-blank line is one message, read as tc:request reads a body
+-- (path variables and query parameters set on each); an error names the
+-- line ("line 3: body: $.text: ..."). A google.api.HttpBody request takes
+-- the whole body as one message.
+function Transcoder:requests(route, bindings, query, body, content_type)
+  if type(route) ~= "table" or not route.input then argerror("requests", "route expected", 2) end
+  body = body or ""
+  if route.body_is_http_body or route.body == "" then
+    local m, err = self:request(route, bindings, query, body, content_type)
+    if not m then return nil, err end
+    return { m }
+  end
+  if #body > self.max_body_bytes then return self:request(route, bindings, query, body, content_type) end
+  local msgs, line = {}, 0
+  for text in (body .. "\n"):gmatch("([^\n]*)\n") do
+    line = line + 1
+    if not text:find("^%s*$") then
+      local m, err = self:request(route, bindings, query, text, content_type)
+      if not m then
+        err.message = format("line %d: %s", line, err.message)
+        return nil, err
+      end
+      msgs[#msgs + 1] = m
+    end
+  end
+  return msgs
 end
 
 -- Metadata keys a header may not become: HTTP/2's and gRPC's own.

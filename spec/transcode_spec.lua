@@ -663,6 +663,34 @@ describe("rules refused at load", function()
       "http rules: $.rules[0].selector: string expected, got a number at offset 24")
     assert.has_error(function() pc.transcoder(pool, { nope = 1 }) end,
       "bad argument #2 to 'transcoder' (unknown option 'nope')")
+    assert.has_error(function() pc.transcoder(pool, { services = { "x.Nope" } }) end, "no service 'x.Nope' in the pool")
+    assert.has_error(function() pc.transcoder(42) end,
+      "bad argument #1 to 'transcoder' (protocall.Pool expected, got number)")
+  end)
+
+  it("reads the rules of a descriptor set made by protoc", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/d"))
+    local f = assert(io.open(dir .. "/d/s.proto", "wb"))
+    f:write([[
+      syntax = "proto3"; package d; import "google/api/annotations.proto";
+      message Req { string name = 1; int32 n = 2; }
+      service S { rpc Get(Req) returns (Req) { option (google.api.http) = { get: "/d/{name=x/*}" }; } }
+    ]])
+    f:close()
+    local out = dir .. "/set.pb"
+    local ok = os.execute("protoc --include_imports -I core/schema/protos -I " .. dir .. " -o " .. out
+      .. " d/s.proto >/dev/null 2>&1")
+    local fh = io.open(out, "rb")
+    local set = fh and fh:read("*a")
+    if fh then fh:close() end
+    os.execute("rm -rf " .. dir)
+    if not ok or not set then return pending("protoc is not installed") end
+    local p = pc.pool()
+    assert(p:load_descriptor_set(set))
+    local t = pc.transcoder(p)
+    assert.are.same({ 'd.S.Get name: "x/1" n: 2' }, { call(t, "GET", "/d/x/1?n=2") })
   end)
 
   it("serves methods without a rule as POST /pkg.Service/Method with unbound", function()

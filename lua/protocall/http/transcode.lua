@@ -161,7 +161,7 @@ local OPTIONS = {
 -- with a string form excepted); nested additional_bindings; a GET with a
 -- body.
 function M.transcoder(pool, opts)
-  if opts == nil and not schema.is_pool(pool) then pool, opts = nil, pool end
+  if opts == nil and type(pool) == "table" then pool, opts = nil, pool end
   pool = pool or schema.default_pool()
   if not schema.is_pool(pool) then argerror("transcoder", "protocall.Pool expected, got " .. type(pool), 2) end
   opts = opts or {}

@@ -346,6 +346,8 @@ describe("query parameters", function()
       .. "example.v1.Query.list is not a singular message field" },
     { "/v1/search?labels=x", "INVALID_ARGUMENT: query parameter 'labels': a map field" },
     { "/v1/search?name=%zz", "INVALID_ARGUMENT: bad percent-escape in the query string" },
+    { "/v1/search/%FF", "INVALID_ARGUMENT: path variable 'name': invalid UTF-8" },
+    { "/v1/search?name=%FF", "INVALID_ARGUMENT: query parameter 'name': invalid UTF-8" },
     { "/v1/search?%0A" .. ("x"):rep(300) .. "=1", "INVALID_ARGUMENT: query parameter '?" .. ("x"):rep(99)
       .. "': no field '?" .. ("x"):rep(99) .. "' in example.v1.Query" },
     { "/v1/search?a=1&b=2", "INVALID_ARGUMENT: query parameter 'b': oneof example.v1.Query.choice set "

@@ -314,6 +314,8 @@ describe("query parameters", function()
     { "/v1/search?blob=AAFh", 'blob: "\\000\\001a"' },
     { "/v1/search?ratio=NaN&big=18446744073709551615", "ratio: nan big: 18446744073709551615" },
     { "/v1/search?msg.text=a+b%26c", 'msg { text: "a b&c" }' },
+    -- a map entry as grpc-gateway reads it: field[key]=value
+    { "/v1/search?labels[a]=1&labels[b%20c]=x", 'labels { key: "a" value: "1" } labels { key: "b c" value: "x" }' },
     -- the JSON name works too
     { "/v1/search?name=x&a=1", 'name: "x" a: "1"' },
     -- a parameter without '=' is an empty value; empty parts are skipped
@@ -345,6 +347,9 @@ describe("query parameters", function()
     { "/v1/search?list.text=x", "INVALID_ARGUMENT: query parameter 'list.text': "
       .. "example.v1.Query.list is not a singular message field" },
     { "/v1/search?labels=x", "INVALID_ARGUMENT: query parameter 'labels': a map field" },
+    { "/v1/search?labels[a]=1&labels[b]=%FF", "INVALID_ARGUMENT: query parameter 'labels[b]': invalid UTF-8" },
+    { "/v1/search?name[a]=x", "INVALID_ARGUMENT: query parameter 'name[a]': not a map field" },
+    { "/v1/search?labels[a]=1&labels[a]=2", "INVALID_ARGUMENT: query parameter 'labels[a]': key given twice" },
     { "/v1/search?name=%zz", "INVALID_ARGUMENT: bad percent-escape in the query string" },
     { "/v1/search/%FF", "INVALID_ARGUMENT: path variable 'name': invalid UTF-8" },
     { "/v1/search?name=%FF", "INVALID_ARGUMENT: query parameter 'name': invalid UTF-8" },

@@ -68,7 +68,7 @@ end
 
 -- A JSON document of the request's path and query fields: a tree of
 -- {order = {name...}, [name] = node | leaf}, leaf = {f, values}.
-local function tree_put(tree, fields, value)
+local function tree_put(tree, fields, value, key)
   local node = tree
   for i = 1, #fields - 1 do
     local name = fields[i].name
@@ -87,6 +87,12 @@ local function tree_put(tree, fields, value)
     node[f.name] = leaf
     node.order[#node.order + 1] = f.name
   end
+  if key then
+    leaf.keys = leaf.keys or {}
+    if leaf.keys[key] then return nil end
+    leaf.keys[key], leaf.map = true, true
+    value = quote(key) .. ":" .. value
+  end
   leaf.values[#leaf.values + 1] = value
   return #leaf.values
 end
@@ -99,6 +105,8 @@ local function tree_json(node, out)
     local child = node[name]
     if child.order then
       tree_json(child, out)
+    elseif child.map then
+      out[#out + 1] = "{" .. concat(child.values, ",") .. "}"
     elseif child.f.repeated then
       out[#out + 1] = "[" .. concat(child.values, ",") .. "]"
     else
@@ -229,6 +237,26 @@ function Transcoder:match(http_method, target)
   return route, bindings, query
 end
 
+-- The value field of a map field `f` (f.value: {type, type_name}), or why
+-- a query parameter cannot set it (a map of messages).
+local function map_value(self, f)
+  if f.value then return nil end
+  local v = f.type:match(",%s*(.-)>$")
+  if not v:find(".", 1, true) then
+    f.value = { type = v }
+    return nil
+  end
+  local T = self.pool:type(v)
+  if type(T) == "table" then
+    f.value = { type = "enum", type_name = v }
+  elseif rules.WKT_LEAF[v] then
+    f.value = { type = "message", type_name = v }
+  else
+    return "a map of messages (" .. v .. ")"
+  end
+  return nil
+end
+
 -- Names a route remembers (a recursive message type has no end of them:
 -- the cache starts over when full).
 local QCACHE_MAX = 512
@@ -236,13 +264,14 @@ local QCACHE_MAX = 512
 -- Resolves a query parameter's name on a route: the fields it walks, or
 -- false (bound by the path or the body: skipped, as grpc-gateway does),
 -- or nil and why.
-local function query_fields(self, route, name)
+local function query_fields(self, route, name, map)
   local cache = route.qcache
   if not cache or route.qcount >= QCACHE_MAX then
     cache = {}
     route.qcache, route.qcount = cache, 0
   end
-  local hit = cache[name]
+  local ckey = map and name .. "[]" or name
+  local hit = cache[ckey]
   if hit ~= nil then return hit end
   local path = {}
   for id in (name .. "."):gmatch("([^.]*)%.") do path[#path + 1] = id end
@@ -253,15 +282,21 @@ local function query_fields(self, route, name)
     proto[i] = f.name
     local prefix = concat(proto, ".")
     if route.bound_proto[prefix] or (i == 1 and route.body_field and route.body_field.name == f.name) then
-      cache[name] = false
+      cache[ckey] = false
       route.qcount = route.qcount + 1
       return false
     end
   end
   local last = fields[#fields]
-  local problem = rules.leaf_problem(last)
-  if problem then return nil, problem end
-  cache[name] = fields
+  if map then
+    if not last.map then return nil, "not a map field" end
+    local problem = map_value(self, last)
+    if problem then return nil, problem end
+  else
+    local problem = rules.leaf_problem(last)
+    if problem then return nil, problem end
+  end
+  cache[ckey] = fields
   route.qcount = route.qcount + 1
   return fields
 end
@@ -314,7 +349,8 @@ end
 -- there takes the bytes raw with `content_type`), then the path variables
 -- (which win over the body), then, unless body is "*", the query
 -- parameters: `a.b=v` sets the nested field a.b (proto or JSON names), a
--- repeated field takes the parameter repeated, an enum its name or number,
+-- repeated field takes the parameter repeated, a map field `m[key]=v` per
+-- entry (grpc-gateway; a key given twice is refused), an enum its name or number,
 -- a bool true/false/1/0/t/f, a well-known type its JSON string form
 -- (Timestamp, Duration, FieldMask, the wrappers); '+' is a space; a
 -- parameter naming a field the path or the body binds is skipped
@@ -394,18 +430,20 @@ function Transcoder:request(route, bindings, query, body, content_type)
     bound_proto(route)
     for _, p in ipairs(params) do
       local name, value = p[1], p[2]
-      local fields, why = query_fields(self, route, name)
+      local base, key = name:match("^([^%[]+)%[(.*)%]$") -- grpc-gateway's map[key]=value
+      local fields, why = query_fields(self, route, base or name, base ~= nil)
       if fields then
-        local jv, bad = leaf_json(fields[#fields], value)
-        if not jv then return nil, invalid(format("query parameter '%s': %s", shown(name), bad)) end
-        local count = tree_put(tree, fields, jv)
         local last = fields[#fields]
+        local jv, bad = leaf_json(base and last.value or last, value)
+        if not jv then return nil, invalid(format("query parameter '%s': %s", shown(name), bad)) end
+        local count = tree_put(tree, fields, jv, key)
+        if not count then return nil, invalid(format("query parameter '%s': key given twice", shown(name))) end
         if count > 1 and not last.repeated then
           return nil, invalid(format("query parameter '%s' given %d times for a singular field", shown(name), count))
         end
         local names = {}
         for k, f in ipairs(fields) do names[k] = f.name end
-        labels[concat(names, ".")] = "query parameter '" .. shown(name) .. "'"
+        labels[concat(names, ".") .. (key and "." .. key or "")] = "query parameter '" .. shown(name) .. "'"
         any = true
       elseif fields == nil and not self.ignore_unknown_query then
         return nil, invalid(format("query parameter '%s': %s", shown(name), why))
@@ -418,7 +456,12 @@ function Transcoder:request(route, bindings, query, body, content_type)
     local extra, err = from_json(T, concat(out))
     if not extra then
       local p, what = json_error_parts(err)
-      return nil, invalid(format("%s: %s", p and labels[p] or "request", what))
+      local label = p and labels[p]
+      while p and not label do -- a parent's label (a message value's member)
+        p = p:match("^(.*)%.[^.]*$")
+        label = p and labels[p]
+      end
+      return nil, invalid(format("%s: %s", label or "request", what))
     end
     if msg then
       merge(msg, extra)

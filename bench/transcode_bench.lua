@@ -20,7 +20,9 @@ assert(pool:load([[
   message Ints { repeated int32 items = 1; string shelf = 2; }
   message Strings { repeated string items = 1; string shelf = 2; }
   message Items { repeated Item items = 1; string shelf = 2; }
+  message Get { string name = 1; int64 revision = 2; Item sub = 3; repeated string tags = 4; }
   service S {
+    rpc GetOne(Get) returns (Item) { option (google.api.http) = { get: "/v1/{name=shelves/*/books/*}" }; }
     rpc PostInts(Ints) returns (Ints) {
       option (google.api.http) = { post: "/v1/{shelf}/ints" body: "*"
         additional_bindings { post: "/v2/{shelf}/ints" body: "items" } };
@@ -95,4 +97,30 @@ for _, k in ipairs(KINDS) do
       goal = "<= 0.01 (Envoy's 0.03)", ok = field.ns / 1000 / #arr <= 0.01 }
   end
 end
+-- A small request: the per-request cost of the mapping itself.
+do
+  local Get = pool:type("bench.Get")
+  local target = "/v1/shelves/s1/books/b2?revision=2&sub.name=foo&tags=a&tags=b"
+  local doc = '{"name":"shelves/s1/books/b2","revision":"2","sub":{"name":"foo"},"tags":["a","b"]}'
+  local r, b, q = tc:match("GET", target)
+  assert(pc.encode(assert(tc:request(r, b, q))) == pc.encode(pc.from_json(Get, doc)))
+  H.run {
+    title = "A GET with a path variable and four query parameters",
+    baseline = { name = "small: pc.from_json of the same fields", fn = function(n)
+      for _ = 1, n do pc.from_json(Get, doc) end
+    end },
+    cases = {
+      { name = "small: match + request", goal = "(the mapping's cost)", fn = function(n)
+        for _ = 1, n do
+          local r1, b1, q1 = tc:match("GET", target)
+          tc:request(r1, b1, q1)
+        end
+      end },
+      { name = "small: match", goal = "(the router)", fn = function(n)
+        for _ = 1, n do tc:match("GET", target) end
+      end },
+    },
+  }
+end
+
 if #rows > 0 then H.report("Transcoding cost per byte (load " .. H.loadavg() .. ")", rows) end

@@ -21,7 +21,8 @@ local LITERAL = "^[%w%-%._~!%$&'%(%)%+,;@%%]+$"
 
 -- true when every '%' of `s` begins a %XX escape.
 local function escapes_ok(s)
-  return not s:gsub("%%%x%x", ""):find("%%")
+  if not s:find("%", 1, true) then return true end
+  return not (s:find("%%[^%x]") or s:find("%%%x[^%x]") or s:find("%%%x?$"))
 end
 
 local function hex_char(h) return char(tonumber(h, 16)) end

@@ -337,6 +337,25 @@ local function others_set(self, T, msg, except)
   return false
 end
 
+-- The field paths of a request's path variables and query parameters
+-- (sources: {fields, variable} or {fields, parameter name, map key or
+-- false}), each with what an error quotes: {["a.b"] = "query parameter
+-- 'a.b'"}.
+local function source_labels(sources)
+  local labels = {}
+  for _, src in ipairs(sources) do
+    local names = {}
+    for k, f in ipairs(src[1]) do names[k] = f.name end
+    local path, label = concat(names, "."), "path variable '" .. src[2] .. "'"
+    if src[3] ~= nil then
+      label = "query parameter '" .. shown(src[2]) .. "'"
+      if src[3] then path = path .. "." .. src[3] end
+    end
+    labels[path] = label
+  end
+  return labels
+end
+
 local function http_body(T, content_type, body)
   return T { content_type = content_type or "", data = body }
 end
@@ -413,15 +432,13 @@ function Transcoder:request(route, bindings, query, body, content_type)
     end
   end
   -- the path and the query as one JSON document
-  local tree, labels, any = { order = {} }, {}, false
+  local tree, sources, any = { order = {} }, {}, false
   for i, b in ipairs(bindings or {}) do
     local v = route.vars[i]
     local value, why = leaf_json(v.fields[#v.fields], b.value)
     if not value then return nil, invalid(format("path variable '%s': %s", v.field, why)) end
     tree_put(tree, v.fields, value)
-    local names = {}
-    for k, f in ipairs(v.fields) do names[k] = f.name end
-    labels[concat(names, ".")] = "path variable '" .. v.field .. "'"
+    sources[#sources + 1] = { v.fields, v.field }
     any = true
   end
   if route.body ~= "*" and query and query ~= "" then
@@ -441,9 +458,7 @@ function Transcoder:request(route, bindings, query, body, content_type)
         if count > 1 and not last.repeated then
           return nil, invalid(format("query parameter '%s' given %d times for a singular field", shown(name), count))
         end
-        local names = {}
-        for k, f in ipairs(fields) do names[k] = f.name end
-        labels[concat(names, ".") .. (key and "." .. key or "")] = "query parameter '" .. shown(name) .. "'"
+        sources[#sources + 1] = { fields, name, key or false }
         any = true
       elseif fields == nil and not self.ignore_unknown_query then
         return nil, invalid(format("query parameter '%s': %s", shown(name), why))
@@ -456,6 +471,7 @@ function Transcoder:request(route, bindings, query, body, content_type)
     local extra, err = from_json(T, concat(out))
     if not extra then
       local p, what = json_error_parts(err)
+      local labels = source_labels(sources)
       local label = p and labels[p]
       while p and not label do -- a parent's label (a message value's member)
         p = p:match("^(.*)%.[^.]*$")

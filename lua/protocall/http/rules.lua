@@ -106,7 +106,7 @@ local function leaf_problem(f)
 end
 M.leaf_problem = leaf_problem
 
--- "get /v1/x" for errors.
+-- "GET /v1/x" for errors.
 local function describe(pattern, path)
   return format("%s %s", pattern, path)
 end

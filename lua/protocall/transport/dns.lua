@@ -1,0 +1,94 @@
+--- The addresses of a dns: target for transport/balancer.lua, from a
+-- resolver of core (core/net/resolve.h, c-ares): A and AAAA records, or
+-- SRV records for "dns:///_grpc._tcp.name" (the lowest priority group,
+-- each address with its record's weight). Nothing blocks: a step reads
+-- what came and starts a resolution that is due (the records' TTL passed,
+-- or a refresh after a failed connection, never sooner than the minimum
+-- interval after the last); a call with no address yet waits for the
+-- first resolution as a task waits for a socket (pc.run's other tasks go
+-- on meanwhile).
+--
+-- A host I/O driver (pc.grpc's `driver`, OpenResty) owns the sockets, so
+-- there a name is resolved by getaddrinfo, which blocks (`blocking`).
+local core = require "protocall.core"
+local sched = require "protocall.sched"
+local target = require "protocall.transport.target"
+
+local setmetatable, tostring, tonumber, ipairs = setmetatable, tostring, tonumber, ipairs
+
+local M = {}
+
+local Resolver = { __name = "protocall.DnsResolver" }
+Resolver.__index = Resolver
+
+--- resolver | nil, problem = new(where, server, min_interval): a resolver
+-- of the dns: place `where` (transport/target.lua; its `dns_server`
+-- before `server`, "IP:PORT"; nil: the system's), re-resolving no sooner
+-- than `min_interval` seconds after the last (nil: 30). The first query
+-- goes out now.
+function M.new(where, server, min_interval)
+  local r, why = core.resolver(where.host, where.port and tonumber(where.port) or 0,
+    where.dns_server or server, min_interval)
+  if not r then return nil, why end
+  r:step()
+  return setmetatable({ r = r, seen = 0, tls = where.tls, why = nil }, Resolver)
+end
+
+--- places | nil = resolver:news(): reads what came without waiting; the
+-- addresses as {host=, port=, tls=, weight=} places when a resolution
+-- ended with some since the last ask, else nil. `resolver.why` says why
+-- the last resolution failed (nil after one that did not).
+function Resolver:news()
+  local v = self.r:step()
+  if v == self.seen then return nil end
+  self.seen = v
+  local list, why = self.r:result()
+  self.why = why
+  if why then return nil end
+  local places = {}
+  for i, a in ipairs(list) do
+    places[i] = { host = a.host, port = tostring(a.port), tls = self.tls, weight = a.weight }
+  end
+  return places
+end
+
+--- resolver:wait(): until a round of I/O over the resolver's sockets (a
+-- task yields to the others meanwhile).
+function Resolver:wait()
+  sched.wait(self.r)
+end
+
+--- resolver:refresh(): a resolution as soon as the minimum interval allows.
+function Resolver:refresh()
+  self.r:refresh()
+end
+
+function Resolver:close()
+  self.r:close()
+end
+
+local Blocking = { __name = "protocall.DnsBlocking" }
+Blocking.__index = Blocking
+
+--- resolver = blocking(where, places): the same methods over getaddrinfo
+-- (transport/target.lua's resolve_now) for host I/O drivers: `places`
+-- resolved already, and again on each refresh.
+function M.blocking(where, places)
+  return setmetatable({ where = where, fresh = places }, Blocking)
+end
+
+function Blocking:news()
+  local places = self.fresh
+  self.fresh = nil
+  return places
+end
+
+function Blocking:refresh()
+  self.fresh = target.resolve_now(self.where)
+end
+
+function Blocking.wait() end
+
+function Blocking.close() end
+
+return M

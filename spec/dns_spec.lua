@@ -134,6 +134,26 @@ describe("dns: targets", function()
     end)
   end)
 
+  it("asks again before the TTL when a backend says GOAWAY and leaves", function()
+    local b2, b3 = pair()
+    zone { ["bye.test"] = { A = { "127.0.0.2" } } } -- TTL 300 s
+    serving({ b2, b3 }, function()
+      local c, t = client("dns:///bye.test:" .. b2.port, { dns_min_interval = 0.2 })
+      assert.are.equal("b2", c:Who({}).name)
+      zone { ["bye.test"] = { A = { "127.0.0.3" } } }
+      b2:shutdown(1) -- GOAWAY, then closed
+      local calls, name = 0, nil
+      while name ~= "b3" and calls < 60 do -- 3 s
+        calls = calls + 1
+        local ok, r = pcall(c.Who, c, {})
+        name = ok and r.name or nil
+        if name ~= "b3" then pc.sleep(0.05) end
+      end
+      assert.are.equal("b3", name)
+      t:close()
+    end)
+  end)
+
   it("honours SRV weights in the lowest priority group", function()
     local a, b, c3 = backend("127.0.0.1:0", "a"), backend("127.0.0.1:0", "b"), backend("127.0.0.1:0", "c")
     zone {
@@ -182,14 +202,35 @@ describe("dns: targets", function()
     end)
   end)
 
-  it("fails a name that does not resolve UNAVAILABLE, naming it", function()
+  it("fails a name that does not resolve UNAVAILABLE, naming it, in a task or outside", function()
     zone {}
+    local c = client("dns:///nope.test:50051")
+    local err = helper.status_error(c.Who, c, {}) -- outside: the call pumps the resolver itself
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal("resolve nope.test: Domain name not found", err.message)
     serving({}, function()
-      local c = client("dns:///nope.test:50051")
-      local err = helper.status_error(c.Who, c, {})
+      c = client("dns:///nope.test:50051")
+      err = helper.status_error(c.Who, c, {})
       assert.are.equal("UNAVAILABLE", err.code)
       assert.are.equal("resolve nope.test: Domain name not found", err.message)
+      local t = pc.grpc("dns:///nope.test:50051", { dns_server = server })
+      local ok, e = t:start_unary("/dnst.Echo/Who", ""):result() -- a started call (hedging's) too
+      assert.is_false(ok)
+      assert.are.same({ "UNAVAILABLE", "resolve nope.test: Domain name not found", "/dnst.Echo/Who" },
+        { e.code, e.message, e.method })
+      t:close()
     end)
+  end)
+
+  it("resolves by getaddrinfo under a host I/O driver, which owns the sockets (no SRV there)", function()
+    local sdriver = require "socket_driver"
+    local py = helper.spawn("grpc", 0)
+    local t = pc.grpc("dns:///localhost:" .. py.port, { driver = sdriver.new(pc) })
+    assert.are.equal("x", t:unary("/test.Test/Echo", "x", { timeout = 5 }))
+    t:close()
+    helper.stop(py)
+    assert.has_error(function() pc.grpc("dns:///_grpc._tcp.x.test", { driver = sdriver.new(pc) }) end,
+      "pc.grpc: target 'dns:///_grpc._tcp.x.test': SRV needs the built-in driver")
   end)
 
   it("refuses a DNS server c-ares cannot use, and dns_min_interval <= 0", function()

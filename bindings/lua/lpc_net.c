@@ -290,6 +290,13 @@ static int lpc_grpcchannel_connected(lua_State *L) {
   return 1;
 }
 
+/* -- n = ch:goaways()   -- GOAWAY frames received (pc_GrpcChannel_Goaways) */
+static int lpc_grpcchannel_goaways(lua_State *L) {
+  ChannelBox *cb = check_channel(L, 1);
+  lua_pushinteger(L, pc_GrpcChannel_Goaways(cb->ch));
+  return 1;
+}
+
 #define RESOLVE_MAX 64
 
 typedef struct {
@@ -834,6 +841,7 @@ void lpc_open_net(lua_State *L) {
                                              {"host_recv", lpc_grpcchannel_host_recv},
                                              {"host_lost", lpc_grpcchannel_host_lost},
                                              {"connected", lpc_grpcchannel_connected},
+                                             {"goaways", lpc_grpcchannel_goaways},
                                              {NULL, NULL}};
   static const luaL_Reg call_methods[] = {{"send", lpc_grpccall_send},
                                           {"unsent", lpc_grpccall_unsent},

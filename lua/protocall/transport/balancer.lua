@@ -115,9 +115,15 @@ local function pick(self, tried)
 end
 
 -- A call on backend `b` of `self` ended: `err` nil for success. A
--- backend that lost or could not make its connection asks the resolver
--- for a new answer.
+-- backend that lost or could not make its connection, or received a
+-- GOAWAY, asks the resolver for a new answer.
 local function report(self, b, err)
+  if b.gone then return end -- its address left the resolver's answer
+  local goaways = b.transport.channel:goaways()
+  if goaways ~= b.goaways then
+    b.goaways = goaways
+    if self.dns then self.dns:refresh() end
+  end
   if err == nil then
     b.down_until, b.backoff = nil, nil
   elseif type(err) == "table" and err.code == "UNAVAILABLE" and not b.transport.channel:connected() then
@@ -133,7 +139,7 @@ local function address(where)
 end
 
 local function backend(make, where)
-  return { transport = make(where), address = address(where), weight = 1, current = 0 }
+  return { transport = make(where), address = address(where), weight = 1, current = 0, goaways = 0 }
 end
 
 --- transport = new(places, make, policy, dns, target): pc.grpc's
@@ -165,7 +171,10 @@ function Balanced:update(places)
     b.weight = where.weight and where.weight > 0 and where.weight or 1
     uneven = uneven or b.weight ~= bs[1].weight
   end
-  for _, gone in pairs(by) do gone.transport:close() end
+  for _, gone in pairs(by) do
+    gone.gone = true
+    gone.transport:close()
+  end
   self.members, self.weighted = bs, uneven
   if self.next > #bs then self.next = 1 end
 end

@@ -401,10 +401,11 @@ size_t pc_NetResolver_PollPrepare(pc_NetResolver *const *rs, size_t k, struct po
     if (!r->busy && now >= r->next_at) start(r);
     if (!r->busy) continue;
     ares_socket_t socks[ARES_GETSOCK_MAXNUM];
-    int bits = ares_getsock(r->ch, socks, ARES_GETSOCK_MAXNUM);
-    for (int j = 0; j < ARES_GETSOCK_MAXNUM && nfds < max; j++) {
-      short events = (short)((ARES_GETSOCK_READABLE(bits, j) ? POLLIN : 0) |
-                             (ARES_GETSOCK_WRITABLE(bits, j) ? POLLOUT : 0));
+    /* The bits unsigned: ARES_GETSOCK_WRITABLE shifts an int by up to 31. */
+    unsigned bits = (unsigned)ares_getsock(r->ch, socks, ARES_GETSOCK_MAXNUM);
+    for (unsigned j = 0; j < ARES_GETSOCK_MAXNUM && nfds < max; j++) {
+      short events = (short)((bits & 1u << j ? POLLIN : 0) |
+                             (bits & 1u << (j + ARES_GETSOCK_MAXNUM) ? POLLOUT : 0));
       if (events == 0) continue;
       fds[nfds].fd = socks[j];
       fds[nfds].events = events;

@@ -157,7 +157,7 @@ function M.new(places, make, policy, dns, target)
   return self
 end
 
---- transport:update(places): the backends become `places` ({host=,
+-- transport:update(places): the backends become `places` ({host=,
 -- port=, tls=, weight=}); those whose address is gone are closed (their
 -- calls go on), new ones added, the others kept with their state.
 function Balanced:update(places)

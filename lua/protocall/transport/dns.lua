@@ -3,13 +3,14 @@
 -- SRV records for "dns:///_grpc._tcp.name" (the lowest priority group,
 -- each address with its record's weight). Nothing blocks: a step reads
 -- what came and starts a resolution that is due (the records' TTL passed,
--- or a refresh after a failed connection, never sooner than the minimum
--- interval after the last); a call with no address yet waits for the
--- first resolution as a task waits for a socket (pc.run's other tasks go
--- on meanwhile).
+-- or a refresh after a failed connection or a GOAWAY, never sooner than
+-- the minimum interval after the last); a call with no address yet waits
+-- for the first resolution as a task waits for a socket (the loop's other
+-- tasks go on meanwhile).
 --
--- A host I/O driver (pc.grpc's `driver`, OpenResty) owns the sockets, so
--- there a name is resolved by getaddrinfo, which blocks (`blocking`).
+-- A host I/O driver (the transport's `driver` option, OpenResty) owns the
+-- sockets, so there a name is resolved by getaddrinfo, which blocks
+-- (`blocking`).
 local core = require "protocall.core"
 local sched = require "protocall.sched"
 local target = require "protocall.transport.target"

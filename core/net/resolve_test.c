@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -138,6 +139,15 @@ static int has(pc_NetResolver *r, const char *host, unsigned port, unsigned weig
   return 0;
 }
 
+/* 'r', or the test ends: every case below needs its resolver. */
+static pc_NetResolver *must(pc_NetResolver *r, const pc_Error *err) {
+  if (r == NULL) {
+    fprintf(stderr, "no resolver: %s\n", err->msg);
+    exit(1);
+  }
+  return r;
+}
+
 static size_t count(pc_NetResolver *r) {
   const pc_NetAddress *a;
   return pc_NetResolver_Addresses(r, &a);
@@ -182,8 +192,7 @@ int main(void) {
 
   /* A numeric host, with no query. */
   pc_Error_Init(&err);
-  pc_NetResolver *r = pc_NetResolver_New("127.0.0.1", 50051, &o, NULL, NULL, &err);
-  CHECK(r != NULL);
+  pc_NetResolver *r = must(pc_NetResolver_New("127.0.0.1", 50051, &o, NULL, NULL, &err), &err);
   CHECK(pc_NetResolver_Version(r) == 0 && count(r) == 0 && !pc_NetResolver_Busy(r));
   CHECK(pc_NetResolver_Step(r) == 1 && queries == 0);
   CHECK(count(r) == 1 && has(r, "127.0.0.1", 50051, 1));
@@ -195,8 +204,7 @@ int main(void) {
   zone[0] = (Record){"svc.test", 1, 1, "127.0.0.2"};
   zone[1] = (Record){"svc.test", 1, 1, "127.0.0.3"};
   nzone = 2;
-  r = pc_NetResolver_New("svc.test", 7000, &o, NULL, NULL, &err);
-  CHECK(r != NULL);
+  r = must(pc_NetResolver_New("svc.test", 7000, &o, NULL, NULL, &err), &err);
   CHECK(pc_NetResolver_Step(r) == 0 && pc_NetResolver_Busy(r));
   CHECK(run(r, 0, 5));
   CHECK(!pc_NetResolver_Busy(r));
@@ -222,7 +230,7 @@ int main(void) {
   pc_NetResolver_Free(r);
 
   /* A name never resolved: the error, no address. */
-  r = pc_NetResolver_New("nothing.test", 7000, &o, NULL, NULL, &err);
+  r = must(pc_NetResolver_New("nothing.test", 7000, &o, NULL, NULL, &err), &err);
   CHECK(run(r, 0, 5));
   CHECK(count(r) == 0 && pc_NetResolver_Error(r) != NULL);
   pc_NetResolver_Free(r);
@@ -235,7 +243,7 @@ int main(void) {
   zone[4] = (Record){"b.test", 1, 60, "127.0.0.6"};
   zone[5] = (Record){"c.test", 1, 60, "127.0.0.7"};
   nzone = 6;
-  r = pc_NetResolver_New("_grpc._tcp.svc.test", 0, &o, NULL, NULL, &err);
+  r = must(pc_NetResolver_New("_grpc._tcp.svc.test", 0, &o, NULL, NULL, &err), &err);
   CHECK(run(r, 0, 5));
   CHECK(pc_NetResolver_Error(r) == NULL);
   CHECK(count(r) == 2 && has(r, "127.0.0.5", 5001, 3) && has(r, "127.0.0.6", 5002, 1));
@@ -261,7 +269,7 @@ int main(void) {
     if (!fail_hit) break;
   }
   fail_reset(0);
-  r = pc_NetResolver_New("_grpc._tcp.svc.test", 0, &o, fail_alloc, NULL, &err);
+  r = must(pc_NetResolver_New("_grpc._tcp.svc.test", 0, &o, fail_alloc, NULL, &err), &err);
   pc_NetResolver_Step(r); /* the SRV query sent, unanswered */
   pc_NetResolver_Free(r);
   CHECK(fail_live == 0);

@@ -202,6 +202,25 @@ describe("dns: targets", function()
     end)
   end)
 
+  it("lists the resolver's socket in pc.poll_fds, for a host's own loop", function()
+    local l = backend("127.0.0.1:0", "h")
+    zone { ["host.test"] = { delay = 0.3, A = { "127.0.0.1" } } }
+    local c = client("dns:///host.test:" .. l.port)
+    local name
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      name = c:Who({}).name
+      l:shutdown(0)
+    end)
+    local left = pc.step(0)
+    -- the answer comes in 0.3 s: the listener's socket and the resolver's
+    local fds, timeout = pc.poll_fds()
+    assert.are.equal(2, #fds)
+    assert.is_true(timeout == nil or timeout > 0)
+    while left > 0 do left = pc.step(0.01) end
+    assert.are.equal("h", name)
+  end)
+
   it("fails a name that does not resolve UNAVAILABLE, naming it, in a task or outside", function()
     zone {}
     local c = client("dns:///nope.test:50051")

@@ -202,6 +202,16 @@ describe("dns: targets", function()
     end)
   end)
 
+  it("ends a call whose deadline passes while its name resolves DEADLINE_EXCEEDED", function()
+    zone { ["late.test"] = { delay = 1, A = { "127.0.0.1" } } }
+    serving({}, function()
+      local c = client("dns:///late.test:1")
+      local err = helper.status_error(c.Who, c, {}, { timeout = 0.2 })
+      assert.are.same({ "DEADLINE_EXCEEDED", "deadline exceeded while resolving late.test" },
+        { err.code, err.message })
+    end)
+  end)
+
   it("lists the resolver's socket in pc.poll_fds, for a host's own loop", function()
     local l = backend("127.0.0.1:0", "h")
     zone { ["host.test"] = { delay = 0.3, A = { "127.0.0.1" } } }

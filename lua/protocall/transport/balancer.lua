@@ -87,14 +87,20 @@ local function resolved(self)
 end
 
 -- The backend for the next call (healthy, else the one whose backoff ends
--- first), or nil and the error of a name that does not resolve.
-local function pick(self, tried)
+-- first), or nil and the error of a name that does not resolve or of a
+-- call whose `timeout` (seconds, nil: none) passed while it resolved.
+local function pick(self, tried, timeout)
   local dns = self.dns
   if dns then
     resolved(self)
+    local deadline = timeout and monotonic() + timeout
     while #self.members == 0 do
       if dns.why then return nil, errors.status("UNAVAILABLE", dns.why) end
-      dns:wait()
+      local left = deadline and deadline - monotonic()
+      if left and left <= 0 then
+        return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while resolving " .. dns.name)
+      end
+      dns:wait(left)
       resolved(self)
     end
   end
@@ -211,10 +217,10 @@ local function check_open(self, name, level)
   if self.closed then error("calling '" .. name .. "' on bad self (transport is closed)", level + 1) end
 end
 
--- The backend for a call of `path`; raises the error of a name that does
--- not resolve.
-local function chosen(self, path, tried)
-  local b, err = pick(self, tried)
+-- The backend for a call of `path` with `settings`; raises the error of a
+-- name that does not resolve (or did not in time).
+local function chosen(self, path, settings)
+  local b, err = pick(self, settings and settings.tried, settings and settings.timeout)
   if b then return b end
   err.method = path
   error(err, 0)
@@ -223,7 +229,7 @@ end
 --- As pc.grpc's transport:unary, on the backend the policy picks.
 function Balanced:unary(path, request, settings)
   check_open(self, "unary", 2)
-  local b = chosen(self, path, settings and settings.tried)
+  local b = chosen(self, path, settings)
   local ok, res, meta = pcall(b.transport.unary, b.transport, path, request, settings)
   if not ok then rethrow(self, b, res) end
   report(self, b, nil)
@@ -233,7 +239,7 @@ end
 --- As pc.grpc's transport:server_stream, on the backend the policy picks.
 function Balanced:server_stream(path, request, settings)
   check_open(self, "server_stream", 2)
-  local b = chosen(self, path, settings and settings.tried)
+  local b = chosen(self, path, settings)
   local ok, iter, state, ctl, call = pcall(b.transport.server_stream, b.transport, path, request, settings)
   if not ok then rethrow(self, b, iter) end
   return function()
@@ -248,7 +254,7 @@ end
 -- on the backend the policy picks.
 function Balanced:stream(path, settings)
   check_open(self, "stream", 2)
-  local b = chosen(self, path, settings and settings.tried)
+  local b = chosen(self, path, settings)
   return b.transport:stream(path, settings)
 end
 
@@ -263,7 +269,7 @@ function Failed.cancel() end
 local function started(self, name, path, request, settings)
   check_open(self, name, 3)
   local tried = settings and settings.tried
-  local b, err = pick(self, tried)
+  local b, err = pick(self, tried, settings and settings.timeout)
   if not b then
     err.method = path
     return setmetatable({ err = err }, Failed)

@@ -32,7 +32,7 @@ function M.new(where, server, min_interval)
     where.dns_server or server, min_interval)
   if not r then return nil, why end
   r:step()
-  return setmetatable({ r = r, seen = 0, tls = where.tls, why = nil }, Resolver)
+  return setmetatable({ r = r, seen = 0, tls = where.tls, why = nil, name = where.host }, Resolver)
 end
 
 --- places | nil = resolver:news(): reads what came without waiting; the
@@ -53,10 +53,11 @@ function Resolver:news()
   return places
 end
 
---- resolver:wait(): until a round of I/O over the resolver's sockets (a
--- task yields to the others meanwhile).
-function Resolver:wait()
-  sched.wait(self.r)
+--- resolver:wait(seconds): until a round of I/O over the resolver's
+-- sockets, at most `seconds` (nil: a second; a task yields to the others
+-- meanwhile).
+function Resolver:wait(seconds)
+  sched.pump({ self.r }, seconds or 1)
 end
 
 --- resolver:refresh(): a resolution as soon as the minimum interval allows.
@@ -75,7 +76,7 @@ Blocking.__index = Blocking
 -- (transport/target.lua's resolve_now) for host I/O drivers: `places`
 -- resolved already, and again on each refresh.
 function M.blocking(where, places)
-  return setmetatable({ where = where, fresh = places }, Blocking)
+  return setmetatable({ where = where, fresh = places, name = where.host }, Blocking)
 end
 
 function Blocking:news()

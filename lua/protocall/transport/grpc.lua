@@ -506,8 +506,9 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- with "[::1]:5001"), or a dns:/// name: every address it resolves to
 -- is a backend (one connection each, the name as :authority), resolved
 -- without blocking (c-ares; transport/dns.lua) and again when its
--- records' TTL passed or a backend's connection failed, at most once per
--- `dns_min_interval` (seconds, default 30); "dns:///_grpc._tcp.name"
+-- records' TTL passed or a backend's connection failed or it sent GOAWAY,
+-- at most once per `dns_min_interval` (seconds, default 30; a call's
+-- timeout bounds its wait for the first answer); "dns:///_grpc._tcp.name"
 -- (a name beginning with "_", no port) resolves its SRV records, whose
 -- weights `round_robin` (its default policy) honours;
 -- "dns://IP:PORT/name:port" or the option `dns_server` = "IP:PORT" asks

@@ -107,7 +107,7 @@ local function pick(self, tried, timeout)
   local b = healthy(self, tried)
   if b then return b end
   if dns then
-    dns:refresh()
+    dns:all_failed()
     resolved(self)
     b = healthy(self, tried)
     if b then return b end

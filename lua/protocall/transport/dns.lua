@@ -40,6 +40,7 @@ end
 -- ended with some since the last ask, else nil. `resolver.why` says why
 -- the last resolution failed (nil after one that did not).
 function Resolver:news()
+  if self.closed then return nil end
   local v = self.r:step()
   if v == self.seen then return nil end
   self.seen = v
@@ -60,12 +61,15 @@ function Resolver:wait(seconds)
   sched.pump({ self.r }, seconds or 1)
 end
 
---- resolver:refresh(): a resolution as soon as the minimum interval allows.
+--- resolver:refresh(): a resolution as soon as the minimum interval
+-- allows (a backend failed or sent GOAWAY; every backend failed).
 function Resolver:refresh()
-  self.r:refresh()
+  if not self.closed then self.r:refresh() end
 end
+Resolver.all_failed = Resolver.refresh
 
 function Resolver:close()
+  self.closed = true
   self.r:close()
 end
 
@@ -74,7 +78,8 @@ Blocking.__index = Blocking
 
 --- resolver = blocking(where, places): the same methods over getaddrinfo
 -- (transport/target.lua's resolve_now) for host I/O drivers: `places`
--- resolved already, and again on each refresh.
+-- resolved already, and again only when every backend has failed (it
+-- blocks), not on each failed backend.
 function M.blocking(where, places)
   return setmetatable({ where = where, fresh = places, name = where.host }, Blocking)
 end
@@ -85,7 +90,9 @@ function Blocking:news()
   return places
 end
 
-function Blocking:refresh()
+function Blocking.refresh() end
+
+function Blocking:all_failed()
   self.fresh = target.resolve_now(self.where)
 end
 

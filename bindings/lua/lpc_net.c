@@ -21,8 +21,9 @@
 #include <errno.h>
 #include <string.h>
 
-#define CHANNEL_MT "protocall.GrpcChannel"
-#define CALL_MT    "protocall.GrpcCall"
+#define CHANNEL_MT  "protocall.GrpcChannel"
+#define RESOLVER_MT "protocall.Resolver"
+#define CALL_MT     "protocall.GrpcCall"
 
 typedef struct {
   pc_GrpcChannel *ch; /* NULL once collected */
@@ -289,7 +290,97 @@ static int lpc_grpcchannel_connected(lua_State *L) {
   return 1;
 }
 
+/* -- n = ch:goaways()   -- GOAWAY frames received (pc_GrpcChannel_Goaways) */
+static int lpc_grpcchannel_goaways(lua_State *L) {
+  ChannelBox *cb = check_channel(L, 1);
+  lua_pushinteger(L, pc_GrpcChannel_Goaways(cb->ch));
+  return 1;
+}
+
 #define RESOLVE_MAX 64
+
+typedef struct {
+  pc_NetResolver *r; /* NULL once closed */
+} ResolverBox;
+
+/* -- r | nil, message = core.resolver(name, port, server, min_interval, query_timeout)
+ * A resolver (core/net/resolve.h) of 'name' for TCP 'port' (A and AAAA
+ * records), or of its SRV records when 'port' is 0; 'server' "IP:PORT" or
+ * nil (the system's), the intervals in seconds or nil. Nothing is sent
+ * before its first step. */
+static int lpc_resolver_new(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  lua_Integer port = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, port >= 0 && port <= 65535, 2, "port in 0..65535 expected");
+  pc_NetResolverOptions o = {luaL_optstring(L, 3, NULL), luaL_optnumber(L, 4, 0),
+                             luaL_optnumber(L, 5, 0)};
+  ResolverBox *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->r = NULL;
+  luaL_setmetatable(L, RESOLVER_MT);
+  pc_Error err;
+  pc_Error_Init(&err);
+  b->r = pc_NetResolver_New(name, (unsigned)port, &o, NULL, NULL, &err);
+  if (b->r == NULL) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  return 1;
+}
+
+static ResolverBox *check_resolver(lua_State *L) {
+  ResolverBox *b = luaL_checkudata(L, 1, RESOLVER_MT);
+  if (b->r == NULL) luaL_error(L, "resolver is closed");
+  return b;
+}
+
+/* -- version = r:step()
+ * A round that does not wait (pc_NetResolver_Step): starts a resolution
+ * that is due, reads what came; the count of resolutions ended. */
+static int lpc_resolver_step(lua_State *L) {
+  lua_pushinteger(L, pc_NetResolver_Step(check_resolver(L)->r));
+  return 1;
+}
+
+/* -- {{host=, port=, weight=}, ...}, message | nil = r:result()
+ * The addresses of the last good resolution (empty before one) and why
+ * the last one failed (nil when it did not). */
+static int lpc_resolver_result(lua_State *L) {
+  pc_NetResolver *r = check_resolver(L)->r;
+  const pc_NetAddress *a;
+  size_t n = pc_NetResolver_Addresses(r, &a);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, a[i].host);
+    lua_setfield(L, -2, "host");
+    lua_pushinteger(L, a[i].port);
+    lua_setfield(L, -2, "port");
+    lua_pushinteger(L, a[i].weight);
+    lua_setfield(L, -2, "weight");
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  const char *why = pc_NetResolver_Error(r);
+  if (why)
+    lua_pushstring(L, why);
+  else
+    lua_pushnil(L);
+  return 2;
+}
+
+/* -- r:refresh()   -- a resolution as soon as the minimum interval allows */
+static int lpc_resolver_refresh(lua_State *L) {
+  pc_NetResolver_Refresh(check_resolver(L)->r);
+  return 0;
+}
+
+/* -- r:close()   -- frees it (what is under way is dropped); idempotent */
+static int lpc_resolver_close(lua_State *L) {
+  ResolverBox *b = luaL_checkudata(L, 1, RESOLVER_MT);
+  pc_NetResolver_Free(b->r);
+  b->r = NULL;
+  return 0;
+}
 
 /* -- {address, ...} | nil, message = core.resolve(host, port)
  * Every numeric address of 'host' (at most 64; pc_Net_Resolve). */
@@ -484,7 +575,8 @@ static int lpc_grpccall_close(lua_State *L) {
 typedef struct {
   pc_GrpcChannel **chs;
   pc_GrpcListener **ls;
-  size_t n, m;
+  pc_NetResolver **rs;
+  size_t n, m, k;
   int closed; /* the list holds a closed one */
 } Waitables;
 
@@ -493,16 +585,21 @@ typedef struct {
  * returns); returns how many entries the list has. */
 static lua_Integer waitables(lua_State *L, int idx, Waitables *w) {
   luaL_checktype(L, idx, LUA_TTABLE);
-  w->n = w->m = 0;
+  w->n = w->m = w->k = 0;
   w->closed = 0;
   lua_Integer len = luaL_len(L, idx);
   luaL_argcheck(L, len >= 0 && len <= 1000000, idx, "too many channels and listeners");
-  void **room = lua_newuserdatauv(L, 2 * ((size_t)len + 1) * sizeof(void *), 0);
+  void **room = lua_newuserdatauv(L, 3 * ((size_t)len + 1) * sizeof(void *), 0);
   w->chs = (pc_GrpcChannel **)room;
   w->ls = (pc_GrpcListener **)(room + len + 1);
+  w->rs = (pc_NetResolver **)(room + 2 * (len + 1));
   for (lua_Integer i = 1; i <= len; i++) {
     lua_geti(L, idx, i);
-    if (lpc_is_listener(L, -1)) {
+    ResolverBox *rb = luaL_testudata(L, -1, RESOLVER_MT);
+    if (rb) {
+      if (rb->r == NULL) w->closed = 1;
+      if (rb->r) w->rs[w->k++] = rb->r;
+    } else if (lpc_is_listener(L, -1)) {
       pc_GrpcListener *l = lpc_to_listener(L, -1);
       if (l == NULL) w->closed = 1;
       if (l) w->ls[w->m++] = l;
@@ -538,6 +635,10 @@ static void take_woken(lua_State *L, int idx, int out) {
   int all = lua_gettop(L);
   for (lua_Integer i = 1; i <= len; i++) {
     lua_geti(L, idx, i);
+    if (luaL_testudata(L, -1, RESOLVER_MT)) { /* no calls: its waiters look each round */
+      lua_pop(L, 1);
+      continue;
+    }
     pc_GrpcWakeList *w = wake_list(L, -1);
     if (w == NULL || pc_GrpcWakeList_Overflow(w)) {
       if (na == 0) {
@@ -587,10 +688,11 @@ static int lpc_grpc_pump(lua_State *L) {
   Waitables w;
   lua_Integer len = waitables(L, 1, &w);
   lua_Number timeout = luaL_checknumber(L, 2);
-  if (!(timeout > 0) || (len > 0 && w.n == 0 && w.m == 0)) timeout = 0; /* all closed */
-  if (any_pending(&w)) timeout = 0; /* news already (a task cancelled a call): no wait */
-  int ok =
-      w.m > 0 ? pc_Grpc_PumpAll(w.chs, w.n, w.ls, w.m, timeout) : pc_Grpc_Pump(w.chs, w.n, timeout);
+  if (!(timeout > 0) || (len > 0 && w.n == 0 && w.m == 0 && w.k == 0)) timeout = 0; /* all closed */
+  if (w.closed && w.k > 0) timeout = 0; /* a closed resolver: its waiter goes on */
+  if (any_pending(&w)) timeout = 0;     /* news already (a task cancelled a call): no wait */
+  int ok = w.m > 0 || w.k > 0 ? pc_Grpc_PumpAll(w.chs, w.n, w.ls, w.m, w.rs, w.k, timeout)
+                              : pc_Grpc_Pump(w.chs, w.n, timeout);
   if (!ok) return luaL_error(L, "poll failed: %s", strerror(errno)); /* ENOMEM: no room */
   take_woken(L, 1, 3);
   return 2;
@@ -607,9 +709,9 @@ static int lpc_grpc_poll_fds(lua_State *L) {
   waitables(L, 1, &w);
   double timeout = luaL_checknumber(L, 2);
   if (w.closed) timeout = 0; /* its waiter goes on at once */
-  size_t max = pc_Grpc_PollCount(w.chs, w.n, w.ls, w.m);
+  size_t max = pc_Grpc_PollCount(w.chs, w.n, w.ls, w.m, w.k);
   struct pollfd *fds = lua_newuserdatauv(L, (max ? max : 1) * sizeof *fds, 0);
-  size_t nfds = pc_Grpc_PollFds(w.chs, w.n, w.ls, w.m, fds, max, &timeout);
+  size_t nfds = pc_Grpc_PollFds(w.chs, w.n, w.ls, w.m, w.rs, w.k, fds, max, &timeout);
   if (any_pending(&w)) timeout = 0; /* news (a deadline it just enforced): pump at once */
   lua_createtable(L, (int)nfds, 0);
   for (size_t i = 0; i < nfds; i++) {
@@ -739,6 +841,7 @@ void lpc_open_net(lua_State *L) {
                                              {"host_recv", lpc_grpcchannel_host_recv},
                                              {"host_lost", lpc_grpcchannel_host_lost},
                                              {"connected", lpc_grpcchannel_connected},
+                                             {"goaways", lpc_grpcchannel_goaways},
                                              {NULL, NULL}};
   static const luaL_Reg call_methods[] = {{"send", lpc_grpccall_send},
                                           {"unsent", lpc_grpccall_unsent},
@@ -756,6 +859,7 @@ void lpc_open_net(lua_State *L) {
                                    {"grpc_pump", lpc_grpc_pump},
                                    {"grpc_poll_fds", lpc_grpc_poll_fds},
                                    {"resolve", lpc_resolve},
+                                   {"resolver", lpc_resolver_new},
                                    {"grpc_timeout", lpc_grpc_timeout},
                                    {"grpc_percent_decode", lpc_grpc_percent_decode},
                                    {"metadata_problem", lpc_grpc_metadata_problem},
@@ -767,6 +871,19 @@ void lpc_open_net(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, lpc_grpcchannel_close);
   lua_setfield(L, -2, "__close");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+  static const luaL_Reg resolver_methods[] = {{"step", lpc_resolver_step},
+                                              {"result", lpc_resolver_result},
+                                              {"refresh", lpc_resolver_refresh},
+                                              {"close", lpc_resolver_close},
+                                              {NULL, NULL}};
+  luaL_newmetatable(L, RESOLVER_MT);
+  luaL_newlib(L, resolver_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lpc_resolver_close);
+  lua_setfield(L, -2, "__gc");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);

@@ -61,6 +61,7 @@ struct pc_GrpcChannel {
   double due;         /* no call's deadline is before this (-1: none has one) */
   int any_waiting;    /* a call may wait for the backoff (start_waiting) */
   pc_GrpcCall *check; /* calls whose stream got headers or ended: retry_refused's */
+  unsigned goaways;   /* GOAWAY frames received (pc_GrpcChannel_Goaways) */
 };
 
 struct pc_GrpcCall {
@@ -143,7 +144,7 @@ static void unlist_check(pc_GrpcCall *c) {
  * alone is not; the streams it refuses end); headers and the end are
  * what retry_refused looks for. */
 static void on_event(void *ud, pc_GrpcStream *stream, pc_GrpcEvent ev) {
-  (void)ud;
+  if (ev == kPc_GrpcEvent_Goaway) ((pc_GrpcChannel *)ud)->goaways++;
   pc_GrpcCall *c = stream ? pc_GrpcStream_User(stream) : NULL;
   if (c == NULL) return;
   wake(c);
@@ -317,6 +318,7 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   eo.stream_window = ch->o.stream_window;
   eo.connection_window = ch->o.connection_window;
   eo.on_event = on_event;
+  eo.event_ud = ch;
   c->engine = pc_GrpcEngine_New(&eo, ch->alloc, ch->ud, err);
   if (c->engine == NULL) {
     mem(ch, c, sizeof *c, 0);
@@ -981,6 +983,10 @@ void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why) {
   if (c == NULL) return;
   pc_NetSocket_SetHosted(c->sock, 0, why);
   lose(c, why);
+}
+
+unsigned pc_GrpcChannel_Goaways(const pc_GrpcChannel *ch) {
+  return ch->goaways;
 }
 
 int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch) {

@@ -236,4 +236,9 @@ void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why);
  * it had none. */
 int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch);
 
+/* How many GOAWAY frames the channel's connections received: a balancer
+ * asks its resolver for a new answer when this grows (the server may be
+ * leaving). */
+unsigned pc_GrpcChannel_Goaways(const pc_GrpcChannel *ch);
+
 #endif

@@ -362,28 +362,30 @@ static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void *
   return nfds;
 }
 
-size_t pc_Grpc_PollCount(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls,
-                         size_t m) {
-  size_t count = pc_Grpc_PollSlots(chs, n);
+size_t pc_Grpc_PollCount(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
+                         size_t nr) {
+  size_t count = pc_Grpc_PollSlots(chs, n) + pc_NetResolver_PollSlots(nr);
   for (size_t i = 0; i < m; i++) count += 1 + ls[i]->nconns + ls[i]->nlinger;
   return count;
 }
 
 size_t pc_Grpc_PollFds(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
-                       struct pollfd *fds, size_t max, double *timeout) {
+                       pc_NetResolver *const *rs, size_t nr, struct pollfd *fds, size_t max,
+                       double *timeout) {
   pc_GrpcPollSet ps; /* for 'who', which only the pump needs */
   if (!pc_GrpcPollSet_Init(&ps, max, 0)) return 0;
   double now = pc_Clock_Monotonic();
   size_t nfds = pc_Grpc_PollPrepare(chs, n, fds, ps.who, max, timeout);
   for (size_t i = 0; i < m; i++) nfds = prepare(ls[i], now, fds, ps.who, nfds, max, timeout);
+  nfds += pc_NetResolver_PollPrepare(rs, nr, fds + nfds, max - nfds, timeout);
   pc_GrpcPollSet_Free(&ps);
   return nfds;
 }
 
 int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
-                    double timeout) {
+                    pc_NetResolver *const *rs, size_t nr, double timeout) {
   pc_GrpcPollSet ps;
-  if (!pc_GrpcPollSet_Init(&ps, pc_Grpc_PollCount(chs, n, ls, m), m)) return 0;
+  if (!pc_GrpcPollSet_Init(&ps, pc_Grpc_PollCount(chs, n, ls, m, nr), m)) return 0;
   struct pollfd *fds = ps.fds;
   void **who = ps.who;
   double now = pc_Clock_Monotonic();
@@ -394,6 +396,8 @@ int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const
     nfds = prepare(ls[i], now, fds, who, nfds, ps.cap, &timeout);
     ps.spans[i] = nfds - first;
   }
+  size_t nres = nfds; /* the resolvers' entries come last */
+  nfds += pc_NetResolver_PollPrepare(rs, nr, fds + nres, ps.cap - nres, &timeout);
   if (timeout < 0) timeout = 0;
   int ms = timeout > 3600 ? 3600000 : (int)(timeout * 1000 + 0.999);
   if (poll(fds, nfds, ms) < 0 && errno != EINTR) {
@@ -401,6 +405,7 @@ int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const
     return 0;
   }
   pc_Grpc_PollDone(chs, n, fds, who, nch);
+  pc_NetResolver_PollDone(rs, nr, fds + nres, nfds - nres);
   now = pc_Clock_Monotonic();
   size_t k = nch;
   for (size_t i = 0; i < m; i++) {

@@ -20,6 +20,7 @@
 #define PC_NET_LISTENER_H
 
 #include "net/channel.h"
+#include "net/resolve.h"
 #include "net/server.h"
 
 typedef struct pc_GrpcListener pc_GrpcListener;
@@ -66,17 +67,18 @@ size_t pc_GrpcListener_Connections(const pc_GrpcListener *l);
  * cancelled, until freed. NULL is allowed. */
 void pc_GrpcListener_Free(pc_GrpcListener *l);
 
-/* One round of I/O over 'n' channels and 'm' listeners, as pc_Grpc_Pump:
- * sends what is queued, waits at most 'timeout' seconds (capped by the
+/* One round of I/O over 'n' channels, 'm' listeners and 'nr' resolvers
+ * (resolve.h), as pc_Grpc_Pump: sends what is queued, starts the
+ * resolutions that are due, waits at most 'timeout' seconds (capped by the
  * nearest deadline) for any socket, accepts connections, reads, enforces
  * deadlines and timeouts. Returns 1, or 0 when poll(2) failed. */
 int pc_Grpc_PumpAll(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
-                    double timeout);
+                    pc_NetResolver *const *rs, size_t nr, double timeout);
 
 /* An upper bound on the entries pc_Grpc_PollFds fills for these now (the
  * room to give it so that every socket is listed). */
-size_t pc_Grpc_PollCount(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls,
-                         size_t m);
+size_t pc_Grpc_PollCount(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
+                         size_t nr);
 
 /* For a host that polls in its own loop: what one pc_Grpc_PumpAll would
  * poll, without polling. Sends what is queued, enforces deadlines and
@@ -87,6 +89,7 @@ size_t pc_Grpc_PollCount(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *
  * Once poll(2) says one is ready, or '*timeout' passed, a pc_Grpc_PumpAll
  * with timeout 0 does the work. */
 size_t pc_Grpc_PollFds(pc_GrpcChannel *const *chs, size_t n, pc_GrpcListener *const *ls, size_t m,
-                       struct pollfd *fds, size_t max, double *timeout);
+                       pc_NetResolver *const *rs, size_t nr, struct pollfd *fds, size_t max,
+                       double *timeout);
 
 #endif

@@ -57,7 +57,7 @@ static void out_of_descriptors(void) {
 
   struct pollfd fds[4];
   double timeout = 10;
-  CHECK(pc_Grpc_PollFds(NULL, 0, &l, 1, fds, 4, &timeout) == 1); /* the listening socket */
+  CHECK(pc_Grpc_PollFds(NULL, 0, &l, 1, NULL, 0, fds, 4, &timeout) == 1); /* the listening socket */
 
   /* every descriptor taken, under a limit lowered for the test */
   struct rlimit old, low;
@@ -69,19 +69,19 @@ static void out_of_descriptors(void) {
   while (n < MAX_TAKEN && (fd = dup(c)) >= 0) taken[n++] = fd;
   CHECK(fd < 0 && errno == EMFILE);
 
-  CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, 1.0)); /* readable: accept fails with EMFILE */
+  CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, NULL, 0, 1.0)); /* readable: accept fails with EMFILE */
   CHECK(pc_GrpcListener_Connections(l) == 0);
   timeout = 10;
-  CHECK(pc_Grpc_PollFds(NULL, 0, &l, 1, fds, 4, &timeout) == 0); /* left out */
+  CHECK(pc_Grpc_PollFds(NULL, 0, &l, 1, NULL, 0, fds, 4, &timeout) == 0); /* left out */
   CHECK(timeout > 0 && timeout <= 0.1);
 
   for (int i = 0; i < n; i++) close(taken[i]);
   CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
   for (int i = 0; i < 100 && pc_GrpcListener_Connections(l) == 0; i++)
-    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, 0.05));
+    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, NULL, 0, 0.05));
   CHECK(pc_GrpcListener_Connections(l) == 1); /* accepted after the pause */
   timeout = 10;
-  CHECK(pc_Grpc_PollFds(NULL, 0, &l, 1, fds, 4, &timeout) ==
+  CHECK(pc_Grpc_PollFds(NULL, 0, &l, 1, NULL, 0, fds, 4, &timeout) ==
         2); /* listening again, and the connection */
 
   close(c);
@@ -94,15 +94,15 @@ static void reconnect_at_limit(void) {
   int first = client(l);
   CHECK(first >= 0);
   for (int i = 0; i < 100 && pc_GrpcListener_Connections(l) == 0; i++)
-    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, 0.05));
+    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, NULL, 0, 0.05));
   CHECK(pc_GrpcListener_Connections(l) == 1);
   /* the old connection's end and the new one, seen in one poll */
   close(first);
   int second = client(l);
   CHECK(second >= 0);
-  CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, 1.0));
+  CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, NULL, 0, 1.0));
   for (int i = 0; i < 100 && pc_GrpcListener_Connections(l) == 0; i++)
-    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, 0.05));
+    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, NULL, 0, 0.05));
   CHECK(pc_GrpcListener_Connections(l) == 1);
   char byte;
   CHECK(recv(second, &byte, 1, MSG_DONTWAIT) < 0 &&

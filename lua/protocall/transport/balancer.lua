@@ -8,13 +8,23 @@
 -- UNAVAILABLE while it has no connection (the connection could not be made
 -- or was lost; an UNAVAILABLE the server sent on a live connection marks
 -- nothing), and skipped until its backoff passes: 1 s, doubling on each
--- failure to 30 s, reset by a call that succeeds. When every backend is
--- failed, a dns:/// target is resolved again (new addresses join, gone ones
--- leave) and the call goes to the backend whose backoff ends first. The
+-- failure to 30 s, reset by a call that succeeds. A dns: target's
+-- backends are what its resolver (transport/dns.lua) last found: each call
+-- takes its news without waiting (new addresses join, gone ones leave,
+-- their calls going on), a call before the first answer waits for it
+-- (failing UNAVAILABLE with the resolver's reason when the name does not
+-- resolve), and a failed backend asks for a resolution (bounded by the
+-- resolver's minimum interval). When every backend is failed, the call
+-- goes to the backend whose backoff ends first. With SRV weights,
+-- `round_robin` is weighted (nginx's smooth weighted round robin: each
+-- backend's share of the calls is its weight over the sum; weight 0
+-- counts as 1). The
 -- attempts of one hedged call go to backends none of its earlier attempts
 -- used while there are such, so a retry after UNAVAILABLE (the failed
 -- backend now skipped) and a hedge both land on another backend.
 local core = require "protocall.core"
+local errors = require "protocall.errors"
+local sched = require "protocall.sched"
 
 local setmetatable, pcall, error, pairs, ipairs, type, tostring =
   setmetatable, pcall, error, pairs, ipairs, type, tostring
@@ -29,13 +39,31 @@ local FIRST_BACKOFF, MAX_BACKOFF = 1, 30
 local Balanced = { __name = "protocall.BalancedTransport" }
 Balanced.__index = Balanced
 
+-- The smooth weighted round robin pick among the backends up at `now` and
+-- not in `tried`, or nil.
+local function weighted(self, tried, now)
+  local best, total = nil, 0
+  for _, b in ipairs(self.members) do
+    if (b.down_until == nil or b.down_until <= now) and not (tried and tried[b]) then
+      b.current = b.current + b.weight
+      total = total + b.weight
+      if best == nil or b.current > best.current then best = b end
+    end
+  end
+  if best then best.current = best.current - total end
+  return best
+end
+
 -- The backend for the next call: healthy and not in `tried` (a hedged
--- call's backends so far) when one is, else healthy, else the one whose
--- backoff ends first (after resolving a dns:/// name again).
+-- call's backends so far) when one is, else healthy, else nil.
 local function healthy(self, tried)
   local bs = self.members
   local n = #bs
   local now = monotonic()
+  if self.weighted and self.policy == "round_robin" then
+    local b = weighted(self, tried, now)
+    if b then return b end
+  end
   local first = self.policy == "round_robin" and self.next or 1
   local fallback
   for k = 0, n - 1 do
@@ -52,11 +80,35 @@ local function healthy(self, tried)
   return fallback
 end
 
-local function pick(self, tried)
+-- Takes the resolver's news: new addresses join, gone ones leave.
+local function resolved(self)
+  local places = self.dns:news()
+  if places then self:update(places) end
+end
+
+-- The backend for the next call (healthy, else the one whose backoff ends
+-- first), or nil and the error of a name that does not resolve or of a
+-- call whose `timeout` (seconds, nil: none) passed while it resolved.
+local function pick(self, tried, timeout)
+  local dns = self.dns
+  if dns then
+    resolved(self)
+    local deadline = timeout and monotonic() + timeout
+    while #self.members == 0 do
+      if dns.why then return nil, errors.status("UNAVAILABLE", dns.why) end
+      local left = deadline and deadline - monotonic()
+      if left and left <= 0 then
+        return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while resolving " .. dns.name)
+      end
+      dns:wait(left)
+      resolved(self)
+    end
+  end
   local b = healthy(self, tried)
   if b then return b end
-  if self.resolve then
-    self:refresh()
+  if dns then
+    dns:all_failed()
+    resolved(self)
     b = healthy(self, tried)
     if b then return b end
   end
@@ -68,48 +120,68 @@ local function pick(self, tried)
   return best
 end
 
--- A call on backend `b` ended: `err` nil for success.
-local function report(b, err)
+-- A call on backend `b` of `self` ended: `err` nil for success. A
+-- backend that lost or could not make its connection, or received a
+-- GOAWAY, asks the resolver for a new answer.
+local function report(self, b, err)
+  if b.gone then return end -- its address left the resolver's answer
+  local goaways = b.transport.channel:goaways()
+  if goaways ~= b.goaways then
+    b.goaways = goaways
+    if self.dns then self.dns:refresh() end
+  end
   if err == nil then
     b.down_until, b.backoff = nil, nil
   elseif type(err) == "table" and err.code == "UNAVAILABLE" and not b.transport.channel:connected() then
     b.backoff = b.backoff and min(b.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
     b.down_until = monotonic() + b.backoff
+    if self.dns then self.dns:refresh() end
   end
+end
+
+local function address(where)
+  local host = where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host
+  return host .. ":" .. where.port
 end
 
 local function backend(make, where)
-  return { transport = make(where), address = where.host .. ":" .. where.port }
+  return { transport = make(where), address = address(where), weight = 1, current = 0, goaways = 0 }
 end
 
---- transport = new(places, make, policy, resolve, target): pc.grpc's
--- several backends. `places` lists {host=, port=,
--- tls=}; make(place) -> a one-backend transport; policy "pick_first" or
--- "round_robin"; resolve() -> places again (dns:/// targets) or nil.
+--- transport = new(places, make, policy, dns, target): pc.grpc's
+-- several backends. `places` lists {host=, port=, tls=} (none for a dns:
+-- target before its resolver answers); make(place) -> a one-backend
+-- transport; policy "pick_first" or "round_robin"; `dns` a resolver of
+-- transport/dns.lua or nil.
 -- The transport has pc.grpc's methods and also
 -- transport:set_load_balancing(policy) and transport:backends() ->
--- {{address=, failed=boolean}, ...}.
-function M.new(places, make, policy, resolve, target)
-  local bs = {}
-  for i, where in ipairs(places) do bs[i] = backend(make, where) end
-  return setmetatable({ members = bs, make = make, policy = policy, next = 1, resolve = resolve,
+-- {{address=, failed=boolean, weight=}, ...}.
+function M.new(places, make, policy, dns, target)
+  local self = setmetatable({ members = {}, make = make, policy = policy, next = 1, dns = dns,
     target = target }, Balanced)
+  self:update(places)
+  return self
 end
 
---- transport:refresh(): resolves a dns:/// target again; backends whose
--- address is gone are dropped (their calls go on), new ones added.
-function Balanced:refresh()
-  local places = self.resolve and self.resolve()
-  if not places then return end
+-- transport:update(places): the backends become `places` ({host=,
+-- port=, tls=, weight=}); those whose address is gone are closed (their
+-- calls go on), new ones added, the others kept with their state.
+function Balanced:update(places)
   local by, bs = {}, {}
+  local uneven = false
   for _, b in ipairs(self.members) do by[b.address] = b end
   for _, where in ipairs(places) do
-    local key = where.host .. ":" .. where.port
-    bs[#bs + 1] = by[key] or backend(self.make, where)
-    by[key] = nil
+    local key = address(where)
+    local b = by[key] or backend(self.make, where)
+    bs[#bs + 1], by[key] = b, nil
+    b.weight = where.weight and where.weight > 0 and where.weight or 1
+    uneven = uneven or b.weight ~= bs[1].weight
   end
-  for _, gone in pairs(by) do gone.transport:close() end
-  self.members = bs
+  for _, gone in pairs(by) do
+    gone.gone = true
+    gone.transport:close()
+  end
+  self.members, self.weighted = bs, uneven
   if self.next > #bs then self.next = 1 end
 end
 
@@ -123,18 +195,20 @@ function Balanced:set_load_balancing(name)
   self.policy = name
 end
 
---- transport:backends() -> {{address = "host:port", failed = boolean}, ...}
--- in the list's order.
+--- transport:backends() -> {{address = "host:port", failed = boolean,
+-- weight = n}, ...} in the list's order (for a dns: target, what its
+-- resolver last found, taken now).
 function Balanced:backends()
+  if self.dns then resolved(self) end
   local out, now = {}, monotonic()
   for i, b in ipairs(self.members) do
-    out[i] = { address = b.address, failed = b.down_until ~= nil and b.down_until > now }
+    out[i] = { address = b.address, failed = b.down_until ~= nil and b.down_until > now, weight = b.weight }
   end
   return out
 end
 
-local function rethrow(b, err)
-  report(b, err)
+local function rethrow(self, b, err)
+  report(self, b, err)
   error(err, 0)
 end
 
@@ -143,26 +217,35 @@ local function check_open(self, name, level)
   if self.closed then error("calling '" .. name .. "' on bad self (transport is closed)", level + 1) end
 end
 
+-- The backend for a call of `path` with `settings`; raises the error of a
+-- name that does not resolve (or did not in time).
+local function chosen(self, path, settings)
+  local b, err = pick(self, settings and settings.tried, settings and settings.timeout)
+  if b then return b end
+  err.method = path
+  error(err, 0)
+end
+
 --- As pc.grpc's transport:unary, on the backend the policy picks.
 function Balanced:unary(path, request, settings)
   check_open(self, "unary", 2)
-  local b = pick(self, settings and settings.tried)
+  local b = chosen(self, path, settings)
   local ok, res, meta = pcall(b.transport.unary, b.transport, path, request, settings)
-  if not ok then rethrow(b, res) end
-  report(b, nil)
+  if not ok then rethrow(self, b, res) end
+  report(self, b, nil)
   return res, meta
 end
 
 --- As pc.grpc's transport:server_stream, on the backend the policy picks.
 function Balanced:server_stream(path, request, settings)
   check_open(self, "server_stream", 2)
-  local b = pick(self, settings and settings.tried)
+  local b = chosen(self, path, settings)
   local ok, iter, state, ctl, call = pcall(b.transport.server_stream, b.transport, path, request, settings)
-  if not ok then rethrow(b, iter) end
+  if not ok then rethrow(self, b, iter) end
   return function()
     local okn, msg = pcall(iter, state, ctl)
-    if not okn then rethrow(b, msg) end
-    if msg == nil then report(b, nil) end
+    if not okn then rethrow(self, b, msg) end
+    if msg == nil then report(self, b, nil) end
     return msg
   end, nil, nil, call
 end
@@ -171,21 +254,32 @@ end
 -- on the backend the policy picks.
 function Balanced:stream(path, settings)
   check_open(self, "stream", 2)
-  local b = pick(self, settings and settings.tried)
+  local b = chosen(self, path, settings)
   return b.transport:stream(path, settings)
 end
+
+-- A started call that failed before it had a backend (a name that does
+-- not resolve).
+local Failed = { __name = "protocall.BalancedFailed" }
+Failed.__index = Failed
+function Failed:result() return false, self.err end
+function Failed.cancel() end
 
 -- A started call on backend `b`, reporting its outcome; `tried` records b.
 local function started(self, name, path, request, settings)
   check_open(self, name, 3)
   local tried = settings and settings.tried
-  local b = pick(self, tried)
+  local b, err = pick(self, tried, settings and settings.timeout)
+  if not b then
+    err.method = path
+    return setmetatable({ err = err }, Failed)
+  end
   if tried then tried[b] = true end
   local h = b.transport[name](b.transport, path, request, settings)
   local result = h.result
   h.result = function(hh)
     local ok, v, call = result(hh)
-    if ok == false then report(b, v) elseif ok then report(b, nil) end
+    if ok == false then report(self, b, v) elseif ok then report(self, b, nil) end
     return ok, v, call
   end
   return h
@@ -206,14 +300,16 @@ end
 
 --- As pc.grpc's transport:wait, over calls on any of the backends.
 function Balanced:wait(handles, seconds)
-  local t = self.members[1].transport
-  return t:wait(handles, seconds)
+  local b = self.members[1]
+  if b == nil then return sched.sleep(seconds) end -- no backend: no call started
+  return b.transport:wait(handles, seconds)
 end
 
---- Closes every backend's connection.
+--- Closes every backend's connection (and the resolver).
 function Balanced:close()
   self.closed = true
   for _, b in ipairs(self.members) do b.transport:close() end
+  if self.dns then self.dns:close() end
 end
 
 return M

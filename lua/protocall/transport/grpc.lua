@@ -20,7 +20,9 @@ local sched = require "protocall.sched"
 local error_of = require("protocall.status").error_of
 local driver = require "protocall.transport.driver"
 local balancer = require "protocall.transport.balancer"
-local target_places = require("protocall.transport.target").places
+local targets = require "protocall.transport.target"
+local dns_resolver = require "protocall.transport.dns"
+local target_places = targets.places
 
 local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
 local format = string.format
@@ -41,7 +43,7 @@ local TRANSPORT_OPTIONS = {
   connection_window = "number", compression = "string", metadata = "table",
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
-  driver = "table", wait_for_ready = "boolean",
+  driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
 }
 
 -- pc.grpc's `reconnect` table: its keys and gRPC's numbers
@@ -501,10 +503,19 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- knowledge) or "https://host[:port]" (TLS, verification on, ALPN h2);
 -- several backends are a list of such addresses ({"127.0.0.1:5001",
 -- "127.0.0.1:5002"}), "ipv4:127.0.0.1:5001,127.0.0.1:5002" (or ipv6:
--- with "[::1]:5001"), or a dns:/// name resolving to several addresses
--- (one connection each, the name as :authority; resolved again when every
--- backend has failed); `load_balancing` picks among them (doc/guide.md
--- "Load balancing", transport/balancer.lua).
+-- with "[::1]:5001"), or a dns:/// name: every address it resolves to
+-- is a backend (one connection each, the name as :authority), resolved
+-- without blocking (c-ares; transport/dns.lua) and again when its
+-- records' TTL passed or a backend's connection failed or it sent GOAWAY,
+-- at most once per `dns_min_interval` (seconds, default 30; a call's
+-- timeout bounds its wait for the first answer); "dns:///_grpc._tcp.name"
+-- (a name beginning with "_", no port) resolves its SRV records, whose
+-- weights `round_robin` (its default policy) honours;
+-- "dns://IP:PORT/name:port" or the option `dns_server` = "IP:PORT" asks
+-- that DNS server instead of the system's. With a `driver` a dns:/// name
+-- is resolved by getaddrinfo, which blocks (no SRV).
+-- `load_balancing` picks among them (doc/guide.md "Load balancing",
+-- transport/balancer.lua).
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
 -- `key_file` (PEM client certificate and key, mutual TLS; one needs the other),
 -- `server_name` (the name TLS verifies and sends, and :authority;
@@ -610,7 +621,7 @@ function M.grpc(target, opts)
       f:close()
     end
   end
-  for _, key in pairs { "keepalive_time", "keepalive_timeout" } do
+  for _, key in pairs { "keepalive_time", "keepalive_timeout", "dns_min_interval" } do
     local v = opts[key]
     if v ~= nil and not (v > 0 and v <= 1e9) then
       error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. show(v), 2)
@@ -641,7 +652,7 @@ function M.grpc(target, opts)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,
       ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
-      server_name = opts.server_name or (dns and dns.host), user_agent = opts.user_agent,
+      server_name = opts.server_name or (dns and dns.name), user_agent = opts.user_agent,
       insecure = opts.insecure, connect_timeout = opts.connect_timeout,
       max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
       stream_window = sizes.stream_window, connection_window = sizes.connection_window,
@@ -654,19 +665,27 @@ function M.grpc(target, opts)
       metadata = opts.metadata,
     }, Transport)
   end
-  if #places == 1 then
+  local resolver
+  if dns and not host_driver then
+    local why
+    resolver, why = dns_resolver.new(dns, opts.dns_server, opts.dns_min_interval)
+    if not resolver then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
+    places = {}
+  elseif dns then -- a host driver owns the sockets: getaddrinfo
+    local found = targets.resolve_now(dns)
+    if found == nil or #found < 2 then
+      if dns.port == nil then error("pc.grpc: target '" .. target .. "': SRV needs the built-in driver", 2) end
+    else
+      places, resolver = found, dns_resolver.blocking(dns, found)
+    end
+  end
+  if #places == 1 and not resolver then
     local t = make(places[1])
     if type(target) == "string" then t.target = target end
     return t
   end
-  local resolve
-  if dns then
-    resolve = function()
-      local again = target_places(target)
-      return again
-    end
-  end
-  return balancer.new(places, make, opts.load_balancing or "pick_first", resolve, target)
+  local policy = opts.load_balancing or (dns and dns.port == nil and "round_robin" or "pick_first")
+  return balancer.new(resolver and {} or places, make, policy, resolver, target)
 end
 
 return M

@@ -12,14 +12,20 @@ local M = {}
 -- address `target`, or nil and what is wrong. Accepted:
 -- "http://host:port" and "host:port" and "dns:///host:port" (HTTP/2
 -- without TLS, prior knowledge), "https://host[:port]" (TLS; port 443 by
--- default). A host is a name, an IPv4 address or "[IPv6]". A control
+-- default). A host is a name, an IPv4 address or "[IPv6]". A dns: target
+-- is marked `dns = true`; its authority, "dns://IP:PORT/host:port" as gRPC
+-- spells it, names the DNS server (`dns_server`); a dns: name beginning
+-- with "_" and without a port ("dns:///_grpc._tcp.example.com") is
+-- resolved through its SRV records (`port` nil). `name` is the host
+-- as :authority (an SRV name without its "_service._proto." labels). A control
 -- character (a NUL above all: C would cut the string there and reach
 -- another host) or a space is refused.
 local function parse(target)
   if target:find("[%c ]") then return nil, "control characters and spaces are not allowed" end
   local scheme, rest = target:match("^(https?)://(.*)$")
+  local server
   if not scheme then
-    rest = target:match("^dns:///(.*)$")
+    server, rest = target:match("^dns://([^/]*)/(.*)$")
     if rest == nil then
       if target:find("://", 1, true) then
         return nil, "expected http://host:port, https://host:port, dns:///host:port or host:port"
@@ -35,6 +41,10 @@ local function parse(target)
   local host, port = rest:match("^%[([%x:.]+)%]:?(%d*)/?$")
   if not host then host, port = rest:match("^([^:/%[%]]+):?(%d*)/?$") end
   if not host or host == "" then return nil, "no host" end
+  if server and port == "" and host:find("^_") then
+    return { host = host, tls = false, dns = true, dns_server = server ~= "" and server or nil,
+      name = (host:gsub("^_[^.]*%._[^.]*%.", "")) } -- the :authority: the service's labels left out
+  end
   if port == "" then
     if scheme == "http" then return nil, "h2c needs a port (http://host:port)" end
     port = "443"
@@ -42,14 +52,15 @@ local function parse(target)
     local n = tonumber(port)
     if n < 1 or n > 65535 then return nil, "port must be in 1..65535" end
   end
-  return { host = host, port = port, tls = scheme == "https" }
+  return { host = host, port = port, tls = scheme == "https", dns = server ~= nil or nil,
+    dns_server = server ~= "" and server or nil, name = host }
 end
 M.parse = parse
 
 --- places, dns | nil, problem = places(target): the backends of `target`
 -- (a string or a list of addresses, as pc.grpc takes it) as {host=, port=,
--- tls=} places, and for a dns:/// target the place of the name, which is
--- resolved again later (transport/balancer.lua); nil and what is wrong.
+-- tls=} places, and for a dns: target the place of the name, which
+-- transport/dns.lua resolves; nil and what is wrong.
 function M.places(target)
   local list
   if type(target) == "table" then
@@ -86,15 +97,21 @@ function M.places(target)
   end
   local where, problem = parse(target)
   if not where then return nil, problem end
-  if target:find("^dns:///") then
-    local addresses = core.resolve(where.host, where.port)
-    if addresses and #addresses > 1 then
-      local places = {}
-      for i, a in ipairs(addresses) do places[i] = { host = a, port = where.port, tls = where.tls } end
-      return places, where
-    end
-  end
+  if where.dns then return { where }, where end
   return { where }
+end
+
+--- places | nil = resolve_now(where): every address of the dns: place
+-- `where` as places (getaddrinfo, which blocks: for host I/O drivers
+-- only, whose host owns the sockets; transport/dns.lua), nil when it does
+-- not resolve or has no port (SRV).
+function M.resolve_now(where)
+  if where.port == nil then return nil end
+  local addresses = core.resolve(where.host, where.port)
+  if not addresses then return nil end
+  local places = {}
+  for i, a in ipairs(addresses) do places[i] = { host = a, port = where.port, tls = where.tls } end
+  return places
 end
 
 return M

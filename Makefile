@@ -86,9 +86,14 @@ test: build build-asan build-luajit
 	-@cd $(LUAJIT) && ctest --output-on-failure --output-junit ctest.xml -j $(JOBS)
 	@lua5.4 .ci/summary.lua $(RELEASE) $(ASAN) $(FUZZ) $(LUAJIT)
 
+# The benches record the figures of the goal table (bench/goals.lua) in
+# BENCH_GOALS as they run; the table is printed last.
+BENCH_GOALS = build/bench-goals.txt
 bench: build build-luajit
-	@for b in bench/*_bench.lua; do $(RELEASE)/protocall $$b $(BENCH_ARGS) || exit 1; done
-	@for b in bench/luajit/*_bench.lua; do LUA_CPATH='$(LUAJIT)/?.so;;' luajit $$b $(BENCH_ARGS) || exit 1; done
+	@rm -f $(BENCH_GOALS)
+	@for b in bench/*_bench.lua; do PROTOCALL_BENCH_GOALS=$(BENCH_GOALS) $(RELEASE)/protocall $$b $(BENCH_ARGS) || exit 1; done
+	@for b in bench/luajit/*_bench.lua; do PROTOCALL_BENCH_GOALS=$(BENCH_GOALS) LUA_CPATH='$(LUAJIT)/?.so;;' luajit $$b $(BENCH_ARGS) || exit 1; done
+	@$(RELEASE)/protocall bench/goals.lua $(BENCH_GOALS)
 
 # The test servers spec/grpc_server.py starts end themselves after
 # PC_SERVER_LIFETIME seconds (120 by default): under valgrind the suite takes

@@ -10,7 +10,8 @@
 --     cases = {
 --       { name = "callable", fn = function(n) ... end,
 --         goal = "<= bare + 60 ns",            -- text printed beside the figure
---         check = function(ns, base_ns) return ns - base_ns <= 60 end },  -- optional
+--         check = function(ns, base_ns) return ns - base_ns <= 60 end,  -- optional
+--         key = "x" },  -- optional: the ratio is the figure `x` of bench/goals.lua
 --     },
 --   }
 --
@@ -177,11 +178,27 @@ function H.run(spec)
     print(string.format("%-" .. w .. "s %12s %8s  %-26s %s%s", c.name, fmt_num(ns),
       fmt_num(ns / base_ns) .. "x", (c.goal or (i == 1 and "(baseline)" or "")) , ir and fmt_num(ir) or "", verdict))
     results[c.name] = { ns = ns, ratio = ns / base_ns, instructions = ir }
+    if c.key then H.record(c.key, ns / base_ns) end
   end
   return results
 end
 
---- Prints extra figures: rows = { {name=, value=, unit=, goal=, ok=}, ... }.
+--- H.record(key, value): keeps a figure of the goal table that
+-- bench/goals.lua prints at the end of `make bench` (its GOALS name the
+-- keys), appending it to the file named by PROTOCALL_BENCH_GOALS; nothing
+-- without that variable. A key recorded several times (one per case) is
+-- shown as the range of its values.
+function H.record(key, value)
+  local path = os.getenv("PROTOCALL_BENCH_GOALS")
+  if not path or path == "" or type(value) ~= "number" then return end
+  local f = io.open(path, "a")
+  if not f then return end
+  f:write(("%s\t%.17g\n"):format(key, value))
+  f:close()
+end
+
+--- Prints extra figures: rows = { {name=, value=, unit=, goal=, ok=}, ... };
+-- a row with `key =` is also kept for the goal table (H.record).
 function H.report(title, rows)
   print(string.format("\n## %s", title))
   local w = 44
@@ -191,6 +208,7 @@ function H.report(title, rows)
     local verdict = r.ok == nil and "" or (r.ok and "  ok" or "  MISSED")
     print(string.format("%-" .. w .. "s %16s  %-26s%s", r.name, fmt_num(r.value) .. " " .. (r.unit or ""),
                         r.goal or "", verdict))
+    if r.key then H.record(r.key, r.value) end
   end
 end
 

@@ -149,16 +149,16 @@ if not only then
   local rows = {}
   local plain = child_mem("plain_table")
   rows[#rows + 1] = { name = "plain Lua table {foo,bar,baz}", value = plain, unit = "B", goal = "(for scale: ~152 B)" }
-  local function instance(label, case, goal_note)
+  local function instance(label, case, goal_note, key)
     local all, gc, rss, used, free = child_mem(case)
-    rows[#rows + 1] = { name = label, value = all, unit = "B", goal = "<= 64 B", ok = all <= 64 }
+    rows[#rows + 1] = { name = label, value = all, unit = "B", goal = "<= 64 B", ok = all <= 64, key = key }
     rows[#rows + 1] = { name = "  collector/RSS/malloc used/malloc free", value = gc,
                         unit = "/ " .. B(rss) .. " / " .. B(used) .. " / " .. B(free) .. " B", goal = goal_note or "" }
   end
   instance("bench.Three instance (T(), 3 writes)", "T3")
   instance("bench.Three instance (T(args), one table)", "T3_args")
   instance("bench.Three instance (T{...} each time)", "T3_ctor",
-    "(RSS: + freed argument tables)")
+    "(RSS: + freed argument tables)", "instance_lua54")
   instance("  the same, collector pause 100", "T3_ctor_p100", "(dead tables reused sooner)")
   for _, k in ipairs { 0, 3, 5, 10, 50 } do
     local b = child_mem("fields" .. k)

@@ -139,6 +139,8 @@ local ok, err = pcall(function()
     goals[#goals + 1] = { name = "CPU per call protocall/C++, " .. modes[m].name:match("%d+ in flight"),
                           value = x, unit = "x", goal = "<= 1.5", ok = x <= 1.5 }
   end
+  goals[#goals + 1] = { name = "memory per idle connection protocall/C++", value = idle[1] / idle[3], unit = "x",
+                        goal = "<= 1.0", ok = idle[1] <= idle[3], key = "server_idle_ratio" }
   H.report("goals of the server side", goals)
 end)
 for _, server in pairs(servers) do helper.stop(server) end

@@ -211,7 +211,7 @@ local ok, err = pcall(function()
   for i = 1, IDLE do idle[i]:close() end
   H.report("protocall client memory (resident size of this process)", {
     { name = "per idle connection (" .. IDLE .. " transports, one call each)", value = kib(r1 - r0) / IDLE,
-      unit = "KiB" },
+      unit = "KiB", goal = "<= 16 KiB", ok = kib(r1 - r0) / IDLE <= 16, key = "client_idle_kib" },
     { name = "per open client stream (" .. STREAMS .. " on one connection)", value = kib(r2 - r1) / STREAMS,
       unit = "KiB" },
   })

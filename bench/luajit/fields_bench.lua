@@ -68,8 +68,8 @@ local results = H.run(counted {
   baseline = { name = "plain table read", fn = reads(tables) },
   cases = {
     { name = "pc.ffi struct read", fn = reads(structs), goal = "<= 1.0x table read", check = check(1.0) },
-    { name = "message read (FFI __index)", fn = reads(messages) },
-    { name = "decoded message read (FFI __index)", fn = reads(decoded) },
+    { name = "message read (FFI __index)", fn = reads(messages), key = "luajit_scalar_read" },
+    { name = "decoded message read (FFI __index)", fn = reads(decoded), key = "luajit_scalar_read" },
     { name = "message read through the C __index", fn = function(n)
         local s = 0
         for i = 1, n do s = s + c_index(messages[i % K + 1], "bar") end

@@ -211,13 +211,14 @@ local function per_instance(make)
 end
 
 local rows = {}
-local function row(name, value, unit, goal, ok)
-  rows[#rows + 1] = { name = name, value = value, unit = unit, goal = goal, ok = ok }
+local function row(name, value, unit, goal, ok, key)
+  rows[#rows + 1] = { name = name, value = value, unit = unit, goal = goal, ok = ok, key = key }
 end
 
 local struct_bytes = per_instance(function(i) return Struct { x = i, y = i, z = i } end)
 row("bench.Point pc.ffi struct, all memory", struct_bytes, "B", "<= 32 B", struct_bytes <= 32)
-row("bench.Point message object, all memory", per_instance(function(i) return Point { x = i, y = i, z = i } end), "B")
+row("bench.Point message object, all memory", per_instance(function(i) return Point { x = i, y = i, z = i } end), "B",
+    nil, nil, "instance_luajit")
 row("plain table {x=, y=, z=} (for scale)", per_instance(function(i) return { x = i, y = i, z = i } end), "B")
 
 -- The figures each of PROCESSES child processes printed, a list of numbers
@@ -314,7 +315,7 @@ if have_corpus then
     row("otlp_traces decode+read, lua-protobuf LuaJIT", peer / 1e3, "us")
     -- The goal is the plain tables' row: what lua-protobuf gives, read the same way. Message
     -- objects are read through the C API, which LuaJIT does not compile (informational).
-    row("decode+read (message objects) / lua-protobuf", ours / peer, "x")
+    row("decode+read (message objects) / lua-protobuf", ours / peer, "x", nil, nil, "luajit_objects_read")
     row("decode{table}+read / lua-protobuf, this process", tables / peer, "x")
     if #ratios > 0 then
       local m = median(ratios)

@@ -8,6 +8,9 @@
 
 /* Output gathered from nghttp2 per pc_GrpcSession_Fill, at most. */
 #define OUTPUT_CHUNK ((size_t)64 * 1024)
+/* An output buffer larger than this is given back when a fill finds
+ * nothing to send, so a connection idle after a burst does not keep it. */
+#define OUTPUT_KEEP  ((size_t)4096)
 
 /* -- memory -------------------------------------------------------------- */
 
@@ -235,6 +238,7 @@ int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
     memcpy(s->out.p + s->out.len, p, (size_t)n);
     s->out.len += (size_t)n;
   }
+  if (s->out.len == 0 && s->out.cap > OUTPUT_KEEP) pc_GrpcBuf_Free(s->m.alloc, s->m.ud, &s->out);
   return 1;
 }
 

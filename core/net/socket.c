@@ -32,10 +32,8 @@ struct pc_NetSocket {
   struct addrinfo *list, *next_ai;
   SSL_CTX *ctx;
   SSL *ssl;
-  BIO *rbio, *wbio; /* owned by ssl */
-  char out[TLS_CHUNK];
-  size_t out_len, out_pos; /* encrypted bytes taken from wbio, not yet sent */
-  char where[300];         /* "host:port" */
+  BIO *rbio, *wbio; /* owned by ssl; encrypted bytes wait in wbio until sent */
+  char where[300];  /* "host:port" */
   char err[PC_ERROR_MAX];
   int has_cert; /* a client certificate is configured */
   int got_data; /* application data arrived over TLS */
@@ -181,23 +179,27 @@ pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void
 }
 
 /* Sends encrypted bytes waiting in the write BIO: 1 when all went, 0
- * when the socket is full, -1 on an error. */
+ * when the socket is full, -1 on an error. They are sent from the BIO's
+ * own buffer and dropped from it as they go, so a socket keeps no copy
+ * (an idle connection holds no send buffer of its own). */
 static int flush_tls(pc_NetSocket *s) {
   for (;;) {
-    if (s->out_pos == s->out_len) {
-      s->out_pos = s->out_len = 0;
-      if (BIO_ctrl_pending(s->wbio) == 0) return 1;
-      int n = BIO_read(s->wbio, s->out, (int)sizeof s->out);
-      if (n <= 0) return 1;
-      s->out_len = (size_t)n;
-    }
-    ssize_t w = send(s->fd, s->out + s->out_pos, s->out_len - s->out_pos, MSG_NOSIGNAL);
+    char *p = NULL;
+    long n = BIO_get_mem_data(s->wbio, &p);
+    if (n <= 0 || p == NULL) return 1;
+    ssize_t w = send(s->fd, p, (size_t)n, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
       set_err(s, "send to", strerror(errno));
       return -1;
     }
-    s->out_pos += (size_t)w;
+    char sink[4096];
+    for (ssize_t left = w; left > 0;) {
+      int r =
+          BIO_read(s->wbio, sink, (int)(left < (ssize_t)sizeof sink ? left : (ssize_t)sizeof sink));
+      if (r <= 0) break;
+      left -= r;
+    }
   }
 }
 
@@ -288,8 +290,7 @@ short pc_NetSocket_Events(const pc_NetSocket *s, int want_write) {
   if (s->state == kConnecting) return POLLOUT;
   if (s->linger) return s->linger == 1 ? POLLOUT : POLLIN;
   short ev = POLLIN;
-  if (want_write || s->out_pos < s->out_len || (s->wbio && BIO_ctrl_pending(s->wbio) > 0))
-    ev |= POLLOUT;
+  if (want_write || (s->wbio && BIO_ctrl_pending(s->wbio) > 0)) ev |= POLLOUT;
   return ev;
 }
 

@@ -13,22 +13,36 @@ local errors = require "protocall.errors"
 local schema = require "protocall.schema"
 local message = require "protocall.message"
 local wire = require "protocall.wire"
-local json = require "protocall.json"
-local text = require "protocall.text"
-local status = require "protocall.status"
-local validate = require "protocall.validate"
-local struct = require "protocall.ffi.struct"
-local policy = require "protocall.call.policy"
-local callable = require "protocall.call.callable"
-local sched = require "protocall.sched"
-local grpc = require "protocall.transport.grpc"
-require "protocall.transport.host" -- registers the host transports of protocall.h
-local rpc_server = require "protocall.rpc.server"
-local inproc = require "protocall.rpc.inproc"
-local listen = require "protocall.rpc.listen"
-local client = require "protocall.rpc.client"
-local health = require "protocall.rpc.health"
-local transcode = require "protocall.http.transcode"
+
+-- The other modules are loaded on first use, so `require "protocall"`
+-- does not load the codecs, policies, scheduler and services a program
+-- may never touch: pc.<name> is the module's field of that name, read
+-- (and kept in pc) on first access. A module listed without names is
+-- loaded at once.
+local LATER = {
+  { "protocall.json", "to_json", "from_json" },
+  { "protocall.text", "to_text", "from_text" },
+  -- Rich error status and validation with protovalidate's rules
+  { "protocall.status", "status_details_bin" },
+  { "protocall.validate", "validate", "check" },
+  -- FFI struct messages
+  { "protocall.ffi.struct", "ffi", "to_message" },
+  -- Call policies and the scheduler
+  { "protocall.call.policy", "Retry", "ExponentialTimeout", "Throttle", "DEFAULT", "if_transient_error",
+    "if_status" },
+  { "protocall.call.callable", "wrap_method" },
+  { "protocall.sched", "spawn", "run", "step", "poll_fds", "sleep", "now" },
+  -- Services
+  { "protocall.transport.grpc", "grpc" },
+  { "protocall.transport.host" }, -- registers the host transports of protocall.h
+  { "protocall.rpc.server", "server" },
+  { "protocall.rpc.inproc", "inproc" },
+  { "protocall.rpc.listen", "listen" },
+  { "protocall.rpc.client", "client" },
+  { "protocall.rpc.health", "health" },
+  -- HTTP/JSON transcoding by google.api.http rules (http/)
+  { "protocall.http.transcode", "transcoder" },
+}
 
 local M = {}
 
@@ -69,39 +83,38 @@ M.clone, M.merge, M.to_table = message.clone, message.merge, message.to_table
 M.get_extension, M.set_extension = message.get_extension, message.set_extension
 M.pairs, M.ipairs = message.pairs, message.ipairs
 M.encode, M.decode, M.is_initialized = wire.encode, wire.decode, wire.is_initialized
-M.to_json, M.from_json = json.to_json, json.from_json
-M.to_text, M.from_text = text.to_text, text.from_text
--- Validation with protovalidate's rules (validate.lua)
-M.validate, M.check = validate.validate, validate.check
+M.Error, M.RetryError = errors.Error, errors.RetryError
 
--- FFI struct messages (ffi/struct.lua): under LuaJIT the functions that
--- take a message take a pc.ffi struct too.
-M.ffi, M.to_message = struct.ffi, struct.to_message
-if compat.luajit then
-  for _, name in ipairs { "encode", "decode", "has", "which_oneof", "to_table", "to_json", "to_text",
-                          "is_initialized", "clear", "merge", "from_json", "from_text", "pairs",
-                          "type_of", "clone" } do
-    M[name] = struct.wrap(name, M[name])
+-- Under LuaJIT the functions that take a message take a pc.ffi struct too
+-- (ffi/struct.lua): these are wrapped, now or when first read.
+local WRAPPED = {}
+for _, name in ipairs { "encode", "decode", "has", "which_oneof", "to_table", "to_json", "to_text",
+                        "is_initialized", "clear", "merge", "from_json", "from_text", "pairs",
+                        "type_of", "clone" } do
+  WRAPPED[name] = true
+end
+local wrap = compat.luajit and require("protocall.ffi.struct").wrap
+if wrap then
+  for name in pairs(WRAPPED) do
+    if M[name] then M[name] = wrap(name, M[name]) end
   end
 end
 
--- Call policies (errors.lua, status.lua, call/)
-M.Error, M.RetryError = errors.Error, errors.RetryError
-M.status_details_bin = status.status_details_bin
-M.Retry, M.ExponentialTimeout, M.Throttle, M.DEFAULT = policy.Retry, policy.ExponentialTimeout,
-  policy.Throttle, policy.DEFAULT
-M.if_transient_error, M.if_status = policy.if_transient_error, policy.if_status
-M.wrap_method = callable.wrap_method
+local later = {} -- pc name -> its module
+for _, names in ipairs(LATER) do
+  if names[2] == nil then require(names[1]) end
+  for i = 2, #names do later[names[i]] = names[1] end
+end
 
--- The scheduler (sched.lua)
-M.spawn, M.run, M.step, M.poll_fds = sched.spawn, sched.run, sched.step, sched.poll_fds
-M.sleep, M.now = sched.sleep, sched.now
-
--- Services (rpc/, transport/)
-M.server, M.inproc, M.listen, M.health = rpc_server.server, inproc.inproc, listen.listen, health.health
-M.client = client.client
-M.grpc = grpc.grpc
--- HTTP/JSON transcoding by google.api.http rules (http/)
-M.transcoder = transcode.transcoder
+setmetatable(M, {
+  __index = function(t, name)
+    local module = later[name]
+    if module == nil then return nil end
+    local v = require(module)[name]
+    if wrap and WRAPPED[name] then v = wrap(name, v) end
+    rawset(t, name, v)
+    return v
+  end,
+})
 
 return M

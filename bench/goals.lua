@@ -1,0 +1,84 @@
+-- The goal table of the message-object and connection work, as the last
+-- step of `make bench`: every row with its goal and "met" or "MISSED", from
+-- the figures the benches measured in this run (H.record, appended to the
+-- file PROTOCALL_BENCH_GOALS names), or "not measured" with the reason.
+-- Ratios are the benches' own, each taken within one bench's run.
+--   PROTOCALL_BENCH_GOALS=FILE make bench   (make bench sets it)
+--   build/release/protocall bench/goals.lua FILE
+local path = arg[1] or os.getenv("PROTOCALL_BENCH_GOALS")
+
+-- key: what the benches record; cases: how many values make the row whole
+-- (one per message: otlp_traces, test_all_types_proto3); max: the goal, met
+-- when every value is at most it; from: the bench that records it.
+local GOALS = {
+  { key = "luajit_objects_read", cases = 2, max = 0.5, unit = "x", was = "3.3x-5.0x",
+    figure = "LuaJIT: decode + read every field as message objects / lua-protobuf",
+    from = "bench/luajit/runtime_bench.lua (lua-protobuf; otlp_traces only)" },
+  { key = "lua54_objects_read", cases = 2, max = 0.8, unit = "x", was = "1.31x-1.45x",
+    figure = "Lua 5.4: decode + read every field as message objects / lua-protobuf",
+    from = "bench/codec_bench.lua (lua-protobuf)" },
+  { key = "luajit_scalar_read", cases = 1, max = 1.0, unit = "x", was = "1.3x-1.7x",
+    figure = "LuaJIT: a scalar field read of a message object / a table's",
+    from = "bench/luajit/fields_bench.lua" },
+  { key = "tctor_encode", cases = 2, max = 1.1, unit = "x", was = "2.1x",
+    figure = "T{...} + encode / pc.encode(T, table)", from = "bench/codec_bench.lua" },
+  { key = "instance_luajit", cases = 1, max = 48, unit = "B", was = "125 B",
+    figure = "3 x uint32 T{...} instance, all memory, LuaJIT", from = "bench/luajit/runtime_bench.lua" },
+  { key = "instance_lua54", cases = 1, max = 48, unit = "B", was = "56 B",
+    figure = "3 x uint32 T{...} instance, all memory, Lua 5.4", from = "bench/message_bench.lua" },
+  { key = "server_idle_ratio", cases = 1, max = 1.0, unit = "x", was = "2.1x",
+    figure = "idle server connection / the C++ server's",
+    from = "bench/server_bench.lua (the C++ peer: bench/grpc_cpp)" },
+  { key = "client_idle_kib", cases = 1, max = 16, unit = "KiB", was = "34 KiB",
+    figure = "idle client connection", from = "bench/service_bench.lua (the C++ peer: bench/grpc_cpp)" },
+  { key = "table_encode", cases = 2, max = 0.6, unit = "x", was = "0.72x-0.84x",
+    figure = "table -> encode / lua-protobuf", from = "bench/codec_bench.lua (lua-protobuf)" },
+  { key = "require_ms", cases = 1, max = 2, unit = "ms", was = "3-6 ms",
+    figure = "require \"protocall\" from a stock lua5.4", from = "bench/startup_bench.lua" },
+}
+
+local values = {}
+local f = path and io.open(path, "r")
+if f then
+  for line in f:lines() do
+    local key, v = line:match("^([%w_]+)\t(%S+)$")
+    if key and tonumber(v) then
+      values[key] = values[key] or {}
+      table.insert(values[key], tonumber(v))
+    end
+  end
+  f:close()
+end
+
+local function num(x)
+  if x >= 100 then return ("%.0f"):format(x) end
+  if x >= 10 then return ("%.1f"):format(x) end
+  return ("%.2f"):format(x)
+end
+
+print("\n## goal table (figures of this run; the issue's figure when filed beside them)")
+print(("%-70s %-18s %-12s %-11s %s"):format("figure", "measured", "when filed", "goal", ""))
+local met, missed, unmeasured = 0, 0, 0
+for _, g in ipairs(GOALS) do
+  local vs = values[g.key]
+  local measured, verdict
+  local goal = ("<= %g %s"):format(g.max, g.unit)
+  if not vs then
+    unmeasured = unmeasured + 1
+    measured, verdict = "-", "not measured: " .. g.from .. " recorded no figure in this run"
+  else
+    local lo, hi = math.huge, -math.huge
+    for _, v in ipairs(vs) do lo, hi = math.min(lo, v), math.max(hi, v) end
+    measured = (lo == hi and num(lo) or num(lo) .. "-" .. num(hi)) .. " " .. g.unit
+    if hi <= g.max then
+      verdict = "met"
+      met = met + 1
+    else
+      verdict = "MISSED"
+      missed = missed + 1
+    end
+    if #vs < g.cases then verdict = verdict .. (" (%d of %d cases measured)"):format(#vs, g.cases) end
+  end
+  print(("%-70s %-18s %-12s %-11s %s"):format(g.figure, measured, g.was, goal, verdict))
+end
+print(("%d met, %d MISSED, %d not measured"):format(met, missed, unmeasured))

@@ -47,12 +47,16 @@ function M.validate(m, opts)
   return run(m, opts, "validate")
 end
 
+--- s = M.violation_text(v): one violation as `field: message [rule]` (no
+-- `field: ` for a message's own rule), as protovalidate's runtimes word it.
+local function one(v)
+  return (v.field ~= "" and v.field .. ": " or "") .. v.message .. " [" .. v.rule .. "]"
+end
+M.violation_text = one
+
 --- The text protovalidate gives a list of violations: the first as
--- `field: message [rule]` and ", and N more violations".
+-- one() words it and ", and N more violations".
 local function describe(list)
-  local function one(v)
-    return (v.field ~= "" and v.field .. ": " or "") .. v.message .. " [" .. v.rule .. "]"
-  end
   local s = one(list[1])
   if #list > 1 then s = s .. ", and " .. (#list - 1) .. " more violation" .. (#list > 2 and "s" or "") end
   return s

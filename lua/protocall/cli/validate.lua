@@ -1,6 +1,5 @@
 --- `protocall validate`: a message checked against its type's protovalidate
 -- rules (pc.validate), one line per violation.
-local pc = require "protocall"
 local common = require "protocall.cli.common"
 local validate = require "protocall.validate"
 local validate_core = require("protocall.core").validate

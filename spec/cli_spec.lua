@@ -319,7 +319,7 @@ describe("protocall validate", function()
     local out, err, code = run(ORDER .. " -format yaml shop.v1.Order", "")
     assert.are.equal(2, code)
     assert.are.equal("", out)
-    assert.matches("^protocall validate: %-format must be binary or json or text, got .yaml.\nusage: protocall validate",
+    assert.matches("^protocall validate: %-format must be binary or json or text, got .yaml.\nusage: protocall",
       err)
     out, err, code = run(BIN .. " validate shop.v1.Order", "")
     assert.are.equal(2, code)

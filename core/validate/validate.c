@@ -56,7 +56,36 @@ enum {
   kN_Contains,
   kN_NotContains,
   kN_MinSize, /* repeated.min_items, map.min_pairs */
-  kN_MaxSize
+  kN_MaxSize,
+  kN_Format,  /* a string format (bool rules: email, uri, uuid, ...: 'fmt') */
+  kN_Pattern, /* string.pattern, compiled once ('re') */
+  kN_Unique   /* repeated.unique */
+};
+
+/* The string formats checked in C (the predicates are core/cel's, the
+ * functions the rules' expressions call; the regular expressions of uuid,
+ * tuuid, ulid and the protobuf names are written out here). */
+enum {
+  kF_Email = 1,
+  kF_Hostname,
+  kF_Ip,
+  kF_Ipv4,
+  kF_Ipv6,
+  kF_Uri,
+  kF_UriRef, /* the one format an empty string may pass (isUriRef('')) */
+  kF_Address,
+  kF_Uuid,
+  kF_Tuuid,
+  kF_Ulid,
+  kF_IpWithPrefixlen,
+  kF_Ipv4WithPrefixlen,
+  kF_Ipv6WithPrefixlen,
+  kF_IpPrefix,
+  kF_Ipv4Prefix,
+  kF_Ipv6Prefix,
+  kF_HostAndPort,
+  kF_ProtobufFqn,
+  kF_ProtobufDotFqn
 };
 
 /* The kinds of value a native check reads. */
@@ -64,6 +93,8 @@ enum { kFam_None, kFam_Signed, kFam_Unsigned, kFam_Double, kFam_String, kFam_Byt
 
 typedef struct {
   int kind;                    /* kN_*, or 0: the rule has no native check (its CEL runs) */
+  int fmt;                     /* kN_Format: kF_* */
+  const pc_CelRegex *re;       /* kN_Pattern: the pattern, the validator's */
   const pc_FieldDef *rf, *rf2; /* the rule's field(s) in the *Rules message */
   const Predef *p, *p2;        /* their CEL */
 } Native;
@@ -126,12 +157,15 @@ struct pc_Validator {
   PtrMap predefs; /* pc_FieldDef * of a *Rules message -> Predef * */
   pc_CelProgram **programs;
   size_t nprograms, capprograms;
+  pc_CelRegex **regexes; /* string.pattern rules, compiled for kN_Pattern */
+  size_t nregexes, capregexes;
   /* the validation under way */
   pc_Violation *vio;
   size_t nvio, capvio;
   char *path;
   size_t plen, pcap;
   pc_CelValue now;
+  size_t cel_runs; /* programs evaluated */
   int fail_fast;
   pc_ValidateStatus status;
   pc_Error *err;
@@ -226,6 +260,8 @@ void pc_Validator_Free(pc_Validator *v) {
   if (v == NULL) return;
   for (size_t i = 0; i < v->nprograms; i++) pc_CelProgram_Free(v->programs[i]);
   if (v->capprograms) v->alloc(v->ud, v->programs, v->capprograms * sizeof(pc_CelProgram *), 0);
+  for (size_t i = 0; i < v->nregexes; i++) pc_CelRegex_Free(v->regexes[i]);
+  if (v->capregexes) v->alloc(v->ud, v->regexes, v->capregexes * sizeof(pc_CelRegex *), 0);
   if (v->capvio) v->alloc(v->ud, v->vio, v->capvio * sizeof(*v->vio), 0);
   if (v->pcap) v->alloc(v->ud, v->path, v->pcap, 0);
   map_free(v, &v->plans);
@@ -246,6 +282,10 @@ const pc_Violation *pc_Validator_Violation(const pc_Validator *v, size_t i) {
 
 size_t pc_Validator_PlanCount(const pc_Validator *v) {
   return v->plans.n;
+}
+
+size_t pc_Validator_CelCount(const pc_Validator *v) {
+  return v->cel_runs;
 }
 
 /* -- Reading the rules from options ----------------------------------------- */
@@ -487,43 +527,82 @@ static int family_of(const pc_MessageDef *rt, const pc_FieldDef *f) {
   }
 }
 
-/* The native check of rule field 'name' for values of 'family': a kN_*,
- * 0 for none (CEL only), -1 for a rule that always passes (`example`). */
-static int native_kind(int family, const char *name) {
+/* The native check of rule field 'name' for values of 'family': a kN_*
+ * (with '*fmt' for kN_Format), 0 for none (CEL only), -1 for a rule that
+ * always passes (`example`). */
+static int native_kind(int family, const char *name, int *fmt) {
   static const struct {
     const char *name;
     int kind;
     unsigned families; /* bit per kFam_* */
+    int fmt;
   } table[] = {
-      {"gt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
-      {"gte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
-      {"lt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
-      {"lte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
+      {"gt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double, 0},
+      {"gte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double, 0},
+      {"lt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double, 0},
+      {"lte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double, 0},
       {"const", kN_Const,
-       1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String | 1u << kFam_Bytes},
-      {"in", kN_In, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String},
-      {"not_in", kN_NotIn, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String},
-      {"len", kN_Len, 1u << kFam_String | 1u << kFam_Bytes},
-      {"min_len", kN_MinLen, 1u << kFam_String | 1u << kFam_Bytes},
-      {"max_len", kN_MaxLen, 1u << kFam_String | 1u << kFam_Bytes},
-      {"len_bytes", kN_LenBytes, 1u << kFam_String},
-      {"min_bytes", kN_MinBytes, 1u << kFam_String},
-      {"max_bytes", kN_MaxBytes, 1u << kFam_String},
-      {"prefix", kN_Prefix, 1u << kFam_String | 1u << kFam_Bytes},
-      {"suffix", kN_Suffix, 1u << kFam_String | 1u << kFam_Bytes},
-      {"contains", kN_Contains, 1u << kFam_String | 1u << kFam_Bytes},
-      {"not_contains", kN_NotContains, 1u << kFam_String},
-      {"min_items", kN_MinSize, 1u << kFam_List},
-      {"max_items", kN_MaxSize, 1u << kFam_List},
-      {"min_pairs", kN_MinSize, 1u << kFam_List},
-      {"max_pairs", kN_MaxSize, 1u << kFam_List},
+       1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"in", kN_In, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String, 0},
+      {"not_in", kN_NotIn, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String, 0},
+      {"len", kN_Len, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"min_len", kN_MinLen, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"max_len", kN_MaxLen, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"len_bytes", kN_LenBytes, 1u << kFam_String, 0},
+      {"min_bytes", kN_MinBytes, 1u << kFam_String, 0},
+      {"max_bytes", kN_MaxBytes, 1u << kFam_String, 0},
+      {"prefix", kN_Prefix, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"suffix", kN_Suffix, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"contains", kN_Contains, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"not_contains", kN_NotContains, 1u << kFam_String, 0},
+      {"min_items", kN_MinSize, 1u << kFam_List, 0},
+      {"max_items", kN_MaxSize, 1u << kFam_List, 0},
+      {"min_pairs", kN_MinSize, 1u << kFam_List, 0},
+      {"max_pairs", kN_MaxSize, 1u << kFam_List, 0},
+      {"unique", kN_Unique, 1u << kFam_List, 0},
+      {"pattern", kN_Pattern, 1u << kFam_String, 0},
+      {"email", kN_Format, 1u << kFam_String, kF_Email},
+      {"hostname", kN_Format, 1u << kFam_String, kF_Hostname},
+      {"ip", kN_Format, 1u << kFam_String, kF_Ip},
+      {"ipv4", kN_Format, 1u << kFam_String, kF_Ipv4},
+      {"ipv6", kN_Format, 1u << kFam_String, kF_Ipv6},
+      {"uri", kN_Format, 1u << kFam_String, kF_Uri},
+      {"uri_ref", kN_Format, 1u << kFam_String, kF_UriRef},
+      {"address", kN_Format, 1u << kFam_String, kF_Address},
+      {"uuid", kN_Format, 1u << kFam_String, kF_Uuid},
+      {"tuuid", kN_Format, 1u << kFam_String, kF_Tuuid},
+      {"ulid", kN_Format, 1u << kFam_String, kF_Ulid},
+      {"ip_with_prefixlen", kN_Format, 1u << kFam_String, kF_IpWithPrefixlen},
+      {"ipv4_with_prefixlen", kN_Format, 1u << kFam_String, kF_Ipv4WithPrefixlen},
+      {"ipv6_with_prefixlen", kN_Format, 1u << kFam_String, kF_Ipv6WithPrefixlen},
+      {"ip_prefix", kN_Format, 1u << kFam_String, kF_IpPrefix},
+      {"ipv4_prefix", kN_Format, 1u << kFam_String, kF_Ipv4Prefix},
+      {"ipv6_prefix", kN_Format, 1u << kFam_String, kF_Ipv6Prefix},
+      {"host_and_port", kN_Format, 1u << kFam_String, kF_HostAndPort},
+      {"protobuf_fqn", kN_Format, 1u << kFam_String, kF_ProtobufFqn},
+      {"protobuf_dot_fqn", kN_Format, 1u << kFam_String, kF_ProtobufDotFqn},
   };
   if (family == kFam_None) return 0;
   if (strcmp(name, "example") == 0) return -1;
-  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-    if (strcmp(table[i].name, name) == 0)
-      return (table[i].families >> family) & 1u ? table[i].kind : 0;
+  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+    if (strcmp(table[i].name, name) != 0) continue;
+    *fmt = table[i].fmt;
+    return (table[i].families >> family) & 1u ? table[i].kind : 0;
+  }
   return 0;
+}
+
+/* The pattern of a string.pattern rule compiled, kept by the validator;
+ * NULL when RE2 refuses it or memory runs out (then the rule's CEL runs,
+ * and reports it). */
+static const pc_CelRegex *compile_pattern(pc_Validator *v, pc_StringView p) {
+  char why[256];
+  pc_CelRegex **list = grow(v, v->regexes, &v->capregexes, v->nregexes + 1, sizeof(pc_CelRegex *));
+  if (list == NULL) return NULL;
+  v->regexes = list;
+  pc_CelRegex *re = pc_CelRegex_New(p.data ? p.data : "", p.size, why, sizeof why);
+  if (re != NULL) list[v->nregexes++] = re;
+  return re;
 }
 
 /* Fills 'vp' from FieldRules 'fr' (may be NULL) for values of 'f' (its
@@ -573,8 +652,12 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
     const pc_FieldDef *rf = &rt->fields[i];
     if (!pc_Message_Has(rules, rf)) continue;
     const Predef *p = map_get(&v->predefs, rf);
-    int kind = native_kind(vp->family, rf->name);
+    int fmt = 0;
+    int kind = native_kind(vp->family, rf->name, &fmt);
     if (kind < 0) continue; /* an example: always passes */
+    const pc_CelRegex *re = NULL;
+    if (kind == kN_Pattern && (re = compile_pattern(v, pc_Message_Get(rules, rf).s)) == NULL)
+      kind = 0;
     if (kind == kN_Range) {
       int lower = rf->name[0] == 'g';
       if (range == NULL) {
@@ -591,6 +674,8 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
     } else if (kind != 0) {
       Native *n = &vp->native[vp->nnative++];
       n->kind = kind;
+      n->fmt = fmt;
+      n->re = re;
       n->rf = rf;
       n->p = p;
     } else if (p->n) { /* CEL only, in its place among the others */
@@ -832,6 +917,7 @@ static int run_rule(pc_Validator *v, const CelRule *r, const pc_CelValue *vars, 
   pc_CelValue res;
   pc_Error e;
   pc_Error_Init(&e);
+  v->cel_runs++;
   pc_CelStatus st = pc_CelProgram_Eval(r->prog, v->ev, vars, &res, &e);
   if (st != kPc_CelStatus_Ok) {
     v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Runtime;
@@ -891,6 +977,101 @@ static int view_find(pc_StringView hay, pc_StringView needle) {
   return 0;
 }
 
+/* ASCII classes (not <ctype.h>'s, which follow the locale). */
+static int is_digit(int c) {
+  return c >= '0' && c <= '9';
+}
+
+static int is_word_start(int c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static int hex_run(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int c = s[i] | 0x20; /* lower case for letters */
+    if (!is_digit(s[i]) && !(c >= 'a' && c <= 'f')) return 0;
+  }
+  return 1;
+}
+
+/* ^[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*$ */
+static int protobuf_name(const char *s, size_t n) {
+  size_t i = 0;
+  for (;;) {
+    if (i == n || !is_word_start(s[i])) return 0;
+    while (i < n && (is_word_start(s[i]) || is_digit(s[i]))) i++;
+    if (i == n) return 1;
+    if (s[i++] != '.') return 0;
+  }
+}
+
+/* Whether the 'n' bytes at 's' are of format 'fmt' (a kF_*). */
+static int format_ok(int fmt, const char *s, size_t n) {
+  switch (fmt) {
+  case kF_Email: return pc_Cel_IsEmail(s, n);
+  case kF_Hostname: return pc_Cel_IsHostname(s, n);
+  case kF_Ip: return pc_Cel_IsIp(s, n, 0);
+  case kF_Ipv4: return pc_Cel_IsIp(s, n, 4);
+  case kF_Ipv6: return pc_Cel_IsIp(s, n, 6);
+  case kF_Uri: return pc_Cel_IsUri(s, n, 0);
+  case kF_UriRef: return pc_Cel_IsUri(s, n, 1);
+  case kF_Address: return pc_Cel_IsHostname(s, n) || pc_Cel_IsIp(s, n, 0);
+  case kF_Uuid: /* ^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$ */
+    return n == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' &&
+           hex_run(s, 8) && hex_run(s + 9, 4) && hex_run(s + 14, 4) && hex_run(s + 19, 4) &&
+           hex_run(s + 24, 12);
+  case kF_Tuuid: return n == 32 && hex_run(s, 32); /* ^[0-9a-fA-F]{32}$ */
+  case kF_Ulid: {                                  /* ^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$ */
+    if (n != 26 || s[0] < '0' || s[0] > '7') return 0;
+    for (size_t i = 1; i < n; i++) {
+      int c = s[i] & ~0x20; /* upper case for letters */
+      if (!is_digit(s[i]) &&
+          !(c >= 'A' && c <= 'Z' && c != 'I' && c != 'L' && c != 'O' && c != 'U'))
+        return 0;
+    }
+    return 1;
+  }
+  case kF_IpWithPrefixlen: return pc_Cel_IsIpPrefix(s, n, 0, 0);
+  case kF_Ipv4WithPrefixlen: return pc_Cel_IsIpPrefix(s, n, 4, 0);
+  case kF_Ipv6WithPrefixlen: return pc_Cel_IsIpPrefix(s, n, 6, 0);
+  case kF_IpPrefix: return pc_Cel_IsIpPrefix(s, n, 0, 1);
+  case kF_Ipv4Prefix: return pc_Cel_IsIpPrefix(s, n, 4, 1);
+  case kF_Ipv6Prefix: return pc_Cel_IsIpPrefix(s, n, 6, 1);
+  case kF_HostAndPort: return pc_Cel_IsHostAndPort(s, n, 1);
+  case kF_ProtobufFqn: return protobuf_name(s, n);
+  case kF_ProtobufDotFqn: return n > 0 && s[0] == '.' && protobuf_name(s + 1, n - 1);
+  default: return 0;
+  }
+}
+
+/* Whether the items of list 'a' of field 'f' are distinct as CEL's
+ * unique() sees them: 0 also for lists it decides (messages: an error;
+ * long lists: a quadratic scan here would cost more than CEL's hashing). */
+static int items_unique(const pc_Array *a, const pc_FieldDef *f) {
+  if (a == NULL || a->size < 2) return f->type != kPc_Type_Message && f->type != kPc_Type_Group;
+  if (a->size > 32) return 0;
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+  for (size_t i = 1; i < a->size; i++) {
+    pc_Value x = pc_Array_Get(a, i, slot);
+    for (size_t k = 0; k < i; k++) {
+      pc_Value y = pc_Array_Get(a, k, slot);
+      int same;
+      switch (f->type) {
+      case kPc_Type_Message:
+      case kPc_Type_Group: return 0;
+      case kPc_Type_String:
+      case kPc_Type_Bytes: same = view_eq(x.s, y.s); break;
+      case kPc_Type_Bool: same = x.b == y.b; break;
+      case kPc_Type_Float: same = x.f == y.f; break; /* NaN: distinct; -0 == 0 */
+      case kPc_Type_Double: same = x.d == y.d; break;
+      default: same = pc_Slot_Size(slot) == 4 ? x.u32 == y.u32 : x.u64 == y.u64; break;
+      }
+      if (same) return 0;
+    }
+  }
+  return 1;
+}
+
 /* Whether value 'x' of field 'vf' (its family 'fam') passes native check
  * 'n' of the rules message 'rules'. */
 static int native_passes(const Native *n, const pc_Message *rules, int fam, const pc_FieldDef *vf,
@@ -924,6 +1105,7 @@ static int native_passes(const Native *n, const pc_Message *rules, int fam, cons
     }
     return normal ? !(above || below) : !(above && below);
   }
+  if (n->kind == kN_Unique) return !pc_Message_Get(rules, rf).b || items_unique(x.a, vf);
   if (n->kind == kN_MinSize || n->kind == kN_MaxSize) {
     uint64_t size = vf->is_map ? (x.map ? x.map->size : 0) : (x.a ? x.a->size : 0);
     uint64_t r = pc_Message_Get(rules, rf).u64;
@@ -961,6 +1143,9 @@ static int native_passes(const Native *n, const pc_Message *rules, int fam, cons
   case kN_MaxLen:
   case kN_MaxBytes: return len <= r.u64;
   case kN_Const: return view_eq(t, r.s);
+  case kN_Format:
+    return !r.b || ((t.size || n->fmt == kF_UriRef) && format_ok(n->fmt, t.data, t.size));
+  case kN_Pattern: return pc_CelRegex_Match(n->re, t.data ? t.data : "", t.size) == 1;
   case kN_Prefix:
     return t.size >= r.s.size && (r.s.size == 0 || memcmp(t.data, r.s.data, r.s.size) == 0);
   case kN_Suffix:
@@ -1179,6 +1364,7 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
                                         pc_Error *err) {
   pc_Arena_Reset(v->scratch);
   v->nvio = 0;
+  v->cel_runs = 0;
   v->plen = 0;
   if (v->path) v->path[0] = '\0';
   v->fail_fast = fail_fast;

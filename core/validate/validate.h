@@ -88,4 +88,8 @@ const pc_Violation *pc_Validator_Violation(const pc_Validator *v, size_t i);
 /* Message types planned so far, and bytes the plans and programs hold. */
 size_t pc_Validator_PlanCount(const pc_Validator *v);
 
+/* CEL programs the last validation evaluated (a standard rule checked in C
+ * and passing runs none). */
+size_t pc_Validator_CelCount(const pc_Validator *v);
+
 #endif

@@ -94,6 +94,8 @@ enum { kFam_None, kFam_Signed, kFam_Unsigned, kFam_Double, kFam_String, kFam_Byt
 typedef struct {
   int kind;                    /* kN_*, or 0: the rule has no native check (its CEL runs) */
   int fmt;                     /* kN_Format: kF_* */
+  int strict_lo, strict_hi;    /* kN_Range: gt (not gte), lt (not lte) */
+  pc_Value r, r2;              /* the values of 'rf' and 'rf2' in the rules message */
   const pc_CelRegex *re;       /* kN_Pattern: the pattern, the validator's */
   const pc_FieldDef *rf, *rf2; /* the rule's field(s) in the *Rules message */
   const Predef *p, *p2;        /* their CEL */
@@ -117,6 +119,7 @@ typedef struct {
 
 typedef struct {
   const pc_FieldDef *f;
+  size_t namelen; /* of f->name */
   int required, cond;
   ValuePlan self;  /* the field's value (a list or a map for those) */
   ValuePlan items; /* repeated: each item; map: each value */
@@ -391,10 +394,12 @@ static const pc_CelVar kVars[] = {{"this", NULL}, {"rules", NULL}, {"rule", NULL
 
 /* Compiles one rule (id, message, expression) into 'out'; 0 on failure
  * (v->status and v->err set). */
-static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDef *rules_type,
-                        const char *id, const char *message, const char *expr, CelRule *out) {
+static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDef *this_type,
+                        const pc_MessageDef *rules_type, const char *id, const char *message,
+                        const char *expr, CelRule *out) {
   pc_CelVar vars[4];
   memcpy(vars, kVars, sizeof(vars));
+  vars[0].type = this_type;
   vars[1].type = rules_type;
   pc_CelEnv env = {pool, NULL, vars, 4, 0, 0};
   pc_Error e;
@@ -425,7 +430,8 @@ static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDe
 /* The repeated buf.validate.Rule 'cel' and repeated string 'cel_expression'
  * of a FieldRules, MessageRules or PredefinedRules message, compiled. */
 static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *type,
-                         const pc_MessageDef *rules_type, CelRule **out, size_t *n) {
+                         const pc_MessageDef *this_type, const pc_MessageDef *rules_type,
+                         CelRule **out, size_t *n) {
   const pc_Pool *pool = type->file->pool;
   const pc_Array *cel = array_of(msg, field_named(type, "cel"));
   const pc_Array *exprs = array_of(msg, field_named(type, "cel_expression"));
@@ -442,7 +448,8 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
   if (exprs) { /* cel_expression first, as protovalidate-es (message rules) */
     for (size_t i = 0; i < exprs->size; i++) {
       char *e = dup_view(v, pc_Array_Get(exprs, i, kPc_Slot_String).s);
-      if (e == NULL || !compile_rule(v, pool, rules_type, e, "", e, &rules[k++])) return 0;
+      if (e == NULL || !compile_rule(v, pool, this_type, rules_type, e, "", e, &rules[k++]))
+        return 0;
     }
   }
   if (cel) {
@@ -455,7 +462,7 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
       char *m = dup_view(v, pc_Message_Get(r, fmsg).s);
       char *e = dup_view(v, pc_Message_Get(r, fexpr).s);
       if (id == NULL || m == NULL || e == NULL ||
-          !compile_rule(v, pool, rules_type, id, m, e, &rules[k++]))
+          !compile_rule(v, pool, this_type, rules_type, id, m, e, &rules[k++]))
         return 0;
     }
   }
@@ -476,7 +483,7 @@ static const Predef *predef(pc_Validator *v, const pc_FieldDef *rf) {
   const pc_MessageDef *pt = pc_Pool_FindMessage(rf->file->pool, "buf.validate.PredefinedRules");
   const pc_Message *pr = d ? option_message(v, &d->options, kExtPredefined, pt) : NULL;
   if (v->status != kPc_Validate_Valid) return NULL;
-  if (pr != NULL && !compile_rules(v, pr, pt, rf->containing, &p->rules, &p->n)) return NULL;
+  if (pr != NULL && !compile_rules(v, pr, pt, NULL, rf->containing, &p->rules, &p->n)) return NULL;
   if (!map_put(v, &v->predefs, rf, p)) {
     v->status = kPc_Validate_NoMemory;
     return NULL;
@@ -613,7 +620,7 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
   memset(vp, 0, sizeof(*vp));
   if (elem && (f->type == kPc_Type_Message || f->type == kPc_Type_Group)) vp->recurse = f->message;
   if (fr == NULL) return 1;
-  if (!compile_rules(v, fr, frt, NULL, &vp->custom, &vp->ncustom)) return 0;
+  if (!compile_rules(v, fr, frt, NULL, NULL, &vp->custom, &vp->ncustom)) return 0;
   vp->ignore = (int)pc_Message_Get(fr, field_named(frt, "ignore")).i32;
   const pc_FieldDef *set = pc_Message_WhichOneof(fr, pc_MessageDef_FindOneof(frt, "type", 4));
   if (set == NULL) return 1;
@@ -667,9 +674,13 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
       if (lower) {
         range->rf = rf;
         range->p = p;
+        range->r = pc_Message_Get(rules, rf);
+        range->strict_lo = strcmp(rf->name, "gt") == 0;
       } else {
         range->rf2 = rf;
         range->p2 = p;
+        range->r2 = pc_Message_Get(rules, rf);
+        range->strict_hi = strcmp(rf->name, "lt") == 0;
       }
     } else if (kind != 0) {
       Native *n = &vp->native[vp->nnative++];
@@ -678,6 +689,7 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
       n->re = re;
       n->rf = rf;
       n->p = p;
+      n->r = pc_Message_Get(rules, rf);
     } else if (p->n) { /* CEL only, in its place among the others */
       Native *n = &vp->native[vp->nnative++];
       n->rf = rf;
@@ -714,6 +726,7 @@ static int plan_field(pc_Validator *v, const Plan *p, FieldPlan *fp, const pc_Fi
   const pc_Message *fr = d ? option_message(v, &d->options, kExtRules, frt) : NULL;
   if (v->status != kPc_Validate_Valid) return 0;
   fp->f = f;
+  fp->namelen = strlen(f->name);
   int ignore = fr ? (int)pc_Message_Get(fr, field_named(frt, "ignore")).i32 : 0;
   if ((fr == NULL || !pc_Message_Has(fr, field_named(frt, "ignore"))) && in_oneof_rule(p, f))
     ignore = kIgnore_IfZero;
@@ -759,7 +772,10 @@ static Plan *plan_of(pc_Validator *v, const pc_MessageDef *m) {
   const pc_Message *mr = md ? option_message(v, &md->options, kExtRules, mrt) : NULL;
   if (v->status != kPc_Validate_Valid) return NULL;
   if (mr != NULL) {
-    if (!compile_rules(v, mr, mrt, NULL, &p->cel, &p->ncel)) return NULL;
+    /* `this` is the message, its fields found while compiling (but for the
+     * well-known types, which CEL sees as other values) */
+    const pc_MessageDef *self = strncmp(m->full_name, "google.protobuf.", 16) == 0 ? NULL : m;
+    if (!compile_rules(v, mr, mrt, self, NULL, &p->cel, &p->ncel)) return NULL;
     const pc_FieldDef *of = field_named(mrt, "oneof");
     const pc_Array *oneofs = array_of(mr, of);
     if (oneofs) {
@@ -838,8 +854,8 @@ static Plan *plan_of(pc_Validator *v, const pc_MessageDef *m) {
 /* -- Evaluating ------------------------------------------------------------- */
 
 static int path_add(pc_Validator *v, const char *s, size_t n) {
-  char *p = grow(v, v->path, &v->pcap, v->plen + n + 1, 1);
-  if (p == NULL) {
+  char *p = v->path;
+  if (v->plen + n + 1 > v->pcap && (p = grow(v, p, &v->pcap, v->plen + n + 1, 1)) == NULL) {
     v->status = kPc_Validate_NoMemory;
     return 0;
   }
@@ -850,15 +866,22 @@ static int path_add(pc_Validator *v, const char *s, size_t n) {
   return 1;
 }
 
-static int path_name(pc_Validator *v, const char *name) {
+static int path_name(pc_Validator *v, const char *name, size_t len) {
   if (v->plen && !path_add(v, ".", 1)) return 0;
-  return path_add(v, name, strlen(name));
+  return path_add(v, name, len);
 }
 
+/* "[i]" (snprintf costs more than the rest of a path) */
 static int path_index(pc_Validator *v, size_t i) {
   char buf[32];
-  int n = snprintf(buf, sizeof(buf), "[%zu]", i);
-  return path_add(v, buf, (size_t)n);
+  size_t k = sizeof buf;
+  buf[--k] = ']';
+  do {
+    buf[--k] = (char)('0' + i % 10);
+    i /= 10;
+  } while (i);
+  buf[--k] = '[';
+  return path_add(v, buf + k, sizeof buf - k);
 }
 
 static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
@@ -1074,50 +1097,49 @@ static int items_unique(const pc_Array *a, const pc_FieldDef *f) {
 
 /* Whether value 'x' of field 'vf' (its family 'fam') passes native check
  * 'n' of the rules message 'rules'. */
-static int native_passes(const Native *n, const pc_Message *rules, int fam, const pc_FieldDef *vf,
-                         pc_Value x) {
+static int native_passes(const Native *n, int fam, const pc_FieldDef *vf, pc_Value x) {
   const pc_FieldDef *rf = n->rf;
   if (n->kind == kN_Range) {
     const pc_FieldDef *lo = n->rf, *hi = n->rf2;
     int above = 0, below = 0, normal = 1;
     if (fam == kFam_Double) { /* a NaN anywhere: CEL decides */
       double t = vf->type == kPc_Type_Float ? (double)x.f : x.d;
-      double l = lo ? as_double(lo->type, pc_Message_Get(rules, lo)) : 0;
-      double h = hi ? as_double(hi->type, pc_Message_Get(rules, hi)) : 0;
+      double l = lo ? as_double(lo->type, n->r) : 0;
+      double h = hi ? as_double(hi->type, n->r2) : 0;
       if (isnan(t) || isnan(l) || isnan(h)) return 0;
-      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
-      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      if (hi) above = n->strict_hi ? t >= h : t > h;
+      if (lo) below = n->strict_lo ? t <= l : t < l;
       if (lo && hi) normal = h >= l;
     } else if (fam == kFam_Signed) {
       int64_t t = as_signed(vf->type, x);
-      int64_t l = lo ? as_signed(lo->type, pc_Message_Get(rules, lo)) : 0;
-      int64_t h = hi ? as_signed(hi->type, pc_Message_Get(rules, hi)) : 0;
-      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
-      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      int64_t l = lo ? as_signed(lo->type, n->r) : 0;
+      int64_t h = hi ? as_signed(hi->type, n->r2) : 0;
+      if (hi) above = n->strict_hi ? t >= h : t > h;
+      if (lo) below = n->strict_lo ? t <= l : t < l;
       if (lo && hi) normal = h >= l;
     } else {
       uint64_t t = as_unsigned(vf->type, x);
-      uint64_t l = lo ? as_unsigned(lo->type, pc_Message_Get(rules, lo)) : 0;
-      uint64_t h = hi ? as_unsigned(hi->type, pc_Message_Get(rules, hi)) : 0;
-      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
-      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      uint64_t l = lo ? as_unsigned(lo->type, n->r) : 0;
+      uint64_t h = hi ? as_unsigned(hi->type, n->r2) : 0;
+      if (hi) above = n->strict_hi ? t >= h : t > h;
+      if (lo) below = n->strict_lo ? t <= l : t < l;
       if (lo && hi) normal = h >= l;
     }
     return normal ? !(above || below) : !(above && below);
   }
-  if (n->kind == kN_Unique) return !pc_Message_Get(rules, rf).b || items_unique(x.a, vf);
+  if (n->kind == kN_Unique) return !n->r.b || items_unique(x.a, vf);
   if (n->kind == kN_MinSize || n->kind == kN_MaxSize) {
     uint64_t size = vf->is_map ? (x.map ? x.map->size : 0) : (x.a ? x.a->size : 0);
-    uint64_t r = pc_Message_Get(rules, rf).u64;
+    uint64_t r = n->r.u64;
     return n->kind == kN_MinSize ? size >= r : size <= r;
   }
   if (fam == kFam_Signed || fam == kFam_Unsigned) {
     if (n->kind == kN_Const) {
-      pc_Value r = pc_Message_Get(rules, rf);
+      pc_Value r = n->r;
       return fam == kFam_Signed ? as_signed(vf->type, x) == as_signed(rf->type, r)
                                 : as_unsigned(vf->type, x) == as_unsigned(rf->type, r);
     }
-    const pc_Array *list = pc_Message_Get(rules, rf).a;
+    const pc_Array *list = n->r.a;
     int found = 0;
     pc_SlotKind slot = pc_FieldDef_ElemSlot(rf);
     for (size_t i = 0; list && i < list->size && !found; i++) {
@@ -1129,7 +1151,7 @@ static int native_passes(const Native *n, const pc_Message *rules, int fam, cons
   }
   /* strings and bytes */
   pc_StringView t = x.s;
-  pc_Value r = pc_Message_Get(rules, rf);
+  pc_Value r = n->r;
   uint64_t len = t.size;
   if (fam == kFam_String && (n->kind == kN_Len || n->kind == kN_MinLen || n->kind == kN_MaxLen)) {
     len = 0;
@@ -1205,18 +1227,17 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
   int bound = 0;
   for (size_t i = 0; i < vp->ncustom; i++)
     if (!bind(v, vp, src, vars, &bound, 0) || !run_rule(v, &vp->custom[i], vars, for_key)) return 0;
+  pc_Value val = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
   if (vp->nnative) {
-    pc_Value x = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
     for (size_t i = 0; i < vp->nnative; i++) {
       const Native *n = &vp->native[i];
-      if (n->kind != 0 && native_passes(n, vp->rules, vp->family, src->f, x)) continue;
+      if (n->kind != 0 && native_passes(n, vp->family, src->f, val)) continue;
       if (!bind(v, vp, src, vars, &bound, 1) || !run_predef(v, n->p, vars, for_key) ||
           !run_predef(v, n->p2, vars, for_key))
         return 0;
     }
   }
   if (bound) pc_CelEval_Reset(v->ev);
-  pc_Value val = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
   if (vp->defined_only && pc_EnumDef_FindByNumber(vp->defined_only, val.i32) == NULL) {
     const char *m = "value must be one of the defined enum values";
     if (!violate(v, "enum.defined_only", m, strlen(m), for_key)) return 0;
@@ -1312,7 +1333,7 @@ static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_Mes
   if (p == NULL) return 0;
   size_t mark = v->plen;
   for (size_t i = 0; i < p->nfields; i++) {
-    if (!path_name(v, p->fields[i].f->name)) return 0;
+    if (!path_name(v, p->fields[i].f->name, p->fields[i].namelen)) return 0;
     if (!validate_field(v, &p->fields[i], msg)) return 0;
     v->plen = mark;
     v->path[mark] = '\0';
@@ -1352,7 +1373,8 @@ static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_Mes
     const pc_OneofDef *o = p->required[i];
     if (pc_Message_WhichOneof(msg, o) != NULL) continue;
     const char *text = "exactly one field is required in oneof";
-    if (!path_name(v, o->name) || !violate(v, "required", text, strlen(text), 0)) return 0;
+    if (!path_name(v, o->name, strlen(o->name)) || !violate(v, "required", text, strlen(text), 0))
+      return 0;
     v->plen = mark;
     v->path[mark] = '\0';
   }

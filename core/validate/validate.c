@@ -1154,6 +1154,10 @@ static int native_passes(const Native *n, int fam, const pc_FieldDef *vf, pc_Val
   pc_Value r = n->r;
   uint64_t len = t.size;
   if (fam == kFam_String && (n->kind == kN_Len || n->kind == kN_MinLen || n->kind == kN_MaxLen)) {
+    /* code points: at most the bytes, at least a quarter of them; counted
+     * only when those bounds do not decide */
+    if (n->kind == kN_MaxLen && t.size <= r.u64) return 1;
+    if (n->kind == kN_MinLen && (t.size + 3) / 4 >= r.u64) return 1;
     len = 0;
     for (size_t i = 0; i < t.size; i++) len += ((unsigned char)t.data[i] & 0xC0) != 0x80;
   }

@@ -78,8 +78,9 @@ end
 -- pc.check raises, with `details` {google.rpc.BadRequest} (what the
 -- `validate = true` option of pc.server and pc.client answer with).
 function M.refusal(m)
-  local list = run(m, nil, "validate")
-  if #list == 0 then return nil end
+  local list, err = validate_core(m, false, true) -- true when valid: no list made
+  if list == true then return nil end
+  if not list then error("validate: " .. err, 2) end
   local br = bad_request(list)
   return errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list),
     { violations = list, ["local"] = true, details = br and { br } or nil })

@@ -143,6 +143,16 @@ typedef struct {
   size_t nrequired;
 } Plan;
 
+/* One step of the path to the value being checked: a field or oneof name,
+ * a list index or a map key. The path is written out only when a violation
+ * or an error needs it (most validations find none). */
+typedef struct {
+  const char *name; /* a name ('len' bytes), or NULL */
+  size_t len;
+  const pc_FieldDef *kf; /* with no name: a map key's field, or NULL for an index */
+  pc_Value key;          /* the key, or the index in .u64 */
+} PathSeg;
+
 /* Pointer-keyed table (open addressing, grows at half full). */
 typedef struct {
   const void **keys;
@@ -165,7 +175,9 @@ struct pc_Validator {
   /* the validation under way */
   pc_Violation *vio;
   size_t nvio, capvio;
-  char *path;
+  PathSeg *segs; /* the path to the value being checked */
+  size_t nsegs, capsegs;
+  char *path; /* the path written out (path_text) */
   size_t plen, pcap;
   pc_CelValue now;
   size_t cel_runs; /* programs evaluated */
@@ -267,6 +279,7 @@ void pc_Validator_Free(pc_Validator *v) {
   if (v->capregexes) v->alloc(v->ud, v->regexes, v->capregexes * sizeof(pc_CelRegex *), 0);
   if (v->capvio) v->alloc(v->ud, v->vio, v->capvio * sizeof(*v->vio), 0);
   if (v->pcap) v->alloc(v->ud, v->path, v->pcap, 0);
+  if (v->capsegs) v->alloc(v->ud, v->segs, v->capsegs * sizeof(*v->segs), 0);
   map_free(v, &v->plans);
   map_free(v, &v->predefs);
   pc_CelEval_Free(v->ev);
@@ -866,13 +879,8 @@ static int path_add(pc_Validator *v, const char *s, size_t n) {
   return 1;
 }
 
-static int path_name(pc_Validator *v, const char *name, size_t len) {
-  if (v->plen && !path_add(v, ".", 1)) return 0;
-  return path_add(v, name, len);
-}
-
 /* "[i]" (snprintf costs more than the rest of a path) */
-static int path_index(pc_Validator *v, size_t i) {
+static int text_index(pc_Validator *v, uint64_t i) {
   char buf[32];
   size_t k = sizeof buf;
   buf[--k] = ']';
@@ -884,7 +892,7 @@ static int path_index(pc_Validator *v, size_t i) {
   return path_add(v, buf + k, sizeof buf - k);
 }
 
-static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
+static int text_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
   char buf[32];
   int n;
   switch (kf->type) {
@@ -914,12 +922,61 @@ static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
   return path_add(v, buf, (size_t)n);
 }
 
+/* Writes the path out into v->path ("items[2].name", "" at the top); 0
+ * when memory ran out. */
+static int path_text(pc_Validator *v) {
+  v->plen = 0;
+  if (!path_add(v, "", 0)) return 0;
+  for (size_t i = 0; i < v->nsegs; i++) {
+    const PathSeg *g = &v->segs[i];
+    int ok = g->name ? (v->plen == 0 || path_add(v, ".", 1)) && path_add(v, g->name, g->len)
+             : g->kf ? text_key(v, g->kf, g->key)
+                     : text_index(v, g->key.u64);
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+static int path_push(pc_Validator *v, const char *name, size_t len, const pc_FieldDef *kf,
+                     pc_Value key) {
+  if (v->nsegs == v->capsegs) {
+    PathSeg *segs = grow(v, v->segs, &v->capsegs, v->nsegs + 1, sizeof(*segs));
+    if (segs == NULL) {
+      v->status = kPc_Validate_NoMemory;
+      return 0;
+    }
+    v->segs = segs;
+  }
+  PathSeg *g = &v->segs[v->nsegs++];
+  g->name = name;
+  g->len = len;
+  g->kf = kf;
+  g->key = key;
+  return 1;
+}
+
+static int path_name(pc_Validator *v, const char *name, size_t len) {
+  pc_Value none = {0};
+  return path_push(v, name, len, NULL, none);
+}
+
+static int path_index(pc_Validator *v, size_t i) {
+  pc_Value k = {0};
+  k.u64 = i;
+  return path_push(v, NULL, 0, NULL, k);
+}
+
+static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
+  return path_push(v, NULL, 0, kf, k);
+}
+
 /* Records a violation at the current path; 0 to stop (fail fast, or out
  * of memory). */
 static int violate(pc_Validator *v, const char *rule, const char *message, size_t mlen,
                    int for_key) {
+  if (!path_text(v)) return 0;
   pc_Violation *vio = grow(v, v->vio, &v->capvio, v->nvio + 1, sizeof(*vio));
-  char *field = pc_Arena_StrDup(v->scratch, v->path ? v->path : "", v->plen);
+  char *field = pc_Arena_StrDup(v->scratch, v->path, v->plen);
   char *msg = pc_Arena_StrDup(v->scratch, message, mlen);
   if (vio == NULL || field == NULL || msg == NULL) {
     if (vio) v->vio = vio;
@@ -943,8 +1000,9 @@ static int run_rule(pc_Validator *v, const CelRule *r, const pc_CelValue *vars, 
   v->cel_runs++;
   pc_CelStatus st = pc_CelProgram_Eval(r->prog, v->ev, vars, &res, &e);
   if (st != kPc_CelStatus_Ok) {
+    if (!path_text(v)) return 0;
     v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Runtime;
-    pc_Error_Set(v->err, "%s%s%s: %s", v->plen ? v->path : "", v->plen ? ": " : "", r->id, e.msg);
+    pc_Error_Set(v->err, "%s%s%s: %s", v->path, v->plen ? ": " : "", r->id, e.msg);
     return 0;
   }
   if (res.kind == kPc_Cel_Bool) {
@@ -1201,6 +1259,7 @@ static int bind(pc_Validator *v, const ValuePlan *vp, const Source *src, pc_CelV
     pc_CelStatus st = src->is_elem ? pc_CelEval_ElemValue(v->ev, src->f, src->elem, &vars[0], &e)
                                    : pc_CelEval_FieldValue(v->ev, src->msg, src->f, &vars[0], &e);
     if (st != kPc_CelStatus_Ok) {
+      if (!path_text(v)) return 0;
       v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Runtime;
       pc_Error_Set(v->err, "%s: %s", v->plen ? v->path : src->f->name, e.msg);
       return 0;
@@ -1301,7 +1360,7 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
   if (fp->cond == kCond_Never || (fp->cond == kCond_IfSet && !pc_Message_Has(msg, f))) return 1;
   Source src = {msg, f, {0}, 0};
   if (!validate_value(v, &fp->self, &src, 0)) return 0;
-  size_t mark = v->plen;
+  size_t mark = v->nsegs;
   if (f->is_map) {
     const pc_Map *map = pc_Message_Get(msg, f).map;
     const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
@@ -1313,8 +1372,7 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
       if (elem_applies(&fp->keys, kf, en->key) && !validate_value(v, &fp->keys, &ks, 1)) return 0;
       if (elem_applies(&fp->items, vf, en->value) && !validate_value(v, &fp->items, &vs, 0))
         return 0;
-      v->plen = mark;
-      v->path[mark] = '\0';
+      v->nsegs = mark;
     }
   } else if (f->label == kPc_Label_Repeated) {
     const pc_Array *arr = pc_Message_Get(msg, f).a;
@@ -1325,8 +1383,7 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
       if (!path_index(v, i)) return 0;
       Source is = {msg, f, x, 1};
       if (elem_applies(&fp->items, f, x) && !validate_value(v, &fp->items, &is, 0)) return 0;
-      v->plen = mark;
-      v->path[mark] = '\0';
+      v->nsegs = mark;
     }
   }
   return 1;
@@ -1335,12 +1392,11 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
 static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m) {
   const Plan *p = plan_of(v, m);
   if (p == NULL) return 0;
-  size_t mark = v->plen;
+  size_t mark = v->nsegs;
   for (size_t i = 0; i < p->nfields; i++) {
     if (!path_name(v, p->fields[i].f->name, p->fields[i].namelen)) return 0;
     if (!validate_field(v, &p->fields[i], msg)) return 0;
-    v->plen = mark;
-    v->path[mark] = '\0';
+    v->nsegs = mark;
   }
   if (p->ncel) {
     pc_CelValue vars[4];
@@ -1379,8 +1435,7 @@ static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_Mes
     const char *text = "exactly one field is required in oneof";
     if (!path_name(v, o->name, strlen(o->name)) || !violate(v, "required", text, strlen(text), 0))
       return 0;
-    v->plen = mark;
-    v->path[mark] = '\0';
+    v->nsegs = mark;
   }
   return 1;
 }
@@ -1391,8 +1446,7 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
   pc_Arena_Reset(v->scratch);
   v->nvio = 0;
   v->cel_runs = 0;
-  v->plen = 0;
-  if (v->path) v->path[0] = '\0';
+  v->nsegs = 0;
   v->fail_fast = fail_fast;
   v->status = kPc_Validate_Valid;
   v->err = err;

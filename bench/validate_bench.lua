@@ -7,7 +7,7 @@
 -- server without the option), and served over loopback h2c by a protocall
 -- server in its own process (this file with --serve [validate]), driven by
 -- a pc.grpc client from this one: the server process's CPU per call
--- (utime + stime of /proc/PID/stat; the least of 3 alternating runs).
+-- (utime + stime of /proc/PID/stat; the least of 5 alternating runs).
 --   build/release/protocall bench/validate_bench.lua [--quick]
 local H = require "bench.harness"
 local pc = require "protocall"
@@ -22,17 +22,7 @@ assert(pool:load([[syntax = "proto3"; package vbench; import "validate/bench.pro
 local handlers = { ["vbench.Users"] = { Put = function(req) return req end } }
 
 if arg[1] == "--serve" then -- the server of the loopback figure, with validate = true or not
-  local l = pc.listen(pc.server(handlers, { pool = pool, validate = arg[2] == "validate" }), "127.0.0.1:0")
-  local pid, parent = H.ids()
-  print(l.port .. " " .. pid)
-  io.stdout:flush()
-  local started = pc.now() -- gone with its parent, or after 600 s
-  pc.spawn(function()
-    while select(2, H.ids()) == parent and pc.now() - started < 600 do pc.sleep(0.5) end
-    os.exit(0)
-  end)
-  pc.spawn(function() l:serve() end)
-  pc.run()
+  H.serve(pc.listen(pc.server(handlers, { pool = pool, validate = arg[2] == "validate" }), "127.0.0.1:0"))
   return
 end
 
@@ -70,7 +60,7 @@ local a, b = H.measure_pair(function(n) for _ = 1, n do plain:Put(msg) end end,
 local helper = require "spec.grpc_helper"
 local BIN = arg[-1] or "build/release/protocall"
 local servers, net = {}, { math.huge, math.huge }
-local CALLS, RUNS = quick and 2000 or 20000, quick and 1 or 3
+local CALLS, RUNS = quick and 2000 or 20000, quick and 1 or 5
 local nok, nerr = pcall(function()
   servers[1] = helper.spawn_command(BIN .. " bench/validate_bench.lua --serve", "plain server")
   servers[2] = helper.spawn_command(BIN .. " bench/validate_bench.lua --serve validate", "validating server")

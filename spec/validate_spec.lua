@@ -168,6 +168,20 @@ describe("pc.validate and pc.check", function()
     assert.are.equal(1, #pc.validate(m, { fail_fast = true }))
   end)
 
+  it("reports an unset proto2 required field with legacy_required", function()
+    local q = pc.pool()
+    assert(q:load([[syntax = "proto2"; package old; import "buf/validate/validate.proto";
+      message Old { required string name = 1 [(buf.validate.field).string.min_len = 2]; optional int32 n = 2; }]],
+      { name = "old.proto" }))
+    local Old = q:type("old.Old")
+    assert.are.same({}, pc.validate(Old { n = 1 })) -- off by default: rules apply when set
+    local list = pc.validate(Old { n = 1 }, { legacy_required = true })
+    assert.are.same({ "name|legacy_required" }, pairs_of(list))
+    assert.are.equal("value is required", list[1].message)
+    assert.are.same({ "name|string.min_len" }, pairs_of(pc.validate(Old { name = "x" }, { legacy_required = true })))
+    assert.are.same({}, pc.validate(Old { name = "xy" }, { legacy_required = true }))
+  end)
+
   it("pc.check returns the message or raises INVALID_ARGUMENT with the violations", function()
     local m = valid()
     assert.are.equal(m, pc.check(m))

@@ -47,17 +47,18 @@ static pc_Validator *validator_of(lua_State *L, const pc_MessageDef *def) {
   return b->v;
 }
 
-/* -- list | true | nil, err = core.validate(m [, fail_fast [, quiet]])
+/* -- list | true | nil, err = core.validate(m [, fail_fast [, quiet [, legacy_required]]])
  * The violations of message 'm' as a list of {field =, rule =, message =
  * [, for_key = true]} (empty when valid; with 'quiet', true instead of an
  * empty list: nothing made for a valid message), or nil and the error of
  * a rule that does not compile or evaluate ("compile" / "runtime" as a
- * third result). */
+ * third result). 'legacy_required': pc_Validator_SetLegacyRequired. */
 static int lpc_validate(lua_State *L) {
   const pc_MessageDef *def;
   const pc_Message *msg = lpc_check_message(L, 1, &def);
   int fail_fast = lua_toboolean(L, 2), quiet = lua_toboolean(L, 3);
   pc_Validator *v = validator_of(L, def);
+  pc_Validator_SetLegacyRequired(v, lua_toboolean(L, 4));
   pc_Error err;
   pc_Error_Init(&err);
   pc_ValidateStatus st = pc_Validator_Validate(v, msg, def, fail_fast, NULL, &err);

@@ -181,6 +181,7 @@ struct pc_Validator {
   size_t plen, pcap;
   pc_CelValue now;
   size_t cel_runs; /* programs evaluated */
+  int legacy_required;
   int fail_fast;
   pc_ValidateStatus status;
   pc_Error *err;
@@ -298,6 +299,10 @@ const pc_Violation *pc_Validator_Violation(const pc_Validator *v, size_t i) {
 
 size_t pc_Validator_PlanCount(const pc_Validator *v) {
   return v->plans.n;
+}
+
+void pc_Validator_SetLegacyRequired(pc_Validator *v, int on) {
+  v->legacy_required = on != 0;
 }
 
 size_t pc_Validator_CelCount(const pc_Validator *v) {
@@ -1353,9 +1358,10 @@ static int has_rules(const ValuePlan *vp) {
 
 static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message *msg) {
   const pc_FieldDef *f = fp->f;
-  if (fp->required && !pc_Message_Has(msg, f)) {
+  int legacy = v->legacy_required && f->label == kPc_Label_Required;
+  if ((fp->required || legacy) && !pc_Message_Has(msg, f)) {
     const char *m = "value is required";
-    return violate(v, "required", m, strlen(m), 0);
+    return violate(v, fp->required ? "required" : "legacy_required", m, strlen(m), 0);
   }
   if (fp->cond == kCond_Never || (fp->cond == kCond_IfSet && !pc_Message_Has(msg, f))) return 1;
   Source src = {msg, f, {0}, 0};

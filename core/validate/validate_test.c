@@ -315,6 +315,38 @@ static void native_checks(void) {
   CHECK(pc_Validator_CelCount(val) == 0);
 }
 
+/* proto2 `required` fields with the legacy_required option */
+static void legacy_required(void) {
+  static const char kProto2[] =
+      "syntax = \"proto2\";\n"
+      "package t2;\n"
+      "import \"buf/validate/validate.proto\";\n"
+      "message Old {\n"
+      "  required string name = 1 [(buf.validate.field).string.min_len = 2];\n"
+      "  required int32 id = 2 [(buf.validate.field).required = true];\n"
+      "  optional int32 n = 3;\n"
+      "}\n";
+  pc_Arena *a = pc_Arena_New(NULL, NULL);
+  pc_ImportCtx c;
+  memset(&c, 0, sizeof c);
+  c.arena = a;
+  pc_Error err;
+  pc_Error_Init(&err);
+  c.main_name = "t2.proto";
+  c.main_source = kProto2;
+  c.main_len = strlen(kProto2);
+  CHECK(pc_Import(pool, &c, "t2.proto", &err));
+  pc_Arena_Free(a);
+  expect("t2.Old", "{}", "id|required"); /* off: only the `required` rule */
+  pc_Validator_SetLegacyRequired(val, 1);
+  expect("t2.Old", "{}", "name|legacy_required;id|required");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "value is required") == 0);
+  expect("t2.Old", "{\"name\": \"x\", \"id\": 1}", "name|string.min_len");
+  expect("t2.Old", "{\"name\": \"xy\", \"id\": 1}", "");
+  pc_Validator_SetLegacyRequired(val, 0);
+  expect("t2.Old", "{\"id\": 1}", ""); /* it has presence: its rules apply when set */
+}
+
 static void errors_and_cache(void) {
   expect("t.BadType", "{}", "error: expected rule \"int32\", got \"string\" on t.BadType.x");
   expect("t.BadCel", "{}", "error: failed to compile bad: ");
@@ -344,6 +376,7 @@ int main(void) {
   containers();
   presence_and_custom();
   native_checks();
+  legacy_required();
   errors_and_cache();
   pc_Validator_Free(val);
   pc_Arena_Free(arena);

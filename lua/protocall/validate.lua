@@ -13,21 +13,24 @@ local validate_core = core.validate
 
 local M = {}
 
-local function fail_fast(opts, fname)
-  if opts == nil then return false end
+-- fail_fast, legacy_required = options(opts, fname): the options of
+-- pc.validate and pc.check, checked.
+local function options(opts, fname)
+  if opts == nil then return false, false end
   if type(opts) ~= "table" then
     error("bad argument #2 to '" .. fname .. "' (table expected, got " .. type(opts) .. ")", 3)
   end
   for k in pairs(opts) do
-    if k ~= "fail_fast" then
+    if k ~= "fail_fast" and k ~= "legacy_required" then
       error("bad argument #2 to '" .. fname .. "' (unknown option '" .. tostring(k) .. "')", 3)
     end
   end
-  return opts.fail_fast and true or false
+  return opts.fail_fast and true or false, opts.legacy_required and true or false
 end
 
 local function run(m, opts, fname)
-  local list, err = validate_core(m, fail_fast(opts, fname))
+  local fail_fast, legacy_required = options(opts, fname)
+  local list, err = validate_core(m, fail_fast, false, legacy_required)
   if not list then error(fname .. ": " .. err, 3) end
   return list
 end
@@ -38,8 +41,11 @@ end
 -- least 1 characters"} (`for_key = true` for a map key's rule;
 -- `field` is "" for a message's own CEL rule; map keys read `labels["k"]`,
 -- `ports[80]`). Nested messages are validated in turn. opts: `fail_fast`
--- (stop at the first violation). The rules are compiled on first use of
--- each message type and kept with its pool. Raises on a non-message, and
+-- (stop at the first violation), `legacy_required` (an unset proto2
+-- `required` field is a violation, rule "legacy_required", as
+-- protovalidate's runtimes report it with their option of that name). The
+-- rules are compiled on first use of each message type and kept with its
+-- pool. Raises on a non-message, and
 -- on a rule that does not compile or fails to evaluate ("validate: failed
 -- to compile user.ok: 1:6: ...", rules of another type than the field's:
 -- "validate: expected rule \"int32\", got \"string\" on demo.M.x").

@@ -99,6 +99,8 @@ typedef struct {
   const pc_CelRegex *re;       /* kN_Pattern: the pattern, the validator's */
   const pc_FieldDef *rf, *rf2; /* the rule's field(s) in the *Rules message */
   const Predef *p, *p2;        /* their CEL */
+  int ext;                     /* 'rf' is an extension of the *Rules message: a predefined
+                                  rule of the schema, with `rule` bound to its value */
 } Native;
 
 /* What to check of one value (a field's, an item's, a map key's or value's). */
@@ -383,11 +385,23 @@ static const pc_MessageDesc *message_desc(const pc_MessageDef *m) {
   return NULL;
 }
 
+/* The descriptor of field 'f', or of extension 'f' (declared at the top of
+ * its file or inside a message), for its options. */
 static const pc_FieldDesc *field_desc(const pc_FieldDef *f) {
-  const pc_MessageDesc *d = f->is_extension ? NULL : message_desc(f->containing);
-  if (d == NULL) return NULL;
-  for (size_t i = 0; i < d->field_count; i++)
-    if (d->fields[i].number == f->number) return &d->fields[i];
+  const pc_FieldDesc *list;
+  size_t n;
+  if (f->is_extension && f->extension_scope == NULL) {
+    list = f->file->desc->extensions;
+    n = f->file->desc->extension_count;
+  } else {
+    const pc_MessageDesc *d = message_desc(f->is_extension ? f->extension_scope : f->containing);
+    if (d == NULL) return NULL;
+    list = f->is_extension ? d->extensions : d->fields;
+    n = f->is_extension ? d->extension_count : d->field_count;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (list[i].number == f->number && (!f->is_extension || strcmp(list[i].name, f->name) == 0))
+      return &list[i];
   return NULL;
 }
 
@@ -659,11 +673,19 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
   vp->rules = rules;
   vp->rules_type = rt;
   vp->family = family_of(rt, f);
-  size_t total = 0, nnative = 0;
+  size_t total = 0, nnative = 0, next = 0;
   for (uint32_t i = 0; i < rt->field_count; i++) {
     const pc_FieldDef *rf = &rt->fields[i];
     if (!pc_Message_Has(rules, rf)) continue;
     const Predef *p = predef(v, rf);
+    if (p == NULL) return 0;
+    total += p->n;
+    nnative++;
+  }
+  /* the schema's predefined rules: extensions of the *Rules message */
+  const pc_Extension *exts = pc_Message_Extensions(rules, &next);
+  for (size_t i = 0; i < next; i++) {
+    const Predef *p = predef(v, exts[i].field);
     if (p == NULL) return 0;
     total += p->n;
     nnative++;
@@ -713,6 +735,14 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
       n->rf = rf;
       n->p = p;
     }
+  }
+  for (size_t i = 0; i < next; i++) { /* after the standard rules, as protovalidate-es */
+    const Predef *p = map_get(&v->predefs, exts[i].field);
+    if (p->n == 0) continue;
+    Native *n = &vp->native[vp->nnative++];
+    n->rf = exts[i].field;
+    n->p = p;
+    n->ext = 1;
   }
   if (strcmp(rt->full_name, "buf.validate.EnumRules") == 0 &&
       pc_Message_Get(rules, field_named(rt, "defined_only")).b)
@@ -1284,6 +1314,19 @@ static int bind(pc_Validator *v, const ValuePlan *vp, const Source *src, pc_CelV
   return 1;
 }
 
+/* Binds `rule` to the value of extension 'rf' of the rules message. */
+static int bind_rule(pc_Validator *v, const ValuePlan *vp, const pc_FieldDef *rf,
+                     pc_CelValue *vars) {
+  pc_Error e;
+  pc_Error_Init(&e);
+  if (pc_CelEval_FieldValue(v->ev, vp->rules, rf, &vars[2], &e) != kPc_CelStatus_Ok) {
+    v->status = kPc_Validate_Runtime;
+    pc_Error_Set(v->err, "%s", e.msg);
+    return 0;
+  }
+  return 1;
+}
+
 static int run_predef(pc_Validator *v, const Predef *p, const pc_CelValue *vars, int for_key) {
   for (size_t i = 0; p && i < p->n; i++)
     if (!run_rule(v, &p->rules[i], vars, for_key)) return 0;
@@ -1300,9 +1343,11 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
     for (size_t i = 0; i < vp->nnative; i++) {
       const Native *n = &vp->native[i];
       if (n->kind != 0 && native_passes(n, vp->family, src->f, val)) continue;
-      if (!bind(v, vp, src, vars, &bound, 1) || !run_predef(v, n->p, vars, for_key) ||
-          !run_predef(v, n->p2, vars, for_key))
-        return 0;
+      if (!bind(v, vp, src, vars, &bound, 1)) return 0;
+      if (n->ext && !bind_rule(v, vp, n->rf, vars)) return 0;
+      int ok = run_predef(v, n->p, vars, for_key) && run_predef(v, n->p2, vars, for_key);
+      vars[2].kind = kPc_Cel_Unbound;
+      if (!ok) return 0;
     }
   }
   if (bound) pc_CelEval_Reset(v->ev);

@@ -315,8 +315,9 @@ static void native_checks(void) {
   CHECK(pc_Validator_CelCount(val) == 0);
 }
 
-/* proto2 `required` fields with the legacy_required option */
-static void legacy_required(void) {
+/* proto2: `required` fields with the legacy_required option, and
+ * predefined rules the schema declares as extensions of *Rules messages */
+static void proto2(void) {
   static const char kProto2[] =
       "syntax = \"proto2\";\n"
       "package t2;\n"
@@ -325,6 +326,23 @@ static void legacy_required(void) {
       "  required string name = 1 [(buf.validate.field).string.min_len = 2];\n"
       "  required int32 id = 2 [(buf.validate.field).required = true];\n"
       "  optional int32 n = 3;\n"
+      "}\n"
+      "extend buf.validate.StringRules {\n"
+      "  optional bool no_space = 1161 [(buf.validate.predefined).cel = {\n"
+      "    id: \"string.no_space\", expression:\n"
+      "    \"!rule || !this.contains(' ') ? '' : 'has a space'\"}];\n"
+      "}\n"
+      "message Scope { extend buf.validate.Int32Rules {\n"
+      "  repeated int32 not_multiple_of = 1161 [(buf.validate.predefined).cel = {\n"
+      "    id: \"int32.not_multiple_of\", message: \"a forbidden multiple\",\n"
+      "    expression: \"!rule.exists(d, this % d == 0)\"}];\n"
+      "} }\n"
+      "message Pre {\n"
+      "  optional string s = 1 [(buf.validate.field).string.(no_space) = true,\n"
+      "                         (buf.validate.field).string.min_len = 2];\n"
+      "  optional int32 n = 2 [(buf.validate.field).int32.(Scope.not_multiple_of) = 3,\n"
+      "                        (buf.validate.field).int32.(Scope.not_multiple_of) = 5];\n"
+      "  repeated string r = 3 [(buf.validate.field).repeated.items.string.(no_space) = true];\n"
       "}\n";
   pc_Arena *a = pc_Arena_New(NULL, NULL);
   pc_ImportCtx c;
@@ -345,6 +363,15 @@ static void legacy_required(void) {
   expect("t2.Old", "{\"name\": \"xy\", \"id\": 1}", "");
   pc_Validator_SetLegacyRequired(val, 0);
   expect("t2.Old", "{\"id\": 1}", ""); /* it has presence: its rules apply when set */
+  /* predefined rules of the schema (extensions of *Rules), after the standard ones */
+  expect("t2.Pre", "{\"s\": \"ab\", \"n\": 7, \"r\": [\"a\"]}", "");
+  expect("t2.Pre", "{\"s\": \"a b\"}", "s|string.no_space");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "has a space") == 0);
+  expect("t2.Pre", "{\"s\": \" \"}", "s|string.min_len;s|string.no_space");
+  expect("t2.Pre", "{\"n\": 10}", "n|int32.not_multiple_of");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "a forbidden multiple") == 0);
+  expect("t2.Pre", "{\"n\": 9}", "n|int32.not_multiple_of");
+  expect("t2.Pre", "{\"r\": [\"a\", \"b c\"]}", "r[1]|string.no_space");
 }
 
 static void errors_and_cache(void) {
@@ -376,7 +403,7 @@ int main(void) {
   containers();
   presence_and_custom();
   native_checks();
-  legacy_required();
+  proto2();
   errors_and_cache();
   pc_Validator_Free(val);
   pc_Arena_Free(arena);

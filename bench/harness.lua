@@ -230,6 +230,26 @@ function H.ids()
   return text:match("^(%d+) .*%) %S+ (%d+)")
 end
 
+--- H.serve(listener): the server process of a bench that runs itself as
+-- one (bench/server_bench.lua, bench/validate_bench.lua with --serve):
+-- prints "PORT PID" (what spec.grpc_helper.spawn_command reads), then
+-- serves the pc.listen listener until the bench kills it; should the bench
+-- itself die first, the server sees its parent change and exits (and after
+-- 600 s in any case).
+function H.serve(l)
+  local pc = require "protocall"
+  local pid, parent = H.ids()
+  print(l.port .. " " .. pid)
+  io.stdout:flush()
+  local started = pc.now()
+  pc.spawn(function()
+    while select(2, H.ids()) == parent and pc.now() - started < 600 do pc.sleep(0.5) end
+    os.exit(0)
+  end)
+  pc.spawn(function() l:serve() end)
+  pc.run()
+end
+
 --- CPU seconds (user + system, all its threads) the process `pid` has used
 -- so far, from /proc/PID/stat (clock ticks of 1/100 s, Linux's USER_HZ).
 function H.proc_cpu(pid)

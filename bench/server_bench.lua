@@ -43,19 +43,7 @@ if arg[1] == "--serve" then
       end
     end,
   } }, "127.0.0.1:0", { max_connections = 10000 })
-  local ids = H.ids
-  local pid, parent = ids()
-  print(l.port .. " " .. pid)
-  io.stdout:flush()
-  -- The bench kills this server; should the bench itself die first, the
-  -- server sees its parent change and exits (and after 600 s in any case).
-  local started = pc.now()
-  pc.spawn(function()
-    while select(2, ids()) == parent and pc.now() - started < 600 do pc.sleep(0.5) end
-    os.exit(0)
-  end)
-  pc.spawn(function() l:serve() end)
-  pc.run()
+  H.serve(l)
   return
 end
 

@@ -51,14 +51,14 @@ describe("protocall help", function()
     for _, flag in ipairs { "help", "--help", "-h" } do
       local out, err, code = run(BIN .. " " .. flag)
       assert.are.equal(0, code, err)
-      for _, name in ipairs { "call", "list", "describe", "decode", "encode" } do
+      for _, name in ipairs { "call", "list", "describe", "decode", "encode", "validate" } do
         assert.matches("\n  " .. name .. " ", out, 1, true)
       end
       assert.matches("protocall run SCRIPT", out, 1, true)
     end
   end)
 
-  for _, name in ipairs { "call", "list", "describe", "decode", "encode", "run", "help" } do
+  for _, name in ipairs { "call", "list", "describe", "decode", "encode", "validate", "run", "help" } do
     it("shows the usage of " .. name .. " with an example", function()
       local out, err, code = run(BIN .. " help " .. name)
       assert.are.equal(0, code, err)
@@ -266,6 +266,102 @@ describe("protocall encode", function()
     assert.are.equal(2, code)
     assert.are.equal("", out)
     assert.matches("-length-delimited reads JSON documents (-format json)", err, 1, true)
+  end)
+end)
+
+describe("protocall validate", function()
+  local ORDER = BIN .. " validate -I examples -proto order.proto"
+  local BAD_JSON = '{"email": "ann", "lines": [{"sku": "abc", "qty": 0}, {"sku": "ABC-2", "qty": 1}, ' ..
+                   '{"sku": "ABC-3", "qty": 1}, {"sku": "ABC-4", "qty": 101}]}'
+  local BAD_LINES = "email: must be a valid email address [string.email]\n" ..
+    "lines[0].sku: does not match regex pattern `^[A-Z]{3}-[0-9]+$` [string.pattern]\n" ..
+    "lines[0].qty: must be greater than 0 and less than or equal to 100 [uint32.gt_lte]\n" ..
+    "lines[3].qty: must be greater than 0 and less than or equal to 100 [uint32.gt_lte]\n"
+
+  it("prints nothing and exits 0 for a valid message, in each input format", function()
+    local json = '{"email": "ann@example.com", "lines": [{"sku": "ABC-1", "qty": 2}]}'
+    local out, err, code = run(ORDER .. " -format json shop.v1.Order", json)
+    assert.are.equal(0, code, err)
+    assert.are.equal("", out)
+    assert.are.equal("", err)
+    local text = 'email: "ann@example.com" lines { sku: "ABC-1" qty: 2 }'
+    out, err, code = run(ORDER .. " -format text shop.v1.Order", text)
+    assert.are.equal(0, code, err)
+    assert.are.equal("", out)
+    local bin = run(BIN .. " encode -I examples -proto order.proto shop.v1.Order", text)
+    local file = write_tmp(bin)
+    out, err, code = run(ORDER .. " shop.v1.Order " .. file) -- binary by default, from FILE
+    os.remove(file)
+    assert.are.equal(0, code, err)
+    assert.are.equal("", out)
+  end)
+
+  it("prints one line per violation (field, message, rule) and exits 1 for an invalid message", function()
+    local out, err, code = run(ORDER .. " -format json shop.v1.Order", BAD_JSON)
+    assert.are.equal(1, code, err)
+    assert.are.equal(BAD_LINES, out)
+    assert.are.equal("", err)
+    -- the same message as binary on standard input: the same lines
+    local bin = run(BIN .. " encode -I examples -proto order.proto -format json shop.v1.Order", BAD_JSON)
+    out, err, code = run(ORDER .. " -format binary shop.v1.Order", bin)
+    assert.are.equal(1, code, err)
+    assert.are.equal(BAD_LINES, out)
+    -- a message's own CEL rule has no field
+    out, err, code = run(ORDER .. " -format text shop.v1.Order",
+      'lines { sku: "ABC-1" qty: 1 } lines { sku: "ABC-1" qty: 1 } lines { sku: "ABC-1" qty: 1 } ' ..
+      'lines { sku: "ABC-1" qty: 1 } email: ""')
+    assert.are.equal(1, code, err)
+    assert.are.equal("email: value is empty, which is not a valid email address [string.email_empty]\n" ..
+                     "more than 3 lines needs an email [order.bulk]\n", out)
+  end)
+
+  it("exits 2 when it cannot tell: usage errors, missing types, bad input, broken rules", function()
+    local out, err, code = run(ORDER .. " -format yaml shop.v1.Order", "")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall validate: %-format must be binary or json or text, got .yaml.\nusage: protocall",
+      err)
+    out, err, code = run(BIN .. " validate shop.v1.Order", "")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("no schema: give -proto FILE or -protoset FILE", err, 1, true)
+    out, err, code = run(ORDER, "")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("protocall validate: TYPE expected", err, 1, true)
+    out, err, code = run(ORDER .. " shop.v1.Order a b", "")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("too many arguments: TYPE [FILE]", err, 1, true)
+    out, err, code = run(ORDER .. " shop.v1.Nope", "")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall validate: shop.v1.Nope: no such message type in the loaded files\n", err)
+    out, err, code = run(ORDER .. " -format json shop.v1.Order", '{"email": 5}')
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall validate: <stdin>: %$%.email: [^\n]*\n$", err)
+    out, err, code = run(ORDER .. " shop.v1.Order", "\255") -- truncated binary
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall validate: <stdin>: [^\n]*\n$", err)
+    out, err, code = run(ORDER .. " shop.v1.Order /nonexistent/order.bin")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall validate: /nonexistent/order.bin: No such file or directory\n$", err)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    local f = assert(io.open(dir .. "/broken.proto", "wb"))
+    f:write('syntax = "proto3"; package t; import "buf/validate/validate.proto";\n' ..
+            'message M { string s = 1 [(buf.validate.field).int32.gt = 1]; }\n')
+    f:close()
+    out, err, code = run(BIN .. " validate -I " .. dir .. " -proto broken.proto -format text t.M", "")
+    os.remove(dir .. "/broken.proto")
+    os.remove(dir)
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches('^protocall validate: [^\n]*expected rule "string", got "int32" on t.M.s\n$', err)
   end)
 end)
 

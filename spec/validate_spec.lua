@@ -168,6 +168,44 @@ describe("pc.validate and pc.check", function()
     assert.are.equal(1, #pc.validate(m, { fail_fast = true }))
   end)
 
+  it("reports an unset proto2 required field with legacy_required", function()
+    local q = pc.pool()
+    assert(q:load([[syntax = "proto2"; package old; import "buf/validate/validate.proto";
+      message Old { required string name = 1 [(buf.validate.field).string.min_len = 2]; optional int32 n = 2; }]],
+      { name = "old.proto" }))
+    local Old = q:type("old.Old")
+    assert.are.same({}, pc.validate(Old { n = 1 })) -- off by default: rules apply when set
+    local list = pc.validate(Old { n = 1 }, { legacy_required = true })
+    assert.are.same({ "name|legacy_required" }, pairs_of(list))
+    assert.are.equal("value is required", list[1].message)
+    assert.are.same({ "name|string.min_len" }, pairs_of(pc.validate(Old { name = "x" }, { legacy_required = true })))
+    assert.are.same({}, pc.validate(Old { name = "xy" }, { legacy_required = true }))
+  end)
+
+  it("runs the predefined rules a schema declares as extensions of the *Rules messages", function()
+    -- the same violations as protovalidate-es on these messages
+    local q = pc.pool()
+    assert(q:load([[syntax = "proto2"; package pre; import "buf/validate/validate.proto";
+      extend buf.validate.StringRules {
+        optional bool no_space = 1161 [(buf.validate.predefined).cel = {
+          id: "string.no_space", expression: "!rule || !this.contains(' ') ? '' : 'must not contain a space'"}];
+        optional uint64 max_words = 1162 [(buf.validate.predefined).cel = {
+          id: "string.max_words", expression: "size(this.split(' ')) <= rule"}];
+      }
+      message M {
+        optional string a = 1 [(buf.validate.field).string.(no_space) = true, (buf.validate.field).string.min_len = 2];
+        optional string b = 2 [(buf.validate.field).string.(max_words) = 2];
+        repeated string c = 3 [(buf.validate.field).repeated.items.string.(no_space) = true];
+      }]], { name = "pre.proto" }))
+    local M = q:type("pre.M")
+    assert.are.same({}, pc.validate(M { a = "ab", b = "x y", c = { "d" } }))
+    local list = pc.validate(M { a = " ", b = "x y z", c = { "d", "e f" } })
+    assert.are.same({ "a|string.min_len", "a|string.no_space", "b|string.max_words", "c[1]|string.no_space" },
+      pairs_of(list))
+    assert.are.equal("must not contain a space", list[2].message)
+    assert.are.equal([["size(this.split(' ')) <= rule" returned false]], list[3].message)
+  end)
+
   it("pc.check returns the message or raises INVALID_ARGUMENT with the violations", function()
     local m = valid()
     assert.are.equal(m, pc.check(m))

@@ -33,7 +33,7 @@ static pc_Validator *validator_of(lua_State *L, const pc_MessageDef *def) {
   lua_remove(L, -2);
   lua_pushvalue(L, -1);
   if (lua_rawget(L, -3) != LUA_TNIL) {
-    ValidatorBox *b = luaL_checkudata(L, -1, LPC_VALIDATOR_MT);
+    ValidatorBox *b = lua_touserdata(L, -1); /* the table is ours: only boxes in it */
     lua_pop(L, 3);
     return b->v;
   }
@@ -47,16 +47,18 @@ static pc_Validator *validator_of(lua_State *L, const pc_MessageDef *def) {
   return b->v;
 }
 
-/* -- list | nil, err = core.validate(m [, fail_fast])
+/* -- list | true | nil, err = core.validate(m [, fail_fast [, quiet [, legacy_required]]])
  * The violations of message 'm' as a list of {field =, rule =, message =
- * [, for_key = true]} (empty when valid), or nil and the error of a rule
- * that does not compile or evaluate ("compile" / "runtime" as a third
- * result). */
+ * [, for_key = true]} (empty when valid; with 'quiet', true instead of an
+ * empty list: nothing made for a valid message), or nil and the error of
+ * a rule that does not compile or evaluate ("compile" / "runtime" as a
+ * third result). 'legacy_required': pc_Validator_SetLegacyRequired. */
 static int lpc_validate(lua_State *L) {
   const pc_MessageDef *def;
   const pc_Message *msg = lpc_check_message(L, 1, &def);
-  int fail_fast = lua_toboolean(L, 2);
+  int fail_fast = lua_toboolean(L, 2), quiet = lua_toboolean(L, 3);
   pc_Validator *v = validator_of(L, def);
+  pc_Validator_SetLegacyRequired(v, lua_toboolean(L, 4));
   pc_Error err;
   pc_Error_Init(&err);
   pc_ValidateStatus st = pc_Validator_Validate(v, msg, def, fail_fast, NULL, &err);
@@ -68,6 +70,10 @@ static int lpc_validate(lua_State *L) {
     return 3;
   }
   size_t n = pc_Validator_ViolationCount(v);
+  if (n == 0 && quiet) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
   lua_createtable(L, (int)n, 0);
   for (size_t i = 0; i < n; i++) {
     const pc_Violation *x = pc_Validator_Violation(v, i);

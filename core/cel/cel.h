@@ -39,6 +39,7 @@
 
 #include "base/arena.h"
 #include "base/error.h"
+#include "cel/regex.h"
 #include "message/message.h"
 #include "schema/def.h"
 
@@ -167,8 +168,6 @@ void pc_CelProgram_Free(pc_CelProgram *p);
 const char *pc_CelProgram_Text(const pc_CelProgram *p, size_t *len);
 size_t pc_CelProgram_Size(const pc_CelProgram *p);
 
-#define PC_CEL_MAX_PATTERN 8192
-
 /* -- Evaluating ------------------------------------------------------------ */
 
 /* The budget of one evaluation; reaching any part is kPc_CelStatus_Limit,
@@ -255,6 +254,20 @@ pc_CelStatus pc_CelEval_ListGet(pc_CelEval *ev, const pc_CelList *l, size_t i, p
 size_t pc_CelMap_Size(const pc_CelMap *m);
 pc_CelStatus pc_CelEval_MapEntry(pc_CelEval *ev, const pc_CelMap *m, size_t i, pc_CelValue *key,
                                  pc_CelValue *value, pc_Error *err);
+
+/* -- protovalidate's string formats ---------------------------------------- */
+
+/* What isEmail, isHostname, isIp, isIpPrefix, isUri / isUriRef and
+ * isHostAndPort answer for the 'n' bytes at 's' (1 or 0), for callers that
+ * check a format without an expression (core/validate). 'version' 0 is
+ * either IP version, 4 or 6 that one (another: 0); 'strict' refuses a
+ * prefix with host bits set; 'ref' takes a relative reference too. */
+int pc_Cel_IsEmail(const char *s, size_t n);
+int pc_Cel_IsHostname(const char *s, size_t n);
+int pc_Cel_IsIp(const char *s, size_t n, int64_t version);
+int pc_Cel_IsIpPrefix(const char *s, size_t n, int64_t version, int strict);
+int pc_Cel_IsUri(const char *s, size_t n, int ref);
+int pc_Cel_IsHostAndPort(const char *s, size_t n, int port_required);
 
 /* The name of a value's CEL type, as type() gives it: "int", "list",
  * "google.protobuf.Timestamp", "demo.User", "null_type", "type". */

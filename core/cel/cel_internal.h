@@ -5,7 +5,6 @@
 #define PC_CEL_INTERNAL_H
 
 #include "cel/cel.h"
-#include "cel/regex_internal.h"
 
 #include <stdarg.h>
 #include <stddef.h>

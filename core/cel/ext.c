@@ -265,7 +265,7 @@ static int ip6_prefix_only(const Ip6 *p) {
 }
 
 /* version 0: either */
-static int is_ip(const char *s, size_t n, int64_t version) {
+int pc_Cel_IsIp(const char *s, size_t n, int64_t version) {
   if (version == 6) {
     Ip6 p;
     ip6_init(&p, s, n);
@@ -276,11 +276,11 @@ static int is_ip(const char *s, size_t n, int64_t version) {
     ip4_init(&p, s, n);
     return ip4_address(&p);
   }
-  if (version == 0) return is_ip(s, n, 4) || is_ip(s, n, 6);
+  if (version == 0) return pc_Cel_IsIp(s, n, 4) || pc_Cel_IsIp(s, n, 6);
   return 0;
 }
 
-static int is_ip_prefix(const char *s, size_t n, int64_t version, int strict) {
+int pc_Cel_IsIpPrefix(const char *s, size_t n, int64_t version, int strict) {
   if (version == 6) {
     Ip6 p;
     ip6_init(&p, s, n);
@@ -291,13 +291,13 @@ static int is_ip_prefix(const char *s, size_t n, int64_t version, int strict) {
     ip4_init(&p, s, n);
     return ip4_prefix(&p) && (!strict || ip4_prefix_only(&p));
   }
-  if (version == 0) return is_ip_prefix(s, n, 6, strict) || is_ip_prefix(s, n, 4, strict);
+  if (version == 0) return pc_Cel_IsIpPrefix(s, n, 6, strict) || pc_Cel_IsIpPrefix(s, n, 4, strict);
   return 0;
 }
 
 /* -- Host names, ports, e-mail ----------------------------------------------- */
 
-static int is_hostname(const char *s, size_t n) {
+int pc_Cel_IsHostname(const char *s, size_t n) {
   if (n > 253) return 0;
   if (n > 0 && s[n - 1] == '.') n--;
   int all_digits = 0;
@@ -335,25 +335,26 @@ static long last_index(const char *s, size_t n, char ch) {
   return -1;
 }
 
-static int is_host_and_port(const char *s, size_t n, int port_required) {
+int pc_Cel_IsHostAndPort(const char *s, size_t n, int port_required) {
   if (n == 0) return 0;
   long split = last_index(s, n, ':');
   if (s[0] == '[') {
     long end = last_index(s, n, ']');
-    if (end + 1 == (long)n) return !port_required && is_ip(s + 1, (size_t)(end - 1), 6);
+    if (end + 1 == (long)n) return !port_required && pc_Cel_IsIp(s + 1, (size_t)(end - 1), 6);
     if (end >= 0 && end + 1 == split)
-      return is_ip(s + 1, (size_t)(end - 1), 6) && is_port(s + split + 1, n - (size_t)split - 1);
+      return pc_Cel_IsIp(s + 1, (size_t)(end - 1), 6) &&
+             is_port(s + split + 1, n - (size_t)split - 1);
     return 0;
   }
-  if (split < 0) return !port_required && (is_hostname(s, n) || is_ip(s, n, 4));
-  return (is_hostname(s, (size_t)split) || is_ip(s, (size_t)split, 4)) &&
+  if (split < 0) return !port_required && (pc_Cel_IsHostname(s, n) || pc_Cel_IsIp(s, n, 4));
+  return (pc_Cel_IsHostname(s, (size_t)split) || pc_Cel_IsIp(s, (size_t)split, 4)) &&
          is_port(s + split + 1, n - (size_t)split - 1);
 }
 
 /* The HTML standard's "valid e-mail address":
  * ^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@label(\.label)*$ with labels of one to
  * 63 letters, digits and inner hyphens. */
-static int is_email(const char *s, size_t n) {
+int pc_Cel_IsEmail(const char *s, size_t n) {
   static const char kLocal[] = ".!#$%&'*+/=?^_`{|}~-";
   size_t i = 0;
   while (i < n && (is_alpha((unsigned char)s[i]) || is_digit((unsigned char)s[i]) ||
@@ -451,7 +452,7 @@ static int ipv6_address(Uri *u) {
   size_t start = u->c.i;
   while (hexdig(&u->c) || take(&u->c, ':')) {
   }
-  if (is_ip(u->c.s + start, u->c.i - start, 6)) return 1;
+  if (pc_Cel_IsIp(u->c.s + start, u->c.i - start, 6)) return 1;
   u->c.i = start;
   return 0;
 }
@@ -697,7 +698,7 @@ static int relative_ref(Uri *u) {
   return 1;
 }
 
-static int is_uri(const char *s, size_t n, int ref) {
+int pc_Cel_IsUri(const char *s, size_t n, int ref) {
   Uri u;
   memset(&u, 0, sizeof u);
   u.c.s = s;
@@ -1196,17 +1197,17 @@ int cel_ext_call(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs, pc_C
     if (!is_string(&a[0])) return cel_no_overload(e, n, a, nargs);
     if (cel_steps(e, 1 + s->size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
     if (n->fn == kCelFn_IS_EMAIL)
-      *out = cel_bool(is_email(s->data, s->size));
+      *out = cel_bool(pc_Cel_IsEmail(s->data, s->size));
     else if (n->fn == kCelFn_IS_HOSTNAME)
-      *out = cel_bool(is_hostname(s->data, s->size));
+      *out = cel_bool(pc_Cel_IsHostname(s->data, s->size));
     else
-      *out = cel_bool(is_uri(s->data, s->size, n->fn == kCelFn_IS_URI_REF));
+      *out = cel_bool(pc_Cel_IsUri(s->data, s->size, n->fn == kCelFn_IS_URI_REF));
     return kCel_Ok;
   case kCelFn_IS_IP:
     if (!is_string(&a[0]) || (nargs == 2 && a[1].kind != kPc_Cel_Int))
       return cel_no_overload(e, n, a, nargs);
     if (cel_steps(e, 1 + s->size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
-    *out = cel_bool(is_ip(s->data, s->size, nargs == 2 ? a[1].v.i : 0));
+    *out = cel_bool(pc_Cel_IsIp(s->data, s->size, nargs == 2 ? a[1].v.i : 0));
     return kCel_Ok;
   case kCelFn_IS_IP_PREFIX: {
     int64_t version = 0;
@@ -1223,13 +1224,13 @@ int cel_ext_call(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs, pc_C
       return cel_no_overload(e, n, a, nargs);
     }
     if (cel_steps(e, 1 + s->size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
-    *out = cel_bool(is_ip_prefix(s->data, s->size, version, strict));
+    *out = cel_bool(pc_Cel_IsIpPrefix(s->data, s->size, version, strict));
     return kCel_Ok;
   }
   case kCelFn_IS_HOST_AND_PORT:
     if (!is_string(&a[0]) || a[1].kind != kPc_Cel_Bool) return cel_no_overload(e, n, a, nargs);
     if (cel_steps(e, 1 + s->size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
-    *out = cel_bool(is_host_and_port(s->data, s->size, a[1].v.b));
+    *out = cel_bool(pc_Cel_IsHostAndPort(s->data, s->size, a[1].v.b));
     return kCel_Ok;
   case kCelFn_UNIQUE: return unique(e, n, &a[0], out);
   case kCelFn_GET_FIELD: return cel_get_field(e, &a[0], &a[1], n->pos, out);

@@ -1,9 +1,9 @@
-// The RE2 shim of core/cel (regex_internal.h): the one C++ file of the
+// The RE2 shim of core/cel (regex.h): the one C++ file of the
 // core, with C linkage. RE2 allocates with C++ new, so its memory is the
 // one the core's pc_Alloc does not see; each pattern is bounded (1 MiB of
 // RE2 program and DFA state, PC_CEL_MAX_PATTERN bytes of text) and an
 // allocation failure inside RE2 is caught here, never let through C.
-#include "cel/regex_internal.h"
+#include "cel/regex.h"
 
 #include <re2/re2.h>
 

@@ -56,7 +56,36 @@ enum {
   kN_Contains,
   kN_NotContains,
   kN_MinSize, /* repeated.min_items, map.min_pairs */
-  kN_MaxSize
+  kN_MaxSize,
+  kN_Format,  /* a string format (bool rules: email, uri, uuid, ...: 'fmt') */
+  kN_Pattern, /* string.pattern, compiled once ('re') */
+  kN_Unique   /* repeated.unique */
+};
+
+/* The string formats checked in C (the predicates are core/cel's, the
+ * functions the rules' expressions call; the regular expressions of uuid,
+ * tuuid, ulid and the protobuf names are written out here). */
+enum {
+  kF_Email = 1,
+  kF_Hostname,
+  kF_Ip,
+  kF_Ipv4,
+  kF_Ipv6,
+  kF_Uri,
+  kF_UriRef, /* the one format an empty string may pass (isUriRef('')) */
+  kF_Address,
+  kF_Uuid,
+  kF_Tuuid,
+  kF_Ulid,
+  kF_IpWithPrefixlen,
+  kF_Ipv4WithPrefixlen,
+  kF_Ipv6WithPrefixlen,
+  kF_IpPrefix,
+  kF_Ipv4Prefix,
+  kF_Ipv6Prefix,
+  kF_HostAndPort,
+  kF_ProtobufFqn,
+  kF_ProtobufDotFqn
 };
 
 /* The kinds of value a native check reads. */
@@ -64,8 +93,14 @@ enum { kFam_None, kFam_Signed, kFam_Unsigned, kFam_Double, kFam_String, kFam_Byt
 
 typedef struct {
   int kind;                    /* kN_*, or 0: the rule has no native check (its CEL runs) */
+  int fmt;                     /* kN_Format: kF_* */
+  int strict_lo, strict_hi;    /* kN_Range: gt (not gte), lt (not lte) */
+  pc_Value r, r2;              /* the values of 'rf' and 'rf2' in the rules message */
+  const pc_CelRegex *re;       /* kN_Pattern: the pattern, the validator's */
   const pc_FieldDef *rf, *rf2; /* the rule's field(s) in the *Rules message */
   const Predef *p, *p2;        /* their CEL */
+  int ext;                     /* 'rf' is an extension of the *Rules message: a predefined
+                                  rule of the schema, with `rule` bound to its value */
 } Native;
 
 /* What to check of one value (a field's, an item's, a map key's or value's). */
@@ -86,6 +121,7 @@ typedef struct {
 
 typedef struct {
   const pc_FieldDef *f;
+  size_t namelen; /* of f->name */
   int required, cond;
   ValuePlan self;  /* the field's value (a list or a map for those) */
   ValuePlan items; /* repeated: each item; map: each value */
@@ -109,6 +145,16 @@ typedef struct {
   size_t nrequired;
 } Plan;
 
+/* One step of the path to the value being checked: a field or oneof name,
+ * a list index or a map key. The path is written out only when a violation
+ * or an error needs it (most validations find none). */
+typedef struct {
+  const char *name; /* a name ('len' bytes), or NULL */
+  size_t len;
+  const pc_FieldDef *kf; /* with no name: a map key's field, or NULL for an index */
+  pc_Value key;          /* the key, or the index in .u64 */
+} PathSeg;
+
 /* Pointer-keyed table (open addressing, grows at half full). */
 typedef struct {
   const void **keys;
@@ -126,12 +172,18 @@ struct pc_Validator {
   PtrMap predefs; /* pc_FieldDef * of a *Rules message -> Predef * */
   pc_CelProgram **programs;
   size_t nprograms, capprograms;
+  pc_CelRegex **regexes; /* string.pattern rules, compiled for kN_Pattern */
+  size_t nregexes, capregexes;
   /* the validation under way */
   pc_Violation *vio;
   size_t nvio, capvio;
-  char *path;
+  PathSeg *segs; /* the path to the value being checked */
+  size_t nsegs, capsegs;
+  char *path; /* the path written out (path_text) */
   size_t plen, pcap;
   pc_CelValue now;
+  size_t cel_runs; /* programs evaluated */
+  int legacy_required;
   int fail_fast;
   pc_ValidateStatus status;
   pc_Error *err;
@@ -226,8 +278,11 @@ void pc_Validator_Free(pc_Validator *v) {
   if (v == NULL) return;
   for (size_t i = 0; i < v->nprograms; i++) pc_CelProgram_Free(v->programs[i]);
   if (v->capprograms) v->alloc(v->ud, v->programs, v->capprograms * sizeof(pc_CelProgram *), 0);
+  for (size_t i = 0; i < v->nregexes; i++) pc_CelRegex_Free(v->regexes[i]);
+  if (v->capregexes) v->alloc(v->ud, v->regexes, v->capregexes * sizeof(pc_CelRegex *), 0);
   if (v->capvio) v->alloc(v->ud, v->vio, v->capvio * sizeof(*v->vio), 0);
   if (v->pcap) v->alloc(v->ud, v->path, v->pcap, 0);
+  if (v->capsegs) v->alloc(v->ud, v->segs, v->capsegs * sizeof(*v->segs), 0);
   map_free(v, &v->plans);
   map_free(v, &v->predefs);
   pc_CelEval_Free(v->ev);
@@ -246,6 +301,14 @@ const pc_Violation *pc_Validator_Violation(const pc_Validator *v, size_t i) {
 
 size_t pc_Validator_PlanCount(const pc_Validator *v) {
   return v->plans.n;
+}
+
+void pc_Validator_SetLegacyRequired(pc_Validator *v, int on) {
+  v->legacy_required = on != 0;
+}
+
+size_t pc_Validator_CelCount(const pc_Validator *v) {
+  return v->cel_runs;
 }
 
 /* -- Reading the rules from options ----------------------------------------- */
@@ -322,11 +385,23 @@ static const pc_MessageDesc *message_desc(const pc_MessageDef *m) {
   return NULL;
 }
 
+/* The descriptor of field 'f', or of extension 'f' (declared at the top of
+ * its file or inside a message), for its options. */
 static const pc_FieldDesc *field_desc(const pc_FieldDef *f) {
-  const pc_MessageDesc *d = f->is_extension ? NULL : message_desc(f->containing);
-  if (d == NULL) return NULL;
-  for (size_t i = 0; i < d->field_count; i++)
-    if (d->fields[i].number == f->number) return &d->fields[i];
+  const pc_FieldDesc *list;
+  size_t n;
+  if (f->is_extension && f->extension_scope == NULL) {
+    list = f->file->desc->extensions;
+    n = f->file->desc->extension_count;
+  } else {
+    const pc_MessageDesc *d = message_desc(f->is_extension ? f->extension_scope : f->containing);
+    if (d == NULL) return NULL;
+    list = f->is_extension ? d->extensions : d->fields;
+    n = f->is_extension ? d->extension_count : d->field_count;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (list[i].number == f->number && (!f->is_extension || strcmp(list[i].name, f->name) == 0))
+      return &list[i];
   return NULL;
 }
 
@@ -351,10 +426,12 @@ static const pc_CelVar kVars[] = {{"this", NULL}, {"rules", NULL}, {"rule", NULL
 
 /* Compiles one rule (id, message, expression) into 'out'; 0 on failure
  * (v->status and v->err set). */
-static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDef *rules_type,
-                        const char *id, const char *message, const char *expr, CelRule *out) {
+static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDef *this_type,
+                        const pc_MessageDef *rules_type, const char *id, const char *message,
+                        const char *expr, CelRule *out) {
   pc_CelVar vars[4];
   memcpy(vars, kVars, sizeof(vars));
+  vars[0].type = this_type;
   vars[1].type = rules_type;
   pc_CelEnv env = {pool, NULL, vars, 4, 0, 0};
   pc_Error e;
@@ -385,7 +462,8 @@ static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDe
 /* The repeated buf.validate.Rule 'cel' and repeated string 'cel_expression'
  * of a FieldRules, MessageRules or PredefinedRules message, compiled. */
 static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *type,
-                         const pc_MessageDef *rules_type, CelRule **out, size_t *n) {
+                         const pc_MessageDef *this_type, const pc_MessageDef *rules_type,
+                         CelRule **out, size_t *n) {
   const pc_Pool *pool = type->file->pool;
   const pc_Array *cel = array_of(msg, field_named(type, "cel"));
   const pc_Array *exprs = array_of(msg, field_named(type, "cel_expression"));
@@ -402,7 +480,8 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
   if (exprs) { /* cel_expression first, as protovalidate-es (message rules) */
     for (size_t i = 0; i < exprs->size; i++) {
       char *e = dup_view(v, pc_Array_Get(exprs, i, kPc_Slot_String).s);
-      if (e == NULL || !compile_rule(v, pool, rules_type, e, "", e, &rules[k++])) return 0;
+      if (e == NULL || !compile_rule(v, pool, this_type, rules_type, e, "", e, &rules[k++]))
+        return 0;
     }
   }
   if (cel) {
@@ -415,7 +494,7 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
       char *m = dup_view(v, pc_Message_Get(r, fmsg).s);
       char *e = dup_view(v, pc_Message_Get(r, fexpr).s);
       if (id == NULL || m == NULL || e == NULL ||
-          !compile_rule(v, pool, rules_type, id, m, e, &rules[k++]))
+          !compile_rule(v, pool, this_type, rules_type, id, m, e, &rules[k++]))
         return 0;
     }
   }
@@ -436,7 +515,7 @@ static const Predef *predef(pc_Validator *v, const pc_FieldDef *rf) {
   const pc_MessageDef *pt = pc_Pool_FindMessage(rf->file->pool, "buf.validate.PredefinedRules");
   const pc_Message *pr = d ? option_message(v, &d->options, kExtPredefined, pt) : NULL;
   if (v->status != kPc_Validate_Valid) return NULL;
-  if (pr != NULL && !compile_rules(v, pr, pt, rf->containing, &p->rules, &p->n)) return NULL;
+  if (pr != NULL && !compile_rules(v, pr, pt, NULL, rf->containing, &p->rules, &p->n)) return NULL;
   if (!map_put(v, &v->predefs, rf, p)) {
     v->status = kPc_Validate_NoMemory;
     return NULL;
@@ -487,43 +566,82 @@ static int family_of(const pc_MessageDef *rt, const pc_FieldDef *f) {
   }
 }
 
-/* The native check of rule field 'name' for values of 'family': a kN_*,
- * 0 for none (CEL only), -1 for a rule that always passes (`example`). */
-static int native_kind(int family, const char *name) {
+/* The native check of rule field 'name' for values of 'family': a kN_*
+ * (with '*fmt' for kN_Format), 0 for none (CEL only), -1 for a rule that
+ * always passes (`example`). */
+static int native_kind(int family, const char *name, int *fmt) {
   static const struct {
     const char *name;
     int kind;
     unsigned families; /* bit per kFam_* */
+    int fmt;
   } table[] = {
-      {"gt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
-      {"gte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
-      {"lt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
-      {"lte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double},
+      {"gt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double, 0},
+      {"gte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double, 0},
+      {"lt", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double, 0},
+      {"lte", kN_Range, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_Double, 0},
       {"const", kN_Const,
-       1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String | 1u << kFam_Bytes},
-      {"in", kN_In, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String},
-      {"not_in", kN_NotIn, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String},
-      {"len", kN_Len, 1u << kFam_String | 1u << kFam_Bytes},
-      {"min_len", kN_MinLen, 1u << kFam_String | 1u << kFam_Bytes},
-      {"max_len", kN_MaxLen, 1u << kFam_String | 1u << kFam_Bytes},
-      {"len_bytes", kN_LenBytes, 1u << kFam_String},
-      {"min_bytes", kN_MinBytes, 1u << kFam_String},
-      {"max_bytes", kN_MaxBytes, 1u << kFam_String},
-      {"prefix", kN_Prefix, 1u << kFam_String | 1u << kFam_Bytes},
-      {"suffix", kN_Suffix, 1u << kFam_String | 1u << kFam_Bytes},
-      {"contains", kN_Contains, 1u << kFam_String | 1u << kFam_Bytes},
-      {"not_contains", kN_NotContains, 1u << kFam_String},
-      {"min_items", kN_MinSize, 1u << kFam_List},
-      {"max_items", kN_MaxSize, 1u << kFam_List},
-      {"min_pairs", kN_MinSize, 1u << kFam_List},
-      {"max_pairs", kN_MaxSize, 1u << kFam_List},
+       1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"in", kN_In, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String, 0},
+      {"not_in", kN_NotIn, 1u << kFam_Signed | 1u << kFam_Unsigned | 1u << kFam_String, 0},
+      {"len", kN_Len, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"min_len", kN_MinLen, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"max_len", kN_MaxLen, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"len_bytes", kN_LenBytes, 1u << kFam_String, 0},
+      {"min_bytes", kN_MinBytes, 1u << kFam_String, 0},
+      {"max_bytes", kN_MaxBytes, 1u << kFam_String, 0},
+      {"prefix", kN_Prefix, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"suffix", kN_Suffix, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"contains", kN_Contains, 1u << kFam_String | 1u << kFam_Bytes, 0},
+      {"not_contains", kN_NotContains, 1u << kFam_String, 0},
+      {"min_items", kN_MinSize, 1u << kFam_List, 0},
+      {"max_items", kN_MaxSize, 1u << kFam_List, 0},
+      {"min_pairs", kN_MinSize, 1u << kFam_List, 0},
+      {"max_pairs", kN_MaxSize, 1u << kFam_List, 0},
+      {"unique", kN_Unique, 1u << kFam_List, 0},
+      {"pattern", kN_Pattern, 1u << kFam_String, 0},
+      {"email", kN_Format, 1u << kFam_String, kF_Email},
+      {"hostname", kN_Format, 1u << kFam_String, kF_Hostname},
+      {"ip", kN_Format, 1u << kFam_String, kF_Ip},
+      {"ipv4", kN_Format, 1u << kFam_String, kF_Ipv4},
+      {"ipv6", kN_Format, 1u << kFam_String, kF_Ipv6},
+      {"uri", kN_Format, 1u << kFam_String, kF_Uri},
+      {"uri_ref", kN_Format, 1u << kFam_String, kF_UriRef},
+      {"address", kN_Format, 1u << kFam_String, kF_Address},
+      {"uuid", kN_Format, 1u << kFam_String, kF_Uuid},
+      {"tuuid", kN_Format, 1u << kFam_String, kF_Tuuid},
+      {"ulid", kN_Format, 1u << kFam_String, kF_Ulid},
+      {"ip_with_prefixlen", kN_Format, 1u << kFam_String, kF_IpWithPrefixlen},
+      {"ipv4_with_prefixlen", kN_Format, 1u << kFam_String, kF_Ipv4WithPrefixlen},
+      {"ipv6_with_prefixlen", kN_Format, 1u << kFam_String, kF_Ipv6WithPrefixlen},
+      {"ip_prefix", kN_Format, 1u << kFam_String, kF_IpPrefix},
+      {"ipv4_prefix", kN_Format, 1u << kFam_String, kF_Ipv4Prefix},
+      {"ipv6_prefix", kN_Format, 1u << kFam_String, kF_Ipv6Prefix},
+      {"host_and_port", kN_Format, 1u << kFam_String, kF_HostAndPort},
+      {"protobuf_fqn", kN_Format, 1u << kFam_String, kF_ProtobufFqn},
+      {"protobuf_dot_fqn", kN_Format, 1u << kFam_String, kF_ProtobufDotFqn},
   };
   if (family == kFam_None) return 0;
   if (strcmp(name, "example") == 0) return -1;
-  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-    if (strcmp(table[i].name, name) == 0)
-      return (table[i].families >> family) & 1u ? table[i].kind : 0;
+  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+    if (strcmp(table[i].name, name) != 0) continue;
+    *fmt = table[i].fmt;
+    return (table[i].families >> family) & 1u ? table[i].kind : 0;
+  }
   return 0;
+}
+
+/* The pattern of a string.pattern rule compiled, kept by the validator;
+ * NULL when RE2 refuses it or memory runs out (then the rule's CEL runs,
+ * and reports it). */
+static const pc_CelRegex *compile_pattern(pc_Validator *v, pc_StringView p) {
+  char why[256];
+  pc_CelRegex **list = grow(v, v->regexes, &v->capregexes, v->nregexes + 1, sizeof(pc_CelRegex *));
+  if (list == NULL) return NULL;
+  v->regexes = list;
+  pc_CelRegex *re = pc_CelRegex_New(p.data ? p.data : "", p.size, why, sizeof why);
+  if (re != NULL) list[v->nregexes++] = re;
+  return re;
 }
 
 /* Fills 'vp' from FieldRules 'fr' (may be NULL) for values of 'f' (its
@@ -534,7 +652,7 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
   memset(vp, 0, sizeof(*vp));
   if (elem && (f->type == kPc_Type_Message || f->type == kPc_Type_Group)) vp->recurse = f->message;
   if (fr == NULL) return 1;
-  if (!compile_rules(v, fr, frt, NULL, &vp->custom, &vp->ncustom)) return 0;
+  if (!compile_rules(v, fr, frt, NULL, NULL, &vp->custom, &vp->ncustom)) return 0;
   vp->ignore = (int)pc_Message_Get(fr, field_named(frt, "ignore")).i32;
   const pc_FieldDef *set = pc_Message_WhichOneof(fr, pc_MessageDef_FindOneof(frt, "type", 4));
   if (set == NULL) return 1;
@@ -555,11 +673,19 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
   vp->rules = rules;
   vp->rules_type = rt;
   vp->family = family_of(rt, f);
-  size_t total = 0, nnative = 0;
+  size_t total = 0, nnative = 0, next = 0;
   for (uint32_t i = 0; i < rt->field_count; i++) {
     const pc_FieldDef *rf = &rt->fields[i];
     if (!pc_Message_Has(rules, rf)) continue;
     const Predef *p = predef(v, rf);
+    if (p == NULL) return 0;
+    total += p->n;
+    nnative++;
+  }
+  /* the schema's predefined rules: extensions of the *Rules message */
+  const pc_Extension *exts = pc_Message_Extensions(rules, &next);
+  for (size_t i = 0; i < next; i++) {
+    const Predef *p = predef(v, exts[i].field);
     if (p == NULL) return 0;
     total += p->n;
     nnative++;
@@ -573,8 +699,12 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
     const pc_FieldDef *rf = &rt->fields[i];
     if (!pc_Message_Has(rules, rf)) continue;
     const Predef *p = map_get(&v->predefs, rf);
-    int kind = native_kind(vp->family, rf->name);
+    int fmt = 0;
+    int kind = native_kind(vp->family, rf->name, &fmt);
     if (kind < 0) continue; /* an example: always passes */
+    const pc_CelRegex *re = NULL;
+    if (kind == kN_Pattern && (re = compile_pattern(v, pc_Message_Get(rules, rf).s)) == NULL)
+      kind = 0;
     if (kind == kN_Range) {
       int lower = rf->name[0] == 'g';
       if (range == NULL) {
@@ -584,20 +714,35 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
       if (lower) {
         range->rf = rf;
         range->p = p;
+        range->r = pc_Message_Get(rules, rf);
+        range->strict_lo = strcmp(rf->name, "gt") == 0;
       } else {
         range->rf2 = rf;
         range->p2 = p;
+        range->r2 = pc_Message_Get(rules, rf);
+        range->strict_hi = strcmp(rf->name, "lt") == 0;
       }
     } else if (kind != 0) {
       Native *n = &vp->native[vp->nnative++];
       n->kind = kind;
+      n->fmt = fmt;
+      n->re = re;
       n->rf = rf;
       n->p = p;
+      n->r = pc_Message_Get(rules, rf);
     } else if (p->n) { /* CEL only, in its place among the others */
       Native *n = &vp->native[vp->nnative++];
       n->rf = rf;
       n->p = p;
     }
+  }
+  for (size_t i = 0; i < next; i++) { /* after the standard rules, as protovalidate-es */
+    const Predef *p = map_get(&v->predefs, exts[i].field);
+    if (p->n == 0) continue;
+    Native *n = &vp->native[vp->nnative++];
+    n->rf = exts[i].field;
+    n->p = p;
+    n->ext = 1;
   }
   if (strcmp(rt->full_name, "buf.validate.EnumRules") == 0 &&
       pc_Message_Get(rules, field_named(rt, "defined_only")).b)
@@ -629,6 +774,7 @@ static int plan_field(pc_Validator *v, const Plan *p, FieldPlan *fp, const pc_Fi
   const pc_Message *fr = d ? option_message(v, &d->options, kExtRules, frt) : NULL;
   if (v->status != kPc_Validate_Valid) return 0;
   fp->f = f;
+  fp->namelen = strlen(f->name);
   int ignore = fr ? (int)pc_Message_Get(fr, field_named(frt, "ignore")).i32 : 0;
   if ((fr == NULL || !pc_Message_Has(fr, field_named(frt, "ignore"))) && in_oneof_rule(p, f))
     ignore = kIgnore_IfZero;
@@ -674,7 +820,10 @@ static Plan *plan_of(pc_Validator *v, const pc_MessageDef *m) {
   const pc_Message *mr = md ? option_message(v, &md->options, kExtRules, mrt) : NULL;
   if (v->status != kPc_Validate_Valid) return NULL;
   if (mr != NULL) {
-    if (!compile_rules(v, mr, mrt, NULL, &p->cel, &p->ncel)) return NULL;
+    /* `this` is the message, its fields found while compiling (but for the
+     * well-known types, which CEL sees as other values) */
+    const pc_MessageDef *self = strncmp(m->full_name, "google.protobuf.", 16) == 0 ? NULL : m;
+    if (!compile_rules(v, mr, mrt, self, NULL, &p->cel, &p->ncel)) return NULL;
     const pc_FieldDef *of = field_named(mrt, "oneof");
     const pc_Array *oneofs = array_of(mr, of);
     if (oneofs) {
@@ -753,8 +902,8 @@ static Plan *plan_of(pc_Validator *v, const pc_MessageDef *m) {
 /* -- Evaluating ------------------------------------------------------------- */
 
 static int path_add(pc_Validator *v, const char *s, size_t n) {
-  char *p = grow(v, v->path, &v->pcap, v->plen + n + 1, 1);
-  if (p == NULL) {
+  char *p = v->path;
+  if (v->plen + n + 1 > v->pcap && (p = grow(v, p, &v->pcap, v->plen + n + 1, 1)) == NULL) {
     v->status = kPc_Validate_NoMemory;
     return 0;
   }
@@ -765,18 +914,20 @@ static int path_add(pc_Validator *v, const char *s, size_t n) {
   return 1;
 }
 
-static int path_name(pc_Validator *v, const char *name) {
-  if (v->plen && !path_add(v, ".", 1)) return 0;
-  return path_add(v, name, strlen(name));
-}
-
-static int path_index(pc_Validator *v, size_t i) {
+/* "[i]" (snprintf costs more than the rest of a path) */
+static int text_index(pc_Validator *v, uint64_t i) {
   char buf[32];
-  int n = snprintf(buf, sizeof(buf), "[%zu]", i);
-  return path_add(v, buf, (size_t)n);
+  size_t k = sizeof buf;
+  buf[--k] = ']';
+  do {
+    buf[--k] = (char)('0' + i % 10);
+    i /= 10;
+  } while (i);
+  buf[--k] = '[';
+  return path_add(v, buf + k, sizeof buf - k);
 }
 
-static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
+static int text_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
   char buf[32];
   int n;
   switch (kf->type) {
@@ -806,12 +957,61 @@ static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
   return path_add(v, buf, (size_t)n);
 }
 
+/* Writes the path out into v->path ("items[2].name", "" at the top); 0
+ * when memory ran out. */
+static int path_text(pc_Validator *v) {
+  v->plen = 0;
+  if (!path_add(v, "", 0)) return 0;
+  for (size_t i = 0; i < v->nsegs; i++) {
+    const PathSeg *g = &v->segs[i];
+    int ok = g->name ? (v->plen == 0 || path_add(v, ".", 1)) && path_add(v, g->name, g->len)
+             : g->kf ? text_key(v, g->kf, g->key)
+                     : text_index(v, g->key.u64);
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+static int path_push(pc_Validator *v, const char *name, size_t len, const pc_FieldDef *kf,
+                     pc_Value key) {
+  if (v->nsegs == v->capsegs) {
+    PathSeg *segs = grow(v, v->segs, &v->capsegs, v->nsegs + 1, sizeof(*segs));
+    if (segs == NULL) {
+      v->status = kPc_Validate_NoMemory;
+      return 0;
+    }
+    v->segs = segs;
+  }
+  PathSeg *g = &v->segs[v->nsegs++];
+  g->name = name;
+  g->len = len;
+  g->kf = kf;
+  g->key = key;
+  return 1;
+}
+
+static int path_name(pc_Validator *v, const char *name, size_t len) {
+  pc_Value none = {0};
+  return path_push(v, name, len, NULL, none);
+}
+
+static int path_index(pc_Validator *v, size_t i) {
+  pc_Value k = {0};
+  k.u64 = i;
+  return path_push(v, NULL, 0, NULL, k);
+}
+
+static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
+  return path_push(v, NULL, 0, kf, k);
+}
+
 /* Records a violation at the current path; 0 to stop (fail fast, or out
  * of memory). */
 static int violate(pc_Validator *v, const char *rule, const char *message, size_t mlen,
                    int for_key) {
+  if (!path_text(v)) return 0;
   pc_Violation *vio = grow(v, v->vio, &v->capvio, v->nvio + 1, sizeof(*vio));
-  char *field = pc_Arena_StrDup(v->scratch, v->path ? v->path : "", v->plen);
+  char *field = pc_Arena_StrDup(v->scratch, v->path, v->plen);
   char *msg = pc_Arena_StrDup(v->scratch, message, mlen);
   if (vio == NULL || field == NULL || msg == NULL) {
     if (vio) v->vio = vio;
@@ -832,10 +1032,12 @@ static int run_rule(pc_Validator *v, const CelRule *r, const pc_CelValue *vars, 
   pc_CelValue res;
   pc_Error e;
   pc_Error_Init(&e);
+  v->cel_runs++;
   pc_CelStatus st = pc_CelProgram_Eval(r->prog, v->ev, vars, &res, &e);
   if (st != kPc_CelStatus_Ok) {
+    if (!path_text(v)) return 0;
     v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Runtime;
-    pc_Error_Set(v->err, "%s%s%s: %s", v->plen ? v->path : "", v->plen ? ": " : "", r->id, e.msg);
+    pc_Error_Set(v->err, "%s%s%s: %s", v->path, v->plen ? ": " : "", r->id, e.msg);
     return 0;
   }
   if (res.kind == kPc_Cel_Bool) {
@@ -891,51 +1093,146 @@ static int view_find(pc_StringView hay, pc_StringView needle) {
   return 0;
 }
 
+/* ASCII classes (not <ctype.h>'s, which follow the locale). */
+static int is_digit(int c) {
+  return c >= '0' && c <= '9';
+}
+
+static int is_word_start(int c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static int hex_run(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int c = s[i] | 0x20; /* lower case for letters */
+    if (!is_digit(s[i]) && !(c >= 'a' && c <= 'f')) return 0;
+  }
+  return 1;
+}
+
+/* ^[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*$ */
+static int protobuf_name(const char *s, size_t n) {
+  size_t i = 0;
+  for (;;) {
+    if (i == n || !is_word_start(s[i])) return 0;
+    while (i < n && (is_word_start(s[i]) || is_digit(s[i]))) i++;
+    if (i == n) return 1;
+    if (s[i++] != '.') return 0;
+  }
+}
+
+/* Whether the 'n' bytes at 's' are of format 'fmt' (a kF_*). */
+static int format_ok(int fmt, const char *s, size_t n) {
+  switch (fmt) {
+  case kF_Email: return pc_Cel_IsEmail(s, n);
+  case kF_Hostname: return pc_Cel_IsHostname(s, n);
+  case kF_Ip: return pc_Cel_IsIp(s, n, 0);
+  case kF_Ipv4: return pc_Cel_IsIp(s, n, 4);
+  case kF_Ipv6: return pc_Cel_IsIp(s, n, 6);
+  case kF_Uri: return pc_Cel_IsUri(s, n, 0);
+  case kF_UriRef: return pc_Cel_IsUri(s, n, 1);
+  case kF_Address: return pc_Cel_IsHostname(s, n) || pc_Cel_IsIp(s, n, 0);
+  case kF_Uuid: /* ^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$ */
+    return n == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' &&
+           hex_run(s, 8) && hex_run(s + 9, 4) && hex_run(s + 14, 4) && hex_run(s + 19, 4) &&
+           hex_run(s + 24, 12);
+  case kF_Tuuid: return n == 32 && hex_run(s, 32); /* ^[0-9a-fA-F]{32}$ */
+  case kF_Ulid: {                                  /* ^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$ */
+    if (n != 26 || s[0] < '0' || s[0] > '7') return 0;
+    for (size_t i = 1; i < n; i++) {
+      int c = s[i] & ~0x20; /* upper case for letters */
+      if (!is_digit(s[i]) &&
+          !(c >= 'A' && c <= 'Z' && c != 'I' && c != 'L' && c != 'O' && c != 'U'))
+        return 0;
+    }
+    return 1;
+  }
+  case kF_IpWithPrefixlen: return pc_Cel_IsIpPrefix(s, n, 0, 0);
+  case kF_Ipv4WithPrefixlen: return pc_Cel_IsIpPrefix(s, n, 4, 0);
+  case kF_Ipv6WithPrefixlen: return pc_Cel_IsIpPrefix(s, n, 6, 0);
+  case kF_IpPrefix: return pc_Cel_IsIpPrefix(s, n, 0, 1);
+  case kF_Ipv4Prefix: return pc_Cel_IsIpPrefix(s, n, 4, 1);
+  case kF_Ipv6Prefix: return pc_Cel_IsIpPrefix(s, n, 6, 1);
+  case kF_HostAndPort: return pc_Cel_IsHostAndPort(s, n, 1);
+  case kF_ProtobufFqn: return protobuf_name(s, n);
+  case kF_ProtobufDotFqn: return n > 0 && s[0] == '.' && protobuf_name(s + 1, n - 1);
+  default: return 0;
+  }
+}
+
+/* Whether the items of list 'a' of field 'f' are distinct as CEL's
+ * unique() sees them: 0 also for lists it decides (messages: an error;
+ * long lists: a quadratic scan here would cost more than CEL's hashing). */
+static int items_unique(const pc_Array *a, const pc_FieldDef *f) {
+  if (a == NULL || a->size < 2) return f->type != kPc_Type_Message && f->type != kPc_Type_Group;
+  if (a->size > 32) return 0;
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+  for (size_t i = 1; i < a->size; i++) {
+    pc_Value x = pc_Array_Get(a, i, slot);
+    for (size_t k = 0; k < i; k++) {
+      pc_Value y = pc_Array_Get(a, k, slot);
+      int same;
+      switch (f->type) {
+      case kPc_Type_Message:
+      case kPc_Type_Group: return 0;
+      case kPc_Type_String:
+      case kPc_Type_Bytes: same = view_eq(x.s, y.s); break;
+      case kPc_Type_Bool: same = x.b == y.b; break;
+      case kPc_Type_Float: same = x.f == y.f; break; /* NaN: distinct; -0 == 0 */
+      case kPc_Type_Double: same = x.d == y.d; break;
+      default: same = pc_Slot_Size(slot) == 4 ? x.u32 == y.u32 : x.u64 == y.u64; break;
+      }
+      if (same) return 0;
+    }
+  }
+  return 1;
+}
+
 /* Whether value 'x' of field 'vf' (its family 'fam') passes native check
  * 'n' of the rules message 'rules'. */
-static int native_passes(const Native *n, const pc_Message *rules, int fam, const pc_FieldDef *vf,
-                         pc_Value x) {
+static int native_passes(const Native *n, int fam, const pc_FieldDef *vf, pc_Value x) {
   const pc_FieldDef *rf = n->rf;
   if (n->kind == kN_Range) {
     const pc_FieldDef *lo = n->rf, *hi = n->rf2;
     int above = 0, below = 0, normal = 1;
     if (fam == kFam_Double) { /* a NaN anywhere: CEL decides */
       double t = vf->type == kPc_Type_Float ? (double)x.f : x.d;
-      double l = lo ? as_double(lo->type, pc_Message_Get(rules, lo)) : 0;
-      double h = hi ? as_double(hi->type, pc_Message_Get(rules, hi)) : 0;
+      double l = lo ? as_double(lo->type, n->r) : 0;
+      double h = hi ? as_double(hi->type, n->r2) : 0;
       if (isnan(t) || isnan(l) || isnan(h)) return 0;
-      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
-      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      if (hi) above = n->strict_hi ? t >= h : t > h;
+      if (lo) below = n->strict_lo ? t <= l : t < l;
       if (lo && hi) normal = h >= l;
     } else if (fam == kFam_Signed) {
       int64_t t = as_signed(vf->type, x);
-      int64_t l = lo ? as_signed(lo->type, pc_Message_Get(rules, lo)) : 0;
-      int64_t h = hi ? as_signed(hi->type, pc_Message_Get(rules, hi)) : 0;
-      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
-      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      int64_t l = lo ? as_signed(lo->type, n->r) : 0;
+      int64_t h = hi ? as_signed(hi->type, n->r2) : 0;
+      if (hi) above = n->strict_hi ? t >= h : t > h;
+      if (lo) below = n->strict_lo ? t <= l : t < l;
       if (lo && hi) normal = h >= l;
     } else {
       uint64_t t = as_unsigned(vf->type, x);
-      uint64_t l = lo ? as_unsigned(lo->type, pc_Message_Get(rules, lo)) : 0;
-      uint64_t h = hi ? as_unsigned(hi->type, pc_Message_Get(rules, hi)) : 0;
-      if (hi) above = strcmp(hi->name, "lt") == 0 ? t >= h : t > h;
-      if (lo) below = strcmp(lo->name, "gt") == 0 ? t <= l : t < l;
+      uint64_t l = lo ? as_unsigned(lo->type, n->r) : 0;
+      uint64_t h = hi ? as_unsigned(hi->type, n->r2) : 0;
+      if (hi) above = n->strict_hi ? t >= h : t > h;
+      if (lo) below = n->strict_lo ? t <= l : t < l;
       if (lo && hi) normal = h >= l;
     }
     return normal ? !(above || below) : !(above && below);
   }
+  if (n->kind == kN_Unique) return !n->r.b || items_unique(x.a, vf);
   if (n->kind == kN_MinSize || n->kind == kN_MaxSize) {
     uint64_t size = vf->is_map ? (x.map ? x.map->size : 0) : (x.a ? x.a->size : 0);
-    uint64_t r = pc_Message_Get(rules, rf).u64;
+    uint64_t r = n->r.u64;
     return n->kind == kN_MinSize ? size >= r : size <= r;
   }
   if (fam == kFam_Signed || fam == kFam_Unsigned) {
     if (n->kind == kN_Const) {
-      pc_Value r = pc_Message_Get(rules, rf);
+      pc_Value r = n->r;
       return fam == kFam_Signed ? as_signed(vf->type, x) == as_signed(rf->type, r)
                                 : as_unsigned(vf->type, x) == as_unsigned(rf->type, r);
     }
-    const pc_Array *list = pc_Message_Get(rules, rf).a;
+    const pc_Array *list = n->r.a;
     int found = 0;
     pc_SlotKind slot = pc_FieldDef_ElemSlot(rf);
     for (size_t i = 0; list && i < list->size && !found; i++) {
@@ -947,9 +1244,13 @@ static int native_passes(const Native *n, const pc_Message *rules, int fam, cons
   }
   /* strings and bytes */
   pc_StringView t = x.s;
-  pc_Value r = pc_Message_Get(rules, rf);
+  pc_Value r = n->r;
   uint64_t len = t.size;
   if (fam == kFam_String && (n->kind == kN_Len || n->kind == kN_MinLen || n->kind == kN_MaxLen)) {
+    /* code points: at most the bytes, at least a quarter of them; counted
+     * only when those bounds do not decide */
+    if (n->kind == kN_MaxLen && t.size <= r.u64) return 1;
+    if (n->kind == kN_MinLen && (t.size + 3) / 4 >= r.u64) return 1;
     len = 0;
     for (size_t i = 0; i < t.size; i++) len += ((unsigned char)t.data[i] & 0xC0) != 0x80;
   }
@@ -961,6 +1262,9 @@ static int native_passes(const Native *n, const pc_Message *rules, int fam, cons
   case kN_MaxLen:
   case kN_MaxBytes: return len <= r.u64;
   case kN_Const: return view_eq(t, r.s);
+  case kN_Format:
+    return !r.b || ((t.size || n->fmt == kF_UriRef) && format_ok(n->fmt, t.data, t.size));
+  case kN_Pattern: return pc_CelRegex_Match(n->re, t.data ? t.data : "", t.size) == 1;
   case kN_Prefix:
     return t.size >= r.s.size && (r.s.size == 0 || memcmp(t.data, r.s.data, r.s.size) == 0);
   case kN_Suffix:
@@ -990,6 +1294,7 @@ static int bind(pc_Validator *v, const ValuePlan *vp, const Source *src, pc_CelV
     pc_CelStatus st = src->is_elem ? pc_CelEval_ElemValue(v->ev, src->f, src->elem, &vars[0], &e)
                                    : pc_CelEval_FieldValue(v->ev, src->msg, src->f, &vars[0], &e);
     if (st != kPc_CelStatus_Ok) {
+      if (!path_text(v)) return 0;
       v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Runtime;
       pc_Error_Set(v->err, "%s: %s", v->plen ? v->path : src->f->name, e.msg);
       return 0;
@@ -1009,6 +1314,19 @@ static int bind(pc_Validator *v, const ValuePlan *vp, const Source *src, pc_CelV
   return 1;
 }
 
+/* Binds `rule` to the value of extension 'rf' of the rules message. */
+static int bind_rule(pc_Validator *v, const ValuePlan *vp, const pc_FieldDef *rf,
+                     pc_CelValue *vars) {
+  pc_Error e;
+  pc_Error_Init(&e);
+  if (pc_CelEval_FieldValue(v->ev, vp->rules, rf, &vars[2], &e) != kPc_CelStatus_Ok) {
+    v->status = kPc_Validate_Runtime;
+    pc_Error_Set(v->err, "%s", e.msg);
+    return 0;
+  }
+  return 1;
+}
+
 static int run_predef(pc_Validator *v, const Predef *p, const pc_CelValue *vars, int for_key) {
   for (size_t i = 0; p && i < p->n; i++)
     if (!run_rule(v, &p->rules[i], vars, for_key)) return 0;
@@ -1020,18 +1338,19 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
   int bound = 0;
   for (size_t i = 0; i < vp->ncustom; i++)
     if (!bind(v, vp, src, vars, &bound, 0) || !run_rule(v, &vp->custom[i], vars, for_key)) return 0;
+  pc_Value val = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
   if (vp->nnative) {
-    pc_Value x = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
     for (size_t i = 0; i < vp->nnative; i++) {
       const Native *n = &vp->native[i];
-      if (n->kind != 0 && native_passes(n, vp->rules, vp->family, src->f, x)) continue;
-      if (!bind(v, vp, src, vars, &bound, 1) || !run_predef(v, n->p, vars, for_key) ||
-          !run_predef(v, n->p2, vars, for_key))
-        return 0;
+      if (n->kind != 0 && native_passes(n, vp->family, src->f, val)) continue;
+      if (!bind(v, vp, src, vars, &bound, 1)) return 0;
+      if (n->ext && !bind_rule(v, vp, n->rf, vars)) return 0;
+      int ok = run_predef(v, n->p, vars, for_key) && run_predef(v, n->p2, vars, for_key);
+      vars[2].kind = kPc_Cel_Unbound;
+      if (!ok) return 0;
     }
   }
   if (bound) pc_CelEval_Reset(v->ev);
-  pc_Value val = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
   if (vp->defined_only && pc_EnumDef_FindByNumber(vp->defined_only, val.i32) == NULL) {
     const char *m = "value must be one of the defined enum values";
     if (!violate(v, "enum.defined_only", m, strlen(m), for_key)) return 0;
@@ -1084,14 +1403,15 @@ static int has_rules(const ValuePlan *vp) {
 
 static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message *msg) {
   const pc_FieldDef *f = fp->f;
-  if (fp->required && !pc_Message_Has(msg, f)) {
+  int legacy = v->legacy_required && f->label == kPc_Label_Required;
+  if ((fp->required || legacy) && !pc_Message_Has(msg, f)) {
     const char *m = "value is required";
-    return violate(v, "required", m, strlen(m), 0);
+    return violate(v, fp->required ? "required" : "legacy_required", m, strlen(m), 0);
   }
   if (fp->cond == kCond_Never || (fp->cond == kCond_IfSet && !pc_Message_Has(msg, f))) return 1;
   Source src = {msg, f, {0}, 0};
   if (!validate_value(v, &fp->self, &src, 0)) return 0;
-  size_t mark = v->plen;
+  size_t mark = v->nsegs;
   if (f->is_map) {
     const pc_Map *map = pc_Message_Get(msg, f).map;
     const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
@@ -1103,8 +1423,7 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
       if (elem_applies(&fp->keys, kf, en->key) && !validate_value(v, &fp->keys, &ks, 1)) return 0;
       if (elem_applies(&fp->items, vf, en->value) && !validate_value(v, &fp->items, &vs, 0))
         return 0;
-      v->plen = mark;
-      v->path[mark] = '\0';
+      v->nsegs = mark;
     }
   } else if (f->label == kPc_Label_Repeated) {
     const pc_Array *arr = pc_Message_Get(msg, f).a;
@@ -1115,8 +1434,7 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
       if (!path_index(v, i)) return 0;
       Source is = {msg, f, x, 1};
       if (elem_applies(&fp->items, f, x) && !validate_value(v, &fp->items, &is, 0)) return 0;
-      v->plen = mark;
-      v->path[mark] = '\0';
+      v->nsegs = mark;
     }
   }
   return 1;
@@ -1125,12 +1443,11 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
 static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m) {
   const Plan *p = plan_of(v, m);
   if (p == NULL) return 0;
-  size_t mark = v->plen;
+  size_t mark = v->nsegs;
   for (size_t i = 0; i < p->nfields; i++) {
-    if (!path_name(v, p->fields[i].f->name)) return 0;
+    if (!path_name(v, p->fields[i].f->name, p->fields[i].namelen)) return 0;
     if (!validate_field(v, &p->fields[i], msg)) return 0;
-    v->plen = mark;
-    v->path[mark] = '\0';
+    v->nsegs = mark;
   }
   if (p->ncel) {
     pc_CelValue vars[4];
@@ -1167,9 +1484,9 @@ static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_Mes
     const pc_OneofDef *o = p->required[i];
     if (pc_Message_WhichOneof(msg, o) != NULL) continue;
     const char *text = "exactly one field is required in oneof";
-    if (!path_name(v, o->name) || !violate(v, "required", text, strlen(text), 0)) return 0;
-    v->plen = mark;
-    v->path[mark] = '\0';
+    if (!path_name(v, o->name, strlen(o->name)) || !violate(v, "required", text, strlen(text), 0))
+      return 0;
+    v->nsegs = mark;
   }
   return 1;
 }
@@ -1179,8 +1496,8 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
                                         pc_Error *err) {
   pc_Arena_Reset(v->scratch);
   v->nvio = 0;
-  v->plen = 0;
-  if (v->path) v->path[0] = '\0';
+  v->cel_runs = 0;
+  v->nsegs = 0;
   v->fail_fast = fail_fast;
   v->status = kPc_Validate_Valid;
   v->err = err;

@@ -69,6 +69,12 @@ typedef struct pc_Validator pc_Validator;
 pc_Validator *pc_Validator_New(pc_Alloc *alloc, void *ud);
 void pc_Validator_Free(pc_Validator *v);
 
+/* With 'on' set, the validations that follow report an unset proto2
+ * `required` field (editions: LEGACY_REQUIRED) as protovalidate's runtimes
+ * do with their legacyRequired option: "value is required", rule
+ * "legacy_required", and no other rule of that field runs. Off by default. */
+void pc_Validator_SetLegacyRequired(pc_Validator *v, int on);
+
 /* Validates 'msg' of type 'm' (a pool with buf/validate/validate.proto
  * loaded, or every message is valid: no type can carry rules). With
  * 'fail_fast' set, stops at the first violation. 'now' is protovalidate's
@@ -87,5 +93,9 @@ const pc_Violation *pc_Validator_Violation(const pc_Validator *v, size_t i);
 
 /* Message types planned so far, and bytes the plans and programs hold. */
 size_t pc_Validator_PlanCount(const pc_Validator *v);
+
+/* CEL programs the last validation evaluated (a standard rule checked in C
+ * and passing runs none). */
+size_t pc_Validator_CelCount(const pc_Validator *v);
 
 #endif

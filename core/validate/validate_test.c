@@ -66,6 +66,36 @@ static const char kProto[] =
     "message Tree { string name = 1 [(buf.validate.field).string.min_len = 1]; repeated Tree kids "
     "= 2; }\n"
     "message Plain { int32 x = 1; }\n"
+    "message Formats {\n"
+    "  string email = 1 [(buf.validate.field).string.email = true];\n"
+    "  string hostname = 2 [(buf.validate.field).string.hostname = true];\n"
+    "  string ip = 3 [(buf.validate.field).string.ip = true];\n"
+    "  string ipv4 = 4 [(buf.validate.field).string.ipv4 = true];\n"
+    "  string ipv6 = 5 [(buf.validate.field).string.ipv6 = true];\n"
+    "  string uri = 6 [(buf.validate.field).string.uri = true];\n"
+    "  string uri_ref = 7 [(buf.validate.field).string.uri_ref = true];\n"
+    "  string address = 8 [(buf.validate.field).string.address = true];\n"
+    "  string uuid = 9 [(buf.validate.field).string.uuid = true];\n"
+    "  string tuuid = 10 [(buf.validate.field).string.tuuid = true];\n"
+    "  string ulid = 11 [(buf.validate.field).string.ulid = true];\n"
+    "  string ip_with_prefixlen = 12 [(buf.validate.field).string.ip_with_prefixlen = true];\n"
+    "  string ipv4_with_prefixlen = 13 [(buf.validate.field).string.ipv4_with_prefixlen = "
+    "true];\n"
+    "  string ipv6_with_prefixlen = 14 [(buf.validate.field).string.ipv6_with_prefixlen = "
+    "true];\n"
+    "  string ip_prefix = 15 [(buf.validate.field).string.ip_prefix = true];\n"
+    "  string ipv4_prefix = 16 [(buf.validate.field).string.ipv4_prefix = true];\n"
+    "  string ipv6_prefix = 17 [(buf.validate.field).string.ipv6_prefix = true];\n"
+    "  string host_and_port = 18 [(buf.validate.field).string.host_and_port = true];\n"
+    "  string protobuf_fqn = 19 [(buf.validate.field).string.protobuf_fqn = true];\n"
+    "  string protobuf_dot_fqn = 20 [(buf.validate.field).string.protobuf_dot_fqn = true];\n"
+    "  string pattern = 21 [(buf.validate.field).string.pattern = \"^[a-z]+[0-9]?$\"];\n"
+    "  repeated int64 ints = 22 [(buf.validate.field).repeated.unique = true];\n"
+    "  repeated string strs = 23 [(buf.validate.field).repeated.unique = true];\n"
+    "  repeated double doubles = 24 [(buf.validate.field).repeated.unique = true];\n"
+    "  repeated bool bools = 25 [(buf.validate.field).repeated.unique = true];\n"
+    "  string off = 26 [(buf.validate.field).string.email = false];\n"
+    "}\n"
     "message BadType { int32 x = 1 [(buf.validate.field).string.min_len = 1]; }\n"
     "message BadCel { int32 x = 1 [(buf.validate.field).cel = {id: \"bad\", expression: \"this "
     "+\"}]; }\n"
@@ -223,6 +253,127 @@ static void presence_and_custom(void) {
   expect("t.Plain", "{\"x\": 1}", "");
 }
 
+/* A valid Formats message, every standard rule on it checked in C. */
+static const char kFormats[] =
+    "{\"email\": \"a.b+c@example.com\", \"hostname\": \"api.example.com\", \"ip\": \"::1\", "
+    "\"ipv4\": \"10.0.0.1\", \"ipv6\": \"2001:db8::1\", \"uri\": \"https://a.example/x?y#z\", "
+    "\"uri_ref\": \"\", \"address\": \"10.1.2.3\", "
+    "\"uuid\": \"8C4F5A52-0f6e-4b8e-9f36-6d2c4b1a2e10\", \"tuuid\": "
+    "\"8c4f5a520f6e4b8e9f366d2c4b1a2e10\", \"ulid\": \"01ARZ3NDEKTSV4RRFFQ69G5FAV\", "
+    "\"ip_with_prefixlen\": \"10.1.2.3/8\", \"ipv4_with_prefixlen\": \"10.1.2.3/8\", "
+    "\"ipv6_with_prefixlen\": \"2001:db8::1/32\", \"ip_prefix\": \"10.0.0.0/8\", "
+    "\"ipv4_prefix\": \"10.0.0.0/8\", \"ipv6_prefix\": \"2001:db8::/32\", "
+    "\"host_and_port\": \"[::1]:80\", \"protobuf_fqn\": \"a.b_2.C\", "
+    "\"protobuf_dot_fqn\": \".a.B\", \"pattern\": \"abc1\", \"ints\": [1, 2, -1], "
+    "\"strs\": [\"a\", \"b\"], \"doubles\": [1.5, \"NaN\", \"NaN\"], \"bools\": [true, false], "
+    "\"off\": \"not an email\"}";
+
+/* The formats, patterns and `unique` checked in C: a valid value runs no
+ * CEL; an invalid one runs the rule's CEL for its id and message. */
+static void native_checks(void) {
+  check_result("t.Formats", kFormats, NULL, "");
+  CHECK(pc_Validator_CelCount(val) == 0);
+  static const struct {
+    const char *overlay, *want;
+  } bad[] = {
+      {"{\"email\": \"a@-b.com\"}", "email|string.email"},
+      {"{\"email\": \"\"}", "email|string.email_empty"},
+      {"{\"hostname\": \"a..b\"}", "hostname|string.hostname"},
+      {"{\"hostname\": \"1.2.3\"}", "hostname|string.hostname"},
+      {"{\"ip\": \"256.1.1.1\"}", "ip|string.ip"},
+      {"{\"ipv4\": \"::1\"}", "ipv4|string.ipv4"},
+      {"{\"ipv6\": \"1.2.3.4\"}", "ipv6|string.ipv6"},
+      {"{\"uri\": \"/relative\"}", "uri|string.uri"},
+      {"{\"uri_ref\": \"http:// x\"}", "uri_ref|string.uri_ref"},
+      {"{\"address\": \"-x-\"}", "address|string.address"},
+      {"{\"uuid\": \"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e1\"}", "uuid|string.uuid"},
+      {"{\"uuid\": \"8c4f5a52x0f6e-4b8e-9f36-6d2c4b1a2e10\"}", "uuid|string.uuid"},
+      {"{\"uuid\": \"8c4f5a52-0f6e-4b8e-9f36-6d2c4b1a2e1g\"}", "uuid|string.uuid"},
+      {"{\"tuuid\": \"8c4f5a520f6e4b8e9f366d2c4b1a2e1\"}", "tuuid|string.tuuid"},
+      {"{\"ulid\": \"81ARZ3NDEKTSV4RRFFQ69G5FAV\"}", "ulid|string.ulid"},
+      {"{\"ulid\": \"01ARZ3NDEKTSV4RRFFQ69G5FAU\"}", "ulid|string.ulid"},
+      {"{\"ip_with_prefixlen\": \"10.1.2.3\"}", "ip_with_prefixlen|string.ip_with_prefixlen"},
+      {"{\"ip_prefix\": \"10.1.2.3/8\"}", "ip_prefix|string.ip_prefix"},
+      {"{\"ipv6_prefix\": \"10.0.0.0/8\"}", "ipv6_prefix|string.ipv6_prefix"},
+      {"{\"host_and_port\": \"example.com\"}", "host_and_port|string.host_and_port"},
+      {"{\"protobuf_fqn\": \"a..b\"}", "protobuf_fqn|string.protobuf_fqn"},
+      {"{\"protobuf_fqn\": \"1a\"}", "protobuf_fqn|string.protobuf_fqn"},
+      {"{\"protobuf_dot_fqn\": \"a.b\"}", "protobuf_dot_fqn|string.protobuf_dot_fqn"},
+      {"{\"pattern\": \"ab12\"}", "pattern|string.pattern"},
+      {"{\"ints\": [1, 2, 1]}", "ints|repeated.unique"},
+      {"{\"strs\": [\"a\", \"b\", \"a\"]}", "strs|repeated.unique"},
+      {"{\"doubles\": [0, -0]}", "doubles|repeated.unique"},
+      {"{\"bools\": [true, true]}", "bools|repeated.unique"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    check_result("t.Formats", kFormats, bad[i].overlay, bad[i].want);
+    CHECK(pc_Validator_CelCount(val) > 0);
+  }
+  /* the unanchored match of a pattern, and more values each format takes */
+  check_result("t.Formats", kFormats,
+               "{\"uri_ref\": \"../a?b\", \"ulid\": \"7ZZZZZZZZZZZZZZZZZZZZZZZZZ\"}", "");
+  CHECK(pc_Validator_CelCount(val) == 0);
+}
+
+/* proto2: `required` fields with the legacy_required option, and
+ * predefined rules the schema declares as extensions of *Rules messages */
+static void proto2(void) {
+  static const char kProto2[] =
+      "syntax = \"proto2\";\n"
+      "package t2;\n"
+      "import \"buf/validate/validate.proto\";\n"
+      "message Old {\n"
+      "  required string name = 1 [(buf.validate.field).string.min_len = 2];\n"
+      "  required int32 id = 2 [(buf.validate.field).required = true];\n"
+      "  optional int32 n = 3;\n"
+      "}\n"
+      "extend buf.validate.StringRules {\n"
+      "  optional bool no_space = 1161 [(buf.validate.predefined).cel = {\n"
+      "    id: \"string.no_space\", expression:\n"
+      "    \"!rule || !this.contains(' ') ? '' : 'has a space'\"}];\n"
+      "}\n"
+      "message Scope { extend buf.validate.Int32Rules {\n"
+      "  repeated int32 not_multiple_of = 1161 [(buf.validate.predefined).cel = {\n"
+      "    id: \"int32.not_multiple_of\", message: \"a forbidden multiple\",\n"
+      "    expression: \"!rule.exists(d, this % d == 0)\"}];\n"
+      "} }\n"
+      "message Pre {\n"
+      "  optional string s = 1 [(buf.validate.field).string.(no_space) = true,\n"
+      "                         (buf.validate.field).string.min_len = 2];\n"
+      "  optional int32 n = 2 [(buf.validate.field).int32.(Scope.not_multiple_of) = 3,\n"
+      "                        (buf.validate.field).int32.(Scope.not_multiple_of) = 5];\n"
+      "  repeated string r = 3 [(buf.validate.field).repeated.items.string.(no_space) = true];\n"
+      "}\n";
+  pc_Arena *a = pc_Arena_New(NULL, NULL);
+  pc_ImportCtx c;
+  memset(&c, 0, sizeof c);
+  c.arena = a;
+  pc_Error err;
+  pc_Error_Init(&err);
+  c.main_name = "t2.proto";
+  c.main_source = kProto2;
+  c.main_len = strlen(kProto2);
+  CHECK(pc_Import(pool, &c, "t2.proto", &err));
+  pc_Arena_Free(a);
+  expect("t2.Old", "{}", "id|required"); /* off: only the `required` rule */
+  pc_Validator_SetLegacyRequired(val, 1);
+  expect("t2.Old", "{}", "name|legacy_required;id|required");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "value is required") == 0);
+  expect("t2.Old", "{\"name\": \"x\", \"id\": 1}", "name|string.min_len");
+  expect("t2.Old", "{\"name\": \"xy\", \"id\": 1}", "");
+  pc_Validator_SetLegacyRequired(val, 0);
+  expect("t2.Old", "{\"id\": 1}", ""); /* it has presence: its rules apply when set */
+  /* predefined rules of the schema (extensions of *Rules), after the standard ones */
+  expect("t2.Pre", "{\"s\": \"ab\", \"n\": 7, \"r\": [\"a\"]}", "");
+  expect("t2.Pre", "{\"s\": \"a b\"}", "s|string.no_space");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "has a space") == 0);
+  expect("t2.Pre", "{\"s\": \" \"}", "s|string.min_len;s|string.no_space");
+  expect("t2.Pre", "{\"n\": 10}", "n|int32.not_multiple_of");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "a forbidden multiple") == 0);
+  expect("t2.Pre", "{\"n\": 9}", "n|int32.not_multiple_of");
+  expect("t2.Pre", "{\"r\": [\"a\", \"b c\"]}", "r[1]|string.no_space");
+}
+
 static void errors_and_cache(void) {
   expect("t.BadType", "{}", "error: expected rule \"int32\", got \"string\" on t.BadType.x");
   expect("t.BadCel", "{}", "error: failed to compile bad: ");
@@ -251,6 +402,8 @@ int main(void) {
   standard_rules();
   containers();
   presence_and_custom();
+  native_checks();
+  proto2();
   errors_and_cache();
   pc_Validator_Free(val);
   pc_Arena_Free(arena);

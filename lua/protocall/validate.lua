@@ -13,21 +13,24 @@ local validate_core = core.validate
 
 local M = {}
 
-local function fail_fast(opts, fname)
-  if opts == nil then return false end
+-- fail_fast, legacy_required = options(opts, fname): the options of
+-- pc.validate and pc.check, checked.
+local function options(opts, fname)
+  if opts == nil then return false, false end
   if type(opts) ~= "table" then
     error("bad argument #2 to '" .. fname .. "' (table expected, got " .. type(opts) .. ")", 3)
   end
   for k in pairs(opts) do
-    if k ~= "fail_fast" then
+    if k ~= "fail_fast" and k ~= "legacy_required" then
       error("bad argument #2 to '" .. fname .. "' (unknown option '" .. tostring(k) .. "')", 3)
     end
   end
-  return opts.fail_fast and true or false
+  return opts.fail_fast and true or false, opts.legacy_required and true or false
 end
 
 local function run(m, opts, fname)
-  local list, err = validate_core(m, fail_fast(opts, fname))
+  local fail_fast, legacy_required = options(opts, fname)
+  local list, err = validate_core(m, fail_fast, false, legacy_required)
   if not list then error(fname .. ": " .. err, 3) end
   return list
 end
@@ -38,8 +41,11 @@ end
 -- least 1 characters"} (`for_key = true` for a map key's rule;
 -- `field` is "" for a message's own CEL rule; map keys read `labels["k"]`,
 -- `ports[80]`). Nested messages are validated in turn. opts: `fail_fast`
--- (stop at the first violation). The rules are compiled on first use of
--- each message type and kept with its pool. Raises on a non-message, and
+-- (stop at the first violation), `legacy_required` (an unset proto2
+-- `required` field is a violation, rule "legacy_required", as
+-- protovalidate's runtimes report it with their option of that name). The
+-- rules are compiled on first use of each message type and kept with its
+-- pool. Raises on a non-message, and
 -- on a rule that does not compile or fails to evaluate ("validate: failed
 -- to compile user.ok: 1:6: ...", rules of another type than the field's:
 -- "validate: expected rule \"int32\", got \"string\" on demo.M.x").
@@ -47,12 +53,16 @@ function M.validate(m, opts)
   return run(m, opts, "validate")
 end
 
+--- s = M.violation_text(v): one violation as `field: message [rule]` (no
+-- `field: ` for a message's own rule), as protovalidate's runtimes word it.
+local function one(v)
+  return (v.field ~= "" and v.field .. ": " or "") .. v.message .. " [" .. v.rule .. "]"
+end
+M.violation_text = one
+
 --- The text protovalidate gives a list of violations: the first as
--- `field: message [rule]` and ", and N more violations".
+-- one() words it and ", and N more violations".
 local function describe(list)
-  local function one(v)
-    return (v.field ~= "" and v.field .. ": " or "") .. v.message .. " [" .. v.rule .. "]"
-  end
   local s = one(list[1])
   if #list > 1 then s = s .. ", and " .. (#list - 1) .. " more violation" .. (#list > 2 and "s" or "") end
   return s
@@ -74,8 +84,9 @@ end
 -- pc.check raises, with `details` {google.rpc.BadRequest} (what the
 -- `validate = true` option of pc.server and pc.client answer with).
 function M.refusal(m)
-  local list = run(m, nil, "validate")
-  if #list == 0 then return nil end
+  local list, err = validate_core(m, false, true) -- true when valid: no list made
+  if list == true then return nil end
+  if not list then error("validate: " .. err, 2) end
   local br = bad_request(list)
   return errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list),
     { violations = list, ["local"] = true, details = br and { br } or nil })

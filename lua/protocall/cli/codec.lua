@@ -5,9 +5,9 @@ local common = require "protocall.cli.common"
 
 local ipairs, format, concat = ipairs, string.format, table.concat
 local stdout = common.stdout
-local usage_error, fail, check_format, need_schema, message_type, load_schemas, read_input =
-  common.usage_error, common.fail, common.check_format, common.need_schema, common.message_type,
-  common.load_schemas, common.read_input
+local usage_error, check_format, need_schema, message_type, load_schemas, read_input, parse_message =
+  common.usage_error, common.check_format, common.need_schema, common.message_type,
+  common.load_schemas, common.read_input, common.parse_message
 local split_delimited, write_message, json_documents, varint = common.split_delimited,
   common.write_message, common.json_documents, common.varint
 
@@ -54,10 +54,7 @@ function M.decode.run(flags, args)
   local bytes = read_input(file)
   local parts = flags["length-delimited"] and split_delimited(bytes) or { bytes }
   for i, b in ipairs(parts) do
-    local m, err = pc.decode(T, b)
-    if not m then
-      fail((file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or "") .. ": " .. err)
-    end
+    local m = parse_message(T, "binary", b, (file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or ""))
     if i > 1 and fmt == "text" then stdout:write("\n") end
     write_message(m, fmt, flags, stdout)
   end
@@ -78,9 +75,7 @@ function M.encode.run(flags, args)
   end
   local out = {}
   for i, doc in ipairs(docs) do
-    local m, err
-    if fmt == "json" then m, err = pc.from_json(T, doc) else m, err = pc.from_text(T, doc) end
-    if not m then fail((args[2] or "<stdin>") .. (#docs > 1 and format(" (document %d)", i) or "") .. ": " .. err) end
+    local m = parse_message(T, fmt, doc, (args[2] or "<stdin>") .. (#docs > 1 and format(" (document %d)", i) or ""))
     local bytes = pc.encode(m)
     out[#out + 1] = flags["length-delimited"] and varint(#bytes) .. bytes or bytes
   end

@@ -149,6 +149,22 @@ function M.load_schemas(flags)
   return pool, names
 end
 
+--- m = parse_message(T, fmt, input, where): `input` read as a message of
+-- type T in `fmt` ("binary", "json" or "text"); fails with "where: why"
+-- when it does not parse.
+function M.parse_message(T, fmt, input, where)
+  local m, err
+  if fmt == "binary" then
+    m, err = pc.decode(T, input)
+  elseif fmt == "json" then
+    m, err = pc.from_json(T, input)
+  else
+    m, err = pc.from_text(T, input)
+  end
+  if not m then fail(where .. ": " .. err) end
+  return m
+end
+
 function M.has_schema(flags)
   return flags.proto ~= nil or flags.protoset ~= nil
 end

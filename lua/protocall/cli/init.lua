@@ -1,9 +1,10 @@
 --- The `protocall` command's subcommands: call, list, describe, decode,
--- encode, serve, run and help (each in a file of lua/protocall/cli/).
+-- encode, validate, serve, run and help (each in a file of lua/protocall/cli/).
 -- bindings/cli/main.c runs `M.main(args)` when the first argument names
 -- one (and no file of that name exists); its result is the exit status: 0
 -- done, 1 a failure (one line on stderr), 2 a usage error (the usage on
--- stderr), 64 + the gRPC status code when a call fails. Flags are
+-- stderr), 64 + the gRPC status code when a call fails; `validate` exits 1
+-- for an invalid message and 2 for any failure. Flags are
 -- grpcurl's and protoc's spellings: one dash, `-flag value` or
 -- `-flag=value`; repeatable flags collect in order.
 local common = require "protocall.cli.common"
@@ -11,6 +12,7 @@ local codec = require "protocall.cli.codec"
 local schema = require "protocall.cli.schema"
 local call = require "protocall.cli.call"
 local serve = require "protocall.cli.serve"
+local validate = require "protocall.cli.validate"
 
 local ipairs, tostring, pcall, getmetatable, error = ipairs, tostring, pcall, getmetatable, error
 local concat, format = table.concat, string.format
@@ -20,7 +22,7 @@ local M = {}
 
 local COMMANDS = {
   call = call.call, list = schema.list, describe = schema.describe, decode = codec.decode,
-  encode = codec.encode, serve = serve.serve,
+  encode = codec.encode, validate = validate.validate, serve = serve.serve,
 }
 
 COMMANDS.run = {
@@ -40,7 +42,7 @@ COMMANDS.help = {
   example = "protocall help decode",
 }
 
-local ORDER = { "call", "list", "describe", "decode", "encode", "serve", "run", "help" }
+local ORDER = { "call", "list", "describe", "decode", "encode", "validate", "serve", "run", "help" }
 
 local SCHEMA_USAGE = "schema flags: -I DIR (repeatable; default .), -proto FILE (repeatable),\n" ..
                      "              -protoset FILE (a FileDescriptorSet, repeatable)"

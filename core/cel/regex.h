@@ -1,12 +1,14 @@
 /* Regular expressions for `matches`: RE2 syntax and RE2's linear-time
  * matching, through Debian's libre2 (regex.cc is the only C++ of the core,
- * a shim with C linkage). Private to core/cel. */
-#ifndef PC_CEL_REGEX_INTERNAL_H
-#define PC_CEL_REGEX_INTERNAL_H
+ * a shim with C linkage). Part of cel.h's API (cel.h includes it;
+ * core/validate compiles `string.pattern` rules with it); C and C++ alike,
+ * so regex.cc includes it alone. */
+#ifndef PC_CEL_REGEX_H
+#define PC_CEL_REGEX_H
 
 #include <stddef.h>
 
-/* As cel.h says (the C++ shim does not include cel.h). */
+/* The longest pattern compiled (bytes). */
 #define PC_CEL_MAX_PATTERN 8192
 
 #ifdef __cplusplus

@@ -1,0 +1,451 @@
+-- HTTP/JSON transcoding inside nginx (protocall.resty.gateway): Debian's
+-- nginx with libnginx-mod-http-lua, as spec/nginx_spec.lua starts it,
+-- runs the configuration below (two workers, a prefix under build/nginx/)
+-- in front of spec/gateway_upstream.py (python3-grpcio serving gw.Library,
+-- spec/fixtures/protos/gateway/library.proto); curl and wrk are the
+-- clients. The upstream counts the calls it serves, so a refused request
+-- is seen not to reach it. This spec only drives processes, so it runs the
+-- same under lua5.4 and luajit; without nginx, the module, the LuaJIT
+-- build, curl or wrk it is a visible pending test (a failure when env CI
+-- is set).
+local helper = require "grpc_helper"
+local R = require "runtime"
+local socket = require "socket"
+
+local ROOT = R.capture("pwd"):gsub("\n$", "")
+local NEEDED = {
+  ["/usr/sbin/nginx"] = "nginx (Debian's nginx-light)",
+  ["/usr/lib/nginx/modules/ngx_http_lua_module.so"] = "libnginx-mod-http-lua",
+  ["/usr/share/lua/5.1/resty/core.lua"] = "lua-resty-core",
+  [ROOT .. "/build/luajit/protocall.so"] = "the LuaJIT build (make build-luajit)",
+  ["/usr/bin/curl"] = "curl",
+  ["/usr/bin/wrk"] = "wrk",
+  ["/usr/bin/protoc"] = "protoc",
+}
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local absent = {}
+for path, what in pairs(NEEDED) do
+  if not exists(path) then absent[#absent + 1] = what .. " (" .. path .. ")" end
+end
+table.sort(absent)
+if #absent > 0 then
+  describe("protocall.resty.gateway inside nginx", function()
+    it("runs", function()
+      if os.getenv("CI") then error("missing (required when CI is set): " .. table.concat(absent, ", ")) end
+      pending("nginx gateway spec skipped, missing: " .. table.concat(absent, ", "))
+    end)
+  end)
+  return
+end
+
+-- The configuration: route "library" (the annotations of library.proto,
+-- set in init_by_lua), route "echo" (gw.Library.Echo by rules given apart,
+-- published in the shared dict: versions A and B take turns through
+-- /admin/swap?v=A|B, "bad" and "badrule" fail to compile).
+local CONF = [==[
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+daemon off;
+master_process on;
+worker_processes 2;
+pid logs/nginx.pid;
+error_log logs/error.log info;
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    access_log off;
+    client_body_temp_path temp/body;
+    proxy_temp_path temp/proxy;
+    fastcgi_temp_path temp/fastcgi;
+    uwsgi_temp_path temp/uwsgi;
+    scgi_temp_path temp/scgi;
+    client_max_body_size 8m;
+    client_body_buffer_size 64k;
+    lua_package_path "@ROOT@/lua/?.lua;/usr/share/lua/5.1/?.lua;;";
+    lua_package_cpath "@ROOT@/build/luajit/?.so;;";
+    lua_shared_dict gateway 1m;
+
+    init_by_lua_block {
+        gw = require "protocall.resty.gateway"
+        local f = assert(io.open("@ROOT@/spec/fixtures/protos/gateway/library.proto"))
+        local lib = f:read("*a")
+        f:close()
+        assert(gw.configure("library", {
+            protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
+            headers = { "authorization", "x-user" }, max_body_bytes = 65536, max_query_bytes = 4096,
+            version_header = "X-Gateway-Version" }))
+        local renamed = lib:gsub("message EchoReply {\n  string text = 1;", "message EchoReply {\n  string said = 1;")
+        EchoConfigs = {
+            A = { protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
+                  http = { rules = { { selector = "gw.Library.Echo", get = "/api/echo/{text}" } } },
+                  services = { "gw.Library" }, version_header = "X-Gateway-Version" },
+            B = { protos = { ["gateway/library.proto"] = renamed }, upstream = "@UPSTREAM@",
+                  http = [[{"rules": [{"selector": "gw.Library.Echo", "get": "/echo/{text}",
+                                       "responseBody": "said"}]}]],
+                  prefix = "/api", services = { "gw.Library" }, version_header = "X-Gateway-Version" },
+            bad = { protos = { ["gateway/library.proto"] = lib .. "\nmessage Broken {" }, upstream = "@UPSTREAM@" },
+            badrule = { protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
+                        http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } },
+        }
+        assert(gw.publish("gateway", "echo", EchoConfigs.A))
+    }
+
+    server {
+        listen 127.0.0.1:@PORT@;
+
+        location /v1/ {
+            content_by_lua_block { gw.handle("library") }
+        }
+        location /api/ {
+            content_by_lua_block { gw.handle("echo", { shared = "gateway" }) }
+        }
+        location = /echo-local {
+            content_by_lua_block { gw.handle("nothing") }
+        }
+        location = /admin/swap {
+            content_by_lua_block {
+                local n, err = gw.publish("gateway", "echo", EchoConfigs[ngx.var.arg_v])
+                if not n then
+                    ngx.status = 500
+                    ngx.say(err)
+                    return
+                end
+                ngx.say(n)
+            }
+        }
+    }
+}
+
+]==]
+
+local function free_port()
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return tonumber(port)
+end
+
+-- Starts nginx with CONF on a free port in front of `upstream`; it runs
+-- under a shell that stops it when its standard input, held here, closes.
+local function start_nginx(upstream)
+  local port = free_port()
+  local prefix = ROOT .. "/build/nginx/gateway-" .. port
+  os.execute("rm -rf " .. q(prefix) .. "; mkdir -p " .. q(prefix .. "/conf") .. " " .. q(prefix .. "/logs") .. " "
+    .. q(prefix .. "/temp"))
+  local conf = CONF:gsub("@ROOT@", ROOT):gsub("@PORT@", tostring(port)):gsub("@UPSTREAM@", upstream)
+  write(prefix .. "/conf/nginx.conf", conf)
+  local user = R.capture("id -u"):match("^0") and " -g 'user root;'" or ""
+  local script = "nginx -p " .. q(prefix .. "/") .. " -c " .. q(prefix .. "/conf/nginx.conf") .. " -e "
+    .. q(prefix .. "/logs/error.log") .. user .. " >" .. q(prefix .. ".out")
+    .. " 2>&1 & n=$!; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
+  local pipe = io.popen("exec sh -c " .. q(script), "w")
+  local n = { port = port, prefix = prefix, pipe = pipe, url = "http://127.0.0.1:" .. port }
+  for _ = 1, 200 do
+    local c = socket.connect("127.0.0.1", port)
+    if c then
+      c:close()
+      return n
+    end
+    os.execute("sleep 0.05")
+  end
+  local out = read(prefix .. ".out") .. read(prefix .. "/logs/error.log")
+  pipe:close()
+  error("nginx did not start: " .. out)
+end
+
+local function stop_nginx(n)
+  if n and n.pipe then
+    n.pipe:close()
+    n.pipe = nil
+    os.execute("rm -rf " .. q(n.prefix) .. " " .. q(n.prefix .. ".out"))
+  end
+end
+
+-- One request through curl: status, body, headers (lowercased name ->
+-- value). opts: method, body, headers (list of "Name: value").
+local function request(n, path, opts)
+  opts = opts or {}
+  local hfile, bfile = os.tmpname(), os.tmpname()
+  local cmd = "curl -s --path-as-is -m 20 -D " .. q(hfile) .. " -o " .. q(bfile) .. " -w '%{http_code}'"
+  if opts.method then cmd = cmd .. " -X " .. opts.method end
+  local dfile
+  if opts.body then
+    dfile = os.tmpname()
+    write(dfile, opts.body)
+    cmd = cmd .. " --data-binary @" .. q(dfile)
+  end
+  for _, h in ipairs(opts.headers or {}) do cmd = cmd .. " -H " .. q(h) end
+  local code = R.capture(cmd .. " " .. q(n.url .. path))
+  local headers = {}
+  for line in read(hfile):gmatch("[^\r\n]+") do
+    local k, v = line:match("^([^:]+):%s*(.*)$")
+    if k then headers[k:lower()] = v end
+  end
+  local body = read(bfile)
+  os.remove(hfile)
+  os.remove(bfile)
+  if dfile then os.remove(dfile) end
+  return tonumber(code), body, headers
+end
+
+local function calls(n)
+  local code, body = request(n, "/v1/calls")
+  assert.are.equal(200, code, body)
+  return tonumber(body:match('"calls":"(%d+)"') or (body == "{}" and 0))
+end
+
+describe("protocall.resty.gateway inside nginx", function()
+  local upstream, nginx
+  setup(function()
+    upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
+    nginx = start_nginx("127.0.0.1:" .. upstream.port)
+  end)
+  teardown(function()
+    stop_nginx(nginx)
+    helper.stop(upstream)
+  end)
+
+  it("GET with path variables and query parameters (repeated, enum by name, int64)", function()
+    local code, body, h = request(nginx, "/v1/shelves/1/books/2?view=full&tags=a&tags=b&kind=NOVEL&pages=12")
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/1/books/2","title":"title of shelves/1/books/2 (full)","pages":"12",'
+      .. '"tags":["a","b"],"kind":"NOVEL"}', body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.are.equal("1", h["x-gateway-version"])
+  end)
+
+  it("an additional binding with response_body answers that field alone", function()
+    local code, body = request(nginx, "/v1/shelves/1/books/2/title")
+    assert.are.equal(200, code, body)
+    assert.are.equal('"title of shelves/1/books/2"', body)
+  end)
+
+  it("POST with body \"field\" and a query parameter", function()
+    local code, body = request(nginx, "/v1/shelves/7/books?request_id=r1",
+      { body = '{"title":"T","pages":3,"kind":"ESSAY"}', headers = { "Content-Type: application/json" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/7/books/r1","title":"T","pages":"3","kind":"ESSAY"}', body)
+  end)
+
+  it("PATCH with body \"*\" and the path variable winning over the body", function()
+    local code, body = request(nginx, "/v1/shelves/1/books/9",
+      { method = "PATCH", body = '{"name":"elsewhere","title":"x","tags":["q"]}' })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/1/books/9","title":"x","tags":["q"]}', body)
+  end)
+
+  it("a server stream as newline-delimited JSON, and its failure after the messages as an error line", function()
+    local code, body = request(nginx, "/v1/shelves/3/books:stream?count=3")
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"result":{"name":"shelves/3/books/1","pages":"1"}}\n'
+      .. '{"result":{"name":"shelves/3/books/2","pages":"2"}}\n'
+      .. '{"result":{"name":"shelves/3/books/3","pages":"3"}}\n', body)
+    code, body = request(nginx, "/v1/shelves/3/books:stream?count=1&fail=ABORTED")
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"result":{"name":"shelves/3/books/1","pages":"1"}}\n'
+      .. '{"error":{"code":10,"message":"stream failed after 1","details":[]}}\n', body)
+  end)
+
+  it("a server stream as text/event-stream when Accept asks for it; one failing at once gets its status", function()
+    local code, body, h = request(nginx, "/v1/shelves/3/books:stream?count=2",
+      { headers = { "Accept: text/event-stream" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal("text/event-stream", h["content-type"])
+    assert.are.equal('data: {"name":"shelves/3/books/1","pages":"1"}\n\n'
+      .. 'data: {"name":"shelves/3/books/2","pages":"2"}\n\n', body)
+    code, body = request(nginx, "/v1/shelves/3/books:stream?count=0&fail=UNAUTHENTICATED")
+    assert.are.equal(401, code, body)
+    assert.are.equal('{"code":16,"message":"stream failed after 0","details":[]}', body)
+  end)
+
+  it("a server stream is flushed message by message", function()
+    -- 40 messages 10 ms apart: the first line arrives well before the last
+    local out = R.capture("curl -sN -m 20 " .. q(nginx.url .. "/v1/shelves/3/books:stream?count=40")
+      .. " | while IFS= read -r line; do date +%s.%N; done")
+    local times = {}
+    for t in out:gmatch("[%d.]+") do times[#times + 1] = tonumber(t) end
+    assert.are.equal(40, #times)
+    assert.is_true(times[40] - times[1] > 0.2, ("first to last line: %.3f s"):format(times[40] - times[1]))
+  end)
+
+  it("a client stream from a newline-delimited JSON body", function()
+    local code, body = request(nginx, "/v1/books:batchCreate",
+      { body = '{"title":"a"}\n\n{"title":"b"}\n{"title":"c"}\n' })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"calls":"3"}', body)
+  end)
+
+  it("errors as google.rpc.Status JSON with the mapped status, details and trailers", function()
+    local code, body, h = request(nginx, "/v1/fail/NOT_FOUND?reason=gone")
+    assert.are.equal(404, code, body)
+    assert.are.equal('{"code":5,"message":"failed with NOT_FOUND","details":[{"@type":"type.googleapis.com/gw.Detail",'
+      .. '"reason":"gone","domain":"gw.example"}]}', body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.are.equal("NOT_FOUND", h["grpc-trailer-x-failed"])
+    for name, status in pairs { PERMISSION_DENIED = 403, RESOURCE_EXHAUSTED = 429, UNAVAILABLE = 503,
+      DEADLINE_EXCEEDED = 504, ALREADY_EXISTS = 409, UNIMPLEMENTED = 501 } do
+      code, body = request(nginx, "/v1/fail/" .. name)
+      assert.are.equal(status, code, name .. ": " .. body)
+      assert.truthy(body:find('"message":"failed with ' .. name .. '"', 1, true), body)
+    end
+  end)
+
+  it("chosen headers and Grpc-Metadata-* become metadata; response metadata comes back as headers", function()
+    local code, body, h = request(nginx, "/v1/headers", { headers = {
+      "Authorization: Bearer t", "Grpc-Metadata-X-Trace: abc", "X-User: u", "X-Other: no" } })
+    assert.are.equal(200, code, body)
+    local md = {}
+    for k, v in body:gmatch('"([%w-]+)":"([^"]*)"') do md[k] = v end
+    assert.are.same({ authorization = "Bearer t", ["x-trace"] = "abc", ["x-user"] = "u" }, md)
+    assert.are.equal("yes", h["grpc-metadata-x-answer"])
+    assert.are.equal("1", h["grpc-trailer-x-done"])
+  end)
+
+  it("no route is 404 and a method not served is 405, as google.rpc.Status", function()
+    local code, body = request(nginx, "/v1/nowhere")
+    assert.are.equal(404, code, body)
+    assert.are.equal('{"code":5,"message":"no route for GET /v1/nowhere","details":[]}', body)
+    code, body = request(nginx, "/v1/calls", { method = "DELETE" })
+    assert.are.equal(405, code, body)
+    assert.truthy(body:find('^{"code":12,"message":"method DELETE not allowed'), body)
+    code, body = request(nginx, "/echo-local")
+    assert.are.equal(503, code, body)
+    assert.are.equal('{"code":14,"message":"no configuration for gateway route \'nothing\'","details":[]}', body)
+  end)
+
+  it("hostile input gets a 4xx google.rpc.Status and never reaches the upstream", function()
+    local before = calls(nginx)
+    local cases = {
+      { 400, "/v1/shelves/7/books", { body = '{"title": "T",' }, "body: " },
+      { 400, "/v1/shelves/7/books", { body = '{"pages": "many"}' }, "body: $.pages" },
+      { 400, "/v1/shelves/7/books", { body = '{"nope": 1}' }, "body: " },
+      { 400, "/v1/shelves/%2e%2e/books/x", {}, "" },
+      { 400, "/v1/shelves/1/books/..?view=x", {}, "" },
+      { 400, "/v1/shelves/1/books/2?pages=ten", {}, "query parameter 'pages'" },
+      { 400, "/v1/shelves/1/books/2?nope=1", {}, "query parameter 'nope'" },
+      { 400, "/v1/shelves/1/books/2?view=" .. string.rep("a", 5000), {}, "" },
+      { 400, "/v1/books:batchCreate", { body = '{"title":"a"}{"title":"b"}' }, "line 1: body: " },
+      { 400, "/v1/headers", { headers = { "Grpc-Timeout: soon" } }, "bad Grpc-Timeout" },
+      { 413, "/v1/shelves/7/books", { body = string.rep("x", 70000) }, "body of 70000 bytes" },
+    }
+    for _, c in ipairs(cases) do
+      local code, body, h = request(nginx, c[2], c[3])
+      assert.are.equal(c[1], code, c[2] .. ": " .. body)
+      assert.are.equal("application/json", h["content-type"], c[2])
+      assert.truthy(body:find('^{"code":%d+,"message":".*","details":%[%]}$'), body)
+      assert.truthy(body:find(c[4], 1, true), c[2] .. ": " .. body)
+    end
+    assert.are.equal(before, calls(nginx))
+  end)
+
+  it("a body announced over the limit is refused 413 before it is read", function()
+    -- Content-Length says 5 MB (under the client_max_body_size of 8m, where
+    -- nginx answers 413 itself); a few bytes are sent and the answer comes
+    -- at once (reading 5 MB would wait for them until curl's timeout)
+    local before = calls(nginx)
+    local t0 = helper.now()
+    local code, body = request(nginx, "/v1/shelves/7/books",
+      { body = "{}", headers = { "Content-Length: 5000000", "Expect:" } })
+    assert.is_true(helper.now() - t0 < 5, "took " .. (helper.now() - t0) .. " s")
+    assert.are.equal(413, code, body)
+    assert.are.equal('{"code":8,"message":"body of 5000000 bytes (at most 65536)","details":[]}', body)
+    assert.are.equal(before, calls(nginx))
+  end)
+
+  it("a version that fails to compile is refused, saying why, and the current one stays", function()
+    local code, body, h = request(nginx, "/api/echo/hi")
+    assert.are.equal(200, code, body)
+    local version = h["x-gateway-version"]
+    code, body = request(nginx, "/admin/swap?v=bad")
+    assert.are.equal(500, code, body)
+    assert.truthy(body:find("^echo: protos: gateway/library.proto:%d+:%d+: "), body)
+    code, body = request(nginx, "/admin/swap?v=badrule")
+    assert.are.equal(500, code, body)
+    assert.truthy(body:find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope': "
+      .. "no field 'nope' in gw.EchoRequest", 1, true), body)
+    for _ = 1, 4 do -- both workers, whichever answers
+      code, body, h = request(nginx, "/api/echo/hi")
+      assert.are.equal(200, code, body)
+      assert.are.equal(version, h["x-gateway-version"])
+    end
+  end)
+
+  it("20 swaps between two versions under wrk: none fails, each answered by one whole version", function()
+    local script = os.tmpname()
+    -- one wrk thread (one Lua state): every answer must be 200 and either
+    -- version A's ({"text":"hi","calls":"N"}, odd shared numbers) or B's
+    -- ("hi", even), as its X-Gateway-Version header says
+    write(script, [[
+local threads = {}
+function setup(thread) threads[#threads + 1] = thread end
+bad, a, b, first = 0, 0, 0, nil
+response = function(status, headers, body)
+  local v = tonumber(headers["X-Gateway-Version"])
+  if status ~= 200 or not v then
+    bad = bad + 1
+    first = first or (status .. " " .. body)
+  elseif v % 2 == 1 and body:match('^{"text":"hi","calls":"%d+"}$') then
+    a = a + 1
+  elseif v % 2 == 0 and body == '"hi"' then
+    b = b + 1
+  else
+    bad = bad + 1
+    first = first or (status .. " v" .. v .. " " .. body)
+  end
+end
+done = function(summary)
+  local t = threads[1]
+  io.write(string.format("RESULT bad=%d a=%d b=%d errors=%d first=%s\n", t:get("bad"), t:get("a"), t:get("b"),
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status
+    + summary.errors.timeout, tostring(t:get("first"))))
+end
+]])
+    local out = os.tmpname()
+    local wrk = io.popen("wrk -t1 -c8 -d4s -s " .. q(script) .. " " .. q(nginx.url .. "/api/echo/hi") .. " > " .. q(out)
+      .. " 2>&1", "r")
+    os.execute("sleep 0.5")
+    local published = {}
+    for i = 1, 20 do
+      local code, body = request(nginx, "/admin/swap?v=" .. (i % 2 == 1 and "B" or "A"))
+      assert.are.equal(200, code, body)
+      published[#published + 1] = tonumber(body)
+      os.execute("sleep 0.1")
+    end
+    wrk:close()
+    local text = read(out)
+    os.remove(out)
+    os.remove(script)
+    local bad, a, b, errors = text:match("RESULT bad=(%d+) a=(%d+) b=(%d+) errors=(%d+)")
+    assert.truthy(bad, text)
+    assert.are.equal("0", bad, text)
+    assert.are.equal("0", errors, text)
+    assert.is_true(tonumber(a) > 0 and tonumber(b) > 0, text)
+    for i = 2, 20 do assert.are.equal(published[i - 1] + 1, published[i]) end
+    print(("# 20 swaps under wrk -c8 for 4 s: %d answers by version A, %d by B, none failed"):format(a, b))
+  end)
+end)

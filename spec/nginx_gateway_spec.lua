@@ -113,6 +113,35 @@ http {
                         http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } },
         }
         assert(gw.publish("gateway", "echo", EchoConfigs.A))
+        -- a descriptor set (protoc -o --include_imports), served under /set/
+        f = assert(io.open("@DESCRIPTORS@", "rb"))
+        assert(gw.configure("set", { descriptor_set = f:read("*a"), upstream = "@UPSTREAM@", prefix = "/set" }))
+        f:close()
+        -- two files, one importing the other, from a name -> text table
+        assert(gw.configure("split", { upstream = "@UPSTREAM@", protos = {
+            ["gw/svc.proto"] = [[syntax = "proto3"; package gw;
+                import "google/api/annotations.proto";
+                import /* the table's */ "gw/types.proto";
+                service Library { rpc Echo(EchoRequest) returns (EchoReply) {
+                    option (google.api.http) = { get: "/split/echo/{text}" }; } }]],
+            ["gw/types.proto"] = [[syntax = "proto3"; package gw;
+                message EchoRequest { string text = 1; }
+                message EchoReply { string text = 1; uint64 calls = 2; }]] } }))
+        -- configurations refused: each "nil" and why
+        local function try(cfg)
+            local n, err = gw.configure("probe", cfg)
+            return tostring(n) .. " " .. tostring(err)
+        end
+        local lib_only = { ["gateway/library.proto"] = lib }
+        ConfigErrors = table.concat({
+            try({ upstream = "127.0.0.1:1", protos = { ["a.proto"] = 'syntax = "proto3"; import "b.proto";',
+                                                       ["b.proto"] = 'syntax = "proto3"; import "a.proto";' } }),
+            try({ upstream = "127.0.0.1:1" }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, colour = "red" }),
+            try({ protos = lib_only }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, timeout = -1 }),
+            try({ upstream = "127.0.0.1:1", descriptor_set = "\255\255" }),
+        }, "\n")
     }
 
     server {
@@ -123,6 +152,15 @@ http {
         }
         location /api/ {
             content_by_lua_block { gw.handle("echo", { shared = "gateway" }) }
+        }
+        location /set/ {
+            content_by_lua_block { gw.handle("set") }
+        }
+        location /split/ {
+            content_by_lua_block { gw.handle("split") }
+        }
+        location = /admin/errors {
+            content_by_lua_block { ngx.print(ConfigErrors, "\n", tostring(gw.version("probe"))) }
         }
         location = /echo-local {
             content_by_lua_block { gw.handle("nothing") }
@@ -157,7 +195,11 @@ local function start_nginx(upstream)
   local prefix = ROOT .. "/build/nginx/gateway-" .. port
   os.execute("rm -rf " .. q(prefix) .. "; mkdir -p " .. q(prefix .. "/conf") .. " " .. q(prefix .. "/logs") .. " "
     .. q(prefix .. "/temp"))
+  local set = prefix .. "/library.pb"
+  assert(os.execute("protoc -I spec/fixtures/protos -I core/schema/protos --include_imports -o " .. q(set)
+    .. " gateway/library.proto"))
   local conf = CONF:gsub("@ROOT@", ROOT):gsub("@PORT@", tostring(port)):gsub("@UPSTREAM@", upstream)
+    :gsub("@DESCRIPTORS@", set)
   write(prefix .. "/conf/nginx.conf", conf)
   local user = R.capture("id -u"):match("^0") and " -g 'user root;'" or ""
   local script = "nginx -p " .. q(prefix .. "/") .. " -c " .. q(prefix .. "/conf/nginx.conf") .. " -e "
@@ -375,6 +417,29 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal(413, code, body)
     assert.are.equal('{"code":8,"message":"body of 5000000 bytes (at most 65536)","details":[]}', body)
     assert.are.equal(before, calls(nginx))
+  end)
+
+  it("schemas from a descriptor set, and from a table of .proto texts importing each other", function()
+    local code, body = request(nginx, "/set/v1/shelves/1/books/2?kind=ESSAY")
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/1/books/2","title":"title of shelves/1/books/2","kind":"ESSAY"}', body)
+    code, body = request(nginx, "/split/echo/yo")
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find('^{"text":"yo","calls":"%d+"}$'), body)
+  end)
+
+  it("configurations that cannot compile are refused with the reason, and make no version", function()
+    local code, body = request(nginx, "/admin/errors")
+    assert.are.equal(200, code, body)
+    local lines = {}
+    for line in body:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.are.equal("nil probe: protos: import cycle: a.proto -> b.proto -> a.proto", lines[1])
+    assert.are.equal("nil probe: 'protos' or 'descriptor_set' expected", lines[2])
+    assert.are.equal("nil probe: unknown option 'colour'", lines[3])
+    assert.are.equal("nil probe: 'upstream' (\"host:port\") or 'transport' expected", lines[4])
+    assert.are.equal("nil probe: timeout: seconds > 0 expected", lines[5])
+    assert.truthy(lines[6]:find("^nil probe: descriptor_set: "), lines[6])
+    assert.are.equal("nil", lines[7])
   end)
 
   it("a version that fails to compile is refused, saying why, and the current one stays", function()

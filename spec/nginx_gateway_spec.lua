@@ -144,6 +144,10 @@ http {
         }, "\n")
     }
 
+    init_worker_by_lua_block {
+        assert(gw.watch("gateway", 0.05))
+    }
+
     server {
         listen 127.0.0.1:@PORT@;
 
@@ -458,6 +462,22 @@ describe("protocall.resty.gateway inside nginx", function()
       assert.are.equal(200, code, body)
       assert.are.equal(version, h["x-gateway-version"])
     end
+  end)
+
+  it("every worker takes a published version within gateway.watch's period, before any request asks", function()
+    local code, body = request(nginx, "/admin/swap?v=B")
+    assert.are.equal(200, code, body)
+    local n = body:match("^(%d+)")
+    os.execute("sleep 0.3")
+    for _ = 1, 8 do -- whichever worker answers
+      local h
+      code, body, h = request(nginx, "/api/echo/hi")
+      assert.are.equal(200, code, body)
+      assert.are.equal(n, h["x-gateway-version"])
+      assert.are.equal('"hi"', body)
+    end
+    code, body = request(nginx, "/admin/swap?v=A")
+    assert.are.equal(200, code, body)
   end)
 
   it("20 swaps between two versions under wrk: none fails, each answered by one whole version", function()

@@ -326,6 +326,32 @@ local function version_of(route, dict)
   return v
 end
 
+--- true | nil, err = gateway.watch(dict, seconds): every `seconds` (an
+-- ngx.timer.every of this worker: call it in init_worker_by_lua*), looks
+-- at the numbers of the routes published in the ngx.shared dict `dict`
+-- and compiles those that changed, so a worker takes a new version within
+-- `seconds` of its publication even before a request asks (without it,
+-- the first request that sees the change starts the compilation and is
+-- answered by the version it has). nil and ngx.timer.every's error when
+-- the timer cannot start.
+function M.watch(dict, seconds)
+  local d = ngx.shared[dict]
+  if not d then error("bad argument #1 to 'watch' (no lua_shared_dict '" .. tostring(dict) .. "')", 2) end
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds <= 0 then
+    error("bad argument #2 to 'watch' (seconds > 0 expected)", 2)
+  end
+  local function tick(premature)
+    if premature then return end
+    for _, key in ipairs(d:get_keys(0)) do
+      local route = key:match("^(.*)#$")
+      local n = route and d:get(key)
+      local v = route and current[route]
+      if n and (not v or v.shared ~= n) and pending[route] ~= n then adopt(false, d, dict, route) end
+    end
+  end
+  return ngx.timer.every(seconds, tick)
+end
+
 ---------------------------------------------------------------------------
 -- The handler
 

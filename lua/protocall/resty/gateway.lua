@@ -170,7 +170,9 @@ end
 -- shared) or `transport` (a transport of your own); `timeout` (seconds,
 -- the deadline of each call; a shorter Grpc-Timeout header wins);
 -- `prefix` (a path prefix removed before matching, "/api" for rules
--- written "/v1/..." served under location /api/); and pc.transcoder's
+-- written "/v1/..." served under location /api/); `version_header` (a
+-- response header naming the version that answered, e.g.
+-- "X-Gateway-Version"); and pc.transcoder's
 -- options: `http` (rules apart from the schema, a table or JSON text),
 -- `services`, `unbound`, `headers`, `ignore_unknown_query`,
 -- `ignore_unknown_fields`, `max_query_bytes`, `max_query_params`,
@@ -254,7 +256,9 @@ end
 -- `dict` (`lua_shared_dict NAME 1m;`) with a new number; every other
 -- worker compiles it when one of its `handle(route, {shared = dict})`
 -- calls sees the number change (in an ngx.timer: that request and those
--- until it is done are answered by the old version). `cfg` must be
+-- until it is done are answered by the old version), or at the next look
+-- of `gateway.watch`. One publisher at a time: two publishing the same
+-- route at once may leave the older configuration under the newer number. `cfg` must be
 -- plain data (no `transport`). Returns the shared number.
 function M.publish(dict, route, cfg)
   local d = ngx.shared[dict]

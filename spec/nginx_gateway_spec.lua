@@ -127,6 +127,9 @@ http {
             ["gw/types.proto"] = [[syntax = "proto3"; package gw;
                 message EchoRequest { string text = 1; }
                 message EchoReply { string text = 1; uint64 calls = 2; }]] } }))
+        -- an upstream where nothing listens
+        assert(gw.configure("down", { protos = { ["gateway/library.proto"] = lib }, upstream = "127.0.0.1:1",
+                                      prefix = "/down" }))
         -- configurations refused: each "nil" and why
         local function try(cfg)
             local n, err = gw.configure("probe", cfg)
@@ -165,6 +168,9 @@ http {
         }
         location = /admin/errors {
             content_by_lua_block { ngx.print(ConfigErrors, "\n", tostring(gw.version("probe"))) }
+        }
+        location /down/ {
+            content_by_lua_block { gw.handle("down") }
         }
         location = /echo-local {
             content_by_lua_block { gw.handle("nothing") }
@@ -337,6 +343,23 @@ describe("protocall.resty.gateway inside nginx", function()
     for t in out:gmatch("[%d.]+") do times[#times + 1] = tonumber(t) end
     assert.are.equal(40, #times)
     assert.is_true(times[40] - times[1] > 0.2, ("first to last line: %.3f s"):format(times[40] - times[1]))
+  end)
+
+  it("Grpc-Timeout is the call's deadline: a stream outliving it ends with a DEADLINE_EXCEEDED line", function()
+    local code, body = request(nginx, "/v1/shelves/3/books:stream?count=100", { headers = { "Grpc-Timeout: 300m" } })
+    assert.are.equal(200, code, body)
+    local lines = {}
+    for line in body:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.is_true(#lines > 2 and #lines < 100, body)
+    assert.are.equal('{"result":{"name":"shelves/3/books/1","pages":"1"}}', lines[1])
+    assert.truthy(lines[#lines]:find('^{"error":{"code":4,"message":".*","details":%[%]}}$'), lines[#lines])
+  end)
+
+  it("an upstream that cannot be reached is 503 UNAVAILABLE as google.rpc.Status", function()
+    local code, body, h = request(nginx, "/down/v1/calls")
+    assert.are.equal(503, code, body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.truthy(body:find('^{"code":14,"message":".*127.0.0.1:1.*","details":%[%]}$'), body)
   end)
 
   it("a client stream from a newline-delimited JSON body", function()

@@ -410,9 +410,7 @@ local function read_body(v)
         message = format("body of %d bytes (at most %d)", n, limit) }
     end
     if n == 0 then return "" end
-  elseif not ngx.var.http_transfer_encoding then
-    return ""
-  end
+  end -- without Content-Length: chunked (HTTP/1.1), or HTTP/2 DATA frames
   ngx.req.read_body()
   local body = ngx.req.get_body_data()
   if body then return body end

@@ -257,9 +257,10 @@ end
 -- worker compiles it when one of its `handle(route, {shared = dict})`
 -- calls sees the number change (in an ngx.timer: that request and those
 -- until it is done are answered by the old version), or at the next look
--- of `gateway.watch`. One publisher at a time: two publishing the same
--- route at once may leave the older configuration under the newer number. `cfg` must be
--- plain data (no `transport`). Returns the shared number.
+-- of `gateway.watch`. `cfg` must be plain data (no `transport`); the dict
+-- must hold it (its .proto texts or descriptor set and rules). One
+-- publisher at a time: two publishing one route at once may leave the
+-- older configuration under the newer number. Returns the shared number.
 function M.publish(dict, route, cfg)
   local d = ngx.shared[dict]
   if not d then error("bad argument #1 to 'publish' (no lua_shared_dict '" .. tostring(dict) .. "')", 2) end
@@ -317,7 +318,7 @@ local function version_of(route, dict)
   local v = current[route]
   if not dict then return v end
   local d = ngx.shared[dict]
-  if not d then return v end
+  if not d then error("protocall.resty.gateway: handle: no lua_shared_dict '" .. tostring(dict) .. "'", 3) end
   local n = d:get(route .. "#")
   if n and (not v or v.shared ~= n) and pending[route] ~= n then
     if not v then

@@ -9,52 +9,19 @@
 -- build, curl or wrk it is a visible pending test (a failure when env CI
 -- is set).
 local helper = require "grpc_helper"
+local N = require "nginx_helper"
 local R = require "runtime"
-local socket = require "socket"
 
-local ROOT = R.capture("pwd"):gsub("\n$", "")
-local NEEDED = {
-  ["/usr/sbin/nginx"] = "nginx (Debian's nginx-light)",
-  ["/usr/lib/nginx/modules/ngx_http_lua_module.so"] = "libnginx-mod-http-lua",
-  ["/usr/share/lua/5.1/resty/core.lua"] = "lua-resty-core",
-  [ROOT .. "/build/luajit/protocall.so"] = "the LuaJIT build (make build-luajit)",
-  ["/usr/bin/curl"] = "curl",
-  ["/usr/bin/wrk"] = "wrk",
-  ["/usr/bin/protoc"] = "protoc",
+local read, write, q = N.read, N.write, N.quote
+
+local absent = N.missing {
+  ["/usr/bin/curl"] = "curl", ["/usr/bin/wrk"] = "wrk", ["/usr/bin/protoc"] = "protoc",
 }
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
-
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local absent = {}
-for path, what in pairs(NEEDED) do
-  if not exists(path) then absent[#absent + 1] = what .. " (" .. path .. ")" end
-end
-table.sort(absent)
-if #absent > 0 then
+if absent then
   describe("protocall.resty.gateway inside nginx", function()
     it("runs", function()
-      if os.getenv("CI") then error("missing (required when CI is set): " .. table.concat(absent, ", ")) end
-      pending("nginx gateway spec skipped, missing: " .. table.concat(absent, ", "))
+      if os.getenv("CI") then error("missing (required when CI is set): " .. absent) end
+      pending("nginx gateway spec skipped, missing: " .. absent)
     end)
   end)
   return
@@ -114,7 +81,7 @@ http {
         }
         assert(gw.publish("gateway", "echo", EchoConfigs.A))
         -- a descriptor set (protoc -o --include_imports), served under /set/
-        f = assert(io.open("@DESCRIPTORS@", "rb"))
+        f = assert(io.open("@PREFIX@/library.pb", "rb"))
         assert(gw.configure("set", { descriptor_set = f:read("*a"), upstream = "@UPSTREAM@", prefix = "/set" }))
         f:close()
         -- two files, one importing the other, from a name -> text table
@@ -191,51 +158,11 @@ http {
 
 ]==]
 
-local function free_port()
-  local s = assert(socket.bind("127.0.0.1", 0))
-  local _, port = s:getsockname()
-  s:close()
-  return tonumber(port)
-end
-
--- Starts nginx with CONF on a free port in front of `upstream`; it runs
--- under a shell that stops it when its standard input, held here, closes.
 local function start_nginx(upstream)
-  local port = free_port()
-  local prefix = ROOT .. "/build/nginx/gateway-" .. port
-  os.execute("rm -rf " .. q(prefix) .. "; mkdir -p " .. q(prefix .. "/conf") .. " " .. q(prefix .. "/logs") .. " "
-    .. q(prefix .. "/temp"))
-  local set = prefix .. "/library.pb"
-  assert(os.execute("protoc -I spec/fixtures/protos -I core/schema/protos --include_imports -o " .. q(set)
-    .. " gateway/library.proto"))
-  local conf = CONF:gsub("@ROOT@", ROOT):gsub("@PORT@", tostring(port)):gsub("@UPSTREAM@", upstream)
-    :gsub("@DESCRIPTORS@", set)
-  write(prefix .. "/conf/nginx.conf", conf)
-  local user = R.capture("id -u"):match("^0") and " -g 'user root;'" or ""
-  local script = "nginx -p " .. q(prefix .. "/") .. " -c " .. q(prefix .. "/conf/nginx.conf") .. " -e "
-    .. q(prefix .. "/logs/error.log") .. user .. " >" .. q(prefix .. ".out")
-    .. " 2>&1 & n=$!; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
-  local pipe = io.popen("exec sh -c " .. q(script), "w")
-  local n = { port = port, prefix = prefix, pipe = pipe, url = "http://127.0.0.1:" .. port }
-  for _ = 1, 200 do
-    local c = socket.connect("127.0.0.1", port)
-    if c then
-      c:close()
-      return n
-    end
-    os.execute("sleep 0.05")
-  end
-  local out = read(prefix .. ".out") .. read(prefix .. "/logs/error.log")
-  pipe:close()
-  error("nginx did not start: " .. out)
-end
-
-local function stop_nginx(n)
-  if n and n.pipe then
-    n.pipe:close()
-    n.pipe = nil
-    os.execute("rm -rf " .. q(n.prefix) .. " " .. q(n.prefix .. ".out"))
-  end
+  return N.start("gateway", CONF:gsub("@UPSTREAM@", upstream), function(prefix)
+    assert(os.execute("protoc -I spec/fixtures/protos -I core/schema/protos --include_imports -o "
+      .. q(prefix .. "/library.pb") .. " gateway/library.proto"))
+  end)
 end
 
 -- One request through curl: status, body, headers (lowercased name ->
@@ -278,7 +205,7 @@ describe("protocall.resty.gateway inside nginx", function()
     nginx = start_nginx("127.0.0.1:" .. upstream.port)
   end)
   teardown(function()
-    stop_nginx(nginx)
+    N.stop(nginx)
     helper.stop(upstream)
   end)
 

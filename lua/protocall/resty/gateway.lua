@@ -326,7 +326,7 @@ local function version_of(route, dict)
       return current[route]
     end
     pending[route] = n
-    ngx.timer.at(0, adopt, d, dict, route)
+    if not ngx.timer.at(0, adopt, d, dict, route) then pending[route] = nil end -- the next request tries again
   end
   return v
 end
@@ -493,7 +493,8 @@ end
 -- body with the mapped HTTP status (tc:error); a route with no version is
 -- 503 UNAVAILABLE. With `shared`, the route's number in that ngx.shared
 -- dict is read first (one dict get) and a newer configuration compiled
--- in an ngx.timer (`publish`).
+-- in an ngx.timer (`publish`); a worker with no version of the route yet
+-- compiles it in that request.
 function M.handle(route, opts)
   local v = version_of(route, opts and opts.shared)
   if not v then return bare_error(503, 14, "no configuration for gateway route '" .. route .. "'") end

@@ -1,0 +1,570 @@
+--- HTTP/JSON transcoding inside nginx (`require "protocall.resty.gateway"`):
+-- a content handler that answers a REST request by its google.api.http
+-- rule with a gRPC call over the worker's multiplexed connection to the
+-- upstream (protocall.resty: cosockets, nothing blocks), through
+-- pc.transcoder (lua/protocall/http/). Rules and schemas are set per
+-- route name and replaced at run time without a reload (doc/gateway.md):
+--
+--   init_by_lua_block { gw = require "protocall.resty.gateway"
+--     assert(gw.configure("library", { protos = { ["library.proto"] = TEXT },
+--                                     upstream = "127.0.0.1:50051" })) }
+--   location /v1/ { content_by_lua_block { gw.handle("library") } }
+--
+-- A route's configuration is compiled into a version (a pool, a
+-- transcoder, a transport) by `configure`, before anything changes; the
+-- route then points at the new version by one assignment. A request takes
+-- the version current when it starts and uses only it, so a swap never
+-- mixes two versions in one answer and calls in flight end on theirs. The
+-- versions are the worker's own (each nginx worker is a Lua state);
+-- `publish` puts a configuration in an ngx.shared dict so every worker
+-- compiles it (see `publish` and `handle`'s `shared` option).
+local ngx = rawget(_G, "ngx")
+local pc = require "protocall"
+local resty = require "protocall.resty"
+
+local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
+  type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable
+local concat, sort, format = table.concat, table.sort, string.format
+local min = math.min
+
+local M = {}
+
+-- route name -> the current version (this worker's)
+local current = {}
+-- route name -> versions made so far (version numbers count per route)
+local counts = {}
+-- upstream target -> resty.grpc transport, shared by the versions naming
+-- it; weak, so a transport no version holds is collected (and its
+-- connection ends, as resty.grpc's do)
+local transports = setmetatable({}, { __mode = "v" })
+
+-- Options of `configure` that are pc.transcoder's.
+local TRANSCODER = {
+  http = true, services = true, unbound = true, headers = true, ignore_unknown_query = true,
+  ignore_unknown_fields = true, max_query_bytes = true, max_query_params = true, json = true,
+  max_depth = true, max_body_bytes = true,
+}
+local OWN = { protos = true, descriptor_set = true, upstream = true, grpc = true, transport = true,
+  timeout = true, prefix = true, version_header = true }
+
+-- The imports a .proto text names (comments dropped first).
+local function imports_of(text)
+  text = text:gsub("/%*.-%*/", " "):gsub("//[^\n]*", "")
+  local out = {}
+  for name in text:gmatch('%f[%w_]import%s+[%a]*%s*"([^"]+)"') do out[#out + 1] = name end
+  return out
+end
+
+-- Loads the .proto texts of `protos` (name -> text) into `pool`, each
+-- after the files of the table it imports (an import outside the table
+-- must be built in: google/protobuf/*, google/api/*, google/rpc/*).
+local function load_protos(pool, protos)
+  local state = {} -- name -> "loading" | "done"
+  local function load_one(name, chain)
+    if state[name] == "done" then return true end
+    if state[name] == "loading" then
+      return nil, "protos: import cycle: " .. concat(chain, " -> ") .. " -> " .. name
+    end
+    state[name] = "loading"
+    chain[#chain + 1] = name
+    local text = protos[name]
+    for _, dep in ipairs(imports_of(text)) do
+      if protos[dep] ~= nil then
+        local ok, err = load_one(dep, chain)
+        if not ok then return nil, err end
+      end
+    end
+    chain[#chain] = nil
+    local ok, err = pool:load(text, { name = name })
+    if not ok then return nil, "protos: " .. tostring(err) end
+    state[name] = "done"
+    return true
+  end
+  local names = {}
+  for name, text in pairs(protos) do
+    if type(name) ~= "string" or type(text) ~= "string" then
+      return nil, "protos: a table of file name -> .proto text expected"
+    end
+    names[#names + 1] = name
+  end
+  sort(names) -- the same files load in the same order in every worker
+  for _, name in ipairs(names) do
+    local ok, err = load_one(name, {})
+    if not ok then return nil, err end
+  end
+  return true
+end
+
+-- A resty.grpc transport to `upstream`, shared with the versions already
+-- using it when `grpc` options are not given.
+local function transport_of(upstream, grpc)
+  if grpc == nil and transports[upstream] then return transports[upstream] end
+  local ok, t = pcall(resty.grpc, pc, upstream, grpc)
+  if not ok then return nil, "upstream '" .. upstream .. "': " .. tostring(t) end
+  if grpc == nil then transports[upstream] = t end
+  return t
+end
+
+-- The version of the configuration `cfg`, or nil and why.
+local function compile(name, cfg)
+  if type(cfg) ~= "table" then return nil, "configuration table expected, got " .. type(cfg) end
+  for k in pairs(cfg) do
+    if not TRANSCODER[k] and not OWN[k] then return nil, "unknown option '" .. tostring(k) .. "'" end
+  end
+  if cfg.protos == nil and cfg.descriptor_set == nil then return nil, "'protos' or 'descriptor_set' expected" end
+  local pool = pc.pool()
+  if cfg.descriptor_set ~= nil then
+    if type(cfg.descriptor_set) ~= "string" then return nil, "descriptor_set: bytes expected" end
+    local ok, err = pool:load_descriptor_set(cfg.descriptor_set)
+    if not ok then return nil, "descriptor_set: " .. tostring(err) end
+  end
+  if cfg.protos ~= nil then
+    if type(cfg.protos) ~= "table" then return nil, "protos: a table of file name -> .proto text expected" end
+    local ok, err = load_protos(pool, cfg.protos)
+    if not ok then return nil, err end
+  end
+  local topts = {}
+  for k in pairs(TRANSCODER) do topts[k] = cfg[k] end
+  local ok, tc = pcall(pc.transcoder, pool, topts)
+  if not ok then return nil, tostring(tc) end
+  local transport = cfg.transport
+  if transport == nil then
+    if type(cfg.upstream) ~= "string" then return nil, "'upstream' (\"host:port\") or 'transport' expected" end
+    local err
+    transport, err = transport_of(cfg.upstream, cfg.grpc)
+    if not transport then return nil, err end
+  end
+  if cfg.timeout ~= nil and (type(cfg.timeout) ~= "number" or cfg.timeout ~= cfg.timeout or cfg.timeout <= 0) then
+    return nil, "timeout: seconds > 0 expected"
+  end
+  local vh = cfg.version_header
+  if vh ~= nil and (type(vh) ~= "string" or not vh:find("^[%w-]+$")) then
+    return nil, "version_header: a header name expected"
+  end
+  if cfg.prefix ~= nil and (type(cfg.prefix) ~= "string" or cfg.prefix:sub(1, 1) ~= "/") then
+    return nil, "prefix: a path starting with '/' expected"
+  end
+  local n = (counts[name] or 0) + 1
+  counts[name] = n
+  return { route = name, version = n, pool = pool, tc = tc, transport = transport, timeout = cfg.timeout,
+    prefix = cfg.prefix, version_header = cfg.version_header, max_body_bytes = cfg.max_body_bytes or 4194304 }
+end
+
+--- version | nil, err = gateway.configure(route, cfg): compiles `cfg`
+-- into a new version of the route named `route` (any string; locations
+-- name it in `gateway.handle`) and makes it current in this worker at
+-- once, by one assignment: requests that started before keep the version
+-- they took, later ones get the new one. On failure (nil and why, naming
+-- the option, the file or the rule: "protos: library.proto:3:1: ...",
+-- "gw.Library.GetBook: rule GET /v1/{nope}: ...") the current version
+-- stays. Returns the version number (1, 2, ... per route and worker).
+-- Run it in init_by_lua* (the master: every worker inherits the version),
+-- init_worker_by_lua*, an ngx.timer or an admin location; compiling takes
+-- the worker for as long as loading the schemas does (milliseconds for a
+-- few files), never a request's time beyond that.
+-- cfg: `protos` (file name -> .proto text, loaded imports first; imports
+-- outside the table must be built in) and/or `descriptor_set` (the bytes
+-- of a FileDescriptorSet, `protoc -o --include_imports`); `upstream`
+-- ("host:port", a resty.grpc transport shared by the routes and versions
+-- naming the same target, made with `grpc` options if given, then not
+-- shared) or `transport` (a transport of your own); `timeout` (seconds,
+-- the deadline of each call; a shorter Grpc-Timeout header wins);
+-- `prefix` (a path prefix removed before matching, "/api" for rules
+-- written "/v1/..." served under location /api/); `version_header` (a
+-- response header naming the version that answered, e.g.
+-- "X-Gateway-Version"); and pc.transcoder's
+-- options: `http` (rules apart from the schema, a table or JSON text),
+-- `services`, `unbound`, `headers`, `ignore_unknown_query`,
+-- `ignore_unknown_fields`, `max_query_bytes`, `max_query_params`,
+-- `max_body_bytes` (4 MiB unless set), `max_depth`, `json`.
+function M.configure(route, cfg)
+  if type(route) ~= "string" then
+    error("bad argument #1 to 'configure' (string expected, got " .. type(route) .. ")", 2)
+  end
+  local v, err = compile(route, cfg)
+  if not v then return nil, route .. ": " .. err end
+  current[route] = v
+  return v.version
+end
+
+--- version, info = gateway.version(route): the number of the route's
+-- current version in this worker (nil when it has none) and {routes =
+-- tc:routes(), pool = ..., shared = the shared dict's number it came
+-- from, if any}.
+function M.version(route)
+  local v = current[route]
+  if not v then return nil end
+  return v.version, { routes = v.tc:routes(), pool = v.pool, shared = v.shared }
+end
+
+---------------------------------------------------------------------------
+-- Sharing versions between workers: an ngx.shared dict holds each route's
+-- configuration (serialized) under "<route>" and its number under
+-- "<route>#", which `handle(route, {shared = dict})` compares with its own
+
+-- A configuration as a string: strings, numbers, booleans and tables of
+-- them (no cycles, no functions: a `transport` cannot be shared).
+local function serialize(v, out)
+  local t = type(v)
+  if t == "string" then
+    out[#out + 1] = "s" .. #v .. ":" .. v
+  elseif t == "number" then
+    out[#out + 1] = "n" .. format("%.17g", v) .. ";"
+  elseif t == "boolean" then
+    out[#out + 1] = v and "T" or "F"
+  elseif t == "table" then
+    out[#out + 1] = "{"
+    for k, x in pairs(v) do
+      local ok, err = serialize(k, out)
+      if not ok then return nil, err end
+      ok, err = serialize(x, out)
+      if not ok then return nil, err end
+    end
+    out[#out + 1] = "}"
+  else
+    return nil, "a " .. t .. " cannot be put in a shared dict"
+  end
+  return true
+end
+
+local function deserialize(s, i)
+  local tag = s:sub(i, i)
+  if tag == "s" then
+    local colon = s:find(":", i, true)
+    local n = tonumber(s:sub(i + 1, colon - 1))
+    return s:sub(colon + 1, colon + n), colon + n + 1
+  elseif tag == "n" then
+    local semi = s:find(";", i, true)
+    return tonumber(s:sub(i + 1, semi - 1)), semi + 1
+  elseif tag == "T" or tag == "F" then
+    return tag == "T", i + 1
+  end
+  local t = {}
+  i = i + 1
+  while s:sub(i, i) ~= "}" do
+    local k, x
+    k, i = deserialize(s, i)
+    x, i = deserialize(s, i)
+    t[k] = x
+  end
+  return t, i + 1
+end
+
+--- number | nil, err = gateway.publish(dict, route, cfg): compiles `cfg`
+-- here first (as `configure`: nothing changes when it fails) and makes it
+-- this worker's version, then stores it in the ngx.shared dict named
+-- `dict` (`lua_shared_dict NAME 1m;`) with a new number; every other
+-- worker compiles it when one of its `handle(route, {shared = dict})`
+-- calls sees the number change (in an ngx.timer: that request and those
+-- until it is done are answered by the old version), or at the next look
+-- of `gateway.watch`. `cfg` must be plain data (no `transport`); the dict
+-- must hold it (its .proto texts or descriptor set and rules). One
+-- publisher at a time: two publishing one route at once may leave the
+-- older configuration under the newer number. Returns the shared number.
+function M.publish(dict, route, cfg)
+  local d = ngx.shared[dict]
+  if not d then error("bad argument #1 to 'publish' (no lua_shared_dict '" .. tostring(dict) .. "')", 2) end
+  if type(route) ~= "string" then
+    error("bad argument #2 to 'publish' (string expected, got " .. type(route) .. ")", 2)
+  end
+  local out = {}
+  local ok, err = serialize(cfg, out)
+  if not ok then return nil, route .. ": " .. err end
+  local v
+  v, err = compile(route, cfg)
+  if not v then return nil, route .. ": " .. err end
+  -- the number is taken first, the configuration stored, then the number
+  -- the workers compare published: a worker seeing it finds that
+  -- configuration (or a newer one) stored
+  local n
+  n, err = d:incr(route .. "#next", 1, 0)
+  if n then ok, err = d:set(route, n .. "\n" .. concat(out)) end
+  if n and ok then ok, err = d:set(route .. "#", n) end
+  if not (n and ok) then return nil, route .. ": shared dict '" .. dict .. "': " .. tostring(err) end
+  v.shared = n
+  current[route] = v
+  return n
+end
+
+-- route -> the shared number being compiled or refused in this worker
+local pending = {}
+
+-- Compiles the route's shared configuration (in a timer, or for a worker
+-- without any version yet in the request) unless it is the current one.
+local function adopt(premature, d, dict, route)
+  if premature then return end
+  local blob = d:get(route)
+  if not blob then return end
+  local nl = blob:find("\n", 1, true)
+  local n = tonumber(blob:sub(1, nl - 1))
+  local v = current[route]
+  if v and v.shared == n then return end
+  local ok, cfg = pcall(deserialize, blob, nl + 1)
+  local err
+  if ok then v, err = compile(route, cfg) else v, err = nil, "cannot read: " .. tostring(cfg) end
+  if not v then
+    ngx.log(ngx.ERR, "protocall.resty.gateway: ", route, ": shared version ", n, " of dict '", dict,
+      "' refused, the current version stays: ", err)
+    pending[route] = n -- not tried again until the number changes
+    return
+  end
+  v.shared = n
+  if not current[route] or not current[route].shared or current[route].shared < n then current[route] = v end
+  pending[route] = nil
+end
+
+-- The route's version, after a look at the shared dict when given.
+local function version_of(route, dict)
+  local v = current[route]
+  if not dict then return v end
+  local d = ngx.shared[dict]
+  if not d then error("protocall.resty.gateway: handle: no lua_shared_dict '" .. tostring(dict) .. "'", 3) end
+  local n = d:get(route .. "#")
+  if n and (not v or v.shared ~= n) and pending[route] ~= n then
+    if not v then
+      adopt(false, d, dict, route)
+      return current[route]
+    end
+    pending[route] = n
+    if not ngx.timer.at(0, adopt, d, dict, route) then pending[route] = nil end -- the next request tries again
+  end
+  return v
+end
+
+--- true | nil, err = gateway.watch(dict, seconds): every `seconds` (an
+-- ngx.timer.every of this worker: call it in init_worker_by_lua*), looks
+-- at the numbers of the routes published in the ngx.shared dict `dict`
+-- and compiles those that changed, so a worker takes a new version within
+-- `seconds` of its publication even before a request asks (without it,
+-- the first request that sees the change starts the compilation and is
+-- answered by the version it has). nil and ngx.timer.every's error when
+-- the timer cannot start.
+function M.watch(dict, seconds)
+  local d = ngx.shared[dict]
+  if not d then error("bad argument #1 to 'watch' (no lua_shared_dict '" .. tostring(dict) .. "')", 2) end
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds <= 0 then
+    error("bad argument #2 to 'watch' (seconds > 0 expected)", 2)
+  end
+  local function tick(premature)
+    if premature then return end
+    for _, key in ipairs(d:get_keys(0)) do
+      local route = key:match("^(.*)#$")
+      local n = route and d:get(key)
+      local v = route and current[route]
+      if n and (not v or v.shared ~= n) and pending[route] ~= n then adopt(false, d, dict, route) end
+    end
+  end
+  return ngx.timer.every(seconds, tick)
+end
+
+---------------------------------------------------------------------------
+-- The handler
+
+-- Response metadata as headers (a key given twice: a list of values).
+local function set_headers(v, md)
+  if not md then return end
+  local list = v.tc:response_headers(md.headers, md.trailers)
+  local seen = {}
+  for _, h in ipairs(list) do
+    local k = h[1]
+    local prev = seen[k]
+    if prev then
+      prev[#prev + 1] = h[2]
+      ngx.header[k] = prev
+    else
+      seen[k] = { h[2] }
+      ngx.header[k] = h[2]
+    end
+  end
+end
+
+-- Writes the HTTP answer of a failure (a pc.Error or the transport's
+-- error object) with its response metadata as headers.
+local function answer_error(v, err)
+  if type(err) ~= "table" then err = { code = "INTERNAL", message = tostring(err) } end
+  local status, body, ct = v.tc:error(err)
+  set_headers(v, { headers = err.headers, trailers = err.metadata })
+  ngx.status = status
+  ngx.header["Content-Type"] = ct
+  ngx.header["Content-Length"] = #body
+  ngx.print(body)
+end
+
+-- A failure of the gateway itself, with no version to write it.
+local function bare_error(status, code, message)
+  ngx.status = status
+  ngx.header["Content-Type"] = "application/json"
+  ngx.print(format('{"code":%d,"message":"%s","details":[]}', code, (message:gsub('[%c"\\]', "?"))))
+end
+
+
+-- The request body, or nil and a pc.Error: refused from Content-Length
+-- alone (413, nothing read) when it says more than max_body_bytes.
+local function read_body(v)
+  local limit = v.max_body_bytes
+  local cl = ngx.var.http_content_length
+  if cl then
+    local n = tonumber(cl)
+    if not n then return nil, { code = "INVALID_ARGUMENT", http_status = 400, message = "bad Content-Length" } end
+    if n > limit then
+      return nil, { code = "RESOURCE_EXHAUSTED", http_status = 413,
+        message = format("body of %d bytes (at most %d)", n, limit) }
+    end
+    if n == 0 then return "" end
+  end -- without Content-Length: chunked (HTTP/1.1), or HTTP/2 DATA frames
+  ngx.req.read_body()
+  local body = ngx.req.get_body_data()
+  if body then return body end
+  local file = ngx.req.get_body_file()
+  if not file then return "" end
+  local f = io.open(file, "rb")
+  if not f then return nil, { code = "INTERNAL", message = "cannot read the request body's file" } end
+  body = f:read(limit + 1)
+  f:close()
+  return body or ""
+end
+
+local function decoded(route, bytes)
+  local m, err = pc.decode(route.output, bytes)
+  if not m then error({ code = "INTERNAL", message = "response of " .. route.method .. ": " .. tostring(err) }, 0) end
+  return m
+end
+
+-- A server stream (or bidirectional) answered message by message: the
+-- HTTP status waits for the first message (so a call failing at once
+-- gets its mapped status), then each message is flushed as it comes.
+local function answer_stream(v, route, nextmsg, metadata)
+  local tc = v.tc
+  local kind, ct = tc:stream_kind(route, ngx.var.http_accept)
+  local ok, first = pcall(nextmsg)
+  if not ok then return answer_error(v, first) end
+  set_headers(v, { headers = metadata().headers })
+  ngx.status = 200
+  ngx.header["Content-Type"] = ct
+  local bytes = first
+  while bytes do
+    local okm, chunk = pcall(function() return tc:stream_message(route, decoded(route, bytes), kind) end)
+    if not okm then
+      ngx.print(tc:stream_error(type(chunk) == "table" and chunk or { code = "INTERNAL", message = tostring(chunk) },
+        kind))
+      ngx.flush(true)
+      return
+    end
+    ngx.print(chunk)
+    ngx.flush(true)
+    ok, bytes = pcall(nextmsg)
+    if not ok then
+      ngx.print(tc:stream_error(type(bytes) == "table" and bytes or { code = "INTERNAL", message = tostring(bytes) },
+        kind))
+      ngx.flush(true)
+      return
+    end
+  end
+end
+
+local function answer_unary(v, route, bytes, md)
+  local ok, body, ct = pcall(function()
+    return v.tc:response(route, decoded(route, bytes))
+  end)
+  if not ok then return answer_error(v, body) end
+  set_headers(v, md)
+  ngx.status = 200
+  ngx.header["Content-Type"] = ct
+  ngx.header["Content-Length"] = #body
+  ngx.print(body)
+end
+
+--- gateway.handle(route [, {shared = dict}]): content_by_lua*'s handler:
+-- answers the nginx request by the route's current version (taken once:
+-- the whole request uses it). The method and ngx.var.request_uri (less
+-- `prefix`) pick the rule (tc:match); headers become metadata (tc:metadata:
+-- `Grpc-Metadata-*`, the `headers` allow-list, `Grpc-Timeout`); a body
+-- whose Content-Length is over `max_body_bytes` is refused 413 before any
+-- of it is read (a chunked body is read, nginx's client_max_body_size
+-- bounding it); the body and query become the request (tc:request, or
+-- tc:requests for a client stream from NDJSON); the call goes over the
+-- version's transport. A unary answer is the JSON body (or response_body,
+-- or HttpBody raw) with status 200 and response headers and trailers as
+-- `Grpc-Metadata-*` / `Grpc-Trailer-*`; a server stream is NDJSON
+-- (`{"result": ...}` lines) or text/event-stream when Accept asks for
+-- it, each message flushed as it arrives, a failure after the first
+-- message as a last `{"error": ...}` line. A failure before the answer
+-- (no rule, bad input, the call's status) is a google.rpc.Status JSON
+-- body with the mapped HTTP status (tc:error); a route with no version is
+-- 503 UNAVAILABLE. With `shared`, the route's number in that ngx.shared
+-- dict is read first (one dict get) and a newer configuration compiled
+-- in an ngx.timer (`publish`); a worker with no version of the route yet
+-- compiles it in that request.
+function M.handle(route, opts)
+  local v = version_of(route, opts and opts.shared)
+  if not v then return bare_error(503, 14, "no configuration for gateway route '" .. route .. "'") end
+  local tc = v.tc
+  if v.version_header then ngx.header[v.version_header] = v.shared or v.version end
+  local target = ngx.var.request_uri
+  local prefix = v.prefix
+  if prefix then
+    if target:sub(1, #prefix) ~= prefix then return answer_error(v, { code = "NOT_FOUND", message = "no route" }) end
+    target = target:sub(#prefix + 1)
+    if target:sub(1, 1) ~= "/" then target = "/" .. target end
+  end
+  local r, bindings, query = tc:match(ngx.req.get_method(), target)
+  if not r then return answer_error(v, bindings) end
+  local md, timeout = tc:metadata(ngx.req.get_headers(200, true))
+  if not md then return answer_error(v, timeout) end
+  local body, berr = ""
+  if r.body ~= "" or r.client_streaming then
+    body, berr = read_body(v)
+    if not body then return answer_error(v, berr) end
+  end
+  local ct = ngx.var.content_type
+  local settings = { metadata = md, timeout = timeout, with_metadata = true }
+  if v.timeout then settings.timeout = timeout and min(timeout, v.timeout) or v.timeout end
+  local t = v.transport
+  if r.client_streaming then
+    local msgs, err = tc:requests(r, bindings, query, body, ct)
+    if not msgs then return answer_error(v, err) end
+    settings.with_metadata = nil
+    local ok, call = pcall(t.stream, t, r.path, settings)
+    if not ok then return answer_error(v, call) end
+    ok, err = pcall(function()
+      for _, m in ipairs(msgs) do call:send(pc.encode(m)) end
+      call:close_send()
+    end)
+    if not ok then
+      call:close()
+      return answer_error(v, err)
+    end
+    local function metadata() return { headers = call:headers() } end
+    if r.server_streaming then
+      local res = { pcall(answer_stream, v, r, function() return call:recv() end, metadata) }
+      call:close()
+      if not res[1] then error(res[2], 0) end
+      return
+    end
+    local okr, bytes = pcall(call.close_and_recv, call)
+    if not okr then
+      call:close()
+      return answer_error(v, bytes)
+    end
+    local mdr = { headers = call:headers(), trailers = call:trailers() }
+    call:close()
+    return answer_unary(v, r, bytes, mdr)
+  end
+  local msg, err = tc:request(r, bindings, query, body, ct)
+  if not msg then return answer_error(v, err) end
+  local request = pc.encode(msg)
+  if r.server_streaming then
+    settings.with_metadata = nil
+    local ok, iter, _, _, call = pcall(t.server_stream, t, r.path, request, settings)
+    if not ok then return answer_error(v, iter) end
+    local res = { pcall(answer_stream, v, r, iter, function() return call:metadata() end) }
+    call:close()
+    if not res[1] then error(res[2], 0) end
+    return
+  end
+  local ok, bytes, mdr = pcall(t.unary, t, r.path, request, settings)
+  if not ok then return answer_error(v, bytes) end
+  return answer_unary(v, r, bytes, mdr)
+end
+
+return M

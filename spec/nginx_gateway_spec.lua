@@ -1,0 +1,486 @@
+-- HTTP/JSON transcoding inside nginx (protocall.resty.gateway): Debian's
+-- nginx with libnginx-mod-http-lua, as spec/nginx_spec.lua starts it,
+-- runs the configuration below (two workers, a prefix under build/nginx/)
+-- in front of spec/gateway_upstream.py (python3-grpcio serving gw.Library,
+-- spec/fixtures/protos/gateway/library.proto); curl and wrk are the
+-- clients. The upstream counts the calls it serves, so a refused request
+-- is seen not to reach it. This spec only drives processes, so it runs the
+-- same under lua5.4 and luajit; without nginx, the module, the LuaJIT
+-- build, curl or wrk it is a visible pending test (a failure when env CI
+-- is set).
+local helper = require "grpc_helper"
+local N = require "nginx_helper"
+local R = require "runtime"
+
+local read, write, q = N.read, N.write, N.quote
+
+local absent = N.missing {
+  ["/usr/bin/curl"] = "curl", ["/usr/bin/wrk"] = "wrk", ["/usr/bin/protoc"] = "protoc",
+}
+if absent then
+  describe("protocall.resty.gateway inside nginx", function()
+    it("runs", function()
+      if os.getenv("CI") then error("missing (required when CI is set): " .. absent) end
+      pending("nginx gateway spec skipped, missing: " .. absent)
+    end)
+  end)
+  return
+end
+
+-- The configuration: route "library" (the annotations of library.proto,
+-- set in init_by_lua), route "echo" (gw.Library.Echo by rules given apart,
+-- published in the shared dict: versions A and B take turns through
+-- /admin/swap?v=A|B, "bad" and "badrule" fail to compile).
+local CONF = [==[
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+daemon off;
+master_process on;
+worker_processes 2;
+pid logs/nginx.pid;
+error_log logs/error.log info;
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    access_log off;
+    client_body_temp_path temp/body;
+    proxy_temp_path temp/proxy;
+    fastcgi_temp_path temp/fastcgi;
+    uwsgi_temp_path temp/uwsgi;
+    scgi_temp_path temp/scgi;
+    client_max_body_size 8m;
+    client_body_buffer_size 64k;
+    lua_package_path "@ROOT@/lua/?.lua;/usr/share/lua/5.1/?.lua;;";
+    lua_package_cpath "@ROOT@/build/luajit/?.so;;";
+    lua_shared_dict gateway 1m;
+
+    init_by_lua_block {
+        gw = require "protocall.resty.gateway"
+        local f = assert(io.open("@ROOT@/spec/fixtures/protos/gateway/library.proto"))
+        local lib = f:read("*a")
+        f:close()
+        assert(gw.configure("library", {
+            protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
+            headers = { "authorization", "x-user" }, max_body_bytes = 65536, max_query_bytes = 4096,
+            version_header = "X-Gateway-Version" }))
+        local renamed = lib:gsub("message EchoReply {\n  string text = 1;", "message EchoReply {\n  string said = 1;")
+        EchoConfigs = {
+            A = { protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
+                  http = { rules = { { selector = "gw.Library.Echo", get = "/api/echo/{text}" } } },
+                  services = { "gw.Library" }, version_header = "X-Gateway-Version" },
+            B = { protos = { ["gateway/library.proto"] = renamed }, upstream = "@UPSTREAM@",
+                  http = [[{"rules": [{"selector": "gw.Library.Echo", "get": "/echo/{text}",
+                                       "responseBody": "said"}]}]],
+                  prefix = "/api", services = { "gw.Library" }, version_header = "X-Gateway-Version" },
+            bad = { protos = { ["gateway/library.proto"] = lib .. "\nmessage Broken {" }, upstream = "@UPSTREAM@" },
+            badrule = { protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
+                        http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } },
+        }
+        assert(gw.publish("gateway", "echo", EchoConfigs.A))
+        -- a descriptor set (protoc -o --include_imports), served under /set/
+        f = assert(io.open("@PREFIX@/library.pb", "rb"))
+        assert(gw.configure("set", { descriptor_set = f:read("*a"), upstream = "@UPSTREAM@", prefix = "/set" }))
+        f:close()
+        -- two files, one importing the other, from a name -> text table
+        assert(gw.configure("split", { upstream = "@UPSTREAM@", protos = {
+            ["gw/svc.proto"] = [[syntax = "proto3"; package gw;
+                import "google/api/annotations.proto";
+                import /* the table's */ "gw/types.proto";
+                service Library { rpc Echo(EchoRequest) returns (EchoReply) {
+                    option (google.api.http) = { get: "/split/echo/{text}" }; } }]],
+            ["gw/types.proto"] = [[syntax = "proto3"; package gw;
+                message EchoRequest { string text = 1; }
+                message EchoReply { string text = 1; uint64 calls = 2; }]] } }))
+        -- an upstream where nothing listens
+        assert(gw.configure("down", { protos = { ["gateway/library.proto"] = lib }, upstream = "127.0.0.1:1",
+                                      prefix = "/down" }))
+        -- configurations refused: each "nil" and why
+        local function try(cfg)
+            local n, err = gw.configure("probe", cfg)
+            return tostring(n) .. " " .. tostring(err)
+        end
+        local lib_only = { ["gateway/library.proto"] = lib }
+        ConfigErrors = table.concat({
+            try({ upstream = "127.0.0.1:1", protos = { ["a.proto"] = 'syntax = "proto3"; import "b.proto";',
+                                                       ["b.proto"] = 'syntax = "proto3"; import "a.proto";' } }),
+            try({ upstream = "127.0.0.1:1" }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, colour = "red" }),
+            try({ protos = lib_only }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, timeout = -1 }),
+            try({ upstream = "127.0.0.1:1", descriptor_set = "\255\255" }),
+        }, "\n")
+    }
+
+    init_worker_by_lua_block {
+        assert(gw.watch("gateway", 0.05))
+    }
+
+    server {
+        listen 127.0.0.1:@PORT@;
+
+        location /v1/ {
+            content_by_lua_block { gw.handle("library") }
+        }
+        location /api/ {
+            content_by_lua_block { gw.handle("echo", { shared = "gateway" }) }
+        }
+        location /set/ {
+            content_by_lua_block { gw.handle("set") }
+        }
+        location /split/ {
+            content_by_lua_block { gw.handle("split") }
+        }
+        location = /admin/errors {
+            content_by_lua_block { ngx.print(ConfigErrors, "\n", tostring(gw.version("probe"))) }
+        }
+        location /down/ {
+            content_by_lua_block { gw.handle("down") }
+        }
+        location = /echo-local {
+            content_by_lua_block { gw.handle("nothing") }
+        }
+        location = /admin/swap {
+            content_by_lua_block {
+                local n, err = gw.publish("gateway", "echo", EchoConfigs[ngx.var.arg_v])
+                if not n then
+                    ngx.status = 500
+                    ngx.say(err)
+                    return
+                end
+                ngx.say(n)
+            }
+        }
+    }
+}
+
+]==]
+
+local function start_nginx(upstream)
+  return N.start("gateway", CONF:gsub("@UPSTREAM@", upstream), function(prefix)
+    assert(os.execute("protoc -I spec/fixtures/protos -I core/schema/protos --include_imports -o "
+      .. q(prefix .. "/library.pb") .. " gateway/library.proto"))
+  end)
+end
+
+-- One request through curl: status, body, headers (lowercased name ->
+-- value). opts: method, body, headers (list of "Name: value").
+local function request(n, path, opts)
+  opts = opts or {}
+  local hfile, bfile = os.tmpname(), os.tmpname()
+  local cmd = "curl -s --path-as-is -m 20 -D " .. q(hfile) .. " -o " .. q(bfile) .. " -w '%{http_code}'"
+  if opts.method then cmd = cmd .. " -X " .. opts.method end
+  local dfile
+  if opts.body then
+    dfile = os.tmpname()
+    write(dfile, opts.body)
+    cmd = cmd .. " --data-binary @" .. q(dfile)
+  end
+  for _, h in ipairs(opts.headers or {}) do cmd = cmd .. " -H " .. q(h) end
+  local code = R.capture(cmd .. " " .. q(n.url .. path))
+  local headers = {}
+  for line in read(hfile):gmatch("[^\r\n]+") do
+    local k, v = line:match("^([^:]+):%s*(.*)$")
+    if k then headers[k:lower()] = v end
+  end
+  local body = read(bfile)
+  os.remove(hfile)
+  os.remove(bfile)
+  if dfile then os.remove(dfile) end
+  return tonumber(code), body, headers
+end
+
+local function calls(n)
+  local code, body = request(n, "/v1/calls")
+  assert.are.equal(200, code, body)
+  return tonumber(body:match('"calls":"(%d+)"') or (body == "{}" and 0))
+end
+
+describe("protocall.resty.gateway inside nginx", function()
+  local upstream, nginx
+  setup(function()
+    upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
+    nginx = start_nginx("127.0.0.1:" .. upstream.port)
+  end)
+  teardown(function()
+    N.stop(nginx)
+    helper.stop(upstream)
+  end)
+
+  it("GET with path variables and query parameters (repeated, enum by name, int64)", function()
+    local code, body, h = request(nginx, "/v1/shelves/1/books/2?view=full&tags=a&tags=b&kind=NOVEL&pages=12")
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/1/books/2","title":"title of shelves/1/books/2 (full)","pages":"12",'
+      .. '"tags":["a","b"],"kind":"NOVEL"}', body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.are.equal("1", h["x-gateway-version"])
+  end)
+
+  it("an additional binding with response_body answers that field alone", function()
+    local code, body = request(nginx, "/v1/shelves/1/books/2/title")
+    assert.are.equal(200, code, body)
+    assert.are.equal('"title of shelves/1/books/2"', body)
+  end)
+
+  it("POST with body \"field\" and a query parameter", function()
+    local code, body = request(nginx, "/v1/shelves/7/books?request_id=r1",
+      { body = '{"title":"T","pages":3,"kind":"ESSAY"}', headers = { "Content-Type: application/json" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/7/books/r1","title":"T","pages":"3","kind":"ESSAY"}', body)
+  end)
+
+  it("PATCH with body \"*\" and the path variable winning over the body", function()
+    local code, body = request(nginx, "/v1/shelves/1/books/9",
+      { method = "PATCH", body = '{"name":"elsewhere","title":"x","tags":["q"]}' })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/1/books/9","title":"x","tags":["q"]}', body)
+  end)
+
+  it("a server stream as newline-delimited JSON, and its failure after the messages as an error line", function()
+    local code, body = request(nginx, "/v1/shelves/3/books:stream?count=3")
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"result":{"name":"shelves/3/books/1","pages":"1"}}\n'
+      .. '{"result":{"name":"shelves/3/books/2","pages":"2"}}\n'
+      .. '{"result":{"name":"shelves/3/books/3","pages":"3"}}\n', body)
+    code, body = request(nginx, "/v1/shelves/3/books:stream?count=1&fail=ABORTED")
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"result":{"name":"shelves/3/books/1","pages":"1"}}\n'
+      .. '{"error":{"code":10,"message":"stream failed after 1","details":[]}}\n', body)
+  end)
+
+  it("a server stream as text/event-stream when Accept asks for it; one failing at once gets its status", function()
+    local code, body, h = request(nginx, "/v1/shelves/3/books:stream?count=2",
+      { headers = { "Accept: text/event-stream" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal("text/event-stream", h["content-type"])
+    assert.are.equal('data: {"name":"shelves/3/books/1","pages":"1"}\n\n'
+      .. 'data: {"name":"shelves/3/books/2","pages":"2"}\n\n', body)
+    code, body = request(nginx, "/v1/shelves/3/books:stream?count=0&fail=UNAUTHENTICATED")
+    assert.are.equal(401, code, body)
+    assert.are.equal('{"code":16,"message":"stream failed after 0","details":[]}', body)
+  end)
+
+  it("a server stream is flushed message by message", function()
+    -- 40 messages 10 ms apart: the first line arrives well before the last
+    local out = R.capture("curl -sN -m 20 " .. q(nginx.url .. "/v1/shelves/3/books:stream?count=40")
+      .. " | while IFS= read -r line; do date +%s.%N; done")
+    local times = {}
+    for t in out:gmatch("[%d.]+") do times[#times + 1] = tonumber(t) end
+    assert.are.equal(40, #times)
+    assert.is_true(times[40] - times[1] > 0.2, ("first to last line: %.3f s"):format(times[40] - times[1]))
+  end)
+
+  it("Grpc-Timeout is the call's deadline: a stream outliving it ends with a DEADLINE_EXCEEDED line", function()
+    local code, body = request(nginx, "/v1/shelves/3/books:stream?count=100", { headers = { "Grpc-Timeout: 300m" } })
+    assert.are.equal(200, code, body)
+    local lines = {}
+    for line in body:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.is_true(#lines > 2 and #lines < 100, body)
+    assert.are.equal('{"result":{"name":"shelves/3/books/1","pages":"1"}}', lines[1])
+    assert.truthy(lines[#lines]:find('^{"error":{"code":4,"message":".*","details":%[%]}}$'), lines[#lines])
+  end)
+
+  it("an upstream that cannot be reached is 503 UNAVAILABLE as google.rpc.Status", function()
+    local code, body, h = request(nginx, "/down/v1/calls")
+    assert.are.equal(503, code, body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.truthy(body:find('^{"code":14,"message":".*127.0.0.1:1.*","details":%[%]}$'), body)
+  end)
+
+  it("a client stream from a newline-delimited JSON body", function()
+    local code, body = request(nginx, "/v1/books:batchCreate",
+      { body = '{"title":"a"}\n\n{"title":"b"}\n{"title":"c"}\n' })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"calls":"3"}', body)
+  end)
+
+  it("errors as google.rpc.Status JSON with the mapped status, details and trailers", function()
+    local code, body, h = request(nginx, "/v1/fail/NOT_FOUND?reason=gone")
+    assert.are.equal(404, code, body)
+    assert.are.equal('{"code":5,"message":"failed with NOT_FOUND","details":[{"@type":"type.googleapis.com/gw.Detail",'
+      .. '"reason":"gone","domain":"gw.example"}]}', body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.are.equal("NOT_FOUND", h["grpc-trailer-x-failed"])
+    for name, status in pairs { PERMISSION_DENIED = 403, RESOURCE_EXHAUSTED = 429, UNAVAILABLE = 503,
+      DEADLINE_EXCEEDED = 504, ALREADY_EXISTS = 409, UNIMPLEMENTED = 501 } do
+      code, body = request(nginx, "/v1/fail/" .. name)
+      assert.are.equal(status, code, name .. ": " .. body)
+      assert.truthy(body:find('"message":"failed with ' .. name .. '"', 1, true), body)
+    end
+  end)
+
+  it("chosen headers and Grpc-Metadata-* become metadata; response metadata comes back as headers", function()
+    local code, body, h = request(nginx, "/v1/headers", { headers = {
+      "Authorization: Bearer t", "Grpc-Metadata-X-Trace: abc", "X-User: u", "X-Other: no" } })
+    assert.are.equal(200, code, body)
+    local md = {}
+    for k, v in body:gmatch('"([%w-]+)":"([^"]*)"') do md[k] = v end
+    assert.are.same({ authorization = "Bearer t", ["x-trace"] = "abc", ["x-user"] = "u" }, md)
+    assert.are.equal("yes", h["grpc-metadata-x-answer"])
+    assert.are.equal("1", h["grpc-trailer-x-done"])
+  end)
+
+  it("no route is 404 and a method not served is 405, as google.rpc.Status", function()
+    local code, body = request(nginx, "/v1/nowhere")
+    assert.are.equal(404, code, body)
+    assert.are.equal('{"code":5,"message":"no route for GET /v1/nowhere","details":[]}', body)
+    code, body = request(nginx, "/v1/calls", { method = "DELETE" })
+    assert.are.equal(405, code, body)
+    assert.truthy(body:find('^{"code":12,"message":"method DELETE not allowed'), body)
+    code, body = request(nginx, "/echo-local")
+    assert.are.equal(503, code, body)
+    assert.are.equal('{"code":14,"message":"no configuration for gateway route \'nothing\'","details":[]}', body)
+  end)
+
+  it("hostile input gets a 4xx google.rpc.Status and never reaches the upstream", function()
+    local before = calls(nginx)
+    local cases = {
+      { 400, "/v1/shelves/7/books", { body = '{"title": "T",' }, "body: " },
+      { 400, "/v1/shelves/7/books", { body = '{"pages": "many"}' }, "body: $.pages" },
+      { 400, "/v1/shelves/7/books", { body = '{"nope": 1}' }, "body: " },
+      { 400, "/v1/shelves/%2e%2e/books/x", {}, "" },
+      { 400, "/v1/shelves/1/books/..?view=x", {}, "" },
+      { 400, "/v1/shelves/1/books/2?pages=ten", {}, "query parameter 'pages'" },
+      { 400, "/v1/shelves/1/books/2?nope=1", {}, "query parameter 'nope'" },
+      { 400, "/v1/shelves/1/books/2?view=" .. string.rep("a", 5000), {}, "" },
+      { 400, "/v1/books:batchCreate", { body = '{"title":"a"}{"title":"b"}' }, "line 1: body: " },
+      { 400, "/v1/headers", { headers = { "Grpc-Timeout: soon" } }, "bad Grpc-Timeout" },
+      { 413, "/v1/shelves/7/books", { body = string.rep("x", 70000) }, "body of 70000 bytes" },
+    }
+    for _, c in ipairs(cases) do
+      local code, body, h = request(nginx, c[2], c[3])
+      assert.are.equal(c[1], code, c[2] .. ": " .. body)
+      assert.are.equal("application/json", h["content-type"], c[2])
+      assert.truthy(body:find('^{"code":%d+,"message":".*","details":%[%]}$'), body)
+      assert.truthy(body:find(c[4], 1, true), c[2] .. ": " .. body)
+    end
+    assert.are.equal(before, calls(nginx))
+  end)
+
+  it("a body announced over the limit is refused 413 before it is read", function()
+    -- Content-Length says 5 MB (under the client_max_body_size of 8m, where
+    -- nginx answers 413 itself); a few bytes are sent and the answer comes
+    -- at once (reading 5 MB would wait for them until curl's timeout)
+    local before = calls(nginx)
+    local t0 = helper.now()
+    local code, body = request(nginx, "/v1/shelves/7/books",
+      { body = "{}", headers = { "Content-Length: 5000000", "Expect:" } })
+    assert.is_true(helper.now() - t0 < 5, "took " .. (helper.now() - t0) .. " s")
+    assert.are.equal(413, code, body)
+    assert.are.equal('{"code":8,"message":"body of 5000000 bytes (at most 65536)","details":[]}', body)
+    assert.are.equal(before, calls(nginx))
+  end)
+
+  it("schemas from a descriptor set, and from a table of .proto texts importing each other", function()
+    local code, body = request(nginx, "/set/v1/shelves/1/books/2?kind=ESSAY")
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/1/books/2","title":"title of shelves/1/books/2","kind":"ESSAY"}', body)
+    code, body = request(nginx, "/split/echo/yo")
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find('^{"text":"yo","calls":"%d+"}$'), body)
+  end)
+
+  it("configurations that cannot compile are refused with the reason, and make no version", function()
+    local code, body = request(nginx, "/admin/errors")
+    assert.are.equal(200, code, body)
+    local lines = {}
+    for line in body:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.are.equal("nil probe: protos: import cycle: a.proto -> b.proto -> a.proto", lines[1])
+    assert.are.equal("nil probe: 'protos' or 'descriptor_set' expected", lines[2])
+    assert.are.equal("nil probe: unknown option 'colour'", lines[3])
+    assert.are.equal("nil probe: 'upstream' (\"host:port\") or 'transport' expected", lines[4])
+    assert.are.equal("nil probe: timeout: seconds > 0 expected", lines[5])
+    assert.truthy(lines[6]:find("^nil probe: descriptor_set: "), lines[6])
+    assert.are.equal("nil", lines[7])
+  end)
+
+  it("a version that fails to compile is refused, saying why, and the current one stays", function()
+    local code, body, h = request(nginx, "/api/echo/hi")
+    assert.are.equal(200, code, body)
+    local version = h["x-gateway-version"]
+    code, body = request(nginx, "/admin/swap?v=bad")
+    assert.are.equal(500, code, body)
+    assert.truthy(body:find("^echo: protos: gateway/library.proto:%d+:%d+: "), body)
+    code, body = request(nginx, "/admin/swap?v=badrule")
+    assert.are.equal(500, code, body)
+    assert.truthy(body:find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope': "
+      .. "no field 'nope' in gw.EchoRequest", 1, true), body)
+    for _ = 1, 4 do -- both workers, whichever answers
+      code, body, h = request(nginx, "/api/echo/hi")
+      assert.are.equal(200, code, body)
+      assert.are.equal(version, h["x-gateway-version"])
+    end
+  end)
+
+  it("every worker takes a published version within gateway.watch's period, before any request asks", function()
+    local code, body = request(nginx, "/admin/swap?v=B")
+    assert.are.equal(200, code, body)
+    local n = body:match("^(%d+)")
+    os.execute("sleep 0.3")
+    for _ = 1, 8 do -- whichever worker answers
+      local h
+      code, body, h = request(nginx, "/api/echo/hi")
+      assert.are.equal(200, code, body)
+      assert.are.equal(n, h["x-gateway-version"])
+      assert.are.equal('"hi"', body)
+    end
+    code, body = request(nginx, "/admin/swap?v=A")
+    assert.are.equal(200, code, body)
+  end)
+
+  it("20 swaps between two versions under wrk: none fails, each answered by one whole version", function()
+    local script = os.tmpname()
+    -- one wrk thread (one Lua state): every answer must be 200 and either
+    -- version A's ({"text":"hi","calls":"N"}, odd shared numbers) or B's
+    -- ("hi", even), as its X-Gateway-Version header says
+    write(script, [[
+local threads = {}
+function setup(thread) threads[#threads + 1] = thread end
+bad, a, b, first = 0, 0, 0, nil
+response = function(status, headers, body)
+  local v = tonumber(headers["X-Gateway-Version"])
+  if status ~= 200 or not v then
+    bad = bad + 1
+    first = first or (status .. " " .. body)
+  elseif v % 2 == 1 and body:match('^{"text":"hi","calls":"%d+"}$') then
+    a = a + 1
+  elseif v % 2 == 0 and body == '"hi"' then
+    b = b + 1
+  else
+    bad = bad + 1
+    first = first or (status .. " v" .. v .. " " .. body)
+  end
+end
+done = function(summary)
+  local t = threads[1]
+  io.write(string.format("RESULT bad=%d a=%d b=%d errors=%d first=%s\n", t:get("bad"), t:get("a"), t:get("b"),
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status
+    + summary.errors.timeout, tostring(t:get("first"))))
+end
+]])
+    local out = os.tmpname()
+    local wrk = io.popen("wrk -t1 -c8 -d4s -s " .. q(script) .. " " .. q(nginx.url .. "/api/echo/hi") .. " > " .. q(out)
+      .. " 2>&1", "r")
+    os.execute("sleep 0.5")
+    local published = {}
+    for i = 1, 20 do
+      local code, body = request(nginx, "/admin/swap?v=" .. (i % 2 == 1 and "B" or "A"))
+      assert.are.equal(200, code, body)
+      published[#published + 1] = tonumber(body)
+      os.execute("sleep 0.1")
+    end
+    wrk:close()
+    local text = read(out)
+    os.remove(out)
+    os.remove(script)
+    local bad, a, b, errors = text:match("RESULT bad=(%d+) a=(%d+) b=(%d+) errors=(%d+)")
+    assert.truthy(bad, text)
+    assert.are.equal("0", bad, text)
+    assert.are.equal("0", errors, text)
+    assert.is_true(tonumber(a) > 0 and tonumber(b) > 0, text)
+    for i = 2, 20 do assert.are.equal(published[i - 1] + 1, published[i]) end
+    print(("# 20 swaps under wrk -c8 for 4 s: %d answers by version A, %d by B, none failed"):format(a, b))
+  end)
+end)

@@ -1,0 +1,104 @@
+--- Runs Debian's nginx (with libnginx-mod-http-lua) on a configuration
+-- given as text, for spec/nginx_gateway_spec.lua and
+-- bench/gateway_nginx_bench.lua (from the repository root): a prefix of its
+-- own under build/nginx/, nginx in the foreground under a shell that stops
+-- it when its standard input, held here, closes (when the caller stops it
+-- or ends, however it ends).
+local R = require "runtime"
+local socket = require "socket"
+
+local M = {}
+
+M.ROOT = R.capture("pwd"):gsub("\n$", "")
+
+--- The files nginx and the LuaJIT build need: path -> what provides it.
+M.NEEDED = {
+  ["/usr/sbin/nginx"] = "nginx (Debian's nginx-light)",
+  ["/usr/lib/nginx/modules/ngx_http_lua_module.so"] = "libnginx-mod-http-lua",
+  ["/usr/share/lua/5.1/resty/core.lua"] = "lua-resty-core",
+  [M.ROOT .. "/build/luajit/protocall.so"] = "the LuaJIT build (make build-luajit)",
+}
+
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+function M.read(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+function M.write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+function M.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = M.quote
+
+--- What of M.NEEDED and `more` (path -> what) is missing, as one line, or nil.
+function M.missing(more)
+  local out = {}
+  for _, t in ipairs { M.NEEDED, more or {} } do
+    for path, what in pairs(t) do
+      if not M.exists(path) then out[#out + 1] = what .. " (" .. path .. ")" end
+    end
+  end
+  table.sort(out)
+  return #out > 0 and table.concat(out, ", ") or nil
+end
+
+--- A free loopback port (bound and released; nginx binds it right after).
+function M.free_port()
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return tonumber(port)
+end
+
+--- n = start(name, conf): nginx on `conf` with "@ROOT@" (the repository),
+-- "@PORT@" (a free port, n.port) and "@PREFIX@" (n.prefix) filled in;
+-- `prepare(prefix)` (optional) runs first. n.url is "http://127.0.0.1:PORT".
+function M.start(name, conf, prepare)
+  local port = M.free_port()
+  local prefix = M.ROOT .. "/build/nginx/" .. name .. "-" .. port
+  os.execute("rm -rf " .. q(prefix) .. "; mkdir -p " .. q(prefix .. "/conf") .. " " .. q(prefix .. "/logs") .. " "
+    .. q(prefix .. "/temp"))
+  if prepare then prepare(prefix) end
+  conf = conf:gsub("@ROOT@", M.ROOT):gsub("@PORT@", tostring(port)):gsub("@PREFIX@", prefix)
+  M.write(prefix .. "/conf/nginx.conf", conf)
+  local user = R.capture("id -u"):match("^0") and " -g 'user root;'" or ""
+  local script = "nginx -p " .. q(prefix .. "/") .. " -c " .. q(prefix .. "/conf/nginx.conf") .. " -e "
+    .. q(prefix .. "/logs/error.log") .. user .. " >" .. q(prefix .. ".out")
+    .. " 2>&1 & n=$!; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
+  local pipe = io.popen("exec sh -c " .. q(script), "w")
+  local n = { port = port, prefix = prefix, pipe = pipe, url = "http://127.0.0.1:" .. port }
+  for _ = 1, 200 do
+    local c = socket.connect("127.0.0.1", port)
+    if c then
+      c:close()
+      return n
+    end
+    os.execute("sleep 0.05")
+  end
+  local out = M.read(prefix .. ".out") .. M.read(prefix .. "/logs/error.log")
+  pipe:close()
+  error("nginx did not start: " .. out)
+end
+
+--- Stops nginx (and waits for it) and removes its prefix.
+function M.stop(n)
+  if n and n.pipe then
+    n.pipe:close()
+    n.pipe = nil
+    os.execute("rm -rf " .. q(n.prefix) .. " " .. q(n.prefix .. ".out"))
+  end
+end
+
+return M

@@ -535,6 +535,50 @@ describe("errors", function()
   end)
 end)
 
+describe("validate = true", function()
+  local vpool = pc.pool()
+  assert(vpool:load([[
+    syntax = "proto3";
+    package v;
+    import "google/api/annotations.proto";
+    import "buf/validate/validate.proto";
+    message Req { string name = 1 [(buf.validate.field).string.min_len = 3]; int32 n = 2; }
+    service S {
+      rpc Get(Req) returns (Req) { option (google.api.http).get = "/v1/{name}"; }
+      rpc Up(stream Req) returns (Req) { option (google.api.http) = { post: "/v1/up" body: "*" }; }
+    }
+  ]], { name = "v.proto" }))
+
+  it("refuses a request breaking its rules with INVALID_ARGUMENT, 400 and a BadRequest detail", function()
+    local vtc = pc.transcoder(vpool, { validate = true })
+    local r, b, q = assert(vtc:match("GET", "/v1/ab?n=2"))
+    local msg, err = vtc:request(r, b, q)
+    assert.is_nil(msg)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
+    assert.are.same({ 400, '{"code":3,"message":"validation failed: name: must be at least 3 characters '
+      .. '[string.min_len]","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest",'
+      .. '"fieldViolations":[{"field":"name","description":"must be at least 3 characters [string.min_len]",'
+      .. '"reason":""}]}]}', "application/json" }, { vtc:error(err) })
+    r, b, q = assert(vtc:match("GET", "/v1/abc?n=2"))
+    assert.are.equal("abc", assert(vtc:request(r, b, q)).name)
+  end)
+
+  it("checks each message of a client stream, naming the line", function()
+    local vtc = pc.transcoder(vpool, { validate = true })
+    local r, b, q = assert(vtc:match("POST", "/v1/up"))
+    local msgs, err = vtc:requests(r, b, q, '{"name":"abcd"}\n{"name":"x"}\n')
+    assert.is_nil(msgs)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
+    assert.truthy(err.message:find("^line 2: validation failed: name: ", 1, false), err.message)
+  end)
+
+  it("is off by default", function()
+    local vtc = pc.transcoder(vpool)
+    local r, b, q = assert(vtc:match("GET", "/v1/ab"))
+    assert.are.equal("ab", assert(vtc:request(r, b, q)).name)
+  end)
+end)
+
 describe("streams", function()
   local Reply, Message = pool:type("example.v1.Reply"), pool:type("example.v1.Message")
   local HttpBody = pool:type("google.api.HttpBody")

@@ -12,6 +12,7 @@ local message = require "protocall.message"
 local json = require "protocall.json"
 local wire = require "protocall.wire"
 local status = require "protocall.status"
+local validate = require "protocall.validate"
 local template = require "protocall.http.template"
 local rules = require "protocall.http.rules"
 
@@ -136,7 +137,7 @@ Transcoder.__index = Transcoder
 local OPTIONS = {
   http = true, services = true, unbound = true, headers = true, ignore_unknown_query = true,
   ignore_unknown_fields = true, max_query_bytes = true, max_query_params = true, json = true,
-  max_depth = true, max_body_bytes = true,
+  max_depth = true, max_body_bytes = true, validate = true,
 }
 
 --- tc = pc.transcoder([pool,] opts): the HTTP/JSON routes of the services
@@ -160,7 +161,11 @@ local OPTIONS = {
 -- gRPC's default message limit; a placement should stop reading there),
 -- `max_depth` (of body JSON, default
 -- 100), `json` (pc.to_json's options for response bodies: emit_defaults,
--- proto_names, enums_as_ints, indent). Raises on a bad option and on an
+-- proto_names, enums_as_ints, indent), `validate` (true: tc:request and
+-- tc:requests refuse a request message that breaks its type's
+-- protovalidate rules, as pc.server's `validate = true` does: INVALID_ARGUMENT,
+-- HTTP 400, the violations as a google.rpc.BadRequest detail, before
+-- anything reaches the upstream). Raises on a bad option and on an
 -- invalid or conflicting rule, naming the method, the rule and what is
 -- wrong: "t.S.Get: rule GET /v1/{nope}: variable 'nope': no field 'nope'
 -- in t.Req"; two rules with the same HTTP method and template shape;
@@ -186,6 +191,7 @@ function M.transcoder(pool, opts)
     ignore_unknown_query = opts.ignore_unknown_query, ignore_unknown_fields = opts.ignore_unknown_fields,
     max_query_bytes = opts.max_query_bytes or 65536, max_query_params = opts.max_query_params or 1024,
     max_depth = opts.max_depth, json = opts.json or {}, max_body_bytes = opts.max_body_bytes or 4194304,
+    validate = opts.validate and true or nil,
   }, Transcoder)
 end
 
@@ -360,30 +366,8 @@ local function http_body(T, content_type, body)
   return T { content_type = content_type or "", data = body }
 end
 
---- msg | nil, err = tc:request(route, bindings, query, body, content_type):
--- the gRPC request message of a matched request (google/api/http.proto
--- "Rules for HTTP mapping"): the body (body "*": the whole message;
--- body "field": that top-level field, a JSON value of its kind; none: no
--- body is read; an empty or blank body sets nothing; a google.api.HttpBody
--- there takes the bytes raw with `content_type`), then the path variables
--- (which win over the body), then, unless body is "*", the query
--- parameters: `a.b=v` sets the nested field a.b (proto or JSON names), a
--- repeated field takes the parameter repeated, a map field `m[key]=v` per
--- entry (grpc-gateway; a key given twice is refused), an enum its name or number,
--- a bool true/false/1/0/t/f, a well-known type its JSON string form
--- (Timestamp, Duration, FieldMask, the wrappers); '+' is a space; a
--- parameter naming a field the path or the body binds is skipped
--- (grpc-gateway). Fails (nil, pc.Error INVALID_ARGUMENT, http_status 400)
--- naming the JSON path or the parameter: "body: $.revision: invalid
--- integer \"x\"", "query parameter 'revision': invalid integer \"x\"",
--- "query parameter 'nope': no field 'nope' in t.Req" (unless
--- ignore_unknown_query), "query parameter 'name' given 2 times for a
--- singular field", a bad escape or a query string past the limits; a body
--- past `max_body_bytes` fails RESOURCE_EXHAUSTED with http_status 413; a
--- body "field" body holding more than that field's one JSON value fails
--- "body: $: more than one JSON value".
-function Transcoder:request(route, bindings, query, body, content_type)
-  if type(route) ~= "table" or not route.input then argerror("request", "route expected", 2) end
+-- The request message of tc:request, before validation.
+local function build_request(self, route, bindings, query, body, content_type)
   local T = route.input
   local msg
   body = body or ""
@@ -486,6 +470,39 @@ function Transcoder:request(route, bindings, query, body, content_type)
     end
   end
   return msg or T {}
+end
+
+--- msg | nil, err = tc:request(route, bindings, query, body, content_type):
+-- the gRPC request message of a matched request (google/api/http.proto
+-- "Rules for HTTP mapping"): the body (body "*": the whole message;
+-- body "field": that top-level field, a JSON value of its kind; none: no
+-- body is read; an empty or blank body sets nothing; a google.api.HttpBody
+-- there takes the bytes raw with `content_type`), then the path variables
+-- (which win over the body), then, unless body is "*", the query
+-- parameters: `a.b=v` sets the nested field a.b (proto or JSON names), a
+-- repeated field takes the parameter repeated, a map field `m[key]=v` per
+-- entry (grpc-gateway; a key given twice is refused), an enum its name or number,
+-- a bool true/false/1/0/t/f, a well-known type its JSON string form
+-- (Timestamp, Duration, FieldMask, the wrappers); '+' is a space; a
+-- parameter naming a field the path or the body binds is skipped
+-- (grpc-gateway). Fails (nil, pc.Error INVALID_ARGUMENT, http_status 400)
+-- naming the JSON path or the parameter: "body: $.revision: invalid
+-- integer \"x\"", "query parameter 'revision': invalid integer \"x\"",
+-- "query parameter 'nope': no field 'nope' in t.Req" (unless
+-- ignore_unknown_query), "query parameter 'name' given 2 times for a
+-- singular field", a bad escape or a query string past the limits; a body
+-- past `max_body_bytes` fails RESOURCE_EXHAUSTED with http_status 413; a
+-- body "field" body holding more than that field's one JSON value fails
+-- "body: $: more than one JSON value"; with `validate`, a message that
+-- breaks its type's rules fails as pc.server's `validate = true` refuses it.
+function Transcoder:request(route, bindings, query, body, content_type)
+  if type(route) ~= "table" or not route.input then argerror("request", "route expected", 2) end
+  local msg, err = build_request(self, route, bindings, query, body, content_type)
+  if msg and self.validate then
+    err = validate.refusal(msg)
+    if err then return nil, err end
+  end
+  return msg, err
 end
 
 -- The JSON of a field at its default (response_body of an unset field).

@@ -42,7 +42,7 @@ local transports = setmetatable({}, { __mode = "v" })
 local TRANSCODER = {
   http = true, services = true, unbound = true, headers = true, ignore_unknown_query = true,
   ignore_unknown_fields = true, max_query_bytes = true, max_query_params = true, json = true,
-  max_depth = true, max_body_bytes = true,
+  max_depth = true, max_body_bytes = true, validate = true,
 }
 local OWN = { protos = true, descriptor_set = true, upstream = true, grpc = true, transport = true,
   timeout = true, prefix = true, version_header = true }

@@ -49,6 +49,7 @@ struct pc_GrpcChannel {
   void *ud;
   pc_GrpcChannelOptions o; /* strings owned */
   char *authority;
+  char where[300]; /* "host:port" or "unix:path", for messages */
   Conn *conns;
   pc_GrpcCall *calls;
   size_t live_calls;
@@ -305,8 +306,9 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   memset(c, 0, sizeof *c);
   c->ch = ch;
-  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,         ch->o.ca_file,
-                      ch->o.cert_file, ch->o.key_file, ch->o.server_name, ch->o.insecure};
+  pc_NetOptions no = {ch->o.host,      ch->o.port,         ch->o.tls,         ch->o.ca_file,
+                      ch->o.cert_file, ch->o.key_file,     ch->o.server_name, ch->o.insecure,
+                      ch->o.unix_path, ch->o.unix_abstract};
   pc_GrpcEngineOptions eo;
   memset(&eo, 0, sizeof eo);
   eo.authority = ch->authority;
@@ -378,7 +380,16 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *all
   ch->o.key_file = dup_opt(ch, o->key_file, &ok);
   ch->o.server_name = dup_opt(ch, o->server_name, &ok);
   ch->o.user_agent = dup_opt(ch, o->user_agent, &ok);
-  if (ok) {
+  ch->o.unix_path = dup_opt(ch, o->unix_path, &ok);
+  if (ok && ch->o.unix_path) {
+    snprintf(ch->where, sizeof ch->where, "unix%s:%.280s", o->unix_abstract ? "-abstract" : "",
+             ch->o.unix_path);
+    const char *host = o->server_name && o->server_name[0] ? o->server_name : "localhost";
+    size_t n = strlen(host) + 1;
+    ch->authority = mem(ch, NULL, 0, n); /* freed as strlen + 1 */
+    if (ch->authority) memcpy(ch->authority, host, n);
+  } else if (ok) {
+    snprintf(ch->where, sizeof ch->where, "%.250s:%.20s", ch->o.host, ch->o.port);
     const char *host = o->server_name && o->server_name[0] ? o->server_name : ch->o.host;
     const char *fmt = strchr(host, ':') ? "[%s]:%s" : "%s:%s";
     size_t n = (size_t)snprintf(NULL, 0, fmt, host, ch->o.port) + 1;
@@ -418,6 +429,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->o.key_file);
   free_opt(ch, ch->o.server_name);
   free_opt(ch, ch->o.user_agent);
+  free_opt(ch, ch->o.unix_path);
   free_opt(ch, ch->authority);
   pc_GrpcWakeList_Free(&ch->wake);
   mem(ch, ch, sizeof *ch, 0);
@@ -736,13 +748,13 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
     if (!c->ready) {
       if (c->connect_deadline >= 0 && now >= c->connect_deadline) {
         char m[PC_ERROR_MAX];
-        snprintf(m, sizeof m, "connect to %.200s:%.20s: timed out after %g s", ch->o.host,
-                 ch->o.port, ch->o.connect_timeout);
+        snprintf(m, sizeof m, "connect to %.280s: timed out after %g s", ch->where,
+                 ch->o.connect_timeout);
         lose(c, m);
       } else if (now >= c->connect_by) {
         char m[PC_ERROR_MAX];
-        snprintf(m, sizeof m, "connect to %.300s:%.10s: not connected within %.3g s", ch->o.host,
-                 ch->o.port, connect_time(&ch->backoff));
+        snprintf(m, sizeof m, "connect to %.280s: not connected within %.3g s", ch->where,
+                 connect_time(&ch->backoff));
         lose(c, m);
       } else {
         next = sooner(sooner(next, c->connect_by), c->connect_deadline);
@@ -753,8 +765,8 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
     if (pc_GrpcEngine_PingPending(c->engine)) {
       if (now - c->ping_sent >= ka_wait) {
         char m[PC_ERROR_MAX];
-        snprintf(m, sizeof m, "keepalive: no PING ACK from %.300s:%.10s within %.3g s", ch->o.host,
-                 ch->o.port, ka_wait);
+        snprintf(m, sizeof m, "keepalive: no PING ACK from %.280s within %.3g s", ch->where,
+                 ka_wait);
         lose(c, m);
       } else {
         next = sooner(next, c->ping_sent + ka_wait);

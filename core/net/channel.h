@@ -66,6 +66,10 @@ typedef struct {
    * TLS here ('tls' only sets :scheme; the CA, certificate and key files
    * and 'insecure' are the host's business). */
   int host_io;
+  /* Non-NULL: a Unix-domain socket (socket.h) instead of host and port;
+   * :authority is then 'server_name' or "localhost", as gRPC's. */
+  const char *unix_path;
+  int unix_abstract;
 } pc_GrpcChannelOptions;
 
 /* A channel (no connection is made until the first call); NULL with 'err'

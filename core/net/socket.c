@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,6 +31,8 @@ struct pc_NetSocket {
   int fd;
   int state;
   struct addrinfo *list, *next_ai;
+  struct sockaddr_un unix_sa; /* pc_NetOptions.unix_path */
+  socklen_t unix_len;         /* 0: not a Unix-domain socket, or tried */
   SSL_CTX *ctx;
   SSL *ssl;
   BIO *rbio, *wbio; /* owned by ssl */
@@ -65,6 +68,22 @@ static void tls_err(pc_NetSocket *s, const char *what) {
 
 /* Starts a non-blocking connect to the next address; 0 when none is left. */
 static int start_next(pc_NetSocket *s) {
+  if (s->unix_len > 0) {
+    socklen_t len = s->unix_len;
+    s->unix_len = 0;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      set_err(s, "connect to", strerror(errno));
+      return 0;
+    }
+    if (connect(fd, (struct sockaddr *)&s->unix_sa, len) == 0 || errno == EINPROGRESS) {
+      s->fd = fd;
+      return 1;
+    }
+    set_err(s, "connect to", strerror(errno));
+    close(fd);
+    return 0;
+  }
   while (s->next_ai) {
     struct addrinfo *ai = s->next_ai;
     s->next_ai = ai->ai_next;
@@ -143,6 +162,25 @@ fail:
   return 0;
 }
 
+int pc_Net_UnixAddress(const char *path, int abstract, struct sockaddr_un *sa, socklen_t *len,
+                       pc_Error *err) {
+  size_t n = strlen(path);
+  size_t room = sizeof sa->sun_path - 1; /* a file's path ends with a NUL; a name starts with one */
+  if (n == 0 || n > room) {
+    pc_Error_Set(err, "%s: unix%s:%.60s%s",
+                 n == 0     ? "empty path"
+                 : abstract ? "name longer than 106 bytes (sun_path)"
+                            : "path longer than 107 bytes (sun_path)",
+                 abstract ? "-abstract" : "", path, n > 60 ? "..." : "");
+    return 0;
+  }
+  memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  memcpy(sa->sun_path + (abstract ? 1 : 0), path, n);
+  *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+  return 1;
+}
+
 pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void *ud,
                                    pc_Error *err) {
   if (alloc == NULL) alloc = pc_DefaultAlloc;
@@ -155,12 +193,27 @@ pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void
   s->alloc = alloc;
   s->ud = ud;
   s->fd = -1;
-  snprintf(s->where, sizeof s->where, strchr(o->host, ':') ? "[%.250s]:%s" : "%.250s:%s", o->host,
-           o->port);
-  if (o->tls &&
-      !setup_tls(s, o, o->server_name && o->server_name[0] ? o->server_name : o->host, err)) {
+  const char *host = o->unix_path ? "localhost" : o->host;
+  if (o->unix_path)
+    snprintf(s->where, sizeof s->where, "unix%s:%.280s", o->unix_abstract ? "-abstract" : "",
+             o->unix_path);
+  else
+    snprintf(s->where, sizeof s->where, strchr(o->host, ':') ? "[%.250s]:%s" : "%.250s:%s", o->host,
+             o->port);
+  if (o->unix_path &&
+      !pc_Net_UnixAddress(o->unix_path, o->unix_abstract, &s->unix_sa, &s->unix_len, err)) {
     pc_NetSocket_Close(s);
     return NULL;
+  }
+  if (o->tls &&
+      !setup_tls(s, o, o->server_name && o->server_name[0] ? o->server_name : host, err)) {
+    pc_NetSocket_Close(s);
+    return NULL;
+  }
+  if (o->unix_path) {
+    s->state = kConnecting;
+    if (!start_next(s)) s->state = kFailed;
+    return s;
   }
   struct addrinfo hints;
   memset(&hints, 0, sizeof hints);

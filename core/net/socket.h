@@ -15,6 +15,8 @@
 #include "base/error.h"
 
 #include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 typedef struct pc_NetSocket pc_NetSocket;
 
@@ -31,7 +33,19 @@ typedef struct {
    * For tests against self-signed servers only (protocall call -insecure);
    * 'ca_file' is then not read. */
   int insecure;
+  /* Non-NULL: a Unix-domain socket instead of host and port: the file
+   * 'unix_path', or with 'unix_abstract' the name in Linux's abstract
+   * namespace (no file). TLS then verifies and sends 'server_name', else
+   * "localhost". */
+  const char *unix_path;
+  int unix_abstract;
 } pc_NetOptions;
+
+/* The address of a Unix-domain socket (pc_NetOptions.unix_path): 1, or 0
+ * with 'err' set when 'path' is empty or longer than sun_path holds (107
+ * bytes for a file, 106 for an abstract name). */
+int pc_Net_UnixAddress(const char *path, int abstract, struct sockaddr_un *sa, socklen_t *len,
+                       pc_Error *err);
 
 /* Resolves the host and starts connecting (non-blocking). Returns NULL with
  * 'err' set when the name does not resolve, TLS cannot be set up (a CA,

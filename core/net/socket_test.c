@@ -1,7 +1,8 @@
 /* The built-in driver against listeners in this process: connection
  * refused, a plain exchange over IPv4 (and IPv6 when the host has it), a
- * lingering close, TLS against a port that is not TLS, and a CA file that
- * does not load. TLS
+ * lingering close, TLS against a port that is not TLS, a CA file that
+ * does not load, and Unix-domain sockets (a file and an abstract name, a
+ * path longer than sun_path, a missing file). TLS
  * against real servers is in spec/grpc_spec.lua. */
 #define _POSIX_C_SOURCE 200809L
 #include "testing/check.h"
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* A listener on the loopback address of 'family'; its port into 'port'. */
@@ -60,7 +62,7 @@ static int exchange(int family, const char *host) {
   char port[8];
   int l = listener(family, port);
   if (l < 0) return 1; /* no such loopback here */
-  pc_NetOptions o = {host, port, 0, NULL, NULL, NULL, NULL, 0};
+  pc_NetOptions o = {host, port, 0, NULL, NULL, NULL, NULL, 0, NULL, 0};
   pc_Error err;
   pc_Error_Init(&err);
   pc_NetSocket *s = pc_NetSocket_Connect(&o, NULL, NULL, &err);
@@ -136,6 +138,40 @@ static int linger(void) {
   return ok;
 }
 
+/* A plain exchange over a Unix-domain socket: the file 'path' or the
+ * abstract name. */
+static int unix_exchange(const char *path, int abstract) {
+  struct sockaddr_un sa;
+  socklen_t len;
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (!pc_Net_UnixAddress(path, abstract, &sa, &len, &err)) return 0;
+  if (!abstract) unlink(path);
+  int l = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (l < 0 || bind(l, (struct sockaddr *)&sa, len) != 0 || listen(l, 4) != 0) return 0;
+  pc_NetOptions o = {"ignored", "1", 0, NULL, NULL, NULL, NULL, 0, path, abstract};
+  pc_NetSocket *s = pc_NetSocket_Connect(&o, NULL, NULL, &err);
+  int ok = s != NULL;
+  int a = ok ? accept(l, NULL, NULL) : -1;
+  ok = ok && a >= 0 && settle(s, 100) == 1;
+  ok = ok && pc_NetSocket_Write(s, "ping", 4) == 4;
+  char buf[8] = {0};
+  ok = ok && recv(a, buf, sizeof buf, 0) == 4 && memcmp(buf, "ping", 4) == 0;
+  ok = ok && send(a, "pong", 4, 0) == 4;
+  long n = 0;
+  for (int i = 0; ok && i < 100 && n == 0; i++) {
+    struct pollfd p = {pc_NetSocket_Fd(s), POLLIN, 0};
+    poll(&p, 1, 10);
+    n = pc_NetSocket_Read(s, buf, sizeof buf);
+  }
+  ok = ok && n == 4 && memcmp(buf, "pong", 4) == 0;
+  if (a >= 0) close(a);
+  pc_NetSocket_Close(s);
+  close(l);
+  if (!abstract) unlink(path);
+  return ok;
+}
+
 /* 'p', or the test stops: what follows needs it. */
 static pc_NetSocket *must(pc_NetSocket *p, const pc_Error *err) {
   if (p == NULL) {
@@ -154,7 +190,7 @@ int main(void) {
   int l = listener(AF_INET, port);
   CHECK(l >= 0);
   close(l);
-  pc_NetOptions o = {"127.0.0.1", port, 0, NULL, NULL, NULL, NULL, 0};
+  pc_NetOptions o = {"127.0.0.1", port, 0, NULL, NULL, NULL, NULL, 0, NULL, 0};
   pc_NetSocket *s = must(pc_NetSocket_Connect(&o, NULL, NULL, &err), &err);
   CHECK(settle(s, 100) == -1);
   char want[64];
@@ -168,7 +204,7 @@ int main(void) {
 
   /* TLS against a listener that reads the hello and closes */
   l = listener(AF_INET, port);
-  pc_NetOptions t = {"127.0.0.1", port, 1, NULL, NULL, NULL, NULL, 0};
+  pc_NetOptions t = {"127.0.0.1", port, 1, NULL, NULL, NULL, NULL, 0, NULL, 0};
   s = must(pc_NetSocket_Connect(&t, NULL, NULL, &err), &err);
   int a = accept(l, NULL, NULL);
   settle(s, 5);
@@ -182,8 +218,37 @@ int main(void) {
   close(l);
 
   /* a CA file that is not PEM */
-  pc_NetOptions bad = {"127.0.0.1", "1", 1, "/dev/null", NULL, NULL, NULL, 0};
+  pc_NetOptions bad = {"127.0.0.1", "1", 1, "/dev/null", NULL, NULL, NULL, 0, NULL, 0};
   CHECK(pc_NetSocket_Connect(&bad, NULL, NULL, &err) == NULL);
   CHECK(strcmp(err.msg, "ca_file '/dev/null': not a PEM certificate bundle") == 0);
+
+  /* Unix-domain sockets */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/pc_socket_test_%ld.sock", (long)getpid());
+  CHECK(unix_exchange(path, 0));
+  snprintf(path, sizeof path, "pc_socket_test_%ld", (long)getpid());
+  CHECK(unix_exchange(path, 1));
+  char longest[120];
+  memset(longest, 'a', sizeof longest);
+  longest[0] = '/';
+  longest[107] = '\0'; /* 107 bytes: what sun_path holds with its NUL */
+  struct sockaddr_un sa;
+  socklen_t salen;
+  CHECK(pc_Net_UnixAddress(longest, 0, &sa, &salen, &err));
+  longest[107] = 'a';
+  longest[108] = '\0';
+  pc_Error_Init(&err);
+  CHECK(!pc_Net_UnixAddress(longest, 0, &sa, &salen, &err));
+  CHECK(strstr(err.msg, "path longer than 107 bytes (sun_path)") != NULL);
+  pc_NetOptions far = {"x", "1", 0, NULL, NULL, NULL, NULL, 0, longest, 0};
+  pc_Error_Init(&err);
+  CHECK(pc_NetSocket_Connect(&far, NULL, NULL, &err) == NULL);
+  CHECK(strstr(err.msg, "path longer than 107 bytes") != NULL);
+  pc_NetOptions gone = {"x", "1", 0, NULL, NULL, NULL, NULL, 0, "/nonexistent/pc.sock", 0};
+  s = must(pc_NetSocket_Connect(&gone, NULL, NULL, &err), &err);
+  CHECK(settle(s, 100) == -1);
+  CHECK(strcmp(pc_NetSocket_Error(s),
+               "connect to unix:/nonexistent/pc.sock: No such file or directory") == 0);
+  pc_NetSocket_Close(s);
   return CHECK_DONE();
 }

@@ -854,6 +854,9 @@ size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *
       fds[nfds].fd = pc_NetSocket_Fd(c->sock);
       fds[nfds].events = pc_NetSocket_Events(c->sock, want);
       fds[nfds].revents = 0;
+      /* a connect that failed at once (a Unix socket file not there) has
+       * no descriptor for poll(2) to report: serviced at once */
+      if (fds[nfds].fd < 0 && !c->ready && !chs[i]->o.host_io) *timeout = 0;
       who[nfds++] = c;
     }
   }
@@ -863,7 +866,7 @@ size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *
 void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd *fds,
                       void *const *who, size_t nfds) {
   for (size_t i = 0; i < nfds; i++) {
-    if (fds[i].revents) service(who[i]);
+    if (fds[i].revents || fds[i].fd < 0) service(who[i]);
   }
   double now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {

@@ -187,9 +187,12 @@ function M.attach(channel, driver, where, opts)
   -- LuaJIT's weak keys (no ephemerons) never let a channel go whose value
   -- refers to it (its transport, connections and sockets would stay forever)
   local ref = setmetatable({ channel = channel }, { __mode = "v" })
+  -- a Unix-domain socket goes to the driver as host "unix:/path" (as a
+  -- cosocket's connect takes it) and no port
+  local unix = where.unix and (where.abstract and "unix-abstract:" or "unix:") .. where.unix
   local dc = setmetatable({
-    driver = driver, host = where.host, port = tonumber(where.port),
-    where = (where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host) .. ":" .. where.port,
+    driver = driver, host = unix or where.host, port = not unix and tonumber(where.port) or nil,
+    where = unix or (where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host) .. ":" .. where.port,
     connect_opts = {
       tls = where.tls, server_name = opts.server_name or where.host, insecure = opts.insecure == true,
       ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,

@@ -504,7 +504,11 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- with "[::1]:5001"), or a dns:/// name resolving to several addresses
 -- (one connection each, the name as :authority; resolved again when every
 -- backend has failed); `load_balancing` picks among them (doc/guide.md
--- "Load balancing", transport/balancer.lua).
+-- "Load balancing", transport/balancer.lua). A Unix-domain socket (h2c,
+-- :authority "localhost" or `server_name`) is "unix:/path" (also
+-- "unix:relative" and "unix:///absolute/path") or "unix-abstract:name"
+-- (Linux's abstract namespace); a path longer than sun_path holds (107
+-- bytes) is refused.
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
 -- `key_file` (PEM client certificate and key, mutual TLS; one needs the other),
 -- `server_name` (the name TLS verifies and sends, and :authority;
@@ -538,7 +542,8 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
 -- timed out after S s"; default none but the calls' deadlines),
 -- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
--- of the built-in sockets and TLS: `driver.connect(host, port, o)` ->
+-- of the built-in sockets and TLS: `driver.connect(host, port, o)` (for
+-- a unix: target host "unix:/path" and port nil, as a cosocket's connect) ->
 -- a socket object, or nil and why, with `o` = {tls = boolean,
 -- server_name =, insecure = boolean, ca_file =, cert_file =, key_file =,
 -- alpn = {"h2"}, timeout = seconds the attempt may take};
@@ -640,6 +645,7 @@ function M.grpc(target, opts)
   local function make(where)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,
+      unix_path = where.unix, unix_abstract = where.abstract,
       ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
       server_name = opts.server_name or (dns and dns.host), user_agent = opts.user_agent,
       insecure = opts.insecure, connect_timeout = opts.connect_timeout,
@@ -649,8 +655,10 @@ function M.grpc(target, opts)
       backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready,
     }
     if host_driver then driver.attach(channel, host_driver, where, opts) end
+    local name = where.unix and ((where.abstract and "unix-abstract:" or "unix:") .. where.unix)
+      or where.host .. ":" .. where.port
     return setmetatable({
-      channel = channel, target = where.host .. ":" .. where.port, compression = opts.compression,
+      channel = channel, target = name, compression = opts.compression,
       metadata = opts.metadata,
     }, Transport)
   end

@@ -33,6 +33,7 @@ struct Conn {
   double last_recv;        /* when bytes last arrived (keepalive) */
   double ping_sent;        /* when the pending keepalive PING went out */
   unsigned id;             /* names it to a host driver (host_io) */
+  int host_up;             /* host_io: the host connected it (TLS may still be under way) */
 };
 
 /* Reconnection backoff of a target (channel.h). */
@@ -49,7 +50,8 @@ struct pc_GrpcChannel {
   void *ud;
   pc_GrpcChannelOptions o; /* strings owned */
   char *authority;
-  char where[300]; /* "host:port" or "unix:path", for messages */
+  char where[300];      /* "host:port" or "unix:path", for messages */
+  pc_NetTlsClient *tls; /* with o.tls: shared by the connections (made at the first) */
   Conn *conns;
   pc_GrpcCall *calls;
   size_t live_calls;
@@ -306,9 +308,17 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   memset(c, 0, sizeof *c);
   c->ch = ch;
-  pc_NetOptions no = {ch->o.host,      ch->o.port,         ch->o.tls,         ch->o.ca_file,
-                      ch->o.cert_file, ch->o.key_file,     ch->o.server_name, ch->o.insecure,
-                      ch->o.unix_path, ch->o.unix_abstract};
+  pc_NetOptions no = {ch->o.host,
+                      ch->o.port,
+                      ch->o.tls,
+                      ch->o.ca_file,
+                      ch->o.cert_file,
+                      ch->o.key_file,
+                      ch->o.server_name,
+                      ch->o.insecure,
+                      ch->o.unix_path,
+                      ch->o.unix_abstract,
+                      NULL};
   pc_GrpcEngineOptions eo;
   memset(&eo, 0, sizeof eo);
   eo.authority = ch->authority;
@@ -325,8 +335,11 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
     return NULL;
   }
   c->connect_by = pc_Clock_Monotonic() + connect_time(&ch->backoff);
-  c->sock = ch->o.host_io ? pc_NetSocket_NewHosted(ch->alloc, ch->ud, err)
-                          : pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
+  if (ch->o.tls && ch->tls == NULL) ch->tls = pc_NetTlsClient_New(&no, err);
+  no.tls_client = ch->tls;
+  c->sock = ch->o.tls && ch->tls == NULL ? NULL
+            : ch->o.host_io              ? pc_NetSocket_NewHosted(&no, ch->alloc, ch->ud, err)
+                                         : pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
   if (c->sock == NULL) {
     backoff_failed(&ch->backoff, err->msg);
     pc_GrpcEngine_Free(c->engine);
@@ -430,6 +443,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->o.server_name);
   free_opt(ch, ch->o.user_agent);
   free_opt(ch, ch->o.unix_path);
+  pc_NetTlsClient_Free(ch->tls);
   free_opt(ch, ch->authority);
   pc_GrpcWakeList_Free(&ch->wake);
   mem(ch, ch, sizeof *ch, 0);
@@ -944,7 +958,7 @@ size_t pc_GrpcChannel_HostConns(const pc_GrpcChannel *ch, pc_GrpcHostConn *out, 
     if (c->sock == NULL) continue;
     if (n < max) {
       out[n].id = c->id;
-      out[n].ready = c->ready;
+      out[n].ready = c->ready || c->host_up;
       out[n].calls = c->calls;
     }
     n++;
@@ -966,26 +980,49 @@ double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch) {
 void pc_GrpcChannel_HostConnected(pc_GrpcChannel *ch, unsigned id, int ok, const char *why) {
   Conn *c = host_conn(ch, id);
   if (c == NULL) return;
+  c->host_up = ok != 0;
   pc_NetSocket_SetHosted(c->sock, ok, why);
   service(c);
 }
 
+/* With TLS the socket runs it (socket.h, hosted TLS): the engine's output
+ * goes through it and the host moves the ciphertext. */
 size_t pc_GrpcChannel_HostOutput(pc_GrpcChannel *ch, unsigned id, const char **data) {
   Conn *c = host_conn(ch, id);
+  if (c != NULL && c->host_up && pc_NetSocket_HostedTls(c->sock)) {
+    flush_out(c); /* the engine's bytes into TLS */
+    return c->sock ? pc_NetSocket_HostedOutput(c->sock, data) : 0;
+  }
   if (c == NULL || !c->ready) return 0;
   return pc_GrpcEngine_Output(c->engine, data);
 }
 
 void pc_GrpcChannel_HostWrote(pc_GrpcChannel *ch, unsigned id, size_t n) {
   Conn *c = host_conn(ch, id);
+  const char *p;
+  if (c != NULL && pc_NetSocket_HostedTls(c->sock)) {
+    pc_NetSocket_HostedWrote(c->sock, n);
+    if (c->ready && !pc_GrpcEngine_Alive(c->engine) && pc_GrpcEngine_Output(c->engine, &p) == 0 &&
+        pc_NetSocket_HostedOutput(c->sock, &p) == 0)
+      close_sock(c);
+    return;
+  }
   if (c == NULL || !c->ready) return;
   pc_GrpcEngine_Wrote(c->engine, n);
-  const char *p;
   if (!pc_GrpcEngine_Alive(c->engine) && pc_GrpcEngine_Output(c->engine, &p) == 0) close_sock(c);
 }
 
 int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, size_t len) {
   Conn *c = host_conn(ch, id);
+  if (c != NULL && c->host_up && pc_NetSocket_HostedTls(c->sock)) {
+    if (!pc_NetSocket_HostedInput(c->sock, data, len)) {
+      lose(c, "out of memory");
+      return 0;
+    }
+    c->last_recv = pc_Clock_Monotonic();
+    service(c); /* the handshake, or the plain bytes into the engine */
+    return c->sock != NULL;
+  }
   if (c == NULL || !c->ready) return 0;
   c->last_recv = pc_Clock_Monotonic();
   return pc_GrpcEngine_Recv(c->engine, data, len);
@@ -994,8 +1031,9 @@ int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, s
 void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why) {
   Conn *c = host_conn(ch, id);
   if (c == NULL) return;
+  c->host_up = 0;
   pc_NetSocket_SetHosted(c->sock, 0, why);
-  lose(c, why);
+  lose(c, pc_NetSocket_Error(c->sock)); /* 'why', or during a TLS handshake naming it */
 }
 
 int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch) {

@@ -136,7 +136,7 @@ local function owner_reader(c)
   wake(c.writable)
 end
 
--- The owner: connects (and TLS), then writes what the requests queue
+-- The owner: connects (a plain byte pipe: TLS runs in protocall over it), then writes what the requests queue
 -- while its reader thread reads; closes the socket once closing.
 local function run_owner(premature, c)
   if premature then
@@ -147,7 +147,6 @@ local function run_owner(premature, c)
   local sock = tcp()
   sock:settimeouts(ms(c.timeout), SEND_TIMEOUT * 1000, IDLE_READ * 1000)
   local ok, err = sock:connect(c.host, c.port)
-  if ok and c.tls then ok, err = sock:sslhandshake(nil, c.server_name, c.verify) end
   if not ok or c.closing then
     c.err, c.closing = c.err or err or "given up", true
     sock:close()
@@ -257,8 +256,7 @@ end
 -- A connection through a new owner timer: the socket, or nil and why.
 local function shared_connect(host, port, o)
   local c = {
-    host = host, port = port, timeout = o.timeout, tls = o.tls, server_name = o.server_name,
-    verify = not o.insecure, closing = false, inq = fifo.new(), outq = fifo.new(),
+    host = host, port = port, timeout = o.timeout, closing = false, inq = fifo.new(), outq = fifo.new(),
     ready = semaphore.new(), readable = semaphore.new(), writable = semaphore.new(),
     sent = semaphore.new(), drained = semaphore.new(),
   }
@@ -293,7 +291,6 @@ local function own_connect(host, port, o)
   local sock = tcp()
   sock:settimeouts(ms(o.timeout), SEND_TIMEOUT * 1000, POLL * 1000)
   local ok, err = sock:connect(host, port)
-  if ok and o.tls then ok, err = sock:sslhandshake(nil, o.server_name, not o.insecure) end
   if not ok then
     sock:close()
     return nil, err
@@ -322,11 +319,13 @@ end
 -- opens the connection through an owner ngx.timer (the default: the
 -- connection serves every request of the worker) or, with `per_request =
 -- true`, as a cosocket of the calling request (the transport must then
--- not outlive that request). TLS is the cosocket's sslhandshake with
--- `o.server_name` and verification unless `o.insecure` (nginx's
--- `lua_ssl_trusted_certificate` is the CA list; lua-nginx-module offers
--- no ALPN, so a server insisting on ALPN h2 refuses it; `ca_file`,
--- `cert_file` and `key_file` are not used). Its `sleep`, `wait` and
+-- not outlive that request). The cosocket is a plain byte pipe: TLS for an
+-- https target runs in protocall over its bytes (pc.grpc's `driver`), with
+-- ALPN h2, SNI, verification against `ca_file` or the system store (not
+-- nginx's `lua_ssl_trusted_certificate`), client certificates and session
+-- resumption, so servers insisting on ALPN h2 (grpc-go, grpc-core,
+-- Node) accept it; the cosocket's sslhandshake is not used. A unix: target
+-- connects the cosocket to "unix:/path". Its `sleep`, `wait` and
 -- `wake` let waiting calls yield to nginx. Raises on a bad option.
 function M.driver(opts)
   opts = opts or {}

@@ -542,22 +542,22 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
 -- timed out after S s"; default none but the calls' deadlines),
 -- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
--- of the built-in sockets and TLS: `driver.connect(host, port, o)` (for
--- a unix: target host "unix:/path" and port nil, as a cosocket's connect) ->
--- a socket object, or nil and why, with `o` = {tls = boolean,
--- server_name =, insecure = boolean, ca_file =, cert_file =, key_file =,
--- alpn = {"h2"}, timeout = seconds the attempt may take};
+-- of the built-in sockets: a plain byte pipe; TLS for an https target
+-- still runs in protocall, over the driver's bytes, with the same options,
+-- verification, ALPN h2, client certificate and session resumption as
+-- without a driver, so the driver carries ciphertext only:
+-- `driver.connect(host, port, o)` (for a unix: target host "unix:/path"
+-- and port nil, as a cosocket's connect) -> a socket object, or nil and
+-- why, with `o` = {tls = false, timeout = seconds the attempt may take};
 -- `sock:send(bytes)` -> bytes sent (all of them, or a count to retry
 -- the rest later) or nil, err; `sock:receiveany(max)` -> at most `max`
 -- bytes, or nil, "timeout" (nothing within the read timeout: not an
 -- error), nil, "closed" or nil, err; `sock:settimeouts(connect, send,
 -- read)` (optional; SECONDS, not milliseconds as in nginx: a read waits
 -- at most until the channel's next timer, 1 s at most);
--- `sock:sslhandshake(server_name, verify)` (optional; called for https
--- targets, true or nil, err; the handshake must negotiate ALPN h2;
--- without it the driver gives TLS itself when `o.tls`, or plaintext);
--- `sock:close()`; optional `driver.sleep(seconds)` (how a call outside
--- any pc.spawn task pauses between rounds; default the host's sleep) and
+-- `sock:close()` (a socket's `sslhandshake`, if any, is not called);
+-- optional `driver.sleep(seconds)` (how a call outside any pc.spawn
+-- task pauses between rounds; default the host's sleep) and
 -- `driver.wait(seconds)` with `driver.wake()` (a call with nothing to
 -- do waits until some call's driver method returned, at most `seconds`:
 -- ngx.semaphore in lua/protocall/resty.lua).

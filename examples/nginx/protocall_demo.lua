@@ -12,12 +12,13 @@ local M = {}
 local faults, talk -- the clients, made in init_by_lua (before the fork)
 local shared, target, echo_request -- /bench: the shared transport, its target, an encoded request
 
---- `demo.init(root, upstream)` (init_by_lua): loads
+--- `demo.init(root, upstream, ca_file)` (init_by_lua): loads
 -- spec/fixtures/protos/grpc/faults.proto under `root` (the repository),
--- declares faults.Talk and makes the clients for `upstream` ("host:port")
--- with a retry policy (UNAVAILABLE and RESOURCE_EXHAUSTED retried, 5
+-- declares faults.Talk and makes the clients for `upstream` ("host:port",
+-- or "https://host:port" verified against `ca_file`, default the system
+-- store) with a retry policy (UNAVAILABLE and RESOURCE_EXHAUSTED retried, 5
 -- attempts, 0.05 to 0.5 s apart) and a 5 s deadline per call.
-function M.init(root, upstream)
+function M.init(root, upstream, ca_file)
   assert(upstream, "PROTOCALL_UPSTREAM (host:port of the gRPC server) is not set")
   local protos = root .. "/spec/fixtures/protos"
   assert(pc.load_file(protos .. "/grpc/faults.proto", { import_paths = { protos } }))
@@ -27,7 +28,7 @@ package faults;
 import "grpc/faults.proto";
 service Talk { rpc Chat(stream Request) returns (stream Reply); }
 ]], { name = "grpc/nginx_talk.proto", import_paths = { protos } }))
-  local transport = resty.grpc(pc, upstream, { reconnect = { initial = 0.1, maximum = 1 } })
+  local transport = resty.grpc(pc, upstream, { reconnect = { initial = 0.1, maximum = 1 }, ca_file = ca_file })
   shared, target = transport, upstream
   echo_request = pc.encode(pc.type("faults.Request") { text = "bench" })
   local policy = { transport = transport, timeout = 5,

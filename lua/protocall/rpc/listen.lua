@@ -5,7 +5,6 @@
 -- same `pc.server{...}` handler tables pc.inproc serves (rpc/server.lua).
 local core = require "protocall.core"
 local compat = require "protocall.compat"
-local target_parse = require("protocall.transport.target").parse
 local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
@@ -369,12 +368,11 @@ function M.listen(server, address, opts)
         .. (key == "stall_timeout" and " (negative: never)" or "") .. ", got " .. show(v), 2)
     end
   end
-  local host, port, unix
-  if address:find("^unix:") or address:find("^unix%-abstract:") then
-    local why
-    unix, why = target_parse(address)
-    if not unix then error("pc.listen: address '" .. address:gsub("%c", "?") .. "': " .. why, 2) end
-  else
+  local host, port
+  local unix, why = internal.unix_address(address)
+  if unix == false then
+    error("pc.listen: address '" .. address:gsub("%c", "?") .. "': " .. why, 2)
+  elseif not unix then
     host, port = address:match("^%[([%x:.]+)%]:(%d+)$")
     if not host then host, port = address:match("^([^:%[%]]*):(%d+)$") end
     if not port or address:find("[%c ]") or tonumber(port) > 65535 then

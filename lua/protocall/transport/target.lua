@@ -2,6 +2,7 @@
 -- document gives (host:port, URLs, dns:///, ipv4:/ipv6: lists, a Lua list).
 local core = require "protocall.core"
 local compat = require "protocall.compat"
+local internal = require "protocall.internal"
 
 local type, pairs, ipairs, tonumber = type, pairs, ipairs, tonumber
 local mtype = compat.mtype
@@ -15,35 +16,13 @@ local M = {}
 -- default). A host is a name, an IPv4 address or "[IPv6]". A control
 -- character (a NUL above all: C would cut the string there and reach
 -- another host) or a space is refused.
---
--- Unix-domain sockets as gRPC's naming document spells them (h2c):
--- "unix:path" (relative or absolute), "unix:///absolute/path" and
--- "unix-abstract:name" (Linux's abstract namespace); the place is then
--- {unix = path, abstract = boolean, host = "localhost", port = "0"}.
-local UNIX_MAX = 107 -- bytes of sun_path a path may take (106 for an abstract name)
-
-local function parse_unix(target)
-  local kind, rest = target:match("^(unix%-abstract):(.*)$")
-  if not kind then kind, rest = target:match("^(unix):(.*)$") end
-  if not kind then return nil end
-  local path = rest
-  if kind == "unix" and rest:find("^//") then
-    path = rest:match("^//(/.*)$")
-    if not path then return false, "unix://ABSOLUTE_PATH expected (three slashes: unix:///tmp/x.sock)" end
-  end
-  if path == "" then return false, "an empty path" end
-  local max = kind == "unix" and UNIX_MAX or UNIX_MAX - 1
-  if #path > max then
-    return false, (kind == "unix" and "path" or "name") .. " longer than " .. max .. " bytes (sun_path)"
-  end
-  return { unix = path, abstract = kind == "unix-abstract", host = "localhost", port = "0", tls = false }
-end
-
+-- Unix-domain sockets: "unix:path", "unix:///absolute/path" and
+-- "unix-abstract:name" (internal.unix_address), h2c.
 local function parse(target)
-  if target:find("[%c ]") then return nil, "control characters and spaces are not allowed" end
-  local unix, why = parse_unix(target)
+  local unix, why = internal.unix_address(target) -- a path may hold spaces
   if unix then return unix end
   if unix == false then return nil, why end
+  if target:find("[%c ]") then return nil, "control characters and spaces are not allowed" end
   local scheme, rest = target:match("^(https?)://(.*)$")
   if not scheme then
     rest = target:match("^dns:///(.*)$")

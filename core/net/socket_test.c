@@ -61,14 +61,12 @@ static int settle(pc_NetSocket *s, int rounds) {
   return 0;
 }
 
-static int exchange(int family, const char *host) {
-  char port[8];
-  int l = listener(family, port);
-  if (l < 0) return 1; /* no such loopback here */
-  pc_NetOptions o = {host, port, 0, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL};
+/* Connects with 'o' to the listening socket 'l', sends "ping", reads
+ * "pong", then the end of the stream once the peer closed. */
+static int exchange_on(int l, const pc_NetOptions *o) {
   pc_Error err;
   pc_Error_Init(&err);
-  pc_NetSocket *s = pc_NetSocket_Connect(&o, NULL, NULL, &err);
+  pc_NetSocket *s = pc_NetSocket_Connect(o, NULL, NULL, &err);
   int ok = s != NULL;
   int a = ok ? accept(l, NULL, NULL) : -1;
   ok = ok && a >= 0 && settle(s, 100) == 1;
@@ -91,6 +89,15 @@ static int exchange(int family, const char *host) {
   }
   ok = ok && n == -1 && strstr(pc_NetSocket_Error(s), "connection closed by the peer") != NULL;
   pc_NetSocket_Close(s);
+  return ok;
+}
+
+static int exchange(int family, const char *host) {
+  char port[8];
+  int l = listener(family, port);
+  if (l < 0) return 1; /* no such loopback here */
+  pc_NetOptions o = {host, port, 0, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL};
+  int ok = exchange_on(l, &o);
   close(l);
   return ok;
 }
@@ -153,23 +160,7 @@ static int unix_exchange(const char *path, int abstract) {
   int l = socket(AF_UNIX, SOCK_STREAM, 0);
   if (l < 0 || bind(l, (struct sockaddr *)&sa, len) != 0 || listen(l, 4) != 0) return 0;
   pc_NetOptions o = {"ignored", "1", 0, NULL, NULL, NULL, NULL, 0, path, abstract, NULL};
-  pc_NetSocket *s = pc_NetSocket_Connect(&o, NULL, NULL, &err);
-  int ok = s != NULL;
-  int a = ok ? accept(l, NULL, NULL) : -1;
-  ok = ok && a >= 0 && settle(s, 100) == 1;
-  ok = ok && pc_NetSocket_Write(s, "ping", 4) == 4;
-  char buf[8] = {0};
-  ok = ok && recv(a, buf, sizeof buf, 0) == 4 && memcmp(buf, "ping", 4) == 0;
-  ok = ok && send(a, "pong", 4, 0) == 4;
-  long n = 0;
-  for (int i = 0; ok && i < 100 && n == 0; i++) {
-    struct pollfd p = {pc_NetSocket_Fd(s), POLLIN, 0};
-    poll(&p, 1, 10);
-    n = pc_NetSocket_Read(s, buf, sizeof buf);
-  }
-  ok = ok && n == 4 && memcmp(buf, "pong", 4) == 0;
-  if (a >= 0) close(a);
-  pc_NetSocket_Close(s);
+  int ok = exchange_on(l, &o);
   close(l);
   if (!abstract) unlink(path);
   return ok;

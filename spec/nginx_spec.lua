@@ -396,4 +396,15 @@ describe("nginx as the host over TLS (ALPN h2 in protocall, over the cosocket's 
     assert.are.equal(200, code, body)
     assert.are.equal("reply 1\nreply 2\nreply 3\n", body)
   end)
+
+  it("4 concurrent server streams of 3 MB each through the one TLS connection", function()
+    local want = {}
+    for i = 1, 200 do want[i] = "reply " .. i .. " 16384\n" end
+    want = table.concat(want)
+    local bodies = get_bodies(nginx, "/stream?count=200&size=16384", 4)
+    for i = 1, 4 do assert.are.equal(want, bodies[i], "stream " .. i) end
+    local code, body = get(nginx, "/chat?words=a,bb")
+    assert.are.equal(200, code, body)
+    assert.are.equal("a 1\nbb 2\n", body)
+  end)
 end)

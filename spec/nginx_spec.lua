@@ -245,6 +245,15 @@ describe("nginx as the host (examples/nginx, protocall.resty)", function()
     assert.are.equal("hello attempts=1\n", body)
   end)
 
+  it("resty.call: response, or nil and the failure", function()
+    local code, body = get(nginx, "/call?text=plain")
+    assert.are.equal(200, code, body)
+    assert.are.equal("plain\n", body)
+    code, body = get(nginx, "/call?text=x&down=1")
+    assert.are.equal(503, code, body)
+    assert.matches("^UNAVAILABLE: .*connect to 127%.0%.0%.1:1", body)
+  end)
+
   it("server streaming from rewrite_by_lua", function()
     local code, body = get(nginx, "/stream?count=5")
     assert.are.equal(200, code, body)
@@ -395,6 +404,12 @@ describe("nginx as the host over TLS (ALPN h2 in protocall, over the cosocket's 
     code, body = get(nginx, "/stream?count=3")
     assert.are.equal(200, code, body)
     assert.are.equal("reply 1\nreply 2\nreply 3\n", body)
+  end)
+
+  it("resty.call over TLS", function()
+    local code, body = get(nginx, "/call?text=secret")
+    assert.are.equal(200, code, body)
+    assert.are.equal("secret\n", body)
   end)
 
   it("4 concurrent server streams of 3 MB each through the one TLS connection", function()

@@ -11,6 +11,7 @@ local M = {}
 
 local faults, talk -- the clients, made in init_by_lua (before the fork)
 local shared, target, echo_request -- /bench: the shared transport, its target, an encoded request
+local ca -- the upstream's CA file (TLS), or nil
 
 --- `demo.init(root, upstream, ca_file)` (init_by_lua): loads
 -- spec/fixtures/protos/grpc/faults.proto under `root` (the repository),
@@ -29,7 +30,7 @@ import "grpc/faults.proto";
 service Talk { rpc Chat(stream Request) returns (stream Reply); }
 ]], { name = "grpc/nginx_talk.proto", import_paths = { protos } }))
   local transport = resty.grpc(pc, upstream, { reconnect = { initial = 0.1, maximum = 1 }, ca_file = ca_file })
-  shared, target = transport, upstream
+  shared, target, ca = transport, upstream, ca_file
   echo_request = pc.encode(pc.type("faults.Request") { text = "bench" })
   local policy = { transport = transport, timeout = 5,
     retry = pc.Retry { initial = 0.05, maximum = 0.5, timeout = 5 } }
@@ -90,6 +91,23 @@ function M.chat()
     assert(call:recv() == nil, "Chat: a reply more than requests")
     return out
   end)
+end
+
+--- GET /call?text=T[&down=1]: Echo through resty.call (no client kept
+-- here), to the upstream or with `down` to a port nothing listens on;
+-- answers "T", or the failure's "CODE: message" with its status.
+function M.call()
+  local a = ngx.req.get_uri_args()
+  local to = a.down and "127.0.0.1:1" or target
+  local r, err = resty.call(pc, to, "/faults.Faults/Echo", { text = a.text or "" },
+    { timeout = 5, transport = { ca_file = ca } })
+  if not r then
+    ngx.status = HTTP_STATUS[err.code] or 502
+    ngx.say(tostring(err))
+    return ngx.exit(ngx.status)
+  end
+  ngx.say(r.text)
+  return ngx.exit(ngx.HTTP_OK)
 end
 
 --- GET /retry?id=X&failures=N: FailThenSucceed failing UNAVAILABLE N

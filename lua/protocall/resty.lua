@@ -383,6 +383,59 @@ function M.grpc(pc, target, opts)
   return g
 end
 
+-- resty.call's transports and clients of this worker: target -> {transport =, clients = {service -> client}}
+local by_target = {}
+
+--- `response, err = resty.call(pc, target, path, request, opts)`: one
+-- unary call in the resty.http style, for plugin authors who do not keep
+-- clients: `target` as pc.grpc takes it, `path` "/pkg.Service/Method"
+-- (its schema loaded, e.g. in init_by_lua*), `request` a table (nil: an
+-- empty message). Returns the response (a message) or nil and the
+-- failure (a pc.Error: `err.code`, and "CODE: message" as a string).
+-- `opts`: the call's settings (`timeout` (seconds), `metadata`, ...: as
+-- a stub method takes them) and `transport` = pc.grpc options, used when
+-- this worker first calls `target` (its transport and clients are kept
+-- per worker: one shared connection per target, as resty.grpc's).
+-- Raises only on misuse (a bad argument, a path that names no loaded
+-- method, the log phase as resty.check_phase says).
+function M.call(pc, target, path, request, opts)
+  if type(pc) ~= "table" or type(pc.client) ~= "function" then
+    error("bad argument #1 to 'call' (the protocall module expected)", 2)
+  end
+  if type(target) ~= "string" then
+    error("bad argument #2 to 'call' (string expected, got " .. type(target) .. ")", 2)
+  end
+  local service, method
+  if type(path) == "string" then service, method = path:match("^/([%w_%.]+)/([%w_]+)$") end
+  if not service then error("bad argument #3 to 'call' (a method path \"/pkg.Service/Method\" expected)", 2) end
+  if request ~= nil and type(request) ~= "table" then
+    error("bad argument #4 to 'call' (table or nil expected, got " .. type(request) .. ")", 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #5 to 'call' (table or nil expected, got " .. type(opts) .. ")", 2)
+  end
+  M.check_phase(pc)
+  local settings, transport_opts = {}, nil
+  for k, v in pairs(opts or {}) do
+    if k == "transport" then transport_opts = v else settings[k] = v end
+  end
+  local entry = by_target[target]
+  if not entry then
+    entry = { transport = M.grpc(pc, target, transport_opts), clients = {} }
+    by_target[target] = entry
+  end
+  local client = entry.clients[service]
+  if not client then
+    client = M.client(pc, service, { transport = entry.transport })
+    entry.clients[service] = client
+  end
+  local fn = client[method]
+  if fn == nil then error("protocall.resty.call: " .. service .. " has no method '" .. method .. "'", 2) end
+  local ok, response = pcall(fn, client, request or {}, settings)
+  if not ok then return nil, response end
+  return response
+end
+
 --- `resty.client(pc, service, opts)` -> `pc.client(service, opts)` with
 -- `sleep = resty.sleep` and `clock = resty.now` unless given, so retry
 -- backoff yields to nginx. `opts.transport` should be a `resty.grpc`

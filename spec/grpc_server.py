@@ -9,7 +9,8 @@
     grpc_server.py client PORT SIZE SECONDS   (for bench/) python3-grpcio client calling
                                  test.Test/Echo with SIZE bytes for SECONDS; prints calls/s
 
-PORT 0 picks a free loopback port. The grpc and tls modes run calls on
+PORT 0 picks a free loopback port; PC_SERVER_ADDRESS (e.g. unix:/tmp/x.sock)
+makes the grpc and tls modes bind that address instead. The grpc and tls modes run calls on
 PC_SERVER_WORKERS threads (16 unless set; spec/nginx_spec.lua needs 50 at once). The first line printed is "PORT PID".
 Every server exits when its standard input reaches end of file (the spec
 holds the writing end: io.popen(cmd, "w")), so a spec that fails or dies
@@ -33,6 +34,9 @@ import socket
 import sys
 import threading
 import time
+
+
+ADDRESS = os.environ.get("PC_SERVER_ADDRESS")
 
 
 def watch_stdin():
@@ -175,9 +179,9 @@ def serve_grpc(port, tls=None):
         with open(tls[1], "rb") as f:
             key = f.read()
         creds = grpc.ssl_server_credentials([(key, cert)])
-        port = server.add_secure_port("127.0.0.1:%d" % port, creds)
+        port = server.add_secure_port(ADDRESS or "127.0.0.1:%d" % port, creds)
     else:
-        port = server.add_insecure_port("127.0.0.1:%d" % port)
+        port = server.add_insecure_port(ADDRESS or "127.0.0.1:%d" % port)
     LISTENING[0] = port
     server.start()
     announce(port)

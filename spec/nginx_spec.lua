@@ -50,10 +50,12 @@ local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 -- `upstream`. It runs under a shell that stops it (SIGTERM, then waits)
 -- when its standard input, held here, closes: when the spec stops it or
 -- when this process ends, however it ends.
-local function start_nginx(upstream)
+local function start_nginx(upstream, ca_file)
   local port = free_port()
   local prefix = ROOT .. "/build/nginx/spec-" .. port
-  local script = "PROTOCALL_UPSTREAM=" .. upstream .. " " .. shell_quote(ROOT .. "/examples/nginx/run.sh") ..
+  local script = "PROTOCALL_UPSTREAM=" .. upstream .. " "
+    .. (ca_file and "PROTOCALL_CA_FILE=" .. shell_quote(ca_file) .. " " or "")
+    .. shell_quote(ROOT .. "/examples/nginx/run.sh") ..
     " " .. shell_quote(prefix) .. " " .. port .. " >" .. shell_quote(prefix .. ".out") ..
     " 2>&1 & n=$!; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
   os.execute("rm -rf " .. shell_quote(prefix) .. "; mkdir -p " .. shell_quote(ROOT .. "/build/nginx"))
@@ -243,6 +245,15 @@ describe("nginx as the host (examples/nginx, protocall.resty)", function()
     assert.are.equal("hello attempts=1\n", body)
   end)
 
+  it("resty.call: response, or nil and the failure", function()
+    local code, body = get(nginx, "/call?text=plain")
+    assert.are.equal(200, code, body)
+    assert.are.equal("plain\n", body)
+    code, body = get(nginx, "/call?text=x&down=1")
+    assert.are.equal(503, code, body)
+    assert.matches("^UNAVAILABLE: .*connect to 127%.0%.0%.1:1", body)
+  end)
+
   it("server streaming from rewrite_by_lua", function()
     local code, body = get(nginx, "/stream?count=5")
     assert.are.equal(200, code, body)
@@ -368,5 +379,47 @@ describe("nginx as the host (examples/nginx, protocall.resty)", function()
     assert.are.equal(503, code2, body2)
     assert.truthy(body2:find("^UNAVAILABLE: .*connect to 127.0.0.1:" .. server.port), body2)
     assert.is_true(helper.now() - t0 < 15, "the failures took " .. (helper.now() - t0) .. " s")
+  end)
+end)
+
+describe("nginx as the host over TLS (ALPN h2 in protocall, over the cosocket's bytes)", function()
+  local certs, server, nginx
+  setup(function()
+    certs = helper.make_certs()
+    -- python3-grpcio (grpc-core) closes a TLS connection that did not negotiate ALPN h2
+    server = helper.spawn_command("env PC_SERVER_WORKERS=64 /usr/bin/python3 spec/grpc_server.py tls 0 "
+      .. certs .. "/server.pem " .. certs .. "/server.key", "grpc_server.py tls")
+    nginx = start_nginx("https://127.0.0.1:" .. server.port, certs .. "/ca.pem")
+  end)
+  teardown(function()
+    stop_nginx(nginx)
+    helper.stop(server)
+    os.execute("rm -rf " .. shell_quote(certs))
+  end)
+
+  it("unary and server streaming over TLS", function()
+    local code, body = get(nginx, "/unary?text=tls")
+    assert.are.equal(200, code, body)
+    assert.are.equal("tls attempts=1\n", body)
+    code, body = get(nginx, "/stream?count=3")
+    assert.are.equal(200, code, body)
+    assert.are.equal("reply 1\nreply 2\nreply 3\n", body)
+  end)
+
+  it("resty.call over TLS", function()
+    local code, body = get(nginx, "/call?text=secret")
+    assert.are.equal(200, code, body)
+    assert.are.equal("secret\n", body)
+  end)
+
+  it("4 concurrent server streams of 3 MB each through the one TLS connection", function()
+    local want = {}
+    for i = 1, 200 do want[i] = "reply " .. i .. " 16384\n" end
+    want = table.concat(want)
+    local bodies = get_bodies(nginx, "/stream?count=200&size=16384", 4)
+    for i = 1, 4 do assert.are.equal(want, bodies[i], "stream " .. i) end
+    local code, body = get(nginx, "/chat?words=a,bb")
+    assert.are.equal(200, code, body)
+    assert.are.equal("a 1\nbb 2\n", body)
   end)
 end)

@@ -58,7 +58,9 @@ static double opt_number(lua_State *L, const char *k) {
  *                         max_header_list=, stream_window=,
  *                         connection_window=, reset_burst=, reset_rate=,
  *                         control_burst=, control_rate=, incomplete_budget=,
- *                         stall_timeout= (seconds)}
+ *                         stall_timeout= (seconds),
+ *                         unix_path=, unix_abstract = boolean,
+ *                         unix_mode = integer (permission bits)}
  * Binds and listens (listener.h; 0 or nil: the defaults there). Raises
  * with the reason when it cannot. */
 static int lpc_grpc_listen(lua_State *L) {
@@ -67,7 +69,12 @@ static int lpc_grpc_listen(lua_State *L) {
   memset(&o, 0, sizeof o);
   o.host = lpc_opt_string(L, 1, "host");
   o.port = lpc_opt_string(L, 1, "port");
-  luaL_argcheck(L, o.port != NULL, 1, "port expected");
+  o.unix_path = lpc_opt_string(L, 1, "unix_path");
+  luaL_argcheck(L, o.port != NULL || o.unix_path != NULL, 1, "port expected");
+  lua_getfield(L, 1, "unix_abstract");
+  o.unix_abstract = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  o.unix_mode = (unsigned)lpc_opt_size(L, 1, "unix_mode", 07777);
   o.cert_file = lpc_opt_string(L, 1, "cert_file");
   o.key_file = lpc_opt_string(L, 1, "key_file");
   o.client_ca_file = lpc_opt_string(L, 1, "client_ca_file");

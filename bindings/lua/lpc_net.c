@@ -56,6 +56,8 @@ static double opt_seconds(lua_State *L, int t, const char *k) {
  *                           keepalive_time=, keepalive_timeout=,
  *                           insecure = boolean (TLS without verification),
  *                           connect_timeout = seconds (0 or nil: none),
+ *                           unix_path = path, unix_abstract = boolean
+ *                                     (a Unix-domain socket, channel.h),
  *                           host_io = boolean (a host driver moves the
  *                                     bytes: ch:host_* below),
  *                           wait_for_ready = boolean (calls wait out the
@@ -87,7 +89,10 @@ static int lpc_grpc_channel(lua_State *L) {
   o.host_io = lua_toboolean(L, -1);
   lua_getfield(L, 1, "wait_for_ready");
   o.wait_for_ready = lua_toboolean(L, -1);
-  lua_pop(L, 4);
+  lua_getfield(L, 1, "unix_abstract");
+  o.unix_abstract = lua_toboolean(L, -1);
+  lua_pop(L, 5);
+  o.unix_path = lpc_opt_string(L, 1, "unix_path");
   o.user_agent = lpc_opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
   o.max_receive = (size_t)lpc_opt_size(L, 1, "max_receive", 0x7fffffff);

@@ -496,7 +496,7 @@ PROTOCALL_API void protocall_pushhosttransport(lua_State *L, const protocall_Tra
  * follows the ABI rules above (it starts with 'size'). */
 
 typedef struct {
-  int tls;                 /* https target: TLS (through 'sslhandshake' when set) */
+  int tls;                 /* 0 from pc.grpc: TLS runs in protocall over the driver's bytes */
   const char *server_name; /* the name TLS verifies and sends */
   int verify;              /* 0: the pc.grpc option insecure = true */
   const char *ca_file, *cert_file, *key_file; /* the pc.grpc options, or NULL */
@@ -540,7 +540,7 @@ typedef struct {
   protocall_DriverReceiveFn *receive; /* required */
   protocall_DriverCloseFn *close;     /* required */
   protocall_DriverTimeoutsFn *settimeouts;   /* may be NULL */
-  protocall_DriverHandshakeFn *sslhandshake; /* may be NULL: the driver does TLS itself, or none */
+  protocall_DriverHandshakeFn *sslhandshake; /* may be NULL; pc.grpc no longer calls it */
 } protocall_Driver;
 
 /* Pushes a driver (a Lua table with `connect`, whose sockets have send,

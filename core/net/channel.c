@@ -33,6 +33,7 @@ struct Conn {
   double last_recv;        /* when bytes last arrived (keepalive) */
   double ping_sent;        /* when the pending keepalive PING went out */
   unsigned id;             /* names it to a host driver (host_io) */
+  int host_up;             /* host_io: the host connected it (TLS may still be under way) */
 };
 
 /* Reconnection backoff of a target (channel.h). */
@@ -49,6 +50,8 @@ struct pc_GrpcChannel {
   void *ud;
   pc_GrpcChannelOptions o; /* strings owned */
   char *authority;
+  char where[300];      /* "host:port" or "unix:path", for messages */
+  pc_NetTlsClient *tls; /* with o.tls: shared by the connections (made at the first) */
   Conn *conns;
   pc_GrpcCall *calls;
   size_t live_calls;
@@ -306,8 +309,17 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   memset(c, 0, sizeof *c);
   c->ch = ch;
-  pc_NetOptions no = {ch->o.host,      ch->o.port,     ch->o.tls,         ch->o.ca_file,
-                      ch->o.cert_file, ch->o.key_file, ch->o.server_name, ch->o.insecure};
+  pc_NetOptions no = {ch->o.host,
+                      ch->o.port,
+                      ch->o.tls,
+                      ch->o.ca_file,
+                      ch->o.cert_file,
+                      ch->o.key_file,
+                      ch->o.server_name,
+                      ch->o.insecure,
+                      ch->o.unix_path,
+                      ch->o.unix_abstract,
+                      NULL};
   pc_GrpcEngineOptions eo;
   memset(&eo, 0, sizeof eo);
   eo.authority = ch->authority;
@@ -325,8 +337,11 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
     return NULL;
   }
   c->connect_by = pc_Clock_Monotonic() + connect_time(&ch->backoff);
-  c->sock = ch->o.host_io ? pc_NetSocket_NewHosted(ch->alloc, ch->ud, err)
-                          : pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
+  if (ch->o.tls && ch->tls == NULL) ch->tls = pc_NetTlsClient_New(&no, err);
+  no.tls_client = ch->tls;
+  c->sock = ch->o.tls && ch->tls == NULL ? NULL
+            : ch->o.host_io              ? pc_NetSocket_NewHosted(&no, ch->alloc, ch->ud, err)
+                                         : pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
   if (c->sock == NULL) {
     backoff_failed(&ch->backoff, err->msg);
     pc_GrpcEngine_Free(c->engine);
@@ -380,7 +395,16 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *all
   ch->o.key_file = dup_opt(ch, o->key_file, &ok);
   ch->o.server_name = dup_opt(ch, o->server_name, &ok);
   ch->o.user_agent = dup_opt(ch, o->user_agent, &ok);
-  if (ok) {
+  ch->o.unix_path = dup_opt(ch, o->unix_path, &ok);
+  if (ok && ch->o.unix_path) {
+    snprintf(ch->where, sizeof ch->where, "unix%s:%.280s", o->unix_abstract ? "-abstract" : "",
+             ch->o.unix_path);
+    const char *host = o->server_name && o->server_name[0] ? o->server_name : "localhost";
+    size_t n = strlen(host) + 1;
+    ch->authority = mem(ch, NULL, 0, n); /* freed as strlen + 1 */
+    if (ch->authority) memcpy(ch->authority, host, n);
+  } else if (ok) {
+    snprintf(ch->where, sizeof ch->where, "%.250s:%.20s", ch->o.host, ch->o.port);
     const char *host = o->server_name && o->server_name[0] ? o->server_name : ch->o.host;
     const char *fmt = strchr(host, ':') ? "[%s]:%s" : "%s:%s";
     size_t n = (size_t)snprintf(NULL, 0, fmt, host, ch->o.port) + 1;
@@ -420,6 +444,8 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->o.key_file);
   free_opt(ch, ch->o.server_name);
   free_opt(ch, ch->o.user_agent);
+  free_opt(ch, ch->o.unix_path);
+  pc_NetTlsClient_Free(ch->tls);
   free_opt(ch, ch->authority);
   pc_GrpcWakeList_Free(&ch->wake);
   mem(ch, ch, sizeof *ch, 0);
@@ -738,13 +764,13 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
     if (!c->ready) {
       if (c->connect_deadline >= 0 && now >= c->connect_deadline) {
         char m[PC_ERROR_MAX];
-        snprintf(m, sizeof m, "connect to %.200s:%.20s: timed out after %g s", ch->o.host,
-                 ch->o.port, ch->o.connect_timeout);
+        snprintf(m, sizeof m, "connect to %.280s: timed out after %g s", ch->where,
+                 ch->o.connect_timeout);
         lose(c, m);
       } else if (now >= c->connect_by) {
         char m[PC_ERROR_MAX];
-        snprintf(m, sizeof m, "connect to %.300s:%.10s: not connected within %.3g s", ch->o.host,
-                 ch->o.port, connect_time(&ch->backoff));
+        snprintf(m, sizeof m, "connect to %.280s: not connected within %.3g s", ch->where,
+                 connect_time(&ch->backoff));
         lose(c, m);
       } else {
         next = sooner(sooner(next, c->connect_by), c->connect_deadline);
@@ -755,8 +781,8 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
     if (pc_GrpcEngine_PingPending(c->engine)) {
       if (now - c->ping_sent >= ka_wait) {
         char m[PC_ERROR_MAX];
-        snprintf(m, sizeof m, "keepalive: no PING ACK from %.300s:%.10s within %.3g s", ch->o.host,
-                 ch->o.port, ka_wait);
+        snprintf(m, sizeof m, "keepalive: no PING ACK from %.280s within %.3g s", ch->where,
+                 ka_wait);
         lose(c, m);
       } else {
         next = sooner(next, c->ping_sent + ka_wait);
@@ -844,6 +870,9 @@ size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *
       fds[nfds].fd = pc_NetSocket_Fd(c->sock);
       fds[nfds].events = pc_NetSocket_Events(c->sock, want);
       fds[nfds].revents = 0;
+      /* a connect that failed at once (a Unix socket file not there) has
+       * no descriptor for poll(2) to report: serviced at once */
+      if (fds[nfds].fd < 0 && !c->ready && !chs[i]->o.host_io) *timeout = 0;
       who[nfds++] = c;
     }
   }
@@ -853,7 +882,7 @@ size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *
 void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd *fds,
                       void *const *who, size_t nfds) {
   for (size_t i = 0; i < nfds; i++) {
-    if (fds[i].revents) service(who[i]);
+    if (fds[i].revents || fds[i].fd < 0) service(who[i]);
   }
   double now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {
@@ -931,7 +960,7 @@ size_t pc_GrpcChannel_HostConns(const pc_GrpcChannel *ch, pc_GrpcHostConn *out, 
     if (c->sock == NULL) continue;
     if (n < max) {
       out[n].id = c->id;
-      out[n].ready = c->ready;
+      out[n].ready = c->ready || c->host_up;
       out[n].calls = c->calls;
     }
     n++;
@@ -953,26 +982,49 @@ double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch) {
 void pc_GrpcChannel_HostConnected(pc_GrpcChannel *ch, unsigned id, int ok, const char *why) {
   Conn *c = host_conn(ch, id);
   if (c == NULL) return;
+  c->host_up = ok != 0;
   pc_NetSocket_SetHosted(c->sock, ok, why);
   service(c);
 }
 
+/* With TLS the socket runs it (socket.h, hosted TLS): the engine's output
+ * goes through it and the host moves the ciphertext. */
 size_t pc_GrpcChannel_HostOutput(pc_GrpcChannel *ch, unsigned id, const char **data) {
   Conn *c = host_conn(ch, id);
+  if (c != NULL && c->host_up && pc_NetSocket_HostedTls(c->sock)) {
+    flush_out(c); /* the engine's bytes into TLS */
+    return c->sock ? pc_NetSocket_HostedOutput(c->sock, data) : 0;
+  }
   if (c == NULL || !c->ready) return 0;
   return pc_GrpcEngine_Output(c->engine, data);
 }
 
 void pc_GrpcChannel_HostWrote(pc_GrpcChannel *ch, unsigned id, size_t n) {
   Conn *c = host_conn(ch, id);
+  const char *p;
+  if (c != NULL && pc_NetSocket_HostedTls(c->sock)) {
+    pc_NetSocket_HostedWrote(c->sock, n);
+    if (c->ready && !pc_GrpcEngine_Alive(c->engine) && pc_GrpcEngine_Output(c->engine, &p) == 0 &&
+        pc_NetSocket_HostedOutput(c->sock, &p) == 0)
+      close_sock(c);
+    return;
+  }
   if (c == NULL || !c->ready) return;
   pc_GrpcEngine_Wrote(c->engine, n);
-  const char *p;
   if (!pc_GrpcEngine_Alive(c->engine) && pc_GrpcEngine_Output(c->engine, &p) == 0) close_sock(c);
 }
 
 int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, size_t len) {
   Conn *c = host_conn(ch, id);
+  if (c != NULL && c->host_up && pc_NetSocket_HostedTls(c->sock)) {
+    if (!pc_NetSocket_HostedInput(c->sock, data, len)) {
+      lose(c, "out of memory");
+      return 0;
+    }
+    c->last_recv = pc_Clock_Monotonic();
+    service(c); /* the handshake, or the plain bytes into the engine */
+    return c->sock != NULL;
+  }
   if (c == NULL || !c->ready) return 0;
   c->last_recv = pc_Clock_Monotonic();
   return pc_GrpcEngine_Recv(c->engine, data, len);
@@ -981,8 +1033,9 @@ int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, s
 void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why) {
   Conn *c = host_conn(ch, id);
   if (c == NULL) return;
+  c->host_up = 0;
   pc_NetSocket_SetHosted(c->sock, 0, why);
-  lose(c, why);
+  lose(c, pc_NetSocket_Error(c->sock)); /* 'why', or during a TLS handshake naming it */
 }
 
 unsigned pc_GrpcChannel_Goaways(const pc_GrpcChannel *ch) {

@@ -62,10 +62,15 @@ typedef struct {
    * deadlines. */
   double connect_timeout;
   /* Non-zero: the host moves the bytes (see "Host I/O" below) and the
-   * built-in driver (socket.h) is not used: no resolution, no sockets, no
-   * TLS here ('tls' only sets :scheme; the CA, certificate and key files
-   * and 'insecure' are the host's business). */
+   * built-in driver (socket.h) is not used: no resolution, no sockets
+   * here. TLS still runs here, over the bytes the host moves (socket.h,
+   * hosted TLS: the same options, verification, ALPN h2 and resumption as
+   * the built-in sockets), so the host carries ciphertext only. */
   int host_io;
+  /* Non-NULL: a Unix-domain socket (socket.h) instead of host and port;
+   * :authority is then 'server_name' or "localhost", as gRPC's. */
+  const char *unix_path;
+  int unix_abstract;
 } pc_GrpcChannelOptions;
 
 /* A channel (no connection is made until the first call); NULL with 'err'
@@ -194,7 +199,8 @@ void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd 
  * longer listed does nothing (0). */
 typedef struct {
   unsigned id;
-  int ready;    /* 0: to connect (pc_GrpcChannel_HostConnected); 1: connected */
+  int ready;    /* 0: to connect (pc_GrpcChannel_HostConnected); 1: connected (bytes to
+                 * move, the TLS handshake's included) */
   size_t calls; /* calls on it: an idle connection need not be read */
 } pc_GrpcHostConn;
 
@@ -209,7 +215,8 @@ size_t pc_GrpcChannel_HostConns(const pc_GrpcChannel *ch, pc_GrpcHostConn *out, 
  * may wait for bytes before calling it again. */
 double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch);
 
-/* The driver connected connection 'id' (and did TLS when 'tls'): 'ok' 1;
+/* The driver connected connection 'id' (with 'tls' the handshake then
+ * runs over the bytes it moves): 'ok' 1;
  * or it could not: 'ok' 0 and 'why' (e.g. "connect to h:1: connection
  * refused"), which its calls then fail with (UNAVAILABLE), and the backoff
  * counts a failed attempt. */

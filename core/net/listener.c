@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define READ_CHUNK        ((size_t)16 * 1024)
@@ -53,7 +54,10 @@ struct pc_GrpcListener {
   size_t nconns;  /* live connections, the ones max_connections counts */
   size_t nlinger; /* connections in 'conns' that linger */
   int shutting;
-  double accept_after;  /* > now: accept failed for want of resources (ACCEPT_PAUSE) */
+  double accept_after; /* > now: accept failed for want of resources (ACCEPT_PAUSE) */
+  char *unix_file;     /* the socket file bound (removed at the end), NULL: none */
+  dev_t unix_dev;      /* and its identity, so a file another server bound since stays */
+  ino_t unix_ino;
   pc_GrpcWakeList wake; /* the calls' (wake.h); every engine lists into it */
 };
 
@@ -61,6 +65,88 @@ static void conn_free(pc_GrpcListener *l, SConn *c) {
   pc_GrpcServerConn_Free(c->engine);
   pc_NetSocket_Close(c->sock);
   l->alloc(l->ud, c, sizeof *c, 0);
+}
+
+/* Removes the socket file at 'path' when it is a stale one: a socket
+ * that refuses a connection (no one listens). 1 when the path is free
+ * now (removed, or nothing there), 0 with 'err' set otherwise. */
+static int remove_stale(const char *path, const struct sockaddr_un *sa, socklen_t len,
+                        pc_Error *err) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return 1; /* nothing there (bind says what else is wrong) */
+  if (!S_ISSOCK(st.st_mode)) {
+    pc_Error_Set(err, "listen on unix:%.200s: the file exists and is not a socket", path);
+    return 0;
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    pc_Error_Set(err, "listen on unix:%.200s: %s", path, strerror(errno));
+    return 0;
+  }
+  int r = connect(fd, (const struct sockaddr *)sa, len);
+  int e = errno;
+  close(fd);
+  if (r == 0 || e != ECONNREFUSED) {
+    pc_Error_Set(err, "listen on unix:%.200s: %s", path,
+                 r == 0 ? "in use (a server listens there)" : strerror(e));
+    return 0;
+  }
+  if (unlink(path) != 0 && errno != ENOENT) {
+    pc_Error_Set(err, "listen on unix:%.200s: cannot remove the stale socket: %s", path,
+                 strerror(errno));
+    return 0;
+  }
+  return 1;
+}
+
+static int listen_unix(pc_GrpcListener *l, const pc_GrpcListenerOptions *o, pc_Error *err) {
+  struct sockaddr_un sa;
+  socklen_t len;
+  const char *kind = o->unix_abstract ? "unix-abstract" : "unix";
+  if (!pc_Net_UnixAddress(o->unix_path, o->unix_abstract, &sa, &len, err)) return 0;
+  if (!o->unix_abstract && !remove_stale(o->unix_path, &sa, len, err)) return 0;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, len) != 0) {
+    pc_Error_Set(err, "listen on %s:%.200s: %s", kind, o->unix_path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  l->fd = fd; /* closed by pc_GrpcListener_Free on failure */
+  if (!o->unix_abstract) {
+    struct stat st;
+    size_t n = strlen(o->unix_path) + 1;
+    l->unix_file = l->alloc(l->ud, NULL, 0, n);
+    if (l->unix_file == NULL) {
+      unlink(o->unix_path);
+      pc_Error_Set(err, "out of memory");
+      return 0;
+    }
+    memcpy(l->unix_file, o->unix_path, n);
+    if (lstat(o->unix_path, &st) == 0) {
+      l->unix_dev = st.st_dev;
+      l->unix_ino = st.st_ino;
+    }
+    if (o->unix_mode && chmod(o->unix_path, o->unix_mode & 07777) != 0) {
+      pc_Error_Set(err, "listen on unix:%.200s: mode %o: %s", o->unix_path, o->unix_mode,
+                   strerror(errno));
+      return 0;
+    }
+  }
+  if (listen(fd, SOMAXCONN) != 0) {
+    pc_Error_Set(err, "listen on %s:%.200s: %s", kind, o->unix_path, strerror(errno));
+    return 0;
+  }
+  return 1;
+}
+
+/* Removes the socket file bound, when it is still ours. */
+static void remove_file(pc_GrpcListener *l) {
+  if (l->unix_file == NULL) return;
+  struct stat st;
+  if (lstat(l->unix_file, &st) == 0 && st.st_dev == l->unix_dev && st.st_ino == l->unix_ino)
+    unlink(l->unix_file);
+  l->alloc(l->ud, l->unix_file, strlen(l->unix_file) + 1, 0);
+  l->unix_file = NULL;
 }
 
 pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *o, pc_Alloc *alloc, void *ud,
@@ -79,12 +165,17 @@ pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *o, pc_Alloc *
   l->o = *o;
   l->o.engine.wake = &l->wake;
   l->o.host = l->o.port = l->o.cert_file = l->o.key_file = l->o.client_ca_file = NULL;
+  l->o.unix_path = NULL;
   if (l->o.max_connections == 0) l->o.max_connections = DEFAULT_MAX_CONNS;
   if (l->o.handshake_timeout <= 0) l->o.handshake_timeout = 10;
   if (l->o.idle_timeout == 0) l->o.idle_timeout = 300;
   if (o->cert_file) {
     l->tls = pc_NetTlsServer_New(o->cert_file, o->key_file, o->client_ca_file, err);
     if (l->tls == NULL) goto fail;
+  }
+  if (o->unix_path) {
+    if (!listen_unix(l, o, err)) goto fail;
+    return l;
   }
   struct addrinfo hints, *list = NULL;
   memset(&hints, 0, sizeof hints);
@@ -148,6 +239,7 @@ void pc_GrpcListener_Shutdown(pc_GrpcListener *l) {
   l->shutting = 1;
   if (l->fd >= 0) close(l->fd);
   l->fd = -1;
+  remove_file(l);
   for (SConn *c = l->conns; c; c = c->next) pc_GrpcServerConn_Shutdown(c->engine);
 }
 
@@ -173,6 +265,7 @@ void pc_GrpcListener_Free(pc_GrpcListener *l) {
   if (l == NULL) return;
   pc_GrpcListener_CloseAll(l);
   if (l->fd >= 0) close(l->fd);
+  remove_file(l);
   pc_NetTlsServer_Free(l->tls);
   pc_GrpcWakeList_Free(&l->wake);
   l->alloc(l->ud, l, sizeof *l, 0);
@@ -211,9 +304,13 @@ static void accept_all(pc_GrpcListener *l, double now) {
     }
     if (l->nconns + l->nlinger >= l->o.max_connections) drop_lingering(l);
     char host[NI_MAXHOST] = "?", port[16] = "?", where[NI_MAXHOST + 24];
-    getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
-                NI_NUMERICHOST | NI_NUMERICSERV);
-    snprintf(where, sizeof where, "%s:%s", host, port);
+    if (ss.ss_family == AF_UNIX) {
+      snprintf(where, sizeof where, "unix:%.200s", l->unix_file ? l->unix_file : "(abstract)");
+    } else {
+      getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port,
+                  NI_NUMERICHOST | NI_NUMERICSERV);
+      snprintf(where, sizeof where, "%s:%s", host, port);
+    }
     pc_Error err;
     pc_Error_Init(&err);
     SConn *c = l->alloc(l->ud, NULL, 0, sizeof *c);

@@ -34,6 +34,17 @@ typedef struct {
   double handshake_timeout;         /* seconds; 0: 10 */
   double idle_timeout;              /* seconds; 0: 300; < 0: none */
   pc_GrpcServerOptions engine;      /* per connection */
+  /* Non-NULL: listen on a Unix-domain socket instead of host and port:
+   * the file 'unix_path' (longer than sun_path holds is refused), or with
+   * 'unix_abstract' a name in Linux's abstract namespace (no file). A
+   * file already there is removed only when it is a socket nobody
+   * listens on (connect refused: a stale one); one in use, or anything
+   * else, fails the bind. 'unix_mode' (e.g. 0660; 0: what the umask
+   * gives) is set on the file before it listens. The file is removed by
+   * pc_GrpcListener_Shutdown / _Free when it is still the one bound. */
+  const char *unix_path;
+  int unix_abstract;
+  unsigned unix_mode;
 } pc_GrpcListenerOptions;
 
 /* Binds and listens. NULL with 'err' set when the address does not
@@ -42,7 +53,7 @@ typedef struct {
 pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *opts, pc_Alloc *alloc, void *ud,
                                      pc_Error *err);
 
-/* The port bound (the one picked for "0"). */
+/* The port bound (the one picked for "0"; 0 for a Unix-domain socket). */
 int pc_GrpcListener_Port(const pc_GrpcListener *l);
 
 /* The next new call of any connection, or NULL. */

@@ -5,10 +5,14 @@
  * once, which spun. Once descriptors are free, the waiting connection is
  * accepted. At max_connections: a client that closes its connection and
  * connects again at once is served, not closed (the end of the old
- * connection is read before the new one is accepted). */
+ * connection is read before the new one is accepted). On a Unix-domain
+ * socket: the mode set, a connection accepted, a stale socket file
+ * replaced, one in use and a file that is not a socket refused, the file
+ * removed at the end; an abstract name. */
 #define _POSIX_C_SOURCE 200809L
 #include "testing/check.h"
 #include "net/listener.h"
+#include "net/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,7 +20,10 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define MAX_TAKEN 256
@@ -111,7 +118,88 @@ static void reconnect_at_limit(void) {
   pc_GrpcListener_Free(l);
 }
 
+static pc_GrpcListener *unix_listener(const char *path, int abstract, unsigned mode,
+                                      pc_Error *err) {
+  pc_GrpcListenerOptions o;
+  memset(&o, 0, sizeof o);
+  o.unix_path = path;
+  o.unix_abstract = abstract;
+  o.unix_mode = mode;
+  pc_Error_Init(err);
+  return pc_GrpcListener_New(&o, NULL, NULL, err);
+}
+
+static int unix_client(const char *path, int abstract) {
+  struct sockaddr_un sa;
+  socklen_t len;
+  pc_Error err;
+  pc_Error_Init(&err);
+  int c = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (c >= 0 && pc_Net_UnixAddress(path, abstract, &sa, &len, &err) &&
+      connect(c, (struct sockaddr *)&sa, len) == 0)
+    return c;
+  if (c >= 0) close(c);
+  return -1;
+}
+
+static void unix_sockets(void) {
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/pc_listener_test_%ld.sock", (long)getpid());
+  unlink(path);
+  pc_Error err;
+  pc_GrpcListener *l = unix_listener(path, 0, 0600, &err);
+  CHECK(l != NULL);
+  if (l == NULL) return;
+  struct stat st;
+  CHECK(lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && (st.st_mode & 0777) == 0600);
+  CHECK(pc_GrpcListener_Port(l) == 0);
+  int c = unix_client(path, 0);
+  CHECK(c >= 0);
+  for (int i = 0; i < 100 && pc_GrpcListener_Connections(l) == 0; i++)
+    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, NULL, 0, 0.05));
+  CHECK(pc_GrpcListener_Connections(l) == 1);
+  /* in use: a second listener on the same path is refused */
+  CHECK(unix_listener(path, 0, 0, &err) == NULL);
+  CHECK(strstr(err.msg, "in use (a server listens there)") != NULL);
+  close(c);
+  pc_GrpcListener_Free(l);
+  CHECK(lstat(path, &st) != 0 && errno == ENOENT); /* removed */
+
+  /* a stale socket file (bound, nobody listens) is replaced */
+  struct sockaddr_un sa;
+  socklen_t len;
+  CHECK(pc_Net_UnixAddress(path, 0, &sa, &len, &err));
+  int stale = socket(AF_UNIX, SOCK_STREAM, 0);
+  CHECK(stale >= 0 && bind(stale, (struct sockaddr *)&sa, len) == 0);
+  close(stale);
+  l = unix_listener(path, 0, 0, &err);
+  CHECK(l != NULL);
+  pc_GrpcListener_Free(l);
+
+  /* a file that is not a socket stays, and the bind fails */
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f) fclose(f);
+  CHECK(unix_listener(path, 0, 0, &err) == NULL);
+  CHECK(strstr(err.msg, "the file exists and is not a socket") != NULL);
+  CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode));
+  unlink(path);
+
+  /* an abstract name */
+  snprintf(path, sizeof path, "pc_listener_test_%ld", (long)getpid());
+  l = unix_listener(path, 1, 0, &err);
+  CHECK(l != NULL);
+  c = unix_client(path, 1);
+  CHECK(c >= 0);
+  for (int i = 0; i < 100 && l && pc_GrpcListener_Connections(l) == 0; i++)
+    CHECK(pc_Grpc_PumpAll(NULL, 0, &l, 1, NULL, 0, 0.05));
+  CHECK(l && pc_GrpcListener_Connections(l) == 1);
+  if (c >= 0) close(c);
+  pc_GrpcListener_Free(l);
+}
+
 int main(void) {
+  unix_sockets();
   out_of_descriptors();
   reconnect_at_limit();
   return CHECK_DONE();

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,7 +31,9 @@ struct pc_NetSocket {
   int fd;
   int state;
   struct addrinfo *list, *next_ai;
-  SSL_CTX *ctx;
+  struct sockaddr_un unix_sa; /* pc_NetOptions.unix_path */
+  socklen_t unix_len;         /* 0: not a Unix-domain socket, or tried */
+  pc_NetTlsClient *tc;        /* the client TLS setup held (NULL: none, or a server's socket) */
   SSL *ssl;
   BIO *rbio, *wbio; /* owned by ssl; encrypted bytes wait in wbio until sent */
   char where[300];  /* "host:port" */
@@ -63,6 +66,22 @@ static void tls_err(pc_NetSocket *s, const char *what) {
 
 /* Starts a non-blocking connect to the next address; 0 when none is left. */
 static int start_next(pc_NetSocket *s) {
+  if (s->unix_len > 0) {
+    socklen_t len = s->unix_len;
+    s->unix_len = 0;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      set_err(s, "connect to", strerror(errno));
+      return 0;
+    }
+    if (connect(fd, (struct sockaddr *)&s->unix_sa, len) == 0 || errno == EINPROGRESS) {
+      s->fd = fd;
+      return 1;
+    }
+    set_err(s, "connect to", strerror(errno));
+    close(fd);
+    return 0;
+  }
   while (s->next_ai) {
     struct addrinfo *ai = s->next_ai;
     s->next_ai = ai->ai_next;
@@ -83,37 +102,92 @@ static int start_next(pc_NetSocket *s) {
   return 0;
 }
 
-static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *name, pc_Error *err) {
-  s->ctx = SSL_CTX_new(TLS_client_method());
-  if (s->ctx == NULL) goto fail;
-  SSL_CTX_set_min_proto_version(s->ctx, TLS1_2_VERSION);
-  SSL_CTX_set_verify(s->ctx, o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+struct pc_NetTlsClient {
+  SSL_CTX *ctx;
+  SSL_SESSION *session; /* the last one the server gave; NULL: none */
+  int refs;
+  int has_cert;
+};
+
+/* OpenSSL's new-session callback: a copy of the session (a TLS 1.3 ticket
+ * arrives after the handshake) is kept for the next connection. A copy:
+ * freeing a connection that was not shut down with close_notify (how a
+ * connection ends here) marks its own session not resumable. */
+static int new_session(SSL *ssl, SSL_SESSION *sess) {
+  pc_NetTlsClient *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+  if (t == NULL || !SSL_SESSION_is_resumable(sess)) return 0;
+  SSL_SESSION *copy = SSL_SESSION_dup(sess);
+  if (copy == NULL) return 0;
+  if (t->session) SSL_SESSION_free(t->session);
+  t->session = copy;
+  return 0; /* the connection's own is not taken */
+}
+
+pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err) {
+  pc_NetTlsClient *t = OPENSSL_zalloc(sizeof *t);
+  if (t == NULL) goto fail;
+  t->refs = 1;
+  t->ctx = SSL_CTX_new(TLS_client_method());
+  if (t->ctx == NULL) goto fail;
+  SSL_CTX_set_app_data(t->ctx, t);
+  SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(t->ctx, o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
   if (o->insecure) {
     /* no trust store: nothing is verified (socket.h) */
   } else if (o->ca_file) {
-    if (SSL_CTX_load_verify_locations(s->ctx, o->ca_file, NULL) != 1) {
+    if (SSL_CTX_load_verify_locations(t->ctx, o->ca_file, NULL) != 1) {
       pc_Error_Set(err, "ca_file '%.200s': not a PEM certificate bundle", o->ca_file);
-      return 0;
+      goto bad;
     }
-  } else if (SSL_CTX_set_default_verify_paths(s->ctx) != 1) {
+  } else if (SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
     goto fail;
   }
   if (o->cert_file) {
-    s->has_cert = 1;
-    if (SSL_CTX_use_certificate_chain_file(s->ctx, o->cert_file) != 1) {
+    t->has_cert = 1;
+    if (SSL_CTX_use_certificate_chain_file(t->ctx, o->cert_file) != 1) {
       pc_Error_Set(err, "cert_file '%.200s': not a PEM certificate", o->cert_file);
-      return 0;
+      goto bad;
     }
     const char *key = o->key_file ? o->key_file : o->cert_file;
-    if (SSL_CTX_use_PrivateKey_file(s->ctx, key, SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(s->ctx) != 1) {
+    if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(t->ctx) != 1) {
       pc_Error_Set(err, "key_file '%.200s': not the PEM key of cert_file", key);
-      return 0;
+      goto bad;
     }
   }
   static const unsigned char alpn[] = {2, 'h', '2'};
-  if (SSL_CTX_set_alpn_protos(s->ctx, alpn, sizeof alpn) != 0) goto fail;
-  s->ssl = SSL_new(s->ctx);
+  if (SSL_CTX_set_alpn_protos(t->ctx, alpn, sizeof alpn) != 0) goto fail;
+  SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(t->ctx, new_session);
+  return t;
+fail:
+  pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
+bad:
+  ERR_clear_error();
+  pc_NetTlsClient_Free(t);
+  return NULL;
+}
+
+void pc_NetTlsClient_Free(pc_NetTlsClient *t) {
+  if (t == NULL || --t->refs > 0) return;
+  if (t->ctx) {
+    SSL_CTX_set_app_data(t->ctx, NULL); /* SSL objects still alive keep the context */
+    SSL_CTX_free(t->ctx);
+  }
+  if (t->session) SSL_SESSION_free(t->session);
+  OPENSSL_free(t);
+}
+
+static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *name, pc_Error *err) {
+  if (o->tls_client) {
+    s->tc = o->tls_client;
+    s->tc->refs++;
+  } else {
+    s->tc = pc_NetTlsClient_New(o, err);
+    if (s->tc == NULL) return 0;
+  }
+  s->has_cert = s->tc->has_cert;
+  s->ssl = SSL_new(s->tc->ctx);
   if (s->ssl == NULL) goto fail;
   s->rbio = BIO_new(BIO_s_mem());
   s->wbio = BIO_new(BIO_s_mem());
@@ -124,6 +198,7 @@ static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *name, 
   }
   SSL_set_bio(s->ssl, s->rbio, s->wbio);
   SSL_set_connect_state(s->ssl);
+  if (s->tc->session) SSL_set_session(s->ssl, s->tc->session); /* resumption offered */
   unsigned char addr[16];
   int is_ip = inet_pton(AF_INET, name, addr) == 1 || inet_pton(AF_INET6, name, addr) == 1;
   X509_VERIFY_PARAM *param = SSL_get0_param(s->ssl);
@@ -141,6 +216,38 @@ fail:
   return 0;
 }
 
+int pc_Net_UnixAddress(const char *path, int abstract, struct sockaddr_un *sa, socklen_t *len,
+                       pc_Error *err) {
+  size_t n = strlen(path);
+  size_t room = sizeof sa->sun_path - 1; /* a file's path ends with a NUL; a name starts with one */
+  if (n == 0 || n > room) {
+    pc_Error_Set(err, "%s: unix%s:%.60s%s",
+                 n == 0     ? "empty path"
+                 : abstract ? "name longer than 106 bytes (sun_path)"
+                            : "path longer than 107 bytes (sun_path)",
+                 abstract ? "-abstract" : "", path, n > 60 ? "..." : "");
+    return 0;
+  }
+  memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  memcpy(sa->sun_path + (abstract ? 1 : 0), path, n);
+  *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+  return 1;
+}
+
+/* Names the peer for messages ("host:port", "unix:path"); returns the
+ * host TLS names by default ("localhost" for a Unix-domain socket). */
+static const char *set_where(pc_NetSocket *s, const pc_NetOptions *o) {
+  if (o->unix_path) {
+    snprintf(s->where, sizeof s->where, "unix%s:%.280s", o->unix_abstract ? "-abstract" : "",
+             o->unix_path);
+    return "localhost";
+  }
+  snprintf(s->where, sizeof s->where, strchr(o->host, ':') ? "[%.250s]:%s" : "%.250s:%s", o->host,
+           o->port);
+  return o->host;
+}
+
 pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void *ud,
                                    pc_Error *err) {
   if (alloc == NULL) alloc = pc_DefaultAlloc;
@@ -153,12 +260,21 @@ pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void
   s->alloc = alloc;
   s->ud = ud;
   s->fd = -1;
-  snprintf(s->where, sizeof s->where, strchr(o->host, ':') ? "[%.250s]:%s" : "%.250s:%s", o->host,
-           o->port);
-  if (o->tls &&
-      !setup_tls(s, o, o->server_name && o->server_name[0] ? o->server_name : o->host, err)) {
+  const char *host = set_where(s, o);
+  if (o->unix_path &&
+      !pc_Net_UnixAddress(o->unix_path, o->unix_abstract, &s->unix_sa, &s->unix_len, err)) {
     pc_NetSocket_Close(s);
     return NULL;
+  }
+  if (o->tls &&
+      !setup_tls(s, o, o->server_name && o->server_name[0] ? o->server_name : host, err)) {
+    pc_NetSocket_Close(s);
+    return NULL;
+  }
+  if (o->unix_path) {
+    s->state = kConnecting;
+    if (!start_next(s)) s->state = kFailed;
+    return s;
   }
   struct addrinfo hints;
   memset(&hints, 0, sizeof hints);
@@ -178,11 +294,23 @@ pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void
   return s;
 }
 
+/* Drops the first 'n' bytes of the write BIO, sent from its own buffer. */
+static void drop_sent(pc_NetSocket *s, size_t n) {
+  char sink[4096];
+  while (n > 0) {
+    int r = BIO_read(s->wbio, sink, (int)(n < sizeof sink ? n : sizeof sink));
+    if (r <= 0) break;
+    n -= (size_t)r;
+  }
+}
+
 /* Sends encrypted bytes waiting in the write BIO: 1 when all went, 0
  * when the socket is full, -1 on an error. They are sent from the BIO's
  * own buffer and dropped from it as they go, so a socket keeps no copy
  * (an idle connection holds no send buffer of its own). */
 static int flush_tls(pc_NetSocket *s) {
+  if (s->hosted) /* the host takes it (pc_NetSocket_HostedOutput): 1 while little waits */
+    return BIO_ctrl_pending(s->wbio) < TLS_CHUNK * 4;
   for (;;) {
     char *p = NULL;
     long n = BIO_get_mem_data(s->wbio, &p);
@@ -193,19 +321,14 @@ static int flush_tls(pc_NetSocket *s) {
       set_err(s, "send to", strerror(errno));
       return -1;
     }
-    char sink[4096];
-    for (ssize_t left = w; left > 0;) {
-      int r =
-          BIO_read(s->wbio, sink, (int)(left < (ssize_t)sizeof sink ? left : (ssize_t)sizeof sink));
-      if (r <= 0) break;
-      left -= r;
-    }
+    drop_sent(s, (size_t)w);
   }
 }
 
 /* Moves received bytes into the read BIO: > 0 bytes moved, 0 nothing now,
  * -1 at the end or on an error. */
 static long feed_tls(pc_NetSocket *s) {
+  if (s->hosted) return 0; /* the host gives it (pc_NetSocket_HostedInput) */
   char buf[TLS_CHUNK];
   ssize_t n = recv(s->fd, buf, sizeof buf, 0);
   if (n > 0) {
@@ -249,7 +372,7 @@ static int handshake(pc_NetSocket *s) {
 }
 
 int pc_NetSocket_Progress(pc_NetSocket *s) {
-  if (s->hosted) return s->state == kFailed ? -1 : s->state == kReady;
+  if (s->hosted && s->state != kHandshake) return s->state == kFailed ? -1 : s->state == kReady;
   if (s->state == kConnecting) {
     struct pollfd p = {s->fd, POLLOUT, 0};
     if (s->fd < 0) {
@@ -295,7 +418,7 @@ short pc_NetSocket_Events(const pc_NetSocket *s, int want_write) {
 }
 
 long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n) {
-  if (s->state != kReady || s->hosted) return s->state == kFailed ? -1 : 0;
+  if (s->state != kReady || (s->hosted && s->ssl == NULL)) return s->state == kFailed ? -1 : 0;
   if (s->ssl == NULL) {
     ssize_t r = recv(s->fd, buf, n, 0);
     if (r > 0) return (long)r;
@@ -343,7 +466,7 @@ long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n) {
 }
 
 long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n) {
-  if (s->state != kReady || s->hosted) return s->state == kFailed ? -1 : 0;
+  if (s->state != kReady || (s->hosted && s->ssl == NULL)) return s->state == kFailed ? -1 : 0;
   if (s->ssl == NULL) {
     ssize_t w = send(s->fd, buf, n, MSG_NOSIGNAL);
     if (w >= 0) return (long)w;
@@ -404,7 +527,7 @@ int pc_NetSocket_Linger(pc_NetSocket *s) {
 void pc_NetSocket_Close(pc_NetSocket *s) {
   if (s == NULL) return;
   if (s->ssl) SSL_free(s->ssl);
-  if (s->ctx) SSL_CTX_free(s->ctx);
+  pc_NetTlsClient_Free(s->tc);
   if (s->fd >= 0) close(s->fd);
   if (s->list) freeaddrinfo(s->list);
   s->alloc(s->ud, s, sizeof *s, 0);
@@ -512,7 +635,8 @@ pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls
   return s;
 }
 
-pc_NetSocket *pc_NetSocket_NewHosted(pc_Alloc *alloc, void *ud, pc_Error *err) {
+pc_NetSocket *pc_NetSocket_NewHosted(const pc_NetOptions *o, pc_Alloc *alloc, void *ud,
+                                     pc_Error *err) {
   if (alloc == NULL) alloc = pc_DefaultAlloc;
   pc_NetSocket *s = alloc(ud, NULL, 0, sizeof *s);
   if (s == NULL) {
@@ -525,15 +649,59 @@ pc_NetSocket *pc_NetSocket_NewHosted(pc_Alloc *alloc, void *ud, pc_Error *err) {
   s->fd = -1;
   s->hosted = 1;
   s->state = kConnecting;
+  if (o && o->tls) {
+    const char *host = set_where(s, o);
+    if (!setup_tls(s, o, o->server_name && o->server_name[0] ? o->server_name : host, err)) {
+      pc_NetSocket_Close(s);
+      return NULL;
+    }
+  }
   return s;
 }
 
 void pc_NetSocket_SetHosted(pc_NetSocket *s, int ready, const char *why) {
   if (!s->hosted || s->state == kFailed) return;
   if (ready) {
-    s->state = kReady;
+    if (s->state == kConnecting) s->state = s->ssl ? kHandshake : kReady;
     return;
   }
-  snprintf(s->err, sizeof s->err, "%s", why ? why : "connection failed");
+  if (s->state == kHandshake) /* a hosted TLS connection lost during its handshake */
+    set_err(s, "TLS handshake with", why ? why : "connection closed (is it a TLS port?)");
+  else
+    snprintf(s->err, sizeof s->err, "%s", why ? why : "connection failed");
   s->state = kFailed;
+}
+
+int pc_NetSocket_HostedTls(const pc_NetSocket *s) {
+  return s->hosted && s->ssl != NULL;
+}
+
+size_t pc_NetSocket_HostedOutput(pc_NetSocket *s, const char **data) {
+  if (!pc_NetSocket_HostedTls(s) || s->state == kFailed || s->state == kConnecting) return 0;
+  (void)flush_tls(s);
+  char *p = NULL;
+  long n = BIO_get_mem_data(s->wbio, &p);
+  if (n <= 0 || p == NULL) return 0;
+  *data = p; /* the write BIO's own bytes, until pc_NetSocket_HostedWrote */
+  return (size_t)n;
+}
+
+void pc_NetSocket_HostedWrote(pc_NetSocket *s, size_t n) {
+  if (!pc_NetSocket_HostedTls(s)) return;
+  drop_sent(s, n);
+}
+
+int pc_NetSocket_HostedInput(pc_NetSocket *s, const void *data, size_t len) {
+  if (!pc_NetSocket_HostedTls(s) || s->state == kFailed) return 1;
+  while (len > 0) {
+    int n = BIO_write(s->rbio, data, len > 0x40000000 ? 0x40000000 : (int)len);
+    if (n <= 0) return 0;
+    data = (const char *)data + n;
+    len -= (size_t)n;
+  }
+  return 1;
+}
+
+int pc_NetSocket_Resumed(const pc_NetSocket *s) {
+  return s->ssl != NULL && SSL_session_reused(s->ssl);
 }

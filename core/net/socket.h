@@ -15,8 +15,11 @@
 #include "base/error.h"
 
 #include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 typedef struct pc_NetSocket pc_NetSocket;
+typedef struct pc_NetTlsClient pc_NetTlsClient;
 
 typedef struct {
   const char *host; /* name or address; brackets of "[::1]" already removed */
@@ -31,7 +34,34 @@ typedef struct {
    * For tests against self-signed servers only (protocall call -insecure);
    * 'ca_file' is then not read. */
   int insecure;
+  /* Non-NULL: a Unix-domain socket instead of host and port: the file
+   * 'unix_path', or with 'unix_abstract' the name in Linux's abstract
+   * namespace (no file). TLS then verifies and sends 'server_name', else
+   * "localhost". */
+  const char *unix_path;
+  int unix_abstract;
+  /* With 'tls': the TLS setup shared by the connections to one target
+   * (pc_NetTlsClient_New of these same options): its trust store and
+   * client certificate are loaded once, and the session of the last
+   * handshake is offered again (resumption). NULL: a setup of the
+   * socket's own, from the files above. */
+  pc_NetTlsClient *tls_client;
 } pc_NetOptions;
+
+/* The client side of TLS for one target: an OpenSSL context with the
+ * trust store ('ca_file' or the system's, none with 'insecure'), the
+ * client certificate, ALPN h2, and a session cache of one entry: the
+ * session the server last gave (a TLS 1.3 ticket or a TLS 1.2 session),
+ * which each new connection offers. NULL with 'err' set when a file does
+ * not load. Counted: each socket made with it holds it until closed. */
+pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err);
+void pc_NetTlsClient_Free(pc_NetTlsClient *t);
+
+/* The address of a Unix-domain socket (pc_NetOptions.unix_path): 1, or 0
+ * with 'err' set when 'path' is empty or longer than sun_path holds (107
+ * bytes for a file, 106 for an abstract name). */
+int pc_Net_UnixAddress(const char *path, int abstract, struct sockaddr_un *sa, socklen_t *len,
+                       pc_Error *err);
 
 /* Resolves the host and starts connecting (non-blocking). Returns NULL with
  * 'err' set when the name does not resolve, TLS cannot be set up (a CA,
@@ -95,17 +125,43 @@ pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls
 
 /* A connection whose bytes a host-supplied driver moves (channel.h, host
  * I/O): no descriptor (pc_NetSocket_Fd is -1, which poll(2) skips, and
- * pc_NetSocket_Events 0), Read and Write take nothing (0) and
+ * pc_NetSocket_Events 0). Without TLS ('o' NULL or 'o->tls' 0) Read and
+ * Write take nothing (0: the host moves the plain bytes itself) and
  * pc_NetSocket_Progress reports what pc_NetSocket_SetHosted said: 0 until
- * then. NULL with 'err' set on allocation failure. */
-pc_NetSocket *pc_NetSocket_NewHosted(pc_Alloc *alloc, void *ud, pc_Error *err);
+ * then. With 'o->tls' the TLS session runs here, over memory, as for a
+ * built-in socket (the same options, verification, ALPN h2, client
+ * certificate, resumption): the host carries ciphertext only, taking it
+ * with pc_NetSocket_HostedOutput and giving what it received to
+ * pc_NetSocket_HostedInput; Progress runs the handshake once the host
+ * connected, and Read and Write carry the plain bytes. NULL with 'err' set
+ * on allocation failure or, with TLS, a file that does not load. */
+pc_NetSocket *pc_NetSocket_NewHosted(const pc_NetOptions *o, pc_Alloc *alloc, void *ud,
+                                     pc_Error *err);
 
-/* The host's driver connected 's' (and did TLS when asked): 'ready' 1; or
- * the connection failed or was lost: 'ready' 0 and 'why' (e.g. "connect
- * to host:443: timeout"), after which Progress, Read and Write return -1
- * and pc_NetSocket_Error gives 'why'. No effect on a built-in socket or
- * one already failed. */
+/* The host's driver connected 's': 'ready' 1 (ready for data, or with TLS
+ * for the handshake); or the connection failed or was lost: 'ready' 0
+ * and 'why' (e.g. "connect to host:443: timeout"), after which Progress,
+ * Read and Write return -1 and pc_NetSocket_Error gives 'why'. No effect
+ * on a built-in socket or one already failed. */
 void pc_NetSocket_SetHosted(pc_NetSocket *s, int ready, const char *why);
+
+/* 1 when 's' is hosted and runs TLS itself (its host moves ciphertext). */
+int pc_NetSocket_HostedTls(const pc_NetSocket *s);
+
+/* A hosted TLS socket's ciphertext for the host to send: '*data' points at
+ * it (valid until the next call on 's'), 0 when there is none; the host
+ * reports what it sent with pc_NetSocket_HostedWrote (the rest comes
+ * again). */
+size_t pc_NetSocket_HostedOutput(pc_NetSocket *s, const char **data);
+void pc_NetSocket_HostedWrote(pc_NetSocket *s, size_t n);
+
+/* Ciphertext the host received for a hosted TLS socket (read with
+ * Progress and Read). 0 when out of memory. */
+int pc_NetSocket_HostedInput(pc_NetSocket *s, const void *data, size_t len);
+
+/* 1 when the TLS handshake of 's' resumed an earlier session (the server
+ * took the session its pc_NetTlsClient offered). */
+int pc_NetSocket_Resumed(const pc_NetSocket *s);
 
 /* Closes the connection and frees 's'. NULL is allowed. */
 void pc_NetSocket_Close(pc_NetSocket *s);

@@ -11,13 +11,15 @@ local M = {}
 
 local faults, talk -- the clients, made in init_by_lua (before the fork)
 local shared, target, echo_request -- /bench: the shared transport, its target, an encoded request
+local ca -- the upstream's CA file (TLS), or nil
 
---- `demo.init(root, upstream)` (init_by_lua): loads
+--- `demo.init(root, upstream, ca_file)` (init_by_lua): loads
 -- spec/fixtures/protos/grpc/faults.proto under `root` (the repository),
--- declares faults.Talk and makes the clients for `upstream` ("host:port")
--- with a retry policy (UNAVAILABLE and RESOURCE_EXHAUSTED retried, 5
+-- declares faults.Talk and makes the clients for `upstream` ("host:port",
+-- or "https://host:port" verified against `ca_file`, default the system
+-- store) with a retry policy (UNAVAILABLE and RESOURCE_EXHAUSTED retried, 5
 -- attempts, 0.05 to 0.5 s apart) and a 5 s deadline per call.
-function M.init(root, upstream)
+function M.init(root, upstream, ca_file)
   assert(upstream, "PROTOCALL_UPSTREAM (host:port of the gRPC server) is not set")
   local protos = root .. "/spec/fixtures/protos"
   assert(pc.load_file(protos .. "/grpc/faults.proto", { import_paths = { protos } }))
@@ -27,8 +29,8 @@ package faults;
 import "grpc/faults.proto";
 service Talk { rpc Chat(stream Request) returns (stream Reply); }
 ]], { name = "grpc/nginx_talk.proto", import_paths = { protos } }))
-  local transport = resty.grpc(pc, upstream, { reconnect = { initial = 0.1, maximum = 1 } })
-  shared, target = transport, upstream
+  local transport = resty.grpc(pc, upstream, { reconnect = { initial = 0.1, maximum = 1 }, ca_file = ca_file })
+  shared, target, ca = transport, upstream, ca_file
   echo_request = pc.encode(pc.type("faults.Request") { text = "bench" })
   local policy = { transport = transport, timeout = 5,
     retry = pc.Retry { initial = 0.05, maximum = 0.5, timeout = 5 } }
@@ -89,6 +91,23 @@ function M.chat()
     assert(call:recv() == nil, "Chat: a reply more than requests")
     return out
   end)
+end
+
+--- GET /call?text=T[&down=1]: Echo through resty.call (no client kept
+-- here), to the upstream or with `down` to a port nothing listens on;
+-- answers "T", or the failure's "CODE: message" with its status.
+function M.call()
+  local a = ngx.req.get_uri_args()
+  local to = a.down and "127.0.0.1:1" or target
+  local r, err = resty.call(pc, to, "/faults.Faults/Echo", { text = a.text or "" },
+    { timeout = 5, transport = { ca_file = ca } })
+  if not r then
+    ngx.status = HTTP_STATUS[err.code] or 502
+    ngx.say(tostring(err))
+    return ngx.exit(ngx.status)
+  end
+  ngx.say(r.text)
+  return ngx.exit(ngx.HTTP_OK)
 end
 
 --- GET /retry?id=X&failures=N: FailThenSucceed failing UNAVAILABLE N

@@ -132,4 +132,31 @@ function M.code_name(c)
   return name
 end
 
+--- place | false, problem | nil = unix_address(address): a Unix-domain
+-- socket as gRPC's naming document spells it: "unix:path" (relative or
+-- absolute), "unix:///absolute/path" or "unix-abstract:name" (Linux's
+-- abstract namespace) -> {unix = path, abstract = boolean, host =
+-- "localhost", port = "0", tls = false}; false and what is wrong with
+-- one; nil for an address of another kind. (pc.grpc's targets and
+-- pc.listen's addresses.)
+local UNIX_MAX = 107 -- bytes of sun_path a path may take (106 for an abstract name)
+
+function M.unix_address(address)
+  local kind, rest = address:match("^(unix%-abstract):(.*)$")
+  if not kind then kind, rest = address:match("^(unix):(.*)$") end
+  if not kind then return nil end
+  local path = rest
+  if kind == "unix" and rest:find("^//") then
+    path = rest:match("^//(/.*)$")
+    if not path then return false, "unix://ABSOLUTE_PATH expected (three slashes: unix:///tmp/x.sock)" end
+  end
+  if path == "" then return false, "an empty path" end
+  if path:find("%c") then return false, "control characters are not allowed" end
+  local max = kind == "unix" and UNIX_MAX or UNIX_MAX - 1
+  if #path > max then
+    return false, (kind == "unix" and "path" or "name") .. " longer than " .. max .. " bytes (sun_path)"
+  end
+  return { unix = path, abstract = kind == "unix-abstract", host = "localhost", port = "0", tls = false }
+end
+
 return M

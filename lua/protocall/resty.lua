@@ -136,7 +136,7 @@ local function owner_reader(c)
   wake(c.writable)
 end
 
--- The owner: connects (and TLS), then writes what the requests queue
+-- The owner: connects (a plain byte pipe: TLS runs in protocall over it), then writes what the requests queue
 -- while its reader thread reads; closes the socket once closing.
 local function run_owner(premature, c)
   if premature then
@@ -147,7 +147,6 @@ local function run_owner(premature, c)
   local sock = tcp()
   sock:settimeouts(ms(c.timeout), SEND_TIMEOUT * 1000, IDLE_READ * 1000)
   local ok, err = sock:connect(c.host, c.port)
-  if ok and c.tls then ok, err = sock:sslhandshake(nil, c.server_name, c.verify) end
   if not ok or c.closing then
     c.err, c.closing = c.err or err or "given up", true
     sock:close()
@@ -257,8 +256,7 @@ end
 -- A connection through a new owner timer: the socket, or nil and why.
 local function shared_connect(host, port, o)
   local c = {
-    host = host, port = port, timeout = o.timeout, tls = o.tls, server_name = o.server_name,
-    verify = not o.insecure, closing = false, inq = fifo.new(), outq = fifo.new(),
+    host = host, port = port, timeout = o.timeout, closing = false, inq = fifo.new(), outq = fifo.new(),
     ready = semaphore.new(), readable = semaphore.new(), writable = semaphore.new(),
     sent = semaphore.new(), drained = semaphore.new(),
   }
@@ -293,7 +291,6 @@ local function own_connect(host, port, o)
   local sock = tcp()
   sock:settimeouts(ms(o.timeout), SEND_TIMEOUT * 1000, POLL * 1000)
   local ok, err = sock:connect(host, port)
-  if ok and o.tls then ok, err = sock:sslhandshake(nil, o.server_name, not o.insecure) end
   if not ok then
     sock:close()
     return nil, err
@@ -322,11 +319,13 @@ end
 -- opens the connection through an owner ngx.timer (the default: the
 -- connection serves every request of the worker) or, with `per_request =
 -- true`, as a cosocket of the calling request (the transport must then
--- not outlive that request). TLS is the cosocket's sslhandshake with
--- `o.server_name` and verification unless `o.insecure` (nginx's
--- `lua_ssl_trusted_certificate` is the CA list; lua-nginx-module offers
--- no ALPN, so a server insisting on ALPN h2 refuses it; `ca_file`,
--- `cert_file` and `key_file` are not used). Its `sleep`, `wait` and
+-- not outlive that request). The cosocket is a plain byte pipe: TLS for an
+-- https target runs in protocall over its bytes (pc.grpc's `driver`), with
+-- ALPN h2, SNI, verification against `ca_file` or the system store (not
+-- nginx's `lua_ssl_trusted_certificate`), client certificates and session
+-- resumption, so servers insisting on ALPN h2 (grpc-go, grpc-core,
+-- Node) accept it; the cosocket's sslhandshake is not used. A unix: target
+-- connects the cosocket to "unix:/path". Its `sleep`, `wait` and
 -- `wake` let waiting calls yield to nginx. Raises on a bad option.
 function M.driver(opts)
   opts = opts or {}
@@ -382,6 +381,59 @@ function M.grpc(pc, target, opts)
     function g.set_load_balancing(_, ...) return t:set_load_balancing(...) end
   end
   return g
+end
+
+-- resty.call's transports and clients of this worker: target -> {transport =, clients = {service -> client}}
+local by_target = {}
+
+--- `response, err = resty.call(pc, target, path, request, opts)`: one
+-- unary call in the resty.http style, for plugin authors who do not keep
+-- clients: `target` as pc.grpc takes it, `path` "/pkg.Service/Method"
+-- (its schema loaded, e.g. in init_by_lua*), `request` a table (nil: an
+-- empty message). Returns the response (a message) or nil and the
+-- failure (a pc.Error: `err.code`, and "CODE: message" as a string).
+-- `opts`: the call's settings (`timeout` (seconds), `metadata`, ...: as
+-- a stub method takes them) and `transport` = pc.grpc options, used when
+-- this worker first calls `target` (its transport and clients are kept
+-- per worker: one shared connection per target, as resty.grpc's).
+-- Raises only on misuse (a bad argument, a path that names no loaded
+-- method, the log phase as resty.check_phase says).
+function M.call(pc, target, path, request, opts)
+  if type(pc) ~= "table" or type(pc.client) ~= "function" then
+    error("bad argument #1 to 'call' (the protocall module expected)", 2)
+  end
+  if type(target) ~= "string" then
+    error("bad argument #2 to 'call' (string expected, got " .. type(target) .. ")", 2)
+  end
+  local service, method
+  if type(path) == "string" then service, method = path:match("^/([%w_%.]+)/([%w_]+)$") end
+  if not service then error("bad argument #3 to 'call' (a method path \"/pkg.Service/Method\" expected)", 2) end
+  if request ~= nil and type(request) ~= "table" then
+    error("bad argument #4 to 'call' (table or nil expected, got " .. type(request) .. ")", 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #5 to 'call' (table or nil expected, got " .. type(opts) .. ")", 2)
+  end
+  M.check_phase(pc)
+  local settings, transport_opts = {}, nil
+  for k, v in pairs(opts or {}) do
+    if k == "transport" then transport_opts = v else settings[k] = v end
+  end
+  local entry = by_target[target]
+  if not entry then
+    entry = { transport = M.grpc(pc, target, transport_opts), clients = {} }
+    by_target[target] = entry
+  end
+  local client = entry.clients[service]
+  if not client then
+    client = M.client(pc, service, { transport = entry.transport })
+    entry.clients[service] = client
+  end
+  local fn = client[method]
+  if fn == nil then error("protocall.resty.call: " .. service .. " has no method '" .. method .. "'", 2) end
+  local ok, response = pcall(fn, client, request or {}, settings)
+  if not ok then return nil, response end
+  return response
 end
 
 --- `resty.client(pc, service, opts)` -> `pc.client(service, opts)` with

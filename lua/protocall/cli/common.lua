@@ -329,6 +329,12 @@ end
 function M.connect(flags, target, cmd)
   local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
   if target:match("^https?://") then url = target end
+  if target:match("^unix:") or target:match("^unix%-abstract:") then
+    if not flags.plaintext then
+      usage_error(cmd, "a unix: or unix-abstract: TARGET is h2c: give -plaintext")
+    end
+    url = target
+  end
   if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
     usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")
   end

@@ -4,6 +4,7 @@
 -- handler as a task of the scheduler (lua/protocall/sched.lua), with the
 -- same `pc.server{...}` handler tables pc.inproc serves (rpc/server.lua).
 local core = require "protocall.core"
+local compat = require "protocall.compat"
 local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
@@ -21,6 +22,17 @@ local wait, wait_call, in_task, now = sched.wait, sched.wait_call, sched.in_task
 
 local M = {}
 
+-- The permission bits of pc.listen's `mode`: a string of octal digits
+-- ("0660", as chmod takes it) or an integer 0..4095; nil when neither.
+local function mode_bits(v)
+  if type(v) == "string" then
+    local n = v:find("^[0-7]+$") and #v <= 5 and tonumber(v, 8)
+    return n and n <= 4095 and n or nil
+  end
+  if compat.mtype(v) == "integer" and v >= 0 and v <= 4095 then return v end
+  return nil
+end
+
 -- Response bytes a handler may have queued beyond what HTTP/2 took: past
 -- this, ctx.send waits for the client's window (a client that does not
 -- read holds the handler, not memory).
@@ -32,7 +44,7 @@ local LISTEN_OPTIONS = {
   max_header_list_size = "number", max_connections = "number", idle_timeout = "number",
   handshake_timeout = "number", stream_window = "number", connection_window = "number",
   max_resets = "number", max_control_frames = "number", incomplete_budget = "number",
-  stall_timeout = "number",
+  stall_timeout = "number", mode = "mode",
 }
 
 
@@ -287,7 +299,15 @@ end
 --- `listener = pc.listen(server, address, opts)`: serves the pc.server
 -- `server` over HTTP/2 on `address`, "host:port" ("127.0.0.1:50051",
 -- "[::1]:0", ":8080" for every address; port 0 picks a free port,
--- `listener.port` tells which). h2c unless `opts.cert_file` and
+-- `listener.port` tells which), or a Unix-domain socket as gRPC spells
+-- it: "unix:/path/x.sock" (also "unix:relative" and "unix:///abs/path")
+-- or "unix-abstract:name" (Linux's abstract namespace, no file;
+-- `listener.port` is 0). The socket file gets `opts.mode` (a string of
+-- octal digits, "0660", or an integer 0..4095; default what the umask
+-- leaves) before it listens; a file already at the path is replaced
+-- only when it is a socket nobody listens on (a stale one: connecting is
+-- refused), anything else fails; the listener removes its file when
+-- closed. A path longer than sun_path (107 bytes) is refused. h2c unless `opts.cert_file` and
 -- `opts.key_file` (PEM) are given: TLS with ALPN h2; `client_ca_file`
 -- (PEM bundle) requires client certificates signed by it (mutual TLS).
 -- Limits (defaults): `max_concurrent_streams` per connection (100; more
@@ -324,7 +344,12 @@ function M.listen(server, address, opts)
   for k, v in pairs(opts) do
     local want = LISTEN_OPTIONS[k]
     if want == nil then error("pc.listen: unknown option '" .. tostring(k) .. "'", 2) end
-    if type(v) ~= want then
+    if want == "mode" then
+      if not mode_bits(v) then
+        error("pc.listen: option 'mode' must be a string of octal digits (\"0660\") or an integer"
+          .. " 0..4095 (permission bits), got " .. show(v), 2)
+      end
+    elseif type(v) ~= want then
       error("pc.listen: option '" .. k .. "' must be a " .. want .. ", got " .. type(v), 2)
     end
   end
@@ -343,14 +368,26 @@ function M.listen(server, address, opts)
         .. (key == "stall_timeout" and " (negative: never)" or "") .. ", got " .. show(v), 2)
     end
   end
-  local host, port = address:match("^%[([%x:.]+)%]:(%d+)$")
-  if not host then host, port = address:match("^([^:%[%]]*):(%d+)$") end
-  if not port or address:find("[%c ]") or tonumber(port) > 65535 then
-    error("pc.listen: address '" .. address:gsub("%c", "?")
-      .. "': expected host:port, [ipv6]:port or :port (port 0 picks one)", 2)
+  local host, port
+  local unix, why = internal.unix_address(address)
+  if unix == false then
+    error("pc.listen: address '" .. address:gsub("%c", "?") .. "': " .. why, 2)
+  elseif not unix then
+    host, port = address:match("^%[([%x:.]+)%]:(%d+)$")
+    if not host then host, port = address:match("^([^:%[%]]*):(%d+)$") end
+    if not port or address:find("[%c ]") or tonumber(port) > 65535 then
+      error("pc.listen: address '" .. address:gsub("%c", "?")
+        .. "': expected host:port, [ipv6]:port, :port (port 0 picks one), unix:PATH or unix-abstract:NAME", 2)
+    end
+    if opts.mode ~= nil then error("pc.listen: option 'mode' is for a unix: address (the socket file)", 2) end
   end
+  if unix and unix.abstract and opts.mode ~= nil then
+    error("pc.listen: option 'mode' is for a unix: address (an abstract name has no file)", 2)
+  end
+  local mode = opts.mode ~= nil and mode_bits(opts.mode) or nil
   local ok, l = pcall(core.grpc_listen, { -- a C function in pcall: its error names no position
     host = host ~= "" and host or nil, port = port,
+    unix_path = unix and unix.unix, unix_abstract = unix and unix.abstract, unix_mode = mode,
     cert_file = opts.cert_file, key_file = opts.key_file, client_ca_file = opts.client_ca_file,
     max_concurrent_streams = size_option(opts, "max_concurrent_streams", 1),
     max_receive = size_option(opts, "max_receive_size", 1),

@@ -59,12 +59,7 @@ local function do_connect(dc, st, seconds)
   end
   st.sock = sock
   if sock.settimeouts then drv(sock, "settimeouts", o.timeout, SEND_TIMEOUT, READ_CAP) end
-  if dc.connect_opts.tls and sock.sslhandshake then
-    local done, why = drv(sock, "sslhandshake", dc.connect_opts.server_name, not dc.connect_opts.insecure)
-    if not done then
-      return connect_failed(ch, st.id, "TLS handshake with " .. dc.where .. ": " .. tostring(why))
-    end
-  end
+  -- TLS, when the target has it, now runs in the channel over this socket's bytes
   ch:host_connected(st.id, true)
 end
 
@@ -187,14 +182,15 @@ function M.attach(channel, driver, where, opts)
   -- LuaJIT's weak keys (no ephemerons) never let a channel go whose value
   -- refers to it (its transport, connections and sockets would stay forever)
   local ref = setmetatable({ channel = channel }, { __mode = "v" })
+  -- a Unix-domain socket goes to the driver as host "unix:/path" (as a
+  -- cosocket's connect takes it) and no port
+  local unix = where.unix and (where.abstract and "unix-abstract:" or "unix:") .. where.unix
   local dc = setmetatable({
-    driver = driver, host = where.host, port = tonumber(where.port),
-    where = (where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host) .. ":" .. where.port,
-    connect_opts = {
-      tls = where.tls, server_name = opts.server_name or where.host, insecure = opts.insecure == true,
-      ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
-      alpn = { "h2" },
-    },
+    driver = driver, host = unix or where.host, port = not unix and tonumber(where.port) or nil,
+    where = unix or (where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host) .. ":" .. where.port,
+    -- a plain byte pipe: TLS is the channel's (core/net/socket.h, hosted TLS),
+    -- so the driver is never asked for it
+    connect_opts = { tls = false },
     connect_timeout = opts.connect_timeout or 20,
     conns = {}, signal = {}, sleep = driver.sleep or core.sleep, wait = driver.wait, wake = driver.wake,
   }, { __index = ref })

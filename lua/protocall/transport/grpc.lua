@@ -516,6 +516,11 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- is resolved by getaddrinfo, which blocks (no SRV).
 -- `load_balancing` picks among them (doc/guide.md "Load balancing",
 -- transport/balancer.lua).
+-- A Unix-domain socket (h2c,
+-- :authority "localhost" or `server_name`) is "unix:/path" (also
+-- "unix:relative" and "unix:///absolute/path") or "unix-abstract:name"
+-- (Linux's abstract namespace); a path longer than sun_path holds (107
+-- bytes) is refused.
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
 -- `key_file` (PEM client certificate and key, mutual TLS; one needs the other),
 -- `server_name` (the name TLS verifies and sends, and :authority;
@@ -549,21 +554,22 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
 -- timed out after S s"; default none but the calls' deadlines),
 -- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
--- of the built-in sockets and TLS: `driver.connect(host, port, o)` ->
--- a socket object, or nil and why, with `o` = {tls = boolean,
--- server_name =, insecure = boolean, ca_file =, cert_file =, key_file =,
--- alpn = {"h2"}, timeout = seconds the attempt may take};
+-- of the built-in sockets: a plain byte pipe; TLS for an https target
+-- still runs in protocall, over the driver's bytes, with the same options,
+-- verification, ALPN h2, client certificate and session resumption as
+-- without a driver, so the driver carries ciphertext only:
+-- `driver.connect(host, port, o)` (for a unix: target host "unix:/path"
+-- and port nil, as a cosocket's connect) -> a socket object, or nil and
+-- why, with `o` = {tls = false, timeout = seconds the attempt may take};
 -- `sock:send(bytes)` -> bytes sent (all of them, or a count to retry
 -- the rest later) or nil, err; `sock:receiveany(max)` -> at most `max`
 -- bytes, or nil, "timeout" (nothing within the read timeout: not an
 -- error), nil, "closed" or nil, err; `sock:settimeouts(connect, send,
 -- read)` (optional; SECONDS, not milliseconds as in nginx: a read waits
 -- at most until the channel's next timer, 1 s at most);
--- `sock:sslhandshake(server_name, verify)` (optional; called for https
--- targets, true or nil, err; the handshake must negotiate ALPN h2;
--- without it the driver gives TLS itself when `o.tls`, or plaintext);
--- `sock:close()`; optional `driver.sleep(seconds)` (how a call outside
--- any pc.spawn task pauses between rounds; default the host's sleep) and
+-- `sock:close()` (a socket's `sslhandshake`, if any, is not called);
+-- optional `driver.sleep(seconds)` (how a call outside any pc.spawn
+-- task pauses between rounds; default the host's sleep) and
 -- `driver.wait(seconds)` with `driver.wake()` (a call with nothing to
 -- do waits until some call's driver method returned, at most `seconds`:
 -- ngx.semaphore in lua/protocall/resty.lua).
@@ -651,6 +657,7 @@ function M.grpc(target, opts)
   local function make(where)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,
+      unix_path = where.unix, unix_abstract = where.abstract,
       ca_file = opts.ca_file, cert_file = opts.cert_file, key_file = opts.key_file,
       server_name = opts.server_name or (dns and dns.name), user_agent = opts.user_agent,
       insecure = opts.insecure, connect_timeout = opts.connect_timeout,
@@ -660,8 +667,10 @@ function M.grpc(target, opts)
       backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready,
     }
     if host_driver then driver.attach(channel, host_driver, where, opts) end
+    local name = where.unix and ((where.abstract and "unix-abstract:" or "unix:") .. where.unix)
+      or where.host .. ":" .. where.port
     return setmetatable({
-      channel = channel, target = where.host .. ":" .. where.port, compression = opts.compression,
+      channel = channel, target = name, compression = opts.compression,
       metadata = opts.metadata,
     }, Transport)
   end

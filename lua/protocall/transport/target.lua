@@ -2,6 +2,7 @@
 -- document gives (host:port, URLs, dns:///, ipv4:/ipv6: lists, a Lua list).
 local core = require "protocall.core"
 local compat = require "protocall.compat"
+local internal = require "protocall.internal"
 
 local type, pairs, ipairs, tonumber = type, pairs, ipairs, tonumber
 local mtype = compat.mtype
@@ -20,7 +21,12 @@ local M = {}
 -- as :authority (an SRV name without its "_service._proto." labels). A control
 -- character (a NUL above all: C would cut the string there and reach
 -- another host) or a space is refused.
+-- Unix-domain sockets: "unix:path", "unix:///absolute/path" and
+-- "unix-abstract:name" (internal.unix_address), h2c.
 local function parse(target)
+  local unix, why = internal.unix_address(target) -- a path may hold spaces
+  if unix then return unix end
+  if unix == false then return nil, why end
   if target:find("[%c ]") then return nil, "control characters and spaces are not allowed" end
   local scheme, rest = target:match("^(https?)://(.*)$")
   local server

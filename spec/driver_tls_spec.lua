@@ -1,0 +1,145 @@
+-- TLS over a host driver: pc.grpc(https target, {driver = D}) with the
+-- lua-socket driver (spec/socket_driver.lua) carrying ciphertext only, the
+-- TLS session running in the channel (core/net/socket.h, hosted TLS: the
+-- code of the built-in sockets). Against servers that insist on ALPN h2:
+-- python3-grpcio with TLS (spec/grpc_server.py tls) and @grpc/grpc-js
+-- (spec/node/grpcjs_tls_server.mjs; Node's HTTP/2 over TLS refuses a
+-- client without ALPN h2), mutual TLS (grpc-js and pc.listen requiring a
+-- client certificate), and a wrong CA failing as the built-in sockets fail.
+local pc = require "protocall"
+local helper = require "grpc_helper"
+local sdriver = require "socket_driver"
+local node = require "node_peer"
+
+local failure = helper.failure
+
+-- A lua-socket driver that records the first byte each connection sends.
+local function recording()
+  local firsts = {}
+  local D = sdriver.new(pc, {
+    send = function(sock, bytes)
+      if not sock.seen then
+        sock.seen = true
+        firsts[#firsts + 1] = bytes:byte(1)
+      end
+    end,
+  })
+  return D, firsts
+end
+
+describe("TLS in the channel over a host driver", function()
+  local certs, other, grpcio
+  setup(function()
+    certs = helper.make_certs()
+    other = helper.make_certs() -- another CA: signed none of the servers
+    grpcio = helper.spawn("tls", 0, certs .. "/server.pem", certs .. "/server.key")
+  end)
+  teardown(function()
+    helper.stop(grpcio)
+    os.execute("rm -rf " .. certs .. " " .. other)
+  end)
+
+  it("calls python3-grpcio over TLS, the driver carrying ciphertext only", function()
+    local D, firsts = recording()
+    local t = pc.grpc("https://127.0.0.1:" .. grpcio.port,
+      { driver = D, ca_file = certs .. "/ca.pem", server_name = "localhost" })
+    assert.are.equal("hello", t:unary("/test.Test/Echo", "hello", { timeout = 5 }))
+    assert.are.equal(("x"):rep(300000), t:unary("/test.Test/Echo", ("x"):rep(300000), { timeout = 10 }))
+    assert.are.same({ 0x16 }, firsts) -- one connection, opened with a TLS handshake record
+    t:close()
+  end)
+
+  it("fails with a wrong CA as the built-in sockets fail", function()
+    local url = "https://127.0.0.1:" .. grpcio.port
+    local hosted = failure(function()
+      local t = pc.grpc(url, { driver = sdriver.new(pc), ca_file = other .. "/ca.pem" })
+      return t:unary("/test.Test/Echo", "x", { timeout = 5 })
+    end)
+    local builtin = failure(function()
+      local t = pc.grpc(url, { ca_file = other .. "/ca.pem" })
+      return t:unary("/test.Test/Echo", "x", { timeout = 5 })
+    end)
+    assert.are.equal("UNAVAILABLE", hosted.code)
+    assert.matches("^TLS handshake with 127%.0%.0%.1:" .. grpcio.port .. ": certificate verify failed", hosted.message)
+    assert.are.equal(builtin.message, hosted.message)
+    -- and a name the certificate does not carry
+    local wrong_name = failure(function()
+      local t = pc.grpc(url, { driver = sdriver.new(pc), ca_file = certs .. "/ca.pem", server_name = "other.test" })
+      return t:unary("/test.Test/Echo", "x", { timeout = 5 })
+    end)
+    assert.matches("certificate verify failed", wrong_name.message)
+  end)
+
+  it("serves mutual TLS against pc.listen requiring a client certificate", function()
+    local pool = pc.pool()
+    assert(pool:load([[
+syntax = "proto3";
+package dt;
+message N { int32 n = 1; }
+service S { rpc Inc(N) returns (N); }
+]], { name = "dt/s.proto" }))
+    local server = pc.server({ ["dt.S"] = { Inc = function(m) return { n = m.n + 1 } end } }, { pool = pool })
+    local l = pc.listen(server, "127.0.0.1:0", { cert_file = certs .. "/server.pem", key_file = certs .. "/server.key",
+      client_ca_file = certs .. "/ca.pem" })
+    local got, without
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local ok, err = pcall(function()
+        local base = { ca_file = certs .. "/ca.pem", server_name = "localhost" }
+        local with = {}
+        for k, v in pairs(base) do with[k] = v end
+        with.driver, with.cert_file, with.key_file = sdriver.new(pc), certs .. "/client.pem", certs .. "/client.key"
+        local c = pc.client("dt.S", { pool = pool, transport = pc.grpc("https://127.0.0.1:" .. l.port, with) })
+        got = c:Inc({ n = 41 }, { timeout = 5 }).n
+        base.driver = sdriver.new(pc)
+        local bare = pc.client("dt.S", { pool = pool, transport = pc.grpc("https://127.0.0.1:" .. l.port, base) })
+        without = failure(bare.Inc, bare, { n = 1 }, { timeout = 5 })
+      end)
+      l:shutdown(1)
+      if not ok then error(err, 0) end
+    end)
+    pc.run()
+    assert.are.equal(42, got)
+    assert.are.equal("UNAVAILABLE", without.code)
+  end)
+
+  describe("against @grpc/grpc-js (ALPN h2 required)", function()
+    local absent = node.missing("@grpc/grpc-js")
+    if absent then
+      it("runs", function() node.skip(pending, "grpc-js TLS", absent) end)
+      return
+    end
+    local js, js_mtls
+    setup(function()
+      js = node.serve("grpcjs_tls_server.mjs", { certs .. "/server.pem", certs .. "/server.key" })
+      js_mtls = node.serve("grpcjs_tls_server.mjs", { certs .. "/server.pem", certs .. "/server.key",
+        certs .. "/ca.pem" })
+    end)
+    teardown(function()
+      node.stop(js)
+      node.stop(js_mtls)
+    end)
+
+    it("calls it through the driver, and through the built-in sockets alike", function()
+      local D, firsts = recording()
+      for _, driver in ipairs { D, false } do
+        local t = pc.grpc("https://127.0.0.1:" .. js.port,
+          { driver = driver or nil, ca_file = certs .. "/ca.pem", server_name = "localhost" })
+        assert.are.equal("from lua", t:unary("/test.Test/Echo", "from lua", { timeout = 5 }))
+        t:close()
+      end
+      assert.are.same({ 0x16 }, firsts)
+    end)
+
+    it("mutual TLS: with the client certificate, and without it refused", function()
+      local url = "https://127.0.0.1:" .. js_mtls.port
+      local t = pc.grpc(url, { driver = sdriver.new(pc), ca_file = certs .. "/ca.pem", server_name = "localhost",
+        cert_file = certs .. "/client.pem", key_file = certs .. "/client.key" })
+      assert.are.equal("mtls", t:unary("/test.Test/Echo", "mtls", { timeout = 5 }))
+      t:close()
+      local bare = pc.grpc(url, { driver = sdriver.new(pc), ca_file = certs .. "/ca.pem", server_name = "localhost" })
+      local err = failure(bare.unary, bare, "/test.Test/Echo", "x", { timeout = 5 })
+      assert.are.equal("UNAVAILABLE", err.code)
+    end)
+  end)
+end)

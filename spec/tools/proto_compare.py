@@ -118,7 +118,11 @@ def main_protoc(root, tool):
     files = proto_files(root)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "set.pb")
-        r = subprocess.run(["protoc", "-I", root, "-I", "/usr/include", "--include_imports",
+        # the files protocall builds in (google/api, google/rpc, buf/validate)
+        # are on protoc's path too, as they are on ours
+        builtin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "core", "schema",
+                               "protos")
+        r = subprocess.run(["protoc", "-I", root, "-I", "/usr/include", "-I", builtin, "--include_imports",
                             "--descriptor_set_out=" + out] + files,
                            capture_output=True, text=True)
         if r.returncode != 0:

@@ -482,7 +482,8 @@ end
     local bad, a, b, errors = text:match("RESULT bad=(%d+) a=(%d+) b=(%d+) errors=(%d+)")
     assert.truthy(bad, text)
     assert.are.equal("0", bad, text)
-    assert.are.equal("0", errors, text .. "\nerror.log:\n" .. (read(nginx.prefix .. "/logs/error.log") or ""):sub(-4000))
+    local log = read(nginx.prefix .. "/logs/error.log") or ""
+    assert.are.equal("0", errors, text .. "\nerror.log:\n" .. log:sub(-4000))
     assert.is_true(tonumber(a) > 0 and tonumber(b) > 0, text)
     for i = 2, 20 do assert.are.equal(published[i - 1] + 1, published[i]) end
     print(("# 20 swaps under wrk -c8 for 4 s: %d answers by version A, %d by B, none failed"):format(a, b))

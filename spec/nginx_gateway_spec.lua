@@ -465,7 +465,12 @@ done = function(summary)
 end
 ]])
     local out = os.tmpname()
-    local wrk = io.popen("wrk -t1 -c8 -d4s -s " .. q(script) .. " " .. q(nginx.url .. "/api/echo/hi") .. " > " .. q(out)
+    -- wrk runs with only stdin, stdout and stderr: it inherits this
+    -- process's descriptors otherwise, and its event loop (sized for its
+    -- connections) refuses a socket whose number is past it, counted as a
+    -- connect error
+    local wrk = io.popen("/usr/bin/python3 -c 'import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], "
+      .. "sys.argv[1:])' wrk -t1 -c8 -d4s -s " .. q(script) .. " " .. q(nginx.url .. "/api/echo/hi") .. " > " .. q(out)
       .. " 2>&1", "r")
     os.execute("sleep 0.5")
     local published = {}
@@ -482,8 +487,8 @@ end
     local bad, a, b, errors = text:match("RESULT bad=(%d+) a=(%d+) b=(%d+) errors=(%d+)")
     assert.truthy(bad, text)
     assert.are.equal("0", bad, text)
-    local log = read(nginx.prefix .. "/logs/error.log") or ""
-    assert.are.equal("0", errors, text .. "\nerror.log:\n" .. log:sub(-4000))
+    local log = (read(nginx.prefix .. "/logs/error.log") or ""):gsub("[^\n]*%[info%][^\n]*\n", "")
+    assert.are.equal("0", errors, text .. "\nerror.log (past [info]):\n" .. log:sub(-4000))
     assert.is_true(tonumber(a) > 0 and tonumber(b) > 0, text)
     for i = 2, 20 do assert.are.equal(published[i - 1] + 1, published[i]) end
     print(("# 20 swaps under wrk -c8 for 4 s: %d answers by version A, %d by B, none failed"):format(a, b))

@@ -572,6 +572,38 @@ describe("validate = true", function()
     assert.truthy(err.message:find("^line 2: validation failed: name: ", 1, false), err.message)
   end)
 
+  it("fails INTERNAL, with a Status body, when a rule fails to evaluate", function()
+    local dpool = pc.pool()
+    assert(dpool:load([[
+      syntax = "proto3";
+      package d;
+      import "google/api/annotations.proto";
+      import "buf/validate/validate.proto";
+      message Req { int32 x = 1 [(buf.validate.field).cel = {id: "div", expression: "100 / this > 1"}]; }
+      service S {
+        rpc Do(Req) returns (Req) { option (google.api.http) = { post: "/do" body: "*" }; }
+        rpc Up(stream Req) returns (Req) { option (google.api.http) = { post: "/up" body: "*" }; }
+      }
+    ]], { name = "d.proto" }))
+    local vtc = pc.transcoder(dpool, { validate = true })
+    local r, b, q = assert(vtc:match("POST", "/do"))
+    assert.are.equal(5, assert(vtc:request(r, b, q, '{"x":5}')).x)
+    local msg, err = vtc:request(r, b, q, '{"x":0}')
+    assert.is_nil(msg)
+    assert.are.equal(pc.Error, getmetatable(err))
+    assert.are.equal("INTERNAL", err.code)
+    assert.truthy(err.message:find("^validate: "), err.message)
+    local code, json = vtc:error(err)
+    assert.are.equal(500, code)
+    assert.truthy(json:find('^{"code":13,"message":"validate: '), json)
+    r, b, q = assert(vtc:match("POST", "/up"))
+    local msgs
+    msgs, err = vtc:requests(r, b, q, '{"x":1}\n{"x":0}\n')
+    assert.is_nil(msgs)
+    assert.are.equal("INTERNAL", err.code)
+    assert.truthy(err.message:find("^line 2: validate: "), err.message)
+  end)
+
   it("is off by default", function()
     local vtc = pc.transcoder(vpool)
     local r, b, q = assert(vtc:match("GET", "/v1/ab"))

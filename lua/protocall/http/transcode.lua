@@ -494,13 +494,16 @@ end
 -- past `max_body_bytes` fails RESOURCE_EXHAUSTED with http_status 413; a
 -- body "field" body holding more than that field's one JSON value fails
 -- "body: $: more than one JSON value"; with `validate`, a message that
--- breaks its type's rules fails as pc.server's `validate = true` refuses it.
+-- breaks its type's rules fails as pc.server's `validate = true` refuses it,
+-- and one whose rules fail to evaluate (a division by zero, a bad pattern
+-- from the message, a cost limit) fails INTERNAL "validate: ...", as there.
 function Transcoder:request(route, bindings, query, body, content_type)
   if type(route) ~= "table" or not route.input then argerror("request", "route expected", 2) end
   local msg, err = build_request(self, route, bindings, query, body, content_type)
   if msg and self.validate then
-    err = validate.refusal(msg)
-    if err then return nil, err end
+    local ok, refused = pcall(validate.refusal, msg)
+    if not ok then return nil, Error { code = "INTERNAL", message = tostring(refused) } end
+    if refused then return nil, refused end
   end
   return msg, err
 end

@@ -115,6 +115,18 @@ http {
             try({ protos = lib_only }),
             try({ upstream = "127.0.0.1:1", protos = lib_only, timeout = -1 }),
             try({ upstream = "127.0.0.1:1", descriptor_set = "\255\255" }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, max_body_bytes = "10" }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, headers = "authorization" }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, timeout = math.huge }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, grpc = "x" }),
+            (function()
+                local cyclic = { upstream = "127.0.0.1:1", protos = lib_only, grpc = {} }
+                cyclic.grpc.again = cyclic
+                local n, err = gw.publish("gateway", "probe", cyclic)
+                return tostring(n) .. " " .. tostring(err)
+            end)(),
+            tostring(select(2, gw.publish("gateway", "probe", { upstream = "127.0.0.1:1", protos = lib_only,
+                                                                 grpc = { f = print } }))),
         }, "\n")
     }
 
@@ -397,7 +409,13 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal("nil probe: 'upstream' (\"host:port\") or 'transport' expected", lines[4])
     assert.are.equal("nil probe: timeout: seconds > 0 expected", lines[5])
     assert.truthy(lines[6]:find("^nil probe: descriptor_set: "), lines[6])
-    assert.are.equal("nil", lines[7])
+    assert.are.equal("nil probe: max_body_bytes: positive integer expected, got string", lines[7])
+    assert.are.equal("nil probe: headers: list of strings expected, got string", lines[8])
+    assert.are.equal("nil probe: timeout: seconds > 0 expected", lines[9])
+    assert.are.equal("nil probe: grpc: table of resty.grpc options expected, got string", lines[10])
+    assert.are.equal("nil probe: grpc.again: a table holding itself cannot be put in a shared dict", lines[11])
+    assert.are.equal("probe: grpc.f: a function cannot be put in a shared dict", lines[12])
+    assert.are.equal("nil", lines[13])
   end)
 
   it("a version that fails to compile is refused, saying why, and the current one stays", function()

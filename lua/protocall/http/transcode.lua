@@ -140,6 +140,80 @@ local OPTIONS = {
   max_depth = true, max_body_bytes = true, validate = true,
 }
 
+-- Bounds of the count options.
+local COUNTS = {
+  max_query_bytes = { 1, 2 ^ 31 - 1 }, max_query_params = { 1, 2 ^ 31 - 1 },
+  max_body_bytes = { 1, 2 ^ 53 }, max_depth = { 1, 1000 },
+}
+local FLAGS = { unbound = true, ignore_unknown_query = true, ignore_unknown_fields = true, validate = true }
+local JSON_FLAGS = { emit_defaults = true, proto_names = true, enums_as_ints = true }
+
+local function got(v)
+  if type(v) == "number" then return internal.show(v) end
+  return type(v)
+end
+
+-- A list of strings `v` (nil when it is), or what is wrong.
+local function strings_problem(k, v)
+  if type(v) ~= "table" then return k .. ": list of strings expected, got " .. type(v) end
+  local n = #v
+  for i, x in pairs(v) do
+    if type(i) ~= "number" or i < 1 or i > n or i % 1 ~= 0 then
+      return k .. ": list of strings expected, got key " .. tostring(i)
+    end
+    if type(x) ~= "string" then return format("%s[%d]: string expected, got %s", k, i, type(x)) end
+  end
+  return nil
+end
+
+-- What is wrong with pc.transcoder's options (their names are known), or nil.
+local function options_problem(opts)
+  for k, range in pairs(COUNTS) do
+    local v = opts[k]
+    if v ~= nil then
+      local lo, hi = range[1], range[2]
+      if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < lo or v > hi then
+        local want = k == "max_depth" and "integer 1..1000" or "positive integer"
+        return format("%s: %s expected, got %s", k, want, got(v))
+      end
+    end
+  end
+  for k in pairs(FLAGS) do
+    if opts[k] ~= nil and type(opts[k]) ~= "boolean" then
+      return format("%s: boolean expected, got %s", k, type(opts[k]))
+    end
+  end
+  for _, k in ipairs { "headers", "services" } do
+    if opts[k] ~= nil then
+      local problem = strings_problem(k, opts[k])
+      if problem then return problem end
+    end
+  end
+  if opts.headers then
+    for i, h in ipairs(opts.headers) do
+      if not h:find("^[%w!#$%%&'*+%-.^_`|~]+$") then return format("headers[%d]: bad header name '%s'", i, shown(h)) end
+    end
+  end
+  local j = opts.json
+  if j ~= nil then
+    if type(j) ~= "table" then return "json: table of pc.to_json options expected, got " .. type(j) end
+    for k, v in pairs(j) do
+      if JSON_FLAGS[k] then
+        if type(v) ~= "boolean" then return format("json.%s: boolean expected, got %s", k, type(v)) end
+      elseif k == "indent" then
+        if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < 0 or v > 16 then
+          return "json.indent: integer 0..16 expected, got " .. got(v)
+        end
+      elseif k == "pool" then
+        if not schema.is_pool(v) then return "json.pool: protocall.Pool expected, got " .. type(v) end
+      else
+        return "json: unknown option '" .. tostring(k) .. "'"
+      end
+    end
+  end
+  return nil
+end
+
 --- tc = pc.transcoder([pool,] opts): the HTTP/JSON routes of the services
 -- of `pool` (default the default pool), compiled once (google/api/http.proto;
 -- Envoy's grpc_json_transcoder and grpc-gateway read the same rules).
@@ -172,7 +246,11 @@ local OPTIONS = {
 -- '**' not last; a body or response_body naming no top-level field; a
 -- variable bound to a repeated, map or message field (well-known types
 -- with a string form excepted); nested additional_bindings; a GET with a
--- body.
+-- body. An option of the wrong type or out of range raises "bad argument
+-- #2 to 'transcoder' (max_body_bytes: positive integer expected, got
+-- string)": counts are integers (max_depth 1..1000), flags booleans,
+-- `services` and `headers` lists of strings (header names), `json` only
+-- pc.to_json's options.
 function M.transcoder(pool, opts)
   if opts == nil and type(pool) == "table" then pool, opts = nil, pool end
   pool = pool or schema.default_pool()
@@ -182,6 +260,8 @@ function M.transcoder(pool, opts)
   for k in pairs(opts) do
     if not OPTIONS[k] then argerror("transcoder", "unknown option '" .. tostring(k) .. "'", 2, 2) end
   end
+  local problem = options_problem(opts)
+  if problem then argerror("transcoder", problem, 2, 2) end
   local set, err = rules.compile(pool, opts.services, opts)
   if not set then error(err, 2) end
   local allow = {}

@@ -659,6 +659,36 @@ describe("headers", function()
     assert.are.same({ nil, "INVALID_ARGUMENT: header 'Grpc-Metadata-K-Bin': bad base64" }, { md, tostring(err) })
   end)
 
+  it("refuses, 400 naming the header, metadata a call could not carry; raises on headers not of strings", function()
+    local t = pc.transcoder(pool, { headers = { "authorization", "x-user" } })
+    local function refused(headers, why)
+      local md, err = t:metadata(headers)
+      assert.is_nil(md)
+      assert.are.same({ "INVALID_ARGUMENT", why, 400 }, { err.code, err.message, err.http_status })
+    end
+    refused({ { "Grpc-Metadata-X-A", "\195\169" } }, "header 'Grpc-Metadata-X-A': value must be printable ASCII")
+    refused({ { "Grpc-Metadata-X-A", "a\r\nb: c" } }, "header 'Grpc-Metadata-X-A': value must be printable ASCII")
+    refused({ { "Grpc-Metadata-X-A", "a\127" } }, "header 'Grpc-Metadata-X-A': value must be printable ASCII")
+    refused({ ["X-User"] = "\0" }, "header 'X-User': value must be printable ASCII")
+    refused({ { "Grpc-Metadata-X-A", string.rep("a", 70000) } },
+      "header 'Grpc-Metadata-X-A': metadata: more than 65536 bytes of keys and values")
+    local many = {}
+    for i = 1, 40 do many[i] = { "Grpc-Metadata-K" .. i, string.rep("a", 2000) } end
+    refused(many, "header 'Grpc-Metadata-K33': metadata: more than 65536 bytes of keys and values")
+    refused({ { "Grpc-Timeout", "1S" }, { "grpc-timeout", "2S" } }, "Grpc-Timeout given more than once")
+    refused({ ["Grpc-Timeout"] = { "1S", "2S" } }, "Grpc-Timeout given more than once")
+    refused({ { "Grpc-Metadata--bin", "AA" } }, "header 'Grpc-Metadata--bin': not a gRPC metadata key")
+    refused({ { "Grpc-Metadata-", "x" } }, "header 'Grpc-Metadata-': not a gRPC metadata key")
+    refused({ { "Grpc-Metadata-a b", "x" } }, "header 'Grpc-Metadata-a b': not a gRPC metadata key")
+    assert.are.same({ { { "a", "b c~" } } }, { t:metadata { { "Grpc-Metadata-A", "b c~" } } })
+    assert.has_error(function() t:metadata { ["Grpc-Metadata-N"] = 5 } end, "bad argument #1 to 'metadata' "
+      .. "(header 'Grpc-Metadata-N': string name and value expected, got string and number)")
+    assert.has_error(function() t:metadata { { "Grpc-Metadata-A" } } end, "bad argument #1 to 'metadata' "
+      .. "(header 'Grpc-Metadata-A': string name and value expected, got string and nil)")
+    assert.has_error(function() t:metadata { { nil, "x" } } end, "bad argument #1 to 'metadata' "
+      .. "(header nil: string name and value expected, got nil and string)")
+  end)
+
   it("writes response metadata as Grpc-Metadata-* and trailers as Grpc-Trailer-*", function()
     assert.are.same({ { "Grpc-Metadata-x-a", "1" }, { "Grpc-Metadata-k-bin", "AAE=" }, { "Grpc-Trailer-x-t", "2" } },
       tc:response_headers({ { "x-a", "1" }, { "content-type", "application/grpc" }, { "k-bin", "\0\1" } },

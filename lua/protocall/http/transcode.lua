@@ -13,6 +13,7 @@ local json = require "protocall.json"
 local wire = require "protocall.wire"
 local status = require "protocall.status"
 local validate = require "protocall.validate"
+local metadata_problem = require("protocall.core").metadata_problem
 local template = require "protocall.http.template"
 local rules = require "protocall.http.rules"
 
@@ -769,42 +770,64 @@ local TIMEOUT_UNIT = { H = 3600, M = 60, S = 1, m = 1e-3, u = 1e-6, n = 1e-9 }
 
 --- metadata, timeout | nil, err = tc:metadata(headers): the gRPC
 -- metadata of a request's headers (`headers`: a list of {name, value} or
--- a table name -> value or list of values): `Grpc-Metadata-<key>` as
--- <key> (grpc-gateway), a header of the `headers` option by its
+-- a table name -> value or list of values, strings): `Grpc-Metadata-<key>`
+-- as <key> (grpc-gateway), a header of the `headers` option by its
 -- lowercased name; keys HTTP/2 or gRPC reserve (content-type, te, host,
 -- connection, user-agent, grpc-*) are dropped, a "-bin" key's value is
 -- base64 (standard or URL-safe) and is decoded. `timeout` is the
 -- `Grpc-Timeout` header's ("1S", "500m", gRPC's form) in seconds, or nil.
--- Fails (nil, pc.Error INVALID_ARGUMENT) on a bad Grpc-Timeout or -bin
--- value.
+-- Fails (nil, pc.Error INVALID_ARGUMENT, http_status 400, naming the
+-- header) on a bad or repeated Grpc-Timeout, a key gRPC cannot carry
+-- (empty, "-bin" alone, a character outside 0-9 a-z - _ .), a value that
+-- is not printable ASCII (or not base64 for a "-bin" key), or metadata
+-- past the bounds calls take (1000 pairs, 64 KiB of keys and values)
+-- where a call would fail INTERNAL; grpc-gateway skips such a header
+-- with a log line instead. Raises on a header that is not a string name
+-- with a string value.
 function Transcoder:metadata(headers)
   if type(headers) ~= "table" then argerror("metadata", "table expected, got " .. type(headers), 2) end
-  local md, timeout = {}, nil
+  local md, timeout, bytes = {}, nil, 0
   local function one(name, value)
+    if type(name) ~= "string" or type(value) ~= "string" then
+      argerror("metadata", format("header %s: string name and value expected, got %s and %s",
+        type(name) == "string" and "'" .. shown(name) .. "'" or tostring(name), type(name), type(value)), 3)
+    end
     local lname = lower(name)
     local key
     if lname:sub(1, 14) == "grpc-metadata-" then
       key = lname:sub(15)
     elseif lname == "grpc-timeout" then
+      if timeout then return "Grpc-Timeout given more than once" end
       local n, unit = value:match("^(%d+)([HMSmun])$")
-      if not n or #n > 8 then return format("bad Grpc-Timeout '%s'", value:sub(1, 40)) end
+      if not n or #n > 8 then return format("bad Grpc-Timeout '%s'", shown(value:sub(1, 40))) end
       timeout = tonumber(n) * TIMEOUT_UNIT[unit]
       return nil
     elseif self.allow[lname] then
       key = lname
     end
-    if key and key ~= "" and not reserved(key) then
-      if key:sub(-4) == "-bin" then
-        local v = b64decode(value)
-        if not v then return format("header '%s': bad base64", name) end
-        value = v
-      end
-      md[#md + 1] = { key, value }
+    if not key then return nil end
+    if key == "" or key == "-bin" or not key:find("^[%w%-_%.]+$") then
+      return format("header '%s': not a gRPC metadata key", shown(name))
     end
+    if reserved(key) then return nil end
+    if key:sub(-4) == "-bin" then
+      local v = b64decode(value)
+      if not v then return format("header '%s': bad base64", shown(name)) end
+      value = v
+    elseif value:find("[^\32-\126]") then
+      return format("header '%s': value must be printable ASCII", shown(name))
+    end
+    local problem = metadata_problem({ { key, value } }, #md, bytes)
+    if problem then return format("header '%s': %s", shown(name), problem) end
+    bytes = bytes + #key + #value
+    md[#md + 1] = { key, value }
     return nil
   end
   if headers[1] ~= nil then
-    for _, h in ipairs(headers) do
+    for i, h in ipairs(headers) do
+      if type(h) ~= "table" then
+        argerror("metadata", format("header %d: {name, value} expected, got %s", i, type(h)), 2)
+      end
       local why = one(h[1], h[2])
       if why then return nil, invalid(why) end
     end

@@ -364,6 +364,36 @@ describe("query parameters", function()
     end)
   end
 
+  it("names the parameter of a map key out of range and of fields nested too deep, at once", function()
+    local rpool = pc.pool()
+    assert(rpool:load([[
+      syntax = "proto3";
+      package r;
+      import "google/api/annotations.proto";
+      enum Kind { KIND_UNSPECIFIED = 0; BOOK = 1; }
+      message R { string name = 1; R child = 2; map<int32, Kind> mk = 3; map<uint64, string> mu = 4; }
+      service S { rpc Get(R) returns (R) { option (google.api.http).get = "/r/{child.name}"; } }
+    ]], { name = "r.proto" }))
+    local t = pc.transcoder(rpool)
+    local function get(target)
+      local r, b, q = assert(t:match("GET", target))
+      local m, err = t:request(r, b, q)
+      return m and pc.to_json(m), err and tostring(err)
+    end
+    assert.are.same({ nil, "INVALID_ARGUMENT: query parameter 'mk[99999999999]': 99999999999 out of range for int32" },
+      { get("/r/a?mk[99999999999]=BOOK") })
+    assert.are.same({ nil, "INVALID_ARGUMENT: query parameter 'mk[2]': unknown value \"NOPE\" of enum r.Kind" },
+      { get("/r/a?mk[1]=BOOK&mk[2]=NOPE") })
+    assert.are.same({ nil, "INVALID_ARGUMENT: query parameter 'mu[-1]': -1 out of range for uint64" },
+      { get("/r/a?mu[-1]=x") })
+    local deep = ("child."):rep(10900) .. "name"
+    assert.are.same({ nil, "INVALID_ARGUMENT: query parameter '" .. deep:sub(1, 100) .. "': fields nested deeper "
+      .. "than 100" }, { get("/r/a?" .. deep .. "=x") })
+    assert.truthy(get("/r/a?" .. ("child."):rep(99) .. "name=x"))
+    -- the path binds child.name: the query's child.name is skipped, child.child.name is set
+    assert.are.same({ '{"child":{"name":"a","child":{"name":"b"}}}' }, { get("/r/a?child.name=z&child.child.name=b") })
+  end)
+
   it("skips unknown parameters with ignore_unknown_query", function()
     local t = pc.transcoder(pool, { ignore_unknown_query = true })
     assert.are.same({ 'example.v1.Messaging.Search name: "x"' }, { call(t, "GET", "/v1/search?nope=1&name=x") })

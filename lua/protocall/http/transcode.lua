@@ -123,7 +123,7 @@ local function json_error_parts(err)
   local path, what = err:match("^%$%.?([^:]*): (.*)$")
   if not path then return nil, err end
   what = what:gsub(" at offset %d+$", "")
-  return (path:gsub("%[%d+%]", "")), what
+  return (path:gsub("%[%d+%]", ""):gsub('%["(.-)"%]', ".%1")), what
 end
 
 -- A query parameter's name as errors quote it: at most 100 bytes, no
@@ -348,6 +348,26 @@ end
 -- the cache starts over when full).
 local QCACHE_MAX = 512
 
+-- The message nesting the query's JSON is read with (pc.from_json's
+-- default): a parameter naming deeper fields is refused by name.
+local QUERY_DEPTH = 100
+
+-- Whether `fields` (a query parameter's) are set by the path or the
+-- body: a variable's fields are a prefix of them, or the body field is
+-- their first.
+local function bound(route, fields)
+  if route.body_field and route.body_field.name == fields[1].name then return true end
+  for _, v in ipairs(route.vars) do
+    local vf = v.fields
+    if #vf <= #fields then
+      local k = 1
+      while k <= #vf and vf[k].name == fields[k].name do k = k + 1 end
+      if k > #vf then return true end
+    end
+  end
+  return false
+end
+
 -- Resolves a query parameter's name on a route: the fields it walks, or
 -- false (bound by the path or the body: skipped, as grpc-gateway does),
 -- or nil and why.
@@ -361,18 +381,16 @@ local function query_fields(self, route, name, map)
   local hit = cache[ckey]
   if hit ~= nil then return hit end
   local path = {}
-  for id in (name .. "."):gmatch("([^.]*)%.") do path[#path + 1] = id end
+  for id in (name .. "."):gmatch("([^.]*)%.") do
+    path[#path + 1] = id
+    if #path > QUERY_DEPTH then return nil, format("fields nested deeper than %d", QUERY_DEPTH) end
+  end
   local fields, err = rules.resolve(self.set.fields, self.pool, route.input, path)
   if not fields then return nil, err end
-  local proto = {}
-  for i, f in ipairs(fields) do
-    proto[i] = f.name
-    local prefix = concat(proto, ".")
-    if route.bound_proto[prefix] or (i == 1 and route.body_field and route.body_field.name == f.name) then
-      cache[ckey] = false
-      route.qcount = route.qcount + 1
-      return false
-    end
+  if bound(route, fields) then
+    cache[ckey] = false
+    route.qcount = route.qcount + 1
+    return false
   end
   local last = fields[#fields]
   if map then
@@ -386,20 +404,6 @@ local function query_fields(self, route, name, map)
   cache[ckey] = fields
   route.qcount = route.qcount + 1
   return fields
-end
-
--- The proto-name paths of the fields the route's variables bind.
-local function bound_proto(route)
-  local b = route.bound_proto
-  if b then return b end
-  b = {}
-  for _, v in ipairs(route.vars) do
-    local names = {}
-    for i, f in ipairs(v.fields) do names[i] = f.name end
-    b[concat(names, ".")] = true
-  end
-  route.bound_proto = b
-  return b
 end
 
 -- Whether a field of `msg` other than `except` is set: the body of a
@@ -509,7 +513,6 @@ local function build_request(self, route, bindings, query, body, content_type)
   if route.body ~= "*" and query and query ~= "" then
     local params, err = template.query(query, self.max_query_bytes, self.max_query_params)
     if not params then return nil, invalid(err) end
-    bound_proto(route)
     for _, p in ipairs(params) do
       local name, value = p[1], p[2]
       local base, key = name:match("^([^%[]+)%[(.*)%]$") -- grpc-gateway's map[key]=value

@@ -771,7 +771,21 @@ describe("rules refused at load", function()
     { 'get: "/v1/x" response_body: "nope"',
       "r.S.M: rule GET /v1/x: response_body 'nope': no such top-level field in r.Req" },
     { 'body: "*"', "r.S.M: rule ?: no pattern (get, put, post, delete, patch or custom)" },
-    { 'custom { kind: "" path: "/x" }', "r.S.M: rule ?: custom pattern without a kind" },
+    { 'custom { kind: "" path: "/x" }', "r.S.M: rule custom /x: custom pattern without a kind" },
+    { 'custom { kind: "get" path: "/x" }',
+      "r.S.M: rule get /x: custom kind 'get' never matches (methods are case-sensitive: GET)" },
+    { 'get: "/v1/./x"', "r.S.M: rule GET /v1/./x: bad template: segment '.' never matches (a path's '.' and "
+      .. "'..' are refused)" },
+    { 'get: "/v1/%2e%2E"', "r.S.M: rule GET /v1/%2e%2E: bad template: segment '..' never matches (a path's '.' "
+      .. "and '..' are refused)" },
+    { 'get: "/v1/{name=a/../*}"', "r.S.M: rule GET /v1/{name=a/../*}: bad template: variable '{name=a/../*}': "
+      .. "segment '..' never matches (a path's '.' and '..' are refused)" },
+    { 'get: "' .. ("/a"):rep(64) .. '/{name}"', "r.S.M: rule GET " .. ("/a"):rep(64) .. "/{name}: "
+      .. "bad template: more than 64 segments" },
+    { 'get: "/v1' .. ("/*"):rep(63) .. '/{name=**}"', "r.S.M: rule GET /v1" .. ("/*"):rep(63)
+      .. "/{name=**}: bad template: more than 64 segments" },
+    { 'get: "' .. ("/a"):rep(1000) .. '"', "r.S.M: rule GET " .. ("/a"):rep(100) .. "...: "
+      .. "bad template: more than 64 segments" },
     { 'get: "/v1/x" additional_bindings { get: "/v1/y" additional_bindings { get: "/v1/z" } }',
       "r.S.M: rule GET /v1/y: additional_bindings must not nest (one level only)" },
     { 'get: "/v1/{name}" additional_bindings { get: "/v1/{sub.id}" }',
@@ -780,6 +794,23 @@ describe("rules refused at load", function()
   for _, c in ipairs(cases) do
     it(c[1], function() assert.are.equal(c[2], refused(c[1])) end)
   end
+
+  it("takes a template of 64 segments, and matches a path of any length without recursing deeper", function()
+    local p = pc.pool()
+    assert(p:load([[
+      syntax = "proto3"; package r; import "google/api/annotations.proto";
+      message Req { string name = 1; }
+      service S { rpc A(Req) returns (Req) { option (google.api.http).get = "/v1/{name=**}"; } }
+    ]], { name = "r.proto" }))
+    local long = ("/a"):rep(63) .. "/{name}"
+    local t = pc.transcoder(p, { http = { rules = { { selector = "r.S.A", get = long,
+      additional_bindings = { { get = ("/a"):rep(62) .. "/*/{name=**}" } } } } } })
+    local r, b = t:match("GET", ("/a"):rep(63) .. "/z")
+    assert.are.equal(long, r.template)
+    assert.are.equal("z", b[1].value)
+    r = t:match("GET", ("/a"):rep(100000) .. "/z")
+    assert.are.equal(("/a"):rep(62) .. "/*/{name=**}", r.template)
+  end)
 
   it("refuses two methods with the same method and template, naming both", function()
     local p = pc.pool()

@@ -53,6 +53,8 @@ http {
     scgi_temp_path temp/scgi;
     client_max_body_size 8m;
     client_body_buffer_size 64k;
+    # room for a header past the gateway's 64 KiB metadata bound
+    large_client_header_buffers 4 128k;
     # wrk's connections stay open for the whole swap test (nginx closes one
     # after 1000 requests by default, and wrk counts a failed reconnect as
     # an error of the run, which is not what the test is about)
@@ -98,6 +100,14 @@ http {
             ["gw/types.proto"] = [[syntax = "proto3"; package gw;
                 message EchoRequest { string text = 1; }
                 message EchoReply { string text = 1; uint64 calls = 2; }]] } }))
+        -- validate = true with a rule that fails to evaluate for x = 0
+        assert(gw.configure("rulefail", { upstream = "@UPSTREAM@", validate = true, protos = {
+            ["gwv/v.proto"] = [[syntax = "proto3"; package gwv;
+                import "google/api/annotations.proto";
+                import "buf/validate/validate.proto";
+                message R { int32 x = 1 [(buf.validate.field).cel = {id: "div", expression: "100 / this > 1"}]; }
+                service V { rpc Do(R) returns (R) {
+                    option (google.api.http) = { post: "/rulefail/do" body: "*" }; } }]] } }))
         -- an upstream where nothing listens
         assert(gw.configure("down", { protos = { ["gateway/library.proto"] = lib }, upstream = "127.0.0.1:1",
                                       prefix = "/down" }))
@@ -115,6 +125,18 @@ http {
             try({ protos = lib_only }),
             try({ upstream = "127.0.0.1:1", protos = lib_only, timeout = -1 }),
             try({ upstream = "127.0.0.1:1", descriptor_set = "\255\255" }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, max_body_bytes = "10" }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, headers = "authorization" }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, timeout = math.huge }),
+            try({ upstream = "127.0.0.1:1", protos = lib_only, grpc = "x" }),
+            (function()
+                local cyclic = { upstream = "127.0.0.1:1", protos = lib_only, grpc = {} }
+                cyclic.grpc.again = cyclic
+                local n, err = gw.publish("gateway", "probe", cyclic)
+                return tostring(n) .. " " .. tostring(err)
+            end)(),
+            tostring(select(2, gw.publish("gateway", "probe", { upstream = "127.0.0.1:1", protos = lib_only,
+                                                                 grpc = { f = print } }))),
         }, "\n")
     }
 
@@ -139,6 +161,9 @@ http {
         }
         location = /admin/errors {
             content_by_lua_block { ngx.print(ConfigErrors, "\n", tostring(gw.version("probe"))) }
+        }
+        location /rulefail/ {
+            content_by_lua_block { gw.handle("rulefail") }
         }
         location /down/ {
             content_by_lua_block { gw.handle("down") }
@@ -351,16 +376,30 @@ describe("protocall.resty.gateway inside nginx", function()
       { 400, "/v1/shelves/1/books/2?view=" .. string.rep("a", 5000), {}, "" },
       { 400, "/v1/books:batchCreate", { body = '{"title":"a"}{"title":"b"}' }, "line 1: body: " },
       { 400, "/v1/headers", { headers = { "Grpc-Timeout: soon" } }, "bad Grpc-Timeout" },
+      { 400, "/v1/headers", { headers = { "Grpc-Timeout: 1S", "Grpc-Timeout: 2S" } }, "Grpc-Timeout given more" },
+      { 400, "/v1/headers", { headers = { "Grpc-Metadata-X-A: \195\169" } },
+        "header 'Grpc-Metadata-X-A': value must be printable ASCII" },
+      { 400, "/v1/headers", { headers = { "X-User: a\127" } }, "header 'X-User': value must be printable ASCII" },
+      { 400, "/v1/headers", { headers = { "Grpc-Metadata-X-A: " .. string.rep("a", 70000) } },
+        "header 'Grpc-Metadata-X-A': metadata: more than 65536 bytes" },
+      { 400, "/v1/headers", { headers = { "Grpc-Metadata--bin: AA" } }, "header 'Grpc-Metadata--bin': not a gRPC" },
       { 413, "/v1/shelves/7/books", { body = string.rep("x", 70000) }, "body of 70000 bytes" },
     }
     for _, c in ipairs(cases) do
       local code, body, h = request(nginx, c[2], c[3])
-      assert.are.equal(c[1], code, c[2] .. ": " .. body)
+      assert.are.equal(c[1], code, c[2] .. " " .. table.concat(c[3].headers or {}, ", "):sub(1, 80) .. ": " .. body)
       assert.are.equal("application/json", h["content-type"], c[2])
       assert.truthy(body:find('^{"code":%d+,"message":".*","details":%[%]}$'), body)
       assert.truthy(body:find(c[4], 1, true), c[2] .. ": " .. body)
     end
     assert.are.equal(before, calls(nginx))
+  end)
+
+  it("a validate rule failing to evaluate is 500 INTERNAL as google.rpc.Status, not nginx's page", function()
+    local code, body, h = request(nginx, "/rulefail/do", { body = '{"x":0}' })
+    assert.are.equal(500, code, body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.truthy(body:find('^{"code":13,"message":"validate: x: div: [^"]*division by zero","details":%[%]}$'), body)
   end)
 
   it("a body announced over the limit is refused 413 before it is read", function()
@@ -397,7 +436,13 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal("nil probe: 'upstream' (\"host:port\") or 'transport' expected", lines[4])
     assert.are.equal("nil probe: timeout: seconds > 0 expected", lines[5])
     assert.truthy(lines[6]:find("^nil probe: descriptor_set: "), lines[6])
-    assert.are.equal("nil", lines[7])
+    assert.are.equal("nil probe: max_body_bytes: positive integer expected, got string", lines[7])
+    assert.are.equal("nil probe: headers: list of strings expected, got string", lines[8])
+    assert.are.equal("nil probe: timeout: seconds > 0 expected", lines[9])
+    assert.are.equal("nil probe: grpc: table of resty.grpc options expected, got string", lines[10])
+    assert.are.equal("nil probe: grpc.again: a table holding itself cannot be put in a shared dict", lines[11])
+    assert.are.equal("probe: grpc.f: a function cannot be put in a shared dict", lines[12])
+    assert.are.equal("nil", lines[13])
   end)
 
   it("a version that fails to compile is refused, saying why, and the current one stays", function()

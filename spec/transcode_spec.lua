@@ -364,6 +364,36 @@ describe("query parameters", function()
     end)
   end
 
+  it("names the parameter of a map key out of range and of fields nested too deep, at once", function()
+    local rpool = pc.pool()
+    assert(rpool:load([[
+      syntax = "proto3";
+      package r;
+      import "google/api/annotations.proto";
+      enum Kind { KIND_UNSPECIFIED = 0; BOOK = 1; }
+      message R { string name = 1; R child = 2; map<int32, Kind> mk = 3; map<uint64, string> mu = 4; }
+      service S { rpc Get(R) returns (R) { option (google.api.http).get = "/r/{child.name}"; } }
+    ]], { name = "r.proto" }))
+    local t = pc.transcoder(rpool)
+    local function get(target)
+      local r, b, q = assert(t:match("GET", target))
+      local m, err = t:request(r, b, q)
+      return m and pc.to_json(m), err and tostring(err)
+    end
+    assert.are.same({ nil, "INVALID_ARGUMENT: query parameter 'mk[99999999999]': 99999999999 out of range for int32" },
+      { get("/r/a?mk[99999999999]=BOOK") })
+    assert.are.same({ nil, "INVALID_ARGUMENT: query parameter 'mk[2]': unknown value \"NOPE\" of enum r.Kind" },
+      { get("/r/a?mk[1]=BOOK&mk[2]=NOPE") })
+    assert.are.same({ nil, "INVALID_ARGUMENT: query parameter 'mu[-1]': -1 out of range for uint64" },
+      { get("/r/a?mu[-1]=x") })
+    local deep = ("child."):rep(10900) .. "name"
+    assert.are.same({ nil, "INVALID_ARGUMENT: query parameter '" .. deep:sub(1, 100) .. "': fields nested deeper "
+      .. "than 100" }, { get("/r/a?" .. deep .. "=x") })
+    assert.truthy(get("/r/a?" .. ("child."):rep(99) .. "name=x"))
+    -- the path binds child.name: the query's child.name is skipped, child.child.name is set
+    assert.are.same({ '{"child":{"name":"a","child":{"name":"b"}}}' }, { get("/r/a?child.name=z&child.child.name=b") })
+  end)
+
   it("skips unknown parameters with ignore_unknown_query", function()
     local t = pc.transcoder(pool, { ignore_unknown_query = true })
     assert.are.same({ 'example.v1.Messaging.Search name: "x"' }, { call(t, "GET", "/v1/search?nope=1&name=x") })
@@ -572,6 +602,38 @@ describe("validate = true", function()
     assert.truthy(err.message:find("^line 2: validation failed: name: ", 1, false), err.message)
   end)
 
+  it("fails INTERNAL, with a Status body, when a rule fails to evaluate", function()
+    local dpool = pc.pool()
+    assert(dpool:load([[
+      syntax = "proto3";
+      package d;
+      import "google/api/annotations.proto";
+      import "buf/validate/validate.proto";
+      message Req { int32 x = 1 [(buf.validate.field).cel = {id: "div", expression: "100 / this > 1"}]; }
+      service S {
+        rpc Do(Req) returns (Req) { option (google.api.http) = { post: "/do" body: "*" }; }
+        rpc Up(stream Req) returns (Req) { option (google.api.http) = { post: "/up" body: "*" }; }
+      }
+    ]], { name = "d.proto" }))
+    local vtc = pc.transcoder(dpool, { validate = true })
+    local r, b, q = assert(vtc:match("POST", "/do"))
+    assert.are.equal(5, assert(vtc:request(r, b, q, '{"x":5}')).x)
+    local msg, err = vtc:request(r, b, q, '{"x":0}')
+    assert.is_nil(msg)
+    assert.are.equal(pc.Error, getmetatable(err))
+    assert.are.equal("INTERNAL", err.code)
+    assert.truthy(err.message:find("^validate: "), err.message)
+    local code, json = vtc:error(err)
+    assert.are.equal(500, code)
+    assert.truthy(json:find('^{"code":13,"message":"validate: '), json)
+    r, b, q = assert(vtc:match("POST", "/up"))
+    local msgs
+    msgs, err = vtc:requests(r, b, q, '{"x":1}\n{"x":0}\n')
+    assert.is_nil(msgs)
+    assert.are.equal("INTERNAL", err.code)
+    assert.truthy(err.message:find("^line 2: validate: "), err.message)
+  end)
+
   it("is off by default", function()
     local vtc = pc.transcoder(vpool)
     local r, b, q = assert(vtc:match("GET", "/v1/ab"))
@@ -627,6 +689,36 @@ describe("headers", function()
     assert.are.same({ nil, "INVALID_ARGUMENT: header 'Grpc-Metadata-K-Bin': bad base64" }, { md, tostring(err) })
   end)
 
+  it("refuses, 400 naming the header, metadata a call could not carry; raises on headers not of strings", function()
+    local t = pc.transcoder(pool, { headers = { "authorization", "x-user" } })
+    local function refused(headers, why)
+      local md, err = t:metadata(headers)
+      assert.is_nil(md)
+      assert.are.same({ "INVALID_ARGUMENT", why, 400 }, { err.code, err.message, err.http_status })
+    end
+    refused({ { "Grpc-Metadata-X-A", "\195\169" } }, "header 'Grpc-Metadata-X-A': value must be printable ASCII")
+    refused({ { "Grpc-Metadata-X-A", "a\r\nb: c" } }, "header 'Grpc-Metadata-X-A': value must be printable ASCII")
+    refused({ { "Grpc-Metadata-X-A", "a\127" } }, "header 'Grpc-Metadata-X-A': value must be printable ASCII")
+    refused({ ["X-User"] = "\0" }, "header 'X-User': value must be printable ASCII")
+    refused({ { "Grpc-Metadata-X-A", string.rep("a", 70000) } },
+      "header 'Grpc-Metadata-X-A': metadata: more than 65536 bytes of keys and values")
+    local many = {}
+    for i = 1, 40 do many[i] = { "Grpc-Metadata-K" .. i, string.rep("a", 2000) } end
+    refused(many, "header 'Grpc-Metadata-K33': metadata: more than 65536 bytes of keys and values")
+    refused({ { "Grpc-Timeout", "1S" }, { "grpc-timeout", "2S" } }, "Grpc-Timeout given more than once")
+    refused({ ["Grpc-Timeout"] = { "1S", "2S" } }, "Grpc-Timeout given more than once")
+    refused({ { "Grpc-Metadata--bin", "AA" } }, "header 'Grpc-Metadata--bin': not a gRPC metadata key")
+    refused({ { "Grpc-Metadata-", "x" } }, "header 'Grpc-Metadata-': not a gRPC metadata key")
+    refused({ { "Grpc-Metadata-a b", "x" } }, "header 'Grpc-Metadata-a b': not a gRPC metadata key")
+    assert.are.same({ { { "a", "b c~" } } }, { t:metadata { { "Grpc-Metadata-A", "b c~" } } })
+    assert.has_error(function() t:metadata { ["Grpc-Metadata-N"] = 5 } end, "bad argument #1 to 'metadata' "
+      .. "(header 'Grpc-Metadata-N': string name and value expected, got string and number)")
+    assert.has_error(function() t:metadata { { "Grpc-Metadata-A" } } end, "bad argument #1 to 'metadata' "
+      .. "(header 'Grpc-Metadata-A': string name and value expected, got string and nil)")
+    assert.has_error(function() t:metadata { { nil, "x" } } end, "bad argument #1 to 'metadata' "
+      .. "(header nil: string name and value expected, got nil and string)")
+  end)
+
   it("writes response metadata as Grpc-Metadata-* and trailers as Grpc-Trailer-*", function()
     assert.are.same({ { "Grpc-Metadata-x-a", "1" }, { "Grpc-Metadata-k-bin", "AAE=" }, { "Grpc-Trailer-x-t", "2" } },
       tc:response_headers({ { "x-a", "1" }, { "content-type", "application/grpc" }, { "k-bin", "\0\1" } },
@@ -679,7 +771,21 @@ describe("rules refused at load", function()
     { 'get: "/v1/x" response_body: "nope"',
       "r.S.M: rule GET /v1/x: response_body 'nope': no such top-level field in r.Req" },
     { 'body: "*"', "r.S.M: rule ?: no pattern (get, put, post, delete, patch or custom)" },
-    { 'custom { kind: "" path: "/x" }', "r.S.M: rule ?: custom pattern without a kind" },
+    { 'custom { kind: "" path: "/x" }', "r.S.M: rule custom /x: custom pattern without a kind" },
+    { 'custom { kind: "get" path: "/x" }',
+      "r.S.M: rule get /x: custom kind 'get' never matches (methods are case-sensitive: GET)" },
+    { 'get: "/v1/./x"', "r.S.M: rule GET /v1/./x: bad template: segment '.' never matches (a path's '.' and "
+      .. "'..' are refused)" },
+    { 'get: "/v1/%2e%2E"', "r.S.M: rule GET /v1/%2e%2E: bad template: segment '..' never matches (a path's '.' "
+      .. "and '..' are refused)" },
+    { 'get: "/v1/{name=a/../*}"', "r.S.M: rule GET /v1/{name=a/../*}: bad template: variable '{name=a/../*}': "
+      .. "segment '..' never matches (a path's '.' and '..' are refused)" },
+    { 'get: "' .. ("/a"):rep(64) .. '/{name}"', "r.S.M: rule GET " .. ("/a"):rep(64) .. "/{name}: "
+      .. "bad template: more than 64 segments" },
+    { 'get: "/v1' .. ("/*"):rep(63) .. '/{name=**}"', "r.S.M: rule GET /v1" .. ("/*"):rep(63)
+      .. "/{name=**}: bad template: more than 64 segments" },
+    { 'get: "' .. ("/a"):rep(1000) .. '"', "r.S.M: rule GET " .. ("/a"):rep(100) .. "...: "
+      .. "bad template: more than 64 segments" },
     { 'get: "/v1/x" additional_bindings { get: "/v1/y" additional_bindings { get: "/v1/z" } }',
       "r.S.M: rule GET /v1/y: additional_bindings must not nest (one level only)" },
     { 'get: "/v1/{name}" additional_bindings { get: "/v1/{sub.id}" }',
@@ -688,6 +794,23 @@ describe("rules refused at load", function()
   for _, c in ipairs(cases) do
     it(c[1], function() assert.are.equal(c[2], refused(c[1])) end)
   end
+
+  it("takes a template of 64 segments, and matches a path of any length without recursing deeper", function()
+    local p = pc.pool()
+    assert(p:load([[
+      syntax = "proto3"; package r; import "google/api/annotations.proto";
+      message Req { string name = 1; }
+      service S { rpc A(Req) returns (Req) { option (google.api.http).get = "/v1/{name=**}"; } }
+    ]], { name = "r.proto" }))
+    local long = ("/a"):rep(63) .. "/{name}"
+    local t = pc.transcoder(p, { http = { rules = { { selector = "r.S.A", get = long,
+      additional_bindings = { { get = ("/a"):rep(62) .. "/*/{name=**}" } } } } } })
+    local r, b = t:match("GET", ("/a"):rep(63) .. "/z")
+    assert.are.equal(long, r.template)
+    assert.are.equal("z", b[1].value)
+    r = t:match("GET", ("/a"):rep(100000) .. "/z")
+    assert.are.equal(("/a"):rep(62) .. "/*/{name=**}", r.template)
+  end)
 
   it("refuses two methods with the same method and template, naming both", function()
     local p = pc.pool()
@@ -717,6 +840,33 @@ describe("rules refused at load", function()
     assert.has_error(function() pc.transcoder(pool, { services = { "x.Nope" } }) end, "no service 'x.Nope' in the pool")
     assert.has_error(function() pc.transcoder(42) end,
       "bad argument #1 to 'transcoder' (protocall.Pool expected, got number)")
+  end)
+
+  it("refuses options of the wrong type or out of range, naming the option", function()
+    local function rejects(opts, why)
+      assert.has_error(function() pc.transcoder(pool, opts) end, "bad argument #2 to 'transcoder' (" .. why .. ")")
+    end
+    rejects({ max_body_bytes = "10" }, "max_body_bytes: positive integer expected, got string")
+    rejects({ max_body_bytes = 0 / 0 }, "max_body_bytes: positive integer expected, got nan")
+    rejects({ max_body_bytes = -1 }, "max_body_bytes: positive integer expected, got -1")
+    rejects({ max_body_bytes = math.huge }, "max_body_bytes: positive integer expected, got inf")
+    rejects({ max_query_bytes = "x" }, "max_query_bytes: positive integer expected, got string")
+    rejects({ max_query_params = -5 }, "max_query_params: positive integer expected, got -5")
+    rejects({ max_query_params = 1.5 }, "max_query_params: positive integer expected, got 1.5")
+    rejects({ max_depth = "deep" }, "max_depth: integer 1..1000 expected, got string")
+    rejects({ max_depth = 1001 }, "max_depth: integer 1..1000 expected, got 1001")
+    rejects({ json = "x" }, "json: table of pc.to_json options expected, got string")
+    rejects({ json = { bogus = 1 } }, "json: unknown option 'bogus'")
+    rejects({ json = { indent = 17 } }, "json.indent: integer 0..16 expected, got 17")
+    rejects({ json = { emit_defaults = 1 } }, "json.emit_defaults: boolean expected, got number")
+    rejects({ headers = "authorization" }, "headers: list of strings expected, got string")
+    rejects({ headers = { "x-a", 5 } }, "headers[2]: string expected, got number")
+    rejects({ headers = { "x a" } }, "headers[1]: bad header name 'x a'")
+    rejects({ services = "example.v1.Messaging" }, "services: list of strings expected, got string")
+    rejects({ validate = 1 }, "validate: boolean expected, got number")
+    local ok = pc.transcoder(pool, { max_body_bytes = 10, max_depth = 1000, json = { indent = 2, proto_names = true },
+      headers = { "x-user" }, validate = false })
+    assert.are.equal(10, ok.max_body_bytes)
   end)
 
   it("reads the rules of a descriptor set made by protoc", function()

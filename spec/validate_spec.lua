@@ -285,6 +285,24 @@ describe("validate = true at the edge", function()
     assert.are.equal("INVALID_ARGUMENT", err.code)
   end)
 
+  it("a server fails a request whose rule fails to evaluate INTERNAL \"validate: ...\"", function()
+    local q = pc.pool()
+    assert(q:load([[
+      syntax = "proto3";
+      package div;
+      import "buf/validate/validate.proto";
+      message Req { int32 x = 1 [(buf.validate.field).cel = {id: "div", expression: "100 / this > 1"}]; }
+      service S { rpc Do (Req) returns (Req); }
+    ]], { name = "div.proto" }))
+    local server = pc.server({ ["div.S"] = { Do = function(req) return req end } }, { pool = q, validate = true })
+    local client = pc.client("div.S", { transport = pc.inproc(server), pool = q })
+    assert.are.equal(5, client:Do({ x = 5 }).x)
+    local ok, err = pcall(client.Do, client, { x = 0 })
+    assert.is_false(ok)
+    assert.are.equal("INTERNAL", err.code)
+    assert.truthy(err.message:find("^validate: x: div: "), err.message)
+  end)
+
   it("a client refuses to send an invalid request", function()
     local server = pc.server(handlers, { pool = p })
     local client = pc.client("edge.Greeter", { transport = pc.inproc(server), pool = p, validate = true })

@@ -106,10 +106,16 @@ local function leaf_problem(f)
 end
 M.leaf_problem = leaf_problem
 
--- "GET /v1/x" for errors.
+-- "GET /v1/x" for errors (a long template cut at 200 bytes).
 local function describe(pattern, path)
+  if #path > 200 then path = path:sub(1, 200) .. "..." end
   return format("%s %s", pattern, path)
 end
+
+-- The methods of RFC 9110 (and PATCH): a custom kind spelled as one in
+-- another case is refused (a request's method never matches it).
+local STANDARD = { GET = true, HEAD = true, POST = true, PUT = true, DELETE = true, CONNECT = true,
+  OPTIONS = true, TRACE = true, PATCH = true }
 
 -- The method and template of an HttpRule message, or nil and why.
 local function pattern_of(rule)
@@ -117,8 +123,16 @@ local function pattern_of(rule)
   if which == nil then return nil, "no pattern (get, put, post, delete, patch or custom)" end
   if which == "custom" then
     local kind, path = rule.custom.kind, rule.custom.path
-    if kind == "" then return nil, "custom pattern without a kind" end
-    if kind:find("[^%w%-!#%$%%&'%*%+%.%^_`|~]") then return nil, format("custom kind '%s' is no HTTP method", kind) end
+    local label = describe("custom", path)
+    if kind == "" then return nil, "custom pattern without a kind", label end
+    if kind:find("[^%w%-!#%$%%&'%*%+%.%^_`|~]") then
+      return nil, format("custom kind '%s' is no HTTP method", kind), label
+    end
+    local upper = kind:upper()
+    if STANDARD[upper] and kind ~= upper then
+      return nil, format("custom kind '%s' never matches (methods are case-sensitive: %s)", kind, upper),
+        describe(kind, path)
+    end
     return kind, path
   end
   return which:upper(), rule[which]
@@ -126,8 +140,8 @@ end
 
 -- One route of one binding (rule or additional binding) of method `m`.
 local function compile(self, m, rule, nested)
-  local http_method, path = pattern_of(rule)
-  local what = format("%s: rule %s", m.full_name, http_method and describe(http_method, path) or "?")
+  local http_method, path, label = pattern_of(rule)
+  local what = format("%s: rule %s", m.full_name, http_method and describe(http_method, path) or label or "?")
   if not http_method then return nil, what .. ": " .. path end
   if nested and #rule.additional_bindings > 0 then
     return nil, what .. ": additional_bindings must not nest (one level only)"

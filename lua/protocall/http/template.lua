@@ -41,11 +41,26 @@ local function decode(s, keep_slash)
 end
 M.decode = decode
 
+--- Most segments a template may have: the router's walk goes one level
+-- of recursion per segment, and paths of real APIs have far fewer.
+M.MAX_SEGMENTS = 64
+
+-- Why a literal segment (decoded) can never match, or nil: a request
+-- path's "." and ".." segments are refused before matching.
+local function dot_problem(text)
+  if text == "." or text == ".." then
+    return format("segment '%s' never matches (a path's '.' and '..' are refused)", text)
+  end
+  return nil
+end
+
 --- t | nil, err = parse(template): the template as {segments = {kind,
 -- text}..., verb = string | nil, vars = {{field = "a.b", path = {"a",
 -- "b"}, first = i, last = j | nil (a "**": to the end), single =
 -- boolean}...}}; segment kinds are "lit" (text decoded), "*" and "**".
--- nil and what is wrong, with the offending part.
+-- nil and what is wrong, with the offending part; a literal "." or ".."
+-- ("%2e" decoded: one no path can match) and more than M.MAX_SEGMENTS
+-- segments are refused.
 function M.parse(template)
   if type(template) ~= "string" then return nil, "template: string expected, got " .. type(template) end
   if template:sub(1, 1) ~= "/" then return nil, "must begin with '/'" end
@@ -87,10 +102,14 @@ function M.parse(template)
         elseif part == "" then
           return nil, format("variable '{%s}': empty segment", inner)
         elseif part:find(LITERAL) and escapes_ok(part) then
-          segs[#segs + 1] = { kind = "lit", text = decode(part) }
+          local text = decode(part)
+          local problem = dot_problem(text)
+          if problem then return nil, format("variable '{%s}': %s", inner, problem) end
+          segs[#segs + 1] = { kind = "lit", text = text }
         else
           return nil, format("variable '{%s}': bad segment '%s'", inner, part)
         end
+        if #segs > M.MAX_SEGMENTS then return nil, format("more than %d segments", M.MAX_SEGMENTS) end
       end
       var.last = #segs
       var.single = var.last == var.first and segs[var.last].kind ~= "**"
@@ -104,10 +123,14 @@ function M.parse(template)
       elseif part == "" then
         return nil, pos > n and "empty last segment" or format("empty segment at offset %d", pos - 1)
       elseif part:find(LITERAL) and escapes_ok(part) then
-        segs[#segs + 1] = { kind = "lit", text = decode(part) }
+        local text = decode(part)
+        local problem = dot_problem(text)
+        if problem then return nil, problem end
+        segs[#segs + 1] = { kind = "lit", text = text }
       else
         return nil, format("bad segment '%s'", part)
       end
+      if #segs > M.MAX_SEGMENTS then return nil, format("more than %d segments", M.MAX_SEGMENTS) end
       pos = stop
     end
     c = template:sub(pos, pos)

@@ -13,6 +13,7 @@ local json = require "protocall.json"
 local wire = require "protocall.wire"
 local status = require "protocall.status"
 local validate = require "protocall.validate"
+local metadata_problem = require("protocall.core").metadata_problem
 local template = require "protocall.http.template"
 local rules = require "protocall.http.rules"
 
@@ -122,7 +123,7 @@ local function json_error_parts(err)
   local path, what = err:match("^%$%.?([^:]*): (.*)$")
   if not path then return nil, err end
   what = what:gsub(" at offset %d+$", "")
-  return (path:gsub("%[%d+%]", "")), what
+  return (path:gsub("%[%d+%]", ""):gsub('%["(.-)"%]', ".%1")), what
 end
 
 -- A query parameter's name as errors quote it: at most 100 bytes, no
@@ -139,6 +140,80 @@ local OPTIONS = {
   ignore_unknown_fields = true, max_query_bytes = true, max_query_params = true, json = true,
   max_depth = true, max_body_bytes = true, validate = true,
 }
+
+-- Bounds of the count options.
+local COUNTS = {
+  max_query_bytes = { 1, 2 ^ 31 - 1 }, max_query_params = { 1, 2 ^ 31 - 1 },
+  max_body_bytes = { 1, 2 ^ 53 }, max_depth = { 1, 1000 },
+}
+local FLAGS = { unbound = true, ignore_unknown_query = true, ignore_unknown_fields = true, validate = true }
+local JSON_FLAGS = { emit_defaults = true, proto_names = true, enums_as_ints = true }
+
+local function got(v)
+  if type(v) == "number" then return internal.show(v) end
+  return type(v)
+end
+
+-- A list of strings `v` (nil when it is), or what is wrong.
+local function strings_problem(k, v)
+  if type(v) ~= "table" then return k .. ": list of strings expected, got " .. type(v) end
+  local n = #v
+  for i, x in pairs(v) do
+    if type(i) ~= "number" or i < 1 or i > n or i % 1 ~= 0 then
+      return k .. ": list of strings expected, got key " .. tostring(i)
+    end
+    if type(x) ~= "string" then return format("%s[%d]: string expected, got %s", k, i, type(x)) end
+  end
+  return nil
+end
+
+-- What is wrong with pc.transcoder's options (their names are known), or nil.
+local function options_problem(opts)
+  for k, range in pairs(COUNTS) do
+    local v = opts[k]
+    if v ~= nil then
+      local lo, hi = range[1], range[2]
+      if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < lo or v > hi then
+        local want = k == "max_depth" and "integer 1..1000" or "positive integer"
+        return format("%s: %s expected, got %s", k, want, got(v))
+      end
+    end
+  end
+  for k in pairs(FLAGS) do
+    if opts[k] ~= nil and type(opts[k]) ~= "boolean" then
+      return format("%s: boolean expected, got %s", k, type(opts[k]))
+    end
+  end
+  for _, k in ipairs { "headers", "services" } do
+    if opts[k] ~= nil then
+      local problem = strings_problem(k, opts[k])
+      if problem then return problem end
+    end
+  end
+  if opts.headers then
+    for i, h in ipairs(opts.headers) do
+      if not h:find("^[%w!#$%%&'*+%-.^_`|~]+$") then return format("headers[%d]: bad header name '%s'", i, shown(h)) end
+    end
+  end
+  local j = opts.json
+  if j ~= nil then
+    if type(j) ~= "table" then return "json: table of pc.to_json options expected, got " .. type(j) end
+    for k, v in pairs(j) do
+      if JSON_FLAGS[k] then
+        if type(v) ~= "boolean" then return format("json.%s: boolean expected, got %s", k, type(v)) end
+      elseif k == "indent" then
+        if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < 0 or v > 16 then
+          return "json.indent: integer 0..16 expected, got " .. got(v)
+        end
+      elseif k == "pool" then
+        if not schema.is_pool(v) then return "json.pool: protocall.Pool expected, got " .. type(v) end
+      else
+        return "json: unknown option '" .. tostring(k) .. "'"
+      end
+    end
+  end
+  return nil
+end
 
 --- tc = pc.transcoder([pool,] opts): the HTTP/JSON routes of the services
 -- of `pool` (default the default pool), compiled once (google/api/http.proto;
@@ -172,7 +247,11 @@ local OPTIONS = {
 -- '**' not last; a body or response_body naming no top-level field; a
 -- variable bound to a repeated, map or message field (well-known types
 -- with a string form excepted); nested additional_bindings; a GET with a
--- body.
+-- body. An option of the wrong type or out of range raises "bad argument
+-- #2 to 'transcoder' (max_body_bytes: positive integer expected, got
+-- string)": counts are integers (max_depth 1..1000), flags booleans,
+-- `services` and `headers` lists of strings (header names), `json` only
+-- pc.to_json's options.
 function M.transcoder(pool, opts)
   if opts == nil and type(pool) == "table" then pool, opts = nil, pool end
   pool = pool or schema.default_pool()
@@ -182,6 +261,8 @@ function M.transcoder(pool, opts)
   for k in pairs(opts) do
     if not OPTIONS[k] then argerror("transcoder", "unknown option '" .. tostring(k) .. "'", 2, 2) end
   end
+  local problem = options_problem(opts)
+  if problem then argerror("transcoder", problem, 2, 2) end
   local set, err = rules.compile(pool, opts.services, opts)
   if not set then error(err, 2) end
   local allow = {}
@@ -267,6 +348,26 @@ end
 -- the cache starts over when full).
 local QCACHE_MAX = 512
 
+-- The message nesting the query's JSON is read with (pc.from_json's
+-- default): a parameter naming deeper fields is refused by name.
+local QUERY_DEPTH = 100
+
+-- Whether `fields` (a query parameter's) are set by the path or the
+-- body: a variable's fields are a prefix of them, or the body field is
+-- their first.
+local function bound(route, fields)
+  if route.body_field and route.body_field.name == fields[1].name then return true end
+  for _, v in ipairs(route.vars) do
+    local vf = v.fields
+    if #vf <= #fields then
+      local k = 1
+      while k <= #vf and vf[k].name == fields[k].name do k = k + 1 end
+      if k > #vf then return true end
+    end
+  end
+  return false
+end
+
 -- Resolves a query parameter's name on a route: the fields it walks, or
 -- false (bound by the path or the body: skipped, as grpc-gateway does),
 -- or nil and why.
@@ -280,18 +381,16 @@ local function query_fields(self, route, name, map)
   local hit = cache[ckey]
   if hit ~= nil then return hit end
   local path = {}
-  for id in (name .. "."):gmatch("([^.]*)%.") do path[#path + 1] = id end
+  for id in (name .. "."):gmatch("([^.]*)%.") do
+    path[#path + 1] = id
+    if #path > QUERY_DEPTH then return nil, format("fields nested deeper than %d", QUERY_DEPTH) end
+  end
   local fields, err = rules.resolve(self.set.fields, self.pool, route.input, path)
   if not fields then return nil, err end
-  local proto = {}
-  for i, f in ipairs(fields) do
-    proto[i] = f.name
-    local prefix = concat(proto, ".")
-    if route.bound_proto[prefix] or (i == 1 and route.body_field and route.body_field.name == f.name) then
-      cache[ckey] = false
-      route.qcount = route.qcount + 1
-      return false
-    end
+  if bound(route, fields) then
+    cache[ckey] = false
+    route.qcount = route.qcount + 1
+    return false
   end
   local last = fields[#fields]
   if map then
@@ -305,20 +404,6 @@ local function query_fields(self, route, name, map)
   cache[ckey] = fields
   route.qcount = route.qcount + 1
   return fields
-end
-
--- The proto-name paths of the fields the route's variables bind.
-local function bound_proto(route)
-  local b = route.bound_proto
-  if b then return b end
-  b = {}
-  for _, v in ipairs(route.vars) do
-    local names = {}
-    for i, f in ipairs(v.fields) do names[i] = f.name end
-    b[concat(names, ".")] = true
-  end
-  route.bound_proto = b
-  return b
 end
 
 -- Whether a field of `msg` other than `except` is set: the body of a
@@ -428,7 +513,6 @@ local function build_request(self, route, bindings, query, body, content_type)
   if route.body ~= "*" and query and query ~= "" then
     local params, err = template.query(query, self.max_query_bytes, self.max_query_params)
     if not params then return nil, invalid(err) end
-    bound_proto(route)
     for _, p in ipairs(params) do
       local name, value = p[1], p[2]
       local base, key = name:match("^([^%[]+)%[(.*)%]$") -- grpc-gateway's map[key]=value
@@ -494,13 +578,16 @@ end
 -- past `max_body_bytes` fails RESOURCE_EXHAUSTED with http_status 413; a
 -- body "field" body holding more than that field's one JSON value fails
 -- "body: $: more than one JSON value"; with `validate`, a message that
--- breaks its type's rules fails as pc.server's `validate = true` refuses it.
+-- breaks its type's rules fails as pc.server's `validate = true` refuses it,
+-- and one whose rules fail to evaluate (a division by zero, a bad pattern
+-- from the message, a cost limit) fails INTERNAL "validate: ...", as there.
 function Transcoder:request(route, bindings, query, body, content_type)
   if type(route) ~= "table" or not route.input then argerror("request", "route expected", 2) end
   local msg, err = build_request(self, route, bindings, query, body, content_type)
   if msg and self.validate then
-    err = validate.refusal(msg)
-    if err then return nil, err end
+    local ok, refused = pcall(validate.refusal, msg)
+    if not ok then return nil, Error { code = "INTERNAL", message = tostring(refused) } end
+    if refused then return nil, refused end
   end
   return msg, err
 end
@@ -686,42 +773,64 @@ local TIMEOUT_UNIT = { H = 3600, M = 60, S = 1, m = 1e-3, u = 1e-6, n = 1e-9 }
 
 --- metadata, timeout | nil, err = tc:metadata(headers): the gRPC
 -- metadata of a request's headers (`headers`: a list of {name, value} or
--- a table name -> value or list of values): `Grpc-Metadata-<key>` as
--- <key> (grpc-gateway), a header of the `headers` option by its
+-- a table name -> value or list of values, strings): `Grpc-Metadata-<key>`
+-- as <key> (grpc-gateway), a header of the `headers` option by its
 -- lowercased name; keys HTTP/2 or gRPC reserve (content-type, te, host,
 -- connection, user-agent, grpc-*) are dropped, a "-bin" key's value is
 -- base64 (standard or URL-safe) and is decoded. `timeout` is the
 -- `Grpc-Timeout` header's ("1S", "500m", gRPC's form) in seconds, or nil.
--- Fails (nil, pc.Error INVALID_ARGUMENT) on a bad Grpc-Timeout or -bin
--- value.
+-- Fails (nil, pc.Error INVALID_ARGUMENT, http_status 400, naming the
+-- header) on a bad or repeated Grpc-Timeout, a key gRPC cannot carry
+-- (empty, "-bin" alone, a character outside 0-9 a-z - _ .), a value that
+-- is not printable ASCII (or not base64 for a "-bin" key), or metadata
+-- past the bounds calls take (1000 pairs, 64 KiB of keys and values)
+-- where a call would fail INTERNAL; grpc-gateway skips such a header
+-- with a log line instead. Raises on a header that is not a string name
+-- with a string value.
 function Transcoder:metadata(headers)
   if type(headers) ~= "table" then argerror("metadata", "table expected, got " .. type(headers), 2) end
-  local md, timeout = {}, nil
+  local md, timeout, bytes = {}, nil, 0
   local function one(name, value)
+    if type(name) ~= "string" or type(value) ~= "string" then
+      argerror("metadata", format("header %s: string name and value expected, got %s and %s",
+        type(name) == "string" and "'" .. shown(name) .. "'" or tostring(name), type(name), type(value)), 3)
+    end
     local lname = lower(name)
     local key
     if lname:sub(1, 14) == "grpc-metadata-" then
       key = lname:sub(15)
     elseif lname == "grpc-timeout" then
+      if timeout then return "Grpc-Timeout given more than once" end
       local n, unit = value:match("^(%d+)([HMSmun])$")
-      if not n or #n > 8 then return format("bad Grpc-Timeout '%s'", value:sub(1, 40)) end
+      if not n or #n > 8 then return format("bad Grpc-Timeout '%s'", shown(value:sub(1, 40))) end
       timeout = tonumber(n) * TIMEOUT_UNIT[unit]
       return nil
     elseif self.allow[lname] then
       key = lname
     end
-    if key and key ~= "" and not reserved(key) then
-      if key:sub(-4) == "-bin" then
-        local v = b64decode(value)
-        if not v then return format("header '%s': bad base64", name) end
-        value = v
-      end
-      md[#md + 1] = { key, value }
+    if not key then return nil end
+    if key == "" or key == "-bin" or not key:find("^[%w%-_%.]+$") then
+      return format("header '%s': not a gRPC metadata key", shown(name))
     end
+    if reserved(key) then return nil end
+    if key:sub(-4) == "-bin" then
+      local v = b64decode(value)
+      if not v then return format("header '%s': bad base64", shown(name)) end
+      value = v
+    elseif value:find("[^\32-\126]") then
+      return format("header '%s': value must be printable ASCII", shown(name))
+    end
+    local problem = metadata_problem({ { key, value } }, #md, bytes)
+    if problem then return format("header '%s': %s", shown(name), problem) end
+    bytes = bytes + #key + #value
+    md[#md + 1] = { key, value }
     return nil
   end
   if headers[1] ~= nil then
-    for _, h in ipairs(headers) do
+    for i, h in ipairs(headers) do
+      if type(h) ~= "table" then
+        argerror("metadata", format("header %d: {name, value} expected, got %s", i, type(h)), 2)
+      end
       local why = one(h[1], h[2])
       if why then return nil, invalid(why) end
     end

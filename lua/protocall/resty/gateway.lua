@@ -25,7 +25,7 @@ local resty = require "protocall.resty"
 local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
   type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable
 local concat, sort, format = table.concat, table.sort, string.format
-local min = math.min
+local min, huge = math.min, math.huge
 
 local M = {}
 
@@ -126,16 +126,23 @@ local function compile(name, cfg)
   local topts = {}
   for k in pairs(TRANSCODER) do topts[k] = cfg[k] end
   local ok, tc = pcall(pc.transcoder, pool, topts)
-  if not ok then return nil, tostring(tc) end
+  if not ok then return nil, (tostring(tc):gsub("^bad argument #2 to 'transcoder' %((.*)%)$", "%1")) end
+  local timeout = cfg.timeout
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout <= 0 or timeout == huge) then
+    return nil, "timeout: seconds > 0 expected"
+  end
+  if cfg.grpc ~= nil and type(cfg.grpc) ~= "table" then
+    return nil, "grpc: table of resty.grpc options expected, got " .. type(cfg.grpc)
+  end
   local transport = cfg.transport
+  if transport ~= nil and type(transport) ~= "table" then
+    return nil, "transport: a transport expected, got " .. type(transport)
+  end
   if transport == nil then
     if type(cfg.upstream) ~= "string" then return nil, "'upstream' (\"host:port\") or 'transport' expected" end
     local err
     transport, err = transport_of(cfg.upstream, cfg.grpc)
     if not transport then return nil, err end
-  end
-  if cfg.timeout ~= nil and (type(cfg.timeout) ~= "number" or cfg.timeout ~= cfg.timeout or cfg.timeout <= 0) then
-    return nil, "timeout: seconds > 0 expected"
   end
   local vh = cfg.version_header
   if vh ~= nil and (type(vh) ~= "string" or not vh:find("^[%w-]+$")) then
@@ -204,25 +211,34 @@ end
 
 -- A configuration as a string: strings, numbers, booleans and tables of
 -- them (no cycles, no functions: a `transport` cannot be shared).
-local function serialize(v, out)
+-- `path` names `v` in an error ("grpc.ssl"); `open`: the tables being
+-- written (a cycle cannot be put).
+local function serialize(v, out, path, open)
   local t = type(v)
   if t == "string" then
     out[#out + 1] = "s" .. #v .. ":" .. v
   elseif t == "number" then
+    if v ~= v or v == huge or v == -huge then
+      return nil, path .. ": a number that is not finite cannot be put in a shared dict"
+    end
     out[#out + 1] = "n" .. format("%.17g", v) .. ";"
   elseif t == "boolean" then
     out[#out + 1] = v and "T" or "F"
   elseif t == "table" then
+    if open[v] then return nil, path .. ": a table holding itself cannot be put in a shared dict" end
+    open[v] = true
     out[#out + 1] = "{"
     for k, x in pairs(v) do
-      local ok, err = serialize(k, out)
+      local at = type(k) == "string" and (path == "" and k or path .. "." .. k) or path .. "[" .. tostring(k) .. "]"
+      local ok, err = serialize(k, out, at, open)
       if not ok then return nil, err end
-      ok, err = serialize(x, out)
+      ok, err = serialize(x, out, at, open)
       if not ok then return nil, err end
     end
     out[#out + 1] = "}"
+    open[v] = nil
   else
-    return nil, "a " .. t .. " cannot be put in a shared dict"
+    return nil, (path == "" and "" or path .. ": ") .. "a " .. t .. " cannot be put in a shared dict"
   end
   return true
 end
@@ -257,7 +273,9 @@ end
 -- worker compiles it when one of its `handle(route, {shared = dict})`
 -- calls sees the number change (in an ngx.timer: that request and those
 -- until it is done are answered by the old version), or at the next look
--- of `gateway.watch`. `cfg` must be plain data (no `transport`); the dict
+-- of `gateway.watch`. `cfg` must be plain data (strings, finite numbers,
+-- booleans, tables, no cycles, no `transport`: else nil and the path of
+-- what cannot be put, "grpc.f: a function ..."); the dict
 -- must hold it (its .proto texts or descriptor set and rules). One
 -- publisher at a time: two publishing one route at once may leave the
 -- older configuration under the newer number. Returns the shared number.
@@ -268,7 +286,7 @@ function M.publish(dict, route, cfg)
     error("bad argument #2 to 'publish' (string expected, got " .. type(route) .. ")", 2)
   end
   local out = {}
-  local ok, err = serialize(cfg, out)
+  local ok, err = serialize(cfg, out, "", {})
   if not ok then return nil, route .. ": " .. err end
   local v
   v, err = compile(route, cfg)

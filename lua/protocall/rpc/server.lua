@@ -32,6 +32,15 @@ function M.is_server(v) return getmetatable(v) == Server end
 
 local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflection = true, validate = true }
 
+-- The refusal of `req` (nil when it breaks no rule); a rule failing to
+-- evaluate (a division by zero, a bad pattern, a cost limit) fails the call
+-- INTERNAL "validate: ..." rather than UNKNOWN.
+local function refused(req)
+  local ok, err = pcall(refusal, req)
+  if not ok then return status("INTERNAL", tostring(err)) end
+  return err
+end
+
 -- `handler` refusing a request that breaks its type's rules.
 local function validated(handler, streaming)
   if streaming then
@@ -39,7 +48,7 @@ local function validated(handler, streaming)
       local recv = ctx.recv
       ctx.recv = function(...)
         local req = recv(...)
-        local err = req ~= nil and refusal(req)
+        local err = req ~= nil and refused(req)
         if err then error(err, 0) end
         return req
       end
@@ -47,7 +56,7 @@ local function validated(handler, streaming)
     end
   end
   return function(req, ctx)
-    local err = refusal(req)
+    local err = refused(req)
     if err then error(err, 0) end
     return handler(req, ctx)
   end
@@ -109,7 +118,9 @@ end
 -- client-streaming and bidirectional calls, each request ctx:recv()
 -- returns): a request that breaks one fails the call with
 -- INVALID_ARGUMENT, "validation failed: <field>: <message> [<rule>]" and a
--- google.rpc.BadRequest detail listing every violation (pc.check's error).
+-- google.rpc.BadRequest detail listing every violation (pc.check's error);
+-- a rule that fails to evaluate (a division by zero, a bad pattern from the
+-- request, an evaluation limit) fails it INTERNAL "validate: ...".
 function M.server(services, opts)
   if type(services) ~= "table" then
     error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)

@@ -272,6 +272,17 @@ describe("validate = true at the edge", function()
     end,
   } }
 
+  it("refuses a validate option that is not a boolean", function()
+    assert.has_error(function() pc.server(handlers, { pool = p, validate = "yes" }) end,
+      "pc.server: validate: boolean expected, got string")
+    local server = pc.server(handlers, { pool = p })
+    local t = pc.inproc(server)
+    assert.has_error(function() pc.client("edge.Greeter", { transport = t, pool = p, validate = 1 }) end,
+      "pc.client: validate: boolean expected, got number")
+    assert.has_error(function() pc.transcoder(p, { validate = "yes" }) end,
+      "bad argument #2 to 'transcoder' (validate: boolean expected, got string)")
+  end)
+
   it("a server refuses an invalid request with INVALID_ARGUMENT before the handler runs", function()
     local server = pc.server(handlers, { pool = p, validate = true })
     local client = pc.client("edge.Greeter", { transport = pc.inproc(server), pool = p })

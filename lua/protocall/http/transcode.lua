@@ -182,6 +182,9 @@ function M.transcoder(pool, opts)
   for k in pairs(opts) do
     if not OPTIONS[k] then argerror("transcoder", "unknown option '" .. tostring(k) .. "'", 2, 2) end
   end
+  if opts.validate ~= nil and type(opts.validate) ~= "boolean" then
+    argerror("transcoder", "validate: boolean expected, got " .. type(opts.validate), 2, 2)
+  end
   local set, err = rules.compile(pool, opts.services, opts)
   if not set then error(err, 2) end
   local allow = {}

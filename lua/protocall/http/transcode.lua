@@ -503,7 +503,10 @@ function Transcoder:request(route, bindings, query, body, content_type)
   local msg, err = build_request(self, route, bindings, query, body, content_type)
   if msg and self.validate then
     err = validate.refusal(msg)
-    if err then return nil, err end
+    if err then
+      err.http_status = 400
+      return nil, err
+    end
   end
   return msg, err
 end

@@ -348,6 +348,8 @@ describe("protocall.resty.gateway inside nginx", function()
       { 400, "/v1/books:batchCreate", { body = '{"title":"a"}{"title":"b"}' }, "line 1: body: " },
       { 400, "/v1/headers", { headers = { "Grpc-Timeout: soon" } }, "bad Grpc-Timeout" },
       { 413, "/v1/shelves/7/books", { body = string.rep("x", 70000) }, "body of 70000 bytes" },
+      { 413, "/v1/shelves/7/books", { body = string.rep("x", 70000), headers = { "Transfer-Encoding: chunked" } },
+        "body of more than 65536 bytes\"" },
     }
     for _, c in ipairs(cases) do
       local code, body, h = request(nginx, c[2], c[3])

@@ -421,6 +421,10 @@ local function read_body(v)
   if not f then return nil, { code = "INTERNAL", message = "cannot read the request body's file" } end
   body = f:read(limit + 1)
   f:close()
+  if body and #body > limit then -- the size past limit + 1 is not known
+    return nil, { code = "RESOURCE_EXHAUSTED", http_status = 413,
+      message = format("body of more than %d bytes", limit) }
+  end
   return body or ""
 end
 

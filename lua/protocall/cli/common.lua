@@ -149,10 +149,12 @@ function M.load_schemas(flags)
   return pool, names
 end
 
---- m = parse_message(T, fmt, input, where): `input` read as a message of
--- type T in `fmt` ("binary", "json" or "text"); fails with "where: why"
--- when it does not parse.
-function M.parse_message(T, fmt, input, where)
+--- m = parse_message(T, fmt, input, where [, hint]): `input` read as a
+-- message of type T in `fmt` ("binary", "json" or "text"); fails with
+-- "where: why" when it does not parse. With `hint` (a command whose
+-- -format names its input), binary input that starts as JSON or text
+-- fails with a hint of -format.
+function M.parse_message(T, fmt, input, where, hint)
   local m, err
   if fmt == "binary" then
     m, err = pc.decode(T, input)
@@ -161,7 +163,11 @@ function M.parse_message(T, fmt, input, where)
   else
     m, err = pc.from_text(T, input)
   end
-  if not m then fail(where .. ": " .. err) end
+  if not m then
+    -- binary input that reads as JSON or text was most likely meant as such
+    hint = hint and fmt == "binary" and input:match("^%s*[{%a]") and " (JSON or text? give -format json or text)"
+    fail(where .. ": " .. err .. (hint or ""))
+  end
   return m
 end
 

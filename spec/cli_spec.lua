@@ -668,6 +668,22 @@ describe("protocall scripts", function()
     assert.are.equal(0, code, err)
     assert.are.equal("ran\t" .. script .. "\tx\n", out)
   end)
+
+  it("prints a call's error details with every line of a multi-line one indented", function()
+    local script = write_tmp([[
+      local pc = require "protocall"
+      local BadRequest = pc.type("google.rpc.BadRequest")
+      local err = pc.Error { code = "INVALID_ARGUMENT", message = "no", details = {
+        BadRequest { field_violations = { { field = "a", description = "x" } } } } }
+      os.exit(require("protocall.cli.common").print_error(err))
+    ]])
+    local out, err, code = run(BIN .. " run " .. script)
+    os.remove(script)
+    assert.are.equal(64 + 3, code, err)
+    assert.are.equal("", out)
+    assert.are.equal('ERROR: code = INVALID_ARGUMENT, message = no\n  details:\n    field_violations {\n'
+      .. '      field: "a"\n      description: "x"\n    }\n', err)
+  end)
 end)
 
 describe("protocall list, describe and call by server reflection", function()

@@ -322,7 +322,12 @@ function M.print_error(err)
     stderr:write(format("ERROR: code = %s, message = %s\n", err.code, err.message or ""))
     for _, d in ipairs(err.details or {}) do
       local ok, text = pcall(pc.to_text, d)
-      stderr:write("  details: ", ok and text:gsub("\n$", "") or tostring(d), "\n")
+      text = ok and text:gsub("\n$", "") or tostring(d)
+      if text:find("\n", 1, true) then -- a block under "details:", every line indented
+        stderr:write("  details:\n", (text:gsub("[^\n]+", "    %0")), "\n")
+      else
+        stderr:write("  details: ", text, "\n")
+      end
     end
     return 64 + (pc.codes[err.code] or 2)
   end

@@ -544,6 +544,42 @@ describe("protocall call", function()
   end)
 end)
 
+describe("protocall call to dns:, ipv4: and ipv6: targets", function()
+  local FAULTS = "-I spec/fixtures/protos/grpc -proto faults.proto"
+  local server, dns, zone_file
+  setup(function()
+    server = helper.spawn("grpc", 0)
+    zone_file = write_tmp('{"svc.test": {"ttl": 300, "A": ["127.0.0.1"]}, "_grpc._tcp.svc.test": '
+      .. '{"ttl": 300, "SRV": [[0, 1, ' .. server.port .. ', "svc.test"]]}}')
+    dns = helper.spawn_command("/usr/bin/python3 spec/dns_server.py " .. zone_file, "dns_server.py")
+  end)
+  teardown(function()
+    helper.stop(dns)
+    helper.stop(server)
+    os.remove(zone_file)
+  end)
+
+  it("passes each target to pc.grpc as it is, with -plaintext", function()
+    local ns = "dns://127.0.0.1:" .. dns.port .. "/"
+    for _, target in ipairs { ns .. "svc.test:" .. server.port, ns .. "_grpc._tcp.svc.test",
+                              "ipv4:127.0.0.1:" .. server.port, "dns:///127.0.0.1:" .. server.port } do
+      local out, err, code = run(BIN .. " call -plaintext " .. FAULTS .. [[ -d '{"text": "hi"}' ]] .. target
+        .. " faults.Faults/Echo")
+      assert.are.equal(0, code, target .. ": " .. err)
+      assert.matches('"text": "hi"', out, 1, true)
+    end
+  end)
+
+  it("refuses them without -plaintext (pc.grpc has TLS for https:// only)", function()
+    for _, target in ipairs { "dns:///svc.test:1", "ipv4:127.0.0.1:1", "ipv6:[::1]:1", "unix:/tmp/x" } do
+      local out, err, code = run(BIN .. " call " .. FAULTS .. " " .. target .. " faults.Faults/Echo")
+      assert.are.equal(2, code, target)
+      assert.are.equal("", out)
+      assert.matches("^protocall call: a [%w-]+: TARGET is h2c: give %-plaintext %(for TLS, https://host:port%)\n", err)
+    end
+  end)
+end)
+
 describe("protocall describe and list", function()
   it("prints services, methods and messages as .proto source", function()
     local out, err, code = run(BIN .. " describe " .. ROUTE .. " demo.Router")

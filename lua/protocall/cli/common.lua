@@ -335,16 +335,24 @@ function M.print_error(err)
   return 64 + 2
 end
 
+-- The target spellings pc.grpc takes as they are, all h2c: dns: names
+-- (resolved by c-ares, SRV too), ipv4:/ipv6: lists and Unix sockets.
+local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" }
+
 --- transport = connect(flags, target, cmd): the pc.grpc transport to
--- TARGET with the connection flags.
+-- TARGET with the connection flags: host:port as http:// (-plaintext) or
+-- https://, a URL or one of H2C_SCHEMES as it is.
 function M.connect(flags, target, cmd)
-  local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
+  local url = (flags.plaintext and "http://" or "https://") .. target
   if target:match("^https?://") then url = target end
-  if target:match("^unix:") or target:match("^unix%-abstract:") then
-    if not flags.plaintext then
-      usage_error(cmd, "a unix: or unix-abstract: TARGET is h2c: give -plaintext")
+  for _, scheme in ipairs(H2C_SCHEMES) do
+    if target:match(scheme) then
+      if not flags.plaintext then
+        usage_error(cmd, "a " .. target:match("^[%w-]+:") .. " TARGET is h2c: give -plaintext "
+          .. "(for TLS, https://host:port)")
+      end
+      url = target
     end
-    url = target
   end
   if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
     usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")

@@ -112,6 +112,19 @@ http {
             try({ upstream = "127.0.0.1:1", protos = lib_only, timeout = -1 }),
             try({ upstream = "127.0.0.1:1", descriptor_set = "\255\255" }),
         }, "\n")
+        -- resty.grpc's refusals, at the caller's line, and a list target's backends
+        local pc, resty = require "protocall", require "protocall.resty"
+        local function try_grpc(target, opts)
+            local ok, err = pcall(function() local t = resty.grpc(pc, target, opts) return t end)
+            return tostring(ok) .. " " .. tostring(err)
+        end
+        local two = resty.grpc(pc, { "127.0.0.1:1", "127.0.0.1:2" })
+        GrpcProbe = table.concat({
+            try_grpc("dns:///_grpc._tcp.x.test"),
+            try_grpc("dns:///x.test:1", { dns_server = "127.0.0.1:53" }),
+            try_grpc("dns://127.0.0.1:53/x.test:1"),
+            #two:backends() .. " " .. two:backends()[2].address,
+        }, "\n")
     }
 
     init_worker_by_lua_block {
@@ -135,6 +148,9 @@ http {
         }
         location = /admin/errors {
             content_by_lua_block { ngx.print(ConfigErrors, "\n", tostring(gw.version("probe"))) }
+        }
+        location = /admin/grpc {
+            content_by_lua_block { ngx.print(GrpcProbe) }
         }
         location /down/ {
             content_by_lua_block { gw.handle("down") }
@@ -396,6 +412,20 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal("nil probe: timeout: seconds > 0 expected", lines[5])
     assert.truthy(lines[6]:find("^nil probe: descriptor_set: "), lines[6])
     assert.are.equal("nil", lines[7])
+  end)
+
+  it("resty.grpc refuses SRV and a DNS server at its caller's line; a list target has backends()", function()
+    local code, body = request(nginx, "/admin/grpc")
+    assert.are.equal(200, code, body)
+    local lines = {}
+    for line in body:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.matches("^false init_by_lua[^ ]*:%d+: pc%.grpc: target 'dns:///_grpc%._tcp%.x%.test': SRV needs the "
+      .. "built%-in driver$", lines[1])
+    for i = 2, 3 do
+      assert.matches("^false init_by_lua[^ ]*:%d+: pc%.grpc: target '[^']*': a DNS server %(dns://IP:PORT/ or "
+        .. "dns_server%) needs the built%-in driver", lines[i])
+    end
+    assert.are.equal("2 127.0.0.1:2", lines[4])
   end)
 
   it("a version that fails to compile is refused, saying why, and the current one stays", function()

@@ -63,9 +63,17 @@ describe("protocall help", function()
       local out, err, code = run(BIN .. " help " .. name)
       assert.are.equal(0, code, err)
       assert.matches("^usage: protocall " .. name, out)
-      assert.matches("\nexample:\n  protocall " .. name, out, 1, true)
+      assert.matches("\nexample:\n  %S*[^\n]*\n?%s*protocall " .. name, out)
     end)
   end
+
+  it("shows validate's example runnable from the repository", function()
+    local out = run(BIN .. " help validate")
+    local example = assert(out:match("\nexample:\n(.-)\n$"))
+    local res, err, code = run((example:gsub("protocall validate", BIN .. " validate")))
+    assert.are.equal(1, code, err)
+    assert.matches("^email: [^\n]*\nlines%[0%]%.qty: must be greater than 0", res)
+  end)
 
   it("shows serve's example with the script that serves under serve", function()
     local out, err, code = run(BIN .. " help serve")
@@ -341,6 +349,10 @@ describe("protocall validate", function()
     assert.are.equal(2, code)
     assert.are.equal("", out)
     assert.matches("^protocall validate: <stdin>: %$%.email: [^\n]*\n$", err)
+    out, err, code = run(ORDER .. " shop.v1.Order", ' {"email": "ann"}') -- JSON read as binary
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall validate: <stdin>: [^\n]* %(JSON or text%? give %-format json or text%)\n$", err)
     out, err, code = run(ORDER .. " shop.v1.Order", "\255") -- truncated binary
     assert.are.equal(2, code)
     assert.are.equal("", out)
@@ -532,6 +544,42 @@ describe("protocall call", function()
   end)
 end)
 
+describe("protocall call to dns:, ipv4: and ipv6: targets", function()
+  local FAULTS = "-I spec/fixtures/protos/grpc -proto faults.proto"
+  local server, dns, zone_file
+  setup(function()
+    server = helper.spawn("grpc", 0)
+    zone_file = write_tmp('{"svc.test": {"ttl": 300, "A": ["127.0.0.1"]}, "_grpc._tcp.svc.test": '
+      .. '{"ttl": 300, "SRV": [[0, 1, ' .. server.port .. ', "svc.test"]]}}')
+    dns = helper.spawn_command("/usr/bin/python3 spec/dns_server.py " .. zone_file, "dns_server.py")
+  end)
+  teardown(function()
+    helper.stop(dns)
+    helper.stop(server)
+    os.remove(zone_file)
+  end)
+
+  it("passes each target to pc.grpc as it is, with -plaintext", function()
+    local ns = "dns://127.0.0.1:" .. dns.port .. "/"
+    for _, target in ipairs { ns .. "svc.test:" .. server.port, ns .. "_grpc._tcp.svc.test",
+                              "ipv4:127.0.0.1:" .. server.port, "dns:///127.0.0.1:" .. server.port } do
+      local out, err, code = run(BIN .. " call -plaintext " .. FAULTS .. [[ -d '{"text": "hi"}' ]] .. target
+        .. " faults.Faults/Echo")
+      assert.are.equal(0, code, target .. ": " .. err)
+      assert.matches('"text": "hi"', out, 1, true)
+    end
+  end)
+
+  it("refuses them without -plaintext (pc.grpc has TLS for https:// only)", function()
+    for _, target in ipairs { "dns:///svc.test:1", "ipv4:127.0.0.1:1", "ipv6:[::1]:1", "unix:/tmp/x" } do
+      local out, err, code = run(BIN .. " call " .. FAULTS .. " " .. target .. " faults.Faults/Echo")
+      assert.are.equal(2, code, target)
+      assert.are.equal("", out)
+      assert.matches("^protocall call: a [%w-]+: TARGET is h2c: give %-plaintext %(for TLS, https://host:port%)\n", err)
+    end
+  end)
+end)
+
 describe("protocall describe and list", function()
   it("prints services, methods and messages as .proto source", function()
     local out, err, code = run(BIN .. " describe " .. ROUTE .. " demo.Router")
@@ -655,6 +703,22 @@ describe("protocall scripts", function()
     os.execute("rm -rf " .. dir)
     assert.are.equal(0, code, err)
     assert.are.equal("ran\t" .. script .. "\tx\n", out)
+  end)
+
+  it("prints a call's error details with every line of a multi-line one indented", function()
+    local script = write_tmp([[
+      local pc = require "protocall"
+      local BadRequest = pc.type("google.rpc.BadRequest")
+      local err = pc.Error { code = "INVALID_ARGUMENT", message = "no", details = {
+        BadRequest { field_violations = { { field = "a", description = "x" } } } } }
+      os.exit(require("protocall.cli.common").print_error(err))
+    ]])
+    local out, err, code = run(BIN .. " run " .. script)
+    os.remove(script)
+    assert.are.equal(64 + 3, code, err)
+    assert.are.equal("", out)
+    assert.are.equal('ERROR: code = INVALID_ARGUMENT, message = no\n  details:\n    field_violations {\n'
+      .. '      field: "a"\n      description: "x"\n    }\n', err)
   end)
 end)
 

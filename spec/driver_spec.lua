@@ -361,4 +361,14 @@ describe("pc.grpc with a host driver", function()
     assert.has_error(function() pc.grpc(server.url, { driver = 1 }) end,
       "pc.grpc: option 'driver' must be a table, got number")
   end)
+
+  it("refuses a DNS server and SRV names, which need the built-in driver", function()
+    local d = { connect = function() return nil, "no" end }
+    assert.has_error(function() pc.grpc("dns:///localhost:1", { driver = d, dns_server = "127.0.0.1:53" }) end,
+      "pc.grpc: target 'dns:///localhost:1': a DNS server (dns://IP:PORT/ or dns_server) needs the built-in "
+      .. "driver (a host driver's names are resolved by getaddrinfo or by the host)")
+    assert.has_error(function() pc.grpc("dns://127.0.0.1:53/localhost:1", { driver = d }) end)
+    assert.has_error(function() pc.grpc("dns:///_grpc._tcp.x.test", { driver = d }) end,
+      "pc.grpc: target 'dns:///_grpc._tcp.x.test': SRV needs the built-in driver")
+  end)
 end)

@@ -138,6 +138,19 @@ http {
             tostring(select(2, gw.publish("gateway", "probe", { upstream = "127.0.0.1:1", protos = lib_only,
                                                                  grpc = { f = print } }))),
         }, "\n")
+        -- resty.grpc's refusals, at the caller's line, and a list target's backends
+        local pc, resty = require "protocall", require "protocall.resty"
+        local function try_grpc(target, opts)
+            local ok, err = pcall(function() local t = resty.grpc(pc, target, opts) return t end)
+            return tostring(ok) .. " " .. tostring(err)
+        end
+        local two = resty.grpc(pc, { "127.0.0.1:1", "127.0.0.1:2" })
+        GrpcProbe = table.concat({
+            try_grpc("dns:///_grpc._tcp.x.test"),
+            try_grpc("dns:///x.test:1", { dns_server = "127.0.0.1:53" }),
+            try_grpc("dns://127.0.0.1:53/x.test:1"),
+            #two:backends() .. " " .. two:backends()[2].address,
+        }, "\n")
     }
 
     init_worker_by_lua_block {
@@ -164,6 +177,9 @@ http {
         }
         location /rulefail/ {
             content_by_lua_block { gw.handle("rulefail") }
+        }
+        location = /admin/grpc {
+            content_by_lua_block { ngx.print(GrpcProbe) }
         }
         location /down/ {
             content_by_lua_block { gw.handle("down") }
@@ -384,6 +400,8 @@ describe("protocall.resty.gateway inside nginx", function()
         "header 'Grpc-Metadata-X-A': metadata: more than 65536 bytes" },
       { 400, "/v1/headers", { headers = { "Grpc-Metadata--bin: AA" } }, "header 'Grpc-Metadata--bin': not a gRPC" },
       { 413, "/v1/shelves/7/books", { body = string.rep("x", 70000) }, "body of 70000 bytes" },
+      { 413, "/v1/shelves/7/books", { body = string.rep("x", 70000), headers = { "Transfer-Encoding: chunked" } },
+        "body of more than 65536 bytes\"" },
     }
     for _, c in ipairs(cases) do
       local code, body, h = request(nginx, c[2], c[3])
@@ -443,6 +461,20 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal("nil probe: grpc.again: a table holding itself cannot be put in a shared dict", lines[11])
     assert.are.equal("probe: grpc.f: a function cannot be put in a shared dict", lines[12])
     assert.are.equal("nil", lines[13])
+  end)
+
+  it("resty.grpc refuses SRV and a DNS server at its caller's line; a list target has backends()", function()
+    local code, body = request(nginx, "/admin/grpc")
+    assert.are.equal(200, code, body)
+    local lines = {}
+    for line in body:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.matches("^false init_by_lua[^ ]*:%d+: pc%.grpc: target 'dns:///_grpc%._tcp%.x%.test': SRV needs the "
+      .. "built%-in driver$", lines[1])
+    for i = 2, 3 do
+      assert.matches("^false init_by_lua[^ ]*:%d+: pc%.grpc: target '[^']*': a DNS server %(dns://IP:PORT/ or "
+        .. "dns_server%) needs the built%-in driver", lines[i])
+    end
+    assert.are.equal("2 127.0.0.1:2", lines[4])
   end)
 
   it("a version that fails to compile is refused, saying why, and the current one stays", function()

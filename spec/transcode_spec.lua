@@ -585,6 +585,7 @@ describe("validate = true", function()
     local msg, err = vtc:request(r, b, q)
     assert.is_nil(msg)
     assert.are.equal("INVALID_ARGUMENT", err.code)
+    assert.are.equal(400, err.http_status)
     assert.are.same({ 400, '{"code":3,"message":"validation failed: name: must be at least 3 characters '
       .. '[string.min_len]","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest",'
       .. '"fieldViolations":[{"field":"name","description":"must be at least 3 characters [string.min_len]",'
@@ -600,6 +601,7 @@ describe("validate = true", function()
     assert.is_nil(msgs)
     assert.are.equal("INVALID_ARGUMENT", err.code)
     assert.truthy(err.message:find("^line 2: validation failed: name: ", 1, false), err.message)
+    assert.are.equal(400, err.http_status)
   end)
 
   it("fails INTERNAL, with a Status body, when a rule fails to evaluate", function()

@@ -227,6 +227,20 @@ describe("pc.validate and pc.check", function()
     assert.has_error(function() pc.validate(valid(), { nope = true }) end)
   end)
 
+  it("blames the caller's line for a non-message, naming validate or check", function()
+    local line = debug.getinfo(1, "l").currentline
+    local ok, err = pcall(function() pc.validate("nope") end)
+    local at = "spec/validate_spec.lua:"
+    assert.is_false(ok)
+    assert.are.equal(at .. (line + 1) .. ": bad argument #1 to 'validate' (message expected, got string)", err)
+    ok, err = pcall(function() pc.check(42) end)
+    assert.is_false(ok)
+    assert.are.equal(at .. (line + 5) .. ": bad argument #1 to 'check' (message expected, got number)", err)
+    ok, err = pcall(function() pc.check(valid(), { nope = true }) end)
+    assert.is_false(ok)
+    assert.are.equal(at .. (line + 8) .. ": bad argument #2 to 'check' (unknown option 'nope')", err)
+  end)
+
   it("is valid for every message of a schema without rules", function()
     local q = pc.pool()
     assert(q:load('syntax = "proto3"; message P { int32 x = 1; }', { name = "p.proto" }))
@@ -257,6 +271,17 @@ describe("validate = true at the edge", function()
       return { greeting = tostring(n) }
     end,
   } }
+
+  it("refuses a validate option that is not a boolean", function()
+    assert.has_error(function() pc.server(handlers, { pool = p, validate = "yes" }) end,
+      "pc.server: validate: boolean expected, got string")
+    local server = pc.server(handlers, { pool = p })
+    local t = pc.inproc(server)
+    assert.has_error(function() pc.client("edge.Greeter", { transport = t, pool = p, validate = 1 }) end,
+      "pc.client: validate: boolean expected, got number")
+    assert.has_error(function() pc.transcoder(p, { validate = "yes" }) end,
+      "bad argument #2 to 'transcoder' (validate: boolean expected, got string)")
+  end)
 
   it("a server refuses an invalid request with INVALID_ARGUMENT before the handler runs", function()
     local server = pc.server(handlers, { pool = p, validate = true })

@@ -5,7 +5,9 @@
 -- gathers them). The C part is `protocall.core`. Times are seconds (Lua
 -- numbers, fractions allowed) and sizes bytes; loading and decoding return
 -- nil, err on bad input (it is expected there), everything else raises on
--- misuse.
+-- misuse. The modules past schemas, messages and the binary codec load on
+-- first use of one of their names: `pairs(pc)` lists every name under Lua
+-- 5.4 (it loads them all), under LuaJIT only those used so far.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
 local internal = require "protocall.internal"
@@ -106,14 +108,38 @@ for _, names in ipairs(LATER) do
   for i = 2, #names do later[names[i]] = names[1] end
 end
 
+-- require and the global table as they are now: a program that later
+-- removes the global `require` (a sandbox) still gets the modules, whose
+-- own chunks see `require` while they load.
+local require, G, rawget, rawset, pcall, next, error = require, _G, rawget, rawset, pcall, next, error
+
+local function load_module(module)
+  if rawget(G, "require") ~= nil then return require(module) end
+  G.require = require
+  local ok, mod = pcall(require, module)
+  G.require = nil
+  if not ok then error(mod, 0) end
+  return mod
+end
+
+local function index(t, name)
+  local module = later[name]
+  if module == nil then return nil end
+  local v = load_module(module)[name]
+  if wrap and WRAPPED[name] then v = wrap(name, v) end
+  rawset(t, name, v)
+  return v
+end
+
 setmetatable(M, {
-  __index = function(t, name)
-    local module = later[name]
-    if module == nil then return nil end
-    local v = require(module)[name]
-    if wrap and WRAPPED[name] then v = wrap(name, v) end
-    rawset(t, name, v)
-    return v
+  __index = index,
+  -- pairs(pc) under Lua 5.4 loads the modules not loaded yet, so it lists
+  -- every name (LuaJIT has no __pairs: there it lists the names loaded).
+  __pairs = function(t)
+    for name in next, later do
+      if rawget(t, name) == nil then index(t, name) end
+    end
+    return next, t, nil
   end,
 })
 

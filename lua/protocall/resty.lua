@@ -30,8 +30,8 @@ end
 local semaphore = require "ngx.semaphore"
 local fifo = require "protocall.transport.fifo"
 
-local setmetatable, type, error, pairs, ipairs, tostring = setmetatable, type, error, pairs, ipairs,
-  tostring
+local setmetatable, type, error, pairs, ipairs, tostring, pcall = setmetatable, type, error, pairs, ipairs,
+  tostring, pcall
 local floor = math.floor
 local newproxy, getmetatable = rawget(_G, "newproxy"), getmetatable
 local tcp, ngx_sleep, ngx_now, update_time, get_phase = ngx.socket.tcp, ngx.sleep, ngx.now,
@@ -344,7 +344,8 @@ local PER_REQUEST = M.driver { per_request = true }
 local GUARDED = { "unary", "server_stream", "stream", "start_unary", "start_server_stream", "wait" }
 
 --- `resty.grpc(pc, target, opts)` -> a transport as `pc.grpc(target,
--- opts)`'s (same targets and options, `driver` set to this module's)
+-- opts)`'s (same targets and options, `driver` set to this module's;
+-- `backends()` and `set_load_balancing` when it has several backends)
 -- whose calls first check the phase (`resty.check_phase`, raising
 -- FAILED_PRECONDITION in log_by_lua* and the other phases without
 -- cosockets). Made in init_by_lua*, it is copied into every worker, each
@@ -355,7 +356,12 @@ local GUARDED = { "unary", "server_stream", "stream", "start_unary", "start_serv
 -- request: each one has a connection and owner timer of its own, which
 -- `close()` ends, or the collection of the transport (within 1 s: the
 -- timer's threads look for it every second).
--- Raises as pc.grpc does.
+-- Host names are resolved by nginx's `resolver` directive (the cosocket
+-- connects to the name; configure it, or a call fails "no resolver
+-- defined to resolve NAME"); a dns:/// name is first looked up with
+-- getaddrinfo (pc.grpc's `driver`); SRV names and a DNS server
+-- (dns://IP:PORT/, `dns_server`) are refused.
+-- Raises as pc.grpc does, at the caller's line.
 function M.grpc(pc, target, opts)
   if type(pc) ~= "table" or type(pc.grpc) ~= "function" then
     error("bad argument #1 to 'grpc' (the protocall module expected)", 2)
@@ -366,7 +372,8 @@ function M.grpc(pc, target, opts)
   o.per_request = nil
   if o.driver ~= nil then error("protocall.resty.grpc: option 'driver' is this module's own", 2) end
   o.driver = per_request and PER_REQUEST or SHARED
-  local t = pc.grpc(target, o)
+  local ok, t = pcall(pc.grpc, target, o) -- its errors blame our caller, not this line
+  if not ok then error(t, 2) end
   local g = { target = t.target, transport = t }
   for _, name in ipairs(GUARDED) do
     if t[name] then
@@ -379,6 +386,9 @@ function M.grpc(pc, target, opts)
   function g.close() return t:close() end
   if t.set_load_balancing then
     function g.set_load_balancing(_, ...) return t:set_load_balancing(...) end
+  end
+  if t.backends then
+    function g.backends() return t:backends() end
   end
   return g
 end

@@ -7,28 +7,31 @@
 local core = require "protocall.core"
 local errors = require "protocall.errors"
 local schema = require "protocall.schema"
+local internal = require "protocall.internal"
 
 local error, type, tostring, pairs, pcall, ipairs = error, type, tostring, pairs, pcall, ipairs
-local validate_core = core.validate
+local validate_core, is_message = core.validate, core.is_message
 
 local M = {}
 
 -- fail_fast, legacy_required = options(opts, fname): the options of
--- pc.validate and pc.check, checked.
+-- pc.validate and pc.check, checked (errors blame the caller of those:
+-- run is called from them, not as a tail call).
 local function options(opts, fname)
   if opts == nil then return false, false end
   if type(opts) ~= "table" then
-    error("bad argument #2 to '" .. fname .. "' (table expected, got " .. type(opts) .. ")", 3)
+    internal.argerror(fname, "table expected, got " .. type(opts), 4, 2)
   end
   for k in pairs(opts) do
     if k ~= "fail_fast" and k ~= "legacy_required" then
-      error("bad argument #2 to '" .. fname .. "' (unknown option '" .. tostring(k) .. "')", 3)
+      internal.argerror(fname, "unknown option '" .. tostring(k) .. "'", 4, 2)
     end
   end
   return opts.fail_fast and true or false, opts.legacy_required and true or false
 end
 
 local function run(m, opts, fname)
+  if not is_message(m) then internal.argerror(fname, "message expected, got " .. type(m), 3) end
   local fail_fast, legacy_required = options(opts, fname)
   local list, err = validate_core(m, fail_fast, false, legacy_required)
   if not list then error(fname .. ": " .. err, 3) end
@@ -50,7 +53,8 @@ end
 -- to compile user.ok: 1:6: ...", rules of another type than the field's:
 -- "validate: expected rule \"int32\", got \"string\" on demo.M.x").
 function M.validate(m, opts)
-  return run(m, opts, "validate")
+  local list = run(m, opts, "validate")
+  return list
 end
 
 --- s = M.violation_text(v): one violation as `field: message [rule]` (no

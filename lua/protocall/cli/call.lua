@@ -35,7 +35,8 @@ M.call = {
           "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
           "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
-          "-plaintext; unix:/path and unix-abstract:name with -plaintext). The request\n" ..
+          "-plaintext; dns:///name:port, dns://IP:PORT/name:port, ipv4:/ipv6: lists,\n" ..
+          "unix:/path and unix-abstract:name with -plaintext, as pc.grpc takes them). The request\n" ..
           "is JSON from -d (@ reads standard input, @FILE a file;\n" ..
           "none: an empty message); a client or bidirectional stream sends every JSON\n" ..
           "document of it (concatenated or one per line). Each response is printed as it\n" ..

@@ -149,10 +149,12 @@ function M.load_schemas(flags)
   return pool, names
 end
 
---- m = parse_message(T, fmt, input, where): `input` read as a message of
--- type T in `fmt` ("binary", "json" or "text"); fails with "where: why"
--- when it does not parse.
-function M.parse_message(T, fmt, input, where)
+--- m = parse_message(T, fmt, input, where [, hint]): `input` read as a
+-- message of type T in `fmt` ("binary", "json" or "text"); fails with
+-- "where: why" when it does not parse. With `hint` (a command whose
+-- -format names its input), binary input that starts as JSON or text
+-- fails with a hint of -format.
+function M.parse_message(T, fmt, input, where, hint)
   local m, err
   if fmt == "binary" then
     m, err = pc.decode(T, input)
@@ -161,7 +163,11 @@ function M.parse_message(T, fmt, input, where)
   else
     m, err = pc.from_text(T, input)
   end
-  if not m then fail(where .. ": " .. err) end
+  if not m then
+    -- binary input that reads as JSON or text was most likely meant as such
+    hint = hint and fmt == "binary" and input:match("^%s*[{%a]") and " (JSON or text? give -format json or text)"
+    fail(where .. ": " .. err .. (hint or ""))
+  end
   return m
 end
 
@@ -316,7 +322,12 @@ function M.print_error(err)
     stderr:write(format("ERROR: code = %s, message = %s\n", err.code, err.message or ""))
     for _, d in ipairs(err.details or {}) do
       local ok, text = pcall(pc.to_text, d)
-      stderr:write("  details: ", ok and text:gsub("\n$", "") or tostring(d), "\n")
+      text = ok and text:gsub("\n$", "") or tostring(d)
+      if text:find("\n", 1, true) then -- a block under "details:", every line indented
+        stderr:write("  details:\n", (text:gsub("[^\n]+", "    %0")), "\n")
+      else
+        stderr:write("  details: ", text, "\n")
+      end
     end
     return 64 + (pc.codes[err.code] or 2)
   end
@@ -324,16 +335,24 @@ function M.print_error(err)
   return 64 + 2
 end
 
+-- The target spellings pc.grpc takes as they are, all h2c: dns: names
+-- (resolved by c-ares, SRV too), ipv4:/ipv6: lists and Unix sockets.
+local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" }
+
 --- transport = connect(flags, target, cmd): the pc.grpc transport to
--- TARGET with the connection flags.
+-- TARGET with the connection flags: host:port as http:// (-plaintext) or
+-- https://, a URL or one of H2C_SCHEMES as it is.
 function M.connect(flags, target, cmd)
-  local url = (flags.plaintext and "http://" or "https://") .. target:gsub("^dns:///", "")
+  local url = (flags.plaintext and "http://" or "https://") .. target
   if target:match("^https?://") then url = target end
-  if target:match("^unix:") or target:match("^unix%-abstract:") then
-    if not flags.plaintext then
-      usage_error(cmd, "a unix: or unix-abstract: TARGET is h2c: give -plaintext")
+  for _, scheme in ipairs(H2C_SCHEMES) do
+    if target:match(scheme) then
+      if not flags.plaintext then
+        usage_error(cmd, "a " .. target:match("^[%w-]+:") .. " TARGET is h2c: give -plaintext "
+          .. "(for TLS, https://host:port)")
+      end
+      url = target
     end
-    url = target
   end
   if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
     usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")

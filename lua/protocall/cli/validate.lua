@@ -19,7 +19,8 @@ M.validate = {
           "does. Prints each violation on a line, `field: message [rule]`, and exits 1\n" ..
           "when there is one, 0 when the message is valid; 2 when it cannot tell (a usage\n" ..
           "error, a schema or rule that does not load, input that does not parse).",
-  example = "protocall validate -I examples -proto order.proto -format json shop.v1.Order order.json",
+  example = "echo '{\"lines\": [{\"sku\": \"ABC-1\", \"qty\": 0}]}' |\n" ..
+            "    protocall validate -I examples -proto order.proto -format json shop.v1.Order"
 }
 
 local function check(flags, args)
@@ -28,7 +29,7 @@ local function check(flags, args)
   if #args > 2 then usage_error("validate", "too many arguments: TYPE [FILE]") end
   common.need_schema("validate", flags)
   local T = common.message_type(common.load_schemas(flags), args[1])
-  local m = common.parse_message(T, fmt, common.read_input(args[2]), args[2] or "<stdin>")
+  local m = common.parse_message(T, fmt, common.read_input(args[2]), args[2] or "<stdin>", true)
   local list, why = validate_core(m, false) -- pc.validate's work, a broken rule as nil, why
   if not list then fail(why) end
   for _, v in ipairs(list) do stdout:write(validate.violation_text(v), "\n") end

@@ -1,9 +1,10 @@
 --- HTTP/JSON transcoding by google.api.http rules (google/api/http.proto),
 -- as Envoy's grpc_json_transcoder and grpc-gateway do it: `pc.transcoder`
 -- compiles a pool's rules once; its methods map an HTTP request to a gRPC
--- request message and the answer back, with no I/O, so pc.listen, the
--- `protocall gateway` command and the nginx handler share one
--- implementation. Failures are returned as pc.Error values (nil, err) whose
+-- request message and the answer back, with no I/O: the nginx gateway
+-- (protocall.resty.gateway, doc/gateway.md) does its I/O around them, and
+-- any other server that reads the HTTP request can call the same
+-- functions. Failures are returned as pc.Error values (nil, err) whose
 -- `http_status` says what :error() answers with; misuse raises.
 local internal = require "protocall.internal"
 local errors = require "protocall.errors"
@@ -587,7 +588,10 @@ function Transcoder:request(route, bindings, query, body, content_type)
   if msg and self.validate then
     local ok, refused = pcall(validate.refusal, msg)
     if not ok then return nil, Error { code = "INTERNAL", message = tostring(refused) } end
-    if refused then return nil, refused end
+    if refused then
+      refused.http_status = 400
+      return nil, refused
+    end
   end
   return msg, err
 end

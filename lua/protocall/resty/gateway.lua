@@ -5,7 +5,9 @@
 -- pc.transcoder (lua/protocall/http/). Rules and schemas are set per
 -- route name and replaced at run time without a reload (doc/gateway.md):
 --
---   init_by_lua_block { gw = require "protocall.resty.gateway"
+--   init_by_lua_block {
+--     require "protocall" -- first: it registers its built-in Lua files, this module's among them
+--     gw = require "protocall.resty.gateway"
 --     assert(gw.configure("library", { protos = { ["library.proto"] = TEXT },
 --                                     upstream = "127.0.0.1:50051" })) }
 --   location /v1/ { content_by_lua_block { gw.handle("library") } }
@@ -183,7 +185,11 @@ end
 -- options: `http` (rules apart from the schema, a table or JSON text),
 -- `services`, `unbound`, `headers`, `ignore_unknown_query`,
 -- `ignore_unknown_fields`, `max_query_bytes`, `max_query_params`,
--- `max_body_bytes` (4 MiB unless set), `max_depth`, `json`.
+-- `max_body_bytes` (4 MiB unless set), `max_depth`, `json`, `validate`
+-- (true: a request breaking its type's protovalidate rules is answered
+-- 400 with a google.rpc.BadRequest detail, never reaching the upstream).
+-- An `upstream` host name is resolved by nginx's `resolver` directive
+-- (configure it; protocall.resty's `grpc`).
 function M.configure(route, cfg)
   if type(route) ~= "string" then
     error("bad argument #1 to 'configure' (string expected, got " .. type(route) .. ")", 2)
@@ -439,6 +445,10 @@ local function read_body(v)
   if not f then return nil, { code = "INTERNAL", message = "cannot read the request body's file" } end
   body = f:read(limit + 1)
   f:close()
+  if body and #body > limit then -- the size past limit + 1 is not known
+    return nil, { code = "RESOURCE_EXHAUSTED", http_status = 413,
+      message = format("body of more than %d bytes", limit) }
+  end
   return body or ""
 end
 

@@ -543,6 +543,9 @@ function M.client(service_name, opts)
     config, problem = service_config.load(opts.service_config)
     if not config then error("pc.client: service_config: " .. problem, 2) end
   end
+  if opts.validate ~= nil and type(opts.validate) ~= "boolean" then
+    error("pc.client: validate: boolean expected, got " .. type(opts.validate), 2)
+  end
   local throttle = opts.throttle
   if throttle ~= nil and getmetatable(throttle) ~= policy.Throttle then
     error("pc.client: throttle: pc.Throttle expected, got " .. type(throttle), 2)

@@ -131,6 +131,9 @@ function M.server(services, opts)
   for k in pairs(opts or {}) do
     if not SERVER_OPTIONS[k] then error("pc.server: unknown option '" .. tostring(k) .. "'", 2) end
   end
+  if opts and opts.validate ~= nil and type(opts.validate) ~= "boolean" then
+    error("pc.server: validate: boolean expected, got " .. type(opts.validate), 2)
+  end
   local chain, per_attempt = interceptors.split(opts and opts.interceptors, "pc.server")
   if per_attempt then
     error("pc.server: interceptors: {per_attempt = ...} is for clients (a server sees each attempt as a call)", 2)

@@ -513,7 +513,11 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- weights `round_robin` (its default policy) honours;
 -- "dns://IP:PORT/name:port" or the option `dns_server` = "IP:PORT" asks
 -- that DNS server instead of the system's. With a `driver` a dns:/// name
--- is resolved by getaddrinfo, which blocks (no SRV).
+-- is resolved by getaddrinfo, which blocks, when pc.grpc is called: its
+-- addresses are the backends when there are several, else the name goes
+-- to `driver.connect` as it is (under OpenResty, nginx's `resolver`
+-- resolves it); SRV names and a DNS server (dns://IP:PORT/, `dns_server`)
+-- are refused.
 -- `load_balancing` picks among them (doc/guide.md "Load balancing",
 -- transport/balancer.lua).
 -- A Unix-domain socket (h2c,
@@ -681,6 +685,10 @@ function M.grpc(target, opts)
     if not resolver then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
     places = {}
   elseif dns then -- a host driver owns the sockets: getaddrinfo
+    if opts.dns_server ~= nil or dns.dns_server ~= nil then
+      error("pc.grpc: target '" .. target .. "': a DNS server (dns://IP:PORT/ or dns_server) needs the "
+        .. "built-in driver (a host driver's names are resolved by getaddrinfo or by the host)", 2)
+    end
     local found = targets.resolve_now(dns)
     if found == nil or #found < 2 then
       if dns.port == nil then error("pc.grpc: target '" .. target .. "': SRV needs the built-in driver", 2) end

@@ -36,7 +36,9 @@ local seen = {}
 --   "details": INVALID_ARGUMENT with a google.rpc.ErrorInfo;
 --   "sleep":   waits until the call is cancelled (its deadline passed);
 --   "meta":    header x-head "hi <x-user>", trailers x-trail "t1" and
---              x-echo-bin (the request's x-raw-bin).
+--              x-echo-bin (the request's x-raw-bin);
+--   "gzip":    gzips its response (when the client accepts gzip) and
+--              records whether the request came gzipped.
 -- spec/node/grpcjs_server.mjs serves the same.
 local function router()
   local route = dofile("examples/route_services.lua")["demo.Router"]
@@ -49,6 +51,10 @@ local function router()
       while not ctx:cancelled() do pc.sleep(0.01) end
       seen.cancelled = true
       return {}
+    elseif r.name == "gzip" then
+      seen.compressed = ctx:compressed()
+      seen.gzip = ctx:set_compression("gzip")
+      return measure(r, ctx)
     elseif r.name == "meta" then
       local md = {}
       for _, kv in ipairs(ctx.metadata) do md[kv[1]] = kv[2] end
@@ -90,6 +96,7 @@ local EXPECTED = {
   details = lines("error INVALID_ARGUMENT too far: 100% ✓", "detail ErrorInfo TOO_FAR demo limit=10"),
   deadline = lines("error DEADLINE_EXCEEDED"),
   metadata = lines("header x-head hi ann", "trailer x-trail t1", "trailer x-echo-bin 000102ff", "measure 1 0"),
+  gzip = lines("error UNAVAILABLE flaky server", "error UNAVAILABLE flaky server", "measure 5 1"),
 }
 local CASES = { "unary", "server_stream", "client_stream", "bidi", "details", "deadline", "metadata" }
 
@@ -99,13 +106,19 @@ setup(function()
 end)
 teardown(function() os.remove(SET) end)
 
--- The cases of one client script against pc.listen, one test each.
-local function client_cases(script)
-  for _, case in ipairs(CASES) do
+-- The cases of one client script against pc.listen, one test each
+-- (`transport`: connect_client.mjs's TRANSPORT argument; "gzip" in it
+-- adds the gzip case).
+local function client_cases(script, transport)
+  local cases = {}
+  for i, case in ipairs(CASES) do cases[i] = case end
+  if transport and transport:find("gzip") then cases[#cases + 1] = "gzip" end
+  for _, case in ipairs(cases) do
     it(case:gsub("_", " "), function()
-      seen.cancelled, seen.metadata = nil, nil
+      seen.cancelled, seen.metadata, seen.compressed, seen.gzip = nil, nil, nil, nil
       serving(function(port)
-        assert.are.equal(EXPECTED[case], peer.run(script, { SET, port, case }))
+        local args = transport and { SET, port, transport, case } or { SET, port, case }
+        assert.are.equal(EXPECTED[case], peer.run(script, args))
         if case == "deadline" then
           for _ = 1, 200 do
             if seen.cancelled then break end
@@ -115,6 +128,9 @@ local function client_cases(script)
         elseif case == "metadata" then
           assert.are.equal("ann", seen.metadata["x-user"])
           assert.are.equal("\0\1\2\255", seen.metadata["x-raw-bin"])
+        elseif case == "gzip" then
+          assert.is_true(seen.compressed, "the request came gzipped")
+          assert.is_true(seen.gzip, "the response went gzipped")
         end
       end)
     end)
@@ -122,8 +138,16 @@ local function client_cases(script)
 end
 
 describe("pc.listen with @connectrpc/connect-node's gRPC transport (HTTP/2)", function()
-  client_cases("connect_client.mjs")
+  client_cases("connect_client.mjs", "grpc")
 end)
+
+-- The same handlers on the same port over the web's protocols.
+for _, transport in ipairs { "connect", "connect,json", "connect,gzip", "connect,json,gzip",
+  "grpc-web", "grpc-web,json", "grpc-web,gzip" } do
+  describe("pc.listen with @connectrpc/connect-node's " .. transport .. " transport (HTTP/2)", function()
+    client_cases("connect_client.mjs", transport)
+  end)
+end
 
 describe("pc.listen with @grpc/grpc-js", function()
   client_cases("grpcjs_client.mjs")

@@ -42,6 +42,7 @@
 #include "base/arena.h"
 #include "net/grpc.h"
 #include "net/wake.h"
+#include "net/web.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -153,6 +154,13 @@ const pc_GrpcPair *pc_GrpcServerCall_Metadata(const pc_GrpcServerCall *s, size_t
  * the client's stream or once the call is over (finished, cancelled).
  * Reading opens the flow-control window by what was read. */
 int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len);
+
+/* The call's protocol (gRPC, gRPC-Web, gRPC-Web-Text, Connect unary or
+ * streaming, from its content-type: web.h) and the codec of its messages
+ * (protobuf or JSON): Next returns and Send takes the messages in that
+ * codec; the engine does the rest of the protocol. */
+pc_WebProtocol pc_GrpcServerCall_Protocol(const pc_GrpcServerCall *s);
+pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s);
 
 /* Frees the buffer holding the last message pc_GrpcServerCall_Next
  * decompressed (up to the receive limit plus 1 KiB), once the caller has

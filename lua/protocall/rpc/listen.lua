@@ -1,6 +1,9 @@
---- Serving gRPC over HTTP/2: `pc.listen(server, address, opts)`. The C
--- side (core/net/listener.h, server.h) accepts connections, runs HTTP/2
--- and gRPC framing and enforces the limits; this file runs each call's
+--- Serving gRPC, gRPC-Web and Connect over HTTP/2: `pc.listen(server,
+-- address, opts)`. The C side (core/net/listener.h, server.h, web.h)
+-- accepts connections, runs HTTP/2, each call's protocol (framing, status,
+-- gzip) and enforces the limits, and tells each call's codec (protobuf or
+-- JSON, from its content-type), which this file uses to read the requests
+-- and write the responses; it runs each call's
 -- handler as a task of the scheduler (lua/protocall/sched.lua), with the
 -- same `pc.server{...}` handler tables pc.inproc serves (rpc/server.lua).
 local core = require "protocall.core"
@@ -12,7 +15,7 @@ local rpc_server = require "protocall.rpc.server"
 local type, error, pairs, tostring, setmetatable, pcall, floor, huge =
   type, error, pairs, tostring, setmetatable, pcall, math.floor, math.huge
 local status, codes, show = errors.status, internal.codes, internal.show
-local decode = core.decode
+local decode, to_json, from_json = core.decode, core.to_json, core.from_json
 local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
   rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
   rpc_server.returned_list
@@ -52,6 +55,32 @@ local function finish_failed(call, info, raised)
   call:finish(codes[st.code], st.message, st.details)
 end
 
+-- The request message `bytes` of method `info` in the call's codec: the
+-- message, or nil, the status code and what went wrong (INTERNAL for
+-- protobuf that does not decode, as gRPC servers answer; INVALID_ARGUMENT
+-- for JSON, as connect-go does).
+local function decode_request(info, bytes, json)
+  if json then
+    local m, err = from_json(info.input, bytes)
+    if m then return m end
+    return nil, "INVALID_ARGUMENT", ": request is not valid JSON for " .. info.input.full_name
+      .. ": " .. tostring(err)
+  end
+  local m, err = decode(info.input, bytes)
+  if m then return m end
+  return nil, "INTERNAL", ": request failed to decode: " .. err
+end
+
+-- The response `m` of method `info` on the wire, in the call's codec; an
+-- INTERNAL pc.Error when it cannot be written.
+local function response_wire(info, m, json)
+  if not json then return response_bytes(info, m) end
+  local ok, text = pcall(to_json, m)
+  if ok then return text end
+  error(status("INTERNAL", info.full_name .. ": response failed to encode as JSON: "
+    .. tostring(text)), 0)
+end
+
 local function over(call, ctx)
   return call:cancelled() or (ctx.deadline ~= nil and now() > ctx.deadline)
 end
@@ -77,6 +106,7 @@ end
 -- OVER) without touching the closed call.
 local function make_ctx(self, call, info)
   local ended = false
+  local json = call:codec() == "json"
   local timeout, deadline = call:timeout()
   local ctx = {
     method = info.full_name, metadata = call:metadata(), timeout = timeout, deadline = deadline,
@@ -88,7 +118,7 @@ local function make_ctx(self, call, info)
   if info.server_streaming then
     function ctx.send(response)
       if ended then error(call_over(info), 2) end
-      local bytes = response_bytes(info, response_of(info, response))
+      local bytes = response_wire(info, response_of(info, response), json)
       if over(call, ctx) or not call:send(bytes) then error(cancelled_error(info), 2) end
       while call:unsent() > SEND_QUEUE and not over(call, ctx) do wait_call(self.core, call) end
     end
@@ -107,10 +137,8 @@ local function make_ctx(self, call, info)
       if call:cancelled() then error(cancelled_error(info), 2) end
       return nil
     end
-    local req, err = decode(info.input, bytes)
-    if not req then
-      error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 2)
-    end
+    local req, code, err = decode_request(info, bytes, json)
+    if not req then error(status(code, info.full_name .. err), 2) end
     return req
   end
   if not info.client_streaming then ctx.recv = no_recv(info) end
@@ -139,6 +167,7 @@ local function run_call(self, call)
     call:finish(codes.UNIMPLEMENTED, "unknown method " .. call:path())
   else
     local info = entry.info
+    local json = call:codec() == "json"
     local ctx, ended = make_ctx(self, call, info)
     local req, code, bad = nil, nil, nil
     if not info.client_streaming then
@@ -152,10 +181,10 @@ local function run_call(self, call)
       if bytes == nil then
         code, bad = codes.UNIMPLEMENTED, one .. "none"
       else
-        local err
-        req, err = decode(info.input, bytes)
+        local name, err
+        req, name, err = decode_request(info, bytes, json)
         if not req then
-          code, bad = codes.INTERNAL, ": request failed to decode: " .. err
+          code, bad = codes[name], err
         elseif next_bytes(self, call) ~= nil then
           code, bad = codes.UNIMPLEMENTED, one .. "more"
         end
@@ -185,7 +214,7 @@ local function run_call(self, call)
           if result == nil then
             error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
           end
-          call:send(response_bytes(info, response_of(info, result)))
+          call:send(response_wire(info, response_of(info, result), json))
         end)
       elseif ok then
         ok, result = pcall(function()

@@ -653,11 +653,12 @@ static int web_request(pc_GrpcServerCall *s) {
   }
   if (unary) {
     unsigned char prefix[5] = {s->encoding && strcmp(s->encoding, "gzip") == 0, 0, 0, 0, 0};
-    if (!pc_GrpcInbox_Append(&s->in, &s->m, prefix, 5)) {
+    int ok = pc_GrpcInbox_Append(&s->in, &s->m, prefix, 5);
+    s->in.unconsumed -= 5; /* not from the client */
+    if (!ok) {
       fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
       return 0;
     }
-    s->in.unconsumed -= 5; /* not from the client */
   }
   return 1;
 }
@@ -860,9 +861,9 @@ static void eager_chunk(pc_GrpcServerCall *s, nghttp2_session *h2, const uint8_t
            s->in.buf.len - 5 + len, max);
       return;
     }
-    if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len))
-      fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
-    s->in.unconsumed -= len;
+    int ok = len == 0 || pc_GrpcInbox_Append(&s->in, &s->m, data, len);
+    s->in.unconsumed -= len; /* given back above (Append counts it, whether or not it fails) */
+    if (!ok) fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
     return;
   }
   unsigned char out[3 * 1024 + 3];
@@ -884,11 +885,12 @@ static void eager_chunk(pc_GrpcServerCall *s, nghttp2_session *h2, const uint8_t
            s->in.buf.len - s->in.rpos + got, max + 5);
       return;
     }
-    if (!pc_GrpcInbox_Append(&s->in, &s->m, out, got)) {
+    int ok = got == 0 || pc_GrpcInbox_Append(&s->in, &s->m, out, got);
+    s->in.unconsumed -= got;
+    if (!ok) {
       fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
       return;
     }
-    s->in.unconsumed -= got;
     scan_messages(s);
   }
 }

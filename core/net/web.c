@@ -27,8 +27,7 @@ static int codec_of(const char *p, size_t n, int empty_ok) {
   return -1;
 }
 
-pc_WebProtocol pc_Web_Classify(const char *method, const char *ct, size_t ctn,
-                               pc_WebCodec *codec) {
+pc_WebProtocol pc_Web_Classify(const char *method, const char *ct, size_t ctn, pc_WebCodec *codec) {
   *codec = kPc_WebCodec_Proto;
   if (ct == NULL) return kPc_WebProtocol_None;
   size_t end = 0; /* the media type, without parameters or trailing blanks */
@@ -221,11 +220,10 @@ int pc_Web_GrpcWebTrailers(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_
 /* -- Connect --------------------------------------------------------------- */
 
 static const char *const CONNECT_CODES[PC_CODE_COUNT] = {
-    "ok",        "canceled",       "unknown",           "invalid_argument",
-    "deadline_exceeded", "not_found",  "already_exists", "permission_denied",
-    "resource_exhausted", "failed_precondition", "aborted", "out_of_range",
-    "unimplemented", "internal",   "unavailable",       "data_loss",
-    "unauthenticated"};
+    "ok",        "canceled",       "unknown",           "invalid_argument",   "deadline_exceeded",
+    "not_found", "already_exists", "permission_denied", "resource_exhausted", "failed_precondition",
+    "aborted",   "out_of_range",   "unimplemented",     "internal",           "unavailable",
+    "data_loss", "unauthenticated"};
 
 const char *pc_Connect_CodeName(pc_Code code) {
   return (int)code >= 0 && (int)code < PC_CODE_COUNT ? CONNECT_CODES[code] : "unknown";
@@ -419,8 +417,8 @@ int pc_Connect_EndStream(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_Gr
     int first = 1;
     for (size_t i = 0; i < n; i++) {
       size_t j = 0; /* a key listed before was written with all its values */
-      while (j < i && !(md[j].key_len == md[i].key_len &&
-                        memcmp(md[j].key, md[i].key, md[i].key_len) == 0))
+      while (j < i &&
+             !(md[j].key_len == md[i].key_len && memcmp(md[j].key, md[i].key, md[i].key_len) == 0))
         j++;
       if (j < i) continue;
       puts_(&o, first ? "" : ",");

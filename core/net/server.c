@@ -340,8 +340,7 @@ static int submit_unary(pc_GrpcServerCall *s) {
   for (size_t i = t0; i < n; i++) { /* trailers: "trailer-" and the key */
     char *k = pc_Arena_Malloc(s->arena, h[i].namelen + 9);
     if (k == NULL) return 0;
-    memcpy(k, "trailer-", 8);
-    memcpy(k + 8, h[i].name, h[i].namelen);
+    snprintf(k, h[i].namelen + 9, "trailer-%.*s", (int)h[i].namelen, (const char *)h[i].name);
     h[i].name = (uint8_t *)k;
     h[i].namelen += 8;
   }
@@ -866,9 +865,10 @@ static void eager_chunk(pc_GrpcServerCall *s, nghttp2_session *h2, const uint8_t
     if (!ok) fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
     return;
   }
-  unsigned char out[3 * 1024 + 3];
+  enum { PIECE = 4096 }; /* base64 characters decoded at a time */
+  unsigned char out[PIECE / 4 * 3 + 3];
   while (len > 0 && !s->cancelled) {
-    size_t n = len < 4 * 1024 ? len : 4 * 1024, at = 0;
+    size_t n = len < PIECE ? len : PIECE, at = 0;
     size_t got = pc_WebBase64_Decode(&s->b64, (const char *)data, n, out, &at);
     if (got == (size_t)-1) {
       fail(s, kPc_Code_Internal,

@@ -154,12 +154,13 @@ describe("pc.listen with @grpc/grpc-js", function()
 end)
 
 describe("pc.listen with buf curl (@bufbuild/buf), the schema from reflection", function()
-  local BUF = peer.bin("buf") .. " curl --protocol grpc --http2-prior-knowledge"
+  local BUF = peer.bin("buf") .. " curl --http2-prior-knowledge --protocol "
 
   -- buf curl's standard output and error and exit code (8 times the
-  -- status code of a failed call) against the router at `port`.
-  local function curl(port, args)
-    return peer.command(BUF .. " " .. args:gsub("URL", "http://127.0.0.1:" .. port))
+  -- status code of a failed call) against the router at `port`, over
+  -- `protocol` ("grpc", "grpcweb", "connect"; default gRPC).
+  local function curl(port, args, protocol)
+    return peer.command(BUF .. (protocol or "grpc") .. " " .. args:gsub("URL", "http://127.0.0.1:" .. port))
   end
 
   it("lists the services and the methods", function()
@@ -176,41 +177,45 @@ describe("pc.listen with buf curl (@bufbuild/buf), the schema from reflection", 
     end)
   end)
 
-  it("calls each call shape", function()
-    serving(function(port)
-      local route = [['{"name": "b", "points": [{}, {"x": 3, "y": 4}]}' URL/demo.Router/Measure]]
-      for _ = 1, 2 do
-        local out, err, code = curl(port, "-d " .. route)
-        assert.are.equal("", out)
-        assert.are.equal(14 * 8, code, err)
-        assert.are.equal('{\n   "code": "unavailable",\n   "message": "flaky server"\n}\n', err)
-      end
-      local out, err, code = curl(port, "-d " .. route)
-      assert.are.equal(0, code, err)
-      assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
-      out, err, code = curl(port, [[-d '{"points": [{"x": 1}, {"y": 2}]}' URL/demo.Router/Walk]])
-      assert.are.equal(0, code, err)
-      assert.are.equal('{\n  "x": 1\n}\n{\n  "y": 2\n}\n', out)
-      out, err, code = curl(port, [[-d '{"x": 0} {"x": 3, "y": 4} {"x": 6, "y": 8}' URL/demo.Router/Record]])
-      assert.are.equal(0, code, err)
-      assert.are.equal('{\n  "length": 10,\n  "legs": 2\n}\n', out)
-      out, err, code = curl(port, [[-d '{"x": 1, "y": 1} {"x": 4, "y": 5} {"x": 4, "y": 9}' URL/demo.Router/Follow]])
-      assert.are.equal(0, code, err)
-      assert.are.equal('{\n  "x": 3,\n  "y": 4\n}\n{\n  "y": 4\n}\n', out)
+  for _, protocol in ipairs { "grpc", "connect", "grpcweb" } do
+    it("calls each call shape over " .. protocol, function()
+      serving(function(port)
+        local route = [['{"name": "b", "points": [{}, {"x": 3, "y": 4}]}' URL/demo.Router/Measure]]
+        for _ = 1, 2 do
+          local out, err, code = curl(port, "-d " .. route, protocol)
+          assert.are.equal("", out)
+          assert.are.equal(14 * 8, code, err)
+          assert.are.equal('{\n   "code": "unavailable",\n   "message": "flaky server"\n}\n', err)
+        end
+        local out, err, code = curl(port, "-d " .. route, protocol)
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
+        out, err, code = curl(port, [[-d '{"points": [{"x": 1}, {"y": 2}]}' URL/demo.Router/Walk]], protocol)
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "x": 1\n}\n{\n  "y": 2\n}\n', out)
+        out, err, code = curl(port, [[-d '{"x": 0} {"x": 3, "y": 4} {"x": 6, "y": 8}' URL/demo.Router/Record]], protocol)
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "length": 10,\n  "legs": 2\n}\n', out)
+        out, err, code = curl(port, [[-d '{"x": 1, "y": 1} {"x": 4, "y": 5} {"x": 4, "y": 9}' URL/demo.Router/Follow]], protocol)
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "x": 3,\n  "y": 4\n}\n{\n  "y": 4\n}\n', out)
+      end)
     end)
-  end)
+  end
 
-  it("shows an error's code, message and details", function()
-    serving(function(port)
-      local out, err, code = curl(port, [[-d '{"name": "details"}' URL/demo.Router/Measure]])
-      assert.are.equal("", out)
-      assert.are.equal(3 * 8, code, err)
-      -- value: ErrorInfo{reason: "TOO_FAR", domain: "demo", metadata: {limit: "10"}}, base64
-      assert.are.equal('{\n   "code": "invalid_argument",\n   "message": "too far: 100% ✓",\n   "details": [\n'
-        .. '      {\n         "type": "google.rpc.ErrorInfo",\n'
-        .. '         "value": "CgdUT09fRkFSEgRkZW1vGgsKBWxpbWl0EgIxMA"\n      }\n   ]\n}\n', err)
+  for _, protocol in ipairs { "grpc", "connect", "grpcweb" } do
+    it("shows an error's code, message and details over " .. protocol, function()
+      serving(function(port)
+        local out, err, code = curl(port, [[-d '{"name": "details"}' URL/demo.Router/Measure]], protocol)
+        assert.are.equal("", out)
+        assert.are.equal(3 * 8, code, err)
+        -- value: ErrorInfo{reason: "TOO_FAR", domain: "demo", metadata: {limit: "10"}}, base64
+        assert.are.equal('{\n   "code": "invalid_argument",\n   "message": "too far: 100% ✓",\n   "details": [\n'
+          .. '      {\n         "type": "google.rpc.ErrorInfo",\n'
+          .. '         "value": "CgdUT09fRkFSEgRkZW1vGgsKBWxpbWl0EgIxMA"\n      }\n   ]\n}\n', err)
+      end)
     end)
-  end)
+  end
 
   it("sends request headers and shows the response's headers and trailers", function()
     serving(function(port)

@@ -314,7 +314,12 @@ local function size_option(opts, key, low)
 end
 
 --- `listener = pc.listen(server, address, opts)`: serves the pc.server
--- `server` over HTTP/2 on `address`, "host:port" ("127.0.0.1:50051",
+-- `server` over HTTP/2 on `address`, to gRPC, gRPC-Web and Connect
+-- clients alike (each call's protocol from its content-type:
+-- application/grpc, application/grpc-web[-text][+proto|+json],
+-- application/proto or application/json for Connect unary, and
+-- application/connect+proto or +json for Connect streaming; other
+-- content-types are HTTP 415), "host:port" ("127.0.0.1:50051",
 -- "[::1]:0", ":8080" for every address; port 0 picks a free port,
 -- `listener.port` tells which). h2c unless `opts.cert_file` and
 -- `opts.key_file` (PEM) are given: TLS with ALPN h2; `client_ca_file`
@@ -337,7 +342,10 @@ end
 -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
 -- with ctx:recv(); a unary or server-streaming handler runs once the
 -- client's stream ended with exactly one request (none or more:
--- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
+-- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout (Connect: Connect-Timeout-Ms).
+-- Calls in JSON (+json, application/json) read their requests with
+-- pc.from_json (JSON that does not fit the request type is
+-- INVALID_ARGUMENT) and write their responses with pc.to_json. Raises on a bad argument or an
 -- address that cannot be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

@@ -1,5 +1,6 @@
 /* gRPC-Web and Connect framing and status, pure functions (see web.h). */
 #include "net/web.h"
+#include "wire/wire.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -73,15 +74,6 @@ const char *pc_WebProtocol_Name(pc_WebProtocol p) {
 
 /* -- base64 ---------------------------------------------------------------- */
 
-static int b64_value(int c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
 size_t pc_WebBase64_Decode(pc_WebBase64 *b, const char *in, size_t len, unsigned char *out,
                            size_t *at) {
   size_t o = 0;
@@ -99,7 +91,7 @@ size_t pc_WebBase64_Decode(pc_WebBase64 *b, const char *in, size_t len, unsigned
       b->n = b->pad = 0;
       continue;
     }
-    int v = b64_value(c);
+    int v = pc_Grpc_Base64Value((char)c);
     if (v < 0 || b->pad > 0) {
       *at = i;
       return (size_t)-1;
@@ -219,6 +211,8 @@ int pc_Web_GrpcWebTrailers(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_
 
 /* -- Connect --------------------------------------------------------------- */
 
+/* ORDER CODE (base/status.h): gRPC's names in lower case, "canceled" as
+ * Connect spells it */
 static const char *const CONNECT_CODES[PC_CODE_COUNT] = {
     "ok",        "canceled",       "unknown",           "invalid_argument",   "deadline_exceeded",
     "not_found", "already_exists", "permission_denied", "resource_exhausted", "failed_precondition",
@@ -283,97 +277,82 @@ static void put_json_string(Out *o, const char *s, size_t n) {
   put(o, "\"", 1);
 }
 
-/* A protobuf varint at '*p' before 'end'; 0 when malformed. */
-static int varint(const unsigned char **p, const unsigned char *end, uint64_t *v) {
-  *v = 0;
-  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-    unsigned char b = *(*p)++;
-    *v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) return 1;
+/* The next field of the message at '*p' (before 'end'): its number, and
+ * for a length-delimited one its bytes ('*val' NULL for another); moves
+ * '*p' past it. 0 at the end or at bytes that are not a message. */
+static int next_field(const uint8_t **p, const uint8_t *end, uint32_t *num, const char **val,
+                      size_t *vn) {
+  pc_WireStatus st;
+  pc_WireType wt;
+  const uint8_t *at;
+  if (*p >= end) return 0;
+  const uint8_t *q = pc_Wire_ReadTag(*p, end, num, &wt, &st);
+  if (q == NULL) return 0;
+  *val = NULL;
+  if (wt == kPc_Wire_Len) {
+    q = pc_Wire_ReadLength(q, end, vn, &st);
+    if (q == NULL) return 0;
+    *val = (const char *)q;
+    *p = q + *vn;
+    return 1;
+  }
+  *p = pc_Wire_SkipField(q, end, *num, wt, 8, &st, &at);
+  return *p != NULL;
+}
+
+/* The next detail of a google.rpc.Status (its repeated google.protobuf.Any
+ * 'details', field 3) from '*p': the type URL and the value. */
+static int next_detail(const uint8_t **p, const uint8_t *end, const char **type, size_t *tn,
+                       const char **value, size_t *vn) {
+  uint32_t num, fnum;
+  const char *any, *f;
+  size_t an, fn;
+  while (next_field(p, end, &num, &any, &an)) {
+    if (num != 3 || any == NULL) continue;
+    const uint8_t *q = (const uint8_t *)any, *qend = q + an;
+    *type = *value = "";
+    *tn = *vn = 0;
+    while (next_field(&q, qend, &fnum, &f, &fn)) {
+      if (fnum == 1 && f) {
+        *type = f;
+        *tn = fn;
+      } else if (fnum == 2 && f) {
+        *value = f;
+        *vn = fn;
+      }
+    }
+    return 1;
   }
   return 0;
 }
 
-/* The next field of a message: its number, wire type and, for a
- * length-delimited one, its bytes. 0 at the end or when malformed. */
-static int next_field(const unsigned char **p, const unsigned char *end, uint32_t *num, int *wt,
-                      const unsigned char **val, size_t *vn) {
-  uint64_t tag, v;
-  if (*p >= end || !varint(p, end, &tag)) return 0;
-  *num = (uint32_t)(tag >> 3);
-  *wt = (int)(tag & 7);
-  *val = NULL;
-  *vn = 0;
-  switch (*wt) {
-  case 0: return varint(p, end, &v);
-  case 1:
-    if (end - *p < 8) return 0;
-    *p += 8;
-    return 1;
-  case 5:
-    if (end - *p < 4) return 0;
-    *p += 4;
-    return 1;
-  case 2:
-    if (!varint(p, end, &v) || v > (uint64_t)(end - *p)) return 0;
-    *val = *p;
-    *vn = (size_t)v;
-    *p += v;
-    return 1;
-  default: return 0;
-  }
-}
-
-/* The details of a google.rpc.Status: its Any entries (field 3), each as
- * {"type":..., "value":...}. */
+/* The details of a google.rpc.Status, each as {"type":..., "value":...}
+ * (the type's name without its URL prefix). */
 static void put_details(Out *o, const char *status, size_t len) {
-  const unsigned char *p = (const unsigned char *)status, *end = p + len, *val;
-  size_t vn;
-  uint32_t num;
-  int wt, first = 1;
-  while (next_field(&p, end, &num, &wt, &val, &vn)) {
-    if (num != 3 || wt != 2) continue;
-    const unsigned char *q = val, *qend = val + vn, *f;
-    const char *type = "", *value = "";
-    size_t tn = 0, valn = 0;
-    size_t fn;
-    uint32_t fnum;
-    int fwt;
-    while (next_field(&q, qend, &fnum, &fwt, &f, &fn)) {
-      if (fwt != 2) continue;
-      if (fnum == 1) {
-        type = (const char *)f;
-        tn = fn;
-      } else if (fnum == 2) {
-        value = (const char *)f;
-        valn = fn;
-      }
-    }
+  const uint8_t *p = (const uint8_t *)status, *end = p + len;
+  const char *type, *value;
+  size_t tn, vn;
+  for (int first = 1; next_detail(&p, end, &type, &tn, &value, &vn); first = 0) {
     for (size_t i = tn; i > 0; i--) /* "type.googleapis.com/google.rpc.X": the name */
       if (type[i - 1] == '/') {
         type += i;
         tn -= i;
         break;
       }
-    puts_(o, first ? "" : ",");
-    first = 0;
-    puts_(o, "{\"type\":");
+    puts_(o, first ? "{\"type\":" : ",{\"type\":");
     put_json_string(o, type, tn);
     puts_(o, ",\"value\":\"");
-    put_base64(o, value, valn, 0);
+    put_base64(o, value, vn, 0);
     puts_(o, "\"}");
   }
 }
 
 /* Whether the Status bytes hold at least one detail. */
 static int has_details(const char *status, size_t len) {
-  const unsigned char *p = (const unsigned char *)status, *end = p + len, *val;
-  size_t vn;
-  uint32_t num;
-  int wt;
-  while (next_field(&p, end, &num, &wt, &val, &vn))
-    if (num == 3 && wt == 2) return 1;
-  return 0;
+  const uint8_t *p = (const uint8_t *)status;
+  const char *type, *value;
+  size_t tn, vn;
+  return next_detail(&p, p + len, &type, &tn, &value, &vn);
 }
 
 static void put_error(Out *o, const pc_GrpcStatus *st) {

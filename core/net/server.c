@@ -669,11 +669,18 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   size_t ctn = ct ? strlen(ct) : 0;
   s->proto = pc_Web_Classify(s->method, ct, ctn, &s->codec);
   if (s->proto == kPc_WebProtocol_None) {
-    nghttp2_nv h[3] = {PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
-                       PC_GRPC_NV("grpc-message", "content-type must be application/grpc")};
+    /* connect-go lists what it takes in Accept-Post */
+    nghttp2_nv h[4] = {
+        PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
+        PC_GRPC_NV("grpc-message", "content-type must be gRPC's, gRPC-Web's or Connect's"),
+        PC_GRPC_NV("accept-post", "application/grpc, application/grpc+proto, application/grpc-web, "
+                                  "application/grpc-web+proto, application/grpc-web+json, "
+                                  "application/grpc-web-text, application/grpc-web-text+proto, "
+                                  "application/grpc-web-text+json, application/connect+proto, "
+                                  "application/connect+json, application/proto, application/json")};
     s->finished = s->cancelled = 1;
     s->submitted = 1;
-    nghttp2_submit_response(c->h2.session, s->id, h, 3, NULL);
+    nghttp2_submit_response(c->h2.session, s->id, h, 4, NULL);
     return;
   }
   if (s->path == NULL) s->path = "";

@@ -615,6 +615,7 @@ int main(void) {
     CHECK(pc_GrpcServerConn_Accept(c) == NULL);
     CHECK(has(cst(a)->headers, ":status=415;"));
     CHECK(has(cst(b)->headers, ":status=415;"));
+    CHECK(has(cst(b)->headers, "accept-post=application/grpc, "));
     CHECK(has(cst(e)->headers, "grpc-status=12;"));
     CHECK(cst(a)->closed && cst(b)->closed && cst(e)->closed);
     pc_GrpcServerConn_Free(c);

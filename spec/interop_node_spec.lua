@@ -1,8 +1,11 @@
 -- protocall against implementations that are not its own, from npm
 -- (package.json, spec/node_peer.lua): pc.listen serving demo.Router
 -- (examples/route.proto, the handlers of examples/route_services.lua) to
--- @connectrpc/connect-node's gRPC transport, to @grpc/grpc-js and to
--- `buf curl` (with reflection); and protocall's client (pc.grpc) calling a
+-- @connectrpc/connect-node's gRPC, Connect and gRPC-Web transports over
+-- HTTP/2 (binary and JSON, with and without gzip: every call shape, errors
+-- with details, deadlines, headers and trailers), to @grpc/grpc-js and to
+-- `buf curl` (with reflection; gRPC, Connect and gRPC-Web); and
+-- protocall's client (pc.grpc) calling a
 -- @grpc/grpc-js server. The node scripts are in spec/node/; peer.mjs there
 -- says what each case sends.
 local pc = require "protocall"

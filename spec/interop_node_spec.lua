@@ -196,10 +196,12 @@ describe("pc.listen with buf curl (@bufbuild/buf), the schema from reflection", 
         out, err, code = curl(port, [[-d '{"points": [{"x": 1}, {"y": 2}]}' URL/demo.Router/Walk]], protocol)
         assert.are.equal(0, code, err)
         assert.are.equal('{\n  "x": 1\n}\n{\n  "y": 2\n}\n', out)
-        out, err, code = curl(port, [[-d '{"x": 0} {"x": 3, "y": 4} {"x": 6, "y": 8}' URL/demo.Router/Record]], protocol)
+        out, err, code = curl(port, [[-d '{"x": 0} {"x": 3, "y": 4} {"x": 6, "y": 8}' URL/demo.Router/Record]],
+          protocol)
         assert.are.equal(0, code, err)
         assert.are.equal('{\n  "length": 10,\n  "legs": 2\n}\n', out)
-        out, err, code = curl(port, [[-d '{"x": 1, "y": 1} {"x": 4, "y": 5} {"x": 4, "y": 9}' URL/demo.Router/Follow]], protocol)
+        out, err, code = curl(port,
+          [[-d '{"x": 1, "y": 1} {"x": 4, "y": 5} {"x": 4, "y": 9}' URL/demo.Router/Follow]], protocol)
         assert.are.equal(0, code, err)
         assert.are.equal('{\n  "x": 3,\n  "y": 4\n}\n{\n  "y": 4\n}\n', out)
       end)

@@ -975,7 +975,11 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
   (void)ud;
-  if (frame->hd.type != NGHTTP2_HEADERS || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+  /* gRPC ends with HEADERS, gRPC-Web and Connect with DATA (their status
+   * is in the body) */
+  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    return 0;
   pc_GrpcServerCall *s = call_of(session, frame->hd.stream_id);
   /* The response is complete while the client still sends: stop it. */
   if (s && !s->remote_ended)

@@ -476,8 +476,9 @@ static void web_calls(void) {
     int32_t t =
         request_body("/t.T/A", "application/proto", "connect-timeout-ms", "1.5", "", 0, 0, 1);
     int32_t e = request_body("/t.T/A", "application/proto", "content-encoding", "br", "x", 1, 1, 1);
-    int32_t big = request_body("/t.T/A", "application/proto", NULL, NULL, "0123456789", 10, 10, 1);
+    int32_t big = request_body("/t.T/A", "application/proto", NULL, NULL, "0123456789", 10, 10, 0);
     shuttle(c);
+    CHECK(cst(big)->got_rst && cst(big)->rst == NGHTTP2_NO_ERROR); /* it would still send */
     CHECK(has(cst(t)->headers, ":status=400;"));
     CHECK(cst(t)->data_len > 0 && strstr((const char *)cst(t)->data, "\"invalid_argument\""));
     CHECK(has(cst(e)->headers, ":status=501;"));

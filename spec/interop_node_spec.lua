@@ -112,9 +112,9 @@ teardown(function() os.remove(SET) end)
 -- The cases of one client script against pc.listen, one test each
 -- (`transport`: connect_client.mjs's TRANSPORT argument; "gzip" in it
 -- adds the gzip case).
-local function client_cases(script, transport)
+local function client_cases(script, transport, only)
   local cases = {}
-  for i, case in ipairs(CASES) do cases[i] = case end
+  for i, case in ipairs(only or CASES) do cases[i] = case end
   if transport and transport:find("gzip") then cases[#cases + 1] = "gzip" end
   for _, case in ipairs(cases) do
     it(case:gsub("_", " "), function()
@@ -149,6 +149,17 @@ for _, transport in ipairs { "connect", "connect,json", "connect,gzip", "connect
   "grpc-web", "grpc-web,json", "grpc-web,gzip" } do
   describe("pc.listen with @connectrpc/connect-node's " .. transport .. " transport (HTTP/2)", function()
     client_cases("connect_client.mjs", transport)
+  end)
+end
+
+-- The same over HTTP/1.1 (connect-node's httpVersion "1.1"): unary and
+-- server streaming, the shapes HTTP/1.1 carries (as connect-go); a client
+-- stream goes too (the request whole, then the response).
+local H1_CASES = { "unary", "server_stream", "client_stream", "details", "deadline", "metadata" }
+for _, transport in ipairs { "connect,h1", "connect,json,h1", "connect,gzip,h1", "grpc-web,h1",
+  "grpc-web,json,h1", "grpc-web,gzip,h1" } do
+  describe("pc.listen with @connectrpc/connect-node's " .. transport .. " transport (HTTP/1.1)", function()
+    client_cases("connect_client.mjs", transport, H1_CASES)
   end)
 end
 

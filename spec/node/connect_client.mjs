@@ -1,10 +1,11 @@
 // A client of demo.Router (examples/route.proto) written with
-// @connectrpc/connect-node over HTTP/2 (h2c):
+// @connectrpc/connect-node over HTTP/2 (h2c) or HTTP/1.1:
 //   node spec/node/connect_client.mjs SET PORT TRANSPORT CASE...
 // SET: a FileDescriptorSet holding route.proto and google/rpc's
 // status.proto and error_details.proto. TRANSPORT: the protocol, "grpc",
 // "grpc-web" or "connect", then the options after a comma: "json" (the
-// JSON codec, else binary), "gzip" (requests gzipped, gzip accepted).
+// JSON codec, else binary), "gzip" (requests gzipped, gzip accepted),
+// "h1" (HTTP/1.1 instead of HTTP/2).
 // Prints the lines of each CASE (peer.mjs says what the cases send);
 // spec/interop_node_spec.lua checks them.
 import { createClient, ConnectError, encodeBinaryHeader, decodeBinaryHeader } from "@connectrpc/connect";
@@ -23,7 +24,7 @@ peer.main(async ([set, port, transportSpec, ...cases]) => {
   if (!TRANSPORTS[protocol]) throw new Error(`unknown transport ${transportSpec}`);
   const gzip = options.includes("gzip");
   const transport = TRANSPORTS[protocol]({
-    baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2",
+    baseUrl: `http://127.0.0.1:${port}`, httpVersion: options.includes("h1") ? "1.1" : "2",
     useBinaryFormat: !options.includes("json"),
     sendCompression: gzip ? compressionGzip : undefined,
     acceptCompression: gzip ? [compressionGzip] : undefined,

@@ -404,6 +404,7 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
   char *lower = room ? c->alloc(c->ud, NULL, 0, room) : NULL;
   if (nv == NULL || (room && lower == NULL)) {
     if (nv) c->alloc(c->ud, nv, (h->nfields + 4) * sizeof *nv, 0);
+    if (lower) c->alloc(c->ud, lower, room, 0);
     fail(c, "out of memory");
     return;
   }
@@ -661,5 +662,6 @@ double pc_Http1ServerConn_Expire(pc_Http1ServerConn *c, double now) {
 }
 
 pc_GrpcServerCall *pc_Http1ServerConn_Accept(pc_Http1ServerConn *c) {
+  if (!c->dead) pump(c); /* a call answered lets the next request in */
   return pc_GrpcServerConn_Accept(c->inner);
 }

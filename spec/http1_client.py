@@ -66,6 +66,11 @@ elif MODE == "stream":  # Connect server streaming, chunked response
     s.sendall(b"POST /srv.Calc/Count HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
               b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
     show_body = True
+elif MODE == "bidi":  # a bidirectional stream: refused, it needs HTTP/2
+    body = frame(b'{"x":2}')
+    s.sendall(b"POST /srv.Calc/Echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    show_body = True
 elif MODE == "http10":  # gRPC-Web over HTTP/1.0: the body runs until close
     body = frame(b'{"x":2}')
     s.sendall(b"POST /srv.Calc/Count HTTP/1.0\r\nContent-Type: application/grpc-web+json\r\n"
@@ -87,9 +92,9 @@ elif MODE == "bigbody":  # a body over the receive limit (max_receive 1024 in th
     s.sendall(connect_unary(b'{"note": "' + b"n" * 5000 + b'"}', close=True))
 elif MODE == "slowloris":  # a head that never ends, a byte every 0.1 s
     send_slowly(s, b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 40, 0.1)
-elif MODE == "flood":  # pipelined requests far past what the server holds
+elif MODE == "flood":  # pipelined requests, sent without reading the answers
     try:
-        s.sendall(connect_unary(ADD) * 60000)
+        s.sendall(connect_unary(ADD) * 60000 + connect_unary(ADD, close=True))
     except OSError:
         pass
 elif MODE == "manyfields":

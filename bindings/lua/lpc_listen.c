@@ -196,6 +196,12 @@ static int lpc_scall_protocol(lua_State *L) {
   return 1;
 }
 
+/* -- call:http_version() -> 2, or 1 over HTTP/1.x */
+static int lpc_scall_http_version(lua_State *L) {
+  lua_pushinteger(L, pc_GrpcServerCall_HttpVersion(check_call(L)));
+  return 1;
+}
+
 static int lpc_scall_codec(lua_State *L) {
   int json = pc_GrpcServerCall_Codec(check_call(L)) == kPc_WebCodec_Json;
   lua_pushstring(L, json ? "json" : "proto");
@@ -312,6 +318,7 @@ void lpc_open_listen(lua_State *L) {
                                   {"next", lpc_scall_next},
                                   {"protocol", lpc_scall_protocol},
                                   {"codec", lpc_scall_codec},
+                                  {"http_version", lpc_scall_http_version},
                                   {"cancelled", lpc_scall_cancelled},
                                   {"add_metadata", lpc_scall_add_metadata},
                                   {"set_pushback", lpc_scall_set_pushback},

@@ -663,5 +663,7 @@ double pc_Http1ServerConn_Expire(pc_Http1ServerConn *c, double now) {
 
 pc_GrpcServerCall *pc_Http1ServerConn_Accept(pc_Http1ServerConn *c) {
   if (!c->dead) pump(c); /* a call answered lets the next request in */
-  return pc_GrpcServerConn_Accept(c->inner);
+  pc_GrpcServerCall *s = pc_GrpcServerConn_Accept(c->inner);
+  if (s) pc_GrpcServerCall_SetHttp1(s);
+  return s;
 }

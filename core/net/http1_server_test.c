@@ -77,6 +77,7 @@ static void unary_whole(void) {
   CHECK(strcmp(pc_GrpcServerCall_Path(s), "/t.T/Echo") == 0);
   CHECK(pc_GrpcServerCall_Protocol(s) == kPc_WebProtocol_ConnectUnary);
   CHECK(pc_GrpcServerCall_Codec(s) == kPc_WebCodec_Json);
+  CHECK(pc_GrpcServerCall_HttpVersion(s) == 1);
   int user = 0;
   for (size_t i = 0; i < pc_GrpcServerCall_MetadataCount(s); i++) {
     const pc_GrpcPair *p = pc_GrpcServerCall_Metadata(s, i);

@@ -38,6 +38,7 @@ struct pc_GrpcServerCall {
   int accepts_gzip_connect; /* connect-accept-encoding lists gzip (Connect streaming) */
   pc_WebProtocol proto;     /* from the content-type (web.h) */
   pc_WebCodec codec;
+  int http1;        /* carried over HTTP/1.x (http1_server.h) */
   int eager;        /* a body decoded on arrival (gRPC-Web-Text, Connect unary): its
                      * flow-control window goes back at once, its bytes are bounded by
                      * the receive limit instead */
@@ -1264,6 +1265,14 @@ pc_WebProtocol pc_GrpcServerCall_Protocol(const pc_GrpcServerCall *s) {
 
 pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s) {
   return s->codec;
+}
+
+void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s) {
+  s->http1 = 1;
+}
+
+int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s) {
+  return s->http1 ? 1 : 2;
 }
 
 void pc_GrpcServerCall_Release(pc_GrpcServerCall *s) {

@@ -167,6 +167,13 @@ int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len)
 pc_WebProtocol pc_GrpcServerCall_Protocol(const pc_GrpcServerCall *s);
 pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s);
 
+/* The HTTP major version the call came over: 2, or 1 for a request of an
+ * HTTP/1.x connection (http1_server.h, which marks its calls with
+ * pc_GrpcServerCall_SetHttp1). A driver refuses the shapes HTTP/1.1
+ * cannot carry (bidirectional streams) by it. */
+int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s);
+void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s);
+
 /* Frees the buffer holding the last message pc_GrpcServerCall_Next
  * decompressed (up to the receive limit plus 1 KiB), once the caller has
  * copied it: a call whose handler runs long then holds no second copy.

@@ -165,6 +165,10 @@ local function run_call(self, call)
   local entry = self.server.methods[call:path()]
   if not entry then
     call:finish(codes.UNIMPLEMENTED, "unknown method " .. call:path())
+  elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
+    -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
+    -- would wait for answers that come only after its request ends.
+    call:finish(codes.UNIMPLEMENTED, entry.info.full_name .. ": bidi streams require HTTP/2")
   else
     local info = entry.info
     local json = call:codec() == "json"

@@ -1,6 +1,7 @@
---- Serving gRPC, gRPC-Web and Connect over HTTP/2: `pc.listen(server,
--- address, opts)`. The C side (core/net/listener.h, server.h, web.h)
--- accepts connections, runs HTTP/2, each call's protocol (framing, status,
+--- Serving gRPC, gRPC-Web and Connect over HTTP/2 (and the last two over
+-- HTTP/1.1): `pc.listen(server, address, opts)`. The C side
+-- (core/net/listener.h, server.h, http1_server.h, web.h) accepts
+-- connections, runs HTTP/2 or HTTP/1.1, each call's protocol (framing, status,
 -- gzip) and enforces the limits, and tells each call's codec (protobuf or
 -- JSON, from its content-type), which this file uses to read the requests
 -- and write the responses; it runs each call's
@@ -325,8 +326,14 @@ end
 -- application/connect+proto or +json for Connect streaming; other
 -- content-types are HTTP 415), "host:port" ("127.0.0.1:50051",
 -- "[::1]:0", ":8080" for every address; port 0 picks a free port,
--- `listener.port` tells which). h2c unless `opts.cert_file` and
--- `opts.key_file` (PEM) are given: TLS with ALPN h2; `client_ca_file`
+-- `listener.port` tells which). gRPC-Web and Connect also over HTTP/1.1
+-- (and 1.0) on the same port, told apart by the connection's first bytes:
+-- unary and server streams (chunked), client streams (the request whole
+-- first); a bidirectional stream ends UNIMPLEMENTED (it needs HTTP/2),
+-- plain gRPC is HTTP 505; keep-alive and pipelining, one request at a
+-- time; a request head must be complete within `handshake_timeout` (else
+-- 408). h2c unless `opts.cert_file` and
+-- `opts.key_file` (PEM) are given: TLS with ALPN h2 or http/1.1; `client_ca_file`
 -- (PEM bundle) requires client certificates signed by it (mutual TLS).
 -- Limits (defaults): `max_concurrent_streams` per connection (100; more
 -- are refused with RST_STREAM REFUSED_STREAM), `max_receive_size` (4

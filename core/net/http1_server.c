@@ -335,13 +335,16 @@ static void resume(pc_Http1ServerConn *c) {
 
 /* -- requests ------------------------------------------------------------ */
 
+static char lower_ascii(char x) {
+  if (x >= 'A' && x <= 'Z') x = (char)(x - 'A' + 'a');
+  return x;
+}
+
 static int ieq(const char *a, size_t n, const char *lit) {
   size_t k = strlen(lit);
   if (n != k) return 0;
   for (size_t i = 0; i < n; i++) {
-    char x = a[i];
-    if (x >= 'A' && x <= 'Z') x = (char)(x - 'A' + 'a');
-    if (x != lit[i]) return 0;
+    if (lower_ascii(a[i]) != lit[i]) return 0;
   }
   return 1;
 }
@@ -398,11 +401,11 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
                  "Connect\n");
     return;
   }
-  size_t room = 0;
+  size_t room = 1; /* never 0 */
   for (size_t i = 0; i < h->nfields; i++) room += h->fields[i].name_len;
   nghttp2_nv *nv = c->alloc(c->ud, NULL, 0, (h->nfields + 4) * sizeof *nv);
-  char *lower = room ? c->alloc(c->ud, NULL, 0, room) : NULL;
-  if (nv == NULL || (room && lower == NULL)) {
+  char *lower = c->alloc(c->ud, NULL, 0, room);
+  if (nv == NULL || lower == NULL) {
     if (nv) c->alloc(c->ud, nv, (h->nfields + 4) * sizeof *nv, 0);
     if (lower) c->alloc(c->ud, lower, room, 0);
     fail(c, "out of memory");
@@ -418,10 +421,7 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
   for (size_t i = 0; i < h->nfields; i++) {
     const pc_Http1Header *f = &h->fields[i];
     if (hop_field(f)) continue;
-    for (size_t k = 0; k < f->name_len; k++) {
-      char x = f->name[k];
-      q[k] = x >= 'A' && x <= 'Z' ? (char)(x - 'A' + 'a') : x;
-    }
+    for (size_t k = 0; k < f->name_len; k++) q[k] = lower_ascii(f->name[k]);
     nv[n++] = (nghttp2_nv){(uint8_t *)q, (uint8_t *)f->value, f->name_len, f->value_len, none};
     q += f->name_len;
   }
@@ -431,7 +431,7 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
   int32_t id =
       nghttp2_submit_request(c->cs, NULL, nv, n, h->body == kPc_Http1Body_None ? NULL : &prd, NULL);
   c->alloc(c->ud, nv, (h->nfields + 4) * sizeof *nv, 0);
-  if (lower) c->alloc(c->ud, lower, room, 0);
+  c->alloc(c->ud, lower, room, 0);
   if (id < 0) {
     write_simple(c, 503, "no more requests on this connection\n");
     return;

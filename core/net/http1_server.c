@@ -466,7 +466,8 @@ static int parse_some(pc_Http1ServerConn *c) {
   while (!c->closing && !c->dead) {
     if (c->busy && (c->req_done || c->body.len - c->body_pos >= BODY_HIGH)) break;
     pc_Http1Event ev;
-    size_t used = pc_Http1Parser_Parse(&c->p, c->in.p + c->in_pos, c->in.len - c->in_pos, &ev);
+    const char *at = c->in.p ? c->in.p + c->in_pos : "";
+    size_t used = pc_Http1Parser_Parse(&c->p, at, c->in.len - c->in_pos, &ev);
     c->in_pos += used;
     if (used) progress = 1;
     switch (ev.type) {
@@ -614,6 +615,10 @@ int pc_Http1ServerConn_Recv(pc_Http1ServerConn *c, const void *data, size_t len,
 
 size_t pc_Http1ServerConn_Output(pc_Http1ServerConn *c, const char **data) {
   if (!c->dead) pump(c);
+  if (c->out.len == c->out_pos) {
+    *data = "";
+    return 0;
+  }
   *data = c->out.p + c->out_pos;
   return c->out.len - c->out_pos;
 }

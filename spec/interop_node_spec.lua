@@ -1,8 +1,11 @@
 -- protocall against implementations that are not its own, from npm
 -- (package.json, spec/node_peer.lua): pc.listen serving demo.Router
 -- (examples/route.proto, the handlers of examples/route_services.lua) to
--- @connectrpc/connect-node's gRPC transport, to @grpc/grpc-js and to
--- `buf curl` (with reflection); and protocall's client (pc.grpc) calling a
+-- @connectrpc/connect-node's gRPC, Connect and gRPC-Web transports over
+-- HTTP/2 (binary and JSON, with and without gzip: every call shape, errors
+-- with details, deadlines, headers and trailers), to @grpc/grpc-js and to
+-- `buf curl` (with reflection; gRPC, Connect and gRPC-Web); and
+-- protocall's client (pc.grpc) calling a
 -- @grpc/grpc-js server. The node scripts are in spec/node/; peer.mjs there
 -- says what each case sends.
 local pc = require "protocall"
@@ -36,7 +39,9 @@ local seen = {}
 --   "details": INVALID_ARGUMENT with a google.rpc.ErrorInfo;
 --   "sleep":   waits until the call is cancelled (its deadline passed);
 --   "meta":    header x-head "hi <x-user>", trailers x-trail "t1" and
---              x-echo-bin (the request's x-raw-bin).
+--              x-echo-bin (the request's x-raw-bin);
+--   "gzip":    gzips its response (when the client accepts gzip) and
+--              records whether the request came gzipped.
 -- spec/node/grpcjs_server.mjs serves the same.
 local function router()
   local route = dofile("examples/route_services.lua")["demo.Router"]
@@ -49,6 +54,10 @@ local function router()
       while not ctx:cancelled() do pc.sleep(0.01) end
       seen.cancelled = true
       return {}
+    elseif r.name == "gzip" then
+      seen.compressed = ctx:compressed()
+      seen.gzip = ctx:set_compression("gzip")
+      return measure(r, ctx)
     elseif r.name == "meta" then
       local md = {}
       for _, kv in ipairs(ctx.metadata) do md[kv[1]] = kv[2] end
@@ -90,6 +99,7 @@ local EXPECTED = {
   details = lines("error INVALID_ARGUMENT too far: 100% ✓", "detail ErrorInfo TOO_FAR demo limit=10"),
   deadline = lines("error DEADLINE_EXCEEDED"),
   metadata = lines("header x-head hi ann", "trailer x-trail t1", "trailer x-echo-bin 000102ff", "measure 1 0"),
+  gzip = lines("error UNAVAILABLE flaky server", "error UNAVAILABLE flaky server", "measure 5 1"),
 }
 local CASES = { "unary", "server_stream", "client_stream", "bidi", "details", "deadline", "metadata" }
 
@@ -99,13 +109,19 @@ setup(function()
 end)
 teardown(function() os.remove(SET) end)
 
--- The cases of one client script against pc.listen, one test each.
-local function client_cases(script)
-  for _, case in ipairs(CASES) do
+-- The cases of one client script against pc.listen, one test each
+-- (`transport`: connect_client.mjs's TRANSPORT argument; "gzip" in it
+-- adds the gzip case).
+local function client_cases(script, transport, only)
+  local cases = {}
+  for i, case in ipairs(only or CASES) do cases[i] = case end
+  if transport and transport:find("gzip") then cases[#cases + 1] = "gzip" end
+  for _, case in ipairs(cases) do
     it(case:gsub("_", " "), function()
-      seen.cancelled, seen.metadata = nil, nil
+      seen.cancelled, seen.metadata, seen.compressed, seen.gzip = nil, nil, nil, nil
       serving(function(port)
-        assert.are.equal(EXPECTED[case], peer.run(script, { SET, port, case }))
+        local args = transport and { SET, port, transport, case } or { SET, port, case }
+        assert.are.equal(EXPECTED[case], peer.run(script, args))
         if case == "deadline" then
           for _ = 1, 200 do
             if seen.cancelled then break end
@@ -115,6 +131,9 @@ local function client_cases(script)
         elseif case == "metadata" then
           assert.are.equal("ann", seen.metadata["x-user"])
           assert.are.equal("\0\1\2\255", seen.metadata["x-raw-bin"])
+        elseif case == "gzip" then
+          assert.is_true(seen.compressed, "the request came gzipped")
+          assert.is_true(seen.gzip, "the response went gzipped")
         end
       end)
     end)
@@ -122,20 +141,40 @@ local function client_cases(script)
 end
 
 describe("pc.listen with @connectrpc/connect-node's gRPC transport (HTTP/2)", function()
-  client_cases("connect_client.mjs")
+  client_cases("connect_client.mjs", "grpc")
 end)
+
+-- The same handlers on the same port over the web's protocols.
+for _, transport in ipairs { "connect", "connect,json", "connect,gzip", "connect,json,gzip",
+  "grpc-web", "grpc-web,json", "grpc-web,gzip" } do
+  describe("pc.listen with @connectrpc/connect-node's " .. transport .. " transport (HTTP/2)", function()
+    client_cases("connect_client.mjs", transport)
+  end)
+end
+
+-- The same over HTTP/1.1 (connect-node's httpVersion "1.1"): unary and
+-- server streaming, the shapes HTTP/1.1 carries (as connect-go); a client
+-- stream goes too (the request whole, then the response).
+local H1_CASES = { "unary", "server_stream", "client_stream", "details", "deadline", "metadata" }
+for _, transport in ipairs { "connect,h1", "connect,json,h1", "connect,gzip,h1", "grpc-web,h1",
+  "grpc-web,json,h1", "grpc-web,gzip,h1" } do
+  describe("pc.listen with @connectrpc/connect-node's " .. transport .. " transport (HTTP/1.1)", function()
+    client_cases("connect_client.mjs", transport, H1_CASES)
+  end)
+end
 
 describe("pc.listen with @grpc/grpc-js", function()
   client_cases("grpcjs_client.mjs")
 end)
 
 describe("pc.listen with buf curl (@bufbuild/buf), the schema from reflection", function()
-  local BUF = peer.bin("buf") .. " curl --protocol grpc --http2-prior-knowledge"
+  local BUF = peer.bin("buf") .. " curl --http2-prior-knowledge --protocol "
 
   -- buf curl's standard output and error and exit code (8 times the
-  -- status code of a failed call) against the router at `port`.
-  local function curl(port, args)
-    return peer.command(BUF .. " " .. args:gsub("URL", "http://127.0.0.1:" .. port))
+  -- status code of a failed call) against the router at `port`, over
+  -- `protocol` ("grpc", "grpcweb", "connect"; default gRPC).
+  local function curl(port, args, protocol)
+    return peer.command(BUF .. (protocol or "grpc") .. " " .. args:gsub("URL", "http://127.0.0.1:" .. port))
   end
 
   it("lists the services and the methods", function()
@@ -152,41 +191,47 @@ describe("pc.listen with buf curl (@bufbuild/buf), the schema from reflection", 
     end)
   end)
 
-  it("calls each call shape", function()
-    serving(function(port)
-      local route = [['{"name": "b", "points": [{}, {"x": 3, "y": 4}]}' URL/demo.Router/Measure]]
-      for _ = 1, 2 do
-        local out, err, code = curl(port, "-d " .. route)
-        assert.are.equal("", out)
-        assert.are.equal(14 * 8, code, err)
-        assert.are.equal('{\n   "code": "unavailable",\n   "message": "flaky server"\n}\n', err)
-      end
-      local out, err, code = curl(port, "-d " .. route)
-      assert.are.equal(0, code, err)
-      assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
-      out, err, code = curl(port, [[-d '{"points": [{"x": 1}, {"y": 2}]}' URL/demo.Router/Walk]])
-      assert.are.equal(0, code, err)
-      assert.are.equal('{\n  "x": 1\n}\n{\n  "y": 2\n}\n', out)
-      out, err, code = curl(port, [[-d '{"x": 0} {"x": 3, "y": 4} {"x": 6, "y": 8}' URL/demo.Router/Record]])
-      assert.are.equal(0, code, err)
-      assert.are.equal('{\n  "length": 10,\n  "legs": 2\n}\n', out)
-      out, err, code = curl(port, [[-d '{"x": 1, "y": 1} {"x": 4, "y": 5} {"x": 4, "y": 9}' URL/demo.Router/Follow]])
-      assert.are.equal(0, code, err)
-      assert.are.equal('{\n  "x": 3,\n  "y": 4\n}\n{\n  "y": 4\n}\n', out)
+  for _, protocol in ipairs { "grpc", "connect", "grpcweb" } do
+    it("calls each call shape over " .. protocol, function()
+      serving(function(port)
+        local route = [['{"name": "b", "points": [{}, {"x": 3, "y": 4}]}' URL/demo.Router/Measure]]
+        for _ = 1, 2 do
+          local out, err, code = curl(port, "-d " .. route, protocol)
+          assert.are.equal("", out)
+          assert.are.equal(14 * 8, code, err)
+          assert.are.equal('{\n   "code": "unavailable",\n   "message": "flaky server"\n}\n', err)
+        end
+        local out, err, code = curl(port, "-d " .. route, protocol)
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
+        out, err, code = curl(port, [[-d '{"points": [{"x": 1}, {"y": 2}]}' URL/demo.Router/Walk]], protocol)
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "x": 1\n}\n{\n  "y": 2\n}\n', out)
+        out, err, code = curl(port, [[-d '{"x": 0} {"x": 3, "y": 4} {"x": 6, "y": 8}' URL/demo.Router/Record]],
+          protocol)
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "length": 10,\n  "legs": 2\n}\n', out)
+        out, err, code = curl(port,
+          [[-d '{"x": 1, "y": 1} {"x": 4, "y": 5} {"x": 4, "y": 9}' URL/demo.Router/Follow]], protocol)
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "x": 3,\n  "y": 4\n}\n{\n  "y": 4\n}\n', out)
+      end)
     end)
-  end)
+  end
 
-  it("shows an error's code, message and details", function()
-    serving(function(port)
-      local out, err, code = curl(port, [[-d '{"name": "details"}' URL/demo.Router/Measure]])
-      assert.are.equal("", out)
-      assert.are.equal(3 * 8, code, err)
-      -- value: ErrorInfo{reason: "TOO_FAR", domain: "demo", metadata: {limit: "10"}}, base64
-      assert.are.equal('{\n   "code": "invalid_argument",\n   "message": "too far: 100% ✓",\n   "details": [\n'
-        .. '      {\n         "type": "google.rpc.ErrorInfo",\n'
-        .. '         "value": "CgdUT09fRkFSEgRkZW1vGgsKBWxpbWl0EgIxMA"\n      }\n   ]\n}\n', err)
+  for _, protocol in ipairs { "grpc", "connect", "grpcweb" } do
+    it("shows an error's code, message and details over " .. protocol, function()
+      serving(function(port)
+        local out, err, code = curl(port, [[-d '{"name": "details"}' URL/demo.Router/Measure]], protocol)
+        assert.are.equal("", out)
+        assert.are.equal(3 * 8, code, err)
+        -- value: ErrorInfo{reason: "TOO_FAR", domain: "demo", metadata: {limit: "10"}}, base64
+        assert.are.equal('{\n   "code": "invalid_argument",\n   "message": "too far: 100% ✓",\n   "details": [\n'
+          .. '      {\n         "type": "google.rpc.ErrorInfo",\n'
+          .. '         "value": "CgdUT09fRkFSEgRkZW1vGgsKBWxpbWl0EgIxMA"\n      }\n   ]\n}\n', err)
+      end)
     end)
-  end)
+  end
 
   it("sends request headers and shows the response's headers and trailers", function()
     serving(function(port)

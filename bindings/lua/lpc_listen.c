@@ -195,6 +195,26 @@ static int lpc_scall_next(lua_State *L) {
   return 1;
 }
 
+/* -- call:protocol() -> "grpc", "grpc-web", "grpc-web-text" or "connect";
+ * call:codec() -> "proto" or "json": what the request and response
+ * messages are written in (core/net/web.h) */
+static int lpc_scall_protocol(lua_State *L) {
+  lua_pushstring(L, pc_WebProtocol_Name(pc_GrpcServerCall_Protocol(check_call(L))));
+  return 1;
+}
+
+/* -- call:http_version() -> 2, or 1 over HTTP/1.x */
+static int lpc_scall_http_version(lua_State *L) {
+  lua_pushinteger(L, pc_GrpcServerCall_HttpVersion(check_call(L)));
+  return 1;
+}
+
+static int lpc_scall_codec(lua_State *L) {
+  int json = pc_GrpcServerCall_Codec(check_call(L)) == kPc_WebCodec_Json;
+  lua_pushstring(L, json ? "json" : "proto");
+  return 1;
+}
+
 /* -- call:cancelled() -> boolean */
 static int lpc_scall_cancelled(lua_State *L) {
   lua_pushboolean(L, pc_GrpcServerCall_Cancelled(check_call(L)));
@@ -303,6 +323,9 @@ void lpc_open_listen(lua_State *L) {
                                   {"timeout", lpc_scall_timeout},
                                   {"metadata", lpc_scall_metadata},
                                   {"next", lpc_scall_next},
+                                  {"protocol", lpc_scall_protocol},
+                                  {"codec", lpc_scall_codec},
+                                  {"http_version", lpc_scall_http_version},
                                   {"cancelled", lpc_scall_cancelled},
                                   {"add_metadata", lpc_scall_add_metadata},
                                   {"set_pushback", lpc_scall_set_pushback},

@@ -52,7 +52,7 @@ size_t pc_Grpc_PercentDecode(char *s, size_t len) {
 
 static const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static int b64val(char c) {
+int pc_Grpc_Base64Value(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
   if (c >= 'a' && c <= 'z') return c - 'a' + 26;
   if (c >= '0' && c <= '9') return c - '0' + 52;
@@ -68,7 +68,7 @@ size_t pc_Grpc_Base64Decode(const char *in, size_t len, unsigned char *out) {
   uint32_t acc = 0;
   int bits = 0;
   for (size_t i = 0; i < len; i++) {
-    int v = b64val(in[i]);
+    int v = pc_Grpc_Base64Value(in[i]);
     if (v < 0) return (size_t)-1;
     acc = (acc << 6) | (uint32_t)v;
     bits += 6;

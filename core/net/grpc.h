@@ -81,6 +81,9 @@ size_t pc_Grpc_PercentDecode(char *s, size_t len);
  * when 'in' is not base64. */
 size_t pc_Grpc_Base64Decode(const char *in, size_t len, unsigned char *out);
 
+/* The value of base64 character 'c' (standard alphabet), -1 for another. */
+int pc_Grpc_Base64Value(char c);
+
 /* Unpadded base64 of the 'len' bytes at 'in' into 'out' (room for
  * len*4/3+4 bytes). Returns the length written. */
 size_t pc_Grpc_Base64Encode(const unsigned char *in, size_t len, char *out);

@@ -5,6 +5,7 @@
 #include "net/listener.h"
 
 #include "base/clock.h"
+#include "net/http1_server.h"
 #include "net/socket.h"
 
 #include <arpa/inet.h>
@@ -36,7 +37,14 @@ typedef struct SConn SConn;
 struct SConn {
   SConn *next;
   pc_NetSocket *sock;
+  /* The engine, once the first bytes told which (HTTP/2's client preface
+   * or an HTTP/1.x request line): one of these two, or neither yet. */
   pc_GrpcServerConn *engine;
+  pc_Http1ServerConn *h1;
+  char sniff[24]; /* the first bytes, until they tell */
+  size_t nsniff;
+  int lost; /* lost before an engine was picked */
+  pc_GrpcListener *l;
   int ready;
   int got_bytes;
   double started, active;
@@ -63,6 +71,7 @@ struct pc_GrpcListener {
 
 static void conn_free(pc_GrpcListener *l, SConn *c) {
   pc_GrpcServerConn_Free(c->engine);
+  pc_Http1ServerConn_Free(c->h1);
   pc_NetSocket_Close(c->sock);
   l->alloc(l->ud, c, sizeof *c, 0);
 }
@@ -149,6 +158,85 @@ static void remove_file(pc_GrpcListener *l) {
   l->unix_file = NULL;
 }
 
+/* -- a connection's engine, HTTP/2 or HTTP/1.1 ------------------------------ */
+
+static int conn_alive(const SConn *c) {
+  if (c->engine) return pc_GrpcServerConn_Alive(c->engine);
+  if (c->h1) return pc_Http1ServerConn_Alive(c->h1);
+  return !c->lost;
+}
+
+static void conn_lost(SConn *c) {
+  if (c->engine) pc_GrpcServerConn_Lost(c->engine);
+  if (c->h1) pc_Http1ServerConn_Lost(c->h1);
+  c->lost = 1;
+}
+
+static size_t conn_output(SConn *c, const char **p) {
+  if (c->engine) return pc_GrpcServerConn_Output(c->engine, p);
+  if (c->h1) return pc_Http1ServerConn_Output(c->h1, p);
+  return 0;
+}
+
+static void conn_wrote(SConn *c, size_t n) {
+  if (c->engine) pc_GrpcServerConn_Wrote(c->engine, n);
+  if (c->h1) pc_Http1ServerConn_Wrote(c->h1, n);
+}
+
+static void conn_shutdown(SConn *c) {
+  if (c->engine) pc_GrpcServerConn_Shutdown(c->engine);
+  if (c->h1) pc_Http1ServerConn_Shutdown(c->h1);
+  if (!c->engine && !c->h1) c->lost = 1; /* nothing started: nothing to finish */
+}
+
+static size_t conn_running(const SConn *c) {
+  if (c->engine) return pc_GrpcServerConn_Running(c->engine);
+  if (c->h1) return pc_Http1ServerConn_Running(c->h1);
+  return 0;
+}
+
+static double conn_expire(SConn *c, double now) {
+  if (c->engine) return pc_GrpcServerConn_Expire(c->engine, now);
+  if (c->h1) return pc_Http1ServerConn_Expire(c->h1, now);
+  return -1;
+}
+
+static pc_GrpcServerCall *conn_accept(SConn *c) {
+  if (c->engine) return pc_GrpcServerConn_Accept(c->engine);
+  if (c->h1) return pc_Http1ServerConn_Accept(c->h1);
+  return NULL;
+}
+
+/* Feeds bytes read; the first ones pick the engine (HTTP/2's client
+ * preface, else HTTP/1.x). Returns 0 when the connection broke. */
+static int conn_recv(SConn *c, const char *p, size_t n, double now) {
+  pc_GrpcListener *l = c->l;
+  if (c->engine) return pc_GrpcServerConn_Recv(c->engine, p, n, now);
+  if (c->h1) return pc_Http1ServerConn_Recv(c->h1, p, n, now);
+  size_t k = sizeof c->sniff - c->nsniff;
+  if (k > n) k = n;
+  memcpy(c->sniff + c->nsniff, p, k);
+  c->nsniff += k;
+  int kind = pc_Http1_SniffPreface(c->sniff, c->nsniff);
+  if (kind == 0) return 1;
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (kind == 2) {
+    c->engine = pc_GrpcServerConn_New(&l->o.engine, l->alloc, l->ud, &err);
+  } else {
+    pc_Http1ServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.engine = l->o.engine;
+    o.head_timeout = l->o.handshake_timeout;
+    c->h1 = pc_Http1ServerConn_New(&o, l->alloc, l->ud, &err);
+  }
+  if (c->engine == NULL && c->h1 == NULL) {
+    c->lost = 1;
+    return 0;
+  }
+  return conn_recv(c, c->sniff, c->nsniff, now) && (k == n || conn_recv(c, p + k, n - k, now));
+}
+
 pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *o, pc_Alloc *alloc, void *ud,
                                      pc_Error *err) {
   if (alloc == NULL) alloc = pc_DefaultAlloc;
@@ -229,7 +317,7 @@ int pc_GrpcListener_Port(const pc_GrpcListener *l) {
 
 pc_GrpcServerCall *pc_GrpcListener_Accept(pc_GrpcListener *l) {
   for (SConn *c = l->conns; c; c = c->next) {
-    pc_GrpcServerCall *s = pc_GrpcServerConn_Accept(c->engine);
+    pc_GrpcServerCall *s = conn_accept(c);
     if (s) return s;
   }
   return NULL;
@@ -240,14 +328,14 @@ void pc_GrpcListener_Shutdown(pc_GrpcListener *l) {
   if (l->fd >= 0) close(l->fd);
   l->fd = -1;
   remove_file(l);
-  for (SConn *c = l->conns; c; c = c->next) pc_GrpcServerConn_Shutdown(c->engine);
+  for (SConn *c = l->conns; c; c = c->next) conn_shutdown(c);
 }
 
 void pc_GrpcListener_CloseAll(pc_GrpcListener *l) {
   while (l->conns) {
     SConn *c = l->conns;
     l->conns = c->next;
-    pc_GrpcServerConn_Lost(c->engine);
+    conn_lost(c);
     conn_free(l, c);
   }
   l->nconns = l->nlinger = 0;
@@ -319,10 +407,9 @@ static void accept_all(pc_GrpcListener *l, double now) {
       continue;
     }
     memset(c, 0, sizeof *c);
+    c->l = l;
     c->sock = pc_NetSocket_Adopt(fd, where, l->tls, l->alloc, l->ud, &err);
-    c->engine = c->sock ? pc_GrpcServerConn_New(&l->o.engine, l->alloc, l->ud, &err) : NULL;
-    if (c->engine == NULL) {
-      pc_NetSocket_Close(c->sock);
+    if (c->sock == NULL) {
       l->alloc(l->ud, c, sizeof *c, 0);
       continue;
     }
@@ -336,14 +423,14 @@ static void accept_all(pc_GrpcListener *l, double now) {
 static void flush(SConn *c) {
   while (c->sock && c->ready) {
     const char *p;
-    size_t len = pc_GrpcServerConn_Output(c->engine, &p);
+    size_t len = conn_output(c, &p);
     if (len == 0) break;
     long w = pc_NetSocket_Write(c->sock, p, len);
     if (w < 0) {
-      pc_GrpcServerConn_Lost(c->engine);
+      conn_lost(c);
       return;
     }
-    pc_GrpcServerConn_Wrote(c->engine, (size_t)w);
+    conn_wrote(c, (size_t)w);
     if ((size_t)w < len) break;
   }
 }
@@ -356,7 +443,7 @@ static void service(SConn *c, double now) {
   if (!c->ready) {
     int r = pc_NetSocket_Progress(c->sock);
     if (r < 0) {
-      pc_GrpcServerConn_Lost(c->engine);
+      conn_lost(c);
       return;
     }
     if (r == 0) return;
@@ -364,17 +451,17 @@ static void service(SConn *c, double now) {
   }
   char buf[READ_CHUNK];
   size_t total = 0;
-  while (total < READ_ROUND && pc_GrpcServerConn_Alive(c->engine)) {
+  while (total < READ_ROUND && conn_alive(c)) {
     long n = pc_NetSocket_Read(c->sock, buf, sizeof buf);
     if (n == 0) break;
     if (n < 0) {
-      pc_GrpcServerConn_Lost(c->engine);
+      conn_lost(c);
       return;
     }
     c->got_bytes = 1;
     c->active = now;
     total += (size_t)n;
-    if (!pc_GrpcServerConn_Recv(c->engine, buf, (size_t)n, now)) break;
+    if (!conn_recv(c, buf, (size_t)n, now)) break;
   }
   flush(c);
 }
@@ -398,20 +485,20 @@ static double tend(pc_GrpcListener *l, double now) {
       continue;
     }
     if (c->ready) flush(c);
-    double d = pc_GrpcServerConn_Expire(c->engine, now);
-    int waiting = !c->ready || !c->got_bytes;
-    if (waiting && now - c->started > l->o.handshake_timeout) pc_GrpcServerConn_Lost(c->engine);
+    double d = conn_expire(c, now);
+    int waiting = !c->ready || !c->got_bytes || (!c->engine && !c->h1);
+    if (waiting && now - c->started > l->o.handshake_timeout) conn_lost(c);
     if (waiting) {
       double h = c->started + l->o.handshake_timeout;
       if (d < 0 || h < d) d = h;
-    } else if (l->o.idle_timeout > 0 && pc_GrpcServerConn_Running(c->engine) == 0) {
+    } else if (l->o.idle_timeout > 0 && conn_running(c) == 0) {
       double i = c->active + l->o.idle_timeout;
-      if (now >= i) pc_GrpcServerConn_Shutdown(c->engine);
-      if (now >= i + l->o.handshake_timeout) pc_GrpcServerConn_Lost(c->engine);
+      if (now >= i) conn_shutdown(c);
+      if (now >= i + l->o.handshake_timeout) conn_lost(c);
       if (d < 0 || i < d) d = i;
     }
     if (c->ready) flush(c);
-    if (!pc_GrpcServerConn_Alive(c->engine)) {
+    if (!conn_alive(c)) {
       l->nconns--;
       /* Lingers, so the peer reads the GOAWAY rather than a reset (a
        * new connection may end that early: drop_lingering). */
@@ -450,7 +537,7 @@ static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void *
   }
   for (SConn *c = l->conns; c && nfds < max; c = c->next) {
     const char *p;
-    int want = c->ready && c->linger_until == 0 && pc_GrpcServerConn_Output(c->engine, &p) > 0;
+    int want = c->ready && c->linger_until == 0 && conn_output(c, &p) > 0;
     fds[nfds].fd = pc_NetSocket_Fd(c->sock);
     fds[nfds].events = pc_NetSocket_Events(c->sock, want);
     fds[nfds].revents = 0;

@@ -1,6 +1,9 @@
 /* A gRPC listener: a listening TCP socket (IPv4 or IPv6) whose accepted
- * connections each run a server engine (server.h) over the built-in
- * driver (socket.h), h2c or TLS (ALPN h2, optionally mutual TLS).
+ * connections each run a server engine over the built-in driver
+ * (socket.h), h2c or TLS (ALPN h2 or http/1.1, optionally mutual TLS): the
+ * HTTP/2 one (server.h) when the first bytes are HTTP/2's client preface,
+ * else the HTTP/1.1 one (http1_server.h: gRPC-Web and Connect; its
+ * request heads must be complete within the handshake timeout).
  *
  * The listener never blocks: pc_Grpc_PumpAll polls its sockets with those
  * of client channels (channel.h), so one thread serves and calls. New calls

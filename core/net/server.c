@@ -8,6 +8,7 @@
 
 #include "net/server.h"
 #include "net/session_internal.h"
+#include "net/web.h"
 
 #include <nghttp2/nghttp2.h>
 
@@ -30,6 +31,19 @@ struct pc_GrpcServerCall {
   const char *content_type;
   const char *encoding;
   const char *bad_timeout; /* a grpc-timeout outside the grammar, refused INTERNAL */
+  const char *method;      /* :method */
+  /* Connect's headers as they came (read once the protocol is known) */
+  const char *connect_timeout, *content_encoding, *connect_encoding;
+  int accepts_gzip_http;    /* accept-encoding lists gzip (Connect unary) */
+  int accepts_gzip_connect; /* connect-accept-encoding lists gzip (Connect streaming) */
+  pc_WebProtocol proto;     /* from the content-type (web.h) */
+  pc_WebCodec codec;
+  int http1;        /* carried over HTTP/1.x (http1_server.h) */
+  int eager;        /* a body decoded on arrival (gRPC-Web-Text, Connect unary): its
+                     * flow-control window goes back at once, its bytes are bounded by
+                     * the receive limit instead */
+  pc_WebBase64 b64; /* gRPC-Web-Text: the request's base64 across DATA frames */
+  size_t b64_seen;  /* ...characters decoded so far (error offsets) */
   double timeout, deadline;
   pc_GrpcPairs md, out_md[2]; /* request metadata; response headers and trailers */
   int queued;                 /* waiting for pc_GrpcServerConn_Accept */
@@ -245,6 +259,120 @@ static int cut_status(pc_GrpcServerCall *s, const char *what, size_t size, size_
   return s->message && push_status(s, h, n) && block_size(h, *n) <= limit;
 }
 
+/* The response's content-type: the request's protocol and codec. */
+static const char *response_type(const pc_GrpcServerCall *s) {
+  int json = s->codec == kPc_WebCodec_Json;
+  switch (s->proto) {
+  case kPc_WebProtocol_GrpcWeb:
+    return json ? "application/grpc-web+json" : "application/grpc-web+proto";
+  case kPc_WebProtocol_GrpcWebText:
+    return json ? "application/grpc-web-text+json" : "application/grpc-web-text+proto";
+  case kPc_WebProtocol_ConnectStream:
+    return json ? "application/connect+json" : "application/connect+proto";
+  case kPc_WebProtocol_ConnectUnary: return json ? "application/json" : "application/proto";
+  default: return "application/grpc";
+  }
+}
+
+/* Appends the 'n' bytes at 'p' to the response body: in base64 for
+ * gRPC-Web-Text (each piece padded, as PROTOCOL-WEB.md allows). Returns 0
+ * when memory runs out. */
+static int put_body(pc_GrpcServerCall *s, const void *p, size_t n) {
+  pc_GrpcOutbox *o = &s->out;
+  if (o->pos > 0 && o->pos == o->buf.len) o->buf.len = o->pos = 0;
+  int text = s->proto == kPc_WebProtocol_GrpcWebText;
+  if (!pc_GrpcBuf_Reserve(s->m.alloc, s->m.ud, &o->buf, text ? n / 3 * 4 + 8 : n)) return 0;
+  if (text)
+    o->buf.len += pc_Web_Base64Encode(p, n, o->buf.p + o->buf.len);
+  else if (n > 0) {
+    memcpy(o->buf.p + o->buf.len, p, n);
+    o->buf.len += n;
+  }
+  return 1;
+}
+
+/* The status of the call as web.h takes it. */
+static pc_GrpcStatus status_of(const pc_GrpcServerCall *s) {
+  pc_GrpcStatus st;
+  memset(&st, 0, sizeof st);
+  st.code = s->code;
+  st.message = s->message;
+  st.message_len = s->message_len;
+  st.details = s->details;
+  st.details_len = s->details_len;
+  return st;
+}
+
+/* Appends the last message of a gRPC-Web or Connect streaming response:
+ * the trailers (0x80) or the end-of-stream JSON (0x02). */
+static int put_end(pc_GrpcServerCall *s) {
+  pc_GrpcBuf b = {0};
+  pc_GrpcStatus st = status_of(s);
+  const pc_GrpcPairs *md = &s->out_md[1];
+  int ok = s->proto == kPc_WebProtocol_ConnectStream
+               ? pc_Connect_EndStream(s->m.alloc, s->m.ud, &b, &st, md->items, md->count)
+               : pc_Web_GrpcWebTrailers(s->m.alloc, s->m.ud, &b, &st, md->items, md->count);
+  ok = ok && put_body(s, b.p, b.len);
+  pc_GrpcBuf_Free(s->m.alloc, s->m.ud, &b);
+  return ok;
+}
+
+/* Submits the whole response of a Connect unary call: the status (200 or
+ * pc_Connect_HttpStatus), the response metadata as headers and the
+ * trailers as "trailer-" headers, the message or the error JSON. A block
+ * over the limit goes without the metadata as resource_exhausted.
+ * Returns 0 when memory runs out or nghttp2 refuses. */
+static int submit_unary(pc_GrpcServerCall *s) {
+  size_t max = 8 + s->out_md[0].count + s->out_md[1].count;
+  nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
+  char *code = pc_Arena_Malloc(s->arena, 8);
+  if (h == NULL || code == NULL) return 0;
+  int ok = s->code == kPc_Code_Ok;
+  snprintf(code, 8, "%d", pc_Connect_HttpStatus(s->code));
+  size_t n = 0;
+  h[n++] = PC_GRPC_NV(":status", code);
+  h[n++] = PC_GRPC_NV("content-type", ok ? response_type(s) : "application/json");
+  h[n++] = PC_GRPC_NV("accept-encoding", "gzip");
+  if (ok && s->gzip_out) h[n++] = PC_GRPC_NV("content-encoding", "gzip");
+  size_t fixed = n;
+  if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
+  size_t t0 = n;
+  if (!push_pairs(s, &s->out_md[1], h, &n)) return 0;
+  for (size_t i = t0; i < n; i++) { /* trailers: "trailer-" and the key */
+    char *k = pc_Arena_Malloc(s->arena, h[i].namelen + 9);
+    if (k == NULL) return 0;
+    snprintf(k, h[i].namelen + 9, "trailer-%.*s", (int)h[i].namelen, (const char *)h[i].name);
+    h[i].name = (uint8_t *)k;
+    h[i].namelen += 8;
+  }
+  size_t size = block_size(h, n), limit = block_limit(s);
+  if (size > limit) {
+    char text[96];
+    int len = snprintf(text, sizeof text,
+                       "response headers of %zu bytes exceed the limit of %zu bytes", size, limit);
+    s->code = kPc_Code_ResourceExhausted;
+    s->message = pc_Arena_StrDup(s->arena, text, (size_t)len);
+    s->message_len = s->message ? (size_t)len : 0;
+    s->details_len = 0;
+    ok = 0;
+    n = fixed;
+    snprintf(code, 8, "%d", pc_Connect_HttpStatus(s->code));
+    h[1] = PC_GRPC_NV("content-type", "application/json");
+  }
+  if (!ok) {
+    pc_GrpcOutbox_Clear(&s->out);
+    pc_GrpcBuf b = {0};
+    pc_GrpcStatus st = status_of(s);
+    int put = pc_Connect_ErrorJson(s->m.alloc, s->m.ud, &b, &st) && put_body(s, b.p, b.len);
+    pc_GrpcBuf_Free(s->m.alloc, s->m.ud, &b);
+    if (!put) return 0;
+  }
+  s->submitted = 1;
+  s->gzip_declared = s->gzip_out;
+  nghttp2_data_provider prd = pc_GrpcSession_Body();
+  return nghttp2_submit_response(s->c->h2.session, s->id, h, n, &prd) == 0;
+}
+
 /* Submits the response headers: with a data provider, or (trailers_only)
  * as the whole response with the status (cut_status when it does not fit).
  * Returns 1; 0 when memory runs out or nghttp2 refuses; -1 when headers
@@ -257,9 +385,14 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only, size_t *over,
   if (h == NULL) return 0;
   size_t n = 0;
   h[n++] = PC_GRPC_NV(":status", "200");
-  h[n++] = PC_GRPC_NV("content-type", "application/grpc");
-  h[n++] = PC_GRPC_NV("grpc-accept-encoding", "identity,gzip");
-  if (s->gzip_out) h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
+  h[n++] = PC_GRPC_NV("content-type", response_type(s));
+  if (s->proto == kPc_WebProtocol_ConnectStream) {
+    h[n++] = PC_GRPC_NV("connect-accept-encoding", "gzip");
+    if (s->gzip_out) h[n++] = PC_GRPC_NV("connect-content-encoding", "gzip");
+  } else {
+    h[n++] = PC_GRPC_NV("grpc-accept-encoding", "identity,gzip");
+    if (s->gzip_out) h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
+  }
   if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
   if (trailers_only && (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n))) return 0;
   *over = block_size(h, n);
@@ -297,7 +430,17 @@ static void finish(pc_GrpcServerCall *s, pc_Code code, const char *msg, size_t l
     }
   }
   size_t size, limit;
-  int ok = s->submitted ? 1 : submit_headers(s, pc_GrpcOutbox_Unsent(&s->out) == 0, &size, &limit);
+  int ok;
+  if (s->proto == kPc_WebProtocol_ConnectUnary) {
+    ok = submit_unary(s);
+  } else {
+    /* trailers-only: nothing was sent (Connect streaming has none) */
+    int only = !s->submitted && s->proto != kPc_WebProtocol_ConnectStream &&
+               pc_GrpcOutbox_Unsent(&s->out) == 0;
+    ok = s->submitted ? 1 : submit_headers(s, only, &size, &limit);
+    /* gRPC-Web and Connect streaming end the body with their status */
+    if (ok == 1 && s->proto != kPc_WebProtocol_Grpc && !only) ok = put_end(s);
+  }
   if (ok != 1) {
     nghttp2_submit_rst_stream(s->c->h2.session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
     return;
@@ -334,6 +477,7 @@ static ssize_t response_body(void *ud, void *call, uint8_t *buf, size_t length,
   ssize_t n = pc_GrpcOutbox_Pull(&s->out, buf, length, s->finished, data_flags);
   if (n > 0) wake(s); /* a sender waiting for room may go on */
   if (n != 0 || !(*data_flags & NGHTTP2_DATA_FLAG_EOF)) return n;
+  if (s->proto != kPc_WebProtocol_Grpc) return 0; /* the status went in the body */
   *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
   size_t max = 4 + s->out_md[1].count;
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
@@ -390,6 +534,25 @@ static int is(const uint8_t *p, size_t n, const char *k) {
   return n == kn && memcmp(p, k, kn) == 0;
 }
 
+/* Whether the comma-separated list 'v' ("identity, deflate, gzip") names
+ * gzip. */
+static int lists_gzip(const char *v, size_t valuelen) {
+  for (size_t i = 0; i < valuelen;) {
+    while (i < valuelen && (v[i] == ' ' || v[i] == ',')) i++;
+    size_t j = i;
+    while (j < valuelen && v[j] != ',' && v[j] != ' ') j++;
+    if (j - i == 4 && memcmp(v + i, "gzip", 4) == 0) return 1;
+    i = j;
+  }
+  return 0;
+}
+
+/* Keeps a copy of a header's value in '*slot'; 0 when the arena fails. */
+static int keep(pc_GrpcServerCall *s, const char **slot, const char *v, size_t n) {
+  *slot = pc_Arena_StrDup(s->arena, v, n);
+  return *slot != NULL;
+}
+
 static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, int over) {
   pc_GrpcServerCall *s = call;
@@ -401,6 +564,8 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
     s->path = pc_Arena_StrDup(s->arena, v, valuelen);
     return s->path ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
+  if (is(name, namelen, ":method"))
+    return keep(s, &s->method, v, valuelen) ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (namelen > 0 && name[0] == ':') return 0;
   if (is(name, namelen, "content-type")) {
     s->content_type = pc_Arena_StrDup(s->arena, v, valuelen);
@@ -420,20 +585,82 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
     return 0;
   }
   if (is(name, namelen, "grpc-accept-encoding")) {
-    /* a comma-separated list: "identity, deflate, gzip" */
-    for (size_t i = 0; i < valuelen;) {
-      while (i < valuelen && (v[i] == ' ' || v[i] == ',')) i++;
-      size_t j = i;
-      while (j < valuelen && v[j] != ',' && v[j] != ' ') j++;
-      if (j - i == 4 && memcmp(v + i, "gzip", 4) == 0) s->accepts_gzip = 1;
-      i = j;
-    }
+    if (lists_gzip(v, valuelen)) s->accepts_gzip = 1;
     return 0;
   }
   if (is(name, namelen, "te")) return 0;
+  /* Connect's headers: metadata too (as for gRPC before), dropped from it
+   * once the call is known to be Connect (web_request) */
+  int ok = 1;
+  if (is(name, namelen, "connect-timeout-ms"))
+    ok = keep(s, &s->connect_timeout, v, valuelen);
+  else if (is(name, namelen, "content-encoding"))
+    ok = keep(s, &s->content_encoding, v, valuelen);
+  else if (is(name, namelen, "connect-content-encoding"))
+    ok = keep(s, &s->connect_encoding, v, valuelen);
+  else if (is(name, namelen, "accept-encoding"))
+    s->accepts_gzip_http |= lists_gzip(v, valuelen);
+  else if (is(name, namelen, "connect-accept-encoding"))
+    s->accepts_gzip_connect |= lists_gzip(v, valuelen);
+  if (!ok) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (!pc_GrpcPairs_Add(&s->md, s->arena, (const char *)name, namelen, v, valuelen, 1))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   return 0;
+}
+
+/* Whether the key 'k' of 'n' bytes is one of Connect's or gRPC-Web's own
+ * headers rather than metadata. */
+static int protocol_header(const pc_GrpcServerCall *s, const char *k, size_t n) {
+  if (n == 14 && memcmp(k, "content-length", 14) == 0) return 1;
+  if (s->proto == kPc_WebProtocol_GrpcWeb || s->proto == kPc_WebProtocol_GrpcWebText)
+    return n == 10 && memcmp(k, "x-grpc-web", 10) == 0;
+  if (n >= 8 && memcmp(k, "connect-", 8) == 0) return 1;
+  return s->proto == kPc_WebProtocol_ConnectUnary &&
+         ((n == 16 && memcmp(k, "content-encoding", 16) == 0) ||
+          (n == 15 && memcmp(k, "accept-encoding", 15) == 0));
+}
+
+/* The headers of a gRPC-Web or Connect request: its protocol headers out
+ * of the metadata, Connect's encoding, accepted encodings and timeout in
+ * place of gRPC's, a Connect unary body's prefix (its length is written
+ * at the end of the request: web.h). Returns 0 when the call failed. */
+static int web_request(pc_GrpcServerCall *s) {
+  size_t k = 0;
+  for (size_t i = 0; i < s->md.count; i++)
+    if (!protocol_header(s, s->md.items[i].key, s->md.items[i].key_len))
+      s->md.items[k++] = s->md.items[i];
+  s->md.count = k;
+  s->eager = s->proto == kPc_WebProtocol_GrpcWebText || s->proto == kPc_WebProtocol_ConnectUnary;
+  if (s->proto != kPc_WebProtocol_ConnectUnary && s->proto != kPc_WebProtocol_ConnectStream)
+    return 1;
+  int unary = s->proto == kPc_WebProtocol_ConnectUnary;
+  s->encoding = unary ? s->content_encoding : s->connect_encoding;
+  s->accepts_gzip = unary ? s->accepts_gzip_http : s->accepts_gzip_connect;
+  s->timeout = -1;
+  s->bad_timeout = NULL;
+  if (s->connect_timeout) {
+    s->timeout = pc_Connect_ParseTimeout(s->connect_timeout, strlen(s->connect_timeout));
+    if (s->timeout < 0) {
+      fail(s, kPc_Code_InvalidArgument, "Connect-Timeout-Ms '%.20s' is malformed (1 to 10 digits)",
+           s->connect_timeout);
+      return 0;
+    }
+  }
+  if (s->encoding && strcmp(s->encoding, "identity") != 0 && strcmp(s->encoding, "gzip") != 0) {
+    fail(s, kPc_Code_Unimplemented, "%s '%.40s' is not supported (identity, gzip)",
+         unary ? "content-encoding" : "connect-content-encoding", s->encoding);
+    return 0;
+  }
+  if (unary) {
+    unsigned char prefix[5] = {s->encoding && strcmp(s->encoding, "gzip") == 0, 0, 0, 0, 0};
+    int ok = pc_GrpcInbox_Append(&s->in, &s->m, prefix, 5);
+    s->in.unconsumed -= 5; /* not from the client */
+    if (!ok) {
+      fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
+      return 0;
+    }
+  }
+  return 1;
 }
 
 /* A request whose headers are complete: refused here (415, a malformed
@@ -441,16 +668,24 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
 static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   const char *ct = s->content_type;
   size_t ctn = ct ? strlen(ct) : 0;
-  if (ct == NULL || ctn < 16 || memcmp(ct, "application/grpc", 16) != 0 ||
-      (ctn > 16 && ct[16] != '+' && ct[16] != ';')) {
-    nghttp2_nv h[3] = {PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
-                       PC_GRPC_NV("grpc-message", "content-type must be application/grpc")};
+  s->proto = pc_Web_Classify(s->method, ct, ctn, &s->codec);
+  if (s->proto == kPc_WebProtocol_None) {
+    /* connect-go lists what it takes in Accept-Post */
+    nghttp2_nv h[4] = {
+        PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
+        PC_GRPC_NV("grpc-message", "content-type must be gRPC's, gRPC-Web's or Connect's"),
+        PC_GRPC_NV("accept-post", "application/grpc, application/grpc+proto, application/grpc-web, "
+                                  "application/grpc-web+proto, application/grpc-web+json, "
+                                  "application/grpc-web-text, application/grpc-web-text+proto, "
+                                  "application/grpc-web-text+json, application/connect+proto, "
+                                  "application/connect+json, application/proto, application/json")};
     s->finished = s->cancelled = 1;
     s->submitted = 1;
-    nghttp2_submit_response(c->h2.session, s->id, h, 3, NULL);
+    nghttp2_submit_response(c->h2.session, s->id, h, 4, NULL);
     return;
   }
   if (s->path == NULL) s->path = "";
+  if (s->proto != kPc_WebProtocol_Grpc && !web_request(s)) return;
   if (s->bad_timeout) {
     /* PROTOCOL-HTTP2.md: 1 to 8 digits and a unit; grpc-core answers a
      * value it cannot parse INTERNAL ("Error parsing 'grpc-timeout'
@@ -524,6 +759,17 @@ static void drop_ahead(pc_GrpcServerCall *s) {
  * message still arriving is given back once it holds a reservation, and
  * until then to the connection alone; a call that is over gives back
  * everything and its reservation. */
+/* While a message is still arriving ('partial'), the client may send the
+ * rest: its stall timer starts (again), and the connection's next scan
+ * comes no later than its end (pc_GrpcServerConn_Expire). */
+static void stall_timer(pc_GrpcServerCall *s, int partial) {
+  pc_GrpcServerConn *c = s->c;
+  if (!partial || c->stall_timeout <= 0) return;
+  s->stall_from = c->now;
+  double end = c->now + c->stall_timeout;
+  if (c->due < 0 || end < c->due) c->due = end;
+}
+
 static void release_window(pc_GrpcServerCall *s) {
   pc_GrpcServerConn *c = s->c;
   pc_GrpcInbox *b = &s->in;
@@ -534,6 +780,10 @@ static void release_window(pc_GrpcServerCall *s) {
     return;
   }
   size_t unread = b->buf.len - b->rpos, whole = b->scan - b->rpos;
+  if (s->eager) { /* its window went back as it came (eager_chunk) */
+    stall_timer(s, unread > whole);
+    return;
+  }
   if (s->res == 0 && unread > whole) {
     size_t need = pc_GrpcInbox_Expected(b);
     if (need > 0 && need <= c->budget - c->reserved) {
@@ -555,14 +805,7 @@ static void release_window(pc_GrpcServerCall *s) {
     nghttp2_session_consume_connection(h2, waiting - s->ahead);
     s->ahead = waiting;
   }
-  if (unread > whole && c->stall_timeout > 0) {
-    /* The client may send the rest of a message: its stall timer starts
-     * (again), and the connection's next scan comes no later than its end
-     * (pc_GrpcServerConn_Expire). */
-    s->stall_from = c->now;
-    double end = c->now + c->stall_timeout;
-    if (c->due < 0 || end < c->due) c->due = end;
-  }
+  stall_timer(s, unread > whole);
 }
 
 /* The budget has room again: calls whose message waits for it take it in
@@ -609,6 +852,71 @@ static void scan_messages(pc_GrpcServerCall *s) {
     fail_read(s, r);
 }
 
+/* A DATA chunk of a gRPC-Web-Text or Connect unary request: its window
+ * goes back at once (base64 is not what the messages hold, a unary body
+ * is one message), the bytes it holds are bounded by the receive limit;
+ * base64 is decoded as it comes, a unary body waits for its end
+ * (unary_end). */
+static void eager_chunk(pc_GrpcServerCall *s, nghttp2_session *h2, const uint8_t *data,
+                        size_t len) {
+  nghttp2_session_consume(h2, s->id, len);
+  size_t max = s->c->max_receive;
+  if (s->proto == kPc_WebProtocol_ConnectUnary) {
+    if (s->in.buf.len - 5 + len > max) {
+      fail(s, kPc_Code_ResourceExhausted,
+           "request message of at least %zu bytes exceeds the limit of %zu bytes",
+           s->in.buf.len - 5 + len, max);
+      return;
+    }
+    int ok = len == 0 || pc_GrpcInbox_Append(&s->in, &s->m, data, len);
+    s->in.unconsumed -= len; /* given back above (Append counts it, whether or not it fails) */
+    if (!ok) fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
+    return;
+  }
+  enum { PIECE = 4096 }; /* base64 characters decoded at a time */
+  unsigned char out[PIECE / 4 * 3 + 3];
+  while (len > 0 && !s->cancelled) {
+    size_t n = len < PIECE ? len : PIECE, at = 0;
+    size_t got = pc_WebBase64_Decode(&s->b64, (const char *)data, n, out, &at);
+    if (got == (size_t)-1) {
+      fail(s, kPc_Code_Internal,
+           "grpc-web-text request body is not base64: byte 0x%02x at offset %zu", data[at],
+           s->b64_seen + at);
+      return;
+    }
+    s->b64_seen += n;
+    data += n;
+    len -= n;
+    if (s->in.buf.len - s->in.rpos + got > max + 5) {
+      fail(s, kPc_Code_ResourceExhausted,
+           "request messages of more than %zu bytes wait unread (the limit of %zu bytes)",
+           s->in.buf.len - s->in.rpos + got, max + 5);
+      return;
+    }
+    int ok = got == 0 || pc_GrpcInbox_Append(&s->in, &s->m, out, got);
+    s->in.unconsumed -= got;
+    if (!ok) {
+      fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
+      return;
+    }
+    scan_messages(s);
+  }
+}
+
+/* The end of a Connect unary request: its body is the message, whose
+ * prefix gets the length now. */
+static void unary_end(pc_GrpcServerCall *s) {
+  pc_GrpcInbox *b = &s->in;
+  if (b->buf.len - b->scan < 5) return;
+  size_t n = b->buf.len - b->scan - 5;
+  unsigned char *h = (unsigned char *)b->buf.p + b->scan;
+  h[1] = (unsigned char)(n >> 24);
+  h[2] = (unsigned char)(n >> 16);
+  h[3] = (unsigned char)(n >> 8);
+  h[4] = (unsigned char)n;
+  scan_messages(s);
+}
+
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *ud) {
   (void)flags;
@@ -618,7 +926,9 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     nghttp2_session_consume(session, id, len);
     return 0;
   }
-  if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len))
+  if (s->eager)
+    eager_chunk(s, session, data, len);
+  else if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len))
     fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
   else
     scan_messages(s);
@@ -651,6 +961,12 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     s->remote_ended = 1;
     wake(s);
+    if (!s->cancelled && s->queued + s->accepted > 0 && s->proto == kPc_WebProtocol_ConnectUnary)
+      unary_end(s);
+    if (!s->cancelled && pc_WebBase64_Pending(&s->b64) > 0)
+      fail(s, kPc_Code_Internal,
+           "grpc-web-text request ended inside a base64 group (%zu characters left over)",
+           pc_WebBase64_Pending(&s->b64));
     if (!s->cancelled && pc_GrpcInbox_Partial(&s->in) > 0)
       fail(s, kPc_Code_Internal, "request ended inside a message (%zu bytes left over)",
            pc_GrpcInbox_Partial(&s->in));
@@ -660,7 +976,11 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
   (void)ud;
-  if (frame->hd.type != NGHTTP2_HEADERS || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+  /* gRPC ends with HEADERS, gRPC-Web and Connect with DATA (their status
+   * is in the body) */
+  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    return 0;
   pc_GrpcServerCall *s = call_of(session, frame->hd.stream_id);
   /* The response is complete while the client still sends: stop it. */
   if (s && !s->remote_ended)
@@ -939,6 +1259,22 @@ int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len)
   return s->remote_ended || s->closed ? -1 : 0;
 }
 
+pc_WebProtocol pc_GrpcServerCall_Protocol(const pc_GrpcServerCall *s) {
+  return s->proto;
+}
+
+pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s) {
+  return s->codec;
+}
+
+void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s) {
+  s->http1 = 1;
+}
+
+int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s) {
+  return s->http1 ? 1 : 2;
+}
+
 void pc_GrpcServerCall_Release(pc_GrpcServerCall *s) {
   pc_GrpcInbox_FreeMessage(&s->in, &s->m);
 }
@@ -973,8 +1309,37 @@ int pc_GrpcServerCall_SetPushback(pc_GrpcServerCall *s, long long ms) {
   return pc_GrpcPairs_Add(&s->out_md[1], s->arena, key, sizeof key - 1, value, (size_t)n, 0);
 }
 
+/* Queues one response message as the call's protocol frames it: a
+ * length-prefixed message (in base64 for gRPC-Web-Text), or for Connect
+ * unary the message alone (gzipped whole), sent with the status. */
+static int send_message(pc_GrpcServerCall *s, const void *msg, size_t len) {
+  if (s->proto == kPc_WebProtocol_Grpc || s->proto == kPc_WebProtocol_GrpcWeb ||
+      s->proto == kPc_WebProtocol_ConnectStream)
+    return pc_GrpcOutbox_Frame(&s->out, &s->m, msg, len, s->gzip_out);
+  pc_GrpcBuf b = {0};
+  int ok = pc_Grpc_FrameMessage(s->m.alloc, s->m.ud, &b, msg, len, s->gzip_out);
+  if (ok && s->proto == kPc_WebProtocol_ConnectUnary)
+    ok = put_body(s, b.p + 5, b.len - 5);
+  else if (ok)
+    ok = put_body(s, b.p, b.len);
+  pc_GrpcBuf_Free(s->m.alloc, s->m.ud, &b);
+  return ok;
+}
+
 int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
   if (s->cancelled || s->finished || s->c == NULL || s->closed || len > UINT32_MAX) return 0;
+  if (s->proto == kPc_WebProtocol_ConnectUnary) {
+    /* the headers go with the status (pc_GrpcServerCall_Finish) */
+    if (pc_GrpcOutbox_Unsent(&s->out) > 0) {
+      fail(s, kPc_Code_Internal, "a unary call answers with one response message");
+      return 0;
+    }
+    if (!send_message(s, msg, len)) {
+      fail(s, kPc_Code_ResourceExhausted, "out of memory framing a response message");
+      return 0;
+    }
+    return 1;
+  }
   size_t size, limit;
   int r = s->submitted ? 1 : submit_headers(s, 0, &size, &limit);
   if (r == -1) {
@@ -987,7 +1352,7 @@ int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
     fail(s, kPc_Code_ResourceExhausted, "out of memory sending response headers");
     return 0;
   }
-  if (!pc_GrpcOutbox_Frame(&s->out, &s->m, msg, len, s->gzip_out)) {
+  if (!send_message(s, msg, len)) {
     fail(s, kPc_Code_ResourceExhausted, "out of memory framing a response message");
     return 0;
   }

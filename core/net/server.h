@@ -5,6 +5,11 @@
  * driver takes with pc_GrpcServerConn_Accept. The engine knows no sockets;
  * the driver (listener.h) moves the bytes and passes the time in.
  *
+ * Each call speaks the protocol its content-type names (web.h): gRPC,
+ * gRPC-Web (binary or text), Connect unary or streaming, its messages in
+ * protobuf or JSON (pc_GrpcServerCall_Codec); the handler's side of the
+ * API is the same for all, the engine frames each and writes its status.
+ *
  * Implements grpc/grpc doc/PROTOCOL-HTTP2.md from the server's side:
  * request headers (:method POST, :path, content-type application/grpc*,
  * grpc-timeout (a value outside its grammar is INTERNAL), grpc-encoding,
@@ -13,8 +18,8 @@
  * handler runs; gzipped responses when the driver asks and the client's
  * grpc-accept-encoding allows), response headers, messages and trailers (grpc-status,
  * grpc-message percent-encoded, grpc-status-details-bin), a Trailers-Only
- * response when nothing was sent, HTTP 415 for a content-type that is not
- * gRPC, RST_STREAM NO_ERROR after the trailers when the client still
+ * response when nothing was sent, HTTP 415 for a content-type of none of
+ * the protocols, RST_STREAM NO_ERROR after the trailers when the client still
  * sends. Flow control (RFC 9113 section 5.2) both ways: a call's receive
  * window opens only as its messages are read, and responses queue only as
  * far as the driver lets them (pc_GrpcServerCall_Unsent).
@@ -42,6 +47,7 @@
 #include "base/arena.h"
 #include "net/grpc.h"
 #include "net/wake.h"
+#include "net/web.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -137,8 +143,8 @@ pc_GrpcServerCall *pc_GrpcServerConn_Accept(pc_GrpcServerConn *c);
 /* The call's ":path" ("/pkg.Service/Method", NUL-terminated). */
 const char *pc_GrpcServerCall_Path(const pc_GrpcServerCall *s);
 
-/* The grpc-timeout in seconds, -1 when none; the monotonic deadline
- * derived from it ('now' of the Recv that completed the headers), -1. */
+/* The grpc-timeout (Connect-Timeout-Ms for Connect) in seconds, -1 when none; the monotonic
+ * deadline derived from it ('now' of the Recv that completed the headers), -1. */
 double pc_GrpcServerCall_Timeout(const pc_GrpcServerCall *s);
 double pc_GrpcServerCall_Deadline(const pc_GrpcServerCall *s);
 
@@ -153,6 +159,20 @@ const pc_GrpcPair *pc_GrpcServerCall_Metadata(const pc_GrpcServerCall *s, size_t
  * the client's stream or once the call is over (finished, cancelled).
  * Reading opens the flow-control window by what was read. */
 int pc_GrpcServerCall_Next(pc_GrpcServerCall *s, const char **data, size_t *len);
+
+/* The call's protocol (gRPC, gRPC-Web, gRPC-Web-Text, Connect unary or
+ * streaming, from its content-type: web.h) and the codec of its messages
+ * (protobuf or JSON): Next returns and Send takes the messages in that
+ * codec; the engine does the rest of the protocol. */
+pc_WebProtocol pc_GrpcServerCall_Protocol(const pc_GrpcServerCall *s);
+pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s);
+
+/* The HTTP major version the call came over: 2, or 1 for a request of an
+ * HTTP/1.x connection (http1_server.h, which marks its calls with
+ * pc_GrpcServerCall_SetHttp1). A driver refuses the shapes HTTP/1.1
+ * cannot carry (bidirectional streams) by it. */
+int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s);
+void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s);
 
 /* Frees the buffer holding the last message pc_GrpcServerCall_Next
  * decompressed (up to the receive limit plus 1 KiB), once the caller has

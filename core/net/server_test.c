@@ -252,7 +252,288 @@ static int unary_with(pc_Alloc *alloc) {
   return ok;
 }
 
+/* -- gRPC-Web and Connect ------------------------------------------------- */
+
+/* A request of 'path' whose body is the first 'first' of the 'n' bytes at
+ * 'body' (the rest: more_body), ending the stream when all is sent and
+ * 'end'. */
+static int32_t request_body(const char *path, const char *ctype, const char *extra_k,
+                            const char *extra_v, const char *body, size_t n, size_t first,
+                            int end) {
+  nghttp2_nv h[8] = {H(":method", "POST"),
+                     H(":scheme", "http"),
+                     {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+                     H(":authority", "t"),
+                     {(uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0},
+                     H("x-user", "ann")};
+  size_t nh = 6;
+  if (extra_k) {
+    h[nh].name = (uint8_t *)extra_k;
+    h[nh].namelen = strlen(extra_k);
+    h[nh].value = (uint8_t *)extra_v;
+    h[nh].valuelen = strlen(extra_v);
+    h[nh].flags = 0;
+    nh++;
+  }
+  int32_t id = nghttp2_session_get_next_stream_id(cli.s);
+  CStream *t = cst(id);
+  unsigned char *b = bodies[((id - 1) / 2) % 8];
+  memcpy(b, body, n);
+  t->body = b;
+  t->body_len = first;
+  t->end = end && first == n;
+  nghttp2_data_provider prd = {{0}, c_read};
+  return nghttp2_submit_request(cli.s, NULL, h, nh, &prd, NULL);
+}
+
+/* Sends the rest of request_body's body, then the end of the stream. */
+static void more_body(int32_t id, size_t upto, int end) {
+  cst(id)->body_len = upto;
+  cst(id)->end = end;
+  nghttp2_session_resume_data(cli.s, id);
+}
+
+/* Decodes the base64 response of a gRPC-Web-Text call into 'out'. */
+static size_t unbase64(const CStream *t, unsigned char *out) {
+  pc_WebBase64 b;
+  memset(&b, 0, sizeof b);
+  size_t at;
+  return pc_WebBase64_Decode(&b, (const char *)t->data, t->data_len, out, &at);
+}
+
+/* A Connect unary exchange under 'alloc' (request gzipped when 'gzip'):
+ * returns whether it all went through. */
+static int connect_with(pc_Alloc *alloc) {
+  client_new(65535);
+  pc_GrpcServerConn *c = server(alloc, 0, 0, 0);
+  if (c == NULL) return 0;
+  int32_t id =
+      request_body("/t.T/Echo", "application/proto", "connect-timeout-ms", "2500", "hi", 2, 2, 1);
+  shuttle(c);
+  pc_GrpcServerCall *s = pc_GrpcServerConn_Accept(c);
+  int ok = 0;
+  if (s) {
+    const char *d;
+    size_t n;
+    if (pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 2 && pc_GrpcServerCall_Timeout(s) == 2.5) {
+      pc_GrpcPair tr = {"x-t", 3, "yes", 3};
+      pc_Error err;
+      pc_Error_Init(&err);
+      pc_GrpcServerCall_AddMetadata(s, 1, &tr, &err);
+      pc_GrpcServerCall_Send(s, d, n);
+      pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+      shuttle(c);
+      ok = has(cst(id)->headers, ":status=200;") && has(cst(id)->headers, "trailer-x-t=yes;") &&
+           cst(id)->data_len == 2;
+    }
+    pc_GrpcServerCall_Free(s);
+  }
+  pc_GrpcServerConn_Free(c);
+  return ok;
+}
+
+/* gRPC-Web and Connect calls through the engine: framing, base64 split
+ * across DATA frames, trailers in the body, Connect's errors, and bad
+ * framing answered with a status, never a crash. */
+static void web_calls(void) {
+  const char *d;
+  size_t n;
+  unsigned char out[1024];
+  /* gRPC-Web-Text: "hello" framed, in base64 split inside a group and
+   * across three DATA frames; the response in base64, its trailers the
+   * last message. */
+  {
+    static const char body[] = "AAAAAAVoZWxsbw=="; /* 00 00000005 "hello" */
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id =
+        request_body("/t.T/Echo", "application/grpc-web-text", "x-grpc-web", "1", body, 16, 3, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 0);
+    more_body(id, 9, 0);
+    shuttle(c);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 0);
+    more_body(id, 16, 1);
+    shuttle(c);
+    CHECK(pc_GrpcServerCall_Protocol(s) == kPc_WebProtocol_GrpcWebText);
+    CHECK(pc_GrpcServerCall_Codec(s) == kPc_WebCodec_Proto);
+    for (size_t i = 0; i < pc_GrpcServerCall_MetadataCount(s); i++)
+      CHECK(strcmp(pc_GrpcServerCall_Metadata(s, i)->key, "x-grpc-web") != 0);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 5 && memcmp(d, "hello", 5) == 0);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == -1);
+    pc_GrpcPair tr = {"x-t", 3, "yes", 3};
+    pc_Error err;
+    pc_Error_Init(&err);
+    CHECK(pc_GrpcServerCall_AddMetadata(s, 1, &tr, &err));
+    CHECK(pc_GrpcServerCall_Send(s, "world", 5));
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(id)->headers, "content-type=application/grpc-web-text+proto;"));
+    CHECK(cst(id)->trailers[0] == '\0'); /* no HTTP trailers */
+    size_t m = unbase64(cst(id), out);
+    static const char want[] = "\0\0\0\0\5world\x80\0\0\0\x18grpc-status:0\r\nx-t:yes\r\n";
+    CHECK(m == sizeof want - 1 && memcmp(out, want, m) == 0);
+    CHECK(cst(id)->closed);
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
+  /* gRPC-Web-Text that is not base64, and one cut inside a group: the
+   * call ends INTERNAL, trailers-only, with the offset */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t bad =
+        request_body("/t.T/A", "application/grpc-web-text", NULL, NULL, "AAAA*AAA", 8, 8, 1);
+    int32_t cut =
+        request_body("/t.T/B", "application/grpc-web-text", NULL, NULL, "AAAAAAVoZ", 9, 9, 1);
+    shuttle(c);
+    CHECK(has(cst(bad)->headers, "grpc-status=13;"));
+    CHECK(has(cst(bad)->headers, "grpc-message=grpc-web-text request body is not base64: byte "
+                                 "0x2a at offset 4;"));
+    CHECK(has(cst(cut)->headers, "grpc-status=13;"));
+    CHECK(has(cst(cut)->headers, "(1 characters left over);"));
+    CHECK(has(cst(cut)->headers, "content-type=application/grpc-web-text+proto;"));
+    pc_GrpcServerCall *s;
+    while ((s = pc_GrpcServerConn_Accept(c)) != NULL) {
+      CHECK(pc_GrpcServerCall_Cancelled(s));
+      CHECK(pc_GrpcServerCall_Next(s, &d, &n) == -1);
+      pc_GrpcServerCall_Free(s);
+    }
+    pc_GrpcServerConn_Free(c);
+  }
+  /* gRPC-Web (binary, JSON): a message flagged 0x80 from the client is
+   * refused; an error after a message goes in the trailers message */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t bad =
+        request_body("/t.T/A", "application/grpc-web+proto", NULL, NULL, "\x80\0\0\0\0", 5, 5, 1);
+    int32_t id =
+        request_body("/t.T/B", "application/grpc-web+json", NULL, NULL, "\0\0\0\0\2{}", 7, 7, 1);
+    shuttle(c);
+    CHECK(has(cst(bad)->headers, "grpc-status=13;"));
+    CHECK(has(cst(bad)->headers, "content-type=application/grpc-web+proto;"));
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    if (pc_GrpcServerCall_Cancelled(s)) { /* the refused one came first */
+      pc_GrpcServerCall_Free(s);
+      s = must(pc_GrpcServerConn_Accept(c), "call");
+    }
+    CHECK(pc_GrpcServerCall_Codec(s) == kPc_WebCodec_Json);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 2 && memcmp(d, "{}", 2) == 0);
+    CHECK(pc_GrpcServerCall_Send(s, "[]", 2));
+    pc_GrpcServerCall_Finish(s, kPc_Code_NotFound, "gone", 4, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(id)->headers, "content-type=application/grpc-web+json;"));
+    CHECK(!has(cst(id)->headers, "grpc-status"));
+    static const char want[] = "\0\0\0\0\2[]\x80\0\0\0\x22grpc-status:5\r\ngrpc-message:gone\r\n";
+    CHECK(cst(id)->data_len == sizeof want - 1 &&
+          memcmp(cst(id)->data, want, sizeof want - 1) == 0);
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
+  /* Connect unary: the body split across frames is one message; metadata
+   * and trailer- headers; an error is its JSON with the HTTP status; a
+   * malformed Connect-Timeout-Ms is invalid_argument; an unknown
+   * content-encoding unimplemented; a body over the limit
+   * resource_exhausted */
+  {
+    CHECK(connect_with(NULL));
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 8, 0, 0), "server");
+    int32_t id = request_body("/t.T/A", "application/json", "connect-protocol-version", "1",
+                              "{\"a\":1}", 7, 3, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 0); /* not before the whole body */
+    more_body(id, 7, 1);
+    shuttle(c);
+    CHECK(pc_GrpcServerCall_Protocol(s) == kPc_WebProtocol_ConnectUnary);
+    CHECK(pc_GrpcServerCall_Codec(s) == kPc_WebCodec_Json);
+    CHECK(pc_GrpcServerCall_Timeout(s) < 0);
+    for (size_t i = 0; i < pc_GrpcServerCall_MetadataCount(s); i++)
+      CHECK(strncmp(pc_GrpcServerCall_Metadata(s, i)->key, "connect-", 8) != 0);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 7 && memcmp(d, "{\"a\":1}", 7) == 0);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == -1);
+    pc_GrpcPair hd = {"x-h", 3, "1", 1}, tr = {"x-t-bin", 7, "\xff", 1};
+    pc_Error err;
+    pc_Error_Init(&err);
+    CHECK(pc_GrpcServerCall_AddMetadata(s, 0, &hd, &err));
+    CHECK(pc_GrpcServerCall_AddMetadata(s, 1, &tr, &err));
+    CHECK(pc_GrpcServerCall_Send(s, "{}", 2));
+    CHECK(!pc_GrpcServerCall_Send(s, "{}", 2)); /* one response: INTERNAL */
+    shuttle(c);
+    CHECK(has(cst(id)->headers, ":status=500;"));
+    CHECK(has(cst(id)->headers, "content-type=application/json;"));
+    CHECK(has(cst(id)->headers, "x-h=1;"));
+    CHECK(has(cst(id)->headers, "trailer-x-t-bin=/w;"));
+    static const char want[] =
+        "{\"code\":\"internal\",\"message\":\"a unary call answers with one response message\"}";
+    CHECK(cst(id)->data_len == sizeof want - 1 &&
+          memcmp(cst(id)->data, want, sizeof want - 1) == 0);
+    pc_GrpcServerCall_Free(s);
+
+    int32_t t =
+        request_body("/t.T/A", "application/proto", "connect-timeout-ms", "1.5", "", 0, 0, 1);
+    int32_t e = request_body("/t.T/A", "application/proto", "content-encoding", "br", "x", 1, 1, 1);
+    int32_t big = request_body("/t.T/A", "application/proto", NULL, NULL, "0123456789", 10, 10, 0);
+    shuttle(c);
+    CHECK(cst(big)->got_rst && cst(big)->rst == NGHTTP2_NO_ERROR); /* it would still send */
+    CHECK(has(cst(t)->headers, ":status=400;"));
+    CHECK(cst(t)->data_len > 0 && strstr((const char *)cst(t)->data, "\"invalid_argument\""));
+    CHECK(has(cst(e)->headers, ":status=501;"));
+    CHECK(has(cst(big)->headers, ":status=429;"));
+    CHECK(strstr((const char *)cst(big)->data, "exceeds the limit of 8 bytes") != NULL);
+    while ((s = pc_GrpcServerConn_Accept(c)) != NULL) pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
+  /* Connect streaming: envelopes both ways, the end-of-stream message
+   * with the error and the trailers; an error before any message still
+   * goes in the body after 200 */
+  {
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id = request_body("/t.T/S", "application/connect+proto", "connect-timeout-ms", "100",
+                              "\0\0\0\0\1a\0\0\0\0\1b", 12, 12, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(pc_GrpcServerCall_Timeout(s) == 0.1);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 1 && d[0] == 'a');
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 1 && d[0] == 'b');
+    CHECK(pc_GrpcServerCall_Send(s, "c", 1));
+    pc_GrpcPair tr = {"x-t", 3, "v", 1};
+    pc_Error err;
+    pc_Error_Init(&err);
+    CHECK(pc_GrpcServerCall_AddMetadata(s, 1, &tr, &err));
+    pc_GrpcServerCall_Finish(s, kPc_Code_Aborted, "no", 2, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(id)->headers, ":status=200;"));
+    CHECK(has(cst(id)->headers, "content-type=application/connect+proto;"));
+    static const char want[] =
+        "\0\0\0\0\1c\2\0\0\0\x44{\"error\":{\"code\":\"aborted\",\"message\":"
+        "\"no\"},\"metadata\":{\"x-t\":[\"v\"]}}";
+    CHECK(cst(id)->data_len == sizeof want - 1 &&
+          memcmp(cst(id)->data, want, sizeof want - 1) == 0);
+    pc_GrpcServerCall_Free(s);
+    /* the deadline passes: deadline_exceeded in the end-of-stream message */
+    id = request_body("/t.T/S", "application/connect+json", "connect-timeout-ms", "100", "", 0, 0,
+                      0);
+    shuttle(c);
+    s = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerConn_Expire(c, now_s + 1);
+    shuttle(c);
+    CHECK(pc_GrpcServerCall_Cancelled(s));
+    CHECK(has(cst(id)->headers, "content-type=application/connect+json;"));
+    CHECK(cst(id)->data_len > 5 && cst(id)->data[0] == 2 &&
+          strstr((const char *)cst(id)->data + 5, "\"deadline_exceeded\"") != NULL);
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
+}
+
 int main(void) {
+  web_calls();
+
   /* A unary call: path, metadata, timeout, the message, headers, trailers. */
   {
     client_new(65535);
@@ -335,6 +616,7 @@ int main(void) {
     CHECK(pc_GrpcServerConn_Accept(c) == NULL);
     CHECK(has(cst(a)->headers, ":status=415;"));
     CHECK(has(cst(b)->headers, ":status=415;"));
+    CHECK(has(cst(b)->headers, "accept-post=application/grpc, "));
     CHECK(has(cst(e)->headers, "grpc-status=12;"));
     CHECK(cst(a)->closed && cst(b)->closed && cst(e)->closed);
     pc_GrpcServerConn_Free(c);
@@ -909,6 +1191,14 @@ int main(void) {
     fail_reset(0);
     CHECK(unary_with(fail_alloc));
     CHECK(fail_live == 0);
+    for (n = 1; n < 100000; n++) {
+      fail_reset(n);
+      connect_with(fail_alloc);
+      CHECK(fail_live == 0);
+      if (!fail_hit) break;
+    }
+    CHECK(!fail_hit);
+    fail_reset(0);
   }
 
   nghttp2_session_del(cli.s);

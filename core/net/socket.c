@@ -364,6 +364,7 @@ static int handshake(pc_NetSocket *s) {
   const unsigned char *p = NULL;
   unsigned int n = 0;
   SSL_get0_alpn_selected(s->ssl, &p, &n);
+  if (SSL_is_server(s->ssl)) return 1; /* it picked h2 or http/1.1 (select_h2) */
   if (n != 2 || memcmp(p, "h2", 2) != 0) {
     set_err(s, "TLS handshake with", "the server did not accept ALPN h2 (HTTP/2)");
     return -1;
@@ -539,10 +540,13 @@ struct pc_NetTlsServer {
   SSL_CTX *ctx;
 };
 
+/* ALPN: h2 when the client offers it, else http/1.1 (gRPC-Web and Connect
+ * over HTTP/1.1, listener.h), else the handshake fails. */
 static int select_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                      const unsigned char *in, unsigned int inlen, void *arg) {
   (void)ssl;
   (void)arg;
+  const unsigned char *h1 = NULL;
   for (unsigned int i = 0; i < inlen;) {
     unsigned int n = in[i];
     if (i + 1 + n > inlen) break;
@@ -551,7 +555,13 @@ static int select_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen,
       *outlen = 2;
       return SSL_TLSEXT_ERR_OK;
     }
+    if (n == 8 && memcmp(in + i + 1, "http/1.1", 8) == 0) h1 = in + i + 1;
     i += 1 + n;
+  }
+  if (h1) {
+    *out = h1;
+    *outlen = 8;
+    return SSL_TLSEXT_ERR_OK;
   }
   return SSL_TLSEXT_ERR_ALERT_FATAL;
 }

@@ -109,7 +109,8 @@ const char *pc_NetSocket_Error(const pc_NetSocket *s);
 /* The TLS setup a listener shares between its connections: the server
  * certificate chain and key (PEM), and with 'client_ca_file' (PEM bundle)
  * a client certificate required and verified against it (mutual TLS).
- * ALPN must pick "h2". NULL with 'err' set when a file does not load. */
+ * ALPN picks "h2" when offered, else "http/1.1" (the listener tells them
+ * apart by the first bytes). NULL with 'err' set when a file does not load. */
 typedef struct pc_NetTlsServer pc_NetTlsServer;
 pc_NetTlsServer *pc_NetTlsServer_New(const char *cert_file, const char *key_file,
                                      const char *client_ca_file, pc_Error *err);

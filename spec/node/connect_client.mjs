@@ -1,18 +1,35 @@
 // A client of demo.Router (examples/route.proto) written with
-// @connectrpc/connect-node's gRPC transport over HTTP/2 (h2c):
-//   node spec/node/connect_client.mjs SET PORT CASE...
+// @connectrpc/connect-node over HTTP/2 (h2c) or HTTP/1.1:
+//   node spec/node/connect_client.mjs SET PORT TRANSPORT CASE...
 // SET: a FileDescriptorSet holding route.proto and google/rpc's
-// status.proto and error_details.proto. Prints the lines of each CASE
-// (peer.mjs says what the cases send); spec/interop_node_spec.lua checks them.
+// status.proto and error_details.proto. TRANSPORT: the protocol, "grpc",
+// "grpc-web" or "connect", then the options after a comma: "json" (the
+// JSON codec, else binary), "gzip" (requests gzipped, gzip accepted),
+// "h1" (HTTP/1.1 instead of HTTP/2).
+// Prints the lines of each CASE (peer.mjs says what the cases send);
+// spec/interop_node_spec.lua checks them.
 import { createClient, ConnectError, encodeBinaryHeader, decodeBinaryHeader } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import {
+  createGrpcTransport, createGrpcWebTransport, createConnectTransport, compressionGzip,
+} from "@connectrpc/connect-node";
 import * as peer from "./peer.mjs";
 
 const code = (e) => (e instanceof ConnectError ? peer.CODES[e.code] : `not a ConnectError: ${e}`);
 
-peer.main(async ([set, port, ...cases]) => {
+const TRANSPORTS = { grpc: createGrpcTransport, "grpc-web": createGrpcWebTransport, connect: createConnectTransport };
+
+peer.main(async ([set, port, transportSpec, ...cases]) => {
   const registry = peer.loadRegistry(set);
-  const transport = createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" });
+  const [protocol, ...options] = transportSpec.split(",");
+  if (!TRANSPORTS[protocol]) throw new Error(`unknown transport ${transportSpec}`);
+  const gzip = options.includes("gzip");
+  const transport = TRANSPORTS[protocol]({
+    baseUrl: `http://127.0.0.1:${port}`, httpVersion: options.includes("h1") ? "1.1" : "2",
+    useBinaryFormat: !options.includes("json"),
+    sendCompression: gzip ? compressionGzip : undefined,
+    acceptCompression: gzip ? [compressionGzip] : undefined,
+    compressMinBytes: 0,
+  });
   const client = createClient(peer.serviceType(registry, "demo.Router"), transport);
   const lines = [];
   const run = {
@@ -64,6 +81,18 @@ peer.main(async ([set, port, ...cases]) => {
         lines.push("no error");
       } catch (e) {
         lines.push(`error ${code(e)}`);
+      }
+    },
+    async gzip() {
+      // "gzip": the server gzips its response when the client accepts it
+      // (and fails twice first, as for any route name)
+      for (let i = 0; i < 3; i++) {
+        try {
+          const d = await client.measure({ name: "gzip", points: peer.ROUTE.points });
+          lines.push(`measure ${d.length} ${d.legs}`);
+        } catch (e) {
+          lines.push(`error ${code(e)} ${e.rawMessage}`);
+        }
       }
     },
     async metadata() {

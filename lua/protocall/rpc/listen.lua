@@ -1,6 +1,10 @@
---- Serving gRPC over HTTP/2: `pc.listen(server, address, opts)`. The C
--- side (core/net/listener.h, server.h) accepts connections, runs HTTP/2
--- and gRPC framing and enforces the limits; this file runs each call's
+--- Serving gRPC, gRPC-Web and Connect over HTTP/2 (and the last two over
+-- HTTP/1.1): `pc.listen(server, address, opts)`. The C side
+-- (core/net/listener.h, server.h, http1_server.h, web.h) accepts
+-- connections, runs HTTP/2 or HTTP/1.1, each call's protocol (framing, status,
+-- gzip) and enforces the limits, and tells each call's codec (protobuf or
+-- JSON, from its content-type), which this file uses to read the requests
+-- and write the responses; it runs each call's
 -- handler as a task of the scheduler (lua/protocall/sched.lua), with the
 -- same `pc.server{...}` handler tables pc.inproc serves (rpc/server.lua).
 local core = require "protocall.core"
@@ -13,7 +17,7 @@ local rpc_server = require "protocall.rpc.server"
 local type, error, pairs, tostring, setmetatable, pcall, floor, huge =
   type, error, pairs, tostring, setmetatable, pcall, math.floor, math.huge
 local status, codes, show = errors.status, internal.codes, internal.show
-local decode = core.decode
+local decode, to_json, from_json = core.decode, core.to_json, core.from_json
 local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
   rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
   rpc_server.returned_list
@@ -64,6 +68,32 @@ local function finish_failed(call, info, raised)
   call:finish(codes[st.code], st.message, st.details)
 end
 
+-- The request message `bytes` of method `info` in the call's codec: the
+-- message, or nil, the status code and what went wrong (INTERNAL for
+-- protobuf that does not decode, as gRPC servers answer; INVALID_ARGUMENT
+-- for JSON, as connect-go does).
+local function decode_request(info, bytes, json)
+  if json then
+    local m, err = from_json(info.input, bytes)
+    if m then return m end
+    return nil, "INVALID_ARGUMENT", ": request is not valid JSON for " .. info.input.full_name
+      .. ": " .. tostring(err)
+  end
+  local m, err = decode(info.input, bytes)
+  if m then return m end
+  return nil, "INTERNAL", ": request failed to decode: " .. err
+end
+
+-- The response `m` of method `info` on the wire, in the call's codec; an
+-- INTERNAL pc.Error when it cannot be written.
+local function response_wire(info, m, json)
+  if not json then return response_bytes(info, m) end
+  local ok, text = pcall(to_json, m)
+  if ok then return text end
+  error(status("INTERNAL", info.full_name .. ": response failed to encode as JSON: "
+    .. tostring(text)), 0)
+end
+
 local function over(call, ctx)
   return call:cancelled() or (ctx.deadline ~= nil and now() > ctx.deadline)
 end
@@ -89,6 +119,7 @@ end
 -- OVER) without touching the closed call.
 local function make_ctx(self, call, info)
   local ended = false
+  local json = call:codec() == "json"
   local timeout, deadline = call:timeout()
   local ctx = {
     method = info.full_name, metadata = call:metadata(), timeout = timeout, deadline = deadline,
@@ -100,7 +131,7 @@ local function make_ctx(self, call, info)
   if info.server_streaming then
     function ctx.send(response)
       if ended then error(call_over(info), 2) end
-      local bytes = response_bytes(info, response_of(info, response))
+      local bytes = response_wire(info, response_of(info, response), json)
       if over(call, ctx) or not call:send(bytes) then error(cancelled_error(info), 2) end
       while call:unsent() > SEND_QUEUE and not over(call, ctx) do wait_call(self.core, call) end
     end
@@ -119,10 +150,8 @@ local function make_ctx(self, call, info)
       if call:cancelled() then error(cancelled_error(info), 2) end
       return nil
     end
-    local req, err = decode(info.input, bytes)
-    if not req then
-      error(status("INTERNAL", info.full_name .. ": request failed to decode: " .. err), 2)
-    end
+    local req, code, err = decode_request(info, bytes, json)
+    if not req then error(status(code, info.full_name .. err), 2) end
     return req
   end
   if not info.client_streaming then ctx.recv = no_recv(info) end
@@ -149,8 +178,13 @@ local function run_call(self, call)
   local entry = self.server.methods[call:path()]
   if not entry then
     call:finish(codes.UNIMPLEMENTED, "unknown method " .. call:path())
+  elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
+    -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
+    -- would wait for answers that come only after its request ends.
+    call:finish(codes.UNIMPLEMENTED, entry.info.full_name .. ": bidi streams require HTTP/2")
   else
     local info = entry.info
+    local json = call:codec() == "json"
     local ctx, ended = make_ctx(self, call, info)
     local req, code, bad = nil, nil, nil
     if not info.client_streaming then
@@ -164,10 +198,10 @@ local function run_call(self, call)
       if bytes == nil then
         code, bad = codes.UNIMPLEMENTED, one .. "none"
       else
-        local err
-        req, err = decode(info.input, bytes)
+        local name, err
+        req, name, err = decode_request(info, bytes, json)
         if not req then
-          code, bad = codes.INTERNAL, ": request failed to decode: " .. err
+          code, bad = codes[name], err
         elseif next_bytes(self, call) ~= nil then
           code, bad = codes.UNIMPLEMENTED, one .. "more"
         end
@@ -197,7 +231,7 @@ local function run_call(self, call)
           if result == nil then
             error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
           end
-          call:send(response_bytes(info, response_of(info, result)))
+          call:send(response_wire(info, response_of(info, result), json))
         end)
       elseif ok then
         ok, result = pcall(function()
@@ -297,7 +331,12 @@ local function size_option(opts, key, low)
 end
 
 --- `listener = pc.listen(server, address, opts)`: serves the pc.server
--- `server` over HTTP/2 on `address`, "host:port" ("127.0.0.1:50051",
+-- `server` over HTTP/2 on `address`, to gRPC, gRPC-Web and Connect
+-- clients alike (each call's protocol from its content-type:
+-- application/grpc, application/grpc-web[-text][+proto|+json],
+-- application/proto or application/json for Connect unary, and
+-- application/connect+proto or +json for Connect streaming; other
+-- content-types are HTTP 415), "host:port" ("127.0.0.1:50051",
 -- "[::1]:0", ":8080" for every address; port 0 picks a free port,
 -- `listener.port` tells which), or a Unix-domain socket as gRPC spells
 -- it: "unix:/path/x.sock" (also "unix:relative" and "unix:///abs/path")
@@ -307,8 +346,14 @@ end
 -- leaves) before it listens; a file already at the path is replaced
 -- only when it is a socket nobody listens on (a stale one: connecting is
 -- refused), anything else fails; the listener removes its file when
--- closed. A path longer than sun_path (107 bytes) is refused. h2c unless `opts.cert_file` and
--- `opts.key_file` (PEM) are given: TLS with ALPN h2; `client_ca_file`
+-- closed. A path longer than sun_path (107 bytes) is refused. gRPC-Web and
+-- Connect also over HTTP/1.1 (and 1.0) on the same address, told apart by
+-- the connection's first bytes: unary and server streams (chunked),
+-- client streams (the request whole first); a bidirectional stream ends
+-- UNIMPLEMENTED (it needs HTTP/2), plain gRPC is HTTP 505; keep-alive and
+-- pipelining, one request at a time; a request head must be complete
+-- within `handshake_timeout` (else 408). h2c unless `opts.cert_file` and
+-- `opts.key_file` (PEM) are given: TLS with ALPN h2 or http/1.1; `client_ca_file`
 -- (PEM bundle) requires client certificates signed by it (mutual TLS).
 -- Limits (defaults): `max_concurrent_streams` per connection (100; more
 -- are refused with RST_STREAM REFUSED_STREAM), `max_receive_size` (4
@@ -328,7 +373,10 @@ end
 -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
 -- with ctx:recv(); a unary or server-streaming handler runs once the
 -- client's stream ended with exactly one request (none or more:
--- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout. Raises on a bad argument or an
+-- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout (Connect: Connect-Timeout-Ms).
+-- Calls in JSON (+json, application/json) read their requests with
+-- pc.from_json (JSON that does not fit the request type is
+-- INVALID_ARGUMENT) and write their responses with pc.to_json. Raises on a bad argument or an
 -- address that cannot be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

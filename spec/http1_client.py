@@ -1,0 +1,129 @@
+"""A raw HTTP/1.1 client for spec/server_http1_spec.lua: sends the bytes of
+one MODE to 127.0.0.1:PORT over a plain socket, reads until the server
+closes (or 3 s of silence), and prints the status codes of the responses
+in order, the bodies of the modes that check them, then "closed" or "open",
+then "done".
+
+    python3 spec/http1_client.py MODE PORT
+"""
+import re
+import socket
+import sys
+import time
+
+MODE, PORT = sys.argv[1], int(sys.argv[2])
+
+
+def connect_unary(body, extra=b"", path=b"/srv.Calc/Add", close=False):
+    head = (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + b"Content-Length: " + str(len(body)).encode() + b"\r\n" + extra)
+    if close:
+        head += b"Connection: close\r\n"
+    return head + b"\r\n" + body
+
+
+ADD = b'{"x": 20, "y": 22}'
+
+
+def frame(msg, flag=0):
+    return bytes([flag]) + len(msg).to_bytes(4, "big") + msg
+
+
+def chunked(parts):
+    return b"".join(b"%x\r\n" % len(p) + p + b"\r\n" for p in parts) + b"0\r\n\r\n"
+
+
+def send_slowly(s, data, pause):
+    for i in range(len(data)):
+        try:
+            s.sendall(data[i:i + 1])
+        except OSError:
+            return
+        time.sleep(pause)
+
+
+s = socket.create_connection(("127.0.0.1", PORT))
+show_body = False
+if MODE == "unary":
+    s.sendall(connect_unary(ADD, close=True))
+    show_body = True
+elif MODE == "pipeline":  # three in one write, the last closes
+    s.sendall(connect_unary(ADD) + connect_unary(b'{"x": 1}') + connect_unary(b'{"y": 2}', close=True))
+    show_body = True
+elif MODE == "split":  # one request a byte at a time
+    send_slowly(s, connect_unary(ADD, close=True), 0.001)
+    show_body = True
+elif MODE == "chunked":  # a chunked request body
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+              + chunked([ADD[:5], ADD[5:9], ADD[9:]]))
+    show_body = True
+elif MODE == "expect":
+    s.sendall(connect_unary(ADD, extra=b"Expect: 100-continue\r\n", close=True))
+    show_body = True
+elif MODE == "stream":  # Connect server streaming, chunked response
+    body = frame(b'{"x":2}')
+    s.sendall(b"POST /srv.Calc/Count HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    show_body = True
+elif MODE == "bidi":  # a bidirectional stream: refused, it needs HTTP/2
+    body = frame(b'{"x":2}')
+    s.sendall(b"POST /srv.Calc/Echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    show_body = True
+elif MODE == "http10":  # gRPC-Web over HTTP/1.0: the body runs until close
+    body = frame(b'{"x":2}')
+    s.sendall(b"POST /srv.Calc/Count HTTP/1.0\r\nContent-Type: application/grpc-web+json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    show_body = True
+elif MODE == "grpc":  # plain gRPC needs HTTP/2
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\n"
+              b"Content-Length: 5\r\n\r\n" + frame(b""))
+elif MODE == "clte":
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+elif MODE == "dupcl":
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}")
+elif MODE == "hugechunk":
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n")
+elif MODE == "bigbody":  # a body over the receive limit (max_receive 1024 in the spec)
+    s.sendall(connect_unary(b'{"note": "' + b"n" * 5000 + b'"}', close=True))
+elif MODE == "slowloris":  # a head that never ends, a byte every 0.1 s
+    send_slowly(s, b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 40, 0.1)
+elif MODE == "flood":  # pipelined requests, sent without reading the answers
+    try:
+        s.sendall(connect_unary(ADD) * 60000 + connect_unary(ADD, close=True))
+    except OSError:
+        pass
+elif MODE == "manyfields":
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 500 + b"\r\n")
+else:
+    raise SystemExit("unknown mode " + MODE)
+
+s.settimeout(3)
+data = b""
+closed = False
+while True:
+    try:
+        got = s.recv(65536)
+    except socket.timeout:
+        break
+    except OSError:
+        closed = True
+        break
+    if not got:
+        closed = True
+        break
+    data += got
+codes = re.findall(rb"HTTP/1\.[01] (\d{3}) ", data)
+if MODE == "flood":  # how many answers does not matter, only that it ends
+    codes = sorted(set(codes))
+print("status " + " ".join(c.decode() for c in codes))
+if show_body:
+    for part in re.split(rb"HTTP/1\.[01] \d{3} [^\r]*\r\n", data)[1:]:
+        head, _, body = part.partition(b"\r\n\r\n")
+        print("body " + repr(body)[2:-1])
+print("closed" if closed else "open")
+print("done")

@@ -43,8 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pc_Error_Init(&err);
   pc_GrpcEngine *e = pc_GrpcEngine_New(&o, NULL, NULL, &err);
   if (e == NULL) abort();
-  pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0};
-  pc_GrpcCallSettings gz = {1.5, NULL, 0, 1, 2};
+  pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, 0, 0};
+  pc_GrpcCallSettings gz = {1.5, NULL, 0, 1, 2, 0, 0};
   pc_GrpcStream *s[3];
   s[0] = pc_GrpcEngine_Open(e, "/f.F/A", &plain, NULL, &err);
   s[1] = pc_GrpcEngine_Open(e, "/f.F/B", &gz, NULL, &err);

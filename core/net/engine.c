@@ -383,19 +383,19 @@ static void connect_status(pc_GrpcStream *s, const pc_ConnectError *ce) {
  * end-of-stream JSON. */
 static void read_end(pc_GrpcStream *s, const unsigned char *h, size_t n) {
   const char *body = (const char *)h + 5;
+  const char *what =
+      s->proto == kPc_WebProtocol_GrpcWeb ? "gRPC-Web trailers message" : "end-of-stream message";
   char *plain = NULL;
   size_t cap = 0;
-  if (s->proto == kPc_WebProtocol_ConnectStream && (h[0] & 1)) {
+  if (h[0] & 1) {
     if (!s->gzip_in) {
-      fail(s, kPc_Code_Internal, 1,
-           "end-of-stream message is compressed but no encoding was given");
+      fail(s, kPc_Code_Internal, 1, "%s is compressed but no encoding was given", what);
       return;
     }
     size_t got = pc_Grpc_Gunzip(s->m.alloc, s->m.ud, body, n, s->e->max_receive, &plain, &cap);
     if (got >= (size_t)-3) {
       if (plain) s->m.alloc(s->m.ud, plain, cap, 0);
-      fail(s, got == (size_t)-2 ? kPc_Code_ResourceExhausted : kPc_Code_Internal, 1,
-           "end-of-stream message %s",
+      fail(s, got == (size_t)-2 ? kPc_Code_ResourceExhausted : kPc_Code_Internal, 1, "%s %s", what,
            got == (size_t)-2 ? "exceeds the receive limit once decompressed" : "is not gzip");
       return;
     }
@@ -414,11 +414,7 @@ static void read_end(pc_GrpcStream *s, const unsigned char *h, size_t n) {
     ok = pc_Web_ParseGrpcWebTrailers(s->arena, body, n, add_trailer, s, &err);
   }
   if (plain) s->m.alloc(s->m.ud, plain, cap, 0);
-  if (!ok)
-    fail(s, kPc_Code_Internal, 1, "invalid %s: %s",
-         s->proto == kPc_WebProtocol_ConnectStream ? "Connect end-of-stream message"
-                                                   : "gRPC-Web trailers",
-         err.msg);
+  if (!ok) fail(s, kPc_Code_Internal, 1, "invalid %s: %s", what, err.msg);
 }
 
 /* Scan stopped at a flags byte gRPC does not have: the end message of
@@ -427,7 +423,7 @@ static void read_end(pc_GrpcStream *s, const unsigned char *h, size_t n) {
 static int web_end_message(pc_GrpcStream *s) {
   pc_GrpcInbox *b = &s->in;
   const unsigned char *h = (const unsigned char *)b->buf.p + b->scan;
-  int end = s->proto == kPc_WebProtocol_GrpcWeb         ? h[0] == 0x80
+  int end = s->proto == kPc_WebProtocol_GrpcWeb         ? (h[0] & ~1u) == 0x80
             : s->proto == kPc_WebProtocol_ConnectStream ? (h[0] & ~1u) == 0x02
                                                         : 0;
   if (!end) return 0;
@@ -544,12 +540,28 @@ static void unary_end(pc_GrpcStream *s) {
   pc_Error err;
   pc_Error_Init(&err);
   int json = ct != NULL && ct->value_len >= 16 && memcmp(ct->value, "application/json", 16) == 0;
-  if (json && pc_Connect_ParseError(s->arena, b->buf.p + 5, n, &ce, &err)) {
+  const char *body = b->buf.p + 5;
+  char *plain = NULL;
+  size_t cap = 0;
+  if (json && s->gzip_in) { /* an error JSON may be gzipped as a message is */
+    size_t got = pc_Grpc_Gunzip(s->m.alloc, s->m.ud, body, n, s->e->max_receive, &plain, &cap);
+    if (got >= (size_t)-3) {
+      json = 0;
+      snprintf(err.msg, sizeof err.msg, "%s",
+               got == (size_t)-2 ? "larger than the receive limit" : "not gzip");
+    } else {
+      body = plain;
+      n = got;
+    }
+  }
+  int parsed = json && pc_Connect_ParseError(s->arena, body, n, &ce, &err);
+  if (plain) s->m.alloc(s->m.ud, plain, cap, 0);
+  if (parsed) {
     connect_status(s, &ce);
   } else {
     s->web_status = 1;
     set_statusf(s, http, "HTTP status %d without Connect's error JSON%s%s", s->http_status,
-                json ? ": " : "", json ? err.msg : "");
+                err.msg[0] ? ": " : "", err.msg);
   }
   s->web_end = 1;
   pc_GrpcInbox_Clear(b);
@@ -841,9 +853,14 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
                                               : (s->json ? "application/connect+json"
                                                          : "application/connect+proto"));
     h[n++] = PC_GRPC_NV("connect-protocol-version", "1");
-    h[n++] = PC_GRPC_NV(unary ? "accept-encoding" : "connect-accept-encoding", "gzip");
-    if (set->gzip)
-      h[n++] = PC_GRPC_NV(unary ? "content-encoding" : "connect-content-encoding", "gzip");
+    /* (PC_GRPC_NV takes the name's length from a literal) */
+    if (unary) {
+      h[n++] = PC_GRPC_NV("accept-encoding", "gzip");
+      if (set->gzip) h[n++] = PC_GRPC_NV("content-encoding", "gzip");
+    } else {
+      h[n++] = PC_GRPC_NV("connect-accept-encoding", "gzip");
+      if (set->gzip) h[n++] = PC_GRPC_NV("connect-content-encoding", "gzip");
+    }
     if (set->timeout >= 0) {
       char *t = pc_Arena_Malloc(s->arena, 16);
       if (t == NULL) return 0;

@@ -921,8 +921,10 @@ describe("protocall serve", function()
           .. "[{}, {\"x\": 3, \"y\": 4}]}' " .. target .. " demo.Router/Measure")
         assert.are.equal(0, code, err)
         assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
-        out, err, code = run(call .. "-d '{\"name\": \"" .. protocol .. "-once\"}' " .. target .. " demo.Router/Measure")
+        out, err, code = run(call .. "-d '{\"name\": \"" .. protocol .. "-once\"}' " .. target
+          .. " demo.Router/Measure")
         assert.are.equal(64 + 14, code)
+        assert.are.equal("", out)
         assert.are.equal("ERROR: code = UNAVAILABLE, message = flaky server\n", err)
         out, err, code = run(call .. "-format text -max-time 5 -d '{\"points\": [{\"x\": 1}, {\"y\": 2}]}' "
           .. target .. " demo.Router/Walk")

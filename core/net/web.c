@@ -516,13 +516,18 @@ static int json_string(JsonIn *j, const char *start, char **out, size_t *outn) {
       continue;
     }
     char e = *j->p++;
-    char one = e == '"' || e == '\\' || e == '/' ? e
-               : e == 'b'                        ? '\b'
-               : e == 'f'                        ? '\f'
-               : e == 'n'                        ? '\n'
-               : e == 'r'                        ? '\r'
-               : e == 't'                        ? '\t'
-                                                 : 0;
+    char one = 0;
+    switch (e) {
+    case '"':
+    case '\\':
+    case '/': one = e; break;
+    case 'b': one = '\b'; break;
+    case 'f': one = '\f'; break;
+    case 'n': one = '\n'; break;
+    case 'r': one = '\r'; break;
+    case 't': one = '\t'; break;
+    default: break;
+    }
     if (one) {
       if (o) o[n] = one;
       n++;
@@ -642,7 +647,10 @@ static int detail_member(JsonIn *j, const char *start, const char *k, size_t kn,
     d->value = pc_Arena_Malloc(j->arena, vn / 4 * 3 + 4);
     if (d->value == NULL) return json_fail(j, "out of memory", start);
     /* Connect writes it unpadded; padded is taken too, and URL-safe */
-    for (size_t i = 0; i < vn; i++) v[i] = v[i] == '-' ? '+' : v[i] == '_' ? '/' : v[i];
+    for (size_t i = 0; i < vn; i++) {
+      if (v[i] == '-') v[i] = '+';
+      if (v[i] == '_') v[i] = '/';
+    }
     d->value_len = pc_Grpc_Base64Decode(v, vn, d->value);
     if (d->value_len == (size_t)-1) return json_fail(j, "a detail's value is not base64", start);
     return 1;

@@ -617,9 +617,12 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
       s->in.unconsumed -= 5;
     }
-    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && s->proto != kPc_WebProtocol_ConnectUnary &&
+        s->proto != kPc_WebProtocol_ConnectStream) {
       /* Trailers-Only: its metadata is the trailers (grpc-core reads it so:
-       * grpcio's trailing_metadata()), the headers stay empty. */
+       * grpcio's trailing_metadata()), the headers stay empty. (Connect has
+       * none: a unary body may be empty, its trailers are trailer-
+       * headers.) */
       s->pairs[1] = s->pairs[0];
       memset(&s->pairs[0], 0, sizeof s->pairs[0]);
     }

@@ -512,6 +512,15 @@ static void web_client(void) {
   CHECK(trailer(s, "x-t") != NULL && strcmp(trailer(s, "x-t"), "yes") == 0);
   CHECK(md_value(s, 0, "trailer-x-t") == NULL);
   pc_GrpcStream_Free(s);
+  /* ...an empty body (the headers end the stream): an empty message, the
+   * headers stay headers, trailer- headers trailers */
+  canned("200", "application/proto", "trailer-x-t", "yes", NULL, 0);
+  s = must(call(e, "/t.W/U", "hello", &cu), "call");
+  CHECK(next_is(s, ""));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  CHECK(strcmp(md_value(s, 0, "content-type"), "application/proto") == 0);
+  CHECK(trailer(s, "x-t") != NULL && strcmp(trailer(s, "x-t"), "yes") == 0);
+  pc_GrpcStream_Free(s);
   /* ...gzip: Content-Encoding, the body gzipped whole */
   cu.gzip = 1;
   s = must(call(e, "/t.W/U", "hello", &cu), "call");

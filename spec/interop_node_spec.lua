@@ -281,6 +281,16 @@ local function client_against(title, script, protocol)
       end)
     end)
 
+    it("unary under a hedging policy: three attempts at once, the flaky server answers one", function()
+      run(function()
+        local sc = { methodConfig = { { name = { { service = "demo.Router" } }, hedgingPolicy = {
+          maxAttempts = 3, hedgingDelay = "0s", nonFatalStatusCodes = { "UNAVAILABLE" } } } } }
+        local hedged = pc.client("demo.Router", { transport = t, service_config = sc })
+        local d = hedged:Measure { name = "h", points = { {}, { x = 3, y = 4 } } }
+        assert.are.equal(5, d.length)
+      end)
+    end)
+
     it("server streaming", function()
       run(function()
         local got = {}

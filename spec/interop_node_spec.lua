@@ -5,9 +5,12 @@
 -- HTTP/2 (binary and JSON, with and without gzip: every call shape, errors
 -- with details, deadlines, headers and trailers), to @grpc/grpc-js and to
 -- `buf curl` (with reflection; gRPC, Connect and gRPC-Web); and
--- protocall's client (pc.grpc) calling a
--- @grpc/grpc-js server. The node scripts are in spec/node/; peer.mjs there
--- says what each case sends.
+-- protocall's client (pc.grpc) calling a @grpc/grpc-js server, a
+-- connect-node server (connectNodeAdapter on node:http2, spec/node/
+-- connect_server.mjs) over gRPC, gRPC-Web and Connect, and pc.listen over
+-- gRPC-Web and Connect (every call shape, retry and hedging policies,
+-- details, deadlines, metadata, gzip). The node scripts are in spec/node/;
+-- peer.mjs there says what each case sends.
 local pc = require "protocall"
 local peer = require "node_peer"
 

@@ -380,6 +380,23 @@ local function client_against(title, script, protocol)
       end)
     end)
 
+    if protocol == "connect" or protocol == "grpc-web" then
+      it("codec json: the raw transport's requests and responses as JSON text", function()
+        run(function()
+          local j = pc.grpc(server and server.url or t.target,
+            { protocol = protocol, codec = "json" })
+          local out = j:unary("/demo.Router/Measure", '{"name": "meta"}', { metadata = { { "x-user", "j" } } })
+          assert.are.equal(1, pc.from_json(pc.type("demo.Distance"), out).length)
+          assert.matches('"length"%s*:%s*1', out)
+          local ok, e = pcall(j.unary, j, "/demo.Router/Measure", '{"name": "details"}')
+          assert.is_false(ok)
+          assert.are.equal("INVALID_ARGUMENT", e.code)
+          assert.are.equal("TOO_FAR", e.details[1].reason)
+          j:close()
+        end)
+      end)
+    end
+
     if script ~= "grpcjs_server.mjs" then
       it("gzip both ways", function()
         run(function()

@@ -1071,6 +1071,39 @@ describe("protocall serve", function()
     assert(ok, e)
   end)
 
+  it("is called with call -protocol grpcweb and connect: reflection and every call shape over them", function()
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local ok, e = pcall(function()
+      local target = "127.0.0.1:" .. port
+      for _, protocol in ipairs { "grpcweb", "connect" } do
+        local call = BIN .. " call -plaintext -protocol " .. protocol .. " "
+        local out, err, code = run(call .. "-retry-attempts 3 -d '{\"name\": \"" .. protocol .. "\", \"points\": "
+          .. "[{}, {\"x\": 3, \"y\": 4}]}' " .. target .. " demo.Router/Measure")
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
+        out, err, code = run(call .. "-d '{\"name\": \"" .. protocol .. "-once\"}' " .. target
+          .. " demo.Router/Measure")
+        assert.are.equal(64 + 14, code)
+        assert.are.equal("", out)
+        assert.are.equal("ERROR: code = UNAVAILABLE, message = flaky server\n", err)
+        out, err, code = run(call .. "-format text -max-time 5 -d '{\"points\": [{\"x\": 1}, {\"y\": 2}]}' "
+          .. target .. " demo.Router/Walk")
+        assert.are.equal(0, code, err)
+        assert.are.equal("x: 1\n\ny: 2\n", out)
+        out, err, code = run(call .. "-format text -d @ " .. target .. " demo.Router/Follow",
+          '{} {"x": 3, "y": 4} {"x": 3}')
+        assert.are.equal(0, code, err)
+        assert.are.equal("x: 3\ny: 4\n\ny: -4\n", out)
+      end
+      local out, err, code = run(BIN .. " call -plaintext -protocol http " .. target .. " demo.Router/Measure")
+      assert.are.equal(2, code)
+      assert.are.equal("", out)
+      assert.matches("-protocol: grpc, grpcweb or connect expected, got http", err, 1, true)
+    end)
+    os.execute("kill " .. pid)
+    assert(ok, e)
+  end)
+
   it("refuses what it cannot serve, with the command's usage or one line", function()
     local _, err, code = run(BIN .. " serve")
     assert.are.equal(2, code)

@@ -5,9 +5,12 @@
 -- HTTP/2 (binary and JSON, with and without gzip: every call shape, errors
 -- with details, deadlines, headers and trailers), to @grpc/grpc-js and to
 -- `buf curl` (with reflection; gRPC, Connect and gRPC-Web); and
--- protocall's client (pc.grpc) calling a
--- @grpc/grpc-js server. The node scripts are in spec/node/; peer.mjs there
--- says what each case sends.
+-- protocall's client (pc.grpc) calling a @grpc/grpc-js server, a
+-- connect-node server (connectNodeAdapter on node:http2, spec/node/
+-- connect_server.mjs) over gRPC, gRPC-Web and Connect, and pc.listen over
+-- gRPC-Web and Connect (every call shape, retry and hedging policies,
+-- details, deadlines, metadata, gzip). The node scripts are in spec/node/;
+-- peer.mjs there says what each case sends.
 local pc = require "protocall"
 local peer = require "node_peer"
 
@@ -247,90 +250,192 @@ describe("pc.listen with buf curl (@bufbuild/buf), the schema from reflection", 
   end)
 end)
 
-describe("pc.grpc calling a @grpc/grpc-js server", function()
-  -- One server for these tests: each uses route names of its own.
-  local server, t, stub
-  setup(function() server = peer.serve("grpcjs_server.mjs", { SET }) end)
-  teardown(function() peer.stop(server) end)
-  before_each(function()
-    t = pc.grpc(server.url)
-    stub = pc.client("demo.Router", { transport = t })
-  end)
-  after_each(function() t:close() end)
-
-  local failure = require("grpc_helper").status_error
-
-  it("unary, with and without a retry policy", function()
-    local e = failure(function() return stub:Measure { name = "r" } end)
-    assert.are.equal("UNAVAILABLE", e.code)
-    assert.are.equal("flaky server", e.message)
-    local d = stub:Measure({ name = "q", points = { {}, { x = 3, y = 4 } } }, { retry = pc.Retry { initial = 0.01 } })
-    assert.are.equal(5, d.length)
-    assert.are.equal(1, d.legs)
-  end)
-
-  it("server streaming", function()
-    local got = {}
-    for p in stub:Walk { points = { { x = 1, y = 2 }, { x = 3 } } } do got[#got + 1] = p.x .. "," .. p.y end
-    assert.are.same({ "1,2", "3,0" }, got)
-  end)
-
-  it("client streaming", function()
-    local c = stub:Record()
-    for _, p in ipairs { { x = 0 }, { x = 3, y = 4 }, { x = 6, y = 8 } } do c:send(p) end
-    local d = c:close_and_recv()
-    assert.are.equal(10, d.length)
-    assert.are.equal(2, d.legs)
-  end)
-
-  it("bidirectional, message by message", function()
-    local c = stub:Follow()
-    c:send { x = 1, y = 1 }
-    c:send { x = 4, y = 5 }
-    local leg = c:recv()
-    assert.are.equal(3, leg.x)
-    assert.are.equal(4, leg.y)
-    c:send { x = 4, y = 9 }
-    leg = c:recv()
-    assert.are.equal(0, leg.x)
-    assert.are.equal(4, leg.y)
-    c:close_send()
-    assert.is_nil(c:recv())
-  end)
-
-  it("an error with details", function()
-    local e = failure(function() return stub:Measure { name = "details" } end)
-    assert.are.equal("INVALID_ARGUMENT", e.code)
-    assert.are.equal("too far: 100% ✓", e.message)
-    assert.are.equal("google.rpc.ErrorInfo", pc.type_of(e.details[1]).full_name)
-    assert.are.equal("TOO_FAR", e.details[1].reason)
-    assert.are.equal("demo", e.details[1].domain)
-    assert.are.equal("10", e.details[1].metadata.limit)
-  end)
-
-  it("a deadline: the server sees grpc-timeout and the cancellation", function()
-    local e = failure(function() return stub:Measure({ name = "sleep" }, { timeout = 0.3 }) end)
-    assert.are.equal("DEADLINE_EXCEEDED", e.code)
-    local d
-    for _ = 1, 300 do
-      d = stub:Measure { name = "slept" }
-      if d.legs > 0 then break end
-      pc.sleep(0.01)
+-- protocall's client (pc.grpc with `protocol`) against a server that is
+-- not its own (`script`, spec/node/) or against pc.listen (`script` nil:
+-- router() above): every call shape, a retry policy retrying UNAVAILABLE,
+-- errors with details, deadlines, metadata both ways, gzip both ways.
+local function client_against(title, script, protocol)
+  describe(title, function()
+    -- One server for these tests (each uses route names of its own), or a
+    -- pc.listen for each.
+    local server, t, stub
+    local function connect(url)
+      t = pc.grpc(url, { protocol = protocol })
+      stub = pc.client("demo.Router", { transport = t })
     end
-    assert.are.equal(1, d.legs)
-    -- the seconds left when the handler ran (-1: no grpc-timeout came)
-    assert.is_true(d.length > 0 and d.length <= 0.3, tostring(d.length))
-  end)
+    if script then
+      setup(function() server = peer.serve(script, { SET }) end)
+      teardown(function() peer.stop(server) end)
+      before_each(function() connect(server.url) end)
+      after_each(function() t:close() end)
+    end
 
-  it("request metadata, response headers and trailers", function()
-    local d, md = stub:Measure({ name = "meta" },
-      { metadata = { { "x-user", "ann" }, { "x-raw-bin", "\0\1\2\255" } }, with_metadata = true })
-    assert.are.equal(1, d.length)
-    local h, tr = {}, {}
-    for _, kv in ipairs(md.headers) do h[kv[1]] = kv[2] end
-    for _, kv in ipairs(md.trailers) do tr[kv[1]] = kv[2] end
-    assert.are.equal("hi ann", h["x-head"])
-    assert.are.equal("t1", tr["x-trail"])
-    assert.are.equal("\0\1\2\255", tr["x-echo-bin"])
+    -- Runs fn, as a task beside a fresh pc.listen when there is no script.
+    local function run(fn)
+      if script then return fn() end
+      serving(function(port)
+        connect("http://127.0.0.1:" .. port)
+        local ok, e = pcall(fn)
+        t:close()
+        if not ok then error(e, 0) end
+      end)
+    end
+
+    local failure = require("grpc_helper").status_error
+
+    it("unary, with and without a retry policy", function()
+      run(function()
+        local e = failure(function() return stub:Measure { name = "r" } end)
+        assert.are.equal("UNAVAILABLE", e.code)
+        assert.are.equal("flaky server", e.message)
+        local d = stub:Measure({ name = "q", points = { {}, { x = 3, y = 4 } } },
+          { retry = pc.Retry { initial = 0.01 } })
+        assert.are.equal(5, d.length)
+        assert.are.equal(1, d.legs)
+      end)
+    end)
+
+    it("unary under a hedging policy: three attempts at once, the flaky server answers one", function()
+      run(function()
+        local sc = { methodConfig = { { name = { { service = "demo.Router" } }, hedgingPolicy = {
+          maxAttempts = 3, hedgingDelay = "0s", nonFatalStatusCodes = { "UNAVAILABLE" } } } } }
+        local hedged = pc.client("demo.Router", { transport = t, service_config = sc })
+        local d = hedged:Measure { name = "h", points = { {}, { x = 3, y = 4 } } }
+        assert.are.equal(5, d.length)
+      end)
+    end)
+
+    it("server streaming", function()
+      run(function()
+        local got = {}
+        for p in stub:Walk { points = { { x = 1, y = 2 }, { x = 3 } } } do got[#got + 1] = p.x .. "," .. p.y end
+        assert.are.same({ "1,2", "3,0" }, got)
+      end)
+    end)
+
+    it("client streaming", function()
+      run(function()
+        local c = stub:Record()
+        for _, p in ipairs { { x = 0 }, { x = 3, y = 4 }, { x = 6, y = 8 } } do c:send(p) end
+        local d = c:close_and_recv()
+        assert.are.equal(10, d.length)
+        assert.are.equal(2, d.legs)
+      end)
+    end)
+
+    it("bidirectional, message by message", function()
+      run(function()
+        local c = stub:Follow()
+        c:send { x = 1, y = 1 }
+        c:send { x = 4, y = 5 }
+        local leg = c:recv()
+        assert.are.equal(3, leg.x)
+        assert.are.equal(4, leg.y)
+        c:send { x = 4, y = 9 }
+        leg = c:recv()
+        assert.are.equal(0, leg.x)
+        assert.are.equal(4, leg.y)
+        c:close_send()
+        assert.is_nil(c:recv())
+      end)
+    end)
+
+    it("an error with details", function()
+      run(function()
+        local e = failure(function() return stub:Measure { name = "details" } end)
+        assert.are.equal("INVALID_ARGUMENT", e.code)
+        assert.are.equal("too far: 100% ✓", e.message)
+        assert.are.equal("google.rpc.ErrorInfo", pc.type_of(e.details[1]).full_name)
+        assert.are.equal("TOO_FAR", e.details[1].reason)
+        assert.are.equal("demo", e.details[1].domain)
+        assert.are.equal("10", e.details[1].metadata.limit)
+      end)
+    end)
+
+    it("a deadline: the server sees its timeout and the cancellation", function()
+      run(function()
+        seen.cancelled = nil
+        local e = failure(function() return stub:Measure({ name = "sleep" }, { timeout = 0.3 }) end)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        if not script then
+          for _ = 1, 200 do
+            if seen.cancelled then break end
+            pc.sleep(0.01)
+          end
+          assert.is_true(seen.cancelled, "the handler saw the cancellation")
+          return
+        end
+        local d
+        for _ = 1, 300 do
+          d = stub:Measure { name = "slept" }
+          if d.legs > 0 then break end
+          pc.sleep(0.01)
+        end
+        assert.are.equal(1, d.legs)
+        -- the seconds left when the handler ran (-1: no timeout came)
+        assert.is_true(d.length > 0 and d.length <= 0.3, tostring(d.length))
+      end)
+    end)
+
+    it("request metadata, response headers and trailers", function()
+      run(function()
+        local d, md = stub:Measure({ name = "meta" },
+          { metadata = { { "x-user", "ann" }, { "x-raw-bin", "\0\1\2\255" } }, with_metadata = true })
+        assert.are.equal(1, d.length)
+        local h, tr = {}, {}
+        for _, kv in ipairs(md.headers) do h[kv[1]] = kv[2] end
+        for _, kv in ipairs(md.trailers) do tr[kv[1]] = kv[2] end
+        assert.are.equal("hi ann", h["x-head"])
+        assert.are.equal("t1", tr["x-trail"])
+        assert.are.equal("\0\1\2\255", tr["x-echo-bin"])
+      end)
+    end)
+
+    if protocol == "connect" or protocol == "grpc-web" then
+      it("codec json: the raw transport's requests and responses as JSON text", function()
+        run(function()
+          local j = pc.grpc(server and server.url or t.target,
+            { protocol = protocol, codec = "json" })
+          local out = j:unary("/demo.Router/Measure", '{"name": "meta"}', { metadata = { { "x-user", "j" } } })
+          assert.are.equal(1, pc.from_json(pc.type("demo.Distance"), out).length)
+          assert.matches('"length"%s*:%s*1', out)
+          local ok, e = pcall(j.unary, j, "/demo.Router/Measure", '{"name": "details"}')
+          assert.is_false(ok)
+          assert.are.equal("INVALID_ARGUMENT", e.code)
+          assert.are.equal("TOO_FAR", e.details[1].reason)
+          j:close()
+        end)
+      end)
+    end
+
+    if script ~= "grpcjs_server.mjs" then
+      it("gzip both ways", function()
+        run(function()
+          seen.compressed = nil
+          -- (pc.listen's router() is flaky for "gzip" too: the retry policy)
+          local d = stub:Measure({ name = "gzip" }, { compression = "gzip", retry = pc.Retry { initial = 0.01 } })
+          if script then
+            assert.are.equal(1, d.legs, "the request came gzipped")
+          else
+            assert.is_true(seen.compressed, "the request came gzipped")
+            assert.is_true(seen.gzip, "the response went gzipped")
+          end
+          local sizes = {}
+          for p in stub:Walk({ points = { { x = 1, y = 2 }, { x = 3 } } }, { compression = "gzip" }) do
+            sizes[#sizes + 1] = p.x
+          end
+          assert.are.same({ 1, 3 }, sizes)
+        end)
+      end)
+    end
   end)
-end)
+end
+
+client_against("pc.grpc calling a @grpc/grpc-js server", "grpcjs_server.mjs")
+for _, protocol in ipairs { "grpc", "grpc-web", "connect" } do
+  client_against("pc.grpc over " .. protocol .. " calling a connect-node server (connectNodeAdapter, HTTP/2)",
+    "connect_server.mjs", protocol)
+end
+for _, protocol in ipairs { "grpc-web", "connect" } do
+  client_against("pc.grpc over " .. protocol .. " calling pc.listen", nil, protocol)
+end

@@ -13,6 +13,7 @@
 #include "net/channel.h"
 #include "net/listener.h"
 #include "net/resolve.h"
+#include "net/web.h"
 #include "lpc_options.h"
 #include "protocall.h"
 
@@ -150,7 +151,10 @@ static int lpc_grpcchannel_gc(lua_State *L) {
  * {timeout = seconds | nil (<= 0: ends at once DEADLINE_EXCEEDED),
  *  metadata = {{key, value}, ...} | nil, gzip = boolean,
  *  previous_attempts = 0..100 | nil (sent as grpc-previous-rpc-attempts
- *  when positive)}. Raises on metadata entries that are not string pairs
+ *  when positive), protocol = "grpc" | "grpc-web" | "connect" |
+ *  "connect-stream" | nil (the protocol of the call; Connect's unary form
+ *  for unary methods), json = boolean (gRPC-Web and Connect: the messages
+ *  are JSON)}. Raises on metadata entries that are not string pairs
  * or an invalid path or metadata (pc_GrpcChannel_Start's error). */
 static int lpc_grpcchannel_start(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
@@ -170,6 +174,15 @@ static int lpc_grpcchannel_start(lua_State *L) {
   lua_getfield(L, 3, "previous_attempts");
   lua_Integer previous = lua_tointeger(L, -1);
   s.previous_attempts = previous > 0 && previous <= 100 ? (unsigned)previous : 0;
+  lua_getfield(L, 3, "protocol");
+  const char *proto = lua_tostring(L, -1);
+  s.protocol = proto == NULL                          ? kPc_WebProtocol_Grpc
+               : strcmp(proto, "grpc-web") == 0       ? kPc_WebProtocol_GrpcWeb
+               : strcmp(proto, "connect") == 0        ? kPc_WebProtocol_ConnectUnary
+               : strcmp(proto, "connect-stream") == 0 ? kPc_WebProtocol_ConnectStream
+                                                      : kPc_WebProtocol_Grpc;
+  lua_getfield(L, 3, "json");
+  s.json = lua_toboolean(L, -1);
   lua_settop(L, 3);
   pc_GrpcPair *pairs = NULL;
   if (lua_getfield(L, 3, "metadata") == LUA_TTABLE) { /* at 4 */

@@ -9,6 +9,7 @@
 
 #include "net/engine.h"
 #include "net/session_internal.h"
+#include "net/web.h"
 
 #include <nghttp2/nghttp2.h>
 
@@ -41,9 +42,13 @@ struct pc_GrpcStream {
   int ended;             /* 'status' is final */
   int failed;            /* ...set by this side (a local failure or a cancel) */
   pc_GrpcStatus status;
-  int held;         /* the request waits for the peer's SETTINGS (not submitted) */
-  nghttp2_nv *req;  /* ...its header fields, copied into 'arena' */
-  size_t req_count; /* ...how many */
+  pc_WebProtocol proto; /* gRPC, gRPC-Web or Connect (unary, streaming) */
+  int json;             /* ...its codec is JSON */
+  int web_end;          /* gRPC-Web's trailers or Connect's end-of-stream message was read */
+  int web_status;       /* ...and 'status' came from it (Connect) */
+  int held;             /* the request waits for the peer's SETTINGS (not submitted) */
+  nghttp2_nv *req;      /* ...its header fields, copied into 'arena' */
+  size_t req_count;     /* ...how many */
 };
 
 struct pc_GrpcEngine {
@@ -201,6 +206,15 @@ static void read_pushback(pc_GrpcStream *s) {
 static void decide_status(pc_GrpcStream *s) {
   pc_GrpcEngine *e = s->e;
   const pc_GrpcPair *gs = find_pair(s, 1, "grpc-status");
+  if (s->remote_ended && s->web_status) return; /* Connect's status, read at the end */
+  if (s->remote_ended && s->proto == kPc_WebProtocol_ConnectStream) {
+    if (s->http_status != 200)
+      set_statusf(s, pc_Code_FromHttpStatus(s->http_status),
+                  "Connect stream failed with HTTP status %d", s->http_status);
+    else
+      set_statusf(s, kPc_Code_Internal, "Connect stream ended without its end-of-stream message");
+    return;
+  }
   if (!s->remote_ended) {
     if (e && e->goaway && s->id > e->goaway_last) {
       set_statusf(s, kPc_Code_Unavailable,
@@ -317,6 +331,13 @@ static int on_header(void *ud, void *stream, const nghttp2_frame *frame, const u
   /* An informational (1xx) block's fields are not metadata; kept, endless
    * 1xx blocks would grow the arena. (Pseudo headers come first.) */
   if (!trailers && s->http_status < 200) return 0;
+  if (!trailers && s->proto == kPc_WebProtocol_ConnectUnary && namelen > 8 &&
+      memcmp(name, "trailer-", 8) == 0) {
+    /* Connect unary: its trailers are headers named trailer-KEY */
+    trailers = 1;
+    name += 8;
+    namelen -= 8;
+  }
   if (!pc_GrpcPairs_Add(&s->pairs[trailers], s->arena, (const char *)name, namelen,
                         (const char *)value, valuelen, 1)) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading response metadata");
@@ -339,12 +360,99 @@ static void fail_read(pc_GrpcStream *s, pc_GrpcRead r) {
   fail(s, code, 1, "%s", text);
 }
 
+/* -- gRPC-Web and Connect ------------------------------------------------- */
+
+static int add_trailer(void *ud, const char *k, size_t kn, const char *v, size_t vn) {
+  pc_GrpcStream *s = ud;
+  return pc_GrpcPairs_Add(&s->pairs[1], s->arena, k, kn, v, vn, 1);
+}
+
+/* A Connect error read (or the code of the HTTP status when it came
+ * without one) as the status. */
+static void connect_status(pc_GrpcStream *s, const pc_ConnectError *ce) {
+  s->web_status = 1;
+  s->status.code = ce->present ? ce->code : kPc_Code_Ok;
+  s->status.message = ce->present ? ce->message : "";
+  s->status.message_len = ce->present ? ce->message_len : 0;
+  s->status.details = ce->present ? ce->details : "";
+  s->status.details_len = ce->present ? ce->details_len : 0;
+}
+
+/* The body of the end message at the inbox's 'scan' (its prefix and body
+ * whole, 'n' bytes after the prefix): gRPC-Web's trailers, Connect's
+ * end-of-stream JSON. */
+static void read_end(pc_GrpcStream *s, const unsigned char *h, size_t n) {
+  const char *body = (const char *)h + 5;
+  const char *what =
+      s->proto == kPc_WebProtocol_GrpcWeb ? "gRPC-Web trailers message" : "end-of-stream message";
+  char *plain = NULL;
+  size_t cap = 0;
+  if (h[0] & 1) {
+    if (!s->gzip_in) {
+      fail(s, kPc_Code_Internal, 1, "%s is compressed but no encoding was given", what);
+      return;
+    }
+    size_t got = pc_Grpc_Gunzip(s->m.alloc, s->m.ud, body, n, s->e->max_receive, &plain, &cap);
+    if (got >= (size_t)-3) {
+      if (plain) s->m.alloc(s->m.ud, plain, cap, 0);
+      fail(s, got == (size_t)-2 ? kPc_Code_ResourceExhausted : kPc_Code_Internal, 1, "%s %s", what,
+           got == (size_t)-2 ? "exceeds the receive limit once decompressed" : "is not gzip");
+      return;
+    }
+    body = plain;
+    n = got;
+  }
+  pc_Error err;
+  pc_Error_Init(&err);
+  int ok;
+  if (s->proto == kPc_WebProtocol_ConnectStream) {
+    pc_ConnectError ce = {0};
+    ce.code = kPc_Code_Unknown;
+    ok = pc_Connect_ParseEndStream(s->arena, body, n, &ce, add_trailer, s, &err);
+    if (ok) connect_status(s, &ce);
+  } else {
+    ok = pc_Web_ParseGrpcWebTrailers(s->arena, body, n, add_trailer, s, &err);
+  }
+  if (plain) s->m.alloc(s->m.ud, plain, cap, 0);
+  if (!ok) fail(s, kPc_Code_Internal, 1, "invalid %s: %s", what, err.msg);
+}
+
+/* Scan stopped at a flags byte gRPC does not have: the end message of
+ * gRPC-Web (0x80) or Connect streaming (0x02) is read once whole and taken
+ * out of the body; 0 for any other flags. */
+static int web_end_message(pc_GrpcStream *s) {
+  pc_GrpcInbox *b = &s->in;
+  const unsigned char *h = (const unsigned char *)b->buf.p + b->scan;
+  int end = s->proto == kPc_WebProtocol_GrpcWeb         ? (h[0] & ~1u) == 0x80
+            : s->proto == kPc_WebProtocol_ConnectStream ? (h[0] & ~1u) == 0x02
+                                                        : 0;
+  if (!end) return 0;
+  size_t n = pc_GrpcInbox_Expected(b) - 5;
+  if (n > s->e->max_receive) {
+    fail(s, kPc_Code_ResourceExhausted, 1, "%s of %zu bytes exceeds the limit of %zu bytes",
+         s->proto == kPc_WebProtocol_GrpcWeb ? "gRPC-Web trailers" : "end-of-stream message", n,
+         s->e->max_receive);
+    return 1;
+  }
+  if (b->buf.len - b->scan - 5 < n) return 1; /* the rest is on its way */
+  if (b->buf.len - b->scan - 5 > n) {
+    fail(s, kPc_Code_Internal, 1, "response data after its %s",
+         s->proto == kPc_WebProtocol_GrpcWeb ? "trailers" : "end-of-stream message");
+    return 1;
+  }
+  s->web_end = 1;
+  read_end(s, h, n);
+  b->buf.len = b->scan; /* its bytes were counted: flow control gives them back */
+  return 1;
+}
+
 /* Checks each length prefix and flag as soon as they are here, before the
  * body; returns how many messages became whole. */
 static int scan_messages(pc_GrpcStream *s) {
   pc_GrpcEngine *e = s->e;
   int whole;
   pc_GrpcRead r = pc_GrpcInbox_Scan(&s->in, e->max_receive, s->gzip_in, &whole);
+  if (r == kPc_GrpcRead_BadFlags && web_end_message(s)) return whole;
   if (r == kPc_GrpcRead_Compressed) {
     const pc_GrpcPair *enc = find_pair(s, 0, "grpc-encoding");
     if (enc == NULL || enc->value_len == 0 ||
@@ -371,6 +479,27 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     nghttp2_session_consume(session, id, len);
     return 0;
   }
+  if (s->web_end) {
+    fail(s, kPc_Code_Internal, 1, "response data after its %s",
+         s->proto == kPc_WebProtocol_GrpcWeb ? "trailers" : "end-of-stream message");
+    release_window(s);
+    return 0;
+  }
+  if (s->proto == kPc_WebProtocol_ConnectUnary) {
+    /* The body is one message (or the error JSON), read at its end: its
+     * window goes back at once, the bytes held are bounded by the limit. */
+    nghttp2_session_consume(session, id, len);
+    if (s->in.buf.len - 5 + len > s->e->max_receive) {
+      fail(s, kPc_Code_ResourceExhausted, 1,
+           "response of at least %zu bytes exceeds the limit of %zu bytes", s->in.buf.len - 5 + len,
+           s->e->max_receive);
+      return 0;
+    }
+    int ok = len == 0 || pc_GrpcInbox_Append(&s->in, &s->m, data, len);
+    s->in.unconsumed -= len;
+    if (!ok) fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
+    return 0;
+  }
   if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len)) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
     release_window(s);
@@ -383,6 +512,60 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
 }
 
 static void release_held(pc_GrpcEngine *e);
+
+/* The end of a Connect unary response: HTTP 200 makes its body the
+ * message (the prefix gets its length now) and the status OK; another
+ * status reads the body as the error JSON, or takes the code of the HTTP
+ * status when it is not one (Connect's mapping is gRPC's). */
+static void unary_end(pc_GrpcStream *s) {
+  pc_GrpcInbox *b = &s->in;
+  if (b->buf.len < 5) return;
+  size_t n = b->buf.len - 5;
+  unsigned char *h = (unsigned char *)b->buf.p;
+  pc_ConnectError ce = {0};
+  if (s->http_status == 200) {
+    h[0] = (unsigned char)(s->gzip_in ? 1 : 0);
+    h[1] = (unsigned char)(n >> 24);
+    h[2] = (unsigned char)(n >> 16);
+    h[3] = (unsigned char)(n >> 8);
+    h[4] = (unsigned char)n;
+    connect_status(s, &ce);
+    s->web_end = 1;
+    if (scan_messages(s) > 0) emit(s->e, s, kPc_GrpcEvent_Message);
+    return;
+  }
+  const pc_GrpcPair *ct = find_pair(s, 0, "content-type");
+  pc_Code http = pc_Code_FromHttpStatus(s->http_status);
+  ce.code = http;
+  pc_Error err;
+  pc_Error_Init(&err);
+  int json = ct != NULL && ct->value_len >= 16 && memcmp(ct->value, "application/json", 16) == 0;
+  const char *body = b->buf.p + 5;
+  char *plain = NULL;
+  size_t cap = 0;
+  if (json && s->gzip_in) { /* an error JSON may be gzipped as a message is */
+    size_t got = pc_Grpc_Gunzip(s->m.alloc, s->m.ud, body, n, s->e->max_receive, &plain, &cap);
+    if (got >= (size_t)-3) {
+      json = 0;
+      snprintf(err.msg, sizeof err.msg, "%s",
+               got == (size_t)-2 ? "larger than the receive limit" : "not gzip");
+    } else {
+      body = plain;
+      n = got;
+    }
+  }
+  int parsed = json && pc_Connect_ParseError(s->arena, body, n, &ce, &err);
+  if (plain) s->m.alloc(s->m.ud, plain, cap, 0);
+  if (parsed) {
+    connect_status(s, &ce);
+  } else {
+    s->web_status = 1;
+    set_statusf(s, http, "HTTP status %d without Connect's error JSON%s%s", s->http_status,
+                err.msg[0] ? ": " : "", err.msg);
+  }
+  s->web_end = 1;
+  pc_GrpcInbox_Clear(b);
+}
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
   pc_GrpcEngine *e = ud;
@@ -415,17 +598,40 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     s->grpc_body = s->http_status == 200 && ct != NULL && ct->value_len >= 16 &&
                    memcmp(ct->value, "application/grpc", 16) == 0;
     /* The header block is whole: no message comes before it. */
-    const pc_GrpcPair *enc = find_pair(s, 0, "grpc-encoding");
+    const char *enc_name = "grpc-encoding";
+    if (s->proto == kPc_WebProtocol_ConnectStream) {
+      s->grpc_body = s->http_status == 200 && ct != NULL && ct->value_len >= 20 &&
+                     memcmp(ct->value, "application/connect+", 20) == 0;
+      enc_name = "connect-content-encoding";
+    } else if (s->proto == kPc_WebProtocol_ConnectUnary) {
+      enc_name = "content-encoding";
+    }
+    const pc_GrpcPair *enc = find_pair(s, 0, enc_name);
     s->gzip_in = enc != NULL && enc->value_len == 4 && memcmp(enc->value, "gzip", 4) == 0;
-    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+    if (s->proto == kPc_WebProtocol_ConnectUnary) {
+      /* The message or the error JSON, held behind a prefix written at
+       * the end (unary_end) */
+      static const uint8_t none[5] = {0};
+      s->grpc_body = 1;
+      if (!pc_GrpcInbox_Append(&s->in, &s->m, none, 5))
+        fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
+      s->in.unconsumed -= 5;
+    }
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && s->proto != kPc_WebProtocol_ConnectUnary &&
+        s->proto != kPc_WebProtocol_ConnectStream) {
       /* Trailers-Only: its metadata is the trailers (grpc-core reads it so:
-       * grpcio's trailing_metadata()), the headers stay empty. */
+       * grpcio's trailing_metadata()), the headers stay empty. (Connect has
+       * none: a unary body may be empty, its trailers are trailer-
+       * headers.) */
       s->pairs[1] = s->pairs[0];
       memset(&s->pairs[0], 0, sizeof s->pairs[0]);
     }
     emit(e, s, kPc_GrpcEvent_Headers);
   }
-  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) s->remote_ended = 1;
+  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+    s->remote_ended = 1;
+    if (s->proto == kPc_WebProtocol_ConnectUnary && !s->failed && s->headers_done) unary_end(s);
+  }
   return 0;
 }
 
@@ -641,18 +847,48 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
   h[n++] = PC_GRPC_NV(":scheme", e->tls ? "https" : "http");
   h[n++] = PC_GRPC_NV(":path", path);
   h[n++] = PC_GRPC_NV(":authority", e->authority);
-  h[n++] = PC_GRPC_NV("content-type", "application/grpc");
-  h[n++] = PC_GRPC_NV("te", "trailers");
   h[n++] = PC_GRPC_NV("user-agent", e->user_agent);
-  h[n++] = PC_GRPC_NV("grpc-accept-encoding", "gzip");
-  if (set->gzip) h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
-  if (set->timeout >= 0) {
+  int connect =
+      s->proto == kPc_WebProtocol_ConnectUnary || s->proto == kPc_WebProtocol_ConnectStream;
+  if (connect) {
+    int unary = s->proto == kPc_WebProtocol_ConnectUnary;
+    h[n++] = PC_GRPC_NV("content-type", unary ? (s->json ? "application/json" : "application/proto")
+                                              : (s->json ? "application/connect+json"
+                                                         : "application/connect+proto"));
+    h[n++] = PC_GRPC_NV("connect-protocol-version", "1");
+    /* (PC_GRPC_NV takes the name's length from a literal) */
+    if (unary) {
+      h[n++] = PC_GRPC_NV("accept-encoding", "gzip");
+      if (set->gzip) h[n++] = PC_GRPC_NV("content-encoding", "gzip");
+    } else {
+      h[n++] = PC_GRPC_NV("connect-accept-encoding", "gzip");
+      if (set->gzip) h[n++] = PC_GRPC_NV("connect-content-encoding", "gzip");
+    }
+    if (set->timeout >= 0) {
+      char *t = pc_Arena_Malloc(s->arena, 16);
+      if (t == NULL) return 0;
+      pc_Connect_FormatTimeout(set->timeout, t);
+      h[n++] = PC_GRPC_NV("connect-timeout-ms", t);
+    }
+  } else if (s->proto == kPc_WebProtocol_GrpcWeb) {
+    h[n++] = PC_GRPC_NV("content-type",
+                        s->json ? "application/grpc-web+json" : "application/grpc-web+proto");
+    h[n++] = PC_GRPC_NV("x-grpc-web", "1");
+  } else {
+    h[n++] = PC_GRPC_NV("content-type", "application/grpc");
+    h[n++] = PC_GRPC_NV("te", "trailers");
+  }
+  if (!connect) {
+    h[n++] = PC_GRPC_NV("grpc-accept-encoding", "gzip");
+    if (set->gzip) h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
+  }
+  if (set->timeout >= 0 && !connect) {
     char *t = pc_Arena_Malloc(s->arena, 16);
     if (t == NULL) return 0;
     pc_Grpc_FormatTimeout(set->timeout > 0 ? set->timeout : 1e-9, t);
     h[n++] = PC_GRPC_NV("grpc-timeout", t);
   }
-  if (set->previous_attempts > 0) {
+  if (set->previous_attempts > 0 && !connect) {
     char *a = pc_Arena_Malloc(s->arena, 12);
     if (a == NULL) return 0;
     snprintf(a, 12, "%u", set->previous_attempts);
@@ -756,6 +992,12 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
   s->e = e;
   s->user = user;
   s->gzip = settings->gzip;
+  s->proto = settings->protocol == kPc_WebProtocol_GrpcWeb ||
+                     settings->protocol == kPc_WebProtocol_ConnectUnary ||
+                     settings->protocol == kPc_WebProtocol_ConnectStream
+                 ? (pc_WebProtocol)settings->protocol
+                 : kPc_WebProtocol_Grpc;
+  s->json = s->proto != kPc_WebProtocol_Grpc && settings->json;
   s->status.message = "";
   s->status.details = "";
   s->arena = pc_Arena_New(s->m.alloc, s->m.ud);
@@ -799,9 +1041,16 @@ static void resume(pc_GrpcStream *s) {
 
 int pc_GrpcStream_Send(pc_GrpcStream *s, const void *msg, size_t len) {
   if (s->ended || s->send_closed || s->e == NULL) return 0;
+  size_t before = s->out.pos > 0 && s->out.pos == s->out.buf.len ? 0 : s->out.buf.len;
   if (!pc_GrpcOutbox_Frame(&s->out, &s->m, msg, len, s->gzip)) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory framing a request message");
     return 0;
+  }
+  if (s->proto == kPc_WebProtocol_ConnectUnary) {
+    /* Connect unary: the body is the message alone (gzipped whole) */
+    pc_GrpcBuf *b = &s->out.buf;
+    memmove(b->p + before, b->p + before + 5, b->len - before - 5);
+    b->len -= 5;
   }
   resume(s);
   return 1;

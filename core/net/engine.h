@@ -14,6 +14,11 @@
  * 9113 section 5.2): a stream's window opens only as its messages are
  * read, so an unread stream holds at most its window.
  *
+ * A call may speak gRPC-Web or Connect instead (pc_GrpcCallSettings'
+ * 'protocol', web.h): the same streams, events and statuses, the
+ * protocol's headers, bodies and end message read and written with web.h
+ * (core/net/README.md says how).
+ *
  * Nothing here raises or prints; failures of a stream become its status.
  * Not thread-safe: an engine and its streams belong to one thread. */
 #ifndef PC_NET_ENGINE_H

@@ -1,10 +1,13 @@
 /* The engine driven with byte buffers: a client engine talking to an
  * nghttp2 server session in the same process (no sockets). The server
  * answers by method name: echo, counts, gzip, Trailers-Only, HTTP errors,
- * resets, oversized prefixes and headers, long streams, GOAWAY. */
+ * resets, oversized prefixes and headers, long streams, GOAWAY; paths
+ * under /t.W/ get the canned response of the test (gRPC-Web and Connect,
+ * well formed and hostile). */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "net/engine.h"
+#include "net/web.h"
 
 #include <nghttp2/nghttp2.h>
 #include <zlib.h>
@@ -31,8 +34,20 @@ typedef struct {
   SStream st[16]; /* by (stream id - 1) / 2 */
   int gzip_flag;  /* flag byte of the last request message */
   char encoding[32];
-  int requests; /* request header blocks begun */
+  int requests;        /* request header blocks begun */
+  char hdr[16][2][64]; /* the last request's headers (names and values, cut at 63 bytes) */
+  int nhdr;
+  int32_t last; /* the stream of the last request */
 } Server;
+
+/* The canned response of paths under /t.W/: ':status', content-type, one
+ * more header (NULL: none) and the body (0 bytes: the headers end the
+ * stream). */
+static struct {
+  const char *status, *ct, *k, *v;
+  const unsigned char *body;
+  size_t len;
+} can;
 
 /* The server's SETTINGS_MAX_HEADER_LIST_SIZE for server_new (0: none sent). */
 static uint32_t srv_header_limit;
@@ -95,7 +110,21 @@ static unsigned char small_body[4096];
 static void reply(int32_t id) {
   SStream *t = sst(id);
   const char *m = t->path + 5; /* after "/t.T/" */
-  if (strcmp(m, "Echo") == 0) {
+  if (strncmp(t->path, "/t.W/", 5) == 0) {
+    nghttp2_nv h[3] = {{(uint8_t *)":status", (uint8_t *)can.status, 7, strlen(can.status), 0},
+                       {(uint8_t *)"content-type", (uint8_t *)can.ct, 12, strlen(can.ct), 0}};
+    size_t nh = 2;
+    if (can.k) {
+      h[2] = (nghttp2_nv){(uint8_t *)can.k, (uint8_t *)can.v, strlen(can.k), strlen(can.v), 0};
+      nh = 3;
+    }
+    t->resp = (unsigned char *)can.body;
+    t->resp_len = can.len;
+    t->resp_pos = 0;
+    t->trailers = 0;
+    nghttp2_data_provider prd = {{0}, s_read};
+    nghttp2_submit_response(srv.s, id, h, nh, can.len ? &prd : NULL);
+  } else if (strcmp(m, "Echo") == 0) {
     memcpy(small_body, t->body, t->body_len);
     respond(id, small_body, t->body_len, 1);
   } else if (strcmp(m, "Count") == 0) {
@@ -195,6 +224,13 @@ static int s_header(nghttp2_session *session, const nghttp2_frame *f, const uint
     memcpy(t->path, value, vl);
     t->path[vl] = '\0';
   }
+  if (srv.nhdr < 16 && nl < 64 && vl < 64) {
+    memcpy(srv.hdr[srv.nhdr][0], name, nl);
+    srv.hdr[srv.nhdr][0][nl] = '\0';
+    memcpy(srv.hdr[srv.nhdr][1], value, vl);
+    srv.hdr[srv.nhdr][1][vl] = '\0';
+    srv.nhdr++;
+  }
   if (nl == 13 && memcmp(name, "grpc-encoding", 13) == 0 && vl < sizeof srv.encoding) {
     memcpy(srv.encoding, value, vl);
     srv.encoding[vl] = '\0';
@@ -208,6 +244,8 @@ static int s_begin(nghttp2_session *session, const nghttp2_frame *f, void *ud) {
   SStream *t = sst(f->hd.stream_id);
   memset(t, 0, sizeof *t);
   srv.requests++;
+  srv.nhdr = 0;
+  srv.last = f->hd.stream_id;
   return 0;
 }
 
@@ -302,7 +340,7 @@ static pc_GrpcEngine *client(size_t max_receive, size_t max_header_list, uint32_
   return pc_GrpcEngine_New(&o, alloc, NULL, &err);
 }
 
-static pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0};
+static pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, 0, 0};
 
 /* Opens 'path', sends 'msg' (NULL: nothing), closes, shuttles. */
 static pc_GrpcStream *call(pc_GrpcEngine *e, const char *path, const char *msg,
@@ -360,7 +398,7 @@ static pc_GrpcCallSettings big_metadata(size_t n) {
   p.key_len = 5;
   p.value = v;
   p.value_len = n;
-  pc_GrpcCallSettings set = {-1, &p, 1, 0, 0};
+  pc_GrpcCallSettings set = {-1, &p, 1, 0, 0, 0, 0};
   return set;
 }
 
@@ -408,6 +446,260 @@ static void each_failure(int (*run)(pc_Alloc *alloc)) {
   }
 }
 
+static void *must(void *p, const char *what);
+
+/* Whether the 'n' bytes at 'p' hold the 'kn' bytes at 'k'. */
+static int holds(const char *p, size_t n, const char *k, size_t kn) {
+  for (size_t i = 0; i + kn <= n; i++)
+    if (memcmp(p + i, k, kn) == 0) return 1;
+  return 0;
+}
+
+/* The value of request header 'name' the server saw last, NULL when absent. */
+static const char *req_header(const char *name) {
+  for (int i = 0; i < srv.nhdr; i++)
+    if (strcmp(srv.hdr[i][0], name) == 0) return srv.hdr[i][1];
+  return NULL;
+}
+
+/* Sets the canned response. */
+static void canned(const char *status, const char *ct, const char *k, const char *v,
+                   const void *body, size_t len) {
+  can.status = status;
+  can.ct = ct;
+  can.k = k;
+  can.v = v;
+  can.body = body;
+  can.len = len;
+}
+
+/* An envelope ('flag', then the length) of the NUL-terminated 'msg' at
+ * 'out' + '*at'; moves '*at' past it. */
+static void envelope(unsigned char *out, size_t *at, int flag, const char *msg) {
+  frame(out + *at, msg, strlen(msg), flag);
+  *at += 5 + strlen(msg);
+}
+
+/* The settings of a call over 'protocol' (pc_WebProtocol). */
+static pc_GrpcCallSettings over(int protocol) {
+  pc_GrpcCallSettings set = {-1, NULL, 0, 0, 0, protocol, 0};
+  return set;
+}
+
+/* gRPC-Web and Connect, the client's side: request headers and bodies,
+ * statuses from the Connect error JSON, the end-of-stream message and the
+ * gRPC-Web trailers message, and hostile responses. */
+static void web_client(void) {
+  server_new();
+  pc_GrpcEngine *e = must(client(1000, 0, 0, NULL), "client");
+  static unsigned char b[4096];
+  size_t at = 0;
+
+  /* Connect unary: a bare body, Connect's headers, trailer- headers */
+  pc_GrpcCallSettings cu = over(kPc_WebProtocol_ConnectUnary);
+  cu.timeout = 1.5;
+  canned("200", "application/proto", "trailer-x-t", "yes", "world", 5);
+  pc_GrpcStream *s = must(call(e, "/t.W/U", "hello", &cu), "call");
+  SStream *t = sst(srv.last);
+  CHECK(t->body_len == 5 && memcmp(t->body, "hello", 5) == 0);
+  CHECK(strcmp(req_header("content-type"), "application/proto") == 0);
+  CHECK(strcmp(req_header("connect-protocol-version"), "1") == 0);
+  CHECK(strcmp(req_header("connect-timeout-ms"), "1500") == 0);
+  CHECK(strcmp(req_header("accept-encoding"), "gzip") == 0);
+  CHECK(req_header("te") == NULL && req_header("grpc-timeout") == NULL);
+  CHECK(next_is(s, "world"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  CHECK(trailer(s, "x-t") != NULL && strcmp(trailer(s, "x-t"), "yes") == 0);
+  CHECK(md_value(s, 0, "trailer-x-t") == NULL);
+  pc_GrpcStream_Free(s);
+  /* ...an empty body (the headers end the stream): an empty message, the
+   * headers stay headers, trailer- headers trailers */
+  canned("200", "application/proto", "trailer-x-t", "yes", NULL, 0);
+  s = must(call(e, "/t.W/U", "hello", &cu), "call");
+  CHECK(next_is(s, ""));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  CHECK(strcmp(md_value(s, 0, "content-type"), "application/proto") == 0);
+  CHECK(trailer(s, "x-t") != NULL && strcmp(trailer(s, "x-t"), "yes") == 0);
+  pc_GrpcStream_Free(s);
+  /* ...gzip: Content-Encoding, the body gzipped whole */
+  cu.gzip = 1;
+  s = must(call(e, "/t.W/U", "hello", &cu), "call");
+  CHECK(strcmp(req_header("content-encoding"), "gzip") == 0);
+  CHECK(sst(srv.last)->body_len > 2 && sst(srv.last)->body[0] == 0x1f &&
+        sst(srv.last)->body[1] == 0x8b);
+  pc_GrpcStream_Free(s);
+  cu.gzip = 0;
+
+  /* Connect unary errors: the error JSON with details, a missing code, bad
+   * JSON, no JSON, a body over the limit */
+  const char *json =
+      "{\"code\":\"not_found\",\"message\":\"gone \\u2713\",\"details\":["
+      "{\"type\":\"google.rpc.ErrorInfo\",\"value\":\"CgdUT09fRkFS\",\"debug\":{}}]}";
+  canned("404", "application/json", NULL, NULL, json, strlen(json));
+  s = must(call(e, "/t.W/U", "x", &cu), "call");
+  CHECK(ended_with(s, kPc_Code_NotFound, "gone \xe2\x9c\x93"));
+  const pc_GrpcStatus *st = pc_GrpcStream_Status(s);
+  /* google.rpc.Status{code 5, message, details [Any{type_url, value}]} */
+  CHECK(st->details_len > 40 && st->details[0] == 0x08 && st->details[1] == 5);
+  CHECK(holds(st->details, st->details_len, "type.googleapis.com/google.rpc.ErrorInfo", 40));
+  CHECK(holds(st->details, st->details_len, "\x0a\x07TOO_FAR", 9));
+  pc_GrpcStream_Free(s);
+  canned("503", "application/json", NULL, NULL, "{\"message\":\"later\"}", 19);
+  s = must(call(e, "/t.W/U", "x", &cu), "call");
+  CHECK(ended_with(s, kPc_Code_Unavailable, "later"));
+  pc_GrpcStream_Free(s);
+  static const char *bad_json[] = {"{not json",
+                                   "{\"code\":5}",
+                                   "[]",
+                                   "{\"details\":[{\"value\":\"!!\"}]}",
+                                   "{\"code\":\"aborted\"} x",
+                                   "\"\\ud800",
+                                   "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[["
+                                   "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["};
+  for (size_t i = 0; i < sizeof bad_json / sizeof *bad_json; i++) {
+    canned("503", "application/json", NULL, NULL, bad_json[i], strlen(bad_json[i]));
+    s = must(call(e, "/t.W/U", "x", &cu), "call");
+    CHECK(ended_with(s, kPc_Code_Unavailable, NULL));
+    CHECK(strncmp(pc_GrpcStream_Status(s)->message,
+                  "HTTP status 503 without Connect's error JSON: ", 46) == 0);
+    pc_GrpcStream_Free(s);
+  }
+  canned("429", "text/plain", NULL, NULL, "slow down", 9);
+  s = must(call(e, "/t.W/U", "x", &cu), "call");
+  CHECK(ended_with(s, kPc_Code_Unavailable, "HTTP status 429 without Connect's error JSON"));
+  pc_GrpcStream_Free(s);
+  static unsigned char big[2000];
+  memset(big, 'z', sizeof big);
+  canned("200", "application/proto", NULL, NULL, big, sizeof big);
+  s = must(call(e, "/t.W/U", "x", &cu), "call");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted, NULL));
+  pc_GrpcStream_Free(s);
+
+  /* Connect streaming: envelopes, the end-of-stream message's metadata
+   * and error */
+  pc_GrpcCallSettings cs = over(kPc_WebProtocol_ConnectStream);
+  at = 0;
+  envelope(b, &at, 0, "a");
+  envelope(b, &at, 0, "b");
+  envelope(b, &at, 2, "{\"metadata\":{\"X-T\":[\"yes\",\"again\"],\"x-b-bin\":[\"AAE\"]}}");
+  canned("200", "application/connect+proto", NULL, NULL, b, at);
+  s = must(call(e, "/t.W/S", "hi", &cs), "call");
+  CHECK(strcmp(req_header("content-type"), "application/connect+proto") == 0);
+  CHECK(strcmp(req_header("connect-accept-encoding"), "gzip") == 0);
+  CHECK(sst(srv.last)->body_len == 7 && sst(srv.last)->body[0] == 0 && sst(srv.last)->body[4] == 2);
+  CHECK(next_is(s, "a") && next_is(s, "b"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  CHECK(pc_GrpcStream_MetadataCount(s, 1) == 3 && strcmp(trailer(s, "x-t"), "yes") == 0);
+  CHECK(memcmp(trailer(s, "x-b-bin"), "\0\1", 2) == 0);
+  pc_GrpcStream_Free(s);
+  at = 0;
+  envelope(b, &at, 0, "a");
+  envelope(b, &at, 2, "{\"error\":{\"code\":\"aborted\",\"message\":\"x\"},\"metadata\":null}");
+  canned("200", "application/connect+json", NULL, NULL, b, at);
+  s = must(call(e, "/t.W/S", "hi", &cs), "call");
+  CHECK(next_is(s, "a"));
+  CHECK(ended_with(s, kPc_Code_Aborted, "x"));
+  pc_GrpcStream_Free(s);
+  /* ...hostile: no end, a cut envelope, data after the end, bad JSON, an
+   * end-of-stream message over the limit, a compressed one without gzip */
+  struct {
+    int flag;
+    const char *body;
+    const char *extra; /* raw bytes after (NULL: none) */
+    pc_Code code;
+    const char *message;
+  } hostile[] = {
+      {0, "a", NULL, kPc_Code_Internal, "Connect stream ended without its end-of-stream message"},
+      {0, "a",
+       "\0\0\0\0\x64"
+       "ab",
+       kPc_Code_Internal, "Connect stream ended without its end-of-stream message"},
+      {2, "{}", "\0\0\0\0\0", kPc_Code_Internal, "response data after its end-of-stream message"},
+      {2, "{\"error\":5}", NULL, kPc_Code_Internal,
+       "invalid end-of-stream message: expected an object at offset 9"},
+      {2, "{\"metadata\":{\"k\":[1]}}", NULL, kPc_Code_Internal,
+       "invalid end-of-stream message: expected a string at offset 18"},
+      {3, "{}", NULL, kPc_Code_Internal,
+       "end-of-stream message is compressed but no encoding was given"},
+      {0x80, "{}", NULL, kPc_Code_Internal, "response message has an invalid flags byte 0x80"},
+  };
+  for (size_t i = 0; i < sizeof hostile / sizeof *hostile; i++) {
+    at = 0;
+    envelope(b, &at, hostile[i].flag, hostile[i].body);
+    if (hostile[i].extra) {
+      memcpy(b + at, hostile[i].extra, 5 + (hostile[i].extra[4] ? 2 : 0));
+      at += 5 + (hostile[i].extra[4] ? 2 : 0);
+    }
+    canned("200", "application/connect+proto", NULL, NULL, b, at);
+    s = must(call(e, "/t.W/S", "hi", &cs), "call");
+    if (!ended_with(s, hostile[i].code, hostile[i].message)) {
+      fprintf(stderr, "hostile Connect stream %zu\n", i);
+      CHECK(0);
+    }
+    pc_GrpcStream_Free(s);
+  }
+  static unsigned char huge[5] = {2, 0, 0xa0, 0, 0}; /* 10 MiB */
+  canned("200", "application/connect+proto", NULL, NULL, huge, 5);
+  s = must(call(e, "/t.W/S", "hi", &cs), "call");
+  CHECK(ended_with(s, kPc_Code_ResourceExhausted,
+                   "end-of-stream message of 10485760 bytes exceeds the limit of 1000 bytes"));
+  pc_GrpcStream_Free(s);
+  canned("415", "application/json", NULL, NULL, "{}", 2);
+  s = must(call(e, "/t.W/S", "hi", &cs), "call");
+  CHECK(ended_with(s, kPc_Code_Unknown, "Connect stream failed with HTTP status 415"));
+  pc_GrpcStream_Free(s);
+
+  /* gRPC-Web: envelopes, the trailers message, trailers-only */
+  pc_GrpcCallSettings gw = over(kPc_WebProtocol_GrpcWeb);
+  gw.timeout = 2;
+  at = 0;
+  envelope(b, &at, 0, "hi");
+  envelope(b, &at, 0x80, "grpc-status: 7\r\nGrpc-Message: no%20way\r\nx-t:yes\n\r\n");
+  canned("200", "application/grpc-web+proto", NULL, NULL, b, at);
+  s = must(call(e, "/t.W/G", "q", &gw), "call");
+  CHECK(strcmp(req_header("content-type"), "application/grpc-web+proto") == 0);
+  CHECK(strcmp(req_header("x-grpc-web"), "1") == 0 && req_header("te") == NULL);
+  CHECK(req_header("grpc-timeout") != NULL && req_header("connect-timeout-ms") == NULL);
+  CHECK(next_is(s, "hi"));
+  CHECK(ended_with(s, kPc_Code_PermissionDenied, "no way"));
+  CHECK(strcmp(trailer(s, "x-t"), "yes") == 0);
+  pc_GrpcStream_Free(s);
+  canned("200", "application/grpc-web+proto", "grpc-status", "5", NULL, 0);
+  s = must(call(e, "/t.W/G", "q", &gw), "call");
+  CHECK(ended_with(s, kPc_Code_NotFound, ""));
+  pc_GrpcStream_Free(s);
+  at = 0;
+  envelope(b, &at, 0x80, "garbage\r\n");
+  canned("200", "application/grpc-web+proto", NULL, NULL, b, at);
+  s = must(call(e, "/t.W/G", "q", &gw), "call");
+  CHECK(ended_with(s, kPc_Code_Internal,
+                   "invalid gRPC-Web trailers message: gRPC-Web trailer line at offset 0 has no "
+                   "key or no ':'"));
+  pc_GrpcStream_Free(s);
+  at = 0;
+  envelope(b, &at, 0, "hi");
+  canned("200", "application/grpc-web+proto", NULL, NULL, b, at);
+  s = must(call(e, "/t.W/G", "q", &gw), "call");
+  CHECK(next_is(s, "hi"));
+  CHECK(ended_with(s, kPc_Code_Unknown, "no grpc-status in the response (HTTP status 200)"));
+  pc_GrpcStream_Free(s);
+  at = 0;
+  envelope(b, &at, 0x80, "grpc-status: 0\r\n");
+  envelope(b, &at, 0, "late");
+  canned("200", "application/grpc-web+proto", NULL, NULL, b, at);
+  s = must(call(e, "/t.W/G", "q", &gw), "call");
+  CHECK(ended_with(s, kPc_Code_Internal, "response data after its trailers"));
+  pc_GrpcStream_Free(s);
+
+  /* the connection went on through all of it */
+  s = must(call(e, "/t.T/Echo", "still", NULL), "call");
+  CHECK(next_is(s, "still"));
+  CHECK(ended_with(s, kPc_Code_Ok, ""));
+  pc_GrpcStream_Free(s);
+  pc_GrpcEngine_Free(e);
+  nghttp2_session_del(srv.s);
+}
+
 /* 'p', or the test stops: what follows needs it. */
 static void *must(void *p, const char *what) {
   if (p == NULL) {
@@ -446,7 +738,7 @@ int main(void) {
   pc_GrpcStream_Free(s);
 
   /* gzip both ways */
-  pc_GrpcCallSettings gz = {5.0, NULL, 0, 1, 0};
+  pc_GrpcCallSettings gz = {5.0, NULL, 0, 1, 0, 0, 0};
   s = must(call(e, "/t.T/Echo", "squeeze", &gz), "call");
   CHECK(srv.gzip_flag == 1 && strcmp(srv.encoding, "gzip") == 0);
   CHECK(pc_GrpcStream_Status(s) != NULL);
@@ -719,11 +1011,12 @@ int main(void) {
   CHECK(pc_GrpcEngine_Open(e, "no-slash", &plain, NULL, &err) == NULL);
   CHECK(strcmp(err.msg, "method path 'no-slash': expected /package.Service/Method") == 0);
   pc_GrpcPair bad = {"Bad", 3, "v", 1};
-  pc_GrpcCallSettings badmd = {-1, &bad, 1, 0, 0};
+  pc_GrpcCallSettings badmd = {-1, &bad, 1, 0, 0, 0, 0};
   CHECK(pc_GrpcEngine_Open(e, "/a.B/C", &badmd, NULL, &err) == NULL);
   pc_GrpcEngine_Free(e);
 
   each_failure(echo_with);
   each_failure(held_with);
+  web_client();
   return CHECK_DONE();
 }

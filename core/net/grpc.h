@@ -36,6 +36,10 @@ typedef struct {
   /* > 0: sent as grpc-previous-rpc-attempts, the attempts of this call made
    * before this one (a retry or a hedge; gRFC A6 "Exposed Retry Metadata") */
   unsigned previous_attempts;
+  /* The protocol over HTTP/2 (a pc_WebProtocol of web.h; engine.h): 0 or
+   * gRPC, gRPC-Web (binary) or Connect (unary or streaming). */
+  int protocol;
+  int json; /* gRPC-Web and Connect: the messages are JSON (+json, application/json) */
 } pc_GrpcCallSettings;
 
 /* The end of a call. 'message' is percent-decoded grpc-message (or a

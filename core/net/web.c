@@ -426,3 +426,451 @@ int pc_Connect_EndStream(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_Gr
   if (!o.ok) out->len = len0;
   return o.ok;
 }
+
+/* -- the client's direction: Connect's JSON read back ----------------------- */
+
+/* A cursor over JSON text; strings are unescaped into 'arena'. */
+typedef struct {
+  const char *p, *end;
+  pc_Arena *arena;
+  pc_Error *err;
+  int depth;
+} JsonIn;
+
+enum { kJsonMaxDepth = 64 };
+
+static void json_ws(JsonIn *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+static int json_fail(JsonIn *j, const char *what, const char *start) {
+  pc_Error_Set(j->err, "%s at offset %ld", what, (long)(j->p - start));
+  return 0;
+}
+
+/* Whether the next character (after blanks) is 'c'; takes it if so. */
+static int json_eat(JsonIn *j, char c) {
+  json_ws(j);
+  if (j->p < j->end && *j->p == c) {
+    j->p++;
+    return 1;
+  }
+  return 0;
+}
+
+static int hex4(const char *p, unsigned *v) {
+  *v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                 : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                 : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                        : 16u;
+    if (d > 15) return 0;
+    *v = *v << 4 | d;
+  }
+  return 1;
+}
+
+static size_t put_utf8(unsigned cp, char *o) {
+  if (cp < 0x80) {
+    o[0] = (char)cp;
+    return 1;
+  }
+  if (cp < 0x800) {
+    o[0] = (char)(0xC0 | cp >> 6);
+    o[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    o[0] = (char)(0xE0 | cp >> 12);
+    o[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+    o[2] = (char)(0x80 | (cp & 0x3F));
+    return 3;
+  }
+  o[0] = (char)(0xF0 | cp >> 18);
+  o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+  o[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+  o[3] = (char)(0x80 | (cp & 0x3F));
+  return 4;
+}
+
+/* A string (the cursor at its '"'): '*out' unescaped, NUL-terminated, in
+ * the arena ('out' NULL: checked and passed over). */
+static int json_string(JsonIn *j, const char *start, char **out, size_t *outn) {
+  json_ws(j);
+  if (j->p >= j->end || *j->p != '"') return json_fail(j, "expected a string", start);
+  const char *q = ++j->p;
+  while (q < j->end && *q != '"') q += *q == '\\' && q + 1 < j->end ? 2 : 1;
+  if (q >= j->end) return json_fail(j, "unterminated string", start);
+  size_t cap = (size_t)(q - j->p);
+  char *o = out ? pc_Arena_Malloc(j->arena, cap + 1) : NULL;
+  if (out && o == NULL) return json_fail(j, "out of memory", start);
+  size_t n = 0;
+  while (j->p < q) {
+    unsigned char c = (unsigned char)*j->p++;
+    if (c < 0x20) return json_fail(j, "control character in a string", start);
+    if (c != '\\') {
+      if (o) o[n] = (char)c;
+      n++;
+      continue;
+    }
+    char e = *j->p++;
+    char one = 0;
+    switch (e) {
+    case '"':
+    case '\\':
+    case '/': one = e; break;
+    case 'b': one = '\b'; break;
+    case 'f': one = '\f'; break;
+    case 'n': one = '\n'; break;
+    case 'r': one = '\r'; break;
+    case 't': one = '\t'; break;
+    default: break;
+    }
+    if (one) {
+      if (o) o[n] = one;
+      n++;
+      continue;
+    }
+    unsigned cp, lo;
+    if (e != 'u' || q - j->p < 4 || !hex4(j->p, &cp)) return json_fail(j, "bad escape", start);
+    j->p += 4;
+    if (cp >= 0xD800 && cp < 0xDC00 && q - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u' &&
+        hex4(j->p + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      j->p += 6;
+    }
+    /* six escaped characters make at most four bytes: room enough */
+    char tmp[4];
+    size_t k = put_utf8(cp, tmp);
+    if (o) memcpy(o + n, tmp, k);
+    n += k;
+  }
+  j->p = q + 1;
+  if (o) {
+    o[n] = '\0';
+    *out = o;
+    *outn = n;
+  }
+  return 1;
+}
+
+static int json_skip(JsonIn *j, const char *start);
+
+/* An object's members: 'member' is called with each key, the cursor at
+ * its value, and must consume the value. */
+typedef int JsonMemberFn(JsonIn *j, const char *start, const char *key, size_t keyn, void *ud);
+
+static int json_object(JsonIn *j, const char *start, JsonMemberFn *member, void *ud) {
+  if (!json_eat(j, '{')) return json_fail(j, "expected an object", start);
+  if (++j->depth > kJsonMaxDepth) return json_fail(j, "nesting too deep", start);
+  if (!json_eat(j, '}')) {
+    do {
+      char *k = NULL;
+      size_t kn = 0;
+      if (!json_string(j, start, &k, &kn)) return 0;
+      if (!json_eat(j, ':')) return json_fail(j, "expected ':'", start);
+      if (!(member ? member(j, start, k, kn, ud) : json_skip(j, start))) return 0;
+    } while (json_eat(j, ','));
+    if (!json_eat(j, '}')) return json_fail(j, "expected ',' or '}'", start);
+  }
+  j->depth--;
+  return 1;
+}
+
+/* An array's elements, each through 'element' (which consumes it). */
+typedef int JsonElementFn(JsonIn *j, const char *start, void *ud);
+
+static int json_array(JsonIn *j, const char *start, JsonElementFn *element, void *ud) {
+  if (!json_eat(j, '[')) return json_fail(j, "expected an array", start);
+  if (++j->depth > kJsonMaxDepth) return json_fail(j, "nesting too deep", start);
+  if (!json_eat(j, ']')) {
+    do {
+      if (!(element ? element(j, start, ud) : json_skip(j, start))) return 0;
+    } while (json_eat(j, ','));
+    if (!json_eat(j, ']')) return json_fail(j, "expected ',' or ']'", start);
+  }
+  j->depth--;
+  return 1;
+}
+
+static int json_skip(JsonIn *j, const char *start) {
+  json_ws(j);
+  if (j->p >= j->end) return json_fail(j, "unexpected end", start);
+  char c = *j->p;
+  if (c == '{') return json_object(j, start, NULL, NULL);
+  if (c == '[') return json_array(j, start, NULL, NULL);
+  if (c == '"') return json_string(j, start, NULL, NULL);
+  const char *s = j->p;
+  while (j->p < j->end && (strchr("+-.0123456789eE", *j->p) || (*j->p >= 'a' && *j->p <= 'z')))
+    j->p++;
+  size_t n = (size_t)(j->p - s);
+  if (n == 0) return json_fail(j, "unexpected character", start);
+  if ((c >= 'a' && c <= 'z') && !(n == 4 && (!memcmp(s, "true", 4) || !memcmp(s, "null", 4))) &&
+      !(n == 5 && !memcmp(s, "false", 5)))
+    return json_fail(j, "unexpected word", start);
+  return 1;
+}
+
+static int key_eq(const char *k, size_t kn, const char *lit) {
+  return kn == strlen(lit) && memcmp(k, lit, kn) == 0;
+}
+
+/* One detail as read: its type and its value, decoded. */
+typedef struct Detail {
+  const char *type;
+  size_t type_len;
+  unsigned char *value;
+  size_t value_len;
+  struct Detail *next;
+} Detail;
+
+typedef struct {
+  pc_ConnectError *out;
+  Detail *first, **tail;
+  Detail *cur;
+} ErrorIn;
+
+static int detail_member(JsonIn *j, const char *start, const char *k, size_t kn, void *ud) {
+  Detail *d = ud;
+  if (key_eq(k, kn, "type")) {
+    char *t;
+    if (!json_string(j, start, &t, &d->type_len)) return 0;
+    d->type = t;
+    return 1;
+  }
+  if (key_eq(k, kn, "value")) {
+    char *v;
+    size_t vn;
+    if (!json_string(j, start, &v, &vn)) return 0;
+    d->value = pc_Arena_Malloc(j->arena, vn / 4 * 3 + 4);
+    if (d->value == NULL) return json_fail(j, "out of memory", start);
+    /* Connect writes it unpadded; padded is taken too, and URL-safe */
+    for (size_t i = 0; i < vn; i++) {
+      if (v[i] == '-') v[i] = '+';
+      if (v[i] == '_') v[i] = '/';
+    }
+    d->value_len = pc_Grpc_Base64Decode(v, vn, d->value);
+    if (d->value_len == (size_t)-1) return json_fail(j, "a detail's value is not base64", start);
+    return 1;
+  }
+  return json_skip(j, start);
+}
+
+static int detail_element(JsonIn *j, const char *start, void *ud) {
+  ErrorIn *e = ud;
+  Detail *d = pc_Arena_Malloc(j->arena, sizeof *d);
+  if (d == NULL) return json_fail(j, "out of memory", start);
+  memset(d, 0, sizeof *d);
+  d->type = "";
+  if (!json_object(j, start, detail_member, d)) return 0;
+  *e->tail = d;
+  e->tail = &d->next;
+  return 1;
+}
+
+static pc_Code code_named(const char *k, size_t kn) {
+  for (int c = 0; c < PC_CODE_COUNT; c++)
+    if (key_eq(k, kn, pc_Connect_CodeName((pc_Code)c))) return (pc_Code)c;
+  return kPc_Code_Unknown;
+}
+
+static int error_member(JsonIn *j, const char *start, const char *k, size_t kn, void *ud) {
+  ErrorIn *e = ud;
+  if (key_eq(k, kn, "code")) {
+    char *c;
+    size_t cn;
+    if (!json_string(j, start, &c, &cn)) return 0;
+    e->out->code = code_named(c, cn);
+    return 1;
+  }
+  if (key_eq(k, kn, "message")) {
+    char *m;
+    if (!json_string(j, start, &m, &e->out->message_len)) return 0;
+    e->out->message = m;
+    return 1;
+  }
+  if (key_eq(k, kn, "details")) return json_array(j, start, detail_element, e);
+  return json_skip(j, start);
+}
+
+static size_t varint_len(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+static unsigned char *put_varint(unsigned char *o, uint64_t v) {
+  while (v >= 0x80) {
+    *o++ = (unsigned char)(v | 0x80);
+    v >>= 7;
+  }
+  *o++ = (unsigned char)v;
+  return o;
+}
+
+static unsigned char *put_bytes(unsigned char *o, unsigned field, const void *p, size_t n) {
+  o = put_varint(o, (uint64_t)field << 3 | 2);
+  o = put_varint(o, n);
+  if (n) memcpy(o, p, n);
+  return o + n;
+}
+
+#define TYPE_PREFIX "type.googleapis.com/"
+
+/* The google.rpc.Status of the error read, when it had details. */
+static int build_status(JsonIn *j, ErrorIn *e) {
+  if (e->first == NULL) return 1;
+  size_t pre = strlen(TYPE_PREFIX), total = 0;
+  pc_ConnectError *o = e->out;
+  if (o->code != kPc_Code_Ok) total += 1 + varint_len((uint64_t)o->code);
+  if (o->message_len) total += 1 + varint_len(o->message_len) + o->message_len;
+  for (Detail *d = e->first; d; d = d->next) {
+    size_t url = pre + d->type_len;
+    size_t any = 1 + varint_len(url) + url + 1 + varint_len(d->value_len) + d->value_len;
+    total += 1 + varint_len(any) + any;
+  }
+  unsigned char *b = pc_Arena_Malloc(j->arena, total + 1), *w = b;
+  if (b == NULL) return json_fail(j, "out of memory", j->p);
+  if (o->code != kPc_Code_Ok) {
+    *w++ = 0x08;
+    w = put_varint(w, (uint64_t)o->code);
+  }
+  if (o->message_len) w = put_bytes(w, 2, o->message, o->message_len);
+  for (Detail *d = e->first; d; d = d->next) {
+    size_t url = pre + d->type_len;
+    size_t any = 1 + varint_len(url) + url + 1 + varint_len(d->value_len) + d->value_len;
+    w = put_varint(w, 3 << 3 | 2);
+    w = put_varint(w, any);
+    w = put_varint(w, 1 << 3 | 2);
+    w = put_varint(w, url);
+    memcpy(w, TYPE_PREFIX, pre);
+    memcpy(w + pre, d->type, d->type_len);
+    w += url;
+    w = put_bytes(w, 2, d->value, d->value_len);
+  }
+  *w = 0;
+  o->details = (const char *)b;
+  o->details_len = total;
+  return 1;
+}
+
+static int read_error(JsonIn *j, const char *start, pc_ConnectError *out) {
+  ErrorIn e = {out, NULL, NULL, NULL};
+  e.tail = &e.first;
+  out->present = 1;
+  out->message = "";
+  out->message_len = 0;
+  out->details = "";
+  out->details_len = 0;
+  return json_object(j, start, error_member, &e) && build_status(j, &e);
+}
+
+static int json_done(JsonIn *j, const char *start) {
+  json_ws(j);
+  return j->p == j->end || json_fail(j, "text after the JSON value", start);
+}
+
+int pc_Connect_ParseError(pc_Arena *arena, const char *json, size_t len, pc_ConnectError *out,
+                          pc_Error *err) {
+  JsonIn j = {json, json + len, arena, err, 0};
+  return read_error(&j, json, out) && json_done(&j, json);
+}
+
+typedef struct {
+  pc_ConnectError *out;
+  pc_ConnectPairFn *pair;
+  void *ud;
+  const char *key;
+  size_t key_len;
+} EndIn;
+
+static int md_value(JsonIn *j, const char *start, void *ud) {
+  EndIn *e = ud;
+  char *v;
+  size_t vn;
+  if (!json_string(j, start, &v, &vn)) return 0;
+  if (!e->pair(e->ud, e->key, e->key_len, v, vn)) return json_fail(j, "metadata refused", start);
+  return 1;
+}
+
+static int md_member(JsonIn *j, const char *start, const char *k, size_t kn, void *ud) {
+  EndIn *e = ud;
+  char *lk = pc_Arena_StrDup(j->arena, k, kn);
+  if (lk == NULL) return json_fail(j, "out of memory", start);
+  for (size_t i = 0; i < kn; i++) lk[i] = (char)lower((unsigned char)lk[i]);
+  e->key = lk;
+  e->key_len = kn;
+  return json_array(j, start, md_value, e);
+}
+
+static int end_member(JsonIn *j, const char *start, const char *k, size_t kn, void *ud) {
+  EndIn *e = ud;
+  if (key_eq(k, kn, "error")) {
+    json_ws(j);
+    if (j->p < j->end && *j->p == 'n') return json_skip(j, start); /* null */
+    return read_error(j, start, e->out);
+  }
+  if (key_eq(k, kn, "metadata")) {
+    json_ws(j);
+    if (j->p < j->end && *j->p == 'n') return json_skip(j, start);
+    return json_object(j, start, md_member, e);
+  }
+  return json_skip(j, start);
+}
+
+int pc_Connect_ParseEndStream(pc_Arena *arena, const char *json, size_t len, pc_ConnectError *out,
+                              pc_ConnectPairFn *pair, void *ud, pc_Error *err) {
+  JsonIn j = {json, json + len, arena, err, 0};
+  EndIn e = {out, pair, ud, NULL, 0};
+  out->present = 0;
+  return json_object(&j, json, end_member, &e) && json_done(&j, json);
+}
+
+int pc_Web_ParseGrpcWebTrailers(pc_Arena *arena, const char *body, size_t len,
+                                pc_ConnectPairFn *pair, void *ud, pc_Error *err) {
+  size_t i = 0;
+  while (i < len) {
+    size_t eol = i;
+    while (eol < len && body[eol] != '\n') eol++;
+    size_t end = eol;
+    if (end > i && body[end - 1] == '\r') end--;
+    if (end > i) {
+      size_t colon = i;
+      while (colon < end && body[colon] != ':') colon++;
+      if (colon == end || colon == i) {
+        pc_Error_Set(err, "gRPC-Web trailer line at offset %zu has no key or no ':'", i);
+        return 0;
+      }
+      char *k = pc_Arena_StrDup(arena, body + i, colon - i);
+      if (k == NULL) {
+        pc_Error_Set(err, "out of memory");
+        return 0;
+      }
+      size_t kn = colon - i;
+      while (kn > 0 && (k[kn - 1] == ' ' || k[kn - 1] == '\t')) kn--;
+      for (size_t x = 0; x < kn; x++) k[x] = (char)lower((unsigned char)k[x]);
+      size_t v = colon + 1, ve = end;
+      while (v < ve && (body[v] == ' ' || body[v] == '\t')) v++;
+      while (ve > v && (body[ve - 1] == ' ' || body[ve - 1] == '\t')) ve--;
+      if (!pair(ud, k, kn, body + v, ve - v)) {
+        pc_Error_Set(err, "gRPC-Web trailer '%.*s' refused", (int)(kn > 32 ? 32 : kn), k);
+        return 0;
+      }
+    }
+    i = eol + 1;
+  }
+  return 1;
+}
+
+size_t pc_Connect_FormatTimeout(double seconds, char *out) {
+  double ms = seconds * 1000.0;
+  unsigned long long v = ms >= 9999999999.0 ? 9999999999ULL : (unsigned long long)ms;
+  if ((double)v < ms && v < 9999999999ULL) v++;
+  if (v == 0) v = 1;
+  return (size_t)snprintf(out, 12, "%llu", v);
+}

@@ -124,4 +124,53 @@ int pc_Connect_ErrorJson(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_Gr
 int pc_Connect_EndStream(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_GrpcStatus *st,
                          const pc_GrpcPair *md, size_t n);
 
+/* -- the client's direction ----------------------------------------------- */
+
+/* A Connect error read back: the error JSON of a unary response or the
+ * "error" of an end-of-stream message. 'message' and 'details' (a
+ * google.rpc.Status: the code, the message and each detail as a
+ * google.protobuf.Any of type URL "type.googleapis.com/" + "type", value
+ * the base64-decoded "value") are NUL-terminated, in the arena given. */
+typedef struct {
+  int present; /* an error was there (else the call succeeded) */
+  pc_Code code;
+  const char *message;
+  size_t message_len;
+  const char *details;
+  size_t details_len;
+} pc_ConnectError;
+
+/* Called for each value of each key of an end-of-stream message's
+ * "metadata" (the value as it was written: "-bin" values in base64);
+ * returns 0 to stop (the parse fails). */
+typedef int pc_ConnectPairFn(void *ud, const char *key, size_t key_len, const char *value,
+                             size_t value_len);
+
+/* Parses Connect's error JSON ('json' of 'len' bytes) into '*out': a code
+ * name that is not Connect's reads as unknown, a missing "code" leaves
+ * out->code as the caller set it (the code of the HTTP status). Returns 1,
+ * or 0 with why in 'err' when it is not a JSON object of that shape
+ * (nesting deeper than 64, a detail's value not base64, out of memory in
+ * 'arena'). */
+int pc_Connect_ParseError(pc_Arena *arena, const char *json, size_t len, pc_ConnectError *out,
+                          pc_Error *err);
+
+/* Parses the body of a Connect end-of-stream message: {"error":{...}}
+ * into '*out' (out->present 0 without one) and each "metadata" value
+ * through 'pair'. Returns 1, or 0 with why in 'err'. */
+int pc_Connect_ParseEndStream(pc_Arena *arena, const char *json, size_t len, pc_ConnectError *out,
+                              pc_ConnectPairFn *pair, void *ud, pc_Error *err);
+
+/* Parses the body of a gRPC-Web trailers message (HTTP/1 header lines
+ * "key: value" ending in CRLF or LF; keys lowercased into 'arena' before
+ * they are given) through 'pair'. Returns 1, or 0 with why in 'err' at a
+ * line without ':' or an empty key. */
+int pc_Web_ParseGrpcWebTrailers(pc_Arena *arena, const char *body, size_t len,
+                                pc_ConnectPairFn *pair, void *ud, pc_Error *err);
+
+/* The Connect-Timeout-Ms value for 'seconds' (>= 0) into 'out' (at least
+ * 12 bytes): milliseconds rounded up, at least 1, at most 10 digits.
+ * Returns the length written. */
+size_t pc_Connect_FormatTimeout(double seconds, char *out);
+
 #endif

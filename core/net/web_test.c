@@ -7,6 +7,7 @@
 #include "testing/failalloc.h"
 #include "net/web.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static pc_WebProtocol classify(const char *method, const char *ct, pc_WebCodec *codec) {
@@ -34,6 +35,100 @@ static size_t decode_split(const char *in, size_t step, unsigned char *out, size
     return (size_t)-1;
   }
   return o;
+}
+
+/* Pairs read back, joined as "k=v;" into 'text'. */
+typedef struct {
+  char text[256];
+  size_t n;
+} Pairs;
+
+static int collect(void *ud, const char *k, size_t kn, const char *v, size_t vn) {
+  Pairs *p = ud;
+  if (p->n + kn + vn + 3 > sizeof p->text) return 0;
+  memcpy(p->text + p->n, k, kn);
+  p->n += kn;
+  p->text[p->n++] = '=';
+  memcpy(p->text + p->n, v, vn);
+  p->n += vn;
+  p->text[p->n++] = ';';
+  p->text[p->n] = '\0';
+  return 1;
+}
+
+/* What the server writes, the client reads back: the error JSON and the
+ * end-of-stream message (the details as the same google.rpc.Status), the
+ * gRPC-Web trailers' lines; each under every allocation failing. */
+static void read_back(const char *status, size_t status_len) {
+  for (long at = 1;; at++) {
+    fail_reset(at);
+    pc_GrpcBuf b = {0};
+    pc_GrpcStatus st;
+    memset(&st, 0, sizeof st);
+    st.code = kPc_Code_InvalidArgument;
+    st.message = "m";
+    st.message_len = 1;
+    st.details = status;
+    st.details_len = status_len;
+    pc_GrpcPair md[2] = {{"x-a", 3, "1", 1}, {"x-b-bin", 7, "\x00\xff", 2}};
+    pc_Arena *a = pc_Arena_New(fail_alloc, NULL);
+    int ok = a != NULL;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_ConnectError ce;
+    memset(&ce, 0, sizeof ce);
+    if (ok && pc_Connect_ErrorJson(pc_DefaultAlloc, NULL, &b, &st)) {
+      if (pc_Connect_ParseError(a, b.p, b.len, &ce, &err)) {
+        CHECK(ce.present && ce.code == kPc_Code_InvalidArgument && strcmp(ce.message, "m") == 0);
+        CHECK(ce.details_len == status_len && memcmp(ce.details, status, status_len) == 0);
+      } else {
+        ok = 0;
+      }
+    }
+    b.len = 0;
+    Pairs p = {{0}, 0};
+    if (ok && pc_Connect_EndStream(pc_DefaultAlloc, NULL, &b, &st, md, 2)) {
+      memset(&ce, 0, sizeof ce);
+      if (pc_Connect_ParseEndStream(a, b.p + 5, b.len - 5, &ce, collect, &p, &err)) {
+        CHECK(ce.present && ce.code == kPc_Code_InvalidArgument);
+        CHECK(ce.details_len == status_len);
+        CHECK(strcmp(p.text, "x-a=1;x-b-bin=AP8;") == 0);
+      } else {
+        ok = 0;
+      }
+    }
+    b.len = 0;
+    p.n = 0;
+    p.text[0] = '\0';
+    if (ok && pc_Web_GrpcWebTrailers(pc_DefaultAlloc, NULL, &b, &st, md, 2)) {
+      if (pc_Web_ParseGrpcWebTrailers(a, b.p + 5, b.len - 5, collect, &p, &err)) {
+        CHECK(strncmp(p.text, "grpc-status=3;grpc-message=m;grpc-status-details-bin=", 53) == 0);
+        CHECK(strstr(p.text, ";x-a=1;x-b-bin=AP8;") != NULL);
+      } else {
+        ok = 0;
+      }
+    }
+    pc_GrpcBuf_Free(pc_DefaultAlloc, NULL, &b);
+    pc_Arena_Free(a);
+    CHECK(fail_live == 0);
+    if (!fail_hit) {
+      CHECK(ok);
+      break;
+    }
+  }
+}
+
+/* Whether {"x": 'n' arrays nested} parses (the object is one level more). */
+static int nested(pc_Arena *a, int n, pc_Error *err) {
+  char deep[300];
+  size_t d = (size_t)snprintf(deep, sizeof deep, "{\"x\":");
+  for (int i = 0; i < n; i++) deep[d++] = '[';
+  for (int i = 0; i < n; i++) deep[d++] = ']';
+  deep[d++] = '}';
+  pc_ConnectError ce;
+  memset(&ce, 0, sizeof ce);
+  pc_Error_Init(err);
+  return pc_Connect_ParseError(a, deep, d, &ce, err);
 }
 
 static int buf_is(const pc_GrpcBuf *b, const void *p, size_t n) {
@@ -196,5 +291,49 @@ int main(void) {
     CHECK(buf_is(&b, "{\"code\":\"internal\"}", 19));
     pc_GrpcBuf_Free(pc_DefaultAlloc, NULL, &b);
   }
+  read_back(STATUS, sizeof STATUS - 1);
+  /* Connect-Timeout-Ms: rounded up, at least 1, at most 10 digits */
+  char t[12];
+  CHECK(pc_Connect_FormatTimeout(1.5, t) == 4 && strcmp(t, "1500") == 0);
+  CHECK(pc_Connect_FormatTimeout(0.0001, t) == 1 && strcmp(t, "1") == 0);
+  CHECK(pc_Connect_FormatTimeout(0, t) == 1 && strcmp(t, "1") == 0);
+  CHECK(pc_Connect_FormatTimeout(0.0021, t) == 1 && strcmp(t, "3") == 0);
+  CHECK(pc_Connect_FormatTimeout(1e12, t) == 10 && strcmp(t, "9999999999") == 0);
+  /* JSON the parser takes and refuses */
+  pc_Arena *a = pc_Arena_New(NULL, NULL);
+  pc_Error err;
+  pc_ConnectError ce;
+  static const struct {
+    const char *json;
+    pc_Code code;
+    const char *message; /* NULL: refused */
+  } cases[] = {
+      {" { \"code\" : \"unavailable\" , \"extra\":[1,-2.5e3,true,false,null,{}] } ",
+       kPc_Code_Unavailable, ""},
+      {"{\"code\":\"nope\",\"message\":\"\\ud83d\\ude00\\/\\t\"}", kPc_Code_Unknown,
+       "\xf0\x9f\x98\x80/\t"},
+      {"{\"message\":\"no code\"}", kPc_Code_Internal, "no code"},
+      {"{\"code\":\"aborted\"", kPc_Code_Ok, NULL},
+      {"{\"code\":\"aborted\",}", kPc_Code_Ok, NULL},
+      {"{\"code\":nul}", kPc_Code_Ok, NULL},
+      {"{\"message\":\"\\x\"}", kPc_Code_Ok, NULL},
+      {"{\"message\":\"\\u12\"}", kPc_Code_Ok, NULL},
+      {"{\"message\":\"a\nb\"}", kPc_Code_Ok, NULL},
+      {"{\"details\":{}}", kPc_Code_Ok, NULL},
+      {"", kPc_Code_Ok, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    memset(&ce, 0, sizeof ce);
+    ce.code = kPc_Code_Internal;
+    pc_Error_Init(&err);
+    int ok = pc_Connect_ParseError(a, cases[i].json, strlen(cases[i].json), &ce, &err);
+    CHECK(ok == (cases[i].message != NULL));
+    if (ok) CHECK(ce.code == cases[i].code && strcmp(ce.message, cases[i].message) == 0);
+    if (!ok) CHECK(err.msg[0] != '\0');
+  }
+  /* nesting: 64 levels are read, more are refused before the stack runs out */
+  CHECK(nested(a, 63, &err));
+  CHECK(!nested(a, 64, &err) && strstr(err.msg, "nesting too deep") != NULL);
+  pc_Arena_Free(a);
   return CHECK_DONE();
 }

@@ -9,8 +9,13 @@
  * nothing may crash; anything else aborts, which is what libFuzzer
  * reports. engine_seeds/ (written by engine_seeds.py with python3-h2)
  * holds whole replies: a unary answer, a gzip one, and statuses, an HTTP
- * error, a reset and a GOAWAY. */
+ * error, a reset and a GOAWAY. The top two bits of the first byte (its
+ * low six are the first chunk's size) pick the calls' protocol: gRPC,
+ * gRPC-Web, Connect (the first two calls unary, the third streaming) or
+ * Connect streaming for all, so the same replies reach the gRPC-Web and
+ * Connect readers (end messages, error JSON, trailer- headers). */
 #include "net/engine.h"
+#include "net/web.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,12 +48,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pc_Error_Init(&err);
   pc_GrpcEngine *e = pc_GrpcEngine_New(&o, NULL, NULL, &err);
   if (e == NULL) abort();
-  pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0};
-  pc_GrpcCallSettings gz = {1.5, NULL, 0, 1, 2};
+  static const int unary[4] = {kPc_WebProtocol_Grpc, kPc_WebProtocol_GrpcWeb,
+                               kPc_WebProtocol_ConnectUnary, kPc_WebProtocol_ConnectStream};
+  static const int stream[4] = {kPc_WebProtocol_Grpc, kPc_WebProtocol_GrpcWeb,
+                                kPc_WebProtocol_ConnectStream, kPc_WebProtocol_ConnectStream};
+  int which = size > 0 ? data[0] >> 6 : 0;
+  pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, unary[which], 0};
+  pc_GrpcCallSettings gz = {1.5, NULL, 0, 1, 2, unary[which], which == 1};
+  pc_GrpcCallSettings open = {-1, NULL, 0, 0, 0, stream[which], 0};
   pc_GrpcStream *s[3];
   s[0] = pc_GrpcEngine_Open(e, "/f.F/A", &plain, NULL, &err);
   s[1] = pc_GrpcEngine_Open(e, "/f.F/B", &gz, NULL, &err);
-  s[2] = pc_GrpcEngine_Open(e, "/f.F/C", &plain, NULL, &err);
+  s[2] = pc_GrpcEngine_Open(e, "/f.F/C", &open, NULL, &err);
   if (s[0] == NULL || s[1] == NULL || s[2] == NULL) abort();
   pc_GrpcStream_Send(s[0], "req", 3);
   pc_GrpcStream_CloseSend(s[0]);

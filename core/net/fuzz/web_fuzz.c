@@ -10,7 +10,9 @@
  * trailers and OK, the next with an error with details, at the end the
  * engine's deadlines pass. Then the same body goes to the pure functions
  * of web.h: base64 decoded whole and in the frames' pieces must agree,
- * and Connect's error JSON is written with the body as a google.rpc.Status.
+ * and Connect's error JSON is written with the body as a google.rpc.Status
+ * and read back by the client's reader, which also reads the body itself as
+ * an error JSON, an end-of-stream message and gRPC-Web trailer lines.
  * Anything else than a clean run aborts, which is what libFuzzer reports. */
 #include "net/server.h"
 #include "net/web.h"
@@ -123,6 +125,13 @@ static void serve(pc_GrpcServerConn *c, pc_GrpcServerCall **calls, size_t *ncall
 }
 
 /* The pure functions on the same bytes. */
+/* A metadata pair the client's readers found: its bytes are there. */
+static int any_pair(void *ud, const char *k, size_t kn, const char *v, size_t vn) {
+  (void)ud;
+  if ((kn > 0 && k == NULL) || (vn > 0 && v == NULL)) abort();
+  return 1;
+}
+
 static void pure(const uint8_t *data, size_t size) {
   unsigned char *whole = malloc(size / 4 * 3 + 4), *split = malloc(size / 4 * 3 + 4);
   if (whole == NULL || split == NULL) abort();
@@ -161,6 +170,21 @@ static void pure(const uint8_t *data, size_t size) {
   st.details = (const char *)data;
   st.details_len = size;
   if (!pc_Connect_ErrorJson(pc_DefaultAlloc, NULL, &out, &st)) abort();
+  /* the client's readers: what the writer wrote reads back, any bytes
+   * are read or refused */
+  pc_Arena *arena = pc_Arena_New(NULL, NULL);
+  if (arena == NULL) abort();
+  pc_ConnectError ce;
+  memset(&ce, 0, sizeof ce);
+  pc_Error perr;
+  pc_Error_Init(&perr);
+  if (!pc_Connect_ParseError(arena, out.p, out.len, &ce, &perr)) abort();
+  if (st.code != kPc_Code_Ok && ce.code != st.code) abort();
+  pc_Connect_ParseError(arena, (const char *)data, size, &ce, &perr);
+  pc_Connect_ParseEndStream(arena, (const char *)data, size, &ce, any_pair, NULL, &perr);
+  pc_Web_ParseGrpcWebTrailers(arena, (const char *)data, size, any_pair, NULL, &perr);
+  pc_Arena_Free(arena);
+  out.len = 0;
   pc_GrpcPair md = {"k", 1, (const char *)data, size};
   if (!pc_Connect_EndStream(pc_DefaultAlloc, NULL, &out, &st, &md, 1)) abort();
   if (!pc_Web_GrpcWebTrailers(pc_DefaultAlloc, NULL, &out, &st, &md, 1)) abort();

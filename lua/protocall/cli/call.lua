@@ -28,9 +28,11 @@ M.call = {
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
     ["emit-defaults"] = "bool", v = "bool", cert = "string", key = "string",
     servername = "string", insecure = "bool", retry = "string", ["connect-timeout"] = "number",
+    protocol = "string",
   },
   usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
           "       [-connect-timeout S] [-retry-attempts N | -retry JSON] [-gzip] [-format json|text]\n" ..
+          "       [-protocol grpc|grpcweb|connect]\n" ..
           "       [-emit-defaults]\n" ..
           "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
           "       [-v] TARGET pkg.Service/Method",
@@ -50,7 +52,9 @@ M.call = {
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
           "service config. -v prints the response headers, trailers and timing to\n" ..
           "stderr. -connect-timeout bounds connecting (and the TLS handshake):\n" ..
-          "UNAVAILABLE past it.",
+          "UNAVAILABLE past it. -protocol picks the protocol over HTTP/2 (as buf curl's):\n" ..
+          "grpc (the default), grpcweb (gRPC-Web) or connect (the Connect protocol);\n" ..
+          "reflection then goes over it too.",
   example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure\n" ..
             "  protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"s\"}' \\\n" ..

@@ -362,6 +362,13 @@ function M.connect(flags, target, cmd)
   local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil,
     cert_file = flags.cert, key_file = flags.key, server_name = flags.servername,
     insecure = flags.insecure or nil }
+  if flags.protocol ~= nil then
+    local protocol = ({ grpc = "grpc", grpcweb = "grpc-web", connect = "connect" })[flags.protocol]
+    if not protocol then
+      usage_error(cmd, "-protocol: grpc, grpcweb or connect expected, got " .. show(flags.protocol))
+    end
+    transport_opts.protocol = protocol
+  end
   local ct = flags["connect-timeout"]
   if ct ~= nil then
     if not (ct > 0 and ct < math.huge) then

@@ -44,7 +44,19 @@ local TRANSPORT_OPTIONS = {
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
   driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
+  protocol = "string", codec = "string",
 }
+
+-- pc.grpc's `protocol`: the name each shape of call is sent as
+-- (bindings/lua/lpc_net.c): Connect's unary calls have a form of their own.
+local PROTOCOLS = {
+  grpc = { unary = "grpc", stream = "grpc" },
+  ["grpc-web"] = { unary = "grpc-web", stream = "grpc-web" },
+  connect = { unary = "connect", stream = "connect-stream" },
+}
+
+-- The shape of each method of Transport that starts a call.
+local UNARY_CALLS = { unary = true, start_unary = true }
 
 -- pc.grpc's `reconnect` table: its keys and gRPC's numbers
 -- (doc/connection-backoff.md) for those left out.
@@ -99,8 +111,10 @@ local function settings_of(self, name, path, settings, level, sarg)
   settings = check_call(name, path, settings, level, sarg, self.compression)
   local compression = settings.compression
   if compression == nil then compression = self.compression end
+  local proto = self.protocol
   return { timeout = settings.timeout, metadata = merged_metadata(self.metadata, settings.metadata),
-           gzip = compression == "gzip", previous_attempts = settings.previous_attempts }
+           gzip = compression == "gzip", previous_attempts = settings.previous_attempts,
+           protocol = proto and proto[UNARY_CALLS[name] and "unary" or "stream"], json = self.json }
 end
 
 local function raise(call, path)
@@ -587,7 +601,14 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- backoff, keepalive, connect_timeout) is the same as with the built-in
 -- driver. A driver must honour its timeouts: deadlines are checked
 -- between its calls), `load_balancing` ("pick_first", the default, or
--- "round_robin"). Raises
+-- "round_robin"), `protocol` ("grpc", the default; "grpc-web": gRPC-Web
+-- over HTTP/2, its status from the trailers message; "connect": the
+-- Connect protocol over HTTP/2, unary calls as a bare POST body with
+-- Connect-Timeout-Ms and the error JSON, streams in Connect's envelopes;
+-- every call policy, metadata, gzip and error details work the same),
+-- `codec` ("proto", the default, or "json" with gRPC-Web and Connect: the
+-- requests given and responses returned are then JSON text; pc.client
+-- stubs need "proto"). Raises
 -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
 -- read. All calls to one backend share one connection (a second one opens
 -- when the server takes no more streams on it or sends GOAWAY).
@@ -613,6 +634,17 @@ function M.grpc(target, opts)
   end
   if (opts.cert_file == nil) ~= (opts.key_file == nil) then
     error("pc.grpc: cert_file and key_file go together", 2) -- as pc.listen's
+  end
+  if opts.protocol ~= nil and not PROTOCOLS[opts.protocol] then
+    error("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\" or \"connect\", got \""
+      .. opts.protocol:gsub("%c", "?") .. "\"", 2)
+  end
+  if opts.codec ~= nil and opts.codec ~= "proto" and opts.codec ~= "json" then
+    error("pc.grpc: option 'codec' must be \"proto\" or \"json\", got \"" .. opts.codec:gsub("%c", "?")
+      .. "\"", 2)
+  end
+  if opts.codec == "json" and (opts.protocol or "grpc") == "grpc" then
+    error("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\" or \"connect\"", 2)
   end
   local bad_compression = compression_problem(opts.compression)
   if bad_compression then error(bad_compression, 2) end
@@ -675,7 +707,8 @@ function M.grpc(target, opts)
       or where.host .. ":" .. where.port
     return setmetatable({
       channel = channel, target = name, compression = opts.compression,
-      metadata = opts.metadata,
+      metadata = opts.metadata, protocol = opts.protocol and PROTOCOLS[opts.protocol],
+      json = opts.codec == "json" or nil,
     }, Transport)
   end
   local resolver

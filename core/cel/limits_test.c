@@ -203,6 +203,54 @@ static void regexes(void) {
   pc_CelEval_Free(ev);
 }
 
+/* unique() over 100,000 values whose low bits are all alike (doubles 1..n,
+ * floats, ints that are multiples of 2^32): each element is found or placed
+ * in a few probes, and every probe is charged, so the list finishes within
+ * three steps an element. */
+static void unique_spread(void) {
+  enum { N = 100000 };
+  pc_CelValue *items = malloc(N * sizeof *items);
+  for (int shape = 0; shape < 4; shape++) {
+    memset(items, 0, N * sizeof *items);
+    for (int i = 0; i < N; i++) {
+      switch (shape) {
+      case 0: items[i].kind = kPc_Cel_Double, items[i].v.d = i + 1; break;
+      case 1: items[i].kind = kPc_Cel_Double, items[i].v.d = (double)(float)(i + 1) / 1024; break;
+      case 2: items[i].kind = kPc_Cel_Int, items[i].v.i = (int64_t)(i + 1) << 32; break;
+      default: items[i].kind = kPc_Cel_Uint, items[i].v.u = (uint64_t)(i + 1) << 40; break;
+      }
+    }
+    pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+    pc_CelLimits l = PC_CEL_DEFAULT_LIMITS;
+    l.steps = 3 * N;
+    pc_CelEval_SetLimits(ev, &l);
+    pc_CelValue x;
+    memset(&x, 0, sizeof x);
+    x.kind = kPc_Cel_List;
+    x.v.list = pc_CelEval_NewList(ev, items, N);
+    CHECK(x.v.list != NULL);
+    pc_CelVar var = {"x", NULL};
+    pc_CelEnv env;
+    memset(&env, 0, sizeof env);
+    env.vars = &var;
+    env.var_count = 1;
+    pc_CelProgram *p;
+    CHECK(pc_CelProgram_New(&env, "x.unique()", 10, NULL, NULL, &p, NULL) == kPc_CelStatus_Ok);
+    pc_CelValue out;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_CelStatus st = pc_CelProgram_Eval(p, ev, &x, &out, &err);
+    if (st != kPc_CelStatus_Ok) fprintf(stderr, "unique shape %d: %s\n", shape, err.msg);
+    CHECK(st == kPc_CelStatus_Ok && out.kind == kPc_Cel_Bool && out.v.b);
+    pc_CelLimits used;
+    pc_CelEval_Used(ev, &used);
+    CHECK(used.steps >= N && used.steps <= 3 * N);
+    pc_CelProgram_Free(p);
+    pc_CelEval_Free(ev);
+  }
+  free(items);
+}
+
 /* Values nested as deep as expressions may be, compared and printed. */
 static size_t nested_list(char *out, int depth) {
   size_t n = 0;
@@ -353,6 +401,7 @@ static void threads(void) {
 int main(void) {
   budget();
   regexes();
+  unique_spread();
   deep_values();
   failing_allocator();
   threads();

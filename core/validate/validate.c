@@ -185,6 +185,7 @@ struct pc_Validator {
   size_t cel_runs; /* programs evaluated */
   int legacy_required;
   int fail_fast;
+  int depth; /* messages entered: PC_MESSAGE_MAX_DEPTH at most */
   pc_ValidateStatus status;
   pc_Error *err;
 };
@@ -1440,7 +1441,24 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
   return 1;
 }
 
+static int validate_message_body(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m);
+
+/* Messages nest no deeper than the encoders allow: past that the
+ * validation is refused (an error, not a violation) before the stack runs
+ * out. */
 static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m) {
+  if (v->depth >= PC_MESSAGE_MAX_DEPTH) {
+    v->status = kPc_Validate_Runtime;
+    pc_Error_Set(v->err, "nesting too deep: more than %d messages", PC_MESSAGE_MAX_DEPTH);
+    return 0;
+  }
+  v->depth++;
+  int ok = validate_message_body(v, msg, m);
+  v->depth--;
+  return ok;
+}
+
+static int validate_message_body(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m) {
   const Plan *p = plan_of(v, m);
   if (p == NULL) return 0;
   size_t mark = v->nsegs;
@@ -1498,6 +1516,7 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
   v->nvio = 0;
   v->cel_runs = 0;
   v->nsegs = 0;
+  v->depth = 0;
   v->fail_fast = fail_fast;
   v->status = kPc_Validate_Valid;
   v->err = err;

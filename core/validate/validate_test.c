@@ -66,6 +66,7 @@ static const char kProto[] =
     "message Tree { string name = 1 [(buf.validate.field).string.min_len = 1]; repeated Tree kids "
     "= 2; }\n"
     "message Plain { int32 x = 1; }\n"
+    "message Chain { Chain next = 1; string s = 2 [(buf.validate.field).string.min_len = 1]; }\n"
     "message Formats {\n"
     "  string email = 1 [(buf.validate.field).string.email = true];\n"
     "  string hostname = 2 [(buf.validate.field).string.hostname = true];\n"
@@ -394,6 +395,45 @@ static void errors_and_cache(void) {
   CHECK(pc_Validator_PlanCount(val) == plans);
 }
 
+/* A chain of messages 'depth' deep, each with s = "x". */
+static pc_Message *chain(const pc_MessageDef *m, int depth) {
+  const pc_FieldDef *next = pc_MessageDef_FindFieldByName(m, "next", 4);
+  const pc_FieldDef *s = pc_MessageDef_FindFieldByName(m, "s", 1);
+  pc_Message *root = NULL;
+  for (int i = 0; i < depth; i++) {
+    pc_Message *msg = pc_Message_New(m, arena);
+    pc_Value v;
+    v.s.data = "x";
+    v.s.size = 1;
+    pc_Message_Set(msg, s, v);
+    if (root != NULL) {
+      v.m = root;
+      pc_Message_Set(msg, next, v);
+    }
+    root = msg;
+  }
+  return root;
+}
+
+/* Nesting deeper than PC_MESSAGE_MAX_DEPTH is an error, not a crash. */
+static void deep_nesting(void) {
+  const pc_MessageDef *m = pc_Pool_FindMessage(pool, "t.Chain");
+  CHECK(m != NULL);
+  if (m == NULL) return;
+  pc_Error err;
+  pc_Error_Init(&err);
+  CHECK(pc_Validator_Validate(val, chain(m, PC_MESSAGE_MAX_DEPTH), m, 0, NULL, &err) ==
+        kPc_Validate_Valid);
+  CHECK(pc_Validator_Validate(val, chain(m, PC_MESSAGE_MAX_DEPTH + 1), m, 0, NULL, &err) ==
+        kPc_Validate_Runtime);
+  CHECK(strstr(err.msg, "nesting too deep") != NULL);
+  pc_Error_Init(&err);
+  CHECK(pc_Validator_Validate(val, chain(m, 100000), m, 0, NULL, &err) == kPc_Validate_Runtime);
+  CHECK(strstr(err.msg, "nesting too deep") != NULL);
+  /* the validator is usable afterwards */
+  CHECK(pc_Validator_Validate(val, chain(m, 3), m, 0, NULL, &err) == kPc_Validate_Valid);
+}
+
 int main(void) {
   arena = pc_Arena_New(NULL, NULL);
   load();
@@ -405,6 +445,7 @@ int main(void) {
   native_checks();
   proto2();
   errors_and_cache();
+  deep_nesting();
   pc_Validator_Free(val);
   pc_Arena_Free(arena);
   pc_Pool_Free(pool);

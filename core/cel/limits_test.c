@@ -184,6 +184,47 @@ static void regexes(void) {
   CHECK(strcmp(msg, "1:11: invalid regular expression: pattern too large - compile failed") == 0);
   free((char *)x.v.s.data);
   free(long_pattern);
+  /* compiling patterns made while evaluating is charged to the budget:
+     20,000 distinct patterns, or patterns RE2 gives up on as too large
+     (an error absorbed by ||), reach the step limit */
+  enum { NPAT = 20000 };
+  pc_CelValue *pats = malloc(NPAT * sizeof *pats);
+  char *texts = malloc(NPAT * 32);
+  for (int i = 0; i < NPAT; i++) {
+    memset(&pats[i], 0, sizeof pats[i]);
+    pats[i].kind = kPc_Cel_String;
+    pats[i].v.s.data = texts + 32 * i;
+    pats[i].v.s.size = (size_t)snprintf(texts + 32 * i, 32, "a|%d", i);
+  }
+  for (int big = 0; big < 2; big++) {
+    pc_CelEval *pev = pc_CelEval_New(NULL, NULL);
+    pc_CelValue list;
+    memset(&list, 0, sizeof list);
+    list.kind = kPc_Cel_List;
+    if (big)
+      for (int i = 0; i < 100; i++)
+        pats[i].v.s.size = (size_t)snprintf(texts + 32 * i, 32, "\\pL{100}%d", i);
+    list.v.list = pc_CelEval_NewList(pev, pats, big ? 100 : NPAT);
+    pc_CelVar var = {"x", NULL};
+    pc_CelEnv penv;
+    memset(&penv, 0, sizeof penv);
+    penv.vars = &var;
+    penv.var_count = 1;
+    const char *t = big ? "x.all(p, 'a'.matches(p) || true)" : "x.all(p, 'a'.matches(p))";
+    pc_CelProgram *pp;
+    CHECK(pc_CelProgram_New(&penv, t, strlen(t), NULL, NULL, &pp, NULL) == kPc_CelStatus_Ok);
+    pc_CelValue out;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_CelStatus st = pc_CelProgram_Eval(pp, pev, &list, &out, &err);
+    if (st != kPc_CelStatus_Limit) fprintf(stderr, "patterns %d: %d %s\n", big, st, err.msg);
+    CHECK(st == kPc_CelStatus_Limit);
+    CHECK(strstr(err.msg, "evaluation limit reached: steps") != NULL);
+    pc_CelProgram_Free(pp);
+    pc_CelEval_Free(pev);
+  }
+  free(pats);
+  free(texts);
   /* patterns made while evaluating are cached in the context: more than
      the cache holds, over and over */
   pc_CelEval *ev = pc_CelEval_New(NULL, NULL);

@@ -185,7 +185,8 @@ struct pc_Validator {
   size_t cel_runs; /* programs evaluated */
   int legacy_required;
   int fail_fast;
-  int depth; /* messages entered: PC_MESSAGE_MAX_DEPTH at most */
+  int depth;   /* messages entered: PC_MESSAGE_MAX_DEPTH at most */
+  int limited; /* the last rule that failed to run reached the CEL budget */
   pc_ValidateStatus status;
   pc_Error *err;
 };
@@ -1036,6 +1037,7 @@ static int run_rule(pc_Validator *v, const CelRule *r, const pc_CelValue *vars, 
   v->cel_runs++;
   pc_CelStatus st = pc_CelProgram_Eval(r->prog, v->ev, vars, &res, &e);
   if (st != kPc_CelStatus_Ok) {
+    v->limited = st == kPc_CelStatus_Limit;
     if (!path_text(v)) return 0;
     v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Runtime;
     pc_Error_Set(v->err, "%s%s%s: %s", v->path, v->plen ? ": " : "", r->id, e.msg);
@@ -1334,6 +1336,20 @@ static int run_predef(pc_Validator *v, const Predef *p, const pc_CelValue *vars,
   return 1;
 }
 
+/* The violation of a failed in / not_in check whose rule's CEL reached the
+ * budget wording it (a list of many thousand items): the error is dropped
+ * and the violation says how many items the list has. */
+static int list_violation(pc_Validator *v, const Native *n, int for_key) {
+  v->status = kPc_Validate_Valid;
+  v->limited = 0;
+  if (v->err != NULL) pc_Error_Init(v->err);
+  size_t items = n->r.a ? n->r.a->size : 0;
+  char buf[128];
+  int len = snprintf(buf, sizeof(buf), "value must %sbe in the list of %zu items",
+                     n->kind == kN_In ? "" : "not ", items);
+  return violate(v, n->p->rules[0].id, buf, (size_t)len, for_key);
+}
+
 static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
   pc_CelValue vars[4];
   int bound = 0;
@@ -1346,8 +1362,15 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
       if (n->kind != 0 && native_passes(n, vp->family, src->f, val)) continue;
       if (!bind(v, vp, src, vars, &bound, 1)) return 0;
       if (n->ext && !bind_rule(v, vp, n->rf, vars)) return 0;
+      v->limited = 0;
       int ok = run_predef(v, n->p, vars, for_key) && run_predef(v, n->p2, vars, for_key);
       vars[2].kind = kPc_Cel_Unbound;
+      if (!ok && v->limited && (n->kind == kN_In || n->kind == kN_NotIn) && n->p && n->p->n) {
+        /* the check failed in C; the rule's CEL only words the violation,
+           and a list too long for its budget is named by its size */
+        if (!list_violation(v, n, for_key)) return 0;
+        ok = 1;
+      }
       if (!ok) return 0;
     }
   }

@@ -12,6 +12,7 @@
 #include "validate/validate.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char kProto[] =
@@ -434,6 +435,41 @@ static void deep_nesting(void) {
   CHECK(pc_Validator_Validate(val, chain(m, 3), m, 0, NULL, &err) == kPc_Validate_Valid);
 }
 
+/* in / not_in over 200,000 constants: a value outside the list is a
+ * violation (the rule's CEL would reach its budget wording it). */
+static void huge_lists(void) {
+  enum { N = 200000 };
+  char *src = malloc((size_t)N * 24 + 1024);
+  size_t len =
+      (size_t)sprintf(src, "syntax = \"proto3\";\npackage t3;\n"
+                           "import \"buf/validate/validate.proto\";\n"
+                           "message In { string s = 1 [(buf.validate.field).string = {in: [");
+  for (int i = 0; i < N; i++) len += (size_t)sprintf(src + len, "%s\"v%d\"", i ? "," : "", i);
+  len += (size_t)sprintf(src + len, "]}];\n int64 n = 2 [(buf.validate.field).int64 = {not_in: [");
+  for (int i = 0; i < N; i++) len += (size_t)sprintf(src + len, "%s%d", i ? "," : "", i + 1);
+  len += (size_t)sprintf(src + len, "]}]; }\n");
+  pc_Arena *a = pc_Arena_New(NULL, NULL);
+  pc_ImportCtx c;
+  memset(&c, 0, sizeof c);
+  c.arena = a;
+  pc_Error err;
+  pc_Error_Init(&err);
+  c.main_name = "t3.proto";
+  c.main_source = src;
+  c.main_len = len;
+  CHECK(pc_Import(pool, &c, "t3.proto", &err));
+  if (err.set) fprintf(stderr, "%s\n", err.msg);
+  pc_Arena_Free(a);
+  free(src);
+  expect("t3.In", "{\"s\": \"v199999\", \"n\": \"-1\"}", "");
+  expect("t3.In", "{\"s\": \"nope\"}", "s|string.in");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message,
+               "value must be in the list of 200000 items") == 0);
+  expect("t3.In", "{\"s\": \"v1\", \"n\": \"5\"}", "n|int64.not_in");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message,
+               "value must not be in the list of 200000 items") == 0);
+}
+
 int main(void) {
   arena = pc_Arena_New(NULL, NULL);
   load();
@@ -446,6 +482,7 @@ int main(void) {
   proto2();
   errors_and_cache();
   deep_nesting();
+  huge_lists();
   pc_Validator_Free(val);
   pc_Arena_Free(arena);
   pc_Pool_Free(pool);

@@ -430,7 +430,7 @@ static const pc_CelVar kVars[] = {{"this", NULL}, {"rules", NULL}, {"rule", NULL
  * (v->status and v->err set). */
 static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDef *this_type,
                         const pc_MessageDef *rules_type, const char *id, const char *message,
-                        const char *expr, CelRule *out) {
+                        const char *expr, size_t elen, CelRule *out) {
   pc_CelVar vars[4];
   memcpy(vars, kVars, sizeof(vars));
   vars[0].type = this_type;
@@ -439,7 +439,7 @@ static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDe
   pc_Error e;
   pc_Error_Init(&e);
   pc_CelProgram *prog = NULL;
-  pc_CelStatus st = pc_CelProgram_New(&env, expr, strlen(expr), v->alloc, v->ud, &prog, &e);
+  pc_CelStatus st = pc_CelProgram_New(&env, expr, elen, v->alloc, v->ud, &prog, &e);
   if (st != kPc_CelStatus_Ok) {
     v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Compile;
     pc_Error_Set(v->err, "failed to compile %s: %s", id, e.msg);
@@ -481,8 +481,10 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
   size_t k = 0;
   if (exprs) { /* cel_expression first, as protovalidate-es (message rules) */
     for (size_t i = 0; i < exprs->size; i++) {
-      char *e = dup_view(v, pc_Array_Get(exprs, i, kPc_Slot_String).s);
-      if (e == NULL || !compile_rule(v, pool, this_type, rules_type, e, "", e, &rules[k++]))
+      pc_StringView ev = pc_Array_Get(exprs, i, kPc_Slot_String).s;
+      char *e = dup_view(v, ev);
+      if (e == NULL ||
+          !compile_rule(v, pool, this_type, rules_type, e, "", e, ev.size, &rules[k++]))
         return 0;
     }
   }
@@ -494,9 +496,10 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
       const pc_Message *r = pc_Array_Get(cel, i, kPc_Slot_Message).m;
       char *id = dup_view(v, pc_Message_Get(r, fid).s);
       char *m = dup_view(v, pc_Message_Get(r, fmsg).s);
-      char *e = dup_view(v, pc_Message_Get(r, fexpr).s);
+      pc_StringView ev = pc_Message_Get(r, fexpr).s;
+      char *e = dup_view(v, ev);
       if (id == NULL || m == NULL || e == NULL ||
-          !compile_rule(v, pool, this_type, rules_type, id, m, e, &rules[k++]))
+          !compile_rule(v, pool, this_type, rules_type, id, m, e, ev.size, &rules[k++]))
         return 0;
     }
   }

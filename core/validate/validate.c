@@ -639,13 +639,27 @@ static int native_kind(int family, const char *name, int *fmt) {
 /* The pattern of a string.pattern rule compiled, kept by the validator;
  * NULL when RE2 refuses it or memory runs out (then the rule's CEL runs,
  * and reports it). */
-static const pc_CelRegex *compile_pattern(pc_Validator *v, pc_StringView p) {
+/* The string.pattern 'p' of field 'f' compiled once, or NULL with
+ * v->status and v->err set: a pattern RE2 refuses is a compile error
+ * naming the field and the pattern, found when the plan is built. */
+static const pc_CelRegex *compile_pattern(pc_Validator *v, pc_StringView p, const pc_FieldDef *f) {
   char why[256];
   pc_CelRegex **list = grow(v, v->regexes, &v->capregexes, v->nregexes + 1, sizeof(pc_CelRegex *));
-  if (list == NULL) return NULL;
+  if (list == NULL) {
+    v->status = kPc_Validate_NoMemory;
+    return NULL;
+  }
   v->regexes = list;
   pc_CelRegex *re = pc_CelRegex_New(p.data ? p.data : "", p.size, why, sizeof why);
-  if (re != NULL) list[v->nregexes++] = re;
+  if (re != NULL) {
+    list[v->nregexes++] = re;
+  } else if (why[0] == '\0') {
+    v->status = kPc_Validate_NoMemory;
+  } else {
+    v->status = kPc_Validate_Compile;
+    pc_Error_Set(v->err, "invalid string.pattern \"%.*s\" on %s: %s",
+                 (int)(p.size > 200 ? 200 : p.size), p.data ? p.data : "", f->full_name, why);
+  }
   return re;
 }
 
@@ -708,8 +722,8 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
     int kind = native_kind(vp->family, rf->name, &fmt);
     if (kind < 0) continue; /* an example: always passes */
     const pc_CelRegex *re = NULL;
-    if (kind == kN_Pattern && (re = compile_pattern(v, pc_Message_Get(rules, rf).s)) == NULL)
-      kind = 0;
+    if (kind == kN_Pattern && (re = compile_pattern(v, pc_Message_Get(rules, rf).s, f)) == NULL)
+      return 0;
     if (kind == kN_Range) {
       int lower = rf->name[0] == 'g';
       if (range == NULL) {

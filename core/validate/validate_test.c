@@ -69,6 +69,7 @@ static const char kProto[] =
     "message Plain { int32 x = 1; }\n"
     "message NulExpr { string x = 1 [(buf.validate.field).cel = {id: \"nul\", expression: "
     "\"this == 'a\\000b'\"}]; }\n"
+    "message BadPattern { string s = 1 [(buf.validate.field).string.pattern = \"(a\"]; }\n"
     "message Chain { Chain next = 1; string s = 2 [(buf.validate.field).string.min_len = 1]; }\n"
     "message Formats {\n"
     "  string email = 1 [(buf.validate.field).string.email = true];\n"
@@ -381,6 +382,8 @@ static void proto2(void) {
 static void errors_and_cache(void) {
   expect("t.BadType", "{}", "error: expected rule \"int32\", got \"string\" on t.BadType.x");
   expect("t.BadCel", "{}", "error: failed to compile bad: ");
+  expect("t.BadPattern", "{}",
+         "error: invalid string.pattern \"(a\" on t.BadPattern.s: missing ): (a");
   expect("t.NulExpr", "{}", "error: failed to compile nul: 1:11: NUL byte in string literal");
   expect("t.BadResult", "{\"x\": 1}", "error: expression num outputs int");
   /* fail fast: the first violation only */

@@ -1180,37 +1180,95 @@ static int format_ok(int fmt, const char *s, size_t n) {
   }
 }
 
-/* Whether the items of list 'a' of field 'f' are distinct as CEL's
- * unique() sees them: 0 also for lists it decides (messages: an error;
- * long lists: a quadratic scan here would cost more than CEL's hashing). */
-static int items_unique(const pc_Array *a, const pc_FieldDef *f) {
-  if (a == NULL || a->size < 2) return f->type != kPc_Type_Message && f->type != kPc_Type_Group;
-  if (a->size > 32) return 0;
-  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
-  for (size_t i = 1; i < a->size; i++) {
-    pc_Value x = pc_Array_Get(a, i, slot);
-    for (size_t k = 0; k < i; k++) {
-      pc_Value y = pc_Array_Get(a, k, slot);
-      int same;
-      switch (f->type) {
-      case kPc_Type_Message:
-      case kPc_Type_Group: return 0;
-      case kPc_Type_String:
-      case kPc_Type_Bytes: same = view_eq(x.s, y.s); break;
-      case kPc_Type_Bool: same = x.b == y.b; break;
-      case kPc_Type_Float: same = x.f == y.f; break; /* NaN: distinct; -0 == 0 */
-      case kPc_Type_Double: same = x.d == y.d; break;
-      default: same = pc_Slot_Size(slot) == 4 ? x.u32 == y.u32 : x.u64 == y.u64; break;
-      }
-      if (same) return 0;
-    }
+/* Whether items 'x' and 'y' of a list of field type 't' (slot 'slot') are
+ * the same value as CEL's unique() sees them (NaN distinct, -0 == 0). */
+static int same_item(pc_FieldType t, pc_SlotKind slot, pc_Value x, pc_Value y) {
+  switch (t) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: return view_eq(x.s, y.s);
+  case kPc_Type_Bool: return x.b == y.b;
+  case kPc_Type_Float: return x.f == y.f;
+  case kPc_Type_Double: return x.d == y.d;
+  default: return pc_Slot_Size(slot) == 4 ? x.u32 == y.u32 : x.u64 == y.u64;
   }
-  return 1;
+}
+
+/* A hash of item 'x' agreeing with same_item (all 64 bits mixed: the
+ * murmur3 fmix64 finalizer); 0 with '*skip' set for a NaN, equal to none. */
+static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, int *skip) {
+  uint64_t h = 0;
+  *skip = 0;
+  switch (t) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes:
+    h = 14695981039346656037ULL;
+    for (size_t i = 0; i < x.s.size; i++) h = (h ^ (unsigned char)x.s.data[i]) * 1099511628211ULL;
+    break;
+  case kPc_Type_Bool: h = x.b; break;
+  case kPc_Type_Float:
+  case kPc_Type_Double: {
+    double d = t == kPc_Type_Float ? (double)x.f : x.d;
+    if (isnan(d)) {
+      *skip = 1;
+      return 0;
+    }
+    if (d == 0) d = 0; /* -0 */
+    memcpy(&h, &d, sizeof h);
+    break;
+  }
+  default: h = pc_Slot_Size(slot) == 4 ? x.u32 : x.u64; break;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+/* Whether the items of list 'a' of field 'f' are distinct as CEL's
+ * unique() sees them: 0 also for lists it leaves to CEL (messages: an
+ * error there; memory for the table running out). Short lists are
+ * compared pairwise, longer ones through a hash table of any length. */
+static int items_unique(pc_Validator *v, const pc_Array *a, const pc_FieldDef *f) {
+  if (f->type == kPc_Type_Message || f->type == kPc_Type_Group) return 0;
+  if (a == NULL || a->size < 2) return 1;
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+  if (a->size <= 32) {
+    for (size_t i = 1; i < a->size; i++) {
+      pc_Value x = pc_Array_Get(a, i, slot);
+      for (size_t k = 0; k < i; k++)
+        if (same_item(f->type, slot, x, pc_Array_Get(a, k, slot))) return 0;
+    }
+    return 1;
+  }
+  size_t cap = 64;
+  while (cap < 2 * a->size) cap *= 2;
+  size_t *table = v->alloc(v->ud, NULL, 0, cap * sizeof *table); /* item index + 1; 0: free */
+  if (table == NULL) return 0;
+  memset(table, 0, cap * sizeof *table);
+  int unique = 1;
+  for (size_t i = 0; i < a->size && unique; i++) {
+    pc_Value x = pc_Array_Get(a, i, slot);
+    int skip;
+    size_t at = (size_t)item_hash(f->type, slot, x, &skip) & (cap - 1);
+    if (skip) continue;
+    for (; table[at] != 0; at = (at + 1) & (cap - 1)) {
+      if (same_item(f->type, slot, x, pc_Array_Get(a, table[at] - 1, slot))) {
+        unique = 0;
+        break;
+      }
+    }
+    table[at] = i + 1;
+  }
+  v->alloc(v->ud, table, cap * sizeof *table, 0);
+  return unique;
 }
 
 /* Whether value 'x' of field 'vf' (its family 'fam') passes native check
  * 'n' of the rules message 'rules'. */
-static int native_passes(const Native *n, int fam, const pc_FieldDef *vf, pc_Value x) {
+static int native_passes(pc_Validator *v, const Native *n, int fam, const pc_FieldDef *vf,
+                         pc_Value x) {
   const pc_FieldDef *rf = n->rf;
   if (n->kind == kN_Range) {
     const pc_FieldDef *lo = n->rf, *hi = n->rf2;
@@ -1240,7 +1298,7 @@ static int native_passes(const Native *n, int fam, const pc_FieldDef *vf, pc_Val
     }
     return normal ? !(above || below) : !(above && below);
   }
-  if (n->kind == kN_Unique) return !n->r.b || items_unique(x.a, vf);
+  if (n->kind == kN_Unique) return !n->r.b || items_unique(v, x.a, vf);
   if (n->kind == kN_MinSize || n->kind == kN_MaxSize) {
     uint64_t size = vf->is_map ? (x.map ? x.map->size : 0) : (x.a ? x.a->size : 0);
     uint64_t r = n->r.u64;
@@ -1376,7 +1434,7 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
   if (vp->nnative) {
     for (size_t i = 0; i < vp->nnative; i++) {
       const Native *n = &vp->native[i];
-      if (n->kind != 0 && native_passes(n, vp->family, src->f, val)) continue;
+      if (n->kind != 0 && native_passes(v, n, vp->family, src->f, val)) continue;
       if (!bind(v, vp, src, vars, &bound, 1)) return 0;
       if (n->ext && !bind_rule(v, vp, n->rf, vars)) return 0;
       v->limited = 0;

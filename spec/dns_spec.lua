@@ -262,6 +262,33 @@ describe("dns: targets", function()
       "pc.grpc: target 'dns:///_grpc._tcp.x.test': SRV needs the built-in driver")
   end)
 
+  it("fails an SRV name whose targets all have port 0, saying so", function()
+    zone { ["_grpc._tcp.zero.test"] = { SRV = { { 10, 1, 0, "a.test" } } },
+      ["a.test"] = { A = { "127.0.0.1" } } }
+    local c, t = client("dns:///_grpc._tcp.zero.test")
+    local err = helper.status_error(c.Who, c, {})
+    assert.are.same({ "UNAVAILABLE", "resolve _grpc._tcp.zero.test: SRV target a.test has port 0" },
+      { err.code, err.message })
+    t:close()
+  end)
+
+  it("refuses a target's bad port, query, host characters or DNS server port", function()
+    local function refused(target, why, opts)
+      assert.has_error(function() pc.grpc(target, opts) end, "pc.grpc: target '" .. target .. "': " .. why)
+    end
+    refused("dns:///ok.test:-1", "port '-1' must be a number in 1..65535")
+    refused("dns:///ok.test:47123?x=1", "a query or fragment ('?x=1') is not allowed")
+    refused("dns:///ok.test:1#f", "a query or fragment ('#f') is not allowed")
+    refused("dns:///a\\b.test:50051", "host 'a\\b.test' has a character not allowed in a host name")
+    refused("http://a%b:1", "host 'a%b' has a character not allowed in a host name")
+    refused("dns://127.0.0.1:0/ok.test:1", "DNS server '127.0.0.1:0': port must be in 1..65535")
+    refused("dns://127.0.0.1:65536/ok.test:1", "DNS server '127.0.0.1:65536': port must be in 1..65535")
+    refused("dns:///ok.test:1", "DNS server '127.0.0.1:0': port must be in 1..65535",
+      { dns_server = "127.0.0.1:0" })
+    refused("dns:///ok.test:1", "DNS server '[::1]:70000': port must be in 1..65535",
+      { dns_server = "[::1]:70000" })
+  end)
+
   it("refuses a DNS server c-ares cannot use, and dns_min_interval <= 0", function()
     assert.has_error(function() pc.grpc("dns:///x.test:1", { dns_server = "nowhere" }) end,
       "pc.grpc: target 'dns:///x.test:1': resolve x.test: DNS server 'nowhere': Misformatted string")

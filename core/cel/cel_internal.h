@@ -198,7 +198,15 @@ struct pc_CelProgram {
 
 /* -- Evaluation ----------------------------------------------------------- */
 
-#define CEL_REGEX_CACHE 16
+#define CEL_REGEX_CACHE           16
+/* What compiling a pattern made while evaluating costs in steps (a step is
+ * some 10 ns): a base and 16 a pattern byte before compiling, then this
+ * much an instruction of the program made (RE2 takes 0.1 to 0.3 us an
+ * instruction), or, for a pattern RE2 gave up on as too large (it spent up
+ * to its memory limit, some milliseconds, first), the large charge. */
+#define CEL_REGEX_COMPILE_STEPS   200
+#define CEL_REGEX_PROGRAM_STEPS   24
+#define CEL_REGEX_TOO_LARGE_STEPS 500000
 
 /* What a step of evaluation returns: Ok, a CEL error (absorbed by && || all
  * exists), or a fatal one (limit, memory: never absorbed). The message is

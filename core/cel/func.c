@@ -502,12 +502,24 @@ int cel_regex(cel_E *e, const cel_Node *n, const pc_StringView *p, const pc_CelR
     }
   }
   const cel_Node *pat = n->kids[1];
-  if (cel_steps(e, 1 + p->size, pat->pos) != kCel_Ok) return kCel_Fatal;
+  /* compiling a pattern made while evaluating is charged: a base for
+     RE2's fixed work, then in proportion to the pattern and the program
+     it made, so no evaluation compiles patterns unbounded */
+  if (cel_steps(e, CEL_REGEX_COMPILE_STEPS + 16 * (uint64_t)p->size, pat->pos) != kCel_Ok)
+    return kCel_Fatal;
   char why[256];
   pc_CelRegex *re = pc_CelRegex_New(p->data, p->size, why, sizeof why);
   if (re == NULL) {
     if (why[0] == '\0') return cel_fatal(e, kPc_CelStatus_NoMemory, pat->pos, "memory");
+    if (strstr(why, "too large") != NULL &&
+        cel_steps(e, CEL_REGEX_TOO_LARGE_STEPS, pat->pos) != kCel_Ok)
+      return kCel_Fatal;
     return cel_fail(e, pat->pos, "invalid regular expression: %s", why);
+  }
+  if (cel_steps(e, CEL_REGEX_PROGRAM_STEPS * (uint64_t)pc_CelRegex_ProgramSize(re), pat->pos) !=
+      kCel_Ok) {
+    pc_CelRegex_Free(re);
+    return kCel_Fatal;
   }
   char *copy = e->alloc(e->ud, NULL, 0, p->size + 1);
   if (copy == NULL) {

@@ -184,6 +184,47 @@ static void regexes(void) {
   CHECK(strcmp(msg, "1:11: invalid regular expression: pattern too large - compile failed") == 0);
   free((char *)x.v.s.data);
   free(long_pattern);
+  /* compiling patterns made while evaluating is charged to the budget:
+     20,000 distinct patterns, or patterns RE2 gives up on as too large
+     (an error absorbed by ||), reach the step limit */
+  enum { NPAT = 20000 };
+  pc_CelValue *pats = malloc(NPAT * sizeof *pats);
+  char *texts = malloc(NPAT * 32);
+  for (int i = 0; i < NPAT; i++) {
+    memset(&pats[i], 0, sizeof pats[i]);
+    pats[i].kind = kPc_Cel_String;
+    pats[i].v.s.data = texts + 32 * i;
+    pats[i].v.s.size = (size_t)snprintf(texts + 32 * i, 32, "a|%d", i);
+  }
+  for (int big = 0; big < 2; big++) {
+    pc_CelEval *pev = pc_CelEval_New(NULL, NULL);
+    pc_CelValue list;
+    memset(&list, 0, sizeof list);
+    list.kind = kPc_Cel_List;
+    if (big)
+      for (int i = 0; i < 100; i++)
+        pats[i].v.s.size = (size_t)snprintf(texts + 32 * i, 32, "\\pL{100}%d", i);
+    list.v.list = pc_CelEval_NewList(pev, pats, big ? 100 : NPAT);
+    pc_CelVar var = {"x", NULL};
+    pc_CelEnv penv;
+    memset(&penv, 0, sizeof penv);
+    penv.vars = &var;
+    penv.var_count = 1;
+    const char *t = big ? "x.all(p, 'a'.matches(p) || true)" : "x.all(p, 'a'.matches(p))";
+    pc_CelProgram *pp;
+    CHECK(pc_CelProgram_New(&penv, t, strlen(t), NULL, NULL, &pp, NULL) == kPc_CelStatus_Ok);
+    pc_CelValue out;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_CelStatus st = pc_CelProgram_Eval(pp, pev, &list, &out, &err);
+    if (st != kPc_CelStatus_Limit) fprintf(stderr, "patterns %d: %d %s\n", big, st, err.msg);
+    CHECK(st == kPc_CelStatus_Limit);
+    CHECK(strstr(err.msg, "evaluation limit reached: steps") != NULL);
+    pc_CelProgram_Free(pp);
+    pc_CelEval_Free(pev);
+  }
+  free(pats);
+  free(texts);
   /* patterns made while evaluating are cached in the context: more than
      the cache holds, over and over */
   pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
@@ -201,6 +242,54 @@ static void regexes(void) {
   }
   pc_CelProgram_Free(p);
   pc_CelEval_Free(ev);
+}
+
+/* unique() over 100,000 values whose low bits are all alike (doubles 1..n,
+ * floats, ints that are multiples of 2^32): each element is found or placed
+ * in a few probes, and every probe is charged, so the list finishes within
+ * three steps an element. */
+static void unique_spread(void) {
+  enum { N = 100000 };
+  pc_CelValue *items = malloc(N * sizeof *items);
+  for (int shape = 0; shape < 4; shape++) {
+    memset(items, 0, N * sizeof *items);
+    for (int i = 0; i < N; i++) {
+      switch (shape) {
+      case 0: items[i].kind = kPc_Cel_Double, items[i].v.d = i + 1; break;
+      case 1: items[i].kind = kPc_Cel_Double, items[i].v.d = (double)(float)(i + 1) / 1024; break;
+      case 2: items[i].kind = kPc_Cel_Int, items[i].v.i = (int64_t)(i + 1) << 32; break;
+      default: items[i].kind = kPc_Cel_Uint, items[i].v.u = (uint64_t)(i + 1) << 40; break;
+      }
+    }
+    pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+    pc_CelLimits l = PC_CEL_DEFAULT_LIMITS;
+    l.steps = 3 * N;
+    pc_CelEval_SetLimits(ev, &l);
+    pc_CelValue x;
+    memset(&x, 0, sizeof x);
+    x.kind = kPc_Cel_List;
+    x.v.list = pc_CelEval_NewList(ev, items, N);
+    CHECK(x.v.list != NULL);
+    pc_CelVar var = {"x", NULL};
+    pc_CelEnv env;
+    memset(&env, 0, sizeof env);
+    env.vars = &var;
+    env.var_count = 1;
+    pc_CelProgram *p;
+    CHECK(pc_CelProgram_New(&env, "x.unique()", 10, NULL, NULL, &p, NULL) == kPc_CelStatus_Ok);
+    pc_CelValue out;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_CelStatus st = pc_CelProgram_Eval(p, ev, &x, &out, &err);
+    if (st != kPc_CelStatus_Ok) fprintf(stderr, "unique shape %d: %s\n", shape, err.msg);
+    CHECK(st == kPc_CelStatus_Ok && out.kind == kPc_Cel_Bool && out.v.b);
+    pc_CelLimits used;
+    pc_CelEval_Used(ev, &used);
+    CHECK(used.steps >= N && used.steps <= 3 * N);
+    pc_CelProgram_Free(p);
+    pc_CelEval_Free(ev);
+  }
+  free(items);
 }
 
 /* Values nested as deep as expressions may be, compared and printed. */
@@ -353,6 +442,7 @@ static void threads(void) {
 int main(void) {
   budget();
   regexes();
+  unique_spread();
   deep_values();
   failing_allocator();
   threads();

@@ -110,6 +110,7 @@ static int lex_string(P *s, Tok *t, int raw, int bytes) {
     }
     if (!triple && (c == '\n' || c == '\r'))
       return fail(s, kPc_CelStatus_Syntax, (uint32_t)i, "newline in a string literal");
+    if (c == '\0') return fail(s, kPc_CelStatus_Syntax, (uint32_t)i, "NUL byte in string literal");
     if (c != '\\' || raw) {
       out[o++] = c;
       i++;

@@ -33,7 +33,7 @@ static int nesting(const char *p, size_t n) {
       if (c == ']') in_class = 0;
     } else if (c == '[') {
       in_class = 1;
-      if (i + 1 < n && p[i + 1] == ']') i++;  // "[]...]": the first ']' is literal
+      if (i + 1 < n && p[i + 1] == ']') i++; // "[]...]": the first ']' is literal
     } else if (c == '(') {
       if (++depth > most) most = depth;
     } else if (c == ')') {
@@ -70,10 +70,15 @@ extern "C" pc_CelRegex *pc_CelRegex_New(const char *pattern, size_t len, char *w
     }
     r->re = re;
     return r;
-  } catch (...) {  // std::bad_alloc from RE2's parser or compiler
+  } catch (...) { // std::bad_alloc from RE2's parser or compiler
     say(why, room, "");
     return nullptr;
   }
+}
+
+extern "C" size_t pc_CelRegex_ProgramSize(const pc_CelRegex *re) {
+  int n = re->re->ProgramSize();
+  return n > 0 ? (size_t)n : 0;
 }
 
 extern "C" void pc_CelRegex_Free(pc_CelRegex *re) {
@@ -85,7 +90,7 @@ extern "C" void pc_CelRegex_Free(pc_CelRegex *re) {
 extern "C" int pc_CelRegex_Match(const pc_CelRegex *re, const char *s, size_t len) {
   try {
     return re2::RE2::PartialMatchN(re2::StringPiece(s, len), *re->re, nullptr, 0) ? 1 : 0;
-  } catch (...) {  // memory ran out
+  } catch (...) { // memory ran out
     return -1;
   }
 }

@@ -25,6 +25,10 @@ typedef struct pc_CelRegex pc_CelRegex;
 pc_CelRegex *pc_CelRegex_New(const char *pattern, size_t len, char *why, size_t room);
 void pc_CelRegex_Free(pc_CelRegex *re);
 
+/* The size of the compiled program (RE2's instructions): what compiling
+ * the pattern cost, in proportion. */
+size_t pc_CelRegex_ProgramSize(const pc_CelRegex *re);
+
 /* Whether the pattern matches a substring of the 'len' bytes at 's' (CEL's
  * `matches` is unanchored): 1 or 0, -1 when memory ran out. Safe from
  * several threads at once. */

@@ -77,7 +77,8 @@ struct pc_NetResolver {
   List good, fresh; /* the last good addresses; this resolution's */
   Lookup *lookups;  /* this resolution's (SRV: one per target) */
   size_t nlookups;
-  int failed; /* the last resolution failed: 'why' says why */
+  char skipped[PC_ERROR_MAX / 2]; /* this resolution's: an SRV target left out, and why */
+  int failed;                     /* the last resolution failed: 'why' says why */
   char why[PC_ERROR_MAX];
   size_t poll_first, poll_n; /* its entries in the last _PollPrepare */
 };
@@ -97,12 +98,14 @@ static void lookups_free(pc_NetResolver *r) {
   r->nlookups = 0;
 }
 
-/* Adds 'a' to the fresh list unless it is there already. */
+/* Adds 'a' to the fresh list unless it is there already or the list holds
+ * PC_NET_RESOLVE_MAX_ADDRESSES (the rest of a large answer is dropped). */
 static void add_address(pc_NetResolver *r, const pc_NetAddress *a) {
   List *l = &r->fresh;
   for (size_t i = 0; i < l->n; i++) {
     if (l->at[i].port == a->port && strcmp(l->at[i].host, a->host) == 0) return;
   }
+  if (l->n >= PC_NET_RESOLVE_MAX_ADDRESSES) return;
   if (l->n == l->cap) {
     size_t cap = l->cap ? 2 * l->cap : 8;
     pc_NetAddress *at = r_alloc(r, l->at, l->cap * sizeof *at, cap * sizeof *at);
@@ -136,6 +139,7 @@ static void finish(pc_NetResolver *r) {
     snprintf(r->why, sizeof r->why, "resolve %.200s: %s", r->name,
              r->oom                      ? "out of memory"
              : r->status != ARES_SUCCESS ? ares_strerror(r->status)
+             : r->skipped[0]             ? r->skipped
                                          : "no address");
   }
   list_free(r, &r->fresh);
@@ -237,19 +241,32 @@ static void on_srv(void *arg, int status, int timeouts, unsigned char *buf, int 
     return;
   }
   note_ttl(r, srv_ttl(buf, len));
-  /* The lowest priority group (RFC 2782): its targets, each looked up. */
+  /* The lowest priority group (RFC 2782): its targets, each looked up;
+   * a target of port 0 (no service there) is left out, and past
+   * PC_NET_RESOLVE_MAX_TARGETS the rest. */
   unsigned least = 65536;
   size_t n = 0;
   for (const struct ares_srv_reply *s = list; s; s = s->next) {
+    if (s->port == 0) continue;
     if (s->priority < least) {
       least = s->priority;
       n = 0;
     }
-    if (s->priority == least) n++;
+    if (s->priority == least && n < PC_NET_RESOLVE_MAX_TARGETS) n++;
   }
-  r->lookups = n ? r_alloc(r, NULL, 0, n * sizeof *r->lookups) : NULL;
+  for (const struct ares_srv_reply *s = list; s && !r->skipped[0]; s = s->next) {
+    if (s->port == 0)
+      snprintf(r->skipped, sizeof r->skipped, "SRV target %.200s has port 0", s->host);
+  }
+  if (n == 0) {
+    if (r->status == ARES_SUCCESS && !r->skipped[0]) r->status = ARES_ENODATA;
+    ares_free_data(list);
+    lookup_ended(r);
+    return;
+  }
+  r->lookups = r_alloc(r, NULL, 0, n * sizeof *r->lookups);
   if (r->lookups == NULL) {
-    r->oom = n > 0;
+    r->oom = 1;
     r->status = ARES_ENODATA;
     ares_free_data(list);
     lookup_ended(r);
@@ -258,8 +275,8 @@ static void on_srv(void *arg, int status, int timeouts, unsigned char *buf, int 
   r->nlookups = n;
   r->pending++; /* this callback's own, so a lookup ending at once does not finish */
   size_t i = 0;
-  for (const struct ares_srv_reply *s = list; s; s = s->next) {
-    if (s->priority != least) continue;
+  for (const struct ares_srv_reply *s = list; s && i < n; s = s->next) {
+    if (s->priority != least || s->port == 0) continue;
     r->lookups[i].r = r;
     r->lookups[i].weight = s->weight;
     lookup(r, &r->lookups[i++], s->host, s->port);
@@ -271,6 +288,7 @@ static void on_srv(void *arg, int status, int timeouts, unsigned char *buf, int 
 
 static void start(pc_NetResolver *r) {
   r->busy = 1;
+  r->skipped[0] = '\0';
   r->status = ARES_SUCCESS;
   r->oom = 0;
   r->ttl = -1;
@@ -326,9 +344,14 @@ pc_NetResolver *pc_NetResolver_New(const char *name, unsigned port, const pc_Net
   memset(&ao, 0, sizeof ao);
   ao.timeout = o && o->query_timeout > 0 ? (int)(o->query_timeout * 1000 + 0.5) : 5000;
   ao.tries = 2;
+  /* EDNS0: answers of up to 1232 bytes over UDP (DNS flag day 2020), so an
+   * SRV set of many targets needs no TCP */
+  ao.flags = ARES_FLAG_EDNS;
+  ao.ednspsz = 1232;
   int status = ares_library_init(ARES_LIB_INIT_ALL);
   if (status == ARES_SUCCESS) {
-    status = ares_init_options(&r->ch, &ao, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES);
+    status = ares_init_options(
+        &r->ch, &ao, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS | ARES_OPT_EDNSPSZ);
     if (status != ARES_SUCCESS) ares_library_cleanup();
   }
   if (status == ARES_SUCCESS && o && o->server) {

@@ -56,8 +56,16 @@ typedef struct {
   double query_timeout;
 } pc_NetResolverOptions;
 
+/* The most addresses a resolution keeps (the rest of a large answer is
+ * dropped), and the most SRV targets of its lowest priority group it looks
+ * up (in the answer's order). */
+#define PC_NET_RESOLVE_MAX_ADDRESSES 64
+#define PC_NET_RESOLVE_MAX_TARGETS   64
+
 /* A resolver of 'name' for TCP port 'port' (A and AAAA), or of the SRV
- * records of 'name' when 'port' is 0 (each target's own port). Nothing is
+ * records of 'name' when 'port' is 0 (each target's own port; a target of
+ * port 0 is left out: only such targets fail the resolution with "SRV
+ * target HOST has port 0"). Nothing is
  * sent before the first _PollPrepare or _Step. NULL with 'err' set when
  * memory runs out or c-ares refuses 'server'. */
 pc_NetResolver *pc_NetResolver_New(const char *name, unsigned port,

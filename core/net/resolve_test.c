@@ -30,7 +30,7 @@ typedef struct {
   const char *value; /* A: "127.0.0.2"; SRV: "priority weight port target" */
 } Record;
 
-static Record zone[8];
+static Record zone[80];
 static size_t nzone;
 static int dns_fd = -1;
 static int queries; /* questions answered */
@@ -49,13 +49,14 @@ static size_t put_name(unsigned char *p, const char *name) {
   return n;
 }
 
-/* Answers one query waiting on dns_fd. */
-static void answer(void) {
-  unsigned char q[512], a[1024];
-  struct sockaddr_storage from;
-  socklen_t fromlen = sizeof from;
-  ssize_t len = recvfrom(dns_fd, q, sizeof q, 0, (struct sockaddr *)&from, &fromlen);
-  if (len < 12 + 5) return;
+static int tcp_fd = -1; /* listening on the UDP socket's port: an answer too long
+                           for UDP is truncated (TC) and c-ares asks again here */
+
+/* The answer to query 'q' ('len' bytes) into 'a' (room for 4096); its
+ * length. Over UDP ('udp') an answer past 1232 bytes (the EDNS size the
+ * resolver offers) is cut to its question with TC set. */
+static size_t reply(const unsigned char *q, ssize_t len, unsigned char *a, int udp) {
+  if (len < 12 + 5) return 0;
   char name[256];
   size_t i = 12, n = 0;
   while (i < (size_t)len && q[i] != 0 && n < sizeof name - 64) {
@@ -69,9 +70,9 @@ static void answer(void) {
   size_t qend = i + 5;
   int type = q[i + 1] << 8 | q[i + 2];
   memcpy(a, q, qend);
-  a[2] = 0x81; /* a response, recursion desired */
-  a[3] = 0x80; /* recursion available, NOERROR */
-  a[6] = a[7] = 0;
+  a[2] = 0x81;                                   /* a response, recursion desired */
+  a[3] = 0x80;                                   /* recursion available, NOERROR */
+  a[6] = a[7] = a[8] = a[9] = a[10] = a[11] = 0; /* no authority, no EDNS record */
   size_t k = qend, count = 0;
   int known = 0;
   for (size_t r = 0; r < nzone; r++) {
@@ -108,7 +109,41 @@ static void answer(void) {
   if (!known) a[3] = 0x83; /* NXDOMAIN */
   a[7] = (unsigned char)count;
   queries++;
-  sendto(dns_fd, a, k, 0, (struct sockaddr *)&from, fromlen);
+  if (udp && k > 1232) {
+    a[2] |= 0x02; /* TC */
+    a[7] = 0;
+    k = qend;
+  }
+  return k;
+}
+
+/* Answers one query waiting on dns_fd. */
+static void answer(void) {
+  unsigned char q[512], a[4096];
+  struct sockaddr_storage from;
+  socklen_t fromlen = sizeof from;
+  ssize_t len = recvfrom(dns_fd, q, sizeof q, 0, (struct sockaddr *)&from, &fromlen);
+  size_t k = reply(q, len, a, 1);
+  if (k) sendto(dns_fd, a, k, 0, (struct sockaddr *)&from, fromlen);
+}
+
+static int conn_fd = -1; /* the connection accepted on tcp_fd */
+
+/* Accepts the connection waiting on tcp_fd (conn_fd), or answers the query
+ * waiting on conn_fd, then closes it. */
+static void answer_tcp(void) {
+  if (conn_fd < 0) {
+    conn_fd = accept(tcp_fd, NULL, NULL);
+    return;
+  }
+  unsigned char q[514], a[4098];
+  ssize_t len = read(conn_fd, q, sizeof q);
+  size_t k = len > 2 ? reply(q + 2, len - 2, a + 2, 0) : 0;
+  a[0] = (unsigned char)(k >> 8);
+  a[1] = (unsigned char)k;
+  if (k && write(conn_fd, a, k + 2) < 0) k = 0;
+  close(conn_fd);
+  conn_fd = -1;
 }
 
 /* Rounds of poll over the resolver and the server until the resolver's
@@ -118,13 +153,17 @@ static int run(pc_NetResolver *r, unsigned seen, double seconds) {
   while (pc_Clock_Monotonic() < end) {
     struct pollfd fds[32];
     double timeout = 0.05;
-    size_t n = pc_NetResolver_PollPrepare(&r, 1, fds, 31, &timeout);
+    size_t n = pc_NetResolver_PollPrepare(&r, 1, fds, 30, &timeout);
     if (pc_NetResolver_Version(r) != seen) return 1; /* ended at once */
     fds[n].fd = dns_fd;
     fds[n].events = POLLIN;
     fds[n].revents = 0;
-    poll(fds, n + 1, (int)(timeout * 1000) + 1);
+    fds[n + 1].fd = conn_fd >= 0 ? conn_fd : tcp_fd;
+    fds[n + 1].events = POLLIN;
+    fds[n + 1].revents = 0;
+    poll(fds, n + 2, (int)(timeout * 1000) + 1);
     if (fds[n].revents) answer();
+    if (fds[n + 1].revents) answer_tcp();
     pc_NetResolver_PollDone(&r, 1, fds, n);
     if (pc_NetResolver_Version(r) != seen) return 1;
   }
@@ -185,6 +224,8 @@ int main(void) {
   socklen_t salen = sizeof sa;
   CHECK(bind(dns_fd, (struct sockaddr *)&sa, sizeof sa) == 0);
   CHECK(getsockname(dns_fd, (struct sockaddr *)&sa, &salen) == 0);
+  tcp_fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(bind(tcp_fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(tcp_fd, 8) == 0);
   char server[32];
   snprintf(server, sizeof server, "127.0.0.1:%u", ntohs(sa.sin_port));
   pc_NetResolverOptions o = {server, 0.3, 1.0};
@@ -249,6 +290,54 @@ int main(void) {
   CHECK(count(r) == 2 && has(r, "127.0.0.5", 5001, 3) && has(r, "127.0.0.6", 5002, 1));
   pc_NetResolver_Free(r);
 
+  /* SRV targets of port 0 only: the reason names one. */
+  zone[0] = (Record){"_grpc._tcp.zero.test", 33, 60, "10 1 0 a.test"};
+  nzone = 1;
+  r = must(pc_NetResolver_New("_grpc._tcp.zero.test", 0, &o, NULL, NULL, &err), &err);
+  CHECK(run(r, 0, 5));
+  CHECK(count(r) == 0 && pc_NetResolver_Error(r) != NULL &&
+        strcmp(pc_NetResolver_Error(r),
+               "resolve _grpc._tcp.zero.test: SRV target a.test has port 0") == 0);
+  pc_NetResolver_Free(r);
+
+  /* A large answer: 70 A records give PC_NET_RESOLVE_MAX_ADDRESSES
+   * addresses; 70 SRV targets, PC_NET_RESOLVE_MAX_TARGETS looked up. */
+  static char values[70][64];
+  for (int i = 0; i < 70; i++) {
+    snprintf(values[i], sizeof values[i], "127.0.1.%d", i + 1);
+    zone[i] = (Record){"many.test", 1, 60, values[i]};
+  }
+  nzone = 70;
+  r = must(pc_NetResolver_New("many.test", 7000, &o, NULL, NULL, &err), &err);
+  CHECK(run(r, 0, 5));
+  if (count(r) != PC_NET_RESOLVE_MAX_ADDRESSES)
+    fprintf(stderr, "many: %zu %s\n", count(r),
+            pc_NetResolver_Error(r) ? pc_NetResolver_Error(r) : "");
+  CHECK(count(r) == PC_NET_RESOLVE_MAX_ADDRESSES);
+  pc_NetResolver_Free(r);
+  for (int i = 0; i < 70; i++) {
+    snprintf(values[i], sizeof values[i], "10 1 %d a.test", 6000 + i);
+    zone[i] = (Record){"_grpc._tcp.many.test", 33, 60, values[i]};
+  }
+  zone[70] = (Record){"a.test", 1, 60, "127.0.0.5"};
+  nzone = 71;
+  int asked = queries;
+  r = must(pc_NetResolver_New("_grpc._tcp.many.test", 0, &o, NULL, NULL, &err), &err);
+  CHECK(run(r, 0, 5));
+  CHECK(count(r) == PC_NET_RESOLVE_MAX_TARGETS && has(r, "127.0.0.5", 6000, 1) &&
+        !has(r, "127.0.0.5", 6000 + PC_NET_RESOLVE_MAX_TARGETS, 1));
+  /* the SRV question (over UDP, then TCP), then the queries of each target
+     looked up (4 each with c-ares 1.18: A and AAAA, EDNS) */
+  CHECK(queries - asked <= 2 + 4 * PC_NET_RESOLVE_MAX_TARGETS);
+  pc_NetResolver_Free(r);
+  zone[0] = (Record){"_grpc._tcp.svc.test", 33, 60, "10 3 5001 a.test"}; /* back, for below */
+  zone[1] = (Record){"_grpc._tcp.svc.test", 33, 60, "10 1 5002 b.test"};
+  zone[2] = (Record){"_grpc._tcp.svc.test", 33, 60, "20 5 5003 c.test"};
+  zone[3] = (Record){"a.test", 1, 60, "127.0.0.5"};
+  zone[4] = (Record){"b.test", 1, 60, "127.0.0.6"};
+  zone[5] = (Record){"c.test", 1, 60, "127.0.0.7"};
+  nzone = 6;
+
   /* A server c-ares refuses. */
   pc_Error_Init(&err);
   pc_NetResolverOptions bad = {"not an address", 0, 0};
@@ -274,5 +363,6 @@ int main(void) {
   pc_NetResolver_Free(r);
   CHECK(fail_live == 0);
   close(dns_fd);
+  close(tcp_fd);
   return CHECK_DONE();
 }

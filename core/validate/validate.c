@@ -185,6 +185,8 @@ struct pc_Validator {
   size_t cel_runs; /* programs evaluated */
   int legacy_required;
   int fail_fast;
+  int depth;   /* messages entered: PC_MESSAGE_MAX_DEPTH at most */
+  int limited; /* the last rule that failed to run reached the CEL budget */
   pc_ValidateStatus status;
   pc_Error *err;
 };
@@ -428,7 +430,7 @@ static const pc_CelVar kVars[] = {{"this", NULL}, {"rules", NULL}, {"rule", NULL
  * (v->status and v->err set). */
 static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDef *this_type,
                         const pc_MessageDef *rules_type, const char *id, const char *message,
-                        const char *expr, CelRule *out) {
+                        const char *expr, size_t elen, CelRule *out) {
   pc_CelVar vars[4];
   memcpy(vars, kVars, sizeof(vars));
   vars[0].type = this_type;
@@ -437,7 +439,7 @@ static int compile_rule(pc_Validator *v, const pc_Pool *pool, const pc_MessageDe
   pc_Error e;
   pc_Error_Init(&e);
   pc_CelProgram *prog = NULL;
-  pc_CelStatus st = pc_CelProgram_New(&env, expr, strlen(expr), v->alloc, v->ud, &prog, &e);
+  pc_CelStatus st = pc_CelProgram_New(&env, expr, elen, v->alloc, v->ud, &prog, &e);
   if (st != kPc_CelStatus_Ok) {
     v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Compile;
     pc_Error_Set(v->err, "failed to compile %s: %s", id, e.msg);
@@ -479,8 +481,10 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
   size_t k = 0;
   if (exprs) { /* cel_expression first, as protovalidate-es (message rules) */
     for (size_t i = 0; i < exprs->size; i++) {
-      char *e = dup_view(v, pc_Array_Get(exprs, i, kPc_Slot_String).s);
-      if (e == NULL || !compile_rule(v, pool, this_type, rules_type, e, "", e, &rules[k++]))
+      pc_StringView ev = pc_Array_Get(exprs, i, kPc_Slot_String).s;
+      char *e = dup_view(v, ev);
+      if (e == NULL ||
+          !compile_rule(v, pool, this_type, rules_type, e, "", e, ev.size, &rules[k++]))
         return 0;
     }
   }
@@ -492,9 +496,10 @@ static int compile_rules(pc_Validator *v, const pc_Message *msg, const pc_Messag
       const pc_Message *r = pc_Array_Get(cel, i, kPc_Slot_Message).m;
       char *id = dup_view(v, pc_Message_Get(r, fid).s);
       char *m = dup_view(v, pc_Message_Get(r, fmsg).s);
-      char *e = dup_view(v, pc_Message_Get(r, fexpr).s);
+      pc_StringView ev = pc_Message_Get(r, fexpr).s;
+      char *e = dup_view(v, ev);
       if (id == NULL || m == NULL || e == NULL ||
-          !compile_rule(v, pool, this_type, rules_type, id, m, e, &rules[k++]))
+          !compile_rule(v, pool, this_type, rules_type, id, m, e, ev.size, &rules[k++]))
         return 0;
     }
   }
@@ -634,13 +639,27 @@ static int native_kind(int family, const char *name, int *fmt) {
 /* The pattern of a string.pattern rule compiled, kept by the validator;
  * NULL when RE2 refuses it or memory runs out (then the rule's CEL runs,
  * and reports it). */
-static const pc_CelRegex *compile_pattern(pc_Validator *v, pc_StringView p) {
+/* The string.pattern 'p' of field 'f' compiled once, or NULL with
+ * v->status and v->err set: a pattern RE2 refuses is a compile error
+ * naming the field and the pattern, found when the plan is built. */
+static const pc_CelRegex *compile_pattern(pc_Validator *v, pc_StringView p, const pc_FieldDef *f) {
   char why[256];
   pc_CelRegex **list = grow(v, v->regexes, &v->capregexes, v->nregexes + 1, sizeof(pc_CelRegex *));
-  if (list == NULL) return NULL;
+  if (list == NULL) {
+    v->status = kPc_Validate_NoMemory;
+    return NULL;
+  }
   v->regexes = list;
   pc_CelRegex *re = pc_CelRegex_New(p.data ? p.data : "", p.size, why, sizeof why);
-  if (re != NULL) list[v->nregexes++] = re;
+  if (re != NULL) {
+    list[v->nregexes++] = re;
+  } else if (why[0] == '\0') {
+    v->status = kPc_Validate_NoMemory;
+  } else {
+    v->status = kPc_Validate_Compile;
+    pc_Error_Set(v->err, "invalid string.pattern \"%.*s\" on %s: %s",
+                 (int)(p.size > 200 ? 200 : p.size), p.data ? p.data : "", f->full_name, why);
+  }
   return re;
 }
 
@@ -703,8 +722,8 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
     int kind = native_kind(vp->family, rf->name, &fmt);
     if (kind < 0) continue; /* an example: always passes */
     const pc_CelRegex *re = NULL;
-    if (kind == kN_Pattern && (re = compile_pattern(v, pc_Message_Get(rules, rf).s)) == NULL)
-      kind = 0;
+    if (kind == kN_Pattern && (re = compile_pattern(v, pc_Message_Get(rules, rf).s, f)) == NULL)
+      return 0;
     if (kind == kN_Range) {
       int lower = rf->name[0] == 'g';
       if (range == NULL) {
@@ -1035,6 +1054,7 @@ static int run_rule(pc_Validator *v, const CelRule *r, const pc_CelValue *vars, 
   v->cel_runs++;
   pc_CelStatus st = pc_CelProgram_Eval(r->prog, v->ev, vars, &res, &e);
   if (st != kPc_CelStatus_Ok) {
+    v->limited = st == kPc_CelStatus_Limit;
     if (!path_text(v)) return 0;
     v->status = st == kPc_CelStatus_NoMemory ? kPc_Validate_NoMemory : kPc_Validate_Runtime;
     pc_Error_Set(v->err, "%s%s%s: %s", v->path, v->plen ? ": " : "", r->id, e.msg);
@@ -1160,37 +1180,95 @@ static int format_ok(int fmt, const char *s, size_t n) {
   }
 }
 
-/* Whether the items of list 'a' of field 'f' are distinct as CEL's
- * unique() sees them: 0 also for lists it decides (messages: an error;
- * long lists: a quadratic scan here would cost more than CEL's hashing). */
-static int items_unique(const pc_Array *a, const pc_FieldDef *f) {
-  if (a == NULL || a->size < 2) return f->type != kPc_Type_Message && f->type != kPc_Type_Group;
-  if (a->size > 32) return 0;
-  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
-  for (size_t i = 1; i < a->size; i++) {
-    pc_Value x = pc_Array_Get(a, i, slot);
-    for (size_t k = 0; k < i; k++) {
-      pc_Value y = pc_Array_Get(a, k, slot);
-      int same;
-      switch (f->type) {
-      case kPc_Type_Message:
-      case kPc_Type_Group: return 0;
-      case kPc_Type_String:
-      case kPc_Type_Bytes: same = view_eq(x.s, y.s); break;
-      case kPc_Type_Bool: same = x.b == y.b; break;
-      case kPc_Type_Float: same = x.f == y.f; break; /* NaN: distinct; -0 == 0 */
-      case kPc_Type_Double: same = x.d == y.d; break;
-      default: same = pc_Slot_Size(slot) == 4 ? x.u32 == y.u32 : x.u64 == y.u64; break;
-      }
-      if (same) return 0;
-    }
+/* Whether items 'x' and 'y' of a list of field type 't' (slot 'slot') are
+ * the same value as CEL's unique() sees them (NaN distinct, -0 == 0). */
+static int same_item(pc_FieldType t, pc_SlotKind slot, pc_Value x, pc_Value y) {
+  switch (t) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: return view_eq(x.s, y.s);
+  case kPc_Type_Bool: return x.b == y.b;
+  case kPc_Type_Float: return x.f == y.f;
+  case kPc_Type_Double: return x.d == y.d;
+  default: return pc_Slot_Size(slot) == 4 ? x.u32 == y.u32 : x.u64 == y.u64;
   }
-  return 1;
+}
+
+/* A hash of item 'x' agreeing with same_item (all 64 bits mixed: the
+ * murmur3 fmix64 finalizer); 0 with '*skip' set for a NaN, equal to none. */
+static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, int *skip) {
+  uint64_t h = 0;
+  *skip = 0;
+  switch (t) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes:
+    h = 14695981039346656037ULL;
+    for (size_t i = 0; i < x.s.size; i++) h = (h ^ (unsigned char)x.s.data[i]) * 1099511628211ULL;
+    break;
+  case kPc_Type_Bool: h = x.b; break;
+  case kPc_Type_Float:
+  case kPc_Type_Double: {
+    double d = t == kPc_Type_Float ? (double)x.f : x.d;
+    if (isnan(d)) {
+      *skip = 1;
+      return 0;
+    }
+    if (d == 0) d = 0; /* -0 */
+    memcpy(&h, &d, sizeof h);
+    break;
+  }
+  default: h = pc_Slot_Size(slot) == 4 ? x.u32 : x.u64; break;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+/* Whether the items of list 'a' of field 'f' are distinct as CEL's
+ * unique() sees them: 0 also for lists it leaves to CEL (messages: an
+ * error there; memory for the table running out). Short lists are
+ * compared pairwise, longer ones through a hash table of any length. */
+static int items_unique(pc_Validator *v, const pc_Array *a, const pc_FieldDef *f) {
+  if (f->type == kPc_Type_Message || f->type == kPc_Type_Group) return 0;
+  if (a == NULL || a->size < 2) return 1;
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
+  if (a->size <= 32) {
+    for (size_t i = 1; i < a->size; i++) {
+      pc_Value x = pc_Array_Get(a, i, slot);
+      for (size_t k = 0; k < i; k++)
+        if (same_item(f->type, slot, x, pc_Array_Get(a, k, slot))) return 0;
+    }
+    return 1;
+  }
+  size_t cap = 64;
+  while (cap < 2 * a->size) cap *= 2;
+  size_t *table = v->alloc(v->ud, NULL, 0, cap * sizeof *table); /* item index + 1; 0: free */
+  if (table == NULL) return 0;
+  memset(table, 0, cap * sizeof *table);
+  int unique = 1;
+  for (size_t i = 0; i < a->size && unique; i++) {
+    pc_Value x = pc_Array_Get(a, i, slot);
+    int skip;
+    size_t at = (size_t)item_hash(f->type, slot, x, &skip) & (cap - 1);
+    if (skip) continue;
+    for (; table[at] != 0; at = (at + 1) & (cap - 1)) {
+      if (same_item(f->type, slot, x, pc_Array_Get(a, table[at] - 1, slot))) {
+        unique = 0;
+        break;
+      }
+    }
+    table[at] = i + 1;
+  }
+  v->alloc(v->ud, table, cap * sizeof *table, 0);
+  return unique;
 }
 
 /* Whether value 'x' of field 'vf' (its family 'fam') passes native check
  * 'n' of the rules message 'rules'. */
-static int native_passes(const Native *n, int fam, const pc_FieldDef *vf, pc_Value x) {
+static int native_passes(pc_Validator *v, const Native *n, int fam, const pc_FieldDef *vf,
+                         pc_Value x) {
   const pc_FieldDef *rf = n->rf;
   if (n->kind == kN_Range) {
     const pc_FieldDef *lo = n->rf, *hi = n->rf2;
@@ -1220,7 +1298,7 @@ static int native_passes(const Native *n, int fam, const pc_FieldDef *vf, pc_Val
     }
     return normal ? !(above || below) : !(above && below);
   }
-  if (n->kind == kN_Unique) return !n->r.b || items_unique(x.a, vf);
+  if (n->kind == kN_Unique) return !n->r.b || items_unique(v, x.a, vf);
   if (n->kind == kN_MinSize || n->kind == kN_MaxSize) {
     uint64_t size = vf->is_map ? (x.map ? x.map->size : 0) : (x.a ? x.a->size : 0);
     uint64_t r = n->r.u64;
@@ -1333,6 +1411,20 @@ static int run_predef(pc_Validator *v, const Predef *p, const pc_CelValue *vars,
   return 1;
 }
 
+/* The violation of a failed in / not_in check whose rule's CEL reached the
+ * budget wording it (a list of many thousand items): the error is dropped
+ * and the violation says how many items the list has. */
+static int list_violation(pc_Validator *v, const Native *n, int for_key) {
+  v->status = kPc_Validate_Valid;
+  v->limited = 0;
+  if (v->err != NULL) pc_Error_Init(v->err);
+  size_t items = n->r.a ? n->r.a->size : 0;
+  char buf[128];
+  int len = snprintf(buf, sizeof(buf), "value must %sbe in the list of %zu items",
+                     n->kind == kN_In ? "" : "not ", items);
+  return violate(v, n->p->rules[0].id, buf, (size_t)len, for_key);
+}
+
 static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
   pc_CelValue vars[4];
   int bound = 0;
@@ -1342,11 +1434,18 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
   if (vp->nnative) {
     for (size_t i = 0; i < vp->nnative; i++) {
       const Native *n = &vp->native[i];
-      if (n->kind != 0 && native_passes(n, vp->family, src->f, val)) continue;
+      if (n->kind != 0 && native_passes(v, n, vp->family, src->f, val)) continue;
       if (!bind(v, vp, src, vars, &bound, 1)) return 0;
       if (n->ext && !bind_rule(v, vp, n->rf, vars)) return 0;
+      v->limited = 0;
       int ok = run_predef(v, n->p, vars, for_key) && run_predef(v, n->p2, vars, for_key);
       vars[2].kind = kPc_Cel_Unbound;
+      if (!ok && v->limited && (n->kind == kN_In || n->kind == kN_NotIn) && n->p && n->p->n) {
+        /* the check failed in C; the rule's CEL only words the violation,
+           and a list too long for its budget is named by its size */
+        if (!list_violation(v, n, for_key)) return 0;
+        ok = 1;
+      }
       if (!ok) return 0;
     }
   }
@@ -1440,7 +1539,24 @@ static int validate_field(pc_Validator *v, const FieldPlan *fp, const pc_Message
   return 1;
 }
 
+static int validate_message_body(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m);
+
+/* Messages nest no deeper than the encoders allow: past that the
+ * validation is refused (an error, not a violation) before the stack runs
+ * out. */
 static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m) {
+  if (v->depth >= PC_MESSAGE_MAX_DEPTH) {
+    v->status = kPc_Validate_Runtime;
+    pc_Error_Set(v->err, "nesting too deep: more than %d messages", PC_MESSAGE_MAX_DEPTH);
+    return 0;
+  }
+  v->depth++;
+  int ok = validate_message_body(v, msg, m);
+  v->depth--;
+  return ok;
+}
+
+static int validate_message_body(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m) {
   const Plan *p = plan_of(v, m);
   if (p == NULL) return 0;
   size_t mark = v->nsegs;
@@ -1498,6 +1614,7 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
   v->nvio = 0;
   v->cel_runs = 0;
   v->nsegs = 0;
+  v->depth = 0;
   v->fail_fast = fail_fast;
   v->status = kPc_Validate_Valid;
   v->err = err;

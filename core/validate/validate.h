@@ -48,7 +48,8 @@ typedef enum {
                            type than the field's ("expected rule \"string\", got
                            \"int32\" on t.M.f"), a oneof rule naming no field */
   kPc_Validate_Runtime, /* a rule failed to evaluate (a CEL error, a result neither
-                           bool nor string, a budget reached) */
+                           bool nor string, a budget reached, messages nested
+                           deeper than PC_MESSAGE_MAX_DEPTH) */
   kPc_Validate_NoMemory
 } pc_ValidateStatus;
 

@@ -12,6 +12,7 @@
 #include "validate/validate.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char kProto[] =
@@ -66,6 +67,10 @@ static const char kProto[] =
     "message Tree { string name = 1 [(buf.validate.field).string.min_len = 1]; repeated Tree kids "
     "= 2; }\n"
     "message Plain { int32 x = 1; }\n"
+    "message NulExpr { string x = 1 [(buf.validate.field).cel = {id: \"nul\", expression: "
+    "\"this == 'a\\000b'\"}]; }\n"
+    "message BadPattern { string s = 1 [(buf.validate.field).string.pattern = \"(a\"]; }\n"
+    "message Chain { Chain next = 1; string s = 2 [(buf.validate.field).string.min_len = 1]; }\n"
     "message Formats {\n"
     "  string email = 1 [(buf.validate.field).string.email = true];\n"
     "  string hostname = 2 [(buf.validate.field).string.hostname = true];\n"
@@ -309,6 +314,23 @@ static void native_checks(void) {
     check_result("t.Formats", kFormats, bad[i].overlay, bad[i].want);
     CHECK(pc_Validator_CelCount(val) > 0);
   }
+  /* `unique` over long lists decided in C too (a hash table: no CEL run),
+     of values whose low bits are all alike */
+  size_t cap = 100000 * 24 + 64, len;
+  char *json = malloc(cap);
+  for (int kind = 0; kind < 4; kind++) {
+    len = (size_t)snprintf(json, cap, "{\"%s\": [", kind < 2 ? "doubles" : "ints");
+    for (int i = 0; i < 100000; i++) {
+      long long x = kind < 2 ? i + 1 : (long long)(i + 1) << 32;
+      if (kind % 2 && i == 99999) x = kind < 2 ? 1 : 1LL << 32; /* the first again */
+      len += (size_t)snprintf(json + len, cap - len, "%s%lld", i ? "," : "", x);
+    }
+    snprintf(json + len, cap - len, "]}");
+    check_result("t.Formats", kFormats, json,
+                 kind % 2 ? (kind < 2 ? "doubles|repeated.unique" : "ints|repeated.unique") : "");
+    if (kind % 2 == 0) CHECK(pc_Validator_CelCount(val) == 0);
+  }
+  free(json);
   /* the unanchored match of a pattern, and more values each format takes */
   check_result("t.Formats", kFormats,
                "{\"uri_ref\": \"../a?b\", \"ulid\": \"7ZZZZZZZZZZZZZZZZZZZZZZZZZ\"}", "");
@@ -377,6 +399,9 @@ static void proto2(void) {
 static void errors_and_cache(void) {
   expect("t.BadType", "{}", "error: expected rule \"int32\", got \"string\" on t.BadType.x");
   expect("t.BadCel", "{}", "error: failed to compile bad: ");
+  expect("t.BadPattern", "{}",
+         "error: invalid string.pattern \"(a\" on t.BadPattern.s: missing ): (a");
+  expect("t.NulExpr", "{}", "error: failed to compile nul: 1:11: NUL byte in string literal");
   expect("t.BadResult", "{\"x\": 1}", "error: expression num outputs int");
   /* fail fast: the first violation only */
   const pc_MessageDef *m = pc_Pool_FindMessage(pool, "t.User");
@@ -394,6 +419,80 @@ static void errors_and_cache(void) {
   CHECK(pc_Validator_PlanCount(val) == plans);
 }
 
+/* A chain of messages 'depth' deep, each with s = "x". */
+static pc_Message *chain(const pc_MessageDef *m, int depth) {
+  const pc_FieldDef *next = pc_MessageDef_FindFieldByName(m, "next", 4);
+  const pc_FieldDef *s = pc_MessageDef_FindFieldByName(m, "s", 1);
+  pc_Message *root = NULL;
+  for (int i = 0; i < depth; i++) {
+    pc_Message *msg = pc_Message_New(m, arena);
+    pc_Value v;
+    v.s.data = "x";
+    v.s.size = 1;
+    pc_Message_Set(msg, s, v);
+    if (root != NULL) {
+      v.m = root;
+      pc_Message_Set(msg, next, v);
+    }
+    root = msg;
+  }
+  return root;
+}
+
+/* Nesting deeper than PC_MESSAGE_MAX_DEPTH is an error, not a crash. */
+static void deep_nesting(void) {
+  const pc_MessageDef *m = pc_Pool_FindMessage(pool, "t.Chain");
+  CHECK(m != NULL);
+  if (m == NULL) return;
+  pc_Error err;
+  pc_Error_Init(&err);
+  CHECK(pc_Validator_Validate(val, chain(m, PC_MESSAGE_MAX_DEPTH), m, 0, NULL, &err) ==
+        kPc_Validate_Valid);
+  CHECK(pc_Validator_Validate(val, chain(m, PC_MESSAGE_MAX_DEPTH + 1), m, 0, NULL, &err) ==
+        kPc_Validate_Runtime);
+  CHECK(strstr(err.msg, "nesting too deep") != NULL);
+  pc_Error_Init(&err);
+  CHECK(pc_Validator_Validate(val, chain(m, 100000), m, 0, NULL, &err) == kPc_Validate_Runtime);
+  CHECK(strstr(err.msg, "nesting too deep") != NULL);
+  /* the validator is usable afterwards */
+  CHECK(pc_Validator_Validate(val, chain(m, 3), m, 0, NULL, &err) == kPc_Validate_Valid);
+}
+
+/* in / not_in over 200,000 constants: a value outside the list is a
+ * violation (the rule's CEL would reach its budget wording it). */
+static void huge_lists(void) {
+  enum { N = 200000 };
+  char *src = malloc((size_t)N * 24 + 1024);
+  size_t len =
+      (size_t)sprintf(src, "syntax = \"proto3\";\npackage t3;\n"
+                           "import \"buf/validate/validate.proto\";\n"
+                           "message In { string s = 1 [(buf.validate.field).string = {in: [");
+  for (int i = 0; i < N; i++) len += (size_t)sprintf(src + len, "%s\"v%d\"", i ? "," : "", i);
+  len += (size_t)sprintf(src + len, "]}];\n int64 n = 2 [(buf.validate.field).int64 = {not_in: [");
+  for (int i = 0; i < N; i++) len += (size_t)sprintf(src + len, "%s%d", i ? "," : "", i + 1);
+  len += (size_t)sprintf(src + len, "]}]; }\n");
+  pc_Arena *a = pc_Arena_New(NULL, NULL);
+  pc_ImportCtx c;
+  memset(&c, 0, sizeof c);
+  c.arena = a;
+  pc_Error err;
+  pc_Error_Init(&err);
+  c.main_name = "t3.proto";
+  c.main_source = src;
+  c.main_len = len;
+  CHECK(pc_Import(pool, &c, "t3.proto", &err));
+  if (err.set) fprintf(stderr, "%s\n", err.msg);
+  pc_Arena_Free(a);
+  free(src);
+  expect("t3.In", "{\"s\": \"v199999\", \"n\": \"-1\"}", "");
+  expect("t3.In", "{\"s\": \"nope\"}", "s|string.in");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message,
+               "value must be in the list of 200000 items") == 0);
+  expect("t3.In", "{\"s\": \"v1\", \"n\": \"5\"}", "n|int64.not_in");
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message,
+               "value must not be in the list of 200000 items") == 0);
+}
+
 int main(void) {
   arena = pc_Arena_New(NULL, NULL);
   load();
@@ -405,6 +504,8 @@ int main(void) {
   native_checks();
   proto2();
   errors_and_cache();
+  deep_nesting();
+  huge_lists();
   pc_Validator_Free(val);
   pc_Arena_Free(arena);
   pc_Pool_Free(pool);

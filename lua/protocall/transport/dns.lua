@@ -28,6 +28,10 @@ Resolver.__index = Resolver
 -- than `min_interval` seconds after the last (nil: 30). The first query
 -- goes out now.
 function M.new(where, server, min_interval)
+  if server and not where.dns_server then
+    local problem = target.server_problem(server)
+    if problem then return nil, problem end
+  end
   local r, why = core.resolver(where.host, where.port and tonumber(where.port) or 0,
     where.dns_server or server, min_interval)
   if not r then return nil, why end

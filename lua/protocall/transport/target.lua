@@ -23,6 +23,20 @@ local M = {}
 -- another host) or a space is refused.
 -- Unix-domain sockets: "unix:path", "unix:///absolute/path" and
 -- "unix-abstract:name" (internal.unix_address), h2c.
+--- problem = server_problem(server): what is wrong with the DNS server
+-- address `server` ("IP", "IP:PORT", "[IPv6]:PORT"), nil when nothing: a
+-- port must be in 1..65535.
+local function server_problem(server)
+  local port = server:match("^%[[^%]]*%]:(.*)$") or server:match("^[^:]*:(.*)$")
+  if port == nil then return nil end
+  local n = port:match("^%d+$") and tonumber(port)
+  if not n or n < 1 or n > 65535 then
+    return "DNS server '" .. server .. "': port must be in 1..65535"
+  end
+  return nil
+end
+M.server_problem = server_problem
+
 local function parse(target)
   local unix, why = internal.unix_address(target) -- a path may hold spaces
   if unix then return unix end
@@ -40,13 +54,28 @@ local function parse(target)
     end
     scheme = "http"
   end
+  if server and server ~= "" then
+    local problem = server_problem(server)
+    if problem then return nil, problem end
+  end
+  local query = rest:match("[?#].*$")
+  if query then return nil, "a query or fragment ('" .. query .. "') is not allowed" end
   local path = rest:match("^[^/]*(/.+)$")
   if path then
     return nil, "a path ('" .. path .. "') is not allowed: a target is host:port (the method is the path)"
   end
-  local host, port = rest:match("^%[([%x:.]+)%]:?(%d*)/?$")
-  if not host then host, port = rest:match("^([^:/%[%]]+):?(%d*)/?$") end
+  local host, port = rest:match("^%[([%x:.]+)%]:?([^/]*)/?$")
+  if not host then
+    host, port = rest:match("^([^:/%[%]]+):?([^:/]*)/?$")
+    -- a DNS name (letters, digits, '-', '.', '_' of SRV labels) or an IPv4 address
+    if host and host:find("[^%w.%-_]") then
+      return nil, "host '" .. host .. "' has a character not allowed in a host name"
+    end
+  end
   if not host or host == "" then return nil, "no host" end
+  if port ~= "" and not port:find("^%d+$") then
+    return nil, "port '" .. port .. "' must be a number in 1..65535"
+  end
   if server and port == "" and host:find("^_") then
     return { host = host, tls = false, dns = true, dns_server = server ~= "" and server or nil,
       name = (host:gsub("^_[^.]*%._[^.]*%.", "")) } -- the :authority: the service's labels left out

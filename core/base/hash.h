@@ -1,7 +1,7 @@
 /* FNV-1a, 64 bits: the core's one hash of names and bytes (symbol tables,
- * the descriptor-set import graph, map keys, name sets). Not for hostile
- * input that could pick collisions: each table using it bounds its probes
- * by its own size. */
+ * the descriptor-set import graph, map keys, name sets), and fmix64, its
+ * mixer of 64-bit keys. Not for hostile input that could pick collisions:
+ * each table using them bounds its probes by its own size or a budget. */
 #ifndef PC_BASE_HASH_H
 #define PC_BASE_HASH_H
 
@@ -25,6 +25,18 @@ static inline uint64_t pc_Hash_String(const char *s) {
   uint64_t h = PC_HASH_START;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
+}
+
+/* The murmur3 fmix64 finalizer: every bit of 'x' reaches every bit of the
+ * result, so keys whose low bits are alike (doubles, multiples of a large
+ * power of two, pointers) still spread over a table indexed by low bits. */
+static inline uint64_t pc_Hash_Mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
 }
 
 #endif

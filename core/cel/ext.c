@@ -7,6 +7,8 @@
  * point as cel-spec does. */
 #include "cel/cel_internal.h"
 
+#include "base/hash.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -709,34 +711,22 @@ int pc_Cel_IsUri(const char *s, size_t n, int ref) {
 
 /* -- unique() ------------------------------------------------------------------ */
 
-/* The murmur3 fmix64 finalizer: every bit of 'x' reaches every bit of the
- * result, so values whose low bits are all alike (doubles, multiples of a
- * large power of two) still spread over the table. */
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
 static uint64_t hash_value(const pc_CelValue *v) {
   uint64_t h = (uint64_t)v->kind * 0x9E3779B97F4A7C15ULL;
   switch (v->kind) {
-  case kPc_Cel_Bool: return mix64(h ^ (uint64_t)v->v.b);
-  case kPc_Cel_Int: return mix64(h ^ (uint64_t)v->v.i);
-  case kPc_Cel_Uint: return mix64(h ^ v->v.u);
+  case kPc_Cel_Bool: return pc_Hash_Mix64(h ^ (uint64_t)v->v.b);
+  case kPc_Cel_Int: return pc_Hash_Mix64(h ^ (uint64_t)v->v.i);
+  case kPc_Cel_Uint: return pc_Hash_Mix64(h ^ v->v.u);
   case kPc_Cel_Double: {
     double d = v->v.d == 0 ? 0.0 : v->v.d; /* -0 and 0 collide */
     uint64_t bits;
     memcpy(&bits, &d, sizeof bits);
-    return mix64(h ^ bits);
+    return pc_Hash_Mix64(h ^ bits);
   }
   default: {
     for (size_t i = 0; i < v->v.s.size; i++)
       h = (h ^ (unsigned char)v->v.s.data[i]) * 1099511628211ULL;
-    return mix64(h);
+    return pc_Hash_Mix64(h);
   }
   }
 }

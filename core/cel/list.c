@@ -4,6 +4,8 @@
  * when read. */
 #include "cel/cel_internal.h"
 
+#include "base/hash.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -38,15 +40,6 @@ int cel_list_get(cel_E *e, const pc_CelList *l, size_t i, uint32_t pos, pc_CelVa
 
 /* -- Maps ----------------------------------------------------------------- */
 
-static uint64_t mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  return h;
-}
-
 /* A key as one of the kinds maps are keyed by; a double that is an
  * integer looks up the int / uint key of that value. 0 when 'k' can be no
  * key. */
@@ -78,15 +71,15 @@ static int normal_key(const pc_CelValue *k, pc_CelValue *out) {
 static uint64_t key_hash(const pc_CelValue *k) {
   switch (k->kind) {
   case kPc_Cel_Int:
-    if (k->v.i >= 0) return mix((uint64_t)k->v.i ^ 0x1000);
-    return mix((uint64_t)k->v.i ^ 0x2000);
-  case kPc_Cel_Uint: return mix(k->v.u ^ 0x1000);
-  case kPc_Cel_Bool: return mix((uint64_t)k->v.b ^ 0x3000);
+    if (k->v.i >= 0) return pc_Hash_Mix64((uint64_t)k->v.i ^ 0x1000);
+    return pc_Hash_Mix64((uint64_t)k->v.i ^ 0x2000);
+  case kPc_Cel_Uint: return pc_Hash_Mix64(k->v.u ^ 0x1000);
+  case kPc_Cel_Bool: return pc_Hash_Mix64((uint64_t)k->v.b ^ 0x3000);
   default: {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < k->v.s.size; i++)
       h = (h ^ (unsigned char)k->v.s.data[i]) * 1099511628211ULL;
-    return mix(h ^ 0x4000);
+    return pc_Hash_Mix64(h ^ 0x4000);
   }
   }
 }

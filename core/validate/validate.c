@@ -3,6 +3,8 @@
  * validate.proto's own options and from the schema's, compiled once. */
 #include "validate/validate.h"
 
+#include "base/hash.h"
+
 #include "cel/cel.h"
 #include "wire/decode.h"
 
@@ -204,11 +206,7 @@ static void *grow(pc_Validator *v, void *p, size_t *cap, size_t need, size_t ele
 }
 
 static size_t ptr_hash(const void *p, size_t cap) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return (size_t)x & (cap - 1);
+  return (size_t)pc_Hash_Mix64((uint64_t)(uintptr_t)p) & (cap - 1);
 }
 
 static void *map_get(const PtrMap *m, const void *key) {
@@ -1200,10 +1198,7 @@ static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, int *ski
   *skip = 0;
   switch (t) {
   case kPc_Type_String:
-  case kPc_Type_Bytes:
-    h = 14695981039346656037ULL;
-    for (size_t i = 0; i < x.s.size; i++) h = (h ^ (unsigned char)x.s.data[i]) * 1099511628211ULL;
-    break;
+  case kPc_Type_Bytes: h = pc_Hash_More(PC_HASH_START, x.s.data, x.s.size); break;
   case kPc_Type_Bool: h = x.b; break;
   case kPc_Type_Float:
   case kPc_Type_Double: {
@@ -1218,12 +1213,7 @@ static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, int *ski
   }
   default: h = pc_Slot_Size(slot) == 4 ? x.u32 : x.u64; break;
   }
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  return h;
+  return pc_Hash_Mix64(h);
 }
 
 /* Whether the items of list 'a' of field 'f' are distinct as CEL's

@@ -886,10 +886,15 @@ size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *
 
 void pc_Grpc_PollDone(pc_GrpcChannel *const *chs, size_t n, const struct pollfd *fds,
                       void *const *who, size_t nfds) {
+  double now = pc_Clock_Monotonic();
+  /* A call whose deadline passed while the poll waited ends
+   * DEADLINE_EXCEEDED before what arrived meanwhile is read (a server
+   * resetting the stream at its own, later-started, deadline). */
+  for (size_t i = 0; i < n; i++) enforce_deadlines(chs[i], now);
   for (size_t i = 0; i < nfds; i++) {
     if (fds[i].revents || fds[i].fd < 0) service(who[i]);
   }
-  double now = pc_Clock_Monotonic();
+  now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {
     enforce_deadlines(chs[i], now);
     check_conns(chs[i], now);

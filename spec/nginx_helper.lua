@@ -1,5 +1,6 @@
 --- Runs Debian's nginx (with libnginx-mod-http-lua) on a configuration
 -- given as text, for spec/nginx_gateway_spec.lua and
+-- spec/nginx_spec.lua (which starts examples/nginx/run.sh through M.launch) and
 -- bench/gateway_nginx_bench.lua (from the repository root): a prefix of its
 -- own under build/nginx/, nginx in the foreground under a shell that stops
 -- it when its standard input, held here, closes (when the caller stops it
@@ -62,6 +63,27 @@ function M.free_port()
   return tonumber(port)
 end
 
+--- n = launch(script, port, prefix, logs): runs the shell `script` (which
+-- starts nginx on `port` and stops it when its standard input closes) and
+-- waits until the port takes connections. n.url is "http://127.0.0.1:PORT";
+-- when nginx does not start, the error carries the files `logs`.
+function M.launch(script, port, prefix, logs)
+  local pipe = io.popen("exec sh -c " .. q(script), "w")
+  local n = { port = port, prefix = prefix, pipe = pipe, url = "http://127.0.0.1:" .. port }
+  for _ = 1, 200 do
+    local c = socket.connect("127.0.0.1", port)
+    if c then
+      c:close()
+      return n
+    end
+    os.execute("sleep 0.05")
+  end
+  local out = {}
+  for i, path in ipairs(logs) do out[i] = M.read(path) end
+  pipe:close()
+  error("nginx did not start: " .. table.concat(out))
+end
+
 --- n = start(name, conf): nginx on `conf` with "@ROOT@" (the repository),
 -- "@PORT@" (a free port, n.port) and "@PREFIX@" (n.prefix) filled in;
 -- `prepare(prefix)` (optional) runs first. n.url is "http://127.0.0.1:PORT".
@@ -77,19 +99,7 @@ function M.start(name, conf, prepare)
   local script = "nginx -p " .. q(prefix .. "/") .. " -c " .. q(prefix .. "/conf/nginx.conf") .. " -e "
     .. q(prefix .. "/logs/error.log") .. user .. " >" .. q(prefix .. ".out")
     .. " 2>&1 & n=$!; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
-  local pipe = io.popen("exec sh -c " .. q(script), "w")
-  local n = { port = port, prefix = prefix, pipe = pipe, url = "http://127.0.0.1:" .. port }
-  for _ = 1, 200 do
-    local c = socket.connect("127.0.0.1", port)
-    if c then
-      c:close()
-      return n
-    end
-    os.execute("sleep 0.05")
-  end
-  local out = M.read(prefix .. ".out") .. M.read(prefix .. "/logs/error.log")
-  pipe:close()
-  error("nginx did not start: " .. out)
+  return M.launch(script, port, prefix, { prefix .. ".out", prefix .. "/logs/error.log" })
 end
 
 --- Stops nginx (and waits for it) and removes its prefix.

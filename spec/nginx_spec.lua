@@ -9,49 +9,20 @@
 -- set.
 local helper = require "grpc_helper"
 local R = require "runtime"
-local socket = require "socket"
+local nginx_helper = require "nginx_helper"
 
-local NGINX = "/usr/sbin/nginx"
-local ROOT = R.capture("pwd"):gsub("\n$", "")
-local NEEDED = {
-  [NGINX] = "nginx (Debian's nginx-light)",
-  ["/usr/lib/nginx/modules/ngx_http_lua_module.so"] = "libnginx-mod-http-lua",
-  ["/usr/share/lua/5.1/resty/core.lua"] = "lua-resty-core",
-  [ROOT .. "/build/luajit/protocall.so"] = "the LuaJIT build (make build-luajit)",
-  ["/usr/bin/curl"] = "curl",
-}
+local ROOT = nginx_helper.ROOT
+local shell_quote = nginx_helper.quote
+local stop_nginx = nginx_helper.stop
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function missing()
-  local out = {}
-  for path, what in pairs(NEEDED) do
-    if not exists(path) then out[#out + 1] = what .. " (" .. path .. ")" end
-  end
-  table.sort(out)
-  return #out > 0 and table.concat(out, ", ") or nil
-end
-
--- A free loopback port (bound and released; nginx binds it right after).
-local function free_port()
-  local s = assert(socket.bind("127.0.0.1", 0))
-  local _, port = s:getsockname()
-  s:close()
-  return tonumber(port)
-end
-
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local function missing() return nginx_helper.missing { ["/usr/bin/curl"] = "curl" } end
 
 -- Starts nginx with examples/nginx/run.sh on a free port, calling
 -- `upstream`. It runs under a shell that stops it (SIGTERM, then waits)
 -- when its standard input, held here, closes: when the spec stops it or
 -- when this process ends, however it ends.
 local function start_nginx(upstream, ca_file)
-  local port = free_port()
+  local port = nginx_helper.free_port()
   local prefix = ROOT .. "/build/nginx/spec-" .. port
   local script = "PROTOCALL_UPSTREAM=" .. upstream .. " "
     .. (ca_file and "PROTOCALL_CA_FILE=" .. shell_quote(ca_file) .. " " or "")
@@ -59,30 +30,7 @@ local function start_nginx(upstream, ca_file)
     " " .. shell_quote(prefix) .. " " .. port .. " >" .. shell_quote(prefix .. ".out") ..
     " 2>&1 & n=$!; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
   os.execute("rm -rf " .. shell_quote(prefix) .. "; mkdir -p " .. shell_quote(ROOT .. "/build/nginx"))
-  local pipe = io.popen("exec sh -c " .. shell_quote(script), "w")
-  local n = { port = port, prefix = prefix, pipe = pipe, url = "http://127.0.0.1:" .. port }
-  for _ = 1, 200 do
-    local c = socket.connect("127.0.0.1", port)
-    if c then
-      c:close()
-      return n
-    end
-    os.execute("sleep 0.05")
-  end
-  local f = io.open(prefix .. ".out")
-  local out = f and f:read("*a") or ""
-  if f then f:close() end
-  pipe:close()
-  error("nginx did not start: " .. out)
-end
-
--- Stops nginx (and waits for it) and removes its prefix.
-local function stop_nginx(n)
-  if n and n.pipe then
-    n.pipe:close()
-    n.pipe = nil
-    os.execute("rm -rf " .. shell_quote(n.prefix) .. " " .. shell_quote(n.prefix .. ".out"))
-  end
+  return nginx_helper.launch(script, port, prefix, { prefix .. ".out" })
 end
 
 -- GET `path`: the HTTP status and the body (curl, at most `limit` s).

@@ -6,16 +6,7 @@
 -- asserts the exact result.
 local pc = require "protocall"
 
-local function protoc_set(file)
-  local out = os.tmpname()
-  local ok = os.execute("protoc --include_imports -I core/schema/protos -o " .. out .. " " .. file
-    .. " >/dev/null 2>&1")
-  local f = io.open(out, "rb")
-  local bytes = f and f:read("*a")
-  if f then f:close() end
-  os.remove(out)
-  if ok and bytes and #bytes > 0 then return bytes end
-end
+local protoc_set = require("protoc").set
 
 describe("google/api/http.proto, annotations.proto and httpbody.proto built in", function()
   local FILES = { "google/api/http.proto", "google/api/annotations.proto", "google/api/httpbody.proto" }

@@ -4,16 +4,7 @@
 -- spec/validate_diff_spec.lua.
 local pc = require "protocall"
 
-local function protoc_set(file)
-  local out = os.tmpname()
-  local ok = os.execute("protoc --include_imports -I core/schema/protos -o " .. out .. " " .. file
-    .. " >/dev/null 2>&1")
-  local f = io.open(out, "rb")
-  local bytes = f and f:read("*a")
-  if f then f:close() end
-  os.remove(out)
-  if ok and bytes and #bytes > 0 then return bytes end
-end
+local protoc_set = require("protoc").set
 
 describe("buf/validate/validate.proto built in", function()
   it("is imported with no file on disk, its header (licence) kept", function()

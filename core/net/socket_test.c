@@ -102,6 +102,22 @@ static int exchange(int family, const char *host) {
   return ok;
 }
 
+/* A TCP connection over the loopback address: the listener into '*l' (its
+ * port into 'port'), the connecting side into '*c', the accepted side into
+ * '*a' (-1 when the connect failed); 1 when it connected. */
+static int tcp_pair(char *port, int *l, int *c, int *a) {
+  *l = listener(AF_INET, port);
+  struct sockaddr_in a4;
+  memset(&a4, 0, sizeof a4);
+  a4.sin_family = AF_INET;
+  a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a4.sin_port = htons((unsigned short)atoi(port));
+  *c = socket(AF_INET, SOCK_STREAM, 0);
+  int ok = *l >= 0 && *c >= 0 && connect(*c, (struct sockaddr *)&a4, sizeof a4) == 0;
+  *a = ok ? accept(*l, NULL, NULL) : -1;
+  return ok;
+}
+
 /* pc_NetSocket_Linger on the accepting side of a connection whose peer
  * sent 100 KB the server never read: the peer still reads what the server
  * wrote last, then the end of the stream (a plain close would have reset
@@ -109,15 +125,8 @@ static int exchange(int family, const char *host) {
  * peer closes. */
 static int linger(void) {
   char port[8];
-  int l = listener(AF_INET, port);
-  struct sockaddr_in a4;
-  memset(&a4, 0, sizeof a4);
-  a4.sin_family = AF_INET;
-  a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a4.sin_port = htons((unsigned short)atoi(port));
-  int c = socket(AF_INET, SOCK_STREAM, 0);
-  int ok = l >= 0 && c >= 0 && connect(c, (struct sockaddr *)&a4, sizeof a4) == 0;
-  int a = ok ? accept(l, NULL, NULL) : -1;
+  int l, c, a;
+  int ok = tcp_pair(port, &l, &c, &a);
   pc_Error err;
   pc_Error_Init(&err);
   pc_NetSocket *s = a >= 0 ? pc_NetSocket_Adopt(a, "peer", NULL, NULL, NULL, &err) : NULL;
@@ -193,15 +202,8 @@ static void host_round(pc_NetSocket *h, int fd, pc_NetSocket *srv) {
 static int hosted_tls(pc_NetTlsClient *tc, const char *ca, pc_NetTlsServer *srv_tls, int *resumed,
                       char *why, size_t whylen) {
   char port[8];
-  int l = listener(AF_INET, port);
-  struct sockaddr_in a4;
-  memset(&a4, 0, sizeof a4);
-  a4.sin_family = AF_INET;
-  a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a4.sin_port = htons((unsigned short)atoi(port));
-  int c = socket(AF_INET, SOCK_STREAM, 0);
-  int ok = l >= 0 && c >= 0 && connect(c, (struct sockaddr *)&a4, sizeof a4) == 0;
-  int a = ok ? accept(l, NULL, NULL) : -1;
+  int l, c, a;
+  int ok = tcp_pair(port, &l, &c, &a);
   pc_Error err;
   pc_Error_Init(&err);
   pc_NetSocket *srv = a >= 0 ? pc_NetSocket_Adopt(a, "peer", srv_tls, NULL, NULL, &err) : NULL;

@@ -111,20 +111,25 @@ static pc_Pool *pool;
 static pc_Arena *arena;
 static pc_Validator *val;
 
-static void load(void) {
-  pool = pc_Pool_New(NULL, NULL);
+/* Imports 'src' ('len' bytes) into the pool as the file 'name'. */
+static void import(const char *name, const char *src, size_t len) {
   pc_Arena *a = pc_Arena_New(NULL, NULL);
   pc_ImportCtx c;
   memset(&c, 0, sizeof c);
   c.arena = a;
   pc_Error err;
   pc_Error_Init(&err);
-  c.main_name = "t.proto";
-  c.main_source = kProto;
-  c.main_len = strlen(kProto);
-  CHECK(pc_Import(pool, &c, "t.proto", &err));
+  c.main_name = name;
+  c.main_source = src;
+  c.main_len = len;
+  CHECK(pc_Import(pool, &c, name, &err));
   if (err.set) fprintf(stderr, "%s\n", err.msg);
   pc_Arena_Free(a);
+}
+
+static void load(void) {
+  pool = pc_Pool_New(NULL, NULL);
+  import("t.proto", kProto, strlen(kProto));
 }
 
 static pc_Message *from_json(const pc_MessageDef *m, const char *json) {
@@ -366,17 +371,7 @@ static void proto2(void) {
       "                        (buf.validate.field).int32.(Scope.not_multiple_of) = 5];\n"
       "  repeated string r = 3 [(buf.validate.field).repeated.items.string.(no_space) = true];\n"
       "}\n";
-  pc_Arena *a = pc_Arena_New(NULL, NULL);
-  pc_ImportCtx c;
-  memset(&c, 0, sizeof c);
-  c.arena = a;
-  pc_Error err;
-  pc_Error_Init(&err);
-  c.main_name = "t2.proto";
-  c.main_source = kProto2;
-  c.main_len = strlen(kProto2);
-  CHECK(pc_Import(pool, &c, "t2.proto", &err));
-  pc_Arena_Free(a);
+  import("t2.proto", kProto2, strlen(kProto2));
   expect("t2.Old", "{}", "id|required"); /* off: only the `required` rule */
   pc_Validator_SetLegacyRequired(val, 1);
   expect("t2.Old", "{}", "name|legacy_required;id|required");
@@ -471,18 +466,7 @@ static void huge_lists(void) {
   len += (size_t)sprintf(src + len, "]}];\n int64 n = 2 [(buf.validate.field).int64 = {not_in: [");
   for (int i = 0; i < N; i++) len += (size_t)sprintf(src + len, "%s%d", i ? "," : "", i + 1);
   len += (size_t)sprintf(src + len, "]}]; }\n");
-  pc_Arena *a = pc_Arena_New(NULL, NULL);
-  pc_ImportCtx c;
-  memset(&c, 0, sizeof c);
-  c.arena = a;
-  pc_Error err;
-  pc_Error_Init(&err);
-  c.main_name = "t3.proto";
-  c.main_source = src;
-  c.main_len = len;
-  CHECK(pc_Import(pool, &c, "t3.proto", &err));
-  if (err.set) fprintf(stderr, "%s\n", err.msg);
-  pc_Arena_Free(a);
+  import("t3.proto", src, len);
   free(src);
   expect("t3.In", "{\"s\": \"v199999\", \"n\": \"-1\"}", "");
   expect("t3.In", "{\"s\": \"nope\"}", "s|string.in");

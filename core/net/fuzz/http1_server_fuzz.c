@@ -9,14 +9,13 @@
  * Everything must free cleanly and nothing may crash; anything else aborts,
  * which is what libFuzzer reports. */
 #include "net/http1_server.h"
+#include "net/fuzz/server_calls.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define MAX_CALLS 8
 
 static void drain(pc_Http1ServerConn *c) {
   const char *p;
@@ -55,34 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pc_Http1ServerConn_Expire(c, now);
     pc_GrpcServerCall *s;
     while ((s = pc_Http1ServerConn_Accept(c)) != NULL) {
-      if (pc_GrpcServerCall_Path(s) == NULL || pc_GrpcServerCall_HttpVersion(s) != 1) abort();
-      for (size_t i = 0; i < pc_GrpcServerCall_MetadataCount(s); i++) {
-        if (pc_GrpcServerCall_Metadata(s, i) == NULL) abort();
-      }
-      if (ncalls < MAX_CALLS)
-        calls[ncalls++] = s;
-      else
-        pc_GrpcServerCall_Free(s);
+      if (pc_GrpcServerCall_HttpVersion(s) != 1) abort();
+      keep_call(s, calls, &ncalls);
     }
-    for (size_t i = 0; i < ncalls; i++) {
-      const char *d;
-      size_t len;
-      while (pc_GrpcServerCall_Next(calls[i], &d, &len) == 1) {
-        if (len > 0 && d == NULL) abort();
-      }
-    }
-    for (; taken < ncalls; taken++) {
-      pc_GrpcServerCall *s2 = calls[taken];
-      pc_GrpcPair p = {"x-k", 3, "v", 1};
-      pc_GrpcServerCall_AddMetadata(s2, taken % 2 == 1, &p, &err);
-      if (taken % 2 == 0) {
-        pc_GrpcServerCall_Send(s2, "reply", 5);
-        pc_GrpcServerCall_Send(s2, "again", 5);
-        pc_GrpcServerCall_Finish(s2, kPc_Code_Ok, "", 0, NULL, 0);
-      } else {
-        pc_GrpcServerCall_Finish(s2, kPc_Code_Internal, "n\xc3\xa9 100%", 8, "\x01\x02", 2);
-      }
-    }
+    serve_calls(calls, ncalls, &taken, 2, &err);
     drain(c);
   }
   pc_Http1ServerConn_Free(c);

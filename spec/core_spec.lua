@@ -10,8 +10,11 @@ local function fresh(script)
   f:write(script)
   f:close()
   local q = function(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+  -- under Lua 5.4 the command of the build under test runs it (the
+  -- sanitizer build's cannot be loaded into a stock lua5.4)
+  local lua = R.luajit and "luajit" or os.getenv("PROTOCALL_BIN") or "lua5.4"
   local out = R.capture("LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath) .. " "
-    .. (R.luajit and "luajit" or "lua5.4") .. " " .. name .. " 2>&1")
+    .. lua .. " " .. name .. " 2>&1")
   os.remove(name)
   return out
 end

@@ -216,16 +216,26 @@ static void getaddrinfo_cases(void) {
 int main(void) {
   getaddrinfo_cases();
 
-  dns_fd = socket(AF_INET, SOCK_DGRAM, 0);
+  /* The server's UDP and TCP sockets share a port: a free UDP port may be
+   * taken for TCP (other tests run beside this one), so try another. */
   struct sockaddr_in sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t salen = sizeof sa;
-  CHECK(bind(dns_fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-  CHECK(getsockname(dns_fd, (struct sockaddr *)&sa, &salen) == 0);
-  tcp_fd = socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(bind(tcp_fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(tcp_fd, 8) == 0);
+  int bound = 0;
+  for (int attempt = 0; attempt < 50 && !bound; attempt++) {
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t salen = sizeof sa;
+    dns_fd = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK(bind(dns_fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    CHECK(getsockname(dns_fd, (struct sockaddr *)&sa, &salen) == 0);
+    tcp_fd = socket(AF_INET, SOCK_STREAM, 0);
+    bound = bind(tcp_fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(tcp_fd, 8) == 0;
+    if (!bound) {
+      close(tcp_fd);
+      close(dns_fd);
+    }
+  }
+  CHECK(bound);
   char server[32];
   snprintf(server, sizeof server, "127.0.0.1:%u", ntohs(sa.sin_port));
   pc_NetResolverOptions o = {server, 0.3, 1.0};

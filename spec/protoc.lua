@@ -3,11 +3,13 @@
 -- specs that compare protocall's reading of a built-in file with protoc's.
 local M = {}
 
---- The serialized FileDescriptorSet of `file` (a path under
--- core/schema/protos), or nil when protoc is absent or fails.
-function M.set(file)
+--- The serialized FileDescriptorSet of `file` (a path under `root`,
+-- default core/schema/protos; the built-in files are found after it), or
+-- nil when protoc is absent or fails.
+function M.set(file, root)
   local out = os.tmpname()
-  local ok = os.execute("protoc --include_imports -I core/schema/protos -o " .. out .. " " .. file
+  local dirs = (root and "-I " .. root .. " " or "") .. "-I core/schema/protos"
+  local ok = os.execute("protoc --include_imports " .. dirs .. " -o " .. out .. " " .. file
     .. " >/dev/null 2>&1")
   local f = io.open(out, "rb")
   local bytes = f and f:read("*a")

@@ -7,6 +7,7 @@
 local pc = require "protocall"
 
 local protoc_set = require("protoc").set
+local corpus = require "corpus"
 
 describe("google/api/http.proto, annotations.proto and httpbody.proto built in", function()
   local FILES = { "google/api/http.proto", "google/api/annotations.proto", "google/api/httpbody.proto" }
@@ -31,6 +32,33 @@ describe("google/api/http.proto, annotations.proto and httpbody.proto built in",
   it("give protoc's descriptors", function()
     for _, name in ipairs(FILES) do
       local set = protoc_set(name)
+      if not set then return pending("protoc is not installed") end
+      local fds = assert(pc.decode(pc.type("google.protobuf.FileDescriptorSet"), set))
+      local p = pc.pool()
+      assert(p:load('syntax = "proto3"; import "' .. name .. '";', { name = "x.proto" }))
+      local seen = 0
+      for _, f in pc.ipairs(fds.file) do
+        if f.name == name then
+          seen = seen + 1
+          assert.are.equal(pc.encode(f, { deterministic = true }),
+            pc.encode(p:file_descriptor(f.name), { deterministic = true }), name)
+        end
+      end
+      assert.are.equal(1, seen)
+    end
+  end)
+end)
+
+describe("google/api/http.proto and annotations.proto against googleapis' own", function()
+  -- the built-in files are googleapis' without their documentation comments:
+  -- protoc gives the corpus's originals the same descriptors
+  it("give the same descriptors as the originals in the corpus", function()
+    local dir = corpus.dir .. "/protos/googleapis"
+    if not corpus.read("protos/googleapis/google/api/http.proto") then
+      return corpus.skip(pending, "google/api against googleapis' files")
+    end
+    for _, name in ipairs { "google/api/http.proto", "google/api/annotations.proto" } do
+      local set = protoc_set(name, dir)
       if not set then return pending("protoc is not installed") end
       local fds = assert(pc.decode(pc.type("google.protobuf.FileDescriptorSet"), set))
       local p = pc.pool()

@@ -83,13 +83,44 @@ describe("pc.grpc with several backends", function()
     local state = t:backends()
     assert.is_true(state[1].failed)
     assert.is_false(state[2].failed)
-    -- pick_first moves past it too, without a retry policy after the first failure
+    -- pick_first moves past it at once, with no retry policy: the first
+    -- call never left this client, so it goes on to the next address
     local p = pc.client("faults.Faults", { transport = grpc({ port_a, addr(b) }) })
-    local ok, err = pcall(p.Echo, p, { id = key })
-    assert.is_false(ok)
-    assert.are.equal("UNAVAILABLE", err.code)
     for _ = 1, 3 do p:Echo { id = key } end
     assert.are.equal(9, direct_b:Attempts({ id = key }).attempts)
+  end)
+
+  it("moves a call whose backend refuses the connection to the next one, no retry policy", function()
+    local port_a = addr(a)
+    helper.stop(a)
+    -- hedged calls run as started calls; no status is non-fatal, so the
+    -- first attempt's own move is what saves it
+    local hedged = { methodConfig = { { name = { { service = "faults.Faults" } },
+      hedgingPolicy = { maxAttempts = 2, hedgingDelay = "30s", nonFatalStatusCodes = {} } } } }
+    for _, policy in ipairs { "pick_first", "round_robin" } do
+      local key = id()
+      local function client(sc)
+        return pc.client("faults.Faults", { transport = grpc({ port_a, addr(b) }, { load_balancing = policy }),
+          service_config = sc })
+      end
+      assert.are.equal("one", client():Echo({ id = key, text = "one" }).text)
+      local n = 0
+      for r in client():Stream { id = key, count = 2 } do n = n + r.index end
+      assert.are.equal(3, n)
+      assert.are.equal("two", client(hedged):Echo({ id = key, text = "two" }).text)
+      assert.are.equal(3, direct_b:Attempts({ id = key }).attempts, policy)
+    end
+  end)
+
+  it("fails UNAVAILABLE naming the last address when every backend refuses", function()
+    local port_a, port_b = addr(a), addr(b)
+    helper.stop(a)
+    helper.stop(b)
+    local c = pc.client("faults.Faults", { transport = grpc({ port_a, port_b }) })
+    local ok, err = pcall(c.Echo, c, { id = id() })
+    assert.is_false(ok)
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.matches("connect to 127.0.0.1:" .. port_b:match(":(%d+)$"), err.message, 1, true)
   end)
 
   it("keeps calls with a retry policy succeeding when a backend is killed mid-run", function()

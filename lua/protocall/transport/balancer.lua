@@ -15,7 +15,12 @@
 -- (failing UNAVAILABLE with the resolver's reason when the name does not
 -- resolve), and a failed backend asks for a resolution (bounded by the
 -- resolver's minimum interval). When every backend is failed, the call
--- goes to the backend whose backoff ends first. With SRV weights,
+-- goes to the backend whose backoff ends first. A call whose backend
+-- could not be connected to (refused, timed out, TLS handshake failed:
+-- the call never left this client) goes on to the next backend the policy
+-- picks that it has not tried, within its deadline, as gRPC's pick_first
+-- tries each address in turn and round_robin picks only backends that
+-- connect; it fails UNAVAILABLE only when every backend failed so. With SRV weights,
 -- `round_robin` is weighted (nginx's smooth weighted round robin: each
 -- backend's share of the calls is its weight over the sum; weight 0
 -- counts as 1). The
@@ -139,6 +144,31 @@ local function report(self, b, err)
   end
 end
 
+-- Whether `err` ended a call that never reached its backend: its
+-- connection could not be made (channel.c's "connect to HOST:PORT: why",
+-- socket.c's "TLS handshake with HOST:PORT: why").
+local function unsent(err)
+  if type(err) ~= "table" or err.code ~= "UNAVAILABLE" then return false end
+  local m = err.message or ""
+  return m:sub(1, 11) == "connect to " or m:sub(1, 19) == "TLS handshake with "
+end
+
+-- The next backend for a call that failed unsent on the backends in
+-- `tried` (a set): healthy and untried, or nil. `settings` (the call's,
+-- may be nil) -> a copy with the time `since` (monotonic) took off its
+-- timeout, or nil when none is left.
+local function next_try(self, tried, settings, since)
+  local b = healthy(self, tried)
+  if b == nil or tried[b] then return nil end
+  if settings == nil or settings.timeout == nil then return b, settings end
+  local left = settings.timeout - (monotonic() - since)
+  if left <= 0 then return nil end
+  local s = {}
+  for k, v in pairs(settings) do s[k] = v end
+  s.timeout = left
+  return b, s
+end
+
 local function address(where)
   local host = where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host
   return host .. ":" .. where.port
@@ -226,28 +256,69 @@ local function chosen(self, path, settings)
   error(err, 0)
 end
 
+-- A server stream's call (pc.grpc's Call) that moves to another backend
+-- when its first backend could not be connected to: its methods act on
+-- the call of the backend it is on now (`inner`).
+local Moved = { __name = "protocall.BalancedCall" }
+function Moved.__index(self, k)
+  local inner = rawget(self, "inner")
+  local v = inner[k]
+  if type(v) ~= "function" then return v end
+  return function(p, ...)
+    if p == self then p = rawget(self, "inner") end
+    return v(p, ...)
+  end
+end
+
 --- As pc.grpc's transport:unary, on the backend the policy picks.
 function Balanced:unary(path, request, settings)
   check_open(self, "unary", 2)
+  local since = monotonic()
   local b = chosen(self, path, settings)
-  local ok, res, meta = pcall(b.transport.unary, b.transport, path, request, settings)
-  if not ok then rethrow(self, b, res) end
-  report(self, b, nil)
-  return res, meta
+  local tried, s = {}, settings
+  while true do
+    local ok, res, meta = pcall(b.transport.unary, b.transport, path, request, s)
+    if ok then
+      report(self, b, nil)
+      return res, meta
+    end
+    if not unsent(res) then rethrow(self, b, res) end
+    report(self, b, res)
+    tried[b] = true
+    local nb, ns = next_try(self, tried, settings, since)
+    if nb == nil then error(res, 0) end
+    b, s = nb, ns
+  end
 end
 
 --- As pc.grpc's transport:server_stream, on the backend the policy picks.
 function Balanced:server_stream(path, request, settings)
   check_open(self, "server_stream", 2)
+  local since = monotonic()
   local b = chosen(self, path, settings)
   local ok, iter, state, ctl, call = pcall(b.transport.server_stream, b.transport, path, request, settings)
   if not ok then rethrow(self, b, iter) end
+  local moved = setmetatable({ inner = call }, Moved)
+  local tried, got = nil, false
   return function()
-    local okn, msg = pcall(iter, state, ctl)
-    if not okn then rethrow(self, b, msg) end
-    if msg == nil then report(self, b, nil) end
-    return msg
-  end, nil, nil, call
+    while true do
+      local okn, msg = pcall(iter, state, ctl)
+      if okn then
+        got = true
+        if msg == nil then report(self, b, nil) end
+        return msg
+      end
+      if got or not unsent(msg) then rethrow(self, b, msg) end
+      report(self, b, msg)
+      tried = tried or {}
+      tried[b] = true
+      local nb, ns = next_try(self, tried, settings, since)
+      if nb == nil then error(msg, 0) end
+      local ok2, iter2, state2, ctl2, call2 = pcall(nb.transport.server_stream, nb.transport, path, request, ns)
+      if not ok2 then rethrow(self, nb, iter2) end
+      b, iter, state, ctl, moved.inner = nb, iter2, state2, ctl2, call2
+    end
+  end, nil, nil, moved
 end
 
 --- As pc.grpc's transport:stream (client streaming and bidirectional),
@@ -265,9 +336,39 @@ Failed.__index = Failed
 function Failed:result() return false, self.err end
 function Failed.cancel() end
 
--- A started call on backend `b`, reporting its outcome; `tried` records b.
+-- A started call on a backend, reporting its outcome: `b` the backend it
+-- is on, `inner` its handle there; a call its backend could not be
+-- connected to starts again on the next untried one (`unary` above).
+local Moving = { __name = "protocall.BalancedStarted" }
+Moving.__index = Moving
+
+function Moving:result()
+  local ok, v, call = self.inner:result()
+  if ok == nil then return nil end
+  local bal, b = self.balanced, self.b
+  if ok == false and unsent(v) then
+    report(bal, b, v)
+    self.tried[b] = true
+    local nb, ns = next_try(bal, self.tried, self.settings, self.since)
+    if nb then
+      self.tried[nb] = true
+      self.b, self.inner = nb, nb.transport[self.name](nb.transport, self.path, self.request, ns)
+      self.channel = self.inner.channel
+      return nil
+    end
+    return ok, v, call
+  end
+  report(bal, b, ok and nil or v)
+  return ok, v, call
+end
+
+function Moving:cancel() self.inner:cancel() end
+
+-- A started call (`name` start_unary or start_server_stream) on the
+-- backend the policy picks; settings.tried records it.
 local function started(self, name, path, request, settings)
   check_open(self, name, 3)
+  local since = monotonic()
   local tried = settings and settings.tried
   local b, err = pick(self, tried, settings and settings.timeout)
   if not b then
@@ -276,13 +377,8 @@ local function started(self, name, path, request, settings)
   end
   if tried then tried[b] = true end
   local h = b.transport[name](b.transport, path, request, settings)
-  local result = h.result
-  h.result = function(hh)
-    local ok, v, call = result(hh)
-    if ok == false then report(self, b, v) elseif ok then report(self, b, nil) end
-    return ok, v, call
-  end
-  return h
+  return setmetatable({ balanced = self, b = b, inner = h, channel = h.channel, name = name, path = path,
+    request = request, settings = settings, since = since, tried = tried or { [b] = true } }, Moving)
 end
 
 --- As pc.grpc's transport:start_unary; settings.tried (a table) keeps

@@ -556,6 +556,9 @@ function M.client(service_name, opts)
   if config and config.balancing and type(transport.set_load_balancing) == "function" then
     transport:set_load_balancing(config.balancing)
   end
+  if config and config.health_check and type(transport.set_health_check) == "function" then
+    transport:set_health_check(config.health_check)
+  end
   local per_call, per_attempt = interceptors.split(opts.interceptors, "pc.client")
   local per_method = opts.methods or {}
   for name, per in pairs(per_method) do

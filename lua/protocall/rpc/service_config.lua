@@ -161,7 +161,7 @@ local METHOD_CONFIG_KEYS = { name = true, timeout = true, retryPolicy = true, he
   waitForReady = true, maxRequestMessageBytes = true, maxResponseMessageBytes = true }
 local NAME_KEYS = { service = true, method = true }
 local CONFIG_KEYS = { methodConfig = true, retryThrottling = true, loadBalancingConfig = true,
-  loadBalancingPolicy = true }
+  loadBalancingPolicy = true, healthCheckConfig = true }
 local LB_POLICIES = { pick_first = true, round_robin = true }
 
 --- config = parse(t): the methodConfig entries by name
@@ -169,7 +169,9 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- default), each {timeout=, retry=, hedging=, max_request=, max_response=,
 -- wait_for_ready=}, `throttling` {max_tokens=, token_ratio=} or nil, and
 -- `balancing` "pick_first" | "round_robin" | nil (the first policy of
--- loadBalancingConfig protocall has, as gRPC picks).
+-- loadBalancingConfig protocall has, as gRPC picks) and `health_check`
+-- the healthCheckConfig's serviceName (gRFC A17; "" when the object has
+-- none) or nil.
 -- Raises {service_config = "path: what"} on the first problem.
 function M.parse(t)
   object_at(t, "service_config")
@@ -200,6 +202,16 @@ function M.parse(t)
         .. (type(v) == "string" and "\"" .. v .. "\"" or type(v)))
     end
     balancing = v:lower()
+  end
+  local health_check
+  if t.healthCheckConfig ~= nil then
+    object_at(t.healthCheckConfig, "healthCheckConfig")
+    known_keys(t.healthCheckConfig, "healthCheckConfig", { serviceName = true })
+    health_check = t.healthCheckConfig.serviceName
+    if health_check == nil then health_check = "" end
+    if type(health_check) ~= "string" then
+      config_error("healthCheckConfig.serviceName", "string expected, got " .. type(health_check))
+    end
   end
   local by_name = {}
   local mcs = t.methodConfig
@@ -273,7 +285,7 @@ function M.parse(t)
     end
     throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
   end
-  return { by_name = by_name, throttling = throttling, balancing = balancing }
+  return { by_name = by_name, throttling = throttling, balancing = balancing, health_check = health_check }
 end
 
 -- A google.protobuf.Value as the Lua value JSON text means: objects and

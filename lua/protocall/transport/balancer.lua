@@ -30,6 +30,7 @@
 local core = require "protocall.core"
 local errors = require "protocall.errors"
 local sched = require "protocall.sched"
+local health_check = require "protocall.transport.health_check"
 
 local setmetatable, pcall, error, pairs, ipairs, type, tostring =
   setmetatable, pcall, error, pairs, ipairs, type, tostring
@@ -40,6 +41,8 @@ local M = {}
 
 local FIRST_BACKOFF, MAX_BACKOFF = 1, 30
 
+local rewatch -- (self): starts or stops the health watches (below)
+
 
 local Balanced = { __name = "protocall.BalancedTransport" }
 Balanced.__index = Balanced
@@ -49,7 +52,8 @@ Balanced.__index = Balanced
 local function weighted(self, tried, now)
   local best, total = nil, 0
   for _, b in ipairs(self.members) do
-    if (b.down_until == nil or b.down_until <= now) and not (tried and tried[b]) then
+    if (b.down_until == nil or b.down_until <= now) and (b.watch == nil or b.watch:up())
+      and not (tried and tried[b]) then
       b.current = b.current + b.weight
       total = total + b.weight
       if best == nil or b.current > best.current then best = b end
@@ -74,7 +78,7 @@ local function healthy(self, tried)
   for k = 0, n - 1 do
     local i = (first - 1 + k) % n + 1
     local b = bs[i]
-    if b.down_until == nil or b.down_until <= now then
+    if (b.down_until == nil or b.down_until <= now) and (b.watch == nil or b.watch:up()) then
       if not (tried and tried[b]) then
         if self.policy == "round_robin" then self.next = i % n + 1 end
         return b
@@ -89,6 +93,52 @@ end
 local function resolved(self)
   local places = self.dns:news()
   if places then self:update(places) end
+end
+
+-- Pumps the connections of the members' health watches for at most
+-- `seconds` and takes what arrived; true when a watch is still waiting
+-- for its server's first answer.
+local function poll_health(self, seconds)
+  local list, seen, waiting = {}, {}, false
+  for _, b in ipairs(self.members) do
+    local w = b.watch
+    w:poll()
+    local ch = w:channel()
+    if ch and not seen[ch] then
+      seen[ch] = true
+      list[#list + 1] = { channel = ch }
+    end
+  end
+  if #list > 0 then self.members[1].transport:wait(list, seconds) end
+  for _, b in ipairs(self.members) do
+    local w = b.watch
+    w:poll()
+    waiting = waiting or w.state == "connecting"
+  end
+  return waiting
+end
+
+-- With health checking: the backend for the next call among those whose
+-- server says SERVING, waiting (at most `timeout` seconds) while some
+-- server has not answered yet; nil when none is up and none waits (the
+-- caller then picks as without health checks from those up: none, so
+-- the error), or nil and UNAVAILABLE.
+local function checked(self, tried, timeout)
+  local deadline = timeout and monotonic() + timeout
+  while true do
+    local waiting = poll_health(self, 0)
+    local b = healthy(self, tried)
+    if b then return b end
+    if not waiting then
+      return nil, errors.status("UNAVAILABLE", "no backend is SERVING (health check of service \""
+        .. self.health .. "\")")
+    end
+    local left = deadline and deadline - monotonic()
+    if left and left <= 0 then
+      return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while waiting for a backend's health check")
+    end
+    poll_health(self, left and min(left, 0.05) or 0.05)
+  end
 end
 
 -- The backend for the next call (healthy, else the one whose backoff ends
@@ -108,6 +158,10 @@ local function pick(self, tried, timeout)
       dns:wait(left)
       resolved(self)
     end
+  end
+  if self.checking then
+    local b, err = checked(self, tried, timeout)
+    if b or err then return b, err end
   end
   local b = healthy(self, tried)
   if b then return b end
@@ -184,8 +238,9 @@ end
 -- transport; policy "pick_first" or "round_robin"; `dns` a resolver of
 -- transport/dns.lua or nil.
 -- The transport has pc.grpc's methods and also
--- transport:set_load_balancing(policy) and transport:backends() ->
--- {{address=, failed=boolean, weight=}, ...}.
+-- transport:set_load_balancing(policy), transport:set_health_check(service)
+-- and transport:backends() -> {{address=, failed=boolean, weight=,
+-- health=}, ...}.
 function M.new(places, make, policy, dns, target)
   local self = setmetatable({ members = {}, make = make, policy = policy, next = 1, dns = dns,
     target = target }, Balanced)
@@ -209,10 +264,32 @@ function Balanced:update(places)
   end
   for _, gone in pairs(by) do
     gone.gone = true
+    if gone.watch then gone.watch:close() end
     gone.transport:close()
   end
   self.members, self.weighted = bs, uneven
   if self.next > #bs then self.next = 1 end
+  rewatch(self)
+end
+
+-- Starts or stops the members' health watches: on while a health check
+-- service is set and the policy is round_robin (A17: pick_first does not
+-- health-check).
+rewatch = function(self)
+  local on = self.health ~= nil and self.policy == "round_robin"
+  for _, b in ipairs(self.members) do
+    if on and b.watch and b.watch.service ~= self.health then
+      b.watch:close()
+      b.watch = nil
+    end
+    if on and not b.watch then
+      b.watch = health_check.watch(b.transport, self.health)
+    elseif not on and b.watch then
+      b.watch:close()
+      b.watch = nil
+    end
+  end
+  self.checking = on
 end
 
 --- transport:set_load_balancing("pick_first" | "round_robin"): the
@@ -223,16 +300,39 @@ function Balanced:set_load_balancing(name)
     error("set_load_balancing: \"pick_first\" or \"round_robin\" expected, got " .. tostring(name), 2)
   end
   self.policy = name
+  rewatch(self)
+end
+
+--- transport:set_health_check(service): client-side health checking
+-- (gRFC A17; pc.client sets it from its service config's
+-- healthCheckConfig.serviceName): with `round_robin`, each backend's
+-- server is asked grpc.health.v1.Health/Watch for `service` (a string,
+-- "" the server as a whole) and only backends whose server says SERVING
+-- take calls; a server without the Health service (UNIMPLEMENTED) is not
+-- checked; a call waits, within its deadline, while no backend is SERVING
+-- and some server has not answered yet, else fails UNAVAILABLE. nil turns
+-- it off. Raises when `service` is neither a string nor nil.
+function Balanced:set_health_check(service)
+  if service ~= nil and type(service) ~= "string" then
+    error("set_health_check: string or nil expected, got " .. type(service), 2)
+  end
+  self.health = service
+  rewatch(self)
 end
 
 --- transport:backends() -> {{address = "host:port", failed = boolean,
--- weight = n}, ...} in the list's order (for a dns: target, what its
--- resolver last found, taken now).
+-- weight = n, health = state or nil}, ...} in the list's order (for a
+-- dns: target, what its resolver last found, taken now); `health` while
+-- health checking is on (set_health_check): "connecting" (no answer yet),
+-- "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN", "UNKNOWN", "UNIMPLEMENTED"
+-- (the server has no Health service: not checked) or "failed" (the
+-- Watch stream failed; started again after a backoff).
 function Balanced:backends()
   if self.dns then resolved(self) end
   local out, now = {}, monotonic()
   for i, b in ipairs(self.members) do
-    out[i] = { address = b.address, failed = b.down_until ~= nil and b.down_until > now, weight = b.weight }
+    out[i] = { address = b.address, failed = b.down_until ~= nil and b.down_until > now, weight = b.weight,
+      health = b.watch and b.watch.state or nil }
   end
   return out
 end
@@ -404,7 +504,10 @@ end
 --- Closes every backend's connection (and the resolver).
 function Balanced:close()
   self.closed = true
-  for _, b in ipairs(self.members) do b.transport:close() end
+  for _, b in ipairs(self.members) do
+    if b.watch then b.watch:close() end
+    b.transport:close()
+  end
   if self.dns then self.dns:close() end
 end
 

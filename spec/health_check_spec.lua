@@ -1,0 +1,150 @@
+-- Client-side health checking (gRFC A17; lua/protocall/transport/health_check.lua):
+-- three pc.listen backends in this process, each with pc.health, behind one
+-- round_robin pc.grpc target whose pc.client has healthCheckConfig; calls
+-- land only on backends whose health says SERVING, and move as it changes.
+local pc = require "protocall"
+
+local pool = pc.pool()
+assert(pool:load([[syntax = "proto3"; package hc; message Id { string name = 1; }
+  service Named { rpc Who(Id) returns (Id); }]], { name = "hc.proto" }))
+
+local CONFIG = { loadBalancingConfig = { { round_robin = {} } }, healthCheckConfig = { serviceName = "hc.Named" } }
+
+-- Backend `name`: a listener answering Who with its name, and its health
+-- (`health` false: a server without the Health service).
+local function backend(name, with_health)
+  local health = with_health ~= false and pc.health { pool = pool } or nil
+  local server = pc.server({ ["hc.Named"] = { Who = function() return { name = name } end } },
+    { pool = pool, health = health })
+  if health then health:set("hc.Named", "SERVING") end
+  local l = pc.listen(server, "127.0.0.1:0")
+  pc.spawn(function() l:serve() end)
+  return { listener = l, health = health, addr = "127.0.0.1:" .. l.port }
+end
+
+-- Runs `body` as a task with backends made by `make` (a list of
+-- backend() arguments); fails the test with the task's error.
+local function with_backends(make, body)
+  local bs, err = {}, nil
+  for i, m in ipairs(make) do bs[i] = backend(m[1], m[2]) end
+  pc.spawn(function()
+    local ok, e = xpcall(body, debug.traceback, bs)
+    if not ok then err = e end
+    for _, b in ipairs(bs) do b.listener:shutdown(0) end
+  end)
+  pc.run()
+  assert(err == nil, err)
+end
+
+local function client(bs, config, opts)
+  local addrs = {}
+  for i, b in ipairs(bs) do addrs[i] = b.addr end
+  local t = pc.grpc(addrs, opts)
+  return pc.client("hc.Named", { pool = pool, transport = t, service_config = config or CONFIG, timeout = 5 }), t
+end
+
+local function names(c, n)
+  local count = {}
+  for _ = 1, n do
+    local who = c:Who({}).name
+    count[who] = (count[who] or 0) + 1
+  end
+  return count
+end
+
+describe("client-side health checking (healthCheckConfig)", function()
+  it("sends calls only to backends whose server says SERVING", function()
+    with_backends({ { "a" }, { "b" }, { "c" } }, function(bs)
+      bs[2].health:set("hc.Named", "NOT_SERVING")
+      local c, t = client(bs)
+      assert.are.same({ a = 5, c = 5 }, names(c, 10))
+      local states = {}
+      for i, b in ipairs(t:backends()) do states[i] = b.health end
+      assert.are.same({ "SERVING", "NOT_SERVING", "SERVING" }, states)
+      t:close()
+    end)
+  end)
+
+  it("moves traffic as a backend's health changes, with no failed call", function()
+    with_backends({ { "a" }, { "b" } }, function(bs)
+      local c, t = client(bs)
+      assert.are.same({ a = 2, b = 2 }, names(c, 4))
+      bs[1].health:set("hc.Named", "NOT_SERVING")
+      -- the Watch stream carries the change: within a few calls none goes to a
+      local t0 = pc.now()
+      while t:backends()[1].health ~= "NOT_SERVING" do
+        c:Who {}
+        assert(pc.now() - t0 < 5, "the NOT_SERVING change never arrived")
+        pc.sleep(0.01)
+      end
+      assert.are.same({ b = 6 }, names(c, 6))
+      bs[1].health:set("hc.Named", "SERVING")
+      t0 = pc.now()
+      while t:backends()[1].health ~= "SERVING" do
+        c:Who {}
+        assert(pc.now() - t0 < 5, "the SERVING change never arrived")
+        pc.sleep(0.01)
+      end
+      assert.are.same({ a = 3, b = 3 }, names(c, 6))
+      t:close()
+    end)
+  end)
+
+  it("takes a backend without the Health service as healthy (UNIMPLEMENTED)", function()
+    with_backends({ { "a", false }, { "b" } }, function(bs)
+      bs[2].health:set("hc.Named", "NOT_SERVING")
+      local c, t = client(bs)
+      assert.are.same({ a = 4 }, names(c, 4))
+      assert.are.equal("UNIMPLEMENTED", t:backends()[1].health)
+      t:close()
+    end)
+  end)
+
+  it("fails UNAVAILABLE when no backend is SERVING, and recovers", function()
+    with_backends({ { "a" }, { "b" } }, function(bs)
+      bs[1].health:set("hc.Named", "NOT_SERVING")
+      bs[2].health:set("hc.Named", nil) -- SERVICE_UNKNOWN
+      local c, t = client(bs)
+      local ok, err = pcall(c.Who, c, {})
+      assert.is_false(ok)
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.matches('no backend is SERVING (health check of service "hc.Named")', err.message, 1, true)
+      bs[2].health:set("hc.Named", "SERVING")
+      local t0 = pc.now()
+      while not pcall(c.Who, c, {}) do
+        assert(pc.now() - t0 < 5, "never recovered")
+        pc.sleep(0.01)
+      end
+      assert.are.same({ b = 3 }, names(c, 3))
+      t:close()
+    end)
+  end)
+
+  it("is off with pick_first (A17) and without healthCheckConfig", function()
+    with_backends({ { "a" }, { "b" } }, function(bs)
+      bs[1].health:set("hc.Named", "NOT_SERVING")
+      local c, t = client(bs, { healthCheckConfig = { serviceName = "hc.Named" } })
+      assert.are.same({ a = 3 }, names(c, 3))
+      assert.is_nil(t:backends()[1].health)
+      t:close()
+      local c2, t2 = client(bs, { loadBalancingConfig = { { round_robin = {} } } })
+      assert.are.same({ a = 2, b = 2 }, names(c2, 4))
+      t2:close()
+    end)
+  end)
+
+  it("checks healthCheckConfig in the service config", function()
+    local t = pc.grpc({ "127.0.0.1:1", "127.0.0.1:2" })
+    for _, case in ipairs {
+      { { healthCheckConfig = "x" }, "healthCheckConfig: object expected, got string" },
+      { { healthCheckConfig = { serviceName = 1 } }, "healthCheckConfig.serviceName: string expected, got number" },
+      { { healthCheckConfig = { service = "x" } }, "healthCheckConfig.service: unknown field" },
+    } do
+      local ok, err = pcall(pc.client, "hc.Named", { pool = pool, transport = t, service_config = case[1] })
+      assert.is_false(ok)
+      assert.matches(case[2], tostring(err), 1, true)
+    end
+    assert.has_error(function() t:set_health_check(1) end, "set_health_check: string or nil expected, got number")
+    t:close()
+  end)
+end)

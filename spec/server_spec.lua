@@ -121,6 +121,26 @@ local function raised(fn)
 end
 
 describe("pc.listen", function()
+  it("sends GOAWAY to a connection past max_connection_age: the client moves to a new one, no call fails", function()
+    with_server({ max_connection_age = 0.2 }, function(stub, t, l)
+      local t0 = pc.now()
+      while t.channel:goaways() < 2 do
+        assert.are.equal(3, stub:Add({ x = 1, y = 2 }).total)
+        assert(pc.now() - t0 < 10, "no GOAWAY came")
+        pc.sleep(0.02)
+      end
+      assert.is_true(l:connections() <= 2)
+    end)
+  end)
+
+  it("closes an aged connection after max_connection_age_grace, ending its calls", function()
+    with_server({ max_connection_age = 0.1, max_connection_age_grace = 0.2 }, function(stub)
+      local ok, err = pcall(stub.Add, stub, { note = "sleep" }, { timeout = 30 })
+      assert.is_false(ok)
+      assert.are.equal("UNAVAILABLE", err.code)
+    end)
+  end)
+
   it("serves a unary call", function()
     with_server(nil, function(stub)
       local s = stub:Add { x = 2, y = 40 }
@@ -590,6 +610,10 @@ describe("pc.listen", function()
       raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "x" }) end))
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { idle_timeout = 0 / 0 }) end,
       "pc.listen: option 'idle_timeout' must be a positive number of seconds, got nan")
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { max_connection_age = 0 }) end,
+      "pc.listen: option 'max_connection_age' must be a positive number of seconds, got 0")
+    assert.has_error(function() pc.listen(server, "127.0.0.1:0", { max_connection_age_grace = "1" }) end,
+      "pc.listen: option 'max_connection_age_grace' must be a number, got string")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { handshake_timeout = -1 }) end,
       "pc.listen: option 'handshake_timeout' must be a positive number of seconds, got -1")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = math.huge }) end,

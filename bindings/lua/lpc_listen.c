@@ -53,7 +53,8 @@ static double opt_number(lua_State *L, const char *k) {
 
 /* -- l = core.grpc_listen{host=, port=, cert_file=, key_file=,
  *                         client_ca_file=, max_connections=,
- *                         handshake_timeout=, idle_timeout= (seconds),
+ *                         handshake_timeout=, idle_timeout=,
+ *                         max_connection_age=, max_connection_age_grace= (seconds),
  *                         max_concurrent_streams=, max_receive=,
  *                         max_header_list=, stream_window=,
  *                         connection_window=, reset_burst=, reset_rate=,
@@ -81,6 +82,8 @@ static int lpc_grpc_listen(lua_State *L) {
   o.max_connections = (size_t)lpc_opt_size(L, 1, "max_connections", 0x7fffffff);
   o.handshake_timeout = opt_number(L, "handshake_timeout");
   o.idle_timeout = opt_number(L, "idle_timeout");
+  o.max_connection_age = opt_number(L, "max_connection_age");
+  o.max_connection_age_grace = opt_number(L, "max_connection_age_grace");
   o.engine.max_concurrent_streams =
       (uint32_t)lpc_opt_size(L, 1, "max_concurrent_streams", 0x7fffffff);
   o.engine.max_receive = (size_t)lpc_opt_size(L, 1, "max_receive", 0x7fffffff);

@@ -5,6 +5,7 @@
 #include "net/listener.h"
 
 #include "base/clock.h"
+#include "base/hash.h"
 #include "net/http1_server.h"
 #include "net/socket.h"
 
@@ -49,6 +50,8 @@ struct SConn {
   int got_bytes;
   double started, active;
   double linger_until; /* > 0: the engine is done, the socket lingers until then */
+  double aged_at;      /* > 0: max_connection_age's GOAWAY is due then */
+  double grace_until;  /* > 0: that GOAWAY went out; closed then (the grace's end) */
 };
 
 struct pc_GrpcListener {
@@ -67,7 +70,18 @@ struct pc_GrpcListener {
   dev_t unix_dev;      /* and its identity, so a file another server bound since stays */
   ino_t unix_ino;
   pc_GrpcWakeList wake; /* the calls' (wake.h); every engine lists into it */
+  uint64_t jitter;      /* splitmix64 state of the connections' age draws */
 };
+
+/* When a connection accepted at 'now' reaches its maximum age: within
+ * +-10 % of max_connection_age (gRFC A9's jitter), 0 for none. */
+static double aged_at(pc_GrpcListener *l, double now) {
+  double age = l->o.max_connection_age;
+  if (age <= 0) return 0;
+  l->jitter += 0x9e3779b97f4a7c15u;
+  double u = (double)(pc_Hash_Mix64(l->jitter) >> 11) / (double)(UINT64_C(1) << 53); /* [0, 1) */
+  return now + age * (0.9 + 0.2 * u);
+}
 
 static void conn_free(pc_GrpcListener *l, SConn *c) {
   pc_GrpcServerConn_Free(c->engine);
@@ -257,6 +271,7 @@ pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *o, pc_Alloc *
   if (l->o.max_connections == 0) l->o.max_connections = DEFAULT_MAX_CONNS;
   if (l->o.handshake_timeout <= 0) l->o.handshake_timeout = 10;
   if (l->o.idle_timeout == 0) l->o.idle_timeout = 300;
+  l->jitter = (uint64_t)(uintptr_t)l ^ (uint64_t)(pc_Clock_Monotonic() * 1e9);
   if (o->cert_file) {
     l->tls = pc_NetTlsServer_New(o->cert_file, o->key_file, o->client_ca_file, err);
     if (l->tls == NULL) goto fail;
@@ -414,6 +429,7 @@ static void accept_all(pc_GrpcListener *l, double now) {
       continue;
     }
     c->started = c->active = now;
+    c->aged_at = aged_at(l, now);
     c->next = l->conns;
     l->conns = c;
     l->nconns++;
@@ -496,6 +512,22 @@ static double tend(pc_GrpcListener *l, double now) {
       if (now >= i) conn_shutdown(c);
       if (now >= i + l->o.handshake_timeout) conn_lost(c);
       if (d < 0 || i < d) d = i;
+    }
+    if (c->aged_at > 0 && !waiting) { /* max_connection_age */
+      double t = c->aged_at;
+      if (now >= c->aged_at) {
+        conn_shutdown(c);
+        c->aged_at = 0;
+        double grace = l->o.max_connection_age_grace;
+        if (grace > 0) c->grace_until = now + grace;
+      }
+      if (c->aged_at > 0 && (d < 0 || t < d)) d = t;
+    }
+    if (c->grace_until > 0) {
+      if (now >= c->grace_until)
+        conn_lost(c);
+      else if (d < 0 || c->grace_until < d)
+        d = c->grace_until;
     }
     if (c->ready) flush(c);
     if (!conn_alive(c)) {

@@ -9,8 +9,9 @@
  * of client channels (channel.h), so one thread serves and calls. New calls
  * are taken with pc_GrpcListener_Accept; a call belongs to the driver from
  * then on. Limits: max connections (more are accepted and closed at once),
- * a handshake timeout (TLS done, or for h2c the first bytes) and an idle
- * timeout (no call and no byte for that long: GOAWAY, then close). A
+ * a handshake timeout (TLS done, or for h2c the first bytes), an idle
+ * timeout (no call and no byte for that long: GOAWAY, then close) and a
+ * maximum connection age (GOAWAY, then close after a grace period). A
  * connection whose engine is done lingers up to 2 s (pc_NetSocket_Linger:
  * its sending side ended, what arrives dropped) until the peer closes, so
  * the peer reads the GOAWAY instead of a reset; live and lingering
@@ -36,7 +37,14 @@ typedef struct {
   size_t max_connections;           /* 0: 1000 */
   double handshake_timeout;         /* seconds; 0: 10 */
   double idle_timeout;              /* seconds; 0: 300; < 0: none */
-  pc_GrpcServerOptions engine;      /* per connection */
+  /* gRFC A9's MAX_CONNECTION_AGE: seconds after which a connection gets
+   * GOAWAY (its calls finish, new ones go to a new connection, so clients
+   * spread over backends that joined since), each connection's age drawn
+   * within +-10 % of it; 0: none. max_connection_age_grace: seconds its
+   * calls may take after that GOAWAY before the connection is closed (the
+   * calls cancelled); 0: no limit. */
+  double max_connection_age, max_connection_age_grace;
+  pc_GrpcServerOptions engine; /* per connection */
   /* Non-NULL: listen on a Unix-domain socket instead of host and port:
    * the file 'unix_path' (longer than sun_path holds is refused), or with
    * 'unix_abstract' a name in Linux's abstract namespace (no file). A

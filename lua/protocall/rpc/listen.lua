@@ -46,6 +46,7 @@ local LISTEN_OPTIONS = {
   cert_file = "string", key_file = "string", client_ca_file = "string",
   max_concurrent_streams = "number", max_receive_size = "number",
   max_header_list_size = "number", max_connections = "number", idle_timeout = "number",
+  max_connection_age = "number", max_connection_age_grace = "number",
   handshake_timeout = "number", stream_window = "number", connection_window = "number",
   max_resets = "number", max_control_frames = "number", incomplete_budget = "number",
   stall_timeout = "number", mode = "mode",
@@ -359,7 +360,12 @@ end
 -- are refused with RST_STREAM REFUSED_STREAM), `max_receive_size` (4
 -- MiB; a larger request is RESOURCE_EXHAUSTED), `max_header_list_size`
 -- (16 KiB), `max_connections` (1000), `handshake_timeout` (10 s),
--- `idle_timeout` (300 s without calls: GOAWAY), `max_resets` and
+-- `idle_timeout` (300 s without calls: GOAWAY), `max_connection_age`
+-- (seconds, default none: each connection gets GOAWAY once this old,
+-- +-10 % jitter, so clients open new connections and spread over backends
+-- that joined since; gRFC A9) and `max_connection_age_grace` (seconds its
+-- calls may then take before the connection closes; default no limit),
+-- `max_resets` and
 -- `max_control_frames` (streams reset by the client, SETTINGS and PING
 -- frames: a burst of 200 and 500, then 20 a second; past that GOAWAY
 -- ENHANCE_YOUR_CALM), `stream_window` / `connection_window` (receive
@@ -407,7 +413,8 @@ function M.listen(server, address, opts)
   if opts.client_ca_file and not opts.cert_file then
     error("pc.listen: client_ca_file needs cert_file and key_file (TLS)", 2)
   end
-  for _, key in pairs { "handshake_timeout", "idle_timeout", "stall_timeout" } do
+  for _, key in pairs { "handshake_timeout", "idle_timeout", "stall_timeout", "max_connection_age",
+    "max_connection_age_grace" } do
     local v = opts[key]
     -- stall_timeout: a finite negative is never (core/net/server.h: < 0, none)
     local never = key == "stall_timeout" and v ~= nil and v < 0 and v > -huge
@@ -447,7 +454,8 @@ function M.listen(server, address, opts)
     control_burst = size_option(opts, "max_control_frames", 1),
     incomplete_budget = size_option(opts, "incomplete_budget", 1),
     handshake_timeout = opts.handshake_timeout, idle_timeout = opts.idle_timeout,
-    stall_timeout = opts.stall_timeout,
+    stall_timeout = opts.stall_timeout, max_connection_age = opts.max_connection_age,
+    max_connection_age_grace = opts.max_connection_age_grace,
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
   return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false },

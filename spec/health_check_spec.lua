@@ -148,3 +148,110 @@ describe("client-side health checking (healthCheckConfig)", function()
     t:close()
   end)
 end)
+
+describe("outlier detection (outlier_detection_experimental, gRFC A50)", function()
+  -- Backend "a" fails every other call; "b" never fails.
+  local function od_config(extra)
+    local od = { interval = "0.2s", baseEjectionTime = "0.6s", maxEjectionPercent = 50,
+      failurePercentageEjection = { threshold = 30, minimumHosts = 2, requestVolume = 4 },
+      childPolicy = { { round_robin = {} } } }
+    for k, v in pairs(extra or {}) do
+      if v == "none" then v = nil end
+      od[k] = v
+    end
+    return { loadBalancingConfig = { { outlier_detection_experimental = od } } }
+  end
+
+  local function flaky_backends(body)
+    local n = 0
+    local listeners, addrs = {}, {}
+    for i, name in ipairs { "a", "b" } do
+      local server = pc.server({ ["hc.Named"] = { Who = function()
+        if name == "a" then
+          n = n + 1
+          if n % 2 == 0 then error(pc.Error { code = "INTERNAL", message = "flaky" }) end
+        end
+        return { name = name }
+      end } }, { pool = pool })
+      listeners[i] = pc.listen(server, "127.0.0.1:0")
+      addrs[i] = "127.0.0.1:" .. listeners[i].port
+      pc.spawn(function() listeners[i]:serve() end)
+    end
+    local err
+    pc.spawn(function()
+      local ok, e = xpcall(body, debug.traceback, addrs)
+      if not ok then err = e end
+      for _, l in ipairs(listeners) do l:shutdown(0) end
+    end)
+    pc.run()
+    assert(err == nil, err)
+  end
+
+  -- Calls `n` times, counting answers by name and failures.
+  local function spread(c, n)
+    local count = {}
+    for _ = 1, n do
+      local ok, r = pcall(c.Who, c, {})
+      local k = ok and r.name or "failed"
+      count[k] = (count[k] or 0) + 1
+    end
+    return count
+  end
+
+  it("ejects a backend failing 50 % of its calls and returns it after the ejection time", function()
+    flaky_backends(function(addrs)
+      local t = pc.grpc(addrs)
+      local c = pc.client("hc.Named", { pool = pool, transport = t, service_config = od_config(), timeout = 5 })
+      local t0 = pc.now()
+      -- calls until a sweep ejects "a"
+      while not t:backends()[1].ejected do
+        spread(c, 4)
+        assert(pc.now() - t0 < 5, "a was never ejected")
+        pc.sleep(0.05)
+      end
+      assert.is_false(t:backends()[2].ejected)
+      assert.are.same({ b = 10 }, spread(c, 10))
+      -- back after baseEjectionTime (0.6 s), at a sweep
+      t0 = pc.now()
+      while t:backends()[1].ejected do
+        spread(c, 1)
+        assert(pc.now() - t0 < 5, "a never came back")
+        pc.sleep(0.05)
+      end
+      local back = spread(c, 4)
+      assert.is_true((back.a or 0) + (back.failed or 0) > 0, "a takes calls again")
+      t:close()
+    end)
+  end)
+
+  it("ejects nobody below the request volume or the minimum of hosts", function()
+    flaky_backends(function(addrs)
+      local t = pc.grpc(addrs)
+      local c = pc.client("hc.Named", { pool = pool, transport = t, timeout = 5, service_config = od_config {
+        failurePercentageEjection = { threshold = 30, minimumHosts = 3, requestVolume = 4 } } })
+      for _ = 1, 6 do
+        spread(c, 4)
+        pc.sleep(0.05)
+      end
+      assert.is_false(t:backends()[1].ejected)
+      t:close()
+    end)
+  end)
+
+  it("ejects by success rate: below mean - stdev * stdevFactor / 1000", function()
+    flaky_backends(function(addrs)
+      local t = pc.grpc(addrs)
+      local c = pc.client("hc.Named", { pool = pool, transport = t, timeout = 5, service_config = od_config {
+        failurePercentageEjection = "none",
+        successRateEjection = { stdevFactor = 500, minimumHosts = 2, requestVolume = 4 } } })
+      local t0 = pc.now()
+      while not t:backends()[1].ejected do
+        spread(c, 4)
+        assert(pc.now() - t0 < 5, "a was never ejected")
+        pc.sleep(0.05)
+      end
+      assert.is_false(t:backends()[2].ejected)
+      t:close()
+    end)
+  end)
+end)

@@ -556,6 +556,9 @@ function M.client(service_name, opts)
   if config and config.balancing and type(transport.set_load_balancing) == "function" then
     transport:set_load_balancing(config.balancing)
   end
+  if config and config.outlier and type(transport.set_outlier_detection) == "function" then
+    transport:set_outlier_detection(config.outlier)
+  end
   if config and config.health_check and type(transport.set_health_check) == "function" then
     transport:set_health_check(config.health_check)
   end

@@ -164,19 +164,82 @@ local CONFIG_KEYS = { methodConfig = true, retryThrottling = true, loadBalancing
   loadBalancingPolicy = true, healthCheckConfig = true }
 local LB_POLICIES = { pick_first = true, round_robin = true }
 
+-- An integer in [lo, hi] at `path`, or `default` when absent.
+local function int_in(v, path, lo, hi, default)
+  if v == nil then return default end
+  if type(v) ~= "number" or v ~= floor(v) or v < lo or v > hi then
+    config_error(path, format("integer in %d..%d expected, got %s", lo, hi, type(v) == "number" and show(v)
+      or type(v)))
+  end
+  return compat.tointeger(v)
+end
+
+local OD_KEYS = { interval = true, baseEjectionTime = true, maxEjectionTime = true, maxEjectionPercent = true,
+  successRateEjection = true, failurePercentageEjection = true, childPolicy = true }
+local SR_KEYS = { stdevFactor = true, enforcementPercentage = true, minimumHosts = true, requestVolume = true }
+local FP_KEYS = { threshold = true, enforcementPercentage = true, minimumHosts = true, requestVolume = true }
+local MAXINT = 0x7fffffff
+
+-- outlier_detection_experimental's config (gRFC A50) at `path`: the
+-- detector's config (transport/outlier.lua) and the child policy's name.
+local function outlier_at(v, path)
+  known_keys(v, path, OD_KEYS)
+  local function duration(k, default)
+    if v[k] == nil then return default end
+    return duration_at(v[k], path .. "." .. k, true)
+  end
+  local c = { interval = duration("interval", 10), base_ejection_time = duration("baseEjectionTime", 30),
+    max_ejection_time = duration("maxEjectionTime", 300),
+    max_ejection_percent = int_in(v.maxEjectionPercent, path .. ".maxEjectionPercent", 0, 100, 10) }
+  local sr = v.successRateEjection
+  if sr ~= nil then
+    local at = path .. ".successRateEjection"
+    object_at(sr, at)
+    known_keys(sr, at, SR_KEYS)
+    c.success_rate = { stdev_factor = int_in(sr.stdevFactor, at .. ".stdevFactor", 0, MAXINT, 1900),
+      enforcement_percentage = int_in(sr.enforcementPercentage, at .. ".enforcementPercentage", 0, 100, 100),
+      minimum_hosts = int_in(sr.minimumHosts, at .. ".minimumHosts", 1, MAXINT, 5),
+      request_volume = int_in(sr.requestVolume, at .. ".requestVolume", 1, MAXINT, 100) }
+  end
+  local fp = v.failurePercentageEjection
+  if fp ~= nil then
+    local at = path .. ".failurePercentageEjection"
+    object_at(fp, at)
+    known_keys(fp, at, FP_KEYS)
+    c.failure_percentage = { threshold = int_in(fp.threshold, at .. ".threshold", 0, 100, 85),
+      enforcement_percentage = int_in(fp.enforcementPercentage, at .. ".enforcementPercentage", 0, 100, 100),
+      minimum_hosts = int_in(fp.minimumHosts, at .. ".minimumHosts", 1, MAXINT, 5),
+      request_volume = int_in(fp.requestVolume, at .. ".requestVolume", 1, MAXINT, 50) }
+  end
+  local child
+  local list = list_at(v.childPolicy or {}, path .. ".childPolicy")
+  for i, entry in ipairs(list) do
+    local at = format("%s.childPolicy[%d]", path, i - 1)
+    object_at(entry, at)
+    local name = next(entry)
+    if LB_POLICIES[name] then
+      child = name
+      break
+    end
+  end
+  if not child then config_error(path .. ".childPolicy", "no supported policy (pick_first, round_robin)") end
+  return c, child
+end
+
 --- config = parse(t): the methodConfig entries by name
 -- ("pkg.Service/Method", "pkg.Service/" for service-wide, "/" for the
 -- default), each {timeout=, retry=, hedging=, max_request=, max_response=,
 -- wait_for_ready=}, `throttling` {max_tokens=, token_ratio=} or nil, and
 -- `balancing` "pick_first" | "round_robin" | nil (the first policy of
--- loadBalancingConfig protocall has, as gRPC picks) and `health_check`
+-- loadBalancingConfig protocall has, as gRPC picks; outlier_detection_experimental's
+-- child policy, its own config then `outlier`: transport/outlier.lua's) and `health_check`
 -- the healthCheckConfig's serviceName (gRFC A17; "" when the object has
 -- none) or nil.
 -- Raises {service_config = "path: what"} on the first problem.
 function M.parse(t)
   object_at(t, "service_config")
   known_keys(t, "", CONFIG_KEYS)
-  local balancing
+  local balancing, outlier
   if t.loadBalancingConfig ~= nil then
     local list = list_at(t.loadBalancingConfig, "loadBalancingConfig")
     for i, entry in ipairs(list) do
@@ -190,10 +253,13 @@ function M.parse(t)
       if LB_POLICIES[name] and not balancing then
         known_keys(conf, path .. "." .. name, {})
         balancing = name
+      elseif name == "outlier_detection_experimental" and not balancing then
+        outlier, balancing = outlier_at(conf, path .. "." .. name)
       end
     end
     if not balancing then
-      config_error("loadBalancingConfig", "no supported policy (pick_first, round_robin)")
+      config_error("loadBalancingConfig",
+        "no supported policy (pick_first, round_robin, outlier_detection_experimental)")
     end
   elseif t.loadBalancingPolicy ~= nil then
     local v = t.loadBalancingPolicy
@@ -285,7 +351,8 @@ function M.parse(t)
     end
     throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
   end
-  return { by_name = by_name, throttling = throttling, balancing = balancing, health_check = health_check }
+  return { by_name = by_name, throttling = throttling, balancing = balancing, health_check = health_check,
+    outlier = outlier }
 end
 
 -- A google.protobuf.Value as the Lua value JSON text means: objects and

@@ -31,6 +31,7 @@ local core = require "protocall.core"
 local errors = require "protocall.errors"
 local sched = require "protocall.sched"
 local health_check = require "protocall.transport.health_check"
+local outlier = require "protocall.transport.outlier"
 
 local setmetatable, pcall, error, pairs, ipairs, type, tostring =
   setmetatable, pcall, error, pairs, ipairs, type, tostring
@@ -47,13 +48,18 @@ local rewatch -- (self): starts or stops the health watches (below)
 local Balanced = { __name = "protocall.BalancedTransport" }
 Balanced.__index = Balanced
 
+-- Whether backend `b` may take a call at `now`: not failed, its health
+-- check (if any) says SERVING, not ejected by outlier detection.
+local function usable(b, now)
+  return (b.down_until == nil or b.down_until <= now) and (b.watch == nil or b.watch:up()) and b.ejected_at == nil
+end
+
 -- The smooth weighted round robin pick among the backends up at `now` and
 -- not in `tried`, or nil.
 local function weighted(self, tried, now)
   local best, total = nil, 0
   for _, b in ipairs(self.members) do
-    if (b.down_until == nil or b.down_until <= now) and (b.watch == nil or b.watch:up())
-      and not (tried and tried[b]) then
+    if usable(b, now) and not (tried and tried[b]) then
       b.current = b.current + b.weight
       total = total + b.weight
       if best == nil or b.current > best.current then best = b end
@@ -78,7 +84,7 @@ local function healthy(self, tried)
   for k = 0, n - 1 do
     local i = (first - 1 + k) % n + 1
     local b = bs[i]
-    if (b.down_until == nil or b.down_until <= now) and (b.watch == nil or b.watch:up()) then
+    if usable(b, now) then
       if not (tried and tried[b]) then
         if self.policy == "round_robin" then self.next = i % n + 1 end
         return b
@@ -159,6 +165,7 @@ local function pick(self, tried, timeout)
       resolved(self)
     end
   end
+  if self.outlier then self.outlier:sweep(self.members) end
   if self.checking then
     local b, err = checked(self, tried, timeout)
     if b or err then return b, err end
@@ -171,12 +178,12 @@ local function pick(self, tried, timeout)
     b = healthy(self, tried)
     if b then return b end
   end
-  local bs = self.members
-  local best = bs[1]
-  for i = 2, #bs do
-    if bs[i].down_until < best.down_until then best = bs[i] end
+  local best
+  for _, m in ipairs(self.members) do
+    if m.down_until and m.ejected_at == nil and (best == nil or m.down_until < best.down_until) then best = m end
   end
-  return best
+  if best then return best end
+  return nil, errors.status("UNAVAILABLE", "every backend is ejected by outlier detection")
 end
 
 -- A call on backend `b` of `self` ended: `err` nil for success. A
@@ -184,6 +191,7 @@ end
 -- GOAWAY, asks the resolver for a new answer.
 local function report(self, b, err)
   if b.gone then return end -- its address left the resolver's answer
+  if self.outlier then self.outlier:count(b, err == nil) end
   local goaways = b.transport.channel:goaways()
   if goaways ~= b.goaways then
     b.goaways = goaways
@@ -239,8 +247,8 @@ end
 -- transport/dns.lua or nil.
 -- The transport has pc.grpc's methods and also
 -- transport:set_load_balancing(policy), transport:set_health_check(service)
--- and transport:backends() -> {{address=, failed=boolean, weight=,
--- health=}, ...}.
+-- transport:set_outlier_detection(config) and transport:backends() ->
+-- {{address=, failed=boolean, weight=, health=, ejected=boolean}, ...}.
 function M.new(places, make, policy, dns, target)
   local self = setmetatable({ members = {}, make = make, policy = policy, next = 1, dns = dns,
     target = target }, Balanced)
@@ -303,6 +311,21 @@ function Balanced:set_load_balancing(name)
   rewatch(self)
 end
 
+--- transport:set_outlier_detection(config): outlier detection (gRFC
+-- A50; pc.client sets it from its service config's
+-- outlier_detection_experimental policy, whose child policy becomes the
+-- transport's): `config` as transport/outlier.lua's M.new takes it
+-- (seconds, percentages), or nil to turn it off (ejected backends return).
+function Balanced:set_outlier_detection(config)
+  if config ~= nil and type(config) ~= "table" then
+    error("set_outlier_detection: table or nil expected, got " .. type(config), 2)
+  end
+  self.outlier = config and outlier.new(config) or nil
+  for _, b in ipairs(self.members) do
+    b.ejected_at, b.ejections, b.od_ok, b.od_fail = nil, nil, nil, nil
+  end
+end
+
 --- transport:set_health_check(service): client-side health checking
 -- (gRFC A17; pc.client sets it from its service config's
 -- healthCheckConfig.serviceName): with `round_robin`, each backend's
@@ -321,7 +344,8 @@ function Balanced:set_health_check(service)
 end
 
 --- transport:backends() -> {{address = "host:port", failed = boolean,
--- weight = n, health = state or nil}, ...} in the list's order (for a
+-- weight = n, health = state or nil, ejected = boolean}, ...} in the
+-- list's order (`ejected` by outlier detection; for a
 -- dns: target, what its resolver last found, taken now); `health` while
 -- health checking is on (set_health_check): "connecting" (no answer yet),
 -- "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN", "UNKNOWN", "UNIMPLEMENTED"
@@ -332,7 +356,7 @@ function Balanced:backends()
   local out, now = {}, monotonic()
   for i, b in ipairs(self.members) do
     out[i] = { address = b.address, failed = b.down_until ~= nil and b.down_until > now, weight = b.weight,
-      health = b.watch and b.watch.state or nil }
+      health = b.watch and b.watch.state or nil, ejected = b.ejected_at ~= nil }
   end
   return out
 end

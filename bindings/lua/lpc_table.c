@@ -222,6 +222,22 @@ static int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *o
       return 1;
     }
     break;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64:
+    if (LPC_LUAJIT && t == LUA_TSTRING) { /* a decimal string, as lpc_check_scalar takes it */
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+      uint64_t v;
+      if (lpc_parse_decimal(s, len, is_unsigned, &v) <= 0) return 0;
+      *out = f->type == kPc_Type_Sint64 ? pc_Wire_ZigZagEncode64((int64_t)v) : v;
+      *zero = v == 0;
+      return 1;
+    }
+    break;
   default: break;
   }
   if (t != LUA_TNUMBER) return 0;
@@ -423,6 +439,10 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
   int top = e->top;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
+    /* LuaJIT: 1, 1LL and "1" may name one integer key (T{...} checks) */
+    if (LPC_LUAJIT && kf->type != kPc_Type_String && kf->type != kPc_Type_Bool &&
+        lua_type(L, -2) != LUA_TNUMBER)
+      return 0;
     e->top = top + 2;
     put_varint(e, tag_of(f, kPc_Wire_Len));
     size_t start = open_len(e);
@@ -589,7 +609,7 @@ typedef struct {
 
 /* The scalar or string at 'idx' for field 'f' as lpc_check_scalar takes it
  * (strings copied into the arena): 1, or 0 when it would raise (or the
- * value is one only it takes: LuaJIT's 64-bit cdata and decimal strings). */
+ * value is one only it takes: LuaJIT's 64-bit cdata). */
 static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) {
   lua_State *L = b->e.L;
   memset(out, 0, sizeof *out);
@@ -623,6 +643,18 @@ static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) 
       if (v == NULL) return 0;
       out->i32 = v->number;
       return 1;
+    }
+    break;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64:
+    if (LPC_LUAJIT && t == LUA_TSTRING) { /* a decimal string, as lpc_check_scalar takes it */
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+      return lpc_parse_decimal(s, len, is_unsigned, &out->u64) > 0;
     }
     break;
   default: break;

@@ -206,8 +206,8 @@ describe("an install for nginx", function()
     assert.are.equal(0, code, out)
     -- The doc's demo.Router server (examples/route_services.lua), on a free port.
     local err_file = prefix .. "/server.err"
-    server = io.popen("exec sh -c " .. q("exec " .. q(SERVE) .. " serve -listen 127.0.0.1:0 examples/route_services.lua 2>"
-      .. q(err_file) .. " & p=$!; cat >/dev/null; kill $p"), "w")
+    server = io.popen("exec sh -c " .. q("exec " .. q(SERVE) .. " serve -listen 127.0.0.1:0 "
+      .. "examples/route_services.lua 2>" .. q(err_file) .. " & p=$!; cat >/dev/null; kill $p"), "w")
     local server_port
     for _ = 1, 200 do
       server_port = N.read(err_file):match("listening on 127%.0%.0%.1:(%d+)")

@@ -21,7 +21,7 @@ for code in fails:gmatch("[%u_]+") do plan[#plan + 1] = code end
 local calls = 0
 local out = assert(io.open(out_path, "ab"))
 
-local function hex(s) return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end)) end
+local function hex(s) return ("%02x"):rep(#s):format(s:byte(1, -1)) end
 
 return {
   ["opentelemetry.proto.collector.trace.v1.TraceService"] = {

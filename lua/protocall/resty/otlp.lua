@@ -68,15 +68,21 @@ local OPTIONS = {
 }
 for k in pairs(DEFAULTS) do OPTIONS[k] = "number" end
 
+local BYTE_OF = {} -- "0a" -> "\n"
+for i = 0, 255 do BYTE_OF[format("%02x", i)] = char(i) end
+
 local function hex_to_bin(h)
-  return (h:gsub("%x%x", function(x) return char(tonumber(x, 16)) end))
+  return (h:lower():gsub("%x%x", BYTE_OF))
 end
 
--- Nanoseconds since the epoch of `seconds` (a float), to microseconds, as
--- a decimal string (int64 fields take one under Lua 5.4 and LuaJIT alike;
--- 1.7e18 is past LuaJIT's exact numbers).
+-- Nanoseconds since the epoch of `seconds` (a float), to microseconds:
+-- under LuaJIT a decimal string (1.7e18 is past its exact numbers; 64-bit
+-- fields take decimal strings there), under Lua 5.4 an integer.
+local tointeger = math.tointeger
 local function nanos(seconds)
-  return format("%.0f000", floor(seconds * 1e6 + 0.5))
+  local us = floor(seconds * 1e6 + 0.5)
+  if tointeger then return tointeger(us) * 1000 end
+  return format("%.0f000", us)
 end
 
 -- An OTLP AnyValue of a Lua value.

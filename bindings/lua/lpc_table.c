@@ -183,6 +183,16 @@ static inline uint32_t tag_of(const pc_FieldDef *f, uint32_t wt) {
   return (uint32_t)f->number << 3 | wt;
 }
 
+/* LuaJIT: the decimal string at 'idx' for the 64-bit field 'f', as
+ * lpc_check_scalar takes it, in '*v' (its bits): 1, or 0 when T{...} would
+ * refuse it. */
+static int decimal_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *v) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+  return lpc_parse_decimal(s, len, is_unsigned, v) > 0;
+}
+
 /* The number at 'idx' for a field of f's (numeric, enum or bool) type as
  * the wire value (sign-extended, ZigZag, or the float's bits): 1, or 0
  * when T{...} would refuse it. '*zero' says whether it is the field's
@@ -227,12 +237,9 @@ static int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *o
   case kPc_Type_Sfixed64:
   case kPc_Type_Uint64:
   case kPc_Type_Fixed64:
-    if (LPC_LUAJIT && t == LUA_TSTRING) { /* a decimal string, as lpc_check_scalar takes it */
-      size_t len;
-      const char *s = lua_tolstring(L, idx, &len);
-      int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+    if (LPC_LUAJIT && t == LUA_TSTRING) {
       uint64_t v;
-      if (lpc_parse_decimal(s, len, is_unsigned, &v) <= 0) return 0;
+      if (!decimal_value(L, f, idx, &v)) return 0;
       *out = f->type == kPc_Type_Sint64 ? pc_Wire_ZigZagEncode64((int64_t)v) : v;
       *zero = v == 0;
       return 1;
@@ -650,12 +657,7 @@ static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) 
   case kPc_Type_Sfixed64:
   case kPc_Type_Uint64:
   case kPc_Type_Fixed64:
-    if (LPC_LUAJIT && t == LUA_TSTRING) { /* a decimal string, as lpc_check_scalar takes it */
-      size_t len;
-      const char *s = lua_tolstring(L, idx, &len);
-      int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
-      return lpc_parse_decimal(s, len, is_unsigned, &out->u64) > 0;
-    }
+    if (LPC_LUAJIT && t == LUA_TSTRING) return decimal_value(L, f, idx, &out->u64);
     break;
   default: break;
   }

@@ -203,14 +203,30 @@ describe("the OTLP exporter inside nginx", function()
     assert.is_nil(log:match("%[error%][^\n]*"))
   end)
 
+  it("bounds each worker's queue: spans past max_queue are dropped and counted", function()
+    if not ready() then return end
+    collector = start_collector()
+    n = start_nginx(collector, function(conf)
+      conf = replace(conf, "worker_processes 2;", "worker_processes 1;")
+      return replace(replace(conf, "interval = 1,", "interval = 60,"), "max_queue = 8192,", "max_queue = 4,")
+    end)
+    assert.are.same({ ["200"] = 10 }, requests(n, 1, 10, 1)) -- one at a time: the first 4 queue
+    local s = stats(n)
+    stop_nginx(n)
+    assert.are.same({ queued = 4, exported = 0, dropped = 6, failed = 0, rejected = 0, retries = 0, waiting = 4 }, s)
+    assert_once(received(collector), 1, 4) -- sent when the worker exits
+  end)
+
   it("drops a batch on a status OTLP does not retry, and counts a partial success's rejected spans", function()
     if not ready() then return end
     collector = start_collector("INVALID_ARGUMENT,EXHAUSTED,REJECT")
+    -- A full batch of 5 goes at once; the timer, a minute away, sends none.
     n = start_nginx(collector, function(conf)
-      return replace(replace(conf, "interval = 1,", "interval = 0.2,"), "worker_processes 2;", "worker_processes 1;")
+      conf = replace(conf, "worker_processes 2;", "worker_processes 1;")
+      return replace(replace(conf, "interval = 1,", "interval = 60,"), "batch_size = 512,", "batch_size = 5,")
     end)
     local want = 0
-    for round = 1, 3 do -- one Export per round
+    for round = 1, 3 do -- one Export of 5 spans per round
       assert.are.same({ ["200"] = 5 }, requests(n, round * 10 + 1, round * 10 + 5, 5))
       want = want + 1
       for _ = 1, 50 do

@@ -169,3 +169,69 @@ describe("an install", function()
     assert.are.equal("0.1.0 3", out)
   end)
 end)
+
+-- Installing for nginx (doc/openresty.md, "Installing for nginx"): the
+-- LuaJIT build installed by `cmake --install --prefix DIR` into a scratch
+-- nginx prefix, then Debian's nginx started there on the doc's nginx.conf
+-- as written (the ```nginx file=nginx.conf block; only its two addresses
+-- replaced by free ports), from the prefix, without LUA_PATH or LUA_CPATH:
+-- the worker must map DIR/lib/lua/5.1/protocall.so and answer the doc's
+-- call. Runs the same under lua5.4 and luajit (processes only).
+describe("an install for nginx", function()
+  local N = require "nginx_helper"
+  local q = N.quote
+  local LUAJIT_BUILD = os.getenv("PROTOCALL_LUAJIT_BUILD") or "build/luajit"
+  local SERVE = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+  local absent = N.missing { ["/usr/bin/curl"] = "curl" }
+  local prefix, nginx, server
+
+  teardown(function()
+    if nginx then nginx:close() end
+    if server then server:close() end
+    if prefix then os.execute("rm -rf " .. q(prefix)) end
+  end)
+
+  it("starts doc/openresty.md's nginx.conf as written, on the installed module only", function()
+    if absent then
+      if os.getenv("CI") then error("missing (required when CI is set): " .. absent) end
+      return pending("nginx install spec skipped, missing: " .. absent)
+    end
+    local doc = N.read("doc/openresty.md")
+    local conf = assert(doc:match("\n```nginx file=nginx%.conf\n(.-\n)```\n"), "no nginx.conf block in the doc")
+    assert.is_nil(conf:find(N.ROOT, 1, true))
+    prefix = tmpdir()
+    local out, code = sh("chmod 755 " .. q(prefix) .. " && cmake --install " .. q(LUAJIT_BUILD) .. " --prefix "
+      .. q(prefix) .. " && mkdir -p " .. q(prefix .. "/logs") .. " " .. q(prefix .. "/temp")
+      .. " && ln -s /usr/lib/nginx/modules " .. q(prefix .. "/modules"))
+    assert.are.equal(0, code, out)
+    -- The doc's demo.Router server (examples/route_services.lua), on a free port.
+    local err_file = prefix .. "/server.err"
+    server = io.popen("exec sh -c " .. q("exec " .. q(SERVE) .. " serve -listen 127.0.0.1:0 "
+      .. "examples/route_services.lua 2>" .. q(err_file) .. " & p=$!; cat >/dev/null; kill $p"), "w")
+    local server_port
+    for _ = 1, 200 do
+      server_port = N.read(err_file):match("listening on 127%.0%.0%.1:(%d+)")
+      if server_port then break end
+      os.execute("sleep 0.05")
+    end
+    assert(server_port, "protocall serve did not start: " .. N.read(err_file))
+    local port = N.free_port()
+    conf = conf:gsub("127%.0%.0%.1:50051", "127.0.0.1:" .. server_port):gsub("127%.0%.0%.1:8080", "127.0.0.1:" .. port)
+    N.write(prefix .. "/nginx.conf", conf)
+    local g = "daemon off;" .. (R.capture("id -u"):match("^0") and " user root;" or "")
+    nginx = io.popen("exec sh -c " .. q("cd " .. q(prefix) .. " && env -u LUA_PATH -u LUA_CPATH nginx -p "
+      .. q(prefix .. "/") .. " -c nginx.conf -g " .. q(g) .. " >" .. q(prefix .. "/nginx.out")
+      .. " 2>&1 & n=$!; cat >/dev/null; kill $n; wait $n"), "w")
+    local body
+    for _ = 1, 100 do
+      body = R.capture("curl -s -m 10 'http://127.0.0.1:" .. port .. "/measure?name=install'")
+      if body ~= "" then break end
+      os.execute("sleep 0.1")
+    end
+    assert.are.equal("5 in 1 leg(s)\n", body, N.read(prefix .. "/nginx.out") .. N.read(prefix .. "/logs/error.log"))
+    local master = N.read(prefix .. "/logs/nginx.pid"):match("%d+")
+    local maps = R.capture("for w in $(pgrep -P " .. master .. "); do cat /proc/$w/maps; done")
+    assert.matches(prefix .. "/lib/lua/5.1/protocall.so", maps, 1, true)
+    assert.is_nil(maps:find(N.ROOT, 1, true))
+  end)
+end)

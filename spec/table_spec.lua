@@ -129,6 +129,33 @@ describe("pc.encode(T, table)", function()
     end
   end)
 
+  it("takes a decimal string into a 64-bit field as a write of the field does under LuaJIT, else raises its error",
+     function()
+    local function strip(e) return (tostring(e):gsub("^[^:]*:%d+: ", "")) end
+    local strings = { "0", "-1", "42", "0042", "-9223372036854775808", "9223372036854775807",
+                      "9223372036854775808", "18446744073709551615", "18446744073709551616", "-",
+                      "", "1.5", " 1", "+1", "0x10", "1\0002" }
+    for _, s in ipairs(strings) do
+      for _, k in ipairs { "i64", "u64", "s64", "f64", "sf64" } do
+        local ok, err = pcall(function(m) m[k] = s end, All())
+        local t = { [k] = s }
+        if ok then
+          same_bytes(All, t)
+          same_bytes(All, { rsub = { {} }, sub = { x = 1 }, [k] = s }) -- beside nested tables
+        else
+          assert.are.equal(strip(err), strip(same_error(All, t)), k .. " = " .. s)
+        end
+      end
+    end
+    -- a map's int64 keys: "1" and 1 may name one key, which T{...} checks
+    if R.luajit then
+      same_bytes(All, { mi = { ["5"] = { x = 1 } } })
+      assert.matches("te.All.mi", same_error(All, { mi = { ["5"] = {}, [5] = {} } }))
+    else
+      assert.matches("te.All.i64: integer expected, got string", same_error(All, { i64 = "1" }))
+    end
+  end)
+
   it("sorts map entries with {deterministic = true} as pc.encode does", function()
     local t = { ms = { b = "2", a = "1", c = "3" }, mi = { [9] = { x = 9 }, [1] = { x = 1 } } }
     assert.are.equal(pc.encode(All(t), { deterministic = true }), pc.encode(All, t, { deterministic = true }))

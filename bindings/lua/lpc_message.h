@@ -216,6 +216,11 @@ _Noreturn void lpc_field_type_error(lua_State *L, const char *name, const char *
  * cdata too) or an error naming 'name'. */
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
 pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);
+/* A decimal integer string ("-9223372036854775808", "18446744073709551615")
+ * as a 64-bit field's value, as LuaJIT's lpc_check_scalar takes it: 1 with
+ * '*out' its two's-complement bits, 0 when 's' is no decimal integer, -1
+ * when it is one outside the range of uint64 ('is_unsigned') or int64. */
+int lpc_parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *out);
 
 /* -- Reading (lpc_message.c) ----------------------------------------------- */
 

@@ -107,7 +107,7 @@ static int32_t check_enum(lua_State *L, const pc_FieldDef *f, const char *name, 
  * with '*out' its two's-complement bits, 0 when 's' is no decimal integer,
  * -1 when it is one outside the field's range (int64: -2^63..2^63-1,
  * uint64: 0..2^64-1). */
-static int parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *out) {
+int lpc_parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *out) {
   size_t i = 0;
   int neg = len > 0 && s[0] == '-';
   if (neg) i = 1;
@@ -138,7 +138,7 @@ static uint64_t check_decimal(lua_State *L, const pc_FieldDef *f, const char *na
   const char *s = lua_tolstring(L, idx, &len);
   int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
   uint64_t v = 0;
-  int r = parse_decimal(s, len, is_unsigned, &v);
+  int r = lpc_parse_decimal(s, len, is_unsigned, &v);
   if (r > 0) return v;
   char shown[48];
   size_t n = len < 40 ? len : 40;

@@ -183,6 +183,16 @@ static inline uint32_t tag_of(const pc_FieldDef *f, uint32_t wt) {
   return (uint32_t)f->number << 3 | wt;
 }
 
+/* LuaJIT: the decimal string at 'idx' for the 64-bit field 'f', as
+ * lpc_check_scalar takes it, in '*v' (its bits): 1, or 0 when T{...} would
+ * refuse it. */
+static int decimal_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *v) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  int is_unsigned = f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64;
+  return lpc_parse_decimal(s, len, is_unsigned, v) > 0;
+}
+
 /* The number at 'idx' for a field of f's (numeric, enum or bool) type as
  * the wire value (sign-extended, ZigZag, or the float's bits): 1, or 0
  * when T{...} would refuse it. '*zero' says whether it is the field's
@@ -219,6 +229,19 @@ static int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *o
       if (v == NULL) return 0;
       *out = (uint64_t)(int64_t)v->number;
       *zero = v->number == 0;
+      return 1;
+    }
+    break;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64:
+    if (LPC_LUAJIT && t == LUA_TSTRING) {
+      uint64_t v;
+      if (!decimal_value(L, f, idx, &v)) return 0;
+      *out = f->type == kPc_Type_Sint64 ? pc_Wire_ZigZagEncode64((int64_t)v) : v;
+      *zero = v == 0;
       return 1;
     }
     break;
@@ -423,6 +446,10 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
   int top = e->top;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
+    /* LuaJIT: 1, 1LL and "1" may name one integer key (T{...} checks) */
+    if (LPC_LUAJIT && kf->type != kPc_Type_String && kf->type != kPc_Type_Bool &&
+        lua_type(L, -2) != LUA_TNUMBER)
+      return 0;
     e->top = top + 2;
     put_varint(e, tag_of(f, kPc_Wire_Len));
     size_t start = open_len(e);
@@ -589,7 +616,7 @@ typedef struct {
 
 /* The scalar or string at 'idx' for field 'f' as lpc_check_scalar takes it
  * (strings copied into the arena): 1, or 0 when it would raise (or the
- * value is one only it takes: LuaJIT's 64-bit cdata and decimal strings). */
+ * value is one only it takes: LuaJIT's 64-bit cdata). */
 static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) {
   lua_State *L = b->e.L;
   memset(out, 0, sizeof *out);
@@ -624,6 +651,13 @@ static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) 
       out->i32 = v->number;
       return 1;
     }
+    break;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64:
+    if (LPC_LUAJIT && t == LUA_TSTRING) return decimal_value(L, f, idx, &out->u64);
     break;
   default: break;
   }

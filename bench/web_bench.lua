@@ -94,7 +94,8 @@ local KINDS = {
 -- per call) of one h2load run against `port`.
 local function h2load(port, kind, conns, streams, h1)
   local k = KINDS[kind]
-  local words = { H2LOAD, "-t 1", "-c " .. conns, "-m " .. streams, "-D " .. math.floor(SECONDS * 1000) .. "ms", "-d " .. k.body }
+  local words = { H2LOAD, "-t 1", "-c " .. conns, "-m " .. streams, "-D " .. math.floor(SECONDS * 1000) .. "ms",
+    "-d " .. k.body }
   if h1 then words[#words + 1] = "--h1" end
   for _, h in ipairs(k.headers) do words[#words + 1] = peer.quote("-H" .. h) end
   words[#words + 1] = "http://127.0.0.1:" .. port .. "/bench.Echo/Echo"

@@ -770,6 +770,33 @@ static void stall_timer(pc_GrpcServerCall *s, int partial) {
   if (c->due < 0 || end < c->due) c->due = end;
 }
 
+/* A body decoded on arrival (gRPC-Web-Text, Connect unary: eager_chunk)
+ * owes flow control its raw bytes, and its message still arriving
+ * reserves the budget as a gRPC message does: gRPC-Web-Text the length its
+ * decoded prefix gives, Connect unary (no prefix: the body is one message,
+ * whole at the end of the request) the most it may be, max_receive and
+ * its prefix. With a reservation, or no message still arriving, its bytes
+ * go back to flow control at once; without one the stream's window is
+ * held (its client stalls on it), the connection's given back. */
+static void eager_window(pc_GrpcServerCall *s, nghttp2_session *h2) {
+  pc_GrpcServerConn *c = s->c;
+  size_t partial = pc_GrpcInbox_Partial(&s->in);
+  if (s->res == 0 && partial > 0) {
+    size_t need = s->proto == kPc_WebProtocol_ConnectUnary ? c->max_receive + 5
+                                                           : pc_GrpcInbox_Expected(&s->in);
+    if (need > 0 && need <= c->budget - c->reserved) {
+      s->res = need; /* res_to 0: the next message read gives it back */
+      c->reserved += need;
+    }
+  }
+  if (s->res > 0 || partial == 0) {
+    give(s, h2, s->in.unconsumed);
+  } else if (s->in.unconsumed > s->ahead) {
+    nghttp2_session_consume_connection(h2, s->in.unconsumed - s->ahead);
+    s->ahead = s->in.unconsumed;
+  }
+}
+
 static void release_window(pc_GrpcServerCall *s) {
   pc_GrpcServerConn *c = s->c;
   pc_GrpcInbox *b = &s->in;
@@ -780,7 +807,8 @@ static void release_window(pc_GrpcServerCall *s) {
     return;
   }
   size_t unread = b->buf.len - b->rpos, whole = b->scan - b->rpos;
-  if (s->eager) { /* its window went back as it came (eager_chunk) */
+  if (s->eager) {
+    eager_window(s, h2);
     stall_timer(s, unread > whole);
     return;
   }
@@ -852,14 +880,13 @@ static void scan_messages(pc_GrpcServerCall *s) {
     fail_read(s, r);
 }
 
-/* A DATA chunk of a gRPC-Web-Text or Connect unary request: its window
- * goes back at once (base64 is not what the messages hold, a unary body
- * is one message), the bytes it holds are bounded by the receive limit;
- * base64 is decoded as it comes, a unary body waits for its end
- * (unary_end). */
-static void eager_chunk(pc_GrpcServerCall *s, nghttp2_session *h2, const uint8_t *data,
-                        size_t len) {
-  nghttp2_session_consume(h2, s->id, len);
+/* A DATA chunk of a gRPC-Web-Text or Connect unary request: base64 is
+ * decoded as it comes, a unary body waits for its end (unary_end); the
+ * bytes a call holds are bounded by the receive limit, its window goes
+ * back as the incomplete budget allows (eager_window: the raw bytes are
+ * counted unconsumed here, the decoded ones are not). */
+static void eager_chunk(pc_GrpcServerCall *s, const uint8_t *data, size_t len) {
+  s->in.unconsumed += len;
   size_t max = s->c->max_receive;
   if (s->proto == kPc_WebProtocol_ConnectUnary) {
     if (s->in.buf.len - 5 + len > max) {
@@ -869,7 +896,7 @@ static void eager_chunk(pc_GrpcServerCall *s, nghttp2_session *h2, const uint8_t
       return;
     }
     int ok = len == 0 || pc_GrpcInbox_Append(&s->in, &s->m, data, len);
-    s->in.unconsumed -= len; /* given back above (Append counts it, whether or not it fails) */
+    s->in.unconsumed -= len; /* counted above (Append counts it, whether or not it fails) */
     if (!ok) fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
     return;
   }
@@ -927,7 +954,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     return 0;
   }
   if (s->eager)
-    eager_chunk(s, session, data, len);
+    eager_chunk(s, data, len);
   else if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len))
     fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
   else

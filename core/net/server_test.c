@@ -1009,6 +1009,58 @@ int main(void) {
     pc_GrpcServerConn_Free(c);
   }
 
+  /* The same bound for bodies decoded on arrival: Connect unary bodies
+   * (one message, reserving max_receive and its prefix while it arrives)
+   * and gRPC-Web-Text bodies (reserving the length of the decoded prefix)
+   * of 8 streams, each all but its last bytes, get in at most the budget
+   * (4/3 of it in base64) and a stream window each; two are whole. */
+  {
+    enum { LEN = 100000, N = 8 };
+    static unsigned char big[5 + LEN];
+    static char text[(5 + LEN + 2) / 3 * 4];
+    memset(big, 'p', sizeof big);
+    big[0] = 0;
+    big[1] = (unsigned char)(LEN >> 24);
+    big[2] = (unsigned char)(LEN >> 16);
+    big[3] = (unsigned char)(LEN >> 8);
+    big[4] = (unsigned char)LEN;
+    size_t text_len = pc_Web_Base64Encode(big, sizeof big, text);
+    pc_GrpcServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.max_receive = LEN;
+    o.stream_window = 65535;
+    o.connection_window = 8 * 65535;
+    o.incomplete_budget = 2 * (5 + LEN) + 10;
+    pc_Error err;
+    pc_Error_Init(&err);
+    for (int text_body = 0; text_body < 2; text_body++) {
+      client_new(65535);
+      pc_GrpcServerConn *c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+      int32_t ids[N];
+      size_t len = text_body ? text_len - 4 : LEN - 1;
+      for (int i = 0; i < N; i++) {
+        ids[i] =
+            request_body("/t.T/Up", text_body ? "application/grpc-web-text" : "application/proto",
+                         NULL, NULL, "x", 1, 1, 0);
+        cst(ids[i])->body = text_body ? (unsigned char *)text : big + 5;
+        cst(ids[i])->body_len = len;
+      }
+      shuttle(c);
+      size_t sent = 0, whole = 0;
+      for (int i = 0; i < N; i++) {
+        sent += cst(ids[i])->body_pos;
+        whole += cst(ids[i])->body_pos == len;
+        CHECK(cst(ids[i])->body_pos == len || cst(ids[i])->body_pos <= o.stream_window);
+      }
+      CHECK(whole == 2);
+      CHECK(sent <= o.incomplete_budget * (text_body ? 4 : 3) / 3 + N * o.stream_window);
+      pc_GrpcServerCall *s;
+      while ((s = pc_GrpcServerConn_Accept(c)) != NULL) pc_GrpcServerCall_Free(s);
+      shuttle(c);
+      pc_GrpcServerConn_Free(c);
+    }
+  }
+
   /* Flow control: a client that gives nothing back holds the responses
    * queued in the call (Unsent), not sent beyond its window. */
   {

@@ -147,6 +147,12 @@ describe("pc.listen with @connectrpc/connect-node's gRPC transport (HTTP/2)", fu
   client_cases("connect_client.mjs", "grpc")
 end)
 
+-- application/grpc+json (createGrpcTransport({useBinaryFormat: false})):
+-- the same handlers with the JSON codec, as connect-go serves it.
+describe("pc.listen with @connectrpc/connect-node's gRPC transport with JSON (HTTP/2)", function()
+  client_cases("connect_client.mjs", "grpc,json")
+end)
+
 -- The same handlers on the same port over the web's protocols.
 for _, transport in ipairs { "connect", "connect,json", "connect,gzip", "connect,json,gzip",
   "grpc-web", "grpc-web,json", "grpc-web,gzip" } do

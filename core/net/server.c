@@ -58,6 +58,7 @@ struct pc_GrpcServerCall {
   int gzip_declared;   /* the response headers carry grpc-encoding gzip */
   int gzip_out;        /* response messages are gzipped */
   int last_compressed; /* the last message Next returned had the flag set */
+  int not_found;       /* an unknown method (pc_GrpcServerCall_NotFound): HTTP 404 on the web */
   size_t res;          /* the reservation of the connection's incomplete_budget: the
                         * length of the message it covers (0: none) */
   size_t res_to;       /* where that message ends, counted from the next unread byte */
@@ -270,7 +271,7 @@ static const char *response_type(const pc_GrpcServerCall *s) {
   case kPc_WebProtocol_ConnectStream:
     return json ? "application/connect+json" : "application/connect+proto";
   case kPc_WebProtocol_ConnectUnary: return json ? "application/json" : "application/proto";
-  default: return "application/grpc";
+  default: return json ? "application/grpc+json" : "application/grpc";
   }
 }
 
@@ -328,7 +329,7 @@ static int submit_unary(pc_GrpcServerCall *s) {
   char *code = pc_Arena_Malloc(s->arena, 8);
   if (h == NULL || code == NULL) return 0;
   int ok = s->code == kPc_Code_Ok;
-  snprintf(code, 8, "%d", pc_Connect_HttpStatus(s->code));
+  snprintf(code, 8, "%d", s->not_found ? 404 : pc_Connect_HttpStatus(s->code));
   size_t n = 0;
   h[n++] = PC_GRPC_NV(":status", code);
   h[n++] = PC_GRPC_NV("content-type", ok ? response_type(s) : "application/json");
@@ -384,7 +385,7 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only, size_t *over,
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   if (h == NULL) return 0;
   size_t n = 0;
-  h[n++] = PC_GRPC_NV(":status", "200");
+  h[n++] = PC_GRPC_NV(":status", s->not_found && s->proto != kPc_WebProtocol_Grpc ? "404" : "200");
   h[n++] = PC_GRPC_NV("content-type", response_type(s));
   if (s->proto == kPc_WebProtocol_ConnectStream) {
     h[n++] = PC_GRPC_NV("connect-accept-encoding", "gzip");
@@ -674,11 +675,13 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     nghttp2_nv h[4] = {
         PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
         PC_GRPC_NV("grpc-message", "content-type must be gRPC's, gRPC-Web's or Connect's"),
-        PC_GRPC_NV("accept-post", "application/grpc, application/grpc+proto, application/grpc-web, "
-                                  "application/grpc-web+proto, application/grpc-web+json, "
-                                  "application/grpc-web-text, application/grpc-web-text+proto, "
-                                  "application/grpc-web-text+json, application/connect+proto, "
-                                  "application/connect+json, application/proto, application/json")};
+        PC_GRPC_NV("accept-post",
+                   "application/grpc, application/grpc+proto, application/grpc+json, "
+                   "application/grpc-web, "
+                   "application/grpc-web+proto, application/grpc-web+json, "
+                   "application/grpc-web-text, application/grpc-web-text+proto, "
+                   "application/grpc-web-text+json, application/connect+proto, "
+                   "application/connect+json, application/proto, application/json")};
     s->finished = s->cancelled = 1;
     s->submitted = 1;
     nghttp2_submit_response(c->h2.session, s->id, h, 4, NULL);
@@ -1413,6 +1416,12 @@ void pc_GrpcServerCall_Finish(pc_GrpcServerCall *s, pc_Code code, const char *me
                               const char *details, size_t details_len) {
   if (s->cancelled) return;
   finish(s, code, message, len, details, details_len);
+}
+
+void pc_GrpcServerCall_NotFound(pc_GrpcServerCall *s, const char *message, size_t len) {
+  if (s->cancelled || s->finished) return;
+  s->not_found = 1;
+  finish(s, kPc_Code_Unimplemented, message, len, NULL, 0);
 }
 
 int pc_GrpcServerCall_Done(const pc_GrpcServerCall *s) {

@@ -339,6 +339,54 @@ static void web_calls(void) {
   const char *d;
   size_t n;
   unsigned char out[1024];
+  /* An unknown method (pc_GrpcServerCall_NotFound): HTTP 404 over Connect
+   * unary (with the error JSON), Connect streaming and gRPC-Web, as
+   * connect-go answers; over gRPC 200 with grpc-status 12. */
+  {
+    static const char *const types[] = {"application/proto", "application/connect+proto",
+                                        "application/grpc-web+proto", "application/grpc"};
+    for (int i = 0; i < 4; i++) {
+      client_new(65535);
+      pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+      int32_t id = i == 0 ? request_body("/t.T/Nope", types[i], NULL, NULL, "", 0, 0, 1)
+                          : request("/t.T/Nope", types[i], NULL, NULL, "", 0, 0, 1);
+      shuttle(c);
+      pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+      pc_GrpcServerCall_NotFound(s, "unknown method /t.T/Nope", 24);
+      pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0); /* ignored: finished */
+      shuttle(c);
+      CHECK(cst(id)->closed);
+      CHECK(has(cst(id)->headers, i == 3 ? ":status=200;" : ":status=404;"));
+      if (i == 0)
+        CHECK(cst(id)->data_len > 0 &&
+              strstr((const char *)cst(id)->data, "\"code\":\"unimplemented\"") != NULL);
+      if (i >= 2) CHECK(has(cst(id)->headers, "grpc-status=12;"));
+      pc_GrpcServerCall_Free(s);
+      pc_GrpcServerConn_Free(c);
+    }
+  }
+  /* application/grpc+json takes the JSON codec and answers in kind (as
+   * connect-go); another subtype is protobuf, as before. */
+  {
+    for (int i = 0; i < 2; i++) {
+      client_new(65535);
+      pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+      int32_t id = request("/t.T/Echo", i ? "application/grpc+thrift" : "application/grpc+json",
+                           NULL, NULL, "{}", 2, 0, 1);
+      shuttle(c);
+      pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+      CHECK(pc_GrpcServerCall_Codec(s) == (i ? kPc_WebCodec_Proto : kPc_WebCodec_Json));
+      CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 2);
+      CHECK(pc_GrpcServerCall_Send(s, d, n));
+      pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+      shuttle(c);
+      CHECK(has(cst(id)->headers,
+                i ? "content-type=application/grpc;" : "content-type=application/grpc+json;"));
+      CHECK(has(cst(id)->trailers, "grpc-status=0;"));
+      pc_GrpcServerCall_Free(s);
+      pc_GrpcServerConn_Free(c);
+    }
+  }
   /* gRPC-Web-Text: "hello" framed, in base64 split inside a group and
    * across three DATA frames; the response in base64, its trailers the
    * last message. */

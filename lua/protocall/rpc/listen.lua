@@ -177,7 +177,7 @@ end
 local function run_call(self, call)
   local entry = self.server.methods[call:path()]
   if not entry then
-    call:finish(codes.UNIMPLEMENTED, "unknown method " .. call:path())
+    call:not_found("unknown method " .. call:path()) -- HTTP 404 over Connect and gRPC-Web
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.

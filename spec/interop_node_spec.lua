@@ -259,14 +259,15 @@ end)
 -- protocall's client (pc.grpc with `protocol`) against a server that is
 -- not its own (`script`, spec/node/) or against pc.listen (`script` nil:
 -- router() above): every call shape, a retry policy retrying UNAVAILABLE,
--- errors with details, deadlines, metadata both ways, gzip both ways.
-local function client_against(title, script, protocol)
+-- errors with details, deadlines, metadata both ways, gzip both ways;
+-- `codec` "json": the transport's codec, the stubs' messages as proto3 JSON.
+local function client_against(title, script, protocol, codec)
   describe(title, function()
     -- One server for these tests (each uses route names of its own), or a
     -- pc.listen for each.
     local server, t, stub
     local function connect(url)
-      t = pc.grpc(url, { protocol = protocol })
+      t = pc.grpc(url, { protocol = protocol, codec = codec })
       stub = pc.client("demo.Router", { transport = t })
     end
     if script then
@@ -444,4 +445,11 @@ for _, protocol in ipairs { "grpc", "grpc-web", "connect" } do
 end
 for _, protocol in ipairs { "grpc-web", "connect" } do
   client_against("pc.grpc over " .. protocol .. " calling pc.listen", nil, protocol)
+end
+-- pc.client's stubs over a transport with codec "json": requests sent as
+-- pc.to_json's text, responses read with pc.from_json, every shape.
+for _, protocol in ipairs { "grpc-web", "connect" } do
+  client_against("pc.client stubs over " .. protocol .. ", codec json, calling a connect-node server",
+    "connect_server.mjs", protocol, "json")
+  client_against("pc.client stubs over " .. protocol .. ", codec json, calling pc.listen", nil, protocol, "json")
 end

@@ -172,6 +172,21 @@ for _, transport in ipairs { "connect,h1", "connect,json,h1", "connect,gzip,h1",
   end)
 end
 
+-- The npm grpc-web package's client (GrpcWebClientBase, what browsers
+-- run) under Node.js, over HTTP/1.1 through the XMLHttpRequest the script
+-- gives it (spec/node/grpcweb_client.mjs): text and binary formats.
+local GRPCWEB_CASES = { "unary", "server_stream", "details", "deadline", "metadata" }
+for _, format in ipairs { "text", "binary" } do
+  describe("pc.listen with the grpc-web package's client, " .. format .. " format (HTTP/1.1)", function()
+    local missing = peer.missing("grpc-web")
+    if missing then
+      it("runs", function() peer.skip(pending, "grpc-web's client", missing) end)
+      return
+    end
+    client_cases("grpcweb_client.mjs", format, GRPCWEB_CASES)
+  end)
+end
+
 describe("pc.listen with @grpc/grpc-js", function()
   client_cases("grpcjs_client.mjs")
 end)

@@ -286,6 +286,16 @@ static int32_t request_body(const char *path, const char *ctype, const char *ext
   return nghttp2_submit_request(cli.s, NULL, h, nh, &prd, NULL);
 }
 
+/* Writes at 'b' a gRPC message of 'len' bytes 'p', its prefix first. */
+static void fill_message(unsigned char *b, size_t len) {
+  memset(b + 5, 'p', len);
+  b[0] = 0;
+  b[1] = (unsigned char)(len >> 24);
+  b[2] = (unsigned char)(len >> 16);
+  b[3] = (unsigned char)(len >> 8);
+  b[4] = (unsigned char)len;
+}
+
 /* Sends the rest of request_body's body, then the end of the stream. */
 static void more_body(int32_t id, size_t upto, int end) {
   cst(id)->body_len = upto;
@@ -966,12 +976,7 @@ int main(void) {
   {
     enum { LEN = 100000, N = 8 };
     static unsigned char big[5 + LEN];
-    memset(big, 'p', sizeof big);
-    big[0] = 0;
-    big[1] = (unsigned char)(LEN >> 24);
-    big[2] = (unsigned char)(LEN >> 16);
-    big[3] = (unsigned char)(LEN >> 8);
-    big[4] = (unsigned char)LEN;
+    fill_message(big, LEN);
     pc_GrpcServerOptions o;
     memset(&o, 0, sizeof o);
     o.max_receive = LEN;
@@ -1066,12 +1071,7 @@ int main(void) {
     enum { LEN = 100000, N = 8 };
     static unsigned char big[5 + LEN];
     static char text[(5 + LEN + 2) / 3 * 4];
-    memset(big, 'p', sizeof big);
-    big[0] = 0;
-    big[1] = (unsigned char)(LEN >> 24);
-    big[2] = (unsigned char)(LEN >> 16);
-    big[3] = (unsigned char)(LEN >> 8);
-    big[4] = (unsigned char)LEN;
+    fill_message(big, LEN);
     size_t text_len = pc_Web_Base64Encode(big, sizeof big, text);
     pc_GrpcServerOptions o;
     memset(&o, 0, sizeof o);

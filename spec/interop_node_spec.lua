@@ -147,6 +147,12 @@ describe("pc.listen with @connectrpc/connect-node's gRPC transport (HTTP/2)", fu
   client_cases("connect_client.mjs", "grpc")
 end)
 
+-- application/grpc+json (createGrpcTransport({useBinaryFormat: false})):
+-- the same handlers with the JSON codec, as connect-go serves it.
+describe("pc.listen with @connectrpc/connect-node's gRPC transport with JSON (HTTP/2)", function()
+  client_cases("connect_client.mjs", "grpc,json")
+end)
+
 -- The same handlers on the same port over the web's protocols.
 for _, transport in ipairs { "connect", "connect,json", "connect,gzip", "connect,json,gzip",
   "grpc-web", "grpc-web,json", "grpc-web,gzip" } do
@@ -163,6 +169,21 @@ for _, transport in ipairs { "connect,h1", "connect,json,h1", "connect,gzip,h1",
   "grpc-web,json,h1", "grpc-web,gzip,h1" } do
   describe("pc.listen with @connectrpc/connect-node's " .. transport .. " transport (HTTP/1.1)", function()
     client_cases("connect_client.mjs", transport, H1_CASES)
+  end)
+end
+
+-- The npm grpc-web package's client (GrpcWebClientBase, what browsers
+-- run) under Node.js, over HTTP/1.1 through the XMLHttpRequest the script
+-- gives it (spec/node/grpcweb_client.mjs): text and binary formats.
+local GRPCWEB_CASES = { "unary", "server_stream", "details", "deadline", "metadata" }
+for _, format in ipairs { "text", "binary" } do
+  describe("pc.listen with the grpc-web package's client, " .. format .. " format (HTTP/1.1)", function()
+    local missing = peer.missing("grpc-web")
+    if missing then
+      it("runs", function() peer.skip(pending, "grpc-web's client", missing) end)
+      return
+    end
+    client_cases("grpcweb_client.mjs", format, GRPCWEB_CASES)
   end)
 end
 
@@ -253,14 +274,15 @@ end)
 -- protocall's client (pc.grpc with `protocol`) against a server that is
 -- not its own (`script`, spec/node/) or against pc.listen (`script` nil:
 -- router() above): every call shape, a retry policy retrying UNAVAILABLE,
--- errors with details, deadlines, metadata both ways, gzip both ways.
-local function client_against(title, script, protocol)
+-- errors with details, deadlines, metadata both ways, gzip both ways;
+-- `codec` "json": the transport's codec, the stubs' messages as proto3 JSON.
+local function client_against(title, script, protocol, codec)
   describe(title, function()
     -- One server for these tests (each uses route names of its own), or a
     -- pc.listen for each.
     local server, t, stub
     local function connect(url)
-      t = pc.grpc(url, { protocol = protocol })
+      t = pc.grpc(url, { protocol = protocol, codec = codec })
       stub = pc.client("demo.Router", { transport = t })
     end
     if script then
@@ -438,4 +460,11 @@ for _, protocol in ipairs { "grpc", "grpc-web", "connect" } do
 end
 for _, protocol in ipairs { "grpc-web", "connect" } do
   client_against("pc.grpc over " .. protocol .. " calling pc.listen", nil, protocol)
+end
+-- pc.client's stubs over a transport with codec "json": requests sent as
+-- pc.to_json's text, responses read with pc.from_json, every shape.
+for _, protocol in ipairs { "grpc-web", "connect" } do
+  client_against("pc.client stubs over " .. protocol .. ", codec json, calling a connect-node server",
+    "connect_server.mjs", protocol, "json")
+  client_against("pc.client stubs over " .. protocol .. ", codec json, calling pc.listen", nil, protocol, "json")
 end

@@ -294,6 +294,17 @@ static int lpc_scall_finish(lua_State *L) {
   return 0;
 }
 
+/* -- call:not_found(message): finishes an unknown method's call
+ * UNIMPLEMENTED with `message` (a string), HTTP 404 over Connect and
+ * gRPC-Web (pc_GrpcServerCall_NotFound) */
+static int lpc_scall_not_found(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  size_t n = 0;
+  const char *m = luaL_checklstring(L, 2, &n);
+  pc_GrpcServerCall_NotFound(c, m, n);
+  return 0;
+}
+
 /* -- token = call:wake_token(): the call's wake token (an integer, the
  * same each time); from the first ask on, core.grpc_pump lists it when
  * something happened to the call (lpc_net.c, core/net/wake.h) */
@@ -337,6 +348,7 @@ void lpc_open_listen(lua_State *L) {
                                   {"compressed", lpc_scall_compressed},
                                   {"set_compression", lpc_scall_set_compression},
                                   {"finish", lpc_scall_finish},
+                                  {"not_found", lpc_scall_not_found},
                                   {"wake_token", lpc_scall_wake_token},
                                   {"close", lpc_scall_close},
                                   {NULL, NULL}};

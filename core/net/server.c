@@ -58,6 +58,7 @@ struct pc_GrpcServerCall {
   int gzip_declared;   /* the response headers carry grpc-encoding gzip */
   int gzip_out;        /* response messages are gzipped */
   int last_compressed; /* the last message Next returned had the flag set */
+  int not_found;       /* an unknown method (pc_GrpcServerCall_NotFound): HTTP 404 on the web */
   size_t res;          /* the reservation of the connection's incomplete_budget: the
                         * length of the message it covers (0: none) */
   size_t res_to;       /* where that message ends, counted from the next unread byte */
@@ -270,7 +271,7 @@ static const char *response_type(const pc_GrpcServerCall *s) {
   case kPc_WebProtocol_ConnectStream:
     return json ? "application/connect+json" : "application/connect+proto";
   case kPc_WebProtocol_ConnectUnary: return json ? "application/json" : "application/proto";
-  default: return "application/grpc";
+  default: return json ? "application/grpc+json" : "application/grpc";
   }
 }
 
@@ -328,7 +329,7 @@ static int submit_unary(pc_GrpcServerCall *s) {
   char *code = pc_Arena_Malloc(s->arena, 8);
   if (h == NULL || code == NULL) return 0;
   int ok = s->code == kPc_Code_Ok;
-  snprintf(code, 8, "%d", pc_Connect_HttpStatus(s->code));
+  snprintf(code, 8, "%d", s->not_found ? 404 : pc_Connect_HttpStatus(s->code));
   size_t n = 0;
   h[n++] = PC_GRPC_NV(":status", code);
   h[n++] = PC_GRPC_NV("content-type", ok ? response_type(s) : "application/json");
@@ -384,7 +385,7 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only, size_t *over,
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   if (h == NULL) return 0;
   size_t n = 0;
-  h[n++] = PC_GRPC_NV(":status", "200");
+  h[n++] = PC_GRPC_NV(":status", s->not_found && s->proto != kPc_WebProtocol_Grpc ? "404" : "200");
   h[n++] = PC_GRPC_NV("content-type", response_type(s));
   if (s->proto == kPc_WebProtocol_ConnectStream) {
     h[n++] = PC_GRPC_NV("connect-accept-encoding", "gzip");
@@ -674,11 +675,13 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     nghttp2_nv h[4] = {
         PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
         PC_GRPC_NV("grpc-message", "content-type must be gRPC's, gRPC-Web's or Connect's"),
-        PC_GRPC_NV("accept-post", "application/grpc, application/grpc+proto, application/grpc-web, "
-                                  "application/grpc-web+proto, application/grpc-web+json, "
-                                  "application/grpc-web-text, application/grpc-web-text+proto, "
-                                  "application/grpc-web-text+json, application/connect+proto, "
-                                  "application/connect+json, application/proto, application/json")};
+        PC_GRPC_NV("accept-post",
+                   "application/grpc, application/grpc+proto, application/grpc+json, "
+                   "application/grpc-web, "
+                   "application/grpc-web+proto, application/grpc-web+json, "
+                   "application/grpc-web-text, application/grpc-web-text+proto, "
+                   "application/grpc-web-text+json, application/connect+proto, "
+                   "application/connect+json, application/proto, application/json")};
     s->finished = s->cancelled = 1;
     s->submitted = 1;
     nghttp2_submit_response(c->h2.session, s->id, h, 4, NULL);
@@ -770,6 +773,33 @@ static void stall_timer(pc_GrpcServerCall *s, int partial) {
   if (c->due < 0 || end < c->due) c->due = end;
 }
 
+/* A body decoded on arrival (gRPC-Web-Text, Connect unary: eager_chunk)
+ * owes flow control its raw bytes, and its message still arriving
+ * reserves the budget as a gRPC message does: gRPC-Web-Text the length its
+ * decoded prefix gives, Connect unary (no prefix: the body is one message,
+ * whole at the end of the request) the most it may be, max_receive and
+ * its prefix. With a reservation, or no message still arriving, its bytes
+ * go back to flow control at once; without one the stream's window is
+ * held (its client stalls on it), the connection's given back. */
+static void eager_window(pc_GrpcServerCall *s, nghttp2_session *h2) {
+  pc_GrpcServerConn *c = s->c;
+  size_t partial = pc_GrpcInbox_Partial(&s->in);
+  if (s->res == 0 && partial > 0) {
+    size_t need = s->proto == kPc_WebProtocol_ConnectUnary ? c->max_receive + 5
+                                                           : pc_GrpcInbox_Expected(&s->in);
+    if (need > 0 && need <= c->budget - c->reserved) {
+      s->res = need; /* res_to 0: the next message read gives it back */
+      c->reserved += need;
+    }
+  }
+  if (s->res > 0 || partial == 0) {
+    give(s, h2, s->in.unconsumed);
+  } else if (s->in.unconsumed > s->ahead) {
+    nghttp2_session_consume_connection(h2, s->in.unconsumed - s->ahead);
+    s->ahead = s->in.unconsumed;
+  }
+}
+
 static void release_window(pc_GrpcServerCall *s) {
   pc_GrpcServerConn *c = s->c;
   pc_GrpcInbox *b = &s->in;
@@ -780,7 +810,8 @@ static void release_window(pc_GrpcServerCall *s) {
     return;
   }
   size_t unread = b->buf.len - b->rpos, whole = b->scan - b->rpos;
-  if (s->eager) { /* its window went back as it came (eager_chunk) */
+  if (s->eager) {
+    eager_window(s, h2);
     stall_timer(s, unread > whole);
     return;
   }
@@ -852,14 +883,13 @@ static void scan_messages(pc_GrpcServerCall *s) {
     fail_read(s, r);
 }
 
-/* A DATA chunk of a gRPC-Web-Text or Connect unary request: its window
- * goes back at once (base64 is not what the messages hold, a unary body
- * is one message), the bytes it holds are bounded by the receive limit;
- * base64 is decoded as it comes, a unary body waits for its end
- * (unary_end). */
-static void eager_chunk(pc_GrpcServerCall *s, nghttp2_session *h2, const uint8_t *data,
-                        size_t len) {
-  nghttp2_session_consume(h2, s->id, len);
+/* A DATA chunk of a gRPC-Web-Text or Connect unary request: base64 is
+ * decoded as it comes, a unary body waits for its end (unary_end); the
+ * bytes a call holds are bounded by the receive limit, its window goes
+ * back as the incomplete budget allows (eager_window: the raw bytes are
+ * counted unconsumed here, the decoded ones are not). */
+static void eager_chunk(pc_GrpcServerCall *s, const uint8_t *data, size_t len) {
+  s->in.unconsumed += len;
   size_t max = s->c->max_receive;
   if (s->proto == kPc_WebProtocol_ConnectUnary) {
     if (s->in.buf.len - 5 + len > max) {
@@ -869,7 +899,7 @@ static void eager_chunk(pc_GrpcServerCall *s, nghttp2_session *h2, const uint8_t
       return;
     }
     int ok = len == 0 || pc_GrpcInbox_Append(&s->in, &s->m, data, len);
-    s->in.unconsumed -= len; /* given back above (Append counts it, whether or not it fails) */
+    s->in.unconsumed -= len; /* counted above (Append counts it, whether or not it fails) */
     if (!ok) fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
     return;
   }
@@ -927,7 +957,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     return 0;
   }
   if (s->eager)
-    eager_chunk(s, session, data, len);
+    eager_chunk(s, data, len);
   else if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len))
     fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
   else
@@ -1386,6 +1416,12 @@ void pc_GrpcServerCall_Finish(pc_GrpcServerCall *s, pc_Code code, const char *me
                               const char *details, size_t details_len) {
   if (s->cancelled) return;
   finish(s, code, message, len, details, details_len);
+}
+
+void pc_GrpcServerCall_NotFound(pc_GrpcServerCall *s, const char *message, size_t len) {
+  if (s->cancelled || s->finished) return;
+  s->not_found = 1;
+  finish(s, kPc_Code_Unimplemented, message, len, NULL, 0);
 }
 
 int pc_GrpcServerCall_Done(const pc_GrpcServerCall *s) {

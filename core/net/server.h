@@ -245,6 +245,17 @@ size_t pc_GrpcServerCall_Unsent(const pc_GrpcServerCall *s);
 void pc_GrpcServerCall_Finish(pc_GrpcServerCall *s, pc_Code code, const char *message, size_t len,
                               const char *details, size_t details_len);
 
+/* Finishes the call as pc_GrpcServerCall_Finish(s, UNIMPLEMENTED, message,
+ * len, NULL, 0) does, for a method the server does not have: over Connect
+ * (unary and streaming) and gRPC-Web the response's HTTP status is then
+ * 404 Not Found instead of 501 or 200, as connect-go answers an unknown
+ * procedure (its handlers call http.NotFound) and connect-node's adapter
+ * does; the clients of both protocols read 404 as UNIMPLEMENTED (Connect's
+ * HTTP-to-code table, gRPC's doc/http-grpc-status-mapping.md). Over gRPC
+ * it is the usual 200 with grpc-status 12, as gRPC's own servers answer.
+ * Ignored once the call is over or finished. */
+void pc_GrpcServerCall_NotFound(pc_GrpcServerCall *s, const char *message, size_t len);
+
 /* Whether pc_GrpcServerCall_Finish ran and the stream is closed (the
  * response is out or the client went away). */
 int pc_GrpcServerCall_Done(const pc_GrpcServerCall *s);

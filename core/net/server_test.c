@@ -286,6 +286,16 @@ static int32_t request_body(const char *path, const char *ctype, const char *ext
   return nghttp2_submit_request(cli.s, NULL, h, nh, &prd, NULL);
 }
 
+/* Writes at 'b' a gRPC message of 'len' bytes 'p', its prefix first. */
+static void fill_message(unsigned char *b, size_t len) {
+  memset(b + 5, 'p', len);
+  b[0] = 0;
+  b[1] = (unsigned char)(len >> 24);
+  b[2] = (unsigned char)(len >> 16);
+  b[3] = (unsigned char)(len >> 8);
+  b[4] = (unsigned char)len;
+}
+
 /* Sends the rest of request_body's body, then the end of the stream. */
 static void more_body(int32_t id, size_t upto, int end) {
   cst(id)->body_len = upto;
@@ -339,6 +349,54 @@ static void web_calls(void) {
   const char *d;
   size_t n;
   unsigned char out[1024];
+  /* An unknown method (pc_GrpcServerCall_NotFound): HTTP 404 over Connect
+   * unary (with the error JSON), Connect streaming and gRPC-Web, as
+   * connect-go answers; over gRPC 200 with grpc-status 12. */
+  {
+    static const char *const types[] = {"application/proto", "application/connect+proto",
+                                        "application/grpc-web+proto", "application/grpc"};
+    for (int i = 0; i < 4; i++) {
+      client_new(65535);
+      pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+      int32_t id = i == 0 ? request_body("/t.T/Nope", types[i], NULL, NULL, "", 0, 0, 1)
+                          : request("/t.T/Nope", types[i], NULL, NULL, "", 0, 0, 1);
+      shuttle(c);
+      pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+      pc_GrpcServerCall_NotFound(s, "unknown method /t.T/Nope", 24);
+      pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0); /* ignored: finished */
+      shuttle(c);
+      CHECK(cst(id)->closed);
+      CHECK(has(cst(id)->headers, i == 3 ? ":status=200;" : ":status=404;"));
+      if (i == 0)
+        CHECK(cst(id)->data_len > 0 &&
+              strstr((const char *)cst(id)->data, "\"code\":\"unimplemented\"") != NULL);
+      if (i >= 2) CHECK(has(cst(id)->headers, "grpc-status=12;"));
+      pc_GrpcServerCall_Free(s);
+      pc_GrpcServerConn_Free(c);
+    }
+  }
+  /* application/grpc+json takes the JSON codec and answers in kind (as
+   * connect-go); another subtype is protobuf, as before. */
+  {
+    for (int i = 0; i < 2; i++) {
+      client_new(65535);
+      pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+      int32_t id = request("/t.T/Echo", i ? "application/grpc+thrift" : "application/grpc+json",
+                           NULL, NULL, "{}", 2, 0, 1);
+      shuttle(c);
+      pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+      CHECK(pc_GrpcServerCall_Codec(s) == (i ? kPc_WebCodec_Proto : kPc_WebCodec_Json));
+      CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 2);
+      CHECK(pc_GrpcServerCall_Send(s, d, n));
+      pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+      shuttle(c);
+      CHECK(has(cst(id)->headers,
+                i ? "content-type=application/grpc;" : "content-type=application/grpc+json;"));
+      CHECK(has(cst(id)->trailers, "grpc-status=0;"));
+      pc_GrpcServerCall_Free(s);
+      pc_GrpcServerConn_Free(c);
+    }
+  }
   /* gRPC-Web-Text: "hello" framed, in base64 split inside a group and
    * across three DATA frames; the response in base64, its trailers the
    * last message. */
@@ -918,12 +976,7 @@ int main(void) {
   {
     enum { LEN = 100000, N = 8 };
     static unsigned char big[5 + LEN];
-    memset(big, 'p', sizeof big);
-    big[0] = 0;
-    big[1] = (unsigned char)(LEN >> 24);
-    big[2] = (unsigned char)(LEN >> 16);
-    big[3] = (unsigned char)(LEN >> 8);
-    big[4] = (unsigned char)LEN;
+    fill_message(big, LEN);
     pc_GrpcServerOptions o;
     memset(&o, 0, sizeof o);
     o.max_receive = LEN;
@@ -1007,6 +1060,53 @@ int main(void) {
     CHECK(has(cst(id)->headers, "grpc-status=0;"));
     pc_GrpcServerCall_Free(s);
     pc_GrpcServerConn_Free(c);
+  }
+
+  /* The same bound for bodies decoded on arrival: Connect unary bodies
+   * (one message, reserving max_receive and its prefix while it arrives)
+   * and gRPC-Web-Text bodies (reserving the length of the decoded prefix)
+   * of 8 streams, each all but its last bytes, get in at most the budget
+   * (4/3 of it in base64) and a stream window each; two are whole. */
+  {
+    enum { LEN = 100000, N = 8 };
+    static unsigned char big[5 + LEN];
+    static char text[(5 + LEN + 2) / 3 * 4];
+    fill_message(big, LEN);
+    size_t text_len = pc_Web_Base64Encode(big, sizeof big, text);
+    pc_GrpcServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.max_receive = LEN;
+    o.stream_window = 65535;
+    o.connection_window = 8 * 65535;
+    o.incomplete_budget = 2 * (5 + LEN) + 10;
+    pc_Error err;
+    pc_Error_Init(&err);
+    for (int text_body = 0; text_body < 2; text_body++) {
+      client_new(65535);
+      pc_GrpcServerConn *c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+      int32_t ids[N];
+      size_t len = text_body ? text_len - 4 : LEN - 1;
+      for (int i = 0; i < N; i++) {
+        ids[i] =
+            request_body("/t.T/Up", text_body ? "application/grpc-web-text" : "application/proto",
+                         NULL, NULL, "x", 1, 1, 0);
+        cst(ids[i])->body = text_body ? (unsigned char *)text : big + 5;
+        cst(ids[i])->body_len = len;
+      }
+      shuttle(c);
+      size_t sent = 0, whole = 0;
+      for (int i = 0; i < N; i++) {
+        sent += cst(ids[i])->body_pos;
+        whole += cst(ids[i])->body_pos == len;
+        CHECK(cst(ids[i])->body_pos == len || cst(ids[i])->body_pos <= o.stream_window);
+      }
+      CHECK(whole == 2);
+      CHECK(sent <= o.incomplete_budget * (text_body ? 4 : 3) / 3 + N * o.stream_window);
+      pc_GrpcServerCall *s;
+      while ((s = pc_GrpcServerConn_Accept(c)) != NULL) pc_GrpcServerCall_Free(s);
+      shuttle(c);
+      pc_GrpcServerConn_Free(c);
+    }
   }
 
   /* Flow control: a client that gives nothing back holds the responses

@@ -40,7 +40,10 @@ pc_WebProtocol pc_Web_Classify(const char *method, const char *ct, size_t ctn, p
   size_t subn = plus < end ? end - plus - 1 : 0;
   int post = method == NULL || strcmp(method, "POST") == 0;
   int c;
-  if (same(ct, plus, "application/grpc")) return kPc_WebProtocol_Grpc;
+  if (same(ct, plus, "application/grpc")) {
+    if (codec_of(sub, subn, 1) == kPc_WebCodec_Json) *codec = kPc_WebCodec_Json;
+    return kPc_WebProtocol_Grpc;
+  }
   if (same(ct, plus, "application/grpc-web") && (c = codec_of(sub, subn, 1)) >= 0) {
     *codec = (pc_WebCodec)c;
     return kPc_WebProtocol_GrpcWeb;

@@ -34,7 +34,7 @@
 /* A call's protocol, from its request method and content-type. */
 typedef enum {
   kPc_WebProtocol_None = 0,      /* not one of ours: HTTP 415 */
-  kPc_WebProtocol_Grpc,          /* application/grpc[+...] */
+  kPc_WebProtocol_Grpc,          /* application/grpc[+...] (+json: JSON) */
   kPc_WebProtocol_GrpcWeb,       /* application/grpc-web[+proto|+json] */
   kPc_WebProtocol_GrpcWebText,   /* application/grpc-web-text[+proto|+json] */
   kPc_WebProtocol_ConnectUnary,  /* POST application/proto or application/json */
@@ -47,8 +47,9 @@ typedef enum { kPc_WebCodec_Proto = 0, kPc_WebCodec_Json } pc_WebCodec;
 /* The protocol of a request with method 'method' (NUL-terminated, NULL:
  * POST) and content-type 'ct' of 'ctn' bytes (NULL: none), and in
  * '*codec' its codec. Media types compare without regard to case;
- * parameters after ';' are ignored. gRPC takes any subtype (as before:
- * its messages are protobuf); the others take "proto" and "json" only
+ * parameters after ';' are ignored. gRPC takes any subtype, "json" as
+ * the JSON codec (as connect-go serves application/grpc+json), any other
+ * as protobuf (as before); the others take "proto" and "json" only
  * (grpc-web without a subtype is proto). Connect unary needs POST (GET
  * requests are not served yet). */
 pc_WebProtocol pc_Web_Classify(const char *method, const char *ct, size_t ctn, pc_WebCodec *codec);

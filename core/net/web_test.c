@@ -154,7 +154,10 @@ int main(void) {
   pc_WebCodec codec;
   /* content-types */
   CHECK(classify("POST", "application/grpc", &codec) == kPc_WebProtocol_Grpc);
-  CHECK(classify("POST", "application/grpc+thrift", &codec) == kPc_WebProtocol_Grpc);
+  CHECK(classify("POST", "application/grpc+thrift", &codec) == kPc_WebProtocol_Grpc &&
+        codec == kPc_WebCodec_Proto);
+  CHECK(classify("POST", "application/grpc+JSON; charset=utf-8", &codec) == kPc_WebProtocol_Grpc &&
+        codec == kPc_WebCodec_Json);
   CHECK(classify("POST", "application/grpc-web", &codec) == kPc_WebProtocol_GrpcWeb &&
         codec == kPc_WebCodec_Proto);
   CHECK(classify("POST", "application/grpc-web+json", &codec) == kPc_WebProtocol_GrpcWeb &&

@@ -11,7 +11,8 @@ local hedge = require "protocall.call.hedge"
 
 local type, error, pcall, setmetatable = type, error, pcall, setmetatable
 local format = string.format
-local status, decode = errors.status, core.decode
+local status, decode, from_json = errors.status, core.decode, core.from_json
+local JSON_IN = { ignore_unknown = true }
 
 local M = {}
 
@@ -23,12 +24,19 @@ function M.too_large(full, what, n, max)
     full, what, n, max), { ["local"] = true })
 end
 
---- resp = decoded(m, bytes, max): the decoded response of method `m` in
--- `bytes`, within the size limit `max` (nil: none); raises the call's
--- pc.Error (RESOURCE_EXHAUSTED, INTERNAL; both local) otherwise.
-local function decoded(m, bytes, max)
+--- resp = decoded(m, bytes, max, json): the decoded response of method
+-- `m` in `bytes`, within the size limit `max` (nil: none); raises the
+-- call's pc.Error (RESOURCE_EXHAUSTED, INTERNAL; both local) otherwise.
+-- `json`: the bytes are proto3 JSON (a transport with codec "json"),
+-- members naming no field skipped (as connect-go's JSON codec reads).
+local function decoded(m, bytes, max, json)
   if max and #bytes > max then error(M.too_large(m.full_name, "response", #bytes, max), 0) end
-  local resp, err = decode(m.output, bytes)
+  local resp, err
+  if json then
+    resp, err = from_json(m.output, bytes, JSON_IN)
+  else
+    resp, err = decode(m.output, bytes)
+  end
   if not resp then
     error(status("INTERNAL", m.full_name .. ": response failed to decode: " .. err, { ["local"] = true }), 0)
   end
@@ -41,14 +49,14 @@ end
 -- `attempt` is nil for the first, then 2, 3, ... (pc.wrap_method); the
 -- transport sends previous_attempts as grpc-previous-rpc-attempts.
 function M.unary(transport, m, max)
-  local path = m.path
+  local path, json = m.path, transport.json
   return function(request, timeout, metadata, compression, attempt)
     local rec
     if type(request) == "table" then rec, request = request, request.bytes end
     local bytes, meta = transport:unary(path, request, { timeout = timeout, metadata = metadata,
       compression = compression, with_metadata = rec ~= nil, previous_attempts = attempt and attempt - 1 })
     if rec then rec.metadata = meta end
-    return decoded(m, bytes, max)
+    return decoded(m, bytes, max, json)
   end
 end
 
@@ -145,10 +153,10 @@ end
 Closing.__close = Closing.close
 
 function M.server_stream(transport, m, max)
-  local path = m.path
+  local path, json = m.path, transport.json
   local function next_of(bytes)
     if bytes == nil then return nil end
-    return decoded(m, bytes, max)
+    return decoded(m, bytes, max, json)
   end
   return function(request_bytes, timeout, metadata, compression, attempt)
     local rec -- a with_metadata record (stream_metadata below)
@@ -227,7 +235,7 @@ local Ended = { __index = {
 } }
 
 function M.hedged(transport, m, max, policy, bucket, clock, sleep)
-  local path, streaming = m.path, m.server_streaming
+  local path, streaming, json = m.path, m.server_streaming, transport.json
   local begin = transport[streaming and "start_server_stream" or "start_unary"]
   local start, wait, sync
   if type(begin) == "function" and type(transport.wait) == "function" then
@@ -235,7 +243,7 @@ function M.hedged(transport, m, max, policy, bucket, clock, sleep)
       return function()
         local b = it()
         if b == nil then return nil end
-        return decoded(m, b, max)
+        return decoded(m, b, max, json)
       end
     end
     -- `request` is the bytes, or a record {bytes=} of a call made with
@@ -257,7 +265,7 @@ function M.hedged(transport, m, max, policy, bucket, clock, sleep)
             return true, it
           end
           if rec then rec.metadata = meta end
-          return pcall(decoded, m, v, max)
+          return pcall(decoded, m, v, max, json)
         end,
       }
     end

@@ -30,6 +30,8 @@ local type, error, pairs, ipairs, next, tostring, pcall, getmetatable, setmetata
 local format = string.format
 local status = errors.status
 local encode, decode, protect = core.encode, core.decode, core.protect
+local to_json, from_json = core.to_json, core.from_json
+local JSON_IN = { ignore_unknown = true } -- as attempts.lua reads responses
 local DEFAULT, option_problem, metadata_problem = policy.DEFAULT, policy.option_problem, core.metadata_problem
 local compression_problem = internal.compression_problem
 local as_message = message.as_message
@@ -147,14 +149,19 @@ function StubCall:send(msg)
   msg = as_message(self.input, msg, self.full .. " request", 2)
   local refused = self.validate and refusal(msg)
   if refused then error(refused, 0) end
-  local ok, bytes = protect(encode, msg)
+  local ok, bytes = protect(self.json and to_json or encode, msg)
   if not ok then error(self.full .. " request: " .. tostring(bytes), 2) end
   return self.call:send(bytes)
 end
 
 local function decoded_reply(self, bytes)
   if bytes == nil then return nil end
-  local resp, err = decode(self.output, bytes)
+  local resp, err
+  if self.json then
+    resp, err = from_json(self.output, bytes, JSON_IN)
+  else
+    resp, err = decode(self.output, bytes)
+  end
   if not resp then
     error(status("INTERNAL", self.full .. ": response failed to decode: " .. err,
                  { ["local"] = true }), 0)
@@ -228,8 +235,8 @@ local function streaming_method(transport, m, d)
     end
     local call = transport:stream(m.path,
       { timeout = timeout, metadata = md, compression = pick("compression") })
-    return setmetatable({ call = call, input = m.input, output = m.output, full = full, validate = d.validate },
-      StubCall)
+    return setmetatable({ call = call, input = m.input, output = m.output, full = full, validate = d.validate,
+      json = transport.json }, StubCall)
   end
 end
 
@@ -244,6 +251,9 @@ end
 local function unary_method(c, m)
   local opts, transport, service_name = c.opts, c.transport, c.service_name
   local input, full, name = m.input, m.full_name, m.name
+  -- A transport with codec "json" (pc.grpc's over Connect or gRPC-Web)
+  -- carries proto3 JSON: the requests go as pc.to_json's text.
+  local json = transport.json
   local entry = c.config and service_config.entry_for(c.config, service_name, name)
   local max_request = entry and entry.max_request
   local per = c.per_method[name]
@@ -281,7 +291,8 @@ local function unary_method(c, m)
       return interceptors.run(per_attempt_chain, 1, a, function(ac)
         local bytes = rec.bytes
         if ac.request ~= rec.call.request then
-          bytes = encode(as_message(input, ac.request, full .. " request", 0))
+          local msg = as_message(input, ac.request, full .. " request", 0)
+          bytes = json and to_json(msg) or encode(msg)
         end
         return attempt_of(rec, bytes, ac.timeout, ac.metadata, ac.compression, n)
       end, clock(), clock)
@@ -303,7 +314,9 @@ local function unary_method(c, m)
       local refused = refusal(request)
       if refused then error(refused, 0) end
     end
-    if type(request) == "table" then
+    if json then
+      ok, bytes = protect(to_json, as_message(input, request, full .. " request", level + 1))
+    elseif type(request) == "table" then
       ok, bytes = protect(encode, input, request)
     else
       ok, bytes = protect(encode, as_message(input, request, full .. " request", level + 1))
@@ -509,6 +522,10 @@ end
 -- before anything is sent: one that breaks a rule raises pc.check's
 -- INVALID_ARGUMENT pc.Error (`local = true`, `violations`, a
 -- google.rpc.BadRequest in `details`) and no attempt is made.
+-- Over a transport with codec "json" (pc.grpc's with gRPC-Web or
+-- Connect) requests go as pc.to_json's text and responses are read with
+-- pc.from_json, members naming no field skipped (as connect-go's JSON
+-- codec reads); the stub's calls are the same.
 -- Client-streaming and bidirectional methods return a call object:
 --   local call = stub:ClientStreamOrBidiMethod([opts]); call:send(request) ...
 -- Raises on a missing transport, an unknown service, method or option, a

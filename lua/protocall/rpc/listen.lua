@@ -178,7 +178,7 @@ end
 local function run_call(self, call)
   local entry = self.server.methods[call:path()]
   if not entry then
-    call:finish(codes.UNIMPLEMENTED, "unknown method " .. call:path())
+    call:not_found("unknown method " .. call:path()) -- HTTP 404 over Connect and gRPC-Web
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.
@@ -334,10 +334,11 @@ end
 --- `listener = pc.listen(server, address, opts)`: serves the pc.server
 -- `server` over HTTP/2 on `address`, to gRPC, gRPC-Web and Connect
 -- clients alike (each call's protocol from its content-type:
--- application/grpc, application/grpc-web[-text][+proto|+json],
+-- application/grpc[+json], application/grpc-web[-text][+proto|+json],
 -- application/proto or application/json for Connect unary, and
 -- application/connect+proto or +json for Connect streaming; other
--- content-types are HTTP 415), "host:port" ("127.0.0.1:50051",
+-- content-types are HTTP 415; a method the server lacks is UNIMPLEMENTED,
+-- HTTP 404 over gRPC-Web and Connect as connect-go answers), "host:port" ("127.0.0.1:50051",
 -- "[::1]:0", ":8080" for every address; port 0 picks a free port,
 -- `listener.port` tells which), or a Unix-domain socket as gRPC spells
 -- it: "unix:/path/x.sock" (also "unix:relative" and "unix:///abs/path")
@@ -370,9 +371,10 @@ end
 -- frames: a burst of 200 and 500, then 20 a second; past that GOAWAY
 -- ENHANCE_YOUR_CALM), `stream_window` / `connection_window` (receive
 -- windows, 1 MiB / 16 MiB), `incomplete_budget` (bytes of request
--- messages larger than their stream window a connection takes while they
--- arrive: the connection window, at least max_receive_size; past it their
--- clients wait on the stream window) and `stall_timeout` (60 s: a
+-- messages larger than their stream window, and of Connect unary and
+-- gRPC-Web-Text bodies, a connection takes while they arrive: the
+-- connection window, at least max_receive_size; past it their clients
+-- wait on the stream window) and `stall_timeout` (60 s: a
 -- request message half-received with nothing more arriving although the
 -- client may send ends RESOURCE_EXHAUSTED; negative: never). Handlers are
 -- called as by pc.inproc:

@@ -608,7 +608,8 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- every call policy, metadata, gzip and error details work the same),
 -- `codec` ("proto", the default, or "json" with gRPC-Web and Connect: the
 -- requests given and responses returned are then JSON text; pc.client
--- stubs need "proto"). Raises
+-- stubs over it send pc.to_json's text and read responses with
+-- pc.from_json, members naming no field skipped). Raises
 -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
 -- read. All calls to one backend share one connection (a second one opens
 -- when the server takes no more streams on it or sends GOAWAY).
@@ -735,7 +736,9 @@ function M.grpc(target, opts)
     return t
   end
   local policy = opts.load_balancing or (dns and dns.port == nil and "round_robin" or "pick_first")
-  return balancer.new(resolver and {} or places, make, policy, resolver, target)
+  local b = balancer.new(resolver and {} or places, make, policy, resolver, target)
+  b.json = opts.codec == "json" or nil -- what pc.client's stubs read (rpc/client.lua)
+  return b
 end
 
 return M

@@ -1,0 +1,105 @@
+-- pc.listen's answers over the web's protocols where connect-go's are the
+-- reference: an unknown method is HTTP 404 over Connect and gRPC-Web (its
+-- handlers answer an unknown procedure with http.NotFound), over HTTP/2
+-- and HTTP/1.1, UNIMPLEMENTED to the clients of each protocol; over gRPC
+-- it is 200 with grpc-status 12. Raw requests with curl (Debian's, from
+-- .ci/install-deps); protocall's own clients beside them.
+local pc = require "protocall"
+package.path = "spec/?.lua;" .. package.path
+local peer = require "node_peer"
+
+local pool = pc.pool()
+assert(pool:load([[
+syntax = "proto3";
+package web;
+message Point { int32 x = 1; int32 y = 2; }
+service Calc { rpc Add(Point) returns (Point); }
+]], { name = "web/calc.proto" }))
+local server = pc.server({ ["web.Calc"] = { Add = function(p) return { x = p.x + p.y } end } }, { pool = pool })
+
+local CURL = "/usr/bin/curl"
+local function have_curl()
+  local f = io.open(CURL)
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- fn(port) inside pc.run with a listener serving `server`.
+local function serving(fn)
+  local l = pc.listen(server, "127.0.0.1:0")
+  local ok, err
+  pc.spawn(function() l:serve() end)
+  pc.spawn(function()
+    ok, err = pcall(fn, l.port)
+    l:shutdown(1)
+  end)
+  pc.run()
+  assert(ok, err)
+end
+
+-- "STATUS content-type grpc-status" of curl's request (the response's
+-- headers, lower-cased names).
+local function curl(port, path, content_type, http, body)
+  local out, err, code = peer.command(("%s -s -i %s -H %s --data-binary %s http://127.0.0.1:%d%s"):format(CURL,
+    http == 1 and "--http1.1" or "--http2-prior-knowledge", peer.quote("content-type: " .. content_type),
+    peer.quote(body or ""), port, path))
+  local status = out:match("^HTTP/[%d.]+ (%d+)")
+  assert(status, ("curl exit %s: %s"):format(code, err))
+  local head = out:match("^(.-)\r\n\r\n") or out
+  return status, head:lower(), out:match("\r\n\r\n(.*)$") or ""
+end
+
+describe("pc.listen, an unknown method", function()
+  if not have_curl() then
+    it("answers HTTP 404 over the web's protocols", function()
+      peer.skip(pending, "curl requests", CURL .. " not installed (Debian curl: .ci/install-deps)")
+    end)
+    return
+  end
+  for _, http in ipairs { 2, 1 } do
+    it("answers HTTP 404 with the error JSON over Connect unary, HTTP/" .. http, function()
+      serving(function(port)
+        -- no request body: a response before the body is all in ends the
+        -- stream with RST_STREAM NO_ERROR, after which curl may fail its
+        -- upload (exit 92)
+        local status, head, body = curl(port, "/web.Calc/Nope", "application/json", http)
+        assert.equals("404", status)
+        assert.truthy(head:find("content-type: application/json", 1, true), head)
+        assert.equals("unimplemented", body:match('"code":"([^"]*)"'), body)
+        assert.equals("unknown method /web.Calc/Nope", body:match('"message":"([^"]*)"'), body)
+        -- a known method of the same listener is not touched
+        status = curl(port, "/web.Calc/Add", "application/json", http, '{"x":1,"y":2}')
+        assert.equals("200", status)
+      end)
+    end)
+
+    it("answers HTTP 404 over gRPC-Web, HTTP/" .. http, function()
+      serving(function(port)
+        local status, head = curl(port, "/web.Nope/Add", "application/grpc-web+proto", http)
+        assert.equals("404", status)
+        assert.truthy(head:find("grpc-status: 12", 1, true), head)
+      end)
+    end)
+  end
+
+  it("answers HTTP 404 over Connect streaming and 200 with grpc-status 12 over gRPC", function()
+    serving(function(port)
+      assert.equals("404", (curl(port, "/web.Calc/Nope", "application/connect+proto", 2)))
+      local status, head = curl(port, "/web.Calc/Nope", "application/grpc", 2)
+      assert.equals("200", status)
+      assert.truthy(head:find("grpc-status: 12", 1, true), head)
+    end)
+  end)
+
+  it("is UNIMPLEMENTED to protocall's Connect, gRPC-Web and gRPC clients", function()
+    serving(function(port)
+      for _, protocol in ipairs { "connect", "grpc-web", "grpc" } do
+        local t = pc.grpc("http://127.0.0.1:" .. port, { protocol = protocol })
+        local ok, err = pcall(t.unary, t, "/web.Calc/Nope", "")
+        assert.is_false(ok)
+        assert.equals("UNIMPLEMENTED", err.code, protocol)
+        t:close()
+      end
+    end)
+  end)
+end)

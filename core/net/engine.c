@@ -1082,7 +1082,12 @@ static const char *get_path(pc_GrpcStream *s, const char *path, size_t pn, const
   } else {
     size_t k = pc_Web_Base64Encode(m, len, o);
     while (k > 0 && o[k - 1] == '=') k--; /* base64url, unpadded */
-    for (size_t i = 0; i < k; i++) o[i] = o[i] == '+' ? '-' : o[i] == '/' ? '_' : o[i];
+    for (size_t i = 0; i < k; i++) {
+      if (o[i] == '+')
+        o[i] = '-';
+      else if (o[i] == '/')
+        o[i] = '_';
+    }
     o += k;
   }
   *o = 0;

@@ -42,10 +42,16 @@ static size_t unescape(const char *p, size_t n, char *out) {
       out[o++] = (char)(hi << 4 | lo);
       i += 2;
     } else {
-      out[o++] = p[i] == '+' ? ' ' : p[i];
+      out[o++] = p[i];
+      if (p[i] == '+') out[o - 1] = ' ';
     }
   }
   return o;
+}
+
+/* Whether the key 'k' ('kn' bytes) is 'name'. */
+static int param(const char *k, size_t kn, const char *name) {
+  return kn == strlen(name) && memcmp(k, name, kn) == 0;
 }
 
 int pc_Connect_ParseGet(pc_Arena *arena, const char *q, size_t len, size_t max, pc_ConnectGet *out,
@@ -61,17 +67,22 @@ int pc_Connect_ParseGet(pc_Arena *arena, const char *q, size_t len, size_t max, 
     while (eq < j && q[eq] != '=') eq++;
     const char *k = q + i, *v = eq < j ? q + eq + 1 : q + j;
     size_t kn = eq - i, vn = eq < j ? j - eq - 1 : 0;
-#define PARAM(name, var, varn)                                                                     \
-  if (kn == sizeof name - 1 && memcmp(k, name, kn) == 0) {                                         \
-    var = v;                                                                                       \
-    varn = vn;                                                                                     \
-  }
-    PARAM("encoding", enc, encn)
-    PARAM("message", msg, msgn)
-    PARAM("base64", b64, b64n)
-    PARAM("compression", comp, compn)
-    PARAM("connect", ver, vern)
-#undef PARAM
+    if (param(k, kn, "encoding")) {
+      enc = v;
+      encn = vn;
+    } else if (param(k, kn, "message")) {
+      msg = v;
+      msgn = vn;
+    } else if (param(k, kn, "base64")) {
+      b64 = v;
+      b64n = vn;
+    } else if (param(k, kn, "compression")) {
+      comp = v;
+      compn = vn;
+    } else if (param(k, kn, "connect")) {
+      ver = v;
+      vern = vn;
+    }
     i = j + 1;
   }
   if (ver && !(vern == 2 && memcmp(ver, "v1", 2) == 0)) {

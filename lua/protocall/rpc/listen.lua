@@ -429,7 +429,24 @@ end
 -- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout (Connect: Connect-Timeout-Ms).
 -- Calls in JSON (+json, application/json) read their requests with
 -- pc.from_json (JSON that does not fit the request type is
--- INVALID_ARGUMENT) and write their responses with pc.to_json. Raises on a bad argument or an
+-- INVALID_ARGUMENT) and write their responses with pc.to_json. A Connect
+-- GET (`GET /pkg.Svc/Method?connect=v1&encoding=json|proto&message=...
+-- [&base64=1][&compression=gzip]`) is served for unary methods marked
+-- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405
+-- "Allow: POST", as connect-go; a bad query: Connect's error JSON,
+-- invalid_argument). `opts.cors` (off by default) lets browser pages of
+-- other origins call: {origins = {"https://app.example", ...} (exact
+-- scheme://host[:port] strings, or "*" for any), headers = {names} (more
+-- request headers allowed: your metadata), expose = {names} (more
+-- response headers a script may read), max_age = seconds (0..31536000;
+-- default 7200), credentials = boolean (Access-Control-Allow-Credentials;
+-- the origin is then echoed, never "*")}: a preflight (OPTIONS with
+-- Access-Control-Request-Method) is answered 204 with the methods (GET,
+-- POST) and headers gRPC-Web and Connect need (connectrpc's cors-go
+-- lists), every response to an allowed Origin carries
+-- Access-Control-Allow-Origin and the exposed headers (grpc-status,
+-- grpc-message, grpc-status-details-bin, ...); another origin gets no CORS
+-- header. Raises on a bad argument or option (naming it) or an
 -- address that cannot be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

@@ -318,6 +318,25 @@ describe("pc.grpc's Connect GET", function()
     end)
   end)
 
+  it("is `protocall call -protocol connect -get`", function()
+    local bin = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+    serving(nil, function(port, strict)
+      local function call(p, extra)
+        return peer.command(bin .. " call -plaintext -I spec/web -proto calc.proto -protocol connect " .. extra
+          .. " -d '{\"x\": 6, \"y\": 7}' 127.0.0.1:" .. p .. " web.Calc/Mul")
+      end
+      local out, err, code = call(port, "-get")
+      assert.are.equal(0, code, err)
+      assert.matches('"total": "42"', out, 1, true)
+      -- the strict server refuses Mul's GET: the command sent one
+      local _, err2, code2 = call(strict, "-get")
+      assert.are.equal(64 + 2, code2) -- UNKNOWN
+      assert.matches("HTTP status 405", err2, 1, true)
+      local _, _, code3 = call(strict, "")
+      assert.are.equal(0, code3)
+    end)
+  end)
+
   local absent = peer.missing("@connectrpc/connect-node")
   it("sends GET to @connectrpc/connect-node's server (HTTP/2)", function()
     if absent then return peer.skip(pending, "Connect GET against connect-node", absent) end

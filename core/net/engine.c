@@ -99,7 +99,9 @@ static void set_message(pc_GrpcStream *s, const char *msg, size_t len) {
 static void end_stream(pc_GrpcStream *s) {
   if (s->ended) return;
   s->ended = 1;
-  if (s->held) { /* never submitted: nghttp2 has no such stream */
+  if (s->held || (s->get && s->id == 0 && !s->closed)) {
+    /* never submitted (held for SETTINGS, or a Connect GET that ended before
+     * its message): nghttp2 has no such stream */
     s->held = 0;
     s->closed = 1;
     if (s->e) s->e->open--;

@@ -12,6 +12,7 @@
 #include "schema/def.h"
 #include "schema/wkt.h"
 #include "wire/descriptor_write.h"
+#include "wire/wire.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -106,10 +107,44 @@ static int lpc_file_info(lua_State *L) {
   return 1;
 }
 
+/* The idempotency_level (MethodOptions field 34) of the method 'i' of
+ * service 's' as written in its file's description: 1 NO_SIDE_EFFECTS,
+ * 2 IDEMPOTENT, 0 unknown or not given. */
+static int method_idempotency(const pc_ServiceDef *s, uint32_t i) {
+  const pc_FileDesc *fd = s->file ? s->file->desc : NULL;
+  if (fd == NULL) return 0;
+  for (size_t k = 0; k < fd->service_count; k++) {
+    const pc_ServiceDesc *sd = &fd->services[k];
+    if (strcmp(sd->name, s->name) != 0 || i >= sd->method_count) continue;
+    const pc_OptionsDesc *o = &sd->methods[i].options;
+    const uint8_t *p = o->data, *end = o->data + o->size;
+    int level = 0;
+    while (p != NULL && p < end) {
+      uint32_t field;
+      pc_WireType wt;
+      pc_WireStatus st;
+      const uint8_t *at;
+      p = pc_Wire_ReadTag(p, end, &field, &wt, &st);
+      if (p == NULL) break;
+      if (field == 34 && wt == kPc_Wire_Varint) {
+        uint64_t v;
+        p = pc_Wire_ReadVarint(p, end, &v, &st);
+        if (p != NULL) level = v <= 2 ? (int)v : 0;
+      } else {
+        p = pc_Wire_SkipField(p, end, field, wt, 64, &st, &at);
+      }
+    }
+    return level;
+  }
+  return 0;
+}
+
 /* -- info | nil = core.service_info(pool, full_name)
  * {name=, full_name=, methods={{name=, full_name=, path="/pkg.Svc/M",
- *  input=Type, output=Type, client_streaming=bool, server_streaming=bool},
- *  ...}} with methods also indexed by name. */
+ *  input=Type, output=Type, client_streaming=bool, server_streaming=bool,
+ *  idempotency_level = "NO_SIDE_EFFECTS" | "IDEMPOTENT" | nil (the
+ *  method option; nil when unknown)}, ...}} with methods also indexed by
+ *  name. */
 static int lpc_service_info(lua_State *L) {
   pc_Pool *pool = lpc_check_pool(L, 1);
   const char *name = luaL_checkstring(L, 2);
@@ -138,6 +173,11 @@ static int lpc_service_info(lua_State *L) {
     lua_setfield(L, -2, "client_streaming");
     lua_pushboolean(L, m->server_streaming);
     lua_setfield(L, -2, "server_streaming");
+    int level = method_idempotency(s, i);
+    if (level) {
+      lua_pushstring(L, level == 1 ? "NO_SIDE_EFFECTS" : "IDEMPOTENT");
+      lua_setfield(L, -2, "idempotency_level");
+    }
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, m->name);
     lua_rawseti(L, -2, (lua_Integer)i + 1);

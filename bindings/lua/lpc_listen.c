@@ -61,7 +61,11 @@ static double opt_number(lua_State *L, const char *k) {
  *                         control_burst=, control_rate=, incomplete_budget=,
  *                         stall_timeout= (seconds),
  *                         unix_path=, unix_abstract = boolean,
- *                         unix_mode = integer (permission bits)}
+ *                         unix_mode = integer (permission bits),
+ *                         cors = {origins = "o1\no2\n" (each line an
+ *                           origin, "*" any), headers = "a, b" | nil,
+ *                           expose = "a, b" | nil, max_age = seconds,
+ *                           credentials = boolean} | nil}
  * Binds and listens (listener.h; 0 or nil: the defaults there). Raises
  * with the reason when it cannot. */
 static int lpc_grpc_listen(lua_State *L) {
@@ -96,6 +100,21 @@ static int lpc_grpc_listen(lua_State *L) {
   o.engine.control_rate = (uint32_t)lpc_opt_size(L, 1, "control_rate", 0x7fffffff);
   o.engine.incomplete_budget = (size_t)lpc_opt_size(L, 1, "incomplete_budget", 0x7fffffff);
   o.engine.stall_timeout = opt_number(L, "stall_timeout");
+  pc_WebCors cors;
+  memset(&cors, 0, sizeof cors);
+  lua_getfield(L, 1, "cors"); /* stays on the stack: its strings live until New copied them */
+  if (!lua_isnil(L, -1)) {
+    luaL_checktype(L, -1, LUA_TTABLE);
+    int t = lua_gettop(L);
+    cors.origins = lpc_opt_string(L, t, "origins");
+    cors.headers = lpc_opt_string(L, t, "headers");
+    cors.expose = lpc_opt_string(L, t, "expose");
+    cors.max_age = (unsigned)lpc_opt_size(L, t, "max_age", 0x7fffffff);
+    lua_getfield(L, t, "credentials");
+    cors.credentials = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    o.engine.cors = &cors;
+  }
   ListenerBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->l = NULL;
   luaL_setmetatable(L, LISTENER_MT);
@@ -204,6 +223,19 @@ static int lpc_scall_next(lua_State *L) {
 static int lpc_scall_protocol(lua_State *L) {
   lua_pushstring(L, pc_WebProtocol_Name(pc_GrpcServerCall_Protocol(check_call(L))));
   return 1;
+}
+
+/* -- call:http_method() -> "POST", or "GET" for a Connect GET */
+static int lpc_scall_http_method(lua_State *L) {
+  lua_pushstring(L, pc_GrpcServerCall_HttpMethod(check_call(L)));
+  return 1;
+}
+
+/* -- call:not_allowed(): answers HTTP 405 "Allow: POST" (a Connect GET
+ * of a method with side effects, as connect-go answers) */
+static int lpc_scall_not_allowed(lua_State *L) {
+  pc_GrpcServerCall_NotAllowed(check_call(L), "POST");
+  return 0;
 }
 
 /* -- call:http_version() -> 2, or 1 over HTTP/1.x */
@@ -340,6 +372,8 @@ void lpc_open_listen(lua_State *L) {
                                   {"protocol", lpc_scall_protocol},
                                   {"codec", lpc_scall_codec},
                                   {"http_version", lpc_scall_http_version},
+                                  {"http_method", lpc_scall_http_method},
+                                  {"not_allowed", lpc_scall_not_allowed},
                                   {"cancelled", lpc_scall_cancelled},
                                   {"add_metadata", lpc_scall_add_metadata},
                                   {"set_pushback", lpc_scall_set_pushback},

@@ -154,7 +154,8 @@ static int lpc_grpcchannel_gc(lua_State *L) {
  *  when positive), protocol = "grpc" | "grpc-web" | "connect" |
  *  "connect-stream" | nil (the protocol of the call; Connect's unary form
  *  for unary methods), json = boolean (gRPC-Web and Connect: the messages
- *  are JSON)}. Raises on metadata entries that are not string pairs
+ *  are JSON), get = boolean (Connect unary: sent as Connect's GET, the
+ *  request message in the query)}. Raises on metadata entries that are not string pairs
  * or an invalid path or metadata (pc_GrpcChannel_Start's error). */
 static int lpc_grpcchannel_start(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
@@ -183,6 +184,8 @@ static int lpc_grpcchannel_start(lua_State *L) {
                                                       : kPc_WebProtocol_Grpc;
   lua_getfield(L, 3, "json");
   s.json = lua_toboolean(L, -1);
+  lua_getfield(L, 3, "get");
+  s.get = lua_toboolean(L, -1);
   lua_settop(L, 3);
   pc_GrpcPair *pairs = NULL;
   if (lua_getfield(L, 3, "metadata") == LUA_TTABLE) { /* at 4 */

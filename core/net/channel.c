@@ -79,9 +79,9 @@ struct pc_GrpcCall {
   int gzip;
   /* sent as grpc-previous-rpc-attempts when positive */
   unsigned previous_attempts;
-  int protocol, json; /* pc_GrpcCallSettings' */
-  double deadline;    /* monotonic seconds; < 0: none */
-  char *replay;       /* request messages as [4-byte length][bytes], while replayable */
+  int protocol, json, get; /* pc_GrpcCallSettings' */
+  double deadline;         /* monotonic seconds; < 0: none */
+  char *replay;            /* request messages as [4-byte length][bytes], while replayable */
   size_t replay_len, replay_cap;
   int replayable;
   int send_closed;
@@ -522,6 +522,7 @@ static int open_stream(pc_GrpcCall *c) {
   s.previous_attempts = c->previous_attempts;
   s.protocol = c->protocol;
   s.json = c->json;
+  s.get = c->get;
   pc_Error err;
   pc_Error_Init(&err);
   int wait = 0;
@@ -617,6 +618,7 @@ pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
   c->previous_attempts = s->previous_attempts;
   c->protocol = s->protocol;
   c->json = s->json;
+  c->get = s->get;
   c->replayable = 1;
   c->deadline = s->timeout >= 0 ? pc_Clock_Monotonic() + s->timeout : -1;
   if (c->deadline >= 0 && (ch->due < 0 || c->deadline < ch->due)) ch->due = c->deadline;

@@ -47,6 +47,7 @@ struct pc_GrpcStream {
   int web_end;          /* gRPC-Web's trailers or Connect's end-of-stream message was read */
   int web_status;       /* ...and 'status' came from it (Connect) */
   int held;             /* the request waits for the peer's SETTINGS (not submitted) */
+  int get;              /* a Connect GET: submitted by the first Send, its message the query */
   nghttp2_nv *req;      /* ...its header fields, copied into 'arena' */
   size_t req_count;     /* ...how many */
 };
@@ -98,7 +99,9 @@ static void set_message(pc_GrpcStream *s, const char *msg, size_t len) {
 static void end_stream(pc_GrpcStream *s) {
   if (s->ended) return;
   s->ended = 1;
-  if (s->held) { /* never submitted: nghttp2 has no such stream */
+  if (s->held || (s->get && s->id == 0 && !s->closed)) {
+    /* never submitted (held for SETTINGS, or a Connect GET that ended before
+     * its message): nghttp2 has no such stream */
     s->held = 0;
     s->closed = 1;
     if (s->e) s->e->open--;
@@ -843,14 +846,24 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
   size_t n = 0, max = 11 + set->metadata_count;
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   if (h == NULL) return 0;
-  h[n++] = PC_GRPC_NV(":method", "POST");
+  int get = s->get;
+  h[n++] = get ? PC_GRPC_NV(":method", "GET") : PC_GRPC_NV(":method", "POST");
   h[n++] = PC_GRPC_NV(":scheme", e->tls ? "https" : "http");
   h[n++] = PC_GRPC_NV(":path", path);
   h[n++] = PC_GRPC_NV(":authority", e->authority);
   h[n++] = PC_GRPC_NV("user-agent", e->user_agent);
   int connect =
       s->proto == kPc_WebProtocol_ConnectUnary || s->proto == kPc_WebProtocol_ConnectStream;
-  if (connect) {
+  if (get) {
+    /* the codec and version go in the query (get_path) */
+    h[n++] = PC_GRPC_NV("accept-encoding", "gzip");
+    if (set->timeout >= 0) {
+      char *t = pc_Arena_Malloc(s->arena, 16);
+      if (t == NULL) return 0;
+      pc_Connect_FormatTimeout(set->timeout, t);
+      h[n++] = PC_GRPC_NV("connect-timeout-ms", t);
+    }
+  } else if (connect) {
     int unary = s->proto == kPc_WebProtocol_ConnectUnary;
     h[n++] = PC_GRPC_NV("content-type", unary ? (s->json ? "application/json" : "application/proto")
                                               : (s->json ? "application/connect+json"
@@ -952,7 +965,7 @@ static void refuse(pc_GrpcStream *s, const char *why) {
  * stream id left). */
 static int submit(pc_GrpcStream *s, const nghttp2_nv *h, size_t n) {
   nghttp2_data_provider prd = pc_GrpcSession_Body();
-  int32_t id = nghttp2_submit_request(s->e->h2.session, NULL, h, n, &prd, s);
+  int32_t id = nghttp2_submit_request(s->e->h2.session, NULL, h, n, s->get ? NULL : &prd, s);
   if (id < 0) return 0;
   s->id = id;
   return 1;
@@ -998,6 +1011,7 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
                  ? (pc_WebProtocol)settings->protocol
                  : kPc_WebProtocol_Grpc;
   s->json = s->proto != kPc_WebProtocol_Grpc && settings->json;
+  s->get = s->proto == kPc_WebProtocol_ConnectUnary && settings->get;
   s->status.message = "";
   s->status.details = "";
   s->arena = pc_Arena_New(s->m.alloc, s->m.ud);
@@ -1006,7 +1020,10 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
   char why[PC_ERROR_MAX];
   int fit = 1, ok = s->arena != NULL && request_fields(s, path, settings, &h, &n);
   if (ok) {
-    if (!e->settings_in && pc_Grpc_NvListSize(h, n) > EARLY_HEADER_LIST)
+    if (s->get) {
+      ok = hold(s, h, n); /* until its message: pc_GrpcStream_Send */
+      s->held = 0;
+    } else if (!e->settings_in && pc_Grpc_NvListSize(h, n) > EARLY_HEADER_LIST)
       ok = hold(s, h, n);
     else if ((fit = fits(e, h, n, why, sizeof why)))
       ok = submit(s, h, n);
@@ -1039,8 +1056,75 @@ static void resume(pc_GrpcStream *s) {
   pc_GrpcOutbox_Resume(&s->out, live(s), s->id);
 }
 
+/* The :path of a Connect GET: 'path' (the request's, in s->req) and the
+ * query carrying 'msg' ('len' bytes): base64url for protobuf, percent-
+ * encoded JSON. NULL when the arena fails. */
+static const char *get_path(pc_GrpcStream *s, const char *path, size_t pn, const void *msg,
+                            size_t len) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t room = pn + 64 + (s->json ? len * 3 : (len + 2) / 3 * 4) + 1;
+  char *p = pc_Arena_Malloc(s->arena, room);
+  if (p == NULL) return NULL;
+  int w = snprintf(p, room, "%.*s?connect=v1&encoding=%s%s&message=", (int)pn, path,
+                   s->json ? "json" : "proto", s->json ? "" : "&base64=1");
+  char *o = p + w;
+  const unsigned char *m = msg;
+  if (s->json) {
+    for (size_t i = 0; i < len; i++) {
+      unsigned char c = m[i];
+      if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '_' || c == '.' || c == '~') {
+        *o++ = (char)c;
+      } else {
+        *o++ = '%';
+        *o++ = hex[c >> 4];
+        *o++ = hex[c & 15];
+      }
+    }
+  } else {
+    size_t k = pc_Web_Base64Encode(m, len, o);
+    while (k > 0 && o[k - 1] == '=') k--; /* base64url, unpadded */
+    for (size_t i = 0; i < k; i++) {
+      if (o[i] == '+')
+        o[i] = '-';
+      else if (o[i] == '/')
+        o[i] = '_';
+    }
+    o += k;
+  }
+  *o = 0;
+  return p;
+}
+
+/* The first message of a Connect GET: the request goes out, its query
+ * holding the message; later ones are dropped (a unary call has one). */
+static int send_get(pc_GrpcStream *s, const void *msg, size_t len) {
+  if (s->id != 0) return 1;
+  nghttp2_nv *h = s->req;
+  const char *path = get_path(s, (const char *)h[2].value, h[2].valuelen, msg, len);
+  if (path == NULL) {
+    fail(s, kPc_Code_ResourceExhausted, 1, "out of memory writing a Connect GET");
+    return 0;
+  }
+  h[2] = pc_Grpc_Nv(":path", 5, path, strlen(path));
+  char why[PC_ERROR_MAX];
+  if (!fits(s->e, h, s->req_count, why, sizeof why)) {
+    s->e->open--;
+    refuse(s, why);
+    return 0;
+  }
+  if (!submit(s, h, s->req_count)) {
+    s->e->open--;
+    s->closed = 1;
+    fail(s, kPc_Code_ResourceExhausted, 1, "cannot start a call: out of memory");
+    return 0;
+  }
+  return 1;
+}
+
 int pc_GrpcStream_Send(pc_GrpcStream *s, const void *msg, size_t len) {
   if (s->ended || s->send_closed || s->e == NULL) return 0;
+  if (s->get) return send_get(s, msg, len);
   size_t before = s->out.pos > 0 && s->out.pos == s->out.buf.len ? 0 : s->out.buf.len;
   if (!pc_GrpcOutbox_Frame(&s->out, &s->m, msg, len, s->gzip)) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory framing a request message");

@@ -340,7 +340,7 @@ static pc_GrpcEngine *client(size_t max_receive, size_t max_header_list, uint32_
   return pc_GrpcEngine_New(&o, alloc, NULL, &err);
 }
 
-static pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, 0, 0};
+static pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, 0, 0, 0};
 
 /* Opens 'path', sends 'msg' (NULL: nothing), closes, shuttles. */
 static pc_GrpcStream *call(pc_GrpcEngine *e, const char *path, const char *msg,
@@ -398,7 +398,7 @@ static pc_GrpcCallSettings big_metadata(size_t n) {
   p.key_len = 5;
   p.value = v;
   p.value_len = n;
-  pc_GrpcCallSettings set = {-1, &p, 1, 0, 0, 0, 0};
+  pc_GrpcCallSettings set = {-1, &p, 1, 0, 0, 0, 0, 0};
   return set;
 }
 
@@ -482,7 +482,7 @@ static void envelope(unsigned char *out, size_t *at, int flag, const char *msg) 
 
 /* The settings of a call over 'protocol' (pc_WebProtocol). */
 static pc_GrpcCallSettings over(int protocol) {
-  pc_GrpcCallSettings set = {-1, NULL, 0, 0, 0, protocol, 0};
+  pc_GrpcCallSettings set = {-1, NULL, 0, 0, 0, protocol, 0, 0};
   return set;
 }
 
@@ -738,7 +738,7 @@ int main(void) {
   pc_GrpcStream_Free(s);
 
   /* gzip both ways */
-  pc_GrpcCallSettings gz = {5.0, NULL, 0, 1, 0, 0, 0};
+  pc_GrpcCallSettings gz = {5.0, NULL, 0, 1, 0, 0, 0, 0};
   s = must(call(e, "/t.T/Echo", "squeeze", &gz), "call");
   CHECK(srv.gzip_flag == 1 && strcmp(srv.encoding, "gzip") == 0);
   CHECK(pc_GrpcStream_Status(s) != NULL);
@@ -1011,7 +1011,7 @@ int main(void) {
   CHECK(pc_GrpcEngine_Open(e, "no-slash", &plain, NULL, &err) == NULL);
   CHECK(strcmp(err.msg, "method path 'no-slash': expected /package.Service/Method") == 0);
   pc_GrpcPair bad = {"Bad", 3, "v", 1};
-  pc_GrpcCallSettings badmd = {-1, &bad, 1, 0, 0, 0, 0};
+  pc_GrpcCallSettings badmd = {-1, &bad, 1, 0, 0, 0, 0, 0};
   CHECK(pc_GrpcEngine_Open(e, "/a.B/C", &badmd, NULL, &err) == NULL);
   pc_GrpcEngine_Free(e);
 

@@ -40,6 +40,11 @@ typedef struct {
    * gRPC, gRPC-Web (binary) or Connect (unary or streaming). */
   int protocol;
   int json; /* gRPC-Web and Connect: the messages are JSON (+json, application/json) */
+  /* Connect unary only: send the call as Connect's GET (web_http.h; for a
+   * method with no side effects): the request goes, with the first message
+   * pc_GrpcStream_Send gives, as the query of "GET path?connect=v1&..."
+   * (proto in base64url, JSON percent-encoded, never compressed). */
+  int get;
 } pc_GrpcCallSettings;
 
 /* The end of a call. 'message' is percent-decoded grpc-message (or a

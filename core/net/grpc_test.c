@@ -65,7 +65,7 @@ static int refused_call(pc_Alloc *alloc, int *unavailable) {
   pc_GrpcChannel *ch = closed_port(alloc, &err);
   if (ch == NULL) return 0;
   pc_GrpcPair md[2] = {{"x-a", 3, "b", 1}, {"x-b-bin", 7, "\0\1", 2}};
-  pc_GrpcCallSettings s = {5.0, md, 2, 1, 0, 0, 0};
+  pc_GrpcCallSettings s = {5.0, md, 2, 1, 0, 0, 0, 0};
   pc_GrpcCall *call = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
   if (call == NULL) {
     pc_GrpcChannel_Free(ch);
@@ -89,7 +89,7 @@ static int closed_call(int *ended) {
   pc_Error err;
   pc_GrpcChannel *ch = closed_port(NULL, &err);
   if (ch == NULL) return 0;
-  pc_GrpcCallSettings s = {5.0, NULL, 0, 0, 0, 0, 0};
+  pc_GrpcCallSettings s = {5.0, NULL, 0, 0, 0, 0, 0, 0};
   pc_GrpcCall *call = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
   if (call == NULL) {
     pc_GrpcChannel_Free(ch);

@@ -178,8 +178,9 @@ static void end_response(pc_Http1ServerConn *c) {
   if (c->resp_ended) return;
   c->resp_ended = 1;
   if (!c->head_written) {
-    if (!response_head(c, kPc_Http1Body_Length, c->held.len) ||
-        !append(c, &c->out, c->held.p, c->held.len))
+    /* a 204 (a CORS preflight's answer) carries no body and no length */
+    pc_Http1Body framing = c->status == 204 ? kPc_Http1Body_None : kPc_Http1Body_Length;
+    if (!response_head(c, framing, c->held.len) || !append(c, &c->out, c->held.p, c->held.len))
       fail(c, "cannot write a response");
   } else if (c->chunked) {
     int ok;

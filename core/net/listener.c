@@ -71,6 +71,9 @@ struct pc_GrpcListener {
   ino_t unix_ino;
   pc_GrpcWakeList wake; /* the calls' (wake.h); every engine lists into it */
   uint64_t jitter;      /* splitmix64 state of the connections' age draws */
+  pc_WebCors cors;      /* a copy of the options' CORS, its strings in cors_text */
+  char *cors_text;
+  size_t cors_size;
 };
 
 /* When a connection accepted at 'now' reaches its maximum age: within
@@ -81,6 +84,27 @@ static double aged_at(pc_GrpcListener *l, double now) {
   l->jitter += 0x9e3779b97f4a7c15u;
   double u = (double)(pc_Hash_Mix64(l->jitter) >> 11) / (double)(UINT64_C(1) << 53); /* [0, 1) */
   return now + age * (0.9 + 0.2 * u);
+}
+
+/* Copies the options' CORS (the engines keep a pointer to it) into the
+ * listener's own memory; 0 when memory runs out. */
+static int copy_cors(pc_GrpcListener *l, const pc_WebCors *from) {
+  const char *parts[3] = {from->origins ? from->origins : "", from->headers, from->expose};
+  size_t len[3], total = 0;
+  for (int i = 0; i < 3; i++) total += (len[i] = parts[i] ? strlen(parts[i]) : 0) + 1;
+  l->cors_text = l->alloc(l->ud, NULL, 0, total);
+  if (l->cors_text == NULL) return 0;
+  l->cors_size = total;
+  l->cors = *from;
+  const char **to[3] = {&l->cors.origins, &l->cors.headers, &l->cors.expose};
+  char *p = l->cors_text;
+  for (int i = 0; i < 3; i++) {
+    memcpy(p, parts[i] ? parts[i] : "", len[i] + 1);
+    *to[i] = parts[i] ? p : NULL;
+    p += len[i] + 1;
+  }
+  l->o.engine.cors = &l->cors;
+  return 1;
 }
 
 static void conn_free(pc_GrpcListener *l, SConn *c) {
@@ -266,6 +290,13 @@ pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *o, pc_Alloc *
   pc_GrpcWakeList_Init(&l->wake, alloc, ud);
   l->o = *o;
   l->o.engine.wake = &l->wake;
+  l->o.engine.cors = NULL;
+  if (o->engine.cors && !copy_cors(l, o->engine.cors)) {
+    pc_Error_Set(err, "out of memory");
+    pc_GrpcWakeList_Free(&l->wake);
+    l->alloc(l->ud, l, sizeof *l, 0);
+    return NULL;
+  }
   l->o.host = l->o.port = l->o.cert_file = l->o.key_file = l->o.client_ca_file = NULL;
   l->o.unix_path = NULL;
   if (l->o.max_connections == 0) l->o.max_connections = DEFAULT_MAX_CONNS;
@@ -371,6 +402,7 @@ void pc_GrpcListener_Free(pc_GrpcListener *l) {
   remove_file(l);
   pc_NetTlsServer_Free(l->tls);
   pc_GrpcWakeList_Free(&l->wake);
+  if (l->cors_text) l->alloc(l->ud, l->cors_text, l->cors_size, 0);
   l->alloc(l->ud, l, sizeof *l, 0);
 }
 

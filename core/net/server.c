@@ -9,6 +9,7 @@
 #include "net/server.h"
 #include "net/session_internal.h"
 #include "net/web.h"
+#include "net/web_http.h"
 
 #include <nghttp2/nghttp2.h>
 
@@ -37,6 +38,8 @@ struct pc_GrpcServerCall {
   int accepts_gzip_http;    /* accept-encoding lists gzip (Connect unary) */
   int accepts_gzip_connect; /* connect-accept-encoding lists gzip (Connect streaming) */
   pc_WebProtocol proto;     /* from the content-type (web.h) */
+  const char *origin;       /* Origin (CORS, web_http.h) */
+  int preflight;            /* Access-Control-Request-Method came: a CORS preflight */
   pc_WebCodec codec;
   int http1;        /* carried over HTTP/1.x (http1_server.h) */
   int eager;        /* a body decoded on arrival (gRPC-Web-Text, Connect unary): its
@@ -84,7 +87,8 @@ struct pc_GrpcServerConn {
   size_t reserved; /* of it, held by calls (pc_GrpcServerCall.res) */
   int room;        /* 'reserved' went down: calls waiting may take it (wake) */
   double stall_timeout;
-  pc_GrpcWakeList *wake; /* the driver's, or NULL */
+  pc_GrpcWakeList *wake;  /* the driver's, or NULL */
+  const pc_WebCors *cors; /* the options', or NULL: no CORS */
   Bucket resets, controls;
   double now;
   int goaway;
@@ -275,6 +279,51 @@ static const char *response_type(const pc_GrpcServerCall *s) {
   }
 }
 
+/* Adds the CORS headers of a response to a request whose origin the
+ * options allow (web_http.h); none otherwise. 'h' has room for 6 more. */
+static void push_cors(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
+  const pc_WebCors *cors = s->c ? s->c->cors : NULL;
+  if (cors == NULL || s->origin == NULL) return;
+  const char *allow = pc_WebCors_AllowOrigin(cors, s->origin, strlen(s->origin));
+  if (allow == NULL) return;
+  h[(*n)++] = PC_GRPC_NV("access-control-allow-origin", allow);
+  h[(*n)++] = PC_GRPC_NV("vary", "Origin");
+  if (cors->credentials) h[(*n)++] = PC_GRPC_NV("access-control-allow-credentials", "true");
+  if (s->preflight) return;
+  const char *more = cors->expose;
+  char *v = more ? pc_Arena_Malloc(s->arena, sizeof PC_WEB_CORS_EXPOSE + 2 + strlen(more)) : NULL;
+  if (v)
+    snprintf(v, sizeof PC_WEB_CORS_EXPOSE + 2 + strlen(more), "%s, %s", PC_WEB_CORS_EXPOSE, more);
+  h[(*n)++] = PC_GRPC_NV("access-control-expose-headers", v ? v : PC_WEB_CORS_EXPOSE);
+}
+
+/* Answers a CORS preflight (OPTIONS with Access-Control-Request-Method)
+ * when the listener has CORS: 204 with the methods and headers the
+ * protocols need for an allowed origin, a bare 204 for another. */
+static void answer_preflight(pc_GrpcServerCall *s) {
+  const pc_WebCors *cors = s->c->cors;
+  nghttp2_nv h[12];
+  size_t n = 0;
+  h[n++] = PC_GRPC_NV(":status", "204");
+  size_t bare = n;
+  push_cors(s, h, &n);
+  char age[16], *hv = NULL;
+  if (n > bare) {
+    snprintf(age, sizeof age, "%u", cors->max_age ? cors->max_age : PC_WEB_CORS_DEFAULT_MAX_AGE);
+    h[n++] = PC_GRPC_NV("access-control-allow-methods", PC_WEB_CORS_METHODS);
+    if (cors->headers) {
+      size_t len = sizeof PC_WEB_CORS_HEADERS + 2 + strlen(cors->headers);
+      hv = pc_Arena_Malloc(s->arena, len);
+      if (hv) snprintf(hv, len, "%s, %s", PC_WEB_CORS_HEADERS, cors->headers);
+    }
+    h[n++] = PC_GRPC_NV("access-control-allow-headers", hv ? hv : PC_WEB_CORS_HEADERS);
+    h[n++] = PC_GRPC_NV("access-control-max-age", age);
+  }
+  s->finished = s->cancelled = 1;
+  s->submitted = 1;
+  nghttp2_submit_response(s->c->h2.session, s->id, h, n, NULL);
+}
+
 /* Appends the 'n' bytes at 'p' to the response body: in base64 for
  * gRPC-Web-Text (each piece padded, as PROTOCOL-WEB.md allows). Returns 0
  * when memory runs out. */
@@ -324,7 +373,7 @@ static int put_end(pc_GrpcServerCall *s) {
  * over the limit goes without the metadata as resource_exhausted.
  * Returns 0 when memory runs out or nghttp2 refuses. */
 static int submit_unary(pc_GrpcServerCall *s) {
-  size_t max = 8 + s->out_md[0].count + s->out_md[1].count;
+  size_t max = 14 + s->out_md[0].count + s->out_md[1].count;
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   char *code = pc_Arena_Malloc(s->arena, 8);
   if (h == NULL || code == NULL) return 0;
@@ -335,6 +384,7 @@ static int submit_unary(pc_GrpcServerCall *s) {
   h[n++] = PC_GRPC_NV("content-type", ok ? response_type(s) : "application/json");
   h[n++] = PC_GRPC_NV("accept-encoding", "gzip");
   if (ok && s->gzip_out) h[n++] = PC_GRPC_NV("content-encoding", "gzip");
+  push_cors(s, h, &n);
   size_t fixed = n;
   if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
   size_t t0 = n;
@@ -381,7 +431,7 @@ static int submit_unary(pc_GrpcServerCall *s) {
  * block's) and '*limit'. */
 static int submit_headers(pc_GrpcServerCall *s, int trailers_only, size_t *over, size_t *limit) {
   pc_GrpcServerConn *c = s->c;
-  size_t max = 8 + s->out_md[0].count + (trailers_only ? s->out_md[1].count : 0);
+  size_t max = 14 + s->out_md[0].count + (trailers_only ? s->out_md[1].count : 0);
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
   if (h == NULL) return 0;
   size_t n = 0;
@@ -394,13 +444,18 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only, size_t *over,
     h[n++] = PC_GRPC_NV("grpc-accept-encoding", "identity,gzip");
     if (s->gzip_out) h[n++] = PC_GRPC_NV("grpc-encoding", "gzip");
   }
+  size_t cors_at = n;
+  push_cors(s, h, &n);
+  size_t cors_n = n - cors_at;
   if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
   if (trailers_only && (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n))) return 0;
   *over = block_size(h, n);
   *limit = block_limit(s);
   if (*over > *limit) {
     if (!trailers_only) return -1;
-    n = 2; /* :status, content-type */
+    /* :status, content-type, the CORS headers (so a browser reads the status) */
+    for (size_t i = 0; i < cors_n; i++) h[2 + i] = h[cors_at + i];
+    n = 2 + cors_n;
     if (!cut_status(s, "trailers", *over, *limit, h, &n)) return 0;
   }
   s->submitted = 1;
@@ -590,6 +645,9 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
     return 0;
   }
   if (is(name, namelen, "te")) return 0;
+  if (is(name, namelen, "origin") && !keep(s, &s->origin, v, valuelen))
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (is(name, namelen, "access-control-request-method")) s->preflight = 1;
   /* Connect's headers: metadata too (as for gRPC before), dropped from it
    * once the call is known to be Connect (web_request) */
   int ok = 1;
@@ -664,15 +722,60 @@ static int web_request(pc_GrpcServerCall *s) {
   return 1;
 }
 
+/* A Connect GET (web_http.h): the query gives the codec and the
+ * compression (as a POST's headers would), the path loses it; the
+ * message waits in s->message for get_message. A bad query fails the
+ * call invalid_argument (resource_exhausted past the receive limit).
+ * Returns 0 when the call failed. */
+static int connect_get(pc_GrpcServerCall *s) {
+  char *q = strchr((char *)s->path, '?'); /* the arena's copy */
+  if (q) *q++ = 0;
+  pc_ConnectGet g;
+  pc_Error err;
+  pc_Error_Init(&err);
+  int big;
+  if (!pc_Connect_ParseGet(s->arena, q ? q : "", q ? strlen(q) : 0, s->c->max_receive, &g, &big,
+                           &err)) {
+    fail(s, big ? kPc_Code_ResourceExhausted : kPc_Code_InvalidArgument, "Connect GET: %s",
+         err.msg);
+    return 0;
+  }
+  s->codec = g.codec;
+  s->content_encoding = g.compression;
+  s->message = g.message; /* the request, until get_message */
+  s->message_len = g.message_len;
+  return 1;
+}
+
+/* The message of a Connect GET into the request body, after the prefix
+ * web_request wrote (its length goes in at the end of the stream,
+ * unary_end, which a GET's HEADERS carry). Returns 0 when the call
+ * failed. */
+static int get_message(pc_GrpcServerCall *s) {
+  size_t n = s->message_len;
+  int ok = n == 0 || pc_GrpcInbox_Append(&s->in, &s->m, (const uint8_t *)s->message, n);
+  s->in.unconsumed -= n; /* not flow-controlled: it came in the headers */
+  s->message = NULL;
+  s->message_len = 0;
+  if (!ok) fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
+  return ok;
+}
+
 /* A request whose headers are complete: refused here (415, a malformed
  * grpc-timeout, an unknown grpc-encoding) or queued for the driver. */
 static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   const char *ct = s->content_type;
   size_t ctn = ct ? strlen(ct) : 0;
-  s->proto = pc_Web_Classify(s->method, ct, ctn, &s->codec);
+  int get = s->method != NULL && strcmp(s->method, "GET") == 0;
+  if (c->cors && s->preflight && s->method && strcmp(s->method, "OPTIONS") == 0) {
+    answer_preflight(s);
+    return;
+  }
+  s->preflight = 0;
+  s->proto = get ? kPc_WebProtocol_ConnectUnary : pc_Web_Classify(s->method, ct, ctn, &s->codec);
   if (s->proto == kPc_WebProtocol_None) {
     /* connect-go lists what it takes in Accept-Post */
-    nghttp2_nv h[4] = {
+    nghttp2_nv h[10] = {
         PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
         PC_GRPC_NV("grpc-message", "content-type must be gRPC's, gRPC-Web's or Connect's"),
         PC_GRPC_NV("accept-post",
@@ -682,13 +785,17 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
                    "application/grpc-web-text, application/grpc-web-text+proto, "
                    "application/grpc-web-text+json, application/connect+proto, "
                    "application/connect+json, application/proto, application/json")};
+    size_t n = 4;
+    push_cors(s, h, &n);
     s->finished = s->cancelled = 1;
     s->submitted = 1;
-    nghttp2_submit_response(c->h2.session, s->id, h, 4, NULL);
+    nghttp2_submit_response(c->h2.session, s->id, h, n, NULL);
     return;
   }
   if (s->path == NULL) s->path = "";
+  if (get && !connect_get(s)) return;
   if (s->proto != kPc_WebProtocol_Grpc && !web_request(s)) return;
+  if (get && !get_message(s)) return;
   if (s->bad_timeout) {
     /* PROTOCOL-HTTP2.md: 1 to 8 digits and a unit; grpc-core answers a
      * value it cannot parse INTERNAL ("Error parsing 'grpc-timeout'
@@ -1105,6 +1212,7 @@ pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc
   if (c->budget < c->max_receive + 5) c->budget = c->max_receive + 5;
   c->stall_timeout = o->stall_timeout ? o->stall_timeout : PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
   c->wake = o->wake;
+  c->cors = o->cors;
   c->due = -1;
   pc_GrpcSessionSettings set = {.max_streams = c->max_streams,
                                 .stream_window = o->stream_window,
@@ -1299,6 +1407,24 @@ pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s) {
 
 void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s) {
   s->http1 = 1;
+}
+
+const char *pc_GrpcServerCall_HttpMethod(const pc_GrpcServerCall *s) {
+  return s->method ? s->method : "POST";
+}
+
+void pc_GrpcServerCall_NotAllowed(pc_GrpcServerCall *s, const char *allow) {
+  if (s->finished || s->submitted || s->c == NULL || s->closed) return;
+  nghttp2_nv h[8];
+  size_t n = 0;
+  h[n++] = PC_GRPC_NV(":status", "405");
+  h[n++] = PC_GRPC_NV("allow", allow);
+  push_cors(s, h, &n);
+  s->finished = s->cancelled = s->ended = 1;
+  s->submitted = 1;
+  pc_GrpcInbox_Clear(&s->in);
+  if (nghttp2_submit_response(s->c->h2.session, s->id, h, n, NULL) != 0)
+    nghttp2_submit_rst_stream(s->c->h2.session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 }
 
 int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s) {

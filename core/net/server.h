@@ -48,6 +48,7 @@
 #include "net/grpc.h"
 #include "net/wake.h"
 #include "net/web.h"
+#include "net/web_http.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -82,6 +83,13 @@ typedef struct {
                           * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
                           * < 0: none */
   pc_GrpcWakeList *wake; /* where calls with a wake token are listed; NULL: none */
+  /* CORS (web_http.h; NULL: none, OPTIONS is answered 415 as any request
+   * that is not the protocols'): a preflight (OPTIONS with
+   * Access-Control-Request-Method) is answered 204 with the methods and
+   * headers gRPC-Web and Connect need; a response to an allowed Origin
+   * carries Access-Control-Allow-Origin and the exposed headers. Kept by
+   * pointer: it must outlive the engine. */
+  const pc_WebCors *cors;
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL
@@ -172,6 +180,17 @@ pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s);
  * pc_GrpcServerCall_SetHttp1). A driver refuses the shapes HTTP/1.1
  * cannot carry (bidirectional streams) by it. */
 int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s);
+
+/* The request's HTTP method ("POST"; "GET" for a Connect GET, whose query
+ * the engine read into the request message: web_http.h). A driver
+ * refuses a GET of a method with side effects by
+ * pc_GrpcServerCall_NotAllowed, as connect-go does. */
+const char *pc_GrpcServerCall_HttpMethod(const pc_GrpcServerCall *s);
+
+/* Answers the call HTTP 405 with "Allow: " 'allow' (a static string, e.g.
+ * "POST") and no body, instead of running it; the call is then over
+ * (Done once the answer is out). */
+void pc_GrpcServerCall_NotAllowed(pc_GrpcServerCall *s, const char *allow);
 void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s);
 
 /* Frees the buffer holding the last message pc_GrpcServerCall_Next

@@ -46,10 +46,12 @@ function M.compression_problem(c)
   return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
 end
 
--- The keys of a call's settings (`tried`: a balancer's, transport/balancer.lua).
+-- The keys of a call's settings (`tried`: a balancer's, transport/balancer.lua;
+-- `no_side_effects`: the method's idempotency_level is NO_SIDE_EFFECTS, which a
+-- Connect transport made with `get = true` sends as Connect's GET).
 local SETTINGS = {
   timeout = true, metadata = true, compression = true, with_metadata = true, previous_attempts = true,
-  tried = true,
+  tried = true, no_side_effects = true,
 }
 
 -- Raises "bad argument #1 to `name`" for a method path the channel
@@ -72,7 +74,8 @@ end
 -- keys), compression = "gzip" | "identity" | false (none) | nil (the
 -- transport's, `compression`), with_metadata = boolean,
 -- previous_attempts = n (sent as grpc-previous-rpc-attempts when positive:
--- a retry or hedge of gRFC A6) or nil} and no other keys. The timeout and
+-- a retry or hedge of gRFC A6) or nil, no_side_effects = boolean or nil
+-- (the method is marked NO_SIDE_EFFECTS)} and no other keys. The timeout and
 -- compression follow the client's rules (core.check_timeout,
 -- compression_problem), but a timeout <= 0 is allowed (the call fails at
 -- once). Returns the settings ({} for nil); misuse raises "bad argument

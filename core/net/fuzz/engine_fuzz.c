@@ -13,7 +13,8 @@
  * low six are the first chunk's size) pick the calls' protocol: gRPC,
  * gRPC-Web, Connect (the first two calls unary, the third streaming) or
  * Connect streaming for all, so the same replies reach the gRPC-Web and
- * Connect readers (end messages, error JSON, trailer- headers). */
+ * Connect readers (end messages, error JSON, trailer- headers). With
+ * Connect, an odd first byte sends the first call as a Connect GET. */
 #include "net/engine.h"
 #include "net/web.h"
 
@@ -53,9 +54,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const int stream[4] = {kPc_WebProtocol_Grpc, kPc_WebProtocol_GrpcWeb,
                                 kPc_WebProtocol_ConnectStream, kPc_WebProtocol_ConnectStream};
   int which = size > 0 ? data[0] >> 6 : 0;
-  pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, unary[which], 0};
-  pc_GrpcCallSettings gz = {1.5, NULL, 0, 1, 2, unary[which], which == 1};
-  pc_GrpcCallSettings open = {-1, NULL, 0, 0, 0, stream[which], 0};
+  /* Connect unary: the first call as a Connect GET when byte 0's low bit is set */
+  int get = which == 2 && size > 0 && (data[0] & 1);
+  pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, unary[which], 0, get};
+  pc_GrpcCallSettings gz = {1.5, NULL, 0, 1, 2, unary[which], which == 1, 0};
+  pc_GrpcCallSettings open = {-1, NULL, 0, 0, 0, stream[which], 0, 0};
   pc_GrpcStream *s[3];
   s[0] = pc_GrpcEngine_Open(e, "/f.F/A", &plain, NULL, &err);
   s[1] = pc_GrpcEngine_Open(e, "/f.F/B", &gz, NULL, &err);

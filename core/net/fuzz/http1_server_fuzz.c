@@ -36,6 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   o.max_fields = 16;
   o.head_timeout = 3;
   o.max_pending = 8192;
+  static const pc_WebCors cors = {.origins = "http://a.example\n", .max_age = 60};
+  o.engine.cors = &cors; /* preflights (204 without a body) and CORS headers too */
   pc_Error err;
   pc_Error_Init(&err);
   pc_Http1ServerConn *c = pc_Http1ServerConn_New(&o, NULL, NULL, &err);

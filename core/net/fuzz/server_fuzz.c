@@ -32,6 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   o.max_concurrent_streams = 4;
   o.reset_burst = 8;
   o.control_burst = 8;
+  static const pc_WebCors cors = {.origins = "http://a.example\n*\n", .credentials = 1};
+  o.cors = &cors; /* preflights and CORS headers too */
   pc_Error err;
   pc_Error_Init(&err);
   pc_GrpcServerConn *c = pc_GrpcServerConn_New(&o, NULL, NULL, &err);

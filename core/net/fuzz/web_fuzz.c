@@ -16,6 +16,7 @@
  * Anything else than a clean run aborts, which is what libFuzzer reports. */
 #include "net/server.h"
 #include "net/web.h"
+#include "net/web_http.h"
 
 #include <nghttp2/nghttp2.h>
 
@@ -132,7 +133,26 @@ static int any_pair(void *ud, const char *k, size_t kn, const char *v, size_t vn
   return 1;
 }
 
+/* web_http.h: the body as a Connect GET query (a message it gives fits
+ * the limit) and as an Origin. */
+static void pure_http(const uint8_t *data, size_t size) {
+  pc_Arena *arena = pc_Arena_New(NULL, NULL);
+  if (arena == NULL) abort();
+  pc_ConnectGet g;
+  pc_Error err;
+  pc_Error_Init(&err);
+  int big = 0;
+  if (pc_Connect_ParseGet(arena, (const char *)data, size, 512, &g, &big, &err) &&
+      (g.message_len > 512 || big))
+    abort();
+  pc_Arena_Free(arena);
+  static const pc_WebCors cors = {.origins = "http://a.example\nhttps://b.example:8443\n"};
+  const char *o = pc_WebCors_AllowOrigin(&cors, (const char *)data, size);
+  if (o != NULL && o != (const char *)data) abort();
+}
+
 static void pure(const uint8_t *data, size_t size) {
+  pure_http(data, size);
   unsigned char *whole = malloc(size / 4 * 3 + 4), *split = malloc(size / 4 * 3 + 4);
   if (whole == NULL || split == NULL) abort();
   pc_WebBase64 a, b;
@@ -196,9 +216,11 @@ static void pure(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   pure(data + 2, size - 2);
+  static const pc_WebCors cors = {.origins = "*\n", .headers = "x-a", .expose = "x-b"};
   pc_GrpcServerOptions o;
   memset(&o, 0, sizeof o);
   o.max_receive = 4096;
+  o.cors = &cors;
   pc_Error err;
   pc_Error_Init(&err);
   pc_GrpcServerConn *c = pc_GrpcServerConn_New(&o, NULL, NULL, &err);

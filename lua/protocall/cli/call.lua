@@ -28,11 +28,11 @@ M.call = {
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
     ["emit-defaults"] = "bool", v = "bool", cert = "string", key = "string",
     servername = "string", insecure = "bool", retry = "string", ["connect-timeout"] = "number",
-    protocol = "string",
+    protocol = "string", get = "bool",
   },
   usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
           "       [-connect-timeout S] [-retry-attempts N | -retry JSON] [-gzip] [-format json|text]\n" ..
-          "       [-protocol grpc|grpcweb|connect]\n" ..
+          "       [-protocol grpc|grpcweb|connect [-get]]\n" ..
           "       [-emit-defaults]\n" ..
           "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
           "       [-v] TARGET pkg.Service/Method",
@@ -54,7 +54,8 @@ M.call = {
           "stderr. -connect-timeout bounds connecting (and the TLS handshake):\n" ..
           "UNAVAILABLE past it. -protocol picks the protocol over HTTP/2 (as buf curl's):\n" ..
           "grpc (the default), grpcweb (gRPC-Web) or connect (the Connect protocol);\n" ..
-          "reflection then goes over it too.",
+          "reflection then goes over it too. -get (with -protocol connect) sends a unary\n" ..
+          "method marked idempotency_level = NO_SIDE_EFFECTS as Connect's GET.",
   example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure\n" ..
             "  protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"s\"}' \\\n" ..

@@ -369,6 +369,10 @@ function M.connect(flags, target, cmd)
     end
     transport_opts.protocol = protocol
   end
+  if flags.get then
+    if transport_opts.protocol ~= "connect" then usage_error(cmd, "-get needs -protocol connect") end
+    transport_opts.get = true
+  end
   local ct = flags["connect-timeout"]
   if ct ~= nil then
     if not (ct > 0 and ct < math.huge) then

@@ -50,11 +50,13 @@ end
 -- transport sends previous_attempts as grpc-previous-rpc-attempts.
 function M.unary(transport, m, max)
   local path, json = m.path, transport.json
+  local safe = m.idempotency_level == "NO_SIDE_EFFECTS" or nil -- Connect GET may carry it
   return function(request, timeout, metadata, compression, attempt)
     local rec
     if type(request) == "table" then rec, request = request, request.bytes end
     local bytes, meta = transport:unary(path, request, { timeout = timeout, metadata = metadata,
-      compression = compression, with_metadata = rec ~= nil, previous_attempts = attempt and attempt - 1 })
+      compression = compression, with_metadata = rec ~= nil, previous_attempts = attempt and attempt - 1,
+      no_side_effects = safe })
     if rec then rec.metadata = meta end
     return decoded(m, bytes, max, json)
   end

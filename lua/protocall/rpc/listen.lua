@@ -49,8 +49,56 @@ local LISTEN_OPTIONS = {
   max_connection_age = "number", max_connection_age_grace = "number",
   handshake_timeout = "number", stream_window = "number", connection_window = "number",
   max_resets = "number", max_control_frames = "number", incomplete_budget = "number",
-  stall_timeout = "number", mode = "mode",
+  stall_timeout = "number", mode = "mode", cors = "table",
 }
+
+local CORS_OPTIONS = { origins = "table", headers = "table", expose = "table", max_age = "number",
+  credentials = "boolean" }
+
+-- pc.listen's `cors` table as core.grpc_listen takes it (strings of
+-- lines or lists), or raises naming the option at fault (level 3: the
+-- caller of pc.listen).
+local function cors_option(c)
+  for k, v in pairs(c) do
+    local want = CORS_OPTIONS[k]
+    if want == nil then error("pc.listen: unknown cors option '" .. tostring(k) .. "'", 3) end
+    if type(v) ~= want then
+      error("pc.listen: cors option '" .. k .. "' must be a " .. want .. ", got " .. type(v), 3)
+    end
+  end
+  local function list(key, ok, what, sep)
+    local t = c[key]
+    if t == nil then return nil end
+    local out = {}
+    for i = 1, #t do
+      local v = t[i]
+      if type(v) ~= "string" or not ok(v) then
+        error("pc.listen: cors." .. key .. "[" .. i .. "] must be " .. what .. ", got " .. show(v), 4)
+      end
+      out[i] = v
+    end
+    if #out == 0 then return nil end
+    return table.concat(out, sep) .. (sep == "\n" and "\n" or "")
+  end
+  -- an origin as browsers send it: scheme://host[:port], no path; or "*"
+  local origins = list("origins", function(v)
+    return v == "*" or v:find("^%a[%w+.-]*://[^/%s]+$") ~= nil
+  end, "an origin (\"https://app.example\", \"http://localhost:8080\") or \"*\"", "\n")
+  if not origins then
+    error("pc.listen: cors.origins must list at least one origin (\"https://app.example\", or \"*\")", 3)
+  end
+  local max_age = c.max_age
+  if max_age ~= nil and not (compat.mtype(max_age) == "integer" and max_age >= 0 and max_age <= 86400 * 365) then
+    error("pc.listen: cors.max_age must be an integer number of seconds in 0..31536000, got " .. show(max_age), 3)
+  end
+  local function token(v) return v:find("^[!#$%%&'*+.^_`|~%w-]+$") ~= nil end -- a field name
+  return {
+    origins = origins,
+    headers = list("headers", token, "a header name", ", "),
+    expose = list("expose", token, "a header name", ", "),
+    max_age = max_age, credentials = c.credentials or nil,
+  }
+end
 
 
 local Listener = { __name = "protocall.Listener" }
@@ -183,6 +231,11 @@ local function run_call(self, call)
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.
     call:finish(codes.UNIMPLEMENTED, entry.info.full_name .. ": bidi streams require HTTP/2")
+  elseif call:http_method() == "GET" and (entry.info.idempotency_level ~= "NO_SIDE_EFFECTS"
+      or entry.info.client_streaming or entry.info.server_streaming) then
+    -- Connect GET: only for unary methods with no side effects; connect-go
+    -- answers the others 405 "Allow: POST"
+    call:not_allowed()
   else
     local info = entry.info
     local json = call:codec() == "json"
@@ -384,7 +437,24 @@ end
 -- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout (Connect: Connect-Timeout-Ms).
 -- Calls in JSON (+json, application/json) read their requests with
 -- pc.from_json (JSON that does not fit the request type is
--- INVALID_ARGUMENT) and write their responses with pc.to_json. Raises on a bad argument or an
+-- INVALID_ARGUMENT) and write their responses with pc.to_json. A Connect
+-- GET (`GET /pkg.Svc/Method?connect=v1&encoding=json|proto&message=...
+-- [&base64=1][&compression=gzip]`) is served for unary methods marked
+-- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405
+-- "Allow: POST", as connect-go; a bad query: Connect's error JSON,
+-- invalid_argument). `opts.cors` (off by default) lets browser pages of
+-- other origins call: {origins = {"https://app.example", ...} (exact
+-- scheme://host[:port] strings, or "*" for any), headers = {names} (more
+-- request headers allowed: your metadata), expose = {names} (more
+-- response headers a script may read), max_age = seconds (0..31536000;
+-- default 7200), credentials = boolean (Access-Control-Allow-Credentials;
+-- the origin is then echoed, never "*")}: a preflight (OPTIONS with
+-- Access-Control-Request-Method) is answered 204 with the methods (GET,
+-- POST) and headers gRPC-Web and Connect need (connectrpc's cors-go
+-- lists), every response to an allowed Origin carries
+-- Access-Control-Allow-Origin and the exposed headers (grpc-status,
+-- grpc-message, grpc-status-details-bin, ...); another origin gets no CORS
+-- header. Raises on a bad argument or option (naming it) or an
 -- address that cannot be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then
@@ -458,6 +528,7 @@ function M.listen(server, address, opts)
     handshake_timeout = opts.handshake_timeout, idle_timeout = opts.idle_timeout,
     stall_timeout = opts.stall_timeout, max_connection_age = opts.max_connection_age,
     max_connection_age_grace = opts.max_connection_age_grace,
+    cors = opts.cors and cors_option(opts.cors),
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
   return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false },

@@ -44,7 +44,7 @@ local TRANSPORT_OPTIONS = {
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
   driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
-  protocol = "string", codec = "string",
+  protocol = "string", codec = "string", get = "boolean",
 }
 
 -- pc.grpc's `protocol`: the name each shape of call is sent as
@@ -114,7 +114,9 @@ local function settings_of(self, name, path, settings, level, sarg)
   local proto = self.protocol
   return { timeout = settings.timeout, metadata = merged_metadata(self.metadata, settings.metadata),
            gzip = compression == "gzip", previous_attempts = settings.previous_attempts,
-           protocol = proto and proto[UNARY_CALLS[name] and "unary" or "stream"], json = self.json }
+           protocol = proto and proto[UNARY_CALLS[name] and "unary" or "stream"], json = self.json,
+           -- Connect GET: a unary call of a method marked NO_SIDE_EFFECTS
+           get = self.get and UNARY_CALLS[name] and settings.no_side_effects or nil }
 end
 
 local function raise(call, path)
@@ -609,7 +611,10 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- `codec` ("proto", the default, or "json" with gRPC-Web and Connect: the
 -- requests given and responses returned are then JSON text; pc.client
 -- stubs over it send pc.to_json's text and read responses with
--- pc.from_json, members naming no field skipped). Raises
+-- pc.from_json, members naming no field skipped), `get` (true, with protocol "connect": unary calls of
+-- methods marked `option idempotency_level = NO_SIDE_EFFECTS` go as
+-- Connect's GET, the request in the URL's query, which caches and CDNs
+-- may keep; other calls as before). Raises
 -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
 -- read. All calls to one backend share one connection (a second one opens
 -- when the server takes no more streams on it or sends GOAWAY).
@@ -646,6 +651,9 @@ function M.grpc(target, opts)
   end
   if opts.codec == "json" and (opts.protocol or "grpc") == "grpc" then
     error("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\" or \"connect\"", 2)
+  end
+  if opts.get and opts.protocol ~= "connect" then
+    error("pc.grpc: option 'get' needs protocol \"connect\" (Connect's GET)", 2)
   end
   local bad_compression = compression_problem(opts.compression)
   if bad_compression then error(bad_compression, 2) end
@@ -709,7 +717,7 @@ function M.grpc(target, opts)
     return setmetatable({
       channel = channel, target = name, compression = opts.compression,
       metadata = opts.metadata, protocol = opts.protocol and PROTOCOLS[opts.protocol],
-      json = opts.codec == "json" or nil,
+      json = opts.codec == "json" or nil, get = opts.get or nil,
     }, Transport)
   end
   local resolver

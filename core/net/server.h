@@ -82,6 +82,9 @@ typedef struct {
                           * client may send; 0: PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
                           * < 0: none */
   pc_GrpcWakeList *wake; /* where calls with a wake token are listed; NULL: none */
+  int plain_http;        /* a request of none of the RPC protocols is queued as a
+                          * kPc_WebProtocol_Http call (its body whole, as one message,
+                          * answered with pc_GrpcServerCall_Respond) instead of HTTP 415 */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL
@@ -172,6 +175,35 @@ pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s);
  * pc_GrpcServerCall_SetHttp1). A driver refuses the shapes HTTP/1.1
  * cannot carry (bidirectional streams) by it. */
 int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s);
+
+/* The request's :method ("GET", ...) and content-type (NULL: none). */
+const char *pc_GrpcServerCall_Method(const pc_GrpcServerCall *s);
+const char *pc_GrpcServerCall_ContentType(const pc_GrpcServerCall *s);
+
+/* Plain HTTP calls (kPc_WebProtocol_Http; REST transcoding): the request
+ * body is one message (pc_GrpcServerCall_Next, all of it once it has
+ * ended; an empty body is an empty message), bounded by max_receive (past
+ * it the engine answers 413 with a google.rpc.Status JSON body). The
+ * driver answers with pc_GrpcServerCall_Respond (status and headers),
+ * then pc_GrpcServerCall_Send (body bytes as they are, no framing), then
+ * pc_GrpcServerCall_Finish (ends the body; no trailers). A call finished
+ * (or failed by the engine) before Respond is answered with the HTTP
+ * status of its code (pc_Connect_HttpStatus) and pc_Web_StatusJson's
+ * body.
+ *
+ * SetHttp turns a Connect unary call whose response has not started into
+ * a plain HTTP one (a REST request that looked like Connect unary: POST
+ * application/json to a path that names no method); returns whether the
+ * call is plain HTTP now. */
+int pc_GrpcServerCall_SetHttp(pc_GrpcServerCall *s);
+
+/* Submits the response head of a plain HTTP call: 'status' (200..599)
+ * and the 'n' headers of 'h' (lowercase token names; values without CR,
+ * LF or NUL; content-length tells an HTTP/1.1 client the body's length).
+ * Returns 1, or 0 with why in 'err': not a plain HTTP call, the head was
+ * sent already, the call is over, a bad status or header. */
+int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPair *h, size_t n,
+                              pc_Error *err);
 void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s);
 
 /* Frees the buffer holding the last message pc_GrpcServerCall_Next

@@ -13,6 +13,7 @@ local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local rpc_server = require "protocall.rpc.server"
+local rest = require "protocall.rpc.rest"
 
 local type, error, pairs, tostring, setmetatable, pcall, floor, huge =
   type, error, pairs, tostring, setmetatable, pcall, math.floor, math.huge
@@ -48,7 +49,7 @@ local LISTEN_OPTIONS = {
   max_header_list_size = "number", max_connections = "number", idle_timeout = "number",
   handshake_timeout = "number", stream_window = "number", connection_window = "number",
   max_resets = "number", max_control_frames = "number", incomplete_budget = "number",
-  stall_timeout = "number", mode = "mode",
+  stall_timeout = "number", mode = "mode", rest = "rest",
 }
 
 
@@ -176,7 +177,10 @@ end
 -- One call, from its headers to its end; a task of the scheduler.
 local function run_call(self, call)
   local entry = self.server.methods[call:path()]
-  if not entry then
+  local proto = self.rest and call:protocol()
+  if proto == "http" or (proto == "connect" and not entry and call:set_http()) then
+    rest.serve(self, call)
+  elseif not entry then
     call:finish(codes.UNIMPLEMENTED, "unknown method " .. call:path())
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
@@ -392,7 +396,8 @@ function M.listen(server, address, opts)
   for k, v in pairs(opts) do
     local want = LISTEN_OPTIONS[k]
     if want == nil then error("pc.listen: unknown option '" .. tostring(k) .. "'", 2) end
-    if want == "mode" then
+    if want == "rest" then -- rest.transcoder checks it
+    elseif want == "mode" then
       if not mode_bits(v) then
         error("pc.listen: option 'mode' must be a string of octal digits (\"0660\") or an integer"
           .. " 0..4095 (permission bits), got " .. show(v), 2)
@@ -433,6 +438,7 @@ function M.listen(server, address, opts)
     error("pc.listen: option 'mode' is for a unix: address (an abstract name has no file)", 2)
   end
   local mode = opts.mode ~= nil and mode_bits(opts.mode) or nil
+  local tc = rest.transcoder(server, opts.rest, opts.max_receive_size) -- before binding: raises on bad rules
   local ok, l = pcall(core.grpc_listen, { -- a C function in pcall: its error names no position
     host = host ~= "" and host or nil, port = port,
     unix_path = unix and unix.unix, unix_abstract = unix and unix.abstract, unix_mode = mode,
@@ -447,10 +453,10 @@ function M.listen(server, address, opts)
     control_burst = size_option(opts, "max_control_frames", 1),
     incomplete_budget = size_option(opts, "incomplete_budget", 1),
     handshake_timeout = opts.handshake_timeout, idle_timeout = opts.idle_timeout,
-    stall_timeout = opts.stall_timeout,
+    stall_timeout = opts.stall_timeout, plain_http = tc ~= nil,
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
-  return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false },
+  return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false, rest = tc },
     Listener)
 end
 

@@ -736,8 +736,9 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   if (s->bad_timeout) {
     /* PROTOCOL-HTTP2.md: 1 to 8 digits and a unit; grpc-core answers a
      * value it cannot parse INTERNAL ("Error parsing 'grpc-timeout'
-     * metadata") rather than run the call without a deadline. */
-    fail(s, kPc_Code_Internal,
+     * metadata") rather than run the call without a deadline; a plain
+     * HTTP request's is the client's mistake (400, as the transcoder). */
+    fail(s, s->proto == kPc_WebProtocol_Http ? kPc_Code_InvalidArgument : kPc_Code_Internal,
          "grpc-timeout '%.20s' is malformed (1 to 8 digits, then H, M, S, m, u or n)",
          s->bad_timeout);
     return;

@@ -199,3 +199,35 @@ describe("protocall gateway", function()
     assert(ok, err)
   end)
 end)
+
+-- connect-node's Connect and gRPC-Web transports through `protocall gateway`
+-- to the plain gRPC upstream (python3-grpcio): headers, trailers, details.
+describe("protocall gateway with @connectrpc/connect-node", function()
+  local peer = require "node_peer"
+  local missing = peer.missing("@connectrpc/connect-node")
+  local upstream, gateway, set
+  setup(function()
+    if missing then return end
+    set = peer.descriptor_set({ "gateway/library.proto" }, { "spec/fixtures/protos", "core/schema/protos" })
+    upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
+    gateway = start_gateway(upstream)
+  end)
+  teardown(function()
+    if missing then return end
+    helper.stop(gateway)
+    helper.stop(upstream)
+    os.remove(set)
+  end)
+  local EXPECTED = table.concat({
+    "book shelves/1/books/2 title of shelves/1/books/2 (v) 7",
+    "listed shelves/3/books/1", "listed shelves/3/books/2",
+    "stream error ABORTED stream failed after 2",
+    "error NOT_FOUND failed with NOT_FOUND r9 x-failed=NOT_FOUND",
+    "headers ann header=yes trailer=1", "" }, "\n")
+  for _, transport in ipairs { "connect", "connect,json", "grpc-web", "grpc-web,json", "connect,h1", "grpc-web,h1" } do
+    it(transport, function()
+      if missing then return peer.skip(pending, "connect-node", missing) end
+      assert.are.equal(EXPECTED, peer.run("gateway_client.mjs", { set, gateway.port, transport }))
+    end)
+  end
+end)

@@ -109,9 +109,11 @@ M.CASES = {
     code = 200, expect = '{"result":{"name":"shelves/3/books/1","pages":"1"}}\n'
       .. '{"error":{"code":10,"message":"stream failed after 1","details":[]}}\n' },
   { "a server stream as text/event-stream when Accept asks for it", "/v1/shelves/3/books:stream?count=2",
-    headers = { "Accept: text/event-stream" }, code = 200, response_headers = { ["content-type"] = "text/event-stream" },
+    headers = { "Accept: text/event-stream" }, code = 200,
+    response_headers = { ["content-type"] = "text/event-stream" },
     expect = 'data: {"name":"shelves/3/books/1","pages":"1"}\n\ndata: {"name":"shelves/3/books/2","pages":"2"}\n\n' },
-  { "a server stream failing before its first message gets the mapped status", "/v1/shelves/3/books:stream?count=0&fail=UNAUTHENTICATED",
+  { "a server stream failing before its first message gets the mapped status",
+    "/v1/shelves/3/books:stream?count=0&fail=UNAUTHENTICATED",
     code = 401, expect = '{"code":16,"message":"stream failed after 0","details":[]}' },
   { "a failure as google.rpc.Status with its details and trailers", "/v1/fail/NOT_FOUND?reason=r1", code = 404,
     expect = '{"code":5,"message":"failed with NOT_FOUND","details":[{"@type":"type.googleapis.com/gw.Detail",'
@@ -127,7 +129,8 @@ M.CASES = {
   { "no route is 404 NOT_FOUND", "/v2/nothing", code = 404, refused = true,
     expect = '{"code":5,"message":"no route for GET /v2/nothing","details":[]}' },
   { "a path served for other methods only is 405", "/v1/shelves/1/books/2", method = "DELETE", code = 405,
-    refused = true, match = '^{"code":12,"message":"method DELETE not allowed for /v1/shelves/1/books/2","details":%[%]}$' },
+    refused = true,
+    match = '^{"code":12,"message":"method DELETE not allowed for /v1/shelves/1/books/2","details":%[%]}$' },
   { "a bad query parameter is 400 naming it", "/v1/shelves/1/books/2?pages=x", code = 400, refused = true,
     match = "^{\"code\":3,\"message\":\"query parameter 'pages': .*\",\"details\":%[%]}$" },
   { "path traversal in a variable is 400", "/v1/shelves/%2E%2E/books/2", code = 400, refused = true,

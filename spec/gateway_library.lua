@@ -41,7 +41,9 @@ local library = {
       ctx.send { name = ("%s/books/%d"):format(req.parent, i), pages = i }
       ctx.sleep(0.01)
     end
-    if req.fail ~= "" then error(pc.Error { code = req.fail, message = ("stream failed after %d"):format(req.count) }) end
+    if req.fail ~= "" then
+      error(pc.Error { code = req.fail, message = ("stream failed after %d"):format(req.count) })
+    end
   end),
   CreateBooks = counted(function(ctx)
     local n = 0

@@ -18,7 +18,8 @@ local G = require "gateway_cases"
 local q, write = N.quote, N.write
 
 local absent
-for path, name in pairs { ["/usr/bin/curl"] = "curl", ["/usr/bin/protoc"] = "protoc", ["/usr/bin/python3"] = "python3" } do
+local TOOLS = { ["/usr/bin/curl"] = "curl", ["/usr/bin/protoc"] = "protoc", ["/usr/bin/python3"] = "python3" }
+for path, name in pairs(TOOLS) do
   if not N.exists(path) then absent = (absent and absent .. ", " or "") .. name end
 end
 if not absent and not os.execute("/usr/bin/python3 -c 'import grpc' 2>/dev/null") then
@@ -116,7 +117,8 @@ describe("pc.listen with rest = true", function()
     -- a body past max_receive_size: 413
     local code, body = G.request(server, "/v1/shelves/7/books", { body = '{"title":"' .. ("x"):rep(200000) .. '"}' })
     assert.are.equal(413, code, body)
-    assert.truthy(body:find('^{"code":8,"message":"request message of at least %d+ bytes exceeds the limit of 65536 bytes","details":%[%]}$'), body)
+    assert.truthy(body:find('^{"code":8,"message":"request message of at least %d+ bytes exceeds the limit of 65536 '
+      .. 'bytes","details":%[%]}$'), body)
     -- over HTTP/2 too
     code, body = G.request(server, "/v1/shelves/7/books", { body = ("["):rep(100000), http2 = true })
     assert.are.equal(413, code, body)
@@ -155,15 +157,17 @@ describe("protocall gateway", function()
   end)
 
   it("proxies Connect unary and gRPC-Web to the plain gRPC upstream, trailers and details whole", function()
-    local code, body, h = G.request(gateway, "/gw.Library/Echo", { body = '{"text":"hi"}',
+    local code, body = G.request(gateway, "/gw.Library/Echo", { body = '{"text":"hi"}',
       headers = { "Content-Type: application/json" } })
     assert.are.equal(200, code, body)
     assert.truthy(body:find('^{"text":"hi","calls":"%d+"}$'), body)
+    local h
     code, body, h = G.request(gateway, "/gw.Library/Fail", { body = '{"code":"NOT_FOUND","reason":"r2"}',
       headers = { "Content-Type: application/json" } })
     assert.are.equal(404, code, body)
     assert.are.equal("NOT_FOUND", h["trailer-x-failed"])
-    assert.truthy(body:find('"code":"not_found","message":"failed with NOT_FOUND","details":%[{"type":"gw.Detail"'), body)
+    assert.truthy(body:find('"code":"not_found","message":"failed with NOT_FOUND","details":%[{"type":"gw.Detail"'),
+      body)
     -- gRPC-Web (binary): the trailers frame carries grpc-status, the details and x-failed
     local FailRequest = "\10\9NOT_FOUND\18\2r3"
     local frame = "\0" .. string.char(0, 0, 0, #FailRequest) .. FailRequest

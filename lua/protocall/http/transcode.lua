@@ -205,7 +205,9 @@ local function options_problem(opts)
     return "timeout: seconds > 0 expected, got " .. got(opts.timeout)
   end
   if opts.timeouts ~= nil then
-    if type(opts.timeouts) ~= "table" then return "timeouts: table of method name -> seconds expected, got " .. type(opts.timeouts) end
+    if type(opts.timeouts) ~= "table" then
+      return "timeouts: table of method name -> seconds expected, got " .. type(opts.timeouts)
+    end
     for k, v in pairs(opts.timeouts) do
       if type(k) ~= "string" then return "timeouts: method name keys expected, got " .. type(k) end
       if not seconds_ok(v) then return format("timeouts['%s']: seconds > 0 expected, got %s", shown(k), got(v)) end
@@ -314,8 +316,9 @@ function Transcoder:routes() return self.set.routes end
 -- matched request's call: the shorter of the route's (the `timeout` and
 -- `timeouts` options) and `header_timeout` (seconds, the Grpc-Timeout
 -- header as tc:metadata returns it; nil: none); nil when neither is set.
--- Every placement (pc.listen's REST, `protocall gateway`, the nginx
--- gateway) calls the upstream with it.
+-- pc.listen's REST placement (and so `protocall gateway`) gives the
+-- handler it as ctx.timeout; the nginx gateway's `timeout` option is the
+-- same rule.
 function Transcoder.timeout(_, route, header_timeout)
   if type(route) ~= "table" or not route.input then argerror("timeout", "route expected", 2) end
   if header_timeout ~= nil and type(header_timeout) ~= "number" then

@@ -380,7 +380,18 @@ end
 -- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout (Connect: Connect-Timeout-Ms).
 -- Calls in JSON (+json, application/json) read their requests with
 -- pc.from_json (JSON that does not fit the request type is
--- INVALID_ARGUMENT) and write their responses with pc.to_json. Raises on a bad argument or an
+-- INVALID_ARGUMENT) and write their responses with pc.to_json.
+-- `opts.rest` (off by default) serves REST/JSON on the same address
+-- (doc/gateway.md): true for the google.api.http annotations of the
+-- services served, or a table of pc.transcoder's options (`http` rules
+-- given apart, `unbound`, `headers`, `timeout`, `timeouts`, `validate`,
+-- `json`, `ignore_unknown_query`, ...; not `services` nor
+-- `max_body_bytes`: max_receive_size bounds the body, 413 past it); a
+-- request of no RPC protocol, or a POST application/json to a path that
+-- names no method, goes to the method its route names, whose handler is
+-- called in process; failures are google.rpc.Status JSON with
+-- grpc-gateway's HTTP status; a bad option or rule raises "pc.listen:
+-- rest: ..." naming it. Raises on a bad argument or an
 -- address that cannot be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then
@@ -396,13 +407,12 @@ function M.listen(server, address, opts)
   for k, v in pairs(opts) do
     local want = LISTEN_OPTIONS[k]
     if want == nil then error("pc.listen: unknown option '" .. tostring(k) .. "'", 2) end
-    if want == "rest" then -- rest.transcoder checks it
-    elseif want == "mode" then
+    if want == "mode" then
       if not mode_bits(v) then
         error("pc.listen: option 'mode' must be a string of octal digits (\"0660\") or an integer"
           .. " 0..4095 (permission bits), got " .. show(v), 2)
       end
-    elseif type(v) ~= want then
+    elseif want ~= "rest" and type(v) ~= want then -- rest.transcoder checks `rest`
       error("pc.listen: option '" .. k .. "' must be a " .. want .. ", got " .. type(v), 2)
     end
   end

@@ -1,4 +1,4 @@
---- pc.listen's REST placement: a request of none of the RPC protocols
+-- pc.listen's REST placement: a request of none of the RPC protocols
 -- (or a Connect-looking POST application/json to a path that names no
 -- method) is matched against the `google.api.http` routes of the services
 -- served, transcoded by `pc.transcoder` (lua/protocall/http/transcode.lua)
@@ -25,7 +25,7 @@ local REST_KEYS = {
   timeout = true, timeouts = true,
 }
 
---- tc = rest.transcoder(server, opt): the transcoder of pc.listen's `rest`
+-- tc = rest.transcoder(server, opt, max_receive): the transcoder of pc.listen's `rest`
 -- option: true (the google.api.http annotations of the services served)
 -- or a table of pc.transcoder's options (`http` rules given apart,
 -- `unbound`, `headers`, `timeout`, `timeouts`, `validate`, ...; not
@@ -120,7 +120,7 @@ local function make_ctx(call, info, md, timeout, rt)
   return ctx, function() ended = true end
 end
 
---- rest.serve(listener, call): answers one REST request (a task of the
+-- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call).
 function M.serve(self, call)
   local tc, core = self.rest, self.core

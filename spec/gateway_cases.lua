@@ -84,6 +84,33 @@ function M.pyrequests(n, list)
   return answers
 end
 
+--- server = M.start_gateway(bin, port, flags): `bin gateway -listen
+-- 127.0.0.1:0 -plaintext FLAGS 127.0.0.1:PORT` on a free port: {port, pid,
+-- pipe, url} as grpc_helper.spawn_command gives (grpc_helper.stop kills it).
+function M.start_gateway(bin, port, flags)
+  local out = os.tmpname()
+  local pipe = io.popen("sh -c 'echo $$; exec " .. bin .. " gateway -listen 127.0.0.1:0 -plaintext " .. flags
+    .. " 127.0.0.1:" .. port .. "' > " .. q(out) .. " 2>&1", "w")
+  for _ = 1, 200 do
+    local text = read(out)
+    local pid, got = text:match("^(%d+)\n.*listening on 127%.0%.0%.1:(%d+)")
+    if got then
+      os.remove(out)
+      return { port = tonumber(got), pid = pid, pipe = pipe, url = "http://127.0.0.1:" .. got }
+    end
+    if text:find("^%d+\n.*\n") and not text:find("listening") then
+      os.execute("kill -9 " .. text:match("^(%d+)") .. " 2>/dev/null")
+      pipe:close()
+      os.remove(out)
+      error("protocall gateway printed: " .. text)
+    end
+    os.execute("sleep 0.05")
+  end
+  pipe:close()
+  os.remove(out)
+  error("protocall gateway did not start")
+end
+
 --- The case table: each {name, path, method =, body =, headers =, code,
 -- body expected exactly (or `match`, a Lua pattern), `response_headers` =
 -- {name = value} expected among the answer's, `refused` = true when

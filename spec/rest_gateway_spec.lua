@@ -45,29 +45,8 @@ local function start_library(options)
     "gateway_library.lua")
 end
 
--- `protocall gateway` in front of `upstream` on a free port: {port, pid,
--- pipe, url} as helper.spawn_command gives (helper.stop kills it).
 local function start_gateway(upstream, flags)
-  local out = os.tmpname()
-  local pipe = io.popen("sh -c 'echo $$; exec " .. BIN .. " gateway -listen 127.0.0.1:0 -plaintext "
-    .. (flags or "-I spec/fixtures/protos -proto gateway/library.proto") .. " 127.0.0.1:" .. upstream.port
-    .. "' > " .. q(out) .. " 2>&1", "w")
-  for _ = 1, 200 do
-    local text = N.read(out)
-    local pid, port = text:match("^(%d+)\n.*listening on 127%.0%.0%.1:(%d+)")
-    if port then
-      os.remove(out)
-      return { port = tonumber(port), pid = pid, pipe = pipe, url = "http://127.0.0.1:" .. port }
-    end
-    if text:find("^%d+\n.") and not text:find("listening") and text:find("\n.*\n") then
-      os.execute("kill -9 " .. text:match("^(%d+)") .. " 2>/dev/null")
-      pipe:close()
-      error("protocall gateway printed: " .. text)
-    end
-    os.execute("sleep 0.05")
-  end
-  pipe:close()
-  error("protocall gateway did not start")
+  return G.start_gateway(BIN, upstream.port, flags or "-I spec/fixtures/protos -proto gateway/library.proto")
 end
 
 -- Runs the case table against `server` with curl over HTTP/1.1 and

@@ -71,6 +71,32 @@ local function run_cases(server)
   assert.are.equal(3 * (#G.CASES - refused), G.calls(server) - before)
 end
 
+describe("pc.listen's rest option", function()
+  it("is checked at listen, naming the bad option or rule", function()
+    local pc = require "protocall"
+    local pool = pc.pool()
+    local f = assert(io.open("spec/fixtures/protos/gateway/library.proto"))
+    assert(pool:load(f:read("a"), { name = "gateway/library.proto" }))
+    f:close()
+    local server = pc.server({ ["gw.Library"] = { Echo = function(req) return { text = req.text } end } },
+      { pool = pool })
+    local function refused(rest)
+      local ok, err = pcall(pc.listen, server, "127.0.0.1:0", { rest = rest })
+      assert.is_false(ok)
+      return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+    end
+    assert.are.equal("pc.listen: rest: true or a table of pc.transcoder options expected, got number", refused(5))
+    assert.are.equal("pc.listen: rest: unknown option 'services'", refused { services = { "gw.Library" } })
+    assert.are.equal("pc.listen: rest: (timeout: seconds > 0 expected, got -1)", refused { timeout = -1 })
+    assert.truthy(refused { http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } }
+      :find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope'", 1, true))
+    local l = pc.listen(server, "127.0.0.1:0", { rest = { timeout = 2 } })
+    local route = l.rest:match("GET", "/v1/calls")
+    assert.are.equal(2, l.rest:timeout(route))
+    l:shutdown()
+  end)
+end)
+
 describe("pc.listen with rest = true", function()
   local server
   setup(function() server = start_library("{ max_receive_size = 65536 }") end)

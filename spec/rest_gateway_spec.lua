@@ -185,6 +185,25 @@ describe("protocall gateway", function()
     assert.truthy(trailers:find("grpc%-status%-details%-bin:") or h["grpc-status-details-bin"], body)
   end)
 
+  it("takes rules given apart with -rules (a rule there replaces the annotation)", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/api/echo/{text}"},'
+      .. ' {"selector": "gw.Library.Calls", "get": "/api/calls"}]}')
+    local gw = start_gateway(upstream, "-I spec/fixtures/protos -proto gateway/library.proto -rules " .. q(rules))
+    local ok, err = pcall(function()
+      local code, body = G.request(gw, "/api/echo/hello%20there")
+      assert.are.equal(200, code, body)
+      assert.truthy(body:find('^{"text":"hello there","calls":"%d+"}$'), body)
+      code = G.request(gw, "/v1/calls") -- replaced by /api/calls
+      assert.are.equal(404, code)
+      code, body = G.request(gw, "/api/calls")
+      assert.are.equal(200, code, body)
+    end)
+    helper.stop(gw)
+    os.remove(rules)
+    assert(ok, err)
+  end)
+
   it("reads the schema from the upstream's reflection when given no -proto", function()
     local pc = require "protocall"
     local dir = os.tmpname()
@@ -209,7 +228,7 @@ describe("protocall gateway", function()
   end)
 end)
 
--- connect-node's Connect and gRPC-Web transports through `protocall gateway`
+-- connect-node's gRPC, Connect and gRPC-Web transports through `protocall gateway`
 -- to the plain gRPC upstream (python3-grpcio): headers, trailers, details.
 describe("protocall gateway with @connectrpc/connect-node", function()
   local peer = require "node_peer"
@@ -233,7 +252,8 @@ describe("protocall gateway with @connectrpc/connect-node", function()
     "stream error ABORTED stream failed after 2",
     "error NOT_FOUND failed with NOT_FOUND r9 x-failed=NOT_FOUND",
     "headers ann header=yes trailer=1", "" }, "\n")
-  for _, transport in ipairs { "connect", "connect,json", "grpc-web", "grpc-web,json", "connect,h1", "grpc-web,h1" } do
+  for _, transport in ipairs { "grpc", "connect", "connect,json", "grpc-web", "grpc-web,json", "connect,h1",
+    "grpc-web,h1" } do
     it(transport, function()
       if missing then return peer.skip(pending, "connect-node", missing) end
       assert.are.equal(EXPECTED, peer.run("gateway_client.mjs", { set, gateway.port, transport }))

@@ -2,14 +2,14 @@
 // written with @connectrpc/connect-node, run through `protocall gateway`
 // in front of spec/gateway_upstream.py (python3-grpcio):
 //   node spec/node/gateway_client.mjs SET PORT TRANSPORT
-// SET: a FileDescriptorSet holding library.proto. TRANSPORT: "connect" or
-// "grpc-web", then after a comma "json" (the JSON codec) and "h1"
+// SET: a FileDescriptorSet holding library.proto. TRANSPORT: "grpc",
+// "connect" or "grpc-web", then after a comma "json" (the JSON codec) and "h1"
 // (HTTP/1.1). Prints one line per step; spec/rest_gateway_spec.lua checks them.
 import { createClient, ConnectError } from "@connectrpc/connect";
-import { createGrpcWebTransport, createConnectTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport, createGrpcWebTransport, createConnectTransport } from "@connectrpc/connect-node";
 import * as peer from "./peer.mjs";
 
-const TRANSPORTS = { "grpc-web": createGrpcWebTransport, connect: createConnectTransport };
+const TRANSPORTS = { grpc: createGrpcTransport, "grpc-web": createGrpcWebTransport, connect: createConnectTransport };
 
 peer.main(async ([set, port, transportSpec]) => {
   const registry = peer.loadRegistry(set);

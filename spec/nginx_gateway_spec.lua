@@ -211,31 +211,8 @@ local function start_nginx(upstream)
 end
 
 -- One request through curl: status, body, headers (lowercased name ->
--- value). opts: method, body, headers (list of "Name: value").
-local function request(n, path, opts)
-  opts = opts or {}
-  local hfile, bfile = os.tmpname(), os.tmpname()
-  local cmd = "curl -s --path-as-is -m 20 -D " .. q(hfile) .. " -o " .. q(bfile) .. " -w '%{http_code}'"
-  if opts.method then cmd = cmd .. " -X " .. opts.method end
-  local dfile
-  if opts.body then
-    dfile = os.tmpname()
-    write(dfile, opts.body)
-    cmd = cmd .. " --data-binary @" .. q(dfile)
-  end
-  for _, h in ipairs(opts.headers or {}) do cmd = cmd .. " -H " .. q(h) end
-  local code = R.capture(cmd .. " " .. q(n.url .. path))
-  local headers = {}
-  for line in read(hfile):gmatch("[^\r\n]+") do
-    local k, v = line:match("^([^:]+):%s*(.*)$")
-    if k then headers[k:lower()] = v end
-  end
-  local body = read(bfile)
-  os.remove(hfile)
-  os.remove(bfile)
-  if dfile then os.remove(dfile) end
-  return tonumber(code), body, headers
-end
+-- value); spec/gateway_cases.lua's, shared with the other placements.
+local request = require("gateway_cases").request
 
 local function calls(n)
   local code, body = request(n, "/v1/calls")

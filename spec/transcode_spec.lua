@@ -740,6 +740,25 @@ describe("headers", function()
       .. "(header nil: string name and value expected, got nil and string)")
   end)
 
+  it("puts the route's timeout (timeout, timeouts) together with Grpc-Timeout, the shorter winning", function()
+    local t = pc.transcoder(pool, { timeout = 5, timeouts = { ["example.v1.Messaging.Search"] = 0.25 } })
+    local get = t:match("GET", "/v1/messages/1")
+    local search = t:match("GET", "/v1/search")
+    assert.are.same({ 5, 0.25 }, { get.timeout, search.timeout })
+    assert.are.same({ 5, 1.5, 0.25, 0.25 }, { t:timeout(get), t:timeout(get, 1.5), t:timeout(search),
+      t:timeout(search, 3) })
+    local _, timeout = t:metadata { { "Grpc-Timeout", "100m" } }
+    assert.are.equal(0.1, t:timeout(search, timeout))
+    local plain = tc:match("GET", "/v1/messages/1")
+    assert.are.same({ nil, 2 }, { tc:timeout(plain), tc:timeout(plain, 2) })
+    assert.has_error(function() pc.transcoder(pool, { timeout = 0 }) end,
+      "bad argument #2 to 'transcoder' (timeout: seconds > 0 expected, got 0)")
+    assert.has_error(function() pc.transcoder(pool, { timeouts = { ["example.v1.Messaging.Nope"] = 1 } }) end,
+      "bad argument #2 to 'transcoder' (timeouts['example.v1.Messaging.Nope']: no route of that method)")
+    assert.has_error(function() pc.transcoder(pool, { timeouts = { ["example.v1.Messaging.Search"] = -1 } }) end,
+      "bad argument #2 to 'transcoder' (timeouts['example.v1.Messaging.Search']: seconds > 0 expected, got -1)")
+  end)
+
   it("writes response metadata as Grpc-Metadata-* and trailers as Grpc-Trailer-*", function()
     assert.are.same({ { "Grpc-Metadata-x-a", "1" }, { "Grpc-Metadata-k-bin", "AAE=" }, { "Grpc-Trailer-x-t", "2" } },
       tc:response_headers({ { "x-a", "1" }, { "content-type", "application/grpc" }, { "k-bin", "\0\1" } },

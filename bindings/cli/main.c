@@ -162,8 +162,9 @@ static int regular_file(const char *name) {
  * script: one of the names, or --help / -h, and no regular file of that
  * name (a directory ./serve/ does not stop `protocall serve`). */
 static int is_command(int argc, char **argv) {
-  static const char *const names[] = {"call",  "list", "describe", "decode", "encode", "validate",
-                                      "serve", "help", "--help",   "-h",     NULL};
+  static const char *const names[] = {"call",   "list",     "describe", "decode",
+                                      "encode", "validate", "serve",    "gateway",
+                                      "help",   "--help",   "-h",       NULL};
   if (argc < 2) return 0;
   for (int i = 0; names[i] != NULL; i++) {
     if (strcmp(argv[1], names[i]) == 0) return argv[1][0] == '-' || !regular_file(argv[1]);

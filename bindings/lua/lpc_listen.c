@@ -59,7 +59,7 @@ static double opt_number(lua_State *L, const char *k) {
  *                         max_header_list=, stream_window=,
  *                         connection_window=, reset_burst=, reset_rate=,
  *                         control_burst=, control_rate=, incomplete_budget=,
- *                         stall_timeout= (seconds),
+ *                         stall_timeout= (seconds), plain_http = boolean,
  *                         unix_path=, unix_abstract = boolean,
  *                         unix_mode = integer (permission bits),
  *                         cors = {origins = "o1\no2\n" (each line an
@@ -115,6 +115,9 @@ static int lpc_grpc_listen(lua_State *L) {
     lua_pop(L, 1);
     o.engine.cors = &cors;
   }
+  lua_getfield(L, 1, "plain_http");
+  o.engine.plain_http = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   ListenerBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->l = NULL;
   luaL_setmetatable(L, LISTENER_MT);
@@ -225,7 +228,8 @@ static int lpc_scall_protocol(lua_State *L) {
   return 1;
 }
 
-/* -- call:http_method() -> "POST", or "GET" for a Connect GET */
+/* -- call:http_method() -> the request's :method ("POST"; "GET" for a
+ * Connect GET or a REST request, ...) */
 static int lpc_scall_http_method(lua_State *L) {
   lua_pushstring(L, pc_GrpcServerCall_HttpMethod(check_call(L)));
   return 1;
@@ -241,6 +245,53 @@ static int lpc_scall_not_allowed(lua_State *L) {
 /* -- call:http_version() -> 2, or 1 over HTTP/1.x */
 static int lpc_scall_http_version(lua_State *L) {
   lua_pushinteger(L, pc_GrpcServerCall_HttpVersion(check_call(L)));
+  return 1;
+}
+
+/* -- call:content_type() -> the request's content-type, or nil */
+static int lpc_scall_content_type(lua_State *L) {
+  lua_pushstring(L, pc_GrpcServerCall_ContentType(check_call(L)));
+  return 1;
+}
+
+/* -- call:set_http() -> whether the call is plain HTTP now (a Connect
+ * unary call whose response has not started becomes one) */
+static int lpc_scall_set_http(lua_State *L) {
+  lua_pushboolean(L, pc_GrpcServerCall_SetHttp(check_call(L)));
+  return 1;
+}
+
+/* -- call:respond(status, {{name, value}, ...}) -> true, or nil and why:
+ * the response head of a plain HTTP call (server.h) */
+static int lpc_scall_respond(lua_State *L) {
+  pc_GrpcServerCall *c = check_call(L);
+  lua_Integer status = luaL_checkinteger(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  size_t n = (size_t)lua_rawlen(L, 3);
+  luaL_argcheck(L, n <= 1000, 3, "at most 1000 headers");
+  pc_GrpcPair *h =
+      lua_newuserdatauv(L, (n ? n : 1) * sizeof *h, 0); /* the strings stay on the stack */
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, 3, (lua_Integer)i + 1);
+    luaL_argcheck(L, lua_type(L, -1) == LUA_TTABLE, 3, "{name, value} pairs expected");
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    /* strings held by the table (a number converted here would not be) */
+    luaL_argcheck(L, lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING, 3,
+                  "{name, value} pairs of strings expected");
+    h[i].key = lua_tolstring(L, -2, &h[i].key_len);
+    h[i].value = lua_tolstring(L, -1, &h[i].value_len);
+    lua_pop(L, 2);
+    lua_pop(L, 1);
+  }
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (!pc_GrpcServerCall_Respond(c, (int)(status < 0 || status > 999 ? 0 : status), h, n, &err)) {
+    lua_pushnil(L);
+    lua_pushstring(L, err.msg);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -374,6 +425,9 @@ void lpc_open_listen(lua_State *L) {
                                   {"http_version", lpc_scall_http_version},
                                   {"http_method", lpc_scall_http_method},
                                   {"not_allowed", lpc_scall_not_allowed},
+                                  {"content_type", lpc_scall_content_type},
+                                  {"set_http", lpc_scall_set_http},
+                                  {"respond", lpc_scall_respond},
                                   {"cancelled", lpc_scall_cancelled},
                                   {"add_metadata", lpc_scall_add_metadata},
                                   {"set_pushback", lpc_scall_set_pushback},

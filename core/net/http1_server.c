@@ -57,6 +57,7 @@ struct pc_Http1ServerConn {
   size_t nrh, nrt;
   pc_GrpcBuf held; /* a Connect unary (or other non-stream) response body, until its end */
   int hold, head_written, chunked, resp_ended;
+  int resp_length; /* the response headers gave a content-length: a whole body */
   /* The connection. */
   int closing;  /* close once the output is out; read nothing more */
   int shutdown; /* close after the exchange in progress */
@@ -162,8 +163,10 @@ static int response_head(pc_Http1ServerConn *c, pc_Http1Body body, uint64_t len)
 /* The response headers are complete ('end': and the stream ended). */
 static void on_response_head(pc_Http1ServerConn *c, int end) {
   if (c->status < 200) return;
+  /* a body of known length (Connect unary, a plain HTTP answer whole) is
+   * held and written with it; others go as they come */
   int stream = c->proto == kPc_WebProtocol_GrpcWeb || c->proto == kPc_WebProtocol_GrpcWebText ||
-               c->proto == kPc_WebProtocol_ConnectStream;
+               c->proto == kPc_WebProtocol_ConnectStream || !c->resp_length;
   c->hold = !stream;
   if (end || c->hold) return; /* written at the end, with its length */
   c->chunked = c->minor >= 1;
@@ -217,7 +220,7 @@ static void finish_exchange(pc_Http1ServerConn *c) {
   c->rh.len = c->rt.len = c->held.len = c->body.len = 0;
   c->nrh = c->nrt = 0;
   c->body_pos = 0;
-  c->head_written = c->chunked = c->hold = c->resp_ended = c->req_done = 0;
+  c->head_written = c->chunked = c->hold = c->resp_ended = c->req_done = c->resp_length = 0;
   c->deferred = 0;
   c->status = 0;
   if (!c->keep_alive || c->shutdown || !pc_Http1Parser_Next(&c->p)) c->closing = 1;
@@ -250,10 +253,14 @@ static int cs_header(nghttp2_session *session, const nghttp2_frame *f, const uin
     c->status = st;
     c->rh.len = 0;
     c->nrh = 0;
+    c->resp_length = 0;
     return 0;
   }
   if (nl > 0 && name[0] == ':') return 0;
-  if (nl == 14 && memcmp(name, "content-length", 14) == 0) return 0;
+  if (nl == 14 && memcmp(name, "content-length", 14) == 0) {
+    c->resp_length = 1;
+    return 0;
+  }
   if (!push_field(c, &c->rh, name, nl, value, vl)) return NGHTTP2_ERR_CALLBACK_FAILURE;
   c->nrh++;
   return 0;

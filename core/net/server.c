@@ -42,6 +42,7 @@ struct pc_GrpcServerCall {
   int preflight;            /* Access-Control-Request-Method came: a CORS preflight */
   pc_WebCodec codec;
   int http1;        /* carried over HTTP/1.x (http1_server.h) */
+  int too_large;    /* a plain HTTP body past max_receive: answered 413 */
   int eager;        /* a body decoded on arrival (gRPC-Web-Text, Connect unary): its
                      * flow-control window goes back at once, its bytes are bounded by
                      * the receive limit instead */
@@ -87,6 +88,7 @@ struct pc_GrpcServerConn {
   size_t reserved; /* of it, held by calls (pc_GrpcServerCall.res) */
   int room;        /* 'reserved' went down: calls waiting may take it (wake) */
   double stall_timeout;
+  int plain_http;         /* pc_GrpcServerOptions.plain_http */
   pc_GrpcWakeList *wake;  /* the driver's, or NULL */
   const pc_WebCors *cors; /* the options', or NULL: no CORS */
   Bucket resets, controls;
@@ -264,6 +266,12 @@ static int cut_status(pc_GrpcServerCall *s, const char *what, size_t size, size_
   return s->message && push_status(s, h, n) && block_size(h, *n) <= limit;
 }
 
+/* Whether the request body is one message, its prefix written at its end
+ * (Connect unary, plain HTTP). */
+static int whole_body(const pc_GrpcServerCall *s) {
+  return s->proto == kPc_WebProtocol_ConnectUnary || s->proto == kPc_WebProtocol_Http;
+}
+
 /* The response's content-type: the request's protocol and codec. */
 static const char *response_type(const pc_GrpcServerCall *s) {
   int json = s->codec == kPc_WebCodec_Json;
@@ -373,10 +381,10 @@ static int put_end(pc_GrpcServerCall *s) {
  * over the limit goes without the metadata as resource_exhausted.
  * Returns 0 when memory runs out or nghttp2 refuses. */
 static int submit_unary(pc_GrpcServerCall *s) {
-  size_t max = 14 + s->out_md[0].count + s->out_md[1].count;
+  size_t max = 15 + s->out_md[0].count + s->out_md[1].count;
   nghttp2_nv *h = pc_Arena_Malloc(s->arena, max * sizeof *h);
-  char *code = pc_Arena_Malloc(s->arena, 8);
-  if (h == NULL || code == NULL) return 0;
+  char *code = pc_Arena_Malloc(s->arena, 8), *length = pc_Arena_Malloc(s->arena, 24);
+  if (h == NULL || code == NULL || length == NULL) return 0;
   int ok = s->code == kPc_Code_Ok;
   snprintf(code, 8, "%d", s->not_found ? 404 : pc_Connect_HttpStatus(s->code));
   size_t n = 0;
@@ -418,10 +426,34 @@ static int submit_unary(pc_GrpcServerCall *s) {
     pc_GrpcBuf_Free(s->m.alloc, s->m.ud, &b);
     if (!put) return 0;
   }
+  /* the whole body is known: an HTTP/1.1 client gets it with its length */
+  snprintf(length, 24, "%zu", pc_GrpcOutbox_Unsent(&s->out));
+  h[n++] = PC_GRPC_NV("content-length", length);
   s->submitted = 1;
   s->gzip_declared = s->gzip_out;
   nghttp2_data_provider prd = pc_GrpcSession_Body();
   return nghttp2_submit_response(s->c->h2.session, s->id, h, n, &prd) == 0;
+}
+
+/* Submits the answer of a plain HTTP call finished before its head went:
+ * the HTTP status of its code (413 for a body past the limit) and its
+ * google.rpc.Status JSON. */
+static int submit_plain_error(pc_GrpcServerCall *s) {
+  char *code = pc_Arena_Malloc(s->arena, 8), *len = pc_Arena_Malloc(s->arena, 24);
+  if (code == NULL || len == NULL) return 0;
+  snprintf(code, 8, "%d", s->too_large ? 413 : pc_Connect_HttpStatus(s->code));
+  pc_GrpcOutbox_Clear(&s->out);
+  pc_GrpcBuf b = {0};
+  pc_GrpcStatus st = status_of(s);
+  int put = pc_Web_StatusJson(s->m.alloc, s->m.ud, &b, &st) && put_body(s, b.p, b.len);
+  snprintf(len, 24, "%zu", b.len);
+  pc_GrpcBuf_Free(s->m.alloc, s->m.ud, &b);
+  if (!put) return 0;
+  nghttp2_nv h[3] = {PC_GRPC_NV(":status", code), PC_GRPC_NV("content-type", "application/json"),
+                     PC_GRPC_NV("content-length", len)};
+  s->submitted = 1;
+  nghttp2_data_provider prd = pc_GrpcSession_Body();
+  return nghttp2_submit_response(s->c->h2.session, s->id, h, 3, &prd) == 0;
 }
 
 /* Submits the response headers: with a data provider, or (trailers_only)
@@ -489,6 +521,8 @@ static void finish(pc_GrpcServerCall *s, pc_Code code, const char *msg, size_t l
   int ok;
   if (s->proto == kPc_WebProtocol_ConnectUnary) {
     ok = submit_unary(s);
+  } else if (s->proto == kPc_WebProtocol_Http) {
+    ok = s->submitted ? 1 : submit_plain_error(s);
   } else {
     /* trailers-only: nothing was sent (Connect streaming has none) */
     int only = !s->submitted && s->proto != kPc_WebProtocol_ConnectStream &&
@@ -722,6 +756,18 @@ static int web_request(pc_GrpcServerCall *s) {
   return 1;
 }
 
+/* Whether the query of 'path' has the parameter connect=v1 (what tells a
+ * Connect GET from a REST GET when the listener serves both). */
+static int connect_query(const char *path) {
+  const char *q = strchr(path ? path : "", '?');
+  while (q) {
+    q++;
+    if (strncmp(q, "connect=v1", 10) == 0 && (q[10] == 0 || q[10] == '&')) return 1;
+    q = strchr(q, '&');
+  }
+  return 0;
+}
+
 /* A Connect GET (web_http.h): the query gives the codec and the
  * compression (as a POST's headers would), the path loses it; the
  * message waits in s->message for get_message. A bad query fails the
@@ -766,13 +812,27 @@ static int get_message(pc_GrpcServerCall *s) {
 static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   const char *ct = s->content_type;
   size_t ctn = ct ? strlen(ct) : 0;
-  int get = s->method != NULL && strcmp(s->method, "GET") == 0;
+  /* A GET is Connect's unless REST is on and its query has no connect=v1 */
+  int get = s->method != NULL && strcmp(s->method, "GET") == 0 &&
+            (!c->plain_http || connect_query(s->path));
   if (c->cors && s->preflight && s->method && strcmp(s->method, "OPTIONS") == 0) {
     answer_preflight(s);
     return;
   }
   s->preflight = 0;
   s->proto = get ? kPc_WebProtocol_ConnectUnary : pc_Web_Classify(s->method, ct, ctn, &s->codec);
+  if (s->proto == kPc_WebProtocol_None && c->plain_http) {
+    s->proto = kPc_WebProtocol_Http;
+    s->codec = kPc_WebCodec_Json;
+    s->eager = 1;
+    unsigned char prefix[5] = {0, 0, 0, 0, 0};
+    int ok = pc_GrpcInbox_Append(&s->in, &s->m, prefix, 5);
+    s->in.unconsumed -= 5; /* not from the client */
+    if (!ok) {
+      fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
+      return;
+    }
+  }
   if (s->proto == kPc_WebProtocol_None) {
     /* connect-go lists what it takes in Accept-Post */
     nghttp2_nv h[10] = {
@@ -794,13 +854,15 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   }
   if (s->path == NULL) s->path = "";
   if (get && !connect_get(s)) return;
-  if (s->proto != kPc_WebProtocol_Grpc && !web_request(s)) return;
+  if (s->proto != kPc_WebProtocol_Grpc && s->proto != kPc_WebProtocol_Http && !web_request(s))
+    return;
   if (get && !get_message(s)) return;
   if (s->bad_timeout) {
     /* PROTOCOL-HTTP2.md: 1 to 8 digits and a unit; grpc-core answers a
      * value it cannot parse INTERNAL ("Error parsing 'grpc-timeout'
-     * metadata") rather than run the call without a deadline. */
-    fail(s, kPc_Code_Internal,
+     * metadata") rather than run the call without a deadline; a plain
+     * HTTP request's is the client's mistake (400, as the transcoder). */
+    fail(s, s->proto == kPc_WebProtocol_Http ? kPc_Code_InvalidArgument : kPc_Code_Internal,
          "grpc-timeout '%.20s' is malformed (1 to 8 digits, then H, M, S, m, u or n)",
          s->bad_timeout);
     return;
@@ -998,8 +1060,9 @@ static void scan_messages(pc_GrpcServerCall *s) {
 static void eager_chunk(pc_GrpcServerCall *s, const uint8_t *data, size_t len) {
   s->in.unconsumed += len;
   size_t max = s->c->max_receive;
-  if (s->proto == kPc_WebProtocol_ConnectUnary) {
+  if (whole_body(s)) {
     if (s->in.buf.len - 5 + len > max) {
+      s->too_large = s->proto == kPc_WebProtocol_Http;
       fail(s, kPc_Code_ResourceExhausted,
            "request message of at least %zu bytes exceeds the limit of %zu bytes",
            s->in.buf.len - 5 + len, max);
@@ -1098,8 +1161,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     s->remote_ended = 1;
     wake(s);
-    if (!s->cancelled && s->queued + s->accepted > 0 && s->proto == kPc_WebProtocol_ConnectUnary)
-      unary_end(s);
+    if (!s->cancelled && s->queued + s->accepted > 0 && whole_body(s)) unary_end(s);
     if (!s->cancelled && pc_WebBase64_Pending(&s->b64) > 0)
       fail(s, kPc_Code_Internal,
            "grpc-web-text request ended inside a base64 group (%zu characters left over)",
@@ -1211,6 +1273,7 @@ pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc
                                      : PC_GRPC_DEFAULT_CONNECTION_WINDOW;
   if (c->budget < c->max_receive + 5) c->budget = c->max_receive + 5;
   c->stall_timeout = o->stall_timeout ? o->stall_timeout : PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
+  c->plain_http = o->plain_http;
   c->wake = o->wake;
   c->cors = o->cors;
   c->due = -1;
@@ -1431,6 +1494,82 @@ int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s) {
   return s->http1 ? 1 : 2;
 }
 
+const char *pc_GrpcServerCall_ContentType(const pc_GrpcServerCall *s) {
+  return s->content_type;
+}
+
+int pc_GrpcServerCall_SetHttp(pc_GrpcServerCall *s) {
+  if (s->proto == kPc_WebProtocol_ConnectUnary && !s->submitted && !s->finished) {
+    s->proto = kPc_WebProtocol_Http;
+    s->gzip_out = 0;
+  }
+  return s->proto == kPc_WebProtocol_Http;
+}
+
+/* Whether 'p' of 'n' bytes is a lowercase header name (an RFC 9110 token). */
+static int header_name(const char *p, size_t n) {
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)p[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || strchr("!#$%&'*+-.^_`|~", ch)) ||
+        ch == 0)
+      return 0;
+  }
+  return 1;
+}
+
+int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPair *h, size_t n,
+                              pc_Error *err) {
+  if (s->proto != kPc_WebProtocol_Http) {
+    pc_Error_Set(err, "not a plain HTTP call");
+    return 0;
+  }
+  if (s->submitted || s->finished || s->cancelled || s->c == NULL || s->closed) {
+    pc_Error_Set(err, s->submitted ? "the response head was sent already" : "the call is over");
+    return 0;
+  }
+  if (status < 200 || status > 599) {
+    pc_Error_Set(err, "HTTP status %d out of 200..599", status);
+    return 0;
+  }
+  nghttp2_nv *nv = pc_Arena_Malloc(s->arena, (n + 1) * sizeof *nv);
+  char *code = pc_Arena_Malloc(s->arena, 8);
+  if (nv == NULL || code == NULL) {
+    pc_Error_Set(err, "out of memory");
+    return 0;
+  }
+  snprintf(code, 8, "%d", status);
+  nv[0] = PC_GRPC_NV(":status", code);
+  for (size_t i = 0; i < n; i++) {
+    if (!header_name(h[i].key, h[i].key_len)) {
+      pc_Error_Set(err, "header %zu: '%.*s' is not a lowercase header name", i + 1,
+                   (int)(h[i].key_len > 60 ? 60 : h[i].key_len), h[i].key);
+      return 0;
+    }
+    for (size_t k = 0; k < h[i].value_len; k++)
+      if (h[i].value[k] == '\r' || h[i].value[k] == '\n' || h[i].value[k] == 0) {
+        pc_Error_Set(err, "header '%.*s': value holds CR, LF or NUL",
+                     (int)(h[i].key_len > 60 ? 60 : h[i].key_len), h[i].key);
+        return 0;
+      }
+    nv[i + 1] = (nghttp2_nv){(uint8_t *)h[i].key, (uint8_t *)h[i].value, h[i].key_len,
+                             h[i].value_len, NGHTTP2_NV_FLAG_NONE};
+  }
+  if (block_size(nv, n + 1) > block_limit(s)) {
+    pc_Error_Set(err, "response headers of %zu bytes exceed the limit of %zu bytes",
+                 block_size(nv, n + 1), block_limit(s));
+    return 0;
+  }
+  nghttp2_data_provider prd = pc_GrpcSession_Body();
+  if (nghttp2_submit_response(s->c->h2.session, s->id, nv, n + 1, &prd) != 0) {
+    pc_Error_Set(err, "nghttp2 refused the response head");
+    return 0;
+  }
+  s->submitted = 1;
+  resume(s);
+  return 1;
+}
+
 void pc_GrpcServerCall_Release(pc_GrpcServerCall *s) {
   pc_GrpcInbox_FreeMessage(&s->in, &s->m);
 }
@@ -1469,6 +1608,7 @@ int pc_GrpcServerCall_SetPushback(pc_GrpcServerCall *s, long long ms) {
  * length-prefixed message (in base64 for gRPC-Web-Text), or for Connect
  * unary the message alone (gzipped whole), sent with the status. */
 static int send_message(pc_GrpcServerCall *s, const void *msg, size_t len) {
+  if (s->proto == kPc_WebProtocol_Http) return put_body(s, msg, len);
   if (s->proto == kPc_WebProtocol_Grpc || s->proto == kPc_WebProtocol_GrpcWeb ||
       s->proto == kPc_WebProtocol_ConnectStream)
     return pc_GrpcOutbox_Frame(&s->out, &s->m, msg, len, s->gzip_out);
@@ -1494,6 +1634,15 @@ int pc_GrpcServerCall_Send(pc_GrpcServerCall *s, const void *msg, size_t len) {
       fail(s, kPc_Code_ResourceExhausted, "out of memory framing a response message");
       return 0;
     }
+    return 1;
+  }
+  if (s->proto == kPc_WebProtocol_Http) {
+    if (!s->submitted) return 0; /* pc_GrpcServerCall_Respond first */
+    if (!send_message(s, msg, len)) {
+      fail(s, kPc_Code_ResourceExhausted, "out of memory queuing a response body");
+      return 0;
+    }
+    resume(s);
     return 1;
   }
   size_t size, limit;

@@ -90,6 +90,9 @@ typedef struct {
    * carries Access-Control-Allow-Origin and the exposed headers. Kept by
    * pointer: it must outlive the engine. */
   const pc_WebCors *cors;
+  int plain_http; /* a request of none of the RPC protocols is queued as a
+                   * kPc_WebProtocol_Http call (its body whole, as one message,
+                   * answered with pc_GrpcServerCall_Respond) instead of HTTP 415 */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL
@@ -182,7 +185,9 @@ pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s);
 int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s);
 
 /* The request's HTTP method ("POST"; "GET" for a Connect GET, whose query
- * the engine read into the request message: web_http.h). A driver
+ * the engine read into the request message: web_http.h, or for a plain
+ * HTTP call; a GET is Connect's unless the listener has plain_http and
+ * its query lacks connect=v1). A driver
  * refuses a GET of a method with side effects by
  * pc_GrpcServerCall_NotAllowed, as connect-go does. */
 const char *pc_GrpcServerCall_HttpMethod(const pc_GrpcServerCall *s);
@@ -191,6 +196,34 @@ const char *pc_GrpcServerCall_HttpMethod(const pc_GrpcServerCall *s);
  * "POST") and no body, instead of running it; the call is then over
  * (Done once the answer is out). */
 void pc_GrpcServerCall_NotAllowed(pc_GrpcServerCall *s, const char *allow);
+
+/* The request's content-type (NULL: none). */
+const char *pc_GrpcServerCall_ContentType(const pc_GrpcServerCall *s);
+
+/* Plain HTTP calls (kPc_WebProtocol_Http; REST transcoding): the request
+ * body is one message (pc_GrpcServerCall_Next, all of it once it has
+ * ended; an empty body is an empty message), bounded by max_receive (past
+ * it the engine answers 413 with a google.rpc.Status JSON body). The
+ * driver answers with pc_GrpcServerCall_Respond (status and headers),
+ * then pc_GrpcServerCall_Send (body bytes as they are, no framing), then
+ * pc_GrpcServerCall_Finish (ends the body; no trailers). A call finished
+ * (or failed by the engine) before Respond is answered with the HTTP
+ * status of its code (pc_Connect_HttpStatus) and pc_Web_StatusJson's
+ * body.
+ *
+ * SetHttp turns a Connect unary call whose response has not started into
+ * a plain HTTP one (a REST request that looked like Connect unary: POST
+ * application/json to a path that names no method); returns whether the
+ * call is plain HTTP now. */
+int pc_GrpcServerCall_SetHttp(pc_GrpcServerCall *s);
+
+/* Submits the response head of a plain HTTP call: 'status' (200..599)
+ * and the 'n' headers of 'h' (lowercase token names; values without CR,
+ * LF or NUL; content-length tells an HTTP/1.1 client the body's length).
+ * Returns 1, or 0 with why in 'err': not a plain HTTP call, the head was
+ * sent already, the call is over, a bad status or header. */
+int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPair *h, size_t n,
+                              pc_Error *err);
 void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s);
 
 /* Frees the buffer holding the last message pc_GrpcServerCall_Next

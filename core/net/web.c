@@ -71,6 +71,7 @@ const char *pc_WebProtocol_Name(pc_WebProtocol p) {
   case kPc_WebProtocol_GrpcWebText: return "grpc-web-text";
   case kPc_WebProtocol_ConnectUnary:
   case kPc_WebProtocol_ConnectStream: return "connect";
+  case kPc_WebProtocol_Http: return "http";
   default: return "";
   }
 }
@@ -372,6 +373,20 @@ static void put_error(Out *o, const pc_GrpcStatus *st) {
     puts_(o, "]");
   }
   puts_(o, "}");
+}
+
+int pc_Web_StatusJson(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_GrpcStatus *st) {
+  Out o = {alloc, ud, out, 1};
+  size_t len0 = out->len;
+  char code[16];
+  snprintf(code, sizeof code, "%d", (int)st->code);
+  puts_(&o, "{\"code\":");
+  puts_(&o, code);
+  puts_(&o, ",\"message\":");
+  put_json_string(&o, st->message ? st->message : "", st->message ? st->message_len : 0);
+  puts_(&o, ",\"details\":[]}");
+  if (!o.ok) out->len = len0;
+  return o.ok;
 }
 
 int pc_Connect_ErrorJson(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_GrpcStatus *st) {

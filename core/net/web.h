@@ -39,6 +39,9 @@ typedef enum {
   kPc_WebProtocol_GrpcWebText,   /* application/grpc-web-text[+proto|+json] */
   kPc_WebProtocol_ConnectUnary,  /* POST application/proto or application/json */
   kPc_WebProtocol_ConnectStream, /* application/connect+proto or +json */
+  kPc_WebProtocol_Http,          /* none of these, served as plain HTTP (REST transcoding):
+                                  * never from pc_Web_Classify, the server engine's with
+                                  * plain_http (server.h) */
 } pc_WebProtocol;
 
 /* How the messages are written: protobuf's binary form or its JSON form. */
@@ -55,7 +58,7 @@ typedef enum { kPc_WebCodec_Proto = 0, kPc_WebCodec_Json } pc_WebCodec;
 pc_WebProtocol pc_Web_Classify(const char *method, const char *ct, size_t ctn, pc_WebCodec *codec);
 
 /* The protocol's name: "grpc", "grpc-web", "grpc-web-text", "connect" or
- * "connect" (streaming); "" for None. */
+ * "connect" (streaming), "http"; "" for None. */
 const char *pc_WebProtocol_Name(pc_WebProtocol p);
 
 /* -- base64 across writes ------------------------------------------------- */
@@ -124,6 +127,12 @@ int pc_Connect_ErrorJson(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_Gr
  * runs out. */
 int pc_Connect_EndStream(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_GrpcStatus *st,
                          const pc_GrpcPair *md, size_t n);
+
+/* Appends the google.rpc.Status JSON of 'st' as grpc-gateway writes an
+ * error body, every field present: {"code":5,"message":"...","details":[]}
+ * (the details are not written: a server that has them writes its own
+ * body). Returns 0 when memory runs out. */
+int pc_Web_StatusJson(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_GrpcStatus *st);
 
 /* -- the client's direction ----------------------------------------------- */
 

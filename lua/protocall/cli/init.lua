@@ -1,5 +1,5 @@
 --- The `protocall` command's subcommands: call, list, describe, decode,
--- encode, validate, serve, run and help (each in a file of lua/protocall/cli/).
+-- encode, validate, serve, gateway, run and help (each in a file of lua/protocall/cli/).
 -- bindings/cli/main.c runs `M.main(args)` when the first argument names
 -- one (and no file of that name exists); its result is the exit status: 0
 -- done, 1 a failure (one line on stderr), 2 a usage error (the usage on
@@ -12,6 +12,7 @@ local codec = require "protocall.cli.codec"
 local schema = require "protocall.cli.schema"
 local call = require "protocall.cli.call"
 local serve = require "protocall.cli.serve"
+local gateway = require "protocall.cli.gateway"
 local validate = require "protocall.cli.validate"
 
 local ipairs, tostring, pcall, getmetatable, error = ipairs, tostring, pcall, getmetatable, error
@@ -23,6 +24,7 @@ local M = {}
 local COMMANDS = {
   call = call.call, list = schema.list, describe = schema.describe, decode = codec.decode,
   encode = codec.encode, validate = validate.validate, serve = serve.serve,
+  gateway = gateway.gateway,
 }
 
 COMMANDS.run = {
@@ -42,7 +44,7 @@ COMMANDS.help = {
   example = "protocall help decode",
 }
 
-local ORDER = { "call", "list", "describe", "decode", "encode", "validate", "serve", "run", "help" }
+local ORDER = { "call", "list", "describe", "decode", "encode", "validate", "serve", "gateway", "run", "help" }
 
 local SCHEMA_USAGE = "schema flags: -I DIR (repeatable; default .), -proto FILE (repeatable),\n" ..
                      "              -protoset FILE (a FileDescriptorSet, repeatable)"

@@ -139,7 +139,7 @@ Transcoder.__index = Transcoder
 local OPTIONS = {
   http = true, services = true, unbound = true, headers = true, ignore_unknown_query = true,
   ignore_unknown_fields = true, max_query_bytes = true, max_query_params = true, json = true,
-  max_depth = true, max_body_bytes = true, validate = true,
+  max_depth = true, max_body_bytes = true, validate = true, timeout = true, timeouts = true,
 }
 
 -- Bounds of the count options.
@@ -168,6 +168,11 @@ local function strings_problem(k, v)
   return nil
 end
 
+-- A timeout in seconds: a finite number > 0.
+local function seconds_ok(v)
+  return type(v) == "number" and v == v and v > 0 and v < math.huge
+end
+
 -- What is wrong with pc.transcoder's options (their names are known), or nil.
 local function options_problem(opts)
   for k, range in pairs(COUNTS) do
@@ -194,6 +199,18 @@ local function options_problem(opts)
   if opts.headers then
     for i, h in ipairs(opts.headers) do
       if not h:find("^[%w!#$%%&'*+%-.^_`|~]+$") then return format("headers[%d]: bad header name '%s'", i, shown(h)) end
+    end
+  end
+  if opts.timeout ~= nil and not seconds_ok(opts.timeout) then
+    return "timeout: seconds > 0 expected, got " .. got(opts.timeout)
+  end
+  if opts.timeouts ~= nil then
+    if type(opts.timeouts) ~= "table" then
+      return "timeouts: table of method name -> seconds expected, got " .. type(opts.timeouts)
+    end
+    for k, v in pairs(opts.timeouts) do
+      if type(k) ~= "string" then return "timeouts: method name keys expected, got " .. type(k) end
+      if not seconds_ok(v) then return format("timeouts['%s']: seconds > 0 expected, got %s", shown(k), got(v)) end
     end
   end
   local j = opts.json
@@ -241,7 +258,10 @@ end
 -- tc:requests refuse a request message that breaks its type's
 -- protovalidate rules, as pc.server's `validate = true` does: INVALID_ARGUMENT,
 -- HTTP 400, the violations as a google.rpc.BadRequest detail, before
--- anything reaches the upstream). Raises on a bad option and on an
+-- anything reaches the upstream), `timeout` (seconds > 0: the deadline
+-- of every route's call, Envoy's route timeout) and `timeouts` (method
+-- full name -> seconds, overriding `timeout` for that method's routes;
+-- tc:timeout puts them together with the request's Grpc-Timeout). Raises on a bad option and on an
 -- invalid or conflicting rule, naming the method, the rule and what is
 -- wrong: "t.S.Get: rule GET /v1/{nope}: variable 'nope': no field 'nope'
 -- in t.Req"; two rules with the same HTTP method and template shape;
@@ -268,6 +288,13 @@ function M.transcoder(pool, opts)
   if not set then error(err, 2) end
   local allow = {}
   for _, h in ipairs(opts.headers or { "authorization" }) do allow[lower(h)] = true end
+  local timeouts = opts.timeouts or {}
+  for name in pairs(timeouts) do
+    local known = false
+    for _, r in ipairs(set.routes) do known = known or r.method == name end
+    if not known then argerror("transcoder", format("timeouts['%s']: no route of that method", shown(name)), 2, 2) end
+  end
+  for _, r in ipairs(set.routes) do r.timeout = timeouts[r.method] or opts.timeout end
   return setmetatable({
     set = set, pool = pool, allow = allow,
     ignore_unknown_query = opts.ignore_unknown_query, ignore_unknown_fields = opts.ignore_unknown_fields,
@@ -281,8 +308,26 @@ end
 -- methods and their bindings: each {method = "pkg.Service.Method", path =
 -- "/pkg.Service/Method", input = Type, output = Type, client_streaming,
 -- server_streaming, http_method = "GET", template = "/v1/{name=x/*}",
--- body = "" | "*" | field, response_body = "" | field}.
+-- body = "" | "*" | field, response_body = "" | field, timeout = seconds
+-- or nil (the `timeout`/`timeouts` options)}.
 function Transcoder:routes() return self.set.routes end
+
+--- seconds | nil = tc:timeout(route, header_timeout): the timeout of a
+-- matched request's call: the shorter of the route's (the `timeout` and
+-- `timeouts` options) and `header_timeout` (seconds, the Grpc-Timeout
+-- header as tc:metadata returns it; nil: none); nil when neither is set.
+-- pc.listen's REST placement (and so `protocall gateway`) gives the
+-- handler it as ctx.timeout; the nginx gateway's `timeout` option is the
+-- same rule.
+function Transcoder.timeout(_, route, header_timeout)
+  if type(route) ~= "table" or not route.input then argerror("timeout", "route expected", 2) end
+  if header_timeout ~= nil and type(header_timeout) ~= "number" then
+    argerror("timeout", "seconds expected, got " .. type(header_timeout), 2, 2)
+  end
+  local t = route.timeout
+  if header_timeout and (not t or header_timeout < t) then t = header_timeout end
+  return t
+end
 
 --- route, bindings, query | nil, err = tc:match(http_method, target):
 -- the route of the request target ("/v1/messages/123?revision=2"; the

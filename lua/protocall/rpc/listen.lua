@@ -13,6 +13,7 @@ local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local rpc_server = require "protocall.rpc.server"
+local rest = require "protocall.rpc.rest"
 
 local type, error, pairs, tostring, setmetatable, pcall, floor, huge =
   type, error, pairs, tostring, setmetatable, pcall, math.floor, math.huge
@@ -49,7 +50,7 @@ local LISTEN_OPTIONS = {
   max_connection_age = "number", max_connection_age_grace = "number",
   handshake_timeout = "number", stream_window = "number", connection_window = "number",
   max_resets = "number", max_control_frames = "number", incomplete_budget = "number",
-  stall_timeout = "number", mode = "mode", cors = "table",
+  stall_timeout = "number", mode = "mode", cors = "table", rest = "rest",
 }
 
 local CORS_OPTIONS = { origins = "table", headers = "table", expose = "table", max_age = "number",
@@ -225,7 +226,10 @@ end
 -- One call, from its headers to its end; a task of the scheduler.
 local function run_call(self, call)
   local entry = self.server.methods[call:path()]
-  if not entry then
+  local proto = self.rest and call:protocol()
+  if proto == "http" or (proto == "connect" and not entry and call:set_http()) then
+    rest.serve(self, call)
+  elseif not entry then
     call:not_found("unknown method " .. call:path()) -- HTTP 404 over Connect and gRPC-Web
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
@@ -454,7 +458,18 @@ end
 -- lists), every response to an allowed Origin carries
 -- Access-Control-Allow-Origin and the exposed headers (grpc-status,
 -- grpc-message, grpc-status-details-bin, ...); another origin gets no CORS
--- header. Raises on a bad argument or option (naming it) or an
+-- header.
+-- `opts.rest` (off by default) serves REST/JSON on the same address
+-- (doc/gateway.md): true for the google.api.http annotations of the
+-- services served, or a table of pc.transcoder's options (`http` rules
+-- given apart, `unbound`, `headers`, `timeout`, `timeouts`, `validate`,
+-- `json`, `ignore_unknown_query`, ...; not `services` nor
+-- `max_body_bytes`: max_receive_size bounds the body, 413 past it); a
+-- request of no RPC protocol, or a POST application/json to a path that
+-- names no method, goes to the method its route names, whose handler is
+-- called in process; failures are google.rpc.Status JSON with
+-- grpc-gateway's HTTP status; a bad option or rule raises "pc.listen:
+-- rest: ..." naming it. Raises on a bad argument or option (naming it) or an
 -- address that cannot be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then
@@ -475,7 +490,7 @@ function M.listen(server, address, opts)
         error("pc.listen: option 'mode' must be a string of octal digits (\"0660\") or an integer"
           .. " 0..4095 (permission bits), got " .. show(v), 2)
       end
-    elseif type(v) ~= want then
+    elseif want ~= "rest" and type(v) ~= want then -- rest.transcoder checks `rest`
       error("pc.listen: option '" .. k .. "' must be a " .. want .. ", got " .. type(v), 2)
     end
   end
@@ -512,6 +527,7 @@ function M.listen(server, address, opts)
     error("pc.listen: option 'mode' is for a unix: address (an abstract name has no file)", 2)
   end
   local mode = opts.mode ~= nil and mode_bits(opts.mode) or nil
+  local tc = rest.transcoder(server, opts.rest, opts.max_receive_size) -- before binding: raises on bad rules
   local ok, l = pcall(core.grpc_listen, { -- a C function in pcall: its error names no position
     host = host ~= "" and host or nil, port = port,
     unix_path = unix and unix.unix, unix_abstract = unix and unix.abstract, unix_mode = mode,
@@ -529,9 +545,10 @@ function M.listen(server, address, opts)
     stall_timeout = opts.stall_timeout, max_connection_age = opts.max_connection_age,
     max_connection_age_grace = opts.max_connection_age_grace,
     cors = opts.cors and cors_option(opts.cors),
+    plain_http = tc ~= nil,
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
-  return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false },
+  return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false, rest = tc },
     Listener)
 end
 

@@ -175,7 +175,7 @@ function M.server(services, opts)
       methods[m.path] = { info = m, handler = handler }
     end
   end
-  return setmetatable({ methods = methods }, Server)
+  return setmetatable({ methods = methods, pool = pool }, Server)
 end
 
 --- services | nil, problem = with_builtins(services, opts, pool):

@@ -1,0 +1,252 @@
+--- `protocall gateway`: a standalone gateway in front of any gRPC server.
+-- It is a pc.listen whose handlers forward each call to the upstream
+-- with a client of its schema: REST/JSON by google.api.http rules (the
+-- listener's `rest` placement, pc.transcoder), and gRPC, gRPC-Web and
+-- Connect clients (over HTTP/2 or HTTP/1.1) proxied to the upstream's
+-- plain gRPC, headers, trailers and status details carried whole.
+local pc = require "protocall"
+local common = require "protocall.cli.common"
+local sched = require "protocall.sched"
+
+local ipairs, pcall, tostring, error, getmetatable = ipairs, pcall, tostring, error, getmetatable
+local format = string.format
+local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
+local metadata_problem = require("protocall.core").metadata_problem
+
+local M = {}
+
+M.gateway = {
+  summary = "a REST/JSON, gRPC-Web and Connect gateway in front of a gRPC server",
+  flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
+    validate = "bool", timeout = "number", unbound = "bool", ["listen-cert"] = "string",
+    ["listen-key"] = "string" }),
+  usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE] [-rules FILE] [-header NAME ...]\n" ..
+          "       [-timeout SECONDS] [-validate] [-unbound] [-plaintext | TLS flags] UPSTREAM",
+  about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
+          "UPSTREAM (host:port, a URL or dns:/unix: as `protocall call` takes it): REST/JSON\n" ..
+          "requests by the google.api.http annotations of the schema and the rules of\n" ..
+          "-rules (a google.api.Service's http section as JSON: {\"rules\": [...]}), and\n" ..
+          "gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as gRPC. The schema\n" ..
+          "comes from -proto/-protoset, else from UPSTREAM's reflection service (read once,\n" ..
+          "at start). -header passes a request header on as metadata for REST requests\n" ..
+          "(besides Authorization and Grpc-Metadata-*); -timeout is every REST route's\n" ..
+          "deadline (a shorter Grpc-Timeout wins); -validate refuses requests breaking\n" ..
+          "their protovalidate rules before they reach UPSTREAM; -unbound serves methods\n" ..
+          "without a rule as POST /pkg.Service/Method. -listen-cert/-listen-key: TLS on\n" ..
+          "ADDR. Prints `listening on HOST:PORT` to stderr and serves until stopped.",
+  example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
+}
+
+-- Request metadata a proxied gRPC/Web/Connect call does not pass on: the
+-- HTTP hop's own headers (the client sets its own).
+local HOP = {
+  ["user-agent"] = true, accept = true, ["accept-encoding"] = true, ["accept-language"] = true,
+  host = true, origin = true, referer = true, ["x-grpc-web"] = true, ["x-user-agent"] = true,
+  ["content-length"] = true, connection = true, ["keep-alive"] = true, cookie = true,
+}
+
+--- md = forwarded(metadata): the request metadata passed on upstream.
+local function forwarded(md)
+  local out = {}
+  for _, kv in ipairs(md or {}) do
+    local k = kv[1]
+    if not HOP[k] and k:sub(1, 5) ~= "grpc-" and k:sub(1, 4) ~= "sec-" and not metadata_problem({ kv }, 0, 0) then
+      out[#out + 1] = kv
+    end
+  end
+  return out
+end
+M.forwarded = forwarded
+
+-- Sets the upstream's response headers and trailers on `ctx` (those a
+-- call may carry; reserved ones are the engine's).
+local function pass_back(ctx, headers, trailers)
+  for pass, list in ipairs { headers or {}, trailers or {} } do
+    for _, kv in ipairs(list) do
+      local k = kv[1]
+      if k:sub(1, 5) ~= "grpc-" and k ~= "content-type" and k ~= "content-length" and k ~= "date" and k ~= "server" then
+        pcall(pass == 1 and ctx.set_header or ctx.set_trailer, ctx, k, kv[2])
+      end
+    end
+  end
+end
+
+-- The upstream's failure as the gateway's: a pc.Error keeps its code,
+-- message and details; its trailers become the gateway's.
+local function relay_error(ctx, err)
+  if getmetatable(err) == pc.Error then
+    pass_back(ctx, err.headers, err.metadata)
+    err.metadata = nil
+  end
+  error(err, 0)
+end
+
+-- The handler forwarding method `m` to the upstream over `stub`.
+local function forwarder(stub, m)
+  local name = m.name
+  local function opts(ctx)
+    return { metadata = forwarded(ctx.metadata), timeout = ctx.timeout, with_metadata = true }
+  end
+  if not m.client_streaming and not m.server_streaming then
+    return function(req, ctx)
+      local ok, resp, md = pcall(stub[name], stub, req, opts(ctx))
+      if not ok then relay_error(ctx, resp) end
+      pass_back(ctx, md.headers, md.trailers)
+      return resp
+    end
+  elseif not m.client_streaming then
+    return function(req, ctx)
+      local ok, err = pcall(function()
+        local it, call = stub[name](stub, req, opts(ctx))
+        local first = true
+        for resp in it do
+          if first then
+            pass_back(ctx, call:headers(), nil)
+            first = false
+          end
+          ctx.send(resp)
+        end
+        if first then pass_back(ctx, call:headers(), nil) end
+        pass_back(ctx, nil, call:trailers())
+      end)
+      if not ok then relay_error(ctx, err) end
+    end
+  end
+  return function(ctx)
+    local o = opts(ctx)
+    o.with_metadata = nil
+    local call = stub[name](stub, o)
+    local ok, result = pcall(function()
+      if not m.server_streaming then
+        while true do
+          local req = ctx.recv()
+          if req == nil then break end
+          call:send(req)
+        end
+        local resp = call:close_and_recv()
+        pass_back(ctx, call:headers(), call:trailers())
+        return resp
+      end
+      -- bidirectional: the requests go up in a task of their own
+      local up_err
+      sched.spawn(function()
+        local okU, e = pcall(function()
+          while true do
+            local req = ctx.recv()
+            if req == nil then break end
+            call:send(req)
+          end
+          call:close_send()
+        end)
+        if not okU then
+          up_err = e
+          call:cancel()
+        end
+      end)
+      local first = true
+      while true do
+        local resp = call:recv()
+        if first then
+          pass_back(ctx, call:headers(), nil)
+          first = false
+        end
+        if resp == nil then break end
+        ctx.send(resp)
+      end
+      if up_err then error(up_err, 0) end
+      pass_back(ctx, nil, call:trailers())
+    end)
+    call:close()
+    if not ok then relay_error(ctx, result) end
+    return result
+  end
+end
+
+--- server, names = gateway_server(pool, transport, services): a pc.server
+-- of `services` (full names) of `pool` whose handlers forward each call
+-- over `transport`.
+function M.gateway_server(pool, transport, services)
+  local handlers = {}
+  for _, sname in ipairs(services) do
+    local info = pool:service(sname)
+    local stub = pc.client(sname, { transport = transport, pool = pool })
+    local h = {}
+    for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m) end
+    handlers[sname] = h
+  end
+  return pc.server(handlers, { pool = pool })
+end
+
+-- The services of the files of `pool` named `names`.
+local function services_of(pool, names)
+  local out, seen = {}, {}
+  for _, n in ipairs(names) do
+    for _, s in ipairs(pool:file(n).services) do
+      if not seen[s] then
+        seen[s] = true
+        out[#out + 1] = s
+      end
+    end
+  end
+  return out
+end
+
+-- The upstream's schema by reflection: its pool and services (reflection
+-- itself left out).
+local function by_reflection(flags, transport)
+  return common.with_reflection(flags, transport, function(r)
+    local names = {}
+    for _, s in ipairs(r.services()) do
+      if not s:find("^grpc%.reflection%.") then
+        r.symbol(s)
+        names[#names + 1] = s
+      end
+    end
+    return { pool = r.pool, services = names }
+  end, nil, "gateway")
+end
+
+function M.gateway.run(flags, args)
+  if #args ~= 1 then usage_error("gateway", "UPSTREAM expected") end
+  if (flags["listen-cert"] == nil) ~= (flags["listen-key"] == nil) then
+    usage_error("gateway", "-listen-cert and -listen-key go together")
+  end
+  local t = flags.timeout
+  if t ~= nil and not (t > 0 and t < math.huge) then
+    usage_error("gateway", "-timeout: a positive number of seconds expected, got " .. tostring(t))
+  end
+  local transport = common.connect(flags, args[1], "gateway")
+  local pool, services
+  if common.has_schema(flags) then
+    local names
+    pool, names = common.load_schemas(flags)
+    services = services_of(pool, names)
+  else
+    local got, status = by_reflection(flags, transport)
+    if not got then return status end
+    pool, services = got.pool, got.services
+  end
+  if #services == 0 then fail("gateway: no service in the schema") end
+  local rest = { validate = flags.validate or nil, timeout = t, unbound = flags.unbound or nil }
+  if flags.header then
+    rest.headers = { "authorization" }
+    for _, h in ipairs(flags.header) do rest.headers[#rest.headers + 1] = h end
+  end
+  if flags.rules then rest.http = common.read_input(flags.rules) end
+  local okS, server = pcall(M.gateway_server, pool, transport, services)
+  if not okS then fail(tostring(server)) end
+  local addr = flags.listen or "127.0.0.1:8080"
+  local ok, listener = pcall(pc.listen, server, addr,
+    { rest = rest, cert_file = flags["listen-cert"], key_file = flags["listen-key"] })
+  if not ok then fail((tostring(listener):gsub("^pc%.listen: ", ""))) end
+  local host = addr:match("^(.*):%d+$") or "127.0.0.1"
+  if host == "" then host = "0.0.0.0" end
+  stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%d services)\n", host,
+    listener.port, args[1], #services))
+  stderr:flush()
+  pc.spawn(function() listener:serve() end)
+  pc.run()
+  return 0
+end
+
+return M

@@ -1,0 +1,223 @@
+-- pc.listen's REST placement: a request of none of the RPC protocols
+-- (or a Connect-looking POST application/json to a path that names no
+-- method) is matched against the `google.api.http` routes of the services
+-- served, transcoded by `pc.transcoder` (lua/protocall/http/transcode.lua)
+-- and handed to the method's handler in process, no network hop; the
+-- answer goes back as JSON (a server stream as newline-delimited JSON or
+-- text/event-stream), a failure as a google.rpc.Status body with its
+-- HTTP status. The C engine (core/net/server.h, plain_http) reads the
+-- body whole and writes what is given here.
+local errors = require "protocall.errors"
+local internal = require "protocall.internal"
+local sched = require "protocall.sched"
+local rpc_server = require "protocall.rpc.server"
+
+local type, pairs, ipairs, pcall, error, tostring = type, pairs, ipairs, pcall, error, tostring
+local status, codes, Error = errors.status, internal.codes, errors.Error
+local now, wait_call = sched.now, sched.wait_call
+local response_of, returned_list = rpc_server.response_of, rpc_server.returned_list
+
+local M = {}
+
+local REST_KEYS = {
+  http = true, unbound = true, headers = true, ignore_unknown_query = true, ignore_unknown_fields = true,
+  max_query_bytes = true, max_query_params = true, json = true, max_depth = true, validate = true,
+  timeout = true, timeouts = true,
+}
+
+-- tc = rest.transcoder(server, opt, max_receive): the transcoder of pc.listen's `rest`
+-- option: true (the google.api.http annotations of the services served)
+-- or a table of pc.transcoder's options (`http` rules given apart,
+-- `unbound`, `headers`, `timeout`, `timeouts`, `validate`, ...; not
+-- `services`: the services served; not `max_body_bytes`: pc.listen's
+-- max_receive_size bounds the body). nil when `opt` is nil or false.
+-- Raises "pc.listen: rest: ..." naming the bad option or rule.
+function M.transcoder(server, opt, max_receive)
+  if opt == nil or opt == false then return nil end
+  if opt ~= true and type(opt) ~= "table" then
+    error("pc.listen: rest: true or a table of pc.transcoder options expected, got " .. type(opt), 3)
+  end
+  local opts = {}
+  if type(opt) == "table" then
+    for k, v in pairs(opt) do
+      if not REST_KEYS[k] then error("pc.listen: rest: unknown option '" .. tostring(k) .. "'", 3) end
+      opts[k] = v
+    end
+  end
+  local seen, services = {}, {}
+  for _, entry in pairs(server.methods) do
+    local name = entry.info.full_name:match("^(.*)%.[^.]+$")
+    if not seen[name] then
+      seen[name] = true
+      services[#services + 1] = name
+    end
+  end
+  table.sort(services)
+  opts.services = services
+  opts.max_body_bytes = max_receive or 4194304
+  local transcoder = require("protocall.http.transcode").transcoder
+  local ok, tc = pcall(transcoder, server.pool, opts)
+  if not ok then error("pc.listen: rest: " .. tostring(tc):gsub("^bad argument #2 to 'transcoder' ", ""), 3) end
+  return tc
+end
+
+-- The request's headers for tc:metadata, the content-type and Accept.
+local function headers_of(call)
+  local list = call:metadata()
+  local accept
+  for _, kv in ipairs(list) do
+    if kv[1] == "accept" then accept = kv[2] end
+  end
+  return list, call:content_type(), accept
+end
+
+-- tc:response_headers' list with lowercase names (HTTP/2's).
+local function lowered(list)
+  for _, kv in ipairs(list) do kv[1] = kv[1]:lower() end
+  return list
+end
+
+-- Answers `call` with an error (a pc.Error or a failure table of
+-- rpc/server.lua) as tc:error writes it.
+local function answer_error(tc, call, err, extra)
+  local http, body, ct = tc:error(err)
+  local h = { { "content-type", ct }, { "content-length", tostring(#body) } }
+  for _, kv in ipairs(extra or {}) do h[#h + 1] = kv end
+  if call:respond(http, h) then call:send(body) end
+  call:finish(codes.OK, "")
+end
+
+-- The whole request body (the engine gives it as one message once it has
+-- ended), or nil when the call is over.
+local function body_of(core, call)
+  while true do
+    local m = call:next()
+    if m ~= false then return m end
+    wait_call(core, call)
+  end
+end
+
+-- The response metadata a handler sets, as `out` collects it: headers
+-- and trailers both become response headers (grpc-gateway's
+-- Grpc-Metadata-* and Grpc-Trailer-*); a server stream's trailers come
+-- after its head and are dropped.
+local function make_ctx(call, info, md, timeout, rt)
+  local ctx = { method = info.full_name, metadata = md, timeout = timeout,
+    deadline = timeout and now() + timeout or nil }
+  local ended = false
+  function ctx.cancelled() return ended or call:cancelled() or (ctx.deadline ~= nil and now() > ctx.deadline) end
+  ctx.sleep = sched.sleep
+  rpc_server.add_response_metadata(ctx, function(trailers, k, v)
+    if ended then return nil, rpc_server.OVER end
+    if rt.head_sent and not trailers then return nil, "headers already sent" end
+    local list = trailers and rt.trailers or rt.headers
+    list[#list + 1] = { k, v }
+    return true
+  end, function() return false end)
+  ctx.compressed = function() return false end
+  ctx.send = rpc_server.no_send(info)
+  ctx.recv = rpc_server.no_recv(info)
+  return ctx, function() ended = true end
+end
+
+-- rest.serve(listener, call): answers one REST request (a task of the
+-- scheduler, as listen.lua's run_call).
+function M.serve(self, call)
+  local tc, core = self.rest, self.core
+  local target = call:path()
+  local route, bindings, query = tc:match(call:http_method(), target)
+  if not route then return answer_error(tc, call, bindings) end
+  local entry = self.server.methods[route.path]
+  if not entry then
+    return answer_error(tc, call, Error { code = "UNIMPLEMENTED", message = route.method .. " is not served" })
+  end
+  local info = entry.info
+  local headers, content_type, accept = headers_of(call)
+  local md, header_timeout = tc:metadata(headers)
+  if not md then return answer_error(tc, call, header_timeout) end
+  local t = call:timeout()
+  if t and (not header_timeout or t < header_timeout) then header_timeout = t end
+  local timeout = tc:timeout(route, header_timeout)
+  local body = body_of(core, call)
+  if body == nil then return call:finish(codes.CANCELLED, "cancelled") end
+  local req, msgs, err
+  if info.client_streaming then
+    msgs, err = tc:requests(route, bindings, query, body, content_type)
+  else
+    req, err = tc:request(route, bindings, query, body, content_type)
+  end
+  if err then return answer_error(tc, call, err) end
+  local rt = { headers = {}, trailers = {} }
+  local ctx, ended = make_ctx(call, info, md, timeout, rt)
+  if info.client_streaming then
+    local i = 0
+    function ctx.recv()
+      i = i + 1
+      return msgs[i]
+    end
+  end
+  local kind, stream_ct
+  local function head(http)
+    rt.head_sent = true
+    local h = { { "content-type", stream_ct } }
+    for _, kv in ipairs(lowered(tc:response_headers(rt.headers, nil))) do h[#h + 1] = kv end
+    local ok, why = call:respond(http, h)
+    if not ok then error(status("INTERNAL", info.full_name .. ": " .. why), 0) end
+  end
+  if info.server_streaming then
+    kind, stream_ct = tc:stream_kind(route, accept)
+    function ctx.send(response)
+      if ctx.cancelled() then error(status("CANCELLED", info.full_name .. ": the call is over"), 2) end
+      local m = response_of(info, response)
+      if not rt.head_sent then head(200) end
+      if not call:send(tc:stream_message(route, m, kind)) then
+        error(status("CANCELLED", info.full_name .. ": the call is over"), 2)
+      end
+      while call:unsent() > 65536 and not ctx.cancelled() do wait_call(core, call) end
+    end
+  end
+  local ok, result
+  if info.client_streaming then
+    ok, result = pcall(entry.handler, ctx)
+  else
+    ok, result = pcall(entry.handler, req, ctx)
+  end
+  if ok and ctx.deadline ~= nil and now() > ctx.deadline then
+    ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
+  end
+  if ok and info.server_streaming then
+    ok, result = pcall(function()
+      local list = returned_list(info, result)
+      for i = 1, #list do ctx.send(list[i]) end
+    end)
+  elseif ok then
+    ok, result = pcall(function()
+      if result == nil then error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0) end
+      local m = response_of(info, result)
+      local text, ct = tc:response(route, m)
+      rt.head_sent = true
+      local h = { { "content-type", ct }, { "content-length", tostring(#text) } }
+      for _, kv in ipairs(lowered(tc:response_headers(rt.headers, rt.trailers))) do h[#h + 1] = kv end
+      local sent, why = call:respond(200, h)
+      if not sent then error(status("INTERNAL", info.full_name .. ": " .. why), 0) end
+      call:send(text)
+    end)
+  end
+  ended()
+  if ok then
+    if info.server_streaming and not rt.head_sent then
+      stream_ct = stream_ct or "application/json"
+      pcall(head, 200)
+    end
+    return call:finish(codes.OK, "")
+  end
+  local st = rpc_server.failure(info, result)
+  local failed = { code = st.code, message = st.message, details_bin = st.details }
+  if rt.head_sent then
+    if info.server_streaming then call:send(tc:stream_error(failed, kind)) end
+    return call:finish(codes.OK, "")
+  end
+  return answer_error(tc, call, failed, lowered(tc:response_headers(rt.headers, rt.trailers)))
+end
+
+return M

@@ -1,0 +1,262 @@
+-- REST/JSON by google.api.http rules in two placements of one
+-- implementation (pc.transcoder): pc.listen's `rest` option
+-- (spec/gateway_library.lua serves gw.Library in Lua on one port) and
+-- `protocall gateway` in front of spec/gateway_upstream.py
+-- (python3-grpcio). The case table of spec/gateway_cases.lua runs through
+-- both with curl (HTTP/1.1 and HTTP/2) and python's http.client as
+-- clients; the gateway also proxies gRPC-Web and Connect (curl, and
+-- connect-node's clients when node_modules has them) to the plain gRPC
+-- upstream, trailers carried whole; hostile REST input is refused with a
+-- google.rpc.Status body before anything reaches a handler. This spec
+-- drives processes: without curl, protoc or python3-grpcio it is a
+-- visible pending test (a failure when env CI is set).
+local helper = require "grpc_helper"
+local N = require "nginx_helper"
+local R = require "runtime"
+local G = require "gateway_cases"
+
+local q, write = N.quote, N.write
+
+local absent
+local TOOLS = { ["/usr/bin/curl"] = "curl", ["/usr/bin/protoc"] = "protoc", ["/usr/bin/python3"] = "python3" }
+for path, name in pairs(TOOLS) do
+  if not N.exists(path) then absent = (absent and absent .. ", " or "") .. name end
+end
+if not absent and not os.execute("/usr/bin/python3 -c 'import grpc' 2>/dev/null") then
+  absent = "python3-grpcio"
+end
+if absent then
+  describe("REST gateways (pc.listen rest, protocall gateway)", function()
+    it("run", function()
+      if os.getenv("CI") then error("missing (required when CI is set): " .. absent) end
+      pending("REST gateway spec skipped, missing: " .. absent)
+    end)
+  end)
+  return
+end
+
+local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+-- the interpreter of the build under test (core_spec.lua's choice)
+local LUA = R.luajit and "luajit" or os.getenv("PROTOCALL_BIN") or "lua5.4"
+
+local function start_library(options)
+  return helper.spawn_command("env LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath)
+    .. " sh -c 'PC_PID=$$ exec " .. LUA .. " spec/gateway_library.lua \"$0\"' " .. q(options or "{}"),
+    "gateway_library.lua")
+end
+
+local function start_gateway(upstream, flags)
+  return G.start_gateway(BIN, upstream.port, flags or "-I spec/fixtures/protos -proto gateway/library.proto")
+end
+
+-- Runs the case table against `server` with curl over HTTP/1.1 and
+-- HTTP/2 and with python's http.client; refused cases must not reach the
+-- service.
+local function run_cases(server)
+  local before = G.calls(server)
+  local refused, list = 0, {}
+  for _, case in ipairs(G.CASES) do
+    for _, h2 in ipairs { false, true } do
+      local code, body, headers = G.request(server, case[2], { method = case.method, body = case.body,
+        headers = case.headers, http2 = h2 })
+      G.check(assert, case, code, body, headers, h2 and "curl, HTTP/2" or "curl, HTTP/1.1")
+    end
+    if case.refused then refused = refused + 1 end
+    list[#list + 1] = { case[2], method = case.method, body = case.body, headers = case.headers }
+  end
+  for i, a in ipairs(G.pyrequests(server, list)) do
+    G.check(assert, G.CASES[i], a[1], a[2], a[3], "http.client")
+  end
+  -- each accepted case reached the service 3 times, no refused one did
+  assert.are.equal(3 * (#G.CASES - refused), G.calls(server) - before)
+end
+
+describe("pc.listen's rest option", function()
+  it("is checked at listen, naming the bad option or rule", function()
+    local pc = require "protocall"
+    local pool = pc.pool()
+    local f = assert(io.open("spec/fixtures/protos/gateway/library.proto"))
+    assert(pool:load(f:read("a"), { name = "gateway/library.proto" }))
+    f:close()
+    local server = pc.server({ ["gw.Library"] = { Echo = function(req) return { text = req.text } end } },
+      { pool = pool })
+    local function refused(rest)
+      local ok, err = pcall(pc.listen, server, "127.0.0.1:0", { rest = rest })
+      assert.is_false(ok)
+      return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+    end
+    assert.are.equal("pc.listen: rest: true or a table of pc.transcoder options expected, got number", refused(5))
+    assert.are.equal("pc.listen: rest: unknown option 'services'", refused { services = { "gw.Library" } })
+    assert.are.equal("pc.listen: rest: (timeout: seconds > 0 expected, got -1)", refused { timeout = -1 })
+    assert.truthy(refused { http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } }
+      :find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope'", 1, true))
+    local l = pc.listen(server, "127.0.0.1:0", { rest = { timeout = 2 } })
+    local route = l.rest:match("GET", "/v1/calls")
+    assert.are.equal(2, l.rest:timeout(route))
+    l:shutdown()
+  end)
+end)
+
+describe("pc.listen with rest = true", function()
+  local server
+  setup(function() server = start_library("{ max_receive_size = 65536 }") end)
+  teardown(function() helper.stop(server) end)
+
+  it("passes the case table (curl over HTTP/1.1 and HTTP/2, python's http.client)", function()
+    run_cases(server)
+  end)
+
+  it("still serves Connect on the same port; a POST application/json to no method is REST", function()
+    local code, body = G.request(server, "/gw.Library/Echo", { body = '{"text":"hi"}',
+      headers = { "Content-Type: application/json" } })
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find('^{"text":"hi","calls":"%d+"}$'), body)
+    code, body = G.request(server, "/v1/shelves/7/books", { body = '{"title":"T"}',
+      headers = { "Content-Type: application/json" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/7/books/new","title":"T"}', body)
+  end)
+
+  it("refuses hostile input with a google.rpc.Status body, nothing reaching the handler", function()
+    local before = G.calls(server)
+    -- a body past max_receive_size: 413
+    local code, body = G.request(server, "/v1/shelves/7/books", { body = '{"title":"' .. ("x"):rep(200000) .. '"}' })
+    assert.are.equal(413, code, body)
+    assert.truthy(body:find('^{"code":8,"message":"request message of at least %d+ bytes exceeds the limit of 65536 '
+      .. 'bytes","details":%[%]}$'), body)
+    -- over HTTP/2 too
+    code, body = G.request(server, "/v1/shelves/7/books", { body = ("["):rep(100000), http2 = true })
+    assert.are.equal(413, code, body)
+    -- JSON nested past the depth limit
+    code, body = G.request(server, "/v1/shelves/7/books", { body = ("["):rep(5000) })
+    assert.are.equal(400, code, body)
+    assert.truthy(body:find('^{"code":3,'), body)
+    -- more query parameters than max_query_params
+    code, body = G.request(server, "/v1/shelves/1/books/2?" .. ("tags=a&"):rep(1100))
+    assert.are.equal(400, code, body)
+    assert.truthy(body:find('^{"code":3,"message":".*","details":%[%]}$'), body)
+    -- a query larger than the request head may be: the HTTP layer's 431/414-style refusal
+    code = G.request(server, "/v1/shelves/1/books/2?view=" .. ("v"):rep(100000))
+    assert.is_true(code >= 400 and code < 500, tostring(code))
+    -- NDJSON without newlines is one line, not a stream of many
+    code, body = G.request(server, "/v1/books:batchCreate", { body = '{"name":"a"}{"name":"b"}' })
+    assert.are.equal(400, code, body)
+    assert.truthy(body:find('^{"code":3,"message":"line 1: body: .*","details":%[%]}$'), body)
+    assert.are.equal(before, G.calls(server))
+  end)
+end)
+
+describe("protocall gateway", function()
+  local upstream, gateway
+  setup(function()
+    upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
+    gateway = start_gateway(upstream)
+  end)
+  teardown(function()
+    helper.stop(gateway)
+    helper.stop(upstream)
+  end)
+
+  it("passes the case table in front of python3-grpcio (curl over HTTP/1.1 and HTTP/2, http.client)", function()
+    run_cases(gateway)
+  end)
+
+  it("proxies Connect unary and gRPC-Web to the plain gRPC upstream, trailers and details whole", function()
+    local code, body = G.request(gateway, "/gw.Library/Echo", { body = '{"text":"hi"}',
+      headers = { "Content-Type: application/json" } })
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find('^{"text":"hi","calls":"%d+"}$'), body)
+    local h
+    code, body, h = G.request(gateway, "/gw.Library/Fail", { body = '{"code":"NOT_FOUND","reason":"r2"}',
+      headers = { "Content-Type: application/json" } })
+    assert.are.equal(404, code, body)
+    assert.are.equal("NOT_FOUND", h["trailer-x-failed"])
+    assert.truthy(body:find('"code":"not_found","message":"failed with NOT_FOUND","details":%[{"type":"gw.Detail"'),
+      body)
+    -- gRPC-Web (binary): the trailers frame carries grpc-status, the details and x-failed
+    local FailRequest = "\10\9NOT_FOUND\18\2r3"
+    local frame = "\0" .. string.char(0, 0, 0, #FailRequest) .. FailRequest
+    code, body, h = G.request(gateway, "/gw.Library/Fail", { body = frame,
+      headers = { "Content-Type: application/grpc-web+proto", "X-Grpc-Web: 1" } })
+    assert.are.equal(200, code, body)
+    local trailers = h["grpc-status"] and "" or body:sub(6)
+    assert.truthy((h["grpc-status"] or trailers:match("grpc%-status:(%d+)")) == "5", body)
+    assert.truthy(trailers:find("x-failed: ?NOT_FOUND") or h["x-failed"] == "NOT_FOUND", body)
+    assert.truthy(trailers:find("grpc%-status%-details%-bin:") or h["grpc-status-details-bin"], body)
+  end)
+
+  it("takes rules given apart with -rules (a rule there replaces the annotation)", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/api/echo/{text}"},'
+      .. ' {"selector": "gw.Library.Calls", "get": "/api/calls"}]}')
+    local gw = start_gateway(upstream, "-I spec/fixtures/protos -proto gateway/library.proto -rules " .. q(rules))
+    local ok, err = pcall(function()
+      local code, body = G.request(gw, "/api/echo/hello%20there")
+      assert.are.equal(200, code, body)
+      assert.truthy(body:find('^{"text":"hello there","calls":"%d+"}$'), body)
+      code = G.request(gw, "/v1/calls") -- replaced by /api/calls
+      assert.are.equal(404, code)
+      code, body = G.request(gw, "/api/calls")
+      assert.are.equal(200, code, body)
+    end)
+    helper.stop(gw)
+    os.remove(rules)
+    assert(ok, err)
+  end)
+
+  it("reads the schema from the upstream's reflection when given no -proto", function()
+    local pc = require "protocall"
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/grpc/reflection/v1"))
+    write(dir .. "/grpc/reflection/v1/reflection.proto", pc.builtin_source("grpc/reflection/v1/reflection.proto"))
+    local refl = helper.spawn_command("/usr/bin/python3 spec/reflection_server.py 0 " .. dir .. " v1",
+      "reflection_server.py")
+    local gw = start_gateway(refl, "-unbound")
+    local ok, err = pcall(function()
+      -- Connect to a method of the reflected schema, and REST by -unbound's POST /pkg.Service/Method
+      local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}",
+        headers = { "Content-Type: application/json" } })
+      assert.are.equal(200, code, body)
+      code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
+      assert.are.equal(200, code, body)
+    end)
+    helper.stop(gw)
+    helper.stop(refl)
+    os.execute("rm -rf " .. q(dir))
+    assert(ok, err)
+  end)
+end)
+
+-- connect-node's gRPC, Connect and gRPC-Web transports through `protocall gateway`
+-- to the plain gRPC upstream (python3-grpcio): headers, trailers, details.
+describe("protocall gateway with @connectrpc/connect-node", function()
+  local peer = require "node_peer"
+  local missing = peer.missing("@connectrpc/connect-node")
+  local upstream, gateway, set
+  setup(function()
+    if missing then return end
+    set = peer.descriptor_set({ "gateway/library.proto" }, { "spec/fixtures/protos", "core/schema/protos" })
+    upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
+    gateway = start_gateway(upstream)
+  end)
+  teardown(function()
+    if missing then return end
+    helper.stop(gateway)
+    helper.stop(upstream)
+    os.remove(set)
+  end)
+  local EXPECTED = table.concat({
+    "book shelves/1/books/2 title of shelves/1/books/2 (v) 7",
+    "listed shelves/3/books/1", "listed shelves/3/books/2",
+    "stream error ABORTED stream failed after 2",
+    "error NOT_FOUND failed with NOT_FOUND r9 x-failed=NOT_FOUND",
+    "headers ann header=yes trailer=1", "" }, "\n")
+  for _, transport in ipairs { "grpc", "connect", "connect,json", "grpc-web", "grpc-web,json", "connect,h1",
+    "grpc-web,h1" } do
+    it(transport, function()
+      if missing then return peer.skip(pending, "connect-node", missing) end
+      assert.are.equal(EXPECTED, peer.run("gateway_client.mjs", { set, gateway.port, transport }))
+    end)
+  end
+end)

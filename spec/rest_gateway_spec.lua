@@ -117,6 +117,19 @@ describe("pc.listen with rest = true", function()
     assert.are.equal('{"name":"shelves/7/books/new","title":"T"}', body)
   end)
 
+  it("tells a Connect GET (its query has connect=v1) from a REST GET on the same port", function()
+    local code, body = G.request(server, "/gw.Library/GetBook?connect=v1&encoding=json&message="
+      .. "%7B%22name%22%3A%22shelves%2F1%2Fbooks%2F2%22%7D", { method = "GET" })
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find('"name":"shelves/1/books/2"', 1, true), body)
+    code, body = G.request(server, "/v1/shelves/1/books/2", { method = "GET" })
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find('"title":"title of shelves/1/books/2"', 1, true), body)
+    -- a GET naming a method without connect=v1 is REST's, which has no such route
+    code = G.request(server, "/gw.Library/GetBook?encoding=json&message=%7B%7D", { method = "GET" })
+    assert.are.equal(404, code)
+  end)
+
   it("refuses hostile input with a google.rpc.Status body, nothing reaching the handler", function()
     local before = G.calls(server)
     -- a body past max_receive_size: 413

@@ -516,32 +516,63 @@ int lpc_ffi_write_kind(const pc_FieldDef *f) {
 }
 
 /* The FFI reader's kinds beyond the plain slots': a string or bytes field
- * without presence (a pc_StringView slot copied out by ffi.string), and the
- * 64-bit integers of plain slots (an int64_t / uint64_t cdata, what
- * lpc_push_int64 makes of them). */
+ * (a pc_StringView slot copied out by ffi.string), and the 64-bit integers
+ * (an int64_t / uint64_t cdata, what lpc_push_int64 makes of them). */
 enum { kFfiRead_String = kLpc_Read_Bool + 2, kFfiRead_I64, kFfiRead_U64 };
 
+/* How the FFI reader reads field 'f' (0: it leaves 'f' to the C __index):
+ * every singular scalar, enum, string and bytes field but extensions,
+ * with or without presence (the reader tests the presence bit or the
+ * oneof case itself). */
+static int ffi_read_kind(const pc_FieldDef *f) {
+  if (f->is_extension || f->label == kPc_Label_Repeated || f->slot > kPc_Slot_String) return 0;
+  if (f->slot == kPc_Slot_String) return kFfiRead_String;
+  switch (f->type) {
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return kLpc_Read_U32;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32:
+  case kPc_Type_Enum: return kLpc_Read_I32;
+  case kPc_Type_Double: return kLpc_Read_F64;
+  case kPc_Type_Float: return kLpc_Read_F32;
+  case kPc_Type_Bool: return kLpc_Read_Bool;
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: return kFfiRead_U64;
+  default: return kFfiRead_I64; /* int64, sint64, sfixed64 */
+  }
+}
+
+/* Whether field 'f' reads as zero when unset (0, false, "" or a 64-bit
+ * zero: pc_Message_Get's default_of all zero bits), so the FFI reader
+ * can give that value itself; a proto2 default, a closed enum's nonzero
+ * first value or a -0.0 default leave an unset read to the C __index. */
+static int zero_default(const pc_FieldDef *f) {
+  switch (f->slot) {
+  case kPc_Slot_Bool: return f->default_value.b == 0;
+  case kPc_Slot_32: return f->default_value.u32 == 0;
+  case kPc_Slot_64: return f->default_value.u64 == 0;
+  case kPc_Slot_String: return f->default_value.s.size == 0;
+  default: return 0;
+  }
+}
+
 /* Pushes the list, in declaration order, of the fields the FFI reader and
- * writer handle: {name =, offset =, read = kLpc_Read_* of a plain slot but
- * 64-bit ones, or kFfiRead_String, kFfiRead_I64, kFfiRead_U64 (else 0),
- * write = lpc_ffi_write_kind, hasbit = (-1: none), case_offset = (0: no
- * oneof), number =, widest = (the oneof's widest member, which
- * pc_Message_Set clears)}. */
+ * writer handle: {name =, offset =, read = ffi_read_kind (kLpc_Read_* of a
+ * 32-bit, double, float or bool slot, kFfiRead_String, kFfiRead_I64,
+ * kFfiRead_U64, else 0), write = lpc_ffi_write_kind, hasbit = (-1: none),
+ * case_offset = (0: no oneof), number =, widest = (the oneof's widest
+ * member, which pc_Message_Set clears), zero = (zero_default: an unset
+ * read gives 0, false, "" or a 64-bit zero)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
   lua_Integer n = 0;
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
-    int read = read_kind(f), write = lpc_ffi_write_kind(f);
-    if (lpc_plain_slot(f) && is_64bit_integer(f->type))
-      read =
-          f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64 ? kFfiRead_U64 : kFfiRead_I64;
-    if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
-        f->label != kPc_Label_Repeated)
-      read = kFfiRead_String;
+    int read = ffi_read_kind(f), write = lpc_ffi_write_kind(f);
     if (read == kLpc_Read_Other && write == 0) continue;
     size_t widest = f->case_offset != 0 ? f->oneof->slot_size : 0;
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 9);
     lua_pushstring(L, f->name);
     lua_setfield(L, -2, "name");
     lua_pushinteger(L, (lua_Integer)f->offset);
@@ -558,6 +589,8 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
     lua_setfield(L, -2, "number");
     lua_pushinteger(L, (lua_Integer)widest);
     lua_setfield(L, -2, "widest");
+    lua_pushboolean(L, zero_default(f));
+    lua_setfield(L, -2, "zero");
     lua_rawseti(L, -2, ++n);
   }
 }
@@ -599,7 +632,8 @@ static int lpc_type_make_metatables(lua_State *L) {
  * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
  * double, 5 float, 6 bool, 8 string or bytes, 9 int64_t, 10 uint64_t or 0,
  * write kind the same but 8 plus 3 64-bit and 7 open enum or 0, hasbit,
- * case_offset, number, widest). */
+ * case_offset, number, widest, zero: whether an unset read gives 0,
+ * false, "" or a 64-bit zero). */
 static int lpc_set_reader(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);

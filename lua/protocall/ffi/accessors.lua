@@ -6,9 +6,12 @@
 -- and a __newindex generated for it
 -- (core.set_reader gives each field's slot layout): one `k == "name"`
 -- test per field, which the JIT folds away for a constant key, and the
--- load or store (strings and bytes without presence: a copy of their
--- bytes, ffi.string; 64-bit integers: the int64_t or uint64_t cdata the C
--- __index gives). A store is made only of a value the C __newindex would
+-- load or store (strings and bytes: a copy of their bytes, ffi.string;
+-- 64-bit integers: the int64_t or uint64_t cdata the C __index gives).
+-- Every singular scalar, enum, string and bytes field is read so, with
+-- presence too: its presence bit or oneof case is tested, and an unset
+-- field reads as its zero value, or through C when its default is
+-- another (sub-messages, repeated and map fields, extensions: C). A store is made only of a value the C __newindex would
 -- store unchanged (an integer in the field's range, a number, a boolean,
 -- an open enum's number, 64-bit: an integral number within 2^53 or
 -- int64_t / uint64_t cdata), with the presence bit or oneof case set as
@@ -26,7 +29,7 @@ local M = {}
 local CHAIN = 40
 local env = {
   cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
-  bor = bit.bor, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
+  bor = bit.bor, band = bit.band, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
   i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"), fstring = ffi.string,
   PU64 = ffi.typeof("uint64_t *"),
   SV = ffi.typeof("struct { const char *data; size_t size; } *"), -- pc_StringView
@@ -57,7 +60,8 @@ M.nan64, M.nan32 = env.nan64, env.nan32
 
 local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
 
-local function read_code(f, view)
+-- The read of a field that is set (presence tested by read_code).
+local function load_code(f, view)
   if f.read == 8 then -- a string or bytes slot: a copy of its bytes
     return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", base(view),
                          f.offset)
@@ -78,6 +82,28 @@ local function read_code(f, view)
                          f.offset, value)
   end
   return "return " .. value
+end
+
+-- What an unset field reads as when it is all zero bits (f.zero), as the
+-- C __index pushes it.
+local zero_of = { "0", "0", nil, "0", "0", "false", nil, '""', "i64(0)", "u64(0)" }
+
+-- A field with presence (a presence bit, a oneof case) is loaded when set;
+-- unset, it reads as its zero value or, with another default, through the
+-- C __index (a tail call, naming the field).
+local function read_code(f, view)
+  local tests = {}
+  if f.hasbit >= 0 then
+    local byte = 8 + (f.hasbit - f.hasbit % 8) / 8
+    tests[#tests + 1] = string.format("band(cast(P[6], %s + %d)[0], %d) == 0", base(view), byte,
+                                      bit.lshift(1, f.hasbit % 8))
+  end
+  if f.case_offset ~= 0 then
+    tests[#tests + 1] = string.format("cast(P[1], %s + %d)[0] ~= %d", base(view), f.case_offset, f.number)
+  end
+  if #tests == 0 then return load_code(f, view) end
+  local unset = f.zero and "return " .. zero_of[f.read] or string.format("return c_meta(m, %q)", f.name)
+  return string.format("if %s then %s end %s", table.concat(tests, " or "), unset, load_code(f, view))
 end
 
 local function write_code(f, view)

@@ -11,10 +11,11 @@
 -- Every singular scalar, enum, string and bytes field is read so, with
 -- presence too: its presence bit or oneof case is tested, and an unset
 -- field reads as its zero value, or through C when its default is
--- another (sub-messages, repeated and map fields, extensions: C). A store is made only of a value the C __newindex would
--- store unchanged (an integer in the field's range, a number, a boolean,
--- an open enum's number, 64-bit: an integral number within 2^53 or
--- int64_t / uint64_t cdata), with the presence bit or oneof case set as
+-- another (sub-messages, repeated and map fields, extensions: C). A store
+-- is made only of a value the C __newindex would store unchanged (an
+-- integer in the field's range, a number, a boolean, an open enum's
+-- number, 64-bit: an integral number within 2^53 or int64_t / uint64_t
+-- cdata), with the presence bit or oneof case set as
 -- pc_Message_Set sets them; anything else, and every other field, goes
 -- to the C metamethod by a tail call, so its errors name the caller's
 -- line. Past CHAIN fields the rest are found through a table.

@@ -188,6 +188,29 @@ describe("the FFI field access", function()
     end
   end)
 
+  it("reads an unset sub-message as nil without the C __index, and a set one through it", function()
+    pool:message("f.QP", { { "i", "int32", 1 } })
+    local Q = pool:message("f.Q", { { "p", "f.QP", 1 }, { "oq", "f.QP", 2, oneof = "w" },
+                                    { "oi", "int32", 3, oneof = "w" }, { "r", "f.QP", 4, optional = true } })
+    for _, m in ipairs { Q(), Q { p = {} }, Q { oq = { i = 1 } }, Q { oi = 1, r = {} },
+                         pc.decode(Q, pc.encode(Q { p = { i = 2 }, oq = {} })),
+                         pc.decode(Q, pc.encode(Q { oi = 0 })) } do
+      local fn = debug.getmetatable(m).__index
+      local u = 1
+      while debug.getupvalue(fn, u) ~= "c_meta" do u = u + 1 end
+      local _, index = debug.getupvalue(fn, u)
+      for _, k in ipairs { "p", "oq", "r" } do
+        local want = index(m, k)
+        local by_c = false
+        debug.setupvalue(fn, u, function(_, key) by_c = true return index(m, key) end)
+        local got = m[k]
+        debug.setupvalue(fn, u, index)
+        assert.is_true(rawequal(want, got), k) -- the one view C keeps for the slot
+        assert.are.equal(want ~= nil, by_c, k)
+      end
+    end
+  end)
+
   it("reads 64-bit integers as the C __index does: the same cdata type and value", function()
     local i64, u64 = ffi.typeof("int64_t"), ffi.typeof("uint64_t")
     local signed = { "0", "1", "-1", "9007199254740993", "9223372036854775807", "-9223372036854775808" }

@@ -518,14 +518,17 @@ int lpc_ffi_write_kind(const pc_FieldDef *f) {
 /* The FFI reader's kinds beyond the plain slots': a string or bytes field
  * (a pc_StringView slot copied out by ffi.string), and the 64-bit integers
  * (an int64_t / uint64_t cdata, what lpc_push_int64 makes of them). */
-enum { kFfiRead_String = kLpc_Read_Bool + 2, kFfiRead_I64, kFfiRead_U64 };
+enum { kFfiRead_String = kLpc_Read_Bool + 2, kFfiRead_I64, kFfiRead_U64, kFfiRead_Message };
 
 /* How the FFI reader reads field 'f' (0: it leaves 'f' to the C __index):
  * every singular scalar, enum, string and bytes field but extensions,
  * with or without presence (the reader tests the presence bit or the
- * oneof case itself). */
+ * oneof case itself); of a singular message field, kFfiRead_Message, it
+ * only answers nil for an unset one (a NULL slot, another oneof member),
+ * leaving the view of a set one to C. */
 static int ffi_read_kind(const pc_FieldDef *f) {
-  if (f->is_extension || f->label == kPc_Label_Repeated || f->slot > kPc_Slot_String) return 0;
+  if (f->is_extension || f->label == kPc_Label_Repeated || f->slot > kPc_Slot_Message) return 0;
+  if (f->slot == kPc_Slot_Message) return kFfiRead_Message;
   if (f->slot == kPc_Slot_String) return kFfiRead_String;
   switch (f->type) {
   case kPc_Type_Uint32:
@@ -543,12 +546,14 @@ static int ffi_read_kind(const pc_FieldDef *f) {
   }
 }
 
-/* Whether field 'f' reads as zero when unset (0, false, "" or a 64-bit
- * zero: pc_Message_Get's default_of all zero bits), so the FFI reader
- * can give that value itself; a proto2 default, a closed enum's nonzero
- * first value or a -0.0 default leave an unset read to the C __index. */
+/* Whether field 'f' reads as zero when unset (0, false, "", a 64-bit
+ * zero, nil for a message: pc_Message_Get's default_of all zero bits), so
+ * the FFI reader can give that value itself; a proto2 default, a closed
+ * enum's nonzero first value or a -0.0 default leave an unset read to the
+ * C __index. */
 static int zero_default(const pc_FieldDef *f) {
   switch (f->slot) {
+  case kPc_Slot_Message: return 1;
   case kPc_Slot_Bool: return f->default_value.b == 0;
   case kPc_Slot_32: return f->default_value.u32 == 0;
   case kPc_Slot_64: return f->default_value.u64 == 0;
@@ -560,7 +565,7 @@ static int zero_default(const pc_FieldDef *f) {
 /* Pushes the list, in declaration order, of the fields the FFI reader and
  * writer handle: {name =, offset =, read = ffi_read_kind (kLpc_Read_* of a
  * 32-bit, double, float or bool slot, kFfiRead_String, kFfiRead_I64,
- * kFfiRead_U64, else 0), write = lpc_ffi_write_kind, hasbit = (-1: none),
+ * kFfiRead_U64, kFfiRead_Message, else 0), write = lpc_ffi_write_kind, hasbit = (-1: none),
  * case_offset = (0: no oneof), number =, widest = (the oneof's widest
  * member, which pc_Message_Set clears), zero = (zero_default: an unset
  * read gives 0, false, "" or a 64-bit zero)}. */
@@ -630,7 +635,8 @@ static int lpc_type_make_metatables(lua_State *L) {
  * then on, before its first instance, to put an FFI __index and
  * __newindex in front of the C ones: fields lists what each field's slot
  * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
- * double, 5 float, 6 bool, 8 string or bytes, 9 int64_t, 10 uint64_t or 0,
+ * double, 5 float, 6 bool, 8 string or bytes, 9 int64_t, 10 uint64_t, 11
+ * message (nil when unset, else the C __index) or 0,
  * write kind the same but 8 plus 3 64-bit and 7 open enum or 0, hasbit,
  * case_offset, number, widest, zero: whether an unset read gives 0,
  * false, "" or a 64-bit zero). */

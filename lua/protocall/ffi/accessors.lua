@@ -11,7 +11,8 @@
 -- Every singular scalar, enum, string and bytes field is read so, with
 -- presence too: its presence bit or oneof case is tested, and an unset
 -- field reads as its zero value, or through C when its default is
--- another (sub-messages, repeated and map fields, extensions: C). A store
+-- another; an unset sub-message reads as nil, a set one through C (so
+-- do repeated and map fields and extensions). A store
 -- is made only of a value the C __newindex would store unchanged (an
 -- integer in the field's range, a number, a boolean, an open enum's
 -- number, 64-bit: an integral number within 2^53 or int64_t / uint64_t
@@ -63,7 +64,10 @@ local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m
 
 -- The read of a field that is set (presence tested by read_code).
 local function load_code(f, view)
-  if f.read == 8 then -- a string or bytes slot: a copy of its bytes
+  if f.read == 11 then -- a message: nil when its slot is NULL, else C makes (or finds) its view
+    return string.format("if cast(charpp, %s + %d)[0] == nil then return nil end return c_meta(m, %q)",
+                         base(view), f.offset, f.name)
+  elseif f.read == 8 then -- a string or bytes slot: a copy of its bytes
     return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", base(view),
                          f.offset)
   elseif f.read == 9 or f.read == 10 then -- 64-bit: an int64_t / uint64_t cdata, as C makes
@@ -87,7 +91,7 @@ end
 
 -- What an unset field reads as when it is all zero bits (f.zero), as the
 -- C __index pushes it.
-local zero_of = { "0", "0", nil, "0", "0", "false", nil, '""', "i64(0)", "u64(0)" }
+local zero_of = { "0", "0", nil, "0", "0", "false", nil, '""', "i64(0)", "u64(0)", "nil" }
 
 -- A field with presence (a presence bit, a oneof case) is loaded when set;
 -- unset, it reads as its zero value or, with another default, through the

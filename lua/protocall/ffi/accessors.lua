@@ -62,28 +62,29 @@ M.nan64, M.nan32 = env.nan64, env.nan32
 
 local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
 
--- The read of a field that is set (presence tested by read_code).
-local function load_code(f, view)
+-- The read of a field that is set (presence tested by read_code), from the
+-- message's address `b` (an expression).
+local function load_code(f, b)
   if f.read == 11 then -- a message: nil when its slot is NULL, else C makes (or finds) its view
     return string.format("if cast(charpp, %s + %d)[0] == nil then return nil end return c_meta(m, %q)",
-                         base(view), f.offset, f.name)
+                         b, f.offset, f.name)
   elseif f.read == 8 then -- a string or bytes slot: a copy of its bytes
-    return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", base(view),
+    return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", b,
                          f.offset)
   elseif f.read == 9 or f.read == 10 then -- 64-bit: an int64_t / uint64_t cdata, as C makes
-    return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", base(view),
+    return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", b,
                          f.offset)
   end
-  local value = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)
+  local value = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], b, f.offset)
   if f.read == 6 then value = value .. " ~= 0" end
   -- A double or float NaN reads as Lua's one NaN, as lua_pushnumber
   -- makes it: LuaJIT's FFI load keeps a NaN's payload, whose bits can
   -- read as another type's tag (NaN-boxing) and crash the VM.
   if f.read == 4 then
     return string.format("local w = cast(P[1], %s + %d) if nan64(w[1], w[0]) then return NAN end return %s",
-                         base(view), f.offset, value)
+                         b, f.offset, value)
   elseif f.read == 5 then
-    return string.format("if nan32(cast(P[1], %s + %d)[0]) then return NAN end return %s", base(view),
+    return string.format("if nan32(cast(P[1], %s + %d)[0]) then return NAN end return %s", b,
                          f.offset, value)
   end
   return "return " .. value
@@ -100,15 +101,16 @@ local function read_code(f, view)
   local tests = {}
   if f.hasbit >= 0 then
     local byte = 8 + (f.hasbit - f.hasbit % 8) / 8
-    tests[#tests + 1] = string.format("band(cast(P[6], %s + %d)[0], %d) == 0", base(view), byte,
+    tests[#tests + 1] = string.format("band(cast(P[6], b + %d)[0], %d) == 0", byte,
                                       bit.lshift(1, f.hasbit % 8))
   end
   if f.case_offset ~= 0 then
-    tests[#tests + 1] = string.format("cast(P[1], %s + %d)[0] ~= %d", base(view), f.case_offset, f.number)
+    tests[#tests + 1] = string.format("cast(P[1], b + %d)[0] ~= %d", f.case_offset, f.number)
   end
-  if #tests == 0 then return load_code(f, view) end
+  if #tests == 0 then return load_code(f, base(view)) end
   local unset = f.zero and "return " .. zero_of[f.read] or string.format("return c_meta(m, %q)", f.name)
-  return string.format("if %s then %s end %s", table.concat(tests, " or "), unset, load_code(f, view))
+  return string.format("local b = %s if %s then %s end %s", base(view), table.concat(tests, " or "), unset,
+                       load_code(f, "b"))
 end
 
 local function write_code(f, view)

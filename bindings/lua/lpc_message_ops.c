@@ -17,9 +17,10 @@ static char kTypeKey;   /* metatable field: the Type */
 static char kEqKey;     /* registry: the messages' __eq */
 static char kReaderKey; /* registry: the FFI reader hook (LuaJIT), or none */
 
-static uint8_t read_kind(const pc_FieldDef *f) {
-  if (!lpc_plain_slot(f)) return kLpc_Read_Other;
-  switch (f->type) {
+/* The kLpc_Read_* of a scalar (non-string) field type: kLpc_Read_I64 for
+ * every 64-bit integer. */
+static uint8_t type_read_kind(pc_FieldType t) {
+  switch (t) {
   case kPc_Type_Uint32:
   case kPc_Type_Fixed32: return kLpc_Read_U32;
   case kPc_Type_Int32:
@@ -29,8 +30,15 @@ static uint8_t read_kind(const pc_FieldDef *f) {
   case kPc_Type_Double: return kLpc_Read_F64;
   case kPc_Type_Float: return kLpc_Read_F32;
   case kPc_Type_Bool: return kLpc_Read_Bool;
-  default: return LPC_LUAJIT ? kLpc_Read_Other : kLpc_Read_I64; /* LuaJIT: cdata (lpc_push_int64) */
+  default: return kLpc_Read_I64;
   }
+}
+
+static uint8_t read_kind(const pc_FieldDef *f) {
+  if (!lpc_plain_slot(f)) return kLpc_Read_Other;
+  uint8_t k = type_read_kind(f->type);
+  return LPC_LUAJIT && k == kLpc_Read_I64 ? kLpc_Read_Other
+                                          : k; /* LuaJIT: cdata (lpc_push_int64) */
 }
 
 /* The kLpc_Write_* of a 32-bit, floating or bool field type; kLpc_Write_Other for
@@ -530,20 +538,9 @@ static int ffi_read_kind(const pc_FieldDef *f) {
   if (f->is_extension || f->label == kPc_Label_Repeated || f->slot > kPc_Slot_Message) return 0;
   if (f->slot == kPc_Slot_Message) return kFfiRead_Message;
   if (f->slot == kPc_Slot_String) return kFfiRead_String;
-  switch (f->type) {
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return kLpc_Read_U32;
-  case kPc_Type_Int32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32:
-  case kPc_Type_Enum: return kLpc_Read_I32;
-  case kPc_Type_Double: return kLpc_Read_F64;
-  case kPc_Type_Float: return kLpc_Read_F32;
-  case kPc_Type_Bool: return kLpc_Read_Bool;
-  case kPc_Type_Uint64:
-  case kPc_Type_Fixed64: return kFfiRead_U64;
-  default: return kFfiRead_I64; /* int64, sint64, sfixed64 */
-  }
+  int k = type_read_kind(f->type);
+  if (k != kLpc_Read_I64) return k;
+  return f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64 ? kFfiRead_U64 : kFfiRead_I64;
 }
 
 /* Whether field 'f' reads as zero when unset (0, false, "", a 64-bit

@@ -94,15 +94,18 @@ end
 -- C __index pushes it.
 local zero_of = { "0", "0", nil, "0", "0", "false", nil, '""', "i64(0)", "u64(0)", "nil" }
 
+-- The byte (from the message's address) and the mask of f's presence bit.
+local function hasbit_of(f)
+  return 8 + (f.hasbit - f.hasbit % 8) / 8, bit.lshift(1, f.hasbit % 8)
+end
+
 -- A field with presence (a presence bit, a oneof case) is loaded when set;
 -- unset, it reads as its zero value or, with another default, through the
 -- C __index (a tail call, naming the field).
 local function read_code(f, view)
   local tests = {}
   if f.hasbit >= 0 then
-    local byte = 8 + (f.hasbit - f.hasbit % 8) / 8
-    tests[#tests + 1] = string.format("band(cast(P[6], b + %d)[0], %d) == 0", byte,
-                                      bit.lshift(1, f.hasbit % 8))
+    tests[#tests + 1] = string.format("band(cast(P[6], b + %d)[0], %d) == 0", hasbit_of(f))
   end
   if f.case_offset ~= 0 then
     tests[#tests + 1] = string.format("cast(P[1], b + %d)[0] ~= %d", f.case_offset, f.number)
@@ -116,9 +119,7 @@ end
 local function write_code(f, view)
   local out = { "if " .. accepts[f.write] .. " then", "local b = " .. base(view) }
   if f.hasbit >= 0 then
-    local byte = 8 + (f.hasbit - f.hasbit % 8) / 8
-    out[#out + 1] = string.format("local h = cast(P[6], b + %d) h[0] = bor(h[0], %d)", byte,
-                                  bit.lshift(1, f.hasbit % 8))
+    out[#out + 1] = string.format("local h = cast(P[6], b + %d) h[0] = bor(h[0], %d)", hasbit_of(f))
   end
   if f.case_offset ~= 0 then
     out[#out + 1] = string.format("fill(b + %d, %d) cast(P[1], b + %d)[0] = %d", f.offset, f.widest,

@@ -148,6 +148,69 @@ describe("the FFI field access", function()
     end
   end)
 
+  it("reads fields with presence (optional, proto2, oneof members) as the C __index does, without it", function()
+    local P = pool:message("f.P", {
+      { "i", "int32", 1 }, { "c", "f.Closed", 2 }, { "u", "uint64", 3 }, { "d", "double", 4, default = 1.5 },
+      { "s", "string", 5 }, { "t", "string", 6, default = "hi" }, { "b", "bool", 7 }, { "x", "int64", 8 },
+      { "z", "float", 9, default = -1.25 }, { "n", "int32", 10, default = 4 },
+    }, { syntax = "proto2" })
+    local set = { i = -2, c = 2, u = R.uint("18446744073709551615"), d = 0.25, s = "set", t = "there", b = true,
+                  x = R.int("-9007199254740993"), z = 2.5, n = 0 }
+    local cases = {}
+    for _, m in ipairs { P(), P(set), pc.decode(P, pc.encode(P(set))), M3(), M3 { oi = 5, opt = 0, optb = true },
+                         M3 { od = 2.5 }, M3 { os = "o" }, M3 { ob = false },
+                         pc.decode(M3, pc.encode(M3 { os = "o", opt = 3 })) } do
+      local keys = pc.type_of(m) == P and { "i", "c", "u", "d", "s", "t", "b", "x", "z", "n" }
+                   or { "oi", "od", "os", "ob", "opt", "optb" }
+      cases[#cases + 1] = { m, keys, c_meta(m, "__index") }
+    end
+    -- Set fields, and unset ones whose default is zero, are loaded by the
+    -- FFI reader; an unset field with another default is read by C.
+    local zero = { i = true, u = true, s = true, b = true, x = true, oi = true, od = true, os = true, ob = true,
+                   opt = true, optb = true }
+    for _, case in ipairs(cases) do
+      local m, keys, index = case[1], case[2], case[3]
+      local fn = debug.getmetatable(m).__index
+      local u = 1
+      while debug.getupvalue(fn, u) ~= "c_meta" do u = u + 1 end
+      for _, k in ipairs(keys) do
+        local want = index(m, k)
+        local by_c = false
+        debug.setupvalue(fn, u, function(_, key) by_c = true return index(m, key) end)
+        local got = m[k]
+        debug.setupvalue(fn, u, index)
+        assert.are.equal(want, got, k)
+        assert.are.equal(type(want), type(got), k)
+        if type(want) == "cdata" then assert.is_true(ffi.istype(ffi.typeof(want), got), k) end
+        if want == 0 then assert.are.equal(1 / want, 1 / got, k) end -- -0.0 stays
+        assert.are.equal(not pc.has(m, k) and not zero[k], by_c, k .. (by_c and " read by C" or " read by the FFI"))
+      end
+    end
+  end)
+
+  it("reads an unset sub-message as nil without the C __index, and a set one through it", function()
+    pool:message("f.QP", { { "i", "int32", 1 } })
+    local Q = pool:message("f.Q", { { "p", "f.QP", 1 }, { "oq", "f.QP", 2, oneof = "w" },
+                                    { "oi", "int32", 3, oneof = "w" }, { "r", "f.QP", 4, optional = true } })
+    for _, m in ipairs { Q(), Q { p = {} }, Q { oq = { i = 1 } }, Q { oi = 1, r = {} },
+                         pc.decode(Q, pc.encode(Q { p = { i = 2 }, oq = {} })),
+                         pc.decode(Q, pc.encode(Q { oi = 0 })) } do
+      local fn = debug.getmetatable(m).__index
+      local u = 1
+      while debug.getupvalue(fn, u) ~= "c_meta" do u = u + 1 end
+      local _, index = debug.getupvalue(fn, u)
+      for _, k in ipairs { "p", "oq", "r" } do
+        local want = index(m, k)
+        local by_c = false
+        debug.setupvalue(fn, u, function(_, key) by_c = true return index(m, key) end)
+        local got = m[k]
+        debug.setupvalue(fn, u, index)
+        assert.is_true(rawequal(want, got), k) -- the one view C keeps for the slot
+        assert.are.equal(want ~= nil, by_c, k)
+      end
+    end
+  end)
+
   it("reads 64-bit integers as the C __index does: the same cdata type and value", function()
     local i64, u64 = ffi.typeof("int64_t"), ffi.typeof("uint64_t")
     local signed = { "0", "1", "-1", "9007199254740993", "9223372036854775807", "-9223372036854775808" }

@@ -17,9 +17,10 @@ static char kTypeKey;   /* metatable field: the Type */
 static char kEqKey;     /* registry: the messages' __eq */
 static char kReaderKey; /* registry: the FFI reader hook (LuaJIT), or none */
 
-static uint8_t read_kind(const pc_FieldDef *f) {
-  if (!lpc_plain_slot(f)) return kLpc_Read_Other;
-  switch (f->type) {
+/* The kLpc_Read_* of a scalar (non-string) field type: kLpc_Read_I64 for
+ * every 64-bit integer. */
+static uint8_t type_read_kind(pc_FieldType t) {
+  switch (t) {
   case kPc_Type_Uint32:
   case kPc_Type_Fixed32: return kLpc_Read_U32;
   case kPc_Type_Int32:
@@ -29,8 +30,15 @@ static uint8_t read_kind(const pc_FieldDef *f) {
   case kPc_Type_Double: return kLpc_Read_F64;
   case kPc_Type_Float: return kLpc_Read_F32;
   case kPc_Type_Bool: return kLpc_Read_Bool;
-  default: return LPC_LUAJIT ? kLpc_Read_Other : kLpc_Read_I64; /* LuaJIT: cdata (lpc_push_int64) */
+  default: return kLpc_Read_I64;
   }
+}
+
+static uint8_t read_kind(const pc_FieldDef *f) {
+  if (!lpc_plain_slot(f)) return kLpc_Read_Other;
+  uint8_t k = type_read_kind(f->type);
+  return LPC_LUAJIT && k == kLpc_Read_I64 ? kLpc_Read_Other
+                                          : k; /* LuaJIT: cdata (lpc_push_int64) */
 }
 
 /* The kLpc_Write_* of a 32-bit, floating or bool field type; kLpc_Write_Other for
@@ -516,32 +524,57 @@ int lpc_ffi_write_kind(const pc_FieldDef *f) {
 }
 
 /* The FFI reader's kinds beyond the plain slots': a string or bytes field
- * without presence (a pc_StringView slot copied out by ffi.string), and the
- * 64-bit integers of plain slots (an int64_t / uint64_t cdata, what
- * lpc_push_int64 makes of them). */
-enum { kFfiRead_String = kLpc_Read_Bool + 2, kFfiRead_I64, kFfiRead_U64 };
+ * (a pc_StringView slot copied out by ffi.string), and the 64-bit integers
+ * (an int64_t / uint64_t cdata, what lpc_push_int64 makes of them). */
+enum { kFfiRead_String = kLpc_Read_Bool + 2, kFfiRead_I64, kFfiRead_U64, kFfiRead_Message };
+
+/* How the FFI reader reads field 'f' (0: it leaves 'f' to the C __index):
+ * every singular scalar, enum, string and bytes field but extensions,
+ * with or without presence (the reader tests the presence bit or the
+ * oneof case itself); of a singular message field, kFfiRead_Message, it
+ * only answers nil for an unset one (a NULL slot, another oneof member),
+ * leaving the view of a set one to C. */
+static int ffi_read_kind(const pc_FieldDef *f) {
+  if (f->is_extension || f->label == kPc_Label_Repeated || f->slot > kPc_Slot_Message) return 0;
+  if (f->slot == kPc_Slot_Message) return kFfiRead_Message;
+  if (f->slot == kPc_Slot_String) return kFfiRead_String;
+  int k = type_read_kind(f->type);
+  if (k != kLpc_Read_I64) return k;
+  return f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64 ? kFfiRead_U64 : kFfiRead_I64;
+}
+
+/* Whether field 'f' reads as zero when unset (0, false, "", a 64-bit
+ * zero, nil for a message: pc_Message_Get's default_of all zero bits), so
+ * the FFI reader can give that value itself; a proto2 default, a closed
+ * enum's nonzero first value or a -0.0 default leave an unset read to the
+ * C __index. */
+static int zero_default(const pc_FieldDef *f) {
+  switch (f->slot) {
+  case kPc_Slot_Message: return 1;
+  case kPc_Slot_Bool: return f->default_value.b == 0;
+  case kPc_Slot_32: return f->default_value.u32 == 0;
+  case kPc_Slot_64: return f->default_value.u64 == 0;
+  case kPc_Slot_String: return f->default_value.s.size == 0;
+  default: return 0;
+  }
+}
 
 /* Pushes the list, in declaration order, of the fields the FFI reader and
- * writer handle: {name =, offset =, read = kLpc_Read_* of a plain slot but
- * 64-bit ones, or kFfiRead_String, kFfiRead_I64, kFfiRead_U64 (else 0),
- * write = lpc_ffi_write_kind, hasbit = (-1: none), case_offset = (0: no
- * oneof), number =, widest = (the oneof's widest member, which
- * pc_Message_Set clears)}. */
+ * writer handle: {name =, offset =, read = ffi_read_kind (kLpc_Read_* of a
+ * 32-bit, double, float or bool slot, kFfiRead_String, kFfiRead_I64,
+ * kFfiRead_U64, kFfiRead_Message, else 0), write = lpc_ffi_write_kind, hasbit = (-1: none),
+ * case_offset = (0: no oneof), number =, widest = (the oneof's widest
+ * member, which pc_Message_Set clears), zero = (zero_default: an unset
+ * read gives 0, false, "" or a 64-bit zero)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
   lua_Integer n = 0;
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
-    int read = read_kind(f), write = lpc_ffi_write_kind(f);
-    if (lpc_plain_slot(f) && is_64bit_integer(f->type))
-      read =
-          f->type == kPc_Type_Uint64 || f->type == kPc_Type_Fixed64 ? kFfiRead_U64 : kFfiRead_I64;
-    if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
-        f->label != kPc_Label_Repeated)
-      read = kFfiRead_String;
+    int read = ffi_read_kind(f), write = lpc_ffi_write_kind(f);
     if (read == kLpc_Read_Other && write == 0) continue;
     size_t widest = f->case_offset != 0 ? f->oneof->slot_size : 0;
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 9);
     lua_pushstring(L, f->name);
     lua_setfield(L, -2, "name");
     lua_pushinteger(L, (lua_Integer)f->offset);
@@ -558,6 +591,8 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
     lua_setfield(L, -2, "number");
     lua_pushinteger(L, (lua_Integer)widest);
     lua_setfield(L, -2, "widest");
+    lua_pushboolean(L, zero_default(f));
+    lua_setfield(L, -2, "zero");
     lua_rawseti(L, -2, ++n);
   }
 }
@@ -597,9 +632,11 @@ static int lpc_type_make_metatables(lua_State *L) {
  * then on, before its first instance, to put an FFI __index and
  * __newindex in front of the C ones: fields lists what each field's slot
  * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
- * double, 5 float, 6 bool, 8 string or bytes, 9 int64_t, 10 uint64_t or 0,
+ * double, 5 float, 6 bool, 8 string or bytes, 9 int64_t, 10 uint64_t, 11
+ * message (nil when unset, else the C __index) or 0,
  * write kind the same but 8 plus 3 64-bit and 7 open enum or 0, hasbit,
- * case_offset, number, widest). */
+ * case_offset, number, widest, zero: whether an unset read gives 0,
+ * false, "" or a 64-bit zero). */
 static int lpc_set_reader(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);

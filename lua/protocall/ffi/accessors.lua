@@ -6,12 +6,17 @@
 -- and a __newindex generated for it
 -- (core.set_reader gives each field's slot layout): one `k == "name"`
 -- test per field, which the JIT folds away for a constant key, and the
--- load or store (strings and bytes without presence: a copy of their
--- bytes, ffi.string; 64-bit integers: the int64_t or uint64_t cdata the C
--- __index gives). A store is made only of a value the C __newindex would
--- store unchanged (an integer in the field's range, a number, a boolean,
--- an open enum's number, 64-bit: an integral number within 2^53 or
--- int64_t / uint64_t cdata), with the presence bit or oneof case set as
+-- load or store (strings and bytes: a copy of their bytes, ffi.string;
+-- 64-bit integers: the int64_t or uint64_t cdata the C __index gives).
+-- Every singular scalar, enum, string and bytes field is read so, with
+-- presence too: its presence bit or oneof case is tested, and an unset
+-- field reads as its zero value, or through C when its default is
+-- another; an unset sub-message reads as nil, a set one through C (so
+-- do repeated and map fields and extensions). A store
+-- is made only of a value the C __newindex would store unchanged (an
+-- integer in the field's range, a number, a boolean, an open enum's
+-- number, 64-bit: an integral number within 2^53 or int64_t / uint64_t
+-- cdata), with the presence bit or oneof case set as
 -- pc_Message_Set sets them; anything else, and every other field, goes
 -- to the C metamethod by a tail call, so its errors name the caller's
 -- line. Past CHAIN fields the rest are found through a table.
@@ -26,7 +31,7 @@ local M = {}
 local CHAIN = 40
 local env = {
   cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
-  bor = bit.bor, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
+  bor = bit.bor, band = bit.band, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
   i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"), fstring = ffi.string,
   PU64 = ffi.typeof("uint64_t *"),
   SV = ffi.typeof("struct { const char *data; size_t size; } *"), -- pc_StringView
@@ -57,35 +62,64 @@ M.nan64, M.nan32 = env.nan64, env.nan32
 
 local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
 
-local function read_code(f, view)
-  if f.read == 8 then -- a string or bytes slot: a copy of its bytes
-    return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", base(view),
+-- The read of a field that is set (presence tested by read_code), from the
+-- message's address `b` (an expression).
+local function load_code(f, b)
+  if f.read == 11 then -- a message: nil when its slot is NULL, else C makes (or finds) its view
+    return string.format("if cast(charpp, %s + %d)[0] == nil then return nil end return c_meta(m, %q)",
+                         b, f.offset, f.name)
+  elseif f.read == 8 then -- a string or bytes slot: a copy of its bytes
+    return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", b,
                          f.offset)
   elseif f.read == 9 or f.read == 10 then -- 64-bit: an int64_t / uint64_t cdata, as C makes
-    return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", base(view),
+    return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", b,
                          f.offset)
   end
-  local value = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], base(view), f.offset)
+  local value = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], b, f.offset)
   if f.read == 6 then value = value .. " ~= 0" end
   -- A double or float NaN reads as Lua's one NaN, as lua_pushnumber
   -- makes it: LuaJIT's FFI load keeps a NaN's payload, whose bits can
   -- read as another type's tag (NaN-boxing) and crash the VM.
   if f.read == 4 then
     return string.format("local w = cast(P[1], %s + %d) if nan64(w[1], w[0]) then return NAN end return %s",
-                         base(view), f.offset, value)
+                         b, f.offset, value)
   elseif f.read == 5 then
-    return string.format("if nan32(cast(P[1], %s + %d)[0]) then return NAN end return %s", base(view),
+    return string.format("if nan32(cast(P[1], %s + %d)[0]) then return NAN end return %s", b,
                          f.offset, value)
   end
   return "return " .. value
 end
 
+-- What an unset field reads as when it is all zero bits (f.zero), as the
+-- C __index pushes it.
+local zero_of = { "0", "0", nil, "0", "0", "false", nil, '""', "i64(0)", "u64(0)", "nil" }
+
+-- The byte (from the message's address) and the mask of f's presence bit.
+local function hasbit_of(f)
+  return 8 + (f.hasbit - f.hasbit % 8) / 8, bit.lshift(1, f.hasbit % 8)
+end
+
+-- A field with presence (a presence bit, a oneof case) is loaded when set;
+-- unset, it reads as its zero value or, with another default, through the
+-- C __index (a tail call, naming the field).
+local function read_code(f, view)
+  local tests = {}
+  if f.hasbit >= 0 then
+    tests[#tests + 1] = string.format("band(cast(P[6], b + %d)[0], %d) == 0", hasbit_of(f))
+  end
+  if f.case_offset ~= 0 then
+    tests[#tests + 1] = string.format("cast(P[1], b + %d)[0] ~= %d", f.case_offset, f.number)
+  end
+  if #tests == 0 then return load_code(f, base(view)) end
+  local unset = f.zero and "return " .. zero_of[f.read] or string.format("return c_meta(m, %q)", f.name)
+  return string.format("local b = %s if %s then %s end %s", base(view), table.concat(tests, " or "), unset,
+                       load_code(f, "b"))
+end
+
 local function write_code(f, view)
   local out = { "if " .. accepts[f.write] .. " then", "local b = " .. base(view) }
   if f.hasbit >= 0 then
-    local byte = 8 + (f.hasbit - f.hasbit % 8) / 8
-    out[#out + 1] = string.format("local h = cast(P[6], b + %d) h[0] = bor(h[0], %d)", byte,
-                                  bit.lshift(1, f.hasbit % 8))
+    out[#out + 1] = string.format("local h = cast(P[6], b + %d) h[0] = bor(h[0], %d)", hasbit_of(f))
   end
   if f.case_offset ~= 0 then
     out[#out + 1] = string.format("fill(b + %d, %d) cast(P[1], b + %d)[0] = %d", f.offset, f.widest,

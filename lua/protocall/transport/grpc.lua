@@ -22,6 +22,8 @@ local driver = require "protocall.transport.driver"
 local balancer = require "protocall.transport.balancer"
 local targets = require "protocall.transport.target"
 local dns_resolver = require "protocall.transport.dns"
+local xds = require "protocall.transport.xds"
+local xds_client = require "protocall.transport.xds_client"
 local target_places = targets.places
 
 local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
@@ -44,7 +46,7 @@ local TRANSPORT_OPTIONS = {
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
   driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
-  protocol = "string", codec = "string",
+  protocol = "string", codec = "string", xds_bootstrap = "string",
 }
 
 -- pc.grpc's `protocol`: the name each shape of call is sent as
@@ -616,7 +618,17 @@ function M.grpc(target, opts)
   if type(target) ~= "string" and type(target) ~= "table" then
     error("bad argument #1 to 'grpc' (string or list of addresses expected, got " .. type(target) .. ")", 2)
   end
-  local places, dns = target_places(target)
+  local xds_name = type(target) == "string" and target:match("^xds:(.*)$")
+  local places, dns
+  if xds_name then
+    local name = xds_name:match("^///([^/?#%c ]+)$")
+    if name == nil then
+      error("pc.grpc: target '" .. target:gsub("%c", "?") .. "': xds:///name expected (no authority)", 2)
+    end
+    xds_name, places = name, {}
+  else
+    places, dns = target_places(target)
+  end
   if not places then
     error("pc.grpc: target '" .. (type(target) == "string" and target:gsub("%c", "?") or "{...}") .. "': "
       .. dns, 2)
@@ -710,6 +722,12 @@ function M.grpc(target, opts)
       metadata = opts.metadata, protocol = opts.protocol and PROTOCOLS[opts.protocol],
       json = opts.codec == "json" or nil,
     }, Transport)
+  end
+  if xds_name then
+    if host_driver then error("pc.grpc: target '" .. target .. "': xds: needs the built-in driver", 2) end
+    local bootstrap, why = xds_client.bootstrap(opts.xds_bootstrap)
+    if not bootstrap then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
+    return xds.new(xds_name, make, M.grpc, bootstrap)
   end
   local resolver
   if dns and not host_driver then

@@ -123,6 +123,28 @@ describe("xDS", function()
       local ok, err = pcall(pc.grpc, "xds:///svc", { xds_bootstrap = "{" })
       assert.is_false(ok)
       assert.matches("pc.grpc: target 'xds:///svc': xds bootstrap", err)
+      -- from the environment: the file GRPC_XDS_BOOTSTRAP names, else GRPC_XDS_BOOTSTRAP_CONFIG
+      local file = os.tmpname()
+      local f = io.open(file, "w")
+      f:write([[{"xds_servers": [{"server_uri": "from-file:1", "channel_creds": [{"type": "insecure"}]}]}]])
+      f:close()
+      local lua = (jit and "luajit" or "lua5.4") .. " -e " .. peer.quote("package.path = 'lua/?.lua;lua/?/init.lua;'"
+        .. " .. package.path; package.cpath = '" .. (jit and "build/luajit" or "build/release") .. "/?.so;'"
+        .. " .. package.cpath; local b, why = require('protocall.transport.xds_client').bootstrap();"
+        .. " io.write(b and b.server_uri or why)")
+      local function run(env)
+        local p = io.popen(env .. " " .. lua .. " 2>&1")
+        local out = p:read("*a")
+        p:close()
+        return out
+      end
+      assert.are.equal("from-file:1", run("GRPC_XDS_BOOTSTRAP=" .. file .. " GRPC_XDS_BOOTSTRAP_CONFIG=x"))
+      assert.are.equal("from-env:2", run("GRPC_XDS_BOOTSTRAP_CONFIG=" .. peer.quote([[{"xds_servers": [{"server_uri":
+        "from-env:2", "channel_creds": [{"type": "insecure"}]}]}]])))
+      assert.matches("GRPC_XDS_BOOTSTRAP_CONFIG%): %$%.xds_servers", run("GRPC_XDS_BOOTSTRAP_CONFIG='{}'"))
+      assert.matches("cannot read", run("GRPC_XDS_BOOTSTRAP=/nonexistent/b.json"))
+      assert.matches("none given", run("env -u GRPC_XDS_BOOTSTRAP -u GRPC_XDS_BOOTSTRAP_CONFIG"))
+      os.remove(file)
       ok, err = pcall(pc.grpc, "xds://auth/svc", { xds_bootstrap = "{}" })
       assert.is_false(ok)
       assert.matches("xds:///name expected", err)

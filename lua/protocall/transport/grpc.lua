@@ -536,6 +536,14 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- are refused.
 -- `load_balancing` picks among them (doc/guide.md "Load balancing",
 -- transport/balancer.lua).
+-- "xds:///name" takes routes, clusters and endpoints from the xDS
+-- management server of the bootstrap (gRFCs A27, A28; doc/guide.md "xDS",
+-- transport/xds.lua): the option `xds_bootstrap` (its JSON text), else the
+-- file env GRPC_XDS_BOOTSTRAP names, else env GRPC_XDS_BOOTSTRAP_CONFIG;
+-- every call then goes by its route to a cluster's round_robin balancer,
+-- and transport:backends() also gives each endpoint's `cluster` and EDS
+-- `version` and the list's `versions` (LDS, RDS, CDS, EDS) and `nacked`.
+-- A bad bootstrap raises naming its JSON path; `driver` is refused.
 -- A Unix-domain socket (h2c,
 -- :authority "localhost" or `server_name`) is "unix:/path" (also
 -- "unix:relative" and "unix:///absolute/path") or "unix-abstract:name"

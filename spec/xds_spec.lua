@@ -217,7 +217,7 @@ describe("xDS", function()
   end
 
   local function eds(name, bs, extra)
-    local loc = { locality = { zone = "z1" }, lb_endpoints = endpoints(bs) }
+    local loc = { locality = { zone = "z1" }, lb_endpoints = endpoints(bs), load_balancing_weight = { value = 1 } }
     local list = { loc }
     for _, e in ipairs(extra or {}) do list[#list + 1] = e end
     return { cluster_name = name, endpoints = list }
@@ -257,7 +257,8 @@ describe("xDS", function()
     ms.set("CDS", "1", { cds("A"), cds("B") })
     ms.set("EDS", "1", { eds("A-eds", { bs.a1, bs.a2 }), eds("B-eds", { bs.b1 }) })
     local bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:" .. ms.port,
-      channel_creds = { { type = "insecure" } } } }, node = { id = "protocall-spec", cluster = "spec" } }
+      channel_creds = { { type = "insecure" } } } },
+      node = { id = "protocall-spec", cluster = "spec", locality = { zone = "z1" } } } -- grpc-js-xds wants a locality
     local err
     pc.spawn(function()
       local t = pc.grpc("xds:///svc", { xds_bootstrap = bootstrap })
@@ -354,6 +355,33 @@ describe("xDS", function()
         assert.are.equal(2000, a + b)
         assert.is_true(math.abs(a / 2000 - 0.8) <= 0.05, "A took " .. a .. " of 2000")
         assert.is_true(math.abs(b / 2000 - 0.2) <= 0.05, "B took " .. b .. " of 2000")
+      end)
+    end)
+
+    it("sends each call where @grpc/grpc-js-xds's own client sends it", function()
+      scenario(function(x)
+        local function reference(method, n, header)
+          local out, err, code = peer.command("GRPC_XDS_BOOTSTRAP_CONFIG=" .. peer.quote(x.bootstrap) .. " node "
+            .. peer.scripts .. "/xds_client.mjs svc " .. method .. " " .. n .. (header and " " .. header or ""),
+            { timeout = 60 })
+          assert(code == 0, err)
+          local counts = {}
+          for k, v in out:gmatch('"([^"]+)":(%d+)') do counts[k] = tonumber(v) end
+          return counts, out
+        end
+        -- no header: cluster A, round robin over a1 and a2 (grpc-js-xds's first calls go to
+        -- whichever connected first, so its halves are near, not exact)
+        local ref, text = reference("Who", 100)
+        assert.is_true(ref.failed == 0 and ref.b1 == nil and ref.a3 == nil, text)
+        assert.is_true(math.abs(ref.a1 - 50) <= 10 and ref.a1 + ref.a2 == 100, text)
+        assert.are.same({ a1 = 50, a2 = 50 }, count(x.c, 100))
+        -- x-split: yes: weighted clusters A 80 / B 20, both clients within 5 % of it
+        ref, text = reference("Who", 1000, "x-split=yes")
+        local ours = count(x.c, 1000, { metadata = { { "x-split", "yes" } } })
+        assert.are.equal(0, ref.failed, text)
+        local ref_b, our_b = (ref.b1 or 0) / 1000, (ours.b1 or 0) / 1000
+        assert.is_true(math.abs(ref_b - 0.2) <= 0.05, "grpc-js-xds sent " .. ref_b .. " to B")
+        assert.is_true(math.abs(our_b - 0.2) <= 0.05, "protocall sent " .. our_b .. " to B")
       end)
     end)
 

@@ -13,8 +13,10 @@
 -- route's timeout caps the call's deadline. A cluster (CDS, type EDS,
 -- ROUND_ROBIN) reaches its endpoints (EDS, the cluster's
 -- eds_cluster_config.service_name or its name): those of the lowest
--- priority that has any, HEALTHY or UNKNOWN, each weighted by its
--- load_balancing_weight times its locality's, behind one round_robin
+-- priority that has any, HEALTHY or UNKNOWN, in localities of a
+-- load_balancing_weight above 0 (others are left out, as gRPC leaves
+-- them), each weighted by its load_balancing_weight (default 1) times its
+-- locality's, behind one round_robin
 -- balancer (transport/balancer.lua) per cluster, updated in place on
 -- every EDS change (calls in flight go on). The first call waits, within
 -- its deadline, for the configuration; a call no route matches fails
@@ -124,11 +126,16 @@ local function matches(r, path, metadata)
 end
 M.matches = matches
 
+-- The weight of a locality: 0 (left out, as gRPC does) when unset.
+local function locality_weight(loc)
+  return loc.load_balancing_weight and loc.load_balancing_weight.value or 0
+end
+
 -- The endpoints of ClusterLoadAssignment `cla` as balancer places.
 local function places_of(cla)
   local lowest
   for _, loc in ipairs(cla.endpoints or {}) do
-    for _, e in ipairs(loc.lb_endpoints or {}) do
+    for _, e in ipairs(locality_weight(loc) > 0 and loc.lb_endpoints or {}) do
       if HEALTHY[e.health_status or 0] then
         local p = loc.priority or 0
         if lowest == nil or p < lowest then lowest = p end
@@ -137,8 +144,8 @@ local function places_of(cla)
   end
   local places = {}
   for _, loc in ipairs(cla.endpoints or {}) do
-    if (loc.priority or 0) == lowest then
-      local lw = loc.load_balancing_weight and loc.load_balancing_weight.value or 1
+    local lw = locality_weight(loc)
+    if (loc.priority or 0) == lowest and lw > 0 then
       for _, e in ipairs(loc.lb_endpoints or {}) do
         if HEALTHY[e.health_status or 0] then
           local sa = e.endpoint.address.socket_address

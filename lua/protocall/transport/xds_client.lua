@@ -310,11 +310,19 @@ local function take(self, bytes)
   request(self, kind)
 end
 
+-- A poll of 0 seconds reads the stream at most this often (seconds): a
+-- busy target's calls do not each pay for a look at its socket.
+local QUICK_POLL = 0.005
+
 --- client:poll(seconds): starts the stream when due, pumps its channel
--- for at most `seconds` (0: only what is there) and takes every response
--- that arrived (a task yields meanwhile under pc.run).
+-- for at most `seconds` (0: only what is there, and nothing when the last
+-- look was less than 5 ms ago) and takes every response that arrived (a
+-- task yields meanwhile under pc.run).
 function Client:poll(seconds)
   if self.closed then return end
+  local now = monotonic()
+  if seconds <= 0 and self.polled and now - self.polled < QUICK_POLL then return end
+  self.polled = now
   if self.call == nil then
     if monotonic() < self.retry_at then
       if seconds > 0 then sched.sleep(min(seconds, self.retry_at - monotonic())) end

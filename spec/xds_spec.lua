@@ -15,7 +15,8 @@ local DEPS = "node_modules/@grpc/grpc-js-xds/deps"
 
 local pool = pc.pool()
 assert(pool:load([[syntax = "proto3"; package xt; message Id { string name = 1; }
-  service Named { rpc Who(Id) returns (Id); rpc Slow(Id) returns (Id); }]], { name = "xt.proto" }))
+  service Named { rpc Who(Id) returns (Id); rpc Slow(Id) returns (Id);
+    rpc Hold(Id) returns (Id); }]], { name = "xt.proto" }))
 
 local function json_encode(v)
   local t = type(v)
@@ -191,6 +192,7 @@ describe("xDS", function()
     local server = pc.server({ ["xt.Named"] = {
       Who = function() return { name = name } end,
       Slow = function(_, ctx) ctx.sleep(1); return { name = name } end,
+      Hold = function(_, ctx) ctx.sleep(0.5); return { name = name } end,
     } }, { pool = pool })
     local l = pc.listen(server, "127.0.0.1:0")
     pc.spawn(function() l:serve() end)
@@ -247,15 +249,20 @@ describe("xDS", function()
 
   -- Runs `body(ctx)` as a task with backends a1, a2, a3, b1 and a management
   -- server serving LDS svc -> RDS rc -> CDS A (a1, a2), B (b1).
-  local function scenario(body)
-    local log = os.tmpname()
-    local bs = {}
-    for _, n in ipairs { "a1", "a2", "a3", "b1" } do bs[n] = backend(n) end
-    local ms = management(nil, log)
+  local function configure(ms, bs)
     ms.set("LDS", "1", { LISTENER })
     ms.set("RDS", "1", { ROUTES })
     ms.set("CDS", "1", { cds("A"), cds("B") })
     ms.set("EDS", "1", { eds("A-eds", { bs.a1, bs.a2 }), eds("B-eds", { bs.b1 }) })
+  end
+
+  -- `empty`: the management server starts with no resources (the body calls configure).
+  local function scenario(body, empty)
+    local log = os.tmpname()
+    local bs = {}
+    for _, n in ipairs { "a1", "a2", "a3", "b1" } do bs[n] = backend(n) end
+    local ms = management(nil, log)
+    if not empty then configure(ms, bs) end
     local bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:" .. ms.port,
       channel_creds = { { type = "insecure" } } } },
       node = { id = "protocall-spec", cluster = "spec", locality = { zone = "z1" } } } -- grpc-js-xds wants a locality
@@ -385,9 +392,32 @@ describe("xDS", function()
       end)
     end)
 
+    it("makes the first calls wait, within their deadline, for the configuration", function()
+      scenario(function(x)
+        local t0 = pc.now()
+        local ok, e = pcall(x.c.Who, x.c, {}, { timeout = 0.3 })
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.matches("xds:///svc: deadline exceeded while waiting for listener svc %(LDS%)", e.message)
+        assert.is_true(pc.now() - t0 >= 0.29 and pc.now() - t0 < 1, pc.now() - t0)
+        local got
+        pc.spawn(function() got = x.c:Who({}).name end) -- waits while the server has nothing
+        pc.sleep(0.2)
+        assert.is_nil(got)
+        configure(x.ms, x.bs)
+        t0 = pc.now()
+        while got == nil and pc.now() - t0 < 3 do pc.sleep(0.01) end
+        assert.are.equal("a1", got)
+      end, true)
+    end)
+
     it("moves traffic on an EDS update with no failed call", function()
       scenario(function(x)
         assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4))
+        -- a call in flight on a1 (Hold answers after 0.5 s) ends OK though a1 leaves
+        local held
+        pc.spawn(function() held = x.c:Hold({}).name end)
+        pc.sleep(0.05)
         x.ms.set("EDS", "2", { eds("A-eds", { x.bs.a3 }), eds("B-eds", { x.bs.b1 }) })
         local t0, calls = pc.now(), 0
         while true do
@@ -397,6 +427,9 @@ describe("xDS", function()
         end
         assert.are.same({ a3 = 20 }, count(x.c, 20))
         assert.are.equal("2", x.t:backends().versions.EDS)
+        t0 = pc.now()
+        while held == nil and pc.now() - t0 < 2 do pc.sleep(0.01) end
+        assert.are.equal("a1", held)
       end)
     end)
 

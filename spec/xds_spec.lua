@@ -190,7 +190,10 @@ describe("xDS", function()
   -- Backend `name`: a listener answering Who with its name (Slow after a second).
   local function backend(name)
     local server = pc.server({ ["xt.Named"] = {
-      Who = function() return { name = name } end,
+      Who = function()
+        if name:find("^f") then error(pc.Error { code = "INTERNAL", message = name .. " fails" }) end
+        return { name = name }
+      end,
       Slow = function(_, ctx) ctx.sleep(1); return { name = name } end,
       Hold = function(_, ctx) ctx.sleep(0.5); return { name = name } end,
     } }, { pool = pool })
@@ -260,7 +263,7 @@ describe("xDS", function()
   local function scenario(body, empty)
     local log = os.tmpname()
     local bs = {}
-    for _, n in ipairs { "a1", "a2", "a3", "b1" } do bs[n] = backend(n) end
+    for _, n in ipairs { "a1", "a2", "a3", "b1", "f1" } do bs[n] = backend(n) end
     local ms = management(nil, log)
     if not empty then configure(ms, bs) end
     local bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:" .. ms.port,
@@ -409,6 +412,53 @@ describe("xDS", function()
         while got == nil and pc.now() - t0 < 3 do pc.sleep(0.01) end
         assert.are.equal("a1", got)
       end, true)
+    end)
+
+    it("ejects an endpoint by the cluster's outlier detection (gRFC A50), then returns it", function()
+      scenario(function(x)
+        local od = cds("A")
+        od.outlier_detection = { interval = { nanos = 200000000 }, base_ejection_time = { seconds = 1 },
+          max_ejection_percent = { value = 50 }, enforcing_success_rate = { value = 0 },
+          enforcing_failure_percentage = { value = 100 }, failure_percentage_threshold = { value = 50 },
+          failure_percentage_minimum_hosts = { value = 3 }, failure_percentage_request_volume = { value = 5 } }
+        x.ms.set("CDS", "2", { od, cds("B") })
+        x.ms.set("EDS", "2", { eds("A-eds", { x.bs.a1, x.bs.a2, x.bs.f1 }), eds("B-eds", { x.bs.b1 }) })
+        local f1 = "127.0.0.1:" .. x.bs.f1.port
+        local function state()
+          for _, b in ipairs(x.t:backends()) do
+            if b.address == f1 then return b.ejected end
+          end
+        end
+        local t0, failed = pc.now(), 0
+        while state() ~= true do
+          if not pcall(x.c.Who, x.c, {}) then failed = failed + 1 end
+          assert(pc.now() - t0 < 3, "f1 was never ejected (" .. failed .. " calls failed)")
+        end
+        assert.is_true(failed > 0)
+        assert.are.same({ a1 = 15, a2 = 15 }, count(x.c, 30))
+        t0 = pc.now()
+        while state() ~= false do
+          pcall(x.c.Who, x.c, {})
+          pc.sleep(0.02)
+          assert(pc.now() - t0 < 3, "f1 never came back")
+        end
+        assert.is_true(pc.now() - t0 > 0.5)
+        -- a percentage above 100 is NACKed naming the field
+        od.outlier_detection.max_ejection_percent = { value = 150 }
+        x.ms.set("CDS", "3", { od, cds("B") })
+        local nack
+        t0 = pc.now()
+        while nack == nil do
+          pcall(x.c.Who, x.c, {})
+          for _, s in ipairs(requests(x.log)) do
+            if s.error_detail.struct_value then nack = s.error_detail.struct_value.fields.message.string_value end
+          end
+          assert(pc.now() - t0 < 3, "no NACK reached the server")
+          pc.sleep(0.01)
+        end
+        assert.matches("Cluster A: outlier_detection.max_ejection_percent: at most 100 expected, got 150", nack)
+        assert.are.equal("2", x.t:backends().versions.CDS)
+      end)
     end)
 
     it("moves traffic on an EDS update with no failed call", function()

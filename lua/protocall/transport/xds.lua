@@ -18,7 +18,9 @@
 -- them), each weighted by its load_balancing_weight (default 1) times its
 -- locality's, behind one round_robin
 -- balancer (transport/balancer.lua) per cluster, updated in place on
--- every EDS change (calls in flight go on). The first call waits, within
+-- every EDS change (calls in flight go on), with the cluster's
+-- outlier_detection (gRFC A50, transport/outlier.lua) when it has one.
+-- The first call waits, within
 -- its deadline, for the configuration; a call no route matches fails
 -- UNAVAILABLE naming its path.
 local core = require "protocall.core"
@@ -212,6 +214,11 @@ local function refresh(self)
     local cds, why = c:get("CDS", name)
     cl.fatal = why == "absent" and "cluster " .. name .. " does not exist (CDS)" or nil
     if cds then
+      if cds.outlier_key ~= cl.outlier_key then
+        -- outlier detection (gRFC A50) as the cluster says, from when its config changes
+        cl.balanced:set_outlier_detection(cds.outlier)
+        cl.outlier_key = cds.outlier_key
+      end
       local svc = cds.eds_cluster_config.service_name
       if svc == nil or svc == "" then svc = name end
       cl.eds = svc

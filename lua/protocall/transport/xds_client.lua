@@ -17,7 +17,8 @@ local core = require "protocall.core"
 local sched = require "protocall.sched"
 local protos = require "protocall.transport.xds_protos"
 
-local setmetatable, pairs, ipairs, pcall, tostring, next = setmetatable, pairs, ipairs, pcall, tostring, next
+local setmetatable, pairs, ipairs, pcall, tostring, tonumber, next = setmetatable, pairs, ipairs, pcall, tostring,
+  tonumber, next
 local min, format, concat, sort = math.min, string.format, table.concat, table.sort
 local monotonic = core.monotonic
 
@@ -93,9 +94,11 @@ end
 -- Resource checks: each returns nil, or "field: what is wrong". They
 -- keep what the targets need, decoded, in the resource table.
 
+-- A google.protobuf.Duration table in seconds (a Lua number: LuaJIT
+-- decodes int64 seconds as cdata).
 local function duration(d)
   if d == nil then return nil end
-  return (d.seconds or 0) + (d.nanos or 0) / 1e9
+  return (tonumber(d.seconds) or 0) + (d.nanos or 0) / 1e9
 end
 
 local function check_route_config(rc)
@@ -144,6 +147,49 @@ local function check_route_config(rc)
   end
 end
 
+-- Cluster.outlier_detection as transport/outlier.lua's config, mapped
+-- as gRFC A50 says (gRPC's defaults; success rate ejection unless
+-- enforcing_success_rate is 0, failure percentage ejection only when
+-- enforcing_failure_percentage is above 0); or nil and "field: problem".
+local function outlier_config(od)
+  local function u32(f, default, most)
+    local v = od[f] and od[f].value
+    if v == nil then return default end
+    if most and v > most then return nil, format("outlier_detection.%s: at most %d expected, got %d", f, most, v) end
+    return v
+  end
+  local c = {}
+  for _, k in ipairs { { "interval", 10 }, { "base_ejection_time", 30 }, { "max_ejection_time", 300 } } do
+    local d = od[k[1]]
+    local s = d and duration(d) or k[2]
+    if s < 0 or s > 315576000000 then
+      return nil, "outlier_detection." .. k[1] .. ": a duration of at least 0 expected"
+    end
+    c[k[1]] = s
+  end
+  local why
+  c.max_ejection_percent, why = u32("max_ejection_percent", 10, 100)
+  if why then return nil, why end
+  local esr, efp
+  esr, why = u32("enforcing_success_rate", 100, 100)
+  if why then return nil, why end
+  efp, why = u32("enforcing_failure_percentage", 0, 100)
+  if why then return nil, why end
+  if esr > 0 then
+    c.success_rate = { stdev_factor = u32("success_rate_stdev_factor", 1900), enforcement_percentage = esr,
+      minimum_hosts = u32("success_rate_minimum_hosts", 5), request_volume = u32("success_rate_request_volume", 100) }
+  end
+  if efp > 0 then
+    local threshold
+    threshold, why = u32("failure_percentage_threshold", 85, 100)
+    if why then return nil, why end
+    c.failure_percentage = { threshold = threshold, enforcement_percentage = efp,
+      minimum_hosts = u32("failure_percentage_minimum_hosts", 5),
+      request_volume = u32("failure_percentage_request_volume", 50) }
+  end
+  return c
+end
+
 local CHECK = {}
 
 function CHECK.LDS(l)
@@ -183,6 +229,12 @@ function CHECK.CDS(c)
   end
   local lb = c.lb_policy or 0
   if lb ~= 0 then return "lb_policy: ROUND_ROBIN expected (the only policy supported), got " .. tostring(lb) end
+  if c.outlier_detection then
+    local why
+    c.outlier, why = outlier_config(c.outlier_detection)
+    if why then return why end
+    c.outlier_key = core.encode(protos.type("envoy.config.cluster.v3.OutlierDetection"), c.outlier_detection)
+  end
 end
 
 function CHECK.EDS(cla)

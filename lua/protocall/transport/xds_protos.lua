@@ -127,7 +127,23 @@ message HttpConnectionManager {
   { "envoy/config/cluster/v3/subset.proto", [[
 syntax = "proto3";
 package envoy.config.cluster.v3;
+import "google/protobuf/duration.proto";
+import "google/protobuf/wrappers.proto";
 import "envoy/config/core/v3/subset.proto";
+message OutlierDetection {
+  google.protobuf.Duration interval = 2;
+  google.protobuf.Duration base_ejection_time = 3;
+  google.protobuf.UInt32Value max_ejection_percent = 4;
+  google.protobuf.UInt32Value enforcing_success_rate = 6;
+  google.protobuf.UInt32Value success_rate_minimum_hosts = 7;
+  google.protobuf.UInt32Value success_rate_request_volume = 8;
+  google.protobuf.UInt32Value success_rate_stdev_factor = 9;
+  google.protobuf.UInt32Value failure_percentage_threshold = 16;
+  google.protobuf.UInt32Value enforcing_failure_percentage = 17;
+  google.protobuf.UInt32Value failure_percentage_minimum_hosts = 19;
+  google.protobuf.UInt32Value failure_percentage_request_volume = 20;
+  google.protobuf.Duration max_ejection_time = 21;
+}
 message Cluster {
   enum DiscoveryType { STATIC = 0; STRICT_DNS = 1; LOGICAL_DNS = 2; EDS = 3; ORIGINAL_DST = 4; }
   enum LbPolicy {
@@ -139,6 +155,7 @@ message Cluster {
   oneof cluster_discovery_type { DiscoveryType type = 2; }
   EdsClusterConfig eds_cluster_config = 3;
   LbPolicy lb_policy = 6;
+  OutlierDetection outlier_detection = 19;
 }
 ]] },
   { "envoy/config/endpoint/v3/subset.proto", [[

@@ -48,7 +48,29 @@ end
 describe("xDS", function()
   describe("the Envoy subset", function()
     it("has each field of the full Envoy protos, same number and type", function()
-      local absent = peer.missing("@grpc/grpc-js-xds")
+      describe("endpoints", function()
+    it("takes the lowest priority with a healthy endpoint, weighted, in weighted localities", function()
+      local function ep(port, health, weight)
+        return { endpoint = { address = { socket_address = { address = "10.0.0.1", port_value = port } } },
+          health_status = health, load_balancing_weight = weight and { value = weight } }
+      end
+      local cla = { cluster_name = "c", endpoints = {
+        { priority = 0, load_balancing_weight = { value = 2 }, lb_endpoints = { ep(1, 2), ep(2, 3) } }, -- unhealthy
+        { priority = 1, load_balancing_weight = { value = 2 }, lb_endpoints = { ep(3, 1, 5), ep(4, 0), ep(5, 5) } },
+        { priority = 1, lb_endpoints = { ep(6, 1) } }, -- no locality weight: left out, as gRPC does
+        { priority = 2, load_balancing_weight = { value = 1 }, lb_endpoints = { ep(7, 1) } },
+      } }
+      local got = {}
+      for i, p in ipairs(xds.places_of(cla)) do got[i] = p.port .. "*" .. p.weight end
+      assert.are.same({ "3*10", "4*2" }, got) -- HEALTHY and UNKNOWN; DEGRADED (5) is not taken
+      cla.endpoints[2].lb_endpoints = { ep(3, 2) }
+      got = {}
+      for i, p in ipairs(xds.places_of(cla)) do got[i] = p.port .. "*" .. p.weight end
+      assert.are.same({ "7*1" }, got)
+    end)
+  end)
+
+  local absent = peer.missing("@grpc/grpc-js-xds")
       if absent then return peer.skip(pending, "xDS subset check", absent) end
       local files, dirs = {}, {}
       for _, d in ipairs { "envoy-api", "googleapis", "xds", "protoc-gen-validate" } do

@@ -159,6 +159,7 @@ local function places_of(cla)
   end
   return places
 end
+M.places_of = places_of
 
 -- The cluster table of `name`: its balancer made on first use.
 local function cluster(self, name)

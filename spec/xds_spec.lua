@@ -48,29 +48,7 @@ end
 describe("xDS", function()
   describe("the Envoy subset", function()
     it("has each field of the full Envoy protos, same number and type", function()
-      describe("endpoints", function()
-    it("takes the lowest priority with a healthy endpoint, weighted, in weighted localities", function()
-      local function ep(port, health, weight)
-        return { endpoint = { address = { socket_address = { address = "10.0.0.1", port_value = port } } },
-          health_status = health, load_balancing_weight = weight and { value = weight } }
-      end
-      local cla = { cluster_name = "c", endpoints = {
-        { priority = 0, load_balancing_weight = { value = 2 }, lb_endpoints = { ep(1, 2), ep(2, 3) } }, -- unhealthy
-        { priority = 1, load_balancing_weight = { value = 2 }, lb_endpoints = { ep(3, 1, 5), ep(4, 0), ep(5, 5) } },
-        { priority = 1, lb_endpoints = { ep(6, 1) } }, -- no locality weight: left out, as gRPC does
-        { priority = 2, load_balancing_weight = { value = 1 }, lb_endpoints = { ep(7, 1) } },
-      } }
-      local got = {}
-      for i, p in ipairs(xds.places_of(cla)) do got[i] = p.port .. "*" .. p.weight end
-      assert.are.same({ "3*10", "4*2" }, got) -- HEALTHY and UNKNOWN; DEGRADED (5) is not taken
-      cla.endpoints[2].lb_endpoints = { ep(3, 2) }
-      got = {}
-      for i, p in ipairs(xds.places_of(cla)) do got[i] = p.port .. "*" .. p.weight end
-      assert.are.same({ "7*1" }, got)
-    end)
-  end)
-
-  local absent = peer.missing("@grpc/grpc-js-xds")
+      local absent = peer.missing("@grpc/grpc-js-xds")
       if absent then return peer.skip(pending, "xDS subset check", absent) end
       local files, dirs = {}, {}
       for _, d in ipairs { "envoy-api", "googleapis", "xds", "protoc-gen-validate" } do
@@ -207,6 +185,28 @@ describe("xDS", function()
     end)
   end)
 
+  describe("endpoints", function()
+    it("takes the lowest priority with a healthy endpoint, weighted, in weighted localities", function()
+      local function ep(port, health, weight)
+        return { endpoint = { address = { socket_address = { address = "10.0.0.1", port_value = port } } },
+          health_status = health, load_balancing_weight = weight and { value = weight } }
+      end
+      local cla = { cluster_name = "c", endpoints = {
+        { priority = 0, load_balancing_weight = { value = 2 }, lb_endpoints = { ep(1, 2), ep(2, 3) } }, -- unhealthy
+        { priority = 1, load_balancing_weight = { value = 2 }, lb_endpoints = { ep(3, 1, 5), ep(4, 0), ep(5, 5) } },
+        { priority = 1, lb_endpoints = { ep(6, 1) } }, -- no locality weight: left out, as gRPC does
+        { priority = 2, load_balancing_weight = { value = 1 }, lb_endpoints = { ep(7, 1) } },
+      } }
+      local got = {}
+      for i, p in ipairs(xds.places_of(cla)) do got[i] = p.port .. "*" .. p.weight end
+      assert.are.same({ "3*10", "4*2" }, got) -- HEALTHY and UNKNOWN; DEGRADED (5) is not taken
+      cla.endpoints[2].lb_endpoints = { ep(3, 2) }
+      got = {}
+      for i, p in ipairs(xds.places_of(cla)) do got[i] = p.port .. "*" .. p.weight end
+      assert.are.same({ "7*1" }, got)
+    end)
+  end)
+
   local absent = peer.missing("@grpc/grpc-js", "@grpc/grpc-js-xds", "protobufjs")
 
   -- Backend `name`: a listener answering Who with its name (Slow after a second).
@@ -325,6 +325,29 @@ describe("xDS", function()
     return list
   end
 
+  -- The resource names of logged request `s`, joined by ",", and its type's short name.
+  local function asked(s)
+    local list = {}
+    for i, v in ipairs(s.resource_names.list_value.values or {}) do list[i] = v.string_value end
+    return table.concat(list, ","), s.type_url.string_value:match("[^.]+$")
+  end
+
+  -- Waits (making calls of x.c) until the server saw a request of `kind` for exactly
+  -- `names`, after its first `since` requests (default 0); returns how many it saw then.
+  local function until_asked(x, kind, names, since)
+    local t0 = pc.now()
+    while true do
+      local list = requests(x.log)
+      for i = (since or 0) + 1, #list do
+        local n, k = asked(list[i])
+        if k == kind and n == names then return #list end
+      end
+      assert(pc.now() - t0 < 3, "the server never saw " .. kind .. " " .. names)
+      pcall(x.c.Who, x.c, {})
+      pc.sleep(0.01)
+    end
+  end
+
   describe("against a management server of @grpc/grpc-js", function()
     if absent then
       it("runs", function() peer.skip(pending, "xDS scenarios", absent) end)
@@ -374,7 +397,9 @@ describe("xDS", function()
         assert.is_false(ok)
         assert.are.equal("UNAVAILABLE", e.code)
         assert.matches("xds:///nope: listener nope does not exist", e.message)
-        t2:close()
+        local seen = until_asked(x, "Listener", "nope,svc")
+        t2:close() -- its listener is not asked for any more
+        until_asked(x, "Listener", "svc", seen)
         assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2))
       end)
     end)
@@ -480,6 +505,22 @@ describe("xDS", function()
         end
         assert.matches("Cluster A: outlier_detection.max_ejection_percent: at most 100 expected, got 150", nack)
         assert.are.equal("2", x.t:backends().versions.CDS)
+      end)
+    end)
+
+    it("drops the clusters its routes no longer name", function()
+      scenario(function(x)
+        local seen = until_asked(x, "Cluster", "A,B")
+        local vh = ROUTES.virtual_hosts[2]
+        x.ms.set("RDS", "2", { { name = "rc", virtual_hosts = { { name = "vh", domains = vh.domains,
+          routes = { vh.routes[3] } } } } })
+        until_asked(x, "Cluster", "A", seen)
+        until_asked(x, "ClusterLoadAssignment", "A-eds", seen)
+        local clusters = {}
+        for _, b in ipairs(x.t:backends()) do clusters[b.cluster] = true end
+        assert.are.same({ A = true }, clusters)
+        -- the header no longer routes anywhere else
+        assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4, { metadata = { { "x-split", "yes" } } }))
       end)
     end)
 

@@ -167,9 +167,19 @@ local function cluster(self, name)
   if cl == nil then
     cl = { name = name, balanced = balancer.new({}, self.make, "round_robin", nil, "xds:///" .. self.name) }
     self.clusters[name] = cl
-    self.client:watch("CDS", name)
   end
   return cl
+end
+
+-- Marks resource `name` of `kind` as needed by the target (in `want`),
+-- subscribing when it was not.
+local function need(self, want, kind, name)
+  local key = kind .. " " .. name
+  want[key] = true
+  if not self.watched[key] then
+    self.watched[key] = { kind, name }
+    self.client:watch(kind, name)
+  end
 end
 
 -- Brings the target up to date with the client's cache: the routes of
@@ -179,6 +189,8 @@ local function refresh(self)
   local c = self.client
   if self.generation == c.generation then return end
   self.generation = c.generation
+  local want = {}
+  need(self, want, "LDS", self.name)
   local l, state = c:get("LDS", self.name)
   self.fatal = nil
   if l == nil then
@@ -189,7 +201,7 @@ local function refresh(self)
   local hcm, rc = l.hcm, l.hcm.route_config
   if not rc then
     local rname = hcm.rds.route_config_name
-    c:watch("RDS", rname)
+    need(self, want, "RDS", rname)
     rc = c:get("RDS", rname)
     if rc == nil then
       self.routes, self.why = nil, "waiting for route configuration " .. rname .. " (RDS)"
@@ -203,12 +215,23 @@ local function refresh(self)
     return
   end
   self.routes, self.why = vh.routes or {}, nil
+  local named = {}
   for _, r in ipairs(self.routes) do
     local a = r.route
     if a and a.cluster then
-      cluster(self, a.cluster)
+      named[a.cluster] = true
     elseif a then
-      for _, w in ipairs(a.weighted_clusters.clusters) do cluster(self, w.name) end
+      for _, w in ipairs(a.weighted_clusters.clusters) do named[w.name] = true end
+    end
+  end
+  for name in pairs(named) do
+    cluster(self, name)
+    need(self, want, "CDS", name)
+  end
+  for name, cl in pairs(self.clusters) do
+    if not named[name] then -- no route names it now: its connections close once their calls end
+      cl.balanced:close()
+      self.clusters[name] = nil
     end
   end
   for name, cl in pairs(self.clusters) do
@@ -223,7 +246,7 @@ local function refresh(self)
       local svc = cds.eds_cluster_config.service_name
       if svc == nil or svc == "" then svc = name end
       cl.eds = svc
-      c:watch("EDS", svc)
+      need(self, want, "EDS", svc)
       local cla = c:get("EDS", svc)
       if cla and cla ~= cl.cla then
         cl.cla = cla
@@ -231,6 +254,14 @@ local function refresh(self)
         cl.version = c.version.EDS
         cl.balanced:update(cl.places)
       end
+    end
+  end
+  -- the routes are known: what they no longer need is unsubscribed (while
+  -- waiting for a listener or route configuration, nothing is dropped)
+  for key, kn in pairs(self.watched) do
+    if not want[key] then
+      self.watched[key] = nil
+      c:unwatch(kn[1], kn[2])
     end
   end
 end
@@ -324,8 +355,9 @@ end
 function M.new(name, make, connect, bootstrap)
   local client = xds_client.client(bootstrap, connect)
   client:retain()
-  local self = setmetatable({ name = name, make = make, client = client, clusters = {}, generation = -1 }, Xds)
-  client:watch("LDS", name)
+  local self = setmetatable({ name = name, make = make, client = client, clusters = {}, generation = -1,
+    watched = {} }, Xds)
+  refresh(self) -- subscribes to the listener
   return self
 end
 
@@ -410,6 +442,8 @@ function Xds:close()
   if self.closed then return end
   self.closed = true
   for _, cl in pairs(self.clusters) do cl.balanced:close() end
+  for _, kn in pairs(self.watched) do self.client:unwatch(kn[1], kn[2]) end
+  self.watched = {}
   self.client:release()
 end
 

@@ -396,10 +396,26 @@ end
 
 --- client:watch(kind, name): subscribes to resource `name` of `kind`
 -- ("LDS", "RDS", "CDS", "EDS"): asked at once when the stream is up.
+-- Counted: each watch needs its unwatch.
 function Client:watch(kind, name)
   local set = self.subs[kind]
-  if set[name] then return end
-  set[name] = true
+  local n = set[name]
+  set[name] = (n or 0) + 1
+  if n == nil then request(self, kind) end
+end
+
+--- client:unwatch(kind, name): one watch of `name` less; with the last,
+-- the server is asked for the others only and the cached copy dropped.
+function Client:unwatch(kind, name)
+  local set = self.subs[kind]
+  local n = set[name]
+  if n == nil then return end
+  if n > 1 then
+    set[name] = n - 1
+    return
+  end
+  set[name] = nil
+  self.cache[kind][name] = nil
   request(self, kind)
 end
 

@@ -406,8 +406,7 @@ function Xds:start_server_stream(path, request, settings)
   return h
 end
 
---- As pc.grpc's transport:wait, over calls on any cluster; the ADS
--- stream is read meanwhile.
+--- As pc.grpc's transport:wait, over calls on any cluster.
 function Xds:wait(handles, seconds)
   local c = self.client
   if c.transport then return c.transport:wait(handles, seconds) end

@@ -146,6 +146,11 @@ describe("xDS", function()
       assert.matches("cannot read", run("GRPC_XDS_BOOTSTRAP=/nonexistent/b.json"))
       assert.matches("none given", run("env -u GRPC_XDS_BOOTSTRAP -u GRPC_XDS_BOOTSTRAP_CONFIG"))
       os.remove(file)
+      ok, err = pcall(pc.grpc, "xds:///svc", { xds_bootstrap = [[{"xds_servers": [{"server_uri": "a b:1",
+        "channel_creds": [{"type": "insecure"}]}]}]] })
+      assert.is_false(ok)
+      assert.matches("pc.grpc: target 'xds:///svc': xds bootstrap: %$%.xds_servers%[0%]%.server_uri: target 'a b:1': "
+        .. "control characters", err)
       ok, err = pcall(pc.grpc, "xds://auth/svc", { xds_bootstrap = "{}" })
       assert.is_false(ok)
       assert.matches("xds:///name expected", err)

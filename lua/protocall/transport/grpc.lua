@@ -735,7 +735,10 @@ function M.grpc(target, opts)
     if host_driver then error("pc.grpc: target '" .. target .. "': xds: needs the built-in driver", 2) end
     local bootstrap, why = xds_client.bootstrap(opts.xds_bootstrap)
     if not bootstrap then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
-    return xds.new(xds_name, make, M.grpc, bootstrap)
+    local t
+    t, why = xds.new(xds_name, make, M.grpc, bootstrap)
+    if not t then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
+    return t
   end
   local resolver
   if dns and not host_driver then

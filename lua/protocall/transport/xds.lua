@@ -347,13 +347,15 @@ local function route(self, path, settings)
   return cl.balanced, settings
 end
 
---- transport = M.new(name, make, connect, bootstrap): the transport of
--- target "xds:///name": `make(place)` -> a one-backend pc.grpc transport
--- (its options), `connect(uri)` -> the transport to the management
--- server, `bootstrap` as xds_client.bootstrap returns it. It has
--- pc.grpc's methods and backends().
+--- transport | nil, problem = M.new(name, make, connect, bootstrap): the
+-- transport of target "xds:///name": `make(place)` -> a one-backend
+-- pc.grpc transport (its options), `connect(uri)` -> the transport to the
+-- management server, `bootstrap` as xds_client.bootstrap returns it. It
+-- has pc.grpc's methods and backends(). nil and the problem of a server
+-- uri pc.grpc refuses.
 function M.new(name, make, connect, bootstrap)
-  local client = xds_client.client(bootstrap, connect)
+  local client, problem = xds_client.client(bootstrap, connect)
+  if not client then return nil, problem end
   client:retain()
   local self = setmetatable({ name = name, make = make, client = client, clusters = {}, generation = -1,
     watched = {} }, Xds)

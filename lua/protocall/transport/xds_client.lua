@@ -256,13 +256,19 @@ Client.__index = Client
 
 local clients = {} -- by server_uri
 
---- client = M.client(bootstrap, connect): the client of the management
--- server `bootstrap.server_uri`, one per server in the process (made on
--- first use); connect(uri) -> a pc.grpc transport to it.
+--- client | nil, problem = M.client(bootstrap, connect): the client of
+-- the management server `bootstrap.server_uri`, one per server in the
+-- process (made on first use); connect(uri) -> a pc.grpc transport to it
+-- (made now; it connects at the first request), raising on a bad uri:
+-- then nil and "$.xds_servers[0].server_uri: ...".
 function M.client(bootstrap, connect)
   local c = clients[bootstrap.server_uri]
   if c and not c.closed then return c end
-  c = setmetatable({ uri = bootstrap.server_uri, node = bootstrap.node, connect = connect, subs = {}, cache = {},
+  local ok, transport = pcall(connect, bootstrap.server_uri)
+  if not ok then
+    return nil, "xds bootstrap: $.xds_servers[0].server_uri: " .. tostring(transport):gsub("^pc%.grpc: ", "")
+  end
+  c = setmetatable({ uri = bootstrap.server_uri, node = bootstrap.node, transport = transport, subs = {}, cache = {},
     version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {} }, Client)
   for _, k in ipairs(KINDS) do
     c.subs[k], c.cache[k], c.version[k] = {}, {}, nil
@@ -301,7 +307,6 @@ local function ended(self)
 end
 
 local function start(self)
-  if self.transport == nil then self.transport = self.connect(self.uri) end
   local ok, call = pcall(self.transport.stream, self.transport, protos.ADS_PATH, {})
   if not ok then return ended(self) end
   self.call = call

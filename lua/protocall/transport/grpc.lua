@@ -22,6 +22,8 @@ local driver = require "protocall.transport.driver"
 local balancer = require "protocall.transport.balancer"
 local targets = require "protocall.transport.target"
 local dns_resolver = require "protocall.transport.dns"
+local xds = require "protocall.transport.xds"
+local xds_client = require "protocall.transport.xds_client"
 local target_places = targets.places
 
 local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
@@ -44,7 +46,7 @@ local TRANSPORT_OPTIONS = {
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
   driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
-  protocol = "string", codec = "string", get = "boolean",
+  protocol = "string", codec = "string", get = "boolean", xds_bootstrap = "string",
 }
 
 -- pc.grpc's `protocol`: the name each shape of call is sent as
@@ -536,6 +538,14 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- are refused.
 -- `load_balancing` picks among them (doc/guide.md "Load balancing",
 -- transport/balancer.lua).
+-- "xds:///name" takes routes, clusters and endpoints from the xDS
+-- management server of the bootstrap (gRFCs A27, A28; doc/guide.md "xDS",
+-- transport/xds.lua): the option `xds_bootstrap` (its JSON text), else the
+-- file env GRPC_XDS_BOOTSTRAP names, else env GRPC_XDS_BOOTSTRAP_CONFIG;
+-- every call then goes by its route to a cluster's round_robin balancer,
+-- and transport:backends() also gives each endpoint's `cluster` and EDS
+-- `version` and the list's `versions` (LDS, RDS, CDS, EDS) and `nacked`.
+-- A bad bootstrap raises naming its JSON path; `driver` is refused.
 -- A Unix-domain socket (h2c,
 -- :authority "localhost" or `server_name`) is "unix:/path" (also
 -- "unix:relative" and "unix:///absolute/path") or "unix-abstract:name"
@@ -622,7 +632,17 @@ function M.grpc(target, opts)
   if type(target) ~= "string" and type(target) ~= "table" then
     error("bad argument #1 to 'grpc' (string or list of addresses expected, got " .. type(target) .. ")", 2)
   end
-  local places, dns = target_places(target)
+  local xds_name = type(target) == "string" and target:match("^xds:(.*)$")
+  local places, dns
+  if xds_name then
+    local name = xds_name:match("^///([^/?#%c ]+)$")
+    if name == nil then
+      error("pc.grpc: target '" .. target:gsub("%c", "?") .. "': xds:///name expected (no authority)", 2)
+    end
+    xds_name, places = name, {}
+  else
+    places, dns = target_places(target)
+  end
   if not places then
     error("pc.grpc: target '" .. (type(target) == "string" and target:gsub("%c", "?") or "{...}") .. "': "
       .. dns, 2)
@@ -719,6 +739,15 @@ function M.grpc(target, opts)
       metadata = opts.metadata, protocol = opts.protocol and PROTOCOLS[opts.protocol],
       json = opts.codec == "json" or nil, get = opts.get or nil,
     }, Transport)
+  end
+  if xds_name then
+    if host_driver then error("pc.grpc: target '" .. target .. "': xds: needs the built-in driver", 2) end
+    local bootstrap, why = xds_client.bootstrap(opts.xds_bootstrap)
+    if not bootstrap then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
+    local t
+    t, why = xds.new(xds_name, make, M.grpc, bootstrap)
+    if not t then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
+    return t
   end
   local resolver
   if dns and not host_driver then

@@ -1,0 +1,451 @@
+--- `pc.grpc("xds:///name")`: a target whose routes, clusters and
+-- endpoints come from an xDS management server (gRPC's proxyless
+-- design, gRFCs A27 and A28; the ADS client is transport/xds_client.lua).
+--
+-- The listener `name` (LDS) holds an HttpConnectionManager whose route
+-- configuration is inline or named (RDS); its virtual host is the one
+-- whose domains match `name` best (exact, then the longest "*suffix",
+-- then the longest "prefix*", then "*"). Each call takes the first route
+-- whose match fits its path (prefix or path, case_sensitive) and headers
+-- (against the call's metadata: exact, prefix, suffix, contains, present,
+-- invert_match; "-bin" keys never match), then the route's cluster, or
+-- one of its weighted_clusters drawn by weight for that call; the
+-- route's timeout caps the call's deadline. A cluster (CDS, type EDS,
+-- ROUND_ROBIN) reaches its endpoints (EDS, the cluster's
+-- eds_cluster_config.service_name or its name): those of the lowest
+-- priority that has any, HEALTHY or UNKNOWN, in localities of a
+-- load_balancing_weight above 0 (others are left out, as gRPC leaves
+-- them), each weighted by its load_balancing_weight (default 1) times its
+-- locality's, behind one round_robin
+-- balancer (transport/balancer.lua) per cluster, updated in place on
+-- every EDS change (calls in flight go on), with the cluster's
+-- outlier_detection (gRFC A50, transport/outlier.lua) when it has one.
+-- The first call waits, within
+-- its deadline, for the configuration; a call no route matches fails
+-- UNAVAILABLE naming its path.
+local core = require "protocall.core"
+local errors = require "protocall.errors"
+local sched = require "protocall.sched"
+local balancer = require "protocall.transport.balancer"
+local xds_client = require "protocall.transport.xds_client"
+
+local setmetatable, pairs, ipairs, error, tostring, type = setmetatable, pairs, ipairs, error, tostring, type
+local min, random, lower, sort = math.min, math.random, string.lower, table.sort
+local monotonic = core.monotonic
+
+local M = {}
+
+local HEALTHY = { [0] = true, [1] = true } -- UNKNOWN, HEALTHY
+
+local Xds = { __name = "protocall.XdsTransport" }
+Xds.__index = Xds
+
+-- The virtual host of `vhosts` for `host` (gRPC's domain matching).
+local function virtual_host(vhosts, host)
+  host = lower(host)
+  local best, rank, len -- rank: 1 exact, 2 suffix, 3 prefix, 4 universal
+  for _, vh in ipairs(vhosts or {}) do
+    for _, d in ipairs(vh.domains or {}) do
+      d = lower(d)
+      local r, l
+      if d == "*" then
+        r, l = 4, 0
+      elseif d:sub(1, 1) == "*" then
+        local s = d:sub(2)
+        if #host > #s and host:sub(-#s) == s then r, l = 2, #s end
+      elseif d:sub(-1) == "*" then
+        local p = d:sub(1, -2)
+        if #host > #p and host:sub(1, #p) == p then r, l = 3, #p end
+      elseif d == host then
+        r, l = 1, #d
+      end
+      if r and (best == nil or r < rank or (r == rank and l > len)) then best, rank, len = vh, r, l end
+    end
+  end
+  return best
+end
+M.virtual_host = virtual_host
+
+-- The value of header `name` in the call's metadata ({key, value} pairs;
+-- several joined by ","), nil when absent.
+local function header(metadata, name)
+  if name == "content-type" then return "application/grpc" end
+  local v
+  for _, kv in ipairs(metadata or {}) do
+    if kv[1] == name then v = v and v .. "," .. kv[2] or kv[2] end
+  end
+  return v
+end
+
+local function string_match(v, exact, prefix, suffix, contains, ignore_case)
+  if ignore_case then
+    v = lower(v)
+    exact, prefix, suffix, contains = exact and lower(exact), prefix and lower(prefix), suffix and lower(suffix),
+      contains and lower(contains)
+  end
+  if exact then return v == exact end
+  if prefix then return v:sub(1, #prefix) == prefix end
+  if suffix then return #v >= #suffix and v:sub(#v - #suffix + 1) == suffix end
+  return v:find(contains, 1, true) ~= nil
+end
+
+local function header_matches(h, metadata)
+  local name = lower(h.name or "")
+  local v
+  if name:sub(-4) ~= "-bin" then v = header(metadata, name) end
+  local m
+  if h.present_match ~= nil then
+    m = (v ~= nil) == h.present_match
+  elseif v == nil then
+    return false
+  else
+    local sm = h.string_match
+    if sm then
+      m = string_match(v, sm.exact, sm.prefix, sm.suffix, sm.contains, sm.ignore_case)
+    else
+      m = string_match(v, h.exact_match, h.prefix_match, h.suffix_match, h.contains_match, false)
+    end
+  end
+  if h.invert_match then m = not m end
+  return m
+end
+
+-- Whether route `r` takes a call of `path` with `metadata`.
+local function matches(r, path, metadata)
+  local m = r.match
+  local sensitive = m.case_sensitive == nil or m.case_sensitive.value ~= false
+  local p, want = path, m.prefix or m.path
+  if not sensitive then p, want = lower(p), lower(want) end
+  if m.prefix then
+    if p:sub(1, #want) ~= want then return false end
+  elseif p ~= want then
+    return false
+  end
+  for _, h in ipairs(m.headers or {}) do
+    if not header_matches(h, metadata) then return false end
+  end
+  return true
+end
+M.matches = matches
+
+-- The weight of a locality: 0 (left out, as gRPC does) when unset.
+local function locality_weight(loc)
+  return loc.load_balancing_weight and loc.load_balancing_weight.value or 0
+end
+
+-- The endpoints of ClusterLoadAssignment `cla` as balancer places.
+local function places_of(cla)
+  local lowest
+  for _, loc in ipairs(cla.endpoints or {}) do
+    for _, e in ipairs(locality_weight(loc) > 0 and loc.lb_endpoints or {}) do
+      if HEALTHY[e.health_status or 0] then
+        local p = loc.priority or 0
+        if lowest == nil or p < lowest then lowest = p end
+      end
+    end
+  end
+  local places = {}
+  for _, loc in ipairs(cla.endpoints or {}) do
+    local lw = locality_weight(loc)
+    if (loc.priority or 0) == lowest and lw > 0 then
+      for _, e in ipairs(loc.lb_endpoints or {}) do
+        if HEALTHY[e.health_status or 0] then
+          local sa = e.endpoint.address.socket_address
+          local w = e.load_balancing_weight and e.load_balancing_weight.value or 1
+          places[#places + 1] = { host = sa.address, port = tostring(sa.port_value), tls = false, weight = w * lw }
+        end
+      end
+    end
+  end
+  return places
+end
+M.places_of = places_of
+
+-- The cluster table of `name`: its balancer made on first use.
+local function cluster(self, name)
+  local cl = self.clusters[name]
+  if cl == nil then
+    cl = { name = name, balanced = balancer.new({}, self.make, "round_robin", nil, "xds:///" .. self.name) }
+    self.clusters[name] = cl
+  end
+  return cl
+end
+
+-- Marks resource `name` of `kind` as needed by the target (in `want`),
+-- subscribing when it was not.
+local function need(self, want, kind, name)
+  local key = kind .. " " .. name
+  want[key] = true
+  if not self.watched[key] then
+    self.watched[key] = { kind, name }
+    self.client:watch(kind, name)
+  end
+end
+
+-- Brings the target up to date with the client's cache: the routes of
+-- its virtual host, and each cluster's balancer; subscribes to what they
+-- name. self.why says what is missing while nothing can be routed.
+local function refresh(self)
+  local c = self.client
+  if self.generation == c.generation then return end
+  self.generation = c.generation
+  local want = {}
+  need(self, want, "LDS", self.name)
+  local l, state = c:get("LDS", self.name)
+  self.fatal = nil
+  if l == nil then
+    self.routes, self.why = nil, "waiting for listener " .. self.name .. " (LDS)"
+    if state == "absent" then self.fatal = "listener " .. self.name .. " does not exist (LDS)" end
+    return
+  end
+  local hcm, rc = l.hcm, l.hcm.route_config
+  if not rc then
+    local rname = hcm.rds.route_config_name
+    need(self, want, "RDS", rname)
+    rc = c:get("RDS", rname)
+    if rc == nil then
+      self.routes, self.why = nil, "waiting for route configuration " .. rname .. " (RDS)"
+      return
+    end
+  end
+  local vh = virtual_host(rc.virtual_hosts, self.name)
+  if vh == nil then
+    self.routes = nil
+    self.fatal = "no virtual host of route configuration " .. tostring(rc.name) .. " matches " .. self.name
+    return
+  end
+  self.routes, self.why = vh.routes or {}, nil
+  local named = {}
+  for _, r in ipairs(self.routes) do
+    local a = r.route
+    if a and a.cluster then
+      named[a.cluster] = true
+    elseif a then
+      for _, w in ipairs(a.weighted_clusters.clusters) do named[w.name] = true end
+    end
+  end
+  for name in pairs(named) do
+    cluster(self, name)
+    need(self, want, "CDS", name)
+  end
+  for name, cl in pairs(self.clusters) do
+    if not named[name] then -- no route names it now: its connections close once their calls end
+      cl.balanced:close()
+      self.clusters[name] = nil
+    end
+  end
+  for name, cl in pairs(self.clusters) do
+    local cds, why = c:get("CDS", name)
+    cl.fatal = why == "absent" and "cluster " .. name .. " does not exist (CDS)" or nil
+    if cds then
+      if cds.outlier_key ~= cl.outlier_key then
+        -- outlier detection (gRFC A50) as the cluster says, from when its config changes
+        cl.balanced:set_outlier_detection(cds.outlier)
+        cl.outlier_key = cds.outlier_key
+      end
+      local svc = cds.eds_cluster_config.service_name
+      if svc == nil or svc == "" then svc = name end
+      cl.eds = svc
+      need(self, want, "EDS", svc)
+      local cla = c:get("EDS", svc)
+      if cla and cla ~= cl.cla then
+        cl.cla = cla
+        cl.places = places_of(cla)
+        cl.version = c.version.EDS
+        cl.balanced:update(cl.places)
+      end
+    end
+  end
+  -- the routes are known: what they no longer need is unsubscribed (while
+  -- waiting for a listener or route configuration, nothing is dropped)
+  for key, kn in pairs(self.watched) do
+    if not want[key] then
+      self.watched[key] = nil
+      c:unwatch(kn[1], kn[2])
+    end
+  end
+end
+
+-- Polls the client (waiting at most `seconds`) and takes what changed.
+local function poll(self, seconds)
+  self.client:poll(seconds)
+  refresh(self)
+end
+
+local function unavailable(self, path, message)
+  local e = errors.status("UNAVAILABLE", "xds:///" .. self.name .. ": " .. message)
+  e.method = path
+  return e
+end
+
+-- Waits (within `deadline`, monotonic seconds or nil) until `ready()`
+-- returns non-nil; raises DEADLINE_EXCEEDED naming `what` else.
+local function await(self, path, deadline, ready, what)
+  while true do
+    local v = ready()
+    if v ~= nil then return v end
+    local left = deadline and deadline - monotonic()
+    if left and left <= 0 then
+      local e = errors.status("DEADLINE_EXCEEDED", "xds:///" .. self.name .. ": deadline exceeded " .. what())
+      e.method = path
+      error(e, 0)
+    end
+    poll(self, left and min(left, 0.05) or 0.05)
+  end
+end
+
+-- The cluster balancer and the settings (timeout capped by the route's)
+-- for a call of `path` with `settings`; raises UNAVAILABLE when no route
+-- matches or the cluster has no endpoint.
+local function route(self, path, settings)
+  poll(self, 0)
+  local timeout = settings and settings.timeout
+  local deadline = timeout and monotonic() + timeout
+  await(self, path, deadline, function()
+    if self.fatal then error(unavailable(self, path, self.fatal), 0) end
+    return self.routes
+  end, function() return "while " .. tostring(self.why) end)
+  local metadata = settings and settings.metadata
+  local chosen
+  for _, r in ipairs(self.routes) do
+    if matches(r, path, metadata) then
+      chosen = r
+      break
+    end
+  end
+  if chosen == nil then error(unavailable(self, path, "no route matches " .. path), 0) end
+  local a = chosen.route
+  if a == nil then error(unavailable(self, path, "the route for " .. path .. " has no route action"), 0) end
+  local name = a.cluster
+  if name == nil then
+    local draw = random() * a.total_weight
+    for _, w in ipairs(a.weighted_clusters.clusters) do
+      local wt = w.weight and w.weight.value or 0
+      name = w.name
+      if draw < wt then break end
+      draw = draw - wt
+    end
+  end
+  local cl = cluster(self, name)
+  await(self, path, deadline, function()
+    if cl.fatal then error(unavailable(self, path, cl.fatal), 0) end
+    return cl.places
+  end, function()
+    return "while waiting for cluster " .. name .. (cl.eds and " endpoints (EDS " .. cl.eds .. ")" or " (CDS)")
+  end)
+  if #cl.places == 0 then
+    error(unavailable(self, path, "cluster " .. name .. " has no healthy endpoint"), 0)
+  end
+  local cap = a.timeout_s
+  if cap and cap > 0 then
+    local left = deadline and deadline - monotonic()
+    local s = {}
+    for k, v in pairs(settings or {}) do s[k] = v end
+    s.timeout = left and min(left, cap) or cap
+    settings = s
+  end
+  return cl.balanced, settings
+end
+
+--- transport | nil, problem = M.new(name, make, connect, bootstrap): the
+-- transport of target "xds:///name": `make(place)` -> a one-backend
+-- pc.grpc transport (its options), `connect(uri)` -> the transport to the
+-- management server, `bootstrap` as xds_client.bootstrap returns it. It
+-- has pc.grpc's methods and backends(). nil and the problem of a server
+-- uri pc.grpc refuses.
+function M.new(name, make, connect, bootstrap)
+  local client, problem = xds_client.client(bootstrap, connect)
+  if not client then return nil, problem end
+  client:retain()
+  local self = setmetatable({ name = name, make = make, client = client, clusters = {}, generation = -1,
+    watched = {} }, Xds)
+  refresh(self) -- subscribes to the listener
+  return self
+end
+
+--- As pc.grpc's transport:unary, on the cluster the call's route picks.
+function Xds:unary(path, request, settings)
+  local b, s = route(self, path, settings)
+  return b:unary(path, request, s)
+end
+
+--- As pc.grpc's transport:server_stream, on the route's cluster.
+function Xds:server_stream(path, request, settings)
+  local b, s = route(self, path, settings)
+  return b:server_stream(path, request, s)
+end
+
+--- As pc.grpc's transport:stream, on the route's cluster.
+function Xds:stream(path, settings)
+  local b, s = route(self, path, settings)
+  return b:stream(path, s)
+end
+
+-- A started call that failed before it had a backend.
+local Failed = { __name = "protocall.XdsFailed" }
+Failed.__index = Failed
+function Failed:result() return false, self.err end
+function Failed.cancel() end
+
+local function started(self, name, path, request, settings)
+  local ok, b, s = pcall(route, self, path, settings)
+  if not ok then
+    if type(b) ~= "table" then error(b, 0) end
+    return setmetatable({ err = b }, Failed)
+  end
+  return b[name](b, path, request, s)
+end
+
+--- As pc.grpc's transport:start_unary, on the route's cluster.
+function Xds:start_unary(path, request, settings)
+  local h = started(self, "start_unary", path, request, settings)
+  return h
+end
+
+--- As pc.grpc's transport:start_server_stream, on the route's cluster.
+function Xds:start_server_stream(path, request, settings)
+  local h = started(self, "start_server_stream", path, request, settings)
+  return h
+end
+
+--- As pc.grpc's transport:wait, over calls on any cluster.
+function Xds:wait(handles, seconds)
+  local c = self.client
+  if c.transport then return c.transport:wait(handles, seconds) end
+  return sched.sleep(seconds)
+end
+
+--- transport:backends() -> the endpoints of every cluster the target's
+-- calls used, each {cluster =, address =, weight =, failed =, health =,
+-- ejected =, version = the EDS version_info it came from}, and
+-- `versions`: {LDS =, RDS =, CDS =, EDS =} last accepted, `nacked`: the
+-- last refused response of each kind {version =, nonce =, problem =}.
+function Xds:backends()
+  poll(self, 0)
+  local out = {}
+  local names = {}
+  for name in pairs(self.clusters) do names[#names + 1] = name end
+  sort(names)
+  for _, name in ipairs(names) do
+    local cl = self.clusters[name]
+    for _, b in ipairs(cl.balanced:backends()) do
+      b.cluster, b.version = name, cl.version
+      out[#out + 1] = b
+    end
+  end
+  out.versions, out.nacked = self.client:versions()
+  return out
+end
+
+--- Closes every cluster's connections; the ADS stream closes with the
+-- last xds: target using its management server.
+function Xds:close()
+  if self.closed then return end
+  self.closed = true
+  for _, cl in pairs(self.clusters) do cl.balanced:close() end
+  for _, kn in pairs(self.watched) do self.client:unwatch(kn[1], kn[2]) end
+  self.watched = {}
+  self.client:release()
+end
+
+return M

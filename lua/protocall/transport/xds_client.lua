@@ -1,0 +1,463 @@
+--- The xDS client of gRPC's proxyless design (gRFCs A27, A28): the
+-- bootstrap naming the management server, and one Aggregated Discovery
+-- Service stream (envoy.service.discovery.v3, state of the world) per
+-- management server, shared by every xds: target of the process.
+--
+-- Resources are subscribed per type (LDS, RDS, CDS, EDS) by name; each
+-- response is checked resource by resource and ACKed (its version_info
+-- and nonce) or, when one resource is refused, NACKed as a whole: the
+-- request carries the last accepted version, the response's nonce and an
+-- error_detail naming the resource and the field, and the cache keeps the
+-- resources of the last accepted response. The stream is read without
+-- blocking whenever a target picks (client:poll); when it ends it starts
+-- again after a backoff (1 s doubling to 30 s, reset by a response),
+-- subscribing again to every name with the versions last accepted; the
+-- cache stays across reconnections, so calls go on meanwhile.
+local core = require "protocall.core"
+local sched = require "protocall.sched"
+local protos = require "protocall.transport.xds_protos"
+
+local setmetatable, pairs, ipairs, pcall, tostring, tonumber, next = setmetatable, pairs, ipairs, pcall, tostring,
+  tonumber, next
+local min, format, concat, sort = math.min, string.format, table.concat, table.sort
+local monotonic = core.monotonic
+
+local M = {}
+
+local FIRST_BACKOFF, MAX_BACKOFF = 1, 30
+local KINDS = { "LDS", "RDS", "CDS", "EDS" }
+local KIND_OF = {}
+for k, url in pairs(protos.TYPE_URL) do KIND_OF[url] = k end
+local MESSAGE = {
+  LDS = "envoy.config.listener.v3.Listener", RDS = "envoy.config.route.v3.RouteConfiguration",
+  CDS = "envoy.config.cluster.v3.Cluster", EDS = "envoy.config.endpoint.v3.ClusterLoadAssignment",
+}
+-- Resources absent from a state-of-the-world response are deleted for these.
+local WHOLE = { LDS = true, CDS = true }
+
+local function read_file(path)
+  local f, why = io.open(path, "rb")
+  if not f then return nil, why end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+--- bootstrap | nil, problem = M.bootstrap(text): the bootstrap (gRFC
+-- A27) from JSON text `text`, else from the file named by env
+-- GRPC_XDS_BOOTSTRAP, else from env GRPC_XDS_BOOTSTRAP_CONFIG:
+-- {server_uri = "host:port" of xds_servers[0], node = a table of
+-- envoy.config.core.v3.Node (id, cluster, metadata, locality)}. The
+-- server's channel_creds must include {"type": "insecure"} (the only
+-- kind this client speaks). Problems name where: "xds bootstrap
+-- (GRPC_XDS_BOOTSTRAP file b.json): $.xds_servers[0].server_uri: ...".
+function M.bootstrap(text)
+  local where = "the xds_bootstrap option"
+  if text == nil then
+    local path = os.getenv("GRPC_XDS_BOOTSTRAP")
+    if path and path ~= "" then
+      local why
+      text, why = read_file(path)
+      where = "GRPC_XDS_BOOTSTRAP file " .. path
+      if not text then return nil, "xds bootstrap: cannot read " .. why end
+    else
+      text = os.getenv("GRPC_XDS_BOOTSTRAP_CONFIG")
+      where = "GRPC_XDS_BOOTSTRAP_CONFIG"
+      if text == nil or text == "" then
+        return nil, "xds bootstrap: none given (set GRPC_XDS_BOOTSTRAP to a file, GRPC_XDS_BOOTSTRAP_CONFIG to "
+          .. "its JSON text, or pc.grpc's option xds_bootstrap)"
+      end
+    end
+  end
+  local prefix = "xds bootstrap (" .. where .. "): "
+  local b, err = core.from_json(protos.type("protocall.xds.Bootstrap"), text, { ignore_unknown = true })
+  if not b then return nil, prefix .. err end
+  b = core.to_table(b)
+  local servers = b.xds_servers
+  if servers == nil or #servers == 0 then return nil, prefix .. "$.xds_servers: at least one server expected" end
+  local s = servers[1]
+  if s.server_uri == nil or s.server_uri == "" then
+    return nil, prefix .. "$.xds_servers[0].server_uri: a target (host:port) expected"
+  end
+  local insecure, kinds = false, {}
+  for _, c in ipairs(s.channel_creds or {}) do
+    kinds[#kinds + 1] = tostring(c.type)
+    if c.type == "insecure" then insecure = true end
+  end
+  if not insecure then
+    return nil, prefix .. "$.xds_servers[0].channel_creds: {\"type\": \"insecure\"} expected (the only kind "
+      .. "supported), got " .. (#kinds > 0 and concat(kinds, ", ") or "none")
+  end
+  return { server_uri = s.server_uri, node = b.node or {} }
+end
+
+-- Resource checks: each returns nil, or "field: what is wrong". They
+-- keep what the targets need, decoded, in the resource table.
+
+-- A google.protobuf.Duration table in seconds (a Lua number: LuaJIT
+-- decodes int64 seconds as cdata).
+local function duration(d)
+  if d == nil then return nil end
+  return (tonumber(d.seconds) or 0) + (d.nanos or 0) / 1e9
+end
+
+local function check_route_config(rc)
+  for i, vh in ipairs(rc.virtual_hosts or {}) do
+    local at = format("virtual_hosts[%d]", i - 1)
+    if vh.domains == nil or #vh.domains == 0 then return at .. ".domains: at least one domain expected" end
+    for j, r in ipairs(vh.routes or {}) do
+      local rat = format("%s.routes[%d]", at, j - 1)
+      local m = r.match
+      if m == nil then return rat .. ".match: missing" end
+      if m.prefix == nil and m.path == nil then
+        return rat .. ".match: prefix or path expected (safe_regex and others are not supported)"
+      end
+      for k, h in ipairs(m.headers or {}) do
+        if h.exact_match == nil and h.prefix_match == nil and h.suffix_match == nil and h.contains_match == nil
+          and h.present_match == nil and h.string_match == nil then
+          return format("%s.match.headers[%d]: exact, prefix, suffix, contains, present or string_match "
+            .. "expected (safe_regex and range are not supported)", rat, k - 1)
+        end
+        local sm = h.string_match
+        if sm and sm.exact == nil and sm.prefix == nil and sm.suffix == nil and sm.contains == nil then
+          return format("%s.match.headers[%d].string_match: exact, prefix, suffix or contains expected", rat, k - 1)
+        end
+      end
+      local a = r.route
+      if a then
+        if a.cluster == nil and a.weighted_clusters == nil then
+          return rat .. ".route: cluster or weighted_clusters expected"
+        end
+        if a.cluster == "" then return rat .. ".route.cluster: empty" end
+        if a.weighted_clusters then
+          local total = 0
+          for k, c in ipairs(a.weighted_clusters.clusters or {}) do
+            local w = c.weight and c.weight.value or 0
+            if c.name == nil or c.name == "" then
+              return format("%s.route.weighted_clusters.clusters[%d].name: empty", rat, k - 1)
+            end
+            total = total + w
+          end
+          if total == 0 then return rat .. ".route.weighted_clusters: the weights sum to 0" end
+          a.total_weight = total
+        end
+        a.timeout_s = duration(a.timeout)
+      end
+    end
+  end
+end
+
+-- Cluster.outlier_detection as transport/outlier.lua's config, mapped
+-- as gRFC A50 says (gRPC's defaults; success rate ejection unless
+-- enforcing_success_rate is 0, failure percentage ejection only when
+-- enforcing_failure_percentage is above 0); or nil and "field: problem".
+local function outlier_config(od)
+  local function u32(f, default, most)
+    local v = od[f] and od[f].value
+    if v == nil then return default end
+    if most and v > most then return nil, format("outlier_detection.%s: at most %d expected, got %d", f, most, v) end
+    return v
+  end
+  local c = {}
+  for _, k in ipairs { { "interval", 10 }, { "base_ejection_time", 30 }, { "max_ejection_time", 300 } } do
+    local d = od[k[1]]
+    local s = d and duration(d) or k[2]
+    if s < 0 or s > 315576000000 then
+      return nil, "outlier_detection." .. k[1] .. ": a duration of at least 0 expected"
+    end
+    c[k[1]] = s
+  end
+  local why
+  c.max_ejection_percent, why = u32("max_ejection_percent", 10, 100)
+  if why then return nil, why end
+  local esr, efp
+  esr, why = u32("enforcing_success_rate", 100, 100)
+  if why then return nil, why end
+  efp, why = u32("enforcing_failure_percentage", 0, 100)
+  if why then return nil, why end
+  if esr > 0 then
+    c.success_rate = { stdev_factor = u32("success_rate_stdev_factor", 1900), enforcement_percentage = esr,
+      minimum_hosts = u32("success_rate_minimum_hosts", 5), request_volume = u32("success_rate_request_volume", 100) }
+  end
+  if efp > 0 then
+    local threshold
+    threshold, why = u32("failure_percentage_threshold", 85, 100)
+    if why then return nil, why end
+    c.failure_percentage = { threshold = threshold, enforcement_percentage = efp,
+      minimum_hosts = u32("failure_percentage_minimum_hosts", 5),
+      request_volume = u32("failure_percentage_request_volume", 50) }
+  end
+  return c
+end
+
+local CHECK = {}
+
+function CHECK.LDS(l)
+  local any = l.api_listener and l.api_listener.api_listener
+  if any == nil then return "api_listener: missing (not a gRPC client listener)" end
+  if any.type_url ~= protos.HCM then
+    return "api_listener.api_listener: " .. protos.HCM .. " expected, got " .. tostring(any.type_url)
+  end
+  local ok, hcm = pcall(core.decode, protos.type(protos.HCM:match("/(.*)$")), any.value or "", { table = true })
+  if not ok or hcm == nil then return "api_listener.api_listener: HttpConnectionManager does not decode" end
+  l.hcm = hcm
+  if hcm.rds then
+    local cs = hcm.rds.config_source
+    if cs == nil or (cs.ads == nil and cs.self == nil) then
+      return "api_listener.api_listener.rds.config_source: ads or self expected"
+    end
+    if hcm.rds.route_config_name == nil or hcm.rds.route_config_name == "" then
+      return "api_listener.api_listener.rds.route_config_name: empty"
+    end
+  elseif hcm.route_config then
+    local why = check_route_config(hcm.route_config)
+    if why then return "api_listener.api_listener.route_config." .. why end
+  else
+    return "api_listener.api_listener: rds or route_config expected"
+  end
+end
+
+function CHECK.RDS(rc) return check_route_config(rc) end
+
+function CHECK.CDS(c)
+  local t = c.type or 0
+  if t ~= 3 then return "type: EDS expected (only EDS clusters are supported), got " .. tostring(t) end
+  local eds = c.eds_cluster_config
+  local cs = eds and eds.eds_config
+  if cs == nil or (cs.ads == nil and cs.self == nil) then
+    return "eds_cluster_config.eds_config: ads or self expected"
+  end
+  local lb = c.lb_policy or 0
+  if lb ~= 0 then return "lb_policy: ROUND_ROBIN expected (the only policy supported), got " .. tostring(lb) end
+  if c.outlier_detection then
+    local why
+    c.outlier, why = outlier_config(c.outlier_detection)
+    if why then return why end
+    c.outlier_key = core.encode(protos.type("envoy.config.cluster.v3.OutlierDetection"), c.outlier_detection)
+  end
+end
+
+function CHECK.EDS(cla)
+  for i, loc in ipairs(cla.endpoints or {}) do
+    for j, e in ipairs(loc.lb_endpoints or {}) do
+      local sa = e.endpoint and e.endpoint.address and e.endpoint.address.socket_address
+      local at = format("endpoints[%d].lb_endpoints[%d].endpoint.address.socket_address", i - 1, j - 1)
+      if sa == nil then return at .. ": missing" end
+      if sa.address == nil or sa.address == "" then return at .. ".address: empty" end
+      if sa.port_value == nil or sa.port_value < 1 or sa.port_value > 65535 then
+        return at .. ".port_value: a port in 1..65535 expected"
+      end
+    end
+  end
+end
+
+local Client = { __name = "protocall.XdsClient" }
+Client.__index = Client
+
+local clients = {} -- by server_uri
+
+--- client | nil, problem = M.client(bootstrap, connect): the client of
+-- the management server `bootstrap.server_uri`, one per server in the
+-- process (made on first use); connect(uri) -> a pc.grpc transport to it
+-- (made now; it connects at the first request), raising on a bad uri:
+-- then nil and "$.xds_servers[0].server_uri: ...".
+function M.client(bootstrap, connect)
+  local c = clients[bootstrap.server_uri]
+  if c and not c.closed then return c end
+  local ok, transport = pcall(connect, bootstrap.server_uri)
+  if not ok then
+    return nil, "xds bootstrap: $.xds_servers[0].server_uri: " .. tostring(transport):gsub("^pc%.grpc: ", "")
+  end
+  c = setmetatable({ uri = bootstrap.server_uri, node = bootstrap.node, transport = transport, subs = {}, cache = {},
+    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {} }, Client)
+  for _, k in ipairs(KINDS) do
+    c.subs[k], c.cache[k], c.version[k] = {}, {}, nil
+  end
+  clients[bootstrap.server_uri] = c
+  return c
+end
+
+local function names_of(set)
+  local list = {}
+  for n in pairs(set) do list[#list + 1] = n end
+  sort(list)
+  return list
+end
+
+-- Sends one DiscoveryRequest for `kind` on the stream (when up):
+-- `err` (a string) makes it a NACK.
+local function request(self, kind, err)
+  local call = self.call
+  if call == nil then return end
+  local r = { type_url = protos.TYPE_URL[kind], resource_names = names_of(self.subs[kind]),
+    version_info = self.version[kind], response_nonce = self.nonce[kind] }
+  if not self.sent_node then r.node = self.node end
+  if err then r.error_detail = { code = 3, message = err } end -- INVALID_ARGUMENT
+  local bytes = core.encode(protos.type("envoy.service.discovery.v3.DiscoveryRequest"), r)
+  local ok = pcall(call.send, call, bytes)
+  if ok then self.sent_node = true end
+end
+
+-- The stream ended or failed: start again after the backoff.
+local function ended(self)
+  if self.call then pcall(self.call.close, self.call) end
+  self.call, self.sent_node = nil, false
+  self.backoff = self.backoff and min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
+  self.retry_at = monotonic() + self.backoff
+end
+
+local function start(self)
+  local ok, call = pcall(self.transport.stream, self.transport, protos.ADS_PATH, {})
+  if not ok then return ended(self) end
+  self.call = call
+  for _, k in ipairs(KINDS) do
+    if next(self.subs[k]) ~= nil then request(self, k) end
+  end
+end
+
+-- Takes one DiscoveryResponse (bytes): ACK or NACK.
+local function take(self, bytes)
+  local T = protos.type("envoy.service.discovery.v3.DiscoveryResponse")
+  local ok, r = pcall(core.decode, T, bytes, { table = true })
+  if not ok or r == nil then return end
+  local kind = KIND_OF[r.type_url]
+  self.backoff = nil
+  if kind == nil then return end -- a type never asked for
+  self.nonce[kind] = r.nonce
+  local RT = protos.type(MESSAGE[kind])
+  local got, problem = {}, nil
+  for i, any in ipairs(r.resources or {}) do
+    local at = format("resources[%d]", i - 1)
+    if any.type_url ~= r.type_url then
+      problem = format("%s: type %s expected, got %s", at, r.type_url, tostring(any.type_url))
+      break
+    end
+    local okd, res, why = pcall(core.decode, RT, any.value or "", { table = true })
+    if not okd or res == nil then
+      problem = format("%s: %s does not decode: %s", at, MESSAGE[kind], tostring(why or res))
+      break
+    end
+    local name = res.name or res.cluster_name
+    if name == nil or name == "" then
+      problem = at .. ": no name"
+      break
+    end
+    local bad = CHECK[kind](res)
+    if bad then
+      problem = format("%s %s: %s", MESSAGE[kind], name, bad)
+      break
+    end
+    got[name] = res
+  end
+  if problem then
+    self.nacks[kind] = { version = r.version_info, nonce = r.nonce, problem = problem }
+    return request(self, kind, problem)
+  end
+  local cache = self.cache[kind]
+  if WHOLE[kind] then
+    for name in pairs(cache) do
+      if got[name] == nil then cache[name] = nil end
+    end
+  end
+  for name, res in pairs(got) do cache[name] = res end
+  self.version[kind] = r.version_info
+  self.answered = self.answered or {}
+  self.answered[kind] = true
+  self.generation = self.generation + 1
+  request(self, kind)
+end
+
+-- A poll of 0 seconds reads the stream at most this often (seconds): a
+-- busy target's calls do not each pay for a look at its socket.
+local QUICK_POLL = 0.005
+
+--- client:poll(seconds): starts the stream when due, pumps its channel
+-- for at most `seconds` (0: only what is there, and nothing when the last
+-- look was less than 5 ms ago) and takes every response that arrived (a
+-- task yields meanwhile under pc.run).
+function Client:poll(seconds)
+  if self.closed then return end
+  local now = monotonic()
+  if seconds <= 0 and self.polled and now - self.polled < QUICK_POLL then return end
+  self.polled = now
+  if self.call == nil then
+    if monotonic() < self.retry_at then
+      if seconds > 0 then sched.sleep(min(seconds, self.retry_at - monotonic())) end
+      return
+    end
+    start(self)
+    if self.call == nil then return end
+  end
+  local call = self.call
+  self.transport:wait({ { channel = call.channel } }, seconds)
+  local raw = call.call
+  while self.call == call do
+    local m = raw:next()
+    if m == false then return end
+    if m == nil then return ended(self) end
+    take(self, m)
+  end
+end
+
+--- client:watch(kind, name): subscribes to resource `name` of `kind`
+-- ("LDS", "RDS", "CDS", "EDS"): asked at once when the stream is up.
+-- Counted: each watch needs its unwatch.
+function Client:watch(kind, name)
+  local set = self.subs[kind]
+  local n = set[name]
+  set[name] = (n or 0) + 1
+  if n == nil then request(self, kind) end
+end
+
+--- client:unwatch(kind, name): one watch of `name` less; with the last,
+-- the server is asked for the others only and the cached copy dropped.
+function Client:unwatch(kind, name)
+  local set = self.subs[kind]
+  local n = set[name]
+  if n == nil then return end
+  if n > 1 then
+    set[name] = n - 1
+    return
+  end
+  set[name] = nil
+  self.cache[kind][name] = nil
+  request(self, kind)
+end
+
+--- res, why = client:get(kind, name): the cached resource (a plain
+-- table of its message), or nil and "unknown" (not answered yet) or
+-- "absent" (the server's last LDS/CDS answer lacks it).
+function Client:get(kind, name)
+  local r = self.cache[kind][name]
+  if r then return r end
+  if WHOLE[kind] and self.answered and self.answered[kind] then return nil, "absent" end
+  return nil, "unknown"
+end
+
+--- client:versions() -> {LDS = version_info, RDS =, CDS =, EDS =} last
+-- accepted, and the last NACK of each kind {version, nonce, problem}.
+function Client:versions()
+  local v, n = {}, {}
+  for _, k in ipairs(KINDS) do
+    v[k] = self.version[k]
+    n[k] = self.nacks[k]
+  end
+  return v, n
+end
+
+--- client:release(): a target stopped using the client; the last one
+-- closes the stream and connection (client:retain() counts a user).
+function Client:release()
+  self.users = self.users - 1
+  if self.users > 0 then return end
+  self.closed = true
+  if clients[self.uri] == self then clients[self.uri] = nil end
+  if self.call then pcall(self.call.cancel, self.call) end
+  if self.transport then self.transport:close() end
+end
+
+function Client:retain() self.users = self.users + 1 end
+
+M.KINDS = KINDS
+
+return M

@@ -1,0 +1,56 @@
+// @grpc/grpc-js-xds's own xDS client as the reference for spec/xds_spec.lua:
+//   GRPC_XDS_BOOTSTRAP_CONFIG='{...}' node spec/node/xds_client.mjs NAME METHOD COUNT [HEADER=VALUE]
+// Makes COUNT unary calls of /xt.Named/METHOD (request and response xt.Id, field 1 a
+// string) on "xds:///NAME", one after the other, with the metadata HEADER: VALUE if
+// given, and prints a JSON object: how many answers named each backend, and "failed"
+// (how many calls failed, with the first error in "error").
+import * as grpc from "@grpc/grpc-js";
+import { register } from "@grpc/grpc-js-xds";
+
+register();
+const [name, method, count, header] = process.argv.slice(2);
+
+// xt.Id {string name = 1}: the request is empty; the response's field 1 read by hand.
+const serialize = () => Buffer.alloc(0);
+function deserialize(buf) {
+  let i = 0;
+  let out = "";
+  while (i < buf.length) {
+    const tag = buf[i++];
+    let len = 0;
+    let shift = 0;
+    for (;;) {
+      const b = buf[i++];
+      len |= (b & 0x7f) << shift;
+      shift += 7;
+      if (b < 0x80) break;
+    }
+    if (tag === 0x0a) out = buf.subarray(i, i + len).toString("utf8");
+    i += len;
+  }
+  return out;
+}
+
+const client = new grpc.Client(`xds:///${name}`, grpc.credentials.createInsecure());
+const metadata = new grpc.Metadata();
+if (header) {
+  const [k, v] = header.split("=");
+  metadata.set(k, v);
+}
+const counts = { failed: 0 };
+function call() {
+  return new Promise((resolve) => {
+    client.makeUnaryRequest(`/xt.Named/${method}`, serialize, deserialize, {}, metadata,
+      { deadline: Date.now() + 5000 }, (err, who) => {
+        if (err) {
+          counts.failed++;
+          counts.error = counts.error || `${err.code} ${err.details}`;
+        } else counts[who] = (counts[who] || 0) + 1;
+        resolve();
+      });
+  });
+}
+for (let i = 0; i < Number(count); i++) await call();
+console.log(JSON.stringify(counts));
+client.close();
+process.exit(0);

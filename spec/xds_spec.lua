@@ -1,0 +1,601 @@
+-- xDS targets (gRFCs A27, A28; lua/protocall/transport/xds*.lua): pc.grpc("xds:///svc")
+-- against a management server that is not ours (spec/node/xds_server.mjs: @grpc/grpc-js
+-- serving ADS, every resource encoded by protobufjs from the full Envoy protos of
+-- @grpc/grpc-js-xds), with pc.listen backends in this process that answer with their
+-- name. Also: the Envoy subset of transport/xds_protos.lua checked field by field
+-- against the full protos (protoc), the bootstrap's errors, domain and route matching.
+local pc = require "protocall"
+local core = require "protocall.core"
+local peer = require "node_peer"
+local protos = require "protocall.transport.xds_protos"
+local xds = require "protocall.transport.xds"
+local xds_client = require "protocall.transport.xds_client"
+
+local DEPS = "node_modules/@grpc/grpc-js-xds/deps"
+
+local pool = pc.pool()
+assert(pool:load([[syntax = "proto3"; package xt; message Id { string name = 1; }
+  service Named { rpc Who(Id) returns (Id); rpc Slow(Id) returns (Id);
+    rpc Hold(Id) returns (Id); }]], { name = "xt.proto" }))
+
+local function json_encode(v)
+  local t = type(v)
+  if t == "table" then
+    if #v > 0 or next(v) == nil and getmetatable(v) == "array" then
+      local parts = {}
+      for i, x in ipairs(v) do parts[i] = json_encode(x) end
+      return "[" .. table.concat(parts, ",") .. "]"
+    end
+    local parts = {}
+    for k, x in pairs(v) do parts[#parts + 1] = string.format("%q:%s", k, json_encode(x)) end
+    table.sort(parts)
+    return "{" .. table.concat(parts, ",") .. "}"
+  elseif t == "string" then
+    return (string.format("%q", v):gsub("\\\n", "\\n"))
+  end
+  return tostring(v)
+end
+
+local function read_lines(path)
+  local f = io.open(path)
+  if not f then return {} end
+  local list = {}
+  for line in f:lines() do list[#list + 1] = line end
+  f:close()
+  return list
+end
+
+describe("xDS", function()
+  describe("the Envoy subset", function()
+    it("has each field of the full Envoy protos, same number and type", function()
+      local absent = peer.missing("@grpc/grpc-js-xds")
+      if absent then return peer.skip(pending, "xDS subset check", absent) end
+      local files, dirs = {}, {}
+      for _, d in ipairs { "envoy-api", "googleapis", "xds", "protoc-gen-validate" } do
+        dirs[#dirs + 1] = DEPS .. "/" .. d
+      end
+      local wanted = {
+        "envoy/service/discovery/v3/ads.proto", "envoy/config/listener/v3/listener.proto",
+        "envoy/config/route/v3/route.proto", "envoy/config/cluster/v3/cluster.proto",
+        "envoy/config/endpoint/v3/endpoint.proto",
+        "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
+      }
+      for i, f in ipairs(wanted) do files[i] = f end
+      -- Loaded by protocall's own loader. The protoc-gen-validate that grpc-js-xds ships
+      -- predates envoy-api's use of StringRules.ignore_empty (an option: protoc refuses the
+      -- files too), so a copy of its validate.proto with that one field added comes first.
+      local pgv = io.open(DEPS .. "/protoc-gen-validate/validate/validate.proto"):read("*a")
+      local patched, n = pgv:gsub("message StringRules {",
+        "message StringRules {\n  optional bool ignore_empty = 126;", 1)
+      assert.are.equal(1, n)
+      local tmp = os.tmpname()
+      os.remove(tmp)
+      assert(os.execute("mkdir -p " .. tmp .. "/validate"))
+      local out = io.open(tmp .. "/validate/validate.proto", "w")
+      out:write(patched)
+      out:close()
+      table.insert(dirs, 1, tmp)
+      local full = pc.pool()
+      for _, file in ipairs(files) do
+        local ok, why = full:load_file(file, { import_paths = dirs })
+        assert(ok, why)
+      end
+      os.execute("rm -r " .. tmp)
+      local sub = protos.pool()
+      local checked = 0
+      for _, file in ipairs(protos.FILES) do
+        if file[1]:find("^envoy/") then
+          for _, m in ipairs(sub:file(file[1]).messages) do
+            local name = type(m) == "table" and m.full_name or m
+            local T = sub:type(name)
+            local FT = full:type(name)
+            assert.is_not_nil(FT, name .. " is not in the full protos")
+            local by = {}
+            for _, fd in ipairs(full:fields(FT)) do by[fd.name] = fd end
+            for _, fd in ipairs(sub:fields(T)) do
+              local want = by[fd.name]
+              assert.is_not_nil(want, name .. "." .. fd.name .. " is not in the full protos")
+              assert.are.same({ want.number, want.type, want.type_name, want.label },
+                { fd.number, fd.type, fd.type_name, fd.label }, name .. "." .. fd.name)
+              checked = checked + 1
+            end
+          end
+        end
+      end
+      assert.is_true(checked > 50, "only " .. checked .. " fields checked")
+    end)
+  end)
+
+  describe("bootstrap", function()
+    it("reads the server and node, and names what is wrong", function()
+      local b = assert(xds_client.bootstrap([[{"xds_servers": [{"server_uri": "127.0.0.1:9",
+        "channel_creds": [{"type": "google_default"}, {"type": "insecure"}]}],
+        "node": {"id": "n1", "cluster": "c", "metadata": {"k": "v"}}, "certificate_providers": {}}]]))
+      assert.are.equal("127.0.0.1:9", b.server_uri)
+      assert.are.equal("n1", b.node.id)
+      local _, why = xds_client.bootstrap([[{"xds_servers": []}]])
+      assert.matches("xds_bootstrap option%): %$%.xds_servers: at least one server", why)
+      _, why = xds_client.bootstrap([[{"xds_servers": [{"server_uri": "a:1", "channel_creds": [{"type": "tls"}]}]}]])
+      assert.matches("%$%.xds_servers%[0%]%.channel_creds: .*insecure.*got tls", why)
+      _, why = xds_client.bootstrap([[{"xds_servers": [{"channel_creds": [{"type": "insecure"}]}]}]])
+      assert.matches("%$%.xds_servers%[0%]%.server_uri", why)
+      _, why = xds_client.bootstrap([[{"node": {"id": 5}}]])
+      assert.matches("%$%.node%.id", why)
+      local ok, err = pcall(pc.grpc, "xds:///svc", { xds_bootstrap = "{" })
+      assert.is_false(ok)
+      assert.matches("pc.grpc: target 'xds:///svc': xds bootstrap", err)
+      -- from the environment: the file GRPC_XDS_BOOTSTRAP names, else GRPC_XDS_BOOTSTRAP_CONFIG
+      local file = os.tmpname()
+      local f = io.open(file, "w")
+      f:write([[{"xds_servers": [{"server_uri": "from-file:1", "channel_creds": [{"type": "insecure"}]}]}]])
+      f:close()
+      local lua = (jit and "luajit" or "lua5.4") .. " -e " .. peer.quote("package.path = 'lua/?.lua;lua/?/init.lua;'"
+        .. " .. package.path; package.cpath = '" .. (jit and "build/luajit" or "build/release") .. "/?.so;'"
+        .. " .. package.cpath; local b, why = require('protocall.transport.xds_client').bootstrap();"
+        .. " io.write(b and b.server_uri or why)")
+      local function run(env)
+        local p = io.popen(env .. " " .. lua .. " 2>&1")
+        local out = p:read("*a")
+        p:close()
+        return out
+      end
+      assert.are.equal("from-file:1", run("GRPC_XDS_BOOTSTRAP=" .. file .. " GRPC_XDS_BOOTSTRAP_CONFIG=x"))
+      assert.are.equal("from-env:2", run("GRPC_XDS_BOOTSTRAP_CONFIG=" .. peer.quote([[{"xds_servers": [{"server_uri":
+        "from-env:2", "channel_creds": [{"type": "insecure"}]}]}]])))
+      assert.matches("GRPC_XDS_BOOTSTRAP_CONFIG%): %$%.xds_servers", run("GRPC_XDS_BOOTSTRAP_CONFIG='{}'"))
+      assert.matches("cannot read", run("GRPC_XDS_BOOTSTRAP=/nonexistent/b.json"))
+      assert.matches("none given", run("env -u GRPC_XDS_BOOTSTRAP -u GRPC_XDS_BOOTSTRAP_CONFIG"))
+      os.remove(file)
+      ok, err = pcall(pc.grpc, "xds:///svc", { xds_bootstrap = [[{"xds_servers": [{"server_uri": "a b:1",
+        "channel_creds": [{"type": "insecure"}]}]}]] })
+      assert.is_false(ok)
+      assert.matches("pc.grpc: target 'xds:///svc': xds bootstrap: %$%.xds_servers%[0%]%.server_uri: target 'a b:1': "
+        .. "control characters", err)
+      ok, err = pcall(pc.grpc, "xds://auth/svc", { xds_bootstrap = "{}" })
+      assert.is_false(ok)
+      assert.matches("xds:///name expected", err)
+    end)
+  end)
+
+  describe("matching", function()
+    it("picks the virtual host as gRPC does", function()
+      local vhs = { { name = "star", domains = { "*" } }, { name = "pre", domains = { "svc.*" } },
+        { name = "suf", domains = { "*.example.com" } }, { name = "suf2", domains = { "*.com" } },
+        { name = "exact", domains = { "svc.example.com" } } }
+      assert.are.equal("exact", xds.virtual_host(vhs, "SVC.example.com").name)
+      assert.are.equal("suf", xds.virtual_host(vhs, "a.example.com").name)
+      assert.are.equal("pre", xds.virtual_host(vhs, "svc.local").name)
+      assert.are.equal("star", xds.virtual_host(vhs, "other").name)
+      assert.is_nil(xds.virtual_host({ { domains = { "a" } } }, "b"))
+    end)
+
+    it("matches paths and headers", function()
+      local function r(match) return { match = match } end
+      assert.is_true(xds.matches(r { prefix = "" }, "/a.B/C"))
+      assert.is_true(xds.matches(r { prefix = "/a.B/" }, "/a.B/C"))
+      assert.is_false(xds.matches(r { prefix = "/a.b/" }, "/a.B/C"))
+      assert.is_true(xds.matches(r { prefix = "/a.b/", case_sensitive = { value = false } }, "/a.B/C"))
+      assert.is_true(xds.matches(r { path = "/a.B/C" }, "/a.B/C"))
+      assert.is_false(xds.matches(r { path = "/a.B/" }, "/a.B/C"))
+      local md = { { "x-k", "v1" }, { "x-k", "v2" }, { "x-bin", "z" } }
+      assert.is_true(xds.matches(r { prefix = "", headers = { { name = "x-k", exact_match = "v1,v2" } } }, "/p", md))
+      assert.is_true(xds.matches(r { prefix = "", headers = { { name = "X-K", prefix_match = "v1" } } }, "/p", md))
+      assert.is_false(xds.matches(r { prefix = "", headers = { { name = "x-k", exact_match = "v1" } } }, "/p", md))
+      assert.is_true(xds.matches(r { prefix = "", headers = { { name = "x-k", exact_match = "v1",
+        invert_match = true } } }, "/p", md))
+      assert.is_true(xds.matches(r { prefix = "", headers = { { name = "x-no", present_match = false } } }, "/p", md))
+      assert.is_false(xds.matches(r { prefix = "", headers = { { name = "x-bin", present_match = true } } }, "/p", md))
+      assert.is_true(xds.matches(r { prefix = "", headers = { { name = "x-k", string_match = { suffix = "V2",
+        ignore_case = true } } } }, "/p", md))
+    end)
+  end)
+
+  describe("endpoints", function()
+    it("takes the lowest priority with a healthy endpoint, weighted, in weighted localities", function()
+      local function ep(port, health, weight)
+        return { endpoint = { address = { socket_address = { address = "10.0.0.1", port_value = port } } },
+          health_status = health, load_balancing_weight = weight and { value = weight } }
+      end
+      local cla = { cluster_name = "c", endpoints = {
+        { priority = 0, load_balancing_weight = { value = 2 }, lb_endpoints = { ep(1, 2), ep(2, 3) } }, -- unhealthy
+        { priority = 1, load_balancing_weight = { value = 2 }, lb_endpoints = { ep(3, 1, 5), ep(4, 0), ep(5, 5) } },
+        { priority = 1, lb_endpoints = { ep(6, 1) } }, -- no locality weight: left out, as gRPC does
+        { priority = 2, load_balancing_weight = { value = 1 }, lb_endpoints = { ep(7, 1) } },
+      } }
+      local got = {}
+      for i, p in ipairs(xds.places_of(cla)) do got[i] = p.port .. "*" .. p.weight end
+      assert.are.same({ "3*10", "4*2" }, got) -- HEALTHY and UNKNOWN; DEGRADED (5) is not taken
+      cla.endpoints[2].lb_endpoints = { ep(3, 2) }
+      got = {}
+      for i, p in ipairs(xds.places_of(cla)) do got[i] = p.port .. "*" .. p.weight end
+      assert.are.same({ "7*1" }, got)
+    end)
+  end)
+
+  local absent = peer.missing("@grpc/grpc-js", "@grpc/grpc-js-xds", "protobufjs")
+
+  -- Backend `name`: a listener answering Who with its name (Slow after a second).
+  local function backend(name)
+    local server = pc.server({ ["xt.Named"] = {
+      Who = function()
+        if name:find("^f") then error(pc.Error { code = "INTERNAL", message = name .. " fails" }) end
+        return { name = name }
+      end,
+      Slow = function(_, ctx) ctx.sleep(1); return { name = name } end,
+      Hold = function(_, ctx) ctx.sleep(0.5); return { name = name } end,
+    } }, { pool = pool })
+    local l = pc.listen(server, "127.0.0.1:0")
+    pc.spawn(function() l:serve() end)
+    return { listener = l, name = name, port = l.port }
+  end
+
+  -- The management server: started on `port` (nil: a free one), its requests logged.
+  local function management(port, log)
+    local s = peer.serve("xds_server.mjs", { log, port or 0 })
+    function s.set(kind, version, resources)
+      s.pipe:write(json_encode { set = kind, version = version, resources = resources } .. "\n")
+      s.pipe:flush()
+    end
+    return s
+  end
+
+  local function endpoints(bs, weights)
+    local list = {}
+    for i, b in ipairs(bs) do
+      list[i] = { endpoint = { address = { socket_address = { address = "127.0.0.1", port_value = b.port } } },
+        load_balancing_weight = weights and { value = weights[i] } or nil }
+    end
+    return list
+  end
+
+  local function eds(name, bs, extra)
+    local loc = { locality = { zone = "z1" }, lb_endpoints = endpoints(bs), load_balancing_weight = { value = 1 } }
+    local list = { loc }
+    for _, e in ipairs(extra or {}) do list[#list + 1] = e end
+    return { cluster_name = name, endpoints = list }
+  end
+
+  local function cds(name, lb)
+    return { name = name, type = "EDS", lb_policy = lb,
+      eds_cluster_config = { eds_config = { ads = {} }, service_name = name .. "-eds" } }
+  end
+
+  local LISTENER = { name = "svc", api_listener = { api_listener = { ["@type"] = protos.HCM,
+    rds = { config_source = { ads = {} }, route_config_name = "rc" },
+    http_filters = { { name = "router", typed_config = {
+      ["@type"] = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } } } } } }
+
+  local ROUTES = { name = "rc", virtual_hosts = {
+    { name = "other", domains = { "other.example.com" }, routes = { { match = { prefix = "" },
+      route = { cluster = "nowhere" } } } },
+    { name = "vh", domains = { "svc" }, routes = {
+      { match = { path = "/xt.Named/Slow" }, route = { cluster = "A", timeout = { seconds = 0, nanos = 200000000 } } },
+      { match = { prefix = "/xt.Named/", headers = { { name = "x-split", exact_match = "yes" } } },
+        route = { weighted_clusters = { clusters = { { name = "A", weight = { value = 80 } },
+          { name = "B", weight = { value = 20 } } } } } },
+      { match = { prefix = "/xt.Named/" }, route = { cluster = "A" } },
+    } },
+  } }
+
+  -- Runs `body(ctx)` as a task with backends a1, a2, a3, b1 and a management
+  -- server serving LDS svc -> RDS rc -> CDS A (a1, a2), B (b1).
+  local function configure(ms, bs)
+    ms.set("LDS", "1", { LISTENER })
+    ms.set("RDS", "1", { ROUTES })
+    ms.set("CDS", "1", { cds("A"), cds("B") })
+    ms.set("EDS", "1", { eds("A-eds", { bs.a1, bs.a2 }), eds("B-eds", { bs.b1 }) })
+  end
+
+  -- `empty`: the management server starts with no resources (the body calls configure).
+  local function scenario(body, empty)
+    local log = os.tmpname()
+    local bs = {}
+    for _, n in ipairs { "a1", "a2", "a3", "b1", "f1" } do bs[n] = backend(n) end
+    local ms = management(nil, log)
+    if not empty then configure(ms, bs) end
+    local bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:" .. ms.port,
+      channel_creds = { { type = "insecure" } } } },
+      node = { id = "protocall-spec", cluster = "spec", locality = { zone = "z1" } } } -- grpc-js-xds wants a locality
+    local err
+    pc.spawn(function()
+      local t = pc.grpc("xds:///svc", { xds_bootstrap = bootstrap })
+      local c = pc.client("xt.Named", { pool = pool, transport = t, timeout = 5 })
+      local ctx = { t = t, c = c, bs = bs, ms = ms, log = log, bootstrap = bootstrap }
+      local ok, e = xpcall(body, debug.traceback, ctx)
+      if not ok then err = e end
+      t:close()
+      for _, b in pairs(bs) do b.listener:shutdown(0) end
+    end)
+    pc.run()
+    peer.stop(ms)
+    os.remove(log)
+    assert(err == nil, err)
+  end
+
+  local function count(c, n, opts)
+    local out = {}
+    for _ = 1, n do
+      local who = c:Who({}, opts).name
+      out[who] = (out[who] or 0) + 1
+    end
+    return out
+  end
+
+  -- The requests the management server logged, decoded.
+  local function requests(log)
+    local list = {}
+    for _, line in ipairs(read_lines(log)) do
+      list[#list + 1] = pc.to_table(assert(core.from_json(protos.type("google.protobuf.Struct"), line))).fields
+    end
+    return list
+  end
+
+  -- The resource names of logged request `s`, joined by ",", and its type's short name.
+  local function asked(s)
+    local list = {}
+    for i, v in ipairs(s.resource_names.list_value.values or {}) do list[i] = v.string_value end
+    return table.concat(list, ","), s.type_url.string_value:match("[^.]+$")
+  end
+
+  -- Waits (making calls of x.c) until the server saw a request of `kind` for exactly
+  -- `names`, after its first `since` requests (default 0); returns how many it saw then.
+  local function until_asked(x, kind, names, since)
+    local t0 = pc.now()
+    while true do
+      local list = requests(x.log)
+      for i = (since or 0) + 1, #list do
+        local n, k = asked(list[i])
+        if k == kind and n == names then return #list end
+      end
+      assert(pc.now() - t0 < 3, "the server never saw " .. kind .. " " .. names)
+      pcall(x.c.Who, x.c, {})
+      pc.sleep(0.01)
+    end
+  end
+
+  describe("against a management server of @grpc/grpc-js", function()
+    if absent then
+      it("runs", function() peer.skip(pending, "xDS scenarios", absent) end)
+      return
+    end
+
+    it("resolves LDS -> RDS -> CDS -> EDS and calls reach the endpoints", function()
+      scenario(function(x)
+        assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10))
+        local bk = x.t:backends()
+        local addrs = {}
+        for _, b in ipairs(bk) do addrs[#addrs + 1] = b.cluster .. " " .. b.address .. " v" .. b.version end
+        table.sort(addrs)
+        local want = { "A 127.0.0.1:" .. x.bs.a1.port .. " v1", "A 127.0.0.1:" .. x.bs.a2.port .. " v1",
+          "B 127.0.0.1:" .. x.bs.b1.port .. " v1" }
+        table.sort(want)
+        assert.are.same(want, addrs)
+        assert.are.same({ LDS = "1", RDS = "1", CDS = "1", EDS = "1" }, bk.versions)
+        -- the server saw ACKs naming each version (LDS, RDS, CDS, EDS), with the node
+        local acked, nodes = {}, {}
+        local t1 = pc.now()
+        repeat -- the last ACK may still be on its way
+          pc.sleep(0.02)
+          for _, s in ipairs(requests(x.log)) do
+            if s.version_info.string_value == "1" then acked[s.type_url.string_value:match("[^.]+$")] = true end
+            nodes[s.node_id.string_value] = true
+          end
+        until acked.ClusterLoadAssignment or pc.now() - t1 > 2
+        assert.is_true(nodes["protocall-spec"], "no request carried the node")
+        assert.are.same({ Listener = true, RouteConfiguration = true, Cluster = true,
+          ClusterLoadAssignment = true }, acked)
+        -- no route: UNAVAILABLE naming the path
+        local ok, e = pcall(x.t.unary, x.t, "/zz.None/X", "", { timeout = 2 })
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", e.code)
+        assert.matches("no route matches /zz.None/X", e.message)
+        -- the route's timeout caps the deadline: Slow takes 1 s, the route allows 0.2 s
+        local t0 = pc.now()
+        ok, e = pcall(x.c.Slow, x.c, {})
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.is_true(pc.now() - t0 < 0.8, "took " .. (pc.now() - t0) .. " s")
+        -- a second target shares the ADS stream; a listener the server lacks fails UNAVAILABLE
+        local t2 = pc.grpc("xds:///nope", { xds_bootstrap = x.bootstrap })
+        assert.are.equal(x.t.client, t2.client)
+        ok, e = pcall(t2.unary, t2, "/xt.Named/Who", "", { timeout = 3 })
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", e.code)
+        assert.matches("xds:///nope: listener nope does not exist", e.message)
+        local seen = until_asked(x, "Listener", "nope,svc")
+        t2:close() -- its listener is not asked for any more
+        until_asked(x, "Listener", "svc", seen)
+        assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2))
+      end)
+    end)
+
+    it("splits weighted clusters 80/20 within 5 % over 2,000 calls", function()
+      scenario(function(x)
+        local got = count(x.c, 2000, { metadata = { { "x-split", "yes" } } })
+        local a = (got.a1 or 0) + (got.a2 or 0)
+        local b = got.b1 or 0
+        assert.are.equal(2000, a + b)
+        assert.is_true(math.abs(a / 2000 - 0.8) <= 0.05, "A took " .. a .. " of 2000")
+        assert.is_true(math.abs(b / 2000 - 0.2) <= 0.05, "B took " .. b .. " of 2000")
+      end)
+    end)
+
+    it("sends each call where @grpc/grpc-js-xds's own client sends it", function()
+      scenario(function(x)
+        local function reference(method, n, header)
+          local out, err, code = peer.command("GRPC_XDS_BOOTSTRAP_CONFIG=" .. peer.quote(x.bootstrap) .. " node "
+            .. peer.scripts .. "/xds_client.mjs svc " .. method .. " " .. n .. (header and " " .. header or ""),
+            { timeout = 60 })
+          assert(code == 0, err)
+          local counts = {}
+          for k, v in out:gmatch('"([^"]+)":(%d+)') do counts[k] = tonumber(v) end
+          return counts, out
+        end
+        -- no header: cluster A, round robin over a1 and a2 (grpc-js-xds's first calls go to
+        -- whichever connected first, so its halves are near, not exact)
+        local ref, text = reference("Who", 100)
+        assert.is_true(ref.failed == 0 and ref.b1 == nil and ref.a3 == nil, text)
+        assert.is_true(math.abs(ref.a1 - 50) <= 10 and ref.a1 + ref.a2 == 100, text)
+        assert.are.same({ a1 = 50, a2 = 50 }, count(x.c, 100))
+        -- x-split: yes: weighted clusters A 80 / B 20, both clients within 5 % of it
+        ref, text = reference("Who", 1000, "x-split=yes")
+        local ours = count(x.c, 1000, { metadata = { { "x-split", "yes" } } })
+        assert.are.equal(0, ref.failed, text)
+        local ref_b, our_b = (ref.b1 or 0) / 1000, (ours.b1 or 0) / 1000
+        assert.is_true(math.abs(ref_b - 0.2) <= 0.05, "grpc-js-xds sent " .. ref_b .. " to B")
+        assert.is_true(math.abs(our_b - 0.2) <= 0.05, "protocall sent " .. our_b .. " to B")
+      end)
+    end)
+
+    it("makes the first calls wait, within their deadline, for the configuration", function()
+      scenario(function(x)
+        local t0 = pc.now()
+        local ok, e = pcall(x.c.Who, x.c, {}, { timeout = 0.3 })
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.matches("xds:///svc: deadline exceeded while waiting for listener svc %(LDS%)", e.message)
+        assert.is_true(pc.now() - t0 >= 0.29 and pc.now() - t0 < 1, pc.now() - t0)
+        local got
+        pc.spawn(function() got = x.c:Who({}).name end) -- waits while the server has nothing
+        pc.sleep(0.2)
+        assert.is_nil(got)
+        configure(x.ms, x.bs)
+        t0 = pc.now()
+        while got == nil and pc.now() - t0 < 3 do pc.sleep(0.01) end
+        assert.are.equal("a1", got)
+      end, true)
+    end)
+
+    it("ejects an endpoint by the cluster's outlier detection (gRFC A50), then returns it", function()
+      scenario(function(x)
+        local od = cds("A")
+        od.outlier_detection = { interval = { nanos = 200000000 }, base_ejection_time = { seconds = 1 },
+          max_ejection_percent = { value = 50 }, enforcing_success_rate = { value = 0 },
+          enforcing_failure_percentage = { value = 100 }, failure_percentage_threshold = { value = 50 },
+          failure_percentage_minimum_hosts = { value = 3 }, failure_percentage_request_volume = { value = 5 } }
+        x.ms.set("CDS", "2", { od, cds("B") })
+        x.ms.set("EDS", "2", { eds("A-eds", { x.bs.a1, x.bs.a2, x.bs.f1 }), eds("B-eds", { x.bs.b1 }) })
+        local f1 = "127.0.0.1:" .. x.bs.f1.port
+        local function state()
+          for _, b in ipairs(x.t:backends()) do
+            if b.address == f1 then return b.ejected end
+          end
+        end
+        local t0, failed = pc.now(), 0
+        while state() ~= true do
+          if not pcall(x.c.Who, x.c, {}) then failed = failed + 1 end
+          assert(pc.now() - t0 < 3, "f1 was never ejected (" .. failed .. " calls failed)")
+        end
+        assert.is_true(failed > 0)
+        assert.are.same({ a1 = 15, a2 = 15 }, count(x.c, 30))
+        t0 = pc.now()
+        while state() ~= false do
+          pcall(x.c.Who, x.c, {})
+          pc.sleep(0.02)
+          assert(pc.now() - t0 < 3, "f1 never came back")
+        end
+        assert.is_true(pc.now() - t0 > 0.5)
+        -- a percentage above 100 is NACKed naming the field
+        od.outlier_detection.max_ejection_percent = { value = 150 }
+        x.ms.set("CDS", "3", { od, cds("B") })
+        local nack
+        t0 = pc.now()
+        while nack == nil do
+          pcall(x.c.Who, x.c, {})
+          for _, s in ipairs(requests(x.log)) do
+            if s.error_detail.struct_value then nack = s.error_detail.struct_value.fields.message.string_value end
+          end
+          assert(pc.now() - t0 < 3, "no NACK reached the server")
+          pc.sleep(0.01)
+        end
+        assert.matches("Cluster A: outlier_detection.max_ejection_percent: at most 100 expected, got 150", nack)
+        assert.are.equal("2", x.t:backends().versions.CDS)
+      end)
+    end)
+
+    it("drops the clusters its routes no longer name", function()
+      scenario(function(x)
+        local seen = until_asked(x, "Cluster", "A,B")
+        local vh = ROUTES.virtual_hosts[2]
+        x.ms.set("RDS", "2", { { name = "rc", virtual_hosts = { { name = "vh", domains = vh.domains,
+          routes = { vh.routes[3] } } } } })
+        until_asked(x, "Cluster", "A", seen)
+        until_asked(x, "ClusterLoadAssignment", "A-eds", seen)
+        local clusters = {}
+        for _, b in ipairs(x.t:backends()) do clusters[b.cluster] = true end
+        assert.are.same({ A = true }, clusters)
+        -- the header no longer routes anywhere else
+        assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4, { metadata = { { "x-split", "yes" } } }))
+      end)
+    end)
+
+    it("moves traffic on an EDS update with no failed call", function()
+      scenario(function(x)
+        assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4))
+        -- a call in flight on a1 (Hold answers after 0.5 s) ends OK though a1 leaves
+        local held
+        pc.spawn(function() held = x.c:Hold({}).name end)
+        pc.sleep(0.05)
+        x.ms.set("EDS", "2", { eds("A-eds", { x.bs.a3 }), eds("B-eds", { x.bs.b1 }) })
+        local t0, calls = pc.now(), 0
+        while true do
+          calls = calls + 1
+          if x.c:Who({}).name == "a3" then break end -- a failed call raises: the test fails
+          assert(pc.now() - t0 < 1, "traffic did not move within 1 s")
+        end
+        assert.are.same({ a3 = 20 }, count(x.c, 20))
+        assert.are.equal("2", x.t:backends().versions.EDS)
+        t0 = pc.now()
+        while held == nil and pc.now() - t0 < 2 do pc.sleep(0.01) end
+        assert.are.equal("a1", held)
+      end)
+    end)
+
+    it("NACKs a bad resource naming the field and keeps the last good config", function()
+      scenario(function(x)
+        assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2))
+        x.ms.set("CDS", "2", { cds("A", "RING_HASH"), cds("B") })
+        local nack
+        local t0 = pc.now()
+        while nack == nil do
+          x.c:Who({})
+            for _, s in ipairs(requests(x.log)) do
+            if s.error_detail.struct_value then nack = s end
+          end
+          assert(pc.now() - t0 < 3, "no NACK reached the server")
+          pc.sleep(0.01)
+        end
+        local detail = nack.error_detail.struct_value.fields
+        assert.matches("Cluster A: lb_policy: ROUND_ROBIN expected", detail.message.string_value)
+        assert.are.equal(3, detail.code.number_value)
+        assert.are.equal("1", nack.version_info.string_value) -- the last accepted version
+        assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10))
+        local bk = x.t:backends()
+        assert.are.equal("1", bk.versions.CDS)
+        assert.are.equal("2", bk.nacked.CDS.version)
+      end)
+    end)
+
+    it("keeps serving while the management server restarts, then takes its news", function()
+      scenario(function(x)
+        assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4))
+        local port = x.ms.port
+        peer.stop(x.ms)
+        local t0 = pc.now()
+        while pc.now() - t0 < 0.5 do assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2)) end
+        local ms = management(port, x.log)
+        x.ms.pipe, x.ms.pid = ms.pipe, ms.pid
+        ms.set("LDS", "1", { LISTENER })
+        ms.set("RDS", "1", { ROUTES })
+        ms.set("CDS", "1", { cds("A"), cds("B") })
+        ms.set("EDS", "3", { eds("A-eds", { x.bs.a3 }), eds("B-eds", { x.bs.b1 }) })
+        t0 = pc.now()
+        while x.c:Who({}).name ~= "a3" do
+          assert(pc.now() - t0 < 10, "the restarted server's EDS never arrived")
+          pc.sleep(0.01)
+        end
+        assert.are.equal("3", x.t:backends().versions.EDS)
+      end)
+    end)
+  end)
+end)

@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "net/engine.h"
+#include "net/http1_client.h"
 #include "net/session_internal.h"
 #include "net/web.h"
 
@@ -64,8 +65,9 @@ struct pc_GrpcEngine {
   void *event_ud;
   int goaway;
   int32_t goaway_last;
-  int ping_pending; /* a PING of pc_GrpcEngine_Ping awaits its ACK */
-  int settings_in;  /* the peer's SETTINGS arrived (its limits are known) */
+  int ping_pending;   /* a PING of pc_GrpcEngine_Ping awaits its ACK */
+  int settings_in;    /* the peer's SETTINGS arrived (its limits are known) */
+  pc_Http1Client *h1; /* HTTP/1.1: the connection the session speaks through (else NULL) */
 };
 _Static_assert(offsetof(pc_GrpcEngine, h2) == 0, "an engine's block starts with its session");
 
@@ -714,8 +716,9 @@ static void end_all(pc_GrpcEngine *e, const char *why) {
  * read nor to write and the output is out. */
 static void check_dead(pc_GrpcEngine *e) {
   if (e->h2.dead) return;
+  const char *out;
   if (nghttp2_session_want_read(e->h2.session) || nghttp2_session_want_write(e->h2.session) ||
-      pc_GrpcSession_Unsent(&e->h2) > 0)
+      pc_GrpcSession_Unsent(&e->h2) > 0 || (e->h1 && pc_Http1Client_Output(e->h1, &out) > 0))
     return;
   e->h2.dead = 1;
   char why[PC_ERROR_MAX + 64];
@@ -725,6 +728,8 @@ static void check_dead(pc_GrpcEngine *e) {
     snprintf(why, sizeof why, "the connection closed (GOAWAY) before the call ended");
   end_all(e, why);
 }
+
+static void pump_http1(pc_GrpcEngine *e);
 
 pc_GrpcEngine *pc_GrpcEngine_New(const pc_GrpcEngineOptions *opts, pc_Alloc *alloc, void *ud,
                                  pc_Error *err) {
@@ -742,9 +747,15 @@ pc_GrpcEngine *pc_GrpcEngine_New(const pc_GrpcEngineOptions *opts, pc_Alloc *all
   if (pc_GrpcSession_Start(&e->h2, &set, err)) {
     e->authority = dup_cstr(e, opts->authority ? opts->authority : "");
     e->user_agent = dup_cstr(e, opts->user_agent ? opts->user_agent : "protocall");
+    if (opts->http1) {
+      e->h1 = pc_Http1Client_New(NULL, alloc, ud, err);
+      if (e->h1 == NULL) goto fail;
+      pump_http1(e); /* its SETTINGS (one stream at a time) before any stream opens */
+    }
     if (e->authority && e->user_agent) return e;
     pc_GrpcSession_OutOfMemory(&e->h2, err);
   }
+fail:
   pc_GrpcEngine_Free(e);
   return NULL;
 }
@@ -763,17 +774,56 @@ void pc_GrpcEngine_Free(pc_GrpcEngine *e) {
   }
   free_cstr(e, e->authority);
   free_cstr(e, e->user_agent);
+  pc_Http1Client_Free(e->h1);
   pc_GrpcSession_Free(&e->h2, sizeof *e);
+}
+
+/* The session takes 'len' bytes of the peer's; 0 when they broke it (the
+ * engine is dead, its streams ended). */
+static int session_recv(pc_GrpcEngine *e, const void *data, size_t len) {
+  char said[PC_ERROR_MAX];
+  if (pc_GrpcSession_Recv(&e->h2, data, len, said, sizeof said)) return 1;
+  e->h2.dead = 1;
+  char why[PC_ERROR_MAX + 64];
+  snprintf(why, sizeof why, "HTTP/2 connection error: %s", said);
+  end_all(e, why);
+  return 0;
+}
+
+/* HTTP/1.1: the session's frames to the connection and its answers back
+ * until nothing moves; a failed connection ends the streams with why. */
+static void pump_http1(pc_GrpcEngine *e) {
+  for (int moved = 1; moved && !e->h2.dead;) {
+    moved = 0;
+    char why[PC_ERROR_MAX];
+    if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why);
+    const char *d;
+    size_t n = pc_GrpcSession_Output(&e->h2, &d);
+    if (n > 0) {
+      pc_Http1Client_FromEngine(e->h1, d, n);
+      pc_GrpcSession_Wrote(&e->h2, n);
+      moved = 1;
+    }
+    n = pc_Http1Client_ToEngine(e->h1, &d);
+    if (n > 0) {
+      pc_Http1Client_ToEngineDone(e->h1, n);
+      if (!session_recv(e, d, n)) return;
+      moved = 1;
+    }
+  }
+  const char *why = pc_Http1Client_Why(e->h1);
+  if (why[0] && !e->h2.dead) {
+    e->h2.dead = 1;
+    end_all(e, why);
+  }
 }
 
 int pc_GrpcEngine_Recv(pc_GrpcEngine *e, const void *data, size_t len) {
   if (e->h2.dead) return 0;
-  char said[PC_ERROR_MAX];
-  if (!pc_GrpcSession_Recv(&e->h2, data, len, said, sizeof said)) {
-    e->h2.dead = 1;
-    char why[PC_ERROR_MAX + 64];
-    snprintf(why, sizeof why, "HTTP/2 connection error: %s", said);
-    end_all(e, why);
+  if (e->h1) {
+    pc_Http1Client_Recv(e->h1, data, len);
+    pump_http1(e);
+  } else if (!session_recv(e, data, len)) {
     return 0;
   }
   check_dead(e);
@@ -781,17 +831,28 @@ int pc_GrpcEngine_Recv(pc_GrpcEngine *e, const void *data, size_t len) {
 }
 
 size_t pc_GrpcEngine_Output(pc_GrpcEngine *e, const char **data) {
+  if (e->h1) {
+    if (!e->h2.dead) pump_http1(e);
+    return pc_Http1Client_Output(e->h1, data);
+  }
   char why[PC_ERROR_MAX];
   if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why);
   return pc_GrpcSession_Output(&e->h2, data);
 }
 
 void pc_GrpcEngine_Wrote(pc_GrpcEngine *e, size_t n) {
-  pc_GrpcSession_Wrote(&e->h2, n);
+  if (e->h1)
+    pc_Http1Client_Wrote(e->h1, n);
+  else
+    pc_GrpcSession_Wrote(&e->h2, n);
   check_dead(e);
 }
 
 void pc_GrpcEngine_Lost(pc_GrpcEngine *e, const char *why) {
+  if (e->h1 && !e->h2.dead) { /* a response until close ends with it */
+    pc_Http1Client_Eof(e->h1);
+    pump_http1(e);
+  }
   e->h2.dead = 1;
   end_all(e, why);
 }

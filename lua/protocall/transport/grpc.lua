@@ -44,7 +44,7 @@ local TRANSPORT_OPTIONS = {
   user_agent = "string", keepalive_time = "number", keepalive_timeout = "number",
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
   driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
-  protocol = "string", codec = "string",
+  protocol = "string", codec = "string", http_version = "string",
 }
 
 -- pc.grpc's `protocol`: the name each shape of call is sent as
@@ -384,6 +384,16 @@ local function raise_if_failed(self)
   end
 end
 
+-- Over HTTP/1.1 a stream's request goes whole once the sending side
+-- closes: reading before that would wait forever (connect-go's rule:
+-- bidirectional streams need HTTP/2). Cancels the call and raises.
+local function half_duplex(self)
+  self.call:cancel()
+  error(error_of { code = "UNIMPLEMENTED", method = self.path, ["local"] = true,
+    message = "bidi streams require HTTP/2 (over HTTP/1.1 the request goes whole at close_send: "
+      .. "read the responses after it)" }, 0)
+end
+
 --- `call:send(bytes)`: queues one request message, waiting while the
 -- peer's flow-control window is closed (more than 64 KiB queued), so a
 -- peer that stops reading holds the sender, not memory; the deadline still
@@ -416,6 +426,7 @@ end
 -- last one once the call ended OK; raises the call's error otherwise.
 -- Under pc.run, one task may read while another sends.
 function Call:recv()
+  if self.http1 and not self.send_closed then half_duplex(self) end
   local call = self.call
   while true do
     local m = call:next()
@@ -446,6 +457,7 @@ end
 --- `call:headers()` -> the response headers ({key, value} pairs), waiting
 -- for them (an empty list when the call ended without any).
 function Call:headers()
+  if self.http1 and not self.send_closed then half_duplex(self) end
   local call = self.call
   wait_until(self, function() return call:headers_done() end)
   return call:metadata().headers
@@ -489,7 +501,7 @@ function Call:buffered() return self.call:buffered() end
 function Transport:stream(path, settings)
   local s = settings_of(self, "stream", path, settings, 2, 2)
   local call = self.channel:start(path, s)
-  return setmetatable({ channel = self.channel, call = call, path = path }, Call)
+  return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)
 end
 
 --- `transport:close()`: closes the connection (calls still being read keep
@@ -646,6 +658,15 @@ function M.grpc(target, opts)
   if opts.codec == "json" and (opts.protocol or "grpc") == "grpc" then
     error("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\" or \"connect\"", 2)
   end
+  local http1 = opts.http_version == "1.1" or nil
+  if opts.http_version ~= nil and not http1 and opts.http_version ~= "2" then
+    error("pc.grpc: option 'http_version' must be \"2\" or \"1.1\", got \""
+      .. opts.http_version:gsub("%c", "?") .. "\"", 2)
+  end
+  if http1 and (opts.protocol or "grpc") == "grpc" then
+    error("pc.grpc: option 'http_version' \"1.1\" needs protocol \"grpc-web\" or \"connect\" "
+      .. "(gRPC needs HTTP/2)", 2)
+  end
   local bad_compression = compression_problem(opts.compression)
   if bad_compression then error(bad_compression, 2) end
   if opts.load_balancing ~= nil and not LB_POLICIES[opts.load_balancing] then
@@ -701,6 +722,7 @@ function M.grpc(target, opts)
       stream_window = sizes.stream_window, connection_window = sizes.connection_window,
       keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
       backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready,
+      http1 = http1,
     }
     if host_driver then driver.attach(channel, host_driver, where, opts) end
     local name = where.unix and ((where.abstract and "unix-abstract:" or "unix:") .. where.unix)
@@ -708,7 +730,7 @@ function M.grpc(target, opts)
     return setmetatable({
       channel = channel, target = name, compression = opts.compression,
       metadata = opts.metadata, protocol = opts.protocol and PROTOCOLS[opts.protocol],
-      json = opts.codec == "json" or nil,
+      json = opts.codec == "json" or nil, http1 = http1,
     }, Transport)
   end
   local resolver

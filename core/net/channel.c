@@ -310,10 +310,17 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   memset(c, 0, sizeof *c);
   c->ch = ch;
-  pc_NetOptions no = {
-      ch->o.host,     ch->o.port,        ch->o.tls,      ch->o.ca_file,   ch->o.cert_file,
-      ch->o.key_file, ch->o.server_name, ch->o.insecure, ch->o.unix_path, ch->o.unix_abstract,
-      NULL,           ch->o.http1};
+  pc_NetOptions no = {ch->o.host,
+                      ch->o.port,
+                      ch->o.tls,
+                      ch->o.ca_file,
+                      ch->o.cert_file,
+                      ch->o.key_file,
+                      ch->o.server_name,
+                      ch->o.insecure,
+                      ch->o.unix_path,
+                      ch->o.unix_abstract,
+                      NULL};
   pc_GrpcEngineOptions eo;
   memset(&eo, 0, sizeof eo);
   eo.authority = ch->authority;
@@ -325,7 +332,7 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   eo.connection_window = ch->o.connection_window;
   eo.on_event = on_event;
   eo.event_ud = ch;
-  eo.http1 = ch->o.http1;
+  eo.http1 = no.http1 = ch->o.http1;
   c->engine = pc_GrpcEngine_New(&eo, ch->alloc, ch->ud, err);
   if (c->engine == NULL) {
     mem(ch, c, sizeof *c, 0);

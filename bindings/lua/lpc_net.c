@@ -155,7 +155,7 @@ static int lpc_grpcchannel_gc(lua_State *L) {
  * {timeout = seconds | nil (<= 0: ends at once DEADLINE_EXCEEDED),
  *  metadata = {{key, value}, ...} | nil, gzip = boolean,
  *  previous_attempts = 0..100 | nil (sent as grpc-previous-rpc-attempts
- *  when positive), protocol = "grpc" | "grpc-web" | "connect" |
+ *  when positive), protocol = "grpc" | "grpc-web" | "grpc-web-text" | "connect" |
  *  "connect-stream" | nil (the protocol of the call; Connect's unary form
  *  for unary methods), json = boolean (gRPC-Web and Connect: the messages
  *  are JSON)}. Raises on metadata entries that are not string pairs
@@ -182,6 +182,7 @@ static int lpc_grpcchannel_start(lua_State *L) {
   const char *proto = lua_tostring(L, -1);
   s.protocol = proto == NULL                          ? kPc_WebProtocol_Grpc
                : strcmp(proto, "grpc-web") == 0       ? kPc_WebProtocol_GrpcWeb
+               : strcmp(proto, "grpc-web-text") == 0  ? kPc_WebProtocol_GrpcWebText
                : strcmp(proto, "connect") == 0        ? kPc_WebProtocol_ConnectUnary
                : strcmp(proto, "connect-stream") == 0 ? kPc_WebProtocol_ConnectStream
                                                       : kPc_WebProtocol_Grpc;

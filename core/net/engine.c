@@ -45,6 +45,8 @@ struct pc_GrpcStream {
   pc_GrpcStatus status;
   pc_WebProtocol proto; /* gRPC, gRPC-Web or Connect (unary, streaming) */
   int json;             /* ...its codec is JSON */
+  int text;             /* gRPC-Web-Text: both bodies in base64 ('proto' GrpcWeb) */
+  pc_WebBase64 b64;     /* ...the response's decoder, across DATA frames */
   int web_end;          /* gRPC-Web's trailers or Connect's end-of-stream message was read */
   int web_status;       /* ...and 'status' came from it (Connect) */
   int held;             /* the request waits for the peer's SETTINGS (not submitted) */
@@ -502,7 +504,31 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     if (!ok) fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
     return 0;
   }
-  if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len)) {
+  unsigned char *plain = NULL;
+  size_t wire = len, cap = len / 4 * 3 + 3;
+  if (s->text && len > 0) { /* base64, split anywhere across frames */
+    plain = pc_GrpcMem_Alloc(&s->m, NULL, 0, cap);
+    size_t at = 0;
+    size_t n = plain ? pc_WebBase64_Decode(&s->b64, (const char *)data, len, plain, &at) : 0;
+    if (plain == NULL || n == (size_t)-1) {
+      if (plain) pc_GrpcMem_Alloc(&s->m, plain, cap, 0);
+      nghttp2_session_consume(session, id, len);
+      if (plain == NULL)
+        fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
+      else
+        fail(s, kPc_Code_Internal, 1,
+             "gRPC-Web-Text response: not base64 at byte %zu of a "
+             "DATA frame",
+             at);
+      return 0;
+    }
+    nghttp2_session_consume(session, id, wire - n); /* what decoding took off */
+    data = plain;
+    len = n;
+  }
+  int appended = pc_GrpcInbox_Append(&s->in, &s->m, data, len);
+  if (plain) pc_GrpcMem_Alloc(&s->m, plain, cap, 0);
+  if (!appended) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
     release_window(s);
     return 0;
@@ -931,6 +957,11 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
       pc_Connect_FormatTimeout(set->timeout, t);
       h[n++] = PC_GRPC_NV("connect-timeout-ms", t);
     }
+  } else if (s->proto == kPc_WebProtocol_GrpcWeb && s->text) {
+    h[n++] = PC_GRPC_NV("content-type", s->json ? "application/grpc-web-text+json"
+                                                : "application/grpc-web-text+proto");
+    h[n++] = PC_GRPC_NV("accept", "application/grpc-web-text");
+    h[n++] = PC_GRPC_NV("x-grpc-web", "1");
   } else if (s->proto == kPc_WebProtocol_GrpcWeb) {
     h[n++] = PC_GRPC_NV("content-type",
                         s->json ? "application/grpc-web+json" : "application/grpc-web+proto");
@@ -1058,6 +1089,10 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
                      settings->protocol == kPc_WebProtocol_ConnectStream
                  ? (pc_WebProtocol)settings->protocol
                  : kPc_WebProtocol_Grpc;
+  if (settings->protocol == kPc_WebProtocol_GrpcWebText) {
+    s->proto = kPc_WebProtocol_GrpcWeb;
+    s->text = 1;
+  }
   s->json = s->proto != kPc_WebProtocol_Grpc && settings->json;
   s->status.message = "";
   s->status.details = "";
@@ -1112,6 +1147,21 @@ int pc_GrpcStream_Send(pc_GrpcStream *s, const void *msg, size_t len) {
     pc_GrpcBuf *b = &s->out.buf;
     memmove(b->p + before, b->p + before + 5, b->len - before - 5);
     b->len -= 5;
+  } else if (s->text) {
+    /* gRPC-Web-Text: the framed message in padded base64 (a body of such
+     * pieces, as the server decodes it) */
+    pc_GrpcBuf *b = &s->out.buf;
+    size_t raw = b->len - before, enc = (raw + 2) / 3 * 4;
+    char *tmp = pc_GrpcMem_Alloc(&s->m, NULL, 0, enc);
+    if (tmp == NULL || !pc_GrpcBuf_Reserve(s->m.alloc, s->m.ud, b, enc - raw)) {
+      if (tmp) pc_GrpcMem_Alloc(&s->m, tmp, enc, 0);
+      fail(s, kPc_Code_ResourceExhausted, 1, "out of memory framing a request message");
+      return 0;
+    }
+    pc_Web_Base64Encode((const unsigned char *)b->p + before, raw, tmp);
+    memcpy(b->p + before, tmp, enc);
+    b->len = before + enc;
+    pc_GrpcMem_Alloc(&s->m, tmp, enc, 0);
   }
   resume(s);
   return 1;

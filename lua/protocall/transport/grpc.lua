@@ -52,6 +52,7 @@ local TRANSPORT_OPTIONS = {
 local PROTOCOLS = {
   grpc = { unary = "grpc", stream = "grpc" },
   ["grpc-web"] = { unary = "grpc-web", stream = "grpc-web" },
+  ["grpc-web-text"] = { unary = "grpc-web-text", stream = "grpc-web-text" },
   connect = { unary = "connect", stream = "connect-stream" },
 }
 
@@ -648,7 +649,7 @@ function M.grpc(target, opts)
     error("pc.grpc: cert_file and key_file go together", 2) -- as pc.listen's
   end
   if opts.protocol ~= nil and not PROTOCOLS[opts.protocol] then
-    error("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\" or \"connect\", got \""
+    error("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\", \"grpc-web-text\" or \"connect\", got \""
       .. opts.protocol:gsub("%c", "?") .. "\"", 2)
   end
   if opts.codec ~= nil and opts.codec ~= "proto" and opts.codec ~= "json" then
@@ -656,7 +657,7 @@ function M.grpc(target, opts)
       .. "\"", 2)
   end
   if opts.codec == "json" and (opts.protocol or "grpc") == "grpc" then
-    error("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\" or \"connect\"", 2)
+    error("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\", \"grpc-web-text\" or \"connect\"", 2)
   end
   local http1 = opts.http_version == "1.1" or nil
   if opts.http_version ~= nil and not http1 and opts.http_version ~= "2" then
@@ -664,7 +665,7 @@ function M.grpc(target, opts)
       .. opts.http_version:gsub("%c", "?") .. "\"", 2)
   end
   if http1 and (opts.protocol or "grpc") == "grpc" then
-    error("pc.grpc: option 'http_version' \"1.1\" needs protocol \"grpc-web\" or \"connect\" "
+    error("pc.grpc: option 'http_version' \"1.1\" needs protocol \"grpc-web\", \"grpc-web-text\" or \"connect\" "
       .. "(gRPC needs HTTP/2)", 2)
   end
   local bad_compression = compression_problem(opts.compression)

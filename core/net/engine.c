@@ -526,7 +526,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     data = plain;
     len = n;
   }
-  int appended = pc_GrpcInbox_Append(&s->in, &s->m, data, len);
+  int appended = len == 0 || pc_GrpcInbox_Append(&s->in, &s->m, data, len);
   if (plain) pc_GrpcMem_Alloc(&s->m, plain, cap, 0);
   if (!appended) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");

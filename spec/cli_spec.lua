@@ -1117,6 +1117,7 @@ describe("protocall serve", function()
         out, err, code = run(call .. "-d '{\"name\": \"h1" .. protocol .. "-once\"}' " .. target
           .. " demo.Router/Measure")
         assert.are.equal(64 + 14, code)
+        assert.are.equal("", out)
         assert.are.equal("ERROR: code = UNAVAILABLE, message = flaky server\n", err)
         out, err, code = run(call .. "-format text -max-time 5 -d '{\"points\": [{\"x\": 1}, {\"y\": 2}]}' "
           .. target .. " demo.Router/Walk")

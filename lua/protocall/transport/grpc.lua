@@ -614,14 +614,22 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- backoff, keepalive, connect_timeout) is the same as with the built-in
 -- driver. A driver must honour its timeouts: deadlines are checked
 -- between its calls), `load_balancing` ("pick_first", the default, or
--- "round_robin"), `protocol` ("grpc", the default; "grpc-web": gRPC-Web
--- over HTTP/2, its status from the trailers message; "connect": the
--- Connect protocol over HTTP/2, unary calls as a bare POST body with
--- Connect-Timeout-Ms and the error JSON, streams in Connect's envelopes;
--- every call policy, metadata, gzip and error details work the same),
--- `codec` ("proto", the default, or "json" with gRPC-Web and Connect: the
--- requests given and responses returned are then JSON text; pc.client
--- stubs need "proto"). Raises
+-- "round_robin"), `protocol` ("grpc", the default; "grpc-web": gRPC-Web,
+-- its status from the trailers message; "grpc-web-text": the same in
+-- base64 both ways; "connect": the Connect protocol, unary calls as a bare
+-- POST body with Connect-Timeout-Ms and the error JSON, streams in
+-- Connect's envelopes; every call policy, metadata, gzip and error details
+-- work the same), `http_version` ("2", the default, or "1.1": gRPC-Web and
+-- Connect over HTTP/1.1, TLS with ALPN http/1.1; one call per connection
+-- at a time, so concurrent calls open more connections, each kept alive
+-- for the next call; unary and server streaming, a client stream sent
+-- whole at close_send; a bidirectional stream raises UNIMPLEMENTED "bidi
+-- streams require HTTP/2" when read before close_send, as connect-go
+-- refuses them; responses not read are held in memory, at most 16 MiB a
+-- connection, HTTP/1.1 having no flow control; a cancelled or timed-out
+-- call closes its connection), `codec` ("proto", the default, or "json"
+-- with gRPC-Web and Connect: the requests given and responses returned
+-- are then JSON text; pc.client stubs need "proto"). Raises
 -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
 -- read. All calls to one backend share one connection (a second one opens
 -- when the server takes no more streams on it or sends GOAWAY).

@@ -295,7 +295,8 @@ static void resume(pc_Http1Client *c) {
 /* -- the wire's side (the server's responses) ---------------------------- */
 
 static char lower_ascii(char x) {
-  return x >= 'A' && x <= 'Z' ? (char)(x - 'A' + 'a') : x;
+  if (x >= 'A' && x <= 'Z') x = (char)(x - 'A' + 'a');
+  return x;
 }
 
 /* Fields of a response or trailer section HTTP/2 does not carry. */

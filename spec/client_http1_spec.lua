@@ -181,6 +181,11 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
         for _, kv in ipairs(md.trailers) do tr[kv[1]] = kv[2] end
         assert.are.equal("h1", h["x-head"])
         assert.are.equal("t1", tr["x-trail"])
+        -- HTTP/1.1 would trim it: refused, not changed
+        e = failure(function() return stub:Add({ x = 2 }, { metadata = { { "x-user", " ann " } } }) end)
+        assert.are.equal("INTERNAL", e.code)
+        assert.are.equal("metadata 'x-user': a value with surrounding whitespace cannot go over HTTP/1.1",
+          e.message)
         seen.cancelled = nil
         e = failure(function() return stub:Add({ note = "sleep" }, { timeout = 0.2 }) end)
         assert.are.equal("DEADLINE_EXCEEDED", e.code)

@@ -1007,6 +1007,23 @@ static int hold(pc_GrpcStream *s, nghttp2_nv *h, size_t n) {
   return 1;
 }
 
+/* Whether HTTP/1.1 carries the request's fields as they are: it trims a
+ * value's surrounding whitespace (RFC 9112 5), so such a value (metadata
+ * gRPC allows) is refused rather than changed. Else 0 with why in 'text'. */
+static int fits_http1(const nghttp2_nv *h, size_t n, char *text, size_t size) {
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *v = h[i].value;
+    size_t k = h[i].valuelen;
+    if (k > 0 && (v[0] == ' ' || v[0] == '\t' || v[k - 1] == ' ' || v[k - 1] == '\t')) {
+      snprintf(text, size,
+               "metadata '%.*s': a value with surrounding whitespace cannot go over HTTP/1.1",
+               (int)(h[i].namelen > 100 ? 100 : h[i].namelen), (const char *)h[i].name);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* Whether the connection can carry the request's header block: within the
  * peer's SETTINGS_MAX_HEADER_LIST_SIZE (unlimited until its SETTINGS) and
  * what nghttp2 sends as one block. Else 0 with why in 'text'. */
@@ -1035,9 +1052,9 @@ static int fits(const pc_GrpcEngine *e, const nghttp2_nv *h, size_t n, char *tex
  * grpc-core's "to-be-sent initial metadata size exceeds peer limit" says,
  * and a gRPC server answers metadata over its limit), and local: the same
  * block fails again, so retry policies pass it over. Nothing was sent. */
-static void refuse(pc_GrpcStream *s, const char *why) {
+static void refuse(pc_GrpcStream *s, pc_Code code, const char *why) {
   s->closed = 1; /* never submitted: no RST_STREAM */
-  fail(s, kPc_Code_ResourceExhausted, 1, "%s", why);
+  fail(s, code, 1, "%s", why);
 }
 
 /* Hands the request to nghttp2; 0 when it refuses it (out of memory, no
@@ -1059,7 +1076,7 @@ static void release_held(pc_GrpcEngine *e) {
     char why[PC_ERROR_MAX];
     if (!fits(e, s->req, s->req_count, why, sizeof why)) {
       e->open--;
-      refuse(s, why);
+      refuse(s, kPc_Code_ResourceExhausted, why);
     } else if (!submit(s, s->req, s->req_count)) {
       e->open--;
       s->closed = 1;
@@ -1101,7 +1118,11 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
   size_t n = 0;
   char why[PC_ERROR_MAX];
   int fit = 1, ok = s->arena != NULL && request_fields(s, path, settings, &h, &n);
-  if (ok) {
+  pc_Code unfit = kPc_Code_ResourceExhausted;
+  if (ok && e->h1 && !fits_http1(h, n, why, sizeof why)) {
+    fit = 0;
+    unfit = kPc_Code_Internal;
+  } else if (ok) {
     if (!e->settings_in && pc_Grpc_NvListSize(h, n) > EARLY_HEADER_LIST)
       ok = hold(s, h, n);
     else if ((fit = fits(e, h, n, why, sizeof why)))
@@ -1119,7 +1140,7 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
     /* Ended before it ran: detached meanwhile, it is not counted as
      * running and no End event comes from inside Open. */
     s->e = NULL;
-    refuse(s, why);
+    refuse(s, unfit, why);
     s->e = e;
     return s;
   }

@@ -171,11 +171,12 @@ describe("pc.grpc several-backend targets", function()
     assert.are.equal("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \"random\"",
       refusal({ "a:1", "b:2" }, { load_balancing = "random" }))
     -- (not the balancer's, but pc.grpc's own option checks alike)
-    assert.are.equal("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\" or \"connect\", got \"grpcweb\"",
+    assert.are.equal("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\", \"grpc-web-text\" or "
+      .. "\"connect\", got \"grpcweb\"",
       refusal("a:1", { protocol = "grpcweb" }))
     assert.are.equal("pc.grpc: option 'codec' must be \"proto\" or \"json\", got \"xml\"",
       refusal("a:1", { protocol = "connect", codec = "xml" }))
-    assert.are.equal("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\" or \"connect\"",
+    assert.are.equal("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\", \"grpc-web-text\" or \"connect\"",
       refusal("a:1", { codec = "json" }))
   end)
 end)

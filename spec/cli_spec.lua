@@ -1104,6 +1104,41 @@ describe("protocall serve", function()
     assert(ok, e)
   end)
 
+  it("is called with call -protocol grpcweb and connect -http1: unary, streams, errors over HTTP/1.1", function()
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local ok, e = pcall(function()
+      local target = "127.0.0.1:" .. port
+      for _, protocol in ipairs { "grpcweb", "connect" } do
+        local call = BIN .. " call -plaintext -I examples -proto route.proto -http1 -protocol " .. protocol .. " "
+        local out, err, code = run(call .. "-retry-attempts 3 -d '{\"name\": \"h1" .. protocol .. "\", \"points\": "
+          .. "[{}, {\"x\": 3, \"y\": 4}]}' " .. target .. " demo.Router/Measure")
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "length": 5,\n  "legs": 1\n}\n', out)
+        out, err, code = run(call .. "-d '{\"name\": \"h1" .. protocol .. "-once\"}' " .. target
+          .. " demo.Router/Measure")
+        assert.are.equal(64 + 14, code)
+        assert.are.equal("", out)
+        assert.are.equal("ERROR: code = UNAVAILABLE, message = flaky server\n", err)
+        out, err, code = run(call .. "-format text -max-time 5 -d '{\"points\": [{\"x\": 1}, {\"y\": 2}]}' "
+          .. target .. " demo.Router/Walk")
+        assert.are.equal(0, code, err)
+        assert.are.equal("x: 1\n\ny: 2\n", out)
+        out, err, code = run(call .. "-d @ " .. target .. " demo.Router/Record", '{} {"x": 3, "y": 4} {"x": 3}')
+        assert.are.equal(0, code, err)
+        assert.are.equal('{\n  "length": 9,\n  "legs": 2\n}\n', out)
+      end
+      local _, err, code = run(BIN .. " call -plaintext -http1 -protocol connect " .. target .. " demo.Router/Measure")
+      assert.are.equal(2, code)
+      assert.matches("-http1 needs -proto or -protoset: server reflection is a bidirectional stream", err, 1, true)
+      _, err, code = run(BIN .. " call -plaintext -I examples -proto route.proto -http1 " .. target
+        .. " demo.Router/Measure")
+      assert.are.equal(2, code)
+      assert.matches("-http1 needs -protocol grpcweb or connect (gRPC needs HTTP/2)", err, 1, true)
+    end)
+    os.execute("kill " .. pid)
+    assert(ok, e)
+  end)
+
   it("refuses what it cannot serve, with the command's usage or one line", function()
     local _, err, code = run(BIN .. " serve")
     assert.are.equal(2, code)

@@ -274,19 +274,33 @@ end)
 -- protocall's client (pc.grpc with `protocol`) against a server that is
 -- not its own (`script`, spec/node/) or against pc.listen (`script` nil:
 -- router() above): every call shape, a retry policy retrying UNAVAILABLE,
--- errors with details, deadlines, metadata both ways, gzip both ways;
--- `codec` "json": the transport's codec, the stubs' messages as proto3 JSON.
-local function client_against(title, script, protocol, codec)
+-- errors with details, deadlines, metadata both ways, gzip both ways.
+-- `over` (optional): {codec = "json" (the transport's codec, the stubs'
+-- messages as proto3 JSON), http_version = "1.1", args = the script's
+-- arguments after SET, tls = {ca_file =}} (HTTP/1.1: a bidirectional
+-- stream is a clear error instead).
+local function client_against(title, script, protocol, over)
+  over = over or {}
+  local codec = over.codec
   describe(title, function()
     -- One server for these tests (each uses route names of its own), or a
     -- pc.listen for each.
     local server, t, stub
+    local function options(extra)
+      local o = { protocol = protocol, codec = codec, http_version = over.http_version,
+        ca_file = over.tls and over.tls.ca_file, server_name = over.tls and "localhost" }
+      for k, v in pairs(extra or {}) do o[k] = v end
+      return o
+    end
     local function connect(url)
-      t = pc.grpc(url, { protocol = protocol, codec = codec })
+      t = pc.grpc(url, options())
       stub = pc.client("demo.Router", { transport = t })
     end
     if script then
-      setup(function() server = peer.serve(script, { SET }) end)
+      setup(function()
+        server = peer.serve(script, { SET, table.unpack(over.args or {}) })
+        if over.tls then server.url = server.url:gsub("^http:", "https:") end
+      end)
       teardown(function() peer.stop(server) end)
       before_each(function() connect(server.url) end)
       after_each(function() t:close() end)
@@ -345,7 +359,21 @@ local function client_against(title, script, protocol, codec)
       end)
     end)
 
-    it("bidirectional, message by message", function()
+    if over.http_version == "1.1" then
+      it("bidirectional: reading before close_send is a clear error over HTTP/1.1", function()
+        run(function()
+          local c = stub:Follow()
+          c:send { x = 1, y = 1 }
+          local e = failure(function() return c:recv() end)
+          assert.are.equal("UNIMPLEMENTED", e.code)
+          assert.matches("bidi streams require HTTP/2", e.message, 1, true)
+          c:close()
+        end)
+      end)
+    end
+
+    local http2_it = over.http_version == "1.1" and function() end or it
+    http2_it("bidirectional, message by message", function()
       run(function()
         local c = stub:Follow()
         c:send { x = 1, y = 1 }
@@ -416,8 +444,7 @@ local function client_against(title, script, protocol, codec)
     if protocol == "connect" or protocol == "grpc-web" then
       it("codec json: the raw transport's requests and responses as JSON text", function()
         run(function()
-          local j = pc.grpc(server and server.url or t.target,
-            { protocol = protocol, codec = "json" })
+          local j = pc.grpc(server and server.url or t.target, options { codec = "json" })
           local out = j:unary("/demo.Router/Measure", '{"name": "meta"}', { metadata = { { "x-user", "j" } } })
           assert.are.equal(1, pc.from_json(pc.type("demo.Distance"), out).length)
           assert.matches('"length"%s*:%s*1', out)
@@ -465,6 +492,35 @@ end
 -- pc.to_json's text, responses read with pc.from_json, every shape.
 for _, protocol in ipairs { "grpc-web", "connect" } do
   client_against("pc.client stubs over " .. protocol .. ", codec json, calling a connect-node server",
-    "connect_server.mjs", protocol, "json")
-  client_against("pc.client stubs over " .. protocol .. ", codec json, calling pc.listen", nil, protocol, "json")
+    "connect_server.mjs", protocol, { codec = "json" })
+  client_against("pc.client stubs over " .. protocol .. ", codec json, calling pc.listen", nil, protocol,
+    { codec = "json" })
 end
+
+-- HTTP/1.1 (pc.grpc's http_version): the same cases but bidirectional
+-- streams, against connectNodeAdapter on node:http and node:https (ALPN
+-- http/1.1) and against pc.listen.
+local tls_dir = os.tmpname()
+os.remove(tls_dir)
+local cert_ok = os.execute("mkdir " .. tls_dir .. " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
+  .. "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " .. tls_dir
+  .. "/key.pem -out " .. tls_dir .. "/cert.pem 2>/dev/null")
+assert(cert_ok, "openssl could not make a test certificate")
+teardown(function() os.execute("rm -rf " .. tls_dir) end)
+-- (connect-node, as connect-go, has no gRPC-Web-Text: pc.listen has.)
+for _, protocol in ipairs { "grpc-web", "grpc-web-text", "connect" } do
+  if protocol ~= "grpc-web-text" then
+    client_against("pc.grpc over " .. protocol .. " and HTTP/1.1 calling a connect-node server "
+      .. "(connectNodeAdapter on node:http)", "connect_server.mjs", protocol,
+      { http_version = "1.1", args = { "http1" } })
+  end
+  client_against("pc.grpc over " .. protocol .. " and HTTP/1.1 calling pc.listen", nil, protocol,
+    { http_version = "1.1" })
+end
+for _, protocol in ipairs { "grpc-web", "connect" } do
+  client_against("pc.grpc over " .. protocol .. " and HTTP/1.1 with TLS calling a connect-node server "
+    .. "(connectNodeAdapter on node:https, ALPN http/1.1)", "connect_server.mjs", protocol,
+    { http_version = "1.1", args = { "https1", tls_dir .. "/cert.pem", tls_dir .. "/key.pem" },
+      tls = { ca_file = tls_dir .. "/cert.pem" } })
+end
+client_against("pc.grpc over grpc-web-text calling pc.listen", nil, "grpc-web-text")

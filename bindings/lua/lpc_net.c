@@ -63,6 +63,8 @@ static double opt_seconds(lua_State *L, int t, const char *k) {
  *                                     bytes: ch:host_* below),
  *                           wait_for_ready = boolean (calls wait out the
  *                                     reconnection backoff: channel.h),
+ *                           http1 = boolean (gRPC-Web and Connect over
+ *                                     HTTP/1.1: channel.h),
  *                           backoff = {initial=, multiplier=, jitter=,
  *                                      maximum=, min_connect_timeout=}}
  * Strings and integers (bytes; 0 or nil: the defaults of engine.h), times
@@ -92,7 +94,9 @@ static int lpc_grpc_channel(lua_State *L) {
   o.wait_for_ready = lua_toboolean(L, -1);
   lua_getfield(L, 1, "unix_abstract");
   o.unix_abstract = lua_toboolean(L, -1);
-  lua_pop(L, 5);
+  lua_getfield(L, 1, "http1");
+  o.http1 = lua_toboolean(L, -1);
+  lua_pop(L, 6);
   o.unix_path = lpc_opt_string(L, 1, "unix_path");
   o.user_agent = lpc_opt_string(L, 1, "user_agent");
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
@@ -151,7 +155,7 @@ static int lpc_grpcchannel_gc(lua_State *L) {
  * {timeout = seconds | nil (<= 0: ends at once DEADLINE_EXCEEDED),
  *  metadata = {{key, value}, ...} | nil, gzip = boolean,
  *  previous_attempts = 0..100 | nil (sent as grpc-previous-rpc-attempts
- *  when positive), protocol = "grpc" | "grpc-web" | "connect" |
+ *  when positive), protocol = "grpc" | "grpc-web" | "grpc-web-text" | "connect" |
  *  "connect-stream" | nil (the protocol of the call; Connect's unary form
  *  for unary methods), json = boolean (gRPC-Web and Connect: the messages
  *  are JSON), get = boolean (Connect unary: sent as Connect's GET, the
@@ -179,6 +183,7 @@ static int lpc_grpcchannel_start(lua_State *L) {
   const char *proto = lua_tostring(L, -1);
   s.protocol = proto == NULL                          ? kPc_WebProtocol_Grpc
                : strcmp(proto, "grpc-web") == 0       ? kPc_WebProtocol_GrpcWeb
+               : strcmp(proto, "grpc-web-text") == 0  ? kPc_WebProtocol_GrpcWebText
                : strcmp(proto, "connect") == 0        ? kPc_WebProtocol_ConnectUnary
                : strcmp(proto, "connect-stream") == 0 ? kPc_WebProtocol_ConnectStream
                                                       : kPc_WebProtocol_Grpc;

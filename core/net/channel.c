@@ -320,7 +320,8 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
                       ch->o.insecure,
                       ch->o.unix_path,
                       ch->o.unix_abstract,
-                      NULL};
+                      NULL,
+                      0};
   pc_GrpcEngineOptions eo;
   memset(&eo, 0, sizeof eo);
   eo.authority = ch->authority;
@@ -332,6 +333,7 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   eo.connection_window = ch->o.connection_window;
   eo.on_event = on_event;
   eo.event_ud = ch;
+  eo.http1 = no.http1 = ch->o.http1; /* ALPN http/1.1 (socket.h) */
   c->engine = pc_GrpcEngine_New(&eo, ch->alloc, ch->ud, err);
   if (c->engine == NULL) {
     mem(ch, c, sizeof *c, 0);

@@ -67,6 +67,11 @@ typedef struct {
    * hosted TLS: the same options, verification, ALPN h2 and resumption as
    * the built-in sockets), so the host carries ciphertext only. */
   int host_io;
+  /* Non-zero: gRPC-Web and Connect over HTTP/1.1 (engine.h's 'http1';
+   * TLS with ALPN http/1.1): one call per connection at a time, so
+   * concurrent calls open more connections; an idle one is used again
+   * (keep-alive). */
+  int http1;
   /* Non-NULL: a Unix-domain socket (socket.h) instead of host and port;
    * :authority is then 'server_name' or "localhost", as gRPC's. */
   const char *unix_path;

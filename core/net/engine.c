@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "net/engine.h"
+#include "net/http1_client.h"
 #include "net/session_internal.h"
 #include "net/web.h"
 
@@ -44,6 +45,8 @@ struct pc_GrpcStream {
   pc_GrpcStatus status;
   pc_WebProtocol proto; /* gRPC, gRPC-Web or Connect (unary, streaming) */
   int json;             /* ...its codec is JSON */
+  int text;             /* gRPC-Web-Text: both bodies in base64 ('proto' GrpcWeb) */
+  pc_WebBase64 b64;     /* ...the response's decoder, across DATA frames */
   int web_end;          /* gRPC-Web's trailers or Connect's end-of-stream message was read */
   int web_status;       /* ...and 'status' came from it (Connect) */
   int held;             /* the request waits for the peer's SETTINGS (not submitted) */
@@ -65,8 +68,9 @@ struct pc_GrpcEngine {
   void *event_ud;
   int goaway;
   int32_t goaway_last;
-  int ping_pending; /* a PING of pc_GrpcEngine_Ping awaits its ACK */
-  int settings_in;  /* the peer's SETTINGS arrived (its limits are known) */
+  int ping_pending;   /* a PING of pc_GrpcEngine_Ping awaits its ACK */
+  int settings_in;    /* the peer's SETTINGS arrived (its limits are known) */
+  pc_Http1Client *h1; /* HTTP/1.1: the connection the session speaks through (else NULL) */
 };
 _Static_assert(offsetof(pc_GrpcEngine, h2) == 0, "an engine's block starts with its session");
 
@@ -503,7 +507,31 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     if (!ok) fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
     return 0;
   }
-  if (!pc_GrpcInbox_Append(&s->in, &s->m, data, len)) {
+  unsigned char *plain = NULL;
+  size_t wire = len, cap = len / 4 * 3 + 3;
+  if (s->text && len > 0) { /* base64, split anywhere across frames */
+    plain = pc_GrpcMem_Alloc(&s->m, NULL, 0, cap);
+    size_t at = 0;
+    size_t n = plain ? pc_WebBase64_Decode(&s->b64, (const char *)data, len, plain, &at) : 0;
+    if (plain == NULL || n == (size_t)-1) {
+      if (plain) pc_GrpcMem_Alloc(&s->m, plain, cap, 0);
+      nghttp2_session_consume(session, id, len);
+      if (plain == NULL)
+        fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
+      else
+        fail(s, kPc_Code_Internal, 1,
+             "gRPC-Web-Text response: not base64 at byte %zu of a "
+             "DATA frame",
+             at);
+      return 0;
+    }
+    nghttp2_session_consume(session, id, wire - n); /* what decoding took off */
+    data = plain;
+    len = n;
+  }
+  int appended = len == 0 || pc_GrpcInbox_Append(&s->in, &s->m, data, len);
+  if (plain) pc_GrpcMem_Alloc(&s->m, plain, cap, 0);
+  if (!appended) {
     fail(s, kPc_Code_ResourceExhausted, 1, "out of memory reading the response");
     release_window(s);
     return 0;
@@ -717,8 +745,9 @@ static void end_all(pc_GrpcEngine *e, const char *why) {
  * read nor to write and the output is out. */
 static void check_dead(pc_GrpcEngine *e) {
   if (e->h2.dead) return;
+  const char *out;
   if (nghttp2_session_want_read(e->h2.session) || nghttp2_session_want_write(e->h2.session) ||
-      pc_GrpcSession_Unsent(&e->h2) > 0)
+      pc_GrpcSession_Unsent(&e->h2) > 0 || (e->h1 && pc_Http1Client_Output(e->h1, &out) > 0))
     return;
   e->h2.dead = 1;
   char why[PC_ERROR_MAX + 64];
@@ -728,6 +757,8 @@ static void check_dead(pc_GrpcEngine *e) {
     snprintf(why, sizeof why, "the connection closed (GOAWAY) before the call ended");
   end_all(e, why);
 }
+
+static void pump_http1(pc_GrpcEngine *e);
 
 pc_GrpcEngine *pc_GrpcEngine_New(const pc_GrpcEngineOptions *opts, pc_Alloc *alloc, void *ud,
                                  pc_Error *err) {
@@ -745,9 +776,15 @@ pc_GrpcEngine *pc_GrpcEngine_New(const pc_GrpcEngineOptions *opts, pc_Alloc *all
   if (pc_GrpcSession_Start(&e->h2, &set, err)) {
     e->authority = dup_cstr(e, opts->authority ? opts->authority : "");
     e->user_agent = dup_cstr(e, opts->user_agent ? opts->user_agent : "protocall");
+    if (opts->http1) {
+      e->h1 = pc_Http1Client_New(NULL, alloc, ud, err);
+      if (e->h1 == NULL) goto fail;
+      pump_http1(e); /* its SETTINGS (one stream at a time) before any stream opens */
+    }
     if (e->authority && e->user_agent) return e;
     pc_GrpcSession_OutOfMemory(&e->h2, err);
   }
+fail:
   pc_GrpcEngine_Free(e);
   return NULL;
 }
@@ -766,17 +803,56 @@ void pc_GrpcEngine_Free(pc_GrpcEngine *e) {
   }
   free_cstr(e, e->authority);
   free_cstr(e, e->user_agent);
+  pc_Http1Client_Free(e->h1);
   pc_GrpcSession_Free(&e->h2, sizeof *e);
+}
+
+/* The session takes 'len' bytes of the peer's; 0 when they broke it (the
+ * engine is dead, its streams ended). */
+static int session_recv(pc_GrpcEngine *e, const void *data, size_t len) {
+  char said[PC_ERROR_MAX];
+  if (pc_GrpcSession_Recv(&e->h2, data, len, said, sizeof said)) return 1;
+  e->h2.dead = 1;
+  char why[PC_ERROR_MAX + 64];
+  snprintf(why, sizeof why, "HTTP/2 connection error: %s", said);
+  end_all(e, why);
+  return 0;
+}
+
+/* HTTP/1.1: the session's frames to the connection and its answers back
+ * until nothing moves; a failed connection ends the streams with why. */
+static void pump_http1(pc_GrpcEngine *e) {
+  for (int moved = 1; moved && !e->h2.dead;) {
+    moved = 0;
+    char why[PC_ERROR_MAX];
+    if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why);
+    const char *d;
+    size_t n = pc_GrpcSession_Output(&e->h2, &d);
+    if (n > 0) {
+      pc_Http1Client_FromEngine(e->h1, d, n);
+      pc_GrpcSession_Wrote(&e->h2, n);
+      moved = 1;
+    }
+    n = pc_Http1Client_ToEngine(e->h1, &d);
+    if (n > 0) {
+      pc_Http1Client_ToEngineDone(e->h1, n);
+      if (!session_recv(e, d, n)) return;
+      moved = 1;
+    }
+  }
+  const char *why = pc_Http1Client_Why(e->h1);
+  if (why[0] && !e->h2.dead) {
+    e->h2.dead = 1;
+    end_all(e, why);
+  }
 }
 
 int pc_GrpcEngine_Recv(pc_GrpcEngine *e, const void *data, size_t len) {
   if (e->h2.dead) return 0;
-  char said[PC_ERROR_MAX];
-  if (!pc_GrpcSession_Recv(&e->h2, data, len, said, sizeof said)) {
-    e->h2.dead = 1;
-    char why[PC_ERROR_MAX + 64];
-    snprintf(why, sizeof why, "HTTP/2 connection error: %s", said);
-    end_all(e, why);
+  if (e->h1) {
+    pc_Http1Client_Recv(e->h1, data, len);
+    pump_http1(e);
+  } else if (!session_recv(e, data, len)) {
     return 0;
   }
   check_dead(e);
@@ -784,17 +860,28 @@ int pc_GrpcEngine_Recv(pc_GrpcEngine *e, const void *data, size_t len) {
 }
 
 size_t pc_GrpcEngine_Output(pc_GrpcEngine *e, const char **data) {
+  if (e->h1) {
+    if (!e->h2.dead) pump_http1(e);
+    return pc_Http1Client_Output(e->h1, data);
+  }
   char why[PC_ERROR_MAX];
   if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why);
   return pc_GrpcSession_Output(&e->h2, data);
 }
 
 void pc_GrpcEngine_Wrote(pc_GrpcEngine *e, size_t n) {
-  pc_GrpcSession_Wrote(&e->h2, n);
+  if (e->h1)
+    pc_Http1Client_Wrote(e->h1, n);
+  else
+    pc_GrpcSession_Wrote(&e->h2, n);
   check_dead(e);
 }
 
 void pc_GrpcEngine_Lost(pc_GrpcEngine *e, const char *why) {
+  if (e->h1 && !e->h2.dead) { /* a response until close ends with it */
+    pc_Http1Client_Eof(e->h1);
+    pump_http1(e);
+  }
   e->h2.dead = 1;
   end_all(e, why);
 }
@@ -883,6 +970,11 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
       pc_Connect_FormatTimeout(set->timeout, t);
       h[n++] = PC_GRPC_NV("connect-timeout-ms", t);
     }
+  } else if (s->proto == kPc_WebProtocol_GrpcWeb && s->text) {
+    h[n++] = PC_GRPC_NV("content-type", s->json ? "application/grpc-web-text+json"
+                                                : "application/grpc-web-text+proto");
+    h[n++] = PC_GRPC_NV("accept", "application/grpc-web-text");
+    h[n++] = PC_GRPC_NV("x-grpc-web", "1");
   } else if (s->proto == kPc_WebProtocol_GrpcWeb) {
     h[n++] = PC_GRPC_NV("content-type",
                         s->json ? "application/grpc-web+json" : "application/grpc-web+proto");
@@ -928,6 +1020,23 @@ static int hold(pc_GrpcStream *s, nghttp2_nv *h, size_t n) {
   return 1;
 }
 
+/* Whether HTTP/1.1 carries the request's fields as they are: it trims a
+ * value's surrounding whitespace (RFC 9112 5), so such a value (metadata
+ * gRPC allows) is refused rather than changed. Else 0 with why in 'text'. */
+static int fits_http1(const nghttp2_nv *h, size_t n, char *text, size_t size) {
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *v = h[i].value;
+    size_t k = h[i].valuelen;
+    if (k > 0 && (v[0] == ' ' || v[0] == '\t' || v[k - 1] == ' ' || v[k - 1] == '\t')) {
+      snprintf(text, size,
+               "metadata '%.*s': a value with surrounding whitespace cannot go over HTTP/1.1",
+               (int)(h[i].namelen > 100 ? 100 : h[i].namelen), (const char *)h[i].name);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* Whether the connection can carry the request's header block: within the
  * peer's SETTINGS_MAX_HEADER_LIST_SIZE (unlimited until its SETTINGS) and
  * what nghttp2 sends as one block. Else 0 with why in 'text'. */
@@ -956,9 +1065,9 @@ static int fits(const pc_GrpcEngine *e, const nghttp2_nv *h, size_t n, char *tex
  * grpc-core's "to-be-sent initial metadata size exceeds peer limit" says,
  * and a gRPC server answers metadata over its limit), and local: the same
  * block fails again, so retry policies pass it over. Nothing was sent. */
-static void refuse(pc_GrpcStream *s, const char *why) {
+static void refuse(pc_GrpcStream *s, pc_Code code, const char *why) {
   s->closed = 1; /* never submitted: no RST_STREAM */
-  fail(s, kPc_Code_ResourceExhausted, 1, "%s", why);
+  fail(s, code, 1, "%s", why);
 }
 
 /* Hands the request to nghttp2; 0 when it refuses it (out of memory, no
@@ -980,7 +1089,7 @@ static void release_held(pc_GrpcEngine *e) {
     char why[PC_ERROR_MAX];
     if (!fits(e, s->req, s->req_count, why, sizeof why)) {
       e->open--;
-      refuse(s, why);
+      refuse(s, kPc_Code_ResourceExhausted, why);
     } else if (!submit(s, s->req, s->req_count)) {
       e->open--;
       s->closed = 1;
@@ -1010,6 +1119,10 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
                      settings->protocol == kPc_WebProtocol_ConnectStream
                  ? (pc_WebProtocol)settings->protocol
                  : kPc_WebProtocol_Grpc;
+  if (settings->protocol == kPc_WebProtocol_GrpcWebText) {
+    s->proto = kPc_WebProtocol_GrpcWeb;
+    s->text = 1;
+  }
   s->json = s->proto != kPc_WebProtocol_Grpc && settings->json;
   s->get = s->proto == kPc_WebProtocol_ConnectUnary && settings->get;
   s->status.message = "";
@@ -1019,7 +1132,11 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
   size_t n = 0;
   char why[PC_ERROR_MAX];
   int fit = 1, ok = s->arena != NULL && request_fields(s, path, settings, &h, &n);
-  if (ok) {
+  pc_Code unfit = kPc_Code_ResourceExhausted;
+  if (ok && e->h1 && !fits_http1(h, n, why, sizeof why)) {
+    fit = 0;
+    unfit = kPc_Code_Internal;
+  } else if (ok) {
     if (s->get) {
       ok = hold(s, h, n); /* until its message: pc_GrpcStream_Send */
       s->held = 0;
@@ -1040,7 +1157,7 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
     /* Ended before it ran: detached meanwhile, it is not counted as
      * running and no End event comes from inside Open. */
     s->e = NULL;
-    refuse(s, why);
+    refuse(s, unfit, why);
     s->e = e;
     return s;
   }
@@ -1135,6 +1252,21 @@ int pc_GrpcStream_Send(pc_GrpcStream *s, const void *msg, size_t len) {
     pc_GrpcBuf *b = &s->out.buf;
     memmove(b->p + before, b->p + before + 5, b->len - before - 5);
     b->len -= 5;
+  } else if (s->text) {
+    /* gRPC-Web-Text: the framed message in padded base64 (a body of such
+     * pieces, as the server decodes it) */
+    pc_GrpcBuf *b = &s->out.buf;
+    size_t raw = b->len - before, enc = (raw + 2) / 3 * 4;
+    char *tmp = pc_GrpcMem_Alloc(&s->m, NULL, 0, enc);
+    if (tmp == NULL || !pc_GrpcBuf_Reserve(s->m.alloc, s->m.ud, b, enc - raw)) {
+      if (tmp) pc_GrpcMem_Alloc(&s->m, tmp, enc, 0);
+      fail(s, kPc_Code_ResourceExhausted, 1, "out of memory framing a request message");
+      return 0;
+    }
+    pc_Web_Base64Encode((const unsigned char *)b->p + before, raw, tmp);
+    memcpy(b->p + before, tmp, enc);
+    b->len = before + enc;
+    pc_GrpcMem_Alloc(&s->m, tmp, enc, 0);
   }
   resume(s);
   return 1;

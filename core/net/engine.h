@@ -61,6 +61,13 @@ typedef struct {
   uint32_t connection_window; /* connection receive window; 0: the default */
   pc_GrpcEventFn *on_event;   /* may be NULL */
   void *event_ud;
+  /* Non-zero: the connection speaks HTTP/1.1 (http1_client.h) for
+   * gRPC-Web and Connect: one stream at a time (the peer's
+   * SETTINGS_MAX_CONCURRENT_STREAMS is 1), each request written once it
+   * ended, the response read as it comes; Output and Recv carry HTTP/1.1
+   * bytes, pc_GrpcEngine_Lost ends a response framed by the connection's
+   * close first. PINGs are answered in memory (no keepalive check). */
+  int http1;
 } pc_GrpcEngineOptions;
 
 /* A new engine (the client preface and SETTINGS are its first output), or

@@ -36,8 +36,10 @@ typedef struct {
   /* > 0: sent as grpc-previous-rpc-attempts, the attempts of this call made
    * before this one (a retry or a hedge; gRFC A6 "Exposed Retry Metadata") */
   unsigned previous_attempts;
-  /* The protocol over HTTP/2 (a pc_WebProtocol of web.h; engine.h): 0 or
-   * gRPC, gRPC-Web (binary) or Connect (unary or streaming). */
+  /* The protocol (a pc_WebProtocol of web.h; engine.h): 0 or gRPC,
+   * gRPC-Web (binary), gRPC-Web-Text (both bodies in base64: each request
+   * message padded, the response decoded across DATA frames) or Connect
+   * (unary or streaming). */
   int protocol;
   int json; /* gRPC-Web and Connect: the messages are JSON (+json, application/json) */
   /* Connect unary only: send the call as Connect's GET (web_http.h; for a

@@ -107,6 +107,7 @@ struct pc_NetTlsClient {
   SSL_SESSION *session; /* the last one the server gave; NULL: none */
   int refs;
   int has_cert;
+  int http1; /* ALPN http/1.1 (pc_NetOptions) */
 };
 
 /* OpenSSL's new-session callback: a copy of the session (a TLS 1.3 ticket
@@ -156,7 +157,11 @@ pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err) {
     }
   }
   static const unsigned char alpn[] = {2, 'h', '2'};
-  if (SSL_CTX_set_alpn_protos(t->ctx, alpn, sizeof alpn) != 0) goto fail;
+  static const unsigned char alpn1[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  t->http1 = o->http1;
+  if ((o->http1 ? SSL_CTX_set_alpn_protos(t->ctx, alpn1, sizeof alpn1)
+                : SSL_CTX_set_alpn_protos(t->ctx, alpn, sizeof alpn)) != 0)
+    goto fail;
   SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
   SSL_CTX_sess_set_new_cb(t->ctx, new_session);
   return t;
@@ -365,6 +370,12 @@ static int handshake(pc_NetSocket *s) {
   unsigned int n = 0;
   SSL_get0_alpn_selected(s->ssl, &p, &n);
   if (SSL_is_server(s->ssl)) return 1; /* it picked h2 or http/1.1 (select_h2) */
+  const pc_NetTlsClient *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(s->ssl));
+  if (t != NULL && t->http1) {
+    if (n == 0 || (n == 8 && memcmp(p, "http/1.1", 8) == 0)) return 1;
+    set_err(s, "TLS handshake with", "the server did not accept ALPN http/1.1");
+    return -1;
+  }
   if (n != 2 || memcmp(p, "h2", 2) != 0) {
     set_err(s, "TLS handshake with", "the server did not accept ALPN h2 (HTTP/2)");
     return -1;

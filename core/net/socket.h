@@ -46,6 +46,9 @@ typedef struct {
    * handshake is offered again (resumption). NULL: a setup of the
    * socket's own, from the files above. */
   pc_NetTlsClient *tls_client;
+  /* Non-zero: TLS offers ALPN "http/1.1" instead of "h2" (gRPC-Web and
+   * Connect over HTTP/1.1) and takes a server that selects none. */
+  int http1;
 } pc_NetOptions;
 
 /* The client side of TLS for one target: an OpenSSL context with the

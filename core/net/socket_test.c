@@ -96,7 +96,7 @@ static int exchange(int family, const char *host) {
   char port[8];
   int l = listener(family, port);
   if (l < 0) return 1; /* no such loopback here */
-  pc_NetOptions o = {host, port, 0, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL};
+  pc_NetOptions o = {host, port, 0, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, 0};
   int ok = exchange_on(l, &o);
   close(l);
   return ok;
@@ -168,7 +168,7 @@ static int unix_exchange(const char *path, int abstract) {
   if (!abstract) unlink(path);
   int l = socket(AF_UNIX, SOCK_STREAM, 0);
   if (l < 0 || bind(l, (struct sockaddr *)&sa, len) != 0 || listen(l, 4) != 0) return 0;
-  pc_NetOptions o = {"ignored", "1", 0, NULL, NULL, NULL, NULL, 0, path, abstract, NULL};
+  pc_NetOptions o = {"ignored", "1", 0, NULL, NULL, NULL, NULL, 0, path, abstract, NULL, 0};
   int ok = exchange_on(l, &o);
   close(l);
   if (!abstract) unlink(path);
@@ -207,7 +207,7 @@ static int hosted_tls(pc_NetTlsClient *tc, const char *ca, pc_NetTlsServer *srv_
   pc_Error err;
   pc_Error_Init(&err);
   pc_NetSocket *srv = a >= 0 ? pc_NetSocket_Adopt(a, "peer", srv_tls, NULL, NULL, &err) : NULL;
-  pc_NetOptions o = {"localhost", port, 1, ca, NULL, NULL, "localhost", 0, NULL, 0, tc};
+  pc_NetOptions o = {"localhost", port, 1, ca, NULL, NULL, "localhost", 0, NULL, 0, tc, 0};
   pc_NetSocket *h = pc_NetSocket_NewHosted(&o, NULL, NULL, &err);
   ok = ok && srv != NULL && h != NULL && pc_NetSocket_HostedTls(h);
   if (ok) pc_NetSocket_SetHosted(h, 1, NULL);
@@ -262,7 +262,7 @@ static void hosted_tls_tests(void) {
   pc_Error_Init(&err);
   pc_NetTlsServer *st = pc_NetTlsServer_New(cert, key, NULL, &err);
   CHECK(st != NULL);
-  pc_NetOptions co = {"localhost", "1", 1, cert, NULL, NULL, "localhost", 0, NULL, 0, NULL};
+  pc_NetOptions co = {"localhost", "1", 1, cert, NULL, NULL, "localhost", 0, NULL, 0, NULL, 0};
   pc_NetTlsClient *tc = pc_NetTlsClient_New(&co, &err);
   CHECK(tc != NULL);
   int resumed = -1;
@@ -273,7 +273,7 @@ static void hosted_tls_tests(void) {
   CHECK(resumed == 1); /* the second offered the first's session, and the server took it */
 
   /* a CA that did not sign the server's certificate */
-  pc_NetOptions wo = {"localhost", "1", 1, other, NULL, NULL, "localhost", 0, NULL, 0, NULL};
+  pc_NetOptions wo = {"localhost", "1", 1, other, NULL, NULL, "localhost", 0, NULL, 0, NULL, 0};
   pc_NetTlsClient *wrong = pc_NetTlsClient_New(&wo, &err);
   CHECK(wrong != NULL);
   CHECK(st && wrong && !hosted_tls(wrong, other, st, NULL, why, sizeof why));
@@ -304,7 +304,7 @@ int main(void) {
   int l = listener(AF_INET, port);
   CHECK(l >= 0);
   close(l);
-  pc_NetOptions o = {"127.0.0.1", port, 0, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL};
+  pc_NetOptions o = {"127.0.0.1", port, 0, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, 0};
   pc_NetSocket *s = must(pc_NetSocket_Connect(&o, NULL, NULL, &err), &err);
   CHECK(settle(s, 100) == -1);
   char want[64];
@@ -318,7 +318,7 @@ int main(void) {
 
   /* TLS against a listener that reads the hello and closes */
   l = listener(AF_INET, port);
-  pc_NetOptions t = {"127.0.0.1", port, 1, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL};
+  pc_NetOptions t = {"127.0.0.1", port, 1, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, 0};
   s = must(pc_NetSocket_Connect(&t, NULL, NULL, &err), &err);
   int a = accept(l, NULL, NULL);
   settle(s, 5);
@@ -332,7 +332,7 @@ int main(void) {
   close(l);
 
   /* a CA file that is not PEM */
-  pc_NetOptions bad = {"127.0.0.1", "1", 1, "/dev/null", NULL, NULL, NULL, 0, NULL, 0, NULL};
+  pc_NetOptions bad = {"127.0.0.1", "1", 1, "/dev/null", NULL, NULL, NULL, 0, NULL, 0, NULL, 0};
   CHECK(pc_NetSocket_Connect(&bad, NULL, NULL, &err) == NULL);
   CHECK(strcmp(err.msg, "ca_file '/dev/null': not a PEM certificate bundle") == 0);
 
@@ -354,11 +354,11 @@ int main(void) {
   pc_Error_Init(&err);
   CHECK(!pc_Net_UnixAddress(longest, 0, &sa, &salen, &err));
   CHECK(strstr(err.msg, "path longer than 107 bytes (sun_path)") != NULL);
-  pc_NetOptions far = {"x", "1", 0, NULL, NULL, NULL, NULL, 0, longest, 0, NULL};
+  pc_NetOptions far = {"x", "1", 0, NULL, NULL, NULL, NULL, 0, longest, 0, NULL, 0};
   pc_Error_Init(&err);
   CHECK(pc_NetSocket_Connect(&far, NULL, NULL, &err) == NULL);
   CHECK(strstr(err.msg, "path longer than 107 bytes") != NULL);
-  pc_NetOptions gone = {"x", "1", 0, NULL, NULL, NULL, NULL, 0, "/nonexistent/pc.sock", 0, NULL};
+  pc_NetOptions gone = {"x", "1", 0, NULL, NULL, NULL, NULL, 0, "/nonexistent/pc.sock", 0, NULL, 0};
   s = must(pc_NetSocket_Connect(&gone, NULL, NULL, &err), &err);
   CHECK(settle(s, 100) == -1);
   CHECK(strcmp(pc_NetSocket_Error(s),

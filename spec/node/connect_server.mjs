@@ -2,7 +2,10 @@
 // connectNodeAdapter on node:http2 (h2c), which speaks gRPC, gRPC-Web and
 // Connect on one port, its messages read from the descriptor set with
 // @bufbuild/protobuf (no generated code):
-//   node spec/node/connect_server.mjs SET
+//   node spec/node/connect_server.mjs SET [http1 | https1 CERT KEY]
+// With "http1" the same handler runs on node:http (HTTP/1.1: gRPC-Web and
+// Connect), with "https1" on node:https with the PEM certificate and key
+// (ALPN http/1.1).
 // Prints "PORT PID" once listening on 127.0.0.1 (a free port) and exits
 // when its standard input closes (spec/node_peer.lua's M.serve).
 // The same route names as spec/node/grpcjs_server.mjs: Measure fails twice
@@ -14,12 +17,15 @@
 // "t1" and x-echo-bin (the request's x-raw-bin); "gzip" answers {legs: 1
 // when the request came gzipped}. Every response is gzipped when the client
 // accepts gzip (compressMinBytes 0).
+import * as fs from "node:fs";
+import * as http from "node:http";
 import * as http2 from "node:http2";
+import * as https from "node:https";
 import { Code, ConnectError, encodeBinaryHeader, decodeBinaryHeader } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import * as peer from "./peer.mjs";
 
-const [set] = process.argv.slice(2);
+const [set, mode, certFile, keyFile] = process.argv.slice(2);
 const registry = peer.loadRegistry(set);
 const ErrorInfo = peer.messageType(registry, "google.rpc.ErrorInfo");
 
@@ -90,7 +96,10 @@ const handler = connectNodeAdapter({
   routes: (router) => router.service(peer.serviceType(registry, "demo.Router"), impl),
   compressMinBytes: 0,
 });
-const server = http2.createServer(handler);
+const server =
+  mode === "http1" ? http.createServer(handler)
+  : mode === "https1" ? https.createServer({ cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile) }, handler)
+  : http2.createServer(handler);
 server.listen(0, "127.0.0.1", () => {
   process.stdout.write(`${server.address().port} ${process.pid}\n`);
 });

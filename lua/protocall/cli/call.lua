@@ -28,11 +28,11 @@ M.call = {
     gzip = "bool", plaintext = "bool", cacert = "string", format = "string",
     ["emit-defaults"] = "bool", v = "bool", cert = "string", key = "string",
     servername = "string", insecure = "bool", retry = "string", ["connect-timeout"] = "number",
-    protocol = "string", get = "bool",
+    protocol = "string", get = "bool", http1 = "bool",
   },
   usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
           "       [-connect-timeout S] [-retry-attempts N | -retry JSON] [-gzip] [-format json|text]\n" ..
-          "       [-protocol grpc|grpcweb|connect [-get]]\n" ..
+          "       [-protocol grpc|grpcweb|connect [-get] [-http1]]\n" ..
           "       [-emit-defaults]\n" ..
           "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
           "       [-v] TARGET pkg.Service/Method",
@@ -55,7 +55,11 @@ M.call = {
           "UNAVAILABLE past it. -protocol picks the protocol over HTTP/2 (as buf curl's):\n" ..
           "grpc (the default), grpcweb (gRPC-Web) or connect (the Connect protocol);\n" ..
           "reflection then goes over it too. -get (with -protocol connect) sends a unary\n" ..
-          "method marked idempotency_level = NO_SIDE_EFFECTS as Connect's GET.",
+          "method marked idempotency_level = NO_SIDE_EFFECTS as Connect's GET. -http1 sends\n" ..
+          "grpcweb and connect over HTTP/1.1 instead (TLS: ALPN http/1.1): unary and server\n" ..
+          "streaming calls, client\n" ..
+          "streams sent whole; it needs -proto or -protoset (reflection is a bidirectional\n" ..
+          "stream, which needs HTTP/2).",
   example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure\n" ..
             "  protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"s\"}' \\\n" ..
@@ -156,6 +160,9 @@ function M.call.run(flags, args)
   local pool, transport
   if has_schema(flags) then
     pool = load_schemas(flags)
+  elseif flags.http1 then
+    usage_error("call", "-http1 needs -proto or -protoset: server reflection is a bidirectional stream, "
+      .. "which needs HTTP/2")
   else
     transport = connect(flags, target, "call")
     local status

@@ -373,6 +373,12 @@ function M.connect(flags, target, cmd)
     if transport_opts.protocol ~= "connect" then usage_error(cmd, "-get needs -protocol connect") end
     transport_opts.get = true
   end
+  if flags.http1 then
+    if transport_opts.protocol ~= "grpc-web" and transport_opts.protocol ~= "connect" then
+      usage_error(cmd, "-http1 needs -protocol grpcweb or connect (gRPC needs HTTP/2)")
+    end
+    transport_opts.http_version = "1.1"
+  end
   local ct = flags["connect-timeout"]
   if ct ~= nil then
     if not (ct > 0 and ct < math.huge) then

@@ -47,6 +47,7 @@ local TRANSPORT_OPTIONS = {
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
   driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
   protocol = "string", codec = "string", get = "boolean", xds_bootstrap = "string",
+  http_version = "string",
 }
 
 -- pc.grpc's `protocol`: the name each shape of call is sent as
@@ -54,6 +55,7 @@ local TRANSPORT_OPTIONS = {
 local PROTOCOLS = {
   grpc = { unary = "grpc", stream = "grpc" },
   ["grpc-web"] = { unary = "grpc-web", stream = "grpc-web" },
+  ["grpc-web-text"] = { unary = "grpc-web-text", stream = "grpc-web-text" },
   connect = { unary = "connect", stream = "connect-stream" },
 }
 
@@ -388,6 +390,16 @@ local function raise_if_failed(self)
   end
 end
 
+-- Over HTTP/1.1 a stream's request goes whole once the sending side
+-- closes: reading before that would wait forever (connect-go's rule:
+-- bidirectional streams need HTTP/2). Cancels the call and raises.
+local function half_duplex(self)
+  self.call:cancel()
+  error(error_of { code = "UNIMPLEMENTED", method = self.path, ["local"] = true,
+    message = "bidi streams require HTTP/2 (over HTTP/1.1 the request goes whole at close_send: "
+      .. "read the responses after it)" }, 0)
+end
+
 --- `call:send(bytes)`: queues one request message, waiting while the
 -- peer's flow-control window is closed (more than 64 KiB queued), so a
 -- peer that stops reading holds the sender, not memory; the deadline still
@@ -420,6 +432,7 @@ end
 -- last one once the call ended OK; raises the call's error otherwise.
 -- Under pc.run, one task may read while another sends.
 function Call:recv()
+  if self.http1 and not self.send_closed then half_duplex(self) end
   local call = self.call
   while true do
     local m = call:next()
@@ -450,6 +463,7 @@ end
 --- `call:headers()` -> the response headers ({key, value} pairs), waiting
 -- for them (an empty list when the call ended without any).
 function Call:headers()
+  if self.http1 and not self.send_closed then half_duplex(self) end
   local call = self.call
   wait_until(self, function() return call:headers_done() end)
   return call:metadata().headers
@@ -493,7 +507,7 @@ function Call:buffered() return self.call:buffered() end
 function Transport:stream(path, settings)
   local s = settings_of(self, "stream", path, settings, 2, 2)
   local call = self.channel:start(path, s)
-  return setmetatable({ channel = self.channel, call = call, path = path }, Call)
+  return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)
 end
 
 --- `transport:close()`: closes the connection (calls still being read keep
@@ -613,18 +627,27 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- backoff, keepalive, connect_timeout) is the same as with the built-in
 -- driver. A driver must honour its timeouts: deadlines are checked
 -- between its calls), `load_balancing` ("pick_first", the default, or
--- "round_robin"), `protocol` ("grpc", the default; "grpc-web": gRPC-Web
--- over HTTP/2, its status from the trailers message; "connect": the
--- Connect protocol over HTTP/2, unary calls as a bare POST body with
--- Connect-Timeout-Ms and the error JSON, streams in Connect's envelopes;
--- every call policy, metadata, gzip and error details work the same),
--- `codec` ("proto", the default, or "json" with gRPC-Web and Connect: the
--- requests given and responses returned are then JSON text; pc.client
--- stubs over it send pc.to_json's text and read responses with
--- pc.from_json, members naming no field skipped), `get` (true, with protocol "connect": unary calls of
--- methods marked `option idempotency_level = NO_SIDE_EFFECTS` go as
--- Connect's GET, the request in the URL's query, which caches and CDNs
--- may keep; other calls as before). Raises
+-- "round_robin"), `protocol` ("grpc", the default; "grpc-web": gRPC-Web,
+-- its status from the trailers message; "grpc-web-text": the same in
+-- base64 both ways; "connect": the Connect protocol, unary calls as a bare
+-- POST body with Connect-Timeout-Ms and the error JSON, streams in
+-- Connect's envelopes; every call policy, metadata, gzip and error details
+-- work the same), `http_version` ("2", the default, or "1.1": gRPC-Web and
+-- Connect over HTTP/1.1, TLS with ALPN http/1.1; one call per connection
+-- at a time, so concurrent calls open more connections, each kept alive
+-- for the next call; unary and server streaming, a client stream sent
+-- whole at close_send; a bidirectional stream raises UNIMPLEMENTED "bidi
+-- streams require HTTP/2" when read before close_send, as connect-go
+-- refuses them; responses not read are held in memory, at most 16 MiB a
+-- connection, HTTP/1.1 having no flow control; a cancelled or timed-out
+-- call closes its connection), `codec` ("proto", the default, or "json"
+-- with gRPC-Web and Connect: the requests given and responses returned
+-- are then JSON text; pc.client stubs over it send pc.to_json's text and
+-- read responses with pc.from_json, members naming no field skipped),
+-- `get` (true, with protocol "connect": unary calls of methods marked
+-- `option idempotency_level = NO_SIDE_EFFECTS` go as Connect's GET, the
+-- request in the URL's query, which caches and CDNs may keep; other calls
+-- as before). Raises
 -- on a bad target or option, bad metadata, or a `ca_file` that cannot be
 -- read. All calls to one backend share one connection (a second one opens
 -- when the server takes no more streams on it or sends GOAWAY).
@@ -662,7 +685,7 @@ function M.grpc(target, opts)
     error("pc.grpc: cert_file and key_file go together", 2) -- as pc.listen's
   end
   if opts.protocol ~= nil and not PROTOCOLS[opts.protocol] then
-    error("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\" or \"connect\", got \""
+    error("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\", \"grpc-web-text\" or \"connect\", got \""
       .. opts.protocol:gsub("%c", "?") .. "\"", 2)
   end
   if opts.codec ~= nil and opts.codec ~= "proto" and opts.codec ~= "json" then
@@ -670,7 +693,16 @@ function M.grpc(target, opts)
       .. "\"", 2)
   end
   if opts.codec == "json" and (opts.protocol or "grpc") == "grpc" then
-    error("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\" or \"connect\"", 2)
+    error("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\", \"grpc-web-text\" or \"connect\"", 2)
+  end
+  local http1 = opts.http_version == "1.1" or nil
+  if opts.http_version ~= nil and not http1 and opts.http_version ~= "2" then
+    error("pc.grpc: option 'http_version' must be \"2\" or \"1.1\", got \""
+      .. opts.http_version:gsub("%c", "?") .. "\"", 2)
+  end
+  if http1 and (opts.protocol or "grpc") == "grpc" then
+    error("pc.grpc: option 'http_version' \"1.1\" needs protocol \"grpc-web\", \"grpc-web-text\" or \"connect\" "
+      .. "(gRPC needs HTTP/2)", 2)
   end
   if opts.get and opts.protocol ~= "connect" then
     error("pc.grpc: option 'get' needs protocol \"connect\" (Connect's GET)", 2)
@@ -730,6 +762,7 @@ function M.grpc(target, opts)
       stream_window = sizes.stream_window, connection_window = sizes.connection_window,
       keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
       backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready,
+      http1 = http1,
     }
     if host_driver then driver.attach(channel, host_driver, where, opts) end
     local name = where.unix and ((where.abstract and "unix-abstract:" or "unix:") .. where.unix)
@@ -737,7 +770,7 @@ function M.grpc(target, opts)
     return setmetatable({
       channel = channel, target = name, compression = opts.compression,
       metadata = opts.metadata, protocol = opts.protocol and PROTOCOLS[opts.protocol],
-      json = opts.codec == "json" or nil, get = opts.get or nil,
+      json = opts.codec == "json" or nil, get = opts.get or nil, http1 = http1,
     }, Transport)
   end
   if xds_name then

@@ -1,0 +1,301 @@
+-- pc.grpc's HTTP/1.1 client (http_version = "1.1", core/net/http1_client.h)
+-- and gRPC-Web-Text: against pc.listen (keep-alive reuse of one
+-- connection, several connections for concurrent calls, long server
+-- streams read slowly, deadlines, errors, metadata, gzip, TLS with ALPN
+-- http/1.1) and against a raw server (spec/http1_fake_server.py, Debian's
+-- python3) whose responses are framed every way HTTP/1.1 allows, or
+-- hostile: each of those fails the call with the parser's reason, never
+-- a hang. The cases against connect-node are in interop_node_spec.lua.
+local pc = require "protocall"
+local helper = require "grpc_helper"
+
+local pool = pc.pool()
+assert(pool:load([[
+syntax = "proto3";
+package srv;
+message Point { int32 x = 1; int32 y = 2; string note = 3; }
+message Sum { int64 total = 1; uint32 count = 2; }
+service Calc {
+  rpc Add(Point) returns (Sum);
+  rpc Count(Point) returns (stream Point);
+  rpc Total(stream Point) returns (Sum);
+  rpc Echo(stream Point) returns (stream Point);
+}
+]], { name = "srv/calc.proto" }))
+
+local seen = {}
+local server = pc.server({ ["srv.Calc"] = {
+  Add = function(p, ctx)
+    seen.timeout = ctx.timeout
+    seen.compressed = ctx:compressed()
+    for _, kv in ipairs(ctx.metadata) do
+      if kv[1] == "x-user" then seen.user = kv[2] end
+    end
+    if p.note == "details" then
+      error(pc.Error { code = "INVALID_ARGUMENT", message = "too far: 100% ✓",
+        details = { pc.type("google.rpc.ErrorInfo") { reason = "TOO_FAR", domain = "srv" } } })
+    end
+    if p.note == "sleep" then
+      while not ctx:cancelled() do pc.sleep(0.01) end
+      seen.cancelled = true
+      return {}
+    end
+    if p.note == "wait" then pc.sleep(0.2) end
+    if p.note == "gzip" then ctx:set_compression("gzip") end
+    ctx:set_header("x-head", "h1")
+    ctx:set_trailer("x-trail", "t1")
+    return { total = p.x + p.y }
+  end,
+  Count = function(p, ctx)
+    for i = 1, p.x do ctx.send { x = i, note = p.note } end
+  end,
+  Total = function(ctx)
+    local sum = 0
+    for p in ctx.recv do sum = sum + p.x end
+    return { total = sum }
+  end,
+  Echo = function(ctx) for p in ctx.recv do ctx.send(p) end end,
+} }, { pool = pool })
+
+-- Runs fn(listener, url) as a task beside a pc.listen (with `opts`).
+local function serving(fn, opts, scheme)
+  local l = pc.listen(server, "127.0.0.1:0", opts)
+  local err
+  pc.spawn(function() l:serve() end)
+  pc.spawn(function()
+    local ok, e = pcall(fn, l, (scheme or "http") .. "://127.0.0.1:" .. l.port)
+    if not ok then err = e end
+    l:shutdown(1)
+  end)
+  pc.run()
+  if err then error(err, 0) end
+end
+
+local function stub_of(url, protocol, extra)
+  local o = { protocol = protocol, http_version = "1.1" }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  local t = pc.grpc(url, o)
+  return pc.client("srv.Calc", { transport = t, pool = pool }), t
+end
+
+local failure = helper.status_error
+
+describe("pc.grpc's http_version option", function()
+  it("takes \"2\" and \"1.1\", the latter with gRPC-Web or Connect only", function()
+    assert.has_error(function() pc.grpc("http://a:1", { protocol = "connect", http_version = "3" }) end,
+      "pc.grpc: option 'http_version' must be \"2\" or \"1.1\", got \"3\"")
+    assert.has_error(function() pc.grpc("http://a:1", { http_version = "1.1" }) end,
+      "pc.grpc: option 'http_version' \"1.1\" needs protocol \"grpc-web\", \"grpc-web-text\" or "
+      .. "\"connect\" (gRPC needs HTTP/2)")
+    pc.grpc("http://a:1", { protocol = "grpc-web", http_version = "2" }):close()
+  end)
+end)
+
+for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
+  describe("pc.grpc over " .. protocol .. " and HTTP/1.1 calling pc.listen", function()
+    it("runs unary calls one after another on one kept-alive connection", function()
+      serving(function(l, url)
+        local stub, t = stub_of(url, protocol)
+        for i = 1, 5 do
+          assert.are.equal(i + 1, stub:Add({ x = i, y = 1 }).total)
+          assert.are.equal(1, l:connections())
+        end
+        t:close()
+      end)
+    end)
+
+    it("opens one connection per concurrent call, and reuses them after", function()
+      serving(function(l, url)
+        local stub, t = stub_of(url, protocol)
+        local done, most = 0, 0
+        for i = 1, 4 do
+          pc.spawn(function()
+            assert.are.equal(i, stub:Add({ x = i, note = "wait" }).total)
+            done = done + 1
+          end)
+        end
+        while done < 4 do
+          most = math.max(most, l:connections())
+          pc.sleep(0.01)
+        end
+        assert.are.equal(4, most)
+        for _ = 1, 3 do stub:Add { x = 1 } end
+        assert.are.equal(4, l:connections())
+        t:close()
+      end)
+    end)
+
+    it("reads a long server stream (chunked) slowly, then the next call on the same connection", function()
+      serving(function(l, url)
+        local stub, t = stub_of(url, protocol)
+        local n, note = 0, string.rep("n", 1000)
+        for p in stub:Count { x = 3000, note = note } do
+          n = n + 1
+          assert.are.equal(n, p.x)
+          if n % 500 == 0 then pc.sleep(0.05) end
+        end
+        assert.are.equal(3000, n)
+        assert.are.equal(3, stub:Add({ x = 1, y = 2 }).total)
+        assert.are.equal(1, l:connections())
+        t:close()
+      end)
+    end)
+
+    it("sends a client stream whole, then reads its response", function()
+      serving(function(_, url)
+        local stub, t = stub_of(url, protocol)
+        local c = stub:Total()
+        for i = 1, 10 do c:send { x = i } end
+        assert.are.equal(55, c:close_and_recv().total)
+        t:close()
+      end)
+    end)
+
+    it("refuses to read a bidirectional stream before close_send (bidi streams require HTTP/2)", function()
+      serving(function(_, url)
+        local stub, t = stub_of(url, protocol)
+        local c = stub:Echo()
+        c:send { x = 1 }
+        local e = failure(function() return c:recv() end)
+        assert.are.equal("UNIMPLEMENTED", e.code)
+        assert.matches("bidi streams require HTTP/2", e.message, 1, true)
+        c:close()
+        assert.are.equal(2, stub:Add({ x = 1, y = 1 }).total) -- the transport goes on
+        t:close()
+      end)
+    end)
+
+    it("carries errors with details, metadata both ways, deadlines and gzip", function()
+      serving(function(_, url)
+        local stub, t = stub_of(url, protocol)
+        local e = failure(function() return stub:Add { note = "details" } end)
+        assert.are.equal("INVALID_ARGUMENT", e.code)
+        assert.are.equal("too far: 100% ✓", e.message)
+        assert.are.equal("TOO_FAR", e.details[1].reason)
+        local r, md = stub:Add({ x = 2 }, { metadata = { { "x-user", "ann" } }, with_metadata = true, timeout = 30 })
+        assert.are.equal(2, r.total)
+        assert.are.equal("ann", seen.user)
+        assert.is_true(seen.timeout > 29 and seen.timeout <= 30)
+        local h, tr = {}, {}
+        for _, kv in ipairs(md.headers) do h[kv[1]] = kv[2] end
+        for _, kv in ipairs(md.trailers) do tr[kv[1]] = kv[2] end
+        assert.are.equal("h1", h["x-head"])
+        assert.are.equal("t1", tr["x-trail"])
+        -- HTTP/1.1 would trim it: refused, not changed
+        e = failure(function() return stub:Add({ x = 2 }, { metadata = { { "x-user", " ann " } } }) end)
+        assert.are.equal("INTERNAL", e.code)
+        assert.are.equal("metadata 'x-user': a value with surrounding whitespace cannot go over HTTP/1.1",
+          e.message)
+        seen.cancelled = nil
+        e = failure(function() return stub:Add({ note = "sleep" }, { timeout = 0.2 }) end)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        for _ = 1, 200 do
+          if seen.cancelled then break end
+          pc.sleep(0.01)
+        end
+        assert.is_true(seen.cancelled, "the handler saw the cancellation (the connection closed)")
+        assert.are.equal(7, stub:Add({ x = 7, note = "gzip" }, { compression = "gzip" }).total)
+        assert.is_true(seen.compressed)
+        t:close()
+      end)
+    end)
+  end)
+end
+
+describe("pc.grpc over HTTP/1.1 with TLS", function()
+  local dir
+  setup(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    assert(os.execute("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+      .. " -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " .. dir .. "/key.pem -out "
+      .. dir .. "/cert.pem 2>/dev/null"))
+  end)
+  teardown(function() os.execute("rm -rf " .. dir) end)
+
+  it("offers ALPN http/1.1 and calls pc.listen", function()
+    serving(function(l, url)
+      local stub, t = stub_of(url, "connect", { ca_file = dir .. "/cert.pem" })
+      assert.are.equal(3, stub:Add({ x = 1, y = 2 }).total)
+      assert.are.equal(5, stub:Add({ x = 2, y = 3 }).total)
+      local n = 0
+      for _ in stub:Count { x = 10 } do n = n + 1 end
+      assert.are.equal(10, n)
+      assert.are.equal(1, l:connections())
+      t:close()
+    end, { cert_file = dir .. "/cert.pem", key_file = dir .. "/key.pem" }, "https")
+  end)
+end)
+
+describe("pc.grpc over HTTP/1.1 against a raw server", function()
+  -- The results of `calls` Add calls over Connect against
+  -- http1_fake_server.py MODE: each total, or its error; and (unless the
+  -- mode fails every response) out.conns, the connections the server
+  -- accepted before (another transport asks /fake.Conns/Count).
+  local function against(mode, calls, pause)
+    local srv = helper.spawn_command("/usr/bin/python3 spec/http1_fake_server.py " .. mode, "http1_fake_server.py")
+    local stub, t = stub_of(srv.url, "connect", { reconnect = { initial = 0.01 } })
+    local out = {}
+    local ok, err = pcall(function()
+      for i = 1, calls or 1 do
+        local good, r = pcall(stub.Add, stub, {}, { timeout = 5 })
+        out[i] = good and tonumber(r.total) or (r.code .. ": " .. r.message)
+        if pause then pc.sleep(pause) end
+      end
+      if type(out[1]) == "number" then
+        local _, other = stub_of(srv.url, "connect")
+        local raw = other:unary("/fake.Conns/Count", "", { timeout = 5 })
+        other:close()
+        out.conns = tonumber(pc.decode(pool:type("srv.Sum"), raw).total) - 1
+      end
+    end)
+    t:close()
+    helper.stop(srv)
+    if not ok then error(err, 0) end
+    return out
+  end
+  local function conns(out) return out.conns end
+
+  it("reads a response whose body ends with the connection (HTTP/1.0), then connects again", function()
+    local out = against("close10", 2)
+    assert.are.same({ 42, 42 }, { out[1], out[2] })
+    assert.are.equal(2, conns(out))
+  end)
+
+  it("opens a new connection after Connection: close", function()
+    local out = against("close", 3)
+    assert.are.same({ 42, 42, 42 }, { out[1], out[2], out[3] })
+    assert.are.equal(3, conns(out))
+  end)
+
+  it("reads a response split byte by byte, 100 Continue first, or chunked with trailers", function()
+    for _, mode in ipairs { "split", "interim", "chunked" } do
+      local out = against(mode, 2)
+      assert.are.same({ 42, 42 }, { out[1], out[2] }, mode)
+      assert.are.equal(1, conns(out), mode)
+    end
+  end)
+
+  it("fails the call with the parser's reason on a malformed or cut response, and goes on", function()
+    local want = {
+      badchunk = "UNAVAILABLE: HTTP/1.1 response: ",
+      bare_lf = "UNAVAILABLE: HTTP/1.1 response: ",
+      te_cl = "UNAVAILABLE: HTTP/1.1 response: ",
+      cut = "UNAVAILABLE: HTTP/1.1 response: ",
+      fields = "UNAVAILABLE: HTTP/1.1 response: ",
+    }
+    for mode, prefix in pairs(want) do
+      local out = against(mode, 2)
+      for i = 1, 2 do
+        assert.are.equal(prefix, tostring(out[i]):sub(1, #prefix), mode .. ": " .. tostring(out[i]))
+      end
+    end
+  end)
+
+  it("leaves an idle connection the server answered unasked (408, close) for a new one", function()
+    local out = against("idle408", 2, 0.3)
+    assert.are.same({ 42, 42 }, { out[1], out[2] })
+    assert.are.equal(2, conns(out))
+  end)
+end)

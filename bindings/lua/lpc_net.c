@@ -300,6 +300,29 @@ static int lpc_grpcchannel_host_lost(lua_State *L) {
   return 0;
 }
 
+/* -- n, all = ch:host_woken(tokens)
+ * The wake tokens (call:wake_token()) of the calls something happened to
+ * since the last look, into 'tokens' at 1..n (the entries after n are
+ * stale), the channel's wake list cleared; 'all' is true when the list
+ * overflowed (every waiter must look). A host driver's waits use it to
+ * wake the waiters of those calls alone (lua/protocall/transport/driver.lua). */
+static int lpc_grpcchannel_host_woken(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  pc_GrpcWakeList *w = pc_GrpcChannel_Wake(b->ch);
+  int all = pc_GrpcWakeList_Overflow(w);
+  const uint64_t *items;
+  lua_Integer n = 0;
+  for (size_t k = 0; k < pc_GrpcWakeList_Items(w, &items); k++) {
+    lua_pushinteger(L, (lua_Integer)items[k]);
+    lua_rawseti(L, 2, ++n);
+  }
+  pc_GrpcWakeList_Clear(w);
+  lua_pushinteger(L, n);
+  lua_pushboolean(L, all);
+  return 2;
+}
+
 /* -- connected = ch:connected()   -- a connection is open or opening
  * (pc_GrpcChannel_Connected) */
 static int lpc_grpcchannel_connected(lua_State *L) {
@@ -1019,6 +1042,7 @@ void lpc_open_net(lua_State *L) {
                                              {"host_wrote", lpc_grpcchannel_host_wrote},
                                              {"host_recv", lpc_grpcchannel_host_recv},
                                              {"host_lost", lpc_grpcchannel_host_lost},
+                                             {"host_woken", lpc_grpcchannel_host_woken},
                                              {"connected", lpc_grpcchannel_connected},
                                              {"goaways", lpc_grpcchannel_goaways},
                                              {NULL, NULL}};

@@ -493,10 +493,10 @@ local function answer_stream(v, route, nextmsg, metadata)
   end
 end
 
+local function respond(tc, route, bytes) return tc:response(route, decoded(route, bytes)) end
+
 local function answer_unary(v, route, bytes, md)
-  local ok, body, ct = pcall(function()
-    return v.tc:response(route, decoded(route, bytes))
-  end)
+  local ok, body, ct = pcall(respond, v.tc, route, bytes) -- no closure per request
   if not ok then return answer_error(v, body) end
   set_headers(v, md)
   ngx.status = 200

@@ -5,18 +5,18 @@
 -- return). Messages pass as bytes when the codec is proto; the +json
 -- codecs go through the method's types (pc.from_json / pc.to_json).
 --
--- The protocols (grpc/grpc-web doc/PROTOCOL-WEB.md, connectrpc.com/docs/protocol):
--- - gRPC-Web ("application/grpc-web[+proto|+json]", "-text" in base64):
---   the body is gRPC's 5-byte length-prefixed messages; the answer is
---   status 200, the response headers, the messages and one last message
---   flagged 0x80 holding the status and trailers as header lines.
--- - Connect unary (POST "application/proto" or "application/json" to
---   "/pkg.Service/Method"): the body is the message; the answer is the
---   message with status 200 and trailers as "trailer-<key>" headers, or
---   Connect's error JSON with its HTTP status.
--- - Connect streaming ("application/connect+proto|json"): 5-byte envelopes
---   both ways, the last answer envelope flagged 0x02 holding the
---   end-of-stream JSON (the error, the trailers).
+-- The protocols (grpc/grpc-web doc/PROTOCOL-WEB.md, connectrpc.com/docs/protocol).
+-- gRPC-Web ("application/grpc-web[+proto|+json]", "-text" in base64): the
+-- body is gRPC's 5-byte length-prefixed messages; the answer is status
+-- 200, the response headers, the messages and one last message flagged
+-- 0x80 holding the status and trailers as header lines. Connect unary
+-- (POST "application/proto" or "application/json" to
+-- "/pkg.Service/Method"): the body is the message; the answer is the
+-- message with status 200 and trailers as "trailer-<key>" headers, or
+-- Connect's error JSON with its HTTP status. Connect streaming
+-- ("application/connect+proto|json"): 5-byte envelopes both ways, the last
+-- answer envelope flagged 0x02 holding the end-of-stream JSON (the error,
+-- the trailers).
 local core = require "protocall.core"
 local errors = require "protocall.errors"
 local json = require "protocall.json"

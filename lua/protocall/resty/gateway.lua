@@ -190,7 +190,9 @@ end
 -- `ignore_unknown_fields`, `max_query_bytes`, `max_query_params`,
 -- `max_body_bytes` (4 MiB unless set), `max_depth`, `json`, `validate`
 -- (true: a request breaking its type's protovalidate rules is answered
--- 400 with a google.rpc.BadRequest detail, never reaching the upstream).
+-- 400 with a google.rpc.BadRequest detail, never reaching the upstream);
+-- `web` (true: `handle` also forwards gRPC-Web and Connect requests for
+-- the methods of the route's services, doc/gateway.md).
 -- An `upstream` host name is resolved by nginx's `resolver` directive
 -- (configure it; protocall.resty's `grpc`).
 function M.configure(route, cfg)
@@ -634,6 +636,19 @@ end
 -- dict is read first (one dict get) and a newer configuration compiled
 -- in an ngx.timer (`publish`); a worker with no version of the route yet
 -- compiles it in that request.
+-- With the version's `web`, a request whose Content-Type is gRPC-Web's
+-- (application/grpc-web[-text][+proto|+json]) or Connect's
+-- (application/connect+proto|json; application/proto or
+-- application/json POSTed to a path naming a method of the route) is
+-- answered in that protocol (lua/protocall/http/web.lua): its messages
+-- forwarded as a gRPC call (as bytes unless the codec is json), its
+-- headers as metadata, Grpc-Timeout / Connect-Timeout-Ms (capped by
+-- `timeout`) as the deadline; the response headers, messages (each
+-- flushed as it comes for a stream), status and trailers (details
+-- included) carried back in the protocol's framing: gRPC-Web's trailers
+-- message, Connect's error JSON with its HTTP status or end-of-stream
+-- message. A path naming no method of the route is UNIMPLEMENTED in the
+-- protocol's form (a POST of application/json stays REST's).
 function M.handle(route, opts)
   local v = version_of(route, opts and opts.shared)
   if not v then return bare_error(503, 14, "no configuration for gateway route '" .. route .. "'") end

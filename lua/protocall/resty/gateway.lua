@@ -389,10 +389,8 @@ end
 ---------------------------------------------------------------------------
 -- The handler
 
--- Response metadata as headers (a key given twice: a list of values).
-local function set_headers(v, md)
-  if not md then return end
-  local list = v.tc:response_headers(md.headers, md.trailers)
+-- The headers of a {name, value} list (a name given twice: a list).
+local function put_headers(list)
   local seen = {}
   for _, h in ipairs(list) do
     local k = h[1]
@@ -405,6 +403,12 @@ local function set_headers(v, md)
       ngx.header[k] = h[2]
     end
   end
+end
+
+-- Response metadata as headers (a key given twice: a list of values).
+local function set_headers(v, md)
+  if not md then return end
+  put_headers(v.tc:response_headers(md.headers, md.trailers))
 end
 
 -- Writes the HTTP answer of a failure (a pc.Error or the transport's
@@ -509,22 +513,6 @@ end
 
 ---------------------------------------------------------------------------
 -- gRPC-Web and Connect clients in front of the gRPC upstream (cfg.web)
-
--- The headers of a {name, value} list (a name given twice: a list).
-local function put_headers(list)
-  local seen = {}
-  for _, h in ipairs(list) do
-    local k = h[1]
-    local prev = seen[k]
-    if prev then
-      prev[#prev + 1] = h[2]
-      ngx.header[k] = prev
-    else
-      seen[k] = { h[2] }
-      ngx.header[k] = h[2]
-    end
-  end
-end
 
 local function web_failure(a, err)
   local status, headers, body = a:failure(err)

@@ -10,6 +10,7 @@
 -- is set).
 local helper = require "grpc_helper"
 local N = require "nginx_helper"
+local peer = require "node_peer"
 local R = require "runtime"
 
 local read, write, q = N.read, N.write, N.quote
@@ -71,7 +72,7 @@ http {
         assert(gw.configure("library", {
             protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
             headers = { "authorization", "x-user" }, max_body_bytes = 65536, max_query_bytes = 4096,
-            version_header = "X-Gateway-Version" }))
+            version_header = "X-Gateway-Version", web = true }))
         local renamed = lib:gsub("message EchoReply {\n  string text = 1;", "message EchoReply {\n  string said = 1;")
         EchoConfigs = {
             A = { protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
@@ -161,6 +162,13 @@ http {
         listen 127.0.0.1:@PORT@;
 
         location /v1/ {
+            content_by_lua_block { gw.handle("library") }
+        }
+        # gRPC-Web and Connect clients of the same route (web = true)
+        location /gw.Library/ {
+            content_by_lua_block { gw.handle("library") }
+        }
+        location /gw.Nothing/ {
             content_by_lua_block { gw.handle("library") }
         }
         location /api/ {
@@ -546,5 +554,114 @@ end
     assert.is_true(tonumber(a) > 0 and tonumber(b) > 0, text)
     for i = 2, 20 do assert.are.equal(published[i - 1] + 1, published[i]) end
     print(("# 20 swaps under wrk -c8 for 4 s: %d answers by version A, %d by B, none failed"):format(a, b))
+  end)
+
+  -- gRPC-Web and Connect clients (connect-node over HTTP/1.1) through the
+  -- same route (web = true) to the plain gRPC upstream
+  local WEB_CASES = { "unary", "server_stream", "stream_error", "details", "metadata", "deadline", "client_stream" }
+  local WEB_WANT = {
+    "book shelves/1/books/2 | title of shelves/1/books/2 (full) | 12 | a,b | 1",
+    "book shelves/3/books/1 1", "book shelves/3/books/2 2", "book shelves/3/books/3 3", "end",
+    "book shelves/3/books/1 1", "error ABORTED stream failed after 1",
+    "error NOT_FOUND failed with NOT_FOUND", "detail gone gw.example", "error trailer x-failed NOT_FOUND",
+    "header x-answer yes", "trailer x-done 1", "metadata authorization=Bearer t x-user=ann",
+    "error DEADLINE_EXCEEDED after some",
+    "calls 2",
+  }
+  for _, transport in ipairs { "grpc-web", "grpc-web,json", "connect", "connect,json" } do
+    it("a " .. transport .. " client (connect-node, HTTP/1.1): unary, server stream, errors with details, "
+      .. "headers and trailers, its deadline", function()
+      local absent_node = peer.missing("@connectrpc/connect-node")
+      if absent_node then return peer.skip(pending, "gRPC-Web and Connect through nginx", absent_node) end
+      local set = peer.descriptor_set({ "gateway/library.proto" }, { "spec/fixtures/protos", "core/schema/protos" })
+      local ok, out = pcall(peer.run, "gateway_web_client.mjs", { set, nginx.url, transport, table.unpack(WEB_CASES) })
+      os.remove(set)
+      assert(ok, out)
+      local lines = {}
+      for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+      assert.are.same(WEB_WANT, lines)
+    end)
+  end
+
+  -- A gRPC-Web(-Text) request by hand: the body, the answer's bytes.
+  local function web_call(path, ct, body)
+    local code, out, h = request(nginx, path, { body = body, headers = { "Content-Type: " .. ct } })
+    return code, out, h
+  end
+  local function frame(flags, s)
+    local n = #s
+    return string.char(flags, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256,
+      n % 256) .. s
+  end
+  local function b64(s)
+    local f = os.tmpname()
+    write(f, s)
+    local out = R.capture("base64 -w0 " .. q(f))
+    os.remove(f)
+    return out
+  end
+  local function unb64(s)
+    local f = os.tmpname()
+    write(f, s)
+    local out = R.capture("base64 -d " .. q(f))
+    os.remove(f)
+    return out
+  end
+
+  it("gRPC-Web-Text: a base64 body of padded chunks in, base64 frames and the trailers frame out", function()
+    -- gw.EchoRequest{text = "hi"}, framed and base64-encoded in two padded chunks
+    local req = frame(0, "\10\2hi")
+    local code, body, h = web_call("/gw.Library/Echo", "application/grpc-web-text",
+      b64(req:sub(1, 4)) .. b64(req:sub(5)))
+    assert.are.equal(200, code, body)
+    assert.are.equal("application/grpc-web-text+proto", h["content-type"])
+    local raw = unb64(body)
+    assert.are.equal(0, raw:byte(1))
+    local n = raw:byte(4) * 256 + raw:byte(5)
+    assert.are.equal("\10\2hi", raw:sub(6, 5 + n):sub(1, 4))
+    local trailers = raw:sub(6 + n)
+    assert.are.equal(0x80, trailers:byte(1))
+    assert.truthy(trailers:find("grpc-status:0\r\n", 1, true), trailers)
+  end)
+
+  it("web requests that cannot be read are answered in the protocol's form and never reach the upstream", function()
+    local before = calls(nginx)
+    -- a message prefix announcing more than the body holds
+    local code, body, h = web_call("/gw.Library/Echo", "application/grpc-web+proto", "\0\0\0\0\9\10")
+    assert.are.equal(200, code, body)
+    assert.are.equal("application/grpc-web+proto", h["content-type"])
+    assert.truthy(body:find("^\128....grpc%-status:3\r\ngrpc%-message:body: a message of 9 bytes cut short"), body)
+    -- a compressed message (no grpc-encoding the gateway takes)
+    code, body = web_call("/gw.Library/Echo", "application/grpc-web+proto", frame(1, "xx"))
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find("grpc-status:12\r\n", 1, true), body)
+    -- Connect: JSON that is not the request type's, and a bad deadline
+    code, body, h = request(nginx, "/gw.Library/Echo",
+      { body = '{"text": 5}', headers = { "Content-Type: application/json" } })
+    assert.are.equal(400, code, body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.truthy(body:find('^{"code":"invalid_argument","message":"message 1: '), body)
+    code, body = request(nginx, "/gw.Library/Echo",
+      { body = "", headers = { "Content-Type: application/proto", "Connect-Timeout-Ms: soon" } })
+    assert.are.equal(400, code, body)
+    assert.are.equal('{"code":"invalid_argument","message":"bad Connect-Timeout-Ms"}', body)
+    -- a method the route does not have, for each protocol
+    code, body = web_call("/gw.Nothing/Echo", "application/grpc-web+proto", frame(0, ""))
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find("grpc-status:12\r\ngrpc-message:no method /gw.Nothing/Echo\r\n", 1, true), body)
+    code, body = request(nginx, "/gw.Nothing/Echo",
+      { body = "", headers = { "Content-Type: application/connect+proto" } })
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find('{"error":{"code":"unimplemented","message":"no method /gw.Nothing/Echo"}', 1, true), body)
+    -- Connect's unary protocol on a streaming method
+    code, body = request(nginx, "/gw.Library/ListBooks",
+      { body = "{}", headers = { "Content-Type: application/json" } })
+    assert.are.equal(501, code, body)
+    assert.are.equal(before, calls(nginx))
+    -- a POST of JSON to a path naming no method is still REST's
+    code, body = request(nginx, "/v1/shelves/7/books?request_id=r2",
+      { body = '{"title":"T"}', headers = { "Content-Type: application/json" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"name":"shelves/7/books/r2","title":"T"}', body)
   end)
 end)

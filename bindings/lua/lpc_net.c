@@ -308,6 +308,29 @@ static int lpc_grpcchannel_host_lost(lua_State *L) {
   return 0;
 }
 
+/* -- n, all = ch:host_woken(tokens)
+ * The wake tokens (call:wake_token()) of the calls something happened to
+ * since the last look, into 'tokens' at 1..n (the entries after n are
+ * stale), the channel's wake list cleared; 'all' is true when the list
+ * overflowed (every waiter must look). A host driver's waits use it to
+ * wake the waiters of those calls alone (lua/protocall/transport/driver.lua). */
+static int lpc_grpcchannel_host_woken(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  pc_GrpcWakeList *w = pc_GrpcChannel_Wake(b->ch);
+  int all = pc_GrpcWakeList_Overflow(w);
+  const uint64_t *items;
+  lua_Integer n = 0;
+  for (size_t k = 0; k < pc_GrpcWakeList_Items(w, &items); k++) {
+    lua_pushinteger(L, (lua_Integer)items[k]);
+    lua_rawseti(L, 2, ++n);
+  }
+  pc_GrpcWakeList_Clear(w);
+  lua_pushinteger(L, n);
+  lua_pushboolean(L, all);
+  return 2;
+}
+
 /* -- connected = ch:connected()   -- a connection is open or opening
  * (pc_GrpcChannel_Connected) */
 static int lpc_grpcchannel_connected(lua_State *L) {
@@ -856,6 +879,167 @@ static int lpc_grpc_percent_decode(lua_State *L) {
   return 1;
 }
 
+/* -- The web's protocols (core/net/web.h) for a proxy in Lua: the gateway
+ * inside nginx (lua/protocall/http/web.lua) frames gRPC-Web and Connect
+ * answers with these, as the server engine frames its own. */
+
+/* -- protocol, codec = core.web_classify(method, content_type)
+ * "grpc", "grpc-web", "grpc-web-text", "connect" (unary) or
+ * "connect-stream", and "proto" or "json" (pc_Web_Classify); nil when the
+ * content type is none of them. */
+static int lpc_web_classify(lua_State *L) {
+  const char *method = luaL_checkstring(L, 1);
+  size_t ctn = 0;
+  const char *ct = luaL_optlstring(L, 2, NULL, &ctn);
+  pc_WebCodec codec = kPc_WebCodec_Proto;
+  pc_WebProtocol p = pc_Web_Classify(method, ct, ctn, &codec);
+  static const char *const names[] = {NULL,      "grpc",          "grpc-web", "grpc-web-text",
+                                      "connect", "connect-stream"};
+  if (p == kPc_WebProtocol_None || (size_t)p >= sizeof names / sizeof names[0]) return 0;
+  lua_pushstring(L, names[p]);
+  lua_pushstring(L, codec == kPc_WebCodec_Json ? "json" : "proto");
+  return 2;
+}
+
+/* A status table's fields ({code = name or number, message =, details =
+ * bytes of a google.rpc.Status}) at 'idx' into '*st' (strings anchored
+ * in the table). */
+static void check_web_status(lua_State *L, int idx, pc_GrpcStatus *st) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  memset(st, 0, sizeof *st);
+  int t = lua_getfield(L, idx, "code");
+  int code = -1;
+  if (t == LUA_TSTRING) {
+    size_t n;
+    const char *name = lua_tolstring(L, -1, &n);
+    code = pc_Code_FromName(name, n);
+  } else if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
+    lua_Integer c = lua_tointeger(L, -1);
+    code = c >= 0 && c < PC_CODE_COUNT ? (int)c : -1;
+  }
+  lua_pop(L, 1);
+  if (code < 0) luaL_argerror(L, idx, "code: a gRPC status name or number expected");
+  st->code = (pc_Code)code;
+  if (lua_getfield(L, idx, "message") == LUA_TSTRING)
+    st->message = lua_tolstring(L, -1, &st->message_len);
+  lua_pop(L, 1);
+  if (lua_getfield(L, idx, "details") == LUA_TSTRING)
+    st->details = lua_tolstring(L, -1, &st->details_len);
+  lua_pop(L, 1);
+}
+
+/* The {key, value} list at 'idx' (nil: none) as pairs in a userdata
+ * pushed on the stack (the strings anchored in the list). */
+static pc_GrpcPair *check_web_pairs(lua_State *L, int idx, size_t *n) {
+  *n = 0;
+  if (lua_isnoneornil(L, idx)) return NULL;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  size_t count = (size_t)luaL_len(L, idx);
+  pc_GrpcPair *pairs = lua_newuserdatauv(L, (count ? count : 1) * sizeof *pairs, 0);
+  for (size_t i = 0; i < count; i++) {
+    int ok = lua_geti(L, idx, (lua_Integer)i + 1) == LUA_TTABLE;
+    ok = ok && lua_geti(L, -1, 1) == LUA_TSTRING;
+    ok = ok && lua_geti(L, -2, 2) == LUA_TSTRING;
+    if (!ok) luaL_error(L, "metadata entry %d: {key, value} strings expected", (int)i + 1);
+    pairs[i].key = lua_tolstring(L, -2, &pairs[i].key_len);
+    pairs[i].value = lua_tolstring(L, -1, &pairs[i].value_len);
+    lua_pop(L, 3);
+  }
+  *n = count;
+  return pairs;
+}
+
+typedef int WebFrameFn(pc_Alloc *alloc, void *ud, pc_GrpcBuf *out, const pc_GrpcStatus *st,
+                       const pc_GrpcPair *md, size_t n);
+
+static int push_web_frame(lua_State *L, WebFrameFn *fn) {
+  pc_GrpcStatus st;
+  check_web_status(L, 1, &st);
+  size_t n;
+  const pc_GrpcPair *md = check_web_pairs(L, 2, &n);
+  pc_GrpcBuf out = {0};
+  if (!fn(pc_DefaultAlloc, NULL, &out, &st, md, n)) {
+    pc_GrpcBuf_Free(pc_DefaultAlloc, NULL, &out);
+    return luaL_error(L, "not enough memory");
+  }
+  lua_pushlstring(L, out.p ? out.p : "", out.len);
+  pc_GrpcBuf_Free(pc_DefaultAlloc, NULL, &out);
+  return 1;
+}
+
+/* -- bytes = core.web_trailers(status, trailers)
+ * The gRPC-Web trailers message (flags 0x80) of 'status' ({code =,
+ * message =, details = grpc-status-details-bin bytes}) and the
+ * {key, value} list 'trailers' (pc_Web_GrpcWebTrailers). */
+static int lpc_web_trailers(lua_State *L) {
+  return push_web_frame(L, pc_Web_GrpcWebTrailers);
+}
+
+/* -- bytes = core.connect_end_stream(status, trailers)
+ * Connect's end-of-stream message (flags 0x02) (pc_Connect_EndStream). */
+static int lpc_connect_end_stream(lua_State *L) {
+  return push_web_frame(L, pc_Connect_EndStream);
+}
+
+/* -- json, http_status = core.connect_error(status)
+ * Connect's error JSON of a unary call and its HTTP status
+ * (pc_Connect_ErrorJson, pc_Connect_HttpStatus). */
+static int lpc_connect_error(lua_State *L) {
+  pc_GrpcStatus st;
+  check_web_status(L, 1, &st);
+  pc_GrpcBuf out = {0};
+  if (!pc_Connect_ErrorJson(pc_DefaultAlloc, NULL, &out, &st)) {
+    pc_GrpcBuf_Free(pc_DefaultAlloc, NULL, &out);
+    return luaL_error(L, "not enough memory");
+  }
+  lua_pushlstring(L, out.p ? out.p : "", out.len);
+  pc_GrpcBuf_Free(pc_DefaultAlloc, NULL, &out);
+  lua_pushinteger(L, pc_Connect_HttpStatus(st.code));
+  return 2;
+}
+
+/* -- seconds | nil = core.connect_timeout(s)   -- Connect-Timeout-Ms, nil when malformed */
+static int lpc_connect_timeout(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  double t = pc_Connect_ParseTimeout(s, len);
+  if (t < 0) return 0;
+  lua_pushnumber(L, t);
+  return 1;
+}
+
+/* -- bytes | nil, offset = core.web_base64_decode(s)
+ * Standard base64 whose padded groups may follow each other (the body of
+ * a gRPC-Web-Text request); nil and the 0-based offset of the first bad
+ * character, or of the end when a group is unfinished. */
+static int lpc_web_base64_decode(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  pc_WebBase64 b64;
+  memset(&b64, 0, sizeof b64);
+  luaL_Buffer b;
+  unsigned char *out = (unsigned char *)luaL_buffinitsize(L, &b, len / 4 * 3 + 3);
+  size_t at = 0;
+  size_t n = pc_WebBase64_Decode(&b64, s, len, out, &at);
+  if (n == (size_t)-1 || pc_WebBase64_Pending(&b64) != 0) {
+    lua_pushnil(L);
+    lua_pushinteger(L, (lua_Integer)(n == (size_t)-1 ? at : len));
+    return 2;
+  }
+  luaL_pushresultsize(&b, n);
+  return 1;
+}
+
+/* -- s = core.web_base64_encode(bytes)   -- padded standard base64 */
+static int lpc_web_base64_encode(lua_State *L) {
+  size_t len;
+  const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &len);
+  luaL_Buffer b;
+  char *out = luaL_buffinitsize(L, &b, (len + 2) / 3 * 4 + 1);
+  luaL_pushresultsize(&b, pc_Web_Base64Encode(s, len, out));
+  return 1;
+}
+
 void lpc_open_net(lua_State *L) {
   static const luaL_Reg channel_methods[] = {{"start", lpc_grpcchannel_start},
                                              {"close", lpc_grpcchannel_close},
@@ -866,6 +1050,7 @@ void lpc_open_net(lua_State *L) {
                                              {"host_wrote", lpc_grpcchannel_host_wrote},
                                              {"host_recv", lpc_grpcchannel_host_recv},
                                              {"host_lost", lpc_grpcchannel_host_lost},
+                                             {"host_woken", lpc_grpcchannel_host_woken},
                                              {"connected", lpc_grpcchannel_connected},
                                              {"goaways", lpc_grpcchannel_goaways},
                                              {NULL, NULL}};
@@ -889,6 +1074,13 @@ void lpc_open_net(lua_State *L) {
                                    {"grpc_timeout", lpc_grpc_timeout},
                                    {"grpc_percent_decode", lpc_grpc_percent_decode},
                                    {"metadata_problem", lpc_grpc_metadata_problem},
+                                   {"web_classify", lpc_web_classify},
+                                   {"web_trailers", lpc_web_trailers},
+                                   {"connect_end_stream", lpc_connect_end_stream},
+                                   {"connect_error", lpc_connect_error},
+                                   {"connect_timeout", lpc_connect_timeout},
+                                   {"web_base64_decode", lpc_web_base64_decode},
+                                   {"web_base64_encode", lpc_web_base64_encode},
                                    {NULL, NULL}};
   luaL_newmetatable(L, CHANNEL_MT);
   luaL_newlib(L, channel_methods);

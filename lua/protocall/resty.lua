@@ -30,8 +30,8 @@ end
 local semaphore = require "ngx.semaphore"
 local fifo = require "protocall.transport.fifo"
 
-local setmetatable, type, error, pairs, ipairs, tostring, pcall = setmetatable, type, error, pairs, ipairs,
-  tostring, pcall
+local setmetatable, type, error, pairs, ipairs, tostring, pcall, next = setmetatable, type, error, pairs, ipairs,
+  tostring, pcall, next
 local floor = math.floor
 local newproxy, getmetatable = rawget(_G, "newproxy"), getmetatable
 local tcp, ngx_sleep, ngx_now, update_time, get_phase = ngx.socket.tcp, ngx.sleep, ngx.now,
@@ -301,17 +301,49 @@ end
 ---------------------------------------------------------------------------
 -- Drivers and transports
 
--- Waiting calls of the worker (net.lua's driver.wait / driver.wake): one
--- semaphore per worker, made at the first wait (after the fork).
-local waiters
+-- Waiting calls of the worker (transport/driver.lua's driver.wait /
+-- driver.wake): each waiter on a semaphore of its own (kept for the next
+-- wait: made after the fork, at the first waits), found by the wake
+-- token of the call it waits for. A wake posts the waiters of the calls
+-- something happened to and one other waiter, which takes the role of
+-- the connection just freed (reading, writing), so a response wakes its
+-- request and one more instead of every request of the worker.
+local waiting = {}   -- waiter -> true, while it waits and is not posted
+local by_token = {}  -- wake token -> waiter
+local spare = {}     -- waiters not waiting
 
-local function driver_wait(seconds)
-  waiters = waiters or semaphore.new()
-  waiters:wait(seconds)
+local function post(w)
+  waiting[w] = nil
+  if w.token and by_token[w.token] == w then by_token[w.token] = nil end
+  w.sema:post(1)
 end
 
-local function driver_wake()
-  if waiters then wake(waiters) end
+local function driver_wait(seconds, token)
+  local n = #spare
+  local w = spare[n]
+  if w then spare[n] = nil else w = { sema = semaphore.new() } end
+  w.token = token
+  waiting[w] = true
+  if token then by_token[token] = w end
+  w.sema:wait(seconds)
+  waiting[w] = nil
+  if token and by_token[token] == w then by_token[token] = nil end
+  while w.sema:count() > 0 do w.sema:wait(0) end -- a post after the timeout
+  w.token = nil
+  spare[#spare + 1] = w
+end
+
+local function driver_wake(tokens, n, all)
+  if tokens == nil or all then
+    for w in pairs(waiting) do post(w) end
+    return
+  end
+  for i = 1, n do
+    local w = by_token[tokens[i]]
+    if w then post(w) end
+  end
+  local other = next(waiting)
+  if other then post(other) end
 end
 
 --- `resty.driver{per_request = false}` -> a host I/O driver for pc.grpc's

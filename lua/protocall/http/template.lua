@@ -309,8 +309,9 @@ function M.query(qs, max_bytes, max_params)
   for part in qs:gmatch("[^&]+") do
     count = count + 1
     if count > max_params then return nil, format("more than %d query parameters", max_params) end
-    local name, value = part:match("^([^=]*)=(.*)$")
-    if not name then name, value = part, "" end
+    local name, value = part, ""
+    local eq = part:find("=", 1, true)
+    if eq then name, value = part:sub(1, eq - 1), part:sub(eq + 1) end
     params[count] = { form_decode(name), form_decode(value) }
   end
   return params

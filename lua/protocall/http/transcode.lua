@@ -104,7 +104,7 @@ local function tree_json(node, out)
   out[#out + 1] = "{"
   for i, name in ipairs(node.order) do
     if i > 1 then out[#out + 1] = "," end
-    out[#out + 1] = quote(name) .. ":"
+    out[#out + 1] = '"' .. name .. '":' -- a field's proto name: nothing to escape
     local child = node[name]
     if child.order then
       tree_json(child, out)
@@ -561,7 +561,8 @@ local function build_request(self, route, bindings, query, body, content_type)
     if not params then return nil, invalid(err) end
     for _, p in ipairs(params) do
       local name, value = p[1], p[2]
-      local base, key = name:match("^([^%[]+)%[(.*)%]$") -- grpc-gateway's map[key]=value
+      local base, key
+      if name:find("[", 1, true) then base, key = name:match("^([^%[]+)%[(.*)%]$") end -- grpc-gateway's map[key]=value
       local fields, why = query_fields(self, route, base or name, base ~= nil)
       if fields then
         local last = fields[#fields]

@@ -23,6 +23,7 @@
 local ngx = rawget(_G, "ngx")
 local pc = require "protocall"
 local resty = require "protocall.resty"
+local web = require "protocall.http.web"
 
 local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
   type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable
@@ -47,7 +48,7 @@ local TRANSCODER = {
   max_depth = true, max_body_bytes = true, validate = true,
 }
 local OWN = { protos = true, descriptor_set = true, upstream = true, grpc = true, transport = true,
-  timeout = true, prefix = true, version_header = true }
+  timeout = true, prefix = true, version_header = true, web = true }
 
 -- The imports a .proto text names (comments dropped first).
 local function imports_of(text)
@@ -153,10 +154,12 @@ local function compile(name, cfg)
   if cfg.prefix ~= nil and (type(cfg.prefix) ~= "string" or cfg.prefix:sub(1, 1) ~= "/") then
     return nil, "prefix: a path starting with '/' expected"
   end
+  if cfg.web ~= nil and type(cfg.web) ~= "boolean" then return nil, "web: boolean expected, got " .. type(cfg.web) end
   local n = (counts[name] or 0) + 1
   counts[name] = n
   return { route = name, version = n, pool = pool, tc = tc, transport = transport, timeout = cfg.timeout,
-    prefix = cfg.prefix, version_header = cfg.version_header, max_body_bytes = cfg.max_body_bytes or 4194304 }
+    prefix = cfg.prefix, version_header = cfg.version_header, max_body_bytes = cfg.max_body_bytes or 4194304,
+    web = cfg.web and web.methods(pool, cfg.services) or nil }
 end
 
 --- version | nil, err = gateway.configure(route, cfg): compiles `cfg`
@@ -187,7 +190,9 @@ end
 -- `ignore_unknown_fields`, `max_query_bytes`, `max_query_params`,
 -- `max_body_bytes` (4 MiB unless set), `max_depth`, `json`, `validate`
 -- (true: a request breaking its type's protovalidate rules is answered
--- 400 with a google.rpc.BadRequest detail, never reaching the upstream).
+-- 400 with a google.rpc.BadRequest detail, never reaching the upstream);
+-- `web` (true: `handle` also forwards gRPC-Web and Connect requests for
+-- the methods of the route's services, doc/gateway.md).
 -- An `upstream` host name is resolved by nginx's `resolver` directive
 -- (configure it; protocall.resty's `grpc`).
 function M.configure(route, cfg)
@@ -384,10 +389,8 @@ end
 ---------------------------------------------------------------------------
 -- The handler
 
--- Response metadata as headers (a key given twice: a list of values).
-local function set_headers(v, md)
-  if not md then return end
-  local list = v.tc:response_headers(md.headers, md.trailers)
+-- The headers of a {name, value} list (a name given twice: a list).
+local function put_headers(list)
   local seen = {}
   for _, h in ipairs(list) do
     local k = h[1]
@@ -400,6 +403,12 @@ local function set_headers(v, md)
       ngx.header[k] = h[2]
     end
   end
+end
+
+-- Response metadata as headers (a key given twice: a list of values).
+local function set_headers(v, md)
+  if not md then return end
+  put_headers(v.tc:response_headers(md.headers, md.trailers))
 end
 
 -- Writes the HTTP answer of a failure (a pc.Error or the transport's
@@ -490,16 +499,108 @@ local function answer_stream(v, route, nextmsg, metadata)
   end
 end
 
+local function respond(tc, route, bytes) return tc:response(route, decoded(route, bytes)) end
+
 local function answer_unary(v, route, bytes, md)
-  local ok, body, ct = pcall(function()
-    return v.tc:response(route, decoded(route, bytes))
-  end)
+  local ok, body, ct = pcall(respond, v.tc, route, bytes) -- no closure per request
   if not ok then return answer_error(v, body) end
   set_headers(v, md)
   ngx.status = 200
   ngx.header["Content-Type"] = ct
   ngx.header["Content-Length"] = #body
   ngx.print(body)
+end
+
+---------------------------------------------------------------------------
+-- gRPC-Web and Connect clients in front of the gRPC upstream (cfg.web)
+
+local function web_failure(a, err)
+  local status, headers, body = a:failure(err)
+  ngx.status = status
+  put_headers(headers)
+  ngx.header["Content-Length"] = #body
+  ngx.print(body)
+end
+
+-- A call of a streaming method (any shape; the request messages are all
+-- in the body): the head waits for the first answer, each message is
+-- flushed as it comes, the end carries the status and trailers.
+local function web_stream(t, a, m, list, settings)
+  local ok, call = pcall(t.stream, t, m.path, settings)
+  if not ok then return web_failure(a, call) end
+  local first
+  ok, first = pcall(function()
+    for _, bytes in ipairs(list) do call:send(bytes) end
+    call:close_send()
+    return call:recv()
+  end)
+  if not ok then
+    call:close()
+    return web_failure(a, first)
+  end
+  local status, headers = a:head(call:metadata().headers)
+  ngx.status = status
+  put_headers(headers)
+  local bytes = first
+  while bytes do
+    local okm, chunk = pcall(a.message, a, bytes)
+    if not okm then
+      call:close()
+      ngx.print(a:finish(chunk))
+      return
+    end
+    ngx.print(chunk)
+    ngx.flush(true)
+    ok, bytes = pcall(call.recv, call)
+    if not ok then
+      call:close()
+      ngx.print(a:finish(bytes))
+      return
+    end
+  end
+  local trailers = call:metadata().trailers
+  call:close()
+  ngx.print(a:finish(nil, trailers))
+end
+
+-- Answers a gRPC-Web or Connect request for method `m` (nil: the path
+-- names no method of the route) over the version's transport.
+local function handle_web(v, m, protocol, codec, path)
+  local a = web.answer(protocol, codec, m)
+  if not m then
+    return web_failure(a, pc.Error { code = "UNIMPLEMENTED", message = "no method " .. path:sub(1, 200) })
+  end
+  if protocol == "connect" and (m.client_streaming or m.server_streaming) then
+    return web_failure(a, pc.Error { code = "UNIMPLEMENTED", message = m.full_name
+      .. " is a streaming method: Connect's streaming protocol (application/connect+" .. codec .. ") calls it" })
+  end
+  local md, timeout = web.metadata(protocol, ngx.req.get_headers(200))
+  if not md then return web_failure(a, timeout) end
+  local body, berr = read_body(v)
+  if not body then return web_failure(a, berr) end
+  local list, err = web.requests(protocol, codec, m, body, ngx.var.http_content_encoding)
+  if not list then return web_failure(a, err) end
+  local settings = { metadata = md, timeout = timeout }
+  if v.timeout then settings.timeout = timeout and min(timeout, v.timeout) or v.timeout end
+  local t = v.transport
+  if m.client_streaming or m.server_streaming then return web_stream(t, a, m, list, settings) end
+  settings.with_metadata = true
+  local ok, bytes, mdr = pcall(t.unary, t, m.path, list[1], settings)
+  if not ok then return web_failure(a, bytes) end
+  local status, headers, out
+  ok, err = pcall(function()
+    if protocol == "connect" then
+      status, headers, out = a:unary(bytes, mdr.headers, mdr.trailers)
+    else
+      status, headers = a:head(mdr.headers)
+      out = a:message(bytes) .. a:finish(nil, mdr.trailers)
+    end
+  end)
+  if not ok then return web_failure(a, err) end
+  ngx.status = status
+  put_headers(headers)
+  ngx.header["Content-Length"] = #out
+  ngx.print(out)
 end
 
 --- gateway.handle(route [, {shared = dict}]): content_by_lua*'s handler:
@@ -523,6 +624,19 @@ end
 -- dict is read first (one dict get) and a newer configuration compiled
 -- in an ngx.timer (`publish`); a worker with no version of the route yet
 -- compiles it in that request.
+-- With the version's `web`, a request whose Content-Type is gRPC-Web's
+-- (application/grpc-web[-text][+proto|+json]) or Connect's
+-- (application/connect+proto|json; application/proto or
+-- application/json POSTed to a path naming a method of the route) is
+-- answered in that protocol (lua/protocall/http/web.lua): its messages
+-- forwarded as a gRPC call (as bytes unless the codec is json), its
+-- headers as metadata, Grpc-Timeout / Connect-Timeout-Ms (capped by
+-- `timeout`) as the deadline; the response headers, messages (each
+-- flushed as it comes for a stream), status and trailers (details
+-- included) carried back in the protocol's framing: gRPC-Web's trailers
+-- message, Connect's error JSON with its HTTP status or end-of-stream
+-- message. A path naming no method of the route is UNIMPLEMENTED in the
+-- protocol's form (a POST of application/json stays REST's).
 function M.handle(route, opts)
   local v = version_of(route, opts and opts.shared)
   if not v then return bare_error(503, 14, "no configuration for gateway route '" .. route .. "'") end
@@ -534,6 +648,16 @@ function M.handle(route, opts)
     if target:sub(1, #prefix) ~= prefix then return answer_error(v, { code = "NOT_FOUND", message = "no route" }) end
     target = target:sub(#prefix + 1)
     if target:sub(1, 1) ~= "/" then target = "/" .. target end
+  end
+  local web_methods = v.web
+  if web_methods then
+    local protocol, codec = web.classify(ngx.req.get_method(), ngx.var.content_type)
+    if protocol then
+      local path = target:match("^[^?#]*")
+      local m = web_methods[path]
+      -- a POST of JSON to a path that names no method is REST's
+      if m or protocol ~= "connect" then return handle_web(v, m, protocol, codec, path) end
+    end
   end
   local r, bindings, query = tc:match(ngx.req.get_method(), target)
   if not r then return answer_error(v, bindings) end

@@ -88,13 +88,23 @@ local function do_read(dc, st, seconds)
   end
 end
 
--- Runs `fn` as the current coroutine's `role` on `st`, then wakes the waiters.
+-- Runs `fn` as the current coroutine's `role` on `st`, then wakes the
+-- waiters: the driver's wake(tokens, n, all) gets the wake tokens of the
+-- calls something happened to (all: every waiter must look), so a driver
+-- that keeps its waiters by token wakes those and one other waiter (to
+-- take the role now free) instead of all of them; a driver whose wake
+-- takes no arguments wakes all.
 local function with_role(dc, st, role, fn, ...)
   st[role] = { co = co_running() or false, epoch = sched.epoch() }
   fn(dc, st, ...)
   st[role] = nil
   sched.fire(dc.signal)
-  if dc.wake then dc.wake() end
+  local wake = dc.wake
+  if wake then
+    local tokens = dc.tokens
+    local n, all = dc.channel:host_woken(tokens)
+    wake(tokens, n, all)
+  end
 end
 
 -- New connections get a state; gone ones their socket closed.
@@ -132,8 +142,9 @@ local function reader_pick(dc, live, calls)
 end
 
 -- One round of a wait on a driven channel, waiting at most `limit`
--- seconds when given (and the driver keeps to its timeouts).
-local function drive(dc, limit)
+-- seconds when given (and the driver keeps to its timeouts); `token`: the
+-- wake token of the call waited for (nil: any).
+local function drive(dc, limit, token)
   local ch = dc.channel
   local timer = ch:host_tick() or math.huge
   if timer < 0.001 then timer = 0.001 end
@@ -156,7 +167,7 @@ local function drive(dc, limit)
     return with_role(dc, dc.conns[id], "reader", do_read, busy > 1 and (t < SHARED_READ and t or SHARED_READ) or t)
   end
   if not sched.wait_signal(dc.signal, t) then
-    if dc.wait then dc.wait(t) else dc.sleep(t < 0.005 and t or 0.005) end
+    if dc.wait then dc.wait(t, token) else dc.sleep(t < 0.005 and t or 0.005) end
   end
   ch:host_tick()
 end
@@ -193,6 +204,7 @@ function M.attach(channel, driver, where, opts)
     connect_opts = { tls = false },
     connect_timeout = opts.connect_timeout or 20,
     conns = {}, signal = {}, sleep = driver.sleep or core.sleep, wait = driver.wait, wake = driver.wake,
+    tokens = {},
   }, { __index = ref })
   driven[channel] = dc
 end
@@ -202,7 +214,7 @@ end
 -- sched.wait_call.
 function M.wait(channel, call)
   local dc = driven[channel]
-  if dc then return drive(dc) end
+  if dc then return drive(dc, nil, dc.wake and call:wake_token() or nil) end
   return sched.wait_call(channel, call)
 end
 

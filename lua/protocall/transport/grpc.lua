@@ -614,9 +614,14 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- `sock:close()` (a socket's `sslhandshake`, if any, is not called);
 -- optional `driver.sleep(seconds)` (how a call outside any pc.spawn
 -- task pauses between rounds; default the host's sleep) and
--- `driver.wait(seconds)` with `driver.wake()` (a call with nothing to
--- do waits until some call's driver method returned, at most `seconds`:
--- ngx.semaphore in lua/protocall/resty.lua).
+-- `driver.wait(seconds, token)` with `driver.wake(tokens, n, all)` (a
+-- call with nothing to do waits until some call's driver method
+-- returned, at most `seconds`; `token` is the wake token of the call it
+-- waits for (nil: any), and wake gets in tokens[1..n] those of the calls
+-- something happened to, `all` true when every waiter must look, so a
+-- driver may wake those waiters and one other, to take the connection's
+-- role just freed, instead of all of them: ngx.semaphore in
+-- lua/protocall/resty.lua; a driver ignoring the arguments wakes all).
 -- The methods may yield the running coroutine (pc.sleep
 -- inside a pc.spawn task, a cosocket's own yield in its host), so tasks
 -- interleave; one call at a time reads and one writes a socket. A driver

@@ -1,0 +1,332 @@
+--- gRPC-Web and Connect in front of a plain gRPC upstream: what a proxy
+-- needs between the web's framing (core/net/web.h, through protocall.core)
+-- and a gRPC call, with no I/O (the nginx gateway,
+-- lua/protocall/resty/gateway.lua, reads the request and writes what these
+-- return). Messages pass as bytes when the codec is proto; the +json
+-- codecs go through the method's types (pc.from_json / pc.to_json).
+--
+-- The protocols (grpc/grpc-web doc/PROTOCOL-WEB.md, connectrpc.com/docs/protocol).
+-- gRPC-Web ("application/grpc-web[+proto|+json]", "-text" in base64): the
+-- body is gRPC's 5-byte length-prefixed messages; the answer is status
+-- 200, the response headers, the messages and one last message flagged
+-- 0x80 holding the status and trailers as header lines. Connect unary
+-- (POST "application/proto" or "application/json" to
+-- "/pkg.Service/Method"): the body is the message; the answer is the
+-- message with status 200 and trailers as "trailer-<key>" headers, or
+-- Connect's error JSON with its HTTP status. Connect streaming
+-- ("application/connect+proto|json"): 5-byte envelopes both ways, the last
+-- answer envelope flagged 0x02 holding the end-of-stream JSON (the error,
+-- the trailers).
+local core = require "protocall.core"
+local errors = require "protocall.errors"
+local json = require "protocall.json"
+local wire = require "protocall.wire"
+
+local type, ipairs, pairs, tostring, pcall, setmetatable, error =
+  type, ipairs, pairs, tostring, pcall, setmetatable, error
+local byte, char, lower, format, concat = string.byte, string.char, string.lower, string.format, table.concat
+local floor = math.floor
+local Error = errors.Error
+local classify, web_trailers, connect_end_stream, connect_error, connect_timeout, b64decode, b64encode =
+  core.web_classify, core.web_trailers, core.connect_end_stream, core.connect_error, core.connect_timeout,
+  core.web_base64_decode, core.web_base64_encode
+local metadata_problem = core.metadata_problem
+local encode, decode, from_json, to_json = wire.encode, wire.decode, json.from_json, json.to_json
+
+local M = {}
+
+--- methods = web.methods(pool, services): "/pkg.Service/Method" -> the
+-- method (pool:service(...).methods' entries) of the services named in
+-- the list `services` (nil: every service of the pool's files). A
+-- service the pool does not have is skipped.
+function M.methods(pool, services)
+  local list = services
+  if not list then
+    list = {}
+    for _, name in ipairs(pool:files()) do
+      for _, s in ipairs(pool:file(name).services) do list[#list + 1] = s end
+    end
+  end
+  local out = {}
+  for _, sname in ipairs(list) do
+    local s = pool:service(sname)
+    if s then
+      for _, m in ipairs(s.methods) do out[m.path] = m end
+    end
+  end
+  return out
+end
+
+--- protocol, codec | nil = web.classify(http_method, content_type):
+-- "grpc-web", "grpc-web-text", "connect" (unary) or "connect-stream", and
+-- "proto" or "json"; nil for anything else (plain gRPC included: a
+-- gRPC client needs HTTP/2 end to end).
+function M.classify(http_method, content_type)
+  if not content_type then return nil end
+  local p, codec = classify(http_method, content_type)
+  if p == nil or p == "grpc" then return nil end
+  return p, codec
+end
+
+local function invalid(msg) return Error { code = "INVALID_ARGUMENT", message = msg } end
+
+-- Request headers that are HTTP's or the protocol's own, not metadata.
+local NOT_METADATA = {
+  host = true, connection = true, ["keep-alive"] = true, ["transfer-encoding"] = true, upgrade = true,
+  te = true, trailer = true, ["content-type"] = true, ["content-length"] = true, ["content-encoding"] = true,
+  accept = true, ["accept-encoding"] = true, ["user-agent"] = true, ["x-user-agent"] = true,
+  ["x-grpc-web"] = true, expect = true, origin = true, referer = true, ["proxy-connection"] = true,
+  ["proxy-authorization"] = true, ["accept-language"] = true, cookie = true,
+}
+
+--- md, timeout | nil, err = web.metadata(protocol, headers): the call's
+-- metadata and deadline (seconds or nil) from the request headers (a
+-- table lowercased name -> value or list of values, as nginx's
+-- ngx.req.get_headers gives them): every header but HTTP's own (host,
+-- content-*, accept*, user-agent, cookie, origin, ...), grpc-* and
+-- connect-*; a "-bin" value decoded from base64; a header gRPC cannot
+-- carry (a key outside 0-9 a-z - _ ., a value not printable ASCII) is
+-- left out. The deadline is Grpc-Timeout's (gRPC-Web) or
+-- Connect-Timeout-Ms's (Connect). Fails (nil, a pc.Error
+-- INVALID_ARGUMENT) on a malformed timeout or base64 value, or metadata
+-- past the bounds a call takes (1000 pairs, 64 KiB).
+function M.metadata(protocol, headers)
+  local md, n, bytes = {}, 0, 0
+  local timeout
+  if protocol == "connect" or protocol == "connect-stream" then
+    local t = headers["connect-timeout-ms"]
+    if t ~= nil then
+      timeout = type(t) == "string" and connect_timeout(t) or nil
+      if not timeout then return nil, invalid("bad Connect-Timeout-Ms") end
+    end
+  else
+    local t = headers["grpc-timeout"]
+    if t ~= nil then
+      local v, unit
+      if type(t) == "string" then v, unit = t:match("^(%d+)([HMSmun])$") end
+      if not v or #v > 8 then return nil, invalid("bad Grpc-Timeout") end
+      timeout = v * ({ H = 3600, M = 60, S = 1, m = 1e-3, u = 1e-6, n = 1e-9 })[unit]
+    end
+  end
+  for name, value in pairs(headers) do
+    local key = lower(name)
+    if not NOT_METADATA[key] and key:sub(1, 5) ~= "grpc-" and key:sub(1, 8) ~= "connect-"
+      and key:find("^[%w%-_%.]+$") and key ~= "-bin" then
+      local values = type(value) == "table" and value or { value }
+      for _, v in ipairs(values) do
+        if key:sub(-4) == "-bin" then
+          local raw = b64decode(v)
+          if not raw then -- unpadded (Connect and gRPC-Web may leave the padding out)
+            local pad = #v % 4
+            raw = pad ~= 1 and b64decode(v .. ("="):rep((4 - pad) % 4)) or nil
+          end
+          if not raw then return nil, invalid(format("header '%s': bad base64", key)) end
+          v = raw
+        elseif v:find("[^\32-\126]") then
+          v = nil
+        end
+        if v then
+          n = n + 1
+          md[n] = { key, v }
+          bytes = bytes + #key + #v
+        end
+      end
+    end
+  end
+  if n > 0 then
+    local problem = metadata_problem(md)
+    if problem then return nil, invalid(problem) end
+  end
+  return md, timeout
+end
+
+-- The 5-byte prefixed messages of `body` (a list of the bytes of each),
+-- or nil and why. `flags_ok(flags)` says whether a message may carry
+-- those flags.
+local function envelopes(body, what)
+  local out, i, len = {}, 1, #body
+  while i <= len do
+    if i + 4 > len then return nil, what .. ": a message prefix cut short" end
+    local f, b1, b2, b3, b4 = byte(body, i, i + 4)
+    local n = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+    if i + 4 + n > len then return nil, format("%s: a message of %d bytes cut short", what, n) end
+    if f ~= 0 then
+      if f == 1 then return nil, what .. ": compressed request messages are not supported by this gateway" end
+      return nil, format("%s: a request message with flags 0x%02x", what, f)
+    end
+    out[#out + 1] = body:sub(i + 5, i + 4 + n)
+    i = i + 5 + n
+  end
+  return out
+end
+
+--- list | nil, err = web.requests(protocol, codec, method, body,
+-- content_encoding): the request messages as protobuf bytes: the body of
+-- a Connect unary call is the message; the others are 5-byte prefixed
+-- messages (gRPC-Web-Text's in base64, whose padded chunks may follow
+-- each other); the json codec's messages are read into the method's input
+-- type. Fails (nil, pc.Error INVALID_ARGUMENT, or UNIMPLEMENTED for a
+-- compressed body or message) on what cannot be read, naming where.
+function M.requests(protocol, codec, method, body, content_encoding)
+  if content_encoding and content_encoding ~= "identity" then
+    return nil, Error { code = "UNIMPLEMENTED", message = "Content-Encoding " .. content_encoding:sub(1, 40)
+      .. " is not supported by this gateway" }
+  end
+  local list, err
+  if protocol == "connect" then
+    list = { body }
+  else
+    if protocol == "grpc-web-text" then
+      local raw, at = b64decode((body:gsub("[\r\n]", "")))
+      if not raw then return nil, invalid(format("body: not base64 at offset %d", at)) end
+      body = raw
+    end
+    list, err = envelopes(body, "body")
+    if not list then
+      return nil, err:find("compressed", 1, true) and Error { code = "UNIMPLEMENTED", message = err } or invalid(err)
+    end
+  end
+  if codec == "json" then
+    local T = method.input
+    for i, text in ipairs(list) do
+      if protocol == "connect" and text == "" then text = "{}" end
+      local ok, m, why = pcall(from_json, T, text)
+      if not ok or not m then return nil, invalid(format("message %d: %s", i, tostring(ok and why or m))) end
+      list[i] = encode(m)
+    end
+  end
+  if not method.client_streaming and #list ~= 1 then
+    return nil, invalid(format("%d request messages for %s, which takes one", #list, method.full_name))
+  end
+  return list
+end
+
+-- A message of the answer in the codec: the bytes, or their JSON.
+local function coded(codec, method, bytes)
+  if codec ~= "json" then return bytes end
+  local m, err = decode(method.output, bytes)
+  if not m then
+    error(Error { code = "INTERNAL", message = "response of " .. method.full_name .. ": " .. tostring(err) }, 0)
+  end
+  return to_json(m)
+end
+
+local function prefix(flags, s)
+  local n = #s
+  return char(flags, floor(n / 16777216) % 256, floor(n / 65536) % 256, floor(n / 256) % 256, n % 256) .. s
+end
+
+-- Keys of the upstream's response metadata an answer does not repeat.
+local function forwardable(key)
+  return key:sub(1, 5) ~= "grpc-" and key ~= "content-type" and key ~= "content-length"
+    and key ~= "connection" and key ~= "transfer-encoding" and key ~= "te" and key ~= "trailer"
+end
+
+-- The pairs of `list` (nil: none) as HTTP/1 headers: {name, value},
+-- "-bin" values in base64, `pre` before each name.
+local function headers_of(list, pre, out)
+  for _, kv in ipairs(list or {}) do
+    local key, value = lower(kv[1]), kv[2]
+    if forwardable(key) then
+      if key:sub(-4) == "-bin" then value = b64encode(value) end
+      out[#out + 1] = { pre .. key, value }
+    end
+  end
+  return out
+end
+
+-- The trailers list without grpc-status-details-bin (the framing writes
+-- it from the status).
+local function trailers_of(list)
+  local out = {}
+  for _, kv in ipairs(list or {}) do
+    if lower(kv[1]) ~= "grpc-status-details-bin" then out[#out + 1] = kv end
+  end
+  return out
+end
+
+-- The status table the C framing takes, from a pc.Error or anything raised.
+local function status_of(err)
+  if type(err) ~= "table" or type(err.code) ~= "string" then
+    return { code = "INTERNAL", message = tostring(err) }
+  end
+  local details = err.details_bin
+  if details == nil and type(err.details) == "string" then details = err.details end
+  return { code = err.code, message = err.message, details = details }
+end
+
+local Answer = {}
+Answer.__index = Answer
+
+local CONTENT = {
+  ["grpc-web"] = "application/grpc-web+", ["grpc-web-text"] = "application/grpc-web-text+",
+  connect = "application/", ["connect-stream"] = "application/connect+",
+}
+
+--- a = web.answer(protocol, codec, method): the writer of one call's
+-- answer. For a call answered as it streams:
+--   status, headers = a:head(response_headers)   -- before the first message
+--   chunk = a:message(bytes)                       -- each response message
+--   chunk = a:finish(err | nil, trailers)          -- the last bytes
+-- (gRPC-Web-Text chunks are base64, each whole). For Connect unary,
+-- `a:unary(bytes, headers, trailers)` and for any protocol
+-- `a:failure(err)` before anything was written: -> status, headers
+-- ({name, value} list, Content-Type included), body. `err` is a pc.Error
+-- (its details_bin are carried whole) or anything raised (INTERNAL).
+function M.answer(protocol, codec, method)
+  return setmetatable({ protocol = protocol, codec = codec, method = method,
+    content_type = CONTENT[protocol] .. codec }, Answer)
+end
+
+function Answer:text(s)
+  if self.protocol == "grpc-web-text" then return b64encode(s) end
+  return s
+end
+
+function Answer:head(response_headers)
+  return 200, headers_of(response_headers, "", { { "Content-Type", self.content_type } })
+end
+
+function Answer:message(bytes)
+  return self:text(prefix(0, coded(self.codec, self.method, bytes)))
+end
+
+function Answer:finish(err, trailers)
+  local st = err and status_of(err) or { code = "OK" }
+  trailers = trailers_of(trailers or (err and type(err) == "table" and err.metadata) or nil)
+  if self.protocol == "connect-stream" then
+    return connect_end_stream(st, trailers)
+  end
+  return self:text(web_trailers(st, trailers))
+end
+
+function Answer:unary(bytes, headers, trailers)
+  local body = coded(self.codec, self.method, bytes)
+  local h = headers_of(headers, "", { { "Content-Type", self.content_type } })
+  headers_of(trailers, "trailer-", h)
+  return 200, h, body
+end
+
+function Answer:failure(err)
+  local headers = type(err) == "table" and type(err.headers) == "table" and err.headers or nil
+  local trailers = type(err) == "table" and type(err.metadata) == "table" and err.metadata or nil
+  if self.protocol == "connect" then
+    local body, status = connect_error(status_of(err))
+    local h = headers_of(headers, "", { { "Content-Type", "application/json" } })
+    headers_of(trailers_of(trailers), "trailer-", h)
+    return status, h, body
+  end
+  local status, h = self:head(headers)
+  return status, h, self:finish(err, trailers)
+end
+
+--- The whole body of a call answered at once (gRPC-Web and Connect
+-- streaming): the messages of `list` (bytes) and the end.
+function Answer:body(list, err, trailers)
+  local out = {}
+  for i, bytes in ipairs(list) do out[i] = self:message(bytes) end
+  out[#out + 1] = self:finish(err, trailers)
+  return concat(out)
+end
+
+return M

@@ -1227,7 +1227,7 @@ static int send_get(pc_GrpcStream *s, const void *msg, size_t len) {
   char why[PC_ERROR_MAX];
   if (!fits(s->e, h, s->req_count, why, sizeof why)) {
     s->e->open--;
-    refuse(s, why);
+    refuse(s, kPc_Code_ResourceExhausted, why);
     return 0;
   }
   if (!submit(s, h, s->req_count)) {

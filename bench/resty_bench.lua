@@ -77,6 +77,7 @@ http {
     upstream echo_grpc {
         server 127.0.0.1:@GRPC@;
         keepalive 256;
+        keepalive_requests 100000000;
     }
     init_by_lua_block {
         pc = require "protocall"
@@ -89,6 +90,8 @@ http {
     server {
         listen 127.0.0.1:@PORT@;
         listen 127.0.0.1:@H2PORT@ http2;
+        # h2load does not reconnect: the default 1000 requests per client connection would end its clients
+        keepalive_requests 100000000;
         location = /pc {
             content_by_lua_block {
                 local narrow = ngx.var.arg_pool == "narrow"

@@ -456,6 +456,13 @@ describe("nginx worker pools (resty.pool through resty.call)", function()
     for _ in out:gmatch("[^\n]+") do n = n + 1 end
     return n
   end
+  -- established TCP connections to the upstream's port per nginx process: {[pid] = n}
+  local function connections_per_worker()
+    local out = R.capture("ss -Htnp state established '( dport = :" .. server.port .. " )'")
+    local per = {}
+    for pid in out:gmatch("pid=(%d+)") do per[pid] = (per[pid] or 0) + 1 end
+    return per
+  end
   -- /info's line of pool `name` as a table of numbers
   local function info(name)
     local code, body = get(nginx, "/info")
@@ -586,12 +593,18 @@ describe("nginx worker pools (resty.pool through resty.call)", function()
       stop_nginx(nginx)
       nginx = start(4)
       local seconds = tonumber(os.getenv("PC_NGINX_WRK_SECONDS")) or 12
-      local samples = {}
+      local samples, at_bound, most_per_worker = {}, 0, 0
       local p = io.popen("wrk -t2 -c64 -d" .. seconds .. "s " .. shell_quote(nginx.url .. "/echo?text=w&pool=narrow")
         .. " 2>&1")
       for i = 1, seconds - 2 do
         os.execute("sleep 1")
         samples[i] = upstream_connections()
+        local full = 0
+        for _, n in pairs(connections_per_worker()) do
+          most_per_worker = math.max(most_per_worker, n)
+          if n == 2 then full = full + 1 end
+        end
+        at_bound = math.max(at_bound, full)
       end
       local text = p:read("*a")
       p:close()
@@ -599,14 +612,14 @@ describe("nginx worker pools (resty.pool through resty.call)", function()
       assert.truthy(requests and requests > 0, text)
       assert.falsy(text:find("Non%-2xx"), text)
       assert.falsy(text:find("Socket errors"), text)
-      -- narrow: 2 connections per worker; all 4 workers busy under 64 connections
-      local most = 0
-      for _, n in ipairs(samples) do most = math.max(most, n) end
-      assert.are.equal(8, most, "upstream connections sampled each second: " .. table.concat(samples, " "))
+      -- narrow: 2 connections per worker, never more; the workers wrk's 64
+      -- connections keep busy (nginx spreads them unevenly: not always all 4) at it
+      assert.are.equal(2, most_per_worker, "upstream connections sampled each second: " .. table.concat(samples, " "))
+      assert.is_true(at_bound >= 2, "workers at the bound: " .. at_bound)
       for _, n in ipairs(samples) do assert.is_true(n <= 8, table.concat(samples, " ")) end
       print(("# nginx, 4 workers, wrk -c64 for %d s through pools of 2 connections x 2 streams per worker: "
-        .. "%d requests (%.0f/s), none failed; upstream connections each second: %s"):format(seconds, requests,
-        requests / seconds, table.concat(samples, " ")))
+        .. "%d requests (%.0f/s), none failed; upstream connections each second: %s (workers at the bound: %d)")
+        :format(seconds, requests, requests / seconds, table.concat(samples, " "), at_bound))
       -- a graceful stop: the owner and sweeping timers see ngx.worker.exiting and end
       local pid = nginx_helper.read(nginx.prefix .. "/logs/nginx.pid"):match("%d+")
       local t0 = helper.now()

@@ -405,7 +405,7 @@ end
 -- RESOURCE_EXHAUSTED), both local; a connection without streams for
 -- `idle_timeout` seconds (default 60) is closed by the worker's sweeping
 -- ngx.timer (every second), which closes all of them when the worker
--- exits. The other options are pc.grpc's (`keepalive_time` for PINGs,
+-- exits; `name`, a label in `pool_info`. The other options are pc.grpc's (`keepalive_time` for PINGs,
 -- `reconnect`, TLS ...), checked now. Make it once per worker
 -- (init_by_lua*, or a module-level variable), not per request; `pool:close()`
 -- closes its connections, `pool:info()` is its `pool_info` row.
@@ -512,12 +512,9 @@ function M.call(pc, target, path, request, opts)
     if not entry then
       local o = {}
       for k, v in pairs(transport_opts or {}) do o[k] = v end
-      for k, v in pairs(pool_opts or {}) do
-        if k ~= "name" then o[k] = v end
-      end
+      for k, v in pairs(pool_opts or {}) do o[k] = v end
       local ok, p = pcall(M.pool, pc, target, o)
       if not ok then error(p, 2) end
-      p.name = name
       entry = { pool = p, clients = {} }
       by_target[key] = entry
     end

@@ -247,15 +247,22 @@ local function positive(o, key, integer)
   return v
 end
 
---- `pool.new(pc, target, opts, make, name)` -> a pool (resty.pool's
+--- `pool.new(pc, target, opts, make)` -> a pool (resty.pool's
 -- contract): `make(target, grpc_opts)` opens one transport; `opts` holds
 -- the pool's own options (max_streams, max_connections, idle_timeout,
--- queue_timeout) and pc.grpc's (the rest, checked by the first `make`,
--- which the caller runs to raise at once).
-function M.new(pc, target, opts, make, name)
-  local o, grpc_opts = {}, {}
+-- queue_timeout, name: a label for pool_info) and pc.grpc's (the rest,
+-- checked by the first `make`: `p:prime()`, which the caller runs to
+-- raise at once).
+function M.new(pc, target, opts, make)
+  local o, grpc_opts, name = {}, {}, nil
   for k, v in pairs(opts or {}) do
-    if DEFAULTS[k] ~= nil then o[k] = v else grpc_opts[k] = v end
+    if DEFAULTS[k] ~= nil then
+      o[k] = v
+    elseif k == "name" then
+      name = v
+    else
+      grpc_opts[k] = v
+    end
   end
   local p = setmetatable({
     pc = pc, target = type(target) == "string" and target or "{...}", name = name, make = make,

@@ -40,6 +40,12 @@ local GOALS = {
   { key = "resty_cpu_ratio", cases = 1, max = 1.0, unit = "x", was = "-",
     figure = "nginx: worker CPU per request, protocall / grpc_pass",
     from = "bench/resty_bench.lua (wrk, h2load, the C++ peer)" },
+  { key = "resty_tls_rate_ratio", cases = 1, min = 1.0, unit = "x", was = "-",
+    figure = "nginx over TLS: requests/s, protocall / grpc_pass",
+    from = "bench/resty_bench.lua (wrk, h2load, the C++ peer)" },
+  { key = "resty_tls_cpu_ratio", cases = 1, max = 1.0, unit = "x", was = "-",
+    figure = "nginx over TLS: worker CPU per request, protocall / grpc_pass",
+    from = "bench/resty_bench.lua (wrk, h2load, the C++ peer)" },
   { key = "require_ms", cases = 1, max = 2, unit = "ms", was = "3-6 ms",
     figure = "require \"protocall\" from a stock lua5.4", from = "bench/startup_bench.lua" },
 }

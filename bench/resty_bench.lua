@@ -22,8 +22,11 @@
 -- connections are the pools' alone) for 60 s (--quick: 3 s):
 -- no failed request, upstream connections at the bound (4 workers x 2),
 -- the workers' memory at 10 s and at the end.
+-- The same pair over TLS follows (a second C++ server with a test CA's
+-- certificate: protocall's TLS runs in the engine over the cosocket's
+-- bytes, grpc_pass's is nginx's grpcs://).
 -- Goals (bench/goals.lua): requests/s protocall / grpc_pass >= 1.0x,
--- worker CPU per request protocall / grpc_pass <= 1.0x.
+-- worker CPU per request protocall / grpc_pass <= 1.0x, both pairs.
 -- On a 2-core machine the clients, nginx and the server share the cores:
 -- the ratios, not the rates, are the figures.
 -- Run: build/release/protocall bench/resty_bench.lua [--quick]
@@ -84,6 +87,7 @@ http {
         resty = require "protocall.resty"
         assert(pc.load_file("@ROOT@/bench/grpc_cpp/echo.proto"))
         UPSTREAM, LOAD, DATA = "127.0.0.1:@GRPC@", "127.0.0.1:@LOAD@", "@DATA@"
+        TLS, TLS_OPTS = "https://127.0.0.1:@TLS@", { ca_file = "@CERTS@/ca.pem" }
         POOLS = { wide = { name = "wide", max_streams = 100, max_connections = 1 },
                   narrow = { name = "narrow", max_streams = 2, max_connections = 2 } }
     }
@@ -105,8 +109,36 @@ http {
                 ngx.print(r.data)
             }
         }
+        location = /pcs {
+            content_by_lua_block {
+                local r, err = resty.call(pc, TLS, "/bench.Echo/Echo", { data = DATA },
+                    { timeout = 10, pool = POOLS.wide, transport = TLS_OPTS })
+                if not r then
+                    ngx.status = 502
+                    ngx.say(tostring(err))
+                    return ngx.exit(502)
+                end
+                ngx.print(r.data)
+            }
+        }
         location /bench.Echo/ {
             grpc_pass grpc://echo_grpc;
+        }
+    }
+    upstream echo_grpcs {
+        server 127.0.0.1:@TLS@;
+        keepalive 256;
+        keepalive_requests 100000000;
+    }
+    server {
+        listen 127.0.0.1:@H2TLS@ http2;
+        keepalive_requests 100000000;
+        location /bench.Echo/ {
+            grpc_pass grpcs://echo_grpcs;
+            grpc_ssl_trusted_certificate @CERTS@/ca.pem;
+            grpc_ssl_verify on;
+            grpc_ssl_name localhost;
+            grpc_ssl_session_reuse on;
         }
     }
 }
@@ -123,12 +155,16 @@ end
 local grpc = helper.spawn_command("build/bench-grpc-cpp/echo_server 0", "C++ echo server")
 -- the load run's upstream: a server of its own, so its connections are the pools' alone
 local load = helper.spawn_command("build/bench-grpc-cpp/echo_server 0", "C++ echo server")
-local h2port = N.free_port()
+local certs = helper.make_certs()
+local tls = helper.spawn_command("build/bench-grpc-cpp/echo_server 0 " .. certs .. "/server.pem " .. certs
+  .. "/server.key", "C++ echo server (TLS)")
+local h2port, h2tls = N.free_port(), N.free_port()
 local front = N.start("bench-resty", (CONF:gsub("@GRPC@", tostring(grpc.port)):gsub("@H2PORT@", tostring(h2port))
-  :gsub("@DATA@", DATA):gsub("@LOAD@", tostring(load.port))))
+  :gsub("@DATA@", DATA):gsub("@LOAD@", tostring(load.port)):gsub("@TLS@", tostring(tls.port))
+  :gsub("@H2TLS@", tostring(h2tls)):gsub("@CERTS@", certs)))
 local body = os.tmpname()
 N.write(body, framed())
-local h2url = "http://127.0.0.1:" .. h2port
+local h2url, h2tls_url = "http://127.0.0.1:" .. h2port, "http://127.0.0.1:" .. h2tls
 
 local function workers()
   local master = N.read(front.prefix .. "/logs/nginx.pid"):match("%d+")
@@ -160,22 +196,24 @@ local function upstream_connections(server)
   return n
 end
 
+local counted -- the server whose connections `run` counts (nil: grpc)
+
 -- Runs the shell command `cmd` for `seconds`, sampling the upstream
 -- connections at half-time: its output, the workers' CPU seconds used, the connections.
 local function run(cmd, seconds, pids)
   local c0 = workers_cpu(pids)
   local p = io.popen(cmd .. " 2>&1")
   os.execute("sleep " .. seconds / 2)
-  local conns = upstream_connections()
+  local conns = upstream_connections(counted)
   local text = p:read("*a")
   p:close()
   return text, workers_cpu(pids) - c0, conns
 end
 
-local function h2load(path, seconds, pids, post)
+local function h2load(path, seconds, pids, post, url)
   local text, cpu, conns = run("h2load -c" .. CONNECTIONS .. " -m1 -t1 -D" .. seconds
     .. (post and (" -d " .. N.quote(body) .. " -H 'content-type: application/grpc' -H 'te: trailers'") or "")
-    .. " " .. N.quote(h2url .. path), seconds, pids)
+    .. " " .. N.quote((url or h2url) .. path), seconds, pids)
   local done, failed, errored = text:match("requests: %d+ total, %d+ started, (%d+) done, %d+ succeeded, (%d+) failed, "
     .. "(%d+) errored")
   local c3, c4, c5 = text:match("status codes: %d+ 2xx, (%d+) 3xx, (%d+) 4xx, (%d+) 5xx")
@@ -222,6 +260,27 @@ local ok, err = pcall(function()
   H.record("resty_rate_ratio", pc.rate / pass.rate)
   H.record("resty_cpu_ratio", pc.cpu_us / pass.cpu_us)
 
+  -- the same over TLS: protocall's TLS in the engine over the cosocket's bytes, grpc_pass's grpcs://
+  got = capture("curl -s " .. N.quote(front.url .. "/pcs"))
+  assert(got == DATA, "/pcs answered " .. got)
+  counted = tls
+  h2load("/pcs", 1, pids)
+  h2load("/bench.Echo/Echo", 1, pids, true, h2tls_url)
+  runs = { pc = {}, pass = {} }
+  for _ = 1, ROUNDS do
+    runs.pc[#runs.pc + 1] = h2load("/pcs", SECONDS, pids)
+    runs.pass[#runs.pass + 1] = h2load("/bench.Echo/Echo", SECONDS, pids, true, h2tls_url)
+  end
+  pc, pass = median(runs.pc), median(runs.pass)
+  H.table(("the same to the upstream over TLS (ALPN h2), median of %d x %d s"):format(ROUNDS, SECONDS),
+    { "protocall", "grpc_pass" }, {
+    { name = "requests/s", values = { pc.rate, pass.rate } },
+    { name = "worker CPU per request", unit = "us", values = { pc.cpu_us, pass.cpu_us } },
+    { name = "upstream connections (at half-time)", values = { pc.conns, pass.conns } },
+  }, { { name = "protocall / grpc_pass", num = 1, den = 2 } })
+  H.record("resty_tls_rate_ratio", pc.rate / pass.rate)
+  H.record("resty_tls_cpu_ratio", pc.cpu_us / pass.cpu_us)
+
   -- the load run: wrk through pools of 2 connections x 2 streams per worker
   local samples, most, at_bound = {}, 0, 0
   local c0 = workers_cpu(pids)
@@ -263,4 +322,6 @@ os.remove(body)
 N.stop(front)
 helper.stop(grpc)
 helper.stop(load)
+helper.stop(tls)
+os.execute("rm -rf " .. N.quote(certs))
 if not ok then error(err, 0) end

@@ -1,9 +1,10 @@
-// A C++ gRPC server for bench/service_bench.lua (Debian's libgrpc++-dev):
-// bench.Echo/Echo returns its request, Stream sends `count` replies of `size`
-// bytes, Collect counts the messages it receives, Chat echoes each message of
-// its stream. Usage: echo_server PORT [CERT KEY] (PORT 0: a free loopback
-// port; with CERT and KEY, PEM files, it serves TLS, ALPN h2). Prints "PORT PID" once listening, as spec/grpc_server.py
-// does, and exits when its standard input reaches end of file.
+// A C++ gRPC server for bench/service_bench.lua and bench/resty_bench.lua
+// (Debian's libgrpc++-dev): bench.Echo/Echo returns its request, Stream sends
+// `count` replies of `size` bytes, Collect counts the messages it receives,
+// Chat echoes each message of its stream. Usage: echo_server PORT [CERT KEY]
+// (PORT 0: a free loopback port; with CERT and KEY, PEM files, it serves TLS,
+// ALPN h2). Prints "PORT PID" once listening, as spec/grpc_server.py does, and
+// exits when its standard input reaches end of file.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>

@@ -285,7 +285,7 @@ local ok, err = pcall(function()
   local samples, most, at_bound = {}, 0, 0
   local c0 = workers_cpu(pids)
   local p = io.popen("wrk -t2 -c64 -d" .. LOAD_SECONDS .. "s " .. N.quote(front.url .. "/pc?pool=narrow") .. " 2>&1")
-  local rss_early
+  local rss_early, rss_half
   for i = 1, LOAD_SECONDS - 1 do
     os.execute("sleep 1")
     samples[#samples + 1] = upstream_connections(load)
@@ -296,6 +296,7 @@ local ok, err = pcall(function()
     end
     at_bound = math.max(at_bound, full)
     if i == math.min(10, LOAD_SECONDS - 1) then rss_early = rss_kib(pids) end
+    if i == LOAD_SECONDS // 2 then rss_half = rss_kib(pids) end
   end
   local text = p:read("*a")
   p:close()
@@ -313,8 +314,8 @@ local ok, err = pcall(function()
   print(("  requests %d (%.0f/s), non-2xx %d, socket errors %s"):format(requests, rate, bad, sock or "none"))
   print(("  worker CPU per request %.1f us; upstream connections each second %d..%d (bound 4 x 2 = 8), at most %d"
     .. " per worker, %d of 4 workers at the bound at once"):format(cpu / requests * 1e6, lo, hi, most, at_bound))
-  print(("  workers' RSS at %d s %.1f MiB, at the end %.1f MiB"):format(math.min(10, LOAD_SECONDS - 1),
-    rss_early / 1024, rss_end / 1024))
+  print(("  the 4 workers' RSS at %d s %.1f MiB, at %d s %.1f MiB, at the end %.1f MiB"):format(
+    math.min(10, LOAD_SECONDS - 1), rss_early / 1024, LOAD_SECONDS // 2, rss_half / 1024, rss_end / 1024))
   assert(bad == 0 and not sock, "failed requests under load: " .. text)
   assert(hi <= 8 and most <= 2, "more upstream connections than the pools' bound: " .. table.concat(samples, " "))
 end)

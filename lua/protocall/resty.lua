@@ -442,8 +442,11 @@ function M.pool_info()
   return { worker = ngx.worker.id(), pid = ngx.worker.pid(), pools = pool.info() }
 end
 
--- resty.call's pools and clients of this worker: key -> {pool =, clients = {schema pool -> {service -> client}}}
+-- resty.call's pools and clients of this worker: target -> pool name (""
+-- unnamed) -> {pool =, clients = {schema pool -> {service -> client}}}, or
+-- a resty.pool -> the same
 local by_target = {}
+local paths, npaths = {}, 0 -- method path -> {service, method}; emptied past 1000 paths
 local NO_SCHEMA = {}
 
 --- `response, err = resty.call(pc, target, path, request, opts)`: one
@@ -473,9 +476,16 @@ function M.call(pc, target, path, request, opts)
   if type(target) ~= "string" then
     error("bad argument #2 to 'call' (string expected, got " .. type(target) .. ")", 2)
   end
-  local service, method
-  if type(path) == "string" then service, method = path:match("^/([%w_%.]+)/([%w_]+)$") end
-  if not service then error("bad argument #3 to 'call' (a method path \"/pkg.Service/Method\" expected)", 2) end
+  local parts = type(path) == "string" and paths[path]
+  if not parts then
+    local service, method
+    if type(path) == "string" then service, method = path:match("^/([%w_%.]+)/([%w_]+)$") end
+    if not service then error("bad argument #3 to 'call' (a method path \"/pkg.Service/Method\" expected)", 2) end
+    parts = { service, method }
+    if npaths >= 1000 then paths, npaths = {}, 0 end
+    paths[path], npaths = parts, npaths + 1
+  end
+  local service, method = parts[1], parts[2]
   if request ~= nil and type(request) ~= "table" then
     error("bad argument #4 to 'call' (table or nil expected, got " .. type(request) .. ")", 2)
   end
@@ -506,9 +516,13 @@ function M.call(pc, target, path, request, opts)
       by_target[pool_opts] = entry
     end
   else
-    local name = pool_opts and pool_opts.name
-    local key = target .. "\0" .. tostring(name or "")
-    entry = by_target[key]
+    local name = pool_opts and pool_opts.name or ""
+    local named = by_target[target]
+    if not named then
+      named = {}
+      by_target[target] = named
+    end
+    entry = named[name]
     if not entry then
       local o = {}
       for k, v in pairs(transport_opts or {}) do o[k] = v end
@@ -516,7 +530,7 @@ function M.call(pc, target, path, request, opts)
       local ok, p = pcall(M.pool, pc, target, o)
       if not ok then error(p, 2) end
       entry = { pool = p, clients = {} }
-      by_target[key] = entry
+      named[name] = entry
     end
   end
   local per_schema = entry.clients[schema or NO_SCHEMA]

@@ -40,6 +40,10 @@ local function now()
   return ngx.now()
 end
 
+-- nginx's cached clock (the event loop's last wake-up): enough for
+-- idle bookkeeping, which the sweeper looks at once a second
+local cached_now = ngx.now
+
 local function wake(s)
   local n = s:count()
   if n < 0 then s:post(-n) end
@@ -47,11 +51,14 @@ end
 
 -- Streams and connections of member `m` now: the engine's count of calls
 -- on each of its connections (a stream counts until it ends, however it
--- ends), or for a transport over several backends the unary calls this
--- pool counted.
-local function usage(m)
+-- ends), or, for a member that carried unary calls only (unless `all`)
+-- or a transport over several backends, the unary calls this pool
+-- counted.
+local function usage(m, all)
   local channel = m.t.transport and m.t.transport.channel
   if not channel or m.closed then return m.active, m.closed and 0 or 1 end
+  -- only unary calls so far: the pool's own count is exact (no tables made)
+  if m.streamed == 0 and not all then return m.active, 1 end
   local live, calls = channel:host_conns()
   local streams, conns = 0, 0
   for id in pairs(live) do
@@ -73,7 +80,7 @@ end
 local function sweep(p, t, all)
   local keep = {}
   for _, m in ipairs(p.members) do
-    local streams = usage(m)
+    local streams = usage(m, true)
     if streams > 0 then m.last = t end
     if all then
       close_member(p, m, "exit")
@@ -115,7 +122,7 @@ local function acquire(p, settings)
   if p.done then error("protocall.resty.pool: the pool for " .. p.target .. " is closed", 3) end
   start_sweeper()
   local budget = settings and settings.timeout or p.queue_timeout
-  local t0, waited = now(), false
+  local t0, waited = nil, false
   while true do
     for _, m in ipairs(p.members) do
       local used = not m.closed and usage(m)
@@ -132,12 +139,13 @@ local function acquire(p, settings)
       end
     end
     if #p.members < p.max_connections then
-      local m = { t = p.make(p.target, p.opts), active = 0, calls = 0, last = now(), opened = now() }
+      local m = { t = p.make(p.target, p.opts), active = 0, calls = 0, streamed = 0, last = now(), opened = now() }
       p.members[#p.members + 1] = m
       p.connections_opened = p.connections_opened + 1
       if p.peak < 1 then p.peak = 1 end
       return m, settings
     end
+    t0 = t0 or now()
     local left = budget - (now() - t0)
     if left <= 0 then
       local why = "protocall.resty.pool: all " .. p.max_connections .. " connections to " .. p.target
@@ -161,7 +169,7 @@ function Pool:unary(path, request, settings)
   local m, s = acquire(self, settings)
   m.active, m.calls = m.active + 1, m.calls + 1
   local ok, r, meta = pcall(m.t.unary, m.t, path, request, s)
-  m.active, m.last = m.active - 1, now()
+  m.active, m.last = m.active - 1, cached_now()
   wake(self.sem)
   if not ok then error(r, 0) end
   return r, meta
@@ -172,25 +180,25 @@ end
 -- a pc.grpc transport's, on a connection of the pool.
 function Pool:server_stream(path, request, settings)
   local m, s = acquire(self, settings)
-  m.calls, m.last = m.calls + 1, now()
+  m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
   return m.t:server_stream(path, request, s)
 end
 
 function Pool:start_unary(path, request, settings)
   local m, s = acquire(self, settings)
-  m.calls, m.last = m.calls + 1, now()
+  m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
   return m.t:start_unary(path, request, s)
 end
 
 function Pool:start_server_stream(path, request, settings)
   local m, s = acquire(self, settings)
-  m.calls, m.last = m.calls + 1, now()
+  m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
   return m.t:start_server_stream(path, request, s)
 end
 
 function Pool:stream(path, settings)
   local m, s = acquire(self, settings)
-  m.calls, m.last = m.calls + 1, now()
+  m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
   return m.t:stream(path, s)
 end
 
@@ -223,7 +231,7 @@ end
 function Pool:info()
   local conns, streams, calls = 0, 0, 0
   for _, m in ipairs(self.members) do
-    local s, c = usage(m)
+    local s, c = usage(m, true)
     conns, streams, calls = conns + c, streams + s, calls + m.calls
   end
   local closed = {}
@@ -281,7 +289,7 @@ end
 function Pool:prime()
   if #self.members == 0 then
     local t = self.make(self.target, self.opts)
-    self.members[1] = { t = t, active = 0, calls = 0, last = now(), opened = now() }
+    self.members[1] = { t = t, active = 0, calls = 0, streamed = 0, last = now(), opened = now() }
     self.connections_opened = self.connections_opened + 1
   end
 end

@@ -57,26 +57,7 @@ local function capture(cmd)
   return out
 end
 
-local CONF = [[
-load_module /usr/lib/nginx/modules/ndk_http_module.so;
-load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-daemon off;
-master_process on;
-worker_processes 4;
-pid logs/nginx.pid;
-error_log logs/error.log warn;
-events {
-    worker_connections 4096;
-}
-http {
-    access_log off;
-    client_body_temp_path temp/body;
-    proxy_temp_path temp/proxy;
-    fastcgi_temp_path temp/fastcgi;
-    uwsgi_temp_path temp/uwsgi;
-    scgi_temp_path temp/scgi;
-    lua_package_path "@ROOT@/lua/?.lua;/usr/share/lua/5.1/?.lua;;";
-    lua_package_cpath "@ROOT@/build/luajit/?.so;;";
+local CONF = N.lua_conf(4, [[
     upstream echo_grpc {
         server 127.0.0.1:@GRPC@;
         keepalive 256;
@@ -88,6 +69,17 @@ http {
         assert(pc.load_file("@ROOT@/bench/grpc_cpp/echo.proto"))
         UPSTREAM, LOAD, DATA = "127.0.0.1:@GRPC@", "127.0.0.1:@LOAD@", "@DATA@"
         TLS, TLS_OPTS = "https://127.0.0.1:@TLS@", { ca_file = "@CERTS@/ca.pem" }
+        -- one Echo of DATA to `target` through the worker's pool: answers the data, or 502
+        function echo(target, transport)
+            local r, err = resty.call(pc, target, "/bench.Echo/Echo", { data = DATA },
+                { timeout = 10, pool = POOLS[target == LOAD and "narrow" or "wide"], transport = transport })
+            if not r then
+                ngx.status = 502
+                ngx.say(tostring(err))
+                return ngx.exit(502)
+            end
+            ngx.print(r.data)
+        end
         POOLS = { wide = { name = "wide", max_streams = 100, max_connections = 1 },
                   narrow = { name = "narrow", max_streams = 2, max_connections = 2 } }
     }
@@ -97,29 +89,10 @@ http {
         # h2load does not reconnect: the default 1000 requests per client connection would end its clients
         keepalive_requests 100000000;
         location = /pc {
-            content_by_lua_block {
-                local narrow = ngx.var.arg_pool == "narrow"
-                local r, err = resty.call(pc, narrow and LOAD or UPSTREAM, "/bench.Echo/Echo", { data = DATA },
-                    { timeout = 10, pool = POOLS[ngx.var.arg_pool or "wide"] })
-                if not r then
-                    ngx.status = 502
-                    ngx.say(tostring(err))
-                    return ngx.exit(502)
-                end
-                ngx.print(r.data)
-            }
+            content_by_lua_block { echo(ngx.var.arg_pool == "narrow" and LOAD or UPSTREAM) }
         }
         location = /pcs {
-            content_by_lua_block {
-                local r, err = resty.call(pc, TLS, "/bench.Echo/Echo", { data = DATA },
-                    { timeout = 10, pool = POOLS.wide, transport = TLS_OPTS })
-                if not r then
-                    ngx.status = 502
-                    ngx.say(tostring(err))
-                    return ngx.exit(502)
-                end
-                ngx.print(r.data)
-            }
+            content_by_lua_block { echo(TLS, TLS_OPTS) }
         }
         location /bench.Echo/ {
             grpc_pass grpc://echo_grpc;
@@ -141,8 +114,7 @@ http {
             grpc_ssl_session_reuse on;
         }
     }
-}
-]]
+]])
 
 -- The Msg{data = DATA} request in gRPC's framing (flag 0, big-endian length).
 local function framed()

@@ -379,26 +379,7 @@ end)
 -- streams per connection, 2 connections). The upstream's connections are
 -- counted by `ss` (established TCP connections to its port, the same
 -- count the server sees) and by resty.pool_info() (/info).
-local POOL_CONF = [[
-load_module /usr/lib/nginx/modules/ndk_http_module.so;
-load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-daemon off;
-master_process on;
-worker_processes @WORKERS@;
-pid logs/nginx.pid;
-error_log logs/error.log warn;
-events {
-    worker_connections 4096;
-}
-http {
-    access_log off;
-    client_body_temp_path temp/body;
-    proxy_temp_path temp/proxy;
-    fastcgi_temp_path temp/fastcgi;
-    uwsgi_temp_path temp/uwsgi;
-    scgi_temp_path temp/scgi;
-    lua_package_path "@ROOT@/lua/?.lua;/usr/share/lua/5.1/?.lua;;";
-    lua_package_cpath "@ROOT@/build/luajit/?.so;;";
+local POOL_CONF = nginx_helper.lua_conf("@WORKERS@", [[
     init_by_lua_block {
         pc = require "protocall"
         resty = require "protocall.resty"
@@ -440,8 +421,7 @@ http {
             }
         }
     }
-}
-]]
+]])
 
 describe("nginx worker pools (resty.pool through resty.call)", function()
   local server, nginx

@@ -178,28 +178,14 @@ end
 --- `pool:server_stream`, `pool:start_unary`, `pool:start_server_stream`
 -- (path, request_bytes, settings) and `pool:stream(path, settings)`: as
 -- a pc.grpc transport's, on a connection of the pool.
-function Pool:server_stream(path, request, settings)
-  local m, s = acquire(self, settings)
-  m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
-  return m.t:server_stream(path, request, s)
-end
-
-function Pool:start_unary(path, request, settings)
-  local m, s = acquire(self, settings)
-  m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
-  return m.t:start_unary(path, request, s)
-end
-
-function Pool:start_server_stream(path, request, settings)
-  local m, s = acquire(self, settings)
-  m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
-  return m.t:start_server_stream(path, request, s)
-end
-
-function Pool:stream(path, settings)
-  local m, s = acquire(self, settings)
-  m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
-  return m.t:stream(path, s)
+for _, name in ipairs { "server_stream", "start_unary", "start_server_stream", "stream" } do
+  local with_request = name ~= "stream"
+  Pool[name] = function(self, path, a, b)
+    local m, s = acquire(self, with_request and b or a)
+    m.calls, m.streamed, m.last = m.calls + 1, m.streamed + 1, cached_now()
+    if with_request then return m.t[name](m.t, path, a, s) end
+    return m.t[name](m.t, path, s)
+  end
 end
 
 --- `pool:wait(handles, seconds)`: as a transport's (the handles of

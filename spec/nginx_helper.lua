@@ -84,6 +84,34 @@ function M.launch(script, port, prefix, logs)
   error("nginx did not start: " .. table.concat(out))
 end
 
+--- conf = lua_conf(workers, http): an nginx.conf for M.start running
+-- `workers` worker processes with lua-nginx-module loaded, the Lua layer
+-- of the repository and build/luajit's module on its paths, logs and temp
+-- files in the prefix, no access log, and `http` (text) inside its http block.
+function M.lua_conf(workers, http)
+  return [[
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+daemon off;
+master_process on;
+worker_processes ]] .. workers .. [[;
+pid logs/nginx.pid;
+error_log logs/error.log warn;
+events {
+    worker_connections 4096;
+}
+http {
+    access_log off;
+    client_body_temp_path temp/body;
+    proxy_temp_path temp/proxy;
+    fastcgi_temp_path temp/fastcgi;
+    uwsgi_temp_path temp/uwsgi;
+    scgi_temp_path temp/scgi;
+    lua_package_path "@ROOT@/lua/?.lua;/usr/share/lua/5.1/?.lua;;";
+    lua_package_cpath "@ROOT@/build/luajit/?.so;;";
+]] .. http .. "}\n"
+end
+
 --- n = start(name, conf): nginx on `conf` with "@ROOT@" (the repository),
 -- "@PORT@" (a free port, n.port) and "@PREFIX@" (n.prefix) filled in;
 -- `prepare(prefix)` (optional) runs first. n.url is "http://127.0.0.1:PORT".

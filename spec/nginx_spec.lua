@@ -371,3 +371,245 @@ describe("nginx as the host over TLS (ALPN h2 in protocall, over the cosocket's 
     assert.are.equal("a 1\nbb 2\n", body)
   end)
 end)
+
+-- The worker's connection pools (protocall.resty.pool, resty.call's
+-- `pool` option): nginx on a configuration of its own, WORKERS workers,
+-- calling the python3-grpcio test server through two pools of resty.call
+-- ("wide": 100 streams per connection, 1.5 s idle timeout; "narrow": 2
+-- streams per connection, 2 connections). The upstream's connections are
+-- counted by `ss` (established TCP connections to its port, the same
+-- count the server sees) and by resty.pool_info() (/info).
+local POOL_CONF = nginx_helper.lua_conf("@WORKERS@", [[
+    init_by_lua_block {
+        pc = require "protocall"
+        resty = require "protocall.resty"
+        local protos = "@ROOT@/spec/fixtures/protos"
+        assert(pc.load_file(protos .. "/grpc/faults.proto", { import_paths = { protos } }))
+        POOLS = {
+            wide = { name = "wide", max_streams = 100, max_connections = 4, idle_timeout = 1.5 },
+            narrow = { name = "narrow", max_streams = 2, max_connections = 2 },
+        }
+        TRANSPORT = { reconnect = { initial = 0.1, maximum = 0.5 }, keepalive_time = 5 }
+        local STATUS = { UNAVAILABLE = 503, DEADLINE_EXCEEDED = 504, RESOURCE_EXHAUSTED = 429 }
+        function answer(method, request)
+            local r, err = resty.call(pc, "@UPSTREAM@", method, request, { timeout = 10,
+                pool = POOLS[ngx.var.arg_pool or "wide"], transport = TRANSPORT })
+            if not r then
+                ngx.status = STATUS[err.code] or 502
+                ngx.say(tostring(err))
+                return ngx.exit(ngx.status)
+            end
+            ngx.say(r.text)
+        end
+    }
+    server {
+        listen 127.0.0.1:@PORT@;
+        location = /echo {
+            content_by_lua_block { answer("/faults.Faults/Echo", { text = ngx.var.arg_text or "" }) }
+        }
+        location = /sleep {
+            content_by_lua_block { answer("/faults.Faults/Sleep", { seconds = tonumber(ngx.var.arg_seconds) }) }
+        }
+        location = /info {
+            content_by_lua_block {
+                local info = resty.pool_info()
+                for _, p in ipairs(info.pools) do
+                    ngx.say(p.name, " transports=", p.transports, " connections=", p.connections, " streams=",
+                        p.streams, " peak=", p.peak, " calls=", p.calls, " idle_closed=", p.closed.idle or 0,
+                        " waiting=", p.waiting)
+                end
+            }
+        }
+    }
+]])
+
+describe("nginx worker pools (resty.pool through resty.call)", function()
+  local server, nginx
+  local function start(workers)
+    return nginx_helper.start("pool", (POOL_CONF:gsub("@WORKERS@", tostring(workers))
+      :gsub("@UPSTREAM@", "127.0.0.1:" .. server.port)))
+  end
+  -- established TCP connections to the upstream's port
+  local function upstream_connections()
+    local out = R.capture("ss -Htn state established '( dport = :" .. server.port .. " )'")
+    local n = 0
+    for _ in out:gmatch("[^\n]+") do n = n + 1 end
+    return n
+  end
+  -- established TCP connections to the upstream's port per nginx process: {[pid] = n}
+  local function connections_per_worker()
+    local out = R.capture("ss -Htnp state established '( dport = :" .. server.port .. " )'")
+    local per = {}
+    for pid in out:gmatch("pid=(%d+)") do per[pid] = (per[pid] or 0) + 1 end
+    return per
+  end
+  -- /info's line of pool `name` as a table of numbers
+  local function info(name)
+    local code, body = get(nginx, "/info")
+    assert.are.equal(200, code, body)
+    local line = body:match("\n?" .. name .. " ([^\n]*)")
+    if not line then return nil end
+    local t = {}
+    for k, v in line:gmatch("([%w_]+)=(%d+)") do t[k] = tonumber(v) end
+    return t
+  end
+  -- runs `fn` while `count` GETs of `path` run at once: its result, the codes counted and the seconds
+  local function during(path, count, fn)
+    local cfg = os.tmpname()
+    local f = assert(io.open(cfg, "w"))
+    for _ = 1, count do f:write('url = "', nginx.url, path, '"\noutput = "/dev/null"\n') end
+    f:close()
+    local out = os.tmpname()
+    local t0 = helper.now()
+    local p = io.popen("curl -s -Z --parallel-immediate --parallel-max " .. count .. " -m 30 -w '%{http_code}\n' -K "
+      .. cfg .. " > " .. out .. " 2>/dev/null")
+    local got = fn()
+    p:close()
+    local seconds = helper.now() - t0
+    local codes = {}
+    for code in nginx_helper.read(out):gmatch("(%d+)\n") do codes[code] = (codes[code] or 0) + 1 end
+    os.remove(cfg)
+    os.remove(out)
+    return got, codes, seconds
+  end
+
+  setup(function()
+    server = helper.spawn_command("env PC_SERVER_LIFETIME=600 PC_SERVER_WORKERS=64 /usr/bin/python3 "
+      .. "spec/grpc_server.py grpc 0", "grpc_server.py grpc")
+    nginx = start(1)
+  end)
+  teardown(function()
+    stop_nginx(nginx)
+    helper.stop(server)
+  end)
+
+  it("concurrent requests share one upstream connection, which outlives them", function()
+    local code, body = get(nginx, "/echo?text=first")
+    assert.are.equal(200, code, body)
+    assert.are.equal("first\n", body)
+    local seen, codes = during("/sleep?seconds=1", 30, function()
+      os.execute("sleep 0.5")
+      return { ss = upstream_connections(), info = info("wide") }
+    end)
+    assert.are.same({ ["200"] = 30 }, codes)
+    assert.are.equal(1, seen.ss, "upstream connections while 30 calls ran")
+    assert.are.equal(1, seen.info.connections)
+    assert.is_true(seen.info.streams >= 25, "streams in use " .. seen.info.streams)
+    local after = info("wide")
+    assert.are.equal(1, after.transports)
+    assert.are.equal(1, upstream_connections(), "the connection outlives the requests")
+    assert.are.equal(0, after.streams)
+    assert.is_true(after.calls >= 31, "calls " .. after.calls)
+  end)
+
+  it("max_streams per connection and max_connections bound the pool; the calls beyond wait their turn", function()
+    local seen, codes, seconds = during("/sleep?seconds=0.5&pool=narrow", 12, function()
+      os.execute("sleep 0.3")
+      return info("narrow")
+    end)
+    assert.are.same({ ["200"] = 12 }, codes)
+    local after = info("narrow")
+    assert.are.equal(2, seen.transports)
+    assert.are.equal(4, seen.streams, "2 connections x 2 streams")
+    assert.is_true(seen.waiting >= 6, "waiting " .. seen.waiting)
+    assert.are.equal(2, after.peak, "the most streams one connection carried")
+    -- 12 calls, 4 at a time: 3 rounds of 0.5 s
+    assert.is_true(seconds >= 1.4, ("took %.2f s"):format(seconds))
+  end)
+
+  it("the idle timeout closes a connection without streams", function()
+    assert.are.equal(200, (get(nginx, "/echo?text=x")))
+    local t = info("wide")
+    assert.are.equal(1, t.transports)
+    local before = t.idle_closed
+    local now
+    for _ = 1, 40 do -- 1.5 s idle + the sweep's 1 s
+      os.execute("sleep 0.1")
+      now = info("wide")
+      if now.transports == 0 then break end
+    end
+    assert.are.equal(0, now.transports)
+    assert.are.equal(before + 1, now.idle_closed)
+    assert.are.equal(200, (get(nginx, "/echo?text=again")))
+    assert.are.equal(1, info("wide").transports)
+  end)
+
+  it("the upstream restarted mid-run: calls in flight get a mapped status, later ones succeed", function()
+    assert.are.equal(200, (get(nginx, "/echo?text=before")))
+    local port = server.port
+    local out = os.tmpname()
+    local inflight = io.popen("curl -s -m 20 -w '\n%{http_code}' " .. shell_quote(nginx.url .. "/sleep?seconds=3")
+      .. " > " .. out)
+    os.execute("sleep 0.5")
+    helper.stop(server)
+    server = helper.spawn_command("env PC_SERVER_LIFETIME=600 PC_SERVER_WORKERS=64 /usr/bin/python3 "
+      .. "spec/grpc_server.py grpc " .. port, "grpc_server.py grpc")
+    inflight:close()
+    local text = nginx_helper.read(out)
+    os.remove(out)
+    assert.matches("^UNAVAILABLE: .*\n503$", text)
+    local code, body
+    local t0 = helper.now()
+    for _ = 1, 50 do
+      code, body = get(nginx, "/echo?text=after")
+      if code == 200 then break end
+      os.execute("sleep 0.1")
+    end
+    assert.are.equal(200, code, body)
+    assert.are.equal("after\n", body)
+    assert.is_true(helper.now() - t0 < 2, "recovered after " .. (helper.now() - t0) .. " s")
+    -- every later call succeeds
+    local codes = get_many(nginx, "/echo?text=later", 50, 25)
+    assert.are.same({ ["200"] = 50 }, codes)
+  end)
+
+  it("4 workers under wrk: no failed request, connections per worker at the pool's bound, timers end at exit",
+    function()
+      if not nginx_helper.exists("/usr/bin/wrk") then
+        if os.getenv("CI") then error("missing (required when CI is set): wrk") end
+        pending("wrk (Debian's wrk) is missing")
+        return
+      end
+      stop_nginx(nginx)
+      nginx = start(4)
+      local seconds = tonumber(os.getenv("PC_NGINX_WRK_SECONDS")) or 12
+      local samples, at_bound, most_per_worker = {}, 0, 0
+      local p = io.popen("wrk -t2 -c64 -d" .. seconds .. "s " .. shell_quote(nginx.url .. "/echo?text=w&pool=narrow")
+        .. " 2>&1")
+      for i = 1, seconds - 2 do
+        os.execute("sleep 1")
+        samples[i] = upstream_connections()
+        local full = 0
+        for _, n in pairs(connections_per_worker()) do
+          most_per_worker = math.max(most_per_worker, n)
+          if n == 2 then full = full + 1 end
+        end
+        at_bound = math.max(at_bound, full)
+      end
+      local text = p:read("*a")
+      p:close()
+      local requests = tonumber(text:match("(%d+) requests in"))
+      assert.truthy(requests and requests > 0, text)
+      assert.falsy(text:find("Non%-2xx"), text)
+      assert.falsy(text:find("Socket errors"), text)
+      -- narrow: 2 connections per worker, never more; the workers wrk's 64
+      -- connections keep busy (nginx spreads them unevenly: not always all 4) at it
+      assert.are.equal(2, most_per_worker, "upstream connections sampled each second: " .. table.concat(samples, " "))
+      assert.is_true(at_bound >= 2, "workers at the bound: " .. at_bound)
+      for _, n in ipairs(samples) do assert.is_true(n <= 8, table.concat(samples, " ")) end
+      print(("# nginx, 4 workers, wrk -c64 for %d s through pools of 2 connections x 2 streams per worker: "
+        .. "%d requests (%.0f/s), none failed; upstream connections each second: %s (workers at the bound: %d)")
+        :format(seconds, requests, requests / seconds, table.concat(samples, " "), at_bound))
+      -- a graceful stop: the owner and sweeping timers see ngx.worker.exiting and end
+      local pid = nginx_helper.read(nginx.prefix .. "/logs/nginx.pid"):match("%d+")
+      local t0 = helper.now()
+      os.execute("kill -QUIT " .. pid)
+      local function alive() return R.capture("kill -0 " .. pid .. " 2>/dev/null && echo alive"):find("alive") end
+      while alive() and helper.now() - t0 < 10 do os.execute("sleep 0.05") end
+      local took = helper.now() - t0
+      assert.is_true(took < 3, ("the graceful stop took %.2f s"):format(took))
+      assert.are.equal(0, upstream_connections())
+      local log = error_log(nginx)
+      assert.falsy(log:find("%[error%]") or log:find("%[alert%]") or log:find("%[crit%]"), log)
+    end)
+end)

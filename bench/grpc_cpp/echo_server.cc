@@ -1,12 +1,15 @@
-// A C++ gRPC server for bench/service_bench.lua (Debian's libgrpc++-dev):
-// bench.Echo/Echo returns its request, Stream sends `count` replies of `size`
-// bytes, Collect counts the messages it receives, Chat echoes each message of
-// its stream. Usage: echo_server PORT (0: a free
-// loopback port). Prints "PORT PID" once listening, as spec/grpc_server.py
-// does, and exits when its standard input reaches end of file.
+// A C++ gRPC server for bench/service_bench.lua and bench/resty_bench.lua
+// (Debian's libgrpc++-dev): bench.Echo/Echo returns its request, Stream sends
+// `count` replies of `size` bytes, Collect counts the messages it receives,
+// Chat echoes each message of its stream. Usage: echo_server PORT [CERT KEY]
+// (PORT 0: a free loopback port; with CERT and KEY, PEM files, it serves TLS,
+// ALPN h2). Prints "PORT PID" once listening, as spec/grpc_server.py does, and
+// exits when its standard input reaches end of file.
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -52,6 +55,13 @@ class EchoService final : public bench::Echo::Service {
   }
 };
 
+std::string slurp(const char *path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -59,8 +69,13 @@ int main(int argc, char **argv) {
   EchoService service;
   grpc::ServerBuilder builder;
   int bound = 0;
-  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
-                           &bound);
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (argc > 3) {
+    grpc::SslServerCredentialsOptions tls;
+    tls.pem_key_cert_pairs.push_back({slurp(argv[3]), slurp(argv[2])});
+    creds = grpc::SslServerCredentials(tls);
+  }
+  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), creds, &bound);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound == 0) {

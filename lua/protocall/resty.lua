@@ -29,6 +29,7 @@ if type(ngx) ~= "table" or type(ngx.socket) ~= "table" then
 end
 local semaphore = require "ngx.semaphore"
 local fifo = require "protocall.transport.fifo"
+local pool = require "protocall.resty.pool"
 
 local setmetatable, type, error, pairs, ipairs, tostring, pcall, next = setmetatable, type, error, pairs, ipairs,
   tostring, pcall, next
@@ -425,21 +426,81 @@ function M.grpc(pc, target, opts)
   return g
 end
 
--- resty.call's transports and clients of this worker: target -> {transport =, clients = {service -> client}}
+--- `resty.pool(pc, target, opts)` -> a transport over up to
+-- `max_connections` shared connections (each a `resty.grpc` transport's
+-- timer-owned HTTP/2 connection) to `target`, for `resty.client`'s
+-- `transport` or `resty.call`'s `pool`: a call takes the oldest
+-- connection with fewer than `max_streams` streams (integer, default 100),
+-- opening another when all are full, and at `max_connections` (integer,
+-- default 4) waits for a stream to end, at most its timeout (then
+-- DEADLINE_EXCEEDED) or `queue_timeout` seconds (default 10; then
+-- RESOURCE_EXHAUSTED), both local; a connection without streams for
+-- `idle_timeout` seconds (default 60) is closed by the worker's sweeping
+-- ngx.timer (every second), which closes all of them when the worker
+-- exits; `name`, a label in `pool_info`. The other options are pc.grpc's (`keepalive_time` for PINGs,
+-- `reconnect`, TLS ...), checked now. Make it once per worker
+-- (init_by_lua*, or a module-level variable), not per request; `pool:close()`
+-- closes its connections, `pool:info()` is its `pool_info` row.
+-- Raises on a bad option, as pc.grpc does.
+function M.pool(pc, target, opts)
+  if type(pc) ~= "table" or type(pc.grpc) ~= "function" then
+    error("bad argument #1 to 'pool' (the protocall module expected)", 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #3 to 'pool' (table or nil expected, got " .. type(opts) .. ")", 2)
+  end
+  local ok, p = pcall(pool.new, pc, target, opts, function(t, o) return M.grpc(pc, t, o) end)
+  if ok then
+    local primed, why = pcall(p.prime, p)
+    if not primed then
+      p:close()
+      ok, p = false, why
+    end
+  end
+  if not ok then error(p, 2) end
+  return p
+end
+
+--- `resty.pool_info()` -> this worker's pools: {worker = ngx.worker.id(),
+-- pid = ngx.worker.pid(), pools = {{target =, name =, max_streams =,
+-- max_connections =, idle_timeout =, transports = open transports,
+-- connections = their HTTP/2 connections (connecting ones too), streams =
+-- calls in flight, waiting = calls waiting for a stream, calls = calls
+-- made, opened = transports opened, closed = {idle = n, exit = n, closed =
+-- n} (why transports were closed), rejected = calls that waited in
+-- vain, peak = the most streams one transport carried}, ...}} (resty.pool's,
+-- resty.call's included), in creation order.
+function M.pool_info()
+  return { worker = ngx.worker.id(), pid = ngx.worker.pid(), pools = pool.info() }
+end
+
+-- resty.call's pools and clients of this worker: target -> pool name (""
+-- unnamed) -> {pool =, clients = {schema pool -> {service -> client}}}, or
+-- a resty.pool -> the same
 local by_target = {}
+local paths, npaths = {}, 0 -- method path -> {service, method}; emptied past 1000 paths
+local NO_SCHEMA = {}
 
 --- `response, err = resty.call(pc, target, path, request, opts)`: one
 -- unary call in the resty.http style, for plugin authors who do not keep
 -- clients: `target` as pc.grpc takes it, `path` "/pkg.Service/Method"
 -- (its schema loaded, e.g. in init_by_lua*), `request` a table (nil: an
--- empty message). Returns the response (a message) or nil and the
--- failure (a pc.Error: `err.code`, and "CODE: message" as a string).
+-- empty message). Returns the response (a message; with `with_metadata`
+-- the metadata third) or nil and the failure (a pc.Error: `err.code`,
+-- "CODE: message" as a string; a call that waited for a stream in vain
+-- is DEADLINE_EXCEEDED or RESOURCE_EXHAUSTED, `err["local"]` true).
 -- `opts`: the call's settings (`timeout` (seconds), `metadata`, ...: as
--- a stub method takes them) and `transport` = pc.grpc options, used when
--- this worker first calls `target` (its transport and clients are kept
--- per worker: one shared connection per target, as resty.grpc's).
--- Raises only on misuse (a bad argument, a path that names no loaded
--- method, the log phase as resty.check_phase says).
+-- a stub method takes them); `schema` = the schema pool holding the
+-- method (pc.pool(); default the default pool); `pool` = a
+-- `resty.pool`, or the options of the worker's pool for `target`
+-- (`max_streams`, `max_connections`, `idle_timeout`, `queue_timeout`,
+-- `name`: pools of one target with different names are separate) used
+-- when the worker first calls it; `transport` = pc.grpc options (TLS:
+-- `ca_file`, `cert_file`, `key_file`, `server_name`; `keepalive_time`,
+-- `reconnect`, ...) for that pool. The pools are kept per worker and
+-- listed by `resty.pool_info()`.
+-- Raises only on misuse (a bad argument or option, a path that names no
+-- loaded method, the log phase as resty.check_phase says).
 function M.call(pc, target, path, request, opts)
   if type(pc) ~= "table" or type(pc.client) ~= "function" then
     error("bad argument #1 to 'call' (the protocall module expected)", 2)
@@ -447,9 +508,16 @@ function M.call(pc, target, path, request, opts)
   if type(target) ~= "string" then
     error("bad argument #2 to 'call' (string expected, got " .. type(target) .. ")", 2)
   end
-  local service, method
-  if type(path) == "string" then service, method = path:match("^/([%w_%.]+)/([%w_]+)$") end
-  if not service then error("bad argument #3 to 'call' (a method path \"/pkg.Service/Method\" expected)", 2) end
+  local parts = type(path) == "string" and paths[path]
+  if not parts then
+    local service, method
+    if type(path) == "string" then service, method = path:match("^/([%w_%.]+)/([%w_]+)$") end
+    if not service then error("bad argument #3 to 'call' (a method path \"/pkg.Service/Method\" expected)", 2) end
+    parts = { service, method }
+    if npaths >= 1000 then paths, npaths = {}, 0 end
+    paths[path], npaths = parts, npaths + 1
+  end
+  local service, method = parts[1], parts[2]
   if request ~= nil and type(request) ~= "table" then
     error("bad argument #4 to 'call' (table or nil expected, got " .. type(request) .. ")", 2)
   end
@@ -457,25 +525,63 @@ function M.call(pc, target, path, request, opts)
     error("bad argument #5 to 'call' (table or nil expected, got " .. type(opts) .. ")", 2)
   end
   M.check_phase(pc)
-  local settings, transport_opts = {}, nil
+  local settings, transport_opts, pool_opts, schema = {}, nil, nil, nil
   for k, v in pairs(opts or {}) do
-    if k == "transport" then transport_opts = v else settings[k] = v end
+    if k == "transport" then
+      transport_opts = v
+    elseif k == "pool" then
+      pool_opts = v
+    elseif k == "schema" then
+      schema = v
+    else
+      settings[k] = v
+    end
   end
-  local entry = by_target[target]
-  if not entry then
-    entry = { transport = M.grpc(pc, target, transport_opts), clients = {} }
-    by_target[target] = entry
+  if pool_opts ~= nil and type(pool_opts) ~= "table" then
+    error("protocall.resty.call: option 'pool' must be a resty.pool or a table of its options", 2)
   end
-  local client = entry.clients[service]
+  local entry
+  if pool.is_pool(pool_opts) then
+    entry = by_target[pool_opts]
+    if not entry then
+      entry = { pool = pool_opts, clients = {} }
+      by_target[pool_opts] = entry
+    end
+  else
+    local name = pool_opts and pool_opts.name or ""
+    local named = by_target[target]
+    if not named then
+      named = {}
+      by_target[target] = named
+    end
+    entry = named[name]
+    if not entry then
+      local o = {}
+      for k, v in pairs(transport_opts or {}) do o[k] = v end
+      for k, v in pairs(pool_opts or {}) do o[k] = v end
+      local ok, p = pcall(M.pool, pc, target, o)
+      if not ok then error(p, 2) end
+      entry = { pool = p, clients = {} }
+      named[name] = entry
+    end
+  end
+  local per_schema = entry.clients[schema or NO_SCHEMA]
+  if not per_schema then
+    per_schema = {}
+    entry.clients[schema or NO_SCHEMA] = per_schema
+  end
+  local client = per_schema[service]
   if not client then
-    client = M.client(pc, service, { transport = entry.transport })
-    entry.clients[service] = client
+    local ok, c = pcall(M.client, pc, service, { transport = entry.pool, pool = schema })
+    if not ok then error(c, 2) end
+    client = c
+    per_schema[service] = client
   end
   local fn = client[method]
   if fn == nil then error("protocall.resty.call: " .. service .. " has no method '" .. method .. "'", 2) end
-  local ok, response = pcall(fn, client, request or {}, settings)
+  local ok, response, meta = pcall(fn, client, request or {}, settings)
   if not ok then return nil, response end
-  return response
+  return response, nil, meta
 end
 
 --- `resty.client(pc, service, opts)` -> `pc.client(service, opts)` with

@@ -130,6 +130,21 @@ describe("pc.listen with rest = true", function()
     assert.are.equal(404, code)
   end)
 
+  it("marks REST answers to an allowed origin with CORS headers (cors option)", function()
+    local cors = start_library('{ cors = { origins = { "https://app.example" } } }')
+    local ok, err = pcall(function()
+      for _, h2 in ipairs { false, true } do
+        local code, body, h = G.request(cors, "/v1/shelves/1/books/2",
+          { http2 = h2, headers = { "Origin: https://app.example" } })
+        assert.are.equal(200, code, body)
+        assert.are.equal("https://app.example", h["access-control-allow-origin"])
+        assert.truthy(h["access-control-expose-headers"])
+      end
+    end)
+    helper.stop(cors)
+    assert(ok, err)
+  end)
+
   it("refuses hostile input with a google.rpc.Status body, nothing reaching the handler", function()
     local before = G.calls(server)
     -- a body past max_receive_size: 413
@@ -214,6 +229,30 @@ describe("protocall gateway", function()
     end)
     helper.stop(gw)
     os.remove(rules)
+    assert(ok, err)
+  end)
+
+  it("lets browser pages of -cors ORIGIN call, and answers reflection from its schema", function()
+    local gw = start_gateway(upstream, "-I spec/fixtures/protos -proto gateway/library.proto "
+      .. "-cors https://app.example")
+    local ok, err = pcall(function()
+      local code, _, h = G.request(gw, "/gw.Library/Echo", { method = "OPTIONS",
+        headers = { "Origin: https://app.example", "Access-Control-Request-Method: POST" } })
+      assert.are.equal(204, code)
+      assert.are.equal("https://app.example", h["access-control-allow-origin"])
+      local body
+      code, body, h = G.request(gw, "/v1/shelves/1/books/2", { headers = { "Origin: https://app.example" } })
+      assert.are.equal(200, code, body)
+      assert.are.equal("https://app.example", h["access-control-allow-origin"])
+      code, _, h = G.request(gw, "/v1/shelves/1/books/2", { headers = { "Origin: https://evil.example" } })
+      assert.are.equal(200, code)
+      assert.is_nil(h["access-control-allow-origin"])
+      -- a gRPC client finds the schema through the gateway's own reflection service
+      local out = R.capture(BIN .. " call -plaintext -d '{\"text\":\"through\"}' 127.0.0.1:" .. gw.port
+        .. " gw.Library/Echo 2>&1")
+      assert.matches('"text": "through"', out, 1, true)
+    end)
+    helper.stop(gw)
     assert(ok, err)
   end)
 

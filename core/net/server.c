@@ -1532,7 +1532,7 @@ int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPai
     pc_Error_Set(err, "HTTP status %d out of 200..599", status);
     return 0;
   }
-  nghttp2_nv *nv = pc_Arena_Malloc(s->arena, (n + 1) * sizeof *nv);
+  nghttp2_nv *nv = pc_Arena_Malloc(s->arena, (n + 5) * sizeof *nv); /* + CORS's 4 */
   char *code = pc_Arena_Malloc(s->arena, 8);
   if (nv == NULL || code == NULL) {
     pc_Error_Set(err, "out of memory");
@@ -1555,13 +1555,15 @@ int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPai
     nv[i + 1] = (nghttp2_nv){(uint8_t *)h[i].key, (uint8_t *)h[i].value, h[i].key_len,
                              h[i].value_len, NGHTTP2_NV_FLAG_NONE};
   }
-  if (block_size(nv, n + 1) > block_limit(s)) {
+  size_t count = n + 1;
+  push_cors(s, nv, &count);
+  if (block_size(nv, count) > block_limit(s)) {
     pc_Error_Set(err, "response headers of %zu bytes exceed the limit of %zu bytes",
-                 block_size(nv, n + 1), block_limit(s));
+                 block_size(nv, count), block_limit(s));
     return 0;
   }
   nghttp2_data_provider prd = pc_GrpcSession_Body();
-  if (nghttp2_submit_response(s->c->h2.session, s->id, nv, n + 1, &prd) != 0) {
+  if (nghttp2_submit_response(s->c->h2.session, s->id, nv, count, &prd) != 0) {
     pc_Error_Set(err, "nghttp2 refused the response head");
     return 0;
   }

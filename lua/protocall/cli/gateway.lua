@@ -19,9 +19,10 @@ M.gateway = {
   summary = "a REST/JSON, gRPC-Web and Connect gateway in front of a gRPC server",
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
     validate = "bool", timeout = "number", unbound = "bool", ["listen-cert"] = "string",
-    ["listen-key"] = "string" }),
+    ["listen-key"] = "string", cors = "list" }),
   usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE] [-rules FILE] [-header NAME ...]\n" ..
-          "       [-timeout SECONDS] [-validate] [-unbound] [-plaintext | TLS flags] UPSTREAM",
+          "       [-timeout SECONDS] [-validate] [-unbound] [-cors ORIGIN ...] [-plaintext | TLS flags]\n" ..
+          "       UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
           "UPSTREAM (host:port, a URL or dns:/unix: as `protocall call` takes it): REST/JSON\n" ..
           "requests by the google.api.http annotations of the schema and the rules of\n" ..
@@ -32,8 +33,11 @@ M.gateway = {
           "(besides Authorization and Grpc-Metadata-*); -timeout is every REST route's\n" ..
           "deadline (a shorter Grpc-Timeout wins); -validate refuses requests breaking\n" ..
           "their protovalidate rules before they reach UPSTREAM; -unbound serves methods\n" ..
-          "without a rule as POST /pkg.Service/Method. -listen-cert/-listen-key: TLS on\n" ..
-          "ADDR. Prints `listening on HOST:PORT` to stderr and serves until stopped.",
+          "without a rule as POST /pkg.Service/Method. -cors lets browser pages of ORIGIN\n" ..
+          "(scheme://host[:port], or *) call it (pc.listen's cors option: preflights and\n" ..
+          "CORS headers on every protocol's answers). It serves the reflection service\n" ..
+          "itself, from the schema. -listen-cert/-listen-key: TLS on ADDR. Prints\n" ..
+          "`listening on HOST:PORT` to stderr and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
 }
 
@@ -164,7 +168,8 @@ end
 
 --- server, names = gateway_server(pool, transport, services): a pc.server
 -- of `services` (full names) of `pool` whose handlers forward each call
--- over `transport`.
+-- over `transport`, serving the reflection service itself from `pool`
+-- (clients such as buf curl and protocall call find the schema there).
 function M.gateway_server(pool, transport, services)
   local handlers = {}
   for _, sname in ipairs(services) do
@@ -174,7 +179,7 @@ function M.gateway_server(pool, transport, services)
     for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m) end
     handlers[sname] = h
   end
-  return pc.server(handlers, { pool = pool })
+  return pc.server(handlers, { pool = pool, reflection = true })
 end
 
 -- The services of the files of `pool` named `names`.
@@ -236,8 +241,8 @@ function M.gateway.run(flags, args)
   local okS, server = pcall(M.gateway_server, pool, transport, services)
   if not okS then fail(tostring(server)) end
   local addr = flags.listen or "127.0.0.1:8080"
-  local ok, listener = pcall(pc.listen, server, addr,
-    { rest = rest, cert_file = flags["listen-cert"], key_file = flags["listen-key"] })
+  local ok, listener = pcall(pc.listen, server, addr, { rest = rest, cert_file = flags["listen-cert"],
+    key_file = flags["listen-key"], cors = flags.cors and { origins = flags.cors } or nil })
   if not ok then fail((tostring(listener):gsub("^pc%.listen: ", ""))) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end

@@ -157,6 +157,22 @@ describe("xDS", function()
     end)
   end)
 
+  describe("a call that cannot get its configuration", function()
+    it("names the ADS stream's failure when it times out", function()
+      pc.spawn(function()
+        local t = pc.grpc("xds:///unreachable", { xds_bootstrap = [[{"xds_servers": [{"server_uri": "127.0.0.1:1",
+          "channel_creds": [{"type": "insecure"}]}], "node": {"id": "n"}}]] })
+        local ok, e = pcall(t.unary, t, "/x.Y/Z", "", { timeout = 0.5 })
+        t:close()
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.matches("while waiting for listener unreachable (LDS) (ADS stream to 127.0.0.1:1: UNAVAILABLE: "
+          .. "connect to 127.0.0.1:1", e.message, 1, true)
+      end)
+      pc.run()
+    end)
+  end)
+
   describe("matching", function()
     it("picks the virtual host as gRPC does", function()
       local vhs = { { name = "star", domains = { "*" } }, { name = "pre", domains = { "svc.*" } },
@@ -566,7 +582,8 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         local detail = nack.error_detail.struct_value.fields
-        assert.matches("Cluster A: lb_policy: ROUND_ROBIN expected", detail.message.string_value)
+        assert.matches("Cluster A: lb_policy: ROUND_ROBIN expected (the only policy supported), got RING_HASH",
+          detail.message.string_value, 1, true)
         assert.are.equal(3, detail.code.number_value)
         assert.are.equal("1", nack.version_info.string_value) -- the last accepted version
         assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10))

@@ -286,7 +286,9 @@ local function await(self, path, deadline, ready, what)
     if v ~= nil then return v end
     local left = deadline and deadline - monotonic()
     if left and left <= 0 then
-      local e = errors.status("DEADLINE_EXCEEDED", "xds:///" .. self.name .. ": deadline exceeded " .. what())
+      local trouble = self.client:trouble()
+      local e = errors.status("DEADLINE_EXCEEDED", "xds:///" .. self.name .. ": deadline exceeded " .. what()
+        .. (trouble and " (" .. trouble .. ")" or ""))
       e.method = path
       error(e, 0)
     end

@@ -219,16 +219,26 @@ end
 
 function CHECK.RDS(rc) return check_route_config(rc) end
 
+-- envoy.config.cluster.v3.Cluster's DiscoveryType and LbPolicy names, for
+-- the NACK of a value protocall does not take.
+local CLUSTER_TYPE = { [0] = "STATIC", "STRICT_DNS", "LOGICAL_DNS", "EDS", "ORIGINAL_DST" }
+local LB_POLICY = { [0] = "ROUND_ROBIN", "LEAST_REQUEST", "RING_HASH", "RANDOM", [5] = "MAGLEV",
+  [6] = "CLUSTER_PROVIDED", [7] = "LOAD_BALANCING_POLICY_CONFIG" }
+
 function CHECK.CDS(c)
   local t = c.type or 0
-  if t ~= 3 then return "type: EDS expected (only EDS clusters are supported), got " .. tostring(t) end
+  if t ~= 3 then
+    return "type: EDS expected (only EDS clusters are supported), got " .. (CLUSTER_TYPE[t] or tostring(t))
+  end
   local eds = c.eds_cluster_config
   local cs = eds and eds.eds_config
   if cs == nil or (cs.ads == nil and cs.self == nil) then
     return "eds_cluster_config.eds_config: ads or self expected"
   end
   local lb = c.lb_policy or 0
-  if lb ~= 0 then return "lb_policy: ROUND_ROBIN expected (the only policy supported), got " .. tostring(lb) end
+  if lb ~= 0 then
+    return "lb_policy: ROUND_ROBIN expected (the only policy supported), got " .. (LB_POLICY[lb] or tostring(lb))
+  end
   if c.outlier_detection then
     local why
     c.outlier, why = outlier_config(c.outlier_detection)
@@ -269,7 +279,7 @@ function M.client(bootstrap, connect)
     return nil, "xds bootstrap: $.xds_servers[0].server_uri: " .. tostring(transport):gsub("^pc%.grpc: ", "")
   end
   c = setmetatable({ uri = bootstrap.server_uri, node = bootstrap.node, transport = transport, subs = {}, cache = {},
-    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {} }, Client)
+    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {}, standing = {} }, Client)
   for _, k in ipairs(KINDS) do
     c.subs[k], c.cache[k], c.version[k] = {}, {}, nil
   end
@@ -298,8 +308,9 @@ local function request(self, kind, err)
   if ok then self.sent_node = true end
 end
 
--- The stream ended or failed: start again after the backoff.
-local function ended(self)
+-- The stream ended or failed (`why`): start again after the backoff.
+local function ended(self, why)
+  self.stream_trouble = "ADS stream to " .. self.uri .. ": " .. why
   if self.call then pcall(self.call.close, self.call) end
   self.call, self.sent_node = nil, false
   self.backoff = self.backoff and min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
@@ -308,7 +319,7 @@ end
 
 local function start(self)
   local ok, call = pcall(self.transport.stream, self.transport, protos.ADS_PATH, {})
-  if not ok then return ended(self) end
+  if not ok then return ended(self, type(call) == "table" and tostring(call.message) or tostring(call)) end
   self.call = call
   for _, k in ipairs(KINDS) do
     if next(self.subs[k]) ~= nil then request(self, k) end
@@ -321,7 +332,7 @@ local function take(self, bytes)
   local ok, r = pcall(core.decode, T, bytes, { table = true })
   if not ok or r == nil then return end
   local kind = KIND_OF[r.type_url]
-  self.backoff = nil
+  self.backoff, self.stream_trouble = nil, nil
   if kind == nil then return end -- a type never asked for
   self.nonce[kind] = r.nonce
   local RT = protos.type(MESSAGE[kind])
@@ -351,6 +362,7 @@ local function take(self, bytes)
   end
   if problem then
     self.nacks[kind] = { version = r.version_info, nonce = r.nonce, problem = problem }
+    self.standing[kind] = problem
     return request(self, kind, problem)
   end
   local cache = self.cache[kind]
@@ -360,6 +372,7 @@ local function take(self, bytes)
     end
   end
   for name, res in pairs(got) do cache[name] = res end
+  self.standing[kind] = nil
   self.version[kind] = r.version_info
   self.answered = self.answered or {}
   self.answered[kind] = true
@@ -394,7 +407,10 @@ function Client:poll(seconds)
   while self.call == call do
     local m = raw:next()
     if m == false then return end
-    if m == nil then return ended(self) end
+    if m == nil then
+      local st = raw:status()
+      return ended(self, st.code .. ": " .. tostring(st.message))
+    end
     take(self, m)
   end
 end
@@ -443,6 +459,20 @@ function Client:versions()
     n[k] = self.nacks[k]
   end
   return v, n
+end
+
+--- client:trouble() -> what keeps the configuration from arriving, or
+-- nil: the ADS stream's last failure ("ADS stream to HOST:PORT: UNAVAILABLE:
+-- connect to ...: Connection refused") until a response comes, else the
+-- last NACK still standing ("NACKed CDS: envoy.config.cluster.v3.Cluster
+-- c1: lb_policy: ...").
+function Client:trouble()
+  if self.stream_trouble then return self.stream_trouble end
+  for _, k in ipairs(KINDS) do
+    local problem = self.standing[k]
+    if problem then return "NACKed " .. k .. ": " .. problem end
+  end
+  return nil
 end
 
 --- client:release(): a target stopped using the client; the last one

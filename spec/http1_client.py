@@ -43,7 +43,7 @@ def send_slowly(s, data, pause):
 
 
 s = socket.create_connection(("127.0.0.1", PORT))
-show_body = False
+show_body = summary = False
 if MODE == "unary":
     s.sendall(connect_unary(ADD, close=True))
     show_body = True
@@ -76,6 +76,13 @@ elif MODE == "http10":  # gRPC-Web over HTTP/1.0: the body runs until close
     s.sendall(b"POST /srv.Calc/Count HTTP/1.0\r\nContent-Type: application/grpc-web+json\r\n"
               b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     show_body = True
+elif MODE in ("http10big", "closebig"):  # a long stream: all of it before the close
+    body = frame(b'{"x":20000}')
+    version = b"HTTP/1.0" if MODE == "http10big" else b"HTTP/1.1"
+    close = b"" if MODE == "http10big" else b"Connection: close\r\n"
+    s.sendall(b"POST /srv.Calc/Count " + version + b"\r\nHost: x\r\nContent-Type: application/grpc-web+json\r\n"
+              + close + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    summary = True
 elif MODE == "grpc":  # plain gRPC needs HTTP/2
     s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\n"
               b"Content-Length: 5\r\n\r\n" + frame(b""))
@@ -121,6 +128,26 @@ codes = re.findall(rb"HTTP/1\.[01] (\d{3}) ", data)
 if MODE == "flood":  # how many answers does not matter, only that it ends
     codes = sorted(set(codes))
 print("status " + " ".join(c.decode() for c in codes))
+if summary:  # the gRPC-Web frames of the one response: messages, the last one, the trailers
+    body = data.partition(b"\r\n\r\n")[2]
+    if b"transfer-encoding: chunked" in data.partition(b"\r\n\r\n")[0].lower():
+        plain, rest = b"", body
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size, 16)
+            plain, rest = plain + rest[:n], rest[n + 2:]
+            if n == 0:
+                break
+        body = plain
+    count, last, trailers = 0, b"", b"none"
+    while len(body) >= 5:
+        n = int.from_bytes(body[1:5], "big")
+        if body[0] & 0x80:
+            trailers = body[5:5 + n].strip()
+        else:
+            count, last = count + 1, body[5:5 + n]
+        body = body[5 + n:]
+    print("messages %d last %s trailers %s" % (count, last.decode(), trailers.decode()))
 if show_body:
     for part in re.split(rb"HTTP/1\.[01] \d{3} [^\r]*\r\n", data)[1:]:
         head, _, body = part.partition(b"\r\n\r\n")

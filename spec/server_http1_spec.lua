@@ -101,6 +101,13 @@ describe("pc.listen over HTTP/1.1", function()
       .. [[\x80\x00\x00\x00\x0fgrpc-status:0\r\n; closed]], run("http10"))
   end)
 
+  it("sends a long stream whole before closing, to HTTP/1.0 and to Connection: close", function()
+    for _, mode in ipairs { "http10big", "closebig" } do
+      assert.equals([[status 200; messages 20000 last {"x":20000} trailers grpc-status:0; closed]],
+        run(mode, { max_receive_size = 4 * 1024 * 1024 }), mode)
+    end
+  end)
+
   it("refuses plain gRPC (505: it needs HTTP/2) and closes", function()
     assert.equals("status 505; closed", run("grpc"))
   end)

@@ -151,6 +151,11 @@ describe("CORS on pc.listen", function()
           .. "-d '{\"x\":1,\"y\":2}' http://127.0.0.1:" .. port .. "/web.Calc/Add")
         assert.matches('{"total":"3"}', b, 1, true)
         assert.is_nil(b:find("access-control", 1, true))
+        -- the answer varies by Origin either way (a cache must keep the variants apart)
+        assert.are.equal("Origin", header(b, "vary"))
+        local c = curl(version .. " -H 'content-type: application/json' -d '{\"x\":1,\"y\":2}' "
+          .. "http://127.0.0.1:" .. port .. "/web.Calc/Add")
+        assert.are.equal("Origin", header(c, "vary"))
       end
     end)
   end)
@@ -253,9 +258,12 @@ describe("Connect GET served by pc.listen", function()
           { "encoding=proto&base64=1&compression=br&message=CAYQBw", "400", "invalid_argument",
             "Connect GET: query parameter 'compression' must be gzip or identity, got 'br'" },
           { "encoding=json&message=%7B", "400", "invalid_argument", "request is not valid JSON for web.Point" },
+          { "encoding=proto&base64=1&message=_w", "400", "invalid_argument", "request failed to decode" },
+          { "encoding=json&" .. JSON, "400", "invalid_argument", "Connect GET: a GET carries no request body",
+            "-X GET --data-binary x " },
         }
         for _, c in ipairs(cases) do
-          local a = curl(version .. " " .. url .. c[1] .. "'")
+          local a = curl(version .. " " .. (c[5] or "") .. url .. c[1] .. "'")
           assert.matches("^HTTP/[%d.]+ " .. c[2], a)
           assert.are.equal("application/json", header(a, "content-type"))
           local body = a:match("\n\n(.*)$")

@@ -60,6 +60,7 @@ struct pc_Http1ServerConn {
   int resp_length; /* the response headers gave a content-length: a whole body */
   /* The connection. */
   int closing;  /* close once the output is out; read nothing more */
+  int close_after; /* the response head said close: closing once the exchange is over */
   int shutdown; /* close after the exchange in progress */
   int dead;
   char why[PC_ERROR_MAX];
@@ -155,7 +156,8 @@ static int response_head(pc_Http1ServerConn *c, pc_Http1Body body, uint64_t len)
   pc_Http1Out h = {NULL, NULL, c->status, f, c->nrh, body, len, close};
   int r = write_head(c, &h);
   if (f) c->alloc(c->ud, f, c->nrh * sizeof *f, 0);
-  if (r && close) c->closing = 1;
+  /* not closing yet: a streamed body has its bytes still to come */
+  if (r && close) c->close_after = 1;
   c->head_written = 1;
   return r;
 }
@@ -223,7 +225,8 @@ static void finish_exchange(pc_Http1ServerConn *c) {
   c->head_written = c->chunked = c->hold = c->resp_ended = c->req_done = c->resp_length = 0;
   c->deferred = 0;
   c->status = 0;
-  if (!c->keep_alive || c->shutdown || !pc_Http1Parser_Next(&c->p)) c->closing = 1;
+  if (c->close_after || !c->keep_alive || c->shutdown || !pc_Http1Parser_Next(&c->p))
+    c->closing = 1;
 }
 
 /* -- the HTTP/2 client session ------------------------------------------- */

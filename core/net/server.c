@@ -40,6 +40,7 @@ struct pc_GrpcServerCall {
   pc_WebProtocol proto;     /* from the content-type (web.h) */
   const char *origin;       /* Origin (CORS, web_http.h) */
   int preflight;            /* Access-Control-Request-Method came: a CORS preflight */
+  int connect_get;          /* a Connect GET: its request is the query, a body is refused */
   pc_WebCodec codec;
   int http1;        /* carried over HTTP/1.x (http1_server.h) */
   int too_large;    /* a plain HTTP body past max_receive: answered 413 */
@@ -291,11 +292,13 @@ static const char *response_type(const pc_GrpcServerCall *s) {
  * options allow (web_http.h); none otherwise. 'h' has room for 6 more. */
 static void push_cors(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
   const pc_WebCors *cors = s->c ? s->c->cors : NULL;
-  if (cors == NULL || s->origin == NULL) return;
-  const char *allow = pc_WebCors_AllowOrigin(cors, s->origin, strlen(s->origin));
+  if (cors == NULL) return;
+  /* the answer depends on Origin whether or not it came and is allowed, so
+   * a shared cache (of a Connect GET's answer) keeps the variants apart */
+  h[(*n)++] = PC_GRPC_NV("vary", "Origin");
+  const char *allow = s->origin ? pc_WebCors_AllowOrigin(cors, s->origin, strlen(s->origin)) : NULL;
   if (allow == NULL) return;
   h[(*n)++] = PC_GRPC_NV("access-control-allow-origin", allow);
-  h[(*n)++] = PC_GRPC_NV("vary", "Origin");
   if (cors->credentials) h[(*n)++] = PC_GRPC_NV("access-control-allow-credentials", "true");
   if (s->preflight) return;
   const char *more = cors->expose;
@@ -313,7 +316,7 @@ static void answer_preflight(pc_GrpcServerCall *s) {
   nghttp2_nv h[12];
   size_t n = 0;
   h[n++] = PC_GRPC_NV(":status", "204");
-  size_t bare = n;
+  size_t bare = n + 1; /* and Vary, which push_cors always adds */
   push_cors(s, h, &n);
   char age[16], *hv = NULL;
   if (n > bare) {
@@ -853,6 +856,7 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     return;
   }
   if (s->path == NULL) s->path = "";
+  s->connect_get = get;
   if (get && !connect_get(s)) return;
   if (s->proto != kPc_WebProtocol_Grpc && s->proto != kPc_WebProtocol_Http && !web_request(s))
     return;
@@ -1124,6 +1128,12 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
   pc_GrpcServerCall *s = call_of(session, id);
   if (s == NULL || s->cancelled || s->finished) {
     nghttp2_session_consume(session, id, len);
+    return 0;
+  }
+  if (s->connect_get && len > 0) {
+    /* the URL is what a cache keys the answer on: a body must not change it */
+    nghttp2_session_consume(session, id, len);
+    fail(s, kPc_Code_InvalidArgument, "Connect GET: a GET carries no request body");
     return 0;
   }
   if (s->eager)

@@ -119,10 +119,11 @@ local function finish_failed(call, info, raised)
 end
 
 -- The request message `bytes` of method `info` in the call's codec: the
--- message, or nil, the status code and what went wrong (INTERNAL for
--- protobuf that does not decode, as gRPC servers answer; INVALID_ARGUMENT
--- for JSON, as connect-go does).
-local function decode_request(info, bytes, json)
+-- message, or nil, the status code and what went wrong (protobuf that does
+-- not decode: INTERNAL, as gRPC servers answer, but INVALID_ARGUMENT for a
+-- Connect call (`connect`), as connect-go; JSON: INVALID_ARGUMENT, as
+-- connect-go does).
+local function decode_request(info, bytes, json, connect)
   if json then
     local m, err = from_json(info.input, bytes)
     if m then return m end
@@ -131,7 +132,7 @@ local function decode_request(info, bytes, json)
   end
   local m, err = decode(info.input, bytes)
   if m then return m end
-  return nil, "INTERNAL", ": request failed to decode: " .. err
+  return nil, connect and "INVALID_ARGUMENT" or "INTERNAL", ": request failed to decode: " .. err
 end
 
 -- The response `m` of method `info` on the wire, in the call's codec; an
@@ -200,7 +201,7 @@ local function make_ctx(self, call, info)
       if call:cancelled() then error(cancelled_error(info), 2) end
       return nil
     end
-    local req, code, err = decode_request(info, bytes, json)
+    local req, code, err = decode_request(info, bytes, json, call:protocol() == "connect")
     if not req then error(status(code, info.full_name .. err), 2) end
     return req
   end
@@ -257,7 +258,7 @@ local function run_call(self, call)
         code, bad = codes.UNIMPLEMENTED, one .. "none"
       else
         local name, err
-        req, name, err = decode_request(info, bytes, json)
+        req, name, err = decode_request(info, bytes, json, call:protocol() == "connect")
         if not req then
           code, bad = codes[name], err
         elseif next_bytes(self, call) ~= nil then

@@ -120,6 +120,28 @@ describe("client-side health checking (healthCheckConfig)", function()
     end)
   end)
 
+  it("keeps a backend whose server ends each Watch after one SERVING answer", function()
+    pc.health { pool = pool } -- loads grpc/health/v1/health.proto into the pool
+    local server = pc.server({
+      ["hc.Named"] = { Who = function() return { name = "once" } end },
+      ["grpc.health.v1.Health"] = { Watch = function(_, ctx) ctx.send { status = "SERVING" } end },
+    }, { pool = pool })
+    local l = pc.listen(server, "127.0.0.1:0")
+    local err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local ok, e = pcall(function()
+        local c, t = client({ { addr = "127.0.0.1:" .. l.port }, { addr = "127.0.0.1:" .. l.port } })
+        assert.are.same({ once = 20 }, names(c, 20))
+        t:close()
+      end)
+      if not ok then err = e end
+      l:shutdown(0)
+    end)
+    pc.run()
+    assert(err == nil, err)
+  end)
+
   it("is off with pick_first (A17) and without healthCheckConfig", function()
     with_backends({ { "a" }, { "b" } }, function(bs)
       bs[1].health:set("hc.Named", "NOT_SERVING")

@@ -317,6 +317,13 @@ describe("pc.grpc's Connect GET", function()
           assert.is_false(ok2)
           assert.matches("HTTP status 405", err2.message, 1, true)
           assert.are.equal(13, s:Add { x = 6, y = 7 }.total)
+          -- a request whose query would pass 6 KiB goes as POST (the strict
+          -- server takes it): x = 6, y = 7 and an unknown field of 10,000 bytes
+          local t = pc.grpc("http://127.0.0.1:" .. strict, { protocol = "connect", get = true })
+          local big = "\8\6\16\7\122\144\78" .. ("z"):rep(10000)
+          local out = t:unary("/web.Calc/Mul", big, { no_side_effects = true })
+          assert.are.equal(42, pc.decode(POOL:type("web.Sum"), out).total)
+          t:close()
         else
           local t = pc.grpc("http://127.0.0.1:" .. port, { protocol = "connect", get = true, codec = "json" })
           assert.are.equal('{"total":"42"}', t:unary("/web.Calc/Mul", '{"x":6,"y":7}', { no_side_effects = true }))

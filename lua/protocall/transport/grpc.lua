@@ -123,6 +123,17 @@ local function settings_of(self, name, path, settings, level, sarg)
            get = self.get and UNARY_CALLS[name] and settings.no_side_effects or nil }
 end
 
+-- The most bytes a Connect GET's message may take in its URL's query:
+-- past it the call goes as a POST (connect-go's fallback), so servers and
+-- proxies with an 8 KiB request line still take it.
+local GET_QUERY_MAX = 6144
+
+-- Whether a Connect GET of `request` (bytes) stays within GET_QUERY_MAX:
+-- base64url for protobuf, at worst percent-encoded (3 bytes each) for JSON.
+local function get_fits(self, request)
+  return (self.json and #request * 3 or math.ceil(#request / 3) * 4) <= GET_QUERY_MAX
+end
+
 local function raise(call, path)
   local st = call:status()
   call:close()
@@ -191,6 +202,7 @@ end
 function Transport:unary(path, request, settings)
   local s = settings_of(self, "unary", path, settings, 2, 3)
   check_request("unary", request, 2)
+  if s.get and not get_fits(self, request) then s.get = nil end
   local channel = self.channel
   local call = channel:start(path, s)
   call:send(request)
@@ -258,6 +270,7 @@ end
 local function started(self, name, path, request, settings, result)
   local s = settings_of(self, name, path, settings, 3, 3)
   check_request(name, request, 3)
+  if s.get and not get_fits(self, request) then s.get = nil end
   local call = self.channel:start(path, s)
   call:send(request)
   call:close_send()

@@ -9,7 +9,8 @@
 -- as A17 says) when the server has no Health service. A stream that ends
 -- or fails otherwise (the backend unreachable, the server restarting) is
 -- "failed" and starts again after a backoff of 1 s doubling to 30 s, reset
--- by an answer (at once when the stream had answered before).
+-- by an answer; a stream that had answered starts again at once, its last
+-- answer standing meanwhile.
 local schema = require "protocall.schema"
 local core = require "protocall.core"
 
@@ -58,10 +59,13 @@ local function ended(self, code)
     self.state = "UNIMPLEMENTED"
     return
   end
-  self.state = "failed"
   if self.answered then
+    -- it had answered: start again at once, the last answer standing
+    -- until the new stream's first (a server ending each Watch after one
+    -- answer keeps its backend SERVING)
     self.backoff, self.retry_at = nil, 0
   else
+    self.state = "failed"
     self.backoff = self.backoff and min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
     self.retry_at = monotonic() + self.backoff
   end

@@ -446,6 +446,10 @@ local function take(self, bytes)
       problem = at .. ": no name"
       break
     end
+    if got[name] then
+      problem = format("%s: %s %s named twice in one response", at, MESSAGE[kind], name)
+      break
+    end
     local bad = CHECK[kind](res)
     if bad then
       problem = format("%s %s: %s", MESSAGE[kind], name, bad)

@@ -261,7 +261,8 @@ describe("xDS", function()
 
     it("weighs endpoint x locality without wrapping", function()
       -- (2^32-1)^2 wraps to a negative Lua 5.4 integer, that the balancer took as 1
-      local places = xds.places_of(cla { { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.1", U32) } },
+      local places = xds.places_of(cla {
+        { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.1", U32) } },
         { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.2", 1) } },
         { load_balancing_weight = { value = 3 }, lb_endpoints = { ep("10.0.0.3", 5) } } })
       assert.are.equal(3, #places)
@@ -272,12 +273,14 @@ describe("xDS", function()
     end)
 
     it("takes IP literals only as endpoint addresses", function()
-      for _, a in ipairs { "127.0.0.1", "0.0.0.0", "255.255.255.255", "::1", "::", "fe80::1:2", "2001:db8::ffff:1.2.3.4",
+      for _, a in ipairs { "127.0.0.1", "0.0.0.0", "255.255.255.255", "::1", "::", "fe80::1:2",
+        "2001:db8::ffff:1.2.3.4",
         "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4", "1::" } do
         assert.is_nil(check("EDS", cla { { lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
       end
       for _, a in ipairs { "a b", "unix:/tmp/x", "127.0.0.1:1", "[::1]", "localhost", "256.0.0.1", "1.2.3", "1.2.3.4.5",
-        "1:2:3:4:5:6:7:8:9", ":1", "1:", "1::2::3", "12345::", "::1%eth0", ":::1", "1:2:3:4:5:6:7:1.2.3.4", " 10.0.0.1" } do
+        "1:2:3:4:5:6:7:8:9", ":1", "1:", "1::2::3", "12345::", "::1%eth0", ":::1", "1:2:3:4:5:6:7:1.2.3.4",
+        " 10.0.0.1", "010.0.0.1", "::ffff:1.2.3.04" } do
         assert.are.equal(("endpoints[0].lb_endpoints[1].endpoint.address.socket_address.address: an IP address "
           .. "expected, got %q"):format(a), check("EDS", cla { { lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
       end
@@ -371,8 +374,9 @@ describe("xDS", function()
         resources = { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3,
           eds_cluster_config = { eds_config = { ads = {} } } }) }
       else
-        resources = { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
-          lb_endpoints = { { endpoint = { address = { socket_address = { address = "127.0.0.1",
+        resources = { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { {
+          load_balancing_weight = { value = 1 }, lb_endpoints = { { endpoint = { address = { socket_address = {
+            address = "127.0.0.1",
             port_value = port } } } } } } } }) }
       end
       return { { version_info = "1", type_url = req.type_url, nonce = kind .. "-1", resources = resources } }
@@ -414,13 +418,17 @@ describe("xDS", function()
           port_value = port } } }, load_balancing_weight = { value = w } } end
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
           lb_endpoints = { e(4294967295), e(1) } } } }) }
-      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: envoy.config.endpoint.v3.ClusterLoadAssignment "
-        .. "A: endpoints[0].lb_endpoints: the load_balancing_weights sum to 4294967296, more than 4294967295)" },
+      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+        .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[0].lb_endpoints: the load_balancing_weights "
+        .. "sum to 4294967296, more than 4294967295)" },
       { "an endpoint address that is a host name", { EDS = function(enc, port)
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
-          lb_endpoints = { { endpoint = { address = { socket_address = { address = "a b", port_value = port } } } } } } } }) }
-      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: envoy.config.endpoint.v3.ClusterLoadAssignment "
-        .. "A: endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address: an IP address expected, got \"a b\")" },
+          lb_endpoints = { { endpoint = { address = { socket_address = { address = "a b",
+            port_value = port } } } } } } } }) }
+      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+        .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: "
+        .. "endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address: an IP address expected, "
+        .. "got \"a b\")" },
     }
     for _, case in ipairs(cases) do
       it("fails DEADLINE_EXCEEDED naming the NACK: " .. case[1], function()

@@ -8,7 +8,14 @@
 -- and nonce) or, when one resource is refused, NACKed as a whole: the
 -- request carries the last accepted version, the response's nonce and an
 -- error_detail naming the resource and the field, and the cache keeps the
--- resources of the last accepted response. The stream is read without
+-- resources of the last accepted response. Besides what the targets
+-- cannot use, it refuses what gRPC and Envoy refuse: a name twice in one
+-- response, weights summing past 4294967295 (a route's weighted_clusters,
+-- an EDS locality's endpoints, the localities), an endpoint address that
+-- is not an IPv4 or IPv6 literal, an outlier_detection Duration out of
+-- range or an interval of 0. A response of a type never asked for is
+-- ignored, as gRPC's clients do (NACKing it would ask for every resource
+-- of that type); client:trouble() names it. The stream is read without
 -- blocking whenever a target picks (client:poll); when it ends it starts
 -- again after a backoff (1 s doubling to 30 s, reset by a response),
 -- subscribing again to every name with the versions last accepted; the
@@ -272,10 +279,15 @@ function CHECK.CDS(c)
   end
 end
 
--- Whether `s` is an IPv4 address in dotted decimal (four parts of 0..255).
+-- Whether `s` is an IPv4 address in dotted decimal: four parts of 0..255,
+-- no leading zero (inet_aton would read "010" as octal).
 local function ipv4(s)
-  local a, b, c, d = s:match("^(%d%d?%d?)%.(%d%d?%d?)%.(%d%d?%d?)%.(%d%d?%d?)$")
-  return a ~= nil and tonumber(a) < 256 and tonumber(b) < 256 and tonumber(c) < 256 and tonumber(d) < 256
+  local parts = { s:match("^(%d%d?%d?)%.(%d%d?%d?)%.(%d%d?%d?)%.(%d%d?%d?)$") }
+  if #parts ~= 4 then return false end
+  for _, p in ipairs(parts) do
+    if tonumber(p) > 255 or (#p > 1 and p:sub(1, 1) == "0") then return false end
+  end
+  return true
 end
 
 -- Whether `s` is an IPv6 address as RFC 4291 writes it (hex groups, at

@@ -228,6 +228,271 @@ describe("xDS", function()
     end)
   end)
 
+  describe("resource checks (the NACK's reason)", function()
+    local U32 = 4294967295
+    local check = xds_client.check
+    local function ep(address, weight)
+      return { endpoint = { address = { socket_address = { address = address, port_value = 80 } } },
+        load_balancing_weight = weight and { value = weight } }
+    end
+    local function cla(locs) return { cluster_name = "c", endpoints = locs } end
+
+    it("refuses weight sums above uint32 max, as gRPC and Envoy do", function()
+      assert.is_nil(check("EDS", cla { { load_balancing_weight = { value = U32 },
+        lb_endpoints = { ep("10.0.0.1", U32 - 1), ep("10.0.0.2", 1) } } }))
+      assert.are.equal("endpoints[0].lb_endpoints: the load_balancing_weights sum to 8589934590, more than 4294967295",
+        check("EDS", cla { { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1", U32),
+          ep("10.0.0.2", U32) } } }))
+      assert.are.equal("endpoints[1].lb_endpoints: the load_balancing_weights sum to 4294967296, more than 4294967295",
+        check("EDS", cla { { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1") } },
+          { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1", U32), ep("10.0.0.2") } } }))
+      assert.are.equal("endpoints: the localities' load_balancing_weights sum to 8589934590, more than 4294967295",
+        check("EDS", cla { { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.1") } },
+          { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.2") } } }))
+      local function split(a, b)
+        return { name = "rc", virtual_hosts = { { domains = { "*" }, routes = { { match = { prefix = "" },
+          route = { weighted_clusters = { clusters = { { name = "A", weight = { value = a } },
+            { name = "B", weight = { value = b } } } } } } } } } }
+      end
+      assert.is_nil(check("RDS", split(U32 - 1, 1)))
+      assert.are.equal("virtual_hosts[0].routes[0].route.weighted_clusters: the weights sum to 8589934590, more than "
+        .. "4294967295", check("RDS", split(U32, U32)))
+    end)
+
+    it("weighs endpoint x locality without wrapping", function()
+      -- (2^32-1)^2 wraps to a negative Lua 5.4 integer, that the balancer took as 1
+      local places = xds.places_of(cla {
+        { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.1", U32) } },
+        { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.2", 1) } },
+        { load_balancing_weight = { value = 3 }, lb_endpoints = { ep("10.0.0.3", 5) } } })
+      assert.are.equal(3, #places)
+      assert.is_true(places[1].weight > 1.8e19, tostring(places[1].weight))
+      assert.are.equal(1, places[2].weight)
+      assert.are.equal(15, places[3].weight)
+      assert.are.equal("15", tostring(places[3].weight)) -- an integer while it fits
+    end)
+
+    it("takes IP literals only as endpoint addresses", function()
+      for _, a in ipairs { "127.0.0.1", "0.0.0.0", "255.255.255.255", "::1", "::", "fe80::1:2",
+        "2001:db8::ffff:1.2.3.4",
+        "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4", "1::" } do
+        assert.is_nil(check("EDS", cla { { lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
+      end
+      for _, a in ipairs { "a b", "unix:/tmp/x", "127.0.0.1:1", "[::1]", "localhost", "256.0.0.1", "1.2.3", "1.2.3.4.5",
+        "1:2:3:4:5:6:7:8:9", ":1", "1:", "1::2::3", "12345::", "::1%eth0", ":::1", "1:2:3:4:5:6:7:1.2.3.4",
+        " 10.0.0.1", "010.0.0.1", "::ffff:1.2.3.04" } do
+        assert.are.equal(("endpoints[0].lb_endpoints[1].endpoint.address.socket_address.address: an IP address "
+          .. "expected, got %q"):format(a), check("EDS", cla { { lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
+      end
+    end)
+
+    it("refuses outlier_detection durations out of range, nanos out of 0..999999999 and an interval of 0", function()
+      local function od(t)
+        return check("CDS", { name = "c", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
+          outlier_detection = t })
+      end
+      assert.is_nil(od { interval = { seconds = 1 }, base_ejection_time = { seconds = 0 } })
+      assert.is_nil(od { interval = { seconds = 315576000000, nanos = 999999999 } })
+      assert.are.equal("outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
+        .. "315576000001 s", od { interval = { seconds = 315576000001 } })
+      assert.are.equal("outlier_detection.interval: a duration above 0 expected (Envoy's rule), got 0",
+        od { interval = { seconds = 0 } })
+      assert.are.equal("outlier_detection.interval.nanos: 0..999999999 expected, got -5",
+        od { interval = { seconds = 1, nanos = -5 } })
+      assert.are.equal("outlier_detection.base_ejection_time.nanos: 0..999999999 expected, got 2000000000",
+        od { base_ejection_time = { seconds = 1, nanos = 2000000000 } })
+      assert.are.equal("outlier_detection.max_ejection_time: a duration of at least 0 expected, got -1 s",
+        od { max_ejection_time = { seconds = -1 } })
+    end)
+  end)
+
+  -- An ADS server in this process (pc.listen, no Node): `answer(kind, request)`
+  -- returns the DiscoveryResponses (tables) to send for the first request of
+  -- each type; every request is logged (decoded). body(t, log, port) runs as
+  -- a task with t an xds:///svc target; backend port `port` answers Who.
+  local function in_process(answer, body)
+    local U, enc = protos.TYPE_URL, function(name, t) return core.encode(protos.type(name), t) end
+    local backend = pc.listen(pc.server({ ["xt.Named"] = { Who = function() return { name = "b" } end } },
+      { pool = pool }), "127.0.0.1:0")
+    pc.spawn(function() backend:serve() end)
+    local log, err = {}, nil
+    local ms = pc.listen(pc.server({ ["envoy.service.discovery.v3.AggregatedDiscoveryService"] = {
+      StreamAggregatedResources = function(ctx)
+        while true do
+          local req = ctx.recv()
+          if not req then return end
+          log[#log + 1] = req
+          local kind
+          for k, u in pairs(U) do if u == req.type_url then kind = k end end
+          if kind and (req.response_nonce or "") == "" then
+            for _, r in ipairs(answer(kind, req, enc, backend.port) or {}) do ctx.send(r) end
+          end
+        end
+      end } }, { pool = protos.pool() }), "127.0.0.1:0")
+    pc.spawn(function() ms:serve() end)
+    pc.spawn(function()
+      local t = pc.grpc("xds:///svc", { xds_bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:"
+        .. ms.port, channel_creds = { { type = "insecure" } } } }, node = { id = "n" } } })
+      local ok, e = xpcall(body, debug.traceback, t, log, backend.port)
+      if not ok then err = e end
+      t:close()
+      ms:shutdown(0)
+      backend:shutdown(0)
+    end)
+    pc.run()
+    assert(err == nil, err)
+  end
+
+  -- Resources (google.protobuf.Any tables) for in_process's answers.
+  local function any(enc, kind, name, t)
+    return { type_url = protos.TYPE_URL[kind], value = enc(name, t) }
+  end
+  local LISTENER_T, RC_T = "envoy.config.listener.v3.Listener", "envoy.config.route.v3.RouteConfiguration"
+  local CLUSTER_T, CLA_T = "envoy.config.cluster.v3.Cluster", "envoy.config.endpoint.v3.ClusterLoadAssignment"
+  local HCM_T = protos.HCM:match("/(.*)$")
+  local function routes(action)
+    return { name = "rc", virtual_hosts = { { name = "vh", domains = { "*" }, routes = { { match = { prefix = "" },
+      route = action or { cluster = "A" } } } } } }
+  end
+  local function listener(enc, hcm)
+    return any(enc, "LDS", LISTENER_T, { name = "svc", api_listener = { api_listener = { type_url = protos.HCM,
+      value = enc(HCM_T, hcm or { route_config = routes() }) } } })
+  end
+  local ZERO_SPLIT = { weighted_clusters = { clusters = { { name = "A", weight = { value = 0 } },
+    { name = "B", weight = { value = 0 } } } } }
+  -- answer() serving svc -> A -> the backend, with `over` replacing some kinds' resources.
+  local function serving(over)
+    return function(kind, req, enc, port)
+      local resources
+      if over[kind] then
+        resources = over[kind](enc, port)
+      elseif kind == "LDS" then
+        resources = { listener(enc) }
+      elseif kind == "RDS" then
+        resources = { any(enc, "RDS", RC_T, routes()) }
+      elseif kind == "CDS" then
+        resources = { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3,
+          eds_cluster_config = { eds_config = { ads = {} } } }) }
+      else
+        resources = { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { {
+          load_balancing_weight = { value = 1 }, lb_endpoints = { { endpoint = { address = { socket_address = {
+            address = "127.0.0.1",
+            port_value = port } } } } } } } }) }
+      end
+      return { { version_info = "1", type_url = req.type_url, nonce = kind .. "-1", resources = resources } }
+    end
+  end
+
+  local function call(t, timeout)
+    local c = pc.client("xt.Named", { pool = pool, transport = t })
+    return pcall(c.Who, c, {}, { timeout = timeout or 0.5 })
+  end
+
+  describe("a call whose configuration was NACKed", function()
+    local cases = {
+      { "an LDS listener with a zero-weight split", { LDS = function(enc)
+        return { listener(enc, { route_config = routes(ZERO_SPLIT) }) }
+      end }, "while waiting for listener svc (LDS) (NACKed LDS: envoy.config.listener.v3.Listener svc: "
+        .. "api_listener.api_listener.route_config.virtual_hosts[0].routes[0].route.weighted_clusters: the weights sum "
+        .. "to 0)" },
+      { "an RDS route configuration with a zero-weight split", { LDS = function(enc)
+        return { listener(enc, { rds = { config_source = { ads = {} }, route_config_name = "rc" } }) }
+      end, RDS = function(enc) return { any(enc, "RDS", RC_T, routes(ZERO_SPLIT)) } end },
+        "while waiting for route configuration rc (RDS) (NACKed RDS: envoy.config.route.v3.RouteConfiguration rc: "
+        .. "virtual_hosts[0].routes[0].route.weighted_clusters: the weights sum to 0)" },
+      { "two listeners of one name", { LDS = function(enc) return { listener(enc), listener(enc) } end },
+        "while waiting for listener svc (LDS) (NACKed LDS: resources[1]: envoy.config.listener.v3.Listener svc named "
+        .. "twice in one response)" },
+      { "two clusters of one name", { CDS = function(enc)
+        local a = { name = "A", type = 3, eds_cluster_config = { eds_config = { ads = {} } } }
+        return { any(enc, "CDS", CLUSTER_T, a), any(enc, "CDS", CLUSTER_T, a) }
+      end }, "while waiting for cluster A (CDS) (NACKed CDS: resources[1]: envoy.config.cluster.v3.Cluster A named "
+        .. "twice in one response)" },
+      { "a cluster whose outlier_detection interval is too long", { CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
+          outlier_detection = { interval = { seconds = 315576000001 } } }) }
+      end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: "
+        .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got 315576000001 s)" },
+      { "endpoint weights summing past uint32 max", { EDS = function(enc, port)
+        local function e(w) return { endpoint = { address = { socket_address = { address = "127.0.0.1",
+          port_value = port } } }, load_balancing_weight = { value = w } } end
+        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
+          lb_endpoints = { e(4294967295), e(1) } } } }) }
+      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+        .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[0].lb_endpoints: the load_balancing_weights "
+        .. "sum to 4294967296, more than 4294967295)" },
+      { "an endpoint address that is a host name", { EDS = function(enc, port)
+        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
+          lb_endpoints = { { endpoint = { address = { socket_address = { address = "a b",
+            port_value = port } } } } } } } }) }
+      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+        .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: "
+        .. "endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address: an IP address expected, "
+        .. "got \"a b\")" },
+    }
+    for _, case in ipairs(cases) do
+      it("fails DEADLINE_EXCEEDED naming the NACK: " .. case[1], function()
+        in_process(serving(case[2]), function(t, log)
+          local ok, e = call(t)
+          assert.is_false(ok)
+          assert.are.equal("DEADLINE_EXCEEDED", e.code)
+          assert.are.equal("xds:///svc: deadline exceeded " .. case[3], e.message)
+          local nacked
+          for _, r in ipairs(log) do if r.error_detail then nacked = r end end
+          assert.is_not_nil(nacked, "no NACK reached the server")
+          assert.are.equal(3, nacked.error_detail.code)
+        end)
+      end)
+    end
+
+    it("works with the same server when nothing is refused", function()
+      in_process(serving {}, function(t)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        assert.are.equal("b", r.name)
+      end)
+    end)
+  end)
+
+  describe("a response of a type never asked for", function()
+    it("is ignored (neither ACKed nor NACKed) and leaves the other types' nonces alone", function()
+      local bogus = { version_info = "9", type_url = "type.googleapis.com/bogus.Type", nonce = "bogus-nonce",
+        resources = { { type_url = "type.googleapis.com/bogus.Type", value = "\255\255" } } }
+      -- first only the bogus one: the call names it when it times out
+      in_process(function() return { bogus } end, function(t, log)
+        local ok, e = call(t, 0.3)
+        assert.is_false(ok)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for listener svc (LDS) (ignored a response of "
+          .. "type type.googleapis.com/bogus.Type, never asked for)", e.message)
+        for _, r in ipairs(log) do
+          assert.are_not.equal("type.googleapis.com/bogus.Type", r.type_url)
+          assert.is_nil(r.error_detail)
+        end
+      end)
+      -- then before each real answer: every ACK carries its own type's nonce
+      local real = serving {}
+      in_process(function(kind, req, enc, port)
+        local list = { bogus }
+        for _, r in ipairs(real(kind, req, enc, port)) do list[#list + 1] = r end
+        return list
+      end, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        local acked = {}
+        for _, q in ipairs(log) do
+          assert.are_not.equal("type.googleapis.com/bogus.Type", q.type_url)
+          assert.is_nil(q.error_detail)
+          assert.are_not.equal("bogus-nonce", q.response_nonce)
+          if (q.response_nonce or "") ~= "" then
+            local kind = q.type_url:match("%.(%w+)$")
+            acked[#acked + 1] = kind .. "=" .. q.response_nonce .. "@" .. q.version_info
+          end
+        end
+        assert.are.same({ "Listener=LDS-1@1", "Cluster=CDS-1@1", "ClusterLoadAssignment=EDS-1@1" }, acked)
+      end)
+    end)
+  end)
+
   local absent = peer.missing("@grpc/grpc-js", "@grpc/grpc-js-xds", "protobufjs")
 
   -- Backend `name`: a listener answering Who with its name (Slow after a second).

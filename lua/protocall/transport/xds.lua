@@ -152,7 +152,11 @@ local function places_of(cla)
         if HEALTHY[e.health_status or 0] then
           local sa = e.endpoint.address.socket_address
           local w = e.load_balancing_weight and e.load_balancing_weight.value or 1
-          places[#places + 1] = { host = sa.address, port = tostring(sa.port_value), tls = false, weight = w * lw }
+          -- two uint32 weights: their product may pass 2^63 (an integer would
+          -- wrap); a float then, exact below 2^53
+          local ew = w * 1.0 * lw
+          if ew < 2 ^ 53 then ew = w * lw end
+          places[#places + 1] = { host = sa.address, port = tostring(sa.port_value), tls = false, weight = ew }
         end
       end
     end

@@ -8,7 +8,14 @@
 -- and nonce) or, when one resource is refused, NACKed as a whole: the
 -- request carries the last accepted version, the response's nonce and an
 -- error_detail naming the resource and the field, and the cache keeps the
--- resources of the last accepted response. The stream is read without
+-- resources of the last accepted response. Besides what the targets
+-- cannot use, it refuses what gRPC and Envoy refuse: a name twice in one
+-- response, weights summing past 4294967295 (a route's weighted_clusters,
+-- an EDS locality's endpoints, the localities), an endpoint address that
+-- is not an IPv4 or IPv6 literal, an outlier_detection Duration out of
+-- range or an interval of 0. A response of a type never asked for is
+-- ignored, as gRPC's clients do (NACKing it would ask for every resource
+-- of that type); client:trouble() names it. The stream is read without
 -- blocking whenever a target picks (client:poll); when it ends it starts
 -- again after a backoff (1 s doubling to 30 s, reset by a response),
 -- subscribing again to every name with the versions last accepted; the
@@ -101,6 +108,9 @@ local function duration(d)
   return (tonumber(d.seconds) or 0) + (d.nanos or 0) / 1e9
 end
 
+-- The most a sum of weights may be (gRPC and Envoy refuse more).
+local UINT32_MAX = 4294967295
+
 local function check_route_config(rc)
   for i, vh in ipairs(rc.virtual_hosts or {}) do
     local at = format("virtual_hosts[%d]", i - 1)
@@ -139,6 +149,9 @@ local function check_route_config(rc)
             total = total + w
           end
           if total == 0 then return rat .. ".route.weighted_clusters: the weights sum to 0" end
+          if total > UINT32_MAX then
+            return format("%s.route.weighted_clusters: the weights sum to %.0f, more than %d", rat, total, UINT32_MAX)
+          end
           a.total_weight = total
         end
         a.timeout_s = duration(a.timeout)
@@ -151,6 +164,9 @@ end
 -- as gRFC A50 says (gRPC's defaults; success rate ejection unless
 -- enforcing_success_rate is 0, failure percentage ejection only when
 -- enforcing_failure_percentage is above 0); or nil and "field: problem".
+-- The longest google.protobuf.Duration (seconds: 10,000 years).
+local MAX_DURATION_S = 315576000000
+
 local function outlier_config(od)
   local function u32(f, default, most)
     local v = od[f] and od[f].value
@@ -160,12 +176,22 @@ local function outlier_config(od)
   end
   local c = {}
   for _, k in ipairs { { "interval", 10 }, { "base_ejection_time", 30 }, { "max_ejection_time", 300 } } do
-    local d = od[k[1]]
-    local s = d and duration(d) or k[2]
-    if s < 0 or s > 315576000000 then
-      return nil, "outlier_detection." .. k[1] .. ": a duration of at least 0 expected"
+    local f, d = k[1], od[k[1]]
+    local s = k[2]
+    if d then
+      local secs, nanos = tonumber(d.seconds) or 0, d.nanos or 0
+      local at = "outlier_detection." .. f
+      if nanos < 0 or nanos > 999999999 then
+        return nil, format("%s.nanos: 0..999999999 expected, got %d", at, nanos)
+      end
+      if secs < 0 then return nil, format("%s: a duration of at least 0 expected, got %.0f s", at, secs) end
+      if secs > MAX_DURATION_S then
+        return nil, format("%s: at most %.0f s expected (Duration's range), got %.0f s", at, MAX_DURATION_S, secs)
+      end
+      s = duration(d)
+      if f == "interval" and s == 0 then return nil, at .. ": a duration above 0 expected (Envoy's rule), got 0" end
     end
-    c[k[1]] = s
+    c[f] = s
   end
   local why
   c.max_ejection_percent, why = u32("max_ejection_percent", 10, 100)
@@ -191,6 +217,12 @@ local function outlier_config(od)
 end
 
 local CHECK = {}
+
+--- problem = M.check(kind, resource): nil when `resource` (a plain table
+-- of the message of `kind`, "LDS", "RDS", "CDS" or "EDS") is taken, else
+-- "field: what is wrong", as its NACK says it. Keeps what the targets
+-- need in the table (the decoded HttpConnectionManager, outlier config).
+function M.check(kind, resource) return CHECK[kind](resource) end
 
 function CHECK.LDS(l)
   local any = l.api_listener and l.api_listener.api_listener
@@ -247,17 +279,84 @@ function CHECK.CDS(c)
   end
 end
 
+-- Whether `s` is an IPv4 address in dotted decimal: four parts of 0..255,
+-- no leading zero (inet_aton would read "010" as octal).
+local function ipv4(s)
+  local parts = { s:match("^(%d%d?%d?)%.(%d%d?%d?)%.(%d%d?%d?)%.(%d%d?%d?)$") }
+  if #parts ~= 4 then return false end
+  for _, p in ipairs(parts) do
+    if tonumber(p) > 255 or (#p > 1 and p:sub(1, 1) == "0") then return false end
+  end
+  return true
+end
+
+-- Whether `s` is an IPv6 address as RFC 4291 writes it (hex groups, at
+-- most one "::", an IPv4 tail), without brackets, port or zone.
+local function ipv6(s)
+  if not s:find(":", 1, true) or s:find("[^%x:.]") then return false end
+  local head = s
+  local v4 = s:match(":(%d+%.[%d.]+)$")
+  if v4 then
+    if not ipv4(v4) then return false end
+    head = s:sub(1, #s - #v4)
+    if head:sub(-2) ~= "::" then head = head:sub(1, -2) end
+  elseif s:find(".", 1, true) then
+    return false
+  end
+  local groups, double = 0, false
+  local i = 1
+  if head:sub(1, 2) == "::" then
+    double, i = true, 3
+  elseif head:sub(1, 1) == ":" then
+    return false
+  end
+  while i <= #head do
+    local g = head:match("^%x%x?%x?%x?", i)
+    if g == nil then return false end
+    groups, i = groups + 1, i + #g
+    if i <= #head then
+      if head:sub(i, i + 1) == "::" then
+        if double then return false end
+        double, i = true, i + 2
+      elseif head:sub(i, i) == ":" and i < #head then
+        i = i + 1
+      else
+        return false
+      end
+    end
+  end
+  local tail = v4 and 2 or 0
+  if double then return groups + tail <= 7 end
+  return groups + tail == 8
+end
+M.ip_literal = function(s) return ipv4(s) or ipv6(s) end
+
 function CHECK.EDS(cla)
+  local locality_sum = 0
   for i, loc in ipairs(cla.endpoints or {}) do
+    local sum = 0
     for j, e in ipairs(loc.lb_endpoints or {}) do
       local sa = e.endpoint and e.endpoint.address and e.endpoint.address.socket_address
       local at = format("endpoints[%d].lb_endpoints[%d].endpoint.address.socket_address", i - 1, j - 1)
       if sa == nil then return at .. ": missing" end
       if sa.address == nil or sa.address == "" then return at .. ".address: empty" end
+      if not (ipv4(sa.address) or ipv6(sa.address)) then
+        return format("%s.address: an IP address expected, got %q", at, sa.address)
+      end
       if sa.port_value == nil or sa.port_value < 1 or sa.port_value > 65535 then
         return at .. ".port_value: a port in 1..65535 expected"
       end
+      sum = sum + (e.load_balancing_weight and e.load_balancing_weight.value or 1)
     end
+    if sum > UINT32_MAX then
+      return format("endpoints[%d].lb_endpoints: the load_balancing_weights sum to %.0f, more than %d", i - 1, sum,
+        UINT32_MAX)
+    end
+    locality_sum = locality_sum + (loc.load_balancing_weight and loc.load_balancing_weight.value or 0)
+  end
+  if locality_sum > UINT32_MAX then
+    return format("endpoints: the localities' load_balancing_weights sum to %.0f, more than %d", locality_sum,
+      UINT32_MAX)
   end
 end
 
@@ -333,7 +432,13 @@ local function take(self, bytes)
   if not ok or r == nil then return end
   local kind = KIND_OF[r.type_url]
   self.backoff, self.stream_trouble = nil, nil
-  if kind == nil then return end -- a type never asked for
+  if kind == nil then
+    -- a type never asked for: ignored, as gRPC's clients do (a NACK would be a
+    -- request for that type with no names, a wildcard subscription); the nonces
+    -- of the other types stay as they are
+    self.ignored = tostring(r.type_url)
+    return
+  end
   self.nonce[kind] = r.nonce
   local RT = protos.type(MESSAGE[kind])
   local got, problem = {}, nil
@@ -351,6 +456,10 @@ local function take(self, bytes)
     local name = res.name or res.cluster_name
     if name == nil or name == "" then
       problem = at .. ": no name"
+      break
+    end
+    if got[name] then
+      problem = format("%s: %s %s named twice in one response", at, MESSAGE[kind], name)
       break
     end
     local bad = CHECK[kind](res)
@@ -372,7 +481,7 @@ local function take(self, bytes)
     end
   end
   for name, res in pairs(got) do cache[name] = res end
-  self.standing[kind] = nil
+  self.standing[kind], self.ignored = nil, nil
   self.version[kind] = r.version_info
   self.answered = self.answered or {}
   self.answered[kind] = true
@@ -465,13 +574,15 @@ end
 -- nil: the ADS stream's last failure ("ADS stream to HOST:PORT: UNAVAILABLE:
 -- connect to ...: Connection refused") until a response comes, else the
 -- last NACK still standing ("NACKed CDS: envoy.config.cluster.v3.Cluster
--- c1: lb_policy: ...").
+-- c1: lb_policy: ..."), else the type of the last response ignored as
+-- never asked for.
 function Client:trouble()
   if self.stream_trouble then return self.stream_trouble end
   for _, k in ipairs(KINDS) do
     local problem = self.standing[k]
     if problem then return "NACKed " .. k .. ": " .. problem end
   end
+  if self.ignored then return "ignored a response of type " .. self.ignored .. ", never asked for" end
   return nil
 end
 

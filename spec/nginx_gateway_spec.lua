@@ -32,26 +32,7 @@ end
 -- set in init_by_lua), route "echo" (gw.Library.Echo by rules given apart,
 -- published in the shared dict: versions A and B take turns through
 -- /admin/swap?v=A|B, "bad" and "badrule" fail to compile).
-local CONF = [==[
-load_module /usr/lib/nginx/modules/ndk_http_module.so;
-load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-daemon off;
-master_process on;
-worker_processes 2;
-pid logs/nginx.pid;
-error_log logs/error.log info;
-
-events {
-    worker_connections 1024;
-}
-
-http {
-    access_log off;
-    client_body_temp_path temp/body;
-    proxy_temp_path temp/proxy;
-    fastcgi_temp_path temp/fastcgi;
-    uwsgi_temp_path temp/uwsgi;
-    scgi_temp_path temp/scgi;
+local CONF = N.lua_conf(2, [==[
     client_max_body_size 8m;
     client_body_buffer_size 64k;
     # room for a header past the gateway's 64 KiB metadata bound
@@ -60,8 +41,6 @@ http {
     # after 1000 requests by default, and wrk counts a failed reconnect as
     # an error of the run, which is not what the test is about)
     keepalive_requests 1000000;
-    lua_package_path "@ROOT@/lua/?.lua;/usr/share/lua/5.1/?.lua;;";
-    lua_package_cpath "@ROOT@/build/luajit/?.so;;";
     lua_shared_dict gateway 1m;
 
     init_by_lua_block {
@@ -207,9 +186,7 @@ http {
             }
         }
     }
-}
-
-]==]
+]==])
 
 local function start_nginx(upstream)
   return N.start("gateway", CONF:gsub("@UPSTREAM@", upstream), function(prefix)

@@ -28,28 +28,7 @@ end
 -- per protocol and HTTP version (made on first use in the worker); answers
 -- the result (Add: the total; count: the x of each response, joined by
 -- ","), or "CODE: message [reason of the first detail]".
-local CONF = [==[
-load_module /usr/lib/nginx/modules/ndk_http_module.so;
-load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-daemon off;
-master_process on;
-worker_processes 1;
-pid logs/nginx.pid;
-error_log logs/error.log info;
-
-events {
-    worker_connections 1024;
-}
-
-http {
-    access_log off;
-    client_body_temp_path temp/body;
-    proxy_temp_path temp/proxy;
-    fastcgi_temp_path temp/fastcgi;
-    uwsgi_temp_path temp/uwsgi;
-    scgi_temp_path temp/scgi;
-    lua_package_path "@ROOT@/lua/?.lua;/usr/share/lua/5.1/?.lua;;";
-    lua_package_cpath "@ROOT@/build/luajit/?.so;;";
+local CONF = N.lua_conf(1, [==[
 
     init_by_lua_block {
         local pc = require "protocall"
@@ -101,8 +80,7 @@ service Calc {
             }
         }
     }
-}
-]==]
+]==])
 
 -- curl's bodies of the GETs of `paths`, all at once (each on a connection
 -- of its own), in order.

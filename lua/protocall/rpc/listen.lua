@@ -272,16 +272,7 @@ local function run_call(self, call)
     elseif bad then
       call:finish(code, info.full_name .. bad)
     else
-      local ok, result
-      if info.client_streaming then
-        ok, result = pcall(entry.handler, ctx)
-      else
-        ok, result = pcall(entry.handler, req, ctx)
-      end
-      if ok and ctx.deadline ~= nil and now() > ctx.deadline then
-        -- a late answer is no answer: the client's deadline has passed (as gRPC servers do)
-        ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
-      end
+      local ok, result = rpc_server.invoke(entry, info, req, ctx)
       if ok and info.client_streaming and info.server_streaming and result ~= nil then
         ok, result = false, status("INTERNAL", info.full_name
           .. ": a bidirectional handler answers with ctx.send and returns nothing")

@@ -176,15 +176,7 @@ function M.serve(self, call)
       while call:unsent() > 65536 and not ctx.cancelled() do wait_call(core, call) end
     end
   end
-  local ok, result
-  if info.client_streaming then
-    ok, result = pcall(entry.handler, ctx)
-  else
-    ok, result = pcall(entry.handler, req, ctx)
-  end
-  if ok and ctx.deadline ~= nil and now() > ctx.deadline then
-    ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
-  end
+  local ok, result = rpc_server.invoke(entry, info, req, ctx)
   if ok and info.server_streaming then
     ok, result = pcall(function()
       local list = returned_list(info, result)

@@ -289,6 +289,26 @@ function M.handler_error(info, raised)
   return status("UNKNOWN", info.full_name .. ": " .. text, { value = raised })
 end
 
+--- ok, result = invoke(entry, info, req, ctx): runs the handler of method
+-- `info` (`entry.handler`) in pcall, with `ctx` alone for a client stream
+-- or bidirectional method, else with the request `req` and `ctx`; an
+-- answer that comes after ctx.deadline is false and DEADLINE_EXCEEDED (a
+-- late answer is no answer: the client's deadline has passed, as gRPC
+-- servers do). pc.listen's placements (gRPC and the web's protocols, REST)
+-- run handlers through it.
+function M.invoke(entry, info, req, ctx)
+  local ok, result
+  if info.client_streaming then
+    ok, result = pcall(entry.handler, ctx)
+  else
+    ok, result = pcall(entry.handler, req, ctx)
+  end
+  if ok and ctx.deadline ~= nil and now() > ctx.deadline then
+    ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
+  end
+  return ok, result
+end
+
 --- list = returned_list(info, result): what a server-streaming handler of
 -- method `info` returned, as the list of responses to send after those it
 -- sent (nil: none); anything but nil or a list (keys 1..n, every one

@@ -59,9 +59,9 @@ struct pc_Http1ServerConn {
   int hold, head_written, chunked, resp_ended;
   int resp_length; /* the response headers gave a content-length: a whole body */
   /* The connection. */
-  int closing;  /* close once the output is out; read nothing more */
+  int closing;     /* close once the output is out; read nothing more */
   int close_after; /* the response head said close: closing once the exchange is over */
-  int shutdown; /* close after the exchange in progress */
+  int shutdown;    /* close after the exchange in progress */
   int dead;
   char why[PC_ERROR_MAX];
 };

@@ -99,6 +99,11 @@ elif MODE == "bigbody":  # a body over the receive limit (max_receive 1024 in th
     s.sendall(connect_unary(b'{"note": "' + b"n" * 5000 + b'"}', close=True))
 elif MODE == "slowloris":  # a head that never ends, a byte every 0.1 s
     send_slowly(s, b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 40, 0.1)
+elif MODE == "slowbody":  # a whole head, then a body a byte every 0.2 s (8 s)
+    body = b'{"x": 20, "y": 22, "note": "' + b"z" * 12 + b'"}'
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    send_slowly(s, body, 0.2)
 elif MODE == "flood":  # pipelined requests, sent without reading the answers
     try:
         s.sendall(connect_unary(ADD) * 60000 + connect_unary(ADD, close=True))

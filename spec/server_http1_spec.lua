@@ -132,6 +132,10 @@ describe("pc.listen over HTTP/1.1", function()
     assert.equals("status 429; closed", run("bigbody"))
   end)
 
+  it("answers a body not complete within stall_timeout of its head 408 and closes (a slow body)", function()
+    assert.equals("status 408; closed", run("slowbody", { stall_timeout = 1 }))
+  end)
+
   it("answers a head not complete within the handshake timeout 408 and closes (slowloris)", function()
     assert.equals("status 408; closed", run("slowloris", { handshake_timeout = 1 }))
   end)

@@ -41,6 +41,7 @@ struct pc_Http1ServerConn {
   size_t out_pos;
   double now;
   double head_since; /* > 0: bytes of a request head wait since then */
+  double body_since; /* > 0: the request's head ended then, its body still coming */
   /* The request being served. */
   int busy;        /* a request is in progress (head parsed, exchange not over) */
   int32_t stream;  /* its HTTP/2 stream */
@@ -487,6 +488,7 @@ static int parse_some(pc_Http1ServerConn *c) {
       return progress;
     case kPc_Http1Event_Head:
       c->head_since = 0;
+      c->body_since = c->now;
       start_request(c, ev.head);
       progress = 1;
       break;
@@ -498,6 +500,7 @@ static int parse_some(pc_Http1ServerConn *c) {
     case kPc_Http1Event_Trailers: break; /* request trailers are not passed on */
     case kPc_Http1Event_End:
       c->req_done = 1;
+      c->body_since = 0;
       progress = 1;
       resume(c);
       if (c->resp_ended) finish_exchange(c);
@@ -672,6 +675,17 @@ double pc_Http1ServerConn_Expire(pc_Http1ServerConn *c, double now) {
       write_simple(c, 408, "request head not complete in time\n");
     } else if (due < 0 || at < due) {
       due = at;
+    }
+  }
+  double stall = c->o.engine.stall_timeout == 0 ? 60 : c->o.engine.stall_timeout;
+  if (c->busy && !c->req_done && !c->closing && !c->dead && c->body_since > 0 && stall > 0) {
+    double at = c->body_since + stall;
+    if (now < at) {
+      if (due < 0 || at < due) due = at;
+    } else if (!c->head_written) {
+      write_simple(c, 408, "request body not complete in time\n");
+    } else {
+      fail(c, "request body not complete in time");
     }
   }
   return due;

@@ -19,6 +19,11 @@
  * target not in origin-form (400), a request http1.h refuses
  * (pc_Http1Status_HttpCode: 400, 413, 414, 431, 501, 505), a request head
  * not complete within 'head_timeout' of its first byte (408, slowloris),
+ * a request body not complete within the engine's stall_timeout of its
+ * head's end (60 s unless set; 408, or the connection closed once its
+ * answer has begun: a body trickled a byte at a time holds no connection
+ * for ever; bodies here are a unary or server-streaming request, or a
+ * client stream sent whole),
  * input piling up past the bound below while a response is going (a
  * pipelining flood). "Expect: 100-continue" is answered "100 Continue".
  *

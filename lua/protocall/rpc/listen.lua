@@ -425,7 +425,10 @@ end
 -- connection window, at least max_receive_size; past it their clients
 -- wait on the stream window) and `stall_timeout` (60 s: a
 -- request message half-received with nothing more arriving although the
--- client may send ends RESOURCE_EXHAUSTED; negative: never). Handlers are
+-- client may send ends RESOURCE_EXHAUSTED; over HTTP/1.x a request body
+-- not complete within it of its head is answered 408 and the connection
+-- closed, so a body trickled a byte at a time holds no connection for
+-- ever; negative: never). Handlers are
 -- called as by pc.inproc:
 -- (request, ctx), client-streaming and bidirectional ones (ctx) reading
 -- with ctx:recv(); a unary or server-streaming handler runs once the

@@ -266,14 +266,20 @@ end
 
 local STATUS = { ok = 1, error = 2 }
 
--- Why `id` (a trace id of 32 hex digits, a span id of 16) is not one, or nil.
+local ZEROS = { [16] = ("0"):rep(16), [32] = ("0"):rep(32) }
+
+-- Why `id` (a trace id of 32 hex digits, a span id of 16) is not one, or false.
 local function id_problem(what, id, digits)
   if type(id) ~= "string" or #id ~= digits or find(id, "%X") then
     return what .. ": " .. digits .. " hex digits expected, got " .. (type(id) == "string"
       and format("%q", #id > 40 and sub(id, 1, 40) .. "..." or id) or type(id))
   end
-  if not find(id, "[1-9a-fA-F]") then return what .. ": all zeros (an invalid id)" end
-  return nil
+  if id == ZEROS[digits] then return what .. ": all zeros (an invalid id)" end
+  return false
+end
+
+local function time_problem(what, v)
+  return what .. ": seconds since the epoch expected (0 to 2^63 ns), got " .. tostring(v)
 end
 
 -- Why the span table `s` cannot be exported, or nil.
@@ -281,23 +287,15 @@ local function span_problem(s)
   if type(s) ~= "table" then return "a table expected, got " .. type(s) end
   if type(s.name) ~= "string" then return "name: a string expected, got " .. type(s.name) end
   local start, finish = s.start, s.finish
-  for _, t in ipairs { "start", "finish" } do
-    local v = s[t]
-    if type(v) ~= "number" or not (v >= 0 and v < MAX_SECONDS) then
-      return t .. ": seconds since the epoch expected (0 to 2^63 ns), got " .. tostring(v)
-    end
+  if type(start) ~= "number" or not (start >= 0 and start < MAX_SECONDS) then return time_problem("start", start) end
+  if type(finish) ~= "number" or not (finish >= 0 and finish < MAX_SECONDS) then
+    return time_problem("finish", finish)
   end
   if finish < start then return "finish " .. tostring(finish) .. " is before start " .. tostring(start) end
-  if s.trace_id ~= nil then
-    local p = id_problem("trace_id", s.trace_id, 32)
-    if p then return p end
-  end
-  for _, f in ipairs { "span_id", "parent_span_id" } do
-    if s[f] ~= nil and not (f == "parent_span_id" and s[f] == "") then
-      local p = id_problem(f, s[f], 16)
-      if p then return p end
-    end
-  end
+  local p = s.trace_id ~= nil and id_problem("trace_id", s.trace_id, 32)
+    or s.span_id ~= nil and id_problem("span_id", s.span_id, 16)
+    or s.parent_span_id ~= nil and s.parent_span_id ~= "" and id_problem("parent_span_id", s.parent_span_id, 16)
+  if p then return p end
   if s.kind ~= nil and not M.KIND[s.kind] then return "kind: unknown kind " .. tostring(s.kind) end
   if s.status ~= nil and not STATUS[s.status] then return "status: \"ok\" or \"error\" expected" end
   if s.status_message ~= nil and type(s.status_message) ~= "string" then

@@ -184,6 +184,8 @@ local function check_options(opts, level)
     end
   end
   if not opts.target then error("protocall.resty.otlp.new: option 'target' (the collector) is required", level + 1) end
+  local problem = attributes_problem(opts.resource)
+  if problem then error("protocall.resty.otlp.new: option 'resource': " .. problem, level + 1) end
   for k in pairs(DEFAULTS) do
     local v = opts[k]
     if v ~= nil and (v ~= v or v <= 0) then

@@ -56,16 +56,19 @@ local function stop_collector(c)
   end
 end
 
--- What the collector received: spans = {trace id hex -> times seen}, count, fails = {codes}.
+-- What the collector received: spans = {trace id hex -> times seen},
+-- names = {trace id hex -> span name}, count, fails = {codes}.
 local function received(c)
-  local r = { spans = {}, count = 0, fails = {} }
+  local r = { spans = {}, names = {}, count = 0, fails = {} }
   for line in N.read(c.out):gmatch("[^\n]+") do
     local fail = line:match("^FAIL (%S+)$")
     if fail then
       r.fails[#r.fails + 1] = fail
     else
-      local trace = assert(line:match("^(%x+) %x+$"), line)
+      local trace, name = line:match("^(%x+) %x+ (%x*)$")
+      assert(trace, line)
       r.spans[trace] = (r.spans[trace] or 0) + 1
+      r.names[trace] = name:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end)
       r.count = r.count + 1
     end
   end
@@ -215,6 +218,30 @@ describe("the OTLP exporter inside nginx", function()
     stop_nginx(n)
     assert.are.same({ queued = 4, exported = 0, dropped = 6, failed = 0, rejected = 0, retries = 0, waiting = 4 }, s)
     assert_once(received(collector), 1, 4) -- sent when the worker exits
+  end)
+
+  it("sends a batch holding a request for /%FF with a User-Agent that is not UTF-8, U+FFFD in its place", function()
+    if not ready() then return end
+    collector = start_collector()
+    -- A full batch of 5 goes at once; the timer, a minute away, sends none.
+    n = start_nginx(collector, function(conf)
+      conf = replace(conf, "worker_processes 2;", "worker_processes 1;")
+      return replace(replace(conf, "interval = 1,", "interval = 60,"), "batch_size = 512,", "batch_size = 5,")
+    end)
+    assert.are.same({ ["200"] = 4 }, requests(n, 1, 4, 1))
+    -- $uri is decoded: the span's name and url.path hold the byte 0xFF
+    local code = R.capture("curl -s -o /dev/null -w '%{http_code}' -m 5 --path-as-is "
+      .. "-H \"$(printf 'User-Agent: \\377')\" -H " .. q("traceparent: 00-" .. trace_of(5) .. "-00f067aa0ba902b7-01")
+      .. " " .. q(n.url .. "/%FF"))
+    assert.are.equal("200", code)
+    local r = wait_for(collector, 5, 10)
+    local s = stats(n)
+    local log = stop_nginx(n)
+    assert_once(r, 1, 5)
+    assert.are.equal("GET /item/1", r.names[trace_of(1)])
+    assert.are.equal("GET /\239\191\189", r.names[trace_of(5)])
+    assert.are.same({ queued = 5, exported = 5, dropped = 0, failed = 0, rejected = 0, retries = 0, waiting = 0 }, s)
+    assert.is_nil(log:match("%[error%][^\n]*"))
   end)
 
   it("drops a batch on a status OTLP does not retry, and counts a partial success's rejected spans", function()

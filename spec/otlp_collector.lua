@@ -2,8 +2,8 @@
 -- bench/otlp_nginx_bench.lua, served by `protocall serve SCRIPT -- PROTOS
 -- OUT [FAILS]`: opentelemetry.proto.collector.trace.v1.TraceService/Export
 -- loaded from the folder PROTOS (opentelemetry-proto's files), appending
--- one line per span received to the file OUT: its trace id and span id in
--- hex. FAILS, a comma-separated list of status names, fails the first
+-- one line per span received to the file OUT: its trace id, span id and
+-- name in hex. FAILS, a comma-separated list of status names, fails the first
 -- Exports in that order before reading them, each failure a line "FAIL
 -- CODE" in OUT (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo of 0.2 s,
 -- EXHAUSTED as RESOURCE_EXHAUSTED without it; "REJECT" answers a partial
@@ -40,7 +40,11 @@ return {
       for _, rs in pc.ipairs(req.resource_spans) do
         for _, ss in pc.ipairs(rs.scope_spans) do
           for _, s in pc.ipairs(ss.spans) do
-            if skip then skip = false else lines[#lines + 1] = hex(s.trace_id) .. " " .. hex(s.span_id) .. "\n" end
+            if skip then
+              skip = false
+            else
+              lines[#lines + 1] = hex(s.trace_id) .. " " .. hex(s.span_id) .. " " .. hex(s.name) .. "\n"
+            end
           end
         end
       end

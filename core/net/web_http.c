@@ -54,12 +54,25 @@ static int param(const char *k, size_t kn, const char *name) {
   return kn == strlen(name) && memcmp(k, name, kn) == 0;
 }
 
+/* A short query name or value percent-decoded into 'buf' (SHORT_MAX
+ * bytes): '*p' and '*n' then point at it. One longer, or malformed, stays
+ * as it came (it matches no name, and a value is named in the error). */
+#define SHORT_MAX 32
+static void decode_short(const char **p, size_t *n, char *buf) {
+  if (*n > SHORT_MAX || memchr(*p, '%', *n) == NULL) return;
+  size_t m = unescape(*p, *n, buf);
+  if (m == (size_t)-1) return;
+  *p = buf;
+  *n = m;
+}
+
 int pc_Connect_ParseGet(pc_Arena *arena, const char *q, size_t len, size_t max, pc_ConnectGet *out,
                         int *too_big, pc_Error *err) {
   memset(out, 0, sizeof *out);
   *too_big = 0;
   const char *enc = NULL, *msg = NULL, *b64 = NULL, *comp = NULL, *ver = NULL;
   size_t encn = 0, msgn = 0, b64n = 0, compn = 0, vern = 0;
+  char encb[SHORT_MAX], b64b[SHORT_MAX], compb[SHORT_MAX], verb[SHORT_MAX];
   for (size_t i = 0; i < len;) {
     size_t j = i;
     while (j < len && q[j] != '&') j++;
@@ -67,19 +80,27 @@ int pc_Connect_ParseGet(pc_Arena *arena, const char *q, size_t len, size_t max, 
     while (eq < j && q[eq] != '=') eq++;
     const char *k = q + i, *v = eq < j ? q + eq + 1 : q + j;
     size_t kn = eq - i, vn = eq < j ? j - eq - 1 : 0;
-    if (param(k, kn, "encoding")) {
+    /* names decoded as Go's url.ParseQuery does; the first of a repeated
+     * parameter wins, as connect-go's Query().Get */
+    char kb[SHORT_MAX];
+    decode_short(&k, &kn, kb);
+    if (param(k, kn, "encoding") && !enc) {
+      decode_short(&v, &vn, encb);
       enc = v;
       encn = vn;
-    } else if (param(k, kn, "message")) {
+    } else if (param(k, kn, "message") && !msg) {
       msg = v;
       msgn = vn;
-    } else if (param(k, kn, "base64")) {
+    } else if (param(k, kn, "base64") && !b64) {
+      decode_short(&v, &vn, b64b);
       b64 = v;
       b64n = vn;
-    } else if (param(k, kn, "compression")) {
+    } else if (param(k, kn, "compression") && !comp) {
+      decode_short(&v, &vn, compb);
       comp = v;
       compn = vn;
-    } else if (param(k, kn, "connect")) {
+    } else if (param(k, kn, "connect") && !ver) {
+      decode_short(&v, &vn, verb);
       ver = v;
       vern = vn;
     }

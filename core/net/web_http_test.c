@@ -56,6 +56,14 @@ int main(void) {
         memcmp(g.message, "\10\6\20\7", 4) == 0);
   CHECK(get(a, "message=CAYQBw%3D%3D&base64=1&encoding=proto&_=7", 1024, &g, &big, &err));
   CHECK(g.message_len == 4 && memcmp(g.message, "\10\6\20\7", 4) == 0);
+  /* names and short values percent-decoded; the first of a repeated parameter wins (Go's
+   * url.ParseQuery and Query().Get, as connect-go reads them) */
+  CHECK(get(a, "encod%69ng=json&message=%7B%7D", 1024, &g, &big, &err));
+  CHECK(g.codec == kPc_WebCodec_Json && g.message_len == 2);
+  CHECK(get(a, "encoding=json&encoding=proto&message=%7B%7D", 1024, &g, &big, &err));
+  CHECK(g.codec == kPc_WebCodec_Json);
+  CHECK(get(a, "encoding=pro%74o&base64=%31&message=CAYQBw", 1024, &g, &big, &err));
+  CHECK(g.codec == kPc_WebCodec_Proto && g.message_len == 4);
   CHECK(get(a, "encoding=proto&base64=1&message=-_8", 1024, &g, &big, &err));
   CHECK(g.message_len == 2 && (unsigned char)g.message[0] == 0xfb &&
         (unsigned char)g.message[1] == 0xff);

@@ -1,0 +1,103 @@
+-- The per-call cost of an xds:/// target against a static list of the same
+-- backends (issue goal: <= 1.1x). A server process (this file with
+-- --serve) listens on all addresses of one port and serves both the
+-- backend's method and an ADS management server (envoy's
+-- AggregatedDiscoveryService, the subset protos of
+-- lua/protocall/transport/xds_protos.lua) whose resources route
+-- xds:///svc to cluster A, endpoints 127.0.0.1:PORT and 127.0.0.2:PORT. The
+-- client (this process) calls one unary method round_robin over
+-- pc.grpc{"127.0.0.1:PORT", "127.0.0.2:PORT"} and over xds:///svc, runs
+-- interleaved (bench/harness.lua measure_pair), wall time per call of the
+-- whole round trip (the server's share is the same on both sides).
+--
+--   build/release/protocall bench/xds_bench.lua [--quick]
+local pc = require "protocall"
+local core = require "protocall.core"
+local H = require "bench.harness"
+local protos = require "protocall.transport.xds_protos"
+
+local XB = 'syntax = "proto3"; package xb; message M { string name = 1; } service Named { rpc Who(M) returns (M); }'
+local pool = pc.pool()
+assert(pool:load(XB, { name = "xb.proto" }))
+
+local function enc(name, t) return core.encode(protos.type(name), t) end
+local function any(kind, name, t) return { type_url = protos.TYPE_URL[kind], value = enc(name, t) } end
+
+-- The resources of each kind, for backends on `port`.
+local function resources(kind, port)
+  if kind == "LDS" then
+    local hcm = { route_config = { name = "rc", virtual_hosts = { { name = "vh", domains = { "*" },
+      routes = { { match = { prefix = "" }, route = { cluster = "A" } } } } } } }
+    return { any("LDS", "envoy.config.listener.v3.Listener", { name = "svc", api_listener = { api_listener = {
+      type_url = protos.HCM, value = enc(protos.HCM:match("/(.*)$"), hcm) } } }) }
+  elseif kind == "CDS" then
+    return { any("CDS", "envoy.config.cluster.v3.Cluster", { name = "A", type = 3,
+      eds_cluster_config = { eds_config = { ads = {} } } }) }
+  elseif kind == "EDS" then
+    local eps = {}
+    for i, host in ipairs { "127.0.0.1", "127.0.0.2" } do
+      eps[i] = { endpoint = { address = { socket_address = { address = host, port_value = port } } } }
+    end
+    return { any("EDS", "envoy.config.endpoint.v3.ClusterLoadAssignment", { cluster_name = "A",
+      endpoints = { { load_balancing_weight = { value = 1 }, lb_endpoints = eps } } }) }
+  end
+  return {}
+end
+
+if arg[1] == "--serve" then
+  -- One server, both services: the subset's pool (a private one, in this
+  -- process only) gets xb.Named too.
+  local spool = protos.pool()
+  assert(spool:load(XB, { name = "xb.proto" }))
+  local port
+  local server = pc.server({
+    ["envoy.service.discovery.v3.AggregatedDiscoveryService"] = {
+      StreamAggregatedResources = function(ctx)
+        while true do
+          local req = ctx.recv()
+          if not req then return end
+          local kind
+          for k, u in pairs(protos.TYPE_URL) do if u == req.type_url then kind = k end end
+          if kind and (req.response_nonce or "") == "" then
+            ctx.send { version_info = "1", nonce = "1", type_url = req.type_url, resources = resources(kind, port) }
+          end
+        end
+      end },
+    ["xb.Named"] = { Who = function(m) return m end },
+  }, { pool = spool })
+  local l = pc.listen(server, "0.0.0.0:0")
+  port = l.port
+  H.serve(l)
+  return
+end
+
+local quick = false
+for _, a in ipairs(arg) do if a == "--quick" then quick = true end end
+local helper = require "spec.grpc_helper"
+local BIN = arg[-1] or "build/release/protocall"
+local server = helper.spawn_command(BIN .. " bench/xds_bench.lua --serve", "xds bench server")
+local ok, err = pcall(function()
+  local port = server.port
+  local static = pc.grpc({ "127.0.0.1:" .. port, "127.0.0.2:" .. port }, { load_balancing = "round_robin" })
+  local bootstrap = ('{"xds_servers": [{"server_uri": "127.0.0.1:%d", "channel_creds": [{"type": "insecure"}]}], '
+    .. '"node": {"id": "bench"}}'):format(port)
+  local xds = pc.grpc("xds:///svc", { xds_bootstrap = bootstrap })
+  local a = pc.client("xb.Named", { pool = pool, transport = static, timeout = 10 })
+  local b = pc.client("xb.Named", { pool = pool, transport = xds, timeout = 10 })
+  local req = { name = "x" }
+  assert(b:Who(req).name == "x") -- the configuration arrives
+  local sa, sb = H.measure_pair(function(n) for _ = 1, n do a:Who(req) end end,
+    function(n) for _ = 1, n do b:Who(req) end end, quick)
+  local backends = xds:backends()
+  H.report(("unary call round trip, round_robin over 2 backends on loopback, load average %s"):format(H.loadavg()), {
+    { name = "static list (pc.grpc{a, b})", value = sa / 1000, unit = "us/call" },
+    { name = "xds:///svc (LDS -> CDS -> EDS, same backends)", value = sb / 1000, unit = "us/call" },
+    { name = "xds / static", value = sb / sa, unit = "x", goal = "<= 1.1x", ok = sb / sa <= 1.1,
+      key = "xds_call_ratio" },
+    { name = "backends the xds target balances over", value = #backends, unit = "" },
+  })
+  static:close()
+  xds:close()
+end)
+helper.stop(server)
+if not ok then error(err, 0) end

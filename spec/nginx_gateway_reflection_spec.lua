@@ -226,7 +226,7 @@ describe("protocall.resty.gateway with the upstream's reflection", function()
       return b:find("^%d+ gw.Library") == nil and b:find("faults.Faults.Echo", 1, true) ~= nil, b
     end)
     assert(ok, last)
-    code, body = request(nginx, "/refl/echo/hi") -- the old version: the call reaches gw.Library's server
+    local code, body = request(nginx, "/refl/echo/hi") -- the old version: the call reaches gw.Library's server
     assert.are.equal(501, code, body)
   end)
 end)

@@ -17,7 +17,9 @@
 -- route then points at the new version by one assignment. A request takes
 -- the version current when it starts and uses only it, so a swap never
 -- mixes two versions in one answer and calls in flight end on theirs. The
--- versions are the worker's own (each nginx worker is a Lua state);
+-- versions are the worker's own (each nginx worker is a Lua state); a
+-- route with `reflection` fetches its schema from the upstream's
+-- reflection service in a timer and refreshes it (`configure`);
 -- `publish` puts a configuration in an ngx.shared dict so every worker
 -- compiles it (see `publish` and `handle`'s `shared` option).
 local ngx = rawget(_G, "ngx")
@@ -306,7 +308,7 @@ local function configure_reflection(route, cfg)
   return true
 end
 
---- version | nil, err = gateway.configure(route, cfg): compiles `cfg`
+--- version | true | nil, err = gateway.configure(route, cfg): compiles `cfg`
 -- into a new version of the route named `route` (any string; locations
 -- name it in `gateway.handle`) and makes it current in this worker at
 -- once, by one assignment: requests that started before keep the version
@@ -337,6 +339,20 @@ end
 -- 400 with a google.rpc.BadRequest detail, never reaching the upstream);
 -- `web` (true: `handle` also forwards gRPC-Web and Connect requests for
 -- the methods of the route's services, doc/gateway.md).
+-- `reflection` (true or {refresh = seconds, 60 unless set; timeout =
+-- seconds, each fetch's deadline, 10 unless set}), instead of `protos` and
+-- `descriptor_set`: the schema comes from the upstream's server
+-- reflection (protocall.rpc.reflection over the route's transport),
+-- fetched by an ngx.timer of this worker (at once, or at the route's first
+-- request when configured in init_by_lua*, where timers cannot start),
+-- then every `refresh` seconds, each fetch compiled into a new version as
+-- above; the services are `services`, else every one the upstream lists
+-- but grpc.reflection.*. `configure` then returns true at once (the
+-- options the schema decides are checked when it comes); until the first
+-- schema, `handle` answers 503 UNAVAILABLE naming why; a fetch or compile
+-- that fails keeps the current version, logs why (ngx.ERR) and shows it
+-- in version()'s info.error. Not for `publish`. doc/gateway.md, "Schemas
+-- from the upstream's reflection".
 -- An `upstream` host name is resolved by nginx's `resolver` directive
 -- (configure it; protocall.resty's `grpc`).
 function M.configure(route, cfg)
@@ -358,7 +374,9 @@ end
 --- version, info = gateway.version(route): the number of the route's
 -- current version in this worker (nil when it has none) and {routes =
 -- tc:routes(), pool = ..., shared = the shared dict's number it came
--- from, if any}.
+-- from, if any, error = why the last fetch of a `reflection` route's
+-- schema failed or did not compile, nil after a success}; for a
+-- `reflection` route with no version yet: nil, {error = ...}.
 function M.version(route)
   local v = current[route]
   local state = reflecting[route]

@@ -237,7 +237,7 @@ local function fetch(premature, route, state)
   else
     state.err = err
     local old = current[route]
-    ngx.log(ngx.ERR, "protocall.resty.gateway: ", route, ": schema from the upstream's reflection refused, ",
+    ngx.log(ngx.ERR, "protocall.resty.gateway: ", route, ": schema from the upstream's reflection not taken, ",
       old and ("version " .. old.version .. " stays: ") or "no version yet: ", err)
   end
   local delay = current[route] and state.refresh or min(state.refresh, 5)

@@ -215,7 +215,13 @@ local function reflect(state)
   r.close()
   if not ok then error(names, 0) end
   if #names == 0 then error("the upstream lists no service but grpc.reflection.*", 0) end
-  return r.pool, names
+  -- what the schema is made of: the same answer makes the same key
+  local files, key = r.files(), { concat(names, "\0") }
+  local list = {}
+  for name in pairs(files) do list[#list + 1] = name end
+  sort(list)
+  for _, name in ipairs(list) do key[#key + 1] = #name .. ":" .. name .. #files[name] .. ":" .. files[name] end
+  return r.pool, names, concat(key, "\0")
 end
 
 -- The timer: fetches the schema, compiles it into a new version (kept
@@ -223,10 +229,13 @@ end
 -- after `refresh` seconds (at most 5 while the route has no version).
 local function fetch(premature, route, state)
   if premature or reflecting[route] ~= state then return end
-  local ok, pool, names = pcall(reflect, state)
+  local ok, pool, names, key = pcall(reflect, state)
   local v, err
-  if ok then
+  if ok and state.key == key and current[route] and current[route].reflected == state then
+    v = current[route] -- the same schema: the version stays
+  elseif ok then
     v, err = compile(route, state.cfg, { pool = pool, services = names, transport = state.transport })
+    if v then v.reflected, state.key = state, key end
   else
     err = "reflection: " .. reason(pool)
   end
@@ -346,8 +355,9 @@ end
 -- fetched by an ngx.timer of this worker (at once, or at the route's first
 -- request when configured in init_by_lua*, where timers cannot start),
 -- then every `refresh` seconds, each fetch compiled into a new version as
--- above; the services are `services`, else every one the upstream lists
--- but grpc.reflection.*. `configure` then returns true at once (the
+-- above unless the upstream answered the same files and services; the
+-- services are `services`, else every one the upstream lists but
+-- grpc.reflection.*. `configure` then returns true at once (the
 -- options the schema decides are checked when it comes); until the first
 -- schema, `handle` answers 503 UNAVAILABLE naming why; a fetch or compile
 -- that fails keeps the current version, logs why (ngx.ERR) and shows it

@@ -84,12 +84,14 @@ function M.pyrequests(n, list)
   return answers
 end
 
---- server = M.start_gateway(bin, port, flags): `bin gateway -listen
--- 127.0.0.1:0 -plaintext FLAGS 127.0.0.1:PORT` on a free port: {port, pid,
--- pipe, url} as grpc_helper.spawn_command gives (grpc_helper.stop kills it).
-function M.start_gateway(bin, port, flags)
+--- server = M.start_gateway(bin, port, flags [, listen]): `bin gateway
+-- -listen 127.0.0.1:0 -plaintext FLAGS 127.0.0.1:PORT` on a free port (or
+-- on `listen`, "127.0.0.1:PORT"): {port, pid, pipe, url} as
+-- grpc_helper.spawn_command gives (grpc_helper.stop kills it).
+function M.start_gateway(bin, port, flags, listen)
   local out = os.tmpname()
-  local pipe = io.popen("sh -c 'echo $$; exec " .. bin .. " gateway -listen 127.0.0.1:0 -plaintext " .. flags
+  local pipe = io.popen("sh -c 'echo $$; exec " .. bin .. " gateway -listen " .. (listen or "127.0.0.1:0")
+    .. " -plaintext " .. flags
     .. " 127.0.0.1:" .. port .. "' > " .. q(out) .. " 2>&1", "w")
   for _ = 1, 200 do
     local text = read(out)

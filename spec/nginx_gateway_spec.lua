@@ -411,7 +411,7 @@ describe("protocall.resty.gateway inside nginx", function()
     local lines = {}
     for line in body:gmatch("[^\n]+") do lines[#lines + 1] = line end
     assert.are.equal("nil probe: protos: import cycle: a.proto -> b.proto -> a.proto", lines[1])
-    assert.are.equal("nil probe: 'protos' or 'descriptor_set' expected", lines[2])
+    assert.are.equal("nil probe: 'protos', 'descriptor_set' or 'reflection' expected", lines[2])
     assert.are.equal("nil probe: unknown option 'colour'", lines[3])
     assert.are.equal("nil probe: 'upstream' (\"host:port\") or 'transport' expected", lines[4])
     assert.are.equal("nil probe: timeout: seconds > 0 expected", lines[5])

@@ -17,13 +17,16 @@
 -- route then points at the new version by one assignment. A request takes
 -- the version current when it starts and uses only it, so a swap never
 -- mixes two versions in one answer and calls in flight end on theirs. The
--- versions are the worker's own (each nginx worker is a Lua state);
+-- versions are the worker's own (each nginx worker is a Lua state); a
+-- route with `reflection` fetches its schema from the upstream's
+-- reflection service in a timer and refreshes it (`configure`);
 -- `publish` puts a configuration in an ngx.shared dict so every worker
 -- compiles it (see `publish` and `handle`'s `shared` option).
 local ngx = rawget(_G, "ngx")
 local pc = require "protocall"
 local resty = require "protocall.resty"
 local web = require "protocall.http.web"
+local reflection = require "protocall.rpc.reflection"
 
 local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
   type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable
@@ -48,7 +51,7 @@ local TRANSCODER = {
   max_depth = true, max_body_bytes = true, validate = true,
 }
 local OWN = { protos = true, descriptor_set = true, upstream = true, grpc = true, transport = true,
-  timeout = true, prefix = true, version_header = true, web = true }
+  timeout = true, prefix = true, version_header = true, web = true, reflection = true }
 
 -- The imports a .proto text names (comments dropped first).
 local function imports_of(text)
@@ -108,14 +111,25 @@ local function transport_of(upstream, grpc)
   return t
 end
 
--- The version of the configuration `cfg`, or nil and why.
-local function compile(name, cfg)
+-- The version of the configuration `cfg`, or nil and why. `reflected`:
+-- {pool =, services =, transport =} fetched from the upstream's
+-- reflection (cfg.reflection), the schema instead of protos and
+-- descriptor_set.
+local function compile(name, cfg, reflected)
   if type(cfg) ~= "table" then return nil, "configuration table expected, got " .. type(cfg) end
   for k in pairs(cfg) do
     if not TRANSCODER[k] and not OWN[k] then return nil, "unknown option '" .. tostring(k) .. "'" end
   end
-  if cfg.protos == nil and cfg.descriptor_set == nil then return nil, "'protos' or 'descriptor_set' expected" end
-  local pool = pc.pool()
+  if cfg.reflection ~= nil and not reflected then
+    return nil, "reflection: configure's option (each worker fetches its own schema), not publish's"
+  end
+  if reflected and (cfg.protos ~= nil or cfg.descriptor_set ~= nil) then
+    return nil, "reflection: not with 'protos' or 'descriptor_set'"
+  end
+  if not reflected and cfg.protos == nil and cfg.descriptor_set == nil then
+    return nil, "'protos', 'descriptor_set' or 'reflection' expected"
+  end
+  local pool = reflected and reflected.pool or pc.pool()
   if cfg.descriptor_set ~= nil then
     if type(cfg.descriptor_set) ~= "string" then return nil, "descriptor_set: bytes expected" end
     local ok, err = pool:load_descriptor_set(cfg.descriptor_set)
@@ -128,6 +142,11 @@ local function compile(name, cfg)
   end
   local topts = {}
   for k in pairs(TRANSCODER) do topts[k] = cfg[k] end
+  local services = cfg.services
+  if reflected and services == nil then
+    services = reflected.services
+    topts.services = services
+  end
   local ok, tc = pcall(pc.transcoder, pool, topts)
   if not ok then return nil, (tostring(tc):gsub("^bad argument #2 to 'transcoder' %((.*)%)$", "%1")) end
   local timeout = cfg.timeout
@@ -137,7 +156,7 @@ local function compile(name, cfg)
   if cfg.grpc ~= nil and type(cfg.grpc) ~= "table" then
     return nil, "grpc: table of resty.grpc options expected, got " .. type(cfg.grpc)
   end
-  local transport = cfg.transport
+  local transport = reflected and reflected.transport or cfg.transport
   if transport ~= nil and type(transport) ~= "table" then
     return nil, "transport: a transport expected, got " .. type(transport)
   end
@@ -159,10 +178,146 @@ local function compile(name, cfg)
   counts[name] = n
   return { route = name, version = n, pool = pool, tc = tc, transport = transport, timeout = cfg.timeout,
     prefix = cfg.prefix, version_header = cfg.version_header, max_body_bytes = cfg.max_body_bytes or 4194304,
-    web = cfg.web and web.methods(pool, cfg.services) or nil }
+    web = cfg.web and web.methods(pool, services) or nil }
 end
 
---- version | nil, err = gateway.configure(route, cfg): compiles `cfg`
+---------------------------------------------------------------------------
+-- Schemas from the upstream's reflection (cfg.reflection): fetched by an
+-- ngx.timer of each worker, then again every `refresh` seconds
+
+-- route name -> {cfg =, refresh =, timeout =, transport =, started =,
+-- err =}: the reflecting configuration of the route (a later `configure`
+-- replaces it, and the timers of the old one stop)
+local reflecting = {}
+
+-- The words of a failure (a pc.Error or anything else).
+local function reason(e)
+  if type(e) == "table" and e.code then return tostring(e.code) .. ": " .. tostring(e.message) end
+  return tostring(e)
+end
+
+-- The pool and service names the upstream's reflection answers: the
+-- route's `services`, or every service it lists but grpc.reflection.*.
+-- Raises the failure.
+local function reflect(state)
+  local r = reflection.client(state.transport, { timeout = state.timeout })
+  local ok, names = pcall(function()
+    local out = {}
+    for _, s in ipairs(state.cfg.services or r.services()) do
+      if state.cfg.services or not s:find("^grpc%.reflection%.") then
+        local ok, err = pcall(r.symbol, s)
+        if not ok then error("service " .. s .. ": " .. reason(err), 0) end
+        out[#out + 1] = s
+      end
+    end
+    return out
+  end)
+  r.close()
+  if not ok then error(names, 0) end
+  if #names == 0 then error("the upstream lists no service but grpc.reflection.*", 0) end
+  -- what the schema is made of: the same answer makes the same key
+  local files, key = r.files(), { concat(names, "\0") }
+  local list = {}
+  for name in pairs(files) do list[#list + 1] = name end
+  sort(list)
+  for _, name in ipairs(list) do key[#key + 1] = #name .. ":" .. name .. #files[name] .. ":" .. files[name] end
+  return r.pool, names, concat(key, "\0")
+end
+
+-- The timer: fetches the schema, compiles it into a new version (kept
+-- current) or logs why not (the current version stays), then comes again
+-- after `refresh` seconds (at most 5 while the route has no version).
+local function fetch(premature, route, state)
+  if premature or reflecting[route] ~= state then return end
+  local ok, pool, names, key = pcall(reflect, state)
+  local v, err
+  if ok and state.key == key and current[route] and current[route].reflected == state then
+    v = current[route] -- the same schema: the version stays
+  elseif ok then
+    v, err = compile(route, state.cfg, { pool = pool, services = names, transport = state.transport })
+    if v then v.reflected, state.key = state, key end
+  else
+    err = "reflection: " .. reason(pool)
+  end
+  if reflecting[route] ~= state then return end -- configured again meanwhile
+  if v then
+    current[route] = v
+    state.err = nil
+  else
+    state.err = err
+    local old = current[route]
+    ngx.log(ngx.ERR, "protocall.resty.gateway: ", route, ": schema from the upstream's reflection not taken, ",
+      old and ("version " .. old.version .. " stays: ") or "no version yet: ", err)
+  end
+  local delay = current[route] and state.refresh or min(state.refresh, 5)
+  local okt, terr = ngx.timer.at(delay, fetch, route, state)
+  if not okt then
+    state.started = false -- the next request starts it again
+    ngx.log(ngx.ERR, "protocall.resty.gateway: ", route, ": reflection refresh timer: ", terr)
+  end
+end
+
+-- Starts the fetching timer of `state` unless it runs (false where
+-- ngx.timer cannot be used: init_by_lua*, whose workers start it at
+-- their first request of the route).
+local function start_fetch(route, state)
+  if state.started then return true end
+  local ok, started = pcall(ngx.timer.at, 0, fetch, route, state)
+  state.started = ok and started and true or false
+  return state.started
+end
+
+-- Checks a reflecting configuration and sets it up; true or nil and why.
+local function configure_reflection(route, cfg)
+  for k in pairs(cfg) do
+    if not TRANSCODER[k] and not OWN[k] then return nil, "unknown option '" .. tostring(k) .. "'" end
+  end
+  local opt = cfg.reflection
+  if opt ~= true and type(opt) ~= "table" then return nil, "reflection: true or {refresh =, timeout =} expected" end
+  opt = opt == true and {} or opt
+  for k in pairs(opt) do
+    if k ~= "refresh" and k ~= "timeout" then return nil, "reflection: unknown option '" .. tostring(k) .. "'" end
+  end
+  local function seconds(x, what, default)
+    if x == nil then return default end
+    if type(x) ~= "number" or x ~= x or x <= 0 or x == huge then
+      return nil, "reflection." .. what .. ": seconds > 0 expected"
+    end
+    return x
+  end
+  local refresh, err = seconds(opt.refresh, "refresh", 60)
+  if not refresh then return nil, err end
+  local timeout
+  timeout, err = seconds(opt.timeout, "timeout", 10)
+  if not timeout then return nil, err end
+  if cfg.protos ~= nil or cfg.descriptor_set ~= nil then
+    return nil, "reflection: not with 'protos' or 'descriptor_set'"
+  end
+  if cfg.services ~= nil then
+    if type(cfg.services) ~= "table" then return nil, "services: a list of service names expected" end
+    for _, s in ipairs(cfg.services) do
+      if type(s) ~= "string" then return nil, "services: a list of service names expected" end
+    end
+  end
+  local transport = cfg.transport
+  if transport ~= nil and type(transport) ~= "table" then
+    return nil, "transport: a transport expected, got " .. type(transport)
+  end
+  if cfg.grpc ~= nil and type(cfg.grpc) ~= "table" then
+    return nil, "grpc: table of resty.grpc options expected, got " .. type(cfg.grpc)
+  end
+  if transport == nil then
+    if type(cfg.upstream) ~= "string" then return nil, "'upstream' (\"host:port\") or 'transport' expected" end
+    transport, err = transport_of(cfg.upstream, cfg.grpc)
+    if not transport then return nil, err end
+  end
+  local state = { cfg = cfg, refresh = refresh, timeout = timeout, transport = transport, started = false }
+  reflecting[route] = state
+  start_fetch(route, state)
+  return true
+end
+
+--- version | true | nil, err = gateway.configure(route, cfg): compiles `cfg`
 -- into a new version of the route named `route` (any string; locations
 -- name it in `gateway.handle`) and makes it current in this worker at
 -- once, by one assignment: requests that started before keep the version
@@ -193,26 +348,50 @@ end
 -- 400 with a google.rpc.BadRequest detail, never reaching the upstream);
 -- `web` (true: `handle` also forwards gRPC-Web and Connect requests for
 -- the methods of the route's services, doc/gateway.md).
+-- `reflection` (true or {refresh = seconds, 60 unless set; timeout =
+-- seconds, each fetch's deadline, 10 unless set}), instead of `protos` and
+-- `descriptor_set`: the schema comes from the upstream's server
+-- reflection (protocall.rpc.reflection over the route's transport),
+-- fetched by an ngx.timer of this worker (at once, or at the route's first
+-- request when configured in init_by_lua*, where timers cannot start),
+-- then every `refresh` seconds, each fetch compiled into a new version as
+-- above unless the upstream answered the same files and services; the
+-- services are `services`, else every one the upstream lists but
+-- grpc.reflection.*. `configure` then returns true at once (the
+-- options the schema decides are checked when it comes); until the first
+-- schema, `handle` answers 503 UNAVAILABLE naming why; a fetch or compile
+-- that fails keeps the current version, logs why (ngx.ERR) and shows it
+-- in version()'s info.error. Not for `publish`. doc/gateway.md, "Schemas
+-- from the upstream's reflection".
 -- An `upstream` host name is resolved by nginx's `resolver` directive
 -- (configure it; protocall.resty's `grpc`).
 function M.configure(route, cfg)
   if type(route) ~= "string" then
     error("bad argument #1 to 'configure' (string expected, got " .. type(route) .. ")", 2)
   end
+  if type(cfg) == "table" and cfg.reflection ~= nil then
+    local ok, err = configure_reflection(route, cfg)
+    if not ok then return nil, route .. ": " .. err end
+    return true
+  end
   local v, err = compile(route, cfg)
   if not v then return nil, route .. ": " .. err end
   current[route] = v
+  reflecting[route] = nil -- a reflecting configuration before stops fetching
   return v.version
 end
 
 --- version, info = gateway.version(route): the number of the route's
 -- current version in this worker (nil when it has none) and {routes =
 -- tc:routes(), pool = ..., shared = the shared dict's number it came
--- from, if any}.
+-- from, if any, error = why the last fetch of a `reflection` route's
+-- schema failed or did not compile, nil after a success}; for a
+-- `reflection` route with no version yet: nil, {error = ...}.
 function M.version(route)
   local v = current[route]
-  if not v then return nil end
-  return v.version, { routes = v.tc:routes(), pool = v.pool, shared = v.shared }
+  local state = reflecting[route]
+  if not v then return nil, state and { error = state.err } or nil end
+  return v.version, { routes = v.tc:routes(), pool = v.pool, shared = v.shared, error = state and state.err }
 end
 
 ---------------------------------------------------------------------------
@@ -312,6 +491,7 @@ function M.publish(dict, route, cfg)
   if not (n and ok) then return nil, route .. ": shared dict '" .. dict .. "': " .. tostring(err) end
   v.shared = n
   current[route] = v
+  reflecting[route] = nil
   return n
 end
 
@@ -639,7 +819,15 @@ end
 -- protocol's form (a POST of application/json stays REST's).
 function M.handle(route, opts)
   local v = version_of(route, opts and opts.shared)
-  if not v then return bare_error(503, 14, "no configuration for gateway route '" .. route .. "'") end
+  if not v then
+    local state = reflecting[route]
+    if state then
+      start_fetch(route, state)
+      return bare_error(503, 14, "gateway route '" .. route .. "': no schema yet from the upstream's reflection"
+        .. (state.err and ": " .. state.err or " (being fetched)"))
+    end
+    return bare_error(503, 14, "no configuration for gateway route '" .. route .. "'")
+  end
   local tc = v.tc
   if v.version_header then ngx.header[v.version_header] = v.shared or v.version end
   local target = ngx.var.request_uri

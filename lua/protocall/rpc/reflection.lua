@@ -191,7 +191,8 @@ M.MAX_FILES, M.MAX_BYTES, M.MAX_DEPTH = 2000, 64 * 1024 * 1024, 100
 -- r.services() -> the sorted service names; r.symbol(name) loads the file
 -- defining `name` with its imports (asking for an import the server did
 -- not send by its name; a well-known type the server lacks comes built
--- in); r.close(). Failures raise pc.Error (an ErrorResponse as its code
+-- in); r.files() -> file name -> the serialized FileDescriptorProto the
+-- server sent, for the files r.pool holds; r.close(). Failures raise pc.Error (an ErrorResponse as its code
 -- and message, with `reflection = true`; past M.MAX_FILES, M.MAX_BYTES or
 -- M.MAX_DEPTH RESOURCE_EXHAUSTED, local).
 function M.client(transport, opts)
@@ -316,6 +317,14 @@ function M.client(transport, opts)
   function r.symbol(name)
     local resp, kind = ask { file_containing_symbol = name }
     add(keep(resp, kind, name), {})
+  end
+
+  function r.files()
+    local out = {}
+    for name, f in pairs(files) do
+      if r.pool:file(name) then out[name] = f.bytes end
+    end
+    return out
   end
 
   function r.close()

@@ -388,10 +388,16 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
     write_simple(c, 400, "the request target must be a path (origin-form)\n");
     return;
   }
-  char method[32] = "X";
-  if (h->method_len < sizeof method) {
-    memcpy(method, h->method, h->method_len);
-    method[h->method_len] = 0;
+  char method[32];
+  if (h->method_len >= sizeof method) {
+    write_simple(c, 501, "the request method is not implemented\n");
+    return;
+  }
+  memcpy(method, h->method, h->method_len);
+  method[h->method_len] = 0;
+  if (strcmp(method, "CONNECT") == 0) { /* a tunnel: nothing here serves one */
+    write_simple(c, 405, "CONNECT is not served here\n");
+    return;
   }
   const char *ct = NULL, *host = "localhost";
   size_t ctn = 0, hostn = 9;

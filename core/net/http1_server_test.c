@@ -3,7 +3,7 @@
  * responses out. Covers Connect unary (Content-Length), a request split at
  * every byte, pipelined requests one at a time, a chunked request body,
  * gRPC-Web streaming (chunked, the trailers message in the body), Expect:
- * 100-continue, Connection: close and HTTP/1.0, plain gRPC refused (505),
+ * 100-continue, Connection: close and HTTP/1.0, plain gRPC refused (505), CONNECT (405),
  * smuggling cases refused (400) and the connection closed, the head
  * timeout (408), a pipelining flood, and every allocation failing. */
 #include "testing/check.h"
@@ -250,6 +250,8 @@ static void refusals(void) {
   refused("POST /t.T/Echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 501 ");
   refused("POST /t.T/Echo HTTP/2.2\r\nHost: x\r\n\r\n", "HTTP/1.1 505 ");
   refused("POST http://x/t.T/Echo HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 ");
+  refused("CONNECT /t.T/Echo HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 405 ");
+  refused("CONNECTCONNECTCONNECTCONNECTCONNECT / HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 501 ");
   refused("POST /t.T/Echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
           "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n",
           "HTTP/1.1 413 ");

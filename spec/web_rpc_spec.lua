@@ -259,6 +259,8 @@ describe("Connect GET served by pc.listen", function()
             "Connect GET: query parameter 'compression' must be gzip or identity, got 'br'" },
           { "encoding=json&message=%7B", "400", "invalid_argument", "request is not valid JSON for web.Point" },
           { "encoding=proto&base64=1&message=_w", "400", "invalid_argument", "request failed to decode" },
+          { "encoding=proto&base64=1&compression=gzip&message=CAYQBw", "400", "invalid_argument",
+            "request message is not valid gzip" },
           { "encoding=json&" .. JSON, "400", "invalid_argument", "Connect GET: a GET carries no request body",
             "-X GET --data-binary x " },
         }

@@ -1035,11 +1035,16 @@ static int stalled(pc_GrpcServerCall *s) {
          nghttp2_session_get_local_window_size(h2) > 0;
 }
 
-/* A request message that could not be read fails the call. */
+/* A request message that could not be read fails the call: INTERNAL for
+ * a body that is not gzip as gRPC says, invalid_argument over Connect (a
+ * client's bad input, as connect-go answers it). */
 static void fail_read(pc_GrpcServerCall *s, pc_GrpcRead r) {
   char text[PC_ERROR_MAX];
   pc_Code code =
       pc_GrpcInbox_Failure(&s->in, r, s->c->max_receive, "request", "the limit", text, sizeof text);
+  if (r == kPc_GrpcRead_NotGzip &&
+      (s->proto == kPc_WebProtocol_ConnectUnary || s->proto == kPc_WebProtocol_ConnectStream))
+    code = kPc_Code_InvalidArgument;
   fail(s, code, "%s", text);
 }
 

@@ -74,8 +74,9 @@ describe("examples/fleet.lua", function()
     assert.matches("flaky back after the ejection time: true\n", out, 1, true)
     local blue, green = out:match("xds:///fleet, 400 calls: blue (%d+), green (%d+) ")
     assert.is_not_nil(blue, out)
-    -- within 5 % of the calls of 300 / 100
-    assert.is_true(math.abs(tonumber(blue) - 300) <= 20 and tonumber(blue) + tonumber(green) == 400, out)
+    -- 300 / 100 within 40 calls (4.6 standard deviations of a binomial draw; spec/xds_spec.lua
+    -- checks the split to 5 % over 2,000 calls)
+    assert.is_true(math.abs(tonumber(blue) - 300) <= 40 and tonumber(blue) + tonumber(green) == 400, out)
     assert.matches("after the EDS update: green's calls reach draining: true\n", out, 1, true)
     assert.matches("cluster green endpoint draining from EDS version 2\n", out, 1, true)
     assert.matches("versions: LDS 1, CDS 1, EDS 2\n", out, 1, true)

@@ -1,5 +1,6 @@
 -- The examples run green: the quickstart in process and against a real gRPC
--- server (examples/route_server.py on Debian's python3-grpcio). They run
+-- server (examples/route_server.py on Debian's python3-grpcio), the
+-- interceptors, the fleet (health checks, outlier detection, xds:///). They run
 -- through the `protocall`
 -- command of the build under test ($PROTOCALL_BIN, set by .ci/busted).
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
@@ -57,6 +58,28 @@ describe("examples/interceptors.lua", function()
       out, 1, true)
     assert.matches("Measure after the cooldown: legs = 1", out, 1, true)
     assert.matches("count Measure OK = 2\ncount Measure UNAVAILABLE = 3", out, 1, true)
+  end)
+end)
+
+describe("examples/fleet.lua", function()
+  it("balances over health-checked backends with outlier detection, then over an xds:/// name", function()
+    local out, code = run(BIN .. " examples/fleet.lua")
+    assert.are.equal(0, code, out)
+    local first = out:match("static list, first 8 calls: ([^\n]*)")
+    assert.is_not_nil(first, out)
+    assert.is_nil(first:find("draining"), out) -- NOT_SERVING: never picked
+    assert.matches("after a sweep: next 6 calls: steady 6\n", out, 1, true)
+    assert.matches("flaky health SERVING ejected true\n", out, 1, true)
+    assert.matches("draining health NOT_SERVING ejected false\n", out, 1, true)
+    assert.matches("flaky back after the ejection time: true\n", out, 1, true)
+    local blue, green = out:match("xds:///fleet, 400 calls: blue (%d+), green (%d+) ")
+    assert.is_not_nil(blue, out)
+    -- 300 / 100 within 40 calls (4.6 standard deviations of a binomial draw; spec/xds_spec.lua
+    -- checks the split to 5 % over 2,000 calls)
+    assert.is_true(math.abs(tonumber(blue) - 300) <= 40 and tonumber(blue) + tonumber(green) == 400, out)
+    assert.matches("after the EDS update: green's calls reach draining: true\n", out, 1, true)
+    assert.matches("cluster green endpoint draining from EDS version 2\n", out, 1, true)
+    assert.matches("versions: LDS 1, CDS 1, EDS 2\n", out, 1, true)
   end)
 end)
 

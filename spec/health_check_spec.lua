@@ -233,13 +233,16 @@ describe("outlier detection (outlier_detection_experimental, gRFC A50)", functio
       end
       assert.is_false(t:backends()[2].ejected)
       assert.are.same({ b = 10 }, spread(c, 10))
-      -- back after baseEjectionTime (0.6 s), at a sweep
+      -- back after baseEjectionTime (0.6 s), at a sweep (every 0.2 s): not before 0.6 s less the
+      -- time the loop above took to see the ejection (at most one round: 4 calls and 0.05 s)
       t0 = pc.now()
       while t:backends()[1].ejected do
         spread(c, 1)
         assert(pc.now() - t0 < 5, "a never came back")
         pc.sleep(0.05)
       end
+      local out = pc.now() - t0
+      assert.is_true(out >= 0.5, "a came back after " .. out .. " s, before baseEjectionTime")
       local back = spread(c, 4)
       assert.is_true((back.a or 0) + (back.failed or 0) > 0, "a takes calls again")
       t:close()

@@ -861,10 +861,30 @@ describe("xDS", function()
     it("keeps serving while the management server restarts, then takes its news", function()
       scenario(function(x)
         assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4))
+        -- a call in flight across the stop: Hold answers after 0.5 s
+        local held
+        pc.spawn(function() held = x.c:Hold({}).name end)
+        pc.sleep(0.05)
         local port = x.ms.port
         peer.stop(x.ms)
         local t0 = pc.now()
         while pc.now() - t0 < 0.5 do assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2)) end
+        t0 = pc.now()
+        while held == nil and pc.now() - t0 < 2 do pc.sleep(0.01) end
+        assert.is_true(held == "a1" or held == "a2", "the call in flight across the stop: " .. tostring(held))
+        -- calls without pause across the restart, until the restarted server's news arrived
+        local during, failed, stop_calls = {}, {}, false
+        pc.spawn(function()
+          while not stop_calls do
+            local ok, r = pcall(x.c.Who, x.c, {})
+            if ok then
+              during[r.name] = (during[r.name] or 0) + 1
+            else
+              failed[#failed + 1] = type(r) == "table" and r.message or tostring(r)
+            end
+          end
+        end)
+        pc.sleep(0.1)
         local ms = management(port, x.log)
         x.ms.pipe, x.ms.pid = ms.pipe, ms.pid
         ms.set("LDS", "1", { LISTENER })
@@ -877,6 +897,13 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         assert.are.equal("3", x.t:backends().versions.EDS)
+        stop_calls = true
+        pc.sleep(0.05)
+        assert.are.same({}, failed)
+        -- both old backends took calls until a3 came; cluster B never (no route to it changed)
+        assert.is_true((during.a1 or 0) >= 10 and (during.a2 or 0) >= 10, "calls across the restart: a1 "
+          .. tostring(during.a1) .. ", a2 " .. tostring(during.a2))
+        assert.is_nil(during.b1)
       end)
     end)
   end)

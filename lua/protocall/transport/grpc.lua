@@ -563,10 +563,10 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- to `driver.connect` as it is (under OpenResty, nginx's `resolver`
 -- resolves it); SRV names and a DNS server (dns://IP:PORT/, `dns_server`)
 -- are refused.
--- `load_balancing` picks among them (doc/guide.md "Load balancing",
+-- `load_balancing` picks among them (doc/fleet.md "Load balancing",
 -- transport/balancer.lua).
 -- "xds:///name" takes routes, clusters and endpoints from the xDS
--- management server of the bootstrap (gRFCs A27, A28; doc/guide.md "xDS",
+-- management server of the bootstrap (gRFCs A27, A28; doc/fleet.md "xDS",
 -- transport/xds.lua): the option `xds_bootstrap` (its JSON text), else the
 -- file env GRPC_XDS_BOOTSTRAP names, else env GRPC_XDS_BOOTSTRAP_CONFIG;
 -- every call then goes by its route to a cluster's round_robin balancer,

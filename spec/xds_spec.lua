@@ -10,6 +10,7 @@ local peer = require "node_peer"
 local protos = require "protocall.transport.xds_protos"
 local xds = require "protocall.transport.xds"
 local xds_client = require "protocall.transport.xds_client"
+local xds_route = require "protocall.transport.xds_route"
 
 local DEPS = "node_modules/@grpc/grpc-js-xds/deps"
 
@@ -204,6 +205,65 @@ describe("xDS", function()
       assert.is_true(xds.matches(r { prefix = "", headers = { { name = "x-k", string_match = { suffix = "V2",
         ignore_case = true } } } }, "/p", md))
     end)
+
+    -- A route as xds_client's check leaves it (regexes compiled, the fraction read).
+    local function checked(match)
+      assert.is_nil(xds_route.check_match(match, "match"))
+      return { match = match }
+    end
+
+    it("matches safe_regex paths in full, with RE2's syntax", function()
+      local r = checked { safe_regex = { regex = "/xt\\.Named/(Who|Hold)" } }
+      assert.is_true(xds.matches(r, "/xt.Named/Who"))
+      assert.is_true(xds.matches(r, "/xt.Named/Hold"))
+      assert.is_false(xds.matches(r, "/xt.Named/Whom")) -- a full match, not a search
+      assert.is_false(xds.matches(r, "x/xt.Named/Who"))
+      assert.is_false(xds.matches(r, "/xtxNamed/Who"))
+      -- \d, (?i) and a non-greedy repeat, which POSIX regexes lack
+      r = checked { safe_regex = { regex = "(?i)/a\\.b/m\\d+?" } }
+      assert.is_true(xds.matches(r, "/A.B/M12"))
+      assert.is_false(xds.matches(r, "/a.b/m"))
+      -- case_sensitive applies to prefix and path only (Envoy: ignored for safe_regex)
+      r = checked { safe_regex = { regex = "/a/B" }, case_sensitive = { value = false } }
+      assert.is_false(xds.matches(r, "/a/b"))
+    end)
+
+    it("matches header regexes in full, and inverts them", function()
+      local function user(v) return v and { { "x-user", v } } or {} end
+      local r = checked { prefix = "", headers = { { name = "x-user", safe_regex_match = { regex = "user-[0-9]+" } } } }
+      assert.is_true(xds.matches(r, "/p", user "user-12"))
+      assert.is_false(xds.matches(r, "/p", user "user-12x"))
+      assert.is_false(xds.matches(r, "/p", user "xuser-12"))
+      assert.is_false(xds.matches(r, "/p", user(nil)))
+      r = checked { prefix = "", headers = { { name = "x-user", safe_regex_match = { regex = "user-[0-9]+" },
+        invert_match = true } } }
+      assert.is_false(xds.matches(r, "/p", user "user-12"))
+      assert.is_true(xds.matches(r, "/p", user "admin"))
+      assert.is_false(xds.matches(r, "/p", user(nil))) -- absent: no match, inverted or not
+      r = checked { prefix = "", headers = { { name = "x-user", string_match = { safe_regex = { regex = "u.*" } } } } }
+      assert.is_true(xds.matches(r, "/p", user "user-1"))
+      assert.is_false(xds.matches(r, "/p", user "User-1"))
+    end)
+
+    it("takes a runtime_fraction's default_value out of each denominator", function()
+      for _, case in ipairs { { "HUNDRED", 100 }, { 1, 10000 }, { "MILLION", 1000000 } } do
+        local r = checked { prefix = "", runtime_fraction = { runtime_key = "ignored",
+          default_value = { numerator = 25, denominator = case[1] } } }
+        local asked
+        local function draw(v) return function(n) asked = n; return v end end
+        assert.is_true(xds.matches(r, "/p", {}, draw(25)))
+        assert.are.equal(case[2], asked)
+        assert.is_false(xds.matches(r, "/p", {}, draw(26)))
+      end
+      -- a numerator above the denominator counts as the denominator; 0 never matches
+      local r = checked { prefix = "", runtime_fraction = { default_value = { numerator = 500 } } }
+      assert.is_true(xds.matches(r, "/p", {}, function(n) return n end))
+      r = checked { prefix = "", runtime_fraction = { default_value = {} } }
+      assert.is_false(xds.matches(r, "/p", {}, function() return 1 end))
+      -- the path and headers first: a route they refuse draws nothing
+      r = checked { prefix = "/q", runtime_fraction = { default_value = { numerator = 100 } } }
+      assert.is_false(xds.matches(r, "/p", {}, function() error("drew") end))
+    end)
   end)
 
   describe("endpoints", function()
@@ -270,6 +330,58 @@ describe("xDS", function()
       assert.are.equal(1, places[2].weight)
       assert.are.equal(15, places[3].weight)
       assert.are.equal("15", tostring(places[3].weight)) -- an integer while it fits
+    end)
+
+    local function rc_with(match, action, vh_retry)
+      return { name = "rc", virtual_hosts = { { domains = { "*" }, retry_policy = vh_retry,
+        routes = { { match = match, route = action or { cluster = "A" } } } } } }
+    end
+
+    it("refuses what RE2 refuses, naming the field and RE2's reason", function()
+      assert.are.equal([[virtual_hosts[0].routes[0].match.safe_regex.regex: "(a)\\1" is not an RE2 pattern: ]]
+        .. [[invalid escape sequence: \1]], check("RDS", rc_with { safe_regex = { regex = "(a)\\1" } }))
+      assert.are.equal([[virtual_hosts[0].routes[0].match.headers[1].safe_regex_match.regex: "(?=x)" is not an ]]
+        .. [[RE2 pattern: invalid perl operator: (?=]], check("RDS", rc_with { prefix = "", headers = {
+          { name = "a", present_match = true }, { name = "b", safe_regex_match = { regex = "(?=x)" } } } }))
+      assert.are.equal("virtual_hosts[0].routes[0].match.headers[0].string_match.safe_regex.regex: empty",
+        check("RDS", rc_with { prefix = "", headers = { { name = "b", string_match = { safe_regex = {} } } } }))
+      assert.are.equal("virtual_hosts[0].routes[0].match: prefix, path or safe_regex expected (others are not "
+        .. "supported)", check("RDS", rc_with {}))
+      assert.are.equal([[virtual_hosts[0].routes[0].match.safe_regex.regex: "[" is not an RE2 pattern: missing ]: []],
+        check("RDS", rc_with { safe_regex = { regex = "[" } }))
+    end)
+
+    it("maps retry_policy as gRFC A44 does, the route's over the virtual host's", function()
+      local rc = rc_with({ prefix = "" }, { cluster = "A", retry_policy = { retry_on = "5xx, unavailable,cancelled,"
+        .. "reset", num_retries = { value = 9 } } })
+      assert.is_nil(check("RDS", rc))
+      assert.are.same({ codes = { UNAVAILABLE = true, CANCELLED = true }, max_attempts = 5, initial = 0.025,
+        maximum = 0.25 }, rc.virtual_hosts[1].routes[1].route.retry)
+      -- the virtual host's, when the route has none; base and max intervals
+      rc = rc_with({ prefix = "" }, nil, { retry_on = "internal,deadline-exceeded,resource-exhausted",
+        retry_back_off = { base_interval = { nanos = 100000000 }, max_interval = { seconds = 2 } } })
+      assert.is_nil(check("RDS", rc))
+      assert.are.same({ codes = { INTERNAL = true, DEADLINE_EXCEEDED = true, RESOURCE_EXHAUSTED = true },
+        max_attempts = 2, initial = 0.1, maximum = 2 }, rc.virtual_hosts[1].routes[1].route.retry)
+      -- the route's replaces it whole: its conditions gRPC does not take leave no retry
+      rc = rc_with({ prefix = "" }, { cluster = "A", retry_policy = { retry_on = "5xx" } }, { retry_on = "unavailable" })
+      assert.is_nil(check("RDS", rc))
+      assert.is_false(rc.virtual_hosts[1].routes[1].route.retry)
+      local function bad(rp, on_vh)
+        return check("RDS", on_vh and rc_with({ prefix = "" }, nil, rp) or rc_with({ prefix = "" },
+          { cluster = "A", retry_policy = rp }))
+      end
+      assert.are.equal("virtual_hosts[0].routes[0].route.retry_policy.num_retries: at least 1 expected, got 0",
+        bad { retry_on = "unavailable", num_retries = { value = 0 } })
+      assert.are.equal("virtual_hosts[0].retry_policy.retry_back_off.base_interval: above 0 expected, got 0 s",
+        bad({ retry_on = "unavailable", retry_back_off = { base_interval = {} } }, true))
+      assert.are.equal("virtual_hosts[0].routes[0].route.retry_policy.retry_back_off.base_interval: required",
+        bad { retry_back_off = { max_interval = { seconds = 1 } } })
+      assert.are.equal("virtual_hosts[0].routes[0].route.retry_policy.retry_back_off.max_interval: at least "
+        .. "base_interval (1 s) expected, got 0.5 s", bad { retry_on = "unavailable", retry_back_off = {
+          base_interval = { seconds = 1 }, max_interval = { nanos = 500000000 } } })
+      assert.are.equal("virtual_hosts[0].routes[0].route.retry_policy.retry_back_off.base_interval.nanos: "
+        .. "0..999999999 expected, got -1", bad { retry_back_off = { base_interval = { nanos = -1 } } })
     end)
 
     it("takes IP literals only as endpoint addresses", function()

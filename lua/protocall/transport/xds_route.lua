@@ -52,7 +52,9 @@ local M = {}
 local function regex_at(rm, at)
   local pattern = rm.regex
   if pattern == nil or pattern == "" then return nil, at .. ".regex: empty" end
-  local re, why = core.regex("^(?:" .. pattern .. ")$")
+  -- alone first, so RE2's reason quotes the pattern as written
+  local re, why = core.regex(pattern)
+  if re then re, why = core.regex("^(?:" .. pattern .. ")$") end
   if not re then return nil, format("%s.regex: %q is not an RE2 pattern: %s", at, pattern, why) end
   return re
 end

@@ -607,11 +607,21 @@ describe("xDS", function()
 
   local absent = peer.missing("@grpc/grpc-js", "@grpc/grpc-js-xds", "protobufjs")
 
-  -- Backend `name`: a listener answering Who with its name (Slow after a second).
+  -- Backend `name`: a listener answering Who with its name (Slow after a second). A
+  -- name starting with "f" fails every Who; one starting with "u" fails Who UNAVAILABLE
+  -- the first N times for each request named "key/N" (tries[key] counts them).
   local function backend(name)
+    local tries = {}
     local server = pc.server({ ["xt.Named"] = {
-      Who = function()
+      Who = function(req)
         if name:find("^f") then error(pc.Error { code = "INTERNAL", message = name .. " fails" }) end
+        local key, n = (req.name or ""):match("^(.-)/(%d+)$")
+        if name:find("^u") and key then
+          tries[key] = (tries[key] or 0) + 1
+          if tries[key] <= tonumber(n) then
+            error(pc.Error { code = "UNAVAILABLE", message = name .. " try " .. tries[key] .. " of " .. key })
+          end
+        end
         return { name = name }
       end,
       Slow = function(_, ctx) ctx.sleep(1); return { name = name } end,
@@ -619,7 +629,7 @@ describe("xDS", function()
     } }, { pool = pool })
     local l = pc.listen(server, "127.0.0.1:0")
     pc.spawn(function() l:serve() end)
-    return { listener = l, name = name, port = l.port }
+    return { listener = l, name = name, port = l.port, tries = tries }
   end
 
   -- The management server: started on `port` (nil: a free one), its requests logged.
@@ -683,7 +693,7 @@ describe("xDS", function()
   local function scenario(body, empty)
     local log = os.tmpname()
     local bs = {}
-    for _, n in ipairs { "a1", "a2", "a3", "b1", "f1" } do bs[n] = backend(n) end
+    for _, n in ipairs { "a1", "a2", "a3", "b1", "f1", "u1" } do bs[n] = backend(n) end
     local ms = management(nil, log)
     if not empty then configure(ms, bs) end
     local bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:" .. ms.port,
@@ -989,6 +999,130 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         assert.are.equal("3", x.t:backends().versions.EDS)
+      end)
+    end)
+
+    -- Waits (making calls) until the target took version `v` of `kind`.
+    local function until_version(x, kind, v)
+      local t0 = pc.now()
+      while x.t:backends().versions[kind] ~= v do
+        pcall(x.c.Who, x.c, {}, { timeout = 0.5 })
+        pc.sleep(0.01)
+        assert(pc.now() - t0 < 3, kind .. " version " .. v .. " never arrived")
+      end
+    end
+
+    -- RDS rc with the virtual host "svc" routing `routes` (then everything else to A).
+    local function route_config(routes, vh_retry)
+      local list = {}
+      for i, r in ipairs(routes) do list[i] = r end
+      list[#list + 1] = { match = { prefix = "" }, route = { cluster = "A" } }
+      return { name = "rc", virtual_hosts = { { name = "vh", domains = { "svc" }, routes = list,
+        retry_policy = vh_retry } } }
+    end
+
+    it("routes by safe_regex paths and header regexes (RE2, full match), and by runtime_fraction", function()
+      scenario(function(x)
+        x.ms.set("RDS", "2", { route_config {
+          { match = { safe_regex = { regex = "/xt\\.Named/W" } }, route = { cluster = "nowhere" } }, -- no full match
+          { match = { safe_regex = { regex = "/xt\\.Named/(Who|Slow)" }, headers = { { name = "x-path",
+            present_match = true } } }, route = { cluster = "B" } },
+          { match = { prefix = "/xt.Named/", headers = { { name = "x-user",
+            safe_regex_match = { regex = "user-\\d+" } } } }, route = { cluster = "B" } },
+          { match = { prefix = "/xt.Named/", headers = { { name = "x-frac", present_match = true } },
+            runtime_fraction = { runtime_key = "ignored", default_value = { numerator = 2500,
+              denominator = "TEN_THOUSAND" } } }, route = { cluster = "B" } },
+        } })
+        until_version(x, "RDS", "2")
+        local path = { metadata = { { "x-path", "1" } } }
+        assert.are.same({ b1 = 4 }, count(x.c, 4, path))
+        assert.matches("^a[12]$", x.c:Hold({}, path).name) -- /xt.Named/Hold: not the regex's
+        assert.are.same({ b1 = 3 }, count(x.c, 3, { metadata = { { "x-user", "user-12" } } }))
+        assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4, { metadata = { { "x-user", "user-12x" } } }))
+        assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2, { metadata = { { "x-user", "admin" } } }))
+        local got = count(x.c, 2000, { metadata = { { "x-frac", "1" } } })
+        local b = got.b1 or 0
+        assert.are.equal(2000, b + (got.a1 or 0) + (got.a2 or 0))
+        assert.is_true(math.abs(b / 2000 - 0.25) <= 0.05, "B took " .. b .. " of 2000")
+        print(("\nruntime_fraction 2500/TEN_THOUSAND: B took %d of 2000 calls (%.1f %%)"):format(b, b / 20))
+      end)
+    end)
+
+    it("retries per the route's retry_policy (gRFC A44), else the virtual host's", function()
+      scenario(function(x)
+        x.ms.set("CDS", "2", { cds("A"), cds("B"), cds("U") })
+        x.ms.set("EDS", "2", { eds("A-eds", { x.bs.a1, x.bs.a2 }), eds("B-eds", { x.bs.b1 }),
+          eds("U-eds", { x.bs.u1 }) })
+        local function to_u(value, retry_policy)
+          return { match = { prefix = "/xt.Named/", headers = { { name = "x-retry", exact_match = value } } },
+            route = { cluster = "U", retry_policy = retry_policy } }
+        end
+        x.ms.set("RDS", "2", { route_config({
+          to_u("2", { retry_on = "cancelled,unavailable", num_retries = { value = 2 },
+            retry_back_off = { base_interval = { nanos = 1000000 }, max_interval = { nanos = 5000000 } } }),
+          to_u("route-wins", { retry_on = "cancelled" }),
+          to_u("vhost"),
+        }, { retry_on = "unavailable", retry_back_off = { base_interval = { nanos = 1000000 } } }) })
+        until_version(x, "RDS", "2")
+        local tries = x.bs.u1.tries
+        local function who(key, fails, how)
+          return pcall(x.c.Who, x.c, { name = key .. "/" .. fails }, { metadata = { { "x-retry", how } } })
+        end
+        -- num_retries 2: three attempts, so two failures are retried away and three are not
+        local ok, r = who("k1", 2, "2")
+        assert(ok, tostring(r))
+        assert.are.equal("u1", r.name)
+        assert.are.equal(3, tries.k1)
+        ok, r = who("k2", 3, "2")
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(3, tries.k2)
+        -- the route's policy retries CANCELLED only: its virtual host's is not taken
+        ok, r = who("k3", 1, "route-wins")
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(1, tries.k3)
+        -- no route policy: the virtual host's (num_retries default 1: two attempts)
+        ok = who("k4", 1, "vhost")
+        assert.is_true(ok)
+        assert.are.equal(2, tries.k4)
+        ok = who("k5", 2, "vhost")
+        assert.is_false(ok)
+        assert.are.equal(2, tries.k5)
+        -- without any policy the first failure is the call's
+        x.ms.set("RDS", "3", { route_config { to_u("2") } })
+        until_version(x, "RDS", "3")
+        ok, r = who("k6", 2, "2")
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(1, tries.k6)
+        print(("\nretry attempts seen by the backend: %s"):format(json_encode(tries)))
+      end)
+    end)
+
+    it("NACKs a regex RE2 refuses, naming the field, and keeps routing by the last good config", function()
+      scenario(function(x)
+        until_version(x, "RDS", "1")
+        x.ms.set("RDS", "2", { route_config { { match = { safe_regex = { regex = "/xt\\.Named/(Who)\\1" } },
+          route = { cluster = "B" } } } })
+        local nack
+        local t0 = pc.now()
+        while nack == nil do
+          assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2)) -- still version 1's routes
+          for _, q in ipairs(requests(x.log)) do
+            if q.error_detail.struct_value then nack = q end
+          end
+          assert(pc.now() - t0 < 3, "no NACK reached the server")
+          pc.sleep(0.01)
+        end
+        local detail = nack.error_detail.struct_value.fields.message.string_value
+        assert.matches([[RouteConfiguration rc: virtual_hosts[0].routes[0].match.safe_regex.regex: "/xt\\.Named/(Who)\\1" ]]
+          .. [[is not an RE2 pattern: invalid escape sequence: \1]], detail, 1, true)
+        assert.are.equal("1", nack.version_info.string_value)
+        assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10))
+        local bk = x.t:backends()
+        assert.are.equal("1", bk.versions.RDS)
+        assert.are.equal("2", bk.nacked.RDS.version)
       end)
     end)
   end)

@@ -364,7 +364,8 @@ describe("xDS", function()
       assert.are.same({ codes = { INTERNAL = true, DEADLINE_EXCEEDED = true, RESOURCE_EXHAUSTED = true },
         max_attempts = 2, initial = 0.1, maximum = 2 }, rc.virtual_hosts[1].routes[1].route.retry)
       -- the route's replaces it whole: its conditions gRPC does not take leave no retry
-      rc = rc_with({ prefix = "" }, { cluster = "A", retry_policy = { retry_on = "5xx" } }, { retry_on = "unavailable" })
+      rc = rc_with({ prefix = "" }, { cluster = "A", retry_policy = { retry_on = "5xx" } },
+        { retry_on = "unavailable" })
       assert.is_nil(check("RDS", rc))
       assert.is_false(rc.virtual_hosts[1].routes[1].route.retry)
       local function bad(rp, on_vh)
@@ -609,15 +610,21 @@ describe("xDS", function()
 
   -- Backend `name`: a listener answering Who with its name (Slow after a second). A
   -- name starting with "f" fails every Who; one starting with "u" fails Who UNAVAILABLE
-  -- the first N times for each request named "key/N" (tries[key] counts them).
+  -- the first N times for each request named "key/N" (tries[key] counts them, previous[key]
+  -- lists each attempt's grpc-previous-rpc-attempts).
   local function backend(name)
-    local tries = {}
+    local tries, previous = {}, {}
     local server = pc.server({ ["xt.Named"] = {
-      Who = function(req)
+      Who = function(req, ctx)
         if name:find("^f") then error(pc.Error { code = "INTERNAL", message = name .. " fails" }) end
         local key, n = (req.name or ""):match("^(.-)/(%d+)$")
         if name:find("^u") and key then
           tries[key] = (tries[key] or 0) + 1
+          local p = "-"
+          for _, kv in ipairs(ctx.metadata) do
+            if kv[1] == "grpc-previous-rpc-attempts" then p = kv[2] end
+          end
+          previous[key] = (previous[key] or "") .. p
           if tries[key] <= tonumber(n) then
             error(pc.Error { code = "UNAVAILABLE", message = name .. " try " .. tries[key] .. " of " .. key })
           end
@@ -629,7 +636,7 @@ describe("xDS", function()
     } }, { pool = pool })
     local l = pc.listen(server, "127.0.0.1:0")
     pc.spawn(function() l:serve() end)
-    return { listener = l, name = name, port = l.port, tries = tries }
+    return { listener = l, name = name, port = l.port, tries = tries, previous = previous }
   end
 
   -- The management server: started on `port` (nil: a free one), its requests logged.
@@ -1012,10 +1019,10 @@ describe("xDS", function()
       end
     end
 
-    -- RDS rc with the virtual host "svc" routing `routes` (then everything else to A).
-    local function route_config(routes, vh_retry)
+    -- RDS rc with the virtual host "svc" routing `first` (then everything else to A).
+    local function route_config(first, vh_retry)
       local list = {}
-      for i, r in ipairs(routes) do list[i] = r end
+      for i, r in ipairs(first) do list[i] = r end
       list[#list + 1] = { match = { prefix = "" }, route = { cluster = "A" } }
       return { name = "rc", virtual_hosts = { { name = "vh", domains = { "svc" }, routes = list,
         retry_policy = vh_retry } } }
@@ -1073,6 +1080,7 @@ describe("xDS", function()
         assert(ok, tostring(r))
         assert.are.equal("u1", r.name)
         assert.are.equal(3, tries.k1)
+        assert.are.equal("-12", x.bs.u1.previous.k1) -- grpc-previous-rpc-attempts on the retries
         ok, r = who("k2", 3, "2")
         assert.is_false(ok)
         assert.are.equal("UNAVAILABLE", r.code)
@@ -1116,8 +1124,8 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         local detail = nack.error_detail.struct_value.fields.message.string_value
-        assert.matches([[RouteConfiguration rc: virtual_hosts[0].routes[0].match.safe_regex.regex: "/xt\\.Named/(Who)\\1" ]]
-          .. [[is not an RE2 pattern: invalid escape sequence: \1]], detail, 1, true)
+        assert.matches([[RouteConfiguration rc: virtual_hosts[0].routes[0].match.safe_regex.regex: ]]
+          .. [["/xt\\.Named/(Who)\\1" is not an RE2 pattern: invalid escape sequence: \1]], detail, 1, true)
         assert.are.equal("1", nack.version_info.string_value)
         assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10))
         local bk = x.t:backends()

@@ -6,11 +6,11 @@
 -- configuration is inline or named (RDS); its virtual host is the one
 -- whose domains match `name` best (exact, then the longest "*suffix",
 -- then the longest "prefix*", then "*"). Each call takes the first route
--- whose match fits its path (prefix or path, case_sensitive) and headers
--- (against the call's metadata: exact, prefix, suffix, contains, present,
--- invert_match; "-bin" keys never match), then the route's cluster, or
--- one of its weighted_clusters drawn by weight for that call; the
--- route's timeout caps the call's deadline. A cluster (CDS, type EDS,
+-- whose match fits its path (prefix, path or safe_regex), headers and
+-- runtime_fraction (transport/xds_route.lua), then the route's cluster,
+-- or one of its weighted_clusters drawn by weight for that call; the
+-- route's timeout caps the call's deadline and its retry_policy (else
+-- the virtual host's, gRFC A44) retries unary calls. A cluster (CDS, type EDS,
 -- ROUND_ROBIN) reaches its endpoints (EDS, the cluster's
 -- eds_cluster_config.service_name or its name): those of the lowest
 -- priority that has any, HEALTHY or UNKNOWN, in localities of a

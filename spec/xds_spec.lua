@@ -11,6 +11,7 @@ local protos = require "protocall.transport.xds_protos"
 local xds = require "protocall.transport.xds"
 local xds_client = require "protocall.transport.xds_client"
 local xds_route = require "protocall.transport.xds_route"
+local helper = require "grpc_helper"
 
 local DEPS = "node_modules/@grpc/grpc-js-xds/deps"
 
@@ -1106,6 +1107,43 @@ describe("xDS", function()
         assert.are.equal(1, tries.k6)
         print(("\nretry attempts seen by the backend: %s"):format(json_encode(tries)))
       end)
+    end)
+
+    it("retries at a python3-grpcio backend failing UNAVAILABLE, per the route's policy, and not without", function()
+      assert(pc.load_file("spec/fixtures/protos/grpc/faults.proto", { import_paths = { "spec/fixtures/protos" } }))
+      local py = helper.spawn("grpc", 0)
+      local ok_all, why = pcall(scenario, function(x)
+        x.ms.set("CDS", "2", { cds("A"), cds("B"), cds("P") })
+        x.ms.set("EDS", "2", { eds("A-eds", { x.bs.a1, x.bs.a2 }), eds("B-eds", { x.bs.b1 }), eds("P-eds", { py }) })
+        local function to_p(retry_policy)
+          return { match = { prefix = "/faults.Faults/" }, route = { cluster = "P", retry_policy = retry_policy } }
+        end
+        x.ms.set("RDS", "2", { route_config { to_p { retry_on = "unavailable", num_retries = { value = 2 } } } })
+        until_version(x, "RDS", "2")
+        local f = pc.client("faults.Faults", { transport = x.t, timeout = 5 })
+        local function attempts(id) return f:Attempts({ id = id }).attempts end
+        local function fail_then_succeed(id, failures)
+          return pcall(f.FailThenSucceed, f, { id = id, failures = failures, code = "UNAVAILABLE" })
+        end
+        local ok, r = fail_then_succeed("x1", 2)
+        assert(ok, tostring(r))
+        assert.are.equal("ok after 2", r.text)
+        assert.are.equal(3, attempts("x1"))
+        ok, r = fail_then_succeed("x2", 3)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(3, attempts("x2"))
+        x.ms.set("RDS", "3", { route_config { to_p() } })
+        until_version(x, "RDS", "3")
+        ok, r = fail_then_succeed("x3", 2)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(1, attempts("x3"))
+        print(("\npython3-grpcio backend attempts: with num_retries 2: %d (2 failures, OK), %d (3 failures, "
+          .. "UNAVAILABLE); without a policy: %d"):format(attempts("x1"), attempts("x2"), attempts("x3")))
+      end)
+      helper.stop(py)
+      assert(ok_all, why)
     end)
 
     it("NACKs a regex RE2 refuses, naming the field, and keeps routing by the last good config", function()

@@ -1133,12 +1133,39 @@ describe("xDS", function()
         assert.is_false(ok)
         assert.are.equal("UNAVAILABLE", r.code)
         assert.are.equal(3, attempts("x2"))
+        -- a server stream failing before its first message: the same, its replies from the third attempt
+        local function stream(id, failures)
+          return pcall(function()
+            local got = {}
+            for m in f:Stream { id = id, failures = failures, code = "UNAVAILABLE", count = 3 } do
+              got[#got + 1] = m.index .. "@" .. m.attempts
+            end
+            return table.concat(got, " ")
+          end)
+        end
+        ok, r = stream("s1", 2)
+        assert(ok, tostring(r))
+        assert.are.equal("1@3 2@3 3@3", r)
+        ok, r = stream("s2", 3)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(3, attempts("s2"))
+        -- failing after its first message: not retried (the call is the caller's by then)
+        ok, r = pcall(function()
+          for _ in f:StreamThenFail { id = "s3", failures = 0, code = "UNAVAILABLE", count = 1 } do end
+        end)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(1, attempts("s3"))
         x.ms.set("RDS", "3", { route_config { to_p() } })
         until_version(x, "RDS", "3")
         ok, r = fail_then_succeed("x3", 2)
         assert.is_false(ok)
         assert.are.equal("UNAVAILABLE", r.code)
         assert.are.equal(1, attempts("x3"))
+        ok = stream("s4", 1)
+        assert.is_false(ok)
+        assert.are.equal(1, attempts("s4"))
         print(("\npython3-grpcio backend attempts: with num_retries 2: %d (2 failures, OK), %d (3 failures, "
           .. "UNAVAILABLE); without a policy: %d"):format(attempts("x1"), attempts("x2"), attempts("x3")))
       end)

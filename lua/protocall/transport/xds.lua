@@ -10,7 +10,8 @@
 -- runtime_fraction (transport/xds_route.lua), then the route's cluster,
 -- or one of its weighted_clusters drawn by weight for that call; the
 -- route's timeout caps the call's deadline and its retry_policy (else
--- the virtual host's, gRFC A44) retries unary calls. A cluster (CDS, type EDS,
+-- the virtual host's, gRFC A44) retries unary calls and server streams
+-- that fail before their first message. A cluster (CDS, type EDS,
 -- ROUND_ROBIN) reaches its endpoints (EDS, the cluster's
 -- eds_cluster_config.service_name or its name): those of the lowest
 -- priority that has any, HEALTHY or UNKNOWN, in localities of a
@@ -323,9 +324,12 @@ function Xds:unary(path, request, settings)
   return b:unary(path, request, s)
 end
 
---- As pc.grpc's transport:server_stream, on the route's cluster.
+--- As pc.grpc's transport:server_stream, on the route's cluster,
+-- attempted again per the route's retry policy (gRFC A44) while it fails
+-- before its first response message.
 function Xds:server_stream(path, request, settings)
-  local b, s = route(self, path, settings)
+  local b, s, retry = route(self, path, settings)
+  if retry then return xds_route.server_stream(b, path, request, s, retry) end
   return b:server_stream(path, request, s)
 end
 

@@ -31,13 +31,17 @@
 -- num_retries + 1 attempts, at most 5 as gRPC caps them;
 -- retry_back_off's base_interval (default 25 ms; above 0) and
 -- max_interval (default 10 x base; not below base) are the backoff,
--- multiplier 2, each sleep drawn in [0, cap) as gRFC A6 says. The
--- attempts run on the C core's retry plans (core.policy: the same
--- arithmetic pc.Retry uses), within the call's deadline.
+-- multiplier 2, each sleep drawn in [0, cap) as gRFC A6 says. Unary
+-- calls, and server streams until their first response message, are
+-- attempted again on the route's cluster (each attempt picking its
+-- backend afresh, sending grpc-previous-rpc-attempts), on the C core's
+-- retry plans (core.policy: the same arithmetic pc.Retry uses), within
+-- the call's deadline; the caller sees the last attempt's error.
 local core = require "protocall.core"
 local sched = require "protocall.sched"
 
-local ipairs, pairs, type, tonumber, tostring, error, pcall = ipairs, pairs, type, tonumber, tostring, error, pcall
+local ipairs, pairs, type, tonumber, tostring, error, pcall, rawget, setmetatable = ipairs, pairs, type, tonumber,
+  tostring, error, pcall, rawget, setmetatable
 local format, lower, random, min = string.format, string.lower, math.random, math.min
 local monotonic = core.monotonic
 
@@ -245,40 +249,98 @@ end
 -------------------------------------------------------------------------------
 -- Retries
 
---- ... = M.unary(balanced, path, request, settings, retry): balanced:unary
--- (path, request, settings) attempted again, per `retry` (M.retry_of's),
--- while it fails with a code of retry.codes (protocall's own `local`
--- errors excepted: they would recur) and the plan allows: each attempt's
--- timeout is what is left of settings.timeout, its previous_attempts
--- counts the ones before. Raises the last attempt's error.
-function M.unary(b, path, request, settings, rp)
+-- The retries of one call per `rp` (M.retry_of's) from its `settings`:
+-- the C core's plan (core.policy, as pc.Retry's) with the call's timeout
+-- as its deadline.
+local function session(settings, rp)
   local timeout = settings and settings.timeout
-  local plan, problem
-  if timeout then
-    plan, problem = core.policy(1, timeout, nil, nil, false, rp.initial, rp.maximum, 2, false, rp.max_attempts,
-      rp.initial)
-  else
-    plan, problem = core.policy(0, nil, nil, nil, false, rp.initial, rp.maximum, 2, false, rp.max_attempts,
-      rp.initial)
+  local plan, problem = core.policy(timeout and 1 or 0, timeout, nil, nil, false, rp.initial, rp.maximum, 2, false,
+    rp.max_attempts, rp.initial)
+  if not plan then error("xds retry policy: " .. problem, 3) end
+  return { plan = plan, start = monotonic(), settings = settings, rp = rp, n = 1,
+    previous = settings and settings.previous_attempts or 0 }
+end
+
+-- After attempt failure `err`: raises it when the policy does not retry
+-- it (a code not in rp.codes, protocall's own `local` errors that would
+-- recur, no attempt or time left), else sleeps the backoff and returns
+-- the next attempt's settings (its timeout what is left of the call's,
+-- previous_attempts counting the ones before).
+local function again(ss, err)
+  if type(err) ~= "table" or not ss.rp.codes[err.code] or err["local"] then error(err, 0) end
+  local state = ss.state
+  if not state then
+    state = ss.plan:start(ss.start)
+    ss.state = state
   end
-  if not plan then error("xds retry policy: " .. problem, 2) end
-  local start = monotonic()
-  local state, s, n = nil, settings, 1
-  local previous = settings and settings.previous_attempts or 0
+  local delay = state:on_error(monotonic(), random(), err.retry_delay)
+  if not delay then error(err, 0) end
+  sched.sleep(delay)
+  local left = state:next_attempt(monotonic())
+  if left == false then error(err, 0) end
+  ss.n = ss.n + 1
+  local s = {}
+  for k, v in pairs(ss.settings or {}) do s[k] = v end
+  s.timeout, s.previous_attempts = left, ss.previous + ss.n - 1
+  return s
+end
+
+--- response, meta = M.unary(balanced, path, request, settings, retry):
+-- balanced:unary(path, request, settings) attempted again per `retry`
+-- (M.retry_of's) while it fails with a code of retry.codes and the plan
+-- allows. Raises the last attempt's error.
+function M.unary(b, path, request, settings, rp)
+  local ss, s = session(settings, rp), settings
   while true do
     local ok, res, meta = pcall(b.unary, b, path, request, s)
     if ok then return res, meta end
-    if type(res) ~= "table" or not rp.codes[res.code] or res["local"] then error(res, 0) end
-    state = state or plan:start(start)
-    local delay = state:on_error(monotonic(), random(), res.retry_delay)
-    if not delay then error(res, 0) end
-    sched.sleep(delay)
-    local left = state:next_attempt(monotonic())
-    if left == false then error(res, 0) end
-    n = n + 1
-    s = {}
-    for k, v in pairs(settings or {}) do s[k] = v end
-    s.timeout, s.previous_attempts = left, previous + n - 1
+    s = again(ss, res)
+  end
+end
+
+-- The call of a retried server stream: the current attempt's (`inner`).
+local Current = { __name = "protocall.XdsRetriedCall" }
+function Current.__index(self, k)
+  local inner = rawget(self, "inner")
+  local v = inner[k]
+  if type(v) ~= "function" then return v end
+  return function(p, ...)
+    if p == self then p = rawget(self, "inner") end
+    return v(p, ...)
+  end
+end
+
+--- iter, nil, nil, call = M.server_stream(balanced, path, request,
+-- settings, retry): balanced:server_stream attempted again, as M.unary,
+-- while it fails before its first response message (after one, the call
+-- is the caller's). The first message is read here, before returning.
+function M.server_stream(b, path, request, settings, rp)
+  local ss, s = session(settings, rp), settings
+  local current = setmetatable({}, Current)
+  while true do
+    local ok, iter, state, ctl, call = pcall(b.server_stream, b, path, request, s)
+    local first
+    if ok then
+      current.inner = call
+      ok, first = pcall(iter, state, ctl)
+    else
+      first = iter
+    end
+    if ok then
+      local done = first == nil
+      return function()
+        if first ~= nil then
+          local r = first
+          first = nil
+          return r
+        end
+        if done then return nil end
+        local r = iter(state, ctl)
+        if r == nil then done = true end
+        return r
+      end, nil, nil, current
+    end
+    s = again(ss, first)
   end
 end
 

@@ -244,6 +244,13 @@ describe("xDS", function()
       r = checked { prefix = "", headers = { { name = "x-user", string_match = { safe_regex = { regex = "u.*" } } } } }
       assert.is_true(xds.matches(r, "/p", user "user-1"))
       assert.is_false(xds.matches(r, "/p", user "User-1"))
+      -- range_match: a decimal integer in [start, end)
+      r = checked { prefix = "", headers = { { name = "x-user", range_match = { start = -5, ["end"] = 10 } } } }
+      for v, want in pairs { ["-5"] = true, ["9"] = true, ["+3"] = true, ["10"] = false, ["-6"] = false,
+        ["3.0"] = false, ["0x3"] = false, [" 3"] = false, ["3,4"] = false } do
+        assert.are.equal(want, xds.matches(r, "/p", user(v)), v)
+      end
+      assert.is_false(xds.matches(r, "/p", user(nil)))
     end)
 
     it("takes a runtime_fraction's default_value out of each denominator", function()
@@ -1029,7 +1036,7 @@ describe("xDS", function()
         retry_policy = vh_retry } } }
     end
 
-    it("routes by safe_regex paths and header regexes (RE2, full match), and by runtime_fraction", function()
+    it("routes by safe_regex paths, header regexes (RE2, full match) and ranges, and by runtime_fraction", function()
       scenario(function(x)
         x.ms.set("RDS", "2", { route_config {
           { match = { safe_regex = { regex = "/xt\\.Named/W" } }, route = { cluster = "nowhere" } }, -- no full match
@@ -1037,6 +1044,8 @@ describe("xDS", function()
             present_match = true } } }, route = { cluster = "B" } },
           { match = { prefix = "/xt.Named/", headers = { { name = "x-user",
             safe_regex_match = { regex = "user-\\d+" } } } }, route = { cluster = "B" } },
+          { match = { prefix = "/xt.Named/", headers = { { name = "x-n",
+            range_match = { start = 10, ["end"] = 20 } } } }, route = { cluster = "B" } },
           { match = { prefix = "/xt.Named/", headers = { { name = "x-frac", present_match = true } },
             runtime_fraction = { runtime_key = "ignored", default_value = { numerator = 2500,
               denominator = "TEN_THOUSAND" } } }, route = { cluster = "B" } },
@@ -1048,6 +1057,8 @@ describe("xDS", function()
         assert.are.same({ b1 = 3 }, count(x.c, 3, { metadata = { { "x-user", "user-12" } } }))
         assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4, { metadata = { { "x-user", "user-12x" } } }))
         assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2, { metadata = { { "x-user", "admin" } } }))
+        assert.are.same({ b1 = 2 }, count(x.c, 2, { metadata = { { "x-n", "19" } } }))
+        assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2, { metadata = { { "x-n", "20" } } }))
         local got = count(x.c, 2000, { metadata = { { "x-frac", "1" } } })
         local b = got.b1 or 0
         assert.are.equal(2000, b + (got.a1 or 0) + (got.a2 or 0))

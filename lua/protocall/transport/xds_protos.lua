@@ -20,6 +20,7 @@ message FractionalPercent {
   uint32 numerator = 1;
   DenominatorType denominator = 2;
 }
+message Int64Range { int64 start = 1; int64 end = 2; }
 ]] },
   { "envoy/config/core/v3/subset.proto", [[
 syntax = "proto3";
@@ -89,11 +90,13 @@ import "google/protobuf/duration.proto";
 import "google/protobuf/wrappers.proto";
 import "envoy/config/core/v3/subset.proto";
 import "envoy/type/matcher/v3/subset.proto";
+import "envoy/type/v3/subset.proto";
 message HeaderMatcher {
   string name = 1;
   oneof header_match_specifier {
     string exact_match = 4;
     envoy.type.matcher.v3.RegexMatcher safe_regex_match = 11;
+    envoy.type.v3.Int64Range range_match = 6;
     bool present_match = 7;
     string prefix_match = 9;
     string suffix_match = 10;

@@ -11,9 +11,9 @@
 -- denominator counts as the denominator); then each header matcher
 -- against the call's metadata (several values joined by ","; "-bin" keys
 -- never match; "content-type" is application/grpc): exact, prefix,
--- suffix, contains, present, safe_regex_match (full match) or
--- string_match (the same, ignore_case but for safe_regex), each turned by
--- invert_match.
+-- suffix, contains, present, safe_regex_match (full match), range_match
+-- (a decimal integer value in [start, end)) or string_match (the same,
+-- ignore_case but for safe_regex), each turned by invert_match.
 --
 -- Regular expressions are RE2's (core.regex: Debian's libre2 in the C
 -- core, the engine CEL and protovalidate use), so a pattern means what it
@@ -94,10 +94,12 @@ function M.check_match(m, at)
       local re, why = regex_at(h.safe_regex_match, hat .. ".safe_regex_match")
       if not re then return why end
       h.regex_of = re
+    elseif h.range_match then
+      -- int64 fields: LuaJIT decodes them as cdata
+      h.range_of = { tonumber(h.range_match.start) or 0, tonumber(h.range_match["end"]) or 0 }
     elseif h.exact_match == nil and h.prefix_match == nil and h.suffix_match == nil and h.contains_match == nil
       and h.present_match == nil and h.string_match == nil then
-      return hat .. ": exact, prefix, suffix, contains, present, safe_regex or string_match expected "
-        .. "(range is not supported)"
+      return hat .. ": exact, prefix, suffix, contains, present, safe_regex, range or string_match expected"
     end
     local sm = h.string_match
     if sm then
@@ -207,6 +209,9 @@ local function header_matches(h, metadata)
     return false
   elseif h.regex_of then
     m = h.regex_of:find(v)
+  elseif h.range_of then
+    local n = v:find("^[+-]?%d+$") and tonumber(v)
+    m = n ~= nil and n >= h.range_of[1] and n < h.range_of[2]
   else
     local sm = h.string_match
     if sm then

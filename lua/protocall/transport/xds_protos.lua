@@ -12,16 +12,6 @@ local M = {}
 
 -- Each file as Envoy names it (one package per file), loaded in order.
 M.FILES = {
-  { "envoy/type/v3/subset.proto", [[
-syntax = "proto3";
-package envoy.type.v3;
-message FractionalPercent {
-  enum DenominatorType { HUNDRED = 0; TEN_THOUSAND = 1; MILLION = 2; }
-  uint32 numerator = 1;
-  DenominatorType denominator = 2;
-}
-message Int64Range { int64 start = 1; int64 end = 2; }
-]] },
   { "envoy/config/core/v3/subset.proto", [[
 syntax = "proto3";
 package envoy.config.core.v3;
@@ -227,10 +217,21 @@ message Bootstrap {
   envoy.config.core.v3.Node node = 2;
 }
 ]] },
+  -- envoy.type.v3 (FractionalPercent, Int64Range), loaded first
+  { "envoy/type/v3/subset.proto", [[
+syntax = "proto3";
+package envoy.type.v3;
+message FractionalPercent {
+  enum DenominatorType { HUNDRED = 0; TEN_THOUSAND = 1; MILLION = 2; }
+  uint32 numerator = 1;
+  DenominatorType denominator = 2;
+}
+message Int64Range { int64 start = 1; int64 end = 2; }
+]] },
 }
 
 -- Load order: a file after those it imports.
-local ORDER = { 1, 2, 3, 4, 6, 5, 7, 8, 9, 10 }
+local ORDER = { 10, 1, 2, 3, 5, 4, 6, 7, 8, 9 }
 
 local pool
 

@@ -10,6 +10,8 @@ local peer = require "node_peer"
 local protos = require "protocall.transport.xds_protos"
 local xds = require "protocall.transport.xds"
 local xds_client = require "protocall.transport.xds_client"
+local xds_route = require "protocall.transport.xds_route"
+local helper = require "grpc_helper"
 
 local DEPS = "node_modules/@grpc/grpc-js-xds/deps"
 
@@ -204,6 +206,72 @@ describe("xDS", function()
       assert.is_true(xds.matches(r { prefix = "", headers = { { name = "x-k", string_match = { suffix = "V2",
         ignore_case = true } } } }, "/p", md))
     end)
+
+    -- A route as xds_client's check leaves it (regexes compiled, the fraction read).
+    local function checked(match)
+      assert.is_nil(xds_route.check_match(match, "match"))
+      return { match = match }
+    end
+
+    it("matches safe_regex paths in full, with RE2's syntax", function()
+      local r = checked { safe_regex = { regex = "/xt\\.Named/(Who|Hold)" } }
+      assert.is_true(xds.matches(r, "/xt.Named/Who"))
+      assert.is_true(xds.matches(r, "/xt.Named/Hold"))
+      assert.is_false(xds.matches(r, "/xt.Named/Whom")) -- a full match, not a search
+      assert.is_false(xds.matches(r, "x/xt.Named/Who"))
+      assert.is_false(xds.matches(r, "/xtxNamed/Who"))
+      -- \d, (?i) and a non-greedy repeat, which POSIX regexes lack
+      r = checked { safe_regex = { regex = "(?i)/a\\.b/m\\d+?" } }
+      assert.is_true(xds.matches(r, "/A.B/M12"))
+      assert.is_false(xds.matches(r, "/a.b/m"))
+      -- case_sensitive applies to prefix and path only (Envoy: ignored for safe_regex)
+      r = checked { safe_regex = { regex = "/a/B" }, case_sensitive = { value = false } }
+      assert.is_false(xds.matches(r, "/a/b"))
+    end)
+
+    it("matches header regexes in full, and inverts them", function()
+      local function user(v) return v and { { "x-user", v } } or {} end
+      local r = checked { prefix = "", headers = { { name = "x-user", safe_regex_match = { regex = "user-[0-9]+" } } } }
+      assert.is_true(xds.matches(r, "/p", user "user-12"))
+      assert.is_false(xds.matches(r, "/p", user "user-12x"))
+      assert.is_false(xds.matches(r, "/p", user "xuser-12"))
+      assert.is_false(xds.matches(r, "/p", user(nil)))
+      r = checked { prefix = "", headers = { { name = "x-user", safe_regex_match = { regex = "user-[0-9]+" },
+        invert_match = true } } }
+      assert.is_false(xds.matches(r, "/p", user "user-12"))
+      assert.is_true(xds.matches(r, "/p", user "admin"))
+      assert.is_false(xds.matches(r, "/p", user(nil))) -- absent: no match, inverted or not
+      r = checked { prefix = "", headers = { { name = "x-user", string_match = { safe_regex = { regex = "u.*" } } } } }
+      assert.is_true(xds.matches(r, "/p", user "user-1"))
+      assert.is_false(xds.matches(r, "/p", user "User-1"))
+      -- range_match: a decimal integer in [start, end)
+      r = checked { prefix = "", headers = { { name = "x-user", range_match = { start = -5, ["end"] = 10 } } } }
+      for v, want in pairs { ["-5"] = true, ["9"] = true, ["+3"] = true, ["10"] = false, ["-6"] = false,
+        ["3.0"] = false, ["0x3"] = false, [" 3"] = false, ["3,4"] = false } do
+        assert.are.equal(want, xds.matches(r, "/p", user(v)), v)
+      end
+      assert.is_false(xds.matches(r, "/p", user(nil)))
+    end)
+
+    it("takes a runtime_fraction's default_value out of each denominator", function()
+      for _, case in ipairs { { "HUNDRED", 100 }, { 1, 10000 }, { "MILLION", 1000000 } } do
+        local r = checked { prefix = "", runtime_fraction = { runtime_key = "ignored",
+          default_value = { numerator = 25, denominator = case[1] } } }
+        local asked
+        local function draw(v) return function(n) asked = n; return v end end
+        assert.is_true(xds.matches(r, "/p", {}, draw(25)))
+        assert.are.equal(case[2], asked)
+        assert.is_false(xds.matches(r, "/p", {}, draw(26)))
+      end
+      -- a numerator above the denominator counts as the denominator; 0 never matches
+      local r = checked { prefix = "", runtime_fraction = { default_value = { numerator = 500 } } }
+      assert.is_true(xds.matches(r, "/p", {}, function(n) return n end))
+      r = checked { prefix = "", runtime_fraction = { default_value = {} } }
+      assert.is_false(xds.matches(r, "/p", {}, function() return 1 end))
+      -- the path and headers first: a route they refuse draws nothing
+      r = checked { prefix = "/q", runtime_fraction = { default_value = { numerator = 100 } } }
+      assert.is_false(xds.matches(r, "/p", {}, function() error("drew") end))
+    end)
   end)
 
   describe("endpoints", function()
@@ -270,6 +338,59 @@ describe("xDS", function()
       assert.are.equal(1, places[2].weight)
       assert.are.equal(15, places[3].weight)
       assert.are.equal("15", tostring(places[3].weight)) -- an integer while it fits
+    end)
+
+    local function rc_with(match, action, vh_retry)
+      return { name = "rc", virtual_hosts = { { domains = { "*" }, retry_policy = vh_retry,
+        routes = { { match = match, route = action or { cluster = "A" } } } } } }
+    end
+
+    it("refuses what RE2 refuses, naming the field and RE2's reason", function()
+      assert.are.equal([[virtual_hosts[0].routes[0].match.safe_regex.regex: "(a)\\1" is not an RE2 pattern: ]]
+        .. [[invalid escape sequence: \1]], check("RDS", rc_with { safe_regex = { regex = "(a)\\1" } }))
+      assert.are.equal([[virtual_hosts[0].routes[0].match.headers[1].safe_regex_match.regex: "(?=x)" is not an ]]
+        .. [[RE2 pattern: invalid perl operator: (?=]], check("RDS", rc_with { prefix = "", headers = {
+          { name = "a", present_match = true }, { name = "b", safe_regex_match = { regex = "(?=x)" } } } }))
+      assert.are.equal("virtual_hosts[0].routes[0].match.headers[0].string_match.safe_regex.regex: empty",
+        check("RDS", rc_with { prefix = "", headers = { { name = "b", string_match = { safe_regex = {} } } } }))
+      assert.are.equal("virtual_hosts[0].routes[0].match: prefix, path or safe_regex expected (others are not "
+        .. "supported)", check("RDS", rc_with {}))
+      assert.are.equal([[virtual_hosts[0].routes[0].match.safe_regex.regex: "[" is not an RE2 pattern: missing ]: []],
+        check("RDS", rc_with { safe_regex = { regex = "[" } }))
+    end)
+
+    it("maps retry_policy as gRFC A44 does, the route's over the virtual host's", function()
+      local rc = rc_with({ prefix = "" }, { cluster = "A", retry_policy = { retry_on = "5xx, unavailable,cancelled,"
+        .. "reset", num_retries = { value = 9 } } })
+      assert.is_nil(check("RDS", rc))
+      assert.are.same({ codes = { UNAVAILABLE = true, CANCELLED = true }, max_attempts = 5, initial = 0.025,
+        maximum = 0.25 }, rc.virtual_hosts[1].routes[1].route.retry)
+      -- the virtual host's, when the route has none; base and max intervals
+      rc = rc_with({ prefix = "" }, nil, { retry_on = "internal,deadline-exceeded,resource-exhausted",
+        retry_back_off = { base_interval = { nanos = 100000000 }, max_interval = { seconds = 2 } } })
+      assert.is_nil(check("RDS", rc))
+      assert.are.same({ codes = { INTERNAL = true, DEADLINE_EXCEEDED = true, RESOURCE_EXHAUSTED = true },
+        max_attempts = 2, initial = 0.1, maximum = 2 }, rc.virtual_hosts[1].routes[1].route.retry)
+      -- the route's replaces it whole: its conditions gRPC does not take leave no retry
+      rc = rc_with({ prefix = "" }, { cluster = "A", retry_policy = { retry_on = "5xx" } },
+        { retry_on = "unavailable" })
+      assert.is_nil(check("RDS", rc))
+      assert.is_false(rc.virtual_hosts[1].routes[1].route.retry)
+      local function bad(rp, on_vh)
+        return check("RDS", on_vh and rc_with({ prefix = "" }, nil, rp) or rc_with({ prefix = "" },
+          { cluster = "A", retry_policy = rp }))
+      end
+      assert.are.equal("virtual_hosts[0].routes[0].route.retry_policy.num_retries: at least 1 expected, got 0",
+        bad { retry_on = "unavailable", num_retries = { value = 0 } })
+      assert.are.equal("virtual_hosts[0].retry_policy.retry_back_off.base_interval: above 0 expected, got 0 s",
+        bad({ retry_on = "unavailable", retry_back_off = { base_interval = {} } }, true))
+      assert.are.equal("virtual_hosts[0].routes[0].route.retry_policy.retry_back_off.base_interval: required",
+        bad { retry_back_off = { max_interval = { seconds = 1 } } })
+      assert.are.equal("virtual_hosts[0].routes[0].route.retry_policy.retry_back_off.max_interval: at least "
+        .. "base_interval (1 s) expected, got 0.5 s", bad { retry_on = "unavailable", retry_back_off = {
+          base_interval = { seconds = 1 }, max_interval = { nanos = 500000000 } } })
+      assert.are.equal("virtual_hosts[0].routes[0].route.retry_policy.retry_back_off.base_interval.nanos: "
+        .. "0..999999999 expected, got -1", bad { retry_back_off = { base_interval = { nanos = -1 } } })
     end)
 
     it("takes IP literals only as endpoint addresses", function()
@@ -495,11 +616,27 @@ describe("xDS", function()
 
   local absent = peer.missing("@grpc/grpc-js", "@grpc/grpc-js-xds", "protobufjs")
 
-  -- Backend `name`: a listener answering Who with its name (Slow after a second).
+  -- Backend `name`: a listener answering Who with its name (Slow after a second). A
+  -- name starting with "f" fails every Who; one starting with "u" fails Who UNAVAILABLE
+  -- the first N times for each request named "key/N" (tries[key] counts them, previous[key]
+  -- lists each attempt's grpc-previous-rpc-attempts).
   local function backend(name)
+    local tries, previous = {}, {}
     local server = pc.server({ ["xt.Named"] = {
-      Who = function()
+      Who = function(req, ctx)
         if name:find("^f") then error(pc.Error { code = "INTERNAL", message = name .. " fails" }) end
+        local key, n = (req.name or ""):match("^(.-)/(%d+)$")
+        if name:find("^u") and key then
+          tries[key] = (tries[key] or 0) + 1
+          local p = "-"
+          for _, kv in ipairs(ctx.metadata) do
+            if kv[1] == "grpc-previous-rpc-attempts" then p = kv[2] end
+          end
+          previous[key] = (previous[key] or "") .. p
+          if tries[key] <= tonumber(n) then
+            error(pc.Error { code = "UNAVAILABLE", message = name .. " try " .. tries[key] .. " of " .. key })
+          end
+        end
         return { name = name }
       end,
       Slow = function(_, ctx) ctx.sleep(1); return { name = name } end,
@@ -507,7 +644,7 @@ describe("xDS", function()
     } }, { pool = pool })
     local l = pc.listen(server, "127.0.0.1:0")
     pc.spawn(function() l:serve() end)
-    return { listener = l, name = name, port = l.port }
+    return { listener = l, name = name, port = l.port, tries = tries, previous = previous }
   end
 
   -- The management server: started on `port` (nil: a free one), its requests logged.
@@ -571,7 +708,7 @@ describe("xDS", function()
   local function scenario(body, empty)
     local log = os.tmpname()
     local bs = {}
-    for _, n in ipairs { "a1", "a2", "a3", "b1", "f1" } do bs[n] = backend(n) end
+    for _, n in ipairs { "a1", "a2", "a3", "b1", "f1", "u1" } do bs[n] = backend(n) end
     local ms = management(nil, log)
     if not empty then configure(ms, bs) end
     local bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:" .. ms.port,
@@ -904,6 +1041,199 @@ describe("xDS", function()
         assert.is_true((during.a1 or 0) >= 10 and (during.a2 or 0) >= 10, "calls across the restart: a1 "
           .. tostring(during.a1) .. ", a2 " .. tostring(during.a2))
         assert.is_nil(during.b1)
+      end)
+    end)
+
+    -- Waits (making calls) until the target took version `v` of `kind`.
+    local function until_version(x, kind, v)
+      local t0 = pc.now()
+      while x.t:backends().versions[kind] ~= v do
+        pcall(x.c.Who, x.c, {}, { timeout = 0.5 })
+        pc.sleep(0.01)
+        assert(pc.now() - t0 < 3, kind .. " version " .. v .. " never arrived")
+      end
+    end
+
+    -- RDS rc with the virtual host "svc" routing `first` (then everything else to A).
+    local function route_config(first, vh_retry)
+      local list = {}
+      for i, r in ipairs(first) do list[i] = r end
+      list[#list + 1] = { match = { prefix = "" }, route = { cluster = "A" } }
+      return { name = "rc", virtual_hosts = { { name = "vh", domains = { "svc" }, routes = list,
+        retry_policy = vh_retry } } }
+    end
+
+    it("routes by safe_regex paths, header regexes (RE2, full match) and ranges, and by runtime_fraction", function()
+      scenario(function(x)
+        x.ms.set("RDS", "2", { route_config {
+          { match = { safe_regex = { regex = "/xt\\.Named/W" } }, route = { cluster = "nowhere" } }, -- no full match
+          { match = { safe_regex = { regex = "/xt\\.Named/(Who|Slow)" }, headers = { { name = "x-path",
+            present_match = true } } }, route = { cluster = "B" } },
+          { match = { prefix = "/xt.Named/", headers = { { name = "x-user",
+            safe_regex_match = { regex = "user-\\d+" } } } }, route = { cluster = "B" } },
+          { match = { prefix = "/xt.Named/", headers = { { name = "x-n",
+            range_match = { start = 10, ["end"] = 20 } } } }, route = { cluster = "B" } },
+          { match = { prefix = "/xt.Named/", headers = { { name = "x-frac", present_match = true } },
+            runtime_fraction = { runtime_key = "ignored", default_value = { numerator = 2500,
+              denominator = "TEN_THOUSAND" } } }, route = { cluster = "B" } },
+        } })
+        until_version(x, "RDS", "2")
+        local path = { metadata = { { "x-path", "1" } } }
+        assert.are.same({ b1 = 4 }, count(x.c, 4, path))
+        assert.matches("^a[12]$", x.c:Hold({}, path).name) -- /xt.Named/Hold: not the regex's
+        assert.are.same({ b1 = 3 }, count(x.c, 3, { metadata = { { "x-user", "user-12" } } }))
+        assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4, { metadata = { { "x-user", "user-12x" } } }))
+        assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2, { metadata = { { "x-user", "admin" } } }))
+        assert.are.same({ b1 = 2 }, count(x.c, 2, { metadata = { { "x-n", "19" } } }))
+        assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2, { metadata = { { "x-n", "20" } } }))
+        local got = count(x.c, 2000, { metadata = { { "x-frac", "1" } } })
+        local b = got.b1 or 0
+        assert.are.equal(2000, b + (got.a1 or 0) + (got.a2 or 0))
+        assert.is_true(math.abs(b / 2000 - 0.25) <= 0.05, "B took " .. b .. " of 2000")
+        print(("\nruntime_fraction 2500/TEN_THOUSAND: B took %d of 2000 calls (%.1f %%)"):format(b, b / 20))
+      end)
+    end)
+
+    it("retries per the route's retry_policy (gRFC A44), else the virtual host's", function()
+      scenario(function(x)
+        x.ms.set("CDS", "2", { cds("A"), cds("B"), cds("U") })
+        x.ms.set("EDS", "2", { eds("A-eds", { x.bs.a1, x.bs.a2 }), eds("B-eds", { x.bs.b1 }),
+          eds("U-eds", { x.bs.u1 }) })
+        local function to_u(value, retry_policy)
+          return { match = { prefix = "/xt.Named/", headers = { { name = "x-retry", exact_match = value } } },
+            route = { cluster = "U", retry_policy = retry_policy } }
+        end
+        x.ms.set("RDS", "2", { route_config({
+          to_u("2", { retry_on = "cancelled,unavailable", num_retries = { value = 2 },
+            retry_back_off = { base_interval = { nanos = 1000000 }, max_interval = { nanos = 5000000 } } }),
+          to_u("route-wins", { retry_on = "cancelled" }),
+          to_u("vhost"),
+        }, { retry_on = "unavailable", retry_back_off = { base_interval = { nanos = 1000000 } } }) })
+        until_version(x, "RDS", "2")
+        local tries = x.bs.u1.tries
+        local function who(key, fails, how)
+          return pcall(x.c.Who, x.c, { name = key .. "/" .. fails }, { metadata = { { "x-retry", how } } })
+        end
+        -- num_retries 2: three attempts, so two failures are retried away and three are not
+        local ok, r = who("k1", 2, "2")
+        assert(ok, tostring(r))
+        assert.are.equal("u1", r.name)
+        assert.are.equal(3, tries.k1)
+        assert.are.equal("-12", x.bs.u1.previous.k1) -- grpc-previous-rpc-attempts on the retries
+        ok, r = who("k2", 3, "2")
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(3, tries.k2)
+        -- the route's policy retries CANCELLED only: its virtual host's is not taken
+        ok, r = who("k3", 1, "route-wins")
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(1, tries.k3)
+        -- no route policy: the virtual host's (num_retries default 1: two attempts)
+        ok = who("k4", 1, "vhost")
+        assert.is_true(ok)
+        assert.are.equal(2, tries.k4)
+        ok = who("k5", 2, "vhost")
+        assert.is_false(ok)
+        assert.are.equal(2, tries.k5)
+        -- without any policy the first failure is the call's
+        x.ms.set("RDS", "3", { route_config { to_u("2") } })
+        until_version(x, "RDS", "3")
+        ok, r = who("k6", 2, "2")
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(1, tries.k6)
+        print(("\nretry attempts seen by the backend: %s"):format(json_encode(tries)))
+      end)
+    end)
+
+    it("retries at a python3-grpcio backend failing UNAVAILABLE, per the route's policy, and not without", function()
+      assert(pc.load_file("spec/fixtures/protos/grpc/faults.proto", { import_paths = { "spec/fixtures/protos" } }))
+      local py = helper.spawn("grpc", 0)
+      local ok_all, why = pcall(scenario, function(x)
+        x.ms.set("CDS", "2", { cds("A"), cds("B"), cds("P") })
+        x.ms.set("EDS", "2", { eds("A-eds", { x.bs.a1, x.bs.a2 }), eds("B-eds", { x.bs.b1 }), eds("P-eds", { py }) })
+        local function to_p(retry_policy)
+          return { match = { prefix = "/faults.Faults/" }, route = { cluster = "P", retry_policy = retry_policy } }
+        end
+        x.ms.set("RDS", "2", { route_config { to_p { retry_on = "unavailable", num_retries = { value = 2 } } } })
+        until_version(x, "RDS", "2")
+        local f = pc.client("faults.Faults", { transport = x.t, timeout = 5 })
+        local function attempts(id) return f:Attempts({ id = id }).attempts end
+        local function fail_then_succeed(id, failures)
+          return pcall(f.FailThenSucceed, f, { id = id, failures = failures, code = "UNAVAILABLE" })
+        end
+        local ok, r = fail_then_succeed("x1", 2)
+        assert(ok, tostring(r))
+        assert.are.equal("ok after 2", r.text)
+        assert.are.equal(3, attempts("x1"))
+        ok, r = fail_then_succeed("x2", 3)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(3, attempts("x2"))
+        -- a server stream failing before its first message: the same, its replies from the third attempt
+        local function stream(id, failures)
+          return pcall(function()
+            local got = {}
+            for m in f:Stream { id = id, failures = failures, code = "UNAVAILABLE", count = 3 } do
+              got[#got + 1] = m.index .. "@" .. m.attempts
+            end
+            return table.concat(got, " ")
+          end)
+        end
+        ok, r = stream("s1", 2)
+        assert(ok, tostring(r))
+        assert.are.equal("1@3 2@3 3@3", r)
+        ok, r = stream("s2", 3)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(3, attempts("s2"))
+        -- failing after its first message: not retried (the call is the caller's by then)
+        ok, r = pcall(function()
+          for _ in f:StreamThenFail { id = "s3", failures = 0, code = "UNAVAILABLE", count = 1 } do end
+        end)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(1, attempts("s3"))
+        x.ms.set("RDS", "3", { route_config { to_p() } })
+        until_version(x, "RDS", "3")
+        ok, r = fail_then_succeed("x3", 2)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", r.code)
+        assert.are.equal(1, attempts("x3"))
+        ok = stream("s4", 1)
+        assert.is_false(ok)
+        assert.are.equal(1, attempts("s4"))
+        print(("\npython3-grpcio backend attempts: with num_retries 2: %d (2 failures, OK), %d (3 failures, "
+          .. "UNAVAILABLE); without a policy: %d"):format(attempts("x1"), attempts("x2"), attempts("x3")))
+      end)
+      helper.stop(py)
+      assert(ok_all, why)
+    end)
+
+    it("NACKs a regex RE2 refuses, naming the field, and keeps routing by the last good config", function()
+      scenario(function(x)
+        until_version(x, "RDS", "1")
+        x.ms.set("RDS", "2", { route_config { { match = { safe_regex = { regex = "/xt\\.Named/(Who)\\1" } },
+          route = { cluster = "B" } } } })
+        local nack
+        local t0 = pc.now()
+        while nack == nil do
+          assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2)) -- still version 1's routes
+          for _, q in ipairs(requests(x.log)) do
+            if q.error_detail.struct_value then nack = q end
+          end
+          assert(pc.now() - t0 < 3, "no NACK reached the server")
+          pc.sleep(0.01)
+        end
+        local detail = nack.error_detail.struct_value.fields.message.string_value
+        assert.matches([[RouteConfiguration rc: virtual_hosts[0].routes[0].match.safe_regex.regex: ]]
+          .. [["/xt\\.Named/(Who)\\1" is not an RE2 pattern: invalid escape sequence: \1]], detail, 1, true)
+        assert.are.equal("1", nack.version_info.string_value)
+        assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10))
+        local bk = x.t:backends()
+        assert.are.equal("1", bk.versions.RDS)
+        assert.are.equal("2", bk.nacked.RDS.version)
       end)
     end)
   end)

@@ -40,6 +40,7 @@ void lpc_open_host(lua_State *L);     /* host transports (lpc_host.c) */
 void lpc_open_json(lua_State *L);     /* proto3 JSON (lpc_json.c) */
 void lpc_open_text(lua_State *L);     /* text format (lpc_text.c) */
 void lpc_open_validate(lua_State *L); /* protovalidate rules (lpc_validate.c) */
+void lpc_open_regex(lua_State *L);    /* RE2 patterns (lpc_regex.c) */
 void lpc_open_table(lua_State *L);    /* plain tables to wire bytes (lpc_table.c) */
 void lpc_open_plain(lua_State *L);    /* wire bytes and messages to plain tables (lpc_plain.c) */
 void lpc_open_ffi(lua_State *L);      /* FFI struct messages (lpc_ffi.c) */

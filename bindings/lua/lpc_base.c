@@ -62,5 +62,6 @@ int luaopen_protocall_core(lua_State *L) {
   lpc_open_plain(L);
   lpc_open_ffi(L);
   lpc_open_validate(L);
+  lpc_open_regex(L);
   return 1;
 }

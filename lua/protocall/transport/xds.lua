@@ -6,11 +6,12 @@
 -- configuration is inline or named (RDS); its virtual host is the one
 -- whose domains match `name` best (exact, then the longest "*suffix",
 -- then the longest "prefix*", then "*"). Each call takes the first route
--- whose match fits its path (prefix or path, case_sensitive) and headers
--- (against the call's metadata: exact, prefix, suffix, contains, present,
--- invert_match; "-bin" keys never match), then the route's cluster, or
--- one of its weighted_clusters drawn by weight for that call; the
--- route's timeout caps the call's deadline. A cluster (CDS, type EDS,
+-- whose match fits its path (prefix, path or safe_regex), headers and
+-- runtime_fraction (transport/xds_route.lua), then the route's cluster,
+-- or one of its weighted_clusters drawn by weight for that call; the
+-- route's timeout caps the call's deadline and its retry_policy (else
+-- the virtual host's, gRFC A44) retries unary calls and server streams
+-- that fail before their first message. A cluster (CDS, type EDS,
 -- ROUND_ROBIN) reaches its endpoints (EDS, the cluster's
 -- eds_cluster_config.service_name or its name): those of the lowest
 -- priority that has any, HEALTHY or UNKNOWN, in localities of a
@@ -28,6 +29,7 @@ local errors = require "protocall.errors"
 local sched = require "protocall.sched"
 local balancer = require "protocall.transport.balancer"
 local xds_client = require "protocall.transport.xds_client"
+local xds_route = require "protocall.transport.xds_route"
 
 local setmetatable, pairs, ipairs, error, tostring, type = setmetatable, pairs, ipairs, error, tostring, type
 local min, random, lower, sort = math.min, math.random, string.lower, table.sort
@@ -66,66 +68,9 @@ local function virtual_host(vhosts, host)
 end
 M.virtual_host = virtual_host
 
--- The value of header `name` in the call's metadata ({key, value} pairs;
--- several joined by ","), nil when absent.
-local function header(metadata, name)
-  if name == "content-type" then return "application/grpc" end
-  local v
-  for _, kv in ipairs(metadata or {}) do
-    if kv[1] == name then v = v and v .. "," .. kv[2] or kv[2] end
-  end
-  return v
-end
-
-local function string_match(v, exact, prefix, suffix, contains, ignore_case)
-  if ignore_case then
-    v = lower(v)
-    exact, prefix, suffix, contains = exact and lower(exact), prefix and lower(prefix), suffix and lower(suffix),
-      contains and lower(contains)
-  end
-  if exact then return v == exact end
-  if prefix then return v:sub(1, #prefix) == prefix end
-  if suffix then return #v >= #suffix and v:sub(#v - #suffix + 1) == suffix end
-  return v:find(contains, 1, true) ~= nil
-end
-
-local function header_matches(h, metadata)
-  local name = lower(h.name or "")
-  local v
-  if name:sub(-4) ~= "-bin" then v = header(metadata, name) end
-  local m
-  if h.present_match ~= nil then
-    m = (v ~= nil) == h.present_match
-  elseif v == nil then
-    return false
-  else
-    local sm = h.string_match
-    if sm then
-      m = string_match(v, sm.exact, sm.prefix, sm.suffix, sm.contains, sm.ignore_case)
-    else
-      m = string_match(v, h.exact_match, h.prefix_match, h.suffix_match, h.contains_match, false)
-    end
-  end
-  if h.invert_match then m = not m end
-  return m
-end
-
--- Whether route `r` takes a call of `path` with `metadata`.
-local function matches(r, path, metadata)
-  local m = r.match
-  local sensitive = m.case_sensitive == nil or m.case_sensitive.value ~= false
-  local p, want = path, m.prefix or m.path
-  if not sensitive then p, want = lower(p), lower(want) end
-  if m.prefix then
-    if p:sub(1, #want) ~= want then return false end
-  elseif p ~= want then
-    return false
-  end
-  for _, h in ipairs(m.headers or {}) do
-    if not header_matches(h, metadata) then return false end
-  end
-  return true
-end
+-- Whether route `r` takes a call of `path` with `metadata`
+-- (transport/xds_route.lua: path, safe_regex, runtime_fraction, headers).
+local matches = xds_route.matches
 M.matches = matches
 
 -- The weight of a locality: 0 (left out, as gRPC does) when unset.
@@ -300,8 +245,9 @@ local function await(self, path, deadline, ready, what)
   end
 end
 
--- The cluster balancer and the settings (timeout capped by the route's)
--- for a call of `path` with `settings`; raises UNAVAILABLE when no route
+-- The cluster balancer, the settings (timeout capped by the route's)
+-- and the route's retry policy (xds_route.retry_of's, or false) for a
+-- call of `path` with `settings`; raises UNAVAILABLE when no route
 -- matches or the cluster has no endpoint.
 local function route(self, path, settings)
   poll(self, 0)
@@ -350,7 +296,7 @@ local function route(self, path, settings)
     s.timeout = left and min(left, cap) or cap
     settings = s
   end
-  return cl.balanced, settings
+  return cl.balanced, settings, a.retry
 end
 
 --- transport | nil, problem = M.new(name, make, connect, bootstrap): the
@@ -369,15 +315,21 @@ function M.new(name, make, connect, bootstrap)
   return self
 end
 
---- As pc.grpc's transport:unary, on the cluster the call's route picks.
+--- As pc.grpc's transport:unary, on the cluster the call's route picks,
+-- attempted again per the route's retry policy (gRFC A44) when it has
+-- one.
 function Xds:unary(path, request, settings)
-  local b, s = route(self, path, settings)
+  local b, s, retry = route(self, path, settings)
+  if retry then return xds_route.unary(b, path, request, s, retry) end
   return b:unary(path, request, s)
 end
 
---- As pc.grpc's transport:server_stream, on the route's cluster.
+--- As pc.grpc's transport:server_stream, on the route's cluster,
+-- attempted again per the route's retry policy (gRFC A44) while it fails
+-- before its first response message.
 function Xds:server_stream(path, request, settings)
-  local b, s = route(self, path, settings)
+  local b, s, retry = route(self, path, settings)
+  if retry then return xds_route.server_stream(b, path, request, s, retry) end
   return b:server_stream(path, request, s)
 end
 

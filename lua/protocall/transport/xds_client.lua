@@ -23,6 +23,7 @@
 local core = require "protocall.core"
 local sched = require "protocall.sched"
 local protos = require "protocall.transport.xds_protos"
+local xds_route = require "protocall.transport.xds_route"
 
 local setmetatable, pairs, ipairs, pcall, tostring, tonumber, next = setmetatable, pairs, ipairs, pcall, tostring,
   tonumber, next
@@ -115,24 +116,13 @@ local function check_route_config(rc)
   for i, vh in ipairs(rc.virtual_hosts or {}) do
     local at = format("virtual_hosts[%d]", i - 1)
     if vh.domains == nil or #vh.domains == 0 then return at .. ".domains: at least one domain expected" end
+    local vh_retry, vh_bad = xds_route.retry_of(vh.retry_policy, at .. ".retry_policy")
+    if vh_bad then return vh_bad end
     for j, r in ipairs(vh.routes or {}) do
       local rat = format("%s.routes[%d]", at, j - 1)
-      local m = r.match
-      if m == nil then return rat .. ".match: missing" end
-      if m.prefix == nil and m.path == nil then
-        return rat .. ".match: prefix or path expected (safe_regex and others are not supported)"
-      end
-      for k, h in ipairs(m.headers or {}) do
-        if h.exact_match == nil and h.prefix_match == nil and h.suffix_match == nil and h.contains_match == nil
-          and h.present_match == nil and h.string_match == nil then
-          return format("%s.match.headers[%d]: exact, prefix, suffix, contains, present or string_match "
-            .. "expected (safe_regex and range are not supported)", rat, k - 1)
-        end
-        local sm = h.string_match
-        if sm and sm.exact == nil and sm.prefix == nil and sm.suffix == nil and sm.contains == nil then
-          return format("%s.match.headers[%d].string_match: exact, prefix, suffix or contains expected", rat, k - 1)
-        end
-      end
+      if r.match == nil then return rat .. ".match: missing" end
+      local bad = xds_route.check_match(r.match, rat .. ".match")
+      if bad then return bad end
       local a = r.route
       if a then
         if a.cluster == nil and a.weighted_clusters == nil then
@@ -155,6 +145,13 @@ local function check_route_config(rc)
           a.total_weight = total
         end
         a.timeout_s = duration(a.timeout)
+        -- the route's retry_policy, else the virtual host's (gRFC A44)
+        if a.retry_policy then
+          a.retry, bad = xds_route.retry_of(a.retry_policy, rat .. ".route.retry_policy")
+        else
+          a.retry, bad = vh_retry, nil
+        end
+        if bad then return bad end
       end
     end
   end

@@ -16,6 +16,7 @@ M.FILES = {
 syntax = "proto3";
 package envoy.config.core.v3;
 import "google/protobuf/struct.proto";
+import "envoy/type/v3/subset.proto";
 message Locality { string region = 1; string zone = 2; string sub_zone = 3; }
 message Node {
   string id = 1;
@@ -39,6 +40,7 @@ message SelfConfigSource {}
 message ConfigSource {
   oneof config_source_specifier { AggregatedConfigSource ads = 3; SelfConfigSource self = 5; }
 }
+message RuntimeFractionalPercent { envoy.type.v3.FractionalPercent default_value = 1; string runtime_key = 2; }
 ]] },
   { "envoy/service/discovery/v3/subset.proto", [[
 syntax = "proto3";
@@ -76,11 +78,15 @@ syntax = "proto3";
 package envoy.config.route.v3;
 import "google/protobuf/duration.proto";
 import "google/protobuf/wrappers.proto";
+import "envoy/config/core/v3/subset.proto";
 import "envoy/type/matcher/v3/subset.proto";
+import "envoy/type/v3/subset.proto";
 message HeaderMatcher {
   string name = 1;
   oneof header_match_specifier {
     string exact_match = 4;
+    envoy.type.matcher.v3.RegexMatcher safe_regex_match = 11;
+    envoy.type.v3.Int64Range range_match = 6;
     bool present_match = 7;
     string prefix_match = 9;
     string suffix_match = 10;
@@ -90,27 +96,43 @@ message HeaderMatcher {
   bool invert_match = 8;
 }
 message RouteMatch {
-  oneof path_specifier { string prefix = 1; string path = 2; }
+  oneof path_specifier { string prefix = 1; string path = 2; envoy.type.matcher.v3.RegexMatcher safe_regex = 10; }
   google.protobuf.BoolValue case_sensitive = 4;
+  envoy.config.core.v3.RuntimeFractionalPercent runtime_fraction = 9;
   repeated HeaderMatcher headers = 6;
 }
 message WeightedCluster {
   message ClusterWeight { string name = 1; google.protobuf.UInt32Value weight = 2; }
   repeated ClusterWeight clusters = 1;
 }
+message RetryPolicy {
+  message RetryBackOff { google.protobuf.Duration base_interval = 1; google.protobuf.Duration max_interval = 2; }
+  string retry_on = 1;
+  google.protobuf.UInt32Value num_retries = 2;
+  RetryBackOff retry_back_off = 8;
+}
 message RouteAction {
   oneof cluster_specifier { string cluster = 1; WeightedCluster weighted_clusters = 3; }
   google.protobuf.Duration timeout = 8;
+  RetryPolicy retry_policy = 9;
 }
 message Route { string name = 14; RouteMatch match = 1; oneof action { RouteAction route = 2; } }
-message VirtualHost { string name = 1; repeated string domains = 2; repeated Route routes = 3; }
+message VirtualHost {
+  string name = 1;
+  repeated string domains = 2;
+  repeated Route routes = 3;
+  RetryPolicy retry_policy = 16;
+}
 message RouteConfiguration { string name = 1; repeated VirtualHost virtual_hosts = 2; }
 ]] },
   { "envoy/type/matcher/v3/subset.proto", [[
 syntax = "proto3";
 package envoy.type.matcher.v3;
+message RegexMatcher { string regex = 2; }
 message StringMatcher {
-  oneof match_pattern { string exact = 1; string prefix = 2; string suffix = 3; string contains = 7; }
+  oneof match_pattern {
+    string exact = 1; string prefix = 2; string suffix = 3; RegexMatcher safe_regex = 5; string contains = 7;
+  }
   bool ignore_case = 6;
 }
 ]] },
@@ -195,10 +217,21 @@ message Bootstrap {
   envoy.config.core.v3.Node node = 2;
 }
 ]] },
+  -- envoy.type.v3 (FractionalPercent, Int64Range), loaded first
+  { "envoy/type/v3/subset.proto", [[
+syntax = "proto3";
+package envoy.type.v3;
+message FractionalPercent {
+  enum DenominatorType { HUNDRED = 0; TEN_THOUSAND = 1; MILLION = 2; }
+  uint32 numerator = 1;
+  DenominatorType denominator = 2;
+}
+message Int64Range { int64 start = 1; int64 end = 2; }
+]] },
 }
 
 -- Load order: a file after those it imports.
-local ORDER = { 1, 2, 3, 5, 4, 6, 7, 8, 9 }
+local ORDER = { 10, 1, 2, 3, 5, 4, 6, 7, 8, 9 }
 
 local pool
 

@@ -168,6 +168,167 @@ describe("ring_hash", function()
     end)
   end)
 
+  describe("under xDS, against @grpc/grpc-js-xds's own client", function()
+    local absent = peer.missing("@grpc/grpc-js", "@grpc/grpc-js-xds", "protobufjs")
+    if absent then
+      it("runs", function() peer.skip(pending, "ring_hash xDS scenarios", absent) end)
+      return
+    end
+
+    local function json_encode(v)
+      local t = type(v)
+      if t == "table" then
+        if #v > 0 then
+          local parts = {}
+          for i, x in ipairs(v) do parts[i] = json_encode(x) end
+          return "[" .. table.concat(parts, ",") .. "]"
+        end
+        local parts = {}
+        for k, x in pairs(v) do parts[#parts + 1] = string.format("%q:%s", k, json_encode(x)) end
+        table.sort(parts)
+        return "{" .. table.concat(parts, ",") .. "}"
+      elseif t == "string" then
+        return (string.format("%q", v):gsub("\\\n", "\\n"))
+      end
+      return tostring(v)
+    end
+
+    -- Backend `name`: a listener answering Who with its name.
+    local function backend(name)
+      local l = pc.listen(pc.server({ ["xt.Named"] = { Who = function() return { name = name } end } },
+        { pool = pool }), "127.0.0.1:0")
+      pc.spawn(function() l:serve() end)
+      return { listener = l, name = name, port = l.port, address = "127.0.0.1:" .. l.port, weight = 1 }
+    end
+
+    local function eds(bs)
+      local list = {}
+      for i, b in ipairs(bs) do
+        list[i] = { endpoint = { address = { socket_address = { address = "127.0.0.1", port_value = b.port } } } }
+      end
+      return { cluster_name = "A-eds", endpoints = { { locality = { zone = "z1" }, lb_endpoints = list,
+        load_balancing_weight = { value = 1 } } } }
+    end
+
+    local LISTENER = { name = "svc", api_listener = { api_listener = { ["@type"] = protos.HCM,
+      rds = { config_source = { ads = {} }, route_config_name = "rc" },
+      http_filters = { { name = "router", typed_config = {
+        ["@type"] = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } } } } } }
+    local ROUTES = { name = "rc", virtual_hosts = { { name = "vh", domains = { "svc" }, routes = {
+      { match = { prefix = "/xt.Named/" }, route = { cluster = "A",
+        hash_policy = { { header = { header_name = "x-key" } } } } } } } } }
+    local CLUSTER = { name = "A", type = "EDS", lb_policy = "RING_HASH",
+      ring_hash_lb_config = { minimum_ring_size = { value = 1024 }, hash_function = "XX_HASH" },
+      eds_cluster_config = { eds_config = { ads = {} }, service_name = "A-eds" } }
+
+    it("sends each key where grpc-js-xds sends it; a fifth backend moves keys as the ring says", function()
+      local log = os.tmpname()
+      local bs = {}
+      for i = 1, 5 do bs[i] = backend("r" .. i) end
+      local ms = peer.serve("xds_server.mjs", { log, 0 })
+      local function set(kind, version, resources)
+        ms.pipe:write(json_encode { set = kind, version = version, resources = resources } .. "\n")
+        ms.pipe:flush()
+      end
+      set("LDS", "1", { LISTENER })
+      set("RDS", "1", { ROUTES })
+      set("CDS", "1", { CLUSTER })
+      set("EDS", "1", { eds { bs[1], bs[2], bs[3], bs[4] } })
+      local bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:" .. ms.port,
+        channel_creds = { { type = "insecure" } } } },
+        node = { id = "protocall-ring", cluster = "spec", locality = { zone = "z1" } } }
+      local err
+      pc.spawn(function()
+        local t = pc.grpc("xds:///svc", { xds_bootstrap = bootstrap })
+        local c = pc.client("xt.Named", { pool = pool, transport = t, timeout = 5 })
+        local ok, e = xpcall(function()
+          local keys = {}
+          for k = 1, 200 do keys[k] = "user-" .. k end
+          -- ours: two rounds, each key on one backend
+          local ours = {}
+          for round = 1, 2 do
+            for _, key in ipairs(keys) do
+              local who = c:Who({}, { metadata = { { "x-key", key } } }).name
+              if round == 1 then ours[key] = who else assert.are.equal(ours[key], who, key) end
+            end
+          end
+          -- theirs, from the same management server and backends
+          local function reference(list)
+            local out, stderr, code = peer.command("GRPC_XDS_BOOTSTRAP_CONFIG=" .. peer.quote(bootstrap) .. " node "
+              .. peer.scripts .. "/xds_ring_client.mjs svc x-key " .. table.concat(list, ",") .. " 2",
+              { timeout = 120 })
+            assert(code == 0, stderr)
+            local got = {}
+            for k, v in out:gmatch('"([^"]+)":"([^"]+)"') do got[k] = v end
+            assert.is_truthy(out:find('"failed":0', 1, true), out)
+            return got
+          end
+          local theirs = reference(keys)
+          local same, per = 0, {}
+          for _, key in ipairs(keys) do
+            local a, b = theirs[key]:match("^([^,]+),([^,]+)$")
+            assert.are.equal(a, b, "grpc-js-xds sent " .. key .. " to " .. theirs[key])
+            if a == ours[key] then same = same + 1 end
+            per[ours[key]] = (per[ours[key]] or 0) + 1
+          end
+          print(string.format("\n# ring_hash under xDS, 200 keys x 2 rounds: protocall and grpc-js-xds agree on %d; "
+            .. "protocall's spread r1..r4: %d %d %d %d", same, per.r1 or 0, per.r2 or 0, per.r3 or 0, per.r4 or 0))
+          assert.are.equal(200, same)
+          -- backends(): the ring's share of each
+          local share, entries = 0, {}
+          for _, b in ipairs(t:backends()) do
+            share = share + b.ring_share
+            entries[#entries + 1] = b.ring_entries
+          end
+          assert.is_true(math.abs(share - 1) < 1e-9, tostring(share))
+          assert.are.same({ 256, 256, 256, 256 }, entries)
+          -- a fifth backend joins (EDS version 2): 1,000 keys, before and after
+          local before = {}
+          for k = 1, 1000 do before[k] = c:Who({}, { metadata = { { "x-key", "user-" .. k } } }).name end
+          set("EDS", "2", { eds { bs[1], bs[2], bs[3], bs[4], bs[5] } })
+          local t0 = pc.now()
+          while #t:backends() < 5 do
+            assert(pc.now() - t0 < 5, "the fifth backend never arrived")
+            pc.sleep(0.02)
+          end
+          local model = ring_hash.build({ bs[1], bs[2], bs[3], bs[4], bs[5] }, { min_ring_size = 1024 })
+          local stay, to_new, between = 0, 0, 0
+          for k = 1, 1000 do
+            local key = "user-" .. k
+            local now = c:Who({}, { metadata = { { "x-key", key } } }).name
+            assert.are.equal(owner(model, key), now, key)
+            if now == before[k] then
+              stay = stay + 1
+            elseif now == "r5" then
+              to_new = to_new + 1
+            else
+              between = between + 1
+            end
+          end
+          print(string.format("# ring_hash under xDS, 4 -> 5 backends, 1000 keys: %d stay, %d to the new backend, "
+            .. "%d between old ones (ideal: 800 stay, 200 to the new one)", stay, to_new, between))
+          -- the backends' ports are random: bounds over 200 random sets of addresses in the
+          -- model were 628 stay at least, 155..250 to the new one, 139 between at most
+          assert.is_true(stay >= 600, "only " .. stay .. " of 1000 keys stayed")
+          assert.is_true(to_new >= 120 and to_new <= 280, to_new .. " keys went to the new backend")
+          assert.is_true(between <= 160, between .. " keys moved between old backends")
+          -- grpc-js-xds agrees after the update too
+          local after = reference(keys)
+          for _, key in ipairs(keys) do
+            assert.are.equal(owner(model, key) .. "," .. owner(model, key), after[key], key)
+          end
+        end, debug.traceback)
+        if not ok then err = e end
+        t:close()
+        for _, b in ipairs(bs) do b.listener:shutdown(0) end
+      end)
+      pc.run()
+      peer.stop(ms)
+      os.remove(log)
+      assert(err == nil, err)
+    end)
+  end)
+
   describe("from the service config, without xDS", function()
     local servers, opened = {}, {}
     before_each(function()

@@ -11,7 +11,7 @@
 -- invert_match; "-bin" keys never match), then the route's cluster, or
 -- one of its weighted_clusters drawn by weight for that call; the
 -- route's timeout caps the call's deadline. A cluster (CDS, type EDS,
--- ROUND_ROBIN) reaches its endpoints (EDS, the cluster's
+-- ROUND_ROBIN or RING_HASH) reaches its endpoints (EDS, the cluster's
 -- eds_cluster_config.service_name or its name): those of the lowest
 -- priority that has any, HEALTHY or UNKNOWN, in localities of a
 -- load_balancing_weight above 0 (others are left out, as gRPC leaves

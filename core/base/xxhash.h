@@ -44,19 +44,17 @@ static inline uint64_t pc_XxHash_Merge(uint64_t acc, uint64_t v) {
  * Unsigned arithmetic wraps, as the algorithm wants. */
 static inline uint64_t pc_XxHash64(const void *data, size_t n, uint64_t seed) {
   const unsigned char *p = data;
-  const unsigned char *end = p + n;
+  size_t i = 0; /* bytes taken so far: indices, not pointers (data may be NULL when n is 0) */
   uint64_t h;
   if (n >= 32) {
     uint64_t v1 = seed + PC_XXH_P1 + PC_XXH_P2, v2 = seed + PC_XXH_P2, v3 = seed,
              v4 = seed - PC_XXH_P1;
-    const unsigned char *limit = end - 32;
-    do {
-      v1 = pc_XxHash_Round(v1, pc_XxHash_Read64(p));
-      v2 = pc_XxHash_Round(v2, pc_XxHash_Read64(p + 8));
-      v3 = pc_XxHash_Round(v3, pc_XxHash_Read64(p + 16));
-      v4 = pc_XxHash_Round(v4, pc_XxHash_Read64(p + 24));
-      p += 32;
-    } while (p <= limit);
+    for (; n - i >= 32; i += 32) {
+      v1 = pc_XxHash_Round(v1, pc_XxHash_Read64(p + i));
+      v2 = pc_XxHash_Round(v2, pc_XxHash_Read64(p + i + 8));
+      v3 = pc_XxHash_Round(v3, pc_XxHash_Read64(p + i + 16));
+      v4 = pc_XxHash_Round(v4, pc_XxHash_Read64(p + i + 24));
+    }
     h = pc_XxHash_Rotl(v1, 1) + pc_XxHash_Rotl(v2, 7) + pc_XxHash_Rotl(v3, 12) +
         pc_XxHash_Rotl(v4, 18);
     h = pc_XxHash_Merge(h, v1);
@@ -67,20 +65,18 @@ static inline uint64_t pc_XxHash64(const void *data, size_t n, uint64_t seed) {
     h = seed + PC_XXH_P5;
   }
   h += (uint64_t)n;
-  while (end - p >= 8) {
-    h ^= pc_XxHash_Round(0, pc_XxHash_Read64(p));
+  for (; n - i >= 8; i += 8) {
+    h ^= pc_XxHash_Round(0, pc_XxHash_Read64(p + i));
     h = pc_XxHash_Rotl(h, 27) * PC_XXH_P1 + PC_XXH_P4;
-    p += 8;
   }
-  if (end - p >= 4) {
-    h ^= pc_XxHash_Read32(p) * PC_XXH_P1;
+  if (n - i >= 4) {
+    h ^= pc_XxHash_Read32(p + i) * PC_XXH_P1;
     h = pc_XxHash_Rotl(h, 23) * PC_XXH_P2 + PC_XXH_P3;
-    p += 4;
+    i += 4;
   }
-  while (p < end) {
-    h ^= (uint64_t)*p * PC_XXH_P5;
+  for (; i < n; i++) {
+    h ^= (uint64_t)p[i] * PC_XXH_P5;
     h = pc_XxHash_Rotl(h, 11) * PC_XXH_P1;
-    p++;
   }
   h ^= h >> 33;
   h *= PC_XXH_P2;

@@ -317,6 +317,20 @@ describe("ring_hash", function()
           for _, key in ipairs(keys) do
             assert.are.equal(owner(model, key) .. "," .. owner(model, key), after[key], key)
           end
+          -- the cluster turns ROUND_ROBIN (CDS version 2): one key's calls go round the five
+          local rr = {}
+          for k, v in pairs(CLUSTER) do rr[k] = v end
+          rr.lb_policy, rr.ring_hash_lb_config = "ROUND_ROBIN", nil
+          set("CDS", "2", { rr })
+          t0 = pc.now()
+          while t:backends().versions.CDS ~= "2" do
+            assert(pc.now() - t0 < 5, "CDS version 2 never arrived")
+            pc.sleep(0.02)
+          end
+          local seen = {}
+          for _ = 1, 10 do seen[c:Who({}, { metadata = { { "x-key", "user-1" } } }).name] = true end
+          assert.are.same({ r1 = true, r2 = true, r3 = true, r4 = true, r5 = true }, seen)
+          assert.is_nil(t:backends()[1].ring_share)
         end, debug.traceback)
         if not ok then err = e end
         t:close()

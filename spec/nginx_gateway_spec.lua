@@ -131,6 +131,8 @@ local CONF = N.lua_conf(2, [==[
             try_grpc("dns://127.0.0.1:53/x.test:1"),
             #two:backends() .. " " .. two:backends()[2].address,
         }, "\n")
+        two:set_ring_hash({ min_ring_size = 8 }) -- pc.client's ring_hash_experimental reaches it
+        GrpcProbe = GrpcProbe .. "\n" .. two:backends()[1].ring_entries
     }
 
     init_worker_by_lua_block {
@@ -437,6 +439,7 @@ describe("protocall.resty.gateway inside nginx", function()
         .. "dns_server%) needs the built%-in driver", lines[i])
     end
     assert.are.equal("2 127.0.0.1:2", lines[4])
+    assert.are.equal("4", lines[5]) -- set_ring_hash: 8 entries, 4 each
   end)
 
   it("a version that fails to compile is refused, saying why, and the current one stays", function()

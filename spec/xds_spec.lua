@@ -972,7 +972,9 @@ describe("xDS", function()
     it("NACKs a bad resource naming the field and keeps the last good config", function()
       scenario(function(x)
         assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2))
-        x.ms.set("CDS", "2", { cds("A", "RING_HASH"), cds("B") })
+        local bad = cds("A", "RING_HASH")
+        bad.ring_hash_lb_config = { hash_function = "MURMUR_HASH_2" } -- gRPC takes XX_HASH only (gRFC A42)
+        x.ms.set("CDS", "2", { bad, cds("B") })
         local nack
         local t0 = pc.now()
         while nack == nil do
@@ -984,7 +986,7 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         local detail = nack.error_detail.struct_value.fields
-        assert.matches("Cluster A: lb_policy: ROUND_ROBIN expected (the only policy supported), got RING_HASH",
+        assert.matches("Cluster A: ring_hash_lb_config.hash_function: XX_HASH expected, got MURMUR_HASH_2",
           detail.message.string_value, 1, true)
         assert.are.equal(3, detail.code.number_value)
         assert.are.equal("1", nack.version_info.string_value) -- the last accepted version

@@ -4,6 +4,7 @@
 #include "lpc.h"
 #include "protocall.h"
 #include "base/status.h"
+#include "base/xxhash.h"
 
 #include <lauxlib.h>
 
@@ -31,12 +32,23 @@ static int lpc_code_from_http(lua_State *L) {
   return 1;
 }
 
+/* -- hi, lo = core.xxhash64(s)   -- XXH64 of string s, seed 0 (gRFC A42's ring
+ * hash), as its high and low 32 bits (each 0 .. 2^32-1: exact under LuaJIT's
+ * doubles too) */
+static int lpc_xxhash64(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  uint64_t h = pc_XxHash64(s, len, 0);
+  lua_pushinteger(L, (lua_Integer)(h >> 32));
+  lua_pushinteger(L, (lua_Integer)(h & 0xffffffffu));
+  return 2;
+}
+
 void lpc_open_status(lua_State *L) {
-  static const luaL_Reg funcs[] = {{"protect", lpc_protect},
-                                   {"code_name", lpc_code_name},
-                                   {"code_number", lpc_code_number},
-                                   {"code_from_http", lpc_code_from_http},
-                                   {NULL, NULL}};
+  static const luaL_Reg funcs[] = {
+      {"protect", lpc_protect},         {"code_name", lpc_code_name},
+      {"code_number", lpc_code_number}, {"code_from_http", lpc_code_from_http},
+      {"xxhash64", lpc_xxhash64},       {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
 }
 

@@ -51,7 +51,7 @@ end
 -- Connect transport made with `get = true` sends as Connect's GET).
 local SETTINGS = {
   timeout = true, metadata = true, compression = true, with_metadata = true, previous_attempts = true,
-  tried = true, no_side_effects = true,
+  tried = true, no_side_effects = true, ring_hash = true,
 }
 
 -- Raises "bad argument #1 to `name`" for a method path the channel
@@ -75,7 +75,9 @@ end
 -- transport's, `compression`), with_metadata = boolean,
 -- previous_attempts = n (sent as grpc-previous-rpc-attempts when positive:
 -- a retry or hedge of gRFC A6) or nil, no_side_effects = boolean or nil
--- (the method is marked NO_SIDE_EFFECTS)} and no other keys. The timeout and
+-- (the method is marked NO_SIDE_EFFECTS), tried and ring_hash (a
+-- balancer's: a hedged call's backends, a call's place on the ring of
+-- transport/ring_hash.lua)} and no other keys. The timeout and
 -- compression follow the client's rules (core.check_timeout,
 -- compression_problem), but a timeout <= 0 is allowed (the call fails at
 -- once). Returns the settings ({} for nil); misuse raises "bad argument

@@ -378,7 +378,8 @@ local GUARDED = { "unary", "server_stream", "stream", "start_unary", "start_serv
 
 --- `resty.grpc(pc, target, opts)` -> a transport as `pc.grpc(target,
 -- opts)`'s (same targets and options, `driver` set to this module's;
--- `backends()` and `set_load_balancing` when it has several backends)
+-- `backends()`, `set_load_balancing` and `set_ring_hash` when it has
+-- several backends)
 -- whose calls first check the phase (`resty.check_phase`, raising
 -- FAILED_PRECONDITION in log_by_lua* and the other phases without
 -- cosockets). Made in init_by_lua*, it is copied into every worker, each
@@ -419,6 +420,9 @@ function M.grpc(pc, target, opts)
   function g.close() return t:close() end
   if t.set_load_balancing then
     function g.set_load_balancing(_, ...) return t:set_load_balancing(...) end
+  end
+  if t.set_ring_hash then -- pc.client's service config ring_hash_experimental
+    function g.set_ring_hash(_, ...) return t:set_ring_hash(...) end
   end
   if t.backends then
     function g.backends() return t:backends() end

@@ -570,7 +570,10 @@ function M.client(service_name, opts)
   if throttle == nil and config and config.throttling then
     throttle = service_config.throttle_for(transport, config.throttling)
   end
-  if config and config.balancing and type(transport.set_load_balancing) == "function" then
+  if config and config.ring_hash and type(transport.set_ring_hash) == "function" then
+    transport:set_ring_hash(config.ring_hash)
+  elseif config and config.balancing and config.balancing ~= "ring_hash"
+    and type(transport.set_load_balancing) == "function" then
     transport:set_load_balancing(config.balancing)
   end
   if config and config.outlier and type(transport.set_outlier_detection) == "function" then

@@ -226,20 +226,56 @@ local function outlier_at(v, path)
   return c, child
 end
 
+local RING_KEYS = { minRingSize = true, maxRingSize = true, requestHashHeader = true, min_ring_size = true,
+  max_ring_size = true, request_hash_header = true }
+local MAX_RING = 8388608
+
+-- ring_hash_experimental's config (gRFCs A42, A76) at `path`: {min_ring_size
+-- =, max_ring_size =, request_hash_header =} (transport/ring_hash.lua's;
+-- each field in its JSON or its proto spelling); sizes 1..8388608, the
+-- minimum not above the maximum; the header lower-cased, not "-bin".
+local function ring_hash_at(v, path)
+  known_keys(v, path, RING_KEYS)
+  local function pick(json, proto)
+    if v[json] ~= nil and v[proto] ~= nil then config_error(path .. "." .. proto, "also given as " .. json) end
+    if v[json] ~= nil then return v[json], path .. "." .. json end
+    return v[proto], path .. "." .. proto
+  end
+  local lo, lo_path = pick("minRingSize", "min_ring_size")
+  local hi, hi_path = pick("maxRingSize", "max_ring_size")
+  local c = { min_ring_size = int_in(lo, lo_path, 1, MAX_RING, nil),
+    max_ring_size = int_in(hi, hi_path, 1, MAX_RING, nil) }
+  if (c.min_ring_size or 1024) > (c.max_ring_size or MAX_RING) then
+    config_error(lo_path, format("at most %s (%d) expected, got %d", hi_path:match("[^.]+$"), c.max_ring_size,
+      c.min_ring_size))
+  end
+  local h, h_path = pick("requestHashHeader", "request_hash_header")
+  if h ~= nil then
+    if type(h) ~= "string" or not h:find("^[%w!#$%%&'*+%-.^_`|~]+$") then
+      config_error(h_path, "a header name expected, got " .. (type(h) == "string" and format("%q", h) or type(h)))
+    end
+    h = h:lower()
+    if h:sub(-4) == "-bin" then config_error(h_path, "a binary (-bin) header cannot be hashed") end
+    c.request_hash_header = h
+  end
+  return c
+end
+
 --- config = parse(t): the methodConfig entries by name
 -- ("pkg.Service/Method", "pkg.Service/" for service-wide, "/" for the
 -- default), each {timeout=, retry=, hedging=, max_request=, max_response=,
 -- wait_for_ready=}, `throttling` {max_tokens=, token_ratio=} or nil, and
--- `balancing` "pick_first" | "round_robin" | nil (the first policy of
+-- `balancing` "pick_first" | "round_robin" | "ring_hash" | nil (the first policy of
 -- loadBalancingConfig protocall has, as gRPC picks; outlier_detection_experimental's
--- child policy, its own config then `outlier`: transport/outlier.lua's) and `health_check`
+-- child policy, its own config then `outlier`: transport/outlier.lua's;
+-- ring_hash_experimental: `ring_hash`, transport/ring_hash.lua's config) and `health_check`
 -- the healthCheckConfig's serviceName (gRFC A17; "" when the object has
 -- none) or nil.
 -- Raises {service_config = "path: what"} on the first problem.
 function M.parse(t)
   object_at(t, "service_config")
   known_keys(t, "", CONFIG_KEYS)
-  local balancing, outlier
+  local balancing, outlier, ring
   if t.loadBalancingConfig ~= nil then
     local list = list_at(t.loadBalancingConfig, "loadBalancingConfig")
     for i, entry in ipairs(list) do
@@ -255,11 +291,13 @@ function M.parse(t)
         balancing = name
       elseif name == "outlier_detection_experimental" and not balancing then
         outlier, balancing = outlier_at(conf, path .. "." .. name)
+      elseif name == "ring_hash_experimental" and not balancing then
+        ring, balancing = ring_hash_at(conf, path .. "." .. name), "ring_hash"
       end
     end
     if not balancing then
       config_error("loadBalancingConfig",
-        "no supported policy (pick_first, round_robin, outlier_detection_experimental)")
+        "no supported policy (pick_first, round_robin, outlier_detection_experimental, ring_hash_experimental)")
     end
   elseif t.loadBalancingPolicy ~= nil then
     local v = t.loadBalancingPolicy
@@ -352,7 +390,7 @@ function M.parse(t)
     throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
   end
   return { by_name = by_name, throttling = throttling, balancing = balancing, health_check = health_check,
-    outlier = outlier }
+    outlier = outlier, ring_hash = ring }
 end
 
 -- A google.protobuf.Value as the Lua value JSON text means: objects and

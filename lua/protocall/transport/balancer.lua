@@ -32,6 +32,7 @@ local errors = require "protocall.errors"
 local sched = require "protocall.sched"
 local health_check = require "protocall.transport.health_check"
 local outlier = require "protocall.transport.outlier"
+local ring_hash = require "protocall.transport.ring_hash"
 
 local setmetatable, pcall, error, pairs, ipairs, type, tostring =
   setmetatable, pcall, error, pairs, ipairs, type, tostring
@@ -69,12 +70,33 @@ local function weighted(self, tried, now)
   return best
 end
 
--- The backend for the next call: healthy and not in `tried` (a hedged
--- call's backends so far) when one is, else healthy, else nil.
-local function healthy(self, tried)
+-- ring_hash (transport/ring_hash.lua): the backend for a call with
+-- `settings` (its ring_hash: the place xds.lua's route gave it; else its
+-- request_hash_header's value hashed; else random) from its place on the
+-- ring (built again when the members changed), walking on past those
+-- not usable at `now` or in `tried`.
+local function ringed(self, tried, now, settings)
+  local ring = self.ring
+  if ring == nil or ring.members ~= self.members then
+    ring = ring_hash.build(self.members, self.ring_config)
+    self.ring = ring
+  end
+  local key = settings and settings.ring_hash
+  if key == nil then
+    local header = self.ring_config and self.ring_config.request_hash_header
+    key = header and ring_hash.header_hash(settings and settings.metadata, header) or ring_hash.random()
+  end
+  return ring_hash.pick(ring, key, function(b) return usable(b, now) end, tried)
+end
+
+-- The backend for the next call with `settings` (may be nil): healthy and
+-- not in `tried` (a hedged call's backends so far) when one is, else
+-- healthy, else nil.
+local function healthy(self, tried, settings)
   local bs = self.members
   local n = #bs
   local now = monotonic()
+  if self.policy == "ring_hash" then return ringed(self, tried, now, settings) end
   if self.weighted and self.policy == "round_robin" then
     local b = weighted(self, tried, now)
     if b then return b end
@@ -129,11 +151,11 @@ end
 -- server has not answered yet; nil when none is up and none waits (the
 -- caller then picks as without health checks from those up: none, so
 -- the error), or nil and UNAVAILABLE.
-local function checked(self, tried, timeout)
+local function checked(self, tried, timeout, settings)
   local deadline = timeout and monotonic() + timeout
   while true do
     local waiting = poll_health(self, 0)
-    local b = healthy(self, tried)
+    local b = healthy(self, tried, settings)
     if b then return b end
     if not waiting then
       return nil, errors.status("UNAVAILABLE", "no backend is SERVING (health check of service \""
@@ -149,8 +171,9 @@ end
 
 -- The backend for the next call (healthy, else the one whose backoff ends
 -- first), or nil and the error of a name that does not resolve or of a
--- call whose `timeout` (seconds, nil: none) passed while it resolved.
-local function pick(self, tried, timeout)
+-- call whose `timeout` (seconds, nil: none) passed while it resolved;
+-- `settings` the call's (ring_hash's key).
+local function pick(self, tried, timeout, settings)
   local dns = self.dns
   if dns then
     resolved(self)
@@ -167,15 +190,15 @@ local function pick(self, tried, timeout)
   end
   if self.outlier then self.outlier:sweep(self.members) end
   if self.checking then
-    local b, err = checked(self, tried, timeout)
+    local b, err = checked(self, tried, timeout, settings)
     if b or err then return b, err end
   end
-  local b = healthy(self, tried)
+  local b = healthy(self, tried, settings)
   if b then return b end
   if dns then
     dns:all_failed()
     resolved(self)
-    b = healthy(self, tried)
+    b = healthy(self, tried, settings)
     if b then return b end
   end
   local best
@@ -220,7 +243,7 @@ end
 -- may be nil) -> a copy with the time `since` (monotonic) took off its
 -- timeout, or nil when none is left.
 local function next_try(self, tried, settings, since)
-  local b = healthy(self, tried)
+  local b = healthy(self, tried, settings)
   if b == nil or tried[b] then return nil end
   if settings == nil or settings.timeout == nil then return b, settings end
   local left = settings.timeout - (monotonic() - since)
@@ -326,6 +349,29 @@ function Balanced:set_outlier_detection(config)
   end
 end
 
+--- transport:set_ring_hash(config): the `ring_hash` policy (gRFC A42;
+-- transport/ring_hash.lua) for calls from now on (pc.client sets it from
+-- its service config's ring_hash_experimental, xds.lua from a RING_HASH
+-- cluster): `config` {min_ring_size =, max_ring_size = (integers
+-- 1..8388608, min not above max; nil: 1024 and 8388608; both capped at
+-- 4096), request_hash_header = a header name (lower case; nil: each
+-- call's hash is settings.ring_hash, else random)} or nil for the
+-- defaults. Raises naming the field that is wrong.
+function Balanced:set_ring_hash(config)
+  if config ~= nil and type(config) ~= "table" then
+    error("set_ring_hash: table or nil expected, got " .. type(config), 2)
+  end
+  config = config or {}
+  local problem = ring_hash.check_sizes(config.min_ring_size, config.max_ring_size, "min_ring_size", "max_ring_size")
+  if problem then error("set_ring_hash: " .. problem, 2) end
+  local h = config.request_hash_header
+  if h ~= nil and (type(h) ~= "string" or h == "" or h ~= h:lower()) then
+    error("set_ring_hash: request_hash_header: a lower-case header name expected, got " .. tostring(h), 2)
+  end
+  self.policy, self.ring_config, self.ring = "ring_hash", config, nil
+  rewatch(self)
+end
+
 --- transport:set_health_check(service): client-side health checking
 -- (gRFC A17; pc.client sets it from its service config's
 -- healthCheckConfig.serviceName): with `round_robin`, each backend's
@@ -350,13 +396,25 @@ end
 -- health checking is on (set_health_check): "connecting" (no answer yet),
 -- "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN", "UNKNOWN", "UNIMPLEMENTED"
 -- (the server has no Health service: not checked) or "failed" (the
--- Watch stream failed; started again after a backoff).
+-- Watch stream failed; started again after a backoff). Under ring_hash
+-- each also has `ring_entries` (its entries on the ring) and `ring_share`
+-- (the fraction of the hash space whose calls it takes while all are up).
 function Balanced:backends()
   if self.dns then resolved(self) end
   local out, now = {}, monotonic()
   for i, b in ipairs(self.members) do
     out[i] = { address = b.address, failed = b.down_until ~= nil and b.down_until > now, weight = b.weight,
       health = b.watch and b.watch.state or nil, ejected = b.ejected_at ~= nil }
+  end
+  if self.policy == "ring_hash" then
+    local ring = self.ring
+    if ring == nil or ring.members ~= self.members then
+      ring = ring_hash.build(self.members, self.ring_config)
+      self.ring = ring
+    end
+    for i, b in ipairs(self.members) do
+      out[i].ring_entries, out[i].ring_share = ring.entries[b], ring.share[b]
+    end
   end
   return out
 end
@@ -374,7 +432,7 @@ end
 -- The backend for a call of `path` with `settings`; raises the error of a
 -- name that does not resolve (or did not in time).
 local function chosen(self, path, settings)
-  local b, err = pick(self, settings and settings.tried, settings and settings.timeout)
+  local b, err = pick(self, settings and settings.tried, settings and settings.timeout, settings)
   if b then return b end
   err.method = path
   error(err, 0)
@@ -494,7 +552,7 @@ local function started(self, name, path, request, settings)
   check_open(self, name, 3)
   local since = monotonic()
   local tried = settings and settings.tried
-  local b, err = pick(self, tried, settings and settings.timeout)
+  local b, err = pick(self, tried, settings and settings.timeout, settings)
   if not b then
     err.method = path
     return setmetatable({ err = err }, Failed)

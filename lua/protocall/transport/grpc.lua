@@ -191,8 +191,10 @@ end
 -- infinities are refused), `metadata` ({key, value} pairs, after the transport's),
 -- `compression` ("gzip", "identity", false for none; nil: the
 -- transport's), `with_metadata` (boolean), `previous_attempts` (an
--- integer in 0..100, sent as grpc-previous-rpc-attempts) and `tried` (the
--- table a balancer keeps for a hedged call); another key is refused. Zero
+-- integer in 0..100, sent as grpc-previous-rpc-attempts), `tried` (the
+-- table a balancer keeps for a hedged call) and `ring_hash` (the call's
+-- place on a ring_hash ring, transport/ring_hash.lua: xds.lua's route
+-- sets it; one backend ignores it); another key is refused. Zero
 -- or two response messages are INTERNAL. Raises the
 -- transport's error object with the canonical `code` on any failure;
 -- raises at the caller's line on misuse ("bad argument #3 to 'unary'

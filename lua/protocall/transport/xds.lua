@@ -12,7 +12,7 @@
 -- route's timeout caps the call's deadline and its retry_policy (else
 -- the virtual host's, gRFC A44) retries unary calls and server streams
 -- that fail before their first message. A cluster (CDS, type EDS,
--- ROUND_ROBIN) reaches its endpoints (EDS, the cluster's
+-- ROUND_ROBIN or RING_HASH) reaches its endpoints (EDS, the cluster's
 -- eds_cluster_config.service_name or its name): those of the lowest
 -- priority that has any, HEALTHY or UNKNOWN, in localities of a
 -- load_balancing_weight above 0 (others are left out, as gRPC leaves
@@ -21,6 +21,10 @@
 -- balancer (transport/balancer.lua) per cluster, updated in place on
 -- every EDS change (calls in flight go on), with the cluster's
 -- outlier_detection (gRFC A50, transport/outlier.lua) when it has one.
+-- A RING_HASH cluster (gRFC A42) balances by ring_hash instead
+-- (transport/ring_hash.lua: its ring_hash_lb_config's sizes, each call's
+-- hash from its route's hash_policy; the target's io.grpc.channel_id is
+-- random per target).
 -- The first call waits, within
 -- its deadline, for the configuration; a call no route matches fails
 -- UNAVAILABLE naming its path.
@@ -28,6 +32,7 @@ local core = require "protocall.core"
 local errors = require "protocall.errors"
 local sched = require "protocall.sched"
 local balancer = require "protocall.transport.balancer"
+local ring_hash = require "protocall.transport.ring_hash"
 local xds_client = require "protocall.transport.xds_client"
 local xds_route = require "protocall.transport.xds_route"
 
@@ -120,6 +125,30 @@ local function cluster(self, name)
   return cl
 end
 
+-- The cluster's policy as its CDS resource `cds` says, when that changed:
+-- RING_HASH (gRFC A42: cds.ring, its ring_hash_lb_config checked by
+-- xds_client.lua) or ROUND_ROBIN.
+local function lb_policy(cl, cds)
+  local r = cds.ring
+  local key = r and ("ring_hash " .. tostring(r.min_ring_size) .. " " .. tostring(r.max_ring_size)) or "round_robin"
+  if key == (cl.lb_key or "round_robin") then return end
+  if r then
+    cl.balanced:set_ring_hash(r)
+  else
+    cl.balanced:set_load_balancing("round_robin")
+  end
+  cl.lb_key = key
+end
+
+-- `settings` with the call's ring hash (gRFC A42): by route action `a`'s
+-- hash_policy over the call's metadata, random when no policy has a result.
+local function hashed(self, a, settings)
+  local s = {}
+  for k, v in pairs(settings or {}) do s[k] = v end
+  s.ring_hash = ring_hash.request_hash(a.hash_policy, s.metadata, self.channel_id)
+  return s
+end
+
 -- Marks resource `name` of `kind` as needed by the target (in `want`),
 -- subscribing when it was not.
 local function need(self, want, kind, name)
@@ -192,6 +221,7 @@ local function refresh(self)
         cl.balanced:set_outlier_detection(cds.outlier)
         cl.outlier_key = cds.outlier_key
       end
+      lb_policy(cl, cds)
       local svc = cds.eds_cluster_config.service_name
       if svc == nil or svc == "" then svc = name end
       cl.eds = svc
@@ -288,6 +318,7 @@ local function route(self, path, settings)
   if #cl.places == 0 then
     error(unavailable(self, path, "cluster " .. name .. " has no healthy endpoint"), 0)
   end
+  if cl.balanced.policy == "ring_hash" then settings = hashed(self, a, settings) end
   local cap = a.timeout_s
   if cap and cap > 0 then
     local left = deadline and deadline - monotonic()
@@ -310,7 +341,7 @@ function M.new(name, make, connect, bootstrap)
   if not client then return nil, problem end
   client:retain()
   local self = setmetatable({ name = name, make = make, client = client, clusters = {}, generation = -1,
-    watched = {} }, Xds)
+    watched = {}, channel_id = tostring(random(0, 0x7fffffff)) .. tostring(random(0, 0x7fffffff)) }, Xds)
   refresh(self) -- subscribes to the listener
   return self
 end

@@ -23,6 +23,7 @@
 local core = require "protocall.core"
 local sched = require "protocall.sched"
 local protos = require "protocall.transport.xds_protos"
+local ring_hash = require "protocall.transport.ring_hash"
 local xds_route = require "protocall.transport.xds_route"
 
 local setmetatable, pairs, ipairs, pcall, tostring, tonumber, next = setmetatable, pairs, ipairs, pcall, tostring,
@@ -254,6 +255,24 @@ local CLUSTER_TYPE = { [0] = "STATIC", "STRICT_DNS", "LOGICAL_DNS", "EDS", "ORIG
 local LB_POLICY = { [0] = "ROUND_ROBIN", "LEAST_REQUEST", "RING_HASH", "RANDOM", [5] = "MAGLEV",
   [6] = "CLUSTER_PROVIDED", [7] = "LOAD_BALANCING_POLICY_CONFIG" }
 
+-- Cluster.ring_hash_lb_config (may be nil) as transport/ring_hash.lua's
+-- config (gRFC A42: hash_function XX_HASH; sizes 1..8388608, the minimum
+-- not above the maximum), or nil and "field: problem".
+local function ring_hash_config(rh)
+  if rh == nil then return {} end
+  local f = rh.hash_function or 0
+  if f ~= 0 then
+    return nil, "ring_hash_lb_config.hash_function: XX_HASH expected, got "
+      .. (f == 1 and "MURMUR_HASH_2" or tostring(f))
+  end
+  local lo = rh.minimum_ring_size and tonumber(rh.minimum_ring_size.value)
+  local hi = rh.maximum_ring_size and tonumber(rh.maximum_ring_size.value)
+  local why = ring_hash.check_sizes(lo, hi, "ring_hash_lb_config.minimum_ring_size",
+    "ring_hash_lb_config.maximum_ring_size")
+  if why then return nil, why end
+  return { min_ring_size = lo, max_ring_size = hi }
+end
+
 function CHECK.CDS(c)
   local t = c.type or 0
   if t ~= 3 then
@@ -265,8 +284,12 @@ function CHECK.CDS(c)
     return "eds_cluster_config.eds_config: ads or self expected"
   end
   local lb = c.lb_policy or 0
-  if lb ~= 0 then
-    return "lb_policy: ROUND_ROBIN expected (the only policy supported), got " .. (LB_POLICY[lb] or tostring(lb))
+  if lb == 2 then
+    local why
+    c.ring, why = ring_hash_config(c.ring_hash_lb_config)
+    if why then return why end
+  elseif lb ~= 0 then
+    return "lb_policy: ROUND_ROBIN or RING_HASH expected, got " .. (LB_POLICY[lb] or tostring(lb))
   end
   if c.outlier_detection then
     local why

@@ -112,9 +112,17 @@ message RetryPolicy {
   RetryBackOff retry_back_off = 8;
 }
 message RouteAction {
+  // gRFC A42's hash policies: header (its regex_rewrite left out) and filter_state
+  message HashPolicy {
+    message Header { string header_name = 1; }
+    message FilterState { string key = 1; }
+    oneof policy_specifier { Header header = 1; FilterState filter_state = 6; }
+    bool terminal = 4;
+  }
   oneof cluster_specifier { string cluster = 1; WeightedCluster weighted_clusters = 3; }
   google.protobuf.Duration timeout = 8;
   RetryPolicy retry_policy = 9;
+  repeated HashPolicy hash_policy = 15;
 }
 message Route { string name = 14; RouteMatch match = 1; oneof action { RouteAction route = 2; } }
 message VirtualHost {
@@ -173,11 +181,18 @@ message Cluster {
     LOAD_BALANCING_POLICY_CONFIG = 7;
   }
   message EdsClusterConfig { envoy.config.core.v3.ConfigSource eds_config = 1; string service_name = 2; }
+  message RingHashLbConfig {
+    enum HashFunction { XX_HASH = 0; MURMUR_HASH_2 = 1; }
+    google.protobuf.UInt64Value minimum_ring_size = 1;
+    HashFunction hash_function = 3;
+    google.protobuf.UInt64Value maximum_ring_size = 4;
+  }
   string name = 1;
   oneof cluster_discovery_type { DiscoveryType type = 2; }
   EdsClusterConfig eds_cluster_config = 3;
   LbPolicy lb_policy = 6;
   OutlierDetection outlier_detection = 19;
+  oneof lb_config { RingHashLbConfig ring_hash_lb_config = 23; }
 }
 ]] },
   { "envoy/config/endpoint/v3/subset.proto", [[

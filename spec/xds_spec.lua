@@ -847,7 +847,7 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         local detail = nack.error_detail.struct_value.fields
-        assert.matches("Cluster A: lb_policy: ROUND_ROBIN expected (the only policy supported), got RING_HASH",
+        assert.matches("Cluster A: lb_policy: ROUND_ROBIN or LEAST_REQUEST expected, got RING_HASH",
           detail.message.string_value, 1, true)
         assert.are.equal(3, detail.code.number_value)
         assert.are.equal("1", nack.version_info.string_value) -- the last accepted version

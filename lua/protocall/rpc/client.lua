@@ -571,7 +571,7 @@ function M.client(service_name, opts)
     throttle = service_config.throttle_for(transport, config.throttling)
   end
   if config and config.balancing and type(transport.set_load_balancing) == "function" then
-    transport:set_load_balancing(config.balancing)
+    transport:set_load_balancing(config.balancing, config.balancing_config)
   end
   if config and config.outlier and type(transport.set_outlier_detection) == "function" then
     transport:set_outlier_detection(config.outlier)

@@ -11,7 +11,7 @@
 -- invert_match; "-bin" keys never match), then the route's cluster, or
 -- one of its weighted_clusters drawn by weight for that call; the
 -- route's timeout caps the call's deadline. A cluster (CDS, type EDS,
--- ROUND_ROBIN) reaches its endpoints (EDS, the cluster's
+-- ROUND_ROBIN or LEAST_REQUEST) reaches its endpoints (EDS, the cluster's
 -- eds_cluster_config.service_name or its name): those of the lowest
 -- priority that has any, HEALTHY or UNKNOWN, in localities of a
 -- load_balancing_weight above 0 (others are left out, as gRPC leaves
@@ -19,7 +19,12 @@
 -- locality's, behind one round_robin
 -- balancer (transport/balancer.lua) per cluster, updated in place on
 -- every EDS change (calls in flight go on), with the cluster's
--- outlier_detection (gRFC A50, transport/outlier.lua) when it has one.
+-- outlier_detection (gRFC A50, transport/outlier.lua) when it has one;
+-- a LEAST_REQUEST cluster's balancer is least_request (gRFC A48, its
+-- least_request_lb_config.choice_count), and each cluster's circuit
+-- breaker (gRFC A32: max_requests of its first DEFAULT-priority
+-- circuit_breakers threshold, default 1024) fails a call UNAVAILABLE at
+-- once while that many of its calls are in flight.
 -- The first call waits, within
 -- its deadline, for the configuration; a call no route matches fails
 -- UNAVAILABLE naming its path.
@@ -175,6 +180,21 @@ local function cluster(self, name)
   return cl
 end
 
+-- The cluster's lb_policy (ROUND_ROBIN, or LEAST_REQUEST with its
+-- choice_count: gRFC A48) and circuit breaker (max_requests: gRFC A32)
+-- onto its balancer, from when CDS `cds` changes them.
+local function balancing(self, cl, cds)
+  local policy = cds.lb_policy == 1 and "least_request" or "round_robin"
+  if policy ~= cl.policy or cds.choice_count ~= cl.choice_count then
+    cl.balanced:set_load_balancing(policy, { choice_count = cds.choice_count })
+    cl.policy, cl.choice_count = policy, cds.choice_count
+  end
+  if cds.max_requests ~= cl.max_requests then
+    cl.balanced:set_circuit_breaker(cds.max_requests, "xds:///" .. self.name .. ": cluster " .. cl.name)
+    cl.max_requests = cds.max_requests
+  end
+end
+
 -- Marks resource `name` of `kind` as needed by the target (in `want`),
 -- subscribing when it was not.
 local function need(self, want, kind, name)
@@ -247,6 +267,7 @@ local function refresh(self)
         cl.balanced:set_outlier_detection(cds.outlier)
         cl.outlier_key = cds.outlier_key
       end
+      balancing(self, cl, cds)
       local svc = cds.eds_cluster_config.service_name
       if svc == nil or svc == "" then svc = name end
       cl.eds = svc
@@ -423,7 +444,9 @@ end
 
 --- transport:backends() -> the endpoints of every cluster the target's
 -- calls used, each {cluster =, address =, weight =, failed =, health =,
--- ejected =, version = the EDS version_info it came from}, and
+-- ejected =, outstanding = calls in flight, version = the EDS
+-- version_info it came from}, `calls`: per cluster name {outstanding =,
+-- max_requests =, dropped = calls its circuit breaker failed}, and
 -- `versions`: {LDS =, RDS =, CDS =, EDS =} last accepted, `nacked`: the
 -- last refused response of each kind {version =, nonce =, problem =}.
 function Xds:backends()
@@ -432,13 +455,17 @@ function Xds:backends()
   local names = {}
   for name in pairs(self.clusters) do names[#names + 1] = name end
   sort(names)
+  local calls = {}
   for _, name in ipairs(names) do
     local cl = self.clusters[name]
-    for _, b in ipairs(cl.balanced:backends()) do
+    local list = cl.balanced:backends()
+    calls[name] = list.calls
+    for _, b in ipairs(list) do
       b.cluster, b.version = name, cl.version
       out[#out + 1] = b
     end
   end
+  out.calls = calls
   out.versions, out.nacked = self.client:versions()
   return out
 end

@@ -23,6 +23,7 @@
 local core = require "protocall.core"
 local sched = require "protocall.sched"
 local protos = require "protocall.transport.xds_protos"
+local least_request = require "protocall.transport.least_request"
 
 local setmetatable, pairs, ipairs, pcall, tostring, tonumber, next = setmetatable, pairs, ipairs, pcall, tostring,
   tonumber, next
@@ -257,6 +258,29 @@ local CLUSTER_TYPE = { [0] = "STATIC", "STRICT_DNS", "LOGICAL_DNS", "EDS", "ORIG
 local LB_POLICY = { [0] = "ROUND_ROBIN", "LEAST_REQUEST", "RING_HASH", "RANDOM", [5] = "MAGLEV",
   [6] = "CLUSTER_PROVIDED", [7] = "LOAD_BALANCING_POLICY_CONFIG" }
 
+-- Cluster c's least_request config (gRFC A48) and circuit breaker (gRFC
+-- A32), kept as c.choice_count (LEAST_REQUEST only: least_request_lb_config
+-- .choice_count, default 2, at least 2, capped at 10 as gRPC caps it) and
+-- c.max_requests (the first circuit_breakers.thresholds of priority
+-- DEFAULT's max_requests, default 1024); or "field: problem".
+local function least_request_and_breaker(c)
+  if (c.lb_policy or 0) == 1 then
+    local cfg = c.least_request_lb_config
+    local n = cfg and cfg.choice_count and cfg.choice_count.value or least_request.DEFAULT_CHOICE
+    if n < least_request.MIN_CHOICE then
+      return format("least_request_lb_config.choice_count: at least %d expected, got %d", least_request.MIN_CHOICE, n)
+    end
+    c.choice_count = min(n, least_request.MAX_CHOICE)
+  end
+  c.max_requests = least_request.DEFAULT_MAX_REQUESTS
+  for _, t in ipairs(c.circuit_breakers and c.circuit_breakers.thresholds or {}) do
+    if (t.priority or 0) == 0 then
+      if t.max_requests then c.max_requests = t.max_requests.value or 0 end
+      break
+    end
+  end
+end
+
 function CHECK.CDS(c)
   local t = c.type or 0
   if t ~= 3 then
@@ -268,9 +292,11 @@ function CHECK.CDS(c)
     return "eds_cluster_config.eds_config: ads or self expected"
   end
   local lb = c.lb_policy or 0
-  if lb ~= 0 then
-    return "lb_policy: ROUND_ROBIN expected (the only policy supported), got " .. (LB_POLICY[lb] or tostring(lb))
+  if lb ~= 0 and lb ~= 1 then
+    return "lb_policy: ROUND_ROBIN or LEAST_REQUEST expected, got " .. (LB_POLICY[lb] or tostring(lb))
   end
+  local bad = least_request_and_breaker(c)
+  if bad then return bad end
   if c.outlier_detection then
     local why
     c.outlier, why = outlier_config(c.outlier_detection)

@@ -370,10 +370,11 @@ function Balanced:set_health_check(service)
 end
 
 --- transport:backends() -> {{address = "host:port", failed = boolean,
--- weight = n, health = state or nil, ejected = boolean, outstanding =
--- calls in flight}, ...} in the list's order, and `calls`: {outstanding
--- = calls in flight on them all, max_requests = the circuit breaker's
--- limit or nil, dropped = calls it failed} (`ejected` by outlier detection; for a
+-- weight = n, health = state or nil, ejected = boolean, outstanding = n}, ...}
+-- in the list's order (`outstanding` its calls in flight), the list's
+-- field `calls` being {outstanding = calls in flight on them all,
+-- max_requests = the circuit breaker's limit or nil, dropped = calls it
+-- failed} (`ejected` by outlier detection; for a
 -- dns: target, what its resolver last found, taken now); `health` while
 -- health checking is on (set_health_check): "connecting" (no answer yet),
 -- "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN", "UNKNOWN", "UNIMPLEMENTED"

@@ -13,7 +13,8 @@
 -- response, weights summing past 4294967295 (a route's weighted_clusters,
 -- an EDS locality's endpoints, the localities), an endpoint address that
 -- is not an IPv4 or IPv6 literal, an outlier_detection Duration out of
--- range or an interval of 0. A response of a type never asked for is
+-- range or an interval of 0, a LEAST_REQUEST cluster's choice_count below
+-- 2. A response of a type never asked for is
 -- ignored, as gRPC's clients do (NACKing it would ask for every resource
 -- of that type); client:trouble() names it. The stream is read without
 -- blocking whenever a target picks (client:poll); when it ends it starts

@@ -148,25 +148,25 @@ describe("pc.grpc with several backends", function()
     assert.are.same({ 1, 1 }, spread(key))
   end)
 
-  -- 6 tasks each making Hedge calls through `sc`/`opts` for 1.5 s: every call on a
-  -- waits 0.3 s, on b and c answers at once; the calls each server counted.
+  -- 100 Hedge calls through `sc`/`opts`, one started every 15 ms, each in its own task
+  -- (an open loop: calls pile up where they are slow): every call on a waits 0.3 s, on
+  -- b and c answers at once; the calls each server counted, and a's most calls in flight.
   local function slow_a(c3, opts, sc)
     local t = grpc({ addr(a), addr(b), addr(c3) }, opts)
     local c = pc.client("faults.Faults", { transport = t, service_config = sc })
     local key, done, peak = id(), 0, 0
-    local stop = pc.now() + 1.5
-    for _ = 1, 6 do
-      pc.spawn(function()
-        while pc.now() < stop do
+    pc.spawn(function()
+      for _ = 1, 100 do
+        pc.spawn(function()
           c:Hedge { id = key, failures = 1000000, seconds = 0.3, text = tostring(a.port) }
-          local bk = t:backends()
-          peak = math.max(peak, bk[1].outstanding)
-        end
-        done = done + 1
-      end)
-    end
+          done = done + 1
+        end)
+        pc.sleep(0.015)
+        peak = math.max(peak, t:backends()[1].outstanding)
+      end
+    end)
     pc.run()
-    assert.are.equal(6, done)
+    assert.are.equal(100, done)
     local direct_c = pc.client("faults.Faults", { transport = grpc(c3.url) })
     local got = spread(key)
     got[3] = direct_c:Attempts({ id = key }).attempts
@@ -179,17 +179,17 @@ describe("pc.grpc with several backends", function()
   it("least_request sends fewer calls to a slow backend than round_robin (gRFC A48)", function()
     local c3 = helper.spawn("grpc", 0)
     local ok, err = pcall(function()
-      local rr = slow_a(c3, { load_balancing = "round_robin" })
-      local lr, peak = slow_a(c3, nil,
+      local rr, rr_peak = slow_a(c3, { load_balancing = "round_robin" })
+      local lr, lr_peak = slow_a(c3, nil,
         { loadBalancingConfig = { { least_request_experimental = { choiceCount = 2 } } } })
-      local rr_n, lr_n = rr[1] + rr[2] + rr[3], lr[1] + lr[2] + lr[3]
-      print(string.format("\n# 6 tasks calling for 1.5 s, backend a slow (0.3 s), b and c fast: round_robin "
-        .. "a/b/c %d/%d/%d (a %.0f %%), least_request (choiceCount 2) %d/%d/%d (a %.0f %%; a's calls in flight "
-        .. "peaked at %d)", rr[1], rr[2], rr[3], 100 * rr[1] / rr_n, lr[1], lr[2], lr[3], 100 * lr[1] / lr_n, peak))
-      assert.is_true(math.abs(rr[1] / rr_n - 1 / 3) < 0.05, "round_robin sent a " .. rr[1] .. " of " .. rr_n)
+      print(string.format("\n# 100 calls, one every 15 ms, backend a slow (0.3 s), b and c fast: round_robin "
+        .. "a/b/c %d/%d/%d (a's calls in flight peaked at %d), least_request (choiceCount 2) %d/%d/%d (peak %d)",
+        rr[1], rr[2], rr[3], rr_peak, lr[1], lr[2], lr[3], lr_peak))
+      assert.are.equal(100, rr[1] + rr[2] + rr[3])
+      assert.are.equal(100, lr[1] + lr[2] + lr[3])
+      assert.is_true(rr[1] >= 33, "round_robin sent a " .. rr[1])
       -- two draws with replacement among three: a still takes the 1/9 of picks that draw it twice
-      assert.is_true(lr[1] / lr_n < 0.2, "least_request sent a " .. lr[1] .. " of " .. lr_n)
-      assert.is_true(lr_n > 1.5 * rr_n, "least_request made " .. lr_n .. " calls, round_robin " .. rr_n)
+      assert.is_true(lr[1] <= 22, "least_request sent a " .. lr[1])
       -- the option names the same policy
       local t = grpc({ addr(a), addr(b) }, { load_balancing = "least_request" })
       assert.are.equal("x", pc.client("faults.Faults", { transport = t }):Echo({ text = "x" }).text)
@@ -198,6 +198,36 @@ describe("pc.grpc with several backends", function()
     end)
     helper.stop(c3)
     assert(ok, err)
+  end)
+
+  it("counts streams in flight until they end, and one left unread until it is closed", function()
+    local t = grpc({ addr(a), addr(b) }, { load_balancing = "least_request" })
+    local c = pc.client("faults.Faults", { transport = t })
+    local function flight()
+      local bk = t:backends()
+      return bk[1].outstanding + bk[2].outstanding, bk.calls.outstanding
+    end
+    local rec = c:Record()
+    rec:send { text = "a" }
+    assert.are.same({ 1, 1 }, { flight() })
+    assert.are.equal("a", rec:close_and_recv().text)
+    assert.are.same({ 0, 0 }, { flight() })
+    local n = 0
+    for r in c:Stream { count = 3 } do n = n + r.index end
+    assert.are.equal(6, n)
+    assert.are.same({ 0, 0 }, { flight() })
+    -- a server stream read in part and left: counted until its call is closed
+    local three = pc.encode(pc.type("faults.Request") { count = 3 })
+    local iter, _, _, call = t:server_stream("/faults.Faults/Stream", three)
+    assert.is_not_nil(iter())
+    assert.are.same({ 1, 1 }, { flight() })
+    call:close()
+    assert.are.same({ 0, 0 }, { flight() })
+    -- started calls (hedging's) count until their result
+    local h = t:start_unary("/faults.Faults/Echo", pc.encode(pc.type("faults.Request") { text = "x" }))
+    assert.are.same({ 1, 1 }, { flight() })
+    while h:result() == nil do t:wait({ h }, 0.05) end
+    assert.are.same({ 0, 0 }, { flight() })
   end)
 
   it("fails calls past set_circuit_breaker's max_requests UNAVAILABLE at once, counted (gRFC A32)", function()

@@ -926,6 +926,15 @@ describe("xDS", function()
         end
         print("\n# max_requests 2, 5 concurrent Hold calls: " .. table.concat(texts, "; "))
         assert.are.equal(2, ok, table.concat(texts, "; "))
+        -- @grpc/grpc-js-xds's own client, given the same configuration, lets two through too
+        -- (its calls started 50 ms apart: it counts a call once its stream started, after
+        -- the pick, so calls picked in one go all pass)
+        local out, err, code = peer.command("XDS_PARALLEL=50 GRPC_XDS_BOOTSTRAP_CONFIG=" .. peer.quote(x.bootstrap)
+          .. " node " .. peer.scripts .. "/xds_client.mjs svc Hold 5", { timeout = 60 })
+        assert(code == 0, err)
+        print("# grpc-js-xds, the same 5 calls: " .. out)
+        assert.are.equal(3, tonumber(out:match('"failed":(%d+)')), out)
+        assert.matches('"error":"14 Call dropped by load balancing policy.', out, 1, true)
         assert.are.same({ outstanding = 2, max_requests = 2, dropped = 3 }, during.calls.A)
         local flight = {}
         for _, b in ipairs(during) do if b.cluster == "A" then flight[#flight + 1] = b.outstanding end end

@@ -189,9 +189,10 @@ function M.counted(tok, call)
   return setmetatable({ inner = call, tok = tok }, Counted)
 end
 
---- M.set_least_request(bal, choice_count): least_request's number of
--- choices for balancer `bal` (an integer, at least 2; more than 10 is
--- taken as 10, as gRPC caps it). Raises naming the value otherwise.
+--- M.set_choice_count(bal, n, level): least_request's number of
+-- choices for balancer `bal` (an integer, at least 2, nil for 2; more
+-- than 10 is taken as 10, as gRPC caps it). Raises naming the value
+-- otherwise, at `level` above the caller.
 function M.set_choice_count(bal, n, level)
   n = n == nil and M.DEFAULT_CHOICE or n
   if type(n) ~= "number" or n ~= n or n % 1 ~= 0 or n < M.MIN_CHOICE then

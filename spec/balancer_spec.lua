@@ -148,6 +148,115 @@ describe("pc.grpc with several backends", function()
     assert.are.same({ 1, 1 }, spread(key))
   end)
 
+  -- 100 Hedge calls through `sc`/`opts`, one started every 15 ms, each in its own task
+  -- (an open loop: calls pile up where they are slow): every call on a waits 0.3 s, on
+  -- b and c answers at once; the calls each server counted, and a's most calls in flight.
+  local function slow_a(c3, opts, sc)
+    local t = grpc({ addr(a), addr(b), addr(c3) }, opts)
+    local c = pc.client("faults.Faults", { transport = t, service_config = sc })
+    local key, done, peak = id(), 0, 0
+    pc.spawn(function()
+      for _ = 1, 100 do
+        pc.spawn(function()
+          c:Hedge { id = key, failures = 1000000, seconds = 0.3, text = tostring(a.port) }
+          done = done + 1
+        end)
+        pc.sleep(0.015)
+        peak = math.max(peak, t:backends()[1].outstanding)
+      end
+    end)
+    pc.run()
+    assert.are.equal(100, done)
+    local direct_c = pc.client("faults.Faults", { transport = grpc(c3.url) })
+    local got = spread(key)
+    got[3] = direct_c:Attempts({ id = key }).attempts
+    local bk = t:backends()
+    for _, e in ipairs(bk) do assert.are.equal(0, e.outstanding, e.address) end
+    assert.are.equal(0, bk.calls.outstanding)
+    return got, peak
+  end
+
+  it("least_request sends fewer calls to a slow backend than round_robin (gRFC A48)", function()
+    local c3 = helper.spawn("grpc", 0)
+    local ok, err = pcall(function()
+      local rr, rr_peak = slow_a(c3, { load_balancing = "round_robin" })
+      local lr, lr_peak = slow_a(c3, nil,
+        { loadBalancingConfig = { { least_request_experimental = { choiceCount = 2 } } } })
+      print(string.format("\n# 100 calls, one every 15 ms, backend a slow (0.3 s), b and c fast: round_robin "
+        .. "a/b/c %d/%d/%d (a's calls in flight peaked at %d), least_request (choiceCount 2) %d/%d/%d (peak %d)",
+        rr[1], rr[2], rr[3], rr_peak, lr[1], lr[2], lr[3], lr_peak))
+      assert.are.equal(100, rr[1] + rr[2] + rr[3])
+      assert.are.equal(100, lr[1] + lr[2] + lr[3])
+      assert.is_true(rr[1] >= 33, "round_robin sent a " .. rr[1])
+      -- two draws with replacement among three: a still takes the 1/9 of picks that draw it twice
+      assert.is_true(lr[1] <= 22, "least_request sent a " .. lr[1])
+      -- the option names the same policy
+      local t = grpc({ addr(a), addr(b) }, { load_balancing = "least_request" })
+      assert.are.equal("x", pc.client("faults.Faults", { transport = t }):Echo({ text = "x" }).text)
+      local e = select(2, pcall(t.set_load_balancing, t, "least_request", { choice_count = 1 }))
+      assert.matches("choice_count: an integer of at least 2 expected, got 1", e)
+    end)
+    helper.stop(c3)
+    assert(ok, err)
+  end)
+
+  it("counts streams in flight until they end, and one left unread until it is closed", function()
+    local t = grpc({ addr(a), addr(b) }, { load_balancing = "least_request" })
+    local c = pc.client("faults.Faults", { transport = t })
+    local function flight()
+      local bk = t:backends()
+      return bk[1].outstanding + bk[2].outstanding, bk.calls.outstanding
+    end
+    local rec = c:Record()
+    rec:send { text = "a" }
+    assert.are.same({ 1, 1 }, { flight() })
+    assert.are.equal("a", rec:close_and_recv().text)
+    assert.are.same({ 0, 0 }, { flight() })
+    local n = 0
+    for r in c:Stream { count = 3 } do n = n + r.index end
+    assert.are.equal(6, n)
+    assert.are.same({ 0, 0 }, { flight() })
+    -- a server stream read in part and left: counted until its call is closed
+    local three = pc.encode(pc.type("faults.Request") { count = 3 })
+    local iter, _, _, call = t:server_stream("/faults.Faults/Stream", three)
+    assert.is_not_nil(iter())
+    assert.are.same({ 1, 1 }, { flight() })
+    call:close()
+    assert.are.same({ 0, 0 }, { flight() })
+    -- started calls (hedging's) count until their result
+    local h = t:start_unary("/faults.Faults/Echo", pc.encode(pc.type("faults.Request") { text = "x" }))
+    assert.are.same({ 1, 1 }, { flight() })
+    while h:result() == nil do t:wait({ h }, 0.05) end
+    assert.are.same({ 0, 0 }, { flight() })
+  end)
+
+  it("fails calls past set_circuit_breaker's max_requests UNAVAILABLE at once, counted (gRFC A32)", function()
+    local t = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" })
+    t:set_circuit_breaker(2, "two backends")
+    local c = pc.client("faults.Faults", { transport = t, service_config = RETRY })
+    local key, codes = id(), {}
+    for i = 1, 4 do
+      pc.spawn(function()
+        local ok, e = pcall(c.Sleep, c, { id = key, seconds = 0.3 })
+        codes[i] = ok and "OK" or tostring(e.code) .. " " .. tostring(e.message or e)
+      end)
+    end
+    pc.spawn(function()
+      pc.sleep(0.1)
+      local bk = t:backends()
+      assert.are.same({ outstanding = 2, max_requests = 2, dropped = 2 }, bk.calls)
+      assert.are.same({ 1, 1 }, { bk[1].outstanding, bk[2].outstanding })
+    end)
+    pc.run()
+    table.sort(codes)
+    assert.are.same({ "OK", "OK", "UNAVAILABLE two backends: circuit breaker drop: 2 calls in flight, max_requests 2",
+      "UNAVAILABLE two backends: circuit breaker drop: 2 calls in flight, max_requests 2" }, codes)
+    assert.are.same({ 1, 1 }, spread(key)) -- the drops reached no server and were not retried
+    assert.are.equal("x", c:Echo({ text = "x" }).text)
+    t:set_circuit_breaker(nil)
+    assert.are.same({ outstanding = 0, dropped = 2 }, t:backends().calls)
+  end)
+
   it("resolves a dns:/// name: every address a backend (here one: a plain transport)", function()
     local c = pc.client("faults.Faults",
       { transport = grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })
@@ -168,7 +277,8 @@ describe("pc.grpc several-backend targets", function()
       .. "h2c needs a port (http://host:port)", refusal("ipv4:127.0.0.1:1,127.0.0.1"))
     assert.are.equal("pc.grpc: target '{...}': every address must use the same scheme (TLS or not)",
       refusal({ "a:1", "https://b:2" }))
-    assert.are.equal("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \"random\"",
+    assert.are.equal("pc.grpc: option 'load_balancing' must be \"pick_first\", \"round_robin\" or "
+      .. "\"least_request\", got \"random\"",
       refusal({ "a:1", "b:2" }, { load_balancing = "random" }))
     -- (not the balancer's, but pc.grpc's own option checks alike)
     assert.are.equal("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\", \"grpc-web-text\" or "

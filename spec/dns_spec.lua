@@ -129,8 +129,8 @@ describe("dns: targets", function()
       end
       assert.is_true(moved, "still on b2 after " .. calls .. " calls")
       assert.is_true(calls > 2, "moved before the TTL") -- 1 s TTL, 0.05 s apart
-      assert.are.same({ { address = "127.0.0.3:" .. b2.port, failed = false, weight = 1, ejected = false } },
-        t:backends())
+      assert.are.same({ { address = "127.0.0.3:" .. b2.port, failed = false, weight = 1, ejected = false,
+        outstanding = 0 }, calls = { outstanding = 0, dropped = 0 } }, t:backends())
       t:close()
     end)
   end)

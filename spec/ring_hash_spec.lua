@@ -155,7 +155,7 @@ describe("ring_hash", function()
         cds { maximum_ring_size = { value = 8388609 } })
       assert.are.equal("ring_hash_lb_config.hash_function: XX_HASH expected, got MURMUR_HASH_2",
         cds { hash_function = 1 })
-      assert.are.equal("lb_policy: ROUND_ROBIN or RING_HASH expected, got MAGLEV",
+      assert.are.equal("lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got MAGLEV",
         xds_client.check("CDS", { name = "c", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
           lb_policy = 5 }))
       -- the decoded resource: UInt64Value sizes as the wire gives them

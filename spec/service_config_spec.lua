@@ -133,8 +133,8 @@ describe("service_config validation", function()
       { { retryThrottling = { maxTokens = 10 } }, "retryThrottling.tokenRatio: required" },
       { { retryThrottling = { maxTokens = 10, tokenRatio = 0.1, burst = 1 } }, "retryThrottling.burst: unknown field" },
       { { loadBalancingConfig = { { grpclb = {} } } },
-        "loadBalancingConfig: no supported policy (pick_first, round_robin, outlier_detection_experimental, "
-          .. "ring_hash_experimental)" },
+        "loadBalancingConfig: no supported policy (pick_first, round_robin, least_request_experimental, ring_hash_experimental, "
+          .. "outlier_detection_experimental)" },
       { { loadBalancingConfig = { { ring_hash_experimental = { minRingSize = 2048, maxRingSize = 1024 } } } },
         "loadBalancingConfig[0].ring_hash_experimental.minRingSize: at most maxRingSize (1024) expected, got 2048" },
       { { loadBalancingConfig = { { ring_hash_experimental = { maxRingSize = 8388609 } } } },
@@ -149,13 +149,26 @@ describe("service_config validation", function()
         "loadBalancingConfig[0].ring_hash_experimental.requestHashHeader: a header name expected, got \"a b\"" },
       { { loadBalancingConfig = { { ring_hash_experimental = { ringSize = 5 } } } },
         "loadBalancingConfig[0].ring_hash_experimental.ringSize: unknown field" },
+      { { loadBalancingConfig = { { least_request_experimental = { choiceCount = 1 } } } },
+        "loadBalancingConfig[0].least_request_experimental.choiceCount: integer in 2..4294967295 expected, got 1" },
+      { { loadBalancingConfig = { { least_request_experimental = { choiceCount = 2.5 } } } },
+        "loadBalancingConfig[0].least_request_experimental.choiceCount: integer in 2..4294967295 expected, got 2.5" },
+      { { loadBalancingConfig = { { least_request_experimental = { choiceCount = "3" } } } },
+        "loadBalancingConfig[0].least_request_experimental.choiceCount: integer in 2..4294967295 expected, "
+          .. "got string" },
+      { { loadBalancingConfig = { { least_request_experimental = { choice_count = 3 } } } },
+        "loadBalancingConfig[0].least_request_experimental.choice_count: unknown field" },
+      { { loadBalancingConfig = { { outlier_detection_experimental = { childPolicy = {
+        { least_request_experimental = { choiceCount = 0 } } } } } } },
+        "loadBalancingConfig[0].outlier_detection_experimental.childPolicy[0].least_request_experimental.choiceCount: "
+          .. "integer in 2..4294967295 expected, got 0" },
       { { loadBalancingConfig = { { round_robin = {}, pick_first = {} } } },
         "loadBalancingConfig[0]: object with one policy name expected" },
       { { loadBalancingConfig = { { round_robin = { x = 1 } } } },
         "loadBalancingConfig[0].round_robin.x: unknown field" },
       { { loadBalancingConfig = { { outlier_detection_experimental = { childPolicy = { { grpclb = {} } } } } } },
         "loadBalancingConfig[0].outlier_detection_experimental.childPolicy: no supported policy "
-          .. "(pick_first, round_robin)" },
+          .. "(pick_first, round_robin, least_request_experimental)" },
       { { loadBalancingConfig = { { outlier_detection_experimental = { interval = 10,
         childPolicy = { { round_robin = {} } } } } } },
         "loadBalancingConfig[0].outlier_detection_experimental.interval: duration string such as \"0.1s\" expected, "
@@ -212,6 +225,23 @@ describe("service_config validation", function()
     assert.are.equal(pc.RetryError, getmetatable(err))
     assert.are.equal(5, err.attempts)
     assert.are.equal(5, #w.log)
+  end)
+
+  it("gives the transport least_request_experimental's choiceCount (default 2, capped at 10: gRFC A48)", function()
+    local function policy(lbc)
+      local t = pc.inproc(pc.server({ ["sc.Echo"] = {} }, { pool = pool }))
+      local got
+      function t.set_load_balancing(_, name, config) got = { name, config and config.choice_count } end
+      pc.client("sc.Echo", { pool = pool, transport = t, service_config = { loadBalancingConfig = lbc } })
+      return got
+    end
+    assert.are.same({ "least_request", 2 }, policy { { least_request_experimental = {} } })
+    assert.are.same({ "least_request", 7 }, policy { { least_request_experimental = { choiceCount = 7 } } })
+    assert.are.same({ "least_request", 10 }, policy { { least_request_experimental = { choiceCount = 11 } } })
+    assert.are.same({ "least_request", 3 }, policy { { grpclb = {} },
+      { outlier_detection_experimental = { childPolicy = { { least_request_experimental = { choiceCount = 3 } } } } },
+      { round_robin = {} } })
+    assert.are.same({ "round_robin" }, policy { { round_robin = {} }, { least_request_experimental = {} } })
   end)
 end)
 

@@ -407,6 +407,33 @@ describe("xDS", function()
       end
     end)
 
+    it("takes LEAST_REQUEST's choice_count (default 2, at least 2, capped at 10), max_requests (A48, A32)", function()
+      local function cl(t)
+        local c = { name = "c", type = 3, eds_cluster_config = { eds_config = { ads = {} } } }
+        for k, v in pairs(t) do c[k] = v end
+        return c, check("CDS", c)
+      end
+      local c, why = cl { lb_policy = 1 }
+      assert.is_nil(why)
+      assert.are.same({ 2, 1024 }, { c.choice_count, c.max_requests })
+      c = cl { lb_policy = 1, least_request_lb_config = { choice_count = { value = 25 } } }
+      assert.are.equal(10, c.choice_count)
+      c = cl { lb_policy = 1, least_request_lb_config = { choice_count = { value = 3 } } }
+      assert.are.equal(3, c.choice_count)
+      why = select(2, cl { lb_policy = 1, least_request_lb_config = { choice_count = { value = 1 } } })
+      assert.are.equal("least_request_lb_config.choice_count: at least 2 expected, got 1", why)
+      c = cl { least_request_lb_config = { choice_count = { value = 1 } } } -- ROUND_ROBIN: not read
+      assert.is_nil(c.choice_count)
+      -- the first DEFAULT-priority threshold's max_requests; HIGH ones are not gRPC's
+      c = cl { circuit_breakers = { thresholds = { { priority = 1, max_requests = { value = 7 } },
+        { max_requests = { value = 2 } }, { max_requests = { value = 9 } } } } }
+      assert.are.equal(2, c.max_requests)
+      c = cl { circuit_breakers = { thresholds = { { priority = 0 } } } }
+      assert.are.equal(1024, c.max_requests)
+      why = select(2, cl { lb_policy = 5 })
+      assert.are.equal("lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got MAGLEV", why)
+    end)
+
     it("refuses outlier_detection durations out of range, nanos out of 0..999999999 and an interval of 0", function()
       local function od(t)
         return check("CDS", { name = "c", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
@@ -616,7 +643,8 @@ describe("xDS", function()
 
   local absent = peer.missing("@grpc/grpc-js", "@grpc/grpc-js-xds", "protobufjs")
 
-  -- Backend `name`: a listener answering Who with its name (Slow after a second). A
+  -- Backend `name`: a listener answering Who with its name (Slow after a second; an "s" backend's Who after
+  -- 0.3 s). A
   -- name starting with "f" fails every Who; one starting with "u" fails Who UNAVAILABLE
   -- the first N times for each request named "key/N" (tries[key] counts them, previous[key]
   -- lists each attempt's grpc-previous-rpc-attempts).
@@ -625,6 +653,7 @@ describe("xDS", function()
     local server = pc.server({ ["xt.Named"] = {
       Who = function(req, ctx)
         if name:find("^f") then error(pc.Error { code = "INTERNAL", message = name .. " fails" }) end
+        if name:find("^s") then ctx.sleep(0.3) end
         local key, n = (req.name or ""):match("^(.-)/(%d+)$")
         if name:find("^u") and key then
           tries[key] = (tries[key] or 0) + 1
@@ -708,7 +737,7 @@ describe("xDS", function()
   local function scenario(body, empty)
     local log = os.tmpname()
     local bs = {}
-    for _, n in ipairs { "a1", "a2", "a3", "b1", "f1", "u1" } do bs[n] = backend(n) end
+    for _, n in ipairs { "a1", "a2", "a3", "b1", "f1", "s1", "u1" } do bs[n] = backend(n) end
     local ms = management(nil, log)
     if not empty then configure(ms, bs) end
     local bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:" .. ms.port,
@@ -928,6 +957,140 @@ describe("xDS", function()
         end
         assert.matches("Cluster A: outlier_detection.max_ejection_percent: at most 100 expected, got 150", nack)
         assert.are.equal("2", x.t:backends().versions.CDS)
+      end)
+    end)
+
+    -- Waits (polling x.t) until the target took CDS version `cds` and EDS version `eds`.
+    local function until_versions(x, cds_version, eds_version)
+      local t0 = pc.now()
+      while true do
+        local v = x.t:backends().versions
+        if v.CDS == cds_version and v.EDS == eds_version then return end
+        assert(pc.now() - t0 < 3, "the target never took CDS " .. cds_version .. ", EDS " .. eds_version)
+        pc.sleep(0.01)
+      end
+    end
+
+    -- `n` Who calls, one started every `gap` seconds, each in its own task (an open
+    -- loop: the calls in flight pile up where they are slow): the names that answered, counted.
+    local function arrivals(x, n, gap)
+      local got, done = { a1 = 0, a2 = 0, s1 = 0 }, 0
+      for _ = 1, n do
+        pc.spawn(function()
+          local who = x.c:Who({}).name
+          got[who] = (got[who] or 0) + 1
+          done = done + 1
+        end)
+        pc.sleep(gap)
+      end
+      local t0 = pc.now()
+      while done < n do
+        assert(pc.now() - t0 < 10, "the calls did not end")
+        pc.sleep(0.01)
+      end
+      return got
+    end
+
+    it("balances a LEAST_REQUEST cluster by calls in flight (gRFC A48): a slow endpoint gets fewer", function()
+      scenario(function(x)
+        local three = { eds("A-eds", { x.bs.a1, x.bs.a2, x.bs.s1 }), eds("B-eds", { x.bs.b1 }) }
+        x.ms.set("EDS", "2", three)
+        until_versions(x, "1", "2")
+        local rr = arrivals(x, 100, 0.015)
+        local lr_cluster = cds("A", "LEAST_REQUEST")
+        lr_cluster.least_request_lb_config = { choice_count = { value = 2 } }
+        x.ms.set("CDS", "2", { lr_cluster, cds("B") })
+        until_versions(x, "2", "2")
+        local lr = arrivals(x, 100, 0.015)
+        print(string.format("\n# xDS cluster A (a1, a2 fast; s1 answers after 0.3 s), 100 calls, one every 15 ms: "
+          .. "ROUND_ROBIN a1/a2/s1 %d/%d/%d, LEAST_REQUEST (choice_count 2) %d/%d/%d", rr.a1, rr.a2, rr.s1,
+          lr.a1, lr.a2, lr.s1))
+        assert.are.equal(100, rr.a1 + rr.a2 + rr.s1)
+        assert.are.equal(100, lr.a1 + lr.a2 + lr.s1)
+        assert.is_true(rr.s1 >= 33, "ROUND_ROBIN sent s1 " .. rr.s1)
+        -- two draws with replacement among three: s1 still takes the 1/9 of picks that draw it twice
+        assert.is_true(lr.s1 <= 22, "LEAST_REQUEST sent s1 " .. lr.s1)
+        for _, b in ipairs(x.t:backends()) do assert.are.equal(0, b.outstanding, b.address) end
+        -- a choice_count below 2 is NACKed naming the field; the last good config stays
+        lr_cluster.least_request_lb_config.choice_count.value = 1
+        x.ms.set("CDS", "3", { lr_cluster, cds("B") })
+        local t0 = pc.now()
+        while x.t:backends().nacked.CDS == nil do
+          assert(pc.now() - t0 < 3, "no NACK")
+          pc.sleep(0.01)
+        end
+        assert.matches("Cluster A: least_request_lb_config.choice_count: at least 2 expected, got 1",
+          x.t:backends().nacked.CDS.problem, 1, true)
+        assert.are.equal("2", x.t:backends().versions.CDS)
+      end)
+    end)
+
+    it("drops calls past a cluster's max_requests UNAVAILABLE at once (gRFC A32), then passes new ones", function()
+      scenario(function(x)
+        local a = cds("A")
+        a.circuit_breakers = { thresholds = { { priority = "HIGH", max_requests = { value = 1 } },
+          { priority = "DEFAULT", max_requests = { value = 2 } } } }
+        x.ms.set("CDS", "2", { a, cds("B") })
+        until_versions(x, "2", "1")
+        assert.are.same({ outstanding = 0, max_requests = 2, dropped = 0 }, x.t:backends().calls.A)
+        local results, n = {}, 0
+        for i = 1, 5 do
+          pc.spawn(function()
+            local t0 = pc.now()
+            local ok, r = pcall(x.c.Hold, x.c, {}) -- 0.5 s each
+            results[i] = { ok and "OK " .. r.name or r.code .. " " .. r.message, pc.now() - t0 }
+            n = n + 1
+          end)
+        end
+        pc.sleep(0.1)
+        local during = x.t:backends()
+        local t0 = pc.now()
+        while n < 5 do
+          assert(pc.now() - t0 < 3, "the calls did not end")
+          pc.sleep(0.01)
+        end
+        local texts, ok = {}, 0
+        for i, r in ipairs(results) do
+          texts[i] = r[1]
+          if r[1]:find("^OK") then
+            ok = ok + 1
+            assert.is_true(r[2] >= 0.45, "an OK call took " .. r[2])
+          else
+            assert.are.equal("UNAVAILABLE xds:///svc: cluster A: circuit breaker drop: 2 calls in flight, "
+              .. "max_requests 2", r[1])
+            assert.is_true(r[2] < 0.1, "a drop took " .. r[2] .. " s")
+          end
+        end
+        print("\n# max_requests 2, 5 concurrent Hold calls: " .. table.concat(texts, "; "))
+        assert.are.equal(2, ok, table.concat(texts, "; "))
+        -- @grpc/grpc-js-xds's own client, given the same configuration, lets two through too
+        -- (its calls started 50 ms apart: it counts a call once its stream started, after
+        -- the pick, so calls picked in one go all pass)
+        local out, err, code = peer.command("XDS_PARALLEL=50 GRPC_XDS_BOOTSTRAP_CONFIG=" .. peer.quote(x.bootstrap)
+          .. " node " .. peer.scripts .. "/xds_client.mjs svc Hold 5", { timeout = 60 })
+        assert(code == 0, err)
+        print("# grpc-js-xds, the same 5 calls: " .. out)
+        assert.are.equal(3, tonumber(out:match('"failed":(%d+)')), out)
+        assert.matches('"error":"14 Call dropped by load balancing policy.', out, 1, true)
+        assert.are.same({ outstanding = 2, max_requests = 2, dropped = 3 }, during.calls.A)
+        local flight = {}
+        for _, b in ipairs(during) do if b.cluster == "A" then flight[#flight + 1] = b.outstanding end end
+        assert.are.same({ 1, 1 }, flight)
+        -- once they ended, new calls pass: two at a time again
+        assert.are.same({ outstanding = 0, max_requests = 2, dropped = 3 }, x.t:backends().calls.A)
+        assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4))
+        n = 0
+        for _ = 1, 2 do pc.spawn(function() x.c:Hold({}); n = n + 1 end) end
+        t0 = pc.now()
+        while n < 2 do
+          assert(pc.now() - t0 < 3, "the calls did not end")
+          pc.sleep(0.01)
+        end
+        -- a higher limit from a CDS update takes effect at once
+        a.circuit_breakers.thresholds[2].max_requests.value = 10
+        x.ms.set("CDS", "3", { a, cds("B") })
+        until_versions(x, "3", "1")
+        assert.are.equal(10, x.t:backends().calls.A.max_requests)
       end)
     end)
 

@@ -1,8 +1,10 @@
 // @grpc/grpc-js-xds's own xDS client as the reference for spec/xds_spec.lua:
 //   GRPC_XDS_BOOTSTRAP_CONFIG='{...}' node spec/node/xds_client.mjs NAME METHOD COUNT [HEADER=VALUE]
 // Makes COUNT unary calls of /xt.Named/METHOD (request and response xt.Id, field 1 a
-// string) on "xds:///NAME", one after the other, with the metadata HEADER: VALUE if
-// given, and prints a JSON object: how many answers named each backend, and "failed"
+// string) on "xds:///NAME", one after the other (with env XDS_PARALLEL=MS, after a
+// first Who call that waits for the configuration, one started every MS milliseconds
+// without waiting for the others), with the metadata HEADER: VALUE
+// if given, and prints a JSON object: how many answers named each backend, and "failed"
 // (how many calls failed, with the first error in "error").
 import * as grpc from "@grpc/grpc-js";
 import { register } from "@grpc/grpc-js-xds";
@@ -50,7 +52,19 @@ function call() {
       });
   });
 }
-for (let i = 0; i < Number(count); i++) await call();
+if (process.env.XDS_PARALLEL) {
+  const gap = Number(process.env.XDS_PARALLEL);
+  await new Promise((resolve) => client.makeUnaryRequest("/xt.Named/Who", serialize, deserialize, {},
+    new grpc.Metadata(), { deadline: Date.now() + 5000 }, () => resolve()));
+  const calls = [];
+  for (let i = 0; i < Number(count); i++) {
+    calls.push(call());
+    await new Promise((resolve) => setTimeout(resolve, gap));
+  }
+  await Promise.all(calls);
+} else {
+  for (let i = 0; i < Number(count); i++) await call();
+}
 console.log(JSON.stringify(counts));
 client.close();
 process.exit(0);

@@ -574,7 +574,7 @@ function M.client(service_name, opts)
     transport:set_ring_hash(config.ring_hash)
   elseif config and config.balancing and config.balancing ~= "ring_hash"
     and type(transport.set_load_balancing) == "function" then
-    transport:set_load_balancing(config.balancing)
+    transport:set_load_balancing(config.balancing, config.balancing_config)
   end
   if config and config.outlier and type(transport.set_outlier_detection) == "function" then
     transport:set_outlier_detection(config.outlier)

@@ -164,6 +164,9 @@ local CONFIG_KEYS = { methodConfig = true, retryThrottling = true, loadBalancing
   loadBalancingPolicy = true, healthCheckConfig = true }
 local LB_POLICIES = { pick_first = true, round_robin = true }
 
+local MAXINT = 0x7fffffff
+local MAXINT32 = 0xffffffff
+
 -- An integer in [lo, hi] at `path`, or `default` when absent.
 local function int_in(v, path, lo, hi, default)
   if v == nil then return default end
@@ -174,11 +177,25 @@ local function int_in(v, path, lo, hi, default)
   return compat.tointeger(v)
 end
 
+-- A loadBalancingConfig entry `name`: `conf` at `path` checked -> the
+-- transport's policy name and its config, or nil when protocall lacks
+-- the policy. least_request_experimental (gRFC A48): {choiceCount = n},
+-- n an integer of at least 2 (default 2; more than 10 is taken as 10).
+local function lb_policy_at(name, conf, path)
+  if LB_POLICIES[name] then
+    known_keys(conf, path, {})
+    return name
+  end
+  if name ~= "least_request_experimental" then return nil end
+  known_keys(conf, path, { choiceCount = true })
+  local n = int_in(conf.choiceCount, path .. ".choiceCount", 2, MAXINT32, 2)
+  return "least_request", { choice_count = n > 10 and 10 or n }
+end
+
 local OD_KEYS = { interval = true, baseEjectionTime = true, maxEjectionTime = true, maxEjectionPercent = true,
   successRateEjection = true, failurePercentageEjection = true, childPolicy = true }
 local SR_KEYS = { stdevFactor = true, enforcementPercentage = true, minimumHosts = true, requestVolume = true }
 local FP_KEYS = { threshold = true, enforcementPercentage = true, minimumHosts = true, requestVolume = true }
-local MAXINT = 0x7fffffff
 
 -- outlier_detection_experimental's config (gRFC A50) at `path`: the
 -- detector's config (transport/outlier.lua) and the child policy's name.
@@ -211,19 +228,19 @@ local function outlier_at(v, path)
       minimum_hosts = int_in(fp.minimumHosts, at .. ".minimumHosts", 1, MAXINT, 5),
       request_volume = int_in(fp.requestVolume, at .. ".requestVolume", 1, MAXINT, 50) }
   end
-  local child
+  local child, child_config
   local list = list_at(v.childPolicy or {}, path .. ".childPolicy")
   for i, entry in ipairs(list) do
     local at = format("%s.childPolicy[%d]", path, i - 1)
     object_at(entry, at)
-    local name = next(entry)
-    if LB_POLICIES[name] then
-      child = name
-      break
-    end
+    local name, conf = next(entry)
+    if type(conf) == "table" then child, child_config = lb_policy_at(name, conf, at .. "." .. name) end
+    if child then break end
   end
-  if not child then config_error(path .. ".childPolicy", "no supported policy (pick_first, round_robin)") end
-  return c, child
+  if not child then
+    config_error(path .. ".childPolicy", "no supported policy (pick_first, round_robin, least_request_experimental)")
+  end
+  return c, child, child_config
 end
 
 local RING_KEYS = { minRingSize = true, maxRingSize = true, requestHashHeader = true, min_ring_size = true,
@@ -265,17 +282,19 @@ end
 -- ("pkg.Service/Method", "pkg.Service/" for service-wide, "/" for the
 -- default), each {timeout=, retry=, hedging=, max_request=, max_response=,
 -- wait_for_ready=}, `throttling` {max_tokens=, token_ratio=} or nil, and
--- `balancing` "pick_first" | "round_robin" | "ring_hash" | nil (the first policy of
--- loadBalancingConfig protocall has, as gRPC picks; outlier_detection_experimental's
+-- `balancing` "pick_first" | "round_robin" | "least_request" | "ring_hash" | nil (the first
+-- policy of loadBalancingConfig protocall has, as gRPC picks; outlier_detection_experimental's
 -- child policy, its own config then `outlier`: transport/outlier.lua's;
--- ring_hash_experimental: `ring_hash`, transport/ring_hash.lua's config) and `health_check`
+-- ring_hash_experimental: `ring_hash`, transport/ring_hash.lua's config),
+-- `balancing_config` {choice_count = n} for least_request_experimental
+-- (gRFC A48: choiceCount, default 2, at least 2, capped at 10) and `health_check`
 -- the healthCheckConfig's serviceName (gRFC A17; "" when the object has
 -- none) or nil.
 -- Raises {service_config = "path: what"} on the first problem.
 function M.parse(t)
   object_at(t, "service_config")
   known_keys(t, "", CONFIG_KEYS)
-  local balancing, outlier, ring
+  local balancing, balancing_config, outlier, ring
   if t.loadBalancingConfig ~= nil then
     local list = list_at(t.loadBalancingConfig, "loadBalancingConfig")
     for i, entry in ipairs(list) do
@@ -286,18 +305,18 @@ function M.parse(t)
       if type(conf) ~= "table" then
         config_error(path .. "." .. tostring(name), "object expected, got " .. type(conf))
       end
-      if LB_POLICIES[name] and not balancing then
-        known_keys(conf, path .. "." .. name, {})
-        balancing = name
-      elseif name == "outlier_detection_experimental" and not balancing then
-        outlier, balancing = outlier_at(conf, path .. "." .. name)
+      if name == "outlier_detection_experimental" and not balancing then
+        outlier, balancing, balancing_config = outlier_at(conf, path .. "." .. name)
       elseif name == "ring_hash_experimental" and not balancing then
         ring, balancing = ring_hash_at(conf, path .. "." .. name), "ring_hash"
+      elseif not balancing then
+        balancing, balancing_config = lb_policy_at(name, conf, path .. "." .. name)
       end
     end
     if not balancing then
       config_error("loadBalancingConfig",
-        "no supported policy (pick_first, round_robin, outlier_detection_experimental, ring_hash_experimental)")
+        "no supported policy (pick_first, round_robin, least_request_experimental, ring_hash_experimental, "
+          .. "outlier_detection_experimental)")
     end
   elseif t.loadBalancingPolicy ~= nil then
     local v = t.loadBalancingPolicy
@@ -389,8 +408,8 @@ function M.parse(t)
     end
     throttling = { max_tokens = rt.maxTokens, token_ratio = rt.tokenRatio }
   end
-  return { by_name = by_name, throttling = throttling, balancing = balancing, health_check = health_check,
-    outlier = outlier, ring_hash = ring }
+  return { by_name = by_name, throttling = throttling, balancing = balancing, balancing_config = balancing_config,
+    health_check = health_check, outlier = outlier, ring_hash = ring }
 end
 
 -- A google.protobuf.Value as the Lua value JSON text means: objects and

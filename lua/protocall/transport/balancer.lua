@@ -4,7 +4,11 @@
 --
 -- `pick_first` sends every call to the first backend in the list that is
 -- not marked failed; `round_robin` takes the next one each call, skipping
--- failed ones. A backend is marked failed when a call on it ends
+-- failed ones; `least_request` (gRFC A48, transport/least_request.lua)
+-- draws `choice_count` of those at random and takes the one with the
+-- fewest calls in flight. Circuit breaking (gRFC A32, set_circuit_breaker)
+-- fails a call UNAVAILABLE at once while max_requests calls are in
+-- flight. A backend is marked failed when a call on it ends
 -- UNAVAILABLE while it has no connection (the connection could not be made
 -- or was lost; an UNAVAILABLE the server sent on a live connection marks
 -- nothing), and skipped until its backoff passes: 1 s, doubling on each
@@ -31,6 +35,7 @@ local core = require "protocall.core"
 local errors = require "protocall.errors"
 local sched = require "protocall.sched"
 local health_check = require "protocall.transport.health_check"
+local least_request = require "protocall.transport.least_request"
 local outlier = require "protocall.transport.outlier"
 local ring_hash = require "protocall.transport.ring_hash"
 
@@ -97,6 +102,7 @@ local function healthy(self, tried, settings)
   local n = #bs
   local now = monotonic()
   if self.policy == "ring_hash" then return ringed(self, tried, now, settings) end
+  if self.policy == "least_request" then return least_request.pick(self, usable, tried, now) end
   if self.weighted and self.policy == "round_robin" then
     local b = weighted(self, tried, now)
     if b then return b end
@@ -304,10 +310,10 @@ function Balanced:update(places)
 end
 
 -- Starts or stops the members' health watches: on while a health check
--- service is set and the policy is round_robin (A17: pick_first does not
--- health-check).
+-- service is set and the policy is not pick_first (A17: pick_first does
+-- not health-check).
 rewatch = function(self)
-  local on = self.health ~= nil and self.policy == "round_robin"
+  local on = self.health ~= nil and self.policy ~= "pick_first"
   for _, b in ipairs(self.members) do
     if on and b.watch and b.watch.service ~= self.health then
       b.watch:close()
@@ -323,15 +329,35 @@ rewatch = function(self)
   self.checking = on
 end
 
---- transport:set_load_balancing("pick_first" | "round_robin"): the
--- policy of calls from now on (pc.client sets its service config's
--- loadBalancingConfig this way). Raises on another name.
-function Balanced:set_load_balancing(name)
-  if name ~= "pick_first" and name ~= "round_robin" then
-    error("set_load_balancing: \"pick_first\" or \"round_robin\" expected, got " .. tostring(name), 2)
+--- transport:set_load_balancing("pick_first" | "round_robin" |
+-- "least_request", config): the policy of calls from now on (pc.client
+-- sets its service config's loadBalancingConfig this way); `config` (a
+-- table or nil) of least_request: {choice_count = n} (default 2, at least
+-- 2, more than 10 taken as 10; gRFC A48: n backends drawn at random, the
+-- one with the fewest calls in flight taking the call). Raises on another
+-- name or a bad choice_count.
+function Balanced:set_load_balancing(name, config)
+  if name ~= "pick_first" and name ~= "round_robin" and name ~= "least_request" then
+    error("set_load_balancing: \"pick_first\", \"round_robin\" or \"least_request\" expected, got "
+      .. tostring(name), 2)
   end
+  if config ~= nil and type(config) ~= "table" then
+    error("set_load_balancing: config: table or nil expected, got " .. type(config), 2)
+  end
+  if name == "least_request" then least_request.set_choice_count(self, config and config.choice_count, 2) end
   self.policy = name
   rewatch(self)
+end
+
+--- transport:set_circuit_breaker(max_requests, name): circuit breaking
+-- (gRFC A32; transport/xds.lua sets it from a cluster's
+-- circuit_breakers): while `max_requests` (an integer >= 0) calls are in
+-- flight on the transport's backends, a new call fails UNAVAILABLE at
+-- once ("NAME: circuit breaker drop: N calls in flight, max_requests M",
+-- not retried), counted in backends().calls.dropped. nil turns it off.
+-- Raises on a bad number.
+function Balanced:set_circuit_breaker(max_requests, name)
+  least_request.set_max_requests(self, max_requests, name or tostring(self.target), 2)
 end
 
 --- transport:set_outlier_detection(config): outlier detection (gRFC
@@ -374,7 +400,7 @@ end
 
 --- transport:set_health_check(service): client-side health checking
 -- (gRFC A17; pc.client sets it from its service config's
--- healthCheckConfig.serviceName): with `round_robin`, each backend's
+-- healthCheckConfig.serviceName): with any policy but `pick_first`, each backend's
 -- server is asked grpc.health.v1.Health/Watch for `service` (a string,
 -- "" the server as a whole) and only backends whose server says SERVING
 -- take calls; a server without the Health service (UNIMPLEMENTED) is not
@@ -390,8 +416,11 @@ function Balanced:set_health_check(service)
 end
 
 --- transport:backends() -> {{address = "host:port", failed = boolean,
--- weight = n, health = state or nil, ejected = boolean}, ...} in the
--- list's order (`ejected` by outlier detection; for a
+-- weight = n, health = state or nil, ejected = boolean, outstanding = n}, ...}
+-- in the list's order (`outstanding` its calls in flight), the list's
+-- field `calls` being {outstanding = calls in flight on them all,
+-- max_requests = the circuit breaker's limit or nil, dropped = calls it
+-- failed} (`ejected` by outlier detection; for a
 -- dns: target, what its resolver last found, taken now); `health` while
 -- health checking is on (set_health_check): "connecting" (no answer yet),
 -- "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN", "UNKNOWN", "UNIMPLEMENTED"
@@ -416,6 +445,8 @@ function Balanced:backends()
       out[i].ring_entries, out[i].ring_share = ring.entries[b], ring.share[b]
     end
   end
+  out.calls = least_request.stats(self) -- also takes each member's count
+  for i, b in ipairs(self.members) do out[i].outstanding = b.outstanding or 0 end
   return out
 end
 
@@ -432,6 +463,8 @@ end
 -- The backend for a call of `path` with `settings`; raises the error of a
 -- name that does not resolve (or did not in time).
 local function chosen(self, path, settings)
+  local drop = least_request.admit(self, path)
+  if drop then error(drop, 0) end
   local b, err = pick(self, settings and settings.tried, settings and settings.timeout, settings)
   if b then return b end
   err.method = path
@@ -458,18 +491,27 @@ function Balanced:unary(path, request, settings)
   local since = monotonic()
   local b = chosen(self, path, settings)
   local tried, s = {}, settings
+  local tok = least_request.start(self, b)
   while true do
     local ok, res, meta = pcall(b.transport.unary, b.transport, path, request, s)
     if ok then
+      least_request.finish(tok)
       report(self, b, nil)
       return res, meta
     end
-    if not unsent(res) then rethrow(self, b, res) end
+    if not unsent(res) then
+      least_request.finish(tok)
+      rethrow(self, b, res)
+    end
     report(self, b, res)
     tried[b] = true
     local nb, ns = next_try(self, tried, settings, since)
-    if nb == nil then error(res, 0) end
+    if nb == nil then
+      least_request.finish(tok)
+      error(res, 0)
+    end
     b, s = nb, ns
+    least_request.move(tok, b)
   end
 end
 
@@ -480,6 +522,8 @@ function Balanced:server_stream(path, request, settings)
   local b = chosen(self, path, settings)
   local ok, iter, state, ctl, call = pcall(b.transport.server_stream, b.transport, path, request, settings)
   if not ok then rethrow(self, b, iter) end
+  local tok = least_request.start(self, b)
+  least_request.watch(tok, call)
   local moved = setmetatable({ inner = call }, Moved)
   local tried, got = nil, false
   return function()
@@ -487,9 +531,13 @@ function Balanced:server_stream(path, request, settings)
       local okn, msg = pcall(iter, state, ctl)
       if okn then
         got = true
-        if msg == nil then report(self, b, nil) end
+        if msg == nil then
+          least_request.finish(tok)
+          report(self, b, nil)
+        end
         return msg
       end
+      least_request.finish(tok)
       if got or not unsent(msg) then rethrow(self, b, msg) end
       report(self, b, msg)
       tried = tried or {}
@@ -499,6 +547,8 @@ function Balanced:server_stream(path, request, settings)
       local ok2, iter2, state2, ctl2, call2 = pcall(nb.transport.server_stream, nb.transport, path, request, ns)
       if not ok2 then rethrow(self, nb, iter2) end
       b, iter, state, ctl, moved.inner = nb, iter2, state2, ctl2, call2
+      tok = least_request.start(self, b)
+      least_request.watch(tok, call2)
     end
   end, nil, nil, moved
 end
@@ -508,7 +558,8 @@ end
 function Balanced:stream(path, settings)
   check_open(self, "stream", 2)
   local b = chosen(self, path, settings)
-  return b.transport:stream(path, settings)
+  local call = b.transport:stream(path, settings)
+  return least_request.counted(least_request.start(self, b), call)
 end
 
 -- A started call that failed before it had a backend (a name that does
@@ -536,15 +587,34 @@ function Moving:result()
       self.tried[nb] = true
       self.b, self.inner = nb, nb.transport[self.name](nb.transport, self.path, self.request, ns)
       self.channel = self.inner.channel
+      least_request.move(self.tok, nb)
+      least_request.watch(self.tok, self.inner)
       return nil
     end
+    least_request.finish(self.tok)
     return ok, v, call
   end
   report(bal, b, ok and nil or v)
+  local tok = self.tok
+  if ok and self.name == "start_server_stream" then -- the stream goes on: counted until its iterator ends
+    least_request.watch(tok, call)
+    local iter = v
+    v = function()
+      local okn, msg = pcall(iter)
+      if not okn or msg == nil then least_request.finish(tok) end
+      if not okn then error(msg, 0) end
+      return msg
+    end
+  else
+    least_request.finish(tok)
+  end
   return ok, v, call
 end
 
-function Moving:cancel() self.inner:cancel() end
+function Moving:cancel()
+  least_request.finish(self.tok)
+  self.inner:cancel()
+end
 
 -- A started call (`name` start_unary or start_server_stream) on the
 -- backend the policy picks; settings.tried records it.
@@ -552,15 +622,19 @@ local function started(self, name, path, request, settings)
   check_open(self, name, 3)
   local since = monotonic()
   local tried = settings and settings.tried
-  local b, err = pick(self, tried, settings and settings.timeout, settings)
+  local b, err
+  err = least_request.admit(self, path)
+  if not err then b, err = pick(self, tried, settings and settings.timeout, settings) end
   if not b then
     err.method = path
     return setmetatable({ err = err }, Failed)
   end
   if tried then tried[b] = true end
   local h = b.transport[name](b.transport, path, request, settings)
+  local tok = least_request.start(self, b)
+  least_request.watch(tok, h)
   return setmetatable({ balanced = self, b = b, inner = h, channel = h.channel, name = name, path = path,
-    request = request, settings = settings, since = since, tried = tried or { [b] = true } }, Moving)
+    request = request, settings = settings, since = since, tried = tried or { [b] = true }, tok = tok }, Moving)
 end
 
 --- As pc.grpc's transport:start_unary; settings.tried (a table) keeps

@@ -543,7 +543,7 @@ local function size_option(opts, key, low)
   return v
 end
 
-local LB_POLICIES = { pick_first = true, round_robin = true }
+local LB_POLICIES = { pick_first = true, round_robin = true, least_request = true }
 
 --- `pc.grpc(target, opts)` -> transport. `target` is "http://host:port",
 -- "host:port" or "dns:///host:port" (HTTP/2 without TLS, prior
@@ -646,8 +646,9 @@ local LB_POLICIES = { pick_first = true, round_robin = true }
 -- connection shared, GOAWAY, refused streams, deadlines, reconnection
 -- backoff, keepalive, connect_timeout) is the same as with the built-in
 -- driver. A driver must honour its timeouts: deadlines are checked
--- between its calls), `load_balancing` ("pick_first", the default, or
--- "round_robin"), `protocol` ("grpc", the default; "grpc-web": gRPC-Web,
+-- between its calls), `load_balancing` ("pick_first", the default,
+-- "round_robin" or "least_request": two backends drawn at random, the one
+-- with fewer calls in flight taking the call, gRFC A48), `protocol` ("grpc", the default; "grpc-web": gRPC-Web,
 -- its status from the trailers message; "grpc-web-text": the same in
 -- base64 both ways; "connect": the Connect protocol, unary calls as a bare
 -- POST body with Connect-Timeout-Ms and the error JSON, streams in
@@ -730,7 +731,7 @@ function M.grpc(target, opts)
   local bad_compression = compression_problem(opts.compression)
   if bad_compression then error(bad_compression, 2) end
   if opts.load_balancing ~= nil and not LB_POLICIES[opts.load_balancing] then
-    error("pc.grpc: option 'load_balancing' must be \"pick_first\" or \"round_robin\", got \""
+    error("pc.grpc: option 'load_balancing' must be \"pick_first\", \"round_robin\" or \"least_request\", got \""
       .. opts.load_balancing:gsub("%c", "?") .. "\"", 2)
   end
   if opts.metadata ~= nil then

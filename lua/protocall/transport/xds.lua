@@ -12,7 +12,7 @@
 -- route's timeout caps the call's deadline and its retry_policy (else
 -- the virtual host's, gRFC A44) retries unary calls and server streams
 -- that fail before their first message. A cluster (CDS, type EDS,
--- ROUND_ROBIN or RING_HASH) reaches its endpoints (EDS, the cluster's
+-- ROUND_ROBIN, LEAST_REQUEST or RING_HASH) reaches its endpoints (EDS, the cluster's
 -- eds_cluster_config.service_name or its name): those of the lowest
 -- priority that has any, HEALTHY or UNKNOWN, in localities of a
 -- load_balancing_weight above 0 (others are left out, as gRPC leaves
@@ -24,7 +24,11 @@
 -- A RING_HASH cluster (gRFC A42) balances by ring_hash instead
 -- (transport/ring_hash.lua: its ring_hash_lb_config's sizes, each call's
 -- hash from its route's hash_policy; the target's io.grpc.channel_id is
--- random per target).
+-- random per target); a LEAST_REQUEST cluster's balancer is least_request
+-- (gRFC A48, its least_request_lb_config.choice_count), and each
+-- cluster's circuit breaker (gRFC A32: max_requests of its first
+-- DEFAULT-priority circuit_breakers threshold, default 1024) fails a call
+-- UNAVAILABLE at once while that many of its calls are in flight.
 -- The first call waits, within
 -- its deadline, for the configuration; a call no route matches fails
 -- UNAVAILABLE naming its path.
@@ -125,19 +129,27 @@ local function cluster(self, name)
   return cl
 end
 
--- The cluster's policy as its CDS resource `cds` says, when that changed:
--- RING_HASH (gRFC A42: cds.ring, its ring_hash_lb_config checked by
--- xds_client.lua) or ROUND_ROBIN.
-local function lb_policy(cl, cds)
+-- The cluster's lb_policy (ROUND_ROBIN; LEAST_REQUEST with its
+-- choice_count: gRFC A48; RING_HASH with cds.ring, its ring_hash_lb_config
+-- checked by xds_client.lua: gRFC A42) and circuit breaker (max_requests:
+-- gRFC A32) onto its balancer, from when CDS `cds` changes them.
+local function balancing(self, cl, cds)
   local r = cds.ring
-  local key = r and ("ring_hash " .. tostring(r.min_ring_size) .. " " .. tostring(r.max_ring_size)) or "round_robin"
-  if key == (cl.lb_key or "round_robin") then return end
-  if r then
-    cl.balanced:set_ring_hash(r)
-  else
-    cl.balanced:set_load_balancing("round_robin")
+  local policy = r and "ring_hash" or cds.lb_policy == 1 and "least_request" or "round_robin"
+  local key = policy .. " " .. tostring(cds.choice_count)
+    .. (r and " " .. tostring(r.min_ring_size) .. " " .. tostring(r.max_ring_size) or "")
+  if key ~= cl.lb_key then
+    if r then
+      cl.balanced:set_ring_hash(r)
+    else
+      cl.balanced:set_load_balancing(policy, { choice_count = cds.choice_count })
+    end
+    cl.lb_key = key
   end
-  cl.lb_key = key
+  if cds.max_requests ~= cl.max_requests then
+    cl.balanced:set_circuit_breaker(cds.max_requests, "xds:///" .. self.name .. ": cluster " .. cl.name)
+    cl.max_requests = cds.max_requests
+  end
 end
 
 -- `settings` with the call's ring hash (gRFC A42): by route action `a`'s
@@ -221,7 +233,7 @@ local function refresh(self)
         cl.balanced:set_outlier_detection(cds.outlier)
         cl.outlier_key = cds.outlier_key
       end
-      lb_policy(cl, cds)
+      balancing(self, cl, cds)
       local svc = cds.eds_cluster_config.service_name
       if svc == nil or svc == "" then svc = name end
       cl.eds = svc
@@ -406,7 +418,9 @@ end
 
 --- transport:backends() -> the endpoints of every cluster the target's
 -- calls used, each {cluster =, address =, weight =, failed =, health =,
--- ejected =, version = the EDS version_info it came from}, and
+-- ejected =, outstanding = calls in flight, version = the EDS
+-- version_info it came from}, `calls`: per cluster name {outstanding =,
+-- max_requests =, dropped = calls its circuit breaker failed}, and
 -- `versions`: {LDS =, RDS =, CDS =, EDS =} last accepted, `nacked`: the
 -- last refused response of each kind {version =, nonce =, problem =}.
 function Xds:backends()
@@ -415,13 +429,17 @@ function Xds:backends()
   local names = {}
   for name in pairs(self.clusters) do names[#names + 1] = name end
   sort(names)
+  local calls = {}
   for _, name in ipairs(names) do
     local cl = self.clusters[name]
-    for _, b in ipairs(cl.balanced:backends()) do
+    local list = cl.balanced:backends()
+    calls[name] = list.calls
+    for _, b in ipairs(list) do
       b.cluster, b.version = name, cl.version
       out[#out + 1] = b
     end
   end
+  out.calls = calls
   out.versions, out.nacked = self.client:versions()
   return out
 end

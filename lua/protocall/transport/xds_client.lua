@@ -13,7 +13,8 @@
 -- response, weights summing past 4294967295 (a route's weighted_clusters,
 -- an EDS locality's endpoints, the localities), an endpoint address that
 -- is not an IPv4 or IPv6 literal, an outlier_detection Duration out of
--- range or an interval of 0. A response of a type never asked for is
+-- range or an interval of 0, a LEAST_REQUEST cluster's choice_count below
+-- 2. A response of a type never asked for is
 -- ignored, as gRPC's clients do (NACKing it would ask for every resource
 -- of that type); client:trouble() names it. The stream is read without
 -- blocking whenever a target picks (client:poll); when it ends it starts
@@ -23,6 +24,7 @@
 local core = require "protocall.core"
 local sched = require "protocall.sched"
 local protos = require "protocall.transport.xds_protos"
+local least_request = require "protocall.transport.least_request"
 local ring_hash = require "protocall.transport.ring_hash"
 local xds_route = require "protocall.transport.xds_route"
 
@@ -271,6 +273,28 @@ local function ring_hash_config(rh)
     "ring_hash_lb_config.maximum_ring_size")
   if why then return nil, why end
   return { min_ring_size = lo, max_ring_size = hi }
+
+-- Cluster c's least_request config (gRFC A48) and circuit breaker (gRFC
+-- A32), kept as c.choice_count (LEAST_REQUEST only: least_request_lb_config
+-- .choice_count, default 2, at least 2, capped at 10 as gRPC caps it) and
+-- c.max_requests (the first circuit_breakers.thresholds of priority
+-- DEFAULT's max_requests, default 1024); or "field: problem".
+local function least_request_and_breaker(c)
+  if (c.lb_policy or 0) == 1 then
+    local cfg = c.least_request_lb_config
+    local n = cfg and cfg.choice_count and cfg.choice_count.value or least_request.DEFAULT_CHOICE
+    if n < least_request.MIN_CHOICE then
+      return format("least_request_lb_config.choice_count: at least %d expected, got %d", least_request.MIN_CHOICE, n)
+    end
+    c.choice_count = min(n, least_request.MAX_CHOICE)
+  end
+  c.max_requests = least_request.DEFAULT_MAX_REQUESTS
+  for _, t in ipairs(c.circuit_breakers and c.circuit_breakers.thresholds or {}) do
+    if (t.priority or 0) == 0 then
+      if t.max_requests then c.max_requests = t.max_requests.value or 0 end
+      break
+    end
+  end
 end
 
 function CHECK.CDS(c)
@@ -288,9 +312,11 @@ function CHECK.CDS(c)
     local why
     c.ring, why = ring_hash_config(c.ring_hash_lb_config)
     if why then return why end
-  elseif lb ~= 0 then
-    return "lb_policy: ROUND_ROBIN or RING_HASH expected, got " .. (LB_POLICY[lb] or tostring(lb))
+  elseif lb ~= 0 and lb ~= 1 then
+    return "lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got " .. (LB_POLICY[lb] or tostring(lb))
   end
+  local bad = least_request_and_breaker(c)
+  if bad then return bad end
   if c.outlier_detection then
     local why
     c.outlier, why = outlier_config(c.outlier_detection)

@@ -35,6 +35,7 @@ message SocketAddress {
 }
 message Address { oneof address { SocketAddress socket_address = 1; } }
 enum HealthStatus { UNKNOWN = 0; HEALTHY = 1; UNHEALTHY = 2; DRAINING = 3; TIMEOUT = 4; DEGRADED = 5; }
+enum RoutingPriority { DEFAULT = 0; HIGH = 1; }
 message AggregatedConfigSource {}
 message SelfConfigSource {}
 message ConfigSource {
@@ -174,6 +175,13 @@ message OutlierDetection {
   google.protobuf.UInt32Value failure_percentage_request_volume = 20;
   google.protobuf.Duration max_ejection_time = 21;
 }
+message CircuitBreakers {
+  message Thresholds {
+    envoy.config.core.v3.RoutingPriority priority = 1;
+    google.protobuf.UInt32Value max_requests = 4;
+  }
+  repeated Thresholds thresholds = 1;
+}
 message Cluster {
   enum DiscoveryType { STATIC = 0; STRICT_DNS = 1; LOGICAL_DNS = 2; EDS = 3; ORIGINAL_DST = 4; }
   enum LbPolicy {
@@ -187,12 +195,17 @@ message Cluster {
     HashFunction hash_function = 3;
     google.protobuf.UInt64Value maximum_ring_size = 4;
   }
+  message LeastRequestLbConfig { google.protobuf.UInt32Value choice_count = 1; }
   string name = 1;
   oneof cluster_discovery_type { DiscoveryType type = 2; }
   EdsClusterConfig eds_cluster_config = 3;
   LbPolicy lb_policy = 6;
+  CircuitBreakers circuit_breakers = 10;
   OutlierDetection outlier_detection = 19;
-  oneof lb_config { RingHashLbConfig ring_hash_lb_config = 23; }
+  oneof lb_config {
+    RingHashLbConfig ring_hash_lb_config = 23;
+    LeastRequestLbConfig least_request_lb_config = 37;
+  }
 }
 ]] },
   { "envoy/config/endpoint/v3/subset.proto", [[

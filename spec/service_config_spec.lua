@@ -133,8 +133,8 @@ describe("service_config validation", function()
       { { retryThrottling = { maxTokens = 10 } }, "retryThrottling.tokenRatio: required" },
       { { retryThrottling = { maxTokens = 10, tokenRatio = 0.1, burst = 1 } }, "retryThrottling.burst: unknown field" },
       { { loadBalancingConfig = { { grpclb = {} } } },
-        "loadBalancingConfig: no supported policy (pick_first, round_robin, least_request_experimental, ring_hash_experimental, "
-          .. "outlier_detection_experimental)" },
+        "loadBalancingConfig: no supported policy (pick_first, round_robin, least_request_experimental, "
+          .. "ring_hash_experimental, outlier_detection_experimental)" },
       { { loadBalancingConfig = { { ring_hash_experimental = { minRingSize = 2048, maxRingSize = 1024 } } } },
         "loadBalancingConfig[0].ring_hash_experimental.minRingSize: at most maxRingSize (1024) expected, got 2048" },
       { { loadBalancingConfig = { { ring_hash_experimental = { maxRingSize = 8388609 } } } },

@@ -273,6 +273,7 @@ local function ring_hash_config(rh)
     "ring_hash_lb_config.maximum_ring_size")
   if why then return nil, why end
   return { min_ring_size = lo, max_ring_size = hi }
+end
 
 -- Cluster c's least_request config (gRFC A48) and circuit breaker (gRFC
 -- A32), kept as c.choice_count (LEAST_REQUEST only: least_request_lb_config

@@ -294,11 +294,13 @@ end
 local function route(self, path, settings)
   poll(self, 0)
   local timeout = settings and settings.timeout
-  local deadline = timeout and monotonic() + timeout
-  await(self, path, deadline, function()
-    if self.fatal then error(unavailable(self, path, self.fatal), 0) end
-    return self.routes
-  end, function() return "while " .. tostring(self.why) end)
+  local deadline = timeout and (self.fatal or self.routes == nil) and monotonic() + timeout
+  if self.fatal or self.routes == nil then -- else no closures: the common case costs nothing more
+    await(self, path, deadline, function()
+      if self.fatal then error(unavailable(self, path, self.fatal), 0) end
+      return self.routes
+    end, function() return "while " .. tostring(self.why) end)
+  end
   local metadata = settings and settings.metadata
   local chosen
   for _, r in ipairs(self.routes) do
@@ -321,19 +323,22 @@ local function route(self, path, settings)
     end
   end
   local cl = cluster(self, name)
-  await(self, path, deadline, function()
-    if cl.fatal then error(unavailable(self, path, cl.fatal), 0) end
-    return cl.places
-  end, function()
-    return "while waiting for cluster " .. name .. (cl.eds and " endpoints (EDS " .. cl.eds .. ")" or " (CDS)")
-  end)
+  if cl.fatal or cl.places == nil then
+    deadline = deadline or timeout and monotonic() + timeout
+    await(self, path, deadline, function()
+      if cl.fatal then error(unavailable(self, path, cl.fatal), 0) end
+      return cl.places
+    end, function()
+      return "while waiting for cluster " .. name .. (cl.eds and " endpoints (EDS " .. cl.eds .. ")" or " (CDS)")
+    end)
+  end
   if #cl.places == 0 then
     error(unavailable(self, path, "cluster " .. name .. " has no healthy endpoint"), 0)
   end
   if cl.balanced.policy == "ring_hash" then settings = hashed(self, a, settings) end
   local cap = a.timeout_s
   if cap and cap > 0 then
-    local left = deadline and deadline - monotonic()
+    local left = deadline and deadline - monotonic() or timeout
     local s = {}
     for k, v in pairs(settings or {}) do s[k] = v end
     s.timeout = left and min(left, cap) or cap

@@ -238,13 +238,16 @@ function M.matches(r, path, metadata, draw)
     local p, want = path, m.prefix or m.path
     if not sensitive then p, want = lower(p), lower(want) end
     if m.prefix then
-      if p:sub(1, #want) ~= want then return false end
+      if want ~= "" and p:sub(1, #want) ~= want then return false end
     elseif p ~= want then
       return false
     end
   end
-  for _, h in ipairs(m.headers or {}) do
-    if not header_matches(h, metadata) then return false end
+  local hs = m.headers
+  if hs then
+    for _, h in ipairs(hs) do
+      if not header_matches(h, metadata) then return false end
+    end
   end
   local f = m.fraction
   if f and (draw or random)(f[2]) > f[1] then return false end

@@ -302,9 +302,10 @@ local function route(self, path, settings)
     end, function() return "while " .. tostring(self.why) end)
   end
   local metadata = settings and settings.metadata
-  local chosen
-  for _, r in ipairs(self.routes) do
-    if matches(r, path, metadata) then
+  local routes, chosen = self.routes, nil
+  for i = 1, #routes do
+    local r = routes[i]
+    if r.match.every or matches(r, path, metadata) then
       chosen = r
       break
     end

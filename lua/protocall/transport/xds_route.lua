@@ -68,8 +68,9 @@ local DENOMINATOR = { [0] = 100, [1] = 10000, [2] = 1000000,
 
 --- problem = M.check_match(match, at): nil when RouteMatch `match` (a
 -- decoded table) is one protocall takes, else "at.field: problem". Keeps
--- the compiled regexes (match.regex_of, header.regex_of) and the runtime
--- fraction (match.fraction = {numerator, denominator}) in the tables.
+-- the compiled regexes (match.regex_of, header.regex_of), the runtime
+-- fraction (match.fraction = {numerator, denominator}) and whether it
+-- takes every call (match.every: prefix "" alone) in the tables.
 function M.check_match(m, at)
   if m.safe_regex then
     local re, why = regex_at(m.safe_regex, at .. ".safe_regex")
@@ -112,6 +113,7 @@ function M.check_match(m, at)
       end
     end
   end
+  m.every = m.prefix == "" and not m.regex_of and not m.fraction and (m.headers == nil or #m.headers == 0) or nil
   return nil
 end
 

@@ -293,6 +293,11 @@ int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
 }
 
 void pc_GrpcSession_Rest(pc_GrpcSession *s) {
+  if (s->out_pos == s->out.len && s->out.cap > 0) {
+    pc_GrpcBuf_Free(s->m.alloc, s->m.ud,
+                    &s->out); /* the next Fill makes one as large as it needs */
+    s->out_pos = 0;
+  }
   if (s->frames == NULL || !s->frames_dirty || !s->quiet) return;
   long ps = sysconf(_SC_PAGESIZE);
   uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, a = (uintptr_t)s->frames;

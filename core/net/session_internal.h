@@ -158,7 +158,8 @@ nghttp2_data_provider pc_GrpcSession_Body(void);
  * otherwise (also when there is nothing). */
 int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size);
 
-/* Gives the whole pages of nghttp2's frame buffer back to the system
+/* Frees the output buffer when all of it was written, and gives the
+ * whole pages of nghttp2's frame buffer back to the system
  * (madvise MADV_DONTNEED) when frames were written into them since they
  * last went back (or since the session started) and the last Fill found
  * nothing more to send: nghttp2 rewrites the buffer before it reads it

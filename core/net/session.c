@@ -311,6 +311,10 @@ void pc_GrpcSession_Rest(pc_GrpcSession *s) {
 }
 
 size_t pc_GrpcSession_Output(const pc_GrpcSession *s, const char **data) {
+  if (s->out.p == NULL) { /* none yet, or freed at rest */
+    *data = "";
+    return 0;
+  }
   *data = s->out.p + s->out_pos;
   return s->out.len - s->out_pos;
 }

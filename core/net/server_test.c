@@ -614,8 +614,10 @@ static void frames_rest(void) {
   static char big[20000];
   client_new(65535);
   pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
-  const pc_GrpcSession *h2 = (const pc_GrpcSession *)c;
+  pc_GrpcSession *h2 = (pc_GrpcSession *)c;
   CHECK(h2->frames != NULL && h2->frames_size >= 16384);
+  CHECK(h2->rest_delay == PC_GRPC_REST_DELAY);
+  h2->rest_delay = 0; /* at once (else the second Output a second later) */
   for (int round = 0; round < 2; round++) {
     memset(big, 'a' + round, sizeof big);
     int32_t id = request("/t.T/Echo", "application/grpc", NULL, NULL, "hi", 2, 0, 1);
@@ -634,6 +636,17 @@ static void frames_rest(void) {
     CHECK(frames_resident(c) == 0); /* a 16 KiB DATA frame went through them */
     pc_GrpcServerCall_Free(s);
   }
+  /* Before the delay the pages stay: no system call per call. */
+  h2->rest_delay = 1000;
+  request("/t.T/Echo", "application/grpc", NULL, NULL, "hi", 2, 0, 1);
+  shuttle(c);
+  pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+  CHECK(pc_GrpcServerCall_Send(s, big, sizeof big));
+  pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+  shuttle(c);
+  CHECK(pc_GrpcServerConn_Running(c) == 0);
+  CHECK(h2->frames_dirty && h2->rest_at > 0);
+  pc_GrpcServerCall_Free(s);
   pc_GrpcServerConn_Free(c);
 }
 

@@ -4,6 +4,8 @@
 
 #include "net/session_internal.h"
 
+#include "base/clock.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +48,7 @@ static void note_frames(pc_GrpcSession *s, unsigned char *p, size_t size) {
   s->frames = p;
   s->frames_size = size;
   s->frames_edge = (size_t)(((a + page - 1) & ~(page - 1)) - a);
-  s->frames_dirty = 1; /* the allocator may have handed out pages in use before */
+  s->frames_dirty = s->frames_new = 1; /* the allocator may have handed out pages in use before */
 }
 
 /* nghttp2 allocates through the connection's allocator, in blocks that
@@ -162,6 +164,7 @@ void *pc_GrpcSession_New(const pc_GrpcSessionRole *role, pc_Alloc *alloc, void *
   }
   s->m = m;
   s->role = role;
+  s->rest_delay = PC_GRPC_REST_DELAY;
   return s;
 }
 
@@ -268,6 +271,7 @@ int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
     const uint8_t *p;
     s->quiet = 0;
     ssize_t n = nghttp2_session_mem_send(s->session, &p);
+    if (n > 0) s->rest_at = 0;
     if (n > 0 && s->frames && p >= s->frames && p < s->frames + s->frames_size &&
         (size_t)(p - s->frames) + (size_t)n > s->frames_edge)
       s->frames_dirty = 1;
@@ -299,6 +303,13 @@ void pc_GrpcSession_Rest(pc_GrpcSession *s) {
     s->out_pos = 0;
   }
   if (s->frames == NULL || !s->frames_dirty || !s->quiet) return;
+  if (!s->frames_new) {
+    double now = pc_Clock_Monotonic();
+    if (s->rest_at == 0) s->rest_at = now;
+    if (now - s->rest_at < s->rest_delay) return;
+  }
+  s->frames_new = 0;
+  s->rest_at = 0;
   long ps = sysconf(_SC_PAGESIZE);
   uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, a = (uintptr_t)s->frames;
   size_t end = (size_t)(((a + s->frames_size) & ~(page - 1)) - a); /* of the last whole page */

@@ -110,6 +110,10 @@ typedef struct {
   size_t frames_size;
   size_t frames_edge; /* offset of its first whole page */
   int frames_dirty;   /* written past 'frames_edge' since its pages last went back */
+  int frames_new;     /* ...and they never went back: the allocator's pages as they came */
+  double rest_at;     /* monotonic seconds the session was first found resting with
+                       * written pages, 0: it has sent since */
+  double rest_delay;  /* seconds it rests before they go back: PC_GRPC_REST_DELAY */
   int quiet;          /* the last nghttp2_session_mem_send had nothing to send */
   int starting;       /* inside nghttp2_session_*_new3 (its allocations) */
 } pc_GrpcSession;
@@ -158,15 +162,23 @@ nghttp2_data_provider pc_GrpcSession_Body(void);
  * otherwise (also when there is nothing). */
 int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size);
 
-/* Frees the output buffer when all of it was written, and gives the
- * whole pages of nghttp2's frame buffer back to the system
- * (madvise MADV_DONTNEED) when frames were written into them since they
- * last went back (or since the session started) and the last Fill found
- * nothing more to send: nghttp2 rewrites the buffer before it reads it
- * again, so nothing in them is live then. An engine calls it once its
- * streams are all closed, so an idle connection keeps the buffer's
- * partial pages only (about 4 KiB instead of 16), while a busy one pays
- * no system call per round. The allocator still counts the whole block. */
+/* How long a session rests, in seconds, before the pages frames were
+ * written into go back (pc_GrpcSession_Rest): a connection that carries
+ * one large call after another pays no system call and no page faults per
+ * call. */
+#define PC_GRPC_REST_DELAY 1.0
+
+/* An engine calls it (from its Output, which the drivers call every
+ * round) while its streams are all closed. Frees the output buffer when
+ * all of it was written, and gives the whole pages of nghttp2's frame
+ * buffer back to the system (madvise MADV_DONTNEED) when the last Fill
+ * found nothing more to send (nghttp2 rewrites the buffer before it reads
+ * it again, so nothing in them is live then) and frames were written into
+ * them since they last went back: at once the first time (the pages the
+ * allocator handed out may have been used before), else once the session
+ * has rested 'rest_delay' seconds without sending. An idle connection so
+ * keeps the buffer's partial pages only (about 4 KiB instead of 16). The
+ * allocator still counts the whole block. */
 void pc_GrpcSession_Rest(pc_GrpcSession *s);
 
 /* The output not yet written: '*data' and the count of bytes. */

@@ -42,7 +42,7 @@ typedef struct {
   double current;  /* the backoff after the last failed attempt; 0: none failed */
   double retry_at; /* monotonic seconds: no new attempt before */
   uint64_t rng;
-  char why[PC_ERROR_MAX]; /* how the last attempt failed */
+  char *why; /* how the last attempt failed (NULL: none did, or no memory for it) */
 } Backoff;
 
 struct pc_GrpcChannel {
@@ -191,13 +191,16 @@ static double connect_time(const Backoff *b) {
 }
 
 /* A connection attempt failed ('why'): the next waits for the backoff. */
-static void backoff_failed(Backoff *b, const char *why) {
+static void backoff_failed(pc_GrpcChannel *ch, const char *why) {
+  Backoff *b = &ch->backoff;
   double next = b->current == 0 ? b->initial : b->current * b->multiplier;
   if (next > b->max) next = b->max;
   b->current = next;
   double wait = next * (1 + b->jitter * backoff_draw(b));
   b->retry_at = pc_Clock_Monotonic() + (wait > 0 ? wait : 0);
-  snprintf(b->why, sizeof b->why, "%s", why);
+  int ok = 1;
+  free_opt(ch, b->why);
+  b->why = dup_opt(ch, why, &ok);
 }
 
 static void backoff_reset(Backoff *b) {
@@ -213,7 +216,7 @@ static void close_sock(Conn *c) {
 }
 
 static void lose(Conn *c, const char *why) {
-  if (!c->ready) backoff_failed(&c->ch->backoff, why);
+  if (!c->ready) backoff_failed(c->ch, why);
   pc_GrpcEngine_Lost(c->engine, why);
   close_sock(c);
 }
@@ -346,7 +349,7 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
             : ch->o.host_io              ? pc_NetSocket_NewHosted(&no, ch->alloc, ch->ud, err)
                                          : pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
   if (c->sock == NULL) {
-    backoff_failed(&ch->backoff, err->msg);
+    backoff_failed(ch, err->msg);
     pc_GrpcEngine_Free(c->engine);
     mem(ch, c, sizeof *c, 0);
     return NULL;
@@ -450,6 +453,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->o.unix_path);
   pc_NetTlsClient_Free(ch->tls);
   free_opt(ch, ch->authority);
+  free_opt(ch, ch->backoff.why);
   pc_GrpcWakeList_Free(&ch->wake);
   mem(ch, ch, sizeof *ch, 0);
 }
@@ -543,7 +547,8 @@ static int open_stream(pc_GrpcCall *c) {
       else
         snprintf(when, sizeof when, "the next attempt, in %.3g s, comes after the call's deadline",
                  in);
-      snprintf(m, sizeof m, "%.300s (reconnection backoff: %s)", b->why, when);
+      snprintf(m, sizeof m, "%.300s (reconnection backoff: %s)",
+               b->why ? b->why : "the last connection attempt failed", when);
       end_early(c, kPc_Code_Unavailable, m);
       return 0;
     }

@@ -751,7 +751,7 @@ static void check_dead(pc_GrpcEngine *e) {
     return;
   e->h2.dead = 1;
   char why[PC_ERROR_MAX + 64];
-  if (e->h2.said[0])
+  if (e->h2.said)
     snprintf(why, sizeof why, "HTTP/2 connection error: %s", e->h2.said);
   else
     snprintf(why, sizeof why, "the connection closed (GOAWAY) before the call ended");
@@ -866,6 +866,7 @@ size_t pc_GrpcEngine_Output(pc_GrpcEngine *e, const char **data) {
   }
   char why[PC_ERROR_MAX];
   if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why);
+  if (e->open == 0) pc_GrpcSession_Rest(&e->h2);
   return pc_GrpcSession_Output(&e->h2, data);
 }
 

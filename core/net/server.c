@@ -95,8 +95,8 @@ struct pc_GrpcServerConn {
   Bucket resets, controls;
   double now;
   int goaway;
-  int broken;             /* nghttp2_session_mem_recv failed */
-  char why[PC_ERROR_MAX]; /* what ended the connection */
+  int broken; /* nghttp2_session_mem_recv failed */
+  char *why;  /* what ended the connection (NULL while it is fine), a block of its own */
 };
 _Static_assert(offsetof(pc_GrpcServerConn, h2) == 0,
                "a connection's block starts with its session");
@@ -121,12 +121,21 @@ static int take_token(Bucket *b, uint32_t burst, uint32_t rate, double now) {
 
 static void set_why(pc_GrpcServerConn *c, const char *fmt, ...) PC_GRPC_PRINTF(2, 3);
 
+/* The reason kept when its block cannot be had (never freed). */
+static char why_no_memory[] = "out of memory";
+
 static void set_why(pc_GrpcServerConn *c, const char *fmt, ...) {
-  if (c->why[0]) return;
+  if (c->why) return;
+  char text[PC_ERROR_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(c->why, sizeof c->why, fmt, ap);
+  size_t n = pc_Grpc_VFormat(text, sizeof text, fmt, ap);
   va_end(ap);
+  c->why = pc_GrpcMem_Alloc(&c->h2.m, NULL, 0, n + 1);
+  if (c->why)
+    memcpy(c->why, text, n + 1);
+  else
+    c->why = why_no_memory;
 }
 
 /* Ends the connection with GOAWAY ENHANCE_YOUR_CALM. */
@@ -1311,6 +1320,7 @@ void pc_GrpcServerConn_Free(pc_GrpcServerConn *c) {
     s->cancelled = 1;
     s->c = NULL;
   }
+  if (c->why && c->why != why_no_memory) pc_GrpcMem_Alloc(&c->h2.m, c->why, strlen(c->why) + 1, 0);
   pc_GrpcSession_Free(&c->h2, sizeof *c);
 }
 
@@ -1334,6 +1344,7 @@ size_t pc_GrpcServerConn_Output(pc_GrpcServerConn *c, const char **data) {
     set_why(c, "%s", why);
     cancel_all(c);
   }
+  if (c->open == 0) pc_GrpcSession_Rest(&c->h2);
   if (pc_GrpcSession_Unsent(&c->h2) == 0) check_dead(c);
   return pc_GrpcSession_Output(&c->h2, data);
 }
@@ -1348,7 +1359,7 @@ int pc_GrpcServerConn_Alive(const pc_GrpcServerConn *c) {
 }
 
 const char *pc_GrpcServerConn_Why(const pc_GrpcServerConn *c) {
-  return c->why;
+  return c->why ? c->why : "";
 }
 
 void pc_GrpcServerConn_Lost(pc_GrpcServerConn *c) {

@@ -7,16 +7,21 @@
  * stalled), a truncated message, a
  * client reset, deadlines, flow control of a client that does not read,
  * wake tokens, graceful shutdown, and every allocation failing. */
+#define _DEFAULT_SOURCE /* mincore */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "net/server.h"
+#include "net/session_internal.h"
 
 #include <nghttp2/nghttp2.h>
 #include <zlib.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* -- the client side ------------------------------------------------------- */
 
@@ -589,8 +594,65 @@ static void web_calls(void) {
   }
 }
 
+/* How many of the whole pages of nghttp2's frame buffer of 'c' are
+ * resident (mincore). */
+static size_t frames_resident(pc_GrpcServerConn *c) {
+  const pc_GrpcSession *h2 = (const pc_GrpcSession *)c; /* its first member */
+  long ps = sysconf(_SC_PAGESIZE);
+  uintptr_t page = (uintptr_t)ps, lo = (uintptr_t)h2->frames + h2->frames_edge;
+  uintptr_t hi = ((uintptr_t)h2->frames + h2->frames_size) & ~(page - 1);
+  unsigned char vec[16];
+  size_t n = (hi - lo) / page, in = 0;
+  if (n > sizeof vec || mincore((void *)lo, hi - lo, vec) != 0) return (size_t)-1;
+  for (size_t i = 0; i < n; i++) in += vec[i] & 1;
+  return in;
+}
+
+/* Once its calls are closed a connection gives the whole pages of
+ * nghttp2's frame buffer back (madvise), and later frames are whole. */
+static void frames_rest(void) {
+  static char big[20000];
+  client_new(65535);
+  pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+  pc_GrpcSession *h2 = (pc_GrpcSession *)c;
+  CHECK(h2->frames != NULL && h2->frames_size >= 16384);
+  CHECK(h2->rest_delay == PC_GRPC_REST_DELAY);
+  h2->rest_delay = 0; /* at once (else the second Output a second later) */
+  for (int round = 0; round < 2; round++) {
+    memset(big, 'a' + round, sizeof big);
+    int32_t id = request("/t.T/Echo", "application/grpc", NULL, NULL, "hi", 2, 0, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    const char *d;
+    size_t n;
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 2);
+    CHECK(pc_GrpcServerCall_Send(s, big, sizeof big));
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(has(cst(id)->trailers, "grpc-status=0;"));
+    CHECK(cst(id)->data_len == 5 + sizeof big && memcmp(cst(id)->data + 5, big, sizeof big) == 0);
+    CHECK(pc_GrpcServerConn_Running(c) == 0);
+    CHECK(!h2->frames_dirty);
+    CHECK(frames_resident(c) == 0); /* a 16 KiB DATA frame went through them */
+    pc_GrpcServerCall_Free(s);
+  }
+  /* Before the delay the pages stay: no system call per call. */
+  h2->rest_delay = 1000;
+  request("/t.T/Echo", "application/grpc", NULL, NULL, "hi", 2, 0, 1);
+  shuttle(c);
+  pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+  CHECK(pc_GrpcServerCall_Send(s, big, sizeof big));
+  pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+  shuttle(c);
+  CHECK(pc_GrpcServerConn_Running(c) == 0);
+  CHECK(h2->frames_dirty && h2->rest_at > 0);
+  pc_GrpcServerCall_Free(s);
+  pc_GrpcServerConn_Free(c);
+}
+
 int main(void) {
   web_calls();
+  frames_rest();
 
   /* A unary call: path, metadata, timeout, the message, headers, trailers. */
   {

@@ -1,10 +1,16 @@
 /* The nghttp2 plumbing of both engines (see session_internal.h). */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED */
 
 #include "net/session_internal.h"
 
+#include "base/clock.h"
+
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Output gathered from nghttp2 per pc_GrpcSession_Fill, at most. */
 #define OUTPUT_CHUNK ((size_t)64 * 1024)
@@ -24,17 +30,42 @@ void *pc_GrpcMem_Zalloc(const pc_GrpcMem *m, size_t n) {
   return p;
 }
 
+/* The smallest block nghttp2's frame buffer is: a frame header, the pad
+ * length byte and the largest payload before SETTINGS_MAX_FRAME_SIZE
+ * grows (nghttp2 allocates 9 + 1 + 16384 bytes). */
+#define FRAMES_MIN ((size_t)16384)
+
+_Static_assert(offsetof(pc_GrpcSession, m) == 0,
+               "nghttp2's user data is the session's first member");
+
+/* Notes the frame buffer: the one large block nghttp2 allocates while the
+ * session is made (the session, its HPACK tables and its stream map are
+ * the others, all small). */
+static void note_frames(pc_GrpcSession *s, unsigned char *p, size_t size) {
+  if (!s->starting || p == NULL || size < FRAMES_MIN || s->frames) return;
+  long ps = sysconf(_SC_PAGESIZE);
+  uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, a = (uintptr_t)p;
+  s->frames = p;
+  s->frames_size = size;
+  s->frames_edge = (size_t)(((a + page - 1) & ~(page - 1)) - a);
+  s->frames_dirty = s->frames_new = 1; /* the allocator may have handed out pages in use before */
+}
+
 /* nghttp2 allocates through the connection's allocator, in blocks that
  * keep their size (pc_Grpc_BlockRealloc); malloc(0) gives a block, as
- * libc's does. */
+ * libc's does. The user data is the session ('m' is its first member). */
 static void *ng_malloc(size_t size, void *ud) {
-  const pc_GrpcMem *m = ud;
-  return pc_Grpc_BlockRealloc(m->alloc, m->ud, NULL, size ? size : 1);
+  pc_GrpcSession *s = ud;
+  void *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, NULL, size ? size : 1);
+  note_frames(s, p, size);
+  return p;
 }
 
 static void ng_free(void *ptr, void *ud) {
-  const pc_GrpcMem *m = ud;
-  if (ptr) pc_Grpc_BlockRealloc(m->alloc, m->ud, ptr, 0);
+  pc_GrpcSession *s = ud;
+  if (ptr == NULL) return;
+  if (ptr == s->frames) s->frames = NULL;
+  pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, ptr, 0);
 }
 
 static void *ng_calloc(size_t n, size_t size, void *ud) {
@@ -45,9 +76,11 @@ static void *ng_calloc(size_t n, size_t size, void *ud) {
 }
 
 static void *ng_realloc(void *ptr, size_t size, void *ud) {
-  const pc_GrpcMem *m = ud;
+  pc_GrpcSession *s = ud;
   if (ptr == NULL) return ng_malloc(size, ud);
-  return pc_Grpc_BlockRealloc(m->alloc, m->ud, ptr, size);
+  void *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, ptr, size);
+  if (p && ptr == s->frames) s->frames = NULL; /* nghttp2 never does; not followed */
+  return p;
 }
 
 /* -- the session --------------------------------------------------------- */
@@ -78,9 +111,14 @@ static int on_error(nghttp2_session *session, int lib_error_code, const char *ms
   pc_GrpcSession *s = ud;
   (void)session;
   (void)lib_error_code;
-  if (len >= sizeof s->said) len = sizeof s->said - 1;
-  memcpy(s->said, msg, len);
-  s->said[len] = '\0';
+  /* Kept in a block of its own: few connections ever fail. */
+  if (s->said) pc_GrpcMem_Alloc(&s->m, s->said, strlen(s->said) + 1, 0);
+  if (len >= PC_ERROR_MAX) len = PC_ERROR_MAX - 1;
+  s->said = pc_GrpcMem_Alloc(&s->m, NULL, 0, len + 1);
+  if (s->said) {
+    memcpy(s->said, msg, len);
+    s->said[len] = '\0';
+  }
   return 0;
 }
 
@@ -126,6 +164,7 @@ void *pc_GrpcSession_New(const pc_GrpcSessionRole *role, pc_Alloc *alloc, void *
   }
   s->m = m;
   s->role = role;
+  s->rest_delay = PC_GRPC_REST_DELAY;
   return s;
 }
 
@@ -137,7 +176,7 @@ void pc_GrpcSession_OutOfMemory(const pc_GrpcSession *s, pc_Error *err) {
 static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
   const pc_GrpcSessionRole *role = s->role;
   s->max_header_list = settings->max_header_list;
-  s->mem.mem_user_data = &s->m;
+  s->mem.mem_user_data = s;
   s->mem.malloc = ng_malloc;
   s->mem.free = ng_free;
   s->mem.calloc = ng_calloc;
@@ -159,15 +198,21 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
   nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(opt, 1);
 #endif
   int r;
+  s->starting = 1;
   if (role->server) {
     /* The engine's token bucket answers with ENHANCE_YOUR_CALM first. */
     nghttp2_option_set_stream_reset_rate_limit(opt, 1u << 30, 1u << 30);
     nghttp2_option_set_max_continuations(opt, 16);
+    /* gRPC sends no PRIORITY: a closed stream is not kept for the
+     * priority tree (an nghttp2_stream, 224 bytes, per recently closed
+     * call). */
+    nghttp2_option_set_no_closed_streams(opt, 1);
     r = nghttp2_session_server_new3(&s->session, cb, s, opt, &s->mem);
   } else {
     nghttp2_option_set_max_reserved_remote_streams(opt, 0);
     r = nghttp2_session_client_new3(&s->session, cb, s, opt, &s->mem);
   }
+  s->starting = 0;
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
   if (r != 0) {
@@ -200,6 +245,7 @@ int pc_GrpcSession_Start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settin
 void pc_GrpcSession_Free(pc_GrpcSession *s, size_t size) {
   pc_GrpcMem m = s->m;
   if (s->session) nghttp2_session_del(s->session);
+  if (s->said) pc_GrpcMem_Alloc(&m, s->said, strlen(s->said) + 1, 0);
   pc_GrpcBuf_Free(m.alloc, m.ud, &s->out);
   pc_GrpcMem_Alloc(&m, s, size, 0);
 }
@@ -207,7 +253,7 @@ void pc_GrpcSession_Free(pc_GrpcSession *s, size_t size) {
 int pc_GrpcSession_Recv(pc_GrpcSession *s, const void *data, size_t len, char *why, size_t size) {
   ssize_t r = nghttp2_session_mem_recv(s->session, data, len);
   if (r >= 0) return 1;
-  snprintf(why, size, "%s", s->said[0] ? s->said : nghttp2_strerror((int)r));
+  snprintf(why, size, "%s", s->said ? s->said : nghttp2_strerror((int)r));
   return 0;
 }
 
@@ -223,13 +269,21 @@ int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
   s->out.len = s->out_pos = 0;
   while (s->out.len < OUTPUT_CHUNK) {
     const uint8_t *p;
+    s->quiet = 0;
     ssize_t n = nghttp2_session_mem_send(s->session, &p);
+    if (n > 0) s->rest_at = 0;
+    if (n > 0 && s->frames && p >= s->frames && p < s->frames + s->frames_size &&
+        (size_t)(p - s->frames) + (size_t)n > s->frames_edge)
+      s->frames_dirty = 1;
     if (n < 0) {
       snprintf(why, size, "HTTP/2 session failed: %s", nghttp2_strerror((int)n));
       s->dead = 1;
       return 0;
     }
-    if (n == 0) break;
+    if (n == 0) {
+      s->quiet = 1;
+      break;
+    }
     if (!pc_GrpcBuf_Reserve(s->m.alloc, s->m.ud, &s->out, (size_t)n)) {
       snprintf(why, size, "out of memory sending");
       s->dead = 1;
@@ -242,7 +296,36 @@ int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
   return 1;
 }
 
+void pc_GrpcSession_Rest(pc_GrpcSession *s) {
+  if (s->out_pos == s->out.len && s->out.cap > 0) {
+    pc_GrpcBuf_Free(s->m.alloc, s->m.ud,
+                    &s->out); /* the next Fill makes one as large as it needs */
+    s->out_pos = 0;
+  }
+  if (s->frames == NULL || !s->frames_dirty || !s->quiet) return;
+  if (!s->frames_new) {
+    double now = pc_Clock_Monotonic();
+    if (s->rest_at == 0) s->rest_at = now;
+    if (now - s->rest_at < s->rest_delay) return;
+  }
+  s->frames_new = 0;
+  s->rest_at = 0;
+  long ps = sysconf(_SC_PAGESIZE);
+  uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, a = (uintptr_t)s->frames;
+  size_t end = (size_t)(((a + s->frames_size) & ~(page - 1)) - a); /* of the last whole page */
+  s->frames_dirty = 0;
+  /* Private memory reads back as zeros, shared or file-backed memory as
+   * what backs it: either way nothing nghttp2 will read before writing. A
+   * failure (memory locked, say) leaves the pages as they are. */
+  if (end > s->frames_edge)
+    (void)madvise(s->frames + s->frames_edge, end - s->frames_edge, MADV_DONTNEED);
+}
+
 size_t pc_GrpcSession_Output(const pc_GrpcSession *s, const char **data) {
+  if (s->out.p == NULL) { /* none yet, or freed at rest */
+    *data = "";
+    return 0;
+  }
   *data = s->out.p + s->out_pos;
   return s->out.len - s->out_pos;
 }

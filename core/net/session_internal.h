@@ -95,12 +95,27 @@ typedef struct {
   nghttp2_session *session; /* NULL until pc_GrpcSession_Start succeeds */
   nghttp2_mem mem;          /* nghttp2 allocates through 'm' */
   const pc_GrpcSessionRole *role;
-  size_t max_header_list;  /* of pc_GrpcSessionSettings */
-  size_t block_bytes;      /* of the header block being received (blocks never interleave) */
-  char said[PC_ERROR_MAX]; /* what nghttp2 said about the last error ("" before one) */
-  int dead;                /* the connection carries nothing more (set by the engine too) */
-  pc_GrpcBuf out;          /* output, handed out from 'out_pos' */
+  size_t max_header_list; /* of pc_GrpcSessionSettings */
+  size_t block_bytes;     /* of the header block being received (blocks never interleave) */
+  char *said;             /* what nghttp2 said about the last error (NULL before one,
+                           * or when memory ran out; at most PC_ERROR_MAX - 1 bytes) */
+  int dead;               /* the connection carries nothing more (set by the engine too) */
+  pc_GrpcBuf out;         /* output, handed out from 'out_pos' */
   size_t out_pos;
+  /* nghttp2's frame buffer: the 16 KiB chunk it serializes every outgoing
+   * frame into, allocated with the session and kept as long (nghttp2 has
+   * no setting for it); its whole pages go back to the system while the
+   * connection rests (pc_GrpcSession_Rest). */
+  unsigned char *frames;
+  size_t frames_size;
+  size_t frames_edge; /* offset of its first whole page */
+  int frames_dirty;   /* written past 'frames_edge' since its pages last went back */
+  int frames_new;     /* ...and they never went back: the allocator's pages as they came */
+  double rest_at;     /* monotonic seconds the session was first found resting with
+                       * written pages, 0: it has sent since */
+  double rest_delay;  /* seconds it rests before they go back: PC_GRPC_REST_DELAY */
+  int quiet;          /* the last nghttp2_session_mem_send had nothing to send */
+  int starting;       /* inside nghttp2_session_*_new3 (its allocations) */
 } pc_GrpcSession;
 
 /* A zeroed block of 'size' bytes (an engine of 'role', which outlives it)
@@ -146,6 +161,25 @@ nghttp2_data_provider pc_GrpcSession_Body(void);
  * dead then, with the reason in 'why' ('size' bytes, NUL-terminated); 1
  * otherwise (also when there is nothing). */
 int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size);
+
+/* How long a session rests, in seconds, before the pages frames were
+ * written into go back (pc_GrpcSession_Rest): a connection that carries
+ * one large call after another pays no system call and no page faults per
+ * call. */
+#define PC_GRPC_REST_DELAY 1.0
+
+/* An engine calls it (from its Output, which the drivers call every
+ * round) while its streams are all closed. Frees the output buffer when
+ * all of it was written, and gives the whole pages of nghttp2's frame
+ * buffer back to the system (madvise MADV_DONTNEED) when the last Fill
+ * found nothing more to send (nghttp2 rewrites the buffer before it reads
+ * it again, so nothing in them is live then) and frames were written into
+ * them since they last went back: at once the first time (the pages the
+ * allocator handed out may have been used before), else once the session
+ * has rested 'rest_delay' seconds without sending. An idle connection so
+ * keeps the buffer's partial pages only (about 4 KiB instead of 16). The
+ * allocator still counts the whole block. */
+void pc_GrpcSession_Rest(pc_GrpcSession *s);
 
 /* The output not yet written: '*data' and the count of bytes. */
 size_t pc_GrpcSession_Output(const pc_GrpcSession *s, const char **data);

@@ -37,15 +37,27 @@ struct pc_NetSocket {
   SSL *ssl;
   BIO *rbio, *wbio; /* owned by ssl; encrypted bytes wait in wbio until sent */
   char where[300];  /* "host:port" */
-  char err[PC_ERROR_MAX];
-  int has_cert; /* a client certificate is configured */
-  int got_data; /* application data arrived over TLS */
-  int hosted;   /* pc_NetSocket_NewHosted: no descriptor, the host moves the bytes */
-  int linger;   /* pc_NetSocket_Linger: 1 sending what is left, 2 reading to the end */
+  char *err;        /* why it failed: NULL before (a block of its own, only on a failure) */
+  size_t err_size;  /* ...of that block */
+  int has_cert;     /* a client certificate is configured */
+  int got_data;     /* application data arrived over TLS */
+  int hosted;       /* pc_NetSocket_NewHosted: no descriptor, the host moves the bytes */
+  int linger;       /* pc_NetSocket_Linger: 1 sending what is left, 2 reading to the end */
 };
 
+/* Keeps 'text' as the socket's error (none when memory runs out:
+ * pc_NetSocket_Error then says "connection failed"). */
+static void keep_err(pc_NetSocket *s, const char *text) {
+  if (s->err) s->alloc(s->ud, s->err, s->err_size, 0);
+  s->err_size = strlen(text) + 1;
+  s->err = s->alloc(s->ud, NULL, 0, s->err_size);
+  if (s->err) memcpy(s->err, text, s->err_size);
+}
+
 static void set_err(pc_NetSocket *s, const char *what, const char *why) {
-  snprintf(s->err, sizeof s->err, "%.40s %.300s: %.160s", what, s->where, why);
+  char text[PC_ERROR_MAX];
+  snprintf(text, sizeof text, "%.40s %.300s: %.160s", what, s->where, why);
+  keep_err(s, text);
 }
 
 static void tls_err(pc_NetSocket *s, const char *what) {
@@ -508,7 +520,7 @@ long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n) {
 }
 
 const char *pc_NetSocket_Error(const pc_NetSocket *s) {
-  return s->err[0] ? s->err : "connection failed";
+  return s->err ? s->err : "connection failed";
 }
 
 int pc_NetSocket_Linger(pc_NetSocket *s) {
@@ -542,6 +554,7 @@ void pc_NetSocket_Close(pc_NetSocket *s) {
   pc_NetTlsClient_Free(s->tc);
   if (s->fd >= 0) close(s->fd);
   if (s->list) freeaddrinfo(s->list);
+  if (s->err) s->alloc(s->ud, s->err, s->err_size, 0);
   s->alloc(s->ud, s, sizeof *s, 0);
 }
 
@@ -689,7 +702,7 @@ void pc_NetSocket_SetHosted(pc_NetSocket *s, int ready, const char *why) {
   if (s->state == kHandshake) /* a hosted TLS connection lost during its handshake */
     set_err(s, "TLS handshake with", why ? why : "connection closed (is it a TLS port?)");
   else
-    snprintf(s->err, sizeof s->err, "%s", why ? why : "connection failed");
+    keep_err(s, why ? why : "connection failed");
   s->state = kFailed;
 }
 

@@ -23,6 +23,7 @@
 -- cache stays across reconnections, so calls go on meanwhile.
 local core = require "protocall.core"
 local sched = require "protocall.sched"
+local driver = require "protocall.transport.driver"
 local protos = require "protocall.transport.xds_protos"
 local least_request = require "protocall.transport.least_request"
 local ring_hash = require "protocall.transport.ring_hash"
@@ -466,7 +467,7 @@ end
 local function start(self)
   local ok, call = pcall(self.transport.stream, self.transport, protos.ADS_PATH, {})
   if not ok then return ended(self, type(call) == "table" and tostring(call.message) or tostring(call)) end
-  self.call = call
+  self.call, self.pumped = call, { call.channel } -- what poll pumps, made once per stream
   for _, k in ipairs(KINDS) do
     if next(self.subs[k]) ~= nil then request(self, k) end
   end
@@ -558,7 +559,7 @@ function Client:poll(seconds)
     if self.call == nil then return end
   end
   local call = self.call
-  self.transport:wait({ { channel = call.channel } }, seconds)
+  driver.pump(self.pumped, seconds)
   local raw = call.call
   while self.call == call do
     local m = raw:next()

@@ -36,6 +36,28 @@ M.node_major = 20
 local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 M.quote = quote
 
+--- text = M.json(v): `v` (tables, strings, numbers, booleans) as JSON
+-- text for the node scripts: a table with a first element (or the
+-- metatable "array", for an empty one) an array, else an object with its
+-- keys sorted.
+function M.json(v)
+  local t = type(v)
+  if t == "table" then
+    if #v > 0 or next(v) == nil and getmetatable(v) == "array" then
+      local parts = {}
+      for i, x in ipairs(v) do parts[i] = M.json(x) end
+      return "[" .. table.concat(parts, ",") .. "]"
+    end
+    local parts = {}
+    for k, x in pairs(v) do parts[#parts + 1] = string.format("%q:%s", k, M.json(x)) end
+    table.sort(parts)
+    return "{" .. table.concat(parts, ",") .. "}"
+  elseif t == "string" then
+    return (string.format("%q", v):gsub("\\\n", "\\n"))
+  end
+  return tostring(v)
+end
+
 local function read(path)
   local f = io.open(path, "rb")
   if not f then return nil end

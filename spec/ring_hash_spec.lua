@@ -175,23 +175,7 @@ describe("ring_hash", function()
       return
     end
 
-    local function json_encode(v)
-      local t = type(v)
-      if t == "table" then
-        if #v > 0 then
-          local parts = {}
-          for i, x in ipairs(v) do parts[i] = json_encode(x) end
-          return "[" .. table.concat(parts, ",") .. "]"
-        end
-        local parts = {}
-        for k, x in pairs(v) do parts[#parts + 1] = string.format("%q:%s", k, json_encode(x)) end
-        table.sort(parts)
-        return "{" .. table.concat(parts, ",") .. "}"
-      elseif t == "string" then
-        return (string.format("%q", v):gsub("\\\n", "\\n"))
-      end
-      return tostring(v)
-    end
+    local json_encode = peer.json
 
     -- Backend `name`: a listener answering Who with its name.
     local function backend(name)

@@ -20,23 +20,7 @@ assert(pool:load([[syntax = "proto3"; package xt; message Id { string name = 1; 
   service Named { rpc Who(Id) returns (Id); rpc Slow(Id) returns (Id);
     rpc Hold(Id) returns (Id); }]], { name = "xt.proto" }))
 
-local function json_encode(v)
-  local t = type(v)
-  if t == "table" then
-    if #v > 0 or next(v) == nil and getmetatable(v) == "array" then
-      local parts = {}
-      for i, x in ipairs(v) do parts[i] = json_encode(x) end
-      return "[" .. table.concat(parts, ",") .. "]"
-    end
-    local parts = {}
-    for k, x in pairs(v) do parts[#parts + 1] = string.format("%q:%s", k, json_encode(x)) end
-    table.sort(parts)
-    return "{" .. table.concat(parts, ",") .. "}"
-  elseif t == "string" then
-    return (string.format("%q", v):gsub("\\\n", "\\n"))
-  end
-  return tostring(v)
-end
+local json_encode = peer.json
 
 local function read_lines(path)
   local f = io.open(path)

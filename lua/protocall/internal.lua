@@ -164,4 +164,22 @@ function M.unix_address(address)
   return { unix = path, abstract = kind == "unix-abstract", host = "localhost", port = "0", tls = false }
 end
 
+--- mt = forwarding(name): the metatable of a call standing in for another
+-- (`inner`, a field of the stand-in): a field is inner's, a method runs on
+-- inner whether called on the stand-in or on inner. (A balancer's call
+-- that moved to another backend, a retried stream's current attempt.)
+function M.forwarding(name)
+  local mt = { __name = name }
+  function mt.__index(self, k)
+    local inner = rawget(self, "inner")
+    local v = inner[k]
+    if type(v) ~= "function" then return v end
+    return function(p, ...)
+      if p == self then p = rawget(self, "inner") end
+      return v(p, ...)
+    end
+  end
+  return mt
+end
+
 return M

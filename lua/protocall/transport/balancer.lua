@@ -33,6 +33,7 @@
 -- backend now skipped) and a hedge both land on another backend.
 local core = require "protocall.core"
 local errors = require "protocall.errors"
+local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local health_check = require "protocall.transport.health_check"
 local least_request = require "protocall.transport.least_request"
@@ -474,16 +475,7 @@ end
 -- A server stream's call (pc.grpc's Call) that moves to another backend
 -- when its first backend could not be connected to: its methods act on
 -- the call of the backend it is on now (`inner`).
-local Moved = { __name = "protocall.BalancedCall" }
-function Moved.__index(self, k)
-  local inner = rawget(self, "inner")
-  local v = inner[k]
-  if type(v) ~= "function" then return v end
-  return function(p, ...)
-    if p == self then p = rawget(self, "inner") end
-    return v(p, ...)
-  end
-end
+local Moved = internal.forwarding("protocall.BalancedCall")
 
 --- As pc.grpc's transport:unary, on the backend the policy picks.
 function Balanced:unary(path, request, settings)

@@ -38,10 +38,11 @@
 -- retry plans (core.policy: the same arithmetic pc.Retry uses), within
 -- the call's deadline; the caller sees the last attempt's error.
 local core = require "protocall.core"
+local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 
-local ipairs, pairs, type, tonumber, tostring, error, pcall, rawget, setmetatable = ipairs, pairs, type, tonumber,
-  tostring, error, pcall, rawget, setmetatable
+local ipairs, pairs, type, tonumber, tostring, error, pcall, setmetatable = ipairs, pairs, type, tonumber,
+  tostring, error, pcall, setmetatable
 local format, lower, random, min = string.format, string.lower, math.random, math.min
 local monotonic = core.monotonic
 
@@ -309,16 +310,7 @@ function M.unary(b, path, request, settings, rp)
 end
 
 -- The call of a retried server stream: the current attempt's (`inner`).
-local Current = { __name = "protocall.XdsRetriedCall" }
-function Current.__index(self, k)
-  local inner = rawget(self, "inner")
-  local v = inner[k]
-  if type(v) ~= "function" then return v end
-  return function(p, ...)
-    if p == self then p = rawget(self, "inner") end
-    return v(p, ...)
-  end
-end
+local Current = internal.forwarding("protocall.XdsRetriedCall")
 
 --- iter, nil, nil, call = M.server_stream(balanced, path, request,
 -- settings, retry): balanced:server_stream attempted again, as M.unary,

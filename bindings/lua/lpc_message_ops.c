@@ -565,7 +565,8 @@ static int zero_default(const pc_FieldDef *f) {
  * kFfiRead_U64, kFfiRead_Message, else 0), write = lpc_ffi_write_kind, hasbit = (-1: none),
  * case_offset = (0: no oneof), number =, widest = (the oneof's widest
  * member, which pc_Message_Set clears), zero = (zero_default: an unset
- * read gives 0, false, "" or a 64-bit zero)}. */
+ * read gives 0, false, "" or a 64-bit zero), message = (of a sub-message:
+ * its type's def, a light userdata)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
   lua_Integer n = 0;
@@ -593,6 +594,10 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
     lua_setfield(L, -2, "widest");
     lua_pushboolean(L, zero_default(f));
     lua_setfield(L, -2, "zero");
+    if (read == kFfiRead_Message) {
+      lua_pushlightuserdata(L, (void *)f->message);
+      lua_setfield(L, -2, "message");
+    }
     lua_rawseti(L, -2, ++n);
   }
 }
@@ -619,7 +624,8 @@ static int lpc_type_make_metatables(lua_State *L) {
     lua_getiuservalue(L, type_idx, 2);
     lua_getiuservalue(L, type_idx, 3);
     push_ffi_fields(L, def);
-    lua_call(L, 3, 0);
+    lua_pushlightuserdata(L, (void *)def);
+    lua_call(L, 4, 0);
   } else {
     lua_pop(L, 1);
   }
@@ -628,7 +634,8 @@ static int lpc_type_make_metatables(lua_State *L) {
 }
 
 /* -- core.set_reader(hook)   (LuaJIT: lua/protocall/message.lua) hook is
- * called as hook(standalone_mt, view_mt, fields) for every Type made from
+ * called as hook(standalone_mt, view_mt, fields, def) (def: the type's
+ * def, a light userdata) for every Type made from
  * then on, before its first instance, to put an FFI __index and
  * __newindex in front of the C ones: fields lists what each field's slot
  * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
@@ -636,7 +643,7 @@ static int lpc_type_make_metatables(lua_State *L) {
  * message (nil when unset, else the C __index) or 0,
  * write kind the same but 8 plus 3 64-bit and 7 open enum or 0, hasbit,
  * case_offset, number, widest, zero: whether an unset read gives 0,
- * false, "" or a 64-bit zero). */
+ * false, "" or a 64-bit zero, message: a sub-message's def). */
 static int lpc_set_reader(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);

@@ -60,14 +60,46 @@ function env.nan64(hi, lo) return band(hi, 0x7FF00000) == 0x7FF00000 and (band(h
 function env.nan32(w) return band(w, 0x7F800000) == 0x7F800000 and band(w, 0x7FFFFF) ~= 0 end
 M.nan64, M.nan32 = env.nan64, env.nan32
 
-local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
+-- The kinds of message object an accessor serves: "standalone" (a
+-- userdata holding the message), "view" (a userdata holding its address)
+-- and "cdata" (a pointer cdata to the message, a view made here).
+local function base(kind)
+  if kind == "view" then return "cast(charpp, m)[0]" end
+  return "cast(charp, m)"
+end
+
+-- The call of the C metamethod with `args` (after m): a cdata view goes
+-- to C as a userdata view of the same message (U).
+local function c_call(kind, args)
+  return (kind == "cdata" and "c_meta(U(m), " or "c_meta(m, ") .. args .. ")"
+end
+
+-- The read of a set sub-message (its slot's pointer `p` not NULL): the
+-- view made here, a pointer cdata anchored (keep) by the userdata view
+-- it descends from, when that view's anchor is an Arena into which no
+-- message object was stored by reference (its box's foreign flag: a slot
+-- may then point to another object's memory, which C knows); else C.
+-- The view of an address is remembered while it lives (views, weak
+-- values), so reading a slot twice gives the same object, as C's do.
+local function submessage_code(f, kind, p)
+  local holder = kind == "cdata" and "keep[m]" or "m"
+  return string.format("local a = tonumber(cast(UPTR, %s)) local v = views[a] if v then return v end "
+    .. "local h = %s local bx = cast(UDV, h).box "
+    .. "if bx ~= nil and bx.foreign == 0 then local VT = vts[D[%q]] "
+    .. "if VT then v = cast(VT, %s) views[a] = v keep[v] = h return v end end "
+    .. "return %s", p, holder, f.name, p, c_call(kind, string.format("%q", f.name)))
+end
 
 -- The read of a field that is set (presence tested by read_code), from the
 -- message's address `b` (an expression).
-local function load_code(f, b)
-  if f.read == 11 then -- a message: nil when its slot is NULL, else C makes (or finds) its view
-    return string.format("if cast(charpp, %s + %d)[0] == nil then return nil end return c_meta(m, %q)",
-                         b, f.offset, f.name)
+local function load_code(f, b, kind)
+  if f.read == 11 then -- a message: nil when its slot is NULL, else its view
+    if kind == "standalone" then -- C makes (or finds) the view
+      return string.format("if cast(charpp, %s + %d)[0] == nil then return nil end return c_meta(m, %q)",
+                           b, f.offset, f.name)
+    end
+    return string.format("local p = cast(charpp, %s + %d)[0] if p == nil then return nil end %s", b,
+                         f.offset, submessage_code(f, kind, "p"))
   elseif f.read == 8 then -- a string or bytes slot: a copy of its bytes
     return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", b,
                          f.offset)
@@ -102,7 +134,7 @@ end
 -- A field with presence (a presence bit, a oneof case) is loaded when set;
 -- unset, it reads as its zero value or, with another default, through the
 -- C __index (a tail call, naming the field).
-local function read_code(f, view)
+local function read_code(f, kind)
   local tests = {}
   if f.hasbit >= 0 then
     tests[#tests + 1] = string.format("band(cast(P[6], b + %d)[0], %d) == 0", hasbit_of(f))
@@ -110,14 +142,14 @@ local function read_code(f, view)
   if f.case_offset ~= 0 then
     tests[#tests + 1] = string.format("cast(P[1], b + %d)[0] ~= %d", f.case_offset, f.number)
   end
-  if #tests == 0 then return load_code(f, base(view)) end
-  local unset = f.zero and "return " .. zero_of[f.read] or string.format("return c_meta(m, %q)", f.name)
-  return string.format("local b = %s if %s then %s end %s", base(view), table.concat(tests, " or "), unset,
-                       load_code(f, "b"))
+  if #tests == 0 then return load_code(f, base(kind), kind) end
+  local unset = f.zero and "return " .. zero_of[f.read] or "return " .. c_call(kind, string.format("%q", f.name))
+  return string.format("local b = %s if %s then %s end %s", base(kind), table.concat(tests, " or "), unset,
+                       load_code(f, "b", kind))
 end
 
-local function write_code(f, view)
-  local out = { "if " .. accepts[f.write] .. " then", "local b = " .. base(view) }
+local function write_code(f, kind)
+  local out = { "if " .. accepts[f.write] .. " then", "local b = " .. base(kind) }
   if f.hasbit >= 0 then
     out[#out + 1] = string.format("local h = cast(P[6], b + %d) h[0] = bor(h[0], %d)", hasbit_of(f))
   end
@@ -133,16 +165,16 @@ end
 
 -- The source of the __index (what = "read") or __newindex ("write")
 -- of one instance metatable.
-local function source(fields, what, view)
+local function source(fields, what, kind)
   local code = what == "read" and read_code or write_code
-  local out = { "local c_meta, rest = ...",
+  local out = { "local c_meta, rest, D = ...",
                 what == "read" and "return function(m, k)" or "return function(m, k, v)" }
   local n = 0
   for _, f in ipairs(fields) do
     if f[what] ~= 0 then
       n = n + 1
       if n <= CHAIN then
-        out[#out + 1] = string.format("if k == %q then %s end", f.name, code(f, view))
+        out[#out + 1] = string.format("if k == %q then %s end", f.name, code(f, kind))
       end
     end
   end
@@ -150,22 +182,22 @@ local function source(fields, what, view)
     out[#out + 1] = what == "read" and "local r = rest[k] if r then return r(m) end"
                                     or "local w = rest[k] if w then return w(m, v, k) end"
   end
-  out[#out + 1] = what == "read" and "return c_meta(m, k) end" or "return c_meta(m, k, v) end"
+  out[#out + 1] = "return " .. c_call(kind, what == "read" and "k" or "k, v") .. " end"
   return table.concat(out, "\n")
 end
 
 -- One function per field beyond CHAIN: function(m) (read) or
 -- function(m, v, k) (write; k for the C fallback).
-local function rest_of(fields, what, view, c_meta)
+local function rest_of(fields, what, kind, c_meta, D)
   local code, rest, n = what == "read" and read_code or write_code, {}, 0
   for _, f in ipairs(fields) do
     if f[what] ~= 0 then
       n = n + 1
       if n > CHAIN then
-        local args = what == "read" and "local c_meta = ... return function(m) "
-                                     or "local c_meta = ... return function(m, v, k) "
-        local tail = what == "read" and " end" or " return c_meta(m, k, v) end"
-        rest[f.name] = assert(load(args .. code(f, view) .. tail, "=protocall.ffi", "t", env))(c_meta)
+        local args = what == "read" and "local c_meta, _, D = ... return function(m) "
+                                     or "local c_meta, _, D = ... return function(m, v, k) "
+        local tail = what == "read" and " end" or " return " .. c_call(kind, "k, v") .. " end"
+        rest[f.name] = assert(load(args .. code(f, kind) .. tail, "=protocall.ffi", "t", env))(c_meta, nil, D)
       end
     end
   end
@@ -175,19 +207,80 @@ end
 -- The C __index and __newindex of each Type's standalone messages
 -- (by their metatable), for pc.ffi's structs (lua/protocall/ffi/struct.lua).
 local c_metas = setmetatable({}, { __mode = "k" })
-local function install(mt, fields, view)
-  local c = { mt.__index, mt.__newindex }
-  if not view then c_metas[mt] = c end
-  for what, key in pairs { read = "__index", write = "__newindex" } do
-    local c_meta = mt[key]
-    local chunk = assert(load(source(fields, what, view), "=protocall.ffi", "t", env))
-    mt[key] = chunk(c_meta, rest_of(fields, what, view, c_meta))
-  end
-end
-core.set_reader(function(standalone_mt, view_mt, fields)
-  install(standalone_mt, fields, false)
-  install(view_mt, fields, true)
+
+-- Cdata views (LuaJIT's message objects made without C): a pointer to
+-- an empty struct type of their own per message type (so no member name
+-- can hide a field), whose metatype has the generated accessors. keep
+-- maps each to the userdata view it descends from, which keeps the
+-- memory alive (a weak-keyed table: gone with the cdata).
+local keep = setmetatable({}, { __mode = "k" })
+local views = setmetatable({}, { __mode = "v" })
+env.views, env.UPTR, env.tonumber = views, ffi.typeof("uintptr_t"), tonumber
+local vts, view_ids = {}, {}
+env.keep, env.vts = keep, vts
+-- The box of an Arena and the payload of a userdata view
+-- (bindings/lua/lpc_message.h: lpc_ArenaBox, lpc_View).
+local BOX = ffi.typeof("struct { void *arena; size_t reported; int foreign; }")
+env.UDV = ffi.typeof("struct { char *msg; $ *box; } *", BOX)
+local view_ud = core.view_ud
+-- The userdata view of the cdata view m, for the C functions.
+local function U(m) return view_ud(keep[m], m) end
+env.U = U
+core.set_view_hook(function(x)
+  if view_ids[tonumber(ffi.typeof(x))] then return U(x) end
 end)
+
+-- Loads the generated __index (what = "read") or __newindex ("write")
+-- of the objects of `kind` in front of c_meta, the C metamethod.
+local function generate(fields, what, kind, c_meta, D)
+  local chunk = assert(load(source(fields, what, kind), "=protocall.ffi", "t", env))
+  return chunk(c_meta, rest_of(fields, what, kind, c_meta, D), D)
+end
+
+local function install(mt, fields, kind, D)
+  local c = { mt.__index, mt.__newindex }
+  if kind == "standalone" then c_metas[mt] = c end
+  mt.__index = generate(fields, "read", kind, c[1], D)
+  mt.__newindex = generate(fields, "write", kind, c[2], D)
+  return c
+end
+
+-- The metatype of the cdata views of a type: the accessors, and the C
+-- __eq and __tostring of its userdata views, reached through U.
+local function metatype(fields, c, c_mt, D)
+  local eq, tostr = c_mt.__eq, c_mt.__tostring
+  -- Each declaration's text is new (a number kept for the Lua state in
+  -- its registry): busted under LuaJIT memoizes ffi.typeof by it.
+  local reg = debug.getregistry()
+  local n = (reg["protocall.view_types"] or 0) + 1
+  reg["protocall.view_types"] = n
+  local VT = ffi.typeof("$ * /* " .. n .. " */", ffi.metatype(ffi.typeof("struct { /* " .. n .. " */ }"), {
+    __index = generate(fields, "read", "cdata", c[1], D),
+    __newindex = generate(fields, "write", "cdata", c[2], D),
+    __eq = function(a, b)
+      if keep[a] then a = U(a) end
+      if keep[b] then b = U(b) end
+      return eq(a, b)
+    end,
+    __tostring = function(m) return tostr(U(m)) end,
+  }))
+  view_ids[tonumber(VT)] = true
+  return VT
+end
+
+core.set_reader(function(standalone_mt, view_mt, fields, def)
+  local D = {}
+  for _, f in ipairs(fields) do
+    if f.message then D[f.name] = f.message end
+  end
+  install(standalone_mt, fields, "standalone", D)
+  local c = install(view_mt, fields, "view", D)
+  vts[def] = metatype(fields, c, view_mt, D)
+end)
+--- ud = userdata_view(m): the userdata view of the message the cdata
+-- view m shows (what the C functions are handed in its place; for specs).
+M.userdata_view = U
+
 --- c_index, c_newindex = c_metamethods(T): the C metamethods of T's
 -- standalone messages (for pc.ffi's structs).
 function M.c_metamethods(T)

@@ -153,10 +153,8 @@ static int kind_of(const char *tagged) {
 #if LPC_LUAJIT
 char lpc_view_hook_key; /* registry: function(cdata) -> its view userdata, or nil */
 
-/* LuaJIT: replaces the cdata view of a message at 'idx' (made by
- * lua/protocall/ffi/accessors.lua) with a userdata view of the same
- * message and anchor; leaves any other cdata. */
-static void view_of_cdata(lua_State *L, int idx) {
+void lpc_cdata_to_ud(lua_State *L, int idx) {
+  if (lua_type(L, idx) != 10) return; /* 10: LuaJIT's cdata */
   idx = lua_absindex(L, idx);
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_view_hook_key) != LUA_TFUNCTION) {
     lua_pop(L, 1);
@@ -173,7 +171,7 @@ static void view_of_cdata(lua_State *L, int idx) {
 
 pc_Message *lpc_to_message(lua_State *L, int idx, const pc_MessageDef **def) {
 #if LPC_LUAJIT
-  if (lua_type(L, idx) == 10) view_of_cdata(L, idx); /* 10: LuaJIT's cdata */
+  lpc_cdata_to_ud(L, idx);
 #endif
   if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
   const char *tagged = def_and_kind(L, idx);
@@ -287,10 +285,12 @@ void lpc_set_ref(lua_State *L, int a, const void *key, int v) {
   lua_pushvalue(L, v);
   lua_rawsetp(L, -2, key);
   lua_pop(L, 1);
+#if LPC_LUAJIT
   if (lua_type(L, v) == LUA_TUSERDATA) {
     lpc_ArenaBox *h = luaL_testudata(L, a, LPC_ARENA_MT);
     if (h != NULL) h->foreign = 1;
   }
+#endif
 }
 
 _Noreturn void lpc_nomem(lua_State *L) {

@@ -37,6 +37,13 @@ enum { kLpc_Standalone = 1, kLpc_View = 2 };
 extern char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
 #if LPC_LUAJIT
 extern char lpc_view_hook_key; /* registry: core.set_view_hook's function */
+/* Replaces a cdata view at 'idx' (of a message or a repeated field, made
+ * by lua/protocall/ffi/accessors.lua) with the userdata the C functions
+ * take: a view of the same message and anchor, or the field's container;
+ * leaves any other value (lpc_anchor.c). */
+void lpc_cdata_to_ud(lua_State *L, int idx);
+#else
+#define lpc_cdata_to_ud(L, idx) ((void)0)
 #endif
 /* Instance metatable field: a light userdata of the type's def with the
  * kind in its two low bits (a def is aligned to at least 4 bytes), so one

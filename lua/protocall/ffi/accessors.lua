@@ -21,6 +21,7 @@
 -- to the C metamethod by a tail call, so its errors name the caller's
 -- line. Past CHAIN fields the rest are found through a table.
 local core = require "protocall.core"
+local compat = require "protocall.compat"
 local ffi = require "ffi"
 local bit = require "bit"
 
@@ -93,6 +94,13 @@ end
 -- The read of a field that is set (presence tested by read_code), from the
 -- message's address `b` (an expression).
 local function load_code(f, b, kind)
+  if f.read == 12 then -- a repeated message field: a view of its slot, or C's container
+    if kind == "standalone" then return string.format("return c_meta(m, %q)", f.name) end
+    return string.format("local s = %s + %d local a = tonumber(cast(UPTR, s)) local v = views[a] "
+      .. "if v then return v end local h = %s if cast(UDV, h).box ~= nil then "
+      .. "v = LT[%q](s) views[a] = v keep[v] = h return v end return %s", b, f.offset,
+      kind == "cdata" and "keep[m]" or "m", f.name, c_call(kind, string.format("%q", f.name)))
+  end
   if f.read == 11 then -- a message: nil when its slot is NULL, else its view
     if kind == "standalone" then -- C makes (or finds) the view
       return string.format("if cast(charpp, %s + %d)[0] == nil then return nil end return c_meta(m, %q)",
@@ -167,7 +175,7 @@ end
 -- of one instance metatable.
 local function source(fields, what, kind)
   local code = what == "read" and read_code or write_code
-  local out = { "local c_meta, rest, D = ...",
+  local out = { "local c_meta, rest, D, LT = ...",
                 what == "read" and "return function(m, k)" or "return function(m, k, v)" }
   local n = 0
   for _, f in ipairs(fields) do
@@ -188,16 +196,16 @@ end
 
 -- One function per field beyond CHAIN: function(m) (read) or
 -- function(m, v, k) (write; k for the C fallback).
-local function rest_of(fields, what, kind, c_meta, D)
+local function rest_of(fields, what, kind, c_meta, D, LT)
   local code, rest, n = what == "read" and read_code or write_code, {}, 0
   for _, f in ipairs(fields) do
     if f[what] ~= 0 then
       n = n + 1
       if n > CHAIN then
-        local args = what == "read" and "local c_meta, _, D = ... return function(m) "
-                                     or "local c_meta, _, D = ... return function(m, v, k) "
+        local args = what == "read" and "local c_meta, _, D, LT = ... return function(m) "
+                                     or "local c_meta, _, D, LT = ... return function(m, v, k) "
         local tail = what == "read" and " end" or " return " .. c_call(kind, "k, v") .. " end"
-        rest[f.name] = assert(load(args .. code(f, kind) .. tail, "=protocall.ffi", "t", env))(c_meta, nil, D)
+        rest[f.name] = assert(load(args .. code(f, kind) .. tail, "=protocall.ffi", "t", env))(c_meta, nil, D, LT)
       end
     end
   end
@@ -216,7 +224,7 @@ local c_metas = setmetatable({}, { __mode = "k" })
 local keep = setmetatable({}, { __mode = "k" })
 local views = setmetatable({}, { __mode = "v" })
 env.views, env.UPTR, env.tonumber = views, ffi.typeof("uintptr_t"), tonumber
-local vts, view_ids = {}, {}
+local vts = {}
 env.keep, env.vts = keep, vts
 -- The box of an Arena and the payload of a userdata view
 -- (bindings/lua/lpc_message.h: lpc_ArenaBox, lpc_View).
@@ -226,45 +234,121 @@ local view_ud = core.view_ud
 -- The userdata view of the cdata view m, for the C functions.
 local function U(m) return view_ud(keep[m], m) end
 env.U = U
-core.set_view_hook(function(x)
-  if view_ids[tonumber(ffi.typeof(x))] then return U(x) end
-end)
 
 -- Loads the generated __index (what = "read") or __newindex ("write")
 -- of the objects of `kind` in front of c_meta, the C metamethod.
-local function generate(fields, what, kind, c_meta, D)
+local function generate(fields, what, kind, c_meta, D, LT)
   local chunk = assert(load(source(fields, what, kind), "=protocall.ffi", "t", env))
-  return chunk(c_meta, rest_of(fields, what, kind, c_meta, D), D)
+  return chunk(c_meta, rest_of(fields, what, kind, c_meta, D, LT), D, LT)
 end
 
-local function install(mt, fields, kind, D)
+local function install(mt, fields, kind, D, LT)
   local c = { mt.__index, mt.__newindex }
   if kind == "standalone" then c_metas[mt] = c end
-  mt.__index = generate(fields, "read", kind, c[1], D)
-  mt.__newindex = generate(fields, "write", kind, c[2], D)
+  mt.__index = generate(fields, "read", kind, c[1], D, LT)
+  mt.__newindex = generate(fields, "write", kind, c[2], D, LT)
   return c
+end
+
+-- A new ctype with the metatable mt (ffi.metatype): a pointer to an
+-- incomplete struct of its own (message views: no member can hide a
+-- field, and an index by number raises instead of reading beside the
+-- message), or with `member`, a struct holding one pointer of that name
+-- (list views, indexed by number). Each declaration's text is new (a
+-- number kept for the Lua state in its registry): busted under LuaJIT
+-- memoizes the ffi functions by it.
+local function new_view_type(mt, member)
+  local reg = debug.getregistry()
+  local n = (reg["protocall.view_types"] or 0) + 1
+  reg["protocall.view_types"] = n
+  if member then
+    return ffi.metatype(ffi.typeof("struct { char *" .. member .. "; /* " .. n .. " */ }"), mt)
+  end
+  local name = "struct protocall_view_" .. n
+  ffi.cdef(name .. ";")
+  ffi.metatype(name, mt)
+  return ffi.typeof(name .. " *")
+end
+-- What lpc_cdata_to_ud hands the C functions in place of a cdata view, by
+-- its ctype's number: the userdata view or container.
+local to_ud = {}
+core.set_view_hook(function(x)
+  local f = to_ud[tonumber(ffi.typeof(x))]
+  if f then return f(x) end
+end)
+
+-- Repeated message fields of views in an Arena's memory read as list
+-- views: a struct cdata holding the address of the field's slot (a
+-- pc_Array *), with #,
+-- indexing (elements: views made here as for sub-messages, or by C) and
+-- pc.pairs / pc.ipairs; writes, and every call into C, go to the field's
+-- C container (C(c), the view's C __index on the field).
+local Array = ffi.typeof("struct { char **data; size_t size, cap; } **")
+local cast, charp, UPTR, UDV = ffi.cast, env.charp, env.UPTR, env.UDV
+local floor = math.floor
+local registry = debug.getregistry()
+local function list_type(f, c_index)
+  local rep = registry["protocall.Repeated"]
+  local r_index, r_newindex = rep.__index, rep.__newindex
+  local offset, name, elem = f.offset, f.name, f.message
+  local function C(c)
+    return c_index(view_ud(keep[c], c._pc_slot - offset), name)
+  end
+  local function inext(c, i)
+    i = i + 1
+    local v = c[i]
+    if v ~= nil then return i, v end
+  end
+  local LT = new_view_type({
+    __index = function(c, i)
+      local arr = cast(Array, c._pc_slot)[0]
+      if arr == nil or type(i) ~= "number" or i < 1 or i > tonumber(arr.size) or floor(i) ~= i then
+        return nil
+      end
+      local p = arr.data[i - 1]
+      local a = tonumber(cast(UPTR, p))
+      local v = views[a]
+      if v then return v end
+      local h = keep[c]
+      if cast(UDV, h).box.foreign == 0 then
+        local VT = vts[elem]
+        if VT then
+          v = cast(VT, p)
+          views[a] = v
+          keep[v] = h
+          return v
+        end
+      end
+      return r_index(C(c), i)
+    end,
+    __newindex = function(c, i, v) return r_newindex(C(c), i, v) end,
+    __len = function(c)
+      local arr = cast(Array, c._pc_slot)[0]
+      return arr == nil and 0 or tonumber(arr.size)
+    end,
+    __tostring = function(c) return tostring(C(c)) end,
+  }, "_pc_slot")
+  local id = tonumber(LT)
+  to_ud[id] = C
+  compat.cdata_pairs[id] = function(c) return inext, c, 0 end
+  return LT
 end
 
 -- The metatype of the cdata views of a type: the accessors, and the C
 -- __eq and __tostring of its userdata views, reached through U.
-local function metatype(fields, c, c_mt, D)
+local function metatype(fields, c, c_mt, D, LT)
   local eq, tostr = c_mt.__eq, c_mt.__tostring
-  -- Each declaration's text is new (a number kept for the Lua state in
-  -- its registry): busted under LuaJIT memoizes ffi.typeof by it.
-  local reg = debug.getregistry()
-  local n = (reg["protocall.view_types"] or 0) + 1
-  reg["protocall.view_types"] = n
-  local VT = ffi.typeof("$ * /* " .. n .. " */", ffi.metatype(ffi.typeof("struct { /* " .. n .. " */ }"), {
-    __index = generate(fields, "read", "cdata", c[1], D),
-    __newindex = generate(fields, "write", "cdata", c[2], D),
+  local VT = new_view_type {
+    __index = generate(fields, "read", "cdata", c[1], D, LT),
+    __newindex = generate(fields, "write", "cdata", c[2], D, LT),
     __eq = function(a, b)
       if keep[a] then a = U(a) end
       if keep[b] then b = U(b) end
       return eq(a, b)
     end,
     __tostring = function(m) return tostr(U(m)) end,
-  }))
-  view_ids[tonumber(VT)] = true
+  }
+  to_ud[tonumber(VT)] = U
   return VT
 end
 
@@ -273,9 +357,13 @@ core.set_reader(function(standalone_mt, view_mt, fields, def)
   for _, f in ipairs(fields) do
     if f.message then D[f.name] = f.message end
   end
-  install(standalone_mt, fields, "standalone", D)
-  local c = install(view_mt, fields, "view", D)
-  vts[def] = metatype(fields, c, view_mt, D)
+  local LT = {}
+  install(standalone_mt, fields, "standalone", D, LT)
+  local c = install(view_mt, fields, "view", D, LT)
+  for _, f in ipairs(fields) do
+    if f.read == 12 then LT[f.name] = list_type(f, c[1]) end
+  end
+  vts[def] = metatype(fields, c, view_mt, D, LT)
 end)
 --- ud = userdata_view(m): the userdata view of the message the cdata
 -- view m shows (what the C functions are handed in its place; for specs).

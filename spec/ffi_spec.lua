@@ -219,7 +219,7 @@ describe("the FFI field access", function()
           assert.are.equal(want, got, k)
           assert.are.equal(tostring(want), tostring(got), k)
           assert.are.equal(pc.encode(want), pc.encode(got), k)
-          assert.is_true(rawequal(got, m[k]), k) -- the one cdata view while it lives
+          assert.is_true(got == m[k], k) -- a new view of the same message
         else
           assert.is_true(rawequal(want, got), k) -- the one view C keeps for the slot
           assert.are.equal(want ~= nil, by_c, k)

@@ -80,15 +80,14 @@ end
 -- it descends from, when that view's anchor is an Arena into which no
 -- message object was stored by reference (its box's foreign flag: a slot
 -- may then point to another object's memory, which C knows); else C.
--- The view of an address is remembered while it lives (views, weak
--- values), so reading a slot twice gives the same object, as C's do.
+-- Each read makes a new view (two views of one message are == but not
+-- rawequal: remembering them by address cost more than making them).
 local function submessage_code(f, kind, p)
   local holder = kind == "cdata" and "keep[m]" or "m"
-  return string.format("local a = tonumber(cast(UPTR, %s)) local v = views[a] if v then return v end "
-    .. "local h = %s local bx = cast(UDV, h).box "
+  return string.format("local h = %s local bx = cast(UDV, h).box "
     .. "if bx ~= nil and bx.foreign == 0 then local VT = vts[D[%q]] "
-    .. "if VT then v = cast(VT, %s) views[a] = v keep[v] = h return v end end "
-    .. "return %s", p, holder, f.name, p, c_call(kind, string.format("%q", f.name)))
+    .. "if VT then local v = cast(VT, %s) keep[v] = h return v end end "
+    .. "return %s", holder, f.name, p, c_call(kind, string.format("%q", f.name)))
 end
 
 -- The read of a field that is set (presence tested by read_code), from the
@@ -305,16 +304,11 @@ local function list_type(f, c_index)
       if arr == nil or type(i) ~= "number" or i < 1 or i > tonumber(arr.size) or floor(i) ~= i then
         return nil
       end
-      local p = arr.data[i - 1]
-      local a = tonumber(cast(UPTR, p))
-      local v = views[a]
-      if v then return v end
       local h = keep[c]
       if cast(UDV, h).box.foreign == 0 then
         local VT = vts[elem]
         if VT then
-          v = cast(VT, p)
-          views[a] = v
+          local v = cast(VT, arr.data[i - 1])
           keep[v] = h
           return v
         end

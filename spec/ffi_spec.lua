@@ -195,7 +195,8 @@ describe("the FFI field access", function()
     end
   end)
 
-  it("reads an unset sub-message as nil without the C __index, a set one through it or, in an arena's memory, as a cdata view made without it", function()
+  it("reads an unset sub-message as nil without the C __index, a set one through it or, in an "
+     .. "arena's memory, as a cdata view made without it", function()
     pool:message("f.QP", { { "i", "int32", 1 } })
     local Q = pool:message("f.Q", { { "p", "f.QP", 1 }, { "oq", "f.QP", 2, oneof = "w" },
                                     { "oi", "int32", 3, oneof = "w" }, { "r", "f.QP", 4, optional = true } })

@@ -570,11 +570,12 @@ static int zero_default(const pc_FieldDef *f) {
 /* Pushes the list, in declaration order, of the fields the FFI reader and
  * writer handle: {name =, offset =, read = ffi_read_kind (kLpc_Read_* of a
  * 32-bit, double, float or bool slot, kFfiRead_String, kFfiRead_I64,
- * kFfiRead_U64, kFfiRead_Message, kFfiRead_MessageList, else 0), write = lpc_ffi_write_kind, hasbit = (-1: none),
- * case_offset = (0: no oneof), number =, widest = (the oneof's widest
- * member, which pc_Message_Set clears), zero = (zero_default: an unset
- * read gives 0, false, "" or a 64-bit zero), message = (of a sub-message:
- * its type's def, a light userdata)}. */
+ * kFfiRead_U64, kFfiRead_Message, kFfiRead_MessageList, else 0),
+ * write = lpc_ffi_write_kind, hasbit = (-1: none), case_offset = (0: no
+ * oneof), number =, widest = (the oneof's widest member, which
+ * pc_Message_Set clears), zero = (zero_default: an unset read gives 0,
+ * false, "" or a 64-bit zero), message = (of a sub-message or a repeated
+ * message field: its type's def, a light userdata)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
   lua_Integer n = 0;

@@ -25,7 +25,7 @@ local compat = require "protocall.compat"
 local ffi = require "ffi"
 local bit = require "bit"
 
-local type, pairs, ipairs, setmetatable, assert, load = type, pairs, ipairs, setmetatable, assert, load
+local type, ipairs, setmetatable, assert, load = type, ipairs, setmetatable, assert, load
 
 local M = {}
 
@@ -283,7 +283,7 @@ end)
 -- pc.pairs / pc.ipairs; writes, and every call into C, go to the field's
 -- C container (C(c), the view's C __index on the field).
 local Array = ffi.typeof("struct { char **data; size_t size, cap; } **")
-local cast, charp, UPTR, UDV = ffi.cast, env.charp, env.UPTR, env.UDV
+local cast, UDV = ffi.cast, env.UDV
 local floor = math.floor
 local registry = debug.getregistry()
 local function list_type(f, c_index)

@@ -230,8 +230,18 @@ env.keep, env.vts = keep, vts
 local BOX = ffi.typeof("struct { void *arena; size_t reported; int foreign; }")
 env.UDV = ffi.typeof("struct { char *msg; $ *box; } *", BOX)
 local view_ud = core.view_ud
--- The userdata view of the cdata view m, for the C functions.
-local function U(m) return view_ud(keep[m], m) end
+-- The userdata view of the cdata view m, for the C functions: made once
+-- per cdata view (uds, weak keys; the userdata does not refer to m), so
+-- the reads C serves (maps, scalar lists) share one.
+local uds = setmetatable({}, { __mode = "k" })
+local function U(m)
+  local u = uds[m]
+  if u == nil then
+    u = view_ud(keep[m], m)
+    uds[m] = u
+  end
+  return u
+end
 env.U = U
 
 -- Loads the generated __index (what = "read") or __newindex ("write")

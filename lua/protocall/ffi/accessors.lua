@@ -230,16 +230,16 @@ env.keep, env.vts = keep, vts
 local BOX = ffi.typeof("struct { void *arena; size_t reported; int foreign; }")
 env.UDV = ffi.typeof("struct { char *msg; $ *box; } *", BOX)
 local view_ud = core.view_ud
+local cast, charp, UDV = ffi.cast, env.charp, env.UDV
 -- The userdata view of the cdata view m, for the C functions: made once
--- per cdata view (uds, weak keys; the userdata does not refer to m), so
--- the reads C serves (maps, scalar lists) share one.
-local uds = setmetatable({}, { __mode = "k" })
+-- per cdata view, it then anchors m in keep (it holds the same anchor
+-- and box as what did), so the reads C serves (maps, scalar lists)
+-- share one.
 local function U(m)
-  local u = uds[m]
-  if u == nil then
-    u = view_ud(keep[m], m)
-    uds[m] = u
-  end
+  local h = keep[m]
+  if cast(UDV, h).msg == cast(charp, m) then return h end
+  local u = view_ud(h, m)
+  keep[m] = u
   return u
 end
 env.U = U
@@ -293,7 +293,6 @@ end)
 -- pc.pairs / pc.ipairs; writes, and every call into C, go to the field's
 -- C container (C(c), the view's C __index on the field).
 local Array = ffi.typeof("struct { char **data; size_t size, cap; } **")
-local cast, UDV = ffi.cast, env.UDV
 local floor = math.floor
 local registry = debug.getregistry()
 local function list_type(f, c_index)

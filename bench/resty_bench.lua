@@ -31,7 +31,9 @@
 -- certificate: protocall's TLS runs in the engine over the cosocket's
 -- bytes, grpc_pass's is nginx's grpcs://).
 -- Goals (bench/goals.lua): requests/s protocall / grpc_pass >= 1.0x,
--- worker CPU per request protocall / grpc_pass <= 1.0x, both pairs.
+-- worker CPU per request protocall / grpc_pass <= 1.0x, both pairs; the
+-- workers' RSS growth from half-time to the end of the load run <= 1 MiB
+-- (memory flat after warm-up).
 -- On a 2-core machine the clients, nginx and the server share the cores:
 -- the ratios, not the rates, are the figures.
 -- Run: build/release/protocall bench/resty_bench.lua [--quick]
@@ -335,6 +337,7 @@ local ok, err = pcall(function()
     end
     print(("  worker %s: %s"):format(pid, table.concat(parts, ", ")))
   end
+  H.record("resty_load_rss_growth", (rss_end - rss_half) / 1024)
   assert(bad == 0 and not sock, "failed requests under load: " .. text)
   assert(hi <= 8 and most <= 2, "more upstream connections than the pools' bound: " .. table.concat(samples, " "))
 end)

@@ -21,12 +21,19 @@
 -- pool of 2 connections x 2 streams per worker to a second C++ server (its
 -- connections are the pools' alone) for 60 s (--quick: 3 s):
 -- no failed request, upstream connections at the bound (4 workers x 2),
--- the workers' memory at 10 s and at the end.
+-- the workers' memory at 10 s and at the end, and each worker's own
+-- samples (every second, through error.log) of its Lua heap
+-- (collectgarbage "count") and RSS: a Lua heap flat while RSS grows puts
+-- the growth outside Lua's objects. RESTY_BENCH_FULL_GC=1 (a diagnosis,
+-- not a figure: it slows the workers) runs a full collection before each
+-- sample, so the middle figure is the heap's live data.
 -- The same pair over TLS follows (a second C++ server with a test CA's
 -- certificate: protocall's TLS runs in the engine over the cosocket's
 -- bytes, grpc_pass's is nginx's grpcs://).
 -- Goals (bench/goals.lua): requests/s protocall / grpc_pass >= 1.0x,
--- worker CPU per request protocall / grpc_pass <= 1.0x, both pairs.
+-- worker CPU per request protocall / grpc_pass <= 1.0x, both pairs; the
+-- workers' RSS growth from half-time to the end of the load run <= 1 MiB
+-- (memory flat after warm-up).
 -- On a 2-core machine the clients, nginx and the server share the cores:
 -- the ratios, not the rates, are the figures.
 -- Run: build/release/protocall bench/resty_bench.lua [--quick]
@@ -83,6 +90,23 @@ local CONF = N.lua_conf(4, [[
         POOLS = { wide = { name = "wide", max_streams = 100, max_connections = 1 },
                   narrow = { name = "narrow", max_streams = 2, max_connections = 2 } }
     }
+    # each worker's Lua heap (collectgarbage "count") and RSS every second, for the load run's memory rows
+    init_worker_by_lua_block {
+        ngx.timer.every(1, function()
+            local f = io.open("/proc/self/status")
+            local rss = f and f:read("*a"):match("VmRSS:%s+(%d+)")
+            if f then f:close() end
+            -- the resident part of glibc malloc's [heap] (C allocations: nginx, protocall, nghttp2)
+            f = io.open("/proc/self/smaps")
+            local brk = f and f:read("*a"):match("%[heap%]\n.-\nRss:%s+(%d+)") or "0"
+            if f then f:close() end
+            local heap = collectgarbage("count")
+            if @FULLGC@ then collectgarbage() end
+            ngx.log(ngx.WARN, "resty_bench memory pid=", ngx.worker.pid(), " t=", ngx.now(), " heap_kib=",
+                math.floor(heap), " live_kib=", math.floor(collectgarbage("count")), " rss_kib=", rss,
+                " brk_kib=", brk)
+        end)
+    }
     server {
         listen 127.0.0.1:@PORT@;
         listen 127.0.0.1:@H2PORT@ http2;
@@ -133,7 +157,8 @@ local tls = helper.spawn_command("build/bench-grpc-cpp/echo_server 0 " .. certs 
 local h2port, h2tls = N.free_port(), N.free_port()
 local front = N.start("bench-resty", (CONF:gsub("@GRPC@", tostring(grpc.port)):gsub("@H2PORT@", tostring(h2port))
   :gsub("@DATA@", DATA):gsub("@LOAD@", tostring(load.port)):gsub("@TLS@", tostring(tls.port))
-  :gsub("@H2TLS@", tostring(h2tls)):gsub("@CERTS@", certs)))
+  :gsub("@H2TLS@", tostring(h2tls)):gsub("@CERTS@", certs)
+  :gsub("@FULLGC@", os.getenv("RESTY_BENCH_FULL_GC") and "true" or "false")))
 local body = os.tmpname()
 N.write(body, framed())
 local h2url, h2tls_url = "http://127.0.0.1:" .. h2port, "http://127.0.0.1:" .. h2tls
@@ -255,6 +280,7 @@ local ok, err = pcall(function()
 
   -- the load run: wrk through pools of 2 connections x 2 streams per worker
   local samples, most, at_bound = {}, 0, 0
+  local load_start = tonumber(capture("date +%s.%N"))
   local c0 = workers_cpu(pids)
   local p = io.popen("wrk -t2 -c64 -d" .. LOAD_SECONDS .. "s " .. N.quote(front.url .. "/pc?pool=narrow") .. " 2>&1")
   local rss_early, rss_half
@@ -288,6 +314,30 @@ local ok, err = pcall(function()
     .. " per worker, %d of 4 workers at the bound at once"):format(cpu / requests * 1e6, lo, hi, most, at_bound))
   print(("  the 4 workers' RSS at %d s %.1f MiB, at %d s %.1f MiB, at the end %.1f MiB"):format(
     math.min(10, LOAD_SECONDS - 1), rss_early / 1024, LOAD_SECONDS // 2, rss_half / 1024, rss_end / 1024))
+  -- each worker's Lua heap and RSS over the run (its own samples, every second, in error.log)
+  local series = {}
+  for pid, t, heap, live, rss, brk in N.read(front.prefix .. "/logs/error.log"):gmatch(
+    "resty_bench memory pid=(%d+) t=([%d.]+) heap_kib=(%d+) live_kib=(%d+) rss_kib=(%d+) brk_kib=(%d+)") do
+    t = tonumber(t) - load_start
+    if t >= 0 and t <= LOAD_SECONDS then
+      series[pid] = series[pid] or {}
+      table.insert(series[pid], { t = t, heap = tonumber(heap), live = tonumber(live), rss = tonumber(rss),
+        brk = tonumber(brk) })
+    end
+  end
+  print("  each worker: seconds into the run, Lua heap / (after a full GC with RESTY_BENCH_FULL_GC=1) / "
+    .. "RSS / malloc's [heap] resident, MiB")
+  for pid, list in pairs(series) do
+    local parts = {}
+    for i, m in ipairs(list) do
+      if i % 10 == 0 or i == #list then
+        parts[#parts + 1] = ("%.0fs %.1f/%.1f/%.1f/%.1f"):format(m.t, m.heap / 1024, m.live / 1024, m.rss / 1024,
+          m.brk / 1024)
+      end
+    end
+    print(("  worker %s: %s"):format(pid, table.concat(parts, ", ")))
+  end
+  H.record("resty_load_rss_growth", (rss_end - rss_half) / 1024)
   assert(bad == 0 and not sock, "failed requests under load: " .. text)
   assert(hi <= 8 and most <= 2, "more upstream connections than the pools' bound: " .. table.concat(samples, " "))
 end)

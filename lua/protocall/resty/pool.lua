@@ -44,9 +44,13 @@ end
 -- idle bookkeeping, which the sweeper looks at once a second
 local cached_now = ngx.now
 
-local function wake(s)
-  local n = s:count()
-  if n < 0 then s:post(-n) end
+-- A stream ended: one waiting call looks (it takes the stream; waking
+-- every waiter had all but one look in vain, a burst of resumptions and
+-- garbage per call under a full pool). A waiter that cannot take it, and
+-- streams that end without telling the pool, are covered by the waiters'
+-- look every POLL.
+local function wake_one(s)
+  if s:count() < 0 then s:post(1) end
 end
 
 -- Streams and connections of member `m` now: the engine's count of calls
@@ -170,7 +174,7 @@ function Pool:unary(path, request, settings)
   m.active, m.calls = m.active + 1, m.calls + 1
   local ok, r, meta = pcall(m.t.unary, m.t, path, request, s)
   m.active, m.last = m.active - 1, cached_now()
-  wake(self.sem)
+  wake_one(self.sem)
   if not ok then error(r, 0) end
   return r, meta
 end

@@ -436,6 +436,101 @@ describe("pc.from_json", function()
   end)
 end)
 
+describe("pc.json_to_wire and pc.wire_to_json", function()
+  local DOC = '{"i32":-1,"i64":"9007199254740993","s":"h\\u00e9","by":"AAE=","c":"GREEN","leaf":{"v":2},'
+    .. '"r":[1,2],"ms":{"a":{"v":1},"b":{}},"mi":{"7":"x"},"os":"o","opt":0,"kids":[{"i32":5}],'
+    .. '"ts":"2020-01-01T00:00:00.500Z","du":"1.5s","st":{"a":[1,null,"x"]},'
+    .. '"any":{"@type":"type.googleapis.com/jt.Leaf","v":3},"w64":"5","fm":"a.b,cD","wby":"AA=="}'
+
+  it("give what pc.from_json then pc.encode, and pc.decode then pc.to_json give", function()
+    local m = assert(pc.from_json(M, DOC))
+    local bytes = assert(pc.json_to_wire(M, DOC))
+    assert.are.equal(pc.encode(m), bytes)
+    assert.are.equal(pc.to_json(m), assert(pc.wire_to_json(M, bytes)))
+    for _, opts in ipairs { { emit_defaults = true }, { proto_names = true, enums_as_ints = true }, { indent = 2 } } do
+      assert.are.equal(pc.to_json(m, opts), assert(pc.wire_to_json(M, bytes, opts)))
+    end
+    assert.are.equal("", pc.json_to_wire(M, "{}"))
+    assert.are.equal("{}", pc.wire_to_json(M, ""))
+    -- the options of pc.from_json
+    assert.are.equal(pc.encode(Leaf { v = 1 }), pc.json_to_wire(Leaf, '{"v":1,"x":2}', { ignore_unknown = true }))
+    local q = pc.pool()
+    assert(q:load('syntax = "proto3"; package o; message Other { int32 z = 1; }', { name = "o.proto" }))
+    local any = assert(pc.json_to_wire(M, '{"any":{"@type":"t/o.Other","z":1}}', { pool = q }))
+    assert.are.equal('{"any":{"@type":"t/o.Other","z":1}}', pc.wire_to_json(M, any, { pool = q }))
+  end)
+
+  it("merge a second text over the first as pc.merge does", function()
+    local a = '{"i32":1,"s":"a","leaf":{"v":1},"r":[1],"ms":{"k":{"v":1}},"os":"x"}'
+    local b = '{"s":"b","r":[2],"ms":{"k":{"v":2},"l":{}},"oi":3,"ts":"1970-01-01T00:00:01Z"}'
+    local m = assert(pc.from_json(M, a))
+    pc.merge(m, assert(pc.from_json(M, b)))
+    local bytes = assert(pc.json_to_wire(M, a, nil, b))
+    assert.are.equal(pc.to_json(m), pc.to_json(assert(pc.decode(M, bytes))))
+    -- `more` is read with pc.from_json's defaults, not the options of the first
+    assert.are.same({ nil, err_of(M, '{"x":1}'), 2 },
+      { pc.json_to_wire(M, '{"x":1}', { ignore_unknown = true }, '{"x":1}') })
+  end)
+
+  it("fail as pc.from_json and pc.decode do, naming the text; raise as pc.to_json does", function()
+    assert.are.same({ nil, err_of(M, '{"i32": 1'), 1 }, { pc.json_to_wire(M, '{"i32": 1') })
+    assert.are.same({ nil, err_of(M, '{"by":"!"}'), 2 }, { pc.json_to_wire(M, "{}", nil, '{"by":"!"}') })
+    assert.are.same({ pc.decode(M, "\10") }, { pc.wire_to_json(M, "\10") })
+    assert.has_error(function() pc.wire_to_json(M, pc.encode(M { ts = { seconds = 253402300800 } })) end,
+      "$.ts: Timestamp seconds 253402300800 out of range (years 1 to 9999)")
+    local q = pc.pool()
+    assert(q:load('syntax = "proto2"; package p2; message R { required int32 a = 1; optional int32 b = 2; }',
+      { name = "r.proto" }))
+    assert.are.same({ nil, "missing required field: p2.R.a" }, { pc.json_to_wire(q:type("p2.R"), '{"b":1}') })
+    assert.has_error(function() pc.json_to_wire("jt.M", "{}") end,
+      "bad argument #1 to 'json_to_wire' (protocall.Type expected, got string)")
+    assert.has_error(function() pc.json_to_wire(M, "{}", { strict = true }) end,
+      "bad argument #3 to 'json_to_wire' (unknown option 'strict')")
+    assert.has_error(function() pc.json_to_wire(M, "{}", nil, 5) end,
+      "bad argument #4 to 'json_to_wire' (string expected, got number)")
+    assert.has_error(function() pc.wire_to_json(M, {}) end,
+      "bad argument #2 to 'wire_to_json' (string expected, got table)")
+    assert.has_error(function() pc.wire_to_json(M, "", { indent = 17 }) end,
+      "bad argument #3 to 'wire_to_json' (indent must be an integer in 0..16)")
+  end)
+
+  it("load a well-known type an Any names that the pool lacks", function()
+    local q = pc.pool()
+    assert(q:load('syntax = "proto3"; import "google/protobuf/any.proto"; message H { google.protobuf.Any a = 1; }',
+      { name = "h.proto" }))
+    local H = q:type("H")
+    local json = '{"a":{"@type":"type.googleapis.com/google.protobuf.Timestamp","value":"2020-01-01T00:00:00Z"}}'
+    local bytes = assert(pc.json_to_wire(H, json))
+    local r = pc.pool()
+    assert(r:load('syntax = "proto3"; import "google/protobuf/any.proto"; message H { google.protobuf.Any a = 1; }',
+      { name = "h.proto" }))
+    assert.are.equal(json, pc.wire_to_json(r:type("H"), bytes))
+  end)
+
+  it("keep their results whole with finalizers calling them meanwhile", function()
+    local bytes = assert(pc.json_to_wire(M, DOC))
+    local text = pc.to_json(assert(pc.decode(M, bytes)))
+    local seen = {}
+    local ok, mode = pcall(collectgarbage, "incremental") -- Lua 5.4's default is generational
+    local pause = collectgarbage("setpause", 0) -- a collection step at every allocation
+    for _ = 1, 200 do
+      local function fin() seen[#seen + 1] = pc.json_to_wire(M, '{"s":"gc"}') end
+      if newproxy then -- LuaJIT runs __gc for userdata alone
+        getmetatable(newproxy(true)).__gc = fin
+      else
+        setmetatable({}, { __gc = fin })
+      end
+      local b = pc.json_to_wire(M, DOC)
+      assert.are.equal(bytes, b)
+      assert.are.equal(text, pc.wire_to_json(M, bytes))
+    end
+    collectgarbage("setpause", pause)
+    if ok then collectgarbage(mode) end
+    collectgarbage()
+    for _, b in ipairs(seen) do assert.are.equal(pc.encode(M { s = "gc" }), b) end
+  end)
+end)
+
 describe("errors on a real document", function()
   local corpus = require "corpus"
   it("name the JSON path and the byte offset of the bad character", function()

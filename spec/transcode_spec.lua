@@ -179,12 +179,20 @@ assert(pool:load(SCHEMA, { name = "example/v1/messaging.proto" }))
 local tc = pc.transcoder(pool)
 
 -- The request message of an HTTP request, as text format for exact
--- comparison, or nil and the error's text.
+-- comparison, or nil and the error's text. tc:request_bytes must agree:
+-- the same message's bytes, or the same failure.
 local function call(t, method, target, body, ct)
   local route, bindings, query = t:match(method, target)
   if not route then return nil, tostring(bindings) end
   local m, err = t:request(route, bindings, query, body, ct)
-  if not m then return nil, tostring(err) end
+  local bytes, berr = t:request_bytes(route, bindings, query, body, ct)
+  if not m then
+    assert.is_nil(bytes, "request_bytes took what request refused: " .. tostring(err))
+    assert.are.same({ err.code, err.http_status, tostring(err) }, { berr.code, berr.http_status, tostring(berr) })
+    return nil, tostring(err)
+  end
+  assert(bytes, tostring(berr))
+  assert.are.equal(pc.to_text(m), pc.to_text(assert(pc.decode(route.input, bytes))))
   local text = pc.to_text(m):gsub("%s+", " "):gsub(" $", "")
   return text == "" and route.method or route.method .. " " .. text
 end
@@ -506,41 +514,81 @@ describe("request bodies", function()
     assert.are.same({ 'example.v1.Messaging.Put name: "n" file { content_type: "text/csv" data: "a,b" }' },
       { call(tc, "PUT", "/v1/uploads/n", "a,b", "text/csv") })
   end)
+
+  it("gives the bytes of a proto2 request whole, or 400 naming the required fields missing (tc:request_bytes)",
+    function()
+      local q = pc.pool()
+      assert(q:load([[
+        syntax = "proto2"; package p2;
+        message R { required string name = 1; optional int32 n = 2; }
+        service S { rpc Do(R) returns (R); rpc Put(R) returns (R); }
+      ]], { name = "p2.proto" }))
+      local t = pc.transcoder(q, { http = { rules = {
+        { selector = "p2.S.Do", post = "/v1/do/{name}", body = "*",
+          additional_bindings = { { post = "/v1/do", body = "*" } } },
+        { selector = "p2.S.Put", put = "/v1/put", body = "n" } } } })
+      -- the path's field completes the body's message before the check
+      local r, b, query = t:match("POST", "/v1/do/x")
+      local bytes = assert(t:request_bytes(r, b, query, '{"n":1}'))
+      assert.are.same({ n = 1, name = "x" }, pc.to_table(assert(pc.decode(r.input, bytes))))
+      for _, c in ipairs { { "POST", "/v1/do", '{"n":1}' }, { "PUT", "/v1/put", "1" } } do
+        r, b, query = t:match(c[1], c[2])
+        local got, err = t:request_bytes(r, b, query, c[3])
+        assert.is_nil(got)
+        assert.are.same({ "INVALID_ARGUMENT", 400, "request: missing required field: p2.R.name" },
+          { err.code, err.http_status, err.message })
+      end
+    end)
 end)
 
 describe("responses", function()
   local Reply, Message = pool:type("example.v1.Reply"), pool:type("example.v1.Message")
   local HttpBody = pool:type("google.api.HttpBody")
   local function route(method, target) return (tc:match(method, target)) end
+  -- tc:response, checked against tc:response_bytes of the message's bytes
+  local function response(t, r, msg)
+    local out = { t:response(r, msg) }
+    assert.are.same(out, { t:response_bytes(r, pc.encode(msg)) })
+    return (table.unpack or unpack)(out)
+  end
 
   it("writes the whole message, or the response_body field alone", function()
     local r = Reply { msg = Message { text = "m" }, items = { "a", "b" }, count = 3 }
     assert.are.same({ '{"msg":{"text":"m"},"items":["a","b"],"count":3}', "application/json" },
-      { tc:response(route("GET", "/v1/search"), r) })
-    assert.are.same({ '["a","b"]', "application/json" }, { tc:response(route("GET", "/v1/items"), r) })
-    assert.are.same({ '{"text":"m"}', "application/json" }, { tc:response(route("GET", "/v1/msg"), r) })
-    assert.are.same({ "3", "application/json" }, { tc:response(route("GET", "/v1/count"), r) })
+      { response(tc, route("GET", "/v1/search"), r) })
+    assert.are.same({ '["a","b"]', "application/json" }, { response(tc, route("GET", "/v1/items"), r) })
+    assert.are.same({ '{"text":"m"}', "application/json" }, { response(tc, route("GET", "/v1/msg"), r) })
+    assert.are.same({ "3", "application/json" }, { response(tc, route("GET", "/v1/count"), r) })
     -- fields at their defaults: the default's JSON, an unset message {}
-    assert.are.same({ "[]", "application/json" }, { tc:response(route("GET", "/v1/items"), Reply {}) })
-    assert.are.same({ "0", "application/json" }, { tc:response(route("GET", "/v1/count"), Reply {}) })
-    assert.are.same({ "{}", "application/json" }, { tc:response(route("GET", "/v1/msg"), Reply {}) })
+    assert.are.same({ "[]", "application/json" }, { response(tc, route("GET", "/v1/items"), Reply {}) })
+    assert.are.same({ "0", "application/json" }, { response(tc, route("GET", "/v1/count"), Reply {}) })
+    assert.are.same({ "{}", "application/json" }, { response(tc, route("GET", "/v1/msg"), Reply {}) })
   end)
 
   it("writes with pc.to_json's options", function()
     local t = pc.transcoder(pool, { json = { proto_names = true, emit_defaults = true } })
     assert.are.same({ '{"message_id":"","revision":"0","user_id":"","name":""}', "application/json" },
-      { t:response({ output = pool:type("example.v1.GetMessageRequest") },
+      { response(t, { output = pool:type("example.v1.GetMessageRequest") },
         pool:type("example.v1.GetMessageRequest") {}) })
   end)
 
   it("gives a google.api.HttpBody raw, with its content type", function()
     assert.are.same({ "<p>", "text/html" },
-      { tc:response(route("POST", "/v1/raw"), HttpBody { content_type = "text/html", data = "<p>" }) })
+      { response(tc, route("POST", "/v1/raw"), HttpBody { content_type = "text/html", data = "<p>" }) })
     assert.are.same({ "x", "application/octet-stream" },
-      { tc:response(route("POST", "/v1/raw"), HttpBody { data = "x" }) })
+      { response(tc, route("POST", "/v1/raw"), HttpBody { data = "x" }) })
     assert.are.same({ "%PDF", "application/pdf" },
-      { tc:response(route("GET", "/v1/page"), Reply { page = HttpBody { content_type = "application/pdf",
+      { response(tc, route("GET", "/v1/page"), Reply { page = HttpBody { content_type = "application/pdf",
         data = "%PDF" } }) })
+  end)
+
+  it("fails INTERNAL naming the method for bytes that do not decode (tc:response_bytes)", function()
+    for _, target in ipairs { "/v1/search", "/v1/items" } do
+      local body, err = tc:response_bytes(route("GET", target), "\10\99")
+      assert.is_nil(body)
+      assert.are.equal("INTERNAL", err.code)
+      assert.truthy(tostring(err):find("response of example.v1.Messaging.Search: ", 1, true), tostring(err))
+    end
   end)
 end)
 

@@ -6,15 +6,26 @@
  * "protocall.Arena" userdata first, so everything the reader allocates has
  * an owner before anything can raise; the result is a view of the root
  * message anchored to that arena. An Any naming a well-known type the pool
- * lacks loads that type's built-in file (as pc.type does) and runs again. */
+ * lacks loads that type's built-in file (as pc.type does) and runs again.
+ *
+ * json_to_wire and wire_to_json go between JSON text and wire bytes with
+ * no Lua object in between: the message lives in a per-state scratch arena
+ * (a "protocall.TranscodeState" userdata, their upvalue), reset at each
+ * use, and the output in its buffers. A call made while the state is in
+ * use (from a finalizer run by an allocation of another call) makes a
+ * state of its own and leaves it to the collector. */
 #include "json/json.h"
 #include "lpc_options.h"
 #include "schema/wkt.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
+#include "wire/wire.h"
 
 #include <lauxlib.h>
 #include <string.h>
 
 #define LPC_JSONSTATE    "protocall.JsonState"
+#define LPC_TCSTATE      "protocall.TranscodeState"
 /* A buffer grown past this is freed after use rather than kept. */
 #define LPC_JSONBUF_KEEP ((size_t)64 * 1024)
 
@@ -140,6 +151,212 @@ static int lpc_from_json(lua_State *L) {
   }
 }
 
+/* The scratch of json_to_wire and wire_to_json (see the file's comment). */
+typedef struct {
+  pc_Arena *arena; /* the message between the two forms; NULL before the first use */
+  pc_WireWriter w; /* json_to_wire's output */
+  pc_JsonBuf json; /* wire_to_json's output */
+  int busy;        /* a call is using this state */
+} TranscodeState;
+
+static int lpc_tcstate_gc(lua_State *L) {
+  TranscodeState *ts = luaL_checkudata(L, 1, LPC_TCSTATE);
+  pc_Arena_Free(ts->arena);
+  ts->arena = NULL;
+  pc_WireWriter_Free(&ts->w);
+  pc_JsonBuf_Free(&ts->json);
+  return 0;
+}
+
+/* __close (Lua 5.4): the state is free again however the call ended. */
+static int lpc_tcstate_close(lua_State *L) {
+  TranscodeState *ts = lua_touserdata(L, 1);
+  ts->busy = 0;
+  return 0;
+}
+
+static TranscodeState *new_tcstate(lua_State *L) {
+  TranscodeState *ts = lua_newuserdatauv(L, sizeof *ts, 0);
+  ts->arena = NULL;
+  pc_WireWriter_Init(&ts->w, NULL, NULL);
+  pc_JsonBuf_Init(&ts->json, NULL, NULL);
+  ts->busy = 0;
+  if (luaL_newmetatable(L, LPC_TCSTATE)) {
+    lua_pushcfunction(L, lpc_tcstate_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, lpc_tcstate_close);
+    lua_setfield(L, -2, "__close");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+  }
+  lua_setmetatable(L, -2);
+  return ts;
+}
+
+/* The state for this call (the upvalue, or a new one on the stack when the
+ * upvalue is in use), marked in use, its arena empty and a message of
+ * 'def' in it; raises when memory runs out. */
+static TranscodeState *take_tcstate(lua_State *L, const pc_MessageDef *def, pc_Message **msg) {
+  TranscodeState *ts = lua_touserdata(L, lua_upvalueindex(1));
+  if (ts->busy) {
+    ts = new_tcstate(L);
+  } else {
+    lua_pushvalue(L, lua_upvalueindex(1));
+  }
+  lua_toclose(L, -1);
+  ts->busy = 1;
+  if (ts->arena == NULL)
+    ts->arena = pc_Arena_New(NULL, NULL);
+  else
+    pc_Arena_Reset(ts->arena);
+  *msg = ts->arena != NULL ? pc_Message_New(def, ts->arena) : NULL;
+  if (*msg == NULL) {
+    ts->busy = 0;
+    luaL_error(L, "not enough memory");
+  }
+  return ts;
+}
+
+/* Done with 'ts': a state grown large gives its memory back. */
+static void release_tcstate(TranscodeState *ts) {
+  if (ts->arena != NULL && pc_Arena_SpaceAllocated(ts->arena) > LPC_JSONBUF_KEEP) {
+    pc_Arena_Free(ts->arena);
+    ts->arena = NULL;
+  }
+  if (ts->w.cap > LPC_JSONBUF_KEEP) pc_WireWriter_Free(&ts->w);
+  if (ts->json.cap > LPC_JSONBUF_KEEP) pc_JsonBuf_Free(&ts->json);
+  ts->busy = 0;
+}
+
+/* -- bytes | nil, err, part = pc.json_to_wire(T, s [, opts [, more]])
+ * (the contract: lua/protocall/json.lua) */
+static int lpc_json_to_wire(lua_State *L) {
+  static const char *const names[] = {"ignore_unknown", "max_depth", "pool", NULL};
+  size_t len, more_len = 0;
+  const char *s, *more = NULL;
+  const pc_MessageDef *def = lpc_check_parse_args(L, "json_to_wire", &s, &len);
+  pc_JsonReadOptions o;
+  memset(&o, 0, sizeof o);
+  pc_Pool *pool = NULL;
+  if (!lua_isnoneornil(L, 3)) {
+    lpc_check_options(L, 3, "json_to_wire", names);
+    o.ignore_unknown = lpc_opt_bool(L, 3, "json_to_wire", "ignore_unknown");
+    o.max_depth =
+        lpc_opt_int(L, 3, "json_to_wire", "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
+    pool = lpc_opt_pool(L, 3, "json_to_wire");
+  }
+  if (!lua_isnoneornil(L, 4)) {
+    if (lua_type(L, 4) != LUA_TSTRING) lpc_arg_type_error(L, 4, "json_to_wire", "string");
+    more = lua_tolstring(L, 4, &more_len);
+  }
+  Finder finder;
+  finder.want[0] = '\0';
+  o.pool = pool;
+  o.find_type = find_type;
+  o.find_type_ud = &finder;
+  pc_JsonReadOptions o_more; /* pc.from_json's defaults */
+  memset(&o_more, 0, sizeof o_more);
+  o_more.find_type = find_type;
+  o_more.find_type_ud = &finder;
+  lua_settop(L, 4);
+  for (;;) {
+    pc_Message *msg;
+    TranscodeState *ts = take_tcstate(L, def, &msg);
+    pc_Error err;
+    pc_Error_Init(&err);
+    int part = 1;
+    pc_JsonStatus st = pc_Json_Read(s, len, msg, def, ts->arena, &o, &err);
+    if (st == kPc_JsonStatus_Ok && more != NULL) {
+      part = 2;
+      pc_Message *extra = pc_Message_New(def, ts->arena);
+      st = extra == NULL ? kPc_JsonStatus_OutOfMemory
+                         : pc_Json_Read(more, more_len, extra, def, ts->arena, &o_more, &err);
+      if (st == kPc_JsonStatus_Ok && !pc_Message_Merge(msg, extra, def, ts->arena))
+        st = kPc_JsonStatus_OutOfMemory;
+    }
+    if (st == kPc_JsonStatus_Ok) {
+      pc_WireWriter_Reset(&ts->w);
+      pc_EncodeStatus est = pc_Encode(msg, def, NULL, &ts->w, &err);
+      if (est == kPc_EncodeStatus_Ok) {
+        lua_pushlstring(L, (const char *)pc_WireWriter_Data(&ts->w), pc_WireWriter_Size(&ts->w));
+        release_tcstate(ts);
+        return 1;
+      }
+      release_tcstate(ts);
+      if (est == kPc_EncodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+      lua_pushnil(L);
+      lua_pushstring(L, err.msg);
+      return 2;
+    }
+    release_tcstate(ts);
+    if (st == kPc_JsonStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+    if (pool == NULL) pool = pool_of(L, def);
+    if (!load_wanted(L, pool, &finder)) {
+      lua_pushnil(L);
+      lua_pushstring(L, err.msg);
+      lua_pushinteger(L, part);
+      return 3;
+    }
+    lua_settop(L, 4);
+  }
+}
+
+/* -- s | nil, err = pc.wire_to_json(T, bytes [, opts])
+ * (the contract: lua/protocall/json.lua) */
+static int lpc_wire_to_json(lua_State *L) {
+  static const char *const names[] = {"emit_defaults", "proto_names", "enums_as_ints",
+                                      "indent",        "pool",        NULL};
+  size_t len;
+  const char *s;
+  const pc_MessageDef *def = lpc_check_parse_args(L, "wire_to_json", &s, &len);
+  pc_JsonWriteOptions o;
+  memset(&o, 0, sizeof o);
+  pc_Pool *pool = NULL;
+  if (!lua_isnoneornil(L, 3)) {
+    lpc_check_options(L, 3, "wire_to_json", names);
+    o.emit_defaults = lpc_opt_bool(L, 3, "wire_to_json", "emit_defaults");
+    o.proto_names = lpc_opt_bool(L, 3, "wire_to_json", "proto_names");
+    o.enums_as_ints = lpc_opt_bool(L, 3, "wire_to_json", "enums_as_ints");
+    o.indent = lpc_opt_int(L, 3, "wire_to_json", "indent", 0, 16, 0);
+    pool = lpc_opt_pool(L, 3, "wire_to_json");
+  }
+  Finder finder;
+  finder.want[0] = '\0';
+  o.pool = pool;
+  o.find_type = find_type;
+  o.find_type_ud = &finder;
+  pc_DecodeOptions d;
+  memset(&d, 0, sizeof d);
+  d.alias = 1; /* strings point into 's', alive for the whole call */
+  lua_settop(L, 3);
+  for (;;) {
+    pc_Message *msg;
+    TranscodeState *ts = take_tcstate(L, def, &msg);
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_DecodeStatus dst = pc_Decode(s, len, msg, def, ts->arena, &d, &err);
+    if (dst != kPc_DecodeStatus_Ok) {
+      release_tcstate(ts);
+      if (dst == kPc_DecodeStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+      lua_pushnil(L);
+      lua_pushstring(L, err.msg);
+      return 2;
+    }
+    ts->json.size = 0;
+    pc_JsonStatus st = pc_Json_Write(msg, def, &o, &ts->json, &err);
+    if (st == kPc_JsonStatus_Ok) {
+      lua_pushlstring(L, ts->json.data != NULL ? ts->json.data : "", ts->json.size);
+      release_tcstate(ts);
+      return 1;
+    }
+    release_tcstate(ts);
+    if (st == kPc_JsonStatus_OutOfMemory) return luaL_error(L, "not enough memory");
+    if (pool == NULL) pool = pool_of(L, def);
+    if (!load_wanted(L, pool, &finder)) return luaL_error(L, "%s", err.msg);
+    lua_settop(L, 3);
+  }
+}
+
 void lpc_open_json(lua_State *L) {
   pc_JsonBuf *b = lua_newuserdatauv(L, sizeof *b, 0);
   pc_JsonBuf_Init(b, NULL, NULL);
@@ -154,4 +371,10 @@ void lpc_open_json(lua_State *L) {
   lua_setfield(L, -2, "to_json");
   lua_pushcfunction(L, lpc_from_json);
   lua_setfield(L, -2, "from_json");
+  new_tcstate(L);
+  lua_pushcclosure(L, lpc_json_to_wire, 1);
+  lua_setfield(L, -2, "json_to_wire");
+  new_tcstate(L);
+  lua_pushcclosure(L, lpc_wire_to_json, 1);
+  lua_setfield(L, -2, "wire_to_json");
 }

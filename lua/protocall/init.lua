@@ -22,7 +22,7 @@ local wire = require "protocall.wire"
 -- (and kept in pc) on first access. A module listed without names is
 -- loaded at once.
 local LATER = {
-  { "protocall.json", "to_json", "from_json" },
+  { "protocall.json", "to_json", "from_json", "json_to_wire", "wire_to_json" },
   { "protocall.text", "to_text", "from_text" },
   -- Rich error status and validation with protovalidate's rules
   { "protocall.status", "status_details_bin" },

@@ -26,4 +26,29 @@ M.to_json = core.to_json
 -- e.g. "$.resourceSpans[0].spans[2].traceId: invalid base64 at offset
 -- 311" (offsets count bytes from 0). Raises on bad arguments.
 M.from_json = core.from_json
+
+--- bytes | nil, err, part = pc.json_to_wire(T, s [, opts [, more]]): the
+-- wire encoding of the message of type T that the proto3 JSON text `s`
+-- holds, as pc.encode(pc.from_json(T, s, opts)) gives it but with no
+-- message object in between (the message lives in a scratch arena of the
+-- C side for the call): what a JSON -> gRPC transcoder sends. opts:
+-- pc.from_json's (`ignore_unknown`, `max_depth`, `pool`). `more`: a second
+-- JSON text of T, read with pc.from_json's defaults and merged over the
+-- first as pc.merge does (a transcoder's path variables and query
+-- parameters over the body). Bad input returns nil, pc.from_json's error
+-- ("$.data: invalid base64 at offset 9") and which text it is in (`part`:
+-- 1 for `s`, 2 for `more`); a proto2 message missing a required field
+-- returns nil and pc.encode's words ("missing required field: p.R.name"),
+-- no part. Raises on bad arguments.
+M.json_to_wire = core.json_to_wire
+
+--- s | nil, err = pc.wire_to_json(T, bytes [, opts]): the proto3 JSON text
+-- of the message of type T encoded in `bytes`, as pc.to_json(pc.decode(T,
+-- bytes), opts) gives it with no message object in between: what a gRPC ->
+-- JSON transcoder answers. opts: pc.to_json's (`emit_defaults`,
+-- `proto_names`, `enums_as_ints`, `indent`, `pool`). Bytes that do not
+-- decode return nil and pc.decode's error; a message JSON cannot express
+-- raises as pc.to_json does ("$.ts: Timestamp seconds ... out of range
+-- ..."), as do bad arguments.
+M.wire_to_json = core.wire_to_json
 return M

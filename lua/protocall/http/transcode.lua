@@ -23,6 +23,8 @@ local type, pairs, ipairs, tostring, tonumber, pcall, setmetatable, error =
 local format, concat, byte, lower = string.format, table.concat, string.byte, string.lower
 local Error, codes, argerror = errors.Error, internal.codes, internal.argerror
 local from_json, to_json, merge = json.from_json, json.to_json, message.merge
+local json_to_wire, wire_to_json = json.json_to_wire, json.wire_to_json
+local encode, decode = wire.encode, wire.decode
 local mpairs, has = message.pairs, message.has
 
 local M = {}
@@ -301,6 +303,8 @@ function M.transcoder(pool, opts)
     max_query_bytes = opts.max_query_bytes or 65536, max_query_params = opts.max_query_params or 1024,
     max_depth = opts.max_depth, json = opts.json or {}, max_body_bytes = opts.max_body_bytes or 4194304,
     validate = opts.validate and true or nil,
+    -- pc.from_json's options for bodies, made once
+    read_opts = { ignore_unknown = opts.ignore_unknown_fields, max_depth = opts.max_depth },
   }, Transcoder)
 end
 
@@ -497,64 +501,21 @@ local function http_body(T, content_type, body)
   return T { content_type = content_type or "", data = body }
 end
 
--- The request message of tc:request, before validation.
-local function build_request(self, route, bindings, query, body, content_type)
-  local T = route.input
-  local msg
-  body = body or ""
-  if #body > self.max_body_bytes then
-    return nil, Error { code = "RESOURCE_EXHAUSTED", http_status = 413,
-      message = format("body of %d bytes (at most %d)", #body, self.max_body_bytes) }
-  end
-  if route.body == "*" then
-    if route.body_is_http_body then
-      msg = http_body(T, content_type, body)
-    elseif body:find("^%s*$") then
-      msg = T {}
-    else
-      local err
-      msg, err = from_json(T, body, { ignore_unknown = self.ignore_unknown_fields, max_depth = self.max_depth })
-      if not msg then return nil, invalid("body: " .. err) end
-    end
-  elseif route.body ~= "" then
-    local f = route.body_field
-    if route.body_is_http_body then
-      msg = T { [f.name] = http_body(f.T, content_type, body) }
-    elseif body:find("^%s*$") then
-      msg = T {}
-    else
-      local prefix = '{"' .. f.name .. '":'
-      local err
-      msg, err = from_json(T, prefix .. body .. "}",
-        { ignore_unknown = self.ignore_unknown_fields, max_depth = self.max_depth })
-      if msg and others_set(self, T, msg, f) then
-        msg, err = nil, "$: more than one JSON value"
-      end
-      if not msg then
-        local p, what = err:match("^%$%.?([^:]*): (.*)$")
-        local at = tonumber(err:match(" at offset (%d+)$"))
-        local n = #f.name
-        local where
-        if p and p:sub(1, n) == f.name and (#p == n or p:find("^[.[]", n + 1)) then
-          where = "$" .. p:sub(n + 1)
-          what = what:gsub(" at offset %d+$", "")
-        else
-          where, what, at = "$", "more than one JSON value", nil
-        end
-        return nil, invalid(format("body: %s: %s%s", where, what,
-          at and format(" at offset %d", at - #prefix) or ""))
-      end
-    end
-  end
-  -- the path and the query as one JSON document
+-- The request's path variables and (unless the body is "*") query
+-- parameters as one JSON document of the route's input type: its text and
+-- the sources fields_error needs, false when there are none, or nil and
+-- the pc.Error of a bad variable or parameter.
+local function fields_json(self, route, bindings, query)
   local tree, sources, any = { order = {} }, {}, false
-  for i, b in ipairs(bindings or {}) do
-    local v = route.vars[i]
-    local value, why = leaf_json(v.fields[#v.fields], b.value)
-    if not value then return nil, invalid(format("path variable '%s': %s", v.field, why)) end
-    tree_put(tree, v.fields, value)
-    sources[#sources + 1] = { v.fields, v.field }
-    any = true
+  if bindings then
+    for i, b in ipairs(bindings) do
+      local v = route.vars[i]
+      local value, why = leaf_json(v.fields[#v.fields], b.value)
+      if not value then return nil, invalid(format("path variable '%s': %s", v.field, why)) end
+      tree_put(tree, v.fields, value)
+      sources[#sources + 1] = { v.fields, v.field }
+      any = true
+    end
   end
   if route.body ~= "*" and query and query ~= "" then
     local params, err = template.query(query, self.max_query_bytes, self.max_query_params)
@@ -580,20 +541,78 @@ local function build_request(self, route, bindings, query, body, content_type)
       end
     end
   end
-  if any then
-    local out = {}
-    tree_json(tree, out)
-    local extra, err = from_json(T, concat(out))
-    if not extra then
-      local p, what = json_error_parts(err)
-      local labels = source_labels(sources)
-      local label = p and labels[p]
-      while p and not label do -- a parent's label (a message value's member)
-        p = p:match("^(.*)%.[^.]*$")
-        label = p and labels[p]
-      end
-      return nil, invalid(format("%s: %s", label or "request", what))
+  if not any then return false end
+  local out = {}
+  tree_json(tree, out)
+  return concat(out), sources
+end
+
+-- The pc.Error of fields_json's document refused by the JSON reader
+-- (`err`), naming the variable or parameter.
+local function fields_error(sources, err)
+  local p, what = json_error_parts(err)
+  local labels = source_labels(sources)
+  local label = p and labels[p]
+  while p and not label do -- a parent's label (a message value's member)
+    p = p:match("^(.*)%.[^.]*$")
+    label = p and labels[p]
+  end
+  return invalid(format("%s: %s", label or "request", what))
+end
+
+-- The request message of tc:request, before validation.
+local function build_request(self, route, bindings, query, body, content_type)
+  local T = route.input
+  local msg
+  body = body or ""
+  if #body > self.max_body_bytes then
+    return nil, Error { code = "RESOURCE_EXHAUSTED", http_status = 413,
+      message = format("body of %d bytes (at most %d)", #body, self.max_body_bytes) }
+  end
+  if route.body == "*" then
+    if route.body_is_http_body then
+      msg = http_body(T, content_type, body)
+    elseif body:find("^%s*$") then
+      msg = T {}
+    else
+      local err
+      msg, err = from_json(T, body, self.read_opts)
+      if not msg then return nil, invalid("body: " .. err) end
     end
+  elseif route.body ~= "" then
+    local f = route.body_field
+    if route.body_is_http_body then
+      msg = T { [f.name] = http_body(f.T, content_type, body) }
+    elseif body:find("^%s*$") then
+      msg = T {}
+    else
+      local prefix = '{"' .. f.name .. '":'
+      local err
+      msg, err = from_json(T, prefix .. body .. "}", self.read_opts)
+      if msg and others_set(self, T, msg, f) then
+        msg, err = nil, "$: more than one JSON value"
+      end
+      if not msg then
+        local p, what = err:match("^%$%.?([^:]*): (.*)$")
+        local at = tonumber(err:match(" at offset (%d+)$"))
+        local n = #f.name
+        local where
+        if p and p:sub(1, n) == f.name and (#p == n or p:find("^[.[]", n + 1)) then
+          where = "$" .. p:sub(n + 1)
+          what = what:gsub(" at offset %d+$", "")
+        else
+          where, what, at = "$", "more than one JSON value", nil
+        end
+        return nil, invalid(format("body: %s: %s%s", where, what,
+          at and format(" at offset %d", at - #prefix) or ""))
+      end
+    end
+  end
+  local text, sources = fields_json(self, route, bindings, query)
+  if text == nil then return nil, sources end
+  if text then
+    local extra, err = from_json(T, text)
+    if not extra then return nil, fields_error(sources, err) end
     if msg then
       merge(msg, extra)
     else
@@ -642,6 +661,46 @@ function Transcoder:request(route, bindings, query, body, content_type)
   return msg, err
 end
 
+--- bytes | nil, err = tc:request_bytes(route, bindings, query, body,
+-- content_type): tc:request's message as wire bytes, what a placement
+-- sends upstream: the same message (a decoder reads the same fields), the
+-- same failures, and a proto2 request missing a required field fails
+-- INVALID_ARGUMENT (400) "request: missing required field: p.R.name"
+-- (pc.encode's words) instead of raising. For a route whose body is "*" (JSON) or none
+-- the body, path variables and query parameters go from JSON to wire
+-- bytes in C (pc.json_to_wire), with no message object; other routes
+-- (body "field", google.api.HttpBody) and a transcoder with `validate`
+-- make the message first.
+function Transcoder:request_bytes(route, bindings, query, body, content_type)
+  if type(route) ~= "table" or not route.input then argerror("request_bytes", "route expected", 2) end
+  local rb = route.body
+  if self.validate or route.body_is_http_body or (rb ~= "*" and rb ~= "") then
+    local msg, err = self:request(route, bindings, query, body, content_type)
+    if not msg then return nil, err end
+    local ok, bytes = pcall(encode, msg)
+    if not ok then return nil, invalid("request: " .. tostring(bytes)) end
+    return bytes
+  end
+  body = body or ""
+  if #body > self.max_body_bytes then
+    return nil, Error { code = "RESOURCE_EXHAUSTED", http_status = 413,
+      message = format("body of %d bytes (at most %d)", #body, self.max_body_bytes) }
+  end
+  local T = route.input
+  if rb == "" or body:find("^%s*$") then body = "{}" end
+  local text, sources = fields_json(self, route, bindings, query)
+  if text == nil then -- a bad variable or parameter: a bad body is said first, as tc:request does
+    local _, err = json_to_wire(T, body, self.read_opts)
+    if err then return nil, invalid("body: " .. err) end
+    return nil, sources
+  end
+  local bytes, err, part = json_to_wire(T, body, self.read_opts, text or nil)
+  if bytes then return bytes end
+  if part == 1 then return nil, invalid("body: " .. err) end
+  if part == 2 then return nil, fields_error(sources, err) end
+  return nil, invalid("request: " .. err)
+end
+
 -- The JSON of a field at its default (response_body of an unset field).
 local ZERO = { bool = "false", string = '""', bytes = '""', int64 = '"0"', uint64 = '"0"', sint64 = '"0"',
   fixed64 = '"0"', sfixed64 = '"0"' }
@@ -686,6 +745,25 @@ function Transcoder:response(route, msg)
   end
   if f then return field_json(self, route, msg, f), "application/json" end
   return to_json(msg, self.json), "application/json"
+end
+
+--- body, content_type | nil, err = tc:response_bytes(route, bytes):
+-- tc:response of the response message encoded in `bytes` (a gRPC
+-- answer): for a route without response_body whose output is not
+-- google.api.HttpBody the JSON comes from the bytes in C
+-- (pc.wire_to_json), with no message object. Bytes that do not decode
+-- fail (nil, pc.Error INTERNAL "response of pkg.Service.Method: ...");
+-- raises as tc:response does.
+function Transcoder:response_bytes(route, bytes)
+  if type(route) ~= "table" or not route.output then argerror("response_bytes", "route expected", 2) end
+  if route.response_field or route.response_is_http_body then
+    local msg, err = decode(route.output, bytes)
+    if not msg then return nil, Error { code = "INTERNAL", message = "response of " .. route.method .. ": " .. err } end
+    return self:response(route, msg)
+  end
+  local body, err = wire_to_json(route.output, bytes, self.json)
+  if not body then return nil, Error { code = "INTERNAL", message = "response of " .. route.method .. ": " .. err } end
+  return body, "application/json"
 end
 
 local STATUS_OPTS = { emit_defaults = true }
@@ -821,6 +899,46 @@ end
 
 local TIMEOUT_UNIT = { H = 3600, M = 60, S = 1, m = 1e-3, u = 1e-6, n = 1e-9 }
 
+local GRPC = byte("g")
+
+-- One header of tc:metadata: appends its metadata pair to `md` (`bytes`
+-- of keys and values so far); returns why it is refused (nil: taken or
+-- skipped), the Grpc-Timeout so far and the bytes.
+local function metadata_header(self, md, timeout, bytes, name, value)
+  if type(name) ~= "string" or type(value) ~= "string" then
+    argerror("metadata", format("header %s: string name and value expected, got %s and %s",
+      type(name) == "string" and "'" .. shown(name) .. "'" or tostring(name), type(name), type(value)), 3)
+  end
+  local lname = lower(name)
+  local key
+  if byte(lname) == GRPC and lname:sub(1, 14) == "grpc-metadata-" then
+    key = lname:sub(15)
+  elseif lname == "grpc-timeout" then
+    if timeout then return "Grpc-Timeout given more than once", timeout, bytes end
+    local n, unit = value:match("^(%d+)([HMSmun])$")
+    if not n or #n > 8 then return format("bad Grpc-Timeout '%s'", shown(value:sub(1, 40))), timeout, bytes end
+    return nil, tonumber(n) * TIMEOUT_UNIT[unit], bytes
+  elseif self.allow[lname] then
+    key = lname
+  end
+  if not key then return nil, timeout, bytes end
+  if key == "" or key == "-bin" or not key:find("^[%w%-_%.]+$") then
+    return format("header '%s': not a gRPC metadata key", shown(name)), timeout, bytes
+  end
+  if reserved(key) then return nil, timeout, bytes end
+  if key:sub(-4) == "-bin" then
+    local v = b64decode(value)
+    if not v then return format("header '%s': bad base64", shown(name)), timeout, bytes end
+    value = v
+  elseif value:find("[^\32-\126]") then
+    return format("header '%s': value must be printable ASCII", shown(name)), timeout, bytes
+  end
+  local problem = metadata_problem({ { key, value } }, #md, bytes)
+  if problem then return format("header '%s': %s", shown(name), problem), timeout, bytes end
+  md[#md + 1] = { key, value }
+  return nil, timeout, bytes + #key + #value
+end
+
 --- metadata, timeout | nil, err = tc:metadata(headers): the gRPC
 -- metadata of a request's headers (`headers`: a list of {name, value} or
 -- a table name -> value or list of values, strings): `Grpc-Metadata-<key>`
@@ -840,59 +958,24 @@ local TIMEOUT_UNIT = { H = 3600, M = 60, S = 1, m = 1e-3, u = 1e-6, n = 1e-9 }
 function Transcoder:metadata(headers)
   if type(headers) ~= "table" then argerror("metadata", "table expected, got " .. type(headers), 2) end
   local md, timeout, bytes = {}, nil, 0
-  local function one(name, value)
-    if type(name) ~= "string" or type(value) ~= "string" then
-      argerror("metadata", format("header %s: string name and value expected, got %s and %s",
-        type(name) == "string" and "'" .. shown(name) .. "'" or tostring(name), type(name), type(value)), 3)
-    end
-    local lname = lower(name)
-    local key
-    if lname:sub(1, 14) == "grpc-metadata-" then
-      key = lname:sub(15)
-    elseif lname == "grpc-timeout" then
-      if timeout then return "Grpc-Timeout given more than once" end
-      local n, unit = value:match("^(%d+)([HMSmun])$")
-      if not n or #n > 8 then return format("bad Grpc-Timeout '%s'", shown(value:sub(1, 40))) end
-      timeout = tonumber(n) * TIMEOUT_UNIT[unit]
-      return nil
-    elseif self.allow[lname] then
-      key = lname
-    end
-    if not key then return nil end
-    if key == "" or key == "-bin" or not key:find("^[%w%-_%.]+$") then
-      return format("header '%s': not a gRPC metadata key", shown(name))
-    end
-    if reserved(key) then return nil end
-    if key:sub(-4) == "-bin" then
-      local v = b64decode(value)
-      if not v then return format("header '%s': bad base64", shown(name)) end
-      value = v
-    elseif value:find("[^\32-\126]") then
-      return format("header '%s': value must be printable ASCII", shown(name))
-    end
-    local problem = metadata_problem({ { key, value } }, #md, bytes)
-    if problem then return format("header '%s': %s", shown(name), problem) end
-    bytes = bytes + #key + #value
-    md[#md + 1] = { key, value }
-    return nil
-  end
+  local why
   if headers[1] ~= nil then
     for i, h in ipairs(headers) do
       if type(h) ~= "table" then
         argerror("metadata", format("header %d: {name, value} expected, got %s", i, type(h)), 2)
       end
-      local why = one(h[1], h[2])
+      why, timeout, bytes = metadata_header(self, md, timeout, bytes, h[1], h[2])
       if why then return nil, invalid(why) end
     end
   else
     for name, value in pairs(headers) do
       if type(value) == "table" then
         for _, v in ipairs(value) do
-          local why = one(name, v)
+          why, timeout, bytes = metadata_header(self, md, timeout, bytes, name, v)
           if why then return nil, invalid(why) end
         end
       else
-        local why = one(name, value)
+        why, timeout, bytes = metadata_header(self, md, timeout, bytes, name, value)
         if why then return nil, invalid(why) end
       end
     end

@@ -611,11 +611,27 @@ local function bare_error(status, code, message)
 end
 
 
+-- The value of header `name` in `headers` (ngx.req.get_headers(n, true):
+-- names as sent) when it came spelt `name` or `lower` alone (the first of
+-- a repeated one, as nginx's variables take it), else ngx.var[var]: what
+-- the variable says, without its lookup (a few hundred ns) for the
+-- spellings clients send.
+local function header_of(headers, name, lower, var)
+  local a, b = headers[name], headers[lower]
+  if (a == nil) ~= (b == nil) then
+    local value = a or b
+    if type(value) == "table" then value = value[1] end
+    return value
+  end
+  return ngx.var[var]
+end
+
 -- The request body, or nil and a pc.Error: refused from Content-Length
--- alone (413, nothing read) when it says more than max_body_bytes.
-local function read_body(v)
+-- alone (413, nothing read) when it says more than max_body_bytes. `cl`:
+-- the header's value (false: none; nil: read here).
+local function read_body(v, cl)
   local limit = v.max_body_bytes
-  local cl = ngx.var.http_content_length
+  if cl == nil then cl = ngx.var.http_content_length end
   if cl then
     local n = tonumber(cl)
     if not n then return nil, { code = "INVALID_ARGUMENT", http_status = 400, message = "bad Content-Length" } end
@@ -679,15 +695,18 @@ local function answer_stream(v, route, nextmsg, metadata)
   end
 end
 
-local function respond(tc, route, bytes) return tc:response(route, decoded(route, bytes)) end
-
 local function answer_unary(v, route, bytes, md)
-  local ok, body, ct = pcall(respond, v.tc, route, bytes) -- no closure per request
+  local ok, body, ct = pcall(v.tc.response_bytes, v.tc, route, bytes)
+  if ok and not body then ok, body = false, ct end
   if not ok then return answer_error(v, body) end
-  set_headers(v, md)
-  ngx.status = 200
-  ngx.header["Content-Type"] = ct
-  ngx.header["Content-Length"] = #body
+  if md then
+    local h, t = md.headers, md.trailers
+    if (h and h[1]) or (t and t[1]) then set_headers(v, md) end
+  end
+  -- the status is nginx's default, 200
+  local header = ngx.header
+  header["Content-Type"] = ct
+  header["Content-Length"] = #body
   ngx.print(body)
 end
 
@@ -849,14 +868,15 @@ function M.handle(route, opts)
   end
   local r, bindings, query = tc:match(ngx.req.get_method(), target)
   if not r then return answer_error(v, bindings) end
-  local md, timeout = tc:metadata(ngx.req.get_headers(200, true))
+  local headers = ngx.req.get_headers(200, true) -- raw: errors name headers as sent
+  local md, timeout = tc:metadata(headers)
   if not md then return answer_error(v, timeout) end
   local body, berr = ""
   if r.body ~= "" or r.client_streaming then
-    body, berr = read_body(v)
+    body, berr = read_body(v, header_of(headers, "Content-Length", "content-length", "http_content_length") or false)
     if not body then return answer_error(v, berr) end
   end
-  local ct = ngx.var.content_type
+  local ct = header_of(headers, "Content-Type", "content-type", "content_type")
   local settings = { metadata = md, timeout = timeout, with_metadata = true }
   if v.timeout then settings.timeout = timeout and min(timeout, v.timeout) or v.timeout end
   local t = v.transport
@@ -890,9 +910,8 @@ function M.handle(route, opts)
     call:close()
     return answer_unary(v, r, bytes, mdr)
   end
-  local msg, err = tc:request(r, bindings, query, body, ct)
-  if not msg then return answer_error(v, err) end
-  local request = pc.encode(msg)
+  local request, err = tc:request_bytes(r, bindings, query, body, ct)
+  if not request then return answer_error(v, err) end
   if r.server_streaming then
     settings.with_metadata = nil
     local ok, iter, _, _, call = pcall(t.server_stream, t, r.path, request, settings)

@@ -233,8 +233,7 @@ local function walk_table(m)
     local name = info.name
     if require("protocall.core").is_set(m, name) then -- set, with or without presence
       local v = m[name]
-      -- a sub-message: a userdata, or under LuaJIT a cdata view too
-      local function plain(x) if require("protocall.core").is_message(x) then return walk_table(x) end return x end
+      local function plain(x) if type(x) == "userdata" then return walk_table(x) end return x end
       if info.type:sub(1, 4) == "map<" then
         local r = {}
         for k, x in pc.pairs(v) do r[k] = plain(x) end

@@ -112,7 +112,6 @@ pc_Arena *lpc_new_arena(lua_State *L) {
   lpc_ArenaBox *h = lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 1); /* user value 1: refs */
   h->arena = NULL;
   h->reported = 0;
-  h->foreign = 0;
   luaL_setmetatable(L, LPC_ARENA_MT);
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);
@@ -150,36 +149,14 @@ static int kind_of(const char *tagged) {
   return (int)((uintptr_t)tagged & 3);
 }
 
-#if LPC_LUAJIT
-char lpc_view_hook_key; /* registry: function(cdata) -> its view userdata, or nil */
-
-void lpc_cdata_to_ud(lua_State *L, int idx) {
-  if (lua_type(L, idx) != 10) return; /* 10: LuaJIT's cdata */
-  idx = lua_absindex(L, idx);
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_view_hook_key) != LUA_TFUNCTION) {
-    lua_pop(L, 1);
-    return;
-  }
-  lua_pushvalue(L, idx);
-  lua_call(L, 1, 1);
-  if (lua_type(L, -1) == LUA_TUSERDATA)
-    lua_replace(L, idx);
-  else
-    lua_pop(L, 1);
-}
-#endif
-
 pc_Message *lpc_to_message(lua_State *L, int idx, const pc_MessageDef **def) {
-#if LPC_LUAJIT
-  lpc_cdata_to_ud(L, idx);
-#endif
   if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
   const char *tagged = def_and_kind(L, idx);
   if (tagged == NULL) return NULL;
   int kind = kind_of(tagged);
   if (def != NULL) *def = (const pc_MessageDef *)(const void *)(tagged - kind);
   void *p = lua_touserdata(L, idx);
-  return kind == kLpc_Standalone ? p : ((lpc_View *)p)->msg;
+  return kind == kLpc_Standalone ? p : *(pc_Message **)p;
 }
 
 static _Noreturn void not_a_message(lua_State *L, int idx) {
@@ -285,12 +262,6 @@ void lpc_set_ref(lua_State *L, int a, const void *key, int v) {
   lua_pushvalue(L, v);
   lua_rawsetp(L, -2, key);
   lua_pop(L, 1);
-#if LPC_LUAJIT
-  if (lua_type(L, v) == LUA_TUSERDATA) {
-    lpc_ArenaBox *h = luaL_testudata(L, a, LPC_ARENA_MT);
-    if (h != NULL) h->foreign = 1;
-  }
-#endif
 }
 
 _Noreturn void lpc_nomem(lua_State *L) {

@@ -123,7 +123,6 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     }
     if (count != n) lpc_msg_error(L, "%s: list expected, got a table with holes", f->full_name);
   } else {
-    lpc_cdata_to_ud(L, src);
     const lpc_Container *other = luaL_testudata(L, src, LPC_REPEATED_MT);
     if (other == NULL || other->f->type != f->type || other->f->message != f->message ||
         other->f->enumdef != f->enumdef)
@@ -153,7 +152,6 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   lua_getiuservalue(L, c, 1);
   int a = lpc_push_anchor(L, -1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
-  if (f->message != NULL) h->foreign = 1; /* its elements: the objects in 'objs' */
   pc_Array *arr = pc_Message_MutableArray(msg, f, h->arena);
   size_t elem = pc_FieldDef_ElemSize(f);
   pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
@@ -588,10 +586,7 @@ int lpc_repeated_newindex(lua_State *L) {
   } else {
     pc_Array_Set(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(f), v);
   }
-  if (f->message != NULL) {
-    lpc_keep_elem(L, 1, 2, 4);
-    h->foreign = 1; /* the element is the object at 4 */
-  }
+  if (f->message != NULL) lpc_keep_elem(L, 1, 2, 4);
   if (keep) lpc_keep_elem(L, 1, 2, 3);
   lpc_pace(L, h);
   return 0;

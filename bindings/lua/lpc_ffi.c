@@ -6,7 +6,6 @@
  * offset 8 (core/message/message.h) on. The functions taking a struct
  * take it as a `void *` cdata, whose stored pointer lua_topointer finds. */
 #include "lpc.h"
-#include "lpc_message.h"
 
 #include "embedded.h"
 #include "ffi_codec.h"
@@ -246,40 +245,7 @@ static int lpc_ffi_codec(lua_State *L) {
   return 3;
 }
 
-#if LPC_LUAJIT
-/* -- v = core.view_ud(holder, cd)
- * LuaJIT: a userdata view of the message the cdata view cd (a struct
- * whose first member is the message's address, lua/protocall/ffi/
- * accessors.lua) points to, anchored where the message object 'holder'
- * is (the object whose memory cd's message lives in, kept with cd).
- * For the accessors' calls into C; cd is not checked. */
-static int lpc_view_ud(lua_State *L) {
-  lpc_check_message(L, 1, NULL);
-  pc_Message *const *p = lua_type(L, 2) == kLpc_TypeCdata ? lua_topointer(L, 2) : NULL;
-  if (p == NULL || *p == NULL) return luaL_argerror(L, 2, "message view cdata expected");
-  int a = lpc_push_anchor(L, 1);
-  lpc_push_view(L, pc_Message_Def(*p), *p, a);
-  return 1;
-}
-
-/* -- core.set_view_hook(fn)
- * LuaJIT: fn(x) gives the userdata view of a cdata view x, or nil for
- * any other cdata (lpc_to_message takes cdata views through it). */
-static int lpc_set_view_hook(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TFUNCTION);
-  lua_settop(L, 1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_view_hook_key);
-  return 0;
-}
-#endif
-
 void lpc_open_ffi(lua_State *L) {
-#if LPC_LUAJIT
-  lua_pushcfunction(L, lpc_view_ud);
-  lua_setfield(L, -2, "view_ud");
-  lua_pushcfunction(L, lpc_set_view_hook);
-  lua_setfield(L, -2, "set_view_hook");
-#endif
   static const luaL_Reg funcs[] = {{"ffi_layout", lpc_ffi_layout},
                                    {"ffi_slow", lpc_ffi_slow},
                                    {"ffi_copy", lpc_ffi_copy},

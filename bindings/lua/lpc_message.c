@@ -19,11 +19,8 @@ static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
 
 void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx) {
   anchor_idx = lua_absindex(L, anchor_idx);
-  lpc_View *p = lua_newuserdatauv(L, sizeof(lpc_View), 1);
-  p->msg = msg;
-#if LPC_LUAJIT
-  p->box = luaL_testudata(L, anchor_idx, LPC_ARENA_MT);
-#endif
+  pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), 1);
+  *p = msg;
   lua_pushvalue(L, anchor_idx);
   lua_setiuservalue(L, -2, 1);
   push_instance_mt(L, def, kLpc_View);

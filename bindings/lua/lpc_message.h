@@ -35,16 +35,6 @@
 enum { kLpc_Standalone = 1, kLpc_View = 2 };
 
 extern char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
-#if LPC_LUAJIT
-extern char lpc_view_hook_key; /* registry: core.set_view_hook's function */
-/* Replaces a cdata view at 'idx' (of a message or a repeated field, made
- * by lua/protocall/ffi/accessors.lua) with the userdata the C functions
- * take: a view of the same message and anchor, or the field's container;
- * leaves any other value (lpc_anchor.c). */
-void lpc_cdata_to_ud(lua_State *L, int idx);
-#else
-#define lpc_cdata_to_ud(L, idx) ((void)0)
-#endif
 /* Instance metatable field: a light userdata of the type's def with the
  * kind in its two low bits (a def is aligned to at least 4 bytes), so one
  * lookup gives both (lpc_to_message). */
@@ -54,23 +44,7 @@ extern char lpc_def_key;
 typedef struct {
   pc_Arena *arena;
   size_t reported; /* bytes already reported to the collector */
-  /* LuaJIT: set once a message object was stored by reference into a
-   * message this arena anchors (lpc_set_ref), after which a sub-message
-   * slot may point to memory another object owns; until then the FFI
-   * readers make the views of sub-messages themselves (lua/protocall/ffi/
-   * accessors.lua reads this field: keep the layout). */
-  int foreign;
 } lpc_ArenaBox;
-
-/* The payload of a view userdata. Under LuaJIT it also holds the box of
- * its anchor when that is an Arena (else NULL), which the FFI readers
- * read (lua/protocall/ffi/accessors.lua: keep the layout). */
-typedef struct {
-  pc_Message *msg;
-#if LPC_LUAJIT
-  lpc_ArenaBox *box;
-#endif
-} lpc_View;
 
 /* A repeated or map container: the field 'f' of the message 'msg'. */
 typedef struct {

@@ -526,23 +526,15 @@ int lpc_ffi_write_kind(const pc_FieldDef *f) {
 /* The FFI reader's kinds beyond the plain slots': a string or bytes field
  * (a pc_StringView slot copied out by ffi.string), and the 64-bit integers
  * (an int64_t / uint64_t cdata, what lpc_push_int64 makes of them). */
-enum {
-  kFfiRead_String = kLpc_Read_Bool + 2,
-  kFfiRead_I64,
-  kFfiRead_U64,
-  kFfiRead_Message,
-  kFfiRead_MessageList /* a repeated message field (LuaJIT: a cdata view of it) */
-};
+enum { kFfiRead_String = kLpc_Read_Bool + 2, kFfiRead_I64, kFfiRead_U64, kFfiRead_Message };
 
 /* How the FFI reader reads field 'f' (0: it leaves 'f' to the C __index):
  * every singular scalar, enum, string and bytes field but extensions,
  * with or without presence (the reader tests the presence bit or the
- * oneof case itself); of a singular message field, kFfiRead_Message
- * (nil for an unset one, a view of a set one); of a repeated message
- * field, kFfiRead_MessageList (a view of the field). */
+ * oneof case itself); of a singular message field, kFfiRead_Message, it
+ * only answers nil for an unset one (a NULL slot, another oneof member),
+ * leaving the view of a set one to C. */
 static int ffi_read_kind(const pc_FieldDef *f) {
-  if (f->label == kPc_Label_Repeated && !f->is_map && !f->is_extension && f->message != NULL)
-    return kFfiRead_MessageList;
   if (f->is_extension || f->label == kPc_Label_Repeated || f->slot > kPc_Slot_Message) return 0;
   if (f->slot == kPc_Slot_Message) return kFfiRead_Message;
   if (f->slot == kPc_Slot_String) return kFfiRead_String;
@@ -570,12 +562,10 @@ static int zero_default(const pc_FieldDef *f) {
 /* Pushes the list, in declaration order, of the fields the FFI reader and
  * writer handle: {name =, offset =, read = ffi_read_kind (kLpc_Read_* of a
  * 32-bit, double, float or bool slot, kFfiRead_String, kFfiRead_I64,
- * kFfiRead_U64, kFfiRead_Message, kFfiRead_MessageList, else 0),
- * write = lpc_ffi_write_kind, hasbit = (-1: none), case_offset = (0: no
- * oneof), number =, widest = (the oneof's widest member, which
- * pc_Message_Set clears), zero = (zero_default: an unset read gives 0,
- * false, "" or a 64-bit zero), message = (of a sub-message or a repeated
- * message field: its type's def, a light userdata)}. */
+ * kFfiRead_U64, kFfiRead_Message, else 0), write = lpc_ffi_write_kind, hasbit = (-1: none),
+ * case_offset = (0: no oneof), number =, widest = (the oneof's widest
+ * member, which pc_Message_Set clears), zero = (zero_default: an unset
+ * read gives 0, false, "" or a 64-bit zero)}. */
 static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
   lua_newtable(L);
   lua_Integer n = 0;
@@ -603,10 +593,6 @@ static void push_ffi_fields(lua_State *L, const pc_MessageDef *def) {
     lua_setfield(L, -2, "widest");
     lua_pushboolean(L, zero_default(f));
     lua_setfield(L, -2, "zero");
-    if (read == kFfiRead_Message || read == kFfiRead_MessageList) {
-      lua_pushlightuserdata(L, (void *)f->message);
-      lua_setfield(L, -2, "message");
-    }
     lua_rawseti(L, -2, ++n);
   }
 }
@@ -633,8 +619,7 @@ static int lpc_type_make_metatables(lua_State *L) {
     lua_getiuservalue(L, type_idx, 2);
     lua_getiuservalue(L, type_idx, 3);
     push_ffi_fields(L, def);
-    lua_pushlightuserdata(L, (void *)def);
-    lua_call(L, 4, 0);
+    lua_call(L, 3, 0);
   } else {
     lua_pop(L, 1);
   }
@@ -643,16 +628,15 @@ static int lpc_type_make_metatables(lua_State *L) {
 }
 
 /* -- core.set_reader(hook)   (LuaJIT: lua/protocall/message.lua) hook is
- * called as hook(standalone_mt, view_mt, fields, def) (def: the type's
- * def, a light userdata) for every Type made from
+ * called as hook(standalone_mt, view_mt, fields) for every Type made from
  * then on, before its first instance, to put an FFI __index and
  * __newindex in front of the C ones: fields lists what each field's slot
  * needs (push_ffi_fields: name, offset, read kind 1 uint32, 2 int32, 4
  * double, 5 float, 6 bool, 8 string or bytes, 9 int64_t, 10 uint64_t, 11
- * message (nil when unset, else a view), 12 repeated message or 0,
+ * message (nil when unset, else the C __index) or 0,
  * write kind the same but 8 plus 3 64-bit and 7 open enum or 0, hasbit,
  * case_offset, number, widest, zero: whether an unset read gives 0,
- * false, "" or a 64-bit zero, message: a sub-message's def). */
+ * false, "" or a 64-bit zero). */
 static int lpc_set_reader(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);

@@ -111,16 +111,10 @@ else
   function M.u64_decimal(v) return string.format("%u", v) end
   function M.u64_hex(v, width) return string.format("%0" .. width .. "x", v) end
   --- pairs(v): pairs that honours a userdata's __pairs (LuaJIT's does
-  -- not), for the message containers, and of the cdata list views
-  -- (lua/protocall/ffi/accessors.lua) the pairs function registered in
-  -- M.cdata_pairs by their ctype's number.
+  -- not), for the message containers.
   local getmetatable = debug.getmetatable
-  M.cdata_pairs = {}
   function M.pairs(v)
-    if type(v) == "cdata" then
-      local p = M.cdata_pairs[tonumber(ffi.typeof(v))]
-      if p then return p(v) end
-    elseif type(v) ~= "table" then
+    if type(v) ~= "table" then
       local mt = getmetatable(v)
       if mt and mt.__pairs then return mt.__pairs(v) end
     end

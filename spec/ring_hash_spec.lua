@@ -155,6 +155,9 @@ describe("ring_hash", function()
         cds { maximum_ring_size = { value = 8388609 } })
       assert.are.equal("ring_hash_lb_config.hash_function: XX_HASH expected, got MURMUR_HASH_2",
         cds { hash_function = 1 })
+      -- a wrapper with its value 0 (left out of the decoded table) is 0, not the default
+      assert.are.equal("ring_hash_lb_config.maximum_ring_size: an integer in 1..8388608 expected, got 0",
+        cds { maximum_ring_size = {} })
       assert.are.equal("lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got MAGLEV",
         xds_client.check("CDS", { name = "c", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
           lb_policy = 5 }))

@@ -137,6 +137,9 @@ describe("service_config validation", function()
           .. "ring_hash_experimental, outlier_detection_experimental)" },
       { { loadBalancingConfig = { { ring_hash_experimental = { minRingSize = 2048, maxRingSize = 1024 } } } },
         "loadBalancingConfig[0].ring_hash_experimental.minRingSize: at most maxRingSize (1024) expected, got 2048" },
+      { { loadBalancingConfig = { { ring_hash_experimental = { maxRingSize = 100 } } } },
+        "loadBalancingConfig[0].ring_hash_experimental.maxRingSize: at least the default minimum ring size (1024) "
+          .. "expected, got 100" },
       { { loadBalancingConfig = { { ring_hash_experimental = { maxRingSize = 8388609 } } } },
         "loadBalancingConfig[0].ring_hash_experimental.maxRingSize: integer in 1..8388608 expected, got 8388609" },
       { { loadBalancingConfig = { { ring_hash_experimental = { min_ring_size = 9000000 } } } },

@@ -406,6 +406,8 @@ describe("xDS", function()
       assert.are.equal(3, c.choice_count)
       why = select(2, cl { lb_policy = 1, least_request_lb_config = { choice_count = { value = 1 } } })
       assert.are.equal("least_request_lb_config.choice_count: at least 2 expected, got 1", why)
+      why = select(2, cl { lb_policy = 1, least_request_lb_config = { choice_count = {} } }) -- value 0, left out
+      assert.are.equal("least_request_lb_config.choice_count: at least 2 expected, got 0", why)
       c = cl { least_request_lb_config = { choice_count = { value = 1 } } } -- ROUND_ROBIN: not read
       assert.is_nil(c.choice_count)
       -- the first DEFAULT-priority threshold's max_requests; HIGH ones are not gRPC's

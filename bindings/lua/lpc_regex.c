@@ -49,6 +49,7 @@ static int lpc_regex_find(lua_State *L) {
   RegexBox *b = luaL_checkudata(L, 1, LPC_REGEX_MT);
   size_t len;
   const char *s = luaL_checklstring(L, 2, &len);
+  if (b->re == NULL) return luaL_error(L, "regex: already freed");
   int found = pc_CelRegex_Match(b->re, s, len);
   if (found < 0) return luaL_error(L, "not enough memory");
   lua_pushboolean(L, found);
@@ -63,6 +64,8 @@ void lpc_open_regex(lua_State *L) {
     lua_pushcfunction(L, lpc_regex_find);
     lua_setfield(L, -2, "find");
     lua_setfield(L, -2, "__index");
+    lua_pushliteral(L, "protocall.Regex");
+    lua_setfield(L, -2, "__metatable"); /* Lua code cannot reach __gc */
   }
   lua_pop(L, 1);
   lua_pushcfunction(L, lpc_regex);

@@ -111,6 +111,10 @@ function M.check_call(name, path, settings, level, sarg, compression)
   if not problem and previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
     problem = "previous_attempts: integer in 0..100 expected, got " .. M.show(previous)
   end
+  local rh = settings.ring_hash
+  if not problem and rh ~= nil and (type(rh) ~= "number" or rh ~= rh or rh < 0 or rh >= 2 ^ 64) then
+    problem = "ring_hash: a number in [0, 2^64) expected, got " .. M.show(rh)
+  end
   if problem then M.argerror(name, problem, level, sarg) end
   return settings
 end
@@ -166,10 +170,18 @@ end
 
 --- mt = forwarding(name): the metatable of a call standing in for another
 -- (`inner`, a field of the stand-in): a field is inner's, a method runs on
--- inner whether called on the stand-in or on inner. (A balancer's call
--- that moved to another backend, a retried stream's current attempt.)
+-- inner whether called on the stand-in or on inner, and closing the
+-- stand-in (Lua 5.4's to-be-closed variable of a generic for) closes
+-- inner. (A balancer's call that moved to another backend, a retried
+-- stream's current attempt.)
 function M.forwarding(name)
   local mt = { __name = name }
+  function mt.__close(self, err)
+    local inner = rawget(self, "inner")
+    local imt = inner and getmetatable(inner)
+    local close = type(imt) == "table" and imt.__close
+    if close then close(inner, err) end
+  end
   function mt.__index(self, k)
     local inner = rawget(self, "inner")
     local v = inner[k]

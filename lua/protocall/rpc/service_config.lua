@@ -262,7 +262,9 @@ local function ring_hash_at(v, path)
   local hi, hi_path = pick("maxRingSize", "max_ring_size")
   local c = { min_ring_size = int_in(lo, lo_path, 1, MAX_RING, nil),
     max_ring_size = int_in(hi, hi_path, 1, MAX_RING, nil) }
-  if (c.min_ring_size or 1024) > (c.max_ring_size or MAX_RING) then
+  if c.min_ring_size == nil and c.max_ring_size and c.max_ring_size < 1024 then
+    config_error(hi_path, format("at least the default minimum ring size (1024) expected, got %d", c.max_ring_size))
+  elseif (c.min_ring_size or 1024) > (c.max_ring_size or MAX_RING) then
     config_error(lo_path, format("at most %s (%d) expected, got %d", hi_path:match("[^.]+$"), c.max_ring_size,
       c.min_ring_size))
   end

@@ -381,7 +381,7 @@ end
 -- its service config's ring_hash_experimental, xds.lua from a RING_HASH
 -- cluster): `config` {min_ring_size =, max_ring_size = (integers
 -- 1..8388608, min not above max; nil: 1024 and 8388608; both capped at
--- 4096), request_hash_header = a header name (lower case; nil: each
+-- 4096), request_hash_header = a header name (lower case, not -bin; nil: each
 -- call's hash is settings.ring_hash, else random)} or nil for the
 -- defaults. Raises naming the field that is wrong.
 function Balanced:set_ring_hash(config)
@@ -392,8 +392,10 @@ function Balanced:set_ring_hash(config)
   local problem = ring_hash.check_sizes(config.min_ring_size, config.max_ring_size, "min_ring_size", "max_ring_size")
   if problem then error("set_ring_hash: " .. problem, 2) end
   local h = config.request_hash_header
-  if h ~= nil and (type(h) ~= "string" or h == "" or h ~= h:lower()) then
-    error("set_ring_hash: request_hash_header: a lower-case header name expected, got " .. tostring(h), 2)
+  if h ~= nil and (type(h) ~= "string" or not h:find("^[%w!#$%%&'*+%-.^_`|~]+$") or h ~= h:lower()
+    or h:sub(-4) == "-bin") then
+    error("set_ring_hash: request_hash_header: a lower-case header name (not -bin) expected, got "
+      .. internal.show(h), 2)
   end
   self.policy, self.ring_config, self.ring = "ring_hash", config, nil
   rewatch(self)

@@ -75,9 +75,17 @@ function M.finish(tok)
   bal.outstanding = bal.outstanding - 1
 end
 
---- M.move(token, b): the call goes on on backend `b` instead.
+--- M.move(token, b): the call goes on on backend `b` instead. A token a
+-- recount already let go (its first attempt's call had ended) counts again.
 function M.move(tok, b)
-  if tok.done then return end
+  if tok.done then
+    local bal = tok.bal
+    tok.done, tok.b, tok.handle = nil, b, nil
+    registry(bal)[tok] = true
+    b.outstanding = (b.outstanding or 0) + 1
+    bal.outstanding = bal.outstanding + 1
+    return
+  end
   tok.b.outstanding = tok.b.outstanding - 1
   tok.b = b
   b.outstanding = (b.outstanding or 0) + 1

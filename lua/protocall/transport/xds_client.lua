@@ -268,8 +268,9 @@ local function ring_hash_config(rh)
     return nil, "ring_hash_lb_config.hash_function: XX_HASH expected, got "
       .. (f == 1 and "MURMUR_HASH_2" or tostring(f))
   end
-  local lo = rh.minimum_ring_size and tonumber(rh.minimum_ring_size.value)
-  local hi = rh.maximum_ring_size and tonumber(rh.maximum_ring_size.value)
+  -- a wrapper present with no value is 0 (decoded as a table, proto3 zeros are left out)
+  local lo = rh.minimum_ring_size and tonumber(rh.minimum_ring_size.value or 0)
+  local hi = rh.maximum_ring_size and tonumber(rh.maximum_ring_size.value or 0)
   local why = ring_hash.check_sizes(lo, hi, "ring_hash_lb_config.minimum_ring_size",
     "ring_hash_lb_config.maximum_ring_size")
   if why then return nil, why end
@@ -284,7 +285,7 @@ end
 local function least_request_and_breaker(c)
   if (c.lb_policy or 0) == 1 then
     local cfg = c.least_request_lb_config
-    local n = cfg and cfg.choice_count and cfg.choice_count.value or least_request.DEFAULT_CHOICE
+    local n = cfg and cfg.choice_count and (cfg.choice_count.value or 0) or least_request.DEFAULT_CHOICE
     if n < least_request.MIN_CHOICE then
       return format("least_request_lb_config.choice_count: at least %d expected, got %d", least_request.MIN_CHOICE, n)
     end

@@ -301,6 +301,8 @@ end
 -- (M.retry_of's) while it fails with a code of retry.codes and the plan
 -- allows. Raises the last attempt's error.
 function M.unary(b, path, request, settings, rp)
+  -- no time left: the call fails as it would without a policy (DEADLINE_EXCEEDED)
+  if settings and settings.timeout and settings.timeout <= 0 then return b:unary(path, request, settings) end
   local ss, s = session(settings, rp), settings
   while true do
     local ok, res, meta = pcall(b.unary, b, path, request, s)
@@ -317,6 +319,7 @@ local Current = internal.forwarding("protocall.XdsRetriedCall")
 -- while it fails before its first response message (after one, the call
 -- is the caller's). The first message is read here, before returning.
 function M.server_stream(b, path, request, settings, rp)
+  if settings and settings.timeout and settings.timeout <= 0 then return b:server_stream(path, request, settings) end
   local ss, s = session(settings, rp), settings
   local current = setmetatable({}, Current)
   while true do

@@ -389,6 +389,12 @@ function Balanced:set_ring_hash(config)
     error("set_ring_hash: table or nil expected, got " .. type(config), 2)
   end
   config = config or {}
+  for k in pairs(config) do
+    if k ~= "min_ring_size" and k ~= "max_ring_size" and k ~= "request_hash_header" then
+      error("set_ring_hash: unknown field '" .. tostring(k) .. "' (min_ring_size, max_ring_size, "
+        .. "request_hash_header)", 2)
+    end
+  end
   local problem = ring_hash.check_sizes(config.min_ring_size, config.max_ring_size, "min_ring_size", "max_ring_size")
   if problem then error("set_ring_hash: " .. problem, 2) end
   local h = config.request_hash_header

@@ -109,6 +109,28 @@ local SEND_TIMEOUT = 60   -- seconds one send of the owner may take
 -- when the connection closes or the worker exits).
 local IDLE_READ = 3600
 
+local told_lost -- defined below
+
+-- hooks[method](hooks, arg) called some 60 stack slots above the caller:
+-- how the owner's threads call the channel's hooks. Those threads live as
+-- long as the connection and wait (ngx.semaphore's wait, a cosocket read)
+-- in frames right above their own; with LuaJIT's JIT on, a slot that a
+-- compiled trace leaves unwritten (dead to it) keeps what an earlier call
+-- put there, and the collector marks every slot of a suspended thread up
+-- to the top of its waiting frame. A hook called there leaves its channel
+-- in such a slot (the thread's wait pins the channel of a transport
+-- dropped unclosed, whose socket then is never collected and whose owner
+-- never ends); called this high, the channel stays above every wait's top.
+local function above(method, hooks, arg)
+  -- luacheck: push ignore 211
+  local _01, _02, _03, _04, _05, _06, _07, _08, _09, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20
+  local _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, _33, _34, _35, _36, _37, _38, _39, _40
+  local _41, _42, _43, _44, _45, _46, _47, _48, _49, _50, _51, _52, _53, _54, _55, _56, _57, _58, _59, _60
+  -- luacheck: pop
+  local a, b = hooks[method](hooks, arg) -- not a tail call: that would reuse this frame's base
+  return a, b
+end
+
 -- The owner's reading thread: reads ahead into c.inq (a protocall.fifo:
 -- explicit head and tail, as read-ahead leaves holes at the front) until
 -- closing.
@@ -119,13 +141,28 @@ local function owner_reader(c)
       c.err = c.err or "nginx worker is exiting"
       break
     end
-    if c.inq.bytes >= IN_CAP then
+    local hooks = c.hooks
+    if not hooks and c.inq.bytes >= IN_CAP then
       c.drained:wait(POLL)
     else
       local data, err = sock:receiveany(READ_MAX)
+      hooks = c.hooks
       if data then
-        c.inq:push(data)
-        wake(c.readable)
+        if hooks then
+          local ok, more = pcall(above, "recv", hooks, data)
+          if not ok then
+            c.err = c.err or more
+            break
+          end
+          -- what the channel answers (WINDOW_UPDATE, PING's ACK, TLS) goes now
+          if more and not c.kicked then
+            c.kicked = true
+            wake(c.writable)
+          end
+        else
+          c.inq:push(data)
+          wake(c.readable)
+        end
       elseif err ~= "timeout" then
         c.err = c.err or err
         break
@@ -135,6 +172,15 @@ local function owner_reader(c)
   c.closing = true
   wake(c.readable)
   wake(c.writable)
+end
+
+-- A connection whose bytes went to the channel's hooks (Shared:attach)
+-- tells the channel it ended, once (ignored when the channel closed it).
+function told_lost(c)
+  local hooks = c.hooks
+  if not hooks or c.told then return end
+  c.told = true
+  pcall(hooks.lost, hooks, c.err_op or "read", c.err or "closed")
 end
 
 -- The owner: connects (a plain byte pipe: TLS runs in protocall over it), then writes what the requests queue
@@ -158,8 +204,19 @@ local function run_owner(premature, c)
   c.ready:post(1)
   local reader = spawn_thread(owner_reader, c)
   while not c.closing do
-    if c.outq.bytes > 0 then
-      local data = c.outq:take_all()
+    local hooks = c.hooks
+    c.kicked = false
+    local data = hooks and above("output", hooks)
+    if data then
+      -- everything the channel queued, in one send
+      local n, serr = sock:send(data)
+      if not n then
+        c.err, c.err_op = c.err or serr, c.err and c.err_op or "send"
+        break
+      end
+      above("wrote", hooks, #data)
+    elseif c.outq.bytes > 0 then
+      data = c.outq:take_all()
       wake(c.sent)
       local n, serr = sock:send(data)
       if not n then
@@ -177,6 +234,7 @@ local function run_owner(premature, c)
   sock:close()
   wake(c.readable)
   wake(c.sent)
+  told_lost(c)
 end
 
 -- The owner timer's function: run_owner, and should it raise, the
@@ -189,6 +247,7 @@ local function owner(premature, c)
   c.ready:post(1)
   wake(c.readable)
   wake(c.sent)
+  told_lost(c)
 end
 
 -- The socket net.lua drives for a timer-owned connection: it hands bytes
@@ -231,6 +290,28 @@ function Shared:receiveany(max)
     if left <= 0 then return nil, "timeout" end
     c.readable:wait(left)
   end
+end
+
+-- Hands the connection's bytes to the channel's hooks (driver.lua's
+-- attach): the owner's reader feeds them what it reads (and what it read
+-- before), its writer sends what they queue when kicked.
+function Shared:attach(hooks)
+  local c = self.c
+  c.hooks = hooks
+  while c.inq.bytes > 0 do
+    local data = c.inq:take_all()
+    wake(c.drained)
+    hooks:recv(data)
+  end
+  self:kick()
+end
+
+-- The channel has output for the connection: the owner's writer looks.
+function Shared:kick()
+  local c = self.c
+  if c.kicked then return end
+  c.kicked = true
+  wake(c.writable)
 end
 
 function Shared:close()
@@ -334,7 +415,7 @@ local function driver_wait(seconds, token)
   spare[#spare + 1] = w
 end
 
-local function driver_wake(tokens, n, all)
+local function driver_wake(tokens, n, all, owned)
   if tokens == nil or all then
     for w in pairs(waiting) do post(w) end
     return
@@ -343,6 +424,7 @@ local function driver_wake(tokens, n, all)
     local w = by_token[tokens[i]]
     if w then post(w) end
   end
+  if owned then return end -- no role was freed
   local other = next(waiting)
   if other then post(other) end
 end
@@ -376,6 +458,23 @@ local PER_REQUEST = M.driver { per_request = true }
 
 local GUARDED = { "unary", "server_stream", "stream", "start_unary", "start_server_stream", "wait" }
 
+-- resty.grpc's methods, shared by every transport it makes (g.transport,
+-- g.pc): no closure per transport, which a compiled trace through a call
+-- could hold as a constant, keeping a dropped transport and its
+-- connection's owner timer alive.
+local guarded = {}
+for _, name in ipairs(GUARDED) do
+  guarded[name] = function(g, ...)
+    M.check_phase(g.pc)
+    local t = g.transport
+    return t[name](t, ...)
+  end
+end
+function guarded.set_load_balancing(g, ...) return g.transport:set_load_balancing(...) end
+function guarded.set_ring_hash(g, ...) return g.transport:set_ring_hash(...) end
+function guarded.backends(g) return g.transport:backends() end
+local function guarded_close(g) return g.transport:close() end
+
 --- `resty.grpc(pc, target, opts)` -> a transport as `pc.grpc(target,
 -- opts)`'s (same targets and options, `driver` set to this module's;
 -- `backends()`, `set_load_balancing` and `set_ring_hash` when it has
@@ -408,25 +507,13 @@ function M.grpc(pc, target, opts)
   o.driver = per_request and PER_REQUEST or SHARED
   local ok, t = pcall(pc.grpc, target, o) -- its errors blame our caller, not this line
   if not ok then error(t, 2) end
-  local g = { target = t.target, transport = t }
+  local g = { target = t.target, transport = t, pc = pc, close = guarded_close }
   for _, name in ipairs(GUARDED) do
-    if t[name] then
-      g[name] = function(_, ...)
-        M.check_phase(pc)
-        return t[name](t, ...)
-      end
-    end
+    if t[name] then g[name] = guarded[name] end
   end
-  function g.close() return t:close() end
-  if t.set_load_balancing then
-    function g.set_load_balancing(_, ...) return t:set_load_balancing(...) end
-  end
-  if t.set_ring_hash then -- pc.client's service config ring_hash_experimental
-    function g.set_ring_hash(_, ...) return t:set_ring_hash(...) end
-  end
-  if t.backends then
-    function g.backends() return t:backends() end
-  end
+  if t.set_load_balancing then g.set_load_balancing = guarded.set_load_balancing end
+  if t.set_ring_hash then g.set_ring_hash = guarded.set_ring_hash end -- pc.client's ring_hash_experimental
+  if t.backends then g.backends = guarded.backends end
   return g
 end
 

@@ -7,7 +7,9 @@
 -- role of one connection (connect it, send its bytes, or read from it),
 -- runs it (the driver may yield there, as cosockets do) and returns; with
 -- every role taken, it waits until a holder is done or the channel's next
--- timer (a deadline, keepalive, a connect timeout). So the tasks of
+-- timer (a deadline, keepalive, a connect timeout). A socket that moves
+-- its own bytes (`attach`, below) has no reader or writer role: a waiting
+-- call only kicks it when the channel has output for it. So the tasks of
 -- pc.spawn share the connection's reads and writes, and a call outside any
 -- task drives the connection itself.
 local core = require "protocall.core"
@@ -25,6 +27,8 @@ local READ_MAX = 65536 -- bytes asked of one receiveany
 local READ_CAP = 1     -- seconds a read waits at most before the timers run again
 local SEND_TIMEOUT = 60
 local SHARED_READ = 0.01 -- seconds a read waits when other connections have calls too
+
+local attach_owned -- defined below, used by do_connect
 
 -- Roles held by pc.run tasks it dropped after an error are free again.
 local function holds(role)
@@ -47,6 +51,74 @@ local function connect_failed(ch, id, why)
   ch:host_connected(id, false, why)
 end
 
+-- Wakes the waiters after the channel moved: the driver's wake(tokens,
+-- n, all, owned) gets the wake tokens of the calls something happened to
+-- (all: every waiter must look); `owned` true when no role was freed (a
+-- socket that moves its own bytes), so no other waiter need look.
+local function woken(dc, ch, owned)
+  sched.fire(dc.signal)
+  local wake = dc.wake
+  if wake then
+    local tokens = dc.tokens
+    local n, all = ch:host_woken(tokens)
+    wake(tokens, n, all, owned)
+  end
+end
+
+-- A socket with `attach` moves its own bytes (the OpenResty driver's
+-- timer-owned connection, lua/protocall/resty.lua): it gets the
+-- connection's hooks and from then on feeds what it reads to the channel
+-- (hooks:recv(bytes) -> whether the channel has output now), sends what
+-- the channel queues (hooks:output() -> bytes or nil, then
+-- hooks:wrote(n)), is told to look for output by sock:kick(), and reports
+-- its end (hooks:lost(op, why), op "read" or "send"); no call then takes
+-- its reader or writer role, so a response reaches its channel without a
+-- hand-over through a waiting call.
+local Hooks = {}
+Hooks.__index = Hooks
+
+-- Weak values: the hooks' reference to the driver's state and channel.
+local WEAK_VALUES = { __mode = "v" }
+
+-- The driver's state and channel behind hooks `h`, nil once collected.
+local function hooked(h)
+  local ref = h.ref
+  local d, ch = ref.dc, ref.channel
+  if d and ch then return d, ch end
+end
+
+function Hooks:recv(data)
+  local d, ch = hooked(self)
+  if not ch then return false end
+  ch:host_recv(self.id, data)
+  woken(d, ch, true)
+  return ch:host_output(self.id) ~= nil -- an answer to send
+end
+
+function Hooks:output()
+  local _, ch = hooked(self)
+  if ch then return ch:host_output(self.id) end
+end
+
+function Hooks:wrote(n)
+  local _, ch = hooked(self)
+  if ch then ch:host_wrote(self.id, n) end
+end
+
+function Hooks:lost(op, why)
+  local d, ch = hooked(self)
+  if not ch then return end
+  ch:host_lost(self.id, (op == "send" and "send to " or "read from ") .. d.where .. ": "
+    .. (why == "closed" and op ~= "send" and "connection closed by the peer" or tostring(why)))
+  woken(d, ch, true)
+end
+
+function attach_owned(dc, st)
+  st.owned = true
+  local ref = setmetatable({ dc = dc, channel = dc.channel }, WEAK_VALUES)
+  st.sock:attach(setmetatable({ ref = ref, id = st.id }, Hooks))
+end
+
 local function do_connect(dc, st, seconds)
   local ch = dc.channel
   local o = dc.connect_opts
@@ -61,6 +133,7 @@ local function do_connect(dc, st, seconds)
   if sock.settimeouts then drv(sock, "settimeouts", o.timeout, SEND_TIMEOUT, READ_CAP) end
   -- TLS, when the target has it, now runs in the channel over this socket's bytes
   ch:host_connected(st.id, true)
+  if type(sock.attach) == "function" then attach_owned(dc, st) end
 end
 
 local function do_write(dc, st)
@@ -98,13 +171,7 @@ local function with_role(dc, st, role, fn, ...)
   st[role] = { co = co_running() or false, epoch = sched.epoch() }
   fn(dc, st, ...)
   st[role] = nil
-  sched.fire(dc.signal)
-  local wake = dc.wake
-  if wake then
-    local tokens = dc.tokens
-    local n, all = dc.channel:host_woken(tokens)
-    wake(tokens, n, all)
-  end
+  woken(dc, dc.channel, false)
 end
 
 -- New connections get a state; gone ones their socket closed.
@@ -128,7 +195,7 @@ end
 local function reader_pick(dc, live, calls)
   local ids, busy = {}, 0
   for id in pairs(dc.conns) do
-    if live[id] and calls[id] > 0 then
+    if live[id] and calls[id] > 0 and not dc.conns[id].owned then
       busy = busy + 1
       if not holds(dc.conns[id].reader) then ids[#ids + 1] = id end
     end
@@ -156,7 +223,9 @@ local function drive(dc, limit, token)
     if live[id] == false and not st.sock and not holds(st.connector) then
       return with_role(dc, st, "connector", do_connect, timer)
     end
-    if live[id] and not holds(st.writer) and ch:host_output(id) then
+    if st.owned then
+      if live[id] and ch:host_output(id) then st.sock:kick() end
+    elseif live[id] and not holds(st.writer) and ch:host_output(id) then
       return with_role(dc, st, "writer", do_write)
     end
   end
@@ -179,7 +248,9 @@ function M.flush(channel)
   local dc = driven[channel]
   if not dc then return end
   for id, st in pairs(dc.conns) do
-    if st.sock and not holds(st.writer) and channel:host_output(id) then
+    if st.owned then
+      if channel:host_output(id) then st.sock:kick() end
+    elseif st.sock and not holds(st.writer) and channel:host_output(id) then
       with_role(dc, st, "writer", do_write)
     end
   end

@@ -384,7 +384,7 @@ static int write_fieldmask(W *w, const pc_Message *msg, const pc_MessageDef *m,
     size_t n = pc_Json_SnakeToCamel(p.data, p.size, camel);
     /* the paths are joined by ',' in JSON: one holding a ',' would read back as two */
     if (n == (size_t)-1 || !pc_Wire_ValidUtf8((const uint8_t *)p.data, p.size) ||
-        memchr(p.data, ',', p.size) != NULL)
+        (p.size > 0 && memchr(p.data, ',', p.size) != NULL)) /* an empty path's data may be NULL */
       FAIL(w, path, "FieldMask path \"%.*s\" has no JSON form", (int)(p.size > 200 ? 200 : p.size),
            p.data);
     if (!put_escaped_body(w, camel, n)) return 0;

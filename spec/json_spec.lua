@@ -494,6 +494,56 @@ describe("pc.json_to_wire and pc.wire_to_json", function()
       "bad argument #3 to 'wire_to_json' (indent must be an integer in 0..16)")
   end)
 
+  it("read and check their options as pc.from_json and pc.to_json do", function()
+    local deep = string.rep('{"kids":[', 6) .. "{}" .. string.rep("]}", 6)
+    assert.are.same({ nil, err_of(M, deep, { max_depth = 5 }), 1 }, { pc.json_to_wire(M, deep, { max_depth = 5 }) })
+    assert.is_truthy(pc.json_to_wire(M, deep, { max_depth = 6 }))
+    local m = assert(pc.from_json(M, DOC))
+    local bytes = pc.encode(m)
+    assert.are.equal(pc.to_json(m, { indent = 3, emit_defaults = true, proto_names = true, enums_as_ints = true }),
+      pc.wire_to_json(M, bytes, { indent = 3, emit_defaults = true, proto_names = true, enums_as_ints = true }))
+    -- each entry point, the position of its options, the options it reads
+    local readers = {
+      from_json = { 3, function(o) return pc.from_json(M, "{}", o) end },
+      json_to_wire = { 3, function(o) return pc.json_to_wire(M, "{}", o) end },
+    }
+    local writers = {
+      to_json = { 2, function(o) return pc.to_json(M {}, o) end },
+      wire_to_json = { 3, function(o) return pc.wire_to_json(M, "", o) end },
+    }
+    local function check(group, bad)
+      for name, e in pairs(group) do
+        for _, case in ipairs(bad) do
+          assert.has_error(function() e[2](case[1]) end,
+            ("bad argument #%d to '%s' (%s)"):format(e[1], name, case[2]))
+        end
+      end
+    end
+    local common = {
+      { "x", "table expected, got string" },
+      { { strict = true }, "unknown option 'strict'" },
+      { { [1] = true }, "unknown option '1'" },
+      { { pool = 5 }, "pool: protocall.Pool expected, got number" },
+    }
+    check(readers, common)
+    check(writers, common)
+    check(readers, {
+      { { ignore_unknown = 1 }, "ignore_unknown: boolean expected, got number" },
+      { { max_depth = 0 }, "max_depth must be an integer in 1..1000" },
+      { { max_depth = 1001 }, "max_depth must be an integer in 1..1000" },
+      { { max_depth = "10" }, "max_depth must be an integer in 1..1000" },
+      { { indent = 2 }, "unknown option 'indent'" },
+    })
+    check(writers, {
+      { { emit_defaults = "yes" }, "emit_defaults: boolean expected, got string" },
+      { { proto_names = 1 }, "proto_names: boolean expected, got number" },
+      { { enums_as_ints = {} }, "enums_as_ints: boolean expected, got table" },
+      { { indent = -1 }, "indent must be an integer in 0..16" },
+      { { indent = 1.5 }, "indent must be an integer in 0..16" },
+      { { max_depth = 5 }, "unknown option 'max_depth'" },
+    })
+  end)
+
   it("load a well-known type an Any names that the pool lacks", function()
     local q = pc.pool()
     assert(q:load('syntax = "proto3"; import "google/protobuf/any.proto"; message H { google.protobuf.Any a = 1; }',

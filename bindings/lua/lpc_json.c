@@ -68,30 +68,57 @@ static int lpc_jsonstate_gc(lua_State *L) {
   return 0;
 }
 
+/* The options table at 'idx' of 'fname' (pc.from_json, pc.json_to_wire)
+ * into 'o', its Any finder 'f' cleared; raises on an unknown name or a bad
+ * value. Returns the 'pool' option, or NULL. */
+static pc_Pool *read_options(lua_State *L, int idx, const char *fname, pc_JsonReadOptions *o,
+                             Finder *f) {
+  static const char *const names[] = {"ignore_unknown", "max_depth", "pool", NULL};
+  lpc_check_options(L, idx, fname, names);
+  memset(o, 0, sizeof *o);
+  o->ignore_unknown = lpc_opt_bool(L, idx, fname, "ignore_unknown");
+  o->max_depth =
+      lpc_opt_int(L, idx, fname, "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
+  pc_Pool *pool = lpc_opt_pool(L, idx, fname);
+  o->pool = pool;
+  f->want[0] = '\0';
+  o->find_type = find_type;
+  o->find_type_ud = f;
+  return pool;
+}
+
+/* The options table at 'idx' of 'fname' (pc.to_json, pc.wire_to_json)
+ * into 'o', as read_options. */
+static pc_Pool *write_options(lua_State *L, int idx, const char *fname, pc_JsonWriteOptions *o,
+                              Finder *f) {
+  static const char *const names[] = {"emit_defaults", "proto_names", "enums_as_ints",
+                                      "indent",        "pool",        NULL};
+  lpc_check_options(L, idx, fname, names);
+  memset(o, 0, sizeof *o);
+  o->emit_defaults = lpc_opt_bool(L, idx, fname, "emit_defaults");
+  o->proto_names = lpc_opt_bool(L, idx, fname, "proto_names");
+  o->enums_as_ints = lpc_opt_bool(L, idx, fname, "enums_as_ints");
+  o->indent = lpc_opt_int(L, idx, fname, "indent", 0, 16, 0);
+  pc_Pool *pool = lpc_opt_pool(L, idx, fname);
+  o->pool = pool;
+  f->want[0] = '\0';
+  o->find_type = find_type;
+  o->find_type_ud = f;
+  return pool;
+}
+
 /* -- s = pc.to_json(m [, opts])   (the contract: lua/protocall/json.lua;
  * the mapping: core/json/json.h) */
 static int lpc_to_json(lua_State *L) {
-  static const char *const names[] = {"emit_defaults", "proto_names", "enums_as_ints",
-                                      "indent",        "pool",        NULL};
   pc_JsonBuf *b = lua_touserdata(L, lua_upvalueindex(1));
   const pc_MessageDef *def;
   pc_Message *msg = lpc_to_message(L, 1, &def);
   if (msg == NULL)
     lpc_arg_error(L, 1, "to_json",
                   lua_pushfstring(L, "message expected, got %s", luaL_typename(L, 1)));
-  lpc_check_options(L, 2, "to_json", names);
   Finder finder;
-  finder.want[0] = '\0';
   pc_JsonWriteOptions o;
-  memset(&o, 0, sizeof o);
-  o.emit_defaults = lpc_opt_bool(L, 2, "to_json", "emit_defaults");
-  o.proto_names = lpc_opt_bool(L, 2, "to_json", "proto_names");
-  o.enums_as_ints = lpc_opt_bool(L, 2, "to_json", "enums_as_ints");
-  o.indent = lpc_opt_int(L, 2, "to_json", "indent", 0, 16, 0);
-  pc_Pool *pool = lpc_opt_pool(L, 2, "to_json");
-  o.pool = pool;
-  o.find_type = find_type;
-  o.find_type_ud = &finder;
+  pc_Pool *pool = write_options(L, 2, "to_json", &o, &finder);
   if (pool == NULL) pool = pool_of(L, def);
   pc_Error err;
   pc_JsonStatus st;
@@ -111,22 +138,12 @@ static int lpc_to_json(lua_State *L) {
 
 /* -- m | nil, err = pc.from_json(T, s [, opts])   (lua/protocall/json.lua) */
 static int lpc_from_json(lua_State *L) {
-  static const char *const names[] = {"ignore_unknown", "max_depth", "pool", NULL};
   size_t len;
   const char *s;
   const pc_MessageDef *def = lpc_check_parse_args(L, "from_json", &s, &len);
-  lpc_check_options(L, 3, "from_json", names);
   Finder finder;
-  finder.want[0] = '\0';
   pc_JsonReadOptions o;
-  memset(&o, 0, sizeof o);
-  o.ignore_unknown = lpc_opt_bool(L, 3, "from_json", "ignore_unknown");
-  o.max_depth =
-      lpc_opt_int(L, 3, "from_json", "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
-  pc_Pool *pool = lpc_opt_pool(L, 3, "from_json");
-  o.pool = pool;
-  o.find_type = find_type;
-  o.find_type_ud = &finder;
+  pc_Pool *pool = read_options(L, 3, "from_json", &o, &finder);
   if (pool == NULL) pool = pool_of(L, def);
   for (;;) {
     pc_Arena *a = lpc_new_arena(L);
@@ -231,29 +248,16 @@ static void release_tcstate(TranscodeState *ts) {
 /* -- bytes | nil, err, part = pc.json_to_wire(T, s [, opts [, more]])
  * (the contract: lua/protocall/json.lua) */
 static int lpc_json_to_wire(lua_State *L) {
-  static const char *const names[] = {"ignore_unknown", "max_depth", "pool", NULL};
   size_t len, more_len = 0;
   const char *s, *more = NULL;
   const pc_MessageDef *def = lpc_check_parse_args(L, "json_to_wire", &s, &len);
+  Finder finder;
   pc_JsonReadOptions o;
-  memset(&o, 0, sizeof o);
-  pc_Pool *pool = NULL;
-  if (!lua_isnoneornil(L, 3)) {
-    lpc_check_options(L, 3, "json_to_wire", names);
-    o.ignore_unknown = lpc_opt_bool(L, 3, "json_to_wire", "ignore_unknown");
-    o.max_depth =
-        lpc_opt_int(L, 3, "json_to_wire", "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
-    pool = lpc_opt_pool(L, 3, "json_to_wire");
-  }
+  pc_Pool *pool = read_options(L, 3, "json_to_wire", &o, &finder);
   if (!lua_isnoneornil(L, 4)) {
     if (lua_type(L, 4) != LUA_TSTRING) lpc_arg_type_error(L, 4, "json_to_wire", "string");
     more = lua_tolstring(L, 4, &more_len);
   }
-  Finder finder;
-  finder.want[0] = '\0';
-  o.pool = pool;
-  o.find_type = find_type;
-  o.find_type_ud = &finder;
   pc_JsonReadOptions o_more; /* pc.from_json's defaults */
   memset(&o_more, 0, sizeof o_more);
   o_more.find_type = find_type;
@@ -304,27 +308,12 @@ static int lpc_json_to_wire(lua_State *L) {
 /* -- s | nil, err = pc.wire_to_json(T, bytes [, opts])
  * (the contract: lua/protocall/json.lua) */
 static int lpc_wire_to_json(lua_State *L) {
-  static const char *const names[] = {"emit_defaults", "proto_names", "enums_as_ints",
-                                      "indent",        "pool",        NULL};
   size_t len;
   const char *s;
   const pc_MessageDef *def = lpc_check_parse_args(L, "wire_to_json", &s, &len);
-  pc_JsonWriteOptions o;
-  memset(&o, 0, sizeof o);
-  pc_Pool *pool = NULL;
-  if (!lua_isnoneornil(L, 3)) {
-    lpc_check_options(L, 3, "wire_to_json", names);
-    o.emit_defaults = lpc_opt_bool(L, 3, "wire_to_json", "emit_defaults");
-    o.proto_names = lpc_opt_bool(L, 3, "wire_to_json", "proto_names");
-    o.enums_as_ints = lpc_opt_bool(L, 3, "wire_to_json", "enums_as_ints");
-    o.indent = lpc_opt_int(L, 3, "wire_to_json", "indent", 0, 16, 0);
-    pool = lpc_opt_pool(L, 3, "wire_to_json");
-  }
   Finder finder;
-  finder.want[0] = '\0';
-  o.pool = pool;
-  o.find_type = find_type;
-  o.find_type_ud = &finder;
+  pc_JsonWriteOptions o;
+  pc_Pool *pool = write_options(L, 3, "wire_to_json", &o, &finder);
   pc_DecodeOptions d;
   memset(&d, 0, sizeof d);
   d.alias = 1; /* strings point into 's', alive for the whole call */

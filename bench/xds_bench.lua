@@ -12,34 +12,18 @@
 --
 --   build/release/protocall bench/xds_bench.lua [--quick]
 local pc = require "protocall"
-local core = require "protocall.core"
 local H = require "bench.harness"
 local protos = require "protocall.transport.xds_protos"
+local X = require "bench.xds_common"
 
-local XB = 'syntax = "proto3"; package xb; message M { string name = 1; } service Named { rpc Who(M) returns (M); }'
-local pool = pc.pool()
-assert(pool:load(XB, { name = "xb.proto" }))
-
-local function enc(name, t) return core.encode(protos.type(name), t) end
-local function any(kind, name, t) return { type_url = protos.TYPE_URL[kind], value = enc(name, t) } end
-
--- The resources of each kind, for backends on `port`.
+-- The resources of each kind: xds:///svc -> cluster A -> two backends on `port`.
 local function resources(kind, port)
   if kind == "LDS" then
-    local hcm = { route_config = { name = "rc", virtual_hosts = { { name = "vh", domains = { "*" },
-      routes = { { match = { prefix = "" }, route = { cluster = "A" } } } } } } }
-    return { any("LDS", "envoy.config.listener.v3.Listener", { name = "svc", api_listener = { api_listener = {
-      type_url = protos.HCM, value = enc(protos.HCM:match("/(.*)$"), hcm) } } }) }
+    return { X.listener("svc", { route_config = X.routes { cluster = "A" } }) }
   elseif kind == "CDS" then
-    return { any("CDS", "envoy.config.cluster.v3.Cluster", { name = "A", type = 3,
-      eds_cluster_config = { eds_config = { ads = {} } } }) }
+    return { X.cluster("A") }
   elseif kind == "EDS" then
-    local eps = {}
-    for i, host in ipairs { "127.0.0.1", "127.0.0.2" } do
-      eps[i] = { endpoint = { address = { socket_address = { address = host, port_value = port } } } }
-    end
-    return { any("EDS", "envoy.config.endpoint.v3.ClusterLoadAssignment", { cluster_name = "A",
-      endpoints = { { load_balancing_weight = { value = 1 }, lb_endpoints = eps } } }) }
+    return { X.cla("A", { { "127.0.0.1", port }, { "127.0.0.2", port } }) }
   end
   return {}
 end
@@ -48,7 +32,7 @@ if arg[1] == "--serve" then
   -- One server, both services: the subset's pool (a private one, in this
   -- process only) gets xb.Named too.
   local spool = protos.pool()
-  assert(spool:load(XB, { name = "xb.proto" }))
+  assert(spool:load(X.XB, { name = "xb.proto" }))
   local port
   local server = pc.server({
     ["envoy.service.discovery.v3.AggregatedDiscoveryService"] = {
@@ -56,8 +40,7 @@ if arg[1] == "--serve" then
         while true do
           local req = ctx.recv()
           if not req then return end
-          local kind
-          for k, u in pairs(protos.TYPE_URL) do if u == req.type_url then kind = k end end
+          local kind = X.kind_of(req.type_url)
           if kind and (req.response_nonce or "") == "" then
             ctx.send { version_info = "1", nonce = "1", type_url = req.type_url, resources = resources(kind, port) }
           end
@@ -79,11 +62,9 @@ local server = helper.spawn_command(BIN .. " bench/xds_bench.lua --serve", "xds 
 local ok, err = pcall(function()
   local port = server.port
   local static = pc.grpc({ "127.0.0.1:" .. port, "127.0.0.2:" .. port }, { load_balancing = "round_robin" })
-  local bootstrap = ('{"xds_servers": [{"server_uri": "127.0.0.1:%d", "channel_creds": [{"type": "insecure"}]}], '
-    .. '"node": {"id": "bench"}}'):format(port)
-  local xds = pc.grpc("xds:///svc", { xds_bootstrap = bootstrap })
-  local a = pc.client("xb.Named", { pool = pool, transport = static, timeout = 10 })
-  local b = pc.client("xb.Named", { pool = pool, transport = xds, timeout = 10 })
+  local xds = pc.grpc("xds:///svc", { xds_bootstrap = X.bootstrap(port) })
+  local a = pc.client("xb.Named", { pool = X.pool, transport = static, timeout = 10 })
+  local b = pc.client("xb.Named", { pool = X.pool, transport = xds, timeout = 10 })
   local req = { name = "x" }
   assert(b:Who(req).name == "x") -- the configuration arrives
   local sa, sb = H.measure_pair(function(n) for _ = 1, n do a:Who(req) end end,

@@ -27,48 +27,14 @@
 --
 --   build/release/protocall bench/xds_fleet_bench.lua [--quick] [--callgrind]
 local pc = require "protocall"
-local core = require "protocall.core"
 local H = require "bench.harness"
 local protos = require "protocall.transport.xds_protos"
+local X = require "bench.xds_common"
 
-local XB = 'syntax = "proto3"; package xb; message M { string name = 1; } service Named { rpc Who(M) returns (M); }'
-local pool = pc.pool()
-assert(pool:load(XB, { name = "xb.proto" }))
-
-local function enc(name, t) return core.encode(protos.type(name), t) end
-local function any(kind, name, t) return { type_url = protos.TYPE_URL[kind], value = enc(name, t) } end
-local LISTENER_T, RC_T = "envoy.config.listener.v3.Listener", "envoy.config.route.v3.RouteConfiguration"
-local CLUSTER_T, CLA_T = "envoy.config.cluster.v3.Cluster", "envoy.config.endpoint.v3.ClusterLoadAssignment"
-
-local function listener(name, hcm)
-  return any("LDS", LISTENER_T, { name = name, api_listener = { api_listener = { type_url = protos.HCM,
-    value = enc(protos.HCM:match("/(.*)$"), hcm) } } })
-end
-local function routes(action)
-  return { name = "rc", virtual_hosts = { { name = "vh", domains = { "*" }, routes = { { match = { prefix = "" },
-    route = action } } } } }
-end
-local function cluster(name)
-  return any("CDS", CLUSTER_T, { name = name, type = 3, eds_cluster_config = { eds_config = { ads = {} } } })
-end
--- A ClusterLoadAssignment of cluster `name`, endpoints {host, port} ...
-local function cla(name, list)
-  local eps = {}
-  for i, e in ipairs(list) do
-    eps[i] = { endpoint = { address = { socket_address = { address = e[1], port_value = e[2] } } } }
-  end
-  return any("EDS", CLA_T, { cluster_name = name, endpoints = { { load_balancing_weight = { value = 1 },
-    lb_endpoints = eps } } })
-end
-
-local function kind_of(url)
-  for k, u in pairs(protos.TYPE_URL) do if u == url then return k end end
-end
-
-local function bootstrap(port)
-  return ('{"xds_servers": [{"server_uri": "127.0.0.1:%d", "channel_creds": [{"type": "insecure"}]}], '
-    .. '"node": {"id": "bench"}}'):format(port)
-end
+local XB, pool = X.XB, X.pool
+local any, kind_of, bootstrap = X.any, X.kind_of, X.bootstrap
+local listener, routes, cluster, cla = X.listener, X.routes, X.cluster, X.cla
+local RC_T = X.RC_T
 
 local function backend_server(name)
   return pc.server({ ["xb.Named"] = { Who = function() return { name = name or "b" } end } }, { pool = pool })

@@ -73,6 +73,29 @@ export function grpcDefinition(registry, name) {
   return def;
 }
 
+// xt.Named's codec for @grpc/grpc-js's makeUnaryRequest, by hand (the xDS
+// clients have no descriptor set): the request xt.Id is sent empty; of the
+// response xt.Id {string name = 1}, decodeName returns field 1 ("" when absent).
+export const encodeEmpty = () => Buffer.alloc(0);
+export function decodeName(buf) {
+  let i = 0;
+  let out = "";
+  while (i < buf.length) {
+    const tag = buf[i++];
+    let len = 0;
+    let shift = 0;
+    for (;;) {
+      const b = buf[i++];
+      len |= (b & 0x7f) << shift;
+      shift += 7;
+      if (b < 0x80) break;
+    }
+    if (tag === 0x0a) out = buf.subarray(i, i + len).toString("utf8");
+    i += len;
+  }
+  return out;
+}
+
 // A queue that is an async iterable: push() a message, end() the stream.
 // Lets a client send one message, wait for the answer, send the next.
 export class Queue {

@@ -8,30 +8,14 @@
 // (how many calls failed, with the first error in "error").
 import * as grpc from "@grpc/grpc-js";
 import { register } from "@grpc/grpc-js-xds";
+import * as peer from "./peer.mjs";
 
 register();
 const [name, method, count, header] = process.argv.slice(2);
 
-// xt.Id {string name = 1}: the request is empty; the response's field 1 read by hand.
-const serialize = () => Buffer.alloc(0);
-function deserialize(buf) {
-  let i = 0;
-  let out = "";
-  while (i < buf.length) {
-    const tag = buf[i++];
-    let len = 0;
-    let shift = 0;
-    for (;;) {
-      const b = buf[i++];
-      len |= (b & 0x7f) << shift;
-      shift += 7;
-      if (b < 0x80) break;
-    }
-    if (tag === 0x0a) out = buf.subarray(i, i + len).toString("utf8");
-    i += len;
-  }
-  return out;
-}
+// xt.Id: the request empty, the response's field 1 (spec/node/peer.mjs).
+const serialize = peer.encodeEmpty;
+const deserialize = peer.decodeName;
 
 const client = new grpc.Client(`xds:///${name}`, grpc.credentials.createInsecure());
 const metadata = new grpc.Metadata();

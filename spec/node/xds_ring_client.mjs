@@ -7,29 +7,14 @@
 // order, and "failed" (how many calls failed, with the first error in "error").
 import * as grpc from "@grpc/grpc-js";
 import { register } from "@grpc/grpc-js-xds";
+import * as peer from "./peer.mjs";
 
 register();
 const [name, header, keys, rounds] = process.argv.slice(2);
 
-const serialize = () => Buffer.alloc(0);
-function deserialize(buf) {
-  let i = 0;
-  let out = "";
-  while (i < buf.length) {
-    const tag = buf[i++];
-    let len = 0;
-    let shift = 0;
-    for (;;) {
-      const b = buf[i++];
-      len |= (b & 0x7f) << shift;
-      shift += 7;
-      if (b < 0x80) break;
-    }
-    if (tag === 0x0a) out = buf.subarray(i, i + len).toString("utf8");
-    i += len;
-  }
-  return out;
-}
+// xt.Id: the request empty, the response's field 1 (spec/node/peer.mjs).
+const serialize = peer.encodeEmpty;
+const deserialize = peer.decodeName;
 
 const client = new grpc.Client(`xds:///${name}`, grpc.credentials.createInsecure());
 const out = { failed: 0 };

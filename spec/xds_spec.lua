@@ -213,6 +213,28 @@ describe("xDS", function()
       assert.is_false(xds.matches(r, "/a/b"))
     end)
 
+    it("takes regexes up to RE2's 8,192 bytes as written, matching them whole", function()
+      local function path_of(n) return "/" .. ("a"):rep(n - 1) end
+      for n = 8187, 8192 do
+        local r = checked { safe_regex = { regex = path_of(n) } }
+        assert.is_true(xds.matches(r, path_of(n)), n)
+        assert.is_false(xds.matches(r, path_of(n) .. "a"), n)
+        assert.is_false(xds.matches(r, "/" .. path_of(n)), n)
+        r = checked { prefix = "", headers = { { name = "x-k", safe_regex_match = { regex = path_of(n) } } } }
+        assert.is_true(xds.matches(r, "/p", { { "x-k", path_of(n) } }), n)
+        assert.is_false(xds.matches(r, "/p", { { "x-k", path_of(n + 1) } }), n)
+      end
+      local m = { safe_regex = { regex = path_of(8193) } }
+      assert.are.equal(("match.safe_regex.regex: %q is not an RE2 pattern: pattern too long"):format(path_of(8193)),
+        xds_route.check_match(m, "match"))
+      -- an alternation is matched whole on either side, as "^(?:a|b)$"
+      local r = checked { safe_regex = { regex = "/x|/y" } }
+      assert.is_true(xds.matches(r, "/x"))
+      assert.is_true(xds.matches(r, "/y"))
+      assert.is_false(xds.matches(r, "/xy"))
+      assert.is_false(xds.matches(r, "/x/y"))
+    end)
+
     it("matches header regexes in full, and inverts them", function()
       local function user(v) return v and { { "x-user", v } } or {} end
       local r = checked { prefix = "", headers = { { name = "x-user", safe_regex_match = { regex = "user-[0-9]+" } } } }

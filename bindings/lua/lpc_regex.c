@@ -43,8 +43,8 @@ static int lpc_regex(lua_State *L) {
 }
 
 /* -- found = re:find(s)
- * Whether the pattern matches a substring of string 's' (unanchored: a
- * full match is the pattern "^(?:p)$"). Raises when memory runs out. */
+ * Whether the pattern matches a substring of string 's' (unanchored: see
+ * re:full). Raises when memory runs out. */
 static int lpc_regex_find(lua_State *L) {
   RegexBox *b = luaL_checkudata(L, 1, LPC_REGEX_MT);
   size_t len;
@@ -56,13 +56,30 @@ static int lpc_regex_find(lua_State *L) {
   return 1;
 }
 
+/* -- found = re:full(s)
+ * Whether the pattern matches the whole of string 's' (what "^(?:p)$"
+ * finds, the pattern's own length alone counting against RE2's limit: the
+ * xDS matchers' safe_regex). Raises when memory runs out. */
+static int lpc_regex_full(lua_State *L) {
+  RegexBox *b = luaL_checkudata(L, 1, LPC_REGEX_MT);
+  size_t len;
+  const char *s = luaL_checklstring(L, 2, &len);
+  if (b->re == NULL) return luaL_error(L, "regex: already freed");
+  int found = pc_CelRegex_FullMatch(b->re, s, len);
+  if (found < 0) return luaL_error(L, "not enough memory");
+  lua_pushboolean(L, found);
+  return 1;
+}
+
 void lpc_open_regex(lua_State *L) {
   if (luaL_newmetatable(L, LPC_REGEX_MT)) {
     lua_pushcfunction(L, lpc_regex_gc);
     lua_setfield(L, -2, "__gc");
-    lua_createtable(L, 0, 1);
+    lua_createtable(L, 0, 2);
     lua_pushcfunction(L, lpc_regex_find);
     lua_setfield(L, -2, "find");
+    lua_pushcfunction(L, lpc_regex_full);
+    lua_setfield(L, -2, "full");
     lua_setfield(L, -2, "__index");
     lua_pushliteral(L, "protocall.Regex");
     lua_setfield(L, -2, "__metatable"); /* Lua code cannot reach __gc */

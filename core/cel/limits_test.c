@@ -150,6 +150,35 @@ static void budget(void) {
   pc_CelEval_Free(ev);
 }
 
+/* pc_CelRegex_FullMatch: the whole text, as "^(?:p)$" would, for patterns
+ * up to PC_CEL_MAX_PATTERN bytes themselves (the wrapped form of one of
+ * 8,187 bytes or more would be refused as too long). */
+static void full_match(void) {
+  char why[256];
+  pc_CelRegex *re = pc_CelRegex_New("a|ab", 4, why, sizeof why);
+  CHECK(re != NULL);
+  CHECK(pc_CelRegex_FullMatch(re, "ab", 2) == 1);
+  CHECK(pc_CelRegex_FullMatch(re, "a", 1) == 1);
+  CHECK(pc_CelRegex_FullMatch(re, "abc", 3) == 0);
+  CHECK(pc_CelRegex_FullMatch(re, "xab", 3) == 0);
+  CHECK(pc_CelRegex_Match(re, "xab", 3) == 1);
+  pc_CelRegex_Free(re);
+  char *text = malloc(PC_CEL_MAX_PATTERN + 2);
+  memset(text, 'a', PC_CEL_MAX_PATTERN + 1);
+  for (size_t len = PC_CEL_MAX_PATTERN - 5; len <= PC_CEL_MAX_PATTERN; len++) {
+    re = pc_CelRegex_New(text, len, why, sizeof why);
+    CHECK(re != NULL);
+    CHECK(pc_CelRegex_FullMatch(re, text, len) == 1);
+    CHECK(pc_CelRegex_FullMatch(re, text, len - 1) == 0);
+    CHECK(pc_CelRegex_FullMatch(re, text, len + 1) == 0);
+    CHECK(pc_CelRegex_Match(re, text, len + 1) == 1);
+    pc_CelRegex_Free(re);
+  }
+  CHECK(pc_CelRegex_New(text, PC_CEL_MAX_PATTERN + 1, why, sizeof why) == NULL);
+  CHECK(strcmp(why, "pattern too long") == 0);
+  free(text);
+}
+
 static void regexes(void) {
   char msg[PC_ERROR_MAX];
   /* a pattern that backtracking engines take exponential time over */
@@ -442,6 +471,7 @@ static void threads(void) {
 int main(void) {
   budget();
   regexes();
+  full_match();
   unique_spread();
   deep_values();
   failing_allocator();

@@ -94,3 +94,11 @@ extern "C" int pc_CelRegex_Match(const pc_CelRegex *re, const char *s, size_t le
     return -1;
   }
 }
+
+extern "C" int pc_CelRegex_FullMatch(const pc_CelRegex *re, const char *s, size_t len) {
+  try {
+    return re2::RE2::FullMatchN(re2::StringPiece(s, len), *re->re, nullptr, 0) ? 1 : 0;
+  } catch (...) { // memory ran out
+    return -1;
+  }
+}

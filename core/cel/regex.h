@@ -34,6 +34,12 @@ size_t pc_CelRegex_ProgramSize(const pc_CelRegex *re);
  * several threads at once. */
 int pc_CelRegex_Match(const pc_CelRegex *re, const char *s, size_t len);
 
+/* Whether the pattern matches the whole of the 'len' bytes at 's' (what
+ * "^(?:pattern)$" finds, without the 6 bytes counting against
+ * PC_CEL_MAX_PATTERN: the xDS route matchers' safe_regex): 1 or 0, -1 when
+ * memory ran out. Safe from several threads at once. */
+int pc_CelRegex_FullMatch(const pc_CelRegex *re, const char *s, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

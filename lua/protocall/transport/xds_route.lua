@@ -19,7 +19,8 @@
 -- core, the engine CEL and protovalidate use), so a pattern means what it
 -- means to Envoy and gRPC (\d, (?i), non-greedy, linear-time matching;
 -- no backreferences or lookaround, which RE2 refuses). Each is compiled
--- once, as "^(?:pattern)$", when its resource is checked; one RE2 refuses
+-- once when its resource is checked (at most 8,192 bytes, RE2's limit) and
+-- matches the whole value (as "^(?:pattern)$" would); one RE2 refuses
 -- NACKs the resource naming the field and RE2's reason, and the last good
 -- config keeps serving.
 --
@@ -57,9 +58,9 @@ local M = {}
 local function regex_at(rm, at)
   local pattern = rm.regex
   if pattern == nil or pattern == "" then return nil, at .. ".regex: empty" end
-  -- alone first, so RE2's reason quotes the pattern as written
+  -- matched whole with re:full (not wrapped in "^(?:...)$": RE2's length
+  -- limit is the pattern's own, and its reason quotes it as written)
   local re, why = core.regex(pattern)
-  if re then re, why = core.regex("^(?:" .. pattern .. ")$") end
   if not re then return nil, format("%s.regex: %q is not an RE2 pattern: %s", at, pattern, why) end
   return re
 end
@@ -211,7 +212,7 @@ local function header_matches(h, metadata)
   elseif v == nil then
     return false
   elseif h.regex_of then
-    m = h.regex_of:find(v)
+    m = h.regex_of:full(v)
   elseif h.range_of then
     local n = v:find("^[+-]?%d+$") and tonumber(v)
     m = n ~= nil and n >= h.range_of[1] and n < h.range_of[2]
@@ -235,7 +236,7 @@ end
 function M.matches(r, path, metadata, draw)
   local m = r.match
   if m.regex_of then
-    if not m.regex_of:find(path) then return false end
+    if not m.regex_of:full(path) then return false end
   else
     local sensitive = m.case_sensitive == nil or m.case_sensitive.value ~= false
     local p, want = path, m.prefix or m.path

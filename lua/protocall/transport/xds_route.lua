@@ -12,7 +12,8 @@
 -- against the call's metadata (several values joined by ","; "-bin" keys
 -- never match; "content-type" is application/grpc): exact, prefix,
 -- suffix, contains, present, safe_regex_match (full match), range_match
--- (a decimal integer value in [start, end)) or string_match (the same,
+-- (a decimal integer value, within int64, in [start, end), compared
+-- exactly on both runtimes) or string_match (the same,
 -- ignore_case but for safe_regex), each turned by invert_match.
 --
 -- Regular expressions are RE2's (core.regex: Debian's libre2 in the C
@@ -65,6 +66,40 @@ local function regex_at(rm, at)
   return re
 end
 
+-- range_match compares 64-bit integers exactly: Lua 5.4's integers would,
+-- but LuaJIT's numbers are doubles (2^53 + 1 reads as 2^53) and its int64
+-- cdata cannot be read from a header value by tonumber, so values and
+-- bounds are canonical decimal strings ("-12", "0", "34": no "+", no
+-- leading zeros) compared by sign, length, then digits.
+
+-- The canonical decimal of string `s` ([+-]?digits), or nil.
+local function decimal_of(s)
+  local sign, digits = s:match("^([+-]?)(%d+)$")
+  if not digits then return nil end
+  digits = digits:gsub("^0+", "")
+  if digits == "" then return "0" end
+  return sign == "-" and "-" .. digits or digits
+end
+
+-- -1, 0 or 1 as canonical decimal `a` is below, equal to or above `b`.
+local function compare_decimal(a, b)
+  local na, nb = a:sub(1, 1) == "-", b:sub(1, 1) == "-"
+  if na ~= nb then return na and -1 or 1 end
+  local c = 0
+  if #a ~= #b then c = #a < #b and -1 or 1 elseif a ~= b then c = a < b and -1 or 1 end
+  return na and -c or c
+end
+
+local INT64_MIN, INT64_MAX = "-9223372036854775808", "9223372036854775807"
+
+-- The canonical decimal of an int64 field's value: a Lua 5.4 integer, a
+-- LuaJIT number or int64 cdata ("-5LL").
+local function bound_of(v)
+  if v == nil then return "0" end
+  if type(v) == "number" then return decimal_of(format("%d", v)) end
+  return decimal_of((tostring(v):gsub("U?LL$", "")))
+end
+
 local DENOMINATOR = { [0] = 100, [1] = 10000, [2] = 1000000,
   HUNDRED = 100, TEN_THOUSAND = 10000, MILLION = 1000000 }
 
@@ -99,7 +134,7 @@ function M.check_match(m, at)
       h.regex_of = re
     elseif h.range_match then
       -- int64 fields: LuaJIT decodes them as cdata
-      h.range_of = { tonumber(h.range_match.start) or 0, tonumber(h.range_match["end"]) or 0 }
+      h.range_of = { bound_of(h.range_match.start), bound_of(h.range_match["end"]) }
     elseif h.exact_match == nil and h.prefix_match == nil and h.suffix_match == nil and h.contains_match == nil
       and h.present_match == nil and h.string_match == nil then
       return hat .. ": exact, prefix, suffix, contains, present, safe_regex, range or string_match expected"
@@ -214,8 +249,9 @@ local function header_matches(h, metadata)
   elseif h.regex_of then
     m = h.regex_of:full(v)
   elseif h.range_of then
-    local n = v:find("^[+-]?%d+$") and tonumber(v)
-    m = n ~= nil and n >= h.range_of[1] and n < h.range_of[2]
+    local n = decimal_of(v)
+    m = n ~= nil and compare_decimal(n, INT64_MIN) >= 0 and compare_decimal(n, INT64_MAX) <= 0
+      and compare_decimal(n, h.range_of[1]) >= 0 and compare_decimal(n, h.range_of[2]) < 0
   else
     local sm = h.string_match
     if sm then

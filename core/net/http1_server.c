@@ -384,10 +384,6 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
   c->minor = h->minor;
   c->keep_alive = h->keep_alive;
   c->req_done = 0;
-  if (h->target_len == 0 || h->target[0] != '/') {
-    write_simple(c, 400, "the request target must be a path (origin-form)\n");
-    return;
-  }
   char method[32];
   if (h->method_len >= sizeof method) {
     write_simple(c, 501, "the request method is not implemented\n");
@@ -395,8 +391,14 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
   }
   memcpy(method, h->method, h->method_len);
   method[h->method_len] = 0;
-  if (strcmp(method, "CONNECT") == 0) { /* a tunnel: nothing here serves one */
+  /* a tunnel: nothing here serves one, whatever its target (the
+   * authority-form "host:port" RFC 9112 3.2.3 gives it, or a path) */
+  if (strcmp(method, "CONNECT") == 0) {
     write_simple(c, 405, "CONNECT is not served here\n");
+    return;
+  }
+  if (h->target_len == 0 || h->target[0] != '/') {
+    write_simple(c, 400, "the request target must be a path (origin-form)\n");
     return;
   }
   const char *ct = NULL, *host = "localhost";

@@ -3,9 +3,9 @@
  * responses out. Covers Connect unary (Content-Length), a request split at
  * every byte, pipelined requests one at a time, a chunked request body,
  * gRPC-Web streaming (chunked, the trailers message in the body), Expect:
- * 100-continue, Connection: close and HTTP/1.0, plain gRPC refused (505), CONNECT (405),
- * smuggling cases refused (400) and the connection closed, the head
- * timeout (408), a pipelining flood, and every allocation failing. */
+ * 100-continue, Connection: close and HTTP/1.0, plain gRPC refused (505),
+ * CONNECT (405, its target a path or host:port), smuggling cases refused (400) and the connection
+ * closed, the head timeout (408), a pipelining flood, and every allocation failing. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "net/http1_server.h"
@@ -251,6 +251,11 @@ static void refusals(void) {
   refused("POST /t.T/Echo HTTP/2.2\r\nHost: x\r\n\r\n", "HTTP/1.1 505 ");
   refused("POST http://x/t.T/Echo HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 ");
   refused("CONNECT /t.T/Echo HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 405 ");
+  /* the authority-form a CONNECT sends (RFC 9112 3.2.3) is refused the same */
+  refused("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", "HTTP/1.1 405 ");
+  refused("CONNECT [::1]:8443 HTTP/1.1\r\nHost: [::1]:8443\r\n\r\n", "HTTP/1.1 405 ");
+  refused("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 ");
+  refused("POST example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 ");
   refused("CONNECTCONNECTCONNECTCONNECTCONNECT / HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 501 ");
   refused("POST /t.T/Echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
           "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n",

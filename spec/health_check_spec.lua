@@ -263,6 +263,61 @@ describe("outlier detection (outlier_detection_experimental, gRFC A50)", functio
     end)
   end)
 
+  it("takes set_outlier_detection's config in the transport's spelling, defaults filled, or names the field",
+    function()
+    flaky_backends(function(addrs)
+      local t = pc.grpc(addrs, { load_balancing = "round_robin" })
+      local c = pc.client("hc.Named", { pool = pool, transport = t, timeout = 5 })
+      t:set_outlier_detection { interval = 0.2, base_ejection_time = 0.6, max_ejection_percent = 50,
+        failure_percentage = { threshold = 30, minimum_hosts = 2, request_volume = 4 } }
+      assert.are.same({ interval = 0.2, base_ejection_time = 0.6, max_ejection_time = 300, max_ejection_percent = 50,
+        failure_percentage = { threshold = 30, enforcement_percentage = 100, minimum_hosts = 2, request_volume = 4 } },
+        t.outlier.config)
+      local t0 = pc.now()
+      while not t:backends()[1].ejected do
+        spread(c, 4)
+        assert(pc.now() - t0 < 5, "a was never ejected")
+        pc.sleep(0.05)
+      end
+      assert.is_false(t:backends()[2].ejected)
+      t:set_outlier_detection(nil) -- off: the ejected backend returns at once
+      assert.is_false(t:backends()[1].ejected)
+      t:set_outlier_detection {}
+      assert.are.same({ interval = 10, base_ejection_time = 30, max_ejection_time = 300, max_ejection_percent = 10 },
+        t.outlier.config)
+      t:set_outlier_detection { success_rate = {}, base_ejection_time = 0 } -- as an xDS cluster may say
+      assert.are.same({ stdev_factor = 1900, enforcement_percentage = 100, minimum_hosts = 5, request_volume = 100 },
+        t.outlier.config.success_rate)
+      for _, case in ipairs {
+        { 5, "table or nil expected, got number" },
+        { { interval = 0 }, "interval: seconds above 0 and at most 315576000000 expected, got 0" },
+        { { interval = "10s" }, "interval: seconds above 0 and at most 315576000000 expected, got string" },
+        { { base_ejection_time = -1 },
+          "base_ejection_time: seconds at least 0 and at most 315576000000 expected, got -1" },
+        { { max_ejection_time = 0 / 0 },
+          "max_ejection_time: seconds at least 0 and at most 315576000000 expected, got " },
+        { { max_ejection_percent = 150 }, "max_ejection_percent: an integer in 0..100 expected, got 150" },
+        { { max_ejection_percent = 5.5 }, "max_ejection_percent: an integer in 0..100 expected, got 5.5" },
+        { { success_rate = true }, "success_rate: table or nil expected, got boolean" },
+        { { success_rate = { minimum_hosts = -1 } },
+          "success_rate.minimum_hosts: an integer in 0..4294967295 expected, got -1" },
+        { { failure_percentage = { threshold = 150 } },
+          "failure_percentage.threshold: an integer in 0..100 expected, got 150" },
+        { { failure_percentage = { stdev_factor = 1 } }, "failure_percentage: unknown field 'stdev_factor' "
+          .. "(enforcement_percentage, minimum_hosts, request_volume, threshold)" },
+        { { maxEjectionPercent = 10 }, "unknown field 'maxEjectionPercent' (base_ejection_time, failure_percentage, "
+          .. "interval, max_ejection_percent, max_ejection_time, success_rate)" },
+      } do
+        local ok, err = pcall(t.set_outlier_detection, t, case[1])
+        assert.is_false(ok)
+        assert.matches("set_outlier_detection: " .. case[2], tostring(err), 1, true)
+      end
+      assert.are.same({ stdev_factor = 1900, enforcement_percentage = 100, minimum_hosts = 5, request_volume = 100 },
+        t.outlier.config.success_rate) -- a refused config leaves the last one
+      t:close()
+    end)
+  end)
+
   it("ejects by success rate: below mean - stdev * stdevFactor / 1000", function()
     flaky_backends(function(addrs)
       local t = pc.grpc(addrs)

@@ -364,11 +364,27 @@ end
 --- transport:set_outlier_detection(config): outlier detection (gRFC
 -- A50; pc.client sets it from its service config's
 -- outlier_detection_experimental policy, whose child policy becomes the
--- transport's): `config` as transport/outlier.lua's M.new takes it
--- (seconds, percentages), or nil to turn it off (ejected backends return).
+-- transport's; xds.lua from a cluster's outlier_detection) for the
+-- transport's backends, or nil to turn it off (ejected backends return).
+-- `config` is the transport's spelling of A50's fields (doc/fleet.md,
+-- "Outlier detection"): {interval =, base_ejection_time =,
+-- max_ejection_time = (seconds, numbers: 10, 30, 300 when absent; the
+-- interval above 0), max_ejection_percent = (0..100; 10), success_rate =
+-- nil (off) | {stdev_factor = (thousandths; 1900), enforcement_percentage
+-- = (0..100; 100), minimum_hosts = (5), request_volume = (100)},
+-- failure_percentage = nil (off) | {threshold = (0..100; 85),
+-- enforcement_percentage = (100), minimum_hosts = (5), request_volume =
+-- (50)}} (counts: integers of at least 0). Raises naming the field that
+-- is wrong ("set_outlier_detection: failure_percentage.threshold: an
+-- integer in 0..100 expected, got 150") or unknown.
 function Balanced:set_outlier_detection(config)
   if config ~= nil and type(config) ~= "table" then
     error("set_outlier_detection: table or nil expected, got " .. type(config), 2)
+  end
+  if config ~= nil then
+    local problem
+    config, problem = outlier.check(config)
+    if not config then error("set_outlier_detection: " .. problem, 2) end
   end
   self.outlier = config and outlier.new(config) or nil
   for _, b in ipairs(self.members) do

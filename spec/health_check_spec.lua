@@ -220,22 +220,26 @@ describe("outlier detection (outlier_detection_experimental, gRFC A50)", functio
     return count
   end
 
+  -- Calls on `c` until a sweep of transport `t` ejects "a" (in 5 s).
+  local function until_ejected(t, c)
+    local t0 = pc.now()
+    while not t:backends()[1].ejected do
+      spread(c, 4)
+      assert(pc.now() - t0 < 5, "a was never ejected")
+      pc.sleep(0.05)
+    end
+  end
+
   it("ejects a backend failing 50 % of its calls and returns it after the ejection time", function()
     flaky_backends(function(addrs)
       local t = pc.grpc(addrs)
       local c = pc.client("hc.Named", { pool = pool, transport = t, service_config = od_config(), timeout = 5 })
-      local t0 = pc.now()
-      -- calls until a sweep ejects "a"
-      while not t:backends()[1].ejected do
-        spread(c, 4)
-        assert(pc.now() - t0 < 5, "a was never ejected")
-        pc.sleep(0.05)
-      end
+      until_ejected(t, c)
       assert.is_false(t:backends()[2].ejected)
       assert.are.same({ b = 10 }, spread(c, 10))
       -- back after baseEjectionTime (0.6 s), at a sweep (every 0.2 s): not before 0.6 s less the
       -- time the loop above took to see the ejection (at most one round: 4 calls and 0.05 s)
-      t0 = pc.now()
+      local t0 = pc.now()
       while t:backends()[1].ejected do
         spread(c, 1)
         assert(pc.now() - t0 < 5, "a never came back")
@@ -273,12 +277,7 @@ describe("outlier detection (outlier_detection_experimental, gRFC A50)", functio
       assert.are.same({ interval = 0.2, base_ejection_time = 0.6, max_ejection_time = 300, max_ejection_percent = 50,
         failure_percentage = { threshold = 30, enforcement_percentage = 100, minimum_hosts = 2, request_volume = 4 } },
         t.outlier.config)
-      local t0 = pc.now()
-      while not t:backends()[1].ejected do
-        spread(c, 4)
-        assert(pc.now() - t0 < 5, "a was never ejected")
-        pc.sleep(0.05)
-      end
+      until_ejected(t, c)
       assert.is_false(t:backends()[2].ejected)
       t:set_outlier_detection(nil) -- off: the ejected backend returns at once
       assert.is_false(t:backends()[1].ejected)
@@ -324,12 +323,7 @@ describe("outlier detection (outlier_detection_experimental, gRFC A50)", functio
       local c = pc.client("hc.Named", { pool = pool, transport = t, timeout = 5, service_config = od_config {
         failurePercentageEjection = "none",
         successRateEjection = { stdevFactor = 500, minimumHosts = 2, requestVolume = 4 } } })
-      local t0 = pc.now()
-      while not t:backends()[1].ejected do
-        spread(c, 4)
-        assert(pc.now() - t0 < 5, "a was never ejected")
-        pc.sleep(0.05)
-      end
+      until_ejected(t, c)
       assert.is_false(t:backends()[2].ejected)
       t:close()
     end)

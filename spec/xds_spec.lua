@@ -227,6 +227,9 @@ describe("xDS", function()
       local m = { safe_regex = { regex = path_of(8193) } }
       assert.are.equal(("match.safe_regex.regex: %q is not an RE2 pattern: pattern too long"):format(path_of(8193)),
         xds_route.check_match(m, "match"))
+      -- core.regex's two matches: re:full the whole value, re:find a part of it
+      local re = assert(core.regex("a|ab"))
+      assert.are.same({ true, false, false, true }, { re:full("ab"), re:full("abc"), re:full("xab"), re:find("xab") })
       -- an alternation is matched whole on either side, as "^(?:a|b)$"
       local r = checked { safe_regex = { regex = "/x|/y" } }
       assert.is_true(xds.matches(r, "/x"))

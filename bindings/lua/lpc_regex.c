@@ -42,18 +42,23 @@ static int lpc_regex(lua_State *L) {
   return 1;
 }
 
-/* -- found = re:find(s)
- * Whether the pattern matches a substring of string 's' (unanchored: see
- * re:full). Raises when memory runs out. */
-static int lpc_regex_find(lua_State *L) {
+/* re:find and re:full: 'match' over the string argument. */
+static int regex_match(lua_State *L, int (*match)(const pc_CelRegex *, const char *, size_t)) {
   RegexBox *b = luaL_checkudata(L, 1, LPC_REGEX_MT);
   size_t len;
   const char *s = luaL_checklstring(L, 2, &len);
   if (b->re == NULL) return luaL_error(L, "regex: already freed");
-  int found = pc_CelRegex_Match(b->re, s, len);
+  int found = match(b->re, s, len);
   if (found < 0) return luaL_error(L, "not enough memory");
   lua_pushboolean(L, found);
   return 1;
+}
+
+/* -- found = re:find(s)
+ * Whether the pattern matches a substring of string 's' (unanchored: see
+ * re:full). Raises when memory runs out. */
+static int lpc_regex_find(lua_State *L) {
+  return regex_match(L, pc_CelRegex_Match);
 }
 
 /* -- found = re:full(s)
@@ -61,14 +66,7 @@ static int lpc_regex_find(lua_State *L) {
  * finds, the pattern's own length alone counting against RE2's limit: the
  * xDS matchers' safe_regex). Raises when memory runs out. */
 static int lpc_regex_full(lua_State *L) {
-  RegexBox *b = luaL_checkudata(L, 1, LPC_REGEX_MT);
-  size_t len;
-  const char *s = luaL_checklstring(L, 2, &len);
-  if (b->re == NULL) return luaL_error(L, "regex: already freed");
-  int found = pc_CelRegex_FullMatch(b->re, s, len);
-  if (found < 0) return luaL_error(L, "not enough memory");
-  lua_pushboolean(L, found);
-  return 1;
+  return regex_match(L, pc_CelRegex_FullMatch);
 }
 
 void lpc_open_regex(lua_State *L) {

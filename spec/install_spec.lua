@@ -43,6 +43,19 @@ end
 local LUA_CHECK = (R.luajit and "luajit" or "lua5.4") .. [[ -e 'local pc = require "protocall"; ]]
   .. [[local P = pc.message("i.P", {{"a", "int32", 1}}); io.write(pc.VERSION, " ", #pc.encode(P{a = 150}))']]
 
+-- The module under `tree` opens OpenSSL's and RE2's objects from its own
+-- folder on first use (spec/module_load_spec.lua): OpenSSL's refusal of a
+-- file that is no certificate, RE2's match.
+local function objects_open(tree)
+  local out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='' ", tree, ABI)
+    .. (R.luajit and "luajit" or "lua5.4") .. [[ -e 'local pc = require "protocall"; ]]
+    .. [[local no = "/etc/hostname"; ]]
+    .. [[print(select(2, pcall(pc.listen, pc.server({}), "127.0.0.1:0", {cert_file = no, key_file = no}))); ]]
+    .. [[print(require("protocall.core").regex("a+"):find("baa"))']])
+  assert.are.equal(0, code, out)
+  assert.are.equal("pc.listen: cert_file '/etc/hostname': not a PEM certificate\ntrue\n", out)
+end
+
 describe("an install", function()
   if sanitized() then
     return it("runs on the release build", function() pending("the sanitizer build is not installed") end)
@@ -56,10 +69,14 @@ describe("an install", function()
   teardown(function() os.execute("rm -rf " .. prefix) end)
 
   it("puts every part in its standard place", function()
-    local parts = { "lib/lua/5.4/protocall.so", "share/lua/5.4/protocall/init.lua", "bin/protocall",
+    local parts = { "lib/lua/5.4/protocall.so", "lib/lua/5.4/protocall_tls.so", "lib/lua/5.4/protocall_re2.so",
+                    "share/lua/5.4/protocall/init.lua", "bin/protocall",
                     "include/protocall.h", "lib/libprotocall.a", "lib/libprotocall.so",
                     "lib/pkgconfig/protocall.pc", "lib/cmake/protocall/protocallConfig.cmake" }
-    if R.luajit then parts = { "lib/lua/5.1/protocall.so", "share/lua/5.1/protocall/init.lua" } end
+    if R.luajit then
+      parts = { "lib/lua/5.1/protocall.so", "lib/lua/5.1/protocall_tls.so", "lib/lua/5.1/protocall_re2.so",
+                "share/lua/5.1/protocall/init.lua" }
+    end
     for _, rel in ipairs(parts) do
       local f = io.open(prefix .. "/" .. rel, "rb")
       assert(f, rel .. " is not installed")
@@ -78,6 +95,10 @@ describe("an install", function()
     out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='' ", prefix, ABI) .. LUA_CHECK)
     assert.are.equal(0, code, out)
     assert.are.equal("0.1.0 3", out)
+  end)
+
+  it("gives the installed module its TLS and RE2 objects", function()
+    objects_open(prefix)
   end)
 
   it54("compiles and runs examples/host.c with pkg-config", "the host library is the Lua 5.4 build's", function()
@@ -164,9 +185,11 @@ describe("an install", function()
     out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' "
                                  .. "LUA_PATH='%s/share/lua/%s/?.lua;%s/share/lua/%s/?/init.lua' ",
                                  tree, ABI, tree, ABI, tree, ABI) .. LUA_CHECK)
+    local opened, why = pcall(objects_open, tree)
     os.execute("rm -rf " .. src .. " " .. tree)
     assert.are.equal(0, code, out)
     assert.are.equal("0.1.0 3", out)
+    assert(opened, why)
   end)
 end)
 

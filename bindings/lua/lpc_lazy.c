@@ -140,7 +140,9 @@ int pc_CelRegex_Match(const pc_CelRegex *re, const char *s, size_t len) {
   X(void, pc_NetTls_Why, (const pc_NetTls *c, char *text, size_t room), (c, text, room))
 #define TLS_ALL(X) TLS_OPENERS(X) TLS_FREES(X) TLS_VALUES(X) TLS_VOIDS(X)
 
-#define TLS_FIELD(type, name, params, args) type(*name) params;
+/* a declarator and a parameter list take no parentheses */
+#define TLS_FIELD(type, name, params, args)                                                        \
+  type(*name) params; /* NOLINT(bugprone-macro-parentheses) */
 static struct {
   TLS_ALL(TLS_FIELD)
   int ok;

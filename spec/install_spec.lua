@@ -7,12 +7,9 @@
 -- Under LuaJIT the build under test is the LuaJIT build
 -- ($PROTOCALL_LUAJIT_BUILD, set by .ci/busted), whose install is the module
 -- and the layer in LuaJIT's folders (lib/lua/5.1, share/lua/5.1).
-local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
-local BUILD = BIN:match("^(.*)/[^/]*$") or "."
-
 local R = require "runtime"
 local it54 = R.only54(it, pending)
-if R.luajit then BUILD = os.getenv("PROTOCALL_LUAJIT_BUILD") or "build/luajit" end
+local BUILD, SANITIZED = R.module_build()
 local ABI = R.luajit and "5.1" or "5.4"
 
 local function sh(cmd)
@@ -25,13 +22,6 @@ local function tmpdir()
   os.remove(d)
   assert(os.execute("mkdir -p " .. d))
   return d
-end
-
-local function sanitized()
-  local f = io.open(BUILD .. "/CMakeCache.txt", "r")
-  local cache = f and f:read("a") or ""
-  if f then f:close() end
-  return cache:find("PROTOCALL_SANITIZE:BOOL=ON", 1, true) ~= nil
 end
 
 -- examples/host.c ran through (its exit status and output).
@@ -57,7 +47,7 @@ local function objects_open(tree)
 end
 
 describe("an install", function()
-  if sanitized() then
+  if SANITIZED then
     return it("runs on the release build", function() pending("the sanitizer build is not installed") end)
   end
   local prefix

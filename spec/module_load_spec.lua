@@ -8,20 +8,11 @@
 -- interpreter lacks.
 local R = require "runtime"
 
-local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
-local BUILD = BIN:match("^(.*)/[^/]*$") or "."
-if R.luajit then BUILD = os.getenv("PROTOCALL_LUAJIT_BUILD") or "build/luajit" end
+local BUILD, SANITIZED = R.module_build()
 local LUA = R.luajit and "luajit" or "lua5.4"
 
-local function sanitized()
-  local f = io.open(BUILD .. "/CMakeCache.txt", "r")
-  local cache = f and f:read("a") or ""
-  if f then f:close() end
-  return cache:find("PROTOCALL_SANITIZE:BOOL=ON", 1, true) ~= nil
-end
-
 -- Runs `code` in a fresh interpreter with the module of folder `dir`; the
--- code may call maps() for the libraries mapped so far (one name a line).
+-- code may call maps() for the libraries mapped so far (names, by a space).
 local function run(dir, code)
   local prelude = ("package.cpath = %q; "):format(dir .. "/?.so")
     .. "local function maps() local f = io.open('/proc/self/maps') local t = f:read('*a') f:close() "
@@ -43,7 +34,7 @@ local REGEX = "local core = require 'protocall.core'; print((select(2, core.rege
   .. "local re = core.regex('a+'); print(re and re:find('baa')); "
 
 describe("protocall.so in a stock interpreter", function()
-  if sanitized() then
+  if SANITIZED then
     return it("runs on the release build", function() pending("the sanitizer build's module needs its runtime") end)
   end
 

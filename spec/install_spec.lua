@@ -7,12 +7,9 @@
 -- Under LuaJIT the build under test is the LuaJIT build
 -- ($PROTOCALL_LUAJIT_BUILD, set by .ci/busted), whose install is the module
 -- and the layer in LuaJIT's folders (lib/lua/5.1, share/lua/5.1).
-local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
-local BUILD = BIN:match("^(.*)/[^/]*$") or "."
-
 local R = require "runtime"
 local it54 = R.only54(it, pending)
-if R.luajit then BUILD = os.getenv("PROTOCALL_LUAJIT_BUILD") or "build/luajit" end
+local BUILD, SANITIZED = R.module_build()
 local ABI = R.luajit and "5.1" or "5.4"
 
 local function sh(cmd)
@@ -27,13 +24,6 @@ local function tmpdir()
   return d
 end
 
-local function sanitized()
-  local f = io.open(BUILD .. "/CMakeCache.txt", "r")
-  local cache = f and f:read("a") or ""
-  if f then f:close() end
-  return cache:find("PROTOCALL_SANITIZE:BOOL=ON", 1, true) ~= nil
-end
-
 -- examples/host.c ran through (its exit status and output).
 local function host_ran(out, code)
   assert.are.equal(0, code, out)
@@ -43,8 +33,21 @@ end
 local LUA_CHECK = (R.luajit and "luajit" or "lua5.4") .. [[ -e 'local pc = require "protocall"; ]]
   .. [[local P = pc.message("i.P", {{"a", "int32", 1}}); io.write(pc.VERSION, " ", #pc.encode(P{a = 150}))']]
 
+-- The module under `tree` opens OpenSSL's and RE2's objects from its own
+-- folder on first use (spec/module_load_spec.lua): OpenSSL's refusal of a
+-- file that is no certificate, RE2's match.
+local function objects_open(tree)
+  local out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='' ", tree, ABI)
+    .. (R.luajit and "luajit" or "lua5.4") .. [[ -e 'local pc = require "protocall"; ]]
+    .. [[local no = "/etc/hostname"; ]]
+    .. [[print(select(2, pcall(pc.listen, pc.server({}), "127.0.0.1:0", {cert_file = no, key_file = no}))); ]]
+    .. [[print(require("protocall.core").regex("a+"):find("baa"))']])
+  assert.are.equal(0, code, out)
+  assert.are.equal("pc.listen: cert_file '/etc/hostname': not a PEM certificate\ntrue\n", out)
+end
+
 describe("an install", function()
-  if sanitized() then
+  if SANITIZED then
     return it("runs on the release build", function() pending("the sanitizer build is not installed") end)
   end
   local prefix
@@ -56,10 +59,14 @@ describe("an install", function()
   teardown(function() os.execute("rm -rf " .. prefix) end)
 
   it("puts every part in its standard place", function()
-    local parts = { "lib/lua/5.4/protocall.so", "share/lua/5.4/protocall/init.lua", "bin/protocall",
+    local parts = { "lib/lua/5.4/protocall.so", "lib/lua/5.4/protocall_tls.so", "lib/lua/5.4/protocall_re2.so",
+                    "share/lua/5.4/protocall/init.lua", "bin/protocall",
                     "include/protocall.h", "lib/libprotocall.a", "lib/libprotocall.so",
                     "lib/pkgconfig/protocall.pc", "lib/cmake/protocall/protocallConfig.cmake" }
-    if R.luajit then parts = { "lib/lua/5.1/protocall.so", "share/lua/5.1/protocall/init.lua" } end
+    if R.luajit then
+      parts = { "lib/lua/5.1/protocall.so", "lib/lua/5.1/protocall_tls.so", "lib/lua/5.1/protocall_re2.so",
+                "share/lua/5.1/protocall/init.lua" }
+    end
     for _, rel in ipairs(parts) do
       local f = io.open(prefix .. "/" .. rel, "rb")
       assert(f, rel .. " is not installed")
@@ -78,6 +85,10 @@ describe("an install", function()
     out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' LUA_PATH='' ", prefix, ABI) .. LUA_CHECK)
     assert.are.equal(0, code, out)
     assert.are.equal("0.1.0 3", out)
+  end)
+
+  it("gives the installed module its TLS and RE2 objects", function()
+    objects_open(prefix)
   end)
 
   it54("compiles and runs examples/host.c with pkg-config", "the host library is the Lua 5.4 build's", function()
@@ -164,9 +175,11 @@ describe("an install", function()
     out, code = sh(string.format("LUA_CPATH='%s/lib/lua/%s/?.so' "
                                  .. "LUA_PATH='%s/share/lua/%s/?.lua;%s/share/lua/%s/?/init.lua' ",
                                  tree, ABI, tree, ABI, tree, ABI) .. LUA_CHECK)
+    local opened, why = pcall(objects_open, tree)
     os.execute("rm -rf " .. src .. " " .. tree)
     assert.are.equal(0, code, out)
     assert.are.equal("0.1.0 3", out)
+    assert(opened, why)
   end)
 end)
 

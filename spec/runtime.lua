@@ -19,6 +19,21 @@ function R.only54(it, pending)
   end
 end
 
+--- dir, sanitized = R.module_build(): the build folder whose protocall.so the
+-- suite runs (the folder of $PROTOCALL_BIN, set by .ci/busted, else
+-- build/release; under LuaJIT $PROTOCALL_LUAJIT_BUILD, else build/luajit),
+-- and whether it is the sanitizer build (whose objects a stock interpreter
+-- cannot load: they need the sanitizer runtime).
+function R.module_build()
+  local bin = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+  local dir = bin:match("^(.*)/[^/]*$") or "."
+  if R.luajit then dir = os.getenv("PROTOCALL_LUAJIT_BUILD") or "build/luajit" end
+  local f = io.open(dir .. "/CMakeCache.txt", "r")
+  local cache = f and f:read("*a") or ""
+  if f then f:close() end
+  return dir, cache:find("PROTOCALL_SANITIZE:BOOL=ON", 1, true) ~= nil
+end
+
 --- R.int(decimal): the 64-bit integer written in string 'decimal' as a
 -- 64-bit field reads it back: a Lua integer (5.4), an int64_t cdata
 -- (LuaJIT). R.uint(decimal): the same as a uint64 field reads it (LuaJIT:

@@ -1,8 +1,8 @@
 -- luarocks packaging of the Lua module: from the repository root,
 --   luarocks --lua-version=5.4 make --tree DIR bindings/lua/protocall-0.1.0-1.rockspec
 -- builds with CMake (Debian's cmake, liblua5.4-dev, libnghttp2-dev, libc-ares-dev,
--- libssl-dev, zlib1g-dev, libre2-dev, g++) and installs protocall.so and the Lua layer into the
--- tree. For
+-- libssl-dev, zlib1g-dev, libre2-dev, g++) and installs protocall.so (with protocall_tls.so and
+-- protocall_re2.so beside it, which it opens on first use) and the Lua layer into the tree. For
 -- LuaJIT, `--lua-version=5.1` with luarocks configured for luajit and its
 -- headers (README "Installing"): CMake sees luajit.h in LUA_INCDIR and builds
 -- the LuaJIT module. Lua 5.1 to 5.3 themselves are refused by CMake.

@@ -4,11 +4,8 @@
 
 #include "net/socket.h"
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
+#include "net/tls.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -34,15 +31,14 @@ struct pc_NetSocket {
   struct sockaddr_un unix_sa; /* pc_NetOptions.unix_path */
   socklen_t unix_len;         /* 0: not a Unix-domain socket, or tried */
   pc_NetTlsClient *tc;        /* the client TLS setup held (NULL: none, or a server's socket) */
-  SSL *ssl;
-  BIO *rbio, *wbio; /* owned by ssl; encrypted bytes wait in wbio until sent */
-  char where[300];  /* "host:port" */
-  char *err;        /* why it failed: NULL before (a block of its own, only on a failure) */
-  size_t err_size;  /* ...of that block */
-  int has_cert;     /* a client certificate is configured */
-  int got_data;     /* application data arrived over TLS */
-  int hosted;       /* pc_NetSocket_NewHosted: no descriptor, the host moves the bytes */
-  int linger;       /* pc_NetSocket_Linger: 1 sending what is left, 2 reading to the end */
+  pc_NetTls *tls;             /* NULL: plain TCP; encrypted bytes wait in it until sent */
+  char where[300];            /* "host:port" */
+  char *err;       /* why it failed: NULL before (a block of its own, only on a failure) */
+  size_t err_size; /* ...of that block */
+  int has_cert;    /* a client certificate is configured */
+  int got_data;    /* application data arrived over TLS */
+  int hosted;      /* pc_NetSocket_NewHosted: no descriptor, the host moves the bytes */
+  int linger;      /* pc_NetSocket_Linger: 1 sending what is left, 2 reading to the end */
 };
 
 /* Keeps 'text' as the socket's error (none when memory runs out:
@@ -61,19 +57,9 @@ static void set_err(pc_NetSocket *s, const char *what, const char *why) {
 }
 
 static void tls_err(pc_NetSocket *s, const char *what) {
-  unsigned long e = ERR_get_error();
-  char text[256] = "";
-  if (e) ERR_error_string_n(e, text, sizeof text);
-  long v = s->ssl ? SSL_get_verify_result(s->ssl) : X509_V_OK;
-  if (v != X509_V_OK) {
-    char both[160];
-    snprintf(both, sizeof both, "certificate verify failed: %.120s",
-             X509_verify_cert_error_string(v));
-    set_err(s, what, both);
-  } else {
-    set_err(s, what, text[0] ? text : "connection closed during the TLS handshake");
-  }
-  ERR_clear_error();
+  char text[256];
+  pc_NetTls_Why(s->tls, text, sizeof text);
+  set_err(s, what, text[0] ? text : "connection closed during the TLS handshake");
 }
 
 /* Starts a non-blocking connect to the next address; 0 when none is left. */
@@ -114,123 +100,21 @@ static int start_next(pc_NetSocket *s) {
   return 0;
 }
 
-struct pc_NetTlsClient {
-  SSL_CTX *ctx;
-  SSL_SESSION *session; /* the last one the server gave; NULL: none */
-  int refs;
-  int has_cert;
-  int http1; /* ALPN http/1.1 (pc_NetOptions) */
-};
-
-/* OpenSSL's new-session callback: a copy of the session (a TLS 1.3 ticket
- * arrives after the handshake) is kept for the next connection. A copy:
- * freeing a connection that was not shut down with close_notify (how a
- * connection ends here) marks its own session not resumable. */
-static int new_session(SSL *ssl, SSL_SESSION *sess) {
-  pc_NetTlsClient *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-  if (t == NULL || !SSL_SESSION_is_resumable(sess)) return 0;
-  SSL_SESSION *copy = SSL_SESSION_dup(sess);
-  if (copy == NULL) return 0;
-  if (t->session) SSL_SESSION_free(t->session);
-  t->session = copy;
-  return 0; /* the connection's own is not taken */
-}
-
-pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err) {
-  pc_NetTlsClient *t = OPENSSL_zalloc(sizeof *t);
-  if (t == NULL) goto fail;
-  t->refs = 1;
-  t->ctx = SSL_CTX_new(TLS_client_method());
-  if (t->ctx == NULL) goto fail;
-  SSL_CTX_set_app_data(t->ctx, t);
-  SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
-  SSL_CTX_set_verify(t->ctx, o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
-  if (o->insecure) {
-    /* no trust store: nothing is verified (socket.h) */
-  } else if (o->ca_file) {
-    if (SSL_CTX_load_verify_locations(t->ctx, o->ca_file, NULL) != 1) {
-      pc_Error_Set(err, "ca_file '%.200s': not a PEM certificate bundle", o->ca_file);
-      goto bad;
-    }
-  } else if (SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
-    goto fail;
-  }
-  if (o->cert_file) {
-    t->has_cert = 1;
-    if (SSL_CTX_use_certificate_chain_file(t->ctx, o->cert_file) != 1) {
-      pc_Error_Set(err, "cert_file '%.200s': not a PEM certificate", o->cert_file);
-      goto bad;
-    }
-    const char *key = o->key_file ? o->key_file : o->cert_file;
-    if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(t->ctx) != 1) {
-      pc_Error_Set(err, "key_file '%.200s': not the PEM key of cert_file", key);
-      goto bad;
-    }
-  }
-  static const unsigned char alpn[] = {2, 'h', '2'};
-  static const unsigned char alpn1[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
-  t->http1 = o->http1;
-  if ((o->http1 ? SSL_CTX_set_alpn_protos(t->ctx, alpn1, sizeof alpn1)
-                : SSL_CTX_set_alpn_protos(t->ctx, alpn, sizeof alpn)) != 0)
-    goto fail;
-  SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-  SSL_CTX_sess_set_new_cb(t->ctx, new_session);
-  return t;
-fail:
-  pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
-bad:
-  ERR_clear_error();
-  pc_NetTlsClient_Free(t);
-  return NULL;
-}
-
-void pc_NetTlsClient_Free(pc_NetTlsClient *t) {
-  if (t == NULL || --t->refs > 0) return;
-  if (t->ctx) {
-    SSL_CTX_set_app_data(t->ctx, NULL); /* SSL objects still alive keep the context */
-    SSL_CTX_free(t->ctx);
-  }
-  if (t->session) SSL_SESSION_free(t->session);
-  OPENSSL_free(t);
-}
-
 static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *name, pc_Error *err) {
   if (o->tls_client) {
     s->tc = o->tls_client;
-    s->tc->refs++;
+    pc_NetTlsClient_Hold(s->tc);
   } else {
     s->tc = pc_NetTlsClient_New(o, err);
     if (s->tc == NULL) return 0;
   }
-  s->has_cert = s->tc->has_cert;
-  s->ssl = SSL_new(s->tc->ctx);
-  if (s->ssl == NULL) goto fail;
-  s->rbio = BIO_new(BIO_s_mem());
-  s->wbio = BIO_new(BIO_s_mem());
-  if (s->rbio == NULL || s->wbio == NULL) {
-    BIO_free(s->rbio);
-    BIO_free(s->wbio);
-    goto fail;
-  }
-  SSL_set_bio(s->ssl, s->rbio, s->wbio);
-  SSL_set_connect_state(s->ssl);
-  if (s->tc->session) SSL_set_session(s->ssl, s->tc->session); /* resumption offered */
-  unsigned char addr[16];
-  int is_ip = inet_pton(AF_INET, name, addr) == 1 || inet_pton(AF_INET6, name, addr) == 1;
-  X509_VERIFY_PARAM *param = SSL_get0_param(s->ssl);
-  if (o->insecure) {
-    if (!is_ip && SSL_set_tlsext_host_name(s->ssl, name) != 1) goto fail; /* SNI only */
-  } else if (is_ip) {
-    if (X509_VERIFY_PARAM_set1_ip_asc(param, name) != 1) goto fail;
-  } else {
-    if (SSL_set_tlsext_host_name(s->ssl, name) != 1 || SSL_set1_host(s->ssl, name) != 1) goto fail;
+  s->has_cert = pc_NetTlsClient_HasCert(s->tc);
+  s->tls = pc_NetTls_NewClient(s->tc, name, o->insecure);
+  if (s->tls == NULL) {
+    pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
+    return 0;
   }
   return 1;
-fail:
-  ERR_clear_error();
-  pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
-  return 0;
 }
 
 int pc_Net_UnixAddress(const char *path, int abstract, struct sockaddr_un *sa, socklen_t *len,
@@ -311,45 +195,38 @@ pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void
   return s;
 }
 
-/* Drops the first 'n' bytes of the write BIO, sent from its own buffer. */
-static void drop_sent(pc_NetSocket *s, size_t n) {
-  char sink[4096];
-  while (n > 0) {
-    int r = BIO_read(s->wbio, sink, (int)(n < sizeof sink ? n : sizeof sink));
-    if (r <= 0) break;
-    n -= (size_t)r;
-  }
-}
-
-/* Sends encrypted bytes waiting in the write BIO: 1 when all went, 0
- * when the socket is full, -1 on an error. They are sent from the BIO's
- * own buffer and dropped from it as they go, so a socket keeps no copy
- * (an idle connection holds no send buffer of its own). */
+/* Sends encrypted bytes waiting in the TLS output: 1 when all went, 0
+ * when the socket is full, -1 on an error. They are sent from the TLS
+ * output's own buffer and dropped from it as they go, so a socket keeps no
+ * copy (an idle connection holds no send buffer of its own). */
 static int flush_tls(pc_NetSocket *s) {
   if (s->hosted) /* the host takes it (pc_NetSocket_HostedOutput): 1 while little waits */
-    return BIO_ctrl_pending(s->wbio) < TLS_CHUNK * 4;
+    return pc_NetTls_Output(s->tls, NULL) < TLS_CHUNK * 4;
   for (;;) {
-    char *p = NULL;
-    long n = BIO_get_mem_data(s->wbio, &p);
-    if (n <= 0 || p == NULL) return 1;
-    ssize_t w = send(s->fd, p, (size_t)n, MSG_NOSIGNAL);
+    const char *p = NULL;
+    size_t n = pc_NetTls_Output(s->tls, &p);
+    if (n == 0) return 1;
+    ssize_t w = send(s->fd, p, n, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
       set_err(s, "send to", strerror(errno));
       return -1;
     }
-    drop_sent(s, (size_t)w);
+    pc_NetTls_Sent(s->tls, (size_t)w);
   }
 }
 
-/* Moves received bytes into the read BIO: > 0 bytes moved, 0 nothing now,
- * -1 at the end or on an error. */
+/* Moves received bytes into the TLS input: > 0 bytes moved, 0 nothing now,
+ * -1 at the end or on an error (or out of memory). */
 static long feed_tls(pc_NetSocket *s) {
   if (s->hosted) return 0; /* the host gives it (pc_NetSocket_HostedInput) */
   char buf[TLS_CHUNK];
   ssize_t n = recv(s->fd, buf, sizeof buf, 0);
   if (n > 0) {
-    BIO_write(s->rbio, buf, (int)n);
+    if (!pc_NetTls_Input(s->tls, buf, (size_t)n)) {
+      set_err(s, "read from", "out of memory");
+      return -1;
+    }
     return (long)n;
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
@@ -362,12 +239,10 @@ static long feed_tls(pc_NetSocket *s) {
 
 static int handshake(pc_NetSocket *s) {
   for (;;) {
-    ERR_clear_error();
-    int r = SSL_do_handshake(s->ssl);
+    int r = pc_NetTls_Handshake(s->tls);
     if (flush_tls(s) < 0) return -1;
     if (r == 1) break;
-    int e = SSL_get_error(s->ssl, r);
-    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+    if (r < 0) {
       tls_err(s, "TLS handshake with");
       return -1;
     }
@@ -378,18 +253,9 @@ static int handshake(pc_NetSocket *s) {
       return -1;
     }
   }
-  const unsigned char *p = NULL;
-  unsigned int n = 0;
-  SSL_get0_alpn_selected(s->ssl, &p, &n);
-  if (SSL_is_server(s->ssl)) return 1; /* it picked h2 or http/1.1 (select_h2) */
-  const pc_NetTlsClient *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(s->ssl));
-  if (t != NULL && t->http1) {
-    if (n == 0 || (n == 8 && memcmp(p, "http/1.1", 8) == 0)) return 1;
-    set_err(s, "TLS handshake with", "the server did not accept ALPN http/1.1");
-    return -1;
-  }
-  if (n != 2 || memcmp(p, "h2", 2) != 0) {
-    set_err(s, "TLS handshake with", "the server did not accept ALPN h2 (HTTP/2)");
+  const char *refused = pc_NetTls_AlpnRefused(s->tls);
+  if (refused) {
+    set_err(s, "TLS handshake with", refused);
     return -1;
   }
   return 1;
@@ -417,7 +283,7 @@ int pc_NetSocket_Progress(pc_NetSocket *s) {
       }
       return 0;
     }
-    s->state = s->ssl ? kHandshake : kReady;
+    s->state = s->tls ? kHandshake : kReady;
   }
   if (s->state == kHandshake) {
     int r = handshake(s);
@@ -437,13 +303,13 @@ short pc_NetSocket_Events(const pc_NetSocket *s, int want_write) {
   if (s->state == kConnecting) return POLLOUT;
   if (s->linger) return s->linger == 1 ? POLLOUT : POLLIN;
   short ev = POLLIN;
-  if (want_write || (s->wbio && BIO_ctrl_pending(s->wbio) > 0)) ev |= POLLOUT;
+  if (want_write || (s->tls && pc_NetTls_Output(s->tls, NULL) > 0)) ev |= POLLOUT;
   return ev;
 }
 
 long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n) {
-  if (s->state != kReady || (s->hosted && s->ssl == NULL)) return s->state == kFailed ? -1 : 0;
-  if (s->ssl == NULL) {
+  if (s->state != kReady || (s->hosted && s->tls == NULL)) return s->state == kFailed ? -1 : 0;
+  if (s->tls == NULL) {
     ssize_t r = recv(s->fd, buf, n, 0);
     if (r > 0) return (long)r;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
@@ -452,8 +318,7 @@ long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n) {
     return -1;
   }
   for (;;) {
-    ERR_clear_error();
-    int r = SSL_read(s->ssl, buf, n > 0x7fffffff ? 0x7fffffff : (int)n);
+    long r = pc_NetTls_Read(s->tls, buf, n);
     if (flush_tls(s) < 0) {
       s->state = kFailed;
       return -1;
@@ -462,13 +327,12 @@ long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n) {
       s->got_data = 1;
       return r;
     }
-    int e = SSL_get_error(s->ssl, r);
-    if (e == SSL_ERROR_ZERO_RETURN) {
+    if (r == -1) {
       set_err(s, "read from", "connection closed by the peer (TLS close_notify)");
       s->state = kFailed;
       return -1;
     }
-    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+    if (r < 0) {
       tls_err(s, "TLS read from");
       s->state = kFailed;
       return -1;
@@ -490,8 +354,8 @@ long pc_NetSocket_Read(pc_NetSocket *s, void *buf, size_t n) {
 }
 
 long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n) {
-  if (s->state != kReady || (s->hosted && s->ssl == NULL)) return s->state == kFailed ? -1 : 0;
-  if (s->ssl == NULL) {
+  if (s->state != kReady || (s->hosted && s->tls == NULL)) return s->state == kFailed ? -1 : 0;
+  if (s->tls == NULL) {
     ssize_t w = send(s->fd, buf, n, MSG_NOSIGNAL);
     if (w >= 0) return (long)w;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
@@ -505,8 +369,7 @@ long pc_NetSocket_Write(pc_NetSocket *s, const void *buf, size_t n) {
     return f;
   }
   if (n > TLS_CHUNK * 4) n = TLS_CHUNK * 4;
-  ERR_clear_error();
-  int r = SSL_write(s->ssl, buf, (int)n);
+  long r = pc_NetTls_Write(s->tls, buf, n);
   if (r <= 0) {
     tls_err(s, "TLS write to");
     s->state = kFailed;
@@ -527,13 +390,10 @@ int pc_NetSocket_Linger(pc_NetSocket *s) {
   if (s->hosted || s->fd < 0 || s->state != kReady) return 1;
   if (s->linger == 0) {
     s->linger = 1;
-    if (s->ssl) {
-      ERR_clear_error();
-      (void)SSL_shutdown(s->ssl); /* close_notify into the write BIO (the peer's is not awaited) */
-    }
+    if (s->tls) pc_NetTls_Shutdown(s->tls); /* close_notify (the peer's is not awaited) */
   }
   if (s->linger == 1) {
-    int f = s->ssl ? flush_tls(s) : 1;
+    int f = s->tls ? flush_tls(s) : 1;
     if (f == 0) return 0;
     if (f < 0 || shutdown(s->fd, SHUT_WR) != 0) return 1;
     s->linger = 2;
@@ -550,7 +410,7 @@ int pc_NetSocket_Linger(pc_NetSocket *s) {
 
 void pc_NetSocket_Close(pc_NetSocket *s) {
   if (s == NULL) return;
-  if (s->ssl) SSL_free(s->ssl);
+  pc_NetTls_Free(s->tls);
   pc_NetTlsClient_Free(s->tc);
   if (s->fd >= 0) close(s->fd);
   if (s->list) freeaddrinfo(s->list);
@@ -559,76 +419,6 @@ void pc_NetSocket_Close(pc_NetSocket *s) {
 }
 
 /* -- the serving side ------------------------------------------------------ */
-
-struct pc_NetTlsServer {
-  SSL_CTX *ctx;
-};
-
-/* ALPN: h2 when the client offers it, else http/1.1 (gRPC-Web and Connect
- * over HTTP/1.1, listener.h), else the handshake fails. */
-static int select_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen,
-                     const unsigned char *in, unsigned int inlen, void *arg) {
-  (void)ssl;
-  (void)arg;
-  const unsigned char *h1 = NULL;
-  for (unsigned int i = 0; i < inlen;) {
-    unsigned int n = in[i];
-    if (i + 1 + n > inlen) break;
-    if (n == 2 && memcmp(in + i + 1, "h2", 2) == 0) {
-      *out = in + i + 1;
-      *outlen = 2;
-      return SSL_TLSEXT_ERR_OK;
-    }
-    if (n == 8 && memcmp(in + i + 1, "http/1.1", 8) == 0) h1 = in + i + 1;
-    i += 1 + n;
-  }
-  if (h1) {
-    *out = h1;
-    *outlen = 8;
-    return SSL_TLSEXT_ERR_OK;
-  }
-  return SSL_TLSEXT_ERR_ALERT_FATAL;
-}
-
-pc_NetTlsServer *pc_NetTlsServer_New(const char *cert_file, const char *key_file,
-                                     const char *client_ca_file, pc_Error *err) {
-  pc_NetTlsServer *t = OPENSSL_zalloc(sizeof *t);
-  if (t == NULL) goto fail;
-  t->ctx = SSL_CTX_new(TLS_server_method());
-  if (t->ctx == NULL) goto fail;
-  SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
-  if (SSL_CTX_use_certificate_chain_file(t->ctx, cert_file) != 1) {
-    pc_Error_Set(err, "cert_file '%.200s': not a PEM certificate", cert_file);
-    goto bad;
-  }
-  const char *key = key_file ? key_file : cert_file;
-  if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1 ||
-      SSL_CTX_check_private_key(t->ctx) != 1) {
-    pc_Error_Set(err, "key_file '%.200s': not the PEM key of cert_file", key);
-    goto bad;
-  }
-  if (client_ca_file) {
-    if (SSL_CTX_load_verify_locations(t->ctx, client_ca_file, NULL) != 1) {
-      pc_Error_Set(err, "client_ca_file '%.200s': not a PEM certificate bundle", client_ca_file);
-      goto bad;
-    }
-    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-  }
-  SSL_CTX_set_alpn_select_cb(t->ctx, select_h2, NULL);
-  return t;
-fail:
-  pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
-bad:
-  ERR_clear_error();
-  pc_NetTlsServer_Free(t);
-  return NULL;
-}
-
-void pc_NetTlsServer_Free(pc_NetTlsServer *t) {
-  if (t == NULL) return;
-  if (t->ctx) SSL_CTX_free(t->ctx);
-  OPENSSL_free(t);
-}
 
 pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls, pc_Alloc *alloc,
                                  void *ud, pc_Error *err) {
@@ -651,21 +441,12 @@ pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls
   snprintf(s->where, sizeof s->where, "%.290s", where);
   if (tls == NULL) return s;
   s->state = kHandshake;
-  s->ssl = SSL_new(tls->ctx);
-  s->rbio = BIO_new(BIO_s_mem());
-  s->wbio = BIO_new(BIO_s_mem());
-  if (s->ssl == NULL || s->rbio == NULL || s->wbio == NULL) {
-    BIO_free(s->rbio);
-    BIO_free(s->wbio);
-    SSL_free(s->ssl);
-    s->ssl = NULL;
-    ERR_clear_error();
+  s->tls = pc_NetTls_NewServer(tls);
+  if (s->tls == NULL) {
     pc_NetSocket_Close(s);
     pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
     return NULL;
   }
-  SSL_set_bio(s->ssl, s->rbio, s->wbio);
-  SSL_set_accept_state(s->ssl);
   return s;
 }
 
@@ -696,7 +477,7 @@ pc_NetSocket *pc_NetSocket_NewHosted(const pc_NetOptions *o, pc_Alloc *alloc, vo
 void pc_NetSocket_SetHosted(pc_NetSocket *s, int ready, const char *why) {
   if (!s->hosted || s->state == kFailed) return;
   if (ready) {
-    if (s->state == kConnecting) s->state = s->ssl ? kHandshake : kReady;
+    if (s->state == kConnecting) s->state = s->tls ? kHandshake : kReady;
     return;
   }
   if (s->state == kHandshake) /* a hosted TLS connection lost during its handshake */
@@ -707,35 +488,25 @@ void pc_NetSocket_SetHosted(pc_NetSocket *s, int ready, const char *why) {
 }
 
 int pc_NetSocket_HostedTls(const pc_NetSocket *s) {
-  return s->hosted && s->ssl != NULL;
+  return s->hosted && s->tls != NULL;
 }
 
 size_t pc_NetSocket_HostedOutput(pc_NetSocket *s, const char **data) {
   if (!pc_NetSocket_HostedTls(s) || s->state == kFailed || s->state == kConnecting) return 0;
   (void)flush_tls(s);
-  char *p = NULL;
-  long n = BIO_get_mem_data(s->wbio, &p);
-  if (n <= 0 || p == NULL) return 0;
-  *data = p; /* the write BIO's own bytes, until pc_NetSocket_HostedWrote */
-  return (size_t)n;
+  return pc_NetTls_Output(s->tls, data); /* its own bytes, until pc_NetSocket_HostedWrote */
 }
 
 void pc_NetSocket_HostedWrote(pc_NetSocket *s, size_t n) {
   if (!pc_NetSocket_HostedTls(s)) return;
-  drop_sent(s, n);
+  pc_NetTls_Sent(s->tls, n);
 }
 
 int pc_NetSocket_HostedInput(pc_NetSocket *s, const void *data, size_t len) {
   if (!pc_NetSocket_HostedTls(s) || s->state == kFailed) return 1;
-  while (len > 0) {
-    int n = BIO_write(s->rbio, data, len > 0x40000000 ? 0x40000000 : (int)len);
-    if (n <= 0) return 0;
-    data = (const char *)data + n;
-    len -= (size_t)n;
-  }
-  return 1;
+  return pc_NetTls_Input(s->tls, data, len);
 }
 
 int pc_NetSocket_Resumed(const pc_NetSocket *s) {
-  return s->ssl != NULL && SSL_session_reused(s->ssl);
+  return s->tls != NULL && pc_NetTls_Resumed(s->tls);
 }

@@ -23,7 +23,7 @@ if not M.luajit then
   M.spack, M.sunpack = string.pack, string.unpack
   M.co_close = coroutine.close
   M.pairs = pairs
-  local ops = load [[
+  local ops = [[
     local byte = string.byte
     local function varint(s, i, j)
       local v, shift = 0, 0
@@ -46,7 +46,17 @@ if not M.luajit then
   -- bits. rshift(v, n), band(v, m). fixed64(s, i): the little-endian 8
   -- bytes at s[i]. u64_decimal(v): v as an unsigned decimal. u64_hex(v,
   -- width): v in lower-case hex, zero-padded to width digits.
-  M.bxor, M.varint, M.low32, M.rshift, M.band, M.fixed64, M.u64_decimal, M.u64_hex = ops()
+  -- Compiled when one of them is first read (text.lua and ring_hash.lua
+  -- use them, both loaded on first use), so `require "protocall"` does not
+  -- run Lua's parser.
+  local OPS = { bxor = true, varint = true, low32 = true, rshift = true, band = true, fixed64 = true,
+                u64_decimal = true, u64_hex = true }
+  setmetatable(M, { __index = function(t, name)
+    if not OPS[name] then return nil end
+    setmetatable(t, nil)
+    t.bxor, t.varint, t.low32, t.rshift, t.band, t.fixed64, t.u64_decimal, t.u64_hex = load(ops)()
+    return t[name]
+  end })
 else
   local bit, ffi = require "bit", require "ffi"
   local tobit = bit.tobit

@@ -4,7 +4,7 @@
 -- lpc_table.c); this file names it and formats `tostring(m)`.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
-local struct = require "protocall.ffi.struct"
+local struct = compat.luajit and require "protocall.ffi.struct" -- pc.ffi structs are LuaJIT's
 
 local type, ipairs, tostring, error, setmetatable, pcall = type, ipairs, tostring, error, setmetatable, pcall
 local format, concat, sort = string.format, table.concat, table.sort

@@ -62,9 +62,8 @@ typedef struct {
   size_t glen, gcap;
   int *pos; /* sort_gathered's scratch: a stack index per field */
   size_t pcap;
-  /* The Lookups of the sub-message types met during this call; their Types
-   * are kept alive in the user value table (slots 1..ntypes) until the call
-   * ends. */
+  /* The Lookups of the sub-message types met during this call (their
+   * Types kept alive by the call's Type: type_of). */
   TypeInfo types[LPC_TABLE_TYPES];
   int ntypes;
   /* types[] by the def's address: a direct-mapped index (0: none). */
@@ -74,6 +73,7 @@ typedef struct {
 typedef struct {
   lua_State *L;
   TableState *s;
+  int root; /* the stack index of the call's Type */
   int depth;
   int top;  /* the stack's top, kept here rather than asked for */
   int room; /* the stack is known to have slots up to this index */
@@ -348,8 +348,10 @@ static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const l
   return t;
 }
 
-/* The message type 'def' with its Lookup (its Type kept alive until the
- * call ends); NULL when the call has met too many types. */
+/* The message type 'def' with its Lookup; NULL when the call has met too
+ * many types. Its Type is kept alive by the call's Type (user value 4), so
+ * the next call finds it instead of making it (and its metatables and
+ * Lookup) again once the collector took it. */
 static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
   TableState *s = e->s;
   uint8_t k = s->slot[slot_of(def)];
@@ -358,12 +360,19 @@ static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
     if (s->types[i].def == def) return &s->types[i];
   if (s->ntypes == LPC_TABLE_TYPES) return NULL;
   lua_State *L = e->L;
-  lpc_push_type(L, def);
+  if (lua_getiuservalue(L, e->root, 4) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, e->root, 4);
+  }
+  if (lua_rawgetp(L, -1, def) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lpc_push_type(L, def);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, -3, def);
+  }
   const lpc_Lookup *lk = ((const lpc_TypeBox *)lua_touserdata(L, -1))->lookup;
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
-  lua_getiuservalue(L, -1, 1);
-  lua_rotate(L, -3, -1); /* state, table, Type */
-  lua_rawseti(L, -2, s->ntypes + 1);
   lua_pop(L, 2);
   return remember(s, def, lk);
 }
@@ -557,17 +566,8 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   return 1;
 }
 
-/* Ends a call: the Types it kept alive let go, the types forgotten. */
-LPC_INLINE void forget_types(lua_State *L, TableState *s) {
-  if (s->ntypes > 1) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
-    lua_getiuservalue(L, -1, 1);
-    for (int i = 2; i <= s->ntypes; i++) {
-      lua_pushnil(L);
-      lua_rawseti(L, -2, i);
-    }
-    lua_pop(L, 2);
-  }
+/* Ends a call: the types forgotten. */
+LPC_INLINE void forget_types(TableState *s) {
   for (int i = 0; i < s->ntypes; i++) s->slot[slot_of(s->types[i].def)] = 0;
   s->ntypes = 0;
 }
@@ -579,13 +579,13 @@ int lpc_encode_table(lua_State *L, int type, int t) {
   TableState *s = lua_touserdata(L, -1);
   lua_pop(L, 1); /* the registry keeps it */
   int top = lua_gettop(L);
-  Enc e = {L, s, 0, top, top};
+  Enc e = {L, s, lua_absindex(L, type), 0, top, top};
   s->len = 0;
   s->glen = 0;
   s->ntypes = 0;
   /* The root's Type is the argument: remembered without being kept. */
   int ok = encode_message(&e, remember(s, box->def, box->lookup), t);
-  forget_types(L, s);
+  forget_types(s);
   lua_settop(L, top);
   if (ok) lua_pushlstring(L, (const char *)s->buf, s->len);
   if (s->cap > LPC_TABLE_BUF_KEEP) {
@@ -812,10 +812,10 @@ int lpc_table_message(lua_State *L, int type, int t) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
   TableState *s = lua_touserdata(L, -1);
   lua_pop(L, 1);
-  Build b = {{L, s, 0, arena_idx, arena_idx}, a};
+  Build b = {{L, s, lua_absindex(L, type), 0, arena_idx, arena_idx}, a};
   s->ntypes = 0;
   int ok = build_message(&b, remember(s, def, box->lookup), t, msg);
-  forget_types(L, s);
+  forget_types(s);
   if (!ok) {
     lua_settop(L, arena_idx);
     lpc_free_arena(L, arena_idx);
@@ -830,11 +830,9 @@ int lpc_table_message(lua_State *L, int type, int t) {
 }
 
 void lpc_open_table(lua_State *L) {
-  TableState *s = lua_newuserdatauv(L, sizeof *s, 1);
+  TableState *s = lua_newuserdatauv(L, sizeof *s, 0);
   memset(s, 0, sizeof *s);
   s->alloc = lua_getallocf(L, &s->ud);
-  lua_createtable(L, LPC_TABLE_TYPES, 0);
-  lua_setiuservalue(L, -2, 1);
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, lpc_tablestate_gc);
   lua_setfield(L, -2, "__gc");

@@ -696,6 +696,18 @@ static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) 
 
 static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg);
 
+/* Stores 'v' at 'p' as a slot of kind 'slot' (pc_Array_Set's and
+ * pc_Message_Set's store, without the call). */
+static inline void store_slot(void *p, pc_SlotKind slot, pc_Value v) {
+  switch (slot) {
+  case kPc_Slot_Bool: *(uint8_t *)p = v.b; break;
+  case kPc_Slot_32: memcpy(p, &v, 4); break;
+  case kPc_Slot_64: memcpy(p, &v, 8); break;
+  case kPc_Slot_String: memcpy(p, &v, sizeof(pc_StringView)); break;
+  default: memcpy(p, &v, sizeof(void *)); break; /* Message, Array, Map: a pointer */
+  }
+}
+
 /* A message element or field value from the table at 'idx': a new message
  * of 'def' in the arena, in '*out'. */
 static int build_sub(Build *b, const pc_MessageDef *def, int idx, pc_Value *out) {
@@ -737,7 +749,7 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
     pc_Value v;
     b->e.top = lua_gettop(L);
     if (!build_elem(b, f, -1, &v)) return 0;
-    pc_Array_Set(arr, (size_t)expect - 1, slot, v);
+    store_slot((char *)arr->data + ((size_t)expect - 1) * elem, slot, v);
     expect++;
     lua_pop(L, 1);
   }
@@ -791,7 +803,10 @@ static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
     } else {
       pc_Value v;
       ok = build_elem(b, f, -1, &v);
-      if (ok) pc_Message_Set(msg, f, v);
+      if (ok && f->case_offset == 0 && f->hasbit < 0)
+        store_slot((char *)msg + f->offset, f->slot, v);
+      else if (ok)
+        pc_Message_Set(msg, f, v);
     }
     if (!ok) return 0;
     lua_pop(L, 1);

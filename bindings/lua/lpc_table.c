@@ -62,10 +62,11 @@ typedef struct {
   size_t glen, gcap;
   int *pos; /* sort_gathered's scratch: a stack index per field */
   size_t pcap;
-  /* The Lookups of the sub-message types met during this call (their
-   * Types kept alive by the call's Type: type_of). */
+  /* The Lookups of the message types met by the calls on one root Type,
+   * types[0] (begin_types; their Types kept alive by the root: type_of). */
   TypeInfo types[LPC_TABLE_TYPES];
   int ntypes;
+  int full; /* a call found types[] full: the next one forgets them */
   /* types[] by the def's address: a direct-mapped index (0: none). */
   uint8_t slot[LPC_TABLE_SLOTS];
 } TableState;
@@ -358,7 +359,10 @@ static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
   if (k != 0 && s->types[k - 1].def == def) return &s->types[k - 1];
   for (int i = 0; i < s->ntypes; i++)
     if (s->types[i].def == def) return &s->types[i];
-  if (s->ntypes == LPC_TABLE_TYPES) return NULL;
+  if (s->ntypes == LPC_TABLE_TYPES) {
+    s->full = 1; /* the next call starts afresh (begin_types) */
+    return NULL;
+  }
   lua_State *L = e->L;
   if (lua_getiuservalue(L, e->root, 4) != LUA_TTABLE) {
     lua_pop(L, 1);
@@ -566,26 +570,53 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   return 1;
 }
 
-/* Ends a call: the types forgotten. */
 LPC_INLINE void forget_types(TableState *s) {
   for (int i = 0; i < s->ntypes; i++) s->slot[slot_of(s->types[i].def)] = 0;
   s->ntypes = 0;
 }
 
+/* Starts a call on the Type at 'type' (the state at 'state'); returns the
+ * root's TypeInfo. The types the previous call met stay when its root was
+ * this very Type: the state's user value holds that Type weakly, so a
+ * Type collected since (and another made at its address) no longer
+ * matches, and while it lives it keeps every type it met alive (type_of).
+ * Otherwise (and for a root without message fields) they are forgotten. */
+static const TypeInfo *begin_types(lua_State *L, TableState *s, int type, int state) {
+  const lpc_TypeBox *box = lua_touserdata(L, type);
+  if (!((const lpc_Lookup *)box->lookup)->tree) { /* no types to keep: not worth the check */
+    forget_types(s);
+    return remember(s, box->def, box->lookup);
+  }
+  lua_getiuservalue(L, state, 1);
+  if (s->ntypes > 0 && !s->full && s->types[0].def == box->def) {
+    lua_rawgeti(L, -1, 1);
+    int same = lua_rawequal(L, -1, type);
+    lua_pop(L, 1);
+    if (same) {
+      lua_pop(L, 1);
+      return &s->types[0];
+    }
+  }
+  forget_types(s);
+  s->full = 0;
+  lua_pushvalue(L, type);
+  lua_rawseti(L, -2, 1);
+  lua_pop(L, 1);
+  return remember(s, box->def, box->lookup);
+}
+
 int lpc_encode_table(lua_State *L, int type, int t) {
   t = lua_absindex(L, t);
-  const lpc_TypeBox *box = lua_touserdata(L, type);
+  type = lua_absindex(L, type);
+  int top = lua_gettop(L);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
   TableState *s = lua_touserdata(L, -1);
+  const TypeInfo *root = begin_types(L, s, type, top + 1);
   lua_pop(L, 1); /* the registry keeps it */
-  int top = lua_gettop(L);
-  Enc e = {L, s, lua_absindex(L, type), 0, top, top};
+  Enc e = {L, s, type, 0, top, top};
   s->len = 0;
   s->glen = 0;
-  s->ntypes = 0;
-  /* The root's Type is the argument: remembered without being kept. */
-  int ok = encode_message(&e, remember(s, box->def, box->lookup), t);
-  forget_types(s);
+  int ok = encode_message(&e, root, t);
   lua_settop(L, top);
   if (ok) lua_pushlstring(L, (const char *)s->buf, s->len);
   if (s->cap > LPC_TABLE_BUF_KEEP) {
@@ -824,13 +855,13 @@ int lpc_table_message(lua_State *L, int type, int t) {
   int arena_idx = lua_gettop(L);
   pc_Message *msg = pc_Message_New(def, a);
   if (msg == NULL) lpc_nomem(L);
+  type = lua_absindex(L, type);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
   TableState *s = lua_touserdata(L, -1);
+  const TypeInfo *root = begin_types(L, s, type, arena_idx + 1);
   lua_pop(L, 1);
-  Build b = {{L, s, lua_absindex(L, type), 0, arena_idx, arena_idx}, a};
-  s->ntypes = 0;
-  int ok = build_message(&b, remember(s, def, box->lookup), t, msg);
-  forget_types(s);
+  Build b = {{L, s, type, 0, arena_idx, arena_idx}, a};
+  int ok = build_message(&b, root, t, msg);
   if (!ok) {
     lua_settop(L, arena_idx);
     lpc_free_arena(L, arena_idx);
@@ -845,9 +876,15 @@ int lpc_table_message(lua_State *L, int type, int t) {
 }
 
 void lpc_open_table(lua_State *L) {
-  TableState *s = lua_newuserdatauv(L, sizeof *s, 0);
+  TableState *s = lua_newuserdatauv(L, sizeof *s, 1);
   memset(s, 0, sizeof *s);
   s->alloc = lua_getallocf(L, &s->ud);
+  lua_createtable(L, 1, 0); /* user value 1: {the Type of types[]}, weak */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setiuservalue(L, -2, 1);
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, lpc_tablestate_gc);
   lua_setfield(L, -2, "__gc");

@@ -214,7 +214,6 @@ describe("pc.encode(T, table)", function()
       local h = Holder { sub = t, n = i }
       assert.are.same({ 2, "b", i }, { h.sub.child.x, h.sub.child.child.name, h.n })
       assert.are.equal(pc.encode(h), pc.encode(Holder, { sub = t, n = i }))
-      S, Holder, p, h = nil, nil, nil, nil
       collectgarbage()
       collectgarbage()
     end

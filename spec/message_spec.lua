@@ -323,6 +323,27 @@ describe("messages", function()
     assert.are.equal(10, view.u32)
   end)
 
+  it("keep constructor strings alive through later writes, clears and collections", function()
+    -- The first string a constructor stores is kept without a refs table;
+    -- the second reference made later (a write, a container) takes it along.
+    local m = Scalars { s = "first " .. ("x"):rep(50), u32 = 1 }
+    collectgarbage()
+    assert.are.equal("first " .. ("x"):rep(50), m.s)
+    m.by = "second " .. ("y"):rep(50)
+    collectgarbage()
+    assert.are.same({ "first " .. ("x"):rep(50), "second " .. ("y"):rep(50) }, { m.s, m.by })
+    m.s = "third"
+    collectgarbage()
+    assert.are.same({ "third", "second " .. ("y"):rep(50) }, { m.s, m.by })
+    local two = Scalars { s = "a" .. ("b"):rep(60), by = "c" .. ("d"):rep(60) }
+    collectgarbage()
+    assert.are.same({ "a" .. ("b"):rep(60), "c" .. ("d"):rep(60) }, { two.s, two.by })
+    pc.clear(two, "s")
+    collectgarbage()
+    assert.are.same({ "", "c" .. ("d"):rep(60) }, { two.s, two.by })
+    assert.are.equal("a" .. ("b"):rep(60), pc.decode(Scalars, pc.encode(Scalars { s = "a" .. ("b"):rep(60) })).s)
+  end)
+
   it("keep NUL bytes in both string and bytes", function()
     local m = Scalars { s = "a\0b", by = "a\0b" }
     assert.are.equal("a\0b", m.s)

@@ -199,6 +199,30 @@ describe("pc.encode(T, table)", function()
     assert.matches("bad argument #2 to 'encode' %(table expected, got number%)", err)
   end)
 
+  it("finds each call's sub-message types when Types come and go between calls", function()
+    -- Calls on one Type reuse the types the last call met; a Type collected
+    -- and another made (maybe at its address) must not find them.
+    local t = { x = 1, name = "a", child = { x = 2, child = { name = "b" } } }
+    local want = pc.encode(built(Sub, t))
+    for i = 1, 40 do
+      local p = pc.pool()
+      local S = p:message("te.Sub", { { "x", "int32", 1 }, { "name", "string", 2 }, { "child", "te.Sub", 3 } })
+      local Holder = p:message("te.Holder", { { "sub", "te.Sub", 1 }, { "n", "int32", 2 } })
+      assert.are.equal(want, pc.encode(S, t))
+      assert.are.equal(want, pc.encode(S(t)))
+      assert.are.equal(pc.encode(Holder()), pc.encode(Holder, {}))
+      local h = Holder { sub = t, n = i }
+      assert.are.same({ 2, "b", i }, { h.sub.child.x, h.sub.child.child.name, h.n })
+      assert.are.equal(pc.encode(h), pc.encode(Holder, { sub = t, n = i }))
+      collectgarbage()
+      collectgarbage()
+    end
+    -- another root in between: its types, then the first root's again
+    assert.are.equal(want, pc.encode(Sub, t))
+    assert.are.equal(pc.encode(All { sub = t }), pc.encode(All, { sub = t }))
+    assert.are.equal(want, pc.encode(Sub, t))
+  end)
+
   it("gives pc.encode(T{...})'s bytes for the plain table of every binary corpus payload", function()
     local manifest = corpus.read("payloads/MANIFEST.tsv")
     if not manifest then return corpus.skip(pending, "corpus payloads from tables") end

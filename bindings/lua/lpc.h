@@ -71,7 +71,10 @@ int lpc_is_listener(lua_State *L, int idx);
  *   "protocall.Pool"    userdata lpc_PoolBox: owns the pool (lpc_schema.c).
  *   "protocall.Type"    userdata lpc_TypeBox, user values: 1 its Pool, 2 the
  *                       metatable of standalone instances, 3 the metatable
- *                       of views; calling it makes an instance.
+ *                       of views, 4 a table of the Types of sub-messages the
+ *                       table paths met under it (lpc_table.c: kept alive
+ *                       with it, not made again each call); calling it
+ *                       makes an instance.
  *   "protocall.Arena"   owns an arena (decoded trees, and what Lua-made
  *                       messages point to).
  *   messages            standalone (the userdata is the message) or views

@@ -502,6 +502,11 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
   lua_setmetatable(L, -2);
   int obj = lua_gettop(L);
   int marked = 0;
+  /* The first string stored keeps its Lua string as the user value itself,
+   * the form a flat decode leaves (lpc_push_refs makes the refs table, with
+   * it inside, when a second reference comes): a message of one string
+   * field needs no table. Until then the user value is empty. */
+  int uv_empty = lk->standalone_uv;
   lua_pushnil(L);
   while (lua_next(L, t)) {
     const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, -2));
@@ -517,6 +522,15 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
       lua_settop(L, v - 1);
       continue;
     }
+    if (uv_empty && f->label != kPc_Label_Repeated && !f->is_extension &&
+        (f->type == kPc_Type_String || f->type == kPc_Type_Bytes) && !lua_isnil(L, v)) {
+      pc_Message_Set(msg, f, lpc_check_scalar(L, f, f->full_name, v));
+      lua_setiuservalue(L, obj, 1); /* the value, popped */
+      uv_empty = 0;
+      lua_settop(L, v - 1);
+      continue;
+    }
+    uv_empty = 0;
     if (f->message != NULL && !marked && lua_type(L, v) == LUA_TTABLE) {
       visit(L, t, 1, visited);
       marked = 1;

@@ -92,7 +92,7 @@ void lpc_push_type(lua_State *L, const pc_MessageDef *def) {
     return;
   }
   lua_pop(L, 1);
-  lpc_TypeBox *t = lua_newuserdatauv(L, sizeof(lpc_TypeBox), 3);
+  lpc_TypeBox *t = lua_newuserdatauv(L, sizeof(lpc_TypeBox), 4);
   t->def = def;
   luaL_setmetatable(L, TYPE_MT);
   lpc_push_pool(L, def->file->pool);

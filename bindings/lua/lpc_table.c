@@ -62,11 +62,11 @@ typedef struct {
   size_t glen, gcap;
   int *pos; /* sort_gathered's scratch: a stack index per field */
   size_t pcap;
-  /* The Lookups of the sub-message types met during this call; their Types
-   * are kept alive in the user value table (slots 1..ntypes) until the call
-   * ends. */
+  /* The Lookups of the message types met by the calls on one root Type,
+   * types[0] (begin_types; their Types kept alive by the root: type_of). */
   TypeInfo types[LPC_TABLE_TYPES];
   int ntypes;
+  int full; /* a call found types[] full: the next one forgets them */
   /* types[] by the def's address: a direct-mapped index (0: none). */
   uint8_t slot[LPC_TABLE_SLOTS];
 } TableState;
@@ -74,6 +74,7 @@ typedef struct {
 typedef struct {
   lua_State *L;
   TableState *s;
+  int root; /* the stack index of the call's Type */
   int depth;
   int top;  /* the stack's top, kept here rather than asked for */
   int room; /* the stack is known to have slots up to this index */
@@ -348,22 +349,34 @@ static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const l
   return t;
 }
 
-/* The message type 'def' with its Lookup (its Type kept alive until the
- * call ends); NULL when the call has met too many types. */
+/* The message type 'def' with its Lookup; NULL when the call has met too
+ * many types. Its Type is kept alive by the call's Type (user value 4), so
+ * the next call finds it instead of making it (and its metatables and
+ * Lookup) again once the collector took it. */
 static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
   TableState *s = e->s;
   uint8_t k = s->slot[slot_of(def)];
   if (k != 0 && s->types[k - 1].def == def) return &s->types[k - 1];
   for (int i = 0; i < s->ntypes; i++)
     if (s->types[i].def == def) return &s->types[i];
-  if (s->ntypes == LPC_TABLE_TYPES) return NULL;
+  if (s->ntypes == LPC_TABLE_TYPES) {
+    s->full = 1; /* the next call starts afresh (begin_types) */
+    return NULL;
+  }
   lua_State *L = e->L;
-  lpc_push_type(L, def);
+  if (lua_getiuservalue(L, e->root, 4) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, e->root, 4);
+  }
+  if (lua_rawgetp(L, -1, def) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lpc_push_type(L, def);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, -3, def);
+  }
   const lpc_Lookup *lk = ((const lpc_TypeBox *)lua_touserdata(L, -1))->lookup;
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
-  lua_getiuservalue(L, -1, 1);
-  lua_rotate(L, -3, -1); /* state, table, Type */
-  lua_rawseti(L, -2, s->ntypes + 1);
   lua_pop(L, 2);
   return remember(s, def, lk);
 }
@@ -557,35 +570,53 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   return 1;
 }
 
-/* Ends a call: the Types it kept alive let go, the types forgotten. */
-LPC_INLINE void forget_types(lua_State *L, TableState *s) {
-  if (s->ntypes > 1) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
-    lua_getiuservalue(L, -1, 1);
-    for (int i = 2; i <= s->ntypes; i++) {
-      lua_pushnil(L);
-      lua_rawseti(L, -2, i);
-    }
-    lua_pop(L, 2);
-  }
+LPC_INLINE void forget_types(TableState *s) {
   for (int i = 0; i < s->ntypes; i++) s->slot[slot_of(s->types[i].def)] = 0;
   s->ntypes = 0;
 }
 
+/* Starts a call on the Type at 'type' (the state at 'state'); returns the
+ * root's TypeInfo. The types the previous call met stay when its root was
+ * this very Type: the state's user value holds that Type weakly, so a
+ * Type collected since (and another made at its address) no longer
+ * matches, and while it lives it keeps every type it met alive (type_of).
+ * Otherwise (and for a root without message fields) they are forgotten. */
+static const TypeInfo *begin_types(lua_State *L, TableState *s, int type, int state) {
+  const lpc_TypeBox *box = lua_touserdata(L, type);
+  if (!((const lpc_Lookup *)box->lookup)->tree) { /* no types to keep: not worth the check */
+    forget_types(s);
+    return remember(s, box->def, box->lookup);
+  }
+  lua_getiuservalue(L, state, 1);
+  if (s->ntypes > 0 && !s->full && s->types[0].def == box->def) {
+    lua_rawgeti(L, -1, 1);
+    int same = lua_rawequal(L, -1, type);
+    lua_pop(L, 1);
+    if (same) {
+      lua_pop(L, 1);
+      return &s->types[0];
+    }
+  }
+  forget_types(s);
+  s->full = 0;
+  lua_pushvalue(L, type);
+  lua_rawseti(L, -2, 1);
+  lua_pop(L, 1);
+  return remember(s, box->def, box->lookup);
+}
+
 int lpc_encode_table(lua_State *L, int type, int t) {
   t = lua_absindex(L, t);
-  const lpc_TypeBox *box = lua_touserdata(L, type);
+  type = lua_absindex(L, type);
+  int top = lua_gettop(L);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
   TableState *s = lua_touserdata(L, -1);
+  const TypeInfo *root = begin_types(L, s, type, top + 1);
   lua_pop(L, 1); /* the registry keeps it */
-  int top = lua_gettop(L);
-  Enc e = {L, s, 0, top, top};
+  Enc e = {L, s, type, 0, top, top};
   s->len = 0;
   s->glen = 0;
-  s->ntypes = 0;
-  /* The root's Type is the argument: remembered without being kept. */
-  int ok = encode_message(&e, remember(s, box->def, box->lookup), t);
-  forget_types(L, s);
+  int ok = encode_message(&e, root, t);
   lua_settop(L, top);
   if (ok) lua_pushlstring(L, (const char *)s->buf, s->len);
   if (s->cap > LPC_TABLE_BUF_KEEP) {
@@ -696,6 +727,18 @@ static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) 
 
 static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg);
 
+/* Stores 'v' at 'p' as a slot of kind 'slot' (pc_Array_Set's and
+ * pc_Message_Set's store, without the call). */
+static inline void store_slot(void *p, pc_SlotKind slot, pc_Value v) {
+  switch (slot) {
+  case kPc_Slot_Bool: *(uint8_t *)p = v.b; break;
+  case kPc_Slot_32: memcpy(p, &v, 4); break;
+  case kPc_Slot_64: memcpy(p, &v, 8); break;
+  case kPc_Slot_String: memcpy(p, &v, sizeof(pc_StringView)); break;
+  default: memcpy(p, &v, sizeof(void *)); break; /* Message, Array, Map: a pointer */
+  }
+}
+
 /* A message element or field value from the table at 'idx': a new message
  * of 'def' in the arena, in '*out'. */
 static int build_sub(Build *b, const pc_MessageDef *def, int idx, pc_Value *out) {
@@ -737,7 +780,7 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
     pc_Value v;
     b->e.top = lua_gettop(L);
     if (!build_elem(b, f, -1, &v)) return 0;
-    pc_Array_Set(arr, (size_t)expect - 1, slot, v);
+    store_slot((char *)arr->data + ((size_t)expect - 1) * elem, slot, v);
     expect++;
     lua_pop(L, 1);
   }
@@ -791,7 +834,10 @@ static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
     } else {
       pc_Value v;
       ok = build_elem(b, f, -1, &v);
-      if (ok) pc_Message_Set(msg, f, v);
+      if (ok && f->case_offset == 0 && f->hasbit < 0)
+        store_slot((char *)msg + f->offset, f->slot, v);
+      else if (ok)
+        pc_Message_Set(msg, f, v);
     }
     if (!ok) return 0;
     lua_pop(L, 1);
@@ -809,13 +855,13 @@ int lpc_table_message(lua_State *L, int type, int t) {
   int arena_idx = lua_gettop(L);
   pc_Message *msg = pc_Message_New(def, a);
   if (msg == NULL) lpc_nomem(L);
+  type = lua_absindex(L, type);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTableKey);
   TableState *s = lua_touserdata(L, -1);
+  const TypeInfo *root = begin_types(L, s, type, arena_idx + 1);
   lua_pop(L, 1);
-  Build b = {{L, s, 0, arena_idx, arena_idx}, a};
-  s->ntypes = 0;
-  int ok = build_message(&b, remember(s, def, box->lookup), t, msg);
-  forget_types(L, s);
+  Build b = {{L, s, type, 0, arena_idx, arena_idx}, a};
+  int ok = build_message(&b, root, t, msg);
   if (!ok) {
     lua_settop(L, arena_idx);
     lpc_free_arena(L, arena_idx);
@@ -833,7 +879,11 @@ void lpc_open_table(lua_State *L) {
   TableState *s = lua_newuserdatauv(L, sizeof *s, 1);
   memset(s, 0, sizeof *s);
   s->alloc = lua_getallocf(L, &s->ud);
-  lua_createtable(L, LPC_TABLE_TYPES, 0);
+  lua_createtable(L, 1, 0); /* user value 1: {the Type of types[]}, weak */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
   lua_setiuservalue(L, -2, 1);
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, lpc_tablestate_gc);

@@ -69,6 +69,7 @@ static struct {
   void (*free_)(pc_CelRegex *);
   size_t (*program_size)(const pc_CelRegex *);
   int (*match)(const pc_CelRegex *, const char *, size_t);
+  int (*full_match)(const pc_CelRegex *, const char *, size_t);
   char why[200]; /* why it did not open ("" when it did) */
 } re2;
 static pthread_once_t re2_once = PTHREAD_ONCE_INIT;
@@ -80,7 +81,8 @@ static void re2_open(void) {
   *(void **)&re2.free_ = dlsym(h, "pc_CelRegex_Free");
   *(void **)&re2.program_size = dlsym(h, "pc_CelRegex_ProgramSize");
   *(void **)&re2.match = dlsym(h, "pc_CelRegex_Match");
-  if (!re2.new_ || !re2.free_ || !re2.program_size || !re2.match) {
+  *(void **)&re2.full_match = dlsym(h, "pc_CelRegex_FullMatch");
+  if (!re2.new_ || !re2.free_ || !re2.program_size || !re2.match || !re2.full_match) {
     snprintf(re2.why, sizeof re2.why, "protocall_re2.so lacks pc_CelRegex_*");
     re2.new_ = NULL;
   }
@@ -106,6 +108,10 @@ size_t pc_CelRegex_ProgramSize(const pc_CelRegex *re) {
 
 int pc_CelRegex_Match(const pc_CelRegex *re, const char *s, size_t len) {
   return re2.match(re, s, len);
+}
+
+int pc_CelRegex_FullMatch(const pc_CelRegex *re, const char *s, size_t len) {
+  return re2.full_match(re, s, len);
 }
 
 /* -- core/net/tls.h and socket.h's setups, from protocall_tls.so ----------- */

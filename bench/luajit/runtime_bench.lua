@@ -26,7 +26,8 @@
 --     whichever library made the tables), and not read at all. Every
 --     reader is compiled once per library, so neither runs traces recorded
 --     on the other's tables. As message objects too (informational). With
---     --callgrind also instructions per decode + read (H.instructions:
+--     --callgrind also instructions per decode + read, with {table = true}
+--     and as message objects (H.instructions:
 --     valgrind runs of this script's loop, n and 2n times; the difference
 --     over n).
 -- lua-protobuf is built by this bench from ../shared/peers/lua-protobuf
@@ -147,7 +148,8 @@ if have_corpus then
   end
   local function ours(how) return loop_of(how, pc.decode, T, { table = true }) end
   local function peer(how) return loop_of(how, pb and pb.decode, OTLP_TYPE, nil) end
-  loops = { table = ours("read"), peer = peer("read"), ours = ours, peer_of = peer }
+  loops = { table = ours("read"), peer = peer("read"), ours = ours, peer_of = peer,
+            objects = loop_of("read", pc.decode, T, nil) }
 end
 if only then -- a child under callgrind (H.instructions): the loop alone
   local loop = loops[only]
@@ -335,6 +337,11 @@ if have_corpus then
         row("otlp decode{table}+read, callgrind", ci / 1e3, "k instr")
         row("otlp lua-protobuf decode+read, callgrind", cp / 1e3, "k instr")
         row("decode{table}+read / lua-protobuf, callgrind", ci / cp, "x")
+        local co = H.instructions("objects", 500)
+        if co then
+          row("otlp decode+read (message objects), callgrind", co / 1e3, "k instr")
+          row("decode+read (message objects) / lua-protobuf, callgrind", co / cp, "x")
+        end
       else
         print("\nruntime_bench: valgrind failed; the instruction rows are skipped")
       end

@@ -50,6 +50,7 @@ typedef struct {
 typedef struct {
   pc_Message *msg;
   const pc_FieldDef *f;
+  int uv; /* lpc_view_uv(f), or -1 until needed */
 } lpc_Container;
 
 /* -- The per-type field lookup ----------------------------------------------
@@ -91,6 +92,7 @@ typedef struct {
   uint32_t offset; /* the field's offset, for the direct read and write */
   uint8_t read;    /* kLpc_Read_*: a plain slot read directly, or kLpc_Read_Other */
   uint8_t write;   /* kLpc_Write_* */
+  uint16_t uv;     /* lpc_view_uv of the field */
 } lpc_LookupEntry;
 
 typedef struct {
@@ -223,6 +225,16 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
 int lpc_parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *out);
 
 /* -- Reading (lpc_message.c) ----------------------------------------------- */
+
+/* Views keep the objects read from their first LPC_VIEW_MAX_UV - 2
+ * sub-message, repeated and map fields in user values (lpc_message.c). */
+#define LPC_VIEW_MAX_UV 256
+/* The user value of a view of the message holding field 'f' that keeps
+ * the object read from 'f' (its sub-message's view, its container): 2 +
+ * the number of sub-message, repeated and map fields declared before it;
+ * 0 for none (another kind of field, an extension, or past
+ * LPC_VIEW_MAX_UV). */
+int lpc_view_uv(const pc_FieldDef *f);
 
 /* Pushes a new empty standalone message of 'def' with the metatable at
  * 'mt' (0: its Type's). */

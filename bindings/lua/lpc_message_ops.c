@@ -507,6 +507,7 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
       lk->e[j].offset = def->fields[i].offset;
       lk->e[j].read = read_kind(&def->fields[i]);
       lk->e[j].write = write_kind(&def->fields[i]);
+      lk->e[j].uv = (uint16_t)lpc_view_uv(&def->fields[i]);
       lk->fields[j] = &def->fields[i];
     }
     lua_pop(L, 1);

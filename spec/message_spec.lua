@@ -383,6 +383,45 @@ describe("messages", function()
       assert.is_true(rawequal(s.p, s.p))
     end)
 
+    it("of a decoded message stay the same objects and keep what was put in them through collections",
+      function()
+        local s = pc.decode(Shape, pc.encode(Shape { p = { x = 1 }, points = { { x = 2 } },
+                                                      next = { p = { y = 3 } }, by_name = { a = { x = 4 } } }))
+        local p, points, first, a = s.p, s.points, s.points[1], s.by_name.a
+        -- written through views of the tree, then held by nothing but the tree
+        local n = 1
+        s.next.tags = { "t" .. n, "t" .. n + 1 }
+        s.next.points = { Point { x = 5 } }
+        s.next.next = Shape { name = "deep" .. n }
+        collectgarbage()
+        collectgarbage()
+        assert.is_true(rawequal(p, s.p))
+        assert.is_true(rawequal(points, s.points))
+        assert.is_true(rawequal(first, s.points[1]))
+        assert.is_true(rawequal(a, s.by_name.a))
+        assert.is_true(rawequal(s.next, s.next))
+        assert.are.equal(3, s.next.p.y)
+        assert.are.same({ "t1", "t2" }, pc.to_table(s.next).tags)
+        assert.are.equal(5, s.next.points[1].x)
+        assert.are.equal("deep1", s.next.next.name)
+        local q = Point { x = 9 }
+        s.p = q
+        assert.is_true(rawequal(q, s.p))
+        assert.are.equal(1, p.x) -- the view it replaced still reads its message
+        s.p = p
+        assert.is_true(rawequal(p, s.p))
+        s.p = nil
+        assert.is_nil(s.p)
+        -- a view read from another outlives it, with what it holds
+        local inner = pc.decode(Shape, pc.encode(s)).next
+        inner.points[2] = Point { x = 6 }
+        collectgarbage()
+        collectgarbage()
+        assert.are.equal("deep1", inner.next.name)
+        assert.are.equal(6, inner.points[2].x)
+        assert.are.equal(s.next.p, inner.p)
+      end)
+
     it("store the assigned message itself (reference semantics)", function()
       local p = Point { x = 1 }
       local s = Shape { p = p }

@@ -469,7 +469,16 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
 
 /* -- Repeated containers ----------------------------------------------------- */
 
+/* The container metamethods have their metatable as upvalue 1
+ * (lpc_open_message): comparing with it is what luaL_checkudata's lookup
+ * of the metatable by name would answer, for less. */
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
+  void *p = lua_touserdata(L, idx);
+  if (p != NULL && lua_getmetatable(L, idx)) {
+    int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+    lua_pop(L, 1);
+    if (same) return p;
+  }
   return luaL_checkudata(L, idx, mt);
 }
 
@@ -548,6 +557,13 @@ static int lpc_map_next(lua_State *L) {
   }
 }
 
+/* The iterator of an empty map's pairs: entries added during the loop are
+ * not visited (as lpc_map_next's). */
+static int lpc_map_next_none(lua_State *L) {
+  (void)L;
+  return 0;
+}
+
 /* -- for k, v in pairs(c)   (map: in the order of its entries; entries may
  * be changed or deleted during the loop, as in a Lua table) */
 int lpc_map_pairs(lua_State *L) {
@@ -555,6 +571,12 @@ int lpc_map_pairs(lua_State *L) {
   const pc_Map *map = pc_Message_Get(c->msg, c->f).map;
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
   size_t n = map != NULL ? map->size : 0;
+  if (n == 0) {
+    lua_pushcfunction(L, lpc_map_next_none);
+    lua_pushvalue(L, 1);
+    lua_pushnil(L);
+    return 3;
+  }
   lua_createtable(L, n < INT32_MAX ? (int)n : 0, 0);
   for (size_t i = 0; i < n; i++) {
     lpc_push_key(L, kf, map->entries[i].key);

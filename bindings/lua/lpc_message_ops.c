@@ -687,8 +687,9 @@ void lpc_open_message(lua_State *L) {
                                  {"__len", lpc_container_len},
                                  {"__pairs", lpc_repeated_pairs},
                                  {NULL, NULL}};
-  luaL_newmetatable(L, LPC_REPEATED_MT);
-  luaL_setfuncs(L, rep, 0);
+  luaL_newmetatable(L, LPC_REPEATED_MT); /* upvalue 1 of each: lpc_check_container */
+  lua_pushvalue(L, -1);
+  luaL_setfuncs(L, rep, 1);
   lua_pop(L, 1);
   static const luaL_Reg map[] = {{"__index", lpc_map_index},
                                  {"__newindex", lpc_map_newindex},
@@ -696,6 +697,7 @@ void lpc_open_message(lua_State *L) {
                                  {"__pairs", lpc_map_pairs},
                                  {NULL, NULL}};
   luaL_newmetatable(L, LPC_MAP_MT);
-  luaL_setfuncs(L, map, 0);
+  lua_pushvalue(L, -1);
+  luaL_setfuncs(L, map, 1);
   lua_pop(L, 1);
 }

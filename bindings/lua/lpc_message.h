@@ -15,7 +15,12 @@
  *                       address) when one is first needed.
  *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
- *                       message).
+ *                       message); then one user value per sub-message,
+ *                       repeated and map field (lpc_view_uv): the object last
+ *                       read from it (the sub-message's view or the object
+ *                       assigned there, the container). A view is the one
+ *                       object of its message, so what it keeps is what the
+ *                       anchor's refs would, reached through the view alone.
  *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table.
  * A standalone message is its own anchor. What a message's memory points to
  * that the anchor's arena does not own is kept alive from a per-anchor refs
@@ -249,7 +254,9 @@ void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
 void lpc_keep_elem(lua_State *L, int c, int key, int v);
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key);
-/* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT). */
+/* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT);
+ * quicker in the container metamethods, which hold their metatable as
+ * upvalue 1. */
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt);
 int lpc_message_index(lua_State *L);
 int lpc_view_index(lua_State *L);

@@ -368,6 +368,12 @@ LPC_INLINE int index_common(lua_State *L, int kind) {
     lua_pushnumber(L, (lua_Number)v);
     return 1;
   }
+  if (e->read == kLpc_Read_String) {
+    pc_StringView v;
+    memcpy(&v, p, sizeof(v));
+    lua_pushlstring(L, v.size ? v.data : "", v.size);
+    return 1;
+  }
   if (e->read == kLpc_Read_Bool) {
     lua_pushboolean(L, *p != 0);
     return 1;

@@ -76,7 +76,8 @@ enum {
   kLpc_Read_I64,
   kLpc_Read_F64,
   kLpc_Read_F32,
-  kLpc_Read_Bool
+  kLpc_Read_Bool,
+  kLpc_Read_String /* a string or bytes slot without presence or a default */
 };
 
 /* How a plain slot takes a Lua value without the general path: integers
@@ -95,7 +96,7 @@ enum {
 typedef struct {
   const void *key; /* the name's TString, as lua_topointer gives it */
   uint32_t offset; /* the field's offset, for the direct read and write */
-  uint8_t read;    /* kLpc_Read_*: a plain slot read directly, or kLpc_Read_Other */
+  uint8_t read;    /* kLpc_Read_*: a plain or string slot read directly, or kLpc_Read_Other */
   uint8_t write;   /* kLpc_Write_* */
   uint16_t uv;     /* lpc_view_uv of the field */
 } lpc_LookupEntry;

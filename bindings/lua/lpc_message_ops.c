@@ -35,6 +35,9 @@ static uint8_t type_read_kind(pc_FieldType t) {
 }
 
 static uint8_t read_kind(const pc_FieldDef *f) {
+  if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
+      f->label != kPc_Label_Repeated && f->default_value.s.size == 0)
+    return kLpc_Read_String; /* the slot is the value; "" when unset */
   if (!lpc_plain_slot(f)) return kLpc_Read_Other;
   uint8_t k = type_read_kind(f->type);
   return LPC_LUAJIT && k == kLpc_Read_I64 ? kLpc_Read_Other

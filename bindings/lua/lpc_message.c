@@ -18,7 +18,6 @@ static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
 }
 
 static char kViewMtKey; /* registry: weak-valued def -> the metatable of its views */
-static char kUvsKey;    /* a view metatable's field: how many user values its views have */
 
 /* How many user values views of 'def' have: 1 the anchor, then one per
  * field lpc_view_uv gives one. */
@@ -40,19 +39,23 @@ int lpc_view_uv(const pc_FieldDef *f) {
 
 /* Pushes the metatable of views of 'def' (one lookup in a table of the
  * registry once the type has had a view; its Type's user value 3) and
- * returns how many user values its views have (view_uvs). */
+ * returns how many user values its views have (view_uvs, kept in the
+ * metatable under 0). */
 static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
-  lpc_registry_table(L, &kViewMtKey, "v");
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kViewMtKey) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lpc_registry_table(L, &kViewMtKey, "v");
+  }
   if (lua_rawgetp(L, -1, def) != LUA_TTABLE) {
     lua_pop(L, 1);
     push_instance_mt(L, def, kLpc_View);
     lua_pushinteger(L, view_uvs(def));
-    lua_rawsetp(L, -2, &kUvsKey);
+    lua_rawseti(L, -2, 0);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, -3, def);
   }
-  lua_remove(L, -2);
-  lua_rawgetp(L, -1, &kUvsKey);
+  lua_replace(L, -2);
+  lua_rawgeti(L, -1, 0);
   int n = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   return n;

@@ -422,6 +422,25 @@ describe("messages", function()
         assert.are.equal(s.next.p, inner.p)
       end)
 
+    it("stay the same objects in a view of a type with more than 254 such fields", function()
+      local fields = {}
+      for i = 1, 300 do fields[i] = { "m" .. i, "t.Point", i } end
+      fields[301] = { "list", "t.Point", 301, repeated = true }
+      local Wide = pool:message("t.Wide", fields)
+      local w = pc.decode(Wide, pc.encode(Wide { m1 = { x = 1 }, m254 = { x = 254 }, m300 = { x = 300 },
+                                                 list = { { x = 7 } } }))
+      local first, last, list, elem = w.m1, w.m300, w.list, w.list[1]
+      collectgarbage()
+      collectgarbage()
+      for _, k in ipairs { "m1", "m254", "m300", "list" } do assert.is_true(rawequal(w[k], w[k]), k) end
+      assert.is_true(rawequal(first, w.m1))
+      assert.is_true(rawequal(last, w.m300))
+      assert.is_true(rawequal(list, w.list))
+      assert.is_true(rawequal(elem, w.list[1]))
+      assert.are.same({ 1, 254, 300, 7 }, { w.m1.x, w.m254.x, w.m300.x, w.list[1].x })
+      assert.is_nil(w.m2)
+    end)
+
     it("store the assigned message itself (reference semantics)", function()
       local p = Point { x = 1 }
       local s = Shape { p = p }

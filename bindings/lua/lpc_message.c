@@ -31,9 +31,11 @@ static int view_uvs(const pc_MessageDef *def) {
 int lpc_view_uv(const pc_FieldDef *f) {
   if (f->is_extension || f->slot < kPc_Slot_Message) return 0;
   const pc_MessageDef *def = f->containing;
+  size_t i = (size_t)(f - def->fields);
+  if (f < def->fields || i >= def->field_count) return 0;
   int uv = 2;
-  for (const pc_FieldDef *g = def->fields; g < f && uv < LPC_VIEW_MAX_UV; g++)
-    uv += g->slot >= kPc_Slot_Message;
+  for (size_t j = 0; j < i && uv < LPC_VIEW_MAX_UV; j++)
+    uv += def->fields[j].slot >= kPc_Slot_Message;
   return uv < LPC_VIEW_MAX_UV ? uv : 0;
 }
 

@@ -711,6 +711,36 @@ describe("messages", function()
         function() pc.which_oneof(s, "nope") end)
     end)
 
+    it("read each kind of member, set and unset, also from a decoded message", function()
+      local O = pool:message("t.OneofKinds", {
+        { "i32", "int32", 1, oneof = "k" }, { "u32", "uint32", 2, oneof = "k" }, { "i64", "int64", 3, oneof = "k" },
+        { "f", "float", 4, oneof = "k" }, { "d", "double", 5, oneof = "k" }, { "b", "bool", 6, oneof = "k" },
+        { "s", "string", 7, oneof = "k" }, { "by", "bytes", 8, oneof = "k" }, { "c", "t.Color", 9, oneof = "k" },
+        { "p", "t.Point", 10, oneof = "k" } })
+      local set = { i32 = -5, u32 = 4000000000, i64 = 1099511627776, f = 0.5, d = -2.25, b = true, s = "str",
+                    by = "\0\1", c = 2 }
+      local zero = { i32 = 0, u32 = 0, i64 = 0, f = 0, d = 0, b = false, s = "", by = "", c = 0 }
+      for name, value in pairs(set) do
+        for _, m in ipairs { O { [name] = value }, pc.decode(O, pc.encode(O { [name] = value })) } do
+          for other, z in pairs(zero) do
+            local want = other == name and value or z
+            assert.is_true(m[other] == want, name .. ": " .. other)
+          end
+          assert.is_nil(m.p)
+        end
+      end
+      local m = pc.decode(O, pc.encode(O { p = { x = 3 } }))
+      assert.are.equal(3, m.p.x)
+      assert.is_true(rawequal(m.p, m.p))
+      assert.are.equal("", m.s)
+      -- a proto2 member's default when unset
+      local D = pool:message("t.OneofDefault", { { "n", "int32", 1, oneof = "k", default = 7 },
+        { "t", "string", 2, oneof = "k", default = "dflt" }, { "z", "int32", 3, oneof = "k" } },
+        { syntax = "proto2" })
+      local dm = pc.decode(D, pc.encode(D { z = 1 }))
+      assert.are.same({ 7, "dflt", 1 }, { dm.n, dm.t, dm.z })
+    end)
+
     it("tracks explicit presence (proto3 optional, messages, proto2)", function()
       local s = Shape()
       assert.is_false(pc.has(s, "note"))

@@ -383,6 +383,22 @@ LPC_INLINE int index_common(lua_State *L, int kind) {
     lua_pushboolean(L, *p != 0);
     return 1;
   }
+  if (e->read == kLpc_Read_Oneof) {
+    const pc_FieldDef *f = lpc_entry_field(lk, e);
+    uint32_t c;
+    memcpy(&c, msg + f->case_offset, sizeof(c));
+    int set = c == (uint32_t)f->number;
+    if (f->message != NULL) {
+      if (set) return index_slow(L, lk, e, msg, kind);
+      lua_pushnil(L);
+      return 1;
+    }
+    pc_Value v;
+    memset(&v, 0, sizeof(v)); /* unset: the zero value, its default */
+    if (set) memcpy(&v, p, pc_Slot_Size(f->slot));
+    lpc_push_scalar(L, f, v);
+    return 1;
+  }
   return index_slow(L, lk, e, msg, kind);
 }
 

@@ -77,7 +77,8 @@ enum {
   kLpc_Read_F64,
   kLpc_Read_F32,
   kLpc_Read_Bool,
-  kLpc_Read_String /* a string or bytes slot without presence or a default */
+  kLpc_Read_String, /* a string or bytes slot without presence or a default */
+  kLpc_Read_Oneof   /* a oneof member (not repeated) whose default is zero: its case tested */
 };
 
 /* How a plain slot takes a Lua value without the general path: integers

@@ -34,7 +34,12 @@ static uint8_t type_read_kind(pc_FieldType t) {
   }
 }
 
+static int zero_default(const pc_FieldDef *f);
+
 static uint8_t read_kind(const pc_FieldDef *f) {
+  if (f->case_offset != 0 && f->hasbit < 0 && !f->is_extension && f->label != kPc_Label_Repeated &&
+      f->slot <= kPc_Slot_Message && zero_default(f))
+    return kLpc_Read_Oneof;
   if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
       f->label != kPc_Label_Repeated && f->default_value.s.size == 0)
     return kLpc_Read_String; /* the slot is the value; "" when unset */

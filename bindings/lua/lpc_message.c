@@ -17,8 +17,6 @@ static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
   lua_remove(L, -2);
 }
 
-static char kViewMtKey; /* registry: weak-valued def -> the metatable of its views */
-
 /* How many user values views of 'def' have: 1 the anchor, then one per
  * field lpc_view_uv gives one. */
 static int view_uvs(const pc_MessageDef *def) {
@@ -39,25 +37,20 @@ int lpc_view_uv(const pc_FieldDef *f) {
   return uv < LPC_VIEW_MAX_UV ? uv : 0;
 }
 
-/* Pushes the metatable of views of 'def' (one lookup in a table of the
- * registry once the type has had a view; its Type's user value 3) and
+/* Pushes the metatable of views of 'def' (its Type's user value 3) and
  * returns how many user values its views have (view_uvs, kept in the
- * metatable under 0). */
+ * metatable under 0). Not cached by def elsewhere: under LuaJIT a
+ * metatable can outlive its pool by a collection cycle (marked from an
+ * arena being finalized), and a new pool's def may then have the freed
+ * one's address. */
 static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kViewMtKey) != LUA_TTABLE) {
+  push_instance_mt(L, def, kLpc_View);
+  if (lua_rawgeti(L, -1, 0) != LUA_TNUMBER) {
     lua_pop(L, 1);
-    lpc_registry_table(L, &kViewMtKey, "v");
-  }
-  if (lua_rawgetp(L, -1, def) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    push_instance_mt(L, def, kLpc_View);
     lua_pushinteger(L, view_uvs(def));
-    lua_rawseti(L, -2, 0);
     lua_pushvalue(L, -1);
-    lua_rawsetp(L, -3, def);
+    lua_rawseti(L, -3, 0);
   }
-  lua_replace(L, -2);
-  lua_rawgeti(L, -1, 0);
   int n = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   return n;

@@ -404,6 +404,64 @@ describe("messages", function()
       assert.is_true(rawequal(s.p, s.p))
     end)
 
+    it("of a decoded message stay the same objects and keep what was put in them through collections",
+      function()
+        local s = pc.decode(Shape, pc.encode(Shape { p = { x = 1 }, points = { { x = 2 } },
+                                                      next = { p = { y = 3 } }, by_name = { a = { x = 4 } } }))
+        local p, points, first, a = s.p, s.points, s.points[1], s.by_name.a
+        -- written through views of the tree, then held by nothing but the tree
+        local n = 1
+        s.next.tags = { "t" .. n, "t" .. n + 1 }
+        s.next.points = { Point { x = 5 } }
+        s.next.next = Shape { name = "deep" .. n }
+        collectgarbage()
+        collectgarbage()
+        assert.is_true(rawequal(p, s.p))
+        assert.is_true(rawequal(points, s.points))
+        assert.is_true(rawequal(first, s.points[1]))
+        assert.is_true(rawequal(a, s.by_name.a))
+        assert.is_true(rawequal(s.next, s.next))
+        assert.are.equal(3, s.next.p.y)
+        assert.are.same({ "t1", "t2" }, pc.to_table(s.next).tags)
+        assert.are.equal(5, s.next.points[1].x)
+        assert.are.equal("deep1", s.next.next.name)
+        local q = Point { x = 9 }
+        s.p = q
+        assert.is_true(rawequal(q, s.p))
+        assert.are.equal(1, p.x) -- the view it replaced still reads its message
+        s.p = p
+        assert.is_true(rawequal(p, s.p))
+        s.p = nil
+        assert.is_nil(s.p)
+        -- a view read from another outlives it, with what it holds
+        local inner = pc.decode(Shape, pc.encode(s)).next
+        inner.points[2] = Point { x = 6 }
+        collectgarbage()
+        collectgarbage()
+        assert.are.equal("deep1", inner.next.name)
+        assert.are.equal(6, inner.points[2].x)
+        assert.are.equal(s.next.p, inner.p)
+      end)
+
+    it("stay the same objects in a view of a type with more than 254 such fields", function()
+      local fields = {}
+      for i = 1, 300 do fields[i] = { "m" .. i, "t.Point", i } end
+      fields[301] = { "list", "t.Point", 301, repeated = true }
+      local Wide = pool:message("t.Wide", fields)
+      local w = pc.decode(Wide, pc.encode(Wide { m1 = { x = 1 }, m254 = { x = 254 }, m300 = { x = 300 },
+                                                 list = { { x = 7 } } }))
+      local first, last, list, elem = w.m1, w.m300, w.list, w.list[1]
+      collectgarbage()
+      collectgarbage()
+      for _, k in ipairs { "m1", "m254", "m300", "list" } do assert.is_true(rawequal(w[k], w[k]), k) end
+      assert.is_true(rawequal(first, w.m1))
+      assert.is_true(rawequal(last, w.m300))
+      assert.is_true(rawequal(list, w.list))
+      assert.is_true(rawequal(elem, w.list[1]))
+      assert.are.same({ 1, 254, 300, 7 }, { w.m1.x, w.m254.x, w.m300.x, w.list[1].x })
+      assert.is_nil(w.m2)
+    end)
+
     it("store the assigned message itself (reference semantics)", function()
       local p = Point { x = 1 }
       local s = Shape { p = p }
@@ -672,6 +730,36 @@ describe("messages", function()
       assert.is_false(pc.has(s, "shape"))
       fails("bad argument #2 to 'which_oneof' (t.Shape: no oneof named 'nope')",
         function() pc.which_oneof(s, "nope") end)
+    end)
+
+    it("read each kind of member, set and unset, also from a decoded message", function()
+      local O = pool:message("t.OneofKinds", {
+        { "i32", "int32", 1, oneof = "k" }, { "u32", "uint32", 2, oneof = "k" }, { "i64", "int64", 3, oneof = "k" },
+        { "f", "float", 4, oneof = "k" }, { "d", "double", 5, oneof = "k" }, { "b", "bool", 6, oneof = "k" },
+        { "s", "string", 7, oneof = "k" }, { "by", "bytes", 8, oneof = "k" }, { "c", "t.Color", 9, oneof = "k" },
+        { "p", "t.Point", 10, oneof = "k" } })
+      local set = { i32 = -5, u32 = 4000000000, i64 = 1099511627776, f = 0.5, d = -2.25, b = true, s = "str",
+                    by = "\0\1", c = 2 }
+      local zero = { i32 = 0, u32 = 0, i64 = 0, f = 0, d = 0, b = false, s = "", by = "", c = 0 }
+      for name, value in pairs(set) do
+        for _, m in ipairs { O { [name] = value }, pc.decode(O, pc.encode(O { [name] = value })) } do
+          for other, z in pairs(zero) do
+            local want = other == name and value or z
+            assert.is_true(m[other] == want, name .. ": " .. other)
+          end
+          assert.is_nil(m.p)
+        end
+      end
+      local m = pc.decode(O, pc.encode(O { p = { x = 3 } }))
+      assert.are.equal(3, m.p.x)
+      assert.is_true(rawequal(m.p, m.p))
+      assert.are.equal("", m.s)
+      -- a proto2 member's default when unset
+      local D = pool:message("t.OneofDefault", { { "n", "int32", 1, oneof = "k", default = 7 },
+        { "t", "string", 2, oneof = "k", default = "dflt" }, { "z", "int32", 3, oneof = "k" } },
+        { syntax = "proto2" })
+      local dm = pc.decode(D, pc.encode(D { z = 1 }))
+      assert.are.same({ 7, "dflt", 1 }, { dm.n, dm.t, dm.z })
     end)
 
     it("tracks explicit presence (proto3 optional, messages, proto2)", function()

@@ -17,14 +17,94 @@ static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
   lua_remove(L, -2);
 }
 
+/* How many user values views of 'def' have: 1 the anchor, then one per
+ * field lpc_view_uv gives one. */
+static int view_uvs(const pc_MessageDef *def) {
+  int n = 1;
+  for (uint32_t i = 0; i < def->field_count && n < LPC_VIEW_MAX_UV - 1; i++)
+    n += def->fields[i].slot >= kPc_Slot_Message;
+  return n;
+}
+
+int lpc_view_uv(const pc_FieldDef *f) {
+  if (f->is_extension || f->slot < kPc_Slot_Message) return 0;
+  const pc_MessageDef *def = f->containing;
+  size_t i = (size_t)(f - def->fields);
+  if (f < def->fields || i >= def->field_count) return 0;
+  int uv = 2;
+  for (size_t j = 0; j < i && uv < LPC_VIEW_MAX_UV; j++)
+    uv += def->fields[j].slot >= kPc_Slot_Message;
+  return uv < LPC_VIEW_MAX_UV ? uv : 0;
+}
+
+/* Pushes the metatable of views of 'def' (its Type's user value 3) and
+ * returns how many user values its views have (view_uvs, kept in the
+ * metatable under 0). Not cached by def elsewhere: under LuaJIT a
+ * metatable can outlive its pool by a collection cycle (marked from an
+ * arena being finalized), and a new pool's def may then have the freed
+ * one's address. */
+static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
+  push_instance_mt(L, def, kLpc_View);
+  if (lua_rawgeti(L, -1, 0) != LUA_TNUMBER) {
+    lua_pop(L, 1);
+    lua_pushinteger(L, view_uvs(def));
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, 0);
+  }
+  int n = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return n;
+}
+
+/* Pushes a view of 'msg' kept alive by the anchor at 'anchor', with 'nuv'
+ * user values (view_uvs), the metatable of its views on top of the stack
+ * taking. */
+static void new_view(lua_State *L, pc_Message *msg, int anchor, int nuv) {
+  pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
+  *p = msg;
+  lua_pushvalue(L, anchor);
+  lua_setiuservalue(L, -2, 1);
+  lua_insert(L, -2);
+  lua_setmetatable(L, -2);
+}
+
 void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx) {
   anchor_idx = lua_absindex(L, anchor_idx);
-  pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), 1);
-  *p = msg;
-  lua_pushvalue(L, anchor_idx);
-  lua_setiuservalue(L, -2, 1);
-  push_instance_mt(L, def, kLpc_View);
-  lua_setmetatable(L, -2);
+  new_view(L, msg, anchor_idx, push_view_mt(L, def));
+}
+
+/* Pushes the metatable of views of 'def', the type of the field whose
+ * lpc_view_uv is 'uv' of the messages of the instance metatable at 'mt',
+ * and returns view_uvs(def): that metatable keeps both (under uv and -uv,
+ * so also its Type lives as long as the parent's). */
+static int push_child_mt(lua_State *L, int mt, int uv, const pc_MessageDef *def) {
+  if (lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
+    lua_rawgeti(L, mt, -uv);
+    int n = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return n;
+  }
+  lua_pop(L, 1);
+  int n = push_view_mt(L, def);
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, mt, uv);
+  lua_pushinteger(L, n);
+  lua_rawseti(L, mt, -uv);
+  return n;
+}
+
+/* Pushes a new view of 'msg' (of type 'def'), a sub-message or element of
+ * the field whose lpc_view_uv is 'uv' of the message object at 'obj', kept
+ * alive by the anchor at 'anchor'. */
+static void push_child_view(lua_State *L, int obj, int uv, const pc_MessageDef *def,
+                            pc_Message *msg, int anchor) {
+  if (uv <= 0 || !lua_getmetatable(L, obj)) {
+    lpc_push_view(L, def, msg, anchor);
+    return;
+  }
+  int mt = lua_gettop(L);
+  new_view(L, msg, anchor, push_child_mt(L, mt, uv, def));
+  lua_remove(L, mt);
 }
 
 int lpc_standalone_uv(const pc_MessageDef *def) {
@@ -45,17 +125,28 @@ pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt) {
   return p;
 }
 
+/* The kind of the message object at 'idx' whose message is 'msg': a
+ * standalone message's block is its message, a view's holds a pointer. */
+static int kind_of_object(lua_State *L, int idx, const pc_Message *msg) {
+  return lua_touserdata(L, idx) == (const void *)msg ? kLpc_Standalone : kLpc_View;
+}
+
+/* Whether the message object at 'idx' (one a cache or refs table holds:
+ * a message object, or nil) is an object of 'msg'. A standalone message
+ * starts with its type word, which never equals a message's address. */
+static int is_object_of(lua_State *L, int idx, const pc_Message *msg) {
+  const void *p = lua_touserdata(L, idx);
+  if (p == NULL) return lpc_to_message(L, idx, NULL) == msg && msg != NULL;
+  return p == (const void *)msg || *(pc_Message *const *)p == msg;
+}
+
 /* Pushes the Lua object for sub-message 'msg' reached from the anchor at
  * 'a' through 'key' (a slot address or the message itself): the object
  * stored there, or a new view remembered there. */
 static void push_submessage(lua_State *L, int a, const pc_MessageDef *def, pc_Message *msg,
                             const void *key) {
-  if (msg == NULL) {
-    lua_pushnil(L);
-    return;
-  }
   lpc_push_refs(L, a, 1);
-  if (lua_rawgetp(L, -1, key) != LUA_TNIL && lpc_to_message(L, -1, NULL) == msg) {
+  if (lua_rawgetp(L, -1, key) != LUA_TNIL && is_object_of(L, -1, msg)) {
     lua_remove(L, -2);
     return;
   }
@@ -66,49 +157,113 @@ static void push_submessage(lua_State *L, int a, const pc_MessageDef *def, pc_Me
   lua_remove(L, -2);
 }
 
-/* Pushes the container of repeated or map field 'f' of the message object at
- * 'obj': one object per field of a message, remembered by the anchor under
- * the slot's address + 1 (extensions get a new one each time). User values:
- * 1 the message object, 2 the table of element objects (message elements:
- * index or key -> the object the slot points to), or nil. */
-static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f) {
-  obj = lua_absindex(L, obj);
-  int a = 0;
-  const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
-  if (!f->is_extension) {
-    a = lpc_push_anchor_of(L, obj, kind);
-    lpc_push_refs(L, a, 1);
-    if (lua_rawgetp(L, -1, key) == LUA_TUSERDATA) {
-      lua_replace(L, a);
-      lua_settop(L, a);
-      return;
-    }
-    lua_pop(L, 1);
-  }
+/* Pushes a new container of repeated or map field 'f' of the message object
+ * at 'obj' (user value 1). */
+static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv) {
   lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), 2);
   c->msg = msg;
   c->f = f;
+  c->uv = uv;
   lua_pushvalue(L, obj);
   lua_setiuservalue(L, -2, 1);
   luaL_setmetatable(L, f->is_map ? LPC_MAP_MT : LPC_REPEATED_MT);
-  if (a != 0) {
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, a + 1, key);
+}
+
+/* Pushes the value of sub-message or container field 'f' of the view at
+ * 'obj' kept in its user value 'uv' (lpc_view_uv): a container is one per
+ * field; a sub-message's object is the one kept there while the slot
+ * still points to its message, else the one the anchor's refs keep for the
+ * slot (a message assigned there), else a new view. The view is the one
+ * object of its message (views are made once per slot or element), so
+ * what it keeps is what the anchor's refs would, without an insert into a
+ * table that grows with every view of the tree; and those objects are
+ * reached through the view alone, so they need live no longer than it.
+ * Returns 0 (nothing pushed) when the view has no such user value. */
+static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv) {
+  pc_Message *sub = NULL;
+  if (f->label != kPc_Label_Repeated) {
+    sub = pc_Message_Get(msg, f).m;
+    if (sub == NULL) {
+      lua_pushnil(L);
+      return 1;
+    }
+  }
+  int t = lua_getiuservalue(L, obj, uv);
+  if (t == LUA_TNONE) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (t != LUA_TNIL && (sub == NULL || is_object_of(L, -1, sub))) return 1;
+  lua_pop(L, 1);
+  if (sub == NULL) {
+    new_container(L, obj, msg, f, uv);
+  } else {
+    lua_getiuservalue(L, obj, 1);
+    int a = lua_gettop(L);
+    lpc_push_refs(L, a, 0);
+    if (!lua_istable(L, -1) || lua_rawgetp(L, -1, pc_Message_Slot(msg, f)) == LUA_TNIL ||
+        !is_object_of(L, -1, sub)) {
+      lua_settop(L, a);
+      push_child_view(L, obj, uv, f->message, sub, a);
+    }
     lua_replace(L, a);
     lua_settop(L, a);
   }
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, obj, uv);
+  return 1;
+}
+
+/* Pushes the container of repeated or map field 'f' of the message object
+ * at 'obj' (of kind 'kind', or 0: found here; 'uv' its lpc_view_uv, or -1:
+ * found here): one object per field of a message, kept by a view in its
+ * user value (push_kept), by a standalone message in its refs under the
+ * slot's address + 1; extensions of any message get a new one each time.
+ * User values: 1 the message object, 2 the table of element objects
+ * (message elements: index or key -> the object the slot points to), or
+ * nil. */
+static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f,
+                           int uv) {
+  obj = lua_absindex(L, obj);
+  if (f->is_extension) {
+    new_container(L, obj, msg, f, 0);
+    return;
+  }
+  if (kind == 0) kind = kind_of_object(L, obj, msg);
+  if (kind == kLpc_View) {
+    if (uv < 0) uv = lpc_view_uv(f);
+    if (uv > 0 && push_kept(L, obj, msg, f, uv)) return;
+  }
+  const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
+  int a = lpc_push_anchor_of(L, obj, kind);
+  lpc_push_refs(L, a, 1);
+  if (lua_rawgetp(L, a + 1, key) != LUA_TUSERDATA) {
+    lua_pop(L, 1);
+    new_container(L, obj, msg, f, uv);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, a + 1, key);
+  }
+  lua_replace(L, a);
+  lua_settop(L, a);
 }
 
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
-  push_container(L, obj, 0, msg, f);
+  push_container(L, obj, 0, msg, f, -1);
 }
 
 /* Pushes the value of field 'f' of the message object at 'obj' (of kind
- * 'kind', or 0: its metatable says). */
-static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f) {
+ * 'kind', or 0: found here; 'uv' as for push_container). */
+static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f,
+                       int uv) {
   if (f->label == kPc_Label_Repeated) {
-    push_container(L, obj, kind, msg, f);
+    push_container(L, obj, kind, msg, f, uv);
   } else if (f->message != NULL) {
+    obj = lua_absindex(L, obj);
+    if (kind == 0) kind = kind_of_object(L, obj, msg);
+    if (kind == kLpc_View && !f->is_extension) {
+      if (uv < 0) uv = lpc_view_uv(f);
+      if (uv > 0 && push_kept(L, obj, msg, f, uv)) return;
+    }
     pc_Value v = pc_Message_Get(msg, f);
     if (v.m == NULL) {
       lua_pushnil(L);
@@ -125,7 +280,7 @@ static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const p
 
 /* Pushes the value of field 'f' of the message object at 'obj'. */
 void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
-  push_field(L, obj, 0, msg, f);
+  push_field(L, obj, 0, msg, f, -1);
 }
 
 static _Noreturn void no_field(lua_State *L, const pc_MessageDef *def, int key) {
@@ -168,7 +323,7 @@ static int index_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry 
     lpc_push_scalar(L, f, pc_Message_Get(msg, f));
     return 1;
   }
-  push_field(L, 1, kind, msg, f);
+  push_field(L, 1, kind, msg, f, e != NULL ? e->uv : -1);
   return 1;
 }
 
@@ -211,8 +366,30 @@ LPC_INLINE int index_common(lua_State *L, int kind) {
     lua_pushnumber(L, (lua_Number)v);
     return 1;
   }
+  if (e->read == kLpc_Read_String) {
+    pc_StringView v;
+    memcpy(&v, p, sizeof(v));
+    lua_pushlstring(L, v.size ? v.data : "", v.size);
+    return 1;
+  }
   if (e->read == kLpc_Read_Bool) {
     lua_pushboolean(L, *p != 0);
+    return 1;
+  }
+  if (e->read == kLpc_Read_Oneof) {
+    const pc_FieldDef *f = lpc_entry_field(lk, e);
+    uint32_t c;
+    memcpy(&c, msg + f->case_offset, sizeof(c));
+    int set = c == (uint32_t)f->number;
+    if (f->message != NULL) {
+      if (set) return index_slow(L, lk, e, msg, kind);
+      lua_pushnil(L);
+      return 1;
+    }
+    pc_Value v;
+    memset(&v, 0, sizeof(v)); /* unset: the zero value, its default */
+    if (set) memcpy(&v, p, pc_Slot_Size(f->slot));
+    lpc_push_scalar(L, f, v);
     return 1;
   }
   return index_slow(L, lk, e, msg, kind);
@@ -257,7 +434,9 @@ void lpc_keep_elem(lua_State *L, int c, int key, int v) {
 }
 
 /* Pushes element 'v' (of field 'ef', at Lua key 'key') of the container at
- * 'c': scalars as values, messages as the remembered object or a new view. */
+ * 'c': scalars as values, messages as the remembered object or a new view
+ * remembered in the container's table of element objects (user value 2,
+ * made sized for the container's elements). */
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key) {
   if (ef->message == NULL) {
     lpc_push_scalar(L, ef, v);
@@ -270,32 +449,56 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   c = lua_absindex(L, c);
   key = lua_absindex(L, key);
   const lpc_Container *cont = lua_touserdata(L, c);
-  lua_getiuservalue(L, c, 1);
-  int a = lpc_push_anchor(L, -1);
-  if (cont->f->is_extension) {
-    push_submessage(L, a, ef->message, v.m, v.m);
-  } else {
+  int elems = 0;
+  if (!cont->f->is_extension) {
     if (lua_getiuservalue(L, c, 2) == LUA_TTABLE) {
       lua_pushvalue(L, key);
-      lua_rawget(L, -2);
-      if (lpc_to_message(L, -1, NULL) == v.m) {
-        lua_replace(L, a - 1);
-        lua_settop(L, a - 1);
+      if (lua_rawget(L, -2) != LUA_TNIL && is_object_of(L, -1, v.m)) {
+        lua_remove(L, -2);
         return;
       }
       lua_pop(L, 1);
+    } else {
+      lua_pop(L, 1);
+      pc_Value all = pc_Message_Get(cont->msg, cont->f);
+      size_t n = cont->f->is_map ? (all.map ? all.map->size : 0) : (all.a ? all.a->size : 0);
+      int size = n < INT32_MAX ? (int)n : 0;
+      lua_createtable(L, cont->f->is_map ? 0 : size, cont->f->is_map ? size : 0);
+      lua_pushvalue(L, -1);
+      lua_setiuservalue(L, c, 2);
     }
-    lua_pop(L, 1);
-    lpc_push_view(L, ef->message, v.m, a);
-    lpc_keep_elem(L, c, key, -1);
+    elems = lua_gettop(L);
   }
-  lua_replace(L, a - 1);
-  lua_settop(L, a - 1);
+  lua_getiuservalue(L, c, 1);
+  int a = lpc_push_anchor_of(L, -1, kind_of_object(L, -1, cont->msg));
+  if (elems == 0) {
+    push_submessage(L, a, ef->message, v.m, v.m);
+    lua_replace(L, a - 1);
+    lua_settop(L, a - 1);
+    return;
+  }
+  lpc_Container *mc = lua_touserdata(L, c);
+  if (mc->uv < 0) mc->uv = lpc_view_uv(mc->f);
+  push_child_view(L, a - 1, mc->uv, ef->message, v.m, a);
+  lua_pushvalue(L, key);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, elems);
+  lua_replace(L, elems);
+  lua_settop(L, elems);
 }
 
 /* -- Repeated containers ----------------------------------------------------- */
 
+/* The container metamethods have their metatable as upvalue 1
+ * (lpc_open_message): comparing with it is what luaL_checkudata's lookup
+ * of the metatable by name would answer, for less. */
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
+  void *p = lua_touserdata(L, idx);
+  if (p != NULL && lua_getmetatable(L, idx)) {
+    int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+    lua_pop(L, 1);
+    if (same) return p;
+  }
   return luaL_checkudata(L, idx, mt);
 }
 
@@ -374,6 +577,13 @@ static int lpc_map_next(lua_State *L) {
   }
 }
 
+/* The iterator of an empty map's pairs: entries added during the loop are
+ * not visited (as lpc_map_next's). */
+static int lpc_map_next_none(lua_State *L) {
+  (void)L;
+  return 0;
+}
+
 /* -- for k, v in pairs(c)   (map: in the order of its entries; entries may
  * be changed or deleted during the loop, as in a Lua table) */
 int lpc_map_pairs(lua_State *L) {
@@ -381,6 +591,12 @@ int lpc_map_pairs(lua_State *L) {
   const pc_Map *map = pc_Message_Get(c->msg, c->f).map;
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
   size_t n = map != NULL ? map->size : 0;
+  if (n == 0) {
+    lua_pushcfunction(L, lpc_map_next_none);
+    lua_pushvalue(L, 1);
+    lua_pushnil(L);
+    return 3;
+  }
   lua_createtable(L, n < INT32_MAX ? (int)n : 0, 0);
   for (size_t i = 0; i < n; i++) {
     lpc_push_key(L, kf, map->entries[i].key);

@@ -15,7 +15,12 @@
  *                       address) when one is first needed.
  *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
- *                       message).
+ *                       message); then one user value per sub-message,
+ *                       repeated and map field (lpc_view_uv): the object last
+ *                       read from it (the sub-message's view or the object
+ *                       assigned there, the container). A view is the one
+ *                       object of its message, so what it keeps is what the
+ *                       anchor's refs would, reached through the view alone.
  *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table.
  * A standalone message is its own anchor. What a message's memory points to
  * that the anchor's arena does not own is kept alive from a per-anchor refs
@@ -50,6 +55,7 @@ typedef struct {
 typedef struct {
   pc_Message *msg;
   const pc_FieldDef *f;
+  int uv; /* lpc_view_uv(f), or -1 until needed */
 } lpc_Container;
 
 /* -- The per-type field lookup ----------------------------------------------
@@ -70,7 +76,9 @@ enum {
   kLpc_Read_I64,
   kLpc_Read_F64,
   kLpc_Read_F32,
-  kLpc_Read_Bool
+  kLpc_Read_Bool,
+  kLpc_Read_String, /* a string or bytes slot without presence or a default */
+  kLpc_Read_Oneof   /* a oneof member (not repeated) whose default is zero: its case tested */
 };
 
 /* How a plain slot takes a Lua value without the general path: integers
@@ -89,8 +97,9 @@ enum {
 typedef struct {
   const void *key; /* the name's TString, as lua_topointer gives it */
   uint32_t offset; /* the field's offset, for the direct read and write */
-  uint8_t read;    /* kLpc_Read_*: a plain slot read directly, or kLpc_Read_Other */
+  uint8_t read;    /* kLpc_Read_*: a plain or string slot read directly, or kLpc_Read_Other */
   uint8_t write;   /* kLpc_Write_* */
+  uint16_t uv;     /* lpc_view_uv of the field */
 } lpc_LookupEntry;
 
 typedef struct {
@@ -224,6 +233,16 @@ int lpc_parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *out)
 
 /* -- Reading (lpc_message.c) ----------------------------------------------- */
 
+/* Views keep the objects read from their first LPC_VIEW_MAX_UV - 2
+ * sub-message, repeated and map fields in user values (lpc_message.c). */
+#define LPC_VIEW_MAX_UV 256
+/* The user value of a view of the message holding field 'f' that keeps
+ * the object read from 'f' (its sub-message's view, its container): 2 +
+ * the number of sub-message, repeated and map fields declared before it;
+ * 0 for none (another kind of field, an extension, or past
+ * LPC_VIEW_MAX_UV). */
+int lpc_view_uv(const pc_FieldDef *f);
+
 /* Pushes a new empty standalone message of 'def' with the metatable at
  * 'mt' (0: its Type's). */
 pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt);
@@ -237,7 +256,9 @@ void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
 void lpc_keep_elem(lua_State *L, int c, int key, int v);
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key);
-/* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT). */
+/* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT);
+ * quicker in the container metamethods, which hold their metatable as
+ * upvalue 1. */
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt);
 int lpc_message_index(lua_State *L);
 int lpc_view_index(lua_State *L);

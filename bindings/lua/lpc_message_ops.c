@@ -34,7 +34,15 @@ static uint8_t type_read_kind(pc_FieldType t) {
   }
 }
 
+static int zero_default(const pc_FieldDef *f);
+
 static uint8_t read_kind(const pc_FieldDef *f) {
+  if (f->case_offset != 0 && f->hasbit < 0 && !f->is_extension && f->label != kPc_Label_Repeated &&
+      f->slot <= kPc_Slot_Message && zero_default(f))
+    return kLpc_Read_Oneof;
+  if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
+      f->label != kPc_Label_Repeated && f->default_value.s.size == 0)
+    return kLpc_Read_String; /* the slot is the value; "" when unset */
   if (!lpc_plain_slot(f)) return kLpc_Read_Other;
   uint8_t k = type_read_kind(f->type);
   return LPC_LUAJIT && k == kLpc_Read_I64 ? kLpc_Read_Other
@@ -507,6 +515,7 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
       lk->e[j].offset = def->fields[i].offset;
       lk->e[j].read = read_kind(&def->fields[i]);
       lk->e[j].write = write_kind(&def->fields[i]);
+      lk->e[j].uv = (uint16_t)lpc_view_uv(&def->fields[i]);
       lk->fields[j] = &def->fields[i];
     }
     lua_pop(L, 1);
@@ -686,8 +695,9 @@ void lpc_open_message(lua_State *L) {
                                  {"__len", lpc_container_len},
                                  {"__pairs", lpc_repeated_pairs},
                                  {NULL, NULL}};
-  luaL_newmetatable(L, LPC_REPEATED_MT);
-  luaL_setfuncs(L, rep, 0);
+  luaL_newmetatable(L, LPC_REPEATED_MT); /* upvalue 1 of each: lpc_check_container */
+  lua_pushvalue(L, -1);
+  luaL_setfuncs(L, rep, 1);
   lua_pop(L, 1);
   static const luaL_Reg map[] = {{"__index", lpc_map_index},
                                  {"__newindex", lpc_map_newindex},
@@ -695,6 +705,7 @@ void lpc_open_message(lua_State *L) {
                                  {"__pairs", lpc_map_pairs},
                                  {NULL, NULL}};
   luaL_newmetatable(L, LPC_MAP_MT);
-  luaL_setfuncs(L, map, 0);
+  lua_pushvalue(L, -1);
+  luaL_setfuncs(L, map, 1);
   lua_pop(L, 1);
 }

@@ -35,8 +35,23 @@ typedef struct {
   pc_GrpcCall *call;
 } CallBox;
 
+/* luaL_checkudata(L, idx, tname) for the methods of channels and calls,
+ * which hold their metatable as upvalue 1 (lpc_open_net): one compare
+ * instead of the registry lookup by name, which under LuaJIT interns
+ * 'tname' on every call (some 18 checks a unary call). Elsewhere (no
+ * such upvalue: an acceptable, empty index) it is luaL_checkudata. */
+static void *check_own(lua_State *L, int idx, const char *tname) {
+  void *p = lua_touserdata(L, idx);
+  if (p != NULL && lua_getmetatable(L, idx)) {
+    int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+    lua_pop(L, 1);
+    if (same) return p;
+  }
+  return luaL_checkudata(L, idx, tname);
+}
+
 static ChannelBox *check_channel(lua_State *L, int idx) {
-  ChannelBox *b = luaL_checkudata(L, idx, CHANNEL_MT);
+  ChannelBox *b = check_own(L, idx, CHANNEL_MT);
   if (b->ch == NULL) luaL_argerror(L, idx, "transport is closed");
   return b;
 }
@@ -227,6 +242,8 @@ static int lpc_grpcchannel_start(lua_State *L) {
  * name connections, an id no longer listed is ignored.
  * conns, calls = ch:host_conns()     -- the open ones: {[id] = ready (boolean)},
  *                                       {[id] = calls on it}
+ * v = ch:host_version()               -- an integer that changes when host_conns'
+ *                                       list does (the calls counts aside)
  * secs | nil = ch:host_tick()         -- timers; seconds to the next, nil: none
  * ch:host_connected(id, ok, why|nil)  -- the driver connected, or failed ('why')
  * bytes | nil = ch:host_output(id)    -- bytes to send, nil: none
@@ -255,6 +272,12 @@ static int lpc_grpcchannel_host_conns(lua_State *L) {
     lua_rawseti(L, -2, conns[i].id);
   }
   return 2;
+}
+
+static int lpc_grpcchannel_host_version(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  lua_pushinteger(L, (lua_Integer)pc_GrpcChannel_HostVersion(b->ch));
+  return 1;
 }
 
 static int lpc_grpcchannel_host_tick(lua_State *L) {
@@ -454,7 +477,7 @@ static int lpc_resolve(lua_State *L) {
 }
 
 static CallBox *check_call(lua_State *L) {
-  CallBox *b = luaL_checkudata(L, 1, CALL_MT);
+  CallBox *b = check_own(L, 1, CALL_MT);
   if (b->call == NULL) luaL_argerror(L, 1, "call is closed");
   return b;
 }
@@ -587,6 +610,16 @@ static int lpc_grpccall_status(lua_State *L) {
   return 1;
 }
 
+/* -- ok | nil = call:ok()   -- once the call ended, whether its status is OK
+ * (no status table: a unary call's usual end); nil while it runs */
+static int lpc_grpccall_ok(lua_State *L) {
+  CallBox *b = check_call(L);
+  const pc_GrpcStatus *st = pc_GrpcCall_Status(b->call);
+  if (st == NULL) return 0;
+  lua_pushboolean(L, st->code == kPc_Code_Ok);
+  return 1;
+}
+
 /* -- md = call:metadata()   -- {headers=, trailers=} received so far */
 static int lpc_grpccall_metadata(lua_State *L) {
   CallBox *b = check_call(L);
@@ -615,7 +648,7 @@ static int lpc_grpccall_wake_token(lua_State *L) {
 
 /* -- call:close()   -- cancels a running call (RST_STREAM) and frees it; idempotent */
 static int lpc_grpccall_close(lua_State *L) {
-  CallBox *b = luaL_checkudata(L, 1, CALL_MT);
+  CallBox *b = check_own(L, 1, CALL_MT);
   pc_GrpcCall_Free(b->call);
   b->call = NULL;
   return 0;
@@ -1045,6 +1078,7 @@ void lpc_open_net(lua_State *L) {
                                              {"close", lpc_grpcchannel_close},
                                              {"host_conns", lpc_grpcchannel_host_conns},
                                              {"host_tick", lpc_grpcchannel_host_tick},
+                                             {"host_version", lpc_grpcchannel_host_version},
                                              {"host_connected", lpc_grpcchannel_host_connected},
                                              {"host_output", lpc_grpcchannel_host_output},
                                              {"host_wrote", lpc_grpcchannel_host_wrote},
@@ -1061,6 +1095,7 @@ void lpc_open_net(lua_State *L) {
                                           {"headers_done", lpc_grpccall_headers_done},
                                           {"buffered", lpc_grpccall_buffered},
                                           {"status", lpc_grpccall_status},
+                                          {"ok", lpc_grpccall_ok},
                                           {"metadata", lpc_grpccall_metadata},
                                           {"cancel", lpc_grpccall_cancel},
                                           {"wake_token", lpc_grpccall_wake_token},
@@ -1083,7 +1118,9 @@ void lpc_open_net(lua_State *L) {
                                    {"web_base64_encode", lpc_web_base64_encode},
                                    {NULL, NULL}};
   luaL_newmetatable(L, CHANNEL_MT);
-  luaL_newlib(L, channel_methods);
+  lua_newtable(L);
+  lua_pushvalue(L, -2);
+  luaL_setfuncs(L, channel_methods, 1); /* upvalue 1: the metatable (check_own) */
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lpc_grpcchannel_gc);
   lua_setfield(L, -2, "__gc");
@@ -1106,11 +1143,15 @@ void lpc_open_net(lua_State *L) {
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
   luaL_newmetatable(L, CALL_MT);
-  luaL_newlib(L, call_methods);
+  lua_newtable(L);
+  lua_pushvalue(L, -2);
+  luaL_setfuncs(L, call_methods, 1); /* upvalue 1: the metatable (check_own) */
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, lpc_grpccall_close);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_grpccall_close, 1);
   lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, lpc_grpccall_close);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_grpccall_close, 1);
   lua_setfield(L, -2, "__close");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");

@@ -26,13 +26,15 @@ local xds = require "protocall.transport.xds"
 local xds_client = require "protocall.transport.xds_client"
 local target_places = targets.places
 
-local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
+local setmetatable, getmetatable, type, error, pairs, tostring = setmetatable, getmetatable, type, error, pairs,
+  tostring
 local format = string.format
 local floor, io_open = math.floor, io.open
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
 local argerror, show = internal.argerror, internal.show
 local compression_problem, check_call, check_request = internal.compression_problem, internal.check_call,
   internal.check_request
+local CHECKED = internal.CHECKED
 
 local M = {}
 
@@ -108,11 +110,14 @@ end
 -- s), bindings/lua/lpc_net.c): they become {timeout =, metadata = the
 -- transport's and the call's, gzip = boolean, previous_attempts =}. Misuse
 -- raises "bad argument #`sarg` to `name`" (a closed transport: "calling
--- `name` on bad self") at `level`.
+-- `name` on bad self") at `level`. Settings a client's attempt made
+-- (internal.CHECKED) are taken as they are.
 local function settings_of(self, name, path, settings, level, sarg)
   level = level + 1
   if self.closed then error(format("calling '%s' on bad self (transport is closed)", name), level) end
-  settings = check_call(name, path, settings, level, sarg, self.compression)
+  if getmetatable(settings) ~= CHECKED then
+    settings = check_call(name, path, settings, level, sarg, self.compression)
+  end
   local compression = settings.compression
   if compression == nil then compression = self.compression end
   local proto = self.protocol
@@ -213,6 +218,11 @@ function Transport:unary(path, request, settings)
   local n = first and 1 or 0
   if first ~= nil then
     while next_message(channel, call) ~= nil do n = n + 1 end
+  end
+  if n == 1 and call:ok() then -- the usual end: no status table
+    local meta = settings and settings.with_metadata and call:metadata() or nil
+    call:close()
+    return first, meta
   end
   local st = call:status()
   if st.code == "OK" then

@@ -164,51 +164,51 @@ static int lpc_grpcchannel_gc(lua_State *L) {
   return 0;
 }
 
-/* -- call = ch:start(path, settings)
- * Starts a call (request messages follow with call:send). 'settings' is
- * the table lua/protocall/transport/grpc.lua checked once (settings_of):
- * {timeout = seconds | nil (<= 0: ends at once DEADLINE_EXCEEDED),
- *  metadata = {{key, value}, ...} | nil, gzip = boolean,
- *  previous_attempts = 0..100 | nil (sent as grpc-previous-rpc-attempts
- *  when positive), protocol = "grpc" | "grpc-web" | "grpc-web-text" | "connect" |
- *  "connect-stream" | nil (the protocol of the call; Connect's unary form
- *  for unary methods), json = boolean (gRPC-Web and Connect: the messages
- *  are JSON), get = boolean (Connect unary: sent as Connect's GET, the
- *  request message in the query)}. Raises on metadata entries that are not string pairs
- * or an invalid path or metadata (pc_GrpcChannel_Start's error). */
+/* -- call = ch:start(path, timeout, metadata, gzip, previous_attempts,
+ *                   protocol, json, get, request)
+ * Starts a call with the settings lua/protocall/transport/grpc.lua
+ * checked once (settings_of), as arguments (no table to read by names):
+ * timeout = seconds | nil (<= 0: ends at once DEADLINE_EXCEEDED),
+ * metadata = {{key, value}, ...} | nil, gzip = boolean,
+ * previous_attempts = 0..100 | nil (sent as grpc-previous-rpc-attempts
+ * when positive), protocol = "grpc" | "grpc-web" | "grpc-web-text" |
+ * "connect" | "connect-stream" | nil (the protocol of the call; Connect's
+ * unary form for unary methods), json = boolean (gRPC-Web and Connect: the
+ * messages are JSON), get = boolean (Connect unary: sent as Connect's
+ * GET, the request message in the query); request = bytes | nil: the one
+ * request message, sent and the sending side closed (call:send then
+ * call:close_send), else they follow with call:send. Raises on metadata
+ * entries that are not string pairs or an invalid path or metadata
+ * (pc_GrpcChannel_Start's error). */
 static int lpc_grpcchannel_start(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
   if (cb->closed) luaL_argerror(L, 1, "transport is closed");
   const char *path = luaL_checkstring(L, 2);
-  luaL_checktype(L, 3, LUA_TTABLE);
   pc_GrpcCallSettings s;
   memset(&s, 0, sizeof s);
-  if (lua_getfield(L, 3, "timeout") == LUA_TNIL) {
+  if (lua_isnoneornil(L, 3)) {
     s.timeout = -1;
   } else {
-    s.timeout = lua_tonumber(L, -1);
+    s.timeout = luaL_checknumber(L, 3);
     if (!(s.timeout > 0)) s.timeout = 0; /* already past (NaN too) */
   }
-  lua_getfield(L, 3, "gzip");
-  s.gzip = lua_toboolean(L, -1);
-  lua_getfield(L, 3, "previous_attempts");
-  lua_Integer previous = lua_tointeger(L, -1);
+  s.gzip = lua_toboolean(L, 5);
+  lua_Integer previous = lua_isnumber(L, 6) ? lua_tointeger(L, 6) : 0;
   s.previous_attempts = previous > 0 && previous <= 100 ? (unsigned)previous : 0;
-  lua_getfield(L, 3, "protocol");
-  const char *proto = lua_tostring(L, -1);
+  const char *proto = lua_type(L, 7) == LUA_TSTRING ? lua_tostring(L, 7) : NULL;
   s.protocol = proto == NULL                          ? kPc_WebProtocol_Grpc
                : strcmp(proto, "grpc-web") == 0       ? kPc_WebProtocol_GrpcWeb
                : strcmp(proto, "grpc-web-text") == 0  ? kPc_WebProtocol_GrpcWebText
                : strcmp(proto, "connect") == 0        ? kPc_WebProtocol_ConnectUnary
                : strcmp(proto, "connect-stream") == 0 ? kPc_WebProtocol_ConnectStream
                                                       : kPc_WebProtocol_Grpc;
-  lua_getfield(L, 3, "json");
-  s.json = lua_toboolean(L, -1);
-  lua_getfield(L, 3, "get");
-  s.get = lua_toboolean(L, -1);
-  lua_settop(L, 3);
+  s.json = lua_toboolean(L, 8);
+  s.get = lua_toboolean(L, 9);
+  size_t request_len = 0;
+  const char *request = lua_isnoneornil(L, 10) ? NULL : luaL_checklstring(L, 10, &request_len);
+  lua_settop(L, 10);
   pc_GrpcPair *pairs = NULL;
-  if (lua_getfield(L, 3, "metadata") == LUA_TTABLE) { /* at 4 */
+  if (lua_type(L, 4) == LUA_TTABLE) {
     size_t n = (size_t)luaL_len(L, 4);
     pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* kept on the stack */
     for (size_t i = 0; i < n; i++) {
@@ -235,6 +235,10 @@ static int lpc_grpcchannel_start(lua_State *L) {
   pc_Error_Init(&err);
   b->call = pc_GrpcChannel_Start(cb->ch, path, &s, &err);
   if (b->call == NULL) return luaL_error(L, "%s", err.msg);
+  if (request != NULL) {
+    pc_GrpcCall_Send(b->call, request, request_len);
+    pc_GrpcCall_CloseSend(b->call);
+  }
   return 1;
 }
 

@@ -251,6 +251,7 @@ static int lpc_grpcchannel_start(lua_State *L) {
  * secs | nil = ch:host_tick()         -- timers; seconds to the next, nil: none
  * ch:host_connected(id, ok, why|nil)  -- the driver connected, or failed ('why')
  * bytes | nil = ch:host_output(id)    -- bytes to send, nil: none
+ * true | nil = ch:host_output(id, true) -- whether there are (they stay queued)
  * ch:host_wrote(id, n)                -- n of them were sent
  * ok = ch:host_recv(id, bytes)        -- bytes received; false: they broke it
  * ch:host_lost(id, why)               -- the connection is gone */
@@ -306,7 +307,10 @@ static int lpc_grpcchannel_host_output(lua_State *L) {
   const char *p;
   size_t n = pc_GrpcChannel_HostOutput(b->ch, check_conn_id(L, 2), &p);
   if (n == 0) return 0;
-  lua_pushlstring(L, p, n);
+  if (lua_toboolean(L, 3))
+    lua_pushboolean(L, 1); /* a peek: no string made of bytes that stay queued */
+  else
+    lua_pushlstring(L, p, n);
   return 1;
 }
 

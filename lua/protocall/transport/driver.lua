@@ -92,7 +92,7 @@ function Hooks:recv(data)
   if not ch then return false end
   ch:host_recv(self.id, data)
   woken(d, ch, true)
-  return ch:host_output(self.id) ~= nil -- an answer to send
+  return ch:host_output(self.id, true) ~= nil -- an answer to send
 end
 
 function Hooks:output()
@@ -245,7 +245,7 @@ local function drive(dc, limit, token)
   if dc.quiet and ch:host_version() == dc.version then
     -- every connection ready and owned, none opened or closed since: kick those with output, wait
     for id, st in pairs(dc.conns) do
-      if ch:host_output(id) then st.sock:kick() end
+      if ch:host_output(id, true) then st.sock:kick() end
     end
     return wait_round(dc, ch, t, token)
   end
@@ -255,8 +255,8 @@ local function drive(dc, limit, token)
       return with_role(dc, st, "connector", do_connect, timer)
     end
     if st.owned then
-      if live[id] and ch:host_output(id) then st.sock:kick() end
-    elseif live[id] and not holds(st.writer) and ch:host_output(id) then
+      if live[id] and ch:host_output(id, true) then st.sock:kick() end
+    elseif live[id] and not holds(st.writer) and ch:host_output(id, true) then
       return with_role(dc, st, "writer", do_write)
     end
   end
@@ -277,8 +277,8 @@ function M.flush(channel)
   if not dc then return end
   for id, st in pairs(dc.conns) do
     if st.owned then
-      if channel:host_output(id) then st.sock:kick() end
-    elseif st.sock and not holds(st.writer) and channel:host_output(id) then
+      if channel:host_output(id, true) then st.sock:kick() end
+    elseif st.sock and not holds(st.writer) and channel:host_output(id, true) then
       with_role(dc, st, "writer", do_write)
     end
   end

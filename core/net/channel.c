@@ -61,10 +61,10 @@ struct pc_GrpcChannel {
   unsigned last_id;     /* of the newest connection */
   pc_GrpcWakeList wake; /* the calls' (wake.h) */
   /* So a round with many calls in flight scans none of them: */
-  double due;         /* no call's deadline is before this (-1: none has one) */
-  int any_waiting;    /* a call may wait for the backoff (start_waiting) */
-  pc_GrpcCall *check; /* calls whose stream got headers or ended: retry_refused's */
-  unsigned goaways;   /* GOAWAY frames received (pc_GrpcChannel_Goaways) */
+  double due;            /* no call's deadline is before this (-1: none has one) */
+  int any_waiting;       /* a call may wait for the backoff (start_waiting) */
+  pc_GrpcCall *check;    /* calls whose stream got headers or ended: retry_refused's */
+  unsigned goaways;      /* GOAWAY frames received (pc_GrpcChannel_Goaways) */
   unsigned host_version; /* changes with what pc_GrpcChannel_HostConns lists but the calls */
 };
 

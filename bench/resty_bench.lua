@@ -36,14 +36,33 @@
 -- (memory flat after warm-up).
 -- On a 2-core machine the clients, nginx and the server share the cores:
 -- the ratios, not the rates, are the figures.
--- Run: build/release/protocall bench/resty_bench.lua [--quick]
+-- With --callgrind (steadier than the clock on a loaded machine), also
+-- the instructions per request of one nginx process (master_process off,
+-- one worker) under valgrind --tool=callgrind, h2load -c8 -m1: per case
+-- (a bare content_by_lua answering the 32 bytes, resty.call, grpc_pass,
+-- and both over TLS) a warm-up of 1,000 requests, then 3,000 counted
+-- (callgrind_control dumps the counters before and after);
+-- --callgrind-only runs that alone; --keep DIR keeps the dumps there
+-- (DIR/resty.N, one per dump: warm-up, counted, ... in the cases' order)
+-- for callgrind_annotate --inclusive=yes.
+-- Run: build/release/protocall bench/resty_bench.lua [--quick] [--callgrind | --callgrind-only] [--keep DIR]
 package.path = "spec/?.lua;" .. package.path
 local N = require "nginx_helper"
 local helper = require "grpc_helper"
 local H = require "bench.harness"
 
-local quick = false
-for _, a in ipairs(arg or {}) do if a == "--quick" then quick = true end end
+local quick, callgrind, callgrind_only, keep = false, false, false, nil
+for i, a in ipairs(arg or {}) do
+  if a == "--quick" then
+    quick = true
+  elseif a == "--callgrind" then
+    callgrind = true
+  elseif a == "--callgrind-only" then
+    callgrind, callgrind_only = true, true
+  elseif a == "--keep" then
+    keep = assert(arg[i + 1], "--keep needs a directory")
+  end
+end
 local ROUNDS, SECONDS, LOAD_SECONDS = quick and 1 or 3, quick and 1 or 5, quick and 3 or 60
 local CONNECTIONS = 32
 
@@ -92,6 +111,7 @@ local CONF = N.lua_conf(4, [[
     }
     # each worker's Lua heap (collectgarbage "count") and RSS every second, for the load run's memory rows
     init_worker_by_lua_block {
+        if not @SAMPLE@ then return end
         ngx.timer.every(1, function()
             local f = io.open("/proc/self/status")
             local rss = f and f:read("*a"):match("VmRSS:%s+(%d+)")
@@ -117,6 +137,10 @@ local CONF = N.lua_conf(4, [[
         }
         location = /pcs {
             content_by_lua_block { echo(TLS, TLS_OPTS) }
+        }
+        # nginx and content_by_lua alone (the callgrind floor)
+        location = /bare {
+            content_by_lua_block { ngx.print(DATA) }
         }
         location /bench.Echo/ {
             grpc_pass grpc://echo_grpc;
@@ -154,14 +178,23 @@ local load = helper.spawn_command("build/bench-grpc-cpp/echo_server 0", "C++ ech
 local certs = helper.make_certs()
 local tls = helper.spawn_command("build/bench-grpc-cpp/echo_server 0 " .. certs .. "/server.pem " .. certs
   .. "/server.key", "C++ echo server (TLS)")
-local h2port, h2tls = N.free_port(), N.free_port()
-local front = N.start("bench-resty", (CONF:gsub("@GRPC@", tostring(grpc.port)):gsub("@H2PORT@", tostring(h2port))
-  :gsub("@DATA@", DATA):gsub("@LOAD@", tostring(load.port)):gsub("@TLS@", tostring(tls.port))
-  :gsub("@H2TLS@", tostring(h2tls)):gsub("@CERTS@", certs)
-  :gsub("@FULLGC@", os.getenv("RESTY_BENCH_FULL_GC") and "true" or "false")))
+-- The configuration with the servers' ports, and the h2c ports it listens on.
+local function conf(text)
+  local h2port, h2tls = N.free_port(), N.free_port()
+  return text:gsub("@GRPC@", tostring(grpc.port)):gsub("@H2PORT@", tostring(h2port))
+    :gsub("@DATA@", DATA):gsub("@LOAD@", tostring(load.port)):gsub("@TLS@", tostring(tls.port))
+    :gsub("@H2TLS@", tostring(h2tls)):gsub("@CERTS@", certs)
+    :gsub("@FULLGC@", os.getenv("RESTY_BENCH_FULL_GC") and "true" or "false"),
+    "http://127.0.0.1:" .. h2port, "http://127.0.0.1:" .. h2tls
+end
+local front, h2url, h2tls_url
+if not callgrind_only then
+  local text
+  text, h2url, h2tls_url = conf(CONF:gsub("@SAMPLE@", "true"))
+  front = N.start("bench-resty", text)
+end
 local body = os.tmpname()
 N.write(body, framed())
-local h2url, h2tls_url = "http://127.0.0.1:" .. h2port, "http://127.0.0.1:" .. h2tls
 
 local function workers()
   local master = N.read(front.prefix .. "/logs/nginx.pid"):match("%d+")
@@ -228,7 +261,70 @@ local function rss_kib(pids)
   return t
 end
 
+-- The instructions per request of one nginx process under callgrind
+-- (--callgrind): {case name -> instructions per request}, in CG_CASES' order.
+local CG_WARM, CG_COUNTED = 1000, 3000
+local CG_CASES = {
+  { name = "nginx + content_by_lua (floor)", path = "/bare" },
+  { name = "resty.call", path = "/pc" },
+  { name = "grpc_pass", path = "/bench.Echo/Echo", post = true },
+  { name = "resty.call over TLS", path = "/pcs" },
+  { name = "grpc_pass over TLS", path = "/bench.Echo/Echo", post = true, tls = true },
+}
+local function instructions()
+  local dir = keep or os.tmpname()
+  os.execute("rm -f " .. N.quote(dir) .. "; mkdir -p " .. N.quote(dir))
+  local out = dir .. "/resty"
+  os.execute("rm -f " .. N.quote(out) .. " " .. N.quote(out) .. ".*")
+  local text, url, tls_url = conf(CONF:gsub("@SAMPLE@", "false"))
+  text = text:gsub("master_process on;", "master_process off;"):gsub("worker_processes 4;", "worker_processes 1;")
+  local cg = N.start("bench-resty-cg", text, nil, {
+    command = "valgrind --tool=callgrind --callgrind-out-file=" .. N.quote(out), seconds = 120 })
+  local results, dumps = {}, 0
+  local ok, why = pcall(function()
+    local pid = N.read(cg.prefix .. "/logs/nginx.pid"):match("%d+")
+    assert(pid, "no nginx.pid under callgrind")
+    local function drive(c, n)
+      local said = capture("h2load -c8 -m1 -t1 -n" .. n
+        .. (c.post and (" -d " .. N.quote(body) .. " -H 'content-type: application/grpc' -H 'te: trailers'") or "")
+        .. " " .. N.quote((c.tls and tls_url or url) .. c.path) .. " 2>&1")
+      local done, ok2xx = said:match("requests: %d+ total, %d+ started, (%d+) done, (%d+) succeeded")
+      assert(tonumber(done) == n and tonumber(ok2xx) == n, c.path .. ": not every request succeeded: " .. said)
+    end
+    -- the counters since the last dump (a dump zeroes them)
+    local function dump()
+      assert(os.execute("callgrind_control -d " .. pid .. " >/dev/null 2>&1"), "callgrind_control failed")
+      dumps = dumps + 1
+      local path = out .. "." .. dumps
+      for _ = 1, 100 do
+        local total = N.read(path):match("\ntotals:%s+(%d+)")
+        if total then return tonumber(total) end
+        os.execute("sleep 0.1")
+      end
+      error("no callgrind dump " .. path)
+    end
+    for _, c in ipairs(CG_CASES) do
+      drive(c, CG_WARM)
+      dump()
+      drive(c, CG_COUNTED)
+      results[#results + 1] = dump() / CG_COUNTED
+    end
+  end)
+  N.stop(cg)
+  if not keep then os.execute("rm -rf " .. N.quote(dir)) end
+  if not ok then error(why, 0) end
+  local rows = {}
+  for i, c in ipairs(CG_CASES) do
+    rows[i] = { name = c.name, unit = "instr", values = { results[i], results[1] and results[i] - results[1] } }
+  end
+  H.table(("instructions per request, one nginx process under callgrind, h2load -c8 -m1, %d requests after %d"
+    ):format(CG_COUNTED, CG_WARM), { "total", "above the floor" }, rows)
+  print(("  resty.call / grpc_pass: %.2fx (h2c), %.2fx (TLS)%s"):format(results[2] / results[3],
+    results[4] / results[5], keep and ("; dumps kept in " .. keep .. " (resty.2, .4, .6, .8, .10: counted)") or ""))
+end
+
 local ok, err = pcall(function()
+  if callgrind_only then return instructions() end
   local pids = workers()
   -- both answer the 32 bytes (grpc_pass: the framed response, grpc-status 0)
   local got = capture("curl -s " .. N.quote(front.url .. "/pc"))
@@ -340,6 +436,7 @@ local ok, err = pcall(function()
   H.record("resty_load_rss_growth", (rss_end - rss_half) / 1024)
   assert(bad == 0 and not sock, "failed requests under load: " .. text)
   assert(hi <= 8 and most <= 2, "more upstream connections than the pools' bound: " .. table.concat(samples, " "))
+  if callgrind then instructions() end
 end)
 os.remove(body)
 N.stop(front)

@@ -63,14 +63,15 @@ function M.free_port()
   return tonumber(port)
 end
 
---- n = launch(script, port, prefix, logs): runs the shell `script` (which
--- starts nginx on `port` and stops it when its standard input closes) and
--- waits until the port takes connections. n.url is "http://127.0.0.1:PORT";
--- when nginx does not start, the error carries the files `logs`.
-function M.launch(script, port, prefix, logs)
+--- n = launch(script, port, prefix, logs, seconds): runs the shell `script`
+-- (which starts nginx on `port` and stops it when its standard input
+-- closes) and waits until the port takes connections, at most `seconds`
+-- (default 10). n.url is "http://127.0.0.1:PORT"; when nginx does not
+-- start, the error carries the files `logs`.
+function M.launch(script, port, prefix, logs, seconds)
   local pipe = io.popen("exec sh -c " .. q(script), "w")
   local n = { port = port, prefix = prefix, pipe = pipe, url = "http://127.0.0.1:" .. port }
-  for _ = 1, 200 do
+  for _ = 1, (seconds or 10) * 20 do
     local c = socket.connect("127.0.0.1", port)
     if c then
       c:close()
@@ -112,10 +113,12 @@ http {
 ]] .. http .. "}\n"
 end
 
---- n = start(name, conf): nginx on `conf` with "@ROOT@" (the repository),
--- "@PORT@" (a free port, n.port) and "@PREFIX@" (n.prefix) filled in;
--- `prepare(prefix)` (optional) runs first. n.url is "http://127.0.0.1:PORT".
-function M.start(name, conf, prepare)
+--- n = start(name, conf, prepare, wrap): nginx on `conf` with "@ROOT@" (the
+-- repository), "@PORT@" (a free port, n.port) and "@PREFIX@" (n.prefix)
+-- filled in; `prepare(prefix)` (optional) runs first; `wrap` (optional) =
+-- {command = a shell prefix nginx runs under (valgrind's), seconds = how
+-- long it may take to start}. n.url is "http://127.0.0.1:PORT".
+function M.start(name, conf, prepare, wrap)
   local port = M.free_port()
   local prefix = M.ROOT .. "/build/nginx/" .. name .. "-" .. port
   os.execute("rm -rf " .. q(prefix) .. "; mkdir -p " .. q(prefix .. "/conf") .. " " .. q(prefix .. "/logs") .. " "
@@ -124,10 +127,12 @@ function M.start(name, conf, prepare)
   conf = conf:gsub("@ROOT@", M.ROOT):gsub("@PORT@", tostring(port)):gsub("@PREFIX@", prefix)
   M.write(prefix .. "/conf/nginx.conf", conf)
   local user = R.capture("id -u"):match("^0") and " -g 'user root;'" or ""
-  local script = "nginx -p " .. q(prefix .. "/") .. " -c " .. q(prefix .. "/conf/nginx.conf") .. " -e "
-    .. q(prefix .. "/logs/error.log") .. user .. " >" .. q(prefix .. ".out")
+  local script = (wrap and wrap.command .. " " or "") .. "nginx -p " .. q(prefix .. "/") .. " -c "
+    .. q(prefix .. "/conf/nginx.conf") .. " -e " .. q(prefix .. "/logs/error.log") .. user
+    .. " >" .. q(prefix .. ".out")
     .. " 2>&1 & n=$!; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
-  return M.launch(script, port, prefix, { prefix .. ".out", prefix .. "/logs/error.log" })
+  return M.launch(script, port, prefix, { prefix .. ".out", prefix .. "/logs/error.log" },
+    wrap and wrap.seconds)
 end
 
 --- Stops nginx (and waits for it) and removes its prefix.

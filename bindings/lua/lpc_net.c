@@ -35,8 +35,23 @@ typedef struct {
   pc_GrpcCall *call;
 } CallBox;
 
+/* luaL_checkudata(L, idx, tname) for the methods of channels and calls,
+ * which hold their metatable as upvalue 1 (lpc_open_net): one compare
+ * instead of the registry lookup by name, which under LuaJIT interns
+ * 'tname' on every call (some 18 checks a unary call). Elsewhere (no
+ * such upvalue: an acceptable, empty index) it is luaL_checkudata. */
+static void *check_own(lua_State *L, int idx, const char *tname) {
+  void *p = lua_touserdata(L, idx);
+  if (p != NULL && lua_getmetatable(L, idx)) {
+    int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+    lua_pop(L, 1);
+    if (same) return p;
+  }
+  return luaL_checkudata(L, idx, tname);
+}
+
 static ChannelBox *check_channel(lua_State *L, int idx) {
-  ChannelBox *b = luaL_checkudata(L, idx, CHANNEL_MT);
+  ChannelBox *b = check_own(L, idx, CHANNEL_MT);
   if (b->ch == NULL) luaL_argerror(L, idx, "transport is closed");
   return b;
 }
@@ -149,51 +164,51 @@ static int lpc_grpcchannel_gc(lua_State *L) {
   return 0;
 }
 
-/* -- call = ch:start(path, settings)
- * Starts a call (request messages follow with call:send). 'settings' is
- * the table lua/protocall/transport/grpc.lua checked once (settings_of):
- * {timeout = seconds | nil (<= 0: ends at once DEADLINE_EXCEEDED),
- *  metadata = {{key, value}, ...} | nil, gzip = boolean,
- *  previous_attempts = 0..100 | nil (sent as grpc-previous-rpc-attempts
- *  when positive), protocol = "grpc" | "grpc-web" | "grpc-web-text" | "connect" |
- *  "connect-stream" | nil (the protocol of the call; Connect's unary form
- *  for unary methods), json = boolean (gRPC-Web and Connect: the messages
- *  are JSON), get = boolean (Connect unary: sent as Connect's GET, the
- *  request message in the query)}. Raises on metadata entries that are not string pairs
- * or an invalid path or metadata (pc_GrpcChannel_Start's error). */
+/* -- call = ch:start(path, timeout, metadata, gzip, previous_attempts,
+ *                   protocol, json, get, request)
+ * Starts a call with the settings lua/protocall/transport/grpc.lua
+ * checked once (settings_of), as arguments (no table to read by names):
+ * timeout = seconds | nil (<= 0: ends at once DEADLINE_EXCEEDED),
+ * metadata = {{key, value}, ...} | nil, gzip = boolean,
+ * previous_attempts = 0..100 | nil (sent as grpc-previous-rpc-attempts
+ * when positive), protocol = "grpc" | "grpc-web" | "grpc-web-text" |
+ * "connect" | "connect-stream" | nil (the protocol of the call; Connect's
+ * unary form for unary methods), json = boolean (gRPC-Web and Connect: the
+ * messages are JSON), get = boolean (Connect unary: sent as Connect's
+ * GET, the request message in the query); request = bytes | nil: the one
+ * request message, sent and the sending side closed (call:send then
+ * call:close_send), else they follow with call:send. Raises on metadata
+ * entries that are not string pairs or an invalid path or metadata
+ * (pc_GrpcChannel_Start's error). */
 static int lpc_grpcchannel_start(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
   if (cb->closed) luaL_argerror(L, 1, "transport is closed");
   const char *path = luaL_checkstring(L, 2);
-  luaL_checktype(L, 3, LUA_TTABLE);
   pc_GrpcCallSettings s;
   memset(&s, 0, sizeof s);
-  if (lua_getfield(L, 3, "timeout") == LUA_TNIL) {
+  if (lua_isnoneornil(L, 3)) {
     s.timeout = -1;
   } else {
-    s.timeout = lua_tonumber(L, -1);
+    s.timeout = luaL_checknumber(L, 3);
     if (!(s.timeout > 0)) s.timeout = 0; /* already past (NaN too) */
   }
-  lua_getfield(L, 3, "gzip");
-  s.gzip = lua_toboolean(L, -1);
-  lua_getfield(L, 3, "previous_attempts");
-  lua_Integer previous = lua_tointeger(L, -1);
+  s.gzip = lua_toboolean(L, 5);
+  lua_Integer previous = lua_isnumber(L, 6) ? lua_tointeger(L, 6) : 0;
   s.previous_attempts = previous > 0 && previous <= 100 ? (unsigned)previous : 0;
-  lua_getfield(L, 3, "protocol");
-  const char *proto = lua_tostring(L, -1);
+  const char *proto = lua_type(L, 7) == LUA_TSTRING ? lua_tostring(L, 7) : NULL;
   s.protocol = proto == NULL                          ? kPc_WebProtocol_Grpc
                : strcmp(proto, "grpc-web") == 0       ? kPc_WebProtocol_GrpcWeb
                : strcmp(proto, "grpc-web-text") == 0  ? kPc_WebProtocol_GrpcWebText
                : strcmp(proto, "connect") == 0        ? kPc_WebProtocol_ConnectUnary
                : strcmp(proto, "connect-stream") == 0 ? kPc_WebProtocol_ConnectStream
                                                       : kPc_WebProtocol_Grpc;
-  lua_getfield(L, 3, "json");
-  s.json = lua_toboolean(L, -1);
-  lua_getfield(L, 3, "get");
-  s.get = lua_toboolean(L, -1);
-  lua_settop(L, 3);
+  s.json = lua_toboolean(L, 8);
+  s.get = lua_toboolean(L, 9);
+  size_t request_len = 0;
+  const char *request = lua_isnoneornil(L, 10) ? NULL : luaL_checklstring(L, 10, &request_len);
+  lua_settop(L, 10);
   pc_GrpcPair *pairs = NULL;
-  if (lua_getfield(L, 3, "metadata") == LUA_TTABLE) { /* at 4 */
+  if (lua_type(L, 4) == LUA_TTABLE) {
     size_t n = (size_t)luaL_len(L, 4);
     pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* kept on the stack */
     for (size_t i = 0; i < n; i++) {
@@ -220,6 +235,10 @@ static int lpc_grpcchannel_start(lua_State *L) {
   pc_Error_Init(&err);
   b->call = pc_GrpcChannel_Start(cb->ch, path, &s, &err);
   if (b->call == NULL) return luaL_error(L, "%s", err.msg);
+  if (request != NULL) {
+    pc_GrpcCall_Send(b->call, request, request_len);
+    pc_GrpcCall_CloseSend(b->call);
+  }
   return 1;
 }
 
@@ -227,9 +246,12 @@ static int lpc_grpcchannel_start(lua_State *L) {
  * name connections, an id no longer listed is ignored.
  * conns, calls = ch:host_conns()     -- the open ones: {[id] = ready (boolean)},
  *                                       {[id] = calls on it}
+ * v = ch:host_version()               -- an integer that changes when host_conns'
+ *                                       list does (the calls counts aside)
  * secs | nil = ch:host_tick()         -- timers; seconds to the next, nil: none
  * ch:host_connected(id, ok, why|nil)  -- the driver connected, or failed ('why')
  * bytes | nil = ch:host_output(id)    -- bytes to send, nil: none
+ * true | nil = ch:host_output(id, true) -- whether there are (they stay queued)
  * ch:host_wrote(id, n)                -- n of them were sent
  * ok = ch:host_recv(id, bytes)        -- bytes received; false: they broke it
  * ch:host_lost(id, why)               -- the connection is gone */
@@ -257,6 +279,12 @@ static int lpc_grpcchannel_host_conns(lua_State *L) {
   return 2;
 }
 
+static int lpc_grpcchannel_host_version(lua_State *L) {
+  ChannelBox *b = check_channel(L, 1);
+  lua_pushinteger(L, (lua_Integer)pc_GrpcChannel_HostVersion(b->ch));
+  return 1;
+}
+
 static int lpc_grpcchannel_host_tick(lua_State *L) {
   ChannelBox *b = check_channel(L, 1);
   double d = pc_GrpcChannel_HostTick(b->ch);
@@ -279,7 +307,10 @@ static int lpc_grpcchannel_host_output(lua_State *L) {
   const char *p;
   size_t n = pc_GrpcChannel_HostOutput(b->ch, check_conn_id(L, 2), &p);
   if (n == 0) return 0;
-  lua_pushlstring(L, p, n);
+  if (lua_toboolean(L, 3))
+    lua_pushboolean(L, 1); /* a peek: no string made of bytes that stay queued */
+  else
+    lua_pushlstring(L, p, n);
   return 1;
 }
 
@@ -454,7 +485,7 @@ static int lpc_resolve(lua_State *L) {
 }
 
 static CallBox *check_call(lua_State *L) {
-  CallBox *b = luaL_checkudata(L, 1, CALL_MT);
+  CallBox *b = check_own(L, 1, CALL_MT);
   if (b->call == NULL) luaL_argerror(L, 1, "call is closed");
   return b;
 }
@@ -587,6 +618,16 @@ static int lpc_grpccall_status(lua_State *L) {
   return 1;
 }
 
+/* -- ok | nil = call:ok()   -- once the call ended, whether its status is OK
+ * (no status table: a unary call's usual end); nil while it runs */
+static int lpc_grpccall_ok(lua_State *L) {
+  CallBox *b = check_call(L);
+  const pc_GrpcStatus *st = pc_GrpcCall_Status(b->call);
+  if (st == NULL) return 0;
+  lua_pushboolean(L, st->code == kPc_Code_Ok);
+  return 1;
+}
+
 /* -- md = call:metadata()   -- {headers=, trailers=} received so far */
 static int lpc_grpccall_metadata(lua_State *L) {
   CallBox *b = check_call(L);
@@ -615,7 +656,7 @@ static int lpc_grpccall_wake_token(lua_State *L) {
 
 /* -- call:close()   -- cancels a running call (RST_STREAM) and frees it; idempotent */
 static int lpc_grpccall_close(lua_State *L) {
-  CallBox *b = luaL_checkudata(L, 1, CALL_MT);
+  CallBox *b = check_own(L, 1, CALL_MT);
   pc_GrpcCall_Free(b->call);
   b->call = NULL;
   return 0;
@@ -1045,6 +1086,7 @@ void lpc_open_net(lua_State *L) {
                                              {"close", lpc_grpcchannel_close},
                                              {"host_conns", lpc_grpcchannel_host_conns},
                                              {"host_tick", lpc_grpcchannel_host_tick},
+                                             {"host_version", lpc_grpcchannel_host_version},
                                              {"host_connected", lpc_grpcchannel_host_connected},
                                              {"host_output", lpc_grpcchannel_host_output},
                                              {"host_wrote", lpc_grpcchannel_host_wrote},
@@ -1061,6 +1103,7 @@ void lpc_open_net(lua_State *L) {
                                           {"headers_done", lpc_grpccall_headers_done},
                                           {"buffered", lpc_grpccall_buffered},
                                           {"status", lpc_grpccall_status},
+                                          {"ok", lpc_grpccall_ok},
                                           {"metadata", lpc_grpccall_metadata},
                                           {"cancel", lpc_grpccall_cancel},
                                           {"wake_token", lpc_grpccall_wake_token},
@@ -1083,7 +1126,9 @@ void lpc_open_net(lua_State *L) {
                                    {"web_base64_encode", lpc_web_base64_encode},
                                    {NULL, NULL}};
   luaL_newmetatable(L, CHANNEL_MT);
-  luaL_newlib(L, channel_methods);
+  lua_newtable(L);
+  lua_pushvalue(L, -2);
+  luaL_setfuncs(L, channel_methods, 1); /* upvalue 1: the metatable (check_own) */
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lpc_grpcchannel_gc);
   lua_setfield(L, -2, "__gc");
@@ -1106,11 +1151,15 @@ void lpc_open_net(lua_State *L) {
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
   luaL_newmetatable(L, CALL_MT);
-  luaL_newlib(L, call_methods);
+  lua_newtable(L);
+  lua_pushvalue(L, -2);
+  luaL_setfuncs(L, call_methods, 1); /* upvalue 1: the metatable (check_own) */
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, lpc_grpccall_close);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_grpccall_close, 1);
   lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, lpc_grpccall_close);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_grpccall_close, 1);
   lua_setfield(L, -2, "__close");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");

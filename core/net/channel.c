@@ -61,10 +61,11 @@ struct pc_GrpcChannel {
   unsigned last_id;     /* of the newest connection */
   pc_GrpcWakeList wake; /* the calls' (wake.h) */
   /* So a round with many calls in flight scans none of them: */
-  double due;         /* no call's deadline is before this (-1: none has one) */
-  int any_waiting;    /* a call may wait for the backoff (start_waiting) */
-  pc_GrpcCall *check; /* calls whose stream got headers or ended: retry_refused's */
-  unsigned goaways;   /* GOAWAY frames received (pc_GrpcChannel_Goaways) */
+  double due;            /* no call's deadline is before this (-1: none has one) */
+  int any_waiting;       /* a call may wait for the backoff (start_waiting) */
+  pc_GrpcCall *check;    /* calls whose stream got headers or ended: retry_refused's */
+  unsigned goaways;      /* GOAWAY frames received (pc_GrpcChannel_Goaways) */
+  unsigned host_version; /* changes with what pc_GrpcChannel_HostConns lists but the calls */
 };
 
 struct pc_GrpcCall {
@@ -211,6 +212,7 @@ static void backoff_reset(Backoff *b) {
 /* -- connections --------------------------------------------------------- */
 
 static void close_sock(Conn *c) {
+  if (c->sock) c->ch->host_version++;
   pc_NetSocket_Close(c->sock);
   c->sock = NULL;
 }
@@ -247,6 +249,7 @@ static void service(Conn *c) {
     }
     if (r == 0) return;
     c->ready = 1;
+    c->ch->host_version++;
     c->last_recv = pc_Clock_Monotonic();
     backoff_reset(&c->ch->backoff);
   }
@@ -359,6 +362,7 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   c->id = ++ch->last_id;
   c->next = ch->conns;
   ch->conns = c;
+  ch->host_version++;
   return c;
 }
 
@@ -987,6 +991,10 @@ size_t pc_GrpcChannel_HostConns(const pc_GrpcChannel *ch, pc_GrpcHostConn *out, 
   return n;
 }
 
+unsigned pc_GrpcChannel_HostVersion(const pc_GrpcChannel *ch) {
+  return ch->host_version;
+}
+
 double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch) {
   double now = pc_Clock_Monotonic();
   for (Conn *c = ch->conns; c; c = c->next) service(c);
@@ -1002,6 +1010,7 @@ void pc_GrpcChannel_HostConnected(pc_GrpcChannel *ch, unsigned id, int ok, const
   Conn *c = host_conn(ch, id);
   if (c == NULL) return;
   c->host_up = ok != 0;
+  ch->host_version++;
   pc_NetSocket_SetHosted(c->sock, ok, why);
   service(c);
 }
@@ -1053,6 +1062,7 @@ void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why) {
   Conn *c = host_conn(ch, id);
   if (c == NULL) return;
   c->host_up = 0;
+  ch->host_version++;
   pc_NetSocket_SetHosted(c->sock, 0, why);
   lose(c, pc_NetSocket_Error(c->sock)); /* 'why', or during a TLS handshake naming it */
 }

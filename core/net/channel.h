@@ -213,6 +213,11 @@ typedef struct {
  * there are. */
 size_t pc_GrpcChannel_HostConns(const pc_GrpcChannel *ch, pc_GrpcHostConn *out, size_t max);
 
+/* A number that changes whenever the list pc_GrpcChannel_HostConns gives
+ * does, but for the calls counts (a connection opened or closed, a ready
+ * changed), so a driver may skip asking for the list while it holds. */
+unsigned pc_GrpcChannel_HostVersion(const pc_GrpcChannel *ch);
+
 /* Ends calls past their deadline, runs the connection timers (connect
  * timeouts, keepalive), starts calls that waited for the backoff, retries
  * refused calls, frees dead connections; returns the seconds until the

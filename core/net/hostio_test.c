@@ -130,18 +130,25 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
   double next = pc_GrpcChannel_HostTick(ch);
   good &= STEP(next > 0 && next <= 0.02);
   pc_Clock_Sleep(0.025);
+  unsigned v0 = pc_GrpcChannel_HostVersion(ch);
   pc_GrpcChannel_HostTick(ch);
   unsigned id2 = only_conn(ch, &ready);
   good &= STEP(id2 != 0 && id2 != id && ready == 0);
+  unsigned v1 = pc_GrpcChannel_HostVersion(ch); /* a connection opened */
+  good &= STEP(v1 != v0);
   pc_GrpcChannel_HostConnected(ch, id2, 1, NULL);
   pc_GrpcChannel_HostTick(ch);
   good &= STEP(only_conn(ch, &ready) == id2 && ready == 1);
+  unsigned v2 = pc_GrpcChannel_HostVersion(ch); /* it became ready */
+  good &= STEP(v2 != v1);
   size_t n = pc_GrpcChannel_HostOutput(ch, id2, &p);
   good &= STEP(n > 24 && memcmp(p, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24) == 0);
   pc_GrpcChannel_HostWrote(ch, id2, 10);
   size_t rest = pc_GrpcChannel_HostOutput(ch, id2, &p);
   good &= STEP(rest == n - 10 && memcmp(p, "/2.0", 4) == 0);
   pc_GrpcChannel_HostWrote(ch, id2, rest);
+  pc_GrpcChannel_HostTick(ch);
+  good &= STEP(pc_GrpcChannel_HostVersion(ch) == v2); /* bytes moved: the list is the same */
 
   /* Ids never given or gone are ignored. */
   good &= STEP(pc_GrpcChannel_HostOutput(ch, id, &p) == 0);
@@ -149,7 +156,9 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
   pc_GrpcChannel_HostLost(ch, id, "stale");
   good &= STEP(pc_GrpcCall_Status(b) == NULL);
 
+  unsigned v3 = pc_GrpcChannel_HostVersion(ch);
   pc_GrpcChannel_HostLost(ch, id2, "read from example.test:50051: connection reset");
+  good &= STEP(pc_GrpcChannel_HostVersion(ch) != v3); /* the connection closed */
   good &= STEP(ended(b, kPc_Code_Unavailable, "read from example.test:50051: connection reset"));
   pc_GrpcCall_Free(b);
   good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);

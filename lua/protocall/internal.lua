@@ -119,6 +119,11 @@ function M.check_call(name, path, settings, level, sarg, compression)
   return settings
 end
 
+--- CHECKED: the metatable of call settings made by protocall's own
+-- attempts (rpc/attempts.lua) from options the client already checked:
+-- check_call's users may take such a table as it is.
+M.CHECKED = { __name = "protocall.CheckedSettings" }
+
 --- check_request(name, request, level): raises "bad argument #2 to
 -- `name`" at `level` (1: the caller of check_request) unless `request`
 -- is a string (a request message's bytes).

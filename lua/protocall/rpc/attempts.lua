@@ -7,9 +7,11 @@
 -- previous_attempts =, tried =}.
 local core = require "protocall.core"
 local errors = require "protocall.errors"
+local internal = require "protocall.internal"
 local hedge = require "protocall.call.hedge"
 
 local type, error, pcall, setmetatable = type, error, pcall, setmetatable
+local CHECKED = internal.CHECKED
 local format = string.format
 local status, decode, from_json = errors.status, core.decode, core.from_json
 local JSON_IN = { ignore_unknown = true }
@@ -54,9 +56,10 @@ function M.unary(transport, m, max)
   return function(request, timeout, metadata, compression, attempt)
     local rec
     if type(request) == "table" then rec, request = request, request.bytes end
-    local bytes, meta = transport:unary(path, request, { timeout = timeout, metadata = metadata,
+    -- the callable checked these options: the transport need not again (internal.CHECKED)
+    local bytes, meta = transport:unary(path, request, setmetatable({ timeout = timeout, metadata = metadata,
       compression = compression, with_metadata = rec ~= nil, previous_attempts = attempt and attempt - 1,
-      no_side_effects = safe })
+      no_side_effects = safe }, CHECKED))
     if rec then rec.metadata = meta end
     return decoded(m, bytes, max, json)
   end

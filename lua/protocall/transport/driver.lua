@@ -92,7 +92,7 @@ function Hooks:recv(data)
   if not ch then return false end
   ch:host_recv(self.id, data)
   woken(d, ch, true)
-  return ch:host_output(self.id) ~= nil -- an answer to send
+  return ch:host_output(self.id, true) ~= nil -- an answer to send
 end
 
 function Hooks:output()
@@ -174,18 +174,30 @@ local function with_role(dc, st, role, fn, ...)
   woken(dc, dc.channel, false)
 end
 
--- New connections get a state; gone ones their socket closed.
+-- New connections get a state; gone ones their socket closed. Sets
+-- dc.quiet when every connection is ready and moves its own bytes (owned)
+-- and none is left to close: until the channel's host_version changes,
+-- a round then has nothing to connect, read or close (see drive).
 local function sync(dc)
-  local live, calls = dc.channel:host_conns()
-  for id in pairs(live) do
+  local ch = dc.channel
+  local version = ch:host_version()
+  local live, calls = ch:host_conns()
+  local quiet = true
+  for id, ready in pairs(live) do
     if not dc.conns[id] then dc.conns[id] = { id = id } end
+    if not ready or not dc.conns[id].owned then quiet = false end
   end
   for id, st in pairs(dc.conns) do
-    if live[id] == nil and not holds(st.connector) and not holds(st.reader) and not holds(st.writer) then
-      if st.sock then drv(st.sock, "close") end
-      dc.conns[id] = nil
+    if live[id] == nil then
+      if not holds(st.connector) and not holds(st.reader) and not holds(st.writer) then
+        if st.sock then drv(st.sock, "close") end
+        dc.conns[id] = nil
+      else
+        quiet = false
+      end
     end
   end
+  dc.quiet, dc.version = quiet, version
   return live, calls
 end
 
@@ -193,19 +205,31 @@ end
 -- next after the last one read (so a task alone serves every connection);
 -- and how many connections have calls. Idle connections are not read.
 local function reader_pick(dc, live, calls)
-  local ids, busy = {}, 0
+  local ids, busy = nil, 0
   for id in pairs(dc.conns) do
     if live[id] and calls[id] > 0 and not dc.conns[id].owned then
       busy = busy + 1
-      if not holds(dc.conns[id].reader) then ids[#ids + 1] = id end
+      if not holds(dc.conns[id].reader) then
+        ids = ids or {}
+        ids[#ids + 1] = id
+      end
     end
   end
-  if #ids == 0 then return nil, busy end
+  if not ids then return nil, busy end
   table.sort(ids)
   for i = 1, #ids do
     if ids[i] > (dc.last_read or 0) then return ids[i], busy end
   end
   return ids[1], busy
+end
+
+-- A round's wait: until a driver method returned (driver.wake) or `t`
+-- seconds, then the channel's timers.
+local function wait_round(dc, ch, t, token)
+  if not sched.wait_signal(dc.signal, t) then
+    if dc.wait then dc.wait(t, token) else dc.sleep(t < 0.005 and t or 0.005) end
+  end
+  ch:host_tick()
 end
 
 -- One round of a wait on a driven channel, waiting at most `limit`
@@ -218,14 +242,21 @@ local function drive(dc, limit, token)
   local next_timer = limit and limit < timer and limit or timer -- a connect gets the whole timer
   if next_timer < 0.001 then next_timer = 0.001 end
   local t = next_timer < READ_CAP and next_timer or READ_CAP
+  if dc.quiet and ch:host_version() == dc.version then
+    -- every connection ready and owned, none opened or closed since: kick those with output, wait
+    for id, st in pairs(dc.conns) do
+      if ch:host_output(id, true) then st.sock:kick() end
+    end
+    return wait_round(dc, ch, t, token)
+  end
   local live, calls = sync(dc)
   for id, st in pairs(dc.conns) do
     if live[id] == false and not st.sock and not holds(st.connector) then
       return with_role(dc, st, "connector", do_connect, timer)
     end
     if st.owned then
-      if live[id] and ch:host_output(id) then st.sock:kick() end
-    elseif live[id] and not holds(st.writer) and ch:host_output(id) then
+      if live[id] and ch:host_output(id, true) then st.sock:kick() end
+    elseif live[id] and not holds(st.writer) and ch:host_output(id, true) then
       return with_role(dc, st, "writer", do_write)
     end
   end
@@ -235,10 +266,7 @@ local function drive(dc, limit, token)
     -- with calls on several connections, short reads take turns on them
     return with_role(dc, dc.conns[id], "reader", do_read, busy > 1 and (t < SHARED_READ and t or SHARED_READ) or t)
   end
-  if not sched.wait_signal(dc.signal, t) then
-    if dc.wait then dc.wait(t, token) else dc.sleep(t < 0.005 and t or 0.005) end
-  end
-  ch:host_tick()
+  return wait_round(dc, ch, t, token)
 end
 
 --- flush(channel): sends what the calls of a driven channel queued, when
@@ -249,8 +277,8 @@ function M.flush(channel)
   if not dc then return end
   for id, st in pairs(dc.conns) do
     if st.owned then
-      if channel:host_output(id) then st.sock:kick() end
-    elseif st.sock and not holds(st.writer) and channel:host_output(id) then
+      if channel:host_output(id, true) then st.sock:kick() end
+    elseif st.sock and not holds(st.writer) and channel:host_output(id, true) then
       with_role(dc, st, "writer", do_write)
     end
   end

@@ -26,13 +26,15 @@ local xds = require "protocall.transport.xds"
 local xds_client = require "protocall.transport.xds_client"
 local target_places = targets.places
 
-local setmetatable, type, error, pairs, tostring = setmetatable, type, error, pairs, tostring
+local setmetatable, getmetatable, type, error, pairs, tostring = setmetatable, getmetatable, type, error, pairs,
+  tostring
 local format = string.format
 local floor, io_open = math.floor, io.open
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
 local argerror, show = internal.argerror, internal.show
 local compression_problem, check_call, check_request = internal.compression_problem, internal.check_call,
   internal.check_request
+local CHECKED = internal.CHECKED
 
 local M = {}
 
@@ -104,23 +106,25 @@ local function merged_metadata(base, extra)
 end
 
 -- The settings of one call, checked once (internal.check_call, the
--- checks pc.inproc makes too), as the C channel reads them (ch:start(path,
--- s), bindings/lua/lpc_net.c): they become {timeout =, metadata = the
--- transport's and the call's, gzip = boolean, previous_attempts =}. Misuse
+-- checks pc.inproc makes too), as the C channel takes them (ch:start,
+-- bindings/lua/lpc_net.c): timeout, metadata (the transport's and the
+-- call's), gzip (boolean), previous_attempts, protocol, json, get. Misuse
 -- raises "bad argument #`sarg` to `name`" (a closed transport: "calling
--- `name` on bad self") at `level`.
+-- `name` on bad self") at `level`. Settings a client's attempt made
+-- (internal.CHECKED) are taken as they are.
 local function settings_of(self, name, path, settings, level, sarg)
   level = level + 1
   if self.closed then error(format("calling '%s' on bad self (transport is closed)", name), level) end
-  settings = check_call(name, path, settings, level, sarg, self.compression)
+  if getmetatable(settings) ~= CHECKED then
+    settings = check_call(name, path, settings, level, sarg, self.compression)
+  end
   local compression = settings.compression
   if compression == nil then compression = self.compression end
   local proto = self.protocol
-  return { timeout = settings.timeout, metadata = merged_metadata(self.metadata, settings.metadata),
-           gzip = compression == "gzip", previous_attempts = settings.previous_attempts,
-           protocol = proto and proto[UNARY_CALLS[name] and "unary" or "stream"], json = self.json,
-           -- Connect GET: a unary call of a method marked NO_SIDE_EFFECTS
-           get = self.get and UNARY_CALLS[name] and settings.no_side_effects or nil }
+  return settings.timeout, merged_metadata(self.metadata, settings.metadata), compression == "gzip",
+    settings.previous_attempts, proto and proto[UNARY_CALLS[name] and "unary" or "stream"], self.json,
+    -- Connect GET: a unary call of a method marked NO_SIDE_EFFECTS
+    self.get and UNARY_CALLS[name] and settings.no_side_effects or nil
 end
 
 -- The most bytes a Connect GET's message may take in its URL's query:
@@ -202,17 +206,20 @@ end
 -- "calling 'unary' on bad self (transport is closed)"). Under pc.run,
 -- waits without stopping other coroutines.
 function Transport:unary(path, request, settings)
-  local s = settings_of(self, "unary", path, settings, 2, 3)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "unary", path, settings, 2, 3)
   check_request("unary", request, 2)
-  if s.get and not get_fits(self, request) then s.get = nil end
+  if get and not get_fits(self, request) then get = nil end
   local channel = self.channel
-  local call = channel:start(path, s)
-  call:send(request)
-  call:close_send()
+  local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request) -- sent, send side closed
   local first = next_message(channel, call)
   local n = first and 1 or 0
   if first ~= nil then
     while next_message(channel, call) ~= nil do n = n + 1 end
+  end
+  if n == 1 and call:ok() then -- the usual end: no status table
+    local meta = settings and settings.with_metadata and call:metadata() or nil
+    call:close()
+    return first, meta
   end
   local st = call:status()
   if st.code == "OK" then
@@ -244,12 +251,10 @@ end
 -- most its window (`stream_window`) while the other calls on the
 -- connection go on.
 function Transport:server_stream(path, request, settings)
-  local s = settings_of(self, "server_stream", path, settings, 2, 3)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "server_stream", path, settings, 2, 3)
   check_request("server_stream", request, 2)
   local channel = self.channel
-  local call = channel:start(path, s)
-  call:send(request)
-  call:close_send()
+  local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request)
   local c = setmetatable({ channel = channel, call = call, path = path }, Call)
   return stream_iterator(c), nil, nil, c
 end
@@ -270,12 +275,10 @@ function Started:cancel()
 end
 
 local function started(self, name, path, request, settings, result)
-  local s = settings_of(self, name, path, settings, 3, 3)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, name, path, settings, 3, 3)
   check_request(name, request, 3)
-  if s.get and not get_fits(self, request) then s.get = nil end
-  local call = self.channel:start(path, s)
-  call:send(request)
-  call:close_send()
+  if get and not get_fits(self, request) then get = nil end
+  local call = self.channel:start(path, timeout, md, gzip, previous, proto, json, get, request)
   return setmetatable({ channel = self.channel, call = call, path = path, result = result,
     done = false, count = 0, want_md = settings and settings.with_metadata }, Started)
 end
@@ -520,8 +523,7 @@ function Call:buffered() return self.call:buffered() end
 -- `close_send`, `recv`, `close_and_recv`, `headers`, `trailers`, `cancel`
 -- and `close`. The deadline (`timeout`) covers the whole call.
 function Transport:stream(path, settings)
-  local s = settings_of(self, "stream", path, settings, 2, 2)
-  local call = self.channel:start(path, s)
+  local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2))
   return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)
 end
 

@@ -319,16 +319,6 @@ describe("protocall gateway -refresh", function()
   local pc = require "protocall"
   local dir, port, refl, library, front, gw, ruled
 
-  -- Polls `fn` (true when done) for up to `seconds`; the last result.
-  local function eventually(seconds, fn)
-    local deadline = helper.now() + seconds
-    repeat
-      local done, what = fn()
-      if done then return true, what end
-      os.execute("sleep 0.1")
-    until helper.now() > deadline
-    return fn()
-  end
 
   setup(function()
     dir = os.tmpname()
@@ -374,7 +364,7 @@ describe("protocall gateway -refresh", function()
     library = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
     front = G.start_gateway(BIN, library.port, "-I spec/fixtures/protos -proto gateway/library.proto",
       "127.0.0.1:" .. port)
-    local ok, last = eventually(10, function()
+    local ok, last = G.eventually(10, function()
       local c, b = G.request(gw, "/v1/shelves/1/books/2")
       return c == 200, c .. " " .. b
     end)

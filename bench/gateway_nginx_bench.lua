@@ -4,25 +4,52 @@
 -- (bench/grpc_cpp), beside wrk -> nginx proxy_pass of the same JSON to an
 -- HTTP upstream answering that JSON (a second nginx, `return 200`): the
 -- ceiling of a JSON request through nginx. One nginx worker in front, 32
--- connections, one wrk thread; the two take turns (3 rounds of 5 s, the
+-- connections, one wrk thread; the cases take turns (3 rounds of 5 s, the
 -- median reported; --quick: 1 round of 1 s). The issue's goal: requests/s
--- >= 0.8x of plain proxying (APISIX's grpc-transcode measured 0.47x).
+-- >= 0.8x of plain proxying (APISIX's grpc-transcode measured 0.47x), with
+-- the C++ upstream (the goal row).
+-- The same gateway is also driven in front of two other upstreams of the
+-- same service, for what the upstream's own cost does to the ratio (on 2
+-- shared cores the upstream's CPU is taken from nginx's and wrk's): a
+-- protocall server (pc.listen, bench/server_bench.lua --serve) and the
+-- python3-grpcio one (bench/grpc_py/echo.py, skipped when python3-grpcio
+-- is missing). Each row prints the front worker's CPU per request and the
+-- upstream's (the answering nginx's worker, or the gRPC server's process:
+-- /proc).
 -- On a 2-core machine wrk, both nginx and the upstream share the cores:
 -- the ratio, not the rates, is the figure.
--- Run: build/release/protocall bench/gateway_nginx_bench.lua [--quick]
+-- With --callgrind (valgrind, h2load) the front nginx runs as one process
+-- (master_process off) under callgrind instead, and each case is 3,000
+-- POSTs by h2load --h1 -c8 after 4,000 of warm-up: the instructions per
+-- request of the process, which the machine's load does not move (the
+-- upstreams run outside valgrind). No wrk rounds then.
+-- Run: build/release/protocall bench/gateway_nginx_bench.lua [--quick] [--upstreams cpp,protocall,python]
+--      [--callgrind]
 package.path = "spec/?.lua;" .. package.path
 local N = require "nginx_helper"
 local H = require "bench.harness"
 local helper = require "grpc_helper"
 
-local quick = false
-for _, a in ipairs(arg or {}) do if a == "--quick" then quick = true end end
+local quick, wanted, callgrind = false, "cpp,protocall,python", false
+for i, a in ipairs(arg or {}) do
+  if a == "--quick" then quick = true end
+  if a == "--callgrind" then callgrind = true end
+  if a == "--upstreams" then wanted = assert(arg[i + 1], "--upstreams: a list such as cpp,protocall") end
+end
 local ROUNDS, SECONDS = quick and 1 or 3, quick and 1 or 5
 
 local absent = N.missing { ["/usr/bin/wrk"] = "wrk" }
 if absent then
   print("gateway_nginx_bench: skipped, missing: " .. absent)
   return
+end
+if callgrind then
+  absent = N.missing { ["/usr/bin/valgrind"] = "valgrind", ["/usr/bin/callgrind_control"] = "valgrind",
+    ["/usr/bin/h2load"] = "h2load (nghttp2-client)" }
+  if absent then
+    print("gateway_nginx_bench --callgrind: skipped, missing: " .. absent)
+    return
+  end
 end
 assert(os.execute("make -s -C bench/grpc_cpp >/dev/null"), "make -C bench/grpc_cpp failed")
 
@@ -70,15 +97,19 @@ local FRONT = "load_module /usr/lib/nginx/modules/ndk_http_module.so;\n"
     init_by_lua_block {
         gw = require "protocall.resty.gateway"
         local f = assert(io.open("@ROOT@/bench/grpc_cpp/echo.proto"))
-        assert(gw.configure("echo", { protos = { ["echo.proto"] = f:read("*a") }, upstream = "127.0.0.1:@GRPC@",
-            http = { rules = { { selector = "bench.Echo.Echo", post = "/v1/echo", body = "*" } } } }))
+        local proto = f:read("*a")
         f:close()
+        -- a route per upstream: the C++ one's at /v1/echo, the others'
+        -- at /<name>/v1/echo (prefix "/<name>")
+        for name, port in ("@UPSTREAMS@"):gmatch("(%w+)=(%d+)") do
+            assert(gw.configure(name, { protos = { ["echo.proto"] = proto }, upstream = "127.0.0.1:" .. port,
+                prefix = name ~= "cpp" and "/" .. name or nil,
+                http = { rules = { { selector = "bench.Echo.Echo", post = "/v1/echo", body = "*" } } } }))
+        end
     }
     server {
         listen 127.0.0.1:@PORT@;
-        location = /v1/echo {
-            content_by_lua_block { gw.handle("echo") }
-        }
+@LOCATIONS@
         location = /proxy {
             proxy_pass http://ceiling/answer;
             proxy_http_version 1.1;
@@ -88,89 +119,188 @@ local FRONT = "load_module /usr/lib/nginx/modules/ndk_http_module.so;\n"
 }
 ]]
 
-local grpc = helper.spawn_command("build/bench-grpc-cpp/echo_server 0", "C++ echo server")
+-- The gRPC upstreams: {name, label, server}.
+local UPSTREAMS = {
+  cpp = { "C++ gRPC", "build/bench-grpc-cpp/echo_server 0", "C++ echo server" },
+  protocall = { "protocall (pc.listen)", (arg[-1] or "build/release/protocall") .. " bench/server_bench.lua --serve",
+    "protocall server" },
+  python = { "python3-grpcio", "/usr/bin/python3 bench/grpc_py/echo.py server 0", "python3-grpcio server" },
+}
+local upstreams = {}
+for name in wanted:gmatch("[^,]+") do
+  local u = assert(UPSTREAMS[name], "--upstreams: cpp, protocall or python expected, got " .. name)
+  if name == "python" and not os.execute("/usr/bin/python3 -c 'import grpc' 2>/dev/null") then
+    print("gateway_nginx_bench: python3-grpcio upstream skipped: no python3-grpcio")
+  else
+    upstreams[#upstreams + 1] = { name = name, label = u[1], server = helper.spawn_command(u[2], u[3]) }
+  end
+end
+-- The path of upstream `name`'s route.
+local function path_of(name) return name == "cpp" and "/v1/echo" or "/" .. name .. "/v1/echo" end
+local list, locations = {}, {}
+for _, u in ipairs(upstreams) do
+  list[#list + 1] = u.name .. "=" .. u.server.port
+  locations[#locations + 1] = ("        location = %s {\n            content_by_lua_block { gw.handle(%q) }\n        }")
+    :format(path_of(u.name), u.name)
+end
 local answer = N.start("bench-answer", ANSWER)
-local front = N.start("bench-gateway", (FRONT:gsub("@ANSWER@", tostring(answer.port)):gsub("@GRPC@",
-  tostring(grpc.port))))
+local conf = FRONT:gsub("@ANSWER@", tostring(answer.port)):gsub("@UPSTREAMS@", table.concat(list, " "))
+conf = conf:gsub("@LOCATIONS@", function() return table.concat(locations, "\n") end)
+
+-- nginx on `conf` as one process under callgrind (N.start's prefix and
+-- fill-ins); n.vgpid is valgrind's process, n.out its dump file's name.
+local function start_callgrind(name, text)
+  local port = N.free_port()
+  local prefix = N.ROOT .. "/build/nginx/" .. name .. "-" .. port
+  os.execute("rm -rf " .. N.quote(prefix) .. "; mkdir -p " .. N.quote(prefix .. "/conf") .. " "
+    .. N.quote(prefix .. "/logs") .. " " .. N.quote(prefix .. "/temp"))
+  text = text:gsub("master_process on", "master_process off"):gsub("@ROOT@", N.ROOT):gsub("@PORT@", tostring(port))
+  N.write(prefix .. "/conf/nginx.conf", text)
+  local out = prefix .. "/callgrind.out"
+  local script = "valgrind --tool=callgrind --callgrind-out-file=" .. N.quote(out) .. " nginx -p "
+    .. N.quote(prefix .. "/") .. " -c " .. N.quote(prefix .. "/conf/nginx.conf") .. " -e "
+    .. N.quote(prefix .. "/logs/error.log") .. " >" .. N.quote(prefix .. ".out") .. " 2>&1 & n=$!; echo $n > "
+    .. N.quote(prefix .. "/vg.pid") .. "; cat >/dev/null; kill -TERM $n 2>/dev/null; wait $n"
+  local n = N.launch(script, port, prefix, { prefix .. ".out", prefix .. "/logs/error.log" })
+  n.vgpid, n.out = N.read(prefix .. "/vg.pid"):match("%d+"), out
+  return n
+end
+
+local front = callgrind and start_callgrind("bench-gateway-cg", conf) or N.start("bench-gateway", conf)
 local script = os.tmpname()
 N.write(script, "wrk.method = 'POST'\nwrk.body = '" .. BODY .. "'\nwrk.headers['Content-Type'] = 'application/json'\n")
 
 local UNIT = { us = 1e-3, ms = 1, s = 1000 }
 
--- Seconds of CPU the front nginx's worker used so far (user + system,
--- /proc/PID/stat; nil where there is no /proc): the CPU per request is a
--- figure the other processes sharing the cores disturb less than the rate.
-local worker
-do
-  local f = io.open(front.prefix .. "/logs/nginx.pid")
+-- The worker process of the nginx `n` (one worker), or nil without pgrep.
+local function worker_of(n)
+  local f = io.open(n.prefix .. "/logs/nginx.pid")
   local master = f and f:read("*n")
   if f then f:close() end
   local p = master and io.popen("pgrep -P " .. master .. " 2>/dev/null")
-  worker = p and p:read("*n")
+  local pid = p and p:read("*n")
   if p then p:close() end
+  return pid
 end
+
 local TICKS = 100 -- USER_HZ
-local function worker_cpu()
-  local f = worker and io.open("/proc/" .. worker .. "/stat")
+-- Seconds of CPU the process `pid` used so far (user + system, every
+-- thread, /proc/PID/stat; nil where there is no /proc): the CPU per
+-- request is a figure the other processes sharing the cores disturb less
+-- than the rate.
+local function cpu_of(pid)
+  local f = pid and io.open("/proc/" .. pid .. "/stat")
   if not f then return nil end
   local fields = {}
   for x in f:read("*a"):match("%) (.*)"):gmatch("%S+") do fields[#fields + 1] = x end
   f:close()
   return (tonumber(fields[12]) + tonumber(fields[13])) / TICKS
 end
+local worker = worker_of(front)
 
--- requests/s, p99 in ms, non-2xx count of `seconds` of wrk on `path`,
--- and the front worker's CPU microseconds per request (nil without /proc).
-local function drive(path, seconds)
-  local c0 = worker_cpu()
+-- requests/s, p99 in ms, non-2xx count of `seconds` of wrk on `path`, and
+-- the CPU microseconds per request of the front worker and of the process
+-- `upstream` (nil without /proc).
+local function drive(path, seconds, upstream)
+  local c0, u0 = cpu_of(worker), cpu_of(upstream)
   local out = io.popen("wrk -t1 -c32 -d" .. seconds .. "s --latency -s " .. N.quote(script) .. " "
     .. N.quote(front.url .. path) .. " 2>&1")
   local text = out:read("*a")
   out:close()
-  local c1 = worker_cpu()
+  local c1, u1 = cpu_of(worker), cpu_of(upstream)
   local rate = tonumber(text:match("Requests/sec:%s+([%d.]+)"))
   local p99, unit = text:match("\n%s+99%%%s+([%d.]+)(%a+)")
   assert(rate and p99, "wrk said: " .. text)
   local total = tonumber(text:match("(%d+) requests in"))
-  local cpu = c0 and c1 and total and total > 0 and (c1 - c0) / total * 1e6 or nil
-  return rate, tonumber(p99) * UNIT[unit], tonumber(text:match("Non%-2xx or 3xx responses: (%d+)") or 0), cpu
+  local function per(a, b) return a and b and total and total > 0 and (b - a) / total * 1e6 or nil end
+  return rate, tonumber(p99) * UNIT[unit], tonumber(text:match("Non%-2xx or 3xx responses: (%d+)") or 0),
+    per(c0, c1), per(u0, u1)
+end
+
+-- The instructions callgrind counted in `front` since the last zeroing.
+local function instructions()
+  assert(os.execute("callgrind_control -d " .. front.vgpid .. " >/dev/null 2>&1"))
+  local p = io.popen("ls -t " .. N.quote(front.out) .. "* | head -1")
+  local file = p:read("*l")
+  p:close()
+  local text = N.read(file)
+  return assert(tonumber(text:match("\ntotals: (%d+)") or text:match("\nsummary: (%d+)")), "no totals in " .. file)
+end
+
+-- `n` POSTs of BODY to `path` by h2load over HTTP/1.1, all answered 2xx.
+local function h2load(path, n)
+  local p = io.popen("h2load --h1 -c8 -m1 -n" .. n .. " -d " .. N.quote(script .. ".json")
+    .. " -H 'Content-Type: application/json' " .. N.quote(front.url .. path) .. " 2>&1")
+  local text = p:read("*a")
+  p:close()
+  assert(tonumber(text:match("status codes: (%d+) 2xx")) == n, "h2load said: " .. text)
 end
 
 local ok, err = pcall(function()
-  -- the answers are the same JSON both ways
-  for _, path in ipairs { "/v1/echo", "/proxy" } do
-    local p = io.popen("curl -s -d '" .. BODY .. "' " .. N.quote(front.url .. path))
+  if callgrind then
+    N.write(script .. ".json", BODY)
+    local COUNT = 3000
+    local cases = { { "nginx proxy_pass -> HTTP JSON upstream (ceiling)", "/proxy" } }
+    for _, u in ipairs(upstreams) do
+      cases[#cases + 1] = { "nginx + protocall gateway -> " .. u.label .. " upstream", path_of(u.name) }
+    end
+    print(("REST/JSON through nginx under callgrind (one process), h2load --h1 -c8, %d requests after 4,000")
+      :format(COUNT))
+    local base
+    for _, case in ipairs(cases) do
+      h2load(case[2], 4000) -- warm-up: connections, the JIT's traces
+      assert(os.execute("callgrind_control -z " .. front.vgpid .. " >/dev/null 2>&1"))
+      h2load(case[2], COUNT)
+      local per = instructions() / COUNT
+      base = base or per
+      print(("  %-60s %8.1fk instructions a request (%.2fx)"):format(case[1], per / 1000, per / base))
+    end
+    os.remove(script .. ".json")
+    return
+  end
+  local cases = { { key = "proxy", path = "/proxy", label = "nginx proxy_pass -> HTTP JSON upstream (ceiling)",
+    pid = worker_of(answer) } }
+  for _, u in ipairs(upstreams) do
+    cases[#cases + 1] = { key = u.name, path = path_of(u.name), pid = u.server.pid,
+      label = "nginx + protocall gateway -> " .. u.label .. " upstream" }
+  end
+  -- the answers are the same JSON every way
+  for _, case in ipairs(cases) do
+    local p = io.popen("curl -s -d '" .. BODY .. "' " .. N.quote(front.url .. case.path))
     local got = p:read("*a")
     p:close()
-    assert(got == BODY, path .. " answered " .. got)
+    assert(got == BODY, case.path .. " answered " .. got)
+    drive(case.path, 1) -- warm-up (the worker's connections, the JIT)
   end
-  drive("/v1/echo", 1) -- warm-up (the worker's connection, the JIT)
-  drive("/proxy", 1)
-  local runs = { gateway = {}, proxy = {} }
+  local runs = {}
   for _ = 1, ROUNDS do
-    for _, case in ipairs { { "gateway", "/v1/echo" }, { "proxy", "/proxy" } } do
-      local rate, p99, bad, cpu = drive(case[2], SECONDS)
-      assert(bad == 0, case[1] .. ": " .. bad .. " answers not 2xx")
-      local r = runs[case[1]]
-      r[#r + 1] = { rate = rate, p99 = p99, cpu = cpu }
+    for _, case in ipairs(cases) do
+      local rate, p99, bad, cpu, ucpu = drive(case.path, SECONDS, case.pid)
+      assert(bad == 0, case.key .. ": " .. bad .. " answers not 2xx")
+      local r = runs[case.key] or {}
+      runs[case.key] = r
+      r[#r + 1] = { rate = rate, p99 = p99, cpu = cpu, ucpu = ucpu }
     end
   end
-  local function median(list)
-    table.sort(list, function(a, b) return a.rate < b.rate end)
-    return list[(#list + 1) // 2]
+  local function median(l)
+    table.sort(l, function(a, b) return a.rate < b.rate end)
+    return l[(#l + 1) // 2]
   end
-  local g, p = median(runs.gateway), median(runs.proxy)
   print(("REST/JSON through nginx, 1 worker, wrk -c32, median of %d x %d s"):format(ROUNDS, SECONDS))
-  local function cpu(r) return r.cpu and ("%9.1f"):format(r.cpu) or ("%9s"):format("-") end
-  print(("  %-48s %9s %9s %9s"):format("", "req/s", "p99 ms", "us CPU/req"))
-  print(("  %-48s %9.0f %9.2f %s"):format("nginx proxy_pass -> HTTP JSON upstream (ceiling)", p.rate, p.p99, cpu(p)))
-  print(("  %-48s %9.0f %9.2f %s"):format("nginx + protocall gateway -> C++ gRPC upstream", g.rate, g.p99, cpu(g)))
-  print(("  gateway / proxy_pass: %.2fx (goal >= 0.8x); us CPU/req: the front worker's, of the run shown")
-    :format(g.rate / p.rate))
-  H.record("gateway_nginx_ratio", g.rate / p.rate)
+  local function us(x) return x and ("%9.1f"):format(x) or ("%9s"):format("-") end
+  print(("  %-60s %9s %9s %9s %10s %9s"):format("", "req/s", "p99 ms", "ratio", "us CPU/req", "upstream"))
+  local p = median(runs.proxy)
+  for _, case in ipairs(cases) do
+    local r = median(runs[case.key])
+    print(("  %-60s %9.0f %9.2f %8.2fx %10s %s"):format(case.label, r.rate, r.p99, r.rate / p.rate, us(r.cpu),
+      us(r.ucpu)))
+    if case.key == "cpp" then H.record("gateway_nginx_ratio", r.rate / p.rate) end
+  end
+  print("  ratio: the row's req/s / proxy_pass's (the goal, >= 0.8x: the C++ row); us CPU/req: the front")
+  print("  worker's and the upstream's (nginx's worker, or the gRPC server's process) per request, of the run shown")
 end)
 os.remove(script)
 N.stop(front)
 N.stop(answer)
-helper.stop(grpc)
+for _, u in ipairs(upstreams) do helper.stop(u.server) end
 if not ok then error(err, 0) end

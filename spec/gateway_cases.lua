@@ -6,10 +6,23 @@
 -- as spec/gateway_upstream.py and spec/gateway_library.lua answer them.
 local N = require "nginx_helper"
 local R = require "runtime"
+local now = require("grpc_helper").now
 
 local read, write, q = N.read, N.write, N.quote
 
 local M = {}
+
+--- done, what = M.eventually(seconds, fn): polls `fn` (true when done,
+-- and what to say) every 0.1 s for up to `seconds`; its last results.
+function M.eventually(seconds, fn)
+  local deadline = now() + seconds
+  repeat
+    local done, what = fn()
+    if done then return true, what end
+    os.execute("sleep 0.1")
+  until now() > deadline
+  return fn()
+end
 
 --- code, body, headers = M.request(server, path, opts): one request through
 -- curl to server.url .. path: the status, the body, the headers

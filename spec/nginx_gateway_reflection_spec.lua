@@ -27,7 +27,7 @@ end
 
 local write, q = N.write, N.quote
 local G = require "gateway_cases"
-local request = G.request
+local request, eventually = G.request, G.eventually
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
 
 -- Route "refl": every service the upstream lists, refreshed each second;
@@ -87,16 +87,6 @@ local CONF = N.lua_conf(2, [==[
     }
 ]==])
 
--- Polls `fn` (true when done) for up to `seconds`; the last result.
-local function eventually(seconds, fn)
-  local deadline = helper.now() + seconds
-  repeat
-    local done, what = fn()
-    if done then return true, what end
-    os.execute("sleep 0.1")
-  until helper.now() > deadline
-  return fn()
-end
 
 describe("protocall.resty.gateway with the upstream's reflection", function()
   local port, nginx, refl, dir, upstream, gateway

@@ -95,6 +95,37 @@ describe("pc.listen's rest option", function()
     assert.are.equal(2, l.rest:timeout(route))
     l:shutdown()
   end)
+
+  it("serves another server after listener:set_server, its REST routes compiled with the same options", function()
+    local pc = require "protocall"
+    local text = assert(io.open("spec/fixtures/protos/gateway/library.proto")):read("a")
+    local function server_of(proto, reply)
+      local pool = pc.pool()
+      assert(pool:load(proto, { name = "gateway/library.proto" }))
+      return pc.server({ ["gw.Library"] = { Echo = function() return { text = reply } end } }, { pool = pool })
+    end
+    local rest = { http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{text}" } } } }
+    local l = pc.listen(server_of(text, "first"), "127.0.0.1:0", { rest = rest })
+    -- a schema whose Echo has no field 'text': the rule does not compile, the first server stays
+    local bad = server_of(text:gsub("message EchoRequest {%s*string text = 1;", "message EchoRequest {"), "bad")
+    local ok, err = pcall(l.set_server, l, bad)
+    assert.is_false(ok)
+    assert.matches("pc.listen: rest: gw.Library.Echo: rule GET /echo/{text}: ", tostring(err), 1, true)
+    assert.has_error(function() l:set_server({}) end,
+      "bad argument #1 to 'set_server' (protocall.Server expected, got table)")
+    local got = {}
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local c = pc.client("gw.Library", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = l.server.pool })
+      got[1] = c:Echo({ text = "x" }).text
+      l:set_server(server_of(text, "second"))
+      got[2] = c:Echo({ text = "x" }).text
+      got[3] = l.rest:match("GET", "/echo/y").input.full_name
+      l:shutdown()
+    end)
+    pc.run()
+    assert.are.same({ "first", "second", "gw.EchoRequest" }, got)
+  end)
 end)
 
 describe("pc.listen with rest = true", function()
@@ -277,6 +308,80 @@ describe("protocall gateway", function()
     helper.stop(refl)
     os.execute("rm -rf " .. q(dir))
     assert(ok, err)
+  end)
+end)
+
+-- `protocall gateway -refresh`: the upstream on a port of its own is
+-- first spec/reflection_server.py (faults.Faults), then, after a time
+-- down, another `protocall gateway` serving gw.Library (it answers
+-- reflection from its own schema) in front of spec/gateway_upstream.py.
+describe("protocall gateway -refresh", function()
+  local pc = require "protocall"
+  local dir, port, refl, library, front, gw, ruled
+
+
+  setup(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/grpc/reflection/v1"))
+    write(dir .. "/grpc/reflection/v1/reflection.proto", pc.builtin_source("grpc/reflection/v1/reflection.proto"))
+    port = N.free_port()
+    refl = helper.spawn_command("/usr/bin/python3 spec/reflection_server.py " .. port .. " " .. dir .. " v1",
+      "reflection_server.py")
+  end)
+  teardown(function()
+    for _, p in pairs { gw, ruled, refl, front, library } do helper.stop(p) end -- some may be nil
+    os.execute("rm -rf " .. q(dir))
+  end)
+
+  it("is refused with -proto or -protoset, and below 0", function()
+    local out = R.capture(BIN .. " gateway -refresh 1 -I spec/fixtures/protos -proto gateway/library.proto "
+      .. "127.0.0.1:1 2>&1; echo status $?")
+    assert.matches("^protocall gateway: %-refresh: for a schema from UPSTREAM's reflection, not with "
+      .. "%-proto/%-protoset\n.*status 2\n$", out)
+    out = R.capture(BIN .. " gateway -refresh -1 127.0.0.1:1 2>&1; echo status $?")
+    assert.matches("^protocall gateway: flag %-refresh: a finite number >= 0 expected, got '%-1'\n.*status 2\n$", out)
+  end)
+
+  it("serves the upstream's changed schema; a read that fails or rules that do not compile keep it", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "faults.Faults.Echo", "get": "/refl/echo/{text}"}]}')
+    gw = G.start_gateway(BIN, port, "-unbound -refresh 0.5")
+    ruled = G.start_gateway(BIN, port, "-refresh 0.5 -rules " .. q(rules))
+    os.remove(rules)
+    local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
+    assert.are.equal(200, code, body)
+    code, body = G.request(ruled, "/refl/echo/hi")
+    assert.are.equal(200, code, body)
+    -- the upstream down: reads fail, the schema stays (the call fails, not the route)
+    helper.stop(refl)
+    refl = nil
+    os.execute("sleep 1.2")
+    code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
+    assert.are.equal(503, code, body)
+    assert.matches('"code":14', body, 1, true)
+    -- another schema on the same port
+    library = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
+    front = G.start_gateway(BIN, library.port, "-I spec/fixtures/protos -proto gateway/library.proto",
+      "127.0.0.1:" .. port)
+    local ok, last = G.eventually(10, function()
+      local c, b = G.request(gw, "/v1/shelves/1/books/2")
+      return c == 200, c .. " " .. b
+    end)
+    assert(ok, last)
+    assert.are.equal('200 {"name":"shelves/1/books/2","title":"title of shelves/1/books/2"}', last)
+    code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
+    assert.are.equal(404, code, body)
+    -- its gRPC side and its own reflection serve the new schema too
+    local out = R.capture(BIN .. " call -plaintext -d '{\"text\":\"through\"}' 127.0.0.1:" .. gw.port
+      .. " gw.Library/Echo 2>&1")
+    assert.matches('"text": "through"', out, 1, true)
+    -- the rule naming faults.Faults.Echo does not compile against it: the old schema stays,
+    -- its call reaching gw.Library's server (UNIMPLEMENTED)
+    code, body = G.request(ruled, "/refl/echo/hi")
+    assert.are.equal(501, code, body)
+    code = G.request(ruled, "/v1/shelves/1/books/2")
+    assert.are.equal(404, code)
   end)
 end)
 

@@ -309,6 +309,30 @@ describe("path matching", function()
     assert.are.same({ 'example.v1.Messaging.Shelf name: "a/b/c"' }, { call(t, "GET", "/v1/any/a%2Fb/c") })
   end)
 
+  it("matches a path equal to a template of literals alone by a look-up, as the walk would", function()
+    local t = pc.transcoder(pool, { http = { rules = { { selector = "example.v1.Messaging.Unbound", get = "/z/a:b",
+      additional_bindings = { { get = "/z/a%3Ab" }, { get = "/z/a%2Fb" }, { get = "/z/{text=lit}" },
+        { get = "/z/{text}/c" }, { delete = "/z/*/c" } } } } } })
+    local function match(method, path)
+      local route, b = t:match(method, path)
+      if not route then return tostring(b) end
+      local out = { route.template, t.set.router.visits.visits }
+      for _, x in ipairs(b) do out[#out + 1] = x.field .. "=" .. x.value end
+      return out
+    end
+    assert.are.same({ "/z/a:b", 0 }, match("GET", "/z/a:b")) -- the verb before the whole segment
+    assert.are.same({ "/z/a%3Ab", 3 }, match("GET", "/z/a%3Ab")) -- walked: the path has escapes
+    assert.are.same({ "/z/a%2Fb", 3 }, match("GET", "/z/a%2Fb"))
+    assert.are.same("NOT_FOUND: no route for GET /z/a/b", match("GET", "/z/a/b"))
+    assert.are.same({ "/z/{text=lit}", 3, "text=lit" }, match("GET", "/z/lit")) -- literals that bind
+    assert.are.same({ "/z/{text}/c", 4, "text=x" }, match("GET", "/z/x/c"))
+    assert.are.same({ "/z/*/c", 4 }, match("DELETE", "/z/x/c"))
+    assert.are.same({ "/v1/shelves/special", 0 }, { tc:match("GET", "/v1/shelves/special").template,
+      tc.set.router.visits.visits })
+    -- another method's rule of the same path is walked: a variable's, here
+    assert.are.same({ 'example.v1.Messaging.Shelf name: "special"' }, { call(tc, "DELETE", "/v1/shelves/special") })
+  end)
+
   it("walks as many trie nodes with 2000 rules as with one (a trie, not a list)", function()
     local rules = {}
     for i = 1, 2000 do
@@ -752,6 +776,9 @@ describe("headers", function()
         { "Grpc-Metadata-K-Bin", "AAE=" } } })
     local t = pc.transcoder(pool, { headers = { "X-Request-Id" } })
     assert.are.same({ { { "x-request-id", "r" } } }, { t:metadata { ["X-Request-Id"] = "r", Authorization = "a" } })
+    -- names in any case, whatever the first letter's
+    assert.are.same({ { { "x-request-id", "r" }, { "k", "v" } } },
+      { t:metadata { { "x-REQUEST-id", "r" }, { "host", "h" }, { "gRPC-METADATA-k", "v" } } })
     local md, err = tc:metadata { { "Grpc-Timeout", "1x" } }
     assert.are.same({ nil, "INVALID_ARGUMENT: bad Grpc-Timeout '1x'", 400 }, { md, tostring(err), err.http_status })
     md, err = tc:metadata { { "Grpc-Metadata-K-Bin", "@@" } }

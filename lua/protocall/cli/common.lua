@@ -391,13 +391,19 @@ function M.connect(flags, target, cmd)
   return transport
 end
 
+-- The options of a reflection client (protocall.rpc.reflection) with
+-- the -H metadata and the -max-time deadline of `flags`.
+function M.reflection_options(flags, cmd)
+  local opts = { metadata = M.metadata_of(flags, cmd) }
+  if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end
+  return opts
+end
+
 -- Runs fn(r) with a reflection client of TARGET; returns fn's result, or
 -- on failure nil and the exit status (a symbol the server lacks: one line,
 -- `missing` .. the symbol, status 1; other failures as a call's).
 function M.with_reflection(flags, transport, fn, missing, cmd)
-  local opts = { metadata = M.metadata_of(flags, cmd) }
-  if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end
-  local r = reflection.client(transport, opts)
+  local r = reflection.client(transport, M.reflection_options(flags, cmd))
   local ok, res = pcall(fn, r)
   r.close()
   if ok then return res end

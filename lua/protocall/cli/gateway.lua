@@ -7,9 +7,10 @@
 local pc = require "protocall"
 local common = require "protocall.cli.common"
 local sched = require "protocall.sched"
+local reflection = require "protocall.rpc.reflection"
 
-local ipairs, pcall, tostring, error, getmetatable = ipairs, pcall, tostring, error, getmetatable
-local format = string.format
+local ipairs, pairs, pcall, tostring, error, getmetatable = ipairs, pairs, pcall, tostring, error, getmetatable
+local format, concat, sort = string.format, table.concat, table.sort
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
 local metadata_problem = require("protocall.core").metadata_problem
 
@@ -19,19 +20,22 @@ M.gateway = {
   summary = "a REST/JSON, gRPC-Web and Connect gateway in front of a gRPC server",
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
     validate = "bool", timeout = "number", unbound = "bool", ["listen-cert"] = "string",
-    ["listen-key"] = "string", cors = "list" }),
-  usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE] [-rules FILE] [-header NAME ...]\n" ..
-          "       [-timeout SECONDS] [-validate] [-unbound] [-cors ORIGIN ...] [-plaintext | TLS flags]\n" ..
-          "       UPSTREAM",
+    ["listen-key"] = "string", cors = "list", refresh = "number" }),
+  usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
+          "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-cors ORIGIN ...]\n" ..
+          "       [-plaintext | TLS flags] UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
           "UPSTREAM (host:port, a URL or dns:/unix: as `protocall call` takes it): REST/JSON\n" ..
           "requests by the google.api.http annotations of the schema and the rules of\n" ..
           "-rules (a google.api.Service's http section as JSON: {\"rules\": [...]}), and\n" ..
           "gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as gRPC. The schema\n" ..
-          "comes from -proto/-protoset, else from UPSTREAM's reflection service (read once,\n" ..
-          "at start). -header passes a request header on as metadata for REST requests\n" ..
-          "(besides Authorization and Grpc-Metadata-*); -timeout is every REST route's\n" ..
-          "deadline (a shorter Grpc-Timeout wins); -validate refuses requests breaking\n" ..
+          "comes from -proto/-protoset, else from UPSTREAM's reflection service: read at\n" ..
+          "start, then again every -refresh SECONDS (default 60; 0: never); a changed\n" ..
+          "schema is served from then on (calls in flight end on the old one), and a\n" ..
+          "read that fails or a schema whose rules do not compile keeps the current one,\n" ..
+          "saying why on stderr. -header passes a request header on as metadata for REST\n" ..
+          "requests (besides Authorization and Grpc-Metadata-*); -timeout is every REST\n" ..
+          "route's deadline (a shorter Grpc-Timeout wins); -validate refuses requests breaking\n" ..
           "their protovalidate rules before they reach UPSTREAM; -unbound serves methods\n" ..
           "without a rule as POST /pkg.Service/Method. -cors lets browser pages of ORIGIN\n" ..
           "(scheme://host[:port], or *) call it (pc.listen's cors option: preflights and\n" ..
@@ -196,19 +200,63 @@ local function services_of(pool, names)
   return out
 end
 
--- The upstream's schema by reflection: its pool and services (reflection
--- itself left out).
-local function by_reflection(flags, transport)
-  return common.with_reflection(flags, transport, function(r)
-    local names = {}
-    for _, s in ipairs(r.services()) do
-      if not s:find("^grpc%.reflection%.") then
-        r.symbol(s)
-        names[#names + 1] = s
+-- The upstream's schema through the reflection client `r`: {pool =,
+-- services = (reflection itself left out), key = what the schema is made
+-- of (the same answer makes the same key)}. Raises the failure.
+local function reflect(r)
+  local names = {}
+  for _, s in ipairs(r.services()) do
+    if not s:find("^grpc%.reflection%.") then
+      r.symbol(s)
+      names[#names + 1] = s
+    end
+  end
+  local files, key, list = r.files(), { concat(names, "\0") }, {}
+  for name in pairs(files) do list[#list + 1] = name end
+  sort(list)
+  for _, name in ipairs(list) do key[#key + 1] = #name .. ":" .. name .. #files[name] .. ":" .. files[name] end
+  return { pool = r.pool, services = names, key = concat(key, "\0") }
+end
+
+-- Reads the upstream's schema again every `seconds` (a task of the
+-- scheduler) and serves it on `listener` when it changed (`got`: the
+-- schema served now); a read that fails or a schema that does not make a
+-- server (no service, rules that do not compile) keeps the current one,
+-- each said once on stderr.
+local function refresh_task(flags, transport, listener, got, seconds)
+  local opts = common.reflection_options(flags, "gateway")
+  local said -- the last failure written
+  local function say(line)
+    if line == said then return end
+    said = line
+    stderr:write("protocall gateway: ", line, "\n")
+    stderr:flush()
+  end
+  pc.spawn(function()
+    while true do
+      pc.sleep(seconds)
+      local r = reflection.client(transport, opts)
+      local ok, new = pcall(reflect, r)
+      r.close()
+      if not ok then
+        say("reading the upstream's schema again failed, the current one stays: " .. tostring(new))
+      elseif new.key ~= got.key then
+        local okS, err = #new.services > 0, "no service in the schema"
+        local server
+        if okS then okS, server = pcall(M.gateway_server, new.pool, transport, new.services) end
+        if okS then okS, err = pcall(listener.set_server, listener, server) else err = err or server end
+        if okS then
+          got, said = new, nil
+          say(format("the upstream's schema changed: serving it (%d services)", #new.services))
+        else
+          say("the upstream's changed schema is not served, the current one stays: "
+            .. tostring(err):gsub("^pc%.listen: ", ""))
+        end
+      else
+        said = nil
       end
     end
-    return { pool = r.pool, services = names }
-  end, nil, "gateway")
+  end)
 end
 
 function M.gateway.run(flags, args)
@@ -220,14 +268,19 @@ function M.gateway.run(flags, args)
   if t ~= nil and not (t > 0 and t < math.huge) then
     usage_error("gateway", "-timeout: a positive number of seconds expected, got " .. tostring(t))
   end
+  local refresh = flags.refresh
+  if refresh ~= nil and common.has_schema(flags) then
+    usage_error("gateway", "-refresh: for a schema from UPSTREAM's reflection, not with -proto/-protoset")
+  end
   local transport = common.connect(flags, args[1], "gateway")
-  local pool, services
+  local pool, services, got
   if common.has_schema(flags) then
     local names
     pool, names = common.load_schemas(flags)
     services = services_of(pool, names)
   else
-    local got, status = by_reflection(flags, transport)
+    local status
+    got, status = common.with_reflection(flags, transport, reflect, nil, "gateway")
     if not got then return status end
     pool, services = got.pool, got.services
   end
@@ -250,6 +303,7 @@ function M.gateway.run(flags, args)
     listener.port, args[1], #services))
   stderr:flush()
   pc.spawn(function() listener:serve() end)
+  if got and (refresh or 60) > 0 then refresh_task(flags, transport, listener, got, refresh or 60) end
   pc.run()
   return 0
 end

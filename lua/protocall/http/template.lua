@@ -158,12 +158,36 @@ end
 
 -- The router: a trie of segments. node = {lit = {text = node}, star =
 -- node, dstar = node, ends = {[verb or ""] = {[http method] = route}}}.
--- A "**" node has only ends ('**' is last).
+-- A "**" node has only ends ('**' is last). Beside it, `exact` holds the
+-- templates of literals alone, binding nothing, by their text
+-- ("/v1/echo", "/v1/x:verb"):
+-- {[text] = {[http method] = route}}, what a path without escapes that
+-- equals one is matched by before (and instead of) the walk.
 local Router = {}
 Router.__index = Router
 
 --- router = M.router(): an empty router.
-function M.router() return setmetatable({ root = {} }, Router) end
+function M.router() return setmetatable({ root = {}, exact = {} }, Router) end
+
+-- The text a path equal to template `t` has when `t` is literals alone
+-- and its path can only be matched whole by it, or nil: a literal or verb
+-- that decoded holds '/', ':' or '%' (a "%2F" literal is one segment the
+-- path's text would split; a "%3A" one reads as a verb) is left to the
+-- walk, which alone reads such a path right.
+local function exact_text(t)
+  if t.vars[1] then return nil end -- "{name=shelves}" is literals that bind
+  local parts = {}
+  for i, s in ipairs(t.segments) do
+    if s.kind ~= "lit" or s.text:find("[/:%%]") then return nil end
+    parts[i] = s.text
+  end
+  local text = "/" .. concat(parts, "/")
+  if t.verb then
+    if t.verb:find("[/:%%]") then return nil end
+    text = text .. ":" .. t.verb
+  end
+  return text
+end
 
 --- route | nil, other = router:add(t, http_method, route): adds the
 -- parsed template `t` for `http_method`; nil and the route already there
@@ -189,6 +213,12 @@ function Router:add(t, http_method, route)
   node.ends[t.verb or ""] = byverb
   if byverb[http_method] then return nil, byverb[http_method] end
   byverb[http_method] = route
+  local text = exact_text(t)
+  if text then
+    local e = self.exact[text] or {}
+    self.exact[text] = e
+    e[http_method] = route
+  end
   return route
 end
 
@@ -223,16 +253,29 @@ local function walk(node, segs, i, n, verb, method, found)
   return at_end(node.dstar, verb, method, found)
 end
 
+-- The `visits` of a match by the `exact` table: no trie node walked.
+local NO_VISITS = { visits = 0 }
+
 --- route, raw, n | nil, why = router:match(http_method, path): the route
 -- of `path` (no query string), its raw (undecoded) segments and their
 -- count (the verb cut off the last). A last segment with
 -- ':' is tried first as segment ":" verb, then whole (a literal ':' in an
 -- id). nil and "not found", "method not allowed" (the path matches for
 -- other methods), or "bad path: ..." (no leading '/', a bad
--- percent-escape, a "." or ".." segment). `router.visits.visits` counts
--- the trie nodes the last match walked (what a test of the cost reads).
+-- percent-escape, a "." or ".." segment). A path with no '%' equal to a
+-- template of literals alone with a route for `http_method` is matched by
+-- one table look-up, with no loop (the route the walk finds first: a
+-- literal comes before '*' and '**' at every segment, a verb before the
+-- whole segment); raw and n are nil then (there is nothing to bind).
+-- `router.visits.visits` counts the trie nodes the last match walked
+-- (what a test of the cost reads; 0 for a look-up).
 function Router:match(method, path)
   if path:sub(1, 1) ~= "/" then return nil, "bad path: no leading '/'" end
+  local exact = self.exact[path] -- its texts have no '%': a path with escapes is walked
+  if exact and exact[method] then
+    self.visits = NO_VISITS
+    return exact[method]
+  end
   local raw, n, pos = {}, 0, 2
   while true do
     local slash = path:find("/", pos, true)

@@ -18,8 +18,8 @@ local metadata_problem = require("protocall.core").metadata_problem
 local template = require "protocall.http.template"
 local rules = require "protocall.http.rules"
 
-local type, pairs, ipairs, tostring, tonumber, pcall, setmetatable, error =
-  type, pairs, ipairs, tostring, tonumber, pcall, setmetatable, error
+local type, pairs, ipairs, next, tostring, tonumber, pcall, setmetatable, error =
+  type, pairs, ipairs, next, tostring, tonumber, pcall, setmetatable, error
 local format, concat, byte, lower = string.format, table.concat, string.byte, string.lower
 local Error, codes, argerror = errors.Error, internal.codes, internal.argerror
 local from_json, to_json, merge = json.from_json, json.to_json, message.merge
@@ -39,6 +39,8 @@ local HTTP_STATUS = {
   UNIMPLEMENTED = 501, INTERNAL = 500, UNAVAILABLE = 503, DATA_LOSS = 500,
 }
 M.HTTP_STATUS = HTTP_STATUS
+
+local OPEN_BRACE = byte("{")
 
 local function invalid(msg) return Error { code = "INVALID_ARGUMENT", message = msg, http_status = 400 } end
 
@@ -288,8 +290,13 @@ function M.transcoder(pool, opts)
   if problem then argerror("transcoder", problem, 2, 2) end
   local set, err = rules.compile(pool, opts.services, opts)
   if not set then error(err, 2) end
-  local allow = {}
-  for _, h in ipairs(opts.headers or { "authorization" }) do allow[lower(h)] = true end
+  -- the allow-list by lowercased name; `first`: the first bytes (either
+  -- case) a header tc:metadata reads can begin with, "grpc-*" or allowed
+  local allow, first = {}, { [byte("g")] = true, [byte("G")] = true }
+  for _, h in ipairs(opts.headers or { "authorization" }) do
+    allow[lower(h)] = true
+    if h ~= "" then first[byte(lower(h))], first[byte(h:upper())] = true, true end
+  end
   local timeouts = opts.timeouts or {}
   for name in pairs(timeouts) do
     local known = false
@@ -297,14 +304,22 @@ function M.transcoder(pool, opts)
     if not known then argerror("transcoder", format("timeouts['%s']: no route of that method", shown(name)), 2, 2) end
   end
   for _, r in ipairs(set.routes) do r.timeout = timeouts[r.method] or opts.timeout end
+  -- the JSON options as the C readers and writers take them: nil when
+  -- there are none (an options table, even empty, is read key by key)
+  local json_opts = {}
+  for k, v in pairs(opts.json or {}) do json_opts[k] = v end
+  local read_opts = nil
+  if opts.ignore_unknown_fields ~= nil or opts.max_depth ~= nil then
+    read_opts = { ignore_unknown = opts.ignore_unknown_fields, max_depth = opts.max_depth }
+  end
   return setmetatable({
-    set = set, pool = pool, allow = allow,
+    set = set, pool = pool, allow = allow, first = first,
     ignore_unknown_query = opts.ignore_unknown_query, ignore_unknown_fields = opts.ignore_unknown_fields,
     max_query_bytes = opts.max_query_bytes or 65536, max_query_params = opts.max_query_params or 1024,
-    max_depth = opts.max_depth, json = opts.json or {}, max_body_bytes = opts.max_body_bytes or 4194304,
+    max_depth = opts.max_depth, json = json_opts, max_body_bytes = opts.max_body_bytes or 4194304,
     validate = opts.validate and true or nil,
-    -- pc.from_json's options for bodies, made once
-    read_opts = { ignore_unknown = opts.ignore_unknown_fields, max_depth = opts.max_depth },
+    -- pc.to_json's options, nil when none; pc.from_json's for bodies
+    write_opts = next(json_opts) ~= nil and json_opts or nil, read_opts = read_opts,
   }, Transcoder)
 end
 
@@ -367,8 +382,9 @@ function Transcoder:match(http_method, target)
     end
     return nil, invalid(raw)
   end
-  local bindings = {}
-  for i, v in ipairs(route.vars) do
+  local bindings, vars = {}, route.vars
+  for i = 1, #vars do -- not ipairs: an empty loop would start a trace of its own under LuaJIT
+    local v = vars[i]
     bindings[i] = { field = v.field, value = template.binding(v, raw, n, route.fully_decode) }
   end
   return route, bindings, query
@@ -506,6 +522,7 @@ end
 -- the sources fields_error needs, false when there are none, or nil and
 -- the pc.Error of a bad variable or parameter.
 local function fields_json(self, route, bindings, query)
+  if (not bindings or bindings[1] == nil) and (route.body == "*" or not query or query == "") then return false end
   local tree, sources, any = { order = {} }, {}, false
   if bindings then
     for i, b in ipairs(bindings) do
@@ -687,7 +704,7 @@ function Transcoder:request_bytes(route, bindings, query, body, content_type)
       message = format("body of %d bytes (at most %d)", #body, self.max_body_bytes) }
   end
   local T = route.input
-  if rb == "" or body:find("^%s*$") then body = "{}" end
+  if rb == "" or (byte(body) ~= OPEN_BRACE and body:find("^%s*$")) then body = "{}" end -- a JSON object: not blank
   local text, sources = fields_json(self, route, bindings, query)
   if text == nil then -- a bad variable or parameter: a bad body is said first, as tc:request does
     local _, err = json_to_wire(T, body, self.read_opts)
@@ -721,9 +738,9 @@ local function field_json(self, route, msg, f)
   local v = msg[f.name]
   if f.type == "message" and not f.repeated then
     if v == nil then return "{}" end
-    return to_json(v, self.json)
+    return to_json(v, self.write_opts)
   end
-  local s = to_json(route.output { [f.name] = v }, self.json)
+  local s = to_json(route.output { [f.name] = v }, self.write_opts)
   return s:match('^{%s*"[^"]*":%s*(.-)%s*}$') or default_json(self, f)
 end
 
@@ -744,7 +761,7 @@ function Transcoder:response(route, msg)
     return hb.data, ct ~= "" and ct or "application/octet-stream"
   end
   if f then return field_json(self, route, msg, f), "application/json" end
-  return to_json(msg, self.json), "application/json"
+  return to_json(msg, self.write_opts), "application/json"
 end
 
 --- body, content_type | nil, err = tc:response_bytes(route, bytes):
@@ -761,7 +778,7 @@ function Transcoder:response_bytes(route, bytes)
     if not msg then return nil, Error { code = "INTERNAL", message = "response of " .. route.method .. ": " .. err } end
     return self:response(route, msg)
   end
-  local body, err = wire_to_json(route.output, bytes, self.json)
+  local body, err = wire_to_json(route.output, bytes, self.write_opts)
   if not body then return nil, Error { code = "INTERNAL", message = "response of " .. route.method .. ": " .. err } end
   return body, "application/json"
 end
@@ -909,6 +926,7 @@ local function metadata_header(self, md, timeout, bytes, name, value)
     argerror("metadata", format("header %s: string name and value expected, got %s and %s",
       type(name) == "string" and "'" .. shown(name) .. "'" or tostring(name), type(name), type(value)), 3)
   end
+  if not self.first[byte(name)] then return nil, timeout, bytes end -- no lower(): most headers end here
   local lname = lower(name)
   local key
   if byte(lname) == GRPC and lname:sub(1, 14) == "grpc-metadata-" then

@@ -366,6 +366,24 @@ function Listener:shutdown(grace)
   c:close() -- a serve task waiting on it wakes at once
 end
 
+--- `listener:set_server(server)`: serves the pc.server `server` from now
+-- on, in place of the one given to pc.listen (or to the last set_server):
+-- a call takes the server (and with `rest`, the REST routes) current when
+-- it starts and keeps them to its end, so calls in flight finish on the
+-- old one; the address, its connections and the options stay. With the
+-- `rest` option the routes are compiled first from `server`'s schema with
+-- the same options, and when they do not compile this raises "pc.listen:
+-- rest: ..." naming the rule, the old server staying. What `protocall
+-- gateway -refresh` does with a schema its upstream's reflection changed.
+function Listener:set_server(server)
+  if not is_server(server) then
+    error("bad argument #1 to 'set_server' (protocall.Server expected, got " .. type(server) .. ")", 2)
+  end
+  local tc = self.rest and rest.transcoder(server, self.rest_option, self.max_receive)
+  -- one step, no yield between: a call starting sees both or neither
+  self.server, self.rest = server, tc
+end
+
 --- `listener:connections()` -> connections open now (0 once shut down).
 function Listener:connections()
   if self.finished then return 0 end
@@ -543,8 +561,8 @@ function M.listen(server, address, opts)
     plain_http = tc ~= nil,
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
-  return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false, rest = tc },
-    Listener)
+  return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false, rest = tc,
+    rest_option = opts.rest, max_receive = opts.max_receive_size }, Listener)
 end
 
 return M

@@ -61,7 +61,7 @@ _Static_assert(offsetof(pc_GrpcSession, m) == 0,
  * no start block). */
 #define PLAN_MAX   16
 /* Live parts whose placements are tried: 2^PLAN_LIVE subsets, at most. */
-#define PLAN_LIVE  10
+#define PLAN_LIVE  8
 #define PLAN_ALIGN ((size_t)16)
 /* Bytes the first session takes its memory from (more in blocks of their
  * own); grown or shrunk to the start block once laid out, so the pages the
@@ -75,6 +75,7 @@ struct pc_GrpcStartPlan {
   unsigned char *scratch; /* SCRATCH bytes the first session takes from, then the block */
   size_t used;            /* ...of them */
   int overflow;           /* more than PLAN_MAX of them */
+  int spilled;            /* the first session took memory past the scratch */
   size_t n;               /* allocations noted */
   size_t size[PLAN_MAX];
   unsigned char kind[PLAN_MAX]; /* kPiece_ */
@@ -90,11 +91,6 @@ static size_t page_size(void) {
 
 static size_t align_up(size_t n, size_t a) {
   return (n + a - 1) / a * a;
-}
-
-static int cmp_size(const void *a, const void *b) {
-  size_t x = *(const size_t *)a, y = *(const size_t *)b;
-  return (x > y) - (x < y);
 }
 
 static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
@@ -135,17 +131,19 @@ static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
    * wherever the block starts, some of the live parts placed before the
    * span end its first partial page within 'd' bytes of its end, so the
    * span's two partial pages hold 'd' bytes together. */
-  size_t sums[1u << PLAN_LIVE], ns = (size_t)1 << nl;
-  for (size_t m = 0; m < ns; m++) {
-    size_t f = 0;
-    for (size_t j = 0; j < nl; j++)
-      if (m >> j & 1) f += align_up(pl->size[live[j]], PLAN_ALIGN);
-    sums[m] = f % page;
+  size_t sums[1u << PLAN_LIVE], mods[1u << PLAN_LIVE], ns = (size_t)1 << nl;
+  sums[0] = mods[0] = 0;
+  for (size_t m = 1; m < ns; m++) { /* the sum of 'm' less its lowest part, plus that part */
+    size_t j = 0;
+    while (!(m >> j & 1)) j++;
+    sums[m] = sums[m & (m - 1)] + align_up(pl->size[live[j]], PLAN_ALIGN);
+    size_t r = sums[m] % page, k = m; /* insertion-sorted into mods */
+    for (; k > 0 && mods[k - 1] > r; k--) mods[k] = mods[k - 1];
+    mods[k] = r;
   }
-  qsort(sums, ns, sizeof sums[0], cmp_size);
-  size_t d = sums[0] + page - sums[ns - 1];
+  size_t d = mods[0] + page - mods[ns - 1];
   for (size_t m = 1; m < ns; m++)
-    if (sums[m] - sums[m - 1] > d) d = sums[m] - sums[m - 1];
+    if (mods[m] - mods[m - 1] > d) d = mods[m] - mods[m - 1];
   size_t span = dead + (d % page + page - dead % page) % page;
   size_t size = lsum + span;
   unsigned char *b = pc_GrpcMem_Alloc(&s->m, scratch, SCRATCH, size);
@@ -155,9 +153,7 @@ static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
   uintptr_t base = (uintptr_t)b, mask = ~(uintptr_t)(page - 1);
   size_t best = 0, best_whole = 0;
   for (size_t m = 0; m < ns; m++) {
-    size_t f = 0;
-    for (size_t j = 0; j < nl; j++)
-      if (m >> j & 1) f += align_up(pl->size[live[j]], PLAN_ALIGN);
+    size_t f = sums[m];
     uintptr_t lo = (base + f + page - 1) & mask, hi = (base + f + span) & mask;
     size_t whole = hi > lo ? (size_t)(hi - lo) : 0;
     if (whole > best_whole) {
@@ -242,6 +238,7 @@ static void *ng_alloc(pc_GrpcSession *s, size_t size, int zero) {
       pl->n++;
     }
     if (p) return p;
+    pl->spilled = 1;
   } else if (pl && s->block) {
     if (pl->next < pl->n && pl->size[pl->next] == size) {
       unsigned char *p = s->block + pl->off[pl->next];
@@ -486,7 +483,9 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
     plan.recording = 1;
     r = new_session(s, cb, opt, &first);
     plan.recording = 0;
-    if (r == 0) nghttp2_session_del(first);
+    /* All of it in the scratch, it owns nothing else (no stream yet):
+     * the scratch goes, no need to delete it piece by piece. */
+    if (r == 0 && plan.spilled) nghttp2_session_del(first);
     plan_block(s, &plan, page_size());
   }
   if (r == 0) r = new_session(s, cb, opt, &s->session);
@@ -588,8 +587,7 @@ static int zero_ok(const pc_GrpcSession *s, const unsigned char *q, size_t page)
     const unsigned char *a = s->block + s->zero_off[z], *b = a + s->zero_len[z];
     if (a < q) a = q;
     if (b > q + page) b = q + page;
-    for (; a < b; a++)
-      if (*a) return 0;
+    if (a < b && (*a != 0 || memcmp(a, a + 1, (size_t)(b - a) - 1) != 0)) return 0;
   }
   return 1;
 }

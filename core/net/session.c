@@ -52,10 +52,11 @@ _Static_assert(offsetof(pc_GrpcSession, m) == 0,
  * stream is open) span whole pages between the live parts, placed before
  * and after them so that they fill the partial pages: what stays is the
  * live parts and less than the largest gap between their sums, modulo a
- * page (about 6 KB). The sizes are learnt from a first session made and
- * deleted at once (nghttp2's allocations depend on its version and the
- * options); a second session that allocates otherwise gets blocks of its
- * own from where it differs. */
+ * page (about 6 KB). The sizes are learnt from a first session made in a
+ * scratch block and dropped with it (nghttp2's allocations depend on its
+ * version and the options; the scratch then becomes the start block); a
+ * second session that allocates otherwise gets blocks of its own from
+ * where it differs. */
 
 /* Allocations of a session being made that are laid out, at most (else
  * no start block). */
@@ -471,7 +472,7 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
   } else {
     nghttp2_option_set_max_reserved_remote_streams(opt, 0);
   }
-  /* A first session tells what nghttp2 allocates (then deleted), the
+  /* A first session tells what nghttp2 allocates (then dropped), the
    * second is made in the start block laid out for it. */
   struct pc_GrpcStartPlan plan;
   memset(&plan, 0, sizeof plan);

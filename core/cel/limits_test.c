@@ -157,6 +157,7 @@ static void full_match(void) {
   char why[256];
   pc_CelRegex *re = pc_CelRegex_New("a|ab", 4, why, sizeof why);
   CHECK(re != NULL);
+  if (re == NULL) return;
   CHECK(pc_CelRegex_FullMatch(re, "ab", 2) == 1);
   CHECK(pc_CelRegex_FullMatch(re, "a", 1) == 1);
   CHECK(pc_CelRegex_FullMatch(re, "abc", 3) == 0);
@@ -164,10 +165,13 @@ static void full_match(void) {
   CHECK(pc_CelRegex_Match(re, "xab", 3) == 1);
   pc_CelRegex_Free(re);
   char *text = malloc(PC_CEL_MAX_PATTERN + 2);
+  CHECK(text != NULL);
+  if (text == NULL) return;
   memset(text, 'a', PC_CEL_MAX_PATTERN + 1);
   for (size_t len = PC_CEL_MAX_PATTERN - 5; len <= PC_CEL_MAX_PATTERN; len++) {
     re = pc_CelRegex_New(text, len, why, sizeof why);
     CHECK(re != NULL);
+    if (re == NULL) continue;
     CHECK(pc_CelRegex_FullMatch(re, text, len) == 1);
     CHECK(pc_CelRegex_FullMatch(re, text, len - 1) == 0);
     CHECK(pc_CelRegex_FullMatch(re, text, len + 1) == 0);

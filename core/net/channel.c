@@ -50,7 +50,7 @@ struct pc_GrpcChannel {
   void *ud;
   pc_GrpcChannelOptions o; /* strings owned */
   char *authority;
-  char where[300];      /* "host:port" or "unix:path", for messages */
+  char *where;          /* "host:port" or "unix:path", for messages */
   pc_NetTlsClient *tls; /* with o.tls: shared by the connections (made at the first) */
   Conn *conns;
   pc_GrpcCall *calls;
@@ -406,21 +406,23 @@ pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *all
   ch->o.server_name = dup_opt(ch, o->server_name, &ok);
   ch->o.user_agent = dup_opt(ch, o->user_agent, &ok);
   ch->o.unix_path = dup_opt(ch, o->unix_path, &ok);
+  char where[300];
   if (ok && ch->o.unix_path) {
-    snprintf(ch->where, sizeof ch->where, "unix%s:%.280s", o->unix_abstract ? "-abstract" : "",
+    snprintf(where, sizeof where, "unix%s:%.280s", o->unix_abstract ? "-abstract" : "",
              ch->o.unix_path);
     const char *host = o->server_name && o->server_name[0] ? o->server_name : "localhost";
     size_t n = strlen(host) + 1;
     ch->authority = mem(ch, NULL, 0, n); /* freed as strlen + 1 */
     if (ch->authority) memcpy(ch->authority, host, n);
   } else if (ok) {
-    snprintf(ch->where, sizeof ch->where, "%.250s:%.20s", ch->o.host, ch->o.port);
+    snprintf(where, sizeof where, "%.250s:%.20s", ch->o.host, ch->o.port);
     const char *host = o->server_name && o->server_name[0] ? o->server_name : ch->o.host;
     const char *fmt = strchr(host, ':') ? "[%s]:%s" : "%s:%s";
     size_t n = (size_t)snprintf(NULL, 0, fmt, host, ch->o.port) + 1;
     ch->authority = mem(ch, NULL, 0, n); /* freed as strlen + 1 */
     if (ch->authority) snprintf(ch->authority, n, fmt, host, ch->o.port);
   }
+  if (ok) ch->where = dup_opt(ch, where, &ok); /* a block of its own: names are short */
   if (!ok || ch->authority == NULL) {
     pc_GrpcChannel_Free(ch);
     goto oom;
@@ -457,6 +459,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->o.unix_path);
   pc_NetTlsClient_Free(ch->tls);
   free_opt(ch, ch->authority);
+  free_opt(ch, ch->where);
   free_opt(ch, ch->backoff.why);
   pc_GrpcWakeList_Free(&ch->wake);
   mem(ch, ch, sizeof *ch, 0);

@@ -7,7 +7,6 @@
  * stalled), a truncated message, a
  * client reset, deadlines, flow control of a client that does not read,
  * wake tokens, graceful shutdown, and every allocation failing. */
-#define _DEFAULT_SOURCE /* mincore */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "net/server.h"
@@ -20,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 /* -- the client side ------------------------------------------------------- */
@@ -594,18 +592,10 @@ static void web_calls(void) {
   }
 }
 
-/* How many of the whole pages of nghttp2's frame buffer of 'c' are
- * resident (mincore). */
+/* How many of the pages of 'c' that go back at rest (nghttp2's frame
+ * buffer's, its stream map's) are resident (mincore). */
 static size_t frames_resident(pc_GrpcServerConn *c) {
-  const pc_GrpcSession *h2 = (const pc_GrpcSession *)c; /* its first member */
-  long ps = sysconf(_SC_PAGESIZE);
-  uintptr_t page = (uintptr_t)ps, lo = (uintptr_t)h2->frames + h2->frames_edge;
-  uintptr_t hi = ((uintptr_t)h2->frames + h2->frames_size) & ~(page - 1);
-  unsigned char vec[16];
-  size_t n = (hi - lo) / page, in = 0;
-  if (n > sizeof vec || mincore((void *)lo, hi - lo, vec) != 0) return (size_t)-1;
-  for (size_t i = 0; i < n; i++) in += vec[i] & 1;
-  return in;
+  return pc_GrpcSession_RestResident((const pc_GrpcSession *)c); /* its first member */
 }
 
 /* Once its calls are closed a connection gives the whole pages of

@@ -1,6 +1,6 @@
 /* The nghttp2 plumbing of both engines (see session_internal.h). */
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED */
+#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED, mincore */
 
 #include "net/session_internal.h"
 
@@ -38,48 +38,279 @@ void *pc_GrpcMem_Zalloc(const pc_GrpcMem *m, size_t n) {
 _Static_assert(offsetof(pc_GrpcSession, m) == 0,
                "nghttp2's user data is the session's first member");
 
-/* Notes the frame buffer: the one large block nghttp2 allocates while the
- * session is made (the session, its HPACK tables and its stream map are
- * the others, all small). */
+/* -- the start block ------------------------------------------------------ */
+
+/* What nghttp2 allocates while a session is made stays as long as the
+ * session: nghttp2 1.52 makes six blocks (its session struct, 2.9 KB; two
+ * HPACK rings, 1 KB each; the stream map's table, 4 KB, calloc'd; the
+ * frame buffer's chain, 48 B, and the frame buffer, 16 KB). Blocks of their
+ * own, each spanning pages partly, keep about 13 KB resident at rest
+ * however the frame buffer's whole pages go back: the map's table is
+ * touched whole, and each large block's partial pages at both ends hold
+ * about a page. Laid out in one block instead, the dead parts (the frame
+ * buffer, and the map's table when it reads zero, as it does while no
+ * stream is open) span whole pages between the live parts, placed before
+ * and after them so that they fill the partial pages: what stays is the
+ * live parts and less than the largest gap between their sums, modulo a
+ * page (about 6 KB). The sizes are learnt from a first session made in a
+ * scratch block and dropped with it (nghttp2's allocations depend on its
+ * version and the options; the scratch then becomes the start block); a
+ * second session that allocates otherwise gets blocks of its own from
+ * where it differs. */
+
+/* Allocations of a session being made that are laid out, at most (else
+ * no start block). */
+#define PLAN_MAX   16
+/* Live parts whose placements are tried: 2^PLAN_LIVE subsets, at most. */
+#define PLAN_LIVE  8
+#define PLAN_ALIGN ((size_t)16)
+/* Bytes the first session takes its memory from (more in blocks of their
+ * own); grown or shrunk to the start block once laid out, so the pages the
+ * first session touched are the second's. */
+#define SCRATCH    ((size_t)32 * 1024)
+
+enum { kPiece_Live, kPiece_Zero, kPiece_Frames };
+
+struct pc_GrpcStartPlan {
+  int recording;          /* the first session: sizes noted, its memory from 'scratch' */
+  unsigned char *scratch; /* SCRATCH bytes the first session takes from, then the block */
+  size_t used;            /* ...of them */
+  int overflow;           /* more than PLAN_MAX of them */
+  int spilled;            /* the first session took memory past the scratch */
+  size_t n;               /* allocations noted */
+  size_t size[PLAN_MAX];
+  unsigned char kind[PLAN_MAX]; /* kPiece_ */
+  size_t off[PLAN_MAX];         /* in the block */
+  size_t next;                  /* the second session's next (past n: it differed) */
+  size_t lo, hi;                /* the block's whole dead pages, offsets */
+};
+
+static size_t page_size(void) {
+  long ps = sysconf(_SC_PAGESIZE);
+  return ps > 0 ? (size_t)ps : 4096;
+}
+
+static size_t align_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
+                   unsigned char *scratch);
+
+/* Makes the start block (of the scratch) for the sizes 'pl' noted and
+ * lays them out. Leaves 's->block' NULL when there is nothing to gain or
+ * no memory. The scratch is the block or freed. */
+static void plan_block(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page) {
+  unsigned char *scratch = pl->scratch;
+  pl->scratch = NULL;
+  if (pl->overflow || !lay_out(s, pl, page, scratch)) pc_GrpcMem_Alloc(&s->m, scratch, SCRATCH, 0);
+}
+
+/* plan_block's work: 1 when 'scratch' became the start block. */
+static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
+                   unsigned char *scratch) {
+  size_t live[PLAN_LIVE], nl = 0, dead = 0, lsum = 0, zeros = 0;
+  int frames = 0;
+  for (size_t i = 0; i < pl->n; i++) {
+    size_t slot = align_up(pl->size[i], PLAN_ALIGN);
+    if (pl->kind[i] == kPiece_Frames && !frames) {
+      frames = 1;
+    } else if (pl->kind[i] == kPiece_Zero && zeros < 2) {
+      zeros++;
+    } else {
+      pl->kind[i] = kPiece_Live;
+      if (nl == PLAN_LIVE) return 0;
+      live[nl++] = i;
+      lsum += slot;
+      continue;
+    }
+    dead += slot;
+  }
+  if (dead < 2 * page) return 0; /* not worth it */
+  /* The dead span (the dead parts, then slack) is 'd' modulo a page, the
+   * largest gap between the live parts' subset sums modulo a page: then
+   * wherever the block starts, some of the live parts placed before the
+   * span end its first partial page within 'd' bytes of its end, so the
+   * span's two partial pages hold 'd' bytes together. */
+  size_t sums[1u << PLAN_LIVE], mods[1u << PLAN_LIVE], ns = (size_t)1 << nl;
+  sums[0] = mods[0] = 0;
+  for (size_t m = 1; m < ns; m++) { /* the sum of 'm' less its lowest part, plus that part */
+    size_t j = 0;
+    while (!(m >> j & 1)) j++;
+    sums[m] = sums[m & (m - 1)] + align_up(pl->size[live[j]], PLAN_ALIGN);
+    size_t r = sums[m] % page, k = m; /* insertion-sorted into mods */
+    for (; k > 0 && mods[k - 1] > r; k--) mods[k] = mods[k - 1];
+    mods[k] = r;
+  }
+  size_t d = mods[0] + page - mods[ns - 1];
+  for (size_t m = 1; m < ns; m++)
+    if (mods[m] - mods[m - 1] > d) d = mods[m] - mods[m - 1];
+  size_t span = dead + (d % page + page - dead % page) % page;
+  size_t size = lsum + span;
+  unsigned char *b = pc_GrpcMem_Alloc(&s->m, scratch, SCRATCH, size);
+  if (b == NULL) return 0;
+  /* The live parts before the span: the subset leaving the fewest bytes
+   * outside whole pages of the span. */
+  uintptr_t base = (uintptr_t)b, mask = ~(uintptr_t)(page - 1);
+  size_t best = 0, best_whole = 0;
+  for (size_t m = 0; m < ns; m++) {
+    size_t f = sums[m];
+    uintptr_t lo = (base + f + page - 1) & mask, hi = (base + f + span) & mask;
+    size_t whole = hi > lo ? (size_t)(hi - lo) : 0;
+    if (whole > best_whole) {
+      best_whole = whole;
+      best = m;
+    }
+  }
+  size_t at = 0;
+  for (size_t j = 0; j < nl; j++)
+    if (best >> j & 1) {
+      pl->off[live[j]] = at;
+      at += align_up(pl->size[live[j]], PLAN_ALIGN);
+    }
+  size_t lo = (size_t)(((base + at + page - 1) & mask) - base);
+  size_t hi = (size_t)(((base + at + span) & mask) - base);
+  for (size_t i = 0; i < pl->n; i++)
+    if (pl->kind[i] != kPiece_Live) {
+      pl->off[i] = at;
+      at += align_up(pl->size[i], PLAN_ALIGN);
+    }
+  at = size; /* the live parts after the span end the block */
+  for (size_t j = nl; j-- > 0;)
+    if (!(best >> j & 1)) {
+      at -= align_up(pl->size[live[j]], PLAN_ALIGN);
+      pl->off[live[j]] = at;
+    }
+  pl->lo = lo;
+  pl->hi = hi > lo ? hi : lo;
+  s->block = b;
+  s->block_size = size;
+  s->block_live = 0;
+  return 1;
+}
+
+static int in_block(const pc_GrpcSession *s, const void *p) {
+  const unsigned char *q = p;
+  return s->block && q >= s->block && q < s->block + s->block_size;
+}
+
+/* Notes the frame buffer of a session without a start block: the one
+ * large block nghttp2 allocates while the session is made. */
 static void note_frames(pc_GrpcSession *s, unsigned char *p, size_t size) {
   if (!s->starting || p == NULL || size < FRAMES_MIN || s->frames) return;
-  long ps = sysconf(_SC_PAGESIZE);
-  uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, a = (uintptr_t)p;
   s->frames = p;
   s->frames_size = size;
-  s->frames_edge = (size_t)(((a + page - 1) & ~(page - 1)) - a);
-  s->frames_dirty = s->frames_new = 1; /* the allocator may have handed out pages in use before */
+}
+
+/* Takes a piece of nghttp2 memory out of the start block: the frame
+ * buffer's pages go back no more, the map's table needs no zero check. */
+static void block_free(pc_GrpcSession *s, void *ptr) {
+  size_t off = (size_t)((unsigned char *)ptr - s->block);
+  if (ptr == s->frames) s->frames = NULL;
+  for (int z = 0; z < 2; z++)
+    if (s->zero_len[z] && s->zero_off[z] == off) s->zero_len[z] = 0;
+  if (s->block_live > 0 && --s->block_live > 0) return;
+  pc_GrpcMem_Alloc(&s->m, s->block, s->block_size, 0);
+  s->block = NULL;
+  s->rest_lo = s->rest_hi = NULL;
 }
 
 /* nghttp2 allocates through the connection's allocator, in blocks that
- * keep their size (pc_Grpc_BlockRealloc); malloc(0) gives a block, as
- * libc's does. The user data is the session ('m' is its first member). */
-static void *ng_malloc(size_t size, void *ud) {
-  pc_GrpcSession *s = ud;
+ * keep their size (pc_Grpc_BlockRealloc), or while the session is made
+ * from the start block; malloc(0) gives a block, as libc's does. The user
+ * data is the session ('m' is its first member). */
+static void *ng_alloc(pc_GrpcSession *s, size_t size, int zero) {
+  struct pc_GrpcStartPlan *pl = s->starting ? s->plan : NULL;
+  if (pl && pl->recording) {
+    size_t slot = align_up(size, PLAN_ALIGN);
+    unsigned char *p = NULL;
+    if (pl->used <= SCRATCH && slot <= SCRATCH - pl->used) {
+      p = pl->scratch + pl->used;
+      pl->used += slot;
+      if (zero) memset(p, 0, size);
+    }
+    if (pl->n == PLAN_MAX) {
+      pl->overflow = 1;
+    } else {
+      pl->size[pl->n] = size;
+      pl->kind[pl->n] = size >= FRAMES_MIN            ? kPiece_Frames
+                        : zero && size >= page_size() ? kPiece_Zero
+                                                      : kPiece_Live;
+      pl->n++;
+    }
+    if (p) return p;
+    pl->spilled = 1;
+  } else if (pl && s->block) {
+    if (pl->next < pl->n && pl->size[pl->next] == size) {
+      unsigned char *p = s->block + pl->off[pl->next];
+      if (pl->kind[pl->next] == kPiece_Frames) {
+        s->frames = p;
+        s->frames_size = size;
+      }
+      pl->next++;
+      s->block_live++;
+      if (zero) memset(p, 0, size);
+      return p;
+    }
+    pl->next = PLAN_MAX + 1; /* it differs from here on */
+  }
   void *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, NULL, size ? size : 1);
+  if (p && zero) memset(p, 0, size);
   note_frames(s, p, size);
   return p;
 }
 
+static void *ng_malloc(size_t size, void *ud) {
+  return ng_alloc(ud, size, 0);
+}
+
+/* 'p' is of the first session's scratch (freed with it). */
+static int in_scratch(const pc_GrpcSession *s, const void *p) {
+  const unsigned char *q = p, *b = s->plan ? s->plan->scratch : NULL;
+  return b && q >= b && q < b + SCRATCH;
+}
+
 static void ng_free(void *ptr, void *ud) {
   pc_GrpcSession *s = ud;
-  if (ptr == NULL) return;
-  if (ptr == s->frames) s->frames = NULL;
+  if (ptr == NULL || in_scratch(s, ptr)) return;
+  if (in_block(s, ptr)) {
+    block_free(s, ptr);
+    return;
+  }
+  if (ptr == s->frames) {
+    s->frames = NULL;
+    s->rest_lo = s->rest_hi = NULL;
+  }
   pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, ptr, 0);
 }
 
 static void *ng_calloc(size_t n, size_t size, void *ud) {
   if (size != 0 && n > SIZE_MAX / size) return NULL;
-  void *p = ng_malloc(n * size, ud);
-  if (p) memset(p, 0, n * size);
-  return p;
+  return ng_alloc(ud, n * size, 1);
 }
 
 static void *ng_realloc(void *ptr, size_t size, void *ud) {
   pc_GrpcSession *s = ud;
   if (ptr == NULL) return ng_malloc(size, ud);
+  if (in_scratch(s, ptr)) { /* nghttp2 never does */
+    unsigned char *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, NULL, size ? size : 1);
+    size_t left = (size_t)(s->plan->scratch + SCRATCH - (unsigned char *)ptr);
+    if (p) memcpy(p, ptr, size < left ? size : left);
+    return p;
+  }
+  if (in_block(s, ptr)) { /* nghttp2 never does: out to a block of its own */
+    unsigned char *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, NULL, size ? size : 1);
+    if (p == NULL) return NULL;
+    size_t left = (size_t)(s->block + s->block_size - (unsigned char *)ptr);
+    memcpy(p, ptr, size < left ? size : left);
+    block_free(s, ptr);
+    return p;
+  }
   void *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, ptr, size);
-  if (p && ptr == s->frames) s->frames = NULL; /* nghttp2 never does; not followed */
+  if (p && ptr == s->frames) { /* nghttp2 never does: not followed */
+    s->frames = NULL;
+    s->rest_lo = s->rest_hi = NULL;
+  }
   return p;
 }
 
@@ -172,6 +403,39 @@ void pc_GrpcSession_OutOfMemory(const pc_GrpcSession *s, pc_Error *err) {
   out_of_memory(s->role, err);
 }
 
+/* Makes the role's session into '*out' (nghttp2's result). */
+static int new_session(pc_GrpcSession *s, const nghttp2_session_callbacks *cb,
+                       const nghttp2_option *opt, nghttp2_session **out) {
+  s->starting = 1;
+  int r = s->role->server ? nghttp2_session_server_new3(out, cb, s, opt, &s->mem)
+                          : nghttp2_session_client_new3(out, cb, s, opt, &s->mem);
+  s->starting = 0;
+  return r;
+}
+
+/* The pages that go back at rest: the start block's dead span when the
+ * session was made as planned, else the frame buffer's whole pages. */
+static void rest_pages(pc_GrpcSession *s, const struct pc_GrpcStartPlan *pl) {
+  s->rest_lo = s->rest_hi = NULL;
+  if (s->block && pl->next == pl->n) {
+    int z = 0;
+    for (size_t i = 0; i < pl->n; i++)
+      if (pl->kind[i] == kPiece_Zero && z < 2) {
+        s->zero_off[z] = pl->off[i];
+        s->zero_len[z++] = pl->size[i];
+      }
+    s->rest_lo = s->block + pl->lo;
+    s->rest_hi = s->block + pl->hi;
+  } else if (s->frames) {
+    uintptr_t page = page_size(), a = (uintptr_t)s->frames, mask = ~(page - 1);
+    s->rest_lo = s->frames + (((a + page - 1) & mask) - a);
+    s->rest_hi = s->frames + (((a + s->frames_size) & mask) - a);
+  }
+  if (s->rest_hi <= s->rest_lo) s->rest_lo = s->rest_hi = NULL;
+  /* the allocator may have handed out pages in use before */
+  s->frames_dirty = s->frames_new = s->rest_lo != NULL;
+}
+
 /* The body of pc_GrpcSession_Start but for the error. */
 static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
   const pc_GrpcSessionRole *role = s->role;
@@ -197,8 +461,6 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
    * an older one resets the stream PROTOCOL_ERROR). */
   nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(opt, 1);
 #endif
-  int r;
-  s->starting = 1;
   if (role->server) {
     /* The engine's token bucket answers with ENHANCE_YOUR_CALM first. */
     nghttp2_option_set_stream_reset_rate_limit(opt, 1u << 30, 1u << 30);
@@ -207,18 +469,39 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
      * priority tree (an nghttp2_stream, 224 bytes, per recently closed
      * call). */
     nghttp2_option_set_no_closed_streams(opt, 1);
-    r = nghttp2_session_server_new3(&s->session, cb, s, opt, &s->mem);
   } else {
     nghttp2_option_set_max_reserved_remote_streams(opt, 0);
-    r = nghttp2_session_client_new3(&s->session, cb, s, opt, &s->mem);
   }
-  s->starting = 0;
+  /* A first session tells what nghttp2 allocates (then dropped), the
+   * second is made in the start block laid out for it. */
+  struct pc_GrpcStartPlan plan;
+  memset(&plan, 0, sizeof plan);
+  plan.scratch = pc_GrpcMem_Alloc(&s->m, NULL, 0, SCRATCH);
+  int r = 0;
+  s->plan = &plan;
+  if (plan.scratch) { /* else no start block */
+    nghttp2_session *first = NULL;
+    plan.recording = 1;
+    r = new_session(s, cb, opt, &first);
+    plan.recording = 0;
+    /* All of it in the scratch, it owns nothing else (no stream yet):
+     * the scratch goes, no need to delete it piece by piece. */
+    if (r == 0 && plan.spilled) nghttp2_session_del(first);
+    plan_block(s, &plan, page_size());
+  }
+  if (r == 0) r = new_session(s, cb, opt, &s->session);
+  s->plan = NULL;
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
+  if (s->block && s->block_live == 0) { /* nothing taken from it */
+    pc_GrpcMem_Alloc(&s->m, s->block, s->block_size, 0);
+    s->block = NULL;
+  }
   if (r != 0) {
     s->session = NULL;
     return 0;
   }
+  rest_pages(s, &plan);
   uint32_t sw = settings->stream_window ? settings->stream_window : PC_GRPC_DEFAULT_STREAM_WINDOW;
   uint32_t cw =
       settings->connection_window ? settings->connection_window : PC_GRPC_DEFAULT_CONNECTION_WINDOW;
@@ -245,6 +528,7 @@ int pc_GrpcSession_Start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settin
 void pc_GrpcSession_Free(pc_GrpcSession *s, size_t size) {
   pc_GrpcMem m = s->m;
   if (s->session) nghttp2_session_del(s->session);
+  if (s->block) pc_GrpcMem_Alloc(&m, s->block, s->block_size, 0); /* nghttp2 freed its pieces */
   if (s->said) pc_GrpcMem_Alloc(&m, s->said, strlen(s->said) + 1, 0);
   pc_GrpcBuf_Free(m.alloc, m.ud, &s->out);
   pc_GrpcMem_Alloc(&m, s, size, 0);
@@ -272,8 +556,8 @@ int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
     s->quiet = 0;
     ssize_t n = nghttp2_session_mem_send(s->session, &p);
     if (n > 0) s->rest_at = 0;
-    if (n > 0 && s->frames && p >= s->frames && p < s->frames + s->frames_size &&
-        (size_t)(p - s->frames) + (size_t)n > s->frames_edge)
+    if (n > 0 && (uintptr_t)p < (uintptr_t)s->rest_hi &&
+        (uintptr_t)p + (size_t)n > (uintptr_t)s->rest_lo)
       s->frames_dirty = 1;
     if (n < 0) {
       snprintf(why, size, "HTTP/2 session failed: %s", nghttp2_strerror((int)n));
@@ -296,13 +580,26 @@ int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
   return 1;
 }
 
+/* The page at 'q' holds none of the parts that must read zero, or they
+ * do. */
+static int zero_ok(const pc_GrpcSession *s, const unsigned char *q, size_t page) {
+  for (int z = 0; z < 2; z++) {
+    if (s->zero_len[z] == 0) continue;
+    const unsigned char *a = s->block + s->zero_off[z], *b = a + s->zero_len[z];
+    if (a < q) a = q;
+    if (b > q + page) b = q + page;
+    if (a < b && (*a != 0 || memcmp(a, a + 1, (size_t)(b - a) - 1) != 0)) return 0;
+  }
+  return 1;
+}
+
 void pc_GrpcSession_Rest(pc_GrpcSession *s) {
   if (s->out_pos == s->out.len && s->out.cap > 0) {
     pc_GrpcBuf_Free(s->m.alloc, s->m.ud,
                     &s->out); /* the next Fill makes one as large as it needs */
     s->out_pos = 0;
   }
-  if (s->frames == NULL || !s->frames_dirty || !s->quiet) return;
+  if (s->rest_lo == NULL || !s->frames_dirty || !s->quiet) return;
   if (!s->frames_new) {
     double now = pc_Clock_Monotonic();
     if (s->rest_at == 0) s->rest_at = now;
@@ -310,15 +607,33 @@ void pc_GrpcSession_Rest(pc_GrpcSession *s) {
   }
   s->frames_new = 0;
   s->rest_at = 0;
-  long ps = sysconf(_SC_PAGESIZE);
-  uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, a = (uintptr_t)s->frames;
-  size_t end = (size_t)(((a + s->frames_size) & ~(page - 1)) - a); /* of the last whole page */
   s->frames_dirty = 0;
-  /* Private memory reads back as zeros, shared or file-backed memory as
-   * what backs it: either way nothing nghttp2 will read before writing. A
+  /* Private memory reads back as zeros, shared memory as what was written
+   * (a page of the map's table goes back only when it reads zero): either
+   * way nothing nghttp2 will read before writing reads otherwise. A
    * failure (memory locked, say) leaves the pages as they are. */
-  if (end > s->frames_edge)
-    (void)madvise(s->frames + s->frames_edge, end - s->frames_edge, MADV_DONTNEED);
+  size_t page = page_size();
+  unsigned char *run = NULL;
+  for (unsigned char *q = s->rest_lo; q <= s->rest_hi; q += page) {
+    int ok = q < s->rest_hi && zero_ok(s, q, page);
+    if (ok && run == NULL) run = q;
+    if (!ok && run) {
+      (void)madvise(run, (size_t)(q - run), MADV_DONTNEED);
+      run = NULL;
+    }
+  }
+}
+
+size_t pc_GrpcSession_RestResident(const pc_GrpcSession *s) {
+  size_t page = page_size(), in = 0;
+  unsigned char vec[64];
+  for (unsigned char *q = s->rest_lo; q < s->rest_hi; q += page * sizeof vec) {
+    size_t len = (size_t)(s->rest_hi - q);
+    if (len > page * sizeof vec) len = page * sizeof vec;
+    if (mincore(q, len, vec) != 0) return (size_t)-1;
+    for (size_t k = 0; k < len / page; k++) in += vec[k] & 1;
+  }
+  return in;
 }
 
 size_t pc_GrpcSession_Output(const pc_GrpcSession *s, const char **data) {

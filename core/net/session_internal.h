@@ -104,18 +104,34 @@ typedef struct {
   size_t out_pos;
   /* nghttp2's frame buffer: the 16 KiB chunk it serializes every outgoing
    * frame into, allocated with the session and kept as long (nghttp2 has
-   * no setting for it); its whole pages go back to the system while the
-   * connection rests (pc_GrpcSession_Rest). */
+   * no setting for it). */
   unsigned char *frames;
   size_t frames_size;
-  size_t frames_edge; /* offset of its first whole page */
-  int frames_dirty;   /* written past 'frames_edge' since its pages last went back */
-  int frames_new;     /* ...and they never went back: the allocator's pages as they came */
-  double rest_at;     /* monotonic seconds the session was first found resting with
-                       * written pages, 0: it has sent since */
-  double rest_delay;  /* seconds it rests before they go back: PC_GRPC_REST_DELAY */
-  int quiet;          /* the last nghttp2_session_mem_send had nothing to send */
-  int starting;       /* inside nghttp2_session_*_new3 (its allocations) */
+  /* The start block: one allocation holding what nghttp2 allocates while
+   * the session is made (its session struct, HPACK rings, stream map and
+   * frame buffer; the sizes learnt from a session made and deleted first),
+   * laid out so that what is dead or zero at rest (the frame buffer, the
+   * stream map's table) spans whole pages between the live parts, which
+   * fill the partial pages at both ends. NULL when the sizes did not
+   * match (each allocation is a block of its own then). */
+  unsigned char *block;
+  size_t block_size;
+  unsigned block_live; /* its pieces nghttp2 has not freed */
+  /* Whole pages that go back at rest (pc_GrpcSession_Rest): of the start
+   * block's dead span, else of the frame buffer; NULL, NULL: none. */
+  unsigned char *rest_lo, *rest_hi;
+  /* Parts of the rest pages that must read zero for a page to go back
+   * (nghttp2's stream map while no stream is open): offsets in 'block',
+   * 'zero_len' 0 once nghttp2 freed it. */
+  size_t zero_off[2], zero_len[2];
+  struct pc_GrpcStartPlan *plan; /* while starting: the layout being made */
+  int frames_dirty;              /* written into the rest pages since they last went back */
+  int frames_new;    /* ...and they never went back: the allocator's pages as they came */
+  double rest_at;    /* monotonic seconds the session was first found resting with
+                      * written pages, 0: it has sent since */
+  double rest_delay; /* seconds it rests before they go back: PC_GRPC_REST_DELAY */
+  int quiet;         /* the last nghttp2_session_mem_send had nothing to send */
+  int starting;      /* inside nghttp2_session_*_new3 (its allocations) */
 } pc_GrpcSession;
 
 /* A zeroed block of 'size' bytes (an engine of 'role', which outlives it)
@@ -170,16 +186,28 @@ int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size);
 
 /* An engine calls it (from its Output, which the drivers call every
  * round) while its streams are all closed. Frees the output buffer when
- * all of it was written, and gives the whole pages of nghttp2's frame
- * buffer back to the system (madvise MADV_DONTNEED) when the last Fill
- * found nothing more to send (nghttp2 rewrites the buffer before it reads
- * it again, so nothing in them is live then) and frames were written into
+ * all of it was written, and gives the rest pages ('rest_lo' to
+ * 'rest_hi': the start block's dead span, the frame buffer and the stream
+ * map's table between nghttp2's live parts, else the frame buffer's whole
+ * pages) back to the system (madvise MADV_DONTNEED) when the last Fill
+ * found nothing more to send (nghttp2 rewrites the frame buffer before it
+ * reads it again, so nothing in it is live then; a page holding a byte of
+ * the map's table that is not zero stays) and frames were written into
  * them since they last went back: at once the first time (the pages the
  * allocator handed out may have been used before), else once the session
  * has rested 'rest_delay' seconds without sending. An idle connection so
- * keeps the buffer's partial pages only (about 4 KiB instead of 16). The
- * allocator still counts the whole block. */
+ * keeps about 6 KB of what nghttp2 allocated when the session was made
+ * (nghttp2 1.52; about 13 KB as blocks of their own with the frame
+ * buffer's pages given back, 25 KB without). The allocator still counts
+ * the whole block. Memory from the allocator is taken to read back as
+ * zeros once given back (private anonymous memory, as malloc's) or as it
+ * was (shared memory). */
 void pc_GrpcSession_Rest(pc_GrpcSession *s);
+
+/* How many of the pages that go back at rest ('rest_lo' to 'rest_hi')
+ * are resident (mincore), or (size_t)-1 when the system cannot tell. For
+ * tests. */
+size_t pc_GrpcSession_RestResident(const pc_GrpcSession *s);
 
 /* The output not yet written: '*data' and the count of bytes. */
 size_t pc_GrpcSession_Output(const pc_GrpcSession *s, const char **data);

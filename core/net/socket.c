@@ -32,7 +32,8 @@ struct pc_NetSocket {
   socklen_t unix_len;         /* 0: not a Unix-domain socket, or tried */
   pc_NetTlsClient *tc;        /* the client TLS setup held (NULL: none, or a server's socket) */
   pc_NetTls *tls;             /* NULL: plain TCP; encrypted bytes wait in it until sent */
-  char where[300];            /* "host:port" */
+  char *where;                /* "host:port" (NULL: no memory for it), for messages */
+  size_t where_size;          /* ...of its block */
   char *err;       /* why it failed: NULL before (a block of its own, only on a failure) */
   size_t err_size; /* ...of that block */
   int has_cert;    /* a client certificate is configured */
@@ -50,9 +51,14 @@ static void keep_err(pc_NetSocket *s, const char *text) {
   if (s->err) memcpy(s->err, text, s->err_size);
 }
 
+/* The peer's name for messages. */
+static const char *peer_name(const pc_NetSocket *s) {
+  return s->where ? s->where : "";
+}
+
 static void set_err(pc_NetSocket *s, const char *what, const char *why) {
   char text[PC_ERROR_MAX];
-  snprintf(text, sizeof text, "%.40s %.300s: %.160s", what, s->where, why);
+  snprintf(text, sizeof text, "%.40s %.300s: %.160s", what, peer_name(s), why);
   keep_err(s, text);
 }
 
@@ -136,17 +142,28 @@ int pc_Net_UnixAddress(const char *path, int abstract, struct sockaddr_un *sa, s
   return 1;
 }
 
+/* Keeps 'text' as the socket's name for messages, in a block of its own
+ * (the name of a peer is short: no fixed array per connection). Returns 0
+ * when memory runs out. */
+static int keep_where(pc_NetSocket *s, const char *text) {
+  s->where_size = strlen(text) + 1;
+  s->where = s->alloc(s->ud, NULL, 0, s->where_size);
+  if (s->where) memcpy(s->where, text, s->where_size);
+  return s->where != NULL;
+}
+
 /* Names the peer for messages ("host:port", "unix:path"); returns the
- * host TLS names by default ("localhost" for a Unix-domain socket). */
+ * host TLS names by default ("localhost" for a Unix-domain socket), NULL
+ * when memory runs out. */
 static const char *set_where(pc_NetSocket *s, const pc_NetOptions *o) {
-  if (o->unix_path) {
-    snprintf(s->where, sizeof s->where, "unix%s:%.280s", o->unix_abstract ? "-abstract" : "",
-             o->unix_path);
-    return "localhost";
-  }
-  snprintf(s->where, sizeof s->where, strchr(o->host, ':') ? "[%.250s]:%s" : "%.250s:%s", o->host,
-           o->port);
-  return o->host;
+  char text[300];
+  const char *host = o->unix_path ? "localhost" : o->host;
+  if (o->unix_path)
+    snprintf(text, sizeof text, "unix%s:%.280s", o->unix_abstract ? "-abstract" : "", o->unix_path);
+  else
+    snprintf(text, sizeof text, strchr(o->host, ':') ? "[%.250s]:%s" : "%.250s:%s", o->host,
+             o->port);
+  return keep_where(s, text) ? host : NULL;
 }
 
 pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void *ud,
@@ -162,6 +179,11 @@ pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void
   s->ud = ud;
   s->fd = -1;
   const char *host = set_where(s, o);
+  if (host == NULL) {
+    pc_NetSocket_Close(s);
+    pc_Error_Set(err, "out of memory");
+    return NULL;
+  }
   if (o->unix_path &&
       !pc_Net_UnixAddress(o->unix_path, o->unix_abstract, &s->unix_sa, &s->unix_len, err)) {
     pc_NetSocket_Close(s);
@@ -184,7 +206,7 @@ pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void
   hints.ai_flags = AI_ADDRCONFIG;
   int r = getaddrinfo(o->host, o->port, &hints, &s->list);
   if (r != 0) {
-    pc_Error_Set(err, "resolve %s: %s", s->where, gai_strerror(r));
+    pc_Error_Set(err, "resolve %s: %s", peer_name(s), gai_strerror(r));
     s->list = NULL;
     pc_NetSocket_Close(s);
     return NULL;
@@ -284,6 +306,8 @@ int pc_NetSocket_Progress(pc_NetSocket *s) {
       return 0;
     }
     s->state = s->tls ? kHandshake : kReady;
+    if (s->list) freeaddrinfo(s->list); /* no other address is tried now */
+    s->list = s->next_ai = NULL;
   }
   if (s->state == kHandshake) {
     int r = handshake(s);
@@ -415,6 +439,7 @@ void pc_NetSocket_Close(pc_NetSocket *s) {
   if (s->fd >= 0) close(s->fd);
   if (s->list) freeaddrinfo(s->list);
   if (s->err) s->alloc(s->ud, s->err, s->err_size, 0);
+  if (s->where) s->alloc(s->ud, s->where, s->where_size, 0);
   s->alloc(s->ud, s, sizeof *s, 0);
 }
 
@@ -438,7 +463,13 @@ pc_NetSocket *pc_NetSocket_Adopt(int fd, const char *where, pc_NetTlsServer *tls
   s->ud = ud;
   s->fd = fd;
   s->state = kReady;
-  snprintf(s->where, sizeof s->where, "%.290s", where);
+  char text[300];
+  snprintf(text, sizeof text, "%.290s", where);
+  if (!keep_where(s, text)) {
+    pc_NetSocket_Close(s);
+    pc_Error_Set(err, "out of memory");
+    return NULL;
+  }
   if (tls == NULL) return s;
   s->state = kHandshake;
   s->tls = pc_NetTls_NewServer(tls);
@@ -466,6 +497,11 @@ pc_NetSocket *pc_NetSocket_NewHosted(const pc_NetOptions *o, pc_Alloc *alloc, vo
   s->state = kConnecting;
   if (o && o->tls) {
     const char *host = set_where(s, o);
+    if (host == NULL) {
+      pc_NetSocket_Close(s);
+      pc_Error_Set(err, "out of memory");
+      return NULL;
+    }
     if (!setup_tls(s, o, o->server_name && o->server_name[0] ? o->server_name : host, err)) {
       pc_NetSocket_Close(s);
       return NULL;

@@ -75,6 +75,37 @@ describe("pc.message and pc.enum", function()
     assert.are.equal(2, Strict.TWO)
   end)
 
+  it("give a new pool its own enums and types while a finalizer still reaches a freed pool's", function()
+    -- Under LuaJIT a table that an object being finalized reaches stays in
+    -- weak values for a cycle, after its pool's __gc has freed the defs: a
+    -- new pool's def at the same address got the old Enum (B read the old number).
+    local function keep_from_finalizer(v)
+      if newproxy then
+        local u = newproxy(true)
+        getmetatable(u).__gc = function() end
+        getmetatable(u).keep = v
+      else
+        setmetatable({ keep = v }, { __gc = function() end })
+      end
+    end
+    local function round(i) -- the pool is garbage once this returns
+      local p = pc.pool()
+      assert(p:load(('syntax = "proto3"; package g; enum E { Z = 0; B = %d; } message M { int32 f%d = 1; }')
+        :format(i, i % 2), { name = "g.proto" }))
+      local E, T = p:type("g.E"), p:type("g.M")
+      assert.are.equal(i, E.B)
+      assert.are.equal(p, getmetatable(E).pool)
+      assert.are.equal(p, T.pool)
+      assert.are.equal(7, T({ ["f" .. i % 2] = 7 })["f" .. i % 2])
+      keep_from_finalizer(E)
+      keep_from_finalizer(T)
+    end
+    for i = 1, 20 do
+      round(i)
+      collectgarbage()
+    end
+  end)
+
   it("reflect fields in declaration order", function()
     local f = pool:fields(Shape)
     assert.are.equal(15, #f)

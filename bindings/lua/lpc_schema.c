@@ -12,6 +12,12 @@
 #define POOL_MT LPC_POOL_MT
 #define TYPE_MT LPC_TYPE_MT
 
+/* Registry tables by address. Under LuaJIT a table in a weak value that an
+ * object being finalized reaches stays there for a collection cycle (it clears
+ * white values and userdata it found white, not such tables), after its pool's
+ * __gc has freed the defs; a new pool's def may then have the freed one's
+ * address. An Enum is such a table; Types and Pools are userdata. So an entry
+ * is used only while it still names its live pool: of_pool. */
 static char kPoolsKey;   /* registry: weak-valued pc_Pool* -> Pool */
 static char kTypesKey;   /* registry: weak-valued def -> Type / Enum */
 static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
@@ -19,6 +25,13 @@ static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
 char lpc_type_metatables_key;
 
 /* -- Pools ------------------------------------------------------------------ */
+
+/* Whether the value at 'idx' (a Pool or nil) is the live Pool of 'pool' (its
+ * __gc clears b->pool). */
+static int of_pool(lua_State *L, int idx, const pc_Pool *pool) {
+  const lpc_PoolBox *b = lua_touserdata(L, idx);
+  return b != NULL && b->pool == pool;
+}
 
 pc_Pool *lpc_check_pool(lua_State *L, int idx) {
   lpc_PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
@@ -58,7 +71,7 @@ static void push_pools(lua_State *L) {
 
 void lpc_push_host_pool(lua_State *L, pc_Pool *pool) {
   push_pools(L);
-  if (lua_rawgetp(L, -1, pool) != LUA_TNIL) {
+  if (lua_rawgetp(L, -1, pool) != LUA_TNIL && of_pool(L, -1, pool)) {
     lua_remove(L, -2);
     return;
   }
@@ -75,6 +88,10 @@ void lpc_push_host_pool(lua_State *L, pc_Pool *pool) {
 void lpc_push_pool(lua_State *L, const pc_Pool *pool) {
   push_pools(L);
   lua_rawgetp(L, -1, pool);
+  if (!of_pool(L, -1, pool)) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+  }
   lua_remove(L, -2);
 }
 
@@ -88,8 +105,13 @@ const pc_MessageDef *lpc_check_type(lua_State *L, int idx) {
 void lpc_push_type(lua_State *L, const pc_MessageDef *def) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTypesKey);
   if (lua_rawgetp(L, -1, def) != LUA_TNIL) {
-    lua_remove(L, -2);
-    return;
+    lua_getiuservalue(L, -1, 1);
+    int live = of_pool(L, -1, def->file->pool);
+    lua_pop(L, 1);
+    if (live) {
+      lua_remove(L, -2);
+      return;
+    }
   }
   lua_pop(L, 1);
   lpc_TypeBox *t = lua_newuserdatauv(L, sizeof(lpc_TypeBox), 4);
@@ -129,9 +151,14 @@ static int lpc_type_tostring(lua_State *L) {
 /* Pushes the Enum table of 'e': {NAME = number, [number] = NAME}. */
 static void push_enum(lua_State *L, const pc_EnumDef *e) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTypesKey);
-  if (lua_rawgetp(L, -1, e) != LUA_TNIL) {
-    lua_remove(L, -2);
-    return;
+  if (lua_rawgetp(L, -1, e) != LUA_TNIL && lua_getmetatable(L, -1)) {
+    lua_getfield(L, -1, "pool");
+    int live = of_pool(L, -1, e->file->pool);
+    lua_pop(L, 2);
+    if (live) {
+      lua_remove(L, -2);
+      return;
+    }
   }
   lua_pop(L, 1);
   lua_createtable(L, (int)e->value_count, (int)e->value_count);

@@ -97,11 +97,13 @@ function M.pyrequests(n, list)
   return answers
 end
 
---- server = M.start_gateway(bin, port, flags [, listen]): `bin gateway
--- -listen 127.0.0.1:0 -plaintext FLAGS 127.0.0.1:PORT` on a free port (or
--- on `listen`, "127.0.0.1:PORT"): {port, pid, pipe, url} as
--- grpc_helper.spawn_command gives (grpc_helper.stop kills it).
-function M.start_gateway(bin, port, flags, listen)
+--- server = M.start_gateway(bin, port, flags [, listen [, keep_log]]): `bin
+-- gateway -listen 127.0.0.1:0 -plaintext FLAGS 127.0.0.1:PORT` on a free
+-- port (or on `listen`, "127.0.0.1:PORT"): {port, pid, pipe, url} as
+-- grpc_helper.spawn_command gives (grpc_helper.stop kills it); with
+-- `keep_log`, `log` names the file its stdout and stderr go to (the caller
+-- removes it).
+function M.start_gateway(bin, port, flags, listen, keep_log)
   local out = os.tmpname()
   local pipe = io.popen("sh -c 'echo $$; exec " .. bin .. " gateway -listen " .. (listen or "127.0.0.1:0")
     .. " -plaintext " .. flags
@@ -110,8 +112,9 @@ function M.start_gateway(bin, port, flags, listen)
     local text = read(out)
     local pid, got = text:match("^(%d+)\n.*listening on 127%.0%.0%.1:(%d+)")
     if got then
-      os.remove(out)
-      return { port = tonumber(got), pid = pid, pipe = pipe, url = "http://127.0.0.1:" .. got }
+      if not keep_log then os.remove(out) end
+      return { port = tonumber(got), pid = pid, pipe = pipe, url = "http://127.0.0.1:" .. got,
+        log = keep_log and out or nil }
     end
     if text:find("^%d+\n.*\n") and not text:find("listening") then
       os.execute("kill -9 " .. text:match("^(%d+)") .. " 2>/dev/null")

@@ -410,6 +410,14 @@ local POOL_CONF = nginx_helper.lua_conf("@WORKERS@", [[
         location = /sleep {
             content_by_lua_block { answer("/faults.Faults/Sleep", { seconds = tonumber(ngx.var.arg_seconds) }) }
         }
+        location = /misuse {
+            content_by_lua_block {
+                local opts = { wrong = { timeoutt = 1 }, bad = { timeout = "x" } }
+                local ok, r, err = pcall(resty.call, pc, "@UPSTREAM@", "/faults.Faults/Echo", { text = "x" },
+                    opts[ngx.var.arg_case])
+                ngx.say(tostring(ok), " ", tostring(r), " ", tostring(err))
+            }
+        }
         location = /info {
             content_by_lua_block {
                 local info = resty.pool_info()
@@ -532,6 +540,15 @@ describe("nginx worker pools (resty.pool through resty.call)", function()
     assert.are.equal(before + 1, now.idle_closed)
     assert.are.equal(200, (get(nginx, "/echo?text=again")))
     assert.are.equal(1, info("wide").transports)
+  end)
+
+  it("resty.call raises misuse (an unknown or bad option) naming its own argument", function()
+    local code, body = get(nginx, "/misuse?case=wrong")
+    assert.are.equal(200, code, body)
+    assert.matches("^false .*bad argument #5 to 'call' %(unknown option 'timeoutt'%)", body)
+    code, body = get(nginx, "/misuse?case=bad")
+    assert.are.equal(200, code, body)
+    assert.matches("^false .*bad argument #5 to 'call' %(.*timeout", body)
   end)
 
   it("the upstream restarted mid-run: calls in flight get a mapped status, later ones succeed", function()

@@ -671,7 +671,17 @@ function M.call(pc, target, path, request, opts)
   local fn = client[method]
   if fn == nil then error("protocall.resty.call: " .. service .. " has no method '" .. method .. "'", 2) end
   local ok, response, meta = pcall(fn, client, request or {}, settings)
-  if not ok then return nil, response end
+  if not ok then
+    -- a failed call is an error object; a string is misuse (a bad field
+    -- of the request, an unknown or bad option): raised, naming call's
+    -- own argument
+    if type(response) == "string" then
+      local n, why = response:match("^bad argument #(%d) to '[^']*' %((.*)%)$")
+      if n then error("bad argument #" .. (n == "1" and 4 or 5) .. " to 'call' (" .. why .. ")", 2) end
+      error(response, 2)
+    end
+    return nil, response
+  end
   return response, nil, meta
 end
 

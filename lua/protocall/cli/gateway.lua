@@ -225,10 +225,11 @@ end
 -- each said once on stderr.
 local function refresh_task(flags, transport, listener, got, seconds)
   local opts = common.reflection_options(flags, "gateway")
-  local said -- the last failure written
+  local said -- the last failure written (without its reconnection backoff's figure)
   local function say(line)
-    if line == said then return end
-    said = line
+    local same = line:gsub(" %(reconnection backoff: [^)]*%)", "")
+    if same == said then return end
+    said = same
     stderr:write("protocall gateway: ", line, "\n")
     stderr:flush()
   end

@@ -513,7 +513,7 @@ static int merge_array(pc_Array *dst, const pc_Array *src, const pc_FieldDef *f,
   if (src == NULL || src->size == 0) return 1;
   if (!pc_Array_Resize(dst, base + src->size, elem, a)) return 0;
   for (size_t i = 0; i < src->size; i++) {
-    pc_Value v;
+    pc_Value v = {0}; /* copy_value writes the slot's member only (GCC -O2 warned) */
     if (!copy_value(&v, pc_Array_Get(src, i, slot), slot, f->message, a)) {
       dst->size = base + i;
       return 0;

@@ -742,6 +742,32 @@ describe("messages", function()
   end)
 
   describe("oneofs and presence", function()
+    it("setting or clearing a member that is not the one set keeps the set member and what it holds", function()
+      -- every member shares one slot and its reference: dropping it for a
+      -- member that is not set freed the set member's string or message
+      local text = "a string long enough to be collected " .. ("z"):rep(40) .. tostring(os.clock())
+      local s = Shape()
+      s.s = text
+      text = nil -- luacheck: ignore 311
+      s.q = nil
+      pc.clear(s, "r")
+      collectgarbage()
+      collectgarbage()
+      local junk = {}
+      for i = 1, 2000 do junk[i] = ("y"):rep(80) .. i end
+      assert.are.equal("s", pc.which_oneof(s, "shape"))
+      assert.matches("^a string long enough to be collected z+", s.s)
+      local m = Shape()
+      m.q = { x = 27 }
+      m.s = nil
+      collectgarbage()
+      collectgarbage()
+      for i = 1, 2000 do junk[i] = { i, i } end
+      assert.are.equal(2000, #junk)
+      assert.are.equal(27, m.q.x)
+      assert.are.equal(27, pc.to_table(m).q.x)
+    end)
+
     it("setting one member clears the others", function()
       local s = Shape { r = 1.5 }
       assert.are.equal("r", pc.which_oneof(s, "shape"))

@@ -364,6 +364,9 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
     return;
   }
   if (lua_isnil(L, v)) {
+    /* A oneof member that is not the one set: nothing to clear, and its
+     * slot (shared by every member) holds the set member's reference. */
+    if (f->case_offset != 0 && !pc_Message_Has(msg, f)) return;
     if ((f->message != NULL || singular_string) && !f->is_extension) {
       int a = lpc_push_anchor(L, obj);
       lpc_set_ref(L, a, pc_Message_Slot(msg, f), v);

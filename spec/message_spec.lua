@@ -678,6 +678,17 @@ describe("messages", function()
       assert.are.equal(20000, s.points[1].x)
     end)
 
+    it("grow Lua memory by little when one element of a big decoded list is read", function()
+      local m = pc.decode(Shape, string.rep("\82\0", 200000)) -- points (10), each empty
+      assert.are.equal(200000, #m.points)
+      collectgarbage()
+      collectgarbage()
+      local before = collectgarbage("count")
+      assert.are.equal(0, m.points[1].x)
+      assert.are.equal(0, m.points[200000].x)
+      assert.is_true(collectgarbage("count") < before + 64, "memory grew")
+    end)
+
     it("hold enums by name", function()
       local s = Shape { colors = { "RED", 2 } }
       assert.are.same({ 0, 2 }, pc.to_table(s).colors)
@@ -738,6 +749,55 @@ describe("messages", function()
       assert.is_true(rawequal(s.by_name.b, s.by_name.b))
       local t = Shape { by_name = s.by_name }
       assert.are.equal(2, t.by_name.b.y)
+    end)
+
+    it("read an entry as one object whatever value names its key, big 64-bit keys too", function()
+      local Big = pool:message("t.BigKeys", { { "mp", "map<int64,t.Point>", 1 } })
+      local big = "1152921504606846976" -- 2^60: an int64_t cdata under LuaJIT, a new one each R.int
+      local p = Point { x = 1 }
+      local s = Big { mp = { [R.int(big)] = p } }
+      assert.is_true(rawequal(p, s.mp[R.int(big)]))
+      local init = { mp = {} }
+      for i = 1, 100 do init.mp[R.int("36028797018963968") + i] = { x = i } end -- 2^55 + i
+      local m = pc.decode(Big, pc.encode(Big(init)))
+      local first = m.mp[R.int("36028797018963969")]
+      assert.are.equal(1, first.x)
+      assert.is_true(rawequal(first, m.mp[R.int("36028797018963969")]))
+      for _, v in pc.pairs(m.mp) do
+        if v.x == 1 then assert.is_true(rawequal(first, v)) end
+      end
+      if R.luajit then assert.is_true(rawequal(first, m.mp["36028797018963969"])) end
+      collectgarbage()
+      collectgarbage()
+      local before = collectgarbage("count")
+      for _ = 1, 200 do
+        for _, v in pc.pairs(m.mp) do assert.is_number(v.x) end
+      end
+      collectgarbage()
+      collectgarbage()
+      assert.is_true(collectgarbage("count") < before + 64, "memory grew")
+      -- replaced, then removed, through other values naming the key
+      m.mp[R.int("36028797018963969")] = { x = -1 }
+      assert.is_false(rawequal(first, m.mp[R.int("36028797018963969")]))
+      assert.are.equal(-1, m.mp[R.int("36028797018963969")].x)
+      m.mp[R.int("36028797018963969")] = nil
+      assert.is_nil(m.mp[R.int("36028797018963969")])
+      assert.are.equal(99, #m.mp)
+    end)
+
+    it("grow Lua memory by little when one element of a big decoded map is read", function()
+      local Ints = pool:message("t.IntKeys", { { "mp", "map<int32,t.Point>", 1 } })
+      local parts = {} -- entries of keys 128..16383 (two-byte varints), each an empty Point
+      for k = 128, 16383 do
+        parts[#parts + 1] = "\10\5\8" .. string.char(128 + k % 128, math.floor(k / 128)) .. "\18\0"
+      end
+      local m = pc.decode(Ints, table.concat(parts))
+      assert.are.equal(16256, #m.mp)
+      collectgarbage()
+      collectgarbage()
+      local before = collectgarbage("count")
+      assert.are.equal(0, m.mp[200].x)
+      assert.is_true(collectgarbage("count") < before + 64, "memory grew")
     end)
   end)
 

@@ -258,9 +258,9 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
     }
     lua_replace(L, src);
   }
-  /* Pass 1: check keys and values; by key, message objects, kept string
-   * values, and 'true' for the other values of string keys (the table's
-   * key is then the string the entry's key points into). */
+  /* Pass 1: check keys and values; by key (lpc_push_elem_key), message
+   * objects, kept string values, and 'true' for the other values of string
+   * keys (the table's key is then the string the entry's key points into). */
   int keep_key = kept_string(f, kf), keep_value = kept_string(f, vf);
   lua_newtable(L);
   int objs = lua_gettop(L);
@@ -269,13 +269,13 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
     lpc_check_scalar(L, kf, f->full_name, -2);
     if (vf->message != NULL) {
       elem_object(L, vf, -1, msg, visited);
-      lua_pushvalue(L, -3);
+      lpc_push_elem_key(L, c, -3);
       lua_insert(L, -2);
       lua_rawset(L, objs);
     } else {
       lpc_check_scalar(L, vf, f->full_name, -1);
       if (keep_key || keep_value) {
-        lua_pushvalue(L, -2);
+        lpc_push_elem_key(L, c, -2);
         if (keep_value)
           lua_pushvalue(L, -2);
         else
@@ -301,7 +301,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
       lpc_nomem(L);
     if (vf->message != NULL) {
       memset(&v, 0, sizeof(v));
-      lua_pushvalue(L, -2);
+      lpc_push_elem_key(L, c, -2);
       lua_rawget(L, objs);
       v.m = lpc_to_message(L, -1, NULL);
       lua_pop(L, 1);

@@ -405,6 +405,25 @@ int lpc_view_index(lua_State *L) {
   return index_common(L, kLpc_View);
 }
 
+void lpc_push_elem_key(lua_State *L, int c, int key) {
+  key = lua_absindex(L, key);
+  const lpc_Container *cont = lua_touserdata(L, c);
+  if (!cont->f->is_map) { /* 1, 1.0 and (LuaJIT) 1LL name one element */
+    lua_pushinteger(L, lpc_check_integer(L, cont->f->full_name, key));
+    return;
+  }
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(cont->f);
+  if (pc_FieldDef_ElemSlot(kf) == kPc_Slot_String) { /* the very string: kept keys point into it */
+    lua_pushvalue(L, key);
+    return;
+  }
+  pc_Value k = lpc_check_scalar(L, kf, cont->f->full_name, key);
+  if (lpc_key_is_cdata(kf, k)) /* LuaJIT: each cdata is a key of its own, the bits are not */
+    lua_pushlstring(L, (const char *)&k.u64, sizeof k.u64);
+  else
+    lpc_push_key(L, kf, k);
+}
+
 /* Remembers the message object at 'v' (or forgets, when nil) as element
  * 'key' (a stack index) of the container at 'c'. */
 void lpc_keep_elem(lua_State *L, int c, int key, int v) {
@@ -427,7 +446,7 @@ void lpc_keep_elem(lua_State *L, int c, int key, int v) {
     lua_pushvalue(L, -1);
     lua_setiuservalue(L, c, 2);
   }
-  lua_pushvalue(L, key);
+  lpc_push_elem_key(L, c, key);
   lua_pushvalue(L, v);
   lua_rawset(L, -3);
   lua_pop(L, 1);
@@ -436,7 +455,9 @@ void lpc_keep_elem(lua_State *L, int c, int key, int v) {
 /* Pushes element 'v' (of field 'ef', at Lua key 'key') of the container at
  * 'c': scalars as values, messages as the remembered object or a new view
  * remembered in the container's table of element objects (user value 2,
- * made sized for the container's elements). */
+ * keyed by lpc_push_elem_key; made sized for at most kLpc_ElemsPresize
+ * elements, which a big decoded container of untrusted size then grows
+ * only as its elements are read). */
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key) {
   if (ef->message == NULL) {
     lpc_push_scalar(L, ef, v);
@@ -452,7 +473,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   int elems = 0;
   if (!cont->f->is_extension) {
     if (lua_getiuservalue(L, c, 2) == LUA_TTABLE) {
-      lua_pushvalue(L, key);
+      lpc_push_elem_key(L, c, key);
       if (lua_rawget(L, -2) != LUA_TNIL && is_object_of(L, -1, v.m)) {
         lua_remove(L, -2);
         return;
@@ -462,7 +483,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
       lua_pop(L, 1);
       pc_Value all = pc_Message_Get(cont->msg, cont->f);
       size_t n = cont->f->is_map ? (all.map ? all.map->size : 0) : (all.a ? all.a->size : 0);
-      int size = n < INT32_MAX ? (int)n : 0;
+      int size = n < kLpc_ElemsPresize ? (int)n : kLpc_ElemsPresize;
       lua_createtable(L, cont->f->is_map ? 0 : size, cont->f->is_map ? size : 0);
       lua_pushvalue(L, -1);
       lua_setiuservalue(L, c, 2);
@@ -480,7 +501,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   lpc_Container *mc = lua_touserdata(L, c);
   if (mc->uv < 0) mc->uv = lpc_view_uv(mc->f);
   push_child_view(L, a - 1, mc->uv, ef->message, v.m, a);
-  lua_pushvalue(L, key);
+  lpc_push_elem_key(L, c, key);
   lua_pushvalue(L, -2);
   lua_rawset(L, elems);
   lua_replace(L, elems);

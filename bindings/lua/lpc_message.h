@@ -254,6 +254,15 @@ int lpc_standalone_uv(const pc_MessageDef *def);
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
+/* Pushes the form of key 'key' (a stack index) of the container at 'c'
+ * that keys its table of element objects (user value 2): one Lua value for
+ * each element, whatever value names it (5, 5.0 or, under LuaJIT, 5LL and
+ * "5"; an int64_t cdata, of which each is a table key of its own, as its
+ * 8 bytes). Raises on a key the container would not take. */
+void lpc_push_elem_key(lua_State *L, int c, int key);
+/* At most this many elements size a container's new table of element
+ * objects: the container's size is untrusted (decoded). */
+enum { kLpc_ElemsPresize = 64 };
 void lpc_keep_elem(lua_State *L, int c, int key, int v);
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key);
 /* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT);

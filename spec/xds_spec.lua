@@ -477,7 +477,13 @@ describe("xDS", function()
           outlier_detection = t })
       end
       assert.is_nil(od { interval = { seconds = 1 }, base_ejection_time = { seconds = 0 } })
-      assert.is_nil(od { interval = { seconds = 315576000000, nanos = 999999999 } })
+      assert.is_nil(od { interval = { seconds = 315576000000 }, max_ejection_time = { seconds = 315576000000 } })
+      -- seconds and nanos together: the detector's limit (transport/outlier.lua), so
+      -- what is ACKed the target can set
+      assert.are.equal("outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
+        .. "315576000000.999999999 s", od { interval = { seconds = 315576000000, nanos = 999999999 } })
+      assert.are.equal("outlier_detection.base_ejection_time: at most 315576000000 s expected (Duration's range), "
+        .. "got 315576000000.500000000 s", od { base_ejection_time = { seconds = 315576000000, nanos = 500000000 } })
       assert.are.equal("outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
         .. "315576000001 s", od { interval = { seconds = 315576000001 } })
       assert.are.equal("outlier_detection.interval: a duration above 0 expected (Envoy's rule), got 0",
@@ -598,6 +604,12 @@ describe("xDS", function()
           outlier_detection = { interval = { seconds = 315576000001 } } }) }
       end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: "
         .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got 315576000001 s)" },
+      { "a cluster whose outlier_detection interval is too long by its nanos", { CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
+          outlier_detection = { interval = { seconds = 315576000000, nanos = 999999999 } } }) }
+      end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: "
+        .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
+        .. "315576000000.999999999 s)" },
       { "endpoint weights summing past uint32 max", { EDS = function(enc, port)
         local function e(w) return { endpoint = { address = { socket_address = { address = "127.0.0.1",
           port_value = port } } }, load_balancing_weight = { value = w } } end

@@ -137,6 +137,15 @@ end
 -- with attempt_problem): check_call's users may take such a table as it is.
 M.CHECKED = { __name = "protocall.CheckedSettings" }
 
+--- DURATION_MAX: the longest google.protobuf.Duration protocall takes, in
+-- seconds (duration.proto's range: about 10,000 years), the whole value
+-- (seconds and nanos together) compared: the service config's durations
+-- (rpc/service_config.lua), an xDS cluster's outlier_detection
+-- (transport/xds_client.lua) and outlier detection's config
+-- (transport/outlier.lua) share it, so what a parser takes the detector
+-- takes too.
+M.DURATION_MAX = 315576000000
+
 --- check_request(name, request, level): raises "bad argument #2 to
 -- `name`" at `level` (1: the caller of check_request) unless `request`
 -- is a string (a request message's bytes).

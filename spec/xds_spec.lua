@@ -288,6 +288,34 @@ describe("xDS", function()
         ["-2"] = false })
     end)
 
+    it("refuses a range_match bound that is no int64, naming the field", function()
+      local function bounds(start, stop)
+        local m = { prefix = "", headers = { { name = "x-n", range_match = { start = start, ["end"] = stop } } } }
+        return xds_route.check_match(m, "match"), m
+      end
+      for _, case in ipairs {
+        { "abc", 5, "match.headers[0].range_match.start: an int64 expected, got \"abc\"" },
+        { 1.5, 5, "match.headers[0].range_match.start: an int64 expected, got 1.5" },
+        { 0, 2.5, "match.headers[0].range_match.end: an int64 expected, got 2.5" },
+        { 0 / 0, 5, "match.headers[0].range_match.start: an int64 expected, got nan" },
+        { 0, 2 ^ 63, "match.headers[0].range_match.end: an int64 expected, got " .. tostring(2 ^ 63) },
+        { "99999999999999999999", 5,
+          "match.headers[0].range_match.start: an int64 expected, got \"99999999999999999999\"" },
+        { true, 5, "match.headers[0].range_match.start: an int64 expected, got boolean" },
+        { 0, {}, "match.headers[0].range_match.end: an int64 expected, got table" },
+      } do
+        assert.are.equal(case[3], (bounds(case[1], case[2])))
+      end
+      -- whole floats, decimal strings and an absent bound (0) are read
+      local why, m = bounds(-5.0, "10")
+      assert.is_nil(why)
+      assert.is_true(xds.matches({ match = m }, "/p", { { "x-n", "-5" } }))
+      assert.is_false(xds.matches({ match = m }, "/p", { { "x-n", "10" } }))
+      why, m = bounds(nil, 3)
+      assert.is_nil(why)
+      assert.are.same({ "0", "3" }, m.headers[1].range_of)
+    end)
+
     it("takes a runtime_fraction's default_value out of each denominator", function()
       for _, case in ipairs { { "HUNDRED", 100 }, { 1, 10000 }, { "MILLION", 1000000 } } do
         local r = checked { prefix = "", runtime_fraction = { runtime_key = "ignored",

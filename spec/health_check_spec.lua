@@ -317,6 +317,27 @@ describe("outlier detection (outlier_detection_experimental, gRFC A50)", functio
     end)
   end)
 
+  -- the service config's durations and the detector's check share one limit,
+  -- the whole value compared: what pc.client takes the transport takes
+  it("takes durations up to Duration's limit and refuses past it, seconds and fraction together", function()
+    flaky_backends(function(addrs)
+      local t = pc.grpc(addrs)
+      pc.client("hc.Named", { pool = pool, transport = t, timeout = 5,
+        service_config = od_config { maxEjectionTime = "315576000000s", baseEjectionTime = "315576000000.000s" } })
+      assert.are.equal(315576000000, t.outlier.config.max_ejection_time)
+      assert.are.equal(315576000000, t.outlier.config.base_ejection_time)
+      local ok, err = pcall(pc.client, "hc.Named", { pool = pool, transport = t, timeout = 5,
+        service_config = od_config { maxEjectionTime = "315576000000.5s" } })
+      assert.is_false(ok)
+      assert.matches("loadBalancingConfig[0].outlier_detection_experimental.maxEjectionTime: duration of at most "
+        .. "315576000000s expected, got \"315576000000.5s\"", tostring(err), 1, true)
+      ok, err = pcall(t.set_outlier_detection, t, { max_ejection_time = 315576000000.5 })
+      assert.is_false(ok)
+      assert.matches("max_ejection_time: seconds at least 0 and at most 315576000000 expected", tostring(err), 1, true)
+      t:close()
+    end)
+  end)
+
   it("ejects by success rate: below mean - stdev * stdevFactor / 1000", function()
     flaky_backends(function(addrs)
       local t = pc.grpc(addrs)

@@ -227,4 +227,41 @@ describe("client interceptors over pc.grpc", function()
     assert.are.equal("x-attempt", m.metadata[1].key)
     assert.are.equal("1", m.metadata[1].value)
   end)
+
+  -- pc.grpc takes an attempt's settings as the client checked them: what a
+  -- per-attempt interceptor changed is checked again, not sent silently
+  -- (metadata "x" as none, compression "br" as identity) or failed in C
+  it("refuse a timeout, metadata or compression a per-attempt interceptor made wrong", function()
+    local cases = {
+      { function(call) call.timeout = "10" end, "timeout: seconds (a number) or nil expected, got string" },
+      { function(call) call.timeout = {} end, "timeout: seconds (a number) or nil expected, got table" },
+      { function(call) call.timeout = 0 / 0 end, "timeout: positive number expected" },
+      { function(call) call.metadata = "x" end, "metadata: list of {key, value} pairs expected, got string" },
+      { function(call) call.metadata = { { "k" } } end, "metadata: pair 1: {key, value} of strings expected" },
+      { function(call) call.metadata[#call.metadata + 1] = { "te", "gzip" } end,
+        "metadata key 'te' is reserved for the transport" },
+      { function(call) call.compression = "br" end, "compression 'br': expected \"gzip\" or \"identity\"" },
+    }
+    for _, case in ipairs(cases) do
+      local t = pc.grpc(server.url)
+      local c = pc.client("faults.Faults", { transport = t, timeout = 5,
+        interceptors = { { per_attempt = function(call, next) case[1](call); return next(call) end } } })
+      local ok, err = pcall(c.Metadata, c, { id = "icpt-bad" })
+      assert.is_false(ok, case[2])
+      assert.are.equal("UNKNOWN", err.code)
+      assert.are.equal("faults.Faults.Metadata: per_attempt interceptor: " .. case[2], err.message)
+      t:close()
+    end
+    -- what it changed within the rules goes as it is
+    local t = pc.grpc(server.url)
+    local c = pc.client("faults.Faults", { transport = t, timeout = 5,
+      interceptors = { { per_attempt = function(call, next)
+        call.timeout, call.compression = 4, "gzip"
+        call.metadata[#call.metadata + 1] = { "x-k", "v" }
+        return next(call)
+      end } } })
+    local m = c:Metadata { id = "icpt-ok" }
+    assert.are.equal("x-k=v", m.metadata[1].key .. "=" .. m.metadata[1].value)
+    t:close()
+  end)
 end)

@@ -77,6 +77,13 @@ describe("service_config validation", function()
       { with_retry { maxAttempts = math.huge }, "methodConfig[1].retryPolicy.maxAttempts: integer expected, got inf" },
       { { methodConfig = { { name = { {} }, timeout = "315576000001s" } } },
         "methodConfig[0].timeout: duration of at most 315576000000s expected, got \"315576000001s\"" },
+      -- the whole value against the limit, as outlier detection's check has it
+      { { methodConfig = { { name = { {} }, timeout = "315576000000.5s" } } },
+        "methodConfig[0].timeout: duration of at most 315576000000s expected, got \"315576000000.5s\"" },
+      { { loadBalancingConfig = { { outlier_detection_experimental = { maxEjectionTime = "315576000000.5s",
+        childPolicy = { { round_robin = {} } } } } } },
+        "loadBalancingConfig[0].outlier_detection_experimental.maxEjectionTime: duration of at most 315576000000s "
+          .. "expected, got \"315576000000.5s\"" },
       { with_retry { maxAttempts = false }, "methodConfig[1].retryPolicy.maxAttempts: required" },
       { with_retry { initialBackoff = "100ms" },
         "methodConfig[1].retryPolicy.initialBackoff: duration string such as \"0.1s\" expected, got \"100ms\"" },

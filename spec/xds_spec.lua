@@ -288,6 +288,34 @@ describe("xDS", function()
         ["-2"] = false })
     end)
 
+    it("refuses a range_match bound that is no int64, naming the field", function()
+      local function bounds(start, stop)
+        local m = { prefix = "", headers = { { name = "x-n", range_match = { start = start, ["end"] = stop } } } }
+        return xds_route.check_match(m, "match"), m
+      end
+      for _, case in ipairs {
+        { "abc", 5, "match.headers[0].range_match.start: an int64 expected, got \"abc\"" },
+        { 1.5, 5, "match.headers[0].range_match.start: an int64 expected, got 1.5" },
+        { 0, 2.5, "match.headers[0].range_match.end: an int64 expected, got 2.5" },
+        { 0 / 0, 5, "match.headers[0].range_match.start: an int64 expected, got nan" },
+        { 0, 2 ^ 63, "match.headers[0].range_match.end: an int64 expected, got " .. tostring(2 ^ 63) },
+        { "99999999999999999999", 5,
+          "match.headers[0].range_match.start: an int64 expected, got \"99999999999999999999\"" },
+        { true, 5, "match.headers[0].range_match.start: an int64 expected, got boolean" },
+        { 0, {}, "match.headers[0].range_match.end: an int64 expected, got table" },
+      } do
+        assert.are.equal(case[3], (bounds(case[1], case[2])))
+      end
+      -- whole floats, decimal strings and an absent bound (0) are read
+      local why, m = bounds(-5.0, "10")
+      assert.is_nil(why)
+      assert.is_true(xds.matches({ match = m }, "/p", { { "x-n", "-5" } }))
+      assert.is_false(xds.matches({ match = m }, "/p", { { "x-n", "10" } }))
+      why, m = bounds(nil, 3)
+      assert.is_nil(why)
+      assert.are.same({ "0", "3" }, m.headers[1].range_of)
+    end)
+
     it("takes a runtime_fraction's default_value out of each denominator", function()
       for _, case in ipairs { { "HUNDRED", 100 }, { 1, 10000 }, { "MILLION", 1000000 } } do
         local r = checked { prefix = "", runtime_fraction = { runtime_key = "ignored",
@@ -477,7 +505,13 @@ describe("xDS", function()
           outlier_detection = t })
       end
       assert.is_nil(od { interval = { seconds = 1 }, base_ejection_time = { seconds = 0 } })
-      assert.is_nil(od { interval = { seconds = 315576000000, nanos = 999999999 } })
+      assert.is_nil(od { interval = { seconds = 315576000000 }, max_ejection_time = { seconds = 315576000000 } })
+      -- seconds and nanos together: the detector's limit (transport/outlier.lua), so
+      -- what is ACKed the target can set
+      assert.are.equal("outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
+        .. "315576000000.999999999 s", od { interval = { seconds = 315576000000, nanos = 999999999 } })
+      assert.are.equal("outlier_detection.base_ejection_time: at most 315576000000 s expected (Duration's range), "
+        .. "got 315576000000.500000000 s", od { base_ejection_time = { seconds = 315576000000, nanos = 500000000 } })
       assert.are.equal("outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
         .. "315576000001 s", od { interval = { seconds = 315576000001 } })
       assert.are.equal("outlier_detection.interval: a duration above 0 expected (Envoy's rule), got 0",
@@ -598,6 +632,12 @@ describe("xDS", function()
           outlier_detection = { interval = { seconds = 315576000001 } } }) }
       end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: "
         .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got 315576000001 s)" },
+      { "a cluster whose outlier_detection interval is too long by its nanos", { CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
+          outlier_detection = { interval = { seconds = 315576000000, nanos = 999999999 } } }) }
+      end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: "
+        .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
+        .. "315576000000.999999999 s)" },
       { "endpoint weights summing past uint32 max", { EDS = function(enc, port)
         local function e(w) return { endpoint = { address = { socket_address = { address = "127.0.0.1",
           port_value = port } } }, load_balancing_weight = { value = w } } end

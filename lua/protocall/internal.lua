@@ -66,6 +66,28 @@ local function check_path(name, path, level)
   end
 end
 
+--- problem | nil = attempt_problem(timeout, metadata, compression): what
+-- is wrong with an attempt's compression (compression_problem), timeout
+-- (seconds or nil: the client's rule, core.check_timeout, but a timeout
+-- <= 0 is allowed: the call fails at once) or metadata ({key, value}
+-- pairs or nil: core.metadata_problem), the first found; nil when all
+-- are right. check_call's checks, and the client's of what a per-attempt
+-- interceptor hands on (rpc/client.lua).
+function M.attempt_problem(timeout, metadata, compression)
+  local problem = M.compression_problem(compression)
+  if problem then return problem end
+  if timeout ~= nil then
+    if type(timeout) ~= "number" then
+      return "timeout: seconds (a number) or nil expected, got " .. type(timeout)
+    elseif not (timeout <= 0) or timeout == -huge then -- luacheck: ignore 581 (NaN is checked)
+      local ok, why = core.check_timeout(1, timeout) -- the client's rule (call/policy.lua option_problem)
+      if not ok then return why end
+    end
+  end
+  if metadata ~= nil then return core.metadata_problem(metadata) end
+  return nil
+end
+
 --- settings = check_call(name, path, settings, level, sarg, compression):
 -- the checks of a transport's call arguments, the same for pc.grpc's
 -- (transport/grpc.lua) and pc.inproc's (rpc/inproc.lua): `path` a method
@@ -92,17 +114,7 @@ function M.check_call(name, path, settings, level, sarg, compression)
     if not SETTINGS[k] then M.argerror(name, format("unknown setting '%s'", tostring(k)), level, sarg) end
   end
   if settings.compression ~= nil then compression = settings.compression end
-  local timeout = settings.timeout
-  local problem = M.compression_problem(compression)
-  if not problem and timeout ~= nil then
-    if type(timeout) ~= "number" then
-      problem = "timeout: seconds (a number) or nil expected, got " .. type(timeout)
-    elseif not (timeout <= 0) or timeout == -huge then -- luacheck: ignore 581 (NaN is checked)
-      local ok, why = core.check_timeout(1, timeout) -- the client's rule (call/policy.lua option_problem)
-      if not ok then problem = why end
-    end
-  end
-  if not problem and settings.metadata ~= nil then problem = core.metadata_problem(settings.metadata) end
+  local problem = M.attempt_problem(settings.timeout, settings.metadata, compression)
   local with = settings.with_metadata
   if not problem and with ~= nil and type(with) ~= "boolean" then
     problem = "with_metadata: boolean expected, got " .. type(with)
@@ -120,9 +132,19 @@ function M.check_call(name, path, settings, level, sarg, compression)
 end
 
 --- CHECKED: the metatable of call settings made by protocall's own
--- attempts (rpc/attempts.lua) from options the client already checked:
--- check_call's users may take such a table as it is.
+-- attempts (rpc/attempts.lua) from options the client already checked
+-- (what a per-attempt interceptor changed too: rpc/client.lua checks it
+-- with attempt_problem): check_call's users may take such a table as it is.
 M.CHECKED = { __name = "protocall.CheckedSettings" }
+
+--- DURATION_MAX: the longest google.protobuf.Duration protocall takes, in
+-- seconds (duration.proto's range: about 10,000 years), the whole value
+-- (seconds and nanos together) compared: the service config's durations
+-- (rpc/service_config.lua), an xDS cluster's outlier_detection
+-- (transport/xds_client.lua) and outlier detection's config
+-- (transport/outlier.lua) share it, so what a parser takes the detector
+-- takes too.
+M.DURATION_MAX = 315576000000
 
 --- check_request(name, request, level): raises "bad argument #2 to
 -- `name`" at `level` (1: the caller of check_request) unless `request`

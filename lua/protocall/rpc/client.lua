@@ -33,7 +33,7 @@ local encode, decode, protect = core.encode, core.decode, core.protect
 local to_json, from_json = core.to_json, core.from_json
 local JSON_IN = { ignore_unknown = true } -- as attempts.lua reads responses
 local DEFAULT, option_problem, metadata_problem = policy.DEFAULT, policy.option_problem, core.metadata_problem
-local compression_problem = internal.compression_problem
+local compression_problem, attempt_problem = internal.compression_problem, internal.attempt_problem
 local as_message = message.as_message
 
 local M = {}
@@ -289,6 +289,10 @@ local function unary_method(c, m)
       local a = { method = full, service = service_name, name = name, request = rec.call.request,
         metadata = md, timeout = timeout, compression = compression, attempt = n or 1 }
       return interceptors.run(per_attempt_chain, 1, a, function(ac)
+        -- what the interceptors hand on is checked again: the transport
+        -- takes an attempt's settings as checked (internal.CHECKED)
+        local bad = attempt_problem(ac.timeout, ac.metadata, ac.compression)
+        if bad then error(format("%s: per_attempt interceptor: %s", full, bad), 0) end
         local bytes = rec.bytes
         if ac.request ~= rec.call.request then
           local msg = as_message(input, ac.request, full .. " request", 0)

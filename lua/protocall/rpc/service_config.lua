@@ -45,11 +45,12 @@ local function list_at(v, path)
 end
 
 -- The largest google.protobuf.Duration, in seconds (duration.proto: about
--- 10,000 years).
-local DURATION_MAX = 315576000000
+-- 10,000 years), as outlier detection's check takes it (transport/outlier.lua).
+local DURATION_MAX = internal.DURATION_MAX
 
 -- A google.protobuf.Duration in its JSON form ("0.1s", "1s", "2.000000001s")
--- as seconds, at most DURATION_MAX; `positive` refuses 0.
+-- as seconds, at most DURATION_MAX (the whole value: "315576000000.5s" is
+-- past it); `positive` refuses 0.
 local function duration_at(v, path, positive)
   if type(v) ~= "string" then
     config_error(path, "duration string such as \"0.1s\" expected, got " .. type(v))
@@ -58,10 +59,10 @@ local function duration_at(v, path, positive)
   if not int or #frac > 9 or #int > 12 or v:find("%.s$") then
     config_error(path, "duration string such as \"0.1s\" expected, got \"" .. v .. "\"")
   end
-  if tonumber(int) > DURATION_MAX then
+  local seconds = tonumber(int) + (frac ~= "" and tonumber(frac) / 10 ^ #frac or 0)
+  if seconds > DURATION_MAX then
     config_error(path, "duration of at most " .. DURATION_MAX .. "s expected, got \"" .. v .. "\"")
   end
-  local seconds = tonumber(int) + (frac ~= "" and tonumber(frac) / 10 ^ #frac or 0)
   if positive and seconds <= 0 then config_error(path, "positive duration expected, got \"" .. v .. "\"") end
   return seconds
 end

@@ -11,6 +11,7 @@
 -- ejected lowers that count by one. The sweep runs when a call picks, so
 -- an idle client does no work.
 local core = require "protocall.core"
+local internal = require "protocall.internal"
 
 local setmetatable, ipairs, pairs, type, tostring, sqrt, random, max, min, floor = setmetatable, ipairs, pairs, type,
   tostring, math.sqrt, math.random, math.max, math.min, math.floor
@@ -19,8 +20,9 @@ local monotonic = core.monotonic
 
 local M = {}
 
--- The longest google.protobuf.Duration (seconds: 10,000 years).
-local MAX_SECONDS = 315576000000
+-- The longest google.protobuf.Duration (seconds: 10,000 years), as the
+-- parsers of the configs that reach M.check take it.
+local MAX_SECONDS = internal.DURATION_MAX
 local MAX_U32 = 4294967295
 
 -- The fields of a config (M.check): each {name, default, lo, hi,

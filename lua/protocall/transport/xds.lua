@@ -229,7 +229,8 @@ local function refresh(self)
     cl.fatal = why == "absent" and "cluster " .. name .. " does not exist (CDS)" or nil
     if cds then
       if cds.outlier_key ~= cl.outlier_key then
-        -- outlier detection (gRFC A50) as the cluster says, from when its config changes
+        -- outlier detection (gRFC A50) as the cluster says, from when its config changes;
+        -- xds_client.lua NACKed a config outlier.check refuses, so this one is taken
         cl.balanced:set_outlier_detection(cds.outlier)
         cl.outlier_key = cds.outlier_key
       end

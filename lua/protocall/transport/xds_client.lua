@@ -22,6 +22,8 @@
 -- subscribing again to every name with the versions last accepted; the
 -- cache stays across reconnections, so calls go on meanwhile.
 local core = require "protocall.core"
+local internal = require "protocall.internal"
+local outlier = require "protocall.transport.outlier"
 local sched = require "protocall.sched"
 local driver = require "protocall.transport.driver"
 local protos = require "protocall.transport.xds_protos"
@@ -164,9 +166,11 @@ end
 -- Cluster.outlier_detection as transport/outlier.lua's config, mapped
 -- as gRFC A50 says (gRPC's defaults; success rate ejection unless
 -- enforcing_success_rate is 0, failure percentage ejection only when
--- enforcing_failure_percentage is above 0); or nil and "field: problem".
--- The longest google.protobuf.Duration (seconds: 10,000 years).
-local MAX_DURATION_S = 315576000000
+-- enforcing_failure_percentage is above 0), as outlier.check takes it;
+-- or nil and "field: problem".
+-- The longest google.protobuf.Duration (seconds: 10,000 years), the limit
+-- outlier.check has.
+local MAX_DURATION_S = internal.DURATION_MAX
 
 local function outlier_config(od)
   local function u32(f, default, most)
@@ -186,10 +190,11 @@ local function outlier_config(od)
         return nil, format("%s.nanos: 0..999999999 expected, got %d", at, nanos)
       end
       if secs < 0 then return nil, format("%s: a duration of at least 0 expected, got %.0f s", at, secs) end
-      if secs > MAX_DURATION_S then
-        return nil, format("%s: at most %.0f s expected (Duration's range), got %.0f s", at, MAX_DURATION_S, secs)
-      end
       s = duration(d)
+      if s > MAX_DURATION_S then -- seconds and nanos together
+        return nil, format("%s: at most %.0f s expected (Duration's range), got %.0f%s s", at, MAX_DURATION_S, secs,
+          nanos > 0 and format(".%09d", nanos) or "")
+      end
       if f == "interval" and s == 0 then return nil, at .. ": a duration above 0 expected (Envoy's rule), got 0" end
     end
     c[f] = s
@@ -214,7 +219,11 @@ local function outlier_config(od)
       minimum_hosts = u32("failure_percentage_minimum_hosts", 5),
       request_volume = u32("failure_percentage_request_volume", 50) }
   end
-  return c
+  -- what the detector refuses is the cluster's NACK, never a raise when a
+  -- target sets it (transport/xds.lua)
+  local checked, problem = outlier.check(c)
+  if not checked then return nil, "outlier_detection: " .. problem end
+  return checked
 end
 
 local CHECK = {}

@@ -45,7 +45,8 @@ local sched = require "protocall.sched"
 
 local ipairs, pairs, type, tonumber, tostring, error, pcall, setmetatable = ipairs, pairs, type, tonumber,
   tostring, error, pcall, setmetatable
-local format, lower, random, min = string.format, string.lower, math.random, math.min
+local format, lower, random, min, floor = string.format, string.lower, math.random, math.min, math.floor
+local show = internal.show
 local monotonic = core.monotonic
 
 local M = {}
@@ -93,11 +94,20 @@ end
 local INT64_MIN, INT64_MAX = "-9223372036854775808", "9223372036854775807"
 
 -- The canonical decimal of an int64 field's value: a Lua 5.4 integer, a
--- LuaJIT number or int64 cdata ("-5LL").
+-- LuaJIT number or int64 cdata ("-5LL"), a whole float, a decimal
+-- string; nil for anything else (a fraction, a value past int64, "abc").
 local function bound_of(v)
   if v == nil then return "0" end
-  if type(v) == "number" then return decimal_of(format("%d", v)) end
-  return decimal_of((tostring(v):gsub("U?LL$", "")))
+  local t, d = type(v), nil
+  if t == "number" then
+    -- a float's %d: whole and within int64 only (Lua 5.4 raises, LuaJIT truncates)
+    if v ~= floor(v) or v < -2 ^ 63 or v >= 2 ^ 63 then return nil end
+    d = decimal_of(format("%d", v))
+  elseif t == "string" or t == "cdata" then
+    d = decimal_of((tostring(v):gsub("U?LL$", "")))
+  end
+  if d == nil or compare_decimal(d, INT64_MIN) < 0 or compare_decimal(d, INT64_MAX) > 0 then return nil end
+  return d
 end
 
 local DENOMINATOR = { [0] = 100, [1] = 10000, [2] = 1000000,
@@ -134,7 +144,15 @@ function M.check_match(m, at)
       h.regex_of = re
     elseif h.range_match then
       -- int64 fields: LuaJIT decodes them as cdata
-      h.range_of = { bound_of(h.range_match.start), bound_of(h.range_match["end"]) }
+      local rm = h.range_match
+      local start, stop = bound_of(rm.start), bound_of(rm["end"])
+      local bad = not start and "start" or not stop and "end"
+      if bad then
+        local v = rm[bad]
+        return format("%s.range_match.%s: an int64 expected, got %s", hat, bad,
+          type(v) == "string" and format("%q", v:sub(1, 40)) or type(v) == "number" and show(v) or type(v))
+      end
+      h.range_of = { start, stop }
     elseif h.exact_match == nil and h.prefix_match == nil and h.suffix_match == nil and h.contains_match == nil
       and h.present_match == nil and h.string_match == nil then
       return hat .. ": exact, prefix, suffix, contains, present, safe_regex, range or string_match expected"

@@ -67,6 +67,19 @@ describe("protocall help", function()
     end)
   end
 
+  it("shows a command's usage on stdout for -h, -help and --help after it (grpcurl's -help)", function()
+    for _, flag in ipairs { "-h", "-help", "--help" } do
+      for _, name in ipairs { "call", "gateway" } do
+        local out, err, code = run(BIN .. " " .. name .. " " .. flag)
+        assert.are.equal(0, code, err)
+        assert.matches("^usage: protocall " .. name, out)
+      end
+    end
+    local _, err, code = run(BIN .. " call -helpme")
+    assert.are.equal(2, code)
+    assert.matches("unknown flag %-helpme", err)
+  end)
+
   it("shows validate's example runnable from the repository", function()
     local out = run(BIN .. " help validate")
     local example = assert(out:match("\nexample:\n(.-)\n$"))

@@ -70,6 +70,9 @@ function M.parse(cmd, spec, args, first)
     if not name then name = a:match("^%-%-?([%w][%w%-]*)$") end
     if name and a ~= "-" then
       local kind = spec[name]
+      if kind == nil and (name == "h" or name == "help") then -- grpcurl's -help: the usage, exit 0
+        error(setmetatable({ cmd = cmd, help = true }, Usage), 0)
+      end
       if kind == nil then usage_error(cmd, "unknown flag " .. a) end
       if kind == "bool" then
         if value ~= nil then usage_error(cmd, "flag -" .. name .. " takes no value") end

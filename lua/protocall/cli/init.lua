@@ -96,6 +96,10 @@ function M.main(args, env)
   end)
   if ok then return status end
   local mt = getmetatable(status)
+  if mt == common.Usage and status.help then
+    stdout:write(command_help(status.cmd))
+    return 0
+  end
   if mt == common.Usage then
     stderr:write("protocall ", status.cmd, ": ", status.msg, "\n", command_help(status.cmd))
     return 2

@@ -16,34 +16,17 @@ local FFFD = "\239\191\189"
 
 local logs -- {level, text} of each ngx.log call
 
--- Loads protocall.resty.otlp under a stub ngx; `var` becomes ngx.var.
--- Restores the global ngx and package.loaded afterwards (the modules
--- loaded under the stub are forgotten).
+-- Loads protocall.resty.otlp under a stub ngx (spec/ngx_stub.lua) in a
+-- timer's phase whose log goes to `logs`; `var` becomes ngx.var.
 local function load_otlp(var)
-  local before = {}
-  for name in pairs(package.loaded) do before[name] = true end
-  local saved_preload = package.preload["ngx.semaphore"]
-  package.preload["ngx.semaphore"] = function() return { new = function() return {} end } end
-  local saved_ngx = rawget(_G, "ngx")
-  local stub = {
-    socket = { tcp = function() end }, sleep = function() end, now = function() return 1.7e9 + 0.25 end,
-    update_time = function() end, get_phase = function() return "timer" end,
-    timer = { at = function() return true end, every = function() return true end },
-    thread = { spawn = function() end, kill = function() end },
-    worker = { exiting = function() return false end, pid = function() return 1 end, id = function() return 0 end },
+  local ngx_stub = require "ngx_stub"
+  local stub = ngx_stub.stub {
+    now = function() return 1.7e9 + 0.25 end, get_phase = function() return "timer" end,
     log = function(level, ...) logs[#logs + 1] = { level, table.concat({ ... }) } end,
-    WARN = 5, ERR = 4, var = var or {}, config = { subsystem = "http" }, status = 200,
+    var = var or {}, status = 200,
     req = { get_method = function() return "GET" end, start_time = function() return 1.7e9 end },
   }
-  rawset(_G, "ngx", stub)
-  local ok, otlp = pcall(require, "protocall.resty.otlp")
-  rawset(_G, "ngx", saved_ngx)
-  for name in pairs(package.loaded) do
-    if not before[name] then package.loaded[name] = nil end
-  end
-  package.preload["ngx.semaphore"] = saved_preload
-  assert(ok, otlp)
-  return otlp, stub
+  return ngx_stub.load("protocall.resty.otlp", stub), stub
 end
 
 -- A call as the timer's: encodes the request (as resty.call would), keeps

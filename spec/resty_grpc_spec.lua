@@ -8,31 +8,10 @@
 
 local phase = "content" -- what the stub's ngx.get_phase answers
 
--- Loads protocall.resty under a stub ngx; restores the global ngx and
--- package.loaded afterwards (the modules loaded under the stub are
--- forgotten).
+-- Loads protocall.resty under a stub ngx whose get_phase answers `phase`.
 local function load_resty()
-  local before = {}
-  for name in pairs(package.loaded) do before[name] = true end
-  local saved_preload = package.preload["ngx.semaphore"]
-  package.preload["ngx.semaphore"] = function() return { new = function() return {} end } end
-  local saved_ngx = rawget(_G, "ngx")
-  rawset(_G, "ngx", {
-    socket = { tcp = function() end }, sleep = function() end, now = function() return 1.7e9 end,
-    update_time = function() end, get_phase = function() return phase end,
-    timer = { at = function() return true end, every = function() return true end },
-    thread = { spawn = function() end, kill = function() end },
-    worker = { exiting = function() return false end, pid = function() return 1 end, id = function() return 0 end },
-    log = function() end, WARN = 5, ERR = 4, var = {}, config = { subsystem = "http" },
-  })
-  local ok, resty = pcall(require, "protocall.resty")
-  rawset(_G, "ngx", saved_ngx)
-  for name in pairs(package.loaded) do
-    if not before[name] then package.loaded[name] = nil end
-  end
-  package.preload["ngx.semaphore"] = saved_preload
-  assert(ok, resty)
-  return resty
+  local ngx_stub = require "ngx_stub"
+  return ngx_stub.load("protocall.resty", ngx_stub.stub { get_phase = function() return phase end })
 end
 
 -- A stub protocall module: pc.grpc(target, opts) records its options and

@@ -69,6 +69,28 @@ _Static_assert(offsetof(pc_GrpcSession, m) == 0,
  * first session touched are the second's. */
 #define SCRATCH    ((size_t)32 * 1024)
 
+/* Under AddressSanitizer each piece of the scratch and of the start block
+ * is followed by a poisoned gap, and what is not handed out to nghttp2
+ * (gaps, slack, pieces not yet taken or freed) stays poisoned: an
+ * overflow from one piece into the next is reported as between blocks of
+ * their own, not hidden inside one allocation. Release builds lay the
+ * pieces out with no gap. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PC_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PC_ASAN 1
+#endif
+#endif
+#ifdef PC_ASAN
+#include <sanitizer/asan_interface.h>
+#define PLAN_GAP ((size_t)32)
+#else
+#define PLAN_GAP                          ((size_t)0)
+#define ASAN_POISON_MEMORY_REGION(p, n)   ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#endif
+
 enum { kPiece_Live, kPiece_Zero, kPiece_Frames };
 
 struct pc_GrpcStartPlan {
@@ -94,6 +116,25 @@ static size_t align_up(size_t n, size_t a) {
   return (n + a - 1) / a * a;
 }
 
+/* The bytes a piece of 'size' takes in the scratch or the start block,
+ * its gap included. */
+static size_t slot(size_t size) {
+  return align_up(size, PLAN_ALIGN) + PLAN_GAP;
+}
+
+/* The bytes of the piece at 'p' that nghttp2 may use, at most 'n' (under
+ * AddressSanitizer: up to its gap; nghttp2 does not say how large a block
+ * it frees or reallocates is). */
+static size_t piece_len(unsigned char *p, size_t n) {
+#ifdef PC_ASAN
+  const unsigned char *q = __asan_region_is_poisoned(p, n);
+  return q ? (size_t)(q - p) : n;
+#else
+  (void)p;
+  return n;
+#endif
+}
+
 static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
                    unsigned char *scratch);
 
@@ -103,6 +144,7 @@ static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
 static void plan_block(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page) {
   unsigned char *scratch = pl->scratch;
   pl->scratch = NULL;
+  ASAN_UNPOISON_MEMORY_REGION(scratch, SCRATCH); /* the allocator's again */
   if (pl->overflow || !lay_out(s, pl, page, scratch)) pc_GrpcMem_Alloc(&s->m, scratch, SCRATCH, 0);
 }
 
@@ -112,7 +154,7 @@ static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
   size_t live[PLAN_LIVE], nl = 0, dead = 0, lsum = 0, zeros = 0;
   int frames = 0;
   for (size_t i = 0; i < pl->n; i++) {
-    size_t slot = align_up(pl->size[i], PLAN_ALIGN);
+    size_t here = slot(pl->size[i]);
     if (pl->kind[i] == kPiece_Frames && !frames) {
       frames = 1;
     } else if (pl->kind[i] == kPiece_Zero && zeros < 2) {
@@ -121,10 +163,10 @@ static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
       pl->kind[i] = kPiece_Live;
       if (nl == PLAN_LIVE) return 0;
       live[nl++] = i;
-      lsum += slot;
+      lsum += here;
       continue;
     }
-    dead += slot;
+    dead += here;
   }
   if (dead < 2 * page) return 0; /* not worth it */
   /* The dead span (the dead parts, then slack) is 'd' modulo a page, the
@@ -137,7 +179,7 @@ static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
   for (size_t m = 1; m < ns; m++) { /* the sum of 'm' less its lowest part, plus that part */
     size_t j = 0;
     while (!(m >> j & 1)) j++;
-    sums[m] = sums[m & (m - 1)] + align_up(pl->size[live[j]], PLAN_ALIGN);
+    sums[m] = sums[m & (m - 1)] + slot(pl->size[live[j]]);
     size_t r = sums[m] % page, k = m; /* insertion-sorted into mods */
     for (; k > 0 && mods[k - 1] > r; k--) mods[k] = mods[k - 1];
     mods[k] = r;
@@ -166,23 +208,24 @@ static int lay_out(pc_GrpcSession *s, struct pc_GrpcStartPlan *pl, size_t page,
   for (size_t j = 0; j < nl; j++)
     if (best >> j & 1) {
       pl->off[live[j]] = at;
-      at += align_up(pl->size[live[j]], PLAN_ALIGN);
+      at += slot(pl->size[live[j]]);
     }
   size_t lo = (size_t)(((base + at + page - 1) & mask) - base);
   size_t hi = (size_t)(((base + at + span) & mask) - base);
   for (size_t i = 0; i < pl->n; i++)
     if (pl->kind[i] != kPiece_Live) {
       pl->off[i] = at;
-      at += align_up(pl->size[i], PLAN_ALIGN);
+      at += slot(pl->size[i]);
     }
   at = size; /* the live parts after the span end the block */
   for (size_t j = nl; j-- > 0;)
     if (!(best >> j & 1)) {
-      at -= align_up(pl->size[live[j]], PLAN_ALIGN);
+      at -= slot(pl->size[live[j]]);
       pl->off[live[j]] = at;
     }
   pl->lo = lo;
   pl->hi = hi > lo ? hi : lo;
+  ASAN_POISON_MEMORY_REGION(b, size); /* each piece unpoisoned as it is handed out */
   s->block = b;
   s->block_size = size;
   s->block_live = 0;
@@ -209,7 +252,9 @@ static void block_free(pc_GrpcSession *s, void *ptr) {
   if (ptr == s->frames) s->frames = NULL;
   for (int z = 0; z < 2; z++)
     if (s->zero_len[z] && s->zero_off[z] == off) s->zero_len[z] = 0;
+  ASAN_POISON_MEMORY_REGION(ptr, piece_len(ptr, s->block_size - off));
   if (s->block_live > 0 && --s->block_live > 0) return;
+  ASAN_UNPOISON_MEMORY_REGION(s->block, s->block_size);
   pc_GrpcMem_Alloc(&s->m, s->block, s->block_size, 0);
   s->block = NULL;
   s->rest_lo = s->rest_hi = NULL;
@@ -222,11 +267,12 @@ static void block_free(pc_GrpcSession *s, void *ptr) {
 static void *ng_alloc(pc_GrpcSession *s, size_t size, int zero) {
   struct pc_GrpcStartPlan *pl = s->starting ? s->plan : NULL;
   if (pl && pl->recording) {
-    size_t slot = align_up(size, PLAN_ALIGN);
+    size_t here = slot(size);
     unsigned char *p = NULL;
-    if (pl->used <= SCRATCH && slot <= SCRATCH - pl->used) {
+    if (pl->used <= SCRATCH && here <= SCRATCH - pl->used) {
       p = pl->scratch + pl->used;
-      pl->used += slot;
+      pl->used += here;
+      ASAN_UNPOISON_MEMORY_REGION(p, size);
       if (zero) memset(p, 0, size);
     }
     if (pl->n == PLAN_MAX) {
@@ -249,6 +295,7 @@ static void *ng_alloc(pc_GrpcSession *s, size_t size, int zero) {
       }
       pl->next++;
       s->block_live++;
+      ASAN_UNPOISON_MEMORY_REGION(p, size);
       if (zero) memset(p, 0, size);
       return p;
     }
@@ -295,14 +342,14 @@ static void *ng_realloc(void *ptr, size_t size, void *ud) {
   if (in_scratch(s, ptr)) { /* nghttp2 never does */
     unsigned char *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, NULL, size ? size : 1);
     size_t left = (size_t)(s->plan->scratch + SCRATCH - (unsigned char *)ptr);
-    if (p) memcpy(p, ptr, size < left ? size : left);
+    if (p) memcpy(p, ptr, piece_len(ptr, size < left ? size : left));
     return p;
   }
   if (in_block(s, ptr)) { /* nghttp2 never does: out to a block of its own */
     unsigned char *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, NULL, size ? size : 1);
     if (p == NULL) return NULL;
     size_t left = (size_t)(s->block + s->block_size - (unsigned char *)ptr);
-    memcpy(p, ptr, size < left ? size : left);
+    memcpy(p, ptr, piece_len(ptr, size < left ? size : left));
     block_free(s, ptr);
     return p;
   }
@@ -477,6 +524,7 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
   struct pc_GrpcStartPlan plan;
   memset(&plan, 0, sizeof plan);
   plan.scratch = pc_GrpcMem_Alloc(&s->m, NULL, 0, SCRATCH);
+  if (plan.scratch) ASAN_POISON_MEMORY_REGION(plan.scratch, SCRATCH);
   int r = 0;
   s->plan = &plan;
   if (plan.scratch) { /* else no start block */
@@ -494,6 +542,7 @@ static int start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settings) {
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
   if (s->block && s->block_live == 0) { /* nothing taken from it */
+    ASAN_UNPOISON_MEMORY_REGION(s->block, s->block_size);
     pc_GrpcMem_Alloc(&s->m, s->block, s->block_size, 0);
     s->block = NULL;
   }
@@ -528,7 +577,10 @@ int pc_GrpcSession_Start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settin
 void pc_GrpcSession_Free(pc_GrpcSession *s, size_t size) {
   pc_GrpcMem m = s->m;
   if (s->session) nghttp2_session_del(s->session);
-  if (s->block) pc_GrpcMem_Alloc(&m, s->block, s->block_size, 0); /* nghttp2 freed its pieces */
+  if (s->block) { /* nghttp2 freed its pieces */
+    ASAN_UNPOISON_MEMORY_REGION(s->block, s->block_size);
+    pc_GrpcMem_Alloc(&m, s->block, s->block_size, 0);
+  }
   if (s->said) pc_GrpcMem_Alloc(&m, s->said, strlen(s->said) + 1, 0);
   pc_GrpcBuf_Free(m.alloc, m.ud, &s->out);
   pc_GrpcMem_Alloc(&m, s, size, 0);

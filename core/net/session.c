@@ -85,10 +85,10 @@ _Static_assert(offsetof(pc_GrpcSession, m) == 0,
 #ifdef PC_ASAN
 #include <sanitizer/asan_interface.h>
 #define PLAN_GAP ((size_t)32)
-#else
+#else /* nothing evaluated: the same code as with no poisoning at all */
 #define PLAN_GAP                          ((size_t)0)
-#define ASAN_POISON_MEMORY_REGION(p, n)   ((void)(p), (void)(n))
-#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_POISON_MEMORY_REGION(p, n)   ((void)sizeof(p), (void)sizeof(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)sizeof(p), (void)sizeof(n))
 #endif
 
 enum { kPiece_Live, kPiece_Zero, kPiece_Frames };

@@ -113,7 +113,10 @@ typedef struct {
    * laid out so that what is dead or zero at rest (the frame buffer, the
    * stream map's table) spans whole pages between the live parts, which
    * fill the partial pages at both ends. NULL when the sizes did not
-   * match (each allocation is a block of its own then). */
+   * match (each allocation is a block of its own then). Under
+   * AddressSanitizer a poisoned gap follows each piece, and what nghttp2
+   * does not hold is poisoned, so an overflow from one piece into the next
+   * is reported. */
   unsigned char *block;
   size_t block_size;
   unsigned block_live; /* its pieces nghttp2 has not freed */

@@ -58,15 +58,28 @@ describe("protocall.so in a stock interpreter", function()
     assert.matches("libre2", after_re2, 1, true)
   end)
 
+  -- A client's TLS needs protocall_tls.so too: without it the channel can
+  -- never connect, so its calls fail INTERNAL at once, even waiting for
+  -- ready (not UNAVAILABLE, which retries and reconnection take as passing).
+  local CALL = "local pc = require 'protocall'; "
+    .. "local t = pc.grpc('https://127.0.0.1:1', { wait_for_ready = true }); "
+    .. "for _ = 1, 2 do local ok, e = pcall(t.unary, t, '/a.B/C', '', { timeout = 30 }); "
+    .. "print(ok, e.code, e.message) end; "
+
   it("says which object is missing when the module is alone in its folder", function()
     local dir = os.tmpname()
     os.remove(dir)
     assert(R.execute(("mkdir -p %s && cp %s/protocall.so %s/"):format(dir, BUILD, dir)))
-    local ok, out = pcall(run, dir, LISTEN .. REGEX)
+    local started = os.time()
+    local ok, out = pcall(run, dir, LISTEN .. REGEX .. CALL)
+    local took = os.time() - started
     os.execute("rm -rf " .. dir)
     assert(ok, out)
     local missing = "%s/protocall_%s.so: cannot open shared object file: No such file or directory"
+    local call = "false\tINTERNAL\tTLS is not available: " .. missing:format(dir, "tls") .. "\n"
     assert.are.equal("pc.listen: TLS is not available: " .. missing:format(dir, "tls") .. "\n"
-                     .. "RE2 is not available: " .. missing:format(dir, "re2") .. "\nnil\n", out)
+                     .. "RE2 is not available: " .. missing:format(dir, "re2") .. "\nnil\n"
+                     .. call .. call, out)
+    assert.is_true(took < 10, "the calls waited " .. took .. " s") -- the backoff is 1 s, then 1.6 s, ...
   end)
 end)

@@ -334,20 +334,26 @@ describe("protocall gateway -refresh", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
-  it("is refused with -proto or -protoset, and below 0", function()
+  it("is refused with -proto or -protoset, below 0, and between 0 and 1 second", function()
     local out = R.capture(BIN .. " gateway -refresh 1 -I spec/fixtures/protos -proto gateway/library.proto "
       .. "127.0.0.1:1 2>&1; echo status $?")
     assert.matches("^protocall gateway: %-refresh: for a schema from UPSTREAM's reflection, not with "
       .. "%-proto/%-protoset\n.*status 2\n$", out)
     out = R.capture(BIN .. " gateway -refresh -1 127.0.0.1:1 2>&1; echo status $?")
     assert.matches("^protocall gateway: flag %-refresh: a finite number >= 0 expected, got '%-1'\n.*status 2\n$", out)
+    -- a period that would re-read the schema in a tight loop
+    for _, v in ipairs { "1e-9", "0.5" } do
+      out = R.capture(BIN .. " gateway -refresh " .. v .. " 127.0.0.1:1 2>&1; echo status $?")
+      assert.matches("^protocall gateway: %-refresh: 0 %(read once%) or at least 1 second expected, got "
+        .. tostring(tonumber(v)):gsub("%p", "%%%0") .. "\n.*status 2\n$", out)
+    end
   end)
 
   it("serves the upstream's changed schema; a read that fails or rules that do not compile keep it", function()
     local rules = os.tmpname()
     write(rules, '{"rules": [{"selector": "faults.Faults.Echo", "get": "/refl/echo/{text}"}]}')
-    gw = G.start_gateway(BIN, port, "-unbound -refresh 0.5", nil, true)
-    ruled = G.start_gateway(BIN, port, "-refresh 0.5 -rules " .. q(rules))
+    gw = G.start_gateway(BIN, port, "-unbound -refresh 1", nil, true)
+    ruled = G.start_gateway(BIN, port, "-refresh 1 -rules " .. q(rules))
     os.remove(rules)
     local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
     assert.are.equal(200, code, body)
@@ -356,7 +362,7 @@ describe("protocall gateway -refresh", function()
     -- the upstream down: reads fail, the schema stays (the call fails, not the route)
     helper.stop(refl)
     refl = nil
-    os.execute("sleep 1.7")
+    os.execute("sleep 3.3")
     code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
     assert.are.equal(503, code, body)
     assert.matches('"code":14', body, 1, true)

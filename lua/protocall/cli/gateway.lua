@@ -16,6 +16,9 @@ local metadata_problem = require("protocall.core").metadata_problem
 
 local M = {}
 
+-- The shortest -refresh period (seconds): each read fetches the whole schema.
+local REFRESH_MIN = 1
+
 M.gateway = {
   summary = "a REST/JSON, gRPC-Web and Connect gateway in front of a gRPC server",
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
@@ -30,7 +33,7 @@ M.gateway = {
           "-rules (a google.api.Service's http section as JSON: {\"rules\": [...]}), and\n" ..
           "gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as gRPC. The schema\n" ..
           "comes from -proto/-protoset, else from UPSTREAM's reflection service: read at\n" ..
-          "start, then again every -refresh SECONDS (default 60; 0: never); a changed\n" ..
+          "start, then again every -refresh SECONDS (>= 1, default 60; 0: never); a changed\n" ..
           "schema is served from then on (calls in flight end on the old one), and a\n" ..
           "read that fails or a schema whose rules do not compile keeps the current one,\n" ..
           "saying why on stderr. -header passes a request header on as metadata for REST\n" ..
@@ -272,6 +275,10 @@ function M.gateway.run(flags, args)
   local refresh = flags.refresh
   if refresh ~= nil and common.has_schema(flags) then
     usage_error("gateway", "-refresh: for a schema from UPSTREAM's reflection, not with -proto/-protoset")
+  end
+  if refresh ~= nil and refresh > 0 and refresh < REFRESH_MIN then -- 1e-9 would re-read in a tight loop
+    usage_error("gateway", format("-refresh: 0 (read once) or at least %d second expected, got %s", REFRESH_MIN,
+      tostring(refresh)))
   end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got

@@ -119,7 +119,7 @@ typedef struct {
   const Symbol *symbols;
   size_t count;
   int ok;
-  char why[PATH_MAX + 200]; /* why it did not open */
+  char why[PATH_MAX + 320]; /* why it did not open: room for the path and the longest text */
 } Sibling;
 static Sibling re2_sibling = {"protocall_re2.so", re2_symbols,
                               sizeof re2_symbols / sizeof *re2_symbols, 0, ""};

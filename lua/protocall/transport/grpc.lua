@@ -521,7 +521,10 @@ function Call:buffered() return self.call:buffered() end
 --- Streaming call of any shape: `local call = transport:stream(path,
 -- settings)` (settings as `unary`) -> a call object with `send`,
 -- `close_send`, `recv`, `close_and_recv`, `headers`, `trailers`, `cancel`
--- and `close`. The deadline (`timeout`) covers the whole call.
+-- and `close`. The deadline (`timeout`) covers the whole call. Close it
+-- when done with it before its end (`close`, or `<close>` under Lua 5.4):
+-- one dropped unclosed keeps its HTTP/2 stream, a server stream slot,
+-- until its deadline or the garbage collector's finalizer cancels it.
 function Transport:stream(path, settings)
   local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2))
   return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)

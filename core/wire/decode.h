@@ -44,6 +44,9 @@ typedef enum {
 
 const char *pc_DecodeStatus_String(pc_DecodeStatus s);
 
+/* The decoder's default max_depth: the message layer's (message.h). */
+#define PC_WIRE_DEFAULT_DEPTH PC_MESSAGE_DEFAULT_DEPTH
+
 typedef struct {
   int max_depth;     /* levels of nesting allowed below the root; 0 means
                         PC_WIRE_DEFAULT_DEPTH (100); at most PC_MESSAGE_MAX_DEPTH

@@ -281,12 +281,14 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
           .. tostring(new))
       elseif not got or new.key ~= got.key then
         local okS, err = #new.services > 0, "no service in the schema"
-        local server
-        if okS then okS, server = pcall(M.gateway_server, new.pool, transport, new.services) end
         if okS then
-          okS, err = pcall(listener.set_server, listener, server, not got and rest or nil)
-        else
-          err = err or server
+          local server
+          okS, server = pcall(M.gateway_server, new.pool, transport, new.services)
+          if okS then
+            okS, err = pcall(listener.set_server, listener, server, not got and rest or nil)
+          else
+            err = server -- (it said "no service in the schema" for any failure here)
+          end
         end
         if okS then
           say(nil)
@@ -294,9 +296,12 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
             #new.services))
           got = new
         else
+          local why = tostring(err):gsub("^pc%.listen: ", "")
+          if not got then
+            listener:refuse(pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
+          end
           say((got and "the upstream's changed schema is not served, the current one stays: "
-            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ")
-            .. tostring(err):gsub("^pc%.listen: ", ""))
+            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ") .. why)
         end
       else
         say(nil)

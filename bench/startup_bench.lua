@@ -11,10 +11,24 @@
 local H = require "bench.harness"
 
 local quick, callgrind, runs = false, false, 20
-for i, a in ipairs(arg or {}) do
-  if a == "--quick" then quick = true end
-  if a == "--callgrind" then callgrind = true end
-  if a == "--runs" then runs = assert(tonumber(arg[i + 1]), "--runs N") end
+do
+  local args, i = arg or {}, 1
+  while args[i] do
+    local a = args[i]
+    if a == "--quick" then
+      quick = true
+    elseif a == "--callgrind" then
+      callgrind = true
+    elseif a == "--runs" and math.tointeger(tonumber(args[i + 1])) and tonumber(args[i + 1]) >= 1 then
+      runs, i = math.tointeger(tonumber(args[i + 1])), i + 1
+    else -- a misspelt flag would measure something else than asked, silently
+      local what = a ~= "--runs" and "unknown flag '" .. a .. "'"
+        or "--runs needs a whole number >= 1, got " .. (args[i + 1] and "'" .. args[i + 1] .. "'" or "nothing")
+      io.stderr:write("startup_bench: ", what, " (flags: --quick, --callgrind, --runs N)\n")
+      os.exit(2)
+    end
+    i = i + 1
+  end
 end
 if quick then runs = 3 end
 

@@ -58,15 +58,63 @@ describe("protocall.so in a stock interpreter", function()
     assert.matches("libre2", after_re2, 1, true)
   end)
 
+  -- A client's TLS needs protocall_tls.so too: without it the channel can
+  -- never connect, so its calls fail INTERNAL at once, even waiting for
+  -- ready (not UNAVAILABLE, which retries and reconnection take as passing).
+  local CALL = "local pc = require 'protocall'; "
+    .. "local t = pc.grpc('https://127.0.0.1:1', { wait_for_ready = true }); "
+    .. "for _ = 1, 2 do local ok, e = pcall(t.unary, t, '/a.B/C', '', { timeout = 30 }); "
+    .. "print(ok, e.code, e.message) end; "
+
+  it("refuses a sibling of another build, naming both builds and the file", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(R.execute(("mkdir -p %s && cp %s/protocall.so %s/"):format(dir, BUILD, dir)))
+    -- protocall_tls.so with another build's mark; protocall_re2.so with none
+    -- (a build older than the mark: its symbol renamed away).
+    local function copy(name, edit)
+      local f = assert(io.open(BUILD .. "/" .. name, "rb"))
+      local bytes = f:read("a")
+      f:close()
+      local abi = bytes:match("%z(%d+%.%d+%.%d+%+%x+)%z")
+      local edited, n = edit(bytes, abi)
+      assert(n == 1, name .. ": " .. n .. " places edited")
+      f = assert(io.open(dir .. "/" .. name, "wb"))
+      f:write(edited)
+      f:close()
+      return abi
+    end
+    local abi = copy("protocall_tls.so", function(bytes, mark)
+      return bytes:gsub("%z" .. mark:gsub("%p", "%%%0") .. "%z", "\0" .. mark:gsub("%x", "0") .. "\0")
+    end)
+    copy("protocall_re2.so", function(bytes)
+      return bytes:gsub("%zlpc_sibling_abi%z", "\0lpc_sibling_abX\0", 1)
+    end)
+    local ok, out = pcall(run, dir, LISTEN .. REGEX)
+    os.execute("rm -rf " .. dir)
+    assert(ok, out)
+    local other = abi:gsub("%x", "0")
+    local advice = "): install the module and its siblings from one build"
+    assert.are.equal("pc.listen: TLS is not available: " .. dir .. "/protocall_tls.so is from another build "
+                     .. "(its ABI is " .. other .. "; protocall.so's is " .. abi .. advice .. "\n"
+                     .. "RE2 is not available: " .. dir .. "/protocall_re2.so is from another build "
+                     .. "(it has no ABI mark; protocall.so's is " .. abi .. advice .. "\nnil\n", out)
+  end)
+
   it("says which object is missing when the module is alone in its folder", function()
     local dir = os.tmpname()
     os.remove(dir)
     assert(R.execute(("mkdir -p %s && cp %s/protocall.so %s/"):format(dir, BUILD, dir)))
-    local ok, out = pcall(run, dir, LISTEN .. REGEX)
+    local started = os.time()
+    local ok, out = pcall(run, dir, LISTEN .. REGEX .. CALL)
+    local took = os.time() - started
     os.execute("rm -rf " .. dir)
     assert(ok, out)
     local missing = "%s/protocall_%s.so: cannot open shared object file: No such file or directory"
+    local call = "false\tINTERNAL\tTLS is not available: " .. missing:format(dir, "tls") .. "\n"
     assert.are.equal("pc.listen: TLS is not available: " .. missing:format(dir, "tls") .. "\n"
-                     .. "RE2 is not available: " .. missing:format(dir, "re2") .. "\nnil\n", out)
+                     .. "RE2 is not available: " .. missing:format(dir, "re2") .. "\nnil\n"
+                     .. call .. call, out)
+    assert.is_true(took < 10, "the calls waited " .. took .. " s") -- the backoff is 1 s, then 1.6 s, ...
   end)
 end)

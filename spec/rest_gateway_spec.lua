@@ -126,6 +126,37 @@ describe("pc.listen's rest option", function()
     pc.run()
     assert.are.same({ "first", "second", "gw.EchoRequest" }, got)
   end)
+
+  it("refuses every call with listener:refuse's error until set_server, which may give new REST options", function()
+    local pc = require "protocall"
+    local text = assert(io.open("spec/fixtures/protos/gateway/library.proto")):read("a")
+    local pool = pc.pool()
+    assert(pool:load(text, { name = "gateway/library.proto" }))
+    local server = pc.server({ ["gw.Library"] = { Echo = function(req) return { text = req.text } end } },
+      { pool = pool })
+    local l = pc.listen(pc.server({}), "127.0.0.1:0", { rest = {} })
+    assert.has_error(function() l:refuse({ code = "OK" }) end,
+      "bad argument #1 to 'refuse' (pc.Error with a canonical code other than OK expected)")
+    l:refuse(pc.Error { code = "UNAVAILABLE", message = "not yet" })
+    local plain = pc.listen(server, "127.0.0.1:0")
+    assert.has_error(function() plain:set_server(server, {}) end,
+      "bad argument #2 to 'set_server' (a REST option for a listener without pc.listen's rest)")
+    plain:shutdown()
+    local got = {}
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local c = pc.client("gw.Library", { transport = pc.grpc("http://127.0.0.1:" .. l.port), pool = pool })
+      local ok, err = pcall(c.Echo, c, { text = "x" })
+      got[1] = not ok and err.code .. " " .. err.message
+      -- (REST's 503 answer: the gateway's spec below, over curl)
+      l:set_server(server, { http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{text}" } } } })
+      got[2] = c:Echo({ text = "x" }).text
+      got[3] = l.rest:match("GET", "/echo/y").input.full_name
+      l:shutdown()
+    end)
+    pc.run()
+    assert.are.same({ "UNAVAILABLE not yet", "x", "gw.EchoRequest" }, got)
+  end)
 end)
 
 describe("pc.listen with rest = true", function()
@@ -334,20 +365,26 @@ describe("protocall gateway -refresh", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
-  it("is refused with -proto or -protoset, and below 0", function()
+  it("is refused with -proto or -protoset, below 0, and between 0 and 1 second", function()
     local out = R.capture(BIN .. " gateway -refresh 1 -I spec/fixtures/protos -proto gateway/library.proto "
       .. "127.0.0.1:1 2>&1; echo status $?")
     assert.matches("^protocall gateway: %-refresh: for a schema from UPSTREAM's reflection, not with "
       .. "%-proto/%-protoset\n.*status 2\n$", out)
     out = R.capture(BIN .. " gateway -refresh -1 127.0.0.1:1 2>&1; echo status $?")
     assert.matches("^protocall gateway: flag %-refresh: a finite number >= 0 expected, got '%-1'\n.*status 2\n$", out)
+    -- a period that would re-read the schema in a tight loop
+    for _, v in ipairs { "1e-9", "0.5" } do
+      out = R.capture(BIN .. " gateway -refresh " .. v .. " 127.0.0.1:1 2>&1; echo status $?")
+      assert.matches("^protocall gateway: %-refresh: 0 %(read once%) or at least 1 second expected, got "
+        .. tostring(tonumber(v)):gsub("%p", "%%%0") .. "\n.*status 2\n$", out)
+    end
   end)
 
   it("serves the upstream's changed schema; a read that fails or rules that do not compile keep it", function()
     local rules = os.tmpname()
     write(rules, '{"rules": [{"selector": "faults.Faults.Echo", "get": "/refl/echo/{text}"}]}')
-    gw = G.start_gateway(BIN, port, "-unbound -refresh 0.5", nil, true)
-    ruled = G.start_gateway(BIN, port, "-refresh 0.5 -rules " .. q(rules))
+    gw = G.start_gateway(BIN, port, "-unbound -refresh 1", nil, true)
+    ruled = G.start_gateway(BIN, port, "-refresh 1 -rules " .. q(rules))
     os.remove(rules)
     local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
     assert.are.equal(200, code, body)
@@ -356,7 +393,7 @@ describe("protocall gateway -refresh", function()
     -- the upstream down: reads fail, the schema stays (the call fails, not the route)
     helper.stop(refl)
     refl = nil
-    os.execute("sleep 1.7")
+    os.execute("sleep 3.3")
     code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
     assert.are.equal(503, code, body)
     assert.matches('"code":14', body, 1, true)
@@ -394,6 +431,59 @@ describe("protocall gateway -refresh", function()
     assert.matches("^501 ", last)
     code = G.request(ruled, "/v1/shelves/1/books/2")
     assert.are.equal(404, code)
+  end)
+end)
+
+-- `protocall gateway` whose upstream is down when it starts: it serves at
+-- once; with -proto calls fail as the upstream's connection does, and with
+-- reflection every call is refused UNAVAILABLE (503 with a google.rpc.Status
+-- body) until a read, retried with backoff, answers.
+describe("protocall gateway with the upstream down at start", function()
+  local pc = require "protocall"
+  local dir, gw, refl
+  teardown(function()
+    for _, p in pairs { gw, refl } do helper.stop(p) end -- some may be nil
+    if dir then os.execute("rm -rf " .. q(dir)) end
+  end)
+
+  it("serves a -proto schema, its calls failing UNAVAILABLE", function()
+    gw = G.start_gateway(BIN, N.free_port(), "-I spec/fixtures/protos -proto gateway/library.proto")
+    local code, body = G.request(gw, "/v1/shelves/1/books/2")
+    helper.stop(gw)
+    gw = nil
+    assert.are.equal(503, code, body)
+    assert.matches('^{"code":14,"message":"connect to 127%.0%.0%.1:%d+: Connection refused"', body)
+  end)
+
+  it("refuses calls UNAVAILABLE until the upstream's reflection answers, then serves its schema", function()
+    local port = N.free_port()
+    gw = G.start_gateway(BIN, port, "-unbound", nil, true)
+    local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
+    assert.are.equal(503, code, body)
+    assert.matches('^{"code":14,"message":"the upstream\'s schema is not read yet: UNAVAILABLE: connect to '
+      .. '127%.0%.0%.1:%d+: Connection refused[^"]*","details":%[%]}$', body)
+    -- gRPC clients too (the gateway's own reflection included)
+    local out = R.capture(BIN .. " call -plaintext -d '{}' 127.0.0.1:" .. gw.port .. " faults.Faults/Echo 2>&1")
+    assert.matches("code = UNAVAILABLE, message = the upstream's schema is not read yet: ", out, 1, true)
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/grpc/reflection/v1"))
+    write(dir .. "/grpc/reflection/v1/reflection.proto", pc.builtin_source("grpc/reflection/v1/reflection.proto"))
+    refl = helper.spawn_command("/usr/bin/python3 spec/reflection_server.py " .. port .. " " .. dir .. " v1",
+      "reflection_server.py")
+    local ok, last = G.eventually(15, function()
+      local c, b = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
+      return c == 200, c .. " " .. b
+    end)
+    assert(ok, last)
+    local f = assert(io.open(gw.log))
+    local log = f:read("a")
+    f:close()
+    os.remove(gw.log)
+    assert.matches("(the upstream's schema not read yet)\n", log, 1, true)
+    assert.matches("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
+      .. "UNAVAILABLE: connect to", log, 1, true)
+    assert.matches("the upstream's schema read: serving it %(%d+ services%)\n$", log)
   end)
 end)
 

@@ -14,9 +14,10 @@
  * host libraries, the `protocall` command and the C tests link the real
  * functions. Process-wide tables, each set once under pthread_once: the
  * dynamic linker's state they mirror is process-wide too. When an object
- * does not open, a TLS setup fails with "TLS is not available: ..." and a
- * pattern is refused with "RE2 is not available: ...", through the error
- * each already has. */
+ * does not open (missing, from another build, lacking a function), a TLS
+ * setup fails with "TLS is not available: ..." and a pattern is refused
+ * with "RE2 is not available: ...", through the error each already has.
+ * PROTOCALL_SIBLING_ABI (CMakeLists.txt) names this module's build. */
 #define _GNU_SOURCE /* dladdr */
 #include "base/error.h"
 #include "cel/regex.h"
@@ -49,76 +50,24 @@ __attribute__((constructor)) static void lazy_find_dir(void) {
   free(real);
 }
 
-/* Opens 'file' from protocall.so's folder: the handle, or NULL with why in
- * 'why' ('room' bytes). */
-static void *open_beside(const char *file, char *why, size_t room) {
-  char path[PATH_MAX + 64];
-  snprintf(path, sizeof path, "%s%s", lazy_dir, file);
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (h == NULL) {
-    const char *e = dlerror();
-    snprintf(why, room, "%.*s", room > 0 ? (int)room - 1 : 0, e ? e : path);
-  }
-  return h;
-}
+/* -- the two objects: what each holds and how it is opened ------------------ */
 
-/* -- core/cel/regex.h, from protocall_re2.so -------------------------------- */
+/* Every function a sibling object holds: its type, name, parameters and
+ * arguments, in one list per object for the table of addresses, the
+ * look-ups and the forwarders. The openers (the calls that make a first
+ * object: a TLS setup, a pattern) are written out below; the frees take
+ * NULL, also before the object opened; nothing else is reached before an
+ * opener made an object. */
+#define RE2_FREES(X) X(void, pc_CelRegex_Free, (pc_CelRegex * t), (t))
+#define RE2_VALUES(X)                                                                              \
+  X(size_t, pc_CelRegex_ProgramSize, (const pc_CelRegex *re), (re))                                \
+  X(int, pc_CelRegex_Match, (const pc_CelRegex *re, const char *s, size_t len), (re, s, len))      \
+  X(int, pc_CelRegex_FullMatch, (const pc_CelRegex *re, const char *s, size_t len), (re, s, len))
+#define RE2_ALL(X)                                                                                 \
+  X(pc_CelRegex *, pc_CelRegex_New, (const char *pattern, size_t len, char *why, size_t room),     \
+    (pattern, len, why, room))                                                                     \
+  RE2_FREES(X) RE2_VALUES(X)
 
-static struct {
-  pc_CelRegex *(*new_)(const char *, size_t, char *, size_t);
-  void (*free_)(pc_CelRegex *);
-  size_t (*program_size)(const pc_CelRegex *);
-  int (*match)(const pc_CelRegex *, const char *, size_t);
-  int (*full_match)(const pc_CelRegex *, const char *, size_t);
-  char why[200]; /* why it did not open ("" when it did) */
-} re2;
-static pthread_once_t re2_once = PTHREAD_ONCE_INIT;
-
-static void re2_open(void) {
-  void *h = open_beside("protocall_re2.so", re2.why, sizeof re2.why);
-  if (h == NULL) return;
-  *(void **)&re2.new_ = dlsym(h, "pc_CelRegex_New");
-  *(void **)&re2.free_ = dlsym(h, "pc_CelRegex_Free");
-  *(void **)&re2.program_size = dlsym(h, "pc_CelRegex_ProgramSize");
-  *(void **)&re2.match = dlsym(h, "pc_CelRegex_Match");
-  *(void **)&re2.full_match = dlsym(h, "pc_CelRegex_FullMatch");
-  if (!re2.new_ || !re2.free_ || !re2.program_size || !re2.match || !re2.full_match) {
-    snprintf(re2.why, sizeof re2.why, "protocall_re2.so lacks pc_CelRegex_*");
-    re2.new_ = NULL;
-  }
-}
-
-pc_CelRegex *pc_CelRegex_New(const char *pattern, size_t len, char *why, size_t room) {
-  pthread_once(&re2_once, re2_open);
-  if (re2.new_ == NULL) {
-    if (room > 0) snprintf(why, room, "RE2 is not available: %s", re2.why);
-    return NULL;
-  }
-  return re2.new_(pattern, len, why, room);
-}
-
-/* A pattern exists only once the object opened: no call below opens it. */
-void pc_CelRegex_Free(pc_CelRegex *re) {
-  if (re != NULL) re2.free_(re);
-}
-
-size_t pc_CelRegex_ProgramSize(const pc_CelRegex *re) {
-  return re2.program_size(re);
-}
-
-int pc_CelRegex_Match(const pc_CelRegex *re, const char *s, size_t len) {
-  return re2.match(re, s, len);
-}
-
-int pc_CelRegex_FullMatch(const pc_CelRegex *re, const char *s, size_t len) {
-  return re2.full_match(re, s, len);
-}
-
-/* -- core/net/tls.h and socket.h's setups, from protocall_tls.so ----------- */
-
-/* Every function of tls.c: its type, name, parameters and arguments, in
- * one list for the table, the look-ups and the forwarders: the setups that
- * open the object, the frees (they take NULL), the rest. */
 #define TLS_OPENERS(X)                                                                             \
   X(pc_NetTlsClient *, pc_NetTlsClient_New, (const pc_NetOptions *o, pc_Error *err), (o, err))     \
   X(pc_NetTlsServer *, pc_NetTlsServer_New,                                                        \
@@ -146,31 +95,95 @@ int pc_CelRegex_FullMatch(const pc_CelRegex *re, const char *s, size_t len) {
   X(void, pc_NetTls_Why, (const pc_NetTls *c, char *text, size_t room), (c, text, room))
 #define TLS_ALL(X) TLS_OPENERS(X) TLS_FREES(X) TLS_VALUES(X) TLS_VOIDS(X)
 
-/* a declarator and a parameter list take no parentheses */
-#define TLS_FIELD(type, name, params, args)                                                        \
+/* The addresses, one field per function (a declarator and a parameter list
+ * take no parentheses). */
+#define LAZY_FIELD(type, name, params, args)                                                       \
   type(*name) params; /* NOLINT(bugprone-macro-parentheses) */
-static struct {
-  TLS_ALL(TLS_FIELD)
+static struct { RE2_ALL(LAZY_FIELD) } re2;
+static struct { TLS_ALL(LAZY_FIELD) } tls;
+
+/* A function's name and where its address goes. */
+typedef struct {
+  const char *name;
+  void **to;
+} Symbol;
+#define LAZY_SYMBOL_RE2(type, name, params, args) {#name, (void **)&re2.name},
+#define LAZY_SYMBOL_TLS(type, name, params, args) {#name, (void **)&tls.name},
+static const Symbol re2_symbols[] = {RE2_ALL(LAZY_SYMBOL_RE2)};
+static const Symbol tls_symbols[] = {TLS_ALL(LAZY_SYMBOL_TLS)};
+
+/* A sibling object: opened once per process (pthread_once), 'ok' once
+ * every address of its table is found and its build is this module's. */
+typedef struct {
+  const char *file;
+  const Symbol *symbols;
+  size_t count;
   int ok;
-  char why[200]; /* why it did not open */
-} tls;
+  char why[PATH_MAX + 320]; /* why it did not open: room for the path and the longest text */
+} Sibling;
+static Sibling re2_sibling = {"protocall_re2.so", re2_symbols,
+                              sizeof re2_symbols / sizeof *re2_symbols, 0, ""};
+static Sibling tls_sibling = {"protocall_tls.so", tls_symbols,
+                              sizeof tls_symbols / sizeof *tls_symbols, 0, ""};
+static pthread_once_t re2_once = PTHREAD_ONCE_INIT;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 
-static void tls_open(void) {
-  void *h = open_beside("protocall_tls.so", tls.why, sizeof tls.why);
-  if (h == NULL) return;
-  int found = 1;
-#define TLS_FIND(type, name, params, args) found &= (*(void **)&tls.name = dlsym(h, #name)) != NULL;
-  TLS_ALL(TLS_FIND)
-  if (!found) snprintf(tls.why, sizeof tls.why, "protocall_tls.so lacks a function of tls.h");
-  tls.ok = found;
+/* Opens 'sib' from protocall.so's folder: checks that it comes from this
+ * module's build (lpc_sibling_abi: the version and the interface both were
+ * built with, lpc_sibling.c) and finds every function of its table. */
+static void open_sibling(Sibling *sib) {
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s%s", lazy_dir, sib->file);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    const char *e = dlerror();
+    snprintf(sib->why, sizeof sib->why, "%s", e ? e : path);
+    return;
+  }
+  const char *abi = dlsym(h, "lpc_sibling_abi");
+  if (abi == NULL || strcmp(abi, PROTOCALL_SIBLING_ABI) != 0) {
+    snprintf(sib->why, sizeof sib->why,
+             "%s is from another build (%s%.40s; protocall.so's is %s): install the module and "
+             "its siblings from one build",
+             path, abi ? "its ABI is " : "it has no ABI mark", abi ? abi : "",
+             PROTOCALL_SIBLING_ABI);
+    dlclose(h);
+    return;
+  }
+  for (size_t i = 0; i < sib->count; i++) {
+    *sib->symbols[i].to = dlsym(h, sib->symbols[i].name);
+    if (*sib->symbols[i].to == NULL) {
+      snprintf(sib->why, sizeof sib->why, "%s lacks %s", path, sib->symbols[i].name);
+      dlclose(h);
+      return;
+    }
+  }
+  sib->ok = 1;
 }
 
-/* The setups open the object; nothing else is reached before one was made. */
+static void re2_open(void) {
+  open_sibling(&re2_sibling);
+}
+
+static void tls_open(void) {
+  open_sibling(&tls_sibling);
+}
+
+/* -- the openers: they open the object, and fail through their error ------- */
+
+pc_CelRegex *pc_CelRegex_New(const char *pattern, size_t len, char *why, size_t room) {
+  pthread_once(&re2_once, re2_open);
+  if (!re2_sibling.ok) {
+    if (room > 0) snprintf(why, room, "RE2 is not available: %s", re2_sibling.why);
+    return NULL;
+  }
+  return re2.pc_CelRegex_New(pattern, len, why, room);
+}
+
 pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err) {
   pthread_once(&tls_once, tls_open);
-  if (!tls.ok) {
-    pc_Error_Set(err, "TLS is not available: %s", tls.why);
+  if (!tls_sibling.ok) {
+    pc_Error_Set(err, "TLS is not available: %s", tls_sibling.why);
     return NULL;
   }
   return tls.pc_NetTlsClient_New(o, err);
@@ -179,26 +192,34 @@ pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err) {
 pc_NetTlsServer *pc_NetTlsServer_New(const char *cert, const char *key, const char *ca,
                                      pc_Error *err) {
   pthread_once(&tls_once, tls_open);
-  if (!tls.ok) {
-    pc_Error_Set(err, "TLS is not available: %s", tls.why);
+  if (!tls_sibling.ok) {
+    pc_Error_Set(err, "TLS is not available: %s", tls_sibling.why);
     return NULL;
   }
   return tls.pc_NetTlsServer_New(cert, key, ca, err);
 }
 
-/* The frees take NULL, also before the object opened. */
-#define TLS_FREE(type, name, params, args)                                                         \
+/* -- the rest: forwarders ---------------------------------------------------- */
+
+#define LAZY_FREE(fns, type, name, params, args)                                                   \
   type name params {                                                                               \
-    if (t != NULL) tls.name args;                                                                  \
+    if (t != NULL) (fns).name args;                                                                \
   }
-#define TLS_VALUE(type, name, params, args)                                                        \
+#define LAZY_VALUE(fns, type, name, params, args)                                                  \
   type name params {                                                                               \
-    return tls.name args;                                                                          \
+    return (fns).name args;                                                                        \
   }
-#define TLS_VOID(type, name, params, args)                                                         \
+#define LAZY_VOID(fns, type, name, params, args)                                                   \
   type name params {                                                                               \
-    tls.name args;                                                                                 \
+    (fns).name args;                                                                               \
   }
+#define RE2_FREE(...)  LAZY_FREE(re2, __VA_ARGS__)
+#define RE2_VALUE(...) LAZY_VALUE(re2, __VA_ARGS__)
+#define TLS_FREE(...)  LAZY_FREE(tls, __VA_ARGS__)
+#define TLS_VALUE(...) LAZY_VALUE(tls, __VA_ARGS__)
+#define TLS_VOID(...)  LAZY_VOID(tls, __VA_ARGS__)
+RE2_FREES(RE2_FREE)
+RE2_VALUES(RE2_VALUE)
 TLS_FREES(TLS_FREE)
 TLS_VALUES(TLS_VALUE)
 TLS_VOIDS(TLS_VOID)

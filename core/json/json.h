@@ -39,9 +39,11 @@
 #include <stddef.h>
 
 /* Nesting of messages below the root that reading allows by default, and
- * the most either direction allows at all (the C stack's bound). */
-#define PC_JSON_DEFAULT_DEPTH 100
-#define PC_JSON_MAX_DEPTH     1000
+ * the most either direction allows at all (the C stack's bound): the
+ * message layer's two limits (core/message/message.h), not limits of
+ * their own. */
+#define PC_JSON_DEFAULT_DEPTH PC_MESSAGE_DEFAULT_DEPTH
+#define PC_JSON_MAX_DEPTH     PC_MESSAGE_MAX_DEPTH
 
 /* ORDER JSONSTATUS: pc_JsonStatus_String follows it. */
 typedef enum {

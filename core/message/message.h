@@ -245,6 +245,15 @@ int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageD
  * merges, clones, compares and can be assigned. */
 #define PC_MESSAGE_MAX_DEPTH 1000
 
+/* The nesting reading allows unless told otherwise, in the same levels:
+ * the protobuf C++ library's default recursion limit (100 nested messages
+ * parse, 101 fail). The binary decoder and the JSON reader both take it
+ * by default (their max_depth raises it up to PC_MESSAGE_MAX_DEPTH); what
+ * builds or writes messages (construct, encode, the JSON writer) is bound
+ * by PC_MESSAGE_MAX_DEPTH alone, as protobuf's serializers by none, so a
+ * message read with a raised max_depth can be written again. */
+#define PC_MESSAGE_DEFAULT_DEPTH 100
+
 /* Whether 'needle' is reachable from 'msg' (msg itself included), through
  * sub-messages, repeated messages, map values and extensions: 1 when it is,
  * 0 when not, 2 when 'msg' nests deeper than PC_MESSAGE_MAX_DEPTH (so the

@@ -52,6 +52,12 @@ struct pc_GrpcChannel {
   char *authority;
   char *where;          /* "host:port" or "unix:path", for messages */
   pc_NetTlsClient *tls; /* with o.tls: shared by the connections (made at the first) */
+  /* Why the TLS client setup failed (a file that is no certificate, the
+   * TLS module missing): a local misconfiguration no later attempt mends,
+   * so no connection is tried again and every call fails INTERNAL with it
+   * (gRPC's lame channel). NULL: not failed (or no memory to keep why,
+   * then the backoff retries as for any failed attempt). */
+  char *lame;
   Conn *conns;
   pc_GrpcCall *calls;
   size_t live_calls;
@@ -346,13 +352,17 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
     return NULL;
   }
   c->connect_by = pc_Clock_Monotonic() + connect_time(&ch->backoff);
-  if (ch->o.tls && ch->tls == NULL) ch->tls = pc_NetTlsClient_New(&no, err);
+  if (ch->o.tls && ch->tls == NULL) {
+    ch->tls = pc_NetTlsClient_New(&no, err);
+    int ok = 1;
+    if (ch->tls == NULL) ch->lame = dup_opt(ch, err->msg, &ok);
+  }
   no.tls_client = ch->tls;
   c->sock = ch->o.tls && ch->tls == NULL ? NULL
             : ch->o.host_io              ? pc_NetSocket_NewHosted(&no, ch->alloc, ch->ud, err)
                                          : pc_NetSocket_Connect(&no, ch->alloc, ch->ud, err);
   if (c->sock == NULL) {
-    backoff_failed(ch, err->msg);
+    if (ch->lame == NULL) backoff_failed(ch, err->msg);
     pc_GrpcEngine_Free(c->engine);
     mem(ch, c, sizeof *c, 0);
     return NULL;
@@ -461,6 +471,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->authority);
   free_opt(ch, ch->where);
   free_opt(ch, ch->backoff.why);
+  free_opt(ch, ch->lame);
   pc_GrpcWakeList_Free(&ch->wake);
   mem(ch, ch, sizeof *ch, 0);
 }
@@ -539,7 +550,11 @@ static int open_stream(pc_GrpcCall *c) {
   pc_Error err;
   pc_Error_Init(&err);
   int wait = 0;
-  Conn *conn = pick_conn(c->ch, &err, &wait);
+  Conn *conn = c->ch->lame ? NULL : pick_conn(c->ch, &err, &wait);
+  if (c->ch->lame) {
+    end_early(c, kPc_Code_Internal, c->ch->lame);
+    return 0;
+  }
   if (conn == NULL && wait) {
     const Backoff *b = &c->ch->backoff;
     int fail_fast = !c->ch->o.wait_for_ready;

@@ -20,6 +20,7 @@ typedef struct {
   pc_Error *err;
   const pc_Pool *pool;
   int depth_left;    /* levels that may still open */
+  int max_depth;     /* levels allowed below the root, for the error past them */
   uint32_t required; /* non-zero once a type with required fields was read
                         (the root's, then each sub-message's) */
   int alias;
@@ -42,6 +43,18 @@ static const uint8_t *fail(Dec *d, const pc_MessageDef *m, const pc_FieldDef *f,
                    pc_WireStatus_String(st), off);
     else
       pc_Error_Set(d->err, "%s: %s at offset %zu", m->full_name, pc_WireStatus_String(st), off);
+  }
+  return NULL;
+}
+
+/* A message (or a map entry) would open past the depth limit: the error
+ * names the limit, as the JSON reader's ("messages nested deeper than
+ * 100"), so the caller knows what max_depth to raise. */
+static const uint8_t *too_deep(Dec *d, const pc_FieldDef *f, const uint8_t *at) {
+  if (d->status == kPc_DecodeStatus_Ok) {
+    d->status = kPc_DecodeStatus_Malformed;
+    pc_Error_Set(d->err, "%s: messages nested deeper than %d (max_depth) at offset %zu",
+                 f->full_name, d->max_depth, (size_t)(at - d->start));
   }
   return NULL;
 }
@@ -110,7 +123,7 @@ static const uint8_t *read_submessage(Dec *d, const uint8_t *p, const uint8_t *e
     if (p == NULL) return fail(d, owner, f, 0, st, at);
     sub_end = p + len;
   }
-  if (d->depth_left <= 0) return fail(d, owner, f, 0, kPc_WireStatus_TooDeep, at);
+  if (d->depth_left <= 0) return too_deep(d, f, at);
   if (*slot == NULL) {
     *slot = pc_Message_New(f->message, d->arena);
     if (*slot == NULL) return oom(d);
@@ -128,8 +141,7 @@ static const uint8_t *read_submessage(Dec *d, const uint8_t *p, const uint8_t *e
  * missing; the last entry for a key wins. A closed enum value the enum lacks
  * sends the whole entry to unknown fields (as C++). */
 static const uint8_t *read_map_entry(Dec *d, const uint8_t *tagpos, const uint8_t *p,
-                                     const uint8_t *end, pc_Message *msg,
-                                     const pc_MessageDef *owner, const pc_FieldDef *f) {
+                                     const uint8_t *end, pc_Message *msg, const pc_FieldDef *f) {
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   const pc_MessageDef *entry = f->message;
   pc_Value key, val;
@@ -137,7 +149,7 @@ static const uint8_t *read_map_entry(Dec *d, const uint8_t *tagpos, const uint8_
   memset(&val, 0, sizeof val);
   int have_val = 0;
   pc_WireStatus st = kPc_WireStatus_Ok;
-  if (d->depth_left <= 0) return fail(d, owner, f, 0, kPc_WireStatus_TooDeep, p);
+  if (d->depth_left <= 0) return too_deep(d, f, p);
   d->depth_left--;
   while (p < end) {
     const uint8_t *tp = p;
@@ -252,7 +264,7 @@ static const uint8_t *read_field(Dec *d, const uint8_t *tagpos, const uint8_t *p
       size_t len;
       p = pc_Wire_ReadLength(p, end, &len, &st);
       if (p == NULL) return fail(d, m, f, 0, st, vp);
-      return read_map_entry(d, tagpos, p, p + len, msg, m, f);
+      return read_map_entry(d, tagpos, p, p + len, msg, f);
     }
     pc_Array *arr;
     if (ext) {
@@ -434,7 +446,7 @@ pc_DecodeStatus pc_Decode(const char *buf, size_t size, pc_Message *msg, const p
   d.err = err;
   d.pool = m->file != NULL && !(opts != NULL && opts->no_extensions) ? m->file->pool : NULL;
   int depth = opts != NULL && opts->max_depth > 0 ? opts->max_depth : PC_WIRE_DEFAULT_DEPTH;
-  d.depth_left = depth < PC_MESSAGE_MAX_DEPTH ? depth : PC_MESSAGE_MAX_DEPTH;
+  d.depth_left = d.max_depth = depth < PC_MESSAGE_MAX_DEPTH ? depth : PC_MESSAGE_MAX_DEPTH;
   d.alias = opts != NULL && opts->alias;
   d.opts = opts;
   d.status = kPc_DecodeStatus_Ok;

@@ -15,7 +15,8 @@
  * Hostile input is normal input: every length is checked against what
  * remains before anything is allocated; nesting (sub-messages and groups,
  * known or unknown) stops at 'max_depth' levels below the root, counted as
- * the C++ library counts (100 nested messages parse, 101 fail); the tag
+ * the C++ library counts (100 nested messages parse, 101 fail: "t.Rec.child:
+ * messages nested deeper than 100 (max_depth) at offset 303"); the tag
  * rules of core/wire/wire.h apply; proto3 'string' fields must be valid UTF-8.
  * Errors read "<subject>: <reason> at offset <n>", where the subject is the
  * field's full name ("t.Bin.text"), "<message> field <n>" for a field the
@@ -42,6 +43,9 @@ typedef enum {
 } pc_DecodeStatus;
 
 const char *pc_DecodeStatus_String(pc_DecodeStatus s);
+
+/* The decoder's default max_depth: the message layer's (message.h). */
+#define PC_WIRE_DEFAULT_DEPTH PC_MESSAGE_DEFAULT_DEPTH
 
 typedef struct {
   int max_depth;     /* levels of nesting allowed below the root; 0 means

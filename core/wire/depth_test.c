@@ -96,7 +96,8 @@ static void *run(void *arg) {
   opts.max_depth = 1 << 20;
   pc_Error_Init(&err);
   CHECK(pc_Decode(bytes, size, deep, rec, a, &opts, &err) == kPc_DecodeStatus_Malformed);
-  CHECK(strstr(err.msg, "t.Rec.child: nesting too deep at offset ") == err.msg);
+  CHECK(strstr(err.msg, "t.Rec.child: messages nested deeper than 1000 (max_depth) at offset ") ==
+        err.msg);
 
   /* ... and the encoder a message built one level deeper. */
   pc_Message *top = pc_Message_New(rec, a);

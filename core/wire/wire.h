@@ -31,7 +31,6 @@ typedef enum {
 #define PC_WIRE_MAX_FIELD       536870911 /* 2^29 - 1 */
 #define PC_WIRE_MAX_VARINT      10
 #define PC_WIRE_MAX_TAG         5 /* bytes of a tag varint */
-#define PC_WIRE_DEFAULT_DEPTH   100
 /* Unknown groups nest at most this deep whatever the depth limit. */
 #define PC_WIRE_SKIP_MAX_GROUPS 1000
 

@@ -265,7 +265,10 @@ static void cases(void) {
       while (c != NULL && (c = get(c, "t.Rec", "child").m) != NULL) levels++;
       CHECK(m != NULL && levels == 100);
     } else {
-      CHECK(m == NULL && strstr(err.msg, "t.Rec.child: nesting too deep at offset ") == err.msg);
+      CHECK(
+          m == NULL &&
+          strstr(err.msg, "t.Rec.child: messages nested deeper than 100 (max_depth) at offset ") ==
+              err.msg);
     }
   }
   /* 200,000 bytes of 0b */

@@ -3,6 +3,7 @@
  * groups, UTF-8 by the spec, the writer under failing allocation. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
+#include "wire/decode.h"
 #include "wire/wire.h"
 
 #include <stdlib.h>
@@ -206,8 +207,11 @@ static int utf8(const char *s) {
 static int utf8_by_bytes(const uint8_t *s, size_t len) {
   for (size_t i = 0; i < len;) {
     uint8_t c = s[i];
-    size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    size_t n = c < 0x80                 ? 1
+               : c >= 0xc2 && c <= 0xdf ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
     if (n == 0 || len - i < n) return 0;
     uint32_t cp = n == 1 ? c : c & (0x7f >> n);
     for (size_t j = 1; j < n; j++) {
@@ -264,8 +268,9 @@ static void test_utf8(void) {
   /* the word-at-a-time paths (a string's first and last eight bytes) against
    * a byte-at-a-time reading, over strings of ASCII with a few bytes of
    * multi-byte sequences, valid or not, at every position */
-  static const uint8_t pieces[][4] = {{0xc3, 0xa9}, {0xe2, 0x82, 0xac}, {0xf0, 0x9f, 0x98, 0x80},
-                                      {0x80},       {0xc3},             {0xed, 0xa0, 0x80}};
+  static const uint8_t pieces[][4] = {
+      {0xc3, 0xa9}, {0xe2, 0x82, 0xac}, {0xf0, 0x9f, 0x98, 0x80}, {0x80},
+      {0xc3},       {0xed, 0xa0, 0x80}};
   static const size_t piece_len[] = {2, 3, 4, 1, 1, 3};
   uint32_t seed = 12345;
   for (int round = 0; round < 20000; round++) {

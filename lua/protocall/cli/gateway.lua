@@ -16,6 +16,9 @@ local metadata_problem = require("protocall.core").metadata_problem
 
 local M = {}
 
+-- The shortest -refresh period (seconds): each read fetches the whole schema.
+local REFRESH_MIN = 1
+
 M.gateway = {
   summary = "a REST/JSON, gRPC-Web and Connect gateway in front of a gRPC server",
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
@@ -30,7 +33,7 @@ M.gateway = {
           "-rules (a google.api.Service's http section as JSON: {\"rules\": [...]}), and\n" ..
           "gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as gRPC. The schema\n" ..
           "comes from -proto/-protoset, else from UPSTREAM's reflection service: read at\n" ..
-          "start, then again every -refresh SECONDS (default 60; 0: never); a changed\n" ..
+          "start, then again every -refresh SECONDS (>= 1, default 60; 0: never); a changed\n" ..
           "schema is served from then on (calls in flight end on the old one), and a\n" ..
           "read that fails or a schema whose rules do not compile keeps the current one,\n" ..
           "saying why on stderr. -header passes a request header on as metadata for REST\n" ..
@@ -218,43 +221,90 @@ local function reflect(r)
   return { pool = r.pool, services = names, key = concat(key, "\0") }
 end
 
--- Reads the upstream's schema again every `seconds` (a task of the
--- scheduler) and serves it on `listener` when it changed (`got`: the
--- schema served now); a read that fails or a schema that does not make a
--- server (no service, rules that do not compile) keeps the current one,
--- each said once on stderr.
-local function refresh_task(flags, transport, listener, got, seconds)
-  local opts = common.reflection_options(flags, "gateway")
-  local said -- the last failure written (without its reconnection backoff's figure)
-  local function say(line)
-    local same = line:gsub(" %(reconnection backoff: [^)]*%)", "")
-    if same == said then return end
+-- say(line) writes "protocall gateway: LINE" on stderr unless it is the
+-- last line written but for its reconnection backoff's figure; say(nil)
+-- forgets the last line.
+local function sayer()
+  local said
+  return function(line)
+    local same = line and line:gsub(" %(reconnection backoff: [^)]*%)", "")
+    if same == said or line == nil then
+      said = same
+      return
+    end
     said = same
     stderr:write("protocall gateway: ", line, "\n")
     stderr:flush()
   end
+end
+
+-- The failures of a read that mean the upstream is not there (yet).
+local UNREACHABLE = { UNAVAILABLE = true, DEADLINE_EXCEEDED = true }
+
+-- What every call is answered while no schema was read (`err`: why).
+local function not_read(err)
+  return pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not read yet: " .. tostring(err) }
+end
+
+-- Reads the upstream's schema again every `seconds` (a task of the
+-- scheduler) and serves it on `listener` when it changed (`got`: the
+-- schema served now); a read that fails or a schema that does not make a
+-- server (no service, rules that do not compile) keeps the current one,
+-- each said once on stderr. With `got` nil (the read at start found the
+-- upstream down: `first`, the listener refusing every call UNAVAILABLE)
+-- the reads come sooner, after 1 s and then 1.6 times longer each time up
+-- to `seconds` (60 when 0), until one gives a schema, which is then served
+-- with the REST option `rest`.
+local function refresh_task(flags, transport, listener, got, seconds, rest, first)
+  local opts = common.reflection_options(flags, "gateway")
+  local say = sayer()
+  local wait = 1
+  if first then say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
+    .. tostring(first)) end
   pc.spawn(function()
     while true do
-      pc.sleep(seconds)
+      if got then
+        if seconds == 0 then return end
+        pc.sleep(seconds)
+      else
+        pc.sleep(wait)
+        wait = math.min(wait * 1.6, seconds > 0 and seconds or 60)
+      end
       local r = reflection.client(transport, opts)
       local ok, new = pcall(reflect, r)
       r.close()
-      if not ok then
+      if not ok and got then
         say("reading the upstream's schema again failed, the current one stays: " .. tostring(new))
-      elseif new.key ~= got.key then
+      elseif not ok then
+        listener:refuse(not_read(new))
+        say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
+          .. tostring(new))
+      elseif not got or new.key ~= got.key then
         local okS, err = #new.services > 0, "no service in the schema"
-        local server
-        if okS then okS, server = pcall(M.gateway_server, new.pool, transport, new.services) end
-        if okS then okS, err = pcall(listener.set_server, listener, server) else err = err or server end
         if okS then
-          got, said = new, nil
-          say(format("the upstream's schema changed: serving it (%d services)", #new.services))
+          local server
+          okS, server = pcall(M.gateway_server, new.pool, transport, new.services)
+          if okS then
+            okS, err = pcall(listener.set_server, listener, server, not got and rest or nil)
+          else
+            err = server -- (it said "no service in the schema" for any failure here)
+          end
+        end
+        if okS then
+          say(nil)
+          say(format("the upstream's schema %s: serving it (%d services)", got and "changed" or "read",
+            #new.services))
+          got = new
         else
-          say("the upstream's changed schema is not served, the current one stays: "
-            .. tostring(err):gsub("^pc%.listen: ", ""))
+          local why = tostring(err):gsub("^pc%.listen: ", "")
+          if not got then
+            listener:refuse(pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
+          end
+          say((got and "the upstream's changed schema is not served, the current one stays: "
+            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ") .. why)
         end
       else
-        said = nil
+        say(nil)
       end
     end
   end)
@@ -273,38 +323,62 @@ function M.gateway.run(flags, args)
   if refresh ~= nil and common.has_schema(flags) then
     usage_error("gateway", "-refresh: for a schema from UPSTREAM's reflection, not with -proto/-protoset")
   end
+  if refresh ~= nil and refresh > 0 and refresh < REFRESH_MIN then -- 1e-9 would re-read in a tight loop
+    usage_error("gateway", format("-refresh: 0 (read once) or at least %d second expected, got %s", REFRESH_MIN,
+      tostring(refresh)))
+  end
   local transport = common.connect(flags, args[1], "gateway")
-  local pool, services, got
+  local pool, services, got, unreachable
   if common.has_schema(flags) then
     local names
     pool, names = common.load_schemas(flags)
     services = services_of(pool, names)
   else
+    -- the upstream down (or slow) at start: serve anyway, refusing calls until a read answers
     local status
-    got, status = common.with_reflection(flags, transport, reflect, nil, "gateway")
-    if not got then return status end
-    pool, services = got.pool, got.services
+    got, status = common.with_reflection(flags, transport, function(r)
+      local ok, res = pcall(reflect, r)
+      if ok then return res end
+      if getmetatable(res) == pc.Error and UNREACHABLE[res.code] then
+        unreachable = res
+        return false
+      end
+      error(res, 0)
+    end, nil, "gateway")
+    if got then
+      pool, services = got.pool, got.services
+    elseif unreachable then
+      got, services = nil, {}
+    else
+      return status
+    end
   end
-  if #services == 0 then fail("gateway: no service in the schema") end
+  if #services == 0 and not unreachable then fail("gateway: no service in the schema") end
   local rest = { validate = flags.validate or nil, timeout = t, unbound = flags.unbound or nil }
   if flags.header then
     rest.headers = { "authorization" }
     for _, h in ipairs(flags.header) do rest.headers[#rest.headers + 1] = h end
   end
   if flags.rules then rest.http = common.read_input(flags.rules) end
-  local okS, server = pcall(M.gateway_server, pool, transport, services)
+  -- with the upstream unreachable, a server refusing every call until the schema is read (refresh_task)
+  local okS, server = true, unreachable and pc.server({})
+  if not unreachable then okS, server = pcall(M.gateway_server, pool, transport, services) end
   if not okS then fail(tostring(server)) end
   local addr = flags.listen or "127.0.0.1:8080"
-  local ok, listener = pcall(pc.listen, server, addr, { rest = rest, cert_file = flags["listen-cert"],
-    key_file = flags["listen-key"], cors = flags.cors and { origins = flags.cors } or nil })
+  local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,
+    cert_file = flags["listen-cert"], key_file = flags["listen-key"],
+    cors = flags.cors and { origins = flags.cors } or nil })
   if not ok then fail((tostring(listener):gsub("^pc%.listen: ", ""))) end
+  if unreachable then listener:refuse(not_read(unreachable)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end
-  stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%d services)\n", host,
-    listener.port, args[1], #services))
+  stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%s)\n", host,
+    listener.port, args[1], unreachable and "the upstream's schema not read yet" or #services .. " services"))
   stderr:flush()
   pc.spawn(function() listener:serve() end)
-  if got and (refresh or 60) > 0 then refresh_task(flags, transport, listener, got, refresh or 60) end
+  if unreachable or (refresh or 60) > 0 and got then
+    refresh_task(flags, transport, listener, got, refresh or 60, rest, unreachable)
+  end
   pc.run()
   return 0
 end

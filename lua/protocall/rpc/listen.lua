@@ -226,6 +226,15 @@ end
 
 -- One call, from its headers to its end; a task of the scheduler.
 local function run_call(self, call)
+  local refusal = self.refusal -- listener:refuse's
+  if refusal then
+    if self.rest and call:protocol() == "http" then
+      rest.refuse(self, call, refusal)
+    else
+      call:finish(codes[refusal.code], tostring(refusal.message or ""))
+    end
+    return call:close()
+  end
   local entry = self.server.methods[call:path()]
   local proto = self.rest and call:protocol()
   if proto == "http" or (proto == "connect" and not entry and call:set_http()) then
@@ -373,15 +382,35 @@ end
 -- old one; the address, its connections and the options stay. With the
 -- `rest` option the routes are compiled first from `server`'s schema with
 -- the same options, and when they do not compile this raises "pc.listen:
--- rest: ..." naming the rule, the old server staying. What `protocall
+-- rest: ..." naming the rule, the old server staying. `rest_option`
+-- (optional; only for a listener with `rest`) replaces pc.listen's `rest`
+-- option from now on. It ends listener:refuse's answers. What `protocall
 -- gateway -refresh` does with a schema its upstream's reflection changed.
-function Listener:set_server(server)
+function Listener:set_server(server, rest_option)
   if not is_server(server) then
     error("bad argument #1 to 'set_server' (protocall.Server expected, got " .. type(server) .. ")", 2)
   end
-  local tc = self.rest and rest.transcoder(server, self.rest_option, self.max_receive)
+  if rest_option ~= nil and not self.rest then
+    error("bad argument #2 to 'set_server' (a REST option for a listener without pc.listen's rest)", 2)
+  end
+  if rest_option == nil then rest_option = self.rest_option end
+  local tc = self.rest and rest.transcoder(server, rest_option, self.max_receive)
   -- one step, no yield between: a call starting sees both or neither
-  self.server, self.rest = server, tc
+  self.server, self.rest, self.rest_option, self.refusal = server, tc, rest_option, nil
+end
+
+--- `listener:refuse(err)`: from now until the next listener:set_server,
+-- answers every call that starts with the pc.Error `err` (a table with a
+-- canonical `code` name and a `message`) instead of serving it: gRPC,
+-- gRPC-Web and Connect calls get its status, REST requests (with `rest`)
+-- its HTTP status and a google.rpc.Status JSON body, as a failed call's.
+-- Calls in flight go on. What `protocall gateway` answers while its
+-- upstream's schema is not read yet (UNAVAILABLE, HTTP 503).
+function Listener:refuse(err)
+  if type(err) ~= "table" or type(err.code) ~= "string" or codes[err.code] == nil or err.code == "OK" then
+    error("bad argument #1 to 'refuse' (pc.Error with a canonical code other than OK expected)", 2)
+  end
+  self.refusal = err
 end
 
 --- `listener:connections()` -> connections open now (0 once shut down).

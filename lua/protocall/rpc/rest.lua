@@ -120,6 +120,12 @@ local function make_ctx(call, info, md, timeout, rt)
   return ctx, function() ended = true end
 end
 
+-- rest.refuse(listener, call, err): answers a REST request with `err`
+-- (listener:refuse's), unserved.
+function M.refuse(self, call, err)
+  return answer_error(self.rest, call, err)
+end
+
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call).
 function M.serve(self, call)

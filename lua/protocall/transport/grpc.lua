@@ -521,7 +521,10 @@ function Call:buffered() return self.call:buffered() end
 --- Streaming call of any shape: `local call = transport:stream(path,
 -- settings)` (settings as `unary`) -> a call object with `send`,
 -- `close_send`, `recv`, `close_and_recv`, `headers`, `trailers`, `cancel`
--- and `close`. The deadline (`timeout`) covers the whole call.
+-- and `close`. The deadline (`timeout`) covers the whole call. Close it
+-- when done with it before its end (`close`, or `<close>` under Lua 5.4):
+-- one dropped unclosed keeps its HTTP/2 stream, a server stream slot,
+-- until its deadline or the garbage collector's finalizer cancels it.
 function Transport:stream(path, settings)
   local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2))
   return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)
@@ -583,7 +586,11 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- (Linux's abstract namespace); a path longer than sun_path holds (107
 -- bytes) is refused.
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
--- `key_file` (PEM client certificate and key, mutual TLS; one needs the other),
+-- `key_file` (PEM client certificate and key, mutual TLS; one needs the other;
+-- a file that is no PEM, or protocall_tls.so missing beside protocall.so,
+-- fails every call INTERNAL with why, "TLS is not available: PATH: ...",
+-- at once and without a connection attempt: no retry or reconnection
+-- mends it),
 -- `server_name` (the name TLS verifies and sends, and :authority;
 -- default the host), `max_receive_size` (bytes, default 4 MiB; a larger
 -- response message fails with RESOURCE_EXHAUSTED, local = true),

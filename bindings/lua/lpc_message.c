@@ -9,6 +9,9 @@
 #include <lauxlib.h>
 #include <string.h>
 
+char lpc_repeated_mt_key;
+char lpc_map_mt_key;
+
 /* -- Types and views ------------------------------------------------------- */
 
 static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
@@ -157,16 +160,31 @@ static void push_submessage(lua_State *L, int a, const pc_MessageDef *def, pc_Me
   lua_remove(L, -2);
 }
 
+/* How many user values a container of 'f' has: 2 when it may keep objects
+ * in its table of elements (message elements, and the strings of string
+ * or bytes elements and map keys a write keeps), else 1: a table of
+ * numbers keeps nothing. */
+static int container_uvs(const pc_FieldDef *f) {
+  if (!f->is_map) return pc_FieldDef_ElemSlot(f) >= kPc_Slot_String ? 2 : 1;
+  return pc_FieldDef_ElemSlot(pc_FieldDef_MapKey(f)) >= kPc_Slot_String ||
+                 pc_FieldDef_ElemSlot(pc_FieldDef_MapValue(f)) >= kPc_Slot_String
+             ? 2
+             : 1;
+}
+
 /* Pushes a new container of repeated or map field 'f' of the message object
- * at 'obj' (user value 1). */
+ * at 'obj' (user value 1; user value 2, the table of element objects, when
+ * container_uvs gives one). Its metatable is found in the registry
+ * under a light userdata key, not by name (a string lookup). */
 static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv) {
-  lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), 2);
+  lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), container_uvs(f));
   c->msg = msg;
   c->f = f;
   c->uv = uv;
   lua_pushvalue(L, obj);
   lua_setiuservalue(L, -2, 1);
-  luaL_setmetatable(L, f->is_map ? LPC_MAP_MT : LPC_REPEATED_MT);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, f->is_map ? &lpc_map_mt_key : &lpc_repeated_mt_key);
+  lua_setmetatable(L, -2);
 }
 
 /* Pushes the value of sub-message or container field 'f' of the view at

@@ -697,6 +697,8 @@ void lpc_open_message(lua_State *L) {
                                  {NULL, NULL}};
   luaL_newmetatable(L, LPC_REPEATED_MT); /* upvalue 1 of each: lpc_check_container */
   lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_repeated_mt_key);
+  lua_pushvalue(L, -1);
   luaL_setfuncs(L, rep, 1);
   lua_pop(L, 1);
   static const luaL_Reg map[] = {{"__index", lpc_map_index},
@@ -705,6 +707,8 @@ void lpc_open_message(lua_State *L) {
                                  {"__pairs", lpc_map_pairs},
                                  {NULL, NULL}};
   luaL_newmetatable(L, LPC_MAP_MT);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_map_mt_key);
   lua_pushvalue(L, -1);
   luaL_setfuncs(L, map, 1);
   lua_pop(L, 1);

@@ -345,56 +345,67 @@ static int index_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry 
   return 1;
 }
 
-/* Inlined into both __index functions: the plain slots are read here, the
- * most common kinds tested first. The key is probed before the message is
- * fetched, so fewer values live across the API calls. */
+/* Zeros: what an unset oneof member of kLpc_Read_OneofBase + kind reads
+ * as (0, 0.0, false, an empty string view). */
+static const uint64_t kZeros[2] = {0, 0};
+
+/* Inlined into both __index functions: the plain slots are read here, a
+ * oneof member with a zero default as its plain kind from its slot when it
+ * is the member set, else from kZeros. The key is probed before the
+ * message is fetched, so fewer values live across the API calls. */
 LPC_INLINE int index_common(lua_State *L, int kind) {
   const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
   const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
   if (e == NULL) return index_slow(L, lk, e, msg, kind);
   const char *p = msg + e->offset;
-  if (e->read == kLpc_Read_U32) {
+  unsigned read = e->read;
+  if (read >= kLpc_Read_OneofBase) {
+    const pc_FieldDef *f = lpc_entry_field(lk, e);
+    uint32_t c;
+    memcpy(&c, msg + f->case_offset, sizeof(c));
+    if (c != (uint32_t)f->number) p = (const char *)kZeros;
+    read -= kLpc_Read_OneofBase;
+  }
+  switch (read) {
+  case kLpc_Read_U32: {
     uint32_t v;
     memcpy(&v, p, 4);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kLpc_Read_I32) {
+  case kLpc_Read_I32: {
     int32_t v;
     memcpy(&v, p, 4);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kLpc_Read_I64) {
+  case kLpc_Read_I64: {
     int64_t v;
     memcpy(&v, p, 8);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kLpc_Read_F64) {
+  case kLpc_Read_F64: {
     double v;
     memcpy(&v, p, 8);
     lua_pushnumber(L, v);
     return 1;
   }
-  if (e->read == kLpc_Read_F32) {
+  case kLpc_Read_F32: {
     float v;
     memcpy(&v, p, 4);
     lua_pushnumber(L, (lua_Number)v);
     return 1;
   }
-  if (e->read == kLpc_Read_String) {
+  case kLpc_Read_String: {
     pc_StringView v;
     memcpy(&v, p, sizeof(v));
     lua_pushlstring(L, v.size ? v.data : "", v.size);
     return 1;
   }
-  if (e->read == kLpc_Read_Bool) {
-    lua_pushboolean(L, *p != 0);
-    return 1;
-  }
-  if (e->read == kLpc_Read_Oneof) {
+  case kLpc_Read_Bool: lua_pushboolean(L, *p != 0); return 1;
+  case kLpc_Read_Oneof: { /* a message member, or (LuaJIT) a 64-bit one */
     const pc_FieldDef *f = lpc_entry_field(lk, e);
     uint32_t c;
     memcpy(&c, msg + f->case_offset, sizeof(c));
@@ -410,7 +421,8 @@ LPC_INLINE int index_common(lua_State *L, int kind) {
     lpc_push_scalar(L, f, v);
     return 1;
   }
-  return index_slow(L, lk, e, msg, kind);
+  default: return index_slow(L, lk, e, msg, kind);
+  }
 }
 
 /* -- v = m.name   (standalone message) */
@@ -541,6 +553,30 @@ lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
   return luaL_checkudata(L, idx, mt);
 }
 
+/* Pushes the view of message 'm', element 'i' of the repeated container
+ * 'c' at 1 (not an extension's): lpc_push_elem's path with the integer key
+ * at hand (lpc_push_elem_key gives a repeated field's element that very
+ * integer), the table of element objects (user value 2) read and written
+ * by index. */
+static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer i, pc_Message *m) {
+  if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE) {
+    if (lua_rawgeti(L, -1, i) != LUA_TNIL && is_object_of(L, -1, m)) return;
+    lua_pop(L, 1);
+  } else {
+    lua_pop(L, 1);
+    lua_createtable(L, n < kLpc_ElemsPresize ? (int)n : kLpc_ElemsPresize, 0);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, 2);
+  }
+  int elems = lua_gettop(L);
+  lua_getiuservalue(L, 1, 1);
+  int a = lpc_push_anchor_of(L, elems + 1, kind_of_object(L, elems + 1, c->msg));
+  if (c->uv < 0) c->uv = lpc_view_uv(c->f);
+  push_child_view(L, elems + 1, c->uv, c->f->message, m, a);
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, elems, i);
+}
+
 /* -- v = c[i]   (repeated; nil outside 1..#c) */
 int lpc_repeated_index(lua_State *L) {
   lpc_Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
@@ -549,7 +585,11 @@ int lpc_repeated_index(lua_State *L) {
   lua_Integer i = lua_tointegerx(L, 2, &isint); /* 1.0 reads element 1, as c[1.0] = v writes it */
   if (!isint || lua_type(L, 2) != LUA_TNUMBER || arr == NULL || i < 1 || (size_t)i > arr->size)
     return 0;
-  lpc_push_elem(L, 1, c->f, pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f)), 2);
+  pc_Value v = pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f));
+  if (c->f->message != NULL && v.m != NULL && !c->f->is_extension)
+    push_elem_view(L, c, arr->size, i, v.m);
+  else
+    lpc_push_elem(L, 1, c->f, v, 2);
   return 1;
 }
 

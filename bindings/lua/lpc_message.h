@@ -81,7 +81,11 @@ enum {
   kLpc_Read_F32,
   kLpc_Read_Bool,
   kLpc_Read_String, /* a string or bytes slot without presence or a default */
-  kLpc_Read_Oneof   /* a oneof member (not repeated) whose default is zero: its case tested */
+  kLpc_Read_Oneof,  /* a oneof member (not repeated) whose default is zero: its case tested */
+  /* kLpc_Read_OneofBase + U32 .. String: such a member of a plain kind
+   * (not a message; under LuaJIT not 64-bit), read as that kind from its
+   * slot when it is the member set, else as zero */
+  kLpc_Read_OneofBase = 16
 };
 
 /* How a plain slot takes a Lua value without the general path: integers

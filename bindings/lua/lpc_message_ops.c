@@ -38,8 +38,11 @@ static int zero_default(const pc_FieldDef *f);
 
 static uint8_t read_kind(const pc_FieldDef *f) {
   if (f->case_offset != 0 && f->hasbit < 0 && !f->is_extension && f->label != kPc_Label_Repeated &&
-      f->slot <= kPc_Slot_Message && zero_default(f))
-    return kLpc_Read_Oneof;
+      f->slot <= kPc_Slot_Message && zero_default(f)) {
+    if (f->slot == kPc_Slot_Message) return kLpc_Read_Oneof;
+    uint8_t k = f->slot == kPc_Slot_String ? kLpc_Read_String : type_read_kind(f->type);
+    return LPC_LUAJIT && k == kLpc_Read_I64 ? kLpc_Read_Oneof : kLpc_Read_OneofBase + k;
+  }
   if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
       f->label != kPc_Label_Repeated && f->default_value.s.size == 0)
     return kLpc_Read_String; /* the slot is the value; "" when unset */

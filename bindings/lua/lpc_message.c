@@ -20,9 +20,7 @@ static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
   lua_remove(L, -2);
 }
 
-/* How many user values views of 'def' have: 1 the anchor, then one per
- * field lpc_view_uv gives one. */
-static int view_uvs(const pc_MessageDef *def) {
+int lpc_view_uvs(const pc_MessageDef *def) {
   int n = 1;
   for (uint32_t i = 0; i < def->field_count && n < LPC_VIEW_MAX_UV - 1; i++)
     n += def->fields[i].slot >= kPc_Slot_Message;
@@ -41,7 +39,7 @@ int lpc_view_uv(const pc_FieldDef *f) {
 }
 
 /* Pushes the metatable of views of 'def' (its Type's user value 3) and
- * returns how many user values its views have (view_uvs, kept in the
+ * returns how many user values its views have (lpc_view_uvs, kept in the
  * metatable under 0). Not cached by def elsewhere: under LuaJIT a
  * metatable can outlive its pool by a collection cycle (marked from an
  * arena being finalized), and a new pool's def may then have the freed
@@ -50,7 +48,7 @@ static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
   push_instance_mt(L, def, kLpc_View);
   if (lua_rawgeti(L, -1, 0) != LUA_TNUMBER) {
     lua_pop(L, 1);
-    lua_pushinteger(L, view_uvs(def));
+    lua_pushinteger(L, lpc_view_uvs(def));
     lua_pushvalue(L, -1);
     lua_rawseti(L, -3, 0);
   }
@@ -60,7 +58,7 @@ static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
 }
 
 /* Pushes a view of 'msg' kept alive by the anchor at 'anchor', with 'nuv'
- * user values (view_uvs), the metatable of its views on top of the stack
+ * user values (lpc_view_uvs), the metatable of its views on top of the stack
  * taking. */
 static void new_view(lua_State *L, pc_Message *msg, int anchor, int nuv) {
   pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
@@ -78,7 +76,7 @@ void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int 
 
 /* Pushes the metatable of views of 'def', the type of the field whose
  * lpc_view_uv is 'uv' of the messages of the instance metatable at 'mt',
- * and returns view_uvs(def): that metatable keeps both (under uv and -uv,
+ * and returns lpc_view_uvs(def): that metatable keeps both (under uv and -uv,
  * so also its Type lives as long as the parent's). */
 static int push_child_mt(lua_State *L, int mt, int uv, const pc_MessageDef *def) {
   if (lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
@@ -98,14 +96,27 @@ static int push_child_mt(lua_State *L, int mt, int uv, const pc_MessageDef *def)
 
 /* Pushes a new view of 'msg' (of type 'def'), a sub-message or element of
  * the field whose lpc_view_uv is 'uv' of the message object at 'obj', kept
- * alive by the anchor at 'anchor'. */
+ * alive by the anchor at 'anchor'. 'nuv': lpc_view_uvs(def) when the
+ * caller has it at hand, else 0. */
 static void push_child_view(lua_State *L, int obj, int uv, const pc_MessageDef *def,
-                            pc_Message *msg, int anchor) {
+                            pc_Message *msg, int anchor, int nuv) {
   if (uv <= 0 || !lua_getmetatable(L, obj)) {
     lpc_push_view(L, def, msg, anchor);
     return;
   }
   int mt = lua_gettop(L);
+  if (nuv > 0 && lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
+    pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
+    *p = msg;
+    lua_pushvalue(L, anchor);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, mt + 1);
+    lua_setmetatable(L, -2);
+    lua_replace(L, mt);
+    lua_settop(L, mt);
+    return;
+  }
+  lua_settop(L, mt);
   new_view(L, msg, anchor, push_child_mt(L, mt, uv, def));
   lua_remove(L, mt);
 }
@@ -174,16 +185,23 @@ static int container_uvs(const pc_FieldDef *f) {
 
 /* Pushes a new container of repeated or map field 'f' of the message object
  * at 'obj' (user value 1; user value 2, the table of element objects, when
- * container_uvs gives one). Its metatable is found in the registry
- * under a light userdata key, not by name (a string lookup). */
-static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv) {
+ * container_uvs gives one). Its metatable: with 'up', upvalue 2 (Repeated)
+ * or 3 (Map) of the running function, an __index of messages (make_mt,
+ * lpc_message_ops.c); else from the registry under a light userdata key,
+ * not by name (a string lookup). */
+static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv,
+                          int up) {
   lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), container_uvs(f));
   c->msg = msg;
   c->f = f;
   c->uv = uv;
+  c->elem_uvs = 0;
   lua_pushvalue(L, obj);
   lua_setiuservalue(L, -2, 1);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, f->is_map ? &lpc_map_mt_key : &lpc_repeated_mt_key);
+  if (up)
+    lua_pushvalue(L, lua_upvalueindex(f->is_map ? 3 : 2));
+  else
+    lua_rawgetp(L, LUA_REGISTRYINDEX, f->is_map ? &lpc_map_mt_key : &lpc_repeated_mt_key);
   lua_setmetatable(L, -2);
 }
 
@@ -196,8 +214,10 @@ static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_Field
  * what it keeps is what the anchor's refs would, without an insert into a
  * table that grows with every view of the tree; and those objects are
  * reached through the view alone, so they need live no longer than it.
- * Returns 0 (nothing pushed) when the view has no such user value. */
-static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv) {
+ * Returns 0 (nothing pushed) when the view has no such user value. 'up' as
+ * for new_container, 'nuv' for push_child_view. */
+static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv, int up,
+                     int nuv) {
   pc_Message *sub = NULL;
   if (f->label != kPc_Label_Repeated) {
     sub = pc_Message_Get(msg, f).m;
@@ -214,7 +234,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
   if (t != LUA_TNIL && (sub == NULL || is_object_of(L, -1, sub))) return 1;
   lua_pop(L, 1);
   if (sub == NULL) {
-    new_container(L, obj, msg, f, uv);
+    new_container(L, obj, msg, f, uv, up);
   } else {
     lua_getiuservalue(L, obj, 1);
     int a = lua_gettop(L);
@@ -222,7 +242,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
     if (!lua_istable(L, -1) || lua_rawgetp(L, -1, pc_Message_Slot(msg, f)) == LUA_TNIL ||
         !is_object_of(L, -1, sub)) {
       lua_settop(L, a);
-      push_child_view(L, obj, uv, f->message, sub, a);
+      push_child_view(L, obj, uv, f->message, sub, a, nuv);
     }
     lua_replace(L, a);
     lua_settop(L, a);
@@ -244,20 +264,20 @@ static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, con
                            int uv) {
   obj = lua_absindex(L, obj);
   if (f->is_extension) {
-    new_container(L, obj, msg, f, 0);
+    new_container(L, obj, msg, f, 0, 0);
     return;
   }
   if (kind == 0) kind = kind_of_object(L, obj, msg);
   if (kind == kLpc_View) {
     if (uv < 0) uv = lpc_view_uv(f);
-    if (uv > 0 && push_kept(L, obj, msg, f, uv)) return;
+    if (uv > 0 && push_kept(L, obj, msg, f, uv, 0, 0)) return;
   }
   const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
   int a = lpc_push_anchor_of(L, obj, kind);
   lpc_push_refs(L, a, 1);
   if (lua_rawgetp(L, a + 1, key) != LUA_TUSERDATA) {
     lua_pop(L, 1);
-    new_container(L, obj, msg, f, uv);
+    new_container(L, obj, msg, f, uv, 0);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, a + 1, key);
   }
@@ -280,7 +300,7 @@ static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const p
     if (kind == 0) kind = kind_of_object(L, obj, msg);
     if (kind == kLpc_View && !f->is_extension) {
       if (uv < 0) uv = lpc_view_uv(f);
-      if (uv > 0 && push_kept(L, obj, msg, f, uv)) return;
+      if (uv > 0 && push_kept(L, obj, msg, f, uv, 0, 0)) return;
     }
     pc_Value v = pc_Message_Get(msg, f);
     if (v.m == NULL) {
@@ -341,6 +361,10 @@ static int index_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry 
     lpc_push_scalar(L, f, pc_Message_Get(msg, f));
     return 1;
   }
+  /* a view's sub-message or container (push_kept) with the container
+   * metatables at hand */
+  if (kind == kLpc_View && e != NULL && e->uv > 0 && push_kept(L, 1, msg, f, e->uv, 1, e->nuv))
+    return 1;
   push_field(L, 1, kind, msg, f, e != NULL ? e->uv : -1);
   return 1;
 }
@@ -530,7 +554,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   }
   lpc_Container *mc = lua_touserdata(L, c);
   if (mc->uv < 0) mc->uv = lpc_view_uv(mc->f);
-  push_child_view(L, a - 1, mc->uv, ef->message, v.m, a);
+  push_child_view(L, a - 1, mc->uv, ef->message, v.m, a, 0);
   lpc_push_elem_key(L, c, key);
   lua_pushvalue(L, -2);
   lua_rawset(L, elems);
@@ -572,7 +596,8 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
   lua_getiuservalue(L, 1, 1);
   int a = lpc_push_anchor_of(L, elems + 1, kind_of_object(L, elems + 1, c->msg));
   if (c->uv < 0) c->uv = lpc_view_uv(c->f);
-  push_child_view(L, elems + 1, c->uv, c->f->message, m, a);
+  if (c->elem_uvs == 0) c->elem_uvs = lpc_view_uvs(c->f->message);
+  push_child_view(L, elems + 1, c->uv, c->f->message, m, a, c->elem_uvs);
   lua_pushvalue(L, -1);
   lua_rawseti(L, elems, i);
 }

@@ -58,7 +58,8 @@ typedef struct {
 typedef struct {
   pc_Message *msg;
   const pc_FieldDef *f;
-  int uv; /* lpc_view_uv(f), or -1 until needed */
+  int uv;       /* lpc_view_uv(f), or -1 until needed */
+  int elem_uvs; /* repeated messages: lpc_view_uvs of their type, or 0 until needed */
 } lpc_Container;
 
 /* -- The per-type field lookup ----------------------------------------------
@@ -106,7 +107,8 @@ typedef struct {
   uint32_t offset; /* the field's offset, for the direct read and write */
   uint8_t read;    /* kLpc_Read_*: a plain or string slot read directly, or kLpc_Read_Other */
   uint8_t write;   /* kLpc_Write_* */
-  uint16_t uv;     /* lpc_view_uv of the field */
+  uint8_t uv;      /* lpc_view_uv of the field (< LPC_VIEW_MAX_UV) */
+  uint8_t nuv;     /* with 'uv', a message field's: lpc_view_uvs of its type, else 0 */
 } lpc_LookupEntry;
 
 typedef struct {
@@ -249,6 +251,9 @@ int lpc_parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *out)
  * 0 for none (another kind of field, an extension, or past
  * LPC_VIEW_MAX_UV). */
 int lpc_view_uv(const pc_FieldDef *f);
+/* How many user values views of 'def' have: 1 the anchor, then one per
+ * field lpc_view_uv gives one (at most LPC_VIEW_MAX_UV - 1). */
+int lpc_view_uvs(const pc_MessageDef *def);
 
 /* Pushes a new empty standalone message of 'def' with the metatable at
  * 'mt' (0: its Type's). */

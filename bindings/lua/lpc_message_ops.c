@@ -429,7 +429,10 @@ static int lpc_set_tostring(lua_State *L) {
 static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind) {
   lua_createtable(L, 0, 10);
   lua_pushvalue(L, names); /* the Lookup, read by the metamethod */
-  lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_index : lpc_view_index, 1);
+  /* the container metatables (new_container, lpc_message.c) */
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_repeated_mt_key);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_map_mt_key);
+  lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_index : lpc_view_index, 3);
   lua_setfield(L, -2, "__index");
   lua_pushvalue(L, names);
   lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_newindex : lpc_view_newindex, 1);
@@ -518,7 +521,10 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
       lk->e[j].offset = def->fields[i].offset;
       lk->e[j].read = read_kind(&def->fields[i]);
       lk->e[j].write = write_kind(&def->fields[i]);
-      lk->e[j].uv = (uint16_t)lpc_view_uv(&def->fields[i]);
+      lk->e[j].uv = (uint8_t)lpc_view_uv(&def->fields[i]);
+      if (lk->e[j].uv > 0 && def->fields[i].label != kPc_Label_Repeated &&
+          def->fields[i].message != NULL)
+        lk->e[j].nuv = (uint8_t)lpc_view_uvs(def->fields[i].message);
       lk->fields[j] = &def->fields[i];
     }
     lua_pop(L, 1);

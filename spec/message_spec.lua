@@ -743,6 +743,20 @@ describe("messages", function()
   end)
 
   describe("maps", function()
+    it("hide their metatable, and their pairs' iterator takes its own map alone", function()
+      -- both read another value as a container (a crash: getmetatable(m.list).__len(io.stdout))
+      local s = Shape { attrs = { a = 1 }, nums = { 1 } }
+      assert.is_false(getmetatable(s.attrs))
+      assert.is_false(getmetatable(s.nums))
+      local f, m, k = pc.pairs(s.attrs)
+      for _, other in ipairs { io.stdout, Shape { attrs = { a = 1 } }.attrs, "x" } do
+        local ok, err = pcall(f, other, k)
+        assert.is_false(ok)
+        assert.are.equal("bad argument #1 to 'the iterator of pairs' (the map pairs was called on expected)", err)
+      end
+      assert.are.same({ "a", 1 }, { f(m, k) })
+    end)
+
     it("read as live containers", function()
       local s = Shape { attrs = { a = 1, b = 2 } }
       local m = s.attrs

@@ -658,10 +658,13 @@ int lpc_map_index(lua_State *L) {
 }
 
 /* The iterator of lpc_map_pairs: upvalue 1 the keys as they were when
- * pairs began, upvalue 2 the position; a key deleted since is skipped, a
+ * pairs began, upvalue 2 the position, upvalue 3 the map (the only value
+ * it takes as its argument 1); a key deleted since is skipped, a
  * value changed since reads as it is now (Lua's rule for next: existing
  * fields may be changed or cleared during a traversal). */
 static int lpc_map_next(lua_State *L) {
+  if (!lua_rawequal(L, 1, lua_upvalueindex(3))) /* f(other) of 'for k, v in f, c' */
+    lpc_arg_error(L, 1, "the iterator of pairs", "the map pairs was called on expected");
   lpc_Container *c = lua_touserdata(L, 1);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
@@ -707,7 +710,8 @@ int lpc_map_pairs(lua_State *L) {
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_pushinteger(L, 0);
-  lua_pushcclosure(L, lpc_map_next, 2);
+  lua_pushvalue(L, 1);
+  lua_pushcclosure(L, lpc_map_next, 3);
   lua_pushvalue(L, 1);
   lua_pushnil(L);
   return 3;

@@ -704,7 +704,11 @@ void lpc_open_message(lua_State *L) {
                                  {"__len", lpc_container_len},
                                  {"__pairs", lpc_repeated_pairs},
                                  {NULL, NULL}};
+  /* __metatable hides the container metatables, as a message's: their
+   * functions, called with another value, would read it as a container */
   luaL_newmetatable(L, LPC_REPEATED_MT); /* upvalue 1 of each: lpc_check_container */
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_repeated_mt_key);
   lua_pushvalue(L, -1);
@@ -716,6 +720,8 @@ void lpc_open_message(lua_State *L) {
                                  {"__pairs", lpc_map_pairs},
                                  {NULL, NULL}};
   luaL_newmetatable(L, LPC_MAP_MT);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_map_mt_key);
   lua_pushvalue(L, -1);

@@ -604,7 +604,9 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
 
 /* -- v = c[i]   (repeated; nil outside 1..#c) */
 int lpc_repeated_index(lua_State *L) {
-  lpc_Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
+  /* Called by the VM for a container alone: its metatable is hidden
+   * (__metatable), as a view's, whose __index reads arg 1 alike. */
+  lpc_Container *c = lua_touserdata(L, 1);
   const pc_Array *arr = pc_Message_Get(c->msg, c->f).a;
   int isint;
   lua_Integer i = lua_tointegerx(L, 2, &isint); /* 1.0 reads element 1, as c[1.0] = v writes it */
@@ -648,7 +650,7 @@ int lpc_repeated_pairs(lua_State *L) {
 
 /* -- v = c[k]   (nil when absent; a key of the wrong type raises) */
 int lpc_map_index(lua_State *L) {
-  lpc_Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
+  lpc_Container *c = lua_touserdata(L, 1); /* as lpc_repeated_index's */
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f), *vf = pc_FieldDef_MapValue(c->f);
   pc_Value k = lpc_check_scalar(L, kf, c->f->full_name, 2);
   const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, pc_FieldDef_ElemSlot(kf), k);

@@ -372,6 +372,8 @@ static int index_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry 
 /* Zeros: what an unset oneof member of kLpc_Read_OneofBase + kind reads
  * as (0, 0.0, false, an empty string view). */
 static const uint64_t kZeros[2] = {0, 0};
+_Static_assert(sizeof(kZeros) >= sizeof(pc_StringView) && sizeof(kZeros) >= sizeof(pc_Value),
+               "kZeros covers every plain kind's slot");
 
 /* Inlined into both __index functions: the plain slots are read here, a
  * oneof member with a zero default as its plain kind from its slot when it

@@ -683,22 +683,8 @@ void lpc_open_message(lua_State *L) {
                                    {"set_reader", lpc_set_reader},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
-  lua_pushcfunction(L, lpc_type_make_metatables);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key);
-  luaL_getmetatable(L, LPC_TYPE_MT); /* made by lpc_open_schema */
-  lua_pushcfunction(L, lpc_type_call);
-  lua_setfield(L, -2, "__call");
-  lua_pop(L, 1);
-  /* Ephemeron table: an anchor keeps what its memory points to alive (the
-   * same table when the module is opened again: live messages need it). */
-  lpc_registry_table(L, &lpc_refs_key, "k");
-  lua_pop(L, 1);
-  luaL_newmetatable(L, LPC_ARENA_MT);
-  lua_pushcfunction(L, lpc_arena_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
+  /* The container metatables first: every message __index made from
+   * then on (make_mt) holds them. */
   static const luaL_Reg rep[] = {{"__index", lpc_repeated_index},
                                  {"__newindex", lpc_repeated_newindex},
                                  {"__len", lpc_container_len},
@@ -726,5 +712,21 @@ void lpc_open_message(lua_State *L) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_map_mt_key);
   lua_pushvalue(L, -1);
   luaL_setfuncs(L, map, 1);
+  lua_pop(L, 1);
+  lua_pushcfunction(L, lpc_type_make_metatables);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key);
+  luaL_getmetatable(L, LPC_TYPE_MT); /* made by lpc_open_schema */
+  lua_pushcfunction(L, lpc_type_call);
+  lua_setfield(L, -2, "__call");
+  lua_pop(L, 1);
+  /* Ephemeron table: an anchor keeps what its memory points to alive (the
+   * same table when the module is opened again: live messages need it). */
+  lpc_registry_table(L, &lpc_refs_key, "k");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, LPC_ARENA_MT);
+  lua_pushcfunction(L, lpc_arena_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
 }

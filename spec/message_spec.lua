@@ -493,6 +493,53 @@ describe("messages", function()
       assert.is_nil(w.m2)
     end)
 
+    it("made as a wide type's sub-message or element keep every field's object", function()
+      -- a view's count of user values, kept per field and per container, at its limit
+      local fields = {}
+      for i = 1, 300 do fields[i] = { "m" .. i, "t.Point", i } end
+      pool:message("t.Wide2", fields)
+      local Outer = pool:message("t.OuterWide", { { "w", "t.Wide2", 1 }, { "ws", "t.Wide2", 2, repeated = true } })
+      local o = pc.decode(Outer, pc.encode(Outer { w = { m254 = { x = 1 }, m300 = { x = 2 } },
+                                                   ws = { { m1 = { x = 3 } }, { m254 = { x = 4 } } } }))
+      local w, ws, second = o.w, o.ws, o.ws[2]
+      local m254 = w.m254
+      collectgarbage()
+      collectgarbage()
+      assert.is_true(rawequal(w, o.w))
+      assert.is_true(rawequal(second, o.ws[2]))
+      assert.is_true(rawequal(m254, o.w.m254))
+      assert.is_true(rawequal(ws[1].m1, o.ws[1].m1))
+      assert.are.same({ 1, 2, 3, 4 }, { o.w.m254.x, o.w.m300.x, o.ws[1].m1.x, o.ws[2].m254.x })
+      assert.is_nil(o.ws[2].m1)
+    end)
+
+    it("of repeated elements follow the elements as the list changes", function()
+      local s = pc.decode(Shape, pc.encode(Shape { points = { { x = 1 }, { x = 2 }, { x = 3 } }, nums = { 1, 2 } }))
+      local points = s.points
+      local first, second = points[1], points[2]
+      R.remove(points, 1)
+      assert.is_true(rawequal(second, points[1]))
+      assert.are.same({ 2, 3 }, { points[1].x, points[2].x })
+      R.insert(points, 1, Point { x = 9 })
+      assert.are.equal(9, points[1].x)
+      assert.is_true(rawequal(second, points[2]))
+      assert.are.equal(1, first.x) -- the removed element's view still reads its message
+      points[1.0] = { x = 8 }
+      assert.are.equal(8, points[1].x)
+      assert.is_true(rawequal(points[1], points[1.0]))
+      s.points = { { x = 5 } }
+      collectgarbage()
+      assert.are.equal(5, points[1].x)
+      assert.is_nil(points[2])
+      -- a container of numbers
+      local nums = s.nums
+      nums[3] = 3
+      R.insert(nums, 1, 0)
+      collectgarbage()
+      assert.are.same({ 0, 1, 2, 3 }, pc.to_table(s).nums)
+      assert.is_true(rawequal(nums, s.nums))
+    end)
+
     it("store the assigned message itself (reference semantics)", function()
       local p = Point { x = 1 }
       local s = Shape { p = p }
@@ -696,6 +743,20 @@ describe("messages", function()
   end)
 
   describe("maps", function()
+    it("hide their metatable, and their pairs' iterator takes its own map alone", function()
+      -- both read another value as a container (a crash: getmetatable(m.list).__len(io.stdout))
+      local s = Shape { attrs = { a = 1 }, nums = { 1 } }
+      assert.is_false(getmetatable(s.attrs))
+      assert.is_false(getmetatable(s.nums))
+      local f, m, k = pc.pairs(s.attrs)
+      for _, other in ipairs { io.stdout, Shape { attrs = { a = 1 } }.attrs, "x" } do
+        local ok, err = pcall(f, other, k)
+        assert.is_false(ok)
+        assert.are.equal("bad argument #1 to 'the iterator of pairs' (the map pairs was called on expected)", err)
+      end
+      assert.are.same({ "a", 1 }, { f(m, k) })
+    end)
+
     it("read as live containers", function()
       local s = Shape { attrs = { a = 1, b = 2 } }
       local m = s.attrs
@@ -857,12 +918,16 @@ describe("messages", function()
         { "p", "t.Point", 10, oneof = "k" } })
       local set = { i32 = -5, u32 = 4000000000, i64 = 1099511627776, f = 0.5, d = -2.25, b = true, s = "str",
                     by = "\0\1", c = 2 }
-      local zero = { i32 = 0, u32 = 0, i64 = 0, f = 0, d = 0, b = false, s = "", by = "", c = 0 }
+      local zero = { i32 = 0, u32 = 0, i64 = 0, f = 0.0, d = 0.0, b = false, s = "", by = "", c = 0 }
       for name, value in pairs(set) do
         for _, m in ipairs { O { [name] = value }, pc.decode(O, pc.encode(O { [name] = value })) } do
           for other, z in pairs(zero) do
             local want = other == name and value or z
             assert.is_true(m[other] == want, name .. ": " .. other)
+            -- Lua 5.4: an unset float member reads as 0.0, an integer one as 0
+            if math.type and type(want) == "number" then
+              assert.are.equal(math.type(want), math.type(m[other]), name .. ": " .. other)
+            end
           end
           assert.is_nil(m.p)
         end

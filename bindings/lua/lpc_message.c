@@ -9,6 +9,9 @@
 #include <lauxlib.h>
 #include <string.h>
 
+char lpc_repeated_mt_key;
+char lpc_map_mt_key;
+
 /* -- Types and views ------------------------------------------------------- */
 
 static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
@@ -17,9 +20,7 @@ static void push_instance_mt(lua_State *L, const pc_MessageDef *def, int kind) {
   lua_remove(L, -2);
 }
 
-/* How many user values views of 'def' have: 1 the anchor, then one per
- * field lpc_view_uv gives one. */
-static int view_uvs(const pc_MessageDef *def) {
+int lpc_view_uvs(const pc_MessageDef *def) {
   int n = 1;
   for (uint32_t i = 0; i < def->field_count && n < LPC_VIEW_MAX_UV - 1; i++)
     n += def->fields[i].slot >= kPc_Slot_Message;
@@ -38,7 +39,7 @@ int lpc_view_uv(const pc_FieldDef *f) {
 }
 
 /* Pushes the metatable of views of 'def' (its Type's user value 3) and
- * returns how many user values its views have (view_uvs, kept in the
+ * returns how many user values its views have (lpc_view_uvs, kept in the
  * metatable under 0). Not cached by def elsewhere: under LuaJIT a
  * metatable can outlive its pool by a collection cycle (marked from an
  * arena being finalized), and a new pool's def may then have the freed
@@ -47,7 +48,7 @@ static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
   push_instance_mt(L, def, kLpc_View);
   if (lua_rawgeti(L, -1, 0) != LUA_TNUMBER) {
     lua_pop(L, 1);
-    lua_pushinteger(L, view_uvs(def));
+    lua_pushinteger(L, lpc_view_uvs(def));
     lua_pushvalue(L, -1);
     lua_rawseti(L, -3, 0);
   }
@@ -57,7 +58,7 @@ static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
 }
 
 /* Pushes a view of 'msg' kept alive by the anchor at 'anchor', with 'nuv'
- * user values (view_uvs), the metatable of its views on top of the stack
+ * user values (lpc_view_uvs), the metatable of its views on top of the stack
  * taking. */
 static void new_view(lua_State *L, pc_Message *msg, int anchor, int nuv) {
   pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
@@ -75,7 +76,7 @@ void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int 
 
 /* Pushes the metatable of views of 'def', the type of the field whose
  * lpc_view_uv is 'uv' of the messages of the instance metatable at 'mt',
- * and returns view_uvs(def): that metatable keeps both (under uv and -uv,
+ * and returns lpc_view_uvs(def): that metatable keeps both (under uv and -uv,
  * so also its Type lives as long as the parent's). */
 static int push_child_mt(lua_State *L, int mt, int uv, const pc_MessageDef *def) {
   if (lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
@@ -95,14 +96,27 @@ static int push_child_mt(lua_State *L, int mt, int uv, const pc_MessageDef *def)
 
 /* Pushes a new view of 'msg' (of type 'def'), a sub-message or element of
  * the field whose lpc_view_uv is 'uv' of the message object at 'obj', kept
- * alive by the anchor at 'anchor'. */
+ * alive by the anchor at 'anchor'. 'nuv': lpc_view_uvs(def) when the
+ * caller has it at hand, else 0. */
 static void push_child_view(lua_State *L, int obj, int uv, const pc_MessageDef *def,
-                            pc_Message *msg, int anchor) {
+                            pc_Message *msg, int anchor, int nuv) {
   if (uv <= 0 || !lua_getmetatable(L, obj)) {
     lpc_push_view(L, def, msg, anchor);
     return;
   }
   int mt = lua_gettop(L);
+  if (nuv > 0 && lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
+    pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
+    *p = msg;
+    lua_pushvalue(L, anchor);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, mt + 1);
+    lua_setmetatable(L, -2);
+    lua_replace(L, mt);
+    lua_settop(L, mt);
+    return;
+  }
+  lua_settop(L, mt);
   new_view(L, msg, anchor, push_child_mt(L, mt, uv, def));
   lua_remove(L, mt);
 }
@@ -157,16 +171,38 @@ static void push_submessage(lua_State *L, int a, const pc_MessageDef *def, pc_Me
   lua_remove(L, -2);
 }
 
+/* How many user values a container of 'f' has: 2 when it may keep objects
+ * in its table of elements (message elements, and the strings of string
+ * or bytes elements and map keys a write keeps), else 1: a table of
+ * numbers keeps nothing. */
+static int container_uvs(const pc_FieldDef *f) {
+  if (!f->is_map) return pc_FieldDef_ElemSlot(f) >= kPc_Slot_String ? 2 : 1;
+  return pc_FieldDef_ElemSlot(pc_FieldDef_MapKey(f)) >= kPc_Slot_String ||
+                 pc_FieldDef_ElemSlot(pc_FieldDef_MapValue(f)) >= kPc_Slot_String
+             ? 2
+             : 1;
+}
+
 /* Pushes a new container of repeated or map field 'f' of the message object
- * at 'obj' (user value 1). */
-static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv) {
-  lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), 2);
+ * at 'obj' (user value 1; user value 2, the table of element objects, when
+ * container_uvs gives one). Its metatable: with 'up', upvalue 2 (Repeated)
+ * or 3 (Map) of the running function, an __index of messages (make_mt,
+ * lpc_message_ops.c); else from the registry under a light userdata key,
+ * not by name (a string lookup). */
+static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv,
+                          int up) {
+  lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), container_uvs(f));
   c->msg = msg;
   c->f = f;
   c->uv = uv;
+  c->elem_uvs = 0;
   lua_pushvalue(L, obj);
   lua_setiuservalue(L, -2, 1);
-  luaL_setmetatable(L, f->is_map ? LPC_MAP_MT : LPC_REPEATED_MT);
+  if (up)
+    lua_pushvalue(L, lua_upvalueindex(f->is_map ? 3 : 2));
+  else
+    lua_rawgetp(L, LUA_REGISTRYINDEX, f->is_map ? &lpc_map_mt_key : &lpc_repeated_mt_key);
+  lua_setmetatable(L, -2);
 }
 
 /* Pushes the value of sub-message or container field 'f' of the view at
@@ -178,8 +214,10 @@ static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_Field
  * what it keeps is what the anchor's refs would, without an insert into a
  * table that grows with every view of the tree; and those objects are
  * reached through the view alone, so they need live no longer than it.
- * Returns 0 (nothing pushed) when the view has no such user value. */
-static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv) {
+ * Returns 0 (nothing pushed) when the view has no such user value. 'up' as
+ * for new_container, 'nuv' for push_child_view. */
+static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv, int up,
+                     int nuv) {
   pc_Message *sub = NULL;
   if (f->label != kPc_Label_Repeated) {
     sub = pc_Message_Get(msg, f).m;
@@ -196,7 +234,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
   if (t != LUA_TNIL && (sub == NULL || is_object_of(L, -1, sub))) return 1;
   lua_pop(L, 1);
   if (sub == NULL) {
-    new_container(L, obj, msg, f, uv);
+    new_container(L, obj, msg, f, uv, up);
   } else {
     lua_getiuservalue(L, obj, 1);
     int a = lua_gettop(L);
@@ -204,7 +242,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
     if (!lua_istable(L, -1) || lua_rawgetp(L, -1, pc_Message_Slot(msg, f)) == LUA_TNIL ||
         !is_object_of(L, -1, sub)) {
       lua_settop(L, a);
-      push_child_view(L, obj, uv, f->message, sub, a);
+      push_child_view(L, obj, uv, f->message, sub, a, nuv);
     }
     lua_replace(L, a);
     lua_settop(L, a);
@@ -226,20 +264,20 @@ static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, con
                            int uv) {
   obj = lua_absindex(L, obj);
   if (f->is_extension) {
-    new_container(L, obj, msg, f, 0);
+    new_container(L, obj, msg, f, 0, 0);
     return;
   }
   if (kind == 0) kind = kind_of_object(L, obj, msg);
   if (kind == kLpc_View) {
     if (uv < 0) uv = lpc_view_uv(f);
-    if (uv > 0 && push_kept(L, obj, msg, f, uv)) return;
+    if (uv > 0 && push_kept(L, obj, msg, f, uv, 0, 0)) return;
   }
   const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
   int a = lpc_push_anchor_of(L, obj, kind);
   lpc_push_refs(L, a, 1);
   if (lua_rawgetp(L, a + 1, key) != LUA_TUSERDATA) {
     lua_pop(L, 1);
-    new_container(L, obj, msg, f, uv);
+    new_container(L, obj, msg, f, uv, 0);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, a + 1, key);
   }
@@ -262,7 +300,7 @@ static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const p
     if (kind == 0) kind = kind_of_object(L, obj, msg);
     if (kind == kLpc_View && !f->is_extension) {
       if (uv < 0) uv = lpc_view_uv(f);
-      if (uv > 0 && push_kept(L, obj, msg, f, uv)) return;
+      if (uv > 0 && push_kept(L, obj, msg, f, uv, 0, 0)) return;
     }
     pc_Value v = pc_Message_Get(msg, f);
     if (v.m == NULL) {
@@ -323,60 +361,77 @@ static int index_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry 
     lpc_push_scalar(L, f, pc_Message_Get(msg, f));
     return 1;
   }
+  /* a view's sub-message or container (push_kept) with the container
+   * metatables at hand */
+  if (kind == kLpc_View && e != NULL && e->uv > 0 && push_kept(L, 1, msg, f, e->uv, 1, e->nuv))
+    return 1;
   push_field(L, 1, kind, msg, f, e != NULL ? e->uv : -1);
   return 1;
 }
 
-/* Inlined into both __index functions: the plain slots are read here, the
- * most common kinds tested first. The key is probed before the message is
- * fetched, so fewer values live across the API calls. */
+/* Zeros: what an unset oneof member of kLpc_Read_OneofBase + kind reads
+ * as (0, 0.0, false, an empty string view). */
+static const uint64_t kZeros[2] = {0, 0};
+_Static_assert(sizeof(kZeros) >= sizeof(pc_StringView) && sizeof(kZeros) >= sizeof(pc_Value),
+               "kZeros covers every plain kind's slot");
+
+/* Inlined into both __index functions: the plain slots are read here, a
+ * oneof member with a zero default as its plain kind from its slot when it
+ * is the member set, else from kZeros. The key is probed before the
+ * message is fetched, so fewer values live across the API calls. */
 LPC_INLINE int index_common(lua_State *L, int kind) {
   const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
   const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
   if (e == NULL) return index_slow(L, lk, e, msg, kind);
   const char *p = msg + e->offset;
-  if (e->read == kLpc_Read_U32) {
+  unsigned read = e->read;
+  if (read >= kLpc_Read_OneofBase) {
+    const pc_FieldDef *f = lpc_entry_field(lk, e);
+    uint32_t c;
+    memcpy(&c, msg + f->case_offset, sizeof(c));
+    if (c != (uint32_t)f->number) p = (const char *)kZeros;
+    read -= kLpc_Read_OneofBase;
+  }
+  switch (read) {
+  case kLpc_Read_U32: {
     uint32_t v;
     memcpy(&v, p, 4);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kLpc_Read_I32) {
+  case kLpc_Read_I32: {
     int32_t v;
     memcpy(&v, p, 4);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kLpc_Read_I64) {
+  case kLpc_Read_I64: {
     int64_t v;
     memcpy(&v, p, 8);
     lua_pushinteger(L, (lua_Integer)v);
     return 1;
   }
-  if (e->read == kLpc_Read_F64) {
+  case kLpc_Read_F64: {
     double v;
     memcpy(&v, p, 8);
     lua_pushnumber(L, v);
     return 1;
   }
-  if (e->read == kLpc_Read_F32) {
+  case kLpc_Read_F32: {
     float v;
     memcpy(&v, p, 4);
     lua_pushnumber(L, (lua_Number)v);
     return 1;
   }
-  if (e->read == kLpc_Read_String) {
+  case kLpc_Read_String: {
     pc_StringView v;
     memcpy(&v, p, sizeof(v));
     lua_pushlstring(L, v.size ? v.data : "", v.size);
     return 1;
   }
-  if (e->read == kLpc_Read_Bool) {
-    lua_pushboolean(L, *p != 0);
-    return 1;
-  }
-  if (e->read == kLpc_Read_Oneof) {
+  case kLpc_Read_Bool: lua_pushboolean(L, *p != 0); return 1;
+  case kLpc_Read_Oneof: { /* a message member, or (LuaJIT) a 64-bit one */
     const pc_FieldDef *f = lpc_entry_field(lk, e);
     uint32_t c;
     memcpy(&c, msg + f->case_offset, sizeof(c));
@@ -392,7 +447,8 @@ LPC_INLINE int index_common(lua_State *L, int kind) {
     lpc_push_scalar(L, f, v);
     return 1;
   }
-  return index_slow(L, lk, e, msg, kind);
+  default: return index_slow(L, lk, e, msg, kind);
+  }
 }
 
 /* -- v = m.name   (standalone message) */
@@ -500,7 +556,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   }
   lpc_Container *mc = lua_touserdata(L, c);
   if (mc->uv < 0) mc->uv = lpc_view_uv(mc->f);
-  push_child_view(L, a - 1, mc->uv, ef->message, v.m, a);
+  push_child_view(L, a - 1, mc->uv, ef->message, v.m, a, 0);
   lpc_push_elem_key(L, c, key);
   lua_pushvalue(L, -2);
   lua_rawset(L, elems);
@@ -523,15 +579,46 @@ lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
   return luaL_checkudata(L, idx, mt);
 }
 
+/* Pushes the view of message 'm', element 'i' of the repeated container
+ * 'c' at 1 (not an extension's): lpc_push_elem's path with the integer key
+ * at hand (lpc_push_elem_key gives a repeated field's element that very
+ * integer), the table of element objects (user value 2) read and written
+ * by index. */
+static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer i, pc_Message *m) {
+  if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE) {
+    if (lua_rawgeti(L, -1, i) != LUA_TNIL && is_object_of(L, -1, m)) return;
+    lua_pop(L, 1);
+  } else {
+    lua_pop(L, 1);
+    lua_createtable(L, n < kLpc_ElemsPresize ? (int)n : kLpc_ElemsPresize, 0);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, 2);
+  }
+  int elems = lua_gettop(L);
+  lua_getiuservalue(L, 1, 1);
+  int a = lpc_push_anchor_of(L, elems + 1, kind_of_object(L, elems + 1, c->msg));
+  if (c->uv < 0) c->uv = lpc_view_uv(c->f);
+  if (c->elem_uvs == 0) c->elem_uvs = lpc_view_uvs(c->f->message);
+  push_child_view(L, elems + 1, c->uv, c->f->message, m, a, c->elem_uvs);
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, elems, i);
+}
+
 /* -- v = c[i]   (repeated; nil outside 1..#c) */
 int lpc_repeated_index(lua_State *L) {
-  lpc_Container *c = lpc_check_container(L, 1, LPC_REPEATED_MT);
+  /* Called by the VM for a container alone: its metatable is hidden
+   * (__metatable), as a view's, whose __index reads arg 1 alike. */
+  lpc_Container *c = lua_touserdata(L, 1);
   const pc_Array *arr = pc_Message_Get(c->msg, c->f).a;
   int isint;
   lua_Integer i = lua_tointegerx(L, 2, &isint); /* 1.0 reads element 1, as c[1.0] = v writes it */
   if (!isint || lua_type(L, 2) != LUA_TNUMBER || arr == NULL || i < 1 || (size_t)i > arr->size)
     return 0;
-  lpc_push_elem(L, 1, c->f, pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f)), 2);
+  pc_Value v = pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f));
+  if (c->f->message != NULL && v.m != NULL && !c->f->is_extension)
+    push_elem_view(L, c, arr->size, i, v.m);
+  else
+    lpc_push_elem(L, 1, c->f, v, 2);
   return 1;
 }
 
@@ -565,7 +652,7 @@ int lpc_repeated_pairs(lua_State *L) {
 
 /* -- v = c[k]   (nil when absent; a key of the wrong type raises) */
 int lpc_map_index(lua_State *L) {
-  lpc_Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
+  lpc_Container *c = lua_touserdata(L, 1); /* as lpc_repeated_index's */
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f), *vf = pc_FieldDef_MapValue(c->f);
   pc_Value k = lpc_check_scalar(L, kf, c->f->full_name, 2);
   const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, pc_FieldDef_ElemSlot(kf), k);
@@ -575,10 +662,13 @@ int lpc_map_index(lua_State *L) {
 }
 
 /* The iterator of lpc_map_pairs: upvalue 1 the keys as they were when
- * pairs began, upvalue 2 the position; a key deleted since is skipped, a
+ * pairs began, upvalue 2 the position, upvalue 3 the map (the only value
+ * it takes as its argument 1); a key deleted since is skipped, a
  * value changed since reads as it is now (Lua's rule for next: existing
  * fields may be changed or cleared during a traversal). */
 static int lpc_map_next(lua_State *L) {
+  if (!lua_rawequal(L, 1, lua_upvalueindex(3))) /* f(other) of 'for k, v in f, c' */
+    lpc_arg_error(L, 1, "the iterator of pairs", "the map pairs was called on expected");
   lpc_Container *c = lua_touserdata(L, 1);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
@@ -624,7 +714,8 @@ int lpc_map_pairs(lua_State *L) {
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_pushinteger(L, 0);
-  lua_pushcclosure(L, lpc_map_next, 2);
+  lua_pushvalue(L, 1);
+  lua_pushcclosure(L, lpc_map_next, 3);
   lua_pushvalue(L, 1);
   lua_pushnil(L);
   return 3;

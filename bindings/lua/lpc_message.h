@@ -40,6 +40,9 @@
 enum { kLpc_Standalone = 1, kLpc_View = 2 };
 
 extern char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
+/* registry: LPC_REPEATED_MT's and LPC_MAP_MT's tables, under these
+ * addresses too (new_container, lpc_message.c: quicker than by name) */
+extern char lpc_repeated_mt_key, lpc_map_mt_key;
 /* Instance metatable field: a light userdata of the type's def with the
  * kind in its two low bits (a def is aligned to at least 4 bytes), so one
  * lookup gives both (lpc_to_message). */
@@ -55,7 +58,8 @@ typedef struct {
 typedef struct {
   pc_Message *msg;
   const pc_FieldDef *f;
-  int uv; /* lpc_view_uv(f), or -1 until needed */
+  int uv;       /* lpc_view_uv(f), or -1 until needed */
+  int elem_uvs; /* repeated messages: lpc_view_uvs of their type, or 0 until needed */
 } lpc_Container;
 
 /* -- The per-type field lookup ----------------------------------------------
@@ -78,7 +82,11 @@ enum {
   kLpc_Read_F32,
   kLpc_Read_Bool,
   kLpc_Read_String, /* a string or bytes slot without presence or a default */
-  kLpc_Read_Oneof   /* a oneof member (not repeated) whose default is zero: its case tested */
+  kLpc_Read_Oneof,  /* a oneof member (not repeated) whose default is zero: its case tested */
+  /* kLpc_Read_OneofBase + U32 .. String: such a member of a plain kind
+   * (not a message; under LuaJIT not 64-bit), read as that kind from its
+   * slot when it is the member set, else as zero */
+  kLpc_Read_OneofBase = 16
 };
 
 /* How a plain slot takes a Lua value without the general path: integers
@@ -99,7 +107,8 @@ typedef struct {
   uint32_t offset; /* the field's offset, for the direct read and write */
   uint8_t read;    /* kLpc_Read_*: a plain or string slot read directly, or kLpc_Read_Other */
   uint8_t write;   /* kLpc_Write_* */
-  uint16_t uv;     /* lpc_view_uv of the field */
+  uint8_t uv;      /* lpc_view_uv of the field (< LPC_VIEW_MAX_UV) */
+  uint8_t nuv;     /* with 'uv', a message field's: lpc_view_uvs of its type, else 0 */
 } lpc_LookupEntry;
 
 typedef struct {
@@ -242,6 +251,9 @@ int lpc_parse_decimal(const char *s, size_t len, int is_unsigned, uint64_t *out)
  * 0 for none (another kind of field, an extension, or past
  * LPC_VIEW_MAX_UV). */
 int lpc_view_uv(const pc_FieldDef *f);
+/* How many user values views of 'def' have: 1 the anchor, then one per
+ * field lpc_view_uv gives one (at most LPC_VIEW_MAX_UV - 1). */
+int lpc_view_uvs(const pc_MessageDef *def);
 
 /* Pushes a new empty standalone message of 'def' with the metatable at
  * 'mt' (0: its Type's). */

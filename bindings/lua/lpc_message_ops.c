@@ -38,8 +38,11 @@ static int zero_default(const pc_FieldDef *f);
 
 static uint8_t read_kind(const pc_FieldDef *f) {
   if (f->case_offset != 0 && f->hasbit < 0 && !f->is_extension && f->label != kPc_Label_Repeated &&
-      f->slot <= kPc_Slot_Message && zero_default(f))
-    return kLpc_Read_Oneof;
+      f->slot <= kPc_Slot_Message && zero_default(f)) {
+    if (f->slot == kPc_Slot_Message) return kLpc_Read_Oneof;
+    uint8_t k = f->slot == kPc_Slot_String ? kLpc_Read_String : type_read_kind(f->type);
+    return LPC_LUAJIT && k == kLpc_Read_I64 ? kLpc_Read_Oneof : kLpc_Read_OneofBase + k;
+  }
   if (f->slot == kPc_Slot_String && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
       f->label != kPc_Label_Repeated && f->default_value.s.size == 0)
     return kLpc_Read_String; /* the slot is the value; "" when unset */
@@ -426,7 +429,10 @@ static int lpc_set_tostring(lua_State *L) {
 static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind) {
   lua_createtable(L, 0, 10);
   lua_pushvalue(L, names); /* the Lookup, read by the metamethod */
-  lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_index : lpc_view_index, 1);
+  /* the container metatables (new_container, lpc_message.c) */
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_repeated_mt_key);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_map_mt_key);
+  lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_index : lpc_view_index, 3);
   lua_setfield(L, -2, "__index");
   lua_pushvalue(L, names);
   lua_pushcclosure(L, kind == kLpc_Standalone ? lpc_message_newindex : lpc_view_newindex, 1);
@@ -515,7 +521,10 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
       lk->e[j].offset = def->fields[i].offset;
       lk->e[j].read = read_kind(&def->fields[i]);
       lk->e[j].write = write_kind(&def->fields[i]);
-      lk->e[j].uv = (uint16_t)lpc_view_uv(&def->fields[i]);
+      lk->e[j].uv = (uint8_t)lpc_view_uv(&def->fields[i]);
+      if (lk->e[j].uv > 0 && def->fields[i].label != kPc_Label_Repeated &&
+          def->fields[i].message != NULL)
+        lk->e[j].nuv = (uint8_t)lpc_view_uvs(def->fields[i].message);
       lk->fields[j] = &def->fields[i];
     }
     lua_pop(L, 1);
@@ -674,6 +683,36 @@ void lpc_open_message(lua_State *L) {
                                    {"set_reader", lpc_set_reader},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
+  /* The container metatables first: every message __index made from
+   * then on (make_mt) holds them. */
+  static const luaL_Reg rep[] = {{"__index", lpc_repeated_index},
+                                 {"__newindex", lpc_repeated_newindex},
+                                 {"__len", lpc_container_len},
+                                 {"__pairs", lpc_repeated_pairs},
+                                 {NULL, NULL}};
+  /* __metatable hides the container metatables, as a message's: their
+   * functions, called with another value, would read it as a container */
+  luaL_newmetatable(L, LPC_REPEATED_MT); /* upvalue 1 of each: lpc_check_container */
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_repeated_mt_key);
+  lua_pushvalue(L, -1);
+  luaL_setfuncs(L, rep, 1);
+  lua_pop(L, 1);
+  static const luaL_Reg map[] = {{"__index", lpc_map_index},
+                                 {"__newindex", lpc_map_newindex},
+                                 {"__len", lpc_container_len},
+                                 {"__pairs", lpc_map_pairs},
+                                 {NULL, NULL}};
+  luaL_newmetatable(L, LPC_MAP_MT);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_map_mt_key);
+  lua_pushvalue(L, -1);
+  luaL_setfuncs(L, map, 1);
+  lua_pop(L, 1);
   lua_pushcfunction(L, lpc_type_make_metatables);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_type_metatables_key);
   luaL_getmetatable(L, LPC_TYPE_MT); /* made by lpc_open_schema */
@@ -689,23 +728,5 @@ void lpc_open_message(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
-  static const luaL_Reg rep[] = {{"__index", lpc_repeated_index},
-                                 {"__newindex", lpc_repeated_newindex},
-                                 {"__len", lpc_container_len},
-                                 {"__pairs", lpc_repeated_pairs},
-                                 {NULL, NULL}};
-  luaL_newmetatable(L, LPC_REPEATED_MT); /* upvalue 1 of each: lpc_check_container */
-  lua_pushvalue(L, -1);
-  luaL_setfuncs(L, rep, 1);
-  lua_pop(L, 1);
-  static const luaL_Reg map[] = {{"__index", lpc_map_index},
-                                 {"__newindex", lpc_map_newindex},
-                                 {"__len", lpc_container_len},
-                                 {"__pairs", lpc_map_pairs},
-                                 {NULL, NULL}};
-  luaL_newmetatable(L, LPC_MAP_MT);
-  lua_pushvalue(L, -1);
-  luaL_setfuncs(L, map, 1);
   lua_pop(L, 1);
 }

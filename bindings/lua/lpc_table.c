@@ -198,7 +198,7 @@ static int decimal_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *
  * the wire value (sign-extended, ZigZag, or the float's bits): 1, or 0
  * when T{...} would refuse it. '*zero' says whether it is the field's
  * implicit default. */
-static int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *out, int *zero) {
+LPC_INLINE int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *out, int *zero) {
   int t = lua_type(L, idx);
   switch (f->type) {
   case kPc_Type_Bool:
@@ -304,7 +304,7 @@ static inline int explicit_presence(const pc_FieldDef *f) {
 
 /* A string or bytes value with its tag; 0 when T{...} or the encoder
  * would refuse it. 'always': written even when empty. */
-static int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
+LPC_INLINE int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
   lua_State *L = e->L;
   if (lua_type(L, idx) != LUA_TSTRING) return 0;
   size_t len;
@@ -323,7 +323,6 @@ static int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
 }
 
 static int encode_message(Enc *e, const TypeInfo *ti, int t);
-static int put_value(Enc *e, const pc_FieldDef *f, int idx, int always);
 
 /* Whether T{...} and pc.encode take every message of type 'def' the same
  * way this path does: no required fields, no groups. */
@@ -395,7 +394,7 @@ static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
 
 /* One value of field 'f' (a singular field, an element or a map entry's
  * key or value) with its tag. 'always': written even at its default. */
-static int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
+LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
   switch (f->type) {
   case kPc_Type_String:
   case kPc_Type_Bytes: return put_string(e, f, idx, always);

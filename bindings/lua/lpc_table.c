@@ -198,7 +198,7 @@ static int decimal_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *
  * the wire value (sign-extended, ZigZag, or the float's bits): 1, or 0
  * when T{...} would refuse it. '*zero' says whether it is the field's
  * implicit default. */
-static int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *out, int *zero) {
+LPC_INLINE int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *out, int *zero) {
   int t = lua_type(L, idx);
   switch (f->type) {
   case kPc_Type_Bool:
@@ -304,7 +304,7 @@ static inline int explicit_presence(const pc_FieldDef *f) {
 
 /* A string or bytes value with its tag; 0 when T{...} or the encoder
  * would refuse it. 'always': written even when empty. */
-static int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
+LPC_INLINE int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
   lua_State *L = e->L;
   if (lua_type(L, idx) != LUA_TSTRING) return 0;
   size_t len;
@@ -323,7 +323,6 @@ static int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
 }
 
 static int encode_message(Enc *e, const TypeInfo *ti, int t);
-static int put_value(Enc *e, const pc_FieldDef *f, int idx, int always);
 
 /* Whether T{...} and pc.encode take every message of type 'def' the same
  * way this path does: no required fields, no groups. */
@@ -395,7 +394,7 @@ static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
 
 /* One value of field 'f' (a singular field, an element or a map entry's
  * key or value) with its tag. 'always': written even at its default. */
-static int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
+LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
   switch (f->type) {
   case kPc_Type_String:
   case kPc_Type_Bytes: return put_string(e, f, idx, always);
@@ -648,7 +647,7 @@ typedef struct {
 /* The scalar or string at 'idx' for field 'f' as lpc_check_scalar takes it
  * (strings copied into the arena): 1, or 0 when it would raise (or the
  * value is one only it takes: LuaJIT's 64-bit cdata). */
-static int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) {
+LPC_INLINE int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *out) {
   lua_State *L = b->e.L;
   memset(out, 0, sizeof *out);
   int t = lua_type(L, idx);
@@ -774,11 +773,12 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
   pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
   if (arr == NULL || !pc_Array_Resize(arr, n, elem, b->a)) lpc_nomem(L);
   lua_Integer expect = 1;
+  int top = lua_gettop(L) + 2; /* with a key and its value */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || (size_t)expect > n) return 0;
     pc_Value v;
-    b->e.top = lua_gettop(L);
+    b->e.top = top;
     if (!build_elem(b, f, -1, &v)) return 0;
     store_slot((char *)arr->data + ((size_t)expect - 1) * elem, slot, v);
     expect++;
@@ -794,6 +794,7 @@ static int build_map(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   pc_Map *map = NULL;
+  int top = lua_gettop(L) + 2; /* with a key and its value */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     pc_Value k, v;
@@ -801,7 +802,7 @@ static int build_map(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
     if (LPC_LUAJIT && ks != kPc_Slot_String && ks != kPc_Slot_Bool &&
         lua_type(L, -2) != LUA_TNUMBER)
       return 0;
-    b->e.top = lua_gettop(L);
+    b->e.top = top;
     if (!build_scalar(b, kf, -2, &k) || !build_elem(b, vf, -1, &v)) return 0;
     if (map == NULL && (map = pc_Message_MutableMap(msg, f, b->a)) == NULL) lpc_nomem(L);
     if (pc_Map_Set(map, ks, k, v, b->a) == NULL) lpc_nomem(L);

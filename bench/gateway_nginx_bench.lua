@@ -305,6 +305,14 @@ local ok, err = pcall(function()
       r[#r + 1] = { rate = rate, p99 = p99, cpu = cpu, ucpu = ucpu }
     end
   end
+  -- each round's req/s of every case, in the order they ran (the spread
+  -- the medians hide: the machine's load moves them)
+  local rounds = {}
+  for _, case in ipairs(cases) do
+    local l = {}
+    for i, r in ipairs(runs[case.key]) do l[i] = ("%.0f"):format(r.rate) end
+    rounds[#rounds + 1] = case.key .. " " .. table.concat(l, "/")
+  end
   local function median(l)
     table.sort(l, function(a, b) return a.rate < b.rate end)
     return l[(#l + 1) // 2]
@@ -321,6 +329,7 @@ local ok, err = pcall(function()
   end
   print("  ratio: the row's req/s / proxy_pass's (the goal, >= 0.8x: the C++ row); us CPU/req: the front")
   print("  worker's and the upstream's (nginx's worker, or the gRPC server's process) per request, of the run shown")
+  print("  rounds, req/s: " .. table.concat(rounds, ", "))
   print_upstreams()
 end)
 os.remove(script)

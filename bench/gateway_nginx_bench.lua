@@ -13,7 +13,7 @@
 -- 2 cores for wrk, both nginx and the server), no logging; the bench prints
 -- it. `--upstreams cppsync` adds the same server with every method on the
 -- sync API and grpc++'s default thread pool, which the server benches
--- compare with (it spends about half again the CPU a call).
+-- compare with (it spent about twice the CPU a call).
 -- The same gateway is also driven in front of two other upstreams of the
 -- same service, for what the upstream's own cost does to the ratio (on 2
 -- shared cores the upstream's CPU is taken from nginx's and wrk's): a

@@ -14,7 +14,7 @@
 // thread of this program that answers a call where it arrives (grpc's own
 // QPS benchmarks serve this way), the other methods still on the sync API.
 // bench/gateway_nginx_bench.lua runs it with -async 1 (one thread for the
-// server on a machine of 2 cores): about two thirds of the sync server's CPU
+// server on a machine of 2 cores): about half the sync server's CPU
 // per unary call.
 #include <cstdio>
 #include <cstdlib>

@@ -7,7 +7,13 @@
 -- connections, one wrk thread; the cases take turns (3 rounds of 5 s, the
 -- median reported; --quick: 1 round of 1 s). The issue's goal: requests/s
 -- >= 0.8x of plain proxying (APISIX's grpc-transcode measured 0.47x), with
--- the C++ upstream (the goal row).
+-- the C++ upstream (the goal row). That upstream is `echo_server -async 1`:
+-- Echo on grpc++'s async API, one completion queue driven by one thread
+-- (grpc's own QPS benchmarks serve this way; one thread, as the machine has
+-- 2 cores for wrk, both nginx and the server), no logging; the bench prints
+-- it. `--upstreams cppsync` adds the same server with every method on the
+-- sync API and grpc++'s default thread pool, which the server benches
+-- compare with (it spent about twice the CPU a call).
 -- The same gateway is also driven in front of two other upstreams of the
 -- same service, for what the upstream's own cost does to the ratio (on 2
 -- shared cores the upstream's CPU is taken from nginx's and wrk's): a
@@ -23,7 +29,7 @@
 -- POSTs by h2load --h1 -c8 after 4,000 of warm-up: the instructions per
 -- request of the process, which the machine's load does not move (the
 -- upstreams run outside valgrind). No wrk rounds then.
--- Run: build/release/protocall bench/gateway_nginx_bench.lua [--quick] [--upstreams cpp,protocall,python]
+-- Run: build/release/protocall bench/gateway_nginx_bench.lua [--quick] [--upstreams cpp,cppsync,protocall,python]
 --      [--callgrind]
 package.path = "spec/?.lua;" .. package.path
 local N = require "nginx_helper"
@@ -119,20 +125,29 @@ local FRONT = "load_module /usr/lib/nginx/modules/ndk_http_module.so;\n"
 }
 ]]
 
--- The gRPC upstreams: {name, label, server}.
+-- grpc++'s version, for the C++ upstreams' line.
+local grpcpp = io.popen("pkg-config --modversion grpc++ 2>/dev/null")
+local GRPCPP = "grpc++ " .. (grpcpp:read("*l") or "?")
+grpcpp:close()
+-- The gRPC upstreams: {label, command, name of the server, how it serves}.
 local UPSTREAMS = {
-  cpp = { "C++ gRPC", "build/bench-grpc-cpp/echo_server 0", "C++ echo server" },
+  cpp = { "C++ gRPC", "build/bench-grpc-cpp/echo_server -async 1 0", "C++ echo server",
+    GRPCPP .. " async API, 1 completion queue driven by 1 thread" },
+  cppsync = { "C++ gRPC, sync API", "build/bench-grpc-cpp/echo_server 0", "C++ echo server",
+    GRPCPP .. " sync API, default thread pool" },
   protocall = { "protocall (pc.listen)", (arg[-1] or "build/release/protocall") .. " bench/server_bench.lua --serve",
-    "protocall server" },
-  python = { "python3-grpcio", "/usr/bin/python3 bench/grpc_py/echo.py server 0", "python3-grpcio server" },
+    "protocall server", "one thread, pc.run" },
+  python = { "python3-grpcio", "/usr/bin/python3 bench/grpc_py/echo.py server 0", "python3-grpcio server",
+    "grpc.server, a pool of 16 threads" },
 }
 local upstreams = {}
 for name in wanted:gmatch("[^,]+") do
-  local u = assert(UPSTREAMS[name], "--upstreams: cpp, protocall or python expected, got " .. name)
+  local u = assert(UPSTREAMS[name], "--upstreams: cpp, cppsync, protocall or python expected, got " .. name)
   if name == "python" and not os.execute("/usr/bin/python3 -c 'import grpc' 2>/dev/null") then
     print("gateway_nginx_bench: python3-grpcio upstream skipped: no python3-grpcio")
   else
-    upstreams[#upstreams + 1] = { name = name, label = u[1], server = helper.spawn_command(u[2], u[3]) }
+    upstreams[#upstreams + 1] = { name = name, label = u[1], command = u[2], how = u[4],
+      server = helper.spawn_command(u[2], u[3]) }
   end
 end
 -- The path of upstream `name`'s route.
@@ -236,6 +251,13 @@ local function h2load(path, n)
   assert(tonumber(text:match("status codes: (%d+) 2xx")) == n, "h2load said: " .. text)
 end
 
+-- Which upstream is which: its command line and how it serves.
+local function print_upstreams()
+  for _, u in ipairs(upstreams) do
+    print(("  %s: %s (%s)"):format(u.label, u.command:gsub(" 0$", " PORT"), u.how))
+  end
+end
+
 local ok, err = pcall(function()
   if callgrind then
     N.write(script .. ".json", BODY)
@@ -255,6 +277,7 @@ local ok, err = pcall(function()
       base = base or per
       print(("  %-60s %8.1fk instructions a request (%.2fx)"):format(case[1], per / 1000, per / base))
     end
+    print_upstreams()
     os.remove(script .. ".json")
     return
   end
@@ -282,6 +305,14 @@ local ok, err = pcall(function()
       r[#r + 1] = { rate = rate, p99 = p99, cpu = cpu, ucpu = ucpu }
     end
   end
+  -- each round's req/s of every case, in the order they ran (the spread
+  -- the medians hide: the machine's load moves them)
+  local rounds = {}
+  for _, case in ipairs(cases) do
+    local l = {}
+    for i, r in ipairs(runs[case.key]) do l[i] = ("%.0f"):format(r.rate) end
+    rounds[#rounds + 1] = case.key .. " " .. table.concat(l, "/")
+  end
   local function median(l)
     table.sort(l, function(a, b) return a.rate < b.rate end)
     return l[(#l + 1) // 2]
@@ -298,6 +329,8 @@ local ok, err = pcall(function()
   end
   print("  ratio: the row's req/s / proxy_pass's (the goal, >= 0.8x: the C++ row); us CPU/req: the front")
   print("  worker's and the upstream's (nginx's worker, or the gRPC server's process) per request, of the run shown")
+  print("  rounds, req/s: " .. table.concat(rounds, ", "))
+  print_upstreams()
 end)
 os.remove(script)
 N.stop(front)

@@ -10,7 +10,10 @@
 -- room to send...), so a round costs what is ready, not the tasks that
 -- wait; a task waiting on a channel or listener as a whole (wait, pump:
 -- the accept loop, transport:wait over started calls) is resumed after
--- every round of I/O; timers sit in a heap.
+-- every round of I/O; timers sit in a heap. The channels of pc.grpc
+-- (track) with a call in flight are pumped in every round too, waited on
+-- or not: a message a task sent goes out, its connection is made and
+-- what arrives is read while the task sleeps or does other work.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
 local argerror = require("protocall.internal").argerror
@@ -300,7 +303,9 @@ end
 --- co = pc.spawn(fn, ...): runs `fn(...)` as a task of the next (or the
 -- running) `pc.run()`. gRPC calls made inside a task wait without
 -- stopping the other tasks, so calls of many tasks interleave on one
--- connection; `pc.sleep` inside a task lets the others run too. Returns
+-- connection; `pc.sleep` inside a task lets the others run too, and the
+-- loop goes on sending and reading the task's calls of pc.grpc meanwhile
+-- (a stream's message sent before the sleep reaches the server). Returns
 -- the task's coroutine. Raises when `fn` is not a function.
 function M.spawn(fn, ...)
   if type(fn) ~= "function" then
@@ -325,9 +330,18 @@ function M.spawn_guarded(on_stray, fn, ...)
 end
 
 local chans, nchans, seen = {}, 0, {} -- waited()'s, used again each time
+-- The channels of core pc.grpc made (not those of a host driver), weak.
+local tracked = setmetatable({}, { __mode = "k" })
 
--- The channels and listeners the waiting tasks wait on (each once; a table
--- the next call reuses) and the end of the first timer (nil: none).
+--- track(channel): pumps the core channel `channel` in the loop's rounds
+-- whenever it has a call (ch:busy()), whether a task waits on it or not.
+function M.track(channel)
+  tracked[channel] = true
+end
+
+-- The channels and listeners the waiting tasks wait on and the tracked
+-- channels with a call (each once; a table the next call reuses) and the
+-- end of the first timer (nil: none).
 local function waited()
   local n = 0
   for w in pairs(callers) do
@@ -345,6 +359,12 @@ local function waited()
         end
       end
     elseif not seen[ch] then
+      n = n + 1
+      chans[n], seen[ch] = ch, true
+    end
+  end
+  for ch in pairs(tracked) do
+    if not seen[ch] and ch:busy() then
       n = n + 1
       chans[n], seen[ch] = ch, true
     end

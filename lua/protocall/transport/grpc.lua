@@ -787,7 +787,11 @@ function M.grpc(target, opts)
       backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready,
       http1 = http1,
     }
-    if host_driver then driver.attach(channel, host_driver, where, opts) end
+    if host_driver then
+      driver.attach(channel, host_driver, where, opts)
+    else
+      sched.track(channel) -- pc.run sends and reads its calls while their tasks do other things
+    end
     local name = where.unix and ((where.abstract and "unix-abstract:" or "unix:") .. where.unix)
       or where.host .. ":" .. where.port
     return setmetatable({

@@ -10,10 +10,10 @@
 -- room to send...), so a round costs what is ready, not the tasks that
 -- wait; a task waiting on a channel or listener as a whole (wait, pump:
 -- the accept loop, transport:wait over started calls) is resumed after
--- every round of I/O; timers sit in a heap. The channels of pc.grpc
--- (track) with a call in flight are pumped in every round too, waited on
--- or not: a message a task sent goes out, its connection is made and
--- what arrives is read while the task sleeps or does other work.
+-- every round of I/O; timers sit in a heap. A channel with a stream or a
+-- started call (track) is pumped in every round too while it has calls,
+-- waited on or not: a message a task sent goes out, its connection is
+-- made and what arrives is read while the task sleeps or does other work.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
 local argerror = require("protocall.internal").argerror
@@ -330,13 +330,21 @@ function M.spawn_guarded(on_stray, fn, ...)
 end
 
 local chans, nchans, seen = {}, 0, {} -- waited()'s, used again each time
--- The channels of core pc.grpc made (not those of a host driver), weak.
+-- Channels of core to pump while they have calls (track), weak; how many
+-- (at least: a collected one leaves without counting down). A unary call
+-- is not tracked (its task waits on it at once): its rounds look at
+-- ntracked alone.
 local tracked = setmetatable({}, { __mode = "k" })
+local ntracked = 0
 
---- track(channel): pumps the core channel `channel` in the loop's rounds
--- whenever it has a call (ch:busy()), whether a task waits on it or not.
+--- track(channel): pumps the core channel `channel` (not one of a host
+-- driver) in the loop's rounds until it has no call left (ch:busy()),
+-- whether a task waits on it or not: pc.grpc's streams and started calls.
 function M.track(channel)
-  tracked[channel] = true
+  if not tracked[channel] then
+    tracked[channel] = true
+    ntracked = ntracked + 1
+  end
 end
 
 -- The channels and listeners the waiting tasks wait on and the tracked
@@ -363,11 +371,20 @@ local function waited()
       chans[n], seen[ch] = ch, true
     end
   end
-  for ch in pairs(tracked) do
-    if not seen[ch] and ch:busy() then
-      n = n + 1
-      chans[n], seen[ch] = ch, true
+  if ntracked > 0 then
+    local k = 0
+    for ch in pairs(tracked) do
+      if not ch:busy() then
+        tracked[ch] = nil
+      else
+        k = k + 1
+        if not seen[ch] then
+          n = n + 1
+          chans[n], seen[ch] = ch, true
+        end
+      end
     end
+    ntracked = k
   end
   for i = n + 1, nchans do chans[i] = nil end
   for i = 1, n do seen[chans[i]] = nil end

@@ -469,8 +469,9 @@ end
 
 --- n = pc.step([seconds]): one step of the pc.run loop, for a host that
 -- runs its own event loop: runs the tasks that are ready, then one round
--- of I/O over the channels and listeners the others wait on (sending,
--- accepting, reading, deadlines), waiting at most `seconds` for a socket
+-- of I/O over the channels and listeners the others wait on and the
+-- channels of their streams and started calls (sending, accepting,
+-- reading, deadlines), waiting at most `seconds` for a socket
 -- (default 0: not at all; less when a task's sleep ends sooner), then runs
 -- the tasks that can go on. Returns the number of tasks left (0: all have
 -- finished). A task's error is raised here, the other tasks dropped, as
@@ -491,7 +492,8 @@ end
 --- fds, timeout = pc.poll_fds(): what the host's loop should wait on
 -- before the next pc.step(0): `fds` lists `{fd, events}` (events "r",
 -- "w" or "rw", as luv's uv.new_poll takes them) of the sockets of the
--- channels and listeners the tasks wait on; `timeout` is the seconds
+-- channels and listeners the tasks wait on and of the channels of their
+-- streams and started calls; `timeout` is the seconds
 -- until pc.step must run even with no socket ready (0: a task is ready
 -- now; a sleep ending, a call's deadline, a connection timer), nil when
 -- only a socket can wake the tasks (or there are none). Sends what is

@@ -144,6 +144,41 @@ describe("pc.poll_fds", function()
     assert.is_true(most > 2 * N, most .. " descriptors") -- both ends of each connection, the listener's
   end)
 
+  it("with pc.step, moves a stream while its task only sleeps: the message reaches the handler", function()
+    assert(pc.load_file("examples/route.proto"))
+    local got = {}
+    local server = pc.server { ["demo.Router"] = {
+      Record = function(ctx)
+        got[#got + 1] = "started"
+        while true do
+          local p = ctx:recv()
+          if p == nil then break end
+          got[#got + 1] = p.x
+        end
+        return { legs = 0 }
+      end } }
+    local l = pc.listen(server, "127.0.0.1:0")
+    local seen
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local c = pc.client("demo.Router", { transport = pc.grpc("http://127.0.0.1:" .. l.port) })
+      local stream = c:Record()
+      stream:send({ x = 5 })
+      local by = pc.now() + 5
+      repeat pc.sleep(0.02) until #got >= 2 or pc.now() > by
+      seen = table.concat(got, " ")
+      stream:close_and_recv()
+      l:shutdown(1)
+    end)
+    local core = require "protocall.core"
+    while true do -- the host's loop: waits as poll_fds says (a stand-in for its poll), then steps
+      local _, timeout = pc.poll_fds()
+      core.sleep(math.min(timeout or 0.01, 0.01))
+      if pc.step(0) == 0 then break end
+    end
+    assert.are.equal("started 5", seen)
+  end)
+
   it("gives no timeout when only a socket can wake the tasks, after pc.sleep(math.huge) too", function()
     pc.spawn(function() pc.sleep(math.huge) end)
     assert.are.equal(1, pc.step(0))

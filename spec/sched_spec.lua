@@ -47,6 +47,42 @@ describe("the scheduler", function()
     per_round(during_calls(2000, true))
   end)
 
+  it("sends a stream's message and starts its call while the task sleeps", function()
+    assert(pc.load_file("examples/route.proto"))
+    local got = {} -- what the handler saw, in order
+    local server = pc.server { ["demo.Router"] = {
+      Record = function(ctx)
+        got[#got + 1] = "started"
+        while true do
+          local p = ctx:recv()
+          if p == nil then break end
+          got[#got + 1] = p.x
+        end
+        return { legs = 0 }
+      end } }
+    local l = pc.listen(server, "127.0.0.1:0")
+    local result
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local c = pc.client("demo.Router", { transport = pc.grpc("http://127.0.0.1:" .. l.port) })
+      local stream = c:Record()
+      stream:send({ x = 7 })
+      -- nothing but this sleep: no task waits on the channel meanwhile
+      local by = pc.now() + 5
+      repeat pc.sleep(0.05) until #got >= 2 or pc.now() > by
+      assert.equals("started 7", table.concat(got, " "))
+      -- the open call is pumped while nothing comes, without spinning
+      local before = sched.stats().rounds
+      pc.sleep(0.3)
+      local rounds = sched.stats().rounds - before
+      assert.is_true(rounds < 30, rounds .. " rounds in a 0.3 s sleep")
+      result = stream:close_and_recv()
+      l:shutdown()
+    end)
+    pc.run()
+    assert.equals(0, result.legs)
+  end)
+
   it("counts its rounds and resumptions", function()
     local before = sched.stats()
     pc.spawn(function() pc.sleep(0.001) end)

@@ -370,6 +370,14 @@ static int lpc_grpcchannel_connected(lua_State *L) {
   return 1;
 }
 
+/* -- busy = ch:busy()   -- a call on it is not freed yet (pc_GrpcChannel_Busy);
+ * false once the channel is collected */
+static int lpc_grpcchannel_busy(lua_State *L) {
+  ChannelBox *cb = check_own(L, 1, CHANNEL_MT);
+  lua_pushboolean(L, cb->ch != NULL && pc_GrpcChannel_Busy(cb->ch));
+  return 1;
+}
+
 /* -- n = ch:goaways()   -- GOAWAY frames received (pc_GrpcChannel_Goaways) */
 static int lpc_grpcchannel_goaways(lua_State *L) {
   ChannelBox *cb = check_channel(L, 1);
@@ -764,23 +772,23 @@ static int any_pending(const Waitables *w) {
 
 /* -- n, all | nil = core.grpc_pump(waitables, timeout, tokens)
  * One round of I/O over a list of channels and listeners (lpc_listen.c;
- * closed ones are skipped): sends, waits at most 'timeout' seconds (capped
- * by the nearest deadline), accepts and reads, ends calls past their
- * deadline (no wait when a wake list has news already). Puts the wake
- * tokens (call:wake_token()) of the calls something happened to since the
- * last pump over their channel or listener in the table 'tokens' (at
- * 1..n; a table the caller uses again: the entries after n are stale) and
- * returns n and the waitables of the list whose every waiter must look
- * (closed, or more news than their wake list held), or nil. Raises "poll
- * failed" when poll(2) failed or memory ran out. */
+ * closed ones are skipped, and end the wait at once): sends, waits at most 'timeout' seconds
+ * (capped by the nearest deadline), accepts and reads, ends calls past their deadline (no wait when
+ * a wake list has news already). Puts the wake tokens (call:wake_token()) of the calls something
+ * happened to since the last pump over their channel or listener in the table 'tokens' (at 1..n; a
+ * table the caller uses again: the entries after n are stale) and returns n and the waitables of
+ * the list whose every waiter must look (closed, or more news than their wake list held), or nil.
+ * Raises "poll failed" when poll(2) failed or memory ran out. */
 static int lpc_grpc_pump(lua_State *L) {
   luaL_checktype(L, 3, LUA_TTABLE);
   Waitables w;
-  lua_Integer len = waitables(L, 1, &w);
+  waitables(L, 1, &w);
   lua_Number timeout = luaL_checknumber(L, 2);
-  if (!(timeout > 0) || (len > 0 && w.n == 0 && w.m == 0 && w.k == 0)) timeout = 0; /* all closed */
-  if (w.closed && w.k > 0) timeout = 0; /* a closed resolver: its waiter goes on */
-  if (any_pending(&w)) timeout = 0;     /* news already (a task cancelled a call): no wait */
+  /* A closed one (a listener shut down, a closed resolver) in the list: its
+   * waiter goes on at once, whatever else the list holds (a channel the
+   * scheduler pumps for a call no task waits on, lua/protocall/sched.lua). */
+  if (!(timeout > 0) || w.closed) timeout = 0;
+  if (any_pending(&w)) timeout = 0; /* news already (a task cancelled a call): no wait */
   int ok = w.m > 0 || w.k > 0 ? pc_Grpc_PumpAll(w.chs, w.n, w.ls, w.m, w.rs, w.k, timeout)
                               : pc_Grpc_Pump(w.chs, w.n, timeout);
   if (!ok) return luaL_error(L, "poll failed: %s", strerror(errno)); /* ENOMEM: no room */
@@ -1095,6 +1103,7 @@ void lpc_open_net(lua_State *L) {
                                              {"host_woken", lpc_grpcchannel_host_woken},
                                              {"connected", lpc_grpcchannel_connected},
                                              {"goaways", lpc_grpcchannel_goaways},
+                                             {"busy", lpc_grpcchannel_busy},
                                              {NULL, NULL}};
   static const luaL_Reg call_methods[] = {{"send", lpc_grpccall_send},
                                           {"unsent", lpc_grpccall_unsent},

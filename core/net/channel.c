@@ -1089,6 +1089,10 @@ unsigned pc_GrpcChannel_Goaways(const pc_GrpcChannel *ch) {
   return ch->goaways;
 }
 
+int pc_GrpcChannel_Busy(const pc_GrpcChannel *ch) {
+  return ch->live_calls > 0;
+}
+
 int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch) {
   for (const Conn *c = ch->conns; c; c = c->next) {
     if (c->sock != NULL && pc_GrpcEngine_Alive(c->engine)) return 1;

@@ -256,6 +256,12 @@ void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why);
  * it had none. */
 int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch);
 
+/* 1 while the channel has a call not yet freed (pc_GrpcCall_Free), 0 when
+ * it has none: such a call may have bytes to send, a connection to make or
+ * messages to receive, so a scheduler pumps the channel even while no task
+ * waits on it (lua/protocall/sched.lua); an idle channel it leaves alone. */
+int pc_GrpcChannel_Busy(const pc_GrpcChannel *ch);
+
 /* How many GOAWAY frames the channel's connections received: a balancer
  * asks its resolver for a new answer when this grows (the server may be
  * leaving). */

@@ -10,7 +10,10 @@
 -- room to send...), so a round costs what is ready, not the tasks that
 -- wait; a task waiting on a channel or listener as a whole (wait, pump:
 -- the accept loop, transport:wait over started calls) is resumed after
--- every round of I/O; timers sit in a heap.
+-- every round of I/O; timers sit in a heap. A channel with a stream or a
+-- started call (track) is pumped in every round too while it has calls,
+-- waited on or not: a message a task sent goes out, its connection is
+-- made and what arrives is read while the task sleeps or does other work.
 local core = require "protocall.core"
 local compat = require "protocall.compat"
 local argerror = require("protocall.internal").argerror
@@ -300,7 +303,9 @@ end
 --- co = pc.spawn(fn, ...): runs `fn(...)` as a task of the next (or the
 -- running) `pc.run()`. gRPC calls made inside a task wait without
 -- stopping the other tasks, so calls of many tasks interleave on one
--- connection; `pc.sleep` inside a task lets the others run too. Returns
+-- connection; `pc.sleep` inside a task lets the others run too, and the
+-- loop goes on sending and reading the task's calls of pc.grpc meanwhile
+-- (a stream's message sent before the sleep reaches the server). Returns
 -- the task's coroutine. Raises when `fn` is not a function.
 function M.spawn(fn, ...)
   if type(fn) ~= "function" then
@@ -325,9 +330,26 @@ function M.spawn_guarded(on_stray, fn, ...)
 end
 
 local chans, nchans, seen = {}, 0, {} -- waited()'s, used again each time
+-- Channels of core to pump while they have calls (track), weak; how many
+-- (at least: a collected one leaves without counting down). A unary call
+-- is not tracked (its task waits on it at once): its rounds look at
+-- ntracked alone.
+local tracked = setmetatable({}, { __mode = "k" })
+local ntracked = 0
 
--- The channels and listeners the waiting tasks wait on (each once; a table
--- the next call reuses) and the end of the first timer (nil: none).
+--- track(channel): pumps the core channel `channel` (not one of a host
+-- driver) in the loop's rounds until it has no call left (ch:busy()),
+-- whether a task waits on it or not: pc.grpc's streams and started calls.
+function M.track(channel)
+  if not tracked[channel] then
+    tracked[channel] = true
+    ntracked = ntracked + 1
+  end
+end
+
+-- The channels and listeners the waiting tasks wait on and the tracked
+-- channels with a call (each once; a table the next call reuses) and the
+-- end of the first timer (nil: none).
 local function waited()
   local n = 0
   for w in pairs(callers) do
@@ -348,6 +370,21 @@ local function waited()
       n = n + 1
       chans[n], seen[ch] = ch, true
     end
+  end
+  if ntracked > 0 then
+    local k = 0
+    for ch in pairs(tracked) do
+      if not ch:busy() then
+        tracked[ch] = nil
+      else
+        k = k + 1
+        if not seen[ch] then
+          n = n + 1
+          chans[n], seen[ch] = ch, true
+        end
+      end
+    end
+    ntracked = k
   end
   for i = n + 1, nchans do chans[i] = nil end
   for i = 1, n do seen[chans[i]] = nil end
@@ -432,8 +469,9 @@ end
 
 --- n = pc.step([seconds]): one step of the pc.run loop, for a host that
 -- runs its own event loop: runs the tasks that are ready, then one round
--- of I/O over the channels and listeners the others wait on (sending,
--- accepting, reading, deadlines), waiting at most `seconds` for a socket
+-- of I/O over the channels and listeners the others wait on and the
+-- channels of their streams and started calls (sending, accepting,
+-- reading, deadlines), waiting at most `seconds` for a socket
 -- (default 0: not at all; less when a task's sleep ends sooner), then runs
 -- the tasks that can go on. Returns the number of tasks left (0: all have
 -- finished). A task's error is raised here, the other tasks dropped, as
@@ -454,7 +492,8 @@ end
 --- fds, timeout = pc.poll_fds(): what the host's loop should wait on
 -- before the next pc.step(0): `fds` lists `{fd, events}` (events "r",
 -- "w" or "rw", as luv's uv.new_poll takes them) of the sockets of the
--- channels and listeners the tasks wait on; `timeout` is the seconds
+-- channels and listeners the tasks wait on and of the channels of their
+-- streams and started calls; `timeout` is the seconds
 -- until pc.step must run even with no socket ready (0: a task is ready
 -- now; a sleep ending, a call's deadline, a connection timer), nil when
 -- only a socket can wake the tasks (or there are none). Sends what is

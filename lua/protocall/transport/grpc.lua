@@ -237,6 +237,14 @@ function Transport:unary(path, request, settings)
   error(error_of(st), 0)
 end
 
+-- A call its task may not wait on at once (a stream, a started call): the
+-- scheduler pumps its channel meanwhile (sched.track) so its messages go
+-- out, its connection is made and its responses are read while the task
+-- does other things; a host driver's channel moves when its calls wait.
+local function track(self)
+  if self.background then sched.track(self.channel) end
+end
+
 --- Server-streaming call: `for bytes in transport:server_stream(path,
 -- request_bytes, settings) do ... end`. The iterator returns each response
 -- message, then nil after a status OK; any other status raises the error
@@ -255,6 +263,7 @@ function Transport:server_stream(path, request, settings)
   check_request("server_stream", request, 2)
   local channel = self.channel
   local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request)
+  track(self)
   local c = setmetatable({ channel = channel, call = call, path = path }, Call)
   return stream_iterator(c), nil, nil, c
 end
@@ -279,6 +288,7 @@ local function started(self, name, path, request, settings, result)
   check_request(name, request, 3)
   if get and not get_fits(self, request) then get = nil end
   local call = self.channel:start(path, timeout, md, gzip, previous, proto, json, get, request)
+  track(self)
   return setmetatable({ channel = self.channel, call = call, path = path, result = result,
     done = false, count = 0, want_md = settings and settings.with_metadata }, Started)
 end
@@ -527,6 +537,7 @@ function Call:buffered() return self.call:buffered() end
 -- until its deadline or the garbage collector's finalizer cancels it.
 function Transport:stream(path, settings)
   local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2))
+  track(self)
   return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)
 end
 
@@ -801,6 +812,7 @@ function M.grpc(target, opts)
       channel = channel, target = name, compression = opts.compression,
       metadata = opts.metadata, protocol = opts.protocol and PROTOCOLS[opts.protocol],
       json = opts.codec == "json" or nil, get = opts.get or nil, http1 = http1,
+      background = not host_driver, -- see track
     }, Transport)
   end
   if xds_name then

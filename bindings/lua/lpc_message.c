@@ -661,13 +661,28 @@ int lpc_map_index(lua_State *L) {
   return 1;
 }
 
+/* Whether the value at 'idx' is a map container (its metatable the
+ * one lpc_open_message registered). */
+static int is_map(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return 0;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_map_mt_key);
+  int same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same;
+}
+
 /* The iterator of lpc_map_pairs: upvalue 1 the keys as they were when
- * pairs began, upvalue 2 the position, upvalue 3 the map (the only value
- * it takes as its argument 1); a key deleted since is skipped, a
- * value changed since reads as it is now (Lua's rule for next: existing
- * fields may be changed or cleared during a traversal). */
+ * pairs began, upvalue 2 the position, upvalue 3 the address of the map
+ * (a light userdata: the only map it takes as its argument 1); a key
+ * deleted since is skipped, a value changed since reads as it is now
+ * (Lua's rule for next: existing fields may be changed or cleared during
+ * a traversal). The iterator holds no reference to the map, which the
+ * loop's state holds: LuaJIT's traces keep each C closure they were
+ * recorded with as a constant, so an iterator holding its map kept that
+ * map's whole message tree (and arena) alive as long as the trace. */
 static int lpc_map_next(lua_State *L) {
-  if (!lua_rawequal(L, 1, lua_upvalueindex(3))) /* f(other) of 'for k, v in f, c' */
+  if (lua_touserdata(L, 1) != lua_touserdata(L, lua_upvalueindex(3)) ||
+      !is_map(L, 1)) /* f(other) of 'for k, v in f, c' */
     lpc_arg_error(L, 1, "the iterator of pairs", "the map pairs was called on expected");
   lpc_Container *c = lua_touserdata(L, 1);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
@@ -714,7 +729,7 @@ int lpc_map_pairs(lua_State *L) {
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_pushinteger(L, 0);
-  lua_pushvalue(L, 1);
+  lua_pushlightuserdata(L, c);
   lua_pushcclosure(L, lpc_map_next, 3);
   lua_pushvalue(L, 1);
   lua_pushnil(L);

@@ -757,6 +757,21 @@ describe("messages", function()
       assert.are.same({ "a", 1 }, { f(m, k) })
     end)
 
+    it("are not kept alive by their pairs' iterator", function()
+      -- LuaJIT's traces keep each C function they were recorded with: an
+      -- iterator holding its map kept the map's whole message alive
+      local held = setmetatable({}, { __mode = "v" })
+      local iter
+      do
+        local s = Shape { attrs = { a = 1 } }
+        held[1] = s
+        iter = pc.pairs(s.attrs)
+      end
+      for _ = 1, 4 do collectgarbage() end
+      assert.is_function(iter)
+      assert.is_nil(held[1])
+    end)
+
     it("read as live containers", function()
       local s = Shape { attrs = { a = 1, b = 2 } }
       local m = s.attrs

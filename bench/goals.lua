@@ -28,7 +28,7 @@ local GOALS = {
   { key = "instance_lua54", cases = 1, max = 48, unit = "B", was = "56 B",
     figure = "3 x uint32 T{...} instance, all memory, Lua 5.4", from = "bench/message_bench.lua" },
   { key = "server_idle_ratio", cases = 1, max = 1.0, unit = "x", was = "2.1x",
-    figure = "idle server connection / the C++ server's",
+    figure = "idle server connection / the better C++ server's (sync or -async 1)",
     from = "bench/server_bench.lua (the C++ peer: bench/grpc_cpp)" },
   { key = "client_idle_kib", cases = 1, max = 16, unit = "KiB", was = "34 KiB",
     figure = "idle client connection", from = "bench/service_bench.lua (the C++ peer: bench/grpc_cpp)" },

@@ -8,14 +8,15 @@
 // exits when its standard input reaches end of file.
 // By default every method is on the sync API with grpc++'s defaults (one
 // completion queue, 1 to 2 polling threads: a thread that picks a call up
-// runs its handler while another takes over the polling); the server
+// runs its handler while another takes over the polling); most server
 // benches compare protocall's server with that. With -async THREADS, Echo is
 // on the async API instead: THREADS completion queues, each driven by one
 // thread of this program that answers a call where it arrives (grpc's own
 // QPS benchmarks serve this way), the other methods still on the sync API.
 // bench/gateway_nginx_bench.lua runs it with -async 1 (one thread for the
 // server on a machine of 2 cores): about half the sync server's CPU
-// per unary call.
+// per unary call; bench/server_bench.lua runs both and judges its goals
+// against the better of the two.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -44,6 +44,10 @@ local mem_cases = {
   T3_ctor_p100 = function() return Three { foo = 1, bar = 2, baz = 3 } end,
 }
 local mem_setup = { T3_ctor_p100 = function() collectgarbage("incremental", 100) end }
+-- One uint64 field: a 16 B block (type word + slot), so a 48 B userdata, the
+-- size of the goal; glibc's malloc hands any request of 41-56 B a 64 B chunk.
+local One64 = pc.message("bench.One64", { { "foo", "uint64", 1 } })
+mem_cases.one64 = function() return One64() end
 for _, k in ipairs { 0, 3, 5, 10, 50 } do
   local T = pc.message("bench.F" .. k, uint32_fields(k))
   mem_cases["fields" .. k] = function() return T() end
@@ -160,6 +164,13 @@ if not only then
   instance("bench.Three instance (T{...} each time)", "T3_ctor",
     "(RSS: + freed argument tables)", "instance_lua54")
   instance("  the same, collector pause 100", "T3_ctor_p100", "(dead tables reused sooner)")
+  do
+    local all, gc, rss, used, free = child_mem("one64")
+    rows[#rows + 1] = { name = "a 48 B userdata (bench.One64, 1 x uint64)", value = all, unit = "B",
+                        goal = "(for scale: malloc's chunk)" }
+    rows[#rows + 1] = { name = "  collector/RSS/malloc used/malloc free", value = gc,
+                        unit = "/ " .. B(rss) .. " / " .. B(used) .. " / " .. B(free) .. " B", goal = "" }
+  end
   for _, k in ipairs { 0, 3, 5, 10, 50 } do
     local b = child_mem("fields" .. k)
     rows[#rows + 1] = { name = k .. " uint32 fields, unset", value = b, unit = "B",

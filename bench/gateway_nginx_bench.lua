@@ -330,9 +330,11 @@ local ok, err = pcall(function()
         g = run(case)
         p = run(proxy)
       end
-      local l = ratios[case.key] or {}
+      local l = ratios[case.key] or { first = {}, second = {} }
       ratios[case.key] = l
       l[#l + 1] = g / p
+      local o = (round + i) % 2 == 0 and l.second or l.first
+      o[#o + 1] = g / p
     end
   end
   -- the value at fraction q (0..1) of the sorted numbers `l`, interpolated
@@ -382,8 +384,12 @@ local ok, err = pcall(function()
   print("  medians of the row's rounds; us CPU/req: the front worker's and the upstream's (nginx's worker, or")
   print("  the gRPC server's process) over all the row's rounds")
   for _, case in ipairs(cases) do
-    local s = sorted(runs[case.key], "rate")
-    print(("  %s: req/s of its %d rounds %.0f-%.0f"):format(case.key, #s, s[1], s[#s]))
+    local s, o = sorted(runs[case.key], "rate"), ratios[case.key]
+    -- the median pair ratio by which went first: a gap is what the order
+    -- does, which the alternation cancels in the median of all pairs
+    local order = o and ("; median pair ratio when it ran first %.2fx, second %.2fx"):format(
+      quantile(sorted(o.first), 0.5), quantile(sorted(o.second), 0.5)) or ""
+    print(("  %s: req/s of its %d rounds %.0f-%.0f%s"):format(case.key, #s, s[1], s[#s], order))
   end
   print_upstreams()
 end)

@@ -4,16 +4,26 @@
 -- (bench/grpc_cpp), beside wrk -> nginx proxy_pass of the same JSON to an
 -- HTTP upstream answering that JSON (a second nginx, `return 200`): the
 -- ceiling of a JSON request through nginx. One nginx worker in front, 32
--- connections, one wrk thread; the cases take turns (3 rounds of 5 s, the
--- median reported; --quick: 1 round of 1 s). The issue's goal: requests/s
--- >= 0.8x of plain proxying (APISIX's grpc-transcode measured 0.47x), with
--- the C++ upstream (the goal row). That upstream is `echo_server -async 1`:
+-- connections, one wrk thread. The issue's goal: requests/s >= 0.8x of
+-- plain proxying (APISIX's grpc-transcode measured 0.47x), with the C++
+-- upstream (the goal row). That upstream is `echo_server -async 1`:
 -- Echo on grpc++'s async API, one completion queue driven by one thread
 -- (grpc's own QPS benchmarks serve this way; one thread, as the machine has
 -- 2 cores for wrk, both nginx and the server), no logging; the bench prints
 -- it. `--upstreams cppsync` adds the same server with every method on the
 -- sync API and grpc++'s default thread pool, which the server benches
 -- compare with (it spent about twice the CPU a call).
+-- How the rounds run: on a shared machine the load moves within seconds
+-- (proxy_pass alone read 20,743-75,387 req/s across 5 s rounds of one
+-- run), so the rates of cases measured far apart do not compare. Each
+-- round therefore drives, for every gateway upstream in turn, a pair: 1 s
+-- of it and 1 s of proxy_pass back to back, which one goes first
+-- alternating (16 rounds; --quick: 2). A pair's ratio is the gateway's
+-- req/s over the proxy_pass req/s next to it; the ratio printed, and the
+-- goal row's figure, is the MEDIAN OF THE PAIR RATIOS, with their
+-- quartiles and min-max beside it. req/s and p99 are the medians of the
+-- case's rounds (proxy_pass's: of all its rounds); CPU per request is the
+-- CPU of all the case's rounds over all its requests.
 -- The same gateway is also driven in front of two other upstreams of the
 -- same service, for what the upstream's own cost does to the ratio (on 2
 -- shared cores the upstream's CPU is taken from nginx's and wrk's): a
@@ -42,7 +52,9 @@ for i, a in ipairs(arg or {}) do
   if a == "--callgrind" then callgrind = true end
   if a == "--upstreams" then wanted = assert(arg[i + 1], "--upstreams: a list such as cpp,protocall") end
 end
-local ROUNDS, SECONDS = quick and 1 or 3, quick and 1 or 5
+-- rounds (even, so each pair runs as many times in either order) and
+-- seconds of wrk per case in a pair
+local ROUNDS, SECONDS = quick and 2 or 16, 1
 
 local absent = N.missing { ["/usr/bin/wrk"] = "wrk" }
 if absent then
@@ -213,9 +225,9 @@ local function cpu_of(pid)
 end
 local worker = worker_of(front)
 
--- requests/s, p99 in ms, non-2xx count of `seconds` of wrk on `path`, and
--- the CPU microseconds per request of the front worker and of the process
--- `upstream` (nil without /proc).
+-- requests/s, p99 in ms, non-2xx count of `seconds` of wrk on `path`, the
+-- CPU seconds the front worker and the process `upstream` used meanwhile
+-- (nil without /proc), and the number of requests.
 local function drive(path, seconds, upstream)
   local c0, u0 = cpu_of(worker), cpu_of(upstream)
   local out = io.popen("wrk -t1 -c32 -d" .. seconds .. "s --latency -s " .. N.quote(script) .. " "
@@ -226,10 +238,9 @@ local function drive(path, seconds, upstream)
   local rate = tonumber(text:match("Requests/sec:%s+([%d.]+)"))
   local p99, unit = text:match("\n%s+99%%%s+([%d.]+)(%a+)")
   assert(rate and p99, "wrk said: " .. text)
-  local total = tonumber(text:match("(%d+) requests in"))
-  local function per(a, b) return a and b and total and total > 0 and (b - a) / total * 1e6 or nil end
+  local total = assert(tonumber(text:match("(%d+) requests in")), "wrk said: " .. text)
   return rate, tonumber(p99) * UNIT[unit], tonumber(text:match("Non%-2xx or 3xx responses: (%d+)") or 0),
-    per(c0, c1), per(u0, u1)
+    c0 and c1 and c1 - c0, u0 and u1 and u1 - u0, total
 end
 
 -- The instructions callgrind counted in `front` since the last zeroing.
@@ -295,41 +306,91 @@ local ok, err = pcall(function()
     assert(got == BODY, case.path .. " answered " .. got)
     drive(case.path, 1) -- warm-up (the worker's connections, the JIT)
   end
-  local runs = {}
-  for _ = 1, ROUNDS do
-    for _, case in ipairs(cases) do
-      local rate, p99, bad, cpu, ucpu = drive(case.path, SECONDS, case.pid)
-      assert(bad == 0, case.key .. ": " .. bad .. " answers not 2xx")
-      local r = runs[case.key] or {}
-      runs[case.key] = r
-      r[#r + 1] = { rate = rate, p99 = p99, cpu = cpu, ucpu = ucpu }
+  -- every round of a case: {rate =, p99 =, cpu =, ucpu =, total =}; the
+  -- pair ratios of each gateway upstream
+  local runs, ratios = {}, {}
+  local function run(case)
+    local rate, p99, bad, cpu, ucpu, total = drive(case.path, SECONDS, case.pid)
+    assert(bad == 0, case.key .. ": " .. bad .. " answers not 2xx")
+    local r = runs[case.key] or {}
+    runs[case.key] = r
+    r[#r + 1] = { rate = rate, p99 = p99, cpu = cpu, ucpu = ucpu, total = total }
+    return rate
+  end
+  local proxy = cases[1]
+  for round = 1, ROUNDS do
+    for i = 2, #cases do
+      local case = cases[i]
+      local g, p
+      -- which goes first alternates from pair to pair and round to round
+      if (round + i) % 2 == 0 then
+        p = run(proxy)
+        g = run(case)
+      else
+        g = run(case)
+        p = run(proxy)
+      end
+      local l = ratios[case.key] or { first = {}, second = {} }
+      ratios[case.key] = l
+      l[#l + 1] = g / p
+      local o = (round + i) % 2 == 0 and l.second or l.first
+      o[#o + 1] = g / p
     end
   end
-  -- each round's req/s of every case, in the order they ran (the spread
-  -- the medians hide: the machine's load moves them)
-  local rounds = {}
-  for _, case in ipairs(cases) do
-    local l = {}
-    for i, r in ipairs(runs[case.key]) do l[i] = ("%.0f"):format(r.rate) end
-    rounds[#rounds + 1] = case.key .. " " .. table.concat(l, "/")
+  -- the value at fraction q (0..1) of the sorted numbers `l`, interpolated
+  local function quantile(l, q)
+    local x = (#l - 1) * q + 1
+    local i = math.floor(x)
+    return l[i] + (x - i) * ((l[i + 1] or l[i]) - l[i])
   end
-  local function median(l)
-    table.sort(l, function(a, b) return a.rate < b.rate end)
-    return l[(#l + 1) // 2]
+  -- the sorted copy of field `f` of the rounds `l` (or of the numbers)
+  local function sorted(l, f)
+    local s = {}
+    for i, r in ipairs(l) do s[i] = f and r[f] or r end
+    table.sort(s)
+    return s
   end
-  print(("REST/JSON through nginx, 1 worker, wrk -c32, median of %d x %d s"):format(ROUNDS, SECONDS))
+  -- microseconds of the CPU field `f` per request over all the rounds `l`
+  local function per_request(l, f)
+    local cpu, total = 0, 0
+    for _, r in ipairs(l) do
+      if not r[f] then return nil end
+      cpu, total = cpu + r[f], total + r.total
+    end
+    return total > 0 and cpu / total * 1e6 or nil
+  end
+  print(("REST/JSON through nginx, 1 worker, wrk -c32: %d rounds, each a pair per gateway upstream (%d s of it"
+    .. " and %d s of proxy_pass back to back, the order alternating); load average %s"):format(ROUNDS, SECONDS,
+    SECONDS, H.loadavg()))
   local function us(x) return x and ("%9.1f"):format(x) or ("%9s"):format("-") end
-  print(("  %-60s %9s %9s %9s %10s %9s"):format("", "req/s", "p99 ms", "ratio", "us CPU/req", "upstream"))
-  local p = median(runs.proxy)
+  print(("  %-60s %9s %9s %9s %11s %11s %10s %9s"):format("", "req/s", "p99 ms", "ratio", "quartiles", "min-max",
+    "us CPU/req", "upstream"))
   for _, case in ipairs(cases) do
-    local r = median(runs[case.key])
-    print(("  %-60s %9.0f %9.2f %8.2fx %10s %s"):format(case.label, r.rate, r.p99, r.rate / p.rate, us(r.cpu),
-      us(r.ucpu)))
-    if case.key == "cpp" then H.record("gateway_nginx_ratio", r.rate / p.rate) end
+    local l = runs[case.key]
+    local rate, p99 = quantile(sorted(l, "rate"), 0.5), quantile(sorted(l, "p99"), 0.5)
+    local ratio, quart, range = "", "", ""
+    local r = ratios[case.key] and sorted(ratios[case.key])
+    if r then
+      ratio = ("%.2fx"):format(quantile(r, 0.5))
+      quart = ("%.2f-%.2f"):format(quantile(r, 0.25), quantile(r, 0.75))
+      range = ("%.2f-%.2f"):format(r[1], r[#r])
+      if case.key == "cpp" then H.record("gateway_nginx_ratio", quantile(r, 0.5)) end
+    end
+    print(("  %-60s %9.0f %9.2f %9s %11s %11s %10s %s"):format(case.label, rate, p99, ratio, quart, range,
+      us(per_request(l, "cpu")), us(per_request(l, "ucpu"))))
   end
-  print("  ratio: the row's req/s / proxy_pass's (the goal, >= 0.8x: the C++ row); us CPU/req: the front")
-  print("  worker's and the upstream's (nginx's worker, or the gRPC server's process) per request, of the run shown")
-  print("  rounds, req/s: " .. table.concat(rounds, ", "))
+  print("  ratio: the median over the row's pairs of its req/s / the adjacent proxy_pass round's (the goal,")
+  print("  >= 0.8x: the C++ row's median pair ratio), with the pair ratios' quartiles and min-max; req/s, p99:")
+  print("  medians of the row's rounds; us CPU/req: the front worker's and the upstream's (nginx's worker, or")
+  print("  the gRPC server's process) over all the row's rounds")
+  for _, case in ipairs(cases) do
+    local s, o = sorted(runs[case.key], "rate"), ratios[case.key]
+    -- the median pair ratio by which went first: a gap is what the order
+    -- does, which the alternation cancels in the median of all pairs
+    local order = o and ("; median pair ratio when it ran first %.2fx, second %.2fx"):format(
+      quantile(sorted(o.first), 0.5), quantile(sorted(o.second), 0.5)) or ""
+    print(("  %s: req/s of its %d rounds %.0f-%.0f%s"):format(case.key, #s, s[1], s[#s], order))
+  end
   print_upstreams()
 end)
 os.remove(script)

@@ -258,10 +258,10 @@ end
 
 -- What every call is answered while no schema was read (`err`: why, the
 -- client channel's backoff hint left out; `next_in`: seconds to the
--- gateway's next read).
+-- gateway's next read after the last).
 local function not_read(err, next_in)
   return pc.Error { code = "UNAVAILABLE", message = format("the upstream's schema is not read yet: %s; the gateway"
-    .. " reads it again in %.2g s", without_hint(err), next_in) }
+    .. " reads it again %.2g s after its last read", without_hint(err), next_in) }
 end
 
 -- Reads the upstream's schema again every `seconds` (a task of the
@@ -276,7 +276,7 @@ end
 local function refresh_task(flags, transport, listener, got, seconds, rest, first)
   local opts = common.reflection_options(flags, "gateway")
   local say = sayer()
-  local wait = 1
+  local wait, channel_wait = 1, nil
   if first then say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
     .. without_hint(first)) end
   pc.spawn(function()
@@ -285,8 +285,9 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         if seconds == 0 then return end
         pc.sleep(seconds)
       else
-        pc.sleep(wait)
-        wait = math.min(wait * 1.6, seconds > 0 and seconds or 60)
+        pc.sleep(channel_wait or wait)
+        if not channel_wait then wait = math.min(wait * 1.6, seconds > 0 and seconds or 60) end
+        channel_wait = nil
       end
       local r = reflection.client(transport, opts)
       local ok, new = pcall(reflect, r)
@@ -294,7 +295,11 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
       if not ok and got then
         say("reading the upstream's schema again failed, the current one stays: " .. tostring(new))
       elseif not ok then
-        listener:refuse(not_read(new, wait))
+        -- failed without trying: the client channel's reconnection backoff holds its next
+        -- connection attempt back; the next read comes just after it, so that it tries
+        channel_wait = tonumber(tostring(new):match("%(reconnection backoff: the next attempt in ([%d.e+]+) s;"))
+        channel_wait = channel_wait and channel_wait + 0.05
+        listener:refuse(not_read(new, channel_wait or wait))
         say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
           .. without_hint(new))
       elseif not got or new.key ~= got.key then

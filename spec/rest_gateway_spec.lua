@@ -461,7 +461,8 @@ describe("protocall gateway with the upstream down at start", function()
     local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
     assert.are.equal(503, code, body)
     assert.matches('^{"code":14,"message":"the upstream\'s schema is not read yet: UNAVAILABLE: connect to '
-      .. '127%.0%.0%.1:%d+: Connection refused[^"]*","details":%[%]}$', body)
+      .. '127%.0%.0%.1:%d+: Connection refused; the gateway reads it again [%d.]+ s after its last read'
+      .. '","details":%[%]}$', body)
     -- gRPC clients too (the gateway's own reflection included)
     local out = R.capture(BIN .. " call -plaintext -d '{}' 127.0.0.1:" .. gw.port .. " faults.Faults/Echo 2>&1")
     assert.matches("code = UNAVAILABLE, message = the upstream's schema is not read yet: ", out, 1, true)
@@ -484,6 +485,36 @@ describe("protocall gateway with the upstream down at start", function()
     assert.matches("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
       .. "UNAVAILABLE: connect to", log, 1, true)
     assert.matches("the upstream's schema read: serving it %(%d+ services%)\n$", log)
+  end)
+end)
+
+-- `protocall gateway` waits out an upstream it cannot reach, nothing else: rules
+-- that are no google.api.Http JSON and a TLS handshake that fails end it at start.
+describe("protocall gateway refusing to start", function()
+  local upstream
+  teardown(function() helper.stop(upstream) end)
+
+  it("exits with a -rules file that is not google.api.Http JSON, the upstream down", function()
+    local rules = os.tmpname()
+    for text, why in pairs { ["garbage\n"] = "http rules: $: unexpected character 'g' at offset 0",
+      ['{"rules": 5}'] = "http rules: " } do
+      write(rules, text)
+      local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+        .. " 127.0.0.1:1 2>&1; echo status $?")
+      assert.matches("^protocall gateway: %-rules " .. rules:gsub("%p", "%%%0") .. ": "
+        .. why:gsub("%p", "%%%0") .. ".*\nstatus 1\n$", out)
+      assert.not_matches("listening", out, 1, true)
+    end
+    os.remove(rules)
+  end)
+
+  it("exits when the TLS handshake with a plaintext upstream fails (no -plaintext)", function()
+    upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
+    local out = R.capture("timeout 10 " .. BIN .. " gateway -listen 127.0.0.1:0 127.0.0.1:" .. upstream.port
+      .. " 2>&1; echo status $?")
+    -- as any failed read at start (64 + the code's number), never waited out
+    assert.matches("^ERROR: code = UNAVAILABLE, message = TLS handshake with 127%.0%.0%.1:%d+: [^\n]+\nstatus 78\n$",
+      out)
   end)
 end)
 

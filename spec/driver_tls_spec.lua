@@ -49,6 +49,31 @@ describe("TLS in the channel over a host driver", function()
     t:close()
   end)
 
+  -- A CA file empty at the first call (a certificate rotation half done)
+  -- fails that attempt UNAVAILABLE, not the channel for good: once the file
+  -- is whole, the attempt after the backoff sets TLS up again and connects.
+  it("sets TLS up again after a ca_file that did not load is mended", function()
+    local ca = os.tmpname()
+    local f = assert(io.open(ca, "wb"))
+    f:close()
+    local t = pc.grpc("https://127.0.0.1:" .. grpcio.port,
+      { ca_file = ca, server_name = "localhost", reconnect = { initial = 0.1, jitter = 0 } })
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 5 })
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal("ca_file '" .. ca .. "': not a PEM certificate bundle", err.message)
+    local src = assert(io.open(certs .. "/ca.pem", "rb"))
+    f = assert(io.open(ca, "wb"))
+    f:write(src:read("a"))
+    f:close()
+    src:close()
+    os.execute("sleep 0.3") -- past the 0.1 s backoff
+    local ok, got = pcall(t.unary, t, "/test.Test/Echo", "back", { timeout = 5 })
+    os.remove(ca)
+    t:close()
+    assert.is_true(ok, tostring(got))
+    assert.are.equal("back", got)
+  end)
+
   it("fails with a wrong CA as the built-in sockets fail", function()
     local url = "https://127.0.0.1:" .. grpcio.port
     local hosted = failure(function()

@@ -180,6 +180,15 @@ pc_CelRegex *pc_CelRegex_New(const char *pattern, size_t len, char *why, size_t 
   return re2.pc_CelRegex_New(pattern, len, why, room);
 }
 
+int pc_NetTls_Available(pc_Error *err) {
+  pthread_once(&tls_once, tls_open);
+  if (!tls_sibling.ok) {
+    pc_Error_Set(err, "TLS is not available: %s", tls_sibling.why);
+    return 0;
+  }
+  return 1;
+}
+
 pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err) {
   pthread_once(&tls_once, tls_open);
   if (!tls_sibling.ok) {

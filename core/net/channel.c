@@ -52,11 +52,13 @@ struct pc_GrpcChannel {
   char *authority;
   char *where;          /* "host:port" or "unix:path", for messages */
   pc_NetTlsClient *tls; /* with o.tls: shared by the connections (made at the first) */
-  /* Why the TLS client setup failed (a file that is no certificate, the
-   * TLS module missing): a local misconfiguration no later attempt mends,
-   * so no connection is tried again and every call fails INTERNAL with it
-   * (gRPC's lame channel). NULL: not failed (or no memory to keep why,
-   * then the backoff retries as for any failed attempt). */
+  /* Why TLS is not available in this process (pc_NetTls_Available: the
+   * Lua module without its protocall_tls.so): nothing mends it while the
+   * process runs, so no connection is tried again and every call fails
+   * INTERNAL with it (gRPC's lame channel). NULL: available (or no memory
+   * to keep why, then the backoff retries as for any failed attempt). Any
+   * other failed TLS setup (a file that does not load, perhaps being
+   * rewritten; memory) fails the attempt: the backoff, then a new setup. */
   char *lame;
   Conn *conns;
   pc_GrpcCall *calls;
@@ -223,6 +225,13 @@ static void close_sock(Conn *c) {
   c->sock = NULL;
 }
 
+static void detach(pc_GrpcCall *c) {
+  pc_GrpcStream_Free(c->stream);
+  c->stream = NULL;
+  if (c->conn) c->conn->calls--;
+  c->conn = NULL;
+}
+
 static void lose(Conn *c, const char *why) {
   if (!c->ready) backoff_failed(c->ch, why);
   pc_GrpcEngine_Lost(c->engine, why);
@@ -353,9 +362,11 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   }
   c->connect_by = pc_Clock_Monotonic() + connect_time(&ch->backoff);
   if (ch->o.tls && ch->tls == NULL) {
-    ch->tls = pc_NetTlsClient_New(&no, err);
     int ok = 1;
-    if (ch->tls == NULL) ch->lame = dup_opt(ch, err->msg, &ok);
+    if (!pc_NetTls_Available(err))
+      ch->lame = dup_opt(ch, err->msg, &ok);
+    else
+      ch->tls = pc_NetTlsClient_New(&no, err);
   }
   no.tls_client = ch->tls;
   c->sock = ch->o.tls && ch->tls == NULL ? NULL
@@ -486,13 +497,6 @@ static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
   c->status.message_len = strlen(c->status.message);
   c->status.details = "";
   wake(c);
-}
-
-static void detach(pc_GrpcCall *c) {
-  pc_GrpcStream_Free(c->stream);
-  c->stream = NULL;
-  if (c->conn) c->conn->calls--;
-  c->conn = NULL;
 }
 
 static void drop_replay(pc_GrpcCall *c) {

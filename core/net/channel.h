@@ -52,9 +52,11 @@ typedef struct {
    * (failing at once when that comes after its deadline). 'backoff_set' 0: gRPC's numbers (1
    * s, 1.6, 0.2, 120 s, and 20 s for min_connect_timeout); 1: the five fields as given (each
    * >= 0, multiplier >= 1, jitter <= 1). A TLS setup that fails (a
-   * file that is no PEM; in the Lua module, its TLS object missing) is no
-   * failed attempt but a misconfiguration: no attempt follows, and every
-   * call fails INTERNAL with why at once (gRPC's lame channel). */
+   * file that is no PEM, perhaps being rewritten; memory) fails the attempt
+   * like a refused connection, and the next attempt sets TLS up anew. TLS
+   * not available in the process (pc_NetTls_Available: the Lua module
+   * without its TLS object) is no failed attempt: no attempt follows, and
+   * every call fails INTERNAL with why at once (gRPC's lame channel). */
   int backoff_set;
   int wait_for_ready;
   double backoff_initial, backoff_multiplier, backoff_jitter, backoff_max, min_connect_timeout;

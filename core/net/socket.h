@@ -60,6 +60,13 @@ typedef struct {
 pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err);
 void pc_NetTlsClient_Free(pc_NetTlsClient *t);
 
+/* 1 when this process can set TLS up at all; 0 with 'err' set ("TLS is not
+ * available: ...") when it never can while it runs: in the Lua module,
+ * protocall_tls.so missing beside it or from another build. Always 1 where
+ * tls.c is linked in. A setup failing otherwise (a file that does not
+ * load, memory) may succeed later; this one may not. */
+int pc_NetTls_Available(pc_Error *err);
+
 /* The address of a Unix-domain socket (pc_NetOptions.unix_path): 1, or 0
  * with 'err' set when 'path' is empty or longer than sun_path holds (107
  * bytes for a file, 106 for an abstract name). */

@@ -598,10 +598,11 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- bytes) is refused.
 -- opts: `ca_file` (PEM bundle; default the system store), `cert_file` and
 -- `key_file` (PEM client certificate and key, mutual TLS; one needs the other;
--- a file that is no PEM, or protocall_tls.so missing beside protocall.so,
--- fails every call INTERNAL with why, "TLS is not available: PATH: ...",
--- at once and without a connection attempt: no retry or reconnection
--- mends it),
+-- a file that is no PEM fails the connection attempt UNAVAILABLE with why,
+-- and the attempt after the reconnection backoff reads the files again;
+-- protocall_tls.so missing beside protocall.so fails every call INTERNAL
+-- with why, "TLS is not available: PATH: ...", at once and without a
+-- connection attempt: no retry or reconnection mends it),
 -- `server_name` (the name TLS verifies and sends, and :authority;
 -- default the host), `max_receive_size` (bytes, default 4 MiB; a larger
 -- response message fails with RESOURCE_EXHAUSTED, local = true),

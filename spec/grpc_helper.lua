@@ -7,6 +7,29 @@ local M = {}
 local PYTHON = "/usr/bin/python3"
 local SERVER = "spec/grpc_server.py"
 
+--- `l, got = helper.recording_router(pc)`: a demo.Router server
+-- (examples/route.proto) listening on 127.0.0.1:0, served by a task of
+-- `pc.spawn`, whose Record handler appends "started" to `got` and then the
+-- x of each point it receives: for specs of what reaches a handler while
+-- the client's task does something else.
+function M.recording_router(pc)
+  assert(pc.load_file("examples/route.proto"))
+  local got = {}
+  local server = pc.server { ["demo.Router"] = {
+    Record = function(ctx)
+      got[#got + 1] = "started"
+      while true do
+        local p = ctx:recv()
+        if p == nil then break end
+        got[#got + 1] = p.x
+      end
+      return { legs = 0 }
+    end } }
+  local l = pc.listen(server, "127.0.0.1:0")
+  pc.spawn(function() l:serve() end)
+  return l, got
+end
+
 --- Wall-clock seconds (Lua's os.clock is processor time).
 function M.now()
   local f = io.popen("date +%s.%N")

@@ -145,21 +145,8 @@ describe("pc.poll_fds", function()
   end)
 
   it("with pc.step, moves a stream while its task only sleeps: the message reaches the handler", function()
-    assert(pc.load_file("examples/route.proto"))
-    local got = {}
-    local server = pc.server { ["demo.Router"] = {
-      Record = function(ctx)
-        got[#got + 1] = "started"
-        while true do
-          local p = ctx:recv()
-          if p == nil then break end
-          got[#got + 1] = p.x
-        end
-        return { legs = 0 }
-      end } }
-    local l = pc.listen(server, "127.0.0.1:0")
+    local l, got = require("grpc_helper").recording_router(pc)
     local seen
-    pc.spawn(function() l:serve() end)
     pc.spawn(function()
       local c = pc.client("demo.Router", { transport = pc.grpc("http://127.0.0.1:" .. l.port) })
       local stream = c:Record()

@@ -48,21 +48,8 @@ describe("the scheduler", function()
   end)
 
   it("sends a stream's message and starts its call while the task sleeps", function()
-    assert(pc.load_file("examples/route.proto"))
-    local got = {} -- what the handler saw, in order
-    local server = pc.server { ["demo.Router"] = {
-      Record = function(ctx)
-        got[#got + 1] = "started"
-        while true do
-          local p = ctx:recv()
-          if p == nil then break end
-          got[#got + 1] = p.x
-        end
-        return { legs = 0 }
-      end } }
-    local l = pc.listen(server, "127.0.0.1:0")
+    local l, got = require("grpc_helper").recording_router(pc) -- got: what the handler saw, in order
     local result
-    pc.spawn(function() l:serve() end)
     pc.spawn(function()
       local c = pc.client("demo.Router", { transport = pc.grpc("http://127.0.0.1:" .. l.port) })
       local stream = c:Record()

@@ -225,13 +225,19 @@ local function reflect(r)
   return { pool = r.pool, services = names, key = concat(key, "\0") }
 end
 
+-- `err` without the client channel's reconnection backoff hint (the
+-- gateway's reads come on its own schedule).
+local function without_hint(err)
+  return (tostring(err):gsub(" %(reconnection backoff: [^)]*%)", ""))
+end
+
 -- say(line) writes "protocall gateway: LINE" on stderr unless it is the
 -- last line written but for its reconnection backoff's figure; say(nil)
 -- forgets the last line.
 local function sayer()
   local said
   return function(line)
-    local same = line and line:gsub(" %(reconnection backoff: [^)]*%)", "")
+    local same = line and without_hint(line)
     if same == said or line == nil then
       said = same
       return
@@ -251,12 +257,6 @@ local function unreachable_error(err)
   if getmetatable(err) ~= pc.Error or err.code ~= "UNAVAILABLE" then return false end
   local m = err.message or ""
   return m:sub(1, 11) == "connect to " or m:sub(1, 8) == "resolve "
-end
-
--- `err` without the client channel's reconnection backoff hint (the
--- gateway's reads come on its own schedule).
-local function without_hint(err)
-  return (tostring(err):gsub(" %(reconnection backoff: [^)]*%)", ""))
 end
 
 -- What every call is answered while no schema was read (`err`: why, the

@@ -385,6 +385,19 @@ static int lpc_grpcchannel_goaways(lua_State *L) {
   return 1;
 }
 
+/* -- seconds | nil = ch:next_attempt()   -- seconds until the reconnection
+ * backoff allows the next connection attempt, nil when one may be made now
+ * (pc_GrpcChannel_NextAttempt); raises on a closed channel */
+static int lpc_grpcchannel_next_attempt(lua_State *L) {
+  ChannelBox *cb = check_channel(L, 1);
+  double in = pc_GrpcChannel_NextAttempt(cb->ch);
+  if (in > 0)
+    lua_pushnumber(L, (lua_Number)in);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
 #define RESOLVE_MAX 64
 
 typedef struct {
@@ -1103,6 +1116,7 @@ void lpc_open_net(lua_State *L) {
                                              {"host_woken", lpc_grpcchannel_host_woken},
                                              {"connected", lpc_grpcchannel_connected},
                                              {"goaways", lpc_grpcchannel_goaways},
+                                             {"next_attempt", lpc_grpcchannel_next_attempt},
                                              {"busy", lpc_grpcchannel_busy},
                                              {NULL, NULL}};
   static const luaL_Reg call_methods[] = {{"send", lpc_grpccall_send},

@@ -1093,6 +1093,11 @@ unsigned pc_GrpcChannel_Goaways(const pc_GrpcChannel *ch) {
   return ch->goaways;
 }
 
+double pc_GrpcChannel_NextAttempt(const pc_GrpcChannel *ch) {
+  double in = ch->backoff.retry_at - pc_Clock_Monotonic();
+  return in > 0 ? in : 0;
+}
+
 int pc_GrpcChannel_Busy(const pc_GrpcChannel *ch) {
   return ch->live_calls > 0;
 }

@@ -264,6 +264,15 @@ int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch);
  * waits on it (lua/protocall/sched.lua); an idle channel it leaves alone. */
 int pc_GrpcChannel_Busy(const pc_GrpcChannel *ch);
 
+/* Seconds from now until the channel's reconnection backoff lets it make
+ * its next connection attempt (> 0: a call needing a new connection
+ * meanwhile fails UNAVAILABLE at once, or waits with wait_for_ready), or 0
+ * when a call may make one now: no attempt failed since the last
+ * connection became ready, or the backoff is over. The figure a call's
+ * "(reconnection backoff: the next attempt in S s; ...)" hint gives, for a
+ * caller that schedules its next try by it (lua/protocall/cli/gateway.lua). */
+double pc_GrpcChannel_NextAttempt(const pc_GrpcChannel *ch);
+
 /* How many GOAWAY frames the channel's connections received: a balancer
  * asks its resolver for a new answer when this grows (the server may be
  * leaving). */

@@ -108,8 +108,13 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
     pc_GrpcChannel *fast = backoff_channel(alloc, 5, 0);
     pc_GrpcCall *f = fast ? start(fast, 5) : NULL;
     unsigned fid = f ? only_conn(fast, &ready) : 0;
+    good &= STEP(fast == NULL || pc_GrpcChannel_NextAttempt(fast) == 0); /* nothing failed yet */
     if (fid) pc_GrpcChannel_HostConnected(fast, fid, 0, "connect to example.test:50051: refused");
     if (f) pc_GrpcCall_Free(f);
+    if (fid) { /* the hint's figure: the 5 s flat backoff, from the failed attempt */
+      double in = pc_GrpcChannel_NextAttempt(fast);
+      good &= STEP(in > 4 && in <= 5);
+    }
     f = fid ? start(fast, 5) : NULL;
     good &= STEP(f != NULL && ended(f, kPc_Code_Unavailable,
                                     "connect to example.test:50051: refused (reconnection backoff: "

@@ -292,15 +292,18 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         if not channel_wait then wait = math.min(wait * 1.6, seconds > 0 and seconds or 60) end
         channel_wait = nil
       end
+      -- the client channel's reconnection backoff holding its next connection attempt
+      -- back now: a read fails without trying (transport:next_attempt, seconds or nil)
+      local held = not got and transport:next_attempt()
       local r = reflection.client(transport, opts)
       local ok, new = pcall(reflect, r)
       r.close()
       if not ok and got then
         say("reading the upstream's schema again failed, the current one stays: " .. tostring(new))
       elseif not ok then
-        -- failed without trying: the client channel's reconnection backoff holds its next
-        -- connection attempt back; the next read comes just after it, so that it tries
-        channel_wait = tonumber(tostring(new):match("%(reconnection backoff: the next attempt in ([%d.e+]+) s;"))
+        -- failed without trying (held): the next read comes just after the channel's next
+        -- connection attempt is allowed, so that it tries
+        channel_wait = held and transport:next_attempt()
         channel_wait = channel_wait and channel_wait + 0.05
         listener:refuse(not_read(new, channel_wait or wait))
         say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "

@@ -475,6 +475,21 @@ function Balanced:backends()
   return out
 end
 
+--- As pc.grpc's transport:next_attempt() -> seconds until the soonest
+-- connection attempt the reconnection backoff of any backend allows, or
+-- nil when some backend may connect now (or the list is empty). Raises
+-- on a closed transport.
+function Balanced:next_attempt()
+  if self.closed then error("calling 'next_attempt' on bad self (transport is closed)", 2) end
+  local soonest
+  for _, b in ipairs(self.members) do
+    local s = b.transport:next_attempt()
+    if s == nil then return nil end
+    if soonest == nil or s < soonest then soonest = s end
+  end
+  return soonest
+end
+
 local function rethrow(self, b, err)
   report(self, b, err)
   error(err, 0)

@@ -541,6 +541,19 @@ function Transport:stream(path, settings)
   return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)
 end
 
+--- `transport:next_attempt()` -> seconds (a number > 0) until the
+-- reconnection backoff (`reconnect`) lets the transport make its next
+-- connection attempt, or nil when a call may connect now (no attempt
+-- failed since the last connection was made, or the backoff is over). The
+-- figure of the "(reconnection backoff: the next attempt in S s; ...)"
+-- hint of a call failed meanwhile, for a caller that schedules its next
+-- try by it. Raises "calling 'next_attempt' on bad self (transport is
+-- closed)" on a closed transport.
+function Transport:next_attempt()
+  if self.closed then error("calling 'next_attempt' on bad self (transport is closed)", 2) end
+  return self.channel:next_attempt()
+end
+
 --- `transport:close()`: closes the connection (calls still being read keep
 -- it until they end).
 function Transport:close()

@@ -451,6 +451,20 @@ function Xds:backends()
   return out
 end
 
+--- As pc.grpc's transport:next_attempt(), over the backends of every
+-- cluster the target's calls used: the soonest, nil when one may connect
+-- now (or no call chose a cluster yet). Raises on a closed transport.
+function Xds:next_attempt()
+  if self.closed then error("calling 'next_attempt' on bad self (transport is closed)", 2) end
+  local soonest
+  for _, cl in pairs(self.clusters) do
+    local s = cl.balanced:next_attempt()
+    if s == nil then return nil end
+    if soonest == nil or s < soonest then soonest = s end
+  end
+  return soonest
+end
+
 --- Closes every cluster's connections; the ADS stream closes with the
 -- last xds: target using its management server.
 function Xds:close()

@@ -134,6 +134,84 @@ describe("pc.grpc with a host driver", function()
     assert.are.equal(1, D.counts.connect)
   end)
 
+  describe("a call started without a wait", function()
+    -- the request reaches the handler while the task only sleeps: no wait on
+    -- the call drives the driver meanwhile (transport/driver.lua's kick)
+    local function until_got(got, n)
+      local by = pc.now() + 5
+      repeat pc.sleep(0.02) until #got >= n or pc.now() > by
+    end
+
+    it("connects a stream and sends its message while its task does other work", function()
+      local l, got = helper.recording_router(pc)
+      local D = sdriver.new(pc)
+      local seen, result
+      pc.spawn(function()
+        local c = pc.client("demo.Router", { transport = pc.grpc("http://127.0.0.1:" .. l.port, { driver = D }) })
+        local stream = c:Record()
+        stream:send({ x = 7 })
+        until_got(got, 2)
+        seen = table.concat(got, " ")
+        result = stream:close_and_recv()
+        l:shutdown(1)
+      end)
+      pc.run()
+      assert.are.equal("started 7", seen)
+      assert.are.equal(0, result.legs)
+      assert.are.equal(1, D.counts.connect)
+    end)
+
+    it("connects and sends started unary calls before transport:wait", function()
+      local l, got = helper.recording_router(pc)
+      local D = sdriver.new(pc)
+      local Point = pc.type("demo.Point")
+      local seen, results = nil, {}
+      pc.spawn(function()
+        local t = pc.grpc("http://127.0.0.1:" .. l.port, { driver = D })
+        local hs = {}
+        for i = 1, 2 do hs[i] = t:start_unary("/demo.Router/Record", pc.encode(Point { x = i }), { timeout = 5 }) end
+        until_got(got, 4)
+        seen = {}
+        for i, v in ipairs(got) do seen[i] = tostring(v) end
+        table.sort(seen)
+        for i = 1, 2 do
+          local ok, r = hs[i]:result()
+          while ok == nil do
+            t:wait(hs, 1)
+            ok, r = hs[i]:result()
+          end
+          results[i] = ok and #r or tostring(r)
+        end
+        t:close()
+        l:shutdown(1)
+      end)
+      pc.run()
+      assert.are.same({ "1", "2", "started", "started" }, seen)
+      assert.are.same({ 0, 0 }, results) -- Distance{legs = 0}: no bytes
+      assert.are.equal(1, D.counts.connect)
+    end)
+
+    it("sends a started call's request on a connected transport before any wait", function()
+      local l, got = helper.recording_router(pc)
+      local D = sdriver.new(pc)
+      local Point = pc.type("demo.Point")
+      local seen
+      pc.spawn(function()
+        local t = pc.grpc("http://127.0.0.1:" .. l.port, { driver = D })
+        t:unary("/demo.Router/Record", pc.encode(Point { x = 1 }), { timeout = 5 }) -- connected
+        local h = t:start_unary("/demo.Router/Record", pc.encode(Point { x = 2 }), { timeout = 5 })
+        until_got(got, 4)
+        seen = table.concat(got, " ")
+        while h:result() == nil do t:wait({ h }, 1) end
+        t:close()
+        l:shutdown(1)
+      end)
+      pc.run()
+      assert.are.equal("started 1 started 2", seen)
+      assert.are.equal(1, D.counts.connect)
+    end)
+  end)
+
   it("passes host, port and options to connect, and settimeouts in seconds", function()
     local seen, timeouts
     local D

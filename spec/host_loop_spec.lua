@@ -166,6 +166,30 @@ describe("pc.poll_fds", function()
     assert.are.equal("started 5", seen)
   end)
 
+  it("with pc.step and a host driver, connects a stream while its task only sleeps", function()
+    local l, got = require("grpc_helper").recording_router(pc)
+    local D = require("socket_driver").new(pc)
+    local seen
+    pc.spawn(function()
+      local c = pc.client("demo.Router", { transport = pc.grpc("http://127.0.0.1:" .. l.port, { driver = D }) })
+      local stream = c:Record()
+      stream:send({ x = 6 })
+      local by = pc.now() + 5
+      repeat pc.sleep(0.02) until #got >= 2 or pc.now() > by
+      seen = table.concat(got, " ")
+      stream:close_and_recv()
+      l:shutdown(1)
+    end)
+    local core = require "protocall.core"
+    while true do -- the host's loop, as above
+      local _, timeout = pc.poll_fds()
+      core.sleep(math.min(timeout or 0.01, 0.01))
+      if pc.step(0) == 0 then break end
+    end
+    assert.are.equal("started 6", seen)
+    assert.are.equal(1, D.counts.connect)
+  end)
+
   it("gives no timeout when only a socket can wake the tasks, after pc.sleep(math.huge) too", function()
     pc.spawn(function() pc.sleep(math.huge) end)
     assert.are.equal(1, pc.step(0))

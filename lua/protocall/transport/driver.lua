@@ -11,7 +11,9 @@
 -- its own bytes (`attach`, below) has no reader or writer role: a waiting
 -- call only kicks it when the channel has output for it. So the tasks of
 -- pc.spawn share the connection's reads and writes, and a call outside any
--- task drives the connection itself.
+-- task drives the connection itself. A call started without a wait kicks
+-- the channel (`kick`): its bytes go out at once, and under pc.run a task
+-- of its own connects.
 local core = require "protocall.core"
 local sched = require "protocall.sched"
 
@@ -280,6 +282,59 @@ function M.flush(channel)
       if channel:host_output(id, true) then st.sock:kick() end
     elseif st.sock and not holds(st.writer) and channel:host_output(id, true) then
       with_role(dc, st, "writer", do_write)
+    end
+  end
+end
+
+-- Whether a connection of the channel waits for its connect (ready false
+-- in host_conns).
+local function connect_pending(live)
+  for _, ready in pairs(live) do
+    if not ready then return true end
+  end
+  return false
+end
+
+-- A task of pc.run (or pc.step) that makes the connections a started call
+-- needs: rounds of the channel's I/O until none waits for its connect (a
+-- waiting call may take the connector role meanwhile: the rounds share
+-- it), then what the calls queued goes out. Ends with the channel.
+local function connecting(ref)
+  while true do
+    local dc = ref.dc
+    local ch = dc and dc.channel
+    if not ch then return end
+    if not connect_pending((sync(dc))) then return M.flush(ch) end
+    drive(dc, nil)
+  end
+end
+
+--- kick(channel): a call just started on a driven channel (a stream, a
+-- started unary call or server stream: no wait on it follows at once):
+-- what the calls queued goes out now (M.flush); a connection it needs is
+-- connected by a task of its own when the caller is a task of pc.run or
+-- pc.step, which the caller does not wait for, so the connect and the
+-- request overlap the caller's other work. Outside any task (a script
+-- without pc.run, an OpenResty request) there is no loop to connect in
+-- the background: the connection is made at the first wait on a call.
+-- Nothing for another channel.
+function M.kick(channel)
+  local dc = driven[channel]
+  if not dc then return end
+  local live = sync(dc)
+  M.flush(channel)
+  if dc.connector_task or not connect_pending(live) or not sched.in_task() then return end
+  for id, st in pairs(dc.conns) do
+    if live[id] == false and not st.sock and not holds(st.connector) then
+      local ref = setmetatable({ dc = dc }, WEAK_VALUES)
+      dc.connector_task = true
+      sched.spawn(function()
+        local ok, err = pcall(connecting, ref)
+        local d = ref.dc
+        if d then d.connector_task = nil end
+        if not ok then error(err, 0) end
+      end)
+      return
     end
   end
 end

@@ -240,9 +240,15 @@ end
 -- A call its task may not wait on at once (a stream, a started call): the
 -- scheduler pumps its channel meanwhile (sched.track) so its messages go
 -- out, its connection is made and its responses are read while the task
--- does other things; a host driver's channel moves when its calls wait.
+-- does other things; a host driver's channel is kicked (driver.kick: its
+-- bytes sent now, its connection made by a task of its own under pc.run)
+-- and otherwise moves when its calls wait.
 local function track(self)
-  if self.background then sched.track(self.channel) end
+  if self.background then
+    sched.track(self.channel)
+  else
+    driver.kick(self.channel)
+  end
 end
 
 --- Server-streaming call: `for bytes in transport:server_stream(path,

@@ -433,6 +433,34 @@ describe("pc.grpc with a host driver", function()
     assert.is_nil(next(socks), "the dropped transport's socket is still referenced")
   end)
 
+  it("lets a transport dropped unclosed after a started call be collected with its sockets", function()
+    -- the call's connection made by the task its start spawned (transport/driver.lua's kick)
+    local socks = setmetatable({}, { __mode = "k" })
+    local D = sdriver.new(pc, {
+      settimeouts = function(sock, _, s, r)
+        socks[sock] = true
+        sock.send_timeout, sock.read_timeout = s, r
+        return true
+      end,
+    })
+    local got
+    pc.spawn(function()
+      local t = pc.grpc(server.url, { driver = D })
+      local h = t:start_unary("/test.Test/Echo", "x", { timeout = 5 })
+      local ok, r = h:result()
+      while ok == nil do
+        t:wait({ h }, 1)
+        ok, r = h:result()
+      end
+      got = r
+    end)
+    pc.run()
+    assert.are.equal("x", got)
+    assert.is_not_nil(next(socks))
+    for _ = 1, 3 do collectgarbage() end
+    assert.is_nil(next(socks), "the dropped transport's socket is still referenced")
+  end)
+
   it("refuses a driver without connect", function()
     assert.has_error(function() pc.grpc(server.url, { driver = {} }) end,
       "pc.grpc: option 'driver': a table with a function 'connect' expected")

@@ -304,7 +304,10 @@ local function connecting(ref)
     local dc = ref.dc
     local ch = dc and dc.channel
     if not ch then return end
-    if not connect_pending((sync(dc))) then return M.flush(ch) end
+    if not connect_pending((sync(dc))) then
+      dc.connecting = nil -- done: the next kick may start another
+      return M.flush(ch)
+    end
     drive(dc, nil)
   end
 end
@@ -323,17 +326,12 @@ function M.kick(channel)
   if not dc then return end
   local live = sync(dc)
   M.flush(channel)
-  if dc.connector_task or not connect_pending(live) or not sched.in_task() then return end
+  -- one such task at a time (a loop that dropped its tasks dropped it too: holds)
+  if holds(dc.connecting) or not connect_pending(live) or not sched.in_task() then return end
   for id, st in pairs(dc.conns) do
     if live[id] == false and not st.sock and not holds(st.connector) then
-      local ref = setmetatable({ dc = dc }, WEAK_VALUES)
-      dc.connector_task = true
-      sched.spawn(function()
-        local ok, err = pcall(connecting, ref)
-        local d = ref.dc
-        if d then d.connector_task = nil end
-        if not ok then error(err, 0) end
-      end)
+      local co = sched.spawn(connecting, setmetatable({ dc = dc }, WEAK_VALUES))
+      dc.connecting = { co = co, epoch = sched.epoch() }
       return
     end
   end

@@ -792,8 +792,12 @@ function M.grpc(target, opts)
     stream_window = size_option(opts, "stream_window", 65535),
     connection_window = size_option(opts, "connection_window", 65535),
   }
-  -- One backend: its channel and transport.
-  local function make(where)
+  -- One backend: its channel and transport; `alone`: the target's only
+  -- one. wait_for_ready: a lone backend's calls wait through failed
+  -- connection attempts until their deadline (gRPC's wait-for-ready); a
+  -- balancer's backend's wait out its reconnection backoff only, and fail
+  -- with the attempt, so the balancer takes them on to another backend.
+  local function make(where, alone)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,
       unix_path = where.unix, unix_abstract = where.abstract,
@@ -803,7 +807,7 @@ function M.grpc(target, opts)
       max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
       stream_window = sizes.stream_window, connection_window = sizes.connection_window,
       keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
-      backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready,
+      backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready and (alone or "backoff"),
       http1 = http1,
     }
     if host_driver then driver.attach(channel, host_driver, where, opts) end
@@ -844,7 +848,7 @@ function M.grpc(target, opts)
     end
   end
   if #places == 1 and not resolver then
-    local t = make(places[1])
+    local t = make(places[1], true)
     if type(target) == "string" then t.target = target end
     return t
   end

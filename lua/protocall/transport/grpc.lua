@@ -621,18 +621,27 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- 20} (seconds; gRPC's connection backoff: after a failed connection
 -- attempt the next waits initial s, growing by multiplier per failure up
 -- to maximum, +-jitter of it; an attempt not connected within
--- max(min_connect_timeout, the backoff) has failed; a call needing a
--- connection meanwhile fails UNAVAILABLE at once, as gRPC fails a call
--- that is not wait-for-ready, so a retry policy's own backoff paces the
--- attempts), `wait_for_ready` (true: such a call waits for the next
--- connection attempt instead, failing at once only when that is past
--- its deadline; gRPC's wait-for-ready),
+-- max(min_connect_timeout, the backoff) has failed; a call on a failed
+-- attempt fails UNAVAILABLE ("connect to HOST:PORT: why") and a call
+-- needing a connection meanwhile fails UNAVAILABLE at once, as gRPC fails
+-- a call that is not wait-for-ready, so a retry policy's own backoff
+-- paces the attempts), `wait_for_ready` (true: gRPC's wait-for-ready,
+-- for every call of the transport: a call waits through failed
+-- connection attempts and their backoff until a connection is ready,
+-- however far its deadline, failing only DEADLINE_EXCEEDED at it,
+-- "deadline exceeded waiting for a connection (the last attempt: connect
+-- to HOST:PORT: why)"; a call that lost a connection it was sent on
+-- still fails UNAVAILABLE. With several backends a call on a backend
+-- whose attempt failed goes on to the next as without it, and only
+-- waits for a backend's backoff, failing at once when that is past its
+-- deadline),
 -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
 -- name check, so anyone on the path can read and change the calls; for
 -- a test server with a self-signed certificate only), `connect_timeout`
 -- (seconds a new connection may take to connect and finish TLS; past
 -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
--- timed out after S s"; default none but the calls' deadlines),
+-- timed out after S s", or with wait_for_ready wait for the next
+-- attempt; default none but the calls' deadlines),
 -- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
 -- of the built-in sockets: a plain byte pipe; TLS for an https target
 -- still runs in protocall, over the driver's bytes, with the same options,

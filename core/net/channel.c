@@ -874,19 +874,20 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
  * returns when it is (< 0: no call waits). */
 static double start_waiting(pc_GrpcChannel *ch, double now) {
   if (!ch->any_waiting) return -1;
-  int any = 0;
+  /* set again by each call that waits on: one reopen puts back to waiting
+   * (open_stream), or an attempt that fails meanwhile (requeue, perhaps a
+   * call the loop passed already) */
+  ch->any_waiting = 0;
   for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
     if (!c->waiting || c->early) continue;
     if (now < ch->backoff.retry_at) {
-      any = 1;
+      ch->any_waiting = 1;
       continue;
     }
     c->waiting = 0;
     reopen(c);
-    if (c->waiting) any = 1;
   }
-  ch->any_waiting = any;
-  return any ? ch->backoff.retry_at : -1;
+  return ch->any_waiting ? ch->backoff.retry_at : -1;
 }
 
 /* retry_refused for the calls whose stream got headers or ended since. */

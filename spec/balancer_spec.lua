@@ -90,6 +90,20 @@ describe("pc.grpc with several backends", function()
     assert.are.equal(9, direct_b:Attempts({ id = key }).attempts)
   end)
 
+  it("with wait_for_ready, still moves a call whose backend refuses the connection to the next one", function()
+    local port_a = addr(a)
+    helper.stop(a)
+    -- wait-for-ready waits for a connection of the target, not of one
+    -- backend: the refused backend's attempt fails the call there, and the
+    -- balancer takes it to b long before its deadline
+    local c = pc.client("faults.Faults", { transport = grpc({ port_a, addr(b) }, { wait_for_ready = true }) })
+    local key = id()
+    local t0 = helper.now()
+    for _ = 1, 3 do assert.are.equal("x", c:Echo({ text = "x", id = key }, { timeout = 20 }).text) end
+    assert.is_true(helper.now() - t0 < 10, "waited " .. (helper.now() - t0) .. " s")
+    assert.are.equal(3, direct_b:Attempts({ id = key }).attempts)
+  end)
+
   it("moves a call whose backend refuses the connection to the next one, no retry policy", function()
     local port_a = addr(a)
     helper.stop(a)

@@ -117,9 +117,12 @@ describe("pc.client over pc.grpc", function()
     it("succeeds after retries when the server is killed between calls and restarted", function()
       local s1 = spawn("grpc")
       local port = s1.port
-      -- wait_for_ready: each attempt waits for the next connection attempt
-      -- (without it, attempts within the reconnection backoff fail at once)
-      local tr = pc.grpc(s1.url, { wait_for_ready = true })
+      -- no reconnection backoff: each attempt of the retry policy makes a
+      -- connection attempt of its own, refused (UNAVAILABLE, retried) until
+      -- the server is back. With the default backoff the attempts within
+      -- it would fail at once without one; with wait_for_ready the first
+      -- would wait for the server, which only the third attempt restarts.
+      local tr = pc.grpc(s1.url, { reconnect = { initial = 0, maximum = 0 } })
       local s = spy(tr)
       local restarted
       local retry = RETRY:with_predicate(function(e)

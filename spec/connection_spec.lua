@@ -18,18 +18,34 @@ local function refusing_port()
   return port
 end
 
+-- grpc_server.py on `port`, started `delay` s from now: its stand-in
+-- shell prints the line helper.spawn_command waits for, sleeps, then
+-- becomes the server (same pid, same standard input).
+local function server_later(port, delay)
+  return helper.spawn_command(("sh -c 'echo %d $$; sleep %g; exec /usr/bin/python3 spec/grpc_server.py grpc %d'")
+    :format(port, delay, port), "a delayed grpc_server.py")
+end
+
 describe("reconnection backoff", function()
   it("spaces connection attempts by the backoff, growing to its maximum", function()
     local port = refusing_port()
-    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 0.1,
-      multiplier = 2, jitter = 0, maximum = 0.4 } })
-    local ends = {}
-    for i = 1, 6 do
+    local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 0.1, multiplier = 2, jitter = 0,
+      maximum = 0.4 } })
+    -- calls in a loop: those during the backoff fail at once (no
+    -- wait_for_ready) saying so; those that made an attempt fail with it
+    local ends, fast = {}, 0
+    while #ends < 6 do
       local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
       assert.are.equal("UNAVAILABLE", err.code)
-      assert.are.equal("connect to 127.0.0.1:" .. port .. ": Connection refused", err.message)
-      ends[i] = now()
+      if err.message:find("(reconnection backoff: ", 1, true) then
+        fast = fast + 1
+        pc.sleep(0.005)
+      else
+        assert.are.equal("connect to 127.0.0.1:" .. port .. ": Connection refused", err.message)
+        ends[#ends + 1] = now()
+      end
     end
+    assert.is_true(fast > 0, "no call came during a backoff")
     t:close()
     local want = { 0.1, 0.2, 0.4, 0.4, 0.4 }
     for i = 1, 5 do
@@ -65,19 +81,6 @@ describe("reconnection backoff", function()
     t:close()
   end)
 
-  it("fails a wait_for_ready call at once when the next attempt comes after its deadline", function()
-    local port = refusing_port()
-    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 5, jitter = 0 } })
-    failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
-    local t0 = now()
-    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
-    assert.is_true(now() - t0 < 1.5, "waited " .. (now() - t0) .. " s")
-    assert.are.equal("UNAVAILABLE", err.code)
-    assert.matches("^connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: "
-      .. "the next attempt, in [%d.]+ s, comes after the call's deadline%)$", err.message)
-    t:close()
-  end)
-
   it("uses gRPC's numbers by default: the first backoff is 1 s +-20%", function()
     local port = refusing_port()
     local t = pc.grpc("127.0.0.1:" .. port)
@@ -89,15 +92,14 @@ describe("reconnection backoff", function()
     t:close()
   end)
 
-  it("lets a call wait for the next attempt, and reach a server that came up meanwhile", function()
-    local s = helper.spawn("grpc")
-    local port = s.port
-    helper.stop(s)
+  it("lets a wait_for_ready call wait for the next attempt, and reach a server that came up meanwhile", function()
+    local port = refusing_port()
     local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 1.5, jitter = 0 } })
-    failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
+    local s = server_later(port, 0.2)
     local t0 = now()
-    s = helper.spawn("grpc", port)
-    assert.are.equal("back", t:unary("/test.Test/Echo", "back", { timeout = 10 }))
+    assert.are.equal("back", t:unary("/test.Test/Echo", "back", { timeout = 20 }))
+    -- the first attempt was refused at once; the server up meanwhile, the
+    -- next attempt still waited for the backoff
     assert.is_true(now() - t0 >= 1.5 - 0.005, "did not wait for the backoff: " .. (now() - t0) .. " s")
     helper.stop(s)
     t:close()
@@ -171,6 +173,81 @@ describe("reconnection backoff", function()
     bad({ jitter = 2 }, "pc.grpc: reconnect.jitter: at most 1 expected, got 2")
     bad({ initial = 5, maximum = 2 }, "pc.grpc: reconnect.maximum: at least reconnect.initial (5) expected, got 2")
     bad({ inital = 1 }, "pc.grpc: reconnect: unknown field 'inital'")
+  end)
+end)
+
+describe("wait_for_ready", function()
+  it("waits through refused connection attempts for a server that comes up before its deadline", function()
+    local port = refusing_port()
+    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 0.2, jitter = 0 } })
+    local s = server_later(port, 0.5)
+    assert.are.equal("late", t:unary("/test.Test/Echo", "late", { timeout = 20 }))
+    helper.stop(s)
+    t:close()
+  end)
+
+  it("waits in a pc.spawn task while another task starts a pc.listen server on the port", function()
+    pc.load_file("examples/route.proto")
+    local l = pc.listen(pc.server { ["demo.Router"] = {
+      Measure = function(route) return { legs = #route.name } end } }, "127.0.0.1:0")
+    local port = l.port
+    l:shutdown()
+    local got, err, listener, done
+    pc.spawn(function()
+      local c = pc.client("demo.Router", { transport = pc.grpc("127.0.0.1:" .. port,
+        { wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } }) })
+      local ok, r = pcall(c.Measure, c, { name = "abc" }, { timeout = 20 })
+      if ok then got = r.legs else err = r end
+      done = true
+      if listener then listener:shutdown() end
+    end)
+    pc.spawn(function()
+      pc.sleep(0.4)
+      if done then return end -- the call did not wait
+      listener = pc.listen(pc.server { ["demo.Router"] = {
+        Measure = function(route) return { legs = #route.name } end } }, "127.0.0.1:" .. port)
+      listener:serve()
+    end)
+    pc.run()
+    assert.is_nil(err, tostring(err))
+    assert.are.equal(3, got)
+  end)
+
+  it("fails DEADLINE_EXCEEDED at its deadline, naming the last attempt, when no server comes", function()
+    local port = refusing_port()
+    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 0.2, jitter = 0 } })
+    local t0 = now()
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 1.5 })
+    local took = now() - t0
+    assert.are.equal("DEADLINE_EXCEEDED", err.code)
+    assert.are.equal("deadline exceeded waiting for a connection (the last attempt: connect to 127.0.0.1:"
+      .. port .. ": Connection refused)", err.message)
+    assert.is_true(took >= 1.5 - 0.005 and took < 1.5 + 5, "took " .. took .. " s")
+    t:close()
+  end)
+
+  it("waits out its deadline even when the next attempt comes after it", function()
+    local port = refusing_port()
+    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 30, jitter = 0 } })
+    local t0 = now()
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 1 })
+    local took = now() - t0
+    assert.are.equal("DEADLINE_EXCEEDED", err.code)
+    assert.are.equal("deadline exceeded waiting for a connection (the last attempt: connect to 127.0.0.1:"
+      .. port .. ": Connection refused)", err.message)
+    assert.is_true(took >= 1 - 0.005 and took < 1 + 5, "took " .. took .. " s")
+    t:close()
+  end)
+
+  it("leaves a call without it failing UNAVAILABLE at once on a refused connection", function()
+    local port = refusing_port()
+    local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 0.2, jitter = 0 } })
+    local t0 = now()
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 10 })
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal("connect to 127.0.0.1:" .. port .. ": Connection refused", err.message)
+    assert.is_true(now() - t0 < 5, "took " .. (now() - t0) .. " s")
+    t:close()
   end)
 end)
 

@@ -258,13 +258,42 @@ describe("pc.grpc with a host driver", function()
     it("a failed connect backs off, then reconnects", function()
       local fail = true
       local D = sdriver.new(pc, { connect = function() if fail then return nil, "refused" end end })
-      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } })
+      local t = pc.grpc(server.url, { driver = D, reconnect = { initial = 0.1, jitter = 0 } })
       assert.are.equal("UNAVAILABLE", failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 }).code)
       fail = false
-      local t0 = now()
+      pc.sleep(0.15) -- past the backoff: the next call connects
       assert.are.equal("again", t:unary("/test.Test/Echo", "again", { timeout = 2 }))
-      assert.is_true(now() - t0 >= 0.05, "no backoff")
       assert.are.equal(2, D.counts.connect)
+    end)
+
+    it("a wait_for_ready call waits through failed connects, for the attempt after the backoff", function()
+      local refused = 0
+      local D = sdriver.new(pc, { connect = function()
+        if refused < 2 then
+          refused = refused + 1
+          return nil, "refused"
+        end
+      end })
+      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 0.1,
+        multiplier = 2, jitter = 0 } })
+      local t0 = now()
+      assert.are.equal("late", t:unary("/test.Test/Echo", "late", { timeout = 5 }))
+      -- two backoffs, 0.1 then 0.2 s, before the third attempt
+      assert.is_true(now() - t0 >= 0.3 - 0.005, "no backoff: " .. (now() - t0) .. " s")
+      assert.are.equal(3, D.counts.connect)
+    end)
+
+    it("a wait_for_ready call that never connects ends DEADLINE_EXCEEDED at its deadline", function()
+      local D = sdriver.new(pc, { connect = function() return nil, "refused" end })
+      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 0.2, jitter = 0 } })
+      local t0 = now()
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 1 })
+      local took = now() - t0
+      assert.are.equal("DEADLINE_EXCEEDED", err.code)
+      assert.are.equal("deadline exceeded waiting for a connection (the last attempt: connect to 127.0.0.1:"
+        .. server.port .. ": refused)", err.message)
+      assert.is_true(took >= 1 - 0.005 and took < 1 + 5, "took " .. took .. " s")
+      assert.is_true(D.counts.connect >= 2, D.counts.connect .. " connects")
     end)
 
     it("a read error mid-call is UNAVAILABLE and the next call reconnects", function()

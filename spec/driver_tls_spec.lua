@@ -74,6 +74,32 @@ describe("TLS in the channel over a host driver", function()
     assert.are.equal("back", got)
   end)
 
+  -- With wait_for_ready the call whose attempt found the file empty (a TLS
+  -- setup failing before any connection) waits for the attempts after the
+  -- backoff, and the first of them after the file is mended carries it.
+  it("lets a wait_for_ready call wait through a ca_file mended while it waits", function()
+    local ca = os.tmpname()
+    local f = assert(io.open(ca, "wb"))
+    f:close()
+    local t = pc.grpc("https://127.0.0.1:" .. grpcio.port, { ca_file = ca, server_name = "localhost",
+      wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } })
+    local ok, got
+    pc.spawn(function() ok, got = pcall(t.unary, t, "/test.Test/Echo", "waited", { timeout = 20 }) end)
+    pc.spawn(function()
+      pc.sleep(0.3)
+      local src = assert(io.open(certs .. "/ca.pem", "rb"))
+      local w = assert(io.open(ca, "wb"))
+      w:write(src:read("a"))
+      w:close()
+      src:close()
+    end)
+    pc.run()
+    os.remove(ca)
+    t:close()
+    assert.is_true(ok, tostring(got))
+    assert.are.equal("waited", got)
+  end)
+
   it("fails with a wrong CA as the built-in sockets fail", function()
     local url = "https://127.0.0.1:" .. grpcio.port
     local hosted = failure(function()

@@ -353,9 +353,10 @@ describe("pc.grpc", function()
 
     it("recovers on the same transport when the server is killed and restarted", function()
       local s = spawn("grpc")
-      -- wait_for_ready: the call after the refused one waits out the
-      -- reconnection backoff instead of failing at once
-      local tr = pc.grpc(s.url, { wait_for_ready = true })
+      -- no reconnection backoff: the call after the refused one makes a
+      -- connection attempt instead of failing at once during the backoff
+      -- (and without wait_for_ready the refused one fails, UNAVAILABLE)
+      local tr = pc.grpc(s.url, { reconnect = { initial = 0, maximum = 0 } })
       assert.are.equal("one", tr:unary("/test.Test/Echo", "one"))
       local port = s.port
       stop(s)

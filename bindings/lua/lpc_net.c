@@ -76,8 +76,12 @@ static double opt_seconds(lua_State *L, int t, const char *k) {
  *                                     (a Unix-domain socket, channel.h),
  *                           host_io = boolean (a host driver moves the
  *                                     bytes: ch:host_* below),
- *                           wait_for_ready = boolean (calls wait out the
- *                                     reconnection backoff: channel.h),
+ *                           wait_for_ready = true (calls wait through
+ *                                     failed connection attempts until
+ *                                     their deadline) or "backoff" (wait
+ *                                     out the reconnection backoff only:
+ *                                     a balancer's backend; channel.h's
+ *                                     pc_GrpcWaitForReady),
  *                           http1 = boolean (gRPC-Web and Connect over
  *                                     HTTP/1.1: channel.h),
  *                           backoff = {initial=, multiplier=, jitter=,
@@ -106,7 +110,11 @@ static int lpc_grpc_channel(lua_State *L) {
   lua_getfield(L, 1, "host_io");
   o.host_io = lua_toboolean(L, -1);
   lua_getfield(L, 1, "wait_for_ready");
-  o.wait_for_ready = lua_toboolean(L, -1);
+  if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "backoff") == 0)
+    o.wait_for_ready = kPc_GrpcWaitForReady_Backoff;
+  else
+    o.wait_for_ready =
+        lua_toboolean(L, -1) ? kPc_GrpcWaitForReady_Deadline : kPc_GrpcWaitForReady_No;
   lua_getfield(L, 1, "unix_abstract");
   o.unix_abstract = lua_toboolean(L, -1);
   lua_getfield(L, 1, "http1");

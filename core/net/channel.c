@@ -39,8 +39,9 @@ struct Conn {
 /* Reconnection backoff of a target (channel.h). */
 typedef struct {
   double initial, multiplier, jitter, max, min_connect;
-  double current;  /* the backoff after the last failed attempt; 0: none failed */
-  double retry_at; /* monotonic seconds: no new attempt before */
+  double current;    /* the backoff after the last failed attempt; 0: none failed */
+  double retry_at;   /* monotonic seconds: no new attempt before */
+  unsigned failures; /* attempts failed so far (pick_conn tells a failed one from no memory) */
   uint64_t rng;
   char *why; /* how the last attempt failed (NULL: none did, or no memory for it) */
 } Backoff;
@@ -205,6 +206,7 @@ static void backoff_failed(pc_GrpcChannel *ch, const char *why) {
   double next = b->current == 0 ? b->initial : b->current * b->multiplier;
   if (next > b->max) next = b->max;
   b->current = next;
+  b->failures++;
   double wait = next * (1 + b->jitter * backoff_draw(b));
   b->retry_at = pc_Clock_Monotonic() + (wait > 0 ? wait : 0);
   int ok = 1;
@@ -232,8 +234,28 @@ static void detach(pc_GrpcCall *c) {
   c->conn = NULL;
 }
 
+/* The calls on connection 'conn', whose attempt failed before it was
+ * ready, wait for the next attempt instead of failing (gRPC's
+ * wait-for-ready: a failed attempt puts the channel in TRANSIENT_FAILURE,
+ * which such a call waits through). Nothing of theirs reached the peer,
+ * so they start anew with their request messages kept for replay; one
+ * that kept too many for that (REPLAY_MAX) fails with the attempt. */
+static void requeue(Conn *conn) {
+  pc_GrpcChannel *ch = conn->ch;
+  for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
+    if (c->conn != conn || c->early || !c->replayable) continue;
+    detach(c);
+    c->waiting = 1;
+    ch->any_waiting = 1;
+    wake(c);
+  }
+}
+
 static void lose(Conn *c, const char *why) {
-  if (!c->ready) backoff_failed(c->ch, why);
+  if (!c->ready) {
+    backoff_failed(c->ch, why);
+    if (c->ch->o.wait_for_ready == kPc_GrpcWaitForReady_Deadline) requeue(c);
+  }
   pc_GrpcEngine_Lost(c->engine, why);
   close_sock(c);
 }
@@ -401,7 +423,14 @@ static Conn *pick_conn(pc_GrpcChannel *ch, pc_Error *err, int *wait) {
     *wait = 1;
     return NULL;
   }
-  return new_conn(ch, err);
+  unsigned failures = ch->backoff.failures;
+  Conn *c = new_conn(ch, err);
+  /* an attempt that failed at once (a Unix socket file not there, a TLS
+   * setup): a wait-for-ready call waits for the next */
+  if (c == NULL && ch->backoff.failures != failures &&
+      ch->o.wait_for_ready == kPc_GrpcWaitForReady_Deadline)
+    *wait = 1;
+  return c;
 }
 
 /* -- channel ------------------------------------------------------------- */
@@ -561,8 +590,9 @@ static int open_stream(pc_GrpcCall *c) {
   }
   if (conn == NULL && wait) {
     const Backoff *b = &c->ch->backoff;
-    int fail_fast = !c->ch->o.wait_for_ready;
-    if (fail_fast || (c->deadline >= 0 && c->deadline <= b->retry_at)) {
+    int fail_fast = c->ch->o.wait_for_ready == kPc_GrpcWaitForReady_No;
+    if (fail_fast || (c->ch->o.wait_for_ready == kPc_GrpcWaitForReady_Backoff && c->deadline >= 0 &&
+                      c->deadline <= b->retry_at)) {
       double in = b->retry_at - pc_Clock_Monotonic();
       char when[128], m[PC_ERROR_MAX];
       if (fail_fast)
@@ -844,19 +874,20 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
  * returns when it is (< 0: no call waits). */
 static double start_waiting(pc_GrpcChannel *ch, double now) {
   if (!ch->any_waiting) return -1;
-  int any = 0;
+  /* set again by each call that waits on: one reopen puts back to waiting
+   * (open_stream), or an attempt that fails meanwhile (requeue, perhaps a
+   * call the loop passed already) */
+  ch->any_waiting = 0;
   for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
     if (!c->waiting || c->early) continue;
     if (now < ch->backoff.retry_at) {
-      any = 1;
+      ch->any_waiting = 1;
       continue;
     }
     c->waiting = 0;
     reopen(c);
-    if (c->waiting) any = 1;
   }
-  ch->any_waiting = any;
-  return any ? ch->backoff.retry_at : -1;
+  return ch->any_waiting ? ch->backoff.retry_at : -1;
 }
 
 /* retry_refused for the calls whose stream got headers or ended since. */
@@ -876,10 +907,18 @@ static double enforce_deadlines(pc_GrpcChannel *ch, double now) {
   double nearest = -1;
   for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
     if (c->waiting && !c->early && c->deadline >= 0) {
-      if (c->deadline <= now)
-        end_early(c, kPc_Code_DeadlineExceeded, "deadline exceeded waiting for a connection");
-      else
+      if (c->deadline <= now) {
+        char m[PC_ERROR_MAX];
+        if (ch->backoff.why)
+          snprintf(m, sizeof m,
+                   "deadline exceeded waiting for a connection (the last attempt: %.300s)",
+                   ch->backoff.why);
+        else
+          snprintf(m, sizeof m, "deadline exceeded waiting for a connection");
+        end_early(c, kPc_Code_DeadlineExceeded, m);
+      } else {
         nearest = sooner(nearest, c->deadline);
+      }
     }
     if (!running(c) || c->deadline < 0) continue;
     if (c->deadline <= now) {

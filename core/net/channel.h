@@ -27,6 +27,25 @@
 typedef struct pc_GrpcChannel pc_GrpcChannel;
 typedef struct pc_GrpcCall pc_GrpcCall;
 
+/* What a call needing a connection does while the channel has none
+ * (pc_GrpcChannelOptions' 'wait_for_ready'; gRPC's doc/wait-for-ready.md). */
+typedef enum {
+  /* fails UNAVAILABLE at once when the reconnection backoff holds the next
+   * attempt back, and with the attempt it was on when that failed (gRPC's
+   * fail-fast) */
+  kPc_GrpcWaitForReady_No = 0,
+  /* waits out the backoff for the next attempt, failing UNAVAILABLE at once
+   * when that comes after its deadline, and with the attempt it was on when
+   * that failed: a balancer's backend, whose balancer moves such a call on
+   * to another backend (transport/balancer.lua) */
+  kPc_GrpcWaitForReady_Backoff = 1,
+  /* gRPC's wait-for-ready: waits through failed attempts and their backoff
+   * until a connection is ready, failing only DEADLINE_EXCEEDED at its
+   * deadline ("deadline exceeded waiting for a connection (the last
+   * attempt: WHY)") */
+  kPc_GrpcWaitForReady_Deadline = 2
+} pc_GrpcWaitForReady;
+
 typedef struct {
   const char *host; /* name or address (no brackets) */
   const char *port; /* decimal */
@@ -48,8 +67,8 @@ typedef struct {
    * each spread by +-'backoff_jitter' of itself; a connection that becomes
    * ready resets it. A call that needs a connection meanwhile fails
    * UNAVAILABLE at once (gRPC's fail-fast: the channel is in
-   * TRANSIENT_FAILURE), or with 'wait_for_ready' waits for the next attempt
-   * (failing at once when that comes after its deadline). 'backoff_set' 0: gRPC's numbers (1
+   * TRANSIENT_FAILURE), or waits as 'wait_for_ready' (pc_GrpcWaitForReady)
+   * says. 'backoff_set' 0: gRPC's numbers (1
    * s, 1.6, 0.2, 120 s, and 20 s for min_connect_timeout); 1: the five fields as given (each
    * >= 0, multiplier >= 1, jitter <= 1). A TLS setup that fails (a
    * file that is no PEM, perhaps being rewritten; memory) fails the attempt
@@ -58,7 +77,7 @@ typedef struct {
    * without its TLS object) is no failed attempt: no attempt follows, and
    * every call fails INTERNAL with why at once (gRPC's lame channel). */
   int backoff_set;
-  int wait_for_ready;
+  pc_GrpcWaitForReady wait_for_ready;
   double backoff_initial, backoff_multiplier, backoff_jitter, backoff_max, min_connect_timeout;
   int insecure; /* as socket.h: TLS WITHOUT verifying the server */
   /* Seconds a new connection may take to connect and finish TLS; past it

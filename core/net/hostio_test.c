@@ -26,9 +26,9 @@ static int step_at(int ok, int line) {
 }
 
 /* A host-I/O channel whose reconnection backoff is 'backoff' seconds
- * flat; with 'wait_for_ready' a call during the backoff waits for the next
- * attempt. */
-static pc_GrpcChannel *backoff_channel(pc_Alloc *alloc, double backoff, int wait_for_ready) {
+ * flat; 'wait_for_ready' as channel.h. */
+static pc_GrpcChannel *backoff_channel(pc_Alloc *alloc, double backoff,
+                                       pc_GrpcWaitForReady wait_for_ready) {
   pc_GrpcChannelOptions o;
   memset(&o, 0, sizeof o);
   o.host = "example.test";
@@ -46,7 +46,7 @@ static pc_GrpcChannel *backoff_channel(pc_Alloc *alloc, double backoff, int wait
 }
 
 static pc_GrpcChannel *host_channel(pc_Alloc *alloc) {
-  return backoff_channel(alloc, 0.02, 1);
+  return backoff_channel(alloc, 0.02, kPc_GrpcWaitForReady_Backoff);
 }
 
 static pc_GrpcCall *start(pc_GrpcChannel *ch, double timeout) {
@@ -105,7 +105,7 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
 
   /* Without wait_for_ready a call during the backoff fails at once. */
   {
-    pc_GrpcChannel *fast = backoff_channel(alloc, 5, 0);
+    pc_GrpcChannel *fast = backoff_channel(alloc, 5, kPc_GrpcWaitForReady_No);
     pc_GrpcCall *f = fast ? start(fast, 5) : NULL;
     unsigned fid = f ? only_conn(fast, &ready) : 0;
     good &= STEP(fast == NULL || pc_GrpcChannel_NextAttempt(fast) == 0); /* nothing failed yet */
@@ -254,6 +254,61 @@ static int refused_again(pc_Alloc *alloc, int *ok) {
   return 1;
 }
 
+/* gRPC's wait-for-ready (kPc_GrpcWaitForReady_Deadline): a refused
+ * connect leaves the call waiting, listed by its wake token; the attempt
+ * after the backoff carries it. A call whose deadline comes before the
+ * next attempt waits for it too and ends DEADLINE_EXCEEDED naming the
+ * failed attempt. */
+static int waits_through_failures(pc_Alloc *alloc, int *ok) {
+  *ok = 0;
+  pc_GrpcChannel *ch = backoff_channel(alloc, 0.02, kPc_GrpcWaitForReady_Deadline);
+  pc_GrpcChannel *slow = ch ? backoff_channel(alloc, 5, kPc_GrpcWaitForReady_Deadline) : NULL;
+  pc_GrpcCall *a = slow ? start(ch, 5) : NULL;
+  pc_GrpcCall *d = a ? start(slow, 0.03) : NULL;
+  if (d == NULL) {
+    pc_GrpcCall_Free(a);
+    pc_GrpcChannel_Free(slow);
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  pc_GrpcCall_SetWakeToken(a, 3);
+  int good = 1, ready = -1;
+  const uint64_t *items;
+  pc_GrpcWakeList *w = pc_GrpcChannel_Wake(ch);
+  pc_GrpcWakeList_Clear(w);
+  unsigned id = only_conn(ch, &ready);
+  pc_GrpcChannel_HostConnected(ch, id, 0, "connect to example.test:50051: refused");
+  good &= STEP(id != 0 && pc_GrpcCall_Status(a) == NULL); /* waiting, not failed */
+  good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
+  good &= STEP(pc_GrpcWakeList_Items(w, &items) >= 1 && items[0] == 3);
+  double next = pc_GrpcChannel_HostTick(ch);
+  good &= STEP(next > 0 && next <= 0.02);
+  pc_Clock_Sleep(0.025);
+  pc_GrpcChannel_HostTick(ch);
+  unsigned id2 = only_conn(ch, &ready);
+  good &= STEP(id2 != 0 && id2 != id && ready == 0 && pc_GrpcCall_Status(a) == NULL);
+  pc_GrpcChannel_HostConnected(ch, id2, 1, NULL);
+  const char *p;
+  size_t n = pc_GrpcChannel_HostOutput(ch, id2, &p);
+  good &= STEP(n > 24 && memcmp(p, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24) == 0);
+  good &= STEP(pc_GrpcCall_Status(a) == NULL);
+
+  unsigned sid = only_conn(slow, &ready);
+  pc_GrpcChannel_HostConnected(slow, sid, 0, "connect to example.test:50051: refused");
+  good &= STEP(sid != 0 && pc_GrpcCall_Status(d) == NULL); /* the next attempt is 5 s away */
+  pc_Clock_Sleep(0.035);
+  pc_GrpcChannel_HostTick(slow);
+  good &= STEP(ended(d, kPc_Code_DeadlineExceeded,
+                     "deadline exceeded waiting for a connection (the last attempt: connect to "
+                     "example.test:50051: refused)"));
+  pc_GrpcCall_Free(d);
+  pc_GrpcCall_Free(a);
+  pc_GrpcChannel_Free(slow);
+  pc_GrpcChannel_Free(ch);
+  *ok = good;
+  return 1;
+}
+
 int main(void) {
   int ok = 0;
   CHECK(lifecycle(NULL, &ok));
@@ -262,16 +317,19 @@ int main(void) {
   CHECK(ok);
   CHECK(refused_again(NULL, &ok));
   CHECK(ok);
+  CHECK(waits_through_failures(NULL, &ok));
+  CHECK(ok);
   quiet = 1;
   for (long n = 1;; n++) {
     fail_reset(n);
     int ran = lifecycle(fail_alloc, &ok);
     int ran2 = deadline_and_garbage(fail_alloc, &ok);
     int ran3 = refused_again(fail_alloc, &ok);
+    int ran4 = waits_through_failures(fail_alloc, &ok);
     if (fail_live != 0) fprintf(stderr, "leak %lld bytes failing allocation %ld\n", fail_live, n);
     CHECK(fail_live == 0);
     if (!fail_hit) {
-      CHECK(ran && ran2 && ran3);
+      CHECK(ran && ran2 && ran3 && ran4);
       break;
     }
   }

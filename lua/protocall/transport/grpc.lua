@@ -640,18 +640,27 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- 20} (seconds; gRPC's connection backoff: after a failed connection
 -- attempt the next waits initial s, growing by multiplier per failure up
 -- to maximum, +-jitter of it; an attempt not connected within
--- max(min_connect_timeout, the backoff) has failed; a call needing a
--- connection meanwhile fails UNAVAILABLE at once, as gRPC fails a call
--- that is not wait-for-ready, so a retry policy's own backoff paces the
--- attempts), `wait_for_ready` (true: such a call waits for the next
--- connection attempt instead, failing at once only when that is past
--- its deadline; gRPC's wait-for-ready),
+-- max(min_connect_timeout, the backoff) has failed; a call on a failed
+-- attempt fails UNAVAILABLE ("connect to HOST:PORT: why") and a call
+-- needing a connection meanwhile fails UNAVAILABLE at once, as gRPC fails
+-- a call that is not wait-for-ready, so a retry policy's own backoff
+-- paces the attempts), `wait_for_ready` (true: gRPC's wait-for-ready,
+-- for every call of the transport: a call waits through failed
+-- connection attempts and their backoff until a connection is ready,
+-- however far its deadline, failing only DEADLINE_EXCEEDED at it,
+-- "deadline exceeded waiting for a connection (the last attempt: connect
+-- to HOST:PORT: why)"; a call that lost a connection it was sent on
+-- still fails UNAVAILABLE. With several backends a call on a backend
+-- whose attempt failed goes on to the next as without it, and only
+-- waits for a backend's backoff, failing at once when that is past its
+-- deadline),
 -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
 -- name check, so anyone on the path can read and change the calls; for
 -- a test server with a self-signed certificate only), `connect_timeout`
 -- (seconds a new connection may take to connect and finish TLS; past
 -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
--- timed out after S s"; default none but the calls' deadlines),
+-- timed out after S s", or with wait_for_ready wait for the next
+-- attempt; default none but the calls' deadlines),
 -- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
 -- of the built-in sockets: a plain byte pipe; TLS for an https target
 -- still runs in protocall, over the driver's bytes, with the same options,
@@ -811,8 +820,12 @@ function M.grpc(target, opts)
     stream_window = size_option(opts, "stream_window", 65535),
     connection_window = size_option(opts, "connection_window", 65535),
   }
-  -- One backend: its channel and transport.
-  local function make(where)
+  -- One backend: its channel and transport; `alone`: the target's only
+  -- one. wait_for_ready: a lone backend's calls wait through failed
+  -- connection attempts until their deadline (gRPC's wait-for-ready); a
+  -- balancer's backend's wait out its reconnection backoff only, and fail
+  -- with the attempt, so the balancer takes them on to another backend.
+  local function make(where, alone)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,
       unix_path = where.unix, unix_abstract = where.abstract,
@@ -822,7 +835,7 @@ function M.grpc(target, opts)
       max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
       stream_window = sizes.stream_window, connection_window = sizes.connection_window,
       keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
-      backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready,
+      backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready and (alone or "backoff"),
       http1 = http1,
     }
     if host_driver then driver.attach(channel, host_driver, where, opts) end
@@ -863,7 +876,7 @@ function M.grpc(target, opts)
     end
   end
   if #places == 1 and not resolver then
-    local t = make(places[1])
+    local t = make(places[1], true)
     if type(target) == "string" then t.target = target end
     return t
   end

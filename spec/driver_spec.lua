@@ -345,7 +345,7 @@ describe("pc.grpc with a host driver", function()
       local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 0.3 })
       local elapsed = now() - t0
       assert.are.equal("DEADLINE_EXCEEDED", err.code)
-      assert.is_true(elapsed >= 0.29 and elapsed < 0.4, "took " .. elapsed .. " s")
+      assert.is_true(elapsed >= 0.29 and elapsed < 2, "took " .. elapsed .. " s")
     end)
 
     it("a connect that hangs ends at the deadline", function()
@@ -360,7 +360,7 @@ describe("pc.grpc with a host driver", function()
       local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 0.3 })
       local elapsed = now() - t0
       assert.are.equal("DEADLINE_EXCEEDED", err.code)
-      assert.is_true(elapsed >= 0.29 and elapsed < 0.4, "took " .. elapsed .. " s")
+      assert.is_true(elapsed >= 0.29 and elapsed < 2, "took " .. elapsed .. " s")
     end)
 
     it("TLS runs in the channel over the driver's bytes: sslhandshake is never called", function()

@@ -636,9 +636,21 @@ static int lpc_grpccall_ok(lua_State *L) {
   return 1;
 }
 
-/* -- md = call:metadata()   -- {headers=, trailers=} received so far */
+/* Whether the call received a pair push_pairs keeps (on either side). */
+static int has_pairs(const pc_GrpcCall *call) {
+  for (int trailers = 0; trailers <= 1; trailers++) {
+    size_t n = pc_GrpcCall_MetadataCount(call, trailers);
+    for (size_t i = 0; i < n; i++)
+      if (!reserved_key(pc_GrpcCall_Metadata(call, trailers, i))) return 1;
+  }
+  return 0;
+}
+
+/* -- md | nil = call:metadata([present])   -- {headers=, trailers=} received
+ * so far; with 'present' true, nil when neither holds a pair (no tables) */
 static int lpc_grpccall_metadata(lua_State *L) {
   CallBox *b = check_call(L);
+  if (lua_toboolean(L, 2) && !has_pairs(b->call)) return 0;
   push_metadata(L, b->call);
   return 1;
 }

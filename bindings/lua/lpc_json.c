@@ -251,28 +251,12 @@ static void release_tcstate(TranscodeState *ts) {
   ts->busy = 0;
 }
 
-/* lpc_check_parse_args for json_to_wire and wire_to_json, which hold the
- * Type metatable as upvalue 2 (lpc_open_json): one compare instead of the
- * registry lookup by name, which LuaJIT interns at every call. */
-static const pc_MessageDef *check_tc_args(lua_State *L, const char *fname, const char **s,
-                                          size_t *len) {
-  if (lua_type(L, 1) == LUA_TUSERDATA && lua_type(L, 2) == LUA_TSTRING && lua_getmetatable(L, 1)) {
-    int same = lua_rawequal(L, -1, lua_upvalueindex(2));
-    lua_pop(L, 1);
-    if (same) {
-      *s = lua_tolstring(L, 2, len);
-      return ((const lpc_TypeBox *)lua_touserdata(L, 1))->def;
-    }
-  }
-  return lpc_check_parse_args(L, fname, s, len);
-}
-
 /* -- bytes | nil, err, part = pc.json_to_wire(T, s [, opts [, more]])
  * (the contract: lua/protocall/json.lua) */
 static int lpc_json_to_wire(lua_State *L) {
   size_t len, more_len = 0;
   const char *s, *more = NULL;
-  const pc_MessageDef *def = check_tc_args(L, "json_to_wire", &s, &len);
+  const pc_MessageDef *def = lpc_check_parse_args(L, "json_to_wire", &s, &len);
   Finder finder;
   pc_JsonReadOptions o;
   pc_Pool *pool = read_options(L, 3, "json_to_wire", &o, &finder);
@@ -333,7 +317,7 @@ static int lpc_json_to_wire(lua_State *L) {
 static int lpc_wire_to_json(lua_State *L) {
   size_t len;
   const char *s;
-  const pc_MessageDef *def = check_tc_args(L, "wire_to_json", &s, &len);
+  const pc_MessageDef *def = lpc_check_parse_args(L, "wire_to_json", &s, &len);
   Finder finder;
   pc_JsonWriteOptions o;
   pc_Pool *pool = write_options(L, 3, "wire_to_json", &o, &finder);
@@ -384,11 +368,9 @@ void lpc_open_json(lua_State *L) {
   lua_pushcfunction(L, lpc_from_json);
   lua_setfield(L, -2, "from_json");
   new_tcstate(L);
-  luaL_getmetatable(L, LPC_TYPE_MT); /* made by lpc_open_schema */
-  lua_pushcclosure(L, lpc_json_to_wire, 2);
+  lua_pushcclosure(L, lpc_json_to_wire, 1);
   lua_setfield(L, -2, "json_to_wire");
   new_tcstate(L);
-  luaL_getmetatable(L, LPC_TYPE_MT);
-  lua_pushcclosure(L, lpc_wire_to_json, 2);
+  lua_pushcclosure(L, lpc_wire_to_json, 1);
   lua_setfield(L, -2, "wire_to_json");
 }

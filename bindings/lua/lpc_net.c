@@ -555,10 +555,16 @@ static int lpc_grpccall_buffered(lua_State *L) {
 
 /* Keys the transport consumes; users see the rest (as grpc's libraries). */
 static int reserved_key(const pc_GrpcPair *p) {
-  static const char *const keys[] = {"content-type", "grpc-status", "grpc-message", "grpc-encoding",
-                                     "grpc-accept-encoding"};
+  static const struct {
+    const char *s;
+    size_t n; /* strlen(s): no strlen a compare */
+  } keys[] = {{"content-type", 12},
+              {"grpc-status", 11},
+              {"grpc-message", 12},
+              {"grpc-encoding", 13},
+              {"grpc-accept-encoding", 20}};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    if (strlen(keys[i]) == p->key_len && memcmp(keys[i], p->key, p->key_len) == 0) return 1;
+    if (keys[i].n == p->key_len && memcmp(keys[i].s, p->key, p->key_len) == 0) return 1;
   }
   return 0;
 }

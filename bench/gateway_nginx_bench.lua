@@ -38,18 +38,24 @@
 -- (master_process off) under callgrind instead, and each case is 3,000
 -- POSTs by h2load --h1 -c8 after 4,000 of warm-up: the instructions per
 -- request of the process, which the machine's load does not move (the
--- upstreams run outside valgrind). No wrk rounds then.
+-- upstreams run outside valgrind). No wrk rounds then. --keep DIR (with
+-- --callgrind) copies each case's callgrind dump to DIR/<case>.callgrind
+-- for callgrind_annotate --inclusive=yes. --jitv FILE: the front nginx
+-- logs LuaJIT's trace events to FILE (jit.v: which traces compile, which
+-- abort and why).
 -- Run: build/release/protocall bench/gateway_nginx_bench.lua [--quick] [--upstreams cpp,cppsync,protocall,python]
---      [--callgrind]
+--      [--callgrind [--keep DIR]] [--jitv FILE]
 package.path = "spec/?.lua;" .. package.path
 local N = require "nginx_helper"
 local H = require "bench.harness"
 local helper = require "grpc_helper"
 
-local quick, wanted, callgrind = false, "cpp,protocall,python", false
+local quick, wanted, callgrind, keep, jitv = false, "cpp,protocall,python", false, nil, nil
 for i, a in ipairs(arg or {}) do
   if a == "--quick" then quick = true end
   if a == "--callgrind" then callgrind = true end
+  if a == "--jitv" then jitv = assert(arg[i + 1], "--jitv: a file") end
+  if a == "--keep" then keep = assert(arg[i + 1], "--keep: a directory") end
   if a == "--upstreams" then wanted = assert(arg[i + 1], "--upstreams: a list such as cpp,protocall") end
 end
 -- rounds (even, so each pair runs as many times in either order) and
@@ -113,6 +119,7 @@ local FRONT = "load_module /usr/lib/nginx/modules/ndk_http_module.so;\n"
         keepalive 64;
     }
     init_by_lua_block {
+        @JITV@
         gw = require "protocall.resty.gateway"
         local f = assert(io.open("@ROOT@/bench/grpc_cpp/echo.proto"))
         local proto = f:read("*a")
@@ -173,6 +180,7 @@ end
 local answer = N.start("bench-answer", ANSWER)
 local conf = FRONT:gsub("@ANSWER@", tostring(answer.port)):gsub("@UPSTREAMS@", table.concat(list, " "))
 conf = conf:gsub("@LOCATIONS@", function() return table.concat(locations, "\n") end)
+conf = conf:gsub("@JITV@", function() return jitv and ("require(\"jit.v\").start(%q)"):format(jitv) or "" end)
 
 -- nginx on `conf` as one process under callgrind (N.start's prefix and
 -- fill-ins); n.vgpid is valgrind's process, n.out its dump file's name.
@@ -244,12 +252,17 @@ local function drive(path, seconds, upstream)
 end
 
 -- The instructions callgrind counted in `front` since the last zeroing.
-local function instructions()
+-- With --keep, the dump is copied to DIR/<name>.callgrind.
+local function instructions(name)
   assert(os.execute("callgrind_control -d " .. front.vgpid .. " >/dev/null 2>&1"))
   local p = io.popen("ls -t " .. N.quote(front.out) .. "* | head -1")
   local file = p:read("*l")
   p:close()
   local text = N.read(file)
+  if keep then
+    assert(os.execute("mkdir -p " .. N.quote(keep) .. " && cp " .. N.quote(file) .. " "
+      .. N.quote(keep .. "/" .. name .. ".callgrind")))
+  end
   return assert(tonumber(text:match("\ntotals: (%d+)") or text:match("\nsummary: (%d+)")), "no totals in " .. file)
 end
 
@@ -273,9 +286,9 @@ local ok, err = pcall(function()
   if callgrind then
     N.write(script .. ".json", BODY)
     local COUNT = 3000
-    local cases = { { "nginx proxy_pass -> HTTP JSON upstream (ceiling)", "/proxy" } }
+    local cases = { { "nginx proxy_pass -> HTTP JSON upstream (ceiling)", "/proxy", "proxy" } }
     for _, u in ipairs(upstreams) do
-      cases[#cases + 1] = { "nginx + protocall gateway -> " .. u.label .. " upstream", path_of(u.name) }
+      cases[#cases + 1] = { "nginx + protocall gateway -> " .. u.label .. " upstream", path_of(u.name), u.name }
     end
     print(("REST/JSON through nginx under callgrind (one process), h2load --h1 -c8, %d requests after 4,000")
       :format(COUNT))
@@ -284,7 +297,7 @@ local ok, err = pcall(function()
       h2load(case[2], 4000) -- warm-up: connections, the JIT's traces
       assert(os.execute("callgrind_control -z " .. front.vgpid .. " >/dev/null 2>&1"))
       h2load(case[2], COUNT)
-      local per = instructions() / COUNT
+      local per = instructions(case[3]) / COUNT
       base = base or per
       print(("  %-60s %8.1fk instructions a request (%.2fx)"):format(case[1], per / 1000, per / base))
     end

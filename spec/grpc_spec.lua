@@ -114,6 +114,19 @@ describe("pc.grpc", function()
       assert.is_nil(find(md.trailers, "grpc-status"))
     end)
 
+    it("gives with_metadata = \"present\" the metadata only when the answer carries some", function()
+      local n, md = t:unary("/test.Test/Metadata", "", { metadata = { { "x-text", "v" } }, with_metadata = "present" })
+      assert.are.equal("1", n)
+      assert.are.equal("v", find(md.headers, "x-text"))
+      assert.are.equal("v", find(md.trailers, "t-x-text"))
+      n, md = t:unary("/test.Test/Metadata", "", { with_metadata = "present" })
+      assert.are.equal("0", n)
+      assert.is_nil(md) -- content-type, grpc-status ...: gRPC's own
+      n, md = t:unary("/test.Test/Metadata", "", { with_metadata = true })
+      assert.are.equal("0", n)
+      assert.are.same({ headers = {}, trailers = {} }, md)
+    end)
+
     it("carries values with leading or trailing spaces to grpcio and takes them back", function()
       -- gRPC allows them (printable ASCII), RFC 9113 not: grpcio accepts them
       local n, md = t:unary("/test.Test/Metadata", "", {

@@ -9,9 +9,10 @@
  * lacks loads that type's built-in file (as pc.type does) and runs again.
  *
  * json_to_wire and wire_to_json go between JSON text and wire bytes with
- * no Lua object in between: the message lives in a per-state scratch arena
- * (a "protocall.TranscodeState" userdata, their upvalue), reset at each
- * use, and the output in its buffers. A call made while the state is in
+ * no Lua object in between: the message (and the JSON reader's tree of
+ * the text) lives in a per-state scratch arena (a
+ * "protocall.TranscodeState" userdata, their upvalue), reset at each use,
+ * and the output in its buffers. A call made while the state is in
  * use (from a finalizer run by an allocation of another call) makes a
  * state of its own and leaves it to the collector. */
 #include "json/json.h"
@@ -74,16 +75,20 @@ static int lpc_jsonstate_gc(lua_State *L) {
 static pc_Pool *read_options(lua_State *L, int idx, const char *fname, pc_JsonReadOptions *o,
                              Finder *f) {
   static const char *const names[] = {"ignore_unknown", "max_depth", "pool", NULL};
-  lpc_check_options(L, idx, fname, names);
   memset(o, 0, sizeof *o);
+  f->want[0] = '\0';
+  o->find_type = find_type;
+  o->find_type_ud = f;
+  if (lua_isnoneornil(L, idx)) { /* the defaults, without a look per option */
+    o->max_depth = PC_JSON_DEFAULT_DEPTH;
+    return NULL;
+  }
+  lpc_check_options(L, idx, fname, names);
   o->ignore_unknown = lpc_opt_bool(L, idx, fname, "ignore_unknown");
   o->max_depth =
       lpc_opt_int(L, idx, fname, "max_depth", 1, PC_JSON_MAX_DEPTH, PC_JSON_DEFAULT_DEPTH);
   pc_Pool *pool = lpc_opt_pool(L, idx, fname);
   o->pool = pool;
-  f->want[0] = '\0';
-  o->find_type = find_type;
-  o->find_type_ud = f;
   return pool;
 }
 
@@ -93,17 +98,18 @@ static pc_Pool *write_options(lua_State *L, int idx, const char *fname, pc_JsonW
                               Finder *f) {
   static const char *const names[] = {"emit_defaults", "proto_names", "enums_as_ints",
                                       "indent",        "pool",        NULL};
-  lpc_check_options(L, idx, fname, names);
   memset(o, 0, sizeof *o);
+  f->want[0] = '\0';
+  o->find_type = find_type;
+  o->find_type_ud = f;
+  if (lua_isnoneornil(L, idx)) return NULL; /* the defaults (all zero) */
+  lpc_check_options(L, idx, fname, names);
   o->emit_defaults = lpc_opt_bool(L, idx, fname, "emit_defaults");
   o->proto_names = lpc_opt_bool(L, idx, fname, "proto_names");
   o->enums_as_ints = lpc_opt_bool(L, idx, fname, "enums_as_ints");
   o->indent = lpc_opt_int(L, idx, fname, "indent", 0, 16, 0);
   pc_Pool *pool = lpc_opt_pool(L, idx, fname);
   o->pool = pool;
-  f->want[0] = '\0';
-  o->find_type = find_type;
-  o->find_type_ud = f;
   return pool;
 }
 
@@ -269,6 +275,7 @@ static int lpc_json_to_wire(lua_State *L) {
     pc_Error err;
     pc_Error_Init(&err);
     int part = 1;
+    o.scratch = o_more.scratch = ts->arena; /* the text's tree too: reset with the message */
     pc_JsonStatus st = pc_Json_Read(s, len, msg, def, ts->arena, &o, &err);
     if (st == kPc_JsonStatus_Ok && more != NULL) {
       part = 2;

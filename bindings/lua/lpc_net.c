@@ -576,10 +576,16 @@ static int lpc_grpccall_buffered(lua_State *L) {
 
 /* Keys the transport consumes; users see the rest (as grpc's libraries). */
 static int reserved_key(const pc_GrpcPair *p) {
-  static const char *const keys[] = {"content-type", "grpc-status", "grpc-message", "grpc-encoding",
-                                     "grpc-accept-encoding"};
+  static const struct {
+    const char *s;
+    size_t n; /* strlen(s): no strlen a compare */
+  } keys[] = {{"content-type", 12},
+              {"grpc-status", 11},
+              {"grpc-message", 12},
+              {"grpc-encoding", 13},
+              {"grpc-accept-encoding", 20}};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    if (strlen(keys[i]) == p->key_len && memcmp(keys[i], p->key, p->key_len) == 0) return 1;
+    if (keys[i].n == p->key_len && memcmp(keys[i].s, p->key, p->key_len) == 0) return 1;
   }
   return 0;
 }
@@ -657,9 +663,21 @@ static int lpc_grpccall_ok(lua_State *L) {
   return 1;
 }
 
-/* -- md = call:metadata()   -- {headers=, trailers=} received so far */
+/* Whether the call received a pair push_pairs keeps (on either side). */
+static int has_pairs(const pc_GrpcCall *call) {
+  for (int trailers = 0; trailers <= 1; trailers++) {
+    size_t n = pc_GrpcCall_MetadataCount(call, trailers);
+    for (size_t i = 0; i < n; i++)
+      if (!reserved_key(pc_GrpcCall_Metadata(call, trailers, i))) return 1;
+  }
+  return 0;
+}
+
+/* -- md | nil = call:metadata([present])   -- {headers=, trailers=} received
+ * so far; with 'present' true, nil when neither holds a pair (no tables) */
 static int lpc_grpccall_metadata(lua_State *L) {
   CallBox *b = check_call(L);
+  if (lua_toboolean(L, 2) && !has_pairs(b->call)) return 0;
   push_metadata(L, b->call);
   return 1;
 }

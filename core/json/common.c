@@ -184,23 +184,30 @@ void pc_Json_Base64Encode(const uint8_t *in, size_t n, char *out) {
   }
 }
 
-/* The value of a base64 character: 0..63, or -1 (not base64), with the
- * alphabet it belongs to in '*alpha' (1 standard, 2 URL-safe, 3 both). */
-static int b64_value(unsigned char c, int *alpha) {
-  *alpha = 3;
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+' || c == '/') {
-    *alpha = 1;
-    return c == '+' ? 62 : 63;
-  }
-  if (c == '-' || c == '_') {
-    *alpha = 2;
-    return c == '-' ? 62 : 63;
-  }
-  return -1;
-}
+/* Each base64 character's value (0..63) in bits 0-5 and the alphabets it
+ * belongs to in bits 6-7 (1 standard, 2 URL-safe, 3 both); 0: not base64.
+ * One load a character (the bodies of bytes fields run through it). */
+#define B64(alpha, v) ((alpha) << 6 | (v))
+static const unsigned char kB64Dec[256] = {
+    ['A'] = B64(3, 0),  ['B'] = B64(3, 1),  ['C'] = B64(3, 2),  ['D'] = B64(3, 3),
+    ['E'] = B64(3, 4),  ['F'] = B64(3, 5),  ['G'] = B64(3, 6),  ['H'] = B64(3, 7),
+    ['I'] = B64(3, 8),  ['J'] = B64(3, 9),  ['K'] = B64(3, 10), ['L'] = B64(3, 11),
+    ['M'] = B64(3, 12), ['N'] = B64(3, 13), ['O'] = B64(3, 14), ['P'] = B64(3, 15),
+    ['Q'] = B64(3, 16), ['R'] = B64(3, 17), ['S'] = B64(3, 18), ['T'] = B64(3, 19),
+    ['U'] = B64(3, 20), ['V'] = B64(3, 21), ['W'] = B64(3, 22), ['X'] = B64(3, 23),
+    ['Y'] = B64(3, 24), ['Z'] = B64(3, 25), ['a'] = B64(3, 26), ['b'] = B64(3, 27),
+    ['c'] = B64(3, 28), ['d'] = B64(3, 29), ['e'] = B64(3, 30), ['f'] = B64(3, 31),
+    ['g'] = B64(3, 32), ['h'] = B64(3, 33), ['i'] = B64(3, 34), ['j'] = B64(3, 35),
+    ['k'] = B64(3, 36), ['l'] = B64(3, 37), ['m'] = B64(3, 38), ['n'] = B64(3, 39),
+    ['o'] = B64(3, 40), ['p'] = B64(3, 41), ['q'] = B64(3, 42), ['r'] = B64(3, 43),
+    ['s'] = B64(3, 44), ['t'] = B64(3, 45), ['u'] = B64(3, 46), ['v'] = B64(3, 47),
+    ['w'] = B64(3, 48), ['x'] = B64(3, 49), ['y'] = B64(3, 50), ['z'] = B64(3, 51),
+    ['0'] = B64(3, 52), ['1'] = B64(3, 53), ['2'] = B64(3, 54), ['3'] = B64(3, 55),
+    ['4'] = B64(3, 56), ['5'] = B64(3, 57), ['6'] = B64(3, 58), ['7'] = B64(3, 59),
+    ['8'] = B64(3, 60), ['9'] = B64(3, 61), ['+'] = B64(1, 62), ['/'] = B64(1, 63),
+    ['-'] = B64(2, 62), ['_'] = B64(2, 63),
+};
+#undef B64
 
 size_t pc_Json_Base64Decode(const char *in, size_t n, uint8_t *out, size_t *bad) {
   size_t len = n;
@@ -222,14 +229,14 @@ size_t pc_Json_Base64Decode(const char *in, size_t n, uint8_t *out, size_t *bad)
   uint32_t acc = 0;
   int bits = 0;
   for (size_t i = 0; i < len; i++) {
-    int alpha;
-    int v = b64_value((unsigned char)in[i], &alpha);
-    if (v < 0 || (seen & alpha) == 0) {
+    unsigned d = kB64Dec[(unsigned char)in[i]];
+    int alpha = (int)(d >> 6);
+    if ((seen & alpha) == 0) { /* not base64 (alpha 0), or the other alphabet's */
       *bad = i;
       return (size_t)-1;
     }
     seen &= alpha;
-    acc = acc << 6 | (uint32_t)v;
+    acc = acc << 6 | (d & 63u);
     bits += 6;
     if (bits >= 8) {
       bits -= 8;

@@ -105,6 +105,10 @@ typedef struct {
                                  the pool of the message's type */
   pc_JsonFindType *find_type; /* when non-NULL, finds Any's types instead */
   void *find_type_ud;
+  pc_Arena *scratch; /* when non-NULL, where the reader's tree of the text goes
+                        (left there until the caller resets or frees it; may
+                        be the message's arena); NULL: an arena of the
+                        reader's own, made and freed in each call */
 } pc_JsonReadOptions;
 
 /* Reads the 'len' bytes of JSON at 'json' into 'msg' (of type 'm', empty

@@ -1066,11 +1066,11 @@ static int read_message(R *r, const JNode *v, pc_Message *msg, const pc_MessageD
 
 pc_JsonStatus pc_Json_Read(const char *json, size_t len, pc_Message *msg, const pc_MessageDef *m,
                            pc_Arena *a, const pc_JsonReadOptions *opts, pc_Error *err) {
-  static const pc_JsonReadOptions kDefaults = {0, 0, NULL, NULL, NULL};
+  static const pc_JsonReadOptions kDefaults = {0, 0, NULL, NULL, NULL, NULL};
   const pc_JsonReadOptions *o = opts != NULL ? opts : &kDefaults;
   int max_depth = o->max_depth > 0 ? o->max_depth : PC_JSON_DEFAULT_DEPTH;
   if (max_depth > PC_JSON_MAX_DEPTH) max_depth = PC_JSON_MAX_DEPTH;
-  pc_Arena *scratch = pc_Arena_New(NULL, NULL);
+  pc_Arena *scratch = o->scratch != NULL ? o->scratch : pc_Arena_New(NULL, NULL);
   if (scratch == NULL) {
     pc_Error_Set(err, "not enough memory");
     return kPc_JsonStatus_OutOfMemory;
@@ -1098,6 +1098,6 @@ pc_JsonStatus pc_Json_Read(const char *json, size_t len, pc_Message *msg, const 
   } else if (st == kPc_JsonStatus_Ok) {
     st = kPc_JsonStatus_Invalid;
   }
-  pc_Arena_Free(scratch);
+  if (scratch != o->scratch) pc_Arena_Free(scratch);
   return st;
 }

@@ -94,7 +94,8 @@ end
 -- path as the channel takes it, `settings` nil or {timeout = seconds or
 -- nil, metadata = {{k, v}, ...} (core.metadata_problem: no reserved
 -- keys), compression = "gzip" | "identity" | false (none) | nil (the
--- transport's, `compression`), with_metadata = boolean,
+-- transport's, `compression`), with_metadata = boolean or "present"
+-- (pc.grpc's unary: the metadata only when the answer carried some),
 -- previous_attempts = n (sent as grpc-previous-rpc-attempts when positive:
 -- a retry or hedge of gRFC A6) or nil, no_side_effects = boolean or nil
 -- (the method is marked NO_SIDE_EFFECTS), tried and ring_hash (a
@@ -116,7 +117,7 @@ function M.check_call(name, path, settings, level, sarg, compression)
   if settings.compression ~= nil then compression = settings.compression end
   local problem = M.attempt_problem(settings.timeout, settings.metadata, compression)
   local with = settings.with_metadata
-  if not problem and with ~= nil and type(with) ~= "boolean" then
+  if not problem and with ~= nil and type(with) ~= "boolean" and with ~= "present" then
     problem = "with_metadata: boolean expected, got " .. type(with)
   end
   local previous = settings.previous_attempts

@@ -27,6 +27,7 @@ local pc = require "protocall"
 local resty = require "protocall.resty"
 local web = require "protocall.http.web"
 local reflection = require "protocall.rpc.reflection"
+local CHECKED = require("protocall.internal").CHECKED
 
 local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
   type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable
@@ -695,20 +696,33 @@ local function answer_stream(v, route, nextmsg, metadata)
   end
 end
 
-local function answer_unary(v, route, bytes, md)
-  local ok, body, ct = pcall(v.tc.response_bytes, v.tc, route, bytes)
-  if ok and not body then ok, body = false, ct end
-  if not ok then return answer_error(v, body) end
+-- Writes a unary answer's body (status 200, nginx's default) and its
+-- metadata as headers. A function of its own: LuaJIT cannot carry the
+-- trace through answer_unary's pcall into the code after it (it aborts
+-- "return to lower frame"), and a function's entry starts a trace anew.
+local function send_unary(v, body, ct, md)
   if md then
     local h, t = md.headers, md.trailers
     if (h and h[1]) or (t and t[1]) then set_headers(v, md) end
   end
-  -- the status is nginx's default, 200
   local header = ngx.header
   header["Content-Type"] = ct
   header["Content-Length"] = #body
   ngx.print(body)
 end
+
+local function answer_unary(v, route, bytes, md)
+  local ok, body, ct = pcall(v.tc.response_bytes, v.tc, route, bytes)
+  if ok and not body then ok, body = false, ct end
+  if not ok then return answer_error(v, body) end
+  return send_unary(v, body, ct, md)
+end
+
+-- The settings of a unary call with neither metadata nor a deadline: one
+-- table for every such call (the transports only read their settings),
+-- CHECKED so that pc.grpc takes it as it is; "present": the answer's
+-- metadata only when it carries some (no tables for the usual answer).
+local PLAIN = setmetatable({ with_metadata = "present" }, CHECKED)
 
 ---------------------------------------------------------------------------
 -- gRPC-Web and Connect clients in front of the gRPC upstream (cfg.web)
@@ -877,13 +891,12 @@ function M.handle(route, opts)
     if not body then return answer_error(v, berr) end
   end
   local ct = header_of(headers, "Content-Type", "content-type", "content_type")
-  local settings = { metadata = md, timeout = timeout, with_metadata = true }
-  if v.timeout then settings.timeout = timeout and min(timeout, v.timeout) or v.timeout end
+  if v.timeout then timeout = timeout and min(timeout, v.timeout) or v.timeout end
   local t = v.transport
   if r.client_streaming then
     local msgs, err = tc:requests(r, bindings, query, body, ct)
     if not msgs then return answer_error(v, err) end
-    settings.with_metadata = nil
+    local settings = { metadata = md, timeout = timeout }
     local ok, call = pcall(t.stream, t, r.path, settings)
     if not ok then return answer_error(v, call) end
     ok, err = pcall(function()
@@ -913,13 +926,20 @@ function M.handle(route, opts)
   local request, err = tc:request_bytes(r, bindings, query, body, ct)
   if not request then return answer_error(v, err) end
   if r.server_streaming then
-    settings.with_metadata = nil
-    local ok, iter, _, _, call = pcall(t.server_stream, t, r.path, request, settings)
+    local ok, iter, _, _, call = pcall(t.server_stream, t, r.path, request, { metadata = md, timeout = timeout })
     if not ok then return answer_error(v, iter) end
     local res = { pcall(answer_stream, v, r, iter, function() return call:metadata() end) }
     call:close()
     if not res[1] then error(res[2], 0) end
     return
+  end
+  -- tc:metadata checked the metadata as pc.grpc would; a deadline is
+  -- left to its checks
+  local settings = PLAIN
+  if timeout then
+    settings = { metadata = md, timeout = timeout, with_metadata = "present" }
+  elseif md[1] ~= nil then
+    settings = setmetatable({ metadata = md, with_metadata = "present" }, CHECKED)
   end
   local ok, bytes, mdr = pcall(t.unary, t, r.path, request, settings)
   if not ok then return answer_error(v, bytes) end

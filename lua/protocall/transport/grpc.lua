@@ -189,12 +189,13 @@ end
 
 --- Unary call: `transport:unary(path, request_bytes, settings)` ->
 -- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
--- `settings.with_metadata`). `path` is "/pkg.Service/Method"; `settings`
+-- `settings.with_metadata`; with `with_metadata = "present"`, nil instead
+-- when the answer carried no header or trailer but gRPC's own). `path` is "/pkg.Service/Method"; `settings`
 -- (nil or a table) holds `timeout` (seconds, sent as grpc-timeout and
 -- enforced here too; a finite timeout <= 0 fails at once, NaN and
 -- infinities are refused), `metadata` ({key, value} pairs, after the transport's),
 -- `compression` ("gzip", "identity", false for none; nil: the
--- transport's), `with_metadata` (boolean), `previous_attempts` (an
+-- transport's), `with_metadata` (boolean, or "present" as above), `previous_attempts` (an
 -- integer in 0..100, sent as grpc-previous-rpc-attempts), `tried` (the
 -- table a balancer keeps for a hedged call) and `ring_hash` (the call's
 -- place on a ring_hash ring, transport/ring_hash.lua: xds.lua's route
@@ -216,8 +217,9 @@ function Transport:unary(path, request, settings)
   if first ~= nil then
     while next_message(channel, call) ~= nil do n = n + 1 end
   end
+  local want = settings and settings.with_metadata
   if n == 1 and call:ok() then -- the usual end: no status table
-    local meta = settings and settings.with_metadata and call:metadata() or nil
+    local meta = want and call:metadata(want == "present") or nil
     call:close()
     return first, meta
   end
@@ -227,7 +229,7 @@ function Transport:unary(path, request, settings)
     if problem then
       st.code, st.message = "INTERNAL", problem
     else
-      local meta = settings and settings.with_metadata and call:metadata() or nil
+      local meta = want and call:metadata(want == "present") or nil
       call:close()
       return first, meta
     end

@@ -880,7 +880,8 @@ static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
   m->size = (off + 7) & ~7u;
 }
 
-_Static_assert((int)kPc_Walk_Bool == (int)kPc_Slot_Bool && (int)kPc_Walk_String == (int)kPc_Slot_String &&
+_Static_assert((int)kPc_Walk_Bool == (int)kPc_Slot_Bool &&
+                   (int)kPc_Walk_String == (int)kPc_Slot_String &&
                    (int)kPc_Walk_Map == (int)kPc_Slot_Map,
                "pc_WalkKind follows pc_SlotKind");
 

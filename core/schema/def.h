@@ -163,13 +163,13 @@ typedef enum {
 /* A field's layout in one compact record, for the walks that visit every
  * field of a message in number order (pc_MessageDef.slots_by_number). */
 typedef struct {
-  uint32_t offset;  /* the field's slot (its offset) */
-  int32_t hasbit;   /* its presence bit, or -1 */
-  int32_t number;   /* its number */
+  uint32_t offset;      /* the field's slot (its offset) */
+  int32_t hasbit;       /* its presence bit, or -1 */
+  int32_t number;       /* its number */
   uint32_t case_offset; /* a oneof member's case slot (pc_FieldDef.case_offset) */
-  uint8_t type;     /* its pc_FieldType */
-  uint8_t kind;     /* pc_WalkKind */
-  uint8_t utf8;     /* a proto3 string: its value must be valid UTF-8 */
+  uint8_t type;         /* its pc_FieldType */
+  uint8_t kind;         /* pc_WalkKind */
+  uint8_t utf8;         /* a proto3 string: its value must be valid UTF-8 */
   const pc_FieldDef *field;
 } pc_FieldSlot;
 

@@ -153,9 +153,11 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
     size_t before = pc_WireWriter_Size(w);
     e->required |= f->message->required_count;
     if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
-    if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before))
+    size_t len = pc_WireWriter_Size(w) - before;
+    if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
       return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-    break;
+    w->ptr = varint_down(varint_down(w->ptr, len), (uint64_t)num << 3 | kPc_Wire_Len);
+    return 1; /* length and tag in one reservation */
   }
   case kPc_Type_Group: {
     const pc_Message *sub = *(pc_Message *const *)src;
@@ -165,9 +167,12 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
     if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
     break;
   }
-  default:
-    if (!put_number(w, f->type, src)) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-    break;
+  default: /* value and tag in one reservation */
+    if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    w->ptr = varint_down(number_down(w->ptr, f->type, src),
+                         (uint64_t)num << 3 | (uint32_t)wire_type(f->type));
+    return 1;
   }
   if (!pc_WireWriter_PutTag(w, num, wire_type(f->type)))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);

@@ -758,6 +758,27 @@ static int build_elem(Build *b, const pc_FieldDef *ef, int idx, pc_Value *out) {
   return build_scalar(b, ef, idx, out);
 }
 
+/* How lpc_store_plain stores an element of type 't' (kLpc_Write_Other:
+ * build_elem does). */
+static uint8_t elem_write_kind(pc_FieldType t) {
+  switch (t) {
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return kLpc_Write_U32;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: return kLpc_Write_I32;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: return LPC_LUAJIT ? kLpc_Write_Other : kLpc_Write_I64;
+  case kPc_Type_Double: return kLpc_Write_F64;
+  case kPc_Type_Float: return kLpc_Write_F32;
+  case kPc_Type_Bool: return kLpc_Write_Bool;
+  default: return kLpc_Write_Other;
+  }
+}
+
 /* The list at 'idx' for repeated field 'f': keys 1..n met in order. */
 static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
   lua_State *L = b->e.L;
@@ -772,16 +793,24 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
   size_t elem = pc_FieldDef_ElemSize(f);
   pc_SlotKind slot = pc_FieldDef_ElemSlot(f);
   if (arr == NULL || !pc_Array_Resize(arr, n, elem, b->a)) lpc_nomem(L);
+  lpc_LookupEntry plain; /* an element stored by lpc_store_plain when it can */
+  plain.offset = 0;
+  plain.write = elem_write_kind(f->type);
   lua_Integer expect = 1;
   int top = lua_gettop(L) + 2; /* with a key and its value */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || (size_t)expect > n) return 0;
+    char *at = (char *)arr->data + ((size_t)expect - 1) * elem;
+    expect++;
+    if (lpc_store_plain(L, at, &plain, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
     pc_Value v;
     b->e.top = top;
     if (!build_elem(b, f, -1, &v)) return 0;
-    store_slot((char *)arr->data + ((size_t)expect - 1) * elem, slot, v);
-    expect++;
+    store_slot(at, slot, v);
     lua_pop(L, 1);
   }
   return (size_t)expect == n + 1;
@@ -811,6 +840,20 @@ static int build_map(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
   return 1;
 }
 
+/* The string at the top of the stack copied into the arena and stored
+ * at 'slot' (a string or bytes slot without presence): 1, or 0 when the
+ * value is no string. */
+LPC_INLINE int store_string(Build *b, char *slot) {
+  lua_State *L = b->e.L;
+  if (lua_type(L, -1) != LUA_TSTRING) return 0;
+  size_t len;
+  const char *p = lua_tolstring(L, -1, &len);
+  pc_StringView sv;
+  if (!pc_StringView_Copy(&sv, p, len, b->a)) lpc_nomem(L);
+  memcpy(slot, &sv, sizeof sv);
+  return 1;
+}
+
 /* Fills 'msg' (type ti->def, empty) from the table at 't'. */
 static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
   lua_State *L = b->e.L;
@@ -821,7 +864,8 @@ static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
     const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
-    if (le != NULL && lpc_store_plain(L, msg, le, -1)) {
+    if (le != NULL && (lpc_store_plain(L, msg, le, -1) ||
+                       (le->read == kLpc_Read_String && store_string(b, msg + le->offset)))) {
       lua_pop(L, 1);
       continue;
     }

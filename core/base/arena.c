@@ -14,10 +14,10 @@ typedef struct pc_Block {
 } pc_Block;
 
 struct pc_Arena {
+  pc_ArenaHead head; /* first: the free space in the newest block (arena.h) */
   pc_Alloc *alloc;
   void *ud;
   pc_Block *blocks;
-  char *ptr, *end; /* free space in the newest block */
   size_t allocated;
   size_t next_block; /* size of the next ordinary block */
 };
@@ -39,7 +39,7 @@ pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud) {
   a->alloc = alloc;
   a->ud = ud;
   a->blocks = NULL;
-  a->ptr = a->end = NULL;
+  a->head.ptr = a->head.end = NULL;
   a->allocated = sizeof(pc_Arena);
   a->next_block = PC_ARENA_FIRST_BLOCK;
   return a;
@@ -80,26 +80,21 @@ static void *arena_grow(pc_Arena *a, size_t size) {
   }
   b->next = a->blocks;
   a->blocks = b;
-  a->ptr = mem + size;
-  a->end = (char *)b + bsize;
+  a->head.ptr = mem + size;
+  a->head.end = (char *)b + bsize;
   if (a->next_block < PC_ARENA_MAX_BLOCK) a->next_block *= 2;
   return mem;
 }
 
-void *pc_Arena_Malloc(pc_Arena *a, size_t size) {
+void *pc_Arena_MallocSlow(pc_Arena *a, size_t size) {
+  if (size > SIZE_MAX - PC_ARENA_ALIGN) return NULL;
   size = align_up(size == 0 ? 1 : size);
-  if (a->ptr != NULL && (size_t)(a->end - a->ptr) >= size) {
-    void *p = a->ptr;
-    a->ptr += size;
+  if (a->head.ptr != NULL && (size_t)(a->head.end - a->head.ptr) >= size) {
+    void *p = a->head.ptr;
+    a->head.ptr += size;
     return p;
   }
   return arena_grow(a, size);
-}
-
-void *pc_Arena_Calloc(pc_Arena *a, size_t size) {
-  void *p = pc_Arena_Malloc(a, size);
-  if (p != NULL) memset(p, 0, size);
-  return p;
 }
 
 char *pc_Arena_StrDup(pc_Arena *a, const char *s, size_t len) {
@@ -121,8 +116,8 @@ void pc_Arena_Reset(pc_Arena *a) {
     b = next;
   }
   keep->next = NULL;
-  a->ptr = (char *)keep + align_up(sizeof(pc_Block));
-  a->end = (char *)keep + keep->size;
+  a->head.ptr = (char *)keep + align_up(sizeof(pc_Block));
+  a->head.end = (char *)keep + keep->size;
   a->allocated = sizeof(pc_Arena) + keep->size;
 }
 

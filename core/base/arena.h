@@ -7,6 +7,8 @@
 #define PC_ARENA_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* lua_Alloc's contract: nsize == 0 frees 'ptr' and returns NULL; otherwise
  * (re)allocates 'ptr' from 'osize' to 'nsize' bytes, returning NULL on
@@ -30,12 +32,35 @@ void pc_Arena_Free(pc_Arena *a);
  * arena reset between uses of the same size allocates nothing. */
 void pc_Arena_Reset(pc_Arena *a);
 
+/* The start of every pc_Arena: the free space of its newest block, which
+ * pc_Arena_Malloc takes from inline (as upb's upb_Arena_Malloc). */
+typedef struct {
+  char *ptr, *end;
+} pc_ArenaHead;
+
+/* pc_Arena_Malloc past its inline case: a new block, a size of 0 or one
+ * that overflows. */
+void *pc_Arena_MallocSlow(pc_Arena *a, size_t size);
+
 /* 'size' bytes aligned to 8 (max_align_t where that is less), valid until
  * the arena is freed; NULL on allocation failure. Memory is not zeroed. */
-void *pc_Arena_Malloc(pc_Arena *a, size_t size);
+static inline void *pc_Arena_Malloc(pc_Arena *a, size_t size) {
+  pc_ArenaHead *h = (pc_ArenaHead *)(void *)a;
+  size_t n = (size + 7) & ~(size_t)7; /* 0 for 0 and on overflow: the slow path */
+  if (n - 1 < (size_t)((uintptr_t)h->end - (uintptr_t)h->ptr)) {
+    void *p = h->ptr;
+    h->ptr += n;
+    return p;
+  }
+  return pc_Arena_MallocSlow(a, size);
+}
 
 /* As pc_Arena_Malloc, zeroed. */
-void *pc_Arena_Calloc(pc_Arena *a, size_t size);
+static inline void *pc_Arena_Calloc(pc_Arena *a, size_t size) {
+  void *p = pc_Arena_Malloc(a, size);
+  if (p != NULL) memset(p, 0, size);
+  return p;
+}
 
 /* A NUL-terminated copy of the 'len' bytes at 's' (which may hold NULs);
  * NULL on allocation failure. */

@@ -880,6 +880,29 @@ static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
   m->size = (off + 7) & ~7u;
 }
 
+_Static_assert((int)kPc_Walk_Bool == (int)kPc_Slot_Bool &&
+                   (int)kPc_Walk_String == (int)kPc_Slot_String &&
+                   (int)kPc_Walk_Map == (int)kPc_Slot_Map,
+               "pc_WalkKind follows pc_SlotKind");
+
+/* The compact layouts of the fields by number (after layout()). */
+static void fill_slots(pc_MessageDef *m, pc_FieldSlot *slots) {
+  for (uint32_t i = 0; i < m->field_count; i++) {
+    const pc_FieldDef *f = m->fields_by_number[i];
+    pc_FieldSlot *s = &slots[i];
+    s->offset = f->offset;
+    s->hasbit = f->hasbit;
+    s->number = f->number;
+    s->case_offset = f->case_offset;
+    s->type = (uint8_t)f->type;
+    s->kind = (uint8_t)(f->oneof != NULL ? kPc_Walk_Oneof : (pc_WalkKind)f->slot);
+    s->utf8 = (uint8_t)(f->type == kPc_Type_String && f->file != NULL &&
+                        f->file->syntax == kPc_Syntax_Proto3);
+    s->field = f;
+  }
+  m->slots_by_number = slots;
+}
+
 static int in_ext_range(const pc_MessageDef *m, int32_t n) {
   for (uint32_t i = 0; i < m->extension_range_count; i++)
     if (n >= m->extension_ranges[i].start && n < m->extension_ranges[i].end) return 1;
@@ -990,6 +1013,9 @@ static int build_bodies(Builder *b, const pc_MessageDesc *d, size_t n, uint32_t 
         return fail(b, "%s: malformed map entry%s", m->full_name, "");
     }
     layout(m, fields, oneofs);
+    pc_FieldSlot *slots = pc_Arena_Calloc(b->a, md->field_count * sizeof(pc_FieldSlot) + 1);
+    if (slots == NULL) return oom(b);
+    fill_slots(m, slots);
     if (!build_bodies(b, md->nested, md->nested_count, next_msg)) return 0;
     for (size_t j = 0; j < md->extension_count; j++)
       if (!build_extension(b, &md->extensions[j], m->full_name, m)) return 0;

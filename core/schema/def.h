@@ -144,6 +144,35 @@ struct pc_OneofDef {
   uint8_t synthetic;    /* proto3 optional's oneof: members use hasbits */
 };
 
+/* How a walk over every field (the wire encoder) tells an absent field
+ * without reading its pc_FieldDef (pc_FieldSlot.kind): a field outside a
+ * oneof by its slot kind (the same values as pc_SlotKind; absent when its
+ * hasbit is clear or, without one, when its slot is zero, empty or NULL),
+ * a oneof member by its pc_FieldDef. */
+typedef enum {
+  kPc_Walk_Bool = 0,
+  kPc_Walk_32 = 1,
+  kPc_Walk_64 = 2,
+  kPc_Walk_String = 3,
+  kPc_Walk_Message = 4,
+  kPc_Walk_Array = 5,
+  kPc_Walk_Map = 6,
+  kPc_Walk_Oneof = 7
+} pc_WalkKind;
+
+/* A field's layout in one compact record, for the walks that visit every
+ * field of a message in number order (pc_MessageDef.slots_by_number). */
+typedef struct {
+  uint32_t offset;      /* the field's slot (its offset) */
+  int32_t hasbit;       /* its presence bit, or -1 */
+  int32_t number;       /* its number */
+  uint32_t case_offset; /* a oneof member's case slot (pc_FieldDef.case_offset) */
+  uint8_t type;         /* its pc_FieldType */
+  uint8_t kind;         /* pc_WalkKind */
+  uint8_t utf8;         /* a proto3 string: its value must be valid UTF-8 */
+  const pc_FieldDef *field;
+} pc_FieldSlot;
+
 struct pc_MessageDef {
   const char *name;      /* "Point" */
   const char *full_name; /* "demo.Point" */
@@ -153,6 +182,7 @@ struct pc_MessageDef {
   const pc_FieldDef *fields; /* declaration order */
   uint32_t field_count;
   const pc_FieldDef **fields_by_number; /* ascending number, for the codec */
+  const pc_FieldSlot *slots_by_number;  /* the same fields' layouts, compact */
   const pc_OneofDef *oneofs;
   uint32_t oneof_count;                 /* synthetic oneofs included (they come last) */
   const pc_RangeDesc *extension_ranges; /* end exclusive */

@@ -60,37 +60,53 @@ static inline uint8_t *varint_down(uint8_t *p, uint64_t v) {
   return p;
 }
 
-/* Writes one numeric value (no tag) of type 't' stored as at 'src'. */
-static int put_number(pc_WireWriter *w, pc_FieldType t, const void *src) {
+/* Prepends the 'n' little-endian bytes of 'v' at 'p'; returns the new start. */
+static inline uint8_t *fixed_down(uint8_t *p, uint64_t v, int n) {
+  p -= n;
+  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+  return p;
+}
+
+/* Prepends one numeric value (no tag) of type 't' stored as at 'src' at 'p'
+ * (PC_WIRE_MAX_VARINT bytes of room known to be there); returns the new
+ * start. */
+static inline uint8_t *number_down(uint8_t *p, pc_FieldType t, const void *src) {
   uint32_t u32;
   uint64_t u64;
   switch (t) {
-  case kPc_Type_Bool: return pc_WireWriter_PutVarint(w, *(const uint8_t *)src != 0);
+  case kPc_Type_Bool: return varint_down(p, *(const uint8_t *)src != 0);
   case kPc_Type_Float:
   case kPc_Type_Fixed32:
-  case kPc_Type_Sfixed32: memcpy(&u32, src, 4); return pc_WireWriter_PutFixed32(w, u32);
+  case kPc_Type_Sfixed32: memcpy(&u32, src, 4); return fixed_down(p, u32, 4);
   case kPc_Type_Double:
   case kPc_Type_Fixed64:
-  case kPc_Type_Sfixed64: memcpy(&u64, src, 8); return pc_WireWriter_PutFixed64(w, u64);
+  case kPc_Type_Sfixed64: memcpy(&u64, src, 8); return fixed_down(p, u64, 8);
   case kPc_Type_Int32:
   case kPc_Type_Enum: {
     int32_t i;
     memcpy(&i, src, 4);
-    return pc_WireWriter_PutVarint(w, (uint64_t)(int64_t)i);
+    return varint_down(p, (uint64_t)(int64_t)i);
   }
-  case kPc_Type_Uint32: memcpy(&u32, src, 4); return pc_WireWriter_PutVarint(w, u32);
+  case kPc_Type_Uint32: memcpy(&u32, src, 4); return varint_down(p, u32);
   case kPc_Type_Sint32: {
     int32_t i;
     memcpy(&i, src, 4);
-    return pc_WireWriter_PutVarint(w, pc_Wire_ZigZagEncode32(i));
+    return varint_down(p, pc_Wire_ZigZagEncode32(i));
   }
   case kPc_Type_Sint64: {
     int64_t i;
     memcpy(&i, src, 8);
-    return pc_WireWriter_PutVarint(w, pc_Wire_ZigZagEncode64(i));
+    return varint_down(p, pc_Wire_ZigZagEncode64(i));
   }
-  default: memcpy(&u64, src, 8); return pc_WireWriter_PutVarint(w, u64);
+  default: memcpy(&u64, src, 8); return varint_down(p, u64);
   }
+}
+
+/* Writes one numeric value (no tag) of type 't' stored as at 'src'. */
+static int put_number(pc_WireWriter *w, pc_FieldType t, const void *src) {
+  if (!pc_WireWriter_Reserve(w, PC_WIRE_MAX_VARINT)) return 0;
+  w->ptr = number_down(w->ptr, t, src);
+  return 1;
 }
 
 static pc_WireType wire_type(pc_FieldType t) {
@@ -137,9 +153,11 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
     size_t before = pc_WireWriter_Size(w);
     e->required |= f->message->required_count;
     if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
-    if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before))
+    size_t len = pc_WireWriter_Size(w) - before;
+    if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
       return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-    break;
+    w->ptr = varint_down(varint_down(w->ptr, len), (uint64_t)num << 3 | kPc_Wire_Len);
+    return 1; /* length and tag in one reservation */
   }
   case kPc_Type_Group: {
     const pc_Message *sub = *(pc_Message *const *)src;
@@ -149,26 +167,41 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
     if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
     break;
   }
-  default:
-    if (!put_number(w, f->type, src)) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-    break;
+  default: /* value and tag in one reservation */
+    if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    w->ptr = varint_down(number_down(w->ptr, f->type, src),
+                         (uint64_t)num << 3 | (uint32_t)wire_type(f->type));
+    return 1;
   }
   if (!pc_WireWriter_PutTag(w, num, wire_type(f->type)))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
   return 1;
 }
 
+/* A packed list: its elements, length and tag, in one reservation when
+ * the list is short (a long one reserves per element rather than ten
+ * bytes an element at once). */
 static int put_packed(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
   pc_WireWriter *w = e->w;
   size_t elem = pc_FieldDef_ElemSize(f);
-  size_t before = pc_WireWriter_Size(w);
   const char *data = arr->data;
-  for (size_t i = arr->size; i-- > 0;)
-    if (!put_number(w, f->type, data + i * elem))
+  pc_FieldType t = f->type;
+  if (arr->size > 1024) {
+    size_t before = pc_WireWriter_Size(w);
+    for (size_t i = arr->size; i-- > 0;)
+      if (!put_number(w, t, data + i * elem)) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before) ||
+        !pc_WireWriter_PutTag(w, (uint32_t)f->number, kPc_Wire_Len))
       return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-  if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before) ||
-      !pc_WireWriter_PutTag(w, (uint32_t)f->number, kPc_Wire_Len))
+    return 1;
+  }
+  if (!pc_WireWriter_Reserve(w, (arr->size + 2) * PC_WIRE_MAX_VARINT))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  uint8_t *end = w->ptr, *p = end;
+  for (size_t i = arr->size; i-- > 0;) p = number_down(p, t, data + i * elem);
+  p = varint_down(p, (uint64_t)(end - p));
+  w->ptr = varint_down(p, (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
   return 1;
 }
 
@@ -278,31 +311,16 @@ static int put_extension(Enc *e, const pc_Extension *x) {
   return put_element(e, f, &x->value);
 }
 
-/* A singular number that is not a oneof member: presence, value and tag
- * written in one reservation. Returns 0 on allocation failure. */
-static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f) {
-  const char *slot = (const char *)msg + f->offset;
-  uint64_t v;
-  if (f->slot == kPc_Slot_Bool) {
-    v = *(const uint8_t *)slot != 0;
-    if (f->hasbit < 0 && v == 0) return 1;
-  } else if (f->slot == kPc_Slot_32) {
-    uint32_t u;
-    memcpy(&u, slot, 4);
-    if (f->hasbit < 0 && u == 0) return 1;
-    v = u;
-  } else {
-    memcpy(&v, slot, 8);
-    if (f->hasbit < 0 && v == 0) return 1;
-  }
-  if (f->hasbit >= 0 && !((((const uint8_t *)msg)[8 + f->hasbit / 8] >> (f->hasbit % 8)) & 1))
-    return 1;
+/* A singular number that is not a oneof member, present (its value 'v'
+ * as its slot holds it, widened): value and tag written in one
+ * reservation. Returns 0 on allocation failure. */
+static int put_number_slot(Enc *e, const pc_FieldSlot *fs, uint64_t v) {
   pc_WireWriter *w = e->w;
   if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, fs->field);
   uint8_t *p = w->ptr;
   pc_WireType wt = kPc_Wire_Varint;
-  switch (f->type) {
+  switch ((pc_FieldType)fs->type) {
   case kPc_Type_Float:
   case kPc_Type_Fixed32:
   case kPc_Type_Sfixed32:
@@ -324,40 +342,92 @@ static int put_number_field(Enc *e, const pc_Message *msg, const pc_FieldDef *f)
   case kPc_Type_Sint64: p = varint_down(p, pc_Wire_ZigZagEncode64((int64_t)v)); break;
   default: p = varint_down(p, v); break;
   }
-  w->ptr = varint_down(p, (uint64_t)(uint32_t)f->number << 3 | (uint32_t)wt);
+  w->ptr = varint_down(p, (uint64_t)(uint32_t)fs->number << 3 | (uint32_t)wt);
+  return 1;
+}
+
+/* Whether a singular field outside a oneof, of value 'v' (the slot's,
+ * widened) or empty string when 'v' is 0, is absent from 'msg'. */
+static inline int slot_absent(const pc_Message *msg, const pc_FieldSlot *fs, uint64_t v) {
+  if (fs->hasbit < 0) return v == 0;
+  return !((((const uint8_t *)msg)[8 + fs->hasbit / 8] >> (fs->hasbit % 8)) & 1);
+}
+
+/* The fields of 'msg' in [lo, hi) of its slots_by_number, highest number
+ * first; an absent one is told from its compact record alone. */
+static int put_slots(Enc *e, const pc_Message *msg, const pc_FieldSlot *lo,
+                     const pc_FieldSlot *hi) {
+  for (const pc_FieldSlot *fs = hi; fs-- > lo;) {
+    const char *slot = (const char *)msg + fs->offset;
+    uint64_t v;
+    int ok;
+    switch ((pc_WalkKind)fs->kind) {
+    case kPc_Walk_Bool: v = *(const uint8_t *)slot != 0; break;
+    case kPc_Walk_32: {
+      uint32_t u;
+      memcpy(&u, slot, 4);
+      v = u;
+      break;
+    }
+    case kPc_Walk_64: memcpy(&v, slot, 8); break;
+    case kPc_Walk_String: {
+      const pc_StringView *sv = (const pc_StringView *)(const void *)slot;
+      if (slot_absent(msg, fs, sv->size)) continue;
+      ok = put_string(e, fs->field, sv);
+      goto next;
+    }
+    case kPc_Walk_Message:
+      if (load_ptr(slot) == NULL) continue;
+      ok = put_element(e, fs->field, slot);
+      goto next;
+    case kPc_Walk_Array: {
+      const pc_Array *arr = load_ptr(slot);
+      if (arr == NULL || arr->size == 0) continue;
+      ok = put_repeated(e, fs->field, arr);
+      goto next;
+    }
+    case kPc_Walk_Map: {
+      const pc_Map *map = load_ptr(slot);
+      if (map == NULL || map->size == 0) continue;
+      ok = put_map(e, fs->field, map);
+      goto next;
+    }
+    default: { /* a oneof member: its case says whether it is the one set */
+      uint32_t which;
+      memcpy(&which, (const char *)msg + fs->case_offset, 4);
+      if (which != (uint32_t)fs->number) continue;
+      ok = put_field(e, msg, fs->field);
+      goto next;
+    }
+    }
+    if (slot_absent(msg, fs, v)) continue;
+    ok = put_number_slot(e, fs, v);
+  next:
+    if (!ok) return 0;
+  }
   return 1;
 }
 
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m) {
   if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep, NULL);
   pc_WireWriter *w = e->w;
+  const pc_FieldSlot *first = m->slots_by_number, *hi = first + m->field_count;
   /* Offset 0 holds the internal part (unknown bytes, extensions), or the
    * def with bit 0 set when there is none (message.h's layout). */
   const pc_MessageInternal *in = load_ptr(msg);
-  if (((uintptr_t)in & 1) != 0) in = NULL;
-  size_t xcount = 0;
-  const pc_Extension *xs = NULL;
-  if (in != NULL) {
+  if (((uintptr_t)in & 1) == 0) {
     if (in->unknown_size > 0 && !pc_WireWriter_PutBytes(w, in->unknown, in->unknown_size))
       return enc_fail(e, kPc_EncodeStatus_OutOfMemory, NULL);
-    xs = in->ext;
-    xcount = in->ext_count;
-  }
-  /* Fields and extensions merged, highest number first. */
-  uint32_t i = m->field_count;
-  size_t j = xcount;
-  while (i > 0 || j > 0) {
-    if (j > 0 && (i == 0 || xs[j - 1].field->number > m->fields_by_number[i - 1]->number)) {
-      if (!put_extension(e, &xs[--j])) return 0;
-    } else {
-      const pc_FieldDef *f = m->fields_by_number[--i];
-      if (f->slot <= kPc_Slot_64 && f->oneof == NULL) {
-        if (!put_number_field(e, msg, f)) return 0;
-      } else if (!put_field(e, msg, f)) {
-        return 0;
-      }
+    /* Fields and extensions merged, highest number first. */
+    for (size_t j = in->ext_count; j > 0; j--) {
+      const pc_Extension *x = &in->ext[j - 1];
+      const pc_FieldSlot *lo = hi;
+      while (lo > first && lo[-1].number > x->field->number) lo--;
+      if (!put_slots(e, msg, lo, hi) || !put_extension(e, x)) return 0;
+      hi = lo;
     }
   }
+  if (!put_slots(e, msg, first, hi)) return 0;
   e->depth--;
   return 1;
 }

@@ -62,6 +62,67 @@ static pc_Message *elem_object(lua_State *L, const pc_FieldDef *f, int idx, pc_M
   return m;
 }
 
+/* Pushes the name of element 'i' (1-based, as Lua counts) of list field
+ * 'f', "demo.T.ids[3]", and returns it. */
+static const char *push_elem_name(lua_State *L, const pc_FieldDef *f, lua_Integer i) {
+  return lua_pushfstring(L, "%s[%I]", f->full_name, i);
+}
+
+/* Pushes the name of the entry under the key at 'key' of map field 'f',
+ * "demo.T.labels[\"k\"]" (NUL bytes shown \0) or "demo.T.counts[5]", and
+ * returns it. */
+static const char *push_entry_name(lua_State *L, const pc_FieldDef *f, int key) {
+  key = lua_absindex(L, key);
+  if (lua_type(L, key) == LUA_TSTRING) {
+    const char *shown = lpc_push_shown(L, key);
+    lua_pushfstring(L, "%s[\"%s\"]", f->full_name, shown);
+  } else {
+    const char *shown = luaL_tolstring(L, key, NULL);
+    lua_pushfstring(L, "%s[%s]", f->full_name, shown);
+  }
+  lua_remove(L, -2);
+  return lua_tostring(L, -1);
+}
+
+/* Checks the scalar at 'idx' as element 'i' of list field 'f': an error
+ * names the element (the name made only for a value that is not plain). */
+static void check_elem(lua_State *L, const pc_FieldDef *f, lua_Integer i, int idx) {
+  if (lpc_is_plain_scalar(L, f, idx)) return;
+  idx = lua_absindex(L, idx);
+  lpc_check_scalar(L, f, push_elem_name(L, f, i), idx);
+  lua_pop(L, 1);
+}
+
+/* Raises naming the element or entry whose name is at the top when the
+ * value at 'idx' is neither a table nor a message of 'def'; else pops the
+ * name. */
+static void check_elem_message(lua_State *L, const pc_MessageDef *def, int idx) {
+  const pc_MessageDef *d = NULL;
+  if (lua_type(L, idx) != LUA_TTABLE && (lpc_to_message(L, idx, &d) == NULL || d != def))
+    lpc_field_type_error(L, lua_tostring(L, -1), def->full_name, idx);
+  lua_pop(L, 1);
+}
+
+/* Checks the key at 'key' and the scalar value at 'value' (when
+ * 'value_field' is not NULL) of an entry of map field 'f': an error names
+ * the entry, and says when the key is what is wrong. */
+static void check_entry(lua_State *L, const pc_FieldDef *f, int key, const pc_FieldDef *value_field,
+                        int value) {
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f);
+  int key_ok = lpc_is_plain_scalar(L, kf, key);
+  if (key_ok && (value_field == NULL || lpc_is_plain_scalar(L, value_field, value))) return;
+  key = lua_absindex(L, key);
+  value = lua_absindex(L, value);
+  push_entry_name(L, f, key);
+  if (!key_ok) {
+    lua_pushfstring(L, "%s: key", lua_tostring(L, -1));
+    lpc_check_scalar(L, kf, lua_tostring(L, -1), key);
+    lua_pop(L, 1);
+  }
+  if (value_field != NULL) lpc_check_scalar(L, value_field, lua_tostring(L, -1), value);
+  lua_pop(L, 1);
+}
+
 /* Whether the string or bytes elements of container field 'f' point into
  * the Lua strings its container keeps (user value 2, by index or key), so
  * overwriting an element frees the old bytes with the old string instead
@@ -137,10 +198,14 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, src, i);
     if (f->message != NULL) {
+      if (lua_type(L, -1) != LUA_TTABLE) {
+        push_elem_name(L, f, i);
+        check_elem_message(L, f->message, -2);
+      }
       elem_object(L, f, -1, msg, visited);
       lua_rawseti(L, objs, i);
     } else {
-      lpc_check_scalar(L, f, f->full_name, -1); /* a string stays a string */
+      check_elem(L, f, i, -1); /* a string stays a string */
       if (keep) {
         lua_pushvalue(L, -1);
         lua_rawseti(L, objs, i);
@@ -266,14 +331,17 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   int objs = lua_gettop(L);
   lua_pushnil(L);
   while (lua_next(L, src)) {
-    lpc_check_scalar(L, kf, f->full_name, -2);
+    check_entry(L, f, -2, vf->message != NULL ? NULL : vf, -1);
     if (vf->message != NULL) {
+      if (lua_type(L, -1) != LUA_TTABLE) {
+        push_entry_name(L, f, -2);
+        check_elem_message(L, vf->message, -2);
+      }
       elem_object(L, vf, -1, msg, visited);
       lpc_push_elem_key(L, c, -3);
       lua_insert(L, -2);
       lua_rawset(L, objs);
     } else {
-      lpc_check_scalar(L, vf, f->full_name, -1);
       if (keep_key || keep_value) {
         lpc_push_elem_key(L, c, -2);
         if (keep_value)
@@ -586,6 +654,11 @@ int lpc_repeated_newindex(lua_State *L) {
   lpc_Build visited = {0, 0};
   pc_Value v;
   memset(&v, 0, sizeof(v));
+  if (f->message == NULL) check_elem(L, f, i, 3);
+  if (f->message != NULL && lua_type(L, 3) != LUA_TTABLE) {
+    push_elem_name(L, f, i);
+    check_elem_message(L, f->message, 3);
+  }
   if (f->message != NULL)
     v.m = elem_object(L, f, 3, c->msg, &visited); /* at 4 */
   else
@@ -615,6 +688,11 @@ int lpc_map_newindex(lua_State *L) {
   const pc_FieldDef *f = c->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   lua_settop(L, 3);
+  check_entry(L, f, 2, lua_isnil(L, 3) || vf->message != NULL ? NULL : vf, 3);
+  if (vf->message != NULL && !lua_isnil(L, 3) && lua_type(L, 3) != LUA_TTABLE) {
+    push_entry_name(L, f, 2);
+    check_elem_message(L, vf->message, 3);
+  }
   pc_Value k = lpc_check_scalar(L, kf, f->full_name, 2);
   int keep_key = kept_string(f, kf), keep_value = kept_string(f, vf);
   if (lua_isnil(L, 3)) {

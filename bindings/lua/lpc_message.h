@@ -234,6 +234,11 @@ _Noreturn void lpc_field_type_error(lua_State *L, const char *name, const char *
  * cdata too) or an error naming 'name'. */
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
 pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);
+/* Whether lpc_check_scalar takes the value at 'idx' for 'f' as it is (a
+ * string, a boolean, a number, an integer in range, a known enum name or
+ * number); 0 does not mean it raises. Callers whose error names more than
+ * the field (an element, a map entry) make that name only when it says 0. */
+int lpc_is_plain_scalar(lua_State *L, const pc_FieldDef *f, int idx);
 /* A decimal integer string ("-9223372036854775808", "18446744073709551615")
  * as a 64-bit field's value, as LuaJIT's lpc_check_scalar takes it: 1 with
  * '*out' its two's-complement bits, 0 when 's' is no decimal integer, -1

@@ -198,6 +198,36 @@ describe("pc.encode(T, table)", function()
     assert.matches("^[^:]+:%d+: ", same_error(All, { nope = 1 })) -- the caller's position first
   end)
 
+  it("reads a proxy (no entries of its own, a metatable) through __index, __len and __pairs, as T{...} does", function()
+    local backing = { i32 = 5, s = "hi", sub = { x = 3 }, ri = { 1, 2 }, ms = { a = "1" } }
+    local proxy = setmetatable({}, { __index = backing })
+    assert.are.equal(pc.encode(All(backing)), pc.encode(All, proxy))
+    assert.are.equal(pc.encode(All(backing)), pc.encode(All(proxy)))
+    -- nested: a sub-message, a list element, a list, a map
+    local sub = setmetatable({}, { __index = { x = 9, name = "n" } })
+    local list = setmetatable({}, { __len = function() return 3 end, __index = function(_, i) return i <= 3 and i * 10 or nil end })
+    local map = setmetatable({}, { __pairs = function() return next, { b = "2" }, nil end })
+    local t = { sub = sub, rsub = { {}, sub }, ri = list, ms = map }
+    local want = All { sub = { x = 9, name = "n" }, rsub = { {}, { x = 9, name = "n" } }, ri = { 10, 20, 30 },
+      ms = { b = "2" } }
+    assert.are.equal(pc.encode(want), pc.encode(All, t))
+    assert.are.equal(pc.encode(want), pc.encode(All(t)))
+    -- tables with entries of their own are read raw: a class's methods are no fields
+    local Class = { describe = function() end, i32 = 7 }
+    Class.__index = Class
+    assert.are.equal(pc.encode(All { s = "x" }), pc.encode(All, setmetatable({ s = "x" }, Class)))
+    assert.are.equal(pc.encode(All { s = "x" }), pc.encode(All(setmetatable({ s = "x" }, Class))))
+    -- what cannot be read whole raises rather than losing elements
+    local short = setmetatable({}, { __index = function(_, i) if i <= 2 then return i end end })
+    assert.are.equal("te.All.ri: list expected, got a table whose # (0) misses element 1",
+      strip_position(same_error(All, { ri = short })))
+    local unlisted = setmetatable({}, { __index = function() return "0" end })
+    assert.are.equal("te.All.ms: table without entries whose __index cannot be listed (no __pairs)",
+      strip_position(same_error(All, { ms = unlisted })))
+    assert.are.equal("te.All.i32: integer expected, got string",
+      strip_position(same_error(All, setmetatable({}, { __index = { i32 = "1" } }))))
+  end)
+
   it("raises pc.encode's error for a proto3 string that is not UTF-8", function()
     local ok, err = pcall(pc.encode, All, { s = "\255" })
     assert.is_false(ok)

@@ -62,6 +62,20 @@ static pc_Message *elem_object(lua_State *L, const pc_FieldDef *f, int idx, pc_M
   return m;
 }
 
+/* Whether the table at 't' is a proxy: a metatable and no entries of its
+ * own. T{...} reads a proxy through its metamethods (a message's declared
+ * fields through __index, a list through __len and __index, a map through
+ * __pairs); tables with entries are read raw, as pc.encode(T, table) reads
+ * them. */
+static int is_proxy(lua_State *L, int t) {
+  if (!lua_getmetatable(L, t)) return 0;
+  lua_pop(L, 1);
+  lua_pushnil(L);
+  if (!lua_next(L, t)) return 1;
+  lua_pop(L, 2);
+  return 0;
+}
+
 /* Pushes the name of element 'i' (1-based, as Lua counts) of list field
  * 'f', "demo.T.ids[3]", and returns it. */
 static const char *push_elem_name(lua_State *L, const pc_FieldDef *f, lua_Integer i) {
@@ -171,7 +185,14 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   pc_Message *msg = cont->msg;
   const pc_FieldDef *f = cont->f;
   lua_Integer n = 0;
-  if (lua_type(L, src) == LUA_TTABLE) {
+  if (lua_type(L, src) == LUA_TTABLE && is_proxy(L, src)) {
+    /* its # and its elements as __len and __index answer them */
+    n = luaL_len(L, src);
+    if (lua_geti(L, src, n + 1) != LUA_TNIL)
+      lpc_msg_error(L, "%s: list expected, got a table whose # (%I) misses element %I",
+                    f->full_name, n, n + 1);
+    lua_pop(L, 1);
+  } else if (lua_type(L, src) == LUA_TTABLE) {
     n = (lua_Integer)lua_rawlen(L, src);
     lua_Integer count = 0;
     lua_pushnil(L);
@@ -308,6 +329,29 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   pc_Message *msg = cont->msg;
   const pc_FieldDef *f = cont->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  if (lua_type(L, src) == LUA_TTABLE && is_proxy(L, src)) {
+    if (luaL_getmetafield(L, src, "__pairs") != LUA_TNIL) {
+      /* its entries as its __pairs gives them, into a plain table */
+      lua_pushvalue(L, src);
+      lua_call(L, 1, 3);
+      lua_newtable(L);
+      lua_replace(L, src);
+      for (;;) {
+        lua_pushvalue(L, -3);
+        lua_pushvalue(L, -3);
+        lua_pushvalue(L, -3);
+        lua_call(L, 2, 2);
+        if (lua_isnil(L, -2)) break;
+        lua_pushvalue(L, -2);
+        lua_replace(L, -4); /* the control variable */
+        lua_rawset(L, src);
+      }
+      lua_pop(L, 5);
+    } else if (luaL_getmetafield(L, src, "__index") != LUA_TNIL) {
+      lpc_msg_error(L, "%s: table without entries whose __index cannot be listed (no __pairs)",
+                    f->full_name);
+    }
+  }
   if (lua_type(L, src) != LUA_TTABLE) {
     const lpc_Container *other = luaL_testudata(L, src, LPC_MAP_MT);
     if (other == NULL || other->f->message != f->message) {
@@ -556,6 +600,20 @@ static int visit(lua_State *L, int t, int on, lpc_Build *visited) {
   return was;
 }
 
+/* Pushes a plain copy of the proxy at 't' given for a message of 'def':
+ * each declared field as lua_getfield reads it (its __index answers, as
+ * lua-protobuf's encode_order reads fields). */
+static void read_proxy(lua_State *L, const pc_MessageDef *def, int t) {
+  lua_newtable(L);
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const char *name = def->fields[i].name;
+    if (lua_getfield(L, t, name) != LUA_TNIL)
+      lua_setfield(L, -2, name);
+    else
+      lua_pop(L, 1);
+  }
+}
+
 /* Pushes a new standalone message filled from the table at 't'; 'type' is
  * the index of its Type (whose user value 2 is the instance metatable).
  * One pass over the table: each key is found by its string's address and
@@ -567,6 +625,12 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
   const lpc_Lookup *lk = box->lookup;
   if (visited->marks && visit(L, t, -1, visited))
     lpc_msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
+  int proxy = 0;
+  if (is_proxy(L, t) && luaL_getmetafield(L, t, "__index") != LUA_TNIL) {
+    lua_pop(L, 1);
+    read_proxy(L, def, t);
+    proxy = t = lua_gettop(L);
+  }
   char *msg = lua_newuserdatauv(L, def->size, lk->standalone_uv);
   pc_Message_Init(def, msg);
   lua_getiuservalue(L, type, 2);
@@ -610,6 +674,7 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
     lua_settop(L, v - 1);
   }
   if (marked) visit(L, t, 0, visited);
+  if (proxy) lua_remove(L, proxy);
 }
 
 /* -- m = T{...} or T() */

@@ -205,7 +205,8 @@ describe("pc.encode(T, table)", function()
     assert.are.equal(pc.encode(All(backing)), pc.encode(All(proxy)))
     -- nested: a sub-message, a list element, a list, a map
     local sub = setmetatable({}, { __index = { x = 9, name = "n" } })
-    local list = setmetatable({}, { __len = function() return 3 end, __index = function(_, i) return i <= 3 and i * 10 or nil end })
+    local list = setmetatable({}, { __len = function() return 3 end,
+      __index = function(_, i) return i <= 3 and i * 10 or nil end })
     local map = setmetatable({}, { __pairs = function() return next, { b = "2" }, nil end })
     local t = { sub = sub, rsub = { {}, sub }, ri = list, ms = map }
     local want = All { sub = { x = 9, name = "n" }, rsub = { {}, { x = 9, name = "n" } }, ri = { 10, 20, 30 },

@@ -185,7 +185,7 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   pc_Message *msg = cont->msg;
   const pc_FieldDef *f = cont->f;
   lua_Integer n = 0;
-  if (lua_type(L, src) == LUA_TTABLE && is_proxy(L, src)) {
+  if (lua_type(L, src) == LUA_TTABLE && lua_rawlen(L, src) == 0 && is_proxy(L, src)) {
     /* its # and its elements as __len and __index answer them */
     n = luaL_len(L, src);
     if (lua_geti(L, src, n + 1) != LUA_TNIL)
@@ -625,12 +625,7 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
   const lpc_Lookup *lk = box->lookup;
   if (visited->marks && visit(L, t, -1, visited))
     lpc_msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
-  int proxy = 0;
-  if (is_proxy(L, t) && luaL_getmetafield(L, t, "__index") != LUA_TNIL) {
-    lua_pop(L, 1);
-    read_proxy(L, def, t);
-    proxy = t = lua_gettop(L);
-  }
+  int proxy = 0, any;
   char *msg = lua_newuserdatauv(L, def->size, lk->standalone_uv);
   pc_Message_Init(def, msg);
   lua_getiuservalue(L, type, 2);
@@ -642,8 +637,11 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
    * it inside, when a second reference comes): a message of one string
    * field needs no table. Until then the user value is empty. */
   int uv_empty = lk->standalone_uv;
+fill:
+  any = 0;
   lua_pushnil(L);
   while (lua_next(L, t)) {
+    any = 1;
     const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, -2));
     if (e != NULL && lpc_store_plain(L, msg, e, -1)) {
       lua_pop(L, 1);
@@ -672,6 +670,16 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
     }
     lpc_set_field(L, obj, msg, f, v, visited);
     lua_settop(L, v - 1);
+  }
+  /* A proxy (is_proxy: asked once the table is found empty, so tables with
+   * entries pay nothing): its fields again from a plain copy, put below
+   * the message */
+  if (!any && !proxy && is_proxy(L, t) && luaL_getmetafield(L, t, "__index") != LUA_TNIL) {
+    lua_pop(L, 1);
+    read_proxy(L, def, t);
+    lua_insert(L, obj);
+    proxy = t = obj++;
+    goto fill;
   }
   if (marked) visit(L, t, 0, visited);
   if (proxy) lua_remove(L, proxy);

@@ -555,6 +555,7 @@ static void newindex_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEn
 LPC_INLINE void newindex_common(lua_State *L, int kind) {
   const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
+  if (msg == NULL) lpc_arg_type_error(L, 1, "__newindex", lk->def->full_name);
   const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
   if (e != NULL && lpc_store_plain(L, msg, e, 3)) return;
   newindex_slow(L, lk, e, msg);
@@ -687,7 +688,10 @@ fill:
 
 /* -- m = T{...} or T() */
 int lpc_type_call(lua_State *L) {
-  /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
+  /* Only a Type has this __call, and __metatable hides it: a self that is
+   * no userdata comes from the debug library (lpc_msg_at1 on the hot
+   * metamethods' checks) */
+  if (lua_touserdata(L, 1) == NULL) lpc_arg_type_error(L, 1, "__call", LPC_TYPE_MT);
   int t = lua_type(L, 2);
   if (t == LUA_TTABLE) {
     const lpc_TypeBox *box = lua_touserdata(L, 1);

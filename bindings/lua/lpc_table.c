@@ -82,7 +82,7 @@ typedef struct {
 } Enc;
 
 static int lpc_tablestate_gc(lua_State *L) {
-  TableState *s = lua_touserdata(L, 1);
+  TableState *s = lpc_check_self(L, 1, "__gc", "the table codec's state");
   if (s->buf != NULL) s->alloc(s->ud, s->buf, s->cap, 0);
   if (s->g != NULL) s->alloc(s->ud, s->g, s->gcap * sizeof(Gathered), 0);
   if (s->pos != NULL) s->alloc(s->ud, s->pos, s->pcap * sizeof(int), 0);
@@ -904,7 +904,8 @@ void lpc_open_table(lua_State *L) {
   lua_setmetatable(L, -2);
   lua_setiuservalue(L, -2, 1);
   lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, lpc_tablestate_gc);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_tablestate_gc, 1); /* upvalue 1: lpc_check_self */
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &kTableKey);

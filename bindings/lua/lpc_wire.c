@@ -62,6 +62,7 @@ static void cache(lua_State *L, int slot) {
  * types (upvalue 1 the CodecState, 2 the cache table, 3 the sentinel's
  * metatable), then leaves a new sentinel for the next cycle. */
 static int lpc_sentinel_gc(lua_State *L) {
+  lpc_check_self(L, 3, "__gc", "the codec's sentinel");
   CodecState *cs = lua_touserdata(L, lua_upvalueindex(1));
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
@@ -186,7 +187,7 @@ static void tables_done(CodecState *cs) {
 }
 
 static int lpc_codecstate_close(lua_State *L) {
-  tables_done(lua_touserdata(L, 1));
+  tables_done(lpc_check_self(L, 1, "__close", LPC_CODECSTATE));
   return 0;
 }
 
@@ -451,7 +452,8 @@ void lpc_open_wire(lua_State *L) {
   if (luaL_newmetatable(L, LPC_CODECSTATE)) {
     lua_pushcfunction(L, lpc_codecstate_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, lpc_codecstate_close);
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, lpc_codecstate_close, 1); /* upvalue 1: lpc_check_self */
     lua_setfield(L, -2, "__close");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");

@@ -187,7 +187,9 @@ static int lpc_tcstate_gc(lua_State *L) {
 
 /* __close (Lua 5.4): the state is free again however the call ended. */
 static int lpc_tcstate_close(lua_State *L) {
-  TranscodeState *ts = lpc_check_self(L, 1, "__close", LPC_TCSTATE);
+  TranscodeState *ts = lua_touserdata(L, 1); /* the size check: lpc_codecstate_close's */
+  if (ts == NULL || lua_rawlen(L, 1) != sizeof(TranscodeState))
+    lpc_arg_type_error(L, 1, "__close", LPC_TCSTATE);
   ts->busy = 0;
   return 0;
 }
@@ -201,8 +203,7 @@ static TranscodeState *new_tcstate(lua_State *L) {
   if (luaL_newmetatable(L, LPC_TCSTATE)) {
     lua_pushcfunction(L, lpc_tcstate_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushvalue(L, -1);
-    lua_pushcclosure(L, lpc_tcstate_close, 1); /* upvalue 1: lpc_check_self */
+    lua_pushcfunction(L, lpc_tcstate_close);
     lua_setfield(L, -2, "__close");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");

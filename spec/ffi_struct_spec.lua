@@ -397,12 +397,19 @@ describe("FFI struct messages", function()
     end
   end)
 
-  it("read P{...}'s table raw and in T{...}'s order, as T{...} does", function()
+  it("read P{...}'s table raw and in T{...}'s order, and a proxy through its __index, as T{...} does", function()
     local defaults = { x = 7 }
-    for _, t in ipairs { setmetatable({ y = 2 }, { __index = defaults }),
-                         setmetatable({}, { __index = function(_, k) error("read " .. k) end }) } do
+    for _, t in ipairs { setmetatable({ y = 2 }, { __index = defaults }), setmetatable({}, {}),
+                         setmetatable({}, { __index = defaults }) } do
       assert.are.equal(bytes(Point(t)), bytes(PP(t)))
     end
+    assert.are.equal(bytes(Point { x = 7 }), bytes(PP(setmetatable({}, { __index = defaults }))))
+    local reads = setmetatable({}, { __index = function(_, k) error("read " .. k, 0) end })
+    local okr1, errr1 = pcall(Point, reads)
+    local okr2, errr2 = pcall(PP, reads)
+    assert.is_false(okr1 or okr2)
+    assert.are.equal("read x", errr1)
+    assert.are.equal(errr1, errr2)
     local ok1, err1 = pcall(Point, setmetatable({ w = 2 }, { __index = defaults }))
     local ok2, err2 = pcall(PP, setmetatable({ w = 2 }, { __index = defaults }))
     assert.is_false(ok1 or ok2)

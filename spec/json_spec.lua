@@ -259,7 +259,8 @@ describe("pc.from_json", function()
     assert.are.same({ 1 }, { assert(pc.from_json(P, '{"rc":[3,1,"Z"]}', { ignore_unknown = true })).rc[1] })
     local deep = string.rep('{"kids":[', 5) .. "{}" .. string.rep("]}", 5)
     assert.is_truthy(pc.from_json(M, deep, { max_depth = 5 }))
-    assert.are.equal("$.kids[0].kids[0].kids[0].kids[0].kids[0].kids[0]: messages nested deeper than 5 at offset 54",
+    assert.are.equal("$.kids[0].kids[0].kids[0].kids[0].kids[0].kids[0]: messages nested deeper than 5 (max_depth) "
+      .. "at offset 54",
       err_of(M, string.rep('{"kids":[', 6) .. "{}" .. string.rep("]}", 6), { max_depth = 5 }))
     local q = pc.pool()
     assert(q:load('syntax = "proto3"; package o; message Other { int32 z = 1; }', { name = "o.proto" }))
@@ -424,12 +425,13 @@ describe("pc.from_json", function()
     assert.is_truthy(pc.from_json(M, ok))
     local err = err_of(M, string.rep('{"kids":[', 101) .. "{}" .. string.rep("]}", 101))
     assert.matches("^%$%.kids%[0%]%.kids%[0%]%.kids%[0%]%.kids%[0%]%.%.%."
-      .. "%.kids%[0%]%.kids%[0%]%.kids%[0%]%.kids%[0%]: messages nested deeper than 100 at offset 909$", err)
-    assert.matches("^%$%[0%]%[0%].*: JSON nested deeper than 204 at offset 204$",
+      .. "%.kids%[0%]%.kids%[0%]%.kids%[0%]%.kids%[0%]: messages nested deeper than 100 %(max_depth%) "
+      .. "at offset 909$", err)
+    assert.matches("^%$%[0%]%[0%].*: JSON nested deeper than 204 %(2 %* max_depth %+ 4%) at offset 204$",
       err_of(M, string.rep("[", 100000)))
-    assert.matches("%.a%.a: JSON nested deeper than 204 at offset 1021$",
+    assert.matches("%.a%.a: JSON nested deeper than 204 %(2 %* max_depth %+ 4%) at offset 1021$",
       err_of(M, '{"st":' .. string.rep('{"a":', 300)))
-    assert.matches("%.a%.a: messages nested deeper than 100 at offset 506$",
+    assert.matches("%.a%.a: messages nested deeper than 100 %(max_depth%) at offset 506$",
       err_of(M, '{"st":' .. string.rep('{"a":', 150) .. "1" .. string.rep("}", 151)))
     local v = string.rep("[", 150) .. string.rep("]", 150) -- Struct nesting counts one level per JSON level
     assert.is_truthy(pc.from_json(M, '{"lv":' .. v .. "}", { max_depth = 200 }))

@@ -44,6 +44,8 @@ local function same_bytes(T, t)
 end
 
 -- pcall(T, t) and pcall(pc.encode, T, t) on one line, so both errors carry the same position.
+local function strip_position(e) return (tostring(e):gsub("^[^:]*:%d+: ", "")) end
+
 local function same_error(T, t)
   local a, b = { pcall(T, t) }, { pcall(pc.encode, T, t) }
   assert.is_false(a[1])
@@ -125,7 +127,8 @@ describe("pc.encode(T, table)", function()
     end
     if R.luajit then
       assert.matches("te.All.u64: number is not an integer in %-2%^53%.%.2%^53", same_error(All, { u64 = 2 ^ 60 }))
-      assert.matches("te.All.mi: number is not an integer", same_error(All, { mi = { [2 ^ 60] = {} } }))
+      assert.matches("te.All.mi%[1%.1529215046068e%+18%]: key: number is not an integer",
+                     same_error(All, { mi = { [2 ^ 60] = {} } }))
     end
   end)
 
@@ -176,15 +179,54 @@ describe("pc.encode(T, table)", function()
     assert.matches(R.luajit and "te.All.ri: list expected, got a table with key 3"
                    or "te.All.ri: list expected, got a table with holes", same_error(All, { ri = { 1, nil, 3 } }))
     assert.matches("te.All.ri: list expected, got a table with key k", same_error(All, { ri = { 1, k = 2 } }))
-    assert.matches("te.All.rsub: te.Sub expected, got number", same_error(All, { rsub = { 1 } }))
-    assert.matches("te.All.sub: te.Sub expected, got protocall.Type", same_error(All, { sub = All }))
-    assert.matches(R.luajit and 'te.All.mi: decimal integer string expected, got "k"'
-                              or "te.All.mi: integer expected, got string", same_error(All, { mi = { k = {} } }))
+    -- an element names its index (as Lua counts), an entry its key
+    local function raises(text, t) assert.are.equal(text, strip_position(same_error(All, t))) end
+    raises("te.All.rsub[1]: te.Sub expected, got number", { rsub = { 1 } })
+    raises("te.All.ri[3]: integer expected, got string", { ri = { 1, 2, "3" } })
+    raises("te.All.rs[2]: string expected, got boolean", { rs = { "a", true } })
+    raises("te.All.re[1]: unknown value 'THREE' for enum te.E", { re = { "THREE" } })
+    raises('te.All.ms["k"]: string expected, got number', { ms = { k = 1 } })
+    raises("te.All.mb[true]: integer expected, got string", { mb = { [true] = "1" } })
+    raises("te.All.mi[7]: te.Sub expected, got boolean", { mi = { [7] = true } })
+    raises("te.All.sub: te.Sub expected, got protocall.Type", { sub = All })
+    raises(R.luajit and 'te.All.mi["k"]: key: decimal integer string expected, got "k"'
+                     or 'te.All.mi["k"]: key: integer expected, got string', { mi = { k = {} } })
     assert.matches("2 is not a value of closed enum te2.C", same_error(P2E, { c = 2 }))
     local cycle = { x = 1 }
     cycle.child = cycle
     assert.matches("te.Sub: table with a cycle given to the constructor", same_error(Sub, cycle))
     assert.matches("^[^:]+:%d+: ", same_error(All, { nope = 1 })) -- the caller's position first
+  end)
+
+  it("reads a proxy (no entries of its own, a metatable) through __index, __len and __pairs, as T{...} does", function()
+    local backing = { i32 = 5, s = "hi", sub = { x = 3 }, ri = { 1, 2 }, ms = { a = "1" } }
+    local proxy = setmetatable({}, { __index = backing })
+    assert.are.equal(pc.encode(All(backing)), pc.encode(All, proxy))
+    assert.are.equal(pc.encode(All(backing)), pc.encode(All(proxy)))
+    -- nested: a sub-message, a list element, a list, a map
+    local sub = setmetatable({}, { __index = { x = 9, name = "n" } })
+    local list = setmetatable({}, { __len = function() return 3 end,
+      __index = function(_, i) return i <= 3 and i * 10 or nil end })
+    local map = setmetatable({}, { __pairs = function() return next, { b = "2" }, nil end })
+    local t = { sub = sub, rsub = { {}, sub }, ri = list, ms = map }
+    local want = All { sub = { x = 9, name = "n" }, rsub = { {}, { x = 9, name = "n" } }, ri = { 10, 20, 30 },
+      ms = { b = "2" } }
+    assert.are.equal(pc.encode(want), pc.encode(All, t))
+    assert.are.equal(pc.encode(want), pc.encode(All(t)))
+    -- tables with entries of their own are read raw: a class's methods are no fields
+    local Class = { describe = function() end, i32 = 7 }
+    Class.__index = Class
+    assert.are.equal(pc.encode(All { s = "x" }), pc.encode(All, setmetatable({ s = "x" }, Class)))
+    assert.are.equal(pc.encode(All { s = "x" }), pc.encode(All(setmetatable({ s = "x" }, Class))))
+    -- what cannot be read whole raises rather than losing elements
+    local short = setmetatable({}, { __index = function(_, i) if i <= 2 then return i end end })
+    assert.are.equal("te.All.ri: list expected, got a table whose # (0) misses element 1",
+      strip_position(same_error(All, { ri = short })))
+    local unlisted = setmetatable({}, { __index = function() return "0" end })
+    assert.are.equal("te.All.ms: table without entries whose __index cannot be listed (no __pairs)",
+      strip_position(same_error(All, { ms = unlisted })))
+    assert.are.equal("te.All.i32: integer expected, got string",
+      strip_position(same_error(All, setmetatable({}, { __index = { i32 = "1" } }))))
   end)
 
   it("raises pc.encode's error for a proto3 string that is not UTF-8", function()

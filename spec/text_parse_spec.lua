@@ -112,8 +112,10 @@ describe("pc.from_text", function()
       assert.matches(c[2], err, 1, true)
     end
     local deep = string.rep("m {", 101) .. string.rep("}", 101)
-    assert.are.equal("1:303: messages nested deeper than 100", select(2, pc.from_text(M, deep)))
+    assert.are.equal("1:303: messages nested deeper than 100 (max_depth)", select(2, pc.from_text(M, deep)))
     assert.is_truthy(pc.from_text(M, deep, { max_depth = 101 }))
+    assert.are.equal("2:8: messages nested deeper than 2 (max_depth)",
+      select(2, pc.from_text(M, "m {\n m { m { a: 1 } } }", { max_depth = 2 })))
     assert.has_error(function() pc.from_text("tp.M", "") end,
       "bad argument #1 to 'from_text' (protocall.Type expected, got string)")
     assert.has_error(function() pc.from_text(M, "", { depth = 1 }) end,

@@ -226,6 +226,22 @@ _Noreturn void lpc_arg_error(lua_State *L, int arg, const char *fname, const cha
  * a value with a __name metafield shown by it. */
 _Noreturn void lpc_arg_type_error(lua_State *L, int arg, const char *fname, const char *expected);
 
+/* The metatable-upvalue check of a metamethod's self: the userdata at 1
+ * when its metatable is the value at upvalue 'uv' of the running C
+ * closure, else raises "bad argument #1 to 'fname' (<expected> expected,
+ * got <its type>)". A metamethod pulled out with debug.getmetatable and
+ * called with a foreign value then raises instead of reading that value's
+ * memory; no registry lookup, as luaL_checkudata makes. */
+LPC_INLINE void *lpc_check_self(lua_State *L, int uv, const char *fname, const char *expected) {
+  void *p = lua_touserdata(L, 1);
+  if (p != NULL && lua_getmetatable(L, 1)) {
+    int same = lua_topointer(L, -1) == lua_topointer(L, lua_upvalueindex(uv));
+    lua_pop(L, 1);
+    if (same) return p;
+  }
+  lpc_arg_type_error(L, 1, fname, expected);
+}
+
 /* The name of the type of the value at 'idx' for an error: its __name
  * metafield ("protocall.Pool", "demo.Point"), else its Lua type. */
 const char *lpc_type_name(lua_State *L, int idx);

@@ -62,6 +62,81 @@ static pc_Message *elem_object(lua_State *L, const pc_FieldDef *f, int idx, pc_M
   return m;
 }
 
+/* Whether the table at 't' is a proxy: a metatable and no entries of its
+ * own. T{...} reads a proxy through its metamethods (a message's declared
+ * fields through __index, a list through __len and __index, a map through
+ * __pairs); tables with entries are read raw, as pc.encode(T, table) reads
+ * them. */
+static int is_proxy(lua_State *L, int t) {
+  if (!lua_getmetatable(L, t)) return 0;
+  lua_pop(L, 1);
+  lua_pushnil(L);
+  if (!lua_next(L, t)) return 1;
+  lua_pop(L, 2);
+  return 0;
+}
+
+/* Pushes the name of element 'i' (1-based, as Lua counts) of list field
+ * 'f', "demo.T.ids[3]", and returns it. */
+static const char *push_elem_name(lua_State *L, const pc_FieldDef *f, lua_Integer i) {
+  return lua_pushfstring(L, "%s[%I]", f->full_name, i);
+}
+
+/* Pushes the name of the entry under the key at 'key' of map field 'f',
+ * "demo.T.labels[\"k\"]" (NUL bytes shown \0) or "demo.T.counts[5]", and
+ * returns it. */
+static const char *push_entry_name(lua_State *L, const pc_FieldDef *f, int key) {
+  key = lua_absindex(L, key);
+  if (lua_type(L, key) == LUA_TSTRING) {
+    const char *shown = lpc_push_shown(L, key);
+    lua_pushfstring(L, "%s[\"%s\"]", f->full_name, shown);
+  } else {
+    const char *shown = luaL_tolstring(L, key, NULL);
+    lua_pushfstring(L, "%s[%s]", f->full_name, shown);
+  }
+  lua_remove(L, -2);
+  return lua_tostring(L, -1);
+}
+
+/* Checks the scalar at 'idx' as element 'i' of list field 'f': an error
+ * names the element (the name made only for a value that is not plain). */
+static void check_elem(lua_State *L, const pc_FieldDef *f, lua_Integer i, int idx) {
+  if (lpc_is_plain_scalar(L, f, idx)) return;
+  idx = lua_absindex(L, idx);
+  lpc_check_scalar(L, f, push_elem_name(L, f, i), idx);
+  lua_pop(L, 1);
+}
+
+/* Raises naming the element or entry whose name is at the top when the
+ * value at 'idx' is neither a table nor a message of 'def'; else pops the
+ * name. */
+static void check_elem_message(lua_State *L, const pc_MessageDef *def, int idx) {
+  const pc_MessageDef *d = NULL;
+  if (lua_type(L, idx) != LUA_TTABLE && (lpc_to_message(L, idx, &d) == NULL || d != def))
+    lpc_field_type_error(L, lua_tostring(L, -1), def->full_name, idx);
+  lua_pop(L, 1);
+}
+
+/* Checks the key at 'key' and the scalar value at 'value' (when
+ * 'value_field' is not NULL) of an entry of map field 'f': an error names
+ * the entry, and says when the key is what is wrong. */
+static void check_entry(lua_State *L, const pc_FieldDef *f, int key, const pc_FieldDef *value_field,
+                        int value) {
+  const pc_FieldDef *kf = pc_FieldDef_MapKey(f);
+  int key_ok = lpc_is_plain_scalar(L, kf, key);
+  if (key_ok && (value_field == NULL || lpc_is_plain_scalar(L, value_field, value))) return;
+  key = lua_absindex(L, key);
+  value = lua_absindex(L, value);
+  push_entry_name(L, f, key);
+  if (!key_ok) {
+    lua_pushfstring(L, "%s: key", lua_tostring(L, -1));
+    lpc_check_scalar(L, kf, lua_tostring(L, -1), key);
+    lua_pop(L, 1);
+  }
+  if (value_field != NULL) lpc_check_scalar(L, value_field, lua_tostring(L, -1), value);
+  lua_pop(L, 1);
+}
+
 /* Whether the string or bytes elements of container field 'f' point into
  * the Lua strings its container keeps (user value 2, by index or key), so
  * overwriting an element frees the old bytes with the old string instead
@@ -110,7 +185,14 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   pc_Message *msg = cont->msg;
   const pc_FieldDef *f = cont->f;
   lua_Integer n = 0;
-  if (lua_type(L, src) == LUA_TTABLE) {
+  if (lua_type(L, src) == LUA_TTABLE && lua_rawlen(L, src) == 0 && is_proxy(L, src)) {
+    /* its # and its elements as __len and __index answer them */
+    n = luaL_len(L, src);
+    if (lua_geti(L, src, n + 1) != LUA_TNIL)
+      lpc_msg_error(L, "%s: list expected, got a table whose # (%I) misses element %I",
+                    f->full_name, n, n + 1);
+    lua_pop(L, 1);
+  } else if (lua_type(L, src) == LUA_TTABLE) {
     n = (lua_Integer)lua_rawlen(L, src);
     lua_Integer count = 0;
     lua_pushnil(L);
@@ -137,10 +219,14 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, src, i);
     if (f->message != NULL) {
+      if (lua_type(L, -1) != LUA_TTABLE) {
+        push_elem_name(L, f, i);
+        check_elem_message(L, f->message, -2);
+      }
       elem_object(L, f, -1, msg, visited);
       lua_rawseti(L, objs, i);
     } else {
-      lpc_check_scalar(L, f, f->full_name, -1); /* a string stays a string */
+      check_elem(L, f, i, -1); /* a string stays a string */
       if (keep) {
         lua_pushvalue(L, -1);
         lua_rawseti(L, objs, i);
@@ -243,6 +329,29 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   pc_Message *msg = cont->msg;
   const pc_FieldDef *f = cont->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
+  if (lua_type(L, src) == LUA_TTABLE && is_proxy(L, src)) {
+    if (luaL_getmetafield(L, src, "__pairs") != LUA_TNIL) {
+      /* its entries as its __pairs gives them, into a plain table */
+      lua_pushvalue(L, src);
+      lua_call(L, 1, 3);
+      lua_newtable(L);
+      lua_replace(L, src);
+      for (;;) {
+        lua_pushvalue(L, -3);
+        lua_pushvalue(L, -3);
+        lua_pushvalue(L, -3);
+        lua_call(L, 2, 2);
+        if (lua_isnil(L, -2)) break;
+        lua_pushvalue(L, -2);
+        lua_replace(L, -4); /* the control variable */
+        lua_rawset(L, src);
+      }
+      lua_pop(L, 5);
+    } else if (luaL_getmetafield(L, src, "__index") != LUA_TNIL) {
+      lpc_msg_error(L, "%s: table without entries whose __index cannot be listed (no __pairs)",
+                    f->full_name);
+    }
+  }
   if (lua_type(L, src) != LUA_TTABLE) {
     const lpc_Container *other = luaL_testudata(L, src, LPC_MAP_MT);
     if (other == NULL || other->f->message != f->message) {
@@ -266,14 +375,17 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   int objs = lua_gettop(L);
   lua_pushnil(L);
   while (lua_next(L, src)) {
-    lpc_check_scalar(L, kf, f->full_name, -2);
+    check_entry(L, f, -2, vf->message != NULL ? NULL : vf, -1);
     if (vf->message != NULL) {
+      if (lua_type(L, -1) != LUA_TTABLE) {
+        push_entry_name(L, f, -2);
+        check_elem_message(L, vf->message, -2);
+      }
       elem_object(L, vf, -1, msg, visited);
       lpc_push_elem_key(L, c, -3);
       lua_insert(L, -2);
       lua_rawset(L, objs);
     } else {
-      lpc_check_scalar(L, vf, f->full_name, -1);
       if (keep_key || keep_value) {
         lpc_push_elem_key(L, c, -2);
         if (keep_value)
@@ -443,6 +555,7 @@ static void newindex_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEn
 LPC_INLINE void newindex_common(lua_State *L, int kind) {
   const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
+  if (msg == NULL) lpc_arg_type_error(L, 1, "__newindex", lk->def->full_name);
   const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
   if (e != NULL && lpc_store_plain(L, msg, e, 3)) return;
   newindex_slow(L, lk, e, msg);
@@ -488,6 +601,20 @@ static int visit(lua_State *L, int t, int on, lpc_Build *visited) {
   return was;
 }
 
+/* Pushes a plain copy of the proxy at 't' given for a message of 'def':
+ * each declared field as lua_getfield reads it (its __index answers, as
+ * lua-protobuf's encode_order reads fields). */
+static void read_proxy(lua_State *L, const pc_MessageDef *def, int t) {
+  lua_newtable(L);
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const char *name = def->fields[i].name;
+    if (lua_getfield(L, t, name) != LUA_TNIL)
+      lua_setfield(L, -2, name);
+    else
+      lua_pop(L, 1);
+  }
+}
+
 /* Pushes a new standalone message filled from the table at 't'; 'type' is
  * the index of its Type (whose user value 2 is the instance metatable).
  * One pass over the table: each key is found by its string's address and
@@ -499,6 +626,7 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
   const lpc_Lookup *lk = box->lookup;
   if (visited->marks && visit(L, t, -1, visited))
     lpc_msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
+  int proxy = 0, any;
   char *msg = lua_newuserdatauv(L, def->size, lk->standalone_uv);
   pc_Message_Init(def, msg);
   lua_getiuservalue(L, type, 2);
@@ -510,8 +638,11 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
    * it inside, when a second reference comes): a message of one string
    * field needs no table. Until then the user value is empty. */
   int uv_empty = lk->standalone_uv;
+fill:
+  any = 0;
   lua_pushnil(L);
   while (lua_next(L, t)) {
+    any = 1;
     const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, -2));
     if (e != NULL && lpc_store_plain(L, msg, e, -1)) {
       lua_pop(L, 1);
@@ -541,12 +672,26 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
     lpc_set_field(L, obj, msg, f, v, visited);
     lua_settop(L, v - 1);
   }
+  /* A proxy (is_proxy: asked once the table is found empty, so tables with
+   * entries pay nothing): its fields again from a plain copy, put below
+   * the message */
+  if (!any && !proxy && is_proxy(L, t) && luaL_getmetafield(L, t, "__index") != LUA_TNIL) {
+    lua_pop(L, 1);
+    read_proxy(L, def, t);
+    lua_insert(L, obj);
+    proxy = t = obj++;
+    goto fill;
+  }
   if (marked) visit(L, t, 0, visited);
+  if (proxy) lua_remove(L, proxy);
 }
 
 /* -- m = T{...} or T() */
 int lpc_type_call(lua_State *L) {
-  /* Only a Type has this __call, and __metatable hides it: arg 1 is one. */
+  /* Only a Type has this __call, and __metatable hides it: a self that is
+   * no userdata comes from the debug library (lpc_msg_at1 on the hot
+   * metamethods' checks) */
+  if (lua_touserdata(L, 1) == NULL) lpc_arg_type_error(L, 1, "__call", LPC_TYPE_MT);
   int t = lua_type(L, 2);
   if (t == LUA_TTABLE) {
     const lpc_TypeBox *box = lua_touserdata(L, 1);
@@ -586,6 +731,11 @@ int lpc_repeated_newindex(lua_State *L) {
   lpc_Build visited = {0, 0};
   pc_Value v;
   memset(&v, 0, sizeof(v));
+  if (f->message == NULL) check_elem(L, f, i, 3);
+  if (f->message != NULL && lua_type(L, 3) != LUA_TTABLE) {
+    push_elem_name(L, f, i);
+    check_elem_message(L, f->message, 3);
+  }
   if (f->message != NULL)
     v.m = elem_object(L, f, 3, c->msg, &visited); /* at 4 */
   else
@@ -615,6 +765,11 @@ int lpc_map_newindex(lua_State *L) {
   const pc_FieldDef *f = c->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   lua_settop(L, 3);
+  check_entry(L, f, 2, lua_isnil(L, 3) || vf->message != NULL ? NULL : vf, 3);
+  if (vf->message != NULL && !lua_isnil(L, 3) && lua_type(L, 3) != LUA_TTABLE) {
+    push_entry_name(L, f, 2);
+    check_elem_message(L, vf->message, 3);
+  }
   pc_Value k = lpc_check_scalar(L, kf, f->full_name, 2);
   int keep_key = kept_string(f, kf), keep_value = kept_string(f, vf);
   if (lua_isnil(L, 3)) {

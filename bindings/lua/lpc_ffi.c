@@ -223,7 +223,7 @@ static int lpc_ffi_copy(lua_State *L) {
 }
 
 static int lpc_fficodec_gc(lua_State *L) {
-  pc_ffi_CodecFree(lua_touserdata(L, 1));
+  pc_ffi_CodecFree(lpc_check_self(L, 1, "__gc", "the FFI codec"));
   return 0;
 }
 
@@ -238,7 +238,8 @@ static int lpc_ffi_codec(lua_State *L) {
   lua_Alloc alloc = lua_getallocf(L, &ud);
   pc_ffi_CodecInit(c, alloc, ud);
   lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, lpc_fficodec_gc);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_fficodec_gc, 1); /* upvalue 1: lpc_check_self */
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_pushstring(L, lpc_ffi_cdef);

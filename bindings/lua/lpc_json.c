@@ -193,7 +193,9 @@ static int lpc_tcstate_gc(lua_State *L) {
 
 /* __close (Lua 5.4): the state is free again however the call ended. */
 static int lpc_tcstate_close(lua_State *L) {
-  TranscodeState *ts = lua_touserdata(L, 1);
+  TranscodeState *ts = lua_touserdata(L, 1); /* the size check: lpc_codecstate_close's */
+  if (ts == NULL || lua_rawlen(L, 1) != sizeof(TranscodeState))
+    lpc_arg_type_error(L, 1, "__close", LPC_TCSTATE);
   ts->busy = 0;
   return 0;
 }

@@ -382,6 +382,7 @@ _Static_assert(sizeof(kZeros) >= sizeof(pc_StringView) && sizeof(kZeros) >= size
 LPC_INLINE int index_common(lua_State *L, int kind) {
   const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
   char *msg = lpc_msg_at1(L, kind);
+  if (msg == NULL) lpc_arg_type_error(L, 1, "__index", lk->def->full_name);
   const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
   if (e == NULL) return index_slow(L, lk, e, msg, kind);
   const char *p = msg + e->offset;
@@ -606,9 +607,8 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
 
 /* -- v = c[i]   (repeated; nil outside 1..#c) */
 int lpc_repeated_index(lua_State *L) {
-  /* Called by the VM for a container alone: its metatable is hidden
-   * (__metatable), as a view's, whose __index reads arg 1 alike. */
   lpc_Container *c = lua_touserdata(L, 1);
+  if (c == NULL) lpc_arg_type_error(L, 1, "__index", LPC_REPEATED_MT);
   const pc_Array *arr = pc_Message_Get(c->msg, c->f).a;
   int isint;
   lua_Integer i = lua_tointegerx(L, 2, &isint); /* 1.0 reads element 1, as c[1.0] = v writes it */
@@ -624,7 +624,7 @@ int lpc_repeated_index(lua_State *L) {
 
 /* -- n = #c */
 int lpc_container_len(lua_State *L) {
-  lpc_Container *c = lua_touserdata(L, 1);
+  lpc_Container *c = lpc_check_self(L, 1, "__len", "protocall.Repeated or protocall.Map");
   pc_Value v = pc_Message_Get(c->msg, c->f);
   size_t n = c->f->is_map ? (v.map ? v.map->size : 0) : (v.a ? v.a->size : 0);
   lua_pushinteger(L, (lua_Integer)n);
@@ -652,7 +652,8 @@ int lpc_repeated_pairs(lua_State *L) {
 
 /* -- v = c[k]   (nil when absent; a key of the wrong type raises) */
 int lpc_map_index(lua_State *L) {
-  lpc_Container *c = lua_touserdata(L, 1); /* as lpc_repeated_index's */
+  lpc_Container *c = lua_touserdata(L, 1);
+  if (c == NULL) lpc_arg_type_error(L, 1, "__index", LPC_MAP_MT);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f), *vf = pc_FieldDef_MapValue(c->f);
   pc_Value k = lpc_check_scalar(L, kf, c->f->full_name, 2);
   const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, pc_FieldDef_ElemSlot(kf), k);

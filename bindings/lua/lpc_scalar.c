@@ -225,3 +225,47 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
   }
   return v;
 }
+
+/* Whether lpc_check_scalar takes the value at 'idx' for 'f' as it is: the
+ * common values (a string, a boolean, a number, an integer in range, a
+ * known enum name or number). 0 does not mean it raises: a caller that
+ * names the value in its error (an element, a map entry) makes that name
+ * only then and lets lpc_check_scalar decide. */
+int lpc_is_plain_scalar(lua_State *L, const pc_FieldDef *f, int idx) {
+  int t = lua_type(L, idx);
+  switch (f->type) {
+  case kPc_Type_String:
+  case kPc_Type_Bytes: return t == LUA_TSTRING;
+  case kPc_Type_Bool: return t == LUA_TBOOLEAN;
+  case kPc_Type_Double:
+  case kPc_Type_Float: return t == LUA_TNUMBER;
+  case kPc_Type_Enum:
+    if (t == LUA_TSTRING) {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      return pc_EnumDef_FindByName(f->enumdef, s, len) != NULL;
+    }
+    break;
+  default: break;
+  }
+  if (t != LUA_TNUMBER) return 0;
+  uint64_t bits;
+  if (lpc_to_int64(L, idx, &bits) <= 0) return 0;
+  int64_t i = (int64_t)bits;
+  switch (f->type) {
+  case kPc_Type_Enum:
+    return i >= INT32_MIN && i <= INT32_MAX &&
+           (!f->enumdef->closed || pc_EnumDef_FindByNumber(f->enumdef, (int32_t)i) != NULL);
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: return i >= INT32_MIN && i <= INT32_MAX;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return i >= 0 && i <= (int64_t)UINT32_MAX;
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: return 1;
+  default: return 0;
+  }
+}

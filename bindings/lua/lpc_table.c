@@ -17,7 +17,8 @@
  * a message object inside the table, two members of one oneof, a list
  * with holes or keys in hash order, a proto3 string that is not UTF-8,
  * types with required fields or groups, nesting past
- * LPC_TABLE_MAX_DEPTH) makes it return 0, and the caller builds T{...}
+ * LPC_TABLE_MAX_DEPTH, a table with no entries of its own but a metatable,
+ * a proxy that T{...} reads through it) makes it return 0, and the caller builds T{...}
  * and encodes that, which raises the very error T{...} and pc.encode
  * raise, or encodes what this path declined. */
 #include "lpc_message.h"
@@ -81,7 +82,7 @@ typedef struct {
 } Enc;
 
 static int lpc_tablestate_gc(lua_State *L) {
-  TableState *s = lua_touserdata(L, 1);
+  TableState *s = lpc_check_self(L, 1, "__gc", "the table codec's state");
   if (s->buf != NULL) s->alloc(s->ud, s->buf, s->cap, 0);
   if (s->g != NULL) s->alloc(s->ud, s->g, s->gcap * sizeof(Gathered), 0);
   if (s->pos != NULL) s->alloc(s->ud, s->pos, s->pcap * sizeof(int), 0);
@@ -324,6 +325,16 @@ LPC_INLINE int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
 
 static int encode_message(Enc *e, const TypeInfo *ti, int t);
 
+/* Whether the table at 'idx', found to have no entries of its own, has a
+ * metatable: such a proxy goes the general way, which reads it through
+ * its __index, __len or __pairs (lpc_construct.c). Asked of empty tables
+ * only, so tables with entries pay nothing. */
+static int has_metatable(lua_State *L, int idx) {
+  if (!lua_getmetatable(L, idx)) return 0;
+  lua_pop(L, 1);
+  return 1;
+}
+
 /* Whether T{...} and pc.encode take every message of type 'def' the same
  * way this path does: no required fields, no groups. */
 static int plain_type(const pc_MessageDef *def) {
@@ -446,6 +457,7 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, int idx) {
     lua_pop(L, 1);
   }
   e->top = top;
+  if (expect == 1 && has_metatable(L, idx)) return 0;
   if (packed && expect > 1) close_len(e, start);
   return 1;
 }
@@ -456,6 +468,7 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE) return 0;
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   int top = e->top;
+  size_t len0 = e->s->len; /* unchanged: no entries */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     /* LuaJIT: 1, 1LL and "1" may name one integer key (T{...} checks) */
@@ -470,7 +483,7 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
     lua_pop(L, 1);
   }
   e->top = top;
-  return 1;
+  return e->s->len != len0 || !has_metatable(L, idx);
 }
 
 static int put_field(Enc *e, const pc_FieldDef *f, int idx) {
@@ -558,6 +571,7 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
     s->g[i].idx = base + 2 * (int)(i - g0) + 2;
     lua_pushvalue(L, -2);
   }
+  if (s->glen == g0 && has_metatable(L, t)) return 0;
   e->top = base + 2 * (int)(s->glen - g0);
   sort_gathered(e, def, s->g + g0, s->glen - g0);
   for (size_t i = g0; i < s->glen; i++)
@@ -636,8 +650,8 @@ int lpc_encode_table(lua_State *L, int type, int t) {
  * value of the wrong type or out of range, a message object inside the
  * table, a list with holes or keys out of order, 64-bit values other than
  * numbers under LuaJIT, nesting past LPC_TABLE_MAX_DEPTH (a table holding
- * itself); the caller then builds T{...} the general way, raising its
- * error. */
+ * itself), a proxy (no entries of its own, a metatable); the caller then builds T{...} the general
+ * way, raising its error. */
 
 typedef struct {
   Enc e; /* the state, the types met, the depth */
@@ -787,7 +801,7 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
   if (n == 0) { /* an empty list, or a table of other keys */
     lua_pushnil(L);
     if (lua_next(L, idx)) return 0;
-    return 1;
+    return !has_metatable(L, idx);
   }
   pc_Array *arr = pc_Message_MutableArray(msg, f, b->a);
   size_t elem = pc_FieldDef_ElemSize(f);
@@ -837,7 +851,7 @@ static int build_map(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
     if (pc_Map_Set(map, ks, k, v, b->a) == NULL) lpc_nomem(L);
     lua_pop(L, 1);
   }
-  return 1;
+  return map != NULL || !has_metatable(L, idx);
 }
 
 /* The string at the top of the stack copied into the arena and stored
@@ -861,8 +875,10 @@ static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
   if (++b->e.depth > LPC_TABLE_MAX_DEPTH) return 0;
   t = lua_absindex(L, t);
   if (!lua_checkstack(L, 8)) return 0;
+  int empty = 1;
   lua_pushnil(L);
   while (lua_next(L, t)) {
+    empty = 0;
     const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
     if (le != NULL && (lpc_store_plain(L, msg, le, -1) ||
                        (le->read == kLpc_Read_String && store_string(b, msg + le->offset)))) {
@@ -887,6 +903,7 @@ static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
     if (!ok) return 0;
     lua_pop(L, 1);
   }
+  if (empty && has_metatable(L, t)) return 0;
   b->e.depth--;
   return 1;
 }
@@ -931,7 +948,8 @@ void lpc_open_table(lua_State *L) {
   lua_setmetatable(L, -2);
   lua_setiuservalue(L, -2, 1);
   lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, lpc_tablestate_gc);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, lpc_tablestate_gc, 1); /* upvalue 1: lpc_check_self */
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &kTableKey);

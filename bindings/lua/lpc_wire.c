@@ -62,6 +62,7 @@ static void cache(lua_State *L, int slot) {
  * types (upvalue 1 the CodecState, 2 the cache table, 3 the sentinel's
  * metatable), then leaves a new sentinel for the next cycle. */
 static int lpc_sentinel_gc(lua_State *L) {
+  lpc_check_self(L, 3, "__gc", "the codec's sentinel");
   CodecState *cs = lua_touserdata(L, lua_upvalueindex(1));
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
@@ -186,7 +187,13 @@ static void tables_done(CodecState *cs) {
 }
 
 static int lpc_codecstate_close(lua_State *L) {
-  tables_done(lua_touserdata(L, 1));
+  /* closed on every {table = true} decode: the size check (lpc_check_self's
+   * metatable compare costs 4% of a small one), which refuses what the
+   * debug library can hand it but a userdata of this very size */
+  CodecState *cs = lua_touserdata(L, 1);
+  if (cs == NULL || lua_rawlen(L, 1) != sizeof(CodecState))
+    lpc_arg_type_error(L, 1, "__close", LPC_CODECSTATE);
+  tables_done(cs);
   return 0;
 }
 

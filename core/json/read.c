@@ -244,7 +244,7 @@ static JNode *parse_container(P *ps, JNode *v, const pc_JsonPath *path, int nest
   char close = object ? '}' : ']';
   v->type = object ? J_OBJECT : J_ARRAY;
   if (nesting >= ps->max_nesting)
-    PFAIL(ps, path, v->off, "JSON nested deeper than %d", ps->max_nesting);
+    PFAIL(ps, path, v->off, "JSON nested deeper than %d (2 * max_depth + 4)", ps->max_nesting);
   ps->p++;
   skip_ws(ps);
   if (ps->p < ps->end && *ps->p == close) {
@@ -1014,7 +1014,8 @@ static const pc_FieldDef *find_field(R *r, const pc_MessageDef *m, const JNode *
 
 static int read_message(R *r, const JNode *v, pc_Message *msg, const pc_MessageDef *m,
                         const pc_JsonPath *path, int depth) {
-  if (depth > r->max_depth) RFAIL(r, path, v->off, "messages nested deeper than %d", r->max_depth);
+  if (depth > r->max_depth)
+    RFAIL(r, path, v->off, "messages nested deeper than %d (max_depth)", r->max_depth);
   pc_JsonWkt wkt = pc_Json_WktOf(m);
   if (wkt != kWkt_None) return read_wkt(r, wkt, v, msg, m, path, depth);
   if (v->type != J_OBJECT) RFAIL(r, path, v->off, "object expected, got %s", kind_name(v->type));

@@ -606,7 +606,7 @@ static int read_message_value(TP *tp, const pc_MessageDef *m, pc_Value *out, int
     return describe_expected(tp, "\"{\" or \"<\"");
   if (depth > tp->max_depth && tp->protoc) return fail_at(tp, &tp->tok, "Message is too deep");
   if (depth > tp->max_depth)
-    return fail_at(tp, &tp->tok, "messages nested deeper than %d", tp->max_depth);
+    return fail_at(tp, &tp->tok, "messages nested deeper than %d (max_depth)", tp->max_depth);
   next(tp);
   pc_Message *sub = pc_Message_New(m, tp->a);
   if (sub == NULL) return oom(tp);

@@ -24,7 +24,10 @@ M.to_json = core.to_json
 -- default 100, at most 1000), `pool` (where Any's types and extensions
 -- are found). Bad input returns nil and "<path>: <what> at offset <n>",
 -- e.g. "$.resourceSpans[0].spans[2].traceId: invalid base64 at offset
--- 311" (offsets count bytes from 0). Raises on bad arguments.
+-- 311" (offsets count bytes from 0); past `max_depth`, "$.kids[0].kids[0]:
+-- messages nested deeper than 1 (max_depth) at offset 18", and arrays or
+-- objects nested past any message "... JSON nested deeper than 204 (2 *
+-- max_depth + 4) at offset 204". Raises on bad arguments.
 M.from_json = core.from_json
 
 --- bytes | nil, err, part = pc.json_to_wire(T, s [, opts [, more]]): the

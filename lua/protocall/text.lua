@@ -377,7 +377,8 @@ end
 -- members of one oneof are refused, as protoc refuses them, and a UTF-16
 -- surrogate in a \u escape, paired or not, as the specification says
 -- (protoc 3.21 joins a pair). Bad input
--- returns nil and "line:col: what" (both from 1). `pool` is where
+-- returns nil and "line:col: what" (both from 1), past `max_depth` "2:8:
+-- messages nested deeper than 2 (max_depth)". `pool` is where
 -- extensions and Any types are found (default T's pool). Raises on bad
 -- arguments.
 M.from_text = core.from_text

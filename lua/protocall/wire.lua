@@ -19,7 +19,13 @@ local M = {}
 -- bytes = pc.encode(T, table [, opts]): a plain table as a message of
 -- type T, without making message objects (bindings/lua/lpc_table.c): the
 -- bytes of pc.encode(T(table), opts), and T{...}'s error (naming
--- type.field) for a table T{...} refuses. An option other than these
+-- type.field, with an element's index or an entry's key: "demo.T.ids[3]:
+-- integer expected, got string", "demo.T.labels[\"k\"]: ...",
+-- "demo.T.labels[1]: key: string expected, got number") for a table T{...}
+-- refuses. A table with no entries of its own but a metatable (a proxy) is
+-- read through it, as T{...} reads it: a message's fields through
+-- __index, a list through __len and __index, a map through __pairs. An
+-- option other than these
 -- raises: "bad argument #2 to 'encode' (unknown option 'determinstic')",
 -- and so does one that is not a boolean (or nil): "bad argument #2 to
 -- 'encode' (deterministic: boolean expected, got string)".

@@ -135,8 +135,11 @@ end
 -- of one instance metatable.
 local function source(fields, what, view)
   local code = what == "read" and read_code or write_code
+  -- a self that is no userdata (a metamethod pulled out with the debug
+  -- library) goes to the C one, which refuses it, rather than to ffi.cast
   local out = { "local c_meta, rest = ...",
-                what == "read" and "return function(m, k)" or "return function(m, k, v)" }
+                what == "read" and "return function(m, k) if type(m) ~= 'userdata' then return c_meta(m, k) end"
+                  or "return function(m, k, v) if type(m) ~= 'userdata' then return c_meta(m, k, v) end" }
   local n = 0
   for _, f in ipairs(fields) do
     if f[what] ~= 0 then

@@ -34,7 +34,7 @@ local function env_of(raise)
     band = bit.band, bor = bit.bor, voidp = voidp,
     i64 = typeof("int64_t"), u64 = typeof("uint64_t"), new = new, pairs = pairs, pcall = pcall,
     raise = raise, tostring = tostring, nkeys = nkeys, select = select, rawget = rawget, rawequal = rawequal,
-    typeof = typeof, tonumber = tonumber,
+    typeof = typeof, tonumber = tonumber, dgetmetatable = debug.getmetatable,
   }
 end
 
@@ -183,6 +183,17 @@ function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
     if not ok then raise((tostring(err):gsub("^protocall%.ffi:%d+: ", ""))) end
   end]]
   writer("store", "slow(p, k, v)")
+  -- A proxy (no entries of its own, a metatable with an __index): its
+  -- fields read through it in declaration order, as T{...} reads one.
+  src[#src + 1] = [=[local from_proxy = function(p, t)
+    local mt = dgetmetatable(t)
+    if mt == nil or rawget(mt, "__index") == nil then return p end
+    for i = 1, #NAMES do
+      local v = t[NAMES[i]]
+      if v ~= nil then store(p, NAMES[i], v) end
+    end
+    return p
+  end]=]
   -- The constructor, P(t) / P(m) / P(q) / P(v1, v2, ...). P{...}
   -- (from_table): with OpenResty's table.nkeys, each field read by its
   -- constant key (raw, as T{...} reads) and stored in line or through
@@ -212,9 +223,10 @@ function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
       branch[#branch + 1] = format("v = rawget(t, %q) if v ~= nil then n = n + 1 %s%s end", f.name, again,
                                    inline_store(f, "v", through_c))
     end
-    branch[#branch + 1] = "if n == nkeys(t) and not redo then return p end"
+    branch[#branch + 1] = "if n == nkeys(t) and not redo and (n > 0 or dgetmetatable(t) == nil) then return p end"
   end
-  branch[#branch + 1] = "for k, v in pairs(t) do store(p, k, v) end return p"
+  branch[#branch + 1] = "local any = false for k, v in pairs(t) do any = true store(p, k, v) end"
+  branch[#branch + 1] = "if not any then return from_proxy(p, t) end return p"
   local own_function = #fields > 200
   if own_function then src[#src + 1] = "local from_table = function(p, t) " .. concat(branch, "\n") .. " end" end
   local params = {}

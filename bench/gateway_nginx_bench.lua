@@ -38,19 +38,22 @@
 -- (master_process off) under callgrind instead, and each case is 3,000
 -- POSTs by h2load --h1 -c8 after 4,000 of warm-up: the instructions per
 -- request of the process, which the machine's load does not move (the
--- upstreams run outside valgrind). No wrk rounds then.
+-- upstreams run outside valgrind). No wrk rounds then. --keep DIR keeps
+-- each case's counted dump there (DIR/gateway.N, N the case's place in
+-- the table: 1 proxy_pass) for callgrind_annotate --inclusive=yes.
 -- Run: build/release/protocall bench/gateway_nginx_bench.lua [--quick] [--upstreams cpp,cppsync,protocall,python]
---      [--callgrind]
+--      [--callgrind [--keep DIR]]
 package.path = "spec/?.lua;" .. package.path
 local N = require "nginx_helper"
 local H = require "bench.harness"
 local helper = require "grpc_helper"
 
-local quick, wanted, callgrind = false, "cpp,protocall,python", false
+local quick, wanted, callgrind, keep = false, "cpp,protocall,python", false, nil
 for i, a in ipairs(arg or {}) do
   if a == "--quick" then quick = true end
   if a == "--callgrind" then callgrind = true end
   if a == "--upstreams" then wanted = assert(arg[i + 1], "--upstreams: a list such as cpp,protocall") end
+  if a == "--keep" then keep = assert(arg[i + 1], "--keep: a directory") end
 end
 -- rounds (even, so each pair runs as many times in either order) and
 -- seconds of wrk per case in a pair
@@ -243,12 +246,17 @@ local function drive(path, seconds, upstream)
     c0 and c1 and c1 - c0, u0 and u1 and u1 - u0, total
 end
 
--- The instructions callgrind counted in `front` since the last zeroing.
-local function instructions()
+-- The instructions callgrind counted in `front` since the last zeroing
+-- (the dump kept as KEEP/gateway.`case` with --keep).
+local function instructions(case)
   assert(os.execute("callgrind_control -d " .. front.vgpid .. " >/dev/null 2>&1"))
   local p = io.popen("ls -t " .. N.quote(front.out) .. "* | head -1")
   local file = p:read("*l")
   p:close()
+  if keep then
+    assert(os.execute("mkdir -p " .. N.quote(keep) .. " && cp " .. N.quote(file) .. " "
+      .. N.quote(keep .. "/gateway." .. case)))
+  end
   local text = N.read(file)
   return assert(tonumber(text:match("\ntotals: (%d+)") or text:match("\nsummary: (%d+)")), "no totals in " .. file)
 end
@@ -280,11 +288,11 @@ local ok, err = pcall(function()
     print(("REST/JSON through nginx under callgrind (one process), h2load --h1 -c8, %d requests after 4,000")
       :format(COUNT))
     local base
-    for _, case in ipairs(cases) do
+    for i, case in ipairs(cases) do
       h2load(case[2], 4000) -- warm-up: connections, the JIT's traces
       assert(os.execute("callgrind_control -z " .. front.vgpid .. " >/dev/null 2>&1"))
       h2load(case[2], COUNT)
-      local per = instructions() / COUNT
+      local per = instructions(i) / COUNT
       base = base or per
       print(("  %-60s %8.1fk instructions a request (%.2fx)"):format(case[1], per / 1000, per / base))
     end

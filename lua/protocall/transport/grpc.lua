@@ -146,10 +146,11 @@ local function raise(call, path)
 end
 
 -- The next response message of `call`, waiting as needed; nil at the end.
+-- Second: true when the call has ended OK and no message follows (call:next).
 local function next_message(channel, call)
   while true do
-    local m = call:next()
-    if m ~= false then return m end
+    local m, last = call:next()
+    if m ~= false then return m, last end
     driver.wait(channel, call)
   end
 end
@@ -211,7 +212,12 @@ function Transport:unary(path, request, settings)
   if get and not get_fits(self, request) then get = nil end
   local channel = self.channel
   local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request) -- sent, send side closed
-  local first = next_message(channel, call)
+  local first, last = next_message(channel, call)
+  if last then -- the usual end, seen with the message: no status table
+    local meta = settings and settings.with_metadata and call:metadata() or nil
+    call:close()
+    return first, meta
+  end
   local n = first and 1 or 0
   if first ~= nil then
     while next_message(channel, call) ~= nil do n = n + 1 end

@@ -28,7 +28,7 @@
 
 /* The tags of the boxes below: a box's first member is its kind's tag
  * (check_box). Not const, so each has an address of its own. */
-static char channel_tag, call_tag;
+static char channel_tag, call_tag, closed_call_tag;
 
 typedef struct {
   const char *tag;    /* &channel_tag once its metatable is set; NULL once collected */
@@ -37,7 +37,8 @@ typedef struct {
 } ChannelBox;
 
 typedef struct {
-  const char *tag; /* &call_tag once its metatable is set; NULL once closed */
+  const char *tag; /* &call_tag once its metatable is set, &closed_call_tag once
+                    * closed, NULL once collected */
   pc_GrpcCall *call;
 } CallBox;
 
@@ -46,11 +47,11 @@ typedef struct {
  * first member is the kind's tag is one, without the metatable compare
  * (lua_getmetatable, lua_rawequal: ~180 instructions under LuaJIT, against
  * ~60). Only this file writes the tags' addresses, once the metatable is
- * set, and clears them before the box is freed (__gc; a call's close), so
- * no other userdata holds one, nor the memory of a box freed. A box
- * without its tag (a closed call, a collected channel) or anything else
- * goes through luaL_checkudata, which raises as before or returns the
- * closed box. */
+ * set, and __gc clears them before the box is freed, so no other userdata
+ * holds one, nor the memory of a box freed. A box without its tag (a
+ * closed call, whose tag is &closed_call_tag; a collected channel) or
+ * anything else goes through luaL_checkudata, which raises as before or
+ * returns the closed box. */
 static void *check_box(lua_State *L, int idx, const char *tag, size_t size, const char *tname) {
   const char **p = lua_touserdata(L, idx);
   if (p != NULL && lua_rawlen(L, idx) == size && *p == tag) return p;
@@ -542,12 +543,15 @@ static int lpc_grpccall_close_send(lua_State *L) {
   return 0;
 }
 
-/* -- bytes, last | false | nil = call:next()
+static void push_metadata(lua_State *L, const pc_GrpcCall *call);
+
+/* -- bytes, last, md | false | nil = call:next(with_metadata)
  * The next response message; false when none is ready yet (pump and ask
  * again); nil once the call has ended (call:status()). With a message,
  * 'last' is true when the call has ended OK and no message follows (the
  * next call:next() gives nil and call:ok() true: a unary call's usual end
- * read in one call), else false. */
+ * read in one call), else false; 'md' is then, with 'with_metadata' true,
+ * call:metadata() (else nil). */
 static int lpc_grpccall_next(lua_State *L) {
   CallBox *b = check_call(L);
   const char *data;
@@ -555,10 +559,12 @@ static int lpc_grpccall_next(lua_State *L) {
   int r = pc_GrpcCall_Next(b->call, &data, &len);
   if (r == 1) {
     lua_pushlstring(L, data, len);
-    const pc_GrpcStatus *st =
-        pc_GrpcCall_Drained(b->call) ? pc_GrpcCall_Status(b->call) : NULL;
-    lua_pushboolean(L, st != NULL && st->code == kPc_Code_Ok);
-    return 2;
+    const pc_GrpcStatus *st = pc_GrpcCall_Drained(b->call) ? pc_GrpcCall_Status(b->call) : NULL;
+    int last = st != NULL && st->code == kPc_Code_Ok;
+    lua_pushboolean(L, last);
+    if (!last || !lua_toboolean(L, 2)) return 2;
+    push_metadata(L, b->call);
+    return 3;
   }
   if (r == 0)
     lua_pushboolean(L, 0);
@@ -583,10 +589,16 @@ static int lpc_grpccall_buffered(lua_State *L) {
 
 /* Keys the transport consumes; users see the rest (as grpc's libraries). */
 static int reserved_key(const pc_GrpcPair *p) {
-  static const char *const keys[] = {"content-type", "grpc-status", "grpc-message", "grpc-encoding",
-                                     "grpc-accept-encoding"};
+  static const struct {
+    const char *k;
+    size_t n;
+  } keys[] = {{"content-type", 12},
+              {"grpc-status", 11},
+              {"grpc-message", 12},
+              {"grpc-encoding", 13},
+              {"grpc-accept-encoding", 20}};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    if (strlen(keys[i]) == p->key_len && memcmp(keys[i], p->key, p->key_len) == 0) return 1;
+    if (keys[i].n == p->key_len && memcmp(keys[i].k, p->key, p->key_len) == 0) return 1;
   }
   return 0;
 }
@@ -608,13 +620,17 @@ static void push_pairs(lua_State *L, const pc_GrpcCall *call, int trailers) {
   }
 }
 
-/* Pushes {headers = ..., trailers = ...} without the reserved keys. */
+/* Pushes {headers = ..., trailers = ...} without the reserved keys; in a
+ * call's method, whose upvalues 1 and 2 are the keys' strings (lpc_open_net:
+ * no lua_setfield interning them on every call). */
 static void push_metadata(lua_State *L, const pc_GrpcCall *call) {
   lua_createtable(L, 0, 2);
+  lua_pushvalue(L, lua_upvalueindex(1));
   push_pairs(L, call, 0);
-  lua_setfield(L, -2, "headers");
+  lua_rawset(L, -3);
+  lua_pushvalue(L, lua_upvalueindex(2));
   push_pairs(L, call, 1);
-  lua_setfield(L, -2, "trailers");
+  lua_rawset(L, -3);
 }
 
 static void push_status(lua_State *L, const pc_GrpcCall *call) {
@@ -693,10 +709,20 @@ static int lpc_grpccall_wake_token(lua_State *L) {
 
 /* -- call:close()   -- cancels a running call (RST_STREAM) and frees it; idempotent */
 static int lpc_grpccall_close(lua_State *L) {
-  CallBox *b = check_box(L, 1, &call_tag, sizeof(CallBox), CALL_MT);
+  CallBox *b = lua_touserdata(L, 1);
+  if (b == NULL || lua_rawlen(L, 1) != sizeof *b ||
+      (b->tag != &call_tag && b->tag != &closed_call_tag)) /* a closed one: no slower */
+    b = luaL_checkudata(L, 1, CALL_MT);
   pc_GrpcCall_Free(b->call);
-  b->tag = NULL;
   b->call = NULL;
+  b->tag = &closed_call_tag; /* the other methods: luaL_checkudata, "call is closed" */
+  return 0;
+}
+
+/* __gc: as call:close(), and no tag is left in the memory freed. */
+static int lpc_grpccall_gc(lua_State *L) {
+  lpc_grpccall_close(L);
+  ((CallBox *)lua_touserdata(L, 1))->tag = NULL;
   return 0;
 }
 
@@ -1165,9 +1191,12 @@ void lpc_open_net(lua_State *L) {
                                    {"web_base64_encode", lpc_web_base64_encode},
                                    {NULL, NULL}};
   luaL_newmetatable(L, CALL_MT);
-  luaL_newlib(L, call_methods);
+  lua_newtable(L);
+  lua_pushliteral(L, "headers");
+  lua_pushliteral(L, "trailers");
+  luaL_setfuncs(L, call_methods, 2); /* upvalues 1, 2: push_metadata's keys */
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, lpc_grpccall_close);
+  lua_pushcfunction(L, lpc_grpccall_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, lpc_grpccall_close);
   lua_setfield(L, -2, "__close");

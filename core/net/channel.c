@@ -1048,7 +1048,20 @@ unsigned pc_GrpcChannel_HostVersion(const pc_GrpcChannel *ch) {
 
 double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch) {
   double now = pc_Clock_Monotonic();
-  for (Conn *c = ch->conns; c; c = c->next) service(c);
+  for (Conn *c = ch->conns; c; c = c->next) {
+    if (ch->o.host_io && c->ready && c->sock && !pc_NetSocket_HostedTls(c->sock)) {
+      /* Ready without TLS: the host reads, and its pc_GrpcChannel_HostOutput
+       * serializes what the engine queued; nothing to read or write here
+       * (service's reads get nothing, its writes take nothing) but the
+       * end of an engine that is done. */
+      if (!pc_GrpcEngine_Alive(c->engine)) {
+        flush_out(c); /* a GOAWAY of ours */
+        close_sock(c);
+      }
+      continue;
+    }
+    service(c);
+  }
   double d = enforce_deadlines(ch, now);
   d = sooner(d, check_conns(ch, now));
   d = sooner(d, start_waiting(ch, now));

@@ -951,6 +951,7 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
       if (t == NULL) return 0;
       pc_Connect_FormatTimeout(set->timeout, t);
       h[n++] = PC_GRPC_NV("connect-timeout-ms", t);
+      h[n - 1].flags = NGHTTP2_NV_FLAG_NO_INDEX; /* as grpc-timeout's */
     }
   } else if (connect) {
     int unary = s->proto == kPc_WebProtocol_ConnectUnary;
@@ -971,6 +972,7 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
       if (t == NULL) return 0;
       pc_Connect_FormatTimeout(set->timeout, t);
       h[n++] = PC_GRPC_NV("connect-timeout-ms", t);
+      h[n - 1].flags = NGHTTP2_NV_FLAG_NO_INDEX; /* as grpc-timeout's */
     }
   } else if (s->proto == kPc_WebProtocol_GrpcWeb && s->text) {
     h[n++] = PC_GRPC_NV("content-type", s->json ? "application/grpc-web-text+json"
@@ -994,6 +996,9 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
     if (t == NULL) return 0;
     pc_Grpc_FormatTimeout(set->timeout > 0 ? set->timeout : 1e-9, t);
     h[n++] = PC_GRPC_NV("grpc-timeout", t);
+    /* A value that differs from call to call: not entered in the HPACK
+     * tables (ours and the server's), where each would evict others. */
+    h[n - 1].flags = NGHTTP2_NV_FLAG_NO_INDEX;
   }
   if (set->previous_attempts > 0 && !connect) {
     char *a = pc_Arena_Malloc(s->arena, 12);
@@ -1014,7 +1019,9 @@ static int hold(pc_GrpcStream *s, nghttp2_nv *h, size_t n) {
     char *k = pc_Arena_StrDup(s->arena, (const char *)h[i].name, h[i].namelen);
     char *v = pc_Arena_StrDup(s->arena, (const char *)h[i].value, h[i].valuelen);
     if (k == NULL || v == NULL) return 0;
+    uint8_t flags = h[i].flags;
     h[i] = pc_Grpc_Nv(k, h[i].namelen, v, h[i].valuelen);
+    h[i].flags = flags;
   }
   s->req = h;
   s->req_count = n;

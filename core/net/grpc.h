@@ -120,6 +120,10 @@ size_t pc_Grpc_PercentEncode(const char *s, size_t len, char *out);
  * allocation failure. */
 void *pc_Grpc_BlockRealloc(pc_Alloc *alloc, void *ud, void *ptr, size_t n);
 
+/* The bytes of a block of pc_Grpc_BlockRealloc ('ptr' not NULL): the 'n'
+ * it was last given. */
+size_t pc_Grpc_BlockSize(const void *ptr);
+
 /* A growable byte buffer (the engines' output and partial messages). */
 typedef struct {
   char *p;

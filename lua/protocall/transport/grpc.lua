@@ -146,11 +146,12 @@ local function raise(call, path)
 end
 
 -- The next response message of `call`, waiting as needed; nil at the end.
--- Second: true when the call has ended OK and no message follows (call:next).
-local function next_message(channel, call)
+-- Second: true when the call has ended OK and no message follows, and
+-- then third, with `with_metadata`, its metadata (call:next).
+local function next_message(channel, call, with_metadata)
   while true do
-    local m, last = call:next()
-    if m ~= false then return m, last end
+    local m, last, md = call:next(with_metadata)
+    if m ~= false then return m, last, md end
     driver.wait(channel, call)
   end
 end
@@ -212,9 +213,8 @@ function Transport:unary(path, request, settings)
   if get and not get_fits(self, request) then get = nil end
   local channel = self.channel
   local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request) -- sent, send side closed
-  local first, last = next_message(channel, call)
+  local first, last, meta = next_message(channel, call, settings and settings.with_metadata)
   if last then -- the usual end, seen with the message: no status table
-    local meta = settings and settings.with_metadata and call:metadata() or nil
     call:close()
     return first, meta
   end

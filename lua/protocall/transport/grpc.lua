@@ -213,10 +213,10 @@ function Transport:unary(path, request, settings)
   if get and not get_fits(self, request) then get = nil end
   local channel = self.channel
   local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request) -- sent, send side closed
-  local first, last, meta = next_message(channel, call, settings and settings.with_metadata)
+  local first, last, md_last = next_message(channel, call, settings and settings.with_metadata)
   if last then -- the usual end, seen with the message: no status table
     call:close()
-    return first, meta
+    return first, md_last
   end
   local n = first and 1 or 0
   if first ~= nil then

@@ -18,6 +18,9 @@
  * not retried transparently. */
 #define REPLAY_MAX              ((size_t)4 * 1024 * 1024)
 #define MAX_TRANSPARENT_RETRIES 3
+/* The most bytes of a first request message kept for replay in the call's
+ * arena (more, or more messages: a buffer of their own). */
+#define REPLAY_IN_ARENA         ((size_t)1024)
 /* Arenas of freed calls kept, reset, for the next calls (each holds its
  * call, its stream and what they keep: most calls then allocate nothing
  * for them), and the most bytes such an arena may hold to be kept. */
@@ -99,6 +102,7 @@ struct pc_GrpcCall {
   double deadline;         /* monotonic seconds; < 0: none */
   char *replay;            /* request messages as [4-byte length][bytes], while replayable */
   size_t replay_len, replay_cap;
+  int replay_in_arena; /* 'replay' is in 'arena' (a small first message): not freed */
   int replayable;
   int send_closed;
   int retries;
@@ -525,8 +529,9 @@ static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
 }
 
 static void drop_replay(pc_GrpcCall *c) {
-  if (c->replay) mem(c->ch, c->replay, c->replay_cap, 0);
+  if (c->replay && !c->replay_in_arena) mem(c->ch, c->replay, c->replay_cap, 0);
   c->replay = NULL;
+  c->replay_in_arena = 0;
   c->replay_len = c->replay_cap = 0;
   c->replayable = 0;
 }
@@ -538,16 +543,25 @@ static int keep_for_replay(pc_GrpcCall *c, const void *msg, size_t len) {
     return 1;
   }
   size_t need = c->replay_len + 4 + len;
+  if (c->replay == NULL && need <= REPLAY_IN_ARENA) {
+    /* a first message as small as most: in the call's arena, nothing to free */
+    c->replay = pc_Arena_Malloc(c->arena, need);
+    c->replay_cap = c->replay ? need : 0;
+    c->replay_in_arena = c->replay != NULL;
+  }
   if (need > c->replay_cap) {
-    size_t cap = c->replay_cap ? c->replay_cap : 256;
+    size_t cap = c->replay_cap && !c->replay_in_arena ? c->replay_cap : 256;
     while (cap < need) cap *= 2;
-    char *p = mem(c->ch, c->replay, c->replay_cap, cap);
+    char *p =
+        c->replay_in_arena ? mem(c->ch, NULL, 0, cap) : mem(c->ch, c->replay, c->replay_cap, cap);
     if (p == NULL) {
       drop_replay(c);
       return 1;
     }
+    if (c->replay_in_arena) memcpy(p, c->replay, c->replay_len); /* out of the arena */
     c->replay = p;
     c->replay_cap = cap;
+    c->replay_in_arena = 0;
   }
   uint32_t n = (uint32_t)len;
   memcpy(c->replay + c->replay_len, &n, 4);

@@ -26,32 +26,40 @@
 #define RESOLVER_MT "protocall.Resolver"
 #define CALL_MT     "protocall.GrpcCall"
 
+/* The tags of the boxes below: a box's first member is its kind's tag
+ * (check_box). Not const, so each has an address of its own. */
+static char channel_tag, call_tag, closed_call_tag;
+
 typedef struct {
+  const char *tag;    /* &channel_tag once its metatable is set; NULL once collected */
   pc_GrpcChannel *ch; /* NULL once collected */
   int closed;         /* ch:close(): no new call; the calls in flight go on */
 } ChannelBox;
 
 typedef struct {
+  const char *tag; /* &call_tag once its metatable is set, &closed_call_tag once
+                    * closed, NULL once collected */
   pc_GrpcCall *call;
 } CallBox;
 
-/* luaL_checkudata(L, idx, tname) for the methods of channels and calls,
- * which hold their metatable as upvalue 1 (lpc_open_net): one compare
- * instead of the registry lookup by name, which under LuaJIT interns
- * 'tname' on every call (some 18 checks a unary call). Elsewhere (no
- * such upvalue: an acceptable, empty index) it is luaL_checkudata. */
-static void *check_own(lua_State *L, int idx, const char *tname) {
-  void *p = lua_touserdata(L, idx);
-  if (p != NULL && lua_getmetatable(L, idx)) {
-    int same = lua_rawequal(L, -1, lua_upvalueindex(1));
-    lua_pop(L, 1);
-    if (same) return p;
-  }
+/* luaL_checkudata(L, idx, tname) for the methods of channels and calls
+ * (some 15 checks a unary call): a full userdata of the box's size whose
+ * first member is the kind's tag is one, without the metatable compare
+ * (lua_getmetatable, lua_rawequal: ~180 instructions under LuaJIT, against
+ * ~60). Only this file writes the tags' addresses, once the metatable is
+ * set, and __gc clears them before the box is freed, so no other userdata
+ * holds one, nor the memory of a box freed. A box without its tag (a
+ * closed call, whose tag is &closed_call_tag; a collected channel) or
+ * anything else goes through luaL_checkudata, which raises as before or
+ * returns the closed box. */
+static void *check_box(lua_State *L, int idx, const char *tag, size_t size, const char *tname) {
+  const char **p = lua_touserdata(L, idx);
+  if (p != NULL && lua_rawlen(L, idx) == size && *p == tag) return p;
   return luaL_checkudata(L, idx, tname);
 }
 
 static ChannelBox *check_channel(lua_State *L, int idx) {
-  ChannelBox *b = check_own(L, idx, CHANNEL_MT);
+  ChannelBox *b = check_box(L, idx, &channel_tag, sizeof(ChannelBox), CHANNEL_MT);
   if (b->ch == NULL) luaL_argerror(L, idx, "transport is closed");
   return b;
 }
@@ -142,9 +150,11 @@ static int lpc_grpc_channel(lua_State *L) {
   }
   lua_pop(L, 1);
   ChannelBox *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->tag = NULL;
   b->ch = NULL;
   b->closed = 0;
   luaL_setmetatable(L, CHANNEL_MT);
+  b->tag = &channel_tag;
   void *ud;
   lua_Alloc alloc = lua_getallocf(L, &ud);
   pc_Error err;
@@ -166,7 +176,8 @@ static int lpc_grpcchannel_close(lua_State *L) {
 
 static int lpc_grpcchannel_gc(lua_State *L) {
   ChannelBox *b = luaL_checkudata(L, 1, CHANNEL_MT);
-  pc_GrpcChannel_Free(b->ch);
+  pc_GrpcChannel_Free(b->ch); /* with calls alive, the last one frees it */
+  b->tag = NULL;
   b->ch = NULL;
   b->closed = 1;
   return 0;
@@ -215,10 +226,12 @@ static int lpc_grpcchannel_start(lua_State *L) {
   size_t request_len = 0;
   const char *request = lua_isnoneornil(L, 10) ? NULL : luaL_checklstring(L, 10, &request_len);
   lua_settop(L, 10);
-  pc_GrpcPair *pairs = NULL;
+  /* up to 8 metadata pairs on the C stack, more in a userdata kept on the
+   * stack (nothing to free when a check below raises) */
+  pc_GrpcPair few[8], *pairs = NULL;
   if (lua_type(L, 4) == LUA_TTABLE) {
     size_t n = (size_t)luaL_len(L, 4);
-    pairs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pairs, 0); /* kept on the stack */
+    pairs = n <= sizeof few / sizeof few[0] ? few : lua_newuserdatauv(L, n * sizeof *pairs, 0);
     for (size_t i = 0; i < n; i++) {
       if (lua_geti(L, 4, (lua_Integer)i + 1) != LUA_TTABLE)
         luaL_error(L, "metadata entry %d: {key, value} expected", (int)i + 1);
@@ -234,11 +247,15 @@ static int lpc_grpcchannel_start(lua_State *L) {
     s.metadata = pairs;
     s.metadata_count = n;
   }
-  CallBox *b = lua_newuserdatauv(L, sizeof *b, 1);
+  /* No user value holds the channel: a channel collected before its calls
+   * stays in C until the last one is freed (pc_GrpcChannel_Free), and the
+   * transport that waits for a call holds the channel it pumps. */
+  CallBox *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->tag = NULL;
   b->call = NULL;
-  luaL_setmetatable(L, CALL_MT);
-  lua_pushvalue(L, 1);
-  lua_setiuservalue(L, -2, 1); /* the channel lives as long as its calls */
+  lua_pushvalue(L, lua_upvalueindex(1)); /* the calls' metatable (lpc_open_net) */
+  lua_setmetatable(L, -2);
+  b->tag = &call_tag;
   pc_Error err;
   pc_Error_Init(&err);
   b->call = pc_GrpcChannel_Start(cb->ch, path, &s, &err);
@@ -256,7 +273,8 @@ static int lpc_grpcchannel_start(lua_State *L) {
  *                                       {[id] = calls on it}
  * v = ch:host_version()               -- an integer that changes when host_conns'
  *                                       list does (the calls counts aside)
- * secs | nil = ch:host_tick()         -- timers; seconds to the next, nil: none
+ * secs | nil, v = ch:host_tick()     -- timers; seconds to the next, nil: none;
+ *                                       v: host_version() after them
  * ch:host_connected(id, ok, why|nil)  -- the driver connected, or failed ('why')
  * bytes | nil = ch:host_output(id)    -- bytes to send, nil: none
  * true | nil = ch:host_output(id, true) -- whether there are (they stay queued)
@@ -296,9 +314,12 @@ static int lpc_grpcchannel_host_version(lua_State *L) {
 static int lpc_grpcchannel_host_tick(lua_State *L) {
   ChannelBox *b = check_channel(L, 1);
   double d = pc_GrpcChannel_HostTick(b->ch);
-  if (d < 0) return 0;
-  lua_pushnumber(L, d);
-  return 1;
+  if (d < 0)
+    lua_pushnil(L);
+  else
+    lua_pushnumber(L, d);
+  lua_pushinteger(L, (lua_Integer)pc_GrpcChannel_HostVersion(b->ch));
+  return 2;
 }
 
 static int lpc_grpcchannel_host_connected(lua_State *L) {
@@ -381,7 +402,7 @@ static int lpc_grpcchannel_connected(lua_State *L) {
 /* -- busy = ch:busy()   -- a call on it is not freed yet (pc_GrpcChannel_Busy);
  * false once the channel is collected */
 static int lpc_grpcchannel_busy(lua_State *L) {
-  ChannelBox *cb = check_own(L, 1, CHANNEL_MT);
+  ChannelBox *cb = check_box(L, 1, &channel_tag, sizeof(ChannelBox), CHANNEL_MT);
   lua_pushboolean(L, cb->ch != NULL && pc_GrpcChannel_Busy(cb->ch));
   return 1;
 }
@@ -514,7 +535,7 @@ static int lpc_resolve(lua_State *L) {
 }
 
 static CallBox *check_call(lua_State *L) {
-  CallBox *b = check_own(L, 1, CALL_MT);
+  CallBox *b = check_box(L, 1, &call_tag, sizeof(CallBox), CALL_MT);
   if (b->call == NULL) luaL_argerror(L, 1, "call is closed");
   return b;
 }
@@ -543,17 +564,30 @@ static int lpc_grpccall_close_send(lua_State *L) {
   return 0;
 }
 
-/* -- bytes | false | nil = call:next()
+static void push_metadata(lua_State *L, const pc_GrpcCall *call);
+
+/* -- bytes, last, md | false | nil = call:next(with_metadata)
  * The next response message; false when none is ready yet (pump and ask
- * again); nil once the call has ended (call:status()). */
+ * again); nil once the call has ended (call:status()). With a message,
+ * 'last' is true when the call has ended OK and no message follows (the
+ * next call:next() gives nil and call:ok() true: a unary call's usual end
+ * read in one call), else false; 'md' is then, with 'with_metadata' true,
+ * call:metadata() (else nil). */
 static int lpc_grpccall_next(lua_State *L) {
   CallBox *b = check_call(L);
   const char *data;
   size_t len;
   int r = pc_GrpcCall_Next(b->call, &data, &len);
-  if (r == 1)
+  if (r == 1) {
     lua_pushlstring(L, data, len);
-  else if (r == 0)
+    const pc_GrpcStatus *st = pc_GrpcCall_Drained(b->call) ? pc_GrpcCall_Status(b->call) : NULL;
+    int last = st != NULL && st->code == kPc_Code_Ok;
+    lua_pushboolean(L, last);
+    if (!last || !lua_toboolean(L, 2)) return 2;
+    push_metadata(L, b->call);
+    return 3;
+  }
+  if (r == 0)
     lua_pushboolean(L, 0);
   else
     lua_pushnil(L);
@@ -591,10 +625,11 @@ static int reserved_key(const pc_GrpcPair *p) {
 }
 
 static void push_pairs(lua_State *L, const pc_GrpcCall *call, int trailers) {
-  size_t n = pc_GrpcCall_MetadataCount(call, trailers);
-  lua_createtable(L, (int)n, 0);
+  size_t n = pc_GrpcCall_MetadataCount(call, trailers), shown = 0;
+  for (size_t i = 0; i < n; i++) shown += !reserved_key(pc_GrpcCall_Metadata(call, trailers, i));
+  lua_createtable(L, (int)shown, 0); /* no array part for the usual none */
   lua_Integer k = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n && (size_t)k < shown; i++) {
     const pc_GrpcPair *p = pc_GrpcCall_Metadata(call, trailers, i);
     if (reserved_key(p)) continue;
     lua_createtable(L, 2, 0);
@@ -606,13 +641,17 @@ static void push_pairs(lua_State *L, const pc_GrpcCall *call, int trailers) {
   }
 }
 
-/* Pushes {headers = ..., trailers = ...} without the reserved keys. */
+/* Pushes {headers = ..., trailers = ...} without the reserved keys; in a
+ * call's method, whose upvalues 1 and 2 are the keys' strings (lpc_open_net:
+ * no lua_setfield interning them on every call). */
 static void push_metadata(lua_State *L, const pc_GrpcCall *call) {
   lua_createtable(L, 0, 2);
+  lua_pushvalue(L, lua_upvalueindex(1));
   push_pairs(L, call, 0);
-  lua_setfield(L, -2, "headers");
+  lua_rawset(L, -3);
+  lua_pushvalue(L, lua_upvalueindex(2));
   push_pairs(L, call, 1);
-  lua_setfield(L, -2, "trailers");
+  lua_rawset(L, -3);
 }
 
 static void push_status(lua_State *L, const pc_GrpcCall *call) {
@@ -703,9 +742,20 @@ static int lpc_grpccall_wake_token(lua_State *L) {
 
 /* -- call:close()   -- cancels a running call (RST_STREAM) and frees it; idempotent */
 static int lpc_grpccall_close(lua_State *L) {
-  CallBox *b = check_own(L, 1, CALL_MT);
+  CallBox *b = lua_touserdata(L, 1);
+  if (b == NULL || lua_rawlen(L, 1) != sizeof *b ||
+      (b->tag != &call_tag && b->tag != &closed_call_tag)) /* a closed one: no slower */
+    b = luaL_checkudata(L, 1, CALL_MT);
   pc_GrpcCall_Free(b->call);
   b->call = NULL;
+  b->tag = &closed_call_tag; /* the other methods: luaL_checkudata, "call is closed" */
+  return 0;
+}
+
+/* __gc: as call:close(), and no tag is left in the memory freed. */
+static int lpc_grpccall_gc(lua_State *L) {
+  lpc_grpccall_close(L);
+  ((CallBox *)lua_touserdata(L, 1))->tag = NULL;
   return 0;
 }
 
@@ -1174,10 +1224,22 @@ void lpc_open_net(lua_State *L) {
                                    {"web_base64_decode", lpc_web_base64_decode},
                                    {"web_base64_encode", lpc_web_base64_encode},
                                    {NULL, NULL}};
+  luaL_newmetatable(L, CALL_MT);
+  lua_newtable(L);
+  lua_pushliteral(L, "headers");
+  lua_pushliteral(L, "trailers");
+  luaL_setfuncs(L, call_methods, 2); /* upvalues 1, 2: push_metadata's keys */
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lpc_grpccall_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, lpc_grpccall_close);
+  lua_setfield(L, -2, "__close");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
   luaL_newmetatable(L, CHANNEL_MT);
   lua_newtable(L);
-  lua_pushvalue(L, -2);
-  luaL_setfuncs(L, channel_methods, 1); /* upvalue 1: the metatable (check_own) */
+  lua_pushvalue(L, -3);
+  luaL_setfuncs(L, channel_methods, 1); /* upvalue 1: the calls' metatable (ch:start) */
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lpc_grpcchannel_gc);
   lua_setfield(L, -2, "__gc");
@@ -1185,7 +1247,7 @@ void lpc_open_net(lua_State *L) {
   lua_setfield(L, -2, "__close");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
+  lua_pop(L, 2);
   static const luaL_Reg resolver_methods[] = {{"step", lpc_resolver_step},
                                               {"result", lpc_resolver_result},
                                               {"refresh", lpc_resolver_refresh},
@@ -1196,20 +1258,6 @@ void lpc_open_net(lua_State *L) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lpc_resolver_close);
   lua_setfield(L, -2, "__gc");
-  lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
-  luaL_newmetatable(L, CALL_MT);
-  lua_newtable(L);
-  lua_pushvalue(L, -2);
-  luaL_setfuncs(L, call_methods, 1); /* upvalue 1: the metatable (check_own) */
-  lua_setfield(L, -2, "__index");
-  lua_pushvalue(L, -1);
-  lua_pushcclosure(L, lpc_grpccall_close, 1);
-  lua_setfield(L, -2, "__gc");
-  lua_pushvalue(L, -1);
-  lua_pushcclosure(L, lpc_grpccall_close, 1);
-  lua_setfield(L, -2, "__close");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);

@@ -18,6 +18,14 @@
  * not retried transparently. */
 #define REPLAY_MAX              ((size_t)4 * 1024 * 1024)
 #define MAX_TRANSPARENT_RETRIES 3
+/* The most bytes of a first request message kept for replay in the call's
+ * arena (more, or more messages: a buffer of their own). */
+#define REPLAY_IN_ARENA         ((size_t)1024)
+/* Arenas of freed calls kept, reset, for the next calls (each holds its
+ * call, its stream and what they keep: most calls then allocate nothing
+ * for them), and the most bytes such an arena may hold to be kept. */
+#define SPARE_ARENAS            4
+#define SPARE_ARENA_MAX         ((size_t)4 * 1024)
 
 typedef struct Conn Conn;
 
@@ -75,12 +83,14 @@ struct pc_GrpcChannel {
   pc_GrpcCall *check;    /* calls whose stream got headers or ended: retry_refused's */
   unsigned goaways;      /* GOAWAY frames received (pc_GrpcChannel_Goaways) */
   unsigned host_version; /* changes with what pc_GrpcChannel_HostConns lists but the calls */
+  pc_Arena *spare[SPARE_ARENAS]; /* reset arenas of freed calls (take_arena) */
+  size_t spares;
 };
 
 struct pc_GrpcCall {
   pc_GrpcChannel *ch;
   pc_GrpcCall *prev, *next;
-  pc_Arena *arena; /* path, metadata, early status */
+  pc_Arena *arena; /* the call itself, path, metadata, early status; lent to its streams */
   Conn *conn;
   pc_GrpcStream *stream;
   const char *path;
@@ -93,6 +103,7 @@ struct pc_GrpcCall {
   double deadline;         /* monotonic seconds; < 0: none */
   char *replay;            /* request messages as [4-byte length][bytes], while replayable */
   size_t replay_len, replay_cap;
+  int replay_in_arena; /* 'replay' is in 'arena' (a small first message): not freed */
   int replayable;
   int send_closed;
   int retries;
@@ -106,6 +117,23 @@ struct pc_GrpcCall {
 
 static void *mem(pc_GrpcChannel *ch, void *p, size_t o, size_t n) {
   return ch->alloc(ch->ud, p, o, n);
+}
+
+/* An empty arena for a new call: a spare one, else a new one (NULL: no memory). */
+static pc_Arena *take_arena(pc_GrpcChannel *ch) {
+  if (ch->spares > 0) return ch->spare[--ch->spares];
+  return pc_Arena_New(ch->alloc, ch->ud);
+}
+
+/* The arena of a freed call: reset and kept for the next call while there
+ * is room and it stayed small, else freed. */
+static void give_arena(pc_GrpcChannel *ch, pc_Arena *a) {
+  if (ch->spares < SPARE_ARENAS && pc_Arena_SpaceAllocated(a) <= SPARE_ARENA_MAX) {
+    pc_Arena_Reset(a);
+    ch->spare[ch->spares++] = a;
+  } else {
+    pc_Arena_Free(a);
+  }
 }
 
 static char *dup_opt(pc_GrpcChannel *ch, const char *s, int *ok) {
@@ -513,6 +541,7 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
   free_opt(ch, ch->backoff.why);
   free_opt(ch, ch->lame);
   pc_GrpcWakeList_Free(&ch->wake);
+  while (ch->spares > 0) pc_Arena_Free(ch->spare[--ch->spares]);
   mem(ch, ch, sizeof *ch, 0);
 }
 
@@ -529,8 +558,9 @@ static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
 }
 
 static void drop_replay(pc_GrpcCall *c) {
-  if (c->replay) mem(c->ch, c->replay, c->replay_cap, 0);
+  if (c->replay && !c->replay_in_arena) mem(c->ch, c->replay, c->replay_cap, 0);
   c->replay = NULL;
+  c->replay_in_arena = 0;
   c->replay_len = c->replay_cap = 0;
   c->replayable = 0;
 }
@@ -542,16 +572,25 @@ static int keep_for_replay(pc_GrpcCall *c, const void *msg, size_t len) {
     return 1;
   }
   size_t need = c->replay_len + 4 + len;
+  if (c->replay == NULL && need <= REPLAY_IN_ARENA) {
+    /* a first message as small as most: in the call's arena, nothing to free */
+    c->replay = pc_Arena_Malloc(c->arena, need);
+    c->replay_cap = c->replay ? need : 0;
+    c->replay_in_arena = c->replay != NULL;
+  }
   if (need > c->replay_cap) {
-    size_t cap = c->replay_cap ? c->replay_cap : 256;
+    size_t cap = c->replay_cap && !c->replay_in_arena ? c->replay_cap : 256;
     while (cap < need) cap *= 2;
-    char *p = mem(c->ch, c->replay, c->replay_cap, cap);
+    char *p =
+        c->replay_in_arena ? mem(c->ch, NULL, 0, cap) : mem(c->ch, c->replay, c->replay_cap, cap);
     if (p == NULL) {
       drop_replay(c);
       return 1;
     }
+    if (c->replay_in_arena) memcpy(p, c->replay, c->replay_len); /* out of the arena */
     c->replay = p;
     c->replay_cap = cap;
+    c->replay_in_arena = 0;
   }
   uint32_t n = (uint32_t)len;
   memcpy(c->replay + c->replay_len, &n, 4);
@@ -580,6 +619,7 @@ static int open_stream(pc_GrpcCall *c) {
   s.protocol = c->protocol;
   s.json = c->json;
   s.get = c->get;
+  s.arena = c->arena; /* the stream lives in the call's arena */
   pc_Error err;
   pc_Error_Init(&err);
   int wait = 0;
@@ -664,15 +704,14 @@ pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
   for (size_t i = 0; i < s->metadata_count; i++) {
     if (!pc_GrpcPair_Check(&s->metadata[i], err)) return NULL;
   }
-  pc_GrpcCall *c = mem(ch, NULL, 0, sizeof *c);
-  if (c == NULL) goto oom;
-  memset(c, 0, sizeof *c);
-  c->ch = ch;
-  c->arena = pc_Arena_New(ch->alloc, ch->ud);
-  if (c->arena == NULL) {
-    mem(ch, c, sizeof *c, 0);
+  pc_Arena *arena = take_arena(ch);
+  pc_GrpcCall *c = arena ? pc_Arena_Calloc(arena, sizeof *c) : NULL;
+  if (c == NULL) {
+    if (arena) give_arena(ch, arena);
     goto oom;
   }
+  c->ch = ch;
+  c->arena = arena;
   c->next = ch->calls;
   if (ch->calls) ch->calls->prev = c;
   ch->calls = c;
@@ -754,6 +793,11 @@ int pc_GrpcCall_Next(pc_GrpcCall *c, const char **data, size_t *len) {
   return pc_GrpcStream_Next(c->stream, data, len);
 }
 
+int pc_GrpcCall_Drained(const pc_GrpcCall *c) {
+  if (c->early) return 1;
+  return c->stream && !pc_GrpcStream_Refused(c->stream) && pc_GrpcStream_Drained(c->stream);
+}
+
 void pc_GrpcCall_SetWakeToken(pc_GrpcCall *c, uint64_t token) {
   c->waker.token = token;
 }
@@ -804,8 +848,7 @@ void pc_GrpcCall_Free(pc_GrpcCall *c) {
   else
     ch->calls = c->next;
   if (c->next) c->next->prev = c->prev;
-  pc_Arena_Free(c->arena);
-  mem(ch, c, sizeof *c, 0);
+  give_arena(ch, c->arena); /* the call with it */
   ch->live_calls--;
   reap(ch);
   if (ch->closed) close_idle(ch);
@@ -1058,7 +1101,20 @@ unsigned pc_GrpcChannel_HostVersion(const pc_GrpcChannel *ch) {
 
 double pc_GrpcChannel_HostTick(pc_GrpcChannel *ch) {
   double now = pc_Clock_Monotonic();
-  for (Conn *c = ch->conns; c; c = c->next) service(c);
+  for (Conn *c = ch->conns; c; c = c->next) {
+    if (ch->o.host_io && c->ready && c->sock && !pc_NetSocket_HostedTls(c->sock)) {
+      /* Ready without TLS: the host reads, and its pc_GrpcChannel_HostOutput
+       * serializes what the engine queued; nothing to read or write here
+       * (service's reads get nothing, its writes take nothing) but the
+       * end of an engine that is done. */
+      if (!pc_GrpcEngine_Alive(c->engine)) {
+        flush_out(c); /* a GOAWAY of ours */
+        close_sock(c);
+      }
+      continue;
+    }
+    service(c);
+  }
   double d = enforce_deadlines(ch, now);
   d = sooner(d, check_conns(ch, now));
   d = sooner(d, start_waiting(ch, now));

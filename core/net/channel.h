@@ -141,6 +141,11 @@ void pc_GrpcCall_CloseSend(pc_GrpcCall *call);
  * once the call has ended (pc_GrpcCall_Status). */
 int pc_GrpcCall_Next(pc_GrpcCall *call, const char **data, size_t *len);
 
+/* 1 when the call has ended and the next pc_GrpcCall_Next returns -1: no
+ * message is left to read, and it is not a refused call that would run
+ * again on another connection. */
+int pc_GrpcCall_Drained(const pc_GrpcCall *call);
+
 /* Gives the call a wake token (wake.h; 0: none): from now on, what its
  * waiter may care about lists 'token' in the channel's wake list:
  * response headers or a whole message arrived, request bytes went out

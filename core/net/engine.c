@@ -25,6 +25,7 @@ struct pc_GrpcStream {
   pc_GrpcStream *prev, *next;
   void *user;
   pc_Arena *arena; /* metadata, status message and details */
+  int own_arena;   /* 'arena' (and the stream) are the stream's to free, not lent */
   int32_t id;
   int gzip;
   pc_GrpcOutbox out; /* framed request messages */
@@ -950,6 +951,7 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
       if (t == NULL) return 0;
       pc_Connect_FormatTimeout(set->timeout, t);
       h[n++] = PC_GRPC_NV("connect-timeout-ms", t);
+      h[n - 1].flags = NGHTTP2_NV_FLAG_NO_INDEX; /* as grpc-timeout's */
     }
   } else if (connect) {
     int unary = s->proto == kPc_WebProtocol_ConnectUnary;
@@ -970,6 +972,7 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
       if (t == NULL) return 0;
       pc_Connect_FormatTimeout(set->timeout, t);
       h[n++] = PC_GRPC_NV("connect-timeout-ms", t);
+      h[n - 1].flags = NGHTTP2_NV_FLAG_NO_INDEX; /* as grpc-timeout's */
     }
   } else if (s->proto == kPc_WebProtocol_GrpcWeb && s->text) {
     h[n++] = PC_GRPC_NV("content-type", s->json ? "application/grpc-web-text+json"
@@ -993,6 +996,9 @@ static int request_fields(pc_GrpcStream *s, const char *path, const pc_GrpcCallS
     if (t == NULL) return 0;
     pc_Grpc_FormatTimeout(set->timeout > 0 ? set->timeout : 1e-9, t);
     h[n++] = PC_GRPC_NV("grpc-timeout", t);
+    /* A value that differs from call to call: not entered in the HPACK
+     * tables (ours and the server's), where each would evict others. */
+    h[n - 1].flags = NGHTTP2_NV_FLAG_NO_INDEX;
   }
   if (set->previous_attempts > 0 && !connect) {
     char *a = pc_Arena_Malloc(s->arena, 12);
@@ -1013,7 +1019,9 @@ static int hold(pc_GrpcStream *s, nghttp2_nv *h, size_t n) {
     char *k = pc_Arena_StrDup(s->arena, (const char *)h[i].name, h[i].namelen);
     char *v = pc_Arena_StrDup(s->arena, (const char *)h[i].value, h[i].valuelen);
     if (k == NULL || v == NULL) return 0;
+    uint8_t flags = h[i].flags;
     h[i] = pc_Grpc_Nv(k, h[i].namelen, v, h[i].valuelen);
+    h[i].flags = flags;
   }
   s->req = h;
   s->req_count = n;
@@ -1109,8 +1117,16 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
     pc_Error_Set(err, "the connection takes no new streams");
     return NULL;
   }
-  pc_GrpcStream *s = pc_GrpcMem_Zalloc(&e->h2.m, sizeof *s);
-  if (s == NULL) goto oom;
+  /* In the arena lent ('settings->arena'), else in an arena of its own,
+   * which the stream is freed with. */
+  pc_Arena *arena = settings->arena ? settings->arena : pc_Arena_New(e->h2.m.alloc, e->h2.m.ud);
+  pc_GrpcStream *s = arena ? pc_Arena_Calloc(arena, sizeof *s) : NULL;
+  if (s == NULL) {
+    if (arena != settings->arena) pc_Arena_Free(arena);
+    goto oom;
+  }
+  s->arena = arena;
+  s->own_arena = arena != settings->arena;
   s->m = e->h2.m;
   s->e = e;
   s->user = user;
@@ -1128,11 +1144,10 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
   s->get = s->proto == kPc_WebProtocol_ConnectUnary && settings->get;
   s->status.message = "";
   s->status.details = "";
-  s->arena = pc_Arena_New(s->m.alloc, s->m.ud);
   nghttp2_nv *h = NULL;
   size_t n = 0;
   char why[PC_ERROR_MAX];
-  int fit = 1, ok = s->arena != NULL && request_fields(s, path, settings, &h, &n);
+  int fit = 1, ok = request_fields(s, path, settings, &h, &n);
   pc_Code unfit = kPc_Code_ResourceExhausted;
   if (ok && e->h1 && !fits_http1(h, n, why, sizeof why)) {
     fit = 0;
@@ -1147,8 +1162,7 @@ pc_GrpcStream *pc_GrpcEngine_Open(pc_GrpcEngine *e, const char *path,
       ok = submit(s, h, n);
   }
   if (!ok) {
-    if (s->arena) pc_Arena_Free(s->arena);
-    pc_GrpcMem_Alloc(&s->m, s, sizeof *s, 0);
+    if (s->own_arena) pc_Arena_Free(s->arena); /* the stream with it */
     goto oom;
   }
   s->next = e->streams;
@@ -1296,6 +1310,10 @@ int pc_GrpcStream_Next(pc_GrpcStream *s, const char **data, size_t *len) {
   return s->ended ? -1 : 0;
 }
 
+int pc_GrpcStream_Drained(const pc_GrpcStream *s) {
+  return s->ended && (s->failed || !s->e || !pc_GrpcInbox_Ready(&s->in));
+}
+
 void pc_GrpcStream_Cancel(pc_GrpcStream *s, pc_Code code, const char *message) {
   if (s->ended) return;
   fail(s, code, 0, "%s", message);
@@ -1345,9 +1363,8 @@ void pc_GrpcStream_Free(pc_GrpcStream *s) {
       e->streams = s->next;
     if (s->next) s->next->prev = s->prev;
   }
-  pc_Arena_Free(s->arena);
   pc_GrpcMem m = s->m;
   pc_GrpcOutbox_Free(&s->out, &m);
   pc_GrpcInbox_Free(&s->in, &m);
-  pc_GrpcMem_Alloc(&m, s, sizeof *s, 0);
+  if (s->own_arena) pc_Arena_Free(s->arena); /* the stream with it */
 }

@@ -158,6 +158,11 @@ void pc_GrpcStream_CloseSend(pc_GrpcStream *s);
  * by what was read. */
 int pc_GrpcStream_Next(pc_GrpcStream *s, const char **data, size_t *len);
 
+/* 1 when the stream has ended and holds no further message: the next
+ * pc_GrpcStream_Next returns -1 (a unary call's end seen with its message,
+ * without asking again). */
+int pc_GrpcStream_Drained(const pc_GrpcStream *s);
+
 /* Ends the stream with 'code' and 'message' (local = 0) unless it already
  * ended, resetting it with RST_STREAM CANCEL (the server sees
  * CANCELLED): used for cancellation and a missed deadline. */

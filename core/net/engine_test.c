@@ -341,7 +341,7 @@ static pc_GrpcEngine *client(size_t max_receive, size_t max_header_list, uint32_
   return pc_GrpcEngine_New(&o, alloc, NULL, &err);
 }
 
-static pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, 0, 0, 0};
+static pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, 0, 0, 0, NULL};
 
 /* Opens 'path', sends 'msg' (NULL: nothing), closes, shuttles. */
 static pc_GrpcStream *call(pc_GrpcEngine *e, const char *path, const char *msg,
@@ -399,7 +399,7 @@ static pc_GrpcCallSettings big_metadata(size_t n) {
   p.key_len = 5;
   p.value = v;
   p.value_len = n;
-  pc_GrpcCallSettings set = {-1, &p, 1, 0, 0, 0, 0, 0};
+  pc_GrpcCallSettings set = {-1, &p, 1, 0, 0, 0, 0, 0, NULL};
   return set;
 }
 
@@ -483,7 +483,7 @@ static void envelope(unsigned char *out, size_t *at, int flag, const char *msg) 
 
 /* The settings of a call over 'protocol' (pc_WebProtocol). */
 static pc_GrpcCallSettings over(int protocol) {
-  pc_GrpcCallSettings set = {-1, NULL, 0, 0, 0, protocol, 0, 0};
+  pc_GrpcCallSettings set = {-1, NULL, 0, 0, 0, protocol, 0, 0, NULL};
   return set;
 }
 
@@ -775,14 +775,33 @@ int main(void) {
   server_new();
   pc_GrpcEngine *e = must(client(0, 0, 0, NULL), "client");
 
-  /* unary echo: headers, message, trailers, status */
+  /* unary echo: headers, message, trailers, status; drained once the one
+   * message is read (pc_GrpcStream_Drained), not before */
   pc_GrpcStream *s = must(call(e, "/t.T/Echo", "hello", NULL), "call");
+  CHECK(!pc_GrpcStream_Drained(s));
   CHECK(next_is(s, "hello"));
+  CHECK(pc_GrpcStream_Drained(s));
   CHECK(ended_with(s, kPc_Code_Ok, ""));
   CHECK(strcmp(trailer(s, "x-t"), "yes") == 0);
   CHECK(events[kPc_GrpcEvent_Headers] == 1 && events[kPc_GrpcEvent_Message] == 1 &&
         events[kPc_GrpcEvent_End] == 1);
   pc_GrpcStream_Free(s);
+
+  /* a stream in a lent arena: what it keeps is there, its end frees none
+   * of it (the arena's owner does) */
+  {
+    pc_Arena *lent = must(pc_Arena_New(NULL, NULL), "pc_Arena_New");
+    pc_GrpcCallSettings in_arena = plain;
+    in_arena.arena = lent;
+    size_t before = pc_Arena_SpaceAllocated(lent);
+    s = must(call(e, "/t.T/Echo", "lent", &in_arena), "call");
+    CHECK(pc_Arena_SpaceAllocated(lent) > before);
+    CHECK(next_is(s, "lent"));
+    CHECK(ended_with(s, kPc_Code_Ok, ""));
+    CHECK(strcmp(trailer(s, "x-t"), "yes") == 0);
+    pc_GrpcStream_Free(s);
+    pc_Arena_Free(lent);
+  }
 
   /* client streaming: three messages, one answer */
   pc_Error err;
@@ -800,7 +819,7 @@ int main(void) {
   pc_GrpcStream_Free(s);
 
   /* gzip both ways */
-  pc_GrpcCallSettings gz = {5.0, NULL, 0, 1, 0, 0, 0, 0};
+  pc_GrpcCallSettings gz = {5.0, NULL, 0, 1, 0, 0, 0, 0, NULL};
   s = must(call(e, "/t.T/Echo", "squeeze", &gz), "call");
   CHECK(srv.gzip_flag == 1 && strcmp(srv.encoding, "gzip") == 0);
   CHECK(pc_GrpcStream_Status(s) != NULL);
@@ -1073,7 +1092,7 @@ int main(void) {
   CHECK(pc_GrpcEngine_Open(e, "no-slash", &plain, NULL, &err) == NULL);
   CHECK(strcmp(err.msg, "method path 'no-slash': expected /package.Service/Method") == 0);
   pc_GrpcPair bad = {"Bad", 3, "v", 1};
-  pc_GrpcCallSettings badmd = {-1, &bad, 1, 0, 0, 0, 0, 0};
+  pc_GrpcCallSettings badmd = {-1, &bad, 1, 0, 0, 0, 0, 0, NULL};
   CHECK(pc_GrpcEngine_Open(e, "/a.B/C", &badmd, NULL, &err) == NULL);
   pc_GrpcEngine_Free(e);
 

@@ -221,6 +221,12 @@ void *pc_Grpc_BlockRealloc(pc_Alloc *alloc, void *ud, void *ptr, size_t n) {
   return q + BLOCK_HEAD;
 }
 
+size_t pc_Grpc_BlockSize(const void *ptr) {
+  size_t n;
+  memcpy(&n, (const unsigned char *)ptr - BLOCK_HEAD, sizeof n);
+  return n - BLOCK_HEAD;
+}
+
 typedef struct {
   pc_Alloc *alloc;
   void *ud;

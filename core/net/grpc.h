@@ -47,6 +47,12 @@ typedef struct {
    * pc_GrpcStream_Send gives, as the query of "GET path?connect=v1&..."
    * (proto in base64url, JSON percent-encoded, never compressed). */
   int get;
+  /* Engine streams only (pc_GrpcEngine_Open; a channel's calls lend their
+   * own): NULL, or an arena that outlives the stream, which then holds the
+   * stream itself and what it keeps (its request fields, the received
+   * metadata, the status text) instead of an arena of its own; the
+   * stream's end frees nothing of it. */
+  pc_Arena *arena;
 } pc_GrpcCallSettings;
 
 /* The end of a call. 'message' is percent-decoded grpc-message (or a
@@ -113,6 +119,10 @@ size_t pc_Grpc_PercentEncode(const char *s, size_t len, char *out);
  * 'n' bytes, 'n' 0 frees 'ptr' (returning NULL), else resizes. NULL on
  * allocation failure. */
 void *pc_Grpc_BlockRealloc(pc_Alloc *alloc, void *ud, void *ptr, size_t n);
+
+/* The bytes of a block of pc_Grpc_BlockRealloc ('ptr' not NULL): the 'n'
+ * it was last given. */
+size_t pc_Grpc_BlockSize(const void *ptr);
 
 /* A growable byte buffer (the engines' output and partial messages). */
 typedef struct {

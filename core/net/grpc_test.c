@@ -66,7 +66,7 @@ static int refused_call(pc_Alloc *alloc, int *unavailable) {
   pc_GrpcChannel *ch = closed_port(alloc, &err);
   if (ch == NULL) return 0;
   pc_GrpcPair md[2] = {{"x-a", 3, "b", 1}, {"x-b-bin", 7, "\0\1", 2}};
-  pc_GrpcCallSettings s = {5.0, md, 2, 1, 0, 0, 0, 0};
+  pc_GrpcCallSettings s = {5.0, md, 2, 1, 0, 0, 0, 0, NULL};
   pc_GrpcCall *call = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
   if (call == NULL) {
     pc_GrpcChannel_Free(ch);
@@ -90,7 +90,7 @@ static int closed_call(int *ended) {
   pc_Error err;
   pc_GrpcChannel *ch = closed_port(NULL, &err);
   if (ch == NULL) return 0;
-  pc_GrpcCallSettings s = {5.0, NULL, 0, 0, 0, 0, 0, 0};
+  pc_GrpcCallSettings s = {5.0, NULL, 0, 0, 0, 0, 0, 0, NULL};
   pc_GrpcCall *call = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
   if (call == NULL) {
     pc_GrpcChannel_Free(ch);
@@ -125,7 +125,7 @@ static int tls_setup_calls(pc_Alloc *alloc, int *failed) {
   pc_Error_Init(&err);
   pc_GrpcChannel *ch = pc_GrpcChannel_New(&o, alloc, NULL, &err);
   if (ch == NULL) return 0;
-  pc_GrpcCallSettings s = {30.0, NULL, 0, 0, 0, 0, 0, 0};
+  pc_GrpcCallSettings s = {30.0, NULL, 0, 0, 0, 0, 0, 0, NULL};
   *failed = 1;
   static const char why[] = "ca_file '/dev/null': not a PEM certificate bundle";
   for (int i = 0; i < 2; i++) {

@@ -100,6 +100,7 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
   good &= STEP(pc_GrpcChannel_HostOutput(ch, id, &p) == 0); /* not connected yet */
   pc_GrpcChannel_HostConnected(ch, id, 0, "connect to example.test:50051: refused");
   good &= STEP(ended(a, kPc_Code_Unavailable, "connect to example.test:50051: refused"));
+  good &= STEP(pc_GrpcCall_Drained(a));
   pc_GrpcCall_Free(a);
   good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
 
@@ -132,6 +133,7 @@ static int lifecycle(pc_Alloc *alloc, int *ok) {
     return 0;
   }
   good &= STEP(pc_GrpcCall_Status(b) == NULL && pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
+  good &= STEP(!pc_GrpcCall_Drained(b)); /* it waits */
   double next = pc_GrpcChannel_HostTick(ch);
   good &= STEP(next > 0 && next <= 0.02);
   pc_Clock_Sleep(0.025);

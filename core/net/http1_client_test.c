@@ -51,7 +51,7 @@ static pc_GrpcEngine *engine(pc_Alloc *alloc) {
 
 /* A call of 'protocol' sending "request"; NULL when it cannot open. */
 static pc_GrpcStream *call(pc_GrpcEngine *e, int protocol) {
-  pc_GrpcCallSettings set = {2.5, NULL, 0, 0, 0, protocol, 0, 0};
+  pc_GrpcCallSettings set = {2.5, NULL, 0, 0, 0, protocol, 0, 0, NULL};
   pc_Error err;
   pc_Error_Init(&err);
   pc_GrpcStream *s = pc_GrpcEngine_Open(e, "/f.F/A", &set, NULL, &err);

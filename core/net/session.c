@@ -264,6 +264,12 @@ static void block_free(pc_GrpcSession *s, void *ptr) {
  * keep their size (pc_Grpc_BlockRealloc), or while the session is made
  * from the start block; malloc(0) gives a block, as libc's does. The user
  * data is the session ('m' is its first member). */
+/* The size class of a small block: 'n' rounded up to 64 bytes, so blocks
+ * nghttp2 frees serve its next allocations of about the same size. */
+static size_t spare_class(size_t n) {
+  return (n + 63) & ~(size_t)63;
+}
+
 static void *ng_alloc(pc_GrpcSession *s, size_t size, int zero) {
   struct pc_GrpcStartPlan *pl = s->starting ? s->plan : NULL;
   if (pl && pl->recording) {
@@ -301,10 +307,27 @@ static void *ng_alloc(pc_GrpcSession *s, size_t size, int zero) {
     }
     pl->next = PLAN_MAX + 1; /* it differs from here on */
   }
-  void *p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, NULL, size ? size : 1);
+  void *p = NULL;
+  size_t want = size ? size : 1;
+  if (want <= PC_GRPC_SPARE_MAX) {
+    want = spare_class(want);
+    for (unsigned i = s->spares; i-- > 0;) {
+      if (pc_Grpc_BlockSize(s->spare[i]) == want) {
+        p = s->spare[i];
+        s->spare[i] = s->spare[--s->spares];
+        break;
+      }
+    }
+  }
+  if (p == NULL) p = pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, NULL, want);
   if (p && zero) memset(p, 0, size);
   note_frames(s, p, size);
   return p;
+}
+
+/* Frees the spare blocks (ng_free keeps some). */
+static void drop_spares(pc_GrpcSession *s) {
+  while (s->spares > 0) pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, s->spare[--s->spares], 0);
 }
 
 static void *ng_malloc(size_t size, void *ud) {
@@ -327,6 +350,11 @@ static void ng_free(void *ptr, void *ud) {
   if (ptr == s->frames) {
     s->frames = NULL;
     s->rest_lo = s->rest_hi = NULL;
+  }
+  size_t n = pc_Grpc_BlockSize(ptr);
+  if (n <= PC_GRPC_SPARE_MAX && n == spare_class(n) && s->spares < PC_GRPC_SPARE_BLOCKS) {
+    s->spare[s->spares++] = ptr; /* for ng_alloc */
+    return;
   }
   pc_Grpc_BlockRealloc(s->m.alloc, s->m.ud, ptr, 0);
 }
@@ -577,6 +605,7 @@ int pc_GrpcSession_Start(pc_GrpcSession *s, const pc_GrpcSessionSettings *settin
 void pc_GrpcSession_Free(pc_GrpcSession *s, size_t size) {
   pc_GrpcMem m = s->m;
   if (s->session) nghttp2_session_del(s->session);
+  drop_spares(s);
   if (s->block) { /* nghttp2 freed its pieces */
     ASAN_UNPOISON_MEMORY_REGION(s->block, s->block_size);
     pc_GrpcMem_Alloc(&m, s->block, s->block_size, 0);
@@ -660,6 +689,7 @@ void pc_GrpcSession_Rest(pc_GrpcSession *s) {
   s->frames_new = 0;
   s->rest_at = 0;
   s->frames_dirty = 0;
+  drop_spares(s); /* they go back with the pages */
   /* Private memory reads back as zeros, shared memory as what was written
    * (a page of the map's table goes back only when it reads zero): either
    * way nothing nghttp2 will read before writing reads otherwise. A

@@ -88,6 +88,11 @@ typedef struct {
                                * to 2^32-1), enforced per header block */
 } pc_GrpcSessionSettings;
 
+/* Blocks nghttp2 freed that a session keeps for its next allocations
+ * (pc_GrpcSession's 'spare'), and the largest such block, bytes. */
+#define PC_GRPC_SPARE_BLOCKS 8
+#define PC_GRPC_SPARE_MAX    512
+
 /* One connection's nghttp2 session and the output gathered from it; the
  * first member of its engine, which is nghttp2's user data. */
 typedef struct {
@@ -135,6 +140,11 @@ typedef struct {
   double rest_delay; /* seconds it rests before they go back: PC_GRPC_REST_DELAY */
   int quiet;         /* the last nghttp2_session_mem_send had nothing to send */
   int starting;      /* inside nghttp2_session_*_new3 (its allocations) */
+  /* Small blocks nghttp2 freed (a stream, a frame queued, a header list
+   * copied: some 4 of each a call), kept for its next allocations of the
+   * same size class; they go back with the rest pages, or at the end. */
+  void *spare[PC_GRPC_SPARE_BLOCKS];
+  unsigned spares;
 } pc_GrpcSession;
 
 /* A zeroed block of 'size' bytes (an engine of 'role', which outlives it)

@@ -5,8 +5,8 @@ local core = require "protocall.core"
 
 local compat = require "protocall.compat"
 
-local type, error, getmetatable, tostring, pairs, format = type, error, getmetatable, tostring, pairs,
-  string.format
+local type, error, getmetatable, tostring, pairs, next, format = type, error, getmetatable, tostring, pairs,
+  next, string.format
 local huge, mtype = math.huge, compat.mtype
 
 local M = {}
@@ -54,16 +54,23 @@ local SETTINGS = {
   tried = true, no_side_effects = true, ring_hash = true,
 }
 
+-- Method paths check_path took (a process calls few, each many times:
+-- one table look-up instead of the pattern), emptied past 1000.
+local good_paths, ngood = {}, 0
+
 -- Raises "bad argument #1 to `name`" for a method path the channel
 -- refuses (core/net/grpc.c pc_Grpc_PathCheck: a leading '/', no spaces,
 -- control characters, '?', '#' or '%'), at `level`.
 local function check_path(name, path, level)
+  if good_paths[path] then return end
   if type(path) ~= "string" then M.argerror(name, "string expected, got " .. type(path), level + 1) end
   local why = path:sub(1, 1) ~= "/" and "expected /package.Service/Method"
     or path:find("[%z\1- \127?#%%]") and "unexpected character"
   if why then
     M.argerror(name, format("method path '%s': %s", path:sub(1, 200):gsub("%c", "?"), why), level + 1)
   end
+  if ngood >= 1000 then good_paths, ngood = {}, 0 end
+  good_paths[path], ngood = true, ngood + 1
 end
 
 --- problem | nil = attempt_problem(timeout, metadata, compression): what
@@ -84,7 +91,11 @@ function M.attempt_problem(timeout, metadata, compression)
       if not ok then return why end
     end
   end
-  if metadata ~= nil then return core.metadata_problem(metadata) end
+  -- an empty plain table (what most calls pass) has nothing to check: no C call
+  if metadata ~= nil and not (type(metadata) == "table" and metadata[1] == nil and getmetatable(metadata) == nil
+      and next(metadata) == nil) then
+    return core.metadata_problem(metadata)
+  end
   return nil
 end
 

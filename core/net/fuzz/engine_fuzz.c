@@ -56,9 +56,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int which = size > 0 ? data[0] >> 6 : 0;
   /* Connect unary: the first call as a Connect GET when byte 0's low bit is set */
   int get = which == 2 && size > 0 && (data[0] & 1);
-  pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, unary[which], 0, get};
-  pc_GrpcCallSettings gz = {1.5, NULL, 0, 1, 2, unary[which], which == 1, 0};
-  pc_GrpcCallSettings open = {-1, NULL, 0, 0, 0, stream[which], 0, 0};
+  pc_GrpcCallSettings plain = {-1, NULL, 0, 0, 0, unary[which], 0, get, NULL};
+  pc_GrpcCallSettings gz = {1.5, NULL, 0, 1, 2, unary[which], which == 1, 0, NULL};
+  pc_GrpcCallSettings open = {-1, NULL, 0, 0, 0, stream[which], 0, 0, NULL};
   pc_GrpcStream *s[3];
   s[0] = pc_GrpcEngine_Open(e, "/f.F/A", &plain, NULL, &err);
   s[1] = pc_GrpcEngine_Open(e, "/f.F/B", &gz, NULL, &err);

@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (e == NULL) abort();
   static const int protocols[4] = {kPc_WebProtocol_GrpcWeb, kPc_WebProtocol_GrpcWebText,
                                    kPc_WebProtocol_ConnectUnary, kPc_WebProtocol_ConnectStream};
-  pc_GrpcCallSettings set = {-1, NULL, 0, 0, 0, protocols[data[0] >> 6], 0, 0};
+  pc_GrpcCallSettings set = {-1, NULL, 0, 0, 0, protocols[data[0] >> 6], 0, 0, NULL};
   int lose = data[0] & 1;
   pc_GrpcStream *s[CALLS] = {NULL};
   int opened = 0;

@@ -239,12 +239,13 @@ end
 -- wake token of the call waited for (nil: any).
 local function drive(dc, limit, token)
   local ch = dc.channel
-  local timer = ch:host_tick() or math.huge
+  local timer, version = ch:host_tick()
+  timer = timer or math.huge
   if timer < 0.001 then timer = 0.001 end
   local next_timer = limit and limit < timer and limit or timer -- a connect gets the whole timer
   if next_timer < 0.001 then next_timer = 0.001 end
   local t = next_timer < READ_CAP and next_timer or READ_CAP
-  if dc.quiet and ch:host_version() == dc.version then
+  if dc.quiet and version == dc.version then
     -- every connection ready and owned, none opened or closed since: kick those with output, wait
     for id, st in pairs(dc.conns) do
       if ch:host_output(id, true) then st.sock:kick() end

@@ -146,10 +146,12 @@ local function raise(call, path)
 end
 
 -- The next response message of `call`, waiting as needed; nil at the end.
-local function next_message(channel, call)
+-- Second: true when the call has ended OK and no message follows, and
+-- then third, with `with_metadata`, its metadata (call:next).
+local function next_message(channel, call, with_metadata)
   while true do
-    local m = call:next()
-    if m ~= false then return m end
+    local m, last, md = call:next(with_metadata)
+    if m ~= false then return m, last, md end
     driver.wait(channel, call)
   end
 end
@@ -212,7 +214,11 @@ function Transport:unary(path, request, settings)
   if get and not get_fits(self, request) then get = nil end
   local channel = self.channel
   local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request) -- sent, send side closed
-  local first = next_message(channel, call)
+  local first, last, md_last = next_message(channel, call, settings and settings.with_metadata)
+  if last then -- the usual end, seen with the message: no status table
+    call:close()
+    return first, md_last
+  end
   local n = first and 1 or 0
   if first ~= nil then
     while next_message(channel, call) ~= nil do n = n + 1 end

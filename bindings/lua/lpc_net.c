@@ -565,6 +565,7 @@ static int lpc_grpccall_close_send(lua_State *L) {
 }
 
 static void push_metadata(lua_State *L, const pc_GrpcCall *call);
+static int has_pairs(const pc_GrpcCall *call);
 
 /* -- bytes, last, md | false | nil = call:next(with_metadata)
  * The next response message; false when none is ready yet (pump and ask
@@ -572,7 +573,8 @@ static void push_metadata(lua_State *L, const pc_GrpcCall *call);
  * 'last' is true when the call has ended OK and no message follows (the
  * next call:next() gives nil and call:ok() true: a unary call's usual end
  * read in one call), else false; 'md' is then, with 'with_metadata' true,
- * call:metadata() (else nil). */
+ * call:metadata(), with 'with_metadata' "present", call:metadata(true)
+ * (else nil). */
 static int lpc_grpccall_next(lua_State *L) {
   CallBox *b = check_call(L);
   const char *data;
@@ -584,6 +586,7 @@ static int lpc_grpccall_next(lua_State *L) {
     int last = st != NULL && st->code == kPc_Code_Ok;
     lua_pushboolean(L, last);
     if (!last || !lua_toboolean(L, 2)) return 2;
+    if (lua_type(L, 2) == LUA_TSTRING && !has_pairs(b->call)) return 2; /* "present" */
     push_metadata(L, b->call);
     return 3;
   }

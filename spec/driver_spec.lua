@@ -296,6 +296,24 @@ describe("pc.grpc with a host driver", function()
       assert.is_true(D.counts.connect >= 2, D.counts.connect .. " connects")
     end)
 
+    it("transport:close ends a wait_for_ready call whose connect is under way: no attempt after it", function()
+      local D = sdriver.new(pc, { connect = function()
+        pc.sleep(0.2) -- under way while the other task closes the transport
+        return nil, "refused"
+      end })
+      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 0.05, jitter = 0 } })
+      local err
+      pc.spawn(function() err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 3 }) end)
+      pc.spawn(function()
+        pc.sleep(0.05)
+        t:close()
+      end)
+      pc.run()
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.are.equal("connect to 127.0.0.1:" .. server.port .. ": refused", err.message)
+      assert.are.equal(1, D.counts.connect)
+    end)
+
     it("a read error mid-call is UNAVAILABLE and the next call reconnects", function()
       local broken = false
       local D = sdriver.new(pc, {

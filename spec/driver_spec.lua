@@ -314,6 +314,22 @@ describe("pc.grpc with a host driver", function()
       assert.are.equal(1, D.counts.connect)
     end)
 
+    it("transport:close wakes a task waiting on a wait_for_ready call at once, which ends UNAVAILABLE", function()
+      local D = sdriver.new(pc, { connect = function() return nil, "refused" end })
+      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 30, jitter = 0 } })
+      local err, seen
+      pc.spawn(function() err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 60 }) end)
+      pc.spawn(function()
+        pc.sleep(0.1) -- the call waits for the attempt 30 s on, its task in a round of up to 1 s
+        t:close()
+        pc.sleep(0.001) -- a task the close woke runs before this one
+        seen = err
+      end)
+      pc.run()
+      assert.is_not_nil(seen, "the waiting task was not woken by the close")
+      assert.are.equal("connect to 127.0.0.1:" .. server.port .. ": the channel is closed", seen.message)
+    end)
+
     it("a read error mid-call is UNAVAILABLE and the next call reconnects", function()
       local broken = false
       local D = sdriver.new(pc, {

@@ -384,10 +384,14 @@ end
 --- close(channel): after channel:close(), closes the sockets of a driven
 -- channel's connections without a call (nothing for another channel); a
 -- connection with calls in flight keeps its socket, and the waits of those
--- calls go on driving it, until they end.
+-- calls go on driving it, until they end. The waiters are woken: the
+-- close ended the calls that waited for a connection.
 function M.close(channel)
   local dc = driven[channel]
-  if dc then sync(dc) end
+  if dc then
+    sync(dc)
+    woken(dc, channel, false)
+  end
 end
 
 return M

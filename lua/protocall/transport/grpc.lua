@@ -520,6 +520,7 @@ function Call:cancel()
   if not call:status() then self.cancelled = true end
   call:cancel()
   driver.flush(self.channel)
+  driver.notify(self.channel) -- a task waiting on it sees the end now
 end
 
 --- `call:close()`: cancels the call if still running and releases it.

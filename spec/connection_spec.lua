@@ -239,6 +239,106 @@ describe("wait_for_ready", function()
     t:close()
   end)
 
+  -- A pc.listen port with nothing listening on it any more (a server may come up on it later).
+  local function free_port()
+    local l = pc.listen(pc.server {}, "127.0.0.1:0")
+    local port = l.port
+    l:shutdown()
+    return port
+  end
+
+  it("keeps a call cancelled while its connection attempt was under way cancelled (not sent again)", function()
+    pc.load_file("examples/route.proto")
+    local port = free_port()
+    local got = {}
+    local server = pc.server { ["demo.Router"] = { Record = function(ctx)
+      got[#got + 1] = "started"
+      while ctx:recv() do got[#got + 1] = "point" end
+      return { legs = 0 }
+    end } }
+    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } })
+    local err, listener
+    pc.spawn(function()
+      local call = t:stream("/demo.Router/Record", { timeout = 5 })
+      call:send(pc.encode(pc.type("demo.Point") { x = 1 }))
+      call:cancel() -- on the connection being made: the attempt fails after this
+      pc.sleep(0.8) -- the attempts after the backoff, the server up meanwhile
+      err = helper.status_error(call.recv, call)
+      call:close()
+      listener:shutdown()
+    end)
+    pc.spawn(function()
+      pc.sleep(0.2)
+      listener = pc.listen(server, "127.0.0.1:" .. port)
+      listener:serve()
+    end)
+    pc.run()
+    t:close()
+    assert.are.equal("CANCELLED", err.code)
+    assert.are.equal("cancelled", err.message)
+    assert.are.same({}, got)
+  end)
+
+  it("ends a waiting call UNAVAILABLE when the transport is closed: no attempt is made for it after", function()
+    local port = free_port()
+    -- the first attempt refused at once, the call waits for the next, 1 s later
+    local t = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true, reconnect = { initial = 1, jitter = 0 } })
+    local err
+    pc.spawn(function() err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 30 }) end)
+    pc.spawn(function()
+      pc.sleep(0.3)
+      t:close()
+    end)
+    pc.run()
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal("connect to 127.0.0.1:" .. port .. ": the channel is closed", err.message)
+  end)
+
+  it("holds a client stream's sender while it waits, then delivers every message once, in order", function()
+    assert(pc.load([[
+      syntax = "proto3"; package wfr;
+      message Chunk { int32 i = 1; bytes data = 2; }
+      message Count { repeated int32 seen = 1; int64 bytes = 2; }
+      service Up { rpc Put(stream Chunk) returns (Count); }]], { name = "spec/wfr_up.proto" }))
+    local port = free_port()
+    local server = pc.server { ["wfr.Up"] = { Put = function(ctx)
+      local seen, bytes = {}, 0
+      for c in ctx.recv, ctx do
+        seen[#seen + 1] = c.i
+        bytes = bytes + #c.data
+      end
+      return { seen = seen, bytes = bytes }
+    end } }
+    local c = pc.client("wfr.Up", { transport = pc.grpc("127.0.0.1:" .. port, { wait_for_ready = true,
+      reconnect = { initial = 0.1, multiplier = 1, jitter = 0 } }) })
+    -- 6 MiB in all, more than a waiting call keeps (4 MiB): the sender waits for the connection
+    local n, size = 192, 32 * 1024
+    local r, err, listener, done
+    pc.spawn(function()
+      local ok, e = pcall(function()
+        local call = c:Put { timeout = 30 }
+        for i = 1, n do call:send { i = i, data = ("x"):rep(size) } end
+        r = call:close_and_recv()
+      end)
+      if not ok then err = e end
+      done = true
+      if listener then listener:shutdown() end
+    end)
+    pc.spawn(function()
+      pc.sleep(0.5)
+      if done then return end -- the call did not wait
+      listener = pc.listen(server, "127.0.0.1:" .. port)
+      listener:serve()
+    end)
+    pc.run()
+    assert.is_nil(err, tostring(err))
+    local want, seen = {}, {}
+    for i = 1, n do want[i] = i end
+    for i = 1, #r.seen do seen[i] = r.seen[i] end
+    assert.are.same(want, seen)
+    assert.are.equal(n * size, r.bytes)
+  end)
+
   it("leaves a call without it failing UNAVAILABLE at once on a refused connection", function()
     local port = refusing_port()
     local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 0.2, jitter = 0 } })

@@ -296,6 +296,59 @@ describe("pc.grpc with a host driver", function()
       assert.is_true(D.counts.connect >= 2, D.counts.connect .. " connects")
     end)
 
+    it("transport:close ends a wait_for_ready call whose connect is under way: no attempt after it", function()
+      local D = sdriver.new(pc, { connect = function()
+        pc.sleep(0.2) -- under way while the other task closes the transport
+        return nil, "refused"
+      end })
+      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 0.05, jitter = 0 } })
+      local err
+      pc.spawn(function() err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 3 }) end)
+      pc.spawn(function()
+        pc.sleep(0.05)
+        t:close()
+      end)
+      pc.run()
+      assert.are.equal("UNAVAILABLE", err.code)
+      assert.are.equal("connect to 127.0.0.1:" .. server.port .. ": refused", err.message)
+      assert.are.equal(1, D.counts.connect)
+    end)
+
+    it("transport:close wakes a task waiting on a wait_for_ready call at once, which ends UNAVAILABLE", function()
+      local D = sdriver.new(pc, { connect = function() return nil, "refused" end })
+      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 30, jitter = 0 } })
+      local err, seen
+      pc.spawn(function() err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 60 }) end)
+      pc.spawn(function()
+        pc.sleep(0.1) -- the call waits for the attempt 30 s on, its task in a round of up to 1 s
+        t:close()
+        pc.sleep(0.001) -- a task the close woke runs before this one
+        seen = err
+      end)
+      pc.run()
+      assert.is_not_nil(seen, "the waiting task was not woken by the close")
+      assert.are.equal("connect to 127.0.0.1:" .. server.port .. ": the channel is closed", seen.message)
+    end)
+
+    it("call:cancel from another task wakes the task waiting on a wait_for_ready call at once", function()
+      local D = sdriver.new(pc, { connect = function() return nil, "refused" end })
+      local t = pc.grpc(server.url, { driver = D, wait_for_ready = true, reconnect = { initial = 30, jitter = 0 } })
+      local call = t:stream("/test.Test/Echo", { timeout = 60 })
+      local err, seen
+      pc.spawn(function() err = failure(call.recv, call) end)
+      pc.spawn(function()
+        pc.sleep(0.1) -- the call waits for the attempt 30 s on, its task in a round of up to 1 s
+        call:cancel()
+        pc.sleep(0.001) -- a task the cancel woke runs before this one
+        seen = err
+      end)
+      pc.run()
+      call:close()
+      t:close()
+      assert.is_not_nil(seen, "the waiting task was not woken by the cancel")
+      assert.are.equal("CANCELLED", seen.code)
+    end)
+
     it("a read error mid-call is UNAVAILABLE and the next call reconnects", function()
       local broken = false
       local D = sdriver.new(pc, {

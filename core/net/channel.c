@@ -270,8 +270,12 @@ static void detach(pc_GrpcCall *c) {
  * that kept too many for that (REPLAY_MAX) fails with the attempt. */
 static void requeue(Conn *conn) {
   pc_GrpcChannel *ch = conn->ch;
+  if (ch->closed) return; /* no connection is made for them any more */
   for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
     if (c->conn != conn || c->early || !c->replayable) continue;
+    /* a stream ended here (cancelled, past its deadline) keeps its status:
+     * such a call is not sent again */
+    if (pc_GrpcStream_Status(c->stream)) continue;
     detach(c);
     c->waiting = 1;
     ch->any_waiting = 1;
@@ -463,6 +467,25 @@ static Conn *pick_conn(pc_GrpcChannel *ch, pc_Error *err, int *wait) {
 
 /* -- channel ------------------------------------------------------------- */
 
+static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
+  char *m = pc_Arena_StrDup(c->arena, msg, strlen(msg));
+  c->early = 1;
+  c->status.code = code;
+  c->status.message = m ? m : "out of memory";
+  c->status.message_len = strlen(c->status.message);
+  c->status.details = "";
+  wake(c);
+}
+
+/* A call that needs a new connection on a closed channel ends UNAVAILABLE:
+ * none is made for it (it never reached the backend, which its message
+ * says as a failed attempt's does: a balancer takes it on to another). */
+static void end_closed(pc_GrpcCall *c) {
+  char m[PC_ERROR_MAX];
+  snprintf(m, sizeof m, "connect to %.280s: the channel is closed", c->ch->where);
+  end_early(c, kPc_Code_Unavailable, m);
+}
+
 pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *alloc, void *ud,
                                    pc_Error *err) {
   if (alloc == NULL) alloc = pc_DefaultAlloc;
@@ -513,6 +536,9 @@ oom:
 
 void pc_GrpcChannel_Close(pc_GrpcChannel *ch) {
   ch->closed = 1;
+  for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
+    if (c->waiting && !c->early) end_closed(c);
+  }
   close_idle(ch);
 }
 
@@ -546,16 +572,6 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch) {
 }
 
 /* -- calls --------------------------------------------------------------- */
-
-static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
-  char *m = pc_Arena_StrDup(c->arena, msg, strlen(msg));
-  c->early = 1;
-  c->status.code = code;
-  c->status.message = m ? m : "out of memory";
-  c->status.message_len = strlen(c->status.message);
-  c->status.details = "";
-  wake(c);
-}
 
 static void drop_replay(pc_GrpcCall *c) {
   if (c->replay && !c->replay_in_arena) mem(c->ch, c->replay, c->replay_cap, 0);
@@ -626,6 +642,10 @@ static int open_stream(pc_GrpcCall *c) {
   Conn *conn = c->ch->lame ? NULL : pick_conn(c->ch, &err, &wait);
   if (c->ch->lame) {
     end_early(c, kPc_Code_Internal, c->ch->lame);
+    return 0;
+  }
+  if (conn == NULL && wait && c->ch->closed) {
+    end_closed(c);
     return 0;
   }
   if (conn == NULL && wait) {
@@ -777,7 +797,9 @@ int pc_GrpcCall_Send(pc_GrpcCall *c, const void *msg, size_t len) {
 }
 
 size_t pc_GrpcCall_Unsent(const pc_GrpcCall *c) {
-  return c->stream ? pc_GrpcStream_Unsent(c->stream) : 0;
+  if (c->stream) return pc_GrpcStream_Unsent(c->stream);
+  /* waiting for a connection: all of it, so a sender waits for that too */
+  return c->waiting && !c->early ? c->replay_len : 0;
 }
 
 void pc_GrpcCall_CloseSend(pc_GrpcCall *c) {
@@ -929,6 +951,7 @@ static double start_waiting(pc_GrpcChannel *ch, double now) {
     }
     c->waiting = 0;
     reopen(c);
+    wake(c); /* its request bytes moved to a stream (pc_GrpcCall_Unsent) */
   }
   return ch->any_waiting ? ch->backoff.retry_at : -1;
 }

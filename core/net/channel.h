@@ -114,7 +114,10 @@ void pc_GrpcChannel_Free(pc_GrpcChannel *ch);
 /* Closes the channel without freeing it: pc_GrpcChannel_Start refuses new
  * calls, connections without a call close now, and those with calls when
  * their last call is freed; the calls in flight go on to their end (their
- * deadline included) as long as the channel is pumped. Idempotent. */
+ * deadline included) as long as the channel is pumped. A call waiting for a
+ * connection attempt (wait_for_ready), now or when its attempt fails, ends
+ * UNAVAILABLE "connect to HOST:PORT: the channel is closed" instead: no
+ * attempt is made for it any more. Idempotent. */
 void pc_GrpcChannel_Close(pc_GrpcChannel *ch);
 
 /* Starts a call of 'path'; request messages follow with pc_GrpcCall_Send.
@@ -130,7 +133,8 @@ pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
  * or its sending side is closed. */
 int pc_GrpcCall_Send(pc_GrpcCall *call, const void *msg, size_t len);
 
-/* Request bytes queued and not yet sent (the peer's window is closed):
+/* Request bytes queued and not yet sent (the peer's window is closed, or
+ * the call waits for a connection: all it was sent, which it keeps):
  * a sender waits (pc_Grpc_Pump) while this is above its bound. */
 size_t pc_GrpcCall_Unsent(const pc_GrpcCall *call);
 

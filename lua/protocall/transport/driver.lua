@@ -382,13 +382,25 @@ function M.pump(channels, seconds)
   return sched.pump(channels, seconds)
 end
 
+--- notify(channel): wakes the waiters of a driven channel's calls after
+-- one ended without I/O (a cancel from another task of a call waiting
+-- for a connection); nothing for another channel.
+function M.notify(channel)
+  local dc = driven[channel]
+  if dc then woken(dc, channel, false) end
+end
+
 --- close(channel): after channel:close(), closes the sockets of a driven
 -- channel's connections without a call (nothing for another channel); a
 -- connection with calls in flight keeps its socket, and the waits of those
--- calls go on driving it, until they end.
+-- calls go on driving it, until they end. The waiters are woken: the
+-- close ended the calls that waited for a connection.
 function M.close(channel)
   local dc = driven[channel]
-  if dc then sync(dc) end
+  if dc then
+    sync(dc)
+    woken(dc, channel, false)
+  end
 end
 
 return M

@@ -528,6 +528,7 @@ function Call:cancel()
   if not call:status() then self.cancelled = true end
   call:cancel()
   driver.flush(self.channel)
+  driver.notify(self.channel) -- a task waiting on it sees the end now
 end
 
 --- `call:close()`: cancels the call if still running and releases it.
@@ -657,8 +658,14 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- connection attempts and their backoff until a connection is ready,
 -- however far its deadline, failing only DEADLINE_EXCEEDED at it,
 -- "deadline exceeded waiting for a connection (the last attempt: connect
--- to HOST:PORT: why)"; a call that lost a connection it was sent on
--- still fails UNAVAILABLE. With several backends a call on a backend
+-- to HOST:PORT: why)", so a call without a timeout waits for as long as
+-- no connection is made (give such calls a deadline); `transport:close()`
+-- ends the waiting calls UNAVAILABLE "connect to HOST:PORT: the channel is
+-- closed". A waiting stream's `send` waits while more than 64 KiB wait
+-- with it; a request message over 4 MiB fails the waiting call UNAVAILABLE
+-- (more than it keeps to send). Ready is connected (and TLS done): a call
+-- that lost a connection it was sent on, one the peer closed before
+-- answering included, still fails UNAVAILABLE. With several backends a call on a backend
 -- whose attempt failed goes on to the next as without it, and only
 -- waits for a backend's backoff, failing at once when that is past its
 -- deadline),

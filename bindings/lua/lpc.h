@@ -216,15 +216,22 @@ int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *d
 /* -- Argument errors (lpc_arg.c) -------------------------------------------
  * The binding's one path for Lua's "bad argument" error. */
 
+/* GCC's spelling of _Noreturn beside C11's: cppcheck reads only this one,
+ * and without it takes a pointer checked for NULL before a raise as
+ * possibly NULL after it. */
+#define LPC_NORETURN __attribute__((noreturn))
+
 /* Raises "bad argument #arg to 'fname' (msg)" after the calling Lua line's
  * position, as luaL_argerror words it; 'fname' names the function as its
  * caller knows it ("decode", "to_json"). 'msg' NULL: the message is the
  * string on top of the stack (which may hold a NUL byte). */
-_Noreturn void lpc_arg_error(lua_State *L, int arg, const char *fname, const char *msg);
+_Noreturn void lpc_arg_error(lua_State *L, int arg, const char *fname,
+                             const char *msg) LPC_NORETURN;
 
 /* As luaL_typeerror through lpc_arg_error: "(table expected, got number)",
  * a value with a __name metafield shown by it. */
-_Noreturn void lpc_arg_type_error(lua_State *L, int arg, const char *fname, const char *expected);
+_Noreturn void lpc_arg_type_error(lua_State *L, int arg, const char *fname,
+                                  const char *expected) LPC_NORETURN;
 
 /* The metatable-upvalue check of a metamethod's self: the userdata at 1
  * when its metatable is the value at upvalue 'uv' of the running C

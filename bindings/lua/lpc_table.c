@@ -880,8 +880,9 @@ static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
   while (lua_next(L, t)) {
     empty = 0;
     const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
-    if (le != NULL && (lpc_store_plain(L, msg, le, -1) ||
-                       (le->read == kLpc_Read_String && store_string(b, msg + le->offset)))) {
+    if (le != NULL &&
+        (lpc_store_plain(L, msg, le, -1) ||
+         (le->read == kLpc_Read_String && store_string(b, (char *)msg + le->offset)))) {
       lua_pop(L, 1);
       continue;
     }

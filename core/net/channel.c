@@ -594,7 +594,7 @@ static int keep_for_replay(pc_GrpcCall *c, const void *msg, size_t len) {
     c->replay_cap = c->replay ? need : 0;
     c->replay_in_arena = c->replay != NULL;
   }
-  if (need > c->replay_cap) {
+  if (c->replay == NULL || need > c->replay_cap) {
     size_t cap = c->replay_cap && !c->replay_in_arena ? c->replay_cap : 256;
     while (cap < need) cap *= 2;
     char *p =
@@ -603,7 +603,8 @@ static int keep_for_replay(pc_GrpcCall *c, const void *msg, size_t len) {
       drop_replay(c);
       return 1;
     }
-    if (c->replay_in_arena) memcpy(p, c->replay, c->replay_len); /* out of the arena */
+    if (c->replay_in_arena && c->replay != NULL)
+      memcpy(p, c->replay, c->replay_len); /* out of the arena */
     c->replay = p;
     c->replay_cap = cap;
     c->replay_in_arena = 0;

@@ -104,6 +104,7 @@ struct pc_GrpcCall {
   char *replay;            /* request messages as [4-byte length][bytes], while replayable */
   size_t replay_len, replay_cap;
   int replay_in_arena; /* 'replay' is in 'arena' (a small first message): not freed */
+  int lent_arena;      /* a stream was opened in 'arena' (open_stream): the next ones are not */
   int replayable;
   int send_closed;
   int retries;
@@ -636,7 +637,10 @@ static int open_stream(pc_GrpcCall *c) {
   s.protocol = c->protocol;
   s.json = c->json;
   s.get = c->get;
-  s.arena = c->arena; /* the stream lives in the call's arena */
+  /* The first stream lives in the call's arena; a later one (a transparent
+   * retry, a wait-for-ready call's next attempt) in an arena of its own,
+   * freed with it: the call's would grow by a stream each attempt. */
+  s.arena = c->lent_arena ? NULL : c->arena;
   pc_Error err;
   pc_Error_Init(&err);
   int wait = 0;
@@ -678,6 +682,7 @@ static int open_stream(pc_GrpcCall *c) {
     return 0;
   }
   c->stream = pc_GrpcEngine_Open(conn->engine, c->path, &s, c, &err);
+  c->lent_arena = 1;
   if (c->stream == NULL) {
     end_early(c, kPc_Code_Unavailable, err.msg);
     return 0;

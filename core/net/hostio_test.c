@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "net/channel.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* A step of a scenario: prints where it went wrong (a scenario also runs
@@ -311,6 +312,61 @@ static int waits_through_failures(pc_Alloc *alloc, int *ok) {
   return 1;
 }
 
+/* A wait-for-ready call through many failed connection attempts: each
+ * attempt opens its stream anew, and the memory it holds stays flat (the
+ * stream of an attempt that failed does not pile up in the call's arena). */
+static int attempts_stay_flat(int *ok) {
+  *ok = 0;
+  fail_reset(0);
+  pc_GrpcChannel *ch = backoff_channel(fail_alloc, 0, kPc_GrpcWaitForReady_Deadline);
+  if (ch == NULL) return 0;
+  pc_GrpcPair md[12];
+  static char value[400];
+  memset(value, 'v', sizeof value);
+  for (int i = 0; i < 12; i++) {
+    static char keys[12][8];
+    snprintf(keys[i], sizeof keys[i], "x-k%d", i);
+    md[i].key = keys[i];
+    md[i].key_len = strlen(keys[i]);
+    md[i].value = value;
+    md[i].value_len = sizeof value;
+  }
+  pc_GrpcCallSettings s;
+  memset(&s, 0, sizeof s);
+  s.timeout = 600;
+  s.metadata = md;
+  s.metadata_count = 12;
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_GrpcCall *a = pc_GrpcChannel_Start(ch, "/a.B/C", &s, &err);
+  if (a == NULL) {
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  pc_GrpcCall_Send(a, "hi", 2);
+  pc_GrpcCall_CloseSend(a);
+  int good = 1, ready;
+  long long after[2] = {0, 0};
+  for (int i = 0; i < 200; i++) {
+    pc_GrpcChannel_HostTick(ch);
+    unsigned id = only_conn(ch, &ready);
+    good &= STEP(id != 0 && !ready && pc_GrpcCall_Status(a) == NULL);
+    if (id == 0) break;
+    pc_GrpcChannel_HostConnected(ch, id, 0, "connect to example.test:50051: refused");
+    if (i == 9) after[0] = fail_live;
+  }
+  after[1] = fail_live;
+  if (after[1] > after[0] + 4096)
+    fprintf(stderr, "hostio_test.c: %lld bytes after 10 attempts, %lld after 200\n", after[0],
+            after[1]);
+  good &= STEP(after[1] <= after[0] + 4096);
+  pc_GrpcCall_Free(a);
+  pc_GrpcChannel_Free(ch);
+  good &= STEP(fail_live == 0);
+  *ok = good;
+  return 1;
+}
+
 int main(void) {
   int ok = 0;
   CHECK(lifecycle(NULL, &ok));
@@ -320,6 +376,8 @@ int main(void) {
   CHECK(refused_again(NULL, &ok));
   CHECK(ok);
   CHECK(waits_through_failures(NULL, &ok));
+  CHECK(ok);
+  CHECK(attempts_stay_flat(&ok));
   CHECK(ok);
   quiet = 1;
   for (long n = 1;; n++) {

@@ -365,11 +365,31 @@ def frame(payload, flag=0):
     return bytes([flag]) + len(payload).to_bytes(4, "big") + payload
 
 
-def h2_reply(h, sid, method, arg):
+# Request bodies the RefuseEcho and GoawayEcho methods turned away once.
+TURNED_AWAY = set()
+
+
+def h2_reply(h, sid, method, arg, headers=None):
     """What each method of the scripted peer answers; 'arg' is the request
-    message's text."""
+    message's text, 'headers' the request's header fields."""
     ok200 = [(":status", "200"), GRPC_CT]
-    if method.startswith("Http"):  # HttpNNN: that status, no grpc-status
+    if method in ("RefuseEcho", "GoawayEcho"):
+        # the first time a request body is seen: RST_STREAM REFUSED_STREAM
+        # (RefuseEcho) or GOAWAY taking no stream (GoawayEcho), both of
+        # which a client retries transparently; then the body back with
+        # the request's x- metadata as trailers (x-echo-NAME)
+        if arg not in TURNED_AWAY:
+            TURNED_AWAY.add(arg)
+            if method == "RefuseEcho":
+                h.reset_stream(sid, error_code=7)
+            else:
+                h.close_connection(error_code=0, last_stream_id=0)
+            return
+        echo = [("x-echo-" + k[2:], v) for k, v in (headers or []) if k.startswith("x-")]
+        h.send_headers(sid, ok200)
+        h.send_data(sid, frame(arg.encode("latin-1")))
+        h.send_headers(sid, [("grpc-status", "0")] + echo, end_stream=True)
+    elif method.startswith("Http"):  # HttpNNN: that status, no grpc-status
         h.send_headers(sid, [(":status", method[4:]), ("content-type", "text/plain")])
         h.send_data(sid, b"not grpc", end_stream=True)
     elif method == "Zero":
@@ -522,7 +542,7 @@ def h2_connection(conn):
                 continue
             for ev in events:
                 if isinstance(ev, h2.events.RequestReceived):
-                    streams[ev.stream_id] = [dict(ev.headers)[":path"], b""]
+                    streams[ev.stream_id] = [dict(ev.headers)[":path"], b"", ev.headers]
                     if streams[ev.stream_id][0].endswith("/NoRead"):
                         # headers, then never a WINDOW_UPDATE: the client's
                         # sends must stop at the flow-control window
@@ -536,13 +556,13 @@ def h2_connection(conn):
                     RESETS.append(ev.error_code)
                     streams.pop(ev.stream_id, None)
                 elif isinstance(ev, h2.events.StreamEnded):
-                    path, body = streams.pop(ev.stream_id)
+                    path, body, fields = streams.pop(ev.stream_id)
                     method = path.rsplit("/", 1)[-1]
                     if method == "GoawayLater":  # answer, then GOAWAY on the idle connection
                         h2_reply(h, ev.stream_id, "Ok", "")
                         threading.Timer(0.1, later_goaway, (ev.stream_id,)).start()
                     else:
-                        h2_reply(h, ev.stream_id, method, body[5:].decode("latin-1"))
+                        h2_reply(h, ev.stream_id, method, body[5:].decode("latin-1"), fields)
                     if method == "AnswerThenGoaway":
                         streams["linger"] = True
             out = h.data_to_send()

@@ -840,6 +840,37 @@ describe("pc.grpc", function()
   end)
 
   describe("HTTP/2 faults", function()
+    -- A refused stream (RST_STREAM REFUSED_STREAM) and a GOAWAY that took
+    -- no stream are retried transparently: the retry carries the request's
+    -- exact bytes and metadata, whether the first message was kept in the
+    -- call's arena (up to 1 KiB) or in a buffer of its own, and a call after
+    -- it (a reused arena) sends nothing of a call before.
+    it("retries a refused call with its exact request and metadata, small and large", function()
+      local tr = pc.grpc(peer.url)
+      for round = 1, 2 do
+        for _, size in ipairs { 1, 1000, 1019, 1020, 1021, 1500, 9000 } do
+          for _, method in ipairs { "RefuseEcho", "GoawayEcho" } do
+            local head = method .. "-" .. round .. "-" .. size .. "-"
+            local body = head .. string.rep(string.char(65 + (size + round) % 26), math.max(size - #head, 0))
+            local n = size % 2 == 0 and 12 or 2 -- more pairs than the C stack's 8, and fewer
+            local md = {}
+            for i = 1, n do md[i] = { "x-k" .. i, round .. string.rep("v", i * 20) } end
+            local got, meta = tr:unary("/raw.Test/" .. method, body,
+              { metadata = md, with_metadata = true, timeout = 10 })
+            assert.are.equal(body, got)
+            local echoed = {}
+            for _, p in ipairs(meta.trailers) do echoed[#echoed + 1] = p[1] .. "=" .. p[2] end
+            local want = {}
+            for i = 1, n do want[i] = "x-echo-k" .. i .. "=" .. md[i][2] end
+            table.sort(echoed)
+            table.sort(want)
+            assert.are.same(want, echoed)
+          end
+        end
+      end
+      tr:close()
+    end)
+
     it("completes a call in flight across a graceful GOAWAY", function()
       local tr = pc.grpc(peer.url)
       assert.are.equal("finished", tr:unary("/raw.Test/GoawayFirst", "", { timeout = 5 }))

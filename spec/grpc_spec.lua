@@ -158,6 +158,39 @@ describe("pc.grpc", function()
       assert.are.same({}, err.details) -- a google.rpc.Status without details
     end)
 
+    -- A list read through __len and __index (as metadata_problem allows)
+    -- may hand out strings nothing else holds: the call keeps them until it
+    -- has copied them (they were freed by a collection in a later __index).
+    it("sends metadata read through __index whose strings only it holds", function()
+      local entry_mt = {
+        __len = function() return 2 end,
+        __index = function(e, j)
+          collectgarbage()
+          return j == 1 and "x-k" .. e.i or e.i .. string.rep("v", 40)
+        end,
+      }
+      local md = setmetatable({}, {
+        __len = function() return 12 end,
+        __index = function(_, i)
+          collectgarbage()
+          return setmetatable({ i = i }, entry_mt)
+        end,
+      })
+      local got, meta = h:unary("/raw.Test/RefuseEcho", "proxy metadata", { metadata = md, with_metadata = true })
+      assert.are.equal("proxy metadata", got)
+      local echoed, want = {}, {}
+      for _, p in ipairs(meta.trailers) do echoed[#echoed + 1] = p[1] .. "=" .. p[2] end
+      for i = 1, 12 do want[i] = "x-echo-k" .. i .. "=" .. i .. string.rep("v", 40) end
+      table.sort(echoed)
+      table.sort(want)
+      assert.are.same(want, echoed)
+      -- gRPC-Web's trailers from such a list (core.web_trailers) as well
+      local trailers = core.web_trailers({ code = 0, message = "" }, md)
+      for i = 1, 12 do
+        assert.is_truthy(trailers:find("\r\nx-k" .. i .. ":" .. i .. string.rep("v", 40) .. "\r\n", 1, true))
+      end
+    end)
+
     it("refuses invalid request metadata before sending, at the caller's line", function()
       local function refused(metadata, message)
         local ok, err = pcall(t.unary, t, "/test.Test/Echo", "", { metadata = metadata })

@@ -232,6 +232,8 @@ static int lpc_grpcchannel_start(lua_State *L) {
   if (lua_type(L, 4) == LUA_TTABLE) {
     size_t n = (size_t)luaL_len(L, 4);
     pairs = n <= sizeof few / sizeof few[0] ? few : lua_newuserdatauv(L, n * sizeof *pairs, 0);
+    if (n > (size_t)INT_MAX / 2 - LUA_MINSTACK) luaL_error(L, "too much metadata");
+    luaL_checkstack(L, (int)(2 * n) + LUA_MINSTACK, "too much metadata");
     for (size_t i = 0; i < n; i++) {
       if (lua_geti(L, 4, (lua_Integer)i + 1) != LUA_TTABLE)
         luaL_error(L, "metadata entry %d: {key, value} expected", (int)i + 1);
@@ -239,10 +241,12 @@ static int lpc_grpcchannel_start(lua_State *L) {
       lua_geti(L, -2, 2);
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "metadata entry %d: {key, value} strings expected", (int)i + 1);
-      /* The strings stay anchored in the metadata table. */
+      /* The strings stay on the stack until the call is made: a list read
+       * through __index (a view, a proxy) may hand out strings nothing
+       * else holds, which a collection in a later __index would free. */
+      lua_remove(L, -3);
       pairs[i].key = lua_tolstring(L, -2, &pairs[i].key_len);
       pairs[i].value = lua_tolstring(L, -1, &pairs[i].value_len);
-      lua_pop(L, 3);
     }
     s.metadata = pairs;
     s.metadata_count = n;
@@ -1070,21 +1074,23 @@ static void check_web_status(lua_State *L, int idx, pc_GrpcStatus *st) {
 }
 
 /* The {key, value} list at 'idx' (nil: none) as pairs in a userdata
- * pushed on the stack (the strings anchored in the list). */
+ * pushed on the stack, the pairs' strings kept on the stack above it. */
 static pc_GrpcPair *check_web_pairs(lua_State *L, int idx, size_t *n) {
   *n = 0;
   if (lua_isnoneornil(L, idx)) return NULL;
   luaL_checktype(L, idx, LUA_TTABLE);
   size_t count = (size_t)luaL_len(L, idx);
   pc_GrpcPair *pairs = lua_newuserdatauv(L, (count ? count : 1) * sizeof *pairs, 0);
+  if (count > (size_t)INT_MAX / 2 - LUA_MINSTACK) luaL_error(L, "too much metadata");
+  luaL_checkstack(L, (int)(2 * count) + LUA_MINSTACK, "too much metadata");
   for (size_t i = 0; i < count; i++) {
     int ok = lua_geti(L, idx, (lua_Integer)i + 1) == LUA_TTABLE;
     ok = ok && lua_geti(L, -1, 1) == LUA_TSTRING;
     ok = ok && lua_geti(L, -2, 2) == LUA_TSTRING;
     if (!ok) luaL_error(L, "metadata entry %d: {key, value} strings expected", (int)i + 1);
+    lua_remove(L, -3); /* the strings stay on the stack (a list read through __index) */
     pairs[i].key = lua_tolstring(L, -2, &pairs[i].key_len);
     pairs[i].value = lua_tolstring(L, -1, &pairs[i].value_len);
-    lua_pop(L, 3);
   }
   *n = count;
   return pairs;

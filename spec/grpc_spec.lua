@@ -158,6 +158,44 @@ describe("pc.grpc", function()
       assert.are.same({}, err.details) -- a google.rpc.Status without details
     end)
 
+    -- A finalizer that an allocation of call:next(true) runs may close the
+    -- call being read: the close waits for the read (it freed the call under
+    -- it: a NULL pc_GrpcPair read in reserved_key under UBSan).
+    it("reads a unary end and its metadata whole when a finalizer closes the call meanwhile", function()
+      local core_ch = h.channel
+      local inside, target, hits = false, nil, 0
+      local mt = {}
+      mt.__gc = function()
+        if inside and target then
+          target:close()
+          hits = hits + 1
+        end
+        if mt then setmetatable({}, mt) end -- another for the next cycle
+      end
+      for _ = 1, 300 do setmetatable({}, mt) end
+      local pause, stepmul = collectgarbage("setpause", 0), collectgarbage("setstepmul", 1000)
+      local tokens = {}
+      for _ = 1, 2000 do
+        local call = core_ch:start("/raw.Test/Informational", 5, {}, false, 0, nil, false, false, "")
+        while call:buffered() == 0 and not call:status() do core.grpc_pump({ core_ch }, 0.01, tokens) end
+        for _ = 1, 10 do core.grpc_pump({ core_ch }, 0, tokens) end
+        target, inside = call, true
+        local m, last, md = call:next(true)
+        inside, target = false, nil
+        assert.are.equal("ok", m)
+        assert.is_true(last)
+        assert.are.same({ { "x-h", "1" } }, md.headers)
+        assert.are.same({ { "x-t", "2" } }, md.trailers)
+        call:close()
+        if hits >= 20 then break end
+      end
+      mt = nil
+      collectgarbage("setpause", pause)
+      collectgarbage("setstepmul", stepmul)
+      collectgarbage()
+      assert.is_true(hits >= 20)
+    end)
+
     -- A list read through __len and __index (as metadata_problem allows)
     -- may hand out strings nothing else holds: the call keeps them until it
     -- has copied them (they were freed by a collection in a later __index).

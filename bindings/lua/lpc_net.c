@@ -40,6 +40,8 @@ typedef struct {
   const char *tag; /* &call_tag once its metatable is set, &closed_call_tag once
                     * closed, NULL once collected */
   pc_GrpcCall *call;
+  int reading;     /* a method builds tables from the call (begin_read) */
+  int close_asked; /* call:close() while it did: end_read frees the call */
 } CallBox;
 
 /* luaL_checkudata(L, idx, tname) for the methods of channels and calls
@@ -257,6 +259,7 @@ static int lpc_grpcchannel_start(lua_State *L) {
   CallBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->tag = NULL;
   b->call = NULL;
+  b->reading = b->close_asked = 0;
   lua_pushvalue(L, lua_upvalueindex(1)); /* the calls' metatable (lpc_open_net) */
   lua_setmetatable(L, -2);
   b->tag = &call_tag;
@@ -538,6 +541,21 @@ static int lpc_resolve(lua_State *L) {
   return 1;
 }
 
+/* A method about to build Lua values from the call: each allocation may
+ * run finalizers, and one may call call:close(), which then waits for
+ * end_read (the call's memory stays while the method reads it). */
+static void begin_read(CallBox *b) {
+  b->reading = 1;
+}
+
+static void end_read(CallBox *b) {
+  b->reading = 0;
+  if (!b->close_asked) return;
+  pc_GrpcCall_Free(b->call);
+  b->call = NULL;
+  b->tag = &closed_call_tag;
+}
+
 static CallBox *check_call(lua_State *L) {
   CallBox *b = check_box(L, 1, &call_tag, sizeof(CallBox), CALL_MT);
   if (b->call == NULL) luaL_argerror(L, 1, "call is closed");
@@ -585,14 +603,18 @@ static int lpc_grpccall_next(lua_State *L) {
   size_t len;
   int r = pc_GrpcCall_Next(b->call, &data, &len);
   if (r == 1) {
+    begin_read(b);
     lua_pushlstring(L, data, len);
     const pc_GrpcStatus *st = pc_GrpcCall_Drained(b->call) ? pc_GrpcCall_Status(b->call) : NULL;
     int last = st != NULL && st->code == kPc_Code_Ok;
     lua_pushboolean(L, last);
-    if (!last || !lua_toboolean(L, 2)) return 2;
-    if (lua_type(L, 2) == LUA_TSTRING && !has_pairs(b->call)) return 2; /* "present" */
-    push_metadata(L, b->call);
-    return 3;
+    int n = 2;
+    if (last && lua_toboolean(L, 2) && (lua_type(L, 2) != LUA_TSTRING || has_pairs(b->call))) {
+      push_metadata(L, b->call); /* "present": only when there is a pair */
+      n = 3;
+    }
+    end_read(b);
+    return n;
   }
   if (r == 0)
     lua_pushboolean(L, 0);
@@ -695,7 +717,9 @@ static void push_status(lua_State *L, const pc_GrpcCall *call) {
 static int lpc_grpccall_status(lua_State *L) {
   CallBox *b = check_call(L);
   if (pc_GrpcCall_Status(b->call) == NULL) return 0;
+  begin_read(b);
   push_status(L, b->call);
+  end_read(b);
   return 1;
 }
 
@@ -724,7 +748,9 @@ static int has_pairs(const pc_GrpcCall *call) {
 static int lpc_grpccall_metadata(lua_State *L) {
   CallBox *b = check_call(L);
   if (lua_toboolean(L, 2) && !has_pairs(b->call)) return 0;
+  begin_read(b);
   push_metadata(L, b->call);
+  end_read(b);
   return 1;
 }
 
@@ -753,6 +779,10 @@ static int lpc_grpccall_close(lua_State *L) {
   if (b == NULL || lua_rawlen(L, 1) != sizeof *b ||
       (b->tag != &call_tag && b->tag != &closed_call_tag)) /* a closed one: no slower */
     b = luaL_checkudata(L, 1, CALL_MT);
+  if (b->reading) { /* a finalizer, run by an allocation of the method reading it */
+    b->close_asked = 1;
+    return 0;
+  }
   pc_GrpcCall_Free(b->call);
   b->call = NULL;
   b->tag = &closed_call_tag; /* the other methods: luaL_checkudata, "call is closed" */
@@ -761,6 +791,8 @@ static int lpc_grpccall_close(lua_State *L) {
 
 /* __gc: as call:close(), and no tag is left in the memory freed. */
 static int lpc_grpccall_gc(lua_State *L) {
+  CallBox *b = lua_touserdata(L, 1);
+  if (b != NULL && lua_rawlen(L, 1) == sizeof *b) b->reading = 0; /* a read that raised */
   lpc_grpccall_close(L);
   ((CallBox *)lua_touserdata(L, 1))->tag = NULL;
   return 0;

@@ -665,10 +665,16 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- with it; a request message over 4 MiB fails the waiting call UNAVAILABLE
 -- (more than it keeps to send). Ready is connected (and TLS done): a call
 -- that lost a connection it was sent on, one the peer closed before
--- answering included, still fails UNAVAILABLE. With several backends a call on a backend
--- whose attempt failed goes on to the next as without it, and only
--- waits for a backend's backoff, failing at once when that is past its
--- deadline),
+-- answering included, still fails UNAVAILABLE. That waiting is a lone
+-- backend's (one address: "host:port", a URL, unix:, a list or ipv4:
+-- target of one, a dns:/// name a `driver` resolves to one): with a
+-- balancer (several backends, any dns:/// name without a driver, even one
+-- resolving to a single address, an xds:/// name) a call only waits out a
+-- backend's backoff (failing at once when that is past its deadline); its
+-- attempt failing, it goes on to the next backend as without
+-- wait_for_ready, and fails UNAVAILABLE
+-- ("connect to HOST:PORT: why") when the backends it tried all failed, so
+-- a server that comes up later answers only the calls made after it),
 -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
 -- name check, so anyone on the path can read and change the calls; for
 -- a test server with a self-signed certificate only), `connect_timeout`

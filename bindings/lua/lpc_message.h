@@ -121,6 +121,11 @@ typedef struct {
   lpc_LookupEntry e[1];
 } lpc_Lookup;
 
+/* How lpc_store_plain stores a value of field type 't' in a plain slot
+ * (kLpc_Write_Other: the general path; enums, and 64-bit under LuaJIT,
+ * whose cdata goes through C). Fields and list elements share it. */
+uint8_t lpc_type_write_kind(pc_FieldType t);
+
 static inline int lpc_plain_slot(const pc_FieldDef *f) {
   return f->slot <= kPc_Slot_64 && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&
          f->label != kPc_Label_Repeated;

@@ -73,11 +73,14 @@ static int is_64bit_integer(pc_FieldType t) {
          t == kPc_Type_Uint64 || t == kPc_Type_Fixed64;
 }
 
-static uint8_t write_kind(const pc_FieldDef *f) {
-  if (!lpc_plain_slot(f)) return kLpc_Write_Other;
+uint8_t lpc_type_write_kind(pc_FieldType t) {
   /* enums: names, closed enums; 64-bit: any Lua integer (LuaJIT: cdata too, through C) */
-  if (is_64bit_integer(f->type)) return LPC_LUAJIT ? kLpc_Write_Other : kLpc_Write_I64;
-  return scalar_write_kind(f->type);
+  if (is_64bit_integer(t)) return LPC_LUAJIT ? kLpc_Write_Other : kLpc_Write_I64;
+  return scalar_write_kind(t);
+}
+
+static uint8_t write_kind(const pc_FieldDef *f) {
+  return lpc_plain_slot(f) ? lpc_type_write_kind(f->type) : kLpc_Write_Other;
 }
 
 /* -- Module functions ---------------------------------------------------------- */

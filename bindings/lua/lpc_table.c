@@ -772,27 +772,6 @@ static int build_elem(Build *b, const pc_FieldDef *ef, int idx, pc_Value *out) {
   return build_scalar(b, ef, idx, out);
 }
 
-/* How lpc_store_plain stores an element of type 't' (kLpc_Write_Other:
- * build_elem does). */
-static uint8_t elem_write_kind(pc_FieldType t) {
-  switch (t) {
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return kLpc_Write_U32;
-  case kPc_Type_Int32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32: return kLpc_Write_I32;
-  case kPc_Type_Int64:
-  case kPc_Type_Sint64:
-  case kPc_Type_Sfixed64:
-  case kPc_Type_Uint64:
-  case kPc_Type_Fixed64: return LPC_LUAJIT ? kLpc_Write_Other : kLpc_Write_I64;
-  case kPc_Type_Double: return kLpc_Write_F64;
-  case kPc_Type_Float: return kLpc_Write_F32;
-  case kPc_Type_Bool: return kLpc_Write_Bool;
-  default: return kLpc_Write_Other;
-  }
-}
-
 /* The list at 'idx' for repeated field 'f': keys 1..n met in order. */
 static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
   lua_State *L = b->e.L;
@@ -809,7 +788,7 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
   if (arr == NULL || !pc_Array_Resize(arr, n, elem, b->a)) lpc_nomem(L);
   lpc_LookupEntry plain; /* an element stored by lpc_store_plain when it can */
   plain.offset = 0;
-  plain.write = elem_write_kind(f->type);
+  plain.write = lpc_type_write_kind(f->type);
   lua_Integer expect = 1;
   int top = lua_gettop(L) + 2; /* with a key and its value */
   lua_pushnil(L);

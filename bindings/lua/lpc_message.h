@@ -121,10 +121,35 @@ typedef struct {
   lpc_LookupEntry e[1];
 } lpc_Lookup;
 
+/* The kLpc_Write_* of a 32-bit, floating or bool field type; kLpc_Write_Other for
+ * enums and 64-bit types (whose callers decide), and the rest. */
+static inline uint8_t lpc_scalar_write_kind(pc_FieldType t) {
+  switch (t) {
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32: return kLpc_Write_U32;
+  case kPc_Type_Int32:
+  case kPc_Type_Sint32:
+  case kPc_Type_Sfixed32: return kLpc_Write_I32;
+  case kPc_Type_Double: return kLpc_Write_F64;
+  case kPc_Type_Float: return kLpc_Write_F32;
+  case kPc_Type_Bool: return kLpc_Write_Bool;
+  default: return kLpc_Write_Other;
+  }
+}
+
 /* How lpc_store_plain stores a value of field type 't' in a plain slot
  * (kLpc_Write_Other: the general path; enums, and 64-bit under LuaJIT,
  * whose cdata goes through C). Fields and list elements share it. */
-uint8_t lpc_type_write_kind(pc_FieldType t);
+static inline uint8_t lpc_type_write_kind(pc_FieldType t) {
+  switch (t) {
+  case kPc_Type_Int64:
+  case kPc_Type_Sint64:
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Uint64:
+  case kPc_Type_Fixed64: return LPC_LUAJIT ? kLpc_Write_Other : kLpc_Write_I64;
+  default: return lpc_scalar_write_kind(t);
+  }
+}
 
 static inline int lpc_plain_slot(const pc_FieldDef *f) {
   return f->slot <= kPc_Slot_64 && f->hasbit < 0 && f->case_offset == 0 && !f->is_extension &&

@@ -52,31 +52,9 @@ static uint8_t read_kind(const pc_FieldDef *f) {
                                           : k; /* LuaJIT: cdata (lpc_push_int64) */
 }
 
-/* The kLpc_Write_* of a 32-bit, floating or bool field type; kLpc_Write_Other for
- * enums and 64-bit types (whose callers decide), and the rest. */
-static uint8_t scalar_write_kind(pc_FieldType t) {
-  switch (t) {
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return kLpc_Write_U32;
-  case kPc_Type_Int32:
-  case kPc_Type_Sint32:
-  case kPc_Type_Sfixed32: return kLpc_Write_I32;
-  case kPc_Type_Double: return kLpc_Write_F64;
-  case kPc_Type_Float: return kLpc_Write_F32;
-  case kPc_Type_Bool: return kLpc_Write_Bool;
-  default: return kLpc_Write_Other;
-  }
-}
-
 static int is_64bit_integer(pc_FieldType t) {
   return t == kPc_Type_Int64 || t == kPc_Type_Sint64 || t == kPc_Type_Sfixed64 ||
          t == kPc_Type_Uint64 || t == kPc_Type_Fixed64;
-}
-
-uint8_t lpc_type_write_kind(pc_FieldType t) {
-  /* enums: names, closed enums; 64-bit: any Lua integer (LuaJIT: cdata too, through C) */
-  if (is_64bit_integer(t)) return LPC_LUAJIT ? kLpc_Write_Other : kLpc_Write_I64;
-  return scalar_write_kind(t);
 }
 
 static uint8_t write_kind(const pc_FieldDef *f) {
@@ -541,7 +519,7 @@ int lpc_ffi_write_kind(const pc_FieldDef *f) {
   if (f->slot > kPc_Slot_64 || f->is_extension || f->label == kPc_Label_Repeated) return 0;
   if (f->type == kPc_Type_Enum) return f->enumdef->closed ? 0 : 7;
   if (is_64bit_integer(f->type)) return kLpc_Write_I64;
-  return scalar_write_kind(f->type);
+  return lpc_scalar_write_kind(f->type);
 }
 
 /* The FFI reader's kinds beyond the plain slots': a string or bytes field

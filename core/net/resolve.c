@@ -422,7 +422,13 @@ size_t pc_NetResolver_PollPrepare(pc_NetResolver *const *rs, size_t k, struct po
     r->poll_first = nfds;
     r->poll_n = 0;
     if (!r->busy && now >= r->next_at) start(r);
-    if (!r->busy) continue;
+    if (!r->busy) {
+      /* a round ends when the next resolution is due, to start it (a call
+       * waiting for a name that did not resolve yet, wait_for_ready) */
+      double due = r->next_at - now;
+      if (due > 0 && due < *timeout) *timeout = due;
+      continue;
+    }
     ares_socket_t socks[ARES_GETSOCK_MAXNUM];
     /* The bits unsigned: ARES_GETSOCK_WRITABLE shifts an int by up to 31. */
     unsigned bits = (unsigned)ares_getsock(r->ch, socks, ARES_GETSOCK_MAXNUM);

@@ -94,7 +94,8 @@ int pc_NetResolver_Busy(const pc_NetResolver *r);
 /* The halves of a round of poll(2), as pc_Grpc_PollPrepare / _PollDone
  * (channel.h): _PollPrepare starts the resolutions that are due and fills
  * at most 'max' entries of 'fds' with their sockets, lowering '*timeout'
- * to when c-ares must look again; after poll(2), _PollDone hands c-ares
+ * to when c-ares must look again, or for a resolver between resolutions
+ * to when its next one is due; after poll(2), _PollDone hands c-ares
  * what is ready (and its timeouts) over the same 'rs' and entries. */
 size_t pc_NetResolver_PollPrepare(pc_NetResolver *const *rs, size_t k, struct pollfd *fds,
                                   size_t max, double *timeout);

@@ -351,6 +351,150 @@ describe("wait_for_ready", function()
   end)
 end)
 
+-- gRPC's wait-for-ready through a balancer (transport/balancer.lua): a
+-- call whose every backend failed to connect waits for the next attempt
+-- the backends' backoff allows, until a backend connects or its deadline.
+describe("wait_for_ready through a balancer", function()
+  pc.load_file("examples/route.proto")
+  local ROUTER = { ["demo.Router"] = {
+    Measure = function(route) return { legs = #route.name } end,
+    Walk = function(route, ctx) for i = 1, #route.name do ctx.send { x = i } end end,
+    Record = function(ctx)
+      local n = 0
+      while ctx:recv() do n = n + 1 end
+      return { legs = n }
+    end,
+  } }
+
+  -- A loopback port nothing listens on (a server may come up on it later).
+  local function free_port()
+    local l = pc.listen(pc.server {}, "127.0.0.1:0")
+    local port = l.port
+    l:shutdown()
+    return port
+  end
+
+  -- Runs `call()` in a task while another starts a server of ROUTER on
+  -- `port` `delay` s later (no server when `port` is nil), or closes
+  -- transport `closing` then; the server stops when the call returned.
+  -- Returns pcall's results of the call.
+  local function late(port, delay, call, closing)
+    local ok, res, listener, done
+    pc.spawn(function()
+      ok, res = pcall(call)
+      done = true
+      if listener then listener:shutdown() end
+    end)
+    pc.spawn(function()
+      pc.sleep(delay)
+      if done then return end -- the call did not wait
+      if closing then return closing:close() end
+      if port == nil then return end
+      listener = pc.listen(pc.server(ROUTER), "127.0.0.1:" .. port)
+      listener:serve()
+    end)
+    pc.run()
+    return ok, res
+  end
+
+  local function pair(opts)
+    local p1, p2 = free_port(), free_port()
+    local t = pc.grpc({ "127.0.0.1:" .. p1, "127.0.0.1:" .. p2 }, opts)
+    return t, pc.client("demo.Router", { transport = t }), p1, p2
+  end
+
+  local function refused(p1, p2, what)
+    return { ["connect to 127.0.0.1:" .. p1 .. ": " .. what] = true, ["connect to 127.0.0.1:" .. p2 .. ": "
+      .. what] = true }
+  end
+
+  it("waits while every backend refuses, for the one that comes up, with either policy", function()
+    for _, policy in ipairs { "pick_first", "round_robin" } do
+      local t, c, _, p2 = pair { wait_for_ready = true, load_balancing = policy, reconnect = { initial = 0.1,
+        jitter = 0 } }
+      local ok, r = late(p2, 0.5, function() return c:Measure({ name = "abc" }, { timeout = 20 }) end)
+      t:close()
+      assert.is_true(ok, policy .. ": " .. tostring(r))
+      assert.are.equal(3, r.legs)
+    end
+  end)
+
+  it("waits with the default reconnection backoff (1 s, growing) too", function()
+    local t, c, p1 = pair { wait_for_ready = true }
+    local ok, r = late(p1, 0.5, function() return c:Measure({ name = "ab" }, { timeout = 30 }) end)
+    t:close()
+    assert.is_true(ok, tostring(r))
+    assert.are.equal(2, r.legs)
+  end)
+
+  it("fails DEADLINE_EXCEEDED naming the last attempt when its deadline comes first", function()
+    local t, c, p1, p2 = pair { wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } }
+    local ok, err = late(p2, 1.5, function() return c:Measure({ name = "abc" }, { timeout = 0.5 }) end)
+    t:close()
+    assert.is_false(ok)
+    assert.are.equal("DEADLINE_EXCEEDED", err.code, tostring(err))
+    local want = {}
+    for m in pairs(refused(p1, p2, "Connection refused")) do
+      want["deadline exceeded waiting for a connection (the last attempt: " .. m .. ")"] = true
+    end
+    assert.is_true(want[err.message], err.message)
+  end)
+
+  it("without wait_for_ready still fails UNAVAILABLE once every backend refused", function()
+    local t, c, _, p2 = pair { reconnect = { initial = 0.1, jitter = 0 } }
+    local ok, err = late(p2, 0.5, function() return c:Measure({ name = "abc" }, { timeout = 20 }) end)
+    t:close()
+    assert.is_false(ok)
+    assert.are.equal("UNAVAILABLE", err.code, tostring(err))
+    assert.are.equal("connect to 127.0.0.1:" .. p2 .. ": Connection refused", err.message)
+  end)
+
+  it("ends a waiting call UNAVAILABLE when the transport is closed", function()
+    local t, c, p1, p2 = pair { wait_for_ready = true, reconnect = { initial = 1, jitter = 0 } }
+    local ok, err = late(nil, 0.3, function() return c:Measure({ name = "abc" }, { timeout = 30 }) end, t)
+    assert.is_false(ok)
+    assert.are.equal("UNAVAILABLE", err.code, tostring(err))
+    assert.is_true(refused(p1, p2, "the channel is closed")[err.message], err.message)
+  end)
+
+  it("waits the same way for a server stream and a client stream", function()
+    local t, c, p1 = pair { wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } }
+    local ok, r = late(p1, 0.5, function()
+      local xs = {}
+      for p in c:Walk({ name = "abc" }, { timeout = 20 }) do xs[#xs + 1] = p.x end
+      return xs
+    end)
+    t:close()
+    assert.is_true(ok, tostring(r))
+    assert.are.same({ 1, 2, 3 }, r)
+    local t2, c2, _, p2 = pair { wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } }
+    ok, r = late(p2, 0.5, function()
+      local call = c2:Record { timeout = 20 }
+      for i = 1, 4 do call:send { x = i } end
+      return call:close_and_recv()
+    end)
+    t2:close()
+    assert.is_true(ok, tostring(r))
+    assert.are.equal(4, r.legs)
+  end)
+
+  it("waits the same way for started calls (hedged unary and server-streaming calls)", function()
+    local hedged = { methodConfig = { { name = { { service = "demo.Router" } },
+      hedgingPolicy = { maxAttempts = 2, hedgingDelay = "30s", nonFatalStatusCodes = {} } } } }
+    local t, _, p1 = pair { wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } }
+    local c = pc.client("demo.Router", { transport = t, service_config = hedged })
+    local ok, r = late(p1, 0.5, function()
+      local legs = c:Measure({ name = "abcd" }, { timeout = 20 }).legs
+      local n = 0
+      for _ in c:Walk({ name = "ab" }, { timeout = 20 }) do n = n + 1 end
+      return { legs, n }
+    end)
+    t:close()
+    assert.is_true(ok, tostring(r))
+    assert.are.same({ 4, 2 }, r)
+  end)
+end)
+
 describe("keepalive", function()
   it("closes a connection whose PING gets no ACK: its call fails UNAVAILABLE, long before the deadline", function()
     local silent = helper.spawn("silent") -- takes the connection, never answers anything

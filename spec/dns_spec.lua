@@ -252,6 +252,71 @@ describe("dns: targets", function()
     end)
   end)
 
+  -- wait_for_ready (gRPC's wait-for-ready) through the balancer of a dns:
+  -- target: no backend connects, or the name does not resolve yet.
+  local WAIT = { wait_for_ready = true, dns_min_interval = 0.2, reconnect = { initial = 0.1, jitter = 0 } }
+
+  -- A port nothing listens on, on 127.0.0.2 (and on 127.0.0.3 with it).
+  local function quiet_port()
+    local l = backend("127.0.0.2:0", "none")
+    local port = l.port
+    l:shutdown()
+    return port
+  end
+
+  it("with wait_for_ready, waits while every address refuses, for the one that comes up", function()
+    local port = quiet_port()
+    zone { ["down.test"] = { A = { "127.0.0.2", "127.0.0.3" } } }
+    serving({}, function()
+      local c, t = client("dns:///down.test:" .. port, WAIT)
+      local late, done
+      pc.spawn(function()
+        pc.sleep(0.5)
+        if done then return end -- the call did not wait
+        late = backend("127.0.0.3:" .. port, "b3")
+        late:serve()
+      end)
+      local ok, r = pcall(c.Who, c, {}, { timeout = 20 })
+      done = true
+      if late then late:shutdown(0) end
+      t:close()
+      assert.is_true(ok, tostring(r))
+      assert.are.equal("b3", r.name)
+    end)
+  end)
+
+  it("with wait_for_ready, waits for a name that does not resolve yet, asking again", function()
+    local b2 = backend("127.0.0.2:0", "b2")
+    zone {}
+    serving({ b2 }, function()
+      local c, t = client("dns:///soon.test:" .. b2.port, WAIT)
+      pc.spawn(function()
+        pc.sleep(0.5)
+        zone { ["soon.test"] = { A = { "127.0.0.2" } } }
+      end)
+      local ok, r = pcall(c.Who, c, {}, { timeout = 20 })
+      t:close()
+      assert.is_true(ok, tostring(r))
+      assert.are.equal("b2", r.name)
+    end)
+  end)
+
+  it("with wait_for_ready, fails DEADLINE_EXCEEDED naming the last resolution, or UNAVAILABLE when closed", function()
+    zone {}
+    serving({}, function()
+      local c, t = client("dns:///never.test:50051", WAIT)
+      local err = helper.status_error(c.Who, c, {}, { timeout = 0.5 })
+      assert.are.same({ "DEADLINE_EXCEEDED", "deadline exceeded while resolving never.test (the last resolution: "
+        .. "resolve never.test: Domain name not found)" }, { err.code, err.message })
+      pc.spawn(function()
+        pc.sleep(0.3)
+        t:close()
+      end)
+      err = helper.status_error(c.Who, c, {}, { timeout = 30 })
+      assert.are.same({ "UNAVAILABLE", "resolve never.test: the channel is closed" }, { err.code, err.message })
+    end)
+  end)
+
   it("resolves by getaddrinfo under a host I/O driver, which owns the sockets (no SRV there)", function()
     local sdriver = require "socket_driver"
     local py = helper.spawn("grpc", 0)

@@ -186,11 +186,16 @@ local function pick(self, tried, timeout, settings)
     resolved(self)
     local deadline = timeout and monotonic() + timeout
     while #self.members == 0 do
-      if dns.why then return nil, errors.status("UNAVAILABLE", dns.why) end
+      if self.closed then
+        return nil, errors.status("UNAVAILABLE", "resolve " .. dns.name .. ": the channel is closed")
+      end
+      if dns.why and not self.wait_for_ready then return nil, errors.status("UNAVAILABLE", dns.why) end
       local left = deadline and deadline - monotonic()
       if left and left <= 0 then
-        return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while resolving " .. dns.name)
+        return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while resolving " .. dns.name
+          .. (dns.why and " (the last resolution: " .. dns.why .. ")" or ""))
       end
+      if dns.why then dns:refresh() end -- wait_for_ready: asks again, once the minimum interval allows
       dns:wait(left)
       resolved(self)
     end
@@ -261,6 +266,74 @@ local function next_try(self, tried, settings, since)
   return b, s
 end
 
+-- Pauses a call for `seconds` (> 0): a pc.spawn task lets the others run
+-- and wakes early when the transport closes (close fires self.signal);
+-- outside any task, the host driver's sleep (a cosocket host yields) or
+-- pc.sleep's.
+local function pause(self, seconds)
+  if seconds <= 0 or sched.wait_signal(self.signal, seconds) then return end
+  local sleep = self.sleep or sched.sleep
+  sleep(seconds)
+end
+
+-- The backend a waiting call tries next (`timeout` seconds left, nil:
+-- no deadline): the policy's pick when its connection may be attempted
+-- now (no reconnection backoff holds it back), else another such backend
+-- not ejected, else nil; or nil and the error of pick (a name that did not
+-- resolve in time, every backend ejected).
+local function ready(self, timeout, settings)
+  local b, err = pick(self, nil, timeout, settings)
+  if b == nil then return nil, err end
+  if b.transport:next_attempt() == nil then return b end
+  for _, m in ipairs(self.members) do
+    if m.ejected_at == nil and m.transport:next_attempt() == nil then return m end
+  end
+  return nil
+end
+
+--- Waits for a wait_for_ready call (gRPC's wait-for-ready: it does not
+-- fail while its backends are in TRANSIENT_FAILURE) whose attempts all
+-- failed before leaving this client: `err` the last failure, on backend
+-- `b`; `settings` the call's, its timeout counted from `since`
+-- (monotonic). Sleeps until the earliest reconnection backoff of a
+-- backend allows an attempt (transport:next_attempt), then returns the
+-- backend to try and the settings with the time taken off the timeout;
+-- or nil and the error to fail with: DEADLINE_EXCEEDED "deadline exceeded
+-- waiting for a connection (the last attempt: connect to HOST:PORT: why)"
+-- at the deadline, UNAVAILABLE "connect to HOST:PORT: the channel is
+-- closed" once the transport is closed. With `nowait` (a started call,
+-- whose result() must not block) it does not sleep: nil, nil and the
+-- seconds to wait before asking again.
+local function await_ready(self, settings, since, err, b, nowait)
+  local timeout = settings and settings.timeout
+  local last = err.message or ""
+  local cut = last:find(" (reconnection backoff: ", 1, true) -- a backoff's refusal: the attempt before it
+  if cut then last = last:sub(1, cut - 1) end
+  while true do
+    if self.closed then
+      return nil, errors.status("UNAVAILABLE", "connect to " .. b.address .. ": the channel is closed")
+    end
+    local left = timeout and timeout - (monotonic() - since)
+    if left and left <= 0 then
+      return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded waiting for a connection (the last attempt: "
+        .. last .. ")")
+    end
+    local nb, problem = ready(self, left, settings)
+    if problem then return nil, problem end
+    if nb then
+      if left == nil then return nb, settings end
+      local s = {}
+      for k, v in pairs(settings) do s[k] = v end
+      s.timeout = left
+      return nb, s
+    end
+    local wait = self:next_attempt() or 0.05 -- none held back but those ejected: look again soon
+    wait = left and min(left, wait) or wait
+    if nowait then return nil, nil, wait end
+    pause(self, wait)
+  end
+end
+
 local function address(where)
   local host = where.host:find(":", 1, true) and "[" .. where.host .. "]" or where.host
   return host .. ":" .. where.port
@@ -270,18 +343,23 @@ local function backend(make, where)
   return { transport = make(where), address = address(where), weight = 1, current = 0, goaways = 0 }
 end
 
---- transport = new(places, make, policy, dns, target): pc.grpc's
--- several backends. `places` lists {host=, port=, tls=} (none for a dns:
--- target before its resolver answers); make(place) -> a one-backend
--- transport; policy "pick_first" or "round_robin"; `dns` a resolver of
--- transport/dns.lua or nil.
+--- transport = new(places, make, policy, dns, target, wait_for_ready,
+-- sleep): pc.grpc's several backends. `places` lists {host=, port=,
+-- tls=} (none for a dns: target before its resolver answers);
+-- make(place) -> a one-backend transport; policy "pick_first" or
+-- "round_robin"; `dns` a resolver of transport/dns.lua or nil;
+-- `wait_for_ready` true: gRPC's wait-for-ready for every call (a call
+-- whose backends all failed to connect waits for the next attempt, a
+-- name that does not resolve for the next resolution, until its
+-- deadline; await_ready); `sleep` the host driver's sleep(seconds) (nil:
+-- pc.sleep's) for such a call outside any task.
 -- The transport has pc.grpc's methods and also
 -- transport:set_load_balancing(policy), transport:set_health_check(service)
 -- transport:set_outlier_detection(config) and transport:backends() ->
 -- {{address=, failed=boolean, weight=, health=, ejected=boolean}, ...}.
-function M.new(places, make, policy, dns, target)
+function M.new(places, make, policy, dns, target, wait_for_ready, sleep)
   local self = setmetatable({ members = {}, make = make, policy = policy, next = 1, dns = dns,
-    target = target }, Balanced)
+    target = target, wait_for_ready = wait_for_ready or nil, sleep = sleep, signal = {} }, Balanced)
   self:update(places)
   return self
 end
@@ -537,6 +615,10 @@ function Balanced:unary(path, request, settings)
     report(self, b, res)
     tried[b] = true
     local nb, ns = next_try(self, tried, settings, since)
+    if nb == nil and self.wait_for_ready then
+      nb, ns = await_ready(self, settings, since, res, b)
+      if nb then tried = {} else res = ns end
+    end
     if nb == nil then
       least_request.finish(tok)
       error(res, 0)
@@ -574,6 +656,10 @@ function Balanced:server_stream(path, request, settings)
       tried = tried or {}
       tried[b] = true
       local nb, ns = next_try(self, tried, settings, since)
+      if nb == nil and self.wait_for_ready then
+        nb, ns = await_ready(self, settings, since, msg, b)
+        if nb then tried = {} else msg = ns end
+      end
       if nb == nil then error(msg, 0) end
       local ok2, iter2, state2, ctl2, call2 = pcall(nb.transport.server_stream, nb.transport, path, request, ns)
       if not ok2 then rethrow(self, nb, iter2) end
@@ -584,13 +670,111 @@ function Balanced:server_stream(path, request, settings)
   end, nil, nil, moved
 end
 
+-- Request bytes a wait_for_ready stream keeps to send again on another
+-- backend (as a lone backend's waiting call keeps, core/net/channel.h):
+-- past them it stays on its backend.
+local REPLAY = 4 * 1024 * 1024
+
+-- A client or bidirectional stream of a wait_for_ready balancer: the
+-- request messages sent are kept (`kept`, at most REPLAY bytes) until the
+-- call is seen to have reached its server (a response, its headers), so
+-- a stream whose backend could not be connected to starts again on the
+-- next backend, or on the first one to connect after waiting
+-- (await_ready), with them sent again; `inner` the backend's call.
+local Replayed = { __name = "protocall.BalancedStream" }
+
+-- Moves stream `self` on after its call failed with `err`, or raises
+-- `err` (the call reached its server, or too much was sent to keep) or
+-- the error of the wait (DEADLINE_EXCEEDED, UNAVAILABLE once closed).
+local function replay(self, err)
+  local bal = self.balanced
+  while true do
+    if self.kept == nil or not unsent(err) then error(err, 0) end
+    report(bal, self.b, err)
+    self.tried[self.b] = true
+    local nb, ns = next_try(bal, self.tried, self.settings, self.since)
+    if nb == nil then
+      nb, ns = await_ready(bal, self.settings, self.since, err, self.b)
+      if nb == nil then
+        ns.method = self.path
+        error(ns, 0)
+      end
+      self.tried = {}
+    end
+    local call = nb.transport:stream(self.path, ns)
+    self.b, self.inner = nb, least_request.counted(least_request.start(bal, nb), call)
+    local ok, e = pcall(function()
+      for i = 1, #self.kept do call:send(self.kept[i]) end
+      if self.send_closed then call:close_send() end
+    end)
+    if ok then return end
+    err = e
+  end
+end
+
+-- Runs method `name` of the current call, moving the stream on (replay)
+-- when it failed unsent; `commit`: what it returned shows the call
+-- reached its server (nothing is kept any more).
+local function replayed(self, name, commit, ...)
+  while true do
+    local inner = self.inner
+    local ok, a = pcall(inner[name], inner, ...)
+    if ok then
+      if commit and a ~= nil then self.kept = nil end
+      return a
+    end
+    replay(self, a)
+  end
+end
+
+function Replayed:send(bytes)
+  local kept = self.kept
+  if kept and type(bytes) == "string" then
+    self.size = self.size + #bytes
+    if self.size > REPLAY then self.kept = nil else kept[#kept + 1] = bytes end
+  end
+  local inner = self.inner
+  local ok, err = pcall(inner.send, inner, bytes)
+  if not ok then replay(self, err) end -- sends the kept ones, this one with them
+end
+
+function Replayed:close_send()
+  self.send_closed = true
+  return self.inner:close_send()
+end
+
+function Replayed:recv() return replayed(self, "recv", true) end
+
+function Replayed:close_and_recv()
+  self.send_closed = true
+  return replayed(self, "close_and_recv", true)
+end
+
+function Replayed:headers() return replayed(self, "headers", true) end
+function Replayed:trailers() return replayed(self, "trailers", true) end
+function Replayed:cancel() return self.inner:cancel() end
+function Replayed:close() return self.inner:close() end
+function Replayed:metadata() return self.inner:metadata() end
+function Replayed:buffered() return self.inner:buffered() end
+Replayed.__close = Replayed.close
+function Replayed.__index(self, k)
+  local m = Replayed[k]
+  if m ~= nil then return m end
+  return rawget(self, "inner")[k]
+end
+
 --- As pc.grpc's transport:stream (client streaming and bidirectional),
--- on the backend the policy picks.
+-- on the backend the policy picks; with wait_for_ready a stream whose
+-- backend could not be connected to moves on as a unary call does, its
+-- request messages sent again (Replayed).
 function Balanced:stream(path, settings)
   check_open(self, "stream", 2)
+  local since = monotonic()
   local b = chosen(self, path, settings)
-  local call = b.transport:stream(path, settings)
-  return least_request.counted(least_request.start(self, b), call)
+  local call = least_request.counted(least_request.start(self, b), b.transport:stream(path, settings))
+  if not self.wait_for_ready then return call end
+  return setmetatable({ inner = call, balanced = self, b = b, path = path, settings = settings, since = since,
+    tried = {}, kept = {}, size = 0 }, Replayed)
 end
 
 -- A started call that failed before it had a backend (a name that does
@@ -606,28 +790,22 @@ function Failed.cancel() end
 local Moving = { __name = "protocall.BalancedStarted" }
 Moving.__index = Moving
 
-function Moving:result()
-  local ok, v, call = self.inner:result()
-  if ok == nil then return nil end
-  local bal, b = self.balanced, self.b
-  if ok == false and unsent(v) then
-    report(bal, b, v)
-    self.tried[b] = true
-    local nb, ns = next_try(bal, self.tried, self.settings, self.since)
-    if nb then
-      self.tried[nb] = true
-      self.b, self.inner = nb, nb.transport[self.name](nb.transport, self.path, self.request, ns)
-      self.channel = self.inner.channel
-      least_request.move(self.tok, nb)
-      least_request.watch(self.tok, self.inner)
-      return nil
-    end
-    least_request.finish(self.tok)
-    return ok, v, call
-  end
-  report(bal, b, ok and nil or v)
+-- Moves started call `self` to backend `nb` (settings `ns`): pending.
+local function move(self, nb, ns)
+  self.tried[nb] = true
+  self.b, self.inner = nb, nb.transport[self.name](nb.transport, self.path, self.request, ns)
+  self.channel = self.inner.channel
+  least_request.move(self.tok, nb)
+  least_request.watch(self.tok, self.inner)
+  return nil
+end
+
+-- Started call `self` ended on its backend: reports it; a stream that
+-- goes on is counted until its iterator ends.
+local function finished(self, ok, v, call)
+  report(self.balanced, self.b, ok and nil or v)
   local tok = self.tok
-  if ok and self.name == "start_server_stream" then -- the stream goes on: counted until its iterator ends
+  if ok and self.name == "start_server_stream" then
     least_request.watch(tok, call)
     local iter = v
     v = function()
@@ -642,9 +820,47 @@ function Moving:result()
   return ok, v, call
 end
 
+function Moving:result()
+  if self.cancelled then return false, self.cancelled end
+  local bal, b = self.balanced, self.b
+  local v
+  if self.wait_at then -- wait_for_ready: every backend failed, the next attempt not due yet
+    if monotonic() < self.wait_at and not bal.closed then return nil end
+    v, self.wait_at = self.last, nil
+  else
+    local ok, res, call = self.inner:result()
+    if ok == nil then return nil end
+    if ok or not unsent(res) then return finished(self, ok, res, call) end
+    v = res
+    report(bal, b, v)
+    self.tried[b] = true
+    local nb, ns = next_try(bal, self.tried, self.settings, self.since)
+    if nb then return move(self, nb, ns) end
+    if not bal.wait_for_ready then
+      least_request.finish(self.tok)
+      return false, v
+    end
+  end
+  local nb, ns, wait = await_ready(bal, self.settings, self.since, v, b, true)
+  if nb then
+    self.tried = {} -- a new round over the backends
+    return move(self, nb, ns)
+  end
+  if wait then
+    self.wait_at, self.last = monotonic() + wait, v
+    return nil
+  end
+  least_request.finish(self.tok)
+  return false, ns
+end
+
 function Moving:cancel()
   least_request.finish(self.tok)
   self.inner:cancel()
+  if self.wait_at then -- between attempts: nothing of it is in flight
+    self.wait_at, self.cancelled = nil, errors.status("CANCELLED", "cancelled")
+    self.cancelled.method = self.path
+  end
 end
 
 -- A started call (`name` start_unary or start_server_stream) on the
@@ -683,6 +899,14 @@ end
 
 --- As pc.grpc's transport:wait, over calls on any of the backends.
 function Balanced:wait(handles, seconds)
+  local now = nil
+  for i = 1, type(handles) == "table" and #handles or 0 do
+    local at = type(handles[i]) == "table" and rawget(handles[i], "wait_at")
+    if at and type(seconds) == "number" then -- a wait_for_ready call waiting for its next attempt: look at it then
+      now = now or monotonic()
+      if at - now < seconds then seconds = at - now > 0 and at - now or 0 end
+    end
+  end
   local b = self.members[1]
   if b == nil then return sched.sleep(seconds) end -- no backend: no call started
   return b.transport:wait(handles, seconds)
@@ -691,6 +915,7 @@ end
 --- Closes every backend's connection (and the resolver).
 function Balanced:close()
   self.closed = true
+  sched.fire(self.signal) -- wait_for_ready calls waiting for an attempt end now
   for _, b in ipairs(self.members) do
     if b.watch then b.watch:close() end
     b.transport:close()

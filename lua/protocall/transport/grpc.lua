@@ -874,7 +874,7 @@ function M.grpc(target, opts)
     local bootstrap, why = xds_client.bootstrap(opts.xds_bootstrap)
     if not bootstrap then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
     local t
-    t, why = xds.new(xds_name, make, M.grpc, bootstrap)
+    t, why = xds.new(xds_name, make, M.grpc, bootstrap, opts.wait_for_ready)
     if not t then error("pc.grpc: target '" .. target .. "': " .. why, 2) end
     return t
   end
@@ -902,7 +902,8 @@ function M.grpc(target, opts)
     return t
   end
   local policy = opts.load_balancing or (dns and dns.port == nil and "round_robin" or "pick_first")
-  local b = balancer.new(resolver and {} or places, make, policy, resolver, target)
+  local b = balancer.new(resolver and {} or places, make, policy, resolver, target, opts.wait_for_ready,
+    host_driver and host_driver.sleep)
   b.json = opts.codec == "json" or nil -- what pc.client's stubs read (rpc/client.lua)
   return b
 end

@@ -123,7 +123,8 @@ M.places_of = places_of
 local function cluster(self, name)
   local cl = self.clusters[name]
   if cl == nil then
-    cl = { name = name, balanced = balancer.new({}, self.make, "round_robin", nil, "xds:///" .. self.name) }
+    cl = { name = name, balanced = balancer.new({}, self.make, "round_robin", nil, "xds:///" .. self.name,
+      self.wait_for_ready) }
     self.clusters[name] = cl
   end
   return cl
@@ -349,18 +350,21 @@ local function route(self, path, settings)
   return cl.balanced, settings, a.retry
 end
 
---- transport | nil, problem = M.new(name, make, connect, bootstrap): the
--- transport of target "xds:///name": `make(place)` -> a one-backend
--- pc.grpc transport (its options), `connect(uri)` -> the transport to the
--- management server, `bootstrap` as xds_client.bootstrap returns it. It
--- has pc.grpc's methods and backends(). nil and the problem of a server
--- uri pc.grpc refuses.
-function M.new(name, make, connect, bootstrap)
+--- transport | nil, problem = M.new(name, make, connect, bootstrap,
+-- wait_for_ready): the transport of target "xds:///name": `make(place)`
+-- -> a one-backend pc.grpc transport (its options), `connect(uri)` -> the
+-- transport to the management server, `bootstrap` as
+-- xds_client.bootstrap returns it, `wait_for_ready` true: each cluster's
+-- balancer waits as pc.grpc's wait_for_ready says (balancer.new). It has
+-- pc.grpc's methods and backends(). nil and the problem of a server uri
+-- pc.grpc refuses.
+function M.new(name, make, connect, bootstrap, wait_for_ready)
   local client, problem = xds_client.client(bootstrap, connect)
   if not client then return nil, problem end
   client:retain()
   local self = setmetatable({ name = name, make = make, client = client, clusters = {}, generation = -1,
-    watched = {}, channel_id = tostring(random(0, 0x7fffffff)) .. tostring(random(0, 0x7fffffff)) }, Xds)
+    watched = {}, wait_for_ready = wait_for_ready,
+    channel_id = tostring(random(0, 0x7fffffff)) .. tostring(random(0, 0x7fffffff)) }, Xds)
   refresh(self) -- subscribes to the listener
   return self
 end

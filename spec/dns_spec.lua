@@ -15,8 +15,9 @@ service Echo { rpc Who(Name) returns (Name); }
 
 local zone_file = os.tmpname()
 
--- Writes the zone spec/dns_server.py answers from (its JSON, by hand).
-local function zone(z)
+-- Writes the zone spec/dns_server.py answers from (its JSON, by hand), or
+-- to file `path`.
+local function zone(z, path)
   local parts = {}
   for name, e in pairs(z) do
     local fields = { '"ttl": ' .. (e.ttl or 300) }
@@ -31,7 +32,7 @@ local function zone(z)
     end
     parts[#parts + 1] = '"' .. name .. '": {' .. table.concat(fields, ", ") .. "}"
   end
-  local f = assert(io.open(zone_file, "w"))
+  local f = assert(io.open(path or zone_file, "w"))
   f:write("{" .. table.concat(parts, ", ") .. "}")
   f:close()
 end
@@ -299,6 +300,23 @@ describe("dns: targets", function()
       assert.is_true(ok, tostring(r))
       assert.are.equal("b2", r.name)
     end)
+  end)
+
+  it("with wait_for_ready, outside any task, wakes for the next resolution, not at its deadline", function()
+    local port = quiet_port()
+    zone {}
+    -- the zone changes 0.5 s from now, behind this process's back
+    local next_zone = zone_file .. ".next"
+    zone({ ["later.test"] = { A = { "127.0.0.2" } } }, next_zone)
+    local c, t = client("dns:///later.test:" .. port, WAIT)
+    assert(os.execute("(sleep 0.5; mv " .. next_zone .. " " .. zone_file .. ") &"))
+    -- the call pumps the resolver itself: woken when the next resolution
+    -- is due, it finds the address and waits for a connection to it (none
+    -- listens); slept to its deadline, it would still be resolving then
+    local err = helper.status_error(c.Who, c, {}, { timeout = 3 })
+    t:close()
+    assert.are.same({ "DEADLINE_EXCEEDED", "deadline exceeded waiting for a connection (the last attempt: connect to "
+      .. "127.0.0.2:" .. port .. ": Connection refused)" }, { err.code, err.message })
   end)
 
   it("with wait_for_ready, fails DEADLINE_EXCEEDED naming the last resolution, or UNAVAILABLE when closed", function()

@@ -1209,6 +1209,47 @@ describe("xDS", function()
       end)
     end)
 
+    it("lets a wait_for_ready call wait while every endpoint of its cluster refuses, for one that comes up", function()
+      scenario(function(x)
+        -- cluster A's endpoints become two ports nothing listens on
+        local down = {}
+        for i = 1, 2 do
+          local l = pc.listen(pc.server({}, { pool = pool }), "127.0.0.1:0")
+          down[i] = { port = l.port }
+          l:shutdown(0)
+        end
+        x.ms.set("EDS", "2", { eds("A-eds", down), eds("B-eds", { x.bs.b1 }) })
+        local t0 = pc.now()
+        while x.t:backends().versions.EDS ~= "2" do
+          assert(pc.now() - t0 < 3, "EDS 2 did not arrive within 3 s")
+          pc.sleep(0.02)
+        end
+        -- without wait_for_ready: UNAVAILABLE once both refused
+        local ok, e = pcall(x.c.Who, x.c, {})
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", e.code, tostring(e))
+        assert.matches("^connect to 127%.0%.0%.1:%d+: Connection refused$", e.message)
+        local t = pc.grpc("xds:///svc", { xds_bootstrap = x.bootstrap, wait_for_ready = true,
+          reconnect = { initial = 0.1, jitter = 0 } })
+        local c = pc.client("xt.Named", { pool = pool, transport = t })
+        local late, done
+        pc.spawn(function()
+          pc.sleep(0.5)
+          if done then return end -- the call did not wait
+          late = pc.listen(pc.server({ ["xt.Named"] = { Who = function() return { name = "late" } end } },
+            { pool = pool }), "127.0.0.1:" .. down[2].port)
+          late:serve()
+        end)
+        local r
+        ok, r = pcall(c.Who, c, {}, { timeout = 20 })
+        done = true
+        if late then late:shutdown(0) end
+        t:close()
+        assert.is_true(ok, tostring(r))
+        assert.are.equal("late", r.name)
+      end)
+    end)
+
     it("NACKs a bad resource naming the field and keeps the last good config", function()
       scenario(function(x)
         assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2))

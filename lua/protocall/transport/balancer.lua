@@ -24,7 +24,12 @@
 -- the call never left this client) goes on to the next backend the policy
 -- picks that it has not tried, within its deadline, as gRPC's pick_first
 -- tries each address in turn and round_robin picks only backends that
--- connect; it fails UNAVAILABLE only when every backend failed so. With SRV weights,
+-- connect; it fails UNAVAILABLE only when every backend failed so, unless
+-- the transport has wait_for_ready (gRPC's wait-for-ready: a call does not
+-- fail while the backends are in TRANSIENT_FAILURE): then it waits for the
+-- soonest attempt a backend's reconnection backoff allows and tries again,
+-- until it is sent or its deadline passes (await_ready), and a dns: name
+-- that does not resolve is asked again until the deadline. With SRV weights,
 -- `round_robin` is weighted (nginx's smooth weighted round robin: each
 -- backend's share of the calls is its weight over the sum; weight 0
 -- counts as 1). The

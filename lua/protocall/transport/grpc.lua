@@ -665,16 +665,27 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- with it; a request message over 4 MiB fails the waiting call UNAVAILABLE
 -- (more than it keeps to send). Ready is connected (and TLS done): a call
 -- that lost a connection it was sent on, one the peer closed before
--- answering included, still fails UNAVAILABLE. That waiting is a lone
--- backend's (one address: "host:port", a URL, unix:, a list or ipv4:
--- target of one, a dns:/// name a `driver` resolves to one): with a
--- balancer (several backends, any dns:/// name without a driver, even one
--- resolving to a single address, an xds:/// name) a call only waits out a
--- backend's backoff (failing at once when that is past its deadline); its
--- attempt failing, it goes on to the next backend as without
--- wait_for_ready, and fails UNAVAILABLE
--- ("connect to HOST:PORT: why") when the backends it tried all failed, so
--- a server that comes up later answers only the calls made after it),
+-- answering included, still fails UNAVAILABLE. With a balancer (several
+-- backends, any dns:/// name without a driver, even one resolving to a
+-- single address, an xds:/// name's clusters) a call whose attempt failed
+-- to connect goes on to the next backend as without wait_for_ready; once
+-- every backend it tried failed so (the call never left this client) it
+-- sleeps until the soonest reconnection backoff of a backend allows an
+-- attempt (transport:next_attempt()), tries again, and so on until it is
+-- sent or its deadline passes: the same DEADLINE_EXCEEDED "deadline
+-- exceeded waiting for a connection (the last attempt: connect to
+-- HOST:PORT: why)", and UNAVAILABLE "connect to HOST:PORT: the channel is
+-- closed" after transport:close(); a dns:/// name that does not resolve
+-- (or to no address) is asked again, no sooner than dns_min_interval
+-- after the last answer, until the deadline ("deadline exceeded while
+-- resolving NAME (the last resolution: resolve NAME: why)"), where a call
+-- without wait_for_ready fails UNAVAILABLE with the resolver's reason at
+-- once. Streams and started calls (hedging) wait alike; a client or
+-- bidirectional stream keeps its request messages (4 MiB at most, past
+-- which it stays on its backend) to send them again on the next backend.
+-- An xds:/// target's waits for its resources are unchanged (a call waits
+-- within its deadline for the first configuration; a cluster with no
+-- endpoint fails UNAVAILABLE at once)),
 -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
 -- name check, so anyone on the path can read and change the calls; for
 -- a test server with a self-signed certificate only), `connect_timeout`
@@ -845,7 +856,8 @@ function M.grpc(target, opts)
   -- one. wait_for_ready: a lone backend's calls wait through failed
   -- connection attempts until their deadline (gRPC's wait-for-ready); a
   -- balancer's backend's wait out its reconnection backoff only, and fail
-  -- with the attempt, so the balancer takes them on to another backend.
+  -- with the attempt, so the balancer takes them on to another backend
+  -- (and waits itself once every backend failed, balancer.lua).
   local function make(where, alone)
     local channel = core.grpc_channel {
       host = where.host, port = where.port, tls = where.tls,

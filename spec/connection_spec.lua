@@ -364,6 +364,9 @@ describe("wait_for_ready through a balancer", function()
       while ctx:recv() do n = n + 1 end
       return { legs = n }
     end,
+    Follow = function(ctx)
+      for p in function() return ctx:recv() end do ctx.send { x = p.x * 10 } end
+    end,
   } }
 
   -- A loopback port nothing listens on (a server may come up on it later).
@@ -457,7 +460,7 @@ describe("wait_for_ready through a balancer", function()
     assert.is_true(refused(p1, p2, "the channel is closed")[err.message], err.message)
   end)
 
-  it("waits the same way for a server stream and a client stream", function()
+  it("waits the same way for a server stream, a client stream and a bidirectional stream", function()
     local t, c, p1 = pair { wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } }
     local ok, r = late(p1, 0.5, function()
       local xs = {}
@@ -476,6 +479,19 @@ describe("wait_for_ready through a balancer", function()
     t2:close()
     assert.is_true(ok, tostring(r))
     assert.are.equal(4, r.legs)
+    local t3, c3, p31 = pair { wait_for_ready = true, reconnect = { initial = 0.1, jitter = 0 } }
+    ok, r = late(p31, 0.5, function()
+      local call = c3:Follow { timeout = 20 }
+      call:send { x = 1 }
+      call:send { x = 2 }
+      call:close_send()
+      local xs = {}
+      for p in function() return call:recv() end do xs[#xs + 1] = p.x end
+      return xs
+    end)
+    t3:close()
+    assert.is_true(ok, tostring(r))
+    assert.are.same({ 10, 20 }, r)
   end)
 
   it("waits the same way for started calls (hedged unary and server-streaming calls)", function()

@@ -314,14 +314,16 @@ local function await_ready(self, settings, since, err, b, nowait)
   local last = err.message or ""
   local cut = last:find(" (reconnection backoff: ", 1, true) -- a backoff's refusal: the attempt before it
   if cut then last = last:sub(1, cut - 1) end
+  local method = type(err) == "table" and err.method or nil
   while true do
     if self.closed then
-      return nil, errors.status("UNAVAILABLE", "connect to " .. b.address .. ": the channel is closed")
+      return nil, errors.status("UNAVAILABLE", "connect to " .. b.address .. ": the channel is closed",
+        { method = method })
     end
     local left = timeout and timeout - (monotonic() - since)
     if left and left <= 0 then
       return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded waiting for a connection (the last attempt: "
-        .. last .. ")")
+        .. last .. ")", { method = method })
     end
     local nb, problem = ready(self, left, settings)
     if problem then return nil, problem end
@@ -718,14 +720,15 @@ local function replay(self, err)
 end
 
 -- Runs method `name` of the current call, moving the stream on (replay)
--- when it failed unsent; `commit`: what it returned shows the call
--- reached its server (nothing is kept any more).
+-- when it failed unsent; `commit`: what it returned (a message, headers
+-- that are not empty) shows the call reached its server (nothing is kept
+-- any more).
 local function replayed(self, name, commit, ...)
   while true do
     local inner = self.inner
     local ok, a = pcall(inner[name], inner, ...)
     if ok then
-      if commit and a ~= nil then self.kept = nil end
+      if commit and a ~= nil and (type(a) ~= "table" or #a > 0) then self.kept = nil end
       return a
     end
     replay(self, a)

@@ -61,10 +61,8 @@ static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
  * user values (lpc_view_uvs), the metatable of its views on top of the stack
  * taking. */
 static void new_view(lua_State *L, pc_Message *msg, int anchor, int nuv) {
-  pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
+  pc_Message **p = lpc_newuserdata_uv1(L, sizeof(pc_Message *), nuv, anchor);
   *p = msg;
-  lua_pushvalue(L, anchor);
-  lua_setiuservalue(L, -2, 1);
   lua_insert(L, -2);
   lua_setmetatable(L, -2);
 }
@@ -106,10 +104,8 @@ static void push_child_view(lua_State *L, int obj, int uv, const pc_MessageDef *
   }
   int mt = lua_gettop(L);
   if (nuv > 0 && lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
-    pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
+    pc_Message **p = lpc_newuserdata_uv1(L, sizeof(pc_Message *), nuv, anchor);
     *p = msg;
-    lua_pushvalue(L, anchor);
-    lua_setiuservalue(L, -2, 1);
     lua_pushvalue(L, mt + 1);
     lua_setmetatable(L, -2);
     lua_replace(L, mt);
@@ -191,13 +187,11 @@ static int container_uvs(const pc_FieldDef *f) {
  * not by name (a string lookup). */
 static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv,
                           int up) {
-  lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), container_uvs(f));
+  lpc_Container *c = lpc_newuserdata_uv1(L, sizeof(lpc_Container), container_uvs(f), obj);
   c->msg = msg;
   c->f = f;
   c->uv = uv;
   c->elem_uvs = 0;
-  lua_pushvalue(L, obj);
-  lua_setiuservalue(L, -2, 1);
   if (up)
     lua_pushvalue(L, lua_upvalueindex(f->is_map ? 3 : 2));
   else
@@ -248,7 +242,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
     lua_settop(L, a);
   }
   lua_pushvalue(L, -1);
-  lua_setiuservalue(L, obj, uv);
+  lpc_set_known_uv(L, obj, uv); /* the view has user values: getiuservalue found them */
   return 1;
 }
 

@@ -69,7 +69,10 @@ local function load_code(f, b)
     return string.format("if cast(charpp, %s + %d)[0] == nil then return nil end return c_meta(m, %q)",
                          b, f.offset, f.name)
   elseif f.read == 8 then -- a string or bytes slot: a copy of its bytes
-    return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", b,
+    -- (not a tail call: a trace that began in this __index cannot return
+    -- from ffi.string to the reader's frame, "NYI: return to lower frame",
+    -- and its side exit ran in the interpreter)
+    return string.format("local sv = cast(SV, %s + %d) local s = fstring(sv.data, sv.size) return s", b,
                          f.offset)
   elseif f.read == 9 or f.read == 10 then -- 64-bit: an int64_t / uint64_t cdata, as C makes
     return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", b,
@@ -111,7 +114,10 @@ local function read_code(f, view)
     tests[#tests + 1] = string.format("cast(P[1], b + %d)[0] ~= %d", f.case_offset, f.number)
   end
   if #tests == 0 then return load_code(f, base(view)) end
-  local unset = f.zero and "return " .. zero_of[f.read] or string.format("return c_meta(m, %q)", f.name)
+  -- (the zero in a local: i64(0) tail-called from a trace that began in
+  -- this __index is a "return to lower frame" too)
+  local unset = f.zero and "local z = " .. zero_of[f.read] .. " return z"
+    or string.format("return c_meta(m, %q)", f.name)
   return string.format("local b = %s if %s then %s end %s", base(view), table.concat(tests, " or "), unset,
                        load_code(f, "b"))
 end

@@ -197,6 +197,58 @@ core.set_reader(function(standalone_mt, view_mt, fields)
   install(standalone_mt, fields, false)
   install(view_mt, fields, true)
 end)
+-- Repeated containers' __index (the "protocall.Repeated" metatable's):
+-- an element of a number, bool, enum, string or bytes field read by the
+-- FFI from the array the field's slot points to now (loaded at each read,
+-- so a list replaced or cleared since is never read); message elements,
+-- extensions' containers and keys other than numbers go to the C __index,
+-- as does a self that is no userdata (a metamethod pulled out with the
+-- debug library). c[k] is nil for a k that is no integer in 1..#c, as C
+-- answers. The container (its message object, the anchor) keeps the
+-- memory alive while the read runs.
+local L = core.container_layout()
+local elem_source = [[
+local c_index, L = ...
+local FIELD, TYPE, OFFSET, ISEXT, DATA, SIZE = L.field / 8, L.type, L.offset, L.is_extension, L.data, L.size
+return function(c, k)
+  if type(c) ~= 'userdata' or type(k) ~= 'number' then return c_index(c, k) end
+  local p = cast(charpp, c)
+  local f = p[FIELD]
+  local t = cast(P[2], f + TYPE)[0]
+  if t == 11 or t == 10 or cast(P[6], f + ISEXT)[0] ~= 0 then return c_index(c, k) end
+  local arr = cast(charpp, p[0] + cast(P[1], f + OFFSET)[0])[0]
+  if arr == nil or k < 1 or k > tonumber(cast(PSIZE, arr + SIZE)[0]) or floor(k) ~= k then return nil end
+  local data, i = cast(charpp, arr + DATA)[0], k - 1
+  if t == 9 or t == 12 then
+    local sv = cast(SV, data) + i
+    local s = fstring(sv.data, sv.size)
+    return s
+  elseif t == 5 or t == 14 or t == 15 or t == 17 then
+    return cast(P[2], data)[i]
+  elseif t == 7 or t == 13 then
+    return cast(P[1], data)[i]
+  elseif t == 8 then
+    return cast(P[6], data)[i] ~= 0
+  elseif t == 1 then
+    local w = cast(P[1], data) + 2 * i
+    if nan64(w[1], w[0]) then return NAN end
+    return cast(P[4], data)[i]
+  elseif t == 2 then
+    if nan32(cast(P[1], data)[i]) then return NAN end
+    return cast(P[5], data)[i]
+  elseif t == 4 or t == 6 then
+    local v = cast(PU64, data)[i]
+    return v
+  end
+  local v = cast(P[3], data)[i]
+  return v
+end]]
+env.PSIZE, env.tonumber = ffi.typeof("size_t *"), tonumber
+do
+  local mt = debug.getregistry()["protocall.Repeated"]
+  mt.__index = assert(load(elem_source, "=protocall.ffi", "t", env))(mt.__index, L)
+end
+
 --- c_index, c_newindex = c_metamethods(T): the C metamethods of T's
 -- standalone messages (for pc.ffi's structs).
 function M.c_metamethods(T)

@@ -146,6 +146,16 @@ static inline void *lpc_newuserdata_uv1(lua_State *L, size_t size, int nuv, int 
   return p;
 }
 
+/* lua_getiuservalue of a userdata known to have user values (a view, a
+ * container: made with nuv > 0), without the checks: pushes [n] of its
+ * environment table and returns its type. */
+static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
+  lua_getfenv(L, idx);
+  int t = lua_rawgeti(L, -1, n);
+  lua_remove(L, -2);
+  return t;
+}
+
 /* lua_setiuservalue of a userdata known to have user values (made with
  * nuv > 0): the value on top is popped into [n] of its environment table. */
 static inline void lpc_set_known_uv(lua_State *L, int idx, int n) {
@@ -242,6 +252,10 @@ static inline void *lpc_newuserdata_uv1(lua_State *L, size_t size, int nuv, int 
   lua_pushvalue(L, v1);
   lua_setiuservalue(L, -2, 1);
   return p;
+}
+
+static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
+  return lua_getiuservalue(L, idx, n);
 }
 
 static inline void lpc_set_known_uv(lua_State *L, int idx, int n) {

@@ -109,13 +109,19 @@ static inline int lpc_compat_has_uv(lua_State *L, int idx) {
 }
 
 static inline int lua_getiuservalue(lua_State *L, int idx, int n) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || !lpc_compat_has_uv(L, idx)) {
+  if (lua_type(L, idx) != LUA_TUSERDATA) {
     lua_pushnil(L);
     return LUA_TNONE;
   }
-  lua_rawgeti(L, -1, n);
+  lua_getfenv(L, idx); /* a userdata's environment is always a table */
+  if (lua_rawequal(L, -1, LUA_GLOBALSINDEX)) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    return LUA_TNONE;
+  }
+  int t = lua_rawgeti(L, -1, n); /* the 5.4-style macro: the type */
   lua_remove(L, -2);
-  return lua_type(L, -1);
+  return t;
 }
 
 static inline int lua_setiuservalue(lua_State *L, int idx, int n) {

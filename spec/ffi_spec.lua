@@ -258,6 +258,67 @@ describe("the FFI field access", function()
     assert.are.same({ "a", "b", "c" }, { m.m64[1], m.m64[2], m.m64[3] })
   end)
 
+  it("reads repeated elements as the C __index does, from the list the field holds now", function()
+    local kinds = { "int32", "uint32", "sint32", "fixed32", "sfixed32", "int64", "uint64", "sint64", "fixed64",
+                    "sfixed64", "double", "float", "bool", "string", "bytes", "f.Open" }
+    local decl = {}
+    for i, k in ipairs(kinds) do decl[i] = { "r" .. i, k, i, repeated = true } end
+    decl[#decl + 1] = { "sub", "f.R", #decl + 1, repeated = true }
+    local T = pool:message("f.R", decl)
+    local values = { int32 = { 1, -2, 2 ^ 31 - 1 }, uint32 = { 0, 2 ^ 32 - 1 }, sint32 = { -2 ^ 31, 5 },
+                     fixed32 = { 7 }, sfixed32 = { -7 }, int64 = { -5, 2 ^ 53 }, uint64 = { 1, -1 },
+                     sint64 = { -1 }, fixed64 = { 3 }, sfixed64 = { -3 }, double = { 1.5, 0 / 0, -1 / 0 },
+                     float = { 0.5, 0 / 0 }, bool = { true, false }, string = { "", "a", "\0b" },
+                     bytes = { "\255", "" }, ["f.Open"] = { 0, 1, 9 } }
+    local t = { sub = { {} } }
+    for i, k in ipairs(kinds) do t["r" .. i] = values[k] end
+    local m = T(t)
+    local rep_mt = debug.getmetatable(m.r1)
+    local c_index
+    for u = 1, math.huge do
+      local name, v = debug.getupvalue(rep_mt.__index, u)
+      assert(name, "the FFI __index holds the C one")
+      if name == "c_index" then c_index = v break end
+    end
+    assert.are.equal("C", debug.getinfo(c_index, "S").what)
+    for _, x in ipairs { m, pc.decode(T, pc.encode(m)) } do
+      for i = 1, #kinds do
+        local c = x["r" .. i]
+        for _, k in ipairs { 0, 1, 2, 3, 4, 1.0, 1.5, -1, 0 / 0, 1 / 0, 2 ^ 53, "1", ffi.new("int64_t", 1), true } do
+          local a, b = c[k], c_index(c, k)
+          if b ~= b then
+            assert.is_true(a ~= a, kinds[i] .. " NaN")
+          else
+            assert.are.equal(type(b), type(a))
+            assert.are.equal(b, a, kinds[i] .. "[" .. tostring(k) .. "]")
+            if type(b) == "cdata" then assert.is_true(ffi.istype(ffi.typeof(b), a), kinds[i]) end
+          end
+        end
+      end
+      assert.are.equal(c_index(x.sub, 1), x.sub[1]) -- a message element: C's view, the same object
+    end
+    -- the array is loaded at each read: a list replaced, cleared or left
+    -- by its parent reads as it is now
+    local c, s
+    do -- the containers alone keep the decoded message (and its arena) once this block ends
+      local d = pc.decode(T, pc.encode(m))
+      c, s = d.r1, d.r14
+      d.r1 = { 40, 41, 42, 43 }
+      d.r14 = { ("x"):rep(100) }
+      collectgarbage()
+      assert.are.same({ 40, 43, 4 }, { c[1], c[4], #c })
+      assert.are.equal(("x"):rep(100), s[1])
+      pc.clear(d)
+      assert.is_nil(c[1])
+      assert.is_nil(s[1])
+    end
+    collectgarbage()
+    c[1] = 5
+    s[1] = "y"
+    collectgarbage()
+    assert.are.same({ 5, "y" }, { c[1], s[1] })
+  end)
+
   it("covers types with more fields than the generated chain", function()
     local m = Wide()
     for i = 1, 60 do m["x" .. i] = i end

@@ -89,4 +89,48 @@ H.run(counted {
       end },
   },
 })
+
+-- Elements of repeated fields (the "protocall.Repeated" containers'
+-- FFI __index, lua/protocall/ffi/accessors.lua) against a plain table's:
+-- 64 uint32 and 64 string elements of a decoded message.
+local List = pc.message("bench.List", { { "n", "uint32", 1, repeated = true }, { "s", "string", 2, repeated = true } })
+local plain_n, plain_s = {}, {}
+for i = 1, K do plain_n[i], plain_s[i] = i, "s" .. i end
+local list = pc.decode(List, pc.encode(List { n = plain_n, s = plain_s }))
+local list_n, list_s = list.n, list.s
+local c_elem = debug.getmetatable(list_n).__index
+for u = 1, math.huge do
+  local name, v = debug.getupvalue(c_elem, u)
+  assert(name, "no FFI __index installed on repeated containers")
+  if name == "c_index" then c_elem = v break end
+end
+local function elems(c, get)
+  return function(n)
+    local s = 0
+    for i = 1, n do s = s + #get(c, i % K + 1) end
+    return s
+  end
+end
+local function sum(c)
+  return function(n)
+    local s = 0
+    for i = 1, n do s = s + c[i % K + 1] end
+    return s
+  end
+end
+H.run(counted {
+  title = "LuaJIT: repeated element reads, JIT-compiled loops",
+  baseline = { name = "plain table element read", fn = sum(plain_n) },
+  cases = {
+    { name = "repeated uint32 element read (FFI __index)", fn = sum(list_n) },
+    { name = "repeated uint32 element through the C __index", fn = function(n)
+        local s = 0
+        for i = 1, n do s = s + c_elem(list_n, i % K + 1) end
+        return s
+      end },
+    { name = "plain table string element read", fn = elems(plain_s, function(c, i) return c[i] end) },
+    { name = "repeated string element read (FFI __index)", fn = elems(list_s, function(c, i) return c[i] end) },
+    { name = "repeated string element through the C __index", fn = elems(list_s, c_elem) },
+  },
+})
 return results

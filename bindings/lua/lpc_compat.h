@@ -109,13 +109,19 @@ static inline int lpc_compat_has_uv(lua_State *L, int idx) {
 }
 
 static inline int lua_getiuservalue(lua_State *L, int idx, int n) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || !lpc_compat_has_uv(L, idx)) {
+  if (lua_type(L, idx) != LUA_TUSERDATA) {
     lua_pushnil(L);
     return LUA_TNONE;
   }
-  lua_rawgeti(L, -1, n);
+  lua_getfenv(L, idx); /* a userdata's environment is always a table */
+  if (lua_rawequal(L, -1, LUA_GLOBALSINDEX)) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    return LUA_TNONE;
+  }
+  int t = lua_rawgeti(L, -1, n); /* the 5.4-style macro: the type */
   lua_remove(L, -2);
-  return lua_type(L, -1);
+  return t;
 }
 
 static inline int lua_setiuservalue(lua_State *L, int idx, int n) {
@@ -128,6 +134,42 @@ static inline int lua_setiuservalue(lua_State *L, int idx, int n) {
   lua_rawseti(L, -2, n);
   lua_pop(L, 1);
   return 1;
+}
+
+/* lua_newuserdatauv with user value 1 set to the value at 'v1', the
+ * environment table made with it in place: the compat lua_setiuservalue's
+ * checks (is it a userdata, has it a table of its own) cost a view under
+ * LuaJIT some 180 instructions more (callgrind), and this userdata has one
+ * by construction. */
+static inline void *lpc_newuserdata_uv1(lua_State *L, size_t size, int nuv, int v1) {
+  v1 = lua_absindex(L, v1);
+  lua_createtable(L, nuv, 0);
+  lua_pushvalue(L, v1);
+  lua_rawseti(L, -2, 1);
+  void *p = lua_newuserdata(L, size);
+  lua_insert(L, -2);
+  lua_setfenv(L, -2);
+  return p;
+}
+
+/* lua_getiuservalue of a userdata known to have user values (a view, a
+ * container: made with nuv > 0), without the checks: pushes [n] of its
+ * environment table and returns its type. */
+static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
+  lua_getfenv(L, idx);
+  int t = lua_rawgeti(L, -1, n);
+  lua_remove(L, -2);
+  return t;
+}
+
+/* lua_setiuservalue of a userdata known to have user values (made with
+ * nuv > 0): the value on top is popped into [n] of its environment table. */
+static inline void lpc_set_known_uv(lua_State *L, int idx, int n) {
+  idx = lua_absindex(L, idx);
+  lua_getfenv(L, idx);
+  lua_insert(L, -2);
+  lua_rawseti(L, -2, n);
+  lua_pop(L, 1);
 }
 
 static inline int lpc_compat_isinteger(lua_State *L, int idx) {
@@ -208,6 +250,23 @@ int lpc_compat_error(lua_State *L, const char *fmt, ...);
 #else
 
 #define LPC_LUAJIT 0
+
+/* The LuaJIT block's helpers, as lua_newuserdatauv and lua_setiuservalue. */
+static inline void *lpc_newuserdata_uv1(lua_State *L, size_t size, int nuv, int v1) {
+  v1 = lua_absindex(L, v1);
+  void *p = lua_newuserdatauv(L, size, nuv);
+  lua_pushvalue(L, v1);
+  lua_setiuservalue(L, -2, 1);
+  return p;
+}
+
+static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
+  return lua_getiuservalue(L, idx, n);
+}
+
+static inline void lpc_set_known_uv(lua_State *L, int idx, int n) {
+  lua_setiuservalue(L, idx, n);
+}
 
 #endif
 

@@ -61,10 +61,8 @@ static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
  * user values (lpc_view_uvs), the metatable of its views on top of the stack
  * taking. */
 static void new_view(lua_State *L, pc_Message *msg, int anchor, int nuv) {
-  pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
+  pc_Message **p = lpc_newuserdata_uv1(L, sizeof(pc_Message *), nuv, anchor);
   *p = msg;
-  lua_pushvalue(L, anchor);
-  lua_setiuservalue(L, -2, 1);
   lua_insert(L, -2);
   lua_setmetatable(L, -2);
 }
@@ -106,10 +104,8 @@ static void push_child_view(lua_State *L, int obj, int uv, const pc_MessageDef *
   }
   int mt = lua_gettop(L);
   if (nuv > 0 && lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
-    pc_Message **p = lua_newuserdatauv(L, sizeof(pc_Message *), nuv);
+    pc_Message **p = lpc_newuserdata_uv1(L, sizeof(pc_Message *), nuv, anchor);
     *p = msg;
-    lua_pushvalue(L, anchor);
-    lua_setiuservalue(L, -2, 1);
     lua_pushvalue(L, mt + 1);
     lua_setmetatable(L, -2);
     lua_replace(L, mt);
@@ -191,13 +187,11 @@ static int container_uvs(const pc_FieldDef *f) {
  * not by name (a string lookup). */
 static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv,
                           int up) {
-  lpc_Container *c = lua_newuserdatauv(L, sizeof(lpc_Container), container_uvs(f));
+  lpc_Container *c = lpc_newuserdata_uv1(L, sizeof(lpc_Container), container_uvs(f), obj);
   c->msg = msg;
   c->f = f;
   c->uv = uv;
   c->elem_uvs = 0;
-  lua_pushvalue(L, obj);
-  lua_setiuservalue(L, -2, 1);
   if (up)
     lua_pushvalue(L, lua_upvalueindex(f->is_map ? 3 : 2));
   else
@@ -226,7 +220,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
       return 1;
     }
   }
-  int t = lua_getiuservalue(L, obj, uv);
+  int t = lpc_get_known_uv(L, obj, uv); /* a view: it has user values */
   if (t == LUA_TNONE) {
     lua_pop(L, 1);
     return 0;
@@ -248,7 +242,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
     lua_settop(L, a);
   }
   lua_pushvalue(L, -1);
-  lua_setiuservalue(L, obj, uv);
+  lpc_set_known_uv(L, obj, uv); /* the view has user values: getiuservalue found them */
   return 1;
 }
 
@@ -529,7 +523,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   const lpc_Container *cont = lua_touserdata(L, c);
   int elems = 0;
   if (!cont->f->is_extension) {
-    if (lua_getiuservalue(L, c, 2) == LUA_TTABLE) {
+    if (lpc_get_known_uv(L, c, 2) == LUA_TTABLE) { /* a container: it has user values */
       lpc_push_elem_key(L, c, key);
       if (lua_rawget(L, -2) != LUA_TNIL && is_object_of(L, -1, v.m)) {
         lua_remove(L, -2);
@@ -547,7 +541,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
     }
     elems = lua_gettop(L);
   }
-  lua_getiuservalue(L, c, 1);
+  lpc_get_known_uv(L, c, 1);
   int a = lpc_push_anchor_of(L, -1, kind_of_object(L, -1, cont->msg));
   if (elems == 0) {
     push_submessage(L, a, ef->message, v.m, v.m);
@@ -586,7 +580,7 @@ lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
  * integer), the table of element objects (user value 2) read and written
  * by index. */
 static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer i, pc_Message *m) {
-  if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE) {
+  if (lpc_get_known_uv(L, 1, 2) == LUA_TTABLE) { /* the container has user values */
     if (lua_rawgeti(L, -1, i) != LUA_TNIL && is_object_of(L, -1, m)) return;
     lua_pop(L, 1);
   } else {
@@ -596,7 +590,7 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
     lua_setiuservalue(L, 1, 2);
   }
   int elems = lua_gettop(L);
-  lua_getiuservalue(L, 1, 1);
+  lpc_get_known_uv(L, 1, 1);
   int a = lpc_push_anchor_of(L, elems + 1, kind_of_object(L, elems + 1, c->msg));
   if (c->uv < 0) c->uv = lpc_view_uv(c->f);
   if (c->elem_uvs == 0) c->elem_uvs = lpc_view_uvs(c->f->message);

@@ -643,6 +643,33 @@ static int lpc_set_reader(lua_State *L) {
   return 0;
 }
 
+_Static_assert(sizeof(pc_FieldType) == 4 && sizeof(((pc_FieldDef *)0)->offset) == 4 &&
+                   sizeof(((pc_FieldDef *)0)->is_extension) == 1 &&
+                   offsetof(lpc_Container, msg) == 0,
+               "core.container_layout: the FFI reads these as int32_t, uint32_t and uint8_t");
+
+/* -- t = core.container_layout()   (LuaJIT: lua/protocall/ffi/accessors.lua)
+ * Where the FFI __index of repeated containers finds what it reads, in
+ * bytes: t.field (lpc_Container's 'f'; 'msg' is at 0), t.type, t.offset,
+ * t.is_extension (of pc_FieldDef: int32_t, uint32_t, uint8_t), t.data and
+ * t.size (of pc_Array: a pointer and a size_t). */
+static int lpc_container_layout(lua_State *L) {
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, (lua_Integer)offsetof(lpc_Container, f));
+  lua_setfield(L, -2, "field");
+  lua_pushinteger(L, (lua_Integer)offsetof(pc_FieldDef, type));
+  lua_setfield(L, -2, "type");
+  lua_pushinteger(L, (lua_Integer)offsetof(pc_FieldDef, offset));
+  lua_setfield(L, -2, "offset");
+  lua_pushinteger(L, (lua_Integer)offsetof(pc_FieldDef, is_extension));
+  lua_setfield(L, -2, "is_extension");
+  lua_pushinteger(L, (lua_Integer)offsetof(pc_Array, data));
+  lua_setfield(L, -2, "data");
+  lua_pushinteger(L, (lua_Integer)offsetof(pc_Array, size));
+  lua_setfield(L, -2, "size");
+  return 1;
+}
+
 void lpc_open_message(lua_State *L) {
   static const luaL_Reg funcs[] = {{"has", lpc_message_has},
                                    {"is_set", lpc_message_is_set},
@@ -662,6 +689,7 @@ void lpc_open_message(lua_State *L) {
                                    {"_bench_const_index", lpc_bench_const_index},
                                    {"_heap_stats", lpc_heap_stats},
                                    {"set_reader", lpc_set_reader},
+                                   {"container_layout", lpc_container_layout},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
   /* The container metatables first: every message __index made from

@@ -69,7 +69,10 @@ local function load_code(f, b)
     return string.format("if cast(charpp, %s + %d)[0] == nil then return nil end return c_meta(m, %q)",
                          b, f.offset, f.name)
   elseif f.read == 8 then -- a string or bytes slot: a copy of its bytes
-    return string.format("local sv = cast(SV, %s + %d) return fstring(sv.data, sv.size)", b,
+    -- (not a tail call: a trace that began in this __index cannot return
+    -- from ffi.string to the reader's frame, "NYI: return to lower frame",
+    -- and its side exit ran in the interpreter)
+    return string.format("local sv = cast(SV, %s + %d) local s = fstring(sv.data, sv.size) return s", b,
                          f.offset)
   elseif f.read == 9 or f.read == 10 then -- 64-bit: an int64_t / uint64_t cdata, as C makes
     return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", b,
@@ -111,7 +114,10 @@ local function read_code(f, view)
     tests[#tests + 1] = string.format("cast(P[1], b + %d)[0] ~= %d", f.case_offset, f.number)
   end
   if #tests == 0 then return load_code(f, base(view)) end
-  local unset = f.zero and "return " .. zero_of[f.read] or string.format("return c_meta(m, %q)", f.name)
+  -- (the zero in a local: i64(0) tail-called from a trace that began in
+  -- this __index is a "return to lower frame" too)
+  local unset = f.zero and "local z = " .. zero_of[f.read] .. " return z"
+    or string.format("return c_meta(m, %q)", f.name)
   return string.format("local b = %s if %s then %s end %s", base(view), table.concat(tests, " or "), unset,
                        load_code(f, "b"))
 end
@@ -191,6 +197,58 @@ core.set_reader(function(standalone_mt, view_mt, fields)
   install(standalone_mt, fields, false)
   install(view_mt, fields, true)
 end)
+-- Repeated containers' __index (the "protocall.Repeated" metatable's):
+-- an element of a number, bool, enum, string or bytes field read by the
+-- FFI from the array the field's slot points to now (loaded at each read,
+-- so a list replaced or cleared since is never read); message elements,
+-- extensions' containers and keys other than numbers go to the C __index,
+-- as does a self that is no userdata (a metamethod pulled out with the
+-- debug library). c[k] is nil for a k that is no integer in 1..#c, as C
+-- answers. The container (its message object, the anchor) keeps the
+-- memory alive while the read runs.
+local L = core.container_layout()
+local elem_source = [[
+local c_index, L = ...
+local FIELD, TYPE, OFFSET, ISEXT, DATA, SIZE = L.field / 8, L.type, L.offset, L.is_extension, L.data, L.size
+return function(c, k)
+  if type(c) ~= 'userdata' or type(k) ~= 'number' then return c_index(c, k) end
+  local p = cast(charpp, c)
+  local f = p[FIELD]
+  local t = cast(P[2], f + TYPE)[0]
+  if t == 11 or t == 10 or cast(P[6], f + ISEXT)[0] ~= 0 then return c_index(c, k) end
+  local arr = cast(charpp, p[0] + cast(P[1], f + OFFSET)[0])[0]
+  if arr == nil or k < 1 or k > tonumber(cast(PSIZE, arr + SIZE)[0]) or floor(k) ~= k then return nil end
+  local data, i = cast(charpp, arr + DATA)[0], k - 1
+  if t == 9 or t == 12 then
+    local sv = cast(SV, data) + i
+    local s = fstring(sv.data, sv.size)
+    return s
+  elseif t == 5 or t == 14 or t == 15 or t == 17 then
+    return cast(P[2], data)[i]
+  elseif t == 7 or t == 13 then
+    return cast(P[1], data)[i]
+  elseif t == 8 then
+    return cast(P[6], data)[i] ~= 0
+  elseif t == 1 then
+    local w = cast(P[1], data) + 2 * i
+    if nan64(w[1], w[0]) then return NAN end
+    return cast(P[4], data)[i]
+  elseif t == 2 then
+    if nan32(cast(P[1], data)[i]) then return NAN end
+    return cast(P[5], data)[i]
+  elseif t == 4 or t == 6 then
+    local v = cast(PU64, data)[i]
+    return v
+  end
+  local v = cast(P[3], data)[i]
+  return v
+end]]
+env.PSIZE, env.tonumber = ffi.typeof("size_t *"), tonumber
+do
+  local mt = debug.getregistry()["protocall.Repeated"]
+  mt.__index = assert(load(elem_source, "=protocall.ffi", "t", env))(mt.__index, L)
+end
+
 --- c_index, c_newindex = c_metamethods(T): the C metamethods of T's
 -- standalone messages (for pc.ffi's structs).
 function M.c_metamethods(T)

@@ -340,13 +340,16 @@ static int lpc_grpcchannel_host_connected(lua_State *L) {
 
 static int lpc_grpcchannel_host_output(lua_State *L) {
   ChannelBox *b = check_channel(L, 1);
+  unsigned id = check_conn_id(L, 2);
+  if (lua_toboolean(L, 3)) { /* a peek: no string made of bytes that stay queued */
+    if (!pc_GrpcChannel_HostHasOutput(b->ch, id)) return 0;
+    lua_pushboolean(L, 1);
+    return 1;
+  }
   const char *p;
-  size_t n = pc_GrpcChannel_HostOutput(b->ch, check_conn_id(L, 2), &p);
+  size_t n = pc_GrpcChannel_HostOutput(b->ch, id, &p);
   if (n == 0) return 0;
-  if (lua_toboolean(L, 3))
-    lua_pushboolean(L, 1); /* a peek: no string made of bytes that stay queued */
-  else
-    lua_pushlstring(L, p, n);
+  lua_pushlstring(L, p, n);
   return 1;
 }
 

@@ -860,15 +860,24 @@ int pc_GrpcEngine_Recv(pc_GrpcEngine *e, const void *data, size_t len) {
   return !e->h2.dead;
 }
 
-size_t pc_GrpcEngine_Output(pc_GrpcEngine *e, const char **data) {
+static size_t output(pc_GrpcEngine *e, const char **data, int more) {
   if (e->h1) {
     if (!e->h2.dead) pump_http1(e);
     return pc_Http1Client_Output(e->h1, data);
   }
   char why[PC_ERROR_MAX];
-  if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why);
+  if (!(more ? pc_GrpcSession_FillMore : pc_GrpcSession_Fill)(&e->h2, why, sizeof why))
+    end_all(e, why);
   if (e->open == 0) pc_GrpcSession_Rest(&e->h2);
   return pc_GrpcSession_Output(&e->h2, data);
+}
+
+size_t pc_GrpcEngine_Output(pc_GrpcEngine *e, const char **data) {
+  return output(e, data, 0);
+}
+
+size_t pc_GrpcEngine_OutputAll(pc_GrpcEngine *e, const char **data) {
+  return output(e, data, 1);
 }
 
 void pc_GrpcEngine_Wrote(pc_GrpcEngine *e, size_t n) {

@@ -191,6 +191,13 @@ nghttp2_data_provider pc_GrpcSession_Body(void);
  * otherwise (also when there is nothing). */
 int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size);
 
+/* As pc_GrpcSession_Fill, also while output is left unwritten: what
+ * nghttp2 has to send is appended to it (up to about 64 KB in all), so one
+ * write carries the frames of every call started since the last. A
+ * pointer pc_GrpcSession_Output gave before no longer holds (the buffer
+ * may move). */
+int pc_GrpcSession_FillMore(pc_GrpcSession *s, char *why, size_t size);
+
 /* How long a session rests, in seconds, before the pages frames were
  * written into go back (pc_GrpcSession_Rest): a connection that carries
  * one large call after another pays no system call and no page faults per

@@ -260,11 +260,13 @@ static void close_sock(Conn *c) {
   c->sock = NULL;
 }
 
-static void detach(pc_GrpcCall *c) {
-  pc_GrpcStream_Free(c->stream);
+/* Frees the call's stream; 1 when that queued frames for the peer. */
+static int detach(pc_GrpcCall *c) {
+  int queued = pc_GrpcStream_Free(c->stream);
   c->stream = NULL;
   if (c->conn) c->conn->calls--;
   c->conn = NULL;
+  return queued;
 }
 
 /* The calls on connection 'conn', whose attempt failed before it was
@@ -871,9 +873,9 @@ void pc_GrpcCall_Free(pc_GrpcCall *c) {
   if (c == NULL) return;
   pc_GrpcChannel *ch = c->ch;
   Conn *conn = c->conn;
-  detach(c);
-  unlist_check(c);           /* after detach: the end of its stream lists it */
-  if (conn) flush_out(conn); /* the RST_STREAM */
+  int queued = detach(c);
+  unlist_check(c);                     /* after detach: the end of its stream lists it */
+  if (conn && queued) flush_out(conn); /* the RST_STREAM */
   drop_replay(c);
   if (c->prev)
     c->prev->next = c->next;

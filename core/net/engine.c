@@ -1360,9 +1360,10 @@ void *pc_GrpcStream_User(const pc_GrpcStream *s) {
   return s->user;
 }
 
-void pc_GrpcStream_Free(pc_GrpcStream *s) {
-  if (s == NULL) return;
+int pc_GrpcStream_Free(pc_GrpcStream *s) {
+  if (s == NULL) return 0;
   pc_GrpcEngine *e = s->e;
+  int queued = e != NULL && (!s->ended || !s->closed);
   if (e) {
     if (!s->ended) fail(s, kPc_Code_Cancelled, 0, "cancelled");
     if (!s->closed) pc_GrpcInbox_Detach(&s->in, e->h2.session, s->id);
@@ -1376,4 +1377,5 @@ void pc_GrpcStream_Free(pc_GrpcStream *s) {
   pc_GrpcOutbox_Free(&s->out, &m);
   pc_GrpcInbox_Free(&s->in, &m);
   if (s->own_arena) pc_Arena_Free(s->arena); /* the stream with it */
+  return queued;
 }

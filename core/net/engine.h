@@ -200,7 +200,9 @@ int pc_GrpcStream_Refused(const pc_GrpcStream *s);
 void *pc_GrpcStream_User(const pc_GrpcStream *s);
 
 /* Cancels the stream if still running (RST_STREAM CANCEL) and frees it.
- * NULL is allowed. */
-void pc_GrpcStream_Free(pc_GrpcStream *s);
+ * NULL is allowed. Returns 1 when frames for the peer may have been queued
+ * (the RST_STREAM, a WINDOW_UPDATE for what was left unread), 0 when not
+ * (the stream had ended and nghttp2 had closed it, or NULL). */
+int pc_GrpcStream_Free(pc_GrpcStream *s);
 
 #endif

@@ -89,9 +89,11 @@ typedef struct {
 } pc_GrpcSessionSettings;
 
 /* Blocks nghttp2 freed that a session keeps for its next allocations
- * (pc_GrpcSession's 'spare'), and the largest such block, bytes. */
-#define PC_GRPC_SPARE_BLOCKS 8
-#define PC_GRPC_SPARE_MAX    512
+ * (pc_GrpcSession's 'spare'), and the largest such block, bytes: nghttp2
+ * makes some 4 blocks a call (its stream, the queued HEADERS and DATA,
+ * the copied header list), so 32 serve 8 calls in flight. */
+#define PC_GRPC_SPARE_BLOCKS 32
+#define PC_GRPC_SPARE_MAX    1024
 
 /* One connection's nghttp2 session and the output gathered from it; the
  * first member of its engine, which is nghttp2's user data. */

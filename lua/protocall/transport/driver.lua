@@ -226,10 +226,16 @@ local function reader_pick(dc, live, calls)
 end
 
 -- A round's wait: until a driver method returned (driver.wake) or `t`
--- seconds, then the channel's timers.
+-- seconds, then the channel's timers; not when the driver's wait for the
+-- call of `token` says a wake ended it (the caller looks at its call
+-- first; the next round starts with the timers).
 local function wait_round(dc, ch, t, token)
   if not sched.wait_signal(dc.signal, t) then
-    if dc.wait then dc.wait(t, token) else dc.sleep(t < 0.005 and t or 0.005) end
+    if dc.wait then
+      if dc.wait(t, token) == true and token then return end
+    else
+      dc.sleep(t < 0.005 and t or 0.005)
+    end
   end
   ch:host_tick()
 end

@@ -314,6 +314,11 @@ function Shared:kick()
   wake(c.writable)
 end
 
+-- Whether a kick is pending: the owner's writer has yet to look for output.
+function Shared:kicked()
+  return self.c.kicked
+end
+
 function Shared:close()
   local c = self.c
   c.closing = true

@@ -340,13 +340,16 @@ static int lpc_grpcchannel_host_connected(lua_State *L) {
 
 static int lpc_grpcchannel_host_output(lua_State *L) {
   ChannelBox *b = check_channel(L, 1);
+  unsigned id = check_conn_id(L, 2);
+  if (lua_toboolean(L, 3)) { /* a peek: no string made of bytes that stay queued */
+    if (!pc_GrpcChannel_HostHasOutput(b->ch, id)) return 0;
+    lua_pushboolean(L, 1);
+    return 1;
+  }
   const char *p;
-  size_t n = pc_GrpcChannel_HostOutput(b->ch, check_conn_id(L, 2), &p);
+  size_t n = pc_GrpcChannel_HostOutput(b->ch, id, &p);
   if (n == 0) return 0;
-  if (lua_toboolean(L, 3))
-    lua_pushboolean(L, 1); /* a peek: no string made of bytes that stay queued */
-  else
-    lua_pushlstring(L, p, n);
+  lua_pushlstring(L, p, n);
   return 1;
 }
 
@@ -589,16 +592,18 @@ static int lpc_grpccall_close_send(lua_State *L) {
 static void push_metadata(lua_State *L, const pc_GrpcCall *call);
 static int has_pairs(const pc_GrpcCall *call);
 
-/* -- bytes, last, md | false | nil = call:next(with_metadata)
+/* -- bytes, last, md | false | nil = call:next(with_metadata, close_at_end)
  * The next response message; false when none is ready yet (pump and ask
  * again); nil once the call has ended (call:status()). With a message,
  * 'last' is true when the call has ended OK and no message follows (the
  * next call:next() gives nil and call:ok() true: a unary call's usual end
  * read in one call), else false; 'md' is then, with 'with_metadata' true,
  * call:metadata(), with 'with_metadata' "present", call:metadata(true)
- * (else nil). */
+ * (else nil). With 'close_at_end' true and 'last' true, the call is
+ * closed too (call:close(): one method call less at a unary call's end). */
 static int lpc_grpccall_next(lua_State *L) {
   CallBox *b = check_call(L);
+  lua_settop(L, 3); /* the arguments stay at 2 and 3 under the results */
   const char *data;
   size_t len;
   int r = pc_GrpcCall_Next(b->call, &data, &len);
@@ -613,6 +618,7 @@ static int lpc_grpccall_next(lua_State *L) {
       push_metadata(L, b->call); /* "present": only when there is a pair */
       n = 3;
     }
+    if (last && lua_toboolean(L, 3)) b->close_asked = 1; /* end_read frees it */
     end_read(b);
     return n;
   }

@@ -184,12 +184,16 @@ static void unlist_check(pc_GrpcCall *c) {
 }
 
 /* The engine's events: each is news for its call's waiter (a GOAWAY
- * alone is not; the streams it refuses end); headers and the end are
- * what retry_refused looks for. */
+ * alone is not; the streams it refuses end), but for request bytes that
+ * went out once the sending side is closed (no sender waits for room: a
+ * unary call's waiter, which waits for its answer, is not woken when its
+ * request is written); headers and the end are what retry_refused looks
+ * for. */
 static void on_event(void *ud, pc_GrpcStream *stream, pc_GrpcEvent ev) {
   if (ev == kPc_GrpcEvent_Goaway) ((pc_GrpcChannel *)ud)->goaways++;
   pc_GrpcCall *c = stream ? pc_GrpcStream_User(stream) : NULL;
   if (c == NULL) return;
+  if (ev == kPc_GrpcEvent_Writable && c->send_closed) return;
   wake(c);
   if (ev == kPc_GrpcEvent_Headers || ev == kPc_GrpcEvent_End) to_check(c);
 }
@@ -256,11 +260,13 @@ static void close_sock(Conn *c) {
   c->sock = NULL;
 }
 
-static void detach(pc_GrpcCall *c) {
-  pc_GrpcStream_Free(c->stream);
+/* Frees the call's stream; 1 when that queued frames for the peer. */
+static int detach(pc_GrpcCall *c) {
+  int queued = pc_GrpcStream_Free(c->stream);
   c->stream = NULL;
   if (c->conn) c->conn->calls--;
   c->conn = NULL;
+  return queued;
 }
 
 /* The calls on connection 'conn', whose attempt failed before it was
@@ -867,9 +873,9 @@ void pc_GrpcCall_Free(pc_GrpcCall *c) {
   if (c == NULL) return;
   pc_GrpcChannel *ch = c->ch;
   Conn *conn = c->conn;
-  detach(c);
-  unlist_check(c);           /* after detach: the end of its stream lists it */
-  if (conn) flush_out(conn); /* the RST_STREAM */
+  int queued = detach(c);
+  unlist_check(c);                     /* after detach: the end of its stream lists it */
+  if (conn && queued) flush_out(conn); /* the RST_STREAM */
   drop_replay(c);
   if (c->prev)
     c->prev->next = c->next;
@@ -1163,14 +1169,27 @@ void pc_GrpcChannel_HostConnected(pc_GrpcChannel *ch, unsigned id, int ok, const
 
 /* With TLS the socket runs it (socket.h, hosted TLS): the engine's output
  * goes through it and the host moves the ciphertext. */
-size_t pc_GrpcChannel_HostOutput(pc_GrpcChannel *ch, unsigned id, const char **data) {
+/* What pc_GrpcChannel_HostOutput gives; 'all': with the frames nghttp2
+ * holds added to bytes left unwritten (else those bytes alone). */
+static size_t host_output(pc_GrpcChannel *ch, unsigned id, const char **data, int all) {
   Conn *c = host_conn(ch, id);
   if (c != NULL && c->host_up && pc_NetSocket_HostedTls(c->sock)) {
     flush_out(c); /* the engine's bytes into TLS */
     return c->sock ? pc_NetSocket_HostedOutput(c->sock, data) : 0;
   }
   if (c == NULL || !c->ready) return 0;
-  return pc_GrpcEngine_Output(c->engine, data);
+  /* the frames of every call started since the last write, in one (the
+   * pointer lasts until the next call on the channel) */
+  return all ? pc_GrpcEngine_OutputAll(c->engine, data) : pc_GrpcEngine_Output(c->engine, data);
+}
+
+size_t pc_GrpcChannel_HostOutput(pc_GrpcChannel *ch, unsigned id, const char **data) {
+  return host_output(ch, id, data, 1);
+}
+
+int pc_GrpcChannel_HostHasOutput(pc_GrpcChannel *ch, unsigned id) {
+  const char *p;
+  return host_output(ch, id, &p, 0) > 0;
 }
 
 void pc_GrpcChannel_HostWrote(pc_GrpcChannel *ch, unsigned id, size_t n) {

@@ -153,7 +153,8 @@ int pc_GrpcCall_Drained(const pc_GrpcCall *call);
 /* Gives the call a wake token (wake.h; 0: none): from now on, what its
  * waiter may care about lists 'token' in the channel's wake list:
  * response headers or a whole message arrived, request bytes went out
- * (pc_GrpcCall_Unsent fell), the call ended (a status from the server, a
+ * while the sending side is open (pc_GrpcCall_Unsent fell: room for a
+ * sender; after pc_GrpcCall_CloseSend no sender waits), the call ended (a status from the server, a
  * reset, a refusal, its deadline, a lost connection, a cancel). A refused
  * call run again on another connection is listed when it ended refused. */
 void pc_GrpcCall_SetWakeToken(pc_GrpcCall *call, uint64_t token);
@@ -270,6 +271,12 @@ void pc_GrpcChannel_HostConnected(pc_GrpcChannel *ch, unsigned id, int ok, const
  * them and reports how many with pc_GrpcChannel_HostWrote; bytes not
  * reported come first again. */
 size_t pc_GrpcChannel_HostOutput(pc_GrpcChannel *ch, unsigned id, const char **data);
+
+/* 1 when connection 'id' has bytes to send (pc_GrpcChannel_HostOutput
+ * would give some), else 0; nothing is taken. Cheaper than
+ * pc_GrpcChannel_HostOutput: while bytes are left unwritten, it does not
+ * gather the frames queued since. */
+int pc_GrpcChannel_HostHasOutput(pc_GrpcChannel *ch, unsigned id);
 void pc_GrpcChannel_HostWrote(pc_GrpcChannel *ch, unsigned id, size_t n);
 
 /* Bytes the driver received on connection 'id'. Returns 1, or 0 when they

@@ -860,15 +860,24 @@ int pc_GrpcEngine_Recv(pc_GrpcEngine *e, const void *data, size_t len) {
   return !e->h2.dead;
 }
 
-size_t pc_GrpcEngine_Output(pc_GrpcEngine *e, const char **data) {
+static size_t output(pc_GrpcEngine *e, const char **data, int more) {
   if (e->h1) {
     if (!e->h2.dead) pump_http1(e);
     return pc_Http1Client_Output(e->h1, data);
   }
   char why[PC_ERROR_MAX];
-  if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why);
+  if (!(more ? pc_GrpcSession_FillMore : pc_GrpcSession_Fill)(&e->h2, why, sizeof why))
+    end_all(e, why);
   if (e->open == 0) pc_GrpcSession_Rest(&e->h2);
   return pc_GrpcSession_Output(&e->h2, data);
+}
+
+size_t pc_GrpcEngine_Output(pc_GrpcEngine *e, const char **data) {
+  return output(e, data, 0);
+}
+
+size_t pc_GrpcEngine_OutputAll(pc_GrpcEngine *e, const char **data) {
+  return output(e, data, 1);
 }
 
 void pc_GrpcEngine_Wrote(pc_GrpcEngine *e, size_t n) {
@@ -1351,9 +1360,10 @@ void *pc_GrpcStream_User(const pc_GrpcStream *s) {
   return s->user;
 }
 
-void pc_GrpcStream_Free(pc_GrpcStream *s) {
-  if (s == NULL) return;
+int pc_GrpcStream_Free(pc_GrpcStream *s) {
+  if (s == NULL) return 0;
   pc_GrpcEngine *e = s->e;
+  int queued = e != NULL && (!s->ended || !s->closed);
   if (e) {
     if (!s->ended) fail(s, kPc_Code_Cancelled, 0, "cancelled");
     if (!s->closed) pc_GrpcInbox_Detach(&s->in, e->h2.session, s->id);
@@ -1367,4 +1377,5 @@ void pc_GrpcStream_Free(pc_GrpcStream *s) {
   pc_GrpcOutbox_Free(&s->out, &m);
   pc_GrpcInbox_Free(&s->in, &m);
   if (s->own_arena) pc_Arena_Free(s->arena); /* the stream with it */
+  return queued;
 }

@@ -91,6 +91,12 @@ int pc_GrpcEngine_Recv(pc_GrpcEngine *e, const void *data, size_t len);
  * nothing to send now). They stay valid until pc_GrpcEngine_Wrote. */
 size_t pc_GrpcEngine_Output(pc_GrpcEngine *e, const char **data);
 
+/* As pc_GrpcEngine_Output, and what nghttp2 has to send is added to output
+ * still unwritten (up to about 64 KB in all): one write then carries the
+ * frames of every stream opened since the last write. '*data' stays valid
+ * only until the next call on the engine (the buffer may move). */
+size_t pc_GrpcEngine_OutputAll(pc_GrpcEngine *e, const char **data);
+
 /* Tells the engine that 'n' bytes of its output were sent. */
 void pc_GrpcEngine_Wrote(pc_GrpcEngine *e, size_t n);
 
@@ -194,7 +200,9 @@ int pc_GrpcStream_Refused(const pc_GrpcStream *s);
 void *pc_GrpcStream_User(const pc_GrpcStream *s);
 
 /* Cancels the stream if still running (RST_STREAM CANCEL) and frees it.
- * NULL is allowed. */
-void pc_GrpcStream_Free(pc_GrpcStream *s);
+ * NULL is allowed. Returns 1 when frames for the peer may have been queued
+ * (the RST_STREAM, a WINDOW_UPDATE for what was left unread), 0 when not
+ * (the stream had ended and nghttp2 had closed it, or NULL). */
+int pc_GrpcStream_Free(pc_GrpcStream *s);
 
 #endif

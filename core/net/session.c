@@ -630,8 +630,13 @@ nghttp2_data_provider pc_GrpcSession_Body(void) {
 }
 
 int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size) {
-  if (s->dead || s->out_pos != s->out.len) return 1;
-  s->out.len = s->out_pos = 0;
+  if (s->out_pos != s->out.len) return 1;
+  return pc_GrpcSession_FillMore(s, why, size);
+}
+
+int pc_GrpcSession_FillMore(pc_GrpcSession *s, char *why, size_t size) {
+  if (s->dead) return 1;
+  if (s->out_pos == s->out.len) s->out.len = s->out_pos = 0;
   while (s->out.len < OUTPUT_CHUNK) {
     const uint8_t *p;
     s->quiet = 0;

@@ -89,9 +89,11 @@ typedef struct {
 } pc_GrpcSessionSettings;
 
 /* Blocks nghttp2 freed that a session keeps for its next allocations
- * (pc_GrpcSession's 'spare'), and the largest such block, bytes. */
-#define PC_GRPC_SPARE_BLOCKS 8
-#define PC_GRPC_SPARE_MAX    512
+ * (pc_GrpcSession's 'spare'), and the largest such block, bytes: nghttp2
+ * makes some 4 blocks a call (its stream, the queued HEADERS and DATA,
+ * the copied header list), so 32 serve 8 calls in flight. */
+#define PC_GRPC_SPARE_BLOCKS 32
+#define PC_GRPC_SPARE_MAX    1024
 
 /* One connection's nghttp2 session and the output gathered from it; the
  * first member of its engine, which is nghttp2's user data. */
@@ -190,6 +192,13 @@ nghttp2_data_provider pc_GrpcSession_Body(void);
  * dead then, with the reason in 'why' ('size' bytes, NUL-terminated); 1
  * otherwise (also when there is nothing). */
 int pc_GrpcSession_Fill(pc_GrpcSession *s, char *why, size_t size);
+
+/* As pc_GrpcSession_Fill, also while output is left unwritten: what
+ * nghttp2 has to send is appended to it (up to about 64 KB in all), so one
+ * write carries the frames of every call started since the last. A
+ * pointer pc_GrpcSession_Output gave before no longer holds (the buffer
+ * may move). */
+int pc_GrpcSession_FillMore(pc_GrpcSession *s, char *why, size_t size);
 
 /* How long a session rests, in seconds, before the pages frames were
  * written into go back (pc_GrpcSession_Rest): a connection that carries

@@ -314,6 +314,11 @@ function Shared:kick()
   wake(c.writable)
 end
 
+-- Whether a kick is pending: the owner's writer has yet to look for output.
+function Shared:kicked()
+  return self.c.kicked
+end
+
 function Shared:close()
   local c = self.c
   c.closing = true
@@ -400,6 +405,7 @@ local function post(w)
   w.sema:post(1)
 end
 
+-- Whether a wake (a post), not the timeout, ended the wait.
 local function driver_wait(seconds, token)
   local n = #spare
   local w = spare[n]
@@ -407,12 +413,13 @@ local function driver_wait(seconds, token)
   w.token = token
   waiting[w] = true
   if token then by_token[token] = w end
-  w.sema:wait(seconds)
+  local posted = w.sema:wait(seconds)
   waiting[w] = nil
   if token and by_token[token] == w then by_token[token] = nil end
   while w.sema:count() > 0 do w.sema:wait(0) end -- a post after the timeout
   w.token = nil
   spare[#spare + 1] = w
+  return posted == true
 end
 
 local function driver_wake(tokens, n, all, owned)

@@ -57,6 +57,13 @@ end
 -- n, all, owned) gets the wake tokens of the calls something happened to
 -- (all: every waiter must look); `owned` true when no role was freed (a
 -- socket that moves its own bytes), so no other waiter need look.
+-- Kicks owned socket `sock` of connection `id` when the channel has output
+-- for it (not asked while a kick is pending: sock:kicked()).
+local function kick_owned(ch, id, sock)
+  if sock.kicked and sock:kicked() then return end
+  if ch:host_output(id, true) then sock:kick() end
+end
+
 local function woken(dc, ch, owned)
   sched.fire(dc.signal)
   local wake = dc.wake
@@ -72,7 +79,9 @@ end
 -- connection's hooks and from then on feeds what it reads to the channel
 -- (hooks:recv(bytes) -> whether the channel has output now), sends what
 -- the channel queues (hooks:output() -> bytes or nil, then
--- hooks:wrote(n)), is told to look for output by sock:kick(), and reports
+-- hooks:wrote(n)), is told to look for output by sock:kick() (optional
+-- sock:kicked(): true while a kick is pending, its output still to be
+-- looked for, so the channel is not asked whether it has some), and reports
 -- its end (hooks:lost(op, why), op "read" or "send"); no call then takes
 -- its reader or writer role, so a response reaches its channel without a
 -- hand-over through a waiting call.
@@ -226,10 +235,16 @@ local function reader_pick(dc, live, calls)
 end
 
 -- A round's wait: until a driver method returned (driver.wake) or `t`
--- seconds, then the channel's timers.
+-- seconds, then the channel's timers; not when the driver's wait for the
+-- call of `token` says a wake ended it (the caller looks at its call
+-- first; the next round starts with the timers).
 local function wait_round(dc, ch, t, token)
   if not sched.wait_signal(dc.signal, t) then
-    if dc.wait then dc.wait(t, token) else dc.sleep(t < 0.005 and t or 0.005) end
+    if dc.wait then
+      if dc.wait(t, token) == true and token then return end
+    else
+      dc.sleep(t < 0.005 and t or 0.005)
+    end
   end
   ch:host_tick()
 end
@@ -248,7 +263,7 @@ local function drive(dc, limit, token)
   if dc.quiet and version == dc.version then
     -- every connection ready and owned, none opened or closed since: kick those with output, wait
     for id, st in pairs(dc.conns) do
-      if ch:host_output(id, true) then st.sock:kick() end
+      kick_owned(ch, id, st.sock)
     end
     return wait_round(dc, ch, t, token)
   end
@@ -258,7 +273,7 @@ local function drive(dc, limit, token)
       return with_role(dc, st, "connector", do_connect, timer)
     end
     if st.owned then
-      if live[id] and ch:host_output(id, true) then st.sock:kick() end
+      if live[id] then kick_owned(ch, id, st.sock) end
     elseif live[id] and not holds(st.writer) and ch:host_output(id, true) then
       return with_role(dc, st, "writer", do_write)
     end
@@ -280,7 +295,7 @@ function M.flush(channel)
   if not dc then return end
   for id, st in pairs(dc.conns) do
     if st.owned then
-      if channel:host_output(id, true) then st.sock:kick() end
+      kick_owned(channel, id, st.sock)
     elseif st.sock and not holds(st.writer) and channel:host_output(id, true) then
       with_role(dc, st, "writer", do_write)
     end

@@ -147,10 +147,11 @@ end
 
 -- The next response message of `call`, waiting as needed; nil at the end.
 -- Second: true when the call has ended OK and no message follows, and
--- then third, with `with_metadata`, its metadata (call:next).
-local function next_message(channel, call, with_metadata)
+-- then third, with `with_metadata`, its metadata (call:next); with
+-- `close_at_end` the call is closed then.
+local function next_message(channel, call, with_metadata, close_at_end)
   while true do
-    local m, last, md = call:next(with_metadata)
+    local m, last, md = call:next(with_metadata, close_at_end)
     if m ~= false then return m, last, md end
     driver.wait(channel, call)
   end
@@ -214,11 +215,8 @@ function Transport:unary(path, request, settings)
   if get and not get_fits(self, request) then get = nil end
   local channel = self.channel
   local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request) -- sent, send side closed
-  local first, last, md_last = next_message(channel, call, settings and settings.with_metadata)
-  if last then -- the usual end, seen with the message: no status table
-    call:close()
-    return first, md_last
-  end
+  local first, last, md_last = next_message(channel, call, settings and settings.with_metadata, true)
+  if last then return first, md_last end -- the usual end, seen with the message (closed): no status table
   local n = first and 1 or 0
   if first ~= nil then
     while next_message(channel, call) ~= nil do n = n + 1 end
@@ -717,7 +715,10 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- something happened to, `all` true when every waiter must look, so a
 -- driver may wake those waiters and one other, to take the connection's
 -- role just freed, instead of all of them: ngx.semaphore in
--- lua/protocall/resty.lua; a driver ignoring the arguments wakes all).
+-- lua/protocall/resty.lua; a driver ignoring the arguments wakes all;
+-- wait may return true when a wake, not the time, ended it: the waiter
+-- then looks at its call before the channel's timers, which it runs at
+-- its next wait).
 -- The methods may yield the running coroutine (pc.sleep
 -- inside a pc.spawn task, a cosocket's own yield in its host), so tasks
 -- interleave; one call at a time reads and one writes a socket. A driver

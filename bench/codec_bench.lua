@@ -4,7 +4,10 @@
 -- the C API, against the C++ library's generated code built in this same
 -- run (Debian's protoc + libprotobuf-dev, compiled here by g++, never by
 -- the main build).
---   build/release/protocall bench/codec_bench.lua [--callgrind] [--quick]
+--   build/release/protocall bench/codec_bench.lua [--callgrind] [--quick] [--rows OP]
+-- --rows OP runs only the rows of one operation of the user's path
+-- against lua-protobuf (OP: decode, encode, decode+read, table->encode,
+-- decode->table), without the C and C++ baselines (not compiled).
 -- With --callgrind, instruction counts per operation are also taken for
 -- the Lua cases (harness), the C API and the C++ baseline (valgrind runs
 -- of N and 2N operations; the difference over N).
@@ -26,8 +29,11 @@ end
 -- rebuilt every run: "built in the same run").
 local OUT = "build/bench-codec"
 
-local only = nil
-for i, a in ipairs(arg or {}) do if a == "--only" then only = arg[i + 1] end end
+local only, row_op = nil, nil
+for i, a in ipairs(arg or {}) do
+  if a == "--only" then only = arg[i + 1] end
+  if a == "--rows" then row_op = arg[i + 1] end
+end
 
 if not only then
   if not io.open(OTLP, "rb") then
@@ -45,11 +51,13 @@ if not only then
   sh(("protoc -I bench/codec -I %s -I %s/protobuf -I /usr/include --include_imports -o %s/set.pb point.proto "
     .. "opentelemetry/proto/collector/trace/v1/trace_service.proto google/protobuf/test_messages_proto3.proto")
     :format(otel, PROTOS, OUT))
-  io.stderr:write("codec_bench: compiling the C++ baseline (about half a minute)...\n")
-  sh(("g++ -O2 -std=c++17 -I %s bench/codec/codec_cpp.cc $(find %s -name '*.pb.cc') -lprotobuf -o %s/codec_cpp")
-    :format(OUT, OUT, OUT))
-  sh(("gcc -O2 -std=c11 -I core bench/codec/codec_c.c build/release/libprotocall_core.a -o %s/codec_c")
-    :format(OUT))
+  if not row_op then
+    io.stderr:write("codec_bench: compiling the C++ baseline (about half a minute)...\n")
+    sh(("g++ -O2 -std=c++17 -I %s bench/codec/codec_cpp.cc $(find %s -name '*.pb.cc') -lprotobuf -o %s/codec_cpp")
+      :format(OUT, OUT, OUT))
+    sh(("gcc -O2 -std=c11 -I core bench/codec/codec_c.c build/release/libprotocall_core.a -o %s/codec_c")
+      :format(OUT))
+  end
 end
 
 local CASES = {
@@ -74,7 +82,7 @@ end
 local cpp_cmd = ("%s/codec_cpp %s %s %s"):format(OUT, OUT, OTLP, TAT3)
 local c_cmd = ("%s/codec_c %s/set.pb %s %s %s"):format(OUT, OUT, OUT, OTLP, TAT3)
 local cpp, capi
-if not only then
+if not only and not row_op then
   cpp = native(cpp_cmd) -- also writes point.bin and rich.bin
   capi = native(c_cmd)
 end
@@ -83,8 +91,11 @@ local pool = pc.pool()
 assert(pool:load_descriptor_set(read(OUT .. "/set.pb")))
 for _, c in ipairs(CASES) do
   c.T = assert(pool:type(c.type))
-  c.bytes = read(c.file or (OUT .. "/" .. c.name .. ".bin"))
-  c.msg = assert(pc.decode(c.T, c.bytes))
+  local path = c.file or (OUT .. "/" .. c.name .. ".bin")
+  if c.file or io.open(path, "rb") then -- point.bin, rich.bin: written by the C++ baseline (not with --rows)
+    c.bytes = read(path)
+    c.msg = assert(pc.decode(c.T, c.bytes))
+  end
 end
 
 -- Operations per callgrind run (the run is repeated with twice as many).
@@ -151,6 +162,7 @@ for _, c in ipairs(USER_CASES) do
   local T, bytes, name, plan = c.T, c.bytes, c.type, plan_of(c.T)
   local tbl = pc.to_table(pc.decode(T, bytes))
   local function add(op, fn, peer_fn)
+    if row_op and op ~= row_op then return end
     user_cases[#user_cases + 1] = { name = op .. " " .. c.name, callgrind_iters = c.iters, fn = fn }
     if pb then
       user_cases[#user_cases + 1] = { name = "lua-protobuf " .. op .. " " .. c.name, callgrind_iters = c.iters,
@@ -179,16 +191,18 @@ for _, c in ipairs(USER_CASES) do
     local decode = pb.decode
     for _ = 1, n do walk(plan, decode(name, bytes)) end
   end)
-  user_cases[#user_cases + 1] = { name = "decode{table}+read " .. c.name, callgrind_iters = c.iters,
-    fn = function(n)
-      local decode, opts = pc.decode, { table = true }
-      for _ = 1, n do walk(plan, decode(T, bytes, opts)) end
-    end }
-  user_cases[#user_cases + 1] = { name = "T{...}->encode " .. c.name, callgrind_iters = c.iters,
-    fn = function(n)
-      local encode = pc.encode
-      for _ = 1, n do encode(T(tbl)) end
-    end }
+  if not row_op then
+    user_cases[#user_cases + 1] = { name = "decode{table}+read " .. c.name, callgrind_iters = c.iters,
+      fn = function(n)
+        local decode, opts = pc.decode, { table = true }
+        for _ = 1, n do walk(plan, decode(T, bytes, opts)) end
+      end }
+    user_cases[#user_cases + 1] = { name = "T{...}->encode " .. c.name, callgrind_iters = c.iters,
+      fn = function(n)
+        local encode = pc.encode
+        for _ = 1, n do encode(T(tbl)) end
+      end }
+  end
   add("table->encode", function(n)
     local encode = pc.encode
     for _ = 1, n do encode(T, tbl) end
@@ -214,7 +228,7 @@ if only then -- a child of --callgrind running one of the user's-path cases
   end
 end
 
-local results = H.run {
+local results = not row_op and H.run {
   title = "wire codec called from Lua (pc.decode to a message, pc.encode to a string)",
   baseline = {
     name = "bare Lua call",
@@ -236,7 +250,7 @@ end
 
 local callgrind = has("--callgrind")
 local rows = {}
-for _, c in ipairs(CASES) do
+for _, c in ipairs(row_op and {} or CASES) do
   for _, op in ipairs { "decode", "encode" } do
     local lua_ns = results[op .. " " .. c.name].ns
     local cpp_ns, c_ns = cpp[c.name][op], capi[c.name][op]
@@ -279,7 +293,7 @@ for _, c in ipairs(CASES) do
     end
   end
 end
-H.report("wire codec against the C++ library (generated code, same run)", rows)
+if not row_op then H.report("wire codec against the C++ library (generated code, same run)", rows) end
 
 local user = H.run {
   title = "the user's path against lua-protobuf (same tables, same walk)",
@@ -304,7 +318,8 @@ local GOALS = {
 }
 local ratio_rows = {}
 for _, c in ipairs(USER_CASES) do
-  for _, op in ipairs { "decode", "encode", "decode+read", "table->encode", "decode->table" } do
+  local ops = row_op and { row_op } or { "decode", "encode", "decode+read", "table->encode", "decode->table" }
+  for _, op in ipairs(ops) do
     local a, b = user[op .. " " .. c.name], user["lua-protobuf " .. op .. " " .. c.name]
     local by_instr = a.instructions and b.instructions
     local ratio = by_instr and a.instructions / b.instructions or a.ns / b.ns
@@ -322,19 +337,21 @@ for _, c in ipairs(USER_CASES) do
   end
   -- Informational: the same walk over pc.decode(T, bytes, {table = true}),
   -- and building T{...} then encoding against the direct table encode.
-  local a, b = user["decode{table}+read " .. c.name], user["lua-protobuf decode+read " .. c.name]
-  local by_instr = a.instructions and b.instructions
-  ratio_rows[#ratio_rows + 1] = {
-    name = ("decode{table}+read %s / lua-protobuf decode+read"):format(c.name),
-    value = by_instr and a.instructions / b.instructions or a.ns / b.ns, unit = by_instr and "x instr" or "x time",
-  }
-  local t, d = user["T{...}->encode " .. c.name], user["table->encode " .. c.name]
-  by_instr = t.instructions and d.instructions
-  ratio_rows[#ratio_rows + 1] = {
-    name = ("T{...}->encode %s / table->encode"):format(c.name),
-    value = by_instr and t.instructions / d.instructions or t.ns / d.ns, unit = by_instr and "x instr" or "x time",
-    goal = "<= 1.5x", key = c.name ~= "small" and "tctor_encode" or nil,
-  }
-  ratio_rows[#ratio_rows].ok = ratio_rows[#ratio_rows].value <= 1.5
+  if not row_op then
+    local a, b = user["decode{table}+read " .. c.name], user["lua-protobuf decode+read " .. c.name]
+    local by_instr = a.instructions and b.instructions
+    ratio_rows[#ratio_rows + 1] = {
+      name = ("decode{table}+read %s / lua-protobuf decode+read"):format(c.name),
+      value = by_instr and a.instructions / b.instructions or a.ns / b.ns, unit = by_instr and "x instr" or "x time",
+    }
+    local t, d = user["T{...}->encode " .. c.name], user["table->encode " .. c.name]
+    by_instr = t.instructions and d.instructions
+    ratio_rows[#ratio_rows + 1] = {
+      name = ("T{...}->encode %s / table->encode"):format(c.name),
+      value = by_instr and t.instructions / d.instructions or t.ns / d.ns, unit = by_instr and "x instr" or "x time",
+      goal = "<= 1.5x", key = c.name ~= "small" and "tctor_encode" or nil,
+    }
+    ratio_rows[#ratio_rows].ok = ratio_rows[#ratio_rows].value <= 1.5
+  end
 end
 H.report("the user's path: protocall against lua-protobuf", ratio_rows)

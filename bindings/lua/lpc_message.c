@@ -39,82 +39,81 @@ int lpc_view_uv(const pc_FieldDef *f) {
 }
 
 /* Pushes the metatable of views of 'def' (its Type's user value 3) and
- * returns how many user values its views have (lpc_view_uvs, kept in the
- * metatable under 0). Not cached by def elsewhere: under LuaJIT a
- * metatable can outlive its pool by a collection cycle (marked from an
- * arena being finalized), and a new pool's def may then have the freed
- * one's address. */
-static int push_view_mt(lua_State *L, const pc_MessageDef *def) {
+ * returns their Lookup (its __index's upvalue 1, kept in the metatable
+ * under 0 by make_mt, lpc_message_ops.c, as a light userdata: the
+ * metatable's __index keeps it alive). Not cached by def elsewhere: under
+ * LuaJIT a metatable can outlive its pool by a collection cycle (marked
+ * from an arena being finalized), and a new pool's def may then have the
+ * freed one's address. */
+static const lpc_Lookup *push_view_mt(lua_State *L, const pc_MessageDef *def) {
   push_instance_mt(L, def, kLpc_View);
-  if (lua_rawgeti(L, -1, 0) != LUA_TNUMBER) {
-    lua_pop(L, 1);
-    lua_pushinteger(L, lpc_view_uvs(def));
-    lua_pushvalue(L, -1);
-    lua_rawseti(L, -3, 0);
-  }
-  int n = (int)lua_tointeger(L, -1);
+  lua_rawgeti(L, -1, 0);
+  const lpc_Lookup *lk = lua_touserdata(L, -1);
   lua_pop(L, 1);
-  return n;
+  return lk;
 }
 
-/* Pushes a view of 'msg' kept alive by the anchor at 'anchor', with 'nuv'
- * user values (lpc_view_uvs), the metatable of its views on top of the stack
- * taking. */
-static void new_view(lua_State *L, pc_Message *msg, int anchor, int nuv) {
-  pc_Message **p = lpc_newuserdata_uv1(L, sizeof(pc_Message *), nuv, anchor);
-  *p = msg;
+/* Pushes a view of 'msg' kept alive by the anchor at 'anchor', of the type
+ * whose views' Lookup is 'lk', the metatable of its views on top of the
+ * stack taking. */
+static void new_view(lua_State *L, pc_Message *msg, int anchor, const lpc_Lookup *lk) {
+  lpc_View *p = lpc_newuserdata_uv1(L, sizeof(lpc_View), lk->view_uvs, anchor);
+  p->msg = msg;
+  p->lk = lk;
   lua_insert(L, -2);
   lua_setmetatable(L, -2);
 }
 
-void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx) {
+/* lpc_push_view, returning the view's Lookup. */
+static const lpc_Lookup *push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg,
+                                   int anchor_idx) {
   anchor_idx = lua_absindex(L, anchor_idx);
-  new_view(L, msg, anchor_idx, push_view_mt(L, def));
+  const lpc_Lookup *lk = push_view_mt(L, def);
+  new_view(L, msg, anchor_idx, lk);
+  return lk;
+}
+
+void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int anchor_idx) {
+  push_view(L, def, msg, anchor_idx);
 }
 
 /* Pushes the metatable of views of 'def', the type of the field whose
  * lpc_view_uv is 'uv' of the messages of the instance metatable at 'mt',
- * and returns lpc_view_uvs(def): that metatable keeps both (under uv and -uv,
+ * and returns their Lookup: that metatable keeps both (under uv and -uv,
  * so also its Type lives as long as the parent's). */
-static int push_child_mt(lua_State *L, int mt, int uv, const pc_MessageDef *def) {
-  if (lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
-    lua_rawgeti(L, mt, -uv);
-    int n = (int)lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    return n;
-  }
-  lua_pop(L, 1);
-  int n = push_view_mt(L, def);
+static const lpc_Lookup *push_child_mt(lua_State *L, int mt, int uv, const pc_MessageDef *def) {
+  const lpc_Lookup *lk = push_view_mt(L, def);
   lua_pushvalue(L, -1);
   lua_rawseti(L, mt, uv);
-  lua_pushinteger(L, n);
+  lua_pushlightuserdata(L, (void *)lk);
   lua_rawseti(L, mt, -uv);
-  return n;
+  return lk;
 }
 
 /* Pushes a new view of 'msg' (of type 'def'), a sub-message or element of
  * the field whose lpc_view_uv is 'uv' of the message object at 'obj', kept
- * alive by the anchor at 'anchor'. 'nuv': lpc_view_uvs(def) when the
- * caller has it at hand, else 0. */
-static void push_child_view(lua_State *L, int obj, int uv, const pc_MessageDef *def,
-                            pc_Message *msg, int anchor, int nuv) {
+ * alive by the anchor at 'anchor', and returns its Lookup. 'lk': the
+ * Lookup of views of 'def' when the caller has it at hand, else NULL. */
+static const lpc_Lookup *push_child_view(lua_State *L, int obj, int uv, const pc_MessageDef *def,
+                                         pc_Message *msg, int anchor, const lpc_Lookup *lk) {
   if (uv <= 0 || !lua_getmetatable(L, obj)) {
-    lpc_push_view(L, def, msg, anchor);
-    return;
+    return push_view(L, def, msg, anchor);
   }
   int mt = lua_gettop(L);
-  if (nuv > 0 && lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
-    pc_Message **p = lpc_newuserdata_uv1(L, sizeof(pc_Message *), nuv, anchor);
-    *p = msg;
-    lua_pushvalue(L, mt + 1);
-    lua_setmetatable(L, -2);
-    lua_replace(L, mt);
-    lua_settop(L, mt);
-    return;
+  if (lua_rawgeti(L, mt, uv) == LUA_TTABLE) {
+    if (lk == NULL) {
+      lua_rawgeti(L, mt, -uv);
+      lk = lua_touserdata(L, -1);
+      lua_pop(L, 1);
+    }
+  } else {
+    lua_pop(L, 1);
+    lk = push_child_mt(L, mt, uv, def);
   }
+  new_view(L, msg, anchor, lk); /* the metatable at mt + 1 taken */
+  lua_replace(L, mt);
   lua_settop(L, mt);
-  new_view(L, msg, anchor, push_child_mt(L, mt, uv, def));
-  lua_remove(L, mt);
+  return lk;
 }
 
 int lpc_standalone_uv(const pc_MessageDef *def) {
@@ -191,7 +190,7 @@ static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_Field
   c->msg = msg;
   c->f = f;
   c->uv = uv;
-  c->elem_uvs = 0;
+  c->elem_lk = NULL;
   if (up)
     lua_pushvalue(L, lua_upvalueindex(f->is_map ? 3 : 2));
   else
@@ -209,9 +208,8 @@ static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_Field
  * table that grows with every view of the tree; and those objects are
  * reached through the view alone, so they need live no longer than it.
  * Returns 0 (nothing pushed) when the view has no such user value. 'up' as
- * for new_container, 'nuv' for push_child_view. */
-static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv, int up,
-                     int nuv) {
+ * for new_container. */
+static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv, int up) {
   pc_Message *sub = NULL;
   if (f->label != kPc_Label_Repeated) {
     sub = pc_Message_Get(msg, f).m;
@@ -236,7 +234,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
     if (!lua_istable(L, -1) || lua_rawgetp(L, -1, pc_Message_Slot(msg, f)) == LUA_TNIL ||
         !is_object_of(L, -1, sub)) {
       lua_settop(L, a);
-      push_child_view(L, obj, uv, f->message, sub, a, nuv);
+      push_child_view(L, obj, uv, f->message, sub, a, NULL);
     }
     lua_replace(L, a);
     lua_settop(L, a);
@@ -264,7 +262,7 @@ static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, con
   if (kind == 0) kind = kind_of_object(L, obj, msg);
   if (kind == kLpc_View) {
     if (uv < 0) uv = lpc_view_uv(f);
-    if (uv > 0 && push_kept(L, obj, msg, f, uv, 0, 0)) return;
+    if (uv > 0 && push_kept(L, obj, msg, f, uv, 0)) return;
   }
   const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
   int a = lpc_push_anchor_of(L, obj, kind);
@@ -294,7 +292,7 @@ static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const p
     if (kind == 0) kind = kind_of_object(L, obj, msg);
     if (kind == kLpc_View && !f->is_extension) {
       if (uv < 0) uv = lpc_view_uv(f);
-      if (uv > 0 && push_kept(L, obj, msg, f, uv, 0, 0)) return;
+      if (uv > 0 && push_kept(L, obj, msg, f, uv, 0)) return;
     }
     pc_Value v = pc_Message_Get(msg, f);
     if (v.m == NULL) {
@@ -357,8 +355,7 @@ static int index_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEntry 
   }
   /* a view's sub-message or container (push_kept) with the container
    * metatables at hand */
-  if (kind == kLpc_View && e != NULL && e->uv > 0 && push_kept(L, 1, msg, f, e->uv, 1, e->nuv))
-    return 1;
+  if (kind == kLpc_View && e != NULL && e->uv > 0 && push_kept(L, 1, msg, f, e->uv, 1)) return 1;
   push_field(L, 1, kind, msg, f, e != NULL ? e->uv : -1);
   return 1;
 }
@@ -369,14 +366,30 @@ static const uint64_t kZeros[2] = {0, 0};
 _Static_assert(sizeof(kZeros) >= sizeof(pc_StringView) && sizeof(kZeros) >= sizeof(pc_Value),
                "kZeros covers every plain kind's slot");
 
+/* The __index functions' self at 1 of no userdata: raises. */
+static _Noreturn void index_self_error(lua_State *L) {
+  const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
+  lpc_arg_type_error(L, 1, "__index", lk->def->full_name);
+}
+
 /* Inlined into both __index functions: the plain slots are read here, a
  * oneof member with a zero default as its plain kind from its slot when it
- * is the member set, else from kZeros. The key is probed before the
- * message is fetched, so fewer values live across the API calls. */
+ * is the member set, else from kZeros. A view carries its Lookup (the
+ * upvalue, read without the API call, a tenth of a field read); a
+ * standalone message's is the upvalue. */
 LPC_INLINE int index_common(lua_State *L, int kind) {
-  const lpc_Lookup *lk = lua_touserdata(L, lua_upvalueindex(1));
-  char *msg = lpc_msg_at1(L, kind);
-  if (msg == NULL) lpc_arg_type_error(L, 1, "__index", lk->def->full_name);
+  const lpc_Lookup *lk;
+  char *msg;
+  if (kind == kLpc_View) {
+    const lpc_View *v = lua_touserdata(L, 1);
+    if (v == NULL) index_self_error(L);
+    msg = (char *)v->msg;
+    lk = v->lk;
+  } else {
+    msg = lua_touserdata(L, 1);
+    if (msg == NULL) index_self_error(L);
+    lk = lua_touserdata(L, lua_upvalueindex(1));
+  }
   const lpc_LookupEntry *e = lpc_probe(lk, lua_topointer(L, 2));
   if (e == NULL) return index_slow(L, lk, e, msg, kind);
   const char *p = msg + e->offset;
@@ -551,7 +564,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   }
   lpc_Container *mc = lua_touserdata(L, c);
   if (mc->uv < 0) mc->uv = lpc_view_uv(mc->f);
-  push_child_view(L, a - 1, mc->uv, ef->message, v.m, a, 0);
+  push_child_view(L, a - 1, mc->uv, ef->message, v.m, a, NULL);
   lpc_push_elem_key(L, c, key);
   lua_pushvalue(L, -2);
   lua_rawset(L, elems);
@@ -593,8 +606,7 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
   lpc_get_known_uv(L, 1, 1);
   int a = lpc_push_anchor_of(L, elems + 1, kind_of_object(L, elems + 1, c->msg));
   if (c->uv < 0) c->uv = lpc_view_uv(c->f);
-  if (c->elem_uvs == 0) c->elem_uvs = lpc_view_uvs(c->f->message);
-  push_child_view(L, elems + 1, c->uv, c->f->message, m, a, c->elem_uvs);
+  c->elem_lk = push_child_view(L, elems + 1, c->uv, c->f->message, m, a, c->elem_lk);
   lua_pushvalue(L, -1);
   lua_rawseti(L, elems, i);
 }
@@ -616,9 +628,11 @@ int lpc_repeated_index(lua_State *L) {
   return 1;
 }
 
-/* -- n = #c */
+/* -- n = #c   (hot as the containers' __index: a userdata self is taken
+ * without the metatable compare, which cost about half of the call) */
 int lpc_container_len(lua_State *L) {
-  lpc_Container *c = lpc_check_self(L, 1, "__len", "protocall.Repeated or protocall.Map");
+  lpc_Container *c = lua_touserdata(L, 1);
+  if (c == NULL) lpc_arg_type_error(L, 1, "__len", "protocall.Repeated or protocall.Map");
   pc_Value v = pc_Message_Get(c->msg, c->f);
   size_t n = c->f->is_map ? (v.map ? v.map->size : 0) : (v.a ? v.a->size : 0);
   lua_pushinteger(L, (lua_Integer)n);

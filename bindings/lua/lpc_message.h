@@ -13,7 +13,9 @@
  *                       its string fields point into, which lpc_push_refs
  *                       moves into the refs table (under the message's own
  *                       address) when one is first needed.
- *   message, view       userdata {pc_Message *}, user value 1: its anchor, the
+ *   message, view       userdata lpc_View {pc_Message *, the Lookup of its
+ *                       type (its __index's upvalue 1, at hand without the
+ *                       API call)}, user value 1: its anchor, the
  *                       object owning the memory (an Arena or a standalone
  *                       message); then one user value per sub-message,
  *                       repeated and map field (lpc_view_uv): the object last
@@ -54,12 +56,14 @@ typedef struct {
   size_t reported; /* bytes already reported to the collector */
 } lpc_ArenaBox;
 
+typedef struct lpc_Lookup lpc_Lookup;
+
 /* A repeated or map container: the field 'f' of the message 'msg'. */
 typedef struct {
   pc_Message *msg;
   const pc_FieldDef *f;
-  int uv;       /* lpc_view_uv(f), or -1 until needed */
-  int elem_uvs; /* repeated messages: lpc_view_uvs of their type, or 0 until needed */
+  int uv;                    /* lpc_view_uv(f), or -1 until needed */
+  const lpc_Lookup *elem_lk; /* repeated messages: their views' Lookup, or NULL until needed */
 } lpc_Container;
 
 /* -- The per-type field lookup ----------------------------------------------
@@ -108,18 +112,26 @@ typedef struct {
   uint8_t read;    /* kLpc_Read_*: a plain or string slot read directly, or kLpc_Read_Other */
   uint8_t write;   /* kLpc_Write_* */
   uint8_t uv;      /* lpc_view_uv of the field (< LPC_VIEW_MAX_UV) */
-  uint8_t nuv;     /* with 'uv', a message field's: lpc_view_uvs of its type, else 0 */
 } lpc_LookupEntry;
 
-typedef struct {
+struct lpc_Lookup {
   const pc_MessageDef *def;
   int standalone_uv; /* lpc_standalone_uv(def), for T{...} */
+  int view_uvs;      /* lpc_view_uvs(def): how many user values its views have */
   int tree;          /* a field holds messages: T{...} tries lpc_table_message first */
   size_t mask;
   unsigned shift;             /* hash: (address >> shift) & mask */
   const pc_FieldDef **fields; /* fields[i] is the field of e[i] (after e) */
   lpc_LookupEntry e[1];
-} lpc_Lookup;
+};
+
+/* A view (see the top of this file): its message first, as a standalone
+ * message's block is its message, so lpc_msg_at1 and the LuaJIT accessors
+ * read either through the first word. */
+typedef struct {
+  pc_Message *msg;
+  const lpc_Lookup *lk;
+} lpc_View;
 
 /* The kLpc_Write_* of a 32-bit, floating or bool field type; kLpc_Write_Other for
  * enums and 64-bit types (whose callers decide), and the rest. */
@@ -180,8 +192,8 @@ static inline const pc_FieldDef *lpc_entry_field(const lpc_Lookup *lk, const lpc
 
 /* The message memory of the object at 1 (a standalone message's block or
  * the memory a view points to); NULL when arg 1 is no userdata. The hot
- * metamethods (a message's or a container's __index, a message's
- * __newindex, a Type's __call) check their self no further: lpc_check_self's
+ * metamethods (a message's or a container's __index, a container's __len, a
+ * message's __newindex, a Type's __call) check their self no further: lpc_check_self's
  * metatable compare costs a third of a field read and 5% of a small
  * T{...} (callgrind), and the VM calls them with their own objects alone;
  * the debug library can still hand them a userdata of another kind. */

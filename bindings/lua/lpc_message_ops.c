@@ -435,6 +435,10 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_setfield(L, -2, "__metatable");
   lua_pushlightuserdata(L, (void *)((const char *)def + kind)); /* lpc_def_key in lpc_message.h */
   lua_rawsetp(L, -2, &lpc_def_key);
+  if (kind == kLpc_View) { /* the Lookup new views carry (push_view_mt, lpc_message.c) */
+    lua_pushlightuserdata(L, lua_touserdata(L, names));
+    lua_rawseti(L, -2, 0);
+  }
 }
 
 /* Picks the table size and shift of a Lookup for the 'n' name addresses
@@ -489,6 +493,7 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   lk->shift = shift;
   lk->def = def;
   lk->standalone_uv = lpc_standalone_uv(def);
+  lk->view_uvs = lpc_view_uvs(def);
   for (uint32_t i = 0; i < def->field_count; i++)
     if (def->fields[i].message != NULL) lk->tree = 1;
   lk->fields = (const pc_FieldDef **)(void *)((char *)lk + entries);
@@ -503,9 +508,6 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
       lk->e[j].read = read_kind(&def->fields[i]);
       lk->e[j].write = write_kind(&def->fields[i]);
       lk->e[j].uv = (uint8_t)lpc_view_uv(&def->fields[i]);
-      if (lk->e[j].uv > 0 && def->fields[i].label != kPc_Label_Repeated &&
-          def->fields[i].message != NULL)
-        lk->e[j].nuv = (uint8_t)lpc_view_uvs(def->fields[i].message);
       lk->fields[j] = &def->fields[i];
     }
     lua_pop(L, 1);

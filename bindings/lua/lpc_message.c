@@ -628,11 +628,9 @@ int lpc_repeated_index(lua_State *L) {
   return 1;
 }
 
-/* -- n = #c   (hot as the containers' __index: a userdata self is taken
- * without the metatable compare, which cost about half of the call) */
+/* -- n = #c */
 int lpc_container_len(lua_State *L) {
-  lpc_Container *c = lua_touserdata(L, 1);
-  if (c == NULL) lpc_arg_type_error(L, 1, "__len", "protocall.Repeated or protocall.Map");
+  lpc_Container *c = lpc_check_self(L, 1, "__len", "protocall.Repeated or protocall.Map");
   pc_Value v = pc_Message_Get(c->msg, c->f);
   size_t n = c->f->is_map ? (v.map ? v.map->size : 0) : (v.a ? v.a->size : 0);
   lua_pushinteger(L, (lua_Integer)n);

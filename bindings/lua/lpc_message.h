@@ -192,8 +192,8 @@ static inline const pc_FieldDef *lpc_entry_field(const lpc_Lookup *lk, const lpc
 
 /* The message memory of the object at 1 (a standalone message's block or
  * the memory a view points to); NULL when arg 1 is no userdata. The hot
- * metamethods (a message's or a container's __index, a container's __len, a
- * message's __newindex, a Type's __call) check their self no further: lpc_check_self's
+ * metamethods (a message's or a container's __index, a message's
+ * __newindex, a Type's __call) check their self no further: lpc_check_self's
  * metatable compare costs a third of a field read and 5% of a small
  * T{...} (callgrind), and the VM calls them with their own objects alone;
  * the debug library can still hand them a userdata of another kind. */

@@ -606,7 +606,16 @@ function Failed.cancel() end
 local Moving = { __name = "protocall.BalancedStarted" }
 Moving.__index = Moving
 
+-- Its result is kept (self.kept): a later result() gives it again,
+-- reported and counted once.
+local function kept(self, ok, v, call)
+  self.kept = { ok, v, call }
+  return ok, v, call
+end
+
 function Moving:result()
+  local k = self.kept
+  if k then return k[1], k[2], k[3] end
   local ok, v, call = self.inner:result()
   if ok == nil then return nil end
   local bal, b = self.balanced, self.b
@@ -623,7 +632,7 @@ function Moving:result()
       return nil
     end
     least_request.finish(self.tok)
-    return ok, v, call
+    return kept(self, ok, v, call)
   end
   report(bal, b, ok and nil or v)
   local tok = self.tok
@@ -639,7 +648,7 @@ function Moving:result()
   else
     least_request.finish(tok)
   end
-  return ok, v, call
+  return kept(self, ok, v, call)
 end
 
 function Moving:cancel()

@@ -746,6 +746,21 @@ describe("pc.grpc", function()
       assert.are.equal("CANCELLED", ce.code)
       assert.is_true(rawequal(ce, select(2, c:result())))
     end)
+
+    it("gives with_metadata = \"present\" the metadata only when the answer carries some", function()
+      local m = t:start_unary("/test.Test/Metadata", "",
+        { metadata = { { "x-text", "v" } }, with_metadata = "present" })
+      local ok, n, md = settled(m)
+      assert.are.same({ true, "1" }, { ok, n })
+      assert.are.equal("v", find(md.headers, "x-text"))
+      assert.are.equal("v", find(md.trailers, "t-x-text"))
+      m = t:start_unary("/test.Test/Metadata", "", { with_metadata = "present" })
+      ok, n, md = settled(m)
+      assert.are.same({ true, "0" }, { ok, n })
+      assert.is_nil(md) -- content-type, grpc-status ...: gRPC's own
+      m = t:start_unary("/test.Test/Metadata", "", { with_metadata = true })
+      assert.are.same({ true, "0", { headers = {}, trailers = {} } }, { settled(m) })
+    end)
   end)
 
   describe("a server stream left unread while other calls run", function()

@@ -337,7 +337,8 @@ local function unary_result(h)
   end
   h.done = true
   local st = call:status()
-  local meta = h.want_md and call:metadata() or nil
+  local want = h.want_md
+  local meta = want and call:metadata(want == "present") or nil
   call:close()
   if st.code == "OK" then
     local problem = count_problem(h.count, "unary call")

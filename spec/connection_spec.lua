@@ -162,6 +162,21 @@ describe("reconnection backoff", function()
       "calling 'next_attempt' on bad self (transport is closed)")
   end)
 
+  it("raises a clear error for next_attempt called with a dot (no self)", function()
+    local t = pc.grpc("127.0.0.1:" .. refusing_port())
+    local list = pc.grpc({ "127.0.0.1:" .. refusing_port(), "127.0.0.1:" .. refusing_port() })
+    assert.has_error(function() t.next_attempt() end,
+      "calling 'next_attempt' on bad self (protocall.GrpcTransport expected, got nil)")
+    assert.has_error(function() t.next_attempt({}) end,
+      "calling 'next_attempt' on bad self (protocall.GrpcTransport expected, got table)")
+    assert.has_error(function() list.next_attempt() end,
+      "calling 'next_attempt' on bad self (protocall.BalancedTransport expected, got nil)")
+    assert.is_nil(t:next_attempt())
+    assert.is_nil(list:next_attempt())
+    t:close()
+    list:close()
+  end)
+
   it("refuses bad reconnect options", function()
     local function bad(r, msg)
       local ok, err = pcall(pc.grpc, "127.0.0.1:1", { reconnect = r })

@@ -40,8 +40,8 @@ local least_request = require "protocall.transport.least_request"
 local outlier = require "protocall.transport.outlier"
 local ring_hash = require "protocall.transport.ring_hash"
 
-local setmetatable, pcall, error, pairs, ipairs, type, tostring =
-  setmetatable, pcall, error, pairs, ipairs, type, tostring
+local setmetatable, getmetatable, pcall, error, pairs, ipairs, type, tostring =
+  setmetatable, getmetatable, pcall, error, pairs, ipairs, type, tostring
 local min = math.min
 local monotonic = core.monotonic
 
@@ -478,8 +478,11 @@ end
 --- As pc.grpc's transport:next_attempt() -> seconds until the soonest
 -- connection attempt the reconnection backoff of any backend allows, or
 -- nil when some backend may connect now (or the list is empty). Raises
--- on a closed transport.
+-- on a closed transport, and when called with a dot (bad self).
 function Balanced:next_attempt()
+  if getmetatable(self) ~= Balanced then
+    error("calling 'next_attempt' on bad self (protocall.BalancedTransport expected, got " .. type(self) .. ")", 2)
+  end
   if self.closed then error("calling 'next_attempt' on bad self (transport is closed)", 2) end
   local soonest
   for _, b in ipairs(self.members) do

@@ -38,7 +38,7 @@ local CHECKED = internal.CHECKED
 
 local M = {}
 
-local Transport = {}
+local Transport = { __name = "protocall.GrpcTransport" }
 Transport.__index = Transport
 
 local TRANSPORT_OPTIONS = {
@@ -584,8 +584,12 @@ end
 -- figure of the "(reconnection backoff: the next attempt in S s; ...)"
 -- hint of a call failed meanwhile, for a caller that schedules its next
 -- try by it. Raises "calling 'next_attempt' on bad self (transport is
--- closed)" on a closed transport.
+-- closed)" on a closed transport, and "calling 'next_attempt' on bad self
+-- (protocall.GrpcTransport expected, got nil)" when called with a dot.
 function Transport:next_attempt()
+  if getmetatable(self) ~= Transport then
+    error(format("calling 'next_attempt' on bad self (protocall.GrpcTransport expected, got %s)", type(self)), 2)
+  end
   if self.closed then error("calling 'next_attempt' on bad self (transport is closed)", 2) end
   return self.channel:next_attempt()
 end

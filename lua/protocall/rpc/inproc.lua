@@ -189,6 +189,16 @@ local function check_self(self, name)
   end
 end
 
+--- seconds = inproc:next_attempt(): always nil (there is no connection
+-- to make, so no reconnection backoff), as pc.grpc's transport:next_attempt
+-- answers when a call may connect now: code written against transports
+-- takes either. Raises "calling 'next_attempt' on bad self" when called
+-- with a dot.
+function Inproc:next_attempt()
+  check_self(self, "next_attempt")
+  return nil
+end
+
 --- bytes = inproc:unary(path, request_bytes, settings)
 -- The arguments are checked as pc.grpc's transport checks them (the
 -- same code): misuse raises "bad argument #N to 'unary'" at the caller's

@@ -252,6 +252,31 @@ describe("pc.grpc with several backends", function()
     assert.are.same({ 0, 0 }, { flight() })
   end)
 
+  it("gives a started call's result again on a later handle:result(), reported and counted once", function()
+    local t = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" })
+    local function flight()
+      local bk = t:backends()
+      return bk[1].outstanding, bk[2].outstanding
+    end
+    local h = t:start_unary("/faults.Faults/Echo", pc.encode(pc.type("faults.Request") { text = "x" }))
+    while h:result() == nil do t:wait({ h }, 0.05) end
+    local ok, bytes = h:result()
+    assert.is_true(ok)
+    assert.are.equal("x", pc.decode(pc.type("faults.Reply"), bytes).text)
+    assert.are.same({ true, bytes }, { h:result() })
+    local s = t:start_server_stream("/faults.Faults/Stream", pc.encode(pc.type("faults.Request") { count = 3 }))
+    while s:result() == nil do t:wait({ s }, 0.05) end
+    local ok2, iter, call = s:result()
+    assert.is_true(ok2)
+    local again = { s:result() }
+    assert.is_true(again[1])
+    assert.is_true(rawequal(iter, again[2]) and rawequal(call, again[3]))
+    local n = 0
+    for _ in iter do n = n + 1 end
+    assert.are.equal(3, n)
+    assert.are.same({ 0, 0 }, { flight() })
+  end)
+
   it("fails calls past set_circuit_breaker's max_requests UNAVAILABLE at once, counted (gRFC A32)", function()
     local t = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" })
     t:set_circuit_breaker(2, "two backends")

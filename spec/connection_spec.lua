@@ -162,6 +162,21 @@ describe("reconnection backoff", function()
       "calling 'next_attempt' on bad self (transport is closed)")
   end)
 
+  it("raises a clear error for next_attempt called with a dot (no self)", function()
+    local t = pc.grpc("127.0.0.1:" .. refusing_port())
+    local list = pc.grpc({ "127.0.0.1:" .. refusing_port(), "127.0.0.1:" .. refusing_port() })
+    assert.has_error(function() t.next_attempt() end,
+      "calling 'next_attempt' on bad self (protocall.GrpcTransport expected, got nil)")
+    assert.has_error(function() t.next_attempt({}) end,
+      "calling 'next_attempt' on bad self (protocall.GrpcTransport expected, got table)")
+    assert.has_error(function() list.next_attempt() end,
+      "calling 'next_attempt' on bad self (protocall.BalancedTransport expected, got nil)")
+    assert.is_nil(t:next_attempt())
+    assert.is_nil(list:next_attempt())
+    t:close()
+    list:close()
+  end)
+
   it("refuses bad reconnect options", function()
     local function bad(r, msg)
       local ok, err = pcall(pc.grpc, "127.0.0.1:1", { reconnect = r })
@@ -292,6 +307,25 @@ describe("wait_for_ready", function()
     pc.run()
     assert.are.equal("UNAVAILABLE", err.code)
     assert.are.equal("connect to 127.0.0.1:" .. port .. ": the channel is closed", err.message)
+  end)
+
+  it("fails a waiting call whose request is over the 4 MiB it keeps UNAVAILABLE, saying so", function()
+    local t = pc.grpc("127.0.0.1:" .. refusing_port(), { wait_for_ready = true,
+      reconnect = { initial = 0.1, jitter = 0 } })
+    local big = ("x"):rep(4 * 1024 * 1024 + 1)
+    local want = "the request is over the 4 MiB a call waiting for a connection keeps (wait_for_ready)"
+    local err = failure(t.unary, t, "/test.Test/Echo", big, { timeout = 30 })
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal(want, err.message)
+    -- a stream waiting for the connection: its send of such a message
+    local call = t:stream("/test.Test/Chat", { timeout = 30 })
+    err = failure(function()
+      call:send(big)
+      call:recv()
+    end)
+    assert.are.equal("UNAVAILABLE", err.code)
+    assert.are.equal(want, err.message)
+    t:close()
   end)
 
   it("holds a client stream's sender while it waits, then delivers every message once, in order", function()

@@ -711,6 +711,58 @@ describe("pc.grpc", function()
     end)
   end)
 
+  describe("started calls (start_unary, start_server_stream)", function()
+    -- The handle's result once it is there.
+    local function settled(handle)
+      while handle:result() == nil do t:wait({ handle }, 0.05) end
+      return handle:result()
+    end
+
+    it("gives the same result again on a later handle:result()", function()
+      local u = t:start_unary("/test.Test/Echo", "x", { timeout = 5 })
+      assert.are.same({ true, "x" }, { settled(u) })
+      assert.are.same({ true, "x" }, { u:result() })
+      u:cancel() -- after its end: nothing to cancel, the result stays
+      assert.are.same({ true, "x" }, { u:result() })
+      local f = t:start_unary("/test.Test/FailWith", "ABORTED no", { timeout = 5 })
+      local ok, e = settled(f)
+      assert.is_false(ok)
+      assert.are.equal("ABORTED", e.code)
+      local ok2, e2 = f:result()
+      assert.is_false(ok2)
+      assert.is_true(rawequal(e, e2))
+      local s = t:start_server_stream("/test.Test/Stream", "3", { timeout = 5 })
+      local sok, iter, call = settled(s)
+      assert.is_true(sok)
+      local again = { s:result() }
+      assert.is_true(again[1] and rawequal(iter, again[2]) and rawequal(call, again[3]))
+      local got = {}
+      for m in iter do got[#got + 1] = m end
+      assert.are.same({ "message 1", "message 2", "message 3" }, got)
+      local c = t:start_unary("/test.Test/Sleep", "5", { timeout = 10 })
+      c:cancel()
+      local cok, ce = c:result()
+      assert.is_false(cok)
+      assert.are.equal("CANCELLED", ce.code)
+      assert.is_true(rawequal(ce, select(2, c:result())))
+    end)
+
+    it("gives with_metadata = \"present\" the metadata only when the answer carries some", function()
+      local m = t:start_unary("/test.Test/Metadata", "",
+        { metadata = { { "x-text", "v" } }, with_metadata = "present" })
+      local ok, n, md = settled(m)
+      assert.are.same({ true, "1" }, { ok, n })
+      assert.are.equal("v", find(md.headers, "x-text"))
+      assert.are.equal("v", find(md.trailers, "t-x-text"))
+      m = t:start_unary("/test.Test/Metadata", "", { with_metadata = "present" })
+      ok, n, md = settled(m)
+      assert.are.same({ true, "0" }, { ok, n })
+      assert.is_nil(md) -- content-type, grpc-status ...: gRPC's own
+      m = t:start_unary("/test.Test/Metadata", "", { with_metadata = true })
+      assert.are.same({ true, "0", { headers = {}, trailers = {} } }, { settled(m) })
+    end)
+  end)
+
   describe("a server stream left unread while other calls run", function()
     -- HTTP/2 flow control: the stream holds at most its window, the server
     -- waits, the other calls go on, and every message arrives once the

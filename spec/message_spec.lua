@@ -592,13 +592,35 @@ describe("messages", function()
       assert.are.equal(0, #a.kids)
     end)
 
+    it("name the whole path of an error below the first table, in T{...} and in assignments", function()
+      fails("t.Shape.kids[2].name: string expected, got number", function() Shape { kids = { {}, { name = 5 } } } end)
+      fails('t.Shape.by_name["a"].x: integer expected, got string',
+        function() Shape { by_name = { a = { x = "1" } } } end)
+      fails("t.Shape.next.kids[1].nums[2]: integer expected, got string",
+        function() Shape { next = { kids = { { nums = { 1, "2" } } } } } end)
+      fails("t.Shape.next.p.z: no such field", function() Shape { next = { p = { z = 1 } } } end)
+      fails("t.Shape.next.colors[1]: unknown value 'MAUVE' for enum t.Color",
+        function() Shape { next = { colors = { "MAUVE" } } } end)
+      local s = Shape {}
+      fails("t.Shape.kids[1].next.name: string expected, got boolean",
+        function() s.kids = { { next = { name = true } } } end)
+      fails("t.Shape.next.by_name[\"k\"].y: integer expected, got table",
+        function() s.next = { by_name = { k = { y = {} } } } end)
+      s.kids = { {} }
+      fails("t.Shape.kids[2].p.x: integer expected, got string", function() s.kids[2] = { p = { x = "x" } } end)
+      fails('t.Shape.by_name["a\\0b"].y: integer expected, got boolean',
+        function() s.by_name["a\0b"] = { y = true } end)
+      assert.are.equal(1, #s.kids)
+      assert.is_nil(s.next)
+    end)
+
     it("refuse a table with a cycle given to a constructor", function()
       local t = { name = "loop" }
       t.next = t
-      fails("t.Shape: table with a cycle given to the constructor", function() Shape(t) end)
+      fails("t.Shape.next: table with a cycle given to the constructor", function() Shape(t) end)
       local u = { kids = {} }
       u.kids[1] = u
-      fails("t.Shape: table with a cycle given to the constructor", function() Shape(u) end)
+      fails("t.Shape.kids[1]: table with a cycle given to the constructor", function() Shape(u) end)
       -- the same table twice (not a cycle) is fine
       local leaf = { x = 1 }
       local s = Shape { points = { leaf, leaf }, p = leaf }

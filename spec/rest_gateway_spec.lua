@@ -449,10 +449,23 @@ describe("protocall gateway with the upstream down at start", function()
   it("serves a -proto schema, its calls failing UNAVAILABLE", function()
     gw = G.start_gateway(BIN, N.free_port(), "-I spec/fixtures/protos -proto gateway/library.proto")
     local code, body = G.request(gw, "/v1/shelves/1/books/2")
-    helper.stop(gw)
-    gw = nil
     assert.are.equal(503, code, body)
     assert.matches('^{"code":14,"message":"connect to 127%.0%.0%.1:%d+: Connection refused"', body)
+    -- a call within the reconnection backoff: its hint says what holds for the gateway
+    -- (it sets no wait_for_ready), the first such answer of a few calls
+    local hinted
+    for _ = 1, 5 do
+      code, body = G.request(gw, "/v1/shelves/1/books/2")
+      if code == 503 and body:find("reconnection backoff", 1, true) then
+        hinted = body
+        break
+      end
+    end
+    helper.stop(gw)
+    gw = nil
+    assert.is_not_nil(hinted, body)
+    assert.matches('^{"code":14,"message":"connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: '
+      .. 'the next attempt in [%d.e-]+ s; calls fail at once until then%)"', hinted)
   end)
 
   it("refuses calls UNAVAILABLE until the upstream's reflection answers, then serves its schema", function()

@@ -939,6 +939,20 @@ describe("one handler in process and over the network", function()
     assert.equals("x-trail=t1 x-err=e1", pairs_of(call:trailers()))
   end)
 
+  both("gives with_metadata = \"present\" the metadata only when the handler set some", function(t)
+    local Point = pool:type("srv.Point")
+    local bytes, md = t:unary("/srv.Calc/Add", pc.encode(Point { x = 1, y = 2, note = "meta" }),
+      { with_metadata = "present" })
+    assert.equals(3, pc.decode(pool:type("srv.Sum"), bytes).total)
+    assert.equals("h1", pairs_of(md.headers):match("x%-head=(%w+)"))
+    assert.equals("x-trail=t1 x-bin=\0\255", pairs_of(md.trailers))
+    bytes, md = t:unary("/srv.Calc/Add", pc.encode(Point { x = 1, y = 2 }), { with_metadata = "present" })
+    assert.equals(3, pc.decode(pool:type("srv.Sum"), bytes).total)
+    assert.is_nil(md)
+    assert.same({}, select(2, t:unary("/srv.Calc/Add", pc.encode(Point { x = 1, y = 2 }), { with_metadata = true }))
+      .trailers)
+  end)
+
   both("checks ctx:set_header, set_trailer and set_compression's arguments alike", function(t)
     stub_of(t):Add { note = "misuse" }
     local here = debug.getinfo(1, "S").short_src

@@ -217,6 +217,16 @@ describe("pc.server and pc.inproc", function()
     assert.is_false(called)
   end)
 
+  it("has next_attempt() as the network transports have it: always nil, no backoff to wait out", function()
+    local t = pc.inproc(pc.server({}, { pool = pool }))
+    assert.is_nil(t:next_attempt())
+    local line = debug.getinfo(1, "l").currentline
+    local ok, e = pcall(function() t.next_attempt() end)
+    assert.is_false(ok)
+    assert.are.equal(debug.getinfo(1, "S").short_src .. ":" .. (line + 1)
+      .. ": calling 'next_attempt' on bad self (protocall.Inproc expected, got nil)", e)
+  end)
+
   it("refuses unknown services, methods and non-function handlers", function()
     assert.has_error(function() pc.server({ ["svc.Nope"] = {} }, { pool = pool }) end,
       "pc.server: unknown service 'svc.Nope'")

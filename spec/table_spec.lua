@@ -174,7 +174,8 @@ describe("pc.encode(T, table)", function()
     assert.matches("te.All.s: string expected, got number", same_error(All, { s = 1 }))
     assert.matches("te.All.b: boolean expected, got number", same_error(All, { b = 1 }))
     assert.matches("te.All.e: unknown value 'THREE' for enum te.E", same_error(All, { e = "THREE" }))
-    assert.matches("te.Sub.x: integer expected, got boolean", same_error(All, { sub = { child = { x = true } } }))
+    assert.matches("te.All.sub.child.x: integer expected, got boolean",
+      same_error(All, { sub = { child = { x = true } } }))
     -- LuaJIT's # of { 1, nil, 3 } is 1, so key 3 is the one past the list
     assert.matches(R.luajit and "te.All.ri: list expected, got a table with key 3"
                    or "te.All.ri: list expected, got a table with holes", same_error(All, { ri = { 1, nil, 3 } }))
@@ -194,8 +195,23 @@ describe("pc.encode(T, table)", function()
     assert.matches("2 is not a value of closed enum te2.C", same_error(P2E, { c = 2 }))
     local cycle = { x = 1 }
     cycle.child = cycle
-    assert.matches("te.Sub: table with a cycle given to the constructor", same_error(Sub, cycle))
+    assert.matches("te.Sub.child: table with a cycle given to the constructor", same_error(Sub, cycle))
     assert.matches("^[^:]+:%d+: ", same_error(All, { nope = 1 })) -- the caller's position first
+  end)
+
+  it("names the whole path of an error below the first table: elements, entries, fields", function()
+    local function raises(text, t) assert.are.equal(text, strip_position(same_error(All, t))) end
+    raises("te.All.rsub[2].x: integer expected, got string", { rsub = { { x = 1 }, { x = "2" } } })
+    raises('te.All.mi[7].name: string expected, got number', { mi = { [7] = { name = 5 } } })
+    raises("te.All.sub.child.child.x: value 2147483648 out of range for int32",
+      { sub = { child = { child = { x = 2 ^ 31 } } } })
+    raises("te.All.rsub[1].child: te.Sub expected, got number", { rsub = { { child = 3 } } })
+    raises("te.All.mi[7].child.nope: no such field", { mi = { [7] = { child = { nope = 1 } } } })
+    raises("te.All.sub: field name expected, got number", { sub = { [1] = 1 } })
+    raises("te.All.rsub[1].child.child.x: integer expected, got boolean",
+      { rsub = { { child = { child = { x = true } } } } })
+    -- a message object inside the table, which only T{...} takes, names it too
+    raises("te.All.rsub[2].name: string expected, got boolean", { rsub = { Sub { x = 1 }, { name = true } } })
   end)
 
   it("reads a proxy (no entries of its own, a metatable) through __index, __len and __pairs, as T{...} does", function()

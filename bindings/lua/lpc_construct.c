@@ -12,29 +12,119 @@
 
 static char kVisitKey; /* registry: tables being converted (cycle check) */
 
+/* A place below the first table of a conversion (lpc_message.h): field 'f'
+ * of the message at 'up' (NULL: the first), element 'i' (1-based, as Lua
+ * counts) of it when a list's, or the entry under the key at stack index
+ * 'key' when a map's (0: none). Frames live on the C stack of the
+ * functions that descend; nothing is made of them unless an error is
+ * raised below. */
+struct lpc_Path {
+  const lpc_Path *up;
+  const pc_FieldDef *f;
+  lua_Integer i;
+  int key;
+};
+
 static void construct(lua_State *L, int type, int t, lpc_Build *visited);
 
-/* The message for a field of type 'def' from the value at 'idx' (a message
- * of that type, or a table to construct one from); pushes its object. */
-static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, const char *name, int idx,
-                                 lpc_Build *visited) {
+static const char *push_place(lua_State *L, const lpc_Path *p);
+
+/* Pushes the name of field 'f' of the message at place 'at' (NULL: the
+ * first of the conversion, whose fields errors name by their full names,
+ * "demo.T.ins"), "demo.T.ins[2].v" below it, and returns it. */
+static const char *push_field_name(lua_State *L, const lpc_Path *at, const pc_FieldDef *f) {
+  if (at == NULL) {
+    lua_pushstring(L, f->full_name);
+    return f->full_name;
+  }
+  push_place(L, at);
+  const char *s = lua_pushfstring(L, "%s.%s", lua_tostring(L, -1), f->name);
+  lua_remove(L, -2);
+  return s;
+}
+
+/* Replaces the name at the top with that of its element 'i', "demo.T.ids[3]",
+ * and returns it. */
+static const char *add_index(lua_State *L, lua_Integer i) {
+  const char *s = lua_pushfstring(L, "%s[%I]", lua_tostring(L, -1), i);
+  lua_remove(L, -2);
+  return s;
+}
+
+/* Replaces the name at the top with that of its entry under the key at
+ * 'key' (an absolute index), "demo.T.labels[\"k\"]" (NUL bytes shown \0)
+ * or "demo.T.counts[5]", and returns it. */
+static const char *add_key(lua_State *L, int key) {
+  const char *shown;
+  if (lua_type(L, key) == LUA_TSTRING) {
+    shown = lpc_push_shown(L, key);
+    lua_pushfstring(L, "%s[\"%s\"]", lua_tostring(L, -2), shown);
+  } else {
+    shown = luaL_tolstring(L, key, NULL);
+    lua_pushfstring(L, "%s[%s]", lua_tostring(L, -2), shown);
+  }
+  lua_replace(L, -3); /* the name, then the shown key, go */
+  lua_pop(L, 1);
+  return lua_tostring(L, -1);
+}
+
+/* Pushes the name of place 'p', "demo.T.ins[2]", and returns it. */
+static const char *push_place(lua_State *L, const lpc_Path *p) {
+  luaL_checkstack(L, 4, "message nesting too deep");
+  push_field_name(L, p->up, p->f);
+  if (p->key != 0) return add_key(L, p->key);
+  if (p->i != 0) return add_index(L, p->i);
+  return lua_tostring(L, -1);
+}
+
+/* The name errors give field 'f' of the message 'visited' is converting:
+ * its full name in the first (nothing pushed), else its path, pushed. */
+static const char *field_name(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f) {
+  if (visited->path == NULL) return f->full_name;
+  return push_field_name(L, visited->path, f);
+}
+
+/* lpc_check_scalar of the value at 'v' for field 'f' of the message
+ * 'visited' is converting, an error naming the field's path; the path is
+ * made only for a value lpc_is_plain_scalar does not take as it is. */
+static pc_Value check_field_scalar(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f,
+                                   int v) {
+  if (visited->path == NULL || lpc_is_plain_scalar(L, f, v))
+    return lpc_check_scalar(L, f, f->full_name, v);
+  v = lua_absindex(L, v);
+  pc_Value x = lpc_check_scalar(L, f, push_field_name(L, visited->path, f), v);
+  lua_pop(L, 1); /* (a string value points into the one at 'v') */
+  return x;
+}
+
+/* The message of type 'def' for place 'at' (a field, element or entry)
+ * from the value at 'idx' (a message of that type, or a table to construct
+ * one from, errors below naming their paths from 'at'); pushes its
+ * object. */
+static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, int idx,
+                                 lpc_Build *visited, const lpc_Path *at) {
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) {
-    /* Checked on the way down: the recursion below is C's. */
+    /* Checked on the way down: the recursion below is C's. (Named by the
+     * field, not a path of PC_MESSAGE_MAX_DEPTH steps.) */
     if (visited->depth >= PC_MESSAGE_MAX_DEPTH)
-      lpc_msg_error(L, "%s: tables nested deeper than %d levels", name, PC_MESSAGE_MAX_DEPTH);
+      lpc_msg_error(L, "%s: tables nested deeper than %d levels", at->f->full_name,
+                    PC_MESSAGE_MAX_DEPTH);
     luaL_checkstack(L, 20, "message nesting too deep");
     lpc_push_type(L, def);
     int type = lua_gettop(L);
+    const lpc_Path *up = visited->path;
     visited->depth++;
+    visited->path = at;
     construct(L, type, idx, visited);
+    visited->path = up;
     visited->depth--;
     lua_remove(L, type);
     return lua_touserdata(L, -1);
   }
   const pc_MessageDef *d = NULL;
   pc_Message *m = lpc_to_message(L, idx, &d);
-  if (m == NULL || d != def) lpc_field_type_error(L, name, def->full_name, idx);
+  if (m == NULL || d != def) lpc_field_type_error(L, push_place(L, at), def->full_name, idx);
   lua_pushvalue(L, idx);
   return m;
 }
@@ -52,13 +142,25 @@ void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
                   PC_MESSAGE_MAX_DEPTH);
 }
 
-/* Pushes the object of a message element (field 'f', from the value at
- * 'idx': a message, or a table to construct one from), refusing cycles
- * through 'target'. */
+/* lpc_check_no_cycle for the message 'value' stored in field 'f' (its
+ * type 'f->message') of 'target', the message 'visited' is converting: the
+ * error names the field's path, made only when it raises. */
+static void check_no_cycle_at(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f,
+                              const pc_Message *value, const pc_Message *target) {
+  if (visited->path == NULL) {
+    lpc_check_no_cycle(L, f->full_name, value, f->message, target);
+  } else if (pc_Message_ContainsWithin(value, f->message, target, PC_MESSAGE_MAX_DEPTH - 1)) {
+    lpc_check_no_cycle(L, push_field_name(L, visited->path, f), value, f->message, target);
+  }
+}
+
+/* Pushes the object of a message element at place 'at' (field 'f' the
+ * element's, from the value at 'idx': a message, or a table to construct
+ * one from), refusing cycles through 'target'. */
 static pc_Message *elem_object(lua_State *L, const pc_FieldDef *f, int idx, pc_Message *target,
-                               lpc_Build *visited) {
-  pc_Message *m = check_message(L, f->message, f->full_name, idx, visited);
-  lpc_check_no_cycle(L, f->full_name, m, f->message, target);
+                               lpc_Build *visited, const lpc_Path *at) {
+  pc_Message *m = check_message(L, f->message, idx, visited, at);
+  check_no_cycle_at(L, visited, f, m, target);
   return m;
 }
 
@@ -77,57 +179,52 @@ static int is_proxy(lua_State *L, int t) {
 }
 
 /* Pushes the name of element 'i' (1-based, as Lua counts) of list field
- * 'f', "demo.T.ids[3]", and returns it. */
-static const char *push_elem_name(lua_State *L, const pc_FieldDef *f, lua_Integer i) {
-  return lua_pushfstring(L, "%s[%I]", f->full_name, i);
+ * 'f' of the message 'visited' is converting, "demo.T.ids[3]", and returns
+ * it. */
+static const char *push_elem_name(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f,
+                                  lua_Integer i) {
+  push_field_name(L, visited->path, f);
+  return add_index(L, i);
 }
 
-/* Pushes the name of the entry under the key at 'key' of map field 'f',
- * "demo.T.labels[\"k\"]" (NUL bytes shown \0) or "demo.T.counts[5]", and
- * returns it. */
-static const char *push_entry_name(lua_State *L, const pc_FieldDef *f, int key) {
+/* Pushes the name of the entry under the key at 'key' of map field 'f' of
+ * the message 'visited' is converting, "demo.T.labels[\"k\"]" or
+ * "demo.T.counts[5]", and returns it. */
+static const char *push_entry_name(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f,
+                                   int key) {
   key = lua_absindex(L, key);
-  if (lua_type(L, key) == LUA_TSTRING) {
-    const char *shown = lpc_push_shown(L, key);
-    lua_pushfstring(L, "%s[\"%s\"]", f->full_name, shown);
-  } else {
-    const char *shown = luaL_tolstring(L, key, NULL);
-    lua_pushfstring(L, "%s[%s]", f->full_name, shown);
-  }
-  lua_remove(L, -2);
-  return lua_tostring(L, -1);
+  push_field_name(L, visited->path, f);
+  return add_key(L, key);
 }
 
 /* Checks the scalar at 'idx' as element 'i' of list field 'f': an error
  * names the element (the name made only for a value that is not plain). */
-static void check_elem(lua_State *L, const pc_FieldDef *f, lua_Integer i, int idx) {
+static void check_elem(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f, lua_Integer i,
+                       int idx) {
   if (lpc_is_plain_scalar(L, f, idx)) return;
   idx = lua_absindex(L, idx);
-  lpc_check_scalar(L, f, push_elem_name(L, f, i), idx);
+  lpc_check_scalar(L, f, push_elem_name(L, visited, f, i), idx);
   lua_pop(L, 1);
 }
 
-/* Raises naming the element or entry whose name is at the top when the
- * value at 'idx' is neither a table nor a message of 'def'; else pops the
- * name. */
-static void check_elem_message(lua_State *L, const pc_MessageDef *def, int idx) {
+/* Whether the value at 'idx' is a table or a message of 'def' (what a
+ * message element or entry may be given). */
+static int is_message_value(lua_State *L, const pc_MessageDef *def, int idx) {
   const pc_MessageDef *d = NULL;
-  if (lua_type(L, idx) != LUA_TTABLE && (lpc_to_message(L, idx, &d) == NULL || d != def))
-    lpc_field_type_error(L, lua_tostring(L, -1), def->full_name, idx);
-  lua_pop(L, 1);
+  return lua_type(L, idx) == LUA_TTABLE || (lpc_to_message(L, idx, &d) != NULL && d == def);
 }
 
 /* Checks the key at 'key' and the scalar value at 'value' (when
  * 'value_field' is not NULL) of an entry of map field 'f': an error names
  * the entry, and says when the key is what is wrong. */
-static void check_entry(lua_State *L, const pc_FieldDef *f, int key, const pc_FieldDef *value_field,
-                        int value) {
+static void check_entry(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f, int key,
+                        const pc_FieldDef *value_field, int value) {
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f);
   int key_ok = lpc_is_plain_scalar(L, kf, key);
   if (key_ok && (value_field == NULL || lpc_is_plain_scalar(L, value_field, value))) return;
   key = lua_absindex(L, key);
   value = lua_absindex(L, value);
-  push_entry_name(L, f, key);
+  push_entry_name(L, visited, f, key);
   if (!key_ok) {
     lua_pushfstring(L, "%s: key", lua_tostring(L, -1));
     lpc_check_scalar(L, kf, lua_tostring(L, -1), key);
@@ -190,7 +287,7 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     n = luaL_len(L, src);
     if (lua_geti(L, src, n + 1) != LUA_TNIL)
       lpc_msg_error(L, "%s: list expected, got a table whose # (%I) misses element %I",
-                    f->full_name, n, n + 1);
+                    field_name(L, visited, f), n, n + 1);
     lua_pop(L, 1);
   } else if (lua_type(L, src) == LUA_TTABLE) {
     n = (lua_Integer)lua_rawlen(L, src);
@@ -198,17 +295,22 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     lua_pushnil(L);
     while (lua_next(L, src)) {
       count++;
-      if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n)
-        lpc_msg_error(L, "%s: list expected, got a table with key %s", f->full_name,
-                      luaL_tolstring(L, -2, NULL));
+      if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n) {
+        int key = lua_absindex(L, -2);
+        const char *name = field_name(L, visited, f);
+        lpc_msg_error(L, "%s: list expected, got a table with key %s", name,
+                      luaL_tolstring(L, key, NULL));
+      }
       lua_pop(L, 1);
     }
-    if (count != n) lpc_msg_error(L, "%s: list expected, got a table with holes", f->full_name);
+    if (count != n)
+      lpc_msg_error(L, "%s: list expected, got a table with holes", field_name(L, visited, f));
   } else {
     const lpc_Container *other = luaL_testudata(L, src, LPC_REPEATED_MT);
     if (other == NULL || other->f->type != f->type || other->f->message != f->message ||
         other->f->enumdef != f->enumdef)
-      lpc_msg_error(L, "%s: list expected, got %s", f->full_name, lpc_type_name(L, src));
+      lpc_msg_error(L, "%s: list expected, got %s", field_name(L, visited, f),
+                    lpc_type_name(L, src));
     n = luaL_len(L, src);
   }
   /* Pass 1: check every element; message objects and kept strings into a
@@ -219,14 +321,15 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, src, i);
     if (f->message != NULL) {
-      if (lua_type(L, -1) != LUA_TTABLE) {
-        push_elem_name(L, f, i);
-        check_elem_message(L, f->message, -2);
+      if (!is_message_value(L, f->message, -1)) {
+        int v = lua_absindex(L, -1);
+        lpc_field_type_error(L, push_elem_name(L, visited, f, i), f->message->full_name, v);
       }
-      elem_object(L, f, -1, msg, visited);
+      lpc_Path at = {visited->path, f, i, 0};
+      elem_object(L, f, -1, msg, visited, &at);
       lua_rawseti(L, objs, i);
     } else {
-      check_elem(L, f, i, -1); /* a string stays a string */
+      check_elem(L, visited, f, i, -1); /* a string stays a string */
       if (keep) {
         lua_pushvalue(L, -1);
         lua_rawseti(L, objs, i);
@@ -280,8 +383,8 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
  * (1, 1LL, "1"), and the map would keep one of their values, the one
  * lua_next met last. Tables whose keys are all numbers pass at once:
  * distinct numbers are distinct integers. */
-static void check_key_aliases(lua_State *L, int src, const pc_FieldDef *f, const pc_FieldDef *kf,
-                              pc_SlotKind ks) {
+static void check_key_aliases(lua_State *L, const lpc_Build *visited, int src, const pc_FieldDef *f,
+                              const pc_FieldDef *kf, pc_SlotKind ks) {
   int plain = 1;
   lua_pushnil(L);
   while (plain && lua_next(L, src)) {
@@ -310,7 +413,7 @@ static void check_key_aliases(lua_State *L, int src, const pc_FieldDef *f, const
       lpc_msg_error(L,
                     "%s: two keys of the table are map key %s (LuaJIT: a number, an int64_t or "
                     "uint64_t cdata and a decimal string may name one integer)",
-                    f->full_name, text);
+                    field_name(L, visited, f), text);
     }
     lua_pop(L, 1);
     lua_pushlstring(L, (const char *)&bits, sizeof bits);
@@ -349,13 +452,14 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
       lua_pop(L, 5);
     } else if (luaL_getmetafield(L, src, "__index") != LUA_TNIL) {
       lpc_msg_error(L, "%s: table without entries whose __index cannot be listed (no __pairs)",
-                    f->full_name);
+                    field_name(L, visited, f));
     }
   }
   if (lua_type(L, src) != LUA_TTABLE) {
     const lpc_Container *other = luaL_testudata(L, src, LPC_MAP_MT);
     if (other == NULL || other->f->message != f->message) {
-      lpc_msg_error(L, "%s: table expected, got %s", f->full_name, lpc_type_name(L, src));
+      lpc_msg_error(L, "%s: table expected, got %s", field_name(L, visited, f),
+                    lpc_type_name(L, src));
       return; /* (lpc_msg_error raises) */
     }
     lua_newtable(L); /* copy through a plain table: src may be this very map */
@@ -375,13 +479,15 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   int objs = lua_gettop(L);
   lua_pushnil(L);
   while (lua_next(L, src)) {
-    check_entry(L, f, -2, vf->message != NULL ? NULL : vf, -1);
+    check_entry(L, visited, f, -2, vf->message != NULL ? NULL : vf, -1);
     if (vf->message != NULL) {
-      if (lua_type(L, -1) != LUA_TTABLE) {
-        push_entry_name(L, f, -2);
-        check_elem_message(L, vf->message, -2);
+      int key = lua_absindex(L, -2);
+      if (!is_message_value(L, vf->message, -1)) {
+        int v = lua_absindex(L, -1);
+        lpc_field_type_error(L, push_entry_name(L, visited, f, key), vf->message->full_name, v);
       }
-      elem_object(L, vf, -1, msg, visited);
+      lpc_Path at = {visited->path, f, 0, key};
+      elem_object(L, vf, -1, msg, visited, &at);
       lpc_push_elem_key(L, c, -3);
       lua_insert(L, -2);
       lua_rawset(L, objs);
@@ -397,7 +503,8 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
     }
     lua_pop(L, 1);
   }
-  if (LPC_LUAJIT && (ks == kPc_Slot_32 || ks == kPc_Slot_64)) check_key_aliases(L, src, f, kf, ks);
+  if (LPC_LUAJIT && (ks == kPc_Slot_32 || ks == kPc_Slot_64))
+    check_key_aliases(L, visited, src, f, kf, ks);
   /* Pass 2: store into the emptied map. */
   lua_getiuservalue(L, c, 1);
   int a = lpc_push_anchor(L, -1);
@@ -490,14 +597,14 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
   int scalar = f->label != kPc_Label_Repeated && f->message == NULL && f->type != kPc_Type_String &&
                f->type != kPc_Type_Bytes;
   if (scalar && !f->is_extension) {
-    pc_Message_Set(msg, f, lpc_check_scalar(L, f, f->full_name, v));
+    pc_Message_Set(msg, f, check_field_scalar(L, visited, f, v));
     return;
   }
   if (singular_string) {
     /* The slot points into the Lua string, which the anchor keeps (under
      * the slot's address, so overwriting a field in a loop holds only the
      * last string, and needs no arena). */
-    pc_Value val = lpc_check_scalar(L, f, f->full_name, v);
+    pc_Value val = check_field_scalar(L, visited, f, v);
     int a = lpc_push_anchor(L, obj);
     lpc_set_ref(L, a, pc_Message_Slot(msg, f), v);
     pc_Message_Set(msg, f, val);
@@ -514,12 +621,13 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
   pc_Value val;
   memset(&val, 0, sizeof(val));
   if (f->message != NULL) {
-    val.m = check_message(L, f->message, f->full_name, v, visited);
-    lpc_check_no_cycle(L, f->full_name, val.m, f->message, msg);
+    lpc_Path at = {visited->path, f, 0, 0};
+    val.m = check_message(L, f->message, v, visited, &at);
+    check_no_cycle_at(L, visited, f, val.m, msg);
     lpc_set_ref(L, a, f->is_extension ? (const void *)val.m : pc_Message_Slot(msg, f), -1);
     lua_pop(L, 1);
   } else {
-    val = lpc_check_scalar(L, f, f->full_name, v);
+    val = check_field_scalar(L, visited, f, v);
     if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
         !pc_StringView_Copy(&val.s, val.s.data, val.s.size, arena))
       lpc_nomem(L);
@@ -548,7 +656,7 @@ static void newindex_slow(lua_State *L, const lpc_Lookup *lk, const lpc_LookupEn
     memcpy((char *)msg + f->offset, &v, pc_Slot_Size(f->slot));
     return;
   }
-  lpc_Build visited = {0, 0};
+  lpc_Build visited = {0, 0, NULL};
   lpc_set_field(L, 1, msg, f, 3, &visited);
 }
 
@@ -615,6 +723,20 @@ static void read_proxy(lua_State *L, const pc_MessageDef *def, int t) {
   }
 }
 
+/* The field of 'def' named by the key at 'key' of a table 'visited'
+ * converts (lpc_lookup_slow: raises when there is none, naming the
+ * table's place). */
+static const pc_FieldDef *lookup_field(lua_State *L, const pc_MessageDef *def, int key,
+                                       const lpc_Build *visited) {
+  if (visited->path == NULL) return lpc_lookup_slow(L, def, key);
+  const pc_FieldDef *f = lpc_find_field(L, def, key);
+  if (f == NULL) {
+    key = lua_absindex(L, key);
+    lpc_no_field(L, push_place(L, visited->path), key);
+  }
+  return f;
+}
+
 /* Pushes a new standalone message filled from the table at 't'; 'type' is
  * the index of its Type (whose user value 2 is the instance metatable).
  * One pass over the table: each key is found by its string's address and
@@ -625,7 +747,8 @@ static void construct(lua_State *L, int type, int t, lpc_Build *visited) {
   const pc_MessageDef *def = box->def;
   const lpc_Lookup *lk = box->lookup;
   if (visited->marks && visit(L, t, -1, visited))
-    lpc_msg_error(L, "%s: table with a cycle given to the constructor", def->full_name);
+    lpc_msg_error(L, "%s: table with a cycle given to the constructor",
+                  visited->path ? push_place(L, visited->path) : def->full_name);
   int proxy = 0, any;
   char *msg = lua_newuserdatauv(L, def->size, lk->standalone_uv);
   pc_Message_Init(def, msg);
@@ -649,16 +772,16 @@ fill:
       continue;
     }
     int v = obj + 2;
-    const pc_FieldDef *f = e ? lpc_entry_field(lk, e) : lpc_lookup_slow(L, def, v - 1);
+    const pc_FieldDef *f = e ? lpc_entry_field(lk, e) : lookup_field(L, def, v - 1, visited);
     if (lpc_plain_slot(f) && !lua_isnil(L, v)) {
-      pc_Value x = lpc_check_scalar(L, f, f->full_name, v); /* plain slot: store directly */
+      pc_Value x = check_field_scalar(L, visited, f, v); /* plain slot: store directly */
       memcpy(msg + f->offset, &x, pc_Slot_Size(f->slot));
       lua_settop(L, v - 1);
       continue;
     }
     if (uv_empty && f->label != kPc_Label_Repeated && !f->is_extension &&
         (f->type == kPc_Type_String || f->type == kPc_Type_Bytes) && !lua_isnil(L, v)) {
-      pc_Message_Set(msg, f, lpc_check_scalar(L, f, f->full_name, v));
+      pc_Message_Set(msg, f, check_field_scalar(L, visited, f, v));
       lua_setiuservalue(L, obj, 1); /* the value, popped */
       uv_empty = 0;
       lua_settop(L, v - 1);
@@ -696,7 +819,7 @@ int lpc_type_call(lua_State *L) {
   if (t == LUA_TTABLE) {
     const lpc_TypeBox *box = lua_touserdata(L, 1);
     if (((const lpc_Lookup *)box->lookup)->tree && lpc_table_message(L, 1, 2)) return 1;
-    lpc_Build visited = {0, 0};
+    lpc_Build visited = {0, 0, NULL};
     construct(L, 1, 2, &visited);
     return 1;
   }
@@ -728,16 +851,15 @@ int lpc_repeated_newindex(lua_State *L) {
   }
   if (i < 1 || (size_t)i > size + 1)
     lpc_msg_error(L, "%s: index %I out of range (size %I)", f->full_name, i, (lua_Integer)size);
-  lpc_Build visited = {0, 0};
+  lpc_Build visited = {0, 0, NULL};
   pc_Value v;
   memset(&v, 0, sizeof(v));
-  if (f->message == NULL) check_elem(L, f, i, 3);
-  if (f->message != NULL && lua_type(L, 3) != LUA_TTABLE) {
-    push_elem_name(L, f, i);
-    check_elem_message(L, f->message, 3);
-  }
+  if (f->message == NULL) check_elem(L, &visited, f, i, 3);
+  if (f->message != NULL && !is_message_value(L, f->message, 3))
+    lpc_field_type_error(L, push_elem_name(L, &visited, f, i), f->message->full_name, 3);
+  lpc_Path at = {NULL, f, i, 0};
   if (f->message != NULL)
-    v.m = elem_object(L, f, 3, c->msg, &visited); /* at 4 */
+    v.m = elem_object(L, f, 3, c->msg, &visited, &at); /* at 4 */
   else
     v = lpc_check_scalar(L, f, f->full_name, 3);
   lua_getiuservalue(L, 1, 1);
@@ -765,11 +887,10 @@ int lpc_map_newindex(lua_State *L) {
   const pc_FieldDef *f = c->f, *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   lua_settop(L, 3);
-  check_entry(L, f, 2, lua_isnil(L, 3) || vf->message != NULL ? NULL : vf, 3);
-  if (vf->message != NULL && !lua_isnil(L, 3) && lua_type(L, 3) != LUA_TTABLE) {
-    push_entry_name(L, f, 2);
-    check_elem_message(L, vf->message, 3);
-  }
+  lpc_Build visited = {0, 0, NULL};
+  check_entry(L, &visited, f, 2, lua_isnil(L, 3) || vf->message != NULL ? NULL : vf, 3);
+  if (vf->message != NULL && !lua_isnil(L, 3) && !is_message_value(L, vf->message, 3))
+    lpc_field_type_error(L, push_entry_name(L, &visited, f, 2), vf->message->full_name, 3);
   pc_Value k = lpc_check_scalar(L, kf, f->full_name, 2);
   int keep_key = kept_string(f, kf), keep_value = kept_string(f, vf);
   if (lua_isnil(L, 3)) {
@@ -777,11 +898,11 @@ int lpc_map_newindex(lua_State *L) {
     if (vf->message != NULL || keep_key || keep_value) lpc_keep_elem(L, 1, 2, 3);
     return 0;
   }
-  lpc_Build visited = {0, 0};
+  lpc_Path at = {NULL, f, 0, 2};
   pc_Value v;
   memset(&v, 0, sizeof(v));
   if (vf->message != NULL)
-    v.m = elem_object(L, vf, 3, c->msg, &visited); /* at 4 */
+    v.m = elem_object(L, vf, 3, c->msg, &visited, &at); /* at 4 */
   else
     v = lpc_check_scalar(L, vf, f->full_name, 3);
   lua_getiuservalue(L, 1, 1);

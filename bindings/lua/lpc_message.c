@@ -313,10 +313,10 @@ void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f
   push_field(L, obj, 0, msg, f, -1);
 }
 
-static _Noreturn void no_field(lua_State *L, const pc_MessageDef *def, int key) {
+_Noreturn void lpc_no_field(lua_State *L, const char *owner, int key) {
   if (lua_type(L, key) == LUA_TSTRING)
-    lpc_msg_error(L, "%s.%s: no such field", def->full_name, lpc_push_shown(L, key));
-  lpc_msg_error(L, "%s: field name expected, got %s", def->full_name, lpc_type_name(L, key));
+    lpc_msg_error(L, "%s.%s: no such field", owner, lpc_push_shown(L, key));
+  lpc_msg_error(L, "%s: field name expected, got %s", owner, lpc_type_name(L, key));
 }
 
 /* Empty entries hold the Lookup's own address (never a string), so a NULL
@@ -329,19 +329,20 @@ const lpc_LookupEntry *lpc_probe_more(const lpc_Lookup *lk, const void *p, size_
   }
 }
 
+const pc_FieldDef *lpc_find_field(lua_State *L, const pc_MessageDef *def, int key) {
+  if (lua_type(L, key) != LUA_TSTRING) return NULL;
+  size_t len;
+  const char *name = lua_tolstring(L, key, &len);
+  return pc_MessageDef_FindFieldByName(def, name, len);
+}
+
 /* The field named by the key at 'key' (raises when there is none), through
  * the Lookup at 'lk'; names longer than Lua's short strings fall back to a
  * search by name. */
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key) {
-  if (lua_type(L, key) == LUA_TSTRING) {
-    size_t len;
-    const pc_FieldDef *f;
-    const char *name = lua_tolstring(L, key, &len);
-    f = pc_MessageDef_FindFieldByName(def, name, len);
-    if (f != NULL) return f;
-  }
-  no_field(L, def, key);
-  return NULL;
+  const pc_FieldDef *f = lpc_find_field(L, def, key);
+  if (f == NULL) lpc_no_field(L, def->full_name, key);
+  return f;
 }
 
 /* The general read of m[key] (not a plain slot, or a key the Lookup does

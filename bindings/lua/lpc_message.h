@@ -318,6 +318,13 @@ int lpc_standalone_uv(const pc_MessageDef *def);
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);
+/* The field of 'def' the string key at 'key' names, or NULL (no string,
+ * no such field): lpc_lookup_slow without raising. */
+const pc_FieldDef *lpc_find_field(lua_State *L, const pc_MessageDef *def, int key);
+/* Raises "<owner>.<key>: no such field" (a string key at 'key') or
+ * "<owner>: field name expected, got <type>": 'owner' names the message,
+ * its type's full name or its place in a conversion ("demo.T.ins[2]"). */
+_Noreturn void lpc_no_field(lua_State *L, const char *owner, int key);
 /* Pushes the form of key 'key' (a stack index) of the container at 'c'
  * that keys its table of element objects (user value 2): one Lua value for
  * each element, whatever value names it (5, 5.0 or, under LuaJIT, 5LL and
@@ -343,14 +350,22 @@ int lpc_map_pairs(lua_State *L);
 
 /* -- Writing (lpc_construct.c) --------------------------------------------- */
 
+/* Where a conversion is below its first table (lpc_construct.c): the
+ * field, list element or map entry whose table it converts, below the
+ * place 'up' (NULL: the message the conversion started in). Errors raised
+ * there name the whole path, "demo.T.ins[2].v", made only when raising. */
+typedef struct lpc_Path lpc_Path;
+
 /* One conversion of Lua tables into messages (T{...}, m.f = {...}): 'marks'
  * whether the registry's table of tables being converted (the cycle check)
  * was started, 'depth' how many levels of tables below the first the
- * conversion is in (refused past PC_MESSAGE_MAX_DEPTH before recursing).
- * Start each conversion at {0, 0}. */
+ * conversion is in (refused past PC_MESSAGE_MAX_DEPTH before recursing),
+ * 'path' the place of the table being converted (NULL at the first).
+ * Start each conversion at {0, 0, NULL}. */
 typedef struct {
   int marks;
   int depth;
+  const lpc_Path *path;
 } lpc_Build;
 
 void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,

@@ -111,7 +111,7 @@ static int lpc_message_is_set(lua_State *L) {
 static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
   lua_settop(L, 1);
   lua_pushnil(L);
-  lpc_Build visited = {0, 0};
+  lpc_Build visited = {0, 0, NULL};
   for (uint32_t i = 0; i < def->field_count; i++)
     lpc_set_field(L, 1, msg, &def->fields[i], 2, &visited);
   size_t n;
@@ -135,7 +135,7 @@ static int lpc_message_clear(lua_State *L) {
   const pc_FieldDef *f = check_field(L, def, 2, "clear", &o);
   lua_settop(L, 2);
   lua_pushnil(L);
-  lpc_Build visited = {0, 0};
+  lpc_Build visited = {0, 0, NULL};
   if (f != NULL) {
     lpc_set_field(L, 1, msg, f, 3, &visited);
   } else if (o != NULL) {
@@ -289,7 +289,7 @@ static int lpc_message_set_extension(lua_State *L) {
   pc_Message *msg = lpc_check_message(L, 1, &def);
   const pc_FieldDef *f = check_extension(L, def, 2);
   lua_settop(L, 3);
-  lpc_Build visited = {0, 0};
+  lpc_Build visited = {0, 0, NULL};
   lpc_set_field(L, 1, msg, f, 3, &visited);
   return 0;
 }

@@ -248,8 +248,13 @@ int lpc_is_plain_scalar(lua_State *L, const pc_FieldDef *f, int idx) {
     break;
   default: break;
   }
-  if (t != LUA_TNUMBER) return 0;
   uint64_t bits;
+  if (t != LUA_TNUMBER) {
+    /* LuaJIT: a 64-bit field takes any int64_t / uint64_t cdata as it is */
+    int is_unsigned;
+    return LPC_LUAJIT && pc_FieldDef_ElemSlot(f) == kPc_Slot_64 &&
+           lpc_is_int64_cdata(L, idx, &bits, &is_unsigned);
+  }
   if (lpc_to_int64(L, idx, &bits) <= 0) return 0;
   int64_t i = (int64_t)bits;
   switch (f->type) {

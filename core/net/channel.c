@@ -106,6 +106,7 @@ struct pc_GrpcCall {
   int replay_in_arena; /* 'replay' is in 'arena' (a small first message): not freed */
   int lent_arena;      /* a stream was opened in 'arena' (open_stream): the next ones are not */
   int replayable;
+  int replay_over; /* replay dropped: the request went past REPLAY_MAX */
   int send_closed;
   int retries;
   int waiting; /* no stream yet: waits for the next connection attempt (backoff) */
@@ -269,17 +270,27 @@ static int detach(pc_GrpcCall *c) {
   return queued;
 }
 
+static void end_unkept(pc_GrpcCall *c);
+
 /* The calls on connection 'conn', whose attempt failed before it was
  * ready, wait for the next attempt instead of failing (gRPC's
  * wait-for-ready: a failed attempt puts the channel in TRANSIENT_FAILURE,
  * which such a call waits through). Nothing of theirs reached the peer,
  * so they start anew with their request messages kept for replay; one
- * that kept too many for that (REPLAY_MAX) fails with the attempt. */
+ * whose request went past REPLAY_MAX fails UNAVAILABLE saying so. */
 static void requeue(Conn *conn) {
   pc_GrpcChannel *ch = conn->ch;
   if (ch->closed) return; /* no connection is made for them any more */
   for (pc_GrpcCall *c = ch->calls; c; c = c->next) {
-    if (c->conn != conn || c->early || !c->replayable) continue;
+    if (c->conn != conn || c->early) continue;
+    if (!c->replayable) {
+      /* kept too much to wait: says so rather than the attempt's failure */
+      if (c->replay_over && !pc_GrpcStream_Status(c->stream)) {
+        detach(c);
+        end_unkept(c);
+      }
+      continue;
+    }
     /* a stream ended here (cancelled, past its deadline) keeps its status:
      * such a call is not sent again */
     if (pc_GrpcStream_Status(c->stream)) continue;
@@ -493,6 +504,21 @@ static void end_closed(pc_GrpcCall *c) {
   end_early(c, kPc_Code_Unavailable, m);
 }
 
+/* A call waiting for a connection (wait_for_ready) that could not keep its
+ * request messages to send them once connected ends UNAVAILABLE saying
+ * why: past REPLAY_MAX, or no memory for them. */
+static void end_unkept(pc_GrpcCall *c) {
+  char m[PC_ERROR_MAX];
+  if (c->replay_over)
+    snprintf(m, sizeof m,
+             "the request is over the %u MiB a call waiting for a connection keeps "
+             "(wait_for_ready)",
+             (unsigned)(REPLAY_MAX >> 20));
+  else
+    snprintf(m, sizeof m, "out of memory keeping the request of a call waiting for a connection");
+  end_early(c, kPc_Code_Unavailable, m);
+}
+
 pc_GrpcChannel *pc_GrpcChannel_New(const pc_GrpcChannelOptions *o, pc_Alloc *alloc, void *ud,
                                    pc_Error *err) {
   if (alloc == NULL) alloc = pc_DefaultAlloc;
@@ -592,6 +618,7 @@ static int keep_for_replay(pc_GrpcCall *c, const void *msg, size_t len) {
   if (!c->replayable) return 1;
   if (len > REPLAY_MAX || c->replay_len + 4 + len > REPLAY_MAX) {
     drop_replay(c);
+    c->replay_over = 1;
     return 1;
   }
   size_t need = c->replay_len + 4 + len;
@@ -794,9 +821,7 @@ int pc_GrpcCall_Send(pc_GrpcCall *c, const void *msg, size_t len) {
   if (c->waiting && !c->early && !c->send_closed) {
     keep_for_replay(c, msg, len);
     if (!c->replayable) {
-      end_early(
-          c, kPc_Code_Unavailable,
-          "reconnection backoff: more request bytes than a call waiting for a connection holds");
+      end_unkept(c);
       return 0;
     }
     return 1;

@@ -21,7 +21,8 @@ local M = {}
 -- bytes of pc.encode(T(table), opts), and T{...}'s error (naming
 -- type.field, with an element's index or an entry's key: "demo.T.ids[3]:
 -- integer expected, got string", "demo.T.labels[\"k\"]: ...",
--- "demo.T.labels[1]: key: string expected, got number") for a table T{...}
+-- "demo.T.labels[1]: key: string expected, got number"; below the table's
+-- own fields the whole path, "demo.T.ins[2].v: ...") for a table T{...}
 -- refuses. A table with no entries of its own but a metatable (a proxy) is
 -- read through it, as T{...} reads it: a message's fields through
 -- __index, a list through __len and __index, a map through __pairs. An

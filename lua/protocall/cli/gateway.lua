@@ -10,7 +10,8 @@ local sched = require "protocall.sched"
 local reflection = require "protocall.rpc.reflection"
 local http_rules = require "protocall.http.rules"
 
-local ipairs, pairs, pcall, tostring, error, getmetatable = ipairs, pairs, pcall, tostring, error, getmetatable
+local ipairs, pairs, pcall, tostring, error, getmetatable, type =
+  ipairs, pairs, pcall, tostring, error, getmetatable, type
 local format, concat, sort = string.format, table.concat, table.sort
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
 local metadata_problem = require("protocall.core").metadata_problem
@@ -86,12 +87,22 @@ local function pass_back(ctx, headers, trailers)
   end
 end
 
+-- The client channel's reconnection backoff hint in `text` as true for
+-- the gateway: the channel's "a transport with wait_for_ready waits for
+-- it" names an option the gateway does not set, its calls (and reads of
+-- the schema) failing at once until the next attempt.
+local function gateway_hint(text)
+  return (text:gsub("; a transport with wait_for_ready waits for it%)$", "; calls fail at once until then)"))
+end
+
 -- The upstream's failure as the gateway's: a pc.Error keeps its code,
--- message and details; its trailers become the gateway's.
+-- message (its backoff hint as gateway_hint says it) and details; its
+-- trailers become the gateway's.
 local function relay_error(ctx, err)
   if getmetatable(err) == pc.Error then
     pass_back(ctx, err.headers, err.metadata)
     err.metadata = nil
+    if type(err.message) == "string" then err.message = gateway_hint(err.message) end
   end
   error(err, 0)
 end
@@ -299,7 +310,7 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
       local ok, new = pcall(reflect, r)
       r.close()
       if not ok and got then
-        say("reading the upstream's schema again failed, the current one stays: " .. tostring(new))
+        say("reading the upstream's schema again failed, the current one stays: " .. gateway_hint(tostring(new)))
       elseif not ok then
         -- failed without trying (held): the next read comes just after the channel's next
         -- connection attempt is allowed, so that it tries

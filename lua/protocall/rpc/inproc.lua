@@ -171,7 +171,8 @@ end
 -- The metadata a handler sets (ctx:set_header, ctx:set_trailer) and a
 -- pc.Error's trailers reach the caller as pc.listen sends them:
 -- `settings.with_metadata` makes `unary` return {headers =, trailers =}
--- after the bytes, the calls of streams have headers() and trailers(),
+-- after the bytes (with `with_metadata = "present"`, nil instead when the
+-- handler set none), the calls of streams have headers() and trailers(),
 -- and errors carry `headers` and `metadata`.
 function M.inproc(server)
   if not is_server(server) then
@@ -186,6 +187,16 @@ local function check_self(self, name)
   if getmetatable(self) ~= Inproc then
     error(format("calling '%s' on bad self (protocall.Inproc expected, got %s)", name, type(self)), 3)
   end
+end
+
+--- seconds = inproc:next_attempt(): always nil (there is no connection
+-- to make, so no reconnection backoff), as pc.grpc's transport:next_attempt
+-- answers when a call may connect now: code written against transports
+-- takes either. Raises "calling 'next_attempt' on bad self" when called
+-- with a dot.
+function Inproc:next_attempt()
+  check_self(self, "next_attempt")
+  return nil
 end
 
 --- bytes = inproc:unary(path, request_bytes, settings)
@@ -209,7 +220,8 @@ function Inproc:unary(path, request, settings)
     return response_bytes(info, response_of(info, result))
   end)
   if not ok then error(with_metadata(bytes, out), 0) end
-  if settings and settings.with_metadata then
+  local want = settings and settings.with_metadata
+  if want and (want ~= "present" or out.headers[1] ~= nil or out.trailers[1] ~= nil) then
     return bytes, { headers = out.headers, trailers = out.trailers }
   end
   return bytes

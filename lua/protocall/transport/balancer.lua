@@ -45,8 +45,8 @@ local least_request = require "protocall.transport.least_request"
 local outlier = require "protocall.transport.outlier"
 local ring_hash = require "protocall.transport.ring_hash"
 
-local setmetatable, pcall, error, pairs, ipairs, type, tostring =
-  setmetatable, pcall, error, pairs, ipairs, type, tostring
+local setmetatable, getmetatable, pcall, error, pairs, ipairs, type, tostring =
+  setmetatable, getmetatable, pcall, error, pairs, ipairs, type, tostring
 local min = math.min
 local monotonic = core.monotonic
 
@@ -563,8 +563,11 @@ end
 --- As pc.grpc's transport:next_attempt() -> seconds until the soonest
 -- connection attempt the reconnection backoff of any backend allows, or
 -- nil when some backend may connect now (or the list is empty). Raises
--- on a closed transport.
+-- on a closed transport, and when called with a dot (bad self).
 function Balanced:next_attempt()
+  if getmetatable(self) ~= Balanced then
+    error("calling 'next_attempt' on bad self (protocall.BalancedTransport expected, got " .. type(self) .. ")", 2)
+  end
   if self.closed then error("calling 'next_attempt' on bad self (transport is closed)", 2) end
   local soonest
   for _, b in ipairs(self.members) do
@@ -798,6 +801,13 @@ function Failed.cancel() end
 local Moving = { __name = "protocall.BalancedStarted" }
 Moving.__index = Moving
 
+-- Its result is kept (self.kept): a later result() gives it again,
+-- reported and counted once.
+local function kept(self, ok, v, call)
+  self.kept = { ok, v, call }
+  return ok, v, call
+end
+
 -- Moves started call `self` to backend `nb` (settings `ns`): pending.
 local function move(self, nb, ns)
   self.tried[nb] = true
@@ -825,10 +835,12 @@ local function finished(self, ok, v, call)
   else
     least_request.finish(tok)
   end
-  return ok, v, call
+  return kept(self, ok, v, call)
 end
 
 function Moving:result()
+  local k = self.kept
+  if k then return k[1], k[2], k[3] end
   if self.cancelled then return false, self.cancelled end
   local bal, b = self.balanced, self.b
   local v
@@ -846,7 +858,7 @@ function Moving:result()
     if nb then return move(self, nb, ns) end
     if not bal.wait_for_ready then
       least_request.finish(self.tok)
-      return false, v
+      return kept(self, false, v)
     end
   end
   local nb, ns, wait = await_ready(bal, self.settings, self.since, v, b, true)
@@ -859,7 +871,7 @@ function Moving:result()
     return nil
   end
   least_request.finish(self.tok)
-  return false, ns
+  return kept(self, false, ns)
 end
 
 function Moving:cancel()

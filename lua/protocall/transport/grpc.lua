@@ -38,7 +38,7 @@ local CHECKED = internal.CHECKED
 
 local M = {}
 
-local Transport = {}
+local Transport = { __name = "protocall.GrpcTransport" }
 Transport.__index = Transport
 
 local TRANSPORT_OPTIONS = {
@@ -305,11 +305,26 @@ local function started(self, name, path, request, settings, result)
     done = false, count = 0, want_md = settings and settings.with_metadata }, Started)
 end
 
+-- A started call's result, kept (h.kept) so that later result() calls
+-- give it again.
+local function keep(h, ok, v, extra)
+  h.kept = { ok, v, extra }
+  return ok, v, extra
+end
+
+-- The result of a started call that handle:cancel() ended first.
+local function cancelled(h)
+  return keep(h, false, error_of { code = "CANCELLED", message = "cancelled", method = h.path })
+end
+
 -- A started unary call's result: nil while it runs, else true and the
 -- response bytes (and with settings.with_metadata {headers=, trailers=}),
--- or false and the error object (as Transport:unary).
+-- or false and the error object (as Transport:unary); the same again on
+-- every later call.
 local function unary_result(h)
-  if h.done then return false, error_of { code = "CANCELLED", message = "cancelled", method = h.path } end
+  local kept = h.kept
+  if kept then return kept[1], kept[2], kept[3] end
+  if h.done then return cancelled(h) end
   local call = h.call
   while true do
     local m = call:next()
@@ -320,22 +335,26 @@ local function unary_result(h)
   end
   h.done = true
   local st = call:status()
-  local meta = h.want_md and call:metadata() or nil
+  local want = h.want_md
+  local meta = want and call:metadata(want == "present") or nil
   call:close()
   if st.code == "OK" then
     local problem = count_problem(h.count, "unary call")
-    if not problem then return true, h.first, meta end
+    if not problem then return keep(h, true, h.first, meta) end
     st.code, st.message = "INTERNAL", problem
   end
   st.method = h.path
-  return false, error_of(st)
+  return keep(h, false, error_of(st))
 end
 
 -- A started server stream's result: nil until its first response message
 -- or its end, then true and an iterator of the stream (the first message
--- included) and the call, or false and the error object.
+-- included) and the call, or false and the error object; the same again
+-- on every later call.
 local function stream_result(h)
-  if h.done then return false, error_of { code = "CANCELLED", message = "cancelled", method = h.path } end
+  local kept = h.kept
+  if kept then return kept[1], kept[2], kept[3] end
+  if h.done then return cancelled(h) end
   local call = h.call
   local m = call:next()
   if m == false then return nil end
@@ -345,26 +364,27 @@ local function stream_result(h)
     if st.code ~= "OK" then
       call:close()
       st.method = h.path
-      return false, error_of(st)
+      return keep(h, false, error_of(st))
     end
   end
   local c = setmetatable({ channel = h.channel, call = call, path = h.path }, Call)
   local rest, first = stream_iterator(c), m
-  return true, function()
+  return keep(h, true, function()
     if first ~= nil and not c.cancelled and not c.closed then
       local r = first
       first = nil
       return r
     end
     return rest()
-  end, c
+  end, c)
 end
 
 --- `handle = transport:start_unary(path, request_bytes, settings)`: a
 -- unary call started without waiting for it (arguments and misuse as
 -- `unary`); `handle:result()` -> nil while it runs, else true and the
 -- response bytes (and the metadata, as `unary` with `with_metadata`), or
--- false and the error object; `handle:cancel()`.
+-- false and the error object, the same again on every later call;
+-- `handle:cancel()` (a call it ends before its result gives CANCELLED).
 -- Several started calls share the connection, in flight together;
 -- `transport:wait` waits for them.
 function Transport:start_unary(path, request, settings)
@@ -376,7 +396,8 @@ end
 -- settings)`: a server stream started without waiting; `handle:result()`
 -- -> nil until its first response message (or its end), then true and an
 -- iterator of the whole stream (as `server_stream`'s) and the call, or
--- false and the error object; `handle:cancel()`.
+-- false and the error object, the same again on every later call;
+-- `handle:cancel()`.
 function Transport:start_server_stream(path, request, settings)
   local h = started(self, "start_server_stream", path, request, settings, stream_result)
   return h
@@ -561,8 +582,12 @@ end
 -- figure of the "(reconnection backoff: the next attempt in S s; ...)"
 -- hint of a call failed meanwhile, for a caller that schedules its next
 -- try by it. Raises "calling 'next_attempt' on bad self (transport is
--- closed)" on a closed transport.
+-- closed)" on a closed transport, and "calling 'next_attempt' on bad self
+-- (protocall.GrpcTransport expected, got nil)" when called with a dot.
 function Transport:next_attempt()
+  if getmetatable(self) ~= Transport then
+    error(format("calling 'next_attempt' on bad self (protocall.GrpcTransport expected, got %s)", type(self)), 2)
+  end
   if self.closed then error("calling 'next_attempt' on bad self (transport is closed)", 2) end
   return self.channel:next_attempt()
 end

@@ -40,7 +40,8 @@ local ring_hash = require "protocall.transport.ring_hash"
 local xds_client = require "protocall.transport.xds_client"
 local xds_route = require "protocall.transport.xds_route"
 
-local setmetatable, pairs, ipairs, error, tostring, type = setmetatable, pairs, ipairs, error, tostring, type
+local setmetatable, getmetatable, pairs, ipairs, error, tostring, type =
+  setmetatable, getmetatable, pairs, ipairs, error, tostring, type
 local min, random, lower, sort = math.min, math.random, string.lower, table.sort
 local monotonic = core.monotonic
 
@@ -457,8 +458,12 @@ end
 
 --- As pc.grpc's transport:next_attempt(), over the backends of every
 -- cluster the target's calls used: the soonest, nil when one may connect
--- now (or no call chose a cluster yet). Raises on a closed transport.
+-- now (or no call chose a cluster yet). Raises on a closed transport, and
+-- when called with a dot (bad self).
 function Xds:next_attempt()
+  if getmetatable(self) ~= Xds then
+    error("calling 'next_attempt' on bad self (protocall.XdsTransport expected, got " .. type(self) .. ")", 2)
+  end
   if self.closed then error("calling 'next_attempt' on bad self (transport is closed)", 2) end
   local soonest
   for _, cl in pairs(self.clusters) do

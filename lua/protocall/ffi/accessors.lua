@@ -207,9 +207,10 @@ end)
 -- answers. The container (its message object, the anchor) keeps the
 -- memory alive while the read runs.
 local L = core.container_layout()
+L.field = L.field / ffi.sizeof("void *") -- the field's index among the container's pointers
 local elem_source = [[
 local c_index, L = ...
-local FIELD, TYPE, OFFSET, ISEXT, DATA, SIZE = L.field / 8, L.type, L.offset, L.is_extension, L.data, L.size
+local FIELD, TYPE, OFFSET, ISEXT, DATA, SIZE = L.field, L.type, L.offset, L.is_extension, L.data, L.size
 return function(c, k)
   if type(c) ~= 'userdata' or type(k) ~= 'number' then return c_index(c, k) end
   local p = cast(charpp, c)

@@ -494,6 +494,46 @@ describe("wait_for_ready through a balancer", function()
     assert.are.same({ 10, 20 }, r)
   end)
 
+  it("does not send again a call a server failed UNAVAILABLE \"connect to ...\" itself", function()
+    -- a handler passing on its own upstream's failure: the call reached the
+    -- server, over a connection that is up; once each, no loop to the deadline
+    local handled = 0
+    local relay = pc.Error { code = "UNAVAILABLE", message = "connect to 10.9.9.9:5432: Connection refused" }
+    local svc = { ["demo.Router"] = {
+      Measure = function() handled = handled + 1 error(relay) end,
+      Record = function(ctx)
+        handled = handled + 1
+        while ctx:recv() do end
+        error(relay)
+      end,
+    } }
+    local l1, l2 = pc.listen(pc.server(svc), "127.0.0.1:0"), pc.listen(pc.server(svc), "127.0.0.1:0")
+    local t = pc.grpc({ "127.0.0.1:" .. l1.port, "127.0.0.1:" .. l2.port }, { wait_for_ready = true })
+    local c = pc.client("demo.Router", { transport = t })
+    local errs, counts = {}, {}
+    pc.spawn(function() l1:serve() end)
+    pc.spawn(function() l2:serve() end)
+    pc.spawn(function()
+      errs[1] = select(2, pcall(c.Measure, c, { name = "abc" }, { timeout = 5 }))
+      counts[1], handled = handled, 0
+      errs[2] = select(2, pcall(function()
+        local call = c:Record { timeout = 5 }
+        call:send { x = 1 }
+        return call:close_and_recv()
+      end))
+      counts[2] = handled
+      l1:shutdown()
+      l2:shutdown()
+    end)
+    pc.run()
+    t:close()
+    for i = 1, 2 do
+      assert.are.equal("UNAVAILABLE", errs[i].code, tostring(errs[i]))
+      assert.are.equal("connect to 10.9.9.9:5432: Connection refused", errs[i].message)
+    end
+    assert.are.same({ 1, 1 }, counts)
+  end)
+
   it("waits the same way for started calls (hedged unary and server-streaming calls)", function()
     local hedged = { methodConfig = { { name = { { service = "demo.Router" } },
       hedgingPolicy = { maxAttempts = 2, hedgingDelay = "30s", nonFatalStatusCodes = {} } } } }

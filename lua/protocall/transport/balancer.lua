@@ -246,13 +246,17 @@ local function report(self, b, err)
   end
 end
 
--- Whether `err` ended a call that never reached its backend: its
+-- Whether `err` ended a call on backend `b` that never reached it: its
 -- connection could not be made (channel.c's "connect to HOST:PORT: why",
--- socket.c's "TLS handshake with HOST:PORT: why").
-local function unsent(err)
+-- socket.c's "TLS handshake with HOST:PORT: why"), and the backend has no
+-- connection up (a server's own UNAVAILABLE saying the same, a handler
+-- passing on its upstream's failure, came over one: that call reached it,
+-- and is not sent again).
+local function unsent(err, b)
   if type(err) ~= "table" or err.code ~= "UNAVAILABLE" then return false end
   local m = err.message or ""
-  return m:sub(1, 11) == "connect to " or m:sub(1, 19) == "TLS handshake with "
+  if m:sub(1, 11) ~= "connect to " and m:sub(1, 19) ~= "TLS handshake with " then return false end
+  return not b.transport.channel:connected()
 end
 
 -- The next backend for a call that failed unsent on the backends in
@@ -615,7 +619,7 @@ function Balanced:unary(path, request, settings)
       report(self, b, nil)
       return res, meta
     end
-    if not unsent(res) then
+    if not unsent(res, b) then
       least_request.finish(tok)
       rethrow(self, b, res)
     end
@@ -658,7 +662,7 @@ function Balanced:server_stream(path, request, settings)
         return msg
       end
       least_request.finish(tok)
-      if got or not unsent(msg) then rethrow(self, b, msg) end
+      if got or not unsent(msg, b) then rethrow(self, b, msg) end
       report(self, b, msg)
       tried = tried or {}
       tried[b] = true
@@ -696,7 +700,7 @@ local Replayed = { __name = "protocall.BalancedStream" }
 local function replay(self, err)
   local bal = self.balanced
   while true do
-    if self.kept == nil or not unsent(err) then error(err, 0) end
+    if self.kept == nil or not unsent(err, self.b) then error(err, 0) end
     report(bal, self.b, err)
     self.tried[self.b] = true
     local nb, ns = next_try(bal, self.tried, self.settings, self.since)
@@ -838,7 +842,7 @@ function Moving:result()
   else
     local ok, res, call = self.inner:result()
     if ok == nil then return nil end
-    if ok or not unsent(res) then return finished(self, ok, res, call) end
+    if ok or not unsent(res, b) then return finished(self, ok, res, call) end
     v = res
     report(bal, b, v)
     self.tried[b] = true

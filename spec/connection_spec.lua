@@ -534,6 +534,36 @@ describe("wait_for_ready through a balancer", function()
     assert.are.same({ 1, 1 }, counts)
   end)
 
+  it("does not start a cancelled stream again on another backend", function()
+    -- its first backend refused before the cancel; nothing of it may reach the second
+    local p1 = free_port()
+    local records = 0
+    local l = pc.listen(pc.server { ["demo.Router"] = { Record = function(ctx)
+      records = records + 1
+      while ctx:recv() do end
+      return { legs = 0 }
+    end } }, "127.0.0.1:0")
+    local t = pc.grpc({ "127.0.0.1:" .. p1, "127.0.0.1:" .. l.port }, { wait_for_ready = true,
+      load_balancing = "pick_first", reconnect = { initial = 0.1, jitter = 0 } })
+    local c = pc.client("demo.Router", { transport = t })
+    local ok, err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local call = c:Record { timeout = 5 }
+      call:send { x = 1 }
+      pc.sleep(0.3) -- its connection attempt fails meanwhile
+      call:cancel()
+      ok, err = pcall(call.close_and_recv, call)
+      pc.sleep(0.3)
+      l:shutdown()
+    end)
+    pc.run()
+    t:close()
+    assert.is_false(ok)
+    assert.are.equal("CANCELLED", err.code, tostring(err))
+    assert.are.equal(0, records)
+  end)
+
   it("waits the same way for started calls (hedged unary and server-streaming calls)", function()
     local hedged = { methodConfig = { { name = { { service = "demo.Router" } },
       hedgingPolicy = { maxAttempts = 2, hedgingDelay = "30s", nonFatalStatusCodes = {} } } } }

@@ -700,6 +700,7 @@ local Replayed = { __name = "protocall.BalancedStream" }
 local function replay(self, err)
   local bal = self.balanced
   while true do
+    if self.ended then error(self.ended, 0) end -- cancelled or closed: never started again
     if self.kept == nil or not unsent(err, self.b) then error(err, 0) end
     report(bal, self.b, err)
     self.tried[self.b] = true
@@ -764,8 +765,23 @@ end
 
 function Replayed:headers() return replayed(self, "headers", true) end
 function Replayed:trailers() return replayed(self, "trailers", true) end
-function Replayed:cancel() return self.inner:cancel() end
-function Replayed:close() return self.inner:close() end
+-- A cancelled or closed stream is not moved on any more (its call may
+-- have failed unsent already, the failure not seen yet): it raises
+-- CANCELLED.
+local function stop(self)
+  self.kept = nil
+  self.ended = self.ended or errors.status("CANCELLED", "cancelled", { method = self.path })
+end
+
+function Replayed:cancel()
+  stop(self)
+  return self.inner:cancel()
+end
+
+function Replayed:close()
+  stop(self)
+  return self.inner:close()
+end
 function Replayed:metadata() return self.inner:metadata() end
 function Replayed:buffered() return self.inner:buffered() end
 Replayed.__close = Replayed.close

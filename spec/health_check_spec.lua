@@ -120,6 +120,32 @@ describe("client-side health checking (healthCheckConfig)", function()
     end)
   end)
 
+  it("lets a wait_for_ready call wait while no backend is SERVING, until one is or its deadline", function()
+    -- gRPC's wait-for-ready: backends not SERVING are in TRANSIENT_FAILURE, where such a call waits
+    with_backends({ { "a" }, { "b" } }, function(bs)
+      bs[1].health:set("hc.Named", "NOT_SERVING")
+      bs[2].health:set("hc.Named", "NOT_SERVING")
+      local c, t = client(bs, nil, { wait_for_ready = true })
+      local ok, err = pcall(c.Who, c, {}, { timeout = 0.5 })
+      assert.is_false(ok)
+      assert.are.equal("DEADLINE_EXCEEDED", err.code, tostring(err))
+      assert.are.equal("deadline exceeded while waiting for a backend's health check (no backend is SERVING "
+        .. '(health check of service "hc.Named"))', err.message)
+      local who
+      pc.spawn(function() who = c:Who({}, { timeout = 20 }).name end)
+      pc.sleep(0.3)
+      assert.is_nil(who) -- still waiting
+      bs[2].health:set("hc.Named", "SERVING")
+      local t0 = pc.now()
+      while who == nil do
+        assert(pc.now() - t0 < 10, "the waiting call never ended")
+        pc.sleep(0.01)
+      end
+      assert.are.equal("b", who)
+      t:close()
+    end)
+  end)
+
   it("keeps a backend whose server ends each Watch after one SERVING answer", function()
     pc.health { pool = pool } -- loads grpc/health/v1/health.proto into the pool
     local server = pc.server({

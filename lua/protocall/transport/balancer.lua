@@ -135,9 +135,19 @@ local function resolved(self)
   if places then self:update(places) end
 end
 
+-- Pauses a call for `seconds` (> 0): a pc.spawn task lets the others run
+-- and wakes early when the transport closes (close fires self.signal);
+-- outside any task, the host driver's sleep (a cosocket host yields) or
+-- pc.sleep's.
+local function pause(self, seconds)
+  if seconds <= 0 or sched.wait_signal(self.signal, seconds) then return end
+  local sleep = self.sleep or sched.sleep
+  sleep(seconds)
+end
+
 -- Pumps the connections of the members' health watches for at most
--- `seconds` and takes what arrived; true when a watch is still waiting
--- for its server's first answer.
+-- `seconds` (pauses when no watch has one) and takes what arrived; true
+-- when a watch is still waiting for its server's first answer.
 local function poll_health(self, seconds)
   local list, seen, waiting = {}, {}, false
   for _, b in ipairs(self.members) do
@@ -149,7 +159,11 @@ local function poll_health(self, seconds)
       list[#list + 1] = { channel = ch }
     end
   end
-  if #list > 0 then self.members[1].transport:wait(list, seconds) end
+  if #list > 0 then
+    self.members[1].transport:wait(list, seconds)
+  elseif seconds > 0 then
+    pause(self, seconds)
+  end
   for _, b in ipairs(self.members) do
     local w = b.watch
     w:poll()
@@ -160,22 +174,23 @@ end
 
 -- With health checking: the backend for the next call among those whose
 -- server says SERVING, waiting (at most `timeout` seconds) while some
--- server has not answered yet; nil when none is up and none waits (the
--- caller then picks as without health checks from those up: none, so
--- the error), or nil and UNAVAILABLE.
+-- server has not answered yet, and with wait_for_ready while none says
+-- SERVING (gRPC's wait-for-ready: such backends are in TRANSIENT_FAILURE);
+-- nil and UNAVAILABLE when none is up and none waits (or the transport
+-- was closed meanwhile), or nil and DEADLINE_EXCEEDED.
 local function checked(self, tried, timeout, settings)
   local deadline = timeout and monotonic() + timeout
+  local why = "no backend is SERVING (health check of service \"" .. self.health .. "\")"
   while true do
+    if self.closed then return nil, errors.status("UNAVAILABLE", why .. ": the channel is closed") end
     local waiting = poll_health(self, 0)
     local b = healthy(self, tried, settings)
     if b then return b end
-    if not waiting then
-      return nil, errors.status("UNAVAILABLE", "no backend is SERVING (health check of service \""
-        .. self.health .. "\")")
-    end
+    if not waiting and not self.wait_for_ready then return nil, errors.status("UNAVAILABLE", why) end
     local left = deadline and deadline - monotonic()
     if left and left <= 0 then
-      return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while waiting for a backend's health check")
+      return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while waiting for a backend's health check"
+        .. (waiting and "" or " (" .. why .. ")"))
     end
     poll_health(self, left and min(left, 0.05) or 0.05)
   end
@@ -273,16 +288,6 @@ local function next_try(self, tried, settings, since)
   for k, v in pairs(settings) do s[k] = v end
   s.timeout = left
   return b, s
-end
-
--- Pauses a call for `seconds` (> 0): a pc.spawn task lets the others run
--- and wakes early when the transport closes (close fires self.signal);
--- outside any task, the host driver's sleep (a cosocket host yields) or
--- pc.sleep's.
-local function pause(self, seconds)
-  if seconds <= 0 or sched.wait_signal(self.signal, seconds) then return end
-  local sleep = self.sleep or sched.sleep
-  sleep(seconds)
 end
 
 -- The backend a waiting call tries next (`timeout` seconds left, nil:
@@ -519,8 +524,10 @@ end
 -- "" the server as a whole) and only backends whose server says SERVING
 -- take calls; a server without the Health service (UNIMPLEMENTED) is not
 -- checked; a call waits, within its deadline, while no backend is SERVING
--- and some server has not answered yet, else fails UNAVAILABLE. nil turns
--- it off. Raises when `service` is neither a string nor nil.
+-- and some server has not answered yet, else fails UNAVAILABLE "no
+-- backend is SERVING (health check of service \"NAME\")"; with
+-- wait_for_ready it waits while none is SERVING (gRPC's wait-for-ready),
+-- failing DEADLINE_EXCEEDED at its deadline. nil turns it off. Raises when `service` is neither a string nor nil.
 function Balanced:set_health_check(service)
   if service ~= nil and type(service) ~= "string" then
     error("set_health_check: string or nil expected, got " .. type(service), 2)

@@ -199,8 +199,10 @@ end
 -- The backend for the next call (healthy, else the one whose backoff ends
 -- first), or nil and the error of a name that does not resolve or of a
 -- call whose `timeout` (seconds, nil: none) passed while it resolved;
--- `settings` the call's (ring_hash's key).
-local function pick(self, tried, timeout, settings)
+-- `settings` the call's (ring_hash's key). With `nowait` (a started call
+-- of wait_for_ready) a name whose resolution failed is asked again and
+-- nil returned without an error, rather than waiting for the answer.
+local function pick(self, tried, timeout, settings, nowait)
   local dns = self.dns
   if dns then
     resolved(self)
@@ -216,6 +218,7 @@ local function pick(self, tried, timeout, settings)
           .. (dns.why and " (the last resolution: " .. dns.why .. ")" or ""))
       end
       if dns.why then dns:refresh() end -- wait_for_ready: asks again, once the minimum interval allows
+      if nowait and dns.why then return nil end
       dns:wait(left)
       resolved(self)
     end
@@ -293,10 +296,11 @@ end
 -- The backend a waiting call tries next (`timeout` seconds left, nil:
 -- no deadline): the policy's pick when its connection may be attempted
 -- now (no reconnection backoff holds it back), else another such backend
--- not ejected, else nil; or nil and the error of pick (a name that did not
--- resolve in time, every backend ejected).
-local function ready(self, timeout, settings)
-  local b, err = pick(self, nil, timeout, settings)
+-- not ejected, else nil (also for a name not resolved yet, `nowait`); or
+-- nil and the error of pick (a name that did not resolve in time, every
+-- backend ejected).
+local function ready(self, timeout, settings, nowait)
+  local b, err = pick(self, nil, timeout, settings, nowait)
   if b == nil then return nil, err end
   if b.transport:next_attempt() == nil then return b end
   for _, m in ipairs(self.members) do
@@ -317,7 +321,10 @@ end
 -- at the deadline, UNAVAILABLE "connect to HOST:PORT: the channel is
 -- closed" once the transport is closed. With `nowait` (a started call,
 -- whose result() must not block) it does not sleep: nil, nil and the
--- seconds to wait before asking again.
+-- seconds to wait before asking again. `b` nil: a started call that has
+-- had no backend (its dns: name did not resolve): the errors are pick's
+-- ("deadline exceeded while resolving NAME ...", "resolve NAME: the
+-- channel is closed").
 local function await_ready(self, settings, since, err, b, nowait)
   local timeout = settings and settings.timeout
   local last = err.message or ""
@@ -326,16 +333,19 @@ local function await_ready(self, settings, since, err, b, nowait)
   local method = type(err) == "table" and err.method or nil
   while true do
     if self.closed then
-      return nil, errors.status("UNAVAILABLE", "connect to " .. b.address .. ": the channel is closed",
-        { method = method })
+      return nil, errors.status("UNAVAILABLE", (b and "connect to " .. b.address or "resolve " .. self.dns.name)
+        .. ": the channel is closed", { method = method })
     end
     local left = timeout and timeout - (monotonic() - since)
-    if left and left <= 0 then
+    if left and left <= 0 and b then
       return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded waiting for a connection (the last attempt: "
         .. last .. ")", { method = method })
     end
-    local nb, problem = ready(self, left, settings)
-    if problem then return nil, problem end
+    local nb, problem = ready(self, left, settings, nowait)
+    if problem then
+      problem.method = problem.method or method
+      return nil, problem
+    end
     if nb then
       if left == nil then return nb, settings end
       local s = {}
@@ -830,7 +840,11 @@ local function move(self, nb, ns)
   self.tried[nb] = true
   self.b, self.inner = nb, nb.transport[self.name](nb.transport, self.path, self.request, ns)
   self.channel = self.inner.channel
-  least_request.move(self.tok, nb)
+  if self.tok then
+    least_request.move(self.tok, nb)
+  else -- its first backend
+    self.tok = least_request.start(self.balanced, nb)
+  end
   least_request.watch(self.tok, self.inner)
   return nil
 end
@@ -885,13 +899,13 @@ function Moving:result()
     self.wait_at, self.last = monotonic() + wait, v
     return nil
   end
-  least_request.finish(self.tok)
+  if self.tok then least_request.finish(self.tok) end
   return false, ns
 end
 
 function Moving:cancel()
-  least_request.finish(self.tok)
-  self.inner:cancel()
+  if self.tok then least_request.finish(self.tok) end
+  if self.inner then self.inner:cancel() end
   if self.wait_at then -- between attempts: nothing of it is in flight
     self.wait_at, self.cancelled = nil, errors.status("CANCELLED", "cancelled")
     self.cancelled.method = self.path
@@ -906,7 +920,11 @@ local function started(self, name, path, request, settings)
   local tried = settings and settings.tried
   local b, err
   err = least_request.admit(self, path)
-  if not err then b, err = pick(self, tried, settings and settings.timeout, settings) end
+  if not err then b, err = pick(self, tried, settings and settings.timeout, settings, true) end
+  if not b and not err then -- wait_for_ready, its name not resolved: its result() asks again
+    return setmetatable({ balanced = self, name = name, path = path, request = request, settings = settings,
+      since = since, tried = tried or {}, wait_at = monotonic(), last = { method = path } }, Moving)
+  end
   if not b then
     err.method = path
     return setmetatable({ err = err }, Failed)
@@ -943,7 +961,10 @@ function Balanced:wait(handles, seconds)
     end
   end
   local b = self.members[1]
-  if b == nil then return sched.sleep(seconds) end -- no backend: no call started
+  if b == nil then -- no backend: no call started; a wait_for_ready one waits for the name's answer
+    if self.dns and not self.closed and type(seconds) == "number" then return self.dns:wait(seconds) end
+    return sched.sleep(seconds)
+  end
   return b.transport:wait(handles, seconds)
 end
 

@@ -534,6 +534,33 @@ describe("wait_for_ready through a balancer", function()
     assert.are.same({ 1, 1 }, counts)
   end)
 
+  it("keeps no request message of a stream once it went out on a connection", function()
+    -- 4 client streams on a server that is up, 3.6 MB sent on each, none
+    -- answered yet: what they sent is not held to be sent again
+    local l = pc.listen(pc.server(ROUTER), "127.0.0.1:0")
+    local t = pc.grpc({ "127.0.0.1:" .. l.port, "127.0.0.1:" .. free_port() }, { wait_for_ready = true,
+      load_balancing = "pick_first" })
+    local held
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local pad = "\122\224\212\3" .. ("x"):rep(60000) -- a demo.Point with an unknown field of 60000 bytes
+      collectgarbage()
+      local before = collectgarbage("count")
+      local calls = {}
+      for k = 1, 4 do
+        calls[k] = t:stream("/demo.Router/Record", { timeout = 20 })
+        for i = 1, 60 do calls[k]:send(pad .. "\8" .. string.char(i)) end -- each message its own string
+      end
+      collectgarbage()
+      held = (collectgarbage("count") - before) * 1024
+      for k = 1, 4 do assert.are.equal(60, pc.decode(pc.type("demo.Distance"), calls[k]:close_and_recv()).legs) end
+      l:shutdown()
+    end)
+    pc.run()
+    t:close()
+    assert.is_true(held < 1e6, ("%.1f MB held"):format(held / 1e6))
+  end)
+
   it("does not start a cancelled stream again on another backend", function()
     -- its first backend refused before the cancel; nothing of it may reach the second
     local p1 = free_port()

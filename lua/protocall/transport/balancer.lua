@@ -705,7 +705,8 @@ local REPLAY = 4 * 1024 * 1024
 
 -- A client or bidirectional stream of a wait_for_ready balancer: the
 -- request messages sent are kept (`kept`, at most REPLAY bytes) until the
--- call is seen to have reached its server (a response, its headers), so
+-- call is seen to have reached its server (all sent out on a connection,
+-- a response, its headers), so
 -- a stream whose backend could not be connected to starts again on the
 -- next backend, or on the first one to connect after waiting
 -- (await_ready), with them sent again; `inner` the backend's call.
@@ -765,7 +766,11 @@ function Replayed:send(bytes)
   end
   local inner = self.inner
   local ok, err = pcall(inner.send, inner, bytes)
-  if not ok then replay(self, err) end -- sends the kept ones, this one with them
+  if not ok then return replay(self, err) end -- sends the kept ones, this one with them
+  local c = self.kept and inner.call -- pc.grpc's C call
+  -- all of it went out on a connection: it can no longer fail unsent, so
+  -- nothing is kept (a waiting call's bytes stay queued, core/net/channel.h)
+  if c and c:status() == nil and c:unsent() == 0 then self.kept = nil end
 end
 
 function Replayed:close_send()

@@ -183,6 +183,7 @@ local function checked(self, tried, timeout, settings)
   local why = "no backend is SERVING (health check of service \"" .. self.health .. "\")"
   while true do
     if self.closed then return nil, errors.status("UNAVAILABLE", why .. ": the channel is closed") end
+    if self.outlier then self.outlier:sweep(self.members) end -- an ejected backend returns meanwhile
     local waiting = poll_health(self, 0)
     local b = healthy(self, tried, settings)
     if b then return b end
@@ -199,14 +200,15 @@ end
 -- The backend for the next call (healthy, else the one whose backoff ends
 -- first), or nil and the error of a name that does not resolve or of a
 -- call whose `timeout` (seconds, nil: none) passed while it resolved;
--- `settings` the call's (ring_hash's key). With `nowait` (a started call
--- of wait_for_ready) a name whose resolution failed is asked again and
--- nil returned without an error, rather than waiting for the answer.
+-- `settings` the call's (ring_hash's key). With wait_for_ready it waits
+-- while every backend is ejected by outlier detection; with `nowait` (a
+-- started call of wait_for_ready) it returns nil without an error rather
+-- than wait then, or for a name whose resolution failed (asked again).
 local function pick(self, tried, timeout, settings, nowait)
   local dns = self.dns
+  local deadline = timeout and monotonic() + timeout
   if dns then
     resolved(self)
-    local deadline = timeout and monotonic() + timeout
     while #self.members == 0 do
       if self.closed then
         return nil, errors.status("UNAVAILABLE", "resolve " .. dns.name .. ": the channel is closed")
@@ -236,12 +238,25 @@ local function pick(self, tried, timeout, settings, nowait)
     b = healthy(self, tried, settings)
     if b then return b end
   end
-  local best
-  for _, m in ipairs(self.members) do
-    if m.down_until and m.ejected_at == nil and (best == nil or m.down_until < best.down_until) then best = m end
+  local why = "every backend is ejected by outlier detection"
+  while true do
+    local best
+    for _, m in ipairs(self.members) do
+      if m.down_until and m.ejected_at == nil and (best == nil or m.down_until < best.down_until) then best = m end
+    end
+    if best then return best end
+    -- wait_for_ready: ejected backends are in TRANSIENT_FAILURE, where such
+    -- a call waits for one to return (a sweep, after its ejection time)
+    if not self.wait_for_ready then return nil, errors.status("UNAVAILABLE", why) end
+    if self.closed then return nil, errors.status("UNAVAILABLE", why .. ": the channel is closed") end
+    local left = deadline and deadline - monotonic()
+    if left and left <= 0 then return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while " .. why) end
+    if nowait then return nil end
+    pause(self, left and min(left, 0.05) or 0.05)
+    if self.outlier then self.outlier:sweep(self.members) end
+    b = healthy(self, tried, settings)
+    if b then return b end
   end
-  if best then return best end
-  return nil, errors.status("UNAVAILABLE", "every backend is ejected by outlier detection")
 end
 
 -- A call on backend `b` of `self` ended: `err` nil for success. A
@@ -333,8 +348,10 @@ local function await_ready(self, settings, since, err, b, nowait)
   local method = type(err) == "table" and err.method or nil
   while true do
     if self.closed then
-      return nil, errors.status("UNAVAILABLE", (b and "connect to " .. b.address or "resolve " .. self.dns.name)
-        .. ": the channel is closed", { method = method })
+      local what = b and "connect to " .. b.address
+        or (self.dns and #self.members == 0 and "resolve " .. self.dns.name)
+        or "every backend is ejected by outlier detection"
+      return nil, errors.status("UNAVAILABLE", what .. ": the channel is closed", { method = method })
     end
     local left = timeout and timeout - (monotonic() - since)
     if left and left <= 0 and b then

@@ -528,6 +528,103 @@ describe("wait_for_ready through a balancer", function()
     assert.are.same({ 10, 20 }, r)
   end)
 
+  it("does not send again a call a server failed UNAVAILABLE \"connect to ...\" itself", function()
+    -- a handler passing on its own upstream's failure: the call reached the
+    -- server, over a connection that is up; once each, no loop to the deadline
+    local handled = 0
+    local relay = pc.Error { code = "UNAVAILABLE", message = "connect to 10.9.9.9:5432: Connection refused" }
+    local svc = { ["demo.Router"] = {
+      Measure = function() handled = handled + 1 error(relay) end,
+      Record = function(ctx)
+        handled = handled + 1
+        while ctx:recv() do end
+        error(relay)
+      end,
+    } }
+    local l1, l2 = pc.listen(pc.server(svc), "127.0.0.1:0"), pc.listen(pc.server(svc), "127.0.0.1:0")
+    local t = pc.grpc({ "127.0.0.1:" .. l1.port, "127.0.0.1:" .. l2.port }, { wait_for_ready = true })
+    local c = pc.client("demo.Router", { transport = t })
+    local errs, counts = {}, {}
+    pc.spawn(function() l1:serve() end)
+    pc.spawn(function() l2:serve() end)
+    pc.spawn(function()
+      errs[1] = select(2, pcall(c.Measure, c, { name = "abc" }, { timeout = 5 }))
+      counts[1], handled = handled, 0
+      errs[2] = select(2, pcall(function()
+        local call = c:Record { timeout = 5 }
+        call:send { x = 1 }
+        return call:close_and_recv()
+      end))
+      counts[2] = handled
+      l1:shutdown()
+      l2:shutdown()
+    end)
+    pc.run()
+    t:close()
+    for i = 1, 2 do
+      assert.are.equal("UNAVAILABLE", errs[i].code, tostring(errs[i]))
+      assert.are.equal("connect to 10.9.9.9:5432: Connection refused", errs[i].message)
+    end
+    assert.are.same({ 1, 1 }, counts)
+  end)
+
+  it("keeps no request message of a stream once it went out on a connection", function()
+    -- 4 client streams on a server that is up, 3.6 MB sent on each, none
+    -- answered yet: what they sent is not held to be sent again
+    local l = pc.listen(pc.server(ROUTER), "127.0.0.1:0")
+    local t = pc.grpc({ "127.0.0.1:" .. l.port, "127.0.0.1:" .. free_port() }, { wait_for_ready = true,
+      load_balancing = "pick_first" })
+    local held
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local pad = "\122\224\212\3" .. ("x"):rep(60000) -- a demo.Point with an unknown field of 60000 bytes
+      collectgarbage()
+      local before = collectgarbage("count")
+      local calls = {}
+      for k = 1, 4 do
+        calls[k] = t:stream("/demo.Router/Record", { timeout = 20 })
+        for i = 1, 60 do calls[k]:send(pad .. "\8" .. string.char(i)) end -- each message its own string
+      end
+      collectgarbage()
+      held = (collectgarbage("count") - before) * 1024
+      for k = 1, 4 do assert.are.equal(60, pc.decode(pc.type("demo.Distance"), calls[k]:close_and_recv()).legs) end
+      l:shutdown()
+    end)
+    pc.run()
+    t:close()
+    assert.is_true(held < 1e6, ("%.1f MB held"):format(held / 1e6))
+  end)
+
+  it("does not start a cancelled stream again on another backend", function()
+    -- its first backend refused before the cancel; nothing of it may reach the second
+    local p1 = free_port()
+    local records = 0
+    local l = pc.listen(pc.server { ["demo.Router"] = { Record = function(ctx)
+      records = records + 1
+      while ctx:recv() do end
+      return { legs = 0 }
+    end } }, "127.0.0.1:0")
+    local t = pc.grpc({ "127.0.0.1:" .. p1, "127.0.0.1:" .. l.port }, { wait_for_ready = true,
+      load_balancing = "pick_first", reconnect = { initial = 0.1, jitter = 0 } })
+    local c = pc.client("demo.Router", { transport = t })
+    local ok, err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local call = c:Record { timeout = 5 }
+      call:send { x = 1 }
+      pc.sleep(0.3) -- its connection attempt fails meanwhile
+      call:cancel()
+      ok, err = pcall(call.close_and_recv, call)
+      pc.sleep(0.3)
+      l:shutdown()
+    end)
+    pc.run()
+    t:close()
+    assert.is_false(ok)
+    assert.are.equal("CANCELLED", err.code, tostring(err))
+    assert.are.equal(0, records)
+  end)
+
   it("waits the same way for started calls (hedged unary and server-streaming calls)", function()
     local hedged = { methodConfig = { { name = { { service = "demo.Router" } },
       hedgingPolicy = { maxAttempts = 2, hedgingDelay = "30s", nonFatalStatusCodes = {} } } } }

@@ -335,6 +335,48 @@ describe("dns: targets", function()
     end)
   end)
 
+  it("with wait_for_ready, starts a call on a name that does not resolve without waiting for it", function()
+    -- start_unary (hedging's) returns a pending handle; its result() asks
+    -- again, and comes once the name resolves
+    local b2 = backend("127.0.0.2:0", "b2")
+    zone {}
+    serving({ b2 }, function()
+      local _, t = client("dns:///soon.test:" .. b2.port, WAIT)
+      local changed = false
+      pc.spawn(function()
+        pc.sleep(0.5)
+        zone { ["soon.test"] = { A = { "127.0.0.2" } } }
+        changed = true
+      end)
+      local h = t:start_unary("/dnst.Echo/Who", "", { timeout = 20 })
+      assert.is_false(changed) -- it did not wait for the answer
+      local r = { h:result() }
+      local t0 = pc.now()
+      while r[1] == nil do
+        assert(pc.now() - t0 < 15, "the started call never ended")
+        t:wait({ h }, 1)
+        r = { h:result() }
+      end
+      t:close()
+      assert.are.same({ true, "\10\2b2" }, r)
+      -- one that never resolves: cancelled, or past its deadline
+      local _, t2 = client("dns:///never.test:" .. b2.port, WAIT)
+      local gone = t2:start_unary("/dnst.Echo/Who", "", { timeout = 20 })
+      gone:cancel()
+      r = { gone:result() }
+      assert.are.same({ false, "CANCELLED" }, { r[1], r[2].code })
+      local late = t2:start_unary("/dnst.Echo/Who", "", { timeout = 0.3 })
+      r = { late:result() }
+      while r[1] == nil do
+        t2:wait({ late }, 1)
+        r = { late:result() }
+      end
+      t2:close()
+      assert.are.same({ false, "DEADLINE_EXCEEDED", "deadline exceeded while resolving never.test (the last "
+        .. "resolution: resolve never.test: Domain name not found)" }, { r[1], r[2].code, r[2].message })
+    end)
+  end)
+
   it("resolves by getaddrinfo under a host I/O driver, which owns the sockets (no SRV there)", function()
     local sdriver = require "socket_driver"
     local py = helper.spawn("grpc", 0)

@@ -120,6 +120,32 @@ describe("client-side health checking (healthCheckConfig)", function()
     end)
   end)
 
+  it("lets a wait_for_ready call wait while no backend is SERVING, until one is or its deadline", function()
+    -- gRPC's wait-for-ready: backends not SERVING are in TRANSIENT_FAILURE, where such a call waits
+    with_backends({ { "a" }, { "b" } }, function(bs)
+      bs[1].health:set("hc.Named", "NOT_SERVING")
+      bs[2].health:set("hc.Named", "NOT_SERVING")
+      local c, t = client(bs, nil, { wait_for_ready = true })
+      local ok, err = pcall(c.Who, c, {}, { timeout = 0.5 })
+      assert.is_false(ok)
+      assert.are.equal("DEADLINE_EXCEEDED", err.code, tostring(err))
+      assert.are.equal("deadline exceeded while waiting for a backend's health check (no backend is SERVING "
+        .. '(health check of service "hc.Named"))', err.message)
+      local who
+      pc.spawn(function() who = c:Who({}, { timeout = 20 }).name end)
+      pc.sleep(0.3)
+      assert.is_nil(who) -- still waiting
+      bs[2].health:set("hc.Named", "SERVING")
+      local t0 = pc.now()
+      while who == nil do
+        assert(pc.now() - t0 < 10, "the waiting call never ended")
+        pc.sleep(0.01)
+      end
+      assert.are.equal("b", who)
+      t:close()
+    end)
+  end)
+
   it("keeps a backend whose server ends each Watch after one SERVING answer", function()
     pc.health { pool = pool } -- loads grpc/health/v1/health.proto into the pool
     local server = pc.server({
@@ -265,6 +291,41 @@ describe("outlier detection (outlier_detection_experimental, gRFC A50)", functio
       assert.is_false(t:backends()[1].ejected)
       t:close()
     end)
+  end)
+
+  it("lets a wait_for_ready call wait while every backend is ejected, for one to return", function()
+    -- gRPC's wait-for-ready: ejected backends are in TRANSIENT_FAILURE, where such a call waits
+    local failing = true
+    local listeners, addrs = {}, {}
+    for i, name in ipairs { "a", "b" } do
+      listeners[i] = pc.listen(pc.server({ ["hc.Named"] = { Who = function()
+        if failing then error(pc.Error { code = "INTERNAL", message = "down" }) end
+        return { name = name }
+      end } }, { pool = pool }), "127.0.0.1:0")
+      addrs[i] = "127.0.0.1:" .. listeners[i].port
+      pc.spawn(function() listeners[i]:serve() end)
+    end
+    local t = pc.grpc(addrs, { wait_for_ready = true })
+    local c = pc.client("hc.Named", { pool = pool, transport = t,
+      service_config = od_config { maxEjectionPercent = 100 } })
+    local err, who
+    pc.spawn(function()
+      local t0 = pc.now()
+      repeat -- calls short enough not to wait out an ejection
+        local ok, e = pcall(c.Who, c, {}, { timeout = 0.1 })
+        if not ok and e.message:find("every backend is ejected", 1, true) then err = e end
+        assert(pc.now() - t0 < 10, "both backends were never ejected together")
+        pc.sleep(0.02)
+      until err
+      failing = false
+      who = c:Who({}, { timeout = 20 }).name
+      for _, l in ipairs(listeners) do l:shutdown(0) end
+    end)
+    pc.run()
+    t:close()
+    assert.are.same({ "DEADLINE_EXCEEDED", "deadline exceeded while every backend is ejected by outlier detection" },
+      { err.code, err.message })
+    assert.is_truthy(who == "a" or who == "b", tostring(who))
   end)
 
   it("takes set_outlier_detection's config in the transport's spelling, defaults filled, or names the field",

@@ -135,9 +135,19 @@ local function resolved(self)
   if places then self:update(places) end
 end
 
+-- Pauses a call for `seconds` (> 0): a pc.spawn task lets the others run
+-- and wakes early when the transport closes (close fires self.signal);
+-- outside any task, the host driver's sleep (a cosocket host yields) or
+-- pc.sleep's.
+local function pause(self, seconds)
+  if seconds <= 0 or sched.wait_signal(self.signal, seconds) then return end
+  local sleep = self.sleep or sched.sleep
+  sleep(seconds)
+end
+
 -- Pumps the connections of the members' health watches for at most
--- `seconds` and takes what arrived; true when a watch is still waiting
--- for its server's first answer.
+-- `seconds` (pauses when no watch has one) and takes what arrived; true
+-- when a watch is still waiting for its server's first answer.
 local function poll_health(self, seconds)
   local list, seen, waiting = {}, {}, false
   for _, b in ipairs(self.members) do
@@ -149,7 +159,11 @@ local function poll_health(self, seconds)
       list[#list + 1] = { channel = ch }
     end
   end
-  if #list > 0 then self.members[1].transport:wait(list, seconds) end
+  if #list > 0 then
+    self.members[1].transport:wait(list, seconds)
+  elseif seconds > 0 then
+    pause(self, seconds)
+  end
   for _, b in ipairs(self.members) do
     local w = b.watch
     w:poll()
@@ -160,22 +174,24 @@ end
 
 -- With health checking: the backend for the next call among those whose
 -- server says SERVING, waiting (at most `timeout` seconds) while some
--- server has not answered yet; nil when none is up and none waits (the
--- caller then picks as without health checks from those up: none, so
--- the error), or nil and UNAVAILABLE.
+-- server has not answered yet, and with wait_for_ready while none says
+-- SERVING (gRPC's wait-for-ready: such backends are in TRANSIENT_FAILURE);
+-- nil and UNAVAILABLE when none is up and none waits (or the transport
+-- was closed meanwhile), or nil and DEADLINE_EXCEEDED.
 local function checked(self, tried, timeout, settings)
   local deadline = timeout and monotonic() + timeout
+  local why = "no backend is SERVING (health check of service \"" .. self.health .. "\")"
   while true do
+    if self.closed then return nil, errors.status("UNAVAILABLE", why .. ": the channel is closed") end
+    if self.outlier then self.outlier:sweep(self.members) end -- an ejected backend returns meanwhile
     local waiting = poll_health(self, 0)
     local b = healthy(self, tried, settings)
     if b then return b end
-    if not waiting then
-      return nil, errors.status("UNAVAILABLE", "no backend is SERVING (health check of service \""
-        .. self.health .. "\")")
-    end
+    if not waiting and not self.wait_for_ready then return nil, errors.status("UNAVAILABLE", why) end
     local left = deadline and deadline - monotonic()
     if left and left <= 0 then
-      return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while waiting for a backend's health check")
+      return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while waiting for a backend's health check"
+        .. (waiting and "" or " (" .. why .. ")"))
     end
     poll_health(self, left and min(left, 0.05) or 0.05)
   end
@@ -184,12 +200,15 @@ end
 -- The backend for the next call (healthy, else the one whose backoff ends
 -- first), or nil and the error of a name that does not resolve or of a
 -- call whose `timeout` (seconds, nil: none) passed while it resolved;
--- `settings` the call's (ring_hash's key).
-local function pick(self, tried, timeout, settings)
+-- `settings` the call's (ring_hash's key). With wait_for_ready it waits
+-- while every backend is ejected by outlier detection; with `nowait` (a
+-- started call of wait_for_ready) it returns nil without an error rather
+-- than wait then, or for a name whose resolution failed (asked again).
+local function pick(self, tried, timeout, settings, nowait)
   local dns = self.dns
+  local deadline = timeout and monotonic() + timeout
   if dns then
     resolved(self)
-    local deadline = timeout and monotonic() + timeout
     while #self.members == 0 do
       if self.closed then
         return nil, errors.status("UNAVAILABLE", "resolve " .. dns.name .. ": the channel is closed")
@@ -201,6 +220,7 @@ local function pick(self, tried, timeout, settings)
           .. (dns.why and " (the last resolution: " .. dns.why .. ")" or ""))
       end
       if dns.why then dns:refresh() end -- wait_for_ready: asks again, once the minimum interval allows
+      if nowait and dns.why then return nil end
       dns:wait(left)
       resolved(self)
     end
@@ -218,12 +238,25 @@ local function pick(self, tried, timeout, settings)
     b = healthy(self, tried, settings)
     if b then return b end
   end
-  local best
-  for _, m in ipairs(self.members) do
-    if m.down_until and m.ejected_at == nil and (best == nil or m.down_until < best.down_until) then best = m end
+  local why = "every backend is ejected by outlier detection"
+  while true do
+    local best
+    for _, m in ipairs(self.members) do
+      if m.down_until and m.ejected_at == nil and (best == nil or m.down_until < best.down_until) then best = m end
+    end
+    if best then return best end
+    -- wait_for_ready: ejected backends are in TRANSIENT_FAILURE, where such
+    -- a call waits for one to return (a sweep, after its ejection time)
+    if not self.wait_for_ready then return nil, errors.status("UNAVAILABLE", why) end
+    if self.closed then return nil, errors.status("UNAVAILABLE", why .. ": the channel is closed") end
+    local left = deadline and deadline - monotonic()
+    if left and left <= 0 then return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while " .. why) end
+    if nowait then return nil end
+    pause(self, left and min(left, 0.05) or 0.05)
+    if self.outlier then self.outlier:sweep(self.members) end
+    b = healthy(self, tried, settings)
+    if b then return b end
   end
-  if best then return best end
-  return nil, errors.status("UNAVAILABLE", "every backend is ejected by outlier detection")
 end
 
 -- A call on backend `b` of `self` ended: `err` nil for success. A
@@ -246,13 +279,17 @@ local function report(self, b, err)
   end
 end
 
--- Whether `err` ended a call that never reached its backend: its
+-- Whether `err` ended a call on backend `b` that never reached it: its
 -- connection could not be made (channel.c's "connect to HOST:PORT: why",
--- socket.c's "TLS handshake with HOST:PORT: why").
-local function unsent(err)
+-- socket.c's "TLS handshake with HOST:PORT: why"), and the backend has no
+-- connection up (a server's own UNAVAILABLE saying the same, a handler
+-- passing on its upstream's failure, came over one: that call reached it,
+-- and is not sent again).
+local function unsent(err, b)
   if type(err) ~= "table" or err.code ~= "UNAVAILABLE" then return false end
   local m = err.message or ""
-  return m:sub(1, 11) == "connect to " or m:sub(1, 19) == "TLS handshake with "
+  if m:sub(1, 11) ~= "connect to " and m:sub(1, 19) ~= "TLS handshake with " then return false end
+  return not b.transport.channel:connected()
 end
 
 -- The next backend for a call that failed unsent on the backends in
@@ -271,23 +308,14 @@ local function next_try(self, tried, settings, since)
   return b, s
 end
 
--- Pauses a call for `seconds` (> 0): a pc.spawn task lets the others run
--- and wakes early when the transport closes (close fires self.signal);
--- outside any task, the host driver's sleep (a cosocket host yields) or
--- pc.sleep's.
-local function pause(self, seconds)
-  if seconds <= 0 or sched.wait_signal(self.signal, seconds) then return end
-  local sleep = self.sleep or sched.sleep
-  sleep(seconds)
-end
-
 -- The backend a waiting call tries next (`timeout` seconds left, nil:
 -- no deadline): the policy's pick when its connection may be attempted
 -- now (no reconnection backoff holds it back), else another such backend
--- not ejected, else nil; or nil and the error of pick (a name that did not
--- resolve in time, every backend ejected).
-local function ready(self, timeout, settings)
-  local b, err = pick(self, nil, timeout, settings)
+-- not ejected, else nil (also for a name not resolved yet, `nowait`); or
+-- nil and the error of pick (a name that did not resolve in time, every
+-- backend ejected).
+local function ready(self, timeout, settings, nowait)
+  local b, err = pick(self, nil, timeout, settings, nowait)
   if b == nil then return nil, err end
   if b.transport:next_attempt() == nil then return b end
   for _, m in ipairs(self.members) do
@@ -308,7 +336,10 @@ end
 -- at the deadline, UNAVAILABLE "connect to HOST:PORT: the channel is
 -- closed" once the transport is closed. With `nowait` (a started call,
 -- whose result() must not block) it does not sleep: nil, nil and the
--- seconds to wait before asking again.
+-- seconds to wait before asking again. `b` nil: a started call that has
+-- had no backend (its dns: name did not resolve): the errors are pick's
+-- ("deadline exceeded while resolving NAME ...", "resolve NAME: the
+-- channel is closed").
 local function await_ready(self, settings, since, err, b, nowait)
   local timeout = settings and settings.timeout
   local last = err.message or ""
@@ -317,16 +348,21 @@ local function await_ready(self, settings, since, err, b, nowait)
   local method = type(err) == "table" and err.method or nil
   while true do
     if self.closed then
-      return nil, errors.status("UNAVAILABLE", "connect to " .. b.address .. ": the channel is closed",
-        { method = method })
+      local what = b and "connect to " .. b.address
+        or (self.dns and #self.members == 0 and "resolve " .. self.dns.name)
+        or "every backend is ejected by outlier detection"
+      return nil, errors.status("UNAVAILABLE", what .. ": the channel is closed", { method = method })
     end
     local left = timeout and timeout - (monotonic() - since)
-    if left and left <= 0 then
+    if left and left <= 0 and b then
       return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded waiting for a connection (the last attempt: "
         .. last .. ")", { method = method })
     end
-    local nb, problem = ready(self, left, settings)
-    if problem then return nil, problem end
+    local nb, problem = ready(self, left, settings, nowait)
+    if problem then
+      problem.method = problem.method or method
+      return nil, problem
+    end
     if nb then
       if left == nil then return nb, settings end
       local s = {}
@@ -515,8 +551,10 @@ end
 -- "" the server as a whole) and only backends whose server says SERVING
 -- take calls; a server without the Health service (UNIMPLEMENTED) is not
 -- checked; a call waits, within its deadline, while no backend is SERVING
--- and some server has not answered yet, else fails UNAVAILABLE. nil turns
--- it off. Raises when `service` is neither a string nor nil.
+-- and some server has not answered yet, else fails UNAVAILABLE "no
+-- backend is SERVING (health check of service \"NAME\")"; with
+-- wait_for_ready it waits while none is SERVING (gRPC's wait-for-ready),
+-- failing DEADLINE_EXCEEDED at its deadline. nil turns it off. Raises when `service` is neither a string nor nil.
 function Balanced:set_health_check(service)
   if service ~= nil and type(service) ~= "string" then
     error("set_health_check: string or nil expected, got " .. type(service), 2)
@@ -618,7 +656,7 @@ function Balanced:unary(path, request, settings)
       report(self, b, nil)
       return res, meta
     end
-    if not unsent(res) then
+    if not unsent(res, b) then
       least_request.finish(tok)
       rethrow(self, b, res)
     end
@@ -661,7 +699,7 @@ function Balanced:server_stream(path, request, settings)
         return msg
       end
       least_request.finish(tok)
-      if got or not unsent(msg) then rethrow(self, b, msg) end
+      if got or not unsent(msg, b) then rethrow(self, b, msg) end
       report(self, b, msg)
       tried = tried or {}
       tried[b] = true
@@ -687,7 +725,8 @@ local REPLAY = 4 * 1024 * 1024
 
 -- A client or bidirectional stream of a wait_for_ready balancer: the
 -- request messages sent are kept (`kept`, at most REPLAY bytes) until the
--- call is seen to have reached its server (a response, its headers), so
+-- call is seen to have reached its server (all sent out on a connection,
+-- a response, its headers), so
 -- a stream whose backend could not be connected to starts again on the
 -- next backend, or on the first one to connect after waiting
 -- (await_ready), with them sent again; `inner` the backend's call.
@@ -699,7 +738,8 @@ local Replayed = { __name = "protocall.BalancedStream" }
 local function replay(self, err)
   local bal = self.balanced
   while true do
-    if self.kept == nil or not unsent(err) then error(err, 0) end
+    if self.ended then error(self.ended, 0) end -- cancelled or closed: never started again
+    if self.kept == nil or not unsent(err, self.b) then error(err, 0) end
     report(bal, self.b, err)
     self.tried[self.b] = true
     local nb, ns = next_try(bal, self.tried, self.settings, self.since)
@@ -746,7 +786,11 @@ function Replayed:send(bytes)
   end
   local inner = self.inner
   local ok, err = pcall(inner.send, inner, bytes)
-  if not ok then replay(self, err) end -- sends the kept ones, this one with them
+  if not ok then return replay(self, err) end -- sends the kept ones, this one with them
+  local c = self.kept and inner.call -- pc.grpc's C call
+  -- all of it went out on a connection: it can no longer fail unsent, so
+  -- nothing is kept (a waiting call's bytes stay queued, core/net/channel.h)
+  if c and c:status() == nil and c:unsent() == 0 then self.kept = nil end
 end
 
 function Replayed:close_send()
@@ -763,8 +807,23 @@ end
 
 function Replayed:headers() return replayed(self, "headers", true) end
 function Replayed:trailers() return replayed(self, "trailers", true) end
-function Replayed:cancel() return self.inner:cancel() end
-function Replayed:close() return self.inner:close() end
+-- A cancelled or closed stream is not moved on any more (its call may
+-- have failed unsent already, the failure not seen yet): it raises
+-- CANCELLED.
+local function stop(self)
+  self.kept = nil
+  self.ended = self.ended or errors.status("CANCELLED", "cancelled", { method = self.path })
+end
+
+function Replayed:cancel()
+  stop(self)
+  return self.inner:cancel()
+end
+
+function Replayed:close()
+  stop(self)
+  return self.inner:close()
+end
 function Replayed:metadata() return self.inner:metadata() end
 function Replayed:buffered() return self.inner:buffered() end
 Replayed.__close = Replayed.close
@@ -813,7 +872,11 @@ local function move(self, nb, ns)
   self.tried[nb] = true
   self.b, self.inner = nb, nb.transport[self.name](nb.transport, self.path, self.request, ns)
   self.channel = self.inner.channel
-  least_request.move(self.tok, nb)
+  if self.tok then
+    least_request.move(self.tok, nb)
+  else -- its first backend
+    self.tok = least_request.start(self.balanced, nb)
+  end
   least_request.watch(self.tok, self.inner)
   return nil
 end
@@ -850,7 +913,7 @@ function Moving:result()
   else
     local ok, res, call = self.inner:result()
     if ok == nil then return nil end
-    if ok or not unsent(res) then return finished(self, ok, res, call) end
+    if ok or not unsent(res, b) then return finished(self, ok, res, call) end
     v = res
     report(bal, b, v)
     self.tried[b] = true
@@ -870,13 +933,13 @@ function Moving:result()
     self.wait_at, self.last = monotonic() + wait, v
     return nil
   end
-  least_request.finish(self.tok)
+  if self.tok then least_request.finish(self.tok) end
   return kept(self, false, ns)
 end
 
 function Moving:cancel()
-  least_request.finish(self.tok)
-  self.inner:cancel()
+  if self.tok then least_request.finish(self.tok) end
+  if self.inner then self.inner:cancel() end
   if self.wait_at then -- between attempts: nothing of it is in flight
     self.wait_at, self.cancelled = nil, errors.status("CANCELLED", "cancelled")
     self.cancelled.method = self.path
@@ -891,7 +954,11 @@ local function started(self, name, path, request, settings)
   local tried = settings and settings.tried
   local b, err
   err = least_request.admit(self, path)
-  if not err then b, err = pick(self, tried, settings and settings.timeout, settings) end
+  if not err then b, err = pick(self, tried, settings and settings.timeout, settings, true) end
+  if not b and not err then -- wait_for_ready, its name not resolved: its result() asks again
+    return setmetatable({ balanced = self, name = name, path = path, request = request, settings = settings,
+      since = since, tried = tried or {}, wait_at = monotonic(), last = { method = path } }, Moving)
+  end
   if not b then
     err.method = path
     return setmetatable({ err = err }, Failed)
@@ -928,7 +995,10 @@ function Balanced:wait(handles, seconds)
     end
   end
   local b = self.members[1]
-  if b == nil then return sched.sleep(seconds) end -- no backend: no call started
+  if b == nil then -- no backend: no call started; a wait_for_ready one waits for the name's answer
+    if self.dns and not self.closed and type(seconds) == "number" then return self.dns:wait(seconds) end
+    return sched.sleep(seconds)
+  end
   return b.transport:wait(handles, seconds)
 end
 

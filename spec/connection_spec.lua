@@ -21,6 +21,15 @@ end
 -- grpc_server.py on `port`, started `delay` s from now: its stand-in
 -- shell prints the line helper.spawn_command waits for, sleeps, then
 -- becomes the server (same pid, same standard input).
+-- A loopback port pc.listen had and nothing listens on any more (a server
+-- may come up on it later).
+local function free_port()
+  local l = pc.listen(pc.server {}, "127.0.0.1:0")
+  local port = l.port
+  l:shutdown()
+  return port
+end
+
 local function server_later(port, delay)
   return helper.spawn_command(("sh -c 'echo %d $$; sleep %g; exec /usr/bin/python3 spec/grpc_server.py grpc %d'")
     :format(port, delay, port), "a delayed grpc_server.py")
@@ -254,14 +263,6 @@ describe("wait_for_ready", function()
     t:close()
   end)
 
-  -- A pc.listen port with nothing listening on it any more (a server may come up on it later).
-  local function free_port()
-    local l = pc.listen(pc.server {}, "127.0.0.1:0")
-    local port = l.port
-    l:shutdown()
-    return port
-  end
-
   it("keeps a call cancelled while its connection attempt was under way cancelled (not sent again)", function()
     pc.load_file("examples/route.proto")
     local port = free_port()
@@ -402,14 +403,6 @@ describe("wait_for_ready through a balancer", function()
       for p in function() return ctx:recv() end do ctx.send { x = p.x * 10 } end
     end,
   } }
-
-  -- A loopback port nothing listens on (a server may come up on it later).
-  local function free_port()
-    local l = pc.listen(pc.server {}, "127.0.0.1:0")
-    local port = l.port
-    l:shutdown()
-    return port
-  end
 
   -- Runs `call()` in a task while another starts a server of ROUTER on
   -- `port` `delay` s later (no server when `port` is nil), or closes

@@ -947,7 +947,7 @@ describe("rules refused at load", function()
     assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x.Y.Z", get = "/" } } } }) end,
       "http rules[1]: selector 'x.Y.Z' names no method of the services")
     assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x", gett = "/" } } } }) end,
-      "http rules: google.api.HttpRule.gett: no such field")
+      "http rules: google.api.Http.rules[1].gett: no such field")
     assert.has_error(function() pc.transcoder(pool, { http = '{"rules": [{"selector": 1}]}' }) end,
       "http rules: $.rules[0].selector: string expected, got a number at offset 24")
     assert.has_error(function() pc.transcoder(pool, { nope = 1 }) end,

@@ -449,6 +449,51 @@ describe("wait_for_ready through a balancer", function()
     end
   end)
 
+  it("keeps a started call waiting while another call on the transport waits too", function()
+    -- the other call's connection attempt on a backend must not make the
+    -- started call's refused attempt look sent (it failed UNAVAILABLE)
+    local t, _, _, p2 = pair { wait_for_ready = true, reconnect = { initial = 0.1 } }
+    local request = pc.encode(pc.type("demo.Route") { name = "abcd" })
+    local started
+    local ok, r = late(p2, 0.5, function()
+      pc.spawn(function()
+        local h = t:start_unary("/demo.Router/Measure", request, { timeout = 20 })
+        while h:result() == nil do t:wait({ h }, 1) end
+        started = { h:result() }
+      end)
+      local res = t:unary("/demo.Router/Measure", request, { timeout = 20 })
+      while started == nil do pc.sleep(0.01) end -- the server stays up for it
+      return res
+    end)
+    t:close()
+    assert.is_true(ok, tostring(r))
+    assert.are.equal(4, pc.decode(pc.type("demo.Distance"), r).legs)
+    assert.is_true(started[1], tostring(started[2]))
+    assert.are.equal(4, pc.decode(pc.type("demo.Distance"), started[2]).legs)
+  end)
+
+  it("fails over concurrent calls to the backend that is up, without wait_for_ready", function()
+    local p1 = free_port()
+    local l = pc.listen(pc.server(ROUTER), "127.0.0.1:0")
+    local t = pc.grpc({ "127.0.0.1:" .. p1, "127.0.0.1:" .. l.port }, { reconnect = { initial = 0.1 } })
+    local c = pc.client("demo.Router", { transport = t })
+    local results = {}
+    for i = 1, 4 do
+      pc.spawn(function() results[i] = { pcall(c.Measure, c, { name = ("x"):rep(i) }, { timeout = 10 }) } end)
+    end
+    pc.spawn(function()
+      while #results < 4 or not (results[1] and results[2] and results[3] and results[4]) do pc.sleep(0.01) end
+      l:shutdown()
+    end)
+    l:serve()
+    pc.run()
+    t:close()
+    for i = 1, 4 do
+      assert.is_true(results[i][1], tostring(results[i][2]))
+      assert.are.equal(i, results[i][2].legs)
+    end
+  end)
+
   it("waits with the default reconnection backoff (1 s, growing) too", function()
     local t, c, p1 = pair { wait_for_ready = true }
     local ok, r = late(p1, 0.5, function() return c:Measure({ name = "ab" }, { timeout = 30 }) end)

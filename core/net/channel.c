@@ -306,7 +306,7 @@ static void lose(Conn *c, const char *why) {
     backoff_failed(c->ch, why);
     if (c->ch->o.wait_for_ready == kPc_GrpcWaitForReady_Deadline) requeue(c);
   }
-  pc_GrpcEngine_Lost(c->engine, why);
+  pc_GrpcEngine_Lost(c->engine, why, !c->ready);
   close_sock(c);
 }
 
@@ -492,6 +492,7 @@ static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
   c->status.message = m ? m : "out of memory";
   c->status.message_len = strlen(c->status.message);
   c->status.details = "";
+  c->status.unsent = code == kPc_Code_Unavailable; /* it had no stream */
   wake(c);
 }
 

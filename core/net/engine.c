@@ -128,6 +128,7 @@ static void statusv(pc_GrpcStream *s, pc_Code code, const char *fmt, va_list ap)
 static void failv(pc_GrpcStream *s, pc_Code code, int local, const char *fmt, va_list ap) {
   s->failed = 1;
   s->status.local = local;
+  s->status.unsent = 0;
   s->status.has_pushback = s->status.no_retry = 0;
   s->status.details = "";
   s->status.details_len = 0;
@@ -731,12 +732,13 @@ static const pc_GrpcSessionRole client = {.header = on_header,
 /* -- engine -------------------------------------------------------------- */
 
 /* Ends every running stream UNAVAILABLE with 'why'. */
-static void end_all(pc_GrpcEngine *e, const char *why) {
+static void end_all(pc_GrpcEngine *e, const char *why, int unsent) {
   for (pc_GrpcStream *s = e->streams; s; s = s->next) {
     if (s->ended) continue;
     s->failed = 1;
     s->status.code = kPc_Code_Unavailable;
     s->status.local = 0;
+    s->status.unsent = unsent;
     set_message(s, why, strlen(why));
     end_stream(s);
   }
@@ -756,7 +758,7 @@ static void check_dead(pc_GrpcEngine *e) {
     snprintf(why, sizeof why, "HTTP/2 connection error: %s", e->h2.said);
   else
     snprintf(why, sizeof why, "the connection closed (GOAWAY) before the call ended");
-  end_all(e, why);
+  end_all(e, why, 0);
 }
 
 static void pump_http1(pc_GrpcEngine *e);
@@ -795,7 +797,7 @@ void pc_GrpcEngine_Free(pc_GrpcEngine *e) {
   e->on_event = NULL; /* the driver is tearing down */
   if (!e->h2.dead) {
     e->h2.dead = 1;
-    end_all(e, "the connection was closed");
+    end_all(e, "the connection was closed", 0);
   }
   for (pc_GrpcStream *s = e->streams; s; s = s->next) {
     if (e->h2.session && s->id > 0)
@@ -816,7 +818,7 @@ static int session_recv(pc_GrpcEngine *e, const void *data, size_t len) {
   e->h2.dead = 1;
   char why[PC_ERROR_MAX + 64];
   snprintf(why, sizeof why, "HTTP/2 connection error: %s", said);
-  end_all(e, why);
+  end_all(e, why, 0);
   return 0;
 }
 
@@ -826,7 +828,7 @@ static void pump_http1(pc_GrpcEngine *e) {
   for (int moved = 1; moved && !e->h2.dead;) {
     moved = 0;
     char why[PC_ERROR_MAX];
-    if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why);
+    if (!pc_GrpcSession_Fill(&e->h2, why, sizeof why)) end_all(e, why, 0);
     const char *d;
     size_t n = pc_GrpcSession_Output(&e->h2, &d);
     if (n > 0) {
@@ -844,7 +846,7 @@ static void pump_http1(pc_GrpcEngine *e) {
   const char *why = pc_Http1Client_Why(e->h1);
   if (why[0] && !e->h2.dead) {
     e->h2.dead = 1;
-    end_all(e, why);
+    end_all(e, why, 0);
   }
 }
 
@@ -867,7 +869,7 @@ static size_t output(pc_GrpcEngine *e, const char **data, int more) {
   }
   char why[PC_ERROR_MAX];
   if (!(more ? pc_GrpcSession_FillMore : pc_GrpcSession_Fill)(&e->h2, why, sizeof why))
-    end_all(e, why);
+    end_all(e, why, 0);
   if (e->open == 0) pc_GrpcSession_Rest(&e->h2);
   return pc_GrpcSession_Output(&e->h2, data);
 }
@@ -888,13 +890,13 @@ void pc_GrpcEngine_Wrote(pc_GrpcEngine *e, size_t n) {
   check_dead(e);
 }
 
-void pc_GrpcEngine_Lost(pc_GrpcEngine *e, const char *why) {
+void pc_GrpcEngine_Lost(pc_GrpcEngine *e, const char *why, int unsent) {
   if (e->h1 && !e->h2.dead) { /* a response until close ends with it */
     pc_Http1Client_Eof(e->h1);
     pump_http1(e);
   }
   e->h2.dead = 1;
-  end_all(e, why);
+  end_all(e, why, unsent);
 }
 
 int pc_GrpcEngine_CanOpen(const pc_GrpcEngine *e) {

@@ -102,8 +102,9 @@ void pc_GrpcEngine_Wrote(pc_GrpcEngine *e, size_t n);
 
 /* The connection is gone ('why' says how, e.g. "connection closed by the
  * peer"): every running stream ends UNAVAILABLE with 'why', the engine is
- * dead. */
-void pc_GrpcEngine_Lost(pc_GrpcEngine *e, const char *why);
+ * dead. 'unsent' non-zero: the connection was never ready (its attempt
+ * failed), so none of the streams reached the peer (pc_GrpcStatus.unsent). */
+void pc_GrpcEngine_Lost(pc_GrpcEngine *e, const char *why, int unsent);
 
 /* Whether a new stream may be opened now: not dead, no GOAWAY received,
  * fewer streams open than the peer's SETTINGS_MAX_CONCURRENT_STREAMS. */

@@ -990,7 +990,7 @@ int main(void) {
   shuttle(e); /* the server's nghttp2 ACKs it */
   CHECK(!pc_GrpcEngine_PingPending(e) && pc_GrpcEngine_Alive(e));
   CHECK(pc_GrpcEngine_Ping(e));
-  pc_GrpcEngine_Lost(e, "gone");
+  pc_GrpcEngine_Lost(e, "gone", 0);
   CHECK(!pc_GrpcEngine_Ping(e) || !pc_GrpcEngine_Alive(e));
   pc_GrpcEngine_Free(e);
   nghttp2_session_del(srv.s);

@@ -66,6 +66,9 @@ typedef struct {
   const char *details;
   size_t details_len;
   int local;          /* raised on this side for a failure that would recur */
+  int unsent;         /* UNAVAILABLE before anything of the call reached the peer (its connection
+                       * attempt failed, the reconnection backoff, a closed channel): another
+                       * backend may take it */
   int has_pushback;   /* grpc-retry-pushback-ms was present */
   int no_retry;       /* ...and negative or malformed: do not retry (A6) */
   double retry_delay; /* ...and valid: the delay in seconds */

@@ -172,7 +172,7 @@ static void until_close_and_errors(void) {
   CHECK(pc_GrpcEngine_Recv(e, r, sizeof r - 1));
   drain(e);
   CHECK(pc_GrpcStream_Status(s) == NULL);
-  pc_GrpcEngine_Lost(e, "connection closed");
+  pc_GrpcEngine_Lost(e, "connection closed", 0);
   CHECK(strcmp(next(s), "hi") == 0);
   CHECK(pc_GrpcStream_Status(s) != NULL && pc_GrpcStream_Status(s)->code == kPc_Code_Ok);
   pc_GrpcStream_Free(s);
@@ -192,7 +192,7 @@ static void until_close_and_errors(void) {
   s = call(e, kPc_WebProtocol_ConnectUnary);
   static const char cut[] = "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhi";
   CHECK(pc_GrpcEngine_Recv(e, cut, sizeof cut - 1));
-  pc_GrpcEngine_Lost(e, "connection closed");
+  pc_GrpcEngine_Lost(e, "connection closed", 0);
   st = pc_GrpcStream_Status(s);
   CHECK(st != NULL && st->code == kPc_Code_Unavailable);
   pc_GrpcStream_Free(s);

@@ -279,17 +279,18 @@ local function report(self, b, err)
   end
 end
 
--- Whether `err` ended a call on backend `b` that never reached it: its
+-- Whether `err` ended a call that never reached its backend: its
 -- connection could not be made (channel.c's "connect to HOST:PORT: why",
--- socket.c's "TLS handshake with HOST:PORT: why"), and the backend has no
--- connection up (a server's own UNAVAILABLE saying the same, a handler
--- passing on its upstream's failure, came over one: that call reached it,
--- and is not sent again).
-local function unsent(err, b)
+-- socket.c's "TLS handshake with HOST:PORT: why"), as the transport marks
+-- it (`unsent`, pc_GrpcStatus.unsent: a server's own UNAVAILABLE saying
+-- the same, a handler passing on its upstream's failure, reached it and
+-- is not sent again; nor does another call's connection attempt on the
+-- backend meanwhile make this one's failure look sent).
+local function unsent(err)
   if type(err) ~= "table" or err.code ~= "UNAVAILABLE" then return false end
   local m = err.message or ""
   if m:sub(1, 11) ~= "connect to " and m:sub(1, 19) ~= "TLS handshake with " then return false end
-  return not b.transport.channel:connected()
+  return err.unsent == true
 end
 
 -- The next backend for a call that failed unsent on the backends in
@@ -656,7 +657,7 @@ function Balanced:unary(path, request, settings)
       report(self, b, nil)
       return res, meta
     end
-    if not unsent(res, b) then
+    if not unsent(res) then
       least_request.finish(tok)
       rethrow(self, b, res)
     end
@@ -699,7 +700,7 @@ function Balanced:server_stream(path, request, settings)
         return msg
       end
       least_request.finish(tok)
-      if got or not unsent(msg, b) then rethrow(self, b, msg) end
+      if got or not unsent(msg) then rethrow(self, b, msg) end
       report(self, b, msg)
       tried = tried or {}
       tried[b] = true
@@ -739,7 +740,7 @@ local function replay(self, err)
   local bal = self.balanced
   while true do
     if self.ended then error(self.ended, 0) end -- cancelled or closed: never started again
-    if self.kept == nil or not unsent(err, self.b) then error(err, 0) end
+    if self.kept == nil or not unsent(err) then error(err, 0) end
     report(bal, self.b, err)
     self.tried[self.b] = true
     local nb, ns = next_try(bal, self.tried, self.settings, self.since)
@@ -913,7 +914,7 @@ function Moving:result()
   else
     local ok, res, call = self.inner:result()
     if ok == nil then return nil end
-    if ok or not unsent(res, b) then return finished(self, ok, res, call) end
+    if ok or not unsent(res) then return finished(self, ok, res, call) end
     v = res
     report(bal, b, v)
     self.tried[b] = true

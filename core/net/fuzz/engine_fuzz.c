@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < 3; i++) read_all(s[i]);
     drain(e);
   }
-  pc_GrpcEngine_Lost(e, "end of input");
+  pc_GrpcEngine_Lost(e, "end of input", 0);
   for (int i = 0; i < 3; i++) {
     read_all(s[i]);
     if (pc_GrpcStream_Status(s[i]) == NULL) abort();

@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < opened; i++) read_all(s[i]);
   }
   if (lose || !pc_GrpcEngine_Alive(e)) {
-    pc_GrpcEngine_Lost(e, "end of input");
+    pc_GrpcEngine_Lost(e, "end of input", 0);
     for (int i = 0; i < opened; i++) {
       read_all(s[i]);
       if (pc_GrpcStream_Status(s[i]) == NULL) abort();

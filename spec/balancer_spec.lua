@@ -304,6 +304,53 @@ describe("pc.grpc with several backends", function()
     assert.are.same({ outstanding = 0, dropped = 2 }, t:backends().calls)
   end)
 
+  -- A started call's pc.grpc handle on its backend, pumped until it ended.
+  local function ended(t, h)
+    while h.inner:result() == nil do t:wait({ h }, 0.05) end
+    return select(2, h.inner:result())
+  end
+
+  it("marks a refused backend failed though another call's new attempt is opening meanwhile", function()
+    local port_a = addr(a)
+    helper.stop(a)
+    -- pick_first: every call goes to a until it is marked failed
+    local t = grpc({ port_a, addr(b) }, { reconnect = { initial = 0.01, maximum = 0.01, jitter = 0 } })
+    local echo = pc.encode(pc.type("faults.Request") { text = "x" })
+    local h1 = t:start_unary("/faults.Faults/Echo", echo, { timeout = 10 })
+    local err = ended(t, h1)
+    assert.are.same({ "UNAVAILABLE", true }, { err.code, err.unsent })
+    pc.sleep(0.05) -- past the reconnection backoff
+    -- h1's failure not taken yet: a is not marked, so h2 goes there too and
+    -- opens a new connection attempt (the channel "connected": opening)
+    local h2 = t:start_unary("/faults.Faults/Echo", echo, { timeout = 10 })
+    assert.is_false(t:backends()[1].failed)
+    while h1:result() == nil do t:wait({ h1 }, 0.05) end -- moved on to b
+    assert.is_true(t:backends()[1].failed)
+    assert.is_false(t:backends()[2].failed)
+    local ok, bytes = h1:result()
+    assert.is_true(ok)
+    assert.are.equal("x", pc.decode(pc.type("faults.Reply"), bytes).text)
+    while h2:result() == nil do t:wait({ h2 }, 0.05) end
+    assert.is_true((h2:result()))
+  end)
+
+  it("marks a backend failed whose connection was lost under a call though a new one is opening", function()
+    local t = grpc({ addr(a), addr(b) }, { reconnect = { initial = 0.01, maximum = 0.01, jitter = 0 } })
+    local req = pc.encode(pc.type("faults.Request") { seconds = 5 })
+    local h1 = t:start_unary("/faults.Faults/Sleep", req, { timeout = 10 })
+    for _ = 1, 10 do t:wait({ h1 }, 0.05) end -- connected, the call sent
+    assert.is_nil((h1.inner:result()))
+    helper.stop(a)
+    local err = ended(t, h1)
+    assert.are.same({ "UNAVAILABLE", true }, { err.code, err.lost })
+    assert.is_nil(err.unsent) -- it had reached a: not moved, not sent again
+    local h2 = t:start_unary("/faults.Faults/Sleep", req, { timeout = 10 }) -- a new attempt to a
+    assert.is_false(t:backends()[1].failed)
+    assert.are.equal(err, select(2, h1:result()))
+    assert.is_true(t:backends()[1].failed)
+    h2:cancel()
+  end)
+
   it("resolves a dns:/// name: every address a backend (here one: a plain transport)", function()
     local c = pc.client("faults.Faults",
       { transport = grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })

@@ -708,6 +708,10 @@ static void push_status(lua_State *L, const pc_GrpcCall *call) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "unsent");
   }
+  if (st->lost) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "lost");
+  }
   if (st->has_pushback && st->no_retry) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "no_retry");

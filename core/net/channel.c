@@ -493,6 +493,7 @@ static void end_early(pc_GrpcCall *c, pc_Code code, const char *msg) {
   c->status.message_len = strlen(c->status.message);
   c->status.details = "";
   c->status.unsent = code == kPc_Code_Unavailable; /* it had no stream */
+  c->status.lost = 0;                              /* nor a connection */
   wake(c);
 }
 

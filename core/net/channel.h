@@ -288,9 +288,9 @@ int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, s
 void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why);
 
 /* 1 when the channel has a connection open or being opened, 0 when it has
- * none (no call made yet, or the last connection failed or was lost): a
- * balancer over several channels skips a backend whose calls failed while
- * it had none. */
+ * none (no call made yet, or the last connection failed or was lost). A
+ * balancer judges a failed call by its own status (pc_GrpcStatus.unsent,
+ * .lost), not by this: another call's new attempt makes it 1. */
 int pc_GrpcChannel_Connected(const pc_GrpcChannel *ch);
 
 /* 1 while the channel has a call not yet freed (pc_GrpcCall_Free), 0 when

@@ -128,7 +128,7 @@ static void statusv(pc_GrpcStream *s, pc_Code code, const char *fmt, va_list ap)
 static void failv(pc_GrpcStream *s, pc_Code code, int local, const char *fmt, va_list ap) {
   s->failed = 1;
   s->status.local = local;
-  s->status.unsent = 0;
+  s->status.unsent = s->status.lost = 0;
   s->status.has_pushback = s->status.no_retry = 0;
   s->status.details = "";
   s->status.details_len = 0;
@@ -731,7 +731,8 @@ static const pc_GrpcSessionRole client = {.header = on_header,
 
 /* -- engine -------------------------------------------------------------- */
 
-/* Ends every running stream UNAVAILABLE with 'why'. */
+/* Ends every running stream UNAVAILABLE with 'why': its connection is
+ * gone (pc_GrpcStatus.lost). */
 static void end_all(pc_GrpcEngine *e, const char *why, int unsent) {
   for (pc_GrpcStream *s = e->streams; s; s = s->next) {
     if (s->ended) continue;
@@ -739,6 +740,7 @@ static void end_all(pc_GrpcEngine *e, const char *why, int unsent) {
     s->status.code = kPc_Code_Unavailable;
     s->status.local = 0;
     s->status.unsent = unsent;
+    s->status.lost = 1;
     set_message(s, why, strlen(why));
     end_stream(s);
   }

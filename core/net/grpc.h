@@ -69,6 +69,10 @@ typedef struct {
   int unsent;         /* UNAVAILABLE before anything of the call reached the peer (its connection
                        * attempt failed, the reconnection backoff, a closed channel): another
                        * backend may take it */
+  int lost;           /* UNAVAILABLE because its connection failed or was lost under it (closed or
+                       * reset by the peer, an HTTP/2 connection error, a keepalive timeout, a
+                       * failed attempt: pc_GrpcEngine_Lost), not a status the server sent: a
+                       * balancer marks the backend failed by it */
   int has_pushback;   /* grpc-retry-pushback-ms was present */
   int no_retry;       /* ...and negative or malformed: do not retry (A6) */
   double retry_delay; /* ...and valid: the delay in seconds */

@@ -9,10 +9,11 @@
 -- fewest calls in flight. Circuit breaking (gRFC A32, set_circuit_breaker)
 -- fails a call UNAVAILABLE at once while max_requests calls are in
 -- flight. A backend is marked failed when a call on it ends
--- UNAVAILABLE while it has no connection (the connection could not be made
--- or was lost; an UNAVAILABLE the server sent on a live connection marks
--- nothing), and skipped until its backoff passes: 1 s, doubling on each
--- failure to 30 s, reset by a call that succeeds. A dns: target's
+-- UNAVAILABLE because its own connection could not be made or was lost
+-- under it (the error's `unsent` or `lost`, whatever other calls' new
+-- connection attempts do meanwhile; an UNAVAILABLE the server sent on a
+-- live connection marks nothing), and skipped until its backoff passes:
+-- 1 s, doubling on each failure to 30 s, reset by a call that succeeds. A dns: target's
 -- backends are what its resolver (transport/dns.lua) last found: each call
 -- takes its news without waiting (new addresses join, gone ones leave,
 -- their calls going on), a call before the first answer waits for it
@@ -259,9 +260,13 @@ local function pick(self, tried, timeout, settings, nowait)
   end
 end
 
--- A call on backend `b` of `self` ended: `err` nil for success. A
--- backend that lost or could not make its connection, or received a
--- GOAWAY, asks the resolver for a new answer.
+-- A call on backend `b` of `self` ended: `err` nil for success. The
+-- backend is marked failed by what this call's own failure says: its
+-- connection could not be made or the backoff refused one (`unsent`), or
+-- it was lost under the call (`lost`, pc_GrpcStatus.lost), not by whether
+-- the channel has a connection now (another call's new attempt would
+-- hide the failure). A backend that lost or could not make its
+-- connection, or received a GOAWAY, asks the resolver for a new answer.
 local function report(self, b, err)
   if b.gone then return end -- its address left the resolver's answer
   if self.outlier then self.outlier:count(b, err == nil) end
@@ -272,7 +277,7 @@ local function report(self, b, err)
   end
   if err == nil then
     b.down_until, b.backoff = nil, nil
-  elseif type(err) == "table" and err.code == "UNAVAILABLE" and not b.transport.channel:connected() then
+  elseif type(err) == "table" and err.code == "UNAVAILABLE" and (err.unsent or err.lost) then
     b.backoff = b.backoff and min(b.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
     b.down_until = monotonic() + b.backoff
     if self.dns then self.dns:refresh() end

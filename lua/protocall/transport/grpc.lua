@@ -677,7 +677,8 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- needing a connection meanwhile fails UNAVAILABLE at once, as gRPC fails
 -- a call that is not wait-for-ready, so a retry policy's own backoff
 -- paces the attempts; such an error has `unsent` = true: nothing of the
--- call reached a server), `wait_for_ready` (true: gRPC's wait-for-ready,
+-- call reached a server; a call whose connection failed or was lost under
+-- it, not a status a server sent, has `lost` = true), `wait_for_ready` (true: gRPC's wait-for-ready,
 -- for every call of the transport: a call waits through failed
 -- connection attempts and their backoff until a connection is ready,
 -- however far its deadline, failing only DEADLINE_EXCEEDED at it,

@@ -168,6 +168,66 @@ describe("client-side health checking (healthCheckConfig)", function()
     assert(err == nil, err)
   end)
 
+  -- Runs `body(t, release)` as a task with one backend answering Who "late"
+  -- whose Health/Watch sends its first answer (SERVING) only once
+  -- release() was called; `t` a round_robin transport over it (`opts`
+  -- more pc.grpc options) with health checking on.
+  local function late_health(opts, body)
+    pc.health { pool = pool } -- loads grpc/health/v1/health.proto into the pool
+    local released = false
+    local server = pc.server({
+      ["hc.Named"] = { Who = function() return { name = "late" } end },
+      ["grpc.health.v1.Health"] = { Watch = function(_, ctx)
+        while not released and not ctx:cancelled() do pc.sleep(0.01) end
+        ctx.send { status = "SERVING" }
+        while not ctx:cancelled() do pc.sleep(0.05) end
+      end },
+    }, { pool = pool })
+    local l = pc.listen(server, "127.0.0.1:0")
+    local err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local o = { load_balancing = "round_robin" }
+      for k, v in pairs(opts or {}) do o[k] = v end
+      local addr = "127.0.0.1:" .. l.port
+      local t = pc.grpc({ addr, addr }, o)
+      t:set_health_check("hc.Named")
+      local ok, e = xpcall(body, debug.traceback, t, function() released = true end)
+      if not ok then err = e end
+      released = true
+      t:close()
+      l:shutdown(0)
+    end)
+    pc.run()
+    assert(err == nil, err)
+  end
+
+  it("returns a started call at once while the first health answer is pending; it goes out at SERVING", function()
+    for _, opts in ipairs { {}, { wait_for_ready = true } } do
+      late_health(opts, function(t, release)
+        local h = t:start_unary("/hc.Named/Who", "", { timeout = 10 })
+        assert.is_nil(h:result()) -- not blocked in start_unary until the answer (or the deadline)
+        assert.are.equal("connecting", t:backends()[1].health)
+        release()
+        while h:result() == nil do t:wait({ h }, 0.05) end
+        assert.are.same({ true, "\10\4late" }, { h:result() })
+        assert.are.equal("SERVING", t:backends()[1].health)
+      end)
+    end
+  end)
+
+  it("fails a started call DEADLINE_EXCEEDED at its deadline while the first health answer is pending", function()
+    late_health(nil, function(t)
+      local h = t:start_unary("/hc.Named/Who", "", { timeout = 0.3 })
+      assert.is_nil(h:result())
+      while h:result() == nil do t:wait({ h }, 0.05) end
+      local ok, err = h:result()
+      assert.is_false(ok)
+      assert.are.same({ "DEADLINE_EXCEEDED", "deadline exceeded while waiting for a backend's health check",
+        "/hc.Named/Who" }, { err.code, err.message, err.method })
+    end)
+  end)
+
   it("is off with pick_first (A17) and without healthCheckConfig", function()
     with_backends({ { "a" }, { "b" } }, function(bs)
       bs[1].health:set("hc.Named", "NOT_SERVING")

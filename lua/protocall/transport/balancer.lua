@@ -178,8 +178,10 @@ end
 -- server has not answered yet, and with wait_for_ready while none says
 -- SERVING (gRPC's wait-for-ready: such backends are in TRANSIENT_FAILURE);
 -- nil and UNAVAILABLE when none is up and none waits (or the transport
--- was closed meanwhile), or nil and DEADLINE_EXCEEDED.
-local function checked(self, tried, timeout, settings)
+-- was closed meanwhile), or nil and DEADLINE_EXCEEDED. With `nowait` (a
+-- started call, whose result() must not block) nil without an error
+-- where it would wait: the call asks again (Moving:result).
+local function checked(self, tried, timeout, settings, nowait)
   local deadline = timeout and monotonic() + timeout
   local why = "no backend is SERVING (health check of service \"" .. self.health .. "\")"
   while true do
@@ -194,6 +196,7 @@ local function checked(self, tried, timeout, settings)
       return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded while waiting for a backend's health check"
         .. (waiting and "" or " (" .. why .. ")"))
     end
+    if nowait then return nil end
     poll_health(self, left and min(left, 0.05) or 0.05)
   end
 end
@@ -203,8 +206,9 @@ end
 -- call whose `timeout` (seconds, nil: none) passed while it resolved;
 -- `settings` the call's (ring_hash's key). With wait_for_ready it waits
 -- while every backend is ejected by outlier detection; with `nowait` (a
--- started call of wait_for_ready) it returns nil without an error rather
--- than wait then, or for a name whose resolution failed (asked again).
+-- started call) it returns nil without an error rather than wait then,
+-- for a name whose resolution failed (wait_for_ready: asked again), or
+-- for a health check's answer (checked).
 local function pick(self, tried, timeout, settings, nowait)
   local dns = self.dns
   local deadline = timeout and monotonic() + timeout
@@ -228,8 +232,8 @@ local function pick(self, tried, timeout, settings, nowait)
   end
   if self.outlier then self.outlier:sweep(self.members) end
   if self.checking then
-    local b, err = checked(self, tried, timeout, settings)
-    if b or err then return b, err end
+    local b, err = checked(self, tried, timeout, settings, nowait)
+    if b or err or nowait then return b, err end
   end
   local b = healthy(self, tried, settings)
   if b then return b end
@@ -356,6 +360,7 @@ local function await_ready(self, settings, since, err, b, nowait)
     if self.closed then
       local what = b and "connect to " .. b.address
         or (self.dns and #self.members == 0 and "resolve " .. self.dns.name)
+        or (self.checking and "no backend is SERVING (health check of service \"" .. self.health .. "\")")
         or "every backend is ejected by outlier detection"
       return nil, errors.status("UNAVAILABLE", what .. ": the channel is closed", { method = method })
     end
@@ -560,7 +565,10 @@ end
 -- and some server has not answered yet, else fails UNAVAILABLE "no
 -- backend is SERVING (health check of service \"NAME\")"; with
 -- wait_for_ready it waits while none is SERVING (gRPC's wait-for-ready),
--- failing DEADLINE_EXCEEDED at its deadline. nil turns it off. Raises when `service` is neither a string nor nil.
+-- failing DEADLINE_EXCEEDED at its deadline. A started call
+-- (start_unary, start_server_stream: hedging) does not wait in its start:
+-- its handle's result() is nil meanwhile, and it goes out once a backend
+-- is SERVING or fails so at its deadline. nil turns it off. Raises when `service` is neither a string nor nil.
 function Balanced:set_health_check(service)
   if service ~= nil and type(service) ~= "string" then
     error("set_health_check: string or nil expected, got " .. type(service), 2)
@@ -961,7 +969,7 @@ local function started(self, name, path, request, settings)
   local b, err
   err = least_request.admit(self, path)
   if not err then b, err = pick(self, tried, settings and settings.timeout, settings, true) end
-  if not b and not err then -- wait_for_ready, its name not resolved: its result() asks again
+  if not b and not err then -- no backend yet (a name not resolved, no health answer): its result() asks again
     return setmetatable({ balanced = self, name = name, path = path, request = request, settings = settings,
       since = since, tried = tried or {}, wait_at = monotonic(), last = { method = path } }, Moving)
   end
@@ -990,15 +998,29 @@ function Balanced:start_server_stream(path, request, settings)
   return h
 end
 
---- As pc.grpc's transport:wait, over calls on any of the backends.
+--- As pc.grpc's transport:wait, over calls on any of the backends (a
+-- started call waiting for a backend wakes when it may have one: its
+-- next attempt due, a health check's answer come).
 function Balanced:wait(handles, seconds)
-  local now = nil
+  local now, waiting = nil, false
   for i = 1, type(handles) == "table" and #handles or 0 do
     local at = type(handles[i]) == "table" and rawget(handles[i], "wait_at")
-    if at and type(seconds) == "number" then -- a wait_for_ready call waiting for its next attempt: look at it then
-      now = now or monotonic()
+    if at and type(seconds) == "number" then -- a call waiting for its next attempt: look at it then
+      now, waiting = now or monotonic(), true
       if at - now < seconds then seconds = at - now > 0 and at - now or 0 end
     end
+  end
+  if waiting and self.checking then -- pumps the health watches' connections too
+    local list, seen = {}, {}
+    for i = 1, #handles do list[i] = handles[i] end
+    for _, m in ipairs(self.members) do
+      local ch = m.watch:channel()
+      if ch and not seen[ch] then
+        seen[ch] = true
+        list[#list + 1] = { channel = ch }
+      end
+    end
+    handles = list
   end
   local b = self.members[1]
   if b == nil then -- no backend: no call started; a wait_for_ready one waits for the name's answer

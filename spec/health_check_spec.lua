@@ -168,35 +168,43 @@ describe("client-side health checking (healthCheckConfig)", function()
     assert(err == nil, err)
   end)
 
-  -- Runs `body(t, release)` as a task with one backend answering Who "late"
-  -- whose Health/Watch sends its first answer (SERVING) only once
-  -- release() was called; `t` a round_robin transport over it (`opts`
-  -- more pc.grpc options) with health checking on.
-  local function late_health(opts, body)
+  -- Runs `body(t, release)` as a task with backends answering Who with
+  -- their name (`who_names`, default one "late" listed twice; Who taking
+  -- `seconds`, default 0) whose Health/Watch sends its first answer
+  -- (SERVING) only once release() was called; `t` a round_robin transport
+  -- over them (`opts` more pc.grpc options) with health checking on.
+  local function late_health(opts, body, who_names, seconds)
     pc.health { pool = pool } -- loads grpc/health/v1/health.proto into the pool
     local released = false
-    local server = pc.server({
-      ["hc.Named"] = { Who = function() return { name = "late" } end },
-      ["grpc.health.v1.Health"] = { Watch = function(_, ctx)
-        while not released and not ctx:cancelled() do pc.sleep(0.01) end
-        ctx.send { status = "SERVING" }
-        while not ctx:cancelled() do pc.sleep(0.05) end
-      end },
-    }, { pool = pool })
-    local l = pc.listen(server, "127.0.0.1:0")
+    local listeners, addrs = {}, {}
+    for i, name in ipairs(who_names or { "late" }) do
+      local server = pc.server({
+        ["hc.Named"] = { Who = function()
+          if seconds then pc.sleep(seconds) end
+          return { name = name }
+        end },
+        ["grpc.health.v1.Health"] = { Watch = function(_, ctx)
+          while not released and not ctx:cancelled() do pc.sleep(0.01) end
+          ctx.send { status = "SERVING" }
+          while not ctx:cancelled() do pc.sleep(0.05) end
+        end },
+      }, { pool = pool })
+      local l = pc.listen(server, "127.0.0.1:0")
+      listeners[i], addrs[i] = l, "127.0.0.1:" .. l.port
+      pc.spawn(function() l:serve() end)
+    end
+    if #addrs == 1 then addrs[2] = addrs[1] end
     local err
-    pc.spawn(function() l:serve() end)
     pc.spawn(function()
       local o = { load_balancing = "round_robin" }
       for k, v in pairs(opts or {}) do o[k] = v end
-      local addr = "127.0.0.1:" .. l.port
-      local t = pc.grpc({ addr, addr }, o)
+      local t = pc.grpc(addrs, o)
       t:set_health_check("hc.Named")
       local ok, e = xpcall(body, debug.traceback, t, function() released = true end)
       if not ok then err = e end
       released = true
       t:close()
-      l:shutdown(0)
+      for _, l in ipairs(listeners) do l:shutdown(0) end
     end)
     pc.run()
     assert(err == nil, err)
@@ -226,6 +234,32 @@ describe("client-side health checking (healthCheckConfig)", function()
       assert.are.same({ "DEADLINE_EXCEEDED", "deadline exceeded while waiting for a backend's health check",
         "/hc.Named/Who" }, { err.code, err.message, err.method })
     end)
+  end)
+
+  it("sends a hedged call's next attempt to another backend than the one its first took after waiting", function()
+    -- ring_hash with one key: without the hedge's `tried` every attempt
+    -- would take the same backend; the first attempt waits for a health
+    -- answer (wait_for_ready: also while none is SERVING) before it has one
+    for _, opts in ipairs { {}, { wait_for_ready = true } } do
+      late_health(opts, function(t, release)
+        t:set_ring_hash()
+        local tried = {} -- as call/hedge.lua keeps it for one call
+        local settings = { timeout = 10, tried = tried, ring_hash = 12345 }
+        local h1 = t:start_unary("/hc.Named/Who", "", settings)
+        assert.is_nil(h1:result())
+        release()
+        local bk
+        repeat -- h1:result() takes the answers and moves h1 to a backend: Who takes 0.5 s there
+          assert.is_nil(h1:result())
+          t:wait({ h1 }, 0.01)
+          bk = t:backends()
+        until bk[1].health == "SERVING" and bk[2].health == "SERVING"
+        local h2 = t:start_unary("/hc.Named/Who", "", settings)
+        while h1:result() == nil or h2:result() == nil do t:wait({ h1, h2 }, 0.05) end
+        local one, two = select(2, h1:result()), select(2, h2:result())
+        assert.are_not.equal(one, two)
+      end, { "a", "b" }, 0.5)
+    end
   end)
 
   it("is off with pick_first (A17) and without healthCheckConfig", function()
@@ -469,5 +503,56 @@ describe("outlier detection (outlier_detection_experimental, gRFC A50)", functio
       assert.is_false(t:backends()[2].ejected)
       t:close()
     end)
+  end)
+end)
+
+describe("a hedged call's attempts after a wait_for_ready wait (transport/balancer.lua)", function()
+  it("go to distinct backends once the backends that refused them come up", function()
+    local err
+    pc.spawn(function()
+      local listeners, ports, whos = {}, {}, 0
+      local ok, e = xpcall(function()
+        for i = 1, 2 do -- two ports with nothing listening on them yet
+          local l = pc.listen(pc.server({}, { pool = pool }), "127.0.0.1:0")
+          ports[i] = l.port
+          l:shutdown(0)
+        end
+        local t = pc.grpc({ "127.0.0.1:" .. ports[1], "127.0.0.1:" .. ports[2] }, { wait_for_ready = true,
+          reconnect = { initial = 0.05, maximum = 0.05, jitter = 0 } })
+        t:set_ring_hash() -- one key: without the hedge's `tried` every attempt takes the same backend
+        local tried = {} -- as call/hedge.lua keeps it for one call
+        local settings = { timeout = 10, tried = tried, ring_hash = 12345 }
+        local h1 = t:start_unary("/hc.Named/Who", "", settings)
+        for _ = 1, 10 do -- refused by both: it waits, trying them again
+          assert.is_nil(h1:result())
+          t:wait({ h1 }, 0.02)
+        end
+        assert.are.same({ true, true }, { t:backends()[1].failed, t:backends()[2].failed })
+        for i, name in ipairs { "a", "b" } do
+          local server = pc.server({ ["hc.Named"] = { Who = function()
+            whos = whos + 1
+            pc.sleep(0.5)
+            return { name = name }
+          end } }, { pool = pool })
+          listeners[i] = pc.listen(server, "127.0.0.1:" .. ports[i])
+          pc.spawn(function() listeners[i]:serve() end)
+        end
+        repeat -- until h1 reached one (its Who takes 0.5 s there)
+          assert.is_nil(h1:result())
+          t:wait({ h1 }, 0.02)
+        until whos == 1
+        local h2 = t:start_unary("/hc.Named/Who", "", settings)
+        while h1:result() == nil or h2:result() == nil do t:wait({ h1, h2 }, 0.05) end
+        local ok1, one = h1:result()
+        local ok2, two = h2:result()
+        assert.are.same({ true, true }, { ok1, ok2 })
+        assert.are_not.equal(one, two)
+        t:close()
+      end, debug.traceback)
+      if not ok then err = e end
+      for _, l in ipairs(listeners) do l:shutdown(0) end
+    end)
+    pc.run()
+    assert(err == nil, err)
   end)
 end)

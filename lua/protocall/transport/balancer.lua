@@ -36,7 +36,10 @@
 -- counts as 1). The
 -- attempts of one hedged call go to backends none of its earlier attempts
 -- used while there are such, so a retry after UNAVAILABLE (the failed
--- backend now skipped) and a hedge both land on another backend.
+-- backend now skipped) and a hedge both land on another backend; an
+-- attempt that waited (wait_for_ready, a health check's first answer)
+-- keeps that record, and when every backend is failed each attempt takes
+-- the soonest back of those the others did not use.
 local core = require "protocall.core"
 local errors = require "protocall.errors"
 local internal = require "protocall.internal"
@@ -202,13 +205,14 @@ local function checked(self, tried, timeout, settings, nowait)
 end
 
 -- The backend for the next call (healthy, else the one whose backoff ends
--- first), or nil and the error of a name that does not resolve or of a
--- call whose `timeout` (seconds, nil: none) passed while it resolved;
--- `settings` the call's (ring_hash's key). With wait_for_ready it waits
--- while every backend is ejected by outlier detection; with `nowait` (a
--- started call) it returns nil without an error rather than wait then,
--- for a name whose resolution failed (wait_for_ready: asked again), or
--- for a health check's answer (checked).
+-- first; not in `tried` while there is such), or nil and the error of a
+-- name that does not resolve or of a call whose `timeout` (seconds, nil:
+-- none) passed while it resolved; `settings` the call's (ring_hash's
+-- key). With wait_for_ready it waits while every backend is ejected by
+-- outlier detection; with `nowait` (a started call) it returns nil
+-- without an error rather than wait then, for a name whose resolution
+-- failed (wait_for_ready: asked again), or for a health check's answer
+-- (checked).
 local function pick(self, tried, timeout, settings, nowait)
   local dns = self.dns
   local deadline = timeout and monotonic() + timeout
@@ -245,11 +249,14 @@ local function pick(self, tried, timeout, settings, nowait)
   end
   local why = "every backend is ejected by outlier detection"
   while true do
-    local best
+    local best, fresh -- the soonest back of all, and of those not in `tried`
     for _, m in ipairs(self.members) do
-      if m.down_until and m.ejected_at == nil and (best == nil or m.down_until < best.down_until) then best = m end
+      if m.down_until and m.ejected_at == nil then
+        if best == nil or m.down_until < best.down_until then best = m end
+        if not (tried and tried[m]) and (fresh == nil or m.down_until < fresh.down_until) then fresh = m end
+      end
     end
-    if best then return best end
+    if best then return fresh or best end
     -- wait_for_ready: ejected backends are in TRANSIENT_FAILURE, where such
     -- a call waits for one to return (a sweep, after its ejection time)
     if not self.wait_for_ready then return nil, errors.status("UNAVAILABLE", why) end
@@ -319,19 +326,24 @@ local function next_try(self, tried, settings, since)
 end
 
 -- The backend a waiting call tries next (`timeout` seconds left, nil:
--- no deadline): the policy's pick when its connection may be attempted
--- now (no reconnection backoff holds it back), else another such backend
--- not ejected, else nil (also for a name not resolved yet, `nowait`); or
--- nil and the error of pick (a name that did not resolve in time, every
--- backend ejected).
-local function ready(self, timeout, settings, nowait)
-  local b, err = pick(self, nil, timeout, settings, nowait)
+-- no deadline): the policy's pick (not in `tried`, a hedged call's other
+-- attempts' backends, while there are such) when its connection may be
+-- attempted now (no reconnection backoff holds it back), else another
+-- such backend not ejected (not in `tried` first), else nil (also for a
+-- name not resolved yet, `nowait`); or nil and the error of pick (a name
+-- that did not resolve in time, every backend ejected).
+local function ready(self, timeout, settings, nowait, tried)
+  local b, err = pick(self, tried, timeout, settings, nowait)
   if b == nil then return nil, err end
   if b.transport:next_attempt() == nil then return b end
+  local fallback
   for _, m in ipairs(self.members) do
-    if m.ejected_at == nil and m.transport:next_attempt() == nil then return m end
+    if m.ejected_at == nil and m.transport:next_attempt() == nil then
+      if not (tried and tried[m]) then return m end
+      fallback = fallback or m
+    end
   end
-  return nil
+  return fallback
 end
 
 --- Waits for a wait_for_ready call (gRPC's wait-for-ready: it does not
@@ -349,8 +361,9 @@ end
 -- seconds to wait before asking again. `b` nil: a started call that has
 -- had no backend (its dns: name did not resolve): the errors are pick's
 -- ("deadline exceeded while resolving NAME ...", "resolve NAME: the
--- channel is closed").
-local function await_ready(self, settings, since, err, b, nowait)
+-- channel is closed"). `tried` (a set or nil): backends to take only
+-- when no other is ready (a hedged call's other attempts').
+local function await_ready(self, settings, since, err, b, nowait, tried)
   local timeout = settings and settings.timeout
   local last = err.message or ""
   local cut = last:find(" (reconnection backoff: ", 1, true) -- a backoff's refusal: the attempt before it
@@ -369,7 +382,7 @@ local function await_ready(self, settings, since, err, b, nowait)
       return nil, errors.status("DEADLINE_EXCEEDED", "deadline exceeded waiting for a connection (the last attempt: "
         .. last .. ")", { method = method })
     end
-    local nb, problem = ready(self, left, settings, nowait)
+    local nb, problem = ready(self, left, settings, nowait, tried)
     if problem then
       problem.method = problem.method or method
       return nil, problem
@@ -871,6 +884,9 @@ function Failed.cancel() end
 -- A started call on a backend, reporting its outcome: `b` the backend it
 -- is on, `inner` its handle there; a call its backend could not be
 -- connected to starts again on the next untried one (`unary` above).
+-- `tried`: the backends its hedged call's attempts went to (settings.tried,
+-- shared with them; its own otherwise), kept across a wait; `failed`: those
+-- this attempt could not connect to since its last wait.
 local Moving = { __name = "protocall.BalancedStarted" }
 Moving.__index = Moving
 
@@ -930,19 +946,20 @@ function Moving:result()
     if ok or not unsent(res) then return finished(self, ok, res, call) end
     v = res
     report(bal, b, v)
-    self.tried[b] = true
+    self.tried[b], self.failed[b] = true, true
     local nb, ns = next_try(bal, self.tried, self.settings, self.since)
     if nb then return move(self, nb, ns) end
     if not bal.wait_for_ready then
       least_request.finish(self.tok)
       return kept(self, false, v)
     end
+    -- a new round over the backends: those this attempt failed on may take
+    -- it again; the other attempts' stay in `tried` (taken last)
+    for f in pairs(self.failed) do self.tried[f] = nil end
+    self.failed = {}
   end
-  local nb, ns, wait = await_ready(bal, self.settings, self.since, v, b, true)
-  if nb then
-    self.tried = {} -- a new round over the backends
-    return move(self, nb, ns)
-  end
+  local nb, ns, wait = await_ready(bal, self.settings, self.since, v, b, true, self.tried)
+  if nb then return move(self, nb, ns) end
   if wait then
     self.wait_at, self.last = monotonic() + wait, v
     return nil
@@ -971,7 +988,7 @@ local function started(self, name, path, request, settings)
   if not err then b, err = pick(self, tried, settings and settings.timeout, settings, true) end
   if not b and not err then -- no backend yet (a name not resolved, no health answer): its result() asks again
     return setmetatable({ balanced = self, name = name, path = path, request = request, settings = settings,
-      since = since, tried = tried or {}, wait_at = monotonic(), last = { method = path } }, Moving)
+      since = since, tried = tried or {}, failed = {}, wait_at = monotonic(), last = { method = path } }, Moving)
   end
   if not b then
     err.method = path
@@ -982,7 +999,8 @@ local function started(self, name, path, request, settings)
   local tok = least_request.start(self, b)
   least_request.watch(tok, h)
   return setmetatable({ balanced = self, b = b, inner = h, channel = h.channel, name = name, path = path,
-    request = request, settings = settings, since = since, tried = tried or { [b] = true }, tok = tok }, Moving)
+    request = request, settings = settings, since = since, tried = tried or { [b] = true }, failed = {}, tok = tok },
+    Moving)
 end
 
 --- As pc.grpc's transport:start_unary; settings.tried (a table) keeps

@@ -262,6 +262,72 @@ describe("client-side health checking (healthCheckConfig)", function()
     end
   end)
 
+  it("clears a backend's failure backoff when its watch answers SERVING anew (READY is not in backoff)", function()
+    pc.health { pool = pool } -- loads grpc/health/v1/health.proto into the pool
+    local phase, entered = "SERVING", 0 -- what a's Watch says; Who calls a began
+    local function a_server()
+      return pc.server({
+        ["hc.Named"] = { Who = function()
+          entered = entered + 1
+          pc.sleep(0.3)
+          return { name = "a" }
+        end },
+        ["grpc.health.v1.Health"] = { Watch = function(_, ctx)
+          local said
+          while not ctx:cancelled() do
+            if said ~= phase then
+              said = phase
+              ctx.send { status = phase }
+            end
+            pc.sleep(0.01)
+          end
+        end },
+      }, { pool = pool })
+    end
+    local l1 = pc.listen(a_server(), "127.0.0.1:0")
+    local port, l2, err = l1.port, nil, nil
+    pc.spawn(function() l1:serve() end)
+    local other = backend("b")
+    other.health:set("hc.Named", "NOT_SERVING") -- every call goes to a
+    pc.spawn(function()
+      local ok, e = xpcall(function()
+        local c, t = client({ { addr = "127.0.0.1:" .. port }, other })
+        local first
+        pc.spawn(function() first = { pcall(c.Who, c, {}) } end)
+        while entered == 0 do pc.sleep(0.01) end
+        l1:shutdown(0) -- the call's connection is lost under it: a is marked failed for 1 s
+        phase = "NOT_SERVING"
+        l2 = pc.listen(a_server(), "127.0.0.1:" .. port) -- a is back at once
+        pc.spawn(function() l2:serve() end)
+        while first == nil do pc.sleep(0.01) end
+        assert.are.same({ false, "UNAVAILABLE", true }, { first[1], first[2].code, first[2].lost })
+        assert.is_true(t:backends()[1].failed)
+        local t0 = pc.now()
+        while t:backends()[1].health ~= "NOT_SERVING" do -- each call's pick takes the watch's news
+          assert(pc.now() - t0 < 5, "the new watch never answered")
+          assert.is_false((pcall(c.Who, c, {})))
+          pc.sleep(0.01)
+        end
+        phase = "SERVING"
+        local ok1, r
+        repeat -- the call whose pick takes the SERVING answer goes to a, its backoff cleared
+          assert(pc.now() - t0 < 5, "the SERVING answer never arrived")
+          ok1, r = pcall(c.Who, c, {})
+          pc.sleep(0.01)
+        until t:backends()[1].health == "SERVING"
+        assert.is_true(ok1, tostring(r))
+        assert.are.equal("a", r.name)
+        assert.is_false(t:backends()[1].failed)
+        t:close()
+      end, debug.traceback)
+      if not ok then err = e end
+      other.listener:shutdown(0)
+      if l2 then l2:shutdown(0) end
+    end)
+    pc.run()
+    assert(err == nil, err)
+  end)
+
   it("is off with pick_first (A17) and without healthCheckConfig", function()
     with_backends({ { "a" }, { "b" } }, function(bs)
       bs[1].health:set("hc.Named", "NOT_SERVING")

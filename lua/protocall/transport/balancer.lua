@@ -13,7 +13,8 @@
 -- under it (the error's `unsent` or `lost`, whatever other calls' new
 -- connection attempts do meanwhile; an UNAVAILABLE the server sent on a
 -- live connection marks nothing), and skipped until its backoff passes:
--- 1 s, doubling on each failure to 30 s, reset by a call that succeeds. A dns: target's
+-- 1 s, doubling on each failure to 30 s, reset by a call that succeeds
+-- and by a SERVING answer of its health check (set_health_check). A dns: target's
 -- backends are what its resolver (transport/dns.lua) last found: each call
 -- takes its news without waiting (new addresses join, gone ones leave,
 -- their calls going on), a call before the first answer waits for it
@@ -149,6 +150,19 @@ local function pause(self, seconds)
   sleep(seconds)
 end
 
+-- Takes the news of backend `b`'s health watch: a SERVING answer that
+-- arrived since the last look (its connection is up and its server
+-- answers: gRPC's READY, not in backoff) ends the backend's failure
+-- backoff.
+local function health_news(b)
+  local w = b.watch
+  w:poll()
+  if w.serving ~= (w.taken or 0) then -- `taken`: the count at the last look, on the watch (a new one starts at 0)
+    w.taken = w.serving
+    b.down_until, b.backoff = nil, nil
+  end
+end
+
 -- Pumps the connections of the members' health watches for at most
 -- `seconds` (pauses when no watch has one) and takes what arrived; true
 -- when a watch is still waiting for its server's first answer.
@@ -156,7 +170,7 @@ local function poll_health(self, seconds)
   local list, seen, waiting = {}, {}, false
   for _, b in ipairs(self.members) do
     local w = b.watch
-    w:poll()
+    health_news(b)
     local ch = w:channel()
     if ch and not seen[ch] then
       seen[ch] = true
@@ -169,9 +183,8 @@ local function poll_health(self, seconds)
     pause(self, seconds)
   end
   for _, b in ipairs(self.members) do
-    local w = b.watch
-    w:poll()
-    waiting = waiting or w.state == "connecting"
+    health_news(b)
+    waiting = waiting or b.watch.state == "connecting"
   end
   return waiting
 end
@@ -581,7 +594,9 @@ end
 -- failing DEADLINE_EXCEEDED at its deadline. A started call
 -- (start_unary, start_server_stream: hedging) does not wait in its start:
 -- its handle's result() is nil meanwhile, and it goes out once a backend
--- is SERVING or fails so at its deadline. nil turns it off. Raises when `service` is neither a string nor nil.
+-- is SERVING or fails so at its deadline. A SERVING answer received
+-- ends its backend's failure backoff (gRPC's READY is not in backoff).
+-- nil turns it off. Raises when `service` is neither a string nor nil.
 function Balanced:set_health_check(service)
   if service ~= nil and type(service) ~= "string" then
     error("set_health_check: string or nil expected, got " .. type(service), 2)

@@ -40,10 +40,12 @@ Watch.__index = Watch
 
 --- watch = M.watch(transport, service): a watch of one backend's health
 -- over `transport` (pc.grpc's, one backend) for `service` (a string; ""
--- the server as a whole), started at its first poll.
+-- the server as a whole), started at its first poll. `watch.state` is
+-- the last answer (above), `watch.serving` counts the SERVING answers
+-- received (each one a connection up and its server answering).
 function M.watch(transport, service)
   return setmetatable({ transport = transport, service = service, request = core.encode(method().input,
-    { service = service }), state = "connecting", retry_at = 0 }, Watch)
+    { service = service }), state = "connecting", retry_at = 0, serving = 0 }, Watch)
 end
 
 -- Whether the backend may take calls.
@@ -79,6 +81,7 @@ local function answer(self, bytes)
   if type(status) == "number" then status = STATUS[status] end
   self.state = type(status) == "string" and status or "UNKNOWN"
   self.answered, self.backoff = true, nil
+  if self.state == "SERVING" then self.serving = self.serving + 1 end
 end
 
 --- watch:poll(): starts the stream when it is due and takes what arrived,

@@ -351,6 +351,17 @@ describe("pc.grpc with several backends", function()
     h2:cancel()
   end)
 
+  it("marks nothing for an UNAVAILABLE the server sent (neither unsent nor lost)", function()
+    local t = grpc({ addr(a), addr(b) })
+    local c = pc.client("faults.Faults", { transport = t })
+    local ok, err = pcall(c.FailThenSucceed, c, { id = id(), failures = 1, code = "UNAVAILABLE" })
+    assert.is_false(ok)
+    assert.are.same({ "UNAVAILABLE", "failure 1 of 1" }, { err.code, err.message })
+    assert.is_nil(err.unsent)
+    assert.is_nil(err.lost)
+    assert.is_false(t:backends()[1].failed)
+  end)
+
   it("resolves a dns:/// name: every address a backend (here one: a plain transport)", function()
     local c = pc.client("faults.Faults",
       { transport = grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })

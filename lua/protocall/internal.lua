@@ -46,6 +46,18 @@ function M.compression_problem(c)
   return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
 end
 
+--- problem | nil = with_metadata_problem(v): what is wrong with `v` as a
+-- call's with_metadata (nil, true, false or "present": the metadata only
+-- when the answer carried some besides gRPC's own), or nil. A transport's
+-- settings (check_call) and a stub's per-call options (rpc/client.lua)
+-- share it.
+function M.with_metadata_problem(v)
+  if v == nil or v == true or v == false or v == "present" then return nil end
+  local got = type(v)
+  if got == "string" then got = format("string %q", v:sub(1, 40)) end
+  return 'with_metadata: true, false or "present" expected, got ' .. got
+end
+
 -- The keys of a call's settings (`tried`: a balancer's, transport/balancer.lua;
 -- `no_side_effects`: the method's idempotency_level is NO_SIDE_EFFECTS, which a
 -- Connect transport made with `get = true` sends as Connect's GET).
@@ -127,10 +139,7 @@ function M.check_call(name, path, settings, level, sarg, compression)
   end
   if settings.compression ~= nil then compression = settings.compression end
   local problem = M.attempt_problem(settings.timeout, settings.metadata, compression)
-  local with = settings.with_metadata
-  if not problem and with ~= nil and type(with) ~= "boolean" and with ~= "present" then
-    problem = "with_metadata: boolean expected, got " .. type(with)
-  end
+  if not problem then problem = M.with_metadata_problem(settings.with_metadata) end
   local previous = settings.previous_attempts
   if not problem and previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
     problem = "previous_attempts: integer in 0..100 expected, got " .. M.show(previous)

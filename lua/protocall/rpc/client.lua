@@ -449,7 +449,15 @@ local function unary_method(c, m)
           ic.options[k] = v
         end
       end
-      local bad = options_problem(ic.options)
+      -- the caller's options are refused as without interceptors (what
+      -- an interceptor hands on is checked in `terminal`)
+      local given = ic.options
+      local bad = options_problem(given) or with_metadata_problem(given.with_metadata)
+        or given.resume ~= nil and not m.server_streaming and "resume: only server-streaming methods resume" or nil
+      for k, v in next, given do
+        if bad then break end
+        if k ~= "with_metadata" and k ~= "resume" then bad = option_problem(k, v) end
+      end
       if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
       check_open(transport, name, 2)
       local t0 = clock()

@@ -174,6 +174,20 @@ function M.check_request(name, request, level)
   if type(request) ~= "string" then M.argerror(name, "string expected, got " .. type(request), level + 1, 2) end
 end
 
+--- check_args(name, path, request, settings, level, sarg): a several-
+-- backend transport's checks of a call's arguments before it picks a
+-- backend (transport/balancer.lua, transport/xds.lua: picking reads the
+-- timeout, metadata and ring_hash), the misuse one backend's transport
+-- raises: check_call (settings a client's attempt made, CHECKED, taken as
+-- they are), then check_request when `sarg` is 3 (a unary or
+-- server-streaming call). Raises at `level` (1: the caller of
+-- check_args).
+function M.check_args(name, path, request, settings, level, sarg)
+  level = level + 1
+  if getmetatable(settings) ~= M.CHECKED then M.check_call(name, path, settings, level, sarg) end
+  if sarg == 3 then M.check_request(name, request, level) end
+end
+
 --- is_callable(v): whether v is a function or has a __call metamethod.
 function M.is_callable(v)
   if type(v) == "function" then return true end

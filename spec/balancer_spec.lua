@@ -410,4 +410,29 @@ describe("pc.grpc several-backend targets", function()
     assert.are.equal("pc.grpc: option 'codec' \"json\" needs protocol \"grpc-web\", \"grpc-web-text\" or \"connect\"",
       refusal("a:1", { codec = "json" }))
   end)
+
+  it("raises a call's misuse at the caller's line as one backend's transport does, no backend blamed", function()
+    local t = grpc({ "127.0.0.1:1", "127.0.0.1:2" }, { wait_for_ready = true })
+    local function raises_at(line, fn, msg)
+      local ok, e = pcall(fn)
+      assert.is_false(ok)
+      assert.are.equal("spec/balancer_spec.lua:" .. line .. ": " .. msg, e)
+    end
+    local line = debug.getinfo(1, "l").currentline
+    raises_at(line + 1, function() t:unary("/a.B/C", "", { timeout = "x" }) end,
+      "bad argument #3 to 'unary' (timeout: seconds (a number) or nil expected, got string)")
+    raises_at(line + 3, function() t:server_stream("/a.B/C", "", { timeout = "x" }) end,
+      "bad argument #3 to 'server_stream' (timeout: seconds (a number) or nil expected, got string)")
+    raises_at(line + 5, function() t:unary("/a.B/C", "", { with_metadata = "yes" }) end,
+      [[bad argument #3 to 'unary' (with_metadata: true, false or "present" expected, got string "yes")]])
+    raises_at(line + 7, function() t:start_unary("/a.B/C", "", { ring_hash = -1 }) end,
+      "bad argument #3 to 'start_unary' (ring_hash: a number in [0, 2^64) expected, got -1)")
+    raises_at(line + 9, function() t:start_server_stream("/a.B/C", 5) end,
+      "bad argument #2 to 'start_server_stream' (string expected, got number)")
+    raises_at(line + 11, function() t:stream("/a.B/C", { bogus = 1 }) end,
+      "bad argument #2 to 'stream' (unknown setting 'bogus')")
+    raises_at(line + 13, function() t:unary("a.B/C", "") end,
+      "bad argument #1 to 'unary' (method path 'a.B/C': expected /package.Service/Method)")
+    for _, b in ipairs(t:backends()) do assert.is_false(b.failed, b.address) end
+  end)
 end)

@@ -164,6 +164,28 @@ describe("client interceptors", function()
     assert.are.same({ "s1:x-k=v", "s2" }, got)
   end)
 
+  it("leave the caller's misuse raised as a stub without interceptors raises it, before any call", function()
+    local w = world()
+    local ran = 0
+    local plain = client(w, pc.inproc(backend(w)))
+    local stub = client(w, pc.inproc(backend(w)), { function(call, next) ran = ran + 1; return next(call) end })
+    for _, case in ipairs {
+      { "Get", { with_metadata = "yes" }, [[with_metadata: true, false or "present" expected, got string "yes"]] },
+      { "List", { with_metadata = 1 }, [[with_metadata: true, false or "present" expected, got number]] },
+      { "Get", { resume = print }, "resume: only server-streaming methods resume" },
+      { "Get", { timeout = "x" }, "timeout: number, pc.ExponentialTimeout or false expected, got string" },
+    } do
+      local method, opts, why = case[1], case[2], case[3]
+      for _, s in ipairs { plain, stub } do
+        local ok, err = pcall(s[method], s, { s = "x" }, opts)
+        assert.is_false(ok)
+        assert.are.equal("bad argument #2 to '" .. method .. "' (" .. why .. ")",
+          (tostring(err):gsub("^[^:]*:%d+: ", "")))
+      end
+    end
+    assert.are.equal(0, ran + w.calls)
+  end)
+
   it("refuses what is not an interceptor", function()
     local w = world()
     for _, bad in ipairs { 1, { 1 }, { { per_attempt = 1 } }, { { per_attempt = print, x = 1 } } } do

@@ -335,9 +335,9 @@ describe("with_metadata", function()
   it("refuses a non-boolean", function()
     local stub = pc.client("grpc.testing.TestService", { transport = t, timeout = 20 })
     assert.has_error(function() stub:EmptyCall({}, { with_metadata = 1 }) end,
-      "bad argument #2 to 'EmptyCall' (with_metadata: boolean expected, got number)")
+      [[bad argument #2 to 'EmptyCall' (with_metadata: true, false or "present" expected, got number)]])
     assert.has_error(function() stub:StreamingOutputCall({}, { with_metadata = 1 }) end,
-      "bad argument #2 to 'StreamingOutputCall' (with_metadata: boolean expected, got number)")
+      [[bad argument #2 to 'StreamingOutputCall' (with_metadata: true, false or "present" expected, got number)]])
   end)
 
   describe("of server streams", function()

@@ -630,3 +630,83 @@ describe("nginx worker pools (resty.pool through resty.call)", function()
       assert.falsy(log:find("%[error%]") or log:find("%[alert%]") or log:find("%[crit%]"), log)
     end)
 end)
+
+-- A balancer's wait_for_ready under nginx (transport/balancer.lua's
+-- await_ready, outside any pc task: it sleeps with the host driver's
+-- sleep, ngx.sleep): resty.grpc transports over two backends, one worker.
+-- WAITING's live backend (@LATE@) starts after the first call waits;
+-- NOBODY's two never listen.
+local WAIT_CONF = nginx_helper.lua_conf(1, [[
+    init_by_lua_block {
+        pc = require "protocall"
+        resty = require "protocall.resty"
+        local protos = "@ROOT@/spec/fixtures/protos"
+        assert(pc.load_file(protos .. "/grpc/faults.proto", { import_paths = { protos } }))
+        local opts = { wait_for_ready = true, reconnect = { initial = 0.1, maximum = 0.2 } }
+        WAITING = resty.client(pc, "faults.Faults", { transport = resty.grpc(pc,
+            { "127.0.0.1:@DEAD@", "127.0.0.1:@LATE@" }, opts) })
+        NOBODY = resty.client(pc, "faults.Faults", { transport = resty.grpc(pc,
+            { "127.0.0.1:@DEAD@", "127.0.0.1:@DEAD2@" }, opts) })
+        local STATUS = { UNAVAILABLE = 503, DEADLINE_EXCEEDED = 504 }
+        function answer(stub, timeout)
+            local ok, r = pcall(stub.Echo, stub, { text = ngx.var.arg_text or "" }, { timeout = timeout })
+            if not ok then
+                ngx.status = type(r) == "table" and STATUS[r.code] or 500
+                ngx.say(tostring(r))
+                return ngx.exit(ngx.status)
+            end
+            ngx.say(r.text)
+        end
+    }
+    server {
+        listen 127.0.0.1:@PORT@;
+        location = /wait { content_by_lua_block { answer(WAITING, 15) } }
+        location = /short { content_by_lua_block { answer(NOBODY, 0.5) } }
+        location = /quick { content_by_lua_block { ngx.sleep(0.01) ngx.say("quick") } }
+    }
+]])
+
+describe("nginx: a balancer's wait_for_ready call (resty.grpc over two backends)", function()
+  local nginx, server, late, dead, dead2
+  setup(function()
+    late, dead, dead2 = nginx_helper.free_port(), nginx_helper.free_port(), nginx_helper.free_port()
+    nginx = nginx_helper.start("wait", (WAIT_CONF:gsub("@LATE@", tostring(late)):gsub("@DEAD@", tostring(dead))
+      :gsub("@DEAD2@", tostring(dead2))))
+  end)
+  teardown(function()
+    stop_nginx(nginx)
+    if server then helper.stop(server) end
+  end)
+
+  it("waits for the backend that comes up later, and the worker answers other requests meanwhile", function()
+    local out = os.tmpname()
+    local waiting = io.popen("curl -s -m 30 -w '\n%{http_code}' " .. shell_quote(nginx.url .. "/wait?text=late")
+      .. " > " .. out)
+    os.execute("sleep 0.5")
+    for i = 1, 3 do
+      local code, body = get(nginx, "/quick", 5)
+      assert.are.equal(200, code, i)
+      assert.are.equal("quick\n", body)
+    end
+    assert.are.equal("", nginx_helper.read(out)) -- still waiting: nobody listens yet
+    server = helper.spawn_command("env PC_SERVER_LIFETIME=600 PC_SERVER_WORKERS=8 /usr/bin/python3 "
+      .. "spec/grpc_server.py grpc " .. late, "grpc_server.py grpc")
+    waiting:close()
+    local text = nginx_helper.read(out)
+    os.remove(out)
+    assert.are.equal("late\n\n200", text) -- ngx.say's newline, then curl's
+    -- the refused connections are nginx's own [error] lines; nothing else,
+    -- and no spin at the end of a backoff: a wait under nginx's 1 ms
+    -- resolution was ngx.sleep(0), which warns (resty.sleep)
+    local log = error_log(nginx):gsub("[^\n]*connect%(%) failed %(111: Connection refused%)[^\n]*\n", "")
+    assert.falsy(log:find("%[error%]") or log:find("%[alert%]") or log:find("%[crit%]"), log)
+    assert.falsy(log:find("ngx.sleep(0)", 1, true), log)
+  end)
+
+  it("fails DEADLINE_EXCEEDED (504) at a short deadline when no backend ever listens", function()
+    local code, body = get(nginx, "/short", 20)
+    assert.are.equal(504, code, body)
+    assert.matches("^DEADLINE_EXCEEDED: deadline exceeded waiting for a connection %(the last attempt: connect to "
+      .. "127%.0%.0%.1:%d+: [^\n]+%)\n$", body)
+  end)
+end)

@@ -953,6 +953,47 @@ describe("one handler in process and over the network", function()
       .trailers)
   end)
 
+  both("gives a stub's with_metadata = \"present\" the meaning the transports give it", function(t)
+    local hedging = { methodConfig = { { name = { { service = "srv.Calc" } },
+      hedgingPolicy = { maxAttempts = 2, hedgingDelay = "1s" } } } }
+    local stubs = { stub_of(t), stub_of(t, { interceptors = { function(call, nxt) return nxt(call) end } }),
+      stub_of(t, { service_config = hedging }) }
+    for i, stub in ipairs(stubs) do
+      local r, md = stub:Add({ x = 1, y = 2, note = "meta" }, { with_metadata = "present" })
+      assert.equals(3, r.total)
+      assert.equals("h1", pairs_of(md.headers):match("x%-head=(%w+)"), i)
+      assert.equals("x-trail=t1 x-bin=\0\255", pairs_of(md.trailers), i)
+      r, md = stub:Add({ x = 1, y = 2 }, { with_metadata = "present" })
+      assert.equals(3, r.total)
+      assert.is_nil(md, i) -- gRPC's own (content-type, grpc-status) only
+      assert.equals(2, select("#", stub:Add({ x = 1, y = 2 }, { with_metadata = "present" })))
+      md = select(2, stub:Add({ x = 1, y = 2 }, { with_metadata = true }))
+      assert.same({}, md.trailers, i)
+      -- a server stream's call holds the lists, as with true (hedged too:
+      -- the winning attempt's)
+      for _, want in ipairs { true, "present" } do
+        local it, call = stub:Count({ note = "meta" }, { with_metadata = want })
+        assert.equals(1, it().x)
+        assert.is_nil(it())
+        assert.equals("h1", pairs_of(call:headers()):match("x%-head=(%w+)"), i)
+        assert.equals("x-trail=t1", pairs_of(call:trailers()), i)
+        it, call = stub:Count({ note = "list" }, { with_metadata = want })
+        assert.equals(1, it().x)
+        assert.equals(2, it().x)
+        assert.is_nil(it())
+        assert.same({}, call:trailers(), i)
+      end
+    end
+    for _, v in ipairs { "yes", 1 } do
+      assert.has_error(function() stubs[1]:Add({}, { with_metadata = v }) end,
+        [[bad argument #2 to 'Add' (with_metadata: true, false or "present" expected, got ]]
+        .. (v == "yes" and [[string "yes")]] or "number)"))
+      assert.has_error(function() stubs[2]:Count({}, { with_metadata = v }) end, -- interceptors: the same
+        [[bad argument #2 to 'Count' (with_metadata: true, false or "present" expected, got ]]
+        .. (v == "yes" and [[string "yes")]] or "number)"))
+    end
+  end)
+
   both("checks ctx:set_header, set_trailer and set_compression's arguments alike", function(t)
     stub_of(t):Add { note = "misuse" }
     local here = debug.getinfo(1, "S").short_src

@@ -211,7 +211,7 @@ describe("pc.server and pc.inproc", function()
       function() t:unary(M, "", { metadata = { a = "b" } }) end)
     check("bad argument #3 to 'unary' (metadata key 'grpc-status' is reserved for the transport)",
       function() t:unary(M, "", { metadata = { { "grpc-status", "5" } } }) end)
-    check("bad argument #2 to 'stream' (with_metadata: boolean expected, got string)",
+    check([[bad argument #2 to 'stream' (with_metadata: true, false or "present" expected, got string "yes")]],
       function() t:stream("/svc.Router/Chat", { with_metadata = "yes" }) end)
     check("calling 'unary' on bad self (protocall.Inproc expected, got string)", function() t.unary(M, "") end)
     assert.is_false(called)

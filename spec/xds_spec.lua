@@ -159,6 +159,31 @@ describe("xDS", function()
     end)
   end)
 
+  describe("a call's misuse", function()
+    it("raises at the caller's line as one backend's transport does, before waiting for a route", function()
+      local t = pc.grpc("xds:///unreachable", { xds_bootstrap = [[{"xds_servers": [{"server_uri": "127.0.0.1:1",
+        "channel_creds": [{"type": "insecure"}]}], "node": {"id": "n"}}]] })
+      local function raises_at(line, fn, msg)
+        local ok, e = pcall(fn)
+        assert.is_false(ok)
+        assert.are.equal("spec/xds_spec.lua:" .. line .. ": " .. msg, e)
+      end
+      local line = debug.getinfo(1, "l").currentline
+      raises_at(line + 1, function() t:unary("/x.Y/Z", "", { timeout = "x" }) end,
+        "bad argument #3 to 'unary' (timeout: seconds (a number) or nil expected, got string)")
+      raises_at(line + 3, function() t:server_stream("/x.Y/Z", "", { metadata = { a = "b" } }) end,
+        "bad argument #3 to 'server_stream' (metadata: list of {key, value} pairs expected, "
+        .. [[got a table with key "a")]])
+      raises_at(line + 6, function() t:start_unary("/x.Y/Z", "", { with_metadata = "yes" }) end,
+        [[bad argument #3 to 'start_unary' (with_metadata: true, false or "present" expected, got string "yes")]])
+      raises_at(line + 8, function() t:start_server_stream("/x.Y/Z", nil) end,
+        "bad argument #2 to 'start_server_stream' (string expected, got nil)")
+      raises_at(line + 10, function() t:stream("/x.Y/Z", { bogus = 1 }) end,
+        "bad argument #2 to 'stream' (unknown setting 'bogus')")
+      t:close()
+    end)
+  end)
+
   describe("matching", function()
     it("picks the virtual host as gRPC does", function()
       local vhs = { { name = "star", domains = { "*" } }, { name = "pre", domains = { "svc.*" } },

@@ -46,6 +46,18 @@ function M.compression_problem(c)
   return format("compression '%s': expected \"gzip\" or \"identity\"", tostring(c))
 end
 
+--- problem | nil = with_metadata_problem(v): what is wrong with `v` as a
+-- call's with_metadata (nil, true, false or "present": the metadata only
+-- when the answer carried some besides gRPC's own), or nil. A transport's
+-- settings (check_call) and a stub's per-call options (rpc/client.lua)
+-- share it.
+function M.with_metadata_problem(v)
+  if v == nil or v == true or v == false or v == "present" then return nil end
+  local got = type(v)
+  if got == "string" then got = format("string %q", v:sub(1, 40)) end
+  return 'with_metadata: true, false or "present" expected, got ' .. got
+end
+
 -- The keys of a call's settings (`tried`: a balancer's, transport/balancer.lua;
 -- `no_side_effects`: the method's idempotency_level is NO_SIDE_EFFECTS, which a
 -- Connect transport made with `get = true` sends as Connect's GET).
@@ -127,10 +139,7 @@ function M.check_call(name, path, settings, level, sarg, compression)
   end
   if settings.compression ~= nil then compression = settings.compression end
   local problem = M.attempt_problem(settings.timeout, settings.metadata, compression)
-  local with = settings.with_metadata
-  if not problem and with ~= nil and type(with) ~= "boolean" and with ~= "present" then
-    problem = "with_metadata: boolean expected, got " .. type(with)
-  end
+  if not problem then problem = M.with_metadata_problem(settings.with_metadata) end
   local previous = settings.previous_attempts
   if not problem and previous ~= nil and (mtype(previous) ~= "integer" or previous < 0 or previous > 100) then
     problem = "previous_attempts: integer in 0..100 expected, got " .. M.show(previous)
@@ -163,6 +172,20 @@ M.DURATION_MAX = 315576000000
 -- is a string (a request message's bytes).
 function M.check_request(name, request, level)
   if type(request) ~= "string" then M.argerror(name, "string expected, got " .. type(request), level + 1, 2) end
+end
+
+--- check_args(name, path, request, settings, level, sarg): a several-
+-- backend transport's checks of a call's arguments before it picks a
+-- backend (transport/balancer.lua, transport/xds.lua: picking reads the
+-- timeout, metadata and ring_hash), the misuse one backend's transport
+-- raises: check_call (settings a client's attempt made, CHECKED, taken as
+-- they are), then check_request when `sarg` is 3 (a unary or
+-- server-streaming call). Raises at `level` (1: the caller of
+-- check_args).
+function M.check_args(name, path, request, settings, level, sarg)
+  level = level + 1
+  if getmetatable(settings) ~= M.CHECKED then M.check_call(name, path, settings, level, sarg) end
+  if sarg == 3 then M.check_request(name, request, level) end
 end
 
 --- is_callable(v): whether v is a function or has a __call metamethod.

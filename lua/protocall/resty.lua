@@ -77,11 +77,25 @@ function M.now()
   return ngx_now()
 end
 
+-- nginx's timers count whole milliseconds: ngx.sleep and a semaphore's
+-- wait truncate, so a wait shorter than 1 ms would not wait (ngx.sleep(0)
+-- only yields, warning "ngx.sleep(0) called without delayed events patch"
+-- each time; the wait returns at once) and its caller, waiting for a
+-- moment that has not come, would spin: a positive wait is at least 1 ms.
+local MS = 0.001
+local function at_least_ms(seconds)
+  if seconds > 0 and seconds < MS then return MS end
+  return seconds > 0 and seconds or 0
+end
+
 --- `resty.sleep(seconds)`: ngx.sleep, which yields the request to nginx
--- (the worker goes on with other requests). The sleep of retry backoff in
--- `resty.client` and of the channel between rounds.
+-- (the worker goes on with other requests); nginx counts whole
+-- milliseconds, so a positive `seconds` under 0.001 sleeps 1 ms, and 0
+-- (or less) only yields. The sleep of retry backoff in `resty.client`, of
+-- the channel between rounds and of a balancer's wait_for_ready call
+-- waiting for a backend.
 function M.sleep(seconds)
-  ngx_sleep(seconds > 0 and seconds or 0)
+  ngx_sleep(at_least_ms(seconds))
 end
 
 local function ms(seconds)
@@ -413,7 +427,7 @@ local function driver_wait(seconds, token)
   w.token = token
   waiting[w] = true
   if token then by_token[token] = w end
-  local posted = w.sema:wait(seconds)
+  local posted = w.sema:wait(at_least_ms(seconds))
   waiting[w] = nil
   if token and by_token[token] == w then by_token[token] = nil end
   while w.sema:count() > 0 do w.sema:wait(0) end -- a post after the timeout

@@ -45,9 +45,19 @@ local function decoded(m, bytes, max, json)
   return resp
 end
 
--- A unary attempt. The request is its bytes, or a record {bytes=} of a
--- call made {with_metadata = true}: the attempt then asks the transport
--- for the response's headers and trailers and sets record.metadata.
+-- The with_metadata setting of a transport call for with_metadata record
+-- `rec` (nil: none): true, or "present" for a call made {with_metadata =
+-- "present"} (rec.present), so the transport gives nil when the answer
+-- carried only gRPC's own metadata.
+local function want_of(rec)
+  if rec == nil then return false end
+  return rec.present and "present" or true
+end
+
+-- A unary attempt. The request is its bytes, or a record {bytes=,
+-- present=} of a call made {with_metadata = true or "present"}: the
+-- attempt then asks the transport for the response's headers and
+-- trailers and sets record.metadata.
 -- `attempt` is nil for the first, then 2, 3, ... (pc.wrap_method); the
 -- transport sends previous_attempts as grpc-previous-rpc-attempts.
 function M.unary(transport, m, max)
@@ -58,7 +68,7 @@ function M.unary(transport, m, max)
     if type(request) == "table" then rec, request = request, request.bytes end
     -- the callable checked these options: the transport need not again (internal.CHECKED)
     local bytes, meta = transport:unary(path, request, setmetatable({ timeout = timeout, metadata = metadata,
-      compression = compression, with_metadata = rec ~= nil, previous_attempts = attempt and attempt - 1,
+      compression = compression, with_metadata = want_of(rec), previous_attempts = attempt and attempt - 1,
       no_side_effects = safe }, CHECKED))
     if rec then rec.metadata = meta end
     return decoded(m, bytes, max, json)
@@ -71,6 +81,15 @@ function M.metadata_of(rec)
   local meta = rec.metadata
   if type(meta) ~= "table" then meta = {} end
   return { headers = meta.headers or {}, trailers = meta.trailers or {} }
+end
+
+--- meta = metadata_result(rec): what a unary stub call made with
+-- with_metadata returns second: metadata_of(rec), or nil for a call made
+-- {with_metadata = "present"} whose answer carried no metadata but gRPC's
+-- own (the transport gave none: a host's never does).
+function M.metadata_result(rec)
+  if rec.present and rec.metadata == nil then return nil end
+  return M.metadata_of(rec)
 end
 
 -- {headers=, trailers=} a transport's stream call holds (pc.grpc's
@@ -157,6 +176,23 @@ function Closing.cancel(self)
 end
 Closing.__close = Closing.close
 
+-- The iterator `iter` of a transport's stream `call` for with_metadata
+-- record `rec`: rec.live is the call while it runs (StreamCall:headers
+-- reads it), rec.metadata its metadata once it ended, or the error's
+-- (`headers`, `metadata`) when it failed.
+local function watched(rec, iter, call)
+  rec.metadata, rec.live = nil, call
+  return function(st, c)
+    local ok, bytes = pcall(iter, st, c)
+    if not ok then
+      if type(bytes) == "table" then rec.metadata = { headers = bytes.headers, trailers = bytes.metadata } end
+      error(bytes, 0)
+    end
+    if bytes == nil then rec.metadata = transport_metadata(call) or {} end
+    return bytes
+  end
+end
+
 function M.server_stream(transport, m, max)
   local path, json = m.path, transport.json
   local function next_of(bytes)
@@ -170,19 +206,7 @@ function M.server_stream(transport, m, max)
     end
     local iter, state, ctl, call = transport:server_stream(path, request_bytes, { timeout = timeout,
       metadata = metadata, compression = compression, previous_attempts = attempt and attempt - 1 })
-    if rec then
-      rec.metadata, rec.live = nil, call
-      local raw = iter
-      iter = function(st, c)
-        local ok, bytes = pcall(raw, st, c)
-        if not ok then
-          if type(bytes) == "table" then rec.metadata = { headers = bytes.headers, trailers = bytes.metadata } end
-          error(bytes, 0)
-        end
-        if bytes == nil then rec.metadata = transport_metadata(call) or {} end
-        return bytes
-      end
-    end
+    if rec then iter = watched(rec, iter, call) end
     local first = next_of(iter(state, ctl))
     local done = first == nil
     local f = function()
@@ -257,7 +281,7 @@ function M.hedged(transport, m, max, policy, bucket, clock, sleep)
       local rec = type(request) == "table" and request or nil
       local h = begin(transport, path, rec and rec.bytes or request, { timeout = timeout, metadata = metadata,
         compression = compression, previous_attempts = previous > 0 and previous or nil, tried = tried,
-        with_metadata = rec ~= nil or nil })
+        with_metadata = want_of(rec) or nil })
       return {
         raw = h,
         cancel = function() h:cancel() end,
@@ -265,8 +289,9 @@ function M.hedged(transport, m, max, policy, bucket, clock, sleep)
           local ok, v, meta = h:result()
           if not ok then return ok, v end
           if streaming then
-            local it = decode_stream(v)
-            stream_closers[it] = meta -- the stream's call (its third result)
+            -- meta is the stream's call (its third result)
+            local it = decode_stream(rec and watched(rec.sink or rec, v, meta) or v)
+            stream_closers[it] = meta
             return true, it
           end
           if rec then rec.metadata = meta end

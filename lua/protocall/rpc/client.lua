@@ -34,6 +34,7 @@ local to_json, from_json = core.to_json, core.from_json
 local JSON_IN = { ignore_unknown = true } -- as attempts.lua reads responses
 local DEFAULT, option_problem, metadata_problem = policy.DEFAULT, policy.option_problem, core.metadata_problem
 local compression_problem, attempt_problem = internal.compression_problem, internal.attempt_problem
+local with_metadata_problem = internal.with_metadata_problem
 local as_message = message.as_message
 
 local M = {}
@@ -120,14 +121,14 @@ local function without(call_opts, key)
   return next(rest) ~= nil and rest or nil, call_opts[key]
 end
 
--- Per-call options without `with_metadata`, whether it asked, and what is
--- wrong with its value.
+-- Per-call options without `with_metadata`, what it asked (true,
+-- "present" or false), and what is wrong with its value (the transports'
+-- words: internal.with_metadata_problem).
 local function split_with_metadata(call_opts)
   local rest, want = without(call_opts, "with_metadata")
-  if want ~= nil and type(want) ~= "boolean" then
-    return nil, nil, "with_metadata: boolean expected, got " .. type(want)
-  end
-  return rest, want == true
+  local problem = with_metadata_problem(want)
+  if problem then return nil, nil, problem end
+  return rest, want or false
 end
 
 -------------------------------------------------------------------------------
@@ -276,7 +277,7 @@ local function unary_method(c, m)
     -- whose metadata is copied to the call's record.
     local function attempt_of(rec, bytes, timeout, metadata, compression, n)
       if not rec.want_metadata then return attempt(bytes, timeout, metadata, compression, n) end
-      local box = { bytes = bytes, sink = m.server_streaming and rec or nil }
+      local box = { bytes = bytes, sink = m.server_streaming and rec or nil, present = rec.present }
       local res = attempt(box, timeout, metadata, compression, n)
       if not box.sink then rec.metadata = box.metadata end
       return res
@@ -395,9 +396,9 @@ local function unary_method(c, m)
     if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
     check_open(transport, name, 2)
     if want_md then
-      local rec = { bytes = encoded(request, 2) }
+      local rec = { bytes = encoded(request, 2), present = want_md == "present" or nil }
       local res = call_with(rec, rest, 2)
-      return res, attempts.metadata_of(rec)
+      return res, attempts.metadata_result(rec)
     end
     local res = call_with(encoded(request, 2), rest, 2)
     return res
@@ -448,7 +449,15 @@ local function unary_method(c, m)
           ic.options[k] = v
         end
       end
-      local bad = options_problem(ic.options)
+      -- the caller's options are refused as without interceptors (what
+      -- an interceptor hands on is checked in `terminal`)
+      local given = ic.options
+      local bad = options_problem(given) or with_metadata_problem(given.with_metadata)
+        or given.resume ~= nil and not m.server_streaming and "resume: only server-streaming methods resume" or nil
+      for k, v in next, given do
+        if bad then break end
+        if k ~= "with_metadata" and k ~= "resume" then bad = option_problem(k, v) end
+      end
       if bad then error(format("bad argument #2 to '%s' (%s)", name, bad), 2) end
       check_open(transport, name, 2)
       local t0 = clock()
@@ -465,7 +474,7 @@ local function unary_method(c, m)
         rest, want_md, bad_md = split_with_metadata(rest)
         if bad_md then error(format("%s: %s", full, bad_md), 0) end
         if rest ~= nil and next(rest) == nil then rest = nil end
-        local rec = { call = cc, attempts = 0, want_metadata = want_md }
+        local rec = { call = cc, attempts = 0, want_metadata = want_md, present = want_md == "present" or nil }
         cc.response_metadata = want_md and rec or nil
         rec.bytes = encoded(cc.request, 1)
         local ok, res
@@ -481,7 +490,7 @@ local function unary_method(c, m)
       end
       local res = interceptors.run(per_call_chain or {}, 1, ic, terminal, t0, clock)
       if m.server_streaming then return attempts.stream_values(res, full, ic.response_metadata) end
-      if ic.response_metadata then return res, attempts.metadata_of(ic.response_metadata) end
+      if ic.response_metadata then return res, attempts.metadata_result(ic.response_metadata) end
       return res
     end
   end
@@ -510,7 +519,11 @@ end
 -- call, `with_metadata = true` makes a unary method return `response,
 -- {headers =, trailers =}` (the successful attempt's {key, value} lists,
 -- as python grpc's with_call; over pc.inproc those the handler set) and a server-streaming
--- one `iterator, call` (see stub:StreamMethod).
+-- one `iterator, call` (see stub:StreamMethod); `with_metadata = "present"`, as
+-- pc.grpc's transport calls take it, makes a unary method return nil instead
+-- of that table when the answer carried no metadata but gRPC's own (over
+-- pc.inproc: the handler set none), and is `true` to a server-streaming one
+-- (its call's headers() and trailers() are lists).
 -- `service_config` is gRPC's service config as a Lua table or JSON text:
 -- each method takes its methodConfig entry's retry and timeout unless
 -- `methods.Name` sets them (the client's own retry and timeout apply to

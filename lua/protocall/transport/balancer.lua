@@ -54,6 +54,7 @@ local setmetatable, getmetatable, pcall, error, pairs, ipairs, type, tostring =
   setmetatable, getmetatable, pcall, error, pairs, ipairs, type, tostring
 local min = math.min
 local monotonic = core.monotonic
+local check_args = internal.check_args
 
 local M = {}
 
@@ -687,6 +688,7 @@ local Moved = internal.forwarding("protocall.BalancedCall")
 --- As pc.grpc's transport:unary, on the backend the policy picks.
 function Balanced:unary(path, request, settings)
   check_open(self, "unary", 2)
+  check_args("unary", path, request, settings, 2, 3)
   local since = monotonic()
   local b = chosen(self, path, settings)
   local tried, s = {}, settings
@@ -721,6 +723,7 @@ end
 --- As pc.grpc's transport:server_stream, on the backend the policy picks.
 function Balanced:server_stream(path, request, settings)
   check_open(self, "server_stream", 2)
+  check_args("server_stream", path, request, settings, 2, 3)
   local since = monotonic()
   local b = chosen(self, path, settings)
   local ok, iter, state, ctl, call = pcall(b.transport.server_stream, b.transport, path, request, settings)
@@ -881,6 +884,7 @@ end
 -- request messages sent again (Replayed).
 function Balanced:stream(path, settings)
   check_open(self, "stream", 2)
+  check_args("stream", path, nil, settings, 2, 2)
   local since = monotonic()
   local b = chosen(self, path, settings)
   local call = least_request.counted(least_request.start(self, b), b.transport:stream(path, settings))
@@ -996,6 +1000,7 @@ end
 -- backend the policy picks; settings.tried records it.
 local function started(self, name, path, request, settings)
   check_open(self, name, 3)
+  check_args(name, path, request, settings, 3, 3)
   local since = monotonic()
   local tried = settings and settings.tried
   local b, err

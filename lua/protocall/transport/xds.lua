@@ -34,6 +34,7 @@
 -- UNAVAILABLE naming its path.
 local core = require "protocall.core"
 local errors = require "protocall.errors"
+local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local balancer = require "protocall.transport.balancer"
 local ring_hash = require "protocall.transport.ring_hash"
@@ -44,6 +45,7 @@ local setmetatable, getmetatable, pairs, ipairs, error, tostring, type =
   setmetatable, getmetatable, pairs, ipairs, error, tostring, type
 local min, random, lower, sort = math.min, math.random, string.lower, table.sort
 local monotonic = core.monotonic
+local check_args = internal.check_args
 
 local M = {}
 
@@ -374,6 +376,7 @@ end
 -- attempted again per the route's retry policy (gRFC A44) when it has
 -- one.
 function Xds:unary(path, request, settings)
+  check_args("unary", path, request, settings, 2, 3)
   local b, s, retry = route(self, path, settings)
   if retry then return xds_route.unary(b, path, request, s, retry) end
   return b:unary(path, request, s)
@@ -383,6 +386,7 @@ end
 -- attempted again per the route's retry policy (gRFC A44) while it fails
 -- before its first response message.
 function Xds:server_stream(path, request, settings)
+  check_args("server_stream", path, request, settings, 2, 3)
   local b, s, retry = route(self, path, settings)
   if retry then return xds_route.server_stream(b, path, request, s, retry) end
   return b:server_stream(path, request, s)
@@ -390,6 +394,7 @@ end
 
 --- As pc.grpc's transport:stream, on the route's cluster.
 function Xds:stream(path, settings)
+  check_args("stream", path, nil, settings, 2, 2)
   local b, s = route(self, path, settings)
   return b:stream(path, s)
 end
@@ -401,6 +406,7 @@ function Failed:result() return false, self.err end
 function Failed.cancel() end
 
 local function started(self, name, path, request, settings)
+  check_args(name, path, request, settings, 3, 3)
   local ok, b, s = pcall(route, self, path, settings)
   if not ok then
     if type(b) ~= "table" then error(b, 0) end

@@ -97,21 +97,185 @@ const char *lpc_push_shown(lua_State *L, int idx) {
 
 /* -- Arenas and anchors ---------------------------------------------------- */
 
+/* -- Deferred arena frees ---------------------------------------------------
+ * Lua lets a finalizer use what its object reaches ("resurrected" objects),
+ * but runs the finalizers of one cycle newest first: an Arena finalized in
+ * the cycle an older object's finalizer reads a view of it in, or a
+ * finalizer that keeps such a view for good, would read freed memory if the
+ * Arena's __gc freed its arena. So the __gc only moves the arena to the
+ * Reaper's list and its Arena into the dying table, whose keys are weak:
+ * Lua 5.4 and LuaJIT alike remove a finalized object from weak keys only
+ * when they free it, once no finalizer still to run (nor anything else)
+ * reaches it. A sweep frees the arenas whose Arena left the table. It runs
+ * once per collection cycle while arenas wait, from the __gc of a Sweep
+ * userdata that each sweep makes anew (a new object: LuaJIT finalizes an
+ * object once). So an arena outlives its Arena's __gc by a cycle at least,
+ * as long as a view of it can be reached.
+ *
+ * At lua_close every finalizer runs in one pass, newest object first, and
+ * none made during it runs: the Reaper (made when the module was first
+ * opened, so after every Arena in that order) frees what still waits, and an
+ * Arena finalized after it frees its arena at once. Known limit: a finalizer
+ * of an object made before the module was opened, run at lua_close, reads
+ * freed memory if it reads a view. */
+
+/* An arena waiting for its Arena to be freed. */
+typedef struct {
+  pc_Arena *arena;
+  lpc_ArenaBox *box; /* its Arena: valid while that is a key of the dying table */
+  int keep;          /* during a sweep: its Arena is still there */
+} Grave;
+
+/* One per state (the upvalue 1 of the Arena's and the Sweep's __gc): the
+ * waiting arenas; user value 1: the dying table (Arena -> true, weak keys),
+ * made anew when no arena waits (a table does not shrink as its keys go). */
+typedef struct {
+  Grave *list; /* allocated with the state's allocator */
+  size_t n, cap;
+  lua_Alloc f;
+  void *ud;
+  int armed;  /* a Sweep userdata waits for the collector */
+  int closed; /* its __gc ran (lua_close): arenas are freed at once */
+} Reaper;
+
+/* The upvalues of the Arena's and the Sweep's __gc. */
+#define REAPER_UV lua_upvalueindex(1)
+#define SWEEP_UV  lua_upvalueindex(2) /* the Sweep metatable */
+
+/* Frees the arenas whose Arena left the dying table; when none waits, the
+ * list and the table too (the table made anew). */
+static void sweep(lua_State *L, Reaper *r) {
+  for (size_t i = 0; i < r->n; i++) r->list[i].keep = 0;
+  lua_getiuservalue(L, REAPER_UV, 1);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    lpc_ArenaBox *h = lua_touserdata(L, -1);
+    if (h->grave != 0) r->list[h->grave - 1].keep = 1;
+  }
+  size_t j = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    Grave g = r->list[i];
+    if (g.keep) {
+      g.box->grave = j + 1;
+      r->list[j++] = g;
+    } else {
+      pc_Arena_Free(g.arena);
+    }
+  }
+  r->n = j;
+  if (j == 0) {
+    r->f(r->ud, r->list, r->cap * sizeof(Grave), 0);
+    r->list = NULL;
+    r->cap = 0;
+    lua_newtable(L);
+    lua_getmetatable(L, -2);
+    lua_setmetatable(L, -2);
+    lua_setiuservalue(L, REAPER_UV, 1);
+  }
+  lua_pop(L, 1);
+}
+
+/* Makes a Sweep userdata for the next cycle (raises on allocation failure,
+ * leaving the Reaper unarmed: the next Arena __gc tries again). */
+static void arm(lua_State *L, Reaper *r) {
+  lua_newuserdatauv(L, 1, 0);
+  lua_pushvalue(L, SWEEP_UV);
+  lua_setmetatable(L, -2);
+  lua_pop(L, 1);
+  r->armed = 1;
+}
+
+/* The Sweep's __gc. */
+static int sweep_gc(lua_State *L) {
+  Reaper *r = lua_touserdata(L, REAPER_UV);
+  r->armed = 0;
+  if (r->closed) return 0;
+  sweep(L, r);
+  if (r->n > 0) arm(L, r);
+  return 0;
+}
+
+/* The Reaper's __gc: at lua_close, frees what waits. */
+static int reaper_gc(lua_State *L) {
+  Reaper *r = lua_touserdata(L, 1);
+  for (size_t i = 0; i < r->n; i++) pc_Arena_Free(r->list[i].arena);
+  r->f(r->ud, r->list, r->cap * sizeof(Grave), 0);
+  r->list = NULL;
+  r->n = r->cap = 0;
+  r->closed = 1;
+  return 0;
+}
+
+/* The Arena's __gc: its arena waits for a sweep (freed at once when the
+ * state is closing or the Reaper's list cannot grow). */
+static int arena_gc(lua_State *L) {
+  lpc_ArenaBox *h = lua_touserdata(L, 1);
+  Reaper *r = lua_touserdata(L, REAPER_UV);
+  if (h->arena == NULL || h->grave != 0) return 0;
+  if (!r->closed) {
+    lua_getiuservalue(L, REAPER_UV, 1); /* first, so that no sweep frees it while it is reachable */
+    lua_pushvalue(L, 1);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    if (r->n == r->cap) {
+      size_t cap = r->cap ? 2 * r->cap : 64;
+      Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
+      if (list != NULL) {
+        r->list = list;
+        r->cap = cap;
+      }
+    }
+    if (r->n < r->cap) {
+      r->list[r->n] = (Grave){h->arena, h, 0};
+      h->grave = ++r->n;
+      if (!r->armed) arm(L, r);
+      return 0;
+    }
+  }
+  pc_Arena_Free(h->arena);
+  h->arena = NULL;
+  return 0;
+}
+
+void lpc_push_arena_gc(lua_State *L) {
+  Reaper *r = lua_newuserdatauv(L, sizeof(Reaper), 1);
+  memset(r, 0, sizeof *r);
+  r->f = lua_getallocf(L, &r->ud);
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, reaper_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
+  lua_newtable(L); /* the dying table */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setiuservalue(L, -2, 1);
+  lua_createtable(L, 0, 2); /* the Sweep metatable */
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, sweep_gc, 2);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcclosure(L, arena_gc, 2);
+}
+
 void lpc_free_arena(lua_State *L, int idx) {
   lpc_ArenaBox *h = luaL_checkudata(L, idx, LPC_ARENA_MT);
   pc_Arena_Free(h->arena);
   h->arena = NULL;
 }
 
-int lpc_arena_gc(lua_State *L) {
-  lpc_free_arena(L, 1);
-  return 0;
-}
-
 pc_Arena *lpc_new_arena(lua_State *L) {
   lpc_ArenaBox *h = lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 1); /* user value 1: refs */
   h->arena = NULL;
   h->reported = 0;
+  h->grave = 0;
   luaL_setmetatable(L, LPC_ARENA_MT);
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);

@@ -24,6 +24,10 @@
  *                       object of its message, so what it keeps is what the
  *                       anchor's refs would, reached through the view alone.
  *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table.
+ *                       Its __gc does not free the arena: that waits until
+ *                       the collector frees the userdata itself, after every
+ *                       finalizer that reaches it ran (lpc_anchor.c, "Deferred
+ *                       arena frees"), so a finalizer may read or keep a view.
  * A standalone message is its own anchor. What a message's memory points to
  * that the anchor's arena does not own is kept alive from a per-anchor refs
  * table: the anchor's user value 1 (an Arena's, a standalone message's), or
@@ -54,6 +58,7 @@ extern char lpc_def_key;
 typedef struct {
   pc_Arena *arena;
   size_t reported; /* bytes already reported to the collector */
+  size_t grave;    /* after its __gc: 1 + its index in the Reaper's list (lpc_anchor.c), else 0 */
 } lpc_ArenaBox;
 
 typedef struct lpc_Lookup lpc_Lookup;
@@ -250,7 +255,9 @@ LPC_INLINE int lpc_store_plain(lua_State *L, char *msg, const lpc_LookupEntry *e
 
 /* -- Arenas, anchors and errors (lpc_anchor.c) ------------------------------
  * A function without a comment here has it where it is defined. */
-int lpc_arena_gc(lua_State *L); /* the Arena's __gc */
+/* Makes the Arena metatable's __gc (a closure over this state's Reaper);
+ * once per state (lpc_open_message_ops). */
+void lpc_push_arena_gc(lua_State *L);
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
 _Noreturn void lpc_nomem(lua_State *L); /* lpc_msg_error "not enough memory" */
 /* Pushes the string at 'idx' with each NUL byte written \0, for an error

@@ -100,38 +100,45 @@ const char *lpc_push_shown(lua_State *L, int idx) {
 /* -- Deferred arena frees ---------------------------------------------------
  * Lua lets a finalizer use what its object reaches ("resurrected" objects),
  * but runs the finalizers of one cycle newest first: an Arena finalized in
- * the cycle an older object's finalizer reads a view of it in, or a
- * finalizer that keeps such a view for good, would read freed memory if the
- * Arena's __gc freed its arena. So the __gc only moves the arena to the
- * Reaper's list and its Arena into the dying table, whose keys are weak:
- * Lua 5.4 and LuaJIT alike remove a finalized object from weak keys only
- * when they free it, once no finalizer still to run (nor anything else)
- * reaches it. A sweep frees the arenas whose Arena left the table. It runs
- * once per collection cycle while arenas wait, from the __gc of a Sweep
- * userdata that each sweep makes anew (a new object: LuaJIT finalizes an
- * object once). So an arena outlives its Arena's __gc by a cycle at least,
- * as long as a view of it can be reached.
+ * the cycle an older object's finalizer reads a view of it in would have
+ * freed the memory that view reads. So the Arena's __gc only moves its
+ * arena to the Reaper's list, stamped with the epoch: the count of the
+ * collector's atomic phases seen so far, each told by a probe (a table held
+ * by weak values alone) gone. Every finalizer of a cycle runs before the
+ * next cycle's atomic phase, so an arena stamped before the current epoch
+ * is read by no finalizer still to run, and a sweep frees it. Sweeps run
+ * once per cycle while arenas wait, from the __gc of a Sweep userdata that
+ * each sweep makes anew (a new object: LuaJIT finalizes an object once); an
+ * Arena finalized in the cycle a sweep runs in is newer than that Sweep (so
+ * finalized first) or older: either way it carries the current epoch and
+ * waits for the next sweep. Cost: a list entry and a probe check per Arena.
+ * (Finalizers an emergency collection of Lua 5.4 left for later, and a
+ * LuaJIT finalizer making the collector step through lua_gc, may run after
+ * the next atomic phase: not accounted for.)
  *
  * At lua_close every finalizer runs in one pass, newest object first, and
  * none made during it runs: the Reaper (made when the module was first
  * opened, so after every Arena in that order) frees what still waits, and an
- * Arena finalized after it frees its arena at once. Known limit: a finalizer
- * of an object made before the module was opened, run at lua_close, reads
- * freed memory if it reads a view. */
+ * Arena finalized after it frees its arena at once.
+ *
+ * Known limits (doc/guide.md, "Lifetimes"): a finalizer that keeps a
+ * view for good (stores it where live code reaches it) leaves it reading
+ * freed memory from the next cycle on; so does a finalizer of an object made
+ * before the module was opened that reads a view at lua_close. */
 
-/* An arena waiting for its Arena to be freed. */
+/* An arena waiting for a sweep. */
 typedef struct {
   pc_Arena *arena;
-  lpc_ArenaBox *box; /* its Arena: valid while that is a key of the dying table */
-  int keep;          /* during a sweep: its Arena is still there */
+  size_t epoch; /* when its Arena's __gc ran */
 } Grave;
 
 /* One per state (the upvalue 1 of the Arena's and the Sweep's __gc): the
- * waiting arenas; user value 1: the dying table (Arena -> true, weak keys),
- * made anew when no arena waits (a table does not shrink as its keys go). */
+ * waiting arenas, oldest epoch first. User value 1: the probe's table
+ * ([1] = the probe, weak values). */
 typedef struct {
   Grave *list; /* allocated with the state's allocator */
   size_t n, cap;
+  size_t epoch; /* the atomic phases seen */
   lua_Alloc f;
   void *ud;
   int armed;  /* a Sweep userdata waits for the collector */
@@ -142,38 +149,32 @@ typedef struct {
 #define REAPER_UV lua_upvalueindex(1)
 #define SWEEP_UV  lua_upvalueindex(2) /* the Sweep metatable */
 
-/* Frees the arenas whose Arena left the dying table; when none waits, the
- * list and the table too (the table made anew). */
-static void sweep(lua_State *L, Reaper *r) {
-  for (size_t i = 0; i < r->n; i++) r->list[i].keep = 0;
+/* The current epoch (a new probe when the collector took the last). */
+static size_t current_epoch(lua_State *L, Reaper *r) {
   lua_getiuservalue(L, REAPER_UV, 1);
-  lua_pushnil(L);
-  while (lua_next(L, -2)) {
-    lua_pop(L, 1);
-    lpc_ArenaBox *h = lua_touserdata(L, -1);
-    if (h->grave != 0) r->list[h->grave - 1].keep = 1;
+  if (lua_rawgeti(L, -1, 1) == LUA_TNIL) {
+    r->epoch++;
+    lua_createtable(L, 0, 0);
+    lua_rawseti(L, -3, 1);
   }
-  size_t j = 0;
-  for (size_t i = 0; i < r->n; i++) {
-    Grave g = r->list[i];
-    if (g.keep) {
-      g.box->grave = j + 1;
-      r->list[j++] = g;
-    } else {
-      pc_Arena_Free(g.arena);
+  lua_pop(L, 2);
+  return r->epoch;
+}
+
+/* Frees the arenas of past epochs. */
+static void sweep(lua_State *L, Reaper *r) {
+  size_t e = current_epoch(L, r), i = 0, j = 0;
+  for (; i < r->n && r->list[i].epoch < e; i++) pc_Arena_Free(r->list[i].arena);
+  for (; i < r->n; i++) r->list[j++] = r->list[i];
+  r->n = j;
+  if (j == 0 || j < r->cap / 4) { /* give back what a burst took */
+    size_t cap = j == 0 ? 0 : r->cap / 2;
+    Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
+    if (list != NULL || cap == 0) {
+      r->list = list;
+      r->cap = cap;
     }
   }
-  r->n = j;
-  if (j == 0) {
-    r->f(r->ud, r->list, r->cap * sizeof(Grave), 0);
-    r->list = NULL;
-    r->cap = 0;
-    lua_newtable(L);
-    lua_getmetatable(L, -2);
-    lua_setmetatable(L, -2);
-    lua_setiuservalue(L, REAPER_UV, 1);
-  }
-  lua_pop(L, 1);
 }
 
 /* Makes a Sweep userdata for the next cycle (raises on allocation failure,
@@ -212,13 +213,9 @@ static int reaper_gc(lua_State *L) {
 static int arena_gc(lua_State *L) {
   lpc_ArenaBox *h = lua_touserdata(L, 1);
   Reaper *r = lua_touserdata(L, REAPER_UV);
-  if (h->arena == NULL || h->grave != 0) return 0;
+  if (h->arena == NULL || h->queued) return 0;
   if (!r->closed) {
-    lua_getiuservalue(L, REAPER_UV, 1); /* first, so that no sweep frees it while it is reachable */
-    lua_pushvalue(L, 1);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, -3);
-    lua_pop(L, 1);
+    size_t e = current_epoch(L, r);
     if (r->n == r->cap) {
       size_t cap = r->cap ? 2 * r->cap : 64;
       Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
@@ -228,8 +225,8 @@ static int arena_gc(lua_State *L) {
       }
     }
     if (r->n < r->cap) {
-      r->list[r->n] = (Grave){h->arena, h, 0};
-      h->grave = ++r->n;
+      r->list[r->n++] = (Grave){h->arena, e};
+      h->queued = 1; /* the arena is the Reaper's now, still in use until the sweep */
       if (!r->armed) arm(L, r);
       return 0;
     }
@@ -249,9 +246,9 @@ void lpc_push_arena_gc(lua_State *L) {
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_setmetatable(L, -2);
-  lua_newtable(L); /* the dying table */
+  lua_createtable(L, 1, 0); /* the probe's table (the probe made on first need) */
   lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "k");
+  lua_pushliteral(L, "v");
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
   lua_setiuservalue(L, -2, 1);
@@ -275,7 +272,7 @@ pc_Arena *lpc_new_arena(lua_State *L) {
   lpc_ArenaBox *h = lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 1); /* user value 1: refs */
   h->arena = NULL;
   h->reported = 0;
-  h->grave = 0;
+  h->queued = 0;
   luaL_setmetatable(L, LPC_ARENA_MT);
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);

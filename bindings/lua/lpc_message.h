@@ -25,9 +25,8 @@
  *                       anchor's refs would, reached through the view alone.
  *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table.
  *                       Its __gc does not free the arena: that waits until
- *                       the collector frees the userdata itself, after every
- *                       finalizer that reaches it ran (lpc_anchor.c, "Deferred
- *                       arena frees"), so a finalizer may read or keep a view.
+ *                       the next cycle, after every finalizer that may read
+ *                       it ran (lpc_anchor.c, "Deferred arena frees").
  * A standalone message is its own anchor. What a message's memory points to
  * that the anchor's arena does not own is kept alive from a per-anchor refs
  * table: the anchor's user value 1 (an Arena's, a standalone message's), or
@@ -58,7 +57,7 @@ extern char lpc_def_key;
 typedef struct {
   pc_Arena *arena;
   size_t reported; /* bytes already reported to the collector */
-  size_t grave;    /* after its __gc: 1 + its index in the Reaper's list (lpc_anchor.c), else 0 */
+  int queued;      /* its __gc ran: the arena waits in the Reaper's list (lpc_anchor.c) */
 } lpc_ArenaBox;
 
 typedef struct lpc_Lookup lpc_Lookup;

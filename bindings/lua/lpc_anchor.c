@@ -211,7 +211,7 @@ static int reaper_gc(lua_State *L) {
 /* The Arena's __gc: its arena waits for a sweep (freed at once when the
  * state is closing or the Reaper's list cannot grow). */
 static int arena_gc(lua_State *L) {
-  lpc_ArenaBox *h = lua_touserdata(L, 1);
+  lpc_ArenaBox *h = luaL_checkudata(L, 1, LPC_ARENA_MT); /* debug.getregistry() reaches it */
   Reaper *r = lua_touserdata(L, REAPER_UV);
   if (h->arena == NULL || h->queued) return 0;
   if (!r->closed) {

@@ -1339,10 +1339,10 @@ describe("message memory read from a finalizer", function()
     return { v.x, v.s, v.b, #v.ns, v.ns[1], v.ns[2], #v.ss, v.ss[1], v.ss[2] }
   end
   -- Makes an object whose finalizer reads pick(m) for the m that make()
-  -- returns after it (so the arena of m is
-  -- finalized first in the cycle both die in): a table under Lua 5.4, a
-  -- userdata under LuaJIT, which finalizes no table. Then collects.
-  local function finalize(make, pick)
+  -- returns after it (so the arena of m is finalized first in the cycle
+  -- both die in): a table under Lua 5.4, a userdata under LuaJIT, which
+  -- finalizes no table. between() runs after the object is made.
+  local function finalize(make, pick, between)
     local state = {}
     local function fin() -- an error in __gc would be a mere warning
       local ok, err = pcall(function()
@@ -1351,12 +1351,15 @@ describe("message memory read from a finalizer", function()
       end)
       if not ok then seen[#seen + 1] = err end
     end
+    local holder = newproxy and newproxy(true) or state
     if newproxy then
-      getmetatable(newproxy(true)).__gc = fin
+      getmetatable(holder).__gc = fin
     else
       setmetatable(state, { __gc = fin })
     end
+    if between then between() end
     state.m = make()
+    holder = nil -- luacheck: ignore holder
   end
   local function settle() for _ = 1, 4 do collectgarbage() end end
   local function decoded() return pc.decode(P, bytes) end
@@ -1394,6 +1397,19 @@ describe("message memory read from a finalizer", function()
     settle()
     assert.are.same({ { 5, "five", "", 1, 7, nil, 0, nil, nil }, { 6, "", "", 0, nil, nil, 1, "s", nil },
                       { 8, "", "\255", 0, nil, nil, 0, nil, nil } }, seen)
+  end)
+
+  it("reads a view whose arena was finalized before a sweep that ran before the reader", function()
+    -- a dropped arena finalized between the reader and the message: the
+    -- sweep that frees it is then newer than the reader, older than the
+    -- message's arena, so finalized between the two in the cycle they die in
+    local function drop() pc.decode(P, bytes); collectgarbage() end
+    finalize(decoded, function(m) return m.sub end, drop)
+    settle()
+    finalize(function() return decoded().subs end, function(subs) return subs[1] end, drop)
+    settle()
+    assert.are.same({ { 5, "five", "\0\1", 2, 7, 8, 2, "a", "bb" }, { 6, "six", "", 0, nil, nil, 0, nil, nil } },
+                    seen)
   end)
 
   it("writes a view in the finalizer, its arena growing", function()

@@ -1321,3 +1321,109 @@ describe("messages", function()
     end)
   end)
 end)
+
+-- Lua's manual lets a finalizer use what its object reaches; the arena of a
+-- message view it reaches may have been finalized earlier in the same cycle
+-- (finalizers run newest first), so its memory outlives that __gc.
+describe("message memory read from a finalizer", function()
+  pool:message("t.GcS", { { "x", "int32", 1 }, { "s", "string", 2 }, { "b", "bytes", 3 },
+                                    { "ns", "int32", 4, repeated = true },
+                                    { "ss", "string", 5, repeated = true } })
+  local P = pool:message("t.GcP", { { "sub", "t.GcS", 1 }, { "subs", "t.GcS", 2, repeated = true },
+                                    { "by", "map<string,t.GcS>", 3 } })
+  local bytes = pc.encode(P { sub = { x = 5, s = "five", b = "\0\1", ns = { 7, 8 }, ss = { "a", "bb" } },
+                              subs = { { x = 6, s = "six" }, { x = 7 } },
+                              by = { k = { x = 8, s = "eight", ss = { "c" } } } })
+  local seen = {}
+  local function read(v)
+    return { v.x, v.s, v.b, #v.ns, v.ns[1], v.ns[2], #v.ss, v.ss[1], v.ss[2] }
+  end
+  -- Makes an object whose finalizer reads pick(m) for the m that make()
+  -- returns after it (so the arena of m is finalized first in the cycle
+  -- both die in): a table under Lua 5.4, a userdata under LuaJIT, which
+  -- finalizes no table. between() runs after the object is made.
+  local function finalize(make, pick, between)
+    local state = {}
+    local function fin() -- an error in __gc would be a mere warning
+      local ok, err = pcall(function()
+        local v = pick(state.m)
+        seen[#seen + 1] = read(v)
+      end)
+      if not ok then seen[#seen + 1] = err end
+    end
+    local holder = newproxy and newproxy(true) or state
+    if newproxy then
+      getmetatable(holder).__gc = fin
+    else
+      setmetatable(state, { __gc = fin })
+    end
+    if between then between() end
+    state.m = make()
+    holder = nil -- luacheck: ignore holder
+  end
+  local function settle() for _ = 1, 4 do collectgarbage() end end
+  local function decoded() return pc.decode(P, bytes) end
+
+  after_each(function()
+    seen = {}
+    settle()
+  end)
+
+  it("reads a decoded message's sub-message, elements and map values", function()
+    finalize(decoded, function(m) return m.sub end)
+    settle()
+    finalize(decoded, function(m) return m.subs[1] end)
+    settle()
+    finalize(decoded, function(m) return m.by.k end)
+    settle()
+    -- the containers alone, the message they are of dropped
+    finalize(function() return decoded().subs end, function(subs) return subs[1] end)
+    settle()
+    finalize(function() return decoded().by end, function(by) return by.k end)
+    settle()
+    local sub, first, k = { 5, "five", "\0\1", 2, 7, 8, 2, "a", "bb" }, { 6, "six", "", 0, nil, nil, 0, nil, nil },
+                          { 8, "eight", "", 0, nil, nil, 1, "c", nil }
+    assert.are.same({ sub, first, k, first, k }, seen)
+  end)
+
+  it("reads a built message's sub-messages, elements and map values", function()
+    local function built() return P { sub = { x = 5, s = "five", ns = { 7 } }, subs = { { x = 6, ss = { "s" } } },
+                                      by = { k = { x = 8, b = "\255" } } } end
+    finalize(built, function(m) return m.sub end)
+    settle()
+    finalize(built, function(m) return m.subs[1] end)
+    settle()
+    finalize(built, function(m) return m.by.k end)
+    settle()
+    assert.are.same({ { 5, "five", "", 1, 7, nil, 0, nil, nil }, { 6, "", "", 0, nil, nil, 1, "s", nil },
+                      { 8, "", "\255", 0, nil, nil, 0, nil, nil } }, seen)
+  end)
+
+  it("reads a view whose arena was finalized before a sweep that ran before the reader", function()
+    -- a dropped arena finalized between the reader and the message: the
+    -- sweep that frees it is then newer than the reader, older than the
+    -- message's arena, so finalized between the two in the cycle they die in
+    local function drop() pc.decode(P, bytes); collectgarbage() end
+    finalize(decoded, function(m) return m.sub end, drop)
+    settle()
+    finalize(function() return decoded().subs end, function(subs) return subs[1] end, drop)
+    settle()
+    assert.are.same({ { 5, "five", "\0\1", 2, 7, 8, 2, "a", "bb" }, { 6, "six", "", 0, nil, nil, 0, nil, nil } },
+                    seen)
+  end)
+
+  it("writes a view in the finalizer, its arena growing", function()
+    finalize(decoded, function(m)
+      local v = m.sub
+      v.x = 9
+      v.ss[3] = "ccc"
+      v.ns = { 1, 2, 3 }
+      v.s = ("s"):rep(5000) -- past the arena's first block
+      return v
+    end)
+    settle()
+    assert.are.same({ { 9, ("s"):rep(5000), "\0\1", 3, 1, 2, 3, "a", "bb" } }, seen)
+  end)
+
+
+end)

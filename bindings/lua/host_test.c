@@ -20,7 +20,11 @@
  *     cancel, a loop left early, a dropped call) reaching the host's
  *     finish, and the ABI rules for the struct's size;
  *   - host time: pc.now, pc.sleep and the retry backoff use the host's clock
- *     and sleep, per state; a host sleep may yield the running coroutine. */
+ *     and sleep, per state; a host sleep may yield the running coroutine;
+ *   - message memory read from finalizers: a view read and written in the
+ *     __gc of an object finalized after the view's arena, arenas freed a
+ *     cycle later, and every byte of the state's allocator given back at
+ *     lua_close (a counting lua_Alloc), a finalizer run there reading too. */
 #include "testing/check.h"
 #include "protocall.h"
 
@@ -1039,6 +1043,68 @@ static void before_open(void) {
   protocall_pool_free(pool);
 }
 
+/* A lua_Alloc counting the bytes it holds in the size_t at 'ud'. */
+static void *counting_alloc(void *ud, void *p, size_t osize, size_t nsize) {
+  size_t *held = ud;
+  if (p != NULL) *held -= osize;
+  if (nsize == 0) {
+    free(p);
+    return NULL;
+  }
+  void *q = realloc(p, nsize);
+  if (q != NULL)
+    *held += nsize;
+  else if (p != NULL)
+    *held += osize;
+  return q;
+}
+
+static lua_Integer noted; /* what note(x) was last given */
+
+/* -- note(x): for a finalizer run at lua_close to report a value. */
+static int note(lua_State *L) {
+  noted = luaL_checkinteger(L, 1);
+  return 0;
+}
+
+static const char kFinalized[] = "local pool = pc.pool()\n"
+                                 "pool:message('g.S', { { 'x', 'int32', 1 }, { 's', 'string', 2 }, "
+                                 "{ 'n', 'int32', 3, repeated = true } })\n"
+                                 "T = pool:message('g.P', { { 'sub', 'g.S', 1 } })\n"
+                                 "bytes = pc.encode(T { sub = { x = 5, s = 'five', n = { 6 } } })\n"
+                                 "function settle() for _ = 1, 4 do collectgarbage() end end\n";
+
+static void finalized_views(void) {
+  size_t held = 0;
+  lua_State *L = lua_newstate(counting_alloc, &held);
+  luaL_openlibs(L);
+  luaL_requiref(L, "protocall", luaopen_protocall, 0);
+  lua_setglobal(L, "pc");
+  lua_register(L, "note", note);
+  CHECK(run(L, kFinalized));
+  /* the arena is newer than h: finalized first, its memory still there */
+  CHECK(run(L, "local h = setmetatable({}, { __gc = function(h)\n"
+               "  h.sub.s = h.sub.s .. ('!'):rep(5000)\n" /* grows the arena */
+               "  got = h.sub.x .. #h.sub.s .. h.sub.n[1] end })\n"
+               "h.sub = pc.decode(T, bytes).sub\n"
+               "h = nil; settle()\n"
+               "assert(got == '550046', tostring(got))"));
+  /* dropped arenas are freed a cycle or so later, not at lua_close */
+  size_t before = held;
+  CHECK(run(L, "for _ = 1, 10000 do pc.decode(T, bytes) end settle()"));
+  CHECK(held < before + 64 * 1024);
+  /* at lua_close: a finalizer reading a view, arenas waiting, a view held */
+  CHECK(run(L, "local h = setmetatable({}, { __gc = function(h) note(h.sub.x) end })\n"
+               "h.sub = pc.decode(T, bytes).sub\n"
+               "keep_h = h\n"
+               "forever = pc.decode(T, bytes).sub\n"
+               "for _ = 1, 100 do pc.decode(T, bytes) end collectgarbage()"));
+  noted = 0;
+  lua_close(L);
+  CHECK(noted == 5);
+  CHECK(held == 0);
+}
+
 int main(void) {
   before_open();
   pools();
@@ -1050,5 +1116,6 @@ int main(void) {
   yielding_time();
   statuses();
   streams();
+  finalized_views();
   return CHECK_DONE();
 }

@@ -97,21 +97,182 @@ const char *lpc_push_shown(lua_State *L, int idx) {
 
 /* -- Arenas and anchors ---------------------------------------------------- */
 
+/* -- Deferred arena frees ---------------------------------------------------
+ * Lua lets a finalizer use what its object reaches ("resurrected" objects),
+ * but runs the finalizers of one cycle newest first: an Arena finalized in
+ * the cycle an older object's finalizer reads a view of it in would have
+ * freed the memory that view reads. So the Arena's __gc only moves its
+ * arena to the Reaper's list, stamped with the epoch: the count of the
+ * collector's atomic phases seen so far, each told by a probe (a table held
+ * by weak values alone) gone. Every finalizer of a cycle runs before the
+ * next cycle's atomic phase, so an arena stamped before the current epoch
+ * is read by no finalizer still to run, and a sweep frees it. Sweeps run
+ * once per cycle while arenas wait, from the __gc of a Sweep userdata that
+ * each sweep makes anew (a new object: LuaJIT finalizes an object once); an
+ * Arena finalized in the cycle a sweep runs in is newer than that Sweep (so
+ * finalized first) or older: either way it carries the current epoch and
+ * waits for the next sweep. Cost: a list entry and a probe check per Arena.
+ * (Finalizers an emergency collection of Lua 5.4 left for later, and a
+ * LuaJIT finalizer making the collector step through lua_gc, may run after
+ * the next atomic phase: not accounted for.)
+ *
+ * At lua_close every finalizer runs in one pass, newest object first, and
+ * none made during it runs: the Reaper (made when the module was first
+ * opened, so after every Arena in that order) frees what still waits, and an
+ * Arena finalized after it frees its arena at once.
+ *
+ * Known limits (doc/guide.md, "Lifetimes"): a finalizer that keeps a
+ * view for good (stores it where live code reaches it) leaves it reading
+ * freed memory from the next cycle on; so does a finalizer of an object made
+ * before the module was opened that reads a view at lua_close. */
+
+/* An arena waiting for a sweep. */
+typedef struct {
+  pc_Arena *arena;
+  size_t epoch; /* when its Arena's __gc ran */
+} Grave;
+
+/* One per state (the upvalue 1 of the Arena's and the Sweep's __gc): the
+ * waiting arenas, oldest epoch first. User value 1: the probe's table
+ * ([1] = the probe, weak values). */
+typedef struct {
+  Grave *list; /* allocated with the state's allocator */
+  size_t n, cap;
+  size_t epoch; /* the atomic phases seen */
+  lua_Alloc f;
+  void *ud;
+  int armed;  /* a Sweep userdata waits for the collector */
+  int closed; /* its __gc ran (lua_close): arenas are freed at once */
+} Reaper;
+
+/* The upvalues of the Arena's and the Sweep's __gc. */
+#define REAPER_UV lua_upvalueindex(1)
+#define SWEEP_UV  lua_upvalueindex(2) /* the Sweep metatable */
+
+/* The current epoch (a new probe when the collector took the last). */
+static size_t current_epoch(lua_State *L, Reaper *r) {
+  lua_getiuservalue(L, REAPER_UV, 1);
+  if (lua_rawgeti(L, -1, 1) == LUA_TNIL) {
+    r->epoch++;
+    lua_createtable(L, 0, 0);
+    lua_rawseti(L, -3, 1);
+  }
+  lua_pop(L, 2);
+  return r->epoch;
+}
+
+/* Frees the arenas of past epochs. */
+static void sweep(lua_State *L, Reaper *r) {
+  size_t e = current_epoch(L, r), i = 0, j = 0;
+  for (; i < r->n && r->list[i].epoch < e; i++) pc_Arena_Free(r->list[i].arena);
+  for (; i < r->n; i++) r->list[j++] = r->list[i];
+  r->n = j;
+  if (j == 0 || j < r->cap / 4) { /* give back what a burst took */
+    size_t cap = j == 0 ? 0 : r->cap / 2;
+    Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
+    if (list != NULL || cap == 0) {
+      r->list = list;
+      r->cap = cap;
+    }
+  }
+}
+
+/* Makes a Sweep userdata for the next cycle (raises on allocation failure,
+ * leaving the Reaper unarmed: the next Arena __gc tries again). */
+static void arm(lua_State *L, Reaper *r) {
+  lua_newuserdatauv(L, 1, 0);
+  lua_pushvalue(L, SWEEP_UV);
+  lua_setmetatable(L, -2);
+  lua_pop(L, 1);
+  r->armed = 1;
+}
+
+/* The Sweep's __gc. */
+static int sweep_gc(lua_State *L) {
+  Reaper *r = lua_touserdata(L, REAPER_UV);
+  r->armed = 0;
+  if (r->closed) return 0;
+  sweep(L, r);
+  if (r->n > 0) arm(L, r);
+  return 0;
+}
+
+/* The Reaper's __gc: at lua_close, frees what waits. */
+static int reaper_gc(lua_State *L) {
+  Reaper *r = lua_touserdata(L, 1);
+  for (size_t i = 0; i < r->n; i++) pc_Arena_Free(r->list[i].arena);
+  r->f(r->ud, r->list, r->cap * sizeof(Grave), 0);
+  r->list = NULL;
+  r->n = r->cap = 0;
+  r->closed = 1;
+  return 0;
+}
+
+/* The Arena's __gc: its arena waits for a sweep (freed at once when the
+ * state is closing or the Reaper's list cannot grow). */
+static int arena_gc(lua_State *L) {
+  lpc_ArenaBox *h = luaL_checkudata(L, 1, LPC_ARENA_MT); /* debug.getregistry() reaches it */
+  Reaper *r = lua_touserdata(L, REAPER_UV);
+  if (h->arena == NULL || h->queued) return 0;
+  if (!r->closed) {
+    size_t e = current_epoch(L, r);
+    if (r->n == r->cap) {
+      size_t cap = r->cap ? 2 * r->cap : 64;
+      Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
+      if (list != NULL) {
+        r->list = list;
+        r->cap = cap;
+      }
+    }
+    if (r->n < r->cap) {
+      r->list[r->n++] = (Grave){h->arena, e};
+      h->queued = 1; /* the arena is the Reaper's now, still in use until the sweep */
+      if (!r->armed) arm(L, r);
+      return 0;
+    }
+  }
+  pc_Arena_Free(h->arena);
+  h->arena = NULL;
+  return 0;
+}
+
+void lpc_push_arena_gc(lua_State *L) {
+  Reaper *r = lua_newuserdatauv(L, sizeof(Reaper), 1);
+  memset(r, 0, sizeof *r);
+  r->f = lua_getallocf(L, &r->ud);
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, reaper_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
+  lua_createtable(L, 1, 0); /* the probe's table (the probe made on first need) */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setiuservalue(L, -2, 1);
+  lua_createtable(L, 0, 2); /* the Sweep metatable */
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, sweep_gc, 2);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcclosure(L, arena_gc, 2);
+}
+
 void lpc_free_arena(lua_State *L, int idx) {
   lpc_ArenaBox *h = luaL_checkudata(L, idx, LPC_ARENA_MT);
   pc_Arena_Free(h->arena);
   h->arena = NULL;
 }
 
-int lpc_arena_gc(lua_State *L) {
-  lpc_free_arena(L, 1);
-  return 0;
-}
-
 pc_Arena *lpc_new_arena(lua_State *L) {
   lpc_ArenaBox *h = lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 1); /* user value 1: refs */
   h->arena = NULL;
   h->reported = 0;
+  h->queued = 0;
   luaL_setmetatable(L, LPC_ARENA_MT);
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);

@@ -24,6 +24,9 @@
  *                       object of its message, so what it keeps is what the
  *                       anchor's refs would, reached through the view alone.
  *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table.
+ *                       Its __gc does not free the arena: that waits until
+ *                       the next cycle, after every finalizer that may read
+ *                       it ran (lpc_anchor.c, "Deferred arena frees").
  * A standalone message is its own anchor. What a message's memory points to
  * that the anchor's arena does not own is kept alive from a per-anchor refs
  * table: the anchor's user value 1 (an Arena's, a standalone message's), or
@@ -54,6 +57,7 @@ extern char lpc_def_key;
 typedef struct {
   pc_Arena *arena;
   size_t reported; /* bytes already reported to the collector */
+  int queued;      /* its __gc ran: the arena waits in the Reaper's list (lpc_anchor.c) */
 } lpc_ArenaBox;
 
 typedef struct lpc_Lookup lpc_Lookup;
@@ -250,7 +254,9 @@ LPC_INLINE int lpc_store_plain(lua_State *L, char *msg, const lpc_LookupEntry *e
 
 /* -- Arenas, anchors and errors (lpc_anchor.c) ------------------------------
  * A function without a comment here has it where it is defined. */
-int lpc_arena_gc(lua_State *L); /* the Arena's __gc */
+/* Makes the Arena metatable's __gc (a closure over this state's Reaper);
+ * once per state (lpc_open_message_ops). */
+void lpc_push_arena_gc(lua_State *L);
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
 _Noreturn void lpc_nomem(lua_State *L); /* lpc_msg_error "not enough memory" */
 /* Pushes the string at 'idx' with each NUL byte written \0, for an error

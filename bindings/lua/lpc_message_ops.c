@@ -734,10 +734,11 @@ void lpc_open_message(lua_State *L) {
    * same table when the module is opened again: live messages need it). */
   lpc_registry_table(L, &lpc_refs_key, "k");
   lua_pop(L, 1);
-  luaL_newmetatable(L, LPC_ARENA_MT);
-  lua_pushcfunction(L, lpc_arena_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "__metatable");
+  if (luaL_newmetatable(L, LPC_ARENA_MT)) { /* the same Reaper when the module is opened again */
+    lpc_push_arena_gc(L);
+    lua_setfield(L, -2, "__gc");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+  }
   lua_pop(L, 1);
 }

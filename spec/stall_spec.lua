@@ -1,0 +1,317 @@
+-- An upstream that stops reading: a pc.listen in a process of its own
+-- (spec/stall_upstream.lua, st.Echo/Say answers the request's text) stopped
+-- with SIGSTOP, so its TCP receive window and the sender's buffers fill
+-- with requests of 64 KiB, then continued with SIGCONT. Two clients of it:
+-- Debian's nginx (one worker, started as spec/nginx_helper.lua does)
+-- transcoding REST/JSON through protocall.resty.gateway, with many
+-- concurrent requests from spec/stall_client.py; and pc.grpc in this
+-- process under pc.spawn tasks. Both see deadlines fire on time without
+-- spinning, memory bounded by what is in flight, and every request
+-- answered with its own text once the upstream reads again (README
+-- "Deadlines", doc/gateway.md). The nginx part drives processes only, so
+-- it runs the same under lua5.4 and luajit; without nginx, the module, the
+-- LuaJIT build, curl or python3 it is a visible pending test (a failure
+-- when env CI is set).
+package.path = "spec/?.lua;" .. package.path
+local pc = require "protocall"
+local helper = require "grpc_helper"
+local N = require "nginx_helper"
+local R = require "runtime"
+
+local q = N.quote
+
+local SIZE = 65536 -- letters in each request's text
+
+local function spawn_upstream()
+  return helper.spawn_command("env LUA_PATH='" .. N.ROOT .. "/lua/?.lua;;' LUA_CPATH='" .. N.ROOT
+    .. "/build/release/?.so;;' lua5.4 spec/stall_upstream.lua", "stall_upstream.lua")
+end
+
+local function signal(u, sig) assert(os.execute("kill -" .. sig .. " " .. u.pid)) end
+
+-- Of process `pid`: CPU seconds so far (user + system) and its resident KiB.
+local function usage(pid)
+  local stat = N.read("/proc/" .. pid .. "/stat")
+  -- fields after the command's closing parenthesis: state is field 3, utime 14, stime 15
+  local rest = stat:match("%) (.*)$")
+  local f = {}
+  for w in rest:gmatch("%S+") do f[#f + 1] = w end
+  local ticks = tonumber(f[12]) + tonumber(f[13])
+  local hz = tonumber((R.capture("getconf CLK_TCK"))) or 100
+  local rss = tonumber(N.read("/proc/" .. pid .. "/status"):match("VmRSS:%s+(%d+)"))
+  return ticks / hz, rss
+end
+
+local function sleep(s) os.execute("sleep " .. s) end
+
+local function varint(n)
+  local out = {}
+  while n >= 128 do
+    out[#out + 1] = string.char(n % 128 + 128)
+    n = math.floor(n / 128)
+  end
+  out[#out + 1] = string.char(n)
+  return table.concat(out)
+end
+
+-- st.Msg{text = s} on the wire, and back.
+local function msg(s) return "\10" .. varint(#s) .. s end
+
+describe("pc.grpc under pc.spawn tasks against an upstream that stops reading", function()
+  local up
+  setup(function() up = spawn_upstream() end)
+  teardown(function()
+    if up then os.execute("kill -CONT " .. up.pid .. " 2>/dev/null") end
+    helper.stop(up)
+  end)
+
+  it("ends its calls DEADLINE_EXCEEDED at their deadline, idle meanwhile; close() returns; then calls succeed",
+    function()
+    local t = pc.grpc(up.url)
+    assert.are.equal(msg("warm"), t:unary("/st.Echo/Say", msg("warm"), { timeout = 10 }))
+    signal(up, "STOP")
+    local codes, started, cpu0 = {}, helper.now(), os.clock()
+    for i = 1, 100 do
+      pc.spawn(function()
+        local ok, err = pcall(t.unary, t, "/st.Echo/Say", msg(i .. ("x"):rep(SIZE)), { timeout = 1 })
+        local code = ok and "OK" or (type(err) == "table" and err.code or tostring(err))
+        codes[code] = (codes[code] or 0) + 1
+      end)
+    end
+    pc.run()
+    local took, cpu = helper.now() - started, os.clock() - cpu0
+    print(("stall (pc.grpc): 100 calls of 1 s ended after %.2f s, %.3f s CPU"):format(took, cpu))
+    assert.are.same({ DEADLINE_EXCEEDED = 100 }, codes)
+    assert.is_true(took < 6, ("the calls of 1 s ended after %.2f s"):format(took))
+    -- encoding 6.4 MB and the channel's rounds: far below the 1 s a spinning wait takes
+    assert.is_true(cpu < 0.7, ("%.2f s of CPU while the calls waited"):format(cpu))
+    -- close() from a task while calls of 2 s wait: it returns at once, they end at their deadline
+    codes = {}
+    local closed
+    for i = 1, 20 do
+      pc.spawn(function()
+        local ok, err = pcall(t.unary, t, "/st.Echo/Say", msg(i .. ("y"):rep(SIZE)), { timeout = 2 })
+        local code = ok and "OK" or (type(err) == "table" and err.code or tostring(err))
+        codes[code] = (codes[code] or 0) + 1
+      end)
+    end
+    pc.spawn(function()
+      pc.sleep(0.3)
+      local t0 = helper.now()
+      t:close()
+      closed = helper.now() - t0
+    end)
+    pc.run()
+    assert.is_truthy(closed, "close() did not return")
+    assert.is_true(closed < 1, "close() took " .. closed .. " s")
+    assert.are.same({ DEADLINE_EXCEEDED = 20 }, codes)
+    signal(up, "CONT")
+    -- a new transport: calls of 1 s and of 30 s queue behind the stop; the short ones end, their streams
+    -- reset after part of their bytes went out; after SIGCONT each long one gets its own text back
+    local t2 = pc.grpc(up.url)
+    assert.are.equal(msg("warm"), t2:unary("/st.Echo/Say", msg("warm"), { timeout = 10 }))
+    signal(up, "STOP")
+    local got, short = {}, {}
+    for i = 1, 50 do
+      pc.spawn(function()
+        local ok, err = pcall(t2.unary, t2, "/st.Echo/Say", msg(i .. ("s"):rep(SIZE)), { timeout = 1 })
+        short[#short + 1] = ok and "OK" or err.code
+      end)
+      pc.spawn(function()
+        got[i] = t2:unary("/st.Echo/Say", msg(i .. ("z"):rep(SIZE)), { timeout = 30 })
+      end)
+    end
+    pc.spawn(function()
+      pc.sleep(1.5)
+      signal(up, "CONT")
+    end)
+    pc.run()
+    assert.are.equal(50, #short)
+    for i = 1, 50 do
+      assert.are.equal("DEADLINE_EXCEEDED", short[i])
+      assert.are.equal(msg(i .. ("z"):rep(SIZE)), got[i], "call " .. i)
+    end
+    t2:close()
+  end)
+end)
+
+local absent = N.missing { ["/usr/bin/curl"] = "curl", ["/usr/bin/python3"] = "python3" }
+if absent then
+  describe("protocall.resty.gateway in front of an upstream that stops reading", function()
+    it("runs", function()
+      if os.getenv("CI") then error("missing (required when CI is set): " .. absent) end
+      pending("nginx stall spec skipped, missing: " .. absent)
+    end)
+  end)
+  return
+end
+
+-- One worker: routes "stalled" (/a/say, timeout 2 s) and "slow" (/c/say,
+-- no timeout of its own) call the upstream the spec stops (one transport),
+-- route "live" (/b/say) another one; /plain needs no upstream.
+local CONF = N.lua_conf(1, [==[
+    client_max_body_size 1m;
+    client_body_buffer_size 128k;
+    init_by_lua_block {
+        gw = require "protocall.resty.gateway"
+        local protos = { ["st/echo.proto"] = [[syntax = "proto3"; package st;
+            message Msg { string text = 1; }
+            service Echo { rpc Say(Msg) returns (Msg); }]] }
+        local http = { rules = { { selector = "st.Echo.Say", post = "/say", body = "*" } } }
+        assert(gw.configure("stalled", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/a",
+                                         timeout = 2 }))
+        assert(gw.configure("slow", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/c" }))
+        assert(gw.configure("live", { protos = protos, http = http, upstream = "@LIVE@", prefix = "/b" }))
+    }
+    server {
+        listen 127.0.0.1:@PORT@;
+        location /a/ { content_by_lua_block { gw.handle("stalled") } }
+        location /c/ { content_by_lua_block { gw.handle("slow") } }
+        location /b/ { content_by_lua_block { gw.handle("live") } }
+        location = /plain { return 200 "plain"; }
+        location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
+    }
+]==])
+
+-- spec/stall_client.py's COUNT requests to `path` in the background, once
+-- every one is written: a handle for `finish`.
+local function clients(n, path, count, tag, headers)
+  local cmd = "python3 spec/stall_client.py " .. n.port .. " " .. path .. " " .. count .. " " .. SIZE .. " " .. tag
+  for _, h in ipairs(headers or {}) do cmd = cmd .. " " .. q(h) end
+  local p = io.popen(cmd)
+  local first = p:read("*l")
+  assert.are.equal("sent", first)
+  return p
+end
+
+-- The summary of a `clients` run, when its last answer is in:
+-- {status = {code = count}, echoed =, mismatched =, failed =, slowest =, body =}.
+local function finish(p)
+  local r = { status = {} }
+  for line in p:lines() do
+    local code, count = line:match("^status (%d+) (%d+)$")
+    if code then
+      r.status[tonumber(code)] = tonumber(count)
+    else
+      local k, v = line:match("^(%a+) (.*)$")
+      r[k] = tonumber(v) or v
+    end
+  end
+  p:close()
+  return r
+end
+
+-- curl of `path` (a POST of st.Msg's JSON when `text` is given): status and body.
+local function curl(n, path, text)
+  local cmd = "curl -s -m 10 -o - -w ' %{http_code}' "
+  if text then
+    cmd = cmd .. "-H 'Content-Type: application/json' --data-binary " .. q('{"text":"' .. text .. '"}') .. " "
+  end
+  local out = R.capture(cmd .. q(n.url .. path))
+  local body, code = out:match("^(.*) (%d+)$")
+  return tonumber(code), body
+end
+
+describe("protocall.resty.gateway in front of an upstream that stops reading", function()
+  local stalled, live, nginx, pid
+  setup(function()
+    stalled, live = spawn_upstream(), spawn_upstream()
+    nginx = N.start("stall", (CONF:gsub("@STALLED@", "127.0.0.1:" .. stalled.port)
+      :gsub("@LIVE@", "127.0.0.1:" .. live.port)))
+    local code
+    code, pid = curl(nginx, "/pid")
+    assert.are.equal(200, code)
+  end)
+  after_each(function() os.execute("kill -CONT " .. stalled.pid .. " 2>/dev/null") end)
+  teardown(function()
+    N.stop(nginx)
+    if stalled then os.execute("kill -CONT " .. stalled.pid .. " 2>/dev/null") end
+    helper.stop(stalled)
+    helper.stop(live)
+  end)
+
+  it("ends requests 504 DEADLINE_EXCEEDED at their deadline, without spinning, serving other locations", function()
+    assert.are.same({ 200, '{"text":"warm"}' }, { curl(nginx, "/a/say", "warm") })
+    signal(stalled, "STOP")
+    local started = helper.now()
+    local header = clients(nginx, "/a/say", 200, "h", { "Grpc-Timeout: 1S" })
+    local route = clients(nginx, "/a/say", 200, "r")
+    -- while they wait: the worker idles and answers the other locations
+    local cpu0 = usage(pid)
+    local t0 = helper.now()
+    sleep(0.5)
+    local idle = usage(pid) - cpu0
+    local wall = helper.now() - t0
+    for i = 1, 5 do
+      assert.are.same({ 200, "plain" }, { curl(nginx, "/plain") })
+      assert.are.same({ 200, '{"text":"live' .. i .. '"}' }, { curl(nginx, "/b/say", "live" .. i) })
+    end
+    local a, b = finish(header), finish(route)
+    local took = helper.now() - started
+    print(("stall: %.3f s CPU of the worker in %.3f s while 400 requests waited; all ended after %.2f s")
+      :format(idle, wall, took))
+    assert.are.same({ [504] = 200 }, a.status, a.body)
+    assert.are.same({ [504] = 200 }, b.status, b.body)
+    assert.truthy(a.body:find('^{"code":4,"message":".*","details":%[%]}%s*$'), a.body)
+    assert.is_true(a.slowest < 1 + 6, "the requests of 1 s took " .. a.slowest)
+    assert.is_true(b.slowest < 2 + 6, "the requests of 2 s took " .. b.slowest)
+    assert.is_true(idle < wall / 2, ("the worker spent %.3f s of CPU in %.3f s"):format(idle, wall))
+    signal(stalled, "CONT")
+  end)
+
+  -- One wave: the upstream stopped, 1,000 requests of 64 KiB with a deadline of 30 s and 100 of 1 s queue;
+  -- the short ones end 504 (their streams reset with part of their bytes sent), the worker idles and
+  -- answers the other locations; after SIGCONT every long one gets its own text. Returns the worker's
+  -- resident KiB at its fullest and its CPU seconds in `wall` seconds of the wait.
+  local function wave(tag)
+    signal(stalled, "STOP")
+    local long = clients(nginx, "/c/say", 1000, tag, { "Grpc-Timeout: 30S" })
+    local short = clients(nginx, "/a/say", 100, "s" .. tag, { "Grpc-Timeout: 1S" })
+    sleep(0.5) -- the worker reads the last bodies and starts their calls
+    local cpu1, rss1 = usage(pid)
+    local t1 = helper.now()
+    sleep(1)
+    local cpu2, rss2 = usage(pid)
+    local wall = helper.now() - t1
+    for i = 1, 3 do
+      assert.are.same({ 200, "plain" }, { curl(nginx, "/plain") })
+      assert.are.same({ 200, '{"text":"live' .. i .. '"}' }, { curl(nginx, "/b/say", "live" .. i) })
+    end
+    local s = finish(short)
+    assert.are.same({ [504] = 100 }, s.status, s.body)
+    local _, rss3 = usage(pid)
+    signal(stalled, "CONT")
+    local r = finish(long)
+    assert.are.same({ [200] = 1000 }, r.status, r.body)
+    assert.are.equal(1000, r.echoed)
+    assert.are.equal(0, r.mismatched)
+    return math.max(rss1, rss2, rss3), cpu2 - cpu1, wall
+  end
+
+  it("holds 1,000 requests of 64 KiB waiting in bounded memory, idle, and answers each with its own text after SIGCONT",
+    function()
+    local _, rss0 = usage(pid)
+    local peak1, cpu1, wall1 = wave("m")
+    local _, after = usage(pid)
+    local peak2, cpu2, wall2 = wave("w")
+    print(("stall: worker RSS %d KiB before, %d KiB with 1,000 requests of 64 KiB (and 100 of 1 s) waiting "
+      .. "(+%d KiB, %.0f KiB a request), %d KiB after, %d KiB in a second such wave; %.3f s and %.3f s CPU "
+      .. "in %.3f s and %.3f s of the waits")
+      :format(rss0, peak1, peak1 - rss0, (peak1 - rss0) / 1100, after, peak2, cpu1, cpu2, wall1, wall2))
+    assert.is_true(cpu1 < wall1 / 2, ("the worker spent %.3f s of CPU in %.3f s"):format(cpu1, wall1))
+    assert.is_true(cpu2 < wall2 / 2, ("the worker spent %.3f s of CPU in %.3f s"):format(cpu2, wall2))
+    -- what a request holds while it waits (its body, its JSON and protobuf forms, the call's copy to
+    -- send and the one kept for a transparent retry): some five times its size, no more
+    assert.is_true(peak1 - rss0 < 1100 * 64 * 8, ("the worker grew %d KiB"):format(peak1 - rss0))
+    -- the second wave reuses the first one's memory
+    assert.is_true(peak2 - peak1 < (peak1 - rss0) / 4, ("the second wave reached %d KiB, the first %d KiB")
+      :format(peak2, peak1))
+  end)
+
+  it("after SIGCONT answers new requests on the same worker, each with its own text", function()
+    local r = finish(clients(nginx, "/a/say", 300, "n"))
+    assert.are.same({ [200] = 300 }, r.status, r.body)
+    assert.are.equal(300, r.echoed)
+    assert.are.same({ 200, pid }, { curl(nginx, "/pid") })
+  end)
+end)

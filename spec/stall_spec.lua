@@ -69,6 +69,9 @@ describe("pc.grpc under pc.spawn tasks against an upstream that stops reading", 
     function()
     local t = pc.grpc(up.url)
     assert.are.equal(msg("warm"), t:unary("/st.Echo/Say", msg("warm"), { timeout = 10 }))
+    -- for the client stream below: a connection that has the upstream's SETTINGS (its 1 MiB window)
+    local t1 = pc.grpc(up.url)
+    assert.are.equal(msg("warm"), t1:unary("/st.Echo/Say", msg("warm"), { timeout = 10 }))
     signal(up, "STOP")
     local codes, started, cpu0 = {}, helper.now(), os.clock()
     for i = 1, 100 do
@@ -105,6 +108,25 @@ describe("pc.grpc under pc.spawn tasks against an upstream that stops reading", 
     assert.is_truthy(closed, "close() did not return")
     assert.is_true(closed < 1, "close() took " .. closed .. " s")
     assert.are.same({ DEADLINE_EXCEEDED = 20 }, codes)
+    -- a client stream: its sends wait once the stream's flow-control window (1 MiB) is spent, so
+    -- the stream holds about that much, not what the sender would queue; the deadline ends it
+    local sent, failure = 0, nil
+    pc.spawn(function()
+      local call = t1:stream("/st.Echo/Join", { timeout = 1.5 })
+      local ok, e = pcall(function()
+        for i = 1, 1000 do
+          call:send(msg(i .. ("j"):rep(SIZE)))
+          sent = i
+        end
+      end)
+      failure = not ok and e
+      call:close()
+    end)
+    pc.run()
+    print(("stall (pc.grpc): a client stream sent %d messages of 64 KiB before its deadline"):format(sent))
+    assert.are.equal("DEADLINE_EXCEEDED", type(failure) == "table" and failure.code or tostring(failure))
+    assert.is_true(sent >= 5 and sent < 40, sent .. " messages sent")
+    t1:close()
     signal(up, "CONT")
     -- a new transport: calls of 1 s and of 30 s queue behind the stop; the short ones end, their streams
     -- reset after part of their bytes went out; after SIGCONT each long one gets its own text back
@@ -131,6 +153,11 @@ describe("pc.grpc under pc.spawn tasks against an upstream that stops reading", 
       assert.are.equal("DEADLINE_EXCEEDED", short[i])
       assert.are.equal(msg(i .. ("z"):rep(SIZE)), got[i], "call " .. i)
     end
+    -- and a client stream of 100 such messages goes through the upstream reading again
+    local call = t2:stream("/st.Echo/Join", { timeout = 20 })
+    for i = 1, 100 do call:send(msg(("%03d"):format(i) .. ("j"):rep(SIZE))) end
+    assert.are.equal(msg("100 " .. 100 * (SIZE + 3)), call:close_and_recv())
+    call:close()
     t2:close()
   end)
 end)
@@ -148,7 +175,9 @@ end
 
 -- One worker: routes "stalled" (/a/say, timeout 2 s) and "slow" (/c/say,
 -- no timeout of its own) call the upstream the spec stops (one transport),
--- route "live" (/b/say) another one; /plain needs no upstream.
+-- as "keepalive" does (/k/say, a transport of its own whose connections
+-- send a PING after 1 s without a byte and close 1 s after an unanswered
+-- one); route "live" (/b/say) calls another upstream; /plain needs none.
 local CONF = N.lua_conf(1, [==[
     client_max_body_size 1m;
     client_body_buffer_size 128k;
@@ -161,12 +190,15 @@ local CONF = N.lua_conf(1, [==[
         assert(gw.configure("stalled", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/a",
                                          timeout = 2 }))
         assert(gw.configure("slow", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/c" }))
+        assert(gw.configure("keepalive", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/k",
+                                           grpc = { keepalive_time = 1, keepalive_timeout = 1 } }))
         assert(gw.configure("live", { protos = protos, http = http, upstream = "@LIVE@", prefix = "/b" }))
     }
     server {
         listen 127.0.0.1:@PORT@;
         location /a/ { content_by_lua_block { gw.handle("stalled") } }
         location /c/ { content_by_lua_block { gw.handle("slow") } }
+        location /k/ { content_by_lua_block { gw.handle("keepalive") } }
         location /b/ { content_by_lua_block { gw.handle("live") } }
         location = /plain { return 200 "plain"; }
         location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
@@ -313,5 +345,19 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     assert.are.same({ [200] = 300 }, r.status, r.body)
     assert.are.equal(300, r.echoed)
     assert.are.same({ 200, pid }, { curl(nginx, "/pid") })
+  end)
+
+  it("ends requests without a deadline 503 UNAVAILABLE when the route's keepalive PING goes unanswered", function()
+    assert.are.same({ 200, '{"text":"warm"}' }, { curl(nginx, "/k/say", "warm") })
+    signal(stalled, "STOP")
+    local r = finish(clients(nginx, "/k/say", 100, "k"))
+    print(("stall: 100 requests without a deadline, keepalive 1 s + 1 s: answered after %.2f s"):format(r.slowest))
+    assert.are.same({ [503] = 100 }, r.status, r.body)
+    assert.truthy(r.body:find('^{"code":14,"message":".*","details":%[%]}%s*$'), r.body)
+    assert.is_true(r.slowest < 2 + 10, "the requests took " .. r.slowest)
+    signal(stalled, "CONT")
+    r = finish(clients(nginx, "/k/say", 100, "l"))
+    assert.are.same({ [200] = 100 }, r.status, r.body)
+    assert.are.equal(100, r.echoed)
   end)
 end)

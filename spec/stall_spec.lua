@@ -108,6 +108,23 @@ describe("pc.grpc under pc.spawn tasks against an upstream that stops reading", 
     assert.is_truthy(closed, "close() did not return")
     assert.is_true(closed < 1, "close() took " .. closed .. " s")
     assert.are.same({ DEADLINE_EXCEEDED = 20 }, codes)
+    -- a call whose deadline passes while another task computes (no round of I/O meanwhile) ends
+    -- at the next round, not at the end of that round's wait (here the other task's 3 s sleep: the
+    -- pump found the deadline passed, ended the call, then waited on with nothing nearer to wait for)
+    local ended
+    pc.spawn(function()
+      local t0 = helper.now()
+      local ok, e = pcall(t1.unary, t1, "/st.Echo/Say", msg("late"), { timeout = 0.2 })
+      ended = { helper.now() - t0, ok and "OK" or (type(e) == "table" and e.code or tostring(e)) }
+    end)
+    pc.spawn(function()
+      local c0 = os.clock()
+      while os.clock() - c0 < 0.4 do end -- past the other call's deadline, without yielding
+      pc.sleep(3)
+    end)
+    pc.run()
+    assert.are.equal("DEADLINE_EXCEEDED", ended[2])
+    assert.is_true(ended[1] < 1.5, ("the call of 0.2 s ended after %.2f s"):format(ended[1]))
     -- a client stream: its sends wait once the stream's flow-control window (1 MiB) is spent, so
     -- the stream holds about that much, not what the sender would queue; the deadline ends it
     local sent, failure = 0, nil
@@ -202,6 +219,16 @@ local CONF = N.lua_conf(1, [==[
         location /b/ { content_by_lua_block { gw.handle("live") } }
         location = /plain { return 200 "plain"; }
         location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
+        # KiB in use after a full collection: the Lua heap's and malloc's (glibc's mallinfo2)
+        location = /inuse { content_by_lua_block {
+            collectgarbage()
+            collectgarbage()
+            local ffi = require "ffi"
+            pcall(ffi.cdef, [[struct mallinfo2 { size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks,
+                uordblks, fordblks, keepcost; }; struct mallinfo2 mallinfo2(void);]])
+            local m = ffi.C.mallinfo2()
+            ngx.print(math.floor(collectgarbage("count")), " ", math.floor(tonumber(m.uordblks + m.hblkhd) / 1024))
+        } }
     }
 ]==])
 
@@ -320,24 +347,38 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     return math.max(rss1, rss2, rss3), cpu2 - cpu1, wall
   end
 
+  -- KiB in use in the worker after a full collection: Lua's heap, malloc's.
+  local function in_use()
+    local code, body = curl(nginx, "/inuse")
+    assert.are.equal(200, code, body)
+    local lua, c = body:match("^(%d+) (%d+)$")
+    return tonumber(lua), tonumber(c)
+  end
+
   it("holds 1,000 requests of 64 KiB waiting in bounded memory, idle, and answers each with its own text after SIGCONT",
     function()
     local _, rss0 = usage(pid)
     local peak1, cpu1, wall1 = wave("m")
     local _, after = usage(pid)
+    local lua1, c1 = in_use()
     local peak2, cpu2, wall2 = wave("w")
+    local lua2, c2 = in_use()
     print(("stall: worker RSS %d KiB before, %d KiB with 1,000 requests of 64 KiB (and 100 of 1 s) waiting "
       .. "(+%d KiB, %.0f KiB a request), %d KiB after, %d KiB in a second such wave; %.3f s and %.3f s CPU "
-      .. "in %.3f s and %.3f s of the waits")
-      :format(rss0, peak1, peak1 - rss0, (peak1 - rss0) / 1100, after, peak2, cpu1, cpu2, wall1, wall2))
+      .. "in %.3f s and %.3f s of the waits; in use after each wave: Lua %d and %d KiB, malloc %d and %d KiB")
+      :format(rss0, peak1, peak1 - rss0, (peak1 - rss0) / 1100, after, peak2, cpu1, cpu2, wall1, wall2,
+        lua1, lua2, c1, c2))
     assert.is_true(cpu1 < wall1 / 2, ("the worker spent %.3f s of CPU in %.3f s"):format(cpu1, wall1))
     assert.is_true(cpu2 < wall2 / 2, ("the worker spent %.3f s of CPU in %.3f s"):format(cpu2, wall2))
     -- what a request holds while it waits (its body, its JSON and protobuf forms, the call's copy to
     -- send and the one kept for a transparent retry): some five times its size, no more
     assert.is_true(peak1 - rss0 < 1100 * 64 * 8, ("the worker grew %d KiB"):format(peak1 - rss0))
-    -- the second wave reuses the first one's memory
+    -- the second wave reuses the first one's memory, and leaves nothing behind
     assert.is_true(peak2 - peak1 < (peak1 - rss0) / 4, ("the second wave reached %d KiB, the first %d KiB")
       :format(peak2, peak1))
+    assert.is_true(lua2 < lua1 + 1024, ("Lua's heap: %d KiB in use after the first wave, %d after the second")
+      :format(lua1, lua2))
+    assert.is_true(c2 < c1 + 1024, ("malloc: %d KiB in use after the first wave, %d after the second"):format(c1, c2))
   end)
 
   it("after SIGCONT answers new requests on the same worker, each with its own text", function()

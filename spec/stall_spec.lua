@@ -194,7 +194,9 @@ end
 -- no timeout of its own) call the upstream the spec stops (one transport),
 -- as "keepalive" does (/k/say, a transport of its own whose connections
 -- send a PING after 1 s without a byte and close 1 s after an unanswered
--- one); route "live" (/b/say) calls another upstream; /plain needs none.
+-- one), and "fresh" (/f/say: a transport of its own, first called while
+-- the upstream is stopped); route "live" (/b/say) calls another upstream;
+-- /plain needs none.
 local CONF = N.lua_conf(1, [==[
     client_max_body_size 1m;
     client_body_buffer_size 128k;
@@ -209,6 +211,8 @@ local CONF = N.lua_conf(1, [==[
         assert(gw.configure("slow", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/c" }))
         assert(gw.configure("keepalive", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/k",
                                            grpc = { keepalive_time = 1, keepalive_timeout = 1 } }))
+        assert(gw.configure("fresh", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/f",
+                                       grpc = { connect_timeout = 5 } }))
         assert(gw.configure("live", { protos = protos, http = http, upstream = "@LIVE@", prefix = "/b" }))
     }
     server {
@@ -216,6 +220,7 @@ local CONF = N.lua_conf(1, [==[
         location /a/ { content_by_lua_block { gw.handle("stalled") } }
         location /c/ { content_by_lua_block { gw.handle("slow") } }
         location /k/ { content_by_lua_block { gw.handle("keepalive") } }
+        location /f/ { content_by_lua_block { gw.handle("fresh") } }
         location /b/ { content_by_lua_block { gw.handle("live") } }
         location = /plain { return 200 "plain"; }
         location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
@@ -307,8 +312,9 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     end
     local a, b = finish(header), finish(route)
     local took = helper.now() - started
-    print(("stall: %.3f s CPU of the worker in %.3f s while 400 requests waited; all ended after %.2f s")
-      :format(idle, wall, took))
+    print(("stall: %.3f s CPU of the worker in %.3f s while 400 requests waited; those of 1 s answered "
+      .. "within %.2f s of their client's start, those of 2 s within %.2f s; all ended after %.2f s")
+      :format(idle, wall, a.slowest, b.slowest, took))
     assert.are.same({ [504] = 200 }, a.status, a.body)
     assert.are.same({ [504] = 200 }, b.status, b.body)
     assert.truthy(a.body:find('^{"code":4,"message":".*","details":%[%]}%s*$'), a.body)
@@ -400,5 +406,16 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     r = finish(clients(nginx, "/k/say", 100, "l"))
     assert.are.same({ [200] = 100 }, r.status, r.body)
     assert.are.equal(100, r.echoed)
+  end)
+
+  it("makes a first connection while the upstream is stopped: 504 at the deadline, answers after SIGCONT", function()
+    signal(stalled, "STOP")
+    local r = finish(clients(nginx, "/f/say", 50, "f", { "Grpc-Timeout: 1S" }))
+    assert.are.same({ [504] = 50 }, r.status, r.body)
+    assert.is_true(r.slowest < 1 + 6, "the requests of 1 s took " .. r.slowest)
+    signal(stalled, "CONT")
+    r = finish(clients(nginx, "/f/say", 50, "g"))
+    assert.are.same({ [200] = 50 }, r.status, r.body)
+    assert.are.equal(50, r.echoed)
   end)
 end)

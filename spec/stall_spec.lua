@@ -128,6 +128,7 @@ describe("pc.grpc under pc.spawn tasks against an upstream that stops reading", 
     -- a client stream: its sends wait once the stream's flow-control window (1 MiB) is spent, so
     -- the stream holds about that much, not what the sender would queue; the deadline ends it
     local sent, failure = 0, nil
+    local stream_cpu = os.clock()
     pc.spawn(function()
       local call = t1:stream("/st.Echo/Join", { timeout = 1.5 })
       local ok, e = pcall(function()
@@ -140,7 +141,10 @@ describe("pc.grpc under pc.spawn tasks against an upstream that stops reading", 
       call:close()
     end)
     pc.run()
-    print(("stall (pc.grpc): a client stream sent %d messages of 64 KiB before its deadline"):format(sent))
+    stream_cpu = os.clock() - stream_cpu
+    print(("stall (pc.grpc): a client stream sent %d messages of 64 KiB before its deadline (1.5 s), %.3f s CPU")
+      :format(sent, stream_cpu))
+    assert.is_true(stream_cpu < 0.7, ("%.2f s of CPU while the stream's sender waited"):format(stream_cpu))
     assert.are.equal("DEADLINE_EXCEEDED", type(failure) == "table" and failure.code or tostring(failure))
     assert.is_true(sent >= 5 and sent < 40, sent .. " messages sent")
     t1:close()

@@ -1037,15 +1037,27 @@ static double enforce_deadlines(pc_GrpcChannel *ch, double now) {
   return nearest;
 }
 
+/* How much news wake list 'w' holds (an overflow counts as one more). */
+static size_t news(const pc_GrpcWakeList *w) {
+  return w->count + (w->overflow ? 1 : 0);
+}
+
 size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *fds, void **who,
                            size_t max, double *timeout) {
   size_t nfds = 0;
   double now = pc_Clock_Monotonic();
   for (size_t i = 0; i < n; i++) {
+    size_t before = news(&chs[i]->wake);
     double d = enforce_deadlines(chs[i], now);
     d = sooner(d, check_conns(chs[i], now));
     d = sooner(d, start_waiting(chs[i], now));
     if (d >= 0 && d - now < *timeout) *timeout = d - now;
+    /* A call it just ended (its deadline came, its connection failed) has
+     * news its waiter has not seen: no wait for it. Without this, the last
+     * call of a channel to pass its deadline ended here, left no nearer
+     * deadline, and its waiter heard of it only after the whole timeout
+     * (a second late under pc.run). */
+    if (news(&chs[i]->wake) != before) *timeout = 0;
     for (Conn *c = chs[i]->conns; c; c = c->next) {
       if (c->ready) flush_out(c);
       if (c->sock == NULL || nfds == max) continue;

@@ -193,9 +193,11 @@ int pc_Grpc_Pump(pc_GrpcChannel *const *chs, size_t n, double timeout);
 /* pc_Grpc_Pump in two halves, for a driver that polls more descriptors
  * with the channels' (listener.h): _PollPrepare sends what is queued,
  * ends calls past their deadline, lowers '*timeout' to the nearest
- * deadline and fills at most 'max' entries of 'fds' (and 'who', which
- * _PollDone needs back), returning how many; after poll(2), _PollDone
- * services the ready ones (the same 'chs', 'fds', 'who', 'nfds'). */
+ * deadline (to 0 when it put news in a channel's wake list: a call it
+ * ended, whose waiter is not to wait for the poll) and fills at most
+ * 'max' entries of 'fds' (and 'who', which _PollDone needs back),
+ * returning how many; after poll(2), _PollDone services the ready ones
+ * (the same 'chs', 'fds', 'who', 'nfds'). */
 size_t pc_Grpc_PollPrepare(pc_GrpcChannel *const *chs, size_t n, struct pollfd *fds, void **who,
                            size_t max, double *timeout);
 

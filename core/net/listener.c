@@ -589,8 +589,11 @@ static double tend(pc_GrpcListener *l, double now) {
  * count. */
 static size_t prepare(pc_GrpcListener *l, double now, struct pollfd *fds, void **who, size_t nfds,
                       size_t max, double *timeout) {
+  size_t before = l->wake.count + (l->wake.overflow ? 1 : 0);
   double due = tend(l, now);
   if (due >= 0 && due - now < *timeout) *timeout = due - now;
+  /* a call it just ended (its deadline) has news its handler has not seen */
+  if (l->wake.count + (l->wake.overflow ? 1 : 0) != before) *timeout = 0;
   if (l->fd >= 0 && now < l->accept_after) { /* the listening socket sits out its pause */
     if (l->accept_after - now < *timeout) *timeout = l->accept_after - now;
   } else if (l->fd >= 0 && nfds < max) {

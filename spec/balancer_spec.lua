@@ -370,6 +370,17 @@ describe("pc.grpc with several backends", function()
     assert.is_false(t:backends()[2].failed)
   end)
 
+  it("spreads a hedge with more attempts than backends over them in turn (round_robin)", function()
+    local t = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" })
+    local c = pc.client("faults.Faults", { transport = t, timeout = 1, service_config = { methodConfig = { {
+      name = { { service = "faults.Faults" } }, hedgingPolicy = { maxAttempts = 5, hedgingDelay = "0.05s" } } } } })
+    local key = id()
+    -- each backend's first 5 attempts wait 5 s: every hedge is sent before the deadline
+    local err = helper.failure(c.Hedge, c, { id = key, failures = 5, seconds = 5 })
+    assert.are.equal("DEADLINE_EXCEEDED", err.code)
+    assert.are.same({ 3, 2 }, spread(key))
+  end)
+
   it("marks nothing for an UNAVAILABLE the server sent (neither unsent nor lost)", function()
     local t = grpc({ addr(a), addr(b) })
     local c = pc.client("faults.Faults", { transport = t })

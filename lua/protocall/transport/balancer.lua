@@ -108,7 +108,8 @@ end
 
 -- The backend for the next call with `settings` (may be nil): healthy and
 -- not in `tried` (a hedged call's backends so far) when one is, else
--- healthy, else nil.
+-- healthy, else nil. round_robin moves on past the one it returns, a
+-- tried one too (a hedge with more attempts than backends spreads them).
 local function healthy(self, tried, settings)
   local bs = self.members
   local n = #bs
@@ -120,7 +121,7 @@ local function healthy(self, tried, settings)
     if b then return b end
   end
   local first = self.policy == "round_robin" and self.next or 1
-  local fallback
+  local fallback, at
   for k = 0, n - 1 do
     local i = (first - 1 + k) % n + 1
     local b = bs[i]
@@ -129,9 +130,10 @@ local function healthy(self, tried, settings)
         if self.policy == "round_robin" then self.next = i % n + 1 end
         return b
       end
-      fallback = fallback or b
+      if fallback == nil then fallback, at = b, i end
     end
   end
+  if fallback and self.policy == "round_robin" then self.next = at % n + 1 end
   return fallback
 end
 

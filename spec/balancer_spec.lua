@@ -351,6 +351,36 @@ describe("pc.grpc with several backends", function()
     h2:cancel()
   end)
 
+  it("marks a backend failed whose connection was lost under a started server stream after its first reply", function()
+    -- pick_first: the stream goes to a; its replies outrun the flow-control window, so it is still open
+    local t = grpc({ addr(a), addr(b) })
+    local req = pc.encode(pc.type("faults.Request") { count = 1000, size = 65536 })
+    local h = t:start_server_stream("/faults.Faults/Stream", req, { timeout = 10 })
+    while h:result() == nil do t:wait({ h }, 0.05) end
+    local ok, iter = h:result()
+    assert.is_true(ok)
+    assert.is_not_nil(iter())
+    assert.is_false(t:backends()[1].failed)
+    helper.stop(a)
+    local okn, err
+    repeat okn, err = pcall(iter) until not okn or err == nil
+    assert.is_false(okn)
+    assert.are.same({ "UNAVAILABLE", true }, { err.code, err.lost })
+    assert.is_true(t:backends()[1].failed)
+    assert.is_false(t:backends()[2].failed)
+  end)
+
+  it("spreads a hedge with more attempts than backends over them in turn (round_robin)", function()
+    local t = grpc({ addr(a), addr(b) }, { load_balancing = "round_robin" })
+    local c = pc.client("faults.Faults", { transport = t, timeout = 1, service_config = { methodConfig = { {
+      name = { { service = "faults.Faults" } }, hedgingPolicy = { maxAttempts = 5, hedgingDelay = "0.05s" } } } } })
+    local key = id()
+    -- each backend's first 5 attempts wait 5 s: every hedge is sent before the deadline
+    local err = helper.failure(c.Hedge, c, { id = key, failures = 5, seconds = 5 })
+    assert.are.equal("DEADLINE_EXCEEDED", err.code)
+    assert.are.same({ 3, 2 }, spread(key))
+  end)
+
   it("marks nothing for an UNAVAILABLE the server sent (neither unsent nor lost)", function()
     local t = grpc({ addr(a), addr(b) })
     local c = pc.client("faults.Faults", { transport = t })

@@ -173,6 +173,8 @@ describe("client interceptors", function()
       { "Get", { with_metadata = "yes" }, [[with_metadata: true, false or "present" expected, got string "yes"]] },
       { "List", { with_metadata = 1 }, [[with_metadata: true, false or "present" expected, got number]] },
       { "Get", { resume = print }, "resume: only server-streaming methods resume" },
+      { "Get", { resume = true }, "resume: only server-streaming methods resume" },
+      { "List", { resume = true }, "resume: function expected, got boolean" },
       { "Get", { timeout = "x" }, "timeout: number, pc.ExponentialTimeout or false expected, got string" },
     } do
       local method, opts, why = case[1], case[2], case[3]

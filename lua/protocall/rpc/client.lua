@@ -452,8 +452,8 @@ local function unary_method(c, m)
       -- the caller's options are refused as without interceptors (what
       -- an interceptor hands on is checked in `terminal`)
       local given = ic.options
-      local bad = options_problem(given) or with_metadata_problem(given.with_metadata)
-        or given.resume ~= nil and not m.server_streaming and "resume: only server-streaming methods resume" or nil
+      local bad = given.resume ~= nil and not m.server_streaming and "resume: only server-streaming methods resume"
+        or options_problem(given) or with_metadata_problem(given.with_metadata)
       for k, v in next, given do
         if bad then break end
         if k ~= "with_metadata" and k ~= "resume" then bad = option_problem(k, v) end

@@ -108,7 +108,8 @@ end
 
 -- The backend for the next call with `settings` (may be nil): healthy and
 -- not in `tried` (a hedged call's backends so far) when one is, else
--- healthy, else nil.
+-- healthy, else nil. round_robin moves on past the one it returns, a
+-- tried one too (a hedge with more attempts than backends spreads them).
 local function healthy(self, tried, settings)
   local bs = self.members
   local n = #bs
@@ -120,7 +121,7 @@ local function healthy(self, tried, settings)
     if b then return b end
   end
   local first = self.policy == "round_robin" and self.next or 1
-  local fallback
+  local fallback, at
   for k = 0, n - 1 do
     local i = (first - 1 + k) % n + 1
     local b = bs[i]
@@ -129,9 +130,10 @@ local function healthy(self, tried, settings)
         if self.policy == "round_robin" then self.next = i % n + 1 end
         return b
       end
-      fallback = fallback or b
+      if fallback == nil then fallback, at = b, i end
     end
   end
+  if fallback and self.policy == "round_robin" then self.next = at % n + 1 end
   return fallback
 end
 
@@ -285,6 +287,20 @@ local function pick(self, tried, timeout, settings, nowait)
   end
 end
 
+-- Marks backend `b` of `self` failed (its backoff doubled) when `err`, a
+-- call's failure on it, says its connection could not be made (`unsent`)
+-- or was lost under the call (`lost`); report's part, also taken by a
+-- started server stream failing after its result() (its outcome reported
+-- then).
+local function mark_failed(self, b, err)
+  if b.gone then return end
+  if type(err) == "table" and err.code == "UNAVAILABLE" and (err.unsent or err.lost) then
+    b.backoff = b.backoff and min(b.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
+    b.down_until = monotonic() + b.backoff
+    if self.dns then self.dns:refresh() end
+  end
+end
+
 -- A call on backend `b` of `self` ended: `err` nil for success. The
 -- backend is marked failed by what this call's own failure says: its
 -- connection could not be made or the backoff refused one (`unsent`), or
@@ -302,10 +318,8 @@ local function report(self, b, err)
   end
   if err == nil then
     b.down_until, b.backoff = nil, nil
-  elseif type(err) == "table" and err.code == "UNAVAILABLE" and (err.unsent or err.lost) then
-    b.backoff = b.backoff and min(b.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
-    b.down_until = monotonic() + b.backoff
-    if self.dns then self.dns:refresh() end
+  else
+    mark_failed(self, b, err)
   end
 end
 
@@ -937,11 +951,14 @@ local function finished(self, ok, v, call)
   local tok = self.tok
   if ok and self.name == "start_server_stream" then
     least_request.watch(tok, call)
-    local iter = v
+    local iter, bal, b = v, self.balanced, self.b
     v = function()
       local okn, msg = pcall(iter)
       if not okn or msg == nil then least_request.finish(tok) end
-      if not okn then error(msg, 0) end
+      if not okn then
+        mark_failed(bal, b, msg) -- its connection lost mid-stream
+        error(msg, 0)
+      end
       return msg
     end
   else

@@ -436,6 +436,15 @@ local function driver_wait(seconds, token)
   return posted == true
 end
 
+-- Requests whose client went away (resty.abort), by their ngx.ctx table
+-- (one a request, shared by its light threads): their calls end CANCELLED
+-- at their next wait (driver.lua's wait asks driver_aborted).
+local aborted = setmetatable({}, { __mode = "k" })
+
+local function driver_aborted()
+  return next(aborted) ~= nil and aborted[ngx.ctx] == true
+end
+
 local function driver_wake(tokens, n, all, owned)
   if tokens == nil or all then
     for w in pairs(waiting) do post(w) end
@@ -470,8 +479,43 @@ function M.driver(opts)
   end
   return {
     connect = opts.per_request and own_connect or shared_connect,
-    sleep = M.sleep, wait = driver_wait, wake = driver_wake,
+    sleep = M.sleep, wait = driver_wait, wake = driver_wake, aborted = driver_aborted,
   }
+end
+
+--- `resty.abort()`: ends the gRPC calls of the current request: each
+-- call one of its light threads waits for, or waits for later, ends
+-- CANCELLED at once (RST_STREAM CANCEL goes to the upstream), its wait
+-- raising that error. What
+-- `resty.cancel_on_abort`'s callback does; call it from an `ngx.on_abort`
+-- callback of your own, then return from the callback rather than
+-- `ngx.exit` (which kills the waiting threads before they see the cancel:
+-- their calls run on until the upstream answers).
+function M.abort()
+  aborted[ngx.ctx] = true
+  for w in pairs(waiting) do post(w) end -- each waiter looks whether its request is this one
+end
+
+--- `resty.aborted()` -> true once `resty.abort` was called for the current
+-- request (its client went away), else false.
+function M.aborted()
+  return driver_aborted()
+end
+
+--- `ok, err = resty.cancel_on_abort()`: registers an `ngx.on_abort`
+-- callback for the current request that calls `resty.abort`: when the
+-- client closes its connection (HTTP/1.1) or resets its stream (HTTP/2),
+-- the calls the request waits for end CANCELLED at once and the upstream
+-- sees RST_STREAM CANCEL; the handler goes on (the callback does not
+-- `ngx.exit`): end it with `ngx.exit(499)` when `resty.aborted()`. nil and
+-- ngx.on_abort's error otherwise: "lua_check_client_abort is off" (the
+-- directive is needed; nginx watches the client only while no request
+-- body is being read: read the body before the handler runs, with
+-- `lua_need_request_body on`, doc/gateway.md), "duplicate call" (on_abort
+-- takes one callback a request: call `resty.abort` from yours). In
+-- rewrite_by_lua*, access_by_lua* and content_by_lua*.
+function M.cancel_on_abort()
+  return ngx.on_abort(M.abort)
 end
 
 local SHARED = M.driver()

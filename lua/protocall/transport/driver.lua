@@ -372,6 +372,7 @@ function M.attach(channel, driver, where, opts)
     connect_opts = { tls = false },
     connect_timeout = opts.connect_timeout or 20,
     conns = {}, signal = {}, sleep = driver.sleep or core.sleep, wait = driver.wait, wake = driver.wake,
+    aborted = driver.aborted,
     tokens = {},
   }, { __index = ref })
   driven[channel] = dc
@@ -380,10 +381,20 @@ end
 --- wait(channel, call): until `call` (a core call of `channel`) may have
 -- moved on: for a driven channel one round of its driver's I/O, else
 -- sched.wait_call.
+-- A driver's `aborted()` true (the caller's client went away, under
+-- nginx) cancels the call instead: its RST_STREAM goes out at once.
 function M.wait(channel, call)
   local dc = driven[channel]
-  if dc then return drive(dc, nil, dc.wake and call:wake_token() or nil) end
-  return sched.wait_call(channel, call)
+  if not dc then return sched.wait_call(channel, call) end
+  local aborted = dc.aborted
+  if not (aborted and aborted()) then
+    drive(dc, nil, dc.wake and call:wake_token() or nil)
+    if not (aborted and aborted()) then return end
+  end
+  if not call:status() then
+    call:cancel()
+    M.flush(channel)
+  end
 end
 
 --- pump(channels, seconds): one round of I/O over the channels of the

@@ -200,7 +200,8 @@ end
 -- send a PING after 1 s without a byte and close 1 s after an unanswered
 -- one), and "fresh" (/f/say: a transport of its own, first called while
 -- the upstream is stopped); route "live" (/b/say) calls another upstream;
--- /plain needs none.
+-- /plain needs none; "abort" (/x/say, no timeout, lua_check_client_abort
+-- on, an access log of its own) calls the stopped upstream too.
 local CONF = N.lua_conf(1, [==[
     client_max_body_size 1m;
     client_body_buffer_size 128k;
@@ -208,8 +209,9 @@ local CONF = N.lua_conf(1, [==[
         gw = require "protocall.resty.gateway"
         local protos = { ["st/echo.proto"] = [[syntax = "proto3"; package st;
             message Msg { string text = 1; }
-            service Echo { rpc Say(Msg) returns (Msg); }]] }
-        local http = { rules = { { selector = "st.Echo.Say", post = "/say", body = "*" } } }
+            service Echo { rpc Say(Msg) returns (Msg); rpc Tick(Msg) returns (stream Msg); }]] }
+        local http = { rules = { { selector = "st.Echo.Say", post = "/say", body = "*" },
+                                 { selector = "st.Echo.Tick", post = "/tick", body = "*" } } }
         assert(gw.configure("stalled", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/a",
                                          timeout = 2 }))
         assert(gw.configure("slow", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/c" }))
@@ -217,15 +219,23 @@ local CONF = N.lua_conf(1, [==[
                                            grpc = { keepalive_time = 1, keepalive_timeout = 1 } }))
         assert(gw.configure("fresh", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/f",
                                        grpc = { connect_timeout = 5 } }))
+        assert(gw.configure("abort", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/x" }))
         assert(gw.configure("live", { protos = protos, http = http, upstream = "@LIVE@", prefix = "/b" }))
     }
     server {
         listen 127.0.0.1:@PORT@;
+        listen 127.0.0.1:@H2PORT@ http2;
         location /a/ { content_by_lua_block { gw.handle("stalled") } }
         location /c/ { content_by_lua_block { gw.handle("slow") } }
         location /k/ { content_by_lua_block { gw.handle("keepalive") } }
         location /f/ { content_by_lua_block { gw.handle("fresh") } }
         location /b/ { content_by_lua_block { gw.handle("live") } }
+        location /x/ {
+            lua_check_client_abort on;
+            lua_need_request_body on;
+            access_log logs/abort.log;
+            content_by_lua_block { gw.handle("abort") }
+        }
         location = /plain { return 200 "plain"; }
         location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
         # KiB in use after a full collection: the Lua heap's and malloc's (glibc's mallinfo2)
@@ -281,11 +291,12 @@ local function curl(n, path, text)
 end
 
 describe("protocall.resty.gateway in front of an upstream that stops reading", function()
-  local stalled, live, nginx, pid
+  local stalled, live, nginx, pid, h2port
   setup(function()
     stalled, live = spawn_upstream(), spawn_upstream()
+    h2port = N.free_port()
     nginx = N.start("stall", (CONF:gsub("@STALLED@", "127.0.0.1:" .. stalled.port)
-      :gsub("@LIVE@", "127.0.0.1:" .. live.port)))
+      :gsub("@LIVE@", "127.0.0.1:" .. live.port):gsub("@H2PORT@", tostring(h2port))))
     local code
     code, pid = curl(nginx, "/pid")
     assert.are.equal(200, code)
@@ -411,6 +422,85 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     assert.are.same({ [200] = 100 }, r.status, r.body)
     assert.are.equal(100, r.echoed)
   end)
+
+  -- The statuses logged for /x/ so far, in order.
+  local function abort_log()
+    local out = {}
+    local f = io.open(nginx.prefix .. "/logs/abort.log")
+    if not f then return out end
+    for line in f:lines() do out[#out + 1] = tonumber(line:match('" (%d%d%d) ')) end
+    f:close()
+    return out
+  end
+
+  it("cancels the call of a client that goes away (lua_check_client_abort on): 499 at once, the upstream answers none",
+    function()
+    assert.are.same({ 200, '{"text":"warm"}' }, { curl(nginx, "/x/say", "warm") })
+    local code, before = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, before)
+    local body = nginx.prefix .. "/abort.json"
+    N.write(body, '{"text":"slow:' .. ("a"):rep(SIZE) .. '"}')
+    signal(stalled, "STOP")
+    -- 20 clients that give up after 2 s
+    os.execute("for i in $(seq 20); do curl -s -o /dev/null -m 2 -H 'Content-Type: application/json' --data-binary @"
+      .. q(body) .. " " .. q(nginx.url .. "/x/say") .. " & done; wait")
+    sleep(1)
+    local logged = abort_log()
+    -- with the upstream still stopped: each request ended 499 (client closed request)
+    local gave_up = {}
+    for i = 3, #logged do gave_up[#gave_up + 1] = logged[i] end
+    assert.are.same({ 200, 200 }, { logged[1], logged[2] })
+    local want = {}
+    for i = 1, 20 do want[i] = 499 end
+    assert.are.same(want, gave_up)
+    signal(stalled, "CONT")
+    -- their streams were reset: the upstream answered none of them (those whose request
+    -- had reached it were cancelled while their handler waited)
+    sleep(2)
+    local after
+    code, after = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, after)
+    local said0, cancelled0 = before:match('"(%d+) (%d+) ')
+    local said1, cancelled1 = after:match('"(%d+) (%d+) ')
+    print(("stall: 20 clients gone after 2 s: 20 logged 499 with the upstream stopped; after SIGCONT it "
+      .. "answered %d of them, saw %d cancelled in its handler"):format(said1 - said0, cancelled1 - cancelled0))
+    assert.are.equal(said0, said1, "answered before and after")
+  end)
+
+  it("cancels the upstream stream of an NDJSON client that goes away mid-stream", function()
+    local code, before = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, before)
+    -- the upstream sends 50 messages 0.1 s apart; the client reads for 1 s and leaves
+    local out = R.capture("curl -sN -m 1 -H 'Content-Type: application/json' --data-binary '{\"text\":\"t\"}' "
+      .. q(nginx.url .. "/x/tick"))
+    assert.truthy(out:find('^{"result":{"text":"1"}}\n{"result":{"text":"2"}}\n'), out)
+    sleep(1)
+    local after
+    code, after = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, after)
+    local ended0, cancelled0 = before:match(' (%d+) (%d+)"')
+    local ended1, cancelled1 = after:match(' (%d+) (%d+)"')
+    assert.are.same({ ended0, cancelled0 + 1 }, { ended1, tonumber(cancelled1) })
+  end)
+
+  -- An HTTP/2 client (h2c on h2port) of a "slow:" Say (1 s in the upstream's handler) that
+  -- resets its stream or closes its connection after 0.5 s.
+  for _, mode in ipairs { "reset", "close" } do
+    it("cancels the upstream call of an HTTP/2 client that goes away (" .. mode .. ")", function()
+      local code, before = curl(nginx, "/x/say", "?count")
+      assert.are.equal(200, code, before)
+      local n = #abort_log()
+      R.capture("python3 spec/h2_abort_client.py " .. h2port .. " /x/say " .. q('{"text":"slow:h2"}') .. " " .. mode)
+      sleep(1)
+      local after
+      code, after = curl(nginx, "/x/say", "?count")
+      assert.are.equal(200, code, after)
+      local said0, cancelled0 = before:match('"(%d+) (%d+) ')
+      local said1, cancelled1 = after:match('"(%d+) (%d+) ')
+      assert.are.same({ said0, cancelled0 + 1 }, { said1, tonumber(cancelled1) })
+      assert.are.equal(499, abort_log()[n + 1])
+    end)
+  end
 
   it("makes a first connection while the upstream is stopped: 504 at the deadline, answers after SIGCONT", function()
     signal(stalled, "STOP")

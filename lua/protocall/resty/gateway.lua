@@ -592,9 +592,18 @@ local function set_headers(v, md)
   put_headers(v.tc:response_headers(md.headers, md.trailers))
 end
 
+-- Ends a request whose client went away (resty.cancel_on_abort's
+-- callback ran; its call ended CANCELLED): 499, nginx's "client closed
+-- request", unless the status went out already (a stream's 200 stays in
+-- the log).
+local function gone()
+  return ngx.exit(ngx.headers_sent and ngx.OK or 499)
+end
+
 -- Writes the HTTP answer of a failure (a pc.Error or the transport's
 -- error object) with its response metadata as headers.
 local function answer_error(v, err)
+  if resty.aborted() then return gone() end
   if type(err) ~= "table" then err = { code = "INTERNAL", message = tostring(err) } end
   local status, body, ct = v.tc:error(err)
   set_headers(v, { headers = err.headers, trailers = err.metadata })
@@ -686,8 +695,10 @@ local function answer_stream(v, route, nextmsg, metadata)
     end
     ngx.print(chunk)
     ngx.flush(true)
+    if resty.aborted() then return end -- the client went away: the caller closes (cancels) the stream
     ok, bytes = pcall(nextmsg)
     if not ok then
+      if resty.aborted() then return end
       ngx.print(tc:stream_error(type(bytes) == "table" and bytes or { code = "INTERNAL", message = tostring(bytes) },
         kind))
       ngx.flush(true)
@@ -728,6 +739,7 @@ local PLAIN = setmetatable({ with_metadata = "present" }, CHECKED)
 -- gRPC-Web and Connect clients in front of the gRPC upstream (cfg.web)
 
 local function web_failure(a, err)
+  if resty.aborted() then return gone() end
   local status, headers, body = a:failure(err)
   ngx.status = status
   put_headers(headers)
@@ -795,6 +807,7 @@ local function handle_web(v, m, protocol, codec, path)
   if not list then return web_failure(a, err) end
   local settings = { metadata = md, timeout = timeout }
   if v.timeout then settings.timeout = timeout and min(timeout, v.timeout) or v.timeout end
+  resty.cancel_on_abort()
   local t = v.transport
   if m.client_streaming or m.server_streaming then return web_stream(t, a, m, list, settings) end
   settings.with_metadata = true
@@ -850,6 +863,11 @@ end
 -- message, Connect's error JSON with its HTTP status or end-of-stream
 -- message. A path naming no method of the route is UNIMPLEMENTED in the
 -- protocol's form (a POST of application/json stays REST's).
+-- A client that goes away cancels the upstream call (RST_STREAM CANCEL)
+-- and ends the request 499 when nginx watches it (`lua_check_client_abort
+-- on` with `lua_need_request_body on`): the handler registers
+-- `resty.cancel_on_abort`; a callback registered before it keeps the
+-- request's one `ngx.on_abort` (let it call `resty.abort()`).
 function M.handle(route, opts)
   local v = version_of(route, opts and opts.shared)
   if not v then
@@ -891,6 +909,9 @@ function M.handle(route, opts)
     if not body then return answer_error(v, berr) end
   end
   local ct = header_of(headers, "Content-Type", "content-type", "content_type")
+  -- a client that goes away cancels the call (needs lua_check_client_abort on; a
+  -- callback the user registered first keeps its own, which may call resty.abort)
+  resty.cancel_on_abort()
   if v.timeout then timeout = timeout and min(timeout, v.timeout) or v.timeout end
   local t = v.transport
   if r.client_streaming then
@@ -912,6 +933,7 @@ function M.handle(route, opts)
       local res = { pcall(answer_stream, v, r, function() return call:recv() end, metadata) }
       call:close()
       if not res[1] then error(res[2], 0) end
+      if resty.aborted() then return gone() end
       return
     end
     local okr, bytes = pcall(call.close_and_recv, call)
@@ -932,6 +954,7 @@ function M.handle(route, opts)
     local res = { pcall(answer_stream, v, r, iter, function() return call:metadata() end) }
     call:close()
     if not res[1] then error(res[2], 0) end
+    if resty.aborted() then return gone() end
     return
   end
   -- tc:metadata checked the metadata as pc.grpc would; a deadline is

@@ -201,7 +201,8 @@ end
 -- one), and "fresh" (/f/say: a transport of its own, first called while
 -- the upstream is stopped); route "live" (/b/say) calls another upstream;
 -- /plain needs none; "abort" (/x/say, no timeout, lua_check_client_abort
--- on, an access log of its own) calls the stopped upstream too.
+-- on, an access log of its own) calls the stopped upstream too, as /rc
+-- does through resty.call.
 local CONF = N.lua_conf(1, [==[
     client_max_body_size 1m;
     client_body_buffer_size 128k;
@@ -220,6 +221,7 @@ local CONF = N.lua_conf(1, [==[
         assert(gw.configure("fresh", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/f",
                                        grpc = { connect_timeout = 5 } }))
         assert(gw.configure("abort", { protos = protos, http = http, upstream = "@STALLED@", prefix = "/x" }))
+        require("protocall").load(protos["st/echo.proto"]) -- for resty.call (/rc)
         assert(gw.configure("live", { protos = protos, http = http, upstream = "@LIVE@", prefix = "/b" }))
     }
     server {
@@ -235,6 +237,17 @@ local CONF = N.lua_conf(1, [==[
             lua_need_request_body on;
             access_log logs/abort.log;
             content_by_lua_block { gw.handle("abort") }
+        }
+        location = /rc {
+            lua_check_client_abort on;
+            access_log logs/rc.log;
+            content_by_lua_block {
+                local pc, resty = require "protocall", require "protocall.resty"
+                assert(resty.cancel_on_abort())
+                local res, err = resty.call(pc, "@STALLED@", "/st.Echo/Say", { text = "slow:rc" })
+                if resty.aborted() then return ngx.exit(499) end
+                ngx.print(res and res.text or tostring(err))
+            }
         }
         location = /plain { return 200 "plain"; }
         location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
@@ -423,10 +436,10 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     assert.are.equal(100, r.echoed)
   end)
 
-  -- The statuses logged for /x/ so far, in order.
-  local function abort_log()
+  -- The statuses logged for /x/ (or in log `name`) so far, in order.
+  local function abort_log(name)
     local out = {}
-    local f = io.open(nginx.prefix .. "/logs/abort.log")
+    local f = io.open(nginx.prefix .. "/logs/" .. (name or "abort") .. ".log")
     if not f then return out end
     for line in f:lines() do out[#out + 1] = tonumber(line:match('" (%d%d%d) ')) end
     f:close()
@@ -501,6 +514,20 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
       assert.are.equal(499, abort_log()[n + 1])
     end)
   end
+
+  it("cancels a resty.call of a request whose client goes away (resty.cancel_on_abort)", function()
+    local code, before = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, before)
+    R.capture("curl -s -m 0.5 " .. q(nginx.url .. "/rc")) -- gone after 0.5 s; the upstream's handler takes 1 s
+    sleep(1.5)
+    local after
+    code, after = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, after)
+    local said0, cancelled0 = before:match('"(%d+) (%d+) ')
+    local said1, cancelled1 = after:match('"(%d+) (%d+) ')
+    assert.are.same({ said0, cancelled0 + 1 }, { said1, tonumber(cancelled1) })
+    assert.are.same({ 499 }, abort_log("rc"))
+  end)
 
   it("makes a first connection while the upstream is stopped: 504 at the deadline, answers after SIGCONT", function()
     signal(stalled, "STOP")

@@ -10,12 +10,16 @@ then, when every answer is in: "status CODE COUNT" lines, "echoed N"
 (answers 200 whose body is {"text": ...} with their own request's text),
 "mismatched N" (200 with another text), "failed N" (no HTTP answer),
 "slowest SECONDS" (from the start to the last answer), and the first
-non-200 body as "body TEXT".
+non-200 body as "body TEXT". A client waits 120 s for its answer, or
+env STALL_GIVE_UP seconds, then closes its connection (a failure).
 """
 import asyncio
 import json
+import os
 import sys
 import time
+
+GIVE_UP = float(os.environ.get("STALL_GIVE_UP", "120"))
 
 
 async def one(port, path, i, size, tag, headers, sent, results):
@@ -36,9 +40,10 @@ async def one(port, path, i, size, tag, headers, sent, results):
         if one.count == one.total and not sent.done():
             sent.set_result(None)
     try:
-        data = await asyncio.wait_for(r.read(), 120)
+        data = await asyncio.wait_for(r.read(), GIVE_UP)
         w.close()
     except (OSError, asyncio.TimeoutError) as e:
+        w.close()
         results.append((None, repr(e), text))
         return
     head, _, payload = data.partition(b"\r\n\r\n")

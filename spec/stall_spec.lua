@@ -265,9 +265,11 @@ local CONF = N.lua_conf(1, [==[
 ]==])
 
 -- spec/stall_client.py's COUNT requests to `path` in the background, once
--- every one is written: a handle for `finish`.
-local function clients(n, path, count, tag, headers)
-  local cmd = "python3 spec/stall_client.py " .. n.port .. " " .. path .. " " .. count .. " " .. SIZE .. " " .. tag
+-- every one is written: a handle for `finish`; each client closes its
+-- connection after `give_up` seconds without an answer (default 120).
+local function clients(n, path, count, tag, headers, give_up)
+  local cmd = (give_up and "STALL_GIVE_UP=" .. give_up .. " " or "") .. "python3 spec/stall_client.py " .. n.port
+    .. " " .. path .. " " .. count .. " " .. SIZE .. " " .. tag
   for _, h in ipairs(headers or {}) do cmd = cmd .. " " .. q(h) end
   local p = io.popen(cmd)
   local first = p:read("*l")
@@ -478,6 +480,38 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     print(("stall: 20 clients gone after 2 s: 20 logged 499 with the upstream stopped; after SIGCONT it "
       .. "answered %d of them, saw %d cancelled in its handler"):format(said1 - said0, cancelled1 - cancelled0))
     assert.are.equal(said0, said1, "answered before and after")
+  end)
+
+  it("lets go of what 200 requests of 64 KiB held once their clients went away, the upstream still stopped",
+    function()
+    local code, before = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, before)
+    local lua0, c0 = in_use()
+    local _, rss0 = usage(pid)
+    local n = #abort_log()
+    signal(stalled, "STOP")
+    local p = clients(nginx, "/x/say", 200, "slow:", nil, 2)
+    sleep(1)
+    local _, rss1 = usage(pid)
+    local r = finish(p)
+    assert.are.equal(200, r.failed)
+    sleep(1)
+    local logged = abort_log()
+    local statuses = {}
+    for i = n + 1, #logged do statuses[logged[i]] = (statuses[logged[i]] or 0) + 1 end
+    assert.are.same({ [499] = 200 }, statuses)
+    local lua1, c1 = in_use()
+    signal(stalled, "CONT")
+    print(("stall: 200 requests of 64 KiB whose clients left after 2 s: worker RSS %d KiB before, %d KiB while "
+      .. "they waited; in use after a full collection: Lua %d -> %d KiB, malloc %d -> %d KiB (the upstream "
+      .. "still stopped)"):format(rss0, rss1, lua0, lua1, c0, c1))
+    assert.is_true(lua1 < lua0 + 1024, ("Lua's heap: %d KiB in use before, %d after"):format(lua0, lua1))
+    assert.is_true(c1 < c0 + 200 * 64 / 4, ("malloc: %d KiB in use before, %d after"):format(c0, c1))
+    sleep(2)
+    local after
+    code, after = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, after)
+    assert.are.equal(before:match('"(%d+) '), after:match('"(%d+) '))
   end)
 
   it("cancels the upstream stream of an NDJSON client that goes away mid-stream", function()

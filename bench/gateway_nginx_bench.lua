@@ -43,16 +43,20 @@
 -- for callgrind_annotate --inclusive=yes. --jitv FILE: the front nginx
 -- logs LuaJIT's trace events to FILE (jit.v: which traces compile, which
 -- abort and why).
+-- --abort turns on what a client going away needs in the gateway's
+-- locations (lua_check_client_abort on, lua_need_request_body on: each
+-- request then registers an ngx.on_abort callback, doc/gateway.md).
 -- Run: build/release/protocall bench/gateway_nginx_bench.lua [--quick] [--upstreams cpp,cppsync,protocall,python]
---      [--callgrind [--keep DIR]] [--jitv FILE]
+--      [--callgrind [--keep DIR]] [--jitv FILE] [--abort]
 package.path = "spec/?.lua;" .. package.path
 local N = require "nginx_helper"
 local H = require "bench.harness"
 local helper = require "grpc_helper"
 
-local quick, wanted, callgrind, keep, jitv = false, "cpp,protocall,python", false, nil, nil
+local quick, wanted, callgrind, keep, jitv, abort = false, "cpp,protocall,python", false, nil, nil, false
 for i, a in ipairs(arg or {}) do
   if a == "--quick" then quick = true end
+  if a == "--abort" then abort = true end
   if a == "--callgrind" then callgrind = true end
   if a == "--jitv" then jitv = assert(arg[i + 1], "--jitv: a file") end
   if a == "--keep" then keep = assert(arg[i + 1], "--keep: a directory") end
@@ -174,8 +178,9 @@ local function path_of(name) return name == "cpp" and "/v1/echo" or "/" .. name 
 local list, locations = {}, {}
 for _, u in ipairs(upstreams) do
   list[#list + 1] = u.name .. "=" .. u.server.port
-  locations[#locations + 1] = ("        location = %s {\n            content_by_lua_block { gw.handle(%q) }\n        }")
-    :format(path_of(u.name), u.name)
+  local watch = abort and "            lua_check_client_abort on;\n            lua_need_request_body on;\n" or ""
+  locations[#locations + 1] = ("        location = %s {\n%s"
+    .. "            content_by_lua_block { gw.handle(%q) }\n        }"):format(path_of(u.name), watch, u.name)
 end
 local answer = N.start("bench-answer", ANSWER)
 local conf = FRONT:gsub("@ANSWER@", tostring(answer.port)):gsub("@UPSTREAMS@", table.concat(list, " "))

@@ -1093,6 +1093,12 @@ static void finalized_views(void) {
   size_t before = held;
   CHECK(run(L, "for _ = 1, 10000 do pc.decode(T, bytes) end settle()"));
   CHECK(held < before + 64 * 1024);
+  /* a view a finalizer kept for good keeps its arena until it is dropped */
+  CHECK(run(L, "do local v = pc.decode(T, bytes).sub\n"
+               "  setmetatable({}, { __gc = function() kept = v end }) end\n"
+               "settle() for _ = 1, 10000 do pc.decode(T, bytes) end settle()\n"
+               "assert(kept.x == 5, tostring(kept.x)) kept = nil settle()"));
+  CHECK(held < before + 64 * 1024);
   /* at lua_close: a finalizer reading a view, arenas waiting, a view held */
   CHECK(run(L, "local h = setmetatable({}, { __gc = function(h) note(h.sub.x) end })\n"
                "h.sub = pc.decode(T, bytes).sub\n"

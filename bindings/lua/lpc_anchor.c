@@ -7,6 +7,7 @@
 
 #include <lauxlib.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
@@ -99,46 +100,55 @@ const char *lpc_push_shown(lua_State *L, int idx) {
 
 /* -- Deferred arena frees ---------------------------------------------------
  * Lua lets a finalizer use what its object reaches ("resurrected" objects),
- * but runs the finalizers of one cycle newest first: an Arena finalized in
- * the cycle an older object's finalizer reads a view of it in would have
- * freed the memory that view reads. So the Arena's __gc only moves its
- * arena to the Reaper's list, stamped with the epoch: the count of the
- * collector's atomic phases seen so far, each told by a probe (a table held
- * by weak values alone) gone. Every finalizer of a cycle runs before the
- * next cycle's atomic phase, so an arena stamped before the current epoch
- * is read by no finalizer still to run, and a sweep frees it. Sweeps run
- * once per cycle while arenas wait, from the __gc of a Sweep userdata that
- * each sweep makes anew (a new object: LuaJIT finalizes an object once); an
- * Arena finalized in the cycle a sweep runs in is newer than that Sweep (so
- * finalized first) or older: either way it carries the current epoch and
- * waits for the next sweep. Cost: a list entry and a probe check per Arena.
- * (Finalizers an emergency collection of Lua 5.4 left for later, and a
- * LuaJIT finalizer making the collector step through lua_gc, may run after
- * the next atomic phase: not accounted for.)
+ * but runs the finalizers of one cycle newest first, and a finalizer may
+ * store what it reaches where live code reaches it for good: an Arena's
+ * __gc freeing its arena would leave the views of it read then, or kept,
+ * reading freed memory. So the Arena's __gc only moves its arena to the
+ * Reaper's list, in a group of up to GROUP arenas, and sets its box's user
+ * value 2 to the group's token (an empty table): the token lives while any
+ * box of its group does. A weak-keyed table (TOKENS_UV) maps each token to
+ * its group's number; a token leaves it only once the collector frees it,
+ * a finalizer still to run reaching it included (Lua 5.4 manual, 2.5.4:
+ * resurrected objects leave weak keys once freed; LuaJIT, lj_gc.c: weak
+ * tables are cleared after the userdata to finalize are marked), so
+ * nothing can read an arena of a group whose token is gone. A sweep, from
+ * the __gc of a Sweep userdata made anew for every cycle while arenas wait
+ * (a new object: LuaJIT finalizes an object once), frees those. The group
+ * being filled is GROUP_UV's [1], a weak value; a new group starts at
+ * GROUP boxes and at each cycle's first (push_group). (Weak values would
+ * not do: Lua 5.4 clears a resurrected object from them before finalizers
+ * run, LuaJIT a finalized userdata at every cycle, alive or not.)
+ * Cost: a list entry and a user value set per Arena, a table and a key per
+ * group. A box a finalizer keeps for good keeps the arenas of its group
+ * (at most GROUP) until it dies; its __gc does not run again, its token
+ * goes with it. Under Lua 5.4's generational mode a box that outlived a
+ * minor collection is freed at a major one only, and its group with it.
  *
  * At lua_close every finalizer runs in one pass, newest object first, and
  * none made during it runs: the Reaper (made when the module was first
  * opened, so after every Arena in that order) frees what still waits, and an
  * Arena finalized after it frees its arena at once.
  *
- * Known limits (doc/guide.md, "Lifetimes"): a finalizer that keeps a
- * view for good (stores it where live code reaches it) leaves it reading
- * freed memory from the next cycle on; so does a finalizer of an object made
- * before the module was opened that reads a view at lua_close. */
+ * Known limit (doc/guide.md, "Lifetimes"): the finalizer of an object made
+ * before the module was opened must not read views at lua_close. */
 
 /* An arena waiting for a sweep. */
 typedef struct {
   pc_Arena *arena;
-  size_t epoch; /* when its Arena's __gc ran */
+  size_t group; /* its group's number */
 } Grave;
 
+/* Arenas per group: a group kept by a box that a finalizer kept for good
+ * keeps that many arenas at most. */
+#define GROUP 64
+
 /* One per state (the upvalue 1 of the Arena's and the Sweep's __gc): the
- * waiting arenas, oldest epoch first. User value 1: the probe's table
- * ([1] = the probe, weak values). */
+ * waiting arenas, oldest group first. */
 typedef struct {
   Grave *list; /* allocated with the state's allocator */
   size_t n, cap;
-  size_t epoch; /* the atomic phases seen */
+  size_t group;   /* the number of the last group started */
+  size_t group_n; /* its arenas */
   lua_Alloc f;
   void *ud;
   int armed;  /* a Sweep userdata waits for the collector */
@@ -146,33 +156,57 @@ typedef struct {
 } Reaper;
 
 /* The upvalues of the Arena's and the Sweep's __gc. */
-#define REAPER_UV lua_upvalueindex(1)
-#define SWEEP_UV  lua_upvalueindex(2) /* the Sweep metatable */
+#define REAPER_UV       lua_upvalueindex(1)
+#define SWEEP_UV        lua_upvalueindex(2) /* the Sweep metatable */
+/* The Arena's: [1] the token of the group being filled, [2] the probe (a
+ * table held there alone, gone at each cycle), weak values. */
+#define GROUP_UV        lua_upvalueindex(3)
+/* The Arena's: token -> group number, weak keys (the Sweep's upvalue 3). */
+#define TOKENS_UV       lua_upvalueindex(4)
+#define SWEEP_TOKENS_UV lua_upvalueindex(3)
 
-/* The current epoch (a new probe when the collector took the last). */
-static size_t current_epoch(lua_State *L, Reaper *r) {
-  lua_getiuservalue(L, REAPER_UV, 1);
-  if (lua_rawgeti(L, -1, 1) == LUA_TNIL) {
-    r->epoch++;
-    lua_createtable(L, 0, 0);
-    lua_rawseti(L, -3, 1);
-  }
-  lua_pop(L, 2);
-  return r->epoch;
+static int cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
 }
 
-/* Frees the arenas of past epochs. */
+/* Frees the arenas of the groups whose tokens the collector took (all kept
+ * when the scratch list of live groups cannot be allocated). */
 static void sweep(lua_State *L, Reaper *r) {
-  size_t e = current_epoch(L, r), i = 0, j = 0;
-  for (; i < r->n && r->list[i].epoch < e; i++) pc_Arena_Free(r->list[i].arena);
-  for (; i < r->n; i++) r->list[j++] = r->list[i];
+  size_t cap = 16, nlive = 0, i, j = 0, k = 0;
+  size_t *live = r->f(r->ud, NULL, 0, cap * sizeof(size_t));
+  if (live == NULL) return;
+  lua_pushnil(L);
+  while (lua_next(L, SWEEP_TOKENS_UV)) { /* token, group number */
+    if (nlive == cap) {
+      size_t *more = r->f(r->ud, live, cap * sizeof(size_t), 2 * cap * sizeof(size_t));
+      if (more == NULL) {
+        r->f(r->ud, live, cap * sizeof(size_t), 0);
+        lua_pop(L, 2);
+        return;
+      }
+      live = more;
+      cap *= 2;
+    }
+    live[nlive++] = (size_t)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  qsort(live, nlive, sizeof(size_t), cmp_size);
+  for (i = 0; i < r->n; i++) { /* both in group order */
+    while (k < nlive && live[k] < r->list[i].group) k++;
+    if (k < nlive && live[k] == r->list[i].group)
+      r->list[j++] = r->list[i];
+    else
+      pc_Arena_Free(r->list[i].arena);
+  }
+  r->f(r->ud, live, cap * sizeof(size_t), 0);
   r->n = j;
   if (j == 0 || j < r->cap / 4) { /* give back what a burst took */
-    size_t cap = j == 0 ? 0 : r->cap / 2;
-    Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
-    if (list != NULL || cap == 0) {
+    size_t c = j == 0 ? 0 : r->cap / 2;
+    Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), c * sizeof(Grave));
+    if (list != NULL || c == 0) {
       r->list = list;
-      r->cap = cap;
+      r->cap = c;
     }
   }
 }
@@ -208,6 +242,32 @@ static int reaper_gc(lua_State *L) {
   return 0;
 }
 
+/* Pushes the token of the group being filled, starting one when needed:
+ * at GROUP arenas, and at the first box of each cycle (the probe, a table
+ * held by a weak value alone, gone), so that a token the generational
+ * collector made old (the box holding it was: Lua 5.4's barrier) keeps the
+ * arenas of one cycle only until the next major collection. */
+static void push_group(lua_State *L, Reaper *r) {
+  int fresh = r->group_n >= GROUP;
+  if (!fresh) {
+    fresh = lua_rawgeti(L, GROUP_UV, 2) == LUA_TNIL;
+    lua_pop(L, 1);
+  }
+  if (!fresh) {
+    if (lua_rawgeti(L, GROUP_UV, 1) != LUA_TNIL) return;
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, 0, 0); /* the probe */
+  lua_rawseti(L, GROUP_UV, 2);
+  lua_createtable(L, 0, 0); /* the token */
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, GROUP_UV, 1);
+  lua_pushvalue(L, -1);
+  lua_pushinteger(L, (lua_Integer)++r->group);
+  lua_rawset(L, TOKENS_UV);
+  r->group_n = 0;
+}
+
 /* The Arena's __gc: its arena waits for a sweep (freed at once when the
  * state is closing or the Reaper's list cannot grow). */
 static int arena_gc(lua_State *L) {
@@ -215,7 +275,6 @@ static int arena_gc(lua_State *L) {
   Reaper *r = lua_touserdata(L, REAPER_UV);
   if (h->arena == NULL || h->queued) return 0;
   if (!r->closed) {
-    size_t e = current_epoch(L, r);
     if (r->n == r->cap) {
       size_t cap = r->cap ? 2 * r->cap : 64;
       Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
@@ -225,8 +284,11 @@ static int arena_gc(lua_State *L) {
       }
     }
     if (r->n < r->cap) {
-      r->list[r->n++] = (Grave){h->arena, e};
-      h->queued = 1; /* the arena is the Reaper's now, still in use until the sweep */
+      push_group(L, r); /* (raises on allocation failure: the arena then leaks) */
+      lua_setiuservalue(L, 1, 2);
+      r->list[r->n++] = (Grave){h->arena, r->group};
+      r->group_n++;
+      h->queued = 1; /* the arena is the Reaper's now, still in use until its group's token goes */
       if (!r->armed) arm(L, r);
       return 0;
     }
@@ -236,30 +298,43 @@ static int arena_gc(lua_State *L) {
   return 0;
 }
 
+/* Pushes a table with weak keys or values ('mode'). */
+static void push_weak(lua_State *L, int narr, const char *mode) {
+  lua_createtable(L, narr, 0);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+}
+
 void lpc_push_arena_gc(lua_State *L) {
-  Reaper *r = lua_newuserdatauv(L, sizeof(Reaper), 1);
+  Reaper *r = lua_newuserdatauv(L, sizeof(Reaper), 0);
   memset(r, 0, sizeof *r);
   r->f = lua_getallocf(L, &r->ud);
+  int ri = lua_gettop(L);
   lua_createtable(L, 0, 2);
   lua_pushcfunction(L, reaper_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
-  lua_setmetatable(L, -2);
-  lua_createtable(L, 1, 0); /* the probe's table (the probe made on first need) */
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_setiuservalue(L, -2, 1);
-  lua_createtable(L, 0, 2); /* the Sweep metatable */
+  lua_setmetatable(L, ri);
+  push_weak(L, 2, "v");     /* ri + 1: [1] the token of the group being filled, [2] the probe */
+  push_weak(L, 0, "k");     /* ri + 2: token -> group number */
+  lua_createtable(L, 0, 2); /* ri + 3: the Sweep metatable */
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
-  lua_pushvalue(L, -2);
-  lua_pushvalue(L, -2);
-  lua_pushcclosure(L, sweep_gc, 2);
+  lua_pushvalue(L, ri);
+  lua_pushvalue(L, ri + 3);
+  lua_pushvalue(L, ri + 2);
+  lua_pushcclosure(L, sweep_gc, 3);
   lua_setfield(L, -2, "__gc");
-  lua_pushcclosure(L, arena_gc, 2);
+  lua_pushvalue(L, ri);
+  lua_pushvalue(L, ri + 3);
+  lua_pushvalue(L, ri + 1);
+  lua_pushvalue(L, ri + 2);
+  lua_pushcclosure(L, arena_gc, 4);
+  lua_replace(L, ri);
+  lua_settop(L, ri);
 }
 
 void lpc_free_arena(lua_State *L, int idx) {
@@ -269,7 +344,8 @@ void lpc_free_arena(lua_State *L, int idx) {
 }
 
 pc_Arena *lpc_new_arena(lua_State *L) {
-  lpc_ArenaBox *h = lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 1); /* user value 1: refs */
+  lpc_ArenaBox *h =
+      lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 2); /* 1: refs, 2: its group's token (__gc) */
   h->arena = NULL;
   h->reported = 0;
   h->queued = 0;

@@ -23,10 +23,12 @@
  *                       assigned there, the container). A view is the one
  *                       object of its message, so what it keeps is what the
  *                       anchor's refs would, reached through the view alone.
- *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table.
+ *   "protocall.Arena"   userdata lpc_ArenaBox; user value 1 its refs table;
+ *                       user value 2, set by its __gc, its group's token.
  *                       Its __gc does not free the arena: that waits until
- *                       the next cycle, after every finalizer that may read
- *                       it ran (lpc_anchor.c, "Deferred arena frees").
+ *                       the collector frees the box, so that no finalizer,
+ *                       and no view a finalizer kept, reads freed memory
+ *                       (lpc_anchor.c, "Deferred arena frees").
  * A standalone message is its own anchor. What a message's memory points to
  * that the anchor's arena does not own is kept alive from a per-anchor refs
  * table: the anchor's user value 1 (an Arena's, a standalone message's), or

@@ -32,8 +32,9 @@ local function samples()
 end
 
 -- The metatables: the samples', every protocall one the registry holds by
--- name, and those of the registry's anonymous userdata (the table codec's
--- state).
+-- name, those of the registry's anonymous userdata (the table codec's
+-- state), and those the Arena's __gc reaches by its upvalues (the Reaper's,
+-- the Sweep's: debug.getupvalue reaches them).
 local function metatables(objects)
   local list, seen = {}, {}
   local function add(mt)
@@ -51,6 +52,13 @@ local function metatables(objects)
       local mt = debug.getmetatable(v)
       if mt and rawget(mt, "__name") == nil then add(mt) end
     end
+  end
+  local arena_gc = rawget(debug.getregistry()["protocall.Arena"], "__gc")
+  for i = 1, math.huge do
+    local name, v = debug.getupvalue(arena_gc, i)
+    if name == nil then break end
+    if type(v) == "userdata" then add(debug.getmetatable(v)) end
+    if type(v) == "table" and type(rawget(v, "__gc")) == "function" then add(v) end
   end
   return list
 end

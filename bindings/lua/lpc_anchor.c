@@ -221,9 +221,13 @@ static void arm(lua_State *L, Reaper *r) {
   r->armed = 1;
 }
 
-/* The Sweep's __gc. */
+/* The Sweep's __gc. debug.getupvalue (of the Arena's __gc) reaches its
+ * metatable: a foreign self raises, as every protocall metamethod's does. */
 static int sweep_gc(lua_State *L) {
   Reaper *r = lua_touserdata(L, REAPER_UV);
+  if (lua_type(L, 1) != LUA_TUSERDATA || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, SWEEP_UV))
+    luaL_typeerror(L, 1, "protocall Sweep");
+  lua_settop(L, 1);
   r->armed = 0;
   if (r->closed) return 0;
   sweep(L, r);
@@ -231,9 +235,13 @@ static int sweep_gc(lua_State *L) {
   return 0;
 }
 
-/* The Reaper's __gc: at lua_close, frees what waits. */
+/* The Reaper's __gc: at lua_close, frees what waits. Its upvalue is the
+ * Reaper: debug.getmetatable of the Arena's __gc's upvalue 1 reaches this
+ * function, and a foreign self raises. */
 static int reaper_gc(lua_State *L) {
   Reaper *r = lua_touserdata(L, 1);
+  if (r == NULL || lua_type(L, 1) != LUA_TUSERDATA || r != lua_touserdata(L, lua_upvalueindex(1)))
+    luaL_typeerror(L, 1, "protocall Reaper");
   for (size_t i = 0; i < r->n; i++) pc_Arena_Free(r->list[i].arena);
   r->f(r->ud, r->list, r->cap * sizeof(Grave), 0);
   r->list = NULL;
@@ -313,7 +321,8 @@ void lpc_push_arena_gc(lua_State *L) {
   r->f = lua_getallocf(L, &r->ud);
   int ri = lua_gettop(L);
   lua_createtable(L, 0, 2);
-  lua_pushcfunction(L, reaper_gc);
+  lua_pushvalue(L, ri);
+  lua_pushcclosure(L, reaper_gc, 1);
   lua_setfield(L, -2, "__gc");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");

@@ -226,7 +226,7 @@ static void arm(lua_State *L, Reaper *r) {
 static int sweep_gc(lua_State *L) {
   Reaper *r = lua_touserdata(L, REAPER_UV);
   if (lua_type(L, 1) != LUA_TUSERDATA || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, SWEEP_UV))
-    luaL_typeerror(L, 1, "protocall Sweep");
+    return luaL_typeerror(L, 1, "protocall Sweep");
   lua_settop(L, 1);
   r->armed = 0;
   if (r->closed) return 0;
@@ -241,7 +241,7 @@ static int sweep_gc(lua_State *L) {
 static int reaper_gc(lua_State *L) {
   Reaper *r = lua_touserdata(L, 1);
   if (r == NULL || lua_type(L, 1) != LUA_TUSERDATA || r != lua_touserdata(L, lua_upvalueindex(1)))
-    luaL_typeerror(L, 1, "protocall Reaper");
+    return luaL_typeerror(L, 1, "protocall Reaper");
   for (size_t i = 0; i < r->n; i++) pc_Arena_Free(r->list[i].arena);
   r->f(r->ud, r->list, r->cap * sizeof(Grave), 0);
   r->list = NULL;

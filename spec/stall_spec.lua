@@ -249,6 +249,19 @@ local CONF = N.lua_conf(1, [==[
                 ngx.print(res and res.text or tostring(err))
             }
         }
+        # a pool of one stream: a second call waits for the first's (/rq?t=TEXT)
+        location = /rq {
+            lua_check_client_abort on;
+            content_by_lua_block {
+                local pc, resty = require "protocall", require "protocall.resty"
+                assert(resty.cancel_on_abort())
+                local res, err = resty.call(pc, "@STALLED@", "/st.Echo/Say", { text = ngx.var.arg_t },
+                  { pool = { max_connections = 1, max_streams = 1, name = "rq" } })
+                if err then ngx.log(ngx.WARN, "rq: ", tostring(err)) end
+                if resty.aborted() then return ngx.exit(499) end
+                ngx.print(res and res.text or tostring(err))
+            }
+        }
         location = /plain { return 200 "plain"; }
         location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
         # KiB in use after a full collection: the Lua heap's and malloc's (glibc's mallinfo2)
@@ -556,6 +569,19 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     local said1, cancelled1 = after:match('"(%d+) (%d+) ')
     assert.are.same({ said0, cancelled0 + 1 }, { said1, tonumber(cancelled1) })
     assert.are.equal(1, closed("rc"))
+  end)
+
+  it("ends CANCELLED the resty.call of a client that goes away while it waits for a pool's stream", function()
+    -- one call holds the pool's one stream 1 s; 3 clients give up after 0.3 s waiting for it
+    local out = R.capture("curl -s -m 5 " .. q(nginx.url .. "/rq?t=slow:A")
+      .. " & sleep 0.1; for i in 1 2 3; do curl -s -m 0.3 " .. q(nginx.url .. "/rq?t=slow:B") .. " & done; wait")
+    assert.are.equal("slow:A", out)
+    local n = 0
+    for _ in N.read(nginx.prefix .. "/logs/error.log")
+      :gmatch("rq: CANCELLED: protocall.resty.pool: the client went away while the call waited for a stream") do
+      n = n + 1
+    end
+    assert.are.equal(3, n) -- before: they waited for the stream, took it and only then were cancelled ("cancelled")
   end)
 
   it("makes a first connection while the upstream is stopped: 504 at the deadline, answers after SIGCONT", function()

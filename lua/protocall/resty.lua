@@ -590,7 +590,8 @@ end
 -- opening another when all are full, and at `max_connections` (integer,
 -- default 4) waits for a stream to end, at most its timeout (then
 -- DEADLINE_EXCEEDED) or `queue_timeout` seconds (default 10; then
--- RESOURCE_EXHAUSTED), both local; a connection without streams for
+-- RESOURCE_EXHAUSTED), both local, or until its request's client went
+-- away (`resty.abort`; then CANCELLED, within 0.05 s); a connection without streams for
 -- `idle_timeout` seconds (default 60) is closed by the worker's sweeping
 -- ngx.timer (every second), which closes all of them when the worker
 -- exits; `name`, a label in `pool_info`. The other options are pc.grpc's (`keepalive_time` for PINGs,
@@ -605,7 +606,7 @@ function M.pool(pc, target, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error("bad argument #3 to 'pool' (table or nil expected, got " .. type(opts) .. ")", 2)
   end
-  local ok, p = pcall(pool.new, pc, target, opts, function(t, o) return M.grpc(pc, t, o) end)
+  local ok, p = pcall(pool.new, pc, target, opts, function(t, o) return M.grpc(pc, t, o) end, driver_aborted)
   if ok then
     local primed, why = pcall(p.prime, p)
     if not primed then

@@ -276,6 +276,15 @@ local CONF = N.lua_conf(1, [==[
                 ngx.print(ok and res.text or tostring(res))
             }
         }
+        # resty.cancel_on_abort's answer in a subrequest
+        location = /sub {
+            lua_check_client_abort on;
+            content_by_lua_block { ngx.print(ngx.location.capture("/subc").body) }
+        }
+        location = /subc {
+            lua_check_client_abort on;
+            content_by_lua_block { ngx.print(tostring(select(2, require("protocall.resty").cancel_on_abort()))) }
+        }
         location = /plain { return 200 "plain"; }
         location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
         # KiB in use after a full collection: the Lua heap's and malloc's (glibc's mallinfo2)
@@ -611,6 +620,11 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     local said1, cancelled1 = after:match('"(%d+) (%d+) ')
     -- both attempts cancelled (before: both answered, the handler waiting on until they were)
     assert.are.same({ said0, cancelled0 + 2 }, { said1, tonumber(cancelled1) })
+  end)
+
+  it("refuses resty.cancel_on_abort in a subrequest (whose callback nginx never runs)", function()
+    assert.are.equal("in a subrequest: nginx watches the client for the main request only",
+      R.capture("curl -s -m 5 " .. q(nginx.url .. "/sub")))
   end)
 
   it("makes a first connection while the upstream is stopped: 504 at the deadline, answers after SIGCONT", function()

@@ -513,8 +513,14 @@ end
 -- body is being read: read the body before the handler runs, with
 -- `lua_need_request_body on`, doc/gateway.md), "duplicate call" (on_abort
 -- takes one callback a request: call `resty.abort` from yours). In
--- rewrite_by_lua*, access_by_lua* and content_by_lua*.
+-- rewrite_by_lua*, access_by_lua* and content_by_lua*. In a subrequest
+-- (`ngx.location.capture`) nil, "in a subrequest: ...": nginx runs the
+-- main request's callback only, and a subrequest's calls are its own (the
+-- main request's abort does not cancel them).
 function M.cancel_on_abort()
+  if ngx.is_subrequest then
+    return nil, "in a subrequest: nginx watches the client for the main request only"
+  end
   return ngx.on_abort(M.abort)
 end
 

@@ -249,6 +249,42 @@ local CONF = N.lua_conf(1, [==[
                 ngx.print(res and res.text or tostring(err))
             }
         }
+        # a pool of one stream: a second call waits for the first's (/rq?t=TEXT)
+        location = /rq {
+            lua_check_client_abort on;
+            content_by_lua_block {
+                local pc, resty = require "protocall", require "protocall.resty"
+                assert(resty.cancel_on_abort())
+                local res, err = resty.call(pc, "@STALLED@", "/st.Echo/Say", { text = ngx.var.arg_t },
+                  { pool = { max_connections = 1, max_streams = 1, name = "rq" } })
+                if err then ngx.log(ngx.WARN, "rq: ", tostring(err)) end
+                if resty.aborted() then return ngx.exit(499) end
+                ngx.print(res and res.text or tostring(err))
+            }
+        }
+        # a hedged call (2 attempts 0.05 s apart) of "slow:rh"
+        location = /rh {
+            lua_check_client_abort on;
+            content_by_lua_block {
+                local pc, resty = require "protocall", require "protocall.resty"
+                assert(resty.cancel_on_abort())
+                hedging = hedging or resty.client(pc, "st.Echo", { transport = resty.grpc(pc, "@STALLED@"),
+                  service_config = { methodConfig = { { name = { { service = "st.Echo" } }, hedgingPolicy = {
+                    maxAttempts = 2, hedgingDelay = "0.05s", nonFatalStatusCodes = { "UNAVAILABLE" } } } } } })
+                local ok, res = pcall(hedging.Say, hedging, { text = "slow:rh" })
+                if resty.aborted() then return ngx.exit(499) end
+                ngx.print(ok and res.text or tostring(res))
+            }
+        }
+        # resty.cancel_on_abort's answer in a subrequest
+        location = /sub {
+            lua_check_client_abort on;
+            content_by_lua_block { ngx.print(ngx.location.capture("/subc").body) }
+        }
+        location = /subc {
+            lua_check_client_abort on;
+            content_by_lua_block { ngx.print(tostring(select(2, require("protocall.resty").cancel_on_abort()))) }
+        }
         location = /plain { return 200 "plain"; }
         location = /pid { content_by_lua_block { ngx.print(ngx.worker.pid()) } }
         # KiB in use after a full collection: the Lua heap's and malloc's (glibc's mallinfo2)
@@ -556,6 +592,39 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     local said1, cancelled1 = after:match('"(%d+) (%d+) ')
     assert.are.same({ said0, cancelled0 + 1 }, { said1, tonumber(cancelled1) })
     assert.are.equal(1, closed("rc"))
+  end)
+
+  it("ends CANCELLED the resty.call of a client that goes away while it waits for a pool's stream", function()
+    -- one call holds the pool's one stream 1 s; 3 clients give up after 0.3 s waiting for it
+    local out = R.capture("curl -s -m 5 " .. q(nginx.url .. "/rq?t=slow:A")
+      .. " & sleep 0.1; for i in 1 2 3; do curl -s -m 0.3 " .. q(nginx.url .. "/rq?t=slow:B") .. " & done; wait")
+    assert.are.equal("slow:A", out)
+    local n = 0
+    for _ in N.read(nginx.prefix .. "/logs/error.log")
+      :gmatch("rq: CANCELLED: protocall.resty.pool: the client went away while the call waited for a stream") do
+      n = n + 1
+    end
+    assert.are.equal(3, n) -- before: they waited for the stream, took it and only then were cancelled ("cancelled")
+  end)
+
+  it("cancels both attempts of a hedged call of a client that goes away", function()
+    assert.are.equal("slow:rh", R.capture("curl -s -m 5 " .. q(nginx.url .. "/rh")))
+    local code, before = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, before)
+    R.capture("curl -s -m 0.5 " .. q(nginx.url .. "/rh")) -- gone after 0.5 s; the upstream's handler takes 1 s
+    sleep(1.5)
+    local after
+    code, after = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, after)
+    local said0, cancelled0 = before:match('"(%d+) (%d+) ')
+    local said1, cancelled1 = after:match('"(%d+) (%d+) ')
+    -- both attempts cancelled (before: both answered, the handler waiting on until they were)
+    assert.are.same({ said0, cancelled0 + 2 }, { said1, tonumber(cancelled1) })
+  end)
+
+  it("refuses resty.cancel_on_abort in a subrequest (whose callback nginx never runs)", function()
+    assert.are.equal("in a subrequest: nginx watches the client for the main request only",
+      R.capture("curl -s -m 5 " .. q(nginx.url .. "/sub")))
   end)
 
   it("makes a first connection while the upstream is stopped: 504 at the deadline, answers after SIGCONT", function()

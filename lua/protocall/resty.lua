@@ -513,8 +513,14 @@ end
 -- body is being read: read the body before the handler runs, with
 -- `lua_need_request_body on`, doc/gateway.md), "duplicate call" (on_abort
 -- takes one callback a request: call `resty.abort` from yours). In
--- rewrite_by_lua*, access_by_lua* and content_by_lua*.
+-- rewrite_by_lua*, access_by_lua* and content_by_lua*. In a subrequest
+-- (`ngx.location.capture`) nil, "in a subrequest: ...": nginx runs the
+-- main request's callback only, and a subrequest's calls are its own (the
+-- main request's abort does not cancel them).
 function M.cancel_on_abort()
+  if ngx.is_subrequest then
+    return nil, "in a subrequest: nginx watches the client for the main request only"
+  end
   return ngx.on_abort(M.abort)
 end
 
@@ -590,7 +596,8 @@ end
 -- opening another when all are full, and at `max_connections` (integer,
 -- default 4) waits for a stream to end, at most its timeout (then
 -- DEADLINE_EXCEEDED) or `queue_timeout` seconds (default 10; then
--- RESOURCE_EXHAUSTED), both local; a connection without streams for
+-- RESOURCE_EXHAUSTED), both local, or until its request's client went
+-- away (`resty.abort`; then CANCELLED, within 0.05 s); a connection without streams for
 -- `idle_timeout` seconds (default 60) is closed by the worker's sweeping
 -- ngx.timer (every second), which closes all of them when the worker
 -- exits; `name`, a label in `pool_info`. The other options are pc.grpc's (`keepalive_time` for PINGs,
@@ -605,7 +612,7 @@ function M.pool(pc, target, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error("bad argument #3 to 'pool' (table or nil expected, got " .. type(opts) .. ")", 2)
   end
-  local ok, p = pcall(pool.new, pc, target, opts, function(t, o) return M.grpc(pc, t, o) end)
+  local ok, p = pcall(pool.new, pc, target, opts, function(t, o) return M.grpc(pc, t, o) end, driver_aborted)
   if ok then
     local primed, why = pcall(p.prime, p)
     if not primed then

@@ -160,6 +160,9 @@ local function acquire(p, settings)
       end
       local_error(p, "RESOURCE_EXHAUSTED", why .. " for queue_timeout (" .. p.queue_timeout .. " s)")
     end
+    if p.aborted and p.aborted() then
+      local_error(p, "CANCELLED", "protocall.resty.pool: the client went away while the call waited for a stream")
+    end
     waited = true
     p.waiting = p.waiting + 1
     p.sem:wait(left < POLL and left or POLL)
@@ -250,8 +253,10 @@ end
 -- the pool's own options (max_streams, max_connections, idle_timeout,
 -- queue_timeout, name: a label for pool_info) and pc.grpc's (the rest,
 -- checked by the first `make`: `p:prime()`, which the caller runs to
--- raise at once).
-function M.new(pc, target, opts, make)
+-- raise at once); `aborted()` (optional) true: the calling request's
+-- client went away (resty.aborted): a call waiting for a stream ends
+-- CANCELLED instead of waiting on.
+function M.new(pc, target, opts, make, aborted)
   local o, grpc_opts, name = {}, {}, nil
   for k, v in pairs(opts or {}) do
     if DEFAULTS[k] ~= nil then
@@ -263,7 +268,7 @@ function M.new(pc, target, opts, make)
     end
   end
   local p = setmetatable({
-    pc = pc, target = type(target) == "string" and target or "{...}", name = name, make = make,
+    pc = pc, target = type(target) == "string" and target or "{...}", name = name, make = make, aborted = aborted,
     opts = grpc_opts, members = {}, sem = semaphore.new(), waiting = 0, rejected = 0,
     connections_opened = 0, calls_before = 0, peak = 0, closed = {},
     max_streams = positive(o, "max_streams", true), max_connections = positive(o, "max_connections", true),

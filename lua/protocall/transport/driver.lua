@@ -397,6 +397,14 @@ function M.wait(channel, call)
   end
 end
 
+--- aborted(channel) -> true when `channel` is driven by a driver whose
+-- `aborted()` says the caller's client went away (under nginx,
+-- resty.abort), else false.
+function M.aborted(channel)
+  local dc = driven[channel]
+  return dc ~= nil and dc.aborted ~= nil and dc.aborted() == true
+end
+
 --- pump(channels, seconds): one round of I/O over the channels of the
 -- started calls a transport waits for, at most `seconds`: a driven one's
 -- driver, else sched.pump.

@@ -406,6 +406,8 @@ end
 --- `transport:wait(handles, seconds)`: waits until one of the started
 -- calls in the list `handles` may have moved on, at most `seconds` (sleeps
 -- when the list is empty). Under pc.run the other tasks run meanwhile.
+-- Under nginx, once the request's client went away (`resty.abort`), the
+-- handles' calls end CANCELLED instead (RST_STREAM CANCEL at once).
 -- Raises for a `handles` that is not a list of handles or `seconds` not a
 -- number.
 function Transport.wait(_, handles, seconds)
@@ -426,6 +428,22 @@ function Transport.wait(_, handles, seconds)
     end
   end
   if seconds < 0 then seconds = 0 end
+  -- the caller's client went away (resty.abort): its started calls (hedges)
+  -- end CANCELLED at once, as driver.wait cancels a waited call
+  if #chans > 0 and driver.aborted(chans[1]) then
+    local any = false
+    for i = 1, #handles do
+      local call = not handles[i].done and handles[i].call
+      if call and not call:status() then
+        call:cancel()
+        any = true
+      end
+    end
+    if any then
+      for i = 1, #chans do driver.flush(chans[i]) end
+      return
+    end
+  end
   if #chans == 0 then
     if seconds > 0 then sched.sleep(seconds) end
     return

@@ -476,6 +476,17 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
 
   -- How many requests to /x/ (or of log `name`) were logged 499 so far (a
   -- request's line is written after its answer went out: count, not place).
+  -- The upstream's counts ("?count"): Say calls answered, "slow:" ones cancelled, Tick streams
+  -- ended, Tick streams cancelled.
+  local function counts()
+    local code, body = curl(nginx, "/x/say", "?count")
+    assert.are.equal(200, code, body)
+    local said, cancelled, ended, stopped = body:match('"(%d+) (%d+) (%d+) (%d+)"')
+    assert.truthy(said, body)
+    return { said = tonumber(said), cancelled = tonumber(cancelled), ended = tonumber(ended),
+      stopped = tonumber(stopped) }
+  end
+
   local function closed(name)
     local n = 0
     local f = io.open(nginx.prefix .. "/logs/" .. (name or "abort") .. ".log")
@@ -490,8 +501,7 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
   it("cancels the call of a client that goes away (lua_check_client_abort on): 499 at once, the upstream answers none",
     function()
     assert.are.same({ 200, '{"text":"warm"}' }, { curl(nginx, "/x/say", "warm") })
-    local code, before = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, before)
+    local before = counts()
     local body = nginx.prefix .. "/abort.json"
     N.write(body, '{"text":"slow:' .. ("a"):rep(SIZE) .. '"}')
     local n = closed()
@@ -506,20 +516,16 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     -- their streams were reset: the upstream answered none of them (those whose request
     -- had reached it were cancelled while their handler waited)
     sleep(2)
-    local after
-    code, after = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, after)
-    local said0, cancelled0 = before:match('"(%d+) (%d+) ')
-    local said1, cancelled1 = after:match('"(%d+) (%d+) ')
+    local after = counts()
     print(("stall: 20 clients gone after 2 s: 20 logged 499 with the upstream stopped; after SIGCONT it "
-      .. "answered %d of them, saw %d cancelled in its handler"):format(said1 - said0, cancelled1 - cancelled0))
-    assert.are.equal(said0, said1, "answered before and after")
+      .. "answered %d of them, saw %d cancelled in its handler"):format(after.said - before.said,
+        after.cancelled - before.cancelled))
+    assert.are.equal(before.said, after.said, "answered before and after")
   end)
 
   it("lets go of what 200 requests of 64 KiB held once their clients went away, the upstream still stopped",
     function()
-    local code, before = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, before)
+    local before = counts()
     local lua0, c0 = in_use()
     local _, rss0 = usage(pid)
     local n = closed()
@@ -539,58 +545,40 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
     assert.is_true(lua1 < lua0 + 1024, ("Lua's heap: %d KiB in use before, %d after"):format(lua0, lua1))
     assert.is_true(c1 < c0 + 200 * 64 / 4, ("malloc: %d KiB in use before, %d after"):format(c0, c1))
     sleep(2)
-    local after
-    code, after = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, after)
-    assert.are.equal(before:match('"(%d+) '), after:match('"(%d+) '))
+    assert.are.equal(before.said, counts().said)
   end)
 
   it("cancels the upstream stream of an NDJSON client that goes away mid-stream", function()
-    local code, before = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, before)
+    local before = counts()
     -- the upstream sends 50 messages 0.1 s apart; the client reads for 1 s and leaves
     local out = R.capture("curl -sN -m 1 -H 'Content-Type: application/json' --data-binary '{\"text\":\"t\"}' "
       .. q(nginx.url .. "/x/tick"))
     assert.truthy(out:find('^{"result":{"text":"1"}}\n{"result":{"text":"2"}}\n'), out)
     sleep(1)
-    local after
-    code, after = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, after)
-    local ended0, cancelled0 = before:match(' (%d+) (%d+)"')
-    local ended1, cancelled1 = after:match(' (%d+) (%d+)"')
-    assert.are.same({ ended0, cancelled0 + 1 }, { ended1, tonumber(cancelled1) })
+    local after = counts()
+    assert.are.same({ before.ended, before.stopped + 1 }, { after.ended, after.stopped })
   end)
 
   -- An HTTP/2 client (h2c on h2port) of a "slow:" Say (1 s in the upstream's handler) that
   -- resets its stream or closes its connection after 0.5 s.
   for _, mode in ipairs { "reset", "close" } do
     it("cancels the upstream call of an HTTP/2 client that goes away (" .. mode .. ")", function()
-      local code, before = curl(nginx, "/x/say", "?count")
-      assert.are.equal(200, code, before)
+      local before = counts()
       local n = closed()
       R.capture("python3 spec/h2_abort_client.py " .. h2port .. " /x/say " .. q('{"text":"slow:h2"}') .. " " .. mode)
       sleep(1)
-      local after
-      code, after = curl(nginx, "/x/say", "?count")
-      assert.are.equal(200, code, after)
-      local said0, cancelled0 = before:match('"(%d+) (%d+) ')
-      local said1, cancelled1 = after:match('"(%d+) (%d+) ')
-      assert.are.same({ said0, cancelled0 + 1 }, { said1, tonumber(cancelled1) })
+      local after = counts()
+      assert.are.same({ before.said, before.cancelled + 1 }, { after.said, after.cancelled })
       assert.are.equal(1, closed() - n)
     end)
   end
 
   it("cancels a resty.call of a request whose client goes away (resty.cancel_on_abort)", function()
-    local code, before = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, before)
+    local before = counts()
     R.capture("curl -s -m 0.5 " .. q(nginx.url .. "/rc")) -- gone after 0.5 s; the upstream's handler takes 1 s
     sleep(1.5)
-    local after
-    code, after = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, after)
-    local said0, cancelled0 = before:match('"(%d+) (%d+) ')
-    local said1, cancelled1 = after:match('"(%d+) (%d+) ')
-    assert.are.same({ said0, cancelled0 + 1 }, { said1, tonumber(cancelled1) })
+    local after = counts()
+    assert.are.same({ before.said, before.cancelled + 1 }, { after.said, after.cancelled })
     assert.are.equal(1, closed("rc"))
   end)
 
@@ -609,17 +597,12 @@ describe("protocall.resty.gateway in front of an upstream that stops reading", f
 
   it("cancels both attempts of a hedged call of a client that goes away", function()
     assert.are.equal("slow:rh", R.capture("curl -s -m 5 " .. q(nginx.url .. "/rh")))
-    local code, before = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, before)
+    local before = counts()
     R.capture("curl -s -m 0.5 " .. q(nginx.url .. "/rh")) -- gone after 0.5 s; the upstream's handler takes 1 s
     sleep(1.5)
-    local after
-    code, after = curl(nginx, "/x/say", "?count")
-    assert.are.equal(200, code, after)
-    local said0, cancelled0 = before:match('"(%d+) (%d+) ')
-    local said1, cancelled1 = after:match('"(%d+) (%d+) ')
+    local after = counts()
     -- both attempts cancelled (before: both answered, the handler waiting on until they were)
-    assert.are.same({ said0, cancelled0 + 2 }, { said1, tonumber(cancelled1) })
+    assert.are.same({ before.said, before.cancelled + 2 }, { after.said, after.cancelled })
   end)
 
   it("refuses resty.cancel_on_abort in a subrequest (whose callback nginx never runs)", function()

@@ -67,6 +67,7 @@ describe("pc.message and pc.enum", function()
     assert.is_nil(pool:type("t.Nope"))
     assert.is_nil(pc.type("t.Point")) -- the default pool is another pool
     assert.are.equal("protocall.Type(t.Point)", tostring(Point))
+    assert.are.equal("protocall.Enum(t.Color)", tostring(Color))
   end)
 
   it("make enums tables of names and numbers", function()
@@ -1143,6 +1144,22 @@ describe("messages", function()
       local K = pc.message("t.K64", { { "m", "map<int64, int32>", 1 } })
       assert.are.equal("t.K64{m={[123456789012345]=1, [123456789012346]=2}}",
                        tostring(K { m = { [123456789012345] = 1, [123456789012346] = 2 } }))
+    end)
+
+    it("pc.pairs of a message (and pairs under Lua 5.4) says what lists its fields", function()
+      local s = Shape { name = "n", p = { x = 1 } }
+      local want = "t.Shape is a message, not iterable: pc.to_table(m) gives its fields as a table, "
+        .. "pc.fields(T) lists its type's fields"
+      for _, m in ipairs { s, s.p } do
+        local ok, err = pcall(function() for _ in pc.pairs(m) do end end)
+        assert.is_false(ok)
+        assert.matches(want:gsub("t%.Shape", pc.type_of(m) == Shape and "t.Shape" or "t.Point"), err, 1, true)
+      end
+      if not rawget(_G, "jit") then -- LuaJIT's pairs ignores __pairs
+        local ok, err = pcall(function() for _ in pairs(s) do end end)
+        assert.is_false(ok)
+        assert.matches(want, err, 1, true)
+      end
     end)
 
     it("pc.to_table gives plain tables of the set fields", function()

@@ -393,6 +393,15 @@ static int lpc_message_tostring(lua_State *L) {
   return 1;
 }
 
+/* -- pairs(m), pc.pairs(m): a message is no table of its fields (its
+ * fields are read by name); raises, naming what lists them. */
+static int lpc_message_pairs(lua_State *L) {
+  return luaL_error(L,
+                    "%s is a message, not iterable: pc.to_table(m) gives its fields as a table, "
+                    "pc.fields(T) lists its type's fields",
+                    lpc_type_name(L, 1));
+}
+
 static char kToStringKey;
 
 static void push_tostring(lua_State *L) {
@@ -429,6 +438,8 @@ static void make_mt(lua_State *L, const pc_MessageDef *def, int names, int kind)
   lua_setfield(L, -2, "__eq");
   lua_pushcfunction(L, lpc_message_tostring);
   lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, lpc_message_pairs);
+  lua_setfield(L, -2, "__pairs");
   lua_pushstring(L, def->full_name);
   lua_setfield(L, -2, "__name");
   lua_pushboolean(L, 0);

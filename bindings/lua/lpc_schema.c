@@ -148,6 +148,17 @@ static int lpc_type_tostring(lua_State *L) {
   return 1;
 }
 
+/* -- s = tostring(Enum)   ("protocall.Enum(demo.Color)", as a Type's) */
+static int lpc_enum_tostring(lua_State *L) {
+  const char *name = NULL;
+  if (lua_getmetatable(L, 1)) {
+    lua_getfield(L, -1, "__name");
+    name = lua_tostring(L, -1);
+  }
+  lua_pushfstring(L, "protocall.Enum(%s)", name ? name : "?");
+  return 1;
+}
+
 /* Pushes the Enum table of 'e': {NAME = number, [number] = NAME}. */
 static void push_enum(lua_State *L, const pc_EnumDef *e) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTypesKey);
@@ -171,6 +182,8 @@ static void push_enum(lua_State *L, const pc_EnumDef *e) {
   lua_createtable(L, 0, 4);
   lua_pushfstring(L, "%s", e->full_name);
   lua_setfield(L, -2, "__name");
+  lua_pushcfunction(L, lpc_enum_tostring);
+  lua_setfield(L, -2, "__tostring");
   lua_pushlightuserdata(L, (void *)e);
   lua_rawsetp(L, -2, &kEnumDefKey);
   lpc_push_pool(L, e->file->pool);

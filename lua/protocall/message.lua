@@ -172,7 +172,9 @@ end
 -- for tables and for repeated and map containers alike. Under Lua 5.4
 -- they are pairs and ipairs; LuaJIT's pairs and ipairs take tables only
 -- (they ignore a userdata's __pairs, and ipairs reads raw), so code that
--- runs on both iterates containers through these.
+-- runs on both iterates containers through these. A message is not
+-- iterable: pc.pairs(m) (and pairs(m) under Lua 5.4) raises "T is a
+-- message, not iterable: pc.to_table(m) gives its fields as a table, ..."
 M.pairs = compat.pairs
 if compat.luajit then
   local function inext(c, i)

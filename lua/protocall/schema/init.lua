@@ -47,11 +47,14 @@ end
 -- `repeated = true`, `optional = true` (explicit presence), `oneof =
 -- "name"`, `packed =`, `json_name =`, `default =` and `required = true`
 -- (proto2); its type is a scalar keyword ("int32", "string", ...),
--- "map<K,V>" or a message or enum's full name. Raises on a bad
--- declaration or an unknown option, naming the type and field.
+-- "map<K,V>" or a message or enum's full name: one declared before (or
+-- the type itself), so types that refer to each other are loaded from
+-- .proto text with pc.load instead. Raises on a bad declaration, an
+-- unknown type ("T.f: unknown type 'pkg.B'") or an unknown option, naming
+-- the type and field.
 --- Enum = pc.enum(full_name, {NAME = number, ...} [, {syntax = "proto2"}]):
--- a table mapping names to numbers and numbers to names; proto2 enums are
--- closed and need no 0 value.
+-- a table mapping names to numbers and numbers to names (tostring:
+-- "protocall.Enum(full_name)"); proto2 enums are closed and need no 0 value.
 --- pc.extend(extendee, {{"pkg.name", type, number [, repeated=, default=]}, ...}):
 -- declares proto2 extensions (full names of one package) of a message
 -- declared with {syntax = "proto2", extensions = {{from, to}, ...}};

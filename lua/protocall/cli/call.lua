@@ -57,9 +57,8 @@ M.call = {
           "reflection then goes over it too. -get (with -protocol connect) sends a unary\n" ..
           "method marked idempotency_level = NO_SIDE_EFFECTS as Connect's GET. -http1 sends\n" ..
           "grpcweb and connect over HTTP/1.1 instead (TLS: ALPN http/1.1): unary and server\n" ..
-          "streaming calls, client\n" ..
-          "streams sent whole; it needs -proto or -protoset (reflection is a bidirectional\n" ..
-          "stream, which needs HTTP/2).",
+          "streaming calls, client streams sent whole; it needs -proto or -protoset\n" ..
+          "(reflection is a bidirectional stream, which needs HTTP/2).",
   example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure\n" ..
             "  protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"s\"}' \\\n" ..
@@ -260,7 +259,7 @@ function M.call.run(flags, args)
     print_pairs("Response trailers received:", md.trailers)
     stderr:write(format("%d response message%s in %.3f s\n", count, count == 1 and "" or "s", pc.now() - started))
   end
-  if not okc then return print_error(cerr) end
+  if not okc then return print_error(cerr, flags) end
   return 0
 end
 

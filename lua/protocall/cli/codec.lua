@@ -54,7 +54,9 @@ function M.decode.run(flags, args)
   local bytes = read_input(file)
   local parts = flags["length-delimited"] and split_delimited(bytes) or { bytes }
   for i, b in ipairs(parts) do
-    local m = parse_message(T, "binary", b, (file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or ""))
+    local where = (file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or "")
+    -- -raw reads as google.protobuf.Empty (every field unknown): its errors name no type
+    local m = parse_message(T, "binary", b, where, nil, flags.raw and "google.protobuf.Empty ")
     if i > 1 and fmt == "text" then stdout:write("\n") end
     write_message(m, fmt, flags, stdout)
   end

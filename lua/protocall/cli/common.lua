@@ -152,12 +152,13 @@ function M.load_schemas(flags)
   return pool, names
 end
 
---- m = parse_message(T, fmt, input, where [, hint]): `input` read as a
--- message of type T in `fmt` ("binary", "json" or "text"); fails with
+--- m = parse_message(T, fmt, input, where [, hint [, strip]]): `input` read
+-- as a message of type T in `fmt` ("binary", "json" or "text"); fails with
 -- "where: why" when it does not parse. With `hint` (a command whose
 -- -format names its input), binary input that starts as JSON or text
--- fails with a hint of -format.
-function M.parse_message(T, fmt, input, where, hint)
+-- fails with a hint of -format. `strip`: a prefix of why left out (the
+-- type name of a type the user did not give).
+function M.parse_message(T, fmt, input, where, hint, strip)
   local m, err
   if fmt == "binary" then
     m, err = pc.decode(T, input)
@@ -169,6 +170,7 @@ function M.parse_message(T, fmt, input, where, hint)
   if not m then
     -- binary input that reads as JSON or text was most likely meant as such
     hint = hint and fmt == "binary" and input:match("^%s*[{%a]") and " (JSON or text? give -format json or text)"
+    if strip and err:sub(1, #strip) == strip then err = err:sub(#strip + 1) end
     fail(where .. ": " .. err .. (hint or ""))
   end
   return m
@@ -317,12 +319,18 @@ function M.metadata_of(flags, cmd)
   return md
 end
 
---- status = print_error(err): prints a call's failure as grpcurl does and
--- returns the exit status, 64 + the status code.
-function M.print_error(err)
+--- status = print_error(err [, flags]): prints a call's failure as grpcurl
+-- does and returns the exit status, 64 + the status code. With the
+-- command's flags: a TLS handshake answered by a plaintext server (OpenSSL's
+-- "wrong version number") without -plaintext gets a hint line.
+function M.print_error(err, flags)
   if getmetatable(err) == pc.RetryError then err = err.cause end
   if getmetatable(err) == pc.Error then
     stderr:write(format("ERROR: code = %s, message = %s\n", err.code, err.message or ""))
+    if flags and not flags.plaintext and type(err.message) == "string"
+      and err.message:find("wrong version number", 1, true) then
+      stderr:write("  hint: the server answered TLS with plaintext: if it serves h2c, add -plaintext\n")
+    end
     for _, d in ipairs(err.details or {}) do
       local ok, text = pcall(pc.to_text, d)
       text = ok and text:gsub("\n$", "") or tostring(d)
@@ -415,7 +423,7 @@ function M.with_reflection(flags, transport, fn, missing, cmd)
     return nil, 1
   end
   if getmetatable(res) == Failure or getmetatable(res) == Usage then error(res, 0) end
-  return nil, M.print_error(res)
+  return nil, M.print_error(res, flags)
 end
 
 return M

@@ -42,10 +42,11 @@ M.gateway = {
           "is read again (1 s growing to 60 s) while calls are refused UNAVAILABLE (REST:\n" ..
           "503); a bad -rules file or any other error at start exits. -header passes a\n" ..
           "request header on as metadata for REST requests (besides Authorization and\n" ..
-          "Grpc-Metadata-*); -timeout is every REST\n" ..
-          "route's deadline (a shorter Grpc-Timeout wins); -validate refuses requests breaking\n" ..
-          "their protovalidate rules before they reach UPSTREAM; -unbound serves methods\n" ..
-          "without a rule as POST /pkg.Service/Method. -cors lets browser pages of ORIGIN\n" ..
+          "Grpc-Metadata-*); -timeout is every REST route's deadline (a shorter\n" ..
+          "Grpc-Timeout wins; gRPC, gRPC-Web and Connect calls keep their own); -validate\n" ..
+          "refuses requests breaking their protovalidate rules before they reach UPSTREAM;\n" ..
+          "-unbound serves methods without a rule as POST /pkg.Service/Method. -cors lets\n" ..
+          "browser pages of ORIGIN\n" ..
           "(scheme://host[:port], or *) call it (pc.listen's cors option: preflights and\n" ..
           "CORS headers on every protocol's answers). It serves the reflection service\n" ..
           "itself, from the schema. -listen-cert/-listen-key: TLS on ADDR. Prints\n" ..
@@ -332,8 +333,8 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         end
         if okS then
           say(nil)
-          say(format("the upstream's schema %s: serving it (%d services)", got and "changed" or "read",
-            #new.services))
+          say(format("the upstream's schema %s: serving it (%d service%s)", got and "changed" or "read",
+            #new.services, #new.services == 1 and "" or "s"))
           got = new
         else
           local why = tostring(err):gsub("^pc%.listen: ", "")
@@ -421,7 +422,8 @@ function M.gateway.run(flags, args)
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end
   stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%s)\n", host,
-    listener.port, args[1], unreachable and "the upstream's schema not read yet" or #services .. " services"))
+    listener.port, args[1], unreachable and "the upstream's schema not read yet"
+      or #services .. (#services == 1 and " service" or " services")))
   stderr:flush()
   pc.spawn(function() listener:serve() end)
   if unreachable or (refresh or 60) > 0 and got then

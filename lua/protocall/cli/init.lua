@@ -101,7 +101,9 @@ function M.main(args, env)
     return 0
   end
   if mt == common.Usage then
-    stderr:write("protocall ", status.cmd, ": ", status.msg, "\n", command_help(status.cmd))
+    -- the error, the usage lines, and where the rest is (not 40 lines of help)
+    stderr:write("protocall ", status.cmd, ": ", status.msg, "\nusage: ", COMMANDS[status.cmd].usage,
+                 "\n`protocall help ", status.cmd, "` shows its flags and an example.\n")
     return 2
   end
   if mt == common.Failure then

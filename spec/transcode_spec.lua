@@ -285,6 +285,15 @@ describe("path matching", function()
     { "GET", "/v1/shelves/../x", nil, "INVALID_ARGUMENT: bad path: segment 3 is '..'" },
     { "GET", "/v1/shelves/%2E%2e", nil, "INVALID_ARGUMENT: bad path: segment 3 is '..'" },
     { "GET", "/v1/./shelves/x", nil, "INVALID_ARGUMENT: bad path: segment 2 is '.'" },
+    -- nor a traversal a variable would carry: escaped slashes, a custom verb's segment
+    { "GET", "/v1/messages/..%2Fetc", nil,
+      "INVALID_ARGUMENT: bad path: segment 3 holds '..' between escaped slashes (%2F)" },
+    { "GET", "/v1/messages/a%2f.%2Fb", nil,
+      "INVALID_ARGUMENT: bad path: segment 3 holds '.' between escaped slashes (%2F)" },
+    { "GET", "/v1/files/a/..:download", nil, "INVALID_ARGUMENT: bad path: segment 4 is '..' before its verb" },
+    { "GET", "/v1/files/%2E:download", nil, "INVALID_ARGUMENT: bad path: segment 3 is '.' before its verb" },
+    { "GET", "/v1/files/a..:download", 'example.v1.Messaging.Shelf name: "a.."' },
+    { "GET", "/v1/messages/..:x", 'example.v1.Messaging.GetMessage message_id: "..:x"' },
     { "GET", "v1/shelves/x", nil, "INVALID_ARGUMENT: bad path: no leading '/'" },
   }
   for _, c in ipairs(cases) do

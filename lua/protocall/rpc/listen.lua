@@ -250,6 +250,12 @@ local function run_call(self, call)
     -- Connect GET: only for unary methods with no side effects; connect-go
     -- answers the others 405 "Allow: POST"
     call:not_allowed()
+  elseif call:protocol() == "connect" and (entry.info.client_streaming or entry.info.server_streaming) then
+    -- Connect unary framing holds one message each way: a stream's
+    -- answers would be cut to one (or to none, read as an empty message)
+    -- after the handler ran; connect-go refuses the content-type (415)
+    call:finish(codes.UNIMPLEMENTED, entry.info.full_name .. " is a streaming method: Connect's streaming protocol "
+      .. "(application/connect+" .. call:codec() .. ") calls it")
   else
     local info = entry.info
     local json = call:codec() == "json"

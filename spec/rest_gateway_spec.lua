@@ -199,6 +199,31 @@ describe("pc.listen with rest = true", function()
     assert.are.equal('{"name":"shelves/7/books/new","title":"T"}', body)
   end)
 
+  it("answers a google.api.HttpBody with its content type; one the engine refuses is 500", function()
+    local hb = helper.spawn_command("env LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath)
+      .. " sh -c 'PC_PID=$$ exec " .. LUA .. " spec/httpbody_server.lua'", "httpbody_server.lua")
+    local ok, err = pcall(function()
+      for _, h2 in ipairs { false, true } do
+        local code, body, h = G.request(hb, "/hb?ct=text/csv", { http2 = h2 })
+        assert.are.same({ 200, "body", "text/csv" }, { code, body, h["content-type"] })
+        -- a stream's content type is its first message's (grpc-gateway's)
+        code, body, h = G.request(hb, "/hb:stream?n=2&ct=text/csv", { http2 = h2 })
+        assert.are.same({ 200, "part 1\npart 2\n", "text/csv" }, { code, body, h["content-type"] })
+        code, body, h = G.request(hb, "/hb:stream?n=0&ct=text/csv", { http2 = h2 })
+        assert.are.same({ 200, "", "application/octet-stream" }, { code, body, h["content-type"] })
+        -- a content type no header may carry: INTERNAL, not 200 with an OK status body
+        for _, path in ipairs { "/hb?ct=text/html%0D%0ASet-Cookie:%20a=1", "/hb:stream?n=1&ct=a%0Ab" } do
+          code, body, h = G.request(hb, path, { http2 = h2 })
+          assert.are.equal(500, code, body)
+          assert.is_nil(h["set-cookie"])
+          assert.matches('^{"code":13,"message":"hb%.S%.%a+: [^"]*content%-type[^"]*","details":%[%]}$', body)
+        end
+      end
+    end)
+    helper.stop(hb)
+    assert(ok, err)
+  end)
+
   it("refuses Connect unary requests for streaming methods, which never run", function()
     connect_unary_refused_for_streams(server)
   end)

@@ -579,8 +579,8 @@ describe("protocall gateway refusing to start", function()
     local out = R.capture("timeout 10 " .. BIN .. " gateway -listen 127.0.0.1:0 127.0.0.1:" .. upstream.port
       .. " 2>&1; echo status $?")
     -- as any failed read at start (64 + the code's number), never waited out
-    assert.matches("^ERROR: code = UNAVAILABLE, message = TLS handshake with 127%.0%.0%.1:%d+: [^\n]+\nstatus 78\n$",
-      out)
+    assert.matches("^ERROR: code = UNAVAILABLE, message = TLS handshake with 127%.0%.0%.1:%d+: [^\n]+\n"
+      .. "  hint: the server answered TLS with plaintext: if it serves h2c, add %-plaintext\nstatus 78\n$", out)
   end)
 end)
 

@@ -71,6 +71,26 @@ local function run_cases(server)
   assert.are.equal(3 * (#G.CASES - refused), G.calls(server) - before)
 end
 
+-- A Connect unary request (POST application/json|proto) for a streaming
+-- method of `server` is refused UNIMPLEMENTED (HTTP 501) before the
+-- method runs: its framing holds one message each way.
+local function connect_unary_refused_for_streams(server)
+  local before = G.calls(server)
+  for _, c in ipairs {
+    { "ListBooks", "json", '{"parent":"shelves/1","count":0}' },
+    { "ListBooks", "json", '{"parent":"shelves/1","count":3}' },
+    { "CreateBooks", "proto", "\10\1a" },
+  } do
+    local code, body, h = G.request(server, "/gw.Library/" .. c[1], { body = c[3],
+      headers = { "Content-Type: application/" .. c[2], "Connect-Protocol-Version: 1" } })
+    assert.are.equal(501, code, body)
+    assert.are.equal("application/json", h["content-type"])
+    assert.are.equal('{"code":"unimplemented","message":"gw.Library.' .. c[1] .. ' is a streaming method: '
+      .. "Connect's streaming protocol (application/connect+" .. c[2] .. ') calls it"}', body)
+  end
+  assert.are.equal(before, G.calls(server))
+end
+
 describe("pc.listen's rest option", function()
   it("is checked at listen, naming the bad option or rule", function()
     local pc = require "protocall"
@@ -179,6 +199,35 @@ describe("pc.listen with rest = true", function()
     assert.are.equal('{"name":"shelves/7/books/new","title":"T"}', body)
   end)
 
+  it("answers a google.api.HttpBody with its content type; one the engine refuses is 500", function()
+    local hb = helper.spawn_command("env LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath)
+      .. " sh -c 'PC_PID=$$ exec " .. LUA .. " spec/httpbody_server.lua'", "httpbody_server.lua")
+    local ok, err = pcall(function()
+      for _, h2 in ipairs { false, true } do
+        local code, body, h = G.request(hb, "/hb?ct=text/csv", { http2 = h2 })
+        assert.are.same({ 200, "body", "text/csv" }, { code, body, h["content-type"] })
+        -- a stream's content type is its first message's (grpc-gateway's)
+        code, body, h = G.request(hb, "/hb:stream?n=2&ct=text/csv", { http2 = h2 })
+        assert.are.same({ 200, "part 1\npart 2\n", "text/csv" }, { code, body, h["content-type"] })
+        code, body, h = G.request(hb, "/hb:stream?n=0&ct=text/csv", { http2 = h2 })
+        assert.are.same({ 200, "", "application/octet-stream" }, { code, body, h["content-type"] })
+        -- a content type no header may carry: INTERNAL, not 200 with an OK status body
+        for _, path in ipairs { "/hb?ct=text/html%0D%0ASet-Cookie:%20a=1", "/hb:stream?n=1&ct=a%0Ab" } do
+          code, body, h = G.request(hb, path, { http2 = h2 })
+          assert.are.equal(500, code, body)
+          assert.is_nil(h["set-cookie"])
+          assert.matches('^{"code":13,"message":"hb%.S%.%a+: [^"]*content%-type[^"]*","details":%[%]}$', body)
+        end
+      end
+    end)
+    helper.stop(hb)
+    assert(ok, err)
+  end)
+
+  it("refuses Connect unary requests for streaming methods, which never run", function()
+    connect_unary_refused_for_streams(server)
+  end)
+
   it("tells a Connect GET (its query has connect=v1) from a REST GET on the same port", function()
     local code, body = G.request(server, "/gw.Library/GetBook?connect=v1&encoding=json&message="
       .. "%7B%22name%22%3A%22shelves%2F1%2Fbooks%2F2%22%7D", { method = "GET" })
@@ -273,6 +322,10 @@ describe("protocall gateway", function()
     assert.truthy((h["grpc-status"] or trailers:match("grpc%-status:(%d+)")) == "5", body)
     assert.truthy(trailers:find("x-failed: ?NOT_FOUND") or h["x-failed"] == "NOT_FOUND", body)
     assert.truthy(trailers:find("grpc%-status%-details%-bin:") or h["grpc-status-details-bin"], body)
+  end)
+
+  it("refuses Connect unary requests for streaming methods, nothing reaching the upstream", function()
+    connect_unary_refused_for_streams(gateway)
   end)
 
   it("takes rules given apart with -rules (a rule there replaces the annotation)", function()

@@ -34,7 +34,7 @@ struct pc_GrpcServerCall {
   const char *bad_timeout; /* a grpc-timeout outside the grammar, refused INTERNAL */
   const char *method;      /* :method */
   /* Connect's headers as they came (read once the protocol is known) */
-  const char *connect_timeout, *content_encoding, *connect_encoding;
+  const char *connect_timeout, *content_encoding, *connect_encoding, *connect_version;
   int accepts_gzip_http;    /* accept-encoding lists gzip (Connect unary) */
   int accepts_gzip_connect; /* connect-accept-encoding lists gzip (Connect streaming) */
   pc_WebProtocol proto;     /* from the content-type (web.h) */
@@ -699,6 +699,8 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
   int ok = 1;
   if (is(name, namelen, "connect-timeout-ms"))
     ok = keep(s, &s->connect_timeout, v, valuelen);
+  else if (is(name, namelen, "connect-protocol-version"))
+    ok = keep(s, &s->connect_version, v, valuelen);
   else if (is(name, namelen, "content-encoding"))
     ok = keep(s, &s->content_encoding, v, valuelen);
   else if (is(name, namelen, "connect-content-encoding"))
@@ -743,6 +745,14 @@ static int web_request(pc_GrpcServerCall *s) {
   s->accepts_gzip = unary ? s->accepts_gzip_http : s->accepts_gzip_connect;
   s->timeout = -1;
   s->bad_timeout = NULL;
+  /* a version of the protocol other than 1 is refused, as connect-go
+   * refuses it (a GET gives its version as the query's connect=v1) */
+  if (s->connect_version && strcmp(s->connect_version, "1") != 0 &&
+      strcmp(pc_GrpcServerCall_HttpMethod(s), "GET") != 0) {
+    fail(s, kPc_Code_InvalidArgument, "connect-protocol-version must be \"1\": got \"%.20s\"",
+         s->connect_version);
+    return 0;
+  }
   if (s->connect_timeout) {
     s->timeout = pc_Connect_ParseTimeout(s->connect_timeout, strlen(s->connect_timeout));
     if (s->timeout < 0) {

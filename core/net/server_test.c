@@ -538,7 +538,15 @@ static void web_calls(void) {
         request_body("/t.T/A", "application/proto", "connect-timeout-ms", "1.5", "", 0, 0, 1);
     int32_t e = request_body("/t.T/A", "application/proto", "content-encoding", "br", "x", 1, 1, 1);
     int32_t big = request_body("/t.T/A", "application/proto", NULL, NULL, "0123456789", 10, 10, 0);
+    /* a protocol version other than 1: invalid_argument, as connect-go answers */
+    int32_t v2 =
+        request_body("/t.T/A", "application/json", "connect-protocol-version", "2", "{}", 2, 2, 1);
     shuttle(c);
+    CHECK(has(cst(v2)->headers, ":status=400;"));
+    static const char want_v2[] = "{\"code\":\"invalid_argument\",\"message\":"
+                                  "\"connect-protocol-version must be \\\"1\\\": got \\\"2\\\"\"}";
+    CHECK(cst(v2)->data_len == sizeof want_v2 - 1 &&
+          memcmp(cst(v2)->data, want_v2, sizeof want_v2 - 1) == 0);
     CHECK(cst(big)->got_rst && cst(big)->rst == NGHTTP2_NO_ERROR); /* it would still send */
     CHECK(has(cst(t)->headers, ":status=400;"));
     CHECK(cst(t)->data_len > 0 && strstr((const char *)cst(t)->data, "\"invalid_argument\""));

@@ -253,6 +253,20 @@ local function walk(node, segs, i, n, verb, method, found)
   return at_end(node.dstar, verb, method, found)
 end
 
+-- Why a decoded path segment could carry a traversal to an upstream that
+-- joins it into a path, or nil: it is "." or "..", or holds one between
+-- escaped slashes ("..%2Fetc", which a single-segment variable decodes to
+-- "../etc"; a custom verb's segment, "..:verb", is checked without it).
+local function traversal(part)
+  if part == "." or part == ".." then return format("is '%s'", part) end
+  if part:find("/", 1, true) then
+    for c in (part .. "/"):gmatch("([^/]*)/") do
+      if c == "." or c == ".." then return format("holds '%s' between escaped slashes (%%2F)", c) end
+    end
+  end
+  return nil
+end
+
 -- The `visits` of a match by the `exact` table: no trie node walked.
 local NO_VISITS = { visits = 0 }
 
@@ -294,7 +308,8 @@ function Router:match(method, path)
       if not escapes_ok(part) then return nil, format("bad path: bad percent-escape in segment %d", i) end
       part = decode(part)
     end
-    if part == "." or part == ".." then return nil, format("bad path: segment %d is '%s'", i, part) end
+    local bad = traversal(part)
+    if bad then return nil, format("bad path: segment %d %s", i, bad) end
     segs[i] = part
   end
   local found = { visits = 0 }
@@ -305,7 +320,9 @@ function Router:match(method, path)
     local saved = segs[n]
     segs[n] = decode(head)
     local r = walk(self.root, segs, 1, n, decode(verb), method, found)
+    local bad = r and traversal(segs[n])
     segs[n] = saved
+    if bad then return nil, format("bad path: segment %d %s before its verb", n, bad) end
     if r then
       raw[n] = head
       return r, raw, n

@@ -88,12 +88,18 @@ local NOT_METADATA = {
 -- carry (a key outside 0-9 a-z - _ ., a value not printable ASCII) is
 -- left out. The deadline is Grpc-Timeout's (gRPC-Web) or
 -- Connect-Timeout-Ms's (Connect). Fails (nil, a pc.Error
--- INVALID_ARGUMENT) on a malformed timeout or base64 value, or metadata
+-- INVALID_ARGUMENT) on a Connect-Protocol-Version other than 1 (Connect),
+-- a malformed timeout or base64 value, or metadata
 -- past the bounds a call takes (1000 pairs, 64 KiB).
 function M.metadata(protocol, headers)
   local md, n, bytes = {}, 0, 0
   local timeout
   if protocol == "connect" or protocol == "connect-stream" then
+    local version = headers["connect-protocol-version"]
+    if version ~= nil and version ~= "1" then -- connect-go refuses another version
+      return nil, invalid(format('connect-protocol-version must be "1": got "%s"',
+        type(version) == "string" and version:sub(1, 20) or "several values"))
+    end
     local t = headers["connect-timeout-ms"]
     if t ~= nil then
       timeout = type(t) == "string" and connect_timeout(t) or nil

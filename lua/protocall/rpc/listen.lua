@@ -24,6 +24,7 @@ local is_server, response_of, response_bytes, no_send, no_recv, returned_list = 
   rpc_server.returned_list
 local call_over, OVER = rpc_server.call_over, rpc_server.OVER
 local wait, wait_call, in_task, now = sched.wait, sched.wait_call, sched.in_task, sched.now
+local lower = string.lower
 
 local M = {}
 
@@ -250,6 +251,13 @@ local function run_call(self, call)
     -- Connect GET: only for unary methods with no side effects; connect-go
     -- answers the others 405 "Allow: POST"
     call:not_allowed()
+  elseif (entry.info.client_streaming or entry.info.server_streaming) and call:protocol() == "connect"
+      and not lower(call:content_type() or ""):find("^%s*application/connect%+") then
+    -- Connect unary framing holds one message each way: a stream's
+    -- answers would be cut to one (or to none, read as an empty message)
+    -- after the handler ran; connect-go refuses the content-type (415)
+    call:finish(codes.UNIMPLEMENTED, entry.info.full_name .. " is a streaming method: Connect's streaming protocol "
+      .. "(application/connect+" .. call:codec() .. ") calls it")
   else
     local info = entry.info
     local json = call:codec() == "json"

@@ -11,11 +11,13 @@ local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
 local rpc_server = require "protocall.rpc.server"
+local wire = require "protocall.wire"
 
-local type, pairs, ipairs, pcall, error, tostring = type, pairs, ipairs, pcall, error, tostring
+local type, pairs, ipairs, pcall, error, tostring, select = type, pairs, ipairs, pcall, error, tostring, select
 local status, codes, Error = errors.status, internal.codes, errors.Error
 local now, wait_call = sched.now, sched.wait_call
 local response_of, returned_list = rpc_server.response_of, rpc_server.returned_list
+local decode = wire.decode
 
 local M = {}
 
@@ -148,7 +150,7 @@ function M.serve(self, call)
   if body == nil then return call:finish(codes.CANCELLED, "cancelled") end
   local req, msgs, err
   if info.client_streaming then
-    msgs, err = tc:requests(route, bindings, query, body, content_type)
+    msgs, err = tc:requests_bytes(route, bindings, query, body, content_type)
   else
     req, err = tc:request(route, bindings, query, body, content_type)
   end
@@ -156,26 +158,38 @@ function M.serve(self, call)
   local rt = { headers = {}, trailers = {} }
   local ctx, ended = make_ctx(call, info, md, timeout, rt)
   if info.client_streaming then
-    local i = 0
+    -- each line's bytes are read into its message as the handler asks
+    -- (a message object per line held at once would cost ~200 times the body)
+    local i, T = 0, route.input
     function ctx.recv()
       i = i + 1
-      return msgs[i]
+      local bytes = msgs[i]
+      if not bytes then return nil end
+      msgs[i] = false
+      return (decode(T, bytes))
     end
   end
   local kind, stream_ct
+  -- (head_sent once the head is out: a head the engine refused, a bad
+  -- content type of the handler's HttpBody, leaves the call to be
+  -- answered INTERNAL 500, not 200 with nothing)
   local function head(http)
-    rt.head_sent = true
     local h = { { "content-type", stream_ct } }
     for _, kv in ipairs(lowered(tc:response_headers(rt.headers, nil))) do h[#h + 1] = kv end
     local ok, why = call:respond(http, h)
     if not ok then error(status("INTERNAL", info.full_name .. ": " .. why), 0) end
+    rt.head_sent = true
   end
   if info.server_streaming then
     kind, stream_ct = tc:stream_kind(route, accept)
     function ctx.send(response)
       if ctx.cancelled() then error(status("CANCELLED", info.full_name .. ": the call is over"), 2) end
       local m = response_of(info, response)
-      if not rt.head_sent then head(200) end
+      if not rt.head_sent then
+        -- a stream of HttpBody: the first message's content type (grpc-gateway's)
+        if kind == "raw" then stream_ct = select(2, tc:response(route, m)) end
+        head(200)
+      end
       if not call:send(tc:stream_message(route, m, kind)) then
         error(status("CANCELLED", info.full_name .. ": the call is over"), 2)
       end
@@ -193,11 +207,11 @@ function M.serve(self, call)
       if result == nil then error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0) end
       local m = response_of(info, result)
       local text, ct = tc:response(route, m)
-      rt.head_sent = true
       local h = { { "content-type", ct }, { "content-length", tostring(#text) } }
       for _, kv in ipairs(lowered(tc:response_headers(rt.headers, rt.trailers))) do h[#h + 1] = kv end
       local sent, why = call:respond(200, h)
       if not sent then error(status("INTERNAL", info.full_name .. ": " .. why), 0) end
+      rt.head_sent = true
       call:send(text)
     end)
   end

@@ -1,0 +1,40 @@
+-- A pc.listen with `rest = true` serving google.api.HttpBody answers (the
+-- REST placement of spec/rest_gateway_spec.lua): hb.S.Get answers one
+-- HttpBody and hb.S.Stream `n` of them, each of content type `ct` as the
+-- query gives it (a bad one included: the engine must refuse it).
+--
+--     PC_PID=$$ lua5.4 spec/httpbody_server.lua
+--
+-- Prints "PORT PID" (PID from env PC_PID) and serves until killed, or
+-- PC_SERVER_LIFETIME seconds (120 unless set).
+local pc = require "protocall"
+
+local pool = pc.pool()
+assert(pool:load([[
+  syntax = "proto3";
+  package hb;
+  import "google/api/annotations.proto";
+  import "google/api/httpbody.proto";
+  message Req { string ct = 1; int32 n = 2; }
+  service S {
+    rpc Get(Req) returns (google.api.HttpBody) { option (google.api.http).get = "/hb"; }
+    rpc Stream(Req) returns (stream google.api.HttpBody) { option (google.api.http).get = "/hb:stream"; }
+  }
+]], { name = "hb.proto" }))
+local HttpBody = pool:type("google.api.HttpBody")
+
+local server = pc.server({ ["hb.S"] = {
+  Get = function(req) return HttpBody { content_type = req.ct, data = "body" } end,
+  Stream = function(req, ctx)
+    for i = 1, req.n do ctx.send(HttpBody { content_type = req.ct, data = "part " .. i .. "\n" }) end
+  end,
+} }, { pool = pool })
+local listener = pc.listen(server, "127.0.0.1:0", { rest = true })
+io.stdout:write(listener.port, " ", os.getenv("PC_PID") or "", "\n")
+io.stdout:flush()
+pc.spawn(function()
+  pc.sleep(tonumber(os.getenv("PC_SERVER_LIFETIME") or "120"))
+  os.exit(0)
+end)
+pc.spawn(function() listener:serve() end)
+pc.run()

@@ -1,5 +1,7 @@
--- A pc.listen with `rest = true` serving google.api.HttpBody answers (the
--- REST placement of spec/rest_gateway_spec.lua): hb.S.Get answers one
+-- A pc.listen with `rest = true` serving google.api.HttpBody answers
+-- (spec/fixtures/protos/gateway/httpbody.proto; the REST placement of
+-- spec/rest_gateway_spec.lua, the upstream of spec/nginx_gateway_spec.lua's
+-- HttpBody route): hb.S.Get answers one
 -- HttpBody and hb.S.Stream `n` of them, each of content type `ct` as the
 -- query gives it (a bad one included: the engine must refuse it).
 --
@@ -10,17 +12,9 @@
 local pc = require "protocall"
 
 local pool = pc.pool()
-assert(pool:load([[
-  syntax = "proto3";
-  package hb;
-  import "google/api/annotations.proto";
-  import "google/api/httpbody.proto";
-  message Req { string ct = 1; int32 n = 2; }
-  service S {
-    rpc Get(Req) returns (google.api.HttpBody) { option (google.api.http).get = "/hb"; }
-    rpc Stream(Req) returns (stream google.api.HttpBody) { option (google.api.http).get = "/hb:stream"; }
-  }
-]], { name = "hb.proto" }))
+local f = assert(io.open("spec/fixtures/protos/gateway/httpbody.proto"))
+assert(pool:load(f:read("*a"), { name = "gateway/httpbody.proto" }))
+f:close()
 local HttpBody = pool:type("google.api.HttpBody")
 
 local server = pc.server({ ["hb.S"] = {

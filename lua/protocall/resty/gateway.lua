@@ -673,6 +673,14 @@ local function decoded(route, bytes)
   return m
 end
 
+-- The error of an HttpBody answer's content type no header may carry
+-- (nginx would send it escaped: pc.listen's engine refuses it), or nil.
+local function bad_content_type(route, ct)
+  if route.response_is_http_body and ct:find("[%z\r\n]") then
+    return { code = "INTERNAL", message = route.method .. ": header 'content-type': value holds CR, LF or NUL" }
+  end
+end
+
 -- A server stream (or bidirectional) answered message by message: the
 -- HTTP status waits for the first message (so a call failing at once
 -- gets its mapped status), then each message is flushed as it comes.
@@ -681,6 +689,13 @@ local function answer_stream(v, route, nextmsg, metadata)
   local kind, ct = tc:stream_kind(route, ngx.var.http_accept)
   local ok, first = pcall(nextmsg)
   if not ok then return answer_error(v, first) end
+  if kind == "raw" and first then
+    -- a stream of google.api.HttpBody: the first message's content type (grpc-gateway's)
+    local okc, _, fct = pcall(tc.response, tc, route, decoded(route, first))
+    if okc and fct then ct = fct end
+    local bad = bad_content_type(route, ct)
+    if bad then return answer_error(v, bad) end
+  end
   set_headers(v, { headers = metadata().headers })
   ngx.status = 200
   ngx.header["Content-Type"] = ct
@@ -726,6 +741,8 @@ local function answer_unary(v, route, bytes, md)
   local ok, body, ct = pcall(v.tc.response_bytes, v.tc, route, bytes)
   if ok and not body then ok, body = false, ct end
   if not ok then return answer_error(v, body) end
+  local bad = bad_content_type(route, ct)
+  if bad then return answer_error(v, bad) end
   return send_unary(v, body, ct, md)
 end
 

@@ -450,9 +450,9 @@ describe("pc.grpc several-backend targets", function()
     end
     local line = debug.getinfo(1, "l").currentline
     raises_at(line + 1, function() t:unary("/a.B/C", "", { timeout = "x" }) end,
-      "bad argument #3 to 'unary' (timeout: seconds (a number) or nil expected, got string)")
+      "bad argument #3 to 'unary' (timeout: number of seconds or nil expected, got string)")
     raises_at(line + 3, function() t:server_stream("/a.B/C", "", { timeout = "x" }) end,
-      "bad argument #3 to 'server_stream' (timeout: seconds (a number) or nil expected, got string)")
+      "bad argument #3 to 'server_stream' (timeout: number of seconds or nil expected, got string)")
     raises_at(line + 5, function() t:unary("/a.B/C", "", { with_metadata = "yes" }) end,
       [[bad argument #3 to 'unary' (with_metadata: true, false or "present" expected, got string "yes")]])
     raises_at(line + 7, function() t:start_unary("/a.B/C", "", { ring_hash = -1 }) end,

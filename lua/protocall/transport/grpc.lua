@@ -31,7 +31,7 @@ local setmetatable, getmetatable, type, error, pairs, tostring = setmetatable, g
 local format = string.format
 local floor, io_open = math.floor, io.open
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
-local argerror, show = internal.argerror, internal.show
+local argerror, show, seconds_problem = internal.argerror, internal.show, internal.seconds_problem
 local compression_problem, check_call, check_request = internal.compression_problem, internal.check_call,
   internal.check_request
 local CHECKED = internal.CHECKED
@@ -210,7 +210,7 @@ end
 -- or two response messages are INTERNAL. Raises the
 -- transport's error object with the canonical `code` on any failure;
 -- raises at the caller's line on misuse ("bad argument #3 to 'unary'
--- (timeout: ...)"; a bad path is argument #1; a closed transport
+-- (timeout: finite number of seconds expected, got nan)"; a bad path is argument #1; a closed transport
 -- "calling 'unary' on bad self (transport is closed)"). Under pc.run,
 -- waits without stopping other coroutines.
 function Transport:unary(path, request, settings)
@@ -877,20 +877,16 @@ function M.grpc(target, opts)
     end
   end
   for _, key in pairs { "keepalive_time", "keepalive_timeout", "dns_min_interval" } do
-    local v = opts[key]
-    if v ~= nil and not (v > 0 and v <= 1e9) then
-      error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. show(v), 2)
-    end
+    local bad = opts[key] ~= nil and seconds_problem("option '" .. key .. "'", opts[key], nil, false, 1e9)
+    if bad then error("pc.grpc: " .. bad, 2) end
   end
   local host_driver = opts.driver
   if host_driver ~= nil and type(host_driver.connect) ~= "function" then
     error("pc.grpc: option 'driver': a table with a function 'connect' expected", 2)
   end
   local backoff = reconnect_option(opts.reconnect)
-  local ct = opts.connect_timeout
-  if ct ~= nil and not (ct > 0 and ct < math.huge) then
-    error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. show(ct), 2)
-  end
+  local bad_ct = opts.connect_timeout ~= nil and seconds_problem("option 'connect_timeout'", opts.connect_timeout)
+  if bad_ct then error("pc.grpc: " .. bad_ct, 2) end
   for _, key in pairs { "user_agent", "server_name" } do
     if opts[key] ~= nil and opts[key]:find("%c") then
       error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)

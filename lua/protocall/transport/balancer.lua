@@ -611,10 +611,11 @@ end
 -- its handle's result() is nil meanwhile, and it goes out once a backend
 -- is SERVING or fails so at its deadline. A SERVING answer received
 -- ends its backend's failure backoff (gRPC's READY is not in backoff).
--- nil turns it off. Raises when `service` is neither a string nor nil.
+-- nil turns it off. Raises "bad argument #1 to 'set_health_check' (string
+-- or nil expected, got number)" when `service` is neither.
 function Balanced:set_health_check(service)
   if service ~= nil and type(service) ~= "string" then
-    error("set_health_check: string or nil expected, got " .. type(service), 2)
+    internal.argerror("set_health_check", "string or nil expected, got " .. type(service), 2)
   end
   self.health = service
   rewatch(self)

@@ -210,6 +210,27 @@ function M.check_args(name, path, request, settings, level, sarg)
   if sarg == 3 then M.check_request(name, request, level) end
 end
 
+-- Built-in services (core/schema/wkt.h) a pool holds only once their file
+-- is loaded, and how to load it.
+local BUILTIN_SERVICES = {
+  ["grpc.health.v1.Health"] = "call pc.health() (or load grpc/health/v1/health.proto) first",
+  ["grpc.reflection.v1.ServerReflection"] =
+    "give pc.server reflection = true (or load grpc/reflection/v1/reflection.proto) first",
+  ["grpc.reflection.v1alpha.ServerReflection"] =
+    "give pc.server reflection = true (or load grpc/reflection/v1alpha/reflection.proto) first",
+}
+
+--- text = unknown_service(name): what pc.server and pc.client say of a
+-- service `name` their pool lacks: "unknown service 'NAME'", or for one of
+-- the built-in services (health, reflection) whose file is not loaded the
+-- fix: "grpc.health.v1.Health is not loaded: call pc.health() (or load
+-- grpc/health/v1/health.proto) first".
+function M.unknown_service(name)
+  local fix = BUILTIN_SERVICES[name]
+  if fix then return name .. " is not loaded: " .. fix end
+  return "unknown service '" .. tostring(name) .. "'"
+end
+
 --- is_callable(v): whether v is a function or has a __call metamethod.
 function M.is_callable(v)
   if type(v) == "function" then return true end

@@ -111,11 +111,16 @@ end
 -- call's), gzip (boolean), previous_attempts, protocol, json, get. Misuse
 -- raises "bad argument #`sarg` to `name`" (a closed transport: "calling
 -- `name` on bad self") at `level`. Settings a client's attempt made
--- (internal.CHECKED) are taken as they are.
-local function settings_of(self, name, path, settings, level, sarg)
+-- (internal.CHECKED) are taken as they are, and so are those of a call
+-- whose `trusted` argument is CHECKED: a several-backend transport's call
+-- of its backend, which checked them itself (internal.check_args).
+local NONE = {}
+local function settings_of(self, name, path, settings, level, sarg, trusted)
   level = level + 1
   if self.closed then error(format("calling '%s' on bad self (transport is closed)", name), level) end
-  if getmetatable(settings) ~= CHECKED then
+  if trusted == CHECKED then
+    settings = settings or NONE
+  elseif getmetatable(settings) ~= CHECKED then
     settings = check_call(name, path, settings, level, sarg, self.compression)
   end
   local compression = settings.compression
@@ -213,8 +218,8 @@ end
 -- (timeout: finite number of seconds expected, got nan)"; a bad path is argument #1; a closed transport
 -- "calling 'unary' on bad self (transport is closed)"). Under pc.run,
 -- waits without stopping other coroutines.
-function Transport:unary(path, request, settings)
-  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "unary", path, settings, 2, 3)
+function Transport:unary(path, request, settings, trusted)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "unary", path, settings, 2, 3, trusted)
   check_request("unary", request, 2)
   if get and not get_fits(self, request) then get = nil end
   local channel = self.channel
@@ -274,8 +279,9 @@ end
 -- unread data. Flow control bounds that: a stream read slowly holds at
 -- most its window (`stream_window`) while the other calls on the
 -- connection go on.
-function Transport:server_stream(path, request, settings)
-  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "server_stream", path, settings, 2, 3)
+function Transport:server_stream(path, request, settings, trusted)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "server_stream", path, settings, 2, 3,
+    trusted)
   check_request("server_stream", request, 2)
   local channel = self.channel
   local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request)
@@ -299,8 +305,8 @@ function Started:cancel()
   self.call:close()
 end
 
-local function started(self, name, path, request, settings, result)
-  local timeout, md, gzip, previous, proto, json, get = settings_of(self, name, path, settings, 3, 3)
+local function started(self, name, path, request, settings, result, trusted)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, name, path, settings, 3, 3, trusted)
   check_request(name, request, 3)
   if get and not get_fits(self, request) then get = nil end
   local call = self.channel:start(path, timeout, md, gzip, previous, proto, json, get, request)
@@ -391,8 +397,8 @@ end
 -- `handle:cancel()` (a call it ends before its result gives CANCELLED).
 -- Several started calls share the connection, in flight together;
 -- `transport:wait` waits for them.
-function Transport:start_unary(path, request, settings)
-  local h = started(self, "start_unary", path, request, settings, unary_result)
+function Transport:start_unary(path, request, settings, trusted)
+  local h = started(self, "start_unary", path, request, settings, unary_result, trusted)
   return h -- not a tail call: misuse raises at the caller's line
 end
 
@@ -402,8 +408,8 @@ end
 -- iterator of the whole stream (as `server_stream`'s) and the call, or
 -- false and the error object, the same again on every later call;
 -- `handle:cancel()`.
-function Transport:start_server_stream(path, request, settings)
-  local h = started(self, "start_server_stream", path, request, settings, stream_result)
+function Transport:start_server_stream(path, request, settings, trusted)
+  local h = started(self, "start_server_stream", path, request, settings, stream_result, trusted)
   return h
 end
 
@@ -591,8 +597,8 @@ function Call:buffered() return self.call:buffered() end
 -- when done with it before its end (`close`, or `<close>` under Lua 5.4):
 -- one dropped unclosed keeps its HTTP/2 stream, a server stream slot,
 -- until its deadline or the garbage collector's finalizer cancels it.
-function Transport:stream(path, settings)
-  local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2))
+function Transport:stream(path, settings, trusted)
+  local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2, trusted))
   track(self)
   return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)
 end

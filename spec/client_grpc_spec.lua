@@ -405,8 +405,8 @@ describe("pc.client over pc.grpc", function()
         assert.are.equal("bad argument #1 to 'Chat' (" .. why .. ")", (tostring(err):gsub("^[^:]*:%d+: ", "")))
         assert.matches("client_grpc_spec%.lua:%d+:", err)
       end
-      refused({ timeout = true }, "timeout: number, pc.ExponentialTimeout or false expected, got boolean")
-      refused({ timeout = "x" }, "timeout: number, pc.ExponentialTimeout or false expected, got string")
+      refused({ timeout = true }, "timeout: number of seconds, pc.ExponentialTimeout or false expected, got boolean")
+      refused({ timeout = "x" }, "timeout: number of seconds, pc.ExponentialTimeout or false expected, got string")
       refused({ foo = 1 }, "unknown option 'foo'")
       refused({ retry = pc.Retry() },
         "retry: client-streaming and bidirectional calls are not retried (the requests are the caller's to send)")

@@ -41,6 +41,10 @@ local server = pc.server({ ["srv.Calc"] = {
       return {}
     end
     if p.note == "wait" then pc.sleep(0.2) end
+    if p.note == "bare" or p.note == "bare-gzip" then -- no metadata of its own
+      if p.note == "bare-gzip" then ctx:set_compression("gzip") end
+      return { total = p.x }
+    end
     if p.note == "gzip" then ctx:set_compression("gzip") end
     ctx:set_header("x-head", "h1")
     ctx:set_trailer("x-trail", "t1")
@@ -89,6 +93,36 @@ describe("pc.grpc's http_version option", function()
       .. "\"connect\" (gRPC needs HTTP/2)")
     pc.grpc("http://a:1", { protocol = "grpc-web", http_version = "2" }):close()
   end)
+end)
+
+describe("pc.grpc's Connect calls made with_metadata", function()
+  for _, version in ipairs { "2", "1.1" } do
+    it("see no HTTP or Connect field as metadata, so \"present\" gives nil as over gRPC (HTTP/" .. version .. ")",
+      function()
+        serving(function(_, url)
+          local stub, t = stub_of(url, "connect", { http_version = version })
+          for _, note in ipairs { "bare", "bare-gzip" } do
+            local r, md = stub:Add({ x = 4, note = note }, { with_metadata = "present", compression = "gzip" })
+            assert.are.equal(4, r.total)
+            assert.is_nil(md, note) -- before: accept-encoding, content-length, content-encoding
+            r, md = stub:Add({ x = 4, note = note }, { with_metadata = true })
+            assert.are.equal(4, r.total)
+            assert.are.same({ headers = {}, trailers = {} }, md)
+          end
+          local r, md = stub:Add({ x = 2 }, { with_metadata = "present" })
+          assert.are.equal(2, r.total)
+          assert.are.same({ headers = { { "x-head", "h1" } }, trailers = { { "x-trail", "t1" } } }, md)
+          local n, iter, call = 0, stub:Count({ x = 2 }, { with_metadata = true })
+          for _ in iter do n = n + 1 end
+          assert.are.equal(2, n)
+          assert.are.same({}, call:headers())
+          assert.are.same({}, call:trailers())
+          local e = failure(function() return stub:Add { note = "details" } end)
+          assert.are.same({}, e.headers)
+          t:close()
+        end)
+      end)
+  end
 end)
 
 for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do

@@ -721,8 +721,8 @@ describe("keepalive", function()
 
   it("refuses bad keepalive options", function()
     assert.has_error(function() pc.grpc("127.0.0.1:1", { keepalive_time = 0 }) end,
-      "pc.grpc: option 'keepalive_time' must be a positive number of seconds, got 0")
+      "pc.grpc: option 'keepalive_time': positive number of seconds up to 1000000000 expected, got 0")
     assert.has_error(function() pc.grpc("127.0.0.1:1", { keepalive_timeout = -1 }) end,
-      "pc.grpc: option 'keepalive_timeout' must be a positive number of seconds, got -1")
+      "pc.grpc: option 'keepalive_timeout': positive number of seconds up to 1000000000 expected, got -1")
   end)
 end)

@@ -419,6 +419,6 @@ describe("dns: targets", function()
     assert.has_error(function() pc.grpc("dns:///x.test:1", { dns_server = "nowhere" }) end,
       "pc.grpc: target 'dns:///x.test:1': resolve x.test: DNS server 'nowhere': Misformatted string")
     assert.has_error(function() pc.grpc("dns:///x.test:1", { dns_min_interval = 0 }) end,
-      "pc.grpc: option 'dns_min_interval' must be a positive number of seconds, got 0")
+      "pc.grpc: option 'dns_min_interval': positive number of seconds up to 1000000000 expected, got 0")
   end)
 end)

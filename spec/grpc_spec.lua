@@ -1162,7 +1162,7 @@ describe("pc.grpc", function()
       assert.has_error(function() pc.grpc("http://h:1", { user_agent = "a\r\nx: y" }) end,
                        "pc.grpc: option 'user_agent' must not hold control characters")
       assert.has_error(function() pc.grpc("http://h:1", { connect_timeout = 0 }) end,
-                       "pc.grpc: option 'connect_timeout' must be a positive number of seconds, got 0")
+                       "pc.grpc: option 'connect_timeout': positive number of seconds expected, got 0")
       assert.has_error(function() pc.grpc("http://h:1", { insecure = "yes" }) end,
                        "pc.grpc: option 'insecure' must be a boolean, got string")
       local md = {}
@@ -1269,13 +1269,13 @@ describe("pc.grpc", function()
     it("checks a call's settings as the client checks its options", function()
       local line = debug.getinfo(1, "l").currentline
       raises_at(line + 1, function() t:unary("/a.B/C", "", { timeout = 0 / 0 }) end,
-        "bad argument #3 to 'unary' (timeout: positive number expected)")
+        "bad argument #3 to 'unary' (timeout: finite number of seconds expected, got nan)")
       raises_at(line + 3, function() t:unary("/a.B/C", "", { timeout = math.huge }) end,
-        "bad argument #3 to 'unary' (timeout: positive number expected)")
+        "bad argument #3 to 'unary' (timeout: finite number of seconds expected, got inf)")
       raises_at(line + 5, function() t:unary("/a.B/C", "", { timeout = -math.huge }) end,
-        "bad argument #3 to 'unary' (timeout: positive number expected)")
+        "bad argument #3 to 'unary' (timeout: finite number of seconds expected, got -inf)")
       raises_at(line + 7, function() t:start_server_stream("/a.B/C", "", { timeout = "x" }) end,
-        "bad argument #3 to 'start_server_stream' (timeout: seconds (a number) or nil expected, got string)")
+        "bad argument #3 to 'start_server_stream' (timeout: number of seconds or nil expected, got string)")
       raises_at(line + 9, function() t:unary("/a.B/C", "", { with_metadata = "yes" }) end,
         [[bad argument #3 to 'unary' (with_metadata: true, false or "present" expected, got string "yes")]])
       raises_at(line + 11, function() t:stream("/a.B/C", { timout = 1 }) end,

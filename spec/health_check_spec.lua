@@ -352,7 +352,13 @@ describe("client-side health checking (healthCheckConfig)", function()
       assert.is_false(ok)
       assert.matches(case[2], tostring(err), 1, true)
     end
-    assert.has_error(function() t:set_health_check(1) end, "set_health_check: string or nil expected, got number")
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() t:set_health_check(5) end)
+    assert.is_false(ok)
+    assert.are.equal("spec/health_check_spec.lua:" .. line
+      .. ": bad argument #1 to 'set_health_check' (string or nil expected, got number)", err)
+    assert.has_error(function() t:set_health_check({}) end,
+      "bad argument #1 to 'set_health_check' (string or nil expected, got table)")
     t:close()
   end)
 end)

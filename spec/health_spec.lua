@@ -146,6 +146,25 @@ describe("pc.health", function()
     assert.are.equal(SERVING, stub:Check{}.status)
   end)
 
+  it("is named with its fix when a hand-written handler or a client comes before pc.health()", function()
+    local pool = pc.pool()
+    local hand = { Check = function() return { status = "SERVING" } end }
+    assert.has_error(function() pc.server({ ["grpc.health.v1.Health"] = hand }, { pool = pool }) end,
+      "pc.server: grpc.health.v1.Health is not loaded: call pc.health() (or load grpc/health/v1/health.proto) first")
+    assert.has_error(function() pc.client("grpc.health.v1.Health", { pool = pool, transport = {} }) end,
+      "pc.client: grpc.health.v1.Health is not loaded: call pc.health() (or load grpc/health/v1/health.proto) first")
+    assert.has_error(function() pc.server({ ["grpc.reflection.v1.ServerReflection"] = {} }, { pool = pool }) end,
+      "pc.server: grpc.reflection.v1.ServerReflection is not loaded: give pc.server reflection = true (or load "
+      .. "grpc/reflection/v1/reflection.proto) first")
+    assert.has_error(function() pc.server({ ["h.Nope"] = {} }, { pool = pool }) end,
+      "pc.server: unknown service 'h.Nope'")
+    -- the fix it names mends it
+    assert(pool:load('syntax = "proto3"; import "grpc/health/v1/health.proto";', { name = "uses_health.proto" }))
+    local stub = pc.client("grpc.health.v1.Health", { pool = pool, transport = pc.inproc(pc.server({
+      ["grpc.health.v1.Health"] = hand }, { pool = pool })) })
+    assert.are.equal(SERVING, stub:Check{}.status)
+  end)
+
   it("with health = true, answers SERVING for each service the server serves", function()
     local pool = pc.pool()
     assert(pool:load('syntax = "proto3"; package h; message M {} service S { rpc Do(M) returns (M); }',

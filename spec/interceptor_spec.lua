@@ -175,7 +175,7 @@ describe("client interceptors", function()
       { "Get", { resume = print }, "resume: only server-streaming methods resume" },
       { "Get", { resume = true }, "resume: only server-streaming methods resume" },
       { "List", { resume = true }, "resume: function expected, got boolean" },
-      { "Get", { timeout = "x" }, "timeout: number, pc.ExponentialTimeout or false expected, got string" },
+      { "Get", { timeout = "x" }, "timeout: number of seconds, pc.ExponentialTimeout or false expected, got string" },
     } do
       local method, opts, why = case[1], case[2], case[3]
       for _, s in ipairs { plain, stub } do
@@ -257,9 +257,9 @@ describe("client interceptors over pc.grpc", function()
   -- (metadata "x" as none, compression "br" as identity) or failed in C
   it("refuse a timeout, metadata or compression a per-attempt interceptor made wrong", function()
     local cases = {
-      { function(call) call.timeout = "10" end, "timeout: seconds (a number) or nil expected, got string" },
-      { function(call) call.timeout = {} end, "timeout: seconds (a number) or nil expected, got table" },
-      { function(call) call.timeout = 0 / 0 end, "timeout: positive number expected" },
+      { function(call) call.timeout = "10" end, "timeout: number of seconds or nil expected, got string" },
+      { function(call) call.timeout = {} end, "timeout: number of seconds or nil expected, got table" },
+      { function(call) call.timeout = 0 / 0 end, "timeout: finite number of seconds expected, got nan" },
       { function(call) call.metadata = "x" end, "metadata: list of {key, value} pairs expected, got string" },
       { function(call) call.metadata = { { "k" } } end, "metadata: pair 1: {key, value} of strings expected" },
       { function(call) call.metadata[#call.metadata + 1] = { "te", "gzip" } end,

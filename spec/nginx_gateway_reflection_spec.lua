@@ -116,7 +116,7 @@ describe("protocall.resty.gateway with the upstream's reflection", function()
     assert.are.equal(200, code, body)
     assert.are.equal(table.concat({
       "nil probe: reflection: true or {refresh =, timeout =} expected",
-      "nil probe: reflection.refresh: seconds > 0 expected",
+      "nil probe: reflection.refresh: positive number of seconds expected, got 0",
       "nil probe: reflection: unknown option 'every'",
       "nil probe: reflection: not with 'protos' or 'descriptor_set'",
       "nil probe: 'upstream' (\"host:port\") or 'transport' expected",

@@ -148,7 +148,7 @@ describe("pc.Retry", function()
       message_of(pc.Retry, { max_attempts = 0 }))
     assert.are.equal("bad argument #1 to 'Retry' (unknown field 'deadline')",
       message_of(pc.Retry, { deadline = 5 }))
-    assert.are.equal("bad argument #1 to 'with_timeout' (timeout: number or false expected, got string)",
+    assert.are.equal("bad argument #1 to 'with_timeout' (timeout: number of seconds or false expected, got string)",
       message_of(function() return pc.Retry():with_timeout("x") end))
     local ok, err = pcall(function()
       local r = pc.Retry { initial = -1 }
@@ -165,8 +165,14 @@ describe("pc.ExponentialTimeout", function()
     assert.are.equal("ExponentialTimeout{initial=5, maximum=30, multiplier=2, deadline=120}", tostring(x))
     assert.are.equal(pc.ExponentialTimeout, getmetatable(x))
     assert.are.equal("protocall.ExponentialTimeout is immutable", message_of(function() x.initial = 1 end))
-    assert.are.equal("bad argument #1 to 'ExponentialTimeout' (deadline: positive number expected)",
+    assert.are.equal("bad argument #1 to 'ExponentialTimeout' (deadline: positive number of seconds expected, got 0)",
       message_of(pc.ExponentialTimeout, { deadline = 0 }))
+    assert.are.equal("bad argument #1 to 'ExponentialTimeout' (initial: positive number of seconds expected, got -1)",
+      message_of(pc.ExponentialTimeout, { initial = -1 }))
+    assert.are.equal("bad argument #1 to 'ExponentialTimeout' (maximum: number of seconds expected, got string)",
+      message_of(pc.ExponentialTimeout, { maximum = "30" }))
+    assert.are.equal("bad argument #1 to 'Retry' (timeout: positive number of seconds expected, got 0)",
+      message_of(pc.Retry, { timeout = 0 }))
   end)
 end)
 
@@ -621,7 +627,7 @@ describe(path[1], function()
     local call = wrap_method(function() return 1 end)
     assert.are.equal("bad argument #2 to 'callable' (unknown option 'timeot')",
       message_of(call, "r", { timeot = 3 }))
-    assert.are.equal("bad argument #2 to 'callable' (timeout: positive number expected)",
+    assert.are.equal("bad argument #2 to 'callable' (timeout: positive number of seconds expected, got -3)",
       message_of(call, "r", { timeout = -3 }))
     assert.are.equal("bad argument #2 to 'callable' (retry: pc.Retry or false expected, got number)",
       message_of(call, "r", { retry = 3 }))
@@ -663,7 +669,7 @@ describe(path[1], function()
       { metadata = { { "x-b-bin", "\0\255" } } }))
     assert.are.equal("bad argument #1 to 'wrap_method' (function expected, got nil)",
       message_of(wrap_method, nil))
-    assert.are.equal("bad argument #2 to 'wrap_method' (timeout: positive number expected)",
+    assert.are.equal("bad argument #2 to 'wrap_method' (timeout: positive number of seconds expected, got 0)",
       message_of(wrap_method, print, { timeout = 0 }))
     assert.are.equal("bad argument #2 to 'wrap_method' (unknown field 'retries')",
       message_of(wrap_method, print, { retries = pc.Retry() }))
@@ -765,8 +771,8 @@ describe("the plan cache", function()
   it("does not take true for 1", function()
     local call = pc.wrap_method(function(_, t) return t end)
     assert.are.equal(1, call("x", { timeout = 1 }))
-    assert.are.equal("bad argument #2 to 'callable' (timeout: number, pc.ExponentialTimeout or false expected, "
-      .. "got boolean)", message_of(call, "x", { timeout = true }))
+    assert.are.equal("bad argument #2 to 'callable' (timeout: number of seconds, pc.ExponentialTimeout or false "
+      .. "expected, got boolean)", message_of(call, "x", { timeout = true }))
     assert.are.same({ hits = 0, misses = 2, size = 1, capacity = 4 }, call:cache_info())
   end)
 

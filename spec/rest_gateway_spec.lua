@@ -107,7 +107,8 @@ describe("pc.listen's rest option", function()
     end
     assert.are.equal("pc.listen: rest: true or a table of pc.transcoder options expected, got number", refused(5))
     assert.are.equal("pc.listen: rest: unknown option 'services'", refused { services = { "gw.Library" } })
-    assert.are.equal("pc.listen: rest: (timeout: seconds > 0 expected, got -1)", refused { timeout = -1 })
+    assert.are.equal("pc.listen: rest: (timeout: positive number of seconds expected, got -1)",
+      refused { timeout = -1 })
     assert.truthy(refused { http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } }
       :find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope'", 1, true))
     local l = pc.listen(server, "127.0.0.1:0", { rest = { timeout = 2 } })

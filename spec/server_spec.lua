@@ -609,19 +609,22 @@ describe("pc.listen", function()
     assert.matches("cert_file and key_file go together",
       raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "x" }) end))
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { idle_timeout = 0 / 0 }) end,
-      "pc.listen: option 'idle_timeout' must be a positive number of seconds, got nan")
+      "pc.listen: option 'idle_timeout': positive number of seconds up to 1000000000 expected, got nan")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { max_connection_age = 0 }) end,
-      "pc.listen: option 'max_connection_age' must be a positive number of seconds, got 0")
+      "pc.listen: option 'max_connection_age': positive number of seconds up to 1000000000 expected, got 0")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { max_connection_age_grace = "1" }) end,
       "pc.listen: option 'max_connection_age_grace' must be a number, got string")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { handshake_timeout = -1 }) end,
-      "pc.listen: option 'handshake_timeout' must be a positive number of seconds, got -1")
+      "pc.listen: option 'handshake_timeout': positive number of seconds up to 1000000000 expected, got -1")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = math.huge }) end,
-      "pc.listen: option 'stall_timeout' must be a positive number of seconds (negative: never), got inf")
+      "pc.listen: option 'stall_timeout': positive number of seconds up to 1000000000 expected, got inf"
+      .. " (negative: never)")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = -math.huge }) end,
-      "pc.listen: option 'stall_timeout' must be a positive number of seconds (negative: never), got -inf")
+      "pc.listen: option 'stall_timeout': positive number of seconds up to 1000000000 expected, got -inf"
+      .. " (negative: never)")
     assert.has_error(function() pc.listen(server, "127.0.0.1:0", { stall_timeout = 0 / 0 }) end,
-      "pc.listen: option 'stall_timeout' must be a positive number of seconds (negative: never), got nan")
+      "pc.listen: option 'stall_timeout': positive number of seconds up to 1000000000 expected, got nan"
+      .. " (negative: never)")
     pc.listen(server, "127.0.0.1:0", { stall_timeout = -1 }):shutdown() -- negative: never, as documented
     local shut = pc.listen(server, "127.0.0.1:0")
     assert.has_error(function() shut:shutdown(0 / 0) end,

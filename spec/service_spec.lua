@@ -202,9 +202,9 @@ describe("pc.server and pc.inproc", function()
     check("bad argument #1 to 'server_stream' (method path 'svc.Router/Walk': expected /package.Service/Method)",
       function() t:server_stream("svc.Router/Walk", "") end)
     check("bad argument #3 to 'unary' (table expected, got string)", function() t:unary(M, "", "x") end)
-    check("bad argument #3 to 'unary' (timeout: positive number expected)",
+    check("bad argument #3 to 'unary' (timeout: finite number of seconds expected, got nan)",
       function() t:unary(M, "", { timeout = 0 / 0 }) end)
-    check("bad argument #3 to 'unary' (timeout: positive number expected)",
+    check("bad argument #3 to 'unary' (timeout: finite number of seconds expected, got inf)",
       function() t:unary(M, "", { timeout = math.huge }) end)
     check("bad argument #3 to 'unary' (unknown setting 'tiemout')", function() t:unary(M, "", { tiemout = 1 }) end)
     check("bad argument #3 to 'unary' (metadata: list of {key, value} pairs expected, got a table with key \"a\")",
@@ -403,7 +403,7 @@ describe("pc.client", function()
     assert.are.equal("spec/service_spec.lua:" .. line .. ": bad argument #2 to 'Measure' (unknown option "
       .. "'timot')", err)
     assert.has_error(function() stub:Measure({}, { timeout = -1 }) end,
-      "bad argument #2 to 'Measure' (timeout: positive number expected)")
+      "bad argument #2 to 'Measure' (timeout: positive number of seconds expected, got -1)")
     assert.has_error(function() stub:Measure({}, "fast") end,
       "bad argument #2 to 'Measure' (table of options expected, got string)")
     assert.are.equal(0, attempts)
@@ -424,7 +424,7 @@ describe("pc.client", function()
     local ok, err = pcall(function() pc.client("svc.Router", { pool = pool, transport = transport, timeout = -1 }) end)
     assert.is_false(ok)
     assert.are.equal("spec/service_spec.lua:" .. line .. ": pc.client: svc.Router.Measure: timeout: positive "
-      .. "number expected", err)
+      .. "number of seconds expected, got -1", err)
   end)
 
   it("makes each method a callable whose cache_info() reports its plan cache", function()

@@ -857,11 +857,12 @@ describe("headers", function()
     local plain = tc:match("GET", "/v1/messages/1")
     assert.are.same({ nil, 2 }, { tc:timeout(plain), tc:timeout(plain, 2) })
     assert.has_error(function() pc.transcoder(pool, { timeout = 0 }) end,
-      "bad argument #2 to 'transcoder' (timeout: seconds > 0 expected, got 0)")
+      "bad argument #2 to 'transcoder' (timeout: positive number of seconds expected, got 0)")
     assert.has_error(function() pc.transcoder(pool, { timeouts = { ["example.v1.Messaging.Nope"] = 1 } }) end,
       "bad argument #2 to 'transcoder' (timeouts['example.v1.Messaging.Nope']: no route of that method)")
     assert.has_error(function() pc.transcoder(pool, { timeouts = { ["example.v1.Messaging.Search"] = -1 } }) end,
-      "bad argument #2 to 'transcoder' (timeouts['example.v1.Messaging.Search']: seconds > 0 expected, got -1)")
+      "bad argument #2 to 'transcoder' (timeouts['example.v1.Messaging.Search']: positive number of seconds expected, "
+      .. "got -1)")
   end)
 
   it("writes response metadata as Grpc-Metadata-* and trailers as Grpc-Trailer-*", function()

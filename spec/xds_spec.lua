@@ -170,7 +170,7 @@ describe("xDS", function()
       end
       local line = debug.getinfo(1, "l").currentline
       raises_at(line + 1, function() t:unary("/x.Y/Z", "", { timeout = "x" }) end,
-        "bad argument #3 to 'unary' (timeout: seconds (a number) or nil expected, got string)")
+        "bad argument #3 to 'unary' (timeout: number of seconds or nil expected, got string)")
       raises_at(line + 3, function() t:server_stream("/x.Y/Z", "", { metadata = { a = "b" } }) end,
         "bad argument #3 to 'server_stream' (metadata: list of {key, value} pairs expected, "
         .. [[got a table with key "a")]])

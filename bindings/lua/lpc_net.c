@@ -42,6 +42,7 @@ typedef struct {
   pc_GrpcCall *call;
   int reading;     /* a method builds tables from the call (begin_read) */
   int close_asked; /* call:close() while it did: end_read frees the call */
+  int connect;     /* a Connect call: its HTTP headers are not metadata (reserved_key) */
 } CallBox;
 
 /* luaL_checkudata(L, idx, tname) for the methods of channels and calls
@@ -260,6 +261,8 @@ static int lpc_grpcchannel_start(lua_State *L) {
   b->tag = NULL;
   b->call = NULL;
   b->reading = b->close_asked = 0;
+  b->connect =
+      s.protocol == kPc_WebProtocol_ConnectUnary || s.protocol == kPc_WebProtocol_ConnectStream;
   lua_pushvalue(L, lua_upvalueindex(1)); /* the calls' metatable (lpc_open_net) */
   lua_setmetatable(L, -2);
   b->tag = &call_tag;
@@ -589,8 +592,8 @@ static int lpc_grpccall_close_send(lua_State *L) {
   return 0;
 }
 
-static void push_metadata(lua_State *L, const pc_GrpcCall *call);
-static int has_pairs(const pc_GrpcCall *call);
+static void push_metadata(lua_State *L, const CallBox *b);
+static int has_pairs(const CallBox *b);
 
 /* -- bytes, last, md | false | nil = call:next(with_metadata, close_at_end)
  * The next response message; false when none is ready yet (pump and ask
@@ -614,8 +617,8 @@ static int lpc_grpccall_next(lua_State *L) {
     int last = st != NULL && st->code == kPc_Code_Ok;
     lua_pushboolean(L, last);
     int n = 2;
-    if (last && lua_toboolean(L, 2) && (lua_type(L, 2) != LUA_TSTRING || has_pairs(b->call))) {
-      push_metadata(L, b->call); /* "present": only when there is a pair */
+    if (last && lua_toboolean(L, 2) && (lua_type(L, 2) != LUA_TSTRING || has_pairs(b))) {
+      push_metadata(L, b); /* "present": only when there is a pair */
       n = 3;
     }
     if (last && lua_toboolean(L, 3)) b->close_asked = 1; /* end_read frees it */
@@ -643,30 +646,48 @@ static int lpc_grpccall_buffered(lua_State *L) {
   return 1;
 }
 
-/* Keys the transport consumes; users see the rest (as grpc's libraries). */
-static int reserved_key(const pc_GrpcPair *p) {
-  static const struct {
+/* Keys the transport consumes; users see the rest (as grpc's libraries).
+ * A Connect call's answer is plain HTTP: its protocol and transport fields
+ * are not metadata either (connect-go's rule), so a Connect call made
+ * {with_metadata = "present"} gives nil as a gRPC one does. */
+static int reserved_key(const pc_GrpcPair *p, int connect) {
+  typedef struct {
     const char *s;
     size_t n; /* strlen(s): no strlen a compare */
-  } keys[] = {{"content-type", 12},
-              {"grpc-status", 11},
-              {"grpc-message", 12},
-              {"grpc-encoding", 13},
-              {"grpc-accept-encoding", 20}};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    if (keys[i].n == p->key_len && memcmp(keys[i].s, p->key, p->key_len) == 0) return 1;
+  } Key;
+  static const Key grpc[] = {{"content-type", 12},
+                             {"grpc-status", 11},
+                             {"grpc-message", 12},
+                             {"grpc-encoding", 13},
+                             {"grpc-accept-encoding", 20}};
+  static const Key http[] = {{"content-length", 14},
+                             {"content-encoding", 16},
+                             {"accept-encoding", 15},
+                             {"transfer-encoding", 17},
+                             {"date", 4},
+                             {"server", 6},
+                             {"vary", 4}};
+  for (size_t i = 0; i < sizeof grpc / sizeof grpc[0]; i++) {
+    if (grpc[i].n == p->key_len && memcmp(grpc[i].s, p->key, p->key_len) == 0) return 1;
+  }
+  if (!connect) return 0;
+  if (p->key_len >= 8 && memcmp(p->key, "connect-", 8) == 0) return 1;
+  for (size_t i = 0; i < sizeof http / sizeof http[0]; i++) {
+    if (http[i].n == p->key_len && memcmp(http[i].s, p->key, p->key_len) == 0) return 1;
   }
   return 0;
 }
 
-static void push_pairs(lua_State *L, const pc_GrpcCall *call, int trailers) {
+static void push_pairs(lua_State *L, const CallBox *b, int trailers) {
+  const pc_GrpcCall *call = b->call;
   size_t n = pc_GrpcCall_MetadataCount(call, trailers), shown = 0;
-  for (size_t i = 0; i < n; i++) shown += !reserved_key(pc_GrpcCall_Metadata(call, trailers, i));
+  for (size_t i = 0; i < n; i++)
+    shown += !reserved_key(pc_GrpcCall_Metadata(call, trailers, i), b->connect);
   lua_createtable(L, (int)shown, 0); /* no array part for the usual none */
   lua_Integer k = 0;
   for (size_t i = 0; i < n && (size_t)k < shown; i++) {
     const pc_GrpcPair *p = pc_GrpcCall_Metadata(call, trailers, i);
-    if (reserved_key(p)) continue;
+    if (reserved_key(p, b->connect)) continue;
     lua_createtable(L, 2, 0);
     lua_pushlstring(L, p->key, p->key_len);
     lua_rawseti(L, -2, 1);
@@ -679,18 +700,18 @@ static void push_pairs(lua_State *L, const pc_GrpcCall *call, int trailers) {
 /* Pushes {headers = ..., trailers = ...} without the reserved keys; in a
  * call's method, whose upvalues 1 and 2 are the keys' strings (lpc_open_net:
  * no lua_setfield interning them on every call). */
-static void push_metadata(lua_State *L, const pc_GrpcCall *call) {
+static void push_metadata(lua_State *L, const CallBox *b) {
   lua_createtable(L, 0, 2);
   lua_pushvalue(L, lua_upvalueindex(1));
-  push_pairs(L, call, 0);
+  push_pairs(L, b, 0);
   lua_rawset(L, -3);
   lua_pushvalue(L, lua_upvalueindex(2));
-  push_pairs(L, call, 1);
+  push_pairs(L, b, 1);
   lua_rawset(L, -3);
 }
 
-static void push_status(lua_State *L, const pc_GrpcCall *call) {
-  const pc_GrpcStatus *st = pc_GrpcCall_Status(call);
+static void push_status(lua_State *L, const CallBox *b) {
+  const pc_GrpcStatus *st = pc_GrpcCall_Status(b->call);
   lua_createtable(L, 0, 7);
   lua_pushstring(L, pc_Code_Name(st->code));
   lua_setfield(L, -2, "code");
@@ -721,9 +742,9 @@ static void push_status(lua_State *L, const pc_GrpcCall *call) {
     lua_pushnumber(L, st->retry_delay);
     lua_setfield(L, -2, "retry_delay");
   }
-  push_pairs(L, call, 1);
+  push_pairs(L, b, 1);
   lua_setfield(L, -2, "metadata");
-  push_pairs(L, call, 0);
+  push_pairs(L, b, 0);
   lua_setfield(L, -2, "headers");
 }
 
@@ -732,7 +753,7 @@ static int lpc_grpccall_status(lua_State *L) {
   CallBox *b = check_call(L);
   if (pc_GrpcCall_Status(b->call) == NULL) return 0;
   begin_read(b);
-  push_status(L, b->call);
+  push_status(L, b);
   end_read(b);
   return 1;
 }
@@ -748,11 +769,11 @@ static int lpc_grpccall_ok(lua_State *L) {
 }
 
 /* Whether the call received a pair push_pairs keeps (on either side). */
-static int has_pairs(const pc_GrpcCall *call) {
+static int has_pairs(const CallBox *b) {
   for (int trailers = 0; trailers <= 1; trailers++) {
-    size_t n = pc_GrpcCall_MetadataCount(call, trailers);
+    size_t n = pc_GrpcCall_MetadataCount(b->call, trailers);
     for (size_t i = 0; i < n; i++)
-      if (!reserved_key(pc_GrpcCall_Metadata(call, trailers, i))) return 1;
+      if (!reserved_key(pc_GrpcCall_Metadata(b->call, trailers, i), b->connect)) return 1;
   }
   return 0;
 }
@@ -761,9 +782,9 @@ static int has_pairs(const pc_GrpcCall *call) {
  * so far; with 'present' true, nil when neither holds a pair (no tables) */
 static int lpc_grpccall_metadata(lua_State *L) {
   CallBox *b = check_call(L);
-  if (lua_toboolean(L, 2) && !has_pairs(b->call)) return 0;
+  if (lua_toboolean(L, 2) && !has_pairs(b)) return 0;
   begin_read(b);
-  push_metadata(L, b->call);
+  push_metadata(L, b);
   end_read(b);
   return 1;
 }

@@ -58,6 +58,32 @@ function M.with_metadata_problem(v)
   return 'with_metadata: true, false or "present" expected, got ' .. got
 end
 
+--- problem | nil = seconds_problem(name, v, others, past_ok, max): what
+-- is wrong with `v` as the timeout or deadline `name`, in seconds, or nil
+-- when it is a number the caller takes: > 0 and finite (`max`: at most
+-- `max`; math.huge: infinity too, no limit), or with `past_ok` any finite number (<= 0: a deadline already
+-- past, the call fails at once). `others` (nil, or words such as
+-- "pc.ExponentialTimeout or false") names the values of other types the
+-- caller takes, which it checks itself before. Every timeout and deadline
+-- check of lua/protocall (call options, pc.Retry, pc.ExponentialTimeout,
+-- a transport's settings, pc.grpc's and pc.listen's options, the
+-- transcoder, the gateway, the command's flags) words its problem so:
+-- "timeout: positive number of seconds expected, got -1", "timeout:
+-- number of seconds, pc.ExponentialTimeout or false expected, got string".
+function M.seconds_problem(name, v, others, past_ok, max)
+  if type(v) ~= "number" then
+    return format("%s: number of seconds%s expected, got %s", name,
+      others and ((others:find(" or ") and ", " or " or ") .. others) or "", type(v))
+  end
+  if past_ok then
+    if v == v and v > -huge and v < huge then return nil end
+    return format("%s: finite number of seconds expected, got %s", name, M.show(v))
+  end
+  if v > 0 and (v < huge or max == huge) and (max == nil or v <= max) then return nil end
+  return format("%s: positive number of seconds%s expected, got %s", name,
+    max and max < huge and format(" up to %.14g", max) or "", M.show(v))
+end
+
 -- The keys of a call's settings (`tried`: a balancer's, transport/balancer.lua;
 -- `no_side_effects`: the method's idempotency_level is NO_SIDE_EFFECTS, which a
 -- Connect transport made with `get = true` sends as Connect's GET).
@@ -87,8 +113,8 @@ end
 
 --- problem | nil = attempt_problem(timeout, metadata, compression): what
 -- is wrong with an attempt's compression (compression_problem), timeout
--- (seconds or nil: the client's rule, core.check_timeout, but a timeout
--- <= 0 is allowed: the call fails at once) or metadata ({key, value}
+-- (seconds or nil, seconds_problem: finite, and a timeout <= 0 is allowed:
+-- the call fails at once) or metadata ({key, value}
 -- pairs or nil: core.metadata_problem), the first found; nil when all
 -- are right. check_call's checks, and the client's of what a per-attempt
 -- interceptor hands on (rpc/client.lua).
@@ -96,12 +122,8 @@ function M.attempt_problem(timeout, metadata, compression)
   local problem = M.compression_problem(compression)
   if problem then return problem end
   if timeout ~= nil then
-    if type(timeout) ~= "number" then
-      return "timeout: seconds (a number) or nil expected, got " .. type(timeout)
-    elseif not (timeout <= 0) or timeout == -huge then -- luacheck: ignore 581 (NaN is checked)
-      local ok, why = core.check_timeout(1, timeout) -- the client's rule (call/policy.lua option_problem)
-      if not ok then return why end
-    end
+    problem = M.seconds_problem("timeout", timeout, "nil", true)
+    if problem then return problem end
   end
   -- an empty plain table (what most calls pass) has nothing to check: no C call
   if metadata ~= nil and not (type(metadata) == "table" and metadata[1] == nil and getmetatable(metadata) == nil
@@ -124,7 +146,7 @@ end
 -- (the method is marked NO_SIDE_EFFECTS), tried and ring_hash (a
 -- balancer's: a hedged call's backends, a call's place on the ring of
 -- transport/ring_hash.lua)} and no other keys. The timeout and
--- compression follow the client's rules (core.check_timeout,
+-- compression follow the client's rules (seconds_problem,
 -- compression_problem), but a timeout <= 0 is allowed (the call fails at
 -- once). Returns the settings ({} for nil); misuse raises "bad argument
 -- #1 (the path) or #`sarg` (the settings) to `name`" at `level` (1: the
@@ -180,12 +202,36 @@ end
 -- timeout, metadata and ring_hash), the misuse one backend's transport
 -- raises: check_call (settings a client's attempt made, CHECKED, taken as
 -- they are), then check_request when `sarg` is 3 (a unary or
--- server-streaming call). Raises at `level` (1: the caller of
--- check_args).
+-- server-streaming call). The transport then calls its backend with
+-- CHECKED as the extra last argument (pc.grpc's methods: the settings are
+-- checked, not again: a second check_call was ~7,400 of ~70,000
+-- instructions of a balanced unary call, bench/balancer_check_bench.lua).
+-- Raises at `level` (1: the caller of check_args).
 function M.check_args(name, path, request, settings, level, sarg)
   level = level + 1
   if getmetatable(settings) ~= M.CHECKED then M.check_call(name, path, settings, level, sarg) end
   if sarg == 3 then M.check_request(name, request, level) end
+end
+
+-- Built-in services (core/schema/wkt.h) a pool holds only once their file
+-- is loaded, and how to load it.
+local BUILTIN_SERVICES = {
+  ["grpc.health.v1.Health"] = "call pc.health() (or load grpc/health/v1/health.proto) first",
+  ["grpc.reflection.v1.ServerReflection"] =
+    "give pc.server reflection = true (or load grpc/reflection/v1/reflection.proto) first",
+  ["grpc.reflection.v1alpha.ServerReflection"] =
+    "give pc.server reflection = true (or load grpc/reflection/v1alpha/reflection.proto) first",
+}
+
+--- text = unknown_service(name): what pc.server and pc.client say of a
+-- service `name` their pool lacks: "unknown service 'NAME'", or for one of
+-- the built-in services (health, reflection) whose file is not loaded the
+-- fix: "grpc.health.v1.Health is not loaded: call pc.health() (or load
+-- grpc/health/v1/health.proto) first".
+function M.unknown_service(name)
+  local fix = BUILTIN_SERVICES[name]
+  if fix then return name .. " is not loaded: " .. fix end
+  return "unknown service '" .. tostring(name) .. "'"
 end
 
 --- is_callable(v): whether v is a function or has a __call metamethod.

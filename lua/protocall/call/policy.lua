@@ -9,10 +9,10 @@ local internal = require "protocall.internal"
 
 local error, getmetatable, setmetatable, type, tostring, next, select =
   error, getmetatable, setmetatable, type, tostring, next, select
-local format, floor = string.format, math.floor
+local format, floor, huge = string.format, math.floor, math.huge
 local mtype, tointeger = compat.mtype, compat.tointeger
 local argerror, is_callable, code_name = internal.argerror, internal.is_callable, internal.code_name
-local shown = internal.show
+local shown, seconds_problem = internal.show, internal.seconds_problem
 
 local M = {}
 
@@ -117,8 +117,9 @@ local function new_retry(fname, t, level)
     on_error = t.on_error,
   }
   if f.timeout == nil then f.timeout = 120 end
-  if f.timeout ~= false and type(f.timeout) ~= "number" then
-    argerror(fname, "timeout: number or false expected, got " .. type(f.timeout), level + 1)
+  if f.timeout ~= false then
+    local problem = seconds_problem("timeout", f.timeout, "false", false, huge)
+    if problem then argerror(fname, problem, level + 1) end
   end
   local n = f.max_attempts
   if n ~= nil and (mtype(n) == nil or n < 1 or n ~= floor(n)) then
@@ -203,15 +204,15 @@ local XT_FIELDS = { initial = true, maximum = true, multiplier = true, deadline 
 setmetatable(ExponentialTimeout, { __call = function(_, t)
   t = check_fields("ExponentialTimeout", t, XT_FIELDS, 2)
   local f = {
-    initial = number_field("ExponentialTimeout", t, "initial", 5, 2),
-    maximum = number_field("ExponentialTimeout", t, "maximum", 30, 2),
+    initial = t.initial == nil and 5 or t.initial,
+    maximum = t.maximum == nil and 30 or t.maximum,
     multiplier = number_field("ExponentialTimeout", t, "multiplier", 2, 2),
     deadline = t.deadline,
   }
   if f.deadline == nil then f.deadline = 120 end
-  if f.deadline ~= false and type(f.deadline) ~= "number" then
-    argerror("ExponentialTimeout", "deadline: number or false expected, got " .. type(f.deadline), 2)
-  end
+  local problem = seconds_problem("initial", f.initial) or seconds_problem("maximum", f.maximum)
+    or f.deadline ~= false and seconds_problem("deadline", f.deadline, "false", false, huge)
+  if problem then argerror("ExponentialTimeout", problem, 2) end
   local ok, msg = core.check_timeout(2, f.initial, f.maximum, f.multiplier, f.deadline)
   if not ok then argerror("ExponentialTimeout", msg, 2) end
   local x = setmetatable({}, ExponentialTimeout)
@@ -299,12 +300,7 @@ local function option_problem(k, v)
     return "retry: pc.Retry or false expected, got " .. type(v)
   elseif k == "timeout" then
     if getmetatable(v) == ExponentialTimeout then return nil end
-    if type(v) ~= "number" then
-      return "timeout: number, pc.ExponentialTimeout or false expected, got " .. type(v)
-    end
-    local ok, msg = core.check_timeout(1, v)
-    if not ok then return msg end
-    return nil
+    return seconds_problem("timeout", v, "pc.ExponentialTimeout or false")
   elseif k == "compression" then
     if type(v) == "string" then return nil end
     return "compression: string or false expected, got " .. type(v)

@@ -9,7 +9,7 @@ local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatabl
   error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
 local concat, format, huge = table.concat, string.format, math.huge
 local metadata_problem = require("protocall.core").metadata_problem
-local show = require("protocall.internal").show
+local show, seconds_problem = require("protocall.internal").show, require("protocall.internal").seconds_problem
 
 local M = {}
 
@@ -392,9 +392,8 @@ function M.connect(flags, target, cmd)
   end
   local ct = flags["connect-timeout"]
   if ct ~= nil then
-    if not (ct > 0 and ct < math.huge) then
-      usage_error(cmd, "-connect-timeout: a positive number of seconds expected, got " .. show(ct))
-    end
+    local bad = seconds_problem("-connect-timeout", ct)
+    if bad then usage_error(cmd, bad) end
     transport_opts.connect_timeout = ct
   end
   local ok, transport = pcall(pc.grpc, url, transport_opts) -- pc.grpc's errors name no position here

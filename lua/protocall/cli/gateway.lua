@@ -15,6 +15,7 @@ local ipairs, pairs, pcall, tostring, error, getmetatable, type =
 local format, concat, sort = string.format, table.concat, table.sort
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
 local metadata_problem = require("protocall.core").metadata_problem
+local seconds_problem = require("protocall.internal").seconds_problem
 
 local M = {}
 
@@ -357,9 +358,8 @@ function M.gateway.run(flags, args)
     usage_error("gateway", "-listen-cert and -listen-key go together")
   end
   local t = flags.timeout
-  if t ~= nil and not (t > 0 and t < math.huge) then
-    usage_error("gateway", "-timeout: a positive number of seconds expected, got " .. tostring(t))
-  end
+  local bad = t ~= nil and seconds_problem("-timeout", t)
+  if bad then usage_error("gateway", bad) end
   local refresh = flags.refresh
   if refresh ~= nil and common.has_schema(flags) then
     usage_error("gateway", "-refresh: for a schema from UPSTREAM's reflection, not with -proto/-protoset")

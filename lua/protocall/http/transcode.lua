@@ -22,6 +22,7 @@ local type, pairs, ipairs, next, tostring, tonumber, pcall, setmetatable, error 
   type, pairs, ipairs, next, tostring, tonumber, pcall, setmetatable, error
 local format, concat, byte, lower = string.format, table.concat, string.byte, string.lower
 local Error, codes, argerror = errors.Error, internal.codes, internal.argerror
+local seconds_problem = internal.seconds_problem
 local from_json, to_json, merge = json.from_json, json.to_json, message.merge
 local json_to_wire, wire_to_json = json.json_to_wire, json.wire_to_json
 local encode, decode = wire.encode, wire.decode
@@ -172,11 +173,6 @@ local function strings_problem(k, v)
   return nil
 end
 
--- A timeout in seconds: a finite number > 0.
-local function seconds_ok(v)
-  return type(v) == "number" and v == v and v > 0 and v < math.huge
-end
-
 -- What is wrong with pc.transcoder's options (their names are known), or nil.
 local function options_problem(opts)
   for k, range in pairs(COUNTS) do
@@ -205,8 +201,9 @@ local function options_problem(opts)
       if not h:find("^[%w!#$%%&'*+%-.^_`|~]+$") then return format("headers[%d]: bad header name '%s'", i, shown(h)) end
     end
   end
-  if opts.timeout ~= nil and not seconds_ok(opts.timeout) then
-    return "timeout: seconds > 0 expected, got " .. got(opts.timeout)
+  if opts.timeout ~= nil then
+    local problem = seconds_problem("timeout", opts.timeout)
+    if problem then return problem end
   end
   if opts.timeouts ~= nil then
     if type(opts.timeouts) ~= "table" then
@@ -214,7 +211,8 @@ local function options_problem(opts)
     end
     for k, v in pairs(opts.timeouts) do
       if type(k) ~= "string" then return "timeouts: method name keys expected, got " .. type(k) end
-      if not seconds_ok(v) then return format("timeouts['%s']: seconds > 0 expected, got %s", shown(k), got(v)) end
+      local problem = seconds_problem(format("timeouts['%s']", shown(k)), v)
+      if problem then return problem end
     end
   end
   local j = opts.json

@@ -27,7 +27,7 @@ local pc = require "protocall"
 local resty = require "protocall.resty"
 local web = require "protocall.http.web"
 local reflection = require "protocall.rpc.reflection"
-local CHECKED = require("protocall.internal").CHECKED
+local CHECKED, seconds_problem = require("protocall.internal").CHECKED, require("protocall.internal").seconds_problem
 
 local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
   type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable
@@ -151,9 +151,8 @@ local function compile(name, cfg, reflected)
   local ok, tc = pcall(pc.transcoder, pool, topts)
   if not ok then return nil, (tostring(tc):gsub("^bad argument #2 to 'transcoder' %((.*)%)$", "%1")) end
   local timeout = cfg.timeout
-  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout <= 0 or timeout == huge) then
-    return nil, "timeout: seconds > 0 expected"
-  end
+  local bad = timeout ~= nil and seconds_problem("timeout", timeout)
+  if bad then return nil, bad end
   if cfg.grpc ~= nil and type(cfg.grpc) ~= "table" then
     return nil, "grpc: table of resty.grpc options expected, got " .. type(cfg.grpc)
   end
@@ -281,9 +280,8 @@ local function configure_reflection(route, cfg)
   end
   local function seconds(x, what, default)
     if x == nil then return default end
-    if type(x) ~= "number" or x ~= x or x <= 0 or x == huge then
-      return nil, "reflection." .. what .. ": seconds > 0 expected"
-    end
+    local bad = seconds_problem("reflection." .. what, x)
+    if bad then return nil, bad end
     return x
   end
   local refresh, err = seconds(opt.refresh, "refresh", 60)
@@ -552,9 +550,8 @@ end
 function M.watch(dict, seconds)
   local d = ngx.shared[dict]
   if not d then error("bad argument #1 to 'watch' (no lua_shared_dict '" .. tostring(dict) .. "')", 2) end
-  if type(seconds) ~= "number" or seconds ~= seconds or seconds <= 0 then
-    error("bad argument #2 to 'watch' (seconds > 0 expected)", 2)
-  end
+  local bad = seconds_problem("seconds", seconds, nil, false, huge)
+  if bad then error("bad argument #2 to 'watch' (" .. bad .. ")", 2) end
   local function tick(premature)
     if premature then return end
     for _, key in ipairs(d:get_keys(0)) do

@@ -545,7 +545,8 @@ end
 -- codec reads); the stub's calls are the same.
 -- Client-streaming and bidirectional methods return a call object:
 --   local call = stub:ClientStreamOrBidiMethod([opts]); call:send(request) ...
--- Raises on a missing transport, an unknown service, method or option, a
+-- Raises on a missing transport, an unknown service (a built-in one not
+-- loaded names the fix, as pc.server's), method or option, a
 -- bad service config ("pc.client: service_config:
 -- methodConfig[0].retryPolicy.maxAttempts: at least 2 expected, got 1"),
 -- metadata that is not a list of {key, value} pairs with lowercase gRPC
@@ -569,7 +570,7 @@ function M.client(service_name, opts)
   end
   local pool = opts.pool or schema.default_pool()
   local info = pool:service(service_name)
-  if not info then error("pc.client: unknown service '" .. service_name .. "'", 2) end
+  if not info then error("pc.client: " .. internal.unknown_service(service_name), 2) end
   local problem = options_problem(opts)
   if problem then error("pc.client: " .. problem, 2) end
   local config

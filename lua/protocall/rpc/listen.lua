@@ -18,6 +18,7 @@ local rest = require "protocall.rpc.rest"
 local type, error, pairs, tostring, setmetatable, pcall, floor, huge =
   type, error, pairs, tostring, setmetatable, pcall, math.floor, math.huge
 local status, codes, show = errors.status, internal.codes, internal.show
+local seconds_problem = internal.seconds_problem
 local decode, to_json, from_json = core.decode, core.to_json, core.from_json
 local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
   rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
@@ -555,9 +556,9 @@ function M.listen(server, address, opts)
     local v = opts[key]
     -- stall_timeout: a finite negative is never (core/net/server.h: < 0, none)
     local never = key == "stall_timeout" and v ~= nil and v < 0 and v > -huge
-    if v ~= nil and not never and not (v > 0 and v <= 1e9) then
-      error("pc.listen: option '" .. key .. "' must be a positive number of seconds"
-        .. (key == "stall_timeout" and " (negative: never)" or "") .. ", got " .. show(v), 2)
+    local bad = v ~= nil and not never and seconds_problem("option '" .. key .. "'", v, nil, false, 1e9)
+    if bad then
+      error("pc.listen: " .. bad .. (key == "stall_timeout" and " (negative: never)" or ""), 2)
     end
   end
   local host, port

@@ -6,6 +6,7 @@ local errors = require "protocall.errors"
 local message = require "protocall.message"
 local schema = require "protocall.schema"
 local sched = require "protocall.sched"
+local internal = require "protocall.internal"
 local compat = require "protocall.compat"
 local status_details = require "protocall.status"
 local interceptors = require "protocall.rpc.interceptors"
@@ -101,7 +102,9 @@ end
 -- details or metadata that cannot be sent make it INTERNAL "<method>:
 -- <what is wrong>". Raising anything else fails it with UNKNOWN, the
 -- message kept less its source position. Raises on an unknown service or method, or a handler that is
--- not a function. An optional second table takes {pool = p (default: the
+-- not a function; a built-in service whose file the pool lacks names the
+-- fix ("pc.server: grpc.health.v1.Health is not loaded: call pc.health()
+-- (or load grpc/health/v1/health.proto) first"). An optional second table takes {pool = p (default: the
 -- default pool), interceptors = {fn, ...}}: each fn(call, next) runs
 -- around every handler call with call = {method = full name, request = the
 -- decoded request, metadata = the call's list, ctx = the handler's
@@ -147,7 +150,7 @@ function M.server(services, opts)
   local methods = {}
   for sname, handlers in pairs(services) do
     local info = type(sname) == "string" and pool:service(sname)
-    if not info then error("pc.server: unknown service '" .. tostring(sname) .. "'", 2) end
+    if not info then error("pc.server: " .. internal.unknown_service(sname), 2) end
     if type(handlers) ~= "table" then
       error("pc.server: " .. sname .. ": table of handlers expected, got " .. type(handlers), 2)
     end

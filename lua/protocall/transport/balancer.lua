@@ -54,7 +54,7 @@ local setmetatable, getmetatable, pcall, error, pairs, ipairs, type, tostring =
   setmetatable, getmetatable, pcall, error, pairs, ipairs, type, tostring
 local min = math.min
 local monotonic = core.monotonic
-local check_args = internal.check_args
+local check_args, CHECKED = internal.check_args, internal.CHECKED
 
 local M = {}
 
@@ -611,10 +611,11 @@ end
 -- its handle's result() is nil meanwhile, and it goes out once a backend
 -- is SERVING or fails so at its deadline. A SERVING answer received
 -- ends its backend's failure backoff (gRPC's READY is not in backoff).
--- nil turns it off. Raises when `service` is neither a string nor nil.
+-- nil turns it off. Raises "bad argument #1 to 'set_health_check' (string
+-- or nil expected, got number)" when `service` is neither.
 function Balanced:set_health_check(service)
   if service ~= nil and type(service) ~= "string" then
-    error("set_health_check: string or nil expected, got " .. type(service), 2)
+    internal.argerror("set_health_check", "string or nil expected, got " .. type(service), 2)
   end
   self.health = service
   rewatch(self)
@@ -700,15 +701,15 @@ end
 local Moved = internal.forwarding("protocall.BalancedCall")
 
 --- As pc.grpc's transport:unary, on the backend the policy picks.
-function Balanced:unary(path, request, settings)
+function Balanced:unary(path, request, settings, trusted)
   check_open(self, "unary", 2)
-  check_args("unary", path, request, settings, 2, 3)
+  if trusted ~= CHECKED then check_args("unary", path, request, settings, 2, 3) end
   local since = monotonic()
   local b = chosen(self, path, settings)
   local tried, s = {}, settings
   local tok = least_request.start(self, b)
   while true do
-    local ok, res, meta = pcall(b.transport.unary, b.transport, path, request, s)
+    local ok, res, meta = pcall(b.transport.unary, b.transport, path, request, s, CHECKED)
     if ok then
       least_request.finish(tok)
       report(self, b, nil)
@@ -735,12 +736,12 @@ function Balanced:unary(path, request, settings)
 end
 
 --- As pc.grpc's transport:server_stream, on the backend the policy picks.
-function Balanced:server_stream(path, request, settings)
+function Balanced:server_stream(path, request, settings, trusted)
   check_open(self, "server_stream", 2)
-  check_args("server_stream", path, request, settings, 2, 3)
+  if trusted ~= CHECKED then check_args("server_stream", path, request, settings, 2, 3) end
   local since = monotonic()
   local b = chosen(self, path, settings)
-  local ok, iter, state, ctl, call = pcall(b.transport.server_stream, b.transport, path, request, settings)
+  local ok, iter, state, ctl, call = pcall(b.transport.server_stream, b.transport, path, request, settings, CHECKED)
   if not ok then rethrow(self, b, iter) end
   local tok = least_request.start(self, b)
   least_request.watch(tok, call)
@@ -768,7 +769,8 @@ function Balanced:server_stream(path, request, settings)
         if nb then tried = {} else msg = ns end
       end
       if nb == nil then error(msg, 0) end
-      local ok2, iter2, state2, ctl2, call2 = pcall(nb.transport.server_stream, nb.transport, path, request, ns)
+      local ok2, iter2, state2, ctl2, call2 = pcall(nb.transport.server_stream, nb.transport, path, request, ns,
+        CHECKED)
       if not ok2 then rethrow(self, nb, iter2) end
       b, iter, state, ctl, moved.inner = nb, iter2, state2, ctl2, call2
       tok = least_request.start(self, b)
@@ -810,7 +812,7 @@ local function replay(self, err)
       end
       self.tried = {}
     end
-    local call = nb.transport:stream(self.path, ns)
+    local call = nb.transport:stream(self.path, ns, CHECKED)
     self.b, self.inner = nb, least_request.counted(least_request.start(bal, nb), call)
     local ok, e = pcall(function()
       for i = 1, #self.kept do call:send(self.kept[i]) end
@@ -896,12 +898,12 @@ end
 -- on the backend the policy picks; with wait_for_ready a stream whose
 -- backend could not be connected to moves on as a unary call does, its
 -- request messages sent again (Replayed).
-function Balanced:stream(path, settings)
+function Balanced:stream(path, settings, trusted)
   check_open(self, "stream", 2)
-  check_args("stream", path, nil, settings, 2, 2)
+  if trusted ~= CHECKED then check_args("stream", path, nil, settings, 2, 2) end
   local since = monotonic()
   local b = chosen(self, path, settings)
-  local call = least_request.counted(least_request.start(self, b), b.transport:stream(path, settings))
+  local call = least_request.counted(least_request.start(self, b), b.transport:stream(path, settings, CHECKED))
   if not self.wait_for_ready then return call end
   return setmetatable({ inner = call, balanced = self, b = b, path = path, settings = settings, since = since,
     tried = {}, kept = {}, size = 0 }, Replayed)
@@ -933,7 +935,7 @@ end
 -- Moves started call `self` to backend `nb` (settings `ns`): pending.
 local function move(self, nb, ns)
   self.tried[nb] = true
-  self.b, self.inner = nb, nb.transport[self.name](nb.transport, self.path, self.request, ns)
+  self.b, self.inner = nb, nb.transport[self.name](nb.transport, self.path, self.request, ns, CHECKED)
   self.channel = self.inner.channel
   if self.tok then
     least_request.move(self.tok, nb)
@@ -1015,9 +1017,9 @@ end
 
 -- A started call (`name` start_unary or start_server_stream) on the
 -- backend the policy picks; settings.tried records it.
-local function started(self, name, path, request, settings)
+local function started(self, name, path, request, settings, trusted)
   check_open(self, name, 3)
-  check_args(name, path, request, settings, 3, 3)
+  if trusted ~= CHECKED then check_args(name, path, request, settings, 3, 3) end
   local since = monotonic()
   local tried = settings and settings.tried
   local b, err
@@ -1032,7 +1034,7 @@ local function started(self, name, path, request, settings)
     return setmetatable({ err = err }, Failed)
   end
   if tried then tried[b] = true end
-  local h = b.transport[name](b.transport, path, request, settings)
+  local h = b.transport[name](b.transport, path, request, settings, CHECKED)
   local tok = least_request.start(self, b)
   least_request.watch(tok, h)
   return setmetatable({ balanced = self, b = b, inner = h, channel = h.channel, name = name, path = path,
@@ -1042,14 +1044,14 @@ end
 
 --- As pc.grpc's transport:start_unary; settings.tried (a table) keeps
 -- the backends a hedged call used, so its next attempt goes elsewhere.
-function Balanced:start_unary(path, request, settings)
-  local h = started(self, "start_unary", path, request, settings)
+function Balanced:start_unary(path, request, settings, trusted)
+  local h = started(self, "start_unary", path, request, settings, trusted)
   return h -- not a tail call: misuse raises at the caller's line
 end
 
 --- As pc.grpc's transport:start_server_stream (settings.tried as start_unary).
-function Balanced:start_server_stream(path, request, settings)
-  local h = started(self, "start_server_stream", path, request, settings)
+function Balanced:start_server_stream(path, request, settings, trusted)
+  local h = started(self, "start_server_stream", path, request, settings, trusted)
   return h
 end
 

@@ -31,7 +31,7 @@ local setmetatable, getmetatable, type, error, pairs, tostring = setmetatable, g
 local format = string.format
 local floor, io_open = math.floor, io.open
 local count_problem, metadata_problem = errors.count_problem, core.metadata_problem
-local argerror, show = internal.argerror, internal.show
+local argerror, show, seconds_problem = internal.argerror, internal.show, internal.seconds_problem
 local compression_problem, check_call, check_request = internal.compression_problem, internal.check_call,
   internal.check_request
 local CHECKED = internal.CHECKED
@@ -111,11 +111,16 @@ end
 -- call's), gzip (boolean), previous_attempts, protocol, json, get. Misuse
 -- raises "bad argument #`sarg` to `name`" (a closed transport: "calling
 -- `name` on bad self") at `level`. Settings a client's attempt made
--- (internal.CHECKED) are taken as they are.
-local function settings_of(self, name, path, settings, level, sarg)
+-- (internal.CHECKED) are taken as they are, and so are those of a call
+-- whose `trusted` argument is CHECKED: a several-backend transport's call
+-- of its backend, which checked them itself (internal.check_args).
+local NONE = {}
+local function settings_of(self, name, path, settings, level, sarg, trusted)
   level = level + 1
   if self.closed then error(format("calling '%s' on bad self (transport is closed)", name), level) end
-  if getmetatable(settings) ~= CHECKED then
+  if trusted == CHECKED then
+    settings = settings or NONE
+  elseif getmetatable(settings) ~= CHECKED then
     settings = check_call(name, path, settings, level, sarg, self.compression)
   end
   local compression = settings.compression
@@ -193,7 +198,11 @@ end
 --- Unary call: `transport:unary(path, request_bytes, settings)` ->
 -- `response_bytes` (and `{headers = pairs, trailers = pairs}` when
 -- `settings.with_metadata`; with `with_metadata = "present"`, nil instead
--- when the answer carried no header or trailer but gRPC's own). `path` is "/pkg.Service/Method"; `settings`
+-- when the answer carried no header or trailer but gRPC's own). Neither
+-- side lists content-type and the grpc-* fields; over Connect neither lists
+-- the HTTP and Connect fields either (content-length, content-encoding,
+-- accept-encoding, transfer-encoding, date, server, vary, connect-*: as
+-- connect-go, they are the protocol's, not metadata). `path` is "/pkg.Service/Method"; `settings`
 -- (nil or a table) holds `timeout` (seconds, sent as grpc-timeout and
 -- enforced here too; a finite timeout <= 0 fails at once, NaN and
 -- infinities are refused), `metadata` ({key, value} pairs, after the transport's),
@@ -206,11 +215,11 @@ end
 -- or two response messages are INTERNAL. Raises the
 -- transport's error object with the canonical `code` on any failure;
 -- raises at the caller's line on misuse ("bad argument #3 to 'unary'
--- (timeout: ...)"; a bad path is argument #1; a closed transport
+-- (timeout: finite number of seconds expected, got nan)"; a bad path is argument #1; a closed transport
 -- "calling 'unary' on bad self (transport is closed)"). Under pc.run,
 -- waits without stopping other coroutines.
-function Transport:unary(path, request, settings)
-  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "unary", path, settings, 2, 3)
+function Transport:unary(path, request, settings, trusted)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "unary", path, settings, 2, 3, trusted)
   check_request("unary", request, 2)
   if get and not get_fits(self, request) then get = nil end
   local channel = self.channel
@@ -270,8 +279,9 @@ end
 -- unread data. Flow control bounds that: a stream read slowly holds at
 -- most its window (`stream_window`) while the other calls on the
 -- connection go on.
-function Transport:server_stream(path, request, settings)
-  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "server_stream", path, settings, 2, 3)
+function Transport:server_stream(path, request, settings, trusted)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, "server_stream", path, settings, 2, 3,
+    trusted)
   check_request("server_stream", request, 2)
   local channel = self.channel
   local call = channel:start(path, timeout, md, gzip, previous, proto, json, get, request)
@@ -295,8 +305,8 @@ function Started:cancel()
   self.call:close()
 end
 
-local function started(self, name, path, request, settings, result)
-  local timeout, md, gzip, previous, proto, json, get = settings_of(self, name, path, settings, 3, 3)
+local function started(self, name, path, request, settings, result, trusted)
+  local timeout, md, gzip, previous, proto, json, get = settings_of(self, name, path, settings, 3, 3, trusted)
   check_request(name, request, 3)
   if get and not get_fits(self, request) then get = nil end
   local call = self.channel:start(path, timeout, md, gzip, previous, proto, json, get, request)
@@ -387,8 +397,8 @@ end
 -- `handle:cancel()` (a call it ends before its result gives CANCELLED).
 -- Several started calls share the connection, in flight together;
 -- `transport:wait` waits for them.
-function Transport:start_unary(path, request, settings)
-  local h = started(self, "start_unary", path, request, settings, unary_result)
+function Transport:start_unary(path, request, settings, trusted)
+  local h = started(self, "start_unary", path, request, settings, unary_result, trusted)
   return h -- not a tail call: misuse raises at the caller's line
 end
 
@@ -398,8 +408,8 @@ end
 -- iterator of the whole stream (as `server_stream`'s) and the call, or
 -- false and the error object, the same again on every later call;
 -- `handle:cancel()`.
-function Transport:start_server_stream(path, request, settings)
-  local h = started(self, "start_server_stream", path, request, settings, stream_result)
+function Transport:start_server_stream(path, request, settings, trusted)
+  local h = started(self, "start_server_stream", path, request, settings, stream_result, trusted)
   return h
 end
 
@@ -587,8 +597,8 @@ function Call:buffered() return self.call:buffered() end
 -- when done with it before its end (`close`, or `<close>` under Lua 5.4):
 -- one dropped unclosed keeps its HTTP/2 stream, a server stream slot,
 -- until its deadline or the garbage collector's finalizer cancels it.
-function Transport:stream(path, settings)
-  local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2))
+function Transport:stream(path, settings, trusted)
+  local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2, trusted))
   track(self)
   return setmetatable({ channel = self.channel, call = call, path = path, http1 = self.http1 }, Call)
 end
@@ -873,20 +883,16 @@ function M.grpc(target, opts)
     end
   end
   for _, key in pairs { "keepalive_time", "keepalive_timeout", "dns_min_interval" } do
-    local v = opts[key]
-    if v ~= nil and not (v > 0 and v <= 1e9) then
-      error("pc.grpc: option '" .. key .. "' must be a positive number of seconds, got " .. show(v), 2)
-    end
+    local bad = opts[key] ~= nil and seconds_problem("option '" .. key .. "'", opts[key], nil, false, 1e9)
+    if bad then error("pc.grpc: " .. bad, 2) end
   end
   local host_driver = opts.driver
   if host_driver ~= nil and type(host_driver.connect) ~= "function" then
     error("pc.grpc: option 'driver': a table with a function 'connect' expected", 2)
   end
   local backoff = reconnect_option(opts.reconnect)
-  local ct = opts.connect_timeout
-  if ct ~= nil and not (ct > 0 and ct < math.huge) then
-    error("pc.grpc: option 'connect_timeout' must be a positive number of seconds, got " .. show(ct), 2)
-  end
+  local bad_ct = opts.connect_timeout ~= nil and seconds_problem("option 'connect_timeout'", opts.connect_timeout)
+  if bad_ct then error("pc.grpc: " .. bad_ct, 2) end
   for _, key in pairs { "user_agent", "server_name" } do
     if opts[key] ~= nil and opts[key]:find("%c") then
       error("pc.grpc: option '" .. key .. "' must not hold control characters", 2)

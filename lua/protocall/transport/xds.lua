@@ -45,7 +45,7 @@ local setmetatable, getmetatable, pairs, ipairs, error, tostring, type =
   setmetatable, getmetatable, pairs, ipairs, error, tostring, type
 local min, random, lower, sort = math.min, math.random, string.lower, table.sort
 local monotonic = core.monotonic
-local check_args = internal.check_args
+local check_args, CHECKED = internal.check_args, internal.CHECKED
 
 local M = {}
 
@@ -379,7 +379,7 @@ function Xds:unary(path, request, settings)
   check_args("unary", path, request, settings, 2, 3)
   local b, s, retry = route(self, path, settings)
   if retry then return xds_route.unary(b, path, request, s, retry) end
-  return b:unary(path, request, s)
+  return b:unary(path, request, s, CHECKED)
 end
 
 --- As pc.grpc's transport:server_stream, on the route's cluster,
@@ -389,14 +389,14 @@ function Xds:server_stream(path, request, settings)
   check_args("server_stream", path, request, settings, 2, 3)
   local b, s, retry = route(self, path, settings)
   if retry then return xds_route.server_stream(b, path, request, s, retry) end
-  return b:server_stream(path, request, s)
+  return b:server_stream(path, request, s, CHECKED)
 end
 
 --- As pc.grpc's transport:stream, on the route's cluster.
 function Xds:stream(path, settings)
   check_args("stream", path, nil, settings, 2, 2)
   local b, s = route(self, path, settings)
-  return b:stream(path, s)
+  return b:stream(path, s, CHECKED)
 end
 
 -- A started call that failed before it had a backend.
@@ -412,7 +412,7 @@ local function started(self, name, path, request, settings)
     if type(b) ~= "table" then error(b, 0) end
     return setmetatable({ err = b }, Failed)
   end
-  return b[name](b, path, request, s)
+  return b[name](b, path, request, s, CHECKED)
 end
 
 --- As pc.grpc's transport:start_unary, on the route's cluster.

@@ -46,7 +46,7 @@ local sched = require "protocall.sched"
 local ipairs, pairs, type, tonumber, tostring, error, pcall, setmetatable = ipairs, pairs, type, tonumber,
   tostring, error, pcall, setmetatable
 local format, lower, random, min, floor = string.format, string.lower, math.random, math.min, math.floor
-local show = internal.show
+local show, CHECKED = internal.show, internal.CHECKED
 local monotonic = core.monotonic
 
 local M = {}
@@ -357,10 +357,10 @@ end
 -- allows. Raises the last attempt's error.
 function M.unary(b, path, request, settings, rp)
   -- no time left: the call fails as it would without a policy (DEADLINE_EXCEEDED)
-  if settings and settings.timeout and settings.timeout <= 0 then return b:unary(path, request, settings) end
+  if settings and settings.timeout and settings.timeout <= 0 then return b:unary(path, request, settings, CHECKED) end
   local ss, s = session(settings, rp), settings
   while true do
-    local ok, res, meta = pcall(b.unary, b, path, request, s)
+    local ok, res, meta = pcall(b.unary, b, path, request, s, CHECKED)
     if ok then return res, meta end
     s = again(ss, res)
   end
@@ -374,11 +374,13 @@ local Current = internal.forwarding("protocall.XdsRetriedCall")
 -- while it fails before its first response message (after one, the call
 -- is the caller's). The first message is read here, before returning.
 function M.server_stream(b, path, request, settings, rp)
-  if settings and settings.timeout and settings.timeout <= 0 then return b:server_stream(path, request, settings) end
+  if settings and settings.timeout and settings.timeout <= 0 then
+    return b:server_stream(path, request, settings, CHECKED)
+  end
   local ss, s = session(settings, rp), settings
   local current = setmetatable({}, Current)
   while true do
-    local ok, iter, state, ctl, call = pcall(b.server_stream, b, path, request, s)
+    local ok, iter, state, ctl, call = pcall(b.server_stream, b, path, request, s, CHECKED)
     local first
     if ok then
       current.inner = call

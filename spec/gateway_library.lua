@@ -76,11 +76,4 @@ local opts = { rest = true }
 for k, v in pairs(extra) do opts[k] = v end
 local server = pc.server({ ["gw.Library"] = library }, { pool = pool })
 local listener = pc.listen(server, "127.0.0.1:0", opts)
-io.stdout:write(listener.port, " ", os.getenv("PC_PID") or "", "\n")
-io.stdout:flush()
-pc.spawn(function()
-  pc.sleep(tonumber(os.getenv("PC_SERVER_LIFETIME") or "120"))
-  os.exit(0)
-end)
-pc.spawn(function() listener:serve() end)
-pc.run()
+require("serve_listener")(listener)

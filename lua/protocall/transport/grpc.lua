@@ -806,8 +806,10 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- `option idempotency_level = NO_SIDE_EFFECTS` go as Connect's GET, the
 -- request in the URL's query, which caches and CDNs may keep; other calls
 -- as before). Raises
--- on a bad target or option, bad metadata, or a `ca_file` that cannot be
--- read. All calls to one backend share one connection (a second one opens
+-- on a bad target or option, bad metadata, a `ca_file` that cannot be
+-- read, or a TLS option (`ca_file`, `cert_file`, `key_file`, `insecure`)
+-- given with a target that has no TLS backend (host:port, http://, dns:,
+-- ipv4:/ipv6:, unix:: all h2c; give https://host:port). All calls to one backend share one connection (a second one opens
 -- when the server takes no more streams on it or sends GOAWAY).
 function M.grpc(target, opts)
   if type(target) ~= "string" and type(target) ~= "table" then
@@ -841,6 +843,20 @@ function M.grpc(target, opts)
   end
   if (opts.cert_file == nil) ~= (opts.key_file == nil) then
     error("pc.grpc: cert_file and key_file go together", 2) -- as pc.listen's
+  end
+  if not xds_name then
+    -- TLS options for a target with no TLS backend would be ignored: the
+    -- calls would go in the clear to a server expecting TLS (or to one
+    -- the caller meant to verify)
+    local tls = false
+    for _, p in ipairs(places) do tls = tls or p.tls end
+    for _, key in ipairs { "ca_file", "cert_file", "key_file", "insecure" } do
+      if opts[key] and not tls then
+        error("pc.grpc: option '" .. key .. "' is for TLS, and target '"
+          .. (type(target) == "string" and target:gsub("%c", "?") or "{...}")
+          .. "' has no TLS backend (h2c): give https://host:port", 2)
+      end
+    end
   end
   if opts.protocol ~= nil and not PROTOCOLS[opts.protocol] then
     error("pc.grpc: option 'protocol' must be \"grpc\", \"grpc-web\", \"grpc-web-text\" or \"connect\", got \""

@@ -410,6 +410,14 @@ local POOL_CONF = nginx_helper.lua_conf("@WORKERS@", [[
         location = /sleep {
             content_by_lua_block { answer("/faults.Faults/Sleep", { seconds = tonumber(ngx.var.arg_seconds) }) }
         }
+        location = /message {
+            content_by_lua_block {
+                -- a message object as the request, as stubs take it; one of another type is misuse
+                local T = pc.type(ngx.var.arg_type == "wrong" and "faults.Reply" or "faults.Request")
+                local ok, r, err = pcall(resty.call, pc, "@UPSTREAM@", "/faults.Faults/Echo", T { text = "m" })
+                ngx.say(tostring(ok), " ", ok and r and r.text or tostring(r), " ", tostring(err))
+            }
+        }
         location = /misuse {
             content_by_lua_block {
                 local opts = { wrong = { timeoutt = 1 }, bad = { timeout = "x" } }
@@ -549,6 +557,15 @@ describe("nginx worker pools (resty.pool through resty.call)", function()
     code, body = get(nginx, "/misuse?case=bad")
     assert.are.equal(200, code, body)
     assert.matches("^false .*bad argument #5 to 'call' %(.*timeout", body)
+  end)
+
+  it("resty.call takes a message object of the method's input type as the request", function()
+    local code, body = get(nginx, "/message")
+    assert.are.equal(200, code, body)
+    assert.are.equal("true m nil\n", body)
+    code, body = get(nginx, "/message?type=wrong")
+    assert.are.equal(200, code, body)
+    assert.matches("^false .*faults%.Faults%.Echo request: faults%.Request expected, got faults%.Reply nil\n$", body)
   end)
 
   it("the upstream restarted mid-run: calls in flight get a mapped status, later ones succeed", function()

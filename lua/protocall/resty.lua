@@ -647,8 +647,8 @@ local NO_SCHEMA = {}
 --- `response, err = resty.call(pc, target, path, request, opts)`: one
 -- unary call in the resty.http style, for plugin authors who do not keep
 -- clients: `target` as pc.grpc takes it, `path` "/pkg.Service/Method"
--- (its schema loaded, e.g. in init_by_lua*), `request` a table (nil: an
--- empty message). Returns the response (a message; with `with_metadata`
+-- (its schema loaded, e.g. in init_by_lua*), `request` a table or a
+-- message of the method's input type (nil: an empty message). Returns the response (a message; with `with_metadata`
 -- the metadata third) or nil and the failure (a pc.Error: `err.code`,
 -- "CODE: message" as a string; a call that waited for a stream in vain
 -- is DEADLINE_EXCEEDED or RESOURCE_EXHAUSTED, `err["local"]` true).
@@ -659,9 +659,11 @@ local NO_SCHEMA = {}
 -- (`max_streams`, `max_connections`, `idle_timeout`, `queue_timeout`,
 -- `name`: pools of one target with different names are separate) used
 -- when the worker first calls it; `transport` = pc.grpc options (TLS:
--- `ca_file`, `cert_file`, `key_file`, `server_name`; `keepalive_time`,
--- `reconnect`, ...) for that pool. The pools are kept per worker and
--- listed by `resty.pool_info()`.
+-- `ca_file`, `cert_file`, `key_file`, `server_name`, with an https://
+-- target; `keepalive_time`, `reconnect`, ...) for that pool. `pool` and
+-- `transport` are read at the worker's first call of a (target, pool
+-- name): a later call's other options are not (give each its own `name`).
+-- The pools are kept per worker and listed by `resty.pool_info()`.
 -- Raises only on misuse (a bad argument or option, a path that names no
 -- loaded method, the log phase as resty.check_phase says).
 function M.call(pc, target, path, request, opts)
@@ -681,8 +683,8 @@ function M.call(pc, target, path, request, opts)
     paths[path], npaths = parts, npaths + 1
   end
   local service, method = parts[1], parts[2]
-  if request ~= nil and type(request) ~= "table" then
-    error("bad argument #4 to 'call' (table or nil expected, got " .. type(request) .. ")", 2)
+  if request ~= nil and type(request) ~= "table" and not pc.type_of(request) then
+    error("bad argument #4 to 'call' (table, message or nil expected, got " .. type(request) .. ")", 2)
   end
   if opts ~= nil and type(opts) ~= "table" then
     error("bad argument #5 to 'call' (table or nil expected, got " .. type(opts) .. ")", 2)

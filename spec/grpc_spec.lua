@@ -1142,12 +1142,12 @@ describe("pc.grpc", function()
       assert.has_error(function() pc.grpc("https://h:1", { key_file = "spec/grpc_spec.lua" }) end,
                        "pc.grpc: cert_file and key_file go together")
       -- TLS options with no TLS backend would be ignored: the calls would go in the clear
-      for _, t in ipairs { "h:1", "http://h:1", "dns:///h:1", "ipv4:127.0.0.1:1,127.0.0.2:1", "unix:/x.sock" } do
+      for _, plain in ipairs { "h:1", "http://h:1", "dns:///h:1", "ipv4:127.0.0.1:1,127.0.0.2:1", "unix:/x.sock" } do
         for _, o in ipairs { { ca_file = "spec/grpc_spec.lua" }, { insecure = true },
                              { cert_file = "spec/grpc_spec.lua", key_file = "spec/grpc_spec.lua" } } do
           local key = next(o) == "key_file" and "cert_file" or next(o)
-          assert.has_error(function() pc.grpc(t, o) end, "pc.grpc: option '" .. key .. "' is for TLS, and target '"
-            .. t .. "' has no TLS backend (h2c): give https://host:port")
+          assert.has_error(function() pc.grpc(plain, o) end, "pc.grpc: option '" .. key .. "' is for TLS, and target '"
+            .. plain .. "' has no TLS backend (h2c): give https://host:port")
         end
       end
       assert.is_not_nil(pc.grpc("http://h:1", { server_name = "api.test" })) -- :authority, TLS or not

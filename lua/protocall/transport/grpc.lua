@@ -809,8 +809,9 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- on a bad target or option, bad metadata, a `ca_file` that cannot be
 -- read, or a TLS option (`ca_file`, `cert_file`, `key_file`, `insecure`)
 -- given with a target that has no TLS backend (host:port, http://, dns:,
--- ipv4:/ipv6:, unix:: all h2c; give https://host:port). All calls to one backend share one connection (a second one opens
--- when the server takes no more streams on it or sends GOAWAY).
+-- ipv4:/ipv6:, unix:: all h2c; give https://host:port). All calls to one
+-- backend share one connection (a second one opens when the server takes
+-- no more streams on it or sends GOAWAY).
 function M.grpc(target, opts)
   if type(target) ~= "string" and type(target) ~= "table" then
     error("bad argument #1 to 'grpc' (string or list of addresses expected, got " .. type(target) .. ")", 2)

@@ -125,6 +125,7 @@ describe("pc.grpc's Connect calls made with_metadata", function()
           assert.are.same({}, e.headers)
           -- the HTTP fields are the answer's head, never its trailers (trailer-date is metadata "date")
           r, md = stub:Add({ x = 1, note = "http-named" }, { with_metadata = true })
+          assert.are.equal(1, r.total)
           assert.are.same({ headers = {}, trailers = { { "date", "v" }, { "server", "v" }, { "vary", "v" },
             { "content-length", "v" }, { "x-t", "v" } } }, md)
           t:close()

@@ -45,6 +45,10 @@ local server = pc.server({ ["srv.Calc"] = {
       if p.note == "bare-gzip" then ctx:set_compression("gzip") end
       return { total = p.x }
     end
+    if p.note == "http-named" then -- trailers named as HTTP fields: metadata all the same
+      for _, k in ipairs { "date", "server", "vary", "content-length", "x-t" } do ctx:set_trailer(k, "v") end
+      return { total = p.x }
+    end
     if p.note == "gzip" then ctx:set_compression("gzip") end
     ctx:set_header("x-head", "h1")
     ctx:set_trailer("x-trail", "t1")
@@ -119,6 +123,11 @@ describe("pc.grpc's Connect calls made with_metadata", function()
           assert.are.same({}, call:trailers())
           local e = failure(function() return stub:Add { note = "details" } end)
           assert.are.same({}, e.headers)
+          -- the HTTP fields are the answer's head, never its trailers (trailer-date is metadata "date")
+          r, md = stub:Add({ x = 1, note = "http-named" }, { with_metadata = true })
+          assert.are.equal(1, r.total)
+          assert.are.same({ headers = {}, trailers = { { "date", "v" }, { "server", "v" }, { "vary", "v" },
+            { "content-length", "v" }, { "x-t", "v" } } }, md)
           t:close()
         end)
       end)

@@ -3,7 +3,9 @@
 -- spec/rest_gateway_spec.lua, the upstream of spec/nginx_gateway_spec.lua's
 -- HttpBody route): hb.S.Get answers one
 -- HttpBody and hb.S.Stream `n` of them, each of content type `ct` as the
--- query gives it (a bad one included: the engine must refuse it).
+-- query gives it (a bad one included: the engine must refuse it); hb.S.Broken
+-- answers a stream whose first message no HttpBody decodes (its content type
+-- not UTF-8: the upstream's pool declares it returning hb.Raw).
 --
 --     PC_PID=$$ lua5.4 spec/httpbody_server.lua
 --
@@ -13,7 +15,9 @@ local pc = require "protocall"
 
 local pool = pc.pool()
 local f = assert(io.open("spec/fixtures/protos/gateway/httpbody.proto"))
-assert(pool:load(f:read("*a"), { name = "gateway/httpbody.proto" }))
+local text = f:read("*a"):gsub("Broken%(Req%) returns %(stream google%.api%.HttpBody%)",
+  "Broken(Req) returns (stream Raw)")
+assert(pool:load(text, { name = "gateway/httpbody.proto" }))
 f:close()
 local HttpBody = pool:type("google.api.HttpBody")
 
@@ -22,6 +26,7 @@ local server = pc.server({ ["hb.S"] = {
   Stream = function(req, ctx)
     for i = 1, req.n do ctx.send(HttpBody { content_type = req.ct, data = "part " .. i .. "\n" }) end
   end,
+  Broken = function(_, ctx) ctx.send(pool:type("hb.Raw") { content_type = "\255" }) end,
 } }, { pool = pool })
 local listener = pc.listen(server, "127.0.0.1:0", { rest = true })
 require("serve_listener")(listener)

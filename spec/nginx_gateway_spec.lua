@@ -692,4 +692,11 @@ describe("protocall.resty.gateway inside nginx, google.api.HttpBody answers", fu
       assert.is_nil(h["set-cookie"])
     end
   end)
+
+  it("answers a stream whose first message is no HttpBody INTERNAL 500 as the gateway's error", function()
+    local code, body, h = request(nginx, "/hb:broken")
+    assert.are.same({ 500, '{"code":13,"message":"response of hb.S.Broken: google.api.HttpBody.content_type: '
+      .. 'invalid UTF-8 in a string field at offset 1","details":[]}', "application/json" },
+      { code, body, h["content-type"] })
+  end)
 end)

@@ -216,6 +216,20 @@ describe("xDS", function()
         ignore_case = true } } } }, "/p", md))
     end)
 
+    it("route retries send grpc-previous-rpc-attempts within 0..100, as a transport's check takes it", function()
+      -- the balancer takes xds_route's settings unchecked (internal.CHECKED): past 100 pc.grpc would send none
+      local seen = {}
+      local b = { unary = function(_, _, _, s)
+        seen[#seen + 1] = s.previous_attempts
+        error({ code = "UNAVAILABLE", message = "down" }, 0)
+      end }
+      local rp = { codes = { UNAVAILABLE = true }, max_attempts = 5, initial = 0.001, maximum = 0.001 }
+      local ok, err = pcall(xds_route.unary, b, "/a.B/C", "", { previous_attempts = 98 }, rp)
+      assert.is_false(ok)
+      assert.are.equal("down", err.message)
+      assert.are.same({ 98, 99, 100, 100, 100 }, seen)
+    end)
+
     -- A route as xds_client's check leaves it (regexes compiled, the fraction read).
     local function checked(match)
       assert.is_nil(xds_route.check_match(match, "match"))

@@ -649,8 +649,11 @@ static int lpc_grpccall_buffered(lua_State *L) {
 /* Keys the transport consumes; users see the rest (as grpc's libraries).
  * A Connect call's answer is plain HTTP: its protocol and transport fields
  * are not metadata either (connect-go's rule), so a Connect call made
- * {with_metadata = "present"} gives nil as a gRPC one does. */
-static int reserved_key(const pc_GrpcPair *p, int connect) {
+ * {with_metadata = "present"} gives nil as a gRPC one does. Those are
+ * fields of the answer's head: trailers (a unary answer's "trailer-date",
+ * an EndStream's metadata) keep them, but "connect-" is the protocol's on
+ * both sides (the Connect spec). */
+static int reserved_key(const pc_GrpcPair *p, int connect, int trailers) {
   typedef struct {
     const char *s;
     size_t n; /* strlen(s): no strlen a compare */
@@ -672,6 +675,7 @@ static int reserved_key(const pc_GrpcPair *p, int connect) {
   }
   if (!connect) return 0;
   if (p->key_len >= 8 && memcmp(p->key, "connect-", 8) == 0) return 1;
+  if (trailers) return 0;
   for (size_t i = 0; i < sizeof http / sizeof http[0]; i++) {
     if (http[i].n == p->key_len && memcmp(http[i].s, p->key, p->key_len) == 0) return 1;
   }
@@ -682,12 +686,12 @@ static void push_pairs(lua_State *L, const CallBox *b, int trailers) {
   const pc_GrpcCall *call = b->call;
   size_t n = pc_GrpcCall_MetadataCount(call, trailers), shown = 0;
   for (size_t i = 0; i < n; i++)
-    shown += !reserved_key(pc_GrpcCall_Metadata(call, trailers, i), b->connect);
+    shown += !reserved_key(pc_GrpcCall_Metadata(call, trailers, i), b->connect, trailers);
   lua_createtable(L, (int)shown, 0); /* no array part for the usual none */
   lua_Integer k = 0;
   for (size_t i = 0; i < n && (size_t)k < shown; i++) {
     const pc_GrpcPair *p = pc_GrpcCall_Metadata(call, trailers, i);
-    if (reserved_key(p, b->connect)) continue;
+    if (reserved_key(p, b->connect, trailers)) continue;
     lua_createtable(L, 2, 0);
     lua_pushlstring(L, p->key, p->key_len);
     lua_rawseti(L, -2, 1);
@@ -773,7 +777,7 @@ static int has_pairs(const CallBox *b) {
   for (int trailers = 0; trailers <= 1; trailers++) {
     size_t n = pc_GrpcCall_MetadataCount(b->call, trailers);
     for (size_t i = 0; i < n; i++)
-      if (!reserved_key(pc_GrpcCall_Metadata(b->call, trailers, i), b->connect)) return 1;
+      if (!reserved_key(pc_GrpcCall_Metadata(b->call, trailers, i), b->connect, trailers)) return 1;
   }
   return 0;
 }

@@ -688,7 +688,10 @@ local function answer_stream(v, route, nextmsg, metadata)
   if not ok then return answer_error(v, first) end
   if kind == "raw" and first then
     -- a stream of google.api.HttpBody: the first message's content type (grpc-gateway's)
-    local okc, _, fct = pcall(tc.response, tc, route, decoded(route, first))
+    -- (decoded inside the pcall: a first message no HttpBody decodes is
+    -- the gateway's INTERNAL answer, not an error out of the handler)
+    local okc, err, fct = pcall(function() return tc:response(route, decoded(route, first)) end)
+    if not okc and type(err) == "table" then return answer_error(v, err) end
     if okc and fct then ct = fct end
     local bad = bad_content_type(route, ct)
     if bad then return answer_error(v, bad) end

@@ -347,7 +347,9 @@ local function again(ss, err)
   ss.n = ss.n + 1
   local s = {}
   for k, v in pairs(ss.settings or {}) do s[k] = v end
-  s.timeout, s.previous_attempts = left, ss.previous + ss.n - 1
+  -- at most 100, the transports' bound (the balancer takes these settings
+  -- as checked, internal.CHECKED: past it pc.grpc would send no count)
+  s.timeout, s.previous_attempts = left, min(ss.previous + ss.n - 1, 100)
   return s
 end
 

@@ -102,8 +102,9 @@ function M.main(args, env)
   end
   if mt == common.Usage then
     -- the error, the usage lines, and where the rest is (not 40 lines of help)
-    stderr:write("protocall ", status.cmd, ": ", status.msg, "\nusage: ", COMMANDS[status.cmd].usage,
-                 "\n`protocall help ", status.cmd, "` shows its flags and an example.\n")
+    stderr:write("protocall ", status.cmd, ": ", status.msg, "\nusage: ", COMMANDS[status.cmd].usage, "\n",
+                 status.cmd == "help" and "`protocall help` lists the commands.\n"
+                   or "`protocall help " .. status.cmd .. "` shows its flags and an example.\n")
     return 2
   end
   if mt == common.Failure then

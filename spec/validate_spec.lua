@@ -209,6 +209,12 @@ describe("pc.validate and pc.check", function()
     assert.are.equal(2, #err.violations)
     assert.are.equal("validation failed: email: " .. err.violations[1].message
       .. " [string.email], and 1 more violation", err.message)
+    -- the violations as google.rpc.BadRequest, as the servers' and the gateway's validate send them
+    assert.are.equal(1, #err.details)
+    assert.are.equal(pc.type("google.rpc.BadRequest"), pc.type_of(err.details[1]))
+    local fv = err.details[1].field_violations
+    assert.are.same({ "email", err.violations[1].message .. " [string.email]" }, { fv[1].field, fv[1].description })
+    assert.are.equal(2, #fv)
   end)
 
   it("raises on a rule of the wrong type, on a non-message and on a bad option", function()

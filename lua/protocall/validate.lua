@@ -100,13 +100,16 @@ end
 -- pc.Error with code INVALID_ARGUMENT (what a server answers a request
 -- that fails validation), `message` "validation failed: name: must be at least 1
 -- characters [string.min_len], and 2 more violations",
--- `violations` the list pc.validate gives and `local = true`. opts as
--- pc.validate's. Raises as pc.validate does on a bad argument or rule.
+-- `violations` the list pc.validate gives, `details` {google.rpc.BadRequest
+-- of them} (a handler raising it, or tc:error writing it, sends them as
+-- the gateway's `validate` does) and `local = true`. opts as pc.validate's.
+-- Raises as pc.validate does on a bad argument or rule.
 function M.check(m, opts)
   local list = run(m, opts, "check")
   if #list == 0 then return m end
+  local br = bad_request(list)
   error(errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list),
-    { violations = list, ["local"] = true }), 2)
+    { violations = list, ["local"] = true, details = br and { br } or nil }), 2)
 end
 
 return M

@@ -686,13 +686,14 @@ local function answer_stream(v, route, nextmsg, metadata)
   local kind, ct = tc:stream_kind(route, ngx.var.http_accept)
   local ok, first = pcall(nextmsg)
   if not ok then return answer_error(v, first) end
+  local first_chunk -- a raw stream's first chunk, made here for its content type
   if kind == "raw" and first then
     -- a stream of google.api.HttpBody: the first message's content type (grpc-gateway's)
     -- (decoded inside the pcall: a first message no HttpBody decodes is
     -- the gateway's INTERNAL answer, not an error out of the handler)
-    local okc, err, fct = pcall(function() return tc:response(route, decoded(route, first)) end)
-    if not okc and type(err) == "table" then return answer_error(v, err) end
-    if okc and fct then ct = fct end
+    local okc, chunk, fct = pcall(function() return tc:response(route, decoded(route, first)) end)
+    if not okc and type(chunk) == "table" then return answer_error(v, chunk) end
+    if okc then first_chunk, ct = chunk, fct or ct end
     local bad = bad_content_type(route, ct)
     if bad then return answer_error(v, bad) end
   end
@@ -701,7 +702,11 @@ local function answer_stream(v, route, nextmsg, metadata)
   ngx.header["Content-Type"] = ct
   local bytes = first
   while bytes do
-    local okm, chunk = pcall(function() return tc:stream_message(route, decoded(route, bytes), kind) end)
+    local okm, chunk = true, first_chunk
+    first_chunk = nil
+    if not chunk then
+      okm, chunk = pcall(function() return tc:stream_message(route, decoded(route, bytes), kind) end)
+    end
     if not okm then
       ngx.print(tc:stream_error(type(chunk) == "table" and chunk or { code = "INTERNAL", message = tostring(chunk) },
         kind))

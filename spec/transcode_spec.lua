@@ -689,7 +689,7 @@ describe("validate = true", function()
     assert.are.same({ 400, '{"code":3,"message":"validation failed: name: must be at least 3 characters '
       .. '[string.min_len]","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest",'
       .. '"fieldViolations":[{"field":"name","description":"must be at least 3 characters [string.min_len]",'
-      .. '"reason":""}]}]}', "application/json" }, { vtc:error(err) })
+      .. '"reason":"string.min_len"}]}]}', "application/json" }, { vtc:error(err) })
     r, b, q = assert(vtc:match("GET", "/v1/abc?n=2"))
     assert.are.equal("abc", assert(vtc:request(r, b, q)).name)
   end)

@@ -213,7 +213,8 @@ describe("pc.validate and pc.check", function()
     assert.are.equal(1, #err.details)
     assert.are.equal(pc.type("google.rpc.BadRequest"), pc.type_of(err.details[1]))
     local fv = err.details[1].field_violations
-    assert.are.same({ "email", err.violations[1].message .. " [string.email]" }, { fv[1].field, fv[1].description })
+    assert.are.same({ "email", err.violations[1].message .. " [string.email]", "string.email" },
+      { fv[1].field, fv[1].description, fv[1].reason })
     assert.are.equal(2, #fv)
   end)
 

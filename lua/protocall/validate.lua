@@ -74,13 +74,16 @@ end
 M.describe = describe
 
 -- The google.rpc.BadRequest of a list of violations (its field_violations:
--- field and description, as gRPC's rich error model has them), or nil when
--- the default pool cannot have the type (a frozen pool without it).
+-- field, description, and reason the protovalidate rule id, "string.min_len":
+-- FieldViolation's `reason` since googleapis 2024), or nil when the default
+-- pool cannot have the type (a frozen pool without it).
 local function bad_request(list)
   local ok, BadRequest = pcall(function() return schema.default_pool():type("google.rpc.BadRequest") end)
   if not ok or not BadRequest then return nil end
   local fv = {}
-  for i, v in ipairs(list) do fv[i] = { field = v.field, description = v.message .. " [" .. v.rule .. "]" } end
+  for i, v in ipairs(list) do
+    fv[i] = { field = v.field, description = v.message .. " [" .. v.rule .. "]", reason = v.rule }
+  end
   return BadRequest { field_violations = fv }
 end
 
@@ -101,8 +104,9 @@ end
 -- that fails validation), `message` "validation failed: name: must be at least 1
 -- characters [string.min_len], and 2 more violations",
 -- `violations` the list pc.validate gives, `details` {google.rpc.BadRequest
--- of them} (a handler raising it, or tc:error writing it, sends them as
--- the gateway's `validate` does) and `local = true`. opts as pc.validate's.
+-- of them: field, description as above, reason the rule id} (a handler
+-- raising it, or tc:error writing it, sends them as the gateway's
+-- `validate` does) and `local = true`. opts as pc.validate's.
 -- Raises as pc.validate does on a bad argument or rule.
 function M.check(m, opts)
   local list = run(m, opts, "check")

@@ -93,6 +93,11 @@ describe("protocall.http.web", function()
     local bad = {
       { "grpc-web", "proto", "/wt.S/Unary", "\0\0\0", "INVALID_ARGUMENT: body: a message prefix cut short" },
       { "grpc-web", "proto", "/wt.S/Unary", "\0\0\0\0\9x", "INVALID_ARGUMENT: body: a message of 9 bytes cut short" },
+      -- Connect streaming: connect-go's words (its envelopeReader)
+      { "connect-stream", "proto", "/wt.S/Up", frame(0, "a") .. "\0\0\0",
+        "INVALID_ARGUMENT: body: protocol error: incomplete envelope: unexpected EOF" },
+      { "connect-stream", "proto", "/wt.S/Up", frame(0, "a") .. "\0\0\0\0\9x",
+        "INVALID_ARGUMENT: body: protocol error: promised 9 bytes in enveloped message, got 1 bytes" },
       { "grpc-web", "proto", "/wt.S/Unary", frame(1, "x"),
         "UNIMPLEMENTED: body: compressed request messages are not supported by this gateway" },
       { "grpc-web", "proto", "/wt.S/Unary", frame(2, "x"),

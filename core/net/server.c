@@ -1067,6 +1067,27 @@ static void fail_read(pc_GrpcServerCall *s, pc_GrpcRead r) {
   fail(s, code, "%s", text);
 }
 
+/* The request ended inside a message: INTERNAL over gRPC and gRPC-Web,
+ * invalid_argument over Connect streaming in connect-go's words (its
+ * envelopeReader: a client's bad input). */
+static void ended_inside(pc_GrpcServerCall *s) {
+  size_t left = pc_GrpcInbox_Partial(&s->in);
+  if (s->proto != kPc_WebProtocol_ConnectStream) {
+    fail(s, kPc_Code_Internal, "request ended inside a message (%zu bytes left over)", left);
+    return;
+  }
+  if (left < 5) {
+    fail(s, kPc_Code_InvalidArgument, "protocol error: incomplete envelope: unexpected EOF");
+    return;
+  }
+  const unsigned char *h = (const unsigned char *)s->in.buf.p + s->in.scan;
+  unsigned long promised =
+      ((unsigned long)h[1] << 24) | ((unsigned long)h[2] << 16) | ((unsigned long)h[3] << 8) | h[4];
+  fail(s, kPc_Code_InvalidArgument,
+       "protocol error: promised %lu bytes in enveloped message, got %zu bytes", promised,
+       left - 5);
+}
+
 /* Checks each length prefix and flag as soon as they are here; a request
  * over the limit fails before its body arrives. */
 static void scan_messages(pc_GrpcServerCall *s) {
@@ -1200,9 +1221,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
       fail(s, kPc_Code_Internal,
            "grpc-web-text request ended inside a base64 group (%zu characters left over)",
            pc_WebBase64_Pending(&s->b64));
-    if (!s->cancelled && pc_GrpcInbox_Partial(&s->in) > 0)
-      fail(s, kPc_Code_Internal, "request ended inside a message (%zu bytes left over)",
-           pc_GrpcInbox_Partial(&s->in));
+    if (!s->cancelled && pc_GrpcInbox_Partial(&s->in) > 0) ended_inside(s);
   }
   return 0;
 }

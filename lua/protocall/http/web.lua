@@ -147,15 +147,25 @@ function M.metadata(protocol, headers)
 end
 
 -- The 5-byte prefixed messages of `body` (a list of the bytes of each),
--- or nil and why. `flags_ok(flags)` says whether a message may carry
--- those flags.
-local function envelopes(body, what)
+-- or nil and why. A body ending inside a message is worded as connect-go
+-- words it for Connect streaming (its envelopeReader), else as ours.
+local function envelopes(body, what, protocol)
   local out, i, len = {}, 1, #body
+  local connect = protocol == "connect-stream"
   while i <= len do
-    if i + 4 > len then return nil, what .. ": a message prefix cut short" end
+    if i + 4 > len then
+      return nil, what .. (connect and ": protocol error: incomplete envelope: unexpected EOF"
+        or ": a message prefix cut short")
+    end
     local f, b1, b2, b3, b4 = byte(body, i, i + 4)
     local n = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
-    if i + 4 + n > len then return nil, format("%s: a message of %d bytes cut short", what, n) end
+    if i + 4 + n > len then
+      if connect then
+        return nil, format("%s: protocol error: promised %d bytes in enveloped message, got %d bytes",
+          what, n, len - i - 4)
+      end
+      return nil, format("%s: a message of %d bytes cut short", what, n)
+    end
     if f ~= 0 then
       if f == 1 then return nil, what .. ": compressed request messages are not supported by this gateway" end
       return nil, format("%s: a request message with flags 0x%02x", what, f)
@@ -187,7 +197,7 @@ function M.requests(protocol, codec, method, body, content_encoding)
       if not raw then return nil, invalid(format("body: not base64 at offset %d", at)) end
       body = raw
     end
-    list, err = envelopes(body, "body")
+    list, err = envelopes(body, "body", protocol)
     if not list then
       return nil, err:find("compressed", 1, true) and Error { code = "UNIMPLEMENTED", message = err } or invalid(err)
     end

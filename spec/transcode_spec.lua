@@ -410,6 +410,8 @@ describe("query parameters", function()
     { "/v1/search?labels[a]=1&labels[b]=%FF", "INVALID_ARGUMENT: query parameter 'labels[b]': invalid UTF-8" },
     { "/v1/search?name[a]=x", "INVALID_ARGUMENT: query parameter 'name[a]': not a map field" },
     { "/v1/search?labels[a]=1&labels[a]=2", "INVALID_ARGUMENT: query parameter 'labels[a]': key given twice" },
+    { "/v1/search?labels[a][b]=1",
+      "INVALID_ARGUMENT: query parameter 'labels[a][b]': a map key takes one level of brackets (name[key])" },
     { "/v1/search?name=%zz", "INVALID_ARGUMENT: bad percent-escape in the query string" },
     { "/v1/search/%FF", "INVALID_ARGUMENT: path variable 'name': invalid UTF-8" },
     { "/v1/search?name=%FF", "INVALID_ARGUMENT: query parameter 'name': invalid UTF-8" },

@@ -540,7 +540,10 @@ local function fields_json(self, route, bindings, query)
       local base, key
       if name:find("[", 1, true) then base, key = name:match("^([^%[]+)%[(.*)%]$") end -- grpc-gateway's map[key]=value
       local fields, why = query_fields(self, route, base or name, base ~= nil)
-      if fields then
+      if fields and key and key:find("[", 1, true) then -- grpc-gateway reads one level, name[key]
+        return nil, invalid(format("query parameter '%s': a map key takes one level of brackets (name[key])",
+          shown(name)))
+      elseif fields then
         local last = fields[#fields]
         local jv, bad = leaf_json(base and last.value or last, value)
         if not jv then return nil, invalid(format("query parameter '%s': %s", shown(name), bad)) end

@@ -821,6 +821,15 @@ static int read_fieldmask(R *r, const JNode *v, pc_Message *msg, const pc_Messag
   size_t start = 0;
   for (size_t i = 0; i <= v->n; i++) {
     if (i < v->n && v->s[i] != ',') continue;
+    /* a path is dot-separated field names: none empty (protobuf-go
+     * refuses such a path as not a valid name) */
+    const char *p = v->s + start;
+    size_t pn = i - start;
+    if (pn == 0) RFAIL(r, path, v->off, "FieldMask \"%s\" has an empty path", SHOW(v->s, v->n));
+    int empty_name = p[0] == '.' || p[pn - 1] == '.';
+    for (size_t k = 1; k < pn && !empty_name; k++) empty_name = p[k] == '.' && p[k - 1] == '.';
+    if (empty_name)
+      RFAIL(r, path, v->off, "FieldMask path \"%s\" has an empty field name", SHOW(p, pn));
     char *out = pc_Arena_Malloc(r->a, 2 * (i - start) + 1);
     if (out == NULL) return r_oom(r);
     size_t len = pc_Json_CamelToSnake(v->s + start, i - start, out);

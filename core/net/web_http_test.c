@@ -62,6 +62,8 @@ int main(void) {
   CHECK(g.codec == kPc_WebCodec_Json && g.message_len == 2);
   CHECK(get(a, "encoding=json&encoding=proto&message=%7B%7D", 1024, &g, &big, &err));
   CHECK(g.codec == kPc_WebCodec_Json);
+  CHECK(get(a, "encoding=json&message=%7B%7D&message=%7B%22x%22%3A1%7D", 1024, &g, &big, &err));
+  CHECK(g.message_len == 2 && memcmp(g.message, "{}", 2) == 0);
   CHECK(get(a, "encoding=pro%74o&base64=%31&message=CAYQBw", 1024, &g, &big, &err));
   CHECK(g.codec == kPc_WebCodec_Proto && g.message_len == 4);
   CHECK(get(a, "encoding=proto&base64=1&message=-_8", 1024, &g, &big, &err));

@@ -219,6 +219,15 @@ describe("pc.listen with rest = true", function()
           assert.is_nil(h["set-cookie"])
           assert.matches('^{"code":13,"message":"hb%.S%.%a+: [^"]*content%-type[^"]*","details":%[%]}$', body)
         end
+        -- any control byte but HTAB (RFC 9110's field-value), named
+        for _, c in ipairs { { "/hb?ct=a%01b", "0x01" }, { "/hb:stream?n=1&ct=a%7Fb", "0x7f" } } do
+          code, body = G.request(hb, c[1], { http2 = h2 })
+          assert.are.equal(500, code, body)
+          assert.matches('^{"code":13,"message":"hb%.S%.%a+: [^"]*header \'content%-type\': value holds control byte '
+            .. c[2] .. '","details":%[%]}$', body)
+        end
+        code, body, h = G.request(hb, "/hb?ct=text/plain;%09charset=utf-8", { http2 = h2 })
+        assert.are.same({ 200, "body", "text/plain;\tcharset=utf-8" }, { code, body, h["content-type"] })
       end
     end)
     helper.stop(hb)

@@ -1601,12 +1601,17 @@ int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPai
                    (int)(h[i].key_len > 60 ? 60 : h[i].key_len), h[i].key);
       return 0;
     }
-    for (size_t k = 0; k < h[i].value_len; k++)
-      if (h[i].value[k] == '\r' || h[i].value[k] == '\n' || h[i].value[k] == 0) {
-        pc_Error_Set(err, "header '%.*s': value holds CR, LF or NUL",
-                     (int)(h[i].key_len > 60 ? 60 : h[i].key_len), h[i].key);
+    /* RFC 9110's field-value: visible bytes, obs-text, SP and HTAB (no
+     * other control byte: CR and LF would split the header, and HTTP/1
+     * clients refuse or mangle the rest) */
+    for (size_t k = 0; k < h[i].value_len; k++) {
+      unsigned char ch = (unsigned char)h[i].value[k];
+      if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+        pc_Error_Set(err, "header '%.*s': value holds control byte 0x%02x",
+                     (int)(h[i].key_len > 60 ? 60 : h[i].key_len), h[i].key, ch);
         return 0;
       }
+    }
     nv[i + 1] = (nghttp2_nv){(uint8_t *)h[i].key, (uint8_t *)h[i].value, h[i].key_len,
                              h[i].value_len, NGHTTP2_NV_FLAG_NONE};
   }

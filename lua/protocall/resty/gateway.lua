@@ -671,10 +671,13 @@ local function decoded(route, bytes)
 end
 
 -- The error of an HttpBody answer's content type no header may carry
--- (nginx would send it escaped: pc.listen's engine refuses it), or nil.
+-- (a control byte but HTAB, RFC 9110's field-value: nginx would send it
+-- escaped or as it is; pc.listen's engine refuses it alike), or nil.
 local function bad_content_type(route, ct)
-  if route.response_is_http_body and ct:find("[%z\r\n]") then
-    return { code = "INTERNAL", message = route.method .. ": header 'content-type': value holds CR, LF or NUL" }
+  local at = route.response_is_http_body and ct:find("[%z\1-\8\10-\31\127]")
+  if at then
+    return { code = "INTERNAL", message = format("%s: header 'content-type': value holds control byte 0x%02x",
+      route.method, ct:byte(at)) }
   end
 end
 

@@ -336,6 +336,20 @@ describe("pc.grpc over HTTP/1.1 against a raw server", function()
     end
   end)
 
+  it("sees no HTTP field of a gRPC-Web answer's head as metadata (Date, Server, ...), its trailers whole",
+    function()
+      local srv = helper.spawn_command("/usr/bin/python3 spec/http1_fake_server.py grpcweb", "http1_fake_server.py")
+      local stub, t = stub_of(srv.url, "grpc-web")
+      local ok, err = pcall(function()
+        local r, md = stub:Add({}, { with_metadata = true, timeout = 5 })
+        assert.are.equal(42, tonumber(r.total))
+        assert.are.same({ headers = { { "x-head", "h1" } }, trailers = { { "x-trail", "t1" }, { "date", "d" } } }, md)
+      end)
+      t:close()
+      helper.stop(srv)
+      assert(ok, err)
+    end)
+
   it("leaves an idle connection the server answered unasked (408, close) for a new one", function()
     local out = against("idle408", 2, 0.3)
     assert.are.same({ 42, 42 }, { out[1], out[2] })

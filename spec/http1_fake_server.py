@@ -19,6 +19,9 @@ The message answered is srv.Sum {total = 42} (bytes 08 2a). Modes:
   fields       201 fields in the head
   idle408      after each response, 0.1 s later, an unasked 408 and the close
                (a server ending an idle kept-alive connection)
+  grpcweb      a gRPC-Web answer (for a gRPC-Web client) with HTTP's own fields
+               (Date, Server, Vary, Content-Length) beside X-Head, and the
+               trailers message with grpc-status 0, x-trail and date
 """
 import os
 import socket
@@ -61,6 +64,12 @@ def answer(path):
                 b"Content-Length: 2\r\n\r\n2\r\n" + MSG + b"\r\n0\r\n\r\n")
     if MODE == "cut":
         return b"HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: 10\r\n\r\n" + MSG
+    if MODE == "grpcweb":
+        trailers = b"grpc-status:0\r\nx-trail:t1\r\ndate:d\r\n"
+        body = (b"\x00\x00\x00\x00\x02" + MSG + b"\x80" + len(trailers).to_bytes(4, "big") + trailers)
+        return (b"HTTP/1.1 200 OK\r\nContent-Type: application/grpc-web+proto\r\n"
+                b"Date: Sun, 06 Dec 2026 10:00:00 GMT\r\nServer: fake\r\nVary: Origin\r\nX-Head: h1\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     if MODE == "fields":
         return unary(MSG, b"".join(b"X-F%d: v\r\n" % i for i in range(201)))
     return unary(MSG)

@@ -42,7 +42,8 @@ typedef struct {
   pc_GrpcCall *call;
   int reading;     /* a method builds tables from the call (begin_read) */
   int close_asked; /* call:close() while it did: end_read frees the call */
-  int connect;     /* a Connect call: its HTTP headers are not metadata (reserved_key) */
+  int web;         /* its answer's head is plain HTTP, whose fields are not metadata
+                    * (reserved_key): 1 gRPC-Web, 2 Connect; 0 gRPC */
 } CallBox;
 
 /* luaL_checkudata(L, idx, tname) for the methods of channels and calls
@@ -261,8 +262,9 @@ static int lpc_grpcchannel_start(lua_State *L) {
   b->tag = NULL;
   b->call = NULL;
   b->reading = b->close_asked = 0;
-  b->connect =
-      s.protocol == kPc_WebProtocol_ConnectUnary || s.protocol == kPc_WebProtocol_ConnectStream;
+  b->web = s.protocol == kPc_WebProtocol_ConnectUnary || s.protocol == kPc_WebProtocol_ConnectStream
+               ? 2
+               : s.protocol == kPc_WebProtocol_GrpcWeb || s.protocol == kPc_WebProtocol_GrpcWebText;
   lua_pushvalue(L, lua_upvalueindex(1)); /* the calls' metatable (lpc_open_net) */
   lua_setmetatable(L, -2);
   b->tag = &call_tag;
@@ -647,13 +649,15 @@ static int lpc_grpccall_buffered(lua_State *L) {
 }
 
 /* Keys the transport consumes; users see the rest (as grpc's libraries).
- * A Connect call's answer is plain HTTP: its protocol and transport fields
- * are not metadata either (connect-go's rule), so a Connect call made
- * {with_metadata = "present"} gives nil as a gRPC one does. Those are
- * fields of the answer's head: trailers (a unary answer's "trailer-date",
- * an EndStream's metadata) keep them, but "connect-" is the protocol's on
- * both sides (the Connect spec). */
-static int reserved_key(const pc_GrpcPair *p, int connect, int trailers) {
+ * A Connect or gRPC-Web call's answer is plain HTTP: its protocol and
+ * transport fields are not metadata either (connect-go's rule), so such a
+ * call made {with_metadata = "present"} gives nil as a gRPC one does, over
+ * HTTP/1.1 (Date, Server, ...) as over HTTP/2. Those are fields of the
+ * answer's head: trailers (a unary answer's "trailer-date", an
+ * EndStream's metadata, gRPC-Web's trailers message) keep them, but
+ * "connect-" is Connect's on both sides (the Connect spec). 'web' is
+ * CallBox's. */
+static int reserved_key(const pc_GrpcPair *p, int web, int trailers) {
   typedef struct {
     const char *s;
     size_t n; /* strlen(s): no strlen a compare */
@@ -673,8 +677,8 @@ static int reserved_key(const pc_GrpcPair *p, int connect, int trailers) {
   for (size_t i = 0; i < sizeof grpc / sizeof grpc[0]; i++) {
     if (grpc[i].n == p->key_len && memcmp(grpc[i].s, p->key, p->key_len) == 0) return 1;
   }
-  if (!connect) return 0;
-  if (p->key_len >= 8 && memcmp(p->key, "connect-", 8) == 0) return 1;
+  if (!web) return 0;
+  if (web == 2 && p->key_len >= 8 && memcmp(p->key, "connect-", 8) == 0) return 1;
   if (trailers) return 0;
   for (size_t i = 0; i < sizeof http / sizeof http[0]; i++) {
     if (http[i].n == p->key_len && memcmp(http[i].s, p->key, p->key_len) == 0) return 1;
@@ -686,12 +690,12 @@ static void push_pairs(lua_State *L, const CallBox *b, int trailers) {
   const pc_GrpcCall *call = b->call;
   size_t n = pc_GrpcCall_MetadataCount(call, trailers), shown = 0;
   for (size_t i = 0; i < n; i++)
-    shown += !reserved_key(pc_GrpcCall_Metadata(call, trailers, i), b->connect, trailers);
+    shown += !reserved_key(pc_GrpcCall_Metadata(call, trailers, i), b->web, trailers);
   lua_createtable(L, (int)shown, 0); /* no array part for the usual none */
   lua_Integer k = 0;
   for (size_t i = 0; i < n && (size_t)k < shown; i++) {
     const pc_GrpcPair *p = pc_GrpcCall_Metadata(call, trailers, i);
-    if (reserved_key(p, b->connect, trailers)) continue;
+    if (reserved_key(p, b->web, trailers)) continue;
     lua_createtable(L, 2, 0);
     lua_pushlstring(L, p->key, p->key_len);
     lua_rawseti(L, -2, 1);
@@ -777,7 +781,7 @@ static int has_pairs(const CallBox *b) {
   for (int trailers = 0; trailers <= 1; trailers++) {
     size_t n = pc_GrpcCall_MetadataCount(b->call, trailers);
     for (size_t i = 0; i < n; i++)
-      if (!reserved_key(pc_GrpcCall_Metadata(b->call, trailers, i), b->connect, trailers)) return 1;
+      if (!reserved_key(pc_GrpcCall_Metadata(b->call, trailers, i), b->web, trailers)) return 1;
   }
   return 0;
 }

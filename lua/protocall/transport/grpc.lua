@@ -200,10 +200,11 @@ end
 -- `settings.with_metadata`; with `with_metadata = "present"`, nil instead
 -- when the answer carried no header or trailer but gRPC's own). Neither
 -- side lists content-type and the grpc-* fields; over Connect neither lists
--- connect-* and the headers do not list the HTTP fields either
--- (content-length, content-encoding, accept-encoding, transfer-encoding,
--- date, server, vary: as connect-go, they are the protocol's, not
--- metadata; a trailer so named, trailer-date, is listed). `path` is "/pkg.Service/Method"; `settings`
+-- connect-*, and over Connect and gRPC-Web the headers do not list the
+-- HTTP fields either (content-length, content-encoding, accept-encoding,
+-- transfer-encoding, date, server, vary: as connect-go, they are the
+-- protocol's, not metadata; a trailer so named, trailer-date or one of
+-- gRPC-Web's trailers message, is listed). `path` is "/pkg.Service/Method"; `settings`
 -- (nil or a table) holds `timeout` (seconds, sent as grpc-timeout and
 -- enforced here too; a finite timeout <= 0 fails at once, NaN and
 -- infinities are refused), `metadata` ({key, value} pairs, after the transport's),

@@ -219,9 +219,10 @@ int pc_GrpcServerCall_SetHttp(pc_GrpcServerCall *s);
 
 /* Submits the response head of a plain HTTP call: 'status' (200..599)
  * and the 'n' headers of 'h' (lowercase token names; values without a
- * control byte but HTAB, RFC 9110's field-value; content-length tells an HTTP/1.1 client the body's length).
- * Returns 1, or 0 with why in 'err': not a plain HTTP call, the head was
- * sent already, the call is over, a bad status or header. */
+ * control byte but HTAB, RFC 9110's field-value; content-length tells an
+ * HTTP/1.1 client the body's length). Returns 1, or 0 with why in 'err':
+ * not a plain HTTP call, the head was sent already, the call is over, a
+ * bad status or header. */
 int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPair *h, size_t n,
                               pc_Error *err);
 void pc_GrpcServerCall_SetHttp1(pc_GrpcServerCall *s);

@@ -59,7 +59,8 @@ function M.serve.run(flags, args)
   if type(mt) == "table" and mt.__name == "protocall.Server" then
     server = got
   elseif type(got) == "table" then
-    local ok, s = pcall(pc.server, got, { health = true, reflection = true, interceptors = { log_failure } }) -- no position here
+    -- (in pcall: the script's mistake names no position of serve's)
+    local ok, s = pcall(pc.server, got, { health = true, reflection = true, interceptors = { log_failure } })
     if not ok then fail(tostring(s)) end
     server = s
   else

@@ -252,11 +252,24 @@ describe("protocall decode -format json and -raw", function()
     assert.are.equal(2, code)
     assert.are.equal("", out)
     assert.matches("-raw prints text format only", err, 1, true)
+    -- -emit-defaults is JSON's: text format prints set fields only
+    out, err, code = run(BIN .. " decode -emit-defaults " .. ROUTE .. " demo.Route", bytes)
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("-emit-defaults is for JSON output (-format json): text format prints set fields only", err, 1, true)
+    out, err, code = run(BIN .. " decode -emit-defaults -format json " .. ROUTE .. " demo.Route", "")
+    assert.are.equal(0, code, err)
+    assert.matches('"name": ""', out, 1, true)
     -- bad input: the error names the field and offset, no type (-raw was given none)
     out, err, code = run(BIN .. " decode -raw", "hi\n")
     assert.are.equal(1, code)
     assert.are.equal("", out)
     assert.are.equal("protocall decode: <stdin>: field 1: truncated input at offset 3\n", err)
+    -- a tag cut short: an error of the whole input, which names no type either
+    out, err, code = run(BIN .. " decode -raw", "\255\255")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall decode: <stdin>: truncated input at offset 0\n", err)
   end)
 end)
 
@@ -751,6 +764,56 @@ describe("protocall scripts", function()
     assert.are.equal("", out)
     assert.are.equal('ERROR: code = INVALID_ARGUMENT, message = no\n  details:\n    field_violations {\n'
       .. '      field: "a"\n      description: "x"\n    }\n', err)
+  end)
+
+  it("serve prints a handler's failure with its position on stderr, the caller getting UNKNOWN without it", function()
+    local script = write_tmp([[
+      local pc = require "protocall"
+      pc.load [=[syntax = "proto3"; package boom; message M { int32 x = 1; } service S { rpc Get(M) returns (M); }]=]
+      return { ["boom.S"] = { Get = function(m) local t; return t.x + m.x end } }
+    ]])
+    os.rename(script, script .. ".lua") -- (a .lua file's position is what the caller is not told)
+    script = script .. ".lua"
+    local errf, pidf = os.tmpname(), os.tmpname()
+    os.execute("sh -c 'echo $$ > " .. pidf .. "; exec " .. BIN .. " serve -listen 127.0.0.1:0 " .. script
+      .. "' 2>" .. errf .. " >/dev/null &")
+    local port, log
+    for _ = 1, 200 do
+      local f = io.open(errf)
+      log = f and f:read("a") or ""
+      if f then f:close() end
+      port = log:match("listening on 127%.0%.0%.1:(%d+)")
+      if port then break end
+      os.execute("sleep 0.05")
+    end
+    local out, err, code = "", "", nil
+    if port then out, err, code = run(BIN .. " call -plaintext -d '{\"x\": 1}' 127.0.0.1:" .. port .. " boom.S/Get") end
+    os.execute("sleep 0.2; kill $(cat " .. pidf .. ") 2>/dev/null")
+    local f = io.open(errf)
+    log = f and f:read("a") or ""
+    if f then f:close() end
+    os.remove(errf); os.remove(pidf); os.remove(script)
+    assert(port, "protocall serve did not start: " .. log)
+    assert.are.equal(64 + 2, code, err)
+    assert.are.equal("", out)
+    assert.are.equal("ERROR: code = UNKNOWN, message = boom.S.Get: attempt to index a nil value (local 't')\n", err)
+    assert.matches("\nprotocall serve: boom.S.Get: " .. script .. ":3: attempt to index a nil value (local 't')\n",
+      log, 1, true)
+  end)
+
+  it("prints a reconnection backoff without the wait_for_ready option the commands do not have", function()
+    local script = write_tmp([[
+      local pc = require "protocall"
+      os.exit(require("protocall.cli.common").print_error(pc.Error { code = "UNAVAILABLE", message =
+        "connect to h:1: refused (reconnection backoff: the next attempt in 0.8 s; a transport with"
+        .. " wait_for_ready waits for it)" }))
+    ]])
+    local out, err, code = run(BIN .. " run " .. script)
+    os.remove(script)
+    assert.are.equal(64 + 14, code, err)
+    assert.are.equal("", out)
+    assert.are.equal("ERROR: code = UNAVAILABLE, message = connect to h:1: refused (reconnection backoff: the next"
+      .. " attempt in 0.8 s)\n", err)
   end)
 end)
 

@@ -90,4 +90,14 @@ describe("the scheduler", function()
     pc.run()
     assert.equals(10, other) -- the other task was dropped with the loop
   end)
+
+  it("refuses an argument to pc.run, which would have been dropped unrun", function()
+    local ran = false
+    local ok, err = pcall(pc.run, function() ran = true end)
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to 'run' (no argument expected, got function: pc.spawn(fn) starts a task,"
+      .. " then pc.run())", err, 1, true)
+    assert.is_false(ran)
+    pc.run() -- nothing was left spawned
+  end)
 end)

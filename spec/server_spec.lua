@@ -605,6 +605,8 @@ describe("pc.listen", function()
   it("checks its arguments", function()
     assert.matches("protocall.Server expected", raised(function() pc.listen({}, "127.0.0.1:0") end))
     assert.matches("expected host:port", raised(function() pc.listen(server, "nope") end))
+    assert.matches("pc.listen: address '127.0.0.1:99999': port 99999 out of range (0-65535)",
+                   raised(function() pc.listen(server, "127.0.0.1:99999") end), 1, true)
     assert.matches("unknown option 'bogus'", raised(function() pc.listen(server, "127.0.0.1:0", { bogus = 1 }) end))
     assert.matches("cert_file and key_file go together",
       raised(function() pc.listen(server, "127.0.0.1:0", { cert_file = "x" }) end))

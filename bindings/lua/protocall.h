@@ -1,8 +1,9 @@
-/* protocall for C hosts that embed Lua 5.4 (README "C hosts").
+/* protocall for C hosts that embed Lua 5.4 (doc/c-hosts.md).
  *
  * Link: the static library libprotocall.a (the core and the Lua binding,
- * built by CMake as target protocall_static), liblua5.4, libnghttp2, OpenSSL, zlib and
- * libm; include this header (bindings/lua/). examples/host.c is a complete
+ * built by CMake as target protocall_static), liblua5.4, libnghttp2,
+ * c-ares, OpenSSL, zlib, RE2, the C++ runtime and libm (doc/c-hosts.md has
+ * the command line, pkg-config and CMake's find_package); include this header (bindings/lua/). examples/host.c is a complete
  * host, built and run by ctest.
  *
  * Open the module in a state with
@@ -19,8 +20,8 @@
  * with a length may hold NUL bytes; strings without one are NUL-terminated.
  * Functions taking 'err' and 'errsize' write a NUL-terminated message there
  * on failure ('err' may be NULL), as the Lua API words it
- * ("a.proto:3:10: expected \";\"", "demo.User.name: truncated varint at
- * offset 17"). Functions whose name has no lua_State never raise and never
+ * ("a.proto:2:25: Expected \";\".", "demo.User.id: truncated input at
+ * offset 1"). Functions whose name has no lua_State never raise and never
  * call Lua; functions taking a lua_State raise Lua errors as Lua's own API
  * does (out of memory, bad arguments), so call them under lua_pcall when
  * that matters. */
@@ -487,7 +488,7 @@ PROTOCALL_API void protocall_pushhosttransport(lua_State *L, const protocall_Tra
  * the sockets: pc.grpc keeps HTTP/2, gRPC framing, several connections,
  * GOAWAY, deadlines and backoff, and moves the bytes through these
  * functions (the Lua form, a table shaped like an OpenResty cosocket, is in
- * README "Services"). Push one with protocall_pushdriver and give it to
+ * doc/guide.md "Host I/O drivers"). Push one with protocall_pushdriver and give it to
  * `pc.grpc(target, {driver = d})`. The functions may block (the host's
  * loop running until they can answer) but must not yield (a driver that
  * yields is written in Lua), never raise and never call Lua. Errors go to
@@ -585,7 +586,7 @@ PROTOCALL_API void protocall_settime(lua_State *L, protocall_ClockFn *clock,
  * descriptors is ready or the timeout has passed it calls
  * protocall_step(L, 0); nothing blocks but the host's own wait. Several
  * states can share one loop (poll the union of their descriptors). In Lua
- * these are pc.poll_fds() and pc.step(seconds) (README "Serving").
+ * these are pc.poll_fds() and pc.step(seconds) (doc/guide.md "Serving").
  * examples: bindings/lua/loop_test.c serves from one state and calls it
  * from another, both on one poll(2) loop. */
 

@@ -3,7 +3,8 @@
 -- yields to the loop, which pumps what the tasks wait on (core.grpc_pump:
 -- sockets, TLS, HTTP/2; bindings/lua/lpc_net.c) and resumes the tasks whose
 -- wait ended. Outside any task a wait runs the pump itself, so a call made
--- outside blocks only itself.
+-- outside blocks only itself: the spawned tasks wait meanwhile, and a
+-- server spawned in the same state answers only calls made from tasks.
 --
 -- A task waiting on one call (wait_call) is resumed only when the pump
 -- hands out that call's wake token (core/net/wake.h: a message, its end,
@@ -460,8 +461,12 @@ end
 -- other tasks stay suspended and are dropped); so does a task yielding
 -- outside protocall's waits (a bare coroutine.yield, which nothing would
 -- resume; a handler of pc.listen doing so ends its call INTERNAL
--- instead). Raises when called from inside a task.
-function M.run()
+-- instead). Raises when called from inside a task, or with an argument
+-- (pc.spawn(fn, ...) starts a task; pc.run takes none).
+function M.run(...)
+  if select("#", ...) > 0 then
+    argerror("run", "no argument expected, got " .. type((...)) .. ": pc.spawn(fn) starts a task, then pc.run()", 2)
+  end
   as_loop("pc.run", function()
     while round(huge) do end
   end)

@@ -56,7 +56,7 @@ function M.decode.run(flags, args)
   for i, b in ipairs(parts) do
     local where = (file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or "")
     -- -raw reads as google.protobuf.Empty (every field unknown): its errors name no type
-    local m = parse_message(T, "binary", b, where, nil, flags.raw and "google.protobuf.Empty ")
+    local m = parse_message(T, "binary", b, where, nil, flags.raw and "google.protobuf.Empty")
     if i > 1 and fmt == "text" then stdout:write("\n") end
     write_message(m, fmt, flags, stdout)
   end

@@ -156,8 +156,8 @@ end
 -- as a message of type T in `fmt` ("binary", "json" or "text"); fails with
 -- "where: why" when it does not parse. With `hint` (a command whose
 -- -format names its input), binary input that starts as JSON or text
--- fails with a hint of -format. `strip`: a prefix of why left out (the
--- type name of a type the user did not give).
+-- fails with a hint of -format. `strip`: a type name left out of why (a
+-- type the user did not give).
 function M.parse_message(T, fmt, input, where, hint, strip)
   local m, err
   if fmt == "binary" then
@@ -170,7 +170,12 @@ function M.parse_message(T, fmt, input, where, hint, strip)
   if not m then
     -- binary input that reads as JSON or text was most likely meant as such
     hint = hint and fmt == "binary" and input:match("^%s*[{%a]") and " (JSON or text? give -format json or text)"
-    if strip and err:sub(1, #strip) == strip then err = err:sub(#strip + 1) end
+    -- ("T field 1: why" or, for the whole input, "T: why")
+    if strip and err:sub(1, #strip + 1) == strip .. " " then
+      err = err:sub(#strip + 2)
+    elseif strip and err:sub(1, #strip + 2) == strip .. ": " then
+      err = err:sub(#strip + 3)
+    end
     fail(where .. ": " .. err .. (hint or ""))
   end
   return m
@@ -226,11 +231,18 @@ function M.varint(n)
 end
 
 --- fmt = check_format(cmd, flags, allowed): the -format flag, one of
--- `allowed` (the first by default).
+-- `allowed` (the first by default); -emit-defaults with another than json
+-- is a usage error.
 function M.check_format(cmd, flags, allowed)
   local f = flags.format or allowed[1]
   for _, a in ipairs(allowed) do
-    if f == a then return f end
+    if f == a then
+      -- (protobuf's text format prints the fields that are set: no defaults)
+      if flags["emit-defaults"] and f ~= "json" then
+        usage_error(cmd, "-emit-defaults is for JSON output (-format json): text format prints set fields only")
+      end
+      return f
+    end
   end
   usage_error(cmd, "-format must be " .. concat(allowed, " or ") .. ", got '" .. f .. "'")
 end
@@ -319,6 +331,13 @@ function M.metadata_of(flags, cmd)
   return md
 end
 
+--- text = backoff_hint(text, instead): a channel's reconnection backoff
+-- hint in `text` with its "; a transport with wait_for_ready waits for it)"
+-- (an option of pc.grpc the commands do not set) replaced by `instead`.
+function M.backoff_hint(text, instead)
+  return (text:gsub("; a transport with wait_for_ready waits for it%)$", instead))
+end
+
 --- status = print_error(err [, flags]): prints a call's failure as grpcurl
 -- does and returns the exit status, 64 + the status code. With the
 -- command's flags: a TLS handshake answered by a plaintext server (OpenSSL's
@@ -326,7 +345,8 @@ end
 function M.print_error(err, flags)
   if getmetatable(err) == pc.RetryError then err = err.cause end
   if getmetatable(err) == pc.Error then
-    stderr:write(format("ERROR: code = %s, message = %s\n", err.code, err.message or ""))
+    local message = type(err.message) == "string" and M.backoff_hint(err.message, ")") or err.message or ""
+    stderr:write(format("ERROR: code = %s, message = %s\n", err.code, message))
     if flags and not flags.plaintext and type(err.message) == "string"
       and err.message:find("wrong version number", 1, true) then
       stderr:write("  hint: the server answered TLS with plaintext: if it serves h2c, add -plaintext\n")

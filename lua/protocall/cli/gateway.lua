@@ -90,11 +90,10 @@ local function pass_back(ctx, headers, trailers)
 end
 
 -- The client channel's reconnection backoff hint in `text` as true for
--- the gateway: the channel's "a transport with wait_for_ready waits for
--- it" names an option the gateway does not set, its calls (and reads of
--- the schema) failing at once until the next attempt.
+-- the gateway: its calls (and reads of the schema) fail at once until the
+-- next attempt.
 local function gateway_hint(text)
-  return (text:gsub("; a transport with wait_for_ready waits for it%)$", "; calls fail at once until then)"))
+  return common.backoff_hint(text, "; calls fail at once until then)")
 end
 
 -- The upstream's failure as the gateway's: a pc.Error keeps its code,

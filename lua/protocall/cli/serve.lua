@@ -20,12 +20,29 @@ M.serve = {
           "is served with grpc.health.v1.Health and server reflection (v1, v1alpha) on;\n" ..
           "a pc.server{...} the script built is served as it is. h2c, or TLS with -cert\n" ..
           "and -key (mutual TLS with -client-ca). Prints `listening on HOST:PORT` to\n" ..
-          "stderr and serves until the process is stopped.",
+          "stderr and serves until the process is stopped. A handler's error other than\n" ..
+          "a pc.Error is printed to stderr with its file:line (the caller gets UNKNOWN\n" ..
+          "without them).",
   example = "protocall serve -listen 127.0.0.1:50051 examples/route_services.lua",
 }
 
+-- The interceptor of a server serve builds: a handler's error other than a
+-- pc.Error (a bug: the caller gets UNKNOWN without its source position) is
+-- printed to stderr with it, as grpcio logs a handler's exception.
+local function log_failure(call, next_)
+  local ok, res = pcall(next_, call)
+  if ok then return res end
+  local mt = getmetatable(res)
+  if mt ~= pc.Error and mt ~= pc.RetryError then
+    stderr:write(format("protocall serve: %s: %s\n", call.method, tostring(res)))
+    stderr:flush()
+  end
+  error(res, 0)
+end
+
 --- protocall serve: the script's services on -listen, until the process
--- is stopped (a handler's failure is the caller's, the server goes on).
+-- is stopped (a handler's failure is the caller's, the server goes on;
+-- one that is not a pc.Error is printed to stderr too).
 function M.serve.run(flags, args)
   if #args < 1 then usage_error("serve", "SCRIPT expected") end
   if (flags.cert == nil) ~= (flags.key == nil) then usage_error("serve", "-cert and -key go together") end
@@ -42,7 +59,8 @@ function M.serve.run(flags, args)
   if type(mt) == "table" and mt.__name == "protocall.Server" then
     server = got
   elseif type(got) == "table" then
-    local ok, s = pcall(pc.server, got, { health = true, reflection = true }) -- no position here
+    -- (in pcall: the script's mistake names no position of serve's)
+    local ok, s = pcall(pc.server, got, { health = true, reflection = true, interceptors = { log_failure } })
     if not ok then fail(tostring(s)) end
     server = s
   else

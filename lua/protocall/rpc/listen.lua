@@ -568,7 +568,9 @@ function M.listen(server, address, opts)
   elseif not unix then
     host, port = address:match("^%[([%x:.]+)%]:(%d+)$")
     if not host then host, port = address:match("^([^:%[%]]*):(%d+)$") end
-    if not port or address:find("[%c ]") or tonumber(port) > 65535 then
+    if port and tonumber(port) > 65535 and not address:find("[%c ]") then
+      error("pc.listen: address '" .. address .. "': port " .. port .. " out of range (0-65535)", 2)
+    elseif not port or address:find("[%c ]") then
       error("pc.listen: address '" .. address:gsub("%c", "?")
         .. "': expected host:port, [ipv6]:port, :port (port 0 picks one), unix:PATH or unix-abstract:NAME", 2)
     end

@@ -1558,5 +1558,14 @@ describe("xDS", function()
         assert.are.equal("2", bk.nacked.RDS.version)
       end)
     end)
+
+    it("leaves out a route with query_parameters (gRFC A28: it never matches a gRPC call)", function()
+      scenario(function(x)
+        x.ms.set("RDS", "2", { route_config { { match = { prefix = "", query_parameters = { { name = "debug",
+          present_match = true } } }, route = { cluster = "B" } } } })
+        until_version(x, "RDS", "2")
+        assert.are.same({ a1 = 2, a2 = 2 }, count(x.c, 4)) -- the next route's cluster, not B
+      end)
+    end)
   end)
 end)

@@ -118,48 +118,62 @@ end
 -- The most a sum of weights may be (gRPC and Envoy refuse more).
 local UINT32_MAX = 4294967295
 
+-- Route `r` (its match present) at `rat`, with its virtual host's retry
+-- policy `vh_retry`: nil, or "field: what is wrong".
+local function check_route(r, rat, vh_retry)
+  local bad = xds_route.check_match(r.match, rat .. ".match")
+  if bad then return bad end
+  local a = r.route
+  if a == nil then return nil end
+  if a.cluster == nil and a.weighted_clusters == nil then
+    return rat .. ".route: cluster or weighted_clusters expected"
+  end
+  if a.cluster == "" then return rat .. ".route.cluster: empty" end
+  if a.weighted_clusters then
+    local total = 0
+    for k, c in ipairs(a.weighted_clusters.clusters or {}) do
+      local w = c.weight and c.weight.value or 0
+      if c.name == nil or c.name == "" then
+        return format("%s.route.weighted_clusters.clusters[%d].name: empty", rat, k - 1)
+      end
+      total = total + w
+    end
+    if total == 0 then return rat .. ".route.weighted_clusters: the weights sum to 0" end
+    if total > UINT32_MAX then
+      return format("%s.route.weighted_clusters: the weights sum to %.0f, more than %d", rat, total, UINT32_MAX)
+    end
+    a.total_weight = total
+  end
+  a.timeout_s = duration(a.timeout)
+  -- the route's retry_policy, else the virtual host's (gRFC A44)
+  if a.retry_policy then
+    a.retry, bad = xds_route.retry_of(a.retry_policy, rat .. ".route.retry_policy")
+  else
+    a.retry, bad = vh_retry, nil
+  end
+  return bad
+end
+
 local function check_route_config(rc)
   for i, vh in ipairs(rc.virtual_hosts or {}) do
     local at = format("virtual_hosts[%d]", i - 1)
     if vh.domains == nil or #vh.domains == 0 then return at .. ".domains: at least one domain expected" end
     local vh_retry, vh_bad = xds_route.retry_of(vh.retry_policy, at .. ".retry_policy")
     if vh_bad then return vh_bad end
+    local kept = {}
     for j, r in ipairs(vh.routes or {}) do
       local rat = format("%s.routes[%d]", at, j - 1)
       if r.match == nil then return rat .. ".match: missing" end
-      local bad = xds_route.check_match(r.match, rat .. ".match")
-      if bad then return bad end
-      local a = r.route
-      if a then
-        if a.cluster == nil and a.weighted_clusters == nil then
-          return rat .. ".route: cluster or weighted_clusters expected"
-        end
-        if a.cluster == "" then return rat .. ".route.cluster: empty" end
-        if a.weighted_clusters then
-          local total = 0
-          for k, c in ipairs(a.weighted_clusters.clusters or {}) do
-            local w = c.weight and c.weight.value or 0
-            if c.name == nil or c.name == "" then
-              return format("%s.route.weighted_clusters.clusters[%d].name: empty", rat, k - 1)
-            end
-            total = total + w
-          end
-          if total == 0 then return rat .. ".route.weighted_clusters: the weights sum to 0" end
-          if total > UINT32_MAX then
-            return format("%s.route.weighted_clusters: the weights sum to %.0f, more than %d", rat, total, UINT32_MAX)
-          end
-          a.total_weight = total
-        end
-        a.timeout_s = duration(a.timeout)
-        -- the route's retry_policy, else the virtual host's (gRFC A44)
-        if a.retry_policy then
-          a.retry, bad = xds_route.retry_of(a.retry_policy, rat .. ".route.retry_policy")
-        else
-          a.retry, bad = vh_retry, nil
-        end
+      -- a route with query_parameters never matches a gRPC call (gRFC A28:
+      -- gRPC has no query string): left out unchecked, as grpc-go leaves it
+      local qp = r.match.query_parameters
+      if qp == nil or #qp == 0 then
+        local bad = check_route(r, rat, vh_retry)
         if bad then return bad end
+        kept[#kept + 1] = r
       end
     end
+    vh.routes = kept
   end
 end
 

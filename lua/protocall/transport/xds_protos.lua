@@ -96,11 +96,14 @@ message HeaderMatcher {
   }
   bool invert_match = 8;
 }
+// only whether a route has any (gRFC A28: such a route is left out)
+message QueryParameterMatcher { string name = 1; }
 message RouteMatch {
   oneof path_specifier { string prefix = 1; string path = 2; envoy.type.matcher.v3.RegexMatcher safe_regex = 10; }
   google.protobuf.BoolValue case_sensitive = 4;
   envoy.config.core.v3.RuntimeFractionalPercent runtime_fraction = 9;
   repeated HeaderMatcher headers = 6;
+  repeated QueryParameterMatcher query_parameters = 7;
 }
 message WeightedCluster {
   message ClusterWeight { string name = 1; google.protobuf.UInt32Value weight = 2; }

@@ -14,9 +14,10 @@
 -- an EDS locality's endpoints, the localities), an endpoint address that
 -- is not an IPv4 or IPv6 literal, an outlier_detection Duration out of
 -- range or an interval of 0, a LEAST_REQUEST cluster's choice_count below
--- 2. A response of a type never asked for is
--- ignored, as gRPC's clients do (NACKing it would ask for every resource
--- of that type); client:trouble() names it. The stream is read without
+-- 2. A resource of a name not subscribed to is ignored (neither checked
+-- nor cached), as grpc-js ignores it. A response of a type never asked
+-- for is ignored, as gRPC's clients do (NACKing it would ask for every
+-- resource of that type); client:trouble() names it. The stream is read without
 -- blocking whenever a target picks (client:poll); when it ends it starts
 -- again after a backoff (1 s doubling to 30 s, reset by a response),
 -- subscribing again to every name with the versions last accepted; the
@@ -513,7 +514,8 @@ local function take(self, bytes)
   end
   self.nonce[kind] = r.nonce
   local RT = protos.type(MESSAGE[kind])
-  local got, problem = {}, nil
+  local subs = self.subs[kind]
+  local got, seen, problem = {}, {}, nil
   for i, any in ipairs(r.resources or {}) do
     local at = format("resources[%d]", i - 1)
     if any.type_url ~= r.type_url then
@@ -530,16 +532,21 @@ local function take(self, bytes)
       problem = at .. ": no name"
       break
     end
-    if got[name] then
+    if seen[name] then
       problem = format("%s: %s %s named twice in one response", at, MESSAGE[kind], name)
       break
     end
-    local bad = CHECK[kind](res)
-    if bad then
-      problem = format("%s %s: %s", MESSAGE[kind], name, bad)
-      break
+    seen[name] = true
+    -- one not subscribed to is neither checked nor kept, as grpc-js ignores it:
+    -- a state-of-the-world server may send every resource of a kind
+    if subs[name] ~= nil then
+      local bad = CHECK[kind](res)
+      if bad then
+        problem = format("%s %s: %s", MESSAGE[kind], name, bad)
+        break
+      end
+      got[name] = res
     end
-    got[name] = res
   end
   if problem then
     self.nacks[kind] = { version = r.version_info, nonce = r.nonce, problem = problem }

@@ -130,6 +130,13 @@ describe("xDS", function()
         "from-env:2", "channel_creds": [{"type": "insecure"}]}]}]])))
       assert.matches("GRPC_XDS_BOOTSTRAP_CONFIG%): %$%.xds_servers", run("GRPC_XDS_BOOTSTRAP_CONFIG='{}'"))
       assert.matches("cannot read", run("GRPC_XDS_BOOTSTRAP=/nonexistent/b.json"))
+      -- a directory opens, then fails to read: named, not a Lua error of the reader
+      assert.matches("^xds bootstrap: cannot read /tmp: Is a directory", run("GRPC_XDS_BOOTSTRAP=/tmp"))
+      -- a management server that is itself an xds: target (recursed until the C stack overflowed)
+      _, why = xds_client.bootstrap([[{"xds_servers": [{"server_uri": "xds:///loop",
+        "channel_creds": [{"type": "insecure"}]}]}]])
+      assert.are.equal("xds bootstrap (text): $.xds_servers[0].server_uri: an xds: target cannot be the management"
+        .. " server, got 'xds:///loop'", why)
       assert.matches("none given", run("env -u GRPC_XDS_BOOTSTRAP -u GRPC_XDS_BOOTSTRAP_CONFIG"))
       os.remove(file)
       ok, err = pcall(pc.grpc, "xds:///svc", { xds_bootstrap = [[{"xds_servers": [{"server_uri": "a b:1",

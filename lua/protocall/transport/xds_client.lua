@@ -53,8 +53,9 @@ local WHOLE = { LDS = true, CDS = true }
 local function read_file(path)
   local f, why = io.open(path, "rb")
   if not f then return nil, why end
-  local s = f:read("*a")
+  local s, rwhy = f:read("*a")
   f:close()
+  if not s then return nil, path .. ": " .. tostring(rwhy) end -- a directory opens, then fails to read
   return s
 end
 
@@ -93,6 +94,10 @@ function M.bootstrap(text)
   local s = servers[1]
   if s.server_uri == nil or s.server_uri == "" then
     return nil, prefix .. "$.xds_servers[0].server_uri: a target (host:port) expected"
+  end
+  if s.server_uri:lower():find("^xds:") then -- its own bootstrap would name it again, without end
+    return nil, prefix .. "$.xds_servers[0].server_uri: an xds: target cannot be the management server, got '"
+      .. s.server_uri .. "'"
   end
   local insecure, kinds = false, {}
   for _, c in ipairs(s.channel_creds or {}) do

@@ -40,30 +40,29 @@ M.call = {
           "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
           "-plaintext; dns:///name:port, dns://IP:PORT/name:port, ipv4:/ipv6: lists,\n" ..
-          "unix:/path and unix-abstract:name with -plaintext, as pc.grpc takes them). The request\n" ..
-          "is JSON from -d (@ reads standard input, @FILE a file;\n" ..
-          "none: an empty message); a client or bidirectional stream sends every JSON\n" ..
-          "document of it (concatenated or one per line), from standard input each one as\n" ..
-          "soon as it is whole, the call started (the sending side closes at its end). Each\n" ..
-          "response is printed as it arrives. Without schema flags the schema comes from\n" ..
-          "TARGET's server reflection service. Exits 0 on OK, otherwise 64 + the status\n" ..
-          "code, with\n" ..
+          "unix:/path and unix-abstract:name with -plaintext, as pc.grpc takes them). The\n" ..
+          "request is JSON from -d (@ reads standard input, @FILE a file; none: an empty\n" ..
+          "message); a client or bidirectional stream sends every JSON document of it\n" ..
+          "(concatenated or one per line), from standard input each one as soon as it is\n" ..
+          "whole, the call started (the sending side closes at its end). Each response is\n" ..
+          "printed as it arrives. Without schema flags the schema comes from TARGET's server\n" ..
+          "reflection service. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
           "`ERROR: code = ..., message = ...` on stderr. TLS: -cacert verifies the server\n" ..
           "against FILE (default: the system store), -cert/-key give a client certificate,\n" ..
           "-servername the name to verify and send, -insecure skips verification (test\n" ..
           "servers only). -retry takes a service config retryPolicy, every field required\n" ..
           "({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\", \"maxBackoff\": \"1s\",\n" ..
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
-          "service config. -v prints the response headers, trailers and timing to\n" ..
-          "stderr. -max-time is the call's deadline, a stream's wait for standard input\n" ..
-          "included. -connect-timeout bounds connecting (and the TLS handshake):\n" ..
-          "UNAVAILABLE past it. -protocol picks the protocol over HTTP/2 (as buf curl's):\n" ..
-          "grpc (the default), grpcweb (gRPC-Web) or connect (the Connect protocol);\n" ..
-          "reflection then goes over it too. -get (with -protocol connect) sends a unary\n" ..
-          "method marked idempotency_level = NO_SIDE_EFFECTS as Connect's GET. -http1 sends\n" ..
-          "grpcweb and connect over HTTP/1.1 instead (TLS: ALPN http/1.1): unary and server\n" ..
-          "streaming calls, client streams sent whole; it needs -proto or -protoset\n" ..
-          "(reflection is a bidirectional stream, which needs HTTP/2).",
+          "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
+          "-max-time is the call's deadline, a stream's wait for standard input included.\n" ..
+          "-connect-timeout bounds connecting (and the TLS handshake): UNAVAILABLE past it.\n" ..
+          "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
+          "grpcweb (gRPC-Web) or connect (the Connect protocol); reflection then goes over it\n" ..
+          "too. -get (with -protocol connect) sends a unary method marked idempotency_level =\n" ..
+          "NO_SIDE_EFFECTS as Connect's GET. -http1 sends grpcweb and connect over HTTP/1.1\n" ..
+          "instead (TLS: ALPN http/1.1): unary and server streaming calls, client streams\n" ..
+          "sent whole; it needs -proto or -protoset (reflection is a bidirectional stream,\n" ..
+          "which needs HTTP/2).",
   example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure\n" ..
             "  protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"s\"}' \\\n" ..

@@ -1234,6 +1234,134 @@ describe("protocall serve", function()
     assert(ok, e)
   end)
 
+  -- Runs `protocall ARGS` in the background with a shell feeding its
+  -- standard input: chunks[1], then chunks[i] once the spec calls go(i),
+  -- the end of the input once it calls eof() (each wait of the shell ends
+  -- after 30 s at most). Its stdout and stderr go to files the spec reads
+  -- as they grow (read, wait_for), its exit status to another (status).
+  local function fed(args, chunks)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    local feed = {}
+    for i, chunk in ipairs(chunks) do
+      local f = assert(io.open(dir .. "/c" .. i, "wb"))
+      f:write(chunk)
+      f:close()
+      local wait = i == 1 and "" or ("n=0; while [ ! -e %s/go%d ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; ")
+        :format(dir, i)
+      feed[#feed + 1] = wait .. "cat " .. dir .. "/c" .. i
+    end
+    feed[#feed + 1] = ("n=0; while [ ! -e %s/eof ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; : > %s/fed")
+      :format(dir, dir)
+    assert(os.execute(("((%s) | (%s %s > %s/out 2> %s/err; echo $? > %s/rc.tmp; mv %s/rc.tmp %s/rc)) "
+      .. "< /dev/null > /dev/null 2>&1 &"):format(table.concat(feed, "; "), BIN, args, dir, dir, dir, dir, dir)))
+    local h = {}
+    function h.read(name)
+      local f = io.open(dir .. "/" .. name, "rb")
+      local text = f and f:read("a")
+      if f then f:close() end
+      return text
+    end
+    -- The text of file `name` once pred(text) holds, or nil after 15 s.
+    function h.wait_for(name, pred)
+      for _ = 1, 300 do
+        local text = h.read(name)
+        if text and pred(text) then return text end
+        os.execute("sleep 0.05")
+      end
+    end
+    function h.go(i) assert(io.open(dir .. "/go" .. i, "w")):close() end
+    function h.eof() assert(io.open(dir .. "/eof", "w")):close() end
+    -- The exit status, or nil when the command has not ended after 15 s.
+    function h.status()
+      local rc = h.wait_for("rc", function(text) return text:match("^%d+\n$") end)
+      return rc and tonumber(rc)
+    end
+    function h.close()
+      h.eof()
+      for i = 2, #chunks do h.go(i) end
+      h.status()
+      h.wait_for("fed", function() return true end) -- the shell has seen eof
+      os.execute("rm -rf " .. dir)
+    end
+    return h
+  end
+
+  it("sends a stream's documents from standard input as they come, the responses printed meanwhile", function()
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local call = "call -plaintext -format text -d @ 127.0.0.1:" .. port .. " demo.Router/"
+    local h = fed(call .. "Follow", { '{"x": 1}\n{"x": 2}\n', '{"x": 5}' })
+    local ok, e = pcall(function()
+      -- the first response is out while standard input is still open: only
+      -- then does the feeding shell send the next document, then the end
+      local first = h.wait_for("out", function(text) return text:find("x: 1\n", 1, true) end)
+      assert.are.equal("x: 1\n", first, "no response before the end of standard input")
+      assert.is_nil(h.read("rc"))
+      h.go(2)
+      h.eof()
+      assert.are.equal(0, h.status(), h.read("err"))
+      assert.are.equal("x: 1\n\nx: 3\n", h.read("out"))
+      assert.are.equal("", h.read("err"))
+    end)
+    h.close()
+    -- a client stream sends as it reads too; its one response comes at the end
+    local h2 = fed(call .. "Record", { '{"x": 3, "y": 4}', ' {}' })
+    local ok2, e2 = pcall(function()
+      h2.go(2)
+      h2.eof()
+      assert.are.equal(0, h2.status(), h2.read("err"))
+      assert.are.equal('length: 5\nlegs: 1\n', h2.read("out"))
+    end)
+    h2.close()
+    os.execute("kill " .. pid)
+    assert(ok, e)
+    assert(ok2, e2)
+  end)
+
+  it("bounds the wait for a stream's standard input by -max-time", function()
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    -- standard input stays open, empty: the deadline ends the call
+    local h = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Follow", { "" })
+    local h2 = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Record", { "{}" })
+    local ok, e = pcall(function()
+      assert.are.equal(64 + 4, h.status(), "the call did not end at its deadline")
+      assert.are.equal("", h.read("out"))
+      assert.matches("^ERROR: code = DEADLINE_EXCEEDED, message = ", h.read("err"))
+      assert.are.equal(64 + 4, h2.status(), "the call did not end at its deadline")
+      assert.are.equal("", h2.read("out"))
+      assert.matches("^ERROR: code = DEADLINE_EXCEEDED, message = ", h2.read("err"))
+    end)
+    h.close()
+    h2.close()
+    os.execute("kill " .. pid)
+    assert(ok, e)
+  end)
+
+  it("ends a stream at a bad document of standard input, naming it, after sending the ones before", function()
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local call = "call -plaintext -format text -d @ 127.0.0.1:" .. port .. " demo.Router/Follow"
+    local h = fed(call, { '{"x": 1}\n{"x": 2}\n', '{"x": "far"}\n' })
+    local h2 = fed(call, { '{"x": 1}\n{"x": 2}\n', '}' })
+    local ok, e = pcall(function()
+      for _, fe in ipairs { h, h2 } do
+        assert.are.equal("x: 1\n", fe.wait_for("out", function(text) return text:find("x: 1\n", 1, true) end),
+          "no response before the end of standard input")
+        fe.go(2) -- and no end of the input: the bad document ends the call
+      end
+      assert.are.equal(1, h.status())
+      assert.are.equal("x: 1\n", h.read("out"))
+      assert.are.equal("protocall call: request 3: $.x: invalid integer \"far\" at offset 6\n", h.read("err"))
+      assert.are.equal(1, h2.status())
+      assert.are.equal("x: 1\n", h2.read("out"))
+      assert.are.equal("protocall call: unbalanced '}' at offset 18\n", h2.read("err"))
+    end)
+    h.close()
+    h2.close()
+    os.execute("kill " .. pid)
+    assert(ok, e)
+  end)
+
   it("refuses what it cannot serve, with the command's usage or one line", function()
     local _, err, code = run(BIN .. " serve")
     assert.are.equal(2, code)

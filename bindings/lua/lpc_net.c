@@ -20,7 +20,10 @@
 #include <lauxlib.h>
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHANNEL_MT  "protocall.GrpcChannel"
 #define RESOLVER_MT "protocall.Resolver"
@@ -996,6 +999,58 @@ static int lpc_grpc_poll_fds(lua_State *L) {
   return 2;
 }
 
+/* -- bytes | "" | nil [, message] = core.read_ready(fd [, max])
+ * What descriptor 'fd' (an integer; 0 is standard input) holds now, read
+ * without waiting: up to 'max' bytes (default 65536, at most 16 MiB), ""
+ * when nothing is ready, nil at end of file, nil and "read: why" when
+ * poll(2) or read(2) failed; raises "bad argument #1 to 'read_ready' (a
+ * file descriptor (an integer >= 0) expected)" and likewise for 'max'.
+ * For a task under pc.run reading a pipe or a terminal, which a blocking
+ * read would stop with every other task (`protocall call -d @`,
+ * lua/protocall/cli/call.lua). */
+static int lpc_read_ready(lua_State *L) {
+  int isint = 0;
+  lua_Integer fd = lua_tointegerx(L, 1, &isint), max = 65536;
+  if (!isint || fd < 0 || fd > INT_MAX)
+    lpc_arg_error(L, 1, "read_ready", "a file descriptor (an integer >= 0) expected");
+  if (!lua_isnoneornil(L, 2)) {
+    max = lua_tointegerx(L, 2, &isint);
+    if (!isint || max < 1 || max > (lua_Integer)16 * 1024 * 1024)
+      lpc_arg_error(L, 2, "read_ready", "1 to 16777216 bytes expected");
+  }
+  struct pollfd p = {.fd = (int)fd, .events = POLLIN};
+  int r;
+  do r = poll(&p, 1, 0);
+  while (r < 0 && errno == EINTR);
+  if (r == 0) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  if (r > 0 && (p.revents & POLLNVAL)) errno = EBADF;
+  luaL_Buffer b;
+  char *room = r > 0 && !(p.revents & POLLNVAL) ? luaL_buffinitsize(L, &b, (size_t)max) : NULL;
+  ssize_t n = -1;
+  if (room != NULL) {
+    do n = read((int)fd, room, (size_t)max);
+    while (n < 0 && errno == EINTR);
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  if (n < 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "read: %s", strerror(errno));
+    return 2;
+  }
+  if (n == 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  luaL_pushresultsize(&b, (size_t)n);
+  return 1;
+}
+
 /* Bounds on one metadata list: HTTP/2 peers refuse far less (gRPC servers
  * take 8 KiB of headers by default). */
 #define LPC_METADATA_MAX_PAIRS 1000
@@ -1295,6 +1350,7 @@ void lpc_open_net(lua_State *L) {
   static const luaL_Reg funcs[] = {{"grpc_channel", lpc_grpc_channel},
                                    {"grpc_pump", lpc_grpc_pump},
                                    {"grpc_poll_fds", lpc_grpc_poll_fds},
+                                   {"read_ready", lpc_read_ready},
                                    {"resolve", lpc_resolve},
                                    {"resolver", lpc_resolver_new},
                                    {"grpc_timeout", lpc_grpc_timeout},

@@ -14,6 +14,8 @@ local usage_error, fail, check_format, has_schema, load_schemas, read_input, wri
   common.read_input, common.write_message, common.json_documents
 local metadata_of, print_error, connect, with_reflection = common.metadata_of, common.print_error,
   common.connect, common.with_reflection
+local json_splitter = common.json_splitter
+local read_ready = require("protocall.core").read_ready
 
 local M = {}
 
@@ -38,11 +40,12 @@ M.call = {
           "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
           "-plaintext; dns:///name:port, dns://IP:PORT/name:port, ipv4:/ipv6: lists,\n" ..
-          "unix:/path and unix-abstract:name with -plaintext, as pc.grpc takes them). The request\n" ..
-          "is JSON from -d (@ reads standard input, @FILE a file;\n" ..
-          "none: an empty message); a client or bidirectional stream sends every JSON\n" ..
-          "document of it (concatenated or one per line). Each response is printed as it\n" ..
-          "arrives. Without schema flags the schema comes from TARGET's server\n" ..
+          "unix:/path and unix-abstract:name with -plaintext, as pc.grpc takes them). The\n" ..
+          "request is JSON from -d (@ reads standard input, @FILE a file; none: an empty\n" ..
+          "message); a client or bidirectional stream sends every JSON document of it\n" ..
+          "(concatenated or one per line), from standard input each one as soon as it is\n" ..
+          "whole, the call started (the sending side closes at its end). Each response is\n" ..
+          "printed as it arrives. Without schema flags the schema comes from TARGET's server\n" ..
           "reflection service. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
           "`ERROR: code = ..., message = ...` on stderr. TLS: -cacert verifies the server\n" ..
           "against FILE (default: the system store), -cert/-key give a client certificate,\n" ..
@@ -50,15 +53,16 @@ M.call = {
           "servers only). -retry takes a service config retryPolicy, every field required\n" ..
           "({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\", \"maxBackoff\": \"1s\",\n" ..
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
-          "service config. -v prints the response headers, trailers and timing to\n" ..
-          "stderr. -connect-timeout bounds connecting (and the TLS handshake):\n" ..
-          "UNAVAILABLE past it. -protocol picks the protocol over HTTP/2 (as buf curl's):\n" ..
-          "grpc (the default), grpcweb (gRPC-Web) or connect (the Connect protocol);\n" ..
-          "reflection then goes over it too. -get (with -protocol connect) sends a unary\n" ..
-          "method marked idempotency_level = NO_SIDE_EFFECTS as Connect's GET. -http1 sends\n" ..
-          "grpcweb and connect over HTTP/1.1 instead (TLS: ALPN http/1.1): unary and server\n" ..
-          "streaming calls, client streams sent whole; it needs -proto or -protoset\n" ..
-          "(reflection is a bidirectional stream, which needs HTTP/2).",
+          "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
+          "-max-time is the call's deadline, a stream's wait for standard input included.\n" ..
+          "-connect-timeout bounds connecting (and the TLS handshake): UNAVAILABLE past it.\n" ..
+          "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
+          "grpcweb (gRPC-Web) or connect (the Connect protocol); reflection then goes over it\n" ..
+          "too. -get (with -protocol connect) sends a unary method marked idempotency_level =\n" ..
+          "NO_SIDE_EFFECTS as Connect's GET. -http1 sends grpcweb and connect over HTTP/1.1\n" ..
+          "instead (TLS: ALPN http/1.1): unary and server streaming calls, client streams\n" ..
+          "sent whole; it needs -proto or -protoset (reflection is a bidirectional stream,\n" ..
+          "which needs HTTP/2).",
   example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure\n" ..
             "  protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"s\"}' \\\n" ..
@@ -149,6 +153,36 @@ local function reflection_pool(flags, transport, service)
   end, "protocall call: Service not found: " .. service, "call")
 end
 
+-- How long the task reading standard input sleeps when nothing is there.
+local STDIN_POLL = 0.01
+
+-- The requests of a stream read from standard input, each JSON document
+-- (concatenated or one per line) as soon as it is whole: next() -> a
+-- message of type T, or nil at the end of the input or once stopped()
+-- (the call ended). Waits in the task, the others running meanwhile;
+-- fails with "request N: why" for a document T does not take, and as
+-- json_splitter does.
+local function stdin_requests(T, stopped)
+  local split, docs, k, count, eof = json_splitter(), {}, 1, 0, false
+  return function()
+    while docs[k] == nil do
+      if eof or stopped() then return nil end
+      local chunk, why = read_ready(0)
+      if why then fail("standard input: " .. why) end
+      if chunk == "" then
+        pc.sleep(STDIN_POLL)
+      else
+        docs, k, eof = split(chunk), 1, chunk == nil
+      end
+    end
+    local doc = docs[k]
+    k, count = k + 1, count + 1
+    local request, err = pc.from_json(T, doc)
+    if not request then fail(format("request %d: %s", count, err)) end
+    return request
+  end
+end
+
 function M.call.run(flags, args)
   local fmt = check_format("call", flags, { "json", "text" })
   if #args ~= 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
@@ -176,8 +210,11 @@ function M.call.run(flags, args)
   local m = info.methods[name]
   if not m then fail(service .. " has no method '" .. name .. "'") end
   local data = flags.d
-  if data == "@" then data = read_input(nil)
-  elseif data and data:sub(1, 1) == "@" then data = read_input(data:sub(2)) end
+  -- A stream's requests from standard input go as they come, the call
+  -- started (stdin_requests); the other shapes, and files, are read whole.
+  local from_stdin = m.client_streaming and (data == "@" or data == "@-")
+  if from_stdin then data = nil
+  elseif data and data:sub(1, 1) == "@" then data = read_input(data:sub(2) ~= "" and data:sub(2) or nil) end
   -- A client stream sends every JSON document of the data (concatenated or
   -- one per line); the other shapes take one.
   local requests = {}
@@ -221,29 +258,46 @@ function M.call.run(flags, args)
     if M.terminal then stderr:write(format("\r%d received, %.1f s ", count, pc.now() - started)) end
   end
   local okc, cerr = pcall(function()
-    if m.client_streaming and not m.server_streaming then
+    if m.client_streaming then -- one task sends while another prints or watches for the end
       local call = stub[name](stub)
-      for _, r in ipairs(requests) do call:send(r) end
-      show(call:close_and_recv())
-    elseif m.client_streaming then -- bidirectional: one task sends while another prints
-      local call = stub[name](stub)
-      local failure
-      pc.spawn(function()
-        local ok, e = pcall(function()
-          for _, r in ipairs(requests) do call:send(r) end
-          call:close_send()
-        end)
+      local failure, stop
+      local function note(ok, e)
         if not ok and failure == nil then failure = e end
-      end)
+      end
+      local next_request
+      if from_stdin then
+        next_request = stdin_requests(m.input, function() return stop end)
+      else
+        local i = 0
+        next_request = function()
+          i = i + 1
+          return requests[i]
+        end
+      end
       pc.spawn(function()
         local ok, e = pcall(function()
-          for r in function() return call:recv() end do show(r) end
+          for r in next_request do call:send(r) end
+          if m.server_streaming then call:close_send() else show(call:close_and_recv()) end
         end)
-        if not ok then failure = e end
+        if not ok then call:cancel() end -- a bad document: the server sees CANCELLED
+        note(ok, e)
       end)
+      if m.server_streaming then
+        pc.spawn(function()
+          note(pcall(function()
+            for r in function() return call:recv() end do show(r) end
+          end))
+          stop = true
+        end)
+      elseif from_stdin then -- the call's end (its deadline) stops the reading
+        pc.spawn(function()
+          note(pcall(call.trailers, call))
+          stop = true
+        end)
+      end
       pc.run()
       if failure ~= nil then error(failure, 0) end
-      if M.terminal then stderr:write("\r\27[K") end
+      if M.terminal and m.server_streaming then stderr:write("\r\27[K") end
     elseif m.server_streaming then
       for r in stub[name](stub, request) do show(r) end
       if M.terminal then stderr:write("\r\27[K") end
@@ -259,6 +313,7 @@ function M.call.run(flags, args)
     print_pairs("Response trailers received:", md.trailers)
     stderr:write(format("%d response message%s in %.3f s\n", count, count == 1 and "" or "s", pc.now() - started))
   end
+  if not okc and getmetatable(cerr) == common.Failure then error(cerr, 0) end -- a bad request read
   if not okc then return print_error(cerr, flags) end
   return 0
 end

@@ -260,44 +260,115 @@ function M.write_message(m, fmt, flags, file)
   text_format.write_text(m, function(s) file:write(s) end)
 end
 
---- docs = json_documents(s): the JSON documents of a stream (concatenated
--- or one per line): objects and arrays, and bare values too (a string,
--- number, true, false or null: the JSON form of a wrapper type such as
--- google.protobuf.StringValue), each a document.
-function M.json_documents(s)
-  local docs, depth, start, i, n = {}, 0, nil, 1, #s
-  while i <= n do
-    local c = s:sub(i, i)
-    if c == '"' then
-      local j = i + 1
-      while j <= n do
-        local d = s:sub(j, j)
-        if d == "\\" then j = j + 1 elseif d == '"' then break end
-        j = j + 1
-      end
-      if j > n then fail(format("the string at offset %d is not closed", i - 1)) end
-      if depth == 0 then docs[#docs + 1] = s:sub(i, j) end
-      i = j
-    elseif c == "{" or c == "[" then
-      if depth == 0 then start = i end
-      depth = depth + 1
-    elseif c == "}" or c == "]" then
-      depth = depth - 1
-      if depth == 0 then docs[#docs + 1] = s:sub(start, i) end
-      if depth < 0 then fail(format("unbalanced '%s' at offset %d", c, i - 1)) end
-    elseif depth == 0 and not c:match("%s") then
-      -- a bare number or literal: up to the next space or structural character
-      local word = s:match("^[^%s{}%[%]\"]+", i)
-      local literal = word == "true" or word == "false" or word == "null"
-      if not literal and not word:match("^%-?%d[%d.eE+%-]*$") then
-        fail(format("JSON value expected at offset %d", i - 1))
-      end
-      docs[#docs + 1] = word
-      i = i + #word - 1
+--- split = json_splitter(): the JSON documents of a stream (concatenated
+-- or one per line) as it arrives: split(chunk) returns the list of the
+-- documents `chunk` completes (maybe none), keeping an incomplete one for
+-- the next chunk; split(nil) ends the stream and returns the last one. A
+-- document is an object or array, or a bare value too (a string, number,
+-- true, false or null: the JSON form of a wrapper type such as
+-- google.protobuf.StringValue). Fails, naming the offset in the whole
+-- stream, on what no JSON document starts with, a '}' or ']' that closes
+-- nothing, and at the end on a string or document left open.
+function M.json_splitter()
+  local depth = 0       -- the nesting of the open object or array
+  local in_string = false
+  local escaped = false -- the chunk ended in a string's backslash
+  local in_word = false -- a bare number or literal (its end not seen yet)
+  local opened = 0      -- the offset of the open string or bare word
+  local parts = {}      -- the earlier chunks' pieces of the open document
+  local base = 0        -- the offset of the chunk's first byte
+  local ended = false
+  return function(s)
+    if ended then error("json_splitter: the stream has ended", 2) end
+    local docs, final = {}, s == nil
+    s = s or ""
+    local i, n, from = 1, #s, 1 -- from: where the open document's piece starts in s
+    local function done(last) -- the document ends at s[last]
+      parts[#parts + 1] = s:sub(from, last)
+      docs[#docs + 1] = concat(parts)
+      parts = {}
     end
-    i = i + 1
+    while i <= n do
+      if in_string then
+        if escaped then
+          escaped, i = false, i + 1
+        else
+          local j = s:find('["\\]', i)
+          if j == nil then break end
+          if s:byte(j) == 92 then -- a backslash: the next byte is escaped
+            if j == n then escaped = true end
+            i = j + 2
+          else
+            in_string, i = false, j + 1
+            if depth == 0 then done(j) end
+          end
+        end
+      elseif in_word then
+        local _, j = s:find("^[^%s{}%[%]\"]*", i)
+        if j == n then break end -- it may go on in the next chunk
+        in_word = false
+        parts[#parts + 1] = s:sub(from, j)
+        local word = concat(parts)
+        parts = {}
+        if not (word == "true" or word == "false" or word == "null" or word:match("^%-?%d[%d.eE+%-]*$")) then
+          fail(format("JSON value expected at offset %d", opened))
+        end
+        docs[#docs + 1] = word
+        i = j + 1
+      elseif depth > 0 then
+        local j = s:find("[{}%[%]\"]", i)
+        if j == nil then break end
+        local c = s:byte(j)
+        if c == 34 then -- '"'
+          in_string, opened = true, base + j - 1
+        elseif c == 123 or c == 91 then -- '{' '['
+          depth = depth + 1
+        else
+          depth = depth - 1
+          if depth == 0 then done(j) end
+        end
+        i = j + 1
+      else
+        local j = s:find("%S", i)
+        if j == nil then break end
+        local c = s:sub(j, j)
+        from = j
+        if c == '"' then
+          in_string, opened = true, base + j - 1
+        elseif c == "{" or c == "[" then
+          depth = 1
+        elseif c == "}" or c == "]" then
+          fail(format("unbalanced '%s' at offset %d", c, base + j - 1))
+        else
+          in_word, opened = true, base + j - 1
+        end
+        i = j + 1
+      end
+    end
+    if in_string or in_word or depth > 0 then parts[#parts + 1] = s:sub(from) end
+    base = base + n
+    if final then
+      ended = true
+      if in_string then fail(format("the string at offset %d is not closed", opened)) end
+      if depth > 0 then fail("the last JSON document is not closed") end
+      if in_word then
+        in_word = false
+        local word = concat(parts)
+        if not (word == "true" or word == "false" or word == "null" or word:match("^%-?%d[%d.eE+%-]*$")) then
+          fail(format("JSON value expected at offset %d", opened))
+        end
+        docs[#docs + 1] = word
+      end
+    end
+    return docs
   end
-  if depth ~= 0 then fail("the last JSON document is not closed") end
+end
+
+--- docs = json_documents(s): the JSON documents of `s` whole (json_splitter).
+function M.json_documents(s)
+  local split = M.json_splitter()
+  local docs = split(s)
+  for _, d in ipairs(split(nil)) do docs[#docs + 1] = d end
   return docs
 end
 

@@ -135,8 +135,8 @@ describe("xDS", function()
       -- a management server that is itself an xds: target (recursed until the C stack overflowed)
       _, why = xds_client.bootstrap([[{"xds_servers": [{"server_uri": "xds:///loop",
         "channel_creds": [{"type": "insecure"}]}]}]])
-      assert.are.equal("xds bootstrap (text): $.xds_servers[0].server_uri: an xds: target cannot be the management"
-        .. " server, got 'xds:///loop'", why)
+      assert.are.equal("xds bootstrap (the xds_bootstrap option): $.xds_servers[0].server_uri: an xds: target"
+        .. " cannot be the management server, got 'xds:///loop'", why)
       assert.matches("none given", run("env -u GRPC_XDS_BOOTSTRAP -u GRPC_XDS_BOOTSTRAP_CONFIG"))
       os.remove(file)
       ok, err = pcall(pc.grpc, "xds:///svc", { xds_bootstrap = [[{"xds_servers": [{"server_uri": "a b:1",

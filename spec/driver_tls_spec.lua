@@ -113,12 +113,47 @@ describe("TLS in the channel over a host driver", function()
     assert.are.equal("UNAVAILABLE", hosted.code)
     assert.matches("^TLS handshake with 127%.0%.0%.1:" .. grpcio.port .. ": certificate verify failed", hosted.message)
     assert.are.equal(builtin.message, hosted.message)
-    -- and a name the certificate does not carry
-    local wrong_name = failure(function()
-      local t = pc.grpc(url, { driver = sdriver.new(pc), ca_file = certs .. "/ca.pem", server_name = "other.test" })
-      return t:unary("/test.Test/Echo", "x", { timeout = 5 })
+  end)
+
+  -- A name the certificate does not carry: the error names the one checked
+  -- (server_name, else the target's host), the same on both paths.
+  it("names the name checked when the certificate does not carry it", function()
+    local url = "https://127.0.0.1:" .. grpcio.port
+    for _, driver in ipairs { sdriver.new(pc), false } do
+      local wrong_name = failure(function()
+        local t = pc.grpc(url, { driver = driver or nil, ca_file = certs .. "/ca.pem", server_name = "other.test" })
+        return t:unary("/test.Test/Echo", "x", { timeout = 5 })
+      end)
+      assert.are.equal("UNAVAILABLE", wrong_name.code)
+      assert.are.equal("TLS handshake with 127.0.0.1:" .. grpcio.port .. ": certificate verify failed: "
+        .. 'hostname mismatch (checked server_name "other.test" against the server\'s certificate)',
+        wrong_name.message)
+    end
+    -- without server_name the target's host is checked: an address the
+    -- certificate (DNS:localhost, IP:127.0.0.1) does not name
+    local pool = pc.pool()
+    assert(pool:load('syntax = "proto3"; package dn; message N { int32 n = 1; } service S { rpc Inc(N) returns (N); }',
+      { name = "dn/s.proto" }))
+    local server = pc.server({ ["dn.S"] = { Inc = function(m) return { n = m.n + 1 } end } }, { pool = pool })
+    local l = pc.listen(server, "0.0.0.0:0", { cert_file = certs .. "/server.pem", key_file = certs .. "/server.key" })
+    local errs = {}
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      local ok, err = pcall(function()
+        for i, driver in ipairs { sdriver.new(pc), false } do
+          local t = pc.grpc("https://127.0.0.2:" .. l.port, { driver = driver or nil, ca_file = certs .. "/ca.pem" })
+          local c = pc.client("dn.S", { pool = pool, transport = t })
+          errs[i] = failure(c.Inc, c, { n = 1 }, { timeout = 5 })
+        end
+      end)
+      l:shutdown(1)
+      if not ok then error(err, 0) end
     end)
-    assert.matches("certificate verify failed", wrong_name.message)
+    pc.run()
+    for i = 1, 2 do
+      assert.are.equal("TLS handshake with 127.0.0.2:" .. l.port .. ": certificate verify failed: "
+        .. 'IP address mismatch (checked "127.0.0.2" against the server\'s certificate)', errs[i].message)
+    end
   end)
 
   it("serves mutual TLS against pc.listen requiring a client certificate", function()

@@ -664,6 +664,9 @@ local WAIT_CONF = nginx_helper.lua_conf(1, [[
             { "127.0.0.1:@DEAD@", "127.0.0.1:@LATE@" }, opts) })
         NOBODY = resty.client(pc, "faults.Faults", { transport = resty.grpc(pc,
             { "127.0.0.1:@DEAD@", "127.0.0.1:@DEAD2@" }, opts) })
+        -- resty.pool's backends(): over the two that never listen, and none over one address
+        FLEET = resty.pool(pc, { "127.0.0.1:@DEAD@", "127.0.0.1:@DEAD2@" }, { reconnect = { initial = 5 } })
+        ONE = resty.pool(pc, "127.0.0.1:@DEAD@")
         local STATUS = { UNAVAILABLE = 503, DEADLINE_EXCEEDED = 504 }
         function answer(stub, timeout)
             local ok, r = pcall(stub.Echo, stub, { text = ngx.var.arg_text or "" }, { timeout = timeout })
@@ -680,6 +683,18 @@ local WAIT_CONF = nginx_helper.lua_conf(1, [[
         location = /wait { content_by_lua_block { answer(WAITING, 15) } }
         location = /short { content_by_lua_block { answer(NOBODY, 0.5) } }
         location = /quick { content_by_lua_block { ngx.sleep(0.01) ngx.say("quick") } }
+        location = /backends {
+            content_by_lua_block {
+                local stub = resty.client(pc, "faults.Faults", { transport = FLEET })
+                local ok, err = pcall(stub.Echo, stub, { text = "x" }, { timeout = 5 })
+                ngx.say(tostring(ok), " ", err.code, " ", tostring(ONE.backends))
+                local list = FLEET:backends()
+                for _, b in ipairs(list) do
+                    ngx.say(b.address, " failed=", tostring(b.failed), " outstanding=", b.outstanding)
+                end
+                ngx.say("calls outstanding=", list.calls.outstanding, " dropped=", list.calls.dropped)
+            }
+        }
     }
 ]])
 
@@ -718,6 +733,15 @@ describe("nginx: a balancer's wait_for_ready call (resty.grpc over two backends)
     local log = error_log(nginx):gsub("[^\n]*connect%(%) failed %(111: Connection refused%)[^\n]*\n", "")
     assert.falsy(log:find("%[error%]") or log:find("%[alert%]") or log:find("%[crit%]"), log)
     assert.falsy(log:find("ngx.sleep(0)", 1, true), log)
+  end)
+
+  it("lists a resty.pool's backends as its resty.grpc transports do", function()
+    local code, body = get(nginx, "/backends", 20)
+    assert.are.equal(200, code, body)
+    assert.are.equal("false UNAVAILABLE nil\n"
+      .. "127.0.0.1:" .. dead .. " failed=true outstanding=0\n"
+      .. "127.0.0.1:" .. dead2 .. " failed=true outstanding=0\n"
+      .. "calls outstanding=0 dropped=0\n", body)
   end)
 
   it("fails DEADLINE_EXCEEDED (504) at a short deadline when no backend ever listens", function()

@@ -19,14 +19,18 @@ function M.stub(fields)
 end
 
 --- mod = M.load(name, stub): requires module `name` with `stub` as the
--- global ngx (and a stub ngx.semaphore); restores the global ngx and
+-- global ngx (and a stub ngx.semaphore: count 0, post and wait do
+-- nothing); restores the global ngx and
 -- package.loaded afterwards, so the modules loaded under the stub are
 -- forgotten. Raises what the require raised.
 function M.load(name, stub)
   local before = {}
   for n in pairs(package.loaded) do before[n] = true end
   local saved_preload = package.preload["ngx.semaphore"]
-  package.preload["ngx.semaphore"] = function() return { new = function() return {} end } end
+  package.preload["ngx.semaphore"] = function()
+    local sem = { count = function() return 0 end, post = function() end, wait = function() return true end }
+    return { new = function() return setmetatable({}, { __index = sem }) end }
+  end
   local saved_ngx = rawget(_G, "ngx")
   rawset(_G, "ngx", stub)
   local ok, mod = pcall(require, name)

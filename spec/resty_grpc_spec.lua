@@ -134,3 +134,86 @@ describe("protocall.resty.grpc's wrapper (no nginx: a stub ngx and pc.grpc)", fu
     assert.has_error(function() resty.grpc({}, "a") end, "bad argument #1 to 'grpc' (the protocall module expected)")
   end)
 end)
+
+describe("protocall.resty.pool's backends() (no nginx: a stub ngx and pc.grpc)", function()
+  local resty
+  setup(function() resty = load_resty() end)
+
+  -- A stub protocall module whose n-th transport made answers backends()
+  -- with lists[n] (no backends() without `lists`: one backend) and whose
+  -- unary first runs pc.during(n) when set.
+  local function pool_pc(lists)
+    local pc = { made = {} }
+    function pc.Error(t) return t end
+    function pc.grpc(target)
+      local n = #pc.made + 1
+      local t = { target = "t:" .. target }
+      function t.unary()
+        if pc.during then pc.during(n) end
+        return "ok"
+      end
+      function t.close() end
+      if lists then function t.backends() return lists[n] end end
+      pc.made[n] = t
+      return t
+    end
+    return pc
+  end
+
+  -- p:backends() while the pool has two connections: the first carries a
+  -- call (max_streams 1), so a call made meanwhile opens the second.
+  local function with_two(p, pc)
+    local got
+    pc.during = function(n)
+      if n == 1 then p:unary("/s/M", "") else got = p:backends() end
+    end
+    p:unary("/s/M", "")
+    assert.are.equal(2, #pc.made)
+    return got
+  end
+
+  local function row(address, failed, ejected, outstanding)
+    return { address = address, failed = failed, weight = 1, ejected = ejected, outstanding = outstanding }
+  end
+
+  it("lists each backend once over every connection: calls summed, failed or ejected on any of them", function()
+    local pc = pool_pc {
+      { row("10.0.0.1:1", false, false, 2), row("10.0.0.2:1", true, false, 0),
+        calls = { outstanding = 2, max_requests = 10, dropped = 1 } },
+      { row("10.0.0.2:1", false, true, 1), row("10.0.0.1:1", false, false, 3), row("10.0.0.3:1", false, false, 0),
+        calls = { outstanding = 4, max_requests = 10, dropped = 0 } },
+    }
+    local p = resty.pool(pc, "dns:///x:1", { max_streams = 1 })
+    assert.are.same({ row("10.0.0.1:1", false, false, 5), row("10.0.0.2:1", true, true, 1),
+      row("10.0.0.3:1", false, false, 0), calls = { outstanding = 6, max_requests = 10, dropped = 1 } },
+      with_two(p, pc))
+    p:close()
+    assert.has_error(function() p:backends() end, "protocall.resty.pool: the pool for dns:///x:1 is closed")
+  end)
+
+  it("keeps an xds target's clusters apart, its calls per cluster", function()
+    local function in_cluster(cluster, r)
+      r.cluster = cluster
+      return r
+    end
+    local pc = pool_pc {
+      { in_cluster("a", row("10.0.0.1:1", false, false, 1)), in_cluster("b", row("10.0.0.1:1", false, false, 0)),
+        calls = { a = { outstanding = 1, dropped = 0 }, b = { outstanding = 0, dropped = 0 } },
+        versions = { EDS = "1" }, nacked = {} },
+      { in_cluster("a", row("10.0.0.1:1", false, false, 2)),
+        calls = { a = { outstanding = 2, dropped = 1 } }, versions = { EDS = "2" }, nacked = {} },
+    }
+    local p = resty.pool(pc, "xds:///x", { max_streams = 1 })
+    assert.are.same({ in_cluster("a", row("10.0.0.1:1", false, false, 3)),
+      in_cluster("b", row("10.0.0.1:1", false, false, 0)),
+      calls = { a = { outstanding = 3, dropped = 1 }, b = { outstanding = 0, dropped = 0 } },
+      versions = { EDS = "1" }, nacked = {} }, with_two(p, pc))
+    p:close()
+  end)
+
+  it("has no backends() over a target of one backend, as the transport has none", function()
+    local p = resty.pool(pool_pc(nil), "127.0.0.1:1")
+    assert.is_nil(p.backends)
+    p:close()
+  end)
+end)

@@ -78,8 +78,8 @@ __attribute__((constructor)) static void lazy_find_dir(void) {
   X(void, pc_NetTls_Free, (pc_NetTls * t), (t))
 #define TLS_VALUES(X)                                                                              \
   X(int, pc_NetTlsClient_HasCert, (const pc_NetTlsClient *t), (t))                                 \
-  X(pc_NetTls *, pc_NetTls_NewClient, (pc_NetTlsClient * t, const char *name, int insecure),       \
-    (t, name, insecure))                                                                           \
+  X(pc_NetTls *, pc_NetTls_NewClient,                                                              \
+    (pc_NetTlsClient * t, const char *name, int named, int insecure), (t, name, named, insecure))  \
   X(pc_NetTls *, pc_NetTls_NewServer, (pc_NetTlsServer * t), (t))                                  \
   X(int, pc_NetTls_Handshake, (pc_NetTls * c), (c))                                                \
   X(const char *, pc_NetTls_AlpnRefused, (const pc_NetTls *c), (c))                                \

@@ -58,12 +58,12 @@ static const char *peer_name(const pc_NetSocket *s) {
 
 static void set_err(pc_NetSocket *s, const char *what, const char *why) {
   char text[PC_ERROR_MAX];
-  snprintf(text, sizeof text, "%.40s %.300s: %.160s", what, peer_name(s), why);
+  snprintf(text, sizeof text, "%.40s %.200s: %.260s", what, peer_name(s), why);
   keep_err(s, text);
 }
 
 static void tls_err(pc_NetSocket *s, const char *what) {
-  char text[256];
+  char text[320];
   pc_NetTls_Why(s->tls, text, sizeof text);
   set_err(s, what, text[0] ? text : "connection closed during the TLS handshake");
 }
@@ -106,7 +106,9 @@ static int start_next(pc_NetSocket *s) {
   return 0;
 }
 
-static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *name, pc_Error *err) {
+/* TLS for a client connection to 'host', verifying o->server_name when
+ * set, else 'host'. */
+static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *host, pc_Error *err) {
   if (o->tls_client) {
     s->tc = o->tls_client;
     pc_NetTlsClient_Hold(s->tc);
@@ -115,7 +117,8 @@ static int setup_tls(pc_NetSocket *s, const pc_NetOptions *o, const char *name, 
     if (s->tc == NULL) return 0;
   }
   s->has_cert = pc_NetTlsClient_HasCert(s->tc);
-  s->tls = pc_NetTls_NewClient(s->tc, name, o->insecure);
+  int named = o->server_name && o->server_name[0];
+  s->tls = pc_NetTls_NewClient(s->tc, named ? o->server_name : host, named, o->insecure);
   if (s->tls == NULL) {
     pc_Error_Set(err, "cannot set up TLS (OpenSSL)");
     return 0;
@@ -189,8 +192,7 @@ pc_NetSocket *pc_NetSocket_Connect(const pc_NetOptions *o, pc_Alloc *alloc, void
     pc_NetSocket_Close(s);
     return NULL;
   }
-  if (o->tls &&
-      !setup_tls(s, o, o->server_name && o->server_name[0] ? o->server_name : host, err)) {
+  if (o->tls && !setup_tls(s, o, host, err)) {
     pc_NetSocket_Close(s);
     return NULL;
   }
@@ -502,7 +504,7 @@ pc_NetSocket *pc_NetSocket_NewHosted(const pc_NetOptions *o, pc_Alloc *alloc, vo
       pc_Error_Set(err, "out of memory");
       return NULL;
     }
-    if (!setup_tls(s, o, o->server_name && o->server_name[0] ? o->server_name : host, err)) {
+    if (!setup_tls(s, o, host, err)) {
       pc_NetSocket_Close(s);
       return NULL;
     }

@@ -27,6 +27,8 @@ struct pc_NetTlsServer {
 struct pc_NetTls {
   SSL *ssl;
   BIO *rbio, *wbio; /* owned by ssl; encrypted bytes wait in wbio until sent */
+  char *name;       /* a client's name to verify (pc_NetTls_Why); NULL: none kept */
+  int named;        /* 'name' is pc_NetOptions.server_name */
 };
 
 /* OpenSSL's new-session callback: a copy of the session (a TLS 1.3 ticket
@@ -202,9 +204,12 @@ static pc_NetTls *new_conn(SSL_CTX *ctx) {
   return c;
 }
 
-pc_NetTls *pc_NetTls_NewClient(pc_NetTlsClient *t, const char *name, int insecure) {
+pc_NetTls *pc_NetTls_NewClient(pc_NetTlsClient *t, const char *name, int named, int insecure) {
   pc_NetTls *c = new_conn(t->ctx);
   if (c == NULL) goto fail;
+  c->name = OPENSSL_strdup(name);
+  if (c->name == NULL) goto fail;
+  c->named = named;
   SSL_set_connect_state(c->ssl);
   if (t->session) SSL_set_session(c->ssl, t->session); /* resumption offered */
   unsigned char addr[16];
@@ -237,6 +242,7 @@ pc_NetTls *pc_NetTls_NewServer(pc_NetTlsServer *t) {
 void pc_NetTls_Free(pc_NetTls *c) {
   if (c == NULL) return;
   SSL_free(c->ssl); /* and its BIOs */
+  OPENSSL_free(c->name);
   OPENSSL_free(c);
 }
 
@@ -322,7 +328,14 @@ void pc_NetTls_Why(const pc_NetTls *c, char *text, size_t room) {
   unsigned long e = ERR_get_error();
   long v = c ? SSL_get_verify_result(c->ssl) : X509_V_OK;
   if (room > 0) text[0] = '\0';
-  if (v != X509_V_OK)
+  if ((v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH) && c->name)
+    /* OpenSSL's own text for these varies by version ("Hostname mismatch") */
+    snprintf(text, room,
+             "certificate verify failed: %s mismatch (checked %s\"%.120s\" against the server's "
+             "certificate)",
+             v == X509_V_ERR_HOSTNAME_MISMATCH ? "hostname" : "IP address",
+             c->named ? "server_name " : "", c->name);
+  else if (v != X509_V_OK)
     snprintf(text, room, "certificate verify failed: %.120s", X509_verify_cert_error_string(v));
   else if (e && room > 0)
     ERR_error_string_n(e, text, room);

@@ -26,9 +26,10 @@ int pc_NetTlsClient_HasCert(const pc_NetTlsClient *t);
 
 /* The client side of one connection: SNI and the verified name 'name' (a
  * host name, or an IP address checked as one; SNI alone with 'insecure'),
- * the session 't' last kept offered for resumption. NULL when OpenSSL
- * cannot set it up (memory). */
-pc_NetTls *pc_NetTls_NewClient(pc_NetTlsClient *t, const char *name, int insecure);
+ * 'named' 1 when it is pc_NetOptions.server_name rather than the target's
+ * host (pc_NetTls_Why says which), the session 't' last kept offered for
+ * resumption. NULL when OpenSSL cannot set it up (memory). */
+pc_NetTls *pc_NetTls_NewClient(pc_NetTlsClient *t, const char *name, int named, int insecure);
 /* The server side of one accepted connection. NULL when OpenSSL cannot set
  * it up. */
 pc_NetTls *pc_NetTls_NewServer(pc_NetTlsServer *t);
@@ -66,8 +67,12 @@ int pc_NetTls_Input(pc_NetTls *c, const void *data, size_t len);
 int pc_NetTls_Resumed(const pc_NetTls *c);
 
 /* Why the last call failed, into 'text' ('room' bytes): "certificate verify
- * failed: ..." when the peer's certificate was refused, else OpenSSL's
- * error, "" when OpenSSL gave none. Clears OpenSSL's error queue. */
+ * failed: ..." when the peer's certificate was refused (for a name it does
+ * not carry naming the one checked: "certificate verify failed: hostname
+ * mismatch (checked server_name \"x.example\" against the server's
+ * certificate)", without "server_name " when it was the target's host),
+ * else OpenSSL's error, "" when OpenSSL gave none. Clears OpenSSL's error
+ * queue. */
 void pc_NetTls_Why(const pc_NetTls *c, char *text, size_t room);
 
 #endif

@@ -603,7 +603,8 @@ end
 -- exits; `name`, a label in `pool_info`. The other options are pc.grpc's (`keepalive_time` for PINGs,
 -- `reconnect`, TLS ...), checked now. Make it once per worker
 -- (init_by_lua*, or a module-level variable), not per request; `pool:close()`
--- closes its connections, `pool:info()` is its `pool_info` row.
+-- closes its connections, `pool:info()` is its `pool_info` row, and over
+-- several backends `pool:backends()` lists them as `resty.grpc`'s do.
 -- Raises on a bad option, as pc.grpc does.
 function M.pool(pc, target, opts)
   if type(pc) ~= "table" or type(pc.grpc) ~= "function" then

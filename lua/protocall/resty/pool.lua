@@ -279,13 +279,72 @@ function M.new(pc, target, opts, make, aborted)
   return p
 end
 
+-- Adds calls figures `from` (a backends() list's `calls`: {outstanding
+-- =, max_requests =, dropped =}, or an xds target's per cluster) to `into`.
+local function add_calls(into, from)
+  if type(from.outstanding) == "number" then
+    into.outstanding = (into.outstanding or 0) + from.outstanding
+    into.dropped = (into.dropped or 0) + (from.dropped or 0)
+    if into.max_requests == nil then into.max_requests = from.max_requests end
+    return
+  end
+  for name, c in pairs(from) do
+    if type(c) == "table" then
+      into[name] = into[name] or {}
+      add_calls(into[name], c)
+    end
+  end
+end
+
+--- `pool:backends()` -> as a `resty.grpc` transport's `backends()`
+-- (pc.grpc's transport:backends(): {{address =, failed =, weight =,
+-- health =, ejected =, outstanding =, ...}, ..., calls = {outstanding =,
+-- max_requests =, dropped =}}; an xds:/// target's rows also name their
+-- `cluster`, its `calls` per cluster), over every connection of the pool:
+-- a row per backend in the order the pool's oldest connection lists them
+-- (a dns: name's backends one of them alone found follow), `outstanding`
+-- and `calls`' `outstanding` and `dropped` summed over them, `failed` and
+-- `ejected` true when so on any of them (calls there skip it), the rest
+-- (`health`, `weight`, `ring_share`, `versions` ...) the oldest one's.
+-- Present only when the target has several backends (as the transport's
+-- method: check `pool.backends` first), else nil. Raises on a closed
+-- pool.
+local function backends(self)
+  if self.done then error("protocall.resty.pool: the pool for " .. self.target .. " is closed", 2) end
+  self:prime() -- every transport was closed idle: the list of a new one (no connection yet)
+  local out, at = { calls = {} }, {}
+  for _, m in ipairs(self.members) do
+    if not m.closed then
+      local list = m.t:backends()
+      for _, b in ipairs(list) do
+        local key = (b.cluster or "") .. "\0" .. b.address
+        local row = at[key]
+        if row == nil then
+          row = {}
+          for k, v in pairs(b) do row[k] = v end
+          out[#out + 1], at[key] = row, row
+        else
+          row.outstanding = (row.outstanding or 0) + (b.outstanding or 0)
+          row.failed = row.failed or b.failed
+          row.ejected = row.ejected or b.ejected
+        end
+      end
+      if list.calls then add_calls(out.calls, list.calls) end
+      if out.versions == nil then out.versions, out.nacked = list.versions, list.nacked end
+    end
+  end
+  return out
+end
+
 --- `p:prime()`: opens the pool's first transport now (no connection
--- yet: it connects at the first call), so a bad option raises here.
+-- yet: it connects at the first call), so a bad option raises here; a
+-- transport over several backends gives the pool `backends()`.
 function Pool:prime()
   if #self.members == 0 then
     local t = self.make(self.target, self.opts)
     self.members[1] = { t = t, active = 0, calls = 0, streamed = 0, last = now(), opened = now() }
     self.connections_opened = self.connections_opened + 1
+    if t.backends then self.backends = backends end
   end
 end
 

@@ -56,7 +56,10 @@ end)
 
 describe("core.read_ready", function()
   local dir = R.module_build()
-  local lua = R.luajit and "luajit" or "lua5.4"
+  -- the LuaJIT module in a stock luajit, else the protocall command of the
+  -- build under test ($PROTOCALL_BIN: under ASan a stock lua5.4 cannot load
+  -- the sanitizer build's module)
+  local lua = R.luajit and "luajit" or (os.getenv("PROTOCALL_BIN") or "build/release/protocall")
 
   it("reads what a pipe holds without waiting: the bytes, \"\" while nothing is there, nil at its end", function()
     -- the writer sends "ab", then waits for a file the reader makes once it

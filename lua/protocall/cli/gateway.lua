@@ -140,17 +140,32 @@ local function forwarder(stub, m)
       if not ok then relay_error(ctx, err) end
     end
   end
+  -- Passes the client's requests on: a REST body's lines as the
+  -- transcoder wrote their wire bytes (checked by its `validate` already),
+  -- no message made per line; other protocols' requests as messages.
+  local function send_all(ctx, call)
+    local recv_bytes = ctx.recv_bytes
+    if recv_bytes then
+      while true do
+        local bytes = recv_bytes()
+        if bytes == nil then break end
+        call:send_bytes(bytes)
+      end
+      return
+    end
+    while true do
+      local req = ctx.recv()
+      if req == nil then break end
+      call:send(req)
+    end
+  end
   return function(ctx)
     local o = opts(ctx)
     o.with_metadata = nil
     local call = stub[name](stub, o)
     local ok, result = pcall(function()
       if not m.server_streaming then
-        while true do
-          local req = ctx.recv()
-          if req == nil then break end
-          call:send(req)
-        end
+        send_all(ctx, call)
         local resp = call:close_and_recv()
         pass_back(ctx, call:headers(), call:trailers())
         return resp
@@ -159,11 +174,7 @@ local function forwarder(stub, m)
       local up_err
       sched.spawn(function()
         local okU, e = pcall(function()
-          while true do
-            local req = ctx.recv()
-            if req == nil then break end
-            call:send(req)
-          end
+          send_all(ctx, call)
           call:close_send()
         end)
         if not okU then

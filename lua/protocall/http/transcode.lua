@@ -18,8 +18,8 @@ local metadata_problem = require("protocall.core").metadata_problem
 local template = require "protocall.http.template"
 local rules = require "protocall.http.rules"
 
-local type, pairs, ipairs, next, tostring, tonumber, pcall, setmetatable, error =
-  type, pairs, ipairs, next, tostring, tonumber, pcall, setmetatable, error
+local type, pairs, ipairs, next, tostring, tonumber, pcall, setmetatable, error, collectgarbage =
+  type, pairs, ipairs, next, tostring, tonumber, pcall, setmetatable, error, collectgarbage
 local format, concat, byte, char, sub, lower = string.format, table.concat, string.byte, string.char, string.sub,
   string.lower
 local Error, codes, argerror = errors.Error, internal.codes, internal.argerror
@@ -909,6 +909,10 @@ function Transcoder:stream_error(err, kind)
   return '{"error":' .. body .. "}\n"
 end
 
+-- A step of the collector (collectgarbage's "step" size, KiB) every
+-- PACE_LINES lines of a client stream whose messages are made to be checked.
+local PACE_LINES, PACE_STEP = 16, 64
+
 -- The messages of a client stream's body, each made by `one` (tc:request
 -- or tc:request_bytes) and handed to `add` in order: tc:requests'
 -- reading, every line read before the caller sends any. true, or nil and
@@ -921,6 +925,10 @@ local function stream_of(self, one, add, route, bindings, query, body, content_t
     add(m)
     return true
   end
+  -- a message made per line only to be checked and encoded leaves its
+  -- arena (C memory the collector does not count) as garbage: a step of
+  -- the collector every PACE_LINES such lines keeps it near the body's size
+  local paced = one == Transcoder.request_bytes and checked(self, route)
   local line = 0
   for text in (body .. "\n"):gmatch("([^\n]*)\n") do
     line = line + 1
@@ -931,6 +939,7 @@ local function stream_of(self, one, add, route, bindings, query, body, content_t
         return nil, err
       end
       add(m)
+      if paced and line % PACE_LINES == 0 then collectgarbage("step", PACE_STEP) end
     end
   end
   return true
@@ -994,7 +1003,10 @@ end
 -- a 3.9 MB body, hold 1.1 MB packed and 34 MB as a list; 80,000 lines of
 -- 30 bytes 1.9 MB and 6.9 MB). `next_bytes()` returns
 -- the next message's wire bytes, nil after the last; a chunk read through
--- is let go.
+-- is let go. With `validate`, a type rules can reach has each line's
+-- message made to check it, the collector stepped every 16 lines (their
+-- arenas are memory it does not count: unpaced, 1.3 million lines held
+-- 107 MB at once).
 function Transcoder:requests_reader(route, bindings, query, body, content_type)
   if type(route) ~= "table" or not route.input then argerror("requests_reader", "route expected", 2) end
   local chunks, parts, size = {}, {}, 0

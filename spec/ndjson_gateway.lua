@@ -5,7 +5,12 @@
 --
 --     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua upstream
 --     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua gateway UPSTREAM_PORT [validate]
+--     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua probe [validate | wrap | look]
 --
+-- `probe`: nd.Collector's Gather served with pc.listen's `rest`, reading
+-- ctx.recv_bytes when the ctx has it (Items.count 1, else 0), under the
+-- server's `validate = true`, an interceptor that wraps ctx.recv (adding
+-- "!" to each name) or one that only looks.
 -- Prints "PORT PID" (PID from env PC_PID) and serves until killed, or
 -- PC_SERVER_LIFETIME seconds (120 unless set).
 local pc = require "protocall"
@@ -41,6 +46,40 @@ if arg[1] == "upstream" then
     Served = function() return { count = served } end,
   } }, { pool = pool })
   listener = pc.listen(server, "127.0.0.1:0")
+elseif arg[1] == "probe" then
+  local Item = pool:type("nd.Item")
+  local opts = { pool = pool, validate = arg[2] == "validate" or nil }
+  if arg[2] == "wrap" or arg[2] == "look" then
+    opts.interceptors = { function(call, nxt)
+      local recv = call.ctx.recv
+      if arg[2] == "wrap" then
+        call.ctx.recv = function()
+          local m = recv()
+          if m then m.name = m.name .. "!" end
+          return m
+        end
+      end
+      return nxt(call)
+    end }
+  end
+  local server = pc.server({ ["nd.Collector"] = {
+    Gather = function(ctx)
+      local items, recv_bytes = {}, ctx.recv_bytes
+      while true do
+        local item
+        if recv_bytes then
+          local bytes = recv_bytes()
+          item = bytes and assert(pc.decode(Item, bytes))
+        else
+          item = ctx.recv()
+        end
+        if not item then break end
+        items[#items + 1] = item
+      end
+      return { items = items, count = recv_bytes and 1 or 0 }
+    end,
+  } }, opts)
+  listener = pc.listen(server, "127.0.0.1:0", { rest = true })
 else
   local gateway = require "protocall.cli.gateway"
   local server = gateway.gateway_server(pool, pc.grpc("http://127.0.0.1:" .. assert(arg[2])), { "nd.Collector" })

@@ -109,8 +109,9 @@ local function relay_error(ctx, err)
   error(err, 0)
 end
 
--- The handler forwarding method `m` to the upstream over `stub`.
-local function forwarder(stub, m)
+-- The handler forwarding method `m` to the upstream over `stub`, whose
+-- transport carries JSON when `json` (Connect or gRPC-Web with codec "json").
+local function forwarder(stub, m, json)
   local name = m.name
   local function opts(ctx)
     return { metadata = forwarded(ctx.metadata), timeout = ctx.timeout, with_metadata = true }
@@ -142,10 +143,11 @@ local function forwarder(stub, m)
   end
   -- Passes the client's requests on: a REST body's lines as the
   -- transcoder wrote their wire bytes (checked by its `validate` already),
-  -- no message made per line; other protocols' requests as messages.
+  -- no message made per line; other protocols' requests (and any to a
+  -- JSON upstream) as messages.
   local function send_all(ctx, call)
     local recv_bytes = ctx.recv_bytes
-    if recv_bytes then
+    if recv_bytes and not json then
       while true do
         local bytes = recv_bytes()
         if bytes == nil then break end
@@ -211,7 +213,7 @@ function M.gateway_server(pool, transport, services)
     local info = pool:service(sname)
     local stub = pc.client(sname, { transport = transport, pool = pool })
     local h = {}
-    for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m) end
+    for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m, transport.json) end
     handlers[sname] = h
   end
   return pc.server(handlers, { pool = pool, reflection = true })

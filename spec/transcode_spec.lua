@@ -709,6 +709,33 @@ describe("validate = true", function()
     assert.are.equal(400, err.http_status)
   end)
 
+  it("makes the message of each line only for a type rules can reach (requests_reader)", function()
+    assert(vpool:load([[
+      syntax = "proto3";
+      package w;
+      import "google/api/annotations.proto";
+      message Free { string name = 1; }
+      service F { rpc Up(stream Free) returns (Free) { option (google.api.http) = { post: "/w/up" body: "*" }; } }
+    ]], { name = "w.proto" }))
+    local vtc = pc.transcoder(vpool, { validate = true })
+    local made, request = 0, getmetatable(vtc).__index.request
+    vtc.request = function(...)
+      made = made + 1
+      return request(...)
+    end
+    local r, b, q = assert(vtc:match("POST", "/v1/up"))
+    local next_bytes, err = vtc:requests_reader(r, b, q, '{"name":"abcd"}\n{"name":"x"}\n')
+    assert.is_nil(next_bytes)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
+    assert.truthy(err.message:find("^line 2: validation failed: name: ", 1, false), err.message)
+    assert.are.equal(2, made)
+    r, b, q = assert(vtc:match("POST", "/w/up"))
+    next_bytes = assert(vtc:requests_reader(r, b, q, '{"name":"x"}\n{"name":""}\n'))
+    assert.are.same({ "\10\1x", "" }, { next_bytes(), next_bytes() })
+    assert.is_nil(next_bytes())
+    assert.are.equal(2, made) -- w.proto imports no rules: read straight to bytes
+  end)
+
   it("fails INTERNAL, with a Status body, when a rule fails to evaluate", function()
     local dpool = pc.pool()
     assert(dpool:load([[
@@ -801,6 +828,52 @@ describe("streams", function()
     assert.are.equal(100000, #list)
     collectgarbage() -- what the list holds, not the garbage reading it made (the collector's pace differs by build)
     assert.is_true(collectgarbage("count") - before < 8 * 1024, collectgarbage("count") - before)
+  end)
+
+  it("reads a client stream's lines packed with requests_reader: each message's bytes, in order", function()
+    local route, b, q = tc:match("PATCH", "/v2/messages/p")
+    local T = route.input
+    -- lengths of one, two and three varint bytes, packed strings of 64 KiB crossed
+    local sizes, lines = { 0, 1, 126, 127, 128, 300, 16383, 16384, 70000, 5 }, {}
+    for i, n in ipairs(sizes) do lines[i] = '{"text":"' .. ("x"):rep(n) .. '"}' end
+    for i = 1, 3000 do lines[#lines + 1] = '{"text":"' .. i .. '"}' end
+    local next_bytes = assert(tc:requests_reader(route, b, q, table.concat(lines, "\n\n")))
+    local got, want = {}, {}
+    for bytes in next_bytes do got[#got + 1] = bytes end
+    for i, n in ipairs(sizes) do want[i] = pc.encode(T { message_id = "p", text = ("x"):rep(n) }) end
+    for i = 1, 3000 do want[#want + 1] = pc.encode(T { message_id = "p", text = tostring(i) }) end
+    assert.are.equal(#want, #got)
+    for i = 1, #want do
+      if got[i] ~= want[i] then error(("message %d: %d bytes, %d expected"):format(i, #got[i], #want[i])) end
+    end
+    assert.is_nil(next_bytes())
+    assert.are.same({ nil, "INVALID_ARGUMENT: line 2: body: $.text: string expected, got a number at offset 9" },
+      { (tc:requests_reader(route, b, q, '{"text": "a"}\n{"text": 2}')), tostring(select(2,
+        tc:requests_reader(route, b, q, '{"text": "a"}\n{"text": 2}'))) })
+  end)
+
+  it("holds a body of 1.3 million lines in about the bytes of their messages (requests_reader)", function()
+    local epool = pc.pool()
+    assert(epool:load([[
+      syntax = "proto3";
+      package e;
+      import "google/api/annotations.proto";
+      message E { string s = 1; }
+      service S { rpc Up(stream E) returns (E) { option (google.api.http) = { post: "/e" body: "*" }; } }
+    ]], { name = "e.proto" }))
+    local etc = pc.transcoder(epool)
+    local route, b, q = etc:match("POST", "/e")
+    local body = ("{}\n"):rep(1300000) -- 3.9 MB of empty messages
+    collectgarbage()
+    local before = collectgarbage("count")
+    local next_bytes = assert(etc:requests_reader(route, b, q, body))
+    collectgarbage() -- what the reader holds, not the garbage reading it made
+    local held = (collectgarbage("count") - before) * 1024
+    -- packed: a byte per message (as a list of strings: 16 to 32 bytes per message, ~40 MB)
+    assert.is_true(held < 2 * 1300000, ("%d bytes held"):format(held))
+    local n = 0
+    for _ in next_bytes do n = n + 1 end
+    assert.are.equal(1300000, n)
   end)
 end)
 

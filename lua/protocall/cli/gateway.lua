@@ -108,8 +108,9 @@ local function relay_error(ctx, err)
   error(err, 0)
 end
 
--- The handler forwarding method `m` to the upstream over `stub`.
-local function forwarder(stub, m)
+-- The handler forwarding method `m` to the upstream over `stub`, whose
+-- transport carries JSON when `json` (Connect or gRPC-Web with codec "json").
+local function forwarder(stub, m, json)
   local name = m.name
   local function opts(ctx)
     return { metadata = forwarded(ctx.metadata), timeout = ctx.timeout, with_metadata = true }
@@ -139,17 +140,33 @@ local function forwarder(stub, m)
       if not ok then relay_error(ctx, err) end
     end
   end
+  -- Passes the client's requests on: a REST body's lines as the
+  -- transcoder wrote their wire bytes (checked by its `validate` already),
+  -- no message made per line; other protocols' requests (and any to a
+  -- JSON upstream) as messages.
+  local function send_all(ctx, call)
+    local recv_bytes = ctx.recv_bytes
+    if recv_bytes and not json then
+      while true do
+        local bytes = recv_bytes()
+        if bytes == nil then break end
+        call:send_bytes(bytes)
+      end
+      return
+    end
+    while true do
+      local req = ctx.recv()
+      if req == nil then break end
+      call:send(req)
+    end
+  end
   return function(ctx)
     local o = opts(ctx)
     o.with_metadata = nil
     local call = stub[name](stub, o)
     local ok, result = pcall(function()
       if not m.server_streaming then
-        while true do
-          local req = ctx.recv()
-          if req == nil then break end
-          call:send(req)
-        end
+        send_all(ctx, call)
         local resp = call:close_and_recv()
         pass_back(ctx, call:headers(), call:trailers())
         return resp
@@ -158,11 +175,7 @@ local function forwarder(stub, m)
       local up_err
       sched.spawn(function()
         local okU, e = pcall(function()
-          while true do
-            local req = ctx.recv()
-            if req == nil then break end
-            call:send(req)
-          end
+          send_all(ctx, call)
           call:close_send()
         end)
         if not okU then
@@ -199,7 +212,7 @@ function M.gateway_server(pool, transport, services)
     local info = pool:service(sname)
     local stub = pc.client(sname, { transport = transport, pool = pool })
     local h = {}
-    for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m) end
+    for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m, transport.json) end
     handlers[sname] = h
   end
   return pc.server(handlers, { pool = pool, reflection = true })

@@ -940,13 +940,14 @@ function M.handle(route, opts)
   if v.timeout then timeout = timeout and min(timeout, v.timeout) or v.timeout end
   local t = v.transport
   if r.client_streaming then
-    local msgs, err = tc:requests_bytes(r, bindings, query, body, ct)
-    if not msgs then return answer_error(v, err) end
+    local next_bytes, err = tc:requests_reader(r, bindings, query, body, ct)
+    if not next_bytes then return answer_error(v, err) end
+    body = nil -- luacheck: ignore 311 (the lines are packed: the JSON is garbage)
     local settings = { metadata = md, timeout = timeout }
     local ok, call = pcall(t.stream, t, r.path, settings)
     if not ok then return answer_error(v, call) end
     ok, err = pcall(function()
-      for _, bytes in ipairs(msgs) do call:send(bytes) end
+      for bytes in next_bytes do call:send(bytes) end
       call:close_send()
     end)
     if not ok then

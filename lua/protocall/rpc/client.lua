@@ -155,6 +155,20 @@ function StubCall:send(msg)
   return self.call:send(bytes)
 end
 
+--- call:send_bytes(bytes): sends one request already encoded in the
+-- transport's codec (protobuf wire bytes; pc.to_json's text over a
+-- transport with codec "json"), as a proxy passes on what it read: no
+-- message is made, so the client's `validate` does not see it (check it
+-- before, as `protocall gateway` does with the transcoder's `validate`).
+-- Waits and raises as call:send does; a non-string raises "bad argument
+-- #1 to 'send_bytes' (string expected, got ...)".
+function StubCall:send_bytes(bytes)
+  if type(bytes) ~= "string" then
+    error("bad argument #1 to 'send_bytes' (string expected, got " .. type(bytes) .. ")", 2)
+  end
+  return self.call:send(bytes)
+end
+
 local function decoded_reply(self, bytes)
   if bytes == nil then return nil end
   local resp, err

@@ -148,9 +148,9 @@ function M.serve(self, call)
   local timeout = tc:timeout(route, header_timeout)
   local body = body_of(core, call)
   if body == nil then return call:finish(codes.CANCELLED, "cancelled") end
-  local req, msgs, err
+  local req, next_bytes, err
   if info.client_streaming then
-    msgs, err = tc:requests_bytes(route, bindings, query, body, content_type)
+    next_bytes, err = tc:requests_reader(route, bindings, query, body, content_type)
   else
     req, err = tc:request(route, bindings, query, body, content_type)
   end
@@ -159,15 +159,15 @@ function M.serve(self, call)
   local ctx, ended = make_ctx(call, info, md, timeout, rt)
   if info.client_streaming then
     -- each line's bytes are read into its message as the handler asks
-    -- (a message object per line held at once would cost ~200 times the body)
-    local i, T = 0, route.input
+    -- (a message object per line held at once would cost ~200 times the
+    -- body); ctx.recv_bytes hands them on as they are (a proxy's)
+    local T = route.input
     function ctx.recv()
-      i = i + 1
-      local bytes = msgs[i]
-      if not bytes then return nil end
-      msgs[i] = false
+      local bytes = next_bytes()
+      if bytes == nil then return nil end
       return (decode(T, bytes))
     end
+    ctx.recv_bytes = next_bytes
   end
   local kind, stream_ct
   -- (head_sent once the head is out: a head the engine refused, a bad

@@ -53,6 +53,7 @@ local function validated(handler, streaming)
         if err then error(err, 0) end
         return req
       end
+      ctx.recv_bytes = nil -- its requests would pass unchecked
       return handler(ctx)
     end
   end
@@ -88,6 +89,11 @@ end
 -- and in process, where nothing is compressed); ctx:cancelled(), whether
 -- the client cancelled, the deadline passed or the server shut the call
 -- down; ctx:compressed(), whether the last request message came gzipped.
+-- A client stream read from a REST request (pc.listen's `rest`) also has
+-- ctx.recv_bytes(), the next request's wire bytes undecoded (nil after
+-- the last; it and ctx.recv take from one sequence), for a proxy to pass
+-- on (call:send_bytes): absent under `validate = true` and when an
+-- interceptor replaced ctx.recv, so no request skips them.
 -- A ctx kept after its call ended: cancelled() is true, send and recv
 -- raise pc.Error CANCELLED, set_header, set_trailer and set_compression
 -- raise "...: the call is over" at the caller's line. A bare
@@ -164,8 +170,12 @@ function M.server(services, opts)
       if chain and m.client_streaming then
         local full = m.full_name
         handler = function(ctx)
-          local c = { method = full, metadata = ctx.metadata, ctx = ctx }
-          return interceptors.run(chain, 1, c, function(cc) return fn(cc.ctx) end, now(), now)
+          local c, recv = { method = full, metadata = ctx.metadata, ctx = ctx }, ctx.recv
+          return interceptors.run(chain, 1, c, function(cc)
+            -- an interceptor that wraps ctx.recv sees every request: not past it
+            if cc.ctx.recv ~= recv then cc.ctx.recv_bytes = nil end
+            return fn(cc.ctx)
+          end, now(), now)
         end
       elseif chain then
         local full = m.full_name

@@ -99,7 +99,7 @@ describe("NDJSON client streams through the gateway", function()
         assert.are.same({ g[1], 400, '{"code":3,"message":"line 2: validation failed: name: must be at most 20 '
           .. 'characters [string.max_len]","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest",'
           .. '"fieldViolations":[{"field":"name","description":"must be at most 20 characters [string.max_len]",'
-          .. '"reason":""}]}]}' }, { g[1], code, body })
+          .. '"reason":"string.max_len"}]}]}' }, { g[1], code, body })
         assert.are.equal(before, served(gateways[1][2]))
       else
         assert.are.same({ g[1], 200, '{"count":"2"}' }, { g[1], code, body })
@@ -143,7 +143,7 @@ describe("ctx.recv_bytes of a REST client stream (pc.listen rest)", function()
           assert.are.same({ 400, '{"code":3,"message":"validation failed: name: must be at most 20 characters '
             .. '[string.max_len]","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest",'
             .. '"fieldViolations":[{"field":"name","description":"must be at most 20 characters [string.max_len]",'
-            .. '"reason":""}]}]}' }, { code, body })
+            .. '"reason":"string.max_len"}]}]}' }, { code, body })
         end
       end)
       helper.stop(probe)

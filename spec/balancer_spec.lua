@@ -72,24 +72,6 @@ describe("pc.grpc with several backends", function()
     assert.are.same({ 3, 3 }, spread(key))
   end)
 
-  -- A backend is ready once its server's HTTP/2 SETTINGS came (gRPC's
-  -- READY), not when TCP connects: one that accepts and never speaks
-  -- HTTP/2 fails its attempt at min_connect_timeout, the call (no HTTP/2
-  -- server took it) goes on to the next backend, and it is marked failed.
-  it("moves a call off a backend that accepts TCP but never speaks HTTP/2", function()
-    local silent = helper.spawn("silent")
-    local t = grpc({ addr(silent), addr(b) }, { reconnect = { initial = 0.3, jitter = 0, min_connect_timeout = 0.3 } })
-    local c = pc.client("faults.Faults", { transport = t })
-    local key = id()
-    local ok, err = pcall(c.Echo, c, { id = key, text = "on" }, { timeout = 10 })
-    helper.stop(silent)
-    assert.is_true(ok, tostring(err))
-    assert.are.equal("on", err.text)
-    assert.are.same({ 0, 1 }, spread(key))
-    assert.is_true(t:backends()[1].failed)
-    assert.is_false(t:backends()[2].failed)
-  end)
-
   it("skips a backend that is down: retried calls land on the other, none fails", function()
     local port_a = addr(a)
     helper.stop(a)

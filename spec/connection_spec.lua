@@ -133,49 +133,6 @@ describe("reconnection backoff", function()
     assert.is_true(took >= 0.3 and took < 10, "took " .. took .. " s")
   end)
 
-  -- gRPC's READY: the HTTP/2 connection is established once the server's
-  -- first SETTINGS arrived, not when TCP connects. A peer that accepts and
-  -- never speaks HTTP/2 fails the attempt at min_connect_timeout, and the
-  -- backoff holds the next back; a real server's connection resets it.
-  it("takes a connection as made at the server's first SETTINGS, not when TCP connects", function()
-    if os.getenv("PC_MEMCHECK") then
-      return pending("a 0.3 s connect window cannot be timed under valgrind (PC_MEMCHECK)")
-    end
-    local silent = helper.spawn("silent") -- accepts, reads, never answers
-    local t = pc.grpc("127.0.0.1:" .. silent.port, { reconnect = { initial = 1, jitter = 0,
-      min_connect_timeout = 0.3 } }) -- the window: max(initial, min_connect_timeout)
-    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 20 })
-    assert.are.equal("UNAVAILABLE", err.code)
-    assert.are.equal("connect to 127.0.0.1:" .. silent.port .. ": no HTTP/2 SETTINGS from the server within 1 s",
-      err.message)
-    assert.is_true(err.unsent) -- no HTTP/2 server took it
-    local left = t:next_attempt() -- a failed attempt: the backoff holds the next back
-    assert.is_true(left ~= nil and left > 0 and left <= 1, "next attempt in " .. tostring(left) .. " s")
-    helper.stop(silent)
-    t:close()
-    local real = helper.spawn("grpc")
-    t = pc.grpc("127.0.0.1:" .. real.port, { reconnect = { initial = 5, jitter = 0, min_connect_timeout = 0.3 } })
-    assert.are.equal("x", t:unary("/test.Test/Echo", "x", { timeout = 20 }))
-    assert.is_nil(t:next_attempt())
-    helper.stop(real)
-    t:close()
-  end)
-
-  -- The server's SETTINGS and its end of the connection read in one go:
-  -- the connection was made (the call was on it, lost), no failed attempt.
-  it("takes a connection whose SETTINGS came with the peer's close as made: its call lost, no backoff", function()
-    local settle = helper.spawn("settle")
-    local t = pc.grpc("127.0.0.1:" .. settle.port, { reconnect = { initial = 5, jitter = 0 } })
-    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 20 })
-    local left = t:next_attempt()
-    helper.stop(settle)
-    t:close()
-    assert.are.equal("UNAVAILABLE", err.code)
-    assert.are.equal("read from 127.0.0.1:" .. settle.port .. ": connection closed by the peer", err.message)
-    assert.are.same({ true, nil }, { err.lost, err.unsent })
-    assert.is_nil(left)
-  end)
-
   it("says when the next attempt is allowed: transport:next_attempt()", function()
     local port = refusing_port()
     local t = pc.grpc("127.0.0.1:" .. port, { reconnect = { initial = 5, jitter = 0 } })
@@ -291,24 +248,6 @@ describe("wait_for_ready", function()
       .. port .. ": Connection refused)", err.message)
     assert.is_true(took >= 1.5 - 0.005 and took < 1.5 + 5, "took " .. took .. " s")
     t:close()
-  end)
-
-  -- A peer that accepts TCP and never speaks HTTP/2 is no connection: a
-  -- wait_for_ready call waits through its attempts (each failing at
-  -- min_connect_timeout) to its deadline, never sent to it as to a server.
-  it("fails DEADLINE_EXCEEDED at its deadline when the peer accepts TCP but never speaks HTTP/2", function()
-    local silent = helper.spawn("silent")
-    local t = pc.grpc("127.0.0.1:" .. silent.port, { wait_for_ready = true, reconnect = { initial = 0.1,
-      maximum = 0.1, jitter = 0, min_connect_timeout = 0.2 } })
-    local t0 = now()
-    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 1.5 })
-    local took = now() - t0
-    helper.stop(silent)
-    t:close()
-    assert.are.equal("DEADLINE_EXCEEDED", err.code)
-    assert.are.equal("deadline exceeded waiting for a connection (the last attempt: connect to 127.0.0.1:"
-      .. silent.port .. ": no HTTP/2 SETTINGS from the server within 0.2 s)", err.message)
-    assert.is_true(took >= 1.5 - 0.005 and took < 1.5 + 5, "took " .. took .. " s")
   end)
 
   it("waits out its deadline even when the next attempt comes after it", function()
@@ -743,8 +682,7 @@ end)
 
 describe("keepalive", function()
   it("closes a connection whose PING gets no ACK: its call fails UNAVAILABLE, long before the deadline", function()
-    -- an HTTP/2 connection (the server's SETTINGS came), then nothing answered
-    local silent = helper.spawn("mute")
+    local silent = helper.spawn("silent") -- takes the connection, never answers anything
     local t = pc.grpc("127.0.0.1:" .. silent.port, { keepalive_time = 0.2, keepalive_timeout = 0.3 })
     local t0 = now()
     local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 20 })
@@ -757,7 +695,7 @@ describe("keepalive", function()
   end)
 
   it("sends no PING without keepalive_time: the same call runs to its deadline", function()
-    local silent = helper.spawn("mute")
+    local silent = helper.spawn("silent")
     local t = pc.grpc("127.0.0.1:" .. silent.port)
     local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 1 })
     t:close()

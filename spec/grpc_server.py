@@ -6,10 +6,6 @@
                                  grpcio will not produce (HTTP errors, RST_STREAM, ...)
     grpc_server.py garbage PORT  answers every connection with bytes that are not HTTP/2
     grpc_server.py silent PORT   accepts connections and never answers
-    grpc_server.py mute PORT     sends HTTP/2's server preface (an empty SETTINGS frame),
-                                 then never answers (no SETTINGS ACK, no PING ACK)
-    grpc_server.py settle PORT   reads, sends the server preface and at once ends its side
-                                 of the connection (FIN), reading on until the client closes
     grpc_server.py client PORT SIZE SECONDS   (for bench/) python3-grpcio client calling
                                  test.Test/Echo with SIZE bytes for SECONDS; prints calls/s
 
@@ -607,24 +603,6 @@ def garbage_connection(conn):
         conn.close()
 
 
-SERVER_PREFACE = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # SETTINGS, empty, stream 0
-
-
-def mute_connection(conn):
-    conn.sendall(SERVER_PREFACE)
-    silent_connection(conn)
-
-
-def settle_connection(conn):
-    try:
-        if conn.recv(65536):
-            conn.sendall(SERVER_PREFACE)
-            conn.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-    silent_connection(conn)
-
-
 def silent_connection(conn):
     try:
         while conn.recv(65536):
@@ -679,10 +657,6 @@ def main():
         serve_sockets(port, garbage_connection)
     elif mode == "silent":
         serve_sockets(port, silent_connection)
-    elif mode == "mute":
-        serve_sockets(port, mute_connection)
-    elif mode == "settle":
-        serve_sockets(port, settle_connection)
     else:
         sys.exit("unknown mode " + mode)
 

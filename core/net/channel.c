@@ -34,14 +34,9 @@ struct Conn {
   Conn *next;
   pc_NetSocket *sock; /* NULL once closed */
   pc_GrpcEngine *engine;
-  int ready; /* connected (and TLS done): bytes move */
-  /* The server's first SETTINGS arrived: the HTTP/2 connection is
-   * established (gRPC's READY; grpc-core's connector waits for them too)
-   * and the attempt succeeded; until then losing it, or the connect
-   * timers (check_conns), fail the attempt. */
-  int up;
+  int ready;               /* connected (and TLS done) */
   size_t calls;            /* calls attached */
-  double connect_by;       /* monotonic seconds: not up by then is a failed attempt */
+  double connect_by;       /* monotonic seconds: not ready by then is a failed attempt */
   double connect_deadline; /* the same for the caller's connect_timeout; < 0: none */
   double last_recv;        /* when bytes last arrived (keepalive) */
   double ping_sent;        /* when the pending keepalive PING went out */
@@ -277,13 +272,12 @@ static int detach(pc_GrpcCall *c) {
 
 static void end_unkept(pc_GrpcCall *c);
 
-/* The calls on connection 'conn', whose attempt failed before it was up,
- * wait for the next attempt instead of failing (gRPC's wait-for-ready: a
- * failed attempt puts the channel in TRANSIENT_FAILURE, which such a call
- * waits through). No HTTP/2 server took them (its SETTINGS come before
- * anything else it sends), so they start anew with their request messages
- * kept for replay; one whose request went past REPLAY_MAX fails
- * UNAVAILABLE saying so. */
+/* The calls on connection 'conn', whose attempt failed before it was
+ * ready, wait for the next attempt instead of failing (gRPC's
+ * wait-for-ready: a failed attempt puts the channel in TRANSIENT_FAILURE,
+ * which such a call waits through). Nothing of theirs reached the peer,
+ * so they start anew with their request messages kept for replay; one
+ * whose request went past REPLAY_MAX fails UNAVAILABLE saying so. */
 static void requeue(Conn *conn) {
   pc_GrpcChannel *ch = conn->ch;
   if (ch->closed) return; /* no connection is made for them any more */
@@ -308,20 +302,12 @@ static void requeue(Conn *conn) {
 }
 
 static void lose(Conn *c, const char *why) {
-  if (!c->up) {
+  if (!c->ready) {
     backoff_failed(c->ch, why);
     if (c->ch->o.wait_for_ready == kPc_GrpcWaitForReady_Deadline) requeue(c);
   }
-  pc_GrpcEngine_Lost(c->engine, why, !c->up);
+  pc_GrpcEngine_Lost(c->engine, why, !c->ready);
   close_sock(c);
-}
-
-/* 'c' is up once the server's first SETTINGS arrived (with HTTP/1.1 once
- * it is ready): the attempt succeeded, the backoff starts over. */
-static void check_up(Conn *c) {
-  if (c->up || !c->ready || c->sock == NULL || !pc_GrpcEngine_SettingsReceived(c->engine)) return;
-  c->up = 1;
-  backoff_reset(&c->ch->backoff);
 }
 
 static void flush_out(Conn *c) {
@@ -352,7 +338,7 @@ static void service(Conn *c) {
     c->ready = 1;
     c->ch->host_version++;
     c->last_recv = pc_Clock_Monotonic();
-    check_up(c); /* HTTP/1.1: up once connected */
+    backoff_reset(&c->ch->backoff);
   }
   char buf[65536];
   size_t total = 0;
@@ -365,9 +351,7 @@ static void service(Conn *c) {
     }
     total += (size_t)n;
     c->last_recv = pc_Clock_Monotonic();
-    int ok = pc_GrpcEngine_Recv(c->engine, buf, (size_t)n);
-    check_up(c); /* before a loss the next read may find */
-    if (!ok) break;
+    if (!pc_GrpcEngine_Recv(c->engine, buf, (size_t)n)) break;
   }
   flush_out(c);
   if (c->sock && !pc_GrpcEngine_Alive(c->engine)) {
@@ -951,23 +935,16 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
   const double ka_wait = ch->o.keepalive_timeout > 0 ? ch->o.keepalive_timeout : 20.0;
   for (Conn *c = ch->conns; c; c = c->next) {
     if (c->sock == NULL) continue;
-    if (!c->up) {
-      /* connected, but no SETTINGS: not an HTTP/2 server, or a stuck one */
-      const char *silent = c->ready ? " (no HTTP/2 SETTINGS from the server)" : "";
+    if (!c->ready) {
       if (c->connect_deadline >= 0 && now >= c->connect_deadline) {
         char m[PC_ERROR_MAX];
-        snprintf(m, sizeof m, "connect to %.280s: timed out after %g s%s", ch->where,
-                 ch->o.connect_timeout, silent);
+        snprintf(m, sizeof m, "connect to %.280s: timed out after %g s", ch->where,
+                 ch->o.connect_timeout);
         lose(c, m);
       } else if (now >= c->connect_by) {
         char m[PC_ERROR_MAX];
-        if (c->ready)
-          snprintf(m, sizeof m,
-                   "connect to %.280s: no HTTP/2 SETTINGS from the server within %.3g s", ch->where,
-                   connect_time(&ch->backoff));
-        else
-          snprintf(m, sizeof m, "connect to %.280s: not connected within %.3g s", ch->where,
-                   connect_time(&ch->backoff));
+        snprintf(m, sizeof m, "connect to %.280s: not connected within %.3g s", ch->where,
+                 connect_time(&ch->backoff));
         lose(c, m);
       } else {
         next = sooner(sooner(next, c->connect_by), c->connect_deadline);
@@ -1027,17 +1004,6 @@ static void check_calls(pc_GrpcChannel *ch) {
   }
 }
 
-/* The status message of a wait-for-ready call whose deadline came before
- * a connection was up, into 'm' ('room' bytes), which it returns. */
-static const char *waited_too_long(const pc_GrpcChannel *ch, char *m, size_t room) {
-  if (ch->backoff.why)
-    snprintf(m, room, "deadline exceeded waiting for a connection (the last attempt: %.300s)",
-             ch->backoff.why);
-  else
-    snprintf(m, room, "deadline exceeded waiting for a connection");
-  return m;
-}
-
 /* Ends the calls whose deadline passed; returns the nearest deadline of
  * the others (< 0: none). The calls are scanned only once the nearest
  * deadline known has come ('due': it may be a call's that ended since). */
@@ -1048,18 +1014,20 @@ static double enforce_deadlines(pc_GrpcChannel *ch, double now) {
     if (c->waiting && !c->early && c->deadline >= 0) {
       if (c->deadline <= now) {
         char m[PC_ERROR_MAX];
-        end_early(c, kPc_Code_DeadlineExceeded, waited_too_long(ch, m, sizeof m));
+        if (ch->backoff.why)
+          snprintf(m, sizeof m,
+                   "deadline exceeded waiting for a connection (the last attempt: %.300s)",
+                   ch->backoff.why);
+        else
+          snprintf(m, sizeof m, "deadline exceeded waiting for a connection");
+        end_early(c, kPc_Code_DeadlineExceeded, m);
       } else {
         nearest = sooner(nearest, c->deadline);
       }
     }
     if (!running(c) || c->deadline < 0) continue;
     if (c->deadline <= now) {
-      char m[PC_ERROR_MAX];
-      /* a wait-for-ready call on an attempt under way still waits for a connection */
-      int waited = c->conn && !c->conn->up && ch->o.wait_for_ready == kPc_GrpcWaitForReady_Deadline;
-      pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded,
-                           waited ? waited_too_long(ch, m, sizeof m) : "deadline exceeded");
+      pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded, "deadline exceeded");
       if (c->conn) flush_out(c->conn);
     } else {
       nearest = sooner(nearest, c->deadline);
@@ -1291,9 +1259,7 @@ int pc_GrpcChannel_HostRecv(pc_GrpcChannel *ch, unsigned id, const void *data, s
   }
   if (c == NULL || !c->ready) return 0;
   c->last_recv = pc_Clock_Monotonic();
-  int ok = pc_GrpcEngine_Recv(c->engine, data, len);
-  check_up(c);
-  return ok;
+  return pc_GrpcEngine_Recv(c->engine, data, len);
 }
 
 void pc_GrpcChannel_HostLost(pc_GrpcChannel *ch, unsigned id, const char *why) {

@@ -60,37 +60,30 @@ typedef struct {
    * UNAVAILABLE. 0: no keepalive. */
   double keepalive_time, keepalive_timeout;
   /* Reconnection backoff (gRPC's doc/connection-backoff.md): once a
-   * connection attempt failed (refused, unresolved, TLS, or not ready
+   * connection attempt failed (refused, unresolved, TLS, or not connected
    * within max(min_connect_timeout, the backoff)), the next starts no
    * sooner than the backoff later: 'backoff_initial' seconds, times
    * 'backoff_multiplier' after each further failure up to 'backoff_max',
    * each spread by +-'backoff_jitter' of itself; a connection that becomes
-   * ready resets it. Ready is gRPC's READY: the server's first SETTINGS
-   * frame arrived (RFC 9113 3.4; grpc-core's connector waits for it too),
-   * not TCP or TLS alone: a peer that takes the connection and never
-   * speaks HTTP/2 fails the attempt ("connect to HOST:PORT: no HTTP/2
-   * SETTINGS from the server within S s"), and its calls, which no HTTP/2
-   * server took, are 'unsent' (a wait-for-ready call waits on). A call
-   * that needs a connection meanwhile fails UNAVAILABLE at once (gRPC's
-   * fail-fast: the channel is in TRANSIENT_FAILURE), or waits as
-   * 'wait_for_ready' (pc_GrpcWaitForReady) says. 'backoff_set' 0: gRPC's
-   * numbers (1 s, 1.6, 0.2, 120 s, and 20 s for min_connect_timeout); 1:
-   * the five fields as given (each >= 0, multiplier >= 1, jitter <= 1). A
-   * TLS setup that fails (a file that is no PEM, perhaps being rewritten;
-   * memory) fails the attempt like a refused connection, and the next
-   * attempt sets TLS up anew. TLS not available in the process
-   * (pc_NetTls_Available: the Lua module without its TLS object) is no
-   * failed attempt: no attempt follows, and every call fails INTERNAL with
-   * why at once (gRPC's lame channel). */
+   * ready resets it. A call that needs a connection meanwhile fails
+   * UNAVAILABLE at once (gRPC's fail-fast: the channel is in
+   * TRANSIENT_FAILURE), or waits as 'wait_for_ready' (pc_GrpcWaitForReady)
+   * says. 'backoff_set' 0: gRPC's numbers (1
+   * s, 1.6, 0.2, 120 s, and 20 s for min_connect_timeout); 1: the five fields as given (each
+   * >= 0, multiplier >= 1, jitter <= 1). A TLS setup that fails (a
+   * file that is no PEM, perhaps being rewritten; memory) fails the attempt
+   * like a refused connection, and the next attempt sets TLS up anew. TLS
+   * not available in the process (pc_NetTls_Available: the Lua module
+   * without its TLS object) is no failed attempt: no attempt follows, and
+   * every call fails INTERNAL with why at once (gRPC's lame channel). */
   int backoff_set;
   pc_GrpcWaitForReady wait_for_ready;
   double backoff_initial, backoff_multiplier, backoff_jitter, backoff_max, min_connect_timeout;
   int insecure; /* as socket.h: TLS WITHOUT verifying the server */
-  /* Seconds a new connection may take to connect, finish TLS and receive
-   * the server's first SETTINGS; past it the connection is given up and
-   * its calls fail UNAVAILABLE ("connect to HOST:PORT: timed out after S
-   * s", " (no HTTP/2 SETTINGS from the server)" added once connected). 0:
-   * no limit but the calls' own deadlines. */
+  /* Seconds a new connection may take to connect and finish TLS; past it
+   * the connection is given up and its calls fail UNAVAILABLE ("connect to
+   * HOST:PORT: timed out after S s"). 0: no limit but the calls' own
+   * deadlines. */
   double connect_timeout;
   /* Non-zero: the host moves the bytes (see "Host I/O" below) and the
    * built-in driver (socket.h) is not used: no resolution, no sockets

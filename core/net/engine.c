@@ -912,10 +912,6 @@ int pc_GrpcEngine_Alive(const pc_GrpcEngine *e) {
   return !e->h2.dead;
 }
 
-int pc_GrpcEngine_SettingsReceived(const pc_GrpcEngine *e) {
-  return e->settings_in;
-}
-
 size_t pc_GrpcEngine_Running(const pc_GrpcEngine *e) {
   return e->running;
 }

@@ -103,8 +103,7 @@ void pc_GrpcEngine_Wrote(pc_GrpcEngine *e, size_t n);
 /* The connection is gone ('why' says how, e.g. "connection closed by the
  * peer"): every running stream ends UNAVAILABLE with 'why', the engine is
  * dead. 'unsent' non-zero: the connection was never ready (its attempt
- * failed: no SETTINGS from the server), so no HTTP/2 server took the
- * streams (pc_GrpcStatus.unsent). */
+ * failed), so none of the streams reached the peer (pc_GrpcStatus.unsent). */
 void pc_GrpcEngine_Lost(pc_GrpcEngine *e, const char *why, int unsent);
 
 /* Whether a new stream may be opened now: not dead, no GOAWAY received,
@@ -113,11 +112,6 @@ int pc_GrpcEngine_CanOpen(const pc_GrpcEngine *e);
 
 /* Whether the connection is still alive (bytes may be read and written). */
 int pc_GrpcEngine_Alive(const pc_GrpcEngine *e);
-
-/* Whether the peer's first SETTINGS frame arrived (RFC 9113 3.4: the first
- * frame a server sends), so the HTTP/2 connection is established (gRPC's
- * READY); with 'http1' from the start. */
-int pc_GrpcEngine_SettingsReceived(const pc_GrpcEngine *e);
 
 /* Streams started on the engine and not yet ended. */
 size_t pc_GrpcEngine_Running(const pc_GrpcEngine *e);

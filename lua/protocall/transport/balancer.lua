@@ -22,8 +22,8 @@
 -- resolve), and a failed backend asks for a resolution (bounded by the
 -- resolver's minimum interval). When every backend is failed, the call
 -- goes to the backend whose backoff ends first. A call whose backend
--- could not be connected to (refused, timed out, TLS handshake failed,
--- no HTTP/2 SETTINGS from the server: no HTTP/2 server took the call) goes on to the next backend the policy
+-- could not be connected to (refused, timed out, TLS handshake failed:
+-- the call never left this client) goes on to the next backend the policy
 -- picks that it has not tried, within its deadline, as gRPC's pick_first
 -- tries each address in turn and round_robin picks only backends that
 -- connect; it fails UNAVAILABLE only when every backend failed so, unless

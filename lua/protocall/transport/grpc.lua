@@ -701,17 +701,14 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- multiplier = 1.6, jitter = 0.2, maximum = 120, min_connect_timeout =
 -- 20} (seconds; gRPC's connection backoff: after a failed connection
 -- attempt the next waits initial s, growing by multiplier per failure up
--- to maximum, +-jitter of it; an attempt not ready within
--- max(min_connect_timeout, the backoff) has failed ("connect to
--- HOST:PORT: not connected within S s", or for a peer that took the
--- connection "no HTTP/2 SETTINGS from the server within S s"); a call
--- on a failed attempt fails UNAVAILABLE ("connect to HOST:PORT: why") and
--- a call needing a connection meanwhile fails UNAVAILABLE at once, as
--- gRPC fails a call that is not wait-for-ready, so a retry policy's own
--- backoff paces the attempts; such an error has `unsent` = true: no
--- server took the call (nothing of it reached one, or the peer never
--- spoke HTTP/2); a call whose connection failed or was lost under it, not
--- a status a server sent, has `lost` = true), `wait_for_ready` (true: gRPC's wait-for-ready,
+-- to maximum, +-jitter of it; an attempt not connected within
+-- max(min_connect_timeout, the backoff) has failed; a call on a failed
+-- attempt fails UNAVAILABLE ("connect to HOST:PORT: why") and a call
+-- needing a connection meanwhile fails UNAVAILABLE at once, as gRPC fails
+-- a call that is not wait-for-ready, so a retry policy's own backoff
+-- paces the attempts; such an error has `unsent` = true: nothing of the
+-- call reached a server; a call whose connection failed or was lost under
+-- it, not a status a server sent, has `lost` = true), `wait_for_ready` (true: gRPC's wait-for-ready,
 -- for every call of the transport: a call waits through failed
 -- connection attempts and their backoff until a connection is ready,
 -- however far its deadline, failing only DEADLINE_EXCEEDED at it,
@@ -721,13 +718,9 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- ends the waiting calls UNAVAILABLE "connect to HOST:PORT: the channel is
 -- closed". A waiting stream's `send` waits while more than 64 KiB wait
 -- with it; a request message over 4 MiB fails the waiting call UNAVAILABLE
--- (more than it keeps to send). Ready is gRPC's READY: the server's first
--- HTTP/2 SETTINGS frame arrived (after TCP and TLS; a peer that takes the
--- connection and never speaks HTTP/2 is not ready, and a call on it
--- waits for a connection too: at its deadline "deadline exceeded waiting
--- for a connection (...)"); a call that lost a ready connection it was
--- sent on, one the peer closed before answering included, still fails
--- UNAVAILABLE. With a balancer (several
+-- (more than it keeps to send). Ready is connected (and TLS done): a call
+-- that lost a connection it was sent on, one the peer closed before
+-- answering included, still fails UNAVAILABLE. With a balancer (several
 -- backends, any dns:/// name without a driver, even one resolving to a
 -- single address, an xds:/// name's clusters) a call whose attempt failed
 -- to connect goes on to the next backend as without wait_for_ready; once
@@ -751,10 +744,9 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- `insecure` (true: TLS WITHOUT verifying the server, no CA and no host
 -- name check, so anyone on the path can read and change the calls; for
 -- a test server with a self-signed certificate only), `connect_timeout`
--- (seconds a new connection may take to connect, finish TLS and receive
--- the server's HTTP/2 SETTINGS; past it the calls waiting on it fail
--- UNAVAILABLE "connect to HOST:PORT: timed out after S s" (with " (no
--- HTTP/2 SETTINGS from the server)" once connected), or with wait_for_ready wait for the next
+-- (seconds a new connection may take to connect and finish TLS; past
+-- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
+-- timed out after S s", or with wait_for_ready wait for the next
 -- attempt; default none but the calls' deadlines),
 -- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
 -- of the built-in sockets: a plain byte pipe; TLS for an https target

@@ -131,6 +131,7 @@ describe("ctx.recv_bytes of a REST client stream (pc.listen rest)", function()
       { "", 200, '{"items":[{"name":"a"},{"name":"b","n":"2"}],"count":"1"}' },
       { "look", 200, '{"items":[{"name":"a"},{"name":"b","n":"2"}],"count":"1"}' },
       { "wrap", 200, '{"items":[{"name":"a!"},{"name":"b!","n":"2"}]}' },
+      { "proxy", 200, '{"items":[{"name":"a!"},{"name":"b!","n":"2"}]}' },
       { "validate", 200, '{"items":[{"name":"a"},{"name":"b","n":"2"}]}' },
     }
     for _, case in ipairs(cases) do

@@ -5,12 +5,13 @@
 --
 --     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua upstream
 --     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua gateway UPSTREAM_PORT [validate]
---     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua probe [validate | wrap | look]
+--     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua probe [validate | wrap | proxy | look]
 --
 -- `probe`: nd.Collector's Gather served with pc.listen's `rest`, reading
 -- ctx.recv_bytes when the ctx has it (Items.count 1, else 0), under the
 -- server's `validate = true`, an interceptor that wraps ctx.recv (adding
--- "!" to each name) or one that only looks.
+-- "!" to each name), one that does so in a ctx of its own whose other
+-- fields are the original's (__index), or one that only looks.
 -- Prints "PORT PID" (PID from env PC_PID) and serves until killed, or
 -- PC_SERVER_LIFETIME seconds (120 unless set).
 local pc = require "protocall"
@@ -49,15 +50,18 @@ if arg[1] == "upstream" then
 elseif arg[1] == "probe" then
   local Item = pool:type("nd.Item")
   local opts = { pool = pool, validate = arg[2] == "validate" or nil }
-  if arg[2] == "wrap" or arg[2] == "look" then
+  if arg[2] == "wrap" or arg[2] == "look" or arg[2] == "proxy" then
     opts.interceptors = { function(call, nxt)
       local recv = call.ctx.recv
+      local function marked()
+        local m = recv()
+        if m then m.name = m.name .. "!" end
+        return m
+      end
       if arg[2] == "wrap" then
-        call.ctx.recv = function()
-          local m = recv()
-          if m then m.name = m.name .. "!" end
-          return m
-        end
+        call.ctx.recv = marked
+      elseif arg[2] == "proxy" then -- a ctx of its own, the rest read through the original
+        call.ctx = setmetatable({ recv = marked }, { __index = call.ctx })
       end
       return nxt(call)
     end }

@@ -173,7 +173,12 @@ function M.server(services, opts)
           local c, recv = { method = full, metadata = ctx.metadata, ctx = ctx }, ctx.recv
           return interceptors.run(chain, 1, c, function(cc)
             -- an interceptor that wraps ctx.recv sees every request: not past it
-            if cc.ctx.recv ~= recv then cc.ctx.recv_bytes = nil end
+            -- (in the ctx it passes on, and in the original, which a ctx of
+            -- its own may read through __index)
+            if cc.ctx.recv ~= recv then
+              ctx.recv_bytes = nil
+              cc.ctx.recv_bytes = nil
+            end
             return fn(cc.ctx)
           end, now(), now)
         end

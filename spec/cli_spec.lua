@@ -1338,6 +1338,13 @@ describe("protocall serve", function()
     assert(ok, e)
   end)
 
+  it("says standard input is closed before connecting (a connection would take its descriptor)", function()
+    local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -d @ 127.0.0.1:1 demo.Router/Follow <&-")
+    assert.are.equal(1, code, err)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: standard input: closed (Bad file descriptor)\n", err)
+  end)
+
   it("ends a stream at a bad document of standard input, naming it, after sending the ones before", function()
     local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
     local call = "call -plaintext -format text -d @ 127.0.0.1:" .. port .. " demo.Router/Follow"

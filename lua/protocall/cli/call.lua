@@ -190,6 +190,11 @@ function M.call.run(flags, args)
   local service, name = method:match("^/?([%w_.]+)[/.]([%w_]+)$")
   if not service then usage_error("call", "method '" .. method .. "': pkg.Service/Method expected") end
   local metadata = metadata_of(flags, "call")
+  -- -d @ with standard input closed (<&-): said now, before a connection
+  -- made for the call takes descriptor 0 and is read as the input
+  if (flags.d == "@" or flags.d == "@-") and select(3, io.stdin:seek("cur")) == 9 then -- EBADF
+    fail("standard input: closed (Bad file descriptor)")
+  end
   local pool, transport
   if has_schema(flags) then
     pool = load_schemas(flags)

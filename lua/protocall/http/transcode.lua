@@ -968,19 +968,6 @@ function Transcoder:requests(route, bindings, query, body, content_type)
   return list
 end
 
---- list | nil, err = tc:requests_bytes(route, bindings, query, body,
--- content_type): tc:requests' messages as wire bytes (tc:request_bytes
--- for each line), a list of strings: the same failures, every line read
--- before the list is returned. A placement sending them upstream takes
--- tc:requests_reader, which holds them packed.
-function Transcoder:requests_bytes(route, bindings, query, body, content_type)
-  if type(route) ~= "table" or not route.input then argerror("requests_bytes", "route expected", 2) end
-  local add, list = collector()
-  local ok, err = stream_of(self, self.request_bytes, add, route, bindings, query, body, content_type)
-  if not ok then return nil, err end
-  return list
-end
-
 -- Messages packed per chunk: about this many bytes of them (each after
 -- its length as a base-128 varint) make one string.
 local PACK_CHUNK = 65536
@@ -998,8 +985,9 @@ local function varint(n)
 end
 
 --- next_bytes | nil, err = tc:requests_reader(route, bindings,
--- query, body, content_type): tc:requests_bytes' messages, every line
--- read (and the same failures) before it returns, held packed: strings of
+-- query, body, content_type): tc:requests' messages as wire bytes
+-- (tc:request_bytes for each line), every line read (and the same
+-- failures) before it returns, held packed: strings of
 -- about 64 KiB each holding the messages after their lengths, a byte or
 -- two more per message than their wire bytes (a list of strings costs
 -- 20 to 60 bytes more per message under Lua 5.4: 1.3 million "{}" lines,

@@ -241,6 +241,13 @@ describe("pc.from_json", function()
     assert.are.equal(0, m.du.seconds)
     assert.are.equal(-250000000, m.du.nanos)
     assert.are.same({ "a_b.c", "d" }, { m.fm.paths[1], m.fm.paths[2] })
+    for json, paths in pairs { [""] = {}, ["a.b,c"] = { "a.b", "c" }, ["fooBar.baz"] = { "foo_bar.baz" },
+      ["a1.b2C3"] = { "a1.b2_c3" } } do
+      local fm = assert(pc.from_json(M, '{"fm": "' .. json .. '"}')).fm
+      local got = {}
+      for i = 1, #fm.paths do got[i] = fm.paths[i] end
+      assert.are.same(paths, got, json)
+    end
     assert.are.equal(9, m.w64.value)
     assert.is_true(m.wb.value)
     assert.are.equal("t/jt.Leaf", m.any.type_url)
@@ -379,6 +386,14 @@ describe("pc.from_json", function()
       { '{"fm": "a."}', '$.fm: FieldMask path "a." has an empty field name at offset 7' },
       { '{"fm": "a,,b"}', '$.fm: FieldMask "a,,b" has an empty path at offset 7' },
       { '{"fm": "a,"}', '$.fm: FieldMask "a," has an empty path at offset 7' },
+      -- a character no field name has (protobuf-go: not a valid name)
+      { '{"fm": " "}', '$.fm: FieldMask path " " has " ", which no field name has at offset 7' },
+      { '{"fm": "a, b"}', '$.fm: FieldMask path " b" has " ", which no field name has at offset 7' },
+      { '{"fm": "a\\tb"}', '$.fm: FieldMask path "a\\u0009b" has "\\u0009", which no field name has at offset 7' },
+      { '{"fm": "a-b.c"}', '$.fm: FieldMask path "a-b.c" has "-", which no field name has at offset 7' },
+      { '{"fm": "a.\xc3\xa9"}',
+        '$.fm: FieldMask path "a.\xc3\xa9" has "\xc3\xa9", which no field name has at offset 7' },
+      { '{"fm": "a.1b"}', '$.fm: FieldMask path "a.1b" has a field name starting with a digit at offset 7' },
       { '{"em": {"a": 1}}', "$.em.a: google.protobuf.Empty has no fields at offset 8" },
       { '{"st": []}', "$.st: object expected, got an array at offset 7" },
       { '{"lv": {}}', "$.lv: array expected, got an object at offset 7" },

@@ -413,6 +413,8 @@ describe("query parameters", function()
     { "/v1/search?mask=a..b",
       "INVALID_ARGUMENT: query parameter 'mask': FieldMask path \"a..b\" has an empty field name" },
     { "/v1/search?mask=a,,b", "INVALID_ARGUMENT: query parameter 'mask': FieldMask \"a,,b\" has an empty path" },
+    { "/v1/search?mask=a,%20b",
+      "INVALID_ARGUMENT: query parameter 'mask': FieldMask path \" b\" has \" \", which no field name has" },
     { "/v1/search?labels[a][b]=1",
       "INVALID_ARGUMENT: query parameter 'labels[a][b]': a map key takes one level of brackets (name[key])" },
     { "/v1/search?name=%zz", "INVALID_ARGUMENT: bad percent-escape in the query string" },

@@ -830,6 +830,24 @@ static int read_fieldmask(R *r, const JNode *v, pc_Message *msg, const pc_Messag
     for (size_t k = 1; k < pn && !empty_name; k++) empty_name = p[k] == '.' && p[k - 1] == '.';
     if (empty_name)
       RFAIL(r, path, v->off, "FieldMask path \"%s\" has an empty field name", SHOW(p, pn));
+    /* each name is letters and digits, a letter first ('_' is refused
+     * below: the JSON form is camelCase); protobuf-go refuses the rest
+     * (whitespace included) as not a valid name */
+    for (size_t k = 0; k < pn; k++) {
+      unsigned char c = (unsigned char)p[k];
+      int digit = c >= '0' && c <= '9';
+      int letter = (unsigned)(c | 0x20) - 'a' < 26;
+      if (c == '.' || c == '_' || digit || letter) {
+        if (digit && (k == 0 || p[k - 1] == '.'))
+          RFAIL(r, path, v->off, "FieldMask path \"%s\" has a field name starting with a digit",
+                SHOW(p, pn));
+        continue;
+      }
+      size_t cn = 1; /* the whole UTF-8 sequence of a non-ASCII character */
+      while (c >= 0x80 && k + cn < pn && ((unsigned char)p[k + cn] & 0xc0) == 0x80) cn++;
+      RFAIL(r, path, v->off, "FieldMask path \"%s\" has \"%s\", which no field name has",
+            SHOW(p, pn), SHOW(p + k, cn));
+    }
     char *out = pc_Arena_Malloc(r->a, 2 * (i - start) + 1);
     if (out == NULL) return r_oom(r);
     size_t len = pc_Json_CamelToSnake(v->s + start, i - start, out);

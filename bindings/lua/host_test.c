@@ -25,7 +25,8 @@
  *     __gc of an object finalized after the view's arena (also when an
  *     emergency collection ran between the two), arenas freed a
  *     cycle later, and every byte of the state's allocator given back at
- *     lua_close (a counting lua_Alloc), a finalizer run there reading too. */
+ *     lua_close (a counting lua_Alloc), a finalizer run there reading too,
+ *     and messages made in finalizers (lua_close's included) given back. */
 #include "testing/check.h"
 #include "protocall.h"
 
@@ -1146,6 +1147,31 @@ static void finalized_views(void) {
   CHECK(held == 0);
 }
 
+/* Messages made in finalizers: during a cycle (their arenas freed as any
+ * other's), kept by one until lua_close, and made by finalizers lua_close
+ * runs (Lua 5.4 sets no finalizer then: the Reaper frees their arenas). */
+static void made_in_finalizers(void) {
+  size_t held = 0;
+  lua_State *L = lua_newstate(counting_alloc, &held);
+  luaL_openlibs(L);
+  luaL_requiref(L, "protocall", luaopen_protocall, 0);
+  lua_setglobal(L, "pc");
+  lua_register(L, "note", note);
+  CHECK(run(L, kFinalized));
+  CHECK(run(
+      L, "for _ = 1, 100 do setmetatable({}, { __gc = function() pc.decode(T, bytes) end }) end\n"
+         "setmetatable({}, { __gc = function() kept = pc.decode(T, bytes) end })\n"
+         "settle() assert(kept.sub.x == 5)\n"
+         "setmetatable({}, { __gc = function()\n"
+         "  local m = pc.decode(T, bytes)\n"
+         "  for _ = 1, 20 do m = T { sub = { x = m.sub.x + 1, s = ('x'):rep(2000) } } end\n"
+         "  note(m.sub.x + kept.sub.x) end })"));
+  noted = 0;
+  lua_close(L);
+  CHECK(noted == 30);
+  CHECK(held == 0);
+}
+
 int main(void) {
   before_open();
   pools();
@@ -1158,5 +1184,6 @@ int main(void) {
   statuses();
   streams();
   finalized_views();
+  made_in_finalizers();
   return CHECK_DONE();
 }

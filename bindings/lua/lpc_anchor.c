@@ -127,10 +127,16 @@ const char *lpc_push_shown(lua_State *L, int idx) {
  * At lua_close every finalizer runs in one pass, newest object first, and
  * none made during it runs: the Reaper (made when the module was first
  * opened, so after every Arena in that order) frees what still waits, and an
- * Arena finalized after it frees its arena at once.
+ * Arena finalized after it frees its arena at once. An Arena a finalizer
+ * makes there never has its __gc run (Lua 5.4.4's lgc.c: no finalizer is
+ * set while the state closes), so every Arena made in a finalizer (where
+ * Lua 5.4.4+'s lua_gc answers -1) is in the Reaper's 'made' list until its
+ * __gc runs; the Reaper frees the arenas of those still there. (LuaJIT's
+ * lua_close runs the finalizers of objects made meanwhile too: no list.)
  *
- * Known limit (doc/guide.md, "Lifetimes"): the finalizer of an object made
- * before the module was opened must not read views at lua_close. */
+ * Known limits (doc/guide.md, "Lifetimes"): the finalizer of an object made
+ * before the module was opened must not read views at lua_close, and the
+ * memory of a message it makes there is not given back. */
 
 /* An arena waiting for a sweep. */
 typedef struct {
@@ -147,8 +153,10 @@ typedef struct {
 typedef struct {
   Grave *list; /* allocated with the state's allocator */
   size_t n, cap;
-  size_t group;   /* the number of the last group started */
-  size_t group_n; /* its arenas */
+  size_t group;        /* the number of the last group started */
+  size_t group_n;      /* its arenas */
+  lpc_ArenaBox **made; /* Arenas made in a finalizer, their __gc not run (lpc_ArenaBox.made) */
+  size_t made_n, made_cap;
   lua_Alloc f;
   void *ud;
   int armed;  /* a Sweep userdata waits for the collector */
@@ -246,8 +254,24 @@ static int reaper_gc(lua_State *L) {
   r->f(r->ud, r->list, r->cap * sizeof(Grave), 0);
   r->list = NULL;
   r->n = r->cap = 0;
+  for (size_t i = 0; i < r->made_n; i++) { /* made during lua_close: no __gc of theirs runs */
+    pc_Arena_Free(r->made[i]->arena);
+    r->made[i]->arena = NULL;
+    r->made[i]->made = 0;
+  }
+  r->f(r->ud, r->made, r->made_cap * sizeof(lpc_ArenaBox *), 0);
+  r->made = NULL;
+  r->made_n = r->made_cap = 0;
   r->closed = 1;
   return 0;
+}
+
+/* Takes 'h' off the Reaper's 'made' list (its __gc runs). */
+static void unlist_made(Reaper *r, lpc_ArenaBox *h) {
+  lpc_ArenaBox *last = r->made[--r->made_n];
+  r->made[h->made - 1] = last;
+  last->made = h->made;
+  h->made = 0;
 }
 
 /* Pushes the token of the group being filled, starting one when needed:
@@ -281,6 +305,7 @@ static void push_group(lua_State *L, Reaper *r) {
 static int arena_gc(lua_State *L) {
   lpc_ArenaBox *h = luaL_checkudata(L, 1, LPC_ARENA_MT); /* debug.getregistry() reaches it */
   Reaper *r = lua_touserdata(L, REAPER_UV);
+  if (h->made) unlist_made(r, h);
   if (h->arena == NULL || h->queued) return 0;
   if (!r->closed) {
     if (r->n == r->cap) {
@@ -352,17 +377,51 @@ void lpc_free_arena(lua_State *L, int idx) {
   h->arena = NULL;
 }
 
+/* The Reaper, for an Arena made in a finalizer (lua_gc answers -1 there
+ * from Lua 5.4.4 on) before the Reaper's own __gc ran, with room in its
+ * 'made' list for one more; NULL elsewhere. Raises when the list cannot
+ * grow. */
+static Reaper *made_in_finalizer(lua_State *L, int box) {
+#if LPC_LUAJIT
+  (void)L;
+  (void)box;
+  return NULL;
+#else
+  if (lua_gc(L, LUA_GCISRUNNING) != -1) return NULL;
+  lua_getmetatable(L, box);
+  lua_getfield(L, -1, "__gc"); /* arena_gc */
+  lua_getupvalue(L, -1, 1);
+  Reaper *r = lua_touserdata(L, -1);
+  lua_pop(L, 3);
+  if (r->closed) return NULL; /* nothing frees its list any more */
+  if (r->made_n == r->made_cap) {
+    size_t cap = r->made_cap ? 2 * r->made_cap : 8;
+    lpc_ArenaBox **made = r->f(r->ud, r->made, r->made_cap * sizeof *made, cap * sizeof *made);
+    if (made == NULL) lpc_msg_error(L, "not enough memory");
+    r->made = made;
+    r->made_cap = cap;
+  }
+  return r;
+#endif
+}
+
 pc_Arena *lpc_new_arena(lua_State *L) {
   lpc_ArenaBox *h =
       lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 2); /* 1: refs, 2: its group's token (__gc) */
   h->arena = NULL;
   h->reported = 0;
   h->queued = 0;
+  h->made = 0;
   luaL_setmetatable(L, LPC_ARENA_MT);
+  Reaper *r = made_in_finalizer(L, lua_gettop(L));
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);
   h->arena = pc_Arena_New(f, ud);
   if (h->arena == NULL) lpc_msg_error(L, "not enough memory");
+  if (r != NULL) {
+    r->made[r->made_n++] = h;
+    h->made = r->made_n;
+  }
   h->reported = pc_Arena_SpaceAllocated(h->arena);
   return h->arena;
 }

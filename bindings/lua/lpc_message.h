@@ -60,6 +60,7 @@ typedef struct {
   pc_Arena *arena;
   size_t reported; /* bytes already reported to the collector */
   int queued;      /* its __gc ran: the arena waits in the Reaper's list (lpc_anchor.c) */
+  size_t made;     /* made in a finalizer, its __gc not run: 1 + its index in the Reaper's 'made' */
 } lpc_ArenaBox;
 
 typedef struct lpc_Lookup lpc_Lookup;

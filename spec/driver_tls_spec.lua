@@ -129,6 +129,19 @@ describe("TLS in the channel over a host driver", function()
         .. 'hostname mismatch (checked server_name "other.test" against the server\'s certificate)',
         wrong_name.message)
     end
+    -- a DNS name's 253 bytes whole; a longer name cut, saying so
+    local long = ("a"):rep(63) .. "." .. ("b"):rep(63) .. "." .. ("c"):rep(63) .. "." .. ("d"):rep(61)
+    for name, shown in pairs { [long] = long, [long .. ".e"] = long:sub(1, 250) .. "..." } do
+      for _, driver in ipairs { sdriver.new(pc), false } do
+        local wrong_name = failure(function()
+          local t = pc.grpc(url, { driver = driver or nil, ca_file = certs .. "/ca.pem", server_name = name })
+          return t:unary("/test.Test/Echo", "x", { timeout = 5 })
+        end)
+        assert.are.equal("TLS handshake with 127.0.0.1:" .. grpcio.port .. ": certificate verify failed: "
+          .. 'hostname mismatch (checked server_name "' .. shown .. '" against the server\'s certificate)',
+          wrong_name.message)
+      end
+    end
     -- without server_name the target's host is checked: an address the
     -- certificate (DNS:localhost, IP:127.0.0.1) does not name
     local pool = pc.pool()

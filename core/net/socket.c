@@ -56,14 +56,20 @@ static const char *peer_name(const pc_NetSocket *s) {
   return s->where ? s->where : "";
 }
 
+/* Keeps "what where: why" as the socket's error: whole with a DNS name
+ * (253 bytes) in 'where' and in 'why' (pc_NetTls_Why), else cut with "...". */
 static void set_err(pc_NetSocket *s, const char *what, const char *why) {
-  char text[PC_ERROR_MAX];
-  snprintf(text, sizeof text, "%.40s %.200s: %.260s", what, peer_name(s), why);
+  char text[2 * PC_ERROR_MAX];
+  int n = snprintf(text, sizeof text, "%s %s: %s", what, peer_name(s), why);
+  if (n < 0)
+    text[0] = '\0';
+  else if ((size_t)n >= sizeof text)
+    memcpy(text + sizeof text - 4, "...", 4);
   keep_err(s, text);
 }
 
 static void tls_err(pc_NetSocket *s, const char *what) {
-  char text[320];
+  char text[PC_ERROR_MAX];
   pc_NetTls_Why(s->tls, text, sizeof text);
   set_err(s, what, text[0] ? text : "connection closed during the TLS handshake");
 }

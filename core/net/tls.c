@@ -328,14 +328,16 @@ void pc_NetTls_Why(const pc_NetTls *c, char *text, size_t room) {
   unsigned long e = ERR_get_error();
   long v = c ? SSL_get_verify_result(c->ssl) : X509_V_OK;
   if (room > 0) text[0] = '\0';
-  if ((v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH) && c->name)
-    /* OpenSSL's own text for these varies by version ("Hostname mismatch") */
+  if ((v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH) && c->name) {
+    /* OpenSSL's own text for these varies by version ("Hostname mismatch");
+     * the name whole when a DNS name (253 bytes at most), else cut with "..." */
+    int cut = strlen(c->name) > 253;
     snprintf(text, room,
-             "certificate verify failed: %s mismatch (checked %s\"%.120s\" against the server's "
+             "certificate verify failed: %s mismatch (checked %s\"%.*s%s\" against the server's "
              "certificate)",
              v == X509_V_ERR_HOSTNAME_MISMATCH ? "hostname" : "IP address",
-             c->named ? "server_name " : "", c->name);
-  else if (v != X509_V_OK)
+             c->named ? "server_name " : "", cut ? 250 : 253, c->name, cut ? "..." : "");
+  } else if (v != X509_V_OK)
     snprintf(text, room, "certificate verify failed: %.120s", X509_verify_cert_error_string(v));
   else if (e && room > 0)
     ERR_error_string_n(e, text, room);

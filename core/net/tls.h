@@ -70,9 +70,10 @@ int pc_NetTls_Resumed(const pc_NetTls *c);
  * failed: ..." when the peer's certificate was refused (for a name it does
  * not carry naming the one checked: "certificate verify failed: hostname
  * mismatch (checked server_name \"x.example\" against the server's
- * certificate)", without "server_name " when it was the target's host),
- * else OpenSSL's error, "" when OpenSSL gave none. Clears OpenSSL's error
- * queue. */
+ * certificate)", without "server_name " when it was the target's host;
+ * the name whole up to a DNS name's 253 bytes, a longer one cut with "...":
+ * PC_ERROR_MAX bytes of 'room' hold it all), else OpenSSL's error, "" when
+ * OpenSSL gave none. Clears OpenSSL's error queue. */
 void pc_NetTls_Why(const pc_NetTls *c, char *text, size_t room);
 
 #endif

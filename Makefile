@@ -1,7 +1,8 @@
 # protocall: the two commands a user needs are `make run` and `make test`.
 # Everything builds with CMake into build/<kind>/.
-#   make run      install missing packages, build (the Lua 5.4 build and the
-#                 LuaJIT module, build/luajit), run examples/quickstart.lua
+#   make run      install the missing packages the build needs (no test
+#                 tools, no npm), build the `protocall` command (build/release,
+#                 no C tests), run examples/quickstart.lua
 #   make test     the same set-up, then every test on the release build and
 #                 on the sanitizer build, and the busted suite under LuaJIT
 #                 (build/luajit); the last line is "N passed, N failed"
@@ -31,15 +32,20 @@ FUZZ_SLICE   ?= 20
 CMAKE_FLAGS ?= -DPROTOCALL_WERROR=ON
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find core bindings -name '*.[ch]')
 
-.PHONY: all deps build build-asan build-luajit build-fuzz run test fuzz bench memcheck lint lua-graph format doc \
+.PHONY: all deps deps-build build build-asan build-luajit build-fuzz run test fuzz bench memcheck lint lua-graph format doc \
   clean
 
 all: build
 
+# deps: every package (the build's, the tests' and the npm packages);
+# deps-build: the build's alone (make run; configuring build/release).
 deps:
 	@./.ci/install-deps
 
-$(RELEASE)/CMakeCache.txt: | deps
+deps-build:
+	@./.ci/install-deps --build
+
+$(RELEASE)/CMakeCache.txt: | deps-build
 	@cmake -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 
 $(ASAN)/CMakeCache.txt: | deps
@@ -68,7 +74,9 @@ build-fuzz: deps
 fuzz: build-fuzz
 	@cd $(FUZZ) && ctest --output-on-failure --timeout 0 -V
 
-run: build build-luajit
+# The command and the sibling modules it loads on first use (TLS, RE2).
+run: deps-build $(RELEASE)/CMakeCache.txt
+	@cmake --build $(RELEASE) --target protocall protocall_tls protocall_re2 -j $(JOBS) -- --no-print-directory -s
 	$(RELEASE)/protocall examples/quickstart.lua
 
 test: build build-asan build-luajit

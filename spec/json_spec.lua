@@ -165,6 +165,13 @@ describe("pc.to_json", function()
       "$.va: Value number NaN has no JSON form")
     assert.has_error(function() pc.to_json(M{ fm = { paths = { "a,b" } } }) end,
       '$.fm: FieldMask path "a,b" has no JSON form') -- it would read back as two paths
+    -- nor would these read back (pc.from_json refuses them, as protobuf-go writes none of them)
+    for _, path in ipairs { "a b", "a..b", "", "1a", "a.1b", "a-b" } do
+      assert.has_error(function() pc.to_json(M{ fm = { paths = { "c", path } } }) end,
+        '$.fm: FieldMask path "' .. path .. '" has no JSON form')
+    end
+    assert.has_error(function() pc.to_json(M{ fm = { paths = { "\255" .. ("x"):rep(200) } } }) end,
+      '$.fm: FieldMask path "\\xff' .. ("x"):rep(96) .. '..." has no JSON form') -- quoted, cut saying so
     assert.has_error(function() pc.to_json(M{ any = { type_url = "x/no.Such" } }) end,
       '$.any: Any type "x/no.Such" is not in the pool')
     assert.has_error(function() pc.to_json(M{ any = { type_url = "x/jt.Leaf", value = "\255" } }) end,

@@ -367,6 +367,24 @@ static int write_duration(W *w, const pc_Message *msg, const pc_MessageDef *m,
   return put_nanos(w, an) && PUTS(w, "s\"");
 }
 
+/* Whether the camelCase path 's' reads back (read.c's read_fieldmask):
+ * dot-separated names of letters and digits, none empty, none starting with
+ * a digit (protobuf-go's valid names; a ',' would split it in two). */
+static int fieldmask_path_reads(const char *s, size_t n) {
+  size_t start = 0;
+  for (size_t i = 0; i <= n; i++) {
+    if (i == n || s[i] == '.') {
+      if (i == start) return 0;
+      start = i + 1;
+      continue;
+    }
+    unsigned char c = (unsigned char)s[i];
+    int digit = c >= '0' && c <= '9';
+    if (!(digit ? i > start : (unsigned)(c | 0x20) - 'a' < 26)) return 0;
+  }
+  return 1;
+}
+
 static int write_fieldmask(W *w, const pc_Message *msg, const pc_MessageDef *m,
                            const pc_JsonPath *path) {
   const pc_Array *arr = get_number(msg, m, 1, NULL).a;
@@ -382,11 +400,11 @@ static int write_fieldmask(W *w, const pc_Message *msg, const pc_MessageDef *m,
       return 0;
     }
     size_t n = pc_Json_SnakeToCamel(p.data, p.size, camel);
-    /* the paths are joined by ',' in JSON: one holding a ',' would read back as two */
-    if (n == (size_t)-1 || !pc_Wire_ValidUtf8((const uint8_t *)p.data, p.size) ||
-        (p.size > 0 && memchr(p.data, ',', p.size) != NULL)) /* an empty path's data may be NULL */
-      FAIL(w, path, "FieldMask path \"%.*s\" has no JSON form", (int)(p.size > 200 ? 200 : p.size),
-           p.data);
+    if (n == (size_t)-1 || !fieldmask_path_reads(camel, n)) {
+      char shown[104];
+      FAIL(w, path, "FieldMask path \"%s\" has no JSON form",
+           pc_Error_Quote(shown, sizeof shown, p.data, p.size, kPc_Quote_Json));
+    }
     if (!put_escaped_body(w, camel, n)) return 0;
   }
   return putch(w, '"');

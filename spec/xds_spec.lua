@@ -571,10 +571,26 @@ describe("xDS", function()
     end)
   end)
 
+  -- The ADS service as in_process serves it: a DiscoveryResponse whose resources,
+  -- version_info, type_url and nonce are bytes, so that a spec can send what no
+  -- encoder of the real message would (an Any that does not decode, a string that is
+  -- no UTF-8); on the wire the same as Envoy's.
+  local RAW_ADS = pc.pool()
+  assert(RAW_ADS:load([[syntax = "proto3"; package envoy.service.discovery.v3;
+    import "google/rpc/status.proto";
+    message DiscoveryRequest { string version_info = 1; repeated string resource_names = 3; string type_url = 4;
+      string response_nonce = 5; google.rpc.Status error_detail = 6; }
+    message DiscoveryResponse { bytes version_info = 1; repeated bytes resources = 2; bytes type_url = 4;
+      bytes nonce = 5; }
+    service AggregatedDiscoveryService {
+      rpc StreamAggregatedResources(stream DiscoveryRequest) returns (stream DiscoveryResponse); }]],
+    { name = "raw_ads.proto" }))
+
   -- An ADS server in this process (pc.listen, no Node): `answer(kind, request)`
-  -- returns the DiscoveryResponses (tables) to send for the first request of
-  -- each type; every request is logged (decoded). body(t, log, port) runs as
-  -- a task with t an xds:///svc target; backend port `port` answers Who.
+  -- returns the DiscoveryResponses (tables; each resource a google.protobuf.Any
+  -- table, or its encoding as a string sent as it is) to send for the first
+  -- request of each type; every request is logged (decoded). body(t, log, port)
+  -- runs as a task with t an xds:///svc target; backend port `port` answers Who.
   local function in_process(answer, body)
     local U, enc = protos.TYPE_URL, function(name, t) return core.encode(protos.type(name), t) end
     local backend = pc.listen(pc.server({ ["xt.Named"] = { Who = function() return { name = "b" } end } },
@@ -590,10 +606,17 @@ describe("xDS", function()
           local kind
           for k, u in pairs(U) do if u == req.type_url then kind = k end end
           if kind and (req.response_nonce or "") == "" then
-            for _, r in ipairs(answer(kind, req, enc, backend.port) or {}) do ctx.send(r) end
+            for _, r in ipairs(answer(kind, req, enc, backend.port) or {}) do
+              local list = {}
+              for i, a in ipairs(r.resources or {}) do
+                list[i] = type(a) == "table" and enc("google.protobuf.Any", a) or a
+              end
+              r.resources = list
+              ctx.send(r)
+            end
           end
         end
-      end } }, { pool = protos.pool() }), "127.0.0.1:0")
+      end } }, { pool = RAW_ADS }), "127.0.0.1:0")
     pc.spawn(function() ms:serve() end)
     pc.spawn(function()
       local t = pc.grpc("xds:///svc", { xds_bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:"
@@ -721,6 +744,92 @@ describe("xDS", function()
         local ok, r = call(t, 3)
         assert(ok, tostring(r))
         assert.are.equal("b", r.name)
+      end)
+    end)
+  end)
+
+  describe("a response with bad resources (gRFC A46)", function()
+    -- svc's routes: Who to cluster A, every other method to B
+    local TWO = { route_config = { name = "rc", virtual_hosts = { { name = "vh", domains = { "*" },
+      routes = { { match = { path = "/xt.Named/Who" }, route = { cluster = "A" } },
+        { match = { prefix = "" }, route = { cluster = "B" } } } } } } }
+    local function two_clusters(enc) return { listener(enc, TWO) } end
+    local function cluster(name, lb)
+      return { name = name, type = 3, lb_policy = lb, eds_cluster_config = { eds_config = { ads = {} } } }
+    end
+    local function nacks(log)
+      local list = {}
+      for _, q in ipairs(log) do if q.error_detail then list[#list + 1] = q end end
+      return list
+    end
+
+    it("takes its valid resources and NACKs it naming each bad one, by name or index", function()
+      in_process(serving { LDS = two_clusters, CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, cluster("B", 5)), any(enc, "CDS", CLUSTER_T, cluster("A")),
+          "\x0a\x05ab", -- an Any whose type_url runs past its end
+          any(enc, "EDS", CLA_T, { cluster_name = "A" }), any(enc, "CDS", CLUSTER_T, { type = 3 }) }
+      end }, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        assert.are.equal("b", r.name)
+        local problem = "envoy.config.cluster.v3.Cluster B: lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH "
+          .. "expected, got MAGLEV; resources[2]: google.protobuf.Any does not decode: google.protobuf.Any.type_url: "
+          .. "length runs past the end of the input at offset 1; resources[3]: type "
+          .. "type.googleapis.com/envoy.config.cluster.v3.Cluster expected, got "
+          .. "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment; resources[4]: no name"
+        -- a call routed to B, refused with no good copy, waits for it naming the NACK
+        local c = pc.client("xt.Named", { pool = pool, transport = t })
+        local failed, e = pcall(c.Hold, c, {}, { timeout = 0.3 })
+        assert.is_false(failed)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for cluster B (CDS) (NACKed CDS: " .. problem
+          .. ")", e.message)
+        local nack = nacks(log)[1]
+        assert.are.equal(problem, nack.error_detail.message)
+        assert.are.equal(3, nack.error_detail.code)
+        assert.are.equal("CDS-1", nack.response_nonce)
+        assert.are.equal("1", nack.version_info) -- A was taken: the response's version (grpc-core's rule)
+        assert.are.equal("1", t:backends().versions.CDS)
+        assert.are.equal(problem, t:backends().nacked.CDS.problem)
+      end)
+    end)
+
+    it("keeps a refused resource's last good copy; ACKs and NACKs carry the version last taken", function()
+      local function lds(enc, version, hcm)
+        return { version_info = version, type_url = protos.TYPE_URL.LDS, nonce = "LDS-" .. version,
+          resources = { listener(enc, hcm) } }
+      end
+      local function cds(version, list)
+        return { version_info = version, type_url = protos.TYPE_URL.CDS, nonce = "CDS-" .. version, resources = list }
+      end
+      local answered = {}
+      in_process(function(kind, req, enc, port)
+        if answered[kind] then return {} end -- the first request only (CDS A, then A and B)
+        answered[kind] = true
+        if kind == "LDS" then -- 1, then 2 refused (no resource taken), then 3
+          return { lds(enc, "1", TWO), lds(enc, "2", { route_config = routes(ZERO_SPLIT) }), lds(enc, "3", TWO) }
+        elseif kind == "CDS" then -- A's version 2 refused: its version 1 serves; B's version 2 taken
+          return { cds("1", { any(enc, "CDS", CLUSTER_T, cluster("A")) }), cds("2", {
+            any(enc, "CDS", CLUSTER_T, cluster("A", 5)), any(enc, "CDS", CLUSTER_T, cluster("B", 1)) }) }
+        end
+        return serving {}(kind, req, enc, port)
+      end, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        assert.are.equal("b", r.name)
+        local seen = {}
+        for _, q in ipairs(log) do
+          if q.type_url == protos.TYPE_URL.LDS or q.type_url == protos.TYPE_URL.CDS then
+            seen[#seen + 1] = q.type_url:match("%.(%w+)$") .. " " .. (q.version_info or "") .. " "
+              .. (q.response_nonce or "") .. (q.error_detail and " NACK" or "")
+          end
+        end
+        assert.are.same({ "Listener  ", "Listener 1 LDS-1", "Listener 1 LDS-2 NACK", "Listener 3 LDS-3",
+          "Cluster  ", "Cluster  ", "Cluster 1 CDS-1", "Cluster 2 CDS-2 NACK" }, seen)
+        local bk = t:backends()
+        assert.are.same({ LDS = "3", CDS = "2", EDS = "1" }, bk.versions)
+        assert.are.equal("2", bk.nacked.LDS.version)
+        assert.are.equal(0, t.client.cache.CDS.A.lb_policy or 0)
+        assert.are.equal(1, t.client.cache.CDS.B.lb_policy)
       end)
     end)
   end)
@@ -1079,7 +1188,9 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         assert.matches("Cluster A: outlier_detection.max_ejection_percent: at most 100 expected, got 150", nack)
-        assert.are.equal("2", x.t:backends().versions.CDS)
+        -- B, valid, was taken from version 3 (gRFC A46); A keeps version 2's config
+        assert.are.equal("3", x.t:backends().versions.CDS)
+        assert.are.equal(50, x.t.client.cache.CDS.A.outlier.max_ejection_percent)
       end)
     end)
 
@@ -1144,7 +1255,9 @@ describe("xDS", function()
         end
         assert.matches("Cluster A: least_request_lb_config.choice_count: at least 2 expected, got 1",
           x.t:backends().nacked.CDS.problem, 1, true)
-        assert.are.equal("2", x.t:backends().versions.CDS)
+        -- B, valid, was taken from version 3 (gRFC A46); A keeps version 2's choice_count
+        assert.are.equal("3", x.t:backends().versions.CDS)
+        assert.are.equal(2, x.t.client.cache.CDS.A.choice_count)
       end)
     end)
 
@@ -1296,12 +1409,22 @@ describe("xDS", function()
       end)
     end)
 
-    it("NACKs a bad resource naming the field and keeps the last good config", function()
+    -- Waits (making calls) until the target took version `v` of `kind`.
+    local function until_version(x, kind, v)
+      local t0 = pc.now()
+      while x.t:backends().versions[kind] ~= v do
+        pcall(x.c.Who, x.c, {}, { timeout = 0.5 })
+        pc.sleep(0.01)
+        assert(pc.now() - t0 < 3, kind .. " version " .. v .. " never arrived")
+      end
+    end
+
+    it("NACKs a bad resource naming the field, keeps its last good copy and takes the others (gRFC A46)", function()
       scenario(function(x)
         assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2))
         local bad = cds("A", "RING_HASH")
         bad.ring_hash_lb_config = { hash_function = "MURMUR_HASH_2" } -- gRPC takes XX_HASH only (gRFC A42)
-        x.ms.set("CDS", "2", { bad, cds("B") })
+        x.ms.set("CDS", "2", { bad, cds("B", "LEAST_REQUEST") })
         local nack
         local t0 = pc.now()
         while nack == nil do
@@ -1313,14 +1436,33 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         local detail = nack.error_detail.struct_value.fields
-        assert.matches("Cluster A: ring_hash_lb_config.hash_function: XX_HASH expected, got MURMUR_HASH_2",
-          detail.message.string_value, 1, true)
+        assert.are.equal("envoy.config.cluster.v3.Cluster A: ring_hash_lb_config.hash_function: XX_HASH expected, "
+          .. "got MURMUR_HASH_2", detail.message.string_value)
         assert.are.equal(3, detail.code.number_value)
-        assert.are.equal("1", nack.version_info.string_value) -- the last accepted version
-        assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10))
+        -- the version last accepted: 2, as B of it was taken (grpc-core and grpc-js count it so)
+        assert.are.equal("2", nack.version_info.string_value)
+        assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10)) -- A's version 1
+        assert.are.equal(1, x.t.client.cache.CDS.B.lb_policy) -- B's version 2: LEAST_REQUEST
+        assert.is_nil(x.t.client.cache.CDS.A.ring)
         local bk = x.t:backends()
-        assert.are.equal("1", bk.versions.CDS)
+        assert.are.equal("2", bk.versions.CDS)
         assert.are.equal("2", bk.nacked.CDS.version)
+        -- the next response, all good: ACKed with its version and nonce, the NACK no longer standing
+        x.ms.set("CDS", "3", { cds("A", "LEAST_REQUEST"), cds("B") })
+        until_version(x, "CDS", "3")
+        local last
+        t0 = pc.now()
+        repeat
+          pc.sleep(0.01)
+          for _, s in ipairs(requests(x.log)) do
+            if s.type_url.string_value:find("Cluster$") then last = s end
+          end
+          assert(pc.now() - t0 < 3, "no ACK of version 3")
+        until last.version_info.string_value == "3"
+        assert.is_nil(last.error_detail.struct_value)
+        assert.is_true(tonumber(last.response_nonce.string_value) > tonumber(nack.response_nonce.string_value))
+        assert.is_nil(x.t.client:trouble())
+        assert.are.equal(1, x.t.client.cache.CDS.A.lb_policy)
       end)
     end)
 
@@ -1372,16 +1514,6 @@ describe("xDS", function()
         assert.is_nil(during.b1)
       end)
     end)
-
-    -- Waits (making calls) until the target took version `v` of `kind`.
-    local function until_version(x, kind, v)
-      local t0 = pc.now()
-      while x.t:backends().versions[kind] ~= v do
-        pcall(x.c.Who, x.c, {}, { timeout = 0.5 })
-        pc.sleep(0.01)
-        assert(pc.now() - t0 < 3, kind .. " version " .. v .. " never arrived")
-      end
-    end
 
     -- RDS rc with the virtual host "svc" routing `first` (then everything else to A).
     local function route_config(first, vh_retry)

@@ -5,10 +5,15 @@
 --
 -- Resources are subscribed per type (LDS, RDS, CDS, EDS) by name; each
 -- response is checked resource by resource and ACKed (its version_info
--- and nonce) or, when one resource is refused, NACKed as a whole: the
--- request carries the last accepted version, the response's nonce and an
--- error_detail naming the resource and the field, and the cache keeps the
--- resources of the last accepted response. Besides what the targets
+-- and nonce) or, when a resource is refused, NACKed, per resource as
+-- gRFC A46 says: its valid resources are taken all the same, a refused
+-- one keeps its last good copy (with none, targets wait for it), and the
+-- NACK carries the response's nonce, an error_detail naming each refused
+-- resource and why ("; " between them) and the version last accepted
+-- (this response's when it had a valid resource subscribed to, as
+-- grpc-core and grpc-js count it). A resource that does not decode (its
+-- Any, its message, a type_url not the response's) is refused by its
+-- index. Besides what the targets
 -- cannot use, it refuses what gRPC and Envoy refuse: a name twice in one
 -- response, weights summing past 4294967295 (a route's weighted_clusters,
 -- an EDS locality's endpoints, the localities), an endpoint address that
@@ -456,9 +461,10 @@ function M.client(bootstrap, connect)
     return nil, "xds bootstrap: $.xds_servers[0].server_uri: " .. tostring(transport):gsub("^pc%.grpc: ", "")
   end
   c = setmetatable({ uri = bootstrap.server_uri, node = bootstrap.node, transport = transport, subs = {}, cache = {},
-    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {}, standing = {} }, Client)
+    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {}, standing = {}, refused = {} },
+    Client)
   for _, k in ipairs(KINDS) do
-    c.subs[k], c.cache[k], c.version[k] = {}, {}, nil
+    c.subs[k], c.cache[k], c.refused[k], c.version[k] = {}, {}, {}, nil
   end
   clients[bootstrap.server_uri] = c
   return c
@@ -503,73 +509,88 @@ local function start(self)
   end
 end
 
--- Takes one DiscoveryResponse (bytes): ACK or NACK.
+-- Takes one DiscoveryResponse (bytes): ACK or NACK. Per gRFC A46, as
+-- grpc-core's and grpc-js's clients do it: every valid resource of the
+-- response is taken, the bad ones keep their last good copy (or, with
+-- none, get() says "refused"), and the response is NACKed naming each bad
+-- one; the response's version_info becomes the one requests carry when a
+-- resource subscribed to was taken or nothing was wrong
+-- (xds_client.cc's "If we had valid resources or the update was empty,
+-- update the version").
 local function take(self, bytes)
-  local T = protos.type("envoy.service.discovery.v3.DiscoveryResponse")
-  local ok, r = pcall(core.decode, T, bytes, { table = true })
-  if not ok or r == nil then return end
-  local kind = KIND_OF[r.type_url]
+  local r = core.decode(protos.type("protocall.xds.DiscoveryResponseEnvelope"), bytes, { table = true })
+  if r == nil then return end
+  local version, url, nonce = r.version_info, r.type_url, r.nonce
+  local kind = KIND_OF[url]
   self.backoff, self.stream_trouble = nil, nil
   if kind == nil then
     -- a type never asked for: ignored, as gRPC's clients do (a NACK would be a
     -- request for that type with no names, a wildcard subscription); the nonces
     -- of the other types stay as they are
-    self.ignored = tostring(r.type_url)
+    self.ignored = "a response of type " .. tostring(url) .. ", never asked for"
     return
   end
-  self.nonce[kind] = r.nonce
-  local RT = protos.type(MESSAGE[kind])
+  self.nonce[kind] = nonce
+  self.answered = self.answered or {}
+  self.answered[kind] = true
+  local RT, A = protos.type(MESSAGE[kind]), protos.type("google.protobuf.Any")
   local subs = self.subs[kind]
-  local got, seen, problem = {}, {}, nil
-  for i, any in ipairs(r.resources or {}) do
+  local got, seen, refused, problems = {}, {}, {}, {}
+  for i, raw in ipairs(r.resources or {}) do
     local at = format("resources[%d]", i - 1)
-    if any.type_url ~= r.type_url then
-      problem = format("%s: type %s expected, got %s", at, r.type_url, tostring(any.type_url))
-      break
-    end
-    local okd, res, why = pcall(core.decode, RT, any.value or "", { table = true })
-    if not okd or res == nil then
-      problem = format("%s: %s does not decode: %s", at, MESSAGE[kind], tostring(why or res))
-      break
-    end
-    local name = res.name or res.cluster_name
-    if name == nil or name == "" then
-      problem = at .. ": no name"
-      break
-    end
-    if seen[name] then
-      problem = format("%s: %s %s named twice in one response", at, MESSAGE[kind], name)
-      break
-    end
-    seen[name] = true
-    -- one not subscribed to is neither checked nor kept, as grpc-js ignores it:
-    -- a state-of-the-world server may send every resource of a kind
-    if subs[name] ~= nil then
-      local bad = CHECK[kind](res)
-      if bad then
-        problem = format("%s %s: %s", MESSAGE[kind], name, bad)
-        break
+    local problem
+    local any, awhy = core.decode(A, raw, { table = true })
+    if any == nil then
+      problem = format("%s: google.protobuf.Any does not decode: %s", at, tostring(awhy))
+    elseif any.type_url ~= url then
+      problem = format("%s: type %s expected, got %s", at, url, tostring(any.type_url))
+    else
+      local res, why = core.decode(RT, any.value or "", { table = true })
+      local name = res and (res.name or res.cluster_name)
+      if res == nil then
+        problem = format("%s: %s does not decode: %s", at, MESSAGE[kind], tostring(why))
+      elseif name == nil or name == "" then
+        problem = at .. ": no name"
+      elseif seen[name] then -- neither copy is taken
+        problem = format("%s: %s %s named twice in one response", at, MESSAGE[kind], name)
+        if subs[name] ~= nil then got[name], refused[name] = nil, problem end
+      else
+        seen[name] = true
+        -- one not subscribed to is neither checked nor kept, as grpc-js ignores it:
+        -- a state-of-the-world server may send every resource of a kind
+        if subs[name] ~= nil then
+          local bad = CHECK[kind](res)
+          if bad then
+            problem = format("%s %s: %s", MESSAGE[kind], name, bad)
+            refused[name] = problem
+          else
+            got[name] = res
+          end
+        end
       end
-      got[name] = res
+    end
+    problems[#problems + 1] = problem
+  end
+  local cache, refusal = self.cache[kind], self.refused[kind]
+  if WHOLE[kind] then -- absent from the response: deleted (a refused one was there)
+    for name in pairs(cache) do
+      if not seen[name] then cache[name] = nil end
+    end
+    for name in pairs(refusal) do
+      if not seen[name] then refusal[name] = nil end
     end
   end
-  if problem then
-    self.nacks[kind] = { version = r.version_info, nonce = r.nonce, problem = problem }
+  for name, res in pairs(got) do cache[name], refusal[name] = res, nil end
+  for name, problem in pairs(refused) do refusal[name] = problem end -- its last good copy stays in the cache
+  if next(got) ~= nil or #problems == 0 then self.version[kind] = version end
+  self.generation = self.generation + 1
+  if #problems > 0 then
+    local problem = concat(problems, "; ")
+    self.nacks[kind] = { version = version, nonce = nonce, problem = problem }
     self.standing[kind] = problem
     return request(self, kind, problem)
   end
-  local cache = self.cache[kind]
-  if WHOLE[kind] then
-    for name in pairs(cache) do
-      if got[name] == nil then cache[name] = nil end
-    end
-  end
-  for name, res in pairs(got) do cache[name] = res end
   self.standing[kind], self.ignored = nil, nil
-  self.version[kind] = r.version_info
-  self.answered = self.answered or {}
-  self.answered[kind] = true
-  self.generation = self.generation + 1
   request(self, kind)
 end
 
@@ -629,16 +650,20 @@ function Client:unwatch(kind, name)
     return
   end
   set[name] = nil
-  self.cache[kind][name] = nil
+  self.cache[kind][name], self.refused[kind][name] = nil, nil
   request(self, kind)
 end
 
---- res, why = client:get(kind, name): the cached resource (a plain
--- table of its message), or nil and "unknown" (not answered yet) or
--- "absent" (the server's last LDS/CDS answer lacks it).
+--- res, why, problem = client:get(kind, name): the cached resource (a
+-- plain table of its message: the last good copy, also when a later one
+-- was refused), or nil and "unknown" (not answered yet), "refused" and
+-- the problem (its only copies were NACKed) or "absent" (the server's last
+-- LDS/CDS answer lacks it).
 function Client:get(kind, name)
   local r = self.cache[kind][name]
   if r then return r end
+  local problem = self.refused[kind][name]
+  if problem then return nil, "refused", problem end
   if WHOLE[kind] and self.answered and self.answered[kind] then return nil, "absent" end
   return nil, "unknown"
 end
@@ -658,15 +683,22 @@ end
 -- nil: the ADS stream's last failure ("ADS stream to HOST:PORT: UNAVAILABLE:
 -- connect to ...: Connection refused") until a response comes, else the
 -- last NACK still standing ("NACKed CDS: envoy.config.cluster.v3.Cluster
--- c1: lb_policy: ..."), else the type of the last response ignored as
--- never asked for.
+-- c1: lb_policy: ..."), else the refusal of a resource that has no good
+-- copy, else the last response ignored ("ignored a response of type ...,
+-- never asked for").
 function Client:trouble()
   if self.stream_trouble then return self.stream_trouble end
   for _, k in ipairs(KINDS) do
     local problem = self.standing[k]
     if problem then return "NACKed " .. k .. ": " .. problem end
   end
-  if self.ignored then return "ignored a response of type " .. self.ignored .. ", never asked for" end
+  for _, k in ipairs(KINDS) do
+    local refused = self.refused[k]
+    for _, name in ipairs(names_of(refused)) do
+      if self.cache[k][name] == nil then return "NACKed " .. k .. ": " .. refused[name] end
+    end
+  end
+  if self.ignored then return "ignored " .. self.ignored end
   return nil
 end
 

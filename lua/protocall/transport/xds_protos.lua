@@ -231,7 +231,9 @@ message LocalityLbEndpoints {
 message ClusterLoadAssignment { string cluster_name = 1; repeated LocalityLbEndpoints endpoints = 2; }
 ]] },
   -- protocall's own: the bootstrap file read as proto3 JSON (gRFC A27's
-  -- fields; others ignored), its node an Envoy Node.
+  -- fields; others ignored), its node an Envoy Node; and a
+  -- DiscoveryResponse whose resources are left as bytes, so that one that
+  -- does not decode is that resource's problem alone (gRFC A46).
   { "protocall/xds/bootstrap.proto", [[
 syntax = "proto3";
 package protocall.xds;
@@ -246,6 +248,13 @@ message Bootstrap {
   }
   repeated Server xds_servers = 1;
   envoy.config.core.v3.Node node = 2;
+}
+// envoy.service.discovery.v3.DiscoveryResponse, each resource an undecoded google.protobuf.Any
+message DiscoveryResponseEnvelope {
+  string version_info = 1;
+  repeated bytes resources = 2;
+  string type_url = 4;
+  string nonce = 5;
 }
 ]] },
   -- envoy.type.v3 (FractionalPercent, Int64Range), loaded first

@@ -832,6 +832,38 @@ describe("xDS", function()
         assert.are.equal(1, t.client.cache.CDS.B.lb_policy)
       end)
     end)
+
+    it("NACKs a response that does not decode when its type and nonce can be read, else names it", function()
+      local good = serving {}
+      in_process(function(kind, req, enc, port)
+        local list = good(kind, req, enc, port)
+        if kind == "LDS" then -- first one whose version_info is no UTF-8
+          table.insert(list, 1, { version_info = "\255", type_url = protos.TYPE_URL.LDS, nonce = "LDS-0",
+            resources = list[1].resources })
+        end
+        return list
+      end, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        local nack = nacks(log)[1]
+        assert.are.equal("DiscoveryResponse does not decode: envoy.service.discovery.v3.DiscoveryResponse."
+          .. "version_info: invalid UTF-8 in a string field at offset 1", nack.error_detail.message)
+        assert.are.equal("LDS-0", nack.response_nonce)
+        assert.are.equal("\255", t:backends().nacked.LDS.version) -- as read
+        assert.are.equal("1", t:backends().versions.LDS)
+      end)
+      -- no type_url to NACK: ignored, and named while a call waits
+      in_process(function()
+        return { { version_info = "1", type_url = "\255", nonce = "n", resources = {} } }
+      end, function(t, log)
+        local ok, e = call(t, 0.3)
+        assert.is_false(ok)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for listener svc (LDS) (ignored a "
+          .. "DiscoveryResponse that does not decode (envoy.service.discovery.v3.DiscoveryResponse.type_url: invalid "
+          .. "UTF-8 in a string field at offset 4) of no type asked for)", e.message)
+        assert.are.same({}, nacks(log))
+      end)
+    end)
   end)
 
   describe("a response of a type never asked for", function()

@@ -13,7 +13,8 @@
 -- (this response's when it had a valid resource subscribed to, as
 -- grpc-core and grpc-js count it). A resource that does not decode (its
 -- Any, its message, a type_url not the response's) is refused by its
--- index. Besides what the targets
+-- index; a response that does not decode is NACKed whole when its
+-- type_url and nonce can be read, else ignored. Besides what the targets
 -- cannot use, it refuses what gRPC and Envoy refuse: a name twice in one
 -- response, weights summing past 4294967295 (a route's weighted_clusters,
 -- an EDS locality's endpoints, the localities), an endpoint address that
@@ -478,7 +479,9 @@ local function names_of(set)
 end
 
 -- Sends one DiscoveryRequest for `kind` on the stream (when up):
--- `err` (a string) makes it a NACK.
+-- `err` (a string) makes it a NACK. Nothing is sent when it does not
+-- encode (a nonce read from a response that does not decode may be no
+-- UTF-8).
 local function request(self, kind, err)
   local call = self.call
   if call == nil then return end
@@ -486,7 +489,8 @@ local function request(self, kind, err)
     version_info = self.version[kind], response_nonce = self.nonce[kind] }
   if not self.sent_node then r.node = self.node end
   if err then r.error_detail = { code = 3, message = err } end -- INVALID_ARGUMENT
-  local bytes = core.encode(protos.type("envoy.service.discovery.v3.DiscoveryRequest"), r)
+  local encoded, bytes = pcall(core.encode, protos.type("envoy.service.discovery.v3.DiscoveryRequest"), r)
+  if not encoded then return end
   local ok = pcall(call.send, call, bytes)
   if ok then self.sent_node = true end
 end
@@ -509,6 +513,42 @@ local function start(self)
   end
 end
 
+-- The version_info, type_url and nonce of DiscoveryResponse bytes that do
+-- not decode, read field by field up to the damage (each nil when not
+-- reached): enough to NACK the response when its type is one asked for.
+local function salvage(bytes)
+  local i, n, got = 1, #bytes, {}
+  local function varint()
+    local v, mul = 0, 1
+    for _ = 1, 10 do
+      if i > n then return nil end
+      local b = bytes:byte(i)
+      i, v, mul = i + 1, v + b % 128 * mul, mul * 128
+      if b < 128 then return v end
+    end
+  end
+  local FIELD = { [1] = "version_info", [4] = "type_url", [5] = "nonce" }
+  while i <= n do
+    local tag = varint()
+    if tag == nil then break end
+    local wire = tag % 8
+    if wire == 0 then
+      if varint() == nil then break end
+    elseif wire == 1 or wire == 5 then
+      i = i + (wire == 1 and 8 or 4)
+    elseif wire == 2 then
+      local len = varint()
+      if len == nil or i + len - 1 > n then break end
+      local f = FIELD[(tag - wire) / 8]
+      if f then got[f] = bytes:sub(i, i + len - 1) end
+      i = i + len
+    else
+      break
+    end
+  end
+  return got.version_info, got.type_url, got.nonce
+end
+
 -- Takes one DiscoveryResponse (bytes): ACK or NACK. Per gRFC A46, as
 -- grpc-core's and grpc-js's clients do it: every valid resource of the
 -- response is taken, the bad ones keep their last good copy (or, with
@@ -518,21 +558,35 @@ end
 -- (xds_client.cc's "If we had valid resources or the update was empty,
 -- update the version").
 local function take(self, bytes)
-  local r = core.decode(protos.type("protocall.xds.DiscoveryResponseEnvelope"), bytes, { table = true })
-  if r == nil then return end
-  local version, url, nonce = r.version_info, r.type_url, r.nonce
+  local r, bad_response = core.decode(protos.type("protocall.xds.DiscoveryResponseEnvelope"), bytes, { table = true })
+  local version, url, nonce
+  if r then
+    version, url, nonce = r.version_info, r.type_url, r.nonce
+  else -- named as the message it stands for
+    version, url, nonce = salvage(bytes)
+    bad_response = tostring(bad_response):gsub("^protocall%.xds%.DiscoveryResponseEnvelope",
+      "envoy.service.discovery.v3.DiscoveryResponse", 1)
+  end
   local kind = KIND_OF[url]
   self.backoff, self.stream_trouble = nil, nil
   if kind == nil then
     -- a type never asked for: ignored, as gRPC's clients do (a NACK would be a
     -- request for that type with no names, a wildcard subscription); the nonces
-    -- of the other types stay as they are
-    self.ignored = "a response of type " .. tostring(url) .. ", never asked for"
+    -- of the other types stay as they are. So is one whose type cannot be read
+    -- (grpc-core ignores a response it cannot parse).
+    self.ignored = r and "a response of type " .. tostring(url) .. ", never asked for"
+      or "a DiscoveryResponse that does not decode (" .. bad_response .. ") of no type asked for"
     return
   end
   self.nonce[kind] = nonce
   self.answered = self.answered or {}
   self.answered[kind] = true
+  if r == nil then -- its type and nonce read: NACKed, nothing of it taken
+    local problem = "DiscoveryResponse does not decode: " .. bad_response
+    self.nacks[kind] = { version = version, nonce = nonce, problem = problem }
+    self.standing[kind] = problem
+    return request(self, kind, problem)
+  end
   local RT, A = protos.type(MESSAGE[kind]), protos.type("google.protobuf.Any")
   local subs = self.subs[kind]
   local got, seen, refused, problems = {}, {}, {}, {}

@@ -422,10 +422,14 @@ describe("xDS", function()
           ep("10.0.0.2", U32) } } }))
       assert.are.equal("endpoints[1].lb_endpoints: the load_balancing_weights sum to 4294967296, more than 4294967295",
         check("EDS", cla { { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1") } },
-          { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1", U32), ep("10.0.0.2") } } }))
-      assert.are.equal("endpoints: the localities' load_balancing_weights sum to 8589934590, more than 4294967295",
-        check("EDS", cla { { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.1") } },
-          { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.2") } } }))
+          { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.3", U32), ep("10.0.0.2") } } }))
+      assert.are.equal("endpoints: the load_balancing_weights of priority 0's localities sum to 8589934590, more than "
+        .. "4294967295", check("EDS", cla { { load_balancing_weight = { value = U32 },
+          lb_endpoints = { ep("10.0.0.1") } }, { load_balancing_weight = { value = U32 },
+          lb_endpoints = { ep("10.0.0.2") } } }))
+      -- per priority, as gRPC sums them
+      assert.is_nil(check("EDS", cla { { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.1") } },
+        { priority = 1, load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.2") } } }))
       local function split(a, b)
         return { name = "rc", virtual_hosts = { { domains = { "*" }, routes = { { match = { prefix = "" },
           route = { weighted_clusters = { clusters = { { name = "A", weight = { value = a } },
@@ -506,15 +510,43 @@ describe("xDS", function()
       for _, a in ipairs { "127.0.0.1", "0.0.0.0", "255.255.255.255", "::1", "::", "fe80::1:2",
         "2001:db8::ffff:1.2.3.4",
         "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4", "1::" } do
-        assert.is_nil(check("EDS", cla { { lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
+        assert.is_nil(check("EDS", cla { { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1"),
+          ep(a) } } }), a)
       end
       for _, a in ipairs { "a b", "unix:/tmp/x", "127.0.0.1:1", "[::1]", "localhost", "256.0.0.1", "1.2.3", "1.2.3.4.5",
         "1:2:3:4:5:6:7:8:9", ":1", "1:", "1::2::3", "12345::", "::1%eth0", ":::1", "1:2:3:4:5:6:7:1.2.3.4",
         " 10.0.0.1", "010.0.0.1", "::ffff:1.2.3.04" } do
         assert.are.equal(("endpoints[0].lb_endpoints[1].endpoint.address.socket_address.address: an IP address "
-          .. "expected, got %q"):format(a), check("EDS", cla { { lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
+          .. "expected, got %q"):format(a), check("EDS", cla { { load_balancing_weight = { value = 1 },
+            lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
       end
     end)
+
+    -- grpc-core's xds_endpoint_parser.cc and grpc-js-xds's endpoint-resource-type.ts
+    it("checks EDS as gRPC does: contiguous priorities, one copy of each address, localities of weight 0 left out",
+      function()
+        local function loc(p, w, ...)
+          return { priority = p, load_balancing_weight = w and { value = w }, lb_endpoints = { ... } }
+        end
+        assert.is_nil(check("EDS", cla { loc(1, 1, ep("10.0.0.2")), loc(0, 1, ep("10.0.0.1")),
+          loc(5, nil, ep("10.0.0.1")), loc(7, 0, ep("no address")) })) -- weight 0 or unset: left out unchecked
+        assert.are.equal("endpoints: priority 1 has no locality of a load_balancing_weight above 0 (the priorities "
+          .. "must run from 0 without a gap; the highest is 2)", check("EDS", cla { loc(0, 1, ep("10.0.0.1")),
+            loc(1, 0, ep("10.0.0.2")), loc(2, 1, ep("10.0.0.3")) }))
+        assert.are.equal("endpoints: priority 0 has no locality of a load_balancing_weight above 0 (the priorities "
+          .. "must run from 0 without a gap; the highest is 4294967295)",
+          check("EDS", cla { loc(4294967295, 1, ep("10.0.0.1")) }))
+        assert.are.equal("endpoints[1].lb_endpoints[0].endpoint.address.socket_address: duplicate endpoint address "
+          .. "10.0.0.1:80 (endpoints[0].lb_endpoints[1] has it)", check("EDS", cla { loc(0, 1, ep("10.0.0.2"),
+            ep("10.0.0.1")), loc(1, 1, ep("10.0.0.1")) }))
+        assert.are.equal("endpoints[0].lb_endpoints[1].endpoint.address.socket_address: duplicate endpoint address "
+          .. "[::1]:80 (endpoints[0].lb_endpoints[0] has it)", check("EDS", cla { loc(0, 1, ep("::1"), ep("::1")) }))
+        local other_port = ep("10.0.0.1")
+        other_port.endpoint.address.socket_address.port_value = 81
+        assert.is_nil(check("EDS", cla { loc(0, 1, ep("10.0.0.1"), other_port) }))
+        assert.are.equal("endpoints[0].lb_endpoints[1].load_balancing_weight: above 0 expected, got 0",
+          check("EDS", cla { loc(0, 1, ep("10.0.0.1"), ep("10.0.0.2", 0)) }))
+      end)
 
     it("takes LEAST_REQUEST's choice_count (default 2, at least 2, capped at 10), max_requests (A48, A32)", function()
       local function cl(t)
@@ -708,13 +740,20 @@ describe("xDS", function()
         .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
         .. "315576000000.999999999 s)" },
       { "endpoint weights summing past uint32 max", { EDS = function(enc, port)
-        local function e(w) return { endpoint = { address = { socket_address = { address = "127.0.0.1",
+        local function e(w, a) return { endpoint = { address = { socket_address = { address = a,
           port_value = port } } }, load_balancing_weight = { value = w } } end
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
-          lb_endpoints = { e(4294967295), e(1) } } } }) }
+          lb_endpoints = { e(4294967295, "127.0.0.1"), e(1, "127.0.0.2") } } } }) }
       end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[0].lb_endpoints: the load_balancing_weights "
         .. "sum to 4294967296, more than 4294967295)" },
+      { "an endpoint address twice in one assignment", { EDS = function(enc, port)
+        local e = { endpoint = { address = { socket_address = { address = "127.0.0.1", port_value = port } } } }
+        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
+          lb_endpoints = { e } }, { priority = 1, load_balancing_weight = { value = 1 }, lb_endpoints = { e } } } }) }
+      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+        .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[1].lb_endpoints[0].endpoint.address."
+        .. "socket_address: duplicate endpoint address 127.0.0.1:PORT (endpoints[0].lb_endpoints[0] has it))" },
       { "an endpoint address that is a host name", { EDS = function(enc, port)
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
           lb_endpoints = { { endpoint = { address = { socket_address = { address = "a b",
@@ -726,11 +765,11 @@ describe("xDS", function()
     }
     for _, case in ipairs(cases) do
       it("fails DEADLINE_EXCEEDED naming the NACK: " .. case[1], function()
-        in_process(serving(case[2]), function(t, log)
+        in_process(serving(case[2]), function(t, log, port)
           local ok, e = call(t)
           assert.is_false(ok)
           assert.are.equal("DEADLINE_EXCEEDED", e.code)
-          assert.are.equal("xds:///svc: deadline exceeded " .. case[3], e.message)
+          assert.are.equal("xds:///svc: deadline exceeded " .. case[3]:gsub("PORT", port), e.message)
           local nacked
           for _, r in ipairs(log) do if r.error_detail then nacked = r end end
           assert.is_not_nil(nacked, "no NACK reached the server")

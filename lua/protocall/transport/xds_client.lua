@@ -17,8 +17,11 @@
 -- type_url and nonce can be read, else ignored. Besides what the targets
 -- cannot use, it refuses what gRPC and Envoy refuse: a name twice in one
 -- response, weights summing past 4294967295 (a route's weighted_clusters,
--- an EDS locality's endpoints, the localities), an endpoint address that
--- is not an IPv4 or IPv6 literal, an outlier_detection Duration out of
+-- an EDS locality's endpoints, a priority's localities), an endpoint
+-- address that is not an IPv4 or IPv6 literal or is in one assignment
+-- twice, an endpoint load_balancing_weight of 0, EDS priorities with a
+-- gap (a locality of weight 0 or unset is left out unchecked, as gRPC
+-- leaves it), an outlier_detection Duration out of
 -- range or an interval of 0, a LEAST_REQUEST cluster's choice_count below
 -- 2. A resource of a name not subscribed to is ignored (neither checked
 -- nor cached), as grpc-js ignores it. A response of a type never asked
@@ -415,32 +418,65 @@ local function ipv6(s)
 end
 M.ip_literal = function(s) return ipv4(s) or ipv6(s) end
 
+-- A ClusterLoadAssignment is checked as grpc-core's
+-- src/core/xds/grpc/xds_endpoint_parser.cc (LocalityParse,
+-- EndpointAddressesParse, EdsResourceParse) and grpc-js-xds's
+-- endpoint-resource-type.ts (validateResource) check it: a locality whose
+-- load_balancing_weight is 0 or unset takes no load and is left out
+-- unchecked ("If LB weight is not specified or 0, it means this locality
+-- is assigned no load"); an endpoint's load_balancing_weight, when set,
+-- is above 0; an address:port is in the assignment once (compared as
+-- written, as grpc-js compares it: "::1" and "0::1" are two); the
+-- priorities of the localities kept run from 0 without a gap (grpc-core:
+-- "priority 1 empty"); the weights of each priority's localities, and of
+-- each locality's endpoints, sum to at most uint32 max.
 function CHECK.EDS(cla)
-  local locality_sum = 0
+  local sums, where, count, top = {}, {}, 0, -1
   for i, loc in ipairs(cla.endpoints or {}) do
+    local lw = loc.load_balancing_weight and loc.load_balancing_weight.value or 0
     local sum = 0
-    for j, e in ipairs(loc.lb_endpoints or {}) do
+    for j, e in ipairs(lw > 0 and loc.lb_endpoints or {}) do
+      local ep = format("endpoints[%d].lb_endpoints[%d]", i - 1, j - 1)
       local sa = e.endpoint and e.endpoint.address and e.endpoint.address.socket_address
-      local at = format("endpoints[%d].lb_endpoints[%d].endpoint.address.socket_address", i - 1, j - 1)
+      local at = ep .. ".endpoint.address.socket_address"
       if sa == nil then return at .. ": missing" end
       if sa.address == nil or sa.address == "" then return at .. ".address: empty" end
-      if not (ipv4(sa.address) or ipv6(sa.address)) then
+      local v6 = ipv6(sa.address)
+      if not (v6 or ipv4(sa.address)) then
         return format("%s.address: an IP address expected, got %q", at, sa.address)
       end
       if sa.port_value == nil or sa.port_value < 1 or sa.port_value > 65535 then
         return at .. ".port_value: a port in 1..65535 expected"
       end
-      sum = sum + (e.load_balancing_weight and e.load_balancing_weight.value or 1)
+      local key = format(v6 and "[%s]:%d" or "%s:%d", sa.address, sa.port_value)
+      if where[key] then return format("%s: duplicate endpoint address %s (%s has it)", at, key, where[key]) end
+      where[key] = ep
+      -- a wrapper present with no value is 0 (decoded as a table, proto3 zeros are left out)
+      local w = e.load_balancing_weight and (e.load_balancing_weight.value or 0) or 1
+      if w == 0 then return ep .. ".load_balancing_weight: above 0 expected, got 0" end
+      sum = sum + w
     end
     if sum > UINT32_MAX then
       return format("endpoints[%d].lb_endpoints: the load_balancing_weights sum to %.0f, more than %d", i - 1, sum,
         UINT32_MAX)
     end
-    locality_sum = locality_sum + (loc.load_balancing_weight and loc.load_balancing_weight.value or 0)
+    if lw > 0 then
+      local p = loc.priority or 0
+      if sums[p] == nil then count = count + 1 end
+      sums[p] = (sums[p] or 0) + lw
+      if p > top then top = p end
+    end
   end
-  if locality_sum > UINT32_MAX then
-    return format("endpoints: the localities' load_balancing_weights sum to %.0f, more than %d", locality_sum,
-      UINT32_MAX)
+  for p = 0, count - 1 do -- count steps at most: a priority may be up to 2^32 - 1
+    local sum = sums[p]
+    if sum == nil then
+      return format("endpoints: priority %d has no locality of a load_balancing_weight above 0 (the priorities "
+        .. "must run from 0 without a gap; the highest is %d)", p, top)
+    end
+    if sum > UINT32_MAX then
+      return format("endpoints: the load_balancing_weights of priority %d's localities sum to %.0f, more than %d", p,
+        sum, UINT32_MAX)
+    end
   end
 end
 

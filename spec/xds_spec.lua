@@ -575,6 +575,14 @@ describe("xDS", function()
       assert.are.equal(1024, c.max_requests)
       why = select(2, cl { lb_policy = 5 })
       assert.are.equal("lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got MAGLEV", why)
+      -- type's oneof: an aggregate cluster (gRFC A37) or another custom type; a type other than EDS
+      why = check("CDS", { name = "c", cluster_type = { name = "envoy.clusters.aggregate" } })
+      assert.are.equal("cluster_type: aggregate clusters (envoy.clusters.aggregate) are not supported", why)
+      why = check("CDS", { name = "c", cluster_type = { name = "envoy.clusters.redis" } })
+      assert.are.equal("cluster_type: EDS clusters expected (custom cluster types are not supported), got "
+        .. "envoy.clusters.redis", why)
+      why = check("CDS", { name = "c", type = 2 })
+      assert.are.equal("type: EDS expected (only EDS clusters are supported), got LOGICAL_DNS", why)
     end)
 
     it("refuses outlier_detection durations out of range, nanos out of 0..999999999 and an interval of 0", function()
@@ -747,6 +755,10 @@ describe("xDS", function()
       end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[0].lb_endpoints: the load_balancing_weights "
         .. "sum to 4294967296, more than 4294967295)" },
+      { "an aggregate cluster", { CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, { name = "A", cluster_type = { name = "envoy.clusters.aggregate" } }) }
+      end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: cluster_type: "
+        .. "aggregate clusters (envoy.clusters.aggregate) are not supported)" },
       { "an endpoint address twice in one assignment", { EDS = function(enc, port)
         local e = { endpoint = { address = { socket_address = { address = "127.0.0.1", port_value = port } } } }
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },

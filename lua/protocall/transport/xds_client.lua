@@ -339,6 +339,13 @@ local function least_request_and_breaker(c)
 end
 
 function CHECK.CDS(c)
+  local custom = c.cluster_type
+  if custom then -- the other member of type's oneof
+    if custom.name == "envoy.clusters.aggregate" then
+      return "cluster_type: aggregate clusters (envoy.clusters.aggregate) are not supported"
+    end
+    return "cluster_type: EDS clusters expected (custom cluster types are not supported), got " .. tostring(custom.name)
+  end
   local t = c.type or 0
   if t ~= 3 then
     return "type: EDS expected (only EDS clusters are supported), got " .. (CLUSTER_TYPE[t] or tostring(t))

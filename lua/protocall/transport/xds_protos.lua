@@ -199,8 +199,10 @@ message Cluster {
     google.protobuf.UInt64Value maximum_ring_size = 4;
   }
   message LeastRequestLbConfig { google.protobuf.UInt32Value choice_count = 1; }
+  // only its name: an aggregate cluster's is envoy.clusters.aggregate (refused)
+  message CustomClusterType { string name = 1; }
   string name = 1;
-  oneof cluster_discovery_type { DiscoveryType type = 2; }
+  oneof cluster_discovery_type { DiscoveryType type = 2; CustomClusterType cluster_type = 38; }
   EdsClusterConfig eds_cluster_config = 3;
   LbPolicy lb_policy = 6;
   CircuitBreakers circuit_breakers = 10;

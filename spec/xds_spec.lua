@@ -903,6 +903,19 @@ describe("xDS", function()
         assert.are.equal("\255", t:backends().nacked.LDS.version) -- as read
         assert.are.equal("1", t:backends().versions.LDS)
       end)
+      -- alone, it says nothing of which listeners exist: the call waits, naming the NACK
+      in_process(function(kind, req, enc, port)
+        local r = good(kind, req, enc, port)[1]
+        if kind == "LDS" then r.version_info = "\255" end
+        return { r }
+      end, function(t)
+        local ok, e = call(t, 0.3)
+        assert.is_false(ok)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for listener svc (LDS) (NACKed LDS: "
+          .. "DiscoveryResponse does not decode: envoy.service.discovery.v3.DiscoveryResponse.version_info: invalid "
+          .. "UTF-8 in a string field at offset 1)", e.message)
+        assert.are.same({ nil, "unknown" }, { t.client:get("LDS", "svc") })
+      end)
       -- no type_url to NACK: ignored, and named while a call waits
       in_process(function()
         return { { version_info = "1", type_url = "\255", nonce = "n", resources = {} } }

@@ -622,14 +622,14 @@ local function take(self, bytes)
     return
   end
   self.nonce[kind] = nonce
-  self.answered = self.answered or {}
-  self.answered[kind] = true
-  if r == nil then -- its type and nonce read: NACKed, nothing of it taken
+  if r == nil then -- its type and nonce read: NACKed, nothing of it taken (nor any LDS/CDS absence)
     local problem = "DiscoveryResponse does not decode: " .. bad_response
     self.nacks[kind] = { version = version, nonce = nonce, problem = problem }
     self.standing[kind] = problem
     return request(self, kind, problem)
   end
+  self.answered = self.answered or {}
+  self.answered[kind] = true
   local RT, A = protos.type(MESSAGE[kind]), protos.type("google.protobuf.Any")
   local subs = self.subs[kind]
   local got, seen, refused, problems = {}, {}, {}, {}

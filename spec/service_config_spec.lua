@@ -225,6 +225,61 @@ describe("service_config validation", function()
     assert.are.equal("pc.client: service_config: JSON: $: object expected, got an array at offset 0", refusal("[]"))
   end)
 
+  it("shows JSON's integral numbers as integers, and tells a JSON [] from {}", function()
+    local retry = [["initialBackoff": "1s", "maxBackoff": "1s", "backoffMultiplier": 2]]
+    local cases = {
+      -- JSON numbers are floats: Lua 5.4 printed 99.0
+      { [[{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 3, ]] .. retry
+        .. [[, "retryableStatusCodes": [99]}}]}]], "methodConfig[0].retryPolicy.retryableStatusCodes[0]: status code "
+        .. "name such as \"UNAVAILABLE\" expected, got 99" },
+      { [[{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 3, "nonFatalStatusCodes": [true]}}]}]],
+        "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]: status code name such as \"UNAVAILABLE\" expected, "
+          .. "got boolean" },
+      { [[{"methodConfig": [{"name": [{}], "maxRequestMessageBytes": -3}]}]],
+        "methodConfig[0].maxRequestMessageBytes: non-negative integer expected, got -3" },
+      { [[{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 1}}]}]],
+        "methodConfig[0].retryPolicy.maxAttempts: at least 2 expected, got 1" },
+      { [[{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": -1e300}}]}]],
+        "methodConfig[0].retryPolicy.maxAttempts: at least 2 expected, got -1e+300" },
+      { [[{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 2.5}}]}]],
+        "methodConfig[0].retryPolicy.maxAttempts: integer expected, got 2.5" },
+      { [[{"loadBalancingConfig": [{"ring_hash_experimental": {"minRingSize": 0}}]}]],
+        "loadBalancingConfig[0].ring_hash_experimental.minRingSize: integer in 1..8388608 expected, got 0" },
+      { [[{"loadBalancingConfig": [{"outlier_detection_experimental": {"maxEjectionPercent": 101,
+        "childPolicy": [{"round_robin": {}}]}}]}]],
+        "loadBalancingConfig[0].outlier_detection_experimental.maxEjectionPercent: integer in 0..100 expected, "
+          .. "got 101" },
+      -- [] where an object goes, {} where a list goes (both were an empty table: taken, or "required")
+      { [[{"methodConfig": [{"name": [{}], "retryPolicy": []}]}]], "methodConfig[0].retryPolicy: object expected, "
+        .. "got a list" },
+      { [[{"methodConfig": [{"name": [{}], "retryPolicy": [1]}]}]], "methodConfig[0].retryPolicy: object expected, "
+        .. "got a list" },
+      { [=[{"methodConfig": [[]]}]=], "methodConfig[0]: object expected, got a list" },
+      { [[{"methodConfig": {}}]], "methodConfig: list expected, got an object" },
+      { [[{"methodConfig": [{"name": {}}]}]], "methodConfig[0].name: list expected, got an object" },
+      { [=[{"methodConfig": [{"name": [[]]}]}]=], "methodConfig[0].name[0]: object expected, got a list" },
+      { [[{"loadBalancingConfig": [{"round_robin": []}]}]],
+        "loadBalancingConfig[0].round_robin: object expected, got a list" },
+      { [=[{"loadBalancingConfig": [[]]}]=], "loadBalancingConfig[0]: object expected, got a list" },
+      { [[{"loadBalancingConfig": {}}]], "loadBalancingConfig: list expected, got an object" },
+      { [[{"loadBalancingConfig": [{"outlier_detection_experimental": {"childPolicy": [{"round_robin": []}]}}]}]],
+        "loadBalancingConfig[0].outlier_detection_experimental.childPolicy[0].round_robin: object expected, "
+          .. "got a list" },
+      { [[{"healthCheckConfig": []}]], "healthCheckConfig: object expected, got a list" },
+      { [[{"retryThrottling": []}]], "retryThrottling: object expected, got a list" },
+    }
+    for _, c in ipairs(cases) do
+      assert.are.equal("pc.client: service_config: " .. c[2], refusal(c[1]))
+    end
+    -- a Lua table: a sequence is a list; {} either
+    assert.are.equal("pc.client: service_config: methodConfig[0].retryPolicy: object expected, got a list",
+      refusal { methodConfig = { { name = { {} }, retryPolicy = { 1 } } } })
+    assert.are.equal("pc.client: service_config: methodConfig[0].name: at least one name expected",
+      refusal { methodConfig = { { name = {} } } })
+    assert.are.equal("pc.client: service_config: methodConfig[0].retryPolicy.maxAttempts: at least 2 expected, "
+      .. "got 1", refusal { methodConfig = { { name = { {} }, retryPolicy = { maxAttempts = 1.0 } } } })
+  end)
+
   it("takes maxAttempts above 5 as 5 (gRFC A6)", function()
     local w = world()
     local stub = client(w, pc.inproc(server(w, unavailable)),

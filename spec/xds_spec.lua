@@ -422,10 +422,14 @@ describe("xDS", function()
           ep("10.0.0.2", U32) } } }))
       assert.are.equal("endpoints[1].lb_endpoints: the load_balancing_weights sum to 4294967296, more than 4294967295",
         check("EDS", cla { { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1") } },
-          { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1", U32), ep("10.0.0.2") } } }))
-      assert.are.equal("endpoints: the localities' load_balancing_weights sum to 8589934590, more than 4294967295",
-        check("EDS", cla { { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.1") } },
-          { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.2") } } }))
+          { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.3", U32), ep("10.0.0.2") } } }))
+      assert.are.equal("endpoints: the load_balancing_weights of priority 0's localities sum to 8589934590, more than "
+        .. "4294967295", check("EDS", cla { { load_balancing_weight = { value = U32 },
+          lb_endpoints = { ep("10.0.0.1") } }, { load_balancing_weight = { value = U32 },
+          lb_endpoints = { ep("10.0.0.2") } } }))
+      -- per priority, as gRPC sums them
+      assert.is_nil(check("EDS", cla { { load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.1") } },
+        { priority = 1, load_balancing_weight = { value = U32 }, lb_endpoints = { ep("10.0.0.2") } } }))
       local function split(a, b)
         return { name = "rc", virtual_hosts = { { domains = { "*" }, routes = { { match = { prefix = "" },
           route = { weighted_clusters = { clusters = { { name = "A", weight = { value = a } },
@@ -506,15 +510,43 @@ describe("xDS", function()
       for _, a in ipairs { "127.0.0.1", "0.0.0.0", "255.255.255.255", "::1", "::", "fe80::1:2",
         "2001:db8::ffff:1.2.3.4",
         "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4", "1::" } do
-        assert.is_nil(check("EDS", cla { { lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
+        assert.is_nil(check("EDS", cla { { load_balancing_weight = { value = 1 }, lb_endpoints = { ep("10.0.0.1"),
+          ep(a) } } }), a)
       end
       for _, a in ipairs { "a b", "unix:/tmp/x", "127.0.0.1:1", "[::1]", "localhost", "256.0.0.1", "1.2.3", "1.2.3.4.5",
         "1:2:3:4:5:6:7:8:9", ":1", "1:", "1::2::3", "12345::", "::1%eth0", ":::1", "1:2:3:4:5:6:7:1.2.3.4",
         " 10.0.0.1", "010.0.0.1", "::ffff:1.2.3.04" } do
         assert.are.equal(("endpoints[0].lb_endpoints[1].endpoint.address.socket_address.address: an IP address "
-          .. "expected, got %q"):format(a), check("EDS", cla { { lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
+          .. "expected, got %q"):format(a), check("EDS", cla { { load_balancing_weight = { value = 1 },
+            lb_endpoints = { ep("10.0.0.1"), ep(a) } } }), a)
       end
     end)
+
+    -- grpc-core's xds_endpoint_parser.cc and grpc-js-xds's endpoint-resource-type.ts
+    it("checks EDS as gRPC does: contiguous priorities, one copy of each address, localities of weight 0 left out",
+      function()
+        local function loc(p, w, ...)
+          return { priority = p, load_balancing_weight = w and { value = w }, lb_endpoints = { ... } }
+        end
+        assert.is_nil(check("EDS", cla { loc(1, 1, ep("10.0.0.2")), loc(0, 1, ep("10.0.0.1")),
+          loc(5, nil, ep("10.0.0.1")), loc(7, 0, ep("no address")) })) -- weight 0 or unset: left out unchecked
+        assert.are.equal("endpoints: priority 1 has no locality of a load_balancing_weight above 0 (the priorities "
+          .. "must run from 0 without a gap; the highest is 2)", check("EDS", cla { loc(0, 1, ep("10.0.0.1")),
+            loc(1, 0, ep("10.0.0.2")), loc(2, 1, ep("10.0.0.3")) }))
+        assert.are.equal("endpoints: priority 0 has no locality of a load_balancing_weight above 0 (the priorities "
+          .. "must run from 0 without a gap; the highest is 4294967295)",
+          check("EDS", cla { loc(4294967295, 1, ep("10.0.0.1")) }))
+        assert.are.equal("endpoints[1].lb_endpoints[0].endpoint.address.socket_address: duplicate endpoint address "
+          .. "10.0.0.1:80 (endpoints[0].lb_endpoints[1] has it)", check("EDS", cla { loc(0, 1, ep("10.0.0.2"),
+            ep("10.0.0.1")), loc(1, 1, ep("10.0.0.1")) }))
+        assert.are.equal("endpoints[0].lb_endpoints[1].endpoint.address.socket_address: duplicate endpoint address "
+          .. "[::1]:80 (endpoints[0].lb_endpoints[0] has it)", check("EDS", cla { loc(0, 1, ep("::1"), ep("::1")) }))
+        local other_port = ep("10.0.0.1")
+        other_port.endpoint.address.socket_address.port_value = 81
+        assert.is_nil(check("EDS", cla { loc(0, 1, ep("10.0.0.1"), other_port) }))
+        assert.are.equal("endpoints[0].lb_endpoints[1].load_balancing_weight: above 0 expected, got 0",
+          check("EDS", cla { loc(0, 1, ep("10.0.0.1"), ep("10.0.0.2", 0)) }))
+      end)
 
     it("takes LEAST_REQUEST's choice_count (default 2, at least 2, capped at 10), max_requests (A48, A32)", function()
       local function cl(t)
@@ -543,6 +575,14 @@ describe("xDS", function()
       assert.are.equal(1024, c.max_requests)
       why = select(2, cl { lb_policy = 5 })
       assert.are.equal("lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got MAGLEV", why)
+      -- type's oneof: an aggregate cluster (gRFC A37) or another custom type; a type other than EDS
+      why = check("CDS", { name = "c", cluster_type = { name = "envoy.clusters.aggregate" } })
+      assert.are.equal("cluster_type: aggregate clusters (envoy.clusters.aggregate) are not supported", why)
+      why = check("CDS", { name = "c", cluster_type = { name = "envoy.clusters.redis" } })
+      assert.are.equal("cluster_type: EDS clusters expected (custom cluster types are not supported), got "
+        .. "envoy.clusters.redis", why)
+      why = check("CDS", { name = "c", type = 2 })
+      assert.are.equal("type: EDS expected (only EDS clusters are supported), got LOGICAL_DNS", why)
     end)
 
     it("refuses outlier_detection durations out of range, nanos out of 0..999999999 and an interval of 0", function()
@@ -571,10 +611,26 @@ describe("xDS", function()
     end)
   end)
 
+  -- The ADS service as in_process serves it: a DiscoveryResponse whose resources,
+  -- version_info, type_url and nonce are bytes, so that a spec can send what no
+  -- encoder of the real message would (an Any that does not decode, a string that is
+  -- no UTF-8); on the wire the same as Envoy's.
+  local RAW_ADS = pc.pool()
+  assert(RAW_ADS:load([[syntax = "proto3"; package envoy.service.discovery.v3;
+    import "google/rpc/status.proto";
+    message DiscoveryRequest { string version_info = 1; repeated string resource_names = 3; string type_url = 4;
+      string response_nonce = 5; google.rpc.Status error_detail = 6; }
+    message DiscoveryResponse { bytes version_info = 1; repeated bytes resources = 2; bytes type_url = 4;
+      bytes nonce = 5; }
+    service AggregatedDiscoveryService {
+      rpc StreamAggregatedResources(stream DiscoveryRequest) returns (stream DiscoveryResponse); }]],
+    { name = "raw_ads.proto" }))
+
   -- An ADS server in this process (pc.listen, no Node): `answer(kind, request)`
-  -- returns the DiscoveryResponses (tables) to send for the first request of
-  -- each type; every request is logged (decoded). body(t, log, port) runs as
-  -- a task with t an xds:///svc target; backend port `port` answers Who.
+  -- returns the DiscoveryResponses (tables; each resource a google.protobuf.Any
+  -- table, or its encoding as a string sent as it is) to send for the first
+  -- request of each type; every request is logged (decoded). body(t, log, port)
+  -- runs as a task with t an xds:///svc target; backend port `port` answers Who.
   local function in_process(answer, body)
     local U, enc = protos.TYPE_URL, function(name, t) return core.encode(protos.type(name), t) end
     local backend = pc.listen(pc.server({ ["xt.Named"] = { Who = function() return { name = "b" } end } },
@@ -590,10 +646,17 @@ describe("xDS", function()
           local kind
           for k, u in pairs(U) do if u == req.type_url then kind = k end end
           if kind and (req.response_nonce or "") == "" then
-            for _, r in ipairs(answer(kind, req, enc, backend.port) or {}) do ctx.send(r) end
+            for _, r in ipairs(answer(kind, req, enc, backend.port) or {}) do
+              local list = {}
+              for i, a in ipairs(r.resources or {}) do
+                list[i] = type(a) == "table" and enc("google.protobuf.Any", a) or a
+              end
+              r.resources = list
+              ctx.send(r)
+            end
           end
         end
-      end } }, { pool = protos.pool() }), "127.0.0.1:0")
+      end } }, { pool = RAW_ADS }), "127.0.0.1:0")
     pc.spawn(function() ms:serve() end)
     pc.spawn(function()
       local t = pc.grpc("xds:///svc", { xds_bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:"
@@ -685,13 +748,24 @@ describe("xDS", function()
         .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
         .. "315576000000.999999999 s)" },
       { "endpoint weights summing past uint32 max", { EDS = function(enc, port)
-        local function e(w) return { endpoint = { address = { socket_address = { address = "127.0.0.1",
+        local function e(w, a) return { endpoint = { address = { socket_address = { address = a,
           port_value = port } } }, load_balancing_weight = { value = w } } end
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
-          lb_endpoints = { e(4294967295), e(1) } } } }) }
+          lb_endpoints = { e(4294967295, "127.0.0.1"), e(1, "127.0.0.2") } } } }) }
       end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[0].lb_endpoints: the load_balancing_weights "
         .. "sum to 4294967296, more than 4294967295)" },
+      { "an aggregate cluster", { CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, { name = "A", cluster_type = { name = "envoy.clusters.aggregate" } }) }
+      end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: cluster_type: "
+        .. "aggregate clusters (envoy.clusters.aggregate) are not supported)" },
+      { "an endpoint address twice in one assignment", { EDS = function(enc, port)
+        local e = { endpoint = { address = { socket_address = { address = "127.0.0.1", port_value = port } } } }
+        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
+          lb_endpoints = { e } }, { priority = 1, load_balancing_weight = { value = 1 }, lb_endpoints = { e } } } }) }
+      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+        .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[1].lb_endpoints[0].endpoint.address."
+        .. "socket_address: duplicate endpoint address 127.0.0.1:PORT (endpoints[0].lb_endpoints[0] has it))" },
       { "an endpoint address that is a host name", { EDS = function(enc, port)
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
           lb_endpoints = { { endpoint = { address = { socket_address = { address = "a b",
@@ -703,11 +777,11 @@ describe("xDS", function()
     }
     for _, case in ipairs(cases) do
       it("fails DEADLINE_EXCEEDED naming the NACK: " .. case[1], function()
-        in_process(serving(case[2]), function(t, log)
+        in_process(serving(case[2]), function(t, log, port)
           local ok, e = call(t)
           assert.is_false(ok)
           assert.are.equal("DEADLINE_EXCEEDED", e.code)
-          assert.are.equal("xds:///svc: deadline exceeded " .. case[3], e.message)
+          assert.are.equal("xds:///svc: deadline exceeded " .. case[3]:gsub("PORT", port), e.message)
           local nacked
           for _, r in ipairs(log) do if r.error_detail then nacked = r end end
           assert.is_not_nil(nacked, "no NACK reached the server")
@@ -721,6 +795,137 @@ describe("xDS", function()
         local ok, r = call(t, 3)
         assert(ok, tostring(r))
         assert.are.equal("b", r.name)
+      end)
+    end)
+  end)
+
+  describe("a response with bad resources (gRFC A46)", function()
+    -- svc's routes: Who to cluster A, every other method to B
+    local TWO = { route_config = { name = "rc", virtual_hosts = { { name = "vh", domains = { "*" },
+      routes = { { match = { path = "/xt.Named/Who" }, route = { cluster = "A" } },
+        { match = { prefix = "" }, route = { cluster = "B" } } } } } } }
+    local function two_clusters(enc) return { listener(enc, TWO) } end
+    local function cluster(name, lb)
+      return { name = name, type = 3, lb_policy = lb, eds_cluster_config = { eds_config = { ads = {} } } }
+    end
+    local function nacks(log)
+      local list = {}
+      for _, q in ipairs(log) do if q.error_detail then list[#list + 1] = q end end
+      return list
+    end
+
+    it("takes its valid resources and NACKs it naming each bad one, by name or index", function()
+      in_process(serving { LDS = two_clusters, CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, cluster("B", 5)), any(enc, "CDS", CLUSTER_T, cluster("A")),
+          "\x0a\x05ab", -- an Any whose type_url runs past its end
+          any(enc, "EDS", CLA_T, { cluster_name = "A" }), any(enc, "CDS", CLUSTER_T, { type = 3 }) }
+      end }, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        assert.are.equal("b", r.name)
+        local problem = "envoy.config.cluster.v3.Cluster B: lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH "
+          .. "expected, got MAGLEV; resources[2]: google.protobuf.Any does not decode: google.protobuf.Any.type_url: "
+          .. "length runs past the end of the input at offset 1; resources[3]: type "
+          .. "type.googleapis.com/envoy.config.cluster.v3.Cluster expected, got "
+          .. "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment; resources[4]: no name"
+        -- a call routed to B, refused with no good copy, waits for it naming the NACK
+        local c = pc.client("xt.Named", { pool = pool, transport = t })
+        local failed, e = pcall(c.Hold, c, {}, { timeout = 0.3 })
+        assert.is_false(failed)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for cluster B (CDS) (NACKed CDS: " .. problem
+          .. ")", e.message)
+        local nack = nacks(log)[1]
+        assert.are.equal(problem, nack.error_detail.message)
+        assert.are.equal(3, nack.error_detail.code)
+        assert.are.equal("CDS-1", nack.response_nonce)
+        assert.are.equal("1", nack.version_info) -- A was taken: the response's version (grpc-core's rule)
+        assert.are.equal("1", t:backends().versions.CDS)
+        assert.are.equal(problem, t:backends().nacked.CDS.problem)
+      end)
+    end)
+
+    it("keeps a refused resource's last good copy; ACKs and NACKs carry the version last taken", function()
+      local function lds(enc, version, hcm)
+        return { version_info = version, type_url = protos.TYPE_URL.LDS, nonce = "LDS-" .. version,
+          resources = { listener(enc, hcm) } }
+      end
+      local function cds(version, list)
+        return { version_info = version, type_url = protos.TYPE_URL.CDS, nonce = "CDS-" .. version, resources = list }
+      end
+      local answered = {}
+      in_process(function(kind, req, enc, port)
+        if answered[kind] then return {} end -- the first request only (CDS A, then A and B)
+        answered[kind] = true
+        if kind == "LDS" then -- 1, then 2 refused (no resource taken), then 3
+          return { lds(enc, "1", TWO), lds(enc, "2", { route_config = routes(ZERO_SPLIT) }), lds(enc, "3", TWO) }
+        elseif kind == "CDS" then -- A's version 2 refused: its version 1 serves; B's version 2 taken
+          return { cds("1", { any(enc, "CDS", CLUSTER_T, cluster("A")) }), cds("2", {
+            any(enc, "CDS", CLUSTER_T, cluster("A", 5)), any(enc, "CDS", CLUSTER_T, cluster("B", 1)) }) }
+        end
+        return serving {}(kind, req, enc, port)
+      end, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        assert.are.equal("b", r.name)
+        local seen = {}
+        for _, q in ipairs(log) do
+          if q.type_url == protos.TYPE_URL.LDS or q.type_url == protos.TYPE_URL.CDS then
+            seen[#seen + 1] = q.type_url:match("%.(%w+)$") .. " " .. (q.version_info or "") .. " "
+              .. (q.response_nonce or "") .. (q.error_detail and " NACK" or "")
+          end
+        end
+        assert.are.same({ "Listener  ", "Listener 1 LDS-1", "Listener 1 LDS-2 NACK", "Listener 3 LDS-3",
+          "Cluster  ", "Cluster  ", "Cluster 1 CDS-1", "Cluster 2 CDS-2 NACK" }, seen)
+        local bk = t:backends()
+        assert.are.same({ LDS = "3", CDS = "2", EDS = "1" }, bk.versions)
+        assert.are.equal("2", bk.nacked.LDS.version)
+        assert.are.equal(0, t.client.cache.CDS.A.lb_policy or 0)
+        assert.are.equal(1, t.client.cache.CDS.B.lb_policy)
+      end)
+    end)
+
+    it("NACKs a response that does not decode when its type and nonce can be read, else names it", function()
+      local good = serving {}
+      in_process(function(kind, req, enc, port)
+        local list = good(kind, req, enc, port)
+        if kind == "LDS" then -- first one whose version_info is no UTF-8
+          table.insert(list, 1, { version_info = "\255", type_url = protos.TYPE_URL.LDS, nonce = "LDS-0",
+            resources = list[1].resources })
+        end
+        return list
+      end, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        local nack = nacks(log)[1]
+        assert.are.equal("DiscoveryResponse does not decode: envoy.service.discovery.v3.DiscoveryResponse."
+          .. "version_info: invalid UTF-8 in a string field at offset 1", nack.error_detail.message)
+        assert.are.equal("LDS-0", nack.response_nonce)
+        assert.are.equal("\255", t:backends().nacked.LDS.version) -- as read
+        assert.are.equal("1", t:backends().versions.LDS)
+      end)
+      -- alone, it says nothing of which listeners exist: the call waits, naming the NACK
+      in_process(function(kind, req, enc, port)
+        local r = good(kind, req, enc, port)[1]
+        if kind == "LDS" then r.version_info = "\255" end
+        return { r }
+      end, function(t)
+        local ok, e = call(t, 0.3)
+        assert.is_false(ok)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for listener svc (LDS) (NACKed LDS: "
+          .. "DiscoveryResponse does not decode: envoy.service.discovery.v3.DiscoveryResponse.version_info: invalid "
+          .. "UTF-8 in a string field at offset 1)", e.message)
+        assert.are.same({ nil, "unknown" }, { t.client:get("LDS", "svc") })
+      end)
+      -- no type_url to NACK: ignored, and named while a call waits
+      in_process(function()
+        return { { version_info = "1", type_url = "\255", nonce = "n", resources = {} } }
+      end, function(t, log)
+        local ok, e = call(t, 0.3)
+        assert.is_false(ok)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for listener svc (LDS) (ignored a "
+          .. "DiscoveryResponse that does not decode (envoy.service.discovery.v3.DiscoveryResponse.type_url: invalid "
+          .. "UTF-8 in a string field at offset 4) of no type asked for)", e.message)
+        assert.are.same({}, nacks(log))
       end)
     end)
   end)
@@ -1079,7 +1284,9 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         assert.matches("Cluster A: outlier_detection.max_ejection_percent: at most 100 expected, got 150", nack)
-        assert.are.equal("2", x.t:backends().versions.CDS)
+        -- B, valid, was taken from version 3 (gRFC A46); A keeps version 2's config
+        assert.are.equal("3", x.t:backends().versions.CDS)
+        assert.are.equal(50, x.t.client.cache.CDS.A.outlier.max_ejection_percent)
       end)
     end)
 
@@ -1144,7 +1351,9 @@ describe("xDS", function()
         end
         assert.matches("Cluster A: least_request_lb_config.choice_count: at least 2 expected, got 1",
           x.t:backends().nacked.CDS.problem, 1, true)
-        assert.are.equal("2", x.t:backends().versions.CDS)
+        -- B, valid, was taken from version 3 (gRFC A46); A keeps version 2's choice_count
+        assert.are.equal("3", x.t:backends().versions.CDS)
+        assert.are.equal(2, x.t.client.cache.CDS.A.choice_count)
       end)
     end)
 
@@ -1296,12 +1505,22 @@ describe("xDS", function()
       end)
     end)
 
-    it("NACKs a bad resource naming the field and keeps the last good config", function()
+    -- Waits (making calls) until the target took version `v` of `kind`.
+    local function until_version(x, kind, v)
+      local t0 = pc.now()
+      while x.t:backends().versions[kind] ~= v do
+        pcall(x.c.Who, x.c, {}, { timeout = 0.5 })
+        pc.sleep(0.01)
+        assert(pc.now() - t0 < 3, kind .. " version " .. v .. " never arrived")
+      end
+    end
+
+    it("NACKs a bad resource naming the field, keeps its last good copy and takes the others (gRFC A46)", function()
       scenario(function(x)
         assert.are.same({ a1 = 1, a2 = 1 }, count(x.c, 2))
         local bad = cds("A", "RING_HASH")
         bad.ring_hash_lb_config = { hash_function = "MURMUR_HASH_2" } -- gRPC takes XX_HASH only (gRFC A42)
-        x.ms.set("CDS", "2", { bad, cds("B") })
+        x.ms.set("CDS", "2", { bad, cds("B", "LEAST_REQUEST") })
         local nack
         local t0 = pc.now()
         while nack == nil do
@@ -1313,14 +1532,33 @@ describe("xDS", function()
           pc.sleep(0.01)
         end
         local detail = nack.error_detail.struct_value.fields
-        assert.matches("Cluster A: ring_hash_lb_config.hash_function: XX_HASH expected, got MURMUR_HASH_2",
-          detail.message.string_value, 1, true)
+        assert.are.equal("envoy.config.cluster.v3.Cluster A: ring_hash_lb_config.hash_function: XX_HASH expected, "
+          .. "got MURMUR_HASH_2", detail.message.string_value)
         assert.are.equal(3, detail.code.number_value)
-        assert.are.equal("1", nack.version_info.string_value) -- the last accepted version
-        assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10))
+        -- the version last accepted: 2, as B of it was taken (grpc-core and grpc-js count it so)
+        assert.are.equal("2", nack.version_info.string_value)
+        assert.are.same({ a1 = 5, a2 = 5 }, count(x.c, 10)) -- A's version 1
+        assert.are.equal(1, x.t.client.cache.CDS.B.lb_policy) -- B's version 2: LEAST_REQUEST
+        assert.is_nil(x.t.client.cache.CDS.A.ring)
         local bk = x.t:backends()
-        assert.are.equal("1", bk.versions.CDS)
+        assert.are.equal("2", bk.versions.CDS)
         assert.are.equal("2", bk.nacked.CDS.version)
+        -- the next response, all good: ACKed with its version and nonce, the NACK no longer standing
+        x.ms.set("CDS", "3", { cds("A", "LEAST_REQUEST"), cds("B") })
+        until_version(x, "CDS", "3")
+        local last
+        t0 = pc.now()
+        repeat
+          pc.sleep(0.01)
+          for _, s in ipairs(requests(x.log)) do
+            if s.type_url.string_value:find("Cluster$") then last = s end
+          end
+          assert(pc.now() - t0 < 3, "no ACK of version 3")
+        until last.version_info.string_value == "3"
+        assert.is_nil(last.error_detail.struct_value)
+        assert.is_true(tonumber(last.response_nonce.string_value) > tonumber(nack.response_nonce.string_value))
+        assert.is_nil(x.t.client:trouble())
+        assert.are.equal(1, x.t.client.cache.CDS.A.lb_policy)
       end)
     end)
 
@@ -1372,16 +1610,6 @@ describe("xDS", function()
         assert.is_nil(during.b1)
       end)
     end)
-
-    -- Waits (making calls) until the target took version `v` of `kind`.
-    local function until_version(x, kind, v)
-      local t0 = pc.now()
-      while x.t:backends().versions[kind] ~= v do
-        pcall(x.c.Who, x.c, {}, { timeout = 0.5 })
-        pc.sleep(0.01)
-        assert(pc.now() - t0 < 3, kind .. " version " .. v .. " never arrived")
-      end
-    end
 
     -- RDS rc with the virtual host "svc" routing `first` (then everything else to A).
     local function route_config(first, vh_retry)

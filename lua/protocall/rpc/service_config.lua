@@ -9,10 +9,10 @@ local message = require "protocall.message"
 local schema = require "protocall.schema"
 local policy = require "protocall.call.policy"
 
-local type, error, pairs, tostring, tonumber, next, setmetatable, pcall =
-  type, error, pairs, tostring, tonumber, next, setmetatable, pcall
+local type, error, pairs, tostring, tonumber, next, setmetatable, getmetatable, pcall =
+  type, error, pairs, tostring, tonumber, next, setmetatable, getmetatable, pcall
 local format, concat, huge, floor = string.format, table.concat, math.huge, math.floor
-local mtype, code_name, which_oneof, show = compat.mtype, internal.code_name, core.which_oneof, internal.show
+local mtype, code_name, which_oneof = compat.mtype, internal.code_name, core.which_oneof
 local ipairs, pairs_of = message.ipairs, message.pairs
 
 local M = {}
@@ -30,17 +30,40 @@ local function known_keys(t, path, known)
   end
 end
 
+-- A number as a problem shows it: an integral one as an integer (JSON
+-- numbers are read as floats: 99, not Lua 5.4's 99.0), NaN as "nan".
+local function show(v)
+  if type(v) == "number" and v == floor(v) and v > -2 ^ 63 and v < 2 ^ 63 then return format("%d", v) end
+  return internal.show(v)
+end
+
+-- The metatables from_json gives the lists and objects of JSON text, so
+-- that a problem tells `[]` from `{}` (both an empty Lua table).
+local JSON_LIST, JSON_OBJECT = {}, {}
+
+-- "list" or "object": what table `v` is, when that is known: what JSON
+-- text spelt, else a Lua table's keys (1..n: a list; others: an object;
+-- none: either, nil).
+local function shape(v)
+  local mt = getmetatable(v)
+  if mt == JSON_LIST then return "list" elseif mt == JSON_OBJECT then return "object" end
+  if next(v) == nil then return nil end
+  local n = #v
+  for k in pairs(v) do
+    if mtype(k) ~= "integer" or k < 1 or k > n then return "object" end
+  end
+  return "list"
+end
+
 local function object_at(v, path)
   if type(v) ~= "table" then config_error(path, "object expected, got " .. type(v)) end
+  if shape(v) == "list" then config_error(path, "object expected, got a list") end
   return v
 end
 
 local function list_at(v, path)
   if type(v) ~= "table" then config_error(path, "list expected, got " .. type(v)) end
-  local n = #v
-  for k in pairs(v) do
-    if mtype(k) ~= "integer" or k < 1 or k > n then config_error(path, "list expected, got an object") end
-  end
+  if shape(v) == "object" then config_error(path, "list expected, got an object") end
   return v
 end
 
@@ -83,7 +106,7 @@ local function codes_at(v, path, required)
     local name = code_name(c)
     if type(name) ~= "string" or name == "OK" then
       config_error(format("%s[%d]", path, i - 1), "status code name such as \"UNAVAILABLE\" expected, got "
-        .. (type(c) == "string" and "\"" .. c .. "\"" or tostring(c)))
+        .. (type(c) == "string" and "\"" .. c .. "\"" or type(c) == "number" and show(c) or type(c)))
     end
     names[#names + 1] = name
   end
@@ -120,7 +143,7 @@ local function retry_policy_at(v, path)
   end
   if multiplier < 1 then
     config_error(path .. ".backoffMultiplier", "values below 1 (a shrinking backoff) are not supported, got "
-      .. tostring(multiplier))
+      .. show(multiplier))
   end
   local codes = codes_at(required("retryableStatusCodes"), path .. ".retryableStatusCodes", true)
   local per_attempt
@@ -184,11 +207,11 @@ end
 -- n an integer of at least 2 (default 2; more than 10 is taken as 10).
 local function lb_policy_at(name, conf, path)
   if LB_POLICIES[name] then
-    known_keys(conf, path, {})
+    known_keys(object_at(conf, path), path, {})
     return name
   end
   if name ~= "least_request_experimental" then return nil end
-  known_keys(conf, path, { choiceCount = true })
+  known_keys(object_at(conf, path), path, { choiceCount = true })
   local n = int_in(conf.choiceCount, path .. ".choiceCount", 2, MAXINT32, 2)
   return "least_request", { choice_count = n > 10 and 10 or n }
 end
@@ -305,9 +328,7 @@ function M.parse(t)
       object_at(entry, path)
       local name, conf = next(entry)
       if name == nil or next(entry, name) ~= nil then config_error(path, "object with one policy name expected") end
-      if type(conf) ~= "table" then
-        config_error(path .. "." .. tostring(name), "object expected, got " .. type(conf))
-      end
+      object_at(conf, path .. "." .. tostring(name))
       if name == "outlier_detection_experimental" and not balancing then
         outlier, balancing, balancing_config = outlier_at(conf, path .. "." .. name)
       elseif name == "ring_hash_experimental" and not balancing then
@@ -420,11 +441,11 @@ end
 local function plain_value(v)
   local kind = which_oneof(v, "kind")
   if kind == "struct_value" then
-    local t = {}
+    local t = setmetatable({}, JSON_OBJECT)
     for k, f in pairs_of(v.struct_value.fields) do t[k] = plain_value(f) end
     return t
   elseif kind == "list_value" then
-    local t = {}
+    local t = setmetatable({}, JSON_LIST)
     for i, f in ipairs(v.list_value.values) do t[i] = plain_value(f) end
     return t
   elseif kind == "null_value" or kind == nil then
@@ -439,7 +460,7 @@ end
 function M.from_json(text)
   local struct, err = core.from_json(schema.default_pool():type("google.protobuf.Struct"), text)
   if not struct then error({ service_config = "JSON: " .. err }, 0) end
-  local t = {}
+  local t = setmetatable({}, JSON_OBJECT)
   for k, f in pairs_of(struct.fields) do t[k] = plain_value(f) end
   return t
 end

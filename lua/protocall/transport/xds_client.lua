@@ -5,14 +5,23 @@
 --
 -- Resources are subscribed per type (LDS, RDS, CDS, EDS) by name; each
 -- response is checked resource by resource and ACKed (its version_info
--- and nonce) or, when one resource is refused, NACKed as a whole: the
--- request carries the last accepted version, the response's nonce and an
--- error_detail naming the resource and the field, and the cache keeps the
--- resources of the last accepted response. Besides what the targets
+-- and nonce) or, when a resource is refused, NACKed, per resource as
+-- gRFC A46 says: its valid resources are taken all the same, a refused
+-- one keeps its last good copy (with none, targets wait for it), and the
+-- NACK carries the response's nonce, an error_detail naming each refused
+-- resource and why ("; " between them) and the version last accepted
+-- (this response's when it had a valid resource subscribed to, as
+-- grpc-core and grpc-js count it). A resource that does not decode (its
+-- Any, its message, a type_url not the response's) is refused by its
+-- index; a response that does not decode is NACKed whole when its
+-- type_url and nonce can be read, else ignored. Besides what the targets
 -- cannot use, it refuses what gRPC and Envoy refuse: a name twice in one
 -- response, weights summing past 4294967295 (a route's weighted_clusters,
--- an EDS locality's endpoints, the localities), an endpoint address that
--- is not an IPv4 or IPv6 literal, an outlier_detection Duration out of
+-- an EDS locality's endpoints, a priority's localities), an endpoint
+-- address that is not an IPv4 or IPv6 literal or is in one assignment
+-- twice, an endpoint load_balancing_weight of 0, EDS priorities with a
+-- gap (a locality of weight 0 or unset is left out unchecked, as gRPC
+-- leaves it), an outlier_detection Duration out of
 -- range or an interval of 0, a LEAST_REQUEST cluster's choice_count below
 -- 2. A resource of a name not subscribed to is ignored (neither checked
 -- nor cached), as grpc-js ignores it. A response of a type never asked
@@ -330,6 +339,13 @@ local function least_request_and_breaker(c)
 end
 
 function CHECK.CDS(c)
+  local custom = c.cluster_type
+  if custom then -- the other member of type's oneof
+    if custom.name == "envoy.clusters.aggregate" then
+      return "cluster_type: aggregate clusters (envoy.clusters.aggregate) are not supported"
+    end
+    return "cluster_type: EDS clusters expected (custom cluster types are not supported), got " .. tostring(custom.name)
+  end
   local t = c.type or 0
   if t ~= 3 then
     return "type: EDS expected (only EDS clusters are supported), got " .. (CLUSTER_TYPE[t] or tostring(t))
@@ -409,32 +425,65 @@ local function ipv6(s)
 end
 M.ip_literal = function(s) return ipv4(s) or ipv6(s) end
 
+-- A ClusterLoadAssignment is checked as grpc-core's
+-- src/core/xds/grpc/xds_endpoint_parser.cc (LocalityParse,
+-- EndpointAddressesParse, EdsResourceParse) and grpc-js-xds's
+-- endpoint-resource-type.ts (validateResource) check it: a locality whose
+-- load_balancing_weight is 0 or unset takes no load and is left out
+-- unchecked ("If LB weight is not specified or 0, it means this locality
+-- is assigned no load"); an endpoint's load_balancing_weight, when set,
+-- is above 0; an address:port is in the assignment once (compared as
+-- written, as grpc-js compares it: "::1" and "0::1" are two); the
+-- priorities of the localities kept run from 0 without a gap (grpc-core:
+-- "priority 1 empty"); the weights of each priority's localities, and of
+-- each locality's endpoints, sum to at most uint32 max.
 function CHECK.EDS(cla)
-  local locality_sum = 0
+  local sums, where, count, top = {}, {}, 0, -1
   for i, loc in ipairs(cla.endpoints or {}) do
+    local lw = loc.load_balancing_weight and loc.load_balancing_weight.value or 0
     local sum = 0
-    for j, e in ipairs(loc.lb_endpoints or {}) do
+    for j, e in ipairs(lw > 0 and loc.lb_endpoints or {}) do
+      local ep = format("endpoints[%d].lb_endpoints[%d]", i - 1, j - 1)
       local sa = e.endpoint and e.endpoint.address and e.endpoint.address.socket_address
-      local at = format("endpoints[%d].lb_endpoints[%d].endpoint.address.socket_address", i - 1, j - 1)
+      local at = ep .. ".endpoint.address.socket_address"
       if sa == nil then return at .. ": missing" end
       if sa.address == nil or sa.address == "" then return at .. ".address: empty" end
-      if not (ipv4(sa.address) or ipv6(sa.address)) then
+      local v6 = ipv6(sa.address)
+      if not (v6 or ipv4(sa.address)) then
         return format("%s.address: an IP address expected, got %q", at, sa.address)
       end
       if sa.port_value == nil or sa.port_value < 1 or sa.port_value > 65535 then
         return at .. ".port_value: a port in 1..65535 expected"
       end
-      sum = sum + (e.load_balancing_weight and e.load_balancing_weight.value or 1)
+      local key = format(v6 and "[%s]:%d" or "%s:%d", sa.address, sa.port_value)
+      if where[key] then return format("%s: duplicate endpoint address %s (%s has it)", at, key, where[key]) end
+      where[key] = ep
+      -- a wrapper present with no value is 0 (decoded as a table, proto3 zeros are left out)
+      local w = e.load_balancing_weight and (e.load_balancing_weight.value or 0) or 1
+      if w == 0 then return ep .. ".load_balancing_weight: above 0 expected, got 0" end
+      sum = sum + w
     end
     if sum > UINT32_MAX then
       return format("endpoints[%d].lb_endpoints: the load_balancing_weights sum to %.0f, more than %d", i - 1, sum,
         UINT32_MAX)
     end
-    locality_sum = locality_sum + (loc.load_balancing_weight and loc.load_balancing_weight.value or 0)
+    if lw > 0 then
+      local p = loc.priority or 0
+      if sums[p] == nil then count = count + 1 end
+      sums[p] = (sums[p] or 0) + lw
+      if p > top then top = p end
+    end
   end
-  if locality_sum > UINT32_MAX then
-    return format("endpoints: the localities' load_balancing_weights sum to %.0f, more than %d", locality_sum,
-      UINT32_MAX)
+  for p = 0, count - 1 do -- count steps at most: a priority may be up to 2^32 - 1
+    local sum = sums[p]
+    if sum == nil then
+      return format("endpoints: priority %d has no locality of a load_balancing_weight above 0 (the priorities "
+        .. "must run from 0 without a gap; the highest is %d)", p, top)
+    end
+    if sum > UINT32_MAX then
+      return format("endpoints: the load_balancing_weights of priority %d's localities sum to %.0f, more than %d", p,
+        sum, UINT32_MAX)
+    end
   end
 end
 
@@ -456,9 +505,10 @@ function M.client(bootstrap, connect)
     return nil, "xds bootstrap: $.xds_servers[0].server_uri: " .. tostring(transport):gsub("^pc%.grpc: ", "")
   end
   c = setmetatable({ uri = bootstrap.server_uri, node = bootstrap.node, transport = transport, subs = {}, cache = {},
-    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {}, standing = {} }, Client)
+    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {}, standing = {}, refused = {} },
+    Client)
   for _, k in ipairs(KINDS) do
-    c.subs[k], c.cache[k], c.version[k] = {}, {}, nil
+    c.subs[k], c.cache[k], c.refused[k], c.version[k] = {}, {}, {}, nil
   end
   clients[bootstrap.server_uri] = c
   return c
@@ -472,7 +522,9 @@ local function names_of(set)
 end
 
 -- Sends one DiscoveryRequest for `kind` on the stream (when up):
--- `err` (a string) makes it a NACK.
+-- `err` (a string) makes it a NACK. Nothing is sent when it does not
+-- encode (a nonce read from a response that does not decode may be no
+-- UTF-8).
 local function request(self, kind, err)
   local call = self.call
   if call == nil then return end
@@ -480,7 +532,8 @@ local function request(self, kind, err)
     version_info = self.version[kind], response_nonce = self.nonce[kind] }
   if not self.sent_node then r.node = self.node end
   if err then r.error_detail = { code = 3, message = err } end -- INVALID_ARGUMENT
-  local bytes = core.encode(protos.type("envoy.service.discovery.v3.DiscoveryRequest"), r)
+  local encoded, bytes = pcall(core.encode, protos.type("envoy.service.discovery.v3.DiscoveryRequest"), r)
+  if not encoded then return end
   local ok = pcall(call.send, call, bytes)
   if ok then self.sent_node = true end
 end
@@ -503,73 +556,138 @@ local function start(self)
   end
 end
 
--- Takes one DiscoveryResponse (bytes): ACK or NACK.
+-- The version_info, type_url and nonce of DiscoveryResponse bytes that do
+-- not decode, read field by field up to the damage (each nil when not
+-- reached): enough to NACK the response when its type is one asked for.
+local function salvage(bytes)
+  local i, n, got = 1, #bytes, {}
+  local function varint()
+    local v, mul = 0, 1
+    for _ = 1, 10 do
+      if i > n then return nil end
+      local b = bytes:byte(i)
+      i, v, mul = i + 1, v + b % 128 * mul, mul * 128
+      if b < 128 then return v end
+    end
+  end
+  local FIELD = { [1] = "version_info", [4] = "type_url", [5] = "nonce" }
+  while i <= n do
+    local tag = varint()
+    if tag == nil then break end
+    local wire = tag % 8
+    if wire == 0 then
+      if varint() == nil then break end
+    elseif wire == 1 or wire == 5 then
+      i = i + (wire == 1 and 8 or 4)
+    elseif wire == 2 then
+      local len = varint()
+      if len == nil or i + len - 1 > n then break end
+      local f = FIELD[(tag - wire) / 8]
+      if f then got[f] = bytes:sub(i, i + len - 1) end
+      i = i + len
+    else
+      break
+    end
+  end
+  return got.version_info, got.type_url, got.nonce
+end
+
+-- Takes one DiscoveryResponse (bytes): ACK or NACK. Per gRFC A46, as
+-- grpc-core's and grpc-js's clients do it: every valid resource of the
+-- response is taken, the bad ones keep their last good copy (or, with
+-- none, get() says "refused"), and the response is NACKed naming each bad
+-- one; the response's version_info becomes the one requests carry when a
+-- resource subscribed to was taken or nothing was wrong
+-- (xds_client.cc's "If we had valid resources or the update was empty,
+-- update the version").
 local function take(self, bytes)
-  local T = protos.type("envoy.service.discovery.v3.DiscoveryResponse")
-  local ok, r = pcall(core.decode, T, bytes, { table = true })
-  if not ok or r == nil then return end
-  local kind = KIND_OF[r.type_url]
+  local r, bad_response = core.decode(protos.type("protocall.xds.DiscoveryResponseEnvelope"), bytes, { table = true })
+  local version, url, nonce
+  if r then
+    version, url, nonce = r.version_info, r.type_url, r.nonce
+  else -- named as the message it stands for
+    version, url, nonce = salvage(bytes)
+    bad_response = tostring(bad_response):gsub("^protocall%.xds%.DiscoveryResponseEnvelope",
+      "envoy.service.discovery.v3.DiscoveryResponse", 1)
+  end
+  local kind = KIND_OF[url]
   self.backoff, self.stream_trouble = nil, nil
   if kind == nil then
     -- a type never asked for: ignored, as gRPC's clients do (a NACK would be a
     -- request for that type with no names, a wildcard subscription); the nonces
-    -- of the other types stay as they are
-    self.ignored = tostring(r.type_url)
+    -- of the other types stay as they are. So is one whose type cannot be read
+    -- (grpc-core ignores a response it cannot parse).
+    self.ignored = r and "a response of type " .. tostring(url) .. ", never asked for"
+      or "a DiscoveryResponse that does not decode (" .. bad_response .. ") of no type asked for"
     return
   end
-  self.nonce[kind] = r.nonce
-  local RT = protos.type(MESSAGE[kind])
-  local subs = self.subs[kind]
-  local got, seen, problem = {}, {}, nil
-  for i, any in ipairs(r.resources or {}) do
-    local at = format("resources[%d]", i - 1)
-    if any.type_url ~= r.type_url then
-      problem = format("%s: type %s expected, got %s", at, r.type_url, tostring(any.type_url))
-      break
-    end
-    local okd, res, why = pcall(core.decode, RT, any.value or "", { table = true })
-    if not okd or res == nil then
-      problem = format("%s: %s does not decode: %s", at, MESSAGE[kind], tostring(why or res))
-      break
-    end
-    local name = res.name or res.cluster_name
-    if name == nil or name == "" then
-      problem = at .. ": no name"
-      break
-    end
-    if seen[name] then
-      problem = format("%s: %s %s named twice in one response", at, MESSAGE[kind], name)
-      break
-    end
-    seen[name] = true
-    -- one not subscribed to is neither checked nor kept, as grpc-js ignores it:
-    -- a state-of-the-world server may send every resource of a kind
-    if subs[name] ~= nil then
-      local bad = CHECK[kind](res)
-      if bad then
-        problem = format("%s %s: %s", MESSAGE[kind], name, bad)
-        break
-      end
-      got[name] = res
-    end
-  end
-  if problem then
-    self.nacks[kind] = { version = r.version_info, nonce = r.nonce, problem = problem }
+  self.nonce[kind] = nonce
+  if r == nil then -- its type and nonce read: NACKed, nothing of it taken (nor any LDS/CDS absence)
+    local problem = "DiscoveryResponse does not decode: " .. bad_response
+    self.nacks[kind] = { version = version, nonce = nonce, problem = problem }
     self.standing[kind] = problem
     return request(self, kind, problem)
   end
-  local cache = self.cache[kind]
-  if WHOLE[kind] then
-    for name in pairs(cache) do
-      if got[name] == nil then cache[name] = nil end
-    end
-  end
-  for name, res in pairs(got) do cache[name] = res end
-  self.standing[kind], self.ignored = nil, nil
-  self.version[kind] = r.version_info
   self.answered = self.answered or {}
   self.answered[kind] = true
+  local RT, A = protos.type(MESSAGE[kind]), protos.type("google.protobuf.Any")
+  local subs = self.subs[kind]
+  local got, seen, refused, problems = {}, {}, {}, {}
+  for i, raw in ipairs(r.resources or {}) do
+    local at = format("resources[%d]", i - 1)
+    local problem
+    local any, awhy = core.decode(A, raw, { table = true })
+    if any == nil then
+      problem = format("%s: google.protobuf.Any does not decode: %s", at, tostring(awhy))
+    elseif any.type_url ~= url then
+      problem = format("%s: type %s expected, got %s", at, url, tostring(any.type_url))
+    else
+      local res, why = core.decode(RT, any.value or "", { table = true })
+      local name = res and (res.name or res.cluster_name)
+      if res == nil then
+        problem = format("%s: %s does not decode: %s", at, MESSAGE[kind], tostring(why))
+      elseif name == nil or name == "" then
+        problem = at .. ": no name"
+      elseif seen[name] then -- neither copy is taken
+        problem = format("%s: %s %s named twice in one response", at, MESSAGE[kind], name)
+        if subs[name] ~= nil then got[name], refused[name] = nil, problem end
+      else
+        seen[name] = true
+        -- one not subscribed to is neither checked nor kept, as grpc-js ignores it:
+        -- a state-of-the-world server may send every resource of a kind
+        if subs[name] ~= nil then
+          local bad = CHECK[kind](res)
+          if bad then
+            problem = format("%s %s: %s", MESSAGE[kind], name, bad)
+            refused[name] = problem
+          else
+            got[name] = res
+          end
+        end
+      end
+    end
+    problems[#problems + 1] = problem
+  end
+  local cache, refusal = self.cache[kind], self.refused[kind]
+  if WHOLE[kind] then -- absent from the response: deleted (a refused one was there)
+    for name in pairs(cache) do
+      if not seen[name] then cache[name] = nil end
+    end
+    for name in pairs(refusal) do
+      if not seen[name] then refusal[name] = nil end
+    end
+  end
+  for name, res in pairs(got) do cache[name], refusal[name] = res, nil end
+  for name, problem in pairs(refused) do refusal[name] = problem end -- its last good copy stays in the cache
+  if next(got) ~= nil or #problems == 0 then self.version[kind] = version end
   self.generation = self.generation + 1
+  if #problems > 0 then
+    local problem = concat(problems, "; ")
+    self.nacks[kind] = { version = version, nonce = nonce, problem = problem }
+    self.standing[kind] = problem
+    return request(self, kind, problem)
+  end
+  self.standing[kind], self.ignored = nil, nil
   request(self, kind)
 end
 
@@ -629,16 +747,20 @@ function Client:unwatch(kind, name)
     return
   end
   set[name] = nil
-  self.cache[kind][name] = nil
+  self.cache[kind][name], self.refused[kind][name] = nil, nil
   request(self, kind)
 end
 
---- res, why = client:get(kind, name): the cached resource (a plain
--- table of its message), or nil and "unknown" (not answered yet) or
--- "absent" (the server's last LDS/CDS answer lacks it).
+--- res, why, problem = client:get(kind, name): the cached resource (a
+-- plain table of its message: the last good copy, also when a later one
+-- was refused), or nil and "unknown" (not answered yet), "refused" and
+-- the problem (its only copies were NACKed) or "absent" (the server's last
+-- LDS/CDS answer lacks it).
 function Client:get(kind, name)
   local r = self.cache[kind][name]
   if r then return r end
+  local problem = self.refused[kind][name]
+  if problem then return nil, "refused", problem end
   if WHOLE[kind] and self.answered and self.answered[kind] then return nil, "absent" end
   return nil, "unknown"
 end
@@ -658,15 +780,22 @@ end
 -- nil: the ADS stream's last failure ("ADS stream to HOST:PORT: UNAVAILABLE:
 -- connect to ...: Connection refused") until a response comes, else the
 -- last NACK still standing ("NACKed CDS: envoy.config.cluster.v3.Cluster
--- c1: lb_policy: ..."), else the type of the last response ignored as
--- never asked for.
+-- c1: lb_policy: ..."), else the refusal of a resource that has no good
+-- copy, else the last response ignored ("ignored a response of type ...,
+-- never asked for").
 function Client:trouble()
   if self.stream_trouble then return self.stream_trouble end
   for _, k in ipairs(KINDS) do
     local problem = self.standing[k]
     if problem then return "NACKed " .. k .. ": " .. problem end
   end
-  if self.ignored then return "ignored a response of type " .. self.ignored .. ", never asked for" end
+  for _, k in ipairs(KINDS) do
+    local refused = self.refused[k]
+    for _, name in ipairs(names_of(refused)) do
+      if self.cache[k][name] == nil then return "NACKed " .. k .. ": " .. refused[name] end
+    end
+  end
+  if self.ignored then return "ignored " .. self.ignored end
   return nil
 end
 

@@ -199,8 +199,10 @@ message Cluster {
     google.protobuf.UInt64Value maximum_ring_size = 4;
   }
   message LeastRequestLbConfig { google.protobuf.UInt32Value choice_count = 1; }
+  // only its name: an aggregate cluster's is envoy.clusters.aggregate (refused)
+  message CustomClusterType { string name = 1; }
   string name = 1;
-  oneof cluster_discovery_type { DiscoveryType type = 2; }
+  oneof cluster_discovery_type { DiscoveryType type = 2; CustomClusterType cluster_type = 38; }
   EdsClusterConfig eds_cluster_config = 3;
   LbPolicy lb_policy = 6;
   CircuitBreakers circuit_breakers = 10;
@@ -231,7 +233,9 @@ message LocalityLbEndpoints {
 message ClusterLoadAssignment { string cluster_name = 1; repeated LocalityLbEndpoints endpoints = 2; }
 ]] },
   -- protocall's own: the bootstrap file read as proto3 JSON (gRFC A27's
-  -- fields; others ignored), its node an Envoy Node.
+  -- fields; others ignored), its node an Envoy Node; and a
+  -- DiscoveryResponse whose resources are left as bytes, so that one that
+  -- does not decode is that resource's problem alone (gRFC A46).
   { "protocall/xds/bootstrap.proto", [[
 syntax = "proto3";
 package protocall.xds;
@@ -246,6 +250,13 @@ message Bootstrap {
   }
   repeated Server xds_servers = 1;
   envoy.config.core.v3.Node node = 2;
+}
+// envoy.service.discovery.v3.DiscoveryResponse, each resource an undecoded google.protobuf.Any
+message DiscoveryResponseEnvelope {
+  string version_info = 1;
+  repeated bytes resources = 2;
+  string type_url = 4;
+  string nonce = 5;
 }
 ]] },
   -- envoy.type.v3 (FractionalPercent, Int64Range), loaded first

@@ -148,6 +148,26 @@ describe("the server's first SETTINGS", function()
     assert.is_true(bytes > 24, "the preface and the call went through TLS: " .. bytes)
   end)
 
+  it("marks a balancer's backend failed: the call is not moved on, the next call takes another backend", function()
+    with_server(function(server)
+      local peer, seen, stop = silent()
+      local silent_at = "127.0.0.1:" .. peer.port
+      local t = pc.grpc({ silent_at, "127.0.0.1:" .. server.port }, { connect_timeout = 0.5 }) -- pick_first
+      local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = OUTER })
+      local state = t:backends()
+      local ok, got = pcall(t.unary, t, "/test.Test/Echo", "next", { timeout = OUTER })
+      t:close()
+      local conns = seen()
+      stop()
+      assert_lost(err, peer.port, "0.5")
+      assert.are.equal(1, conns) -- sent once, to the silent backend alone
+      assert.are.equal(silent_at, state[1].address)
+      assert.is_true(state[1].failed)
+      assert.is_true(ok, tostring(got))
+      assert.are.equal("next", got)
+    end)
+  end)
+
   describe("with a host driver", function()
     it("bounds it the same: the driver's connection is closed, its call lost", function()
       local peer, seen, stop = silent()

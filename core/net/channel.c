@@ -464,13 +464,41 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   return c;
 }
 
+/* The earlier of two times (< 0: none). */
+static double sooner(double a, double b) {
+  return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
+/* Whether connection 'c', ready, is past its attempt's time ('connect_by',
+ * 'connect_deadline') without the server's first SETTINGS. */
+static int settings_overdue(const Conn *c, double now) {
+  return c->ready && c->sock && pc_GrpcEngine_Alive(c->engine) &&
+         !pc_GrpcEngine_SettingsReceived(c->engine) &&
+         now >= sooner(c->connect_by, c->connect_deadline);
+}
+
+/* Closes connection 'c', which carries no call, without counting a failed
+ * attempt: one past its time without SETTINGS that nobody may have read
+ * while it was idle (a host driver reads only connections with calls), so
+ * the server's SETTINGS may be waiting unread. */
+static void retire(Conn *c) {
+  pc_GrpcEngine_Lost(c->engine, "the connection was closed", 0);
+  close_sock(c);
+}
+
 /* A connection that takes a new stream now (after reading what it has, so
  * a GOAWAY that came while it was idle is seen), or a new one; NULL with
- * '*wait' set when a new one is needed but the backoff holds it back. */
+ * '*wait' set when a new one is needed but the backoff holds it back. One
+ * past its time without the server's SETTINGS takes none (check_conns
+ * fails it), and closes when idle (retire). */
 static Conn *pick_conn(pc_GrpcChannel *ch, pc_Error *err, int *wait) {
   for (Conn *c = ch->conns; c; c = c->next) {
     if (c->sock == NULL || !pc_GrpcEngine_CanOpen(c->engine)) continue;
     service(c);
+    if (settings_overdue(c, pc_Clock_Monotonic())) {
+      if (c->calls == 0) retire(c);
+      continue;
+    }
     if (c->sock && pc_GrpcEngine_CanOpen(c->engine)) return c;
   }
   reap(ch);
@@ -927,19 +955,15 @@ static int running(const pc_GrpcCall *c) {
   return !c->early && c->stream && pc_GrpcStream_Status(c->stream) == NULL;
 }
 
-/* The earlier of two times (< 0: none). */
-static double sooner(double a, double b) {
-  return a < 0 || (b >= 0 && b < a) ? b : a;
-}
-
 /* A connection made (TCP, TLS) whose server sent no SETTINGS within the
- * attempt's time ('within' seconds): not HTTP/2, or not answering (a wrong
- * port, a proxy forwarding to nothing). Closed as a failed attempt: the
- * backoff goes on from where its becoming ready reset it (unless an
- * attempt failed since), so a peer that always does this is tried ever
- * less often. Its calls were written and may have run: they end
- * UNAVAILABLE 'lost', not 'unsent', and none is sent again (a
- * wait-for-ready call included; requeue is for attempts never ready). */
+ * attempt's time ('within' seconds) while it carries calls: not HTTP/2,
+ * or not answering (a wrong port, a proxy forwarding to nothing). Closed
+ * as a failed attempt: the backoff goes on from where its becoming ready
+ * reset it (unless an attempt failed since), so a peer that always does
+ * this is tried ever less often. Its calls were written and may have
+ * run: they end UNAVAILABLE 'lost', not 'unsent', and none is sent again
+ * (a wait-for-ready call included; requeue is for attempts never ready).
+ * One carrying no call is retired instead (retire). */
 static void settings_missing(Conn *c, double within) {
   pc_GrpcChannel *ch = c->ch;
   char m[PC_ERROR_MAX];
@@ -974,14 +998,16 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
       }
       continue;
     }
-    if (!pc_GrpcEngine_SettingsReceived(c->engine) && pc_GrpcEngine_Alive(c->engine)) {
+    if (settings_overdue(c, now)) {
       double by = sooner(c->connect_by, c->connect_deadline);
-      if (now >= by) {
+      if (c->calls == 0)
+        retire(c); /* no call held: not known to be silent (retire) */
+      else
         settings_missing(c, by == c->connect_deadline ? ch->o.connect_timeout : c->connect_window);
-        continue;
-      }
-      next = sooner(next, by);
+      continue;
     }
+    if (!pc_GrpcEngine_SettingsReceived(c->engine) && pc_GrpcEngine_Alive(c->engine))
+      next = sooner(next, sooner(c->connect_by, c->connect_deadline));
     if (ka <= 0 || !pc_GrpcEngine_Alive(c->engine)) continue;
     if (pc_GrpcEngine_PingPending(c->engine)) {
       if (now - c->ping_sent >= ka_wait) {

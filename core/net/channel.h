@@ -93,7 +93,9 @@ typedef struct {
    * readiness reset it) and its calls, written and perhaps run, fail
    * UNAVAILABLE 'lost', not 'unsent' ("connect to HOST:PORT: no HTTP/2
    * SETTINGS from the server within S s"), sent again by nothing here (a
-   * wait-for-ready call included). */
+   * wait-for-ready call included). One that carries no call then (a host
+   * driver reads only connections with calls) is closed without counting,
+   * taking no new call. */
   double connect_timeout;
   /* Non-zero: the host moves the bytes (see "Host I/O" below) and the
    * built-in driver (socket.h) is not used: no resolution, no sockets

@@ -319,7 +319,8 @@ static int waits_through_failures(pc_Alloc *alloc, int *ok) {
  * call, written, ends UNAVAILABLE lost and not unsent and is not sent
  * again (no new connection), and the backoff goes on growing across such
  * attempts (0.05 s, then 0.1 s) although each reset it as it connected.
- * One whose server's SETTINGS came stays past the bound. */
+ * One whose server's SETTINGS came stays past the bound; one idle then is
+ * closed without counting. */
 static int no_settings(int *ok) {
   *ok = 0;
   pc_GrpcChannelOptions o;
@@ -381,6 +382,33 @@ static int no_settings(int *ok) {
   }
   pc_GrpcCall_Free(a);
   pc_GrpcChannel_Free(ch);
+
+  /* A connection that carries no call past its time without SETTINGS (a
+   * host driver reads only connections with calls: they may wait unread)
+   * is closed without counting a failed attempt, in the tick or when a
+   * call would take it (the call then goes to a new connection). */
+  for (int by_tick = 0; by_tick < 2; by_tick++) {
+    pc_GrpcChannel *idle = pc_GrpcChannel_New(&o, NULL, NULL, &err);
+    pc_GrpcCall *c = idle ? start(idle, 5) : NULL;
+    id = c ? only_conn(idle, &ready) : 0;
+    good &= STEP(id != 0);
+    if (id) pc_GrpcChannel_HostConnected(idle, id, 1, NULL);
+    pc_GrpcCall_Free(c); /* the connection stays, idle */
+    good &= STEP(idle == NULL || (only_conn(idle, &ready) == id && ready));
+    pc_Clock_Sleep(0.035);
+    if (by_tick && idle) {
+      unsigned v = pc_GrpcChannel_HostVersion(idle);
+      pc_GrpcChannel_HostTick(idle);
+      good &= STEP(pc_GrpcChannel_HostConns(idle, NULL, 0) == 0 &&
+                   pc_GrpcChannel_HostVersion(idle) != v);
+    }
+    c = idle ? start(idle, 5) : NULL;
+    unsigned id2 = c ? only_conn(idle, &ready) : 0;
+    good &= STEP(id2 != 0 && id2 != id && !ready && pc_GrpcCall_Status(c) == NULL);
+    good &= STEP(idle == NULL || pc_GrpcChannel_NextAttempt(idle) == 0);
+    pc_GrpcCall_Free(c);
+    pc_GrpcChannel_Free(idle);
+  }
   *ok = good;
   return 1;
 }

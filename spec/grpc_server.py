@@ -5,7 +5,14 @@
     grpc_server.py h2 PORT       a scripted HTTP/2 peer (python3-h2) for replies
                                  grpcio will not produce (HTTP errors, RST_STREAM, ...)
     grpc_server.py garbage PORT  answers every connection with bytes that are not HTTP/2
-    grpc_server.py silent PORT   accepts connections and never answers
+    grpc_server.py silent PORT [COUNT_FILE [CERT KEY]]   accepts connections and never
+                                 answers; COUNT_FILE: after each connection and each read,
+                                 "CONNECTIONS BYTES" (so far) written there; CERT KEY: a TLS
+                                 handshake first (ALPN h2), then silence (a TLS-terminating box
+                                 forwarding to nothing)
+    grpc_server.py late PORT SECONDS UPSTREAM   accepts, waits SECONDS, then relays the
+                                 connection both ways to 127.0.0.1:UPSTREAM (a server whose
+                                 HTTP/2 SETTINGS come late)
     grpc_server.py client PORT SIZE SECONDS   (for bench/) python3-grpcio client calling
                                  test.Test/Echo with SIZE bytes for SECONDS; prints calls/s
 
@@ -603,14 +610,61 @@ def garbage_connection(conn):
         conn.close()
 
 
+SILENT = {"file": None, "tls": None, "connections": 0, "bytes": 0, "lock": threading.Lock()}
+
+
+def silent_count(connections, nbytes):
+    with SILENT["lock"]:
+        SILENT["connections"] += connections
+        SILENT["bytes"] += nbytes
+        if SILENT["file"]:
+            tmp = SILENT["file"] + ".new"
+            with open(tmp, "w") as f:
+                f.write("%d %d\n" % (SILENT["connections"], SILENT["bytes"]))
+            os.replace(tmp, SILENT["file"])
+
+
 def silent_connection(conn):
     try:
-        while conn.recv(65536):
-            pass
+        silent_count(1, 0)
+        if SILENT["tls"]:
+            conn = SILENT["tls"].wrap_socket(conn, server_side=True)
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                break
+            silent_count(0, len(data))
     except OSError:
         pass
     finally:
         conn.close()
+
+
+def late_connection(conn, seconds, upstream):
+    def pipe(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    time.sleep(seconds)
+    try:
+        up = socket.create_connection(("127.0.0.1", upstream))
+    except OSError:
+        conn.close()
+        return
+    threading.Thread(target=pipe, args=(up, conn), daemon=True).start()
+    pipe(conn, up)
 
 
 def bench_client(port, size, seconds, path=None):
@@ -656,7 +710,19 @@ def main():
     elif mode == "garbage":
         serve_sockets(port, garbage_connection)
     elif mode == "silent":
+        if len(sys.argv) > 3:
+            SILENT["file"] = sys.argv[3]
+        if len(sys.argv) > 5:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(sys.argv[4], sys.argv[5])
+            ctx.set_alpn_protocols(["h2"])
+            SILENT["tls"] = ctx
         serve_sockets(port, silent_connection)
+    elif mode == "late":
+        seconds, upstream = float(sys.argv[3]), int(sys.argv[4])
+        serve_sockets(port, lambda conn: late_connection(conn, seconds, upstream))
     else:
         sys.exit("unknown mode " + mode)
 

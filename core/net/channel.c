@@ -36,12 +36,15 @@ struct Conn {
   pc_GrpcEngine *engine;
   int ready;               /* connected (and TLS done) */
   size_t calls;            /* calls attached */
-  double connect_by;       /* monotonic seconds: not ready by then is a failed attempt */
-  double connect_deadline; /* the same for the caller's connect_timeout; < 0: none */
-  double last_recv;        /* when bytes last arrived (keepalive) */
-  double ping_sent;        /* when the pending keepalive PING went out */
-  unsigned id;             /* names it to a host driver (host_io) */
-  int host_up;             /* host_io: the host connected it (TLS may still be under way) */
+  double connect_by;       /* monotonic seconds: not ready by then is a failed attempt, */
+  double connect_deadline; /* ...the same for the caller's connect_timeout (< 0: none); */
+  /* ...and no SETTINGS of the server's by either, once ready (check_conns) */
+  double connect_window; /* seconds from the attempt's start to 'connect_by' */
+  double backoff_before; /* the backoff its becoming ready reset (settings_missing) */
+  double last_recv;      /* when bytes last arrived (keepalive) */
+  double ping_sent;      /* when the pending keepalive PING went out */
+  unsigned id;           /* names it to a host driver (host_io) */
+  int host_up;           /* host_io: the host connected it (TLS may still be under way) */
 };
 
 /* Reconnection backoff of a target (channel.h). */
@@ -338,6 +341,7 @@ static void service(Conn *c) {
     c->ready = 1;
     c->ch->host_version++;
     c->last_recv = pc_Clock_Monotonic();
+    c->backoff_before = c->ch->backoff.current;
     backoff_reset(&c->ch->backoff);
   }
   char buf[65536];
@@ -432,7 +436,8 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
     mem(ch, c, sizeof *c, 0);
     return NULL;
   }
-  c->connect_by = pc_Clock_Monotonic() + connect_time(&ch->backoff);
+  c->connect_window = connect_time(&ch->backoff);
+  c->connect_by = pc_Clock_Monotonic() + c->connect_window;
   if (ch->o.tls && ch->tls == NULL) {
     int ok = 1;
     if (!pc_NetTls_Available(err))
@@ -459,13 +464,41 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   return c;
 }
 
+/* The earlier of two times (< 0: none). */
+static double sooner(double a, double b) {
+  return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
+/* Whether connection 'c', ready, is past its attempt's time ('connect_by',
+ * 'connect_deadline') without the server's first SETTINGS. */
+static int settings_overdue(const Conn *c, double now) {
+  return c->ready && c->sock && pc_GrpcEngine_Alive(c->engine) &&
+         !pc_GrpcEngine_SettingsReceived(c->engine) &&
+         now >= sooner(c->connect_by, c->connect_deadline);
+}
+
+/* Closes connection 'c', which carries no call, without counting a failed
+ * attempt: one past its time without SETTINGS that nobody may have read
+ * while it was idle (a host driver reads only connections with calls), so
+ * the server's SETTINGS may be waiting unread. */
+static void retire(Conn *c) {
+  pc_GrpcEngine_Lost(c->engine, "the connection was closed", 0);
+  close_sock(c);
+}
+
 /* A connection that takes a new stream now (after reading what it has, so
  * a GOAWAY that came while it was idle is seen), or a new one; NULL with
- * '*wait' set when a new one is needed but the backoff holds it back. */
+ * '*wait' set when a new one is needed but the backoff holds it back. One
+ * past its time without the server's SETTINGS takes none (check_conns
+ * fails it), and closes when idle (retire). */
 static Conn *pick_conn(pc_GrpcChannel *ch, pc_Error *err, int *wait) {
   for (Conn *c = ch->conns; c; c = c->next) {
     if (c->sock == NULL || !pc_GrpcEngine_CanOpen(c->engine)) continue;
     service(c);
+    if (settings_overdue(c, pc_Clock_Monotonic())) {
+      if (c->calls == 0) retire(c);
+      continue;
+    }
     if (c->sock && pc_GrpcEngine_CanOpen(c->engine)) return c;
   }
   reap(ch);
@@ -922,9 +955,23 @@ static int running(const pc_GrpcCall *c) {
   return !c->early && c->stream && pc_GrpcStream_Status(c->stream) == NULL;
 }
 
-/* The earlier of two times (< 0: none). */
-static double sooner(double a, double b) {
-  return a < 0 || (b >= 0 && b < a) ? b : a;
+/* A connection made (TCP, TLS) whose server sent no SETTINGS within the
+ * attempt's time ('within' seconds) while it carries calls: not HTTP/2,
+ * or not answering (a wrong port, a proxy forwarding to nothing). Closed
+ * as a failed attempt: the backoff goes on from where its becoming ready
+ * reset it (unless an attempt failed since), so a peer that always does
+ * this is tried ever less often. Its calls were written and may have
+ * run: they end UNAVAILABLE 'lost', not 'unsent', and none is sent again
+ * (a wait-for-ready call included; requeue is for attempts never ready).
+ * One carrying no call is retired instead (retire). */
+static void settings_missing(Conn *c, double within) {
+  pc_GrpcChannel *ch = c->ch;
+  char m[PC_ERROR_MAX];
+  snprintf(m, sizeof m, "connect to %.280s: no HTTP/2 SETTINGS from the server within %.3g s",
+           ch->where, within);
+  if (ch->backoff.current == 0) ch->backoff.current = c->backoff_before;
+  backoff_failed(ch, m);
+  lose(c, m);
 }
 
 /* Connection attempts past their time, keepalive PINGs due or unanswered;
@@ -944,13 +991,23 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
       } else if (now >= c->connect_by) {
         char m[PC_ERROR_MAX];
         snprintf(m, sizeof m, "connect to %.280s: not connected within %.3g s", ch->where,
-                 connect_time(&ch->backoff));
+                 c->connect_window);
         lose(c, m);
       } else {
         next = sooner(sooner(next, c->connect_by), c->connect_deadline);
       }
       continue;
     }
+    if (settings_overdue(c, now)) {
+      double by = sooner(c->connect_by, c->connect_deadline);
+      if (c->calls == 0)
+        retire(c); /* no call held: not known to be silent (retire) */
+      else
+        settings_missing(c, by == c->connect_deadline ? ch->o.connect_timeout : c->connect_window);
+      continue;
+    }
+    if (!pc_GrpcEngine_SettingsReceived(c->engine) && pc_GrpcEngine_Alive(c->engine))
+      next = sooner(next, sooner(c->connect_by, c->connect_deadline));
     if (ka <= 0 || !pc_GrpcEngine_Alive(c->engine)) continue;
     if (pc_GrpcEngine_PingPending(c->engine)) {
       if (now - c->ping_sent >= ka_wait) {

@@ -60,8 +60,9 @@ typedef struct {
    * UNAVAILABLE. 0: no keepalive. */
   double keepalive_time, keepalive_timeout;
   /* Reconnection backoff (gRPC's doc/connection-backoff.md): once a
-   * connection attempt failed (refused, unresolved, TLS, or not connected
-   * within max(min_connect_timeout, the backoff)), the next starts no
+   * connection attempt failed (refused, unresolved, TLS, not connected
+   * within max(min_connect_timeout, the backoff), or connected and no
+   * SETTINGS from the server within it: see 'connect_timeout'), the next starts no
    * sooner than the backoff later: 'backoff_initial' seconds, times
    * 'backoff_multiplier' after each further failure up to 'backoff_max',
    * each spread by +-'backoff_jitter' of itself; a connection that becomes
@@ -82,8 +83,19 @@ typedef struct {
   int insecure; /* as socket.h: TLS WITHOUT verifying the server */
   /* Seconds a new connection may take to connect and finish TLS; past it
    * the connection is given up and its calls fail UNAVAILABLE ("connect to
-   * HOST:PORT: timed out after S s"). 0: no limit but the calls' own
-   * deadlines. */
+   * HOST:PORT: timed out after S s"). 0: no limit but the backoff's
+   * max(min_connect_timeout, the backoff) and the calls' own deadlines.
+   * A connection is ready (calls written, the backoff reset) once
+   * connected, but the attempt lasts until the server's first SETTINGS
+   * frame (RFC 9113 section 3.4; gRPC's connection-backoff document):
+   * none by the earlier of these bounds (a peer that never speaks HTTP/2)
+   * closes it as a failed attempt (the backoff goes on from where its
+   * readiness reset it) and its calls, written and perhaps run, fail
+   * UNAVAILABLE 'lost', not 'unsent' ("connect to HOST:PORT: no HTTP/2
+   * SETTINGS from the server within S s"), sent again by nothing here (a
+   * wait-for-ready call included). One that carries no call then (a host
+   * driver reads only connections with calls) is closed without counting,
+   * taking no new call. */
   double connect_timeout;
   /* Non-zero: the host moves the bytes (see "Host I/O" below) and the
    * built-in driver (socket.h) is not used: no resolution, no sockets

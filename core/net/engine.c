@@ -920,6 +920,10 @@ int pc_GrpcEngine_GoawayReceived(const pc_GrpcEngine *e) {
   return e->goaway;
 }
 
+int pc_GrpcEngine_SettingsReceived(const pc_GrpcEngine *e) {
+  return e->settings_in;
+}
+
 int pc_GrpcEngine_Ping(pc_GrpcEngine *e) {
   if (e->h2.dead || e->ping_pending) return 0;
   if (nghttp2_submit_ping(e->h2.session, NGHTTP2_FLAG_NONE, NULL) != 0) return 0;

@@ -119,6 +119,12 @@ size_t pc_GrpcEngine_Running(const pc_GrpcEngine *e);
 /* Whether the peer sent GOAWAY. */
 int pc_GrpcEngine_GoawayReceived(const pc_GrpcEngine *e);
 
+/* Whether the peer's first SETTINGS frame arrived (RFC 9113 section 3.4:
+ * the server's connection preface), so it speaks HTTP/2; over HTTP/1.1
+ * ('http1') at once, as the engine makes one up. A channel bounds the wait
+ * for it (channel.h, connect_timeout). */
+int pc_GrpcEngine_SettingsReceived(const pc_GrpcEngine *e);
+
 /* Queues an HTTP/2 PING (RFC 9113 section 6.7; gRPC's keepalive) unless
  * one sent before still awaits its ACK or the engine is dead. Returns 1
  * when one was queued. The driver times the answer

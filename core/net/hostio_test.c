@@ -7,7 +7,9 @@
  * due, bytes that are no HTTP/2 break the connection (once its GOAWAY is
  * out), ids no longer listed are ignored, calls with a wake token are
  * listed as they end, a call refused by a GOAWAY runs again on a new
- * connection, and every allocation failing leaks nothing. The data
+ * connection, a server that sends no SETTINGS within connect_timeout
+ * fails the attempt and its call lost, and every allocation failing leaks
+ * nothing. The data
  * path against real servers is spec/driver_spec.lua. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
@@ -312,6 +314,105 @@ static int waits_through_failures(pc_Alloc *alloc, int *ok) {
   return 1;
 }
 
+/* A connection whose server sends no SETTINGS within connect_timeout
+ * (0.03 s) is a failed attempt though it connected: its wait-for-ready
+ * call, written, ends UNAVAILABLE lost and not unsent and is not sent
+ * again (no new connection), and the backoff goes on growing across such
+ * attempts (0.05 s, then 0.1 s) although each reset it as it connected.
+ * One whose server's SETTINGS came stays past the bound; one idle then is
+ * closed without counting. */
+static int no_settings(int *ok) {
+  *ok = 0;
+  pc_GrpcChannelOptions o;
+  memset(&o, 0, sizeof o);
+  o.host = "example.test";
+  o.port = "50051";
+  o.host_io = 1;
+  o.backoff_set = 1;
+  o.backoff_initial = 0.05;
+  o.backoff_multiplier = 2;
+  o.backoff_max = 10;
+  o.min_connect_timeout = 10;
+  o.connect_timeout = 0.03;
+  o.wait_for_ready = kPc_GrpcWaitForReady_Deadline;
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_GrpcChannel *ch = pc_GrpcChannel_New(&o, NULL, NULL, &err);
+  pc_GrpcCall *a = ch ? start(ch, 5) : NULL;
+  if (a == NULL) {
+    pc_GrpcChannel_Free(ch);
+    return 0;
+  }
+  static const char want[] =
+      "connect to example.test:50051: no HTTP/2 SETTINGS from the server within 0.03 s";
+  int good = 1, ready = 0;
+  const char *p;
+  for (int round = 0; round < 2; round++) {
+    unsigned id = only_conn(ch, &ready);
+    pc_GrpcChannel_HostConnected(ch, id, 1, NULL);
+    for (size_t n; (n = pc_GrpcChannel_HostOutput(ch, id, &p)) > 0;)
+      pc_GrpcChannel_HostWrote(ch, id, n);
+    double next = pc_GrpcChannel_HostTick(ch);
+    good &= STEP(id != 0 && pc_GrpcCall_Status(a) == NULL && next > 0 && next <= 0.03);
+    good &= STEP(pc_GrpcChannel_NextAttempt(ch) == 0); /* ready: the backoff reset */
+    pc_Clock_Sleep(0.035);
+    pc_GrpcChannel_HostTick(ch);
+    const pc_GrpcStatus *st = pc_GrpcCall_Status(a);
+    good &= STEP(ended(a, kPc_Code_Unavailable, want) && st->lost && !st->unsent);
+    good &= STEP(pc_GrpcChannel_HostConns(ch, NULL, 0) == 0); /* not sent again */
+    double in = pc_GrpcChannel_NextAttempt(ch);
+    good &= STEP(round == 0 ? in > 0 && in <= 0.05 : in > 0.05 && in <= 0.1);
+    pc_GrpcCall_Free(a);
+    a = start(ch, 5); /* waits for the backoff (wait-for-ready) */
+    if (a == NULL) break;
+    good &= STEP(pc_GrpcCall_Status(a) == NULL && pc_GrpcChannel_HostConns(ch, NULL, 0) == 0);
+    pc_Clock_Sleep(in + 0.005);
+    pc_GrpcChannel_HostTick(ch);
+  }
+  /* The third attempt: the server's SETTINGS (empty) come in time. */
+  unsigned id = a ? only_conn(ch, &ready) : 0;
+  good &= STEP(id != 0);
+  if (id) {
+    pc_GrpcChannel_HostConnected(ch, id, 1, NULL);
+    static const unsigned char settings[] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    pc_GrpcChannel_HostRecv(ch, id, settings, sizeof settings);
+    pc_Clock_Sleep(0.035);
+    pc_GrpcChannel_HostTick(ch);
+    good &= STEP(pc_GrpcCall_Status(a) == NULL && only_conn(ch, &ready) == id && ready);
+  }
+  pc_GrpcCall_Free(a);
+  pc_GrpcChannel_Free(ch);
+
+  /* A connection that carries no call past its time without SETTINGS (a
+   * host driver reads only connections with calls: they may wait unread)
+   * is closed without counting a failed attempt, in the tick or when a
+   * call would take it (the call then goes to a new connection). */
+  for (int by_tick = 0; by_tick < 2; by_tick++) {
+    pc_GrpcChannel *idle = pc_GrpcChannel_New(&o, NULL, NULL, &err);
+    pc_GrpcCall *c = idle ? start(idle, 5) : NULL;
+    id = c ? only_conn(idle, &ready) : 0;
+    good &= STEP(id != 0);
+    if (id) pc_GrpcChannel_HostConnected(idle, id, 1, NULL);
+    pc_GrpcCall_Free(c); /* the connection stays, idle */
+    good &= STEP(idle == NULL || (only_conn(idle, &ready) == id && ready));
+    pc_Clock_Sleep(0.035);
+    if (by_tick && idle) {
+      unsigned v = pc_GrpcChannel_HostVersion(idle);
+      pc_GrpcChannel_HostTick(idle);
+      good &= STEP(pc_GrpcChannel_HostConns(idle, NULL, 0) == 0 &&
+                   pc_GrpcChannel_HostVersion(idle) != v);
+    }
+    c = idle ? start(idle, 5) : NULL;
+    unsigned id2 = c ? only_conn(idle, &ready) : 0;
+    good &= STEP(id2 != 0 && id2 != id && !ready && pc_GrpcCall_Status(c) == NULL);
+    good &= STEP(idle == NULL || pc_GrpcChannel_NextAttempt(idle) == 0);
+    pc_GrpcCall_Free(c);
+    pc_GrpcChannel_Free(idle);
+  }
+  *ok = good;
+  return 1;
+}
+
 /* A wait-for-ready call through many failed connection attempts: each
  * attempt opens its stream anew, and the memory it holds stays flat (the
  * stream of an attempt that failed does not pile up in the call's arena). */
@@ -378,6 +479,8 @@ int main(void) {
   CHECK(waits_through_failures(NULL, &ok));
   CHECK(ok);
   CHECK(attempts_stay_flat(&ok));
+  CHECK(ok);
+  CHECK(no_settings(&ok)); /* timed: not in the failing-allocation rounds */
   CHECK(ok);
   quiet = 1;
   for (long n = 1;; n++) {

@@ -55,7 +55,7 @@ M.call = {
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
           "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
           "-max-time is the call's deadline, a stream's wait for standard input included.\n" ..
-          "-connect-timeout bounds connecting (and the TLS handshake): UNAVAILABLE past it.\n" ..
+          "-connect-timeout bounds connecting, TLS and the server's SETTINGS: UNAVAILABLE past it.\n" ..
           "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
           "grpcweb (gRPC-Web) or connect (the Connect protocol); reflection then goes over it\n" ..
           "too. -get (with -protocol connect) sends a unary method marked idempotency_level =\n" ..

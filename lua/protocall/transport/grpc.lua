@@ -702,7 +702,9 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- 20} (seconds; gRPC's connection backoff: after a failed connection
 -- attempt the next waits initial s, growing by multiplier per failure up
 -- to maximum, +-jitter of it; an attempt not connected within
--- max(min_connect_timeout, the backoff) has failed; a call on a failed
+-- max(min_connect_timeout, the backoff) has failed, and so has one whose
+-- server sent no HTTP/2 SETTINGS frame within it (see "Ready is
+-- connected" below); a call on a failed
 -- attempt fails UNAVAILABLE ("connect to HOST:PORT: why") and a call
 -- needing a connection meanwhile fails UNAVAILABLE at once, as gRPC fails
 -- a call that is not wait-for-ready, so a retry policy's own backoff
@@ -720,7 +722,16 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- with it; a request message over 4 MiB fails the waiting call UNAVAILABLE
 -- (more than it keeps to send). Ready is connected (and TLS done): a call
 -- that lost a connection it was sent on, one the peer closed before
--- answering included, still fails UNAVAILABLE. With a balancer (several
+-- answering included, still fails UNAVAILABLE. Calls are written to a
+-- ready connection at once, before the server's first SETTINGS frame;
+-- a server that sends none within the attempt's bound (connect_timeout,
+-- else max(min_connect_timeout, the backoff): a peer that never speaks
+-- HTTP/2) fails the attempt (backoff, a balancer's backend marked failed)
+-- and its calls UNAVAILABLE "connect to HOST:PORT: no HTTP/2 SETTINGS
+-- from the server within S s" with `lost` = true and not `unsent`: they
+-- were written and may have run, so none is sent again, a wait_for_ready
+-- call included (one then carrying no call closes without counting).
+-- With a balancer (several
 -- backends, any dns:/// name without a driver, even one resolving to a
 -- single address, an xds:/// name's clusters) a call whose attempt failed
 -- to connect goes on to the next backend as without wait_for_ready; once
@@ -747,7 +758,11 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- (seconds a new connection may take to connect and finish TLS; past
 -- it the calls waiting on it fail UNAVAILABLE "connect to HOST:PORT:
 -- timed out after S s", or with wait_for_ready wait for the next
--- attempt; default none but the calls' deadlines),
+-- attempt; connected by then, its server's first HTTP/2 SETTINGS must
+-- come within the same S s of the attempt's start, else its calls fail
+-- UNAVAILABLE lost "connect to HOST:PORT: no HTTP/2 SETTINGS from the
+-- server within S s", sent and not sent again; default none but
+-- max(min_connect_timeout, the backoff) and the calls' deadlines),
 -- `driver` (a host I/O driver, close to an OpenResty cosocket, instead
 -- of the built-in sockets: a plain byte pipe; TLS for an https target
 -- still runs in protocall, over the driver's bytes, with the same options,

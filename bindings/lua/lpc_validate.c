@@ -47,18 +47,23 @@ static pc_Validator *validator_of(lua_State *L, const pc_MessageDef *def) {
   return b->v;
 }
 
-/* -- list | true | nil, err = core.validate(m [, fail_fast [, quiet [, legacy_required]]])
+/* -- list, truncated | true | nil, err = core.validate(m [, fail_fast [, quiet
+ *      [, legacy_required [, max_violations]]]])
  * The violations of message 'm' as a list of {field =, rule =, message =
  * [, for_key = true]} (empty when valid; with 'quiet', true instead of an
  * empty list: nothing made for a valid message), or nil and the error of
  * a rule that does not compile or evaluate ("compile" / "runtime" as a
- * third result). 'legacy_required': pc_Validator_SetLegacyRequired. */
+ * third result). 'legacy_required': pc_Validator_SetLegacyRequired;
+ * 'max_violations' (an integer, 0 or nil: all): pc_Validator_SetMaxViolations,
+ * 'truncated' true when the list stopped there. */
 static int lpc_validate(lua_State *L) {
   const pc_MessageDef *def;
   const pc_Message *msg = lpc_check_message(L, 1, &def);
   int fail_fast = lua_toboolean(L, 2), quiet = lua_toboolean(L, 3);
+  lua_Integer max = luaL_optinteger(L, 5, 0);
   pc_Validator *v = validator_of(L, def);
   pc_Validator_SetLegacyRequired(v, lua_toboolean(L, 4));
+  pc_Validator_SetMaxViolations(v, max > 0 ? (size_t)max : 0);
   pc_Error err;
   pc_Error_Init(&err);
   pc_ValidateStatus st = pc_Validator_Validate(v, msg, def, fail_fast, NULL, &err);
@@ -90,7 +95,8 @@ static int lpc_validate(lua_State *L) {
     }
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
-  return 1;
+  lua_pushboolean(L, pc_Validator_Truncated(v));
+  return 2;
 }
 
 void lpc_open_validate(lua_State *L) {

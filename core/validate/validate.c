@@ -186,6 +186,8 @@ struct pc_Validator {
   pc_CelValue now;
   size_t cel_runs; /* programs evaluated */
   int legacy_required;
+  size_t max_vio; /* violations kept at most (0: all) */
+  int truncated;  /* the last validation stopped at max_vio */
   int fail_fast;
   int depth;   /* messages entered: PC_MESSAGE_MAX_DEPTH at most */
   int limited; /* the last rule that failed to run reached the CEL budget */
@@ -305,6 +307,14 @@ size_t pc_Validator_PlanCount(const pc_Validator *v) {
 
 void pc_Validator_SetLegacyRequired(pc_Validator *v, int on) {
   v->legacy_required = on != 0;
+}
+
+void pc_Validator_SetMaxViolations(pc_Validator *v, size_t max) {
+  v->max_vio = max;
+}
+
+int pc_Validator_Truncated(const pc_Validator *v) {
+  return v->truncated;
 }
 
 size_t pc_Validator_CelCount(const pc_Validator *v) {
@@ -1026,6 +1036,10 @@ static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
  * of memory). */
 static int violate(pc_Validator *v, const char *rule, const char *message, size_t mlen,
                    int for_key) {
+  if (v->max_vio && v->nvio >= v->max_vio) { /* one past the cap: stop here */
+    v->truncated = 1;
+    return 0;
+  }
   if (!path_text(v)) return 0;
   pc_Violation *vio = grow(v, v->vio, &v->capvio, v->nvio + 1, sizeof(*vio));
   char *field = pc_Arena_StrDup(v->scratch, v->path, v->plen);
@@ -1602,6 +1616,7 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
                                         pc_Error *err) {
   pc_Arena_Reset(v->scratch);
   v->nvio = 0;
+  v->truncated = 0;
   v->cel_runs = 0;
   v->nsegs = 0;
   v->depth = 0;
@@ -1623,6 +1638,7 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
   v->err = NULL;
   if (!ok && v->status != kPc_Validate_Valid) {
     v->nvio = 0;
+    v->truncated = 0;
     return v->status;
   }
   return v->nvio ? kPc_Validate_Invalid : kPc_Validate_Valid;

@@ -50,4 +50,64 @@ describe("validation of hostile requests", function()
     assert.are.equal(100, #err.details[1].field_violations)
     assert.truthy(err.message:find("and at least 100 more violations", 1, true), err.message)
   end)
+
+  it("checks a value against a long `in` list by hash, not by a scan of the list", function()
+    local q = pc.pool()
+    local words = {}
+    for i = 1, 10000 do words[i] = string.format('"w%05d"', i) end
+    assert(q:load([[
+      syntax = "proto3";
+      package longin;
+      import "buf/validate/validate.proto";
+      message M { repeated string s = 1 [(buf.validate.field).repeated.items.string = {in: []] ..
+        table.concat(words, ",") .. [[]}]; }
+    ]], { name = "longin.proto" }))
+    local M = q:type("longin.M")
+    local m = M { s = many(200000, "w10000") } -- the last of the list: a scan reads all 10,000
+    local t0 = os.clock()
+    assert.are.same({}, pc.validate(m))
+    -- a scan took 12 s (200,000 x 10,000 comparisons); the set some 10 ms
+    assert.is_true(os.clock() - t0 < 2, "validation took " .. (os.clock() - t0) .. " s")
+    m.s[1] = "w10001"
+    local v = pc.validate(m)
+    assert.are.equal(1, #v)
+    assert.are.equal("s[0]", v[1].field)
+    assert.are.equal("string.in", v[1].rule)
+  end)
+
+  it("gives the same verdicts for long `in` and `not_in` lists of each integer kind", function()
+    local q = pc.pool()
+    local list = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, %s]"
+    local kinds = { "int32", "sint32", "sfixed32", "int64", "sint64", "sfixed64", "uint32", "fixed32", "uint64",
+      "fixed64" }
+    -- the eleventh item: negative for the signed kinds, past 2^31 for the others
+    local function extra(k) return (k:find("^s") or k:find("^int")) and -7 or 4000000000 end
+    local fields = {}
+    for i, k in ipairs(kinds) do
+      fields[#fields + 1] = string.format("%s a%d = %d [(buf.validate.field).%s = {in: %s}];", k, i, 2 * i - 1, k,
+        list:format(extra(k)))
+      fields[#fields + 1] = string.format("%s b%d = %d [(buf.validate.field).%s = {not_in: %s}];", k, i, 2 * i, k,
+        list:format(extra(k)))
+    end
+    assert(q:load([[
+      syntax = "proto3";
+      package intsets;
+      import "buf/validate/validate.proto";
+      message M { ]] .. table.concat(fields, "\n") .. [[ }
+    ]], { name = "intsets.proto" }))
+    local M = q:type("intsets.M")
+    for i, k in ipairs(kinds) do
+      local absent = extra(k) == -7 and -8 or 3000000000
+      for _, case in ipairs { { extra(k), true }, { 10, true }, { 11, false }, { absent, false } } do
+        local x, listed = case[1], case[2]
+        local m = M {}
+        for j = 1, #kinds do m["a" .. j], m["b" .. j] = extra(kinds[j]), 11 end -- only field i speaks
+        m["a" .. i], m["b" .. i] = x, x
+        local rules = {}
+        for _, v in ipairs(pc.validate(m)) do rules[#rules + 1] = v.field .. " " .. v.rule end
+        local want = listed and { "b" .. i .. " " .. k .. ".not_in" } or { "a" .. i .. " " .. k .. ".in" }
+        assert.are.same(want, rules, k .. " " .. tostring(x))
+      end
+    end
+  end)
 end)

@@ -103,6 +103,9 @@ typedef struct {
   const Predef *p, *p2;        /* their CEL */
   int ext;                     /* 'rf' is an extension of the *Rules message: a predefined
                                   rule of the schema, with `rule` bound to its value */
+  const uint32_t *set;         /* kN_In, kN_NotIn of a long list: the items' indexes + 1
+                                  by hash (0: free), so a value costs a probe, not a scan */
+  size_t set_cap;              /* a power of two, twice the items or more */
 } Native;
 
 /* What to check of one value (a field's, an item's, a map key's or value's). */
@@ -671,6 +674,8 @@ static const pc_CelRegex *compile_pattern(pc_Validator *v, pc_StringView p, cons
   return re;
 }
 
+static int in_set(pc_Validator *v, Native *n, int fam);
+
 /* Fills 'vp' from FieldRules 'fr' (may be NULL) for values of 'f' (its
  * elements when 'elem'), with 'want' the rule case that fits (-1: the
  * field's own, 18 repeated, 19 map). */
@@ -757,6 +762,7 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
       n->rf = rf;
       n->p = p;
       n->r = pc_Message_Get(rules, rf);
+      if ((kind == kN_In || kind == kN_NotIn) && !in_set(v, n, vp->family)) return 0;
     } else if (p->n) { /* CEL only, in its place among the others */
       Native *n = &vp->native[vp->nnative++];
       n->rf = rf;
@@ -1118,6 +1124,52 @@ static int view_eq(pc_StringView a, pc_StringView b) {
   return a.size == b.size && (a.size == 0 || memcmp(a.data, b.data, a.size) == 0);
 }
 
+/* The hash of value 'x' of field type 't' in an `in` / `not_in` set:
+ * integers widened as compared. */
+static uint64_t in_hash(int fam, pc_FieldType t, pc_Value x) {
+  if (fam == kFam_String) return pc_Hash_Mix64(pc_Hash_More(PC_HASH_START, x.s.data, x.s.size));
+  return pc_Hash_Mix64(fam == kFam_Signed ? (uint64_t)as_signed(t, x) : as_unsigned(t, x));
+}
+
+static int in_same(int fam, pc_FieldType tx, pc_Value x, pc_FieldType ty, pc_Value y) {
+  if (fam == kFam_String) return view_eq(x.s, y.s);
+  if (fam == kFam_Signed) return as_signed(tx, x) == as_signed(ty, y);
+  return as_unsigned(tx, x) == as_unsigned(ty, y);
+}
+
+/* Builds n->set for an `in` / `not_in` list of more than 8 items (shorter
+ * ones are scanned); 0 when memory runs out. */
+static int in_set(pc_Validator *v, Native *n, int fam) {
+  const pc_Array *list = n->r.a;
+  if (list == NULL || list->size <= 8 || list->size > UINT32_MAX / 2) return 1;
+  size_t cap = 16;
+  while (cap < 2 * list->size) cap *= 2;
+  uint32_t *set = pc_Arena_Calloc(v->arena, cap * sizeof *set);
+  if (set == NULL) {
+    v->status = kPc_Validate_NoMemory;
+    return 0;
+  }
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(n->rf);
+  for (size_t i = 0; i < list->size; i++) {
+    pc_Value x = pc_Array_Get(list, i, slot);
+    size_t at = (size_t)in_hash(fam, n->rf->type, x) & (cap - 1);
+    while (set[at] != 0) at = (at + 1) & (cap - 1); /* duplicates kept: harmless */
+    set[at] = (uint32_t)(i + 1);
+  }
+  n->set = set;
+  n->set_cap = cap;
+  return 1;
+}
+
+/* Whether value 'x' of field type 't' is in the set of 'n'. */
+static int in_set_has(const Native *n, int fam, pc_FieldType t, pc_Value x) {
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(n->rf);
+  for (size_t at = (size_t)in_hash(fam, t, x) & (n->set_cap - 1); n->set[at] != 0;
+       at = (at + 1) & (n->set_cap - 1))
+    if (in_same(fam, t, x, n->rf->type, pc_Array_Get(n->r.a, n->set[at] - 1, slot))) return 1;
+  return 0;
+}
+
 static int view_find(pc_StringView hay, pc_StringView needle) {
   if (needle.size == 0) return 1;
   for (size_t i = 0; i + needle.size <= hay.size; i++)
@@ -1315,9 +1367,9 @@ static int native_passes(pc_Validator *v, const Native *n, int fam, const pc_Fie
                                 : as_unsigned(vf->type, x) == as_unsigned(rf->type, r);
     }
     const pc_Array *list = n->r.a;
-    int found = 0;
+    int found = n->set != NULL && in_set_has(n, fam, vf->type, x);
     pc_SlotKind slot = pc_FieldDef_ElemSlot(rf);
-    for (size_t i = 0; list && i < list->size && !found; i++) {
+    for (size_t i = 0; n->set == NULL && list && i < list->size && !found; i++) {
       pc_Value r = pc_Array_Get(list, i, slot);
       found = fam == kFam_Signed ? as_signed(vf->type, x) == as_signed(rf->type, r)
                                  : as_unsigned(vf->type, x) == as_unsigned(rf->type, r);
@@ -1356,8 +1408,8 @@ static int native_passes(pc_Validator *v, const Native *n, int fam, const pc_Fie
   case kN_NotContains: return !view_find(t, r.s);
   case kN_In:
   case kN_NotIn: {
-    int found = 0;
-    for (size_t i = 0; r.a && i < r.a->size && !found; i++)
+    int found = n->set != NULL && in_set_has(n, fam, vf->type, x);
+    for (size_t i = 0; n->set == NULL && r.a && i < r.a->size && !found; i++)
       found = view_eq(t, pc_Array_Get(r.a, i, kPc_Slot_String).s);
     return n->kind == kN_In ? found : !found;
   }

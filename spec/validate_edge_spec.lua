@@ -110,4 +110,37 @@ describe("validation of hostile requests", function()
       end
     end
   end)
+
+  it("refuses a value too large for its rule's expression with a violation, not an evaluation error", function()
+    local q = pc.pool()
+    local needle = string.rep("a", 99) .. "b"
+    assert(q:load([[
+      syntax = "proto3";
+      package big;
+      import "buf/validate/validate.proto";
+      message M {
+        string s = 1 [(buf.validate.field).string.contains = "]] .. needle .. [["];
+        string t = 2 [(buf.validate.field).string.not_contains = "]] .. needle .. [["];
+        repeated int64 u = 3 [(buf.validate.field).repeated.unique = true];
+      }
+    ]], { name = "big.proto" }))
+    local M = q:type("big.M")
+    -- 4 MB searched for 100 bytes: past the expression's budget ("evaluation limit reached: steps")
+    local v = pc.validate(M { s = string.rep("a", 4e6), t = string.rep("a", 4e6) .. needle })
+    assert.are.equal(2, #v)
+    assert.are.equal("s", v[1].field)
+    assert.are.equal("string.contains", v[1].rule)
+    assert.are.equal("does not contain substring `" .. string.rep("a", 64) .. "...`", v[1].message)
+    assert.are.equal("t", v[2].field)
+    assert.are.equal("string.not_contains", v[2].rule)
+    assert.are.equal("contains substring `" .. string.rep("a", 64) .. "...`", v[2].message)
+    -- a million items and one more, the last a duplicate: unique() runs a step an item
+    local u = {}
+    for i = 1, 1100000 do u[i] = i end
+    u[#u + 1] = 7
+    v = pc.validate(M { s = needle, u = u })
+    assert.are.equal(1, #v)
+    assert.are.same({ field = "u", rule = "repeated.unique", message = "repeated value must contain unique items" }, v[1])
+    assert.are.same({}, pc.validate(M { s = needle, u = { 1, 2, 3 } }))
+  end)
 end)

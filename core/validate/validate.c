@@ -1467,18 +1467,60 @@ static int run_predef(pc_Validator *v, const Predef *p, const pc_CelValue *vars,
   return 1;
 }
 
-/* The violation of a failed in / not_in check whose rule's CEL reached the
- * budget wording it (a list of many thousand items): the error is dropped
- * and the violation says how many items the list has. */
-static int list_violation(pc_Validator *v, const Native *n, int for_key) {
+/* The violation of a check in C that failed where the rule's CEL, run to
+ * word it, reached the evaluation budget (an `in` list of many thousand
+ * items, a 4 MB string searched for a long substring, a list of a million
+ * items for `unique`): the error is dropped and the violation is worded
+ * here, as validate.proto words it (a long substring cut at 64 bytes, an
+ * `in` list named by its size)
+ * (a request is refused INVALID_ARGUMENT, not failed INTERNAL). */
+static int budget_violation(pc_Validator *v, const Native *n, pc_FieldType t, int for_key) {
   v->status = kPc_Validate_Valid;
   v->limited = 0;
   if (v->err != NULL) pc_Error_Init(v->err);
-  size_t items = n->r.a ? n->r.a->size : 0;
-  char buf[128];
-  int len = snprintf(buf, sizeof(buf), "value must %sbe in the list of %zu items",
-                     n->kind == kN_In ? "" : "not ", items);
-  return violate(v, n->p->rules[0].id, buf, (size_t)len, for_key);
+  const char *id = n->p->rules[0].id;
+  char buf[256];
+  int len;
+  pc_StringView s = n->r.s;
+  int shown = s.size > 64 ? 64 : (int)s.size; /* of a long substring, its start */
+  const char *more = s.size > 64 ? "..." : "";
+  if (n->p->rules[0].message[0]) /* the rule's own ("repeated value must contain unique items") */
+    return violate(v, id, n->p->rules[0].message, strlen(n->p->rules[0].message), for_key);
+  switch (n->kind) {
+  case kN_In:
+  case kN_NotIn:
+    len = snprintf(buf, sizeof(buf), "value must %sbe in the list of %zu items",
+                   n->kind == kN_In ? "" : "not ", n->r.a ? n->r.a->size : (size_t)0);
+    break;
+  case kN_Contains:
+    if (t == kPc_Type_Bytes) {
+      len = snprintf(buf, sizeof(buf), "does not contain ");
+      for (int i = 0; i < shown && len < (int)sizeof(buf) - 8; i++)
+        len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%02x", (unsigned char)s.data[i]);
+      len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%s", more);
+    } else {
+      len = snprintf(buf, sizeof(buf), "does not contain substring `%.*s%s`", shown, s.data, more);
+    }
+    break;
+  case kN_NotContains:
+    len = snprintf(buf, sizeof(buf), "contains substring `%.*s%s`", shown, s.data, more);
+    break;
+  case kN_Unique:
+    len = snprintf(buf, sizeof(buf), "repeated value must contain unique items");
+    break;
+  default: len = snprintf(buf, sizeof(buf), "value breaks %s", id); break;
+  }
+  if (len < 0) len = 0;
+  if (len >= (int)sizeof(buf)) len = (int)sizeof(buf) - 1;
+  return violate(v, id, buf, (size_t)len, for_key);
+}
+
+/* Whether a failed check in C of 'n' on values of field 'f' is the
+ * verdict (the rule's CEL only words it): all but ranges (a NaN leaves the
+ * decision to CEL) and `unique` of messages (CEL's error). */
+static int native_decides(const Native *n, const pc_FieldDef *f) {
+  if (n->kind == 0 || n->kind == kN_Range || n->p == NULL || n->p->n == 0) return 0;
+  return n->kind != kN_Unique || (f->type != kPc_Type_Message && f->type != kPc_Type_Group);
 }
 
 static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
@@ -1496,10 +1538,9 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
       v->limited = 0;
       int ok = run_predef(v, n->p, vars, for_key) && run_predef(v, n->p2, vars, for_key);
       vars[2].kind = kPc_Cel_Unbound;
-      if (!ok && v->limited && (n->kind == kN_In || n->kind == kN_NotIn) && n->p && n->p->n) {
-        /* the check failed in C; the rule's CEL only words the violation,
-           and a list too long for its budget is named by its size */
-        if (!list_violation(v, n, for_key)) return 0;
+      if (!ok && v->limited && native_decides(n, src->f)) {
+        /* the check failed in C; the rule's CEL only words the violation */
+        if (!budget_violation(v, n, src->f->type, for_key)) return 0;
         ok = 1;
       }
       if (!ok) return 0;

@@ -140,7 +140,8 @@ describe("validation of hostile requests", function()
     u[#u + 1] = 7
     v = pc.validate(M { s = needle, u = u })
     assert.are.equal(1, #v)
-    assert.are.same({ field = "u", rule = "repeated.unique", message = "repeated value must contain unique items" }, v[1])
+    assert.are.same({ field = "u", rule = "repeated.unique", message = "repeated value must contain unique items" },
+      v[1])
     assert.are.same({}, pc.validate(M { s = needle, u = { 1, 2, 3 } }))
   end)
 end)

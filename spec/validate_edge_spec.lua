@@ -144,4 +144,30 @@ describe("validation of hostile requests", function()
       v[1])
     assert.are.same({}, pc.validate(M { s = needle, u = { 1, 2, 3 } }))
   end)
+
+  it("counts the characters of a string that is not UTF-8 as replacements, never as nothing", function()
+    local q = pc.pool()
+    assert(q:load([[
+      syntax = "proto2";
+      package bad8;
+      import "buf/validate/validate.proto";
+      message M {
+        optional string s = 1 [(buf.validate.field).string.max_len = 10];
+        optional string t = 2 [(buf.validate.field).string.min_len = 2];
+        optional string u = 3 [(buf.validate.field).cel = {id: "size", expression: "size(this) == 3"}];
+      }
+    ]], { name = "bad8.proto" }))
+    local M = q:type("bad8.M")
+    local function field(n, s) return string.char(n * 8 + 2, #s) .. s end
+    -- proto2 strings are not checked for UTF-8 when read: 100 stray continuation bytes
+    -- counted 0 characters and passed max_len 10
+    local v = pc.validate(pc.decode(M, field(1, string.rep("\x80", 100))))
+    assert.are.equal(1, #v)
+    assert.are.same({ field = "s", rule = "string.max_len", message = "must be at most 10 characters" }, v[1])
+    -- four of them are four characters (a check in C and size() agree)
+    assert.are.same({}, pc.validate(pc.decode(M, field(2, string.rep("\x80", 4)))))
+    assert.are.same({}, pc.validate(pc.decode(M, field(2, "a\x80"))))
+    -- a truncated sequence is one replacement, as protovalidate-es decodes it
+    assert.are.same({}, pc.validate(pc.decode(M, field(3, "a\xe2\x82\xff"))))
+  end)
 end)

@@ -795,10 +795,7 @@ static int unique(cel_E *e, const cel_Node *n, const pc_CelValue *a, pc_CelValue
 /* The byte offset of code point 'k' (k <= count), or the size. */
 static size_t cp_offset(const pc_StringView *s, int64_t k) {
   size_t i = 0;
-  for (int64_t c = 0; c < k && i < s->size; c++) {
-    i++;
-    while (i < s->size && ((unsigned char)s->data[i] & 0xC0) == 0x80) i++;
-  }
+  for (int64_t c = 0; c < k && i < s->size; c++) cel_utf8_next(s->data, s->size, &i);
   return i;
 }
 

@@ -1385,8 +1385,7 @@ static int native_passes(pc_Validator *v, const Native *n, int fam, const pc_Fie
      * only when those bounds do not decide */
     if (n->kind == kN_MaxLen && t.size <= r.u64) return 1;
     if (n->kind == kN_MinLen && (t.size + 3) / 4 >= r.u64) return 1;
-    len = 0;
-    for (size_t i = 0; i < t.size; i++) len += ((unsigned char)t.data[i] & 0xC0) != 0x80;
+    len = pc_Cel_StringSize(t.data, t.size); /* as size() counts them, UTF-8 or not */
   }
   switch (n->kind) {
   case kN_Len:

@@ -170,4 +170,46 @@ describe("validation of hostile requests", function()
     -- a truncated sequence is one replacement, as protovalidate-es decodes it
     assert.are.same({}, pc.validate(pc.decode(M, field(3, "a\xe2\x82\xff"))))
   end)
+
+  it("survives a finalizer validating a message of the same pool while a list is being made", function()
+    local q = pc.pool()
+    assert(q:load([[
+      syntax = "proto3";
+      package fin;
+      import "buf/validate/validate.proto";
+      message M { repeated int32 n = 1 [(buf.validate.field).repeated.items.int32.gt = 5]; }
+      message N { string s = 1 [(buf.validate.field).string.min_len = 3]; }
+    ]], { name = "fin.proto" }))
+    local m = q:type("fin.M") { n = many(2000, 1) }
+    local small = q:type("fin.N") { s = "x" }
+    local fired = 0
+    -- the finalizers run inside the allocations of the list of 2,000: each
+    -- validation reset the violations the list was read from (a crash)
+    local function gc()
+      fired = fired + 1
+      assert(#pc.validate(small) == 1)
+    end
+    local mt = { __gc = gc }
+    local function garbage() -- a table's __gc under Lua 5.4, a proxy's under LuaJIT
+      if newproxy then
+        getmetatable(newproxy(true)).__gc = gc
+      else
+        setmetatable({}, mt)
+      end
+    end
+    for _ = 1, 20 do
+      for _ = 1, 2000 do garbage() end
+      local v = pc.validate(m)
+      assert.are.equal(2000, #v)
+      for i = 1, #v do
+        if v[i].rule ~= "int32.gt" or v[i].field ~= "n[" .. (i - 1) .. "]" then
+          error("violation " .. i .. ": " .. tostring(v[i].field) .. " " .. tostring(v[i].rule))
+        end
+      end
+      assert.are.same({ { field = "s", rule = "string.min_len", message = "must be at least 3 characters" } },
+        pc.validate(small))
+    end
+    collectgarbage()
+    assert.is_true(fired > 0)
+  end)
 end)

@@ -14,6 +14,15 @@
 #include <string.h>
 #include <time.h>
 
+/* Kept out of the functions that recurse into nested messages, so their
+ * frames stay small: a message PC_MESSAGE_MAX_DEPTH deep is validated on a
+ * 1 MiB thread stack (validate_test.c), as it is decoded there. */
+#if defined(__GNUC__)
+#define PC_COLD __attribute__((noinline))
+#else
+#define PC_COLD
+#endif
+
 /* buf.validate's field numbers. */
 enum {
   kExtRules = 1159,     /* (buf.validate.field / message / oneof) */
@@ -1522,7 +1531,9 @@ static int native_decides(const Native *n, const pc_FieldDef *f) {
   return n->kind != kN_Unique || (f->type != kPc_Type_Message && f->type != kPc_Type_Group);
 }
 
-static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
+/* The rules of a value but its message's own (validate_value). */
+static PC_COLD int check_value(pc_Validator *v, const ValuePlan *vp, const Source *src,
+                               int for_key) {
   pc_CelValue vars[4];
   int bound = 0;
   for (size_t i = 0; i < vp->ncustom; i++)
@@ -1570,8 +1581,14 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
     if (vp->any_not_in && found_out && !violate(v, "any.not_in", out, strlen(out), for_key))
       return 0;
   }
-  if (vp->recurse && val.m != NULL) return validate_message(v, val.m, vp->recurse);
   return 1;
+}
+
+static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
+  if (!check_value(v, vp, src, for_key)) return 0;
+  if (vp->recurse == NULL) return 1;
+  pc_Value val = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
+  return val.m == NULL || validate_message(v, val.m, vp->recurse);
 }
 
 /* Items, keys and values: buf.validate.Ignore for one element. */
@@ -1652,6 +1669,9 @@ static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_Mes
   return ok;
 }
 
+static int message_rules(pc_Validator *v, const Plan *p, const pc_Message *msg,
+                         const pc_MessageDef *m);
+
 static int validate_message_body(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m) {
   const Plan *p = plan_of(v, m);
   if (p == NULL) return 0;
@@ -1661,6 +1681,14 @@ static int validate_message_body(pc_Validator *v, const pc_Message *msg, const p
     if (!validate_field(v, &p->fields[i], msg)) return 0;
     v->nsegs = mark;
   }
+  return p->ncel == 0 && p->noneofs == 0 && p->nrequired == 0 ? 1 : message_rules(v, p, msg, m);
+}
+
+/* The message's CEL rules, its oneof rules and its required oneofs
+ * (validate_message_body). */
+static PC_COLD int message_rules(pc_Validator *v, const Plan *p, const pc_Message *msg,
+                                 const pc_MessageDef *m) {
+  size_t mark = v->nsegs;
   if (p->ncel) {
     pc_CelValue vars[4];
     pc_Error e;

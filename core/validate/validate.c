@@ -578,7 +578,10 @@ static int family_of(const pc_MessageDef *rt, const pc_FieldDef *f) {
   case kPc_Type_Sint32:
   case kPc_Type_Sint64:
   case kPc_Type_Sfixed32:
-  case kPc_Type_Sfixed64: return kFam_Signed;
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Enum:
+    return kFam_Signed; /* EnumRules: const, in, not_in (4M items of a
+                           request through CEL took 1.2 s) */
   case kPc_Type_Uint32:
   case kPc_Type_Uint64:
   case kPc_Type_Fixed32:
@@ -587,7 +590,7 @@ static int family_of(const pc_MessageDef *rt, const pc_FieldDef *f) {
   case kPc_Type_Double: return kFam_Double;
   case kPc_Type_String: return kFam_String;
   case kPc_Type_Bytes: return kFam_Bytes;
-  default: return kFam_None; /* bools, enums, messages (wrappers too): CEL only */
+  default: return kFam_None; /* bools, messages (wrappers too): CEL only */
   }
 }
 
@@ -1118,7 +1121,9 @@ typedef struct {
 
 /* An integer of field type 't' held in 'x', widened. */
 static int64_t as_signed(pc_FieldType t, pc_Value x) {
-  return t == kPc_Type_Int32 || t == kPc_Type_Sint32 || t == kPc_Type_Sfixed32 ? x.i32 : x.i64;
+  return t == kPc_Type_Int32 || t == kPc_Type_Sint32 || t == kPc_Type_Sfixed32 || t == kPc_Type_Enum
+             ? x.i32
+             : x.i64;
 }
 
 static uint64_t as_unsigned(pc_FieldType t, pc_Value x) {

@@ -298,6 +298,12 @@ static const char kFormats[] =
 static void native_checks(void) {
   check_result("t.Formats", kFormats, NULL, "");
   CHECK(pc_Validator_CelCount(val) == 0);
+  /* an enum's const, in and not_in too (User.color: not_in [2]) */
+  check_result("t.User", kUser, "{\"color\": \"RED\"}", "");
+  CHECK(pc_Validator_CelCount(val) == 3); /* the message's two rules and code.upper */
+  check_result("t.User", kUser, "{\"color\": \"BLUE\"}", "color|enum.not_in");
+  CHECK(pc_Validator_CelCount(val) == 4);
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "must not be in list [2]") == 0);
   static const struct {
     const char *overlay, *want;
   } bad[] = {

@@ -1271,14 +1271,17 @@ static int same_item(pc_FieldType t, pc_SlotKind slot, pc_Value x, pc_Value y) {
   }
 }
 
-/* A hash of item 'x' agreeing with same_item (all 64 bits mixed: the
- * murmur3 fmix64 finalizer); 0 with '*skip' set for a NaN, equal to none. */
-static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, int *skip) {
+/* A hash of item 'x' agreeing with same_item, from 'seed' (all 64 bits
+ * mixed: the murmur3 fmix64 finalizer); 0 with '*skip' set for a NaN,
+ * equal to none. The seed differs from one validation to the next: fmix64
+ * is a bijection, so without one a request could pick 100,000 integers of
+ * one slot and make the table's probes quadratic (24 s for 800 KB). */
+static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, uint64_t seed, int *skip) {
   uint64_t h = 0;
   *skip = 0;
   switch (t) {
   case kPc_Type_String:
-  case kPc_Type_Bytes: h = pc_Hash_More(PC_HASH_START, x.s.data, x.s.size); break;
+  case kPc_Type_Bytes: return pc_Hash_Mix64(pc_Hash_More(seed, x.s.data, x.s.size));
   case kPc_Type_Bool: h = x.b; break;
   case kPc_Type_Float:
   case kPc_Type_Double: {
@@ -1293,7 +1296,7 @@ static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, int *ski
   }
   default: h = pc_Slot_Size(slot) == 4 ? x.u32 : x.u64; break;
   }
-  return pc_Hash_Mix64(h);
+  return pc_Hash_Mix64(h ^ seed);
 }
 
 /* Whether the items of list 'a' of field 'f' are distinct as CEL's
@@ -1317,11 +1320,15 @@ static int items_unique(pc_Validator *v, const pc_Array *a, const pc_FieldDef *f
   size_t *table = v->alloc(v->ud, NULL, 0, cap * sizeof *table); /* item index + 1; 0: free */
   if (table == NULL) return 0;
   memset(table, 0, cap * sizeof *table);
+  /* the seed: where the table is and the clock's nanoseconds, which a
+     sender cannot know */
+  uint64_t seed = pc_Hash_Mix64((uint64_t)(uintptr_t)table ^ (uint64_t)v->now.v.t.nanos ^
+                                (uint64_t)v->now.v.t.seconds << 30 ^ v->nvio);
   int unique = 1;
   for (size_t i = 0; i < a->size && unique; i++) {
     pc_Value x = pc_Array_Get(a, i, slot);
     int skip;
-    size_t at = (size_t)item_hash(f->type, slot, x, &skip) & (cap - 1);
+    size_t at = (size_t)item_hash(f->type, slot, x, seed, &skip) & (cap - 1);
     if (skip) continue;
     for (; table[at] != 0; at = (at + 1) & (cap - 1)) {
       if (same_item(f->type, slot, x, pc_Array_Get(a, table[at] - 1, slot))) {

@@ -1,7 +1,9 @@
 -- Validation at the edge against hostile requests (README "Validation";
 -- core/validate/README.md): what a request may cost a server or the gateway
--- that validates it, and verdicts on odd values. Each case failed before
--- its fix.
+-- that validates it, and verdicts on odd values. The costs that depend on
+-- the values an attacker picks (hash floods, long `in` lists, counted
+-- repetitions) are timed by bench/validate_hostile_bench.lua; the cases here
+-- pin verdicts and bounds.
 local pc = require "protocall"
 
 local p = pc.pool()
@@ -51,7 +53,10 @@ describe("validation of hostile requests", function()
     assert.truthy(err.message:find("and at least 100 more violations", 1, true), err.message)
   end)
 
-  it("checks a value against a long `in` list by hash, not by a scan of the list", function()
+  -- (that a long list costs no more than a short one, and a long string no
+  -- more against a pattern of counted repetitions than against a plain one:
+  -- bench/validate_hostile_bench.lua, which times them)
+  it("checks values against a long `in` list of strings (a hash set) as against a scan", function()
     local q = pc.pool()
     local words = {}
     for i = 1, 10000 do words[i] = string.format('"w%05d"', i) end
@@ -63,11 +68,8 @@ describe("validation of hostile requests", function()
         table.concat(words, ",") .. [[]}]; }
     ]], { name = "longin.proto" }))
     local M = q:type("longin.M")
-    local m = M { s = many(200000, "w10000") } -- the last of the list: a scan reads all 10,000
-    local t0 = os.clock()
+    local m = M { s = many(2000, "w10000") } -- the last of the list
     assert.are.same({}, pc.validate(m))
-    -- a scan took 12 s (200,000 x 10,000 comparisons); the set some 10 ms
-    assert.is_true(os.clock() - t0 < 2, "validation took " .. (os.clock() - t0) .. " s")
     m.s[1] = "w10001"
     local v = pc.validate(m)
     assert.are.equal(1, #v)
@@ -213,7 +215,7 @@ describe("validation of hostile requests", function()
     assert.is_true(fired > 0)
   end)
 
-  it("matches a long string against a pattern of counted repetitions in linear time", function()
+  it("matches a long string against a pattern of counted repetitions (RE2's DFA given 8 MiB)", function()
     local q = pc.pool()
     assert(q:load([[
       syntax = "proto3";
@@ -222,10 +224,7 @@ describe("validation of hostile requests", function()
       message M { string s = 1 [(buf.validate.field).string.pattern = "(?:a{1,50}b{1,50}c{1,50}){1,20}d"]; }
     ]], { name = "re.proto" }))
     local m = q:type("re.M") { s = string.rep("abc", 1333333) }
-    local t0 = os.clock()
     local v = pc.validate(m)
-    -- RE2's DFA out of room (1 MiB) fell back to its NFA: 3.5 s; some 20 ms with 8 MiB
-    assert.is_true(os.clock() - t0 < 1.5, "validation took " .. (os.clock() - t0) .. " s")
     assert.are.equal(1, #v)
     assert.are.equal("string.pattern", v[1].rule)
     assert.are.same({}, pc.validate(q:type("re.M") { s = string.rep("abc", 1000) .. "d" }))

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* The stack of the thread deep_nesting runs on: 1 MiB, the smallest a host
  * is likely to give a thread (core/wire/depth_test.c); the sanitizer
@@ -518,48 +517,6 @@ static void deep_nesting_small_stack(void) {
   pthread_attr_destroy(&attr);
 }
 
-/* x with murmur3's fmix64 (pc_Hash_Mix64) undone: fmix64(unmix(y)) == y. */
-static uint64_t unmix(uint64_t y) {
-  y ^= y >> 33;
-  y *= 0x9cb4b2f8129337dbull; /* 0xc4ceb9fe1a85ec53's inverse modulo 2^64 */
-  y ^= y >> 33;
-  y *= 0x4f74430c22a54005ull; /* 0xff51afd7ed558ccd's */
-  y ^= y >> 33;
-  return y;
-}
-
-/* repeated.unique over 100,000 integers a request picked to share the
- * slot of an unseeded table (fmix64 is a bijection): the probes were
- * quadratic, 24 s; a seeded table takes some 10 ms (2 s allowed). */
-static void unique_flood(void) {
-  enum { N = 100000 };
-  const pc_MessageDef *m = pc_Pool_FindMessage(pool, "t.Formats");
-  const pc_FieldDef *ints = pc_MessageDef_FindFieldByName(m, "ints", 4);
-  pc_Message *msg = pc_Message_New(m, arena);
-  pc_Array *arr = pc_Array_New(arena);
-  CHECK(arr != NULL && pc_Array_Resize(arr, N, 8, arena));
-  CHECK(0x9cb4b2f8129337dbull * 0xc4ceb9fe1a85ec53ull == 1 &&
-        0x4f74430c22a54005ull * 0xff51afd7ed558ccdull == 1);
-  for (size_t i = 0; i < N; i++) {
-    pc_Value x;
-    x.u64 = unmix((uint64_t)(i + 1) << 18); /* the table has 2^18 slots */
-    pc_Array_Set(arr, i, kPc_Slot_64, x);
-  }
-  pc_Value av;
-  av.a = arr;
-  pc_Message_Set(msg, ints, av);
-  pc_Error err;
-  pc_Error_Init(&err);
-  clock_t t0 = clock();
-  pc_ValidateStatus st = pc_Validator_Validate(val, msg, m, 0, NULL, &err);
-  double took = (double)(clock() - t0) / CLOCKS_PER_SEC;
-  CHECK(st == kPc_Validate_Invalid); /* the message's other fields are empty */
-  for (size_t i = 0; i < pc_Validator_ViolationCount(val); i++)
-    CHECK(strcmp(pc_Validator_Violation(val, i)->field, "ints") != 0);
-  if (took >= 2) fprintf(stderr, "unique over %d crafted integers took %.1f s\n", N, took);
-  CHECK(took < 2);
-}
-
 int main(void) {
   arena = pc_Arena_New(NULL, NULL);
   load();
@@ -573,7 +530,6 @@ int main(void) {
   errors_and_cache();
   deep_nesting_small_stack();
   huge_lists();
-  unique_flood();
   pc_Validator_Free(val);
   pc_Arena_Free(arena);
   pc_Pool_Free(pool);

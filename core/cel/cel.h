@@ -269,6 +269,12 @@ int pc_Cel_IsIpPrefix(const char *s, size_t n, int64_t version, int strict);
 int pc_Cel_IsUri(const char *s, size_t n, int ref);
 int pc_Cel_IsHostAndPort(const char *s, size_t n, int port_required);
 
+/* What size() answers for the 'n' bytes at 's' as a string: its code
+ * points, a sequence that is not UTF-8 counted as U+FFFD replacements (one
+ * for each maximal subpart, as WHATWG's decoder and protovalidate-es read
+ * it), so at least n / 4 and at most n (the string rules' lengths). */
+size_t pc_Cel_StringSize(const char *s, size_t n);
+
 /* The name of a value's CEL type, as type() gives it: "int", "list",
  * "google.protobuf.Timestamp", "demo.User", "null_type", "type". */
 const char *pc_CelValue_TypeName(const pc_CelValue *v);

@@ -754,6 +754,8 @@ static int unique(cel_E *e, const cel_Node *n, const pc_CelValue *a, pc_CelValue
   pc_CelValue *seen = cel_alloc(e, cap * sizeof *seen, n->pos);
   if (seen == NULL) return kCel_Fatal;
   memset(seen, 0, cap * sizeof *seen); /* kind Unbound: free */
+  /* seeded with where the table is: a list cannot pick items of one slot */
+  uint64_t seed = pc_Hash_Mix64((uint64_t)(uintptr_t)seen);
   for (size_t i = 0; i < l->size; i++) {
     pc_CelValue v;
     int rc = cel_list_get(e, l, i, n->pos, &v);
@@ -774,7 +776,7 @@ static int unique(cel_E *e, const cel_Node *n, const pc_CelValue *a, pc_CelValue
     if (v.kind == kPc_Cel_String || v.kind == kPc_Cel_Bytes) {
       if (cel_steps(e, v.v.s.size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
     }
-    size_t slot = hash_value(&v) & (cap - 1);
+    size_t slot = pc_Hash_Mix64(hash_value(&v) ^ seed) & (cap - 1);
     while (seen[slot].kind != kPc_Cel_Unbound) {
       if (same(&seen[slot], &v)) {
         *out = cel_bool(0);
@@ -795,10 +797,7 @@ static int unique(cel_E *e, const cel_Node *n, const pc_CelValue *a, pc_CelValue
 /* The byte offset of code point 'k' (k <= count), or the size. */
 static size_t cp_offset(const pc_StringView *s, int64_t k) {
   size_t i = 0;
-  for (int64_t c = 0; c < k && i < s->size; c++) {
-    i++;
-    while (i < s->size && ((unsigned char)s->data[i] & 0xC0) == 0x80) i++;
-  }
+  for (int64_t c = 0; c < k && i < s->size; c++) cel_utf8_next(s->data, s->size, &i);
   return i;
 }
 

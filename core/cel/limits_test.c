@@ -472,11 +472,94 @@ static void threads(void) {
   pc_CelProgram_Free(shared);
 }
 
+/* x with murmur3's fmix64 (pc_Hash_Mix64) undone: fmix64(unmix(y)) == y. */
+static uint64_t unmix(uint64_t y) {
+  y ^= y >> 33;
+  y *= 0x9cb4b2f8129337dbull; /* 0xc4ceb9fe1a85ec53's inverse modulo 2^64 */
+  y ^= y >> 33;
+  y *= 0x4f74430c22a54005ull; /* 0xff51afd7ed558ccd's */
+  y ^= y >> 33;
+  return y;
+}
+
+/* A map made of 5,000 keys picked to share one slot of its index (keys
+ * from a request: the index's hash is fmix64, a bijection): each key
+ * compared is a step, so the quadratic probes reach the budget. */
+static void map_flood(void) {
+  enum { N = 5000 };
+  pc_CelValue *items = calloc(N, sizeof *items);
+  for (int i = 0; i < N; i++) {
+    items[i].kind = kPc_Cel_Uint;
+    items[i].v.u = unmix((uint64_t)(i + 1) << 14) ^ 0x1000; /* 2^14 slots */
+  }
+  pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+  pc_CelValue x;
+  memset(&x, 0, sizeof x);
+  x.kind = kPc_Cel_List;
+  x.v.list = pc_CelEval_NewList(ev, items, N);
+  CHECK(x.v.list != NULL);
+  char *expr = malloc(N * 24 + 8), *o = expr;
+  *o++ = '{';
+  for (int i = 0; i < N; i++) o += sprintf(o, "%sx[%d]: 0", i ? ", " : "", i);
+  strcpy(o, "}.size()");
+  pc_CelVar var = {"x", NULL};
+  pc_CelEnv env;
+  memset(&env, 0, sizeof env);
+  env.vars = &var;
+  env.var_count = 1;
+  pc_CelProgram *p;
+  pc_Error err;
+  pc_Error_Init(&err);
+  CHECK(pc_CelProgram_New(&env, expr, strlen(expr), NULL, NULL, &p, &err) == kPc_CelStatus_Ok);
+  pc_CelValue out;
+  CHECK(pc_CelProgram_Eval(p, ev, &x, &out, &err) == kPc_CelStatus_Limit);
+  CHECK(strstr(err.msg, "evaluation limit reached: steps") != NULL);
+  pc_CelProgram_Free(p);
+  pc_CelEval_Free(ev);
+  free(expr);
+  free(items);
+}
+
+/* unique() over 100,000 integers picked to share one slot of an unseeded
+ * table: each probe is a step, so the list reached the budget (an
+ * evaluation error where the items are distinct); the table is seeded. */
+static void unique_flood(void) {
+  enum { N = 100000 };
+  pc_CelValue *items = calloc(N, sizeof *items);
+  for (int i = 0; i < N; i++) {
+    items[i].kind = kPc_Cel_Uint; /* hash_value: fmix64(kind * golden ^ u); 2^18 slots */
+    items[i].v.u = unmix((uint64_t)(i + 1) << 18) ^ (uint64_t)kPc_Cel_Uint * 0x9E3779B97F4A7C15ULL;
+  }
+  pc_CelEval *ev = pc_CelEval_New(NULL, NULL);
+  pc_CelValue x;
+  memset(&x, 0, sizeof x);
+  x.kind = kPc_Cel_List;
+  x.v.list = pc_CelEval_NewList(ev, items, N);
+  CHECK(x.v.list != NULL);
+  pc_CelVar var = {"x", NULL};
+  pc_CelEnv env;
+  memset(&env, 0, sizeof env);
+  env.vars = &var;
+  env.var_count = 1;
+  pc_CelProgram *p;
+  pc_Error err;
+  pc_Error_Init(&err);
+  CHECK(pc_CelProgram_New(&env, "x.unique()", 10, NULL, NULL, &p, &err) == kPc_CelStatus_Ok);
+  pc_CelValue out;
+  CHECK(pc_CelProgram_Eval(p, ev, &x, &out, &err) == kPc_CelStatus_Ok);
+  CHECK(out.kind == kPc_Cel_Bool && out.v.b == 1);
+  pc_CelProgram_Free(p);
+  pc_CelEval_Free(ev);
+  free(items);
+}
+
 int main(void) {
   budget();
   regexes();
   full_match();
   unique_spread();
+  map_flood();
+  unique_flood();
   deep_values();
   failing_allocator();
   threads();

@@ -114,6 +114,9 @@ int cel_new_map(cel_E *e, pc_CelValue *keys, pc_CelValue *values, size_t n, uint
     while (index[slot] != 0) {
       if (key_equal(&keys[index[slot] - 1], &k))
         return cel_fail(e, pos, "repeated key in a map literal");
+      /* each key compared is a step: keys a request picked to share a
+         slot (transformMap over its fields) probe within the budget */
+      if (cel_steps(e, 1, pos) != kCel_Ok) return kCel_Fatal;
       slot = (slot + 1) & (cap - 1);
     }
     index[slot] = (uint32_t)(i + 1);
@@ -221,6 +224,7 @@ int cel_map_find(cel_E *e, const pc_CelMap *m, const pc_CelValue *key, uint32_t 
         if (out != NULL) *out = m->values[i];
         return kCel_Ok;
       }
+      if (cel_steps(e, 1, pos) != kCel_Ok) return kCel_Fatal;
       slot = (slot + 1) & (m->index_cap - 1);
     }
     return kCel_Ok;

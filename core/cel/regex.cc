@@ -1,7 +1,7 @@
 // The RE2 shim of core/cel (regex.h): the one C++ file of the
 // core, with C linkage. RE2 allocates with C++ new, so its memory is the
 // one the core's pc_Alloc does not see; each pattern is bounded (1 MiB of
-// RE2 program and DFA state, PC_CEL_MAX_PATTERN bytes of text) and an
+// RE2 program, 8 MiB with the DFA's states, PC_CEL_MAX_PATTERN bytes of text) and an
 // allocation failure inside RE2 is caught here, never let through C.
 #include "cel/regex.h"
 
@@ -16,7 +16,13 @@ struct pc_CelRegex {
 };
 
 static const int kMaxNesting = 100;
+// A pattern is refused when its program takes more than kMaxMem (a cheap
+// refusal: RE2 gives up at that size), then compiled again with kMatchMem
+// for matching: RE2's own default, room for the DFA's states. With 1 MiB
+// the DFA of an unanchored counted repetition ran out of room on a 4 MB
+// string and RE2 fell back to its NFA, 1 to 3 s a match.
 static const int64_t kMaxMem = (int64_t)1 << 20;
+static const int64_t kMatchMem = (int64_t)8 << 20;
 
 static void say(char *why, size_t room, const char *what) {
   if (room > 0) std::snprintf(why, room, "%s", what);
@@ -57,6 +63,14 @@ extern "C" pc_CelRegex *pc_CelRegex_New(const char *pattern, size_t len, char *w
     o.set_log_errors(false);
     o.set_max_mem(kMaxMem);
     re2::RE2 *re = new re2::RE2(re2::StringPiece(pattern, len), o);
+    if (!re->ok()) {
+      say(why, room, re->error().c_str());
+      delete re;
+      return nullptr;
+    }
+    delete re;
+    o.set_max_mem(kMatchMem);
+    re = new re2::RE2(re2::StringPiece(pattern, len), o);
     if (!re->ok()) {
       say(why, room, re->error().c_str());
       delete re;

@@ -21,7 +21,8 @@ typedef struct pc_CelRegex pc_CelRegex;
  * pattern is refused, with the reason in 'why' ('room' bytes; "" when
  * memory ran out): RE2's message, "pattern too long" over PC_CEL_MAX_PATTERN
  * bytes (cel.h), "pattern nested too deeply" past 100 groups deep. Each
- * compiled pattern may take RE2 up to 1 MiB. */
+ * compiled pattern's program may take RE2 up to 1 MiB (a larger one is
+ * refused), and up to 8 MiB with the states its DFA builds while matching. */
 pc_CelRegex *pc_CelRegex_New(const char *pattern, size_t len, char *why, size_t room);
 void pc_CelRegex_Free(pc_CelRegex *re);
 

@@ -89,11 +89,23 @@ int cel_utf8_valid(const char *s, size_t n) {
   return 1;
 }
 
+/* Code points as cel_utf8_next steps through them: a byte sequence that
+ * is not UTF-8 (a proto2 string field is not checked) counts a U+FFFD for
+ * each maximal subpart, as protovalidate-es's decoder reads it, never 0 (a
+ * run of stray continuation bytes counted as nothing passed any max_len). */
 size_t cel_utf8_count(const char *s, size_t n) {
   size_t count = 0;
-  for (size_t i = 0; i < n; i++)
-    if (((unsigned char)s[i] & 0xC0) != 0x80) count++;
+  for (size_t i = 0; i < n; count++) {
+    if ((unsigned char)s[i] < 0x80)
+      i++;
+    else
+      cel_utf8_next(s, n, &i);
+  }
   return count;
+}
+
+size_t pc_Cel_StringSize(const char *s, size_t n) {
+  return cel_utf8_count(s, n);
 }
 
 /* -- Numbers ------------------------------------------------------------- */

@@ -14,6 +14,15 @@
 #include <string.h>
 #include <time.h>
 
+/* Kept out of the functions that recurse into nested messages, so their
+ * frames stay small: a message PC_MESSAGE_MAX_DEPTH deep is validated on a
+ * 1 MiB thread stack (validate_test.c), as it is decoded there. */
+#if defined(__GNUC__)
+#define PC_COLD __attribute__((noinline))
+#else
+#define PC_COLD
+#endif
+
 /* buf.validate's field numbers. */
 enum {
   kExtRules = 1159,     /* (buf.validate.field / message / oneof) */
@@ -103,6 +112,9 @@ typedef struct {
   const Predef *p, *p2;        /* their CEL */
   int ext;                     /* 'rf' is an extension of the *Rules message: a predefined
                                   rule of the schema, with `rule` bound to its value */
+  const uint32_t *set;         /* kN_In, kN_NotIn of a long list: the items' indexes + 1
+                                  by hash (0: free), so a value costs a probe, not a scan */
+  size_t set_cap;              /* a power of two, twice the items or more */
 } Native;
 
 /* What to check of one value (a field's, an item's, a map key's or value's). */
@@ -186,6 +198,8 @@ struct pc_Validator {
   pc_CelValue now;
   size_t cel_runs; /* programs evaluated */
   int legacy_required;
+  size_t max_vio; /* violations kept at most (0: all) */
+  int truncated;  /* the last validation stopped at max_vio */
   int fail_fast;
   int depth;   /* messages entered: PC_MESSAGE_MAX_DEPTH at most */
   int limited; /* the last rule that failed to run reached the CEL budget */
@@ -305,6 +319,14 @@ size_t pc_Validator_PlanCount(const pc_Validator *v) {
 
 void pc_Validator_SetLegacyRequired(pc_Validator *v, int on) {
   v->legacy_required = on != 0;
+}
+
+void pc_Validator_SetMaxViolations(pc_Validator *v, size_t max) {
+  v->max_vio = max;
+}
+
+int pc_Validator_Truncated(const pc_Validator *v) {
+  return v->truncated;
 }
 
 size_t pc_Validator_CelCount(const pc_Validator *v) {
@@ -556,7 +578,10 @@ static int family_of(const pc_MessageDef *rt, const pc_FieldDef *f) {
   case kPc_Type_Sint32:
   case kPc_Type_Sint64:
   case kPc_Type_Sfixed32:
-  case kPc_Type_Sfixed64: return kFam_Signed;
+  case kPc_Type_Sfixed64:
+  case kPc_Type_Enum:
+    return kFam_Signed; /* EnumRules: const, in, not_in (4M items of a
+                           request through CEL took 1.2 s) */
   case kPc_Type_Uint32:
   case kPc_Type_Uint64:
   case kPc_Type_Fixed32:
@@ -565,7 +590,7 @@ static int family_of(const pc_MessageDef *rt, const pc_FieldDef *f) {
   case kPc_Type_Double: return kFam_Double;
   case kPc_Type_String: return kFam_String;
   case kPc_Type_Bytes: return kFam_Bytes;
-  default: return kFam_None; /* bools, enums, messages (wrappers too): CEL only */
+  default: return kFam_None; /* bools, messages (wrappers too): CEL only */
   }
 }
 
@@ -661,6 +686,8 @@ static const pc_CelRegex *compile_pattern(pc_Validator *v, pc_StringView p, cons
   return re;
 }
 
+static int in_set(pc_Validator *v, Native *n, int fam);
+
 /* Fills 'vp' from FieldRules 'fr' (may be NULL) for values of 'f' (its
  * elements when 'elem'), with 'want' the rule case that fits (-1: the
  * field's own, 18 repeated, 19 map). */
@@ -747,6 +774,7 @@ static int plan_value(pc_Validator *v, ValuePlan *vp, const pc_Message *fr,
       n->rf = rf;
       n->p = p;
       n->r = pc_Message_Get(rules, rf);
+      if ((kind == kN_In || kind == kN_NotIn) && !in_set(v, n, vp->family)) return 0;
     } else if (p->n) { /* CEL only, in its place among the others */
       Native *n = &vp->native[vp->nnative++];
       n->rf = rf;
@@ -1026,6 +1054,10 @@ static int path_key(pc_Validator *v, const pc_FieldDef *kf, pc_Value k) {
  * of memory). */
 static int violate(pc_Validator *v, const char *rule, const char *message, size_t mlen,
                    int for_key) {
+  if (v->max_vio && v->nvio >= v->max_vio) { /* one past the cap: stop here */
+    v->truncated = 1;
+    return 0;
+  }
   if (!path_text(v)) return 0;
   pc_Violation *vio = grow(v, v->vio, &v->capvio, v->nvio + 1, sizeof(*vio));
   char *field = pc_Arena_StrDup(v->scratch, v->path, v->plen);
@@ -1089,7 +1121,9 @@ typedef struct {
 
 /* An integer of field type 't' held in 'x', widened. */
 static int64_t as_signed(pc_FieldType t, pc_Value x) {
-  return t == kPc_Type_Int32 || t == kPc_Type_Sint32 || t == kPc_Type_Sfixed32 ? x.i32 : x.i64;
+  return t == kPc_Type_Int32 || t == kPc_Type_Sint32 || t == kPc_Type_Sfixed32 || t == kPc_Type_Enum
+             ? x.i32
+             : x.i64;
 }
 
 static uint64_t as_unsigned(pc_FieldType t, pc_Value x) {
@@ -1102,6 +1136,52 @@ static double as_double(pc_FieldType t, pc_Value x) {
 
 static int view_eq(pc_StringView a, pc_StringView b) {
   return a.size == b.size && (a.size == 0 || memcmp(a.data, b.data, a.size) == 0);
+}
+
+/* The hash of value 'x' of field type 't' in an `in` / `not_in` set:
+ * integers widened as compared. */
+static uint64_t in_hash(int fam, pc_FieldType t, pc_Value x) {
+  if (fam == kFam_String) return pc_Hash_Mix64(pc_Hash_More(PC_HASH_START, x.s.data, x.s.size));
+  return pc_Hash_Mix64(fam == kFam_Signed ? (uint64_t)as_signed(t, x) : as_unsigned(t, x));
+}
+
+static int in_same(int fam, pc_FieldType tx, pc_Value x, pc_FieldType ty, pc_Value y) {
+  if (fam == kFam_String) return view_eq(x.s, y.s);
+  if (fam == kFam_Signed) return as_signed(tx, x) == as_signed(ty, y);
+  return as_unsigned(tx, x) == as_unsigned(ty, y);
+}
+
+/* Builds n->set for an `in` / `not_in` list of more than 8 items (shorter
+ * ones are scanned); 0 when memory runs out. */
+static int in_set(pc_Validator *v, Native *n, int fam) {
+  const pc_Array *list = n->r.a;
+  if (list == NULL || list->size <= 8 || list->size > UINT32_MAX / 2) return 1;
+  size_t cap = 16;
+  while (cap < 2 * list->size) cap *= 2;
+  uint32_t *set = pc_Arena_Calloc(v->arena, cap * sizeof *set);
+  if (set == NULL) {
+    v->status = kPc_Validate_NoMemory;
+    return 0;
+  }
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(n->rf);
+  for (size_t i = 0; i < list->size; i++) {
+    pc_Value x = pc_Array_Get(list, i, slot);
+    size_t at = (size_t)in_hash(fam, n->rf->type, x) & (cap - 1);
+    while (set[at] != 0) at = (at + 1) & (cap - 1); /* duplicates kept: harmless */
+    set[at] = (uint32_t)(i + 1);
+  }
+  n->set = set;
+  n->set_cap = cap;
+  return 1;
+}
+
+/* Whether value 'x' of field type 't' is in the set of 'n'. */
+static int in_set_has(const Native *n, int fam, pc_FieldType t, pc_Value x) {
+  pc_SlotKind slot = pc_FieldDef_ElemSlot(n->rf);
+  for (size_t at = (size_t)in_hash(fam, t, x) & (n->set_cap - 1); n->set[at] != 0;
+       at = (at + 1) & (n->set_cap - 1))
+    if (in_same(fam, t, x, n->rf->type, pc_Array_Get(n->r.a, n->set[at] - 1, slot))) return 1;
+  return 0;
 }
 
 static int view_find(pc_StringView hay, pc_StringView needle) {
@@ -1191,14 +1271,17 @@ static int same_item(pc_FieldType t, pc_SlotKind slot, pc_Value x, pc_Value y) {
   }
 }
 
-/* A hash of item 'x' agreeing with same_item (all 64 bits mixed: the
- * murmur3 fmix64 finalizer); 0 with '*skip' set for a NaN, equal to none. */
-static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, int *skip) {
+/* A hash of item 'x' agreeing with same_item, from 'seed' (all 64 bits
+ * mixed: the murmur3 fmix64 finalizer); 0 with '*skip' set for a NaN,
+ * equal to none. The seed differs from one validation to the next: fmix64
+ * is a bijection, so without one a request could pick 100,000 integers of
+ * one slot and make the table's probes quadratic (24 s for 800 KB). */
+static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, uint64_t seed, int *skip) {
   uint64_t h = 0;
   *skip = 0;
   switch (t) {
   case kPc_Type_String:
-  case kPc_Type_Bytes: h = pc_Hash_More(PC_HASH_START, x.s.data, x.s.size); break;
+  case kPc_Type_Bytes: return pc_Hash_Mix64(pc_Hash_More(seed, x.s.data, x.s.size));
   case kPc_Type_Bool: h = x.b; break;
   case kPc_Type_Float:
   case kPc_Type_Double: {
@@ -1213,7 +1296,7 @@ static uint64_t item_hash(pc_FieldType t, pc_SlotKind slot, pc_Value x, int *ski
   }
   default: h = pc_Slot_Size(slot) == 4 ? x.u32 : x.u64; break;
   }
-  return pc_Hash_Mix64(h);
+  return pc_Hash_Mix64(h ^ seed);
 }
 
 /* Whether the items of list 'a' of field 'f' are distinct as CEL's
@@ -1237,11 +1320,15 @@ static int items_unique(pc_Validator *v, const pc_Array *a, const pc_FieldDef *f
   size_t *table = v->alloc(v->ud, NULL, 0, cap * sizeof *table); /* item index + 1; 0: free */
   if (table == NULL) return 0;
   memset(table, 0, cap * sizeof *table);
+  /* the seed: where the table is and the clock's nanoseconds, which a
+     sender cannot know */
+  uint64_t seed = pc_Hash_Mix64((uint64_t)(uintptr_t)table ^ (uint64_t)v->now.v.t.nanos ^
+                                (uint64_t)v->now.v.t.seconds << 30 ^ v->nvio);
   int unique = 1;
   for (size_t i = 0; i < a->size && unique; i++) {
     pc_Value x = pc_Array_Get(a, i, slot);
     int skip;
-    size_t at = (size_t)item_hash(f->type, slot, x, &skip) & (cap - 1);
+    size_t at = (size_t)item_hash(f->type, slot, x, seed, &skip) & (cap - 1);
     if (skip) continue;
     for (; table[at] != 0; at = (at + 1) & (cap - 1)) {
       if (same_item(f->type, slot, x, pc_Array_Get(a, table[at] - 1, slot))) {
@@ -1301,9 +1388,9 @@ static int native_passes(pc_Validator *v, const Native *n, int fam, const pc_Fie
                                 : as_unsigned(vf->type, x) == as_unsigned(rf->type, r);
     }
     const pc_Array *list = n->r.a;
-    int found = 0;
+    int found = n->set != NULL && in_set_has(n, fam, vf->type, x);
     pc_SlotKind slot = pc_FieldDef_ElemSlot(rf);
-    for (size_t i = 0; list && i < list->size && !found; i++) {
+    for (size_t i = 0; n->set == NULL && list && i < list->size && !found; i++) {
       pc_Value r = pc_Array_Get(list, i, slot);
       found = fam == kFam_Signed ? as_signed(vf->type, x) == as_signed(rf->type, r)
                                  : as_unsigned(vf->type, x) == as_unsigned(rf->type, r);
@@ -1319,8 +1406,7 @@ static int native_passes(pc_Validator *v, const Native *n, int fam, const pc_Fie
      * only when those bounds do not decide */
     if (n->kind == kN_MaxLen && t.size <= r.u64) return 1;
     if (n->kind == kN_MinLen && (t.size + 3) / 4 >= r.u64) return 1;
-    len = 0;
-    for (size_t i = 0; i < t.size; i++) len += ((unsigned char)t.data[i] & 0xC0) != 0x80;
+    len = pc_Cel_StringSize(t.data, t.size); /* as size() counts them, UTF-8 or not */
   }
   switch (n->kind) {
   case kN_Len:
@@ -1342,8 +1428,8 @@ static int native_passes(pc_Validator *v, const Native *n, int fam, const pc_Fie
   case kN_NotContains: return !view_find(t, r.s);
   case kN_In:
   case kN_NotIn: {
-    int found = 0;
-    for (size_t i = 0; r.a && i < r.a->size && !found; i++)
+    int found = n->set != NULL && in_set_has(n, fam, vf->type, x);
+    for (size_t i = 0; n->set == NULL && r.a && i < r.a->size && !found; i++)
       found = view_eq(t, pc_Array_Get(r.a, i, kPc_Slot_String).s);
     return n->kind == kN_In ? found : !found;
   }
@@ -1401,21 +1487,65 @@ static int run_predef(pc_Validator *v, const Predef *p, const pc_CelValue *vars,
   return 1;
 }
 
-/* The violation of a failed in / not_in check whose rule's CEL reached the
- * budget wording it (a list of many thousand items): the error is dropped
- * and the violation says how many items the list has. */
-static int list_violation(pc_Validator *v, const Native *n, int for_key) {
+/* The violation of a check in C that failed where the rule's CEL, run to
+ * word it, reached the evaluation budget (an `in` list of many thousand
+ * items, a 4 MB string searched for a long substring, a list of a million
+ * items for `unique`): the error is dropped and the violation is worded
+ * here, as validate.proto words it (a long substring cut at 64 bytes, an
+ * `in` list named by its size)
+ * (a request is refused INVALID_ARGUMENT, not failed INTERNAL). */
+static int budget_violation(pc_Validator *v, const Native *n, pc_FieldType t, int for_key) {
   v->status = kPc_Validate_Valid;
   v->limited = 0;
   if (v->err != NULL) pc_Error_Init(v->err);
-  size_t items = n->r.a ? n->r.a->size : 0;
-  char buf[128];
-  int len = snprintf(buf, sizeof(buf), "value must %sbe in the list of %zu items",
-                     n->kind == kN_In ? "" : "not ", items);
-  return violate(v, n->p->rules[0].id, buf, (size_t)len, for_key);
+  const char *id = n->p->rules[0].id;
+  char buf[256];
+  int len;
+  pc_StringView s = n->r.s;
+  int shown = s.size > 64 ? 64 : (int)s.size; /* of a long substring, its start */
+  const char *more = s.size > 64 ? "..." : "";
+  if (n->p->rules[0].message[0]) /* the rule's own ("repeated value must contain unique items") */
+    return violate(v, id, n->p->rules[0].message, strlen(n->p->rules[0].message), for_key);
+  switch (n->kind) {
+  case kN_In:
+  case kN_NotIn:
+    len = snprintf(buf, sizeof(buf), "value must %sbe in the list of %zu items",
+                   n->kind == kN_In ? "" : "not ", n->r.a ? n->r.a->size : (size_t)0);
+    break;
+  case kN_Contains:
+    if (t == kPc_Type_Bytes) {
+      len = snprintf(buf, sizeof(buf), "does not contain ");
+      for (int i = 0; i < shown && len < (int)sizeof(buf) - 8; i++)
+        len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%02x", (unsigned char)s.data[i]);
+      len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%s", more);
+    } else {
+      len = snprintf(buf, sizeof(buf), "does not contain substring `%.*s%s`", shown, s.data, more);
+    }
+    break;
+  case kN_NotContains:
+    len = snprintf(buf, sizeof(buf), "contains substring `%.*s%s`", shown, s.data, more);
+    break;
+  case kN_Unique:
+    len = snprintf(buf, sizeof(buf), "repeated value must contain unique items");
+    break;
+  default: len = snprintf(buf, sizeof(buf), "value breaks %s", id); break;
+  }
+  if (len < 0) len = 0;
+  if (len >= (int)sizeof(buf)) len = (int)sizeof(buf) - 1;
+  return violate(v, id, buf, (size_t)len, for_key);
 }
 
-static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
+/* Whether a failed check in C of 'n' on values of field 'f' is the
+ * verdict (the rule's CEL only words it): all but ranges (a NaN leaves the
+ * decision to CEL) and `unique` of messages (CEL's error). */
+static int native_decides(const Native *n, const pc_FieldDef *f) {
+  if (n->kind == 0 || n->kind == kN_Range || n->p == NULL || n->p->n == 0) return 0;
+  return n->kind != kN_Unique || (f->type != kPc_Type_Message && f->type != kPc_Type_Group);
+}
+
+/* The rules of a value but its message's own (validate_value). */
+static PC_COLD int check_value(pc_Validator *v, const ValuePlan *vp, const Source *src,
+                               int for_key) {
   pc_CelValue vars[4];
   int bound = 0;
   for (size_t i = 0; i < vp->ncustom; i++)
@@ -1430,10 +1560,9 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
       v->limited = 0;
       int ok = run_predef(v, n->p, vars, for_key) && run_predef(v, n->p2, vars, for_key);
       vars[2].kind = kPc_Cel_Unbound;
-      if (!ok && v->limited && (n->kind == kN_In || n->kind == kN_NotIn) && n->p && n->p->n) {
-        /* the check failed in C; the rule's CEL only words the violation,
-           and a list too long for its budget is named by its size */
-        if (!list_violation(v, n, for_key)) return 0;
+      if (!ok && v->limited && native_decides(n, src->f)) {
+        /* the check failed in C; the rule's CEL only words the violation */
+        if (!budget_violation(v, n, src->f->type, for_key)) return 0;
         ok = 1;
       }
       if (!ok) return 0;
@@ -1464,8 +1593,14 @@ static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *sr
     if (vp->any_not_in && found_out && !violate(v, "any.not_in", out, strlen(out), for_key))
       return 0;
   }
-  if (vp->recurse && val.m != NULL) return validate_message(v, val.m, vp->recurse);
   return 1;
+}
+
+static int validate_value(pc_Validator *v, const ValuePlan *vp, const Source *src, int for_key) {
+  if (!check_value(v, vp, src, for_key)) return 0;
+  if (vp->recurse == NULL) return 1;
+  pc_Value val = src->is_elem ? src->elem : pc_Message_Get(src->msg, src->f);
+  return val.m == NULL || validate_message(v, val.m, vp->recurse);
 }
 
 /* Items, keys and values: buf.validate.Ignore for one element. */
@@ -1546,6 +1681,9 @@ static int validate_message(pc_Validator *v, const pc_Message *msg, const pc_Mes
   return ok;
 }
 
+static int message_rules(pc_Validator *v, const Plan *p, const pc_Message *msg,
+                         const pc_MessageDef *m);
+
 static int validate_message_body(pc_Validator *v, const pc_Message *msg, const pc_MessageDef *m) {
   const Plan *p = plan_of(v, m);
   if (p == NULL) return 0;
@@ -1555,6 +1693,14 @@ static int validate_message_body(pc_Validator *v, const pc_Message *msg, const p
     if (!validate_field(v, &p->fields[i], msg)) return 0;
     v->nsegs = mark;
   }
+  return p->ncel == 0 && p->noneofs == 0 && p->nrequired == 0 ? 1 : message_rules(v, p, msg, m);
+}
+
+/* The message's CEL rules, its oneof rules and its required oneofs
+ * (validate_message_body). */
+static PC_COLD int message_rules(pc_Validator *v, const Plan *p, const pc_Message *msg,
+                                 const pc_MessageDef *m) {
+  size_t mark = v->nsegs;
   if (p->ncel) {
     pc_CelValue vars[4];
     pc_Error e;
@@ -1602,6 +1748,7 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
                                         pc_Error *err) {
   pc_Arena_Reset(v->scratch);
   v->nvio = 0;
+  v->truncated = 0;
   v->cel_runs = 0;
   v->nsegs = 0;
   v->depth = 0;
@@ -1623,6 +1770,7 @@ pc_ValidateStatus pc_Validator_Validate(pc_Validator *v, const pc_Message *msg,
   v->err = NULL;
   if (!ok && v->status != kPc_Validate_Valid) {
     v->nvio = 0;
+    v->truncated = 0;
     return v->status;
   }
   return v->nvio ? kPc_Validate_Invalid : kPc_Validate_Valid;

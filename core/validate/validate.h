@@ -76,6 +76,18 @@ void pc_Validator_Free(pc_Validator *v);
  * "legacy_required", and no other rule of that field runs. Off by default. */
 void pc_Validator_SetLegacyRequired(pc_Validator *v, int on);
 
+/* With 'max' above 0, the validations that follow keep at most 'max'
+ * violations: finding one more stops the validation there (the result is
+ * kPc_Validate_Invalid with those 'max') and pc_Validator_Truncated says
+ * so. A request breaking a rule on each of a million items then costs
+ * 'max' violations, not a million (the servers' and the gateway's refusal
+ * keep 100). 0, the default: all of them. */
+void pc_Validator_SetMaxViolations(pc_Validator *v, size_t max);
+
+/* Whether the last validation stopped at the cap of
+ * pc_Validator_SetMaxViolations, with more violations than it kept. */
+int pc_Validator_Truncated(const pc_Validator *v);
+
 /* Validates 'msg' of type 'm' (a pool with buf/validate/validate.proto
  * loaded, or every message is valid: no type can carry rules). With
  * 'fail_fast' set, stops at the first violation. 'now' is protovalidate's

@@ -11,9 +11,24 @@
 #include "testing/check.h"
 #include "validate/validate.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The stack of the thread deep_nesting runs on: 1 MiB, the smallest a host
+ * is likely to give a thread (core/wire/depth_test.c); the sanitizer
+ * build, whose frames are larger, gets 4 MiB. */
+#if defined(__SANITIZE_ADDRESS__)
+#define STACK_BYTES (4u << 20)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STACK_BYTES (4u << 20)
+#endif
+#endif
+#ifndef STACK_BYTES
+#define STACK_BYTES (1u << 20)
+#endif
 
 static const char kProto[] =
     "syntax = \"proto3\";\n"
@@ -283,6 +298,12 @@ static const char kFormats[] =
 static void native_checks(void) {
   check_result("t.Formats", kFormats, NULL, "");
   CHECK(pc_Validator_CelCount(val) == 0);
+  /* an enum's const, in and not_in too (User.color: not_in [2]) */
+  check_result("t.User", kUser, "{\"color\": \"RED\"}", "");
+  CHECK(pc_Validator_CelCount(val) == 3); /* the message's two rules and code.upper */
+  check_result("t.User", kUser, "{\"color\": \"BLUE\"}", "color|enum.not_in");
+  CHECK(pc_Validator_CelCount(val) == 4);
+  CHECK(strcmp(pc_Validator_Violation(val, 0)->message, "must not be in list [2]") == 0);
   static const struct {
     const char *overlay, *want;
   } bad[] = {
@@ -477,6 +498,25 @@ static void huge_lists(void) {
                "value must not be in the list of 200000 items") == 0);
 }
 
+/* deep_nesting on a thread of STACK_BYTES: a message nested
+ * PC_MESSAGE_MAX_DEPTH deep, with rules at every level, is validated there
+ * (as it is decoded there: core/wire/depth_test.c). */
+static void *deep_nesting_thread(void *arg) {
+  (void)arg;
+  deep_nesting();
+  return NULL;
+}
+
+static void deep_nesting_small_stack(void) {
+  pthread_attr_t attr;
+  pthread_t t;
+  CHECK(pthread_attr_init(&attr) == 0);
+  CHECK(pthread_attr_setstacksize(&attr, STACK_BYTES) == 0);
+  CHECK(pthread_create(&t, &attr, deep_nesting_thread, NULL) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  pthread_attr_destroy(&attr);
+}
+
 int main(void) {
   arena = pc_Arena_New(NULL, NULL);
   load();
@@ -488,7 +528,7 @@ int main(void) {
   native_checks();
   proto2();
   errors_and_cache();
-  deep_nesting();
+  deep_nesting_small_stack();
   huge_lists();
   pc_Validator_Free(val);
   pc_Arena_Free(arena);

@@ -38,6 +38,13 @@ local function run(m, opts, fname)
   return list
 end
 
+-- The violations a refusal keeps at most (pc_Validator_SetMaxViolations):
+-- a request breaking a rule on each of its million items is answered with
+-- these, its validation stopped at the next one, rather than with a million
+-- (seconds of work and a google.rpc.BadRequest of tens of megabytes).
+local REFUSAL_VIOLATIONS = 100
+M.REFUSAL_VIOLATIONS = REFUSAL_VIOLATIONS
+
 --- violations = pc.validate(m [, opts]): the rules message `m` breaks, as
 -- protovalidate's runtimes report them: a list (empty when `m` is valid) of
 -- {field = "items[2].name", rule = "string.min_len", message = "must be at
@@ -65,10 +72,16 @@ end
 M.violation_text = one
 
 --- The text protovalidate gives a list of violations: the first as
--- one() words it and ", and N more violations".
-local function describe(list)
+-- one() words it and ", and N more violations"; with `truncated` (the
+-- list stopped at a cap, more were found) ", and at least N more
+-- violations", N the list's length.
+local function describe(list, truncated)
   local s = one(list[1])
-  if #list > 1 then s = s .. ", and " .. (#list - 1) .. " more violation" .. (#list > 2 and "s" or "") end
+  if truncated then
+    s = s .. ", and at least " .. #list .. " more violation" .. (#list > 1 and "s" or "")
+  elseif #list > 1 then
+    s = s .. ", and " .. (#list - 1) .. " more violation" .. (#list > 2 and "s" or "")
+  end
   return s
 end
 M.describe = describe
@@ -89,13 +102,17 @@ end
 
 --- err | nil = refusal(m): nil when `m` breaks no rule, else the pc.Error
 -- pc.check raises, with `details` {google.rpc.BadRequest} (what the
--- `validate = true` option of pc.server and pc.client answer with).
+-- `validate = true` option of pc.server and pc.client answer with), but
+-- of the first REFUSAL_VIOLATIONS (100) violations at most: past those the
+-- validation stops and the message says "and at least 100 more
+-- violations".
 function M.refusal(m)
-  local list, err = validate_core(m, false, true) -- true when valid: no list made
+  -- true when valid: no list made
+  local list, more = validate_core(m, false, true, false, REFUSAL_VIOLATIONS)
   if list == true then return nil end
-  if not list then error("validate: " .. err, 2) end
+  if not list then error("validate: " .. more, 2) end
   local br = bad_request(list)
-  return errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list),
+  return errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list, more),
     { violations = list, ["local"] = true, details = br and { br } or nil })
 end
 

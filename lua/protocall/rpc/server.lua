@@ -127,8 +127,9 @@ end
 -- client-streaming and bidirectional calls, each request ctx:recv()
 -- returns): a request that breaks one fails the call with
 -- INVALID_ARGUMENT, "validation failed: <field>: <message> [<rule>]" and a
--- google.rpc.BadRequest detail listing every violation (pc.check's error);
--- a rule that fails to evaluate (a division by zero, a bad pattern from the
+-- google.rpc.BadRequest detail listing the violations (pc.check's error,
+-- but of the first 100 at most: past those the validation stops, "and at
+-- least 100 more violations"); a rule that fails to evaluate (a division by zero, a bad pattern from the
 -- request, an evaluation limit) fails it INTERNAL "validate: ...".
 function M.server(services, opts)
   if type(services) ~= "table" then

@@ -148,6 +148,28 @@ describe("the server's first SETTINGS", function()
     assert.is_true(bytes > 24, "the preface and the call went through TLS: " .. bytes)
   end)
 
+  it("says what the connection had not done when a call's deadline comes first", function()
+    local peer, _, stop = silent()
+    -- connected, no SETTINGS yet: the call was written
+    local t = pc.grpc("127.0.0.1:" .. peer.port, { connect_timeout = OUTER })
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 0.3 })
+    t:close()
+    assert.are.equal("DEADLINE_EXCEEDED", err.code, tostring(err))
+    assert.are.equal(("deadline exceeded (connected to 127.0.0.1:%d, no HTTP/2 SETTINGS from the server yet)")
+      :format(peer.port), err.message)
+    -- a TLS handshake the peer never answers: not connected yet, wait_for_ready or not
+    for _, wait in ipairs { false, true } do
+      local tls = pc.grpc("https://127.0.0.1:" .. peer.port, { connect_timeout = OUTER, wait_for_ready = wait,
+        insecure = true })
+      err = failure(tls.unary, tls, "/test.Test/Echo", "x", { timeout = 0.3 })
+      tls:close()
+      assert.are.equal("DEADLINE_EXCEEDED", err.code, tostring(err))
+      assert.are.equal(("deadline exceeded waiting for a connection (connecting to 127.0.0.1:%d)")
+        :format(peer.port), err.message)
+    end
+    stop()
+  end)
+
   it("marks a balancer's backend failed: the call is not moved on, the next call takes another backend", function()
     with_server(function(server)
       local peer, seen, stop = silent()

@@ -1061,6 +1061,28 @@ static void check_calls(pc_GrpcChannel *ch) {
   }
 }
 
+/* The status message of a call whose deadline passed on connection 'c'
+ * (NULL: none yet): what the connection had not done yet, so that a call
+ * that never reached a server says so (a wait-for-ready call whose
+ * deadline came during an attempt, a peer that never spoke HTTP/2);
+ * "deadline exceeded" once the server's SETTINGS came. */
+static void deadline_text(const pc_GrpcChannel *ch, const Conn *c, char *m, size_t size) {
+  if (c != NULL && !c->ready && ch->backoff.why)
+    snprintf(m, size,
+             "deadline exceeded waiting for a connection (connecting to %.200s; the last attempt: "
+             "%.200s)",
+             ch->where, ch->backoff.why);
+  else if (c != NULL && !c->ready)
+    snprintf(m, size, "deadline exceeded waiting for a connection (connecting to %.200s)",
+             ch->where);
+  else if (c != NULL && c->engine && !pc_GrpcEngine_SettingsReceived(c->engine))
+    snprintf(m, size,
+             "deadline exceeded (connected to %.200s, no HTTP/2 SETTINGS from the server yet)",
+             ch->where);
+  else
+    snprintf(m, size, "deadline exceeded");
+}
+
 /* Ends the calls whose deadline passed; returns the nearest deadline of
  * the others (< 0: none). The calls are scanned only once the nearest
  * deadline known has come ('due': it may be a call's that ended since). */
@@ -1084,7 +1106,9 @@ static double enforce_deadlines(pc_GrpcChannel *ch, double now) {
     }
     if (!running(c) || c->deadline < 0) continue;
     if (c->deadline <= now) {
-      pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded, "deadline exceeded");
+      char m[PC_ERROR_MAX];
+      deadline_text(ch, c->conn, m, sizeof m);
+      pc_GrpcStream_Cancel(c->stream, kPc_Code_DeadlineExceeded, m);
       if (c->conn) flush_out(c->conn);
     } else {
       nearest = sooner(nearest, c->deadline);

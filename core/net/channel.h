@@ -42,7 +42,8 @@ typedef enum {
   /* gRPC's wait-for-ready: waits through failed attempts and their backoff
    * until a connection is ready, failing only DEADLINE_EXCEEDED at its
    * deadline ("deadline exceeded waiting for a connection (the last
-   * attempt: WHY)") */
+   * attempt: WHY)"; "(connecting to HOST:PORT; the last attempt: WHY)"
+   * when the deadline comes during an attempt) */
   kPc_GrpcWaitForReady_Deadline = 2
 } pc_GrpcWaitForReady;
 

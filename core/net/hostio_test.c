@@ -203,7 +203,9 @@ static int deadline_and_garbage(pc_Alloc *alloc, int *ok) {
   pc_GrpcWakeList_Clear(w); /* what their requests going out listed */
   pc_Clock_Sleep(0.025);
   pc_GrpcChannel_HostTick(ch);
-  good &= STEP(ended(a, kPc_Code_DeadlineExceeded, "deadline exceeded"));
+  good &= STEP(ended(a, kPc_Code_DeadlineExceeded,
+                     "deadline exceeded (connected to example.test:50051, no HTTP/2 SETTINGS from "
+                     "the server yet)"));
   good &= STEP(pc_GrpcCall_Status(b) == NULL);
   good &= STEP(pc_GrpcWakeList_Items(w, &items) == 1 && items[0] == 1);
   pc_GrpcWakeList_Clear(w);

@@ -715,7 +715,12 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- connection attempts and their backoff until a connection is ready,
 -- however far its deadline, failing only DEADLINE_EXCEEDED at it,
 -- "deadline exceeded waiting for a connection (the last attempt: connect
--- to HOST:PORT: why)", so a call without a timeout waits for as long as
+-- to HOST:PORT: why)", or with an attempt under way "deadline exceeded
+-- waiting for a connection (connecting to HOST:PORT; the last attempt:
+-- why)" (any call whose deadline comes while its connection is being made
+-- says so; one connected without the server's SETTINGS yet says "deadline
+-- exceeded (connected to HOST:PORT, no HTTP/2 SETTINGS from the server
+-- yet)"), so a call without a timeout waits for as long as
 -- no connection is made (give such calls a deadline); `transport:close()`
 -- ends the waiting calls UNAVAILABLE "connect to HOST:PORT: the channel is
 -- closed". A waiting stream's `send` waits while more than 64 KiB wait

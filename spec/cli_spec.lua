@@ -180,6 +180,11 @@ describe("protocall decode", function()
     assert.are.equal(1, code)
     assert.are.equal("", out)
     assert.are.equal("protocall decode: nope.proto: File not found.\n", err)
+    -- a built-in file found on no -I path: protocall's own, as protoc's include folder
+    out, err, code = run(BIN .. " encode -format json -proto google/protobuf/field_mask.proto"
+      .. " google.protobuf.FieldMask", '"fooBar,baz.qux"')
+    assert.are.same({ 0, "" }, { code, err })
+    assert.are.equal("\10\7foo_bar\10\7baz.qux", out)
     out, err, code = run(BIN .. " decode " .. ROUTE .. " demo.Route /nonexistent/x.bin")
     assert.are.equal(1, code)
     assert.are.equal("", out)

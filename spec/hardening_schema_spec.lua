@@ -161,6 +161,18 @@ describe("loading files", function()
       { pool:load_file("google/api/nope.proto", { import_paths = { VIRTUAL } }) })
   end)
 
+  it("takes a built-in file's import name found on no path as that file, as protoc its include folder", function()
+    local pool = pc.pool()
+    local file = assert(pool:load_file("google/protobuf/field_mask.proto", { import_paths = { VIRTUAL } }))
+    assert.are.equal("google/protobuf/field_mask.proto", file.name)
+    local FM = assert(pool:type("google.protobuf.FieldMask"))
+    local mask = pc.decode(FM, pc.encode(pc.from_json(FM, '"fooBar,baz.qux"')), { table = true })
+    assert.are.same({ "foo_bar", "baz.qux" }, mask.paths)
+    assert(pool:load_file("google/protobuf/duration.proto")) -- no import paths at all
+    assert.are.same({ nil, "google/protobuf/nope.proto: File not found." },
+      { pool:load_file("google/protobuf/nope.proto") })
+  end)
+
   it("says an import names a folder or no file at all", function()
     local opts = { import_paths = { VIRTUAL } }
     assert.are.same({ nil, 'imports_folder.proto: Import "google" was not found or had errors ('

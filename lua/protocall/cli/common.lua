@@ -119,8 +119,9 @@ end
 M.read_input = read_input
 
 --- pool, names = load_schemas(flags): a pool with the files of -proto
--- (found through -I, as protoc finds them) and the sets of -protoset; the
--- list of the files named.
+-- (found through -I, as protoc finds them, else a built-in file of that
+-- import name, pc.builtin_source, as protoc has its own include folder)
+-- and the sets of -protoset; the list of the files named.
 function M.load_schemas(flags)
   local pool = pc.pool()
   local paths = {}
@@ -144,8 +145,14 @@ function M.load_schemas(flags)
         break
       end
     end
-    if not path then fail(proto .. ": File not found.") end
-    local file, err = pool:load_file(path, { import_paths = paths, name = proto })
+    local file, err
+    if path then
+      file, err = pool:load_file(path, { import_paths = paths, name = proto })
+    elseif pc.builtin_source(proto) then -- protoc finds it in its own include folder
+      file, err = pool:load_file(proto)
+    else
+      fail(proto .. ": File not found.")
+    end
     if not file then fail(err) end
     names[#names + 1] = file.name
   end

@@ -150,7 +150,10 @@ end
 -- with its folder searched for imports after `import_paths`. A `path` that
 -- names no file on disk is, as for protoc, a name inside the import paths
 -- ("google/api/http.proto" with import_paths {"third_party/googleapis"}),
--- read from the first that has it.
+-- read from the first that has it; one found in none of them that is the
+-- import name of a built-in file (pc.builtin_source:
+-- "google/protobuf/field_mask.proto") is that file, as protoc finds its
+-- own include folder's.
 function Pool.load_file(pool, path, opts)
   if type(path) ~= "string" then
     error("bad argument #1 to 'load_file' (string expected, got " .. type(path) .. ")", 2)
@@ -199,7 +202,14 @@ function Pool.load_file(pool, path, opts)
     paths[#paths + 1] = dirname(path)
   end
   local f = io.open(path, "rb")
-  if not f then return nil, path .. ": File not found." end
+  if not f then
+    if opts.name == nil and core.builtin_source(path) then -- protoc finds it in its own include folder
+      local ok, err = M.load_builtin(pool, path)
+      if not ok then return nil, err end
+      return file_info(pool, path)
+    end
+    return nil, path .. ": File not found."
+  end
   local source, why = f:read("a")
   f:close()
   if not source then return nil, path .. ": " .. tostring(why) end -- a folder, say

@@ -178,6 +178,9 @@ def check(desc_dir, in_path, out_path):
         if ours.startswith("!") and '["[' in ours and ref is not None:
             relaxed += 1  # refused inside a message extension the reference omits
             continue
+        if ours.startswith("!") and "FieldMask path" in ours and "has no JSON form" in ours and ref is not None:
+            lenient += 1  # the reference prints paths no field name has ("\0nul"): protobuf-go refuses them
+            continue
         if ref is None and "must not contain uppercase" in ref_err and not ours.startswith("!"):
             lenient += 1  # the reference counts non-ASCII capitals in FieldMask paths
             continue

@@ -133,6 +133,29 @@ describe("the server's first SETTINGS", function()
     assert.are.equal("late", got)
   end) end)
 
+  it("reads what came while the loop was busy before judging the SETTINGS missing", function()
+    with_server(function(server)
+      -- the SETTINGS and the answer come at 0.3 s, within the bound (1 s); a task then holds
+      -- the loop until 2 s: they wait unread, and must be read before the call is judged lost
+      local late = helper.spawn("late", 0, "0.3", tostring(server.port))
+      local t = pc.grpc("127.0.0.1:" .. late.port, { connect_timeout = 1 })
+      local got
+      pc.spawn(function() got = { pcall(t.unary, t, "/test.Test/Echo", "busy", { timeout = OUTER }) } end)
+      pc.spawn(function()
+        pc.sleep(0.1) -- the call written
+        local t0 = pc.now()
+        while pc.now() - t0 < 1.9 do end -- busy, not yielding
+      end)
+      pc.run()
+      local next_attempt = t:next_attempt()
+      t:close()
+      helper.stop(late)
+      assert.is_true(got[1], tostring(got[2]))
+      assert.are.equal("busy", got[2])
+      assert.is_nil(next_attempt) -- no attempt failed
+    end)
+  end)
+
   it("bounds it over TLS: a handshake done, then silence", function()
     local certs = helper.make_certs()
     local peer, seen, stop = silent(certs .. "/server.pem", certs .. "/server.key")

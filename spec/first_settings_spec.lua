@@ -101,6 +101,20 @@ describe("the server's first SETTINGS", function()
     assert.are.equal(1, conns)
   end)
 
+  it("fails unsent a call held for the SETTINGS (headers past 8 KB): it never left", function()
+    local peer, seen, stop = silent()
+    local t = pc.grpc("127.0.0.1:" .. peer.port, { connect_timeout = 0.5 })
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = OUTER,
+      metadata = { { "x-big", ("a"):rep(10000) } } })
+    t:close()
+    local _, bytes = seen()
+    stop()
+    assert.are.equal("UNAVAILABLE", err.code, tostring(err))
+    assert.are.equal(no_settings(peer.port, "0.5"), err.message)
+    assert.is_true(err.unsent) -- a balancer may move it on
+    assert.is_true(bytes < 10000, "its headers were not written: " .. bytes)
+  end)
+
   it("does not send a wait_for_ready call again: it was written once, it fails lost", function()
     local peer, seen, stop = silent()
     local t = pc.grpc("127.0.0.1:" .. peer.port, { connect_timeout = 0.5, wait_for_ready = true,

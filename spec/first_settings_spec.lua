@@ -149,16 +149,16 @@ describe("the server's first SETTINGS", function()
 
   it("reads what came while the loop was busy before judging the SETTINGS missing", function()
     with_server(function(server)
-      -- the SETTINGS and the answer come at 0.3 s, within the bound (1 s); a task then holds
-      -- the loop until 2 s: they wait unread, and must be read before the call is judged lost
+      -- the SETTINGS and the answer come at 0.3 s, within the bound (2 s); a task then holds
+      -- the loop until 3.5 s: they wait unread, and must be read before the call is judged lost
       local late = helper.spawn("late", 0, "0.3", tostring(server.port))
-      local t = pc.grpc("127.0.0.1:" .. late.port, { connect_timeout = 1 })
+      local t = pc.grpc("127.0.0.1:" .. late.port, { connect_timeout = 2 })
       local got
       pc.spawn(function() got = { pcall(t.unary, t, "/test.Test/Echo", "busy", { timeout = OUTER }) } end)
       pc.spawn(function()
         pc.sleep(0.1) -- the call written
         local t0 = pc.now()
-        while pc.now() - t0 < 1.9 do end -- busy, not yielding
+        while pc.now() - t0 < 3.4 do end -- busy, not yielding
       end)
       pc.run()
       local next_attempt = t:next_attempt()

@@ -101,6 +101,20 @@ describe("the server's first SETTINGS", function()
     assert.are.equal(1, conns)
   end)
 
+  it("fails unsent a call held for the SETTINGS (headers past 8 KB): it never left", function()
+    local peer, seen, stop = silent()
+    local t = pc.grpc("127.0.0.1:" .. peer.port, { connect_timeout = 0.5 })
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = OUTER,
+      metadata = { { "x-big", ("a"):rep(10000) } } })
+    t:close()
+    local _, bytes = seen()
+    stop()
+    assert.are.equal("UNAVAILABLE", err.code, tostring(err))
+    assert.are.equal(no_settings(peer.port, "0.5"), err.message)
+    assert.is_true(err.unsent) -- a balancer may move it on
+    assert.is_true(bytes < 10000, "its headers were not written: " .. bytes)
+  end)
+
   it("does not send a wait_for_ready call again: it was written once, it fails lost", function()
     local peer, seen, stop = silent()
     local t = pc.grpc("127.0.0.1:" .. peer.port, { connect_timeout = 0.5, wait_for_ready = true,
@@ -132,6 +146,29 @@ describe("the server's first SETTINGS", function()
     assert.is_true(ok, tostring(got))
     assert.are.equal("late", got)
   end) end)
+
+  it("reads what came while the loop was busy before judging the SETTINGS missing", function()
+    with_server(function(server)
+      -- the SETTINGS and the answer come at 0.3 s, within the bound (2 s); a task then holds
+      -- the loop until 3.5 s: they wait unread, and must be read before the call is judged lost
+      local late = helper.spawn("late", 0, "0.3", tostring(server.port))
+      local t = pc.grpc("127.0.0.1:" .. late.port, { connect_timeout = 2 })
+      local got
+      pc.spawn(function() got = { pcall(t.unary, t, "/test.Test/Echo", "busy", { timeout = OUTER }) } end)
+      pc.spawn(function()
+        pc.sleep(0.1) -- the call written
+        local t0 = pc.now()
+        while pc.now() - t0 < 3.4 do end -- busy, not yielding
+      end)
+      pc.run()
+      local next_attempt = t:next_attempt()
+      t:close()
+      helper.stop(late)
+      assert.is_true(got[1], tostring(got[2]))
+      assert.are.equal("busy", got[2])
+      assert.is_nil(next_attempt) -- no attempt failed
+    end)
+  end)
 
   it("bounds it over TLS: a handshake done, then silence", function()
     local certs = helper.make_certs()

@@ -844,6 +844,40 @@ describe("xDS", function()
       end)
     end)
 
+    it("names at most 10 bad resources in a NACK, counting the others", function()
+      -- 1000 empty resources (2 bytes each on the wire) would make a NACK of ~90 KB, ~45 times the
+      -- response: a control plane's limit on what it receives (4 MB in grpc-go) is passed by a response
+      -- of ~90 KB, and the stream fails, comes back, gets the same response and NACKs it again
+      in_process(serving { LDS = two_clusters, CDS = function(enc)
+        local list = { any(enc, "CDS", CLUSTER_T, cluster("A")) }
+        for i = 2, 1001 do list[i] = "" end
+        return list
+      end }, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        local named = {}
+        for i = 1, 10 do
+          named[i] = ("resources[%d]: type %s expected, got nil"):format(i, protos.TYPE_URL.CDS)
+        end
+        local problem = table.concat(named, "; ") .. "; and 990 more"
+        assert.are.equal(problem, nacks(log)[1].error_detail.message)
+        assert.are.equal(problem, t:backends().nacked.CDS.problem)
+      end)
+      -- a long text is cut at 4096 bytes, at a character's start (the NACK, a string, reached the server)
+      local long = ("\xc3\xa9"):rep(3000)
+      in_process(serving { LDS = two_clusters, CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, cluster("A")), any(enc, "CDS", CLUSTER_T, cluster(long)),
+          any(enc, "CDS", CLUSTER_T, cluster(long)) }
+      end }, function(t, log)
+        local ok, r = call(t, 3)
+        assert(ok, tostring(r))
+        local message = nacks(log)[1].error_detail.message
+        local head = "resources[2]: envoy.config.cluster.v3.Cluster "
+        assert.are.equal(head .. long:sub(1, 4096 - #head - #head % 2), message:sub(1, -4))
+        assert.are.equal("...", message:sub(-3))
+      end)
+    end)
+
     it("keeps a refused resource's last good copy; ACKs and NACKs carry the version last taken", function()
       local function lds(enc, version, hcm)
         return { version_info = version, type_url = protos.TYPE_URL.LDS, nonce = "LDS-" .. version,

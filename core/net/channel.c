@@ -998,6 +998,10 @@ static double check_conns(pc_GrpcChannel *ch, double now) {
       }
       continue;
     }
+    /* what came while the loop was away (a busy task, a slow host) is
+     * read before the SETTINGS are judged missing: they may be there,
+     * in time, with the answers of the calls judged lost */
+    if (settings_overdue(c, now)) service(c);
     if (settings_overdue(c, now)) {
       double by = sooner(c->connect_by, c->connect_deadline);
       if (c->calls == 0)

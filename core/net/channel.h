@@ -94,7 +94,8 @@ typedef struct {
    * readiness reset it) and its calls, written and perhaps run, fail
    * UNAVAILABLE 'lost', not 'unsent' ("connect to HOST:PORT: no HTTP/2
    * SETTINGS from the server within S s"), sent again by nothing here (a
-   * wait-for-ready call included). One that carries no call then (a host
+   * wait-for-ready call included; one whose headers, past 8 KiB, waited
+   * for the SETTINGS is 'unsent' too). One that carries no call then (a host
    * driver reads only connections with calls) is closed without counting,
    * taking no new call. */
   double connect_timeout;

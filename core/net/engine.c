@@ -732,14 +732,15 @@ static const pc_GrpcSessionRole client = {.header = on_header,
 /* -- engine -------------------------------------------------------------- */
 
 /* Ends every running stream UNAVAILABLE with 'why': its connection is
- * gone (pc_GrpcStatus.lost). */
+ * gone (pc_GrpcStatus.lost); unsent when 'unsent' or held for the peer's
+ * SETTINGS (nothing of it was submitted). */
 static void end_all(pc_GrpcEngine *e, const char *why, int unsent) {
   for (pc_GrpcStream *s = e->streams; s; s = s->next) {
     if (s->ended) continue;
     s->failed = 1;
     s->status.code = kPc_Code_Unavailable;
     s->status.local = 0;
-    s->status.unsent = unsent;
+    s->status.unsent = unsent || s->held;
     s->status.lost = 1;
     set_message(s, why, strlen(why));
     end_stream(s);

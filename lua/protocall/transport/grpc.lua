@@ -735,7 +735,9 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- and its calls UNAVAILABLE "connect to HOST:PORT: no HTTP/2 SETTINGS
 -- from the server within S s" with `lost` = true and not `unsent`: they
 -- were written and may have run, so none is sent again, a wait_for_ready
--- call included (one then carrying no call closes without counting).
+-- call included (one whose headers, past 8 KiB, waited for the SETTINGS
+-- was not written: `unsent` too; a connection then carrying no call
+-- closes without counting).
 -- With a balancer (several
 -- backends, any dns:/// name without a driver, even one resolving to a
 -- single address, an xds:/// name's clusters) a call whose attempt failed

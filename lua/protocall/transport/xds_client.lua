@@ -9,9 +9,9 @@
 -- gRFC A46 says: its valid resources are taken all the same, a refused
 -- one keeps its last good copy (with none, targets wait for it), and the
 -- NACK carries the response's nonce, an error_detail naming each refused
--- resource and why ("; " between them) and the version last accepted
--- (this response's when it had a valid resource subscribed to, as
--- grpc-core and grpc-js count it). A resource that does not decode (its
+-- resource and why ("; " between them; ten at most, the others counted)
+-- and the version last accepted (this response's when it had a valid
+-- resource subscribed to, as grpc-core and grpc-js count it). A resource that does not decode (its
 -- Any, its message, a type_url not the response's) is refused by its
 -- index; a response that does not decode is NACKed whole when its
 -- type_url and nonce can be read, else ignored. Besides what the targets
@@ -592,6 +592,25 @@ local function salvage(bytes)
   return got.version_info, got.type_url, got.nonce
 end
 
+-- A NACK names at most NACK_NAMED of a response's problems and counts the
+-- others, in at most NACK_MAX bytes (cut at a character's start, "..."
+-- marking it): a response of many bad resources, a few bytes each, would
+-- else make a NACK (and the texts of the calls waiting) ~45 times its size,
+-- past what a control plane takes (4 MB in grpc-go), and a stream failing
+-- on it gets the same response again.
+local NACK_NAMED, NACK_MAX = 10, 4096
+local function nack_text(problems)
+  local n = #problems
+  local text = concat(problems, "; ", 1, min(n, NACK_NAMED))
+  if #text > NACK_MAX then
+    local cut = NACK_MAX
+    while (text:byte(cut + 1) or 0) >= 0x80 and text:byte(cut + 1) < 0xc0 do cut = cut - 1 end
+    text = text:sub(1, cut) .. "..."
+  end
+  if n > NACK_NAMED then text = format("%s; and %d more", text, n - NACK_NAMED) end
+  return text
+end
+
 -- Takes one DiscoveryResponse (bytes): ACK or NACK. Per gRFC A46, as
 -- grpc-core's and grpc-js's clients do it: every valid resource of the
 -- response is taken, the bad ones keep their last good copy (or, with
@@ -682,7 +701,7 @@ local function take(self, bytes)
   if next(got) ~= nil or #problems == 0 then self.version[kind] = version end
   self.generation = self.generation + 1
   if #problems > 0 then
-    local problem = concat(problems, "; ")
+    local problem = nack_text(problems)
     self.nacks[kind] = { version = version, nonce = nonce, problem = problem }
     self.standing[kind] = problem
     return request(self, kind, problem)

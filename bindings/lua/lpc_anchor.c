@@ -396,7 +396,8 @@ static Reaper *made_in_finalizer(lua_State *L, int box) {
   if (r->closed) return NULL; /* nothing frees its list any more */
   if (r->made_n == r->made_cap) {
     size_t cap = r->made_cap ? 2 * r->made_cap : 8;
-    lpc_ArenaBox **made = r->f(r->ud, r->made, r->made_cap * sizeof *made, cap * sizeof *made);
+    lpc_ArenaBox **made =
+        r->f(r->ud, r->made, r->made_cap * sizeof(lpc_ArenaBox *), cap * sizeof(lpc_ArenaBox *));
     if (made == NULL) lpc_msg_error(L, "not enough memory");
     r->made = made;
     r->made_cap = cap;

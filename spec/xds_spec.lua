@@ -961,6 +961,19 @@ describe("xDS", function()
           .. "UTF-8 in a string field at offset 4) of no type asked for)", e.message)
         assert.are.same({}, nacks(log))
       end)
+      -- its type but no nonce: ignored too (a NACK without the nonce reads as a new request)
+      in_process(function(kind, req, enc, port)
+        local r = serving {}(kind, req, enc, port)[1]
+        if kind == "LDS" then r.version_info, r.nonce = "\255", nil end
+        return { r }
+      end, function(t, log)
+        local ok, e = call(t, 0.3)
+        assert.is_false(ok)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for listener svc (LDS) (ignored a "
+          .. "DiscoveryResponse that does not decode (envoy.service.discovery.v3.DiscoveryResponse.version_info: "
+          .. "invalid UTF-8 in a string field at offset 1) with no nonce to NACK)", e.message)
+        assert.are.same({}, nacks(log))
+      end)
     end)
   end)
 

@@ -631,13 +631,16 @@ local function take(self, bytes)
   end
   local kind = KIND_OF[url]
   self.backoff, self.stream_trouble = nil, nil
-  if kind == nil then
+  if kind == nil or (r == nil and nonce == nil) then
     -- a type never asked for: ignored, as gRPC's clients do (a NACK would be a
     -- request for that type with no names, a wildcard subscription); the nonces
-    -- of the other types stay as they are. So is one whose type cannot be read
-    -- (grpc-core ignores a response it cannot parse).
+    -- of the other types stay as they are. So is one whose type or nonce cannot
+    -- be read (grpc-core ignores a response it cannot parse; a NACK without the
+    -- nonce would read as a new request, which a server may answer with the same
+    -- response at once).
     self.ignored = r and "a response of type " .. tostring(url) .. ", never asked for"
-      or "a DiscoveryResponse that does not decode (" .. bad_response .. ") of no type asked for"
+      or "a DiscoveryResponse that does not decode (" .. bad_response .. ")"
+        .. (kind and " with no nonce to NACK" or " of no type asked for")
     return
   end
   self.nonce[kind] = nonce

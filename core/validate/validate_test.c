@@ -9,26 +9,13 @@
 #include "compiler/import.h"
 #include "json/json.h"
 #include "testing/check.h"
+#include "testing/stack.h"
 #include "validate/validate.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The stack of the thread deep_nesting runs on: 1 MiB, the smallest a host
- * is likely to give a thread (core/wire/depth_test.c); the sanitizer
- * build, whose frames are larger, gets 4 MiB. */
-#if defined(__SANITIZE_ADDRESS__)
-#define STACK_BYTES (4u << 20)
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STACK_BYTES (4u << 20)
-#endif
-#endif
-#ifndef STACK_BYTES
-#define STACK_BYTES (1u << 20)
-#endif
 
 static const char kProto[] =
     "syntax = \"proto3\";\n"

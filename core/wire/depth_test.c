@@ -7,6 +7,7 @@
  * sanitizer build, whose frames are larger, gets 4 MiB. */
 #include "base/arena.h"
 #include "testing/check.h"
+#include "testing/stack.h"
 #include "wire/decode.h"
 #include "wire/descriptor_set.h"
 #include "wire/encode.h"
@@ -15,17 +16,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__SANITIZE_ADDRESS__)
-#define STACK_BYTES (4u << 20)
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STACK_BYTES (4u << 20)
-#endif
-#endif
-#ifndef STACK_BYTES
-#define STACK_BYTES (1u << 20)
-#endif
 
 /* t.Rec { Rec child = 1; int32 v = 2; } nested 'levels' deep below the
  * root, the innermost with v = 7: built inside out into 'buf' (written

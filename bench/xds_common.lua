@@ -52,8 +52,8 @@ function X.cla(name, list)
   for i, e in ipairs(list) do
     eps[i] = { endpoint = { address = { socket_address = { address = e[1], port_value = e[2] } } } }
   end
-  return X.any("EDS", X.CLA_T, { cluster_name = name, endpoints = { { load_balancing_weight = { value = 1 },
-    lb_endpoints = eps } } })
+  return X.any("EDS", X.CLA_T, { cluster_name = name, endpoints = { { locality = { zone = "z1" },
+    load_balancing_weight = { value = 1 }, lb_endpoints = eps } } })
 end
 
 -- A bootstrap (JSON) naming the ADS server on 127.0.0.1:`port`, insecure.

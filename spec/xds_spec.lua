@@ -412,7 +412,17 @@ describe("xDS", function()
       return { endpoint = { address = { socket_address = { address = address, port_value = 80 } } },
         load_balancing_weight = weight and { value = weight } }
     end
-    local function cla(locs) return { cluster_name = "c", endpoints = locs } end
+    -- each locality named (a zone of its own) unless it says locality = false
+    local function cla(locs)
+      for i, loc in ipairs(locs) do
+        if loc.locality == false then
+          loc.locality = nil
+        elseif loc.locality == nil then
+          loc.locality = { zone = "z" .. i }
+        end
+      end
+      return { cluster_name = "c", endpoints = locs }
+    end
 
     it("refuses weight sums above uint32 max, as gRPC and Envoy do", function()
       assert.is_nil(check("EDS", cla { { load_balancing_weight = { value = U32 },
@@ -547,6 +557,53 @@ describe("xDS", function()
         assert.are.equal("endpoints[0].lb_endpoints[1].load_balancing_weight: above 0 expected, got 0",
           check("EDS", cla { loc(0, 1, ep("10.0.0.1"), ep("10.0.0.2", 0)) }))
       end)
+
+    -- grpc-core's LocalityParse ("field not present") and EdsResourceParse ("duplicate locality")
+    it("refuses a weighted locality without its locality field, and one locality twice in a priority", function()
+      local function loc(p, w, name, ...)
+        return { priority = p, load_balancing_weight = w and { value = w }, locality = name, lb_endpoints = { ... } }
+      end
+      assert.are.equal("endpoints[1].locality: missing", check("EDS", cla { loc(0, 1, nil, ep("10.0.0.1")),
+        loc(0, 1, false, ep("10.0.0.2")) }))
+      -- a locality of weight 0 or unset is left out before its field is read, as grpc-core leaves it
+      assert.is_nil(check("EDS", cla { loc(0, 1, nil, ep("10.0.0.1")), loc(0, 0, false, ep("10.0.0.2")),
+        loc(0, nil, false, ep("10.0.0.3")) }))
+      -- an empty Locality is a locality (region, zone and sub_zone "")
+      assert.is_nil(check("EDS", cla { loc(0, 1, {}, ep("10.0.0.1")) }))
+      local a = { region = "r", zone = "z", sub_zone = "s" }
+      assert.are.equal('endpoints[2].locality: duplicate locality {region="r", zone="z", sub_zone="s"} in priority 0 '
+        .. "(endpoints[0] has it)", check("EDS", cla { loc(0, 1, a, ep("10.0.0.1")), loc(0, 1, nil, ep("10.0.0.2")),
+          loc(0, 2, { region = "r", zone = "z", sub_zone = "s" }, ep("10.0.0.3")) }))
+      assert.are.equal('endpoints[1].locality: duplicate locality {region="", zone="", sub_zone=""} in priority 1 '
+        .. "(endpoints[0] has it)", check("EDS", cla { loc(1, 1, {}, ep("10.0.0.1")), loc(1, 1, {}, ep("10.0.0.2")),
+          loc(0, 1, {}, ep("10.0.0.3")) }))
+      -- the same locality in two priorities, and localities that differ in one field only, are taken
+      assert.is_nil(check("EDS", cla { loc(0, 1, a, ep("10.0.0.1")), loc(1, 1, a, ep("10.0.0.2")),
+        loc(0, 1, { region = "r", zone = "z" }, ep("10.0.0.3")), loc(0, 1, { region = "r", sub_zone = "zs" },
+          ep("10.0.0.4")), loc(0, 1, { region = "rz", sub_zone = "s" }, ep("10.0.0.5")) }))
+      -- a duplicate of weight 0 is left out unchecked
+      assert.is_nil(check("EDS", cla { loc(0, 1, a, ep("10.0.0.1")), loc(0, 0, a, ep("10.0.0.2")) }))
+    end)
+
+    -- grpc-core's ResolvedAddressSet compares the sockaddr: family, binary address, port
+    it("compares endpoint addresses by their binary address and port, not as written", function()
+      local function loc(...) return { load_balancing_weight = { value = 1 }, lb_endpoints = { ... } } end
+      for _, pair in ipairs { { "::1", "0::1" }, { "::1", "0:0:0:0:0:0:0:1" }, { "::ffff:1.2.3.4", "::ffff:102:304" },
+        { "::FFFF:1.2.3.4", "0:0::ffff:0102:0304" }, { "2001:db8::1", "2001:DB8:0:0:0:0:0:1" },
+        { "1::", "1:0:0:0:0:0:0:0" }, { "::", "0:0:0:0:0:0:0.0.0.0" }, { "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:0.7.0.8" } } do
+        assert.are.equal(("endpoints[1].lb_endpoints[0].endpoint.address.socket_address: duplicate endpoint address "
+          .. "[%s]:80 (endpoints[0].lb_endpoints[0] has it as [%s]:80)"):format(pair[2], pair[1]),
+          check("EDS", cla { loc(ep(pair[1])), loc(ep(pair[2])) }), pair[2])
+      end
+      -- distinct: an IPv4 address and its IPv4-mapped IPv6 one (two sockaddr families), neighbours
+      for _, pair in ipairs { { "1.2.3.4", "::ffff:1.2.3.4" }, { "::1", "::2" }, { "1::", "::1" },
+        { "::1:0", "::1" }, { "::ffff:1.2.3.4", "::ffff:1.2.3.5" }, { "1:2::", "1::2" } } do
+        assert.is_nil(check("EDS", cla { loc(ep(pair[1])), loc(ep(pair[2])) }), pair[2])
+      end
+      for _, a in ipairs { "::1", "fe80::1:2", "2001:db8::ffff:1.2.3.4", "1:2:3:4:5:6:1.2.3.4", "::" } do
+        assert.are.equal(16, #xds_client.address_key(a, true, 80) - 4, a)
+      end
+    end)
 
     it("takes LEAST_REQUEST's choice_count (default 2, at least 2, capped at 10), max_requests (A48, A32)", function()
       local function cl(t)
@@ -702,7 +759,7 @@ describe("xDS", function()
         resources = { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3,
           eds_cluster_config = { eds_config = { ads = {} } } }) }
       else
-        resources = { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { {
+        resources = { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { locality = { zone = "z1" },
           load_balancing_weight = { value = 1 }, lb_endpoints = { { endpoint = { address = { socket_address = {
             address = "127.0.0.1",
             port_value = port } } } } } } } }) }
@@ -750,7 +807,8 @@ describe("xDS", function()
       { "endpoint weights summing past uint32 max", { EDS = function(enc, port)
         local function e(w, a) return { endpoint = { address = { socket_address = { address = a,
           port_value = port } } }, load_balancing_weight = { value = w } } end
-        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
+        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { locality = { zone = "z1" },
+          load_balancing_weight = { value = 1 },
           lb_endpoints = { e(4294967295, "127.0.0.1"), e(1, "127.0.0.2") } } } }) }
       end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[0].lb_endpoints: the load_balancing_weights "
@@ -761,15 +819,16 @@ describe("xDS", function()
         .. "aggregate clusters (envoy.clusters.aggregate) are not supported)" },
       { "an endpoint address twice in one assignment", { EDS = function(enc, port)
         local e = { endpoint = { address = { socket_address = { address = "127.0.0.1", port_value = port } } } }
-        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
-          lb_endpoints = { e } }, { priority = 1, load_balancing_weight = { value = 1 }, lb_endpoints = { e } } } }) }
+        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { locality = { zone = "z1" },
+          load_balancing_weight = { value = 1 }, lb_endpoints = { e } }, { priority = 1, locality = { zone = "z1" },
+          load_balancing_weight = { value = 1 }, lb_endpoints = { e } } } }) }
       end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[1].lb_endpoints[0].endpoint.address."
         .. "socket_address: duplicate endpoint address 127.0.0.1:PORT (endpoints[0].lb_endpoints[0] has it))" },
       { "an endpoint address that is a host name", { EDS = function(enc, port)
-        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { load_balancing_weight = { value = 1 },
-          lb_endpoints = { { endpoint = { address = { socket_address = { address = "a b",
-            port_value = port } } } } } } } }) }
+        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { locality = { zone = "z1" },
+          load_balancing_weight = { value = 1 }, lb_endpoints = { { endpoint = { address = { socket_address = {
+            address = "a b", port_value = port } } } } } } } }) }
       end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: "
         .. "endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address: an IP address expected, "

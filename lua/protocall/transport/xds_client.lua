@@ -19,7 +19,9 @@
 -- response, weights summing past 4294967295 (a route's weighted_clusters,
 -- an EDS locality's endpoints, a priority's localities), an endpoint
 -- address that is not an IPv4 or IPv6 literal or is in one assignment
--- twice, an endpoint load_balancing_weight of 0, EDS priorities with a
+-- twice (compared by binary address and port), a weighted locality
+-- without its locality field or twice in one priority, an endpoint
+-- load_balancing_weight of 0, EDS priorities with a
 -- gap (a locality of weight 0 or unset is left out unchecked, as gRPC
 -- leaves it), an outlier_detection Duration out of
 -- range or an interval of 0, a LEAST_REQUEST cluster's choice_count below
@@ -43,7 +45,7 @@ local xds_route = require "protocall.transport.xds_route"
 
 local setmetatable, pairs, ipairs, pcall, tostring, tonumber, next = setmetatable, pairs, ipairs, pcall, tostring,
   tonumber, next
-local min, format, concat, sort = math.min, string.format, table.concat, table.sort
+local min, format, concat, sort, char = math.min, string.format, table.concat, table.sort, string.char
 local monotonic = core.monotonic
 
 local M = {}
@@ -425,22 +427,69 @@ local function ipv6(s)
 end
 M.ip_literal = function(s) return ipv4(s) or ipv6(s) end
 
+-- The 16 bytes of IPv6 address `s` (one ipv6() takes), as inet_pton
+-- gives them: "::1", "0::1" and "0:0:0:0:0:0:0:1" are one address.
+local function ipv6_bytes(s)
+  local head, tail = s, {}
+  local v4 = s:match(":(%d+%.[%d.]+)$")
+  if v4 then
+    local a, b, c, d = v4:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+    tail = { tonumber(a) * 256 + tonumber(b), tonumber(c) * 256 + tonumber(d) }
+    head = s:sub(1, #s - #v4)
+    if head:sub(-2) ~= "::" then head = head:sub(1, -2) end
+  end
+  local function groups(part, into)
+    for g in part:gmatch("[^:]+") do into[#into + 1] = tonumber(g, 16) end
+    return into
+  end
+  local left, right
+  local double = head:find("::", 1, true)
+  if double then
+    left, right = groups(head:sub(1, double - 1), {}), groups(head:sub(double + 2), {})
+  else
+    left, right = groups(head, {}), {}
+  end
+  for _, g in ipairs(tail) do right[#right + 1] = g end
+  local bytes = {}
+  local function put(g) bytes[#bytes + 1] = char((g - g % 256) / 256, g % 256) end
+  for _, g in ipairs(left) do put(g) end
+  for _ = 1, 8 - #left - #right do put(0) end
+  for _, g in ipairs(right) do put(g) end
+  return concat(bytes)
+end
+
+-- The key an endpoint address is compared by, as grpc-core's
+-- ResolvedAddressSet compares the sockaddr: the family, the binary
+-- address and the port ("::ffff:1.2.3.4" and "::ffff:102:304" are one
+-- address; "1.2.3.4" is another, an IPv4 sockaddr).
+local function address_key(address, v6, port)
+  if v6 then return "6" .. ipv6_bytes(address) .. format(":%d", port) end
+  local a, b, c, d = address:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+  return "4" .. char(tonumber(a), tonumber(b), tonumber(c), tonumber(d)) .. format(":%d", port)
+end
+M.address_key = address_key
+
 -- A ClusterLoadAssignment is checked as grpc-core's
 -- src/core/xds/grpc/xds_endpoint_parser.cc (LocalityParse,
 -- EndpointAddressesParse, EdsResourceParse) and grpc-js-xds's
 -- endpoint-resource-type.ts (validateResource) check it: a locality whose
 -- load_balancing_weight is 0 or unset takes no load and is left out
 -- unchecked ("If LB weight is not specified or 0, it means this locality
--- is assigned no load"); an endpoint's load_balancing_weight, when set,
--- is above 0; an address:port is in the assignment once (compared as
--- written, as grpc-js compares it: "::1" and "0::1" are two); the
+-- is assigned no load"); the others have a `locality` field, and no
+-- two of one priority the same region, zone and sub_zone; an endpoint's
+-- load_balancing_weight, when set, is above 0; an address:port is in the
+-- assignment once, compared as grpc-core compares it (the family, the
+-- binary address and the port: "::1" and "0::1" are one address); the
 -- priorities of the localities kept run from 0 without a gap (grpc-core:
 -- "priority 1 empty"); the weights of each priority's localities, and of
 -- each locality's endpoints, sum to at most uint32 max.
 function CHECK.EDS(cla)
   local sums, where, count, top = {}, {}, 0, -1
+  local localities = {} -- by priority, by region, zone and sub_zone: the index that has it
   for i, loc in ipairs(cla.endpoints or {}) do
     local lw = loc.load_balancing_weight and loc.load_balancing_weight.value or 0
+    local name = loc.locality
+    if lw > 0 and name == nil then return format("endpoints[%d].locality: missing", i - 1) end
     local sum = 0
     for j, e in ipairs(lw > 0 and loc.lb_endpoints or {}) do
       local ep = format("endpoints[%d].lb_endpoints[%d]", i - 1, j - 1)
@@ -455,9 +504,14 @@ function CHECK.EDS(cla)
       if sa.port_value == nil or sa.port_value < 1 or sa.port_value > 65535 then
         return at .. ".port_value: a port in 1..65535 expected"
       end
-      local key = format(v6 and "[%s]:%d" or "%s:%d", sa.address, sa.port_value)
-      if where[key] then return format("%s: duplicate endpoint address %s (%s has it)", at, key, where[key]) end
-      where[key] = ep
+      local written = format(v6 and "[%s]:%d" or "%s:%d", sa.address, sa.port_value)
+      local key = address_key(sa.address, v6, sa.port_value)
+      local first = where[key]
+      if first then
+        return format("%s: duplicate endpoint address %s (%s has it%s)", at, written, first[1],
+          first[2] ~= written and " as " .. first[2] or "")
+      end
+      where[key] = { ep, written }
       -- a wrapper present with no value is 0 (decoded as a table, proto3 zeros are left out)
       local w = e.load_balancing_weight and (e.load_balancing_weight.value or 0) or 1
       if w == 0 then return ep .. ".load_balancing_weight: above 0 expected, got 0" end
@@ -469,6 +523,15 @@ function CHECK.EDS(cla)
     end
     if lw > 0 then
       local p = loc.priority or 0
+      local region, zone, sub_zone = name.region or "", name.zone or "", name.sub_zone or ""
+      local key = #region .. ":" .. region .. #zone .. ":" .. zone .. sub_zone
+      local seen = localities[p] or {}
+      localities[p] = seen
+      if seen[key] then
+        return format("endpoints[%d].locality: duplicate locality {region=%q, zone=%q, sub_zone=%q} in priority %d "
+          .. "(endpoints[%d] has it)", i - 1, region, zone, sub_zone, p, seen[key] - 1)
+      end
+      seen[key] = i
       if sums[p] == nil then count = count + 1 end
       sums[p] = (sums[p] or 0) + lw
       if p > top then top = p end

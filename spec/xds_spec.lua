@@ -686,16 +686,27 @@ describe("xDS", function()
   -- An ADS server in this process (pc.listen, no Node): `answer(kind, request)`
   -- returns the DiscoveryResponses (tables; each resource a google.protobuf.Any
   -- table, or its encoding as a string sent as it is) to send for the first
-  -- request of each type; every request is logged (decoded). body(t, log, port)
-  -- runs as a task with t an xds:///svc target; backend port `port` answers Who.
-  local function in_process(answer, body)
+  -- request of each type; every request is logged (decoded). body(t, log, port,
+  -- push) runs as a task with t an xds:///svc target (pc.grpc's options `opts`
+  -- added); backend port `port` answers Who; push(response) sends one more
+  -- DiscoveryResponse (a table, as answer's) on the stream.
+  local function in_process(answer, body, opts)
     local U, enc = protos.TYPE_URL, function(name, t) return core.encode(protos.type(name), t) end
     local backend = pc.listen(pc.server({ ["xt.Named"] = { Who = function() return { name = "b" } end } },
       { pool = pool }), "127.0.0.1:0")
     pc.spawn(function() backend:serve() end)
-    local log, err = {}, nil
+    local log, err, stream = {}, nil, nil
+    local function send(ctx, r)
+      local list = {}
+      for i, a in ipairs(r.resources or {}) do
+        list[i] = type(a) == "table" and enc("google.protobuf.Any", a) or a
+      end
+      r.resources = list
+      ctx.send(r)
+    end
     local ms = pc.listen(pc.server({ ["envoy.service.discovery.v3.AggregatedDiscoveryService"] = {
       StreamAggregatedResources = function(ctx)
+        stream = ctx
         while true do
           local req = ctx.recv()
           if not req then return end
@@ -703,22 +714,17 @@ describe("xDS", function()
           local kind
           for k, u in pairs(U) do if u == req.type_url then kind = k end end
           if kind and (req.response_nonce or "") == "" then
-            for _, r in ipairs(answer(kind, req, enc, backend.port) or {}) do
-              local list = {}
-              for i, a in ipairs(r.resources or {}) do
-                list[i] = type(a) == "table" and enc("google.protobuf.Any", a) or a
-              end
-              r.resources = list
-              ctx.send(r)
-            end
+            for _, r in ipairs(answer(kind, req, enc, backend.port) or {}) do send(ctx, r) end
           end
         end
       end } }, { pool = RAW_ADS }), "127.0.0.1:0")
     pc.spawn(function() ms:serve() end)
     pc.spawn(function()
-      local t = pc.grpc("xds:///svc", { xds_bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:"
-        .. ms.port, channel_creds = { { type = "insecure" } } } }, node = { id = "n" } } })
-      local ok, e = xpcall(body, debug.traceback, t, log, backend.port)
+      local o = { xds_bootstrap = json_encode { xds_servers = { { server_uri = "127.0.0.1:"
+        .. ms.port, channel_creds = { { type = "insecure" } } } }, node = { id = "n" } } }
+      for k, v in pairs(opts or {}) do o[k] = v end
+      local t = pc.grpc("xds:///svc", o)
+      local ok, e = xpcall(body, debug.traceback, t, log, backend.port, function(r) send(stream, r) end)
       if not ok then err = e end
       t:close()
       ms:shutdown(0)
@@ -791,58 +797,68 @@ describe("xDS", function()
       { "two clusters of one name", { CDS = function(enc)
         local a = { name = "A", type = 3, eds_cluster_config = { eds_config = { ads = {} } } }
         return { any(enc, "CDS", CLUSTER_T, a), any(enc, "CDS", CLUSTER_T, a) }
-      end }, "while waiting for cluster A (CDS) (NACKed CDS: resources[1]: envoy.config.cluster.v3.Cluster A named "
-        .. "twice in one response)" },
+      end }, "cluster A: NACKed CDS with no good copy: resources[1]: envoy.config.cluster.v3.Cluster A named "
+        .. "twice in one response" },
       { "a cluster whose outlier_detection interval is too long", { CDS = function(enc)
         return { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
           outlier_detection = { interval = { seconds = 315576000001 } } }) }
-      end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: "
-        .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got 315576000001 s)" },
+      end }, "cluster A: NACKed CDS with no good copy: envoy.config.cluster.v3.Cluster A: "
+        .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got 315576000001 s" },
       { "a cluster whose outlier_detection interval is too long by its nanos", { CDS = function(enc)
         return { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3, eds_cluster_config = { eds_config = { ads = {} } },
           outlier_detection = { interval = { seconds = 315576000000, nanos = 999999999 } } }) }
-      end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: "
+      end }, "cluster A: NACKed CDS with no good copy: envoy.config.cluster.v3.Cluster A: "
         .. "outlier_detection.interval: at most 315576000000 s expected (Duration's range), got "
-        .. "315576000000.999999999 s)" },
+        .. "315576000000.999999999 s" },
       { "endpoint weights summing past uint32 max", { EDS = function(enc, port)
         local function e(w, a) return { endpoint = { address = { socket_address = { address = a,
           port_value = port } } }, load_balancing_weight = { value = w } } end
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { locality = { zone = "z1" },
           load_balancing_weight = { value = 1 },
           lb_endpoints = { e(4294967295, "127.0.0.1"), e(1, "127.0.0.2") } } } }) }
-      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+      end }, "cluster A: NACKed EDS with no good copy: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[0].lb_endpoints: the load_balancing_weights "
-        .. "sum to 4294967296, more than 4294967295)" },
+        .. "sum to 4294967296, more than 4294967295" },
       { "an aggregate cluster", { CDS = function(enc)
         return { any(enc, "CDS", CLUSTER_T, { name = "A", cluster_type = { name = "envoy.clusters.aggregate" } }) }
-      end }, "while waiting for cluster A (CDS) (NACKed CDS: envoy.config.cluster.v3.Cluster A: cluster_type: "
-        .. "aggregate clusters (envoy.clusters.aggregate) are not supported)" },
+      end }, "cluster A: NACKed CDS with no good copy: envoy.config.cluster.v3.Cluster A: cluster_type: "
+        .. "aggregate clusters (envoy.clusters.aggregate) are not supported" },
       { "an endpoint address twice in one assignment", { EDS = function(enc, port)
         local e = { endpoint = { address = { socket_address = { address = "127.0.0.1", port_value = port } } } }
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { locality = { zone = "z1" },
           load_balancing_weight = { value = 1 }, lb_endpoints = { e } }, { priority = 1, locality = { zone = "z1" },
           load_balancing_weight = { value = 1 }, lb_endpoints = { e } } } }) }
-      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+      end }, "cluster A: NACKed EDS with no good copy: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: endpoints[1].lb_endpoints[0].endpoint.address."
-        .. "socket_address: duplicate endpoint address 127.0.0.1:PORT (endpoints[0].lb_endpoints[0] has it))" },
+        .. "socket_address: duplicate endpoint address 127.0.0.1:PORT (endpoints[0].lb_endpoints[0] has it)" },
       { "an endpoint address that is a host name", { EDS = function(enc, port)
         return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { locality = { zone = "z1" },
           load_balancing_weight = { value = 1 }, lb_endpoints = { { endpoint = { address = { socket_address = {
             address = "a b", port_value = port } } } } } } } }) }
-      end }, "while waiting for cluster A endpoints (EDS A) (NACKed EDS: "
+      end }, "cluster A: NACKed EDS with no good copy: "
         .. "envoy.config.endpoint.v3.ClusterLoadAssignment A: "
         .. "endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address: an IP address expected, "
-        .. "got \"a b\")" },
+        .. "got \"a b\"" },
     }
+    -- a listener or route configuration refused with no good copy: calls wait, naming the NACK; a
+    -- cluster or its endpoints: calls fail UNAVAILABLE at once, as grpc-core's cds policy fails them
+    -- (it reports TRANSIENT_FAILURE with "CDS resource A: ..." / the EDS resolution note)
     for _, case in ipairs(cases) do
-      it("fails DEADLINE_EXCEEDED naming the NACK: " .. case[1], function()
+      local waits = case[3]:find("^while") ~= nil
+      it((waits and "fails DEADLINE_EXCEEDED" or "fails UNAVAILABLE at once") .. " naming the NACK: " .. case[1],
+        function()
         in_process(serving(case[2]), function(t, log, port)
-          local ok, e = call(t)
+          local ok, e = call(t, waits and 0.5 or 5)
           assert.is_false(ok)
-          assert.are.equal("DEADLINE_EXCEEDED", e.code)
-          assert.are.equal("xds:///svc: deadline exceeded " .. case[3]:gsub("PORT", port), e.message)
+          assert.are.equal(waits and "DEADLINE_EXCEEDED" or "UNAVAILABLE", e.code)
+          assert.are.equal("xds:///svc: " .. (waits and "deadline exceeded " or "") .. case[3]:gsub("PORT", port),
+            e.message)
           local nacked
-          for _, r in ipairs(log) do if r.error_detail then nacked = r end end
+          local t0 = pc.now()
+          repeat -- a call failing at once may end before the NACK reached the server
+            for _, r in ipairs(log) do if r.error_detail then nacked = r end end
+            if not nacked then pc.sleep(0.01) end
+          until nacked or pc.now() - t0 > 3
           assert.is_not_nil(nacked, "no NACK reached the server")
           assert.are.equal(3, nacked.error_detail.code)
         end)
@@ -855,6 +871,112 @@ describe("xDS", function()
         assert(ok, tostring(r))
         assert.are.equal("b", r.name)
       end)
+    end)
+  end)
+
+  -- grpc-core: the XdsDependencyManager makes a cluster whose CDS resource is refused or does not
+  -- exist "CDS resource A: ...", one whose EDS resource is refused, does not exist or has no
+  -- endpoint an empty priority list with its resolution note; the cds policy then reports
+  -- TRANSIENT_FAILURE, whose picker fails a call UNAVAILABLE unless it is wait_for_ready
+  describe("a call to a cluster that never had a good resource", function()
+    local EMPTY = { EDS = function(enc) return { any(enc, "EDS", CLA_T, { cluster_name = "A" }) } end }
+    local NO_EDS = { EDS = function(enc) -- another assignment: A's never comes
+      return { any(enc, "EDS", CLA_T, { cluster_name = "Z" }) }
+    end }
+    local BAD_CDS = { CDS = function(enc)
+      return { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3, lb_policy = 5,
+        eds_cluster_config = { eds_config = { ads = {} } } }) }
+    end }
+    local NO_CDS = { CDS = function(enc)
+      return { any(enc, "CDS", CLUSTER_T, { name = "Z", type = 3,
+        eds_cluster_config = { eds_config = { ads = {} } } }) }
+    end }
+    local saved
+    before_each(function()
+      saved = xds_client.RESOURCE_TIMEOUT
+      xds_client.RESOURCE_TIMEOUT = 0.3
+    end)
+    after_each(function() xds_client.RESOURCE_TIMEOUT = saved end)
+
+    it("fails UNAVAILABLE once its endpoints are taken not to exist (the does-not-exist timer)", function()
+      in_process(serving(NO_EDS), function(t)
+        local ok, e = call(t, 5)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", e.code)
+        assert.are.equal("xds:///svc: cluster A: endpoints A do not exist (EDS)", e.message)
+        assert.are.same({ nil, "absent" }, { t.client:get("EDS", "A") })
+      end)
+    end)
+
+    it("never takes a resource not to exist while the management server cannot be reached (gRFC A57)", function()
+      xds_client.RESOURCE_TIMEOUT = 0.05
+      pc.spawn(function()
+        local t = pc.grpc("xds:///unreachable", { xds_bootstrap = [[{"xds_servers": [{"server_uri": "127.0.0.1:1",
+          "channel_creds": [{"type": "insecure"}]}], "node": {"id": "n"}}]] })
+        local ok, e = pcall(t.unary, t, "/x.Y/Z", "", { timeout = 0.5 })
+        local state = select(2, t.client:get("LDS", "unreachable"))
+        t:close()
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.are.equal("unknown", state)
+      end)
+      pc.run()
+    end)
+
+    it("names the cluster when it does not exist, is refused, or has no endpoint", function()
+      for _, case in ipairs {
+        { NO_CDS, "cluster A does not exist (CDS)" },
+        { BAD_CDS, "cluster A: NACKed CDS with no good copy: envoy.config.cluster.v3.Cluster A: lb_policy: "
+          .. "ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got MAGLEV" },
+        { EMPTY, "cluster A has no healthy endpoint" } } do
+        in_process(serving(case[1]), function(t)
+          local ok, e = call(t, 5)
+          assert.is_false(ok)
+          assert.are.equal("UNAVAILABLE", e.code)
+          assert.are.equal("xds:///svc: " .. case[2], e.message)
+        end)
+      end
+    end)
+
+    it("lets wait_for_ready calls wait, naming why, and pass once a good resource comes", function()
+      for _, case in ipairs {
+        { NO_EDS, "(EDS A) (cluster A: endpoints A do not exist (EDS))" },
+        { BAD_CDS, "(CDS) (cluster A: NACKed CDS with no good copy: envoy.config.cluster.v3.Cluster A: lb_policy: "
+          .. "ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got MAGLEV)" },
+        { NO_CDS, "(CDS) (cluster A does not exist (CDS))" },
+        { EMPTY, "(EDS A) (cluster A has no healthy endpoint)" } } do
+        in_process(serving(case[1]), function(t, log, port, push)
+          local ok, e = call(t, 1)
+          assert.is_false(ok)
+          assert.are.equal("DEADLINE_EXCEEDED", e.code)
+          assert.are.equal("xds:///svc: deadline exceeded while waiting for cluster A" .. (case[2]:find("^%(EDS")
+            and " endpoints " or " ") .. case[2], e.message)
+          -- the good resources arrive while a call waits: CDS, then EDS once A's is asked for
+          pc.spawn(function()
+            pc.sleep(0.2)
+            local function good(kind)
+              local url = protos.TYPE_URL[kind]
+              push { version_info = "2", type_url = url, nonce = kind .. "-2", resources = serving {}(kind,
+                { type_url = url }, function(name, v) return core.encode(protos.type(name), v) end, port)[1].resources }
+            end
+            good("CDS")
+            local t0 = pc.now()
+            repeat
+              pc.sleep(0.01)
+              local asked
+              for _, q in ipairs(log) do
+                if q.type_url == protos.TYPE_URL.EDS and (q.resource_names or {})[1] == "A" then asked = true end
+              end
+            until asked or pc.now() - t0 > 3
+            -- (NO_CDS: the server answers A's first EDS request itself; the call may be over)
+            pcall(good, "EDS")
+          end)
+          local r
+          ok, r = call(t, 5)
+          assert(ok, tostring(r))
+          assert.are.equal("b", r.name)
+        end, { wait_for_ready = true })
+      end
     end)
   end)
 
@@ -887,12 +1009,13 @@ describe("xDS", function()
           .. "length runs past the end of the input at offset 1; resources[3]: type "
           .. "type.googleapis.com/envoy.config.cluster.v3.Cluster expected, got "
           .. "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment; resources[4]: no name"
-        -- a call routed to B, refused with no good copy, waits for it naming the NACK
+        -- a call routed to B, refused with no good copy, fails UNAVAILABLE naming B's refusal
         local c = pc.client("xt.Named", { pool = pool, transport = t })
-        local failed, e = pcall(c.Hold, c, {}, { timeout = 0.3 })
+        local failed, e = pcall(c.Hold, c, {}, { timeout = 5 })
         assert.is_false(failed)
-        assert.are.equal("xds:///svc: deadline exceeded while waiting for cluster B (CDS) (NACKed CDS: " .. problem
-          .. ")", e.message)
+        assert.are.equal("UNAVAILABLE", e.code)
+        assert.are.equal("xds:///svc: cluster B: NACKed CDS with no good copy: envoy.config.cluster.v3.Cluster B: "
+          .. "lb_policy: ROUND_ROBIN, LEAST_REQUEST or RING_HASH expected, got MAGLEV", e.message)
         local nack = nacks(log)[1]
         assert.are.equal(problem, nack.error_detail.message)
         assert.are.equal(3, nack.error_detail.code)

@@ -31,7 +31,11 @@
 -- UNAVAILABLE at once while that many of its calls are in flight.
 -- The first call waits, within
 -- its deadline, for the configuration; a call no route matches fails
--- UNAVAILABLE naming its path.
+-- UNAVAILABLE naming its path, and so does a call to a cluster that never
+-- had a good resource, naming why (it does not exist, its CDS or EDS
+-- resource was NACKed with no good copy, its endpoints do not exist or
+-- none is healthy: grpc-core's TRANSIENT_FAILURE picker), unless the
+-- target is wait_for_ready: then it waits.
 local core = require "protocall.core"
 local errors = require "protocall.errors"
 local internal = require "protocall.internal"
@@ -229,8 +233,11 @@ local function refresh(self)
     end
   end
   for name, cl in pairs(self.clusters) do
-    local cds, why = c:get("CDS", name)
-    cl.fatal = why == "absent" and "cluster " .. name .. " does not exist (CDS)" or nil
+    local cds, why, problem = c:get("CDS", name)
+    -- a cluster known bad fails its calls (wait_for_ready ones wait: route()), as grpc-core's cds
+    -- policy reports TRANSIENT_FAILURE with the XdsDependencyManager's "CDS resource X: ..." status
+    cl.fatal = why == "absent" and "cluster " .. name .. " does not exist (CDS)"
+      or why == "refused" and "cluster " .. name .. ": NACKed CDS with no good copy: " .. problem or nil
     if cds then
       if cds.outlier_key ~= cl.outlier_key then
         -- outlier detection (gRFC A50) as the cluster says, from when its config changes;
@@ -243,14 +250,18 @@ local function refresh(self)
       if svc == nil or svc == "" then svc = name end
       cl.eds = svc
       need(self, want, "EDS", svc)
-      local cla = c:get("EDS", svc)
+      local cla, ewhy, eproblem = c:get("EDS", svc)
       if cla and cla ~= cl.cla then
         cl.cla = cla
         cl.places = places_of(cla)
         cl.version = c.version.EDS
         cl.balanced:update(cl.places)
+      elseif cla == nil then -- never a good copy (the last good one stays, as grpc-core keeps it)
+        cl.fatal = ewhy == "absent" and "cluster " .. name .. ": endpoints " .. svc .. " do not exist (EDS)"
+          or ewhy == "refused" and "cluster " .. name .. ": NACKed EDS with no good copy: " .. eproblem or nil
       end
     end
+    cl.ready = not cl.fatal and cl.places and #cl.places > 0
   end
   -- the routes are known: what they no longer need is unsubscribed (while
   -- waiting for a listener or route configuration, nothing is dropped)
@@ -275,15 +286,18 @@ local function unavailable(self, path, message)
 end
 
 -- Waits (within `deadline`, monotonic seconds or nil) until `ready()`
--- returns non-nil; raises DEADLINE_EXCEEDED naming `what` else.
+-- returns non-nil; raises DEADLINE_EXCEEDED naming `what()` else, and
+-- the client's trouble unless what() returns a second value, true (it
+-- named the reason).
 local function await(self, path, deadline, ready, what)
   while true do
     local v = ready()
     if v ~= nil then return v end
     local left = deadline and deadline - monotonic()
     if left and left <= 0 then
-      local trouble = self.client:trouble()
-      local e = errors.status("DEADLINE_EXCEEDED", "xds:///" .. self.name .. ": deadline exceeded " .. what()
+      local text, named = what()
+      local trouble = not named and self.client:trouble()
+      local e = errors.status("DEADLINE_EXCEEDED", "xds:///" .. self.name .. ": deadline exceeded " .. text
         .. (trouble and " (" .. trouble .. ")" or ""))
       e.method = path
       error(e, 0)
@@ -329,17 +343,26 @@ local function route(self, path, settings)
     end
   end
   local cl = cluster(self, name)
-  if cl.fatal or cl.places == nil then
+  if not cl.ready then
+    -- a cluster known bad (cl.fatal) or without an endpoint fails the call UNAVAILABLE, as
+    -- grpc-core's TRANSIENT_FAILURE picker fails it; a wait_for_ready call waits instead
     deadline = deadline or timeout and monotonic() + timeout
+    local wait = self.wait_for_ready
     await(self, path, deadline, function()
-      if cl.fatal then error(unavailable(self, path, cl.fatal), 0) end
-      return cl.places
+      if cl.ready then return true end
+      local places = cl.places
+      if not wait then
+        if cl.fatal then error(unavailable(self, path, cl.fatal), 0) end
+        if places and #places == 0 then
+          error(unavailable(self, path, "cluster " .. name .. " has no healthy endpoint"), 0)
+        end
+      end
     end, function()
+      local places = cl.places
+      local why = cl.fatal or places and #places == 0 and "cluster " .. name .. " has no healthy endpoint"
       return "while waiting for cluster " .. name .. (cl.eds and " endpoints (EDS " .. cl.eds .. ")" or " (CDS)")
+        .. (why and " (" .. why .. ")" or ""), not not why
     end)
-  end
-  if #cl.places == 0 then
-    error(unavailable(self, path, "cluster " .. name .. " has no healthy endpoint"), 0)
   end
   if cl.balanced.policy == "ring_hash" then settings = hashed(self, a, settings) end
   local cap = a.timeout_s

@@ -51,6 +51,10 @@ local monotonic = core.monotonic
 local M = {}
 
 local FIRST_BACKOFF, MAX_BACKOFF = 1, 30
+--- M.RESOURCE_TIMEOUT: seconds a subscribed resource may go unsent once
+-- the stream is up before it is taken not to exist (gRFC A27's and
+-- Envoy's 15 s; specs shorten it).
+M.RESOURCE_TIMEOUT = 15
 local KINDS = { "LDS", "RDS", "CDS", "EDS" }
 local KIND_OF = {}
 for k, url in pairs(protos.TYPE_URL) do KIND_OF[url] = k end
@@ -568,10 +572,11 @@ function M.client(bootstrap, connect)
     return nil, "xds bootstrap: $.xds_servers[0].server_uri: " .. tostring(transport):gsub("^pc%.grpc: ", "")
   end
   c = setmetatable({ uri = bootstrap.server_uri, node = bootstrap.node, transport = transport, subs = {}, cache = {},
-    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {}, standing = {}, refused = {} },
-    Client)
+    version = {}, nonce = {}, generation = 0, retry_at = 0, users = 0, nacks = {}, standing = {}, refused = {},
+    asked = {}, due = {}, missing = {} }, Client)
   for _, k in ipairs(KINDS) do
     c.subs[k], c.cache[k], c.refused[k], c.version[k] = {}, {}, {}, nil
+    c.asked[k], c.due[k], c.missing[k] = {}, {}, {}
   end
   clients[bootstrap.server_uri] = c
   return c
@@ -598,14 +603,44 @@ local function request(self, kind, err)
   local encoded, bytes = pcall(core.encode, protos.type("envoy.service.discovery.v3.DiscoveryRequest"), r)
   if not encoded then return end
   local ok = pcall(call.send, call, bytes)
-  if ok then self.sent_node = true end
+  if ok then
+    self.sent_node = true
+    local asked = self.asked[kind] -- sent on this stream: their does-not-exist timers may start (timers())
+    for name in pairs(self.subs[kind]) do asked[name] = true end
+  end
+end
+
+-- The resource-does-not-exist timers (gRFC A27, A57): a resource asked
+-- for on the stream, neither cached nor refused, that has not come
+-- M.RESOURCE_TIMEOUT seconds after the stream was up (a response read
+-- from it: the connection works; A57 starts it at the channel's READY,
+-- which a response proves) is missing, get() says "absent", until it
+-- comes. The timers stop with the stream; a new one starts them again.
+local function timers(self)
+  if not self.up then return end
+  local now = monotonic()
+  for _, k in ipairs(KINDS) do
+    local asked, due, missing, cache, refused = self.asked[k], self.due[k], self.missing[k], self.cache[k],
+      self.refused[k]
+    for name in pairs(asked) do
+      if cache[name] ~= nil or refused[name] ~= nil or missing[name] then
+        asked[name], due[name] = nil, nil
+      elseif due[name] == nil then
+        due[name] = now + M.RESOURCE_TIMEOUT
+      elseif now >= due[name] then
+        asked[name], due[name], missing[name] = nil, nil, true
+        self.generation = self.generation + 1
+      end
+    end
+  end
 end
 
 -- The stream ended or failed (`why`): start again after the backoff.
 local function ended(self, why)
   self.stream_trouble = "ADS stream to " .. self.uri .. ": " .. why
   if self.call then pcall(self.call.close, self.call) end
-  self.call, self.sent_node = nil, false
+  self.call, self.sent_node, self.up = nil, false, false
+  for _, k in ipairs(KINDS) do self.asked[k], self.due[k] = {}, {} end
   self.backoff = self.backoff and min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
   self.retry_at = monotonic() + self.backoff
 end
@@ -693,7 +728,7 @@ local function take(self, bytes)
       "envoy.service.discovery.v3.DiscoveryResponse", 1)
   end
   local kind = KIND_OF[url]
-  self.backoff, self.stream_trouble = nil, nil
+  self.backoff, self.stream_trouble, self.up = nil, nil, true
   if kind == nil or (r == nil and nonce == nil) then
     -- a type never asked for: ignored, as gRPC's clients do (a NACK would be a
     -- request for that type with no names, a wildcard subscription); the nonces
@@ -762,8 +797,11 @@ local function take(self, bytes)
       if not seen[name] then refusal[name] = nil end
     end
   end
-  for name, res in pairs(got) do cache[name], refusal[name] = res, nil end
-  for name, problem in pairs(refused) do refusal[name] = problem end -- its last good copy stays in the cache
+  local missing = self.missing[kind]
+  for name, res in pairs(got) do cache[name], refusal[name], missing[name] = res, nil, nil end
+  for name, problem in pairs(refused) do -- its last good copy stays in the cache
+    refusal[name], missing[name] = problem, nil
+  end
   if next(got) ~= nil or #problems == 0 then self.version[kind] = version end
   self.generation = self.generation + 1
   if #problems > 0 then
@@ -802,13 +840,14 @@ function Client:poll(seconds)
   local raw = call.call
   while self.call == call do
     local m = raw:next()
-    if m == false then return end
+    if m == false then break end
     if m == nil then
       local st = raw:status()
       return ended(self, st.code .. ": " .. tostring(st.message))
     end
     take(self, m)
   end
+  timers(self)
 end
 
 --- client:watch(kind, name): subscribes to resource `name` of `kind`
@@ -833,6 +872,7 @@ function Client:unwatch(kind, name)
   end
   set[name] = nil
   self.cache[kind][name], self.refused[kind][name] = nil, nil
+  self.asked[kind][name], self.due[kind][name], self.missing[kind][name] = nil, nil, nil
   request(self, kind)
 end
 
@@ -840,13 +880,15 @@ end
 -- plain table of its message: the last good copy, also when a later one
 -- was refused), or nil and "unknown" (not answered yet), "refused" and
 -- the problem (its only copies were NACKed) or "absent" (the server's last
--- LDS/CDS answer lacks it).
+-- LDS/CDS answer lacks it, or it did not come within M.RESOURCE_TIMEOUT
+-- of being asked for on a stream that was up: the does-not-exist timer).
 function Client:get(kind, name)
   local r = self.cache[kind][name]
   if r then return r end
   local problem = self.refused[kind][name]
   if problem then return nil, "refused", problem end
   if WHOLE[kind] and self.answered and self.answered[kind] then return nil, "absent" end
+  if self.missing[kind][name] then return nil, "absent" end
   return nil, "unknown"
 end
 

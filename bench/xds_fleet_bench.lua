@@ -186,11 +186,16 @@ local function update_latency(pushes)
   local ms = pc.listen(pc.server({ ["envoy.service.discovery.v3.AggregatedDiscoveryService"] = {
     StreamAggregatedResources = function(ctx)
       streams[ctx] = true
+      local asked = {} -- per kind, the names last asked for on this stream
       while true do
         local req = ctx.recv()
         if not req then break end
         local kind = kind_of(req.type_url)
-        if kind and (req.response_nonce or "") == "" then ctx.send(response(kind)) end
+        -- answered: a first request, and one that asks for other names (a state-of-the-world
+        -- server answers a new subscription; the client ignored names it did not ask for)
+        local names = table.concat(req.resource_names or {}, ",")
+        if kind and ((req.response_nonce or "") == "" or asked[kind] ~= names) then ctx.send(response(kind)) end
+        if kind then asked[kind] = names end
       end
       streams[ctx] = nil
     end } }, { pool = protos.pool() }), "127.0.0.1:0")

@@ -923,6 +923,34 @@ describe("xDS", function()
       pc.run()
     end)
 
+    it("takes a cluster deleted by the next CDS answer not to exist at once, one never received by its timer",
+      function()
+      xds_client.RESOURCE_TIMEOUT = 60
+      in_process(serving {}, function(t, _, _, push)
+        local ok, r = call(t, 5)
+        assert(ok, tostring(r))
+        push { version_info = "2", type_url = protos.TYPE_URL.CDS, nonce = "CDS-2", resources = {} }
+        local t0 = pc.now()
+        repeat
+          pc.sleep(0.01)
+          t.client:poll(0)
+        until t.client.version.CDS == "2" or pc.now() - t0 > 3
+        local e
+        ok, e = call(t, 5)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", e.code)
+        assert.are.equal("xds:///svc: cluster A does not exist (CDS)", e.message)
+      end)
+      -- never received, the answer lacking it says nothing: the call waits out its deadline
+      in_process(serving(NO_CDS), function(t)
+        local ok, e = call(t, 0.5)
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for cluster A (CDS)", e.message)
+        assert.are.same({ nil, "unknown" }, { t.client:get("CDS", "A") })
+      end)
+    end)
+
     it("names the cluster when it does not exist, is refused, or has no endpoint", function()
       for _, case in ipairs {
         { NO_CDS, "cluster A does not exist (CDS)" },
@@ -1399,10 +1427,15 @@ describe("xDS", function()
         assert.is_false(ok)
         assert.are.equal("DEADLINE_EXCEEDED", e.code)
         assert.is_true(pc.now() - t0 < 0.8, "took " .. (pc.now() - t0) .. " s")
-        -- a second target shares the ADS stream; a listener the server lacks fails UNAVAILABLE
+        -- a second target shares the ADS stream; a listener the server lacks fails UNAVAILABLE once
+        -- its does-not-exist timer ran out (it was never received: the server's answers lacking it
+        -- say nothing, as grpc-core reads them)
         local t2 = pc.grpc("xds:///nope", { xds_bootstrap = x.bootstrap })
         assert.are.equal(x.t.client, t2.client)
+        local saved = xds_client.RESOURCE_TIMEOUT
+        xds_client.RESOURCE_TIMEOUT = 0.3
         ok, e = pcall(t2.unary, t2, "/xt.Named/Who", "", { timeout = 3 })
+        xds_client.RESOURCE_TIMEOUT = saved
         assert.is_false(ok)
         assert.are.equal("UNAVAILABLE", e.code)
         assert.matches("xds:///nope: listener nope does not exist", e.message)

@@ -62,7 +62,7 @@ local MESSAGE = {
   LDS = "envoy.config.listener.v3.Listener", RDS = "envoy.config.route.v3.RouteConfiguration",
   CDS = "envoy.config.cluster.v3.Cluster", EDS = "envoy.config.endpoint.v3.ClusterLoadAssignment",
 }
--- Resources absent from a state-of-the-world response are deleted for these.
+-- Cached resources absent from a state-of-the-world response are deleted for these.
 local WHOLE = { LDS = true, CDS = true }
 
 local function read_file(path)
@@ -748,8 +748,6 @@ local function take(self, bytes)
     self.standing[kind] = problem
     return request(self, kind, problem)
   end
-  self.answered = self.answered or {}
-  self.answered[kind] = true
   local RT, A = protos.type(MESSAGE[kind]), protos.type("google.protobuf.Any")
   local subs = self.subs[kind]
   local got, seen, refused, problems = {}, {}, {}, {}
@@ -788,16 +786,15 @@ local function take(self, bytes)
     end
     problems[#problems + 1] = problem
   end
-  local cache, refusal = self.cache[kind], self.refused[kind]
-  if WHOLE[kind] then -- absent from the response: deleted (a refused one was there)
+  local cache, refusal, missing = self.cache[kind], self.refused[kind], self.missing[kind]
+  if WHOLE[kind] then
+    -- a cached one absent from the response is deleted: it does not exist (a refused one was
+    -- there). One never cached is left to its does-not-exist timer, as grpc-core and grpc-go
+    -- leave it: the response may answer a request sent before it was asked for.
     for name in pairs(cache) do
-      if not seen[name] then cache[name] = nil end
-    end
-    for name in pairs(refusal) do
-      if not seen[name] then refusal[name] = nil end
+      if not seen[name] then cache[name], refusal[name], missing[name] = nil, nil, true end
     end
   end
-  local missing = self.missing[kind]
   for name, res in pairs(got) do cache[name], refusal[name], missing[name] = res, nil, nil end
   for name, problem in pairs(refused) do -- its last good copy stays in the cache
     refusal[name], missing[name] = problem, nil
@@ -879,15 +876,15 @@ end
 --- res, why, problem = client:get(kind, name): the cached resource (a
 -- plain table of its message: the last good copy, also when a later one
 -- was refused), or nil and "unknown" (not answered yet), "refused" and
--- the problem (its only copies were NACKed) or "absent" (the server's last
--- LDS/CDS answer lacks it, or it did not come within M.RESOURCE_TIMEOUT
--- of being asked for on a stream that was up: the does-not-exist timer).
+-- the problem (its only copies were NACKed) or "absent" (a listener or
+-- cluster once cached that the server's last answer of its kind lacks, or
+-- one of any kind that did not come within M.RESOURCE_TIMEOUT of being
+-- asked for on a stream that was up: the does-not-exist timer).
 function Client:get(kind, name)
   local r = self.cache[kind][name]
   if r then return r end
   local problem = self.refused[kind][name]
   if problem then return nil, "refused", problem end
-  if WHOLE[kind] and self.answered and self.answered[kind] then return nil, "absent" end
   if self.missing[kind][name] then return nil, "absent" end
   return nil, "unknown"
 end

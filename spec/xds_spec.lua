@@ -1008,6 +1008,63 @@ describe("xDS", function()
     end)
   end)
 
+  -- grpc-core's xds resolver: a listener or route configuration that does not exist
+  -- (OnResourceDoesNotExist) gives the channel no address, whose picker fails a call UNAVAILABLE
+  -- unless it is wait_for_ready; a virtual host none matches is an error the same way
+  describe("a call whose listener or route configuration does not exist", function()
+    local RDS_RC = { LDS = function(enc)
+      return { listener(enc, { rds = { config_source = { ads = {} }, route_config_name = "rc" } }) }
+    end }
+    local cases = {
+      { "a listener never sent", { LDS = function(enc) -- another listener: svc's never comes
+        return { any(enc, "LDS", LISTENER_T, { name = "other", api_listener = { api_listener = {
+          type_url = protos.HCM, value = enc(HCM_T, { route_config = routes() }) } } }) }
+      end }, "listener svc (LDS)", "listener svc does not exist (LDS)", function(enc) return "LDS", listener(enc) end },
+      { "a route configuration never sent", { LDS = RDS_RC.LDS, RDS = function(enc)
+        local rc = routes()
+        rc.name = "other"
+        return { any(enc, "RDS", RC_T, rc) }
+      end }, "route configuration rc (RDS)", "route configuration rc does not exist (RDS)",
+        function(enc) return "RDS", any(enc, "RDS", RC_T, routes()) end },
+    }
+    local saved
+    before_each(function()
+      saved = xds_client.RESOURCE_TIMEOUT
+      xds_client.RESOURCE_TIMEOUT = 0.3
+    end)
+    after_each(function() xds_client.RESOURCE_TIMEOUT = saved end)
+
+    for _, case in ipairs(cases) do
+      it("fails UNAVAILABLE once it is taken not to exist: " .. case[1], function()
+        in_process(serving(case[2]), function(t)
+          local ok, e = call(t, 5)
+          assert.is_false(ok)
+          assert.are.equal("UNAVAILABLE", e.code)
+          assert.are.equal("xds:///svc: " .. case[4], e.message)
+        end)
+      end)
+
+      it("lets wait_for_ready calls wait, naming why, and pass once it comes: " .. case[1], function()
+        in_process(serving(case[2]), function(t, _, _, push)
+          local ok, e = call(t, 1)
+          assert.is_false(ok)
+          assert.are.equal("DEADLINE_EXCEEDED", e.code)
+          assert.are.equal("xds:///svc: deadline exceeded while waiting for " .. case[3] .. " (" .. case[4] .. ")",
+            e.message)
+          pc.spawn(function()
+            pc.sleep(0.2)
+            local kind, res = case[5](function(name, v) return core.encode(protos.type(name), v) end)
+            push { version_info = "2", type_url = protos.TYPE_URL[kind], nonce = kind .. "-2", resources = { res } }
+          end)
+          local r
+          ok, r = call(t, 5)
+          assert(ok, tostring(r))
+          assert.are.equal("b", r.name)
+        end, { wait_for_ready = true })
+      end)
+    end
+  end)
+
   describe("a response with bad resources (gRFC A46)", function()
     -- svc's routes: Who to cluster A, every other method to B
     local TWO = { route_config = { name = "rc", virtual_hosts = { { name = "vh", domains = { "*" },

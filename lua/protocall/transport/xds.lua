@@ -31,7 +31,9 @@
 -- UNAVAILABLE at once while that many of its calls are in flight.
 -- The first call waits, within
 -- its deadline, for the configuration; a call no route matches fails
--- UNAVAILABLE naming its path, and so does a call to a cluster that never
+-- UNAVAILABLE naming its path, and so does a call whose listener or route
+-- configuration does not exist (A27's does-not-exist timer, or a listener
+-- deleted) or has no virtual host for `name`, and a call to a cluster that never
 -- had a good resource, naming why (it does not exist, its CDS or EDS
 -- resource was NACKed with no good copy, its endpoints do not exist or
 -- none is healthy: grpc-core's TRANSIENT_FAILURE picker), unless the
@@ -200,15 +202,16 @@ local function refresh(self)
   if not rc then
     local rname = hcm.rds.route_config_name
     need(self, want, "RDS", rname)
-    rc = c:get("RDS", rname)
+    rc, state = c:get("RDS", rname)
     if rc == nil then
       self.routes, self.why = nil, "waiting for route configuration " .. rname .. " (RDS)"
+      if state == "absent" then self.fatal = "route configuration " .. rname .. " does not exist (RDS)" end
       return
     end
   end
   local vh = virtual_host(rc.virtual_hosts, self.name)
   if vh == nil then
-    self.routes = nil
+    self.routes, self.why = nil, "waiting for a virtual host matching " .. self.name
     self.fatal = "no virtual host of route configuration " .. tostring(rc.name) .. " matches " .. self.name
     return
   end
@@ -315,10 +318,16 @@ local function route(self, path, settings)
   local timeout = settings and settings.timeout
   local deadline = timeout and (self.fatal or self.routes == nil) and monotonic() + timeout
   if self.fatal or self.routes == nil then -- else no closures: the common case costs nothing more
+    -- a listener or route configuration that does not exist, or no virtual host, fails the call
+    -- UNAVAILABLE as grpc-core's resolver error does; a wait_for_ready call waits instead
+    local wait = self.wait_for_ready
     await(self, path, deadline, function()
-      if self.fatal then error(unavailable(self, path, self.fatal), 0) end
+      if self.fatal and not wait then error(unavailable(self, path, self.fatal), 0) end
       return self.routes
-    end, function() return "while " .. tostring(self.why) end)
+    end, function()
+      local fatal = self.fatal
+      return "while " .. tostring(self.why) .. (fatal and " (" .. fatal .. ")" or ""), fatal ~= nil
+    end)
   end
   local metadata = settings and settings.metadata
   local routes, chosen = self.routes, nil

@@ -966,6 +966,22 @@ describe("xDS", function()
       end
     end)
 
+    it("names a refusal in at most 4096 bytes, however long the control plane's text", function()
+      local long = ("é"):rep(3000) -- 6000 bytes
+      in_process(serving { CDS = function(enc)
+        return { any(enc, "CDS", CLUSTER_T, { name = "A", cluster_type = { name = long } }) }
+      end }, function(t)
+        local ok, e = call(t, 5)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", e.code)
+        local problem = "envoy.config.cluster.v3.Cluster A: cluster_type: EDS clusters expected (custom cluster "
+          .. "types are not supported), got " .. long
+        local cut = problem:sub(1, 4096) -- whole characters only
+        if cut:byte(-1) == 0xc3 then cut = cut:sub(1, -2) end
+        assert.are.equal("xds:///svc: cluster A: NACKed CDS with no good copy: " .. cut .. "...", e.message)
+      end)
+    end)
+
     it("lets wait_for_ready calls wait, naming why, and pass once a good resource comes", function()
       for _, case in ipairs {
         { NO_EDS, "(EDS A) (cluster A: endpoints A do not exist (EDS))" },

@@ -695,16 +695,19 @@ end
 -- marking it): a response of many bad resources, a few bytes each, would
 -- else make a NACK (and the texts of the calls waiting) ~45 times its size,
 -- past what a control plane takes (4 MB in grpc-go), and a stream failing
--- on it gets the same response again.
+-- on it gets the same response again. One resource's problem is cut so
+-- too (bounded()): a call to a cluster refused with no good copy fails
+-- with it, and the control plane chooses its length.
 local NACK_NAMED, NACK_MAX = 10, 4096
+local function bounded(text)
+  if #text <= NACK_MAX then return text end
+  local cut = NACK_MAX
+  while (text:byte(cut + 1) or 0) >= 0x80 and text:byte(cut + 1) < 0xc0 do cut = cut - 1 end
+  return text:sub(1, cut) .. "..."
+end
 local function nack_text(problems)
   local n = #problems
-  local text = concat(problems, "; ", 1, min(n, NACK_NAMED))
-  if #text > NACK_MAX then
-    local cut = NACK_MAX
-    while (text:byte(cut + 1) or 0) >= 0x80 and text:byte(cut + 1) < 0xc0 do cut = cut - 1 end
-    text = text:sub(1, cut) .. "..."
-  end
+  local text = bounded(concat(problems, "; ", 1, min(n, NACK_NAMED)))
   if n > NACK_NAMED then text = format("%s; and %d more", text, n - NACK_NAMED) end
   return text
 end
@@ -767,7 +770,7 @@ local function take(self, bytes)
       elseif name == nil or name == "" then
         problem = at .. ": no name"
       elseif seen[name] then -- neither copy is taken
-        problem = format("%s: %s %s named twice in one response", at, MESSAGE[kind], name)
+        problem = bounded(format("%s: %s %s named twice in one response", at, MESSAGE[kind], name))
         if subs[name] ~= nil then got[name], refused[name] = nil, problem end
       else
         seen[name] = true
@@ -776,7 +779,8 @@ local function take(self, bytes)
         if subs[name] ~= nil then
           local bad = CHECK[kind](res)
           if bad then
-            problem = format("%s %s: %s", MESSAGE[kind], name, bad)
+            -- bounded as a NACK is: it becomes the text of every call the resource fails
+            problem = bounded(format("%s %s: %s", MESSAGE[kind], name, bad))
             refused[name] = problem
           else
             got[name] = res

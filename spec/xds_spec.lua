@@ -951,6 +951,43 @@ describe("xDS", function()
       end)
     end)
 
+    it("drops a deleted cluster's endpoints: back, it waits for new ones", function()
+      xds_client.RESOURCE_TIMEOUT = 60
+      in_process(serving {}, function(t, _, port, push)
+        local function until_version(kind, v)
+          local t0 = pc.now()
+          repeat
+            pc.sleep(0.01)
+            t.client:poll(0)
+          until t.client.version[kind] == v or pc.now() - t0 > 3
+        end
+        local function good(kind, version)
+          local url = protos.TYPE_URL[kind]
+          push { version_info = version, type_url = url, nonce = kind .. "-" .. version, resources = serving {}(kind,
+            { type_url = url }, function(name, v) return core.encode(protos.type(name), v) end, port)[1].resources }
+          until_version(kind, version)
+        end
+        local ok, r = call(t, 5)
+        assert(ok, tostring(r))
+        push { version_info = "2", type_url = protos.TYPE_URL.CDS, nonce = "CDS-2", resources = {} }
+        until_version("CDS", "2")
+        local e
+        ok, e = call(t, 5)
+        assert.is_false(ok)
+        assert.are.equal("xds:///svc: cluster A does not exist (CDS)", e.message)
+        -- back: its endpoints were dropped with it (A's EDS unsubscribed), the old ones are not used
+        good("CDS", "3")
+        ok, e = call(t, 0.5)
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for cluster A endpoints (EDS A)", e.message)
+        good("EDS", "3")
+        ok, r = call(t, 5)
+        assert(ok, tostring(r))
+        assert.are.equal("b", r.name)
+      end)
+    end)
+
     it("names the cluster when it does not exist, is refused, or has no endpoint", function()
       for _, case in ipairs {
         { NO_CDS, "cluster A does not exist (CDS)" },

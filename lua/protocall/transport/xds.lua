@@ -263,6 +263,11 @@ local function refresh(self)
         cl.fatal = ewhy == "absent" and "cluster " .. name .. ": endpoints " .. svc .. " do not exist (EDS)"
           or ewhy == "refused" and "cluster " .. name .. ": NACKed EDS with no good copy: " .. eproblem or nil
       end
+    elseif cl.places then
+      -- deleted: its endpoints go with it (their EDS is unsubscribed below), as grpc-core's cds
+      -- policy drops its child; should it come back, its calls wait for its endpoints again
+      cl.cla, cl.places, cl.eds = nil, nil, nil
+      cl.balanced:update({})
     end
     cl.ready = not cl.fatal and cl.places and #cl.places > 0
   end

@@ -432,34 +432,27 @@ end
 M.ip_literal = function(s) return ipv4(s) or ipv6(s) end
 
 -- The 16 bytes of IPv6 address `s` (one ipv6() takes), as inet_pton
--- gives them: "::1", "0::1" and "0:0:0:0:0:0:0:1" are one address.
+-- gives them: "::1", "0::1" and "0:0:0:0:0:0:0:1" are one address. No
+-- table or closure per address: an assignment may have many thousands.
+local function group_bytes(g)
+  local n = tonumber(g, 16)
+  return char((n - n % 256) / 256, n % 256)
+end
 local function ipv6_bytes(s)
-  local head, tail = s, {}
+  local head, tail = s, ""
   local v4 = s:match(":(%d+%.[%d.]+)$")
   if v4 then
     local a, b, c, d = v4:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
-    tail = { tonumber(a) * 256 + tonumber(b), tonumber(c) * 256 + tonumber(d) }
+    tail = char(tonumber(a), tonumber(b), tonumber(c), tonumber(d))
     head = s:sub(1, #s - #v4)
     if head:sub(-2) ~= "::" then head = head:sub(1, -2) end
   end
-  local function groups(part, into)
-    for g in part:gmatch("[^:]+") do into[#into + 1] = tonumber(g, 16) end
-    return into
-  end
-  local left, right
+  -- each group (and the ":" before it) becomes its two bytes
   local double = head:find("::", 1, true)
-  if double then
-    left, right = groups(head:sub(1, double - 1), {}), groups(head:sub(double + 2), {})
-  else
-    left, right = groups(head, {}), {}
-  end
-  for _, g in ipairs(tail) do right[#right + 1] = g end
-  local bytes = {}
-  local function put(g) bytes[#bytes + 1] = char((g - g % 256) / 256, g % 256) end
-  for _, g in ipairs(left) do put(g) end
-  for _ = 1, 8 - #left - #right do put(0) end
-  for _, g in ipairs(right) do put(g) end
-  return concat(bytes)
+  if double == nil then return (head:gsub(":?(%x+)", group_bytes)) .. tail end
+  local left = head:sub(1, double - 1):gsub(":?(%x+)", group_bytes)
+  local right = head:sub(double + 2):gsub(":?(%x+)", group_bytes) .. tail
+  return left .. ("\0"):rep(16 - #left - #right) .. right
 end
 
 -- The key an endpoint address is compared by, as grpc-core's
@@ -467,9 +460,9 @@ end
 -- address and the port ("::ffff:1.2.3.4" and "::ffff:102:304" are one
 -- address; "1.2.3.4" is another, an IPv4 sockaddr).
 local function address_key(address, v6, port)
-  if v6 then return "6" .. ipv6_bytes(address) .. format(":%d", port) end
+  if v6 then return "6" .. ipv6_bytes(address) .. ":" .. port end
   local a, b, c, d = address:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
-  return "4" .. char(tonumber(a), tonumber(b), tonumber(c), tonumber(d)) .. format(":%d", port)
+  return "4" .. char(tonumber(a), tonumber(b), tonumber(c), tonumber(d)) .. ":" .. port
 end
 M.address_key = address_key
 
@@ -487,8 +480,11 @@ M.address_key = address_key
 -- priorities of the localities kept run from 0 without a gap (grpc-core:
 -- "priority 1 empty"); the weights of each priority's localities, and of
 -- each locality's endpoints, sum to at most uint32 max.
+local function ep_at(i, j) return format("endpoints[%d].lb_endpoints[%d]", i - 1, j - 1) end
+local function spelled(sa, v6) return format(v6 and "[%s]:%d" or "%s:%d", sa.address, sa.port_value) end
 function CHECK.EDS(cla)
-  local sums, where, count, top = {}, {}, 0, -1
+  local sums, count, top = {}, 0, -1
+  local where, at_j, sas = {}, {}, {} -- by address key: the endpoint that has it (i, j) and its socket_address
   local localities = {} -- by priority, by region, zone and sub_zone: the index that has it
   for i, loc in ipairs(cla.endpoints or {}) do
     local lw = loc.load_balancing_weight and loc.load_balancing_weight.value or 0
@@ -496,29 +492,32 @@ function CHECK.EDS(cla)
     if lw > 0 and name == nil then return format("endpoints[%d].locality: missing", i - 1) end
     local sum = 0
     for j, e in ipairs(lw > 0 and loc.lb_endpoints or {}) do
-      local ep = format("endpoints[%d].lb_endpoints[%d]", i - 1, j - 1)
       local sa = e.endpoint and e.endpoint.address and e.endpoint.address.socket_address
-      local at = ep .. ".endpoint.address.socket_address"
-      if sa == nil then return at .. ": missing" end
-      if sa.address == nil or sa.address == "" then return at .. ".address: empty" end
-      local v6 = ipv6(sa.address)
-      if not (v6 or ipv4(sa.address)) then
-        return format("%s.address: an IP address expected, got %q", at, sa.address)
+      local address, port = sa and sa.address, sa and sa.port_value
+      local v6 = address and ipv6(address)
+      local key = (v6 or address and ipv4(address)) and port and port >= 1 and port <= 65535
+        and address_key(address, v6, port)
+      -- the common case, a new address, costs no text
+      if key and where[key] == nil then
+        where[key], at_j[key], sas[key] = i, j, sa
+      else
+        local ep = ep_at(i, j)
+        local at = ep .. ".endpoint.address.socket_address"
+        if sa == nil then return at .. ": missing" end
+        if address == nil or address == "" then return at .. ".address: empty" end
+        if not (v6 or ipv4(address)) then
+          return format("%s.address: an IP address expected, got %q", at, address)
+        end
+        if port == nil or port < 1 or port > 65535 then
+          return at .. ".port_value: a port in 1..65535 expected"
+        end
+        local written, before = spelled(sa, v6), spelled(sas[key], v6)
+        return format("%s: duplicate endpoint address %s (%s has it%s)", at, written, ep_at(where[key], at_j[key]),
+          before ~= written and " as " .. before or "")
       end
-      if sa.port_value == nil or sa.port_value < 1 or sa.port_value > 65535 then
-        return at .. ".port_value: a port in 1..65535 expected"
-      end
-      local written = format(v6 and "[%s]:%d" or "%s:%d", sa.address, sa.port_value)
-      local key = address_key(sa.address, v6, sa.port_value)
-      local first = where[key]
-      if first then
-        return format("%s: duplicate endpoint address %s (%s has it%s)", at, written, first[1],
-          first[2] ~= written and " as " .. first[2] or "")
-      end
-      where[key] = { ep, written }
       -- a wrapper present with no value is 0 (decoded as a table, proto3 zeros are left out)
       local w = e.load_balancing_weight and (e.load_balancing_weight.value or 0) or 1
-      if w == 0 then return ep .. ".load_balancing_weight: above 0 expected, got 0" end
+      if w == 0 then return ep_at(i, j) .. ".load_balancing_weight: above 0 expected, got 0" end
       sum = sum + w
     end
     if sum > UINT32_MAX then

@@ -988,6 +988,46 @@ describe("xDS", function()
       end)
     end)
 
+    it("follows a cluster that flaps: good, NACKed (the last good copy serves), deleted, good again", function()
+      xds_client.RESOURCE_TIMEOUT = 60
+      in_process(serving {}, function(t, _, port, push)
+        local version = 1
+        local function cds(resources)
+          version = version + 1
+          local v = tostring(version)
+          push { version_info = v, type_url = protos.TYPE_URL.CDS, nonce = "CDS-" .. v, resources = resources }
+          local t0 = pc.now()
+          repeat -- taken (a version) or NACKed (a nonce)
+            pc.sleep(0.01)
+            t.client:poll(0)
+            local _, nacks = t.client:versions()
+          until t.client.version.CDS == v or (nacks.CDS and nacks.CDS.nonce == "CDS-" .. v) or pc.now() - t0 > 3
+        end
+        local enc = function(name, v) return core.encode(protos.type(name), v) end
+        local ok, r = call(t, 5)
+        assert(ok, tostring(r))
+        cds { any(enc, "CDS", CLUSTER_T, { name = "A", type = 3, lb_policy = 5,
+          eds_cluster_config = { eds_config = { ads = {} } } }) }
+        ok, r = call(t, 5)
+        assert(ok, tostring(r))
+        assert.are.equal("b", r.name)
+        cds {}
+        local e
+        ok, e = call(t, 5)
+        assert.is_false(ok)
+        assert.are.equal("xds:///svc: cluster A does not exist (CDS)", e.message)
+        cds(serving {}("CDS", { type_url = protos.TYPE_URL.CDS }, enc, port)[1].resources)
+        pc.spawn(function() -- once the call asked for A's endpoints again (dropped with A)
+          pc.sleep(0.2)
+          push { version_info = "9", type_url = protos.TYPE_URL.EDS, nonce = "EDS-9",
+            resources = serving {}("EDS", { type_url = protos.TYPE_URL.EDS }, enc, port)[1].resources }
+        end)
+        ok, r = call(t, 5)
+        assert(ok, tostring(r))
+        assert.are.equal("b", r.name)
+      end)
+    end)
+
     it("names the cluster when it does not exist, is refused, or has no endpoint", function()
       for _, case in ipairs {
         { NO_CDS, "cluster A does not exist (CDS)" },

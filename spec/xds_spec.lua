@@ -1158,6 +1158,33 @@ describe("xDS", function()
     end
   end)
 
+  describe("a new ADS stream", function()
+    it("asks without the last stream's nonces (each names a response of its stream), with its versions", function()
+      local broke = false
+      in_process(function(kind, req, enc, port)
+        if kind == "CDS" and not broke then -- the first stream fails once LDS was answered
+          broke = true
+          error("the stream breaks")
+        end
+        return serving {}(kind, req, enc, port)
+      end, function(t, log)
+        local ok, r = call(t, 5)
+        assert(ok, tostring(r))
+        -- the first stream: LDS, its ACK, CDS (it breaks); the next one asks for LDS first
+        local again
+        for i, q in ipairs(log) do
+          if q.type_url == protos.TYPE_URL.CDS then
+            again = log[i + 1]
+            break
+          end
+        end
+        assert.are.equal(protos.TYPE_URL.LDS, again.type_url)
+        assert.are.equal("1", again.version_info)
+        assert.are.equal("", again.response_nonce or "")
+      end)
+    end)
+  end)
+
   describe("a response with bad resources (gRFC A46)", function()
     -- svc's routes: Who to cluster A, every other method to B
     local TWO = { route_config = { name = "rc", virtual_hosts = { { name = "vh", domains = { "*" },

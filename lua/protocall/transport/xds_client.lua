@@ -639,7 +639,9 @@ local function ended(self, why)
   self.stream_trouble = "ADS stream to " .. self.uri .. ": " .. why
   if self.call then pcall(self.call.close, self.call) end
   self.call, self.sent_node, self.up = nil, false, false
-  for _, k in ipairs(KINDS) do self.asked[k], self.due[k] = {}, {} end
+  -- a nonce names a response of its stream: the next one asks without (grpc-core keeps nonces
+  -- per ADS call, the versions per channel); some servers take a request with one as an ACK
+  for _, k in ipairs(KINDS) do self.asked[k], self.due[k], self.nonce[k] = {}, {}, nil end
   self.backoff = self.backoff and min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
   self.retry_at = monotonic() + self.backoff
 end

@@ -1158,8 +1158,26 @@ describe("xDS", function()
     end
   end)
 
-  describe("a new ADS stream", function()
-    it("asks without the last stream's nonces (each names a response of its stream), with its versions", function()
+  describe("ADS requests", function()
+    it("ask for all the clusters a route configuration names at once, not once per cluster", function()
+      local many = { weighted_clusters = { clusters = {} } }
+      for i = 1, 100 do many.weighted_clusters.clusters[i] = { name = "C" .. i, weight = { value = 1 } } end
+      in_process(serving { LDS = function(enc) return { listener(enc, { route_config = routes(many) }) } end },
+        function(t, log)
+        call(t, 0.3)
+        local partial, whole = 0, 0
+        for _, q in ipairs(log) do
+          if q.type_url == protos.TYPE_URL.CDS then
+            if #(q.resource_names or {}) == 100 then whole = whole + 1 else partial = partial + 1 end
+          end
+        end
+        assert.are.equal(0, partial)
+        assert.is_true(whole >= 1)
+      end)
+    end)
+
+    it("of a new stream go without the last stream's nonces (each names a response of its stream), with its versions",
+      function()
       local broke = false
       in_process(function(kind, req, enc, port)
         if kind == "CDS" and not broke then -- the first stream fails once LDS was answered
@@ -1275,7 +1293,7 @@ describe("xDS", function()
       end
       local answered = {}
       in_process(function(kind, req, enc, port)
-        if answered[kind] then return {} end -- the first request only (CDS A, then A and B)
+        if answered[kind] then return {} end -- the first request only (CDS A and B, in one request)
         answered[kind] = true
         if kind == "LDS" then -- 1, then 2 refused (no resource taken), then 3
           return { lds(enc, "1", TWO), lds(enc, "2", { route_config = routes(ZERO_SPLIT) }), lds(enc, "3", TWO) }
@@ -1296,7 +1314,7 @@ describe("xDS", function()
           end
         end
         assert.are.same({ "Listener  ", "Listener 1 LDS-1", "Listener 1 LDS-2 NACK", "Listener 3 LDS-3",
-          "Cluster  ", "Cluster  ", "Cluster 1 CDS-1", "Cluster 2 CDS-2 NACK" }, seen)
+          "Cluster  ", "Cluster 1 CDS-1", "Cluster 2 CDS-2 NACK" }, seen)
         local bk = t:backends()
         assert.are.same({ LDS = "3", CDS = "2", EDS = "1" }, bk.versions)
         assert.are.equal("2", bk.nacked.LDS.version)

@@ -185,10 +185,7 @@ end
 -- Brings the target up to date with the client's cache: the routes of
 -- its virtual host, and each cluster's balancer; subscribes to what they
 -- name. self.why says what is missing while nothing can be routed.
-local function refresh(self)
-  local c = self.client
-  if self.generation == c.generation then return end
-  self.generation = c.generation
+local function update(self, c)
   local want = {}
   need(self, want, "LDS", self.name)
   local l, state = c:get("LDS", self.name)
@@ -279,6 +276,17 @@ local function refresh(self)
       c:unwatch(kn[1], kn[2])
     end
   end
+end
+
+-- As update() when the client's cache changed, its subscriptions asked
+-- for once per kind.
+local function refresh(self)
+  local c = self.client
+  if self.generation == c.generation then return end
+  self.generation = c.generation
+  c:hold()
+  update(self, c)
+  c:flush()
 end
 
 -- Polls the client (waiting at most `seconds`) and takes what changed.
@@ -523,7 +531,9 @@ function Xds:close()
   if self.closed then return end
   self.closed = true
   for _, cl in pairs(self.clusters) do cl.balanced:close() end
+  self.client:hold()
   for _, kn in pairs(self.watched) do self.client:unwatch(kn[1], kn[2]) end
+  self.client:flush()
   self.watched = {}
   self.client:release()
 end

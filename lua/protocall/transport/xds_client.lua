@@ -853,7 +853,8 @@ function Client:poll(seconds)
 end
 
 --- client:watch(kind, name): subscribes to resource `name` of `kind`
--- ("LDS", "RDS", "CDS", "EDS"): asked at once when the stream is up.
+-- ("LDS", "RDS", "CDS", "EDS"): asked at once when the stream is up
+-- (at client:flush() while client:hold() holds the requests).
 -- Counted: each watch needs its unwatch.
 function Client:watch(kind, name)
   local set = self.subs[kind]
@@ -884,7 +885,8 @@ function Client:flush()
 end
 
 --- client:unwatch(kind, name): one watch of `name` less; with the last,
--- the server is asked for the others only and the cached copy dropped.
+-- the server is asked for the others only (at client:flush() while
+-- held) and the cached copy dropped.
 function Client:unwatch(kind, name)
   local set = self.subs[kind]
   local n = set[name]

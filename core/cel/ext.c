@@ -801,6 +801,50 @@ static size_t cp_offset(const pc_StringView *s, int64_t k) {
   return i;
 }
 
+/* A code point boundary of a string as cel_utf8_next steps through it (so
+ * as size() counts: a byte sequence that is not UTF-8 is a U+FFFD for each
+ * maximal subpart) and its index. */
+typedef struct {
+  const pc_StringView *s;
+  size_t i;
+  int64_t k;
+} Boundary;
+
+/* To the first boundary at or after byte 'to'. */
+static void boundary_reach(Boundary *b, size_t to) {
+  while (b->i < to && b->i < b->s->size) {
+    if ((unsigned char)b->s->data[b->i] < 0x80)
+      b->i++;
+    else
+      cel_utf8_next(b->s->data, b->s->size, &b->i);
+    b->k++;
+  }
+}
+
+/* To the next match of 'sub' that starts at a boundary, at or after b's;
+ * 0 if none. Linear in the string's size (memmem, the boundaries walked
+ * once) but where a match may start inside a code point: 'sub' starting
+ * with a continuation byte (search_steps charges those as a scan). */
+static int boundary_find(Boundary *b, const pc_StringView *sub) {
+  while (b->i <= b->s->size) {
+    size_t at = pc_Cel_Find(b->s->data + b->i, b->s->size - b->i, sub->data, sub->size);
+    if (at == SIZE_MAX) return 0;
+    size_t start = b->i + at;
+    boundary_reach(b, start);
+    if (b->i == start) return 1;
+  }
+  return 0;
+}
+
+/* The steps of searching 'n' bytes for 'sub': a step per 16 bytes of
+ * either, as a scan (n times sub's 16-byte runs) where matches may start
+ * inside a code point. */
+static uint64_t search_steps(size_t n, const pc_StringView *sub) {
+  if (sub->size > 0 && ((unsigned char)sub->data[0] & 0xC0) == 0x80)
+    return (uint64_t)n * (sub->size / 16 + 1) / 16;
+  return n / 16 + sub->size / 16;
+}
+
 static int index_error(cel_E *e, const cel_Node *n, int64_t i, size_t len) {
   return cel_fail(e, n->pos, "index %lld out of range [0, %zu)", (long long)i, len);
 }
@@ -1015,20 +1059,33 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
       start = a[2].v.i;
       if (start < 0 || (uint64_t)start >= count) return index_error(e, n, start, count);
     }
-    if (cel_steps(e, s->size * (sub->size / 16 + 1) / 16, n->pos) != kCel_Ok) return kCel_Fatal;
-    int64_t found = -1, k = 0;
-    size_t i = 0;
-    for (;;) {
-      if (last && k > start) break;
-      if ((last || k >= start) && sub->size <= s->size - i &&
-          (sub->size == 0 || memcmp(s->data + i, sub->data, sub->size) == 0)) {
-        found = k;
-        if (!last) break;
+    if (cel_steps(e, search_steps(s->size, sub), n->pos) != kCel_Ok) return kCel_Fatal;
+    int64_t found = -1;
+    if (!last) {
+      Boundary b = {s, cp_offset(s, start), start};
+      if (boundary_find(&b, sub)) found = b.k;
+    } else {
+      /* the last match starting at or before code point 'start': the
+         first of the reversed text's, the match's end within 'start''s
+         code point plus the needle */
+      size_t lim = cp_offset(s, start), end = lim + sub->size < s->size ? lim + sub->size : s->size;
+      char *rs = cel_alloc(e, end + sub->size + 1, n->pos);
+      if (rs == NULL) return kCel_Fatal;
+      char *rsub = rs + end;
+      for (size_t i = 0; i < end; i++) rs[i] = s->data[end - 1 - i];
+      for (size_t i = 0; i < sub->size; i++) rsub[i] = sub->data[sub->size - 1 - i];
+      for (size_t ri = 0; ri <= end;) {
+        size_t at = pc_Cel_Find(rs + ri, end - ri, rsub, sub->size);
+        if (at == SIZE_MAX) break;
+        size_t from = end - (ri + at) - sub->size; /* where the match starts */
+        Boundary b = {s, 0, 0};
+        boundary_reach(&b, from);
+        if (b.i == from) {
+          found = b.k;
+          break;
+        }
+        ri += at + 1; /* it starts inside a code point: an earlier one */
       }
-      if (i >= s->size) break;
-      i++;
-      while (i < s->size && ((unsigned char)s->data[i] & 0xC0) == 0x80) i++;
-      k++;
     }
     *out = cel_int(found);
     return kCel_Ok;
@@ -1057,25 +1114,25 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     int64_t limit = nargs == 4 ? a[3].v.i : -1;
     cel_Buf b = {NULL, 0, 0};
     if ((rc = cel_buf_add(e, &b, "", 0, n->pos)) != kCel_Ok) return rc;
-    size_t i = 0;
+    if (cel_steps(e, search_steps(s->size, old), n->pos) != kCel_Ok) return kCel_Fatal;
+    Boundary at = {s, 0, 0}; /* its index unused */
+    size_t copied = 0;
     int64_t done = 0;
-    while (i <= s->size) {
-      int match = (limit < 0 || done < limit) && old->size <= s->size - i &&
-                  (old->size == 0 || memcmp(s->data + i, old->data, old->size) == 0);
-      if (match) {
-        if ((rc = cel_buf_add(e, &b, rep->data, rep->size, n->pos)) != kCel_Ok) return rc;
-        done++;
-        if (old->size > 0) {
-          i += old->size;
-          continue;
-        }
+    while ((limit < 0 || done < limit) && boundary_find(&at, old)) {
+      if ((rc = cel_buf_add(e, &b, s->data + copied, at.i - copied, n->pos)) != kCel_Ok ||
+          (rc = cel_buf_add(e, &b, rep->data, rep->size, n->pos)) != kCel_Ok)
+        return rc;
+      done++;
+      copied = at.i + old->size;
+      if (old->size > 0) {
+        at.i = copied; /* the match's end starts the next search */
+      } else if (at.i == s->size) {
+        break;
+      } else {
+        boundary_reach(&at, at.i + 1); /* an empty 'old' matches before each code point */
       }
-      if (i == s->size) break;
-      size_t next = i + 1;
-      while (next < s->size && ((unsigned char)s->data[next] & 0xC0) == 0x80) next++;
-      if ((rc = cel_buf_add(e, &b, s->data + i, next - i, n->pos)) != kCel_Ok) return rc;
-      i = next;
     }
+    if ((rc = cel_buf_add(e, &b, s->data + copied, s->size - copied, n->pos)) != kCel_Ok) return rc;
     *out = cel_string(b.data, b.size);
     return kCel_Ok;
   }
@@ -1086,34 +1143,34 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     const pc_StringView *sep = &a[1].v.s;
     int64_t limit = nargs == 3 ? a[2].v.i : -1;
     size_t cap = sep->size == 0 ? count : 1;
-    if (sep->size > 0)
-      for (size_t i = 0; i + sep->size <= s->size; i++)
-        if (memcmp(s->data + i, sep->data, sep->size) == 0) {
-          cap++;
-          i += sep->size - 1;
-        }
+    if (sep->size > 0) {
+      if (cel_steps(e, 2 * search_steps(s->size, sep), n->pos) != kCel_Ok) return kCel_Fatal;
+      Boundary at = {s, 0, 0}; /* its index unused */
+      while ((limit < 0 || cap < (uint64_t)limit) && boundary_find(&at, sep)) {
+        cap++;
+        at.i += sep->size;
+      }
+    }
     if (limit >= 0 && (uint64_t)limit < cap) cap = (size_t)limit;
     if (cel_check_size(e, cap, n->pos) != kCel_Ok) return kCel_Fatal;
     pc_CelValue *parts = cel_alloc(e, (cap ? cap : 1) * sizeof *parts, n->pos);
     if (parts == NULL) return kCel_Fatal;
-    size_t np = 0, i = 0;
+    size_t np = 0;
+    Boundary at = {s, 0, 0}; /* its index unused */
     while (np < cap) {
+      size_t i = at.i;
       if (np + 1 == cap) {
         parts[np++] = cel_string(s->data + i, s->size - i);
         break;
       }
-      size_t j;
       if (sep->size == 0) {
-        j = i + 1;
-        while (j < s->size && ((unsigned char)s->data[j] & 0xC0) == 0x80) j++;
-        parts[np++] = cel_string(s->data + i, j - i);
-        i = j;
+        boundary_reach(&at, i + 1); /* a code point a part, as size() counts them */
+        parts[np++] = cel_string(s->data + i, at.i - i);
         continue;
       }
-      for (j = i; j + sep->size <= s->size; j++)
-        if (memcmp(s->data + j, sep->data, sep->size) == 0) break;
-      parts[np++] = cel_string(s->data + i, j - i);
-      i = j + sep->size;
+      boundary_find(&at, sep); /* found: cap counted the matches */
+      parts[np++] = cel_string(s->data + i, at.i - i);
+      at.i += sep->size;
     }
     return cel_new_list(e, parts, np, n->pos, out);
   }

@@ -102,6 +102,24 @@ static void budget(void) {
   CHECK(run("x.contains('b')", &big, &l, msg) == kPc_CelStatus_Limit);
   CHECK(run("x.matches('b')", &big, &l, msg) == kPc_CelStatus_Limit);
   free((char *)big.v.s.data);
+  /* searching is linear (memmem) and charged so: 4 MB for 1,000 bytes is
+     250,000 steps, within the default budget (charged as a scan, 4 MB x
+     62 runs of 16 bytes, it reached the limit; it took 0.1 s) */
+  big = string_of('a', 4000000);
+  char needle[1100];
+  snprintf(needle, sizeof needle, "x.contains('%0999db')", 0);
+  memset(needle + strlen("x.contains('"), 'a', 999);
+  CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  snprintf(needle, sizeof needle, "x.indexOf('%0999db') == -1", 0);
+  memset(needle + strlen("x.indexOf('"), 'a', 999);
+  CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  snprintf(needle, sizeof needle, "x.lastIndexOf('b%0999d') == -1", 0);
+  memset(needle + strlen("x.lastIndexOf('b"), 'a', 999);
+  CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  snprintf(needle, sizeof needle, "x.split('%0999db').size() == 1", 0);
+  memset(needle + strlen("x.split('"), 'a', 999);
+  CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  free((char *)big.v.s.data);
   /* list growth */
   l = dflt;
   l.max_size = 100;

@@ -1185,10 +1185,7 @@ static int in_set_has(const Native *n, int fam, pc_FieldType t, pc_Value x) {
 }
 
 static int view_find(pc_StringView hay, pc_StringView needle) {
-  if (needle.size == 0) return 1;
-  for (size_t i = 0; i + needle.size <= hay.size; i++)
-    if (memcmp(hay.data + i, needle.data, needle.size) == 0) return 1;
-  return 0;
+  return pc_Cel_Find(hay.data, hay.size, needle.data, needle.size) != SIZE_MAX; /* linear */
 }
 
 /* ASCII classes (not <ctype.h>'s, which follow the locale). */
@@ -1489,7 +1486,7 @@ static int run_predef(pc_Validator *v, const Predef *p, const pc_CelValue *vars,
 
 /* The violation of a check in C that failed where the rule's CEL, run to
  * word it, reached the evaluation budget (an `in` list of many thousand
- * items, a 4 MB string searched for a long substring, a list of a million
+ * items, a string of more than 16 MB searched for a substring, a list of a million
  * items for `unique`): the error is dropped and the violation is worded
  * here, as validate.proto words it (a long substring cut at 64 bytes, an
  * `in` list named by its size)

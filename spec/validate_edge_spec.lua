@@ -149,6 +149,59 @@ describe("validation of hostile requests", function()
     assert.are.same({}, pc.validate(M { s = needle, u = { 1, 2, 3 } }))
   end)
 
+  it("gives a verdict, not an evaluation error, for a CEL rule reading a value over 16 MB", function()
+    local q = pc.pool()
+    assert(q:load([[
+      syntax = "proto3";
+      package big16;
+      import "buf/validate/validate.proto";
+      message M {
+        optional string s = 1 [(buf.validate.field).cel = {id: "short", expression: "size(this) < 5"}];
+        optional bytes b = 2 [(buf.validate.field).bytes.pattern = "^a*$"];
+        optional string t = 3 [(buf.validate.field).cel = {id: "has_b", expression: "this.contains('b')"}];
+      }
+    ]], { name = "big16.proto" }))
+    local M = q:type("big16.M")
+    local big = string.rep("a", 17e6)
+    -- 17 MB read once is 1,062,500 steps, past the default budget of 1,000,000: "validate: s:
+    -- short: 1:1: evaluation limit reached: steps" (a server's INTERNAL); protovalidate-es
+    -- (no budget) says "size(this) < 5" returned false
+    assert.are.same({ { field = "s", rule = "short", message = '"size(this) < 5" returned false' } },
+      pc.validate(M { s = big }))
+    assert.are.same({}, pc.validate(M { b = big }))
+    assert.are.same({ { field = "b", rule = "bytes.pattern", message = "must match regex pattern `^a*$`" } },
+      pc.validate(M { b = big .. "b" }))
+    assert.are.same({ { field = "t", rule = "has_b", message = "\"this.contains('b')\" returned false" } },
+      pc.validate(M { t = big }))
+  end)
+
+  it("fails on an Any of a type the schema lacks read by a CEL rule, as protovalidate's runtimes do", function()
+    local q = pc.pool()
+    assert(q:load([[
+      syntax = "proto3";
+      package anyu;
+      import "buf/validate/validate.proto";
+      import "google/protobuf/any.proto";
+      message M {
+        google.protobuf.Any a = 1 [(buf.validate.field).cel = {id: "set", expression: "this.type_url != ''"}];
+        google.protobuf.Any b = 2 [(buf.validate.field).any = {in: ["type.googleapis.com/x.Y"]}];
+        google.protobuf.Any c = 3;
+      }
+    ]], { name = "anyu.proto" }))
+    local M = q:type("anyu.M")
+    local Any = q:type("google.protobuf.Any")
+    local any = Any { type_url = "type.googleapis.com/no.Such", value = "\8\1" }
+    -- CEL reads an Any as the message it holds: protovalidate-es fails "invalid Any or
+    -- type.googleapis.com/no.Such not found in registry", protovalidate-go (cel-go) fails to
+    -- unpack it; a server refuses the request INTERNAL with this text
+    assert.has_error(function() pc.validate(M { a = any }) end,
+      "validate: a: google.protobuf.Any holds no.Such, a type the schema lacks")
+    -- any.in and any.not_in read the type URL only, and a message without rules is not unpacked
+    assert.are.same({ { field = "b", rule = "any.in", message = "type URL must be in the allow list" } },
+      pc.validate(M { b = any }))
+    assert.are.same({}, pc.validate(M { c = any }))
+  end)
+
   it("counts the characters of a string that is not UTF-8 as replacements, never as nothing", function()
     local q = pc.pool()
     assert(q:load([[

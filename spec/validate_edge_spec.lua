@@ -244,6 +244,7 @@ describe("validation of hostile requests", function()
           (buf.validate.field).cel = {id: "splitSize", expression: "this.split('').size() == 5"},
           (buf.validate.field).cel = {id: "replace", expression: "size(this.replace('', '-')) == 11"},
           (buf.validate.field).cel = {id: "charAt", expression: "this.charAt(3) == 'a'"}];
+        optional string t = 2 [(buf.validate.field).cel = {id: "trim", expression: "this.trim() == this"}];
       }
     ]], { name = "bad8i.proto" }))
     local M = q:type("bad8i.M")
@@ -252,6 +253,9 @@ describe("validation of hostile requests", function()
     -- the continuation bytes as part of the \xf0 (indexOf('a') was 1, split('') had 3 parts)
     local s = "\xf0\x80\x80ab"
     assert.are.same({}, pc.validate(pc.decode(M, string.char(10, #s) .. s)))
+    -- a space then a stray continuation byte (a U+FFFD, not a space): trim() took them both
+    local t = "a \x80"
+    assert.are.same({}, pc.validate(pc.decode(M, string.char(18, #t) .. t)))
   end)
 
   it("survives a finalizer validating a message of the same pool while a list is being made", function()

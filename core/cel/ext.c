@@ -1194,10 +1194,14 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
       i = k;
     }
     while (end > i) {
+      /* the last code point starts at the last byte that is not a
+         continuation byte, if it reads from there to 'end'; else it is a
+         U+FFFD (a stray continuation byte was trimmed as part of a space) */
       size_t k = end - 1;
       while (k > i && ((unsigned char)s->data[k] & 0xC0) == 0x80) k--;
       size_t probe = k;
-      if (!is_space(cel_utf8_next(s->data, s->size, &probe))) break;
+      uint32_t cp = cel_utf8_next(s->data, end, &probe);
+      if (probe != end || !is_space(cp)) break;
       end = k;
     }
     *out = cel_string(s->data + i, end - i);

@@ -821,6 +821,23 @@ static void boundary_reach(Boundary *b, size_t to) {
   }
 }
 
+/* Whether byte 'p' of 's' is a boundary, in constant time: a byte that
+ * is not a continuation byte starts a code point, and so does a
+ * continuation byte unless the sequence of the last byte before it that is
+ * not one (3 back at most: a sequence is 4 bytes at most) reaches past it. */
+static int is_boundary(const pc_StringView *s, size_t p) {
+  if (p == 0 || p >= s->size || ((unsigned char)s->data[p] & 0xC0) != 0x80) return 1;
+  for (size_t q = p; q > 0 && p - q < 3;) {
+    q--;
+    if (((unsigned char)s->data[q] & 0xC0) != 0x80) {
+      size_t end = q;
+      cel_utf8_next(s->data, s->size, &end);
+      return end <= p;
+    }
+  }
+  return 1; /* stray continuation bytes: one code point each */
+}
+
 /* To the next match of 'sub' that starts at a boundary, at or after b's;
  * 0 if none. Linear in the string's size (memmem, the boundaries walked
  * once) but where a match may start inside a code point: 'sub' starting
@@ -1078,9 +1095,9 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
         size_t at = pc_Cel_Find(rs + ri, end - ri, rsub, sub->size);
         if (at == SIZE_MAX) break;
         size_t from = end - (ri + at) - sub->size; /* where the match starts */
-        Boundary b = {s, 0, 0};
-        boundary_reach(&b, from);
-        if (b.i == from) {
+        if (is_boundary(s, from)) {                /* its index: the boundaries walked once */
+          Boundary b = {s, 0, 0};
+          boundary_reach(&b, from);
           found = b.k;
           break;
         }

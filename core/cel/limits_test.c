@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Evaluates 'expr' with one variable 'x' (may be NULL) under 'limits';
  * returns the status, the error text in 'msg'. */
@@ -119,6 +120,23 @@ static void budget(void) {
   snprintf(needle, sizeof needle, "x.split('%0999db').size() == 1", 0);
   memset(needle + strlen("x.split('"), 'a', 999);
   CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  free((char *)big.v.s.data);
+  /* a needle that starts with a continuation byte (a string that is not
+     UTF-8: a proto2 field) matches inside each code point of 'é...': each
+     match is refused as not at a code point's start, in constant time
+     (lastIndexOf walked from the start for each: 1 MB took minutes); the
+     alarm ends the test long before */
+  big = string_of('x', 1 + 2 * 500000);
+  ((char *)big.v.s.data)[0] = (char)0xa9;
+  for (size_t i = 1; i < big.v.s.size; i += 2) memcpy((char *)big.v.s.data + i, "\xc3\xa9", 2);
+  alarm(60);
+  CHECK(run("x.lastIndexOf(x.charAt(0)) == 0 || size(x) / 0 == 1", &big, NULL, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.lastIndexOf(x.charAt(0), 400000) == 0 || size(x) / 0 == 1", &big, NULL, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.indexOf(x.charAt(0), 1) == -1 || size(x) / 0 == 1", &big, NULL, msg) ==
+        kPc_CelStatus_Ok);
+  alarm(0);
   free((char *)big.v.s.data);
   /* list growth */
   l = dflt;

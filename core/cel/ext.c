@@ -853,6 +853,46 @@ static int boundary_find(Boundary *b, const pc_StringView *sub) {
   return 0;
 }
 
+/* The bytes of the haystack a window of last_find reads, beyond the
+ * needle's size. */
+#define LAST_WINDOW 65536
+
+/* The offset of the last match of 'sub' in s's first 'end' bytes that
+ * starts at a boundary, or SIZE_MAX, in '*from': the first match of the
+ * reversed needle in reversed copies of windows of the text, from its end
+ * (glibc has no memrmem). A window is LAST_WINDOW bytes or the needle's
+ * size, whichever is more, plus the needle's size less one (a match
+ * across two windows), so the text is copied less than twice over and the
+ * copies take that window, not the text (a copy of a 9 MB text for each
+ * lastIndexOf of a rule reached the evaluation's 16 MB of bytes). */
+static int last_find(cel_E *e, const cel_Node *n, const pc_StringView *s, size_t end,
+                     const pc_StringView *sub, size_t *from) {
+  size_t m = sub->size, w = m > LAST_WINDOW ? m : LAST_WINDOW;
+  size_t room = w + m < end ? w + m : end; /* at most a window's bytes */
+  *from = SIZE_MAX;
+  if (m > end) return kCel_Ok;
+  char *rsub = cel_alloc(e, m + room + 1, n->pos);
+  if (rsub == NULL) return kCel_Fatal;
+  char *rs = rsub + m;
+  for (size_t i = 0; i < m; i++) rsub[i] = sub->data[m - 1 - i];
+  for (size_t hi = end;;) { /* the window: bytes [lo, hi) */
+    size_t lo = hi - m + 1 > w ? hi - (w + m - 1) : 0, len = hi - lo;
+    for (size_t i = 0; i < len; i++) rs[i] = s->data[hi - 1 - i];
+    for (size_t ri = 0; ri <= len;) {
+      size_t at = pc_Cel_Find(rs + ri, len - ri, rsub, m);
+      if (at == SIZE_MAX) break;
+      size_t start = hi - (ri + at) - m; /* where the match starts */
+      if (is_boundary(s, start)) {
+        *from = start;
+        return kCel_Ok;
+      }
+      ri += at + 1; /* it starts inside a code point: an earlier one */
+    }
+    if (lo == 0) return kCel_Ok;
+    hi = lo + m - 1; /* the next window ends where a match starting before lo may */
+  }
+}
+
 /* The steps of searching 'n' bytes for 'sub': a step per 16 bytes of
  * either, as a scan (n times sub's 16-byte runs) where matches may start
  * inside a code point. */
@@ -1082,26 +1122,15 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
       Boundary b = {s, cp_offset(s, start), start};
       if (boundary_find(&b, sub)) found = b.k;
     } else {
-      /* the last match starting at or before code point 'start': the
-         first of the reversed text's, the match's end within 'start''s
-         code point plus the needle */
+      /* the last match starting at or before code point 'start': its end
+         within 'start''s code point plus the needle */
       size_t lim = cp_offset(s, start), end = lim + sub->size < s->size ? lim + sub->size : s->size;
-      char *rs = cel_alloc(e, end + sub->size + 1, n->pos);
-      if (rs == NULL) return kCel_Fatal;
-      char *rsub = rs + end;
-      for (size_t i = 0; i < end; i++) rs[i] = s->data[end - 1 - i];
-      for (size_t i = 0; i < sub->size; i++) rsub[i] = sub->data[sub->size - 1 - i];
-      for (size_t ri = 0; ri <= end;) {
-        size_t at = pc_Cel_Find(rs + ri, end - ri, rsub, sub->size);
-        if (at == SIZE_MAX) break;
-        size_t from = end - (ri + at) - sub->size; /* where the match starts */
-        if (is_boundary(s, from)) {                /* its index: the boundaries walked once */
-          Boundary b = {s, 0, 0};
-          boundary_reach(&b, from);
-          found = b.k;
-          break;
-        }
-        ri += at + 1; /* it starts inside a code point: an earlier one */
+      size_t from;
+      if ((rc = last_find(e, n, s, end, sub, &from)) != kCel_Ok) return rc;
+      if (from != SIZE_MAX) { /* its index: the boundaries walked once */
+        Boundary b = {s, 0, 0};
+        boundary_reach(&b, from);
+        found = b.k;
       }
     }
     *out = cel_int(found);

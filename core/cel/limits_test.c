@@ -138,6 +138,28 @@ static void budget(void) {
         kPc_CelStatus_Ok);
   alarm(0);
   free((char *)big.v.s.data);
+  /* lastIndexOf reads reversed copies of windows of the text, from its
+     end, not a copy of it (a copy of 9 MB for each of two reached the 16 MB
+     of bytes); a match across two windows (64 KB and the needle) is found */
+  big = string_of('a', 9000000);
+  l = dflt;
+  l.steps = 100000000;
+  CHECK(run("x.lastIndexOf('b') == -1 && x.lastIndexOf('c') == -1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  free((char *)big.v.s.data);
+  big = string_of('a', 3 * 65536 + 100);
+  const size_t at[] = {0,      1,      65630,  65631,  65632,  65633,  65634,  65635,  65636, 65637,
+                       131166, 131167, 131168, 131169, 131170, 131171, 131172, 131173, 196705};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    memcpy((char *)big.v.s.data + at[i], "bcd", 3);
+    snprintf(expr, sizeof expr, "x.lastIndexOf('bcd') == %zu || size(x) / 0 == 1", at[i]);
+    CHECK(run(expr, &big, NULL, msg) == kPc_CelStatus_Ok);
+    snprintf(expr, sizeof expr, "x.lastIndexOf('bcd', %zu) == %zu || size(x) / 0 == 1", at[i] + 1,
+             at[i]);
+    CHECK(run(expr, &big, NULL, msg) == kPc_CelStatus_Ok);
+    memcpy((char *)big.v.s.data + at[i], "aaa", 3);
+  }
+  free((char *)big.v.s.data);
   /* list growth */
   l = dflt;
   l.max_size = 100;

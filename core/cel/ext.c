@@ -838,17 +838,34 @@ static int is_boundary(const pc_StringView *s, size_t p) {
   return 1; /* stray continuation bytes: one code point each */
 }
 
-/* To the next match of 'sub' that starts at a boundary, at or after b's;
- * 0 if none. Linear in the string's size (memmem, the boundaries walked
- * once) but where a match may start inside a code point: 'sub' starting
- * with a continuation byte (search_steps charges those as a scan). */
-static int boundary_find(Boundary *b, const pc_StringView *sub) {
+/* The steps of searching 'n' bytes for 'sub': a step per 16 bytes of
+ * either (memmem is linear); refused_steps' for each match refused. */
+static uint64_t search_steps(size_t n, const pc_StringView *sub) {
+  return n / 16 + sub->size / 16;
+}
+
+/* The steps of a match refused as starting inside a code point: the
+ * search begun again after it (a needle of 258 bytes matching inside each
+ * code point of 'é...', charged as a scan, took 400 ns a step, 5 times a
+ * scan's). */
+static uint64_t refused_steps(const pc_StringView *sub) {
+  return 1 + sub->size / 16;
+}
+
+/* To the next match of 'sub' that starts at a boundary, at or after b's:
+ * 1, or 0 if none, -1 when the budget is reached. Linear in the string's
+ * size (memmem, the boundaries walked once) but for the matches that start
+ * inside a code point ('sub' starting with a continuation byte): each is a
+ * search begun again (memmem's set-up is the needle's size), charged a
+ * step and one per 16 bytes of 'sub' (refused_steps). */
+static int boundary_find(cel_E *e, uint32_t pos, Boundary *b, const pc_StringView *sub) {
   while (b->i <= b->s->size) {
     size_t at = pc_Cel_Find(b->s->data + b->i, b->s->size - b->i, sub->data, sub->size);
     if (at == SIZE_MAX) return 0;
     size_t start = b->i + at;
     boundary_reach(b, start);
     if (b->i == start) return 1;
+    if (cel_steps(e, refused_steps(sub), pos) != kCel_Ok) return -1;
   }
   return 0;
 }
@@ -886,20 +903,12 @@ static int last_find(cel_E *e, const cel_Node *n, const pc_StringView *s, size_t
         *from = start;
         return kCel_Ok;
       }
+      if (cel_steps(e, refused_steps(sub), n->pos) != kCel_Ok) return kCel_Fatal;
       ri += at + 1; /* it starts inside a code point: an earlier one */
     }
     if (lo == 0) return kCel_Ok;
     hi = lo + m - 1; /* the next window ends where a match starting before lo may */
   }
-}
-
-/* The steps of searching 'n' bytes for 'sub': a step per 16 bytes of
- * either, as a scan (n times sub's 16-byte runs) where matches may start
- * inside a code point. */
-static uint64_t search_steps(size_t n, const pc_StringView *sub) {
-  if (sub->size > 0 && ((unsigned char)sub->data[0] & 0xC0) == 0x80)
-    return (uint64_t)n * (sub->size / 16 + 1) / 16;
-  return n / 16 + sub->size / 16;
 }
 
 static int index_error(cel_E *e, const cel_Node *n, int64_t i, size_t len) {
@@ -1120,7 +1129,9 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     int64_t found = -1;
     if (!last) {
       Boundary b = {s, cp_offset(s, start), start};
-      if (boundary_find(&b, sub)) found = b.k;
+      int r = boundary_find(e, n->pos, &b, sub);
+      if (r < 0) return kCel_Fatal;
+      if (r) found = b.k;
     } else {
       /* the last match starting at or before code point 'start': its end
          within 'start''s code point plus the needle */
@@ -1164,7 +1175,8 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     Boundary at = {s, 0, 0}; /* its index unused */
     size_t copied = 0;
     int64_t done = 0;
-    while ((limit < 0 || done < limit) && boundary_find(&at, old)) {
+    int r = 0;
+    while ((limit < 0 || done < limit) && (r = boundary_find(e, n->pos, &at, old)) > 0) {
       if ((rc = cel_buf_add(e, &b, s->data + copied, at.i - copied, n->pos)) != kCel_Ok ||
           (rc = cel_buf_add(e, &b, rep->data, rep->size, n->pos)) != kCel_Ok)
         return rc;
@@ -1178,6 +1190,7 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
         boundary_reach(&at, at.i + 1); /* an empty 'old' matches before each code point */
       }
     }
+    if (r < 0) return kCel_Fatal;
     if ((rc = cel_buf_add(e, &b, s->data + copied, s->size - copied, n->pos)) != kCel_Ok) return rc;
     *out = cel_string(b.data, b.size);
     return kCel_Ok;
@@ -1192,10 +1205,12 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     if (sep->size > 0) {
       if (cel_steps(e, 2 * search_steps(s->size, sep), n->pos) != kCel_Ok) return kCel_Fatal;
       Boundary at = {s, 0, 0}; /* its index unused */
-      while ((limit < 0 || cap < (uint64_t)limit) && boundary_find(&at, sep)) {
+      int r = 0;
+      while ((limit < 0 || cap < (uint64_t)limit) && (r = boundary_find(e, n->pos, &at, sep)) > 0) {
         cap++;
         at.i += sep->size;
       }
+      if (r < 0) return kCel_Fatal;
     }
     if (limit >= 0 && (uint64_t)limit < cap) cap = (size_t)limit;
     if (cel_check_size(e, cap, n->pos) != kCel_Ok) return kCel_Fatal;
@@ -1214,7 +1229,7 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
         parts[np++] = cel_string(s->data + i, at.i - i);
         continue;
       }
-      boundary_find(&at, sep); /* found: cap counted the matches */
+      if (boundary_find(e, n->pos, &at, sep) < 0) return kCel_Fatal; /* found: cap counted them */
       parts[np++] = cel_string(s->data + i, at.i - i);
       at.i += sep->size;
     }

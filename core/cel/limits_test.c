@@ -138,6 +138,29 @@ static void budget(void) {
         kPc_CelStatus_Ok);
   alarm(0);
   free((char *)big.v.s.data);
+  /* each match refused as inside a code point is a search begun again
+     (memmem's set-up: the needle's size), charged a step and one per 16
+     bytes of the needle: 50,000 of them here (charged as a scan of 100 KB,
+     they cost some 6,000 steps and took 5 times a step's time) */
+  big = string_of('x', 1 + 2 * 50000);
+  ((char *)big.v.s.data)[0] = (char)0xa9;
+  for (size_t i = 1; i < big.v.s.size; i += 2) memcpy((char *)big.v.s.data + i, "\xc3\xa9", 2);
+  l = dflt;
+  l.steps = 40000;
+  CHECK(run("x.indexOf(x.charAt(0), 1) == -1", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.lastIndexOf(x.charAt(0)) == 0", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.split(x.charAt(0)).size() == 2", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.replace(x.charAt(0), '').size() == 50000", &big, &l, msg) == kPc_CelStatus_Limit);
+  l.steps = 200000;
+  CHECK(run("x.indexOf(x.charAt(0), 1) == -1 || size(x) / 0 == 1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.lastIndexOf(x.charAt(0)) == 0 || size(x) / 0 == 1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.split(x.charAt(0)).size() == 2 || size(x) / 0 == 1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.replace(x.charAt(0), '').size() == 50000 || size(x) / 0 == 1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  free((char *)big.v.s.data);
   /* lastIndexOf reads reversed copies of windows of the text, from its
      end, not a copy of it (a copy of 9 MB for each of two reached the 16 MB
      of bytes); a match across two windows (64 KB and the needle) is found */

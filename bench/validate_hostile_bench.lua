@@ -14,6 +14,11 @@
 --   * a 1 MB string against a pattern of counted repetitions (RE2's DFA
 --     given its default 8 MiB, not the 1 MiB a pattern is refused past,
 --     which sent it to the NFA) against `^[abc]*d`.
+--   * a 4 MB string of `a` searched for a 1,000-byte substring that nearly
+--     matches everywhere (`aaa...ab`), by string.contains (checked in C)
+--     and by a CEL rule's indexOf, against one of 100 bytes of the same
+--     shape (memmem, a two-way search, so the needle's length does not
+--     multiply the time; a scan was 10x, 0.1 s a check).
 --
 --   build/release/protocall bench/validate_hostile_bench.lua [--quick]
 -- --callgrind (make bench's BENCH_ARGS) is taken and ignored: an operation
@@ -31,6 +36,7 @@ for _, a in ipairs(arg or {}) do
   end
 end
 
+local NEEDLE, SHORT = string.rep("a", 999) .. "b", string.rep("a", 99) .. "b"
 local words = {}
 for i = 1, 10000 do words[i] = ('"w%05d"'):format(i) end
 local pool = pc.pool()
@@ -46,6 +52,12 @@ assert(pool:load([[
   table.concat(words, ",") .. [[]}]; }
   message Plain { string s = 1 [(buf.validate.field).string.pattern = "^[abc]*d$"]; }
   message Counted { string s = 1 [(buf.validate.field).string.pattern = "(?:a{1,50}b{1,50}c{1,50}){1,20}d"]; }
+  message LongNeedle { string s = 1 [(buf.validate.field).string.contains = "]] .. NEEDLE .. [["]; }
+  message ShortNeedle { string s = 1 [(buf.validate.field).string.contains = "]] .. SHORT .. [["]; }
+  message CelLongNeedle { string s = 1 [(buf.validate.field).cel = {id: "i",
+    expression: "this.indexOf(']] .. NEEDLE .. [[') >= 0"}]; }
+  message CelShortNeedle { string s = 1 [(buf.validate.field).cel = {id: "i",
+    expression: "this.indexOf(']] .. SHORT .. [[') >= 0"}]; }
 ]], { name = "hostilebench.proto" }))
 
 local function varint(n)
@@ -136,4 +148,11 @@ local text = string.rep("abc", 349525) .. "d" -- 1 MB
 pair("a 1 MB string, (?:a{1,50}b{1,50}c{1,50}){1,20}d (against ^[abc]*d$)", 5,
      validates(pool:type("hostilebench.Counted") { s = text }),
      validates(pool:type("hostilebench.Plain") { s = text }))
+local hay = string.rep("a", 4e6) .. NEEDLE -- holds both
+pair("string.contains, 4 MB of a, a 1,000-byte aaa...ab (against 100 bytes)", 3,
+     validates(pool:type("hostilebench.LongNeedle") { s = hay }),
+     validates(pool:type("hostilebench.ShortNeedle") { s = hay }))
+pair("a CEL rule's indexOf, 4 MB of a, a 1,000-byte aaa...ab (against 100 bytes)", 3,
+     validates(pool:type("hostilebench.CelLongNeedle") { s = hay }),
+     validates(pool:type("hostilebench.CelShortNeedle") { s = hay }))
 H.report("requests an attacker picks, against requests of the same size" .. (quick and " (--quick)" or ""), rows)

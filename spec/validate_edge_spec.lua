@@ -127,15 +127,17 @@ describe("validation of hostile requests", function()
       }
     ]], { name = "big.proto" }))
     local M = q:type("big.M")
-    -- 4 MB searched for 100 bytes: past the expression's budget ("evaluation limit reached: steps")
+    -- 4 MB searched for 100 bytes: a linear search within the expression's budget, so the
+    -- message is validate.proto's own, the whole substring (a scan charged 4 MB x 100 bytes
+    -- reached "evaluation limit reached: steps", the message worded in C cut it at 64 bytes)
     local v = pc.validate(M { s = string.rep("a", 4e6), t = string.rep("a", 4e6) .. needle })
     assert.are.equal(2, #v)
     assert.are.equal("s", v[1].field)
     assert.are.equal("string.contains", v[1].rule)
-    assert.are.equal("does not contain substring `" .. string.rep("a", 64) .. "...`", v[1].message)
+    assert.are.equal("does not contain substring `" .. needle .. "`", v[1].message)
     assert.are.equal("t", v[2].field)
     assert.are.equal("string.not_contains", v[2].rule)
-    assert.are.equal("contains substring `" .. string.rep("a", 64) .. "...`", v[2].message)
+    assert.are.equal("contains substring `" .. needle .. "`", v[2].message)
     -- a million items and one more, the last a duplicate: unique() runs a step an item
     local u = {}
     for i = 1, 1100000 do u[i] = i end
@@ -145,6 +147,59 @@ describe("validation of hostile requests", function()
     assert.are.same({ field = "u", rule = "repeated.unique", message = "repeated value must contain unique items" },
       v[1])
     assert.are.same({}, pc.validate(M { s = needle, u = { 1, 2, 3 } }))
+  end)
+
+  it("gives a verdict, not an evaluation error, for a CEL rule reading a value over 16 MB", function()
+    local q = pc.pool()
+    assert(q:load([[
+      syntax = "proto3";
+      package big16;
+      import "buf/validate/validate.proto";
+      message M {
+        optional string s = 1 [(buf.validate.field).cel = {id: "short", expression: "size(this) < 5"}];
+        optional bytes b = 2 [(buf.validate.field).bytes.pattern = "^a*$"];
+        optional string t = 3 [(buf.validate.field).cel = {id: "has_b", expression: "this.contains('b')"}];
+      }
+    ]], { name = "big16.proto" }))
+    local M = q:type("big16.M")
+    local big = string.rep("a", 17e6)
+    -- 17 MB read once is 1,062,500 steps, past the default budget of 1,000,000: "validate: s:
+    -- short: 1:1: evaluation limit reached: steps" (a server's INTERNAL); protovalidate-es
+    -- (no budget) says "size(this) < 5" returned false
+    assert.are.same({ { field = "s", rule = "short", message = '"size(this) < 5" returned false' } },
+      pc.validate(M { s = big }))
+    assert.are.same({}, pc.validate(M { b = big }))
+    assert.are.same({ { field = "b", rule = "bytes.pattern", message = "must match regex pattern `^a*$`" } },
+      pc.validate(M { b = big .. "b" }))
+    assert.are.same({ { field = "t", rule = "has_b", message = "\"this.contains('b')\" returned false" } },
+      pc.validate(M { t = big }))
+  end)
+
+  it("fails on an Any of a type the schema lacks read by a CEL rule, as protovalidate's runtimes do", function()
+    local q = pc.pool()
+    assert(q:load([[
+      syntax = "proto3";
+      package anyu;
+      import "buf/validate/validate.proto";
+      import "google/protobuf/any.proto";
+      message M {
+        google.protobuf.Any a = 1 [(buf.validate.field).cel = {id: "set", expression: "this.type_url != ''"}];
+        google.protobuf.Any b = 2 [(buf.validate.field).any = {in: ["type.googleapis.com/x.Y"]}];
+        google.protobuf.Any c = 3;
+      }
+    ]], { name = "anyu.proto" }))
+    local M = q:type("anyu.M")
+    local Any = q:type("google.protobuf.Any")
+    local any = Any { type_url = "type.googleapis.com/no.Such", value = "\8\1" }
+    -- CEL reads an Any as the message it holds: protovalidate-es fails "invalid Any or
+    -- type.googleapis.com/no.Such not found in registry", protovalidate-go (cel-go) fails to
+    -- unpack it; a server refuses the request INTERNAL with this text
+    assert.has_error(function() pc.validate(M { a = any }) end,
+      "validate: a: google.protobuf.Any holds no.Such, a type the schema lacks")
+    -- any.in and any.not_in read the type URL only, and a message without rules is not unpacked
+    assert.are.same({ { field = "b", rule = "any.in", message = "type URL must be in the allow list" } },
+      pc.validate(M { b = any }))
+    assert.are.same({}, pc.validate(M { c = any }))
   end)
 
   it("counts the characters of a string that is not UTF-8 as replacements, never as nothing", function()
@@ -171,6 +226,36 @@ describe("validation of hostile requests", function()
     assert.are.same({}, pc.validate(pc.decode(M, field(2, "a\x80"))))
     -- a truncated sequence is one replacement, as protovalidate-es decodes it
     assert.are.same({}, pc.validate(pc.decode(M, field(3, "a\xe2\x82\xff"))))
+  end)
+
+  it("indexes a string that is not UTF-8 by the characters size() counts", function()
+    local q = pc.pool()
+    assert(q:load([[
+      syntax = "proto2";
+      package bad8i;
+      import "buf/validate/validate.proto";
+      message M {
+        optional string s = 1 [
+          (buf.validate.field).cel = {id: "size", expression: "size(this) == 5"},
+          (buf.validate.field).cel = {id: "indexOf", expression: "this.indexOf('a') == 3"},
+          (buf.validate.field).cel = {id: "indexOf3", expression: "this.indexOf('a', 1) == 3"},
+          (buf.validate.field).cel = {id: "lastIndexOf", expression: "this.lastIndexOf('a') == 3"},
+          (buf.validate.field).cel = {id: "split", expression: "this.split('')[3] == 'a'"},
+          (buf.validate.field).cel = {id: "splitSize", expression: "this.split('').size() == 5"},
+          (buf.validate.field).cel = {id: "replace", expression: "size(this.replace('', '-')) == 11"},
+          (buf.validate.field).cel = {id: "charAt", expression: "this.charAt(3) == 'a'"}];
+        optional string t = 2 [(buf.validate.field).cel = {id: "trim", expression: "this.trim() == this"}];
+      }
+    ]], { name = "bad8i.proto" }))
+    local M = q:type("bad8i.M")
+    -- \xf0 then \x80 (no 4-byte sequence starts f0 80): three replacements, then "a", "b",
+    -- as size() and protovalidate-es's decoder count them; indexOf, split and replace skipped
+    -- the continuation bytes as part of the \xf0 (indexOf('a') was 1, split('') had 3 parts)
+    local s = "\xf0\x80\x80ab"
+    assert.are.same({}, pc.validate(pc.decode(M, string.char(10, #s) .. s)))
+    -- a space then a stray continuation byte (a U+FFFD, not a space): trim() took them both
+    local t = "a \x80"
+    assert.are.same({}, pc.validate(pc.decode(M, string.char(18, #t) .. t)))
   end)
 
   it("survives a finalizer validating a message of the same pool while a list is being made", function()

@@ -159,6 +159,38 @@ describe("pc.validate and pc.check", function()
     assert.are.equal(1, #pc.validate(m, { fail_fast = true }))
   end)
 
+  it("keeps max_violations violations at most, saying when it stopped there", function()
+    local q = pc.pool()
+    assert(q:load([[syntax = "proto3"; package cap; import "buf/validate/validate.proto";
+      message C { repeated int32 n = 1 [(buf.validate.field).repeated.items.int32.gt = 5]; }]],
+      { name = "cap.proto" }))
+    local n = {}
+    for i = 1, 1000 do n[i] = 1 end
+    local m = q:type("cap.C") { n = n }
+    local list, truncated = pc.validate(m)
+    assert.are.equal(1000, #list) -- all by default, as protovalidate's runtimes
+    assert.is_false(truncated)
+    list, truncated = pc.validate(m, { max_violations = 3 })
+    assert.are.same({ "n[0]|int32.gt", "n[1]|int32.gt", "n[2]|int32.gt" }, pairs_of(list))
+    assert.is_true(truncated)
+    list, truncated = pc.validate(m, { max_violations = 1000 })
+    assert.are.equal(1000, #list)
+    assert.is_false(truncated) -- exactly the cap: nothing left out
+    list, truncated = pc.validate(m, { max_violations = 2, fail_fast = true })
+    assert.are.equal(1, #list)
+    assert.is_false(truncated)
+    local ok, err = pcall(pc.check, m, { max_violations = 2 })
+    assert.is_false(ok)
+    assert.are.equal("validation failed: n[0]: must be greater than 5 [int32.gt], and at least 2 more violations",
+      err.message)
+    assert.are.equal(2, #err.violations)
+    for _, bad in ipairs({ 0, -1, 1.5, "3", true }) do
+      local got = type(bad) == "number" and tostring(bad) or type(bad)
+      assert.has_error(function() pc.validate(m, { max_violations = bad }) end,
+        "bad argument #2 to 'validate' (max_violations: positive integer expected, got " .. got .. ")")
+    end
+  end)
+
   it("reports an unset proto2 required field with legacy_required", function()
     local q = pc.pool()
     assert(q:load([[syntax = "proto2"; package old; import "buf/validate/validate.proto";

@@ -275,6 +275,13 @@ int pc_Cel_IsHostAndPort(const char *s, size_t n, int port_required);
  * it), so at least n / 4 and at most n (the string rules' lengths). */
 size_t pc_Cel_StringSize(const char *s, size_t n);
 
+/* The offset of the first occurrence of the 'nn' bytes at 'needle' in the
+ * 'hn' bytes at 'h' (0 for an empty needle), or SIZE_MAX: linear time
+ * (glibc's memmem, a two-way search), so `contains` costs the haystack's
+ * size and the needle's, not their product (a naive scan took 0.1 s for a
+ * 4 MB string and a 1,000-byte needle). */
+size_t pc_Cel_Find(const char *h, size_t hn, const char *needle, size_t nn);
+
 /* The name of a value's CEL type, as type() gives it: "int", "list",
  * "google.protobuf.Timestamp", "demo.User", "null_type", "type". */
 const char *pc_CelValue_TypeName(const pc_CelValue *v);

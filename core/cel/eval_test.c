@@ -508,6 +508,15 @@ static void protovalidate(void) {
       {"'1:2:3:4:5:6:7:8:9'.isIp()", "false"},
       {"'1::2::3'.isIp()", "false"},
       {"'12345::'.isIp()", "false"},
+      /* `::` standing for no group, with an embedded IPv4 (nine groups in
+         all): RFC 4291 refuses these, protovalidate-go (internal/rules/ipv6.go)
+         and protovalidate-es 1.3 accept them (an address ends at its IPv4,
+         the groups uncounted), and so does protocall, to give their verdicts */
+      {"'1:2:3:4:5:6:7::1.2.3.4'.isIp(6)", "true"},
+      {"'1:2:3:4:5:6::1.2.3.4'.isIp(6)", "true"},
+      {"'1:2:3:4:5:6:7::1.2.3.4/64'.isIpPrefix(6, true)", "true"},
+      {"'1:2:3:4:5:6:7:1.2.3.4'.isIp(6)", "false"},
+      {"'1:2:3:4:5:6:7:8::'.isIp(6)", "false"},
       {"'1.2.3.4'.isIp(5)", "false"},
       {"'10.0.0.0/8'.isIpPrefix()", "true"},
       {"'10.0.0.1/8'.isIpPrefix(true)", "false"},

@@ -801,6 +801,116 @@ static size_t cp_offset(const pc_StringView *s, int64_t k) {
   return i;
 }
 
+/* A code point boundary of a string as cel_utf8_next steps through it (so
+ * as size() counts: a byte sequence that is not UTF-8 is a U+FFFD for each
+ * maximal subpart) and its index. */
+typedef struct {
+  const pc_StringView *s;
+  size_t i;
+  int64_t k;
+} Boundary;
+
+/* To the first boundary at or after byte 'to'. */
+static void boundary_reach(Boundary *b, size_t to) {
+  while (b->i < to && b->i < b->s->size) {
+    if ((unsigned char)b->s->data[b->i] < 0x80)
+      b->i++;
+    else
+      cel_utf8_next(b->s->data, b->s->size, &b->i);
+    b->k++;
+  }
+}
+
+/* Whether byte 'p' of 's' is a boundary, in constant time: a byte that
+ * is not a continuation byte starts a code point, and so does a
+ * continuation byte unless the sequence of the last byte before it that is
+ * not one (3 back at most: a sequence is 4 bytes at most) reaches past it. */
+static int is_boundary(const pc_StringView *s, size_t p) {
+  if (p == 0 || p >= s->size || ((unsigned char)s->data[p] & 0xC0) != 0x80) return 1;
+  for (size_t q = p; q > 0 && p - q < 3;) {
+    q--;
+    if (((unsigned char)s->data[q] & 0xC0) != 0x80) {
+      size_t end = q;
+      cel_utf8_next(s->data, s->size, &end);
+      return end <= p;
+    }
+  }
+  return 1; /* stray continuation bytes: one code point each */
+}
+
+/* The steps of searching 'n' bytes for 'sub': a step per 16 bytes of
+ * either (memmem is linear); refused_steps' for each match refused. */
+static uint64_t search_steps(size_t n, const pc_StringView *sub) {
+  return n / 16 + sub->size / 16;
+}
+
+/* The steps of a match refused as starting inside a code point: the
+ * search begun again after it (a needle of 258 bytes matching inside each
+ * code point of 'é...', charged as a scan, took 400 ns a step, 5 times a
+ * scan's). */
+static uint64_t refused_steps(const pc_StringView *sub) {
+  return 1 + sub->size / 16;
+}
+
+/* To the next match of 'sub' that starts at a boundary, at or after b's:
+ * 1, or 0 if none, -1 when the budget is reached. Linear in the string's
+ * size (memmem, the boundaries walked once) but for the matches that start
+ * inside a code point ('sub' starting with a continuation byte): each is a
+ * search begun again (memmem's set-up is the needle's size), charged a
+ * step and one per 16 bytes of 'sub' (refused_steps). */
+static int boundary_find(cel_E *e, uint32_t pos, Boundary *b, const pc_StringView *sub) {
+  while (b->i <= b->s->size) {
+    size_t at = pc_Cel_Find(b->s->data + b->i, b->s->size - b->i, sub->data, sub->size);
+    if (at == SIZE_MAX) return 0;
+    size_t start = b->i + at;
+    boundary_reach(b, start);
+    if (b->i == start) return 1;
+    if (cel_steps(e, refused_steps(sub), pos) != kCel_Ok) return -1;
+  }
+  return 0;
+}
+
+/* The bytes of the haystack a window of last_find reads, beyond the
+ * needle's size. */
+#define LAST_WINDOW 65536
+
+/* The offset of the last match of 'sub' in s's first 'end' bytes that
+ * starts at a boundary, or SIZE_MAX, in '*from': the first match of the
+ * reversed needle in reversed copies of windows of the text, from its end
+ * (glibc has no memrmem). A window is LAST_WINDOW bytes or the needle's
+ * size, whichever is more, plus the needle's size less one (a match
+ * across two windows), so the text is copied less than twice over and the
+ * copies take that window, not the text (a copy of a 9 MB text for each
+ * lastIndexOf of a rule reached the evaluation's 16 MB of bytes). */
+static int last_find(cel_E *e, const cel_Node *n, const pc_StringView *s, size_t end,
+                     const pc_StringView *sub, size_t *from) {
+  size_t m = sub->size, w = m > LAST_WINDOW ? m : LAST_WINDOW;
+  size_t room = w + m < end ? w + m : end; /* at most a window's bytes */
+  *from = SIZE_MAX;
+  if (m > end) return kCel_Ok;
+  char *rsub = cel_alloc(e, m + room + 1, n->pos);
+  if (rsub == NULL) return kCel_Fatal;
+  char *rs = rsub + m;
+  for (size_t i = 0; i < m; i++) rsub[i] = sub->data[m - 1 - i];
+  for (size_t hi = end;;) { /* the window: bytes [lo, hi) */
+    size_t lo = hi - m + 1 > w ? hi - (w + m - 1) : 0, len = hi - lo;
+    for (size_t i = 0; i < len; i++) rs[i] = s->data[hi - 1 - i];
+    for (size_t ri = 0; ri <= len;) {
+      size_t at = pc_Cel_Find(rs + ri, len - ri, rsub, m);
+      if (at == SIZE_MAX) break;
+      size_t start = hi - (ri + at) - m; /* where the match starts */
+      if (is_boundary(s, start)) {
+        *from = start;
+        return kCel_Ok;
+      }
+      if (cel_steps(e, refused_steps(sub), n->pos) != kCel_Ok) return kCel_Fatal;
+      ri += at + 1; /* it starts inside a code point: an earlier one */
+    }
+    if (lo == 0) return kCel_Ok;
+    hi = lo + m - 1; /* the next window ends where a match starting before lo may */
+  }
+}
+
 static int index_error(cel_E *e, const cel_Node *n, int64_t i, size_t len) {
   return cel_fail(e, n->pos, "index %lld out of range [0, %zu)", (long long)i, len);
 }
@@ -1015,20 +1125,24 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
       start = a[2].v.i;
       if (start < 0 || (uint64_t)start >= count) return index_error(e, n, start, count);
     }
-    if (cel_steps(e, s->size * (sub->size / 16 + 1) / 16, n->pos) != kCel_Ok) return kCel_Fatal;
-    int64_t found = -1, k = 0;
-    size_t i = 0;
-    for (;;) {
-      if (last && k > start) break;
-      if ((last || k >= start) && sub->size <= s->size - i &&
-          (sub->size == 0 || memcmp(s->data + i, sub->data, sub->size) == 0)) {
-        found = k;
-        if (!last) break;
+    if (cel_steps(e, search_steps(s->size, sub), n->pos) != kCel_Ok) return kCel_Fatal;
+    int64_t found = -1;
+    if (!last) {
+      Boundary b = {s, cp_offset(s, start), start};
+      int r = boundary_find(e, n->pos, &b, sub);
+      if (r < 0) return kCel_Fatal;
+      if (r) found = b.k;
+    } else {
+      /* the last match starting at or before code point 'start': its end
+         within 'start''s code point plus the needle */
+      size_t lim = cp_offset(s, start), end = lim + sub->size < s->size ? lim + sub->size : s->size;
+      size_t from;
+      if ((rc = last_find(e, n, s, end, sub, &from)) != kCel_Ok) return rc;
+      if (from != SIZE_MAX) { /* its index: the boundaries walked once */
+        Boundary b = {s, 0, 0};
+        boundary_reach(&b, from);
+        found = b.k;
       }
-      if (i >= s->size) break;
-      i++;
-      while (i < s->size && ((unsigned char)s->data[i] & 0xC0) == 0x80) i++;
-      k++;
     }
     *out = cel_int(found);
     return kCel_Ok;
@@ -1057,25 +1171,27 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     int64_t limit = nargs == 4 ? a[3].v.i : -1;
     cel_Buf b = {NULL, 0, 0};
     if ((rc = cel_buf_add(e, &b, "", 0, n->pos)) != kCel_Ok) return rc;
-    size_t i = 0;
+    if (cel_steps(e, search_steps(s->size, old), n->pos) != kCel_Ok) return kCel_Fatal;
+    Boundary at = {s, 0, 0}; /* its index unused */
+    size_t copied = 0;
     int64_t done = 0;
-    while (i <= s->size) {
-      int match = (limit < 0 || done < limit) && old->size <= s->size - i &&
-                  (old->size == 0 || memcmp(s->data + i, old->data, old->size) == 0);
-      if (match) {
-        if ((rc = cel_buf_add(e, &b, rep->data, rep->size, n->pos)) != kCel_Ok) return rc;
-        done++;
-        if (old->size > 0) {
-          i += old->size;
-          continue;
-        }
+    int r = 0;
+    while ((limit < 0 || done < limit) && (r = boundary_find(e, n->pos, &at, old)) > 0) {
+      if ((rc = cel_buf_add(e, &b, s->data + copied, at.i - copied, n->pos)) != kCel_Ok ||
+          (rc = cel_buf_add(e, &b, rep->data, rep->size, n->pos)) != kCel_Ok)
+        return rc;
+      done++;
+      copied = at.i + old->size;
+      if (old->size > 0) {
+        at.i = copied; /* the match's end starts the next search */
+      } else if (at.i == s->size) {
+        break;
+      } else {
+        boundary_reach(&at, at.i + 1); /* an empty 'old' matches before each code point */
       }
-      if (i == s->size) break;
-      size_t next = i + 1;
-      while (next < s->size && ((unsigned char)s->data[next] & 0xC0) == 0x80) next++;
-      if ((rc = cel_buf_add(e, &b, s->data + i, next - i, n->pos)) != kCel_Ok) return rc;
-      i = next;
     }
+    if (r < 0) return kCel_Fatal;
+    if ((rc = cel_buf_add(e, &b, s->data + copied, s->size - copied, n->pos)) != kCel_Ok) return rc;
     *out = cel_string(b.data, b.size);
     return kCel_Ok;
   }
@@ -1086,34 +1202,36 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
     const pc_StringView *sep = &a[1].v.s;
     int64_t limit = nargs == 3 ? a[2].v.i : -1;
     size_t cap = sep->size == 0 ? count : 1;
-    if (sep->size > 0)
-      for (size_t i = 0; i + sep->size <= s->size; i++)
-        if (memcmp(s->data + i, sep->data, sep->size) == 0) {
-          cap++;
-          i += sep->size - 1;
-        }
+    if (sep->size > 0) {
+      if (cel_steps(e, 2 * search_steps(s->size, sep), n->pos) != kCel_Ok) return kCel_Fatal;
+      Boundary at = {s, 0, 0}; /* its index unused */
+      int r = 0;
+      while ((limit < 0 || cap < (uint64_t)limit) && (r = boundary_find(e, n->pos, &at, sep)) > 0) {
+        cap++;
+        at.i += sep->size;
+      }
+      if (r < 0) return kCel_Fatal;
+    }
     if (limit >= 0 && (uint64_t)limit < cap) cap = (size_t)limit;
     if (cel_check_size(e, cap, n->pos) != kCel_Ok) return kCel_Fatal;
     pc_CelValue *parts = cel_alloc(e, (cap ? cap : 1) * sizeof *parts, n->pos);
     if (parts == NULL) return kCel_Fatal;
-    size_t np = 0, i = 0;
+    size_t np = 0;
+    Boundary at = {s, 0, 0}; /* its index unused */
     while (np < cap) {
+      size_t i = at.i;
       if (np + 1 == cap) {
         parts[np++] = cel_string(s->data + i, s->size - i);
         break;
       }
-      size_t j;
       if (sep->size == 0) {
-        j = i + 1;
-        while (j < s->size && ((unsigned char)s->data[j] & 0xC0) == 0x80) j++;
-        parts[np++] = cel_string(s->data + i, j - i);
-        i = j;
+        boundary_reach(&at, i + 1); /* a code point a part, as size() counts them */
+        parts[np++] = cel_string(s->data + i, at.i - i);
         continue;
       }
-      for (j = i; j + sep->size <= s->size; j++)
-        if (memcmp(s->data + j, sep->data, sep->size) == 0) break;
-      parts[np++] = cel_string(s->data + i, j - i);
-      i = j + sep->size;
+      if (boundary_find(e, n->pos, &at, sep) < 0) return kCel_Fatal; /* found: cap counted them */
+      parts[np++] = cel_string(s->data + i, at.i - i);
+      at.i += sep->size;
     }
     return cel_new_list(e, parts, np, n->pos, out);
   }
@@ -1137,10 +1255,14 @@ static int strings_fn(cel_E *e, const cel_Node *n, pc_CelValue *a, size_t nargs,
       i = k;
     }
     while (end > i) {
+      /* the last code point starts at the last byte that is not a
+         continuation byte, if it reads from there to 'end'; else it is a
+         U+FFFD (a stray continuation byte was trimmed as part of a space) */
       size_t k = end - 1;
       while (k > i && ((unsigned char)s->data[k] & 0xC0) == 0x80) k--;
       size_t probe = k;
-      if (!is_space(cel_utf8_next(s->data, s->size, &probe))) break;
+      uint32_t cp = cel_utf8_next(s->data, end, &probe);
+      if (probe != end || !is_space(cp)) break;
       end = k;
     }
     *out = cel_string(s->data + i, end - i);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 /* Evaluates 'expr' with one variable 'x' (may be NULL) under 'limits';
  * returns the status, the error text in 'msg'. */
@@ -101,6 +102,87 @@ static void budget(void) {
   CHECK(run("x.size()", &big, &l, msg) == kPc_CelStatus_Limit);
   CHECK(run("x.contains('b')", &big, &l, msg) == kPc_CelStatus_Limit);
   CHECK(run("x.matches('b')", &big, &l, msg) == kPc_CelStatus_Limit);
+  free((char *)big.v.s.data);
+  /* searching is linear (memmem) and charged so: 4 MB for 1,000 bytes is
+     250,000 steps, within the default budget (charged as a scan, 4 MB x
+     62 runs of 16 bytes, it reached the limit; it took 0.1 s) */
+  big = string_of('a', 4000000);
+  char needle[1100];
+  snprintf(needle, sizeof needle, "x.contains('%0999db')", 0);
+  memset(needle + strlen("x.contains('"), 'a', 999);
+  CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  snprintf(needle, sizeof needle, "x.indexOf('%0999db') == -1", 0);
+  memset(needle + strlen("x.indexOf('"), 'a', 999);
+  CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  snprintf(needle, sizeof needle, "x.lastIndexOf('b%0999d') == -1", 0);
+  memset(needle + strlen("x.lastIndexOf('b"), 'a', 999);
+  CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  snprintf(needle, sizeof needle, "x.split('%0999db').size() == 1", 0);
+  memset(needle + strlen("x.split('"), 'a', 999);
+  CHECK(run(needle, &big, NULL, msg) == kPc_CelStatus_Ok);
+  free((char *)big.v.s.data);
+  /* a needle that starts with a continuation byte (a string that is not
+     UTF-8: a proto2 field) matches inside each code point of 'é...': each
+     match is refused as not at a code point's start, in constant time
+     (lastIndexOf walked from the start for each: 600 KB took minutes); a
+     timer of 60 s of the process's CPU time ends the test long before */
+  big = string_of('x', 1 + 2 * 300000);
+  ((char *)big.v.s.data)[0] = (char)0xa9;
+  for (size_t i = 1; i < big.v.s.size; i += 2) memcpy((char *)big.v.s.data + i, "\xc3\xa9", 2);
+  struct itimerval cpu = {{0, 0}, {60, 0}}, off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_VIRTUAL, &cpu, NULL);
+  CHECK(run("x.lastIndexOf(x.charAt(0)) == 0 || size(x) / 0 == 1", &big, NULL, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.lastIndexOf(x.charAt(0), 200000) == 0 || size(x) / 0 == 1", &big, NULL, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.indexOf(x.charAt(0), 1) == -1 || size(x) / 0 == 1", &big, NULL, msg) ==
+        kPc_CelStatus_Ok);
+  setitimer(ITIMER_VIRTUAL, &off, NULL);
+  free((char *)big.v.s.data);
+  /* each match refused as inside a code point is a search begun again
+     (memmem's set-up: the needle's size), charged a step and one per 16
+     bytes of the needle: 50,000 of them here (charged as a scan of 100 KB,
+     they cost some 6,000 steps and took 5 times a step's time) */
+  big = string_of('x', 1 + 2 * 50000);
+  ((char *)big.v.s.data)[0] = (char)0xa9;
+  for (size_t i = 1; i < big.v.s.size; i += 2) memcpy((char *)big.v.s.data + i, "\xc3\xa9", 2);
+  l = dflt;
+  l.steps = 40000;
+  CHECK(run("x.indexOf(x.charAt(0), 1) == -1", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.lastIndexOf(x.charAt(0)) == 0", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.split(x.charAt(0)).size() == 2", &big, &l, msg) == kPc_CelStatus_Limit);
+  CHECK(run("x.replace(x.charAt(0), '').size() == 50000", &big, &l, msg) == kPc_CelStatus_Limit);
+  l.steps = 200000;
+  CHECK(run("x.indexOf(x.charAt(0), 1) == -1 || size(x) / 0 == 1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.lastIndexOf(x.charAt(0)) == 0 || size(x) / 0 == 1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.split(x.charAt(0)).size() == 2 || size(x) / 0 == 1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  CHECK(run("x.replace(x.charAt(0), '').size() == 50000 || size(x) / 0 == 1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  free((char *)big.v.s.data);
+  /* lastIndexOf reads reversed copies of windows of the text, from its
+     end, not a copy of it (a copy of 9 MB for each of two reached the 16 MB
+     of bytes); a match across two windows (64 KB and the needle) is found */
+  big = string_of('a', 9000000);
+  l = dflt;
+  l.steps = 100000000;
+  CHECK(run("x.lastIndexOf('b') == -1 && x.lastIndexOf('c') == -1", &big, &l, msg) ==
+        kPc_CelStatus_Ok);
+  free((char *)big.v.s.data);
+  big = string_of('a', 3 * 65536 + 100);
+  const size_t at[] = {0,      1,      65630,  65631,  65632,  65633,  65634,  65635,  65636, 65637,
+                       131166, 131167, 131168, 131169, 131170, 131171, 131172, 131173, 196705};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    memcpy((char *)big.v.s.data + at[i], "bcd", 3);
+    snprintf(expr, sizeof expr, "x.lastIndexOf('bcd') == %zu || size(x) / 0 == 1", at[i]);
+    CHECK(run(expr, &big, NULL, msg) == kPc_CelStatus_Ok);
+    snprintf(expr, sizeof expr, "x.lastIndexOf('bcd', %zu) == %zu || size(x) / 0 == 1", at[i] + 1,
+             at[i]);
+    CHECK(run(expr, &big, NULL, msg) == kPc_CelStatus_Ok);
+    memcpy((char *)big.v.s.data + at[i], "aaa", 3);
+  }
   free((char *)big.v.s.data);
   /* list growth */
   l = dflt;

@@ -1,5 +1,6 @@
 /* Text helpers: UTF-8, positions in an expression as line:col, numbers
  * as JavaScript prints them. */
+#define _GNU_SOURCE /* memmem */
 #include "cel/cel_internal.h"
 
 #include <math.h>
@@ -106,6 +107,13 @@ size_t cel_utf8_count(const char *s, size_t n) {
 
 size_t pc_Cel_StringSize(const char *s, size_t n) {
   return cel_utf8_count(s, n);
+}
+
+size_t pc_Cel_Find(const char *h, size_t hn, const char *needle, size_t nn) {
+  if (nn == 0) return 0;
+  if (nn > hn) return SIZE_MAX;
+  const char *p = memmem(h, hn, needle, nn);
+  return p == NULL ? SIZE_MAX : (size_t)(p - h);
 }
 
 /* -- Numbers ------------------------------------------------------------- */

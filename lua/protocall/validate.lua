@@ -8,34 +8,45 @@ local core = require "protocall.core"
 local errors = require "protocall.errors"
 local schema = require "protocall.schema"
 local internal = require "protocall.internal"
+local compat = require "protocall.compat"
 
 local error, type, tostring, pairs, pcall, ipairs = error, type, tostring, pairs, pcall, ipairs
 local validate_core, is_message = core.validate, core.is_message
 
 local M = {}
 
--- fail_fast, legacy_required = options(opts, fname): the options of
--- pc.validate and pc.check, checked (errors blame the caller of those:
--- run is called from them, not as a tail call).
+-- fail_fast, legacy_required, max_violations = options(opts, fname): the
+-- options of pc.validate and pc.check, checked (errors blame the caller of
+-- those: run is called from them, not as a tail call). max_violations: 0
+-- for all.
 local function options(opts, fname)
-  if opts == nil then return false, false end
+  if opts == nil then return false, false, 0 end
   if type(opts) ~= "table" then
     internal.argerror(fname, "table expected, got " .. type(opts), 4, 2)
   end
   for k in pairs(opts) do
-    if k ~= "fail_fast" and k ~= "legacy_required" then
+    if k ~= "fail_fast" and k ~= "legacy_required" and k ~= "max_violations" then
       internal.argerror(fname, "unknown option '" .. tostring(k) .. "'", 4, 2)
     end
   end
-  return opts.fail_fast and true or false, opts.legacy_required and true or false
+  local max = opts.max_violations
+  if max ~= nil then
+    local n = type(max) == "number" and compat.tointeger(max)
+    if not n or n < 1 then
+      internal.argerror(fname, "max_violations: positive integer expected, got " ..
+        (type(max) == "number" and internal.show(max) or type(max)), 4, 2)
+    end
+    max = n
+  end
+  return opts.fail_fast and true or false, opts.legacy_required and true or false, max or 0
 end
 
 local function run(m, opts, fname)
   if not is_message(m) then internal.argerror(fname, "message expected, got " .. type(m), 3) end
-  local fail_fast, legacy_required = options(opts, fname)
-  local list, err = validate_core(m, fail_fast, false, legacy_required)
-  if not list then error(fname .. ": " .. err, 3) end
-  return list
+  local fail_fast, legacy_required, max = options(opts, fname)
+  local list, more = validate_core(m, fail_fast, false, legacy_required, max)
+  if not list then error(fname .. ": " .. more, 3) end
+  return list, more
 end
 
 -- The violations a refusal keeps at most (pc_Validator_SetMaxViolations):
@@ -45,7 +56,7 @@ end
 local REFUSAL_VIOLATIONS = 100
 M.REFUSAL_VIOLATIONS = REFUSAL_VIOLATIONS
 
---- violations = pc.validate(m [, opts]): the rules message `m` breaks, as
+--- violations, truncated = pc.validate(m [, opts]): the rules message `m` breaks, as
 -- protovalidate's runtimes report them: a list (empty when `m` is valid) of
 -- {field = "items[2].name", rule = "string.min_len", message = "must be at
 -- least 1 characters"} (`for_key = true` for a map key's rule;
@@ -53,15 +64,21 @@ M.REFUSAL_VIOLATIONS = REFUSAL_VIOLATIONS
 -- `ports[80]`). Nested messages are validated in turn. opts: `fail_fast`
 -- (stop at the first violation), `legacy_required` (an unset proto2
 -- `required` field is a violation, rule "legacy_required", as
--- protovalidate's runtimes report it with their option of that name). The
+-- protovalidate's runtimes report it with their option of that name),
+-- `max_violations` (an integer >= 1: keep that many violations at most, the
+-- validation stopped at the next one, `truncated` true then; by default all,
+-- as protovalidate's runtimes report them: a message breaking a rule on each
+-- of its million items makes a million, some 200 MB; servers' and the
+-- gateway's refusals keep 100). The
 -- rules are compiled on first use of each message type and kept with its
--- pool. Raises on a non-message, and
+-- pool. Raises on a non-message, on a bad option ("bad argument #2 to
+-- 'validate' (max_violations: positive integer expected, got 0)"), and
 -- on a rule that does not compile or fails to evaluate ("validate: failed
 -- to compile user.ok: 1:6: ...", rules of another type than the field's:
 -- "validate: expected rule \"int32\", got \"string\" on demo.M.x").
 function M.validate(m, opts)
-  local list = run(m, opts, "validate")
-  return list
+  local list, truncated = run(m, opts, "validate")
+  return list, truncated
 end
 
 --- s = M.violation_text(v): one violation as `field: message [rule]` (no
@@ -123,13 +140,14 @@ end
 -- `violations` the list pc.validate gives, `details` {google.rpc.BadRequest
 -- of them: field, description as above, reason the rule id} (a handler
 -- raising it, or tc:error writing it, sends them as the gateway's
--- `validate` does) and `local = true`. opts as pc.validate's.
--- Raises as pc.validate does on a bad argument or rule.
+-- `validate` does) and `local = true`. opts as pc.validate's (with
+-- `max_violations` and more found, the message ends "and at least N more
+-- violations"). Raises as pc.validate does on a bad argument or rule.
 function M.check(m, opts)
-  local list = run(m, opts, "check")
+  local list, truncated = run(m, opts, "check")
   if #list == 0 then return m end
   local br = bad_request(list)
-  error(errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list),
+  error(errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list, truncated),
     { violations = list, ["local"] = true, details = br and { br } or nil }), 2)
 end
 

@@ -19,6 +19,11 @@
 --     and by a CEL rule's indexOf, against one of 100 bytes of the same
 --     shape (memmem, a two-way search, so the needle's length does not
 --     multiply the time; a scan was 10x, 0.1 s a check).
+--   * a CEL rule's lastIndexOf of a needle that starts with a continuation
+--     byte (a proto2 string need not be UTF-8) in 600 KB of `é`: each
+--     match inside a code point is refused in constant time, so the search
+--     is linear (a walk from the string's start for each took minutes),
+--     against ten of the same request of 60 KB.
 --
 --   build/release/protocall bench/validate_hostile_bench.lua [--quick]
 -- --callgrind (make bench's BENCH_ARGS) is taken and ignored: an operation
@@ -59,6 +64,14 @@ assert(pool:load([[
   message CelShortNeedle { string s = 1 [(buf.validate.field).cel = {id: "i",
     expression: "this.indexOf(']] .. SHORT .. [[') >= 0"}]; }
 ]], { name = "hostilebench.proto" }))
+
+assert(pool:load([[
+  syntax = "proto2";
+  package hostilebench;
+  import "buf/validate/validate.proto";
+  message Inside { optional string s = 1 [(buf.validate.field).cel = {id: "i",
+    expression: "this.lastIndexOf(this.charAt(0)) == 0"}]; }
+]], { name = "hostilebench2.proto" }))
 
 local function varint(n)
   local out = {}
@@ -155,4 +168,9 @@ pair("string.contains, 4 MB of a, a 1,000-byte aaa...ab (against 100 bytes)", 3,
 pair("a CEL rule's indexOf, 4 MB of a, a 1,000-byte aaa...ab (against 100 bytes)", 3,
      validates(pool:type("hostilebench.CelLongNeedle") { s = hay }),
      validates(pool:type("hostilebench.CelShortNeedle") { s = hay }))
+local Inside = pool:type("hostilebench.Inside")
+local big, small = Inside { s = "\xa9" .. string.rep("\xc3\xa9", 300000) },
+                   Inside { s = "\xa9" .. string.rep("\xc3\xa9", 30000) }
+pair("CEL lastIndexOf, a needle inside each code point, 600 KB (against 10 x 60 KB)", 3,
+     validates(big), function(n) for _ = 1, 10 * n do assert(#pc.validate(small) == 0) end end)
 H.report("requests an attacker picks, against requests of the same size" .. (quick and " (--quick)" or ""), rows)

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 /* Evaluates 'expr' with one variable 'x' (may be NULL) under 'limits';
  * returns the status, the error text in 'msg'. */
@@ -123,21 +122,18 @@ static void budget(void) {
   free((char *)big.v.s.data);
   /* a needle that starts with a continuation byte (a string that is not
      UTF-8: a proto2 field) matches inside each code point of 'é...': each
-     match is refused as not at a code point's start, in constant time
-     (lastIndexOf walked from the start for each: 600 KB took minutes); a
-     timer of 60 s of the process's CPU time ends the test long before */
-  big = string_of('x', 1 + 2 * 300000);
+     match is refused as not at a code point's start (in constant time:
+     bench/validate_hostile_bench.lua's lastIndexOf row, where a walk from
+     the start for each took minutes) */
+  big = string_of('x', 1 + 2 * 30000);
   ((char *)big.v.s.data)[0] = (char)0xa9;
   for (size_t i = 1; i < big.v.s.size; i += 2) memcpy((char *)big.v.s.data + i, "\xc3\xa9", 2);
-  struct itimerval cpu = {{0, 0}, {60, 0}}, off = {{0, 0}, {0, 0}};
-  setitimer(ITIMER_VIRTUAL, &cpu, NULL);
   CHECK(run("x.lastIndexOf(x.charAt(0)) == 0 || size(x) / 0 == 1", &big, NULL, msg) ==
         kPc_CelStatus_Ok);
-  CHECK(run("x.lastIndexOf(x.charAt(0), 200000) == 0 || size(x) / 0 == 1", &big, NULL, msg) ==
+  CHECK(run("x.lastIndexOf(x.charAt(0), 20000) == 0 || size(x) / 0 == 1", &big, NULL, msg) ==
         kPc_CelStatus_Ok);
   CHECK(run("x.indexOf(x.charAt(0), 1) == -1 || size(x) / 0 == 1", &big, NULL, msg) ==
         kPc_CelStatus_Ok);
-  setitimer(ITIMER_VIRTUAL, &off, NULL);
   free((char *)big.v.s.data);
   /* each match refused as inside a code point is a search begun again
      (memmem's set-up: the needle's size), charged a step and one per 16

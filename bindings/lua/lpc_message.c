@@ -241,17 +241,21 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
       return 1;
     }
   }
-  int t = lpc_get_known_uv(L, obj, uv); /* a view: it has user values */
-  if (t == LUA_TNONE) {
+  int uvs = lpc_push_uvs(L, obj); /* a view: it has user values */
+  int t = lpc_get_uv(L, uvs, uv);
+  if (t == LUA_TNONE) { /* (Lua 5.4 alone answers so) */
     lua_pop(L, 1);
     return 0;
   }
-  if (t != LUA_TNIL && (sub == NULL || is_object_of(L, -1, sub))) return 1;
+  if (t != LUA_TNIL && (sub == NULL || is_object_of(L, -1, sub))) {
+    lpc_pop_uvs(L, uvs);
+    return 1;
+  }
   lua_pop(L, 1);
   if (sub == NULL) {
     new_container(L, obj, msg, f, uv, up);
   } else {
-    lpc_get_known_uv(L, obj, 1); /* the anchor */
+    lpc_get_uv(L, uvs, 1); /* the anchor */
     int a = lua_gettop(L);
     lpc_push_refs(L, a, 0);
     if (lua_istable(L, -1) && lua_rawgetp(L, -1, pc_Message_Slot(msg, f)) != LUA_TNIL &&
@@ -265,7 +269,8 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
     }
   }
   lua_pushvalue(L, -1);
-  lpc_set_known_uv(L, obj, uv); /* the view has user values: getiuservalue found them */
+  lpc_set_uv(L, uvs, uv);
+  lpc_pop_uvs(L, uvs);
   return 1;
 }
 
@@ -619,17 +624,18 @@ lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
  * integer), the table of element objects (user value 2) read and written
  * by index. */
 static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer i, pc_Message *m) {
-  if (lpc_get_known_uv(L, 1, 2) == LUA_TTABLE) { /* the container has user values */
+  int uvs = lpc_push_uvs(L, 1); /* the container has user values (left below the result) */
+  if (lpc_get_uv(L, uvs, 2) == LUA_TTABLE) {
     if (lua_rawgeti(L, -1, i) != LUA_TNIL && is_object_of(L, -1, m)) return;
     lua_pop(L, 1);
   } else {
     lua_pop(L, 1);
     lua_createtable(L, n < kLpc_ElemsPresize ? (int)n : kLpc_ElemsPresize, 0);
     lua_pushvalue(L, -1);
-    lua_setiuservalue(L, 1, 2);
+    lpc_set_uv(L, uvs, 2);
   }
   int elems = lua_gettop(L);
-  lpc_get_known_uv(L, 1, 1);
+  lpc_get_uv(L, uvs, 1);
   int kind = kind_of_object(L, elems + 1, c->msg);
   int a = lpc_push_anchor_of(L, elems + 1, kind);
   if (c->uv < 0) c->uv = lpc_view_uv(c->f);

@@ -143,11 +143,10 @@ static inline int lua_setiuservalue(lua_State *L, int idx, int n) {
  * by construction. */
 static inline void *lpc_newuserdata_uv1(lua_State *L, size_t size, int nuv, int v1) {
   v1 = lua_absindex(L, v1);
+  void *p = lua_newuserdata(L, size);
   lua_createtable(L, nuv, 0);
   lua_pushvalue(L, v1);
   lua_rawseti(L, -2, 1);
-  void *p = lua_newuserdata(L, size);
-  lua_insert(L, -2);
   lua_setfenv(L, -2);
   return p;
 }
@@ -170,6 +169,29 @@ static inline void lpc_set_known_uv(lua_State *L, int idx, int n) {
   lua_insert(L, -2);
   lua_rawseti(L, -2, n);
   lua_pop(L, 1);
+}
+
+/* One handle on the user values of a userdata known to have them (a
+ * view, a container) for several reads and writes: its environment
+ * table, pushed once (lpc_push_uvs returns its index); lpc_pop_uvs moves
+ * the value on top into its place. Lua 5.4: the userdata's own index. */
+static inline int lpc_push_uvs(lua_State *L, int idx) {
+  lua_getfenv(L, idx);
+  return lua_gettop(L);
+}
+
+/* Pushes user value n of the handle 'uvs' and returns its type. */
+static inline int lpc_get_uv(lua_State *L, int uvs, int n) {
+  return lua_rawgeti(L, uvs, n);
+}
+
+/* Pops the value on top into user value n of the handle 'uvs'. */
+static inline void lpc_set_uv(lua_State *L, int uvs, int n) {
+  lua_rawseti(L, uvs, n);
+}
+
+static inline void lpc_pop_uvs(lua_State *L, int uvs) {
+  lua_replace(L, uvs);
 }
 
 static inline int lpc_compat_isinteger(lua_State *L, int idx) {
@@ -266,6 +288,26 @@ static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
 
 static inline void lpc_set_known_uv(lua_State *L, int idx, int n) {
   lua_setiuservalue(L, idx, n);
+}
+
+/* The LuaJIT block's handle on user values: the userdata at 'idx' (an
+ * absolute index) itself; nothing pushed, nothing to pop. */
+static inline int lpc_push_uvs(lua_State *L, int idx) {
+  (void)L;
+  return idx;
+}
+
+static inline int lpc_get_uv(lua_State *L, int uvs, int n) {
+  return lua_getiuservalue(L, uvs, n);
+}
+
+static inline void lpc_set_uv(lua_State *L, int uvs, int n) {
+  lua_setiuservalue(L, uvs, n);
+}
+
+static inline void lpc_pop_uvs(lua_State *L, int uvs) {
+  (void)L;
+  (void)uvs;
 }
 
 #endif

@@ -129,6 +129,11 @@ struct lpc_Lookup {
   size_t mask;
   unsigned shift;             /* hash: (address >> shift) & mask */
   const pc_FieldDef **fields; /* fields[i] is the field of e[i] (after e) */
+  /* subs[uv] (after fields; uv 2..view_uvs): the Lookup of the views held
+   * by the field whose lpc_view_uv is 'uv' (its sub-messages, elements or
+   * map values), set with [uv] of this Lookup's own views' metatable,
+   * which keeps it alive (push_child_mt, lpc_message.c); NULL before. */
+  const lpc_Lookup **subs;
   lpc_LookupEntry e[1];
 };
 

@@ -497,17 +497,20 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
   unsigned shift;
   lookup_shape(small, def->field_count <= 64 ? n : def->field_count, &cap, &shift);
   size_t entries = sizeof(lpc_Lookup) + (cap - 1) * sizeof(lpc_LookupEntry);
-  size_t size = entries + cap * sizeof(const pc_FieldDef *);
+  int view_uvs = lpc_view_uvs(def);
+  size_t size = entries + cap * sizeof(const pc_FieldDef *) +
+                ((size_t)view_uvs + 1) * sizeof(const lpc_Lookup *);
   lpc_Lookup *lk = lua_newuserdatauv(L, size, 1);
   memset(lk, 0, size);
   lk->mask = cap - 1;
   lk->shift = shift;
   lk->def = def;
   lk->standalone_uv = lpc_standalone_uv(def);
-  lk->view_uvs = lpc_view_uvs(def);
+  lk->view_uvs = view_uvs;
   for (uint32_t i = 0; i < def->field_count; i++)
     if (def->fields[i].message != NULL) lk->tree = 1;
   lk->fields = (const pc_FieldDef **)(void *)((char *)lk + entries);
+  lk->subs = (const lpc_Lookup **)(void *)(lk->fields + cap);
   for (size_t j = 0; j < cap; j++) lk->e[j].key = lk;
   for (uint32_t i = 0; i < def->field_count; i++) {
     lua_rawgeti(L, names, (lua_Integer)i + 1);

@@ -407,6 +407,10 @@ static Reaper *made_in_finalizer(lua_State *L, int box) {
 }
 
 pc_Arena *lpc_new_arena(lua_State *L) {
+  return lpc_new_arena_sized(L, 0);
+}
+
+pc_Arena *lpc_new_arena_sized(lua_State *L, size_t first) {
   lpc_ArenaBox *h =
       lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 2); /* 1: refs, 2: its group's token (__gc) */
   h->arena = NULL;
@@ -417,7 +421,7 @@ pc_Arena *lpc_new_arena(lua_State *L) {
   Reaper *r = made_in_finalizer(L, lua_gettop(L));
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);
-  h->arena = pc_Arena_New(f, ud);
+  h->arena = pc_Arena_NewSized(f, ud, first);
   if (h->arena == NULL) lpc_msg_error(L, "not enough memory");
   if (r != NULL) {
     r->made[r->made_n++] = h;

@@ -33,6 +33,10 @@ void *pc_DefaultAlloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 }
 
 pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud) {
+  return pc_Arena_NewSized(alloc, ud, PC_ARENA_FIRST_BLOCK);
+}
+
+pc_Arena *pc_Arena_NewSized(pc_Alloc *alloc, void *ud, size_t first) {
   if (alloc == NULL) alloc = pc_DefaultAlloc;
   pc_Arena *a = alloc(ud, NULL, 0, sizeof(pc_Arena));
   if (a == NULL) return NULL;
@@ -41,7 +45,10 @@ pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud) {
   a->blocks = NULL;
   a->head.ptr = a->head.end = NULL;
   a->allocated = sizeof(pc_Arena);
-  a->next_block = PC_ARENA_FIRST_BLOCK;
+  a->next_block = first < PC_ARENA_FIRST_BLOCK ? PC_ARENA_FIRST_BLOCK
+                  : first > PC_ARENA_MAX_BLOCK
+                      ? PC_ARENA_MAX_BLOCK
+                      : (first + PC_ARENA_ALIGN - 1) & ~(size_t)(PC_ARENA_ALIGN - 1);
   return a;
 }
 
@@ -82,7 +89,8 @@ static void *arena_grow(pc_Arena *a, size_t size) {
   a->blocks = b;
   a->head.ptr = mem + size;
   a->head.end = (char *)b + bsize;
-  if (a->next_block < PC_ARENA_MAX_BLOCK) a->next_block *= 2;
+  if (a->next_block < PC_ARENA_MAX_BLOCK)
+    a->next_block = a->next_block > PC_ARENA_MAX_BLOCK / 2 ? PC_ARENA_MAX_BLOCK : a->next_block * 2;
   return mem;
 }
 
@@ -123,4 +131,8 @@ void pc_Arena_Reset(pc_Arena *a) {
 
 size_t pc_Arena_SpaceAllocated(const pc_Arena *a) {
   return a->allocated;
+}
+
+size_t pc_Arena_SpaceUsed(const pc_Arena *a) {
+  return a->allocated - (size_t)(a->head.end - a->head.ptr);
 }

@@ -298,8 +298,27 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
     return 1;
   }
   size_t elem = pc_FieldDef_ElemSize(f);
-  for (size_t i = arr->size; i-- > 0;)
-    if (!put_element(e, f, data + i * elem)) return 0;
+  pc_FieldType t = f->type;
+  if (t == kPc_Type_String || t == kPc_Type_Bytes) {
+    const pc_StringView *strs = (const pc_StringView *)(const void *)data;
+    int utf8 = checks_utf8(f);
+    for (size_t i = arr->size; i-- > 0;)
+      if (!put_string(e, f, &strs[i], utf8)) return 0;
+    return 1;
+  }
+  if (t == kPc_Type_Group) {
+    for (size_t i = arr->size; i-- > 0;)
+      if (!put_element(e, f, data + i * elem)) return 0;
+    return 1;
+  }
+  /* unpacked numbers: each value and its tag in one reservation */
+  pc_WireWriter *w = e->w;
+  uint64_t tag = (uint64_t)(uint32_t)f->number << 3 | (uint32_t)wire_type(t);
+  for (size_t i = arr->size; i-- > 0;) {
+    if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    w->ptr = varint_down(number_down(w->ptr, t, data + i * elem), tag);
+  }
   return 1;
 }
 
@@ -308,10 +327,11 @@ static int put_map_entry(Enc *e, const pc_FieldDef *f, const pc_FieldDef *kf, co
   pc_WireWriter *w = e->w;
   size_t before = pc_WireWriter_Size(w);
   if (!put_element(e, vf, &ent->value) || !put_element(e, kf, &ent->key)) return 0;
-  if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before) ||
-      !pc_WireWriter_PutTag(w, (uint32_t)f->number, kPc_Wire_Len))
+  size_t len = pc_WireWriter_Size(w) - before;
+  if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-  return 1;
+  w->ptr = varint_down(varint_down(w->ptr, len), (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
+  return 1; /* length and tag in one reservation */
 }
 
 static int put_map(Enc *e, const pc_FieldDef *f, const pc_Map *map) {

@@ -833,7 +833,13 @@ static int build_map(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
       return 0;
     if (!build_scalar(b, kf, k, &kv) || !build_elem(b, vf, v, &vv)) return 0;
     if (map == NULL && (map = pc_Message_MutableMap(msg, f, b->a)) == NULL) lpc_nomem(L);
-    if (pc_Map_Set(map, ks, kv, vv, b->a) == NULL) lpc_nomem(L);
+    /* Lua 5.4: a table's keys are distinct values and build_scalar takes
+     * distinct ones to distinct keys (integers exactly, strings by their
+     * bytes), so none is in the map yet (LuaJIT's numbers keep the
+     * lookup) */
+    if ((LPC_LUAJIT ? pc_Map_Set(map, ks, kv, vv, b->a) : pc_Map_Insert(map, ks, kv, vv, b->a)) ==
+        NULL)
+      lpc_nomem(L);
     lua_settop(L, k);
   }
   return map != NULL || !has_metatable(L, idx);

@@ -954,7 +954,7 @@ int lpc_table_message(lua_State *L, int type, int t) {
   }
   lua_settop(L, arena_idx);
   box->arena_hint = pc_Arena_SpaceUsed(a);
-  lpc_pace_arena(L, arena_idx);
+  lpc_pace(L, lua_touserdata(L, arena_idx));
   lpc_push_view(L, def, msg, arena_idx);
   lua_replace(L, arena_idx);
   return 1;

@@ -19,6 +19,7 @@ struct pc_Arena {
   void *ud;
   pc_Block *blocks;
   size_t allocated;
+  size_t own;        /* of 'allocated': blocks of their own any arena would give (arena_grow) */
   size_t next_block; /* size of the next ordinary block */
 };
 
@@ -45,6 +46,7 @@ pc_Arena *pc_Arena_NewSized(pc_Alloc *alloc, void *ud, size_t first) {
   a->blocks = NULL;
   a->head.ptr = a->head.end = NULL;
   a->allocated = sizeof(pc_Arena);
+  a->own = 0;
   a->next_block = first < PC_ARENA_FIRST_BLOCK ? PC_ARENA_FIRST_BLOCK
                   : first > PC_ARENA_MAX_BLOCK
                       ? PC_ARENA_MAX_BLOCK
@@ -79,6 +81,7 @@ static void *arena_grow(pc_Arena *a, size_t size) {
   if (b == NULL) return NULL;
   b->size = bsize;
   a->allocated += bsize;
+  if (want > PC_ARENA_MAX_BLOCK / 2) a->own += bsize; /* its own at any next_block */
   char *mem = (char *)b + header;
   if (own && a->blocks != NULL) {
     b->next = a->blocks->next;
@@ -127,6 +130,7 @@ void pc_Arena_Reset(pc_Arena *a) {
   a->head.ptr = (char *)keep + align_up(sizeof(pc_Block));
   a->head.end = (char *)keep + keep->size;
   a->allocated = sizeof(pc_Arena) + keep->size;
+  a->own = 0; /* the block kept is the ordinary one now */
 }
 
 size_t pc_Arena_SpaceAllocated(const pc_Arena *a) {
@@ -134,5 +138,5 @@ size_t pc_Arena_SpaceAllocated(const pc_Arena *a) {
 }
 
 size_t pc_Arena_SpaceUsed(const pc_Arena *a) {
-  return a->allocated - (size_t)(a->head.end - a->head.ptr);
+  return a->allocated - a->own - (size_t)(a->head.end - a->head.ptr);
 }

@@ -75,9 +75,11 @@ char *pc_Arena_StrDup(pc_Arena *a, const char *s, size_t len);
 /* Bytes obtained from the allocator so far, blocks and header included. */
 size_t pc_Arena_SpaceAllocated(const pc_Arena *a);
 
-/* pc_Arena_SpaceAllocated less the free space of the newest block: what
- * the allocations so far took, block headers and older blocks' unused
- * ends included (a pc_Arena_NewSized 'first' for the same work again). */
+/* pc_Arena_SpaceAllocated less the free space of the newest block and
+ * less the blocks of an allocation's own that any arena would give it its
+ * own block for (one larger than half the largest block): what the other
+ * allocations so far took, block headers and older blocks' unused ends
+ * included (a pc_Arena_NewSized 'first' for the same work again). */
 size_t pc_Arena_SpaceUsed(const pc_Arena *a);
 
 #endif

@@ -88,6 +88,47 @@ describe("pc.encode(T, table)", function()
     assert.are.equal(10, obj.x)
   end)
 
+  it("keeps one entry per map key in a nested table, and refuses keys naming one twice as T{...} does", function()
+    -- Lua 5.4 inserts a nested table's entries without a lookup: its keys
+    -- must be distinct map keys (integral floats are integer keys there)
+    local t = { sub = {}, mi = { [1] = { x = 1 }, [2.0] = { x = 2 }, [-0.0] = { x = 3 }, [-2 ^ 31] = {} } }
+    local m = All(t)
+    local n = 0
+    for k, v in pc.pairs(m.mi) do
+      n = n + 1
+      assert.are.equal(t.mi[k].x or 0, v.x)
+    end
+    assert.are.equal(4, n)
+    assert.are.equal(pc.encode(built(All, t), { deterministic = true }), pc.encode(m, { deterministic = true }))
+    local bad = { sub = {}, mi = { [1] = {}, ["1"] = {} } }
+    local want = R.luajit and "te.All.mi: two keys of the table are map key 1 %(LuaJIT"
+      or "te.All.mi%[\"1\"%]: key: integer expected, got string"
+    local ok, err = pcall(All, bad)
+    assert.is_false(ok)
+    assert.matches(want, err)
+  end)
+
+  it("sizes T{...}'s arena by the type's last tree, leaving out a big string's block of its own", function()
+    local core = require "protocall.core"
+    local S = pc.pool():message("ta.S",
+      { { "name", "string", 2 }, { "child", "ta.S", 3 }, { "l", "ta.S", 4, repeated = true } })
+    local small = { child = { name = "a" } }
+    local first = core.arena_size(S(small))
+    local big = string.rep("z", 200000)
+    for _ = 1, 3 do -- the string's block is its own: the next tree's first block stays small
+      local m = S{ child = { name = big } }
+      assert.are.equal(big, m.child.name)
+      assert.is_true(core.arena_size(m) - #big < 4096)
+    end
+    local wide = { l = {} }
+    for i = 1, 5000 do wide.l[i] = { name = "x" } end
+    assert.are.equal(5000, #S(wide).l)
+    -- one first block of at most 64 KiB after the big tree, then small again
+    local after = core.arena_size(S(small))
+    assert.is_true(after > 32 * 1024 and after <= 64 * 1024 + 1024)
+    assert.are.equal(first, core.arena_size(S(small)))
+  end)
+
   it("omits implicit defaults and keeps explicit presence, as T{...} does", function()
     assert.are.equal("", same_bytes(All, { i32 = 0, s = "", b = false, e = 0, fl = 0.0, ri = {}, ms = {} }))
     assert.are.equal("\232\1\0", same_bytes(All, { opt = 0 }))

@@ -98,6 +98,7 @@ typedef struct {
 typedef struct {
   const pc_MessageDef *def;
   const void *lookup;
+  size_t arena_hint; /* T{...} of nested tables: the arena its last build used (lpc_table.c) */
 } lpc_TypeBox;
 
 /* The pool of the Pool userdata at 'idx' (raises otherwise). */
@@ -140,6 +141,8 @@ int lpc_type_call(lua_State *L);
 /* Pushes a new "protocall.Arena" userdata and returns its arena (raises on
  * allocation failure, before anything is owned). */
 pc_Arena *lpc_new_arena(lua_State *L);
+/* As lpc_new_arena, its first block 'first' bytes (pc_Arena_NewSized). */
+pc_Arena *lpc_new_arena_sized(lua_State *L, size_t first);
 
 /* Tells Lua's collector about arena memory it cannot see: call after
  * filling the arena of the Arena userdata at 'idx'. */

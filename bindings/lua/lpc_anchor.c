@@ -12,6 +12,7 @@
 
 char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
 char lpc_def_key;  /* metatable field: lightuserdata def | kind (lpc_message.h) */
+char lpc_arena_mt_key;
 
 _Static_assert(_Alignof(pc_MessageDef) >= 4, "the kind is kept in a def's two low bits");
 
@@ -407,17 +408,22 @@ static Reaper *made_in_finalizer(lua_State *L, int box) {
 }
 
 pc_Arena *lpc_new_arena(lua_State *L) {
+  return lpc_new_arena_sized(L, 0);
+}
+
+pc_Arena *lpc_new_arena_sized(lua_State *L, size_t first) {
   lpc_ArenaBox *h =
       lua_newuserdatauv(L, sizeof(lpc_ArenaBox), 2); /* 1: refs, 2: its group's token (__gc) */
   h->arena = NULL;
   h->reported = 0;
   h->queued = 0;
   h->made = 0;
-  luaL_setmetatable(L, LPC_ARENA_MT);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_arena_mt_key); /* LPC_ARENA_MT's, not by name */
+  lua_setmetatable(L, -2);
   Reaper *r = made_in_finalizer(L, lua_gettop(L));
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);
-  h->arena = pc_Arena_New(f, ud);
+  h->arena = pc_Arena_NewSized(f, ud, first);
   if (h->arena == NULL) lpc_msg_error(L, "not enough memory");
   if (r != NULL) {
     r->made[r->made_n++] = h;

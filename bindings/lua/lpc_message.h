@@ -50,6 +50,8 @@ extern char lpc_refs_key; /* registry: ephemeron table anchor -> refs table */
 /* registry: LPC_REPEATED_MT's and LPC_MAP_MT's tables, under these
  * addresses too (new_container, lpc_message.c: quicker than by name) */
 extern char lpc_repeated_mt_key, lpc_map_mt_key;
+/* registry: LPC_ARENA_MT's table under this address too (lpc_new_arena) */
+extern char lpc_arena_mt_key;
 /* Instance metatable field: a light userdata of the type's def with the
  * kind in its two low bits (a def is aligned to at least 4 bytes), so one
  * lookup gives both (lpc_to_message). */

@@ -754,5 +754,5 @@ void lpc_open_message(lua_State *L) {
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
   }
-  lua_pop(L, 1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_arena_mt_key);
 }

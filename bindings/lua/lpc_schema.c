@@ -116,6 +116,8 @@ void lpc_push_type(lua_State *L, const pc_MessageDef *def) {
   lua_pop(L, 1);
   lpc_TypeBox *t = lua_newuserdatauv(L, sizeof(lpc_TypeBox), 4);
   t->def = def;
+  t->lookup = NULL;
+  t->arena_hint = 0;
   luaL_setmetatable(L, TYPE_MT);
   lpc_push_pool(L, def->file->pool);
   lua_setiuservalue(L, -2, 1);

@@ -363,10 +363,8 @@ static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const l
  * many types. Its Type is kept alive by the call's Type (user value 4), so
  * the next call finds it instead of making it (and its metatables and
  * Lookup) again once the collector took it. */
-static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
+static const TypeInfo *type_of_slow(Enc *e, const pc_MessageDef *def) {
   TableState *s = e->s;
-  uint8_t k = s->slot[slot_of(def)];
-  if (k != 0 && s->types[k - 1].def == def) return &s->types[k - 1];
   for (int i = 0; i < s->ntypes; i++)
     if (s->types[i].def == def) return &s->types[i];
   if (s->ntypes == LPC_TABLE_TYPES) {
@@ -389,6 +387,14 @@ static const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
   const lpc_Lookup *lk = ((const lpc_TypeBox *)lua_touserdata(L, -1))->lookup;
   lua_pop(L, 2);
   return remember(s, def, lk);
+}
+
+/* type_of_slow past the direct-mapped index, which finds nearly all. */
+LPC_INLINE const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
+  TableState *s = e->s;
+  uint8_t k = s->slot[slot_of(def)];
+  if (k != 0 && s->types[k - 1].def == def) return &s->types[k - 1];
+  return type_of_slow(e, def);
 }
 
 /* A sub-message from the table at 'idx' with its tag (field 'f'). */
@@ -738,6 +744,10 @@ LPC_INLINE int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *o
   }
 }
 
+/* Levels of nesting one lua_checkstack makes room for: a level takes at
+ * most 4 slots (a key and its value here, and in a list or map). */
+#define LPC_BUILD_LEVELS 8
+
 static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg);
 
 /* Stores 'v' at 'p' as a slot of kind 'slot' (pc_Array_Set's and
@@ -752,8 +762,8 @@ static inline void store_slot(void *p, pc_SlotKind slot, pc_Value v) {
   }
 }
 
-/* A message element or field value from the table at 'idx': a new message
- * of 'def' in the arena, in '*out'. */
+/* A message element or field value from the table at 'idx', the top of
+ * the stack: a new message of 'def' in the arena, in '*out'. */
 static int build_sub(Build *b, const pc_MessageDef *def, int idx, pc_Value *out) {
   memset(out, 0, sizeof *out);
   if (lua_type(b->e.L, idx) != LUA_TTABLE) return 0;
@@ -766,13 +776,14 @@ static int build_sub(Build *b, const pc_MessageDef *def, int idx, pc_Value *out)
 }
 
 /* One element or map value of field 'f' (its element field 'ef') from the
- * value at 'idx'. */
+ * value at 'idx', the top of the stack. */
 static int build_elem(Build *b, const pc_FieldDef *ef, int idx, pc_Value *out) {
   if (ef->message != NULL) return build_sub(b, ef->message, idx, out);
   return build_scalar(b, ef, idx, out);
 }
 
-/* The list at 'idx' for repeated field 'f': keys 1..n met in order. */
+/* The list at 'idx', the top of the stack, for repeated field 'f': keys
+ * 1..n met in order. */
 static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
   lua_State *L = b->e.L;
   if (lua_type(L, idx) != LUA_TTABLE) return 0;
@@ -790,110 +801,140 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
   plain.offset = 0;
   plain.write = lpc_type_write_kind(f->type);
   lua_Integer expect = 1;
-  int top = lua_gettop(L) + 2; /* with a key and its value */
+  int k = idx + 1, v = idx + 2;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || (size_t)expect > n) return 0;
+    if (!lua_isinteger(L, k) || lua_tointeger(L, k) != expect || (size_t)expect > n) return 0;
     char *at = (char *)arr->data + ((size_t)expect - 1) * elem;
     expect++;
-    if (lpc_store_plain(L, at, &plain, -1)) {
-      lua_pop(L, 1);
-      continue;
+    if (!lpc_store_plain(L, at, &plain, v)) {
+      pc_Value x;
+      if (!build_elem(b, f, v, &x)) return 0;
+      store_slot(at, slot, x);
     }
-    pc_Value v;
-    b->e.top = top;
-    if (!build_elem(b, f, -1, &v)) return 0;
-    store_slot(at, slot, v);
-    lua_pop(L, 1);
+    lua_settop(L, k);
   }
   return (size_t)expect == n + 1;
 }
 
-/* The table at 'idx' for map field 'f'. */
+/* The table at 'idx', the top of the stack, for map field 'f'. */
 static int build_map(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
   lua_State *L = b->e.L;
   if (lua_type(L, idx) != LUA_TTABLE) return 0;
   const pc_FieldDef *kf = pc_FieldDef_MapKey(f), *vf = pc_FieldDef_MapValue(f);
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   pc_Map *map = NULL;
-  int top = lua_gettop(L) + 2; /* with a key and its value */
+  int k = idx + 1, v = idx + 2;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    pc_Value k, v;
+    pc_Value kv, vv;
     /* LuaJIT: 1, 1LL and "1" may name one integer key (T{...} checks) */
-    if (LPC_LUAJIT && ks != kPc_Slot_String && ks != kPc_Slot_Bool &&
-        lua_type(L, -2) != LUA_TNUMBER)
+    if (LPC_LUAJIT && ks != kPc_Slot_String && ks != kPc_Slot_Bool && lua_type(L, k) != LUA_TNUMBER)
       return 0;
-    b->e.top = top;
-    if (!build_scalar(b, kf, -2, &k) || !build_elem(b, vf, -1, &v)) return 0;
+    if (!build_scalar(b, kf, k, &kv) || !build_elem(b, vf, v, &vv)) return 0;
     if (map == NULL && (map = pc_Message_MutableMap(msg, f, b->a)) == NULL) lpc_nomem(L);
-    if (pc_Map_Set(map, ks, k, v, b->a) == NULL) lpc_nomem(L);
-    lua_pop(L, 1);
+    /* Lua 5.4: a table's keys are distinct values and build_scalar takes
+     * distinct ones to distinct keys (integers exactly, strings by their
+     * bytes), so none is in the map yet (LuaJIT's numbers keep the
+     * lookup) */
+    if ((LPC_LUAJIT ? pc_Map_Set(map, ks, kv, vv, b->a) : pc_Map_Insert(map, ks, kv, vv, b->a)) ==
+        NULL)
+      lpc_nomem(L);
+    lua_settop(L, k);
   }
   return map != NULL || !has_metatable(L, idx);
 }
 
-/* The string at the top of the stack copied into the arena and stored
- * at 'slot' (a string or bytes slot without presence): 1, or 0 when the
- * value is no string. */
-LPC_INLINE int store_string(Build *b, char *slot) {
+/* The string at 'v' copied into the arena and stored at 'slot' (a string
+ * or bytes slot without presence): 1, or 0 when the value is no string. */
+LPC_INLINE int store_string(Build *b, char *slot, int v) {
   lua_State *L = b->e.L;
-  if (lua_type(L, -1) != LUA_TSTRING) return 0;
-  size_t len;
-  const char *p = lua_tolstring(L, -1, &len);
+  if (lua_type(L, v) != LUA_TSTRING) return 0;
   pc_StringView sv;
-  if (!pc_StringView_Copy(&sv, p, len, b->a)) lpc_nomem(L);
+  sv.data = lua_tolstring(L, v, &sv.size);
+  if (sv.size > 0) {
+    char *p = pc_Arena_Malloc(b->a, sv.size);
+    if (p == NULL) lpc_nomem(L);
+    memcpy(p, sv.data, sv.size);
+    sv.data = p;
+  } else {
+    sv.data = NULL;
+  }
   memcpy(slot, &sv, sizeof sv);
   return 1;
 }
 
-/* Fills 'msg' (type ti->def, empty) from the table at 't'. */
+/* Stores 'v' into singular field 'f' of 'msg' and marks it present: what
+ * pc_Message_Set does, without the call. */
+LPC_INLINE void set_field(pc_Message *msg, const pc_FieldDef *f, pc_Value v) {
+  char *p = (char *)msg + f->offset;
+  if (f->case_offset != 0) { /* the members share the slot: clear the widest's bytes */
+    uint32_t c = (uint32_t)f->number;
+    memset(p, 0, f->oneof->slot_size);
+    memcpy((char *)msg + f->case_offset, &c, 4);
+  }
+  if (f->hasbit >= 0) ((uint8_t *)msg)[8 + f->hasbit / 8] |= (uint8_t)(1u << (f->hasbit % 8));
+  store_slot(p, f->slot, v);
+}
+
+/* Fills 'msg' (type ti->def, empty) from the table at 't', the top of the
+ * stack. */
 static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
   lua_State *L = b->e.L;
   const lpc_Lookup *lk = ti->lk;
-  if (++b->e.depth > LPC_TABLE_MAX_DEPTH) return 0;
-  t = lua_absindex(L, t);
-  if (!lua_checkstack(L, 8)) return 0;
-  int empty = 1;
+  int depth = ++b->e.depth;
+  if (depth > LPC_TABLE_MAX_DEPTH) return 0;
+  /* room for this level and the next LPC_BUILD_LEVELS - 1, and what
+   * type_of and the errors push */
+  if (depth % LPC_BUILD_LEVELS == 1 && !lua_checkstack(L, 4 * LPC_BUILD_LEVELS + 16)) return 0;
+  int k = t + 1, v = t + 2, empty = 1;
   lua_pushnil(L);
   while (lua_next(L, t)) {
     empty = 0;
-    const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, -2));
+    const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, k));
     if (le != NULL &&
-        (lpc_store_plain(L, msg, le, -1) ||
-         (le->read == kLpc_Read_String && store_string(b, (char *)msg + le->offset)))) {
-      lua_pop(L, 1);
+        (lpc_store_plain(L, msg, le, v) ||
+         (le->read == kLpc_Read_String && store_string(b, (char *)msg + le->offset, v)))) {
+      lua_settop(L, k);
       continue;
     }
     const pc_FieldDef *f = le != NULL ? lpc_entry_field(lk, le) : field_of(L, lk);
     if (f == NULL || f->is_extension) return 0;
     int ok;
     if (f->is_map) {
-      ok = build_map(b, f, lua_gettop(L), msg);
+      ok = build_map(b, f, v, msg);
     } else if (f->label == kPc_Label_Repeated) {
-      ok = build_list(b, f, lua_gettop(L), msg);
+      ok = build_list(b, f, v, msg);
     } else {
-      pc_Value v;
-      ok = build_elem(b, f, -1, &v);
+      pc_Value x;
+      ok = build_elem(b, f, v, &x);
       if (ok && f->case_offset == 0 && f->hasbit < 0)
-        store_slot((char *)msg + f->offset, f->slot, v);
+        store_slot((char *)msg + f->offset, f->slot, x);
       else if (ok)
-        pc_Message_Set(msg, f, v);
+        set_field(msg, f, x);
     }
     if (!ok) return 0;
-    lua_pop(L, 1);
+    lua_settop(L, k);
   }
   if (empty && has_metatable(L, t)) return 0;
   b->e.depth--;
   return 1;
 }
 
+/* The first block of a T{...} build's arena: what the type's last build
+ * used and an eighth more, so that a tree of the same size takes one block
+ * (the doubling from the smallest block took 6 for the codec bench's OTLP
+ * tree, a quarter of it unused, and the collector is paced for all of it). */
+static size_t arena_hint(const lpc_TypeBox *box) {
+  return box->arena_hint + box->arena_hint / 8;
+}
+
 int lpc_table_message(lua_State *L, int type, int t) {
   t = lua_absindex(L, t);
-  const lpc_TypeBox *box = lua_touserdata(L, type);
+  lpc_TypeBox *box = lua_touserdata(L, type);
   const pc_MessageDef *def = box->def;
   int top = lua_gettop(L);
-  pc_Arena *a = lpc_new_arena(L);
+  pc_Arena *a = lpc_new_arena_sized(L, arena_hint(box));
   int arena_idx = lua_gettop(L);
   pc_Message *msg = pc_Message_New(def, a);
   if (msg == NULL) lpc_nomem(L);
@@ -903,7 +944,8 @@ int lpc_table_message(lua_State *L, int type, int t) {
   const TypeInfo *root = begin_types(L, s, type, arena_idx + 1);
   lua_pop(L, 1);
   Build b = {{L, s, type, 0, arena_idx, arena_idx}, a};
-  int ok = build_message(&b, root, t, msg);
+  lua_pushvalue(L, t); /* build_message's table is the top of the stack */
+  int ok = build_message(&b, root, arena_idx + 1, msg);
   if (!ok) {
     lua_settop(L, arena_idx);
     lpc_free_arena(L, arena_idx);
@@ -911,7 +953,8 @@ int lpc_table_message(lua_State *L, int type, int t) {
     return 0;
   }
   lua_settop(L, arena_idx);
-  lpc_pace_arena(L, arena_idx);
+  box->arena_hint = pc_Arena_SpaceUsed(a);
+  lpc_pace(L, lua_touserdata(L, arena_idx));
   lpc_push_view(L, def, msg, arena_idx);
   lua_replace(L, arena_idx);
   return 1;

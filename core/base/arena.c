@@ -19,6 +19,7 @@ struct pc_Arena {
   void *ud;
   pc_Block *blocks;
   size_t allocated;
+  size_t own;        /* of 'allocated': blocks of their own any arena would give (arena_grow) */
   size_t next_block; /* size of the next ordinary block */
 };
 
@@ -33,6 +34,10 @@ void *pc_DefaultAlloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 }
 
 pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud) {
+  return pc_Arena_NewSized(alloc, ud, PC_ARENA_FIRST_BLOCK);
+}
+
+pc_Arena *pc_Arena_NewSized(pc_Alloc *alloc, void *ud, size_t first) {
   if (alloc == NULL) alloc = pc_DefaultAlloc;
   pc_Arena *a = alloc(ud, NULL, 0, sizeof(pc_Arena));
   if (a == NULL) return NULL;
@@ -41,7 +46,11 @@ pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud) {
   a->blocks = NULL;
   a->head.ptr = a->head.end = NULL;
   a->allocated = sizeof(pc_Arena);
-  a->next_block = PC_ARENA_FIRST_BLOCK;
+  a->own = 0;
+  a->next_block = first < PC_ARENA_FIRST_BLOCK ? PC_ARENA_FIRST_BLOCK
+                  : first > PC_ARENA_MAX_BLOCK
+                      ? PC_ARENA_MAX_BLOCK
+                      : (first + PC_ARENA_ALIGN - 1) & ~(size_t)(PC_ARENA_ALIGN - 1);
   return a;
 }
 
@@ -72,6 +81,7 @@ static void *arena_grow(pc_Arena *a, size_t size) {
   if (b == NULL) return NULL;
   b->size = bsize;
   a->allocated += bsize;
+  if (want > PC_ARENA_MAX_BLOCK / 2) a->own += bsize; /* its own at any next_block */
   char *mem = (char *)b + header;
   if (own && a->blocks != NULL) {
     b->next = a->blocks->next;
@@ -82,7 +92,8 @@ static void *arena_grow(pc_Arena *a, size_t size) {
   a->blocks = b;
   a->head.ptr = mem + size;
   a->head.end = (char *)b + bsize;
-  if (a->next_block < PC_ARENA_MAX_BLOCK) a->next_block *= 2;
+  if (a->next_block < PC_ARENA_MAX_BLOCK)
+    a->next_block = a->next_block > PC_ARENA_MAX_BLOCK / 2 ? PC_ARENA_MAX_BLOCK : a->next_block * 2;
   return mem;
 }
 
@@ -119,8 +130,13 @@ void pc_Arena_Reset(pc_Arena *a) {
   a->head.ptr = (char *)keep + align_up(sizeof(pc_Block));
   a->head.end = (char *)keep + keep->size;
   a->allocated = sizeof(pc_Arena) + keep->size;
+  a->own = 0; /* the block kept is the ordinary one now */
 }
 
 size_t pc_Arena_SpaceAllocated(const pc_Arena *a) {
   return a->allocated;
+}
+
+size_t pc_Arena_SpaceUsed(const pc_Arena *a) {
+  return a->allocated - a->own - (size_t)(a->head.end - a->head.ptr);
 }

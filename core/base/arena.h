@@ -24,6 +24,12 @@ typedef struct pc_Arena pc_Arena;
  * when 'alloc' fails. A NULL 'alloc' means pc_DefaultAlloc. */
 pc_Arena *pc_Arena_New(pc_Alloc *alloc, void *ud);
 
+/* As pc_Arena_New, its first ordinary block 'first' bytes (its header
+ * included; clamped to the arena's smallest and largest block sizes): a
+ * caller that knows about how much it will allocate gets one block where
+ * the doubling from the smallest would take several and leave more unused. */
+pc_Arena *pc_Arena_NewSized(pc_Alloc *alloc, void *ud, size_t first);
+
 /* Frees every block and the arena itself. NULL is allowed. */
 void pc_Arena_Free(pc_Arena *a);
 
@@ -68,5 +74,12 @@ char *pc_Arena_StrDup(pc_Arena *a, const char *s, size_t len);
 
 /* Bytes obtained from the allocator so far, blocks and header included. */
 size_t pc_Arena_SpaceAllocated(const pc_Arena *a);
+
+/* pc_Arena_SpaceAllocated less the free space of the newest block and
+ * less the blocks of an allocation's own that any arena would give it its
+ * own block for (one larger than half the largest block): what the other
+ * allocations so far took, block headers and older blocks' unused ends
+ * included (a pc_Arena_NewSized 'first' for the same work again). */
+size_t pc_Arena_SpaceUsed(const pc_Arena *a);
 
 #endif

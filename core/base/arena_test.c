@@ -58,6 +58,54 @@ int main(void) {
   CHECK(pc_Arena_SpaceAllocated(a) < 200000);
   pc_Arena_Free(a);
 
+  /* A sized arena: one block of the size asked for, whose used part
+   * pc_Arena_SpaceUsed tells; sizes out of range are clamped. */
+  a = pc_Arena_NewSized(NULL, NULL, 4000);
+  CHECK(a != NULL);
+  if (a == NULL) return 1;
+  size_t empty = pc_Arena_SpaceAllocated(a);
+  CHECK(pc_Arena_SpaceUsed(a) == empty);
+  for (int i = 0; i < 30; i++) CHECK(pc_Arena_Malloc(a, 100) != NULL);
+  CHECK(pc_Arena_SpaceAllocated(a) == empty + 4000);
+  size_t used = pc_Arena_SpaceUsed(a);
+  CHECK(used > empty + 3000 && used < empty + 4000);
+  CHECK(pc_Arena_Malloc(a, 1000) != NULL); /* a second block */
+  CHECK(pc_Arena_SpaceAllocated(a) > empty + 4000);
+  CHECK(fill(a));
+  pc_Arena_Free(a);
+  a = pc_Arena_NewSized(NULL, NULL, (size_t)1 << 30);
+  CHECK(a != NULL);
+  if (a == NULL) return 1;
+  empty = pc_Arena_SpaceAllocated(a);
+  CHECK(pc_Arena_Malloc(a, 8) != NULL);
+  CHECK(pc_Arena_SpaceAllocated(a) == empty + 64 * 1024);
+  pc_Arena_Free(a);
+  a = pc_Arena_NewSized(NULL, NULL, 0);
+  CHECK(a != NULL);
+  if (a == NULL) return 1;
+  CHECK(pc_Arena_Malloc(a, 8) != NULL);
+  CHECK(pc_Arena_SpaceAllocated(a) == empty + 256);
+  pc_Arena_Free(a);
+
+  /* A large allocation's block of its own is left out of
+   * pc_Arena_SpaceUsed, first allocation or later: a new arena would give
+   * it its own block again, and a first block sized for it would go unused
+   * (T{...} of a message holding a big string took 64 KiB more each). */
+  for (int later = 0; later < 2; later++) {
+    a = pc_Arena_New(NULL, NULL);
+    CHECK(a != NULL);
+    if (a == NULL) return 1;
+    empty = pc_Arena_SpaceAllocated(a);
+    if (later) CHECK(pc_Arena_Malloc(a, 8) != NULL);
+    CHECK(pc_Arena_Malloc(a, 100000) != NULL);
+    CHECK(pc_Arena_Malloc(a, 8) != NULL);
+    CHECK(pc_Arena_SpaceAllocated(a) > empty + 100000);
+    CHECK(pc_Arena_SpaceUsed(a) < empty + 1000);
+    pc_Arena_Reset(a); /* the block kept is ordinary again */
+    CHECK(pc_Arena_SpaceUsed(a) < empty + 100);
+    pc_Arena_Free(a);
+  }
+
   for (long n = 1;; n++) {
     fail_reset(n);
     pc_Arena *f = pc_Arena_New(fail_alloc, NULL);

@@ -310,6 +310,10 @@ pc_Value *pc_Map_Set(pc_Map *map, pc_SlotKind k, pc_Value key, pc_Value value, p
     *v = value;
     return v;
   }
+  return pc_Map_Insert(map, k, key, value, a);
+}
+
+pc_Value *pc_Map_Insert(pc_Map *map, pc_SlotKind k, pc_Value key, pc_Value value, pc_Arena *a) {
   if (map->size == map->cap) {
     size_t cap = map->cap ? map->cap * 2 : 4;
     if (cap > UINT32_MAX / 4) return NULL;

@@ -175,6 +175,10 @@ pc_Value *pc_Map_Find(const pc_Map *map, pc_SlotKind kslot, pc_Value key);
  * allocation failure (map unchanged). */
 pc_Value *pc_Map_Set(pc_Map *map, pc_SlotKind kslot, pc_Value key, pc_Value value, pc_Arena *a);
 
+/* pc_Map_Set of a key the caller knows is not in the map (without looking
+ * it up first: a key met twice would be two entries). */
+pc_Value *pc_Map_Insert(pc_Map *map, pc_SlotKind kslot, pc_Value key, pc_Value value, pc_Arena *a);
+
 /* Removes every entry, keeping the storage. NULL allowed. */
 void pc_Map_Clear(pc_Map *map);
 

@@ -366,6 +366,20 @@ static void test_map_flood(void) {
   pc_Value key;
   key.u64 = ((7ull << 32) | 7) * inv;
   CHECK(pc_Map_Find(map, kPc_Slot_64, key) != NULL && pc_Map_Find(map, kPc_Slot_64, key)->u64 == 7);
+  /* pc_Map_Insert of new keys: found as pc_Map_Set's */
+  pc_Map *ins = pc_Map_New(a);
+  for (uint64_t i = 1; i <= 100; i++) {
+    pc_Value k, value;
+    k.u64 = i * inv;
+    value.u64 = i;
+    CHECK(pc_Map_Insert(ins, kPc_Slot_64, k, value, a) != NULL);
+  }
+  CHECK(ins->size == 100);
+  for (uint64_t i = 1; i <= 100; i++) {
+    pc_Value k;
+    k.u64 = i * inv;
+    CHECK(pc_Map_Find(ins, kPc_Slot_64, k) != NULL && pc_Map_Find(ins, kPc_Slot_64, k)->u64 == i);
+  }
   size_t run = 0, longest = 0; /* occupied slots in a row (wrapping ignored) */
   for (size_t i = 0; i < map->index_cap; i++) {
     run = map->index[i] != 0 ? run + 1 : 0;

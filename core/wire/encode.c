@@ -63,7 +63,16 @@ static inline uint8_t *varint_down(uint8_t *p, uint64_t v) {
 /* Prepends the 'n' little-endian bytes of 'v' at 'p'; returns the new start. */
 static inline uint8_t *fixed_down(uint8_t *p, uint64_t v, int n) {
   p -= n;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (n == 4) {
+    uint32_t u = (uint32_t)v;
+    memcpy(p, &u, 4);
+  } else {
+    memcpy(p, &v, 8);
+  }
+#else
   for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+#endif
   return p;
 }
 
@@ -123,12 +132,16 @@ static pc_WireType wire_type(pc_FieldType t) {
 
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m);
 
+/* Whether values of 'f' must be valid UTF-8 (pc_FieldSlot.utf8). */
+static int checks_utf8(const pc_FieldDef *f) {
+  return f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3;
+}
+
 /* A length-delimited string or bytes value with its tag, in one
- * reservation. */
-static int put_string(Enc *e, const pc_FieldDef *f, const pc_StringView *s) {
+ * reservation; 'utf8': checks_utf8(f). */
+static int put_string(Enc *e, const pc_FieldDef *f, const pc_StringView *s, int utf8) {
   pc_WireWriter *w = e->w;
-  if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
-      !pc_Wire_ValidUtf8((const uint8_t *)s->data, s->size))
+  if (utf8 && !pc_Wire_ValidUtf8((const uint8_t *)s->data, s->size))
     return enc_fail(e, kPc_EncodeStatus_BadUtf8, f);
   if (s->size > SIZE_MAX - (size_t)2 * PC_WIRE_MAX_VARINT ||
       !pc_WireWriter_Reserve(w, s->size + (size_t)2 * PC_WIRE_MAX_VARINT))
@@ -140,6 +153,20 @@ static int put_string(Enc *e, const pc_FieldDef *f, const pc_StringView *s) {
   return 1;
 }
 
+/* A sub-message 'sub' (NULL: empty) of message field 'f' with its length
+ * and tag (these in one reservation). */
+static int put_sub(Enc *e, const pc_FieldDef *f, const pc_Message *sub) {
+  pc_WireWriter *w = e->w;
+  size_t before = pc_WireWriter_Size(w);
+  e->required |= f->message->required_count;
+  if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
+  size_t len = pc_WireWriter_Size(w) - before;
+  if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  w->ptr = varint_down(varint_down(w->ptr, len), (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
+  return 1;
+}
+
 /* One element of field 'f' (its value at 'src', of the element slot kind)
  * with its tag. */
 static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
@@ -147,18 +174,8 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
   uint32_t num = (uint32_t)f->number;
   switch (f->type) {
   case kPc_Type_String:
-  case kPc_Type_Bytes: return put_string(e, f, src);
-  case kPc_Type_Message: {
-    const pc_Message *sub = *(pc_Message *const *)src;
-    size_t before = pc_WireWriter_Size(w);
-    e->required |= f->message->required_count;
-    if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
-    size_t len = pc_WireWriter_Size(w) - before;
-    if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
-      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-    w->ptr = varint_down(varint_down(w->ptr, len), (uint64_t)num << 3 | kPc_Wire_Len);
-    return 1; /* length and tag in one reservation */
-  }
+  case kPc_Type_Bytes: return put_string(e, f, src, checks_utf8(f));
+  case kPc_Type_Message: return put_sub(e, f, *(pc_Message *const *)src);
   case kPc_Type_Group: {
     const pc_Message *sub = *(pc_Message *const *)src;
     if (!pc_WireWriter_PutTag(w, num, kPc_Wire_EndGroup))
@@ -177,6 +194,70 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
   if (!pc_WireWriter_PutTag(w, num, wire_type(f->type)))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
   return 1;
+}
+
+/* Prepends the 'n' numbers of type 't' stored at 'data' (as its slot kind
+ * stores them) at 'p' (room known to be there); returns the new start.
+ * number_down's cases outside the loops. */
+static uint8_t *packed_down(uint8_t *p, pc_FieldType t, const char *data, size_t n) {
+  uint32_t u32;
+  uint64_t u64;
+  int32_t i32;
+  int64_t i64;
+  switch (t) {
+  case kPc_Type_Bool:
+    for (size_t i = n; i-- > 0;) *--p = data[i] != 0;
+    return p;
+  case kPc_Type_Float:
+  case kPc_Type_Fixed32:
+  case kPc_Type_Sfixed32:
+    p -= 4 * n;
+    for (size_t i = 0; i < n; i++) {
+      memcpy(&u32, data + 4 * i, 4);
+      fixed_down(p + 4 * (i + 1), u32, 4);
+    }
+    return p;
+  case kPc_Type_Double:
+  case kPc_Type_Fixed64:
+  case kPc_Type_Sfixed64:
+    p -= 8 * n;
+    for (size_t i = 0; i < n; i++) {
+      memcpy(&u64, data + 8 * i, 8);
+      fixed_down(p + 8 * (i + 1), u64, 8);
+    }
+    return p;
+  case kPc_Type_Int32:
+  case kPc_Type_Enum:
+    for (size_t i = n; i-- > 0;) {
+      memcpy(&i32, data + 4 * i, 4);
+      p = varint_down(p, (uint64_t)(int64_t)i32);
+    }
+    return p;
+  case kPc_Type_Uint32:
+    for (size_t i = n; i-- > 0;) {
+      memcpy(&u32, data + 4 * i, 4);
+      p = varint_down(p, u32);
+    }
+    return p;
+  case kPc_Type_Sint32:
+    for (size_t i = n; i-- > 0;) {
+      memcpy(&i32, data + 4 * i, 4);
+      p = varint_down(p, pc_Wire_ZigZagEncode32(i32));
+    }
+    return p;
+  case kPc_Type_Sint64:
+    for (size_t i = n; i-- > 0;) {
+      memcpy(&i64, data + 8 * i, 8);
+      p = varint_down(p, pc_Wire_ZigZagEncode64(i64));
+    }
+    return p;
+  default:
+    for (size_t i = n; i-- > 0;) {
+      memcpy(&u64, data + 8 * i, 8);
+      p = varint_down(p, u64);
+    }
+    return p;
+  }
 }
 
 /* A packed list: its elements, length and tag, in one reservation when
@@ -198,8 +279,7 @@ static int put_packed(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
   }
   if (!pc_WireWriter_Reserve(w, (arr->size + 2) * PC_WIRE_MAX_VARINT))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-  uint8_t *end = w->ptr, *p = end;
-  for (size_t i = arr->size; i-- > 0;) p = number_down(p, t, data + i * elem);
+  uint8_t *end = w->ptr, *p = packed_down(end, t, data, arr->size);
   p = varint_down(p, (uint64_t)(end - p));
   w->ptr = varint_down(p, (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
   return 1;
@@ -210,10 +290,35 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
   if (f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
       f->type != kPc_Type_Message && f->type != kPc_Type_Group)
     return put_packed(e, f, arr);
-  size_t elem = pc_FieldDef_ElemSize(f);
   const char *data = arr->data;
-  for (size_t i = arr->size; i-- > 0;)
-    if (!put_element(e, f, data + i * elem)) return 0;
+  if (f->type == kPc_Type_Message) {
+    pc_Message *const *subs = (pc_Message *const *)(const void *)data;
+    for (size_t i = arr->size; i-- > 0;)
+      if (!put_sub(e, f, subs[i])) return 0;
+    return 1;
+  }
+  size_t elem = pc_FieldDef_ElemSize(f);
+  pc_FieldType t = f->type;
+  if (t == kPc_Type_String || t == kPc_Type_Bytes) {
+    const pc_StringView *strs = (const pc_StringView *)(const void *)data;
+    int utf8 = checks_utf8(f);
+    for (size_t i = arr->size; i-- > 0;)
+      if (!put_string(e, f, &strs[i], utf8)) return 0;
+    return 1;
+  }
+  if (t == kPc_Type_Group) {
+    for (size_t i = arr->size; i-- > 0;)
+      if (!put_element(e, f, data + i * elem)) return 0;
+    return 1;
+  }
+  /* unpacked numbers: each value and its tag in one reservation */
+  pc_WireWriter *w = e->w;
+  uint64_t tag = (uint64_t)(uint32_t)f->number << 3 | (uint32_t)wire_type(t);
+  for (size_t i = arr->size; i-- > 0;) {
+    if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    w->ptr = varint_down(number_down(w->ptr, t, data + i * elem), tag);
+  }
   return 1;
 }
 
@@ -222,10 +327,11 @@ static int put_map_entry(Enc *e, const pc_FieldDef *f, const pc_FieldDef *kf, co
   pc_WireWriter *w = e->w;
   size_t before = pc_WireWriter_Size(w);
   if (!put_element(e, vf, &ent->value) || !put_element(e, kf, &ent->key)) return 0;
-  if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before) ||
-      !pc_WireWriter_PutTag(w, (uint32_t)f->number, kPc_Wire_Len))
+  size_t len = pc_WireWriter_Size(w) - before;
+  if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
     return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
-  return 1;
+  w->ptr = varint_down(varint_down(w->ptr, len), (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
+  return 1; /* length and tag in one reservation */
 }
 
 static int put_map(Enc *e, const pc_FieldDef *f, const pc_Map *map) {
@@ -324,16 +430,13 @@ static int put_number_slot(Enc *e, const pc_FieldSlot *fs, uint64_t v) {
   case kPc_Type_Float:
   case kPc_Type_Fixed32:
   case kPc_Type_Sfixed32:
-    p -= 4;
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
-    p[3] = (uint8_t)(v >> 24);
+    p = fixed_down(p, v, 4);
     wt = kPc_Wire_Fixed32;
     break;
   case kPc_Type_Double:
   case kPc_Type_Fixed64:
   case kPc_Type_Sfixed64:
-    p -= 8;
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    p = fixed_down(p, v, 8);
     wt = kPc_Wire_Fixed64;
     break;
   case kPc_Type_Int32:
@@ -373,13 +476,17 @@ static int put_slots(Enc *e, const pc_Message *msg, const pc_FieldSlot *lo,
     case kPc_Walk_String: {
       const pc_StringView *sv = (const pc_StringView *)(const void *)slot;
       if (slot_absent(msg, fs, sv->size)) continue;
-      ok = put_string(e, fs->field, sv);
+      ok = put_string(e, fs->field, sv, fs->utf8);
       goto next;
     }
-    case kPc_Walk_Message:
-      if (load_ptr(slot) == NULL) continue;
-      ok = put_element(e, fs->field, slot);
+    case kPc_Walk_Message: {
+      const pc_Message *sub = load_ptr(slot);
+      if (sub == NULL) continue;
+      /* groups (also message slots) through put_element */
+      ok = fs->type == kPc_Type_Message ? put_sub(e, fs->field, sub)
+                                        : put_element(e, fs->field, slot);
       goto next;
+    }
     case kPc_Walk_Array: {
       const pc_Array *arr = load_ptr(slot);
       if (arr == NULL || arr->size == 0) continue;
@@ -396,7 +503,15 @@ static int put_slots(Enc *e, const pc_Message *msg, const pc_FieldSlot *lo,
       uint32_t which;
       memcpy(&which, (const char *)msg + fs->case_offset, 4);
       if (which != (uint32_t)fs->number) continue;
-      ok = put_field(e, msg, fs->field);
+      /* the member set: its slot holds its value (put_field's checks,
+       * made already) */
+      const pc_FieldDef *f = fs->field;
+      if (f->slot == kPc_Slot_String)
+        ok = put_string(e, f, (const pc_StringView *)(const void *)slot, fs->utf8);
+      else if (f->slot == kPc_Slot_Message && f->type == kPc_Type_Message)
+        ok = put_sub(e, f, load_ptr(slot));
+      else
+        ok = put_field(e, msg, f);
       goto next;
     }
     }

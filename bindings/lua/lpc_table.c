@@ -854,8 +854,10 @@ LPC_INLINE int store_string(Build *b, char *slot, int v) {
   sv.data = lua_tolstring(L, v, &sv.size);
   if (sv.size > 0) {
     char *p = pc_Arena_Malloc(b->a, sv.size);
-    if (p == NULL) lpc_nomem(L);
-    memcpy(p, sv.data, sv.size);
+    if (p == NULL) /* (an else: cppcheck does not take lpc_nomem for _Noreturn here) */
+      lpc_nomem(L);
+    else
+      memcpy(p, sv.data, sv.size);
     sv.data = p;
   } else {
     sv.data = NULL;

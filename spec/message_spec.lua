@@ -107,6 +107,44 @@ describe("pc.message and pc.enum", function()
     end
   end)
 
+  it("give views of two pools' types of the same names their own type, alone once root and pool are gone", function()
+    -- A view's child takes its Lookup from the parent's (lpc_Lookup.subs,
+    -- bindings/lua/lpc_message.c): the same names in another pool are
+    -- other fields at other places, and a child read after its root,
+    -- parent, Type and pool became garbage reads its own memory.
+    local function root_of(src)
+      local q = pc.pool()
+      assert(q:load('syntax = "proto3"; package vs; ' .. src, { name = "vs.proto" }))
+      return q:type("vs.Root")
+    end
+    local leaf1, leaf2, by2
+    do
+      local R1 = root_of([[message Leaf { int32 x = 1; }
+        message Mid { Leaf leaf = 1; repeated Leaf leaves = 2; } message Root { Mid mid = 1; }]])
+      local R2 = root_of([[message Leaf { string y = 1; int32 x = 2; }
+        message Mid { int32 n = 3; repeated Leaf leaves = 2; Leaf leaf = 1; map<string, Leaf> by = 4; }
+        message Root { string s = 2; Mid mid = 1; }]])
+      local m1 = pc.decode(R1, pc.encode(R1 { mid = { leaf = { x = 1 }, leaves = { { x = 2 } } } }))
+      local m2 = pc.decode(R2, pc.encode(R2 { mid = { leaf = { y = "a", x = 3 }, leaves = { { x = 4 } },
+                                                      by = { k = { x = 5 } } } }))
+      for _ = 1, 2 do
+        assert.are.same({ 1, 2, 3, 4, 5, "a" }, { m1.mid.leaf.x, m1.mid.leaves[1].x, m2.mid.leaf.x,
+                                                 m2.mid.leaves[1].x, m2.mid.by.k.x, m2.mid.leaf.y })
+        assert.is_true(rawequal(m2.mid.leaf, m2.mid.leaf))
+        assert.is_true(rawequal(m1.mid.leaves[1], m1.mid.leaves[1]))
+      end
+      local old = m2.mid.leaf
+      m2.mid.leaf = { x = 6 }
+      assert.are.same({ 6, 3 }, { m2.mid.leaf.x, old.x })
+      assert.is_false(rawequal(old, m2.mid.leaf))
+      leaf1, leaf2, by2 = pc.decode(R1, pc.encode(m1)).mid.leaves[1], m2.mid.leaf, m2.mid.by.k
+    end
+    for _ = 1, 3 do collectgarbage() end
+    local churn = {} -- luacheck: ignore 241 (only fills the freed memory)
+    for i = 1, 2000 do churn[i] = { s = string.rep("z", 40) .. i } end
+    assert.are.same({ 2, 6, 5, "" }, { leaf1.x, leaf2.x, by2.x, by2.y })
+  end)
+
   it("reflect fields in declaration order", function()
     local f = pool:fields(Shape)
     assert.are.equal(15, #f)

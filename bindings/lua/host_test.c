@@ -26,7 +26,9 @@
  *     emergency collection ran between the two), arenas freed a
  *     cycle later, and every byte of the state's allocator given back at
  *     lua_close (a counting lua_Alloc), a finalizer run there reading too,
- *     and messages made in finalizers (lua_close's included) given back. */
+ *     and messages made in finalizers (lua_close's included) given back;
+ *     the same for a view of a pool dropped in the cycle that finalizes
+ *     its reader (the pool's free waits too), and dropped pools given back. */
 #include "testing/check.h"
 #include "protocall.h"
 
@@ -1147,6 +1149,60 @@ static void finalized_views(void) {
   CHECK(held == 0);
 }
 
+/* A pool and its message dropped in the cycle that finalizes an older
+ * object reading the message: the pool's box is finalized first, its
+ * types still read (the counting allocator writes 0xdd over what it frees);
+ * dropped pools given back a cycle or so later, a pool a finalizer's view
+ * keeps when it is dropped, and every byte at lua_close. */
+static const char kPoolMessage[] =
+    "function pool_message()\n"
+    "  local own = pc.pool()\n"
+    "  assert(own:load([[syntax = 'proto3'; package gp; message L { int32 x = 1; string s = 2; }\n"
+    "    message B { L leaf = 1; } message A { B b = 1; }]], { name = 'gp.proto' }))\n"
+    "  local A = own:type('gp.A')\n"
+    "  return A { b = { leaf = { x = 5, s = 'five' } } }\n"
+    "end\n"
+    "function reader(state) return function() got = state.m.b.leaf.x .. state.m.b.leaf.s end end\n"
+    "function round()\n" /* in a function: no register of the chunk keeps the pool */
+    "  local state = {}\n"
+    "  setmetatable(state, { __gc = reader(state) })\n"
+    "  state.m = pool_message()\n"
+    "end\n";
+
+static void finalized_pools(void) {
+  size_t held = 0;
+  lua_State *L = lua_newstate(counting_alloc, &held);
+  luaL_openlibs(L);
+  luaL_requiref(L, "protocall", luaopen_protocall, 0);
+  lua_setglobal(L, "pc");
+  lua_register(L, "note", note);
+  CHECK(run(L, "function settle() for _ = 1, 4 do collectgarbage() end end"));
+  CHECK(run(L, kPoolMessage));
+  CHECK(run(
+      L,
+      "for _ = 1, 4 do got = nil; round(); settle(); assert(got == '5five', tostring(got)) end"));
+  /* 1,000 dropped pools: given back as they go, not at lua_close */
+  CHECK(run(L, "for _ = 1, 20 do round() end settle()"));
+  size_t before = held;
+  CHECK(run(L, "for _ = 1, 1000 do round() end settle()"));
+  CHECK(held < before + 64 * 1024);
+  /* a view a finalizer kept for good keeps its pool until it is dropped */
+  CHECK(run(L, "local function keep() local v = pool_message().b\n"
+               "  setmetatable({}, { __gc = function() kept = v end }) end\n"
+               "keep() settle() for _ = 1, 100 do round() end settle()\n"
+               "assert(kept.leaf.x == 5 and kept.leaf.s == 'five') kept = nil settle()"));
+  CHECK(held < before + 64 * 1024);
+  /* at lua_close: a finalizer reading a view of a pool dropped with it */
+  CHECK(run(L, "local function last() local h = setmetatable({}, { __gc = function(h) "
+               "note(h.m.b.leaf.x) end })\n"
+               "  h.m = pool_message() keep_h = h end\n"
+               "last() round() collectgarbage()"));
+  noted = 0;
+  lua_close(L);
+  CHECK(noted == 5);
+  CHECK(held == 0);
+}
+
 /* Messages made in finalizers: during a cycle (their arenas freed as any
  * other's), kept by one until lua_close, and made by finalizers lua_close
  * runs (Lua 5.4 sets no finalizer then: the Reaper frees their arenas). */
@@ -1185,5 +1241,6 @@ int main(void) {
   streams();
   finalized_views();
   made_in_finalizers();
+  finalized_pools();
   return CHECK_DONE();
 }

@@ -139,11 +139,17 @@ const char *lpc_push_shown(lua_State *L, int idx) {
  * before the module was opened must not read views at lua_close, and the
  * memory of a message it makes there is not given back. */
 
-/* An arena waiting for a sweep. */
+/* An arena or a pool waiting for a sweep (the other NULL). */
 typedef struct {
   pc_Arena *arena;
+  pc_Pool *pool;
   size_t group; /* its group's number */
 } Grave;
+
+static void free_grave(const Grave *g) {
+  pc_Arena_Free(g->arena);
+  pc_Pool_Free(g->pool);
+}
 
 /* Arenas per group: a group kept by a box that a finalizer kept for good
  * keeps that many arenas at most. */
@@ -206,7 +212,7 @@ static void sweep(lua_State *L, Reaper *r) {
     if (k < nlive && live[k] == r->list[i].group)
       r->list[j++] = r->list[i];
     else
-      pc_Arena_Free(r->list[i].arena);
+      free_grave(&r->list[i]);
   }
   r->f(r->ud, live, cap * sizeof(size_t), 0);
   r->n = j;
@@ -251,7 +257,7 @@ static int reaper_gc(lua_State *L) {
   Reaper *r = lua_touserdata(L, 1);
   if (r == NULL || lua_type(L, 1) != LUA_TUSERDATA || r != lua_touserdata(L, lua_upvalueindex(1)))
     return luaL_typeerror(L, 1, "protocall Reaper");
-  for (size_t i = 0; i < r->n; i++) pc_Arena_Free(r->list[i].arena);
+  for (size_t i = 0; i < r->n; i++) free_grave(&r->list[i]);
   r->f(r->ud, r->list, r->cap * sizeof(Grave), 0);
   r->list = NULL;
   r->n = r->cap = 0;
@@ -301,6 +307,27 @@ static void push_group(lua_State *L, Reaper *r) {
   r->group_n = 0;
 }
 
+/* Moves 'g' (its group set here) to the Reaper's list, the box at 1
+ * taking its group's token as user value 'uv'; 0 when it cannot wait (the
+ * state is closing or the list cannot grow): the caller frees it at once.
+ * The caller arms the Reaper once it has marked its box. */
+static int bury(lua_State *L, Reaper *r, Grave g, int uv) {
+  if (r->closed) return 0;
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? 2 * r->cap : 64;
+    Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
+    if (list == NULL) return 0;
+    r->list = list;
+    r->cap = cap;
+  }
+  push_group(L, r); /* (raises on allocation failure: what 'g' owns then leaks) */
+  lua_setiuservalue(L, 1, uv);
+  g.group = r->group;
+  r->list[r->n++] = g;
+  r->group_n++;
+  return 1;
+}
+
 /* The Arena's __gc: its arena waits for a sweep (freed at once when the
  * state is closing or the Reaper's list cannot grow). */
 static int arena_gc(lua_State *L) {
@@ -308,28 +335,37 @@ static int arena_gc(lua_State *L) {
   Reaper *r = lua_touserdata(L, REAPER_UV);
   if (h->made) unlist_made(r, h);
   if (h->arena == NULL || h->queued) return 0;
-  if (!r->closed) {
-    if (r->n == r->cap) {
-      size_t cap = r->cap ? 2 * r->cap : 64;
-      Grave *list = r->f(r->ud, r->list, r->cap * sizeof(Grave), cap * sizeof(Grave));
-      if (list != NULL) {
-        r->list = list;
-        r->cap = cap;
-      }
-    }
-    if (r->n < r->cap) {
-      push_group(L, r); /* (raises on allocation failure: the arena then leaks) */
-      lua_setiuservalue(L, 1, 2);
-      r->list[r->n++] = (Grave){h->arena, r->group};
-      r->group_n++;
-      h->queued = 1; /* the arena is the Reaper's now, still in use until its group's token goes */
-      if (!r->armed) arm(L, r);
-      return 0;
-    }
+  if (bury(L, r, (Grave){h->arena, NULL, 0}, 2)) {
+    h->queued = 1; /* the arena is the Reaper's now, still in use until its group's token goes */
+    if (!r->armed) arm(L, r);
+    return 0;
   }
   pc_Arena_Free(h->arena);
   h->arena = NULL;
   return 0;
+}
+
+/* The Pool's __gc (the Arena's upvalues): an owned pool waits for a sweep
+ * as an arena does, its types read by views that finalizers reach; the box
+ * forgets it at once (of_pool, lpc_schema.c: lpc_push_pool answers nil). */
+static int pool_gc(lua_State *L) {
+  lpc_PoolBox *b = luaL_checkudata(L, 1, LPC_POOL_MT);
+  Reaper *r = lua_touserdata(L, REAPER_UV);
+  pc_Pool *pool = b->pool;
+  b->pool = NULL;
+  if (pool == NULL || !b->owned) return 0;
+  if (bury(L, r, (Grave){NULL, pool, 0}, 1)) {
+    if (!r->armed) arm(L, r);
+    return 0;
+  }
+  pc_Pool_Free(pool);
+  return 0;
+}
+
+void lpc_push_pool_gc(lua_State *L, int arena_gc_idx) {
+  arena_gc_idx = lua_absindex(L, arena_gc_idx);
+  for (int i = 1; i <= 4; i++) lua_getupvalue(L, arena_gc_idx, i);
+  lua_pushcclosure(L, pool_gc, 4);
 }
 
 /* Pushes a table with weak keys or values ('mode'). */

@@ -267,6 +267,11 @@ LPC_INLINE int lpc_store_plain(lua_State *L, char *msg, const lpc_LookupEntry *e
 /* Makes the Arena metatable's __gc (a closure over this state's Reaper);
  * once per state (lpc_open_message_ops). */
 void lpc_push_arena_gc(lua_State *L);
+/* Pushes the Pool metatable's __gc, a closure over the Reaper of the
+ * Arena's __gc at 'arena_gc_idx': an owned pool's free waits as an
+ * arena's does (lpc_anchor.c, "Deferred arena frees"); the box is made
+ * with one user value for its group's token. */
+void lpc_push_pool_gc(lua_State *L, int arena_gc_idx);
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
 _Noreturn void lpc_nomem(lua_State *L); /* lpc_msg_error "not enough memory" */
 /* Pushes the string at 'idx' with each NUL byte written \0, for an error

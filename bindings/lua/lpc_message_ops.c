@@ -754,5 +754,13 @@ void lpc_open_message(lua_State *L) {
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
   }
+  /* The Pool's __gc shares the Arena's Reaper (set here, each time the
+   * module is opened: lpc_open_schema made its metatable without it). */
+  lua_getfield(L, -1, "__gc");
+  lpc_push_pool_gc(L, -1);
+  luaL_getmetatable(L, LPC_POOL_MT);
+  lua_insert(L, -2);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &lpc_arena_mt_key);
 }

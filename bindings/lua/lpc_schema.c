@@ -15,9 +15,9 @@
 /* Registry tables by address. Under LuaJIT a table in a weak value that an
  * object being finalized reaches stays there for a collection cycle (it clears
  * white values and userdata it found white, not such tables), after its pool's
- * __gc has freed the defs; a new pool's def may then have the freed one's
- * address. An Enum is such a table; Types and Pools are userdata. So an entry
- * is used only while it still names its live pool: of_pool. */
+ * defs were freed (by the sweep after its box's __gc: lpc_anchor.c); a new
+ * pool's def may then have the freed one's address. An Enum is such a table; Types and Pools are
+ * userdata. So an entry is used only while it still names its live pool: of_pool. */
 static char kPoolsKey;   /* registry: weak-valued pc_Pool* -> Pool */
 static char kTypesKey;   /* registry: weak-valued def -> Type / Enum */
 static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
@@ -38,16 +38,9 @@ pc_Pool *lpc_check_pool(lua_State *L, int idx) {
   return b->pool;
 }
 
-static int lpc_pool_gc(lua_State *L) {
-  lpc_PoolBox *b = luaL_checkudata(L, 1, POOL_MT);
-  if (b->owned) pc_Pool_Free(b->pool);
-  b->pool = NULL;
-  return 0;
-}
-
 /* -- pool = core.pool_new()   (an empty pool) */
 static int lpc_pool_new(lua_State *L) {
-  lpc_PoolBox *b = lua_newuserdatauv(L, sizeof(lpc_PoolBox), 0);
+  lpc_PoolBox *b = lua_newuserdatauv(L, sizeof(lpc_PoolBox), 1); /* 1: its group's token (__gc) */
   b->pool = NULL;
   b->owned = 1;
   luaL_setmetatable(L, POOL_MT);
@@ -873,9 +866,7 @@ void lpc_open_schema(lua_State *L) {
   lpc_registry_table(L, &kTypesKey, "v");
   lua_pop(L, 2);
   /* Pool: methods in core.Pool, which other concerns extend (pool:load ...). */
-  luaL_newmetatable(L, POOL_MT);
-  lua_pushcfunction(L, lpc_pool_gc);
-  lua_setfield(L, -2, "__gc");
+  luaL_newmetatable(L, POOL_MT); /* __gc: lpc_open_message adds it (lpc_push_pool_gc) */
   lua_newtable(L);
   luaL_setfuncs(L, pool_funcs, 0);
   lua_pushvalue(L, -1);

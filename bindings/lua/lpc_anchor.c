@@ -135,9 +135,17 @@ const char *lpc_push_shown(lua_State *L, int idx) {
  * __gc runs; the Reaper frees the arenas of those still there. (LuaJIT's
  * lua_close runs the finalizers of objects made meanwhile too: no list.)
  *
+ * Pools wait the same way (pool_gc, the Pool box's user value 1 its
+ * group's token): a view reaches its Type, the Type its Pool, so a finalizer
+ * reading a view keeps the pool's defs and its Lookups' names until the
+ * collector frees the box; an older object's finalizer run after the
+ * Pool's __gc in the cycle both die in reads live defs.
+ *
  * Known limits (doc/guide.md, "Lifetimes"): the finalizer of an object made
  * before the module was opened must not read views at lua_close, and the
- * memory of a message it makes there is not given back. */
+ * memory of a message it makes there is not given back; a pool made in a
+ * finalizer during Lua 5.4's lua_close is not given back (no __gc of it
+ * runs: no 'made' list for pools). */
 
 /* An arena or a pool waiting for a sweep (the other NULL). */
 typedef struct {

@@ -1648,4 +1648,42 @@ describe("message memory read from a finalizer", function()
     kept = nil -- luacheck: ignore kept
     settle() -- the pool freed at last (ASan/valgrind: no leak, no bad read)
   end)
+
+  it("refuses a pool a finalizer uses after the pool's __gc ran", function()
+    local got
+    local function made()
+      local state = {}
+      local function reader()
+        local p = state.p
+        got = {}
+        for _, f in ipairs({
+          function() return p:type("gp.A") end,
+          function() return p:load("syntax = 'proto3'; package gz; message Z {}", { name = "gz.proto" }) end,
+          function() return pc.to_json(state.m, { pool = p }) end,
+        }) do
+          local ok, err = pcall(f)
+          got[#got + 1] = ok and "ok" or tostring(err):match("protocall%.Pool used after its __gc ran") or tostring(err)
+        end
+      end
+      local holder = newproxy and newproxy(true) or state
+      if newproxy then getmetatable(holder).__gc = reader else setmetatable(state, { __gc = reader }) end
+      state.h = newproxy and holder or nil
+      state.p = pc.pool() -- made after the reader: its __gc runs first (Lua 5.4 crashed in pool:type)
+      assert(state.p:load("syntax = 'proto3'; package gp; message A { int32 x = 1; }", { name = "gp.proto" }))
+      state.m = state.p:type("gp.A") { x = 1 }
+    end
+    -- (LuaJIT does not always finalize the newer box first: those rounds read a live pool)
+    local want, refused = "protocall.Pool used after its __gc ran", 0
+    for _ = 1, 20 do
+      made()
+      settle()
+      if got[1] == "ok" then
+        assert.are.same({ "ok", "ok", "ok" }, got)
+      else
+        assert.are.same({ want, want, want }, got)
+        refused = refused + 1
+      end
+    end
+    assert.is_true(refused > 0)
+  end)
 end)

@@ -101,7 +101,8 @@ typedef struct {
   size_t arena_hint; /* T{...} of nested tables: the arena its last build used (lpc_table.c) */
 } lpc_TypeBox;
 
-/* The pool of the Pool userdata at 'idx' (raises otherwise). */
+/* The pool of the Pool userdata at 'idx' (raises otherwise, and when its
+ * __gc ran: a finalizer using a pool the cycle also finalized). */
 pc_Pool *lpc_check_pool(lua_State *L, int idx);
 
 /* Pushes the Pool userdata that owns 'pool' (created by this state). */

@@ -96,7 +96,7 @@ pc_Pool *lpc_opt_pool(lua_State *L, int idx, const char *fname) {
       lpc_arg_error(
           L, idx, fname,
           lua_pushfstring(L, "pool: protocall.Pool expected, got %s", lpc_type_name(L, -1)));
-    pool = ((const lpc_PoolBox *)lua_touserdata(L, -1))->pool;
+    pool = lpc_check_pool(L, -1); /* (raises when its __gc ran, not the default pool) */
   }
   lua_pop(L, 1);
   return pool;

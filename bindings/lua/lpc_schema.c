@@ -35,6 +35,8 @@ static int of_pool(lua_State *L, int idx, const pc_Pool *pool) {
 
 pc_Pool *lpc_check_pool(lua_State *L, int idx) {
   lpc_PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
+  if (b->pool == NULL) /* its __gc ran: a finalizer reached it */
+    luaL_error(L, "protocall.Pool used after its __gc ran");
   return b->pool;
 }
 

@@ -1686,4 +1686,38 @@ describe("message memory read from a finalizer", function()
     end
     assert.is_true(refused > 0)
   end)
+
+  it("keeps a pool for a Type a finalizer reached after the pool's box was finalized", function()
+    -- The Type of a child, pushed in the finalizer: its registry entries were
+    -- cleared, the box's __gc had run (pool first) or was to run (pool
+    -- older). A Type made then without its pool let the message made from
+    -- it read freed defs (Lua 5.4: nil or a crash, ASan: heap-use-after-free).
+    local function made(pool_first)
+      local state, p = {}, nil
+      if not pool_first then p = pc.pool() end
+      local function reader()
+        local B = pc.type_of(state.m.b)
+        state.kept.m = B { leaf = { x = 7, s = "seven" } }
+        state.kept.pool = B.pool
+      end
+      local holder = newproxy and newproxy(true) or state
+      if newproxy then getmetatable(holder).__gc = reader else setmetatable(state, { __gc = reader }) end
+      state.h = newproxy and holder or nil
+      state.kept = {}
+      p = p or pc.pool()
+      assert(p:load([[syntax = "proto3"; package gp; message L { int32 x = 1; string s = 2; }
+        message B { L leaf = 1; } message A { B b = 1; }]], { name = "gp.proto" }))
+      state.m = p:type("gp.A") { b = { leaf = { x = 5, s = "five" } } }
+      return state.kept
+    end
+    for _, pool_first in ipairs({ true, false }) do
+      local kept = made(pool_first)
+      settle()
+      churn()
+      settle()
+      assert.are.same({ 7, "seven", "userdata" }, { kept.m.leaf.x, kept.m.leaf.s, type(kept.pool) })
+      assert.are.equal('{"leaf":{"x":7,"s":"seven"}}', pc.to_json(kept.m))
+    end
+    settle() -- the pools freed at last (ASan/valgrind: no leak, no bad read)
+  end)
 end)

@@ -87,7 +87,8 @@ int lpc_is_listener(lua_State *L, int idx);
 /* The "protocall.Pool" userdata. */
 typedef struct {
   pc_Pool *pool;
-  int owned; /* 0: a host's pool (protocall_pushpool), never freed here */
+  int owned;     /* 0: a host's pool (protocall_pushpool), never freed here */
+  int finalized; /* its __gc ran: 'pool' waits for the Reaper (lpc_anchor.c), read, not used */
 } lpc_PoolBox;
 
 /* The "protocall.Type" userdata: its def, and its field lookup in this

@@ -355,18 +355,19 @@ static int arena_gc(lua_State *L) {
 
 /* The Pool's __gc (the Arena's upvalues): an owned pool waits for a sweep
  * as an arena does, its types read by views that finalizers reach; the box
- * forgets it at once (of_pool, lpc_schema.c: lpc_push_pool answers nil). */
+ * keeps it, marked finalized (lpc_check_pool refuses it; a Type made
+ * meanwhile still finds the box: lpc_push_pool, lpc_schema.c). */
 static int pool_gc(lua_State *L) {
   lpc_PoolBox *b = luaL_checkudata(L, 1, LPC_POOL_MT);
   Reaper *r = lua_touserdata(L, REAPER_UV);
-  pc_Pool *pool = b->pool;
-  b->pool = NULL;
-  if (pool == NULL || !b->owned) return 0;
-  if (bury(L, r, (Grave){NULL, pool, 0}, 1)) {
+  b->finalized = 1;
+  if (b->pool == NULL || !b->owned) return 0;
+  if (bury(L, r, (Grave){NULL, b->pool, 0}, 1)) {
     if (!r->armed) arm(L, r);
     return 0;
   }
-  pc_Pool_Free(pool);
+  pc_Pool_Free(b->pool);
+  b->pool = NULL;
   return 0;
 }
 

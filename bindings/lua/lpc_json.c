@@ -54,11 +54,13 @@ static int load_wanted(lua_State *L, pc_Pool *pool, Finder *f) {
   return ok;
 }
 
-/* The pool that owns 'def' (through its Type's Pool userdata). */
+/* The pool that owns 'def' (through its Type's Pool userdata; also one
+ * whose __gc ran, still there while the box is: lpc_anchor.c). */
 static pc_Pool *pool_of(lua_State *L, const pc_MessageDef *def) {
   lpc_push_type(L, def);
   lua_getiuservalue(L, -1, 1);
-  pc_Pool *pool = lpc_check_pool(L, -1);
+  const lpc_PoolBox *b = luaL_testudata(L, -1, LPC_POOL_MT);
+  pc_Pool *pool = b != NULL && b->pool != NULL ? b->pool : lpc_check_pool(L, -1);
   lua_pop(L, 2);
   return pool;
 }

@@ -96,7 +96,10 @@ pc_Pool *lpc_opt_pool(lua_State *L, int idx, const char *fname) {
       lpc_arg_error(
           L, idx, fname,
           lua_pushfstring(L, "pool: protocall.Pool expected, got %s", lpc_type_name(L, -1)));
-    pool = lpc_check_pool(L, -1); /* (raises when its __gc ran, not the default pool) */
+    const lpc_PoolBox *b = lua_touserdata(L, -1);
+    if (b->pool == NULL || b->finalized) /* as lpc_check_pool: not the default pool */
+      luaL_error(L, "protocall.Pool used after its __gc ran");
+    pool = b->pool;
   }
   lua_pop(L, 1);
   return pool;

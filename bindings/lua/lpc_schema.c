@@ -19,6 +19,7 @@
  * pool's def may then have the freed one's address. An Enum is such a table; Types and Pools are
  * userdata. So an entry is used only while it still names its live pool: of_pool. */
 static char kPoolsKey;   /* registry: weak-valued pc_Pool* -> Pool */
+static char kBoxesKey;   /* registry: weak-keyed owned Pool -> true (find_box) */
 static char kTypesKey;   /* registry: weak-valued def -> Type / Enum */
 static char kEnumDefKey; /* an Enum's metatable field: lightuserdata def */
 
@@ -26,8 +27,9 @@ char lpc_type_metatables_key;
 
 /* -- Pools ------------------------------------------------------------------ */
 
-/* Whether the value at 'idx' (a Pool or nil) is the live Pool of 'pool' (its
- * __gc clears b->pool). */
+/* Whether the value at 'idx' (a Pool or nil) is the Pool of 'pool' (its
+ * __gc keeps b->pool while the pool waits for the Reaper, which frees it
+ * once the box is gone; b->pool is cleared when freed at once). */
 static int of_pool(lua_State *L, int idx, const pc_Pool *pool) {
   const lpc_PoolBox *b = lua_touserdata(L, idx);
   return b != NULL && b->pool == pool;
@@ -35,7 +37,7 @@ static int of_pool(lua_State *L, int idx, const pc_Pool *pool) {
 
 pc_Pool *lpc_check_pool(lua_State *L, int idx) {
   lpc_PoolBox *b = luaL_checkudata(L, idx, POOL_MT);
-  if (b->pool == NULL) /* its __gc ran: a finalizer reached it */
+  if (b->pool == NULL || b->finalized) /* its __gc ran: a finalizer reached it */
     luaL_error(L, "protocall.Pool used after its __gc ran");
   return b->pool;
 }
@@ -45,6 +47,7 @@ static int lpc_pool_new(lua_State *L) {
   lpc_PoolBox *b = lua_newuserdatauv(L, sizeof(lpc_PoolBox), 1); /* 1: its group's token (__gc) */
   b->pool = NULL;
   b->owned = 1;
+  b->finalized = 0;
   luaL_setmetatable(L, POOL_MT);
   void *ud;
   lua_Alloc f = lua_getallocf(L, &ud);
@@ -53,7 +56,11 @@ static int lpc_pool_new(lua_State *L) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kPoolsKey);
   lua_pushvalue(L, -2);
   lua_rawsetp(L, -2, b->pool);
-  lua_pop(L, 1);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kBoxesKey);
+  lua_pushvalue(L, -3);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  lua_pop(L, 2);
   return 1;
 }
 
@@ -74,19 +81,37 @@ void lpc_push_host_pool(lua_State *L, pc_Pool *pool) {
   lpc_PoolBox *b = lua_newuserdatauv(L, sizeof(lpc_PoolBox), 0);
   b->pool = pool;
   b->owned = 0;
+  b->finalized = 0;
   luaL_setmetatable(L, POOL_MT);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, -3, pool);
   lua_remove(L, -2);
 }
 
+/* Replaces nil at the top with the owned Pool of 'pool' when a weak key
+ * still holds it: a Pool an object being finalized reaches leaves weak
+ * values (Lua 5.4 clears resurrected objects from them, LuaJIT finalized
+ * userdata), not weak keys, and a Type made then must still keep its pool
+ * (lpc_push_type). A walk of every Pool: the rare path. */
+static void find_box(lua_State *L, const pc_Pool *pool) {
+  lua_pop(L, 1);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kBoxesKey);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    if (of_pool(L, -1, pool)) {
+      lua_remove(L, -2);
+      return;
+    }
+  }
+  lua_pop(L, 1);
+  lua_pushnil(L);
+}
+
 void lpc_push_pool(lua_State *L, const pc_Pool *pool) {
   push_pools(L);
   lua_rawgetp(L, -1, pool);
-  if (!of_pool(L, -1, pool)) {
-    lua_pop(L, 1);
-    lua_pushnil(L);
-  }
+  if (!of_pool(L, -1, pool)) find_box(L, pool);
   lua_remove(L, -2);
 }
 
@@ -865,8 +890,9 @@ int lpc_load_builtin(lua_State *L, pc_Pool *pool, const char *file) {
 
 void lpc_open_schema(lua_State *L) {
   lpc_registry_table(L, &kPoolsKey, "v"); /* kept when the module is opened again */
+  lpc_registry_table(L, &kBoxesKey, "k");
   lpc_registry_table(L, &kTypesKey, "v");
-  lua_pop(L, 2);
+  lua_pop(L, 3);
   /* Pool: methods in core.Pool, which other concerns extend (pool:load ...). */
   luaL_newmetatable(L, POOL_MT); /* __gc: lpc_open_message adds it (lpc_push_pool_gc) */
   lua_newtable(L);

@@ -28,7 +28,8 @@
  *     lua_close (a counting lua_Alloc), a finalizer run there reading too,
  *     and messages made in finalizers (lua_close's included) given back;
  *     the same for a view of a pool dropped in the cycle that finalizes
- *     its reader (the pool's free waits too), and dropped pools given back. */
+ *     its reader (the pool's free waits too), and dropped pools given back;
+ *     a host's pool still usable through a box a finalizer reaches after its __gc. */
 #include "testing/check.h"
 #include "protocall.h"
 
@@ -1203,6 +1204,32 @@ static void finalized_pools(void) {
   CHECK(held == 0);
 }
 
+/* A host's pool whose box a finalizer uses after the box's __gc ran in
+ * the same cycle (the box newer than the reader): still the host's pool,
+ * usable (an owned one would be refused). */
+static int push_host_pool(lua_State *L) {
+  protocall_pushpool(L, lua_touserdata(L, lua_upvalueindex(1)));
+  return 1;
+}
+
+static void finalized_host_pool(void) {
+  pc_Pool *pool = demo_pool();
+  lua_State *L = new_state(NULL);
+  lua_pushlightuserdata(L, pool);
+  lua_pushcclosure(L, push_host_pool, 1);
+  lua_setglobal(L, "host_pool");
+  CHECK(run(
+      L, "local function made()\n"
+         "  local st = {}\n"
+         "  setmetatable(st, { __gc = function() got = tostring(st.p:type('demo.Point')) end })\n"
+         "  st.p = host_pool()\n"
+         "end\n"
+         "for _ = 1, 3 do got = nil made() for _ = 1, 4 do collectgarbage() end\n"
+         "  assert(got == 'protocall.Type(demo.Point)', tostring(got)) end"));
+  lua_close(L);
+  protocall_pool_free(pool);
+}
+
 /* Messages made in finalizers: during a cycle (their arenas freed as any
  * other's), kept by one until lua_close, and made by finalizers lua_close
  * runs (Lua 5.4 sets no finalizer then: the Reaper frees their arenas). */
@@ -1242,5 +1269,6 @@ int main(void) {
   finalized_views();
   made_in_finalizers();
   finalized_pools();
+  finalized_host_pool();
   return CHECK_DONE();
 }

@@ -360,8 +360,8 @@ static int arena_gc(lua_State *L) {
 static int pool_gc(lua_State *L) {
   lpc_PoolBox *b = luaL_checkudata(L, 1, LPC_POOL_MT);
   Reaper *r = lua_touserdata(L, REAPER_UV);
+  if (b->pool == NULL || !b->owned) return 0; /* a host's pool: still the host's, still usable */
   b->finalized = 1;
-  if (b->pool == NULL || !b->owned) return 0;
   if (bury(L, r, (Grave){NULL, b->pool, 0}, 1)) {
     if (!r->armed) arm(L, r);
     return 0;

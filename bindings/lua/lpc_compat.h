@@ -161,16 +161,6 @@ static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
   return t;
 }
 
-/* lua_setiuservalue of a userdata known to have user values (made with
- * nuv > 0): the value on top is popped into [n] of its environment table. */
-static inline void lpc_set_known_uv(lua_State *L, int idx, int n) {
-  idx = lua_absindex(L, idx);
-  lua_getfenv(L, idx);
-  lua_insert(L, -2);
-  lua_rawseti(L, -2, n);
-  lua_pop(L, 1);
-}
-
 /* One handle on the user values of a userdata known to have them (a
  * view, a container) for several reads and writes: its environment
  * table, pushed once (lpc_push_uvs returns its index); lpc_pop_uvs moves
@@ -284,10 +274,6 @@ static inline void *lpc_newuserdata_uv1(lua_State *L, size_t size, int nuv, int 
 
 static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
   return lua_getiuservalue(L, idx, n);
-}
-
-static inline void lpc_set_known_uv(lua_State *L, int idx, int n) {
-  lua_setiuservalue(L, idx, n);
 }
 
 /* The LuaJIT block's handle on user values: the userdata at 'idx' (an

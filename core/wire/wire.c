@@ -149,25 +149,22 @@ const uint8_t *pc_Wire_SkipField(const uint8_t *p, const uint8_t *end, uint32_t 
   }
 }
 
-int pc_Wire_ValidUtf8(const uint8_t *s, size_t len) {
-  if (len == 0) return 1; /* 's' may be NULL then (an empty string slot) */
-  const uint8_t *end = s + len;
+#define HIGH_BITS UINT64_C(0x8080808080808080) /* each byte's high bit */
+
+/* Whether the bytes from 's' (the start of a character) to 'end' are UTF-8,
+ * a character at a time; the ASCII runs between eight bytes at a time. */
+static int valid_utf8_from(const uint8_t *s, const uint8_t *end) {
   while (s < end) {
-    /* ASCII eight bytes at a time; the last fewer than eight as the eight
-     * that end the string (bytes before 's' are valid already). */
-    uint64_t w;
-    if (end - s >= 8) {
-      memcpy(&w, s, 8);
-      if (!(w & UINT64_C(0x8080808080808080))) {
-        s += 8;
-        continue;
-      }
-    } else if (len >= 8) {
-      memcpy(&w, end - 8, 8);
-      if (!(w & UINT64_C(0x8080808080808080))) return 1;
-    }
     uint8_t c = *s;
     if (c < 0x80) {
+      uint64_t w;
+      if (end - s >= 8) {
+        memcpy(&w, s, 8);
+        if (!(w & HIGH_BITS)) {
+          s += 8;
+          continue;
+        }
+      }
       s++;
       continue;
     }
@@ -197,6 +194,33 @@ int pc_Wire_ValidUtf8(const uint8_t *s, size_t len) {
     s += n;
   }
   return 1;
+}
+
+/* ASCII, nearly every string, is found by testing the high bits of whole
+ * words (memcpy: the bytes need not be aligned): a string of 8 or more
+ * bytes eight at a time, its last word the eight that end it (overlapping
+ * the one before); a shorter one as two overlapping halves. From the first
+ * word with a high bit set, valid_utf8_from reads the rest exactly. */
+int pc_Wire_ValidUtf8(const uint8_t *s, size_t len) {
+  if (len < 8) {
+    if (len >= 4) {
+      uint32_t a, b;
+      memcpy(&a, s, 4);
+      memcpy(&b, s + len - 4, 4);
+      if (!((a | b) & UINT32_C(0x80808080))) return 1;
+    } else if (len == 0 || !((s[0] | s[len / 2] | s[len - 1]) & 0x80)) {
+      return 1; /* 's' may be NULL when 'len' is 0 (an empty string slot) */
+    }
+    return valid_utf8_from(s, s + len);
+  }
+  const uint8_t *end = s + len, *last = end - 8;
+  uint64_t w;
+  for (; s < last; s += 8) {
+    memcpy(&w, s, 8);
+    if (w & HIGH_BITS) return valid_utf8_from(s, end);
+  }
+  memcpy(&w, last, 8); /* 's' is within the last eight: the bytes before are ASCII */
+  return !(w & HIGH_BITS) || valid_utf8_from(s, end);
 }
 
 void pc_WireWriter_Init(pc_WireWriter *w, pc_Alloc *alloc, void *ud) {

@@ -225,6 +225,113 @@ static int utf8_by_bytes(const uint8_t *s, size_t len) {
   return 1;
 }
 
+/* Strings where pc_Wire_ValidUtf8 and utf8_by_bytes disagree (the first
+ * printed), over the sequences utf8_same was given. */
+static size_t utf8_disagree = 0;
+
+static void utf8_same(const uint8_t *s, size_t len) {
+  if (pc_Wire_ValidUtf8(s, len) == utf8_by_bytes(s, len)) return;
+  if (utf8_disagree++ == 0) {
+    fprintf(stderr, "pc_Wire_ValidUtf8 disagrees with the definition on %zu bytes:", len);
+    for (size_t i = 0; i < len; i++) fprintf(stderr, " %02x", s[i]);
+    fprintf(stderr, "\n");
+  }
+}
+
+/* 'seq' alone, and between ASCII so that it starts at offset 'at' (0..15)
+ * of a string 'tail' bytes longer than that. */
+static void utf8_same_framed(const uint8_t *seq, size_t n, size_t at, size_t tail) {
+  uint8_t buf[40];
+  utf8_same(seq, n);
+  memset(buf, 'a', sizeof buf);
+  memcpy(buf + at, seq, n);
+  utf8_same(buf, at + n + tail);
+}
+
+/* Every 1-, 2- and 3-byte string; every 4-byte string that starts
+ * 0xf0..0xf4 with every second and third byte and a fourth at the edges of
+ * the continuation range. Each alone and framed in ASCII at an offset and
+ * tail length that change with it. */
+static size_t utf8_exhaustive(void) {
+  static const uint8_t fourth[] = {0x00, 0x41, 0x7f, 0x80, 0x81, 0x8f, 0x90, 0x9f,
+                                   0xa0, 0xbf, 0xc0, 0xc2, 0xe0, 0xf0, 0xff};
+  utf8_disagree = 0;
+  for (unsigned a = 0; a < 0x100; a++) {
+    uint8_t s1[1] = {(uint8_t)a};
+    utf8_same_framed(s1, 1, a % 16, a / 16 % 9);
+    for (unsigned b = 0; b < 0x100; b++) {
+      uint8_t s2[2] = {(uint8_t)a, (uint8_t)b};
+      utf8_same_framed(s2, 2, b % 16, a % 9);
+      for (unsigned c = 0; c < 0x100; c++) {
+        uint8_t s3[3] = {(uint8_t)a, (uint8_t)b, (uint8_t)c};
+        utf8_same_framed(s3, 3, (a + c) % 16, (b + c) % 9);
+        if (a < 0xf0 || a > 0xf4) continue;
+        for (size_t d = 0; d < sizeof fourth; d++) {
+          uint8_t s4[4] = {(uint8_t)a, (uint8_t)b, (uint8_t)c, fourth[d]};
+          utf8_same_framed(s4, 4, (b + d) % 16, (c + d) % 9);
+        }
+      }
+    }
+  }
+  return utf8_disagree;
+}
+
+/* Sequences, valid, invalid and cut short, at every offset 0..15 of
+ * strings of up to 34 bytes (across each word boundary of both
+ * word paths), and each one's prefixes ending a string. */
+static const uint8_t utf8_pieces[][4] = {{0xc2, 0x80},
+                                         {0xdf, 0xbf},
+                                         {0xe0, 0xa0, 0x80},
+                                         {0xed, 0x9f, 0xbf},
+                                         {0xef, 0xbf, 0xbf},
+                                         {0xf0, 0x90, 0x80, 0x80},
+                                         {0xf4, 0x8f, 0xbf, 0xbf},
+                                         {0x80},
+                                         {0xc0, 0x80},
+                                         {0xe0, 0x9f, 0xbf},
+                                         {0xed, 0xa0, 0x80},
+                                         {0xf0, 0x8f, 0xbf, 0xbf},
+                                         {0xf4, 0x90, 0x80, 0x80},
+                                         {0xf5, 0x80, 0x80, 0x80},
+                                         {0xe2, 0x28, 0xa1},
+                                         {0xf0, 0x9f, 0x28, 0x80}};
+static const size_t utf8_piece_len[] = {2, 2, 3, 3, 3, 4, 4, 1, 2, 3, 3, 4, 4, 4, 3, 4};
+
+static size_t utf8_at_every_offset(void) {
+  utf8_disagree = 0;
+  for (size_t k = 0; k < sizeof utf8_piece_len / sizeof *utf8_piece_len; k++)
+    for (size_t at = 0; at < 16; at++)
+      for (size_t n = 1; n <= utf8_piece_len[k]; n++) /* n < length: cut short */
+        for (size_t tail = 0; tail < 16; tail++) utf8_same_framed(utf8_pieces[k], n, at, tail);
+  return utf8_disagree;
+}
+
+/* Random strings of up to 39 bytes: ASCII runs with the pieces above, any
+ * of their prefixes and random bytes between. */
+static size_t utf8_random(void) {
+  uint32_t seed = 12345;
+  utf8_disagree = 0;
+  for (int round = 0; round < 200000; round++) {
+    uint8_t buf[40];
+    size_t n = 0, want_len = ((seed = seed * 1103515245u + 12345u) >> 16) % 40;
+    while (n < want_len) {
+      seed = seed * 1103515245u + 12345u;
+      unsigned r = seed >> 16;
+      if (r % 6 != 0) {
+        buf[n++] = (uint8_t)(' ' + r % 95);
+      } else if (r / 6 % 8 == 0) {
+        buf[n++] = (uint8_t)(r >> 8);
+      } else {
+        size_t k = r / 48 % (sizeof utf8_piece_len / sizeof *utf8_piece_len);
+        size_t len = r & 0x8000 ? 1 + r / 8 % utf8_piece_len[k] : utf8_piece_len[k];
+        for (size_t i = 0; i < len && n < sizeof buf; i++) buf[n++] = utf8_pieces[k][i];
+      }
+    }
+    utf8_same(buf, n);
+  }
+  return utf8_disagree;
+}
+
 static void test_utf8(void) {
   CHECK(utf8(""));
   CHECK(utf8("plain ascii, long enough to take the 8-byte path"));
@@ -258,36 +365,9 @@ static void test_utf8(void) {
   CHECK(!utf8("\xe2\x28\xa1")); /* bad continuation */
   CHECK(!utf8("\xf0\x9f\x28\x80"));
   CHECK(!utf8("abcdefgh\xc3")); /* after the fast path */
-  /* every 2-byte lead against every second byte, by the definition */
-  for (int a = 0x80; a < 0x100; a++)
-    for (int b = 0; b < 0x100; b++) {
-      uint8_t s[2] = {(uint8_t)a, (uint8_t)b};
-      int want = a >= 0xc2 && a <= 0xdf && b >= 0x80 && b <= 0xbf;
-      CHECK(pc_Wire_ValidUtf8(s, 2) == want);
-    }
-  /* the word-at-a-time paths (a string's first and last eight bytes) against
-   * a byte-at-a-time reading, over strings of ASCII with a few bytes of
-   * multi-byte sequences, valid or not, at every position */
-  static const uint8_t pieces[][4] = {
-      {0xc3, 0xa9}, {0xe2, 0x82, 0xac}, {0xf0, 0x9f, 0x98, 0x80}, {0x80},
-      {0xc3},       {0xed, 0xa0, 0x80}};
-  static const size_t piece_len[] = {2, 3, 4, 1, 1, 3};
-  uint32_t seed = 12345;
-  for (int round = 0; round < 20000; round++) {
-    uint8_t buf[40];
-    size_t n = 0, want_len = (seed = seed * 1103515245u + 12345u) >> 16 & 31;
-    while (n < want_len) {
-      seed = seed * 1103515245u + 12345u;
-      unsigned r = seed >> 16;
-      if (r % 8 != 0) {
-        buf[n++] = (uint8_t)('a' + r % 26);
-        continue;
-      }
-      size_t k = r / 8 % 6;
-      for (size_t i = 0; i < piece_len[k] && n < sizeof buf; i++) buf[n++] = pieces[k][i];
-    }
-    CHECK(pc_Wire_ValidUtf8(buf, n) == utf8_by_bytes(buf, n));
-  }
+  CHECK(utf8_exhaustive() == 0);
+  CHECK(utf8_at_every_offset() == 0);
+  CHECK(utf8_random() == 0);
 }
 
 static int fill_writer(pc_WireWriter *w) {

@@ -327,7 +327,6 @@ int cel_format_value(cel_E *e, cel_Buf *b, const pc_CelValue *v, uint32_t pos, i
 
 /* UTF-8 */
 size_t cel_utf8_count(const char *s, size_t n); /* code points (pc_Cel_StringSize) */
-int cel_utf8_valid(const char *s, size_t n);
 /* The code point at s[*i] (advancing *i), U+FFFD for a byte that starts no
  * valid sequence. */
 uint32_t cel_utf8_next(const char *s, size_t n, size_t *i);

@@ -3,6 +3,7 @@
  * timestamp and duration accessors. protovalidate's functions and the
  * strings extension are in ext.c. */
 #include "cel/cel_internal.h"
+#include "wire/wire.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -397,7 +398,7 @@ static int convert(cel_E *e, const cel_Node *n, pc_CelValue *a, pc_CelValue *out
     case kPc_Cel_String: *out = *x; return kCel_Ok;
     case kPc_Cel_Bytes:
       if (cel_steps(e, x->v.s.size / 16, n->pos) != kCel_Ok) return kCel_Fatal;
-      if (!cel_utf8_valid(x->v.s.data, x->v.s.size))
+      if (!pc_Wire_ValidUtf8((const uint8_t *)x->v.s.data, x->v.s.size))
         return cel_fail(e, n->pos, "string() of bytes that are not UTF-8");
       *out = cel_string(x->v.s.data, x->v.s.size);
       return kCel_Ok;

@@ -6,6 +6,7 @@
  * (compile.c). */
 #include "cel/cel_internal.h"
 #include "base/utf8.h"
+#include "wire/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -962,12 +963,12 @@ cel_Node *cel_parse(cel_Parser *p) {
   s.src = p->text;
   s.len = p->len;
   p->status = kPc_CelStatus_Ok;
-  if (!cel_utf8_valid(p->text, p->len)) {
+  if (!pc_Wire_ValidUtf8((const uint8_t *)p->text, p->len)) {
     size_t i = 0;
     while (i < p->len) {
       size_t start = i;
       if (cel_utf8_next(p->text, p->len, &i) == 0xFFFD &&
-          !cel_utf8_valid(p->text + start, i - start)) {
+          !pc_Wire_ValidUtf8((const uint8_t *)p->text + start, i - start)) {
         i = start;
         break;
       }

@@ -76,20 +76,6 @@ uint32_t cel_utf8_next(const char *s, size_t n, size_t *i) {
   return cp;
 }
 
-int cel_utf8_valid(const char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    if ((unsigned char)s[i] < 0x80) {
-      i++;
-      continue;
-    }
-    size_t start = i;
-    uint32_t cp = cel_utf8_next(s, n, &i);
-    if (cp == 0xFFFD && !(i - start == 3 && memcmp(s + start, "\xEF\xBF\xBD", 3) == 0)) return 0;
-  }
-  return 1;
-}
-
 /* Code points as cel_utf8_next steps through them: a byte sequence that
  * is not UTF-8 (a proto2 string field is not checked) counts a U+FFFD for
  * each maximal subpart, as protovalidate-es's decoder reads it, never 0 (a

@@ -538,7 +538,7 @@ int lpc_push_anchor_of(lua_State *L, int idx, int kind) {
   if (kind == kLpc_Standalone)
     lua_pushvalue(L, idx);
   else if (kind == kLpc_View)
-    lpc_get_known_uv(L, idx, 1); /* a view: user value 1 its anchor */
+    lpc_push_known_uv(L, idx, 1); /* a view: user value 1 its anchor */
   else
     lua_getiuservalue(L, idx, 1);
   return lua_gettop(L);

@@ -161,6 +161,14 @@ static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
   return t;
 }
 
+/* lpc_get_known_uv without the type: the macro's lua_type call saved
+ * where the value is known (a view's or container's anchor). */
+static inline void lpc_push_known_uv(lua_State *L, int idx, int n) {
+  lua_getfenv(L, idx);
+  (lua_rawgeti)(L, -1, n);
+  lua_remove(L, -2);
+}
+
 /* One handle on the user values of a userdata known to have them (a
  * view, a container) for several reads and writes: its environment
  * table, pushed once (lpc_push_uvs returns its index); lpc_pop_uvs moves
@@ -175,6 +183,11 @@ static inline int lpc_get_uv(lua_State *L, int uvs, int n) {
   return lua_rawgeti(L, uvs, n);
 }
 
+/* Pushes user value n of the handle 'uvs' (lpc_get_uv without the type). */
+static inline void lpc_push_uv(lua_State *L, int uvs, int n) {
+  (lua_rawgeti)(L, uvs, n);
+}
+
 /* Pops the value on top into user value n of the handle 'uvs'. */
 static inline void lpc_set_uv(lua_State *L, int uvs, int n) {
   lua_rawseti(L, uvs, n);
@@ -184,17 +197,23 @@ static inline void lpc_pop_uvs(lua_State *L, int uvs) {
   lua_replace(L, uvs);
 }
 
-static inline int lpc_compat_isinteger(lua_State *L, int idx) {
-  if (lua_type(L, idx) != LUA_TNUMBER) return 0;
-  lua_Number n = lua_tonumber(L, idx);
+/* Whether the number 'n' has an exact 64-bit integer value. */
+static inline int lpc_compat_integral(lua_Number n) {
   return n >= -9223372036854775808.0 && n < 9223372036854775808.0 && n == (lua_Number)(int64_t)n;
+}
+
+static inline int lpc_compat_isinteger(lua_State *L, int idx) {
+  return lua_type(L, idx) == LUA_TNUMBER && lpc_compat_integral(lua_tonumber(L, idx));
 }
 #define lua_isinteger(L, i) lpc_compat_isinteger((L), (i))
 
+/* The number read once (a container's c[i] reads its index so). */
 static inline lua_Integer lpc_compat_tointegerx(lua_State *L, int idx, int *isnum) {
-  int ok = lpc_compat_isinteger(L, idx);
+  int ok = lua_type(L, idx) == LUA_TNUMBER;
+  lua_Number n = ok ? lua_tonumber(L, idx) : 0;
+  ok = ok && lpc_compat_integral(n);
   if (isnum != NULL) *isnum = ok;
-  return ok ? (lua_Integer)lua_tonumber(L, idx) : 0;
+  return ok ? (lua_Integer)n : 0;
 }
 #define lua_tointegerx(L, i, p) lpc_compat_tointegerx((L), (i), (p))
 
@@ -276,6 +295,10 @@ static inline int lpc_get_known_uv(lua_State *L, int idx, int n) {
   return lua_getiuservalue(L, idx, n);
 }
 
+static inline void lpc_push_known_uv(lua_State *L, int idx, int n) {
+  lua_getiuservalue(L, idx, n);
+}
+
 /* The LuaJIT block's handle on user values: the userdata at 'idx' (an
  * absolute index) itself; nothing pushed, nothing to pop. */
 static inline int lpc_push_uvs(lua_State *L, int idx) {
@@ -285,6 +308,10 @@ static inline int lpc_push_uvs(lua_State *L, int idx) {
 
 static inline int lpc_get_uv(lua_State *L, int uvs, int n) {
   return lua_getiuservalue(L, uvs, n);
+}
+
+static inline void lpc_push_uv(lua_State *L, int uvs, int n) {
+  lua_getiuservalue(L, uvs, n);
 }
 
 static inline void lpc_set_uv(lua_State *L, int uvs, int n) {

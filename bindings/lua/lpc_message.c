@@ -256,7 +256,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
   if (sub == NULL) {
     new_container(L, obj, msg, f, uv, up);
   } else {
-    lpc_get_uv(L, uvs, 1); /* the anchor */
+    lpc_push_uv(L, uvs, 1); /* the anchor */
     int a = lua_gettop(L);
     lpc_push_refs(L, a, 0);
     if (lua_istable(L, -1) && lua_rawgetp(L, -1, pc_Message_Slot(msg, f)) != LUA_TNIL &&

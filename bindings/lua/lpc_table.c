@@ -304,13 +304,14 @@ static inline int explicit_presence(const pc_FieldDef *f) {
 }
 
 /* A string or bytes value with its tag; 0 when T{...} or the encoder
- * would refuse it. 'always': written even when empty. */
+ * would refuse it. 'always': written even when empty (else only when the
+ * field has explicit presence). */
 LPC_INLINE int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
   lua_State *L = e->L;
   if (lua_type(L, idx) != LUA_TSTRING) return 0;
   size_t len;
   const char *p = lua_tolstring(L, idx, &len);
-  if (len == 0 && !always) return 1;
+  if (len == 0 && !always && !explicit_presence(f)) return 1;
   if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
       !pc_Wire_ValidUtf8((const uint8_t *)p, len))
     return 0;
@@ -410,7 +411,8 @@ static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
 }
 
 /* One value of field 'f' (a singular field, an element or a map entry's
- * key or value) with its tag. 'always': written even at its default. */
+ * key or value) with its tag. 'always': written even at its default (else
+ * only when the field has explicit presence, asked only of a default). */
 LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
   switch (f->type) {
   case kPc_Type_String:
@@ -421,7 +423,7 @@ LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
     uint64_t v;
     int zero;
     if (!number_value(e->L, f, idx, &v, &zero)) return 0;
-    if (zero && !always) return 1;
+    if (zero && !always && !explicit_presence(f)) return 1;
     if (is_fixed32(f->type) || is_fixed64(f->type)) {
       put_varint(e, tag_of(f, wire_type(f->type)));
       put_fixed(e, v, is_fixed32(f->type) ? 4 : 8);
@@ -495,7 +497,7 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
 static int put_field(Enc *e, const pc_FieldDef *f, int idx) {
   if (f->is_map) return put_map(e, f, idx);
   if (f->label == kPc_Label_Repeated) return put_repeated(e, f, idx);
-  return put_value(e, f, idx, explicit_presence(f));
+  return put_value(e, f, idx, 0);
 }
 
 /* The field of the key at -2 in 'lk', or NULL when T{...} knows none. */

@@ -144,27 +144,33 @@ static inline void put_fixed(Enc *e, uint64_t v, int bytes) {
   e->s->len += (size_t)bytes;
 }
 
-/* Opens a length-delimited value: one byte kept for its length. Returns
- * where its contents start. */
-static inline size_t open_len(Enc *e) {
-  reserve(e, 1);
-  return ++e->s->len;
+/* Opens a length-delimited value of tag 'tag': the tag and one byte kept
+ * for its length, in one reservation. Returns where its contents start. */
+static inline size_t open_len(Enc *e, uint32_t tag) {
+  uint8_t *p = put_varint_at(reserve(e, PC_WIRE_MAX_VARINT + 1), tag);
+  e->s->len = (size_t)(p - e->s->buf) + 1;
+  return e->s->len;
 }
 
-/* Writes the length of the value opened at 'start', moving its contents
- * when the length takes more than one byte. */
-static void close_len(Enc *e, size_t start) {
+/* close_len for contents of 'n' bytes, 0x80 or more: the length takes
+ * more than one byte, so the contents move. */
+static void close_long(Enc *e, size_t start, size_t n) {
   TableState *s = e->s;
-  size_t n = s->len - start;
-  if (n < 0x80) {
-    s->buf[start - 1] = (uint8_t)n;
-    return;
-  }
   size_t extra = pc_Wire_VarintSize(n) - 1;
   reserve(e, extra);
   memmove(s->buf + start + extra, s->buf + start, n);
   put_varint_at(s->buf + start - 1, n);
   s->len += extra;
+}
+
+/* Writes the length of the value opened at 'start'. */
+static inline void close_len(Enc *e, size_t start) {
+  TableState *s = e->s;
+  size_t n = s->len - start;
+  if (n < 0x80)
+    s->buf[start - 1] = (uint8_t)n;
+  else
+    close_long(e, start, n);
 }
 
 static int is_fixed32(pc_FieldType t) {
@@ -403,8 +409,7 @@ static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
   if (lua_type(e->L, idx) != LUA_TTABLE || f->type != kPc_Type_Message) return 0;
   const TypeInfo *ti = type_of(e, f->message);
   if (ti == NULL) return 0;
-  put_varint(e, tag_of(f, kPc_Wire_Len));
-  size_t start = open_len(e);
+  size_t start = open_len(e, tag_of(f, kPc_Wire_Len));
   if (!encode_message(e, ti, idx)) return 0;
   close_len(e, start);
   return 1;
@@ -453,8 +458,7 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, int idx) {
       int zero;
       if (!number_value(L, f, -1, &v, &zero)) return 0;
       if (expect == 1) {
-        put_varint(e, tag_of(f, kPc_Wire_Len));
-        start = open_len(e);
+        start = open_len(e, tag_of(f, kPc_Wire_Len));
       }
       put_number(e, f->type, v);
     } else {
@@ -484,8 +488,7 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
         lua_type(L, -2) != LUA_TNUMBER)
       return 0;
     e->top = top + 2;
-    put_varint(e, tag_of(f, kPc_Wire_Len));
-    size_t start = open_len(e);
+    size_t start = open_len(e, tag_of(f, kPc_Wire_Len));
     if (!put_value(e, kf, top + 1, 1) || !put_value(e, vf, top + 2, 1)) return 0;
     close_len(e, start);
     lua_pop(L, 1);

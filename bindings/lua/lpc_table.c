@@ -138,10 +138,24 @@ static inline void put_varint(Enc *e, uint64_t v) {
   e->s->len = (size_t)(put_varint_at(p, v) - e->s->buf);
 }
 
+/* 'v' at 'p' little-endian, 4 or 8 bytes (each width written out, which
+ * the compiler makes one store); returns the end. */
+static inline uint8_t *put_fixed_at(uint8_t *p, uint64_t v, int bytes) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+  if (bytes == 4) return p + 4;
+  p[4] = (uint8_t)(v >> 32);
+  p[5] = (uint8_t)(v >> 40);
+  p[6] = (uint8_t)(v >> 48);
+  p[7] = (uint8_t)(v >> 56);
+  return p + 8;
+}
+
 static inline void put_fixed(Enc *e, uint64_t v, int bytes) {
   uint8_t *p = reserve(e, 8);
-  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-  e->s->len += (size_t)bytes;
+  e->s->len = (size_t)(put_fixed_at(p, v, bytes) - e->s->buf);
 }
 
 /* Opens a length-delimited value of tag 'tag': the tag and one byte kept
@@ -430,8 +444,8 @@ LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
     if (!number_value(e->L, f, idx, &v, &zero)) return 0;
     if (zero && !always && !explicit_presence(f)) return 1;
     if (is_fixed32(f->type) || is_fixed64(f->type)) {
-      put_varint(e, tag_of(f, wire_type(f->type)));
-      put_fixed(e, v, is_fixed32(f->type) ? 4 : 8);
+      uint8_t *p = put_varint_at(reserve(e, PC_WIRE_MAX_VARINT + 8), tag_of(f, wire_type(f->type)));
+      e->s->len = (size_t)(put_fixed_at(p, v, is_fixed32(f->type) ? 4 : 8) - e->s->buf);
     } else {
       put_tag_varint(e, tag_of(f, kPc_Wire_Varint), v);
     }

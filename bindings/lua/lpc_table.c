@@ -308,16 +308,6 @@ LPC_INLINE int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_
   }
 }
 
-/* Writes the number 'v' (number_value's form) without its tag. */
-static inline void put_number(Enc *e, pc_FieldType t, uint64_t v) {
-  if (is_fixed32(t))
-    put_fixed(e, v, 4);
-  else if (is_fixed64(t))
-    put_fixed(e, v, 8);
-  else
-    put_varint(e, v);
-}
-
 /* Whether a value of 'f' is written even at its default. */
 static inline int explicit_presence(const pc_FieldDef *f) {
   return f->hasbit >= 0 || f->oneof != NULL || f->is_extension;
@@ -454,38 +444,52 @@ LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
   }
 }
 
+/* put_repeated for a packed field of numbers, enums or bools: one
+ * length-delimited value, each element's width (varint, 4 or 8 bytes)
+ * known before the walk. */
+static int put_packed(Enc *e, const pc_FieldDef *f, int idx) {
+  lua_State *L = e->L;
+  int width = is_fixed32(f->type) ? 4 : is_fixed64(f->type) ? 8 : 0;
+  size_t start = 0;
+  lua_Integer expect = 1;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    uint64_t v;
+    int zero;
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect ||
+        !number_value(L, f, -1, &v, &zero))
+      return 0;
+    if (expect++ == 1) start = open_len(e, tag_of(f, kPc_Wire_Len));
+    uint8_t *p = reserve(e, PC_WIRE_MAX_VARINT); /* (8 bytes or a varint) */
+    p = width != 0 ? put_fixed_at(p, v, width) : put_varint_at(p, v);
+    e->s->len = (size_t)(p - e->s->buf);
+    lua_pop(L, 1);
+  }
+  if (expect == 1) return !has_metatable(L, idx);
+  close_len(e, start);
+  return 1;
+}
+
 /* The list at 'idx' for the repeated field 'f': keys 1..n met in order by
  * lua_next (a table built as a list has them in its array part), else 0. */
 static int put_repeated(Enc *e, const pc_FieldDef *f, int idx) {
   lua_State *L = e->L;
   if (lua_type(L, idx) != LUA_TTABLE) return 0;
-  int packed = f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
-               f->type != kPc_Type_Message && f->type != kPc_Type_Group;
-  size_t start = 0;
+  if (f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
+      f->type != kPc_Type_Message && f->type != kPc_Type_Group)
+    return put_packed(e, f, idx);
   lua_Integer expect = 1;
   lua_pushnil(L);
   int top = e->top;
+  e->top = top + 2;
   while (lua_next(L, idx)) {
-    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect) return 0;
-    if (packed) {
-      uint64_t v;
-      int zero;
-      if (!number_value(L, f, -1, &v, &zero)) return 0;
-      if (expect == 1) {
-        start = open_len(e, tag_of(f, kPc_Wire_Len));
-      }
-      put_number(e, f->type, v);
-    } else {
-      e->top = top + 2;
-      if (!put_value(e, f, top + 2, 1)) return 0;
-    }
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || !put_value(e, f, top + 2, 1))
+      return 0;
     expect++;
     lua_pop(L, 1);
   }
   e->top = top;
-  if (expect == 1 && has_metatable(L, idx)) return 0;
-  if (packed && expect > 1) close_len(e, start);
-  return 1;
+  return expect > 1 || !has_metatable(L, idx);
 }
 
 /* The table at 'idx' for the map field 'f': entries in traversal order. */

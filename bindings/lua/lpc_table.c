@@ -419,6 +419,30 @@ static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
   return 1;
 }
 
+/* put_repeated for a list of messages of field 'f': the elements' type
+ * found once, at the first element. */
+static int put_messages(Enc *e, const pc_FieldDef *f, int idx) {
+  lua_State *L = e->L;
+  const TypeInfo *ti = NULL;
+  uint32_t tag = tag_of(f, kPc_Wire_Len);
+  lua_Integer expect = 1;
+  lua_pushnil(L);
+  int top = e->top;
+  e->top = top + 2;
+  while (lua_next(L, idx)) {
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || lua_type(L, -1) != LUA_TTABLE)
+      return 0;
+    if (ti == NULL && (ti = type_of(e, f->message)) == NULL) return 0;
+    size_t start = open_len(e, tag);
+    if (!encode_message(e, ti, top + 2)) return 0;
+    close_len(e, start);
+    expect++;
+    lua_pop(L, 1);
+  }
+  e->top = top;
+  return expect > 1 || !has_metatable(L, idx);
+}
+
 /* One value of field 'f' (a singular field, an element or a map entry's
  * key or value) with its tag. 'always': written even at its default (else
  * only when the field has explicit presence, asked only of a default). */
@@ -478,6 +502,7 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, int idx) {
   if (f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
       f->type != kPc_Type_Message && f->type != kPc_Type_Group)
     return put_packed(e, f, idx);
+  if (f->type == kPc_Type_Message) return put_messages(e, f, idx);
   lua_Integer expect = 1;
   lua_pushnil(L);
   int top = e->top;

@@ -848,6 +848,7 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
   lpc_LookupEntry plain; /* an element stored by lpc_store_plain when it can */
   plain.offset = 0;
   plain.write = lpc_type_write_kind(f->type);
+  const TypeInfo *ti = NULL; /* a message element's type, found at the first */
   lua_Integer expect = 1;
   int k = idx + 1, v = idx + 2;
   lua_pushnil(L);
@@ -855,7 +856,14 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
     if (!lua_isinteger(L, k) || lua_tointeger(L, k) != expect || (size_t)expect > n) return 0;
     char *at = (char *)arr->data + ((size_t)expect - 1) * elem;
     expect++;
-    if (!lpc_store_plain(L, at, &plain, v)) {
+    if (f->message != NULL) {
+      if (lua_type(L, v) != LUA_TTABLE) return 0;
+      if (ti == NULL && (ti = type_of(&b->e, f->message)) == NULL) return 0;
+      pc_Message *m = pc_Message_New(f->message, b->a);
+      if (m == NULL) lpc_nomem(L);
+      memcpy(at, &m, sizeof m);
+      if (!build_message(b, ti, v, m)) return 0;
+    } else if (!lpc_store_plain(L, at, &plain, v)) {
       pc_Value x;
       if (!build_elem(b, f, v, &x)) return 0;
       store_slot(at, slot, x);

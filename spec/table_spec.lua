@@ -21,6 +21,8 @@ local All = pool:message("te.All", {
   { "ms", "map<string,string>", 24 }, { "mi", "map<int64,te.Sub>", 25 }, { "mb", "map<bool,int32>", 26 },
   { "oi", "int32", 27, oneof = "o" }, { "os", "string", 28, oneof = "o" },
   { "opt", "int32", 29, optional = true }, { "big", "int32", 1000 },
+  { "rf32", "fixed32", 30, repeated = true }, { "rsf64", "sfixed64", 31, repeated = true },
+  { "rfl", "float", 32, repeated = true }, { "rb", "bool", 33, repeated = true },
 })
 local P2 = pool:message("te2.P2", { { "a", "int32", 1 }, { "req", "int32", 2, required = true } },
   { syntax = "proto2" })
@@ -933,7 +935,8 @@ describe("pc.encode(T, table) on generated tables", function()
     sf32 = "int", sf64 = "int", fl = "float", d = "float", b = "bool", s = "string", by = "bytes", e = "enum",
     sub = "sub", oi = "int", os = "string", opt = "int", big = "int",
   }
-  local lists = { ri = "int", ru = "int", rd = "float", rs = "string", rsub = "sub", re = "enum" }
+  local lists = { ri = "int", ru = "int", rd = "float", rs = "string", rsub = "sub", re = "enum", rf32 = "int",
+    rsf64 = "int", rfl = "float", rb = "bool" }
   local maps = { ms = { "string", "string" }, mi = { "int", "sub" }, mb = { "bool", "int" } }
   local function message()
     local t = {}

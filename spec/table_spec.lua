@@ -983,3 +983,57 @@ describe("pc.encode(T, table) on generated tables", function()
     assert.is_true(taken > 600 and refused > 600)
   end)
 end)
+
+-- Lua code run inside a call (a debug hook or a finalizer, run where the call
+-- makes a Type) that begins another call on the same state: the outer call
+-- declines and goes the general way, so neither writes into the other's types,
+-- buffer or messages (bindings/lua/lpc_table.c, type_of_slow).
+describe("pc.encode(T, table) and T{...} begun inside one another", function()
+  it("give the bytes and messages they give alone", function()
+    local other = pc.pool()
+    local big = {}
+    for i = 1, 8 do big[i] = { "f" .. i, "int64", i } end
+    big[9] = { "x", "int64", 9 }
+    other:message("q.Big", big)
+    other:message("q.Mid", { { "y", "int32", 1 } })
+    local O = other:message("q.O", { { "mid", "q.Mid", 2 }, { "big", "q.Big", 1 } })
+    local O2 = other:message("q.O2", { { "a", "q.Mid", 1 } })
+    local o = { mid = { y = 1 }, big = { x = 7 } }
+    local o_bytes, o2_bytes = pc.encode(O(o)), pc.encode(O2 { a = { y = 2 } })
+    local inner_wrong = 0
+    -- two roots in turn, each with sub-messages: every inner call refills types[]
+    local function inner()
+      if pc.encode(O2, { a = { y = 2 } }) ~= o2_bytes then inner_wrong = inner_wrong + 1 end
+      if pc.encode(O(o)) ~= o_bytes then inner_wrong = inner_wrong + 1 end
+    end
+    local t = { rsub = { { x = 1, inner = { v = 1 } }, { x = 2 }, { x = 3 } } }
+    local function fresh() -- types whose Types are not made yet: the call makes them
+      local p = pc.pool()
+      p:message("r.Inner", { { "v", "int32", 1 }, { "p1", "int64", 2 }, { "p2", "int64", 3 }, { "x", "int64", 4 } })
+      p:message("r.Sub", { { "x", "int32", 1 }, { "inner", "r.Inner", 2 } })
+      local A = p:message("r.A", { { "rsub", "r.Sub", 1, repeated = true } })
+      collectgarbage()
+      collectgarbage()
+      return A
+    end
+    local want = same_bytes(fresh(), t)
+    for _, how in ipairs { "T{...}", "pc.encode" } do
+      local A = fresh()
+      local hooks, got = 0, nil
+      debug.sethook(function()
+        hooks = hooks + 1
+        inner()
+      end, "c")
+      local ok, err = pcall(function()
+        if how == "T{...}" then got = pc.encode(A(t)) else got = pc.encode(A, t) end
+      end)
+      debug.sethook()
+      assert(ok, err)
+      assert.is_true(hooks >= 4, how) -- the call itself, sethook, and the Types made inside
+      assert.are.equal(want, got, how)
+      assert.are.equal(0, inner_wrong, how)
+    end
+    local m = fresh()(t)
+    assert.are.same({ 1, 2, 3 }, { m.rsub[1].x, m.rsub[2].x, m.rsub[3].x })
+  end)
+end)

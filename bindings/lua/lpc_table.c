@@ -18,7 +18,8 @@
  * with holes or keys in hash order, a proto3 string that is not UTF-8,
  * types with required fields or groups, nesting past
  * LPC_TABLE_MAX_DEPTH, a table with no entries of its own but a metatable,
- * a proxy that T{...} reads through it) makes it return 0, and the caller builds T{...}
+ * a proxy that T{...} reads through it, another call begun inside it by a
+ * finalizer or a debug hook: type_of_slow) makes it return 0, and the caller builds T{...}
  * and encodes that, which raises the very error T{...} and pc.encode
  * raise, or encodes what this path declined. */
 #include "lpc_message.h"
@@ -67,7 +68,8 @@ typedef struct {
    * types[0] (begin_types; their Types kept alive by the root: type_of). */
   TypeInfo types[LPC_TABLE_TYPES];
   int ntypes;
-  int full; /* a call found types[] full: the next one forgets them */
+  int full;       /* a call found types[] full: the next one forgets them */
+  unsigned calls; /* calls begun (begin_types): one begun inside another shows */
   /* types[] by the def's address: a direct-mapped index (0: none). */
   uint8_t slot[LPC_TABLE_SLOTS];
 } TableState;
@@ -371,11 +373,16 @@ static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const l
 }
 
 /* The message type 'def' with its Lookup; NULL when the call has met too
- * many types. Its Type is kept alive by the call's Type (user value 4), so
- * the next call finds it instead of making it (and its metatables and
- * Lookup) again once the collector took it. */
+ * many types, or when Lua code run meanwhile (a finalizer or a debug hook
+ * run by the allocations here, the only place this path runs any) began
+ * another call on this state: that one took over types[], the buffer and
+ * the gathered fields, so this call declines. Its Type is kept alive by
+ * the call's Type (user value 4), so the next call finds it instead of
+ * making it (and its metatables and Lookup) again once the collector took
+ * it. */
 static const TypeInfo *type_of_slow(Enc *e, const pc_MessageDef *def) {
   TableState *s = e->s;
+  unsigned calls = s->calls;
   for (int i = 0; i < s->ntypes; i++)
     if (s->types[i].def == def) return &s->types[i];
   if (s->ntypes == LPC_TABLE_TYPES) {
@@ -397,6 +404,7 @@ static const TypeInfo *type_of_slow(Enc *e, const pc_MessageDef *def) {
   }
   const lpc_Lookup *lk = ((const lpc_TypeBox *)lua_touserdata(L, -1))->lookup;
   lua_pop(L, 2);
+  if (s->calls != calls) return NULL;
   return remember(s, def, lk);
 }
 
@@ -647,9 +655,11 @@ LPC_INLINE void forget_types(TableState *s) {
  * this very Type: the state's user value holds that Type weakly, so a
  * Type collected since (and another made at its address) no longer
  * matches, and while it lives it keeps every type it met alive (type_of).
- * Otherwise (and for a root without message fields) they are forgotten. */
+ * Otherwise (and for a root without message fields) they are forgotten.
+ * Counts the call (TableState.calls). */
 static const TypeInfo *begin_types(lua_State *L, TableState *s, int type, int state) {
   const lpc_TypeBox *box = lua_touserdata(L, type);
+  s->calls++;
   if (!((const lpc_Lookup *)box->lookup)->tree) { /* no types to keep: not worth the check */
     forget_types(s);
     return remember(s, box->def, box->lookup);

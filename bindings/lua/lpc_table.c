@@ -18,7 +18,8 @@
  * with holes or keys in hash order, a proto3 string that is not UTF-8,
  * types with required fields or groups, nesting past
  * LPC_TABLE_MAX_DEPTH, a table with no entries of its own but a metatable,
- * a proxy that T{...} reads through it) makes it return 0, and the caller builds T{...}
+ * a proxy that T{...} reads through it, another call begun inside it by a
+ * finalizer or a debug hook: type_of_slow) makes it return 0, and the caller builds T{...}
  * and encodes that, which raises the very error T{...} and pc.encode
  * raise, or encodes what this path declined. */
 #include "lpc_message.h"
@@ -67,7 +68,8 @@ typedef struct {
    * types[0] (begin_types; their Types kept alive by the root: type_of). */
   TypeInfo types[LPC_TABLE_TYPES];
   int ntypes;
-  int full; /* a call found types[] full: the next one forgets them */
+  int full;       /* a call found types[] full: the next one forgets them */
+  unsigned calls; /* calls begun (begin_types): one begun inside another shows */
   /* types[] by the def's address: a direct-mapped index (0: none). */
   uint8_t slot[LPC_TABLE_SLOTS];
 } TableState;
@@ -138,33 +140,53 @@ static inline void put_varint(Enc *e, uint64_t v) {
   e->s->len = (size_t)(put_varint_at(p, v) - e->s->buf);
 }
 
+/* 'v' at 'p' little-endian, 4 or 8 bytes (each width written out, which
+ * the compiler makes one store); returns the end. */
+static inline uint8_t *put_fixed_at(uint8_t *p, uint64_t v, int bytes) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+  if (bytes == 4) return p + 4;
+  p[4] = (uint8_t)(v >> 32);
+  p[5] = (uint8_t)(v >> 40);
+  p[6] = (uint8_t)(v >> 48);
+  p[7] = (uint8_t)(v >> 56);
+  return p + 8;
+}
+
 static inline void put_fixed(Enc *e, uint64_t v, int bytes) {
   uint8_t *p = reserve(e, 8);
-  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-  e->s->len += (size_t)bytes;
+  e->s->len = (size_t)(put_fixed_at(p, v, bytes) - e->s->buf);
 }
 
-/* Opens a length-delimited value: one byte kept for its length. Returns
- * where its contents start. */
-static inline size_t open_len(Enc *e) {
-  reserve(e, 1);
-  return ++e->s->len;
+/* Opens a length-delimited value of tag 'tag': the tag and one byte kept
+ * for its length, in one reservation. Returns where its contents start. */
+static inline size_t open_len(Enc *e, uint32_t tag) {
+  uint8_t *p = put_varint_at(reserve(e, PC_WIRE_MAX_VARINT + 1), tag);
+  e->s->len = (size_t)(p - e->s->buf) + 1;
+  return e->s->len;
 }
 
-/* Writes the length of the value opened at 'start', moving its contents
- * when the length takes more than one byte. */
-static void close_len(Enc *e, size_t start) {
+/* close_len for contents of 'n' bytes, 0x80 or more: the length takes
+ * more than one byte, so the contents move. */
+static void close_long(Enc *e, size_t start, size_t n) {
   TableState *s = e->s;
-  size_t n = s->len - start;
-  if (n < 0x80) {
-    s->buf[start - 1] = (uint8_t)n;
-    return;
-  }
   size_t extra = pc_Wire_VarintSize(n) - 1;
   reserve(e, extra);
   memmove(s->buf + start + extra, s->buf + start, n);
   put_varint_at(s->buf + start - 1, n);
   s->len += extra;
+}
+
+/* Writes the length of the value opened at 'start'. */
+static inline void close_len(Enc *e, size_t start) {
+  TableState *s = e->s;
+  size_t n = s->len - start;
+  if (n < 0x80)
+    s->buf[start - 1] = (uint8_t)n;
+  else
+    close_long(e, start, n);
 }
 
 static int is_fixed32(pc_FieldType t) {
@@ -288,29 +310,20 @@ LPC_INLINE int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_
   }
 }
 
-/* Writes the number 'v' (number_value's form) without its tag. */
-static inline void put_number(Enc *e, pc_FieldType t, uint64_t v) {
-  if (is_fixed32(t))
-    put_fixed(e, v, 4);
-  else if (is_fixed64(t))
-    put_fixed(e, v, 8);
-  else
-    put_varint(e, v);
-}
-
 /* Whether a value of 'f' is written even at its default. */
 static inline int explicit_presence(const pc_FieldDef *f) {
   return f->hasbit >= 0 || f->oneof != NULL || f->is_extension;
 }
 
 /* A string or bytes value with its tag; 0 when T{...} or the encoder
- * would refuse it. 'always': written even when empty. */
+ * would refuse it. 'always': written even when empty (else only when the
+ * field has explicit presence). */
 LPC_INLINE int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
   lua_State *L = e->L;
   if (lua_type(L, idx) != LUA_TSTRING) return 0;
   size_t len;
   const char *p = lua_tolstring(L, idx, &len);
-  if (len == 0 && !always) return 1;
+  if (len == 0 && !always && !explicit_presence(f)) return 1;
   if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
       !pc_Wire_ValidUtf8((const uint8_t *)p, len))
     return 0;
@@ -360,11 +373,16 @@ static const TypeInfo *remember(TableState *s, const pc_MessageDef *def, const l
 }
 
 /* The message type 'def' with its Lookup; NULL when the call has met too
- * many types. Its Type is kept alive by the call's Type (user value 4), so
- * the next call finds it instead of making it (and its metatables and
- * Lookup) again once the collector took it. */
+ * many types, or when Lua code run meanwhile (a finalizer or a debug hook
+ * run by the allocations here, the only place this path runs any) began
+ * another call on this state: that one took over types[], the buffer and
+ * the gathered fields, so this call declines. Its Type is kept alive by
+ * the call's Type (user value 4), so the next call finds it instead of
+ * making it (and its metatables and Lookup) again once the collector took
+ * it. */
 static const TypeInfo *type_of_slow(Enc *e, const pc_MessageDef *def) {
   TableState *s = e->s;
+  unsigned calls = s->calls;
   for (int i = 0; i < s->ntypes; i++)
     if (s->types[i].def == def) return &s->types[i];
   if (s->ntypes == LPC_TABLE_TYPES) {
@@ -386,6 +404,7 @@ static const TypeInfo *type_of_slow(Enc *e, const pc_MessageDef *def) {
   }
   const lpc_Lookup *lk = ((const lpc_TypeBox *)lua_touserdata(L, -1))->lookup;
   lua_pop(L, 2);
+  if (s->calls != calls) return NULL;
   return remember(s, def, lk);
 }
 
@@ -402,15 +421,39 @@ static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
   if (lua_type(e->L, idx) != LUA_TTABLE || f->type != kPc_Type_Message) return 0;
   const TypeInfo *ti = type_of(e, f->message);
   if (ti == NULL) return 0;
-  put_varint(e, tag_of(f, kPc_Wire_Len));
-  size_t start = open_len(e);
+  size_t start = open_len(e, tag_of(f, kPc_Wire_Len));
   if (!encode_message(e, ti, idx)) return 0;
   close_len(e, start);
   return 1;
 }
 
+/* put_repeated for a list of messages of field 'f': the elements' type
+ * found once, at the first element. */
+static int put_messages(Enc *e, const pc_FieldDef *f, int idx) {
+  lua_State *L = e->L;
+  const TypeInfo *ti = NULL;
+  uint32_t tag = tag_of(f, kPc_Wire_Len);
+  lua_Integer expect = 1;
+  lua_pushnil(L);
+  int top = e->top;
+  e->top = top + 2;
+  while (lua_next(L, idx)) {
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || lua_type(L, -1) != LUA_TTABLE)
+      return 0;
+    if (ti == NULL && (ti = type_of(e, f->message)) == NULL) return 0;
+    size_t start = open_len(e, tag);
+    if (!encode_message(e, ti, top + 2)) return 0;
+    close_len(e, start);
+    expect++;
+    lua_pop(L, 1);
+  }
+  e->top = top;
+  return expect > 1 || !has_metatable(L, idx);
+}
+
 /* One value of field 'f' (a singular field, an element or a map entry's
- * key or value) with its tag. 'always': written even at its default. */
+ * key or value) with its tag. 'always': written even at its default (else
+ * only when the field has explicit presence, asked only of a default). */
 LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
   switch (f->type) {
   case kPc_Type_String:
@@ -421,10 +464,10 @@ LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
     uint64_t v;
     int zero;
     if (!number_value(e->L, f, idx, &v, &zero)) return 0;
-    if (zero && !always) return 1;
+    if (zero && !always && !explicit_presence(f)) return 1;
     if (is_fixed32(f->type) || is_fixed64(f->type)) {
-      put_varint(e, tag_of(f, wire_type(f->type)));
-      put_fixed(e, v, is_fixed32(f->type) ? 4 : 8);
+      uint8_t *p = put_varint_at(reserve(e, PC_WIRE_MAX_VARINT + 8), tag_of(f, wire_type(f->type)));
+      e->s->len = (size_t)(put_fixed_at(p, v, is_fixed32(f->type) ? 4 : 8) - e->s->buf);
     } else {
       put_tag_varint(e, tag_of(f, kPc_Wire_Varint), v);
     }
@@ -433,39 +476,53 @@ LPC_INLINE int put_value(Enc *e, const pc_FieldDef *f, int idx, int always) {
   }
 }
 
+/* put_repeated for a packed field of numbers, enums or bools: one
+ * length-delimited value, each element's width (varint, 4 or 8 bytes)
+ * known before the walk. */
+static int put_packed(Enc *e, const pc_FieldDef *f, int idx) {
+  lua_State *L = e->L;
+  int width = is_fixed32(f->type) ? 4 : is_fixed64(f->type) ? 8 : 0;
+  size_t start = 0;
+  lua_Integer expect = 1;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    uint64_t v;
+    int zero;
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect ||
+        !number_value(L, f, -1, &v, &zero))
+      return 0;
+    if (expect++ == 1) start = open_len(e, tag_of(f, kPc_Wire_Len));
+    uint8_t *p = reserve(e, PC_WIRE_MAX_VARINT); /* (8 bytes or a varint) */
+    p = width != 0 ? put_fixed_at(p, v, width) : put_varint_at(p, v);
+    e->s->len = (size_t)(p - e->s->buf);
+    lua_pop(L, 1);
+  }
+  if (expect == 1) return !has_metatable(L, idx);
+  close_len(e, start);
+  return 1;
+}
+
 /* The list at 'idx' for the repeated field 'f': keys 1..n met in order by
  * lua_next (a table built as a list has them in its array part), else 0. */
 static int put_repeated(Enc *e, const pc_FieldDef *f, int idx) {
   lua_State *L = e->L;
   if (lua_type(L, idx) != LUA_TTABLE) return 0;
-  int packed = f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
-               f->type != kPc_Type_Message && f->type != kPc_Type_Group;
-  size_t start = 0;
+  if (f->packed && f->type != kPc_Type_String && f->type != kPc_Type_Bytes &&
+      f->type != kPc_Type_Message && f->type != kPc_Type_Group)
+    return put_packed(e, f, idx);
+  if (f->type == kPc_Type_Message) return put_messages(e, f, idx);
   lua_Integer expect = 1;
   lua_pushnil(L);
   int top = e->top;
+  e->top = top + 2;
   while (lua_next(L, idx)) {
-    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect) return 0;
-    if (packed) {
-      uint64_t v;
-      int zero;
-      if (!number_value(L, f, -1, &v, &zero)) return 0;
-      if (expect == 1) {
-        put_varint(e, tag_of(f, kPc_Wire_Len));
-        start = open_len(e);
-      }
-      put_number(e, f->type, v);
-    } else {
-      e->top = top + 2;
-      if (!put_value(e, f, top + 2, 1)) return 0;
-    }
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || !put_value(e, f, top + 2, 1))
+      return 0;
     expect++;
     lua_pop(L, 1);
   }
   e->top = top;
-  if (expect == 1 && has_metatable(L, idx)) return 0;
-  if (packed && expect > 1) close_len(e, start);
-  return 1;
+  return expect > 1 || !has_metatable(L, idx);
 }
 
 /* The table at 'idx' for the map field 'f': entries in traversal order. */
@@ -482,8 +539,7 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
         lua_type(L, -2) != LUA_TNUMBER)
       return 0;
     e->top = top + 2;
-    put_varint(e, tag_of(f, kPc_Wire_Len));
-    size_t start = open_len(e);
+    size_t start = open_len(e, tag_of(f, kPc_Wire_Len));
     if (!put_value(e, kf, top + 1, 1) || !put_value(e, vf, top + 2, 1)) return 0;
     close_len(e, start);
     lua_pop(L, 1);
@@ -495,7 +551,7 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
 static int put_field(Enc *e, const pc_FieldDef *f, int idx) {
   if (f->is_map) return put_map(e, f, idx);
   if (f->label == kPc_Label_Repeated) return put_repeated(e, f, idx);
-  return put_value(e, f, idx, explicit_presence(f));
+  return put_value(e, f, idx, 0);
 }
 
 /* The field of the key at -2 in 'lk', or NULL when T{...} knows none. */
@@ -599,9 +655,11 @@ LPC_INLINE void forget_types(TableState *s) {
  * this very Type: the state's user value holds that Type weakly, so a
  * Type collected since (and another made at its address) no longer
  * matches, and while it lives it keeps every type it met alive (type_of).
- * Otherwise (and for a root without message fields) they are forgotten. */
+ * Otherwise (and for a root without message fields) they are forgotten.
+ * Counts the call (TableState.calls). */
 static const TypeInfo *begin_types(lua_State *L, TableState *s, int type, int state) {
   const lpc_TypeBox *box = lua_touserdata(L, type);
+  s->calls++;
   if (!((const lpc_Lookup *)box->lookup)->tree) { /* no types to keep: not worth the check */
     forget_types(s);
     return remember(s, box->def, box->lookup);
@@ -800,6 +858,7 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
   lpc_LookupEntry plain; /* an element stored by lpc_store_plain when it can */
   plain.offset = 0;
   plain.write = lpc_type_write_kind(f->type);
+  const TypeInfo *ti = NULL; /* a message element's type, found at the first */
   lua_Integer expect = 1;
   int k = idx + 1, v = idx + 2;
   lua_pushnil(L);
@@ -807,7 +866,14 @@ static int build_list(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) 
     if (!lua_isinteger(L, k) || lua_tointeger(L, k) != expect || (size_t)expect > n) return 0;
     char *at = (char *)arr->data + ((size_t)expect - 1) * elem;
     expect++;
-    if (!lpc_store_plain(L, at, &plain, v)) {
+    if (f->message != NULL) {
+      if (lua_type(L, v) != LUA_TTABLE) return 0;
+      if (ti == NULL && (ti = type_of(&b->e, f->message)) == NULL) return 0;
+      pc_Message *m = pc_Message_New(f->message, b->a);
+      if (m == NULL) lpc_nomem(L);
+      memcpy(at, &m, sizeof m);
+      if (!build_message(b, ti, v, m)) return 0;
+    } else if (!lpc_store_plain(L, at, &plain, v)) {
       pc_Value x;
       if (!build_elem(b, f, v, &x)) return 0;
       store_slot(at, slot, x);

@@ -552,6 +552,33 @@ describe("messages", function()
       assert.is_nil(o.ws[2].m1)
     end)
 
+    it("of repeated elements stay one object each and outlive their container and root", function()
+      -- the container's message object of each kind: a standalone message, a decoded root, a
+      -- view below it
+      local makers = {
+        function() return Shape { points = { { x = 1 }, { x = 2 } } } end,
+        function() return pc.decode(Shape, pc.encode(Shape { points = { { x = 1 }, { x = 2 } } })) end,
+        function() return pc.decode(Shape, pc.encode(Shape { next = { points = { { x = 1 }, { x = 2 } } } })).next end,
+      }
+      for k, make in ipairs(makers) do
+        local second
+        do
+          local s = make()
+          local points = s.points
+          second = points[2]
+          collectgarbage("step")
+          assert.is_true(rawequal(second, points[2]), k)
+          assert.is_true(rawequal(points[1], s.points[1]), k)
+        end
+        collectgarbage("step")
+        collectgarbage()
+        collectgarbage()
+        assert.are.equal(2, second.x, k)
+        second.x = 3
+        assert.are.equal(3, second.x, k)
+      end
+    end)
+
     it("of repeated elements follow the elements as the list changes", function()
       local s = pc.decode(Shape, pc.encode(Shape { points = { { x = 1 }, { x = 2 }, { x = 3 } }, nums = { 1, 2 } }))
       local points = s.points

@@ -214,7 +214,7 @@ static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_Field
   c->msg = msg;
   c->f = f;
   c->uv = uv;
-  c->kind = kind_of_object(L, obj, msg);
+  c->kind = 0;
   c->elem_lk = NULL;
   if (up)
     lua_pushvalue(L, lua_upvalueindex(f->is_map ? 3 : 2));
@@ -576,7 +576,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   }
   c = lua_absindex(L, c);
   key = lua_absindex(L, key);
-  const lpc_Container *cont = lua_touserdata(L, c);
+  lpc_Container *cont = lua_touserdata(L, c);
   int elems = 0;
   if (!cont->f->is_extension) {
     if (lpc_get_known_uv(L, c, 2) == LUA_TTABLE) { /* a container: it has user values */
@@ -598,6 +598,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
     elems = lua_gettop(L);
   }
   lpc_get_known_uv(L, c, 1);
+  if (cont->kind == 0) cont->kind = kind_of_object(L, -1, cont->msg);
   int a = lpc_push_anchor_of(L, -1, cont->kind);
   if (elems == 0) {
     push_submessage(L, a, ef->message, v.m, v.m);
@@ -605,9 +606,8 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
     lua_settop(L, a - 1);
     return;
   }
-  lpc_Container *mc = lua_touserdata(L, c);
-  if (mc->uv < 0) mc->uv = lpc_view_uv(mc->f);
-  push_child_view(L, a - 1, mc->kind, mc->uv, ef->message, v.m, a, NULL);
+  if (cont->uv < 0) cont->uv = lpc_view_uv(cont->f);
+  push_child_view(L, a - 1, cont->kind, cont->uv, ef->message, v.m, a, NULL);
   lpc_push_elem_key(L, c, key);
   lua_pushvalue(L, -2);
   lua_rawset(L, elems);
@@ -648,6 +648,7 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
     lpc_set_uv(L, uvs, 2);
   }
   lpc_get_uv(L, uvs, 1);
+  if (c->kind == 0) c->kind = kind_of_object(L, obj, c->msg);
   /* the anchor (lpc_push_anchor_of's, the kind at hand) */
   if (c->kind == kLpc_View)
     lpc_get_known_uv(L, obj, 1);

@@ -623,7 +623,8 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
   void *p = lua_touserdata(L, idx);
   if (p != NULL && lua_getmetatable(L, idx)) {
-    int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+    /* the addresses compared: lua_rawequal costs more */
+    int same = lua_topointer(L, -1) == lua_topointer(L, lua_upvalueindex(1));
     lua_pop(L, 1);
     if (same) return p;
   }
@@ -679,7 +680,11 @@ int lpc_repeated_index(lua_State *L) {
 
 /* -- n = #c */
 int lpc_container_len(lua_State *L) {
-  lpc_Container *c = lpc_check_self(L, 1, "__len", "protocall.Repeated or protocall.Map");
+  /* lpc_check_self's test, the metatable left below the result */
+  lpc_Container *c = lua_touserdata(L, 1);
+  if (c == NULL || !lua_getmetatable(L, 1) ||
+      lua_topointer(L, -1) != lua_topointer(L, lua_upvalueindex(1)))
+    lpc_arg_type_error(L, 1, "__len", "protocall.Repeated or protocall.Map");
   pc_Value v = container_value(c);
   size_t n = c->f->is_map ? (v.map ? v.map->size : 0) : (v.a ? v.a->size : 0);
   lua_pushinteger(L, (lua_Integer)n);

@@ -508,7 +508,8 @@ int lpc_view_index(lua_State *L) {
 static inline pc_Value container_value(const lpc_Container *c) {
   if (c->f->is_extension) return pc_Message_Get(c->msg, c->f);
   pc_Value v;
-  memcpy(&v.a, pc_Message_Slot(c->msg, c->f), sizeof v.a);
+  /* a pointer, read as load (core/message/message.c) reads it */
+  memcpy(&v, pc_Message_Slot(c->msg, c->f), sizeof(void *));
   return v;
 }
 

@@ -579,6 +579,42 @@ describe("messages", function()
       end
     end)
 
+    it("of repeated elements are read through containers made before their first element read", function()
+      -- a container learns its message object's kind at its first element read: containers
+      -- first used by #, pairs or ipairs, of a sub-message since replaced, of a map value, of
+      -- a cleared or reassigned list, of an extension
+      local Owner = pool:message("t.KindOwner", {
+        { "shapes", "map<string,t.Shape>", 1 }, { "list", "t.Point", 2, repeated = true },
+      }, { syntax = "proto2", extensions = { { 10, 20 } } })
+      pool:extend("t.KindOwner", { { "t.ko_points", "t.Point", 10, repeated = true } })
+      local shape = { points = { { x = 1 }, { x = 2 } }, next = { points = { { x = 3 } } } }
+      local o = Owner { shapes = { s = shape }, list = { { x = 5 } } }
+      pc.set_extension(o, "t.ko_points", { { x = 6 }, { x = 7 } })
+      local decoded = pc.decode(Owner, pc.encode(o))
+      for _, root in ipairs { o, decoded } do
+        local s = root.shapes.s
+        local points, nexts, list = s.points, s.next.points, root.list
+        assert.are.same({ 2, 1, 1 }, { #points, #nexts, #list })
+        for _, p in pc.pairs(points) do assert.is_not_nil(p) end
+        for _ in pc.ipairs(list) do end
+        s.next = Shape { points = { { x = 4 } } } -- nexts is the replaced sub-message's container
+        root.list = { { x = 8 } }
+        collectgarbage()
+        collectgarbage()
+        local second, third = points[2], nexts[1]
+        collectgarbage("step")
+        assert.are.same({ 2, 3, 4, 8 }, { second.x, third.x, s.next.points[1].x, list[1].x })
+        assert.is_true(rawequal(second, s.points[2]))
+        assert.is_true(rawequal(third, nexts[1]))
+        assert.is_true(rawequal(list[1], root.list[1]))
+        local ext = pc.get_extension(root, "t.ko_points")
+        assert.are.same({ 2, 6, 7 }, { #ext, ext[1].x, ext[2].x })
+        root.list = nil
+        assert.are.same({ 0 }, { #list })
+        assert.is_nil(list[1])
+      end
+    end)
+
     it("of repeated elements follow the elements as the list changes", function()
       local s = pc.decode(Shape, pc.encode(Shape { points = { { x = 1 }, { x = 2 }, { x = 3 } }, nums = { 1, 2 } }))
       local points = s.points

@@ -552,6 +552,69 @@ describe("messages", function()
       assert.is_nil(o.ws[2].m1)
     end)
 
+    it("of repeated elements stay one object each and outlive their container and root", function()
+      -- the container's message object of each kind: a standalone message, a decoded root, a
+      -- view below it
+      local makers = {
+        function() return Shape { points = { { x = 1 }, { x = 2 } } } end,
+        function() return pc.decode(Shape, pc.encode(Shape { points = { { x = 1 }, { x = 2 } } })) end,
+        function() return pc.decode(Shape, pc.encode(Shape { next = { points = { { x = 1 }, { x = 2 } } } })).next end,
+      }
+      for k, make in ipairs(makers) do
+        local second
+        do
+          local s = make()
+          local points = s.points
+          second = points[2]
+          collectgarbage("step")
+          assert.is_true(rawequal(second, points[2]), k)
+          assert.is_true(rawequal(points[1], s.points[1]), k)
+        end
+        collectgarbage("step")
+        collectgarbage()
+        collectgarbage()
+        assert.are.equal(2, second.x, k)
+        second.x = 3
+        assert.are.equal(3, second.x, k)
+      end
+    end)
+
+    it("of repeated elements are read through containers made before their first element read", function()
+      -- a container learns its message object's kind at its first element read: containers
+      -- first used by #, pairs or ipairs, of a sub-message since replaced, of a map value, of
+      -- a cleared or reassigned list, of an extension
+      local Owner = pool:message("t.KindOwner", {
+        { "shapes", "map<string,t.Shape>", 1 }, { "list", "t.Point", 2, repeated = true },
+      }, { syntax = "proto2", extensions = { { 10, 20 } } })
+      pool:extend("t.KindOwner", { { "t.ko_points", "t.Point", 10, repeated = true } })
+      local shape = { points = { { x = 1 }, { x = 2 } }, next = { points = { { x = 3 } } } }
+      local o = Owner { shapes = { s = shape }, list = { { x = 5 } } }
+      pc.set_extension(o, "t.ko_points", { { x = 6 }, { x = 7 } })
+      local decoded = pc.decode(Owner, pc.encode(o))
+      for _, root in ipairs { o, decoded } do
+        local s = root.shapes.s
+        local points, nexts, list = s.points, s.next.points, root.list
+        assert.are.same({ 2, 1, 1 }, { #points, #nexts, #list })
+        for _, p in pc.pairs(points) do assert.is_not_nil(p) end
+        for _ in pc.ipairs(list) do end
+        s.next = Shape { points = { { x = 4 } } } -- nexts is the replaced sub-message's container
+        root.list = { { x = 8 } }
+        collectgarbage()
+        collectgarbage()
+        local second, third = points[2], nexts[1]
+        collectgarbage("step")
+        assert.are.same({ 2, 3, 4, 8 }, { second.x, third.x, s.next.points[1].x, list[1].x })
+        assert.is_true(rawequal(second, s.points[2]))
+        assert.is_true(rawequal(third, nexts[1]))
+        assert.is_true(rawequal(list[1], root.list[1]))
+        local ext = pc.get_extension(root, "t.ko_points")
+        assert.are.same({ 2, 6, 7 }, { #ext, ext[1].x, ext[2].x })
+        root.list = nil
+        assert.are.same({ 0 }, { #list })
+        assert.is_nil(list[1])
+      end
+    end)
+
     it("of repeated elements follow the elements as the list changes", function()
       local s = pc.decode(Shape, pc.encode(Shape { points = { { x = 1 }, { x = 2 }, { x = 3 } }, nums = { 1, 2 } }))
       local points = s.points

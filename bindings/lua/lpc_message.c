@@ -214,6 +214,7 @@ static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_Field
   c->msg = msg;
   c->f = f;
   c->uv = uv;
+  c->kind = 0;
   c->elem_lk = NULL;
   if (up)
     lua_pushvalue(L, lua_upvalueindex(f->is_map ? 3 : 2));
@@ -501,6 +502,17 @@ int lpc_view_index(lua_State *L) {
   return index_common(L, kLpc_View);
 }
 
+/* The array or map of the field of container 'c': pc_Message_Get's value,
+ * read from the slot when the field is no extension (a repeated or map
+ * field has no has-bit and is in no oneof). */
+static inline pc_Value container_value(const lpc_Container *c) {
+  if (c->f->is_extension) return pc_Message_Get(c->msg, c->f);
+  pc_Value v;
+  /* a pointer, read as load (core/message/message.c) reads it */
+  memcpy(&v, pc_Message_Slot(c->msg, c->f), sizeof(void *));
+  return v;
+}
+
 void lpc_push_elem_key(lua_State *L, int c, int key) {
   key = lua_absindex(L, key);
   const lpc_Container *cont = lua_touserdata(L, c);
@@ -565,7 +577,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
   }
   c = lua_absindex(L, c);
   key = lua_absindex(L, key);
-  const lpc_Container *cont = lua_touserdata(L, c);
+  lpc_Container *cont = lua_touserdata(L, c);
   int elems = 0;
   if (!cont->f->is_extension) {
     if (lpc_get_known_uv(L, c, 2) == LUA_TTABLE) { /* a container: it has user values */
@@ -577,7 +589,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
       lua_pop(L, 1);
     } else {
       lua_pop(L, 1);
-      pc_Value all = pc_Message_Get(cont->msg, cont->f);
+      pc_Value all = container_value(cont);
       size_t n = cont->f->is_map ? (all.map ? all.map->size : 0) : (all.a ? all.a->size : 0);
       int size = n < kLpc_ElemsPresize ? (int)n : kLpc_ElemsPresize;
       lua_createtable(L, cont->f->is_map ? 0 : size, cont->f->is_map ? size : 0);
@@ -587,16 +599,16 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
     elems = lua_gettop(L);
   }
   lpc_get_known_uv(L, c, 1);
-  int a = lpc_push_anchor_of(L, -1, kind_of_object(L, -1, cont->msg));
+  if (cont->kind == 0) cont->kind = kind_of_object(L, -1, cont->msg);
+  int a = lpc_push_anchor_of(L, -1, cont->kind);
   if (elems == 0) {
     push_submessage(L, a, ef->message, v.m, v.m);
     lua_replace(L, a - 1);
     lua_settop(L, a - 1);
     return;
   }
-  lpc_Container *mc = lua_touserdata(L, c);
-  if (mc->uv < 0) mc->uv = lpc_view_uv(mc->f);
-  push_child_view(L, a - 1, kind_of_object(L, a - 1, mc->msg), mc->uv, ef->message, v.m, a, NULL);
+  if (cont->uv < 0) cont->uv = lpc_view_uv(cont->f);
+  push_child_view(L, a - 1, cont->kind, cont->uv, ef->message, v.m, a, NULL);
   lpc_push_elem_key(L, c, key);
   lua_pushvalue(L, -2);
   lua_rawset(L, elems);
@@ -612,7 +624,8 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
 lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
   void *p = lua_touserdata(L, idx);
   if (p != NULL && lua_getmetatable(L, idx)) {
-    int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+    /* the addresses compared: lua_rawequal costs more */
+    int same = lua_topointer(L, -1) == lua_topointer(L, lua_upvalueindex(1));
     lua_pop(L, 1);
     if (same) return p;
   }
@@ -626,21 +639,25 @@ lpc_Container *lpc_check_container(lua_State *L, int idx, const char *mt) {
  * by index. */
 static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer i, pc_Message *m) {
   int uvs = lpc_push_uvs(L, 1); /* the container has user values (left below the result) */
+  int elems = lua_gettop(L) + 1, obj = elems + 1;
   if (lpc_get_uv(L, uvs, 2) == LUA_TTABLE) {
-    if (lua_rawgeti(L, -1, i) != LUA_TNIL && is_object_of(L, -1, m)) return;
-    lua_pop(L, 1);
+    if (lua_rawgeti(L, elems, i) != LUA_TNIL && is_object_of(L, -1, m)) return;
+    obj++; /* what it read stays below the result */
   } else {
     lua_pop(L, 1);
     lua_createtable(L, n < kLpc_ElemsPresize ? (int)n : kLpc_ElemsPresize, 0);
     lua_pushvalue(L, -1);
     lpc_set_uv(L, uvs, 2);
   }
-  int elems = lua_gettop(L);
   lpc_get_uv(L, uvs, 1);
-  int kind = kind_of_object(L, elems + 1, c->msg);
-  int a = lpc_push_anchor_of(L, elems + 1, kind);
+  if (c->kind == 0) c->kind = kind_of_object(L, obj, c->msg);
+  /* the anchor (lpc_push_anchor_of's, the kind at hand) */
+  if (c->kind == kLpc_View)
+    lpc_get_known_uv(L, obj, 1);
+  else
+    lua_pushvalue(L, obj);
   if (c->uv < 0) c->uv = lpc_view_uv(c->f);
-  c->elem_lk = push_child_view(L, elems + 1, kind, c->uv, c->f->message, m, a, c->elem_lk);
+  c->elem_lk = push_child_view(L, obj, c->kind, c->uv, c->f->message, m, obj + 1, c->elem_lk);
   lua_pushvalue(L, -1);
   lua_rawseti(L, elems, i);
 }
@@ -649,7 +666,7 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
 int lpc_repeated_index(lua_State *L) {
   lpc_Container *c = lua_touserdata(L, 1);
   if (c == NULL) lpc_arg_type_error(L, 1, "__index", LPC_REPEATED_MT);
-  const pc_Array *arr = pc_Message_Get(c->msg, c->f).a;
+  const pc_Array *arr = container_value(c).a;
   int isint;
   lua_Integer i = lua_tointegerx(L, 2, &isint); /* 1.0 reads element 1, as c[1.0] = v writes it */
   if (!isint || lua_type(L, 2) != LUA_TNUMBER || arr == NULL || i < 1 || (size_t)i > arr->size)
@@ -664,8 +681,12 @@ int lpc_repeated_index(lua_State *L) {
 
 /* -- n = #c */
 int lpc_container_len(lua_State *L) {
-  lpc_Container *c = lpc_check_self(L, 1, "__len", "protocall.Repeated or protocall.Map");
-  pc_Value v = pc_Message_Get(c->msg, c->f);
+  /* lpc_check_self's test, the metatable left below the result */
+  lpc_Container *c = lua_touserdata(L, 1);
+  if (c == NULL || !lua_getmetatable(L, 1) ||
+      lua_topointer(L, -1) != lua_topointer(L, lua_upvalueindex(1)))
+    lpc_arg_type_error(L, 1, "__len", "protocall.Repeated or protocall.Map");
+  pc_Value v = container_value(c);
   size_t n = c->f->is_map ? (v.map ? v.map->size : 0) : (v.a ? v.a->size : 0);
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
@@ -696,7 +717,7 @@ int lpc_map_index(lua_State *L) {
   if (c == NULL) lpc_arg_type_error(L, 1, "__index", LPC_MAP_MT);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f), *vf = pc_FieldDef_MapValue(c->f);
   pc_Value k = lpc_check_scalar(L, kf, c->f->full_name, 2);
-  const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, pc_FieldDef_ElemSlot(kf), k);
+  const pc_Value *v = pc_Map_Find(container_value(c).map, pc_FieldDef_ElemSlot(kf), k);
   if (v == NULL) return 0;
   lpc_push_elem(L, 1, vf, *v, 2);
   return 1;
@@ -732,8 +753,8 @@ static int lpc_map_next(lua_State *L) {
   lua_settop(L, 1);
   for (;;) {
     if (lua_rawgeti(L, lua_upvalueindex(1), ++i) == LUA_TNIL) return 0;
-    const pc_Value *v = pc_Map_Find(pc_Message_Get(c->msg, c->f).map, ks,
-                                    lpc_check_scalar(L, kf, c->f->full_name, 2));
+    const pc_Value *v =
+        pc_Map_Find(container_value(c).map, ks, lpc_check_scalar(L, kf, c->f->full_name, 2));
     if (v != NULL) {
       lua_pushinteger(L, i);
       lua_replace(L, lua_upvalueindex(2));
@@ -755,7 +776,7 @@ static int lpc_map_next_none(lua_State *L) {
  * be changed or deleted during the loop, as in a Lua table) */
 int lpc_map_pairs(lua_State *L) {
   lpc_Container *c = lpc_check_container(L, 1, LPC_MAP_MT);
-  const pc_Map *map = pc_Message_Get(c->msg, c->f).map;
+  const pc_Map *map = container_value(c).map;
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f);
   size_t n = map != NULL ? map->size : 0;
   if (n == 0) {

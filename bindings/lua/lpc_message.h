@@ -72,6 +72,7 @@ typedef struct {
   pc_Message *msg;
   const pc_FieldDef *f;
   int uv;                    /* lpc_view_uv(f), or -1 until needed */
+  int kind;                  /* the kind of its message object (user value 1), or 0 until needed */
   const lpc_Lookup *elem_lk; /* repeated messages: their views' Lookup, or NULL until needed */
 } lpc_Container;
 

@@ -1735,7 +1735,9 @@ describe("message memory read from a finalizer", function()
       assert(state.p:load("syntax = 'proto3'; package gp; message A { int32 x = 1; }", { name = "gp.proto" }))
       state.m = state.p:type("gp.A") { x = 1 }
     end
-    -- (LuaJIT does not always finalize the newer box first: those rounds read a live pool)
+    -- LuaJIT does not always finalize the newer box first: in some processes
+    -- (its string hashes are seeded per process) every round reads a live
+    -- pool, and the refusal is covered by Lua 5.4 and the ASan build alone.
     local want, refused = "protocall.Pool used after its __gc ran", 0
     for _ = 1, 20 do
       made()
@@ -1747,7 +1749,7 @@ describe("message memory read from a finalizer", function()
         refused = refused + 1
       end
     end
-    assert.is_true(refused > 0)
+    assert.is_true(refused > 0 or R.luajit)
   end)
 
   it("keeps a pool for a Type a finalizer reached after the pool's box was finalized", function()

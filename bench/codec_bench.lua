@@ -34,6 +34,12 @@ for i, a in ipairs(arg or {}) do
   if a == "--only" then only = arg[i + 1] end
   if a == "--rows" then row_op = arg[i + 1] end
 end
+local ROW_OPS = { decode = true, encode = true, ["decode+read"] = true, ["table->encode"] = true,
+                  ["decode->table"] = true }
+if row_op and not ROW_OPS[row_op] then
+  error(("codec_bench: --rows takes decode, encode, decode+read, table->encode or decode->table, not %q")
+        :format(row_op), 0)
+end
 
 if not only then
   if not io.open(OTLP, "rb") then

@@ -10,7 +10,8 @@
  * string, which it keeps), unless the input carries unknown fields. Encoding writes into a
  * per-state reusable buffer held by a userdata (an upvalue), so an error
  * raised by lua_pushlstring leaks nothing and small encodes allocate
- * nothing. */
+ * nothing (an encode a finalizer runs while that buffer is being copied
+ * makes one of its own). */
 #include "wire/decode.h"
 #include "wire/descriptor_set.h"
 #include "wire/encode.h"
@@ -19,6 +20,7 @@
 
 #include <lauxlib.h>
 #include <stddef.h>
+#include <string.h>
 
 #define LPC_CODECSTATE     "protocall.CodecState"
 /* A buffer grown past this is freed after use rather than kept. */
@@ -33,6 +35,11 @@ typedef struct {
                         until it is copied, then the arena is reset */
   int tables_busy;   /* 'tables' holds a tree being copied (a decode that
                         runs meanwhile, from a finalizer, uses its own) */
+  int w_busy;        /* 'w' holds bytes being copied into a string: LuaJIT's
+                        lua_pushlstring steps the collector first, and an encode
+                        a finalizer runs then takes a buffer of its own
+                        (new_writer); stays set if the copy raises, which
+                        leaves every encode that new buffer */
   /* The last message metatable encode met and what it means, and the last
    * Type decode met. Saves the generic checks on the common loop of one
    * type. Slots 1 and 2 of the table in upvalue 2 of encode and decode hold
@@ -248,6 +255,16 @@ static int flat_kind(const pc_MessageDef *def) {
   return kind;
 }
 
+/* A writer of its own for an encode run while the state's is busy, owned
+ * by a CodecState userdata pushed (its __gc frees it). */
+static pc_WireWriter *new_writer(lua_State *L) {
+  CodecState *t = lua_newuserdatauv(L, sizeof *t, 0);
+  memset(t, 0, sizeof *t);
+  pc_WireWriter_Init(&t->w, NULL, NULL);
+  luaL_setmetatable(L, LPC_CODECSTATE);
+  return &t->w;
+}
+
 /* -- bytes = pc.encode(m [, opts]) / pc.encode(T, table [, opts])
  * (the contract: lua/protocall/wire.lua). A table goes through
  * encode_table (lpc_table.c) unless deterministic; the nesting limit is
@@ -259,7 +276,8 @@ static int lpc_codec_encode(lua_State *L) {
   if (msg == NULL) return 1; /* pc.encode(T, table): the direct path's bytes */
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 2)) encode_options(L, 2, &opts);
-  pc_WireWriter *w = &cs->w;
+  int own = !cs->w_busy;
+  pc_WireWriter *w = own ? &cs->w : new_writer(L);
   pc_Error err;
   pc_Error_Init(&err);
   pc_WireWriter_Reset(w);
@@ -268,8 +286,10 @@ static int lpc_codec_encode(lua_State *L) {
     pc_WireWriter_Free(w);
     return luaL_error(L, "%s", err.msg);
   }
+  cs->w_busy = 1;
   lua_pushlstring(L, (const char *)pc_WireWriter_Data(w), pc_WireWriter_Size(w));
-  if (w->cap > LPC_ENCODEBUF_KEEP) pc_WireWriter_Free(w);
+  if (own) cs->w_busy = 0;
+  if (w->cap > LPC_ENCODEBUF_KEEP || !own) pc_WireWriter_Free(w);
   return 1;
 }
 
@@ -448,7 +468,7 @@ void lpc_open_wire(lua_State *L) {
   CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
   pc_WireWriter_Init(&cs->w, NULL, NULL);
   cs->scratch = cs->tables = NULL;
-  cs->tables_busy = 0;
+  cs->tables_busy = cs->w_busy = 0;
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
   cs->type_flat = 0;

@@ -66,10 +66,11 @@ static pc_Pool *pool_of(lua_State *L, const pc_MessageDef *def) {
   return pool;
 }
 
-/* to_json's buffer (its upvalue), and whether it holds text being copied
- * into a string: LuaJIT's lua_pushlstring steps the collector first, and a
- * to_json a finalizer runs then writes into a JsonState of its own (stays
- * set if the copy raises, which leaves every to_json that new buffer). */
+/* to_json's buffer (its upvalue), and (LuaJIT) whether it holds text being
+ * copied into a string: LuaJIT's lua_pushlstring steps the collector before
+ * it copies (Lua 5.4's after), and a to_json a finalizer runs then writes
+ * into a JsonState of its own ('busy' stays set if the copy raises, which
+ * leaves every to_json such a new one). */
 typedef struct {
   pc_JsonBuf b;
   int busy;
@@ -153,7 +154,7 @@ static int lpc_to_json(lua_State *L) {
   pc_JsonWriteOptions o;
   pc_Pool *pool = write_options(L, 2, "to_json", &o, &finder);
   if (pool == NULL) pool = pool_of(L, def);
-  JsonState *own = js->busy ? new_jsonstate(L) : js;
+  JsonState *own = LPC_LUAJIT && js->busy ? new_jsonstate(L) : js; /* see JsonState */
   pc_JsonBuf *b = &own->b;
   pc_Error err;
   pc_JsonStatus st;
@@ -166,9 +167,9 @@ static int lpc_to_json(lua_State *L) {
     pc_JsonBuf_Free(b);
     return luaL_error(L, "%s", err.msg);
   }
-  own->busy = 1;
+  if (LPC_LUAJIT) own->busy = 1;
   lua_pushlstring(L, b->data != NULL ? b->data : "", b->size);
-  own->busy = 0;
+  if (LPC_LUAJIT) own->busy = 0;
   if (b->cap > LPC_JSONBUF_KEEP || own != js) pc_JsonBuf_Free(b);
   return 1;
 }

@@ -149,43 +149,66 @@ static void *body_at(lua_State *L, int idx) {
   return *p;
 }
 
-/* The scratch message at upvalue 1, and the size of its body. */
-static char *scratch_of(lua_State *L, size_t *size) {
-  char *scratch = lua_touserdata(L, lua_upvalueindex(1));
+/* The scratch message (upvalue 1) pushed, taken out of upvalue 1 while a
+ * call uses it: a call a hook or finalizer makes meanwhile (the C
+ * metamethod's call, or a conversion it makes, runs Lua) makes one of its
+ * own with T() (upvalue 3). The size of its body in '*size'. */
+static char *take_scratch(lua_State *L, size_t *size) {
+  if (lua_type(L, lua_upvalueindex(1)) == LUA_TUSERDATA) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushnil(L);
+    lua_replace(L, lua_upvalueindex(1));
+  } else {
+    lua_pushvalue(L, lua_upvalueindex(3));
+    lua_call(L, 0, 1);
+  }
+  char *scratch = lua_touserdata(L, -1);
   *size = body_size(pc_Message_Def(scratch));
   return scratch;
 }
 
-/* Calls the C metamethod at upvalue 2 on the scratch message and the
- * arguments from 2 on. Its errors name the line of the code that read or
- * wrote the field: the accessor tail-calls here. */
-static void call_c_meta(lua_State *L, int nargs, int nresults) {
+/* Puts the scratch message at 'idx' back into upvalue 1 (a call that
+ * raised left it empty: the next one to end fills it). */
+static void put_scratch(lua_State *L, int idx) {
+  lua_pushvalue(L, idx);
+  lua_replace(L, lua_upvalueindex(1));
+}
+
+/* Calls the C metamethod at upvalue 2 on the scratch message at 'scratch'
+ * and the arguments from 2 on. Its errors name the line of the code that
+ * read or wrote the field: the accessor tail-calls here. */
+static void call_c_meta(lua_State *L, int scratch, int nargs, int nresults) {
   lua_pushvalue(L, lua_upvalueindex(2));
-  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushvalue(L, scratch);
   for (int i = 0; i < nargs; i++) lua_pushvalue(L, 2 + i);
   lua_call(L, nargs + 1, nresults);
 }
 
 /* -- v = get(p, k)   (upvalues: a scratch message of the type, its C
- * __index): m[k] of the message whose body p points to. */
+ * __index, the Type): m[k] of the message whose body p points to. */
 static int lpc_ffi_get(lua_State *L) {
   size_t size;
-  char *scratch = scratch_of(L, &size);
-  memcpy(scratch + 8, body_at(L, 1), size);
-  call_c_meta(L, 1, 1);
+  lua_settop(L, 2);
+  void *body = body_at(L, 1);
+  char *scratch = take_scratch(L, &size);
+  memcpy(scratch + 8, body, size);
+  call_c_meta(L, 3, 1, 1);
+  put_scratch(L, 3);
   return 1;
 }
 
 /* -- set(p, k, v)   (upvalues: a scratch message of the type, its C
- * __newindex): m[k] = v into the body p points to, as the C metamethod
- * stores it (the body unchanged when it raises). */
+ * __newindex, the Type): m[k] = v into the body p points to, as the C
+ * metamethod stores it (the body unchanged when it raises). */
 static int lpc_ffi_set(lua_State *L) {
   size_t size;
-  char *scratch = scratch_of(L, &size);
+  lua_settop(L, 3);
   void *body = body_at(L, 1);
+  char *scratch = take_scratch(L, &size);
   memcpy(scratch + 8, body, size);
-  call_c_meta(L, 2, 0);
+  call_c_meta(L, 4, 2, 0);
   memcpy(body, scratch + 8, size);
+  put_scratch(L, 4);
   return 0;
 }
 
@@ -201,7 +224,8 @@ static int lpc_ffi_slow(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_call(L, 0, 1); /* T(): the scratch message */
     lua_pushvalue(L, 2 + i);
-    lua_pushcclosure(L, i == 0 ? lpc_ffi_get : lpc_ffi_set, 2);
+    lua_pushvalue(L, 1);
+    lua_pushcclosure(L, i == 0 ? lpc_ffi_get : lpc_ffi_set, 3);
   }
   return 2;
 }

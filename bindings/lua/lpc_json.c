@@ -2,7 +2,8 @@
  * (lua/protocall/json.lua makes them pc.*), over core/json/json.h.
  *
  * to_json writes into a per-state buffer held by a userdata (an upvalue),
- * so an error raised by lua_pushlstring leaks nothing. from_json makes one
+ * so an error raised by lua_pushlstring leaks nothing (a call a finalizer
+ * runs while that buffer is being copied makes one of its own). from_json makes one
  * "protocall.Arena" userdata first, so everything the reader allocates has
  * an owner before anything can raise; the result is a view of the root
  * message anchored to that arena. An Any naming a well-known type the pool
@@ -65,10 +66,35 @@ static pc_Pool *pool_of(lua_State *L, const pc_MessageDef *def) {
   return pool;
 }
 
+/* to_json's buffer (its upvalue), and (LuaJIT) whether it holds text being
+ * copied into a string: LuaJIT's lua_pushlstring steps the collector before
+ * it copies (Lua 5.4's after), and a to_json a finalizer runs then writes
+ * into a JsonState of its own ('busy' stays set if the copy raises, which
+ * leaves every to_json such a new one). */
+typedef struct {
+  pc_JsonBuf b;
+  int busy;
+} JsonState;
+
 static int lpc_jsonstate_gc(lua_State *L) {
-  pc_JsonBuf *b = luaL_checkudata(L, 1, LPC_JSONSTATE);
-  pc_JsonBuf_Free(b);
+  JsonState *js = luaL_checkudata(L, 1, LPC_JSONSTATE);
+  pc_JsonBuf_Free(&js->b);
   return 0;
+}
+
+/* A new JsonState, pushed. */
+static JsonState *new_jsonstate(lua_State *L) {
+  JsonState *js = lua_newuserdatauv(L, sizeof *js, 0);
+  pc_JsonBuf_Init(&js->b, NULL, NULL);
+  js->busy = 0;
+  if (luaL_newmetatable(L, LPC_JSONSTATE)) {
+    lua_pushcfunction(L, lpc_jsonstate_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+  }
+  lua_setmetatable(L, -2);
+  return js;
 }
 
 /* The options table at 'idx' of 'fname' (pc.from_json, pc.json_to_wire)
@@ -118,7 +144,7 @@ static pc_Pool *write_options(lua_State *L, int idx, const char *fname, pc_JsonW
 /* -- s = pc.to_json(m [, opts])   (the contract: lua/protocall/json.lua;
  * the mapping: core/json/json.h) */
 static int lpc_to_json(lua_State *L) {
-  pc_JsonBuf *b = lua_touserdata(L, lua_upvalueindex(1));
+  JsonState *js = lua_touserdata(L, lua_upvalueindex(1));
   const pc_MessageDef *def;
   pc_Message *msg = lpc_to_message(L, 1, &def);
   if (msg == NULL)
@@ -128,6 +154,8 @@ static int lpc_to_json(lua_State *L) {
   pc_JsonWriteOptions o;
   pc_Pool *pool = write_options(L, 2, "to_json", &o, &finder);
   if (pool == NULL) pool = pool_of(L, def);
+  JsonState *own = LPC_LUAJIT && js->busy ? new_jsonstate(L) : js; /* see JsonState */
+  pc_JsonBuf *b = &own->b;
   pc_Error err;
   pc_JsonStatus st;
   do {
@@ -139,8 +167,10 @@ static int lpc_to_json(lua_State *L) {
     pc_JsonBuf_Free(b);
     return luaL_error(L, "%s", err.msg);
   }
+  if (LPC_LUAJIT) own->busy = 1;
   lua_pushlstring(L, b->data != NULL ? b->data : "", b->size);
-  if (b->cap > LPC_JSONBUF_KEEP) pc_JsonBuf_Free(b);
+  if (LPC_LUAJIT) own->busy = 0;
+  if (b->cap > LPC_JSONBUF_KEEP || own != js) pc_JsonBuf_Free(b);
   return 1;
 }
 
@@ -358,15 +388,7 @@ static int lpc_wire_to_json(lua_State *L) {
 }
 
 void lpc_open_json(lua_State *L) {
-  pc_JsonBuf *b = lua_newuserdatauv(L, sizeof *b, 0);
-  pc_JsonBuf_Init(b, NULL, NULL);
-  if (luaL_newmetatable(L, LPC_JSONSTATE)) {
-    lua_pushcfunction(L, lpc_jsonstate_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushboolean(L, 0);
-    lua_setfield(L, -2, "__metatable");
-  }
-  lua_setmetatable(L, -2);
+  new_jsonstate(L);
   lua_pushcclosure(L, lpc_to_json, 1);
   lua_setfield(L, -2, "to_json");
   lua_pushcfunction(L, lpc_from_json);

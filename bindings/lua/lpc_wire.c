@@ -10,7 +10,8 @@
  * string, which it keeps), unless the input carries unknown fields. Encoding writes into a
  * per-state reusable buffer held by a userdata (an upvalue), so an error
  * raised by lua_pushlstring leaks nothing and small encodes allocate
- * nothing. */
+ * nothing (an encode a finalizer runs while that buffer is being copied
+ * makes one of its own). */
 #include "wire/decode.h"
 #include "wire/descriptor_set.h"
 #include "wire/encode.h"
@@ -19,6 +20,7 @@
 
 #include <lauxlib.h>
 #include <stddef.h>
+#include <string.h>
 
 #define LPC_CODECSTATE     "protocall.CodecState"
 /* A buffer grown past this is freed after use rather than kept. */
@@ -33,6 +35,11 @@ typedef struct {
                         until it is copied, then the arena is reset */
   int tables_busy;   /* 'tables' holds a tree being copied (a decode that
                         runs meanwhile, from a finalizer, uses its own) */
+  int w_busy;        /* LuaJIT: 'w' holds bytes being copied into a string
+                        (its lua_pushlstring steps the collector first), and an
+                        encode a finalizer runs then takes a buffer of its own
+                        (encode_aside); stays set if the copy raises, which
+                        leaves every encode such a new buffer */
   /* The last message metatable encode met and what it means, and the last
    * Type decode met. Saves the generic checks on the common loop of one
    * type. Slots 1 and 2 of the table in upvalue 2 of encode and decode hold
@@ -248,6 +255,26 @@ static int flat_kind(const pc_MessageDef *def) {
   return kind;
 }
 
+/* pc.encode(msg) run while the state's writer is busy (LuaJIT: see
+ * w_busy): into a writer of its own, owned by a CodecState userdata
+ * pushed (its __gc frees it if lua_pushlstring raises). */
+static int encode_aside(lua_State *L, pc_Message *msg, const pc_MessageDef *def,
+                        const pc_EncodeOptions *opts) {
+  CodecState *t = lua_newuserdatauv(L, sizeof *t, 0);
+  memset(t, 0, sizeof *t);
+  pc_WireWriter_Init(&t->w, NULL, NULL);
+  luaL_setmetatable(L, LPC_CODECSTATE);
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (pc_Encode(msg, def, opts, &t->w, &err) != kPc_EncodeStatus_Ok) {
+    pc_WireWriter_Free(&t->w);
+    return luaL_error(L, "%s", err.msg);
+  }
+  lua_pushlstring(L, (const char *)pc_WireWriter_Data(&t->w), pc_WireWriter_Size(&t->w));
+  pc_WireWriter_Free(&t->w);
+  return 1;
+}
+
 /* -- bytes = pc.encode(m [, opts]) / pc.encode(T, table [, opts])
  * (the contract: lua/protocall/wire.lua). A table goes through
  * encode_table (lpc_table.c) unless deterministic; the nesting limit is
@@ -259,6 +286,9 @@ static int lpc_codec_encode(lua_State *L) {
   if (msg == NULL) return 1; /* pc.encode(T, table): the direct path's bytes */
   pc_EncodeOptions opts = {0};
   if (!lua_isnoneornil(L, 2)) encode_options(L, 2, &opts);
+  /* Lua 5.4's lua_pushlstring copies before its collector step, LuaJIT's
+   * steps first: only there may 'w' be busy (w_busy) */
+  if (LPC_LUAJIT && cs->w_busy) return encode_aside(L, msg, def, &opts);
   pc_WireWriter *w = &cs->w;
   pc_Error err;
   pc_Error_Init(&err);
@@ -268,7 +298,9 @@ static int lpc_codec_encode(lua_State *L) {
     pc_WireWriter_Free(w);
     return luaL_error(L, "%s", err.msg);
   }
+  if (LPC_LUAJIT) cs->w_busy = 1;
   lua_pushlstring(L, (const char *)pc_WireWriter_Data(w), pc_WireWriter_Size(w));
+  if (LPC_LUAJIT) cs->w_busy = 0;
   if (w->cap > LPC_ENCODEBUF_KEEP) pc_WireWriter_Free(w);
   return 1;
 }
@@ -448,7 +480,7 @@ void lpc_open_wire(lua_State *L) {
   CodecState *cs = lua_newuserdatauv(L, sizeof *cs, 0);
   pc_WireWriter_Init(&cs->w, NULL, NULL);
   cs->scratch = cs->tables = NULL;
-  cs->tables_busy = 0;
+  cs->tables_busy = cs->w_busy = 0;
   cs->mt = cs->type = NULL;
   cs->mt_def = cs->type_def = NULL;
   cs->type_flat = 0;

@@ -414,18 +414,33 @@ describe("FFI struct messages", function()
     local ok2, err2 = pcall(PP, setmetatable({ w = 2 }, { __index = defaults }))
     assert.is_false(ok1 or ok2)
     assert.are.equal(strip(err1), strip(err2))
-    -- two members of a oneof: the one pairs visits last wins, in both
+    -- two members of a oneof: the same error in both, the members in
+    -- field-number order whatever order pairs visits them in (names is)
     local members = { oi = 1, od = 2.5, ob = true, ou = 7 }
     local names = { "oi", "od", "ob", "ou" }
     for i = 1, 4 do
       for j = 1, 4 do
         if i ~= j then
+          local want = ("s.F3: oneof o set twice (by %s and %s)"):format(names[math.min(i, j)],
+                                                                          names[math.max(i, j)])
           local t = { u32 = 1, [names[i]] = members[names[i]], [names[j]] = members[names[j]] }
-          assert.are.equal(bytes(F3(t)), bytes(P3(t)))
-          assert.are.equal(pc.which_oneof(F3(t), "o"), pc.which_oneof(P3(t), "o"))
+          ok1, err1 = pcall(F3, t)
+          ok2, err2 = pcall(P3, t)
+          assert.is_false(ok1 or ok2)
+          assert.are.equal(want, strip(err1))
+          assert.are.equal(want, strip(err2))
+          ok2, err2 = pcall(P3, setmetatable({}, { __index = t }))
+          assert.is_false(ok2)
+          assert.are.equal(want, strip(err2))
         end
       end
     end
+    -- one member beside a value C refuses: that value's error, in both
+    ok1, err1 = pcall(F3, { oi = 1, e = "NOPE" })
+    ok2, err2 = pcall(P3, { oi = 1, e = "NOPE" })
+    assert.is_false(ok1 or ok2)
+    assert.are.equal(strip(err1), strip(err2))
+    assert.are.equal("ou", pc.which_oneof(P3({ ou = 7, od = nil }), "o"))
     -- several bad values: the first pairs visits is named, in both
     for _, t in ipairs { { u32 = -1, i32 = 2 ^ 40 }, { i32 = 2 ^ 40, u32 = -1, e = "NOPE" },
                          { b = 1, d = "x", f = "y", u64 = -1.5 } } do

@@ -1009,6 +1009,35 @@ describe("messages", function()
   end)
 
   describe("oneofs and presence", function()
+    it("a table naming two members of one oneof raises, naming them in field-number order", function()
+      local Holder = pool:message("t.OneofHolder", { { "one", "t.Shape", 1 },
+        { "many", "t.Shape", 2, repeated = true } })
+      local reversed = {}
+      reversed.s = "x"
+      reversed.r = 1
+      for _, t in ipairs { { r = 1, s = "x" }, reversed } do
+        fails("t.Shape: oneof shape set twice (by r and s)", function() return Shape(t) end)
+        fails("t.Shape: oneof shape set twice (by r and s)", function() return pc.encode(Shape, t) end)
+        fails("t.OneofHolder.one: oneof shape set twice (by r and s)", function() return Holder { one = t } end)
+        fails("t.OneofHolder.many[2]: oneof shape set twice (by r and s)",
+          function() return Holder { many = { { r = 2 }, t } } end)
+        fails("t.OneofHolder.many[2]: oneof shape set twice (by r and s)",
+          function() return pc.encode(Holder, { many = { { r = 2 }, t } }) end)
+      end
+      fails("t.Shape: oneof shape set twice (by s and q)", function() return Shape { q = Point(), s = "x" } end)
+      fails("t.Shape: oneof shape set twice (by r and q)",
+        function() return Shape { name = "n", q = { x = 1 }, r = 2 } end)
+      fails("t.Shape: oneof shape set twice (by r and s)",
+        function() return Shape(setmetatable({}, { __index = { r = 1, s = "x" } })) end)
+      -- a member given nil is not set
+      local s = Shape { r = nil, s = "x" }
+      assert.are.equal("s", pc.which_oneof(s, "shape"))
+      assert.are.equal(pc.encode(s), pc.encode(Shape, { q = nil, s = "x", r = nil }))
+      assert.are.equal("q", pc.which_oneof(Holder { one = { r = nil, q = {} } }.one, "shape"))
+      -- assignment keeps replacing the member set
+      s.r = 2
+      assert.are.equal("r", pc.which_oneof(s, "shape"))
+    end)
     it("setting or clearing a member that is not the one set keeps the set member and what it holds", function()
       -- every member shares one slot and its reference: dropping it for a
       -- member that is not set freed the set member's string or message

@@ -144,7 +144,15 @@ describe("pc.encode(T, table)", function()
     local deep = { x = 0 }
     for i = 1, 150 do deep = { x = i, child = deep } end
     same_bytes(Sub, deep)
-    same_bytes(All, { oi = 1, os = "x" }) -- two members of one oneof: T{...} keeps the one it meets last
+    -- two members of one oneof: T{...}'s error, the members in field-number order
+    for _, t in ipairs { { oi = 1, os = "x" }, { os = "x", oi = 1 } } do
+      local ok1, err1 = pcall(pc.encode, All, t)
+      local ok2, err2 = pcall(All, t)
+      assert.is_false(ok1 or ok2)
+      assert.are.equal("te.All: oneof o set twice (by oi and os)", (tostring(err1):gsub("^[^:]*:%d+: ", "")))
+      assert.are.equal((tostring(err1):gsub("^[^:]*:%d+: ", "")), (tostring(err2):gsub("^[^:]*:%d+: ", "")))
+    end
+    same_bytes(All, { oi = nil, os = "x" })
     same_bytes(P2, { a = 1, req = 2 })
     same_bytes(P2E, { c = "C_ONE" })
   end)

@@ -737,6 +737,22 @@ static const pc_FieldDef *lookup_field(lua_State *L, const pc_MessageDef *def, i
   return f;
 }
 
+/* Raises when the oneof of 'f' (a member given a value by the table
+ * 'visited' is converting into the new message 'msg' of 'def') already
+ * has a member set: by another key of the same table, whichever order
+ * pairs visits them in. The error names the members by field number,
+ * "demo.T: oneof o set twice (by a and b)", as pc.from_json names them. */
+static void check_one_member(lua_State *L, const pc_MessageDef *def, const pc_Message *msg,
+                             const pc_FieldDef *f, const lpc_Build *visited) {
+  const pc_FieldDef *other = pc_Message_WhichOneof(msg, f->oneof);
+  if (other == NULL) return;
+  const pc_FieldDef *lo = other->number < f->number ? other : f;
+  const pc_FieldDef *hi = lo == f ? other : f;
+  lpc_msg_error(L, "%s: oneof %s set twice (by %s and %s)",
+                visited->path ? push_place(L, visited->path) : def->full_name, f->oneof->name,
+                lo->name, hi->name);
+}
+
 /* Pushes a new standalone message filled from the table at 't'; 'type' is
  * the index of its Type (whose user value 2 is the instance metatable).
  * One pass over the table: each key is found by its string's address and
@@ -779,6 +795,7 @@ fill:
       lua_settop(L, v - 1);
       continue;
     }
+    if (f->oneof != NULL && !lua_isnil(L, v)) check_one_member(L, def, msg, f, visited);
     if (uv_empty && f->label != kPc_Label_Repeated && !f->is_extension &&
         (f->type == kPc_Type_String || f->type == kPc_Type_Bytes) && !lua_isnil(L, v)) {
       pc_Message_Set(msg, f, check_field_scalar(L, visited, f, v));

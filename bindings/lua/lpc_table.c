@@ -968,6 +968,8 @@ static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
     }
     const pc_FieldDef *f = le != NULL ? lpc_entry_field(lk, le) : field_of(L, lk);
     if (f == NULL || f->is_extension) return 0;
+    /* two members of one oneof: the general path raises */
+    if (f->oneof != NULL && pc_Message_WhichOneof(msg, f->oneof) != NULL) return 0;
     int ok;
     if (f->is_map) {
       ok = build_map(b, f, v, msg);

@@ -5,6 +5,7 @@
 local ffi = require "ffi"
 local bit = require "bit"
 local message_accessors = require "protocall.ffi.accessors"
+local protect = require("protocall.core").protect
 
 local format, concat, ipairs, pairs, pcall, select, rawget, rawequal, tostring, tonumber, type, assert =
   string.format, table.concat, ipairs, pairs, pcall, select, rawget, rawequal, tostring, tonumber, type, assert
@@ -137,7 +138,7 @@ end
 -- ffi/struct.lua).
 function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
   local raise, body_of, is_struct = rt.raise, rt.body_of, rt.is_struct
-  local src = { "local D, get, set, from, is_struct, NAMES, too_many, body, CT, ID = ..." }
+  local src = { "local D, get, set, from, is_struct, NAMES, too_many, body, CT, ID, CASE, twice = ..." }
   -- A NULL pointer to a struct goes to the C path, which raises (body).
   -- For a struct value the test is a constant (its ctype id is ID), so
   -- the JIT drops it and never takes the struct's address; no "$ *"
@@ -183,6 +184,19 @@ function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
     if not ok then raise((tostring(err):gsub("^protocall%.ffi:%d+: ", ""))) end
   end]]
   writer("store", "slow(p, k, v)")
+  -- P{...}'s store through pairs: a oneof member whose oneof already
+  -- has one (set by another key of the same table: p is new) raises as
+  -- T{...} does (twice).
+  local has_oneof = next(cases) ~= nil
+  if has_oneof then
+    src[#src + 1] = [[local store_new = function(p, k, v, t)
+      local c = CASE[k]
+      if c ~= nil and p[c] ~= 0 then twice(t) end
+      store(p, k, v)
+    end]]
+  else
+    src[#src + 1] = "local store_new = store"
+  end
   -- A proxy (no entries of its own, a metatable with an __index): its
   -- fields read through it in declaration order, as T{...} reads one.
   src[#src + 1] = [=[local from_proxy = function(p, t)
@@ -190,7 +204,7 @@ function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
     if mt == nil or rawget(mt, "__index") == nil then return p end
     for i = 1, #NAMES do
       local v = t[NAMES[i]]
-      if v ~= nil then store(p, NAMES[i], v) end
+      if v ~= nil then store_new(p, NAMES[i], v, t) end
     end
     return p
   end]=]
@@ -199,8 +213,8 @@ function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
   -- constant key (raw, as T{...} reads) and stored in line or through
   -- C, and the table's keys counted (the JIT compiles all of it). A table
   -- with other keys, a value C refuses, or two members of a oneof, goes
-  -- through pairs: T{...}'s order, so the same member wins and the same
-  -- error is raised. Without table.nkeys, pairs. Field values in
+  -- through pairs on a new struct: T{...}'s order, so the same error is
+  -- raised. Without table.nkeys, pairs. Field values in
   -- declaration order: each stored in line (past POSITIONAL fields,
   -- through the C path).
   local function inline_store(f, v, fallback)
@@ -225,7 +239,8 @@ function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
     end
     branch[#branch + 1] = "if n == nkeys(t) and not redo and (n > 0 or dgetmetatable(t) == nil) then return p end"
   end
-  branch[#branch + 1] = "local any = false for k, v in pairs(t) do any = true store(p, k, v) end"
+  if nkeys and has_oneof then branch[#branch + 1] = "if n > 0 then p = new(CT) end" end
+  branch[#branch + 1] = "local any = false for k, v in pairs(t) do any = true store_new(p, k, v, t) end"
   branch[#branch + 1] = "if not any then return from_proxy(p, t) end return p"
   local own_function = #fields > 200
   if own_function then src[#src + 1] = "local from_table = function(p, t) " .. concat(branch, "\n") .. " end" end
@@ -267,7 +282,17 @@ function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
   -- reference to one. Raises for P itself (P.x: a ctype, whose member
   -- reads come back to the accessors) and for a NULL pointer.
   local function body(p) return body_of(T, p) end
-  return chunk(defaults, get, set, from, is_struct, names, too_many, body, ct, tonumber(ct))
+  -- Field name -> its oneof's case member, and the error of a table
+  -- naming two members of one oneof: T{...}'s.
+  local case_of = {}
+  for _, f in ipairs(fields) do
+    if f.oneof then case_of[f.name] = format("%sc%d", prefix, cases[f.oneof]) end
+  end
+  local function twice(t)
+    local ok, err = protect(T, t)
+    raise(ok and format("%s: two members of one oneof given", T.full_name) or tostring(err))
+  end
+  return chunk(defaults, get, set, from, is_struct, names, too_many, body, ct, tonumber(ct), case_of, twice)
 end
 
 return M

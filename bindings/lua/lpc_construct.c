@@ -741,7 +741,7 @@ static const pc_FieldDef *lookup_field(lua_State *L, const pc_MessageDef *def, i
  * 'visited' is converting into the new message 'msg' of 'def') already
  * has a member set: by another key of the same table, whichever order
  * pairs visits them in. The error names the members by field number,
- * "demo.T: oneof o set twice (by a and b)", as pc.from_json names them. */
+ * "demo.T: oneof o set twice (by a and b)", in pc.from_json's words. */
 static void check_one_member(lua_State *L, const pc_MessageDef *def, const pc_Message *msg,
                              const pc_FieldDef *f, const lpc_Build *visited) {
   const pc_FieldDef *other = pc_Message_WhichOneof(msg, f->oneof);

@@ -936,7 +936,8 @@ LPC_INLINE int store_string(Build *b, char *slot, int v) {
  * pc_Message_Set does, without the call. */
 LPC_INLINE void set_field(pc_Message *msg, const pc_FieldDef *f, pc_Value v) {
   char *p = (char *)msg + f->offset;
-  if (f->case_offset != 0) { /* the members share the slot: clear the widest's bytes */
+  /* a oneof's members share the slot: clear the widest's bytes */
+  if (f->oneof != NULL && f->case_offset != 0) {
     uint32_t c = (uint32_t)f->number;
     memset(p, 0, f->oneof->slot_size);
     memcpy((char *)msg + f->case_offset, &c, 4);

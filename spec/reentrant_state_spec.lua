@@ -7,33 +7,10 @@
 local pc = require "protocall"
 local R = require "runtime"
 
-local pool = pc.pool()
-pool:enum("r.E", { ZERO = 0, ONE = 1, TWO = 2 })
-local M = pool:message("r.M", {
-  { "s", "string", 1 }, { "n", "int64", 2 }, { "l", "int32", 3, repeated = true }, { "e", "r.E", 4 },
-})
-local a = M { s = string.rep("a", 40), n = 1, l = { 1, 2, 3 }, e = "ONE" }
-local b = M { s = string.rep("b", 300), n = 2, l = { 4, 5 }, e = "TWO" }
-local wire_a, wire_b = pc.encode(a), pc.encode(b)
-local json_a, json_b = pc.to_json(a), pc.to_json(b)
-
--- Each codec function: run(x) calls it on a's or b's form (x: "a" or "b").
-local calls = {
-  ["pc.encode(m)"] = function(x) return pc.encode(x == "a" and a or b) end,
-  ["pc.to_json(m)"] = function(x) return pc.to_json(x == "a" and a or b) end,
-  ["pc.decode(T, bytes, {table = true})"] = function(x)
-    local t = pc.decode(M, x == "a" and wire_a or wire_b, { table = true })
-    return t.s .. "|" .. tostring(t.n) .. "|" .. table.concat(t.l, ",") .. "|" .. tostring(t.e)
-  end,
-  ["pc.json_to_wire(T, s)"] = function(x) return (pc.json_to_wire(M, x == "a" and json_a or json_b)) end,
-  ["pc.wire_to_json(T, bytes)"] = function(x) return (pc.wire_to_json(M, x == "a" and wire_a or wire_b)) end,
-}
-local names = {}
-for name in pairs(calls) do names[#names + 1] = name end
-table.sort(names)
-
--- The finalizer stress, run by the spec below in a process of its own.
-local STRESS = [==[
+-- The codec calls both the spec and its child process make: a chunk of
+-- its own, run here and prepended to the child's script. Each codec
+-- function: calls[name](x) calls it on a's or b's form (x: "a" or "b").
+local SETUP = [==[
 local pc = require "protocall"
 local pool = pc.pool()
 pool:enum("r.E", { ZERO = 0, ONE = 1, TWO = 2 })
@@ -54,6 +31,14 @@ local calls = {
   ["pc.json_to_wire(T, s)"] = function(x) return (pc.json_to_wire(M, x == "a" and json_a or json_b)) end,
   ["pc.wire_to_json(T, bytes)"] = function(x) return (pc.wire_to_json(M, x == "a" and wire_a or wire_b)) end,
 }
+]==]
+local pool, calls = assert(load(SETUP .. "return pool, calls", "=setup"))()
+local names = {}
+for name in pairs(calls) do names[#names + 1] = name end
+table.sort(names)
+
+-- The finalizer stress, run by the spec below in a process of its own.
+local STRESS = SETUP .. [==[
 pcall(collectgarbage, "incremental") -- Lua 5.4's default is generational
 collectgarbage("setpause", 100)
 collectgarbage("setstepmul", 1000)

@@ -683,6 +683,37 @@ describe("messages", function()
       fails("t.Shape.p: t.Point expected, got number", function() Shape { p = 1 } end)
     end)
 
+    it("say a message of the right name from another pool is from another pool, on every path", function()
+      local function types()
+        local q = pc.pool()
+        assert(q:load('syntax = "proto3"; package b2; message In { int32 x = 1; } '
+          .. "message Out { In sub = 1; repeated In list = 2; map<string, In> by = 3; }", { name = "b2.proto" }))
+        return q:type("b2.Out"), q:type("b2.In")
+      end
+      local Out, In = types()
+      local _, In2 = types()
+      local o = In2 { x = 1 }
+      local m = Out { list = { {} } }
+      fails("b2.Out.sub: b2.In expected, got b2.In of another pool", function() return Out { sub = o } end)
+      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool", function() return Out { list = { o } } end)
+      fails('b2.Out.by["k"]: b2.In expected, got b2.In of another pool', function() return Out { by = { k = o } } end)
+      fails("b2.Out.sub: b2.In expected, got b2.In of another pool", function() m.sub = o end)
+      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool", function() m.list = { o } end)
+      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool", function() m.list[1] = o end)
+      fails("b2.Out.list[2]: b2.In expected, got b2.In of another pool", function() R.insert(m.list, o) end)
+      fails('b2.Out.by["k"]: b2.In expected, got b2.In of another pool', function() m.by.k = o end)
+      fails("b2.Out.sub: b2.In expected, got b2.In of another pool", function() return pc.encode(Out, { sub = o }) end)
+      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool",
+            function() return pc.encode(Out, { list = { o } }) end)
+      fails('b2.Out.by["k"]: b2.In expected, got b2.In of another pool',
+            function() return pc.encode(Out, { by = { k = o } }) end)
+      fails("bad argument #2 to 'merge' (b2.In expected, got b2.In of another pool)", function() pc.merge(In(), o) end)
+      -- another type of the same pool keeps its plain name
+      fails("b2.Out.sub: b2.In expected, got b2.Out", function() m.sub = Out() end)
+      assert.is_nil(m.sub)
+      assert.are.equal(1, #m.list)
+    end)
+
     it("refuse making a message contain itself", function()
       local a = Shape()
       fails("t.Shape.next: a message cannot contain itself", function() a.next = a end)

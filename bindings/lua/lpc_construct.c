@@ -124,7 +124,7 @@ static pc_Message *check_message(lua_State *L, const pc_MessageDef *def, int idx
   }
   const pc_MessageDef *d = NULL;
   pc_Message *m = lpc_to_message(L, idx, &d);
-  if (m == NULL || d != def) lpc_field_type_error(L, push_place(L, at), def->full_name, idx);
+  if (m == NULL || d != def) lpc_message_type_error(L, push_place(L, at), def, idx);
   lua_pushvalue(L, idx);
   return m;
 }
@@ -323,7 +323,7 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     if (f->message != NULL) {
       if (!is_message_value(L, f->message, -1)) {
         int v = lua_absindex(L, -1);
-        lpc_field_type_error(L, push_elem_name(L, visited, f, i), f->message->full_name, v);
+        lpc_message_type_error(L, push_elem_name(L, visited, f, i), f->message, v);
       }
       lpc_Path at = {visited->path, f, i, 0};
       elem_object(L, f, -1, msg, visited, &at);
@@ -484,7 +484,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
       int key = lua_absindex(L, -2);
       if (!is_message_value(L, vf->message, -1)) {
         int v = lua_absindex(L, -1);
-        lpc_field_type_error(L, push_entry_name(L, visited, f, key), vf->message->full_name, v);
+        lpc_message_type_error(L, push_entry_name(L, visited, f, key), vf->message, v);
       }
       lpc_Path at = {visited->path, f, 0, key};
       elem_object(L, vf, -1, msg, visited, &at);
@@ -873,7 +873,7 @@ int lpc_repeated_newindex(lua_State *L) {
   memset(&v, 0, sizeof(v));
   if (f->message == NULL) check_elem(L, &visited, f, i, 3);
   if (f->message != NULL && !is_message_value(L, f->message, 3))
-    lpc_field_type_error(L, push_elem_name(L, &visited, f, i), f->message->full_name, 3);
+    lpc_message_type_error(L, push_elem_name(L, &visited, f, i), f->message, 3);
   lpc_Path at = {NULL, f, i, 0};
   if (f->message != NULL)
     v.m = elem_object(L, f, 3, c->msg, &visited, &at); /* at 4 */
@@ -907,7 +907,7 @@ int lpc_map_newindex(lua_State *L) {
   lpc_Build visited = {0, 0, NULL};
   check_entry(L, &visited, f, 2, lua_isnil(L, 3) || vf->message != NULL ? NULL : vf, 3);
   if (vf->message != NULL && !lua_isnil(L, 3) && !is_message_value(L, vf->message, 3))
-    lpc_field_type_error(L, push_entry_name(L, &visited, f, 2), vf->message->full_name, 3);
+    lpc_message_type_error(L, push_entry_name(L, &visited, f, 2), vf->message, 3);
   pc_Value k = lpc_check_scalar(L, kf, f->full_name, 2);
   int keep_key = kept_string(f, kf), keep_value = kept_string(f, vf);
   if (lua_isnil(L, 3)) {

@@ -299,6 +299,11 @@ void lpc_push_key(lua_State *L, const pc_FieldDef *f, pc_Value v);
 int lpc_key_is_cdata(const pc_FieldDef *f, pc_Value v);
 /* Raises "<name>: <expected> expected, got <type of the value at idx>". */
 _Noreturn void lpc_field_type_error(lua_State *L, const char *name, const char *expected, int idx);
+/* Raises "<name>: <def's name> expected, got <type of the value at idx>",
+ * adding "of another pool" when the value is a message of another type of
+ * def's name (another pool's). */
+_Noreturn void lpc_message_type_error(lua_State *L, const char *name, const pc_MessageDef *def,
+                                      int idx);
 /* The integer at 'idx' (a number with an integer value; LuaJIT: an int64
  * cdata too) or an error naming 'name'. */
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);

@@ -236,8 +236,9 @@ static int lpc_message_merge(lua_State *L) {
   pc_Message *d = lpc_check_message(L, 1, &dd);
   pc_Message *s = lpc_check_message(L, 2, &sd);
   if (dd != sd)
-    lpc_msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s)", dd->full_name,
-                  sd->full_name);
+    lpc_msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s%s)", dd->full_name,
+                  sd->full_name,
+                  strcmp(dd->full_name, sd->full_name) == 0 ? " of another pool" : "");
   if (d == s) return 0;
   /* Merging keeps the levels: 'src' may nest as deep as any message. */
   int r = pc_Message_Contains(s, sd, d);

@@ -60,6 +60,14 @@ _Noreturn void lpc_field_type_error(lua_State *L, const char *name, const char *
   lpc_msg_error(L, "%s: %s expected, got %s", name, expected, lpc_type_name(L, idx));
 }
 
+_Noreturn void lpc_message_type_error(lua_State *L, const char *name, const pc_MessageDef *def,
+                                      int idx) {
+  const pc_MessageDef *d = NULL;
+  if (lpc_to_message(L, idx, &d) != NULL && d != def && strcmp(d->full_name, def->full_name) == 0)
+    lpc_msg_error(L, "%s: %s expected, got %s of another pool", name, def->full_name, d->full_name);
+  lpc_field_type_error(L, name, def->full_name, idx);
+}
+
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx) {
   uint64_t bits;
   int is_unsigned;

@@ -809,8 +809,21 @@ describe("messages", function()
       fails("t.Shape.nums: list expected, got a table with key x", function() s.nums = { x = 1 } end)
       fails("t.Shape.nums: list expected, got number", function() s.nums = 5 end)
       -- LuaJIT's # of { 1, nil, 3 } is 1, so key 3 is the one past the list
-      fails(R.luajit and "t.Shape.nums: list expected, got a table with key 3"
-            or "t.Shape.nums: list expected, got a table with holes", function() s.nums = { 1, nil, 3 } end)
+      fails(R.luajit and "t.Shape.nums: list expected, got a table with key 3 beyond its # (1)"
+            or "t.Shape.nums: list expected, got a table with a hole at element 2 within its # (3)",
+            function() s.nums = { 1, nil, 3 } end)
+      fails("t.Shape.nums: list expected, got a table with key 3 beyond its # (1)",
+            function() s.nums = { 1, [3] = 3 } end)
+      fails("t.Shape.nums: list expected, got a table with key 0", function() s.nums = { 1, [0] = 3 } end)
+      local t = { 1, 2, 3, 4 } -- # 4 (its array part), element 2 then removed
+      t[2] = nil
+      if #t == 4 then
+        fails("t.Shape.nums: list expected, got a table with a hole at element 2 within its # (4)",
+              function() s.nums = t end)
+      end
+      -- a proxy's elements come through __index up to its __len: one past it is refused
+      local proxy = setmetatable({}, { __len = function() return 1 end, __index = function(_, i) return i end })
+      fails("t.Shape.nums: list expected, got a table with element 2 beyond its # (1)", function() s.nums = proxy end)
       s.nums = { 1, 2 }
       fails("t.Shape.nums: only the last element (2) can be removed, not 1", function() s.nums[1] = nil end)
       assert.are.same({ 1, 2 }, pc.to_table(s).nums)

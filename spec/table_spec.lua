@@ -228,8 +228,11 @@ describe("pc.encode(T, table)", function()
     assert.matches("te.All.sub.child.x: integer expected, got boolean",
       same_error(All, { sub = { child = { x = true } } }))
     -- LuaJIT's # of { 1, nil, 3 } is 1, so key 3 is the one past the list
-    assert.matches(R.luajit and "te.All.ri: list expected, got a table with key 3"
-                   or "te.All.ri: list expected, got a table with holes", same_error(All, { ri = { 1, nil, 3 } }))
+    assert.matches(R.luajit and "te.All.ri: list expected, got a table with key 3 beyond its # %(1%)"
+                   or "te.All.ri: list expected, got a table with a hole at element 2 within its # %(3%)",
+                   same_error(All, { ri = { 1, nil, 3 } }))
+    assert.matches("te.All.ri: list expected, got a table with key 3 beyond its # %(1%)",
+                   same_error(All, { ri = { 1, [3] = 3 } }))
     assert.matches("te.All.ri: list expected, got a table with key k", same_error(All, { ri = { 1, k = 2 } }))
     -- an element names its index (as Lua counts), an entry its key
     local function raises(text, t) assert.are.equal(text, strip_position(same_error(All, t))) end
@@ -287,7 +290,7 @@ describe("pc.encode(T, table)", function()
     assert.are.equal(pc.encode(All { s = "x" }), pc.encode(All(setmetatable({ s = "x" }, Class))))
     -- what cannot be read whole raises rather than losing elements
     local short = setmetatable({}, { __index = function(_, i) if i <= 2 then return i end end })
-    assert.are.equal("te.All.ri: list expected, got a table whose # (0) misses element 1",
+    assert.are.equal("te.All.ri: list expected, got a table with element 1 beyond its # (0)",
       strip_position(same_error(All, { ri = short })))
     local unlisted = setmetatable({}, { __index = function() return "0" end })
     assert.are.equal("te.All.ms: table without entries whose __index cannot be listed (no __pairs)",

@@ -286,8 +286,8 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     /* its # and its elements as __len and __index answer them */
     n = luaL_len(L, src);
     if (lua_geti(L, src, n + 1) != LUA_TNIL)
-      lpc_msg_error(L, "%s: list expected, got a table whose # (%I) misses element %I",
-                    field_name(L, visited, f), n, n + 1);
+      lpc_msg_error(L, "%s: list expected, got a table with element %I beyond its # (%I)",
+                    field_name(L, visited, f), n + 1, n);
     lua_pop(L, 1);
   } else if (lua_type(L, src) == LUA_TTABLE) {
     n = (lua_Integer)lua_rawlen(L, src);
@@ -298,13 +298,23 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
       if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n) {
         int key = lua_absindex(L, -2);
         const char *name = field_name(L, visited, f);
+        if (lua_isinteger(L, key) && lua_tointeger(L, key) > n)
+          lpc_msg_error(L, "%s: list expected, got a table with key %I beyond its # (%I)", name,
+                        lua_tointeger(L, key), n);
         lpc_msg_error(L, "%s: list expected, got a table with key %s", name,
                       luaL_tolstring(L, key, NULL));
       }
       lua_pop(L, 1);
     }
-    if (count != n)
-      lpc_msg_error(L, "%s: list expected, got a table with holes", field_name(L, visited, f));
+    if (count != n) {
+      lua_Integer hole = 1;
+      while (lua_rawgeti(L, src, hole) != LUA_TNIL) {
+        lua_pop(L, 1);
+        hole++;
+      }
+      lpc_msg_error(L, "%s: list expected, got a table with a hole at element %I within its # (%I)",
+                    field_name(L, visited, f), hole, n);
+    }
   } else {
     const lpc_Container *other = luaL_testudata(L, src, LPC_REPEATED_MT);
     if (other == NULL || other->f->type != f->type || other->f->message != f->message ||

@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <lauxlib.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,6 +69,24 @@ _Noreturn void lpc_message_type_error(lua_State *L, const char *name, const pc_M
   lpc_field_type_error(L, name, def->full_name, idx);
 }
 
+/* Raises for the number at 'idx', which integer field 'name' does not
+ * take, quoting it: a fraction, NaN or an infinity as "integer expected,
+ * got 1.5"; a whole number the runtime gives no integer for (past
+ * lua_Integer; with 'past_2_53', a LuaJIT 64-bit field's: past +-2^53)
+ * saying so. */
+static _Noreturn void integer_error(lua_State *L, const char *name, int idx, int past_2_53) {
+  lua_Number n = lua_tonumber(L, idx);
+  lua_pushvalue(L, idx);
+  const char *shown = lua_tostring(L, -1); /* the copy becomes its string */
+  if (n != floor(n) || n - n != 0) lpc_msg_error(L, "%s: integer expected, got %s", name, shown);
+  if (past_2_53)
+    lpc_msg_error(L,
+                  "%s: number %s is not an integer in -2^53..2^53 (LuaJIT takes larger 64-bit "
+                  "values as int64_t / uint64_t cdata, 1LL, or decimal strings)",
+                  name, shown);
+  lpc_msg_error(L, "%s: number %s has no integer representation", name, shown);
+}
+
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx) {
   uint64_t bits;
   int is_unsigned;
@@ -82,7 +101,7 @@ lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx) {
   if (lua_type(L, idx) != LUA_TNUMBER) lpc_field_type_error(L, name, "integer", idx);
   int exact;
   lua_Integer i = lua_tointegerx(L, idx, &exact); /* floats only when integral */
-  if (!exact) lpc_msg_error(L, "%s: number has no integer representation", name);
+  if (!exact) integer_error(L, name, idx, 0);
   return i;
 }
 
@@ -195,13 +214,7 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
     int r = lpc_to_int64(L, idx, &v.u64);
     if (r == 0)
       lpc_field_type_error(L, name, LPC_LUAJIT ? "integer or decimal string" : "integer", idx);
-    if (r < 0)
-      lpc_msg_error(L,
-                    LPC_LUAJIT ? "%s: number is not an integer in -2^53..2^53 (LuaJIT takes "
-                                 "larger 64-bit values as int64_t / uint64_t cdata, 1LL, or "
-                                 "decimal strings)"
-                               : "%s: number has no integer representation",
-                    name);
+    if (r < 0) integer_error(L, name, idx, LPC_LUAJIT);
     break;
   }
   case kPc_Type_Int32:

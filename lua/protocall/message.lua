@@ -134,6 +134,12 @@ function M.to_table(m)
   return core_to_table(m)
 end
 
+-- The name of type VT where type T is expected: "of another pool" added
+-- when the two differ only in that (T{...}'s words, lpc_scalar.c).
+local function other_name(VT, T)
+  return VT.full_name == T.full_name and VT.full_name .. " of another pool" or VT.full_name
+end
+
 --- m | nil, err = coerce(T, value, what): `value` as a message of type
 -- `T`: a message of that type as is, a plain table converted (T{...}'s
 -- error on a bad field), under LuaJIT a pc.ffi struct of T copied into a
@@ -141,7 +147,7 @@ end
 function M.coerce(T, value, what)
   if is_message(value) then
     local VT = type_of(value)
-    if VT ~= T then return nil, format("%s: %s expected, got %s", what, T.full_name, VT.full_name) end
+    if VT ~= T then return nil, format("%s: %s expected, got %s", what, T.full_name, other_name(VT, T)) end
     return value
   end
   if type(value) == "cdata" then
@@ -149,7 +155,7 @@ function M.coerce(T, value, what)
     if ok then
       local S = type_of(m)
       if S == T then return m end
-      return nil, format("%s: %s expected, got a struct of %s", what, T.full_name, S.full_name)
+      return nil, format("%s: %s expected, got a struct of %s", what, T.full_name, other_name(S, T))
     end
   end
   if type(value) ~= "table" then

@@ -135,11 +135,6 @@ static inline void put_tag_varint(Enc *e, uint32_t tag, uint64_t v) {
   e->s->len = (size_t)(p - e->s->buf);
 }
 
-static inline void put_varint(Enc *e, uint64_t v) {
-  uint8_t *p = reserve(e, PC_WIRE_MAX_VARINT);
-  e->s->len = (size_t)(put_varint_at(p, v) - e->s->buf);
-}
-
 /* 'v' at 'p' little-endian, 4 or 8 bytes (each width written out, which
  * the compiler makes one store); returns the end. */
 static inline uint8_t *put_fixed_at(uint8_t *p, uint64_t v, int bytes) {
@@ -153,11 +148,6 @@ static inline uint8_t *put_fixed_at(uint8_t *p, uint64_t v, int bytes) {
   p[6] = (uint8_t)(v >> 48);
   p[7] = (uint8_t)(v >> 56);
   return p + 8;
-}
-
-static inline void put_fixed(Enc *e, uint64_t v, int bytes) {
-  uint8_t *p = reserve(e, 8);
-  e->s->len = (size_t)(put_fixed_at(p, v, bytes) - e->s->buf);
 }
 
 /* Opens a length-delimited value of tag 'tag': the tag and one byte kept

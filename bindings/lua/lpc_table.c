@@ -135,11 +135,6 @@ static inline void put_tag_varint(Enc *e, uint32_t tag, uint64_t v) {
   e->s->len = (size_t)(p - e->s->buf);
 }
 
-static inline void put_varint(Enc *e, uint64_t v) {
-  uint8_t *p = reserve(e, PC_WIRE_MAX_VARINT);
-  e->s->len = (size_t)(put_varint_at(p, v) - e->s->buf);
-}
-
 /* 'v' at 'p' little-endian, 4 or 8 bytes (each width written out, which
  * the compiler makes one store); returns the end. */
 static inline uint8_t *put_fixed_at(uint8_t *p, uint64_t v, int bytes) {
@@ -153,11 +148,6 @@ static inline uint8_t *put_fixed_at(uint8_t *p, uint64_t v, int bytes) {
   p[6] = (uint8_t)(v >> 48);
   p[7] = (uint8_t)(v >> 56);
   return p + 8;
-}
-
-static inline void put_fixed(Enc *e, uint64_t v, int bytes) {
-  uint8_t *p = reserve(e, 8);
-  e->s->len = (size_t)(put_fixed_at(p, v, bytes) - e->s->buf);
 }
 
 /* Opens a length-delimited value of tag 'tag': the tag and one byte kept
@@ -217,12 +207,22 @@ static int decimal_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *
   return lpc_parse_decimal(s, len, is_unsigned, v) > 0;
 }
 
+/* The number at 'idx' (of Lua type 't') in '*i' when it has an integral
+ * value, as lpc_check_scalar takes for an integer field: 1, else 0. */
+LPC_INLINE int integer_value(lua_State *L, int t, int idx, lua_Integer *i) {
+  if (t != LUA_TNUMBER) return 0;
+  int exact;
+  *i = lua_tointegerx(L, idx, &exact);
+  return exact;
+}
+
 /* The number at 'idx' for a field of f's (numeric, enum or bool) type as
  * the wire value (sign-extended, ZigZag, or the float's bits): 1, or 0
  * when T{...} would refuse it. '*zero' says whether it is the field's
- * implicit default. */
+ * implicit default. One switch on the type: each case checks its range. */
 LPC_INLINE int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_t *out, int *zero) {
   int t = lua_type(L, idx);
+  lua_Integer i;
   switch (f->type) {
   case kPc_Type_Bool:
     if (t != LUA_TBOOLEAN) return 0;
@@ -255,6 +255,26 @@ LPC_INLINE int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_
       *zero = v->number == 0;
       return 1;
     }
+    if (!integer_value(L, t, idx, &i) || i < INT32_MIN || i > INT32_MAX) return 0;
+    if (f->enumdef->closed && pc_EnumDef_FindByNumber(f->enumdef, (int32_t)i) == NULL) return 0;
+    *out = (uint64_t)(int64_t)i;
+    break;
+  case kPc_Type_Int32:
+    if (!integer_value(L, t, idx, &i) || i < INT32_MIN || i > INT32_MAX) return 0;
+    *out = (uint64_t)(int64_t)i;
+    break;
+  case kPc_Type_Sfixed32:
+    if (!integer_value(L, t, idx, &i) || i < INT32_MIN || i > INT32_MAX) return 0;
+    *out = (uint64_t)(uint32_t)(int32_t)i;
+    break;
+  case kPc_Type_Sint32:
+    if (!integer_value(L, t, idx, &i) || i < INT32_MIN || i > INT32_MAX) return 0;
+    *out = pc_Wire_ZigZagEncode32((int32_t)i);
+    break;
+  case kPc_Type_Uint32:
+  case kPc_Type_Fixed32:
+    if (!integer_value(L, t, idx, &i) || i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
+    *out = (uint64_t)i;
     break;
   case kPc_Type_Int64:
   case kPc_Type_Sint64:
@@ -268,46 +288,16 @@ LPC_INLINE int number_value(lua_State *L, const pc_FieldDef *f, int idx, uint64_
       *zero = v == 0;
       return 1;
     }
-    break;
-  default: break;
-  }
-  if (t != LUA_TNUMBER) return 0;
-  int exact;
-  lua_Integer i = lua_tointegerx(L, idx, &exact);
-  if (!exact) return 0;
-  *zero = i == 0;
-  switch (f->type) {
-  case kPc_Type_Enum:
-    if (i < INT32_MIN || i > INT32_MAX) return 0;
-    if (f->enumdef->closed && pc_EnumDef_FindByNumber(f->enumdef, (int32_t)i) == NULL) return 0;
-    *out = (uint64_t)(int64_t)i;
-    return 1;
-  case kPc_Type_Int32:
-  case kPc_Type_Sfixed32:
-    if (i < INT32_MIN || i > INT32_MAX) return 0;
-    *out = f->type == kPc_Type_Int32 ? (uint64_t)(int64_t)i : (uint64_t)(uint32_t)(int32_t)i;
-    return 1;
-  case kPc_Type_Sint32:
-    if (i < INT32_MIN || i > INT32_MAX) return 0;
-    *out = pc_Wire_ZigZagEncode32((int32_t)i);
-    return 1;
-  case kPc_Type_Uint32:
-  case kPc_Type_Fixed32:
-    if (i < 0 || i > (lua_Integer)UINT32_MAX) return 0;
-    *out = (uint64_t)i;
-    return 1;
-  case kPc_Type_Sint64:
-  case kPc_Type_Int64:
-  case kPc_Type_Uint64:
-  case kPc_Type_Fixed64:
-  case kPc_Type_Sfixed64:
+    if (!integer_value(L, t, idx, &i)) return 0;
     /* LuaJIT: a number within +-2^53 only, as lpc_check_scalar takes (a
      * double past it may be a rounded literal) */
     if (LPC_LUAJIT && (i < -((lua_Integer)1 << 53) || i > (lua_Integer)1 << 53)) return 0;
     *out = f->type == kPc_Type_Sint64 ? pc_Wire_ZigZagEncode64((int64_t)i) : (uint64_t)i;
-    return 1;
+    break;
   default: return 0;
   }
+  *zero = i == 0;
+  return 1;
 }
 
 /* Whether a value of 'f' is written even at its default. */

@@ -26,8 +26,9 @@ typedef struct {
   /* Where the failure is, from the root: built as the failure returns
    * through the fields, elements and entries that hold it, innermost
    * first, back to front: the text from path + at to the NUL ending
-   * 'path'. 'cut' once a piece did not fit (the outer ones are left out). */
-  char path[PC_ERROR_MAX];
+   * 'path'. 'cut' once a piece did not fit (the outer ones are left out;
+   * half of PC_ERROR_MAX leaves the root's name and the reason room). */
+  char path[PC_ERROR_MAX / 2];
   size_t at;
   int cut;
   size_t bad_byte; /* kPc_EncodeStatus_BadUtf8: the offset of the string's first bad byte */

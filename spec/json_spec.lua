@@ -170,14 +170,14 @@ describe("pc.to_json", function()
       assert.has_error(function() pc.to_json(M{ fm = { paths = { "c", path } } }) end,
         '$.fm: FieldMask path "' .. path .. '" has no JSON form')
     end
-    assert.has_error(function() pc.to_json(M{ fm = { paths = { "\255" .. ("x"):rep(200) } } }) end,
-      '$.fm: FieldMask path "\\xff' .. ("x"):rep(96) .. '..." has no JSON form') -- quoted, cut saying so
+    assert.has_error(function() pc.to_json(M{ fm = { paths = { "\1" .. ("x"):rep(200) } } }) end,
+      '$.fm: FieldMask path "\\u0001' .. ("x"):rep(94) .. '..." has no JSON form') -- quoted, cut saying so
     assert.has_error(function() pc.to_json(M{ any = { type_url = "x/no.Such" } }) end,
       '$.any: Any type "x/no.Such" is not in the pool')
     assert.has_error(function() pc.to_json(M{ any = { type_url = "x/jt.Leaf", value = "\255" } }) end,
       "$.any: Any value does not decode: jt.Leaf: truncated input at offset 0")
-    assert.has_error(function() pc.to_json(M{ ms = { ["\255"] = {} } }) end,
-      '$.ms["\\xff"]: string is not valid UTF-8') -- the error itself is UTF-8
+    -- (a string that is not UTF-8 is refused as it is stored; bindings/lua/host_test.c stores one
+    -- from C and pc.to_json refuses it)
     assert.has_error(function() pc.to_json({}) end, "bad argument #1 to 'to_json' (message expected, got table)")
     assert.has_error(function() pc.to_json(M{}, { indnet = 2 }) end,
       "bad argument #2 to 'to_json' (unknown option 'indnet')")

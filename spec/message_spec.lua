@@ -1220,6 +1220,71 @@ describe("messages", function()
     end)
   end)
 
+  describe("proto3 strings that are not UTF-8", function()
+    local Texts = pool:message("t.Texts", { { "m", "map<string,string>", 1 }, { "rs", "string", 2, repeated = true },
+                                            { "kids", "t.Texts", 3, repeated = true } })
+
+    it("are refused by T{...}, naming the place and the first bad byte (counted from 1)", function()
+      fails("t.Shape.name: invalid UTF-8 at byte 3", function() Shape { name = "ab\255" } end)
+      fails("t.Shape.s: invalid UTF-8 at byte 1", function() Shape { s = "\192\128" } end) -- overlong NUL
+      fails("t.Shape.note: invalid UTF-8 at byte 2", function() Shape { note = "a\237\160\128" } end) -- a surrogate
+      fails("t.Shape.tags[2]: invalid UTF-8 at byte 1", function() Shape { tags = { "a", "\128" } } end)
+      fails('t.Shape.attrs["\\255"]: key: invalid UTF-8 at byte 1', function() Shape { attrs = { ["\255"] = 1 } } end)
+      fails('t.Texts.m["k"]: invalid UTF-8 at byte 2', function() Texts { m = { k = "a\226\130" } } end) -- cut short
+      -- below the first table (T{...} of nested tables builds straight into the arena first)
+      fails("t.Shape.next.name: invalid UTF-8 at byte 1", function() Shape { next = { name = "\255" } } end)
+      fails("t.Shape.kids[2].tags[1]: invalid UTF-8 at byte 1", function()
+        Shape { kids = { {}, { tags = { "\255" } } } }
+      end)
+      fails('t.Texts.kids[1].m["\\255"]: key: invalid UTF-8 at byte 1', function()
+        Texts { kids = { { m = { ["\255"] = "v" } } } }
+      end)
+      fails('t.Texts.kids[1].m["k"]: invalid UTF-8 at byte 1', function()
+        Texts { kids = { { m = { k = "\255" } } } }
+      end)
+      -- UTF-8 of every length is taken; bytes fields and proto2 strings take any bytes
+      local ok = Shape { name = "caf\195\169", tags = { "\226\130\172", "\240\159\152\128" },
+                         next = { name = "\195\169" } }
+      assert.are.equal("caf\195\169", ok.name)
+      assert.are.equal("\240\159\152\128", ok.tags[2])
+      assert.are.equal("\255", Scalars { by = "\255" }.by)
+      assert.are.equal("\255", pc.decode(P2, pc.encode(P2 { s = "\255", req = 1 })).s)
+    end)
+
+    it("are refused by assignment, the element and entry stores, leaving the message as it was", function()
+      local s = Shape { name = "ok", tags = { "a" }, kids = { {} } }
+      fails("t.Shape.name: invalid UTF-8 at byte 3", function() s.name = "ab\255" end)
+      assert.are.equal("ok", s.name)
+      fails("t.Shape.s: invalid UTF-8 at byte 1", function() s.s = "\255" end)
+      fails("t.Shape.note: invalid UTF-8 at byte 1", function() s.note = "\255" end)
+      assert.is_false(pc.has(s, "note"))
+      assert.is_false(pc.has(s, "shape"))
+      fails("t.Shape.tags[1]: invalid UTF-8 at byte 1", function() s.tags[1] = "\255" end)
+      fails("t.Shape.tags[2]: invalid UTF-8 at byte 1", function() s.tags[2] = "\255" end) -- an append
+      fails("t.Shape.tags[2]: invalid UTF-8 at byte 2", function() R.insert(s.tags, "a\255") end)
+      fails("t.Shape.tags[2]: invalid UTF-8 at byte 1", function() s.tags = { "b", "\255" } end)
+      assert.are.same({ "a" }, { s.tags[1], s.tags[2] })
+      fails('t.Shape.attrs["\\255"]: key: invalid UTF-8 at byte 1', function() s.attrs["\255"] = 1 end)
+      fails('t.Shape.by_name["\\192\\128"]: key: invalid UTF-8 at byte 1', function() s.by_name["\192\128"] = {} end)
+      assert.is_nil(s.attrs["\255"]) -- a key that is not UTF-8 is found nowhere
+      fails("t.Shape.kids[1].name: invalid UTF-8 at byte 1", function() s.kids[1] = { name = "\255" } end)
+      fails("t.Shape.next.name: invalid UTF-8 at byte 1", function() s.next = { name = "\255" } end)
+      assert.is_nil(s.next)
+      fails("t.Shape.name: invalid UTF-8 at byte 1", function() s.kids[1].name = "\255" end) -- the view's own field
+      local t = Texts { m = { k = "v" }, rs = { "x" } }
+      fails('t.Texts.m["k"]: invalid UTF-8 at byte 1', function() t.m.k = "\255" end)
+      fails('t.Texts.m["\\255"]: key: invalid UTF-8 at byte 1', function() t.m["\255"] = "v" end)
+      fails('t.Texts.m["n"]: invalid UTF-8 at byte 2', function() t.m = { n = "n\255" } end)
+      assert.are.equal("v", t.m.k)
+      fails("t.Texts.rs[1]: invalid UTF-8 at byte 1", function() t.rs = { "\255" } end)
+      assert.are.equal("x", t.rs[1])
+      assert.are.equal(pc.encode(Texts { m = { k = "v" }, rs = { "x" } }), pc.encode(t))
+      local p = P2 { req = 1 }
+      p.s = "\255\254" -- proto2: any bytes
+      assert.are.equal("\255\254", p.s)
+    end)
+  end)
+
   describe("extensions", function()
     it("are reached by full name", function()
       local m = P2()

@@ -301,10 +301,19 @@ describe("pc.encode(T, table)", function()
       strip_position(same_error(All, setmetatable({}, { __index = { i32 = "1" } }))))
   end)
 
-  it("raises pc.encode's error for a proto3 string that is not UTF-8", function()
-    local ok, err = pcall(pc.encode, All, { s = "\255" })
-    assert.is_false(ok)
-    assert.matches("te.All.s: invalid UTF%-8 in a string field", err)
+  it("raises T{...}'s error for a proto3 string that is not UTF-8, naming its place and first bad byte", function()
+    local function raises(text, t) assert.are.equal(text, strip_position(same_error(All, t))) end
+    raises("te.All.s: invalid UTF-8 at byte 1", { s = "\255" })
+    raises("te.All.os: invalid UTF-8 at byte 3", { os = "ab\192\128" })
+    raises("te.All.rs[2]: invalid UTF-8 at byte 2", { rs = { "ok", "a\237\160\128" } })
+    raises('te.All.ms["k"]: invalid UTF-8 at byte 1', { ms = { k = "\128" } })
+    raises('te.All.ms["\\226\\130"]: key: invalid UTF-8 at byte 1', { ms = { ["\226\130"] = "v" } })
+    raises("te.All.sub.child.name: invalid UTF-8 at byte 4", { sub = { child = { name = "abc\255" } } })
+    raises("te.All.rsub[2].name: invalid UTF-8 at byte 1", { rsub = { {}, { name = "\255" } } })
+    raises("te.All.mi[7].name: invalid UTF-8 at byte 1", { mi = { [7] = { name = "\255" } } })
+    -- UTF-8 of every length is taken, bytes fields take any bytes
+    same_bytes(All, { s = "caf\195\169", rs = { "\240\159\152\128" }, ms = { ["\226\130\172"] = "\195\169" },
+                      sub = { name = "\226\130\172" }, by = "\255" })
   end)
 
   it("refuses a non-table after a Type", function()

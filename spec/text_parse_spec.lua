@@ -268,6 +268,17 @@ describe("pc.from_text as protoc --encode", function()
     assert.is_nil(pc.from_text(TqR, 's: "a" rc [1]'))
   end)
 
+  it("refuses escapes that make a proto3 string that is not UTF-8, as python's text_format does", function()
+    -- (protoc --encode takes them and writes them, logging an error, and the C++ decode then
+    -- refuses its own bytes; a bytes field or a proto2 string takes any bytes, as pc.decode does)
+    assert.are.same({ nil, "1:4: string is not valid UTF-8" }, { pc.from_text(TqR, 's: "\\xff"') })
+    assert.are.same({ nil, "1:4: string is not valid UTF-8" }, { pc.from_text(TqR, 's: "ab" "\\303"') })
+    local q = pc.pool()
+    local P2 = q:message("tq2.P", { { "s", "string", 1 }, { "b", "bytes", 2 } }, { syntax = "proto2" })
+    assert.are.equal("\255", pc.from_text(P2, 's: "\\xff"').s)
+    assert.are.equal("\255", pc.from_text(P2, 'b: "\\377"').b)
+  end)
+
   it("takes an extension name of any length in [...] (it stopped at 511 bytes)", function()
     local q = pc.pool()
     local name = ("e"):rep(700)

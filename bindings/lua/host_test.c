@@ -1030,6 +1030,54 @@ static void containers(void) {
   protocall_pool_free(pool);
 }
 
+/* A proto3 string that is not UTF-8, stored from C (protocall_set_string
+ * does not check): encoding refuses it, naming the element or map entry
+ * and the first bad byte, from C and from Lua; so does pc.to_json. */
+static void bad_utf8(void) {
+  pc_Pool *pool = demo_pool();
+  const pc_MessageDef *R = protocall_pool_type(pool, "demo.Route");
+  pc_Arena *a = protocall_arena_new();
+  char err[256];
+  size_t len;
+  pc_Message *m = protocall_message_new(R, a);
+  CHECK(protocall_set_string(m, R, "tags", "ok", 2, a) == PROTOCALL_OK);
+  CHECK(protocall_set_string(m, R, "tags", "ab\xff", 3, a) == PROTOCALL_OK);
+  CHECK(protocall_encode(m, R, 0, a, &len, err, sizeof err) == NULL);
+  CHECK(strcmp(err, "demo.Route.tags[2]: invalid UTF-8 at byte 3") == 0);
+  protocall_Value k, v;
+  memset(&k, 0, sizeof k);
+  memset(&v, 0, sizeof v);
+  k.data = "k\xc0";
+  k.len = 2;
+  v.data = "v";
+  v.len = 1;
+  pc_Message *bad_key = protocall_message_new(R, a);
+  CHECK(protocall_map_set(bad_key, R, "labels", &k, &v, a) == PROTOCALL_OK);
+  CHECK(protocall_encode(bad_key, R, 0, a, &len, err, sizeof err) == NULL);
+  CHECK(strcmp(err, "demo.Route.labels[\"k\\192\"]: key: invalid UTF-8 at byte 2") == 0);
+  k.data = "zone";
+  k.len = 4;
+  v.data = "\xe2\x82";
+  v.len = 2;
+  pc_Message *bad_value = protocall_message_new(R, a);
+  CHECK(protocall_map_set(bad_value, R, "labels", &k, &v, a) == PROTOCALL_OK);
+  CHECK(protocall_encode(bad_value, R, 0, a, &len, err, sizeof err) == NULL);
+  CHECK(strcmp(err, "demo.Route.labels[\"zone\"]: invalid UTF-8 at byte 1") == 0);
+  lua_State *L = new_state(pool);
+  protocall_pushmessage(L, R, m);
+  lua_setglobal(L, "m");
+  protocall_pushmessage(L, R, bad_key);
+  lua_setglobal(L, "bad_key");
+  CHECK(run(L,
+            "local ok, err = pcall(pc.encode, m)\n"
+            "assert(err:find('demo.Route.tags[2]: invalid UTF-8 at byte 3', 1, true), err)\n"
+            "ok, err = pcall(pc.to_json, bad_key)\n"
+            "assert(err:find('$.labels[\"k\\\\xc0\"]: string is not valid UTF-8', 1, true), err)"));
+  lua_close(L);
+  protocall_arena_free(a);
+  protocall_pool_free(pool);
+}
+
 /* protocall_pushpool / protocall_pushmessage in a state where the module
  * was never opened: a Lua error, not a crash. */
 static int push_pool_early(lua_State *L) {
@@ -1260,6 +1308,7 @@ int main(void) {
   pools();
   messages();
   containers();
+  bad_utf8();
   unknown_pool();
   shared_pool();
   transport_and_time();

@@ -4,9 +4,11 @@
  * lpc_to_message, and the error helpers the message files share. The object
  * model is described in lpc_message.h. */
 #include "lpc_message.h"
+#include "wire/wire.h"
 
 #include <lauxlib.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,10 +90,18 @@ const char *lpc_push_shown(lua_State *L, int idx) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   for (size_t i = 0; i < len; i++) {
-    if (s[i] == '\0')
-      luaL_addstring(&b, "\\0");
-    else
-      luaL_addchar(&b, s[i]);
+    size_t utf8 = i + pc_Wire_InvalidUtf8At((const uint8_t *)s + i, len - i);
+    for (; i < utf8; i++) {
+      if (s[i] == '\0')
+        luaL_addstring(&b, "\\0");
+      else
+        luaL_addchar(&b, s[i]);
+    }
+    if (i < len) { /* a byte that begins no UTF-8 character */
+      char esc[8];
+      snprintf(esc, sizeof esc, "\\%u", (unsigned)(unsigned char)s[i]);
+      luaL_addstring(&b, esc);
+    }
   }
   luaL_pushresult(&b);
   return lua_tostring(L, -1);

@@ -86,11 +86,12 @@ static const char *field_name(lua_State *L, const lpc_Build *visited, const pc_F
 
 /* lpc_check_scalar of the value at 'v' for field 'f' of the message
  * 'visited' is converting, an error naming the field's path; the path is
- * made only for a value lpc_is_plain_scalar does not take as it is. */
+ * made only for a value lpc_is_plain_scalar does not take as it is (which
+ * has checked a string's UTF-8 then). */
 static pc_Value check_field_scalar(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f,
                                    int v) {
-  if (visited->path == NULL || lpc_is_plain_scalar(L, f, v))
-    return lpc_check_scalar(L, f, f->full_name, v);
+  if (visited->path == NULL) return lpc_check_scalar(L, f, f->full_name, v);
+  if (lpc_is_plain_scalar(L, f, v)) return lpc_check_scalar_lax(L, f, f->full_name, v);
   v = lua_absindex(L, v);
   pc_Value x = lpc_check_scalar(L, f, push_field_name(L, visited->path, f), v);
   lua_pop(L, 1); /* (a string value points into the one at 'v') */
@@ -263,7 +264,7 @@ static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Int
     return v;
   }
   lua_geti(L, src, i);
-  v = lpc_check_scalar(L, f, f->full_name, -1);
+  v = lpc_check_scalar_lax(L, f, f->full_name, -1); /* checked by pass 1 */
   if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
       !pc_StringView_Copy(&v.s, v.s.data, v.s.size, arena))
     lpc_nomem(L);
@@ -523,8 +524,8 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   if (map == NULL) lpc_nomem(L);
   pc_Map_Clear(map);
   lua_pushnil(L);
-  while (lua_next(L, src)) {
-    pc_Value k = lpc_check_scalar(L, kf, f->full_name, -2), v;
+  while (lua_next(L, src)) { /* (keys and values checked by pass 1) */
+    pc_Value k = lpc_check_scalar_lax(L, kf, f->full_name, -2), v;
     if (ks == kPc_Slot_String && !keep_key &&
         !pc_StringView_Copy(&k.s, k.s.data, k.s.size, h->arena))
       lpc_nomem(L);
@@ -535,7 +536,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
       v.m = lpc_to_message(L, -1, NULL);
       lua_pop(L, 1);
     } else {
-      v = lpc_check_scalar(L, vf, f->full_name, -1);
+      v = lpc_check_scalar_lax(L, vf, f->full_name, -1);
       if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) && !keep_value &&
           !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))
         lpc_nomem(L);
@@ -888,7 +889,7 @@ int lpc_repeated_newindex(lua_State *L) {
   if (f->message != NULL)
     v.m = elem_object(L, f, 3, c->msg, &visited, &at); /* at 4 */
   else
-    v = lpc_check_scalar(L, f, f->full_name, 3);
+    v = lpc_check_scalar_lax(L, f, f->full_name, 3); /* checked by check_elem */
   lua_getiuservalue(L, 1, 1);
   int a = lpc_push_anchor(L, -1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
@@ -918,7 +919,7 @@ int lpc_map_newindex(lua_State *L) {
   check_entry(L, &visited, f, 2, lua_isnil(L, 3) || vf->message != NULL ? NULL : vf, 3);
   if (vf->message != NULL && !lua_isnil(L, 3) && !is_message_value(L, vf->message, 3))
     lpc_message_type_error(L, push_entry_name(L, &visited, f, 2), vf->message, 3);
-  pc_Value k = lpc_check_scalar(L, kf, f->full_name, 2);
+  pc_Value k = lpc_check_scalar_lax(L, kf, f->full_name, 2); /* checked by check_entry */
   int keep_key = kept_string(f, kf), keep_value = kept_string(f, vf);
   if (lua_isnil(L, 3)) {
     pc_Map_Delete(pc_Message_Get(c->msg, f).map, ks, k);
@@ -931,7 +932,7 @@ int lpc_map_newindex(lua_State *L) {
   if (vf->message != NULL)
     v.m = elem_object(L, vf, 3, c->msg, &visited, &at); /* at 4 */
   else
-    v = lpc_check_scalar(L, vf, f->full_name, 3);
+    v = lpc_check_scalar_lax(L, vf, f->full_name, 3);
   lua_getiuservalue(L, 1, 1);
   int a = lpc_push_anchor(L, -1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);

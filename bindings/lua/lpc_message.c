@@ -716,7 +716,7 @@ int lpc_map_index(lua_State *L) {
   lpc_Container *c = lua_touserdata(L, 1);
   if (c == NULL) lpc_arg_type_error(L, 1, "__index", LPC_MAP_MT);
   const pc_FieldDef *kf = pc_FieldDef_MapKey(c->f), *vf = pc_FieldDef_MapValue(c->f);
-  pc_Value k = lpc_check_scalar(L, kf, c->f->full_name, 2);
+  pc_Value k = lpc_check_scalar_lax(L, kf, c->f->full_name, 2); /* not UTF-8: not found */
   const pc_Value *v = pc_Map_Find(container_value(c).map, pc_FieldDef_ElemSlot(kf), k);
   if (v == NULL) return 0;
   lpc_push_elem(L, 1, vf, *v, 2);
@@ -754,7 +754,7 @@ static int lpc_map_next(lua_State *L) {
   for (;;) {
     if (lua_rawgeti(L, lua_upvalueindex(1), ++i) == LUA_TNIL) return 0;
     const pc_Value *v =
-        pc_Map_Find(container_value(c).map, ks, lpc_check_scalar(L, kf, c->f->full_name, 2));
+        pc_Map_Find(container_value(c).map, ks, lpc_check_scalar_lax(L, kf, c->f->full_name, 2));
     if (v != NULL) {
       lua_pushinteger(L, i);
       lua_replace(L, lua_upvalueindex(2));

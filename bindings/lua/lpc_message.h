@@ -122,6 +122,7 @@ typedef struct {
   uint8_t read;    /* kLpc_Read_*: a plain or string slot read directly, or kLpc_Read_Other */
   uint8_t write;   /* kLpc_Write_* */
   uint8_t uv;      /* lpc_view_uv of the field (< LPC_VIEW_MAX_UV) */
+  uint8_t utf8;    /* a proto3 string field: its values must be UTF-8 */
 } lpc_LookupEntry;
 
 struct lpc_Lookup {
@@ -275,8 +276,9 @@ void lpc_push_arena_gc(lua_State *L);
 void lpc_push_pool_gc(lua_State *L, int arena_gc_idx);
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
 _Noreturn void lpc_nomem(lua_State *L); /* lpc_msg_error "not enough memory" */
-/* Pushes the string at 'idx' with each NUL byte written \0, for an error
- * message's %s, and returns it. */
+/* Pushes the string at 'idx' with each NUL byte written \0 and each byte
+ * that begins no UTF-8 character as \ddd (its value, "\255"), for an
+ * error message's %s, and returns it. */
 const char *lpc_push_shown(lua_State *L, int idx);
 /* As lpc_pace_arena, for the box at hand. */
 void lpc_pace(lua_State *L, lpc_ArenaBox *h);
@@ -307,11 +309,25 @@ _Noreturn void lpc_message_type_error(lua_State *L, const char *name, const pc_M
 /* The integer at 'idx' (a number with an integer value; LuaJIT: an int64
  * cdata too) or an error naming 'name'. */
 lua_Integer lpc_check_integer(lua_State *L, const char *name, int idx);
+/* The scalar (or string, as a view into the Lua string) at 'idx' for a
+ * field of f's type, as it is stored; raises naming 'name' ("demo.M.x:
+ * integer expected, got string"; a proto3 string that is not UTF-8:
+ * lpc_utf8_error). */
 pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx);
+/* lpc_check_scalar without the UTF-8 check of a proto3 string: for a value
+ * checked before (the second pass over a list or map the first pass
+ * checked) and for a map key that is only looked up (one that is not UTF-8
+ * finds no entry). */
+pc_Value lpc_check_scalar_lax(lua_State *L, const pc_FieldDef *f, const char *name, int idx);
+/* Raises "<name>: invalid UTF-8 at byte <n>" for the 'len' bytes at 's',
+ * the first byte that begins no well-formed character counted from 1 (as
+ * string.byte counts). */
+_Noreturn void lpc_utf8_error(lua_State *L, const char *name, const char *s, size_t len);
 /* Whether lpc_check_scalar takes the value at 'idx' for 'f' as it is (a
- * string, a boolean, a number, an integer in range, a known enum name or
- * number); 0 does not mean it raises. Callers whose error names more than
- * the field (an element, a map entry) make that name only when it says 0. */
+ * string, UTF-8 for a proto3 string field, a boolean, a number, an
+ * integer in range, a known enum name or number); 0 does not mean it
+ * raises. Callers whose error names more than the field (an element, a map
+ * entry) make that name only when it says 0. */
 int lpc_is_plain_scalar(lua_State *L, const pc_FieldDef *f, int idx);
 /* A decimal integer string ("-9223372036854775808", "18446744073709551615")
  * as a 64-bit field's value, as LuaJIT's lpc_check_scalar takes it: 1 with

@@ -5,6 +5,7 @@
  * lpc_open_message, which registers the metatables of arenas and
  * containers. */
 #include "lpc_message.h"
+#include "wire/decode.h"
 
 #include <lauxlib.h>
 #include <math.h>
@@ -523,6 +524,7 @@ static void make_lookup(lua_State *L, const pc_MessageDef *def) {
       lk->e[j].read = read_kind(&def->fields[i]);
       lk->e[j].write = write_kind(&def->fields[i]);
       lk->e[j].uv = (uint8_t)lpc_view_uv(&def->fields[i]);
+      lk->e[j].utf8 = (uint8_t)pc_Decode_ChecksUtf8(&def->fields[i]);
       lk->fields[j] = &def->fields[i];
     }
     lua_pop(L, 1);

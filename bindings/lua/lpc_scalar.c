@@ -3,6 +3,8 @@
  * range, enum names and closed enums) with the error texts the message
  * files share ("demo.M.x: integer expected, got string"). */
 #include "lpc_message.h"
+#include "wire/decode.h"
+#include "wire/wire.h"
 
 #include <inttypes.h>
 #include <lauxlib.h>
@@ -179,9 +181,14 @@ static uint64_t check_decimal(lua_State *L, const pc_FieldDef *f, const char *na
   return 0;
 }
 
-/* The scalar (or string, as a view into the Lua string) at 'idx' for a
- * field of f's type; raises naming 'name'. */
-pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
+_Noreturn void lpc_utf8_error(lua_State *L, const char *name, const char *s, size_t len) {
+  size_t at = pc_Wire_InvalidUtf8At((const uint8_t *)s, len);
+  lpc_msg_error(L, "%s: invalid UTF-8 at byte %I", name, (lua_Integer)at + 1);
+}
+
+/* lpc_check_scalar; 'utf8': whether a proto3 string's bytes are checked. */
+static pc_Value check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx,
+                             int utf8) {
   pc_Value v;
   memset(&v, 0, sizeof(v));
   switch (f->type) {
@@ -240,6 +247,8 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
   case kPc_Type_Bytes:
     if (lua_type(L, idx) != LUA_TSTRING) lpc_field_type_error(L, name, "string", idx);
     v.s.data = lua_tolstring(L, idx, &v.s.size);
+    if (utf8 && pc_Decode_ChecksUtf8(f) && !pc_Wire_ValidUtf8((const uint8_t *)v.s.data, v.s.size))
+      lpc_utf8_error(L, name, v.s.data, v.s.size);
     break;
   case kPc_Type_Enum: v.i32 = check_enum(L, f, name, idx); break;
   default: lpc_field_type_error(L, name, "scalar", idx);
@@ -247,15 +256,31 @@ pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, 
   return v;
 }
 
+pc_Value lpc_check_scalar(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
+  return check_scalar(L, f, name, idx, 1);
+}
+
+pc_Value lpc_check_scalar_lax(lua_State *L, const pc_FieldDef *f, const char *name, int idx) {
+  return check_scalar(L, f, name, idx, 0);
+}
+
 /* Whether lpc_check_scalar takes the value at 'idx' for 'f' as it is: the
- * common values (a string, a boolean, a number, an integer in range, a
- * known enum name or number). 0 does not mean it raises: a caller that
- * names the value in its error (an element, a map entry) makes that name
- * only then and lets lpc_check_scalar decide. */
+ * common values (a string, UTF-8 for a proto3 string field, a boolean, a
+ * number, an integer in range, a known enum name or number). 0 does not
+ * mean it raises: a caller that names the value in its error (an element,
+ * a map entry) makes that name only then and lets lpc_check_scalar
+ * decide. */
 int lpc_is_plain_scalar(lua_State *L, const pc_FieldDef *f, int idx) {
   int t = lua_type(L, idx);
   switch (f->type) {
   case kPc_Type_String:
+    if (t != LUA_TSTRING) return 0;
+    if (pc_Decode_ChecksUtf8(f)) {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      return pc_Wire_ValidUtf8((const uint8_t *)s, len);
+    }
+    return 1;
   case kPc_Type_Bytes: return t == LUA_TSTRING;
   case kPc_Type_Bool: return t == LUA_TBOOLEAN;
   case kPc_Type_Double:

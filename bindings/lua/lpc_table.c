@@ -23,6 +23,7 @@
  * and encodes that, which raises the very error T{...} and pc.encode
  * raise, or encodes what this path declined. */
 #include "lpc_message.h"
+#include "wire/decode.h"
 #include "wire/wire.h"
 
 #include <lauxlib.h>
@@ -314,9 +315,7 @@ LPC_INLINE int put_string(Enc *e, const pc_FieldDef *f, int idx, int always) {
   size_t len;
   const char *p = lua_tolstring(L, idx, &len);
   if (len == 0 && !always && !explicit_presence(f)) return 1;
-  if (f->type == kPc_Type_String && f->file != NULL && f->file->syntax == kPc_Syntax_Proto3 &&
-      !pc_Wire_ValidUtf8((const uint8_t *)p, len))
-    return 0;
+  if (pc_Decode_ChecksUtf8(f) && !pc_Wire_ValidUtf8((const uint8_t *)p, len)) return 0;
   if (len > SIZE_MAX - (size_t)2 * PC_WIRE_MAX_VARINT) lpc_nomem(L);
   uint8_t *q = reserve(e, len + (size_t)2 * PC_WIRE_MAX_VARINT);
   q = put_varint_at(q, tag_of(f, kPc_Wire_Len));
@@ -701,8 +700,9 @@ int lpc_encode_table(lua_State *L, int type, int t) {
  * one pass over each table and no Lua object but the root's view. As the
  * encoder above, it declines (returns 0, leaving the stack as it was) on
  * anything T{...} must check or refuse itself: a key that is no field, a
- * value of the wrong type or out of range, a message object inside the
- * table, a list with holes or keys out of order, 64-bit values other than
+ * value of the wrong type or out of range, a proto3 string that is not
+ * UTF-8, a message object inside the table, a list with holes or keys out
+ * of order, 64-bit values other than
  * numbers under LuaJIT, nesting past LPC_TABLE_MAX_DEPTH (a table holding
  * itself), a proxy (no entries of its own, a metatable); the caller then builds T{...} the general
  * way, raising its error. */
@@ -725,6 +725,7 @@ LPC_INLINE int build_scalar(Build *b, const pc_FieldDef *f, int idx, pc_Value *o
     if (t != LUA_TSTRING) return 0;
     size_t len;
     const char *p = lua_tolstring(L, idx, &len);
+    if (pc_Decode_ChecksUtf8(f) && !pc_Wire_ValidUtf8((const uint8_t *)p, len)) return 0;
     if (!pc_StringView_Copy(&out->s, p, len, b->a)) lpc_nomem(L);
     return 1;
   }
@@ -902,12 +903,14 @@ static int build_map(Build *b, const pc_FieldDef *f, int idx, pc_Message *msg) {
 }
 
 /* The string at 'v' copied into the arena and stored at 'slot' (a string
- * or bytes slot without presence): 1, or 0 when the value is no string. */
-LPC_INLINE int store_string(Build *b, char *slot, int v) {
+ * or bytes slot without presence; 'utf8': a proto3 string's): 1, or 0
+ * when the value is no string, or not UTF-8 where it must be. */
+LPC_INLINE int store_string(Build *b, char *slot, int v, int utf8) {
   lua_State *L = b->e.L;
   if (lua_type(L, v) != LUA_TSTRING) return 0;
   pc_StringView sv;
   sv.data = lua_tolstring(L, v, &sv.size);
+  if (utf8 && !pc_Wire_ValidUtf8((const uint8_t *)sv.data, sv.size)) return 0;
   if (sv.size > 0) {
     char *p = pc_Arena_Malloc(b->a, sv.size);
     if (p == NULL) /* (an else: cppcheck does not take lpc_nomem for _Noreturn here) */
@@ -951,9 +954,9 @@ static int build_message(Build *b, const TypeInfo *ti, int t, pc_Message *msg) {
   while (lua_next(L, t)) {
     empty = 0;
     const lpc_LookupEntry *le = lpc_probe(lk, lua_topointer(L, k));
-    if (le != NULL &&
-        (lpc_store_plain(L, msg, le, v) ||
-         (le->read == kLpc_Read_String && store_string(b, (char *)msg + le->offset, v)))) {
+    if (le != NULL && (lpc_store_plain(L, msg, le, v) ||
+                       (le->read == kLpc_Read_String &&
+                        store_string(b, (char *)msg + le->offset, v, le->utf8)))) {
       lua_settop(L, k);
       continue;
     }

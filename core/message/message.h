@@ -192,6 +192,16 @@ int pc_Map_Delete(pc_Map *map, pc_SlotKind kslot, pc_Value key);
  * of deterministic serialization (wire/encode.h) and of JSON output. */
 void pc_Map_SortEntries(const pc_Map *map, pc_FieldType ktype, const pc_MapEntry **out);
 
+/* Room pc_Map_ShowKey needs. */
+#define PC_MAP_KEY_SHOWN 80
+
+/* Map key 'k' of key field 'kf' as error paths show it, into 'buf'
+ * (PC_MAP_KEY_SHOWN bytes): ["text"] for a string or bytes key, as a Lua
+ * literal shows it ('"' and '\' escaped, control bytes, NUL and bytes that
+ * are not UTF-8 as \ddd; cut with "..." once it takes 64 bytes), [n] for a
+ * number, [true] or [false]. Returns 'buf'. */
+const char *pc_Map_ShowKey(char *buf, const pc_FieldDef *kf, pc_Value k);
+
 /* -- Unknown fields and extensions --------------------------------------- */
 
 /* Appends raw wire bytes (whole fields) to the unknown bytes; 0 on

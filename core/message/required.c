@@ -111,30 +111,33 @@ static void note_missing(Walk *w, const pc_FieldDef *f) {
   w->listed++;
 }
 
-/* A string or bytes map key as a Lua literal shows it: ["text"], '"' and
- * '\' escaped, control bytes and NUL as \ddd (three digits before a
- * digit); cut with "..." once it takes 64 bytes, never within an escape or
- * a UTF-8 sequence. */
-static size_t push_string_key(Walk *w, const char *s, size_t n) {
+/* A string key's quoted text is cut (pc_Error_Quote: never within an
+ * escape or a UTF-8 sequence) once it takes 64 bytes. */
+const char *pc_Map_ShowKey(char *buf, const pc_FieldDef *kf, pc_Value k) {
   char key[68];
-  return path_push(w, "[\"%s\"]", pc_Error_Quote(key, sizeof key, s, n, kPc_Quote_Lua));
-}
-
-/* A map key as the path shows it: ["text"] for strings, [n] for numbers. */
-static size_t push_key(Walk *w, const pc_FieldDef *kf, pc_Value k) {
   switch (kf->type) {
   case kPc_Type_String:
-  case kPc_Type_Bytes: return push_string_key(w, k.s.data, k.s.size);
-  case kPc_Type_Bool: return path_push(w, "[%s]", k.b ? "true" : "false");
+  case kPc_Type_Bytes:
+    snprintf(buf, PC_MAP_KEY_SHOWN, "[\"%s\"]",
+             pc_Error_Quote(key, sizeof key, k.s.data, k.s.size, kPc_Quote_Lua));
+    break;
+  case kPc_Type_Bool: snprintf(buf, PC_MAP_KEY_SHOWN, "[%s]", k.b ? "true" : "false"); break;
   case kPc_Type_Uint32:
-  case kPc_Type_Fixed32: return path_push(w, "[%" PRIu32 "]", k.u32);
+  case kPc_Type_Fixed32: snprintf(buf, PC_MAP_KEY_SHOWN, "[%" PRIu32 "]", k.u32); break;
   case kPc_Type_Uint64:
-  case kPc_Type_Fixed64: return path_push(w, "[%" PRIu64 "]", k.u64);
+  case kPc_Type_Fixed64: snprintf(buf, PC_MAP_KEY_SHOWN, "[%" PRIu64 "]", k.u64); break;
   case kPc_Type_Int64:
   case kPc_Type_Sint64:
-  case kPc_Type_Sfixed64: return path_push(w, "[%" PRId64 "]", k.i64);
-  default: return path_push(w, "[%" PRId32 "]", k.i32);
+  case kPc_Type_Sfixed64: snprintf(buf, PC_MAP_KEY_SHOWN, "[%" PRId64 "]", k.i64); break;
+  default: snprintf(buf, PC_MAP_KEY_SHOWN, "[%" PRId32 "]", k.i32); break;
   }
+  return buf;
+}
+
+/* A map key as the path shows it (pc_Map_ShowKey). */
+static size_t push_key(Walk *w, const pc_FieldDef *kf, pc_Value k) {
+  char shown[PC_MAP_KEY_SHOWN];
+  return path_push(w, "%s", pc_Map_ShowKey(shown, kf, k));
 }
 
 static void walk(Walk *w, const pc_Message *msg, const pc_MessageDef *m, int depth);

@@ -39,6 +39,14 @@ static char *nested(char *buf, size_t cap, int levels, size_t *size) {
   return p;
 }
 
+/* An allocator that has no memory to give. */
+static void *no_memory(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  (void)osize;
+  if (nsize == 0) free(ptr);
+  return NULL;
+}
+
 static void *run(void *arg) {
   (void)arg;
   pc_Pool *pool = pc_Pool_New(NULL, NULL);
@@ -99,6 +107,17 @@ static void *run(void *arg) {
   CHECK(pc_Encode(top, rec, NULL, &w, &err) == kPc_EncodeStatus_TooDeep);
   CHECK(strcmp(err.msg, "t.Rec: nesting too deep") == 0);
   CHECK(pc_Message_Contains(top, rec, inner) == 2);
+  pc_WireWriter_Free(&w);
+
+  /* A failure that many levels down names its place, the outer steps left
+   * out ("..."), the innermost and the reason kept. */
+  pc_WireWriter_Init(&w, no_memory, NULL);
+  pc_Error_Init(&err);
+  CHECK(pc_Encode(m, rec, NULL, &w, &err) == kPc_EncodeStatus_OutOfMemory);
+  const char *end = ".child.child.v: out of memory"; /* the innermost level sets v */
+  size_t n = strlen(err.msg);
+  CHECK(strncmp(err.msg, "t.Rec....child.child", 20) == 0 && n > strlen(end) &&
+        strcmp(err.msg + n - strlen(end), end) == 0);
   pc_WireWriter_Free(&w);
 
   pc_Arena_Free(a);

@@ -1,5 +1,7 @@
 #include "wire/encode.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +23,15 @@ typedef struct {
   uint32_t required; /* non-zero once a type with required fields was written
                         (the root's, then each sub-message's) */
   pc_EncodeStatus status;
-  const char *where; /* full name of the field being written at the error */
+  /* Where the failure is, from the root: built as the failure returns
+   * through the fields, elements and entries that hold it, innermost
+   * first, back to front: the text from path + at to the NUL ending
+   * 'path'. 'cut' once a piece did not fit (the outer ones are left out;
+   * half of PC_ERROR_MAX leaves the root's name and the reason room). */
+  char path[PC_ERROR_MAX / 2];
+  size_t at;
+  int cut;
+  size_t bad_byte; /* kPc_EncodeStatus_BadUtf8: the offset of the string's first bad byte */
   /* pc_Encode's arguments, for finish() */
   const pc_Message *root;
   const pc_MessageDef *root_def;
@@ -29,12 +39,49 @@ typedef struct {
   pc_Error *err;
 } Enc;
 
-static int enc_fail(Enc *e, pc_EncodeStatus st, const pc_FieldDef *f) {
+static int enc_fail(Enc *e, pc_EncodeStatus st) {
   if (e->status == kPc_EncodeStatus_Ok) {
     e->status = st;
-    e->where = f != NULL ? f->full_name : NULL;
+    e->at = sizeof e->path - 1;
+    e->path[e->at] = '\0';
+    e->cut = 0;
   }
   return 0;
+}
+
+/* Puts a piece of the failure's place ("[2]", ".name") before what the
+ * path holds; returns 0 (the failure goes on out). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int
+fail_in(Enc *e, const char *fmt, ...) {
+  char piece[PC_ERROR_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = e->cut ? -1 : vsnprintf(piece, sizeof piece, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n > e->at) {
+    e->cut = 1;
+    return 0;
+  }
+  e->at -= (size_t)n;
+  memcpy(e->path + e->at, piece, (size_t)n);
+  return 0;
+}
+
+/* fail_in for the map entry of key 'k' (key field 'kf'): "[\"k\"]", and
+ * ": key" after it when the key itself failed ('in_key'). */
+static int fail_in_entry(Enc *e, const pc_FieldDef *kf, pc_Value k, int in_key) {
+  char shown[PC_MAP_KEY_SHOWN];
+  if (in_key) fail_in(e, ": key");
+  return fail_in(e, "%s", pc_Map_ShowKey(shown, kf, k));
+}
+
+/* fail_in for the field 'f' of a message: ".name", ".(pkg.ext)" for an
+ * extension (as pc_Message_CheckRequired names them). */
+static int fail_in_field(Enc *e, const pc_FieldDef *f) {
+  return f->is_extension ? fail_in(e, ".(%s)", f->full_name) : fail_in(e, ".%s", f->name);
 }
 
 static int is_fixed32(pc_FieldType t) {
@@ -141,11 +188,13 @@ static int checks_utf8(const pc_FieldDef *f) {
  * reservation; 'utf8': checks_utf8(f). */
 static int put_string(Enc *e, const pc_FieldDef *f, const pc_StringView *s, int utf8) {
   pc_WireWriter *w = e->w;
-  if (utf8 && !pc_Wire_ValidUtf8((const uint8_t *)s->data, s->size))
-    return enc_fail(e, kPc_EncodeStatus_BadUtf8, f);
+  if (utf8 && !pc_Wire_ValidUtf8((const uint8_t *)s->data, s->size)) {
+    e->bad_byte = pc_Wire_InvalidUtf8At((const uint8_t *)s->data, s->size);
+    return enc_fail(e, kPc_EncodeStatus_BadUtf8);
+  }
   if (s->size > SIZE_MAX - (size_t)2 * PC_WIRE_MAX_VARINT ||
       !pc_WireWriter_Reserve(w, s->size + (size_t)2 * PC_WIRE_MAX_VARINT))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
   uint8_t *p = w->ptr - s->size;
   if (s->size > 0) memcpy(p, s->data, s->size);
   p = varint_down(p, s->size);
@@ -159,10 +208,10 @@ static int put_sub(Enc *e, const pc_FieldDef *f, const pc_Message *sub) {
   pc_WireWriter *w = e->w;
   size_t before = pc_WireWriter_Size(w);
   e->required |= f->message->required_count;
-  if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
+  if (sub != NULL && !encode_message(e, sub, f->message)) return 0;
   size_t len = pc_WireWriter_Size(w) - before;
   if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
   w->ptr = varint_down(varint_down(w->ptr, len), (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
   return 1;
 }
@@ -179,20 +228,20 @@ static int put_element(Enc *e, const pc_FieldDef *f, const void *src) {
   case kPc_Type_Group: {
     const pc_Message *sub = *(pc_Message *const *)src;
     if (!pc_WireWriter_PutTag(w, num, kPc_Wire_EndGroup))
-      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
     e->required |= f->message->required_count;
-    if (sub != NULL && !encode_message(e, sub, f->message)) return enc_fail(e, e->status, f);
+    if (sub != NULL && !encode_message(e, sub, f->message)) return 0;
     break;
   }
   default: /* value and tag in one reservation */
     if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
-      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
     w->ptr = varint_down(number_down(w->ptr, f->type, src),
                          (uint64_t)num << 3 | (uint32_t)wire_type(f->type));
     return 1;
   }
   if (!pc_WireWriter_PutTag(w, num, wire_type(f->type)))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
   return 1;
 }
 
@@ -271,14 +320,14 @@ static int put_packed(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
   if (arr->size > 1024) {
     size_t before = pc_WireWriter_Size(w);
     for (size_t i = arr->size; i-- > 0;)
-      if (!put_number(w, t, data + i * elem)) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+      if (!put_number(w, t, data + i * elem)) return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
     if (!pc_WireWriter_PutVarint(w, pc_WireWriter_Size(w) - before) ||
         !pc_WireWriter_PutTag(w, (uint32_t)f->number, kPc_Wire_Len))
-      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
     return 1;
   }
   if (!pc_WireWriter_Reserve(w, (arr->size + 2) * PC_WIRE_MAX_VARINT))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
   uint8_t *end = w->ptr, *p = packed_down(end, t, data, arr->size);
   p = varint_down(p, (uint64_t)(end - p));
   w->ptr = varint_down(p, (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
@@ -294,7 +343,7 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
   if (f->type == kPc_Type_Message) {
     pc_Message *const *subs = (pc_Message *const *)(const void *)data;
     for (size_t i = arr->size; i-- > 0;)
-      if (!put_sub(e, f, subs[i])) return 0;
+      if (!put_sub(e, f, subs[i])) return fail_in(e, "[%zu]", i + 1);
     return 1;
   }
   size_t elem = pc_FieldDef_ElemSize(f);
@@ -303,12 +352,12 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
     const pc_StringView *strs = (const pc_StringView *)(const void *)data;
     int utf8 = checks_utf8(f);
     for (size_t i = arr->size; i-- > 0;)
-      if (!put_string(e, f, &strs[i], utf8)) return 0;
+      if (!put_string(e, f, &strs[i], utf8)) return fail_in(e, "[%zu]", i + 1);
     return 1;
   }
   if (t == kPc_Type_Group) {
     for (size_t i = arr->size; i-- > 0;)
-      if (!put_element(e, f, data + i * elem)) return 0;
+      if (!put_element(e, f, data + i * elem)) return fail_in(e, "[%zu]", i + 1);
     return 1;
   }
   /* unpacked numbers: each value and its tag in one reservation */
@@ -316,7 +365,7 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
   uint64_t tag = (uint64_t)(uint32_t)f->number << 3 | (uint32_t)wire_type(t);
   for (size_t i = arr->size; i-- > 0;) {
     if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
-      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
     w->ptr = varint_down(number_down(w->ptr, t, data + i * elem), tag);
   }
   return 1;
@@ -326,10 +375,11 @@ static int put_map_entry(Enc *e, const pc_FieldDef *f, const pc_FieldDef *kf, co
                          const pc_MapEntry *ent) {
   pc_WireWriter *w = e->w;
   size_t before = pc_WireWriter_Size(w);
-  if (!put_element(e, vf, &ent->value) || !put_element(e, kf, &ent->key)) return 0;
+  if (!put_element(e, vf, &ent->value)) return fail_in_entry(e, kf, ent->key, 0);
+  if (!put_element(e, kf, &ent->key)) return fail_in_entry(e, kf, ent->key, 1);
   size_t len = pc_WireWriter_Size(w) - before;
   if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
   w->ptr = varint_down(varint_down(w->ptr, len), (uint64_t)(uint32_t)f->number << 3 | kPc_Wire_Len);
   return 1; /* length and tag in one reservation */
 }
@@ -344,10 +394,10 @@ static int put_map(Enc *e, const pc_FieldDef *f, const pc_Map *map) {
   }
   pc_WireWriter *w = e->w;
   if (map->size > SIZE_MAX / sizeof(const pc_MapEntry *))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
   size_t bytes = map->size * sizeof(const pc_MapEntry *);
   const pc_MapEntry **items = w->alloc(w->ud, NULL, 0, bytes);
-  if (items == NULL) return enc_fail(e, kPc_EncodeStatus_OutOfMemory, f);
+  if (items == NULL) return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
   pc_Map_SortEntries(map, kf->type, items);
   int ok = 1;
   for (size_t i = map->size; ok && i-- > 0;) ok = put_map_entry(e, f, kf, vf, items[i]);
@@ -423,7 +473,7 @@ static int put_extension(Enc *e, const pc_Extension *x) {
 static int put_number_slot(Enc *e, const pc_FieldSlot *fs, uint64_t v) {
   pc_WireWriter *w = e->w;
   if (!pc_WireWriter_Reserve(w, (size_t)2 * PC_WIRE_MAX_VARINT))
-    return enc_fail(e, kPc_EncodeStatus_OutOfMemory, fs->field);
+    return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
   uint8_t *p = w->ptr;
   pc_WireType wt = kPc_Wire_Varint;
   switch ((pc_FieldType)fs->type) {
@@ -518,13 +568,13 @@ static int put_slots(Enc *e, const pc_Message *msg, const pc_FieldSlot *lo,
     if (slot_absent(msg, fs, v)) continue;
     ok = put_number_slot(e, fs, v);
   next:
-    if (!ok) return 0;
+    if (!ok) return fail_in_field(e, fs->field);
   }
   return 1;
 }
 
 static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m) {
-  if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep, NULL);
+  if (++e->depth > PC_ENCODE_MAX_DEPTH) return enc_fail(e, kPc_EncodeStatus_TooDeep);
   pc_WireWriter *w = e->w;
   const pc_FieldSlot *first = m->slots_by_number, *hi = first + m->field_count;
   /* Offset 0 holds the internal part (unknown bytes, extensions), or the
@@ -532,13 +582,14 @@ static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m)
   const pc_MessageInternal *in = load_ptr(msg);
   if (((uintptr_t)in & 1) == 0) {
     if (in->unknown_size > 0 && !pc_WireWriter_PutBytes(w, in->unknown, in->unknown_size))
-      return enc_fail(e, kPc_EncodeStatus_OutOfMemory, NULL);
+      return enc_fail(e, kPc_EncodeStatus_OutOfMemory);
     /* Fields and extensions merged, highest number first. */
     for (size_t j = in->ext_count; j > 0; j--) {
       const pc_Extension *x = &in->ext[j - 1];
       const pc_FieldSlot *lo = hi;
       while (lo > first && lo[-1].number > x->field->number) lo--;
-      if (!put_slots(e, msg, lo, hi) || !put_extension(e, x)) return 0;
+      if (!put_slots(e, msg, lo, hi)) return 0;
+      if (!put_extension(e, x)) return fail_in_field(e, x->field);
       hi = lo;
     }
   }
@@ -551,8 +602,14 @@ static int encode_message(Enc *e, const pc_Message *msg, const pc_MessageDef *m)
  * fields (then 'e->status' is Ok). */
 static pc_EncodeStatus finish(const Enc *e) {
   if (e->status != kPc_EncodeStatus_Ok) {
-    pc_Error_Set(e->err, "%s: %s", e->where != NULL ? e->where : e->root_def->full_name,
-                 pc_EncodeStatus_String(e->status));
+    /* (too deep: the root type alone, not a path of as many steps) */
+    int deep = e->status == kPc_EncodeStatus_TooDeep;
+    const char *root = e->root_def->full_name, *cut = e->cut && !deep ? "..." : "";
+    const char *at = deep ? "" : e->path + e->at;
+    if (e->status == kPc_EncodeStatus_BadUtf8)
+      pc_Error_Set(e->err, "%s%s%s: invalid UTF-8 at byte %zu", root, cut, at, e->bad_byte + 1);
+    else
+      pc_Error_Set(e->err, "%s%s%s: %s", root, cut, at, pc_EncodeStatus_String(e->status));
     return e->status;
   }
   if (!(e->opts != NULL && e->opts->partial) &&
@@ -569,7 +626,6 @@ pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,
   e.depth = -1; /* the root is level 0 */
   e.required = m->required_count;
   e.status = kPc_EncodeStatus_Ok;
-  e.where = NULL;
   e.root = msg;
   e.root_def = m;
   e.opts = opts;

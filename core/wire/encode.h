@@ -52,7 +52,13 @@ typedef struct {
  * lists every missing field ("missing required fields: r.Req.inner.id,
  * r.Req.name", as pc_Message_CheckRequired); types without required fields
  * skip the check. On failure 'w' holds part of the encoding (free it) and
- * 'err' (may be NULL) says why. */
+ * 'err' (may be NULL) says why and where, by the path from the root type as
+ * pc_Message_CheckRequired names places (".name", "[i]" 1-based, "[\"key\"]"
+ * or "[n]", ".(pkg.ext)"; ": key" when a map key is what failed; "..."
+ * for the outer steps of one too long for PC_ERROR_MAX; nesting too deep
+ * names the root type alone):
+ * "r.Req.items[2].tags[3]: invalid UTF-8 at byte 5" (the string's first
+ * bad byte, from 1), "r.Req.labels[\"\\255\"]: key: invalid UTF-8 at byte 1". */
 pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,
                           const pc_EncodeOptions *opts, pc_WireWriter *w, pc_Error *err);
 

@@ -151,9 +151,10 @@ const uint8_t *pc_Wire_SkipField(const uint8_t *p, const uint8_t *end, uint32_t 
 
 #define HIGH_BITS UINT64_C(0x8080808080808080) /* each byte's high bit */
 
-/* Whether the bytes from 's' (the start of a character) to 'end' are UTF-8,
- * a character at a time; the ASCII runs between eight bytes at a time. */
-static int valid_utf8_from(const uint8_t *s, const uint8_t *end) {
+/* The first byte from 's' (the start of a character) to 'end' that does
+ * not begin a well-formed character, or NULL when they are UTF-8; read a
+ * character at a time, the ASCII runs between eight bytes at a time. */
+static const uint8_t *bad_utf8_from(const uint8_t *s, const uint8_t *end) {
   while (s < end) {
     uint8_t c = *s;
     if (c < 0x80) {
@@ -185,22 +186,22 @@ static int valid_utf8_from(const uint8_t *s, const uint8_t *end) {
       else if (c == 0xf4)
         hi = 0x8f; /* above U+10FFFF */
     } else {
-      return 0; /* continuation byte, 0xc0/0xc1 overlong, or 0xf5.. */
+      return s; /* continuation byte, 0xc0/0xc1 overlong, or 0xf5.. */
     }
-    if ((size_t)(end - s) < n) return 0;
-    if (s[1] < lo || s[1] > hi) return 0;
+    if ((size_t)(end - s) < n) return s;
+    if (s[1] < lo || s[1] > hi) return s;
     for (size_t i = 2; i < n; i++)
-      if ((s[i] & 0xc0) != 0x80) return 0;
+      if ((s[i] & 0xc0) != 0x80) return s;
     s += n;
   }
-  return 1;
+  return NULL;
 }
 
 /* ASCII, nearly every string, is found by testing the high bits of whole
  * words (memcpy: the bytes need not be aligned): a string of 8 or more
  * bytes eight at a time, its last word the eight that end it (overlapping
  * the one before); a shorter one as two overlapping halves. From the first
- * word with a high bit set, valid_utf8_from reads the rest exactly. */
+ * word with a high bit set, bad_utf8_from reads the rest exactly. */
 int pc_Wire_ValidUtf8(const uint8_t *s, size_t len) {
   if (len < 8) {
     if (len >= 4) {
@@ -211,16 +212,21 @@ int pc_Wire_ValidUtf8(const uint8_t *s, size_t len) {
     } else if (len == 0 || !((s[0] | s[len / 2] | s[len - 1]) & 0x80)) {
       return 1; /* 's' may be NULL when 'len' is 0 (an empty string slot) */
     }
-    return valid_utf8_from(s, s + len);
+    return bad_utf8_from(s, s + len) == NULL;
   }
   const uint8_t *end = s + len, *last = end - 8;
   uint64_t w;
   for (; s < last; s += 8) {
     memcpy(&w, s, 8);
-    if (w & HIGH_BITS) return valid_utf8_from(s, end);
+    if (w & HIGH_BITS) return bad_utf8_from(s, end) == NULL;
   }
   memcpy(&w, last, 8); /* 's' is within the last eight: the bytes before are ASCII */
-  return !(w & HIGH_BITS) || valid_utf8_from(s, end);
+  return !(w & HIGH_BITS) || bad_utf8_from(s, end) == NULL;
+}
+
+size_t pc_Wire_InvalidUtf8At(const uint8_t *s, size_t len) {
+  const uint8_t *bad = len > 0 ? bad_utf8_from(s, s + len) : NULL;
+  return bad != NULL ? (size_t)(bad - s) : len;
 }
 
 void pc_WireWriter_Init(pc_WireWriter *w, pc_Alloc *alloc, void *ud) {

@@ -135,6 +135,11 @@ static inline int64_t pc_Wire_ZigZagDecode64(uint64_t n) {
 /* Whether the 'len' bytes at 's' are well-formed UTF-8 (RFC 3629: no
  * overlong forms, no surrogates U+D800..U+DFFF, nothing above U+10FFFF). */
 int pc_Wire_ValidUtf8(const uint8_t *s, size_t len);
+/* Where the 'len' bytes at 's' stop being UTF-8 as pc_Wire_ValidUtf8 reads
+ * them: the offset of the first byte that begins no well-formed character
+ * (a stray continuation byte, a sequence cut short or ill-formed), or
+ * 'len' when they are UTF-8 (for errors that say where). */
+size_t pc_Wire_InvalidUtf8At(const uint8_t *s, size_t len);
 
 /* Bytes a varint of 'v' takes (1..10). */
 static inline size_t pc_Wire_VarintSize(uint64_t v) {

@@ -203,8 +203,10 @@ static int utf8(const char *s) {
   return pc_Wire_ValidUtf8((const uint8_t *)s, strlen(s));
 }
 
-/* UTF-8 validity by the definition (RFC 3629 section 4), a byte at a time. */
-static int utf8_by_bytes(const uint8_t *s, size_t len) {
+/* Where 's' stops being UTF-8 by the definition (RFC 3629 section 4), a
+ * byte at a time: the offset of the first character that is not
+ * well-formed, or 'len'. */
+static size_t utf8_bad_by_bytes(const uint8_t *s, size_t len) {
   for (size_t i = 0; i < len;) {
     uint8_t c = s[i];
     size_t n = c < 0x80                 ? 1
@@ -212,21 +214,26 @@ static int utf8_by_bytes(const uint8_t *s, size_t len) {
                : c >= 0xe0 && c <= 0xef ? 3
                : c >= 0xf0 && c <= 0xf4 ? 4
                                         : 0;
-    if (n == 0 || len - i < n) return 0;
+    if (n == 0 || len - i < n) return i;
     uint32_t cp = n == 1 ? c : c & (0x7f >> n);
     for (size_t j = 1; j < n; j++) {
-      if ((s[i + j] & 0xc0) != 0x80) return 0;
+      if ((s[i + j] & 0xc0) != 0x80) return i;
       cp = cp << 6 | (s[i + j] & 0x3f);
     }
     static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
     i += n;
   }
-  return 1;
+  return len;
 }
 
-/* Strings where pc_Wire_ValidUtf8 and utf8_by_bytes disagree (the first
- * printed), over the sequences utf8_same was given. */
+static int utf8_by_bytes(const uint8_t *s, size_t len) {
+  return utf8_bad_by_bytes(s, len) == len;
+}
+
+/* Strings where pc_Wire_ValidUtf8 or pc_Wire_InvalidUtf8At and the
+ * definition disagree (the first printed), over the sequences utf8_same
+ * was given. */
 static size_t utf8_disagree = 0;
 
 /* utf8_same checks a copy of each string in a heap block of exactly its
@@ -237,9 +244,12 @@ static uint8_t *utf8_exact[41];
 static void utf8_same(const uint8_t *s, size_t len) {
   uint8_t *copy = utf8_exact[len];
   if (len > 0) memcpy(copy, s, len);
-  if (pc_Wire_ValidUtf8(copy, len) == utf8_by_bytes(s, len)) return;
+  if (pc_Wire_ValidUtf8(copy, len) == utf8_by_bytes(s, len) &&
+      pc_Wire_InvalidUtf8At(copy, len) == utf8_bad_by_bytes(s, len))
+    return;
   if (utf8_disagree++ == 0) {
-    fprintf(stderr, "pc_Wire_ValidUtf8 disagrees with the definition on %zu bytes:", len);
+    fprintf(stderr,
+            "pc_Wire_ValidUtf8 or _InvalidUtf8At disagrees with the definition on %zu bytes:", len);
     for (size_t i = 0; i < len; i++) fprintf(stderr, " %02x", s[i]);
     fprintf(stderr, "\n");
   }
@@ -372,6 +382,12 @@ static void test_utf8(void) {
   CHECK(!utf8("\xe2\x28\xa1")); /* bad continuation */
   CHECK(!utf8("\xf0\x9f\x28\x80"));
   CHECK(!utf8("abcdefgh\xc3")); /* after the fast path */
+  /* where: the first byte of the first character that is not well-formed */
+  CHECK(pc_Wire_InvalidUtf8At((const uint8_t *)"ab\xff", 3) == 2);
+  CHECK(pc_Wire_InvalidUtf8At((const uint8_t *)"caf\xc3\xa9\xe2\x82", 7) == 5); /* cut short */
+  CHECK(pc_Wire_InvalidUtf8At((const uint8_t *)"abcdefghij\xe2\x28\xa1", 13) == 10);
+  CHECK(pc_Wire_InvalidUtf8At((const uint8_t *)"caf\xc3\xa9", 5) == 5); /* UTF-8: the length */
+  CHECK(pc_Wire_InvalidUtf8At(NULL, 0) == 0);
   for (size_t n = 1; n < sizeof utf8_exact / sizeof *utf8_exact; n++)
     if ((utf8_exact[n] = malloc(n)) == NULL) abort();
   CHECK(utf8_exhaustive() == 0);

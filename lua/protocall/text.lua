@@ -376,7 +376,8 @@ end
 -- name or number, # comments; a non-repeated field given twice and two
 -- members of one oneof are refused, as protoc refuses them, and a UTF-16
 -- surrogate in a \u escape, paired or not, as the specification says
--- (protoc 3.21 joins a pair). Bad input
+-- (protoc 3.21 joins a pair), and escapes that make a proto3 string that
+-- is not UTF-8, as python's text_format refuses them. Bad input
 -- returns nil and "line:col: what" (both from 1), past `max_depth` "2:8:
 -- messages nested deeper than 2 (max_depth)". `pool` is where
 -- extensions and Any types are found (default T's pool). Raises on bad

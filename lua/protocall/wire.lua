@@ -12,18 +12,20 @@ local M = {}
 -- (field-number order, unknown fields last); `deterministic` sorts map
 -- entries by key (otherwise they come in the map's own order, which
 -- differs between runs and runtimes). Raises on a non-message, on nesting
--- deeper than 1000 levels, and, unless `partial`, when a proto2 required
--- field is unset anywhere in it: "missing required fields: r.Req.inner.id,
--- r.Req.name" (every missing path; "[i]" in repeated fields, "[\"key\"]"
--- in maps).
+-- deeper than 1000 levels, on a proto3 string that is not UTF-8 (stored
+-- from C: Lua refuses one as it is stored), naming its place and first bad
+-- byte, "demo.Route.tags[2]: invalid UTF-8 at byte 3", and, unless
+-- `partial`, when a proto2 required field is unset anywhere in it:
+-- "missing required fields: r.Req.inner.id, r.Req.name" (every missing
+-- path; "[i]" in repeated fields, "[\"key\"]" in maps).
 -- bytes = pc.encode(T, table [, opts]): a plain table as a message of
 -- type T, without making message objects (bindings/lua/lpc_table.c): the
 -- bytes of pc.encode(T(table), opts), and T{...}'s error (naming
 -- type.field, with an element's index or an entry's key: "demo.T.ids[3]:
 -- integer expected, got string", "demo.T.labels[\"k\"]: ...",
 -- "demo.T.labels[1]: key: string expected, got number"; below the table's
--- own fields the whole path, "demo.T.ins[2].v: ...") for a table T{...}
--- refuses. A table with no entries of its own but a metatable (a proxy) is
+-- own fields the whole path, "demo.T.ins[2].v: ...", "demo.T.ins[2].name:
+-- invalid UTF-8 at byte 3") for a table T{...} refuses. A table with no entries of its own but a metatable (a proxy) is
 -- read through it, as T{...} reads it: a message's fields through
 -- __index, a list through __len and __index, a map through __pairs. An
 -- option other than these

@@ -626,6 +626,10 @@ pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,
   e.depth = -1; /* the root is level 0 */
   e.required = m->required_count;
   e.status = kPc_EncodeStatus_Ok;
+  e.path[sizeof e.path - 1] = '\0'; /* enc_fail sets the rest of the failure's place */
+  e.at = sizeof e.path - 1;
+  e.cut = 0;
+  e.bad_byte = 0;
   e.root = msg;
   e.root_def = m;
   e.opts = opts;

@@ -515,6 +515,19 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   }
   if (LPC_LUAJIT && (ks == kPc_Slot_32 || ks == kPc_Slot_64))
     check_key_aliases(L, visited, src, f, kf, ks);
+  if (vf->message != NULL) {
+    /* The metamethods pass 1 ran (a proxy value's) may have added keys to
+     * 'src': each key needs the object pass 1 made for it (and checked). */
+    lua_pushnil(L);
+    while (lua_next(L, src)) {
+      lua_pop(L, 1);
+      lpc_push_elem_key(L, c, -1);
+      if (lua_rawget(L, objs) == LUA_TNIL)
+        lpc_msg_error(L, "%s: table changed while it was read (a key added by a metamethod)",
+                      field_name(L, visited, f));
+      lua_pop(L, 1);
+    }
+  }
   /* Pass 2: store into the emptied map. */
   lua_getiuservalue(L, c, 1);
   int a = lpc_push_anchor(L, -1);

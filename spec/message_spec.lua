@@ -1283,6 +1283,42 @@ describe("messages", function()
       p.s = "\255\254" -- proto2: any bytes
       assert.are.equal("\255\254", p.s)
     end)
+
+    it("are refused in an extension's list read through a proxy, each element read once", function()
+      local q = pc.pool()
+      assert(q:load('syntax = "proto3"; package x; import "google/protobuf/descriptor.proto"; '
+        .. "extend google.protobuf.FieldOptions { repeated string rx = 50151; }", { name = "x.proto" }))
+      local reads = 0
+      -- a proxy whose element 1 is UTF-8 when first read, and not after
+      local proxy = setmetatable({}, { __len = function() return 1 end, __index = function(_, i)
+        if i ~= 1 then return nil end
+        reads = reads + 1
+        return reads == 1 and "ok" or "\255"
+      end })
+      local o = q:type("google.protobuf.FieldOptions")()
+      pc.set_extension(o, "x.rx", proxy)
+      assert.are.equal(1, reads)
+      assert.are.equal("ok", pc.get_extension(o, "x.rx")[1])
+      fails("x.rx[2]: invalid UTF-8 at byte 1", function() pc.set_extension(o, "x.rx", { "ok", "\255" }) end)
+      assert.are.equal("ok", pc.get_extension(o, "x.rx")[1])
+    end)
+  end)
+
+  it("refuse a map table a metamethod adds keys to while T{...} reads it", function()
+    -- (pass 2 stored the added keys unchecked, without their messages: pc.to_json then crashed)
+    for trial = 1, 50 do -- (keys of each trial's own names: orders of their own)
+      local src = { k1 = {}, k2 = {}, k3 = {} }
+      -- a message value read through __index, which adds keys to the map's table
+      src.a = setmetatable({}, { __index = function()
+        for j = 1, 8 do src["new" .. trial .. "_" .. j] = {} end
+        src["\255"] = {}
+      end })
+      local ok, err = pcall(Shape, { by_name = src })
+      assert.is_false(ok)
+      -- the added keys met by the walk that checks, or not
+      assert.is_truthy(err:find('t.Shape.by_name["\\255"]: key: invalid UTF-8 at byte 1', 1, true)
+        or err:find("t.Shape.by_name: table changed while it was read (a key added by a metamethod)", 1, true), err)
+    end
   end)
 
   describe("extensions", function()

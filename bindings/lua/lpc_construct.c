@@ -245,8 +245,9 @@ static int kept_string(const pc_FieldDef *container, const pc_FieldDef *ef) {
 }
 
 /* Element 'i' (1-based) of the list at 'src' as a value for the array: the
- * element objects of messages, and the kept strings, come from the table
- * at 'objs'. */
+ * element objects of messages, and the strings, come from the table at
+ * 'objs' (the strings pass 1 checked: a proxy's __index is not asked
+ * again). */
 static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Integer i, int objs,
                             pc_Arena *arena) {
   pc_Value v;
@@ -257,17 +258,15 @@ static pc_Value array_value(lua_State *L, const pc_FieldDef *f, int src, lua_Int
     lua_pop(L, 1);
     return v;
   }
-  if (kept_string(f, f)) {
-    lua_rawgeti(L, objs, i); /* the string stays in 'objs', the container's */
+  if (f->type == kPc_Type_String || f->type == kPc_Type_Bytes) {
+    lua_rawgeti(L, objs, i); /* a kept string stays in 'objs', the container's */
     v.s.data = lua_tolstring(L, -1, &v.s.size);
+    if (!kept_string(f, f) && !pc_StringView_Copy(&v.s, v.s.data, v.s.size, arena)) lpc_nomem(L);
     lua_pop(L, 1);
     return v;
   }
   lua_geti(L, src, i);
-  v = lpc_check_scalar_lax(L, f, f->full_name, -1); /* checked by pass 1 */
-  if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
-      !pc_StringView_Copy(&v.s, v.s.data, v.s.size, arena))
-    lpc_nomem(L);
+  v = lpc_check_scalar(L, f, f->full_name, -1);
   lua_pop(L, 1);
   return v;
 }
@@ -324,9 +323,9 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
                     lpc_type_name(L, src));
     n = luaL_len(L, src);
   }
-  /* Pass 1: check every element; message objects and kept strings into a
-   * new table. */
-  int keep = f->message != NULL || kept_string(f, f);
+  /* Pass 1: check every element; message objects and strings into a new
+   * table. */
+  int keep = f->message != NULL || f->type == kPc_Type_String || f->type == kPc_Type_Bytes;
   lua_createtable(L, keep ? (int)n : 0, 0);
   int objs = lua_gettop(L);
   for (lua_Integer i = 1; i <= n; i++) {
@@ -516,6 +515,19 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   }
   if (LPC_LUAJIT && (ks == kPc_Slot_32 || ks == kPc_Slot_64))
     check_key_aliases(L, visited, src, f, kf, ks);
+  if (vf->message != NULL) {
+    /* The metamethods pass 1 ran (a proxy value's) may have added keys to
+     * 'src': each key needs the object pass 1 made for it (and checked). */
+    lua_pushnil(L);
+    while (lua_next(L, src)) {
+      lua_pop(L, 1);
+      lpc_push_elem_key(L, c, -1);
+      if (lua_rawget(L, objs) == LUA_TNIL)
+        lpc_msg_error(L, "%s: table changed while it was read (a key added by a metamethod)",
+                      field_name(L, visited, f));
+      lua_pop(L, 1);
+    }
+  }
   /* Pass 2: store into the emptied map. */
   lua_getiuservalue(L, c, 1);
   int a = lpc_push_anchor(L, -1);

@@ -1242,6 +1242,13 @@ describe("messages", function()
       fails('t.Texts.kids[1].m["k"]: invalid UTF-8 at byte 1', function()
         Texts { kids = { { m = { k = "\255" } } } }
       end)
+      -- a key is shown as a Lua literal's text (a backslash, a quote escaped), cut once it takes 64 bytes
+      fails('t.Texts.m["\\\\255\\"\\255"]: key: invalid UTF-8 at byte 6', function()
+        Texts { m = { ['\\255"\255'] = "v" } }
+      end)
+      fails('t.Texts.m["' .. ("\\255"):rep(16) .. '..."]: key: invalid UTF-8 at byte 1', function()
+        Texts { m = { [("\255"):rep(100000)] = "v" } }
+      end)
       -- UTF-8 of every length is taken; bytes fields and proto2 strings take any bytes
       local ok = Shape { name = "caf\195\169", tags = { "\226\130\172", "\240\159\152\128" },
                          next = { name = "\195\169" } }

@@ -1032,7 +1032,8 @@ static void containers(void) {
 
 /* A proto3 string that is not UTF-8, stored from C (protocall_set_string
  * does not check): encoding refuses it, naming the element or map entry
- * and the first bad byte, from C and from Lua; so does pc.to_json. */
+ * and the first bad byte, from C and from Lua; so does pc.to_json. Lua
+ * reads such a map key and can remove it. */
 static void bad_utf8(void) {
   pc_Pool *pool = demo_pool();
   const pc_MessageDef *R = protocall_pool_type(pool, "demo.Route");
@@ -1072,7 +1073,11 @@ static void bad_utf8(void) {
             "local ok, err = pcall(pc.encode, m)\n"
             "assert(err:find('demo.Route.tags[2]: invalid UTF-8 at byte 3', 1, true), err)\n"
             "ok, err = pcall(pc.to_json, bad_key)\n"
-            "assert(err:find('$.labels[\"k\\\\xc0\"]: string is not valid UTF-8', 1, true), err)"));
+            "assert(err:find('$.labels[\"k\\\\xc0\"]: string is not valid UTF-8', 1, true), err)\n"
+            /* read and removed from Lua, so Lua can mend such a message */
+            "assert(bad_key.labels['k\\192'] == 'v')\n"
+            "bad_key.labels['k\\192'] = nil\n"
+            "assert(bad_key.labels['k\\192'] == nil and #pc.encode(bad_key) == 0)"));
   lua_close(L);
   protocall_arena_free(a);
   protocall_pool_free(pool);

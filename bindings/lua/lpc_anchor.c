@@ -3,12 +3,11 @@
  * message's memory) and their refs tables, the message test behind
  * lpc_to_message, and the error helpers the message files share. The object
  * model is described in lpc_message.h. */
+#include "base/error.h"
 #include "lpc_message.h"
-#include "wire/wire.h"
 
 #include <lauxlib.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,23 +86,8 @@ int lpc_has_nul(lua_State *L, int idx) {
 const char *lpc_push_shown(lua_State *L, int idx) {
   size_t len;
   const char *s = lua_tolstring(L, idx, &len);
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (size_t i = 0; i < len; i++) {
-    size_t utf8 = i + pc_Wire_InvalidUtf8At((const uint8_t *)s + i, len - i);
-    for (; i < utf8; i++) {
-      if (s[i] == '\0')
-        luaL_addstring(&b, "\\0");
-      else
-        luaL_addchar(&b, s[i]);
-    }
-    if (i < len) { /* a byte that begins no UTF-8 character */
-      char esc[8];
-      snprintf(esc, sizeof esc, "\\%u", (unsigned)(unsigned char)s[i]);
-      luaL_addstring(&b, esc);
-    }
-  }
-  luaL_pushresult(&b);
+  char shown[68]; /* cut once it takes 64 bytes, as pc_Map_ShowKey cuts */
+  lua_pushstring(L, pc_Error_Quote(shown, sizeof shown, s, len, kPc_Quote_Lua));
   return lua_tostring(L, -1);
 }
 

@@ -928,7 +928,10 @@ int lpc_map_newindex(lua_State *L) {
   pc_SlotKind ks = pc_FieldDef_ElemSlot(kf);
   lua_settop(L, 3);
   lpc_Build visited = {0, 0, NULL};
-  check_entry(L, &visited, f, 2, lua_isnil(L, 3) || vf->message != NULL ? NULL : vf, 3);
+  /* removing by a string key checks nothing more: a key stored unchecked
+   * (from C) that is not UTF-8 can be removed, as it can be read */
+  if (!(lua_isnil(L, 3) && lua_type(L, 2) == LUA_TSTRING && kf->type == kPc_Type_String))
+    check_entry(L, &visited, f, 2, lua_isnil(L, 3) || vf->message != NULL ? NULL : vf, 3);
   if (vf->message != NULL && !lua_isnil(L, 3) && !is_message_value(L, vf->message, 3))
     lpc_message_type_error(L, push_entry_name(L, &visited, f, 2), vf->message, 3);
   pc_Value k = lpc_check_scalar_lax(L, kf, f->full_name, 2); /* checked by check_entry */

@@ -276,9 +276,10 @@ void lpc_push_arena_gc(lua_State *L);
 void lpc_push_pool_gc(lua_State *L, int arena_gc_idx);
 _Noreturn void lpc_msg_error(lua_State *L, const char *fmt, ...);
 _Noreturn void lpc_nomem(lua_State *L); /* lpc_msg_error "not enough memory" */
-/* Pushes the string at 'idx' with each NUL byte written \0 and each byte
- * that begins no UTF-8 character as \ddd (its value, "\255"), for an
- * error message's %s, and returns it. */
+/* Pushes the string at 'idx' quoted for an error message's %s as a Lua
+ * literal's text (pc_Error_Quote, kPc_Quote_Lua: '"', '\\', control bytes
+ * and bytes that begin no UTF-8 character escaped, "\0", "\255"; cut with
+ * "..." once it takes 64 bytes), and returns it. */
 const char *lpc_push_shown(lua_State *L, int idx);
 /* As lpc_pace_arena, for the box at hand. */
 void lpc_pace(lua_State *L, lpc_ArenaBox *h);

@@ -158,7 +158,8 @@ enum {
  *                (0 or 1); range-checked for 32-bit fields.
  *   set_number:  float, double.
  *   set_string:  string and bytes, copied into 'arena' (UTF-8 is not
- *                checked here; a proto3 peer refuses a string that is not).
+ *                checked here: protocall_encode refuses a proto3 string
+ *                that is not, as pc.encode does).
  * Return PROTOCALL_OK or a negative result above. */
 PROTOCALL_API int protocall_set_integer(pc_Message *msg, const pc_MessageDef *type,
                                         const char *field, int64_t value, pc_Arena *arena);
@@ -257,8 +258,10 @@ PROTOCALL_API int protocall_map_delete(pc_Message *msg, const pc_MessageDef *typ
 /* Serializes 'msg' (of 'type'); the bytes are allocated in 'arena' and
  * '*len' receives their number. 'deterministic' non-zero sorts map entries
  * by key (as pc.encode(m, {deterministic = true})). NULL with the message
- * in 'err' when memory runs out, nesting is too deep, or a proto2 required
- * field is unset ("missing required fields: r.Req.name", as pc.encode). */
+ * in 'err' when memory runs out, nesting is too deep, a proto3 string is
+ * not UTF-8 ("demo.Route.tags[2]: invalid UTF-8 at byte 3", its place from
+ * the root and its first bad byte, 1-based) or a proto2 required field is
+ * unset ("missing required fields: r.Req.name", as pc.encode). */
 PROTOCALL_API const char *protocall_encode(const pc_Message *msg, const pc_MessageDef *type,
                                            int deterministic, pc_Arena *arena, size_t *len,
                                            char *err, size_t errsize);

@@ -96,6 +96,7 @@ H.run(counted {
   title = "LuaJIT: field reads, 3 x uint32, in a function the interpreter calls",
   baseline = { name = "plain table read, called", fn = called(tables) },
   cases = {
+    { name = "pc.ffi struct read, called", fn = called(structs) },
     { name = "message read (FFI __index), called", fn = called(messages) },
   },
 })

@@ -77,6 +77,29 @@ local results = H.run(counted {
       end },
   },
 })
+-- The read in a function the interpreter calls (its loop not compiled,
+-- jit.off): a trace of its own that ends in a return, as in a handler a C
+-- host calls, so nothing of the read is hoisted out of a loop. (get is
+-- loaded for each list: a prototype of its own, whose trace no other
+-- list's read shares.)
+local function called(list)
+  local get = load("return function(m) return m.bar end")()
+  local function loop(n)
+    local s = 0
+    for i = 1, n do s = s + get(list[i % K + 1]) end
+    return s
+  end
+  jit.off(loop)
+  return loop
+end
+H.run(counted {
+  title = "LuaJIT: field reads, 3 x uint32, in a function the interpreter calls",
+  baseline = { name = "plain table read, called", fn = called(tables) },
+  cases = {
+    { name = "pc.ffi struct read, called", fn = called(structs) },
+    { name = "message read (FFI __index), called", fn = called(messages) },
+  },
+})
 H.run(counted {
   title = "LuaJIT: field writes, 3 x uint32, JIT-compiled loops",
   baseline = { name = "plain table write", fn = writes(tables) },

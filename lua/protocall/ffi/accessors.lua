@@ -33,13 +33,13 @@ local env = {
   cast = ffi.cast, fill = ffi.fill, istype = ffi.istype, type = type, floor = math.floor,
   bor = bit.bor, band = bit.band, NAN = 0 / 0, charp = ffi.typeof("char *"), charpp = ffi.typeof("char **"),
   i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"), fstring = ffi.string,
-  PU64 = ffi.typeof("uint64_t *"),
+  PU64 = ffi.typeof("uint64_t *"), PSIZE = ffi.typeof("size_t *"), tonumber = tonumber,
   SV = ffi.typeof("struct { const char *data; size_t size; } *"), -- pc_StringView
-  P = { ffi.typeof("uint32_t *"), ffi.typeof("int32_t *"), ffi.typeof("int64_t *"),
-        ffi.typeof("double *"), ffi.typeof("float *"), ffi.typeof("uint8_t *"),
-        ffi.typeof("int32_t *") },
+  P1 = ffi.typeof("uint32_t *"), P2 = ffi.typeof("int32_t *"), P3 = ffi.typeof("int64_t *"),
+  P4 = ffi.typeof("double *"), P5 = ffi.typeof("float *"), P6 = ffi.typeof("uint8_t *"),
+  P7 = ffi.typeof("int32_t *"),
 }
-local ctype_of = { "P[1]", "P[2]", "P[3]", "P[4]", "P[5]", "P[6]", "P[7]" }
+local ctype_of = { "P1", "P2", "P3", "P4", "P5", "P6", "P7" }
 -- The test a value must pass to be stored by write kind (v is the value;
 -- lpc_ffi_write_kind's kinds), for the struct writers of ffi/struct.lua too.
 local accepts = {
@@ -59,6 +59,18 @@ local band = bit.band
 function env.nan64(hi, lo) return band(hi, 0x7FF00000) == 0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or lo ~= 0) end
 function env.nan32(w) return band(w, 0x7F800000) == 0x7F800000 and band(w, 0x7FFFFF) ~= 0 end
 M.nan64, M.nan32 = env.nan64, env.nan32
+-- The first line of every generated chunk: each name of env as a local,
+-- so the functions the chunk returns read them as upvalues never
+-- assigned, which the JIT takes as constants. (A global is a lookup in
+-- env, with its guards, in every trace that does not hoist it out of a
+-- loop: a function C calls, a trace that ends in a return.)
+local PRELUDE
+do
+  local names = {}
+  for name in pairs(env) do names[#names + 1] = name end
+  table.sort(names)
+  PRELUDE = "local " .. table.concat(names, ", ") .. " = " .. table.concat(names, ", ") .. " "
+end
 
 local function base(view) return view and "cast(charpp, m)[0]" or "cast(charp, m)" end
 
@@ -75,7 +87,7 @@ local function load_code(f, b)
     return string.format("local sv = cast(SV, %s + %d) local s = fstring(sv.data, sv.size) return s", b,
                          f.offset)
   elseif f.read == 9 or f.read == 10 then -- 64-bit: an int64_t / uint64_t cdata, as C makes
-    return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P[3]" or "PU64", b,
+    return string.format("return cast(%s, %s + %d)[0]", f.read == 9 and "P3" or "PU64", b,
                          f.offset)
   end
   local value = string.format("cast(%s, %s + %d)[0]", ctype_of[f.read], b, f.offset)
@@ -84,10 +96,10 @@ local function load_code(f, b)
   -- makes it: LuaJIT's FFI load keeps a NaN's payload, whose bits can
   -- read as another type's tag (NaN-boxing) and crash the VM.
   if f.read == 4 then
-    return string.format("local w = cast(P[1], %s + %d) if nan64(w[1], w[0]) then return NAN end return %s",
+    return string.format("local w = cast(P1, %s + %d) if nan64(w[1], w[0]) then return NAN end return %s",
                          b, f.offset, value)
   elseif f.read == 5 then
-    return string.format("if nan32(cast(P[1], %s + %d)[0]) then return NAN end return %s", b,
+    return string.format("if nan32(cast(P1, %s + %d)[0]) then return NAN end return %s", b,
                          f.offset, value)
   end
   return "return " .. value
@@ -108,10 +120,10 @@ end
 local function read_code(f, view)
   local tests = {}
   if f.hasbit >= 0 then
-    tests[#tests + 1] = string.format("band(cast(P[6], b + %d)[0], %d) == 0", hasbit_of(f))
+    tests[#tests + 1] = string.format("band(cast(P6, b + %d)[0], %d) == 0", hasbit_of(f))
   end
   if f.case_offset ~= 0 then
-    tests[#tests + 1] = string.format("cast(P[1], b + %d)[0] ~= %d", f.case_offset, f.number)
+    tests[#tests + 1] = string.format("cast(P1, b + %d)[0] ~= %d", f.case_offset, f.number)
   end
   if #tests == 0 then return load_code(f, base(view)) end
   -- (the zero in a local: i64(0) tail-called from a trace that began in
@@ -125,10 +137,10 @@ end
 local function write_code(f, view)
   local out = { "if " .. accepts[f.write] .. " then", "local b = " .. base(view) }
   if f.hasbit >= 0 then
-    out[#out + 1] = string.format("local h = cast(P[6], b + %d) h[0] = bor(h[0], %d)", hasbit_of(f))
+    out[#out + 1] = string.format("local h = cast(P6, b + %d) h[0] = bor(h[0], %d)", hasbit_of(f))
   end
   if f.case_offset ~= 0 then
-    out[#out + 1] = string.format("fill(b + %d, %d) cast(P[1], b + %d)[0] = %d", f.offset, f.widest,
+    out[#out + 1] = string.format("fill(b + %d, %d) cast(P1, b + %d)[0] = %d", f.offset, f.widest,
                                   f.case_offset, f.number)
   end
   local value = f.write == 6 and "(v and 1 or 0)" or "v"
@@ -143,7 +155,7 @@ local function source(fields, what, view)
   local code = what == "read" and read_code or write_code
   -- a self that is no userdata (a metamethod pulled out with the debug
   -- library) goes to the C one, which refuses it, rather than to ffi.cast
-  local out = { "local c_meta, rest = ...",
+  local out = { PRELUDE .. "local c_meta, rest = ...",
                 what == "read" and "return function(m, k) if type(m) ~= 'userdata' then return c_meta(m, k) end"
                   or "return function(m, k, v) if type(m) ~= 'userdata' then return c_meta(m, k, v) end" }
   local n = 0
@@ -171,8 +183,8 @@ local function rest_of(fields, what, view, c_meta)
     if f[what] ~= 0 then
       n = n + 1
       if n > CHAIN then
-        local args = what == "read" and "local c_meta = ... return function(m) "
-                                     or "local c_meta = ... return function(m, v, k) "
+        local args = PRELUDE .. (what == "read" and "local c_meta = ... return function(m) "
+                                                 or "local c_meta = ... return function(m, v, k) ")
         local tail = what == "read" and " end" or " return c_meta(m, k, v) end"
         rest[f.name] = assert(load(args .. code(f, view) .. tail, "=protocall.ffi", "t", env))(c_meta)
       end
@@ -215,9 +227,9 @@ return function(c, k)
   if type(c) ~= 'userdata' or type(k) ~= 'number' then return c_index(c, k) end
   local p = cast(charpp, c)
   local f = p[FIELD]
-  local t = cast(P[2], f + TYPE)[0]
-  if t == 11 or t == 10 or cast(P[6], f + ISEXT)[0] ~= 0 then return c_index(c, k) end
-  local arr = cast(charpp, p[0] + cast(P[1], f + OFFSET)[0])[0]
+  local t = cast(P2, f + TYPE)[0]
+  if t == 11 or t == 10 or cast(P6, f + ISEXT)[0] ~= 0 then return c_index(c, k) end
+  local arr = cast(charpp, p[0] + cast(P1, f + OFFSET)[0])[0]
   if arr == nil or k < 1 or k > tonumber(cast(PSIZE, arr + SIZE)[0]) or floor(k) ~= k then return nil end
   local data, i = cast(charpp, arr + DATA)[0], k - 1
   if t == 9 or t == 12 then
@@ -225,29 +237,28 @@ return function(c, k)
     local s = fstring(sv.data, sv.size)
     return s
   elseif t == 5 or t == 14 or t == 15 or t == 17 then
-    return cast(P[2], data)[i]
+    return cast(P2, data)[i]
   elseif t == 7 or t == 13 then
-    return cast(P[1], data)[i]
+    return cast(P1, data)[i]
   elseif t == 8 then
-    return cast(P[6], data)[i] ~= 0
+    return cast(P6, data)[i] ~= 0
   elseif t == 1 then
-    local w = cast(P[1], data) + 2 * i
+    local w = cast(P1, data) + 2 * i
     if nan64(w[1], w[0]) then return NAN end
-    return cast(P[4], data)[i]
+    return cast(P4, data)[i]
   elseif t == 2 then
-    if nan32(cast(P[1], data)[i]) then return NAN end
-    return cast(P[5], data)[i]
+    if nan32(cast(P1, data)[i]) then return NAN end
+    return cast(P5, data)[i]
   elseif t == 4 or t == 6 then
     local v = cast(PU64, data)[i]
     return v
   end
-  local v = cast(P[3], data)[i]
+  local v = cast(P3, data)[i]
   return v
 end]]
-env.PSIZE, env.tonumber = ffi.typeof("size_t *"), tonumber
 do
   local mt = debug.getregistry()["protocall.Repeated"]
-  mt.__index = assert(load(elem_source, "=protocall.ffi", "t", env))(mt.__index, L)
+  mt.__index = assert(load(PRELUDE .. elem_source, "=protocall.ffi", "t", env))(mt.__index, L)
 end
 
 --- c_index, c_newindex = c_metamethods(T): the C metamethods of T's

@@ -170,7 +170,7 @@ function M.generate(layout, prefix, cases, new_struct)
   -- `calls` and gives up (nil: the core codec, which nests) when another
   -- ran before its string was made. Nothing else is shared; nothing is
   -- left set when a call raises.
-  local enc = { "local w32, w53, wneg32, band, rshift, buf = ...",
+  local enc = { "local w32, w53, wneg32, band, rshift, buf, tonumber, ffi_string = ...",
                 "local calls = 0",
                 "return function(p, partial)",
                 "local call = calls + 1",
@@ -224,13 +224,15 @@ function M.generate(layout, prefix, cases, new_struct)
   enc[#enc + 1] = "local s = ffi_string(buf, n) if calls ~= call then return nil end return s end"
   local buf = ffi.new("uint8_t[?]", max + 1)
   -- A type past LuaJIT's limits for one function (a jump's range, 65536
-  -- constants) has no Lua codec: the core codec does it all.
-  local make = load(concat(enc, "\n"), "=protocall.ffi", "t",
-                    { band = band, tonumber = tonumber, ffi_string = ffi.string })
+  -- constants) has no Lua codec: the core codec does it all. (Every name
+  -- the code uses is an upvalue, never assigned, which the JIT takes as a
+  -- constant; the chunks have no globals: a global is a lookup, with its
+  -- guards, in a trace that does not hoist it out of a loop.)
+  local make = load(concat(enc, "\n"), "=protocall.ffi", "t", {})
   if not make then return nil end
-  local encode = make(w32, w53, wneg32, band, rshift, buf)
+  local encode = make(w32, w53, wneg32, band, rshift, buf, tonumber, ffi.string)
 
-  local dec = { "local rv, band, bor, tobit, bxor, rshift, new_struct, u8p, CLOSED = ...",
+  local dec = { "local rv, band, bor, tobit, bxor, rshift, new_struct, u8p, CLOSED, cast = ...",
                 "return function(bytes, partial)",
                 "local s, len = cast(u8p, bytes), #bytes",
                 "local p = new_struct()",
@@ -283,9 +285,9 @@ function M.generate(layout, prefix, cases, new_struct)
     dec[#dec + 1] = format("if not partial and (%s) then return nil end", concat(required, " or "))
   end
   dec[#dec + 1] = "return p end"
-  make = load(concat(dec, "\n"), "=protocall.ffi", "t", { cast = ffi.cast })
+  make = load(concat(dec, "\n"), "=protocall.ffi", "t", {})
   if not make then return nil end
-  return encode, make(rv, band, bor, tobit, bxor, rshift, new_struct, ffi.typeof("const uint8_t *"), closed)
+  return encode, make(rv, band, bor, tobit, bxor, rshift, new_struct, ffi.typeof("const uint8_t *"), closed, ffi.cast)
 end
 
 return M

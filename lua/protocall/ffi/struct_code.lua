@@ -38,6 +38,20 @@ local function env_of(raise)
     typeof = typeof, tonumber = tonumber, dgetmetatable = debug.getmetatable,
   }
 end
+-- The start of every generated chunk's first line: each name of the
+-- environment as a local, so the functions the chunk returns read them as
+-- upvalues never assigned, which the JIT takes as constants. (A global is
+-- a lookup in the environment, with its guards, in every trace that does
+-- not hoist it out of a loop: a function C or the interpreter calls, a
+-- trace that ends in a return.) nkeys, when absent, is no name: the code
+-- never uses it then.
+local PRELUDE
+do
+  local names = {}
+  for name in pairs(env_of(true)) do names[#names + 1] = name end
+  table.sort(names)
+  PRELUDE = "local " .. concat(names, ", ") .. " = " .. concat(names, ", ") .. " "
+end
 
 local WORDS = { double = "[2]", fixed64 = "[2]", sfixed64 = "[2]", float = "" }
 --- decl, cases = declaration(layout, prefix): the struct declaration of
@@ -138,7 +152,7 @@ end
 -- ffi/struct.lua).
 function M.accessors(T, layout, prefix, cases, defaults, get, set, from, ct, rt)
   local raise, body_of, is_struct = rt.raise, rt.body_of, rt.is_struct
-  local src = { "local D, get, set, from, is_struct, NAMES, too_many, body, CT, ID, CASE, twice = ..." }
+  local src = { PRELUDE .. "local D, get, set, from, is_struct, NAMES, too_many, body, CT, ID, CASE, twice = ..." }
   -- A NULL pointer to a struct goes to the C path, which raises (body).
   -- For a struct value the test is a constant (its ctype id is ID), so
   -- the JIT drops it and never takes the struct's address; no "$ *"

@@ -73,7 +73,7 @@ local unknown = setmetatable({}, { __mode = "k" })
 local infos = {}
 -- Sets struct p's unknown fields (u: their bytes; nil or "" for none).
 -- Its type is marked as having met some: from then on pc.encode looks
--- them up, through the core codec (lua/protocall/ffi_codec.lua's cannot).
+-- them up, through the core codec (lua/protocall/ffi/codec.lua's cannot).
 local function keep_unknown(info, p, u)
   if u == "" then u = nil end
   unknown[p] = u

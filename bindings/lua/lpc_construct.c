@@ -301,6 +301,9 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
         if (lua_isinteger(L, key) && lua_tointeger(L, key) > n)
           lpc_msg_error(L, "%s: list expected, got a table with key %I beyond its # (%I)", name,
                         lua_tointeger(L, key), n);
+        if (lua_type(L, key) == LUA_TSTRING) /* quoted: "3" is no 3 */
+          lpc_msg_error(L, "%s: list expected, got a table with key \"%s\"", name,
+                        lpc_push_shown(L, key));
         lpc_msg_error(L, "%s: list expected, got a table with key %s", name,
                       luaL_tolstring(L, key, NULL));
       }

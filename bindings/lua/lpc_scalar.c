@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
@@ -77,9 +78,17 @@ _Noreturn void lpc_message_type_error(lua_State *L, const char *name, const pc_M
  * lua_Integer; with 'past_2_53', a LuaJIT 64-bit field's: past +-2^53)
  * saying so. */
 static _Noreturn void integer_error(lua_State *L, const char *name, int idx, int past_2_53) {
-  lua_Number n = lua_tonumber(L, idx);
-  lua_pushvalue(L, idx);
-  const char *shown = lua_tostring(L, -1); /* the copy becomes its string */
+  double n = (double)lua_tonumber(L, idx);
+  char shown[32]; /* the shortest text that reads back as n: 30.000000000000004, not 30.0 */
+  if (n != n)
+    snprintf(shown, sizeof shown, "nan");
+  else if (n - n != 0)
+    snprintf(shown, sizeof shown, "%s", n > 0 ? "inf" : "-inf");
+  else
+    for (int digits = 14; digits <= 17; digits++) {
+      snprintf(shown, sizeof shown, "%.*g", digits, n);
+      if (strtod(shown, NULL) == n) break;
+    }
   if (n != floor(n) || n - n != 0) lpc_msg_error(L, "%s: integer expected, got %s", name, shown);
   if (past_2_53)
     lpc_msg_error(L,

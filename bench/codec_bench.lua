@@ -48,8 +48,9 @@ end
 local ROW_OPS = { decode = true, encode = true, ["decode+read"] = true, ["table->encode"] = true,
                   ["decode->table"] = true }
 if row_op and not ROW_OPS[row_op] then
-  error(("codec_bench: --rows takes decode, encode, decode+read, table->encode or decode->table, not %q")
-        :format(row_op), 0)
+  io.stderr:write(("codec_bench: --rows takes decode, encode, decode+read, table->encode or decode->table,"
+                   .. " not %q\n"):format(row_op))
+  os.exit(2)
 end
 
 if not only and SKIPPED then

@@ -17,3 +17,11 @@ describe("bench/startup_bench.lua", function()
     assert.are.equal("startup_bench: --runs needs a whole number >= 1, got nothing" .. FLAGS, run("--runs"))
   end)
 end)
+
+describe("bench/codec_bench.lua", function()
+  it("refuses a --rows it does not measure, before measuring anything", function()
+    assert.are.equal('codec_bench: --rows takes decode, encode, decode+read, table->encode or decode->table,'
+                     .. ' not "bogus"\nstatus 2\n',
+                     R.capture(BIN .. " bench/codec_bench.lua --rows bogus 2>&1; echo status $?"))
+  end)
+end)

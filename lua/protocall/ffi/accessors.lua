@@ -24,7 +24,7 @@ local core = require "protocall.core"
 local ffi = require "ffi"
 local bit = require "bit"
 
-local type, pairs, ipairs, setmetatable, assert, load = type, pairs, ipairs, setmetatable, assert, load
+local type, ipairs, setmetatable, assert, load, unpack = type, ipairs, setmetatable, assert, load, unpack
 
 local M = {}
 
@@ -59,9 +59,9 @@ local band = bit.band
 function env.nan64(hi, lo) return band(hi, 0x7FF00000) == 0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or lo ~= 0) end
 function env.nan32(w) return band(w, 0x7F800000) == 0x7F800000 and band(w, 0x7FFFFF) ~= 0 end
 M.nan64, M.nan32 = env.nan64, env.nan32
--- The first line of every generated chunk: each name of env as a local,
--- so the functions the chunk returns read them as upvalues never
--- assigned, which the JIT takes as constants. (A global is a lookup in
+-- The first line of a Type's chunk and of the repeated elements' reader:
+-- each name of env as a local, so the functions the chunk returns read
+-- them as upvalues never assigned, which the JIT takes as constants. (A global is a lookup in
 -- env, with its guards, in every trace that does not hoist it out of a
 -- loop: a function C calls, a trace that ends in a return.)
 local PRELUDE
@@ -150,14 +150,14 @@ local function write_code(f, view)
 end
 
 -- The source of the __index (what = "read") or __newindex ("write")
--- of one instance metatable.
+-- of one instance metatable: a function expression, its C metamethod and
+-- its table of fields past CHAIN the locals `c_meta` and `rest`.
 local function source(fields, what, view)
   local code = what == "read" and read_code or write_code
   -- a self that is no userdata (a metamethod pulled out with the debug
   -- library) goes to the C one, which refuses it, rather than to ffi.cast
-  local out = { PRELUDE .. "local c_meta, rest = ...",
-                what == "read" and "return function(m, k) if type(m) ~= 'userdata' then return c_meta(m, k) end"
-                  or "return function(m, k, v) if type(m) ~= 'userdata' then return c_meta(m, k, v) end" }
+  local out = { what == "read" and "function(m, k) if type(m) ~= 'userdata' then return c_meta(m, k) end"
+                  or "function(m, k, v) if type(m) ~= 'userdata' then return c_meta(m, k, v) end" }
   local n = 0
   for _, f in ipairs(fields) do
     if f[what] ~= 0 then
@@ -176,15 +176,17 @@ local function source(fields, what, view)
 end
 
 -- One function per field beyond CHAIN: function(m) (read) or
--- function(m, v, k) (write; k for the C fallback).
+-- function(m, v, k) (write; k for the C fallback). Each is a chunk of its
+-- own reading env's names as globals (no PRELUDE: its upvalues would be
+-- made again for every such field).
 local function rest_of(fields, what, view, c_meta)
   local code, rest, n = what == "read" and read_code or write_code, {}, 0
   for _, f in ipairs(fields) do
     if f[what] ~= 0 then
       n = n + 1
       if n > CHAIN then
-        local args = PRELUDE .. (what == "read" and "local c_meta = ... return function(m) "
-                                                 or "local c_meta = ... return function(m, v, k) ")
+        local args = what == "read" and "local c_meta = ... return function(m) "
+                                     or "local c_meta = ... return function(m, v, k) "
         local tail = what == "read" and " end" or " return c_meta(m, k, v) end"
         rest[f.name] = assert(load(args .. code(f, view) .. tail, "=protocall.ffi", "t", env))(c_meta)
       end
@@ -195,19 +197,26 @@ end
 
 -- The C __index and __newindex of each Type's standalone messages
 -- (by their metatable), for pc.ffi's structs (lua/protocall/ffi/struct.lua).
+-- The four metamethods of a Type (its standalone and view metatables'
+-- __index and __newindex) come from one chunk, so they share PRELUDE's
+-- upvalues rather than each making its own.
 local c_metas = setmetatable({}, { __mode = "k" })
-local function install(mt, fields, view)
-  local c = { mt.__index, mt.__newindex }
-  if not view then c_metas[mt] = c end
-  for what, key in pairs { read = "__index", write = "__newindex" } do
-    local c_meta = mt[key]
-    local chunk = assert(load(source(fields, what, view), "=protocall.ffi", "t", env))
-    mt[key] = chunk(c_meta, rest_of(fields, what, view, c_meta))
-  end
-end
+local SLOTS = { { "read", "__index", false }, { "write", "__newindex", false },
+                { "read", "__index", true }, { "write", "__newindex", true } }
 core.set_reader(function(standalone_mt, view_mt, fields)
-  install(standalone_mt, fields, false)
-  install(view_mt, fields, true)
+  c_metas[standalone_mt] = { standalone_mt.__index, standalone_mt.__newindex }
+  local args, exprs = {}, {}
+  for i, slot in ipairs(SLOTS) do
+    local what, key, view = slot[1], slot[2], slot[3]
+    local c_meta = (view and view_mt or standalone_mt)[key]
+    args[2 * i - 1], args[2 * i] = c_meta, rest_of(fields, what, view, c_meta)
+    exprs[i] = string.format("(function(c_meta, rest) return %s end)(c_meta%d, rest%d)",
+                             source(fields, what, view), i, i)
+  end
+  local chunk = assert(load(PRELUDE .. "local c_meta1, rest1, c_meta2, rest2, c_meta3, rest3, c_meta4, rest4 = ...\n"
+                              .. "return " .. table.concat(exprs, ",\n"), "=protocall.ffi", "t", env))
+  standalone_mt.__index, standalone_mt.__newindex, view_mt.__index, view_mt.__newindex =
+    chunk(unpack(args, 1, 8))
 end)
 -- Repeated containers' __index (the "protocall.Repeated" metatable's):
 -- an element of a number, bool, enum, string or bytes field read by the

@@ -165,10 +165,22 @@ end
 local Call = { __name = "protocall.GrpcCall" }
 Call.__index = Call
 
+-- Releases server stream `c` (a Call below) that ended OK and was read to
+-- its end, as its failure does (raise): its connection is free for
+-- transport:close() at once, not once a generic for closes c (LuaJIT's
+-- closes nothing) or the collector frees it. Its metadata stays for
+-- c:metadata(), c:headers() and c:trailers().
+local function release(c)
+  local call = c.call
+  c.final = call:metadata()
+  c.closed = true
+  call:close()
+end
+
 -- The iterator of server stream `c`'s messages (a Call below): each
--- message, then nil after a status OK; any other status raises the error
--- object, CANCELLED at once after c:cancel() (as grpcio's iterator raises
--- after call.cancel()); nil once c is closed.
+-- message, then nil after a status OK (c released then); any other status
+-- raises the error object, CANCELLED at once after c:cancel() (as grpcio's
+-- iterator raises after call.cancel()); nil once c is closed.
 local function stream_iterator(c)
   local channel, call, path = c.channel, c.call, c.path
   local finished = false
@@ -191,6 +203,7 @@ local function stream_iterator(c)
       c.closed = true
       raise(call, path)
     end
+    release(c)
     return nil
   end
 end
@@ -276,8 +289,10 @@ end
 -- pairs, trailers = pairs} received so far, `call:cancel()` ends it
 -- CANCELLED (RST_STREAM CANCEL; the iterator then raises CANCELLED),
 -- `call:close()` cancels it if still running and releases it (the
--- iterator then returns nil); a generic `for` closes it when the loop ends
--- or is left early; `call:buffered()` is the bytes it holds for received,
+-- iterator then returns nil); the stream's end (status OK, every message
+-- read) releases it, its metadata kept (0 bytes buffered), and Lua 5.4's
+-- generic `for` closes it when the loop is left early (LuaJIT's does not:
+-- close it); `call:buffered()` is the bytes it holds for received,
 -- unread data. Flow control bounds that: a stream read slowly holds at
 -- most its window (`stream_window`) while the other calls on the
 -- connection go on.
@@ -554,6 +569,8 @@ end
 --- `call:headers()` -> the response headers ({key, value} pairs), waiting
 -- for them (an empty list when the call ended without any).
 function Call:headers()
+  local final = self.final
+  if final then return final.headers end
   if self.http1 and not self.send_closed then half_duplex(self) end
   local call = self.call
   wait_until(self, function() return call:headers_done() end)
@@ -563,6 +580,8 @@ end
 --- `call:trailers()` -> the trailers ({key, value} pairs), waiting for the
 -- end of the call (read the responses first: unread ones hold it).
 function Call:trailers()
+  local final = self.final
+  if final then return final.trailers end
   local call = self.call
   wait_until(self, function() return false end)
   return call:metadata().trailers
@@ -589,8 +608,8 @@ Call.__close = Call.close
 
 --- `call:metadata()` -> {headers = pairs, trailers = pairs} received so
 -- far; `call:buffered()` -> bytes held for received, unread responses.
-function Call:metadata() return self.call:metadata() end
-function Call:buffered() return self.call:buffered() end
+function Call:metadata() return self.final or self.call:metadata() end
+function Call:buffered() return self.final and 0 or self.call:buffered() end
 
 --- Streaming call of any shape: `local call = transport:stream(path,
 -- settings)` (settings as `unary`) -> a call object with `send`,

@@ -20,6 +20,7 @@ service Calc {
   rpc Count(Point) returns (stream Point);
   rpc Total(stream Point) returns (Sum);
   rpc Echo(stream Point) returns (stream Point);
+  rpc Half(stream Point) returns (stream Point);
 }
 ]], { name = "srv/calc.proto" }))
 
@@ -63,6 +64,11 @@ local server = pc.server({ ["srv.Calc"] = {
     return { total = sum }
   end,
   Echo = function(ctx) for p in ctx.recv do ctx.send(p) end end,
+  Half = function(ctx) -- ends OK after one message (none for x = 0), its client's sending side still open
+    local p = ctx.recv()
+    if p.x ~= 0 then ctx.send(p) end
+    ctx:set_trailer("x-trail", "t1")
+  end,
 } }, { pool = pool })
 
 -- Runs fn(listener, url) as a task beside a pc.listen (with `opts`).
@@ -205,6 +211,95 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
         end)
       end)
     end
+
+    -- The calls' ends, seen by these calls' methods after them (as before
+    -- the end released the call): recv nil again, send dropped (a string
+    -- error after close_send), close_send, cancel and close nothing, the
+    -- metadata kept.
+    local function after_end(c, trailers)
+      assert.is_nil(c:recv())
+      assert.are.same(trailers, c:trailers())
+      assert.are.same({}, c:headers())
+      assert.are.same({ headers = {}, trailers = trailers }, c.call:metadata())
+      assert.are.equal(0, c.call:buffered())
+      c:close_send()
+      assert.has_error(function() c:send { x = 1 } end, "send: the sending side is closed (close_send)")
+      c:cancel()
+      assert.is_nil(c:recv())
+      c:close()
+      c:close()
+      assert.is_nil(c:recv())
+      assert.are.same(trailers, c:trailers())
+    end
+
+    for _, version in ipairs { "1.1", "2" } do
+      it("releases client and bidi streams read to their end, so transport:close() closes their connection (HTTP/"
+        .. version .. ")", function()
+        -- LuaJIT has no <close>: the call's end itself releases it, not the collector
+        serving(function(l, url)
+          local stub, t = stub_of(url, protocol, { http_version = version })
+          local total = stub:Total()
+          for i = 1, 4 do total:send { x = i } end
+          assert.are.equal(10, total:close_and_recv().total)
+          local echo = version == "2" and stub:Echo() -- pc.listen serves no bidi stream over HTTP/1.1
+          if echo then
+            echo:send { x = 5 }
+            echo:close_send()
+            assert.are.equal(5, echo:recv().x)
+            assert.is_nil(echo:recv())
+          end
+          assert.are.equal(42, stub:Add({ x = 41, y = 1 }).total)
+          t:close()
+          for _ = 1, 200 do
+            if l:connections() == 0 then break end
+            pc.sleep(0.01)
+          end
+          assert.are.equal(0, l:connections())
+          after_end(total, {})
+          if echo then after_end(echo, {}) end
+        end)
+      end)
+    end
+
+    it("drops what a bidi stream sends after the server ended it OK, as before its end released it (HTTP/2)",
+      function()
+        serving(function(l, url)
+          local stub, t = stub_of(url, protocol, { http_version = "2" })
+          local c = stub:Half()
+          c:send { x = 3 }
+          assert.are.equal(3, c:recv().x)
+          assert.is_nil(c:recv())
+          c:send { x = 4 } -- the server answered: dropped, no error (gRPC's status is recv's)
+          assert.has_error(function() c:send(1) end)
+          after_end(c, { { "x-trail", "t1" } })
+          t:close()
+          for _ = 1, 200 do
+            if l:connections() == 0 then break end
+            pc.sleep(0.01)
+          end
+          assert.are.equal(0, l:connections())
+        end)
+      end)
+
+    it("drops what a wait_for_ready balancer's stream sends after its end released it (HTTP/2)", function()
+      serving(function(l, url)
+        -- the balancer keeps the messages sent to send them again until the
+        -- call is seen to reach its server: an end without a response
+        -- released the call before anything showed that
+        local stub, t = stub_of({ url, url }, protocol, { http_version = "2", wait_for_ready = true })
+        local c = stub:Half()
+        c:send { x = 0 }
+        assert.is_nil(c:recv())
+        c:send { x = 1 }
+        after_end(c, { { "x-trail", "t1" } })
+        t:close()
+        for _ = 1, 200 do
+          if l:connections() == 0 then break end
+          pc.sleep(0.01)
+        end
+        assert.are.equal(0, l:connections())
+      end)
+    end)
 
     it("sends a client stream whole, then reads its response", function()
       serving(function(_, url)

@@ -848,7 +848,8 @@ function Replayed:send(bytes)
   local inner = self.inner
   local ok, err = pcall(inner.send, inner, bytes)
   if not ok then return replay(self, err) end -- sends the kept ones, this one with them
-  local c = self.kept and inner.call -- pc.grpc's C call
+  -- pc.grpc's C call, unless its end released it (it ended OK: nothing to send again)
+  local c = self.kept and not inner.closed and inner.call
   -- all of it went out on a connection: it can no longer fail unsent, so
   -- nothing is kept (a waiting call's bytes stay queued, core/net/channel.h)
   if c and c:status() == nil and c:unsent() == 0 then self.kept = nil end

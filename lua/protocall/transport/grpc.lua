@@ -165,11 +165,12 @@ end
 local Call = { __name = "protocall.GrpcCall" }
 Call.__index = Call
 
--- Releases server stream `c` (a Call below) that ended OK and was read to
--- its end, as its failure does (raise): its connection is free for
--- transport:close() at once, not once a generic for closes c (LuaJIT's
--- closes nothing) or the collector frees it. Its metadata stays for
--- c:metadata(), c:headers() and c:trailers().
+-- Releases stream `c` (a Call below) that ended OK and was read to its
+-- end, as its failure does (raise): its connection is free for
+-- transport:close() at once, not once a generic for or `<close>` closes c
+-- (LuaJIT has neither) or the collector frees it. Its metadata stays for
+-- c:metadata(), c:headers() and c:trailers(); c:recv() gives nil again,
+-- c:send() drops its message as an ended call's send does.
 local function release(c)
   local call = c.call
   c.final = call:metadata()
@@ -482,13 +483,15 @@ end
 -- this, call:send waits for the peer's window (flow control).
 local SEND_QUEUE = 64 * 1024
 
--- Waits until `done()` or the call ended.
+-- Waits until `done()` or the call ended (or another task's recv saw its
+-- end and released it: self.final).
 local function wait_until(self, done)
   local channel, call = self.channel, self.call
-  while not done() and not call:status() do driver.wait(channel, call) end
+  while not self.final and not done() and not call:status() do driver.wait(channel, call) end
 end
 
 local function raise_if_failed(self)
+  if self.final then return end
   local st = self.call:status()
   if st and st.code ~= "OK" then
     st.method = self.path
@@ -510,12 +513,14 @@ end
 -- peer's flow-control window is closed (more than 64 KiB queued), so a
 -- peer that stops reading holds the sender, not memory; the deadline still
 -- applies. Raises the call's error once it has ended other than OK, a
--- string after `close_send`.
+-- string after `close_send`; once the call ended OK the message is
+-- dropped (the call is over: `recv` gives its end).
 function Call:send(bytes)
   if type(bytes) ~= "string" then
     error("bad argument #1 to 'send' (string expected, got " .. type(bytes) .. ")", 2)
   end
   if self.send_closed then error("send: the sending side is closed (close_send)", 2) end
+  if self.final then return end
   local call = self.call
   if not call:send(bytes) then
     raise_if_failed(self)
@@ -530,14 +535,17 @@ end
 function Call:close_send()
   if self.send_closed then return end
   self.send_closed = true
+  if self.final then return end
   self.call:close_send()
   driver.flush(self.channel)
 end
 
 --- `call:recv()` -> the next response message (bytes), or nil after the
--- last one once the call ended OK; raises the call's error otherwise.
--- Under pc.run, one task may read while another sends.
+-- last one once the call ended OK (the call is released then, as by
+-- `close`, its metadata kept: see `stream`); raises the call's error
+-- otherwise. Under pc.run, one task may read while another sends.
 function Call:recv()
+  if self.final then return nil end
   if self.http1 and not self.send_closed then half_duplex(self) end
   local call = self.call
   while true do
@@ -545,9 +553,11 @@ function Call:recv()
     if m then return m end
     if m == nil then
       raise_if_failed(self)
+      release(self)
       return nil
     end
     driver.wait(self.channel, call)
+    if self.final then return nil end -- another task's recv saw the end
   end
 end
 
@@ -574,7 +584,7 @@ function Call:headers()
   if self.http1 and not self.send_closed then half_duplex(self) end
   local call = self.call
   wait_until(self, function() return call:headers_done() end)
-  return call:metadata().headers
+  return self:metadata().headers
 end
 
 --- `call:trailers()` -> the trailers ({key, value} pairs), waiting for the
@@ -582,9 +592,8 @@ end
 function Call:trailers()
   local final = self.final
   if final then return final.trailers end
-  local call = self.call
   wait_until(self, function() return false end)
-  return call:metadata().trailers
+  return self:metadata().trailers
 end
 
 --- `call:cancel()`: ends the call CANCELLED (RST_STREAM CANCEL: the server
@@ -618,6 +627,12 @@ function Call:buffered() return self.final and 0 or self.call:buffered() end
 -- when done with it before its end (`close`, or `<close>` under Lua 5.4):
 -- one dropped unclosed keeps its HTTP/2 stream, a server stream slot,
 -- until its deadline or the garbage collector's finalizer cancels it.
+-- Its end (status OK: `recv` returned nil, `close_and_recv` returned)
+-- releases it: `transport:close()` then closes its connection at once on
+-- both runtimes; `headers`, `trailers` and `metadata` answer from what
+-- it received, `buffered` is 0, `recv` gives nil again, `send` drops its
+-- message (a string error after `close_send`, as before the end), and
+-- `close_send`, `cancel` and `close` do nothing.
 function Transport:stream(path, settings, trusted)
   local call = self.channel:start(path, settings_of(self, "stream", path, settings, 2, 2, trusted))
   track(self)

@@ -101,6 +101,8 @@ function Watch:poll()
     self.call = c
     answer(self, it()) -- the first message, already read
   end
+  -- a stream that ended OK with no message was released by its iterator
+  if self.call.final then return ended(self, "OK") end
   local raw = self.call.call
   while true do
     local m = raw:next()

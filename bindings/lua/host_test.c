@@ -1083,6 +1083,71 @@ static void bad_utf8(void) {
   protocall_pool_free(pool);
 }
 
+/* 1 when the NUL-terminated 's' is UTF-8 (no sequence cut or stray). */
+static int is_utf8(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    int n = *p < 0x80             ? 0
+            : (*p & 0xE0) == 0xC0 ? 1
+            : (*p & 0xF0) == 0xE0 ? 2
+            : (*p & 0xF8) == 0xF0 ? 3
+                                  : -1;
+    if (n < 0) return 0;
+    for (p++; n > 0; n--, p++)
+      if ((*p & 0xC0) != 0x80) return 0;
+  }
+  return 1;
+}
+
+/* A bad string three map levels down in a type of a 400-byte package:
+ * the error keeps the place and the reason whole, the root's name giving
+ * way ("..." and its tail), and stays UTF-8 (the keys' "é" not cut). */
+static void bad_utf8_long_root(void) {
+  char pkg[401], proto[1024], full[512], want[512];
+  memset(pkg, 'q', 400);
+  pkg[400] = '\0';
+  snprintf(proto, sizeof proto,
+           "syntax = \"proto3\"; package %s;\n"
+           "message A { map<string, B> m = 1; }\n"
+           "message B { map<string, C> m = 1; }\n"
+           "message C { map<string, string> m = 1; }\n",
+           pkg);
+  pc_Pool *pool = protocall_pool_new();
+  char err[1024];
+  CHECK(protocall_pool_load(pool, "long.proto", proto, strlen(proto), NULL, err, sizeof err));
+  snprintf(full, sizeof full, "%s.A", pkg);
+  const pc_MessageDef *A = protocall_pool_type(pool, full), *B, *C;
+  pc_Arena *a = protocall_arena_new();
+  char k1[61], k2[61];
+  memset(k1, 'k', 60);
+  k1[60] = '\0';
+  for (int i = 0; i < 30; i++) memcpy(k2 + 2 * i, "\xc3\xa9", 2); /* "é", where 511 bytes end */
+  k2[60] = '\0';
+  protocall_Value k, v;
+  memset(&k, 0, sizeof k);
+  memset(&v, 0, sizeof v);
+  pc_Message *m = protocall_message_new(A, a);
+  k.data = k1;
+  k.len = 60;
+  pc_Message *b = protocall_map_mutable_message(m, A, "m", &k, a, &B);
+  k.data = k2;
+  pc_Message *c = protocall_map_mutable_message(b, B, "m", &k, a, &C);
+  k.data = "z";
+  k.len = 1;
+  v.data = "ab\xff";
+  v.len = 3;
+  CHECK(protocall_map_set(c, C, "m", &k, &v, a) == PROTOCALL_OK);
+  size_t len;
+  CHECK(protocall_encode(m, A, 0, a, &len, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "qqqq.A.m[\"%s\"].m[\"%s\"].m[\"z\"]: invalid UTF-8 at byte 3", k1,
+           k2);
+  size_t n = strlen(err), w = strlen(want);
+  CHECK(n < 512 && strncmp(err, "...", 3) == 0);
+  CHECK(n > w && strcmp(err + n - w, want) == 0);
+  CHECK(is_utf8(err));
+  protocall_arena_free(a);
+  protocall_pool_free(pool);
+}
+
 /* protocall_pushpool / protocall_pushmessage in a state where the module
  * was never opened: a Lua error, not a crash. */
 static int push_pool_early(lua_State *L) {
@@ -1124,6 +1189,62 @@ static void *counting_alloc(void *ud, void *p, size_t osize, size_t nsize) {
   else if (p != NULL)
     *held += osize;
   return q;
+}
+
+static long fail_at; /* failing_alloc fails from its fail_at-th new or bigger block on; 0 never */
+static long allocs;  /* counted since fail_at was set */
+
+/* counting_alloc failing every allocation from the fail_at-th on (one
+ * failure alone Lua 5.4 retries after an emergency collection). */
+static void *failing_alloc(void *ud, void *p, size_t osize, size_t nsize) {
+  if (fail_at > 0 && (p == NULL ? nsize > 0 : nsize > osize) && ++allocs >= fail_at) return NULL;
+  return counting_alloc(ud, p, osize, nsize);
+}
+
+/* Opening the module and loading .proto files whose imports the pool
+ * holds (a built-in one, a file loaded before), their scratch arenas
+ * finalized between them, with each allocation failing in turn: an error
+ * or nil and the reason, and every byte given back at lua_close (the
+ * scratch arenas, an Arena's __gc failing to start a group included). */
+static const char kLoads[] =
+    "local pool = pc.pool()\n"
+    "assert(pool:load([[syntax = 'proto3'; package la;\n"
+    "  import 'google/protobuf/timestamp.proto';\n"
+    "  message T { google.protobuf.Timestamp at = 1; repeated string s = 2; }]],\n"
+    "  { name = 'la.proto' }))\n"
+    "collectgarbage()\n"
+    "assert(pool:load([[syntax = 'proto3'; package lb; import 'la.proto';\n"
+    "  message U { la.T t = 1; map<string, la.T> m = 2; }]], { name = 'lb.proto' }))\n"
+    "collectgarbage()\n"
+    "assert(pool:type('lb.U'))\n";
+
+static int open_all(lua_State *L) {
+  luaL_openlibs(L);
+  luaL_requiref(L, "protocall", luaopen_protocall, 0);
+  lua_setglobal(L, "pc");
+  return 0;
+}
+
+static void loads_failing(void) {
+  for (long n = 1;; n++) {
+    size_t held = 0;
+    allocs = 0;
+    fail_at = n;
+    lua_State *L = lua_newstate(failing_alloc, &held);
+    int ok = L != NULL;
+    if (ok) {
+      lua_pushcfunction(L, open_all);
+      ok = lua_pcall(L, 0, 0, 0) == LUA_OK && luaL_dostring(L, kLoads) == LUA_OK;
+    }
+    int hit = allocs >= n;
+    fail_at = 0;
+    if (!hit) CHECK(ok);
+    if (L != NULL) lua_close(L);
+    if (held != 0)
+      fprintf(stderr, "loads_failing: allocation %ld failing: %zu bytes held\n", n, held);
+    CHECK(held == 0);
+    if (!hit) break;
+  }
 }
 
 static lua_Integer noted; /* what note(x) was last given */
@@ -1314,6 +1435,7 @@ int main(void) {
   messages();
   containers();
   bad_utf8();
+  bad_utf8_long_root();
   unknown_pool();
   shared_pool();
   transport_and_time();
@@ -1324,5 +1446,6 @@ int main(void) {
   made_in_finalizers();
   finalized_pools();
   finalized_host_pool();
+  loads_failing();
   return CHECK_DONE();
 }

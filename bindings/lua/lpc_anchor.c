@@ -180,6 +180,9 @@ typedef struct {
 #define GROUP_UV        lua_upvalueindex(3)
 /* The Arena's: token -> group number, weak keys (the Sweep's upvalue 3). */
 #define TOKENS_UV       lua_upvalueindex(4)
+/* The Arena's: new_group, called in protected mode (made once: LuaJIT's
+ * lua_pushcfunction allocates a closure). */
+#define NEW_GROUP_UV    lua_upvalueindex(5)
 #define SWEEP_TOKENS_UV lua_upvalueindex(3)
 
 static int cmp_size(const void *a, const void *b) {
@@ -283,36 +286,53 @@ static void unlist_made(Reaper *r, lpc_ArenaBox *h) {
   h->made = 0;
 }
 
+/* -- token = new_group(): starts a group, its token known to the tokens
+ * table (upvalue 3, TOKENS_UV's) before it is the one being filled in the
+ * group table (upvalue 2, GROUP_UV's), so a token there always keeps its
+ * arenas. Upvalue 1 is the Reaper. (debug.getupvalue reaches it: a call
+ * from Lua only starts a group early.) */
+static int new_group(lua_State *L) {
+  Reaper *r = lua_touserdata(L, lua_upvalueindex(1));
+  lua_createtable(L, 0, 0); /* the probe */
+  lua_rawseti(L, lua_upvalueindex(2), 2);
+  lua_createtable(L, 0, 0); /* the token */
+  lua_pushvalue(L, -1);
+  lua_pushinteger(L, (lua_Integer)r->group + 1);
+  lua_rawset(L, lua_upvalueindex(3));
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, lua_upvalueindex(2), 1);
+  r->group++;
+  r->group_n = 0;
+  return 1;
+}
+
 /* Pushes the token of the group being filled, starting one when needed:
  * at GROUP arenas, and at the first box of each cycle (the probe, a table
  * held by a weak value alone, gone), so that a token the generational
  * collector made old (the box holding it was: Lua 5.4's barrier) keeps the
- * arenas of one cycle only until the next major collection. */
-static void push_group(lua_State *L, Reaper *r) {
+ * arenas of one cycle only until the next major collection. 0 (nothing
+ * pushed) when memory for a new group runs out: a finalizer must not
+ * raise, or what its box owns leaks. */
+static int push_group(lua_State *L, Reaper *r) {
   int fresh = r->group_n >= GROUP;
   if (!fresh) {
     fresh = lua_rawgeti(L, GROUP_UV, 2) == LUA_TNIL;
     lua_pop(L, 1);
   }
   if (!fresh) {
-    if (lua_rawgeti(L, GROUP_UV, 1) != LUA_TNIL) return;
+    if (lua_rawgeti(L, GROUP_UV, 1) != LUA_TNIL) return 1;
     lua_pop(L, 1);
   }
-  lua_createtable(L, 0, 0); /* the probe */
-  lua_rawseti(L, GROUP_UV, 2);
-  lua_createtable(L, 0, 0); /* the token */
-  lua_pushvalue(L, -1);
-  lua_rawseti(L, GROUP_UV, 1);
-  lua_pushvalue(L, -1);
-  lua_pushinteger(L, (lua_Integer)++r->group);
-  lua_rawset(L, TOKENS_UV);
-  r->group_n = 0;
+  lua_pushvalue(L, NEW_GROUP_UV);
+  if (lua_pcall(L, 0, 1, 0) == LUA_OK) return 1;
+  lua_pop(L, 1);
+  return 0;
 }
 
 /* Moves 'g' (its group set here) to the Reaper's list, the box at 1
  * taking its group's token as user value 'uv'; 0 when it cannot wait (the
- * state is closing or the list cannot grow): the caller frees it at once.
- * The caller arms the Reaper once it has marked its box. */
+ * state is closing, or the list or a new group cannot grow): the caller
+ * frees it at once. The caller arms the Reaper once it has marked its box. */
 static int bury(lua_State *L, Reaper *r, Grave g, int uv) {
   if (r->closed) return 0;
   if (r->n == r->cap) {
@@ -322,7 +342,7 @@ static int bury(lua_State *L, Reaper *r, Grave g, int uv) {
     r->list = list;
     r->cap = cap;
   }
-  push_group(L, r); /* (raises on allocation failure: what 'g' owns then leaks) */
+  if (!push_group(L, r)) return 0;
   lua_setiuservalue(L, 1, uv);
   g.group = r->group;
   r->list[r->n++] = g;
@@ -367,8 +387,8 @@ static int pool_gc(lua_State *L) {
 
 void lpc_push_pool_gc(lua_State *L, int arena_gc_idx) {
   arena_gc_idx = lua_absindex(L, arena_gc_idx);
-  for (int i = 1; i <= 4; i++) lua_getupvalue(L, arena_gc_idx, i);
-  lua_pushcclosure(L, pool_gc, 4);
+  for (int i = 1; i <= 5; i++) lua_getupvalue(L, arena_gc_idx, i);
+  lua_pushcclosure(L, pool_gc, 5);
 }
 
 /* Pushes a table with weak keys or values ('mode'). */
@@ -406,7 +426,11 @@ void lpc_push_arena_gc(lua_State *L) {
   lua_pushvalue(L, ri + 3);
   lua_pushvalue(L, ri + 1);
   lua_pushvalue(L, ri + 2);
-  lua_pushcclosure(L, arena_gc, 4);
+  lua_pushvalue(L, ri);
+  lua_pushvalue(L, ri + 1);
+  lua_pushvalue(L, ri + 2);
+  lua_pushcclosure(L, new_group, 3);
+  lua_pushcclosure(L, arena_gc, 5);
   lua_replace(L, ri);
   lua_settop(L, ri);
 }

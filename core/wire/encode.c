@@ -606,10 +606,23 @@ static pc_EncodeStatus finish(const Enc *e) {
     int deep = e->status == kPc_EncodeStatus_TooDeep;
     const char *root = e->root_def->full_name, *cut = e->cut && !deep ? "..." : "";
     const char *at = deep ? "" : e->path + e->at;
+    char reason[64];
     if (e->status == kPc_EncodeStatus_BadUtf8)
-      pc_Error_Set(e->err, "%s%s%s: invalid UTF-8 at byte %zu", root, cut, at, e->bad_byte + 1);
+      snprintf(reason, sizeof reason, "invalid UTF-8 at byte %zu", e->bad_byte + 1);
     else
-      pc_Error_Set(e->err, "%s%s%s: %s", root, cut, at, pc_EncodeStatus_String(e->status));
+      snprintf(reason, sizeof reason, "%s", pc_EncodeStatus_String(e->status));
+    /* The place (at most half of PC_ERROR_MAX) and the reason always show
+     * whole: a root name too long for the rest gives way, "..." and its
+     * tail (the type's own name) kept, never from within a UTF-8 sequence. */
+    size_t room = PC_ERROR_MAX - 1 - strlen(cut) - strlen(at) - 2 - strlen(reason);
+    size_t len = strlen(root);
+    const char *dots = "";
+    if (len > room) {
+      dots = "...";
+      root += len - (room - 3);
+      while (((unsigned char)*root & 0xC0) == 0x80) root++;
+    }
+    pc_Error_Set(e->err, "%s%s%s%s: %s", dots, root, cut, at, reason);
     return e->status;
   }
   if (!(e->opts != NULL && e->opts->partial) &&

@@ -56,7 +56,8 @@ typedef struct {
  * pc_Message_CheckRequired names places (".name", "[i]" 1-based, "[\"key\"]"
  * or "[n]", ".(pkg.ext)"; ": key" when a map key is what failed; "..."
  * for the outer steps of one too long for PC_ERROR_MAX; nesting too deep
- * names the root type alone):
+ * names the root type alone). The place and the reason always show whole:
+ * a root type name too long for them shows as "..." and its tail:
  * "r.Req.items[2].tags[3]: invalid UTF-8 at byte 5" (the string's first
  * bad byte, from 1), "r.Req.labels[\"\\255\"]: key: invalid UTF-8 at byte 1". */
 pc_EncodeStatus pc_Encode(const pc_Message *msg, const pc_MessageDef *m,

@@ -85,6 +85,16 @@ local function serving(fn, opts, scheme)
   if err then error(err, 0) end
 end
 
+-- Waits up to 2 s for listener `l` to hold no connection (the client
+-- closed them all), then asserts it.
+local function closes_all(l)
+  for _ = 1, 200 do
+    if l:connections() == 0 then break end
+    pc.sleep(0.01)
+  end
+  assert.are.equal(0, l:connections())
+end
+
 local function stub_of(url, protocol, extra)
   local o = { protocol = protocol, http_version = "1.1" }
   for k, v in pairs(extra or {}) do o[k] = v end
@@ -203,11 +213,7 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
           assert.are.same({}, call:trailers())
           assert.are.equal(42, stub:Add({ x = 41, y = 1 }).total)
           t:close()
-          for _ = 1, 200 do
-            if l:connections() == 0 then break end
-            pc.sleep(0.01)
-          end
-          assert.are.equal(0, l:connections())
+          closes_all(l)
         end)
       end)
     end
@@ -250,11 +256,7 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
           end
           assert.are.equal(42, stub:Add({ x = 41, y = 1 }).total)
           t:close()
-          for _ = 1, 200 do
-            if l:connections() == 0 then break end
-            pc.sleep(0.01)
-          end
-          assert.are.equal(0, l:connections())
+          closes_all(l)
           after_end(total, {})
           if echo then after_end(echo, {}) end
         end)
@@ -273,11 +275,7 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
           assert.has_error(function() c:send(1) end)
           after_end(c, { { "x-trail", "t1" } })
           t:close()
-          for _ = 1, 200 do
-            if l:connections() == 0 then break end
-            pc.sleep(0.01)
-          end
-          assert.are.equal(0, l:connections())
+          closes_all(l)
         end)
       end)
 
@@ -293,11 +291,7 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
         c:send { x = 1 }
         after_end(c, { { "x-trail", "t1" } })
         t:close()
-        for _ = 1, 200 do
-          if l:connections() == 0 then break end
-          pc.sleep(0.01)
-        end
-        assert.are.equal(0, l:connections())
+        closes_all(l)
       end)
     end)
 

@@ -3,6 +3,7 @@
  * range, enum names and closed enums) with the error texts the message
  * files share ("demo.M.x: integer expected, got string"). */
 #include "lpc_message.h"
+#include "base/number.h"
 #include "wire/decode.h"
 #include "wire/wire.h"
 
@@ -10,7 +11,6 @@
 #include <lauxlib.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 void lpc_push_scalar(lua_State *L, const pc_FieldDef *f, pc_Value v) {
@@ -80,15 +80,7 @@ _Noreturn void lpc_message_type_error(lua_State *L, const char *name, const pc_M
 static _Noreturn void integer_error(lua_State *L, const char *name, int idx, int past_2_53) {
   double n = (double)lua_tonumber(L, idx);
   char shown[32]; /* the shortest text that reads back as n: 30.000000000000004, not 30.0 */
-  if (n != n)
-    snprintf(shown, sizeof shown, "nan");
-  else if (n - n != 0)
-    snprintf(shown, sizeof shown, "%s", n > 0 ? "inf" : "-inf");
-  else
-    for (int digits = 14; digits <= 17; digits++) {
-      snprintf(shown, sizeof shown, "%.*g", digits, n);
-      if (strtod(shown, NULL) == n) break;
-    }
+  pc_Number_Shortest(n, shown);
   if (n != floor(n) || n - n != 0) lpc_msg_error(L, "%s: integer expected, got %s", name, shown);
   if (past_2_53)
     lpc_msg_error(L,

@@ -1,5 +1,6 @@
 /* Messages to proto3 JSON (json.h). One recursive walk over the message,
  * appending to a growable buffer; well-known types by their full names. */
+#include "base/number.h"
 #include "json/json_internal.h"
 #include "wire/decode.h"
 #include "wire/wire.h"
@@ -130,21 +131,16 @@ static int put_string(W *w, const pc_JsonPath *path, const char *s, size_t n) {
   return put_escaped(w, s, n);
 }
 
-/* Shortest text that reads back as 'd' (%.15g, else %.16g, else %.17g). */
+/* A double as JSON: pc_Number_Shortest's text ("-0.0" for negative zero);
+ * NaN and the infinities quoted when 'quote_specials' (proto3 JSON),
+ * nothing otherwise. */
 static int put_double(W *w, double d, int quote_specials) {
   if (isnan(d)) return quote_specials ? PUTS(w, "\"NaN\"") : 0;
   if (isinf(d))
     return quote_specials ? (d > 0 ? PUTS(w, "\"Infinity\"") : PUTS(w, "\"-Infinity\"")) : 0;
   if (d == 0) return signbit(d) ? PUTS(w, "-0.0") : putch(w, '0'); /* "-0" reads as 0 in some */
-  char buf[40];
-  int n = 0;
-  /* A normal double's shortest form has 15 digits or more when %.15g does
-   * not read back (DBL_DIG); a subnormal's may have fewer. */
-  for (int prec = fabs(d) < DBL_MIN ? 1 : 15; prec <= 17; prec++) {
-    n = snprintf(buf, sizeof buf, "%.*g", prec, d);
-    if (strtod(buf, NULL) == d) break;
-  }
-  return put(w, buf, (size_t)n);
+  char buf[32];
+  return put(w, buf, pc_Number_Shortest(d, buf));
 }
 
 static int put_float(W *w, float f) {

@@ -338,9 +338,21 @@ describe("protocall.resty.gateway inside nginx", function()
     code, body = request(nginx, "/v1/calls", { method = "DELETE" })
     assert.are.equal(405, code, body)
     assert.truthy(body:find('^{"code":12,"message":"method DELETE not allowed'), body)
-    code, body = request(nginx, "/echo-local")
-    assert.are.equal(503, code, body)
-    assert.are.equal('{"code":14,"message":"no configuration for gateway route \'nothing\'","details":[]}', body)
+    for _ = 1, 4 do
+      code, body = request(nginx, "/echo-local")
+      assert.are.equal(503, code, body)
+      assert.are.equal('{"code":14,"message":"no configuration for gateway route \'nothing\'","details":[]}', body)
+    end
+    -- the error log says it once a worker, naming the worker's routes (a
+    -- misspelled name is found there)
+    local log, said = read(nginx.prefix .. "/logs/error.log") or "", 0
+    for line in log:gmatch("[^\n]+") do
+      if line:find("handle: no configuration for gateway route 'nothing'", 1, true) then
+        said = said + 1
+        assert.truthy(line:find("; this worker's routes: [^;]*'library'"), line)
+      end
+    end
+    assert.is_true(said >= 1 and said <= 2, log:sub(-4000))
   end)
 
   it("hostile input gets a 4xx google.rpc.Status and never reaches the upstream", function()

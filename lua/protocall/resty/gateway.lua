@@ -854,6 +854,28 @@ local function handle_web(v, m, protocol, codec, path)
   ngx.print(out)
 end
 
+-- route name -> true once this worker logged that it has no configuration
+local unconfigured_said = {}
+
+-- Logs once a worker (nginx's error log, ERR) that `route` has no
+-- configuration here, naming the routes this worker has, so a misspelled
+-- name is found there: its requests are answered 503, as a route whose
+-- publication (`dict`) has not reached this worker yet is.
+local function unconfigured(route, dict)
+  if unconfigured_said[route] then return end
+  unconfigured_said[route] = true
+  local known = {}
+  for name in pairs(current) do known[#known + 1] = "'" .. name .. "'" end
+  for name in pairs(reflecting) do
+    if not current[name] then known[#known + 1] = "'" .. name .. "'" end
+  end
+  sort(known)
+  ngx.log(ngx.ERR, "protocall.resty.gateway: handle: no configuration for gateway route '", route, "'",
+    dict and " (nor published in lua_shared_dict '" .. dict .. "')" or "",
+    "; this worker's routes: ", #known > 0 and concat(known, ", ") or "none",
+    " (gateway.configure / gateway.publish name them; logged once a worker)")
+end
+
 --- gateway.handle(route [, {shared = dict}]): content_by_lua*'s handler:
 -- answers the nginx request by the route's current version (taken once:
 -- the whole request uses it). The method and ngx.var.request_uri (less
@@ -871,7 +893,8 @@ end
 -- message as a last `{"error": ...}` line. A failure before the answer
 -- (no rule, bad input, the call's status) is a google.rpc.Status JSON
 -- body with the mapped HTTP status (tc:error); a route with no version is
--- 503 UNAVAILABLE. With `shared`, the route's number in that ngx.shared
+-- 503 UNAVAILABLE, and said once a worker in nginx's error log (ERR)
+-- with the names of the routes the worker has. With `shared`, the route's number in that ngx.shared
 -- dict is read first (one dict get) and a newer configuration compiled
 -- in an ngx.timer (`publish`); a worker with no version of the route yet
 -- compiles it in that request.
@@ -902,6 +925,7 @@ function M.handle(route, opts)
       return bare_error(503, 14, "gateway route '" .. route .. "': no schema yet from the upstream's reflection"
         .. (state.err and ": " .. state.err or " (being fetched)"))
     end
+    unconfigured(route, opts and opts.shared)
     return bare_error(503, 14, "no configuration for gateway route '" .. route .. "'")
   end
   local tc = v.tc

@@ -54,7 +54,8 @@ M.call = {
           "({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\", \"maxBackoff\": \"1s\",\n" ..
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
           "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
-          "-max-time is the call's deadline, a stream's wait for standard input included.\n" ..
+          "-max-time is the call's deadline (0: none, as without it), a stream's wait for\n" ..
+          "standard input included.\n" ..
           "-connect-timeout bounds connecting, TLS and the server's SETTINGS: UNAVAILABLE past it.\n" ..
           "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
           "grpcweb (gRPC-Web) or connect (the Connect protocol); reflection then goes over it\n" ..

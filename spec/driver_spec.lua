@@ -560,3 +560,40 @@ describe("pc.grpc with a host driver", function()
       "pc.grpc: target 'dns:///_grpc._tcp.x.test': SRV needs the built-in driver")
   end)
 end)
+
+describe("pc.grpc with a host driver whose sockets move their own bytes (attach), waiting with wake", function()
+  -- the OpenResty driver's shape (lua/protocall/resty.lua): a call waits in
+  -- the driver's wait(seconds, token) until a wake or the round's end
+  it("ends a call whose deadline came while its connection was made at once, without waiting a round", function()
+    local socket = require "socket"
+    local connected, waits = false, {}
+    local Sock = {
+      attach = function(self, hooks) self.hooks = hooks end, -- a silent peer: no byte ever comes
+      kick = function() end,
+      close = function() return true end,
+    }
+    Sock.__index = Sock
+    local D = {
+      connect = function()
+        socket.sleep(0.05) -- the connect outlasts the call's deadline
+        connected = true
+        return setmetatable({}, Sock)
+      end,
+      -- no wake comes: what the waiter is asked to wait is recorded, not waited
+      wait = function(seconds)
+        if connected then waits[#waits + 1] = seconds end
+        return false
+      end,
+      wake = function() end,
+    }
+    local t = pc.grpc("127.0.0.1:1", { driver = D })
+    local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 0.01 })
+    assert.are.equal("DEADLINE_EXCEEDED", err.code, tostring(err))
+    assert.is_true(connected)
+    -- a round after the tick that ended the call waited READ_CAP (1 s) for a wake that never came
+    for _, s in ipairs(waits) do
+      assert.is_true(s < 0.5, "waited " .. s .. " s after the call ended: " .. table.concat(waits, ", "))
+    end
+    t:close()
+  end)
+end)

@@ -291,6 +291,29 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.truthy(lines[#lines]:find('^{"error":{"code":4,"message":".*","details":%[%]}}$'), lines[#lines])
   end)
 
+  it("a deadline of microseconds is answered 504 at once, not after the driver's one-second round", function()
+    -- each deadline passing between the call's start and its first wait
+    -- round (tens of microseconds), which waited a whole second for a
+    -- wake that never came (transport/driver.lua's tick_news); one curl
+    -- for all, so its start-up is paid once
+    local urls = {}
+    for _ = 1, 4 do
+      for _, us in ipairs { 10, 15, 20, 25, 30, 40, 50, 70 } do
+        urls[#urls + 1] = "-s -m 20 -o /dev/null -w '%{http_code} %{time_total}\\n' -H "
+          .. q("Grpc-Timeout: " .. us .. "u") .. " " .. q(nginx.url .. "/v1/shelves/1/books/2")
+      end
+    end
+    local out = R.capture("curl " .. table.concat(urls, " --next "))
+    local n = 0
+    for code, secs in out:gmatch("(%d+) ([%d.]+)") do
+      n = n + 1
+      -- a deadline this short may still see the answer first (200)
+      assert.is_true(code == "504" or code == "200", out)
+      assert.is_true(tonumber(secs) < 0.5, "answered after " .. secs .. " s:\n" .. out)
+    end
+    assert.are.equal(#urls, n, out)
+  end)
+
   it("an upstream that cannot be reached is 503 UNAVAILABLE as google.rpc.Status", function()
     local code, body, h = request(nginx, "/down/v1/calls")
     assert.are.equal(503, code, body)

@@ -234,6 +234,27 @@ local function reader_pick(dc, live, calls)
   return ids[1], busy
 end
 
+-- Whether the tick that began a round gave the call of `token` news (any
+-- call, with no token), for a driver with `wake`: a call the tick ended
+-- (its deadline came, its connection failed) has news its waiter has not
+-- heard, as no I/O woke anyone. Those waiters are woken now (the channel's
+-- wake list emptied), and the round's caller looks at its call instead of
+-- waiting in the driver's `wait`, which else lasted the whole round
+-- (READ_CAP: a second late) when the tick left no nearer timer and no byte
+-- came after it. (A driver without `wake` sleeps 5 ms at most a round.)
+local function tick_news(dc, ch, token)
+  local tokens = dc.tokens
+  local n, all = ch:host_woken(tokens)
+  if n == 0 and not all then return false end
+  sched.fire(dc.signal)
+  dc.wake(tokens, n, all, true)
+  if all or not token then return true end
+  for i = 1, n do
+    if tokens[i] == token then return true end
+  end
+  return false
+end
+
 -- A round's wait: until a driver method returned (driver.wake) or `t`
 -- seconds, then the channel's timers; not when the driver's wait for the
 -- call of `token` says a wake ended it (the caller looks at its call
@@ -255,6 +276,7 @@ end
 local function drive(dc, limit, token)
   local ch = dc.channel
   local timer, version = ch:host_tick()
+  if dc.wake and tick_news(dc, ch, token) then return M.flush(ch) end -- what the tick queued (RST_STREAM) goes out
   timer = timer or math.huge
   if timer < 0.001 then timer = 0.001 end
   local next_timer = limit and limit < timer and limit or timer -- a connect gets the whole timer

@@ -309,7 +309,8 @@ describe("protocall.resty.gateway inside nginx", function()
       n = n + 1
       -- a deadline this short may still see the answer first (200)
       assert.is_true(code == "504" or code == "200", out)
-      assert.is_true(tonumber(secs) < 0.5, "answered after " .. secs .. " s:\n" .. out)
+      -- the round is 1 s: well under it, with room for a loaded machine
+      assert.is_true(tonumber(secs) < 0.9, "answered after " .. secs .. " s:\n" .. out)
     end
     assert.are.equal(#urls, n, out)
   end)

@@ -86,7 +86,9 @@ elseif arg[1] == "probe" then
   listener = pc.listen(server, "127.0.0.1:0", { rest = true })
 else
   local gateway = require "protocall.cli.gateway"
-  local server = gateway.gateway_server(pool, pc.grpc("http://127.0.0.1:" .. assert(arg[2])), { "nd.Collector" })
-  listener = pc.listen(server, "127.0.0.1:0", { rest = { validate = arg[3] == "validate" or nil } })
+  local validate = arg[3] == "validate" or nil
+  local server = gateway.gateway_server(pool, pc.grpc("http://127.0.0.1:" .. assert(arg[2])), { "nd.Collector" },
+    validate)
+  listener = pc.listen(server, "127.0.0.1:0", { rest = { validate = validate } })
 end
 require("serve_listener")(listener)

@@ -683,6 +683,12 @@ end
       frame(0, '{"title":"ok"}') .. frame(0, '{"title":"too long"}'))
     assert.are.equal(200, code, body)
     assert.truthy(body:find("grpc-status:3\r\ngrpc-message:" .. TITLE .. "\r\n", 1, true), body)
+    -- Connect streaming: the end-of-stream message's error
+    code, body = request(nginx, "/strict/gw.Library/CreateBooks", { body = frame(0, '{"title":"ok"}')
+      .. frame(0, '{"title":"too long"}'), headers = { "Content-Type: application/connect+json" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal("\2", body:sub(1, 1))
+    assert.are.equal('{"error":' .. connect_error(TITLE) .. "}", masked(body:sub(6)))
     -- REST as before: 400 with the detail
     code, body = request(nginx, "/strict/v1/books:batchCreate", { body = '{"title":"ok"}\n{"title":"too long"}' })
     assert.are.equal(400, code, body)

@@ -109,6 +109,64 @@ describe("NDJSON client streams through the gateway", function()
     end
   end)
 
+  it("-validate refuses gRPC, gRPC-Web and Connect requests breaking their rules, in each protocol's form", function()
+    local long = ("z"):rep(21)
+    local WHY = "validation failed: name: must be at most 20 characters [string.max_len]"
+    -- protocall call's words for the refusal, its google.rpc.BadRequest detail included
+    local REFUSED = "ERROR: code = INVALID_ARGUMENT, message = " .. WHY .. '\n  details:\n    field_violations {\n'
+      .. '      field: "name"\n      description: "must be at most 20 characters [string.max_len]"\n'
+      .. '      reason: "string.max_len"\n    }\n'
+    -- protocall call over `protocol`: stdout, stderr, exit status
+    local function call(g, protocol, method, data)
+      local errfile = os.tmpname()
+      local out, _, code = R.capture(BIN .. " call -plaintext -I spec/fixtures/protos -proto gateway/ndjson.proto"
+        .. " -protocol " .. protocol .. " -d " .. q(data) .. " 127.0.0.1:" .. g[2].port .. " nd.Collector/" .. method
+        .. " 2>" .. q(errfile))
+      local err = N.read(errfile)
+      os.remove(errfile)
+      return out, err, code
+    end
+    for _, g in ipairs(gateways) do
+      local checks = g[1]:find("validate") ~= nil
+      for _, protocol in ipairs { "grpc", "grpcweb", "connect" } do
+        local name = g[1] .. " " .. protocol
+        -- unary: Served answers only when the call reaches it (the upstream checks nothing)
+        local out, err, code = call(g, protocol, "Served", '{"name":"ok"}')
+        assert.are.same({ name, 0 }, { name, code }, err)
+        assert.truthy(out:find('"count"'), out)
+        _, err, code = call(g, protocol, "Served", '{"name":"' .. long .. '"}')
+        if checks then
+          assert.are.same({ name, 64 + 3, REFUSED }, { name, code, err })
+        else
+          assert.are.same({ name, 0 }, { name, code }, err)
+        end
+        -- a client stream: each request checked as it is read (the second breaks the rule)
+        local before = served(gateways[1][2])
+        _, err, code = call(g, protocol, "Gather", '{"name":"a"} {"name":"' .. long .. '"}')
+        if checks then
+          assert.are.same({ name, 64 + 3, REFUSED }, { name, code, err })
+        else
+          assert.are.same({ name, 0 }, { name, code }, err)
+          assert.are.equal(before + 1, served(gateways[1][2]))
+        end
+      end
+      -- the refusal's google.rpc.BadRequest detail: Connect's error JSON (HTTP 400), gRPC-Web's trailers
+      local code, body = G.request(g[2], "/nd.Collector/Served",
+        { body = '{"name":"' .. long .. '"}', headers = { "Content-Type: application/json" } })
+      local web_code, _, web_headers = G.request(g[2], "/nd.Collector/Served",
+        { body = "\0\0\0\0\23\10\21" .. long, headers = { "Content-Type: application/grpc-web+proto" } })
+      if checks then
+        assert.are.same({ g[1], 400, '{"code":"invalid_argument","message":"' .. WHY .. '","details":[{"type":'
+          .. '"google.rpc.BadRequest","value":"@"}]}' }, { g[1], code, (body:gsub('"value":"[^"]+"', '"value":"@"')) })
+        -- (trailers-only: the status in the head)
+        assert.are.same({ 200, "3", WHY }, { web_code, web_headers["grpc-status"], web_headers["grpc-message"] })
+        assert.truthy(web_headers["grpc-status-details-bin"])
+      else
+        assert.are.same({ g[1], 200, 200 }, { g[1], code, web_code })
+      end
+    end
+  end)
+
   it("holds a body of a million messages in a few times its size, not a message object per line", function()
     local file = os.tmpname()
     -- 3 MB (ASan: a tenth, which its slower checks of each line end in time; its memory not asserted)
@@ -131,22 +189,26 @@ describe("NDJSON client streams through the gateway", function()
 end)
 
 describe("ctx.recv_bytes of a REST client stream (pc.listen rest)", function()
-  it("hands each line's bytes on, absent under validate = true or an interceptor that wraps ctx.recv", function()
+  it("hands each line's bytes on, absent under validate = true (unless rest's transcoder validates: it checked"
+    .. " the lines) or an interceptor that wraps ctx.recv", function()
     local cases = {
       { "", 200, '{"items":[{"name":"a"},{"name":"b","n":"2"}],"count":"1"}' },
       { "look", 200, '{"items":[{"name":"a"},{"name":"b","n":"2"}],"count":"1"}' },
       { "wrap", 200, '{"items":[{"name":"a!"},{"name":"b!","n":"2"}]}' },
       { "proxy", 200, '{"items":[{"name":"a!"},{"name":"b!","n":"2"}]}' },
       { "validate", 200, '{"items":[{"name":"a"},{"name":"b","n":"2"}]}' },
+      { "checked", 200, '{"items":[{"name":"a"},{"name":"b","n":"2"}],"count":"1"}' },
     }
     for _, case in ipairs(cases) do
       local probe = start("probe " .. case[1])
       local ok, err = pcall(function()
         local code, body = post(probe, "/v1/items:gather", '{"name":"a"}\n{"name":"b","n":2}')
         assert.are.same({ case[1], case[2], case[3] }, { case[1], code, body })
-        if case[1] == "validate" then
+        if case[1] == "validate" or case[1] == "checked" then
           code, body = post(probe, "/v1/items:gather", '{"name":"a"}\n{"name":"' .. ("z"):rep(21) .. '"}')
-          assert.are.same({ 400, '{"code":3,"message":"validation failed: name: must be at most 20 characters '
+          -- (the transcoder's refusal names the line; the server's comes as the handler reads it)
+          assert.are.same({ 400, '{"code":3,"message":"' .. (case[1] == "checked" and "line 2: " or "")
+            .. 'validation failed: name: must be at most 20 characters '
             .. '[string.max_len]","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest",'
             .. '"fieldViolations":[{"field":"name","description":"must be at most 20 characters [string.max_len]",'
             .. '"reason":"string.max_len"}]}]}' }, { code, body })

@@ -5,11 +5,12 @@
 --
 --     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua upstream
 --     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua gateway UPSTREAM_PORT [validate]
---     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua probe [validate | wrap | proxy | look]
+--     PC_PID=$$ lua5.4 spec/ndjson_gateway.lua probe [validate | checked | wrap | proxy | look]
 --
 -- `probe`: nd.Collector's Gather served with pc.listen's `rest`, reading
 -- ctx.recv_bytes when the ctx has it (Items.count 1, else 0), under the
--- server's `validate = true`, an interceptor that wraps ctx.recv (adding
+-- server's `validate = true` (`checked`: `rest`'s `validate` too), an
+-- interceptor that wraps ctx.recv (adding
 -- "!" to each name), one that does so in a ctx of its own whose other
 -- fields are the original's (__index), or one that only looks.
 -- Prints "PORT PID" (PID from env PC_PID) and serves until killed, or
@@ -49,7 +50,7 @@ if arg[1] == "upstream" then
   listener = pc.listen(server, "127.0.0.1:0")
 elseif arg[1] == "probe" then
   local Item = pool:type("nd.Item")
-  local opts = { pool = pool, validate = arg[2] == "validate" or nil }
+  local opts = { pool = pool, validate = (arg[2] == "validate" or arg[2] == "checked") or nil }
   if arg[2] == "wrap" or arg[2] == "look" or arg[2] == "proxy" then
     opts.interceptors = { function(call, nxt)
       local recv = call.ctx.recv
@@ -83,10 +84,12 @@ elseif arg[1] == "probe" then
       return { items = items, count = recv_bytes and 1 or 0 }
     end,
   } }, opts)
-  listener = pc.listen(server, "127.0.0.1:0", { rest = true })
+  listener = pc.listen(server, "127.0.0.1:0", { rest = arg[2] ~= "checked" or { validate = true } })
 else
   local gateway = require "protocall.cli.gateway"
-  local server = gateway.gateway_server(pool, pc.grpc("http://127.0.0.1:" .. assert(arg[2])), { "nd.Collector" })
-  listener = pc.listen(server, "127.0.0.1:0", { rest = { validate = arg[3] == "validate" or nil } })
+  local validate = arg[3] == "validate" or nil
+  local server = gateway.gateway_server(pool, pc.grpc("http://127.0.0.1:" .. assert(arg[2])), { "nd.Collector" },
+    validate)
+  listener = pc.listen(server, "127.0.0.1:0", { rest = { validate = validate } })
 end
 require("serve_listener")(listener)

@@ -88,6 +88,14 @@ local CONF = N.lua_conf(2, [==[
                 message R { int32 x = 1 [(buf.validate.field).cel = {id: "div", expression: "100 / this > 1"}]; }
                 service V { rpc Do(R) returns (R) {
                     option (google.api.http) = { post: "/rulefail/do" body: "*" }; } }]] } }))
+        -- validate = true on the same schema with rules added (the upstream checks nothing)
+        local strict = lib:gsub('import "google/protobuf/any.proto";', '%0\nimport "buf/validate/validate.proto";')
+            :gsub("message EchoRequest {\n  string text = 1;",
+                  "message EchoRequest {\n  string text = 1 [(buf.validate.field).string.min_len = 2];")
+            :gsub("message Book {\n  string name = 1;\n  string title = 2;",
+                  "message Book {\n  string name = 1;\n  string title = 2 [(buf.validate.field).string.max_len = 5];")
+        assert(gw.configure("strict", { protos = { ["gateway/library.proto"] = strict }, upstream = "@UPSTREAM@",
+                                        prefix = "/strict", validate = true, web = true }))
         -- an upstream where nothing listens
         assert(gw.configure("down", { protos = { ["gateway/library.proto"] = lib }, upstream = "127.0.0.1:1",
                                       prefix = "/down" }))
@@ -163,6 +171,9 @@ local CONF = N.lua_conf(2, [==[
         }
         location = /admin/errors {
             content_by_lua_block { ngx.print(ConfigErrors, "\n", tostring(gw.version("probe"))) }
+        }
+        location /strict/ {
+            content_by_lua_block { gw.handle("strict") }
         }
         location /rulefail/ {
             content_by_lua_block { gw.handle("rulefail") }
@@ -679,6 +690,60 @@ end
       { body = '{"title":"T"}', headers = { "Content-Type: application/json" } })
     assert.are.equal(200, code, body)
     assert.are.equal('{"name":"shelves/7/books/r2","title":"T"}', body)
+  end)
+
+  it("with validate, gRPC-Web and Connect requests breaking their rules are refused and never reach the upstream",
+    function()
+    local TEXT = "validation failed: text: must be at least 2 characters [string.min_len]"
+    local TITLE = "validation failed: title: must be at most 5 characters [string.max_len]"
+    -- Connect's error JSON, the detail's bytes left out
+    local function connect_error(why)
+      return '{"code":"invalid_argument","message":"' .. why .. '","details":[{"type":"google.rpc.BadRequest",'
+        .. '"value":"@"}]}'
+    end
+    local function masked(body) return (body:gsub('"value":"[^"]+"', '"value":"@"')) end
+    local before = calls(nginx)
+    -- Connect unary, JSON and proto
+    local code, body = request(nginx, "/strict/gw.Library/Echo",
+      { body = '{"text":"x"}', headers = { "Content-Type: application/json" } })
+    assert.are.same({ 400, connect_error(TEXT) }, { code, masked(body) })
+    code, body = request(nginx, "/strict/gw.Library/Echo",
+      { body = "\10\1x", headers = { "Content-Type: application/proto" } })
+    assert.are.same({ 400, connect_error(TEXT) }, { code, masked(body) })
+    -- gRPC-Web: a unary call, and a client stream whose second message breaks the rule
+    code, body = web_call("/strict/gw.Library/Echo", "application/grpc-web+proto", frame(0, "\10\1x"))
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find("^\128....grpc%-status:3\r\ngrpc%-message:" .. TEXT:gsub("%p", "%%%0") .. "\r\n"), body)
+    assert.truthy(body:find("grpc-status-details-bin:", 1, true), body)
+    code, body = web_call("/strict/gw.Library/CreateBooks", "application/grpc-web+json",
+      frame(0, '{"title":"ok"}') .. frame(0, '{"title":"too long"}'))
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find("grpc-status:3\r\ngrpc-message:" .. TITLE .. "\r\n", 1, true), body)
+    -- Connect streaming: the end-of-stream message's error
+    code, body = request(nginx, "/strict/gw.Library/CreateBooks", { body = frame(0, '{"title":"ok"}')
+      .. frame(0, '{"title":"too long"}'), headers = { "Content-Type: application/connect+json" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal("\2", body:sub(1, 1))
+    assert.are.equal('{"error":' .. connect_error(TITLE) .. "}", masked(body:sub(6)))
+    -- REST as before: 400 with the detail
+    code, body = request(nginx, "/strict/v1/books:batchCreate", { body = '{"title":"ok"}\n{"title":"too long"}' })
+    assert.are.equal(400, code, body)
+    assert.are.equal(before, calls(nginx))
+    -- valid requests of each protocol go through, their bytes as sent
+    code, body = request(nginx, "/strict/gw.Library/Echo",
+      { body = '{"text":"ok"}', headers = { "Content-Type: application/json" } })
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find('^{"text":"ok"'), body)
+    code, body = request(nginx, "/strict/gw.Library/Echo",
+      { body = "\10\2ok", headers = { "Content-Type: application/proto" } })
+    assert.are.equal(200, code, body)
+    assert.are.equal("\10\2ok", body:sub(1, 4))
+    code, body = web_call("/strict/gw.Library/CreateBooks", "application/grpc-web+proto",
+      frame(0, "\18\2ok") .. frame(0, "\18\5fine."))
+    assert.are.equal(200, code, body)
+    assert.are.equal(frame(0, "\8\2"), body:sub(1, 7))
+    assert.truthy(body:find("grpc-status:0\r\n", 1, true), body)
+    assert.are.equal(before + 3, calls(nginx))
   end)
 end)
 

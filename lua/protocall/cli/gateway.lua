@@ -45,7 +45,9 @@ M.gateway = {
           "request header on as metadata for REST requests (besides Authorization and\n" ..
           "Grpc-Metadata-*); -timeout is every REST route's deadline (a shorter\n" ..
           "Grpc-Timeout wins; gRPC, gRPC-Web and Connect calls keep their own); -validate\n" ..
-          "refuses requests breaking their protovalidate rules before they reach UPSTREAM;\n" ..
+          "refuses requests breaking their protovalidate rules before they reach UPSTREAM,\n" ..
+          "whatever the protocol (REST: 400; gRPC, gRPC-Web, Connect: INVALID_ARGUMENT;\n" ..
+          "each with a google.rpc.BadRequest detail; a stream's requests each as read);\n" ..
           "-unbound serves methods without a rule as POST /pkg.Service/Method. -cors lets\n" ..
           "browser pages of ORIGIN\n" ..
           "(scheme://host[:port], or *) call it (pc.listen's cors option: preflights and\n" ..
@@ -143,7 +145,8 @@ local function forwarder(stub, m, json)
   -- Passes the client's requests on: a REST body's lines as the
   -- transcoder wrote their wire bytes (checked by its `validate` already),
   -- no message made per line; other protocols' requests (and any to a
-  -- JSON upstream) as messages.
+  -- JSON upstream) as messages (with -validate, each checked as ctx.recv
+  -- reads it: the server's `validate`).
   local function send_all(ctx, call)
     local recv_bytes = ctx.recv_bytes
     if recv_bytes and not json then
@@ -202,11 +205,15 @@ local function forwarder(stub, m, json)
   end
 end
 
---- server, names = gateway_server(pool, transport, services): a pc.server
--- of `services` (full names) of `pool` whose handlers forward each call
--- over `transport`, serving the reflection service itself from `pool`
--- (clients such as buf curl and protocall call find the schema there).
-function M.gateway_server(pool, transport, services)
+--- server = gateway_server(pool, transport, services [, validate]): a
+-- pc.server of `services` (full names) of `pool` whose handlers forward
+-- each call over `transport`, serving the reflection service itself from
+-- `pool` (clients such as buf curl and protocall call find the schema
+-- there). With `validate`, the server's `validate = true`: a gRPC,
+-- gRPC-Web or Connect request breaking its protovalidate rules is refused
+-- INVALID_ARGUMENT before it is forwarded (REST's are checked by the
+-- listener's transcoder, whose `validate` the server's then leaves alone).
+function M.gateway_server(pool, transport, services, validate)
   local handlers = {}
   for _, sname in ipairs(services) do
     local info = pool:service(sname)
@@ -215,7 +222,7 @@ function M.gateway_server(pool, transport, services)
     for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m, transport.json) end
     handlers[sname] = h
   end
-  return pc.server(handlers, { pool = pool, reflection = true })
+  return pc.server(handlers, { pool = pool, reflection = true, validate = validate or nil })
 end
 
 -- The services of the files of `pool` named `names`.
@@ -337,7 +344,7 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         local okS, err = #new.services > 0, "no service in the schema"
         if okS then
           local server
-          okS, server = pcall(M.gateway_server, new.pool, transport, new.services)
+          okS, server = pcall(M.gateway_server, new.pool, transport, new.services, flags.validate)
           if okS then
             okS, err = pcall(listener.set_server, listener, server, not got and rest or nil)
           else
@@ -423,7 +430,7 @@ function M.gateway.run(flags, args)
   rest.http = http_text
   -- with the upstream unreachable, a server refusing every call until the schema is read (refresh_task)
   local okS, server = true, unreachable and pc.server({})
-  if not unreachable then okS, server = pcall(M.gateway_server, pool, transport, services) end
+  if not unreachable then okS, server = pcall(M.gateway_server, pool, transport, services, flags.validate) end
   if not okS then fail(tostring(server)) end
   local addr = flags.listen or "127.0.0.1:8080"
   local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,

@@ -21,6 +21,8 @@ local core = require "protocall.core"
 local errors = require "protocall.errors"
 local json = require "protocall.json"
 local wire = require "protocall.wire"
+local refusal = require("protocall.validate").refusal
+local details_bin = require("protocall.status").details_bin
 
 local type, ipairs, pairs, tostring, pcall, setmetatable, error =
   type, ipairs, pairs, tostring, pcall, setmetatable, error
@@ -176,14 +178,32 @@ local function envelopes(body, what, protocol)
   return out
 end
 
+-- The refusal of request message `m` (nil: it breaks no rule), as
+-- pc.server's `validate = true` answers: INVALID_ARGUMENT with a
+-- google.rpc.BadRequest detail, or INTERNAL "validate: ..." for a rule
+-- that fails to evaluate.
+local function refused(m)
+  local ok, err = pcall(refusal, m)
+  if not ok then return Error { code = "INTERNAL", message = tostring(err) } end
+  return err
+end
+
 --- list | nil, err = web.requests(protocol, codec, method, body,
--- content_encoding): the request messages as protobuf bytes: the body of
--- a Connect unary call is the message; the others are 5-byte prefixed
--- messages (gRPC-Web-Text's in base64, whose padded chunks may follow
--- each other); the json codec's messages are read into the method's input
--- type. Fails (nil, pc.Error INVALID_ARGUMENT, or UNIMPLEMENTED for a
--- compressed body or message) on what cannot be read, naming where.
-function M.requests(protocol, codec, method, body, content_encoding)
+-- content_encoding [, validate]): the request messages as protobuf bytes:
+-- the body of a Connect unary call is the message; the others are 5-byte
+-- prefixed messages (gRPC-Web-Text's in base64, whose padded chunks may
+-- follow each other); the json codec's messages are read into the
+-- method's input type. Fails (nil, pc.Error INVALID_ARGUMENT, or
+-- UNIMPLEMENTED for a compressed body or message) on what cannot be read,
+-- naming where. With `validate`, each message is also read into the
+-- input type (the proto codec's bytes stay the ones returned) and checked
+-- against its protovalidate rules as pc.server's `validate = true` checks
+-- a request: the first that breaks one fails with its refusal
+-- (INVALID_ARGUMENT "validation failed: ...", a google.rpc.BadRequest in
+-- `details`; a rule failing to evaluate: INTERNAL "validate: ..."), and
+-- proto bytes the input type cannot decode fail INVALID_ARGUMENT
+-- "message N: ...".
+function M.requests(protocol, codec, method, body, content_encoding, validate)
   if content_encoding and content_encoding ~= "identity" then
     return nil, Error { code = "UNIMPLEMENTED", message = "Content-Encoding " .. content_encoding:sub(1, 40)
       .. " is not supported by this gateway" }
@@ -208,7 +228,17 @@ function M.requests(protocol, codec, method, body, content_encoding)
       if protocol == "connect" and text == "" then text = "{}" end
       local ok, m, why = pcall(from_json, T, text)
       if not ok or not m then return nil, invalid(format("message %d: %s", i, tostring(ok and why or m))) end
+      local refusal_err = validate and refused(m)
+      if refusal_err then return nil, refusal_err end
       list[i] = encode(m)
+    end
+  elseif validate then
+    local T = method.input
+    for i, bytes in ipairs(list) do
+      local ok, m, why = pcall(decode, T, bytes)
+      if not ok or not m then return nil, invalid(format("message %d: %s", i, tostring(ok and why or m))) end
+      local refusal_err = refused(m)
+      if refusal_err then return nil, refusal_err end
     end
   end
   if not method.client_streaming and #list ~= 1 then
@@ -268,6 +298,7 @@ local function status_of(err)
   end
   local details = err.details_bin
   if details == nil and type(err.details) == "string" then details = err.details end
+  if details == nil and type(err.details) == "table" then details = details_bin(err) end
   return { code = err.code, message = err.message, details = details }
 end
 
@@ -288,7 +319,8 @@ local CONTENT = {
 -- `a:unary(bytes, headers, trailers)` and for any protocol
 -- `a:failure(err)` before anything was written: -> status, headers
 -- ({name, value} list, Content-Type included), body. `err` is a pc.Error
--- (its details_bin are carried whole) or anything raised (INTERNAL).
+-- (its details_bin, or its `details`: bytes or a list of messages, carried
+-- whole) or anything raised (INTERNAL).
 function M.answer(protocol, codec, method)
   return setmetatable({ protocol = protocol, codec = codec, method = method,
     content_type = CONTENT[protocol] .. codec }, Answer)

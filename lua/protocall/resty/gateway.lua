@@ -178,7 +178,7 @@ local function compile(name, cfg, reflected)
   counts[name] = n
   return { route = name, version = n, pool = pool, tc = tc, transport = transport, timeout = cfg.timeout,
     prefix = cfg.prefix, version_header = cfg.version_header, max_body_bytes = cfg.max_body_bytes or 4194304,
-    web = cfg.web and web.methods(pool, services) or nil }
+    web = cfg.web and web.methods(pool, services) or nil, validate = cfg.validate and true or nil }
 end
 
 ---------------------------------------------------------------------------
@@ -344,7 +344,8 @@ end
 -- `ignore_unknown_fields`, `max_query_bytes`, `max_query_params`,
 -- `max_body_bytes` (4 MiB unless set), `max_depth`, `json`, `validate`
 -- (true: a request breaking its type's protovalidate rules is answered
--- 400 with a google.rpc.BadRequest detail, never reaching the upstream);
+-- 400 with a google.rpc.BadRequest detail, never reaching the upstream;
+-- with `web`, a gRPC-Web or Connect one INVALID_ARGUMENT with it);
 -- `web` (true: `handle` also forwards gRPC-Web and Connect requests for
 -- the methods of the route's services, doc/gateway.md).
 -- `reflection` (true or {refresh = seconds, 60 unless set; timeout =
@@ -828,7 +829,7 @@ local function handle_web(v, m, protocol, codec, path)
   if not md then return web_failure(a, timeout) end
   local body, berr = read_body(v)
   if not body then return web_failure(a, berr) end
-  local list, err = web.requests(protocol, codec, m, body, ngx.var.http_content_encoding)
+  local list, err = web.requests(protocol, codec, m, body, ngx.var.http_content_encoding, v.validate)
   if not list then return web_failure(a, err) end
   local settings = { metadata = md, timeout = timeout }
   if v.timeout then settings.timeout = timeout and min(timeout, v.timeout) or v.timeout end
@@ -903,7 +904,11 @@ end
 -- (application/connect+proto|json; application/proto or
 -- application/json POSTed to a path naming a method of the route) is
 -- answered in that protocol (lua/protocall/http/web.lua): its messages
--- forwarded as a gRPC call (as bytes unless the codec is json), its
+-- forwarded as a gRPC call (as bytes unless the codec is json; with
+-- `validate`, each read into its type and checked first, as REST's are:
+-- one breaking its rules fails the call INVALID_ARGUMENT with the
+-- google.rpc.BadRequest detail, HTTP 400 for Connect unary, and nothing
+-- reaches the upstream; the bytes forwarded stay those sent), its
 -- headers as metadata, Grpc-Timeout / Connect-Timeout-Ms (capped by
 -- `timeout`) as the deadline; the response headers, messages (each
 -- flushed as it comes for a stream), status and trailers (details

@@ -196,7 +196,8 @@ function M.serve(self, call)
       while call:unsent() > 65536 and not ctx.cancelled() do wait_call(core, call) end
     end
   end
-  local ok, result = rpc_server.invoke(entry, info, req, ctx)
+  -- (the transcoder's `validate` checked the requests: the server's would again)
+  local ok, result = rpc_server.invoke(entry, info, req, ctx, tc.validate)
   if ok and info.server_streaming then
     ok, result = pcall(function()
       local list = returned_list(info, result)

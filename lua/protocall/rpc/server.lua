@@ -92,8 +92,10 @@ end
 -- A client stream read from a REST request (pc.listen's `rest`) also has
 -- ctx.recv_bytes(), the next request's wire bytes undecoded (nil after
 -- the last; it and ctx.recv take from one sequence), for a proxy to pass
--- on (call:send_bytes): absent under `validate = true` and when an
--- interceptor replaced ctx.recv, so no request skips them.
+-- on (call:send_bytes): absent under `validate = true` (unless the
+-- listener's `rest` has `validate` too: its transcoder checked every
+-- line, and the server's check is then skipped for REST requests) and
+-- when an interceptor replaced ctx.recv, so no request skips them.
 -- A ctx kept after its call ended: cancelled() is true, send and recv
 -- raise pc.Error CANCELLED, set_header, set_trailer and set_compression
 -- raise "...: the call is over" at the caller's line. A bare
@@ -190,8 +192,13 @@ function M.server(services, opts)
           return interceptors.run(chain, 1, c, function(cc) return fn(cc.request, cc.ctx) end, now(), now)
         end
       end
-      if opts and opts.validate then handler = validated(handler, m.client_streaming) end
-      methods[m.path] = { info = m, handler = handler }
+      -- (`unchecked`: the handler without the check, for a placement that
+      -- checked the request itself, pc.listen's rest with its `validate`)
+      local entry = { info = m, handler = handler }
+      if opts and opts.validate then
+        entry.handler, entry.unchecked = validated(handler, m.client_streaming), handler
+      end
+      methods[m.path] = entry
     end
   end
   return setmetatable({ methods = methods, pool = pool }, Server)
@@ -308,19 +315,22 @@ function M.handler_error(info, raised)
   return status("UNKNOWN", info.full_name .. ": " .. text, { value = raised })
 end
 
---- ok, result = invoke(entry, info, req, ctx): runs the handler of method
--- `info` (`entry.handler`) in pcall, with `ctx` alone for a client stream
--- or bidirectional method, else with the request `req` and `ctx`; an
--- answer that comes after ctx.deadline is false and DEADLINE_EXCEEDED (a
--- late answer is no answer: the client's deadline has passed, as gRPC
--- servers do). pc.listen's placements (gRPC and the web's protocols, REST)
--- run handlers through it.
-function M.invoke(entry, info, req, ctx)
+--- ok, result = invoke(entry, info, req, ctx [, checked]): runs the
+-- handler of method `info` (`entry.handler`; with `checked`, true when the
+-- placement refused requests breaking their rules itself, the handler
+-- without the server's `validate` check when it has one) in pcall, with
+-- `ctx` alone for a client stream or bidirectional method, else with the
+-- request `req` and `ctx`; an answer that comes after ctx.deadline is
+-- false and DEADLINE_EXCEEDED (a late answer is no answer: the client's
+-- deadline has passed, as gRPC servers do). pc.listen's placements (gRPC
+-- and the web's protocols, REST) run handlers through it.
+function M.invoke(entry, info, req, ctx, checked)
   local ok, result
+  local handler = checked and entry.unchecked or entry.handler
   if info.client_streaming then
-    ok, result = pcall(entry.handler, ctx)
+    ok, result = pcall(handler, ctx)
   else
-    ok, result = pcall(entry.handler, req, ctx)
+    ok, result = pcall(handler, req, ctx)
   end
   if ok and ctx.deadline ~= nil and now() > ctx.deadline then
     ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")

@@ -89,8 +89,9 @@ describe("pc.grpc with a host driver", function()
       pc.run()
       assert.are.same({ "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10" }, got)
       -- each message goes out when sent, not when the reader's wait ends
+      -- (a wait's end would be a second's round: 0.9 leaves a loaded machine room)
       local elapsed = now() - t0
-      assert.is_true(elapsed < 0.5, "took " .. elapsed .. " s")
+      assert.is_true(elapsed < 0.9, "took " .. elapsed .. " s")
     end)
 
     it("errors with status and trailers", function()
@@ -117,7 +118,7 @@ describe("pc.grpc with a host driver", function()
     pc.run()
     local elapsed = now() - t0
     assert.are.same({ "slept", "slept" }, done)
-    assert.is_true(elapsed < 0.8, "took " .. elapsed .. " s")
+    assert.is_true(elapsed < 0.95, "took " .. elapsed .. " s") -- one after the other: 1 s
     assert.are.equal(1, D.counts.connect)
     assert.is_true(D.counts.yields > yields, "the driver never yielded")
   end)

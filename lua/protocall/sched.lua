@@ -277,6 +277,32 @@ function M.fire(sig)
   end
 end
 
+-- Tasks abort(co) marked: coroutine -> true (weak: a finished task goes).
+local aborted = setmetatable({}, { __mode = "k" })
+
+--- abort(co): marks task `co` aborted and readies it if it waits (its wait
+-- returns early; the waits of protocall check what they wait for again).
+-- From then on its waits on a call of a channel of pc.grpc cancel that
+-- call (RST_STREAM CANCEL at once: transport/driver.lua's wait), so what
+-- it waits on upstream ends CANCELLED. What a listener's call that ended
+-- early does to the `protocall gateway` handler forwarding it
+-- (rpc/server.lua's WATCH).
+function M.abort(co)
+  aborted[co] = true
+  wake(co)
+end
+
+--- aborted() -> whether the running task was aborted (abort).
+function M.aborted()
+  return aborted[co_running()] == true
+end
+
+--- wake_task(co): readies task `co` if it waits, its wait returning early
+-- (the waits of protocall check what they wait for again).
+function M.wake_task(co)
+  wake(co)
+end
+
 --- STRAY: what a task did that yielded to the loop without a wait of
 -- protocall (a bare coroutine.yield): nothing would ever resume it.
 M.STRAY = "yielded outside protocall's waits (a bare coroutine.yield:"

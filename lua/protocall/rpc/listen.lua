@@ -23,8 +23,10 @@ local decode, to_json, from_json = core.decode, core.to_json, core.from_json
 local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
   rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
   rpc_server.returned_list
-local call_over, OVER = rpc_server.call_over, rpc_server.OVER
-local wait, wait_call, in_task, now = sched.wait, sched.wait_call, sched.in_task, sched.now
+local call_over, OVER, WATCH, watch_call = rpc_server.call_over, rpc_server.OVER, rpc_server.WATCH,
+  rpc_server.watch_call
+local wait, wait_call, in_task, now, wake_task = sched.wait, sched.wait_call, sched.in_task, sched.now,
+  sched.wake_task
 local lower = string.lower
 
 local M = {}
@@ -223,7 +225,16 @@ local function make_ctx(self, call, info)
   -- unary request, or the last ctx:recv()) came gzipped (its
   -- compressed flag set).
   function ctx.compressed() return not ended and call:compressed() end
-  return ctx, function() ended = true end
+  local watcher -- ctx[WATCH]'s task (rpc/server.lua), while the handler runs
+  ctx[WATCH] = function()
+    if watcher == nil and not ended and in_task() then
+      watcher = watch_call(self.core, call, ctx.cancelled, function() return ended end)
+    end
+  end
+  return ctx, function()
+    ended = true
+    if watcher then wake_task(watcher) end
+  end
 end
 
 -- One call, from its headers to its end; a task of the scheduler.

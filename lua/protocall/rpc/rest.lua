@@ -15,7 +15,8 @@ local wire = require "protocall.wire"
 
 local type, pairs, ipairs, pcall, error, tostring, select = type, pairs, ipairs, pcall, error, tostring, select
 local status, codes, Error = errors.status, internal.codes, errors.Error
-local now, wait_call = sched.now, sched.wait_call
+local now, wait_call, in_task, wake_task = sched.now, sched.wait_call, sched.in_task, sched.wake_task
+local WATCH, watch_call = rpc_server.WATCH, rpc_server.watch_call
 local response_of, returned_list = rpc_server.response_of, rpc_server.returned_list
 local decode = wire.decode
 
@@ -103,7 +104,7 @@ end
 -- and trailers both become response headers (grpc-gateway's
 -- Grpc-Metadata-* and Grpc-Trailer-*); a server stream's trailers come
 -- after its head and are dropped.
-local function make_ctx(call, info, md, timeout, rt)
+local function make_ctx(core, call, info, md, timeout, rt)
   local ctx = { method = info.full_name, metadata = md, timeout = timeout,
     deadline = timeout and now() + timeout or nil }
   local ended = false
@@ -119,7 +120,16 @@ local function make_ctx(call, info, md, timeout, rt)
   ctx.compressed = function() return false end
   ctx.send = rpc_server.no_send(info)
   ctx.recv = rpc_server.no_recv(info)
-  return ctx, function() ended = true end
+  local watcher -- ctx[WATCH]'s task (rpc/server.lua), while the handler runs
+  ctx[WATCH] = function()
+    if watcher == nil and not ended and in_task() then
+      watcher = watch_call(core, call, ctx.cancelled, function() return ended end)
+    end
+  end
+  return ctx, function()
+    ended = true
+    if watcher then wake_task(watcher) end
+  end
 end
 
 -- rest.refuse(listener, call, err): answers a REST request with `err`
@@ -156,7 +166,7 @@ function M.serve(self, call)
   end
   if err then return answer_error(tc, call, err) end
   local rt = { headers = {}, trailers = {} }
-  local ctx, ended = make_ctx(call, info, md, timeout, rt)
+  local ctx, ended = make_ctx(core, call, info, md, timeout, rt)
   if info.client_streaming then
     -- each line's bytes are read into its message as the handler asks
     -- (a message object per line held at once would cost ~200 times the

@@ -22,6 +22,7 @@ local encode, decode, type_of, is_message, coerce, protect = core.encode, core.d
   core.is_message, message.coerce, core.protect
 local metadata_problem, details_bin = core.metadata_problem, status_details.details_bin
 local now = sched.now
+local co_running = coroutine.running
 
 local M = {}
 
@@ -279,6 +280,34 @@ M.OVER = "the call is over"
 -- placement.
 function M.call_over(info)
   return status("CANCELLED", info.full_name .. ": " .. M.OVER)
+end
+
+--- WATCH: the key of a function in the ctx of a pc.listen handler
+-- (listen.lua, rest.lua; internal, what `protocall gateway`'s forwarders
+-- call): ctx[WATCH](), called in the handler's task, makes the call's
+-- early end (ctx:cancelled() turning true while the handler runs: the
+-- client reset the stream or closed the connection, the deadline passed,
+-- the listener shut the call down) abort that task (sched.abort): what it
+-- waits on over pc.grpc is cancelled at once, RST_STREAM CANCEL reaching
+-- the upstream server. Only an event of the call wakes the watch (no
+-- polling); a Lua-side REST deadline (pc.transcoder's `timeout`) wakes
+-- nothing: a forwarder passes the time left on as the upstream's deadline.
+M.WATCH = setmetatable({}, { __name = "protocall.watch" })
+
+--- task = watch_call(waitable, call, cancelled, done): ctx[WATCH]'s
+-- task for server call `call` of listener core `waitable`: waits on the
+-- call's events until `done()` (the handler returned; its placement then
+-- wakes the task with sched.wake_task), aborting the task running now
+-- once `cancelled()` (ctx.cancelled) is true before that. A call closed
+-- under it (a handler's task dropped) ends it quietly.
+function M.watch_call(waitable, call, cancelled, done)
+  local victim = co_running()
+  return sched.spawn(pcall, function()
+    while not done() do
+      if cancelled() then return sched.abort(victim) end
+      sched.wait_call(waitable, call)
+    end
+  end)
 end
 
 --- err = stray_error(info): the call's INTERNAL pc.Error when its handler

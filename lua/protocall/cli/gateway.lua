@@ -14,7 +14,7 @@ local ipairs, pairs, pcall, tostring, error, getmetatable, type =
   ipairs, pairs, pcall, tostring, error, getmetatable, type
 local format, concat, sort = string.format, table.concat, table.sort
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
-local max, now, WATCH = math.max, sched.now, require("protocall.rpc.server").WATCH
+local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server").forwarding
 local metadata_problem = require("protocall.core").metadata_problem
 local seconds_problem = require("protocall.internal").seconds_problem
 
@@ -111,14 +111,8 @@ end
 
 -- The upstream call's options for the call of `ctx`: its metadata passed
 -- on, its deadline the time the downstream call has left (a call whose
--- deadline passed ends at once: no positive timeout is that short). A
--- downstream call that ends early (ctx:cancelled(): the client went away,
--- its deadline passed, the listener shut it down) cancels the upstream
--- call from then on: ctx[WATCH] (rpc/server.lua) aborts the handler's
--- task, whose waits on the upstream then cancel it.
+-- deadline passed ends at once: no positive timeout is that short).
 local function call_opts(ctx)
-  local watch = ctx[WATCH]
-  if watch then watch() end
   local timeout, deadline = ctx.timeout, ctx.deadline
   if deadline then timeout = max(deadline - now(), 1e-6) end
   return { metadata = forwarded(ctx.metadata), timeout = timeout, with_metadata = true }
@@ -223,7 +217,9 @@ end
 --- server, names = gateway_server(pool, transport, services): a pc.server
 -- of `services` (full names) of `pool` whose handlers forward each call
 -- over `transport`, serving the reflection service itself from `pool`
--- (clients such as buf curl and protocall call find the schema there).
+-- (clients such as buf curl and protocall call find the schema there),
+-- marked forwarding (rpc/server.lua): under pc.listen a call that ends
+-- early cancels its upstream call.
 function M.gateway_server(pool, transport, services)
   local handlers = {}
   for _, sname in ipairs(services) do
@@ -233,7 +229,11 @@ function M.gateway_server(pool, transport, services)
     for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m, transport.json) end
     handlers[sname] = h
   end
-  return pc.server(handlers, { pool = pool, reflection = true })
+  -- a downstream call that ends early (the client went away, its deadline
+  -- passed, the listener shut it down) cancels the upstream call: pc.listen
+  -- aborts the handler's task (rpc/server.lua's forwarding), whose waits on
+  -- the upstream then cancel it
+  return forwarding(pc.server(handlers, { pool = pool, reflection = true }))
 end
 
 -- The services of the files of `pool` named `names`.

@@ -23,10 +23,8 @@ local decode, to_json, from_json = core.decode, core.to_json, core.from_json
 local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
   rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
   rpc_server.returned_list
-local call_over, OVER, WATCH, watch_call = rpc_server.call_over, rpc_server.OVER, rpc_server.WATCH,
-  rpc_server.watch_call
-local wait, wait_call, in_task, now, wake_task = sched.wait, sched.wait_call, sched.in_task, sched.now,
-  sched.wake_task
+local call_over, OVER, watch_call = rpc_server.call_over, rpc_server.OVER, rpc_server.watch_call
+local wait, wait_call, in_task, now = sched.wait, sched.wait_call, sched.in_task, sched.now
 local lower = string.lower
 
 local M = {}
@@ -225,16 +223,7 @@ local function make_ctx(self, call, info)
   -- unary request, or the last ctx:recv()) came gzipped (its
   -- compressed flag set).
   function ctx.compressed() return not ended and call:compressed() end
-  local watcher -- ctx[WATCH]'s task (rpc/server.lua), while the handler runs
-  ctx[WATCH] = function()
-    if watcher == nil and not ended and in_task() then
-      watcher = watch_call(self.core, call, ctx.cancelled, function() return ended end)
-    end
-  end
-  return ctx, function()
-    ended = true
-    if watcher then wake_task(watcher) end
-  end
+  return ctx, function() ended = true end
 end
 
 -- One call, from its headers to its end; a task of the scheduler.
@@ -248,7 +237,8 @@ local function run_call(self, call)
     end
     return call:close()
   end
-  local entry = self.server.methods[call:path()]
+  local server = self.server
+  local entry = server.methods[call:path()]
   local proto = self.rest and call:protocol()
   if proto == "http" or (proto == "connect" and not entry and call:set_http()) then
     rest.serve(self, call)
@@ -301,7 +291,10 @@ local function run_call(self, call)
     elseif bad then
       call:finish(code, info.full_name .. bad)
     else
+      -- a forwarding server's (rpc_server.forwarding): the call's early end cancels the upstream's
+      local stop = server.forwards and watch_call(self.core, call, ctx.cancelled)
       local ok, result = rpc_server.invoke(entry, info, req, ctx)
+      if stop then stop() end
       if ok and info.client_streaming and info.server_streaming and result ~= nil then
         ok, result = false, status("INTERNAL", info.full_name
           .. ": a bidirectional handler answers with ctx.send and returns nothing")

@@ -15,8 +15,7 @@ local wire = require "protocall.wire"
 
 local type, pairs, ipairs, pcall, error, tostring, select = type, pairs, ipairs, pcall, error, tostring, select
 local status, codes, Error = errors.status, internal.codes, errors.Error
-local now, wait_call, in_task, wake_task = sched.now, sched.wait_call, sched.in_task, sched.wake_task
-local WATCH, watch_call = rpc_server.WATCH, rpc_server.watch_call
+local now, wait_call = sched.now, sched.wait_call
 local response_of, returned_list = rpc_server.response_of, rpc_server.returned_list
 local decode = wire.decode
 
@@ -104,7 +103,7 @@ end
 -- and trailers both become response headers (grpc-gateway's
 -- Grpc-Metadata-* and Grpc-Trailer-*); a server stream's trailers come
 -- after its head and are dropped.
-local function make_ctx(core, call, info, md, timeout, rt)
+local function make_ctx(call, info, md, timeout, rt)
   local ctx = { method = info.full_name, metadata = md, timeout = timeout,
     deadline = timeout and now() + timeout or nil }
   local ended = false
@@ -120,16 +119,7 @@ local function make_ctx(core, call, info, md, timeout, rt)
   ctx.compressed = function() return false end
   ctx.send = rpc_server.no_send(info)
   ctx.recv = rpc_server.no_recv(info)
-  local watcher -- ctx[WATCH]'s task (rpc/server.lua), while the handler runs
-  ctx[WATCH] = function()
-    if watcher == nil and not ended and in_task() then
-      watcher = watch_call(core, call, ctx.cancelled, function() return ended end)
-    end
-  end
-  return ctx, function()
-    ended = true
-    if watcher then wake_task(watcher) end
-  end
+  return ctx, function() ended = true end
 end
 
 -- rest.refuse(listener, call, err): answers a REST request with `err`
@@ -145,7 +135,8 @@ function M.serve(self, call)
   local target = call:path()
   local route, bindings, query = tc:match(call:http_method(), target)
   if not route then return answer_error(tc, call, bindings) end
-  local entry = self.server.methods[route.path]
+  local server = self.server
+  local entry = server.methods[route.path]
   if not entry then
     return answer_error(tc, call, Error { code = "UNIMPLEMENTED", message = route.method .. " is not served" })
   end
@@ -166,7 +157,7 @@ function M.serve(self, call)
   end
   if err then return answer_error(tc, call, err) end
   local rt = { headers = {}, trailers = {} }
-  local ctx, ended = make_ctx(core, call, info, md, timeout, rt)
+  local ctx, ended = make_ctx(call, info, md, timeout, rt)
   if info.client_streaming then
     -- each line's bytes are read into its message as the handler asks
     -- (a message object per line held at once would cost ~200 times the
@@ -206,7 +197,10 @@ function M.serve(self, call)
       while call:unsent() > 65536 and not ctx.cancelled() do wait_call(core, call) end
     end
   end
+  -- a forwarding server's (rpc_server.forwarding): the call's early end cancels the upstream's
+  local stop = server.forwards and rpc_server.watch_call(core, call, ctx.cancelled)
   local ok, result = rpc_server.invoke(entry, info, req, ctx)
+  if stop then stop() end
   if ok and info.server_streaming then
     ok, result = pcall(function()
       local list = returned_list(info, result)

@@ -282,32 +282,41 @@ function M.call_over(info)
   return status("CANCELLED", info.full_name .. ": " .. M.OVER)
 end
 
---- WATCH: the key of a function in the ctx of a pc.listen handler
--- (listen.lua, rest.lua; internal, what `protocall gateway`'s forwarders
--- call): ctx[WATCH](), called in the handler's task, makes the call's
--- early end (ctx:cancelled() turning true while the handler runs: the
--- client reset the stream or closed the connection, the deadline passed,
--- the listener shut the call down) abort that task (sched.abort): what it
--- waits on over pc.grpc is cancelled at once, RST_STREAM CANCEL reaching
--- the upstream server. Only an event of the call wakes the watch (no
--- polling); a Lua-side REST deadline (pc.transcoder's `timeout`) wakes
--- nothing: a forwarder passes the time left on as the upstream's deadline.
-M.WATCH = setmetatable({}, { __name = "protocall.watch" })
+--- server = forwarding(server): marks the pc.server `server` as one whose
+-- handlers forward each call upstream over pc.grpc (internal: `protocall
+-- gateway`'s): pc.listen watches each of its calls while the handler runs
+-- (watch_call), so that the call's early end (ctx:cancelled() turning true
+-- while the handler runs: the client reset the stream or closed the
+-- connection, the deadline passed, the listener shut the call down)
+-- cancels what the handler waits on upstream, RST_STREAM CANCEL reaching
+-- the upstream server at once. Only an event of the call wakes the watch
+-- (no polling); a Lua-side REST deadline (pc.transcoder's `timeout`)
+-- wakes nothing: a forwarder passes the time left on as the upstream's
+-- deadline. Calls of other servers are not watched.
+function M.forwarding(server)
+  server.forwards = true
+  return server
+end
 
---- task = watch_call(waitable, call, cancelled, done): ctx[WATCH]'s
--- task for server call `call` of listener core `waitable`: waits on the
--- call's events until `done()` (the handler returned; its placement then
--- wakes the task with sched.wake_task), aborting the task running now
--- once `cancelled()` (ctx.cancelled) is true before that. A call closed
--- under it (a handler's task dropped) ends it quietly.
-function M.watch_call(waitable, call, cancelled, done)
-  local victim = co_running()
-  return sched.spawn(pcall, function()
-    while not done() do
+--- stop = watch_call(waitable, call, cancelled): a task waiting on the
+-- events of server call `call` of listener core `waitable` (a forwarding
+-- server's, in its handler's task) that aborts the task running now
+-- (sched.abort: its waits on pc.grpc calls cancel them) once
+-- `cancelled()` (ctx.cancelled) is true; stop() (the handler returned)
+-- ends the watch. A call closed under it (a handler's task dropped) ends
+-- it quietly.
+function M.watch_call(waitable, call, cancelled)
+  local victim, done = co_running(), false
+  local task = sched.spawn(pcall, function()
+    while not done do
       if cancelled() then return sched.abort(victim) end
       sched.wait_call(waitable, call)
     end
   end)
+  return function()
+    done = true
+    sched.wake_task(task)
+  end
 end
 
 --- err = stray_error(info): the call's INTERNAL pc.Error when its handler

@@ -385,14 +385,13 @@ end
 -- A driver's `aborted()` true (the caller's client went away, under
 -- nginx), or the running task aborted (sched.abort: the client of the
 -- listener's call it forwards went away), cancels the call instead: its
--- RST_STREAM goes out at once.
+-- RST_STREAM goes out at once. Callers wait in a loop that checks the
+-- call first (an abort wakes the task: its next wait cancels).
 function M.wait(channel, call)
   local dc = driven[channel]
   if not dc then
-    if not task_aborted() then
-      sched.wait_call(channel, call)
-      if not task_aborted() then return end
-    end
+    -- (the abort woke the task from its wait: its caller's loop asks again)
+    if sched.naborted == 0 or not task_aborted() then return sched.wait_call(channel, call) end
     if not call:status() then call:cancel() end
     return
   end

@@ -277,6 +277,46 @@ function M.fire(sig)
   end
 end
 
+-- Tasks abort(co) marked, while they run: coroutine -> true; M.naborted
+-- counts them (a wait asks no more while it is 0).
+local aborted = {}
+M.naborted = 0
+
+-- Forgets that task `co` (ended or dropped) was aborted.
+local function unabort(co)
+  if aborted[co] then
+    aborted[co] = nil
+    M.naborted = M.naborted - 1
+  end
+end
+
+--- abort(co): marks task `co` aborted and readies it if it waits (its wait
+-- returns early; the waits of protocall check what they wait for again).
+-- From then on its waits on a call of a channel of pc.grpc cancel that
+-- call (RST_STREAM CANCEL at once: transport/driver.lua's wait), so what
+-- it waits on upstream ends CANCELLED. What a listener's call that ended
+-- early does to the `protocall gateway` handler forwarding it
+-- (rpc/server.lua's WATCH).
+function M.abort(co)
+  if tasks[co] and not aborted[co] then
+    aborted[co] = true
+    M.naborted = M.naborted + 1
+  end
+  wake(co)
+end
+
+--- aborted() -> whether the running task was aborted (abort); `naborted`
+-- (a number: 0 when no task is) lets a wait skip asking.
+function M.aborted()
+  return aborted[co_running()] == true
+end
+
+--- wake_task(co): readies task `co` if it waits, its wait returning early
+-- (the waits of protocall check what they wait for again).
+function M.wake_task(co)
+  wake(co)
+end
+
 --- STRAY: what a task did that yielded to the loop without a wait of
 -- protocall (a bare coroutine.yield): nothing would ever resume it.
 M.STRAY = "yielded outside protocall's waits (a bare coroutine.yield:"
@@ -288,6 +328,7 @@ local function step(co, ...)
   if co_status(co) == "dead" then
     if tasks[co] then ntasks = ntasks - 1 end
     tasks[co], guards[co] = nil, nil
+    if M.naborted > 0 then unabort(co) end
     unwait(co)
     if not ok then error(err, 0) end
   elseif waiting[co] == nil and tasks[co] then
@@ -295,6 +336,7 @@ local function step(co, ...)
     tasks[co], ntasks = nil, ntasks - 1
     local g = guards[co]
     guards[co] = nil
+    if M.naborted > 0 then unabort(co) end
     co_close(co) -- Lua 5.4: its to-be-closed variables are closed
     if g == nil then error("pc.run: a task " .. M.STRAY, 0) end
     g[1](unpack_args(g, 2, g.n))
@@ -400,6 +442,7 @@ local function fresh()
   wide, on_call, by_token, callers, ncallers, sets, tokens = {}, {}, {}, {}, {}, {}, {}
   chans, nchans, seen = {}, 0, {}
   heap_at, heap_co, heap_n, ntimed = {}, {}, 0, 0
+  aborted, M.naborted = {}, 0
 end
 
 -- Runs the ready tasks; those they ready meanwhile wait for the next call.

@@ -14,6 +14,7 @@ local ipairs, pairs, pcall, tostring, error, getmetatable, type =
   ipairs, pairs, pcall, tostring, error, getmetatable, type
 local format, concat, sort = string.format, table.concat, table.sort
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
+local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server").forwarding
 local metadata_problem = require("protocall.core").metadata_problem
 local seconds_problem = require("protocall.internal").seconds_problem
 
@@ -110,24 +111,32 @@ local function relay_error(ctx, err)
   error(err, 0)
 end
 
+-- The upstream call's options for the call of `ctx`: its metadata passed
+-- on, its deadline the time the downstream call has left (a call whose
+-- deadline passed ends at once: no positive timeout is that short).
+local function call_opts(ctx)
+  local timeout, deadline = ctx.timeout, ctx.deadline
+  if deadline then timeout = max(deadline - now(), 1e-6) end
+  return { metadata = forwarded(ctx.metadata), timeout = timeout, with_metadata = true }
+end
+
 -- The handler forwarding method `m` to the upstream over `stub`, whose
 -- transport carries JSON when `json` (Connect or gRPC-Web with codec "json").
 local function forwarder(stub, m, json)
   local name = m.name
-  local function opts(ctx)
-    return { metadata = forwarded(ctx.metadata), timeout = ctx.timeout, with_metadata = true }
-  end
   if not m.client_streaming and not m.server_streaming then
     return function(req, ctx)
-      local ok, resp, md = pcall(stub[name], stub, req, opts(ctx))
+      local ok, resp, md = pcall(stub[name], stub, req, call_opts(ctx))
       if not ok then relay_error(ctx, resp) end
       pass_back(ctx, md.headers, md.trailers)
       return resp
     end
   elseif not m.client_streaming then
     return function(req, ctx)
+      local call
       local ok, err = pcall(function()
-        local it, call = stub[name](stub, req, opts(ctx))
+        local it
+        it, call = stub[name](stub, req, call_opts(ctx))
         local first = true
         for resp in it do
           if first then
@@ -139,6 +148,9 @@ local function forwarder(stub, m, json)
         if first then pass_back(ctx, call:headers(), nil) end
         pass_back(ctx, nil, call:trailers())
       end)
+      -- a downstream send that failed (the client went away) leaves the
+      -- upstream stream running: closing it cancels it
+      if call then call:close() end
       if not ok then relay_error(ctx, err) end
     end
   end
@@ -164,7 +176,7 @@ local function forwarder(stub, m, json)
     end
   end
   return function(ctx)
-    local o = opts(ctx)
+    local o = call_opts(ctx)
     o.with_metadata = nil
     local call = stub[name](stub, o)
     local ok, result = pcall(function()
@@ -209,10 +221,12 @@ end
 -- pc.server of `services` (full names) of `pool` whose handlers forward
 -- each call over `transport`, serving the reflection service itself from
 -- `pool` (clients such as buf curl and protocall call find the schema
--- there). With `validate`, the server's `validate = true`: a gRPC,
--- gRPC-Web or Connect request breaking its protovalidate rules is refused
--- INVALID_ARGUMENT before it is forwarded (REST's are checked by the
--- listener's transcoder, whose `validate` the server's then leaves alone).
+-- there), marked forwarding (rpc/server.lua): under pc.listen a call that
+-- ends early cancels its upstream call. With `validate`, the server's
+-- `validate = true`: a gRPC, gRPC-Web or Connect request breaking its
+-- protovalidate rules is refused INVALID_ARGUMENT before it is forwarded
+-- (REST's are checked by the listener's transcoder, whose `validate` the
+-- server's then leaves alone).
 function M.gateway_server(pool, transport, services, validate)
   local handlers = {}
   for _, sname in ipairs(services) do
@@ -222,7 +236,11 @@ function M.gateway_server(pool, transport, services, validate)
     for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m, transport.json) end
     handlers[sname] = h
   end
-  return pc.server(handlers, { pool = pool, reflection = true, validate = validate or nil })
+  -- a downstream call that ends early (the client went away, its deadline
+  -- passed, the listener shut it down) cancels the upstream call: pc.listen
+  -- aborts the handler's task (rpc/server.lua's forwarding), whose waits on
+  -- the upstream then cancel it
+  return forwarding(pc.server(handlers, { pool = pool, reflection = true, validate = validate or nil }))
 end
 
 -- The services of the files of `pool` named `names`.

@@ -22,6 +22,7 @@ local encode, decode, type_of, is_message, coerce, protect = core.encode, core.d
   core.is_message, message.coerce, core.protect
 local metadata_problem, details_bin = core.metadata_problem, status_details.details_bin
 local now = sched.now
+local co_running = coroutine.running
 
 local M = {}
 
@@ -286,6 +287,43 @@ M.OVER = "the call is over"
 -- placement.
 function M.call_over(info)
   return status("CANCELLED", info.full_name .. ": " .. M.OVER)
+end
+
+--- server = forwarding(server): marks the pc.server `server` as one whose
+-- handlers forward each call upstream over pc.grpc (internal: `protocall
+-- gateway`'s): pc.listen watches each of its calls while the handler runs
+-- (watch_call), so that the call's early end (ctx:cancelled() turning true
+-- while the handler runs: the client reset the stream or closed the
+-- connection, the deadline passed, the listener shut the call down)
+-- cancels what the handler waits on upstream, RST_STREAM CANCEL reaching
+-- the upstream server at once. Only an event of the call wakes the watch
+-- (no polling); a Lua-side REST deadline (pc.transcoder's `timeout`)
+-- wakes nothing: a forwarder passes the time left on as the upstream's
+-- deadline. Calls of other servers are not watched.
+function M.forwarding(server)
+  server.forwards = true
+  return server
+end
+
+--- stop = watch_call(waitable, call, cancelled): a task waiting on the
+-- events of server call `call` of listener core `waitable` (a forwarding
+-- server's, in its handler's task) that aborts the task running now
+-- (sched.abort: its waits on pc.grpc calls cancel them) once
+-- `cancelled()` (ctx.cancelled) is true; stop() (the handler returned)
+-- ends the watch. A call closed under it (a handler's task dropped) ends
+-- it quietly.
+function M.watch_call(waitable, call, cancelled)
+  local victim, done = co_running(), false
+  local task = sched.spawn(pcall, function()
+    while not done do
+      if cancelled() then return sched.abort(victim) end
+      sched.wait_call(waitable, call)
+    end
+  end)
+  return function()
+    done = true
+    sched.wake_task(task)
+  end
 end
 
 --- err = stray_error(info): the call's INTERNAL pc.Error when its handler

@@ -19,6 +19,7 @@ local sched = require "protocall.sched"
 
 local setmetatable, type, pairs, pcall, tostring, tonumber = setmetatable, type, pairs, pcall, tostring, tonumber
 local co_running = coroutine.running
+local task_aborted = sched.aborted
 
 local M = {}
 
@@ -404,10 +405,18 @@ end
 -- moved on: for a driven channel one round of its driver's I/O, else
 -- sched.wait_call.
 -- A driver's `aborted()` true (the caller's client went away, under
--- nginx) cancels the call instead: its RST_STREAM goes out at once.
+-- nginx), or the running task aborted (sched.abort: the client of the
+-- listener's call it forwards went away), cancels the call instead: its
+-- RST_STREAM goes out at once. Callers wait in a loop that checks the
+-- call first (an abort wakes the task: its next wait cancels).
 function M.wait(channel, call)
   local dc = driven[channel]
-  if not dc then return sched.wait_call(channel, call) end
+  if not dc then
+    -- (the abort woke the task from its wait: its caller's loop asks again)
+    if sched.naborted == 0 or not task_aborted() then return sched.wait_call(channel, call) end
+    if not call:status() then call:cancel() end
+    return
+  end
   local aborted = dc.aborted
   if not (aborted and aborted()) then
     drive(dc, nil, dc.wake and call:wake_token() or nil)

@@ -359,12 +359,20 @@ describe("protocall gateway", function()
 
   it("lets browser pages of -cors ORIGIN call, and answers reflection from its schema", function()
     local gw = start_gateway(upstream, "-I spec/fixtures/protos -proto gateway/library.proto "
-      .. "-cors https://app.example")
+      .. "-cors https://app.example -header X-Req")
     local ok, err = pcall(function()
       local code, _, h = G.request(gw, "/gw.Library/Echo", { method = "OPTIONS",
         headers = { "Origin: https://app.example", "Access-Control-Request-Method: POST" } })
       assert.are.equal(204, code)
       assert.are.equal("https://app.example", h["access-control-allow-origin"])
+      -- a REST route's PATCH, with the headers the gateway passes on as metadata (not x-nope)
+      code, _, h = G.request(gw, "/v1/shelves/1/books/2", { method = "OPTIONS",
+        headers = { "Origin: https://app.example", "Access-Control-Request-Method: PATCH",
+          "Access-Control-Request-Headers: content-type,authorization,x-req,x-nope,grpc-metadata-tenant" } })
+      assert.are.equal(204, code)
+      assert.are.equal("GET, POST, PATCH", h["access-control-allow-methods"])
+      assert.matches(", X%-User%-Agent, authorization, X%-Req, grpc%-metadata%-tenant$",
+        h["access-control-allow-headers"])
       local body
       code, body, h = G.request(gw, "/v1/shelves/1/books/2", { headers = { "Origin: https://app.example" } })
       assert.are.equal(200, code, body)

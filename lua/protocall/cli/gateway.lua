@@ -49,7 +49,8 @@ M.gateway = {
           "-unbound serves methods without a rule as POST /pkg.Service/Method. -cors lets\n" ..
           "browser pages of ORIGIN\n" ..
           "(scheme://host[:port], or *) call it (pc.listen's cors option: preflights and\n" ..
-          "CORS headers on every protocol's answers). It serves the reflection service\n" ..
+          "CORS headers on every protocol's answers; a preflight allows the REST rules'\n" ..
+          "methods, Authorization, the -header names and Grpc-Metadata-*). It serves the reflection service\n" ..
           "itself, from the schema. -listen-cert/-listen-key: TLS on ADDR. Prints\n" ..
           "`listening on HOST:PORT` to stderr and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",

@@ -592,6 +592,30 @@ describe("protocall gateway refusing to start", function()
     os.remove(rules)
   end)
 
+  it("exits naming the flag of a -listen-cert or -listen-key that cannot be read", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    assert(os.execute("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout "
+      .. dir .. "/key.pem -out " .. dir .. "/cert.pem 2>/dev/null"))
+    local function start(cert, key)
+      return R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -listen-cert " .. q(cert)
+        .. " -listen-key " .. q(key) .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1"
+        .. " 2>&1; echo status $?")
+    end
+    local out = start(dir .. "/none.pem", dir .. "/key.pem")
+    assert.are.equal("protocall gateway: -listen-cert '" .. dir .. "/none.pem': cannot be read: "
+      .. "No such file or directory\nstatus 1\n", out)
+    out = start(dir .. "/cert.pem", dir)
+    assert.are.equal("protocall gateway: -listen-key '" .. dir .. "': cannot be read: Is a directory\nstatus 1\n", out)
+    out = start(dir .. "/key.pem", dir .. "/key.pem")
+    assert.are.equal("protocall gateway: -listen-cert '" .. dir .. "/key.pem': not a PEM certificate\nstatus 1\n", out)
+    out = start(dir .. "/cert.pem", dir .. "/cert.pem")
+    assert.are.equal("protocall gateway: -listen-key '" .. dir .. "/cert.pem': not the PEM key of -listen-cert"
+      .. "\nstatus 1\n", out)
+    os.execute("rm -rf " .. q(dir))
+  end)
+
   it("exits when the TLS handshake with a plaintext upstream fails (no -plaintext)", function()
     upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
     local out = R.capture("timeout 10 " .. BIN .. " gateway -listen 127.0.0.1:0 127.0.0.1:" .. upstream.port

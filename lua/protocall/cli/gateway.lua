@@ -430,7 +430,7 @@ function M.gateway.run(flags, args)
   local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,
     cert_file = flags["listen-cert"], key_file = flags["listen-key"],
     cors = flags.cors and { origins = flags.cors } or nil })
-  if not ok then fail((tostring(listener):gsub("^pc%.listen: ", ""))) end
+  if not ok then fail(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" })) end
   if unreachable then listener:refuse(not_read(unreachable, 1)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end

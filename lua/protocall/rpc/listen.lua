@@ -558,8 +558,10 @@ end
 -- names no method, goes to the method its route names, whose handler is
 -- called in process; failures are google.rpc.Status JSON with
 -- grpc-gateway's HTTP status; a bad option or rule raises "pc.listen:
--- rest: ..." naming it. Raises on a bad argument or option (naming it) or an
--- address that cannot be bound. Serve with `listener:serve()`.
+-- rest: ..." naming it. Raises on a bad argument or option (naming it), a
+-- TLS file that cannot be read or is no PEM ("pc.listen: cert_file 'x.pem':
+-- cannot be read: No such file or directory"), or an address that cannot
+-- be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then
     error("bad argument #1 to 'listen' (protocall.Server expected, got " .. type(server) .. ")", 2)

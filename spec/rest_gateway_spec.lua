@@ -359,12 +359,20 @@ describe("protocall gateway", function()
 
   it("lets browser pages of -cors ORIGIN call, and answers reflection from its schema", function()
     local gw = start_gateway(upstream, "-I spec/fixtures/protos -proto gateway/library.proto "
-      .. "-cors https://app.example")
+      .. "-cors https://app.example -header X-Req")
     local ok, err = pcall(function()
       local code, _, h = G.request(gw, "/gw.Library/Echo", { method = "OPTIONS",
         headers = { "Origin: https://app.example", "Access-Control-Request-Method: POST" } })
       assert.are.equal(204, code)
       assert.are.equal("https://app.example", h["access-control-allow-origin"])
+      -- a REST route's PATCH, with the headers the gateway passes on as metadata (not x-nope)
+      code, _, h = G.request(gw, "/v1/shelves/1/books/2", { method = "OPTIONS",
+        headers = { "Origin: https://app.example", "Access-Control-Request-Method: PATCH",
+          "Access-Control-Request-Headers: content-type,authorization,x-req,x-nope,grpc-metadata-tenant" } })
+      assert.are.equal(204, code)
+      assert.are.equal("GET, POST, PATCH", h["access-control-allow-methods"])
+      assert.matches(", X%-User%-Agent, authorization, X%-Req, grpc%-metadata%-tenant$",
+        h["access-control-allow-headers"])
       local body
       code, body, h = G.request(gw, "/v1/shelves/1/books/2", { headers = { "Origin: https://app.example" } })
       assert.are.equal(200, code, body)
@@ -582,6 +590,30 @@ describe("protocall gateway refusing to start", function()
       assert.not_matches("listening", out, 1, true)
     end
     os.remove(rules)
+  end)
+
+  it("exits naming the flag of a -listen-cert or -listen-key that cannot be read", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    assert(os.execute("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout "
+      .. dir .. "/key.pem -out " .. dir .. "/cert.pem 2>/dev/null"))
+    local function start(cert, key)
+      return R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -listen-cert " .. q(cert)
+        .. " -listen-key " .. q(key) .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1"
+        .. " 2>&1; echo status $?")
+    end
+    local out = start(dir .. "/none.pem", dir .. "/key.pem")
+    assert.are.equal("protocall gateway: -listen-cert '" .. dir .. "/none.pem': cannot be read: "
+      .. "No such file or directory\nstatus 1\n", out)
+    out = start(dir .. "/cert.pem", dir)
+    assert.are.equal("protocall gateway: -listen-key '" .. dir .. "': cannot be read: Is a directory\nstatus 1\n", out)
+    out = start(dir .. "/key.pem", dir .. "/key.pem")
+    assert.are.equal("protocall gateway: -listen-cert '" .. dir .. "/key.pem': not a PEM certificate\nstatus 1\n", out)
+    out = start(dir .. "/cert.pem", dir .. "/cert.pem")
+    assert.are.equal("protocall gateway: -listen-key '" .. dir .. "/cert.pem': not the PEM key of -listen-cert"
+      .. "\nstatus 1\n", out)
+    os.execute("rm -rf " .. q(dir))
   end)
 
   it("exits when the TLS handshake with a plaintext upstream fails (no -plaintext)", function()

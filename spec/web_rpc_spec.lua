@@ -197,6 +197,76 @@ describe("CORS on pc.listen", function()
     end)
   end)
 
+  -- REST routes of web.Calc: PUT, DELETE, PATCH and a custom verb besides GET and POST
+  local RULES = { rules = {
+    { selector = "web.Calc.Add", put = "/v1/add/{x}", body = "*",
+      additional_bindings = { { patch = "/v1/add/{x}", body = "*" }, { get = "/v1/add/{x}" } } },
+    { selector = "web.Calc.Mul", delete = "/v1/mul/{x}",
+      additional_bindings = { { custom = { kind = "SEARCH", path = "/v1/mul/{x}" } } } },
+  } }
+  local REST_PREFLIGHT = "-X OPTIONS -H 'Origin: http://app.example' -H 'Access-Control-Request-Method: PUT' "
+    .. "-H 'Access-Control-Request-Headers: content-type,authorization,x-req,grpc-metadata-trace-id,"
+    .. "Grpc-Metadata-Tenant, x-other,grpc-metadata-' "
+
+  for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+    it("with rest, allows the routes' methods and the headers REST takes as metadata (" .. version .. ")", function()
+      serving({ cors = cors, rest = { http = RULES } }, function(port)
+        local a = curl(version .. " " .. REST_PREFLIGHT .. "http://127.0.0.1:" .. port .. "/v1/add/1")
+        assert.matches("^HTTP/[%d.]+ 204", a)
+        assert.are.equal("http://app.example", header(a, "access-control-allow-origin"))
+        assert.are.equal("GET, POST, DELETE, PATCH, PUT, SEARCH", header(a, "access-control-allow-methods"))
+        -- Authorization (the transcoder's headers by default), and the Grpc-Metadata-* asked for;
+        -- x-req and x-other are no metadata of REST's: not allowed
+        assert.is_true(ends(header(a, "access-control-allow-headers"),
+          ", X-Grpc-Web, X-User-Agent, authorization, grpc-metadata-trace-id, Grpc-Metadata-Tenant"))
+        -- the browser's PUT then gets the answer
+        local b = curl(version .. " -X PUT -H 'Origin: http://app.example' -H 'content-type: application/json' "
+          .. "-d '{\"y\":2}' http://127.0.0.1:" .. port .. "/v1/add/1")
+        assert.matches('{"total":"3"}', b, 1, true)
+        assert.are.equal("http://app.example", header(b, "access-control-allow-origin"))
+      end)
+    end)
+  end
+
+  it("with rest, allows the rest option's headers and the cors option's, each once", function()
+    serving({ cors = { origins = { "*" }, headers = { "X-Token", "Authorization" } },
+      rest = { http = RULES, headers = { "authorization", "X-Req", "x-token" } } }, function(port)
+      local a = curl("--http2-prior-knowledge " .. REST_PREFLIGHT .. "http://127.0.0.1:" .. port .. "/v1/mul/1")
+      assert.is_true(ends(header(a, "access-control-allow-headers"), ", X-User-Agent, X-Token, Authorization, "
+        .. "X-Req, grpc-metadata-trace-id, Grpc-Metadata-Tenant"))
+    end)
+  end)
+
+  it("follows listener:set_server's routes and rest option", function()
+    local l = pc.listen(calc_server(POOL), "127.0.0.1:0", { cors = cors, rest = { http = RULES } })
+    local ok, err
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      ok, err = pcall(function()
+        local url = "http://127.0.0.1:" .. l.port .. "/v1/add/1"
+        assert.are.equal("GET, POST, DELETE, PATCH, PUT, SEARCH",
+          header(curl("--http1.1 " .. REST_PREFLIGHT .. url), "access-control-allow-methods"))
+        l:set_server(calc_server(POOL), { http = { rules = { { selector = "web.Calc.Add", put = "/v1/add/{x}",
+          body = "*" } } }, headers = { "X-Req" } })
+        local a = curl("--http1.1 " .. REST_PREFLIGHT .. url)
+        assert.are.equal("GET, POST, PUT", header(a, "access-control-allow-methods"))
+        assert.is_true(ends(header(a, "access-control-allow-headers"),
+          ", X-User-Agent, X-Req, grpc-metadata-trace-id, Grpc-Metadata-Tenant"))
+      end)
+      l:shutdown(1)
+    end)
+    pc.run()
+    if not ok then error(err, 0) end
+  end)
+
+  it("without rest, allows GET and POST and no Grpc-Metadata-* header", function()
+    serving({ cors = cors }, function(port)
+      local a = curl("--http1.1 " .. REST_PREFLIGHT .. "http://127.0.0.1:" .. port .. "/web.Calc/Add")
+      assert.are.equal("GET, POST", header(a, "access-control-allow-methods"))
+      assert.is_true(ends(header(a, "access-control-allow-headers"), ", X-Grpc-Web, X-User-Agent"))
+    end)
+  end)
+
   it("is off by default: OPTIONS is refused as any request that is not the protocols'", function()
     serving(nil, function(port)
       local a = curl("--http2-prior-knowledge " .. PREFLIGHT .. "http://127.0.0.1:" .. port .. "/web.Calc/Add")

@@ -51,6 +51,23 @@ static double opt_number(lua_State *L, const char *k) {
   return v;
 }
 
+/* Reads the cors table at stack index 't' (core.grpc_listen's `cors`)
+ * into 'cors', whose strings are the table's (keep it on the stack while
+ * they are used). Raises on a value of the wrong type. */
+static void cors_option(lua_State *L, int t, pc_WebCors *cors) {
+  luaL_checktype(L, t, LUA_TTABLE);
+  memset(cors, 0, sizeof *cors);
+  cors->origins = lpc_opt_string(L, t, "origins");
+  cors->headers = lpc_opt_string(L, t, "headers");
+  cors->expose = lpc_opt_string(L, t, "expose");
+  cors->methods = lpc_opt_string(L, t, "methods");
+  cors->header_prefix = lpc_opt_string(L, t, "header_prefix");
+  cors->max_age = (unsigned)lpc_opt_size(L, t, "max_age", 0x7fffffff);
+  lua_getfield(L, t, "credentials");
+  cors->credentials = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+}
+
 /* -- l = core.grpc_listen{host=, port=, cert_file=, key_file=,
  *                         client_ca_file=, max_connections=,
  *                         handshake_timeout=, idle_timeout=,
@@ -64,8 +81,9 @@ static double opt_number(lua_State *L, const char *k) {
  *                         unix_mode = integer (permission bits),
  *                         cors = {origins = "o1\no2\n" (each line an
  *                           origin, "*" any), headers = "a, b" | nil,
- *                           expose = "a, b" | nil, max_age = seconds,
- *                           credentials = boolean} | nil}
+ *                           expose = "a, b" | nil, methods = "PUT, DELETE"
+ *                           | nil, header_prefix = "grpc-metadata-" | nil,
+ *                           max_age = seconds, credentials = boolean} | nil}
  * Binds and listens (listener.h; 0 or nil: the defaults there). Raises
  * with the reason when it cannot. */
 static int lpc_grpc_listen(lua_State *L) {
@@ -101,18 +119,9 @@ static int lpc_grpc_listen(lua_State *L) {
   o.engine.incomplete_budget = (size_t)lpc_opt_size(L, 1, "incomplete_budget", 0x7fffffff);
   o.engine.stall_timeout = opt_number(L, "stall_timeout");
   pc_WebCors cors;
-  memset(&cors, 0, sizeof cors);
   lua_getfield(L, 1, "cors"); /* stays on the stack: its strings live until New copied them */
   if (!lua_isnil(L, -1)) {
-    luaL_checktype(L, -1, LUA_TTABLE);
-    int t = lua_gettop(L);
-    cors.origins = lpc_opt_string(L, t, "origins");
-    cors.headers = lpc_opt_string(L, t, "headers");
-    cors.expose = lpc_opt_string(L, t, "expose");
-    cors.max_age = (unsigned)lpc_opt_size(L, t, "max_age", 0x7fffffff);
-    lua_getfield(L, t, "credentials");
-    cors.credentials = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    cors_option(L, lua_gettop(L), &cors);
     o.engine.cors = &cors;
   }
   lua_getfield(L, 1, "plain_http");
@@ -154,6 +163,18 @@ static int lpc_listener_shutdown(lua_State *L) {
 /* -- l:close_all(): close every connection now (calls cancelled) */
 static int lpc_listener_close_all(lua_State *L) {
   pc_GrpcListener_CloseAll(check_listener(L));
+  return 0;
+}
+
+/* -- l:set_cors(cors): the CORS options from now on (core.grpc_listen's
+ * `cors` table) of a listener made with some; raises when it has none */
+static int lpc_listener_set_cors(lua_State *L) {
+  pc_GrpcListener *l = check_listener(L);
+  pc_WebCors cors;
+  cors_option(L, 2, &cors);
+  pc_Error err;
+  pc_Error_Init(&err);
+  if (!pc_GrpcListener_SetCors(l, &cors, &err)) return luaL_error(L, "%s", err.msg);
   return 0;
 }
 
@@ -414,6 +435,7 @@ void lpc_open_listen(lua_State *L) {
                                       {"shutdown", lpc_listener_shutdown},
                                       {"close_all", lpc_listener_close_all},
                                       {"connections", lpc_listener_connections},
+                                      {"set_cors", lpc_listener_set_cors},
                                       {"close", lpc_listener_close},
                                       {NULL, NULL}};
   static const luaL_Reg call[] = {{"path", lpc_scall_path},

@@ -87,23 +87,41 @@ static double aged_at(pc_GrpcListener *l, double now) {
 }
 
 /* Copies the options' CORS (the engines keep a pointer to it) into the
- * listener's own memory; 0 when memory runs out. */
+ * listener's own memory, in place of the copy it had; 0 when memory runs
+ * out (the copy it had stays). */
 static int copy_cors(pc_GrpcListener *l, const pc_WebCors *from) {
-  const char *parts[3] = {from->origins ? from->origins : "", from->headers, from->expose};
-  size_t len[3], total = 0;
-  for (int i = 0; i < 3; i++) total += (len[i] = parts[i] ? strlen(parts[i]) : 0) + 1;
-  l->cors_text = l->alloc(l->ud, NULL, 0, total);
-  if (l->cors_text == NULL) return 0;
+  enum { kParts = 5 };
+  const char *parts[kParts] = {from->origins ? from->origins : "", from->headers, from->expose,
+                               from->methods, from->header_prefix};
+  size_t len[kParts], total = 0;
+  for (int i = 0; i < kParts; i++) total += (len[i] = parts[i] ? strlen(parts[i]) : 0) + 1;
+  char *text = l->alloc(l->ud, NULL, 0, total);
+  if (text == NULL) return 0;
+  if (l->cors_text) l->alloc(l->ud, l->cors_text, l->cors_size, 0);
+  l->cors_text = text;
   l->cors_size = total;
   l->cors = *from;
-  const char **to[3] = {&l->cors.origins, &l->cors.headers, &l->cors.expose};
+  const char **to[kParts] = {&l->cors.origins, &l->cors.headers, &l->cors.expose, &l->cors.methods,
+                             &l->cors.header_prefix};
   char *p = l->cors_text;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < kParts; i++) {
     memcpy(p, parts[i] ? parts[i] : "", len[i] + 1);
     *to[i] = parts[i] ? p : NULL;
     p += len[i] + 1;
   }
   l->o.engine.cors = &l->cors;
+  return 1;
+}
+
+int pc_GrpcListener_SetCors(pc_GrpcListener *l, const pc_WebCors *cors, pc_Error *err) {
+  if (l->o.engine.cors == NULL) {
+    pc_Error_Set(err, "the listener has no CORS");
+    return 0;
+  }
+  if (!copy_cors(l, cors)) {
+    pc_Error_Set(err, "out of memory");
+    return 0;
+  }
   return 1;
 }
 

@@ -67,6 +67,13 @@ pc_GrpcListener *pc_GrpcListener_New(const pc_GrpcListenerOptions *opts, pc_Allo
 /* The port bound (the one picked for "0"; 0 for a Unix-domain socket). */
 int pc_GrpcListener_Port(const pc_GrpcListener *l);
 
+/* Replaces the CORS options of a listener made with some (its
+ * connections' included) by a copy of 'cors', for the requests that come
+ * from now on (a preflight's answer is complete when its request comes).
+ * 0 with 'err' set when the listener has no CORS or memory runs out (the
+ * options it had stay). */
+int pc_GrpcListener_SetCors(pc_GrpcListener *l, const pc_WebCors *cors, pc_Error *err);
+
 /* The next new call of any connection, or NULL. */
 pc_GrpcServerCall *pc_GrpcListener_Accept(pc_GrpcListener *l);
 

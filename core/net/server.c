@@ -40,6 +40,7 @@ struct pc_GrpcServerCall {
   pc_WebProtocol proto;     /* from the content-type (web.h) */
   const char *origin;       /* Origin (CORS, web_http.h) */
   int preflight;            /* Access-Control-Request-Method came: a CORS preflight */
+  const char *cors_headers; /* its Access-Control-Request-Headers, or NULL */
   int connect_get;          /* a Connect GET: its request is the query, a body is refused */
   pc_WebCodec codec;
   int http1;        /* carried over HTTP/1.x (http1_server.h) */
@@ -319,7 +320,9 @@ static void push_cors(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
 
 /* Answers a CORS preflight (OPTIONS with Access-Control-Request-Method)
  * when the listener has CORS: 204 with the methods and headers the
- * protocols need for an allowed origin, a bare 204 for another. */
+ * protocols (and the options') allow for an allowed origin, a bare 204
+ * for another. The values are in the call's arena: the options may
+ * change once this returns (pc_GrpcListener_SetCors). */
 static void answer_preflight(pc_GrpcServerCall *s) {
   const pc_WebCors *cors = s->c->cors;
   nghttp2_nv h[12];
@@ -327,17 +330,20 @@ static void answer_preflight(pc_GrpcServerCall *s) {
   h[n++] = PC_GRPC_NV(":status", "204");
   size_t bare = n + 1; /* and Vary, which push_cors always adds */
   push_cors(s, h, &n);
-  char age[16], *hv = NULL;
+  char *age = NULL;
   if (n > bare) {
-    snprintf(age, sizeof age, "%u", cors->max_age ? cors->max_age : PC_WEB_CORS_DEFAULT_MAX_AGE);
-    h[n++] = PC_GRPC_NV("access-control-allow-methods", PC_WEB_CORS_METHODS);
-    if (cors->headers) {
-      size_t len = sizeof PC_WEB_CORS_HEADERS + 2 + strlen(cors->headers);
-      hv = pc_Arena_Malloc(s->arena, len);
-      if (hv) snprintf(hv, len, "%s, %s", PC_WEB_CORS_HEADERS, cors->headers);
+    const char *methods = pc_WebCors_AllowMethods(cors, s->arena);
+    const char *rh = s->cors_headers;
+    const char *headers = pc_WebCors_AllowHeaders(cors, rh, rh ? strlen(rh) : 0, s->arena);
+    age = pc_Arena_Malloc(s->arena, 16);
+    if (methods == NULL || headers == NULL || age == NULL) {
+      n = bare; /* out of memory: a bare answer, which the browser refuses */
+    } else {
+      snprintf(age, 16, "%u", cors->max_age ? cors->max_age : PC_WEB_CORS_DEFAULT_MAX_AGE);
+      h[n++] = PC_GRPC_NV("access-control-allow-methods", methods);
+      h[n++] = PC_GRPC_NV("access-control-allow-headers", headers);
+      h[n++] = PC_GRPC_NV("access-control-max-age", age);
     }
-    h[n++] = PC_GRPC_NV("access-control-allow-headers", hv ? hv : PC_WEB_CORS_HEADERS);
-    h[n++] = PC_GRPC_NV("access-control-max-age", age);
   }
   s->finished = s->cancelled = 1;
   s->submitted = 1;
@@ -694,6 +700,9 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
   if (is(name, namelen, "origin") && !keep(s, &s->origin, v, valuelen))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (is(name, namelen, "access-control-request-method")) s->preflight = 1;
+  if (is(name, namelen, "access-control-request-headers") &&
+      !keep(s, &s->cors_headers, v, valuelen))
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   /* Connect's headers: metadata too (as for gRPC before), dropped from it
    * once the call is known to be Connect (web_request) */
   int ok = 1;

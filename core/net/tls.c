@@ -9,6 +9,7 @@
 #include <openssl/x509v3.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,6 +46,24 @@ static int new_session(SSL *ssl, SSL_SESSION *sess) {
   return 0; /* the connection's own is not taken */
 }
 
+/* Whether the file 'path' of the option 'name' can be read: 0 with the
+ * system's reason in 'err' ("cert_file '/x.pem': cannot be read: No such
+ * file or directory") when it cannot, so a missing file is not called
+ * malformed. */
+static int readable(const char *name, const char *path, pc_Error *err) {
+  FILE *f = fopen(path, "rb");
+  int why = errno;
+  if (f != NULL) {
+    errno = 0;
+    int failed = fgetc(f) == EOF && ferror(f); /* a directory opens, and fails here */
+    why = errno;
+    fclose(f);
+    if (!failed) return 1;
+  }
+  pc_Error_Set(err, "%s '%.200s': cannot be read: %s", name, path, strerror(why));
+  return 0;
+}
+
 int pc_NetTls_Available(pc_Error *err) {
   (void)err;
   return 1;
@@ -62,6 +81,7 @@ pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err) {
   if (o->insecure) {
     /* no trust store: nothing is verified (socket.h) */
   } else if (o->ca_file) {
+    if (!readable("ca_file", o->ca_file, err)) goto bad;
     if (SSL_CTX_load_verify_locations(t->ctx, o->ca_file, NULL) != 1) {
       pc_Error_Set(err, "ca_file '%.200s': not a PEM certificate bundle", o->ca_file);
       goto bad;
@@ -71,11 +91,13 @@ pc_NetTlsClient *pc_NetTlsClient_New(const pc_NetOptions *o, pc_Error *err) {
   }
   if (o->cert_file) {
     t->has_cert = 1;
+    if (!readable("cert_file", o->cert_file, err)) goto bad;
     if (SSL_CTX_use_certificate_chain_file(t->ctx, o->cert_file) != 1) {
       pc_Error_Set(err, "cert_file '%.200s': not a PEM certificate", o->cert_file);
       goto bad;
     }
     const char *key = o->key_file ? o->key_file : o->cert_file;
+    if (!readable("key_file", key, err)) goto bad;
     if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1 ||
         SSL_CTX_check_private_key(t->ctx) != 1) {
       pc_Error_Set(err, "key_file '%.200s': not the PEM key of cert_file", key);
@@ -150,17 +172,20 @@ pc_NetTlsServer *pc_NetTlsServer_New(const char *cert_file, const char *key_file
   t->ctx = SSL_CTX_new(TLS_server_method());
   if (t->ctx == NULL) goto fail;
   SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
+  if (!readable("cert_file", cert_file, err)) goto bad;
   if (SSL_CTX_use_certificate_chain_file(t->ctx, cert_file) != 1) {
     pc_Error_Set(err, "cert_file '%.200s': not a PEM certificate", cert_file);
     goto bad;
   }
   const char *key = key_file ? key_file : cert_file;
+  if (!readable("key_file", key, err)) goto bad;
   if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1 ||
       SSL_CTX_check_private_key(t->ctx) != 1) {
     pc_Error_Set(err, "key_file '%.200s': not the PEM key of cert_file", key);
     goto bad;
   }
   if (client_ca_file) {
+    if (!readable("client_ca_file", client_ca_file, err)) goto bad;
     if (SSL_CTX_load_verify_locations(t->ctx, client_ca_file, NULL) != 1) {
       pc_Error_Set(err, "client_ca_file '%.200s': not a PEM certificate bundle", client_ca_file);
       goto bad;

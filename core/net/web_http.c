@@ -20,6 +20,67 @@ const char *pc_WebCors_AllowOrigin(const pc_WebCors *cors, const char *origin, s
   return cors->credentials ? origin : "*";
 }
 
+const char *pc_WebCors_AllowMethods(const pc_WebCors *cors, pc_Arena *a) {
+  const char *more = cors->methods;
+  size_t len = sizeof PC_WEB_CORS_METHODS + (more ? 2 + strlen(more) : 0);
+  char *v = pc_Arena_Malloc(a, len);
+  if (v == NULL) return NULL;
+  memcpy(v, PC_WEB_CORS_METHODS, sizeof PC_WEB_CORS_METHODS);
+  if (more) {
+    memcpy(v + sizeof PC_WEB_CORS_METHODS - 1, ", ", 2);
+    memcpy(v + sizeof PC_WEB_CORS_METHODS + 1, more, strlen(more) + 1);
+  }
+  return v;
+}
+
+/* Whether 'c' may be in a field name (RFC 9110's tchar). */
+static int tchar(unsigned char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static int lower(unsigned char c) {
+  return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+const char *pc_WebCors_AllowHeaders(const pc_WebCors *cors, const char *requested, size_t n,
+                                    pc_Arena *a) {
+  const char *more = cors->headers, *prefix = cors->header_prefix;
+  size_t more_len = more ? strlen(more) : 0, plen = prefix ? strlen(prefix) : 0;
+  if (prefix == NULL || requested == NULL) n = 0;
+  /* each name kept costs at most its bytes and ", " */
+  size_t cap = sizeof PC_WEB_CORS_HEADERS + (more ? 2 + more_len : 0) + 2 * n + 2;
+  char *v = pc_Arena_Malloc(a, cap), *w = v;
+  if (v == NULL) return NULL;
+  memcpy(w, PC_WEB_CORS_HEADERS, sizeof PC_WEB_CORS_HEADERS - 1);
+  w += sizeof PC_WEB_CORS_HEADERS - 1;
+  if (more) {
+    memcpy(w, ", ", 2);
+    memcpy(w + 2, more, more_len);
+    w += 2 + more_len;
+  }
+  for (size_t i = 0; i < n;) {
+    while (i < n && (requested[i] == ' ' || requested[i] == '\t' || requested[i] == ',')) i++;
+    size_t start = i;
+    while (i < n && requested[i] != ',') i++;
+    size_t end = i;
+    while (end > start && (requested[end - 1] == ' ' || requested[end - 1] == '\t')) end--;
+    size_t len = end - start, k = 0;
+    if (len <= plen) continue;
+    while (k < plen &&
+           lower((unsigned char)requested[start + k]) == lower((unsigned char)prefix[k]))
+      k++;
+    if (k < plen) continue;
+    while (k < len && tchar((unsigned char)requested[start + k])) k++;
+    if (k < len) continue;
+    memcpy(w, ", ", 2);
+    memcpy(w + 2, requested + start, len);
+    w += 2 + len;
+  }
+  *w = '\0';
+  return v;
+}
+
 /* -- Connect GET ----------------------------------------------------------- */
 
 static int hexval(int c) {

@@ -48,11 +48,17 @@ typedef struct {
                         * a line "*" allows every origin */
   const char *headers; /* more request headers allowed (metadata the
                         * browser's code sends), ", "-separated; NULL: none */
-  const char *expose;  /* more response headers exposed ("trailer-x-id,
-                        * x-id"); NULL: none */
-  unsigned max_age;    /* seconds; 0: PC_WEB_CORS_DEFAULT_MAX_AGE */
-  int credentials;     /* Access-Control-Allow-Credentials: true (the origin
-                        * is then echoed, never "*") */
+  const char *methods; /* more methods allowed (REST routes' verbs: "PUT,
+                        * DELETE"), ", "-separated; NULL: none */
+  /* request headers a preflight asks for that begin with it (ASCII
+   * case-insensitively) are allowed too ("grpc-metadata-": REST's
+   * Grpc-Metadata-*); NULL: none */
+  const char *header_prefix;
+  const char *expose; /* more response headers exposed ("trailer-x-id,
+                       * x-id"); NULL: none */
+  unsigned max_age;   /* seconds; 0: PC_WEB_CORS_DEFAULT_MAX_AGE */
+  int credentials;    /* Access-Control-Allow-Credentials: true (the origin
+                       * is then echoed, never "*") */
 } pc_WebCors;
 
 /* The Access-Control-Allow-Origin value for a request from 'origin' ('n'
@@ -61,6 +67,18 @@ typedef struct {
  * (and credentials is off), NULL when the origin is not allowed (the
  * response then carries no CORS header at all). */
 const char *pc_WebCors_AllowOrigin(const pc_WebCors *cors, const char *origin, size_t n);
+
+/* A preflight's Access-Control-Allow-Methods value, in 'a':
+ * PC_WEB_CORS_METHODS, then cors->methods. NULL when the arena fails. */
+const char *pc_WebCors_AllowMethods(const pc_WebCors *cors, pc_Arena *a);
+
+/* A preflight's Access-Control-Allow-Headers value, in 'a':
+ * PC_WEB_CORS_HEADERS, cors->headers, then each name of 'requested' (the
+ * preflight's Access-Control-Request-Headers, 'n' bytes, comma-separated;
+ * NULL: none) that begins with cors->header_prefix and is a field name
+ * (RFC 9110 token). NULL when the arena fails. */
+const char *pc_WebCors_AllowHeaders(const pc_WebCors *cors, const char *requested, size_t n,
+                                    pc_Arena *a);
 
 /* -- Connect GET ----------------------------------------------------------- */
 

@@ -1,4 +1,6 @@
-/* web_http.h: CORS origins (exact, "*", credentials) and Connect GET's
+/* web_http.h: CORS origins (exact, "*", credentials), a preflight's
+ * methods and headers (more of each, the prefixed names asked for), and
+ * Connect GET's
  * query (codecs, percent-encoding, base64url padded or not, compression,
  * the receive limit, every refusal naming its parameter). */
 #include "testing/check.h"
@@ -42,8 +44,31 @@ int main(void) {
   c.origins = "https://app.example"; /* a last line without '\n' */
   CHECK(allow(&c, "https://app.example") != NULL);
 
-  /* Connect GET */
+  /* a preflight's methods and headers */
   pc_Arena *a = pc_Arena_New(NULL, NULL);
+  pc_WebCors p = {.origins = "*\n"};
+  CHECK(strcmp(pc_WebCors_AllowMethods(&p, a), "GET, POST") == 0);
+  CHECK(strcmp(pc_WebCors_AllowHeaders(&p, "grpc-metadata-x", 15, a), PC_WEB_CORS_HEADERS) == 0);
+  p.methods = "DELETE, PUT";
+  p.headers = "authorization, X-Req";
+  CHECK(strcmp(pc_WebCors_AllowMethods(&p, a), "GET, POST, DELETE, PUT") == 0);
+  CHECK(strcmp(pc_WebCors_AllowHeaders(&p, NULL, 0, a),
+               PC_WEB_CORS_HEADERS ", authorization, X-Req") == 0);
+  p.header_prefix = "grpc-metadata-";
+  /* names beginning with the prefix in either case, trimmed; not the prefix alone, another
+   * header, a name with a character no field name has, nor what lies past 'n' */
+  static const char asked[] = " Grpc-Metadata-A ,content-type,,grpc-metadata-, grpc-metadata-b\t,"
+                              "x-grpc-metadata-c,grpc-metadata-d e,grpc-metadata-z";
+  CHECK(strcmp(pc_WebCors_AllowHeaders(&p, asked, sizeof asked - 1 - 16, a), PC_WEB_CORS_HEADERS
+               ", authorization, X-Req, Grpc-Metadata-A, grpc-metadata-b") == 0);
+  CHECK(strcmp(pc_WebCors_AllowHeaders(&p, "grpc-metadata-x,", 16, a),
+               PC_WEB_CORS_HEADERS ", authorization, X-Req, grpc-metadata-x") == 0);
+  /* the most names: each one byte past the prefix, one comma apart */
+  p.header_prefix = "";
+  p.headers = NULL;
+  CHECK(strcmp(pc_WebCors_AllowHeaders(&p, "a,b,c", 5, a), PC_WEB_CORS_HEADERS ", a, b, c") == 0);
+
+  /* Connect GET */
   pc_ConnectGet g;
   pc_Error err;
   int big;

@@ -54,6 +54,16 @@ M.Failure = Failure
 local function fail(msg, status) error(setmetatable({ msg = msg, status = status or 1 }, Failure), 0) end
 M.fail = fail
 
+--- msg = listen_error(err, names): pc.listen's error `err` as a command
+-- says it: without "pc.listen: ", and a TLS file's option named by its
+-- flag (`names`: option -> flag, {cert_file = "-listen-cert", ...}):
+-- "-listen-cert '/x.pem': cannot be read: No such file or directory".
+function M.listen_error(err, names)
+  local msg = tostring(err):gsub("^pc%.listen: ", "")
+  msg = msg:gsub("^([%w_]+) '", function(o) return names[o] and names[o] .. " '" end)
+  return (msg:gsub(" of cert_file$", function() return names.cert_file and " of " .. names.cert_file end))
+end
+
 --- flags, rest = parse(cmd, spec, args, first): the flags of command `cmd`
 -- (kinds `spec`) in args[first..], and the other arguments in order.
 function M.parse(cmd, spec, args, first)

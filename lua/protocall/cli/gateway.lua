@@ -52,7 +52,8 @@ M.gateway = {
           "-unbound serves methods without a rule as POST /pkg.Service/Method. -cors lets\n" ..
           "browser pages of ORIGIN\n" ..
           "(scheme://host[:port], or *) call it (pc.listen's cors option: preflights and\n" ..
-          "CORS headers on every protocol's answers). It serves the reflection service\n" ..
+          "CORS headers on every protocol's answers; a preflight allows the REST rules'\n" ..
+          "methods, Authorization, the -header names and Grpc-Metadata-*). It serves the reflection service\n" ..
           "itself, from the schema. -listen-cert/-listen-key: TLS on ADDR. Prints\n" ..
           "`listening on HOST:PORT` to stderr and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
@@ -454,7 +455,7 @@ function M.gateway.run(flags, args)
   local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,
     cert_file = flags["listen-cert"], key_file = flags["listen-key"],
     cors = flags.cors and { origins = flags.cors } or nil })
-  if not ok then fail((tostring(listener):gsub("^pc%.listen: ", ""))) end
+  if not ok then fail(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" })) end
   if unreachable then listener:refuse(not_read(unreachable, 1)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end

@@ -68,7 +68,9 @@ function M.serve.run(flags, args)
   end
   local ok, listener = pcall(pc.listen, server, flags.listen or "127.0.0.1:50051",
     { cert_file = flags.cert, key_file = flags.key, client_ca_file = flags["client-ca"] })
-  if not ok then fail(tostring(listener)) end
+  if not ok then
+    fail(common.listen_error(listener, { cert_file = "-cert", key_file = "-key", client_ca_file = "-client-ca" }))
+  end
   local host = (flags.listen or "127.0.0.1:50051"):match("^(.*):%d+$") or "127.0.0.1"
   stderr:write(format("protocall serve: listening on %s:%d (%s)\n", host, listener.port,
     flags.cert and "TLS" or "h2c"))

@@ -103,6 +103,38 @@ local function cors_option(c)
   }
 end
 
+-- The cors option `c` (cors_option's) of a listener serving REST with the
+-- transcoder `tc` (pc.listen's `rest` option `rest_opt`): a preflight
+-- also allows the methods of its routes and the request headers it takes
+-- as metadata (the transcoder's `headers`, Authorization unless given,
+-- and Grpc-Metadata-* as a preflight names them). `c` itself without `tc`.
+local function rest_cors(c, tc, rest_opt)
+  if not tc then return c end
+  local out = {}
+  for k, v in pairs(c) do out[k] = v end
+  local methods, seen = {}, { GET = true, POST = true }
+  for _, r in ipairs(tc:routes()) do
+    local m = r.http_method
+    if not seen[m] then
+      seen[m] = true
+      methods[#methods + 1] = m
+    end
+  end
+  table.sort(methods)
+  out.methods = #methods > 0 and table.concat(methods, ", ") or nil
+  local headers, named = {}, {}
+  for name in (c.headers or ""):gmatch("[^, ]+") do
+    headers[#headers + 1], named[name:lower()] = name, true
+  end
+  for _, name in ipairs(type(rest_opt) == "table" and rest_opt.headers or { "authorization" }) do
+    if not named[name:lower()] then
+      headers[#headers + 1], named[name:lower()] = name, true
+    end
+  end
+  out.headers = #headers > 0 and table.concat(headers, ", ") or nil
+  out.header_prefix = "grpc-metadata-"
+  return out
+end
 
 local Listener = { __name = "protocall.Listener" }
 Listener.__index = Listener
@@ -410,6 +442,7 @@ function Listener:set_server(server, rest_option)
   local tc = self.rest and rest.transcoder(server, rest_option, self.max_receive)
   -- one step, no yield between: a call starting sees both or neither
   self.server, self.rest, self.rest_option, self.refusal = server, tc, rest_option, nil
+  if tc and self.cors and not self.finished then self.core:set_cors(rest_cors(self.cors, tc, rest_option)) end
 end
 
 --- `listener:refuse(err)`: from now until the next listener:set_server,
@@ -510,7 +543,12 @@ end
 -- the origin is then echoed, never "*")}: a preflight (OPTIONS with
 -- Access-Control-Request-Method) is answered 204 with the methods (GET,
 -- POST) and headers gRPC-Web and Connect need (connectrpc's cors-go
--- lists), every response to an allowed Origin carries
+-- lists) and `headers`; with `rest` also the methods of its routes (PUT,
+-- PATCH, DELETE, a custom verb), the request headers the REST side takes
+-- as metadata (the `rest` option's `headers`, default Authorization) and
+-- each Grpc-Metadata-* header the preflight's
+-- Access-Control-Request-Headers names (listener:set_server's routes and
+-- `rest` option replace them); every response to an allowed Origin carries
 -- Access-Control-Allow-Origin and the exposed headers (grpc-status,
 -- grpc-message, grpc-status-details-bin, ...); another origin gets no CORS
 -- header.
@@ -524,8 +562,10 @@ end
 -- names no method, goes to the method its route names, whose handler is
 -- called in process; failures are google.rpc.Status JSON with
 -- grpc-gateway's HTTP status; a bad option or rule raises "pc.listen:
--- rest: ..." naming it. Raises on a bad argument or option (naming it) or an
--- address that cannot be bound. Serve with `listener:serve()`.
+-- rest: ..." naming it. Raises on a bad argument or option (naming it), a
+-- TLS file that cannot be read or is no PEM ("pc.listen: cert_file 'x.pem':
+-- cannot be read: No such file or directory"), or an address that cannot
+-- be bound. Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then
     error("bad argument #1 to 'listen' (protocall.Server expected, got " .. type(server) .. ")", 2)
@@ -585,6 +625,7 @@ function M.listen(server, address, opts)
   end
   local mode = opts.mode ~= nil and mode_bits(opts.mode) or nil
   local tc = rest.transcoder(server, opts.rest, opts.max_receive_size) -- before binding: raises on bad rules
+  local cors = opts.cors and cors_option(opts.cors)
   local ok, l = pcall(core.grpc_listen, { -- a C function in pcall: its error names no position
     host = host ~= "" and host or nil, port = port,
     unix_path = unix and unix.unix, unix_abstract = unix and unix.abstract, unix_mode = mode,
@@ -601,12 +642,12 @@ function M.listen(server, address, opts)
     handshake_timeout = opts.handshake_timeout, idle_timeout = opts.idle_timeout,
     stall_timeout = opts.stall_timeout, max_connection_age = opts.max_connection_age,
     max_connection_age_grace = opts.max_connection_age_grace,
-    cors = opts.cors and cors_option(opts.cors),
+    cors = cors and rest_cors(cors, tc, opts.rest),
     plain_http = tc ~= nil,
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
   return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false, rest = tc,
-    rest_option = opts.rest, max_receive = opts.max_receive_size }, Listener)
+    rest_option = opts.rest, cors = cors or nil, max_receive = opts.max_receive_size }, Listener)
 end
 
 return M

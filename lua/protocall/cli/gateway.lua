@@ -50,12 +50,12 @@ M.gateway = {
           "whatever the protocol (REST: 400; gRPC, gRPC-Web, Connect: INVALID_ARGUMENT;\n" ..
           "each with a google.rpc.BadRequest detail; a stream's requests each as read);\n" ..
           "-unbound serves methods without a rule as POST /pkg.Service/Method. -cors lets\n" ..
-          "browser pages of ORIGIN\n" ..
-          "(scheme://host[:port], or *) call it (pc.listen's cors option: preflights and\n" ..
-          "CORS headers on every protocol's answers; a preflight allows the REST rules'\n" ..
-          "methods, Authorization, the -header names and Grpc-Metadata-*). It serves the reflection service\n" ..
-          "itself, from the schema. -listen-cert/-listen-key: TLS on ADDR. Prints\n" ..
-          "`listening on HOST:PORT` to stderr and serves until stopped.",
+          "browser pages of ORIGIN (scheme://host[:port], or *) call it (pc.listen's cors\n" ..
+          "option: preflights and CORS headers on every protocol's answers; a preflight\n" ..
+          "allows the REST rules' methods, Authorization, the -header names and\n" ..
+          "Grpc-Metadata-*). A client that goes away cancels its upstream call. It serves\n" ..
+          "the reflection service itself, from the schema. -listen-cert/-listen-key: TLS\n" ..
+          "on ADDR. Prints `listening on HOST:PORT` to stderr and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
 }
 

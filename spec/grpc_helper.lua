@@ -45,12 +45,15 @@ end
 -- failed spec. `label` names it in the error raised when it does not start.
 -- `pattern` (optional) reads the first line instead: one capture, the port
 -- (no pid then: M.stop closes the pipe, and the server stops at end of file).
+-- The line counts once its newline is there: Python's print(port, pid)
+-- writes its pieces one by one when unbuffered (PYTHONUNBUFFERED), so the
+-- file can hold "PORT" alone for a moment.
 function M.spawn_command(command, label, pattern)
   local out = os.tmpname()
   local pipe = io.popen("exec " .. command .. " > " .. out .. " 2>/dev/null", "w")
   for _ = 1, 200 do
     local f = io.open(out)
-    local line = f and f:read("*l")
+    local line = f and f:read("*a"):match("^([^\n]*)\n")
     if f then f:close() end
     if line then
       os.remove(out)

@@ -58,8 +58,9 @@ local function watcher(stub, service, opts)
 end
 
 -- Sets statuses of h.S (UNKNOWN at first) while `seen` watches it: each
--- change reaches the watcher at once (well within the second it would
--- otherwise wait), and between changes the scheduler stays idle.
+-- change reaches the watcher at once (under 0.9 s, room for a loaded
+-- machine, against the second it would otherwise wait), and between
+-- changes the scheduler stays idle.
 local function check_watch(health, seen)
   step_until(function() return #seen == 1 end)
   assert.are.equal(SERVICE_UNKNOWN, seen[1])
@@ -68,14 +69,14 @@ local function check_watch(health, seen)
   local t = pc.now()
   health:set("h.S", "SERVING")
   step_until(function() return #seen == 2 end, 2)
-  assert.is_true(seen.at[2] - t < 0.5, "a change took " .. (seen.at[2] - t) .. " s")
+  assert.is_true(seen.at[2] - t < 0.9, "a change took " .. (seen.at[2] - t) .. " s")
   health:set("h.S", "SERVING") -- no change: nothing sent
   rounds = idle_rounds(0.5)
   assert.is_true(rounds <= 6, rounds .. " scheduler rounds in 0.5 s with an idle watcher")
   t = pc.now()
   health:set("h.S", "NOT_SERVING")
   step_until(function() return seen.done end, 2)
-  assert.is_true(seen.at[3] - t < 0.5, "a change took " .. (seen.at[3] - t) .. " s")
+  assert.is_true(seen.at[3] - t < 0.9, "a change took " .. (seen.at[3] - t) .. " s")
   assert.are.same({ SERVICE_UNKNOWN, SERVING, NOT_SERVING }, { seen[1], seen[2], seen[3] })
   assert.is_nil(seen.err)
 end

@@ -1621,7 +1621,7 @@ describe("xDS", function()
         ok, e = pcall(x.c.Slow, x.c, {})
         assert.is_false(ok)
         assert.are.equal("DEADLINE_EXCEEDED", e.code)
-        assert.is_true(pc.now() - t0 < 0.8, "took " .. (pc.now() - t0) .. " s")
+        assert.is_true(pc.now() - t0 < 0.95, "took " .. (pc.now() - t0) .. " s")
         -- a second target shares the ADS stream; a listener the server lacks fails UNAVAILABLE once
         -- its does-not-exist timer ran out (it was never received: the server's answers lacking it
         -- say nothing, as grpc-core reads them)
@@ -1847,7 +1847,7 @@ describe("xDS", function()
           else
             assert.are.equal("UNAVAILABLE xds:///svc: cluster A: circuit breaker drop: 2 calls in flight, "
               .. "max_requests 2", r[1])
-            assert.is_true(r[2] < 0.1, "a drop took " .. r[2] .. " s")
+            assert.is_true(r[2] < 0.4, "a drop took " .. r[2] .. " s") -- not an OK call's 0.45 s
           end
         end
         print("\n# max_requests 2, 5 concurrent Hold calls: " .. table.concat(texts, "; "))

@@ -237,6 +237,20 @@ describe("CORS on pc.listen", function()
     end)
   end)
 
+  for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+    it("with rest, reads an Access-Control-Request-Headers sent twice as one list (" .. version .. ")", function()
+      serving({ cors = cors, rest = { http = RULES } }, function(port)
+        local a = curl(version .. " -X OPTIONS -H 'Origin: http://app.example' "
+          .. "-H 'Access-Control-Request-Method: PUT' -H 'Access-Control-Request-Headers: grpc-metadata-first' "
+          .. "-H 'Access-Control-Request-Headers: grpc-metadata-second' http://127.0.0.1:" .. port .. "/v1/add/1")
+        assert.matches("^HTTP/[%d.]+ 204", a)
+        assert.is_true(ends(header(a, "access-control-allow-headers"),
+          ", X-User-Agent, authorization, grpc-metadata-first, grpc-metadata-second"),
+          header(a, "access-control-allow-headers"))
+      end)
+    end)
+  end
+
   it("follows listener:set_server's routes and rest option", function()
     local l = pc.listen(calc_server(POOL), "127.0.0.1:0", { cors = cors, rest = { http = RULES } })
     local ok, err

@@ -661,6 +661,21 @@ static int keep(pc_GrpcServerCall *s, const char **slot, const char *v, size_t n
   return *slot != NULL;
 }
 
+/* As keep, a field sent twice joined as one list ("a, b": RFC 9110
+ * 5.3), for Access-Control-Request-Headers. */
+static int keep_list(pc_GrpcServerCall *s, const char **slot, const char *v, size_t n) {
+  if (*slot == NULL) return keep(s, slot, v, n);
+  size_t had = strlen(*slot);
+  char *joined = pc_Arena_Malloc(s->arena, had + 2 + n + 1);
+  if (joined == NULL) return 0;
+  memcpy(joined, *slot, had);
+  memcpy(joined + had, ", ", 2);
+  memcpy(joined + had + 2, v, n);
+  joined[had + 2 + n] = '\0';
+  *slot = joined;
+  return 1;
+}
+
 static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, int over) {
   pc_GrpcServerCall *s = call;
@@ -701,7 +716,7 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (is(name, namelen, "access-control-request-method")) s->preflight = 1;
   if (is(name, namelen, "access-control-request-headers") &&
-      !keep(s, &s->cors_headers, v, valuelen))
+      !keep_list(s, &s->cors_headers, v, valuelen))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   /* Connect's headers: metadata too (as for gRPC before), dropped from it
    * once the call is known to be Connect (web_request) */

@@ -149,6 +149,13 @@ describe("NDJSON client streams through the gateway", function()
           assert.are.same({ name, 0 }, { name, code }, err)
           assert.are.equal(before + 1, served(gateways[1][2]))
         end
+        -- bidirectional: the refusal, not the cancel of the upstream call it causes
+        _, err, code = call(g, protocol, "Echo", '{"name":"a"} {"name":"' .. long .. '"}')
+        if checks then
+          assert.are.same({ name, 64 + 3, REFUSED }, { name, code, err })
+        else
+          assert.are.same({ name, 0 }, { name, code }, err)
+        end
       end
       -- the refusal's google.rpc.BadRequest detail: Connect's error JSON (HTTP 400), gRPC-Web's trailers
       local code, body = G.request(g[2], "/nd.Collector/Served",

@@ -180,6 +180,7 @@ local function forwarder(stub, m, json)
     local o = call_opts(ctx)
     o.with_metadata = nil
     local call = stub[name](stub, o)
+    local up_err -- a bidirectional call's failure reading the client's requests
     local ok, result = pcall(function()
       if not m.server_streaming then
         send_all(ctx, call)
@@ -188,7 +189,6 @@ local function forwarder(stub, m, json)
         return resp
       end
       -- bidirectional: the requests go up in a task of their own
-      local up_err
       sched.spawn(function()
         local okU, e = pcall(function()
           send_all(ctx, call)
@@ -213,6 +213,11 @@ local function forwarder(stub, m, json)
       pass_back(ctx, nil, call:trailers())
     end)
     call:close()
+    -- a request refused (validate) or unreadable cancelled the upstream
+    -- call: the client gets that failure, not the cancel it caused
+    if not ok and up_err and getmetatable(result) == pc.Error and result.code == "CANCELLED" then
+      result = up_err
+    end
     if not ok then relay_error(ctx, result) end
     return result
   end

@@ -456,9 +456,10 @@ function Transport.wait(_, handles, seconds)
     end
   end
   if seconds < 0 then seconds = 0 end
-  -- the caller's client went away (resty.abort): its started calls (hedges)
-  -- end CANCELLED at once, as driver.wait cancels a waited call
-  if #chans > 0 and driver.aborted(chans[1]) then
+  -- the caller's client went away (resty.abort; sched.abort: the client
+  -- of a forwarded call): its started calls (hedges) end CANCELLED at
+  -- once, as driver.wait cancels a waited call
+  if #chans > 0 and (driver.aborted(chans[1]) or (sched.naborted > 0 and sched.aborted())) then
     local any = false
     for i = 1, #handles do
       local call = not handles[i].done and handles[i].call

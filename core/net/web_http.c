@@ -22,14 +22,17 @@ const char *pc_WebCors_AllowOrigin(const pc_WebCors *cors, const char *origin, s
 
 const char *pc_WebCors_AllowMethods(const pc_WebCors *cors, pc_Arena *a) {
   const char *more = cors->methods;
-  size_t len = sizeof PC_WEB_CORS_METHODS + (more ? 2 + strlen(more) : 0);
-  char *v = pc_Arena_Malloc(a, len);
+  size_t base = sizeof PC_WEB_CORS_METHODS - 1, more_len = more ? strlen(more) : 0;
+  char *v = pc_Arena_Malloc(a, base + (more ? 2 + more_len : 0) + 1), *w = v;
   if (v == NULL) return NULL;
-  memcpy(v, PC_WEB_CORS_METHODS, sizeof PC_WEB_CORS_METHODS);
+  memcpy(w, PC_WEB_CORS_METHODS, base);
+  w += base;
   if (more) {
-    memcpy(v + sizeof PC_WEB_CORS_METHODS - 1, ", ", 2);
-    memcpy(v + sizeof PC_WEB_CORS_METHODS + 1, more, strlen(more) + 1);
+    memcpy(w, ", ", 2);
+    memcpy(w + 2, more, more_len);
+    w += 2 + more_len;
   }
+  *w = '\0';
   return v;
 }
 

@@ -296,7 +296,7 @@ end
 -- call (RST_STREAM CANCEL at once: transport/driver.lua's wait), so what
 -- it waits on upstream ends CANCELLED. What a listener's call that ended
 -- early does to the `protocall gateway` handler forwarding it
--- (rpc/server.lua's WATCH).
+-- (rpc/server.lua's watch_call).
 function M.abort(co)
   if tasks[co] and not aborted[co] then
     aborted[co] = true

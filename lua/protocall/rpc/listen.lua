@@ -23,7 +23,7 @@ local decode, to_json, from_json = core.decode, core.to_json, core.from_json
 local is_server, response_of, response_bytes, no_send, no_recv, returned_list = rpc_server.is_server,
   rpc_server.response_of, rpc_server.response_bytes, rpc_server.no_send, rpc_server.no_recv,
   rpc_server.returned_list
-local call_over, OVER, watch_call = rpc_server.call_over, rpc_server.OVER, rpc_server.watch_call
+local call_over, OVER = rpc_server.call_over, rpc_server.OVER
 local wait, wait_call, in_task, now = sched.wait, sched.wait_call, sched.in_task, sched.now
 local lower = string.lower
 
@@ -323,10 +323,7 @@ local function run_call(self, call)
     elseif bad then
       call:finish(code, info.full_name .. bad)
     else
-      -- a forwarding server's (rpc_server.forwarding): the call's early end cancels the upstream's
-      local stop = server.forwards and watch_call(self.core, call, ctx.cancelled)
-      local ok, result = rpc_server.invoke(entry, info, req, ctx)
-      if stop then stop() end
+      local ok, result = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
       if ok and info.client_streaming and info.server_streaming and result ~= nil then
         ok, result = false, status("INTERNAL", info.full_name
           .. ": a bidirectional handler answers with ctx.send and returns nothing")

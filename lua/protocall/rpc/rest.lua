@@ -197,11 +197,8 @@ function M.serve(self, call)
       while call:unsent() > 65536 and not ctx.cancelled() do wait_call(core, call) end
     end
   end
-  -- a forwarding server's (rpc_server.forwarding): the call's early end cancels the upstream's
-  local stop = server.forwards and rpc_server.watch_call(core, call, ctx.cancelled)
   -- (the transcoder's `validate` checked the requests: the server's would again)
-  local ok, result = rpc_server.invoke(entry, info, req, ctx, tc.validate)
-  if stop then stop() end
+  local ok, result = rpc_server.invoke(entry, info, req, ctx, tc.validate, core, call)
   if ok and info.server_streaming then
     ok, result = pcall(function()
       local list = returned_list(info, result)

@@ -291,8 +291,9 @@ end
 
 --- server = forwarding(server): marks the pc.server `server` as one whose
 -- handlers forward each call upstream over pc.grpc (internal: `protocall
--- gateway`'s): pc.listen watches each of its calls while the handler runs
--- (watch_call), so that the call's early end (ctx:cancelled() turning true
+-- gateway`'s), each of its method entries: invoke watches each of their
+-- calls while the handler runs (watch_call), in every placement of
+-- pc.listen, so that the call's early end (ctx:cancelled() turning true
 -- while the handler runs: the client reset the stream or closed the
 -- connection, the deadline passed, the listener shut the call down)
 -- cancels what the handler waits on upstream, RST_STREAM CANCEL reaching
@@ -301,7 +302,7 @@ end
 -- wakes nothing: a forwarder passes the time left on as the upstream's
 -- deadline. Calls of other servers are not watched.
 function M.forwarding(server)
-  server.forwards = true
+  for _, entry in pairs(server.methods) do entry.forwards = true end
   return server
 end
 
@@ -353,23 +354,28 @@ function M.handler_error(info, raised)
   return status("UNKNOWN", info.full_name .. ": " .. text, { value = raised })
 end
 
---- ok, result = invoke(entry, info, req, ctx [, checked]): runs the
--- handler of method `info` (`entry.handler`; with `checked`, true when the
--- placement refused requests breaking their rules itself, the handler
--- without the server's `validate` check when it has one) in pcall, with
--- `ctx` alone for a client stream or bidirectional method, else with the
--- request `req` and `ctx`; an answer that comes after ctx.deadline is
+--- ok, result = invoke(entry, info, req, ctx, checked, waitable, call):
+-- runs the handler of method `info` (`entry.handler`; with `checked`, true
+-- when the placement refused requests breaking their rules itself, the
+-- handler without the server's `validate` check when it has one) in pcall,
+-- with `ctx` alone for a client stream or bidirectional method, else with
+-- the request `req` and `ctx`; an answer that comes after ctx.deadline is
 -- false and DEADLINE_EXCEEDED (a late answer is no answer: the client's
--- deadline has passed, as gRPC servers do). pc.listen's placements (gRPC
--- and the web's protocols, REST) run handlers through it.
-function M.invoke(entry, info, req, ctx, checked)
+-- deadline has passed, as gRPC servers do). A forwarding server's handler
+-- (forwarding) runs under watch_call(waitable, call, ctx.cancelled):
+-- `call` is the server call of listener core `waitable`. pc.listen's
+-- placements (gRPC and the web's protocols, REST) run handlers through it.
+function M.invoke(entry, info, req, ctx, checked, waitable, call)
   local ok, result
   local handler = checked and entry.unchecked or entry.handler
+  -- a forwarding server's: the call's early end cancels the upstream's
+  local stop = entry.forwards and M.watch_call(waitable, call, ctx.cancelled)
   if info.client_streaming then
     ok, result = pcall(handler, ctx)
   else
     ok, result = pcall(handler, req, ctx)
   end
+  if stop then stop() end
   if ok and ctx.deadline ~= nil and now() > ctx.deadline then
     ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
   end

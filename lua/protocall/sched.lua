@@ -313,9 +313,7 @@ end
 
 --- wake_task(co): readies task `co` if it waits, its wait returning early
 -- (the waits of protocall check what they wait for again).
-function M.wake_task(co)
-  wake(co)
-end
+M.wake_task = wake
 
 --- STRAY: what a task did that yielded to the loop without a wait of
 -- protocall (a bare coroutine.yield): nothing would ever resume it.

@@ -96,6 +96,9 @@ local CONF = N.lua_conf(2, [==[
                   "message Book {\n  string name = 1;\n  string title = 2 [(buf.validate.field).string.max_len = 5];")
         assert(gw.configure("strict", { protos = { ["gateway/library.proto"] = strict }, upstream = "@UPSTREAM@",
                                         prefix = "/strict", validate = true, web = true }))
+        -- validate = true on the file as it is, which imports no rules: no type a rule reaches
+        assert(gw.configure("loose", { protos = { ["gateway/library.proto"] = lib }, upstream = "@UPSTREAM@",
+                                       prefix = "/loose", validate = true, web = true }))
         -- an upstream where nothing listens
         assert(gw.configure("down", { protos = { ["gateway/library.proto"] = lib }, upstream = "127.0.0.1:1",
                                       prefix = "/down" }))
@@ -174,6 +177,9 @@ local CONF = N.lua_conf(2, [==[
         }
         location /strict/ {
             content_by_lua_block { gw.handle("strict") }
+        }
+        location /loose/ {
+            content_by_lua_block { gw.handle("loose") }
         }
         location /rulefail/ {
             content_by_lua_block { gw.handle("rulefail") }
@@ -745,6 +751,30 @@ end
     assert.are.equal(frame(0, "\8\2"), body:sub(1, 7))
     assert.truthy(body:find("grpc-status:0\r\n", 1, true), body)
     assert.are.equal(before + 3, calls(nginx))
+  end)
+
+  it("with validate, gRPC-Web and Connect requests of a type no rule reaches are forwarded unread", function()
+    -- gw.EchoRequest with text "\255", not UTF-8: read, it would be refused here INVALID_ARGUMENT
+    -- ("message 1: gw.EchoRequest.text: invalid UTF-8 ..."); unread, its bytes reach the upstream,
+    -- whose decoder refuses them (a unary call's before its handler runs: not counted)
+    local bad = "\10\1\255"
+    local before = calls(nginx)
+    local proto = { "Content-Type: application/proto" }
+    local code, body = request(nginx, "/loose/gw.Library/Echo", { body = bad, headers = proto })
+    assert.are.same({ 500, '{"code":"internal","message":"Exception deserializing request!"}' }, { code, body })
+    code, body = web_call("/loose/gw.Library/Echo", "application/grpc-web+proto", frame(0, bad))
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find("^\128....grpc%-status:13\r\ngrpc%-message:Exception deserializing request!\r\n"), body)
+    -- a client stream's messages too (its handler runs, counted, and reads the bad one), and valid
+    -- requests go through as sent
+    code, body = web_call("/loose/gw.Library/CreateBooks", "application/grpc-web+proto",
+      frame(0, "\18\2ok") .. frame(0, "\18\1\255"))
+    assert.are.equal(200, code, body)
+    assert.truthy(body:find("grpc-status:13\r\ngrpc-message:Exception deserializing request!\r\n", 1, true), body)
+    code, body = request(nginx, "/loose/gw.Library/Echo", { body = "\10\2ok", headers = proto })
+    assert.are.equal(200, code, body)
+    assert.are.equal("\10\2ok", body:sub(1, 4))
+    assert.are.equal(before + 2, calls(nginx))
   end)
 end)
 

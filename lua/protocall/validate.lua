@@ -133,6 +133,40 @@ function M.refusal(m)
     { violations = list, ["local"] = true, details = br and { br } or nil })
 end
 
+-- The file that declares protovalidate's rules.
+local VALIDATE_FILE = "buf/validate/validate.proto"
+
+--- set = ruleless_types(pool): the full names (keys, value true) of the
+-- message types of `pool` no protovalidate rule can reach: those of files
+-- that import buf/validate/validate.proto neither themselves nor through
+-- their imports (a type's fields have types of its file's imports, and a
+-- rule is an option from that file). A placement that reads a request
+-- only to check it skips the read for these (pc.transcoder's
+-- request_bytes, the nginx gateway's gRPC-Web and Connect requests).
+function M.ruleless_types(pool)
+  local reaches, set = {}, {}
+  local function uses(name)
+    if reaches[name] ~= nil then return reaches[name] end
+    reaches[name] = true -- (while visiting: a cycle counts as rules)
+    local f = pool:file(name)
+    local r = f == nil or name == VALIDATE_FILE
+    for _, dep in ipairs(not r and f.dependencies or {}) do
+      if uses(dep) then
+        r = true
+        break
+      end
+    end
+    reaches[name] = r
+    return r
+  end
+  for _, name in ipairs(pool:files()) do
+    if not uses(name) then
+      for _, m in ipairs(pool:file(name).messages or {}) do set[m] = true end
+    end
+  end
+  return set
+end
+
 --- m = pc.check(m [, opts]): `m` when it breaks no rule; otherwise raises a
 -- pc.Error with code INVALID_ARGUMENT (what a server answers a request
 -- that fails validation), `message` "validation failed: name: must be at least 1

@@ -680,46 +680,15 @@ function Transcoder:request(route, bindings, query, body, content_type)
   return msg, err
 end
 
--- The file that declares protovalidate's rules.
-local VALIDATE_FILE = "buf/validate/validate.proto"
-
--- The full names of the message types of `pool` no protovalidate rule can
--- reach: those of files that import buf/validate/validate.proto neither
--- themselves nor through their imports (a type's fields have types of its
--- file's imports, and a rule is an option from that file).
-local function ruleless_types(pool)
-  local reaches, set = {}, {}
-  local function uses(name)
-    if reaches[name] ~= nil then return reaches[name] end
-    reaches[name] = true -- (while visiting: a cycle counts as rules)
-    local f = pool:file(name)
-    local r = f == nil or name == VALIDATE_FILE
-    for _, dep in ipairs(not r and f.dependencies or {}) do
-      if uses(dep) then
-        r = true
-        break
-      end
-    end
-    reaches[name] = r
-    return r
-  end
-  for _, name in ipairs(pool:files()) do
-    if not uses(name) then
-      for _, m in ipairs(pool:file(name).messages or {}) do set[m] = true end
-    end
-  end
-  return set
-end
-
 -- Whether tc:request_bytes must make route's message to check it: with
--- `validate`, unless no rule can reach its type (read from the pool's
--- files once, at the first request; a type of a file loaded later is
--- checked).
+-- `validate`, unless no rule can reach its type (validate.ruleless_types
+-- of the pool's files once, at the first request; a type of a file loaded
+-- later is checked).
 local function checked(self, route)
   if not self.validate then return false end
   local set = self.ruleless
   if not set then
-    set = ruleless_types(self.pool)
+    set = validate.ruleless_types(self.pool)
     self.ruleless = set
   end
   return not set[route.input.full_name]

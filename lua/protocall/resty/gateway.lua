@@ -27,6 +27,7 @@ local pc = require "protocall"
 local resty = require "protocall.resty"
 local web = require "protocall.http.web"
 local reflection = require "protocall.rpc.reflection"
+local ruleless_types = require("protocall.validate").ruleless_types
 local CHECKED, seconds_problem = require("protocall.internal").CHECKED, require("protocall.internal").seconds_problem
 
 local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
@@ -814,6 +815,20 @@ local function web_stream(t, a, m, list, settings)
   ngx.print(a:finish(nil, trailers))
 end
 
+-- Whether version `v`'s `validate` reads the requests of method `m` to
+-- check them: not those of a type no rule can reach (validate.lua's
+-- ruleless_types of the version's pool, taken at its first web request
+-- with `validate`), as REST's tc:request_bytes skips them.
+local function checks(v, m)
+  if not v.validate then return false end
+  local set = v.ruleless
+  if not set then
+    set = ruleless_types(v.pool)
+    v.ruleless = set
+  end
+  return not set[m.input.full_name]
+end
+
 -- Answers a gRPC-Web or Connect request for method `m` (nil: the path
 -- names no method of the route) over the version's transport.
 local function handle_web(v, m, protocol, codec, path)
@@ -829,7 +844,7 @@ local function handle_web(v, m, protocol, codec, path)
   if not md then return web_failure(a, timeout) end
   local body, berr = read_body(v)
   if not body then return web_failure(a, berr) end
-  local list, err = web.requests(protocol, codec, m, body, ngx.var.http_content_encoding, v.validate)
+  local list, err = web.requests(protocol, codec, m, body, ngx.var.http_content_encoding, checks(v, m))
   if not list then return web_failure(a, err) end
   local settings = { metadata = md, timeout = timeout }
   if v.timeout then settings.timeout = timeout and min(timeout, v.timeout) or v.timeout end
@@ -905,7 +920,9 @@ end
 -- application/json POSTed to a path naming a method of the route) is
 -- answered in that protocol (lua/protocall/http/web.lua): its messages
 -- forwarded as a gRPC call (as bytes unless the codec is json; with
--- `validate`, each read into its type and checked first, as REST's are:
+-- `validate`, each read into its type and checked first, as REST's are,
+-- unless no rule can reach the type (its file imports
+-- buf/validate/validate.proto neither itself nor through its imports):
 -- one breaking its rules fails the call INVALID_ARGUMENT with the
 -- google.rpc.BadRequest detail, HTTP 400 for Connect unary, and nothing
 -- reaches the upstream; the bytes forwarded stay those sent), its

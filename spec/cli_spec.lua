@@ -492,6 +492,35 @@ describe("protocall call", function()
     assert.is_nil(err2:find("hint:", 1, true))
   end)
 
+  it("hints at -http1 when a Connect or gRPC-Web call's server closes after the HTTP/2 preface", function()
+    local hangup = helper.spawn("hangup", 0)
+    local function hcall(flags)
+      return run(BIN .. " call -plaintext " .. flags .. " " .. FAULTS .. " 127.0.0.1:" .. hangup.port
+        .. " faults.Faults/Echo")
+    end
+    for _, protocol in ipairs { "connect", "grpcweb" } do
+      local out, err, code = hcall("-protocol " .. protocol)
+      assert.are.equal(64 + 14, code)
+      assert.are.equal("", out)
+      assert.are.equal("ERROR: code = UNAVAILABLE, message = read from 127.0.0.1:" .. hangup.port
+        .. ": connection closed by the peer before its HTTP/2 SETTINGS\n"
+        .. "  hint: the server closed the connection after the HTTP/2 preface: if it serves HTTP/1.1 only, "
+        .. "add -http1\n", err)
+    end
+    -- gRPC has no HTTP/1.1 to fall back to; under -http1 the closed connection is just that
+    local _, err, code = hcall("-protocol grpc")
+    assert.are.equal(64 + 14, code)
+    assert.matches("before its HTTP/2 SETTINGS\n$", err)
+    _, err, code = hcall("-protocol connect -http1")
+    helper.stop(hangup)
+    assert.are.equal(64 + 14, code)
+    assert.is_nil(err:find("hint:", 1, true), err)
+    assert.is_nil(err:find("SETTINGS", 1, true), err)
+    -- a server that speaks HTTP/2 (grpcio, which knows no Connect) gets no hint
+    _, err = call("-protocol connect -max-time 0.2 TARGET faults.Faults/Echo")
+    assert.is_nil(err:find("hint:", 1, true), err)
+  end)
+
   it("refuses a bad target, bad metadata and bad retry counts with one line, never exit 0", function()
     local out, err, code = run(BIN .. " call -plaintext " .. FAULTS .. " localhost faults.Faults/Echo")
     assert.are.equal(1, code)

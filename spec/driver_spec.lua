@@ -385,8 +385,8 @@ describe("pc.grpc with a host driver", function()
       local err = failure(t.unary, t, "/test.Test/Echo", "x", { timeout = 2 })
       assert.are.equal("UNAVAILABLE", err.code)
       -- (it closed before the server's SETTINGS could be read)
-      assert.are.equal("read from 127.0.0.1:" .. server.port .. ": connection closed by the peer before its HTTP/2 SETTINGS",
-        err.message)
+      assert.are.equal("read from 127.0.0.1:" .. server.port
+        .. ": connection closed by the peer before its HTTP/2 SETTINGS", err.message)
     end)
 
     it("a driver that never answers ends at the deadline", function()

@@ -74,6 +74,24 @@ end
 -- A Connect unary request (POST application/json|proto) for a streaming
 -- method of `server` is refused UNIMPLEMENTED (HTTP 501) before the
 -- method runs: its framing holds one message each way.
+-- A POST to a method's own path whose content type is none of gRPC's,
+-- gRPC-Web's or Connect's (none at all, text/plain) is 415 with Accept-Post
+-- (connect-go's answer), not REST's 404; a path naming no method stays 404.
+local function method_path_without_content_type(server)
+  for _, h2 in ipairs { false, true } do
+    for _, ct in ipairs { "Content-Type:", "Content-Type: text/plain" } do
+      local code, body, h = G.request(server, "/gw.Library/Echo", { body = '{"text":"hi"}', http2 = h2,
+        headers = { ct } })
+      assert.are.equal(415, code, ct .. (h2 and ", HTTP/2: " or ", HTTP/1.1: ") .. body)
+      assert.are.equal("content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n", body)
+      assert.matches("application/connect+json, application/proto, application/json", h["accept-post"], 1, true)
+      assert.matches("^application/grpc, ", h["accept-post"])
+    end
+    local code = G.request(server, "/gw.Library/Nope", { body = "{}", http2 = h2, headers = { "Content-Type:" } })
+    assert.are.equal(404, code)
+  end
+end
+
 local function connect_unary_refused_for_streams(server)
   local before = G.calls(server)
   for _, c in ipairs {
@@ -234,6 +252,10 @@ describe("pc.listen with rest = true", function()
     assert(ok, err)
   end)
 
+  it("answers a POST to a method's path without a Connect content type 415, not 404", function()
+    method_path_without_content_type(server)
+  end)
+
   it("refuses Connect unary requests for streaming methods, which never run", function()
     connect_unary_refused_for_streams(server)
   end)
@@ -332,6 +354,10 @@ describe("protocall gateway", function()
     assert.truthy((h["grpc-status"] or trailers:match("grpc%-status:(%d+)")) == "5", body)
     assert.truthy(trailers:find("x-failed: ?NOT_FOUND") or h["x-failed"] == "NOT_FOUND", body)
     assert.truthy(trailers:find("grpc%-status%-details%-bin:") or h["grpc-status-details-bin"], body)
+  end)
+
+  it("answers a POST to a method's path without a Connect content type 415, not 404", function()
+    method_path_without_content_type(gateway)
   end)
 
   it("refuses Connect unary requests for streaming methods, nothing reaching the upstream", function()

@@ -607,7 +607,9 @@ describe("protocall gateway refusing to start", function()
   it("exits with a -rules file that is not google.api.Http JSON, the upstream down", function()
     local rules = os.tmpname()
     for text, why in pairs { ["garbage\n"] = "http rules: $: unexpected character 'g' at offset 0",
-      ['{"rules": 5}'] = "http rules: " } do
+      ['{"rules": 5}'] = "http rules: ",
+      -- a rule named from 1, as a selector's error names it (below), its JSON path from 0
+      ['{"rules": [{}, {"get": 5}]}'] = "http rules: rule 2: $.rules[1].get: string expected" } do
       write(rules, text)
       local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
         .. " 127.0.0.1:1 2>&1; echo status $?")
@@ -616,6 +618,16 @@ describe("protocall gateway refusing to start", function()
       assert.not_matches("listening", out, 1, true)
     end
     os.remove(rules)
+  end)
+
+  it("exits naming the rule (from 1) whose selector names no method of the schema", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Nope.M", "get": "/n"}]}')
+    local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    os.remove(rules)
+    assert.are.equal("protocall gateway: rest: http rules: rule 2: selector 'gw.Nope.M' names no method of the "
+      .. "services\nstatus 1\n", out)
   end)
 
   it("exits naming the flag of a -listen-cert or -listen-key that cannot be read", function()

@@ -311,9 +311,9 @@ static void requeue(Conn *conn) {
 static void lose(Conn *c, const char *why) {
   static const char closed[] = "connection closed by the peer";
   char m[400];
-  size_t n = strlen(why);
-  if (c->ready && c->engine && !pc_GrpcEngine_SettingsReceived(c->engine) &&
-      n >= sizeof closed - 1 && strcmp(why + n - (sizeof closed - 1), closed) == 0) {
+  const char *at = strstr(why, closed);
+  if (c->ready && c->engine && !pc_GrpcEngine_SettingsReceived(c->engine) && at != NULL &&
+      strcmp(at, closed) == 0) {
     snprintf(m, sizeof m, "%.340s before its HTTP/2 SETTINGS", why);
     why = m;
   }

@@ -479,21 +479,29 @@ local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" 
 --- check_tls_file(flag, path, not_pem): fails, naming `flag`, when the
 -- file `path` of a TLS flag cannot be read (missing, a directory: "-cacert
 -- 'ca': cannot be read: Is a directory", as core/net/tls.c words it) or
--- holds no PEM block (`not_pem`), before anything connects: pc.grpc sets
--- TLS up at its first connection.
+-- holds no PEM block in its first 16 MiB (`not_pem`; a device such as
+-- /dev/zero is not read on and on), before anything connects: pc.grpc
+-- sets TLS up at its first connection.
 local function check_tls_file(flag, path, not_pem)
   if path == nil then return end
   local where = flag .. " '" .. path .. "': "
   local f, why = io.open(path, "rb")
-  local text
-  if f then
-    text, why = f:read("a")
-    f:close()
+  local found, total, tail = false, 0, ""
+  while f and not found and total < 16777216 do
+    local chunk, err = f:read(65536)
+    if not chunk then -- the end (err nil), or a read that failed
+      why = err
+      break
+    end
+    local s = tail .. chunk
+    found = s:find("-----BEGIN ", 1, true) ~= nil
+    tail, total = s:sub(-10), total + #chunk
   end
-  if not text then
+  if f then f:close() end
+  if why then
     fail(where .. "cannot be read: " .. (why:sub(1, #path + 2) == path .. ": " and why:sub(#path + 3) or why))
   end
-  if not text:find("-----BEGIN ", 1, true) then fail(where .. not_pem) end
+  if not found then fail(where .. not_pem) end
 end
 
 --- transport = connect(flags, target, cmd): the pc.grpc transport to

@@ -492,6 +492,35 @@ describe("protocall call", function()
     assert.is_nil(err2:find("hint:", 1, true))
   end)
 
+  it("hints at -http1 when a Connect or gRPC-Web call's server closes after the HTTP/2 preface", function()
+    local hangup = helper.spawn("hangup", 0)
+    local function hcall(flags)
+      return run(BIN .. " call -plaintext " .. flags .. " " .. FAULTS .. " 127.0.0.1:" .. hangup.port
+        .. " faults.Faults/Echo")
+    end
+    for _, protocol in ipairs { "connect", "grpcweb" } do
+      local out, err, code = hcall("-protocol " .. protocol)
+      assert.are.equal(64 + 14, code)
+      assert.are.equal("", out)
+      assert.are.equal("ERROR: code = UNAVAILABLE, message = read from 127.0.0.1:" .. hangup.port
+        .. ": connection closed by the peer before its HTTP/2 SETTINGS\n"
+        .. "  hint: the server closed the connection after the HTTP/2 preface: if it serves HTTP/1.1 only, "
+        .. "add -http1\n", err)
+    end
+    -- gRPC has no HTTP/1.1 to fall back to; under -http1 the closed connection is just that
+    local _, err, code = hcall("-protocol grpc")
+    assert.are.equal(64 + 14, code)
+    assert.matches("before its HTTP/2 SETTINGS\n$", err)
+    _, err, code = hcall("-protocol connect -http1")
+    helper.stop(hangup)
+    assert.are.equal(64 + 14, code)
+    assert.is_nil(err:find("hint:", 1, true), err)
+    assert.is_nil(err:find("SETTINGS", 1, true), err)
+    -- a server that speaks HTTP/2 (grpcio, which knows no Connect) gets no hint
+    _, err = call("-protocol connect -max-time 0.2 TARGET faults.Faults/Echo")
+    assert.is_nil(err:find("hint:", 1, true), err)
+  end)
+
   it("refuses a bad target, bad metadata and bad retry counts with one line, never exit 0", function()
     local out, err, code = run(BIN .. " call -plaintext " .. FAULTS .. " localhost faults.Faults/Echo")
     assert.are.equal(1, code)
@@ -1102,6 +1131,35 @@ describe("protocall call connection flags", function()
       assert.are.equal('{\n  "attempts": 1\n}\n', out)
     end)
 
+    it("checks the TLS files before connecting, naming the flag", function()
+      for _, cmd in ipairs { "call", "list", "gateway" } do
+        local out, err, code = run(BIN .. " " .. cmd .. " -cacert " .. dir .. " 127.0.0.1:" .. tls.port
+          .. (cmd == "call" and " faults.Faults/Echo" or ""))
+        assert.are.equal(1, code, err)
+        assert.are.equal("", out)
+        assert.are.equal("protocall " .. cmd .. ": -cacert '" .. dir .. "': cannot be read: Is a directory\n", err)
+      end
+      local out, err, code = tcall([[-cacert DIR/none.pem TARGET faults.Faults/Echo]])
+      assert.are.equal(1, code, err)
+      assert.are.equal("", out)
+      assert.are.equal("protocall call: -cacert '" .. dir .. "/none.pem': cannot be read: No such file or directory\n",
+        err)
+      for _, none in ipairs { "/dev/null", "/dev/zero" } do -- (the endless one is not read to its end)
+        out, err, code = tcall("-cacert " .. none .. " TARGET faults.Faults/Echo")
+        assert.are.equal(1, code, err)
+        assert.are.equal("", out)
+        assert.are.equal("protocall call: -cacert '" .. none .. "': not a PEM certificate bundle\n", err)
+      end
+      out, err, code = tcall([[-cacert DIR/server.pem -cert DIR -key DIR/client-key.pem TARGET faults.Faults/Echo]])
+      assert.are.equal(1, code, err)
+      assert.are.equal("", out)
+      assert.are.equal("protocall call: -cert '" .. dir .. "': cannot be read: Is a directory\n", err)
+      out, err, code = tcall([[-cacert DIR/server.pem -cert DIR/client.pem -key /dev/null TARGET faults.Faults/Echo]])
+      assert.are.equal(1, code, err)
+      assert.are.equal("", out)
+      assert.are.equal("protocall call: -key '/dev/null': not a PEM key\n", err)
+    end)
+
     it("sends a client certificate with -cert and -key", function()
       local out, err, code = tcall("-cacert DIR/server.pem -cert DIR/client.pem -key DIR/client-key.pem"
         .. " TARGET faults.Faults/Echo")
@@ -1111,7 +1169,7 @@ describe("protocall call connection flags", function()
         .. " TARGET faults.Faults/Echo")
       assert.are.equal(64 + 14, code)
       assert.are.equal("", out)
-      assert.matches("key_file '" .. dir .. "/server-key.pem': not the PEM key of cert_file", err, 1, true)
+      assert.matches("-key '" .. dir .. "/server-key.pem': not the PEM key of -cert", err, 1, true)
       out, err, code = tcall([[-cert DIR/client.pem TARGET faults.Faults/Echo]])
       assert.are.equal(2, code)
       assert.are.equal("", out)

@@ -10,6 +10,8 @@
                                  "CONNECTIONS BYTES" (so far) written there; CERT KEY: a TLS
                                  handshake first (ALPN h2), then silence (a TLS-terminating box
                                  forwarding to nothing)
+    grpc_server.py hangup PORT   reads what a connection sends first, then closes it (an
+                                 HTTP/1.1-only server dropping HTTP/2's client preface)
     grpc_server.py late PORT SECONDS UPSTREAM   accepts, waits SECONDS, then relays the
                                  connection both ways to 127.0.0.1:UPSTREAM (a server whose
                                  HTTP/2 SETTINGS come late)
@@ -610,6 +612,15 @@ def garbage_connection(conn):
         conn.close()
 
 
+def hangup_connection(conn):
+    try:
+        conn.recv(65536)
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
 SILENT = {"file": None, "tls": None, "connections": 0, "bytes": 0, "lock": threading.Lock()}
 
 
@@ -709,6 +720,8 @@ def main():
         serve_sockets(port, h2_connection)
     elif mode == "garbage":
         serve_sockets(port, garbage_connection)
+    elif mode == "hangup":
+        serve_sockets(port, hangup_connection)
     elif mode == "silent":
         if len(sys.argv) > 3:
             SILENT["file"] = sys.argv[3]

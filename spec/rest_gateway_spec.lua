@@ -74,6 +74,24 @@ end
 -- A Connect unary request (POST application/json|proto) for a streaming
 -- method of `server` is refused UNIMPLEMENTED (HTTP 501) before the
 -- method runs: its framing holds one message each way.
+-- A POST to a method's own path whose content type is none of gRPC's,
+-- gRPC-Web's or Connect's (none at all, text/plain) is 415 with Accept-Post
+-- (connect-go's answer), not REST's 404; a path naming no method stays 404.
+local function method_path_without_content_type(server)
+  for _, h2 in ipairs { false, true } do
+    for _, ct in ipairs { "Content-Type:", "Content-Type: text/plain" } do
+      local code, body, h = G.request(server, "/gw.Library/Echo", { body = '{"text":"hi"}', http2 = h2,
+        headers = { ct } })
+      assert.are.equal(415, code, ct .. (h2 and ", HTTP/2: " or ", HTTP/1.1: ") .. body)
+      assert.are.equal("content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n", body)
+      assert.matches("application/connect+json, application/proto, application/json", h["accept-post"], 1, true)
+      assert.matches("^application/grpc, ", h["accept-post"])
+    end
+    local code = G.request(server, "/gw.Library/Nope", { body = "{}", http2 = h2, headers = { "Content-Type:" } })
+    assert.are.equal(404, code)
+  end
+end
+
 local function connect_unary_refused_for_streams(server)
   local before = G.calls(server)
   for _, c in ipairs {
@@ -234,6 +252,10 @@ describe("pc.listen with rest = true", function()
     assert(ok, err)
   end)
 
+  it("answers a POST to a method's path without a Connect content type 415, not 404", function()
+    method_path_without_content_type(server)
+  end)
+
   it("refuses Connect unary requests for streaming methods, which never run", function()
     connect_unary_refused_for_streams(server)
   end)
@@ -332,6 +354,10 @@ describe("protocall gateway", function()
     assert.truthy((h["grpc-status"] or trailers:match("grpc%-status:(%d+)")) == "5", body)
     assert.truthy(trailers:find("x-failed: ?NOT_FOUND") or h["x-failed"] == "NOT_FOUND", body)
     assert.truthy(trailers:find("grpc%-status%-details%-bin:") or h["grpc-status-details-bin"], body)
+  end)
+
+  it("answers a POST to a method's path without a Connect content type 415, not 404", function()
+    method_path_without_content_type(gateway)
   end)
 
   it("refuses Connect unary requests for streaming methods, nothing reaching the upstream", function()
@@ -581,7 +607,9 @@ describe("protocall gateway refusing to start", function()
   it("exits with a -rules file that is not google.api.Http JSON, the upstream down", function()
     local rules = os.tmpname()
     for text, why in pairs { ["garbage\n"] = "http rules: $: unexpected character 'g' at offset 0",
-      ['{"rules": 5}'] = "http rules: " } do
+      ['{"rules": 5}'] = "http rules: ",
+      -- a rule named from 1, as a selector's error names it (below), its JSON path from 0
+      ['{"rules": [{}, {"get": 5}]}'] = "http rules: rule 2: $.rules[1].get: string expected" } do
       write(rules, text)
       local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
         .. " 127.0.0.1:1 2>&1; echo status $?")
@@ -590,6 +618,16 @@ describe("protocall gateway refusing to start", function()
       assert.not_matches("listening", out, 1, true)
     end
     os.remove(rules)
+  end)
+
+  it("exits naming the rule (from 1) whose selector names no method of the schema", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Nope.M", "get": "/n"}]}')
+    local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    os.remove(rules)
+    assert.are.equal("protocall gateway: rest: http rules: rule 2: selector 'gw.Nope.M' names no method of the "
+      .. "services\nstatus 1\n", out)
   end)
 
   it("exits naming the flag of a -listen-cert or -listen-key that cannot be read", function()

@@ -1064,12 +1064,23 @@ describe("rules refused at load", function()
   end)
 
   it("refuses config rules naming no method, or not of HttpRule's shape", function()
+    -- every error of a rule names it "rule N", counted from 1; a JSON path (counting from 0) follows
     assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x.Y.Z", get = "/" } } } }) end,
-      "http rules[1]: selector 'x.Y.Z' names no method of the services")
+      "http rules: rule 1: selector 'x.Y.Z' names no method of the services")
     assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x", gett = "/" } } } }) end,
-      "http rules: google.api.Http.rules[1].gett: no such field")
+      "http rules: rule 1: google.api.Http.rules[1].gett: no such field")
     assert.has_error(function() pc.transcoder(pool, { http = '{"rules": [{"selector": 1}]}' }) end,
-      "http rules: $.rules[0].selector: string expected, got a number at offset 24")
+      "http rules: rule 1: $.rules[0].selector: string expected, got a number at offset 24")
+    local two = '{"selector": "example.v1.Messaging.Unbound", "get": "/a"}, {"selector": "x.Y.Z", "get": "/b"}'
+    assert.has_error(function() pc.transcoder(pool, { http = '{"rules": [' .. two .. "]}" }) end,
+      "http rules: rule 2: selector 'x.Y.Z' names no method of the services")
+    assert.has_error(function() pc.transcoder(pool, { http = '{"rules": [{}, {"get": 5}]}' }) end,
+      "http rules: rule 2: $.rules[1].get: string expected, got a number at offset 23")
+    -- a google.api.Service's http member: its own error, not that of reading the text as google.api.Http
+    assert.has_error(function() pc.transcoder(pool, { http = '{"http": {"rules": [{}, {"get": 5}]}}' }) end,
+      "http rules: rule 2: $.http.rules[1].get: string expected, got a number at offset 32")
+    assert.has_error(function() pc.transcoder(pool, { http = '{"http": 5}' }) end,
+      "http rules: $.http: object expected, got a number at offset 9")
     assert.has_error(function() pc.transcoder(pool, { nope = 1 }) end,
       "bad argument #2 to 'transcoder' (unknown option 'nope')")
     assert.has_error(function() pc.transcoder(pool, { services = { "x.Nope" } }) end, "no service 'x.Nope' in the pool")

@@ -374,6 +374,41 @@ describe("Connect GET served by pc.listen", function()
   end)
 end)
 
+describe("gRPC-Web bodies that are no envelopes, served by pc.listen", function()
+  if curl_absent then
+    it("are INTERNAL", function() peer.skip(pending, "gRPC-Web bodies with curl", curl_absent) end)
+    return
+  end
+
+  -- a body cut inside its 5-byte prefix or its message, a flags byte
+  -- neither 0 nor 1: INTERNAL, as gRPC (grpc-go) answers them and as the
+  -- nginx gateway does (spec/nginx_gateway_spec.lua, spec/gateway_web_spec.lua)
+  it("are INTERNAL, with REST on or off, over HTTP/1.1 and HTTP/2", function()
+    local cases = {
+      { "\0\0\0", "request ended inside a message (3 bytes left over)" },
+      { "\0\0\0\0\11x", "request ended inside a message (6 bytes left over)" },
+      { "\2\0\0\0\1x", "request message has an invalid flags byte 0x02" },
+    }
+    local file = os.tmpname()
+    for _, opts in ipairs { {}, { rest = true } } do
+      serving(opts, function(port)
+        for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+          for _, c in ipairs(cases) do
+            local f = assert(io.open(file, "wb"))
+            f:write(c[1])
+            f:close()
+            local a = curl(version .. " -H 'content-type: application/grpc-web+proto' --data-binary @" .. file
+              .. " http://127.0.0.1:" .. port .. "/web.Calc/Add")
+            assert.are.equal("13", header(a, "grpc-status"), a)
+            assert.are.equal(c[2], header(a, "grpc-message"), a)
+          end
+        end
+      end)
+    end
+    os.remove(file)
+  end)
+end)
+
 describe("pc.grpc's Connect GET", function()
   it("needs protocol connect", function()
     local ok, err = pcall(pc.grpc, "http://127.0.0.1:1", { get = true })

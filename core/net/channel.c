@@ -304,7 +304,19 @@ static void requeue(Conn *conn) {
   }
 }
 
+/* Connection 'c' is gone ('why'). A peer that closed a connection it had
+ * sent no HTTP/2 SETTINGS on (an HTTP/1.1-only server dropping the client
+ * preface) is said so: "...: connection closed by the peer before its
+ * HTTP/2 SETTINGS". */
 static void lose(Conn *c, const char *why) {
+  static const char closed[] = "connection closed by the peer";
+  char m[400];
+  const char *at = strstr(why, closed);
+  if (c->ready && c->engine && !pc_GrpcEngine_SettingsReceived(c->engine) && at != NULL &&
+      strcmp(at, closed) == 0) {
+    snprintf(m, sizeof m, "%.340s before its HTTP/2 SETTINGS", why);
+    why = m;
+  }
   if (!c->ready) {
     backoff_failed(c->ch, why);
     if (c->ch->o.wait_for_ready == kPc_GrpcWaitForReady_Deadline) requeue(c);

@@ -426,18 +426,36 @@ function M.backoff_hint(text, instead)
   return (text:gsub("; a transport with wait_for_ready waits for it%)$", instead))
 end
 
+-- The client's TLS options as the flags that gave them, for a failure
+-- the TLS setup reports at the first connection (core/net/tls.c).
+local TLS_FLAGS = { ca_file = "-cacert", cert_file = "-cert", key_file = "-key" }
+
 --- status = print_error(err [, flags]): prints a call's failure as grpcurl
 -- does and returns the exit status, 64 + the status code. With the
 -- command's flags: a TLS handshake answered by a plaintext server (OpenSSL's
--- "wrong version number") without -plaintext gets a hint line.
+-- "wrong version number") without -plaintext, and one closed before its
+-- HTTP/2 SETTINGS (an HTTP/1.1-only server) under -protocol connect or
+-- grpcweb without -http1, get a hint line; a TLS
+-- file's option in the message is named by its flag ("-cacert 'ca.pem': not
+-- a PEM certificate bundle").
 function M.print_error(err, flags)
   if getmetatable(err) == pc.RetryError then err = err.cause end
   if getmetatable(err) == pc.Error then
     local message = type(err.message) == "string" and M.backoff_hint(err.message, ")") or err.message or ""
+    if flags and type(message) == "string" then -- a TLS file's option as its flag
+      message = message:gsub("^([%w_]+) '", function(o) return TLS_FLAGS[o] and flags[TLS_FLAGS[o]:sub(2)]
+        and TLS_FLAGS[o] .. " '" end):gsub(" of cert_file$", flags.cert and " of -cert" or "%0")
+    end
     stderr:write(format("ERROR: code = %s, message = %s\n", err.code, message))
     if flags and not flags.plaintext and type(err.message) == "string"
       and err.message:find("wrong version number", 1, true) then
       stderr:write("  hint: the server answered TLS with plaintext: if it serves h2c, add -plaintext\n")
+    end
+    if flags and (flags.protocol == "connect" or flags.protocol == "grpcweb") and not flags.http1
+      and type(err.message) == "string"
+      and err.message:find("connection closed by the peer before its HTTP/2 SETTINGS", 1, true) then
+      stderr:write("  hint: the server closed the connection after the HTTP/2 preface: "
+        .. "if it serves HTTP/1.1 only, add -http1\n")
     end
     for _, d in ipairs(err.details or {}) do
       local ok, text = pcall(pc.to_text, d)
@@ -457,6 +475,34 @@ end
 -- The target spellings pc.grpc takes as they are, all h2c: dns: names
 -- (resolved by c-ares, SRV too), ipv4:/ipv6: lists and Unix sockets.
 local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" }
+
+--- check_tls_file(flag, path, not_pem): fails, naming `flag`, when the
+-- file `path` of a TLS flag cannot be read (missing, a directory: "-cacert
+-- 'ca': cannot be read: Is a directory", as core/net/tls.c words it) or
+-- holds no PEM block in its first 16 MiB (`not_pem`; a device such as
+-- /dev/zero is not read on and on), before anything connects: pc.grpc
+-- sets TLS up at its first connection.
+local function check_tls_file(flag, path, not_pem)
+  if path == nil then return end
+  local where = flag .. " '" .. path .. "': "
+  local f, why = io.open(path, "rb")
+  local found, total, tail = false, 0, ""
+  while f and not found and total < 16777216 do
+    local chunk, err = f:read(65536)
+    if not chunk then -- the end (err nil), or a read that failed
+      why = err
+      break
+    end
+    local s = tail .. chunk
+    found = s:find("-----BEGIN ", 1, true) ~= nil
+    tail, total = s:sub(-10), total + #chunk
+  end
+  if f then f:close() end
+  if why then
+    fail(where .. "cannot be read: " .. (why:sub(1, #path + 2) == path .. ": " and why:sub(#path + 3) or why))
+  end
+  if not found then fail(where .. not_pem) end
+end
 
 --- transport = connect(flags, target, cmd): the pc.grpc transport to
 -- TARGET with the connection flags: host:port as http:// (-plaintext) or
@@ -478,6 +524,9 @@ function M.connect(flags, target, cmd)
   end
   if flags.insecure and flags.cacert then usage_error(cmd, "-insecure and -cacert exclude each other") end
   if (flags.cert == nil) ~= (flags.key == nil) then usage_error(cmd, "-cert and -key go together") end
+  check_tls_file("-cacert", flags.cacert, "not a PEM certificate bundle")
+  check_tls_file("-cert", flags.cert, "not a PEM certificate")
+  check_tls_file("-key", flags.key, "not a PEM key")
   local transport_opts = { ca_file = flags.cacert, compression = flags.gzip and "gzip" or nil,
     cert_file = flags.cert, key_file = flags.key, server_name = flags.servername,
     insecure = flags.insecure or nil }

@@ -240,19 +240,34 @@ end
 -- `http` is a Lua table of its shape or of google.api.Service's (the
 -- rules under an `http` key), or JSON text of either (a Service's other
 -- members are skipped).
+-- "http rules: " and the error `err` of reading them, a rule's error
+-- led by "rule N: ", N counted from 1 as the selector's error counts
+-- (M.compile): the JSON reader's path counts from 0 ("rule 2:
+-- $.rules[1].get: ..."), a Lua table's from 1 ("rule 2:
+-- google.api.Http.rules[2].get: ...").
+local function rules_error(err)
+  local i = err:match("^%$%.rules%[(%d+)%]") or err:match("^%$%.http%.rules%[(%d+)%]")
+  if i then return format("http rules: rule %d: %s", tonumber(i) + 1, err) end
+  i = err:match("^google%.api%.Http%.rules%[(%d+)%]")
+  if i then return format("http rules: rule %d: %s", tonumber(i), err) end
+  return "http rules: " .. err
+end
+
 local function http_config(http)
   local Http, Service = config_types()
   if type(http) == "string" then
-    local svc = json.from_json(Service, http, { ignore_unknown = true })
+    local svc, serr = json.from_json(Service, http, { ignore_unknown = true })
     if svc and has(svc, "http") then return svc.http end
+    -- (a google.api.Service whose http member does not read: its own error)
+    if not svc and serr:find("^%$%.http[.:]") then return nil, rules_error(serr) end
     local m, err = json.from_json(Http, http)
-    if not m then return nil, "http rules: " .. err end
+    if not m then return nil, rules_error(err) end
     return m
   end
   if type(http) ~= "table" then return nil, "http rules: table or JSON text expected, got " .. type(http) end
   if http.http ~= nil then http = http.http end
   local ok, m = pcall(Http, http)
-  if not ok then return nil, "http rules: " .. tostring(m):gsub("^[^:\n]*:%d+: ", "") end
+  if not ok then return nil, rules_error((tostring(m):gsub("^[^:\n]*:%d+: ", ""))) end
   return m
 end
 -- (the gateway checks a -rules file with it before any schema is read)
@@ -295,7 +310,7 @@ function M.compile(pool, services, opts)
     for i, rule in mipairs(http.rules) do
       local sel = rule.selector
       if not methods[sel] then
-        return nil, format("http rules[%d]: selector '%s' names no method of the services", i, sel)
+        return nil, format("http rules: rule %d: selector '%s' names no method of the services", i, sel)
       end
       rules[sel] = rule
     end

@@ -71,6 +71,7 @@ function M.classify(http_method, content_type)
 end
 
 local function invalid(msg) return Error { code = "INVALID_ARGUMENT", message = msg } end
+local function internal(msg) return Error { code = "INTERNAL", message = msg } end
 
 -- Request headers that are HTTP's or the protocol's own, not metadata.
 local NOT_METADATA = {
@@ -149,28 +150,37 @@ function M.metadata(protocol, headers)
 end
 
 -- The 5-byte prefixed messages of `body` (a list of the bytes of each),
--- or nil and why. A body ending inside a message is worded as connect-go
--- words it for Connect streaming (its envelopeReader), else as ours.
+-- or nil and a pc.Error. A body ending inside a message is Connect
+-- streaming's INVALID_ARGUMENT in connect-go's words (its envelopeReader),
+-- gRPC-Web's INTERNAL as gRPC answers a request cut short (grpc-go's
+-- io.ErrUnexpectedEOF); a flags byte other than 0 and 1 is INTERNAL as
+-- both answer it (grpc-go's "unexpected payload format", connect-go's
+-- "invalid envelope flags"), as pc.listen answers them all
+-- (core/net/server.c); a compressed message UNIMPLEMENTED.
 local function envelopes(body, what, protocol)
   local out, i, len = {}, 1, #body
   local connect = protocol == "connect-stream"
+  local cut = connect and invalid or internal
   while i <= len do
     if i + 4 > len then
-      return nil, what .. (connect and ": protocol error: incomplete envelope: unexpected EOF"
-        or ": a message prefix cut short")
+      return nil, cut(what .. (connect and ": protocol error: incomplete envelope: unexpected EOF"
+        or ": a message prefix cut short"))
     end
     local f, b1, b2, b3, b4 = byte(body, i, i + 4)
     local n = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
     if i + 4 + n > len then
       if connect then
-        return nil, format("%s: protocol error: promised %d bytes in enveloped message, got %d bytes",
-          what, n, len - i - 4)
+        return nil, cut(format("%s: protocol error: promised %d bytes in enveloped message, got %d bytes",
+          what, n, len - i - 4))
       end
-      return nil, format("%s: a message of %d bytes cut short", what, n)
+      return nil, cut(format("%s: a message of %d bytes cut short", what, n))
     end
     if f ~= 0 then
-      if f == 1 then return nil, what .. ": compressed request messages are not supported by this gateway" end
-      return nil, format("%s: a request message with flags 0x%02x", what, f)
+      if f == 1 then
+        return nil, Error { code = "UNIMPLEMENTED",
+          message = what .. ": compressed request messages are not supported by this gateway" }
+      end
+      return nil, internal(format("%s: a request message with flags 0x%02x", what, f))
     end
     out[#out + 1] = body:sub(i + 5, i + 4 + n)
     i = i + 5 + n
@@ -193,8 +203,9 @@ end
 -- the body of a Connect unary call is the message; the others are 5-byte
 -- prefixed messages (gRPC-Web-Text's in base64, whose padded chunks may
 -- follow each other); the json codec's messages are read into the
--- method's input type. Fails (nil, pc.Error INVALID_ARGUMENT, or
--- UNIMPLEMENTED for a compressed body or message) on what cannot be read,
+-- method's input type. Fails (nil, pc.Error INVALID_ARGUMENT; INTERNAL
+-- for a gRPC-Web body cut inside a message and for a flags byte other than
+-- 0 and 1; UNIMPLEMENTED for a compressed body or message) on what cannot be read,
 -- naming where. With `validate`, each message is also read into the
 -- input type (the proto codec's bytes stay the ones returned) and checked
 -- against its protovalidate rules as pc.server's `validate = true` checks
@@ -218,9 +229,7 @@ function M.requests(protocol, codec, method, body, content_encoding, validate)
       body = raw
     end
     list, err = envelopes(body, "body", protocol)
-    if not list then
-      return nil, err:find("compressed", 1, true) and Error { code = "UNIMPLEMENTED", message = err } or invalid(err)
-    end
+    if not list then return nil, err end
   end
   if codec == "json" then
     local T = method.input

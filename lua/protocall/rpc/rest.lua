@@ -128,14 +128,34 @@ function M.refuse(self, call, err)
   return answer_error(self.rest, call, err)
 end
 
+-- The content types of gRPC, gRPC-Web and Connect requests, as the 415 of
+-- a request that has none of them lists them (core/net/server.c's).
+local ACCEPT_POST = "application/grpc, application/grpc+proto, application/grpc+json, application/grpc-web, "
+  .. "application/grpc-web+proto, application/grpc-web+json, application/grpc-web-text, "
+  .. "application/grpc-web-text+proto, application/grpc-web-text+json, application/connect+proto, "
+  .. "application/connect+json, application/proto, application/json"
+
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call).
 function M.serve(self, call)
   local tc, core = self.rest, self.core
   local target = call:path()
   local route, bindings, query = tc:match(call:http_method(), target)
-  if not route then return answer_error(tc, call, bindings) end
   local server = self.server
+  -- a request no rule takes is answered after its body (an HTTP/2 client
+  -- still sending it when the answer ends its stream sees a stream error)
+  if not route and body_of(core, call) == nil then return call:finish(codes.CANCELLED, "cancelled") end
+  if not route and call:http_method() == "POST" and server.methods[target:match("^[^?]*")] then
+    -- a method's own path without a content type of gRPC, gRPC-Web or
+    -- Connect (none, or text/plain): what connect-go answers, not 404
+    local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"
+    if call:respond(415, { { "content-type", "text/plain" }, { "content-length", tostring(#body) },
+      { "accept-post", ACCEPT_POST } }) then
+      call:send(body)
+    end
+    return call:finish(codes.OK, "")
+  end
+  if not route then return answer_error(tc, call, bindings) end
   local entry = server.methods[route.path]
   if not entry then
     return answer_error(tc, call, Error { code = "UNIMPLEMENTED", message = route.method .. " is not served" })

@@ -157,6 +157,25 @@ describe("pc.encode(T, table)", function()
     same_bytes(P2E, { c = "C_ONE" })
   end)
 
+  -- Keys "a<i>", "b<i>" and "c<i>" first, then 1, which lands in a free node of
+  -- the hash part: where that node comes after theirs, next(t, #t) is nil though
+  -- t holds other keys, so a list is known to have no other keys only from a walk
+  -- begun at its first key (a walk of 1..#t then next(t, #t) would take these).
+  it("refuses a list whose other keys come before its last index in the hash part, as T{...} does", function()
+    local seen = 0
+    for i = 1, 400 do
+      for _, c in ipairs { { "ri", 5 }, { "ru", 5 }, { "rs", "v" }, { "rsub", { x = 1 } } } do
+        local t = { ["a" .. i] = 1, ["b" .. i] = 2, ["c" .. i] = 3 }
+        t[1] = c[2]
+        if #t == 1 and next(t, 1) == nil then
+          seen = seen + 1
+          assert.matches("te%.All%." .. c[1], same_error(All, { [c[1]] = t }))
+        end
+      end
+    end
+    assert.is_true(seen > 0)
+  end)
+
   it("takes a number into a 64-bit field where a write of the field takes it, else raises its error", function()
     -- LuaJIT: numbers within +-2^53 only (past it a double may be a rounded
     -- literal: 2^53 + 1 reads as 2^53); Lua 5.4: floats with an integer value

@@ -157,6 +157,29 @@ describe("pc.encode(T, table)", function()
     same_bytes(P2E, { c = "C_ONE" })
   end)
 
+  -- Each table's keys and values stay on the stack for its caller to drop: a
+  -- sub-message's once they take 64 slots, a list element's and a map entry's
+  -- at once (bindings/lua/lpc_table.c, put_message); the fields after them are
+  -- read from below what they left.
+  it("writes every field after deep sub-messages, and lists and maps of them", function()
+    local function chain(n, tag)
+      local t = { x = n, name = tag .. n }
+      for i = n - 1, 1, -1 do t = { x = i, name = tag .. i, child = t } end
+      return t
+    end
+    local t = {
+      i32 = 1, sub = chain(60, "s"), ri = { 1, 2 }, rsub = { chain(30, "r"), { x = 1 }, chain(12, "q") },
+      ms = { a = "b" }, mi = { [1] = chain(40, "m"), [2] = { x = 2, child = { x = 3 } } }, os = "after",
+      opt = 7, big = 9,
+    }
+    for _ = 1, 2 do -- the second call with the stack the first one grew
+      local m = pc.decode(All, same_bytes(All, t))
+      local last = m.sub
+      for _ = 1, 59 do last = last.child end
+      assert.are.same({ 60, "s60", 9, "after", 7 }, { last.x, last.name, m.big, m.os, m.opt })
+    end
+  end)
+
   -- Keys "a<i>", "b<i>" and "c<i>" first, then 1, which lands in a free node of
   -- the hash part: where that node comes after theirs, next(t, #t) is nil though
   -- t holds other keys, so a list is known to have no other keys only from a walk

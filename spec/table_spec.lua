@@ -178,6 +178,22 @@ describe("pc.encode(T, table)", function()
       for _ = 1, 59 do last = last.child end
       assert.are.same({ 60, "s60", 9, "after", 7 }, { last.x, last.name, m.big, m.os, m.opt })
     end
+    -- 150 sub-messages of 30 fields side by side: 9,000 slots left by siblings,
+    -- dropped once the call's tables take 2,048 (LuaJIT gives a C function 8,000)
+    local wide = pc.pool()
+    local vf, wf = {}, {}
+    for i = 1, 30 do vf[i] = { "v" .. i, "int32", i } end
+    for i = 1, 150 do wf[i] = { "s" .. i, "w.V", i } end
+    wide:message("w.V", vf)
+    local W = wide:message("w.W", wf)
+    local w = {}
+    for i = 1, 150 do
+      local v = {}
+      for j = 1, 30 do v["v" .. j] = i * 100 + j end
+      w["s" .. i] = v
+    end
+    local m = pc.decode(W, same_bytes(W, w))
+    assert.are.same({ 101, 15030 }, { m.s1.v1, m.s150.v30 })
   end)
 
   -- Keys "a<i>", "b<i>" and "c<i>" first, then 1, which lands in a free node of

@@ -36,6 +36,8 @@
 /* Stack slots asked for beyond a table's own, and what a sub-message's
  * tables may leave on the stack (encode_message, put_message). */
 #define LPC_TABLE_STACK_AHEAD 64
+/* What a call's tables may leave on the stack in all (put_message). */
+#define LPC_TABLE_STACK_KEEP  2048
 /* Distinct sub-message types one encode remembers the Lookups of. */
 #define LPC_TABLE_TYPES       32
 
@@ -83,8 +85,9 @@ typedef struct {
   TableState *s;
   int root; /* the stack index of the call's Type */
   int depth;
-  int top;  /* the stack's top, kept here rather than asked for */
-  int room; /* the stack is known to have slots up to this index */
+  int top;    /* the stack's top, kept here rather than asked for */
+  int room;   /* the stack is known to have slots up to this index */
+  int bottom; /* the stack's top when the call began */
 } Enc;
 
 static int lpc_tablestate_gc(lua_State *L) {
@@ -410,9 +413,11 @@ LPC_INLINE const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
 
 /* A sub-message from the table at 'idx' with its tag (field 'f'). What
  * its tables leave on the stack stays for the caller to drop, unless it
- * takes more than LPC_TABLE_STACK_AHEAD slots: the stack a call takes
- * grows with its depth, not with the size of its tree (LuaJIT gives a C
- * function 8,000 slots; past them this path declines). */
+ * takes more than LPC_TABLE_STACK_AHEAD slots or the call's tables more
+ * than LPC_TABLE_STACK_KEEP (siblings': a message of many sub-messages):
+ * the stack a call takes grows with its depth, not with the size of its
+ * tree (LuaJIT gives a C function 8,000 slots; past them this path
+ * declines). */
 static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
   if (lua_type(e->L, idx) != LUA_TTABLE || f->type != kPc_Type_Message) return 0;
   const TypeInfo *ti = type_of(e, f->message);
@@ -421,7 +426,7 @@ static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
   size_t start = open_len(e, tag_of(f, kPc_Wire_Len));
   if (!encode_message(e, ti, idx)) return 0;
   close_len(e, start);
-  if (e->top - top > LPC_TABLE_STACK_AHEAD) {
+  if (e->top - top > LPC_TABLE_STACK_AHEAD || e->top - e->bottom > LPC_TABLE_STACK_KEEP) {
     lua_settop(e->L, top);
     e->top = top;
   }
@@ -695,7 +700,7 @@ int lpc_encode_table(lua_State *L, int type, int t) {
   TableState *s = lua_touserdata(L, -1);
   const TypeInfo *root = begin_types(L, s, type, top + 1);
   lua_pop(L, 1); /* the registry keeps it */
-  Enc e = {L, s, type, 0, top, top};
+  Enc e = {L, s, type, 0, top, top, top};
   s->len = 0;
   s->glen = 0;
   int ok = encode_message(&e, root, t);
@@ -1023,7 +1028,7 @@ int lpc_table_message(lua_State *L, int type, int t) {
   TableState *s = lua_touserdata(L, -1);
   const TypeInfo *root = begin_types(L, s, type, arena_idx + 1);
   lua_pop(L, 1);
-  Build b = {{L, s, type, 0, arena_idx, arena_idx}, a};
+  Build b = {{L, s, type, 0, arena_idx, arena_idx, arena_idx}, a};
   lua_pushvalue(L, t); /* build_message's table is the top of the stack */
   int ok = build_message(&b, root, arena_idx + 1, msg);
   if (!ok) {

@@ -30,11 +30,16 @@
 #include <string.h>
 
 /* Levels of nesting this path takes; deeper tables go through T{...}. */
-#define LPC_TABLE_MAX_DEPTH 64
+#define LPC_TABLE_MAX_DEPTH   64
 /* A buffer grown past this is freed after use rather than kept. */
-#define LPC_TABLE_BUF_KEEP  ((size_t)64 * 1024)
+#define LPC_TABLE_BUF_KEEP    ((size_t)64 * 1024)
+/* Stack slots asked for beyond a table's own, and what a sub-message's
+ * tables may leave on the stack (encode_message, put_message). */
+#define LPC_TABLE_STACK_AHEAD 64
+/* What a call's tables may leave on the stack in all (put_message). */
+#define LPC_TABLE_STACK_KEEP  2048
 /* Distinct sub-message types one encode remembers the Lookups of. */
-#define LPC_TABLE_TYPES     32
+#define LPC_TABLE_TYPES       32
 
 static char kTableKey; /* registry: the TableState userdata */
 
@@ -80,8 +85,9 @@ typedef struct {
   TableState *s;
   int root; /* the stack index of the call's Type */
   int depth;
-  int top;  /* the stack's top, kept here rather than asked for */
-  int room; /* the stack is known to have slots up to this index */
+  int top;    /* the stack's top, kept here rather than asked for */
+  int room;   /* the stack is known to have slots up to this index */
+  int bottom; /* the stack's top when the call began */
 } Enc;
 
 static int lpc_tablestate_gc(lua_State *L) {
@@ -405,14 +411,25 @@ LPC_INLINE const TypeInfo *type_of(Enc *e, const pc_MessageDef *def) {
   return type_of_slow(e, def);
 }
 
-/* A sub-message from the table at 'idx' with its tag (field 'f'). */
+/* A sub-message from the table at 'idx' with its tag (field 'f'). What
+ * its tables leave on the stack stays for the caller to drop, unless it
+ * takes more than LPC_TABLE_STACK_AHEAD slots or the call's tables more
+ * than LPC_TABLE_STACK_KEEP (siblings': a message of many sub-messages):
+ * the stack a call takes grows with its depth, not with the size of its
+ * tree (LuaJIT gives a C function 8,000 slots; past them this path
+ * declines). */
 static int put_message(Enc *e, const pc_FieldDef *f, int idx) {
   if (lua_type(e->L, idx) != LUA_TTABLE || f->type != kPc_Type_Message) return 0;
   const TypeInfo *ti = type_of(e, f->message);
   if (ti == NULL) return 0;
+  int top = e->top;
   size_t start = open_len(e, tag_of(f, kPc_Wire_Len));
   if (!encode_message(e, ti, idx)) return 0;
   close_len(e, start);
+  if (e->top - top > LPC_TABLE_STACK_AHEAD || e->top - e->bottom > LPC_TABLE_STACK_KEEP) {
+    lua_settop(e->L, top);
+    e->top = top;
+  }
   return 1;
 }
 
@@ -425,16 +442,16 @@ static int put_messages(Enc *e, const pc_FieldDef *f, int idx) {
   lua_Integer expect = 1;
   lua_pushnil(L);
   int top = e->top;
-  e->top = top + 2;
   while (lua_next(L, idx)) {
     if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != expect || lua_type(L, -1) != LUA_TTABLE)
       return 0;
     if (ti == NULL && (ti = type_of(e, f->message)) == NULL) return 0;
+    e->top = top + 2;
     size_t start = open_len(e, tag);
     if (!encode_message(e, ti, top + 2)) return 0;
     close_len(e, start);
     expect++;
-    lua_pop(L, 1);
+    lua_settop(L, top + 1); /* the key: the value and what its encoding left go */
   }
   e->top = top;
   return expect > 1 || !has_metatable(L, idx);
@@ -531,7 +548,7 @@ static int put_map(Enc *e, const pc_FieldDef *f, int idx) {
     size_t start = open_len(e, tag_of(f, kPc_Wire_Len));
     if (!put_value(e, kf, top + 1, 1) || !put_value(e, vf, top + 2, 1)) return 0;
     close_len(e, start);
-    lua_pop(L, 1);
+    lua_settop(L, top + 1); /* the key: the value and what its encoding left go */
   }
   e->top = top;
   return e->s->len != len0 || !has_metatable(L, idx);
@@ -587,7 +604,11 @@ static void sort_gathered(Enc *e, const pc_MessageDef *def, Gathered *g, size_t 
   }
 }
 
-/* Appends the encoding of the table at 't' as a message of type 'def'. */
+/* Appends the encoding of the table at 't' as a message of type 'def'.
+ * Its keys and values stay on the stack, e->top past them: the caller
+ * drops them (put_message once they take many slots, the list and map
+ * loops with their own pop, the call at its end), one lua_settop for a
+ * tree of sub-messages rather than one per table. */
 static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   lua_State *L = e->L;
   TableState *s = e->s;
@@ -595,10 +616,12 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   const lpc_Lookup *lk = ti->lk;
   int base = e->top;
   if (++e->depth > LPC_TABLE_MAX_DEPTH || !ti->plain) return 0;
-  int need = base + 2 * (int)def->field_count + 16; /* and what type_of pushes */
+  /* its entries and what type_of pushes; asked with room for the tables
+   * after it, which begin above its entries */
+  int need = base + 2 * (int)def->field_count + 16;
   if (need > e->room) {
-    if (!lua_checkstack(L, need - base)) return 0;
-    e->room = need;
+    if (!lua_checkstack(L, need - base + LPC_TABLE_STACK_AHEAD)) return 0;
+    e->room = need + LPC_TABLE_STACK_AHEAD;
   }
   size_t g0 = s->glen;
   /* Gather: each value stays on the stack, its key copied for lua_next. */
@@ -628,8 +651,6 @@ static int encode_message(Enc *e, const TypeInfo *ti, int t) {
   for (size_t i = g0; i < s->glen; i++)
     if (!put_field(e, s->g[i].f, s->g[i].idx)) return 0;
   s->glen = g0;
-  lua_settop(L, base);
-  e->top = base;
   e->depth--;
   return 1;
 }
@@ -679,7 +700,7 @@ int lpc_encode_table(lua_State *L, int type, int t) {
   TableState *s = lua_touserdata(L, -1);
   const TypeInfo *root = begin_types(L, s, type, top + 1);
   lua_pop(L, 1); /* the registry keeps it */
-  Enc e = {L, s, type, 0, top, top};
+  Enc e = {L, s, type, 0, top, top, top};
   s->len = 0;
   s->glen = 0;
   int ok = encode_message(&e, root, t);
@@ -1007,7 +1028,7 @@ int lpc_table_message(lua_State *L, int type, int t) {
   TableState *s = lua_touserdata(L, -1);
   const TypeInfo *root = begin_types(L, s, type, arena_idx + 1);
   lua_pop(L, 1);
-  Build b = {{L, s, type, 0, arena_idx, arena_idx}, a};
+  Build b = {{L, s, type, 0, arena_idx, arena_idx, arena_idx}, a};
   lua_pushvalue(L, t); /* build_message's table is the top of the stack */
   int ok = build_message(&b, root, arena_idx + 1, msg);
   if (!ok) {

@@ -507,6 +507,17 @@ describe("protocall call", function()
         .. "  hint: the server closed the connection after the HTTP/2 preface: if it serves HTTP/1.1 only, "
         .. "add -http1\n", err)
     end
+    -- a server answering the preface with an HTTP/1.1 400 (nginx, python's http.server)
+    local http1 = helper.spawn("http1", 0)
+    for _, protocol in ipairs { "connect", "grpcweb" } do
+      local _, err, code = run(BIN .. " call -plaintext -protocol " .. protocol .. " " .. FAULTS
+        .. " 127.0.0.1:" .. http1.port .. " faults.Faults/Echo")
+      assert.are.equal(64 + 14, code)
+      -- (read with the close, the answer is refused unread: the closed connection's hint)
+      assert.matches("\n  hint: the server [%w %-/]+ the HTTP/2 preface: if it serves HTTP/1.1 only, add %-http1\n$",
+        err)
+    end
+    helper.stop(http1)
     -- gRPC has no HTTP/1.1 to fall back to; under -http1 the closed connection is just that
     local _, err, code = hcall("-protocol grpc")
     assert.are.equal(64 + 14, code)

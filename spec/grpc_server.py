@@ -12,6 +12,9 @@
                                  forwarding to nothing)
     grpc_server.py hangup PORT   reads what a connection sends first, then closes it (an
                                  HTTP/1.1-only server dropping HTTP/2's client preface)
+    grpc_server.py http1 PORT    reads what a connection sends first, answers an HTTP/1.1
+                                 400 and closes it (nginx or python's http.server meeting
+                                 HTTP/2's client preface)
     grpc_server.py late PORT SECONDS UPSTREAM   accepts, waits SECONDS, then relays the
                                  connection both ways to 127.0.0.1:UPSTREAM (a server whose
                                  HTTP/2 SETTINGS come late)
@@ -621,6 +624,16 @@ def hangup_connection(conn):
         conn.close()
 
 
+def http1_connection(conn):
+    try:
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
 SILENT = {"file": None, "tls": None, "connections": 0, "bytes": 0, "lock": threading.Lock()}
 
 
@@ -722,6 +735,8 @@ def main():
         serve_sockets(port, garbage_connection)
     elif mode == "hangup":
         serve_sockets(port, hangup_connection)
+    elif mode == "http1":
+        serve_sockets(port, http1_connection)
     elif mode == "silent":
         if len(sys.argv) > 3:
             SILENT["file"] = sys.argv[3]

@@ -434,8 +434,9 @@ local TLS_FLAGS = { ca_file = "-cacert", cert_file = "-cert", key_file = "-key" 
 -- does and returns the exit status, 64 + the status code. With the
 -- command's flags: a TLS handshake answered by a plaintext server (OpenSSL's
 -- "wrong version number") without -plaintext, and one closed before its
--- HTTP/2 SETTINGS (an HTTP/1.1-only server) under -protocol connect or
--- grpcweb without -http1, get a hint line; a TLS
+-- HTTP/2 SETTINGS or answered with other bytes (nghttp2's "unexpected data
+-- while we expected SETTINGS frame": an HTTP/1.1-only server's 400) under
+-- -protocol connect or grpcweb without -http1, get a hint line; a TLS
 -- file's option in the message is named by its flag ("-cacert 'ca.pem': not
 -- a PEM certificate bundle").
 function M.print_error(err, flags)
@@ -452,10 +453,14 @@ function M.print_error(err, flags)
       stderr:write("  hint: the server answered TLS with plaintext: if it serves h2c, add -plaintext\n")
     end
     if flags and (flags.protocol == "connect" or flags.protocol == "grpcweb") and not flags.http1
-      and type(err.message) == "string"
-      and err.message:find("connection closed by the peer before its HTTP/2 SETTINGS", 1, true) then
-      stderr:write("  hint: the server closed the connection after the HTTP/2 preface: "
-        .. "if it serves HTTP/1.1 only, add -http1\n")
+      and type(err.message) == "string" then
+      local how = err.message:find("connection closed by the peer before its HTTP/2 SETTINGS", 1, true)
+          and "closed the connection after"
+        or err.message:find("unexpected data while we expected SETTINGS frame", 1, true)
+          and "answered something other than HTTP/2 to"
+      if how then
+        stderr:write("  hint: the server " .. how .. " the HTTP/2 preface: if it serves HTTP/1.1 only, add -http1\n")
+      end
     end
     for _, d in ipairs(err.details or {}) do
       local ok, text = pcall(pc.to_text, d)

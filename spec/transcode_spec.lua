@@ -521,16 +521,26 @@ describe("request bodies", function()
 
   it("keeps a body \"field\" body inside its field", function()
     -- read as {"message": BODY}: a BODY closing that object must not set the other fields
-    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: more than one JSON value" },
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: unexpected data after the value at offset 13" },
       { call(tc, "PUT", "/v1/shelves/s", '{"text": "a"}, "kind": "BOOK", "a": "x"') })
-    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: more than one JSON value" },
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: unexpected data after the value at offset 5" },
       { call(tc, "POST", "/v1/search:tags", '["a"], "labels": {"k": "v"}') })
-    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: more than one JSON value" },
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: unexpected data after the value at offset 5" },
       { call(tc, "POST", "/v1/search:tags", '["a"], "labels": {"k": 1}') })
     assert.are.same({ nil, "INVALID_ARGUMENT: body: $[1]: string expected, got a number at offset 6" },
       { call(tc, "POST", "/v1/search:tags", '["a", 2]') })
-    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: more than one JSON value" },
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: unexpected data after the value at offset 5" },
       { call(tc, "POST", "/v1/search:tags", '["a"], "ratio": 2') })
+  end)
+
+  it("names a body \"field\" body's own syntax error, not the wrapper's", function()
+    -- read as {"message": BODY}: a body cut short met the wrapper's closing brace
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $.text: unexpected end of input at offset 8" },
+      { call(tc, "PUT", "/v1/shelves/s", '{"text":') })
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: unexpected end of input at offset 12" },
+      { call(tc, "PUT", "/v1/shelves/s", '{"text": "a"') })
+    assert.are.same({ nil, "INVALID_ARGUMENT: body: $: unexpected end of input at offset 4" },
+      { call(tc, "POST", "/v1/search:tags", '["a"') })
   end)
 
   it("refuses a body past max_body_bytes with 413", function()

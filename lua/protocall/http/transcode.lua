@@ -126,6 +126,21 @@ local function tree_json(node, out)
 end
 
 -- "$.a.b[2]: what at offset 17" -> "a.b", "what".
+-- The syntax error of the JSON text `s` ("$: unexpected end of input at
+-- offset 9", a path and offset of `s` itself), or nil when it is one JSON
+-- value (read as a google.protobuf.Value, of a private pool made once).
+local value_type
+local function json_syntax_error(s)
+  if value_type == nil then
+    local p = schema.pool()
+    assert(p:load('syntax = "proto3"; import "google/protobuf/struct.proto";', { name = "protocall/json_value.proto" }))
+    value_type = assert(p:type("google.protobuf.Value"))
+  end
+  local ok, err = from_json(value_type, s, { max_depth = 1000 })
+  if ok or err:find("nested deeper", 1, true) then return nil end
+  return err
+end
+
 local function json_error_parts(err)
   local path, what = err:match("^%$%.?([^:]*): (.*)$")
   if not path then return nil, err end
@@ -612,6 +627,9 @@ local function build_request(self, route, bindings, query, body, content_type)
         msg, err = nil, "$: more than one JSON value"
       end
       if not msg then
+        -- the wrapper's own braces would make a body cut short read as another error
+        local syntax = json_syntax_error(body)
+        if syntax then return nil, invalid("body: " .. syntax) end
         local p, what = err:match("^%$%.?([^:]*): (.*)$")
         local at = tonumber(err:match(" at offset (%d+)$"))
         local n = #f.name
@@ -661,8 +679,9 @@ end
 -- ignore_unknown_query), "query parameter 'name' given 2 times for a
 -- singular field", a bad escape or a query string past the limits; a body
 -- past `max_body_bytes` fails RESOURCE_EXHAUSTED with http_status 413; a
--- body "field" body holding more than that field's one JSON value fails
--- "body: $: more than one JSON value"; with `validate`, a message that
+-- body "field" body that is not one JSON value fails with its own syntax
+-- error ("body: $: unexpected data after the value at offset 13", offsets
+-- of the body), as a body "*" one does; with `validate`, a message that
 -- breaks its type's rules fails as pc.server's `validate = true` refuses it,
 -- and one whose rules fail to evaluate (a division by zero, a bad pattern
 -- from the message, a cost limit) fails INTERNAL "validate: ...", as there.

@@ -77,18 +77,25 @@ end
 -- A POST to a method's own path whose content type is none of gRPC's,
 -- gRPC-Web's or Connect's (none at all, text/plain) is 415 with Accept-Post
 -- (connect-go's answer), not REST's 404; a path naming no method stays 404.
+-- (The bodies are empty: the answer comes at once, and curl, still sending a
+-- body over HTTP/2 when the stream's RST_STREAM NO_ERROR comes, fails 92.)
 local function method_path_without_content_type(server)
   for _, h2 in ipairs { false, true } do
     for _, ct in ipairs { "Content-Type:", "Content-Type: text/plain" } do
-      local code, body, h = G.request(server, "/gw.Library/Echo", { body = '{"text":"hi"}', http2 = h2,
+      local code, body, h = G.request(server, "/gw.Library/Echo", { body = "", http2 = h2,
         headers = { ct } })
       assert.are.equal(415, code, ct .. (h2 and ", HTTP/2: " or ", HTTP/1.1: ") .. body)
       assert.are.equal("content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n", body)
       assert.matches("application/connect+json, application/proto, application/json", h["accept-post"], 1, true)
       assert.matches("^application/grpc, ", h["accept-post"])
     end
-    local code = G.request(server, "/gw.Library/Nope", { body = "{}", http2 = h2, headers = { "Content-Type:" } })
+    local code = G.request(server, "/gw.Library/Nope", { body = "", http2 = h2, headers = { "Content-Type:" } })
     assert.are.equal(404, code)
+    -- a Connect content type is not refused as missing (with a query the core
+    -- does not route a Connect POST: REST answers it)
+    code = G.request(server, "/gw.Library/Echo?x=1", { body = "", http2 = h2,
+      headers = { "Content-Type: application/json" } })
+    assert.are_not.equal(415, code)
   end
 end
 

@@ -134,6 +134,8 @@ local ACCEPT_POST = "application/grpc, application/grpc+proto, application/grpc+
   .. "application/grpc-web+proto, application/grpc-web+json, application/grpc-web-text, "
   .. "application/grpc-web-text+proto, application/grpc-web-text+json, application/connect+proto, "
   .. "application/connect+json, application/proto, application/json"
+local OURS = {}
+for t in ACCEPT_POST:gmatch("[^, ]+") do OURS[t] = true end
 
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call).
@@ -142,10 +144,8 @@ function M.serve(self, call)
   local target = call:path()
   local route, bindings, query = tc:match(call:http_method(), target)
   local server = self.server
-  -- a request no rule takes is answered after its body (an HTTP/2 client
-  -- still sending it when the answer ends its stream sees a stream error)
-  if not route and body_of(core, call) == nil then return call:finish(codes.CANCELLED, "cancelled") end
-  if not route and call:http_method() == "POST" and server.methods[target:match("^[^?]*")] then
+  if not route and call:http_method() == "POST" and server.methods[target:match("^[^?]*")]
+    and not OURS[(call:content_type() or ""):match("^[^;]*"):lower():match("^%s*(.-)%s*$")] then
     -- a method's own path without a content type of gRPC, gRPC-Web or
     -- Connect (none, or text/plain): what connect-go answers, not 404
     local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"

@@ -105,6 +105,9 @@ elif MODE == "slowbody":  # a whole head, then a body a byte every 0.2 s (8 s)
     s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
     send_slowly(s, body, 0.2)
+elif MODE == "stallbody":  # a whole head, one byte of the body, then nothing
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 40\r\n\r\n{")
 elif MODE == "flood":  # pipelined requests, sent without reading the answers
     try:
         s.sendall(connect_unary(ADD) * 60000 + connect_unary(ADD, close=True))

@@ -637,6 +637,20 @@ describe("protocall gateway refusing to start", function()
       .. "services\nstatus 1\n", out)
   end)
 
+  it("exits naming the flag of a -rules file that cannot be read, and a bad -cors as a usage error", function()
+    local function start(flags)
+      return R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 " .. flags
+        .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    end
+    assert.are.equal("protocall gateway: -rules '/nonexistent/r.json': cannot be read: No such file or directory\n"
+      .. "status 1\n", start("-rules /nonexistent/r.json"))
+    assert.are.equal("protocall gateway: -rules 'spec': cannot be read: Is a directory\nstatus 1\n",
+      start("-rules spec"))
+    local out = start("-cors https://ok.example -cors app.example")
+    assert.matches("^protocall gateway: %-cors 'app%.example': must be an origin %(", out)
+    assert.matches("\nstatus 2\n$", out)
+  end)
+
   it("exits naming the flag of a -listen-cert or -listen-key that cannot be read", function()
     local dir = os.tmpname()
     os.remove(dir)

@@ -136,6 +136,10 @@ describe("pc.listen over HTTP/1.1", function()
     assert.equals("status 408; closed", run("slowbody", { stall_timeout = 1 }))
   end)
 
+  it("answers a body that stops within stall_timeout of its head 408 and closes, not RESOURCE_EXHAUSTED", function()
+    assert.equals("status 408; closed", run("stallbody", { stall_timeout = 1 }))
+  end)
+
   it("answers a head not complete within the handshake timeout 408 and closes (slowloris)", function()
     assert.equals("status 408; closed", run("slowloris", { handshake_timeout = 1 }))
   end)

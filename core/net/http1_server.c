@@ -575,7 +575,12 @@ pc_Http1ServerConn *pc_Http1ServerConn_New(const pc_Http1ServerOptions *o, pc_Al
   size_t max_head = c->o.http1.max_head ? c->o.http1.max_head : PC_HTTP1_DEFAULT_MAX_HEAD;
   if (c->o.max_pending == 0) c->o.max_pending = ((size_t)1 << 20) + max_head;
   c->slots = alloc(ud, NULL, 0, c->o.max_fields * sizeof *c->slots);
-  c->inner = c->slots ? pc_GrpcServerConn_New(&c->o.engine, alloc, ud, err) : NULL;
+  /* The request body's time is this layer's (408, pc_Http1ServerConn_Expire):
+   * the inner engine's stall timer would end a body that stopped first, as
+   * RESOURCE_EXHAUSTED. */
+  pc_GrpcServerOptions inner = c->o.engine;
+  inner.stall_timeout = -1;
+  c->inner = c->slots ? pc_GrpcServerConn_New(&inner, alloc, ud, err) : NULL;
   if (c->inner == NULL) goto fail;
   pc_Http1Parser_Init(&c->p, kPc_Http1_Requests, &c->o.http1, c->slots, c->o.max_fields);
   c->mem = (nghttp2_mem){c, m_malloc, m_free, m_calloc, m_realloc};

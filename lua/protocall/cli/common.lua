@@ -114,16 +114,22 @@ function M.parse(cmd, spec, args, first)
   return flags, rest
 end
 
---- s = read_input(path): the bytes of file `path`, or of standard input for
--- nil or "-".
-local function read_input(path)
+--- s = read_input(path [, flag]): the bytes of file `path`, or of standard
+-- input for nil or "-". Fails saying why ("x.json: No such file or
+-- directory"); with `flag`, naming it as the TLS flags do ("-rules
+-- 'x.json': cannot be read: No such file or directory").
+local function read_input(path, flag)
   if path == nil or path == "-" then return io.stdin:read("a") or "" end
   local f, why = io.open(path, "rb")
-  if not f then fail(why) end
-  local s, rerr = f:read("a")
-  f:close()
-  if not s then fail(path .. ": " .. tostring(rerr)) end
-  return s
+  local s
+  if f then
+    s, why = f:read("a")
+    f:close()
+  end
+  if s then return s end
+  why = tostring(why)
+  if why:sub(1, #path + 2) == path .. ": " then why = why:sub(#path + 3) end
+  fail(flag and format("%s '%s': cannot be read: %s", flag, path, why) or path .. ": " .. why)
 end
 
 M.read_input = read_input

@@ -30,7 +30,7 @@ M.gateway = {
     ["listen-key"] = "string", cors = "list", refresh = "number" }),
   usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
           "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-cors ORIGIN ...]\n" ..
-          "       [-plaintext | TLS flags] UPSTREAM",
+          "       [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
           "UPSTREAM (host:port, a URL or dns:/unix: as `protocall call` takes it): REST/JSON\n" ..
           "requests by the google.api.http annotations of the schema and the rules of\n" ..
@@ -415,7 +415,7 @@ function M.gateway.run(flags, args)
   -- shape); whether its selectors name methods is known once the schema is read
   local http_text
   if flags.rules then
-    http_text = common.read_input(flags.rules)
+    http_text = common.read_input(flags.rules, "-rules")
     local okH, why = http_rules.http_config(http_text)
     if not okH then fail(format("-rules %s: %s", flags.rules, why)) end
   end
@@ -460,7 +460,11 @@ function M.gateway.run(flags, args)
   local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,
     cert_file = flags["listen-cert"], key_file = flags["listen-key"],
     cors = flags.cors and { origins = flags.cors } or nil })
-  if not ok then fail(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" })) end
+  if not ok then
+    local n, why = tostring(listener):match("cors%.origins%[(%d+)%] (must be an origin .-), got ")
+    if n then usage_error("gateway", format("-cors '%s': %s", flags.cors[tonumber(n)], why)) end
+    fail(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }))
+  end
   if unreachable then listener:refuse(not_read(unreachable, 1)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end

@@ -125,7 +125,6 @@ local function tree_json(node, out)
   out[#out + 1] = "}"
 end
 
--- "$.a.b[2]: what at offset 17" -> "a.b", "what".
 -- The syntax error of the JSON text `s` ("$: unexpected end of input at
 -- offset 9", a path and offset of `s` itself), or nil when it is one JSON
 -- value (read as a google.protobuf.Value, of a private pool made once).
@@ -141,6 +140,7 @@ local function json_syntax_error(s)
   return err
 end
 
+-- "$.a.b[2]: what at offset 17" -> "a.b", "what".
 local function json_error_parts(err)
   local path, what = err:match("^%$%.?([^:]*): (.*)$")
   if not path then return nil, err end

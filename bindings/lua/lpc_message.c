@@ -259,9 +259,12 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
   } else {
     lpc_push_uv(L, uvs, 1); /* the anchor */
     int a = lua_gettop(L);
-    lpc_push_refs(L, a, 0);
-    if (lua_istable(L, -1) && lua_rawgetp(L, -1, pc_Message_Slot(msg, f)) != LUA_TNIL &&
-        is_object_of(L, -1, sub)) {
+    /* its refs (lpc_push_refs without making them): a view's anchor has a
+     * user value (an Arena; a standalone message, of a type that holds
+     * messages), a table once something was kept (else nil, or a flat
+     * decode's input string) */
+    if (lpc_get_known_uv(L, a, 1) == LUA_TTABLE &&
+        lua_rawgetp(L, -1, pc_Message_Slot(msg, f)) != LUA_TNIL && is_object_of(L, -1, sub)) {
       lua_copy(L, -1, a);
       lua_settop(L, a);
     } else {
@@ -649,11 +652,11 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
     lua_pushvalue(L, -1);
     lpc_set_uv(L, uvs, 2);
   }
-  lpc_get_uv(L, uvs, 1);
+  lpc_push_uv(L, uvs, 1);
   if (c->kind == 0) c->kind = kind_of_object(L, obj, c->msg);
   /* the anchor (lpc_push_anchor_of's, the kind at hand) */
   if (c->kind == kLpc_View)
-    lpc_get_known_uv(L, obj, 1);
+    lpc_push_known_uv(L, obj, 1);
   else
     lua_pushvalue(L, obj);
   if (c->uv < 0) c->uv = lpc_view_uv(c->f);
@@ -669,7 +672,10 @@ int lpc_repeated_index(lua_State *L) {
   const pc_Array *arr = container_value(c).a;
   int isint;
   lua_Integer i = lua_tointegerx(L, 2, &isint); /* 1.0 reads element 1, as c[1.0] = v writes it */
-  if (!isint || lua_type(L, 2) != LUA_TNUMBER || arr == NULL || i < 1 || (size_t)i > arr->size)
+  /* not the string "1" (Lua 5.4's lua_tointegerx takes it; LuaJIT's compat
+   * one takes numbers alone, so the test is not made twice) */
+  if (!isint || (!LPC_LUAJIT && lua_type(L, 2) != LUA_TNUMBER) || arr == NULL || i < 1 ||
+      (size_t)i > arr->size)
     return 0;
   pc_Value v = pc_Array_Get(arr, (size_t)i - 1, pc_FieldDef_ElemSlot(c->f));
   if (c->f->message != NULL && v.m != NULL && !c->f->is_extension)

@@ -884,13 +884,7 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     nghttp2_nv h[10] = {
         PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
         PC_GRPC_NV("grpc-message", "content-type must be gRPC's, gRPC-Web's or Connect's"),
-        PC_GRPC_NV("accept-post",
-                   "application/grpc, application/grpc+proto, application/grpc+json, "
-                   "application/grpc-web, "
-                   "application/grpc-web+proto, application/grpc-web+json, "
-                   "application/grpc-web-text, application/grpc-web-text+proto, "
-                   "application/grpc-web-text+json, application/connect+proto, "
-                   "application/connect+json, application/proto, application/json")};
+        PC_GRPC_NV("accept-post", PC_WEB_ACCEPT_POST)};
     size_t n = 4;
     push_cors(s, h, &n);
     s->finished = s->cancelled = 1;

@@ -1432,7 +1432,11 @@ size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c) {
 static void fail_stalled(pc_GrpcServerCall *s) {
   size_t have = pc_GrpcInbox_Partial(&s->in), need = pc_GrpcInbox_Expected(&s->in);
   double t = s->c->stall_timeout;
-  if (need > 0)
+  if (whole_body(s)) /* its prefix is the engine's placeholder, not the client's */
+    fail(s, kPc_Code_ResourceExhausted,
+         "request message stalled: %zu byte%s of the body arrived, then nothing for %g s", have - 5,
+         have - 5 == 1 ? "" : "s", t);
+  else if (need > 0)
     fail(s, kPc_Code_ResourceExhausted,
          "request message stalled: %zu of %zu bytes arrived, then nothing for %g s", have, need, t);
   else

@@ -706,6 +706,23 @@ end
     assert.are.equal('{"name":"shelves/7/books/r2","title":"T"}', body)
   end)
 
+  -- as `protocall gateway` answers it (spec/rest_gateway_spec.lua)
+  it("a POST to a method's path with no content type of gRPC-Web or Connect is 415 with Accept-Post", function()
+    local before = calls(nginx)
+    for _, ct in ipairs { "Content-Type:", "Content-Type: text/plain" } do
+      local code, body, h = request(nginx, "/gw.Library/Echo", { body = '{"text":"hi"}', headers = { ct } })
+      assert.are.equal(415, code, ct .. ": " .. body)
+      assert.are.equal("content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n", body)
+      assert.are.equal("text/plain", h["content-type"])
+      assert.matches("^application/grpc, .*, application/connect%+json, application/proto, application/json$",
+        h["accept-post"])
+    end
+    -- a path naming no method stays REST's 404
+    local code = request(nginx, "/gw.Library/Nope", { body = "{}", headers = { "Content-Type:" } })
+    assert.are.equal(404, code)
+    assert.are.equal(before, calls(nginx))
+  end)
+
   it("with validate, gRPC-Web and Connect requests breaking their rules are refused and never reach the upstream",
     function()
     local TEXT = "validation failed: text: must be at least 2 characters [string.min_len]"

@@ -26,6 +26,7 @@ local ngx = rawget(_G, "ngx")
 local pc = require "protocall"
 local resty = require "protocall.resty"
 local web = require "protocall.http.web"
+local core = require "protocall.core"
 local reflection = require "protocall.rpc.reflection"
 local ruleless_types = require("protocall.validate").ruleless_types
 local CHECKED, seconds_problem = require("protocall.internal").CHECKED, require("protocall.internal").seconds_problem
@@ -34,6 +35,7 @@ local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
   type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable
 local concat, sort, format = table.concat, table.sort, string.format
 local min, huge = math.min, math.huge
+local web_classify, ACCEPT_POST = core.web_classify, core.web_accept_post
 
 local M = {}
 
@@ -619,6 +621,17 @@ local function bare_error(status, code, message)
   ngx.print(format('{"code":%d,"message":"%s","details":[]}', code, (message:gsub('[%c"\\]', "?"))))
 end
 
+-- A POST to a method's own path with no content type of gRPC, gRPC-Web or
+-- Connect (none, or text/plain): 415 with the types taken in Accept-Post,
+-- as connect-go and `protocall gateway` (lua/protocall/rpc/rest.lua) answer.
+local function unsupported_type()
+  local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"
+  ngx.status = 415
+  ngx.header["Content-Type"] = "text/plain"
+  ngx.header["Content-Length"] = #body
+  ngx.header["Accept-Post"] = ACCEPT_POST
+  ngx.print(body)
+end
 
 -- The value of header `name` in `headers` (ngx.req.get_headers(n, true):
 -- names as sent) when it came spelt `name` or `lower` alone (the first of
@@ -970,7 +983,13 @@ function M.handle(route, opts)
     end
   end
   local r, bindings, query = tc:match(ngx.req.get_method(), target)
-  if not r then return answer_error(v, bindings) end
+  if not r then
+    if web_methods and web_methods[target:match("^[^?#]*")] and ngx.req.get_method() == "POST"
+      and not web_classify("POST", ngx.var.content_type) then
+      return unsupported_type()
+    end
+    return answer_error(v, bindings)
+  end
   local headers = ngx.req.get_headers(200, true) -- raw: errors name headers as sent
   local md, timeout = tc:metadata(headers)
   if not md then return answer_error(v, timeout) end

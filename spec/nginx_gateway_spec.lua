@@ -504,7 +504,7 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.truthy(body:find("^echo: protos: gateway/library.proto:%d+:%d+: "), body)
     code, body = request(nginx, "/admin/swap?v=badrule")
     assert.are.equal(500, code, body)
-    assert.truthy(body:find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope': "
+    assert.truthy(body:find("http rules: rule 1: gw.Library.Echo: GET /echo/{nope}: variable 'nope': "
       .. "no field 'nope' in gw.EchoRequest", 1, true), body)
     for _ = 1, 4 do -- both workers, whichever answers
       code, body, h = request(nginx, "/api/echo/hi")

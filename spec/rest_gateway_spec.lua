@@ -135,7 +135,7 @@ describe("pc.listen's rest option", function()
     assert.are.equal("pc.listen: rest: (timeout: positive number of seconds expected, got -1)",
       refused { timeout = -1 })
     assert.truthy(refused { http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } }
-      :find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope'", 1, true))
+      :find("http rules: rule 1: gw.Library.Echo: GET /echo/{nope}: variable 'nope'", 1, true))
     local l = pc.listen(server, "127.0.0.1:0", { rest = { timeout = 2 } })
     local route = l.rest:match("GET", "/v1/calls")
     assert.are.equal(2, l.rest:timeout(route))
@@ -156,7 +156,7 @@ describe("pc.listen's rest option", function()
     local bad = server_of(text:gsub("message EchoRequest {%s*string text = 1;", "message EchoRequest {"), "bad")
     local ok, err = pcall(l.set_server, l, bad)
     assert.is_false(ok)
-    assert.matches("pc.listen: rest: gw.Library.Echo: rule GET /echo/{text}: ", tostring(err), 1, true)
+    assert.matches("pc.listen: rest: http rules: rule 1: gw.Library.Echo: GET /echo/{text}: ", tostring(err), 1, true)
     assert.has_error(function() l:set_server({}) end,
       "bad argument #1 to 'set_server' (protocall.Server expected, got table)")
     local got = {}
@@ -635,6 +635,23 @@ describe("protocall gateway refusing to start", function()
     os.remove(rules)
     assert.are.equal("protocall gateway: rest: http rules: rule 2: selector 'gw.Nope.M' names no method of the "
       .. "services\nstatus 1\n", out)
+  end)
+
+  it("exits naming the rule (from 1), its method and pattern, whose pattern does not fit the schema", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e/{text}",'
+      .. ' "additional_bindings": [{"post": "/e", "body": "nope"}]}]}')
+    local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    assert.are.equal("protocall gateway: rest: http rules: rule 1: gw.Library.Echo: POST /e: body 'nope': no such "
+      .. "top-level field in gw.EchoRequest\nstatus 1\n", out)
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Library.Echo",'
+      .. ' "get": "/e/{nope}"}]}')
+    out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    os.remove(rules)
+    assert.are.equal("protocall gateway: rest: http rules: rule 2: gw.Library.Echo: GET /e/{nope}: variable 'nope': "
+      .. "no field 'nope' in gw.EchoRequest\nstatus 1\n", out)
   end)
 
   it("exits naming the flag of a -rules file that cannot be read, and a bad -cors as a usage error", function()

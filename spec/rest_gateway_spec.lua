@@ -550,26 +550,71 @@ describe("protocall gateway with the upstream down at start", function()
     if dir then os.execute("rm -rf " .. q(dir)) end
   end)
 
-  it("serves a -proto schema, its calls failing UNAVAILABLE", function()
-    gw = G.start_gateway(BIN, N.free_port(), "-I spec/fixtures/protos -proto gateway/library.proto")
-    local code, body = G.request(gw, "/v1/shelves/1/books/2")
+  it("serves a -proto schema, its calls failing UNAVAILABLE without the upstream's address", function()
+    local down = G.start_gateway(BIN, N.free_port(), "-I spec/fixtures/protos -proto gateway/library.proto", nil, true)
+    finally(function()
+      helper.stop(down)
+      os.remove(down.log)
+    end)
+    local code, body = G.request(down, "/v1/shelves/1/books/2")
     assert.are.equal(503, code, body)
-    assert.matches('^{"code":14,"message":"connect to 127%.0%.0%.1:%d+: Connection refused"', body)
+    -- the failure's class, not the address (the log has it, below)
+    assert.are.equal('{"code":14,"message":"upstream connect error: connection refused","details":[]}', body)
     -- a call within the reconnection backoff: its hint says what holds for the gateway
     -- (it sets no wait_for_ready), the first such answer of a few calls
     local hinted
     for _ = 1, 5 do
-      code, body = G.request(gw, "/v1/shelves/1/books/2")
+      code, body = G.request(down, "/v1/shelves/1/books/2")
       if code == 503 and body:find("reconnection backoff", 1, true) then
         hinted = body
         break
       end
     end
-    helper.stop(gw)
-    gw = nil
     assert.is_not_nil(hinted, body)
-    assert.matches('^{"code":14,"message":"connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: '
-      .. 'the next attempt in [%d.e-]+ s; calls fail at once until then%)"', hinted)
+    assert.matches('^{"code":14,"message":"upstream connect error: connection refused %(reconnection backoff: '
+      .. 'the next attempt in [%d.e-]+ s; calls fail at once until then%)","details":%[%]}$', hinted)
+    -- gRPC, Connect and gRPC-Web clients are told the same
+    local out = R.capture(BIN .. " call -plaintext -d '{}' 127.0.0.1:" .. down.port .. " gw.Library/Echo 2>&1")
+    assert.matches("ERROR: code = UNAVAILABLE, message = upstream connect error: connection refused", out, 1, true)
+    local connect = R.capture("curl -s -H 'Content-Type: application/json' --data-binary '{}' "
+      .. down.url .. "/gw.Library/Echo")
+    assert.matches('^{"code":"unavailable","message":"upstream connect error: connection refused', connect)
+    local web = R.capture("printf '\\0\\0\\0\\0\\2{}' | curl -s -D - -o /dev/null "
+      .. "-H 'Content-Type: application/grpc-web+json' --data-binary @- " .. down.url .. "/gw.Library/Echo")
+    assert.matches("grpc%-message: upstream connect error: connection refused", web)
+    for _, answer in ipairs { out, connect, web } do
+      assert.is_nil(answer:find("127.0.0.1", 1, true), answer)
+    end
+    helper.stop(down)
+    local f = assert(io.open(down.log))
+    local log = f:read("a")
+    f:close()
+    -- the operator's log has the address, said once for the calls failing alike (within 10 s)
+    local _, said = log:gsub("protocall gateway: upstream call [%w.]+ failed: UNAVAILABLE: connect to "
+      .. "127%.0%.0%.1:%d+: Connection refused", "")
+    assert.are.equal(1, said, log)
+  end)
+
+  it("tells a client whose upstream connection was lost so, without the upstream's address", function()
+    local hangup = helper.spawn("hangup", 0) -- reads what a connection sends first, then closes it
+    local lost = G.start_gateway(BIN, hangup.port, "-I spec/fixtures/protos -proto gateway/library.proto", nil, true)
+    finally(function()
+      helper.stop(lost)
+      helper.stop(hangup)
+      os.remove(lost.log)
+    end)
+    local code, body = G.request(lost, "/v1/shelves/1/books/2")
+    local out = R.capture(BIN .. " call -plaintext -d '{}' 127.0.0.1:" .. lost.port .. " gw.Library/Echo 2>&1")
+    helper.stop(lost)
+    local f = assert(io.open(lost.log))
+    local log = f:read("a")
+    f:close()
+    assert.are.equal(503, code, body)
+    assert.are.equal('{"code":14,"message":"upstream connection lost","details":[]}', body)
+    assert.matches("ERROR: code = UNAVAILABLE, message = upstream connection lost\n", out, 1, true)
+    -- (read from, or write to, the address: what the closing connection failed first)
+    assert.matches("protocall gateway: upstream call gw%.Library%.GetBook failed: UNAVAILABLE: [^\n]*127%.0%.0%.1:"
+      .. hangup.port .. ": ", log)
   end)
 
   it("refuses calls UNAVAILABLE until the upstream's reflection answers, then serves its schema", function()
@@ -577,9 +622,8 @@ describe("protocall gateway with the upstream down at start", function()
     gw = G.start_gateway(BIN, port, "-unbound", nil, true)
     local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
     assert.are.equal(503, code, body)
-    assert.matches('^{"code":14,"message":"the upstream\'s schema is not read yet: UNAVAILABLE: connect to '
-      .. '127%.0%.0%.1:%d+: Connection refused; the gateway reads it again [%d.]+ s after its last read'
-      .. '","details":%[%]}$', body)
+    assert.matches('^{"code":14,"message":"the upstream\'s schema is not read yet: UNAVAILABLE: upstream connect '
+      .. 'error: connection refused; the gateway reads it again [%d.]+ s after its last read","details":%[%]}$', body)
     -- gRPC clients too (the gateway's own reflection included)
     local out = R.capture(BIN .. " call -plaintext -d '{}' 127.0.0.1:" .. gw.port .. " faults.Faults/Echo 2>&1")
     assert.matches("code = UNAVAILABLE, message = the upstream's schema is not read yet: ", out, 1, true)

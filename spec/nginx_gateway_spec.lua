@@ -102,6 +102,9 @@ local CONF = N.lua_conf(2, [==[
         -- an upstream where nothing listens
         assert(gw.configure("down", { protos = { ["gateway/library.proto"] = lib }, upstream = "127.0.0.1:1",
                                       prefix = "/down", web = true }))
+        -- an upstream that reads what a connection sends first, then closes it
+        assert(gw.configure("hangup", { protos = { ["gateway/library.proto"] = lib }, upstream = "@HANGUP@",
+                                        prefix = "/hangup", web = true }))
         -- configurations refused: each "nil" and why
         local function try(cfg)
             local n, err = gw.configure("probe", cfg)
@@ -190,6 +193,9 @@ local CONF = N.lua_conf(2, [==[
         location /down/ {
             content_by_lua_block { gw.handle("down") }
         }
+        location /hangup/ {
+            content_by_lua_block { gw.handle("hangup") }
+        }
         location = /echo-local {
             content_by_lua_block { gw.handle("nothing") }
         }
@@ -207,8 +213,8 @@ local CONF = N.lua_conf(2, [==[
     }
 ]==])
 
-local function start_nginx(upstream)
-  return N.start("gateway", CONF:gsub("@UPSTREAM@", upstream), function(prefix)
+local function start_nginx(upstream, hangup)
+  return N.start("gateway", CONF:gsub("@UPSTREAM@", upstream):gsub("@HANGUP@", hangup), function(prefix)
     assert(os.execute("protoc -I spec/fixtures/protos -I core/schema/protos --include_imports -o "
       .. q(prefix .. "/library.pb") .. " gateway/library.proto"))
   end)
@@ -225,14 +231,16 @@ local function calls(n)
 end
 
 describe("protocall.resty.gateway inside nginx", function()
-  local upstream, nginx
+  local upstream, hangup, nginx
   setup(function()
     upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
-    nginx = start_nginx("127.0.0.1:" .. upstream.port)
+    hangup = helper.spawn("hangup", 0)
+    nginx = start_nginx("127.0.0.1:" .. upstream.port, "127.0.0.1:" .. hangup.port)
   end)
   teardown(function()
     N.stop(nginx)
     helper.stop(upstream)
+    helper.stop(hangup)
   end)
 
   it("GET with path variables and query parameters (repeated, enum by name, int64)", function()
@@ -365,6 +373,23 @@ describe("protocall.resty.gateway inside nginx", function()
     local log = read(nginx.prefix .. "/logs/error.log") or ""
     local said = "protocall.resty.gateway: down: upstream call failed: UNAVAILABLE: connect to 127.0.0.1:1: "
     assert.truthy(log:find(said, 1, true), log:sub(-4000))
+  end)
+
+  it("an upstream connection lost under the call: 503 'upstream connection lost', its address in the log only",
+    function()
+    local code, body = request(nginx, "/hangup/v1/calls")
+    assert.are.equal(503, code, body)
+    assert.are.equal('{"code":14,"message":"upstream connection lost","details":[]}', body)
+    local hs
+    code, body, hs = request(nginx, "/hangup/gw.Library/ListBooks",
+      { body = "\0\0\0\0\2{}", headers = { "Content-Type: application/grpc-web+json" } })
+    assert.are.equal(200, code, body)
+    local status = hs["grpc-message"] or body
+    assert.truthy(status:find("upstream connection lost", 1, true), status)
+    assert.is_nil(status:find("127.0.0.1", 1, true), status)
+    local log = read(nginx.prefix .. "/logs/error.log") or ""
+    assert.truthy(log:find("protocall%.resty%.gateway: hangup: upstream call failed: UNAVAILABLE: [^\n]*127%.0%.0%.1:"
+      .. hangup.port), log:sub(-4000))
   end)
 
   it("a client stream from a newline-delimited JSON body", function()

@@ -180,6 +180,9 @@ describe("protocall.http.web", function()
           .. "a transport with wait_for_ready waits for it)" })
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
       message = "resolve backend.internal: Name or service not known" })
+    -- a dns:/// name the balancer could not resolve (no `unsent`)
+    assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE",
+      message = "resolve backend.internal: Name or service not known" })
     assert.are.equal("upstream connect error: TLS handshake failed", E { code = "UNAVAILABLE", unsent = true,
       message = "TLS handshake with backend.internal:443: connection closed (is it a TLS port?)" })
     assert.are.equal("upstream connect error: connection timed out", E { code = "UNAVAILABLE", unsent = true,

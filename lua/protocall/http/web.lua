@@ -96,7 +96,7 @@ local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadlin
 -- nil), in place of the message naming the upstream's address, which the
 -- gateway logs instead: "upstream connect error: CLASS" when no
 -- connection took the call (`err.unsent`, or a "connect to", "resolve"
--- or TLS failure; CLASS "connection refused", "connection timed out",
+-- or TLS failure, a "resolve NAME: why" even without `unsent`; CLASS "connection refused", "connection timed out",
 -- "name not resolved", "TLS handshake failed", "no HTTP/2 from the
 -- upstream", "upstream unreachable" or "connection failure"), "upstream
 -- connection lost" when its connection failed under it (`err.lost`),
@@ -111,7 +111,8 @@ function M.upstream_failure(err)
   local base, hint = m:match("^(.-) (%(reconnection backoff: [^()]*%))$")
   base = base or m
   local text
-  if code == "UNAVAILABLE" and (err.unsent or err.lost) then
+  -- (a dns:/// name the balancer could not resolve fails so without `unsent`)
+  if code == "UNAVAILABLE" and (err.unsent or err.lost or base:find("^resolve [^ ]+: ")) then
     local attempt = base:find("^connect to ") or base:find("^resolve ") or base:find("TLS handshake", 1, true)
     text = (err.unsent or attempt) and "upstream connect error: " .. connect_class(base)
       or "upstream connection lost"
